@@ -1,0 +1,233 @@
+"""Per-layer, per-strategy costs: the pure heart of the cost model.
+
+Everything is for one device of a pipeline stage and one micro-batch of
+``microbatch_samples`` samples (split over the layer's data-parallel degree),
+except :attr:`LayerCost.sync_s`, which is paid once per iteration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autopar_opt.cost.comm import allgather_time, allreduce_time
+from autopar_opt.cost.params import CostParams
+from autopar_opt.graph import Layer
+from autopar_opt.hardware import Cluster, LinkTier
+from autopar_opt.strategies import Strategy
+from autopar_opt.training import DTYPE_BYTES, OPTIMIZER_BYTES, Recompute, Training
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """Where a layer runs: a stage of ``devices`` ranks starting at ``first_rank``."""
+
+    cluster: Cluster
+    training: Training
+    params: CostParams
+    devices: int
+    microbatch_samples: int
+    first_rank: int = 0
+
+    def tier(self, group_span: int) -> LinkTier:
+        """Tier binding a group covering ``group_span`` consecutive ranks of the stage."""
+        last = self.first_rank + max(group_span, 1) - 1
+        return self.cluster.tier_for_span(self.first_rank, last)
+
+    @property
+    def stage_tier(self) -> LinkTier:
+        return self.tier(self.devices)
+
+    @property
+    def peak_flops(self) -> float:
+        return self.cluster.device.peak_flops(self.training.dtype)
+
+    @property
+    def capacity_bytes(self) -> float:
+        """Usable memory per device: HBM minus the stated reserve."""
+        return (self.cluster.device.hbm_gib - self.training.memory_reserve_gib) * 1024**3
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """Cost of one layer under one strategy on one device.
+
+    time_s : forward + backward (+ recomputation) time of one micro-batch,
+        including the strategy's own per-micro-batch communication.
+    compute_s, comm_s : the two parts of ``time_s`` (``comm_s`` is the exposed
+        communication only).
+    sync_s : once-per-iteration time (gradient reduction, optimizer step).
+    weight_bytes : weights + gradients + optimizer state after sharding.
+    act_bytes : activations kept for backward, per in-flight micro-batch.
+    flops : model FLOPs of one micro-batch on this device (no recomputation).
+    hw_flops : FLOPs actually executed (with recomputation).
+    """
+
+    time_s: float
+    compute_s: float
+    comm_s: float
+    sync_s: float
+    weight_bytes: float
+    act_bytes: float
+    flops: float
+    hw_flops: float
+
+
+def kernel_time(flops: float, ctx: StageContext) -> float:
+    """Time of ``flops`` FLOPs on one device.
+
+    ``t = f / (peak · eff(τ))`` with ``eff(τ) = eff_max · τ / (τ + τ_half)`` and
+    ``τ = f / peak`` (time at peak): large GEMMs reach ``eff_max``, small ones
+    are latency bound (roofline saturation; Williams et al. 2009; the
+    GEMM-size dependence of achieved TFLOP/s in Narayanan et al. 2021 Fig. 13).
+    """
+    if flops <= 0:
+        return 0.0
+    p = ctx.params
+    tau = flops / ctx.peak_flops
+    half = p.efficiency_half_us * 1e-6
+    eff = p.efficiency_for(ctx.cluster.device.name) * tau / (tau + half)
+    return tau / eff
+
+
+def _compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> tuple[float, float, float]:
+    """(time, model FLOPs, hardware FLOPs) of one micro-batch on one device."""
+    share = ctx.microbatch_samples / (s.dp * s.cp)   # samples (x sequence share) per device
+    measured = layer.measured_for(s.tp) if layer.measured else None
+    if measured is not None:
+        fwd = measured.fwd_ms_per_sample * 1e-3 * share
+        bwd = measured.bwd_ms_per_sample * 1e-3 * share
+        extra = fwd if s.recompute is Recompute.full else 0.0
+        flops = (layer.flops_fwd + layer.flops_bwd) * share / s.tp
+        return fwd + bwd + extra, flops, flops
+    per_dev = share / s.tp
+    f_fwd = layer.flops_fwd * per_dev
+    f_bwd = layer.flops_bwd * per_dev
+    if s.recompute is Recompute.full:
+        f_re = f_fwd
+    elif s.recompute is Recompute.selective:
+        f_re = layer.flops_recompute_selective * per_dev
+    else:
+        f_re = 0.0
+    t = kernel_time(f_fwd, ctx) + kernel_time(f_bwd, ctx) + kernel_time(f_re, ctx)
+    return t, f_fwd + f_bwd, f_fwd + f_bwd + f_re
+
+
+def _tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
+    """Tensor-parallel all-reduces of one micro-batch.
+
+    Megatron: two all-reduces forward and two backward per block of
+    ``2·b·s·h`` bytes (Shoeybi et al. 2019, Fig. 4); with sequence parallelism
+    they become reduce-scatter + all-gather of the same total volume
+    (Korthikanti et al. 2022, Sec. 4.2.2). Full recomputation repeats the
+    forward ones.
+    """
+    if s.tp <= 1 or layer.tp_comm_bytes <= 0:
+        return 0.0
+    nbytes = layer.tp_comm_bytes * ctx.microbatch_samples / (s.dp * s.cp)
+    passes = 3 if s.recompute is Recompute.full else 2
+    return passes * allreduce_time(s.tp, nbytes, ctx.tier(s.tp), ctx.params.comm_efficiency)
+
+
+def _cp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
+    """Context parallelism: all-gather K/V forward, all-gather + reduce-scatter of
+    their gradients backward (ring attention; Liu et al. 2023; Megatron CP)."""
+    if s.cp <= 1 or layer.cp_comm_bytes <= 0:
+        return 0.0
+    nbytes = layer.cp_comm_bytes / s.tp * ctx.microbatch_samples / s.dp
+    return 3 * allgather_time(s.cp, nbytes, ctx.tier(s.cp * s.tp), ctx.params.comm_efficiency)
+
+
+def _zero3_gather_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
+    """ZeRO-3/FSDP per micro-batch: all-gather parameters for forward and for
+    backward, reduce-scatter gradients (Rajbhandari et al. 2020, Sec. 7.2.2:
+    3x the parameter volume)."""
+    if s.zero < 3 or s.dp <= 1 or layer.params <= 0:
+        return 0.0
+    w_bytes = OPTIMIZER_BYTES[ctx.training.optimizer][0]
+    nbytes = layer.params / s.tp * w_bytes
+    tier = ctx.tier(ctx.devices)
+    return 3 * allgather_time(s.dp * s.cp, nbytes, tier, ctx.params.comm_efficiency)
+
+
+def _sync_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
+    """Once per iteration: gradient all-reduce over the dp×cp group (ZeRO-1/2 do
+    reduce-scatter + all-gather, the same ring volume; ZeRO-3 reduced already)
+    plus the optimizer step, bound by HBM bandwidth."""
+    if layer.params <= 0:
+        return 0.0
+    p = ctx.params
+    w_bytes, g_bytes, _ = OPTIMIZER_BYTES[ctx.training.optimizer]
+    local = layer.params / s.tp
+    group = s.dp * s.cp
+    comm = 0.0
+    if s.zero < 3 and group > 1:
+        comm = allreduce_time(group, local * g_bytes, ctx.tier(ctx.devices), p.comm_efficiency)
+        comm *= 1.0 - p.dp_overlap
+    shard = local / group if s.zero >= 1 else local
+    step = shard * p.optimizer_bytes_per_param / (ctx.cluster.device.hbm_gb_per_s * 1e9)
+    return comm + step
+
+
+def weight_bytes(layer: Layer, s: Strategy, training: Training) -> float:
+    """Weights + gradients + optimizer state per device after sharding.
+
+    ZeRO-1 shards optimizer state, ZeRO-2 also gradients, ZeRO-3 also weights,
+    over the data-parallel group (Rajbhandari et al. 2020, Sec. 5, Fig. 1).
+    """
+    w, g, o = OPTIMIZER_BYTES[training.optimizer]
+    group = s.dp * s.cp
+    local = layer.params / s.tp
+    if s.zero >= 1:
+        o /= group
+    if s.zero >= 2:
+        g /= group
+    if s.zero >= 3:
+        w /= group
+    return local * (w + g + o)
+
+
+def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int) -> float:
+    """Activations kept for backward on one device for one micro-batch.
+
+    Korthikanti et al. 2022: Eq. 2 (tensor parallel: the replicated part stays
+    whole), Eq. 4 (sequence parallel: everything split by t), Sec. 5 (selective
+    recomputation drops the attention-core term), Sec. 4.1 (full
+    recomputation keeps only the layer input, split by t under sequence
+    parallelism). Context parallelism splits the sequence by ``cp``.
+    """
+    share = microbatch_samples / (s.dp * s.cp)
+    measured = layer.measured_for(s.tp) if layer.measured else None
+    if measured is not None and measured.act_bytes_per_sample is not None \
+            and s.recompute is Recompute.none:
+        return measured.act_bytes_per_sample * share
+    if s.recompute is Recompute.full:
+        per = layer.input_bytes / (s.tp if s.sp else 1)
+        return per * share
+    act = layer.act_bytes
+    if s.recompute is Recompute.selective:
+        act -= layer.act_attn_bytes
+    repl = min(layer.act_replicated_bytes, act)
+    split = act - repl
+    per = split / s.tp + repl / (s.tp if s.sp else 1)
+    return per * share
+
+
+def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
+    """All costs of ``layer`` under ``s`` in stage context ``ctx``."""
+    compute, flops, hw_flops = _compute_time(layer, s, ctx)
+    compute += ctx.params.layer_overhead_us * 1e-6
+    tp = _tp_comm_time(layer, s, ctx)
+    cp = _cp_comm_time(layer, s, ctx)
+    z3 = _zero3_gather_time(layer, s, ctx)
+    exposed_z3 = max(0.0, z3 - ctx.params.zero3_overlap * compute)
+    comm = tp + cp + exposed_z3
+    return LayerCost(
+        time_s=compute + comm,
+        compute_s=compute,
+        comm_s=comm,
+        sync_s=_sync_time(layer, s, ctx),
+        weight_bytes=weight_bytes(layer, s, ctx.training),
+        act_bytes=activation_bytes(layer, s, ctx.microbatch_samples),
+        flops=flops,
+        hw_flops=hw_flops,
+    )

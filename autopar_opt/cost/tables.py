@@ -1,0 +1,191 @@
+"""Cost tables: every number a formulation needs for one outer configuration.
+
+An outer configuration fixes the pipeline degree ``pp`` (so ``d = N/pp``
+devices per stage), the micro-batch count ``c`` (so ``b = B/c`` samples per
+micro-batch) and the schedule. Formulations read only these arrays
+(DESIGN.md §1): ``time`` = A, ``sync`` = G, ``weight_bytes`` = W,
+``act_bytes`` = H, ``reshard`` = R, ``cross`` = R' of DESIGN.md §3.
+
+Stages are congruent (``d`` divides the GPUs per node or is a multiple of
+it), so one stage context prices every stage; only the tier of each stage
+boundary differs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from autopar_opt.cost.layer_cost import LayerCost, StageContext, layer_cost
+from autopar_opt.cost.params import CostParams
+from autopar_opt.cost.reshard import cross_stage_time, reshard_time
+from autopar_opt.graph import LayerGraph
+from autopar_opt.hardware import Cluster
+from autopar_opt.strategies import Strategy, enumerate_strategies
+from autopar_opt.training import Schedule, SearchSpace, Training
+
+
+def stages_congruent(devices_per_stage: int, gpus_per_node: int) -> bool:
+    """True when every stage sees the same node layout."""
+    d, g = devices_per_stage, gpus_per_node
+    return g % d == 0 or d % g == 0
+
+
+def inflight_microbatches(schedule: Schedule, pp: int, microbatches: int, stage: int) -> int:
+    """Micro-batches whose activations a stage holds at its peak.
+
+    GPipe keeps all ``c`` (Huang et al. 2019); 1F1B keeps at most ``pp - i``
+    (Narayanan et al. 2021, Sec. 2.2.1); the interleaved schedule is priced
+    like 1F1B (its extra warm-up memory is not modelled).
+    """
+    if schedule is Schedule.gpipe:
+        return microbatches
+    return min(pp - stage, microbatches)
+
+
+def boundary_is_intra(boundary: int, devices_per_stage: int, gpus_per_node: int) -> bool:
+    """Whether stages ``boundary`` and ``boundary + 1`` share a node."""
+    first_next = (boundary + 1) * devices_per_stage
+    return devices_per_stage < gpus_per_node and first_next % gpus_per_node != 0
+
+
+@dataclass
+class CostTables:
+    """Arrays for one outer configuration; index ``u`` follows the graph order."""
+
+    graph: LayerGraph
+    cluster: Cluster
+    training: Training
+    params: CostParams
+    pp: int
+    microbatches: int
+    schedule: Schedule
+    devices_per_stage: int
+    microbatch_samples: int
+    strategies: list[list[Strategy]]
+    time: list[np.ndarray]
+    sync: list[np.ndarray]
+    weight_bytes: list[np.ndarray]
+    act_bytes: list[np.ndarray]
+    edges: list[tuple[int, int]]
+    reshard: list[np.ndarray]
+    cross_intra: list[np.ndarray]
+    cross_inter: list[np.ndarray]
+    boundary_intra: list[bool]
+    inflight: list[int]
+    capacity_bytes: float
+    layer_class: list[int] = field(default_factory=list)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.strategies)
+
+    def cross(self, edge: int, boundary: int) -> np.ndarray:
+        """R' of ``edge`` at stage boundary ``boundary``."""
+        return self.cross_intra[edge] if self.boundary_intra[boundary] else self.cross_inter[edge]
+
+    def stage_context(self) -> StageContext:
+        return StageContext(self.cluster, self.training, self.params,
+                            self.devices_per_stage, self.microbatch_samples)
+
+
+def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
+                      space: SearchSpace, params: CostParams, pp: int,
+                      microbatches: int, schedule: Schedule,
+                      prune_dominated: bool = True) -> CostTables:
+    """Enumerate strategies and price them for one outer configuration.
+
+    With ``prune_dominated`` a strategy is dropped when another of the same
+    layout is no worse in time, sync, weights and activations: resharding
+    depends on layouts only, so this never changes the optimum.
+
+    Raises ValueError when the configuration is not well formed (pp does not
+    divide the devices, c does not divide the batch, stages not congruent).
+    """
+    n = cluster.num_devices
+    if n % pp:
+        raise ValueError(f"pp={pp} does not divide {n} devices")
+    if training.global_batch_size % microbatches:
+        raise ValueError(f"{microbatches} micro-batches do not divide batch {training.global_batch_size}")
+    d = n // pp
+    if not stages_congruent(d, cluster.gpus_per_node):
+        raise ValueError(f"{d} devices per stage and {cluster.gpus_per_node} GPUs per node are not congruent")
+    b = training.global_batch_size // microbatches
+    ctx = StageContext(cluster, training, params, d, b)
+    strategies, time, sync, wbytes, abytes, classes = [], [], [], [], [], []
+    cache: dict[tuple, tuple] = {}
+    for layer in graph.layers:
+        key = layer.signature()
+        if key not in cache:
+            strats = enumerate_strategies(layer, d, b, space, cluster.gpus_per_node, training.seq_len)
+            costs = [layer_cost(layer, s, ctx) for s in strats]
+            if prune_dominated:
+                strats, costs = _prune(strats, costs)
+            cache[key] = (len(cache), strats, _arrays(costs))
+        cls, strats, arrays = cache[key]
+        classes.append(cls)
+        strategies.append(strats)
+        for target, arr in zip((time, sync, wbytes, abytes), arrays):
+            target.append(arr)
+    edges = graph.edge_indices()
+    reshard, cross_intra, cross_inter = _edge_tables(graph, strategies, edges, ctx)
+    return CostTables(
+        graph=graph, cluster=cluster, training=training, params=params, pp=pp,
+        microbatches=microbatches, schedule=schedule, devices_per_stage=d,
+        microbatch_samples=b, strategies=strategies, time=time, sync=sync,
+        weight_bytes=wbytes, act_bytes=abytes, edges=edges, reshard=reshard,
+        cross_intra=cross_intra, cross_inter=cross_inter,
+        boundary_intra=[boundary_is_intra(i, d, cluster.gpus_per_node) for i in range(pp - 1)],
+        inflight=[inflight_microbatches(schedule, pp, microbatches, i) for i in range(pp)],
+        capacity_bytes=ctx.capacity_bytes, layer_class=classes)
+
+
+def _arrays(costs: list[LayerCost]) -> tuple[np.ndarray, ...]:
+    return (np.array([c.time_s for c in costs], dtype=float),
+            np.array([c.sync_s for c in costs], dtype=float),
+            np.array([c.weight_bytes for c in costs], dtype=float),
+            np.array([c.act_bytes for c in costs], dtype=float))
+
+
+def _prune(strats: list[Strategy], costs: list[LayerCost]) -> tuple[list[Strategy], list[LayerCost]]:
+    vec = [(c.time_s, c.sync_s, c.weight_bytes, c.act_bytes) for c in costs]
+    keep = []
+    for i, s in enumerate(strats):
+        dominated = False
+        for j, t in enumerate(strats):
+            if i == j or t.layout != s.layout:
+                continue
+            le = all(a <= b * (1 + 1e-12) + 1e-18 for a, b in zip(vec[j], vec[i]))
+            strict = any(a < b * (1 - 1e-12) - 1e-18 for a, b in zip(vec[j], vec[i]))
+            if le and (strict or j < i):
+                dominated = True
+                break
+        if not dominated:
+            keep.append(i)
+    return [strats[i] for i in keep], [costs[i] for i in keep]
+
+
+def _edge_tables(graph: LayerGraph, strategies: list[list[Strategy]],
+                 edges: list[tuple[int, int]], ctx: StageContext):
+    eff = ctx.params.comm_efficiency
+    cl = ctx.cluster
+    reshard, cross_intra, cross_inter = [], [], []
+    memo: dict[tuple, tuple] = {}
+    for u, v in edges:
+        nbytes = graph.layers[u].output_bytes * ctx.microbatch_samples
+        key = (nbytes, tuple(strategies[u]), tuple(strategies[v]))
+        if key not in memo:
+            lu = [s.layout for s in strategies[u]]
+            lv = [s.layout for s in strategies[v]]
+            memo[key] = (
+                np.array([[reshard_time(a, b, nbytes, ctx.stage_tier, eff) for b in lv] for a in lu]),
+                np.array([[cross_stage_time(a, b, nbytes, cl.intra_node, cl.intra_node, eff)
+                           for b in lv] for a in lu]),
+                np.array([[cross_stage_time(a, b, nbytes, cl.inter_node, cl.intra_node, eff)
+                           for b in lv] for a in lu]))
+        r, ci, ce = memo[key]
+        reshard.append(r)
+        cross_intra.append(ci)
+        cross_inter.append(ce)
+    return reshard, cross_intra, cross_inter

@@ -1,0 +1,199 @@
+"""Layer-graph IR: the model as a topologically ordered DAG of layers.
+
+Every node carries *per-sample* quantities (FLOPs, bytes) so that the cost
+model can scale them by the micro-batch size and divide them by parallel
+degrees. The zoo builders compute these numbers from model dimensions and cite
+the formulas; the cost model never looks at model dimensions directly.
+
+Glossary
+--------
+layer
+    A node of this graph (a transformer block, an embedding, a conv, ...).
+stage
+    A contiguous group of layers placed on one pipeline device group.
+degree
+    The size of a parallel group (``tp=4``: four devices share one layer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, asdict
+from enum import Enum
+from typing import Iterable, Iterator
+
+import networkx as nx
+
+
+class LayerKind(str, Enum):
+    """What a layer is; decides which intra-layer strategies apply."""
+
+    transformer_block = "transformer_block"
+    attention = "attention"
+    mlp = "mlp"
+    embedding = "embedding"
+    lm_head = "lm_head"
+    norm = "norm"
+    conv = "conv"
+    pool = "pool"
+    linear = "linear"
+    concat = "concat"
+    generic = "generic"
+
+
+@dataclass(frozen=True)
+class MeasuredCost:
+    """Measured time of one layer at one tensor-parallel degree.
+
+    Replaces the analytical compute model for that layer ("profile table").
+    Times are per sample on each device of the tensor-parallel group, so that
+    a strategy with data-parallel degree ``dp`` and micro-batch ``b`` costs
+    ``(fwd_ms + bwd_ms) * b / dp``.
+    """
+
+    tp: int
+    fwd_ms_per_sample: float
+    bwd_ms_per_sample: float
+    act_bytes_per_sample: float | None = None
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One node of the layer graph; all sizes are per sample, in FLOPs or bytes.
+
+    Attributes
+    ----------
+    name : unique name inside the graph.
+    kind : :class:`LayerKind`.
+    flops_fwd, flops_bwd : forward / backward FLOPs per sample (backward is
+        usually 2x forward: Narayanan et al. 2021, Sec. 5.1).
+    params : number of trainable parameters.
+    act_bytes : bytes of activations kept for the backward pass per sample, with
+        no tensor parallelism and no recomputation (Korthikanti et al. 2022,
+        Eq. 1 for a transformer block: ``s*h*(34 + 5*a*s/h)``).
+    act_replicated_bytes : the part of ``act_bytes`` that tensor parallelism does
+        *not* split unless sequence parallelism is on (the ``10*s*h`` of
+        Korthikanti Eq. 2).
+    act_attn_bytes : the part of ``act_bytes`` that selective recomputation
+        drops (the ``5*a*s^2`` attention-core term of Korthikanti Eq. 1).
+    flops_recompute_selective : forward FLOPs per sample re-executed by
+        selective recomputation (the attention core).
+    input_bytes : bytes of the layer's input per sample (what full
+        recomputation keeps: Korthikanti Sec. 4.1, ``2*s*h``).
+    output_bytes : bytes of the output per sample (sent to the next stage or
+        resharded for the next layer).
+    tp_comm_bytes : bytes all-reduced per sample by tensor parallelism in the
+        forward pass (Megatron block: two all-reduces of ``2*s*h`` bytes; the
+        backward pass does the same amount: Shoeybi et al. 2019, Fig. 4).
+    cp_comm_bytes : bytes of keys/values per sample that context parallelism
+        all-gathers in the forward pass (ring attention, Liu et al. 2023).
+    max_tp : largest tensor-parallel degree (e.g. attention heads); 1 = none.
+    supports_sp, supports_cp : sequence / context parallelism apply.
+    measured : optional measured costs that replace the analytical compute model.
+    """
+
+    name: str
+    kind: LayerKind = LayerKind.generic
+    flops_fwd: float = 0.0
+    flops_bwd: float = 0.0
+    params: int = 0
+    act_bytes: float = 0.0
+    act_replicated_bytes: float = 0.0
+    act_attn_bytes: float = 0.0
+    flops_recompute_selective: float = 0.0
+    input_bytes: float = 0.0
+    output_bytes: float = 0.0
+    tp_comm_bytes: float = 0.0
+    cp_comm_bytes: float = 0.0
+    max_tp: int = 1
+    supports_sp: bool = False
+    supports_cp: bool = False
+    measured: tuple[MeasuredCost, ...] = ()
+
+    def measured_for(self, tp: int) -> MeasuredCost | None:
+        """The measured cost at tensor-parallel degree ``tp``, if any."""
+        for entry in self.measured:
+            if entry.tp == tp:
+                return entry
+        return None
+
+    def signature(self) -> tuple:
+        """Everything but the name: identical layers share a signature."""
+        data = asdict(self)
+        data.pop("name")
+        return tuple(sorted((k, repr(v)) for k, v in data.items()))
+
+
+@dataclass
+class LayerGraph:
+    """A DAG of :class:`Layer` nodes in a fixed topological order.
+
+    ``order`` is the topological order used for pipeline stages: a stage is a
+    contiguous range of this order, and every edge goes forward in it.
+    """
+
+    name: str
+    layers: list[Layer]
+    edges: list[tuple[str, str]]
+    seq_len: int | None = None
+    source: str = ""
+    _graph: nx.DiGraph = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        g = nx.DiGraph()
+        for layer in self.layers:
+            if layer.name in g:
+                raise ValueError(f"duplicate layer name {layer.name!r} in model {self.name!r}")
+            g.add_node(layer.name, layer=layer)
+        index = {layer.name: i for i, layer in enumerate(self.layers)}
+        for u, v in self.edges:
+            if u not in index or v not in index:
+                missing = u if u not in index else v
+                raise ValueError(f"edge ({u!r}, {v!r}) names unknown layer {missing!r}")
+            if index[u] >= index[v]:
+                raise ValueError(
+                    f"edge ({u!r}, {v!r}) goes backwards in the layer order; "
+                    "list layers in a topological order")
+            g.add_edge(u, v)
+        self._graph = g
+
+    @classmethod
+    def chain(cls, name: str, layers: Iterable[Layer], seq_len: int | None = None,
+              source: str = "") -> "LayerGraph":
+        """A chain: every layer feeds the next one."""
+        layers = list(layers)
+        edges = [(a.name, b.name) for a, b in zip(layers, layers[1:])]
+        return cls(name=name, layers=layers, edges=edges, seq_len=seq_len, source=source)
+
+    @property
+    def nx(self) -> nx.DiGraph:
+        """The underlying networkx graph (read-only use)."""
+        return self._graph
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __iter__(self) -> Iterator[Layer]:
+        return iter(self.layers)
+
+    def index(self, name: str) -> int:
+        """Position of a layer in the topological order."""
+        for i, layer in enumerate(self.layers):
+            if layer.name == name:
+                return i
+        raise KeyError(name)
+
+    def edge_indices(self) -> list[tuple[int, int]]:
+        """Edges as (u, v) positions in the order, u < v."""
+        pos = {layer.name: i for i, layer in enumerate(self.layers)}
+        return [(pos[u], pos[v]) for u, v in self.edges]
+
+    def is_chain(self) -> bool:
+        """True when the edges are exactly consecutive pairs of the order."""
+        return self.edge_indices() == [(i, i + 1) for i in range(len(self.layers) - 1)]
+
+    def total_params(self) -> int:
+        return sum(layer.params for layer in self.layers)
+
+    def flops_per_sample(self) -> float:
+        """Model FLOPs (forward + backward, no recomputation) per sample."""
+        return sum(layer.flops_fwd + layer.flops_bwd for layer in self.layers)

@@ -1,0 +1,137 @@
+"""Devices, link tiers and clusters.
+
+Units are in the names: TFLOP/s, GiB, GB/s (10^9 bytes per second), µs.
+Catalog figures are vendor datasheet numbers for *dense* math (no sparsity).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+GIB = 1024**3
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class DeviceType:
+    """One accelerator model.
+
+    ``peak_tflops`` maps a dtype name (``bf16``, ``fp16``, ``tf32``, ``fp32``,
+    ``fp8``) to its dense peak TFLOP/s.
+    """
+
+    name: str
+    peak_tflops: dict[str, float]
+    hbm_gib: float
+    hbm_gb_per_s: float
+    source: str = ""
+
+    def peak_flops(self, dtype: str) -> float:
+        """Peak FLOP/s for ``dtype``; raises KeyError naming the known dtypes."""
+        try:
+            return self.peak_tflops[dtype] * 1e12
+        except KeyError:
+            known = ", ".join(sorted(self.peak_tflops))
+            raise KeyError(f"device {self.name} has no peak for dtype {dtype!r} (known: {known})") from None
+
+
+@dataclass(frozen=True)
+class LinkTier:
+    """A communication tier of the α–β model (Hockney 1994).
+
+    ``bandwidth_gb_per_s`` is the per-GPU unidirectional bandwidth a ring
+    collective sees on this tier; ``latency_us`` is α, paid once per ring step.
+    """
+
+    name: str
+    bandwidth_gb_per_s: float
+    latency_us: float
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.bandwidth_gb_per_s * GB
+
+    @property
+    def latency_s(self) -> float:
+        return self.latency_us * 1e-6
+
+
+def _dev(name, bf16, fp16, tf32, fp32, hbm_gib, hbm_gbs, source, fp8=None):
+    peaks = {"bf16": bf16, "fp16": fp16, "tf32": tf32, "fp32": fp32}
+    if fp8:
+        peaks["fp8"] = fp8
+    return DeviceType(name, {k: v for k, v in peaks.items() if v}, hbm_gib, hbm_gbs, source)
+
+
+#: Device catalog: vendor datasheets, dense (non-sparse) tensor-core peaks.
+DEVICE_CATALOG: dict[str, DeviceType] = {d.name: d for d in [
+    _dev("V100-32GB", None, 125.0, None, 15.7, 32.0, 900.0,
+         "NVIDIA V100 datasheet (SXM2): 125 TFLOP/s fp16 tensor, 900 GB/s HBM2"),
+    _dev("A100-40GB", 312.0, 312.0, 156.0, 19.5, 40.0, 1555.0,
+         "NVIDIA A100 datasheet (SXM4 40GB): 312 TFLOP/s bf16 dense, 1,555 GB/s"),
+    _dev("A100-80GB", 312.0, 312.0, 156.0, 19.5, 80.0, 2039.0,
+         "NVIDIA A100 datasheet (SXM4 80GB): 312 TFLOP/s bf16 dense, 2,039 GB/s"),
+    _dev("H100-SXM-80GB", 989.0, 989.0, 495.0, 67.0, 80.0, 3350.0,
+         "NVIDIA H100 datasheet (SXM5): 989 TFLOP/s bf16 dense, 3.35 TB/s", fp8=1979.0),
+    _dev("H200-141GB", 989.0, 989.0, 495.0, 67.0, 141.0, 4800.0,
+         "NVIDIA H200 datasheet (SXM): 989 TFLOP/s bf16 dense, 141 GB, 4.8 TB/s", fp8=1979.0),
+    _dev("B200", 2250.0, 2250.0, 1100.0, 75.0, 180.0, 8000.0,
+         "NVIDIA HGX B200 datasheet: 2.25 PFLOP/s bf16 dense per GPU, 180 GB, 8 TB/s", fp8=4500.0),
+]}
+
+#: Default intra-node link per device: per-GPU unidirectional NVLink bandwidth.
+DEFAULT_INTRA_NODE: dict[str, LinkTier] = {
+    "V100-32GB": LinkTier("nvlink2", 150.0, 5.0),   # 6 links x 25 GB/s (V100 whitepaper)
+    "A100-40GB": LinkTier("nvlink3", 300.0, 5.0),   # 12 links x 25 GB/s (A100 whitepaper)
+    "A100-80GB": LinkTier("nvlink3", 300.0, 5.0),
+    "H100-SXM-80GB": LinkTier("nvlink4", 450.0, 5.0),  # 18 links x 25 GB/s (H100 whitepaper)
+    "H200-141GB": LinkTier("nvlink4", 450.0, 5.0),
+    "B200": LinkTier("nvlink5", 900.0, 5.0),        # 1.8 TB/s bidirectional (Blackwell datasheet)
+}
+
+#: Default inter-node link per device: one InfiniBand NIC per GPU (DGX design).
+DEFAULT_INTER_NODE: dict[str, LinkTier] = {
+    "V100-32GB": LinkTier("ib-edr", 12.5, 10.0),    # 100 Gb/s EDR
+    "A100-40GB": LinkTier("ib-hdr", 25.0, 10.0),    # 200 Gb/s HDR (DGX A100)
+    "A100-80GB": LinkTier("ib-hdr", 25.0, 10.0),
+    "H100-SXM-80GB": LinkTier("ib-ndr", 50.0, 10.0),  # 400 Gb/s NDR (DGX H100)
+    "H200-141GB": LinkTier("ib-ndr", 50.0, 10.0),
+    "B200": LinkTier("ib-ndr", 50.0, 10.0),
+}
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """``nodes`` identical nodes of ``gpus_per_node`` devices.
+
+    Device ranks are numbered node-major: rank ``r`` lives on node
+    ``r // gpus_per_node``. A group of ranks spanning more than one node is
+    bound by the inter-node tier, otherwise by the intra-node tier.
+    """
+
+    name: str
+    nodes: int
+    gpus_per_node: int
+    device: DeviceType
+    intra_node: LinkTier
+    inter_node: LinkTier
+    source: str = ""
+
+    @property
+    def num_devices(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def tier_for_span(self, first_rank: int, last_rank: int) -> LinkTier:
+        """The tier binding a group whose ranks lie in [first_rank, last_rank]."""
+        same_node = first_rank // self.gpus_per_node == last_rank // self.gpus_per_node
+        return self.intra_node if same_node else self.inter_node
+
+
+def make_cluster(name: str, nodes: int, gpus_per_node: int, device: str | DeviceType,
+                 intra_node: LinkTier | None = None, inter_node: LinkTier | None = None,
+                 source: str = "") -> Cluster:
+    """Build a cluster, filling link tiers from the device's defaults."""
+    dev = DEVICE_CATALOG[device] if isinstance(device, str) else device
+    intra = intra_node or DEFAULT_INTRA_NODE.get(dev.name, LinkTier("intra", 300.0, 5.0))
+    inter = inter_node or DEFAULT_INTER_NODE.get(dev.name, LinkTier("inter", 25.0, 10.0))
+    return Cluster(name, nodes, gpus_per_node, dev, intra, inter, source)

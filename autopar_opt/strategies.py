@@ -1,0 +1,153 @@
+"""Intra-layer strategies and their enumeration.
+
+A strategy places one layer on the ``d`` devices of its pipeline stage as a
+factorisation ``d = dp * tp * cp`` plus a parameter-sharding level (ZeRO 0-3,
+Rajbhandari et al. 2020) and an activation-recomputation mode (Korthikanti et
+al. 2022). Ranks inside a stage are ordered tp-innermost, then cp, then dp
+(Megatron-LM's default order), so a tp group is ``tp`` consecutive ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autopar_opt.graph import Layer
+from autopar_opt.training import Recompute, SearchSpace
+
+
+@dataclass(frozen=True, order=True)
+class Layout:
+    """How a layer's activations are split over a stage's devices.
+
+    Resharding between neighbouring layers depends only on their layouts.
+    ``sp`` means the output is split along the sequence inside each tp group
+    (Megatron sequence parallelism), otherwise replicated inside it.
+    """
+
+    dp: int
+    tp: int
+    cp: int = 1
+    sp: bool = False
+
+    def label(self) -> str:
+        parts = [f"dp{self.dp}", f"tp{self.tp}"]
+        if self.cp > 1:
+            parts.append(f"cp{self.cp}")
+        if self.sp:
+            parts.append("sp")
+        return "·".join(parts)
+
+
+@dataclass(frozen=True, order=True)
+class Strategy:
+    """One intra-layer strategy (see module docstring)."""
+
+    dp: int
+    tp: int
+    cp: int = 1
+    sp: bool = False
+    zero: int = 0
+    recompute: Recompute = Recompute.none
+
+    @property
+    def devices(self) -> int:
+        return self.dp * self.tp * self.cp
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.dp, self.tp, self.cp, self.sp)
+
+    def label(self) -> str:
+        """Short human label, e.g. ``dp2·tp4·sp·z1·rc-full``."""
+        text = self.layout.label()
+        if self.zero:
+            text += f"·z{self.zero}"
+        if self.recompute is not Recompute.none:
+            text += f"·rc-{self.recompute.value}"
+        return text
+
+    def to_dict(self) -> dict:
+        return {"dp": self.dp, "tp": self.tp, "cp": self.cp, "sp": self.sp,
+                "zero": self.zero, "recompute": self.recompute.value}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Strategy":
+        return cls(dp=int(data["dp"]), tp=int(data["tp"]), cp=int(data.get("cp", 1)),
+                   sp=bool(data.get("sp", False)), zero=int(data.get("zero", 0)),
+                   recompute=Recompute(data.get("recompute", "none")))
+
+
+def divisors(n: int) -> list[int]:
+    """All positive divisors of ``n`` in increasing order."""
+    return [k for k in range(1, n + 1) if n % k == 0]
+
+
+def tp_degree_ok(layer: Layer, tp: int) -> bool:
+    """tp must divide the layer's ``max_tp`` (e.g. its head count)."""
+    if tp == 1:
+        return True
+    if layer.measured:
+        return layer.measured_for(tp) is not None
+    return tp <= layer.max_tp and layer.max_tp % tp == 0
+
+
+def enumerate_strategies(layer: Layer, devices: int, microbatch_samples: int,
+                         space: SearchSpace, gpus_per_node: int,
+                         seq_len: int | None = None) -> list[Strategy]:
+    """Every strategy of ``space`` valid for ``layer`` on ``devices`` devices.
+
+    Rules (each removes a strategy that cannot run or duplicates another):
+    ``dp*tp*cp == devices``; tp divides the layer's ``max_tp`` and stays inside a
+    node when ``space.tp_within_node``; ``dp`` divides the micro-batch's
+    samples; cp divides ``seq_len`` and needs a layer that supports it; sp needs
+    ``tp > 1`` and a layer that supports it; ZeRO levels collapse to the first
+    allowed one when there is nothing to shard (``dp == 1`` or no parameters);
+    recomputation modes that change nothing for this layer are dropped.
+    """
+    out: list[Strategy] = []
+    tp_allowed = space.tp_degrees
+    for tp in divisors(devices):
+        if tp_allowed is not None and tp not in tp_allowed:
+            continue
+        if space.tp_within_node and tp > gpus_per_node:
+            continue
+        if not tp_degree_ok(layer, tp):
+            continue
+        for cp in divisors(devices // tp):
+            if cp not in space.cp_degrees:
+                continue
+            if cp > 1 and (not layer.supports_cp or not seq_len or seq_len % cp):
+                continue
+            dp = devices // (tp * cp)
+            if microbatch_samples % dp:
+                continue
+            for sp in _sp_options(layer, tp, space):
+                for zero in _zero_options(layer, dp, space):
+                    for rc in _recompute_options(layer, space):
+                        out.append(Strategy(dp, tp, cp, sp, zero, rc))
+    return out
+
+
+def _sp_options(layer: Layer, tp: int, space: SearchSpace) -> list[bool]:
+    if tp == 1 or not layer.supports_sp:
+        return [False]
+    return sorted(set(space.sequence_parallel))
+
+
+def _zero_options(layer: Layer, dp: int, space: SearchSpace) -> list[int]:
+    levels = sorted(set(space.zero_levels))
+    if dp == 1 or layer.params == 0:
+        return levels[:1]
+    return levels
+
+
+def _recompute_options(layer: Layer, space: SearchSpace) -> list[Recompute]:
+    modes = []
+    for rc in space.recompute:
+        rc = Recompute(rc)
+        if rc is Recompute.selective and layer.act_attn_bytes <= 0:
+            continue
+        if rc is Recompute.full and layer.act_bytes <= layer.input_bytes:
+            continue
+        modes.append(rc)
+    return modes or [Recompute.none]

@@ -1,0 +1,77 @@
+"""Training settings and the search space a plan is chosen from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Schedule(str, Enum):
+    """Pipeline schedules. Latency model: DESIGN.md §3; memory: in-flight micro-batches."""
+
+    gpipe = "gpipe"          # Huang et al. 2019: all forwards, then all backwards
+    one_f_one_b = "1f1b"     # Narayanan et al. 2019 (PipeDream-Flush), Megatron default
+    interleaved = "interleaved"  # Narayanan et al. 2021 Sec. 2.2.2 (evaluation of manual plans)
+
+
+class Recompute(str, Enum):
+    """Activation recomputation (Korthikanti et al. 2022)."""
+
+    none = "none"
+    selective = "selective"  # recompute the attention core only (Sec. 5)
+    full = "full"            # keep the layer input, recompute the whole layer (Sec. 4.1)
+
+
+#: Bytes per parameter for (weights, gradients, optimizer state) by optimizer.
+#: Mixed-precision Adam: 2 + 2 + 12 = 16 bytes (Rajbhandari et al. 2020, ZeRO Sec. 3.1).
+OPTIMIZER_BYTES: dict[str, tuple[float, float, float]] = {
+    "adam_mixed": (2.0, 2.0, 12.0),
+    "adam_fp32": (4.0, 4.0, 8.0),
+    "sgd_momentum_mixed": (2.0, 2.0, 8.0),
+    "sgd_fp32": (4.0, 4.0, 4.0),
+}
+
+#: Bytes per activation element by dtype.
+DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp8": 1, "tf32": 4, "fp32": 4}
+
+
+@dataclass(frozen=True)
+class Training:
+    """What one training iteration is.
+
+    global_batch_size : samples per optimizer step (all data-parallel replicas).
+    seq_len : tokens per sample (None for models without a sequence, e.g. CNNs).
+    dtype : compute dtype; picks the device peak and activation element size.
+    optimizer : key of :data:`OPTIMIZER_BYTES`.
+    memory_reserve_gib : device memory held back for the framework, CUDA
+        context, communication buffers and fragmentation.
+    """
+
+    global_batch_size: int
+    seq_len: int | None = None
+    dtype: str = "bf16"
+    optimizer: str = "adam_mixed"
+    memory_reserve_gib: float = 2.0
+
+    @property
+    def tokens_per_sample(self) -> int:
+        return self.seq_len or 1
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The space a plan is chosen from; every optimality claim is relative to it.
+
+    ``None`` for a degree list means "every value that divides the devices".
+    """
+
+    pp_degrees: tuple[int, ...] | None = None
+    tp_degrees: tuple[int, ...] | None = None
+    cp_degrees: tuple[int, ...] = (1,)
+    sequence_parallel: tuple[bool, ...] = (False, True)
+    zero_levels: tuple[int, ...] = (0, 1, 2, 3)
+    recompute: tuple[Recompute, ...] = (Recompute.none, Recompute.full)
+    schedules: tuple[Schedule, ...] = (Schedule.one_f_one_b,)
+    microbatches: tuple[int, ...] | None = None
+    max_microbatches: int = 64
+    tp_within_node: bool = True

@@ -1,0 +1,119 @@
+"""Per-sample costs of transformer layers, from model dimensions.
+
+Sources
+-------
+* FLOPs: Narayanan et al. 2021 (SC21), Sec. 5.1 / App.: a block costs
+  ``24·s·h² + 4·s²·h`` forward for a 4h MLP with multi-head attention; we
+  expand it term by term so that GQA (``h_kv < h``) and gated MLPs (SwiGLU,
+  three matrices: Shazeer 2020) are exact. Backward = 2x forward.
+* Activations: Korthikanti et al. 2022, Sec. 4.1, Eq. 1: ``s·h·(34 + 5·a·s/h)``
+  bytes per sample for 16-bit training; the ``10·s·h`` replicated part of
+  Eq. 2; FlashAttention (Dao et al. 2022) never stores the ``5·a·s²`` scores.
+* Tensor-parallel traffic: two all-reduces of ``2·s·h`` bytes per block in the
+  forward pass (Shoeybi et al. 2019, Fig. 4).
+"""
+
+from __future__ import annotations
+
+from autopar_opt.graph import Layer, LayerGraph, LayerKind
+
+#: Large power of two: any power-of-two tp divides it (vocab-parallel layers
+#: pad the vocabulary, Megatron ``--make-vocab-size-divisible-by``).
+ANY_TP = 1024
+
+
+def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidden: int,
+                      kv_heads: int | None = None, gated_mlp: bool = False,
+                      flash_attention: bool = False, causal_flops: bool = False,
+                      cross_attention_len: int | None = None, act_dtype_bytes: int = 2,
+                      biases: bool = True) -> Layer:
+    """One transformer block (attention + MLP + 2 norms), per sample.
+
+    ``cross_attention_len`` adds an encoder-decoder cross-attention sub-layer
+    over that many encoder tokens (T5/Transformer decoders).
+    ``causal_flops`` halves the attention-score FLOPs (causal masking skips
+    half; Megatron's formula counts them all, so it defaults to False).
+    """
+    s, h, a, f = seq_len, hidden, heads, ffn_hidden
+    kv = kv_heads or heads
+    h_kv = h * kv // a
+    score = 4 * s * s * h * (0.5 if causal_flops else 1.0)
+    attn = 2 * s * h * (h + 2 * h_kv) + score + 2 * s * h * h
+    mlp = (6 if gated_mlp else 4) * s * h * f
+    params = h * (h + 2 * h_kv) + h * h + (3 if gated_mlp else 2) * h * f + 4 * h
+    if biases:
+        params += (h + 2 * h_kv) + h + (2 if gated_mlp else 1) * f + h
+    e = act_dtype_bytes / 2.0
+    attn_act = (7 * s * h + 4 * s * h_kv) * e          # Korthikanti: 11sh for MHA
+    mlp_act = ((8 if gated_mlp else 4) * s * f + 3 * s * h) * e  # 19sh for a 4h MLP
+    norm_act = 4 * s * h * e
+    scores = 0.0 if flash_attention else 5 * a * s * s * e
+    replicated = 10 * s * h * e
+    cross_flops = 0.0
+    if cross_attention_len:
+        t = cross_attention_len
+        cross_flops = 2 * s * h * h + 2 * t * h * 2 * h_kv + 4 * s * t * h + 2 * s * h * h
+        params += 2 * h * h + 2 * h * h_kv + 2 * h
+        attn_act += (7 * s * h + 4 * t * h_kv) * e
+        scores += 0.0 if flash_attention else 5 * a * s * t * e
+        replicated += 4 * s * h * e
+    fwd = attn + mlp + cross_flops
+    return Layer(
+        name=name, kind=LayerKind.transformer_block,
+        flops_fwd=fwd, flops_bwd=2 * fwd, params=int(params),
+        act_bytes=attn_act + mlp_act + norm_act + scores,
+        act_replicated_bytes=replicated, act_attn_bytes=scores,
+        flops_recompute_selective=0.0 if flash_attention else score,
+        input_bytes=2 * s * h * e, output_bytes=2 * s * h * e,
+        tp_comm_bytes=(6 if cross_attention_len else 4) * s * h * e,
+        cp_comm_bytes=4 * s * h_kv * e,
+        max_tp=kv, supports_sp=True, supports_cp=True)
+
+
+def embedding(name: str, seq_len: int, hidden: int, vocab: int, learned_positions: bool = False,
+              act_dtype_bytes: int = 2) -> Layer:
+    """Token (+ learned position) embedding, vocab-parallel under tp.
+
+    No GEMM FLOPs (a lookup); the vocab-parallel lookup all-reduces its
+    ``2·s·h``-byte output (Shoeybi et al. 2019, Sec. 3).
+    """
+    s, h = seq_len, hidden
+    e = act_dtype_bytes / 2.0
+    params = vocab * h + (s * h if learned_positions else 0)
+    return Layer(name=name, kind=LayerKind.embedding, params=int(params),
+                 act_bytes=s * h * e, act_replicated_bytes=s * h * e,
+                 input_bytes=0.0, output_bytes=2 * s * h * e, tp_comm_bytes=2 * s * h * e,
+                 max_tp=ANY_TP, supports_sp=True, supports_cp=True)
+
+
+def lm_head(name: str, seq_len: int, hidden: int, vocab: int, tied: bool = True,
+            act_dtype_bytes: int = 2) -> Layer:
+    """Final norm + output projection to the vocabulary + cross-entropy.
+
+    ``2·s·h·V`` forward FLOPs (Narayanan et al. 2021 Eq. 3, the ``V/(16·l·h)``
+    term); fp32 logits kept for the loss (``4·s·V`` bytes). Tied weights are
+    counted once, in the embedding.
+    """
+    s, h = seq_len, hidden
+    e = act_dtype_bytes / 2.0
+    fwd = 2 * s * h * vocab
+    return Layer(name=name, kind=LayerKind.lm_head, flops_fwd=fwd, flops_bwd=2 * fwd,
+                 params=int((0 if tied else vocab * h) + 2 * h),
+                 act_bytes=2 * s * h * e + 4 * s * vocab, act_replicated_bytes=2 * s * h * e,
+                 input_bytes=2 * s * h * e, output_bytes=4 * s,
+                 tp_comm_bytes=2 * s * h * e, max_tp=ANY_TP, supports_sp=True, supports_cp=True)
+
+
+def decoder_lm(name: str, num_layers: int, seq_len: int, hidden: int, heads: int,
+               ffn_hidden: int, vocab: int, kv_heads: int | None = None,
+               gated_mlp: bool = False, flash_attention: bool = False,
+               learned_positions: bool = False, tied: bool = True, biases: bool = True,
+               act_dtype_bytes: int = 2, source: str = "") -> LayerGraph:
+    """A decoder-only language model as a chain: embedding, blocks, head."""
+    layers = [embedding("embed", seq_len, hidden, vocab, learned_positions, act_dtype_bytes)]
+    layers += [transformer_block(f"block{i:03d}", seq_len, hidden, heads, ffn_hidden, kv_heads,
+                                 gated_mlp, flash_attention, act_dtype_bytes=act_dtype_bytes,
+                                 biases=biases)
+               for i in range(num_layers)]
+    layers.append(lm_head("head", seq_len, hidden, vocab, tied, act_dtype_bytes))
+    return LayerGraph.chain(name, layers, seq_len=seq_len, source=source)
