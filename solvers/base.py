@@ -1,0 +1,50 @@
+"""The backend contract: one small class per solver, registered by name.
+
+A backend declares the problem classes it accepts as data (``accepts``), so
+the registry can refuse a mismatch before anything is built and the test
+matrix can be generated from the same declaration (linopy ``SolverFeature``,
+Pyomo ``contrib/solver/plugins.py``).
+
+MIP backends solve an algebraic model built by ``autopar_opt.formulations``
+(they never import formulations: the model arrives as an argument); the DP
+backend solves :class:`~autopar_opt.cost.tables.CostTables` directly.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from autopar_opt.solvers.result import ProblemClass, SolveResult
+
+
+class SolverUnavailable(RuntimeError):
+    """The backend's library or licence is missing; the message names the fallback."""
+
+
+class SolverMismatch(ValueError):
+    """The backend does not accept this problem class; the message names the fix."""
+
+
+class Backend(ABC):
+    """Base class of every solver backend."""
+
+    name: ClassVar[str]
+    accepts: ClassVar[frozenset[ProblemClass]]
+
+    @abstractmethod
+    def available(self) -> tuple[bool, str]:
+        """(usable here, reason when not)."""
+
+    @abstractmethod
+    def version(self) -> str:
+        """Solver name and version string for reports."""
+
+    def solve_model(self, model: Any, problem_class: ProblemClass, *, time_limit_s: float | None,
+                    rel_gap: float, warm_start: bool = False) -> SolveResult:
+        """Solve a built algebraic model; load the solution into it."""
+        raise SolverMismatch(f"solver {self.name!r} does not solve algebraic models")
+
+    def solve_tables(self, tables: Any, *, time_limit_s: float | None, rel_gap: float) -> SolveResult:
+        """Solve cost tables directly (DP); ``solution`` is a Plan."""
+        raise SolverMismatch(f"solver {self.name!r} does not solve cost tables directly")
