@@ -1,0 +1,78 @@
+"""Builders: model dimensions (from ``models/*.yaml``) -> :class:`LayerGraph`.
+
+One small function per model family. Transformer families reuse the per-sample
+cost formulas of :mod:`autopar_opt.model_zoo.transformer` (whose docstrings
+cite Narayanan et al. 2021, Korthikanti et al. 2022 and Shoeybi et al. 2019);
+the vision families live in :mod:`autopar_opt.model_zoo.vision`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from autopar_opt.graph import LayerGraph
+from autopar_opt.model_zoo.transformer import decoder_lm
+
+Builder = Callable[[str, dict[str, Any], str], LayerGraph]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A model family: its builder and whether its graphs are chains."""
+
+    build: Builder
+    is_chain: bool
+
+
+def _decoder(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
+    """Decoder-only LM (GPT, Llama): embedding, ``num_layers`` blocks, head."""
+    return decoder_lm(name, dims["num_layers"], dims["seq_len"], dims["hidden"], dims["heads"],
+                      dims["ffn_hidden"], dims["vocab"], kv_heads=dims.get("kv_heads"),
+                      gated_mlp=dims.get("gated_mlp", False),
+                      flash_attention=dims.get("flash_attention", False),
+                      learned_positions=dims.get("learned_positions", False),
+                      tied=dims.get("tied", True), biases=dims.get("biases", True),
+                      source=source)
+
+
+#: family name -> :class:`Family`.
+FAMILIES: dict[str, Family] = {
+    "decoder_lm": Family(_decoder, True),
+}
+
+
+def _check_value(model: str, key: str, value: Any, default: Any) -> str | None:
+    """Why ``value`` is not a valid replacement for ``default``, or None."""
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "must be true or false"
+    if isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+        return None if ok else "must be a positive integer"
+    if isinstance(default, list):
+        ok = (isinstance(value, (list, tuple)) and len(value) > 0
+              and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value))
+        return None if ok else "must be a non-empty list of positive integers"
+    return None
+
+
+def validate_dims(model: str, dims: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """Raise ``ValueError`` naming the model, key, value and fix for bad dimensions.
+
+    A value must have the type of the default it replaces (bool, positive int,
+    list of positive ints); attention heads must divide the hidden size and
+    key/value heads must divide the heads.
+    """
+    for key, value in dims.items():
+        why = _check_value(model, key, value, defaults.get(key))
+        if why:
+            raise ValueError(f"model {model!r}: {key}={value!r} {why} "
+                             f"(default {defaults.get(key)!r})")
+    hidden, heads = dims.get("hidden"), dims.get("heads")
+    if hidden and heads and hidden % heads:
+        raise ValueError(f"model {model!r}: hidden={hidden} must be divisible by heads={heads} "
+                         "(fix: change hidden or heads)")
+    kv = dims.get("kv_heads")
+    if kv and heads and heads % kv:
+        raise ValueError(f"model {model!r}: heads={heads} must be divisible by kv_heads={kv} "
+                         "(fix: choose kv_heads dividing heads)")

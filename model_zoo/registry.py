@@ -1,0 +1,173 @@
+"""Named models and clusters: the zoo's public API.
+
+Models and clusters are *data*: ``models/NAME.yaml`` holds a model's family,
+dimensions and the citation of the paper or config they come from;
+``clusters/NAME.yaml`` holds node count, GPUs per node, device (a name of
+:data:`autopar_opt.hardware.DEVICE_CATALOG`) and optional link tiers. The
+builders in :mod:`autopar_opt.model_zoo.builders` turn dimensions into a
+:class:`~autopar_opt.graph.LayerGraph`.
+
+Examples
+--------
+>>> from autopar_opt.model_zoo.registry import build_model, get_cluster
+>>> graph = build_model("debug")
+>>> cluster = get_cluster("debug-2x4")
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from autopar_opt.graph import LayerGraph
+from autopar_opt.hardware import DEVICE_CATALOG, Cluster, LinkTier, make_cluster
+from autopar_opt.model_zoo.builders import FAMILIES, validate_dims
+
+_PACKAGE = "autopar_opt.model_zoo"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """One zoo model: what it is and where its numbers come from."""
+
+    name: str
+    description: str
+    source: str
+    family: str
+    is_chain: bool
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """One named cluster: its size, device and the source of its figures."""
+
+    name: str
+    description: str
+    source: str
+    nodes: int
+    gpus_per_node: int
+    device: str
+
+
+def _load_dir(folder: str) -> dict[str, dict[str, Any]]:
+    """Every ``folder/*.yaml`` of the package, keyed by file stem."""
+    out: dict[str, dict[str, Any]] = {}
+    root = resources.files(_PACKAGE).joinpath(folder)
+    for entry in sorted(root.iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".yaml"):
+            continue
+        data = yaml.safe_load(entry.read_text(encoding="utf-8"))
+        stem = entry.name[: -len(".yaml")]
+        if not isinstance(data, dict) or data.get("name") != stem:
+            raise ValueError(f"zoo file {folder}/{entry.name}: 'name' must equal {stem!r}")
+        out[stem] = data
+    return out
+
+
+@lru_cache(maxsize=1)
+def _models() -> dict[str, dict[str, Any]]:
+    models = _load_dir("models")
+    for name, data in models.items():
+        if data.get("family") not in FAMILIES:
+            raise ValueError(f"zoo model {name!r}: unknown family {data.get('family')!r}; "
+                             f"known families: {', '.join(sorted(FAMILIES))}")
+    return models
+
+
+@lru_cache(maxsize=1)
+def _clusters() -> dict[str, dict[str, Any]]:
+    return _load_dir("clusters")
+
+
+def list_models() -> list[ModelInfo]:
+    """Every zoo model, sorted by name, with its description and source."""
+    return [ModelInfo(name, d["description"], d["source"], d["family"],
+                      FAMILIES[d["family"]].is_chain)
+            for name, d in sorted(_models().items())]
+
+
+def model_dims(name: str) -> dict[str, Any]:
+    """The default dimensions of model ``name`` (a copy; safe to modify)."""
+    return dict(_model_data(name)["dims"])
+
+
+def _model_data(name: str) -> dict[str, Any]:
+    models = _models()
+    if name not in models:
+        raise ValueError(f"unknown model {name!r}; valid names: {', '.join(sorted(models))}")
+    return models[name]
+
+
+def build_model(name: str, seq_len: int | None = None,
+                overrides: dict[str, Any] | None = None) -> LayerGraph:
+    """Build the layer graph of zoo model ``name``.
+
+    Parameters
+    ----------
+    name : a name from :func:`list_models`.
+    seq_len : replaces the model's default sequence length (language models
+        only). Vision models (ViT, Swin, Inception) have a token count fixed
+        by the image and patch size, so a ``seq_len`` is **rejected** with a
+        ``ValueError``; override ``image_size``/``patch_size`` instead.
+    overrides : replaces dimensions (keys of the model's ``dims``, e.g.
+        ``{"num_layers": 8}``); unknown keys or invalid values raise a
+        ``ValueError`` that names the model, the key, the allowed keys and the fix.
+    """
+    data = _model_data(name)
+    family = FAMILIES[data["family"]]
+    dims = dict(data["dims"])
+    if overrides is not None and not isinstance(overrides, dict):
+        raise ValueError(f"model {name!r}: overrides must be a dict of dimension -> value, "
+                         f"got {type(overrides).__name__}")
+    for key, value in (overrides or {}).items():
+        if key not in dims:
+            raise ValueError(
+                f"model {name!r}: unknown override key {key!r}; allowed keys: "
+                f"{', '.join(sorted(dims))} (fix: use one of these, or seq_len= for the "
+                "sequence length)")
+        dims[key] = value
+    if seq_len is not None:
+        if "seq_len" not in dims:
+            raise ValueError(
+                f"model {name!r} ({data['family']}) has a token count fixed by its input "
+                f"image, so seq_len={seq_len!r} does not apply (fix: drop seq_len, or "
+                "override image_size/patch_size)")
+        dims["seq_len"] = seq_len
+    validate_dims(name, dims, data["dims"])
+    return family.build(name, dims, data["source"])
+
+
+def list_clusters() -> list[ClusterInfo]:
+    """Every named cluster, sorted by name."""
+    return [ClusterInfo(name, d["description"], d["source"], int(d["nodes"]),
+                        int(d["gpus_per_node"]), d["device"])
+            for name, d in sorted(_clusters().items())]
+
+
+def _tier(cluster: str, key: str, raw: Any) -> LinkTier | None:
+    if raw is None:
+        return None
+    try:
+        return LinkTier(str(raw["name"]), float(raw["bandwidth_gb_per_s"]),
+                        float(raw["latency_us"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"cluster {cluster!r}: {key} needs name, bandwidth_gb_per_s and "
+                         f"latency_us ({exc})") from None
+
+
+def get_cluster(name: str) -> Cluster:
+    """The :class:`~autopar_opt.hardware.Cluster` named ``name``."""
+    clusters = _clusters()
+    if name not in clusters:
+        raise ValueError(f"unknown cluster {name!r}; valid names: {', '.join(sorted(clusters))}")
+    d = clusters[name]
+    if d["device"] not in DEVICE_CATALOG:
+        raise ValueError(f"cluster {name!r}: unknown device {d['device']!r}; "
+                         f"known devices: {', '.join(sorted(DEVICE_CATALOG))}")
+    return make_cluster(name, int(d["nodes"]), int(d["gpus_per_node"]), d["device"],
+                        _tier(name, "intra_node", d.get("intra_node")),
+                        _tier(name, "inter_node", d.get("inter_node")), source=d["source"])
