@@ -1,0 +1,141 @@
+"""Baseline plans the optimum is compared against (all inside the search space).
+
+* pure data parallelism: one stage, ``dp = N`` for every layer;
+* best uniform Megatron-style plan: the same (tp, sp, ZeRO, recompute) for
+  every layer, layers split evenly over ``pp`` stages (Narayanan et al. 2021),
+  best over every (pp, c, schedule) of the space;
+* the user's own plan from the spec, if any.
+
+Each is priced by :func:`autopar_opt.evaluate.evaluate`; one that does not fit
+in memory is kept with a note, never dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autopar_opt.cost.params import CostParams
+from autopar_opt.evaluate import PlanError, PlanMetrics, evaluate
+from autopar_opt.graph import LayerGraph
+from autopar_opt.hardware import Cluster
+from autopar_opt.plan import Plan, StagePlan
+from autopar_opt.search.configs import outer_configs
+from autopar_opt.strategies import Strategy, enumerate_strategies
+from autopar_opt.training import Recompute, SearchSpace, Training
+
+
+@dataclass
+class Baseline:
+    name: str
+    plan: Plan | None
+    metrics: PlanMetrics | None
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "plan": self.plan.to_dict() if self.plan else None,
+                "metrics": self.metrics.to_dict() if self.metrics else None, "note": self.note}
+
+
+def _uniform(graph: LayerGraph, cluster: Cluster, training: Training, space: SearchSpace,
+             pp: int, c: int, schedule, base: Strategy) -> Plan | None:
+    """``base`` on every layer (adapted where a level is meaningless for a layer),
+    layers split evenly; None when some layer cannot take ``base``."""
+    d = cluster.num_devices // pp
+    b = training.global_batch_size // c
+    strategies = []
+    for layer in graph.layers:
+        options = enumerate_strategies(layer, d, b, space, cluster.gpus_per_node, training.seq_len)
+        same = [s for s in options if s.layout == base.layout]
+        if not same:
+            return None
+        exact = [s for s in same if s == base]
+        if exact:
+            strategies.append(exact[0])
+            continue
+        zero = [s for s in same if s.recompute == base.recompute] or same
+        strategies.append(zero[0])
+    n = len(graph.layers)
+    base_size, extra = divmod(n, pp)
+    sizes = [base_size + (1 if i < extra else 0) for i in range(pp)]
+    stages, start = [], 0
+    for size in sizes:
+        stages.append(StagePlan([l.name for l in graph.layers[start:start + size]],
+                                strategies[start:start + size]))
+        start += size
+    return Plan(stages, c, schedule)
+
+
+def _best_of(candidates, graph, cluster, training, params) -> tuple[Plan | None, PlanMetrics | None, int]:
+    best = (None, None)
+    tried = 0
+    for plan in candidates:
+        if plan is None:
+            continue
+        tried += 1
+        try:
+            m = evaluate(plan, graph, cluster, training, params)
+        except PlanError:
+            continue
+        if m.feasible and (best[1] is None or m.iteration_time_s < best[1].iteration_time_s):
+            best = (plan, m)
+    return best[0], best[1], tried
+
+
+def _grid(space: SearchSpace, d: int, dp_only: bool) -> list[Strategy]:
+    out = []
+    tps = [1] if dp_only else [t for t in range(1, d + 1) if d % t == 0]
+    for tp in tps:
+        for sp in ((False,) if tp == 1 else tuple(sorted(set(space.sequence_parallel)))):
+            for zero in sorted(set(space.zero_levels)):
+                for rc in space.recompute:
+                    out.append(Strategy(d // tp, tp, 1, sp, zero, Recompute(rc)))
+    return out
+
+
+def pure_data_parallel(graph, cluster, training, space, params) -> Baseline:
+    """Best pure data-parallel plan (pp=1, tp=1) over ZeRO/recompute/micro-batches."""
+    name = "pure data parallelism"
+    configs = [c for c in outer_configs(graph, cluster, training, space) if c.pp == 1]
+    if not configs:
+        return Baseline(name, None, None, "pp=1 is outside the search space")
+    cands = (_uniform(graph, cluster, training, space, 1, cfg.microbatches, cfg.schedule, s)
+             for cfg in configs for s in _grid(space, cluster.num_devices, True))
+    plan, metrics, tried = _best_of(cands, graph, cluster, training, params)
+    if plan is None:
+        note = "no pure data-parallel plan fits in memory" if tried else \
+            "pure data parallelism is outside the search space for this batch/model"
+        return Baseline(name, None, None, note)
+    return Baseline(name, plan, metrics, "best over ZeRO level, recomputation and micro-batches")
+
+
+def best_uniform(graph, cluster, training, space, params) -> Baseline:
+    """Best Megatron-style uniform plan over every outer configuration."""
+    name = "best uniform Megatron-style"
+    cands = (_uniform(graph, cluster, training, space, cfg.pp, cfg.microbatches, cfg.schedule, s)
+             for cfg in outer_configs(graph, cluster, training, space)
+             for s in _grid(space, cluster.num_devices // cfg.pp, False))
+    plan, metrics, tried = _best_of(cands, graph, cluster, training, params)
+    if plan is None:
+        return Baseline(name, None, None, "no uniform plan of the space fits in memory")
+    return Baseline(name, plan, metrics, f"best of {tried} uniform plans (even layer split)")
+
+
+def user_plan(plan: Plan | None, graph, cluster, training, params) -> Baseline | None:
+    """The plan written in the spec, priced as is."""
+    if plan is None:
+        return None
+    try:
+        m = evaluate(plan, graph, cluster, training, params)
+    except PlanError as exc:
+        return Baseline("user plan", plan, None, f"invalid: {exc}")
+    note = "" if m.feasible else "does not fit in memory"
+    return Baseline("user plan", plan, m, note)
+
+
+def all_baselines(graph, cluster, training, space, params, plan: Plan | None) -> list[Baseline]:
+    out = [pure_data_parallel(graph, cluster, training, space, params),
+           best_uniform(graph, cluster, training, space, params)]
+    user = user_plan(plan, graph, cluster, training, params)
+    if user:
+        out.append(user)
+    return out

@@ -1,0 +1,60 @@
+"""Cheap valid lower bounds and memory infeasibility proofs for one configuration.
+
+Used to skip configurations that cannot beat the incumbent (DESIGN.md §3,
+"Outer search") while still recording a valid bound for the certificate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from autopar_opt.cost.tables import CostTables
+
+
+@dataclass(frozen=True)
+class ConfigBound:
+    """A lower bound on one configuration's optimum, with why."""
+
+    value: float                 # +inf when infeasibility is proven
+    infeasible_reason: str = ""
+    least_memory_bytes: float = 0.0
+
+
+def analytic_lower_bound(tables: CostTables) -> ConfigBound:
+    """A valid lower bound on T for every plan of this configuration.
+
+    With ``P = Σ_i p_i`` over ``pp`` stages, ``max_i p_i ≥ P/pp``, so
+    ``T ≥ P + (c-1)·P/pp + max_i g_i`` and ``P ≥ Σ_u min_k A[u,k]`` (resharding
+    and transfers are non-negative); ``max_i g_i ≥ max_u min_k G[u,k]``.
+
+    Memory: stage ``i`` needs ``Σ_u (W + inflight_i·H)``; every layer sits in
+    some stage whose in-flight count is at least ``min_i inflight_i``, so
+    ``Σ_u min_k (W + m·H) ≤ pp·capacity`` and each single layer must fit
+    alone. Either violation proves infeasibility (bound ``+inf``).
+    """
+    pp, c = tables.pp, tables.microbatches
+    m = min(tables.inflight)
+    cap = tables.capacity_bytes
+    per_layer_mem = [float(np.min(w + m * h)) if len(w) else math.inf
+                     for w, h in zip(tables.weight_bytes, tables.act_bytes)]
+    if any(len(s) == 0 for s in tables.strategies):
+        bad = [tables.graph.layers[u].name for u, s in enumerate(tables.strategies) if not s][:3]
+        return ConfigBound(math.inf, f"no valid strategy for layer(s) {', '.join(bad)} "
+                                     f"with {tables.devices_per_stage} devices per stage and "
+                                     f"{tables.microbatch_samples} samples per micro-batch")
+    least = max(max(per_layer_mem), sum(per_layer_mem) / pp)
+    if max(per_layer_mem) > cap:
+        u = int(np.argmax(per_layer_mem))
+        return ConfigBound(math.inf, f"layer {tables.graph.layers[u].name} alone needs "
+                                     f"{per_layer_mem[u] / 2**30:.2f} GiB per device, more than the "
+                                     f"{cap / 2**30:.2f} GiB available", least)
+    if sum(per_layer_mem) > pp * cap:
+        return ConfigBound(math.inf, f"the layers need at least {sum(per_layer_mem) / 2**30:.2f} GiB "
+                                     f"over {pp} stage(s), more than {pp} x {cap / 2**30:.2f} GiB", least)
+    total = sum(float(np.min(a)) for a in tables.time)
+    sync = max(float(np.min(g)) for g in tables.sync)
+    value = total * (1 + (c - 1) / pp) + sync + tables.params.iteration_overhead_s
+    return ConfigBound(value, "", least)

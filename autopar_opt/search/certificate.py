@@ -1,0 +1,95 @@
+"""The optimality certificate of one search (DESIGN.md §4).
+
+Per outer configuration: status, best value found (primal), proven lower
+bound, time, or the pruning reason. The global lower bound is the minimum of
+the per-configuration bounds (a proven-infeasible configuration contributes
++inf); the global gap is ``(best primal − global bound) / best primal``,
+computed by :func:`autopar_opt.solvers.result.relative_gap`, the one gap
+function of the project.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from autopar_opt.search.configs import OuterConfig
+from autopar_opt.solvers.result import relative_gap
+
+
+def json_float(x: float | None) -> float | str | None:
+    """JSON has no infinity: write ±inf as strings."""
+    if x is None:
+        return None
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if math.isnan(x):
+        return "nan"
+    return float(x)
+
+
+@dataclass
+class ConfigRecord:
+    """What the search knows about one outer configuration."""
+
+    config: OuterConfig
+    status: str               # optimal | feasible | heuristic | infeasible | pruned | not_solved | error
+    primal: float | None
+    lower_bound: float
+    time_s: float
+    pruned_by: str | None = None
+    model_hash: str | None = None
+    message: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def gap(self) -> float:
+        return relative_gap(self.primal, self.lower_bound)
+
+    def to_dict(self) -> dict:
+        return {**self.config.to_dict(), "status": self.status,
+                "primal": json_float(self.primal), "lower_bound": json_float(self.lower_bound),
+                "gap": json_float(self.gap), "time_s": round(self.time_s, 6),
+                "pruned_by": self.pruned_by, "model_hash": self.model_hash,
+                "message": self.message,
+                "timings": {k: round(v, 6) for k, v in self.timings.items()}}
+
+
+@dataclass
+class Certificate:
+    """Global primal, global lower bound and the per-configuration table."""
+
+    configurations: list[ConfigRecord]
+
+    @property
+    def primal(self) -> float | None:
+        values = [r.primal for r in self.configurations if r.primal is not None]
+        return min(values) if values else None
+
+    @property
+    def lower_bound(self) -> float:
+        if not self.configurations:
+            return -math.inf
+        return min(r.lower_bound for r in self.configurations)
+
+    @property
+    def gap(self) -> float:
+        return relative_gap(self.primal, self.lower_bound)
+
+    @property
+    def exact(self) -> bool:
+        """True when the global bound is a proof (finite and ≤ primal)."""
+        lb = self.lower_bound
+        return self.primal is not None and not math.isinf(lb) and lb <= self.primal * (1 + 1e-9)
+
+    @property
+    def infeasible(self) -> bool:
+        """Every configuration proven infeasible (and there was at least one)."""
+        return bool(self.configurations) and all(
+            r.status == "infeasible" and math.isinf(r.lower_bound) and r.lower_bound > 0
+            for r in self.configurations)
+
+    def to_dict(self) -> dict:
+        return {"primal": json_float(self.primal), "lower_bound": json_float(self.lower_bound),
+                "gap": json_float(self.gap), "exact": self.exact,
+                "configurations": [r.to_dict() for r in self.configurations]}

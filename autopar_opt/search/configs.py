@@ -1,0 +1,72 @@
+"""Outer configurations of the search: (pipeline degree, micro-batches, schedule)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autopar_opt.cost.tables import stages_congruent
+from autopar_opt.graph import LayerGraph
+from autopar_opt.hardware import Cluster
+from autopar_opt.strategies import divisors
+from autopar_opt.training import Schedule, SearchSpace, Training
+
+
+@dataclass(frozen=True, order=True)
+class OuterConfig:
+    """One outer configuration; the inner problem is a MILP/MIQP or a DP."""
+
+    pp: int
+    microbatches: int
+    schedule: Schedule
+
+    def label(self) -> str:
+        return f"pp={self.pp} c={self.microbatches} {self.schedule.value}"
+
+    def to_dict(self) -> dict:
+        return {"pp": self.pp, "microbatches": self.microbatches, "schedule": self.schedule.value}
+
+
+def pipeline_degrees(graph: LayerGraph, cluster: Cluster, space: SearchSpace) -> list[int]:
+    """pp values that divide the devices, give congruent stages and fit the layer count."""
+    out = []
+    for pp in divisors(cluster.num_devices):
+        if space.pp_degrees is not None and pp not in space.pp_degrees:
+            continue
+        if pp > len(graph.layers):
+            continue
+        if not stages_congruent(cluster.num_devices // pp, cluster.gpus_per_node):
+            continue
+        out.append(pp)
+    return out
+
+
+def microbatch_counts(training: Training, space: SearchSpace) -> list[int]:
+    """Micro-batch counts that divide the global batch (and the spec allows)."""
+    allowed = space.microbatches
+    out = []
+    for c in divisors(training.global_batch_size):
+        if allowed is not None and c not in allowed:
+            continue
+        if allowed is None and c > space.max_microbatches:
+            continue
+        out.append(c)
+    return out
+
+
+def outer_configs(graph: LayerGraph, cluster: Cluster, training: Training,
+                  space: SearchSpace) -> list[OuterConfig]:
+    """Every outer configuration the spec allows, in a stable order.
+
+    A pipeline with one stage has no bubble, so only one schedule is kept for
+    ``pp == 1`` (1F1B when allowed): the others are the same plan.
+    """
+    configs = []
+    schedules = [Schedule(s) for s in space.schedules]
+    for pp in pipeline_degrees(graph, cluster, space):
+        for c in microbatch_counts(training, space):
+            scheds = schedules
+            if pp == 1:
+                scheds = [Schedule.one_f_one_b] if Schedule.one_f_one_b in schedules else schedules[:1]
+            for sched in scheds:
+                configs.append(OuterConfig(pp, c, sched))
+    return configs

@@ -1,0 +1,111 @@
+"""The ``plan.json`` document: everything a report or a reviewer needs.
+
+Plain JSON types only (infinite bounds as the strings "inf"/"-inf"), so the
+HTML report is rendered from this document alone, never from solver objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+
+
+from autopar_opt import __version__
+from autopar_opt.cost.params import CostParams
+from autopar_opt.graph import LayerGraph
+from autopar_opt.hardware import Cluster
+from autopar_opt.search.baselines import Baseline
+from autopar_opt.search.engine import SearchOptions, SearchResult
+from autopar_opt.training import SearchSpace, Training
+
+COST_MODEL_ASSUMPTIONS = [
+    "Compute: FLOPs / (dense peak x achieved efficiency); efficiency saturates with per-device "
+    "kernel size (calibrated on published Megatron-LM, llm-foundry and BLOOM runs).",
+    "Communication: alpha-beta ring collectives per link tier; a group spanning nodes is bound "
+    "by the inter-node tier; no overlap of tensor-parallel communication with compute.",
+    "Memory: weights + gradients + optimizer state after ZeRO sharding (mixed-precision Adam: "
+    "16 bytes/parameter), activations per in-flight micro-batch (Korthikanti et al. 2022), "
+    "plus the stated reserve per device.",
+    "Pipeline: T = sum(stage) + sum(transfer) + (c-1) x max(stage, transfer) + max(sync); "
+    "edges that skip stages are relayed across every boundary they cross.",
+    "Stages are contiguous in topological order and congruent (devices per stage divide, or "
+    "are a multiple of, the GPUs per node); ranks are ordered tp, cp, dp (innermost first).",
+]
+
+
+def _space_dict(space: SearchSpace) -> dict:
+    data = dataclasses.asdict(space)
+    return {k: ([getattr(x, "value", x) for x in v] if isinstance(v, (list, tuple)) else v)
+            for k, v in data.items()}
+
+
+def _cluster_dict(cluster: Cluster, dtype: str) -> dict:
+    tier = lambda t: {"name": t.name, "bandwidth_gb_per_s": t.bandwidth_gb_per_s,
+                      "latency_us": t.latency_us}
+    return {"name": cluster.name, "nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node,
+            "num_devices": cluster.num_devices, "device": cluster.device.name,
+            "hbm_gib": cluster.device.hbm_gib,
+            "peak_tflops": cluster.device.peak_tflops.get(dtype),
+            "intra_node": tier(cluster.intra_node), "inter_node": tier(cluster.inter_node)}
+
+
+def _plan_dict(result: SearchResult, cluster: Cluster) -> dict | None:
+    if result.plan is None:
+        return None
+    data = result.plan.to_dict()
+    d = cluster.num_devices // result.plan.pp
+    for i, st in enumerate(data["stages"]):
+        st["first_rank"], st["last_rank"] = i * d, (i + 1) * d - 1
+    return data
+
+
+def _infeasibility(result: SearchResult, cluster: Cluster, training: Training) -> dict | None:
+    if result.plan is not None:
+        return None
+    cap = cluster.device.hbm_gib - training.memory_reserve_gib
+    least = result.least_memory_bytes / 2**30
+    if result.certificate.infeasible:
+        reason = (f"every configuration of the search space is proven infeasible; the least memory "
+                  f"any plan needs is at least {least:.2f} GiB per device against {cap:.2f} GiB usable")
+    else:
+        reason = "no plan was found within the time limit; feasibility is not decided"
+    advice = ["allow ZeRO-3 sharding and full recomputation (search.zero_levels, search.recompute)",
+              "allow more pipeline stages or tensor parallelism (search.pp_degrees, search.tp_degrees)",
+              "use more micro-batches to shrink activations (search.microbatches)",
+              "use more or larger devices (cluster.nodes, cluster.device)",
+              "lower training.memory_reserve_gib if the reserve is too conservative"]
+    if not result.certificate.infeasible:
+        advice.insert(0, "raise --time-limit")
+    return {"reason": reason, "details": result.infeasible_reasons[:10],
+            "least_memory_gib": least, "capacity_gib": cap, "advice": advice}
+
+
+def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training: Training,
+                   space: SearchSpace, params: CostParams, options: SearchOptions,
+                   result: SearchResult, baselines: list[Baseline]) -> dict:
+    """Assemble the plan.json document (schema_version 1)."""
+    return {
+        "schema_version": 1,
+        "tool": {"name": "autopar-opt", "version": __version__},
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "spec": {"path": spec_path,
+                 "model": {"name": graph.name, "num_layers": len(graph.layers),
+                           "params": graph.total_params(), "is_chain": graph.is_chain(),
+                           "source": graph.source},
+                 "cluster": _cluster_dict(cluster, training.dtype),
+                 "training": dataclasses.asdict(training)},
+        "search_space": _space_dict(space),
+        "cost_model": {"params": params.to_dict(), "assumptions": COST_MODEL_ASSUMPTIONS},
+        "status": result.status(options.rel_gap),
+        "plan": _plan_dict(result, cluster),
+        "metrics": result.metrics.to_dict() if result.metrics else None,
+        "certificate": result.certificate.to_dict(),
+        "solver": {"name": result.solver_name, "version": result.solver_version,
+                   "form": result.form, "time_limit_s": options.time_limit_s,
+                   "rel_gap": options.rel_gap, "wall_time_s": round(result.wall_time_s, 3),
+                   "log_tail": result.log_tail},
+        "baselines": [b.to_dict() for b in baselines],
+        "infeasibility": _infeasibility(result, cluster, training),
+    }
+
+

@@ -1,0 +1,161 @@
+"""The outer search: enumerate configurations, solve each, keep the best, certify.
+
+For every outer configuration (pp, c, schedule) allowed by the spec, the
+search builds cost tables, computes a cheap valid lower bound, skips the
+configuration when that bound already reaches the incumbent, and otherwise
+solves the inner problem with the chosen backend (MILP/MIQP via
+``autopar_opt.formulations`` or the DP on the tables). Every decoded plan is
+re-priced by :func:`autopar_opt.evaluate.evaluate`; a mismatch with the
+solver's objective is reported as an error, never silently accepted.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from autopar_opt.cost.params import CostParams
+from autopar_opt.cost.tables import CostTables, build_cost_tables
+from autopar_opt.evaluate import PlanMetrics, evaluate
+from autopar_opt.graph import LayerGraph
+from autopar_opt.hardware import Cluster
+from autopar_opt.plan import Plan
+from autopar_opt.search.bounds import ConfigBound, analytic_lower_bound
+from autopar_opt.search.certificate import Certificate, ConfigRecord
+from autopar_opt.search.configs import OuterConfig, outer_configs
+from autopar_opt.search.inner import InnerSolver
+from autopar_opt.training import SearchSpace, Training
+
+#: Relative tolerance when comparing a solver objective to evaluate().
+CONSISTENCY_RTOL = 1e-6
+
+ProgressFn = Callable[[int, int, ConfigRecord, float | None, float], None]
+
+
+@dataclass
+class SearchOptions:
+    """How to search: backend, form, limits, exports."""
+
+    solver: str = "highs"
+    form: str = "auto"
+    time_limit_s: float = 60.0
+    rel_gap: float = 1e-3
+    warm_start: bool = True
+    export_dir: Path | None = None
+    export_format: str = "mps"
+
+
+@dataclass
+class SearchResult:
+    """Best plan, its metrics and the certificate of the whole search."""
+
+    plan: Plan | None
+    metrics: PlanMetrics | None
+    certificate: Certificate
+    best_config: OuterConfig | None
+    solver_name: str
+    solver_version: str
+    form: str
+    log_tail: str = ""
+    least_memory_bytes: float = 0.0
+    infeasible_reasons: list[str] = field(default_factory=list)
+    wall_time_s: float = 0.0
+
+    def status(self, rel_gap: float) -> str:
+        """optimal | feasible | infeasible | no_plan (exit codes 0, 0, 3, 4)."""
+        if self.plan is not None:
+            gap = self.certificate.gap
+            return "optimal" if self.certificate.exact and gap <= rel_gap + 1e-12 else "feasible"
+        return "infeasible" if self.certificate.infeasible else "no_plan"
+
+
+def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: SearchSpace,
+               params: CostParams, options: SearchOptions,
+               progress: ProgressFn | None = None) -> SearchResult:
+    """Search every outer configuration and return the certified best plan."""
+    start = time.perf_counter()
+    inner = InnerSolver(options)
+    configs = outer_configs(graph, cluster, training, space)
+    prepared = []
+    for cfg in configs:
+        tables = build_cost_tables(graph, cluster, training, space, params, cfg.pp,
+                                   cfg.microbatches, cfg.schedule)
+        prepared.append((cfg, tables, analytic_lower_bound(tables)))
+    prepared.sort(key=lambda item: (item[2].value, item[0]))
+    records: list[ConfigRecord] = []
+    best: tuple[float, Plan, OuterConfig] | None = None
+    log_tail = ""
+    for k, (cfg, tables, bound) in enumerate(prepared):
+        incumbent = best[0] if best else None
+        remaining = options.time_limit_s - (time.perf_counter() - start)
+        record, plan, log = _handle_config(cfg, tables, bound, incumbent, best, remaining, inner, options)
+        if plan is not None:
+            value = _checked_value(plan, record, graph, cluster, training, params)
+            if value is not None and (best is None or value < best[0]):
+                best = (value, plan, cfg)
+        records.append(record)
+        log_tail = log or log_tail
+        if progress:
+            progress(k + 1, len(prepared), record, best[0] if best else None,
+                     Certificate(records).lower_bound)
+    cert = Certificate(records)
+    metrics = evaluate(best[1], graph, cluster, training, params) if best else None
+    reasons = sorted({r.message for r in records if r.status == "infeasible" and r.message})
+    least = min((b.least_memory_bytes for _, _, b in prepared), default=0.0)
+    return SearchResult(plan=best[1] if best else None, metrics=metrics, certificate=cert,
+                        best_config=best[2] if best else None, solver_name=inner.name,
+                        solver_version=inner.version, form=inner.form_name,
+                        log_tail=log_tail[-4000:], least_memory_bytes=least,
+                        infeasible_reasons=reasons, wall_time_s=time.perf_counter() - start)
+
+
+def _handle_config(cfg: OuterConfig, tables: CostTables, bound: ConfigBound,
+                   incumbent: float | None, best, remaining: float, inner: InnerSolver,
+                   options: SearchOptions) -> tuple[ConfigRecord, Plan | None, str]:
+    """Decide, for one configuration: proven infeasible, pruned, out of time, or solve."""
+    if math.isinf(bound.value):
+        return ConfigRecord(cfg, "infeasible", None, math.inf, 0.0,
+                            message=bound.infeasible_reason), None, ""
+    if incumbent is not None and bound.value >= incumbent * (1 - 1e-12):
+        why = (f"lower bound {bound.value:.6g} s >= incumbent {incumbent:.6g} s "
+               f"({best[2].label()})")
+        return ConfigRecord(cfg, "pruned", None, bound.value, 0.0, pruned_by=why), None, ""
+    if remaining <= 0:
+        return ConfigRecord(cfg, "not_solved", None, bound.value, 0.0,
+                            message="search time limit reached before this configuration; "
+                                    "its analytic lower bound is recorded"), None, ""
+    outcome = inner.solve(tables, remaining, cfg)
+    result = outcome.result
+    lower = result.lower_bound
+    if not math.isinf(lower) or lower < 0:
+        lower = max(lower, bound.value)          # both are valid bounds
+    status = _status_of(result.termination.value)
+    record = ConfigRecord(cfg, status, result.primal, lower, result.wall_time_s,
+                          model_hash=outcome.model_hash, message=result.message,
+                          timings=dict(result.timings))
+    return record, outcome.plan, result.log
+
+
+def _status_of(termination: str) -> str:
+    return {"optimal": "optimal", "feasible": "feasible", "infeasible": "infeasible",
+            "time_limit_no_solution": "not_solved", "heuristic": "heuristic",
+            "error": "error"}[termination]
+
+
+def _checked_value(plan: Plan, record: ConfigRecord, graph, cluster, training, params) -> float | None:
+    """evaluate(plan) must equal the solver objective; returns the evaluated time."""
+    metrics = evaluate(plan, graph, cluster, training, params)
+    value = metrics.iteration_time_s
+    if not metrics.feasible:
+        record.status = "error"
+        record.message = "decoded plan violates the memory limit under evaluate(); discarded"
+        record.primal = None
+        return None
+    if record.primal is not None and abs(value - record.primal) > CONSISTENCY_RTOL * max(1.0, value):
+        record.message = (f"solver objective {record.primal:.9g} differs from evaluate() "
+                          f"{value:.9g}; the evaluated value is used")
+    record.primal = value
+    return value

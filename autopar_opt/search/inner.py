@@ -1,0 +1,79 @@
+"""Solve one configuration's inner problem with the chosen backend.
+
+The glue between formulations and solver backends lives here, so that
+formulations never import backends and backends never import formulations
+(DESIGN.md §1). MIP backends get a built formulation, warm-started from the
+DP's plan where the backend and the graph allow it; the DP backend gets the
+cost tables.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from autopar_opt.cost.tables import CostTables
+from autopar_opt.plan import Plan
+from autopar_opt.solvers.result import ProblemClass, SolveResult, Termination
+
+
+@dataclass
+class InnerOutcome:
+    result: SolveResult
+    plan: Plan | None
+    model_hash: str | None = None
+
+
+class InnerSolver:
+    """Resolves the backend and form once, then solves configurations."""
+
+    def __init__(self, options) -> None:
+        from autopar_opt.solvers import registry
+
+        self.options = options
+        self.backend = registry.get_backend(options.solver)
+        ok, why = self.backend.available()
+        if not ok:
+            from autopar_opt.solvers.base import SolverUnavailable
+            raise SolverUnavailable(why)
+        if ProblemClass.tables in self.backend.accepts:
+            self.form_name = "tables"
+        else:
+            self.form_name = options.form if options.form != "auto" else registry.default_form(self.backend)
+            registry.check_accepts(self.backend, ProblemClass(self.form_name.upper()))
+        self.name = self.backend.name
+        self.version = self.backend.version()
+        self._dp = None
+        if self.form_name != "tables" and options.warm_start:
+            self._dp = registry.get_backend("dp")
+
+    def solve(self, tables: CostTables, remaining_s: float, cfg) -> InnerOutcome:
+        """Solve ``tables`` within ``remaining_s`` seconds."""
+        opts = self.options
+        if self.form_name == "tables":
+            res = self.backend.solve_tables(tables, time_limit_s=remaining_s, rel_gap=opts.rel_gap)
+            return InnerOutcome(res, res.solution if res.has_solution else None)
+        from autopar_opt.formulations import build_formulation
+
+        warm = self._warm_plan(tables, remaining_s)
+        form = build_formulation(tables, self.form_name)
+        model_hash = None
+        if opts.export_dir is not None:
+            opts.export_dir.mkdir(parents=True, exist_ok=True)
+            name = f"pp{cfg.pp}_c{cfg.microbatches}_{cfg.schedule.value}.{opts.export_format}"
+            model_hash = form.export(str(opts.export_dir / name), opts.export_format)
+        if warm is not None:
+            form.set_warm_start(warm)
+        res = self.backend.solve_model(form, form.problem_class, time_limit_s=remaining_s,
+                                       rel_gap=opts.rel_gap, warm_start=warm is not None)
+        plan = form.decode() if res.has_solution else None
+        return InnerOutcome(res, plan, model_hash)
+
+    def _warm_plan(self, tables: CostTables, remaining_s: float) -> Plan | None:
+        """The DP's plan as a warm start (chains and single-stage DAGs only)."""
+        if self._dp is None or not (tables.graph.is_chain() or tables.pp == 1):
+            return None
+        res = self._dp.solve_tables(tables, time_limit_s=max(1.0, remaining_s / 4), rel_gap=0.0)
+        if res.termination in (Termination.infeasible, Termination.error) or not res.has_solution:
+            return None
+        return res.solution

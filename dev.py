@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Bootstrap and run: ``python3 dev.py demo`` or ``python3 dev.py test``.
+
+Needs only Python 3.11+ and pip. Creates ``.venv`` on first use, installs the
+pinned dependencies of ``requirements.lock`` and the package itself
+(editable), then runs the job. Re-installs when ``requirements.lock`` or
+``pyproject.toml`` changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+STAMP = VENV / ".autopar-installed"
+
+
+def _fingerprint() -> str:
+    h = hashlib.sha256()
+    for name in ("requirements.lock", "pyproject.toml"):
+        h.update((ROOT / name).read_bytes())
+    return h.hexdigest()
+
+
+def ensure_env() -> None:
+    """Create the virtual environment and install pinned dependencies if needed."""
+    if sys.version_info < (3, 11):
+        sys.exit(f"autopar-opt needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+    if STAMP.exists() and STAMP.read_text() == _fingerprint():
+        return
+    if not (BIN / "python").exists():
+        print("creating .venv ...", flush=True)
+        venv.create(VENV, with_pip=True)
+    pip = [str(BIN / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    print("installing pinned dependencies (requirements.lock) ...", flush=True)
+    subprocess.check_call(pip + ["-r", str(ROOT / "requirements.lock")])
+    subprocess.check_call(pip + ["--no-deps", "-e", str(ROOT)])
+    STAMP.write_text(_fingerprint())
+
+
+def main(argv: list[str]) -> int:
+    jobs = {
+        "demo": [str(BIN / "autopar"), "solve", "examples/quickstart.yaml", "--out", "out/quickstart"],
+        "test": [str(BIN / "python"), "-m", "pytest", "-q"],
+    }
+    if not argv or argv[0] not in jobs:
+        print("usage: python3 dev.py demo|test [extra args]", file=sys.stderr)
+        return 2
+    ensure_env()
+    return subprocess.call(jobs[argv[0]] + argv[1:], cwd=ROOT)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
