@@ -3,7 +3,8 @@
 One small function per model family. Transformer families reuse the per-sample
 cost formulas of :mod:`autopar_opt.model_zoo.transformer` (whose docstrings
 cite Narayanan et al. 2021, Korthikanti et al. 2022 and Shoeybi et al. 2019);
-the vision families live in :mod:`autopar_opt.model_zoo.vision`.
+encoder families live in :mod:`.encoders`, vision transformers in
+:mod:`.vision` and the Inception-v3 CNN in :mod:`.cnn`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from autopar_opt.graph import LayerGraph
+from autopar_opt.model_zoo.cnn import build_inception_v3
+from autopar_opt.model_zoo.encoders import build_encoder_decoder, build_encoder_lm
 from autopar_opt.model_zoo.transformer import decoder_lm
+from autopar_opt.model_zoo.vision import build_swin, build_vit
 
 Builder = Callable[[str, dict[str, Any], str], LayerGraph]
 
@@ -39,6 +43,11 @@ def _decoder(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
 #: family name -> :class:`Family`.
 FAMILIES: dict[str, Family] = {
     "decoder_lm": Family(_decoder, True),
+    "encoder_lm": Family(build_encoder_lm, True),
+    "encoder_decoder": Family(build_encoder_decoder, False),
+    "vit": Family(build_vit, True),
+    "swin": Family(build_swin, True),
+    "inception_v3": Family(build_inception_v3, False),
 }
 
 
