@@ -1,0 +1,122 @@
+"""Build the :class:`LayerGraph` of a validated ``model`` section.
+
+Zoo models go through :mod:`autopar_opt.model_zoo.registry`; explicit models
+are checked (unique names, edges between known layers, edges forward in the
+layer order) before :class:`LayerGraph` is constructed, so that each mistake
+is reported with its key path. Measured costs (a profile table) are attached
+to their layers as :class:`MeasuredCost` tuples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from autopar_opt.graph import Layer, LayerGraph, MeasuredCost
+from autopar_opt.spec.errors import ProblemList, did_you_mean
+from autopar_opt.spec.schema import ExplicitModelSpec, MeasuredSpec, ZooModelSpec
+
+
+def _split_fix(message: str) -> tuple[str, str]:
+    """Split a registry message ``"... (fix: ...)"`` into (rule, fix)."""
+    if "(fix:" in message:
+        rule, _, fix = message.partition("(fix:")
+        return rule.strip().rstrip(";"), fix.rstrip(") ").strip()
+    return message, "see `autopar zoo list` and the model's dimensions"
+
+
+def _zoo_graph(section: ZooModelSpec, seq_len: int | None, out: ProblemList) -> LayerGraph | None:
+    from autopar_opt.model_zoo import registry
+
+    names = [info.name for info in registry.list_models()]
+    if section.zoo not in names:
+        out.add("model.zoo", section.zoo, "unknown zoo model",
+                f"use one of: {', '.join(names)}{did_you_mean(section.zoo, names)}")
+        return None
+    try:
+        return registry.build_model(section.zoo, seq_len=seq_len, overrides=dict(section.overrides))
+    except (ValueError, TypeError) as exc:
+        rule, fix = _split_fix(str(exc))
+        if seq_len is not None and "seq_len" in rule and "override" not in rule:
+            out.add("training.seq_len", seq_len, rule, fix)
+        else:
+            out.add("model.overrides", dict(section.overrides), rule, fix)
+        return None
+
+
+def _layer(spec) -> Layer:
+    data = spec.model_dump()
+    return Layer(**data)
+
+
+def _explicit_graph(section: ExplicitModelSpec, seq_len: int | None,
+                    out: ProblemList) -> LayerGraph | None:
+    names: list[str] = []
+    ok = True
+    for i, spec in enumerate(section.layers):
+        if spec.name in names:
+            out.add(f"model.layers[{i}].name", spec.name, "duplicate layer name",
+                    "give every layer a unique name, e.g. block7")
+            ok = False
+        names.append(spec.name)
+    position = {name: i for i, name in enumerate(names)}
+    edges = section.edges
+    if edges is None:
+        edges = [(a, b) for a, b in zip(names, names[1:])]
+    for j, (u, v) in enumerate(edges):
+        for end in (u, v):
+            if end not in position:
+                out.add(f"model.edges[{j}]", [u, v], f"edge names unknown layer {end!r}",
+                        f"use a layer name from model.layers{did_you_mean(end, names)}")
+                ok = False
+        if ok and u in position and v in position and position[u] >= position[v]:
+            out.add(f"model.edges[{j}]", [u, v], "edge goes backwards (or to itself) in the "
+                    "layer order", "list layers in a topological order: every edge [u, v] "
+                    "needs u listed before v")
+            ok = False
+    if not ok:
+        return None
+    layers = [_layer(spec) for spec in section.layers]
+    return LayerGraph(section.name, layers, [tuple(e) for e in edges],
+                      seq_len=section.seq_len or seq_len, source="spec file")
+
+
+def _attach_measured(graph: LayerGraph, measured: list[MeasuredSpec],
+                     out: ProblemList) -> LayerGraph | None:
+    """Return ``graph`` with measured costs attached to the named layers."""
+    names = [layer.name for layer in graph.layers]
+    table: dict[str, dict[int, MeasuredCost]] = {}
+    ok = True
+    for i, m in enumerate(measured):
+        key = f"model.measured[{i}]"
+        if m.layer not in names:
+            out.add(f"{key}.layer", m.layer, "measurement for an unknown layer",
+                    f"use a layer name of the model{did_you_mean(m.layer, names)}")
+            ok = False
+            continue
+        if m.tp in table.setdefault(m.layer, {}):
+            out.add(f"{key}.tp", m.tp, f"second measurement of layer {m.layer!r} at tp={m.tp}",
+                    "keep one measurement per (layer, tp)")
+            ok = False
+            continue
+        table[m.layer][m.tp] = MeasuredCost(m.tp, m.fwd_ms_per_sample, m.bwd_ms_per_sample,
+                                            m.act_bytes_per_sample)
+    if not ok:
+        return None
+    if not table:
+        return graph
+    layers = [replace(layer, measured=tuple(sorted(table[layer.name].values(), key=lambda c: c.tp)))
+              if layer.name in table else layer for layer in graph.layers]
+    return LayerGraph(graph.name, layers, list(graph.edges), seq_len=graph.seq_len,
+                      source=graph.source)
+
+
+def build_graph(section: ZooModelSpec | ExplicitModelSpec, seq_len: int | None,
+                out: ProblemList) -> LayerGraph | None:
+    """The model's layer graph, or None after recording the problems in ``out``."""
+    if isinstance(section, ZooModelSpec):
+        graph = _zoo_graph(section, seq_len, out)
+    else:
+        graph = _explicit_graph(section, seq_len, out)
+    if graph is None:
+        return None
+    return _attach_measured(graph, section.measured, out)

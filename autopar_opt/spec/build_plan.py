@@ -1,0 +1,190 @@
+"""Build the optional ``plan`` section into a :class:`Plan`.
+
+A Megatron-style plan (``tp``, ``pp``, ``dp``, micro-batching, ...) becomes
+:func:`autopar_opt.plan.uniform_plan`; an explicit plan is taken stage by
+stage. The rules checked here are the ones :func:`autopar_opt.evaluate.evaluate`
+enforces (``tp*pp*dp*cp`` equals the devices, micro-batches divide the batch,
+``dp`` divides a micro-batch, tp divides every layer's ``max_tp``), reported
+with the key path and the fix instead of a :class:`PlanError`.
+"""
+
+from __future__ import annotations
+
+from autopar_opt.cost.tables import stages_congruent
+from autopar_opt.graph import LayerGraph
+from autopar_opt.hardware import Cluster
+from autopar_opt.plan import Plan, StagePlan, uniform_plan
+from autopar_opt.spec.errors import ProblemList, did_you_mean
+from autopar_opt.spec.schema import ExplicitPlanSpec, MegatronPlanSpec, StrategySpec
+from autopar_opt.strategies import Strategy, divisors, tp_degree_ok
+from autopar_opt.training import Schedule, Training
+
+
+def _strategy(spec: StrategySpec) -> Strategy:
+    return Strategy(spec.dp, spec.tp, spec.cp, spec.sp, spec.zero, spec.recompute)
+
+
+def _check_pp(pp: int, n: int, cluster: Cluster, graph: LayerGraph, key: str,
+              out: ProblemList) -> bool:
+    if n % pp:
+        out.add(key, pp, f"does not divide the {n} devices",
+                f"use a divisor of {n}: {', '.join(map(str, divisors(n)))}")
+        return False
+    if not stages_congruent(n // pp, cluster.gpus_per_node):
+        out.add(key, pp, f"{n // pp} devices per stage neither divide nor are a multiple of "
+                f"{cluster.gpus_per_node} GPUs per node", "choose pp so that a stage fills whole "
+                "nodes or divides one node")
+        return False
+    if pp > len(graph):
+        out.add(key, pp, f"more stages than the {len(graph)} layers",
+                f"use pp <= {len(graph)}")
+        return False
+    return True
+
+
+def _microbatches(spec: MegatronPlanSpec, dp: int, gbs: int, out: ProblemList) -> int | None:
+    """Micro-batch count from ``microbatches`` or Megatron's ``micro_batch_size``."""
+    c, mbs = spec.microbatches, spec.micro_batch_size
+    if c is None and mbs is None:
+        out.add("plan.microbatches", None, "neither microbatches nor micro_batch_size given",
+                "add microbatches (e.g. 8) or micro_batch_size (samples per replica, e.g. 1)")
+        return None
+    if mbs is not None:
+        if gbs % (mbs * dp):
+            out.add("plan.micro_batch_size", mbs, f"micro_batch_size*dp = {mbs * dp} does not "
+                    f"divide the global batch ({gbs})", "choose micro_batch_size so that "
+                    "micro_batch_size*dp divides training.global_batch_size")
+            return None
+        derived = gbs // (mbs * dp)
+        if c is not None and c != derived:
+            out.add("plan.microbatches", c, f"disagrees with micro_batch_size: global batch / "
+                    f"(micro_batch_size*dp) = {derived}", "give only one of the two")
+            return None
+        return derived
+    if gbs % c:
+        out.add("plan.microbatches", c, f"does not divide the global batch ({gbs})",
+                f"use a divisor of {gbs}, e.g. {max(d for d in divisors(gbs) if d <= c)}")
+        return None
+    if (gbs // c) % dp:
+        out.add("plan.microbatches", c, f"a micro-batch of {gbs // c} samples does not split "
+                f"over dp={dp}", f"use fewer micro-batches: global batch / microbatches must be "
+                f"a multiple of dp={dp}")
+        return None
+    return c
+
+
+def _megatron_dp(spec: MegatronPlanSpec, n: int, out: ProblemList) -> int | None:
+    model = spec.tp * spec.pp * spec.cp
+    if n % model:
+        out.add("plan.tp", spec.tp, f"tp*pp*cp = {model} does not divide the {n} devices",
+                "choose tp, pp and cp whose product divides the device count")
+        return None
+    if spec.dp is not None and spec.dp * model != n:
+        out.add("plan.dp", spec.dp, f"tp*pp*dp*cp = {spec.dp * model} but the cluster has "
+                f"{n} devices", f"set dp: {n // model} (or leave dp out to derive it)")
+        return None
+    return n // model
+
+
+def _check_layers_tp(graph: LayerGraph, tp: int, out: ProblemList) -> bool:
+    bad = [layer for layer in graph.layers if not tp_degree_ok(layer, tp)]
+    if bad:
+        shown = ", ".join(f"{layer.name} (max_tp={layer.max_tp})" for layer in bad[:3])
+        out.add("plan.tp", tp, f"not a valid tensor-parallel degree for layer(s) {shown}",
+                "use a tp that divides every layer's max_tp (e.g. the head count)")
+    return not bad
+
+
+def _megatron(spec: MegatronPlanSpec, graph: LayerGraph, cluster: Cluster, training: Training,
+              out: ProblemList) -> Plan | None:
+    n = cluster.num_devices
+    dp = _megatron_dp(spec, n, out)
+    ok = _check_pp(spec.pp, n, cluster, graph, "plan.pp", out) and dp is not None
+    ok = _check_layers_tp(graph, spec.tp, out) and ok
+    if spec.sequence_parallel and spec.tp == 1:
+        out.add("plan.sequence_parallel", True, "sequence parallelism needs tp > 1",
+                "set sequence_parallel: false or tp > 1")
+        ok = False
+    if spec.vp_chunks > 1 and spec.schedule is not Schedule.interleaved:
+        out.add("plan.vp_chunks", spec.vp_chunks, "virtual chunks need the interleaved schedule",
+                "set schedule: interleaved, or vp_chunks: 1")
+        ok = False
+    if spec.stage_layers is not None and (len(spec.stage_layers) != spec.pp
+                                          or sum(spec.stage_layers) != len(graph)):
+        out.add("plan.stage_layers", spec.stage_layers,
+                f"must list {spec.pp} stage sizes summing to the {len(graph)} layers",
+                f"give pp={spec.pp} positive counts that add up to {len(graph)}, or drop it")
+        ok = False
+    c = _microbatches(spec, dp, training.global_batch_size, out) if dp is not None else None
+    if not ok or c is None:
+        return None
+    strategy = Strategy(dp, spec.tp, spec.cp, spec.sequence_parallel, spec.zero, spec.recompute)
+    names = [layer.name for layer in graph.layers]
+    return uniform_plan(names, spec.pp, strategy, c, spec.schedule, spec.vp_chunks,
+                        list(spec.stage_layers) if spec.stage_layers else None)
+
+
+def _explicit_stage(i: int, stage, names: list[str], seen: set[str], d: int, b: int,
+                    out: ProblemList) -> StagePlan | None:
+    ok = True
+    for j, name in enumerate(stage.layers):
+        if name not in names:
+            out.add(f"plan.stages[{i}].layers[{j}]", name, "unknown layer",
+                    f"use a layer name of the model{did_you_mean(name, names)}")
+            ok = False
+        elif name in seen:
+            out.add(f"plan.stages[{i}].layers[{j}]", name, "layer placed twice",
+                    "place every layer in exactly one stage")
+            ok = False
+        seen.add(name)
+    strategies = [_strategy(s) for s in stage.strategies]
+    if len(strategies) == 1:
+        strategies = strategies * len(stage.layers)
+    if len(strategies) != len(stage.layers):
+        out.add(f"plan.stages[{i}].strategies", len(stage.strategies),
+                f"{len(stage.strategies)} strategies for {len(stage.layers)} layers",
+                "give one strategy per layer, or a single one for the whole stage")
+        return None
+    for j, s in enumerate(stage.strategies):
+        key = f"plan.stages[{i}].strategies[{j}]"
+        if s.dp * s.tp * s.cp != d:
+            out.add(key, s.model_dump(mode="json"), f"dp*tp*cp = {s.dp * s.tp * s.cp} but each "
+                    f"stage has {d} devices", f"choose degrees whose product is {d}")
+            ok = False
+        elif b and b % s.dp:
+            out.add(f"{key}.dp", s.dp, f"does not divide the {b} samples of a micro-batch",
+                    "use a dp that divides global_batch_size / microbatches")
+            ok = False
+    return StagePlan(list(stage.layers), strategies) if ok else None
+
+
+def _explicit(spec: ExplicitPlanSpec, graph: LayerGraph, cluster: Cluster, training: Training,
+              out: ProblemList) -> Plan | None:
+    n, pp = cluster.num_devices, len(spec.stages)
+    if not _check_pp(pp, n, cluster, graph, "plan.stages", out):
+        return None
+    gbs, c = training.global_batch_size, spec.microbatches
+    if gbs % c:
+        out.add("plan.microbatches", c, f"does not divide the global batch ({gbs})",
+                f"use a divisor of {gbs}")
+    names, seen = [layer.name for layer in graph.layers], set()
+    stages = [_explicit_stage(i, st, names, seen, n // pp, gbs // c if gbs % c == 0 else 0, out)
+              for i, st in enumerate(spec.stages)]
+    missing = [name for name in names if name not in seen]
+    if missing:
+        out.add("plan.stages", None, f"layers not placed in any stage: {', '.join(missing[:5])}",
+                "place every layer of the model in exactly one stage")
+        return None
+    if any(st is None for st in stages) or gbs % c:
+        return None
+    return Plan(stages, c, spec.schedule, spec.vp_chunks)
+
+
+def build_plan(spec: MegatronPlanSpec | ExplicitPlanSpec | None, graph: LayerGraph | None,
+               cluster: Cluster | None, training: Training, out: ProblemList) -> Plan | None:
+    """The spec's plan (None when absent or when its inputs failed to build)."""
+    if spec is None or graph is None or cluster is None:
+        return None
+    if isinstance(spec, MegatronPlanSpec):
+        return _megatron(spec, graph, cluster, training, out)
+    return _explicit(spec, graph, cluster, training, out)

@@ -1,0 +1,163 @@
+"""Build the cluster, training, search space, solver options and cost parameters.
+
+Each builder turns one validated section into the core object and records
+cross-field problems (a dtype the device has no peak for, degrees that do not
+divide the device count, HiGHS asked for an MIQP, ...) with their fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from autopar_opt.cost.params import CostParams, default_params
+from autopar_opt.graph import LayerGraph
+from autopar_opt.hardware import DEVICE_CATALOG, Cluster, DeviceType, LinkTier, make_cluster
+from autopar_opt.spec.errors import ProblemList, did_you_mean
+from autopar_opt.spec.schema import (CostModelSection, ExplicitClusterSpec, LinkSpec, SearchSection,
+                                     SolverSection, TrainingSection, ZooClusterSpec)
+from autopar_opt.strategies import divisors, tp_degree_ok
+from autopar_opt.training import Recompute, Schedule, SearchSpace, Training
+
+
+@dataclass(frozen=True)
+class SolverOptions:
+    """Which backend solves, its limits, and the formulation (``auto`` lets the search pick)."""
+
+    name: str = "highs"
+    time_limit_s: float = 60.0
+    rel_gap: float = 1e-3
+    form: str = "auto"
+
+
+def _link(spec: LinkSpec | None, default_name: str) -> LinkTier | None:
+    if spec is None:
+        return None
+    return LinkTier(spec.name or default_name, spec.bandwidth_gb_per_s, spec.latency_us)
+
+
+def build_cluster(section: ZooClusterSpec | ExplicitClusterSpec, out: ProblemList) -> Cluster | None:
+    """The cluster, from the zoo or from explicit nodes/device/links."""
+    if isinstance(section, ZooClusterSpec):
+        from autopar_opt.model_zoo import registry
+
+        names = [info.name for info in registry.list_clusters()]
+        if section.zoo not in names:
+            out.add("cluster.zoo", section.zoo, "unknown zoo cluster",
+                    f"use one of: {', '.join(names)}{did_you_mean(section.zoo, names)}")
+            return None
+        return registry.get_cluster(section.zoo)
+    device = section.device
+    if isinstance(device, str):
+        if device not in DEVICE_CATALOG:
+            out.add("cluster.device", device, "unknown catalog device",
+                    f"use one of: {', '.join(DEVICE_CATALOG)}{did_you_mean(device, DEVICE_CATALOG)}"
+                    ", or give {name, peak_tflops, hbm_gib, hbm_gb_per_s}")
+            return None
+        dev: DeviceType = DEVICE_CATALOG[device]
+    else:
+        dev = DeviceType(device.name, dict(device.peak_tflops), device.hbm_gib, device.hbm_gb_per_s,
+                         source="spec file")
+    return make_cluster(section.name, section.nodes, section.gpus_per_node, dev,
+                        _link(section.intra_node, "intra"), _link(section.inter_node, "inter"),
+                        source="spec file")
+
+
+def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: Cluster | None,
+                   out: ProblemList) -> Training:
+    """Training settings; ``seq_len`` defaults to the model's own."""
+    seq_len = section.seq_len if section.seq_len is not None else (graph.seq_len if graph else None)
+    if cluster is not None:
+        peaks = cluster.device.peak_tflops
+        if section.dtype not in peaks:
+            out.add("training.dtype", section.dtype,
+                    f"device {cluster.device.name} has no {section.dtype} peak",
+                    f"use one of its dtypes: {', '.join(peaks)}")
+        if section.memory_reserve_gib >= cluster.device.hbm_gib:
+            out.add("training.memory_reserve_gib", section.memory_reserve_gib,
+                    f"reserve is not below the {cluster.device.hbm_gib:g} GiB of device memory",
+                    "expected a few GiB, e.g. 2")
+    if graph is not None and section.seq_len and graph.seq_len and graph.seq_len != section.seq_len:
+        out.add("training.seq_len", section.seq_len,
+                f"differs from the model's seq_len ({graph.seq_len})",
+                f"drop training.seq_len or set it to {graph.seq_len}")
+    return Training(section.global_batch_size, seq_len, section.dtype, section.optimizer,
+                    section.memory_reserve_gib)
+
+
+def _check_divides(key: str, values: list[int] | None, total: int, what: str,
+                   out: ProblemList) -> None:
+    for i, v in enumerate(values or []):
+        if total % v:
+            out.add(f"{key}[{i}]", v, f"does not divide the {total} {what}",
+                    f"use divisors of {total}: {', '.join(map(str, divisors(total)))}")
+
+
+def _check_tp(section: SearchSection, cluster: Cluster, graph: LayerGraph | None,
+              out: ProblemList) -> None:
+    n = cluster.num_devices
+    tps = section.tp_degrees or divisors(n)
+    if section.tp_within_node:
+        for i, tp in enumerate(section.tp_degrees or []):
+            if tp > cluster.gpus_per_node:
+                out.add(f"search.tp_degrees[{i}]", tp,
+                        f"exceeds the {cluster.gpus_per_node} GPUs per node while "
+                        "tp_within_node is true", "lower it, or set search.tp_within_node: false")
+    if graph is None:
+        return
+    stuck = [layer for layer in graph.layers if not any(tp_degree_ok(layer, t) for t in tps)]
+    if stuck:
+        shown = ", ".join(f"{layer.name} (max_tp={layer.max_tp})" for layer in stuck[:3])
+        out.add("search.tp_degrees", section.tp_degrees, f"no degree is valid for layer(s) {shown}",
+                "include 1, or degrees that divide every layer's max_tp (e.g. its head count)")
+
+
+def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGraph | None,
+                training: Training, out: ProblemList) -> SearchSpace:
+    """The search space; degrees must divide the devices, micro-batches the batch."""
+    if cluster is not None:
+        n = cluster.num_devices
+        _check_divides("search.pp_degrees", section.pp_degrees, n, "devices", out)
+        _check_divides("search.tp_degrees", section.tp_degrees, n, "devices", out)
+        _check_divides("search.cp_degrees", section.cp_degrees, n, "devices", out)
+        _check_tp(section, cluster, graph, out)
+    _check_divides("search.microbatches", section.microbatches, training.global_batch_size,
+                   "samples of the global batch", out)
+
+    def tup(values):
+        return None if values is None else tuple(values)
+    return SearchSpace(
+        pp_degrees=tup(section.pp_degrees), tp_degrees=tup(section.tp_degrees),
+        cp_degrees=tuple(section.cp_degrees), sequence_parallel=tuple(section.sequence_parallel),
+        zero_levels=tuple(section.zero_levels),
+        recompute=tuple(Recompute(r) for r in section.recompute),
+        schedules=tuple(Schedule(s) for s in section.schedules),
+        microbatches=tup(section.microbatches), max_microbatches=section.max_microbatches,
+        tp_within_node=section.tp_within_node)
+
+
+def build_solver(section: SolverSection, out: ProblemList) -> SolverOptions:
+    """Solver options; HiGHS cannot solve the MIQP (TOOLCHAIN.md)."""
+    if section.name == "highs" and section.form == "miqp":
+        out.add("solver.form", section.form, "HiGHS cannot solve MIQP problems",
+                "use form: milp (the exact linearisation) or name: gurobi / scip")
+    return SolverOptions(section.name, section.time_limit_s, section.rel_gap, section.form)
+
+
+def build_cost_params(section: CostModelSection | None, cluster: Cluster | None,
+                      out: ProblemList) -> CostParams:
+    """The calibrated parameters with the spec's overrides applied."""
+    base = default_params()
+    if section is None:
+        return base
+    changes = {k: v for k, v in section.model_dump().items() if v is not None}
+    if "gemm_efficiency" in changes:
+        known = list(DEVICE_CATALOG) + ([cluster.device.name] if cluster else [])
+        for name in changes["gemm_efficiency"]:
+            if name not in known:
+                out.add(f"cost_model.gemm_efficiency.{name}", name, "unknown device name",
+                        f"use a device name: {', '.join(dict.fromkeys(known))}"
+                        f"{did_you_mean(name, known)}")
+        merged = dict(base.gemm_efficiency)
+        merged.update(changes["gemm_efficiency"])
+        changes["gemm_efficiency"] = merged
+    return replace(base, **changes)

@@ -1,0 +1,114 @@
+"""Spec errors: every problem of a spec file, found in one pass.
+
+A :class:`SpecProblem` names the file, the key path (``cluster.gpus_per_node``),
+the offending value, the rule that was broken and the fix, so that a user can
+correct the file without reading the code (STYLE.md item 4: "outcomes are data,
+misuse is an exception"; torchtitan's config errors are the model).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+#: Marker for a required key that is absent (shown instead of a value).
+MISSING = "<missing>"
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    """One mistake in a spec.
+
+    Attributes
+    ----------
+    file : the file the key lives in (a split spec names the included file).
+    key : dotted key path, e.g. ``model.layers[2].flops_fwd``; empty for the
+        whole file (syntax error, empty file).
+    value : the offending value (``MISSING`` for an absent required key).
+    rule : what was wrong, e.g. "must be greater than 0".
+    fix : what to write instead, e.g. "expected a positive integer, e.g. 8".
+    """
+
+    file: str
+    key: str
+    value: Any
+    rule: str
+    fix: str
+
+    def format(self) -> str:
+        """One readable line: ``file: key = value: rule; fix``."""
+        where = f"{self.file}: {self.key}" if self.key else self.file
+        shown = _short(self.value)
+        value = "" if shown is None else f" = {shown}"
+        return f"{where}{value}: {self.rule}; {self.fix}"
+
+
+def _short(value: Any, limit: int = 60) -> str | None:
+    """A compact repr of ``value`` for messages (None when there is none)."""
+    if value is None:
+        return None
+    if value == MISSING:
+        return "(missing)"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class SpecError(ValueError):
+    """A spec that cannot be used; carries *all* problems found.
+
+    ``str(error)`` lists every problem on its own line, so a CLI can print it
+    as is.
+    """
+
+    def __init__(self, problems: Iterable[SpecProblem]) -> None:
+        self.problems: list[SpecProblem] = list(problems)
+        if not self.problems:
+            raise ValueError("SpecError needs at least one problem")
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        n = len(self.problems)
+        head = "invalid spec: 1 problem" if n == 1 else f"invalid spec: {n} problems"
+        lines = [f"  - {p.format()}" for p in self.problems]
+        return "\n".join([head, *lines])
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest choice, or an empty string."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def one_of(choices: Iterable[str]) -> str:
+    """``'a', 'b' or 'c'`` for a fix text."""
+    items = [repr(str(c)) for c in choices]
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " or " + items[-1]
+
+
+class ProblemList:
+    """Collects problems while a spec is built; knows which file holds each section."""
+
+    def __init__(self, top_file: str, section_files: dict[str, str] | None = None) -> None:
+        self.top_file = top_file
+        self.section_files = dict(section_files or {})
+        self.items: list[SpecProblem] = []
+
+    def file_of(self, section: str) -> str:
+        """The file a top-level section came from (the top file unless included)."""
+        return self.section_files.get(section, self.top_file)
+
+    def add(self, key: str, value: Any, rule: str, fix: str) -> None:
+        """Record a problem at dotted ``key`` (its first part is the section)."""
+        section = key.split(".")[0].split("[")[0]
+        self.items.append(SpecProblem(self.file_of(section), key, value, rule, fix))
+
+    def extend(self, problems: Iterable[SpecProblem]) -> None:
+        self.items.extend(problems)
+
+    def raise_if_any(self) -> None:
+        """Raise one :class:`SpecError` holding every problem collected so far."""
+        if self.items:
+            raise SpecError(self.items)

@@ -1,0 +1,325 @@
+"""The spec file schema (pydantic v2): one model per section, every field documented.
+
+The field descriptions are the user documentation: they appear in
+``autopar schema`` (JSON Schema) and their ``examples`` feed the "fix" text of
+error messages. Units are in the field names (``hbm_gib``, ``latency_us``).
+Sections whose value can take two shapes (``model``, ``cluster``,
+``cluster.device``, ``plan``) use a callable discriminator, so a mistake is
+reported against the shape the user meant rather than against every shape.
+Tags start with ``#`` so that error paths can drop them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+from autopar_opt.graph import LayerKind
+from autopar_opt.training import DTYPE_BYTES, OPTIMIZER_BYTES, Recompute, Schedule
+
+Dtype = Literal[tuple(DTYPE_BYTES)]  # type: ignore[valid-type]
+Optimizer = Literal[tuple(OPTIMIZER_BYTES)]  # type: ignore[valid-type]
+PosInt = Annotated[int, Field(gt=0)]
+ZeroLevel = Annotated[int, Field(ge=0, le=3)]
+Fraction = Annotated[float, Field(gt=0, le=1)]
+
+
+class _Section(BaseModel):
+    """Base of every section: unknown keys are errors, no coercion of str<->number beyond pydantic's lax mode."""
+
+    model_config = ConfigDict(extra="forbid", use_enum_values=False)
+
+
+def _f(description: str, example: Any, **kw: Any) -> Any:
+    """A documented field with one example (used in error fixes)."""
+    return Field(description=description, examples=[example], **kw)
+
+
+def _pick(key: str, yes: str, no: str):
+    """Callable discriminator: tag ``yes`` when a mapping holds ``key``."""
+    def choose(value: Any) -> str:
+        return yes if isinstance(value, dict) and key in value else no
+    return Discriminator(choose)
+
+
+# ----------------------------------------------------------------------- model
+class LayerSpec(_Section):
+    """One layer of an explicit model; per-sample FLOPs and bytes (see autopar_opt.graph.Layer)."""
+
+    name: str = _f("Unique layer name.", "block0")
+    kind: LayerKind = _f("Layer kind: decides which strategies apply.", "transformer_block",
+                         default=LayerKind.generic)
+    flops_fwd: float = _f("Forward FLOPs per sample.", 1.2e12, default=0.0, ge=0)
+    flops_bwd: float = _f("Backward FLOPs per sample (usually 2x forward).", 2.4e12, default=0.0, ge=0)
+    params: int = _f("Trainable parameters.", 12_600_000, default=0, ge=0)
+    act_bytes: float = _f("Activation bytes kept for backward per sample (no TP, no recompute).",
+                          3.0e8, default=0.0, ge=0)
+    act_replicated_bytes: float = _f("Part of act_bytes that TP does not split without SP.",
+                                     4.0e7, default=0.0, ge=0)
+    act_attn_bytes: float = _f("Part of act_bytes dropped by selective recomputation.",
+                               1.0e8, default=0.0, ge=0)
+    flops_recompute_selective: float = _f("Forward FLOPs per sample re-run by selective recompute.",
+                                          1.0e10, default=0.0, ge=0)
+    input_bytes: float = _f("Input bytes per sample (kept by full recomputation).", 8.0e6,
+                            default=0.0, ge=0)
+    output_bytes: float = _f("Output bytes per sample (sent to the next layer/stage).", 8.0e6,
+                             default=0.0, ge=0)
+    tp_comm_bytes: float = _f("Bytes all-reduced per sample by TP in the forward pass.", 1.6e7,
+                              default=0.0, ge=0)
+    cp_comm_bytes: float = _f("K/V bytes per sample all-gathered by context parallelism.", 8.0e6,
+                              default=0.0, ge=0)
+    max_tp: PosInt = _f("Largest tensor-parallel degree (e.g. the head count); 1 = no TP.", 32,
+                        default=1)
+    supports_sp: bool = _f("Sequence parallelism applies to this layer.", True, default=False)
+    supports_cp: bool = _f("Context parallelism applies to this layer.", True, default=False)
+
+
+class MeasuredSpec(_Section):
+    """A measured per-layer cost at one TP degree; replaces the analytical compute model."""
+
+    layer: str = _f("Name of the layer this measurement is for.", "block0")
+    tp: PosInt = _f("Tensor-parallel degree of the measurement.", 1, default=1)
+    fwd_ms_per_sample: float = _f("Forward time per sample on each device, ms.", 0.8, ge=0)
+    bwd_ms_per_sample: float = _f("Backward time per sample on each device, ms.", 1.6, ge=0)
+    act_bytes_per_sample: Optional[float] = _f("Measured activation bytes per sample (optional).",
+                                               3.0e8, default=None, ge=0)
+
+
+class ZooModelSpec(_Section):
+    """A model from the zoo (``autopar zoo list``), optionally with changed dimensions."""
+
+    zoo: str = _f("Zoo model name (see `autopar zoo list`).", "debug")
+    overrides: dict[str, Any] = _f("Dimension overrides passed to the zoo builder.",
+                                   {"num_layers": 8}, default_factory=dict)
+    measured: list[MeasuredSpec] = _f("Measured per-layer costs (profile table).", [],
+                                      default_factory=list)
+
+
+class ExplicitModelSpec(_Section):
+    """A model given as an explicit layer list (topological order) and edges."""
+
+    name: str = _f("Model name.", "my-model")
+    layers: list[LayerSpec] = _f("Layers in topological order.", [{"name": "l0", "flops_fwd": 1e9}],
+                                 min_length=1)
+    edges: Optional[list[tuple[str, str]]] = _f(
+        "Edges [from, to] by layer name; default: a chain in layer order.", [["l0", "l1"]],
+        default=None)
+    seq_len: Optional[PosInt] = _f("Sequence length the per-sample numbers assume.", 2048,
+                                   default=None)
+    measured: list[MeasuredSpec] = _f("Measured per-layer costs (profile table).", [],
+                                      default_factory=list)
+
+
+ModelSection = Annotated[Union[Annotated[ZooModelSpec, Tag("#zoo")],
+                               Annotated[ExplicitModelSpec, Tag("#explicit")]],
+                         _pick("zoo", "#zoo", "#explicit")]
+
+
+# --------------------------------------------------------------------- cluster
+class LinkSpec(_Section):
+    """One link tier of the α–β model (per-GPU unidirectional bandwidth)."""
+
+    name: Optional[str] = _f("Label of the tier.", "nvlink3", default=None)
+    bandwidth_gb_per_s: float = _f("Per-GPU bandwidth a ring collective sees, GB/s.", 300.0, gt=0)
+    latency_us: float = _f("Latency α per ring step, µs.", 5.0, ge=0)
+
+
+class DeviceSpec(_Section):
+    """A device not in the catalog."""
+
+    name: str = _f("Device name.", "my-gpu")
+    peak_tflops: dict[Dtype, Annotated[float, Field(gt=0)]] = _f(  # type: ignore[valid-type]
+        "Dense peak TFLOP/s per dtype.", {"bf16": 312.0}, min_length=1)
+    hbm_gib: float = _f("Device memory, GiB.", 80.0, gt=0)
+    hbm_gb_per_s: float = _f("Memory bandwidth, GB/s.", 2039.0, gt=0)
+
+
+DeviceField = Annotated[Union[Annotated[str, Tag("#catalog")], Annotated[DeviceSpec, Tag("#custom")]],
+                        Discriminator(lambda v: "#custom" if isinstance(v, dict) else "#catalog")]
+
+
+class ZooClusterSpec(_Section):
+    """A named cluster from the zoo (``autopar zoo list``)."""
+
+    zoo: str = _f("Zoo cluster name (see `autopar zoo list`).", "dgx-a100-8")
+
+
+class ExplicitClusterSpec(_Section):
+    """``nodes`` identical nodes of ``gpus_per_node`` devices."""
+
+    name: str = _f("Cluster name.", "my-cluster", default="custom")
+    nodes: PosInt = _f("Number of nodes.", 2, default=1)
+    gpus_per_node: PosInt = _f("GPUs per node.", 8)
+    device: DeviceField = _f("Catalog device name (A100-80GB, ...) or a custom device mapping.",
+                             "A100-80GB")
+    intra_node: Optional[LinkSpec] = _f("Intra-node link; default from the device.",
+                                        {"bandwidth_gb_per_s": 300.0, "latency_us": 5.0}, default=None)
+    inter_node: Optional[LinkSpec] = _f("Inter-node link; default from the device.",
+                                        {"bandwidth_gb_per_s": 25.0, "latency_us": 10.0}, default=None)
+
+
+ClusterSection = Annotated[Union[Annotated[ZooClusterSpec, Tag("#zoo")],
+                                 Annotated[ExplicitClusterSpec, Tag("#explicit")]],
+                           _pick("zoo", "#zoo", "#explicit")]
+
+
+# ------------------------------------------------------------ training, search
+class TrainingSection(_Section):
+    """What one training iteration is."""
+
+    global_batch_size: PosInt = _f("Samples per optimizer step, all replicas together.", 512)
+    seq_len: Optional[PosInt] = _f("Tokens per sample; default: the model's own.", 2048, default=None)
+    dtype: Dtype = _f("Compute dtype.", "bf16", default="bf16")  # type: ignore[valid-type]
+    optimizer: Optimizer = _f("Optimizer (sets bytes of state per parameter).",  # type: ignore[valid-type]
+                              "adam_mixed", default="adam_mixed")
+    memory_reserve_gib: float = _f("Device memory held back (framework, buffers), GiB.", 2.0,
+                                   default=2.0, ge=0)
+
+
+class SearchSection(_Section):
+    """The space a plan is chosen from; omitted keys mirror autopar_opt.training.SearchSpace."""
+
+    pp_degrees: Optional[list[PosInt]] = _f("Pipeline degrees; default: every divisor of the devices.",
+                                            [1, 2, 4], default=None, min_length=1)
+    tp_degrees: Optional[list[PosInt]] = _f("Tensor-parallel degrees; default: every divisor.",
+                                            [1, 2, 4, 8], default=None, min_length=1)
+    cp_degrees: list[PosInt] = _f("Context-parallel degrees.", [1], default=[1], min_length=1)
+    sequence_parallel: list[bool] = _f("Sequence-parallel options.", [False, True],
+                                       default=[False, True], min_length=1)
+    zero_levels: list[ZeroLevel] = _f("ZeRO levels (0-3).", [0, 1], default=[0, 1, 2, 3], min_length=1)
+    recompute: list[Recompute] = _f("Recomputation modes.", ["none", "full"],
+                                    default=[Recompute.none, Recompute.full], min_length=1)
+    schedules: list[Literal["gpipe", "1f1b"]] = _f("Pipeline schedules searched.", ["1f1b"],
+                                                   default=["1f1b"], min_length=1)
+    microbatches: Optional[list[PosInt]] = _f("Micro-batch counts; default: divisors of the batch.",
+                                              [4, 8, 16], default=None, min_length=1)
+    max_microbatches: PosInt = _f("Largest micro-batch count tried.", 64, default=64)
+    tp_within_node: bool = _f("Keep tensor-parallel groups inside a node.", True, default=True)
+
+
+class SolverSection(_Section):
+    """Which solver runs and when it may stop."""
+
+    name: Literal["highs", "gurobi", "scip", "dp"] = _f("Backend.", "highs", default="highs")
+    time_limit_s: float = _f("Wall-time limit per solve, s.", 60.0, default=60.0, gt=0)
+    rel_gap: float = _f("Relative optimality gap at which to stop.", 1e-3, default=1e-3, ge=0, lt=1)
+    form: Literal["auto", "milp", "miqp"] = _f("Formulation: the MIQP or its exact MILP.", "auto",
+                                               default="auto")
+
+
+class CostModelSection(_Section):
+    """Overrides of autopar_opt.cost.params.CostParams; omitted keys keep the calibrated value."""
+
+    gemm_efficiency: Optional[dict[str, Fraction]] = _f("Device name -> achieved fraction of peak.",
+                                                        {"A100-80GB": 0.55}, default=None)
+    gemm_efficiency_default: Optional[Fraction] = _f("Efficiency for unlisted devices.", 0.5,
+                                                     default=None)
+    efficiency_half_us: Optional[float] = _f("Kernel time at which efficiency halves, µs.", 20.0,
+                                             default=None, ge=0)
+    comm_efficiency: Optional[Fraction] = _f("Achieved fraction of link bandwidth.", 0.8, default=None)
+    dp_overlap: Optional[float] = _f("Fraction of gradient reduction hidden by backward.", 0.0,
+                                     default=None, ge=0, le=1)
+    zero3_overlap: Optional[float] = _f("Fraction of ZeRO-3 gathers hidden by compute.", 1.0,
+                                        default=None, ge=0, le=1)
+    optimizer_bytes_per_param: Optional[float] = _f("HBM bytes moved per parameter by a step.", 32.0,
+                                                    default=None, ge=0)
+    layer_overhead_us: Optional[float] = _f("Fixed time per layer per micro-batch, µs.", 0.0,
+                                            default=None, ge=0)
+    iteration_overhead_s: Optional[float] = _f("Fixed time per iteration, s.", 0.0, default=None, ge=0)
+
+
+# ------------------------------------------------------------------------ plan
+class MegatronPlanSpec(_Section):
+    """A Megatron-style plan: one strategy for every layer, layers split into ``pp`` stages."""
+
+    tp: PosInt = _f("Tensor-parallel degree.", 8, default=1)
+    pp: PosInt = _f("Pipeline-parallel degree (stages).", 8, default=1)
+    dp: Optional[PosInt] = _f("Data-parallel degree; default: devices / (tp*pp*cp).", 4, default=None)
+    cp: PosInt = _f("Context-parallel degree.", 1, default=1)
+    sequence_parallel: bool = _f("Megatron sequence parallelism (needs tp > 1).", True, default=False)
+    zero: ZeroLevel = _f("ZeRO level (0-3).", 1, default=0)
+    recompute: Recompute = _f("Activation recomputation.", "selective", default=Recompute.none)
+    microbatches: Optional[PosInt] = _f("Micro-batches per iteration (or give micro_batch_size).",
+                                        64, default=None)
+    micro_batch_size: Optional[PosInt] = _f(
+        "Samples per micro-batch per data-parallel replica (Megatron --micro-batch-size).", 1,
+        default=None)
+    schedule: Schedule = _f("Pipeline schedule.", "1f1b", default=Schedule.one_f_one_b)
+    vp_chunks: PosInt = _f("Virtual pipeline chunks (interleaved schedule only).", 1, default=1)
+    stage_layers: Optional[list[PosInt]] = _f("Layers per stage; default: as even as possible.",
+                                              [13, 12, 12, 13], default=None, min_length=1)
+
+
+class StrategySpec(_Section):
+    """One intra-layer strategy: dp*tp*cp must equal the devices of the stage."""
+
+    dp: PosInt = _f("Data-parallel degree.", 2)
+    tp: PosInt = _f("Tensor-parallel degree.", 4, default=1)
+    cp: PosInt = _f("Context-parallel degree.", 1, default=1)
+    sp: bool = _f("Sequence parallelism.", False, default=False)
+    zero: ZeroLevel = _f("ZeRO level (0-3).", 0, default=0)
+    recompute: Recompute = _f("Activation recomputation.", "none", default=Recompute.none)
+
+
+class StageSpec(_Section):
+    """One pipeline stage: consecutive layers and their strategies."""
+
+    layers: list[str] = _f("Layer names, consecutive in the model's order.", ["embed", "block0"],
+                           min_length=1)
+    strategies: list[StrategySpec] = _f("One strategy per layer, or one for the whole stage.",
+                                        [{"dp": 2, "tp": 4}], min_length=1)
+
+
+class ExplicitPlanSpec(_Section):
+    """A plan given stage by stage."""
+
+    stages: list[StageSpec] = _f("The pipeline stages in order.", [{"layers": ["l0"],
+                                                                     "strategies": [{"dp": 8}]}],
+                                 min_length=1)
+    microbatches: PosInt = _f("Micro-batches per iteration.", 8)
+    schedule: Schedule = _f("Pipeline schedule.", "1f1b", default=Schedule.one_f_one_b)
+    vp_chunks: PosInt = _f("Virtual pipeline chunks (interleaved schedule only).", 1, default=1)
+
+
+PlanSection = Annotated[Union[Annotated[MegatronPlanSpec, Tag("#megatron")],
+                              Annotated[ExplicitPlanSpec, Tag("#explicit")]],
+                        _pick("stages", "#explicit", "#megatron")]
+
+#: A section given as a path to another file (resolved relative to the top file).
+IncludePath = Annotated[str, Tag("#include")]
+
+
+def _section_or_path(section: Any, key: str) -> Any:
+    """``section`` or a relative path string (a file holding that section)."""
+    return Annotated[Union[IncludePath, Annotated[section, Tag("#inline")]],
+                     Discriminator(lambda v: "#include" if isinstance(v, str) else "#inline")]
+
+
+# ---------------------------------------------------------------------- file
+class SpecFile(_Section):
+    """An autopar-opt spec: the model, the cluster, the training setup, the search space,
+    the solver, optional cost-model overrides and an optional plan to evaluate."""
+
+    description: Optional[str] = _f("Free text shown in reports.", "LLaMA-7B on 2x8 A100",
+                                    default=None)
+    model: _section_or_path(ModelSection, "model") = _f(  # type: ignore[valid-type]
+        "The model: {zoo: NAME} or {name, layers, edges}, or a path to a file holding it.",
+        {"zoo": "debug"})
+    cluster: _section_or_path(ClusterSection, "cluster") = _f(  # type: ignore[valid-type]
+        "The cluster: {zoo: NAME} or {nodes, gpus_per_node, device}, or a path to a file.",
+        {"zoo": "dgx-a100-8"})
+    training: _section_or_path(TrainingSection, "training") = _f(  # type: ignore[valid-type]
+        "Training settings, or a path to a file holding them.", {"global_batch_size": 64})
+    search: SearchSection = _f("Search space (defaults mirror SearchSpace).", {"pp_degrees": [1, 2]},
+                               default_factory=SearchSection)
+    solver: SolverSection = _f("Solver options.", {"name": "highs"}, default_factory=SolverSection)
+    cost_model: Optional[CostModelSection] = _f("Cost-model overrides.", {"comm_efficiency": 0.7},
+                                                default=None)
+    plan: Optional[PlanSection] = _f("A plan to evaluate (`autopar estimate`) or use as baseline.",
+                                     {"tp": 8, "pp": 1, "microbatches": 8}, default=None)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of a spec file (what ``autopar schema`` prints)."""
+    return SpecFile.model_json_schema()

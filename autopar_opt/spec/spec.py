@@ -1,0 +1,113 @@
+"""``load_spec(path) -> Spec``: read, validate and build everything a run needs.
+
+One pass collects every problem: read errors of included files, schema
+errors of all sections, then the cross-field rules of the sections that
+validated. Either a complete :class:`Spec` comes back or one
+:class:`SpecError` listing all problems is raised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from autopar_opt.cost.params import CostParams
+from autopar_opt.graph import LayerGraph
+from autopar_opt.hardware import Cluster
+from autopar_opt.plan import Plan
+from autopar_opt.spec.build_model import build_graph
+from autopar_opt.spec.build_plan import build_plan
+from autopar_opt.spec.build_run import (SolverOptions, build_cluster, build_cost_params, build_space,
+                                        build_solver, build_training)
+from autopar_opt.spec.errors import ProblemList, SpecError
+from autopar_opt.spec.loader import INCLUDABLE, read_mapping, resolve_includes
+from autopar_opt.spec.schema import SpecFile
+from autopar_opt.spec.translate import problems_from_validation
+from autopar_opt.training import SearchSpace, Training
+
+
+@dataclass(eq=False)
+class Spec:
+    """Everything a search or an estimate needs, built from one spec file.
+
+    ``raw`` is the mapping as read (includes inlined); ``plan`` is the spec's
+    plan section, if any. Two specs are equal when everything but ``path``
+    is equal (same model, cluster, training, space, solver, cost model, plan).
+    """
+
+    path: Path
+    graph: LayerGraph
+    cluster: Cluster
+    training: Training
+    space: SearchSpace
+    solver: SolverOptions
+    cost_params: CostParams
+    plan: Plan | None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def _key(self) -> tuple:
+        g = self.graph
+        plan = self.plan.to_dict() if self.plan is not None else None
+        return (g.name, tuple(g.layers), tuple(map(tuple, g.edges)), g.seq_len, self.cluster,
+                self.training, self.space, self.solver, self.cost_params, repr(plan), self.raw)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Spec):
+            return NotImplemented
+        return self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _validate(data: dict[str, Any], out: ProblemList, skip: set[str]) -> SpecFile | None:
+    """Schema-validate ``data``; sections in ``skip`` (unreadable includes) are not re-reported."""
+    try:
+        return SpecFile.model_validate(data)
+    except ValidationError as exc:
+        problems = problems_from_validation(SpecFile, exc, out.file_of)
+        out.extend(p for p in problems if p.key.split(".")[0].split("[")[0] not in skip)
+        return None
+
+
+def build_spec(data: dict[str, Any], path: Path, section_files: dict[str, str] | None = None,
+               out: ProblemList | None = None, skip: set[str] | None = None) -> Spec:
+    """Validate a spec mapping and build the core objects; raises :class:`SpecError`.
+
+    ``skip`` names sections whose include file failed to read (already in ``out``).
+    """
+    out = out or ProblemList(str(path), section_files)
+    model = _validate(data, out, skip or set())
+    if model is None:
+        out.raise_if_any()
+        raise SpecError(out.items)  # unreachable: validation failed, so problems exist
+    section = model.training
+    graph = build_graph(model.model, section.seq_len, out)
+    cluster = build_cluster(model.cluster, out)
+    training = build_training(section, graph, cluster, out)
+    space = build_space(model.search, cluster, graph, training, out)
+    solver = build_solver(model.solver, out)
+    cost = build_cost_params(model.cost_model, cluster, out)
+    plan = build_plan(model.plan, graph, cluster, training, out)
+    out.raise_if_any()
+    return Spec(Path(path), graph, cluster, training, space, solver, cost, plan, data)
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Load the spec at ``path`` (YAML, TOML or JSON; sections may be split into files).
+
+    Raises
+    ------
+    SpecError
+        With every problem found: unreadable files, schema violations, unknown
+        keys (with a suggestion), unknown zoo names, broken cross-field rules.
+    """
+    path = Path(path)
+    data = read_mapping(path)
+    merged, files, problems = resolve_includes(data, path)
+    out = ProblemList(str(path), files)
+    out.extend(problems)
+    failed = {key for key in INCLUDABLE if isinstance(data.get(key), str) and key not in files}
+    return build_spec(merged, path, files, out, failed)

@@ -1,0 +1,205 @@
+"""Turn pydantic validation errors into :class:`SpecProblem` s with a fix.
+
+The key path drops the ``#tag`` steps of discriminated unions (schema.py), the
+fix text comes from the error type plus the field's documented example, and an
+unknown key gets a "did you mean" suggestion from the fields of the mapping it
+sits in (found by walking the schema's type annotations along the path).
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from typing import Any, Callable
+
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
+
+from autopar_opt.spec.errors import MISSING, SpecProblem, did_you_mean, one_of
+
+
+def key_path(loc: tuple) -> str:
+    """``('model', '#zoo', 'layers', 3, 'name')`` -> ``model.layers[3].name``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and part.startswith("#"):
+            continue
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _tag_of(annotation: Any) -> str | None:
+    for meta in getattr(annotation, "__metadata__", ()):
+        tag = getattr(meta, "tag", None)
+        if isinstance(tag, str):
+            return tag
+    return None
+
+
+def _step(annotation: Any, part: Any) -> tuple[Any, bool]:
+    """Follow ``part`` of a location one level into ``annotation``.
+
+    Returns (next annotation, consumed) where ``consumed`` is False when the
+    annotation was only unwrapped (Annotated/Optional) and ``part`` is still due.
+    """
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return args[0], False
+    if origin is typing.Union:
+        if isinstance(part, str) and part.startswith("#"):
+            for member in args:
+                if _tag_of(member) == part:
+                    return member, True
+        members = [a for a in args if a is not type(None)]
+        return (members[0] if members else None), False
+    if origin in (list, tuple) and isinstance(part, int):
+        return (args[0] if args else Any), True
+    if origin is dict:
+        return (args[1] if len(args) > 1 else Any), True
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        field = annotation.model_fields.get(part) if isinstance(part, str) else None
+        return (field if field is not None else None), True
+    return None, True
+
+
+def resolve(root: type[BaseModel], loc: tuple) -> Any:
+    """The annotation or FieldInfo found at ``loc`` below ``root`` (None if lost)."""
+    node: Any = root
+    parts = list(loc)
+    guard = 0
+    while parts and node is not None and guard < 100:
+        guard += 1
+        if isinstance(node, FieldInfo):
+            node = node.annotation
+            continue
+        node, consumed = _step(node, parts[0])
+        if consumed:
+            parts.pop(0)
+    return node
+
+
+def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model class of the mapping at ``loc`` (None when ambiguous)."""
+    node = resolve(root, loc)
+    for _ in range(10):
+        if isinstance(node, FieldInfo):
+            node = node.annotation
+        elif typing.get_origin(node) is typing.Annotated:
+            node = typing.get_args(node)[0]
+        elif typing.get_origin(node) is typing.Union:
+            models = [m for m in typing.get_args(node) if _model_in(m)]
+            node = models[0] if len(models) == 1 else None
+        elif isinstance(node, type) and issubclass(node, BaseModel):
+            return node
+        else:
+            return None
+    return None
+
+
+def _model_in(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _example(root: type[BaseModel], loc: tuple) -> Any:
+    node = resolve(root, loc)
+    if isinstance(node, FieldInfo) and node.examples:
+        return node.examples[0]
+    parent = resolve(root, loc[:-1]) if loc else None
+    if isinstance(parent, FieldInfo) and parent.examples and isinstance(parent.examples[0], list):
+        items = parent.examples[0]
+        return items[0] if items else None
+    return None
+
+
+def _eg(example: Any) -> str:
+    if example is None:
+        return ""
+    if isinstance(example, bool):
+        return f", e.g. {str(example).lower()}"
+    return f", e.g. {example!r}" if isinstance(example, (str, dict, list)) else f", e.g. {example:g}" \
+        if isinstance(example, float) else f", e.g. {example}"
+
+
+def _bound_fix(kind: str, ctx: dict, eg: str) -> str:
+    article = "an" if kind[0] in "aeiou" else "a"
+    if ctx.get("gt") == 0:
+        return f"expected a positive {kind}{eg}"
+    low = ctx.get("ge", ctx.get("gt"))
+    high = ctx.get("le", ctx.get("lt"))
+    if "ge" in ctx and "le" in ctx:
+        return f"expected {article} {kind} between {low} and {high}{eg}"
+    words = {"gt": "greater than", "ge": "at least", "lt": "less than", "le": "at most"}
+    parts = [f"{words[k]} {ctx[k]}" for k in ("gt", "ge", "lt", "le") if k in ctx]
+    return f"expected {article} {kind} {' and '.join(parts)}{eg}"
+
+
+def _kind(example: Any) -> str:
+    if isinstance(example, bool):
+        return "boolean"
+    return "integer" if isinstance(example, int) else "number"
+
+
+_FIXES: dict[str, Callable[[dict, Any, str], str]] = {
+    "int_parsing": lambda c, ex, eg: f"expected an integer{eg}",
+    "int_type": lambda c, ex, eg: f"expected an integer{eg}",
+    "int_from_float": lambda c, ex, eg: f"expected a whole number{eg}",
+    "float_parsing": lambda c, ex, eg: f"expected a number{eg}",
+    "float_type": lambda c, ex, eg: f"expected a number{eg}",
+    "bool_parsing": lambda c, ex, eg: "expected true or false",
+    "bool_type": lambda c, ex, eg: "expected true or false",
+    "string_type": lambda c, ex, eg: f"expected a text string{eg}",
+    "list_type": lambda c, ex, eg: f"expected a list{eg}",
+    "tuple_type": lambda c, ex, eg: f"expected a list{eg}",
+    "dict_type": lambda c, ex, eg: f"expected a mapping of keys to values{eg}",
+    "model_type": lambda c, ex, eg: f"expected a mapping of keys to values{eg}",
+    "model_attributes_type": lambda c, ex, eg: f"expected a mapping of keys to values{eg}",
+    "too_short": lambda c, ex, eg: f"expected at least {c.get('min_length', 1)} item(s){eg}",
+    "too_long": lambda c, ex, eg: f"expected at most {c.get('max_length')} item(s){eg}",
+    "greater_than": lambda c, ex, eg: _bound_fix(_kind(ex), c, eg),
+    "greater_than_equal": lambda c, ex, eg: _bound_fix(_kind(ex), c, eg),
+    "less_than": lambda c, ex, eg: _bound_fix(_kind(ex), c, eg),
+    "less_than_equal": lambda c, ex, eg: _bound_fix(_kind(ex), c, eg),
+}
+
+
+def _choices_fix(ctx: dict, value: Any) -> str:
+    choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+    return f"expected one of {one_of(choices)}{did_you_mean(value, choices)}"
+
+
+def problem_from_error(root: type[BaseModel], error: dict, file_of: Callable[[str], str]) -> SpecProblem:
+    """One pydantic error dict -> one :class:`SpecProblem`."""
+    loc = tuple(error["loc"])
+    key = key_path(loc)
+    kind, ctx = error["type"], error.get("ctx") or {}
+    value = error.get("input")
+    file = file_of(key.split(".")[0].split("[")[0])
+    rule = error["msg"].replace("Input should be", "must be").replace("Field required", "required key")
+    if kind == "extra_forbidden":
+        parent = _model_at(root, loc[:-1])
+        known = list(parent.model_fields) if parent else []
+        hint = did_you_mean(loc[-1], known)
+        fix = f"remove it{hint}" + (f"; known keys: {', '.join(known)}" if known else "")
+        return SpecProblem(file, key, value, f"unknown key {loc[-1]!r}", fix)
+    example = _example(root, loc)
+    if kind == "missing":
+        name = key.rsplit(".", 1)[-1]
+        eg = f", e.g. {name}: {example!r}" if example is not None else ""
+        return SpecProblem(file, key, MISSING, "required key missing", f"add {name!r}{eg}")
+    if kind in ("literal_error", "enum"):
+        return SpecProblem(file, key, value, rule, _choices_fix(ctx, value))
+    maker = _FIXES.get(kind)
+    fix = maker(ctx, example, _eg(example)) if maker else f"see `autopar schema`{_eg(example)}"
+    return SpecProblem(file, key, value, rule, fix)
+
+
+def problems_from_validation(root: type[BaseModel], exc: ValidationError,
+                             file_of: Callable[[str], str]) -> list[SpecProblem]:
+    """Every error of ``exc`` as a problem, in pydantic's order."""
+    return [problem_from_error(root, err, file_of) for err in exc.errors()]
