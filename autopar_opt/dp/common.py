@@ -1,0 +1,122 @@
+"""Shared pieces of the DP fallback: pricing an assignment from the tables,
+building a :class:`~autopar_opt.plan.Plan`, and proven memory/time bounds.
+
+Pricing follows exactly the semantics of :func:`autopar_opt.evaluate.evaluate`
+(DESIGN.md §3): ``p_i = Σ A + Σ R`` over in-stage edges, an edge that crosses
+stages adds ``R'`` at *every* boundary it crosses (relayed), ``g_i = Σ G``,
+memory ``Σ W + inflight_i·Σ H``; latency from
+:func:`autopar_opt.evaluate.pipeline_latency` plus the constant
+``params.iteration_overhead_s``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from autopar_opt.cost.tables import CostTables
+from autopar_opt.evaluate import pipeline_latency
+from autopar_opt.hardware import GIB
+from autopar_opt.plan import Plan, StagePlan
+
+#: Relative tolerance used for memory feasibility (matches evaluate's 1e-9 GiB slack closely).
+MEM_EPS = 1e-9
+
+
+@dataclass
+class Assignment:
+    """A decoded DP solution: stage index and strategy index of every layer."""
+
+    stage: list[int]
+    choice: list[int]
+
+
+def stage_terms(tables: CostTables, a: Assignment) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Per-stage ``p``, per-boundary ``o``, per-stage ``g`` and per-stage memory (bytes)."""
+    pp = tables.pp
+    p, g, w, h = [0.0] * pp, [0.0] * pp, [0.0] * pp, [0.0] * pp
+    for u, (i, k) in enumerate(zip(a.stage, a.choice)):
+        p[i] += float(tables.time[u][k])
+        g[i] += float(tables.sync[u][k])
+        w[i] += float(tables.weight_bytes[u][k])
+        h[i] += float(tables.act_bytes[u][k])
+    o = [0.0] * max(pp - 1, 0)
+    for e, (u, v) in enumerate(tables.edges):
+        su, sv = a.stage[u], a.stage[v]
+        ku, kv = a.choice[u], a.choice[v]
+        if su == sv:
+            p[su] += float(tables.reshard[e][ku, kv])
+        for b in range(su, sv):
+            o[b] += float(tables.cross(e, b)[ku, kv])
+    mem = [w[i] + tables.inflight[i] * h[i] for i in range(pp)]
+    return p, o, g, mem
+
+
+def iteration_time(tables: CostTables, a: Assignment) -> float:
+    """Objective of DESIGN.md §3 (+ the constant overhead) for ``a``."""
+    p, o, g, _ = stage_terms(tables, a)
+    return (pipeline_latency(p, o, g, tables.microbatches, tables.schedule)
+            + tables.params.iteration_overhead_s)
+
+
+def fits(tables: CostTables, a: Assignment) -> bool:
+    """Every stage within ``capacity_bytes``."""
+    return all(m <= tables.capacity_bytes + MEM_EPS * GIB for m in stage_terms(tables, a)[3])
+
+
+def to_plan(tables: CostTables, a: Assignment) -> Plan:
+    """Stage ``i`` = ranks ``[i*d, (i+1)*d)``; strategies from ``tables.strategies``."""
+    stages = [StagePlan([], []) for _ in range(tables.pp)]
+    for u, (i, k) in enumerate(zip(a.stage, a.choice)):
+        stages[i].layers.append(tables.graph.layers[u].name)
+        stages[i].strategies.append(tables.strategies[u][k])
+    return Plan(stages, tables.microbatches, tables.schedule)
+
+
+def layer_memory(tables: CostTables, stage: int) -> list[np.ndarray]:
+    """``W + inflight_stage·H`` per layer and strategy (bytes)."""
+    m = tables.inflight[stage]
+    return [w + m * h for w, h in zip(tables.weight_bytes, tables.act_bytes)]
+
+
+def least_memory(tables: CostTables) -> float:
+    """Least possible peak stage memory (bytes) over all contiguous partitions.
+
+    Memory is separable per layer once the stage is fixed, so the least memory
+    of a layer range in stage ``i`` is the sum of per-layer minima; a
+    min-max partition DP over (prefix, stage) is then exact. O(n²·pp).
+    Used only for the infeasibility message and as a proof of infeasibility.
+    """
+    n, pp = tables.num_layers, tables.pp
+    if pp > n:
+        return float("inf")
+    mins = [np.array([float(x.min()) for x in layer_memory(tables, i)]) for i in range(pp)]
+    pref = [np.concatenate([[0.0], np.cumsum(m)]) for m in mins]
+    inf = float("inf")
+    best = [[inf] * (n + 1) for _ in range(pp + 1)]
+    best[0][0] = 0.0
+    for i in range(pp):
+        for end in range(i + 1, n - (pp - 1 - i) + 1):
+            best[i + 1][end] = min(max(best[i][s], pref[i][end] - pref[i][s])
+                                   for s in range(i, end))
+    return best[pp][n]
+
+
+def simple_lower_bound(tables: CostTables) -> float:
+    """A proven lower bound on the optimum (used when the DP is cut short).
+
+    ``Σp ≥ Σ_u min_k A`` and ``max p ≥ Σp / pp``; transfers and sync ≥ 0.
+    """
+    total = sum(float(t.min()) for t in tables.time)
+    bott = max(total / max(tables.pp, 1), max(float(t.min()) for t in tables.time))
+    return total + (tables.microbatches - 1) * bott + tables.params.iteration_overhead_s
+
+
+def infeasible_message(tables: CostTables) -> str:
+    """Say how much memory the least-memory plan needs against the capacity."""
+    if tables.pp > tables.num_layers:
+        return f"pp={tables.pp} stages cannot each hold a layer of a {tables.num_layers}-layer model"
+    need = least_memory(tables)
+    return (f"no plan fits: the least memory any plan needs is {need / GIB:.3f} GiB on its fullest "
+            f"stage, capacity is {tables.capacity_bytes / GIB:.3f} GiB per device")

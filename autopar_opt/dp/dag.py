@@ -1,0 +1,132 @@
+"""Exact PaSE-style DP for DAGs without pipelining (``pp == 1``).
+
+With one stage the objective of DESIGN.md §3 is linear:
+``T = c·(Σ_u A[u,k_u] + Σ_(u,v) R[e][k_u,k_v]) + Σ_u G[u,k_u]`` (+ constant),
+because ``max p = Σp = p`` and there is no transfer. Memory is one global
+knapsack ``Σ_u W[u,k_u] + inflight_0·Σ_u H[u,k_u] ≤ capacity``.
+
+Method (Elango, "PaSE: Parallelization Strategies for Efficient DNN
+Training", IPDPS 2021, Sec. IV): visit the vertices in an order
+``v_1..v_n``; after ``t`` vertices the *dependent set* ``D_t`` is the set of
+visited vertices with an unvisited neighbour (in the undirected graph). The
+cost of the rest depends on the visited part only through the strategies of
+``D_t``, so the DP table is indexed by an assignment of ``D_t``. The order is
+PaSE's GENERATESEQ idea, implemented greedily: next visit the vertex (adjacent
+to the visited part when possible) that leaves the smallest dependent set,
+ties broken by topological index.
+
+Memory is handled exactly with Pareto labels: every table entry keeps the
+non-dominated ``(cost, memory)`` pairs (a label with more cost and more memory
+can never be better for any completion since both are additive), and labels
+over capacity are dropped (memory only grows). Optimal = least cost among the
+final labels.
+
+Complexity: O(n · K^(|D|+1) · L) label operations (``K`` strategies, ``|D|`` the
+largest dependent set, ``L`` Pareto labels per entry; ``L = 1`` when memory
+never binds).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+
+import numpy as np
+
+from autopar_opt.cost.tables import CostTables
+from autopar_opt.dp.chain import DPTimeout
+from autopar_opt.dp.common import MEM_EPS, Assignment, layer_memory
+from autopar_opt.hardware import GIB
+
+
+def generate_seq(n: int, edges: list[tuple[int, int]]) -> tuple[list[int], int]:
+    """Greedy GENERATESEQ: a visiting order and its largest dependent set size."""
+    adj: list[set[int]] = [set() for _ in range(n)]
+    for u, v in edges:
+        adj[u].add(v)
+        adj[v].add(u)
+    visited: set[int] = set()
+    remaining = [len(a) for a in adj]      # unvisited neighbours of each vertex
+    frontier: set[int] = set()
+    order, widest = [], 0
+    for _ in range(n):
+        cands = {w for f in frontier for w in adj[f] if w not in visited} or \
+                {min(w for w in range(n) if w not in visited)}
+        best = min(cands, key=lambda v: (_frontier_after(v, frontier, adj, visited, remaining), v))
+        order.append(best)
+        visited.add(best)
+        for w in adj[best]:
+            remaining[w] -= 1
+        frontier = {f for f in frontier | {best} if remaining[f] > 0}
+        widest = max(widest, len(frontier))
+    return order, widest
+
+
+def _frontier_after(v: int, frontier: set[int], adj: list[set[int]], visited: set[int],
+                    remaining: list[int]) -> int:
+    closing = sum(1 for f in adj[v] if f in frontier and remaining[f] == 1)
+    stays = 1 if any(w not in visited for w in adj[v]) else 0
+    return len(frontier) - closing + stays
+
+
+def _pareto2(labels: list[tuple]) -> list[tuple]:
+    labels.sort(key=lambda x: (x[0], x[1]))
+    out, best_mem = [], math.inf
+    for lab in labels:
+        if lab[1] < best_mem:
+            out.append(lab)
+            best_mem = lab[1]
+    return out
+
+
+def solve_dag_single_stage(tables: CostTables, deadline: float | None = None) -> tuple[Assignment | None, float]:
+    """Optimal assignment for ``pp == 1`` (None when nothing fits) and its DP value.
+
+    Raises :class:`DPTimeout` when ``deadline`` passes.
+    """
+    n, c = tables.num_layers, float(tables.microbatches)
+    cap = tables.capacity_bytes + MEM_EPS * GIB
+    mem = layer_memory(tables, 0)
+    node_cost = [c * a + g for a, g in zip(tables.time, tables.sync)]
+    order, _ = generate_seq(n, tables.edges)
+    pos = {v: t for t, v in enumerate(order)}
+    back: dict[int, list[tuple[int, bool]]] = defaultdict(list)   # v -> (edge, v is dst)
+    last_use = [pos[v] for v in range(n)]
+    for e, (u, v) in enumerate(tables.edges):
+        later, earlier = (v, u) if pos[v] > pos[u] else (u, v)
+        back[later].append((e, later == v))
+        last_use[earlier] = max(last_use[earlier], pos[later])
+    frontier: list[int] = []
+    table: dict[tuple, list[tuple]] = {(): [(0.0, 0.0, None)]}
+    for t, v in enumerate(order):
+        if deadline is not None and time.monotonic() > deadline:
+            raise DPTimeout
+        new_front = [f for f in frontier + [v] if last_use[f] > t]
+        idx = {f: j for j, f in enumerate(frontier)}
+        out: dict[tuple, list[tuple]] = defaultdict(list)
+        for key, labs in table.items():
+            for k in range(len(node_cost[v])):
+                add = float(node_cost[v][k])
+                for e, v_is_dst in back[v]:
+                    other = tables.edges[e][0] if v_is_dst else tables.edges[e][1]
+                    ko = key[idx[other]]
+                    add += c * float(tables.reshard[e][ko, k] if v_is_dst else tables.reshard[e][k, ko])
+                m = float(mem[v][k])
+                full = dict(zip(frontier, key))
+                full[v] = k
+                nkey = tuple(full[f] for f in new_front)
+                for cost, mm, node in labs:
+                    if mm + m <= cap:
+                        out[nkey].append((cost + add, mm + m, (v, k, node)))
+        table = {key: _pareto2(labs) for key, labs in out.items()}
+        frontier = new_front
+    finals = table.get((), [])
+    if not finals:
+        return None, math.inf
+    cost, _, node = min(finals, key=lambda x: x[0])
+    choice = [0] * n
+    while node is not None:
+        v, k, node = node
+        choice[v] = k
+    return Assignment([0] * n, choice), cost
