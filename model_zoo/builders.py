@@ -51,7 +51,7 @@ FAMILIES: dict[str, Family] = {
 }
 
 
-def _check_value(model: str, key: str, value: Any, default: Any) -> str | None:
+def _check_value(value: Any, default: Any) -> str | None:
     """Why ``value`` is not a valid replacement for ``default``, or None."""
     if isinstance(default, bool):
         return None if isinstance(value, bool) else "must be true or false"
@@ -73,10 +73,10 @@ def validate_dims(model: str, dims: dict[str, Any], defaults: dict[str, Any]) ->
     key/value heads must divide the heads.
     """
     for key, value in dims.items():
-        why = _check_value(model, key, value, defaults.get(key))
+        why = _check_value(value, defaults.get(key))
         if why:
-            raise ValueError(f"model {model!r}: {key}={value!r} {why} "
-                             f"(default {defaults.get(key)!r})")
+            raise ValueError(f"model {model!r}: {key}={value!r} {why} (default "
+                             f"{defaults.get(key)!r}; fix: pass a valid value or drop it)")
     hidden, heads = dims.get("hidden"), dims.get("heads")
     if hidden and heads and hidden % heads:
         raise ValueError(f"model {model!r}: hidden={hidden} must be divisible by heads={heads} "

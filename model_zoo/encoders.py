@@ -7,9 +7,10 @@ Eq. 1; tensor-parallel traffic: Shoeybi et al. 2019 Fig. 4).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from autopar_opt.graph import LayerGraph
+from autopar_opt.graph import Layer, LayerGraph
 from autopar_opt.model_zoo.transformer import embedding, lm_head, transformer_block
 
 
@@ -59,8 +60,6 @@ def build_encoder_decoder(name: str, dims: dict[str, Any], source: str) -> Layer
                       seq_len=s, source=source)
 
 
-def _without_params(layer):
+def _without_params(layer: Layer) -> Layer:
     """A copy of ``layer`` that owns no parameters (a tied, shared table)."""
-    from dataclasses import replace
-
     return replace(layer, params=0)

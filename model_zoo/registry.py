@@ -53,8 +53,18 @@ class ClusterInfo:
     device: str
 
 
+_REQUIRED_KEYS = {
+    "models": ("family", "description", "source", "dims"),
+    "clusters": ("description", "source", "nodes", "gpus_per_node", "device"),
+}
+
+
 def _load_dir(folder: str) -> dict[str, dict[str, Any]]:
-    """Every ``folder/*.yaml`` of the package, keyed by file stem."""
+    """Every ``folder/*.yaml`` of the package, keyed by file stem.
+
+    Raises ``ValueError`` naming the file and the missing keys when a data
+    file is incomplete (a zoo-maintainer mistake, caught on first use).
+    """
     out: dict[str, dict[str, Any]] = {}
     root = resources.files(_PACKAGE).joinpath(folder)
     for entry in sorted(root.iterdir(), key=lambda e: e.name):
@@ -64,6 +74,10 @@ def _load_dir(folder: str) -> dict[str, dict[str, Any]]:
         stem = entry.name[: -len(".yaml")]
         if not isinstance(data, dict) or data.get("name") != stem:
             raise ValueError(f"zoo file {folder}/{entry.name}: 'name' must equal {stem!r}")
+        missing = [k for k in _REQUIRED_KEYS[folder] if k not in data]
+        if missing:
+            raise ValueError(f"zoo file {folder}/{entry.name}: missing keys {missing} "
+                             f"(required: {', '.join(_REQUIRED_KEYS[folder])})")
         out[stem] = data
     return out
 

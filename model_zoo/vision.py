@@ -113,8 +113,8 @@ def build_swin(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
                          "per stage (fix: make the two lists the same length)")
     side = _grid(name, dims["image_size"], dims["patch_size"])
     c = dims["embed_dim"]
-    layers = [replace(patch_embed("patch_embed", side * side, dims["patch_size"], 3, c,
-                                  extra_params=2 * c))]
+    layers = [patch_embed("patch_embed", side * side, dims["patch_size"], 3, c,
+                          extra_params=2 * c)]  # + patch-embedding LayerNorm
     for j, (depth, a) in enumerate(zip(depths, heads)):
         if j:
             layers.append(patch_merging(f"merge{j}", side * side, c))

@@ -234,3 +234,21 @@ def test_debug_model_is_tiny_and_priced_by_the_evaluator():
     metrics = evaluate(plan, g, get_cluster("debug-2x4"), Training(8, seq_len=g.seq_len))
     assert metrics.feasible and math.isfinite(metrics.iteration_time_s)
     assert metrics.iteration_time_s > 0
+
+
+@pytest.mark.parametrize("name", ["t5-large-32", "inception-v3", "swin-huge-32", "vit-huge-32",
+                                  "bert-huge-32"])
+def test_every_family_is_priced_by_the_evaluator(name):
+    """Each builder family's graph goes through evaluate() on a 2-stage dp=8 plan:
+    an integration check that the zoo's Layer fields fit the cost model (feasible,
+    finite time, 0 < MFU < 1)."""
+    from autopar_opt.evaluate import evaluate
+    from autopar_opt.model_zoo import get_cluster
+    from autopar_opt.plan import uniform_plan
+    from autopar_opt.strategies import Strategy
+    from autopar_opt.training import Training
+
+    g = build_model(name)
+    plan = uniform_plan([l.name for l in g], 2, Strategy(dp=8, tp=1), microbatches=4)
+    m = evaluate(plan, g, get_cluster("2x8-a100-40"), Training(64, seq_len=g.seq_len))
+    assert m.feasible and math.isfinite(m.iteration_time_s) and 0 < m.mfu < 1
