@@ -1,0 +1,123 @@
+"""Static SVG charts for the report, drawn with matplotlib.
+
+Charts are returned as SVG strings to be inlined in the HTML (no external
+files, no scripts, no network). Output is deterministic: ``svg.hashsalt`` is
+fixed, text stays text (``svg.fonttype = "none"``) and the SVG metadata carries
+no date or creator version, so golden files do not drift between runs.
+Charts never draw user-supplied text (model or layer names), only numbers and
+fixed labels.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+COLORS = {"F": "#4C78A8", "B": "#F58518", "send": "#54A24B", "sync": "#B279A2",
+          "weights": "#4C78A8", "activations": "#F58518", "capacity": "#D62728",
+          "idle": "#EEEEEE"}
+
+_RC = {"svg.hashsalt": "autopar-opt-report", "svg.fonttype": "none", "font.size": 9,
+       "font.family": "sans-serif", "axes.spines.top": False, "axes.spines.right": False}
+
+MAX_LABELLED_BARS = 24
+
+
+def _to_svg(fig) -> str:
+    """Serialise ``fig`` to an inline-ready SVG string (no XML prolog, no doctype)."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight",
+                metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    text = re.sub(r"<\?xml[^>]*\?>\s*", "", text)
+    text = re.sub(r"<!DOCTYPE[^>]*>\s*", "", text)
+    return text.strip()
+
+
+def _row_positions(pp: int, with_links: bool) -> tuple[dict[str, float], list[str]]:
+    """Y position per row key (``s<i>``, ``l<i>``) and tick labels, stage 0 on top."""
+    keys = []
+    for i in range(pp):
+        keys.append(f"s{i}")
+        if with_links and i < pp - 1:
+            keys.append(f"l{i}")
+    y = {k: float(len(keys) - 1 - n) for n, k in enumerate(keys)}
+    labels = [f"stage {k[1:]}" if k[0] == "s" else f"link {k[1:]}→{int(k[1:]) + 1}" for k in keys]
+    return y, labels
+
+
+def timeline_svg(timeline: dict) -> str:
+    """Gantt chart of one iteration from ``context["timeline"]``.
+
+    ``timeline`` holds ``pp``, ``microbatches``, ``ops`` (dicts with kind,
+    stage, microbatch, start_ms, end_ms) and ``makespan_ms``.
+    """
+    pp, ops = timeline["pp"], timeline["ops"]
+    with_links = any(op["kind"].startswith("send") for op in ops)
+    y, labels = _row_positions(pp, with_links)
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(9.0, 0.55 * len(labels) + 1.2))
+        end = timeline["makespan_ms"]
+        for i in range(pp):
+            ax.barh(y[f"s{i}"], end, left=0, height=0.8, color=COLORS["idle"], zorder=0)
+        label_bars = timeline["microbatches"] <= MAX_LABELLED_BARS
+        for op in ops:
+            kind = op["kind"]
+            row = f"l{op['stage']}" if kind.startswith("send") else f"s{op['stage']}"
+            color = COLORS["send" if kind.startswith("send") else kind]
+            width = op["end_ms"] - op["start_ms"]
+            height = 0.45 if kind.startswith("send") else 0.8
+            ax.barh(y[row], width, left=op["start_ms"], height=height, color=color,
+                    edgecolor="white", linewidth=0.4, zorder=2)
+            if label_bars and kind in ("F", "B") and width > 0.025 * end:
+                ax.text(op["start_ms"] + width / 2, y[row], str(op["microbatch"]),
+                        ha="center", va="center", color="white", fontsize=7, zorder=3)
+        ax.set_yticks([y[k] for k in y], labels)
+        ax.set_xlim(0, end * 1.01)
+        ax.set_xlabel("time within one iteration (ms)")
+        handles = [Patch(color=COLORS["F"], label="forward"),
+                   Patch(color=COLORS["B"], label="backward"),
+                   Patch(color=COLORS["sync"], label="gradient sync + optimizer"),
+                   Patch(color=COLORS["idle"], label="idle (bubble)")]
+        if with_links:
+            handles.insert(2, Patch(color=COLORS["send"], label="cross-stage transfer"))
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22),
+                  ncol=len(handles), frameon=False)
+        ax.grid(axis="x", color="#DDDDDD", linewidth=0.5, zorder=-1)
+        return _to_svg(fig)
+
+
+def memory_svg(memory: dict) -> str:
+    """Stacked per-stage bars (weights + activations) against device capacity.
+
+    ``memory`` holds ``stages`` (dicts with index, weight_gib, activation_gib),
+    ``capacity_gib`` and ``hbm_gib``.
+    """
+    stages = memory["stages"]
+    idx = [s["index"] for s in stages]
+    w = [s["weight_gib"] for s in stages]
+    a = [s["activation_gib"] for s in stages]
+    cap, hbm = memory["capacity_gib"], memory["hbm_gib"]
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(max(4.0, 0.8 * len(stages) + 3.0), 3.4))
+        ax.bar(idx, w, width=0.6, color=COLORS["weights"], label="weights + grads + optimizer")
+        ax.bar(idx, a, width=0.6, bottom=w, color=COLORS["activations"],
+               label="activations (in-flight micro-batches)")
+        ax.axhline(cap, color=COLORS["capacity"], linestyle="--", linewidth=1.2,
+                   label=f"usable capacity {cap:.1f} GiB")
+        ax.axhline(hbm, color="#555555", linestyle=":", linewidth=1.0,
+                   label=f"device HBM {hbm:.1f} GiB")
+        for i, wi, ai in zip(idx, w, a):
+            ax.text(i, wi + ai, f"{wi + ai:.2f}", ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(idx, [f"stage {i}" for i in idx])
+        ax.set_ylabel("GiB per device")
+        ax.set_ylim(0, max(hbm, max(wi + ai for wi, ai in zip(w, a))) * 1.12)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        return _to_svg(fig)

@@ -1,0 +1,228 @@
+"""The report's plain, JSON-able context, built from the ``plan.json`` document only.
+
+The context carries every number and sentence the template shows, so the
+template stays free of logic and the context can be golden-tested.
+
+The headline claim (DESIGN.md §4). With ``T`` the plan's predicted iteration
+time (``certificate.primal``) and ``L`` the global lower bound
+(``certificate.lower_bound``, the minimum of the per-configuration bounds):
+
+* ``X = (T − L) / L`` is how much faster the best plan of the search space can
+  possibly be: every plan's iteration time is ≥ ``L``, so its throughput is at
+  most ``T/L = 1 + X`` times this plan's. The report says "No plan in this
+  search space is more than X% faster under this cost model" with ``X`` rounded
+  **up**.
+* The certificate gap ``g = (T − L) / T`` (:func:`relative_gap`, the project's
+  one gap function) is how much lower any plan's iteration time can be;
+  ``X = g / (1 − g)``.
+* Without an exact certificate (``certificate.exact`` false), without a plan,
+  or with an infinite gap there is NO optimality claim, and the report says so.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from autopar_opt.reports.document import ReportInputError, is_finite, to_float, validate_document
+from autopar_opt.reports.formatting import (fmt_gib, fmt_pct, fmt_pct_up, fmt_rate, fmt_time,
+                                            fmt_value)
+from autopar_opt.reports.sections import (baselines_section, infeasibility_section, memory_section,
+                                          plan_section, solver_section, space_section,
+                                          timeline_section)
+from autopar_opt.solvers.result import relative_gap
+
+GAP_TOLERANCE = 1e-6
+
+
+def build_context(plan_doc: dict) -> dict:
+    """Every value the template shows, from the plan document alone.
+
+    Raises :class:`ReportInputError` listing every missing key or bad value.
+    """
+    problems = validate_document(plan_doc)
+    if problems:
+        raise ReportInputError(problems)
+    doc = plan_doc
+    warnings: list[str] = []
+    cert = certificate_section(doc, warnings)
+    ctx: dict[str, Any] = {
+        "schema_version": doc["schema_version"],
+        "tool": doc.get("tool") or {"name": "autopar-opt", "version": "unknown"},
+        "created_utc": doc.get("created_utc") or "unknown",
+        "status": doc["status"],
+        "spec": spec_section(doc),
+        "answer": answer_section(doc),
+        "claim": claim_section(doc, cert),
+        "certificate": cert,
+        "search_space": space_section(doc),
+        "cost_model": {"assumptions": [str(a) for a in doc["cost_model"]["assumptions"]],
+                       "params": [{"name": k, "value": fmt_value(v)}
+                                  for k, v in (doc["cost_model"].get("params") or {}).items()]},
+        "plan": plan_section(doc),
+        "timeline": timeline_section(doc),
+        "memory": memory_section(doc),
+        "baselines": baselines_section(doc),
+        "solver": solver_section(doc),
+        "infeasibility": infeasibility_section(doc),
+    }
+    _check_primal_matches_metrics(doc, cert, warnings)
+    ctx["warnings"] = warnings
+    return ctx
+
+
+def spec_section(doc: dict) -> dict:
+    """Model, cluster and training summary."""
+    spec = doc["spec"]
+    model, cluster, training = spec["model"], spec["cluster"], spec.get("training") or {}
+    return {
+        "path": str(spec.get("path", "")),
+        "model_name": str(model["name"]),
+        "model_layers": model.get("num_layers"),
+        "model_params": fmt_rate(model.get("params"), "parameters") if model.get("params") else "—",
+        "model_is_chain": model.get("is_chain"),
+        "model_source": str(model.get("source", "")),
+        "cluster_name": str(cluster["name"]),
+        "cluster_shape": f"{cluster['nodes']} node(s) × {cluster['gpus_per_node']} GPUs = "
+                         f"{cluster['num_devices']} devices",
+        "device": str(cluster["device"]),
+        "hbm_gib": fmt_gib(to_float(cluster["hbm_gib"], "spec.cluster.hbm_gib")),
+        "peak_tflops": cluster.get("peak_tflops"),
+        "links": [_link(cluster.get(k), label) for k, label in
+                  (("intra_node", "intra-node"), ("inter_node", "inter-node")) if cluster.get(k)],
+        "training": [{"name": k, "value": fmt_value(v)} for k, v in training.items()],
+    }
+
+
+def _link(link: dict, label: str) -> str:
+    return (f"{label}: {link.get('name', '?')}, {link.get('bandwidth_gb_per_s', '?')} GB/s, "
+            f"{link.get('latency_us', '?')} µs")
+
+
+def answer_section(doc: dict) -> dict | None:
+    """Headline numbers of the chosen plan (None without a plan)."""
+    m = doc["metrics"]
+    if doc["plan"] is None or m is None:
+        return None
+    peaks = [to_float(s["peak_memory_gib"], f"metrics.stages[{i}].peak_memory_gib")
+             for i, s in enumerate(m["stages"])]
+    cap = to_float(m["memory_capacity_gib"], "metrics.memory_capacity_gib")
+    peak = max(peaks) if peaks else 0.0
+    return {
+        "iteration_time": fmt_time(to_float(m["iteration_time_s"], "metrics.iteration_time_s")),
+        "samples_per_s": fmt_rate(to_float(m["samples_per_s"], "metrics.samples_per_s"), "samples/s"),
+        "tokens_per_s": fmt_rate(to_float(m["tokens_per_s"], "metrics.tokens_per_s"), "tokens/s"),
+        "mfu": fmt_pct(to_float(m["mfu"], "metrics.mfu"), 1),
+        "hfu": fmt_pct(to_float(m.get("hfu"), "metrics.hfu"), 1),
+        "bubble": fmt_time(to_float(m.get("bubble_s"), "metrics.bubble_s")),
+        "peak_memory": fmt_gib(peak),
+        "capacity": fmt_gib(cap),
+        "memory_share": fmt_pct(peak / cap if cap else None, 0),
+        "fits": bool(m.get("feasible", peak <= cap + 1e-9)),
+        "layout": f"pp={doc['plan']['pp']}, {doc['plan']['microbatches']} micro-batches, "
+                  f"{doc['plan']['schedule']}",
+    }
+
+
+def _config_rows(cert: dict, global_lb: float) -> list[dict]:
+    rows = []
+    for i, row in enumerate(cert["configurations"]):
+        where = f"certificate.configurations[{i}]"
+        lb = to_float(row["lower_bound"], f"{where}.lower_bound")
+        primal = to_float(row["primal"], f"{where}.primal")
+        gap = to_float(row["gap"], f"{where}.gap")
+        rows.append({
+            "pp": row["pp"], "microbatches": row["microbatches"], "schedule": str(row["schedule"]),
+            "status": str(row["status"]), "primal": fmt_time(primal), "lower_bound": fmt_time(lb),
+            "gap": fmt_pct(gap), "time": fmt_time(to_float(row["time_s"], f"{where}.time_s")),
+            "pruned_by": str(row["pruned_by"]) if row["pruned_by"] is not None else "",
+            "model_hash": str(row.get("model_hash") or ""),
+            "is_min_bound": lb is not None and _same(lb, global_lb),
+            "lower_bound_s": lb,
+        })
+    return rows
+
+
+def _same(a: float, b: float) -> bool:
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+
+
+def certificate_section(doc: dict, warnings: list[str]) -> dict:
+    """Global bound, gap and the per-configuration table; flags inconsistencies."""
+    cert = doc["certificate"]
+    primal = to_float(cert["primal"], "certificate.primal")
+    lb = to_float(cert["lower_bound"], "certificate.lower_bound")
+    if lb is None:
+        raise ReportInputError(["'certificate.lower_bound' must be a number or \"-inf\", got null"])
+    gap = relative_gap(primal, lb)
+    doc_gap = to_float(cert["gap"], "certificate.gap")
+    if doc_gap is not None and not _close_or_both_inf(gap, doc_gap):
+        warnings.append(f"certificate.gap = {fmt_pct(doc_gap)} differs from (primal − lower bound)"
+                        f" / primal = {fmt_pct(gap)}; the report uses the latter.")
+    rows = _config_rows(cert, lb)
+    bounds = [r["lower_bound_s"] for r in rows if r["lower_bound_s"] is not None]
+    if bounds and not _same(min(bounds), lb):
+        warnings.append(f"the global lower bound {fmt_time(lb)} is not the minimum of the "
+                        f"per-configuration bounds ({fmt_time(min(bounds))}).")
+    for r in rows:
+        del r["lower_bound_s"]
+    speedup = (primal - lb) / lb if primal is not None and is_finite(lb) and lb > 0 else math.inf
+    return {"primal": fmt_time(primal), "lower_bound": fmt_time(lb), "gap": fmt_pct(gap),
+            "gap_value": gap if math.isfinite(gap) else "inf",
+            "speedup_bound": fmt_pct_up(speedup) if math.isfinite(speedup) else "∞",
+            "speedup_value": speedup if math.isfinite(speedup) else "inf",
+            "exact": bool(cert["exact"]), "configurations": rows,
+            "min_bound_count": sum(r["is_min_bound"] for r in rows)}
+
+
+def _close_or_both_inf(a: float, b: float) -> bool:
+    if math.isinf(a) or math.isinf(b):
+        return math.isinf(a) and math.isinf(b)
+    return abs(a - b) <= GAP_TOLERANCE
+
+
+def claim_section(doc: dict, cert: dict) -> dict:
+    """The headline sentence and whether it is a proof (``kind``: proof/no_proof/infeasible/no_plan)."""
+    status, exact = doc["status"], cert["exact"]
+    if status == "infeasible":
+        text = ("No plan in this search space fits in device memory under this cost model."
+                if exact else "The search found no plan that fits in memory, but infeasibility "
+                              "is NOT proven: a plan may exist.")
+        return {"kind": "infeasible", "proven": bool(exact), "headline": text, "detail": ""}
+    if doc["plan"] is None or doc["certificate"]["primal"] is None:
+        return {"kind": "no_plan", "proven": False,
+                "headline": "The search stopped without a plan: there is no answer and NO "
+                            "optimality proof.", "detail": ""}
+    speedup = cert["speedup_value"]
+    if not exact or speedup == "inf":
+        why = ("the certificate is not exact (heuristic or incomplete search)" if not exact
+               else "no finite positive lower bound was proven")
+        return {"kind": "no_proof", "proven": False,
+                "headline": "There is NO optimality proof for this plan: a faster plan may exist "
+                            "in this search space.",
+                "detail": f"Reason: {why}. The numbers below are this plan's predicted cost, "
+                          "not a claim of optimality."}
+    if speedup <= 1e-12:
+        headline = ("No plan in this search space is faster under this cost model: the global "
+                    "lower bound equals this plan's iteration time.")
+    else:
+        headline = (f"No plan in this search space is more than {cert['speedup_bound']} faster "
+                    "under this cost model.")
+    detail = (f"X = (T − L) / L with T = {cert['primal']} (this plan's iteration time) and "
+              f"L = {cert['lower_bound']} (the global lower bound, the minimum of the proven "
+              f"per-configuration bounds below), rounded up. Equivalently the certificate gap "
+              f"(T − L) / T = {cert['gap']}: no plan's iteration time is below L.")
+    return {"kind": "proof", "proven": True, "headline": headline, "detail": detail}
+
+
+def _check_primal_matches_metrics(doc: dict, cert: dict, warnings: list[str]) -> None:
+    m = doc["metrics"]
+    primal = to_float(doc["certificate"]["primal"], "certificate.primal")
+    if m is None or primal is None:
+        return
+    t = to_float(m["iteration_time_s"], "metrics.iteration_time_s")
+    if t is not None and abs(t - primal) > 1e-6 * max(1.0, abs(t)):
+        warnings.append(f"the certificate's primal ({fmt_time(primal)}) differs from the "
+                        f"evaluated iteration time ({fmt_time(t)}).")

@@ -1,0 +1,60 @@
+"""Number formatting for the report: units always shown, infinities spelled out."""
+
+from __future__ import annotations
+
+import math
+
+
+def fmt_time(seconds: float | None) -> str:
+    """``0.0123`` -> ``"12.30 ms"``; ``2.5`` -> ``"2.500 s"``; None -> ``"—"``."""
+    if seconds is None:
+        return "—"
+    if math.isinf(seconds):
+        return "∞" if seconds > 0 else "−∞"
+    if abs(seconds) >= 1.0:
+        return f"{seconds:.3f} s"
+    if abs(seconds) >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.1f} µs"
+
+
+def fmt_pct(fraction: float | None, digits: int = 2) -> str:
+    """``0.1234`` -> ``"12.34%"``; infinite -> ``"∞"``; None -> ``"—"``."""
+    if fraction is None:
+        return "—"
+    if math.isinf(fraction):
+        return "∞"
+    return f"{fraction * 100:.{digits}f}%"
+
+
+def fmt_pct_up(fraction: float, digits: int = 2) -> str:
+    """Percentage rounded *up* at ``digits`` decimals, so a bound stays a bound."""
+    scale = 10 ** digits
+    value = math.ceil(fraction * 100 * scale - 1e-9) / scale
+    return f"{value:.{digits}f}%"
+
+
+def fmt_rate(value: float | None, unit: str) -> str:
+    """Thousands-separated rate with 3 significant decimals below 100."""
+    if value is None:
+        return "—"
+    text = f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+    return f"{text} {unit}"
+
+
+def fmt_gib(value: float | None) -> str:
+    """``12.345`` -> ``"12.35 GiB"``."""
+    return "—" if value is None else f"{value:.2f} GiB"
+
+
+def fmt_value(value: object) -> str:
+    """A search-space or parameter value as text (lists joined, None as ``all``)."""
+    if value is None:
+        return "all valid values"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(fmt_value(v) for v in value) if value else "(none)"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {fmt_value(v)}" for k, v in value.items())
+    return str(value)

@@ -1,0 +1,72 @@
+"""Render the self-contained HTML optimality report from a ``plan.json`` document.
+
+Jinja2 with autoescape on and ``StrictUndefined`` (a template typo fails
+loudly instead of printing nothing); every string from user files (model,
+layer and cluster names) is escaped. Charts are inline SVG from matplotlib;
+the file has no scripts, no external URLs and no network fetches, so it can
+be mailed as an attachment.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from autopar_opt.reports.charts import memory_svg, timeline_svg
+from autopar_opt.reports.context import build_context
+
+TEMPLATE = "report.html.j2"
+
+
+def _environment() -> Environment:
+    env = Environment(loader=PackageLoader("autopar_opt.reports", "templates"),
+                      autoescape=select_autoescape(default=True, default_for_string=True,
+                                                   enabled_extensions=("html", "j2")),
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                      keep_trailing_newline=True)
+    return env
+
+
+def render_charts(context: dict) -> dict:
+    """Inline SVG charts (as :class:`Markup`, they are generated, not user text)."""
+    charts = {"timeline": None, "memory": None}
+    if context["timeline"]:
+        charts["timeline"] = Markup(timeline_svg(context["timeline"]))
+    if context["memory"]:
+        charts["memory"] = Markup(memory_svg(context["memory"]))
+    return charts
+
+
+def render_html(plan_doc: dict) -> str:
+    """The report as one HTML string. Raises ReportInputError for a bad document."""
+    context = build_context(plan_doc)
+    template = _environment().get_template(TEMPLATE)
+    return template.render(ctx=context, charts=render_charts(context))
+
+
+def write_atomic(text: str, path: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same folder and a rename.
+
+    A reader never sees a half-written report, and a failure leaves no file.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)   # mkstemp creates 0600; a report is meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_report(plan_doc: dict, path: str) -> None:
+    """Render ``plan_doc`` and write the HTML report to ``path`` atomically."""
+    write_atomic(render_html(plan_doc), path)

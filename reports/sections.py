@@ -1,0 +1,203 @@
+"""Context sections of the report other than the answer and the certificate."""
+
+from __future__ import annotations
+
+from autopar_opt.reports.document import ReportInputError, to_float
+from autopar_opt.reports.formatting import fmt_gib, fmt_pct, fmt_rate, fmt_time, fmt_value
+from autopar_opt.reports.timeline import idle_time, makespan, simulate
+from autopar_opt.strategies import Strategy
+
+#: Search-space keys, their labels, and what ``null`` means for each.
+SPACE_LABELS = {
+    "pp_degrees": ("pipeline degrees (pp)", "every divisor of the device count"),
+    "tp_degrees": ("tensor-parallel degrees (tp)", "every valid divisor of the stage size"),
+    "cp_degrees": ("context-parallel degrees (cp)", "1"),
+    "sequence_parallel": ("sequence parallelism", "off"),
+    "zero_levels": ("ZeRO levels", "0"),
+    "recompute": ("activation recomputation", "none"),
+    "schedules": ("pipeline schedules", "1f1b"),
+    "microbatches": ("micro-batch counts", "every divisor of the global batch up to the maximum"),
+    "max_microbatches": ("maximum micro-batches", "unbounded"),
+    "tp_within_node": ("tensor parallelism kept inside a node", "no"),
+}
+
+
+def space_section(doc: dict) -> list[dict]:
+    """One row per search-space key, known keys first in a fixed order."""
+    space = doc["search_space"] or {}
+    rows = []
+    for key in list(SPACE_LABELS) + sorted(k for k in space if k not in SPACE_LABELS):
+        if key not in space:
+            continue
+        label, null_text = SPACE_LABELS.get(key, (key, "any"))
+        value = space[key]
+        rows.append({"name": label, "key": key,
+                     "value": null_text if value is None else fmt_value(value)})
+    return rows
+
+
+def strategy_label(data: dict, where: str) -> str:
+    """``dp2·tp4·sp·z1·rc-full`` from a strategy dict (the core's :meth:`Strategy.label`)."""
+    try:
+        return Strategy.from_dict(data).label()
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ReportInputError([f"'{where}' is not a valid strategy ({exc})"]) from None
+
+
+def collapse_runs(layers: list[str], labels: list[str]) -> list[dict]:
+    """Runs of consecutive layers with the same strategy label.
+
+    ``[a, b, c], [x, x, y]`` -> ``[{first: a, last: b, count: 2, label: x}, {first: c, ...}]``.
+    """
+    runs: list[dict] = []
+    for name, label in zip(layers, labels):
+        if runs and runs[-1]["label"] == label:
+            runs[-1]["last"] = name
+            runs[-1]["count"] += 1
+        else:
+            runs.append({"first": name, "last": name, "count": 1, "label": label})
+    return runs
+
+
+def plan_section(doc: dict) -> dict | None:
+    """Stages with their rank ranges, collapsed strategy runs and per-layer strategies."""
+    plan = doc["plan"]
+    if plan is None:
+        return None
+    gpn = int(doc["spec"]["cluster"]["gpus_per_node"])
+    metrics = (doc["metrics"] or {}).get("stages") or []
+    stages = []
+    for i, st in enumerate(plan["stages"]):
+        if len(st["layers"]) != len(st["strategies"]):
+            raise ReportInputError([f"'plan.stages[{i}]' has {len(st['layers'])} layers but "
+                                    f"{len(st['strategies'])} strategies"])
+        labels = [strategy_label(s, f"plan.stages[{i}].strategies[{j}]")
+                  for j, s in enumerate(st["strategies"])]
+        first, last = int(st["first_rank"]), int(st["last_rank"])
+        nodes = sorted({first // gpn, last // gpn})
+        m = metrics[i] if i < len(metrics) else {}
+        stages.append({
+            "index": i, "ranks": f"{first}–{last}", "devices": last - first + 1,
+            "nodes": "–".join(str(n) for n in nodes),
+            "runs": collapse_runs([str(x) for x in st["layers"]], labels),
+            "layers": [{"name": str(n), "strategy": lab} for n, lab in zip(st["layers"], labels)],
+            "time": fmt_time(to_float(m.get("time_s"), f"metrics.stages[{i}].time_s")),
+            "transfer": fmt_time(to_float(m.get("transfer_s"), f"metrics.stages[{i}].transfer_s")),
+            "sync": fmt_time(to_float(m.get("sync_s"), f"metrics.stages[{i}].sync_s")),
+        })
+    return {"pp": plan["pp"], "microbatches": plan["microbatches"],
+            "schedule": str(plan["schedule"]), "vp_chunks": plan.get("vp_chunks", 1),
+            "stages": stages}
+
+
+def _stage_floats(doc: dict, key: str) -> list[float]:
+    return [to_float(s[key], f"metrics.stages[{i}].{key}") or 0.0
+            for i, s in enumerate(doc["metrics"]["stages"])]
+
+
+def timeline_section(doc: dict) -> dict | None:
+    """Simulated schedule of one iteration (see :mod:`autopar_opt.reports.timeline`)."""
+    plan, m = doc["plan"], doc["metrics"]
+    if plan is None or m is None or not m["stages"]:
+        return None
+    p = _stage_floats(doc, "time_s")
+    o = _stage_floats(doc, "transfer_s")[:-1]
+    g = _stage_floats(doc, "sync_s")
+    schedule = str(plan["schedule"])
+    drawn = "gpipe" if schedule == "gpipe" else "1f1b"
+    try:
+        ops = simulate(p, o, g, int(plan["microbatches"]), drawn)
+    except ValueError as exc:
+        raise ReportInputError([f"cannot draw the timeline: {exc}"]) from None
+    span = makespan(ops)
+    idle = [idle_time(ops, i) for i in range(len(p))]
+    return {
+        "pp": len(p), "microbatches": int(plan["microbatches"]), "schedule": schedule,
+        "drawn_as": drawn,
+        "ops": [{"kind": op.kind, "stage": op.stage, "microbatch": op.microbatch,
+                 "start_ms": round(op.start * 1e3, 9), "end_ms": round(op.end * 1e3, 9)}
+                for op in ops],
+        "makespan_ms": round(span * 1e3, 9),
+        "simulated": fmt_time(span),
+        "model": fmt_time(to_float(m["iteration_time_s"], "metrics.iteration_time_s")),
+        "bubble_share": fmt_pct(sum(idle) / (span * len(p)) if span > 0 else None, 1),
+    }
+
+
+def memory_section(doc: dict) -> dict | None:
+    """Per-stage weights and activations per device against capacity."""
+    m = doc["metrics"]
+    if m is None or not m["stages"]:
+        return None
+    w, a = _stage_floats(doc, "weight_gib"), _stage_floats(doc, "activation_gib")
+    peak, cap = _stage_floats(doc, "peak_memory_gib"), _stage_floats(doc, "capacity_gib")
+    stages = [{"index": i, "weight_gib": w[i], "activation_gib": a[i],
+               "peak": fmt_gib(peak[i]), "capacity": fmt_gib(cap[i]),
+               "inflight": doc["metrics"]["stages"][i].get("inflight_microbatches"),
+               "fits": peak[i] <= cap[i] + 1e-9} for i in range(len(w))]
+    return {"stages": stages,
+            "capacity_gib": to_float(m["memory_capacity_gib"], "metrics.memory_capacity_gib"),
+            "hbm_gib": to_float(doc["spec"]["cluster"]["hbm_gib"], "spec.cluster.hbm_gib")}
+
+
+def _plan_summary(plan: dict | None) -> str:
+    if not plan:
+        return ""
+    labels = []
+    for i, st in enumerate(plan.get("stages") or []):
+        for j, s in enumerate(st.get("strategies") or []):
+            label = strategy_label(s, f"baselines.plan.stages[{i}].strategies[{j}]")
+            if label not in labels:
+                labels.append(label)
+    return (f"pp={plan.get('pp', '?')}, {plan.get('microbatches', '?')} micro-batches, "
+            f"{plan.get('schedule', '?')}; " + ", ".join(labels))
+
+
+def baselines_section(doc: dict) -> list[dict]:
+    """Baselines with their throughput and this plan's throughput ratio over them."""
+    ours = None
+    if doc["metrics"] is not None:
+        ours = to_float(doc["metrics"]["samples_per_s"], "metrics.samples_per_s")
+    rows = []
+    for i, b in enumerate(doc["baselines"]):
+        m = b["metrics"]
+        row = {"name": str(b["name"]), "note": str(b["note"] or ""), "plan": _plan_summary(b.get("plan")),
+               "has_metrics": m is not None, "iteration_time": "—", "samples_per_s": "—",
+               "mfu": "—", "ratio": "—", "fits": None}
+        if m is not None:
+            sps = to_float(m.get("samples_per_s"), f"baselines[{i}].metrics.samples_per_s")
+            row.update(iteration_time=fmt_time(to_float(m.get("iteration_time_s"),
+                                                        f"baselines[{i}].metrics.iteration_time_s")),
+                       samples_per_s=fmt_rate(sps, "samples/s"),
+                       mfu=fmt_pct(to_float(m.get("mfu"), f"baselines[{i}].metrics.mfu"), 1),
+                       fits=bool(m.get("feasible", True)))
+            if ours and sps:
+                row["ratio"] = f"{ours / sps:.2f}×"
+        rows.append(row)
+    return rows
+
+
+def solver_section(doc: dict) -> dict:
+    """Solver identity, settings, log tail and the hashes of exported sub-models."""
+    s = doc["solver"]
+    hashes = [{"config": f"pp={r['pp']}, c={r['microbatches']}, {r['schedule']}",
+               "hash": str(r["model_hash"])}
+              for r in doc["certificate"]["configurations"] if r.get("model_hash")]
+    limit = to_float(s["time_limit_s"], "solver.time_limit_s")
+    rel_gap = to_float(s["rel_gap"], "solver.rel_gap")
+    return {"name": str(s["name"]), "version": str(s["version"]), "form": str(s["form"]),
+            "time_limit": "none" if limit is None or limit == float("inf") else f"{limit:g} s",
+            "rel_gap": fmt_pct(rel_gap), "log_tail": str(s.get("log_tail") or ""),
+            "hashes": hashes}
+
+
+def infeasibility_section(doc: dict) -> dict | None:
+    """Why no plan fits and what to change (None when there is a plan or no explanation)."""
+    inf = doc.get("infeasibility")
+    if not inf:
+        return None
+    least = to_float(inf["least_memory_gib"], "infeasibility.least_memory_gib")
+    cap = to_float(inf["capacity_gib"], "infeasibility.capacity_gib")
+    return {"reason": str(inf["reason"]), "least_memory": fmt_gib(least), "capacity": fmt_gib(cap),
+            "ratio": f"{least / cap:.2f}×" if least is not None and cap else "—",
+            "advice": [str(a) for a in inf["advice"]]}
