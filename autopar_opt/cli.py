@@ -1,0 +1,179 @@
+"""The ``autopar`` command line: thin subcommands over the library.
+
+``zoo list``, ``schema`` and ``estimate`` live here; ``solve``, ``calibrate``
+and ``report`` delegate to their modules (imported lazily, so a broken or
+missing optional part never stops the others). A :class:`SpecError` or
+:class:`PlanError` anywhere prints its message on stderr and exits with code 2,
+without a traceback and without writing anything.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any, Callable, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Optimal hybrid-parallel training plans with optimality certificates.")
+zoo_app = typer.Typer(no_args_is_help=True, help="Models and clusters shipped with autopar-opt.")
+app.add_typer(zoo_app, name="zoo")
+
+#: Exit code for user mistakes (bad spec, bad plan).
+EXIT_USAGE = 2
+
+
+def _fail(message: str) -> None:
+    """Print ``message`` on stderr and exit with :data:`EXIT_USAGE`."""
+    typer.echo(message, err=True)
+    raise typer.Exit(EXIT_USAGE)
+
+
+def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn SpecError / PlanError into a message on stderr and exit code 2;
+    an int returned by the command becomes the exit code."""
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        from autopar_opt.evaluate import PlanError
+        from autopar_opt.spec import SpecError
+
+        try:
+            code = func(*args, **kwargs)
+        except SpecError as exc:
+            _fail(str(exc))
+        except PlanError as exc:
+            _fail(f"invalid plan: {exc}")
+        if code:
+            raise typer.Exit(int(code))
+    return wrapper
+
+
+@zoo_app.command("list")
+@guarded
+def zoo_list() -> int:
+    """List the zoo's models and clusters."""
+    from autopar_opt.model_zoo import registry
+
+    console = Console()
+    models = Table(title="Models", show_lines=False)
+    for col in ("name", "description", "source"):
+        models.add_column(col, overflow="fold")
+    for info in registry.list_models():
+        models.add_row(info.name, info.description, info.source)
+    clusters = Table(title="Clusters")
+    for col in ("name", "nodes", "gpus/node", "device", "description"):
+        clusters.add_column(col, overflow="fold")
+    for c in registry.list_clusters():
+        clusters.add_row(c.name, str(c.nodes), str(c.gpus_per_node), c.device, c.description)
+    console.print(models)
+    console.print(clusters)
+    return 0
+
+
+@app.command("schema")
+@guarded
+def schema() -> int:
+    """Print the JSON Schema of a spec file."""
+    from autopar_opt.spec import json_schema
+
+    typer.echo(json.dumps(json_schema(), indent=2))
+    return 0
+
+
+def _estimate_text(spec: Any, metrics: Any) -> list[str]:
+    plan = spec.plan
+    lines = [f"spec:             {spec.path}",
+             f"model:            {spec.graph.name} ({len(spec.graph)} layers, "
+             f"{spec.graph.total_params() / 1e9:.3f} B params)",
+             f"cluster:          {spec.cluster.name} ({spec.cluster.num_devices} x "
+             f"{spec.cluster.device.name})",
+             f"plan:             pp={plan.pp} microbatches={plan.microbatches} "
+             f"schedule={plan.schedule.value} strategy={plan.stages[0].strategies[0].label()}",
+             f"iteration time:   {metrics.iteration_time_s:.6g} s",
+             f"samples/s:        {metrics.samples_per_s:.6g}",
+             f"tokens/s:         {metrics.tokens_per_s:.6g}",
+             f"MFU:              {100 * metrics.mfu:.2f} %",
+             f"HFU:              {100 * metrics.hfu:.2f} %",
+             "memory per device (GiB), by stage:"]
+    for st in metrics.stages:
+        mark = "ok" if st.fits else "DOES NOT FIT"
+        lines.append(f"  stage {st.index:>3}: {st.peak_memory_gib:8.2f} / {st.capacity_gib:.2f}"
+                     f"  (weights {st.weight_gib:.2f}, activations {st.activation_gib:.2f})  {mark}")
+    return lines
+
+
+@app.command("estimate")
+@guarded
+def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file with a plan."),
+             json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> int:
+    """Evaluate the spec's plan under the cost model (no solver)."""
+    from autopar_opt.evaluate import evaluate
+    from autopar_opt.spec import load_spec
+
+    spec = load_spec(spec_path)
+    if spec.plan is None:
+        _fail(f"{spec_path}: no 'plan' section to estimate; add one, e.g. plan: {{tp: 8, pp: 1, "
+              "microbatches: 8} (or run `autopar solve` to find a plan)")
+    metrics = evaluate(spec.plan, spec.graph, spec.cluster, spec.training, spec.cost_params)
+    if json_output:
+        typer.echo(json.dumps({"spec": str(spec.path), "plan": spec.plan.to_dict(),
+                               "metrics": metrics.to_dict()}, indent=2))
+    else:
+        typer.echo("\n".join(_estimate_text(spec, metrics)))
+    if not metrics.feasible:
+        worst = max(metrics.stages, key=lambda s: s.peak_memory_gib)
+        typer.echo(f"warning: the plan does not fit device memory (stage {worst.index} needs "
+                   f"{worst.peak_memory_gib:.2f} GiB of {worst.capacity_gib:.2f} GiB); try more "
+                   "pipeline stages, ZeRO, or recomputation", err=True)
+    return 0
+
+
+@app.command("calibrate")
+@guarded
+def calibrate(runs_path: str = typer.Argument(..., metavar="RUNS.yaml",
+                                              help="Measured runs to compare with."),
+              json_output: bool = typer.Option(False, "--json", help="Print JSON."),
+              fit: bool = typer.Option(False, "--fit", help="Fit the cost-model parameters.")) -> int:
+    """Compare the cost model with measured runs (and optionally fit it)."""
+    from autopar_opt.calibration.cli import calibrate_command
+
+    return calibrate_command(runs_path, json_output, fit)
+
+
+@app.command("solve")
+@guarded
+def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."),
+          solver: Optional[str] = typer.Option(None, "--solver", help="highs | gurobi | scip | dp "
+                                               "(default: the spec's solver.name)."),
+          time_limit_s: Optional[float] = typer.Option(None, "--time-limit",
+                                                       help="Time limit per solve, s."),
+          gap: Optional[float] = typer.Option(None, "--gap", help="Relative gap to stop at."),
+          out_dir: Optional[str] = typer.Option(None, "--out", help="Directory for plan/report."),
+          json_output: bool = typer.Option(False, "--json", help="Print JSON."),
+          quiet: bool = typer.Option(False, "--quiet", help="Only the summary.")) -> int:
+    """Search the spec's space for the best plan and certify its gap."""
+    from autopar_opt.search.cli import solve_command
+
+    return solve_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet)
+
+
+@app.command("report")
+@guarded
+def report(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="Result JSON of solve."),
+           output: str = typer.Option(..., "-o", "--output", help="HTML file to write.")) -> int:
+    """Render a solve result as an HTML report."""
+    from autopar_opt.reports.cli import report_command
+
+    return report_command(plan_json, output)
+
+
+def main() -> None:
+    """Console-script entry point (``autopar``): runs the app and exits with its code."""
+    app(prog_name="autopar")
+
+
+if __name__ == "__main__":
+    main()
