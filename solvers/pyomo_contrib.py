@@ -1,0 +1,70 @@
+"""Shared driver for backends reached through Pyomo's new solver interface
+(``pyomo.contrib.solver``): SCIP (``scip_direct``) and Gurobi
+(``gurobi_persistent``). Their results already carry Pyomo's
+``incumbent_objective`` / ``objective_bound`` (the meaning SolveResult uses).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from autopar_opt.solvers.result import SolveResult, Termination
+
+
+def _termination_map() -> dict:
+    from pyomo.contrib.solver.common.results import TerminationCondition as TC
+    return {
+        TC.convergenceCriteriaSatisfied: Termination.optimal,
+        TC.provenInfeasible: Termination.infeasible,
+        TC.locallyInfeasible: Termination.infeasible,
+        # every cost is >= 0, so the objective is bounded below: "infeasible or
+        # unbounded" can only be infeasible
+        TC.infeasibleOrUnbounded: Termination.infeasible,
+        TC.maxTimeLimit: Termination.feasible,
+        TC.iterationLimit: Termination.feasible,
+        TC.objectiveLimit: Termination.feasible,
+        TC.interrupted: Termination.feasible,
+        TC.error: Termination.error,
+        TC.licensingProblems: Termination.error,
+        TC.unknown: Termination.error,
+    }
+
+
+def solve_contrib(solver_name: str, label: str, version: str, model: Any,
+                  time_limit_s: float | None, rel_gap: float, warm_start: bool,
+                  options: dict | None = None) -> SolveResult:
+    """Solve ``model`` with contrib solver ``solver_name``; load the incumbent."""
+    from pyomo.contrib.solver.common.factory import SolverFactory
+    start = time.perf_counter()
+    opt = SolverFactory(solver_name)
+    kwargs: dict[str, Any] = dict(rel_gap=float(rel_gap), load_solutions=False,
+                                  raise_exception_on_nonoptimal_result=False)
+    if time_limit_s is not None:
+        kwargs["time_limit"] = float(time_limit_s)
+    if options:
+        kwargs["solver_options"] = options
+    if warm_start:
+        kwargs["warmstart_discrete_vars"] = True
+    res = opt.solve(model, **kwargs)
+    wall = time.perf_counter() - start
+    term = _termination_map().get(res.termination_condition, Termination.error)
+    primal = res.incumbent_objective
+    if term is Termination.infeasible:
+        primal, bound = None, math.inf
+    else:
+        bound = res.objective_bound if res.objective_bound is not None else -math.inf
+    if term is Termination.feasible and primal is None:
+        term = Termination.time_limit_no_solution
+    if term is Termination.optimal and primal is None:
+        term = Termination.error
+    if primal is not None:
+        res.solution_loader.load_vars()
+        bound = min(bound, primal)   # round-off: a bound never exceeds the incumbent
+    solve_s = float(getattr(res.timing_info, "wall_time", None) or wall)
+    msg = f"{label} stopped: {res.termination_condition.name}" if term is Termination.error else ""
+    return SolveResult(termination=term, primal=None if primal is None else float(primal),
+                       lower_bound=float(bound), wall_time_s=wall, solver=label,
+                       solver_version=version, message=msg,
+                       timings={"build": 0.0, "translate": max(wall - solve_s, 0.0), "solve": solve_s})

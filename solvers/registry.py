@@ -1,0 +1,70 @@
+"""Backends by name, imported lazily (linopy ``Solver.from_name``).
+
+``get_backend(name)`` returns an instance; ``check_accepts`` refuses a
+problem class the backend does not declare, before anything is built, with
+the fix in the message.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from autopar_opt.solvers.base import Backend, SolverMismatch
+from autopar_opt.solvers.result import ProblemClass
+
+#: name -> "module:Class"; HiGHS is the default (bundled with highspy).
+BACKENDS: dict[str, str] = {
+    "highs": "autopar_opt.solvers.highs:HighsBackend",
+    "gurobi": "autopar_opt.solvers.gurobi:GurobiBackend",
+    "scip": "autopar_opt.solvers.scip:ScipBackend",
+    "dp": "autopar_opt.solvers.dp:DPBackend",
+}
+DEFAULT_BACKEND = "highs"
+
+
+def backend_names() -> list[str]:
+    """Registered backend names (default first)."""
+    return [DEFAULT_BACKEND] + sorted(n for n in BACKENDS if n != DEFAULT_BACKEND)
+
+
+def get_backend(name: str = DEFAULT_BACKEND) -> Backend:
+    """An instance of backend ``name``; ValueError listing the names when unknown."""
+    key = name.strip().lower()
+    if key not in BACKENDS:
+        raise ValueError(f"unknown solver {name!r}; choose one of {', '.join(backend_names())}")
+    module, cls = BACKENDS[key].split(":")
+    try:
+        return getattr(importlib.import_module(module), cls)()
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"solver {name!r} is registered but cannot be loaded ({exc}); "
+                         f"use --solver highs") from exc
+
+
+def check_accepts(backend: Backend, problem_class: ProblemClass) -> None:
+    """Raise :class:`SolverMismatch` (with the fix) unless ``backend`` accepts it."""
+    if problem_class in backend.accepts:
+        return
+    if backend.name == "highs" and problem_class is ProblemClass.miqp:
+        from autopar_opt.solvers.highs import mismatch_message
+        raise SolverMismatch(mismatch_message("highs", problem_class))
+    if problem_class is ProblemClass.tables:
+        raise SolverMismatch(f"solver {backend.name!r} solves algebraic models, not cost tables; "
+                             f"use --solver dp for the table DP")
+    if ProblemClass.tables in backend.accepts:
+        raise SolverMismatch(f"solver {backend.name!r} works on cost tables directly and does not "
+                             f"take a {problem_class.value} model; use --solver highs|gurobi|scip")
+    raise SolverMismatch(f"solver {backend.name!r} does not accept {problem_class.value}; "
+                         f"it accepts {sorted(p.value for p in backend.accepts)}")
+
+
+def default_form(backend: Backend) -> str:
+    """``"miqp"`` when the backend solves it natively and not the MILP, else ``"milp"``.
+
+    The MILP is the default everywhere it is accepted: it is exact and its LP
+    relaxation is far tighter than the MIQP's continuous relaxation.
+    """
+    if ProblemClass.milp in backend.accepts:
+        return "milp"
+    if ProblemClass.miqp in backend.accepts:
+        return "miqp"
+    raise SolverMismatch(f"solver {backend.name!r} takes no algebraic form (it solves cost tables)")
