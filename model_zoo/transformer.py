@@ -9,6 +9,11 @@ Sources
 * Activations: Korthikanti et al. 2022, Sec. 4.1, Eq. 1: ``s·h·(34 + 5·a·s/h)``
   bytes per sample for 16-bit training; the ``10·s·h`` replicated part of
   Eq. 2; FlashAttention (Dao et al. 2022) never stores the ``5·a·s²`` scores.
+* Attention core: ``flops_recompute_selective`` is the score/softmax·V part
+  (``4·s²·h`` forward, halved when causal blocks are skipped) with or without
+  FlashAttention; the cost model prices it at its own efficiency. Under
+  FlashAttention selective recomputation is never offered (no score
+  activations to drop: ``act_attn_bytes = 0``).
 * Tensor-parallel traffic: two all-reduces of ``2·s·h`` bytes per block in the
   forward pass (Shoeybi et al. 2019, Fig. 4).
 """
@@ -63,7 +68,7 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
         flops_fwd=fwd, flops_bwd=2 * fwd, params=int(params),
         act_bytes=attn_act + mlp_act + norm_act + scores,
         act_replicated_bytes=replicated, act_attn_bytes=scores,
-        flops_recompute_selective=0.0 if flash_attention else score,
+        flops_recompute_selective=score,   # the attention core (fused under FlashAttention)
         input_bytes=2 * s * h * e, output_bytes=2 * s * h * e,
         tp_comm_bytes=(6 if cross_attention_len else 4) * s * h * e,
         cp_comm_bytes=4 * s * h_kv * e,
@@ -108,12 +113,18 @@ def decoder_lm(name: str, num_layers: int, seq_len: int, hidden: int, heads: int
                ffn_hidden: int, vocab: int, kv_heads: int | None = None,
                gated_mlp: bool = False, flash_attention: bool = False,
                learned_positions: bool = False, tied: bool = True, biases: bool = True,
-               act_dtype_bytes: int = 2, source: str = "") -> LayerGraph:
-    """A decoder-only language model as a chain: embedding, blocks, head."""
+               act_dtype_bytes: int = 2, source: str = "",
+               causal_flops: bool = False) -> LayerGraph:
+    """A decoder-only language model as a chain: embedding, blocks, head.
+
+    ``causal_flops`` is passed to every block: kernels that skip the masked
+    half of the score matrix (FlashAttention-2, Dao 2023, Sec. 3.1.1) do half
+    the ``4·s²·h`` score FLOPs.
+    """
     layers = [embedding("embed", seq_len, hidden, vocab, learned_positions, act_dtype_bytes)]
     layers += [transformer_block(f"block{i:03d}", seq_len, hidden, heads, ffn_hidden, kv_heads,
-                                 gated_mlp, flash_attention, act_dtype_bytes=act_dtype_bytes,
-                                 biases=biases)
+                                 gated_mlp, flash_attention, causal_flops=causal_flops,
+                                 act_dtype_bytes=act_dtype_bytes, biases=biases)
                for i in range(num_layers)]
     layers.append(lm_head("head", seq_len, hidden, vocab, tied, act_dtype_bytes))
     return LayerGraph.chain(name, layers, seq_len=seq_len, source=source)

@@ -72,6 +72,29 @@ class LayerCost:
     hw_flops: float
 
 
+def group_tier(ctx: StageContext, group: int, stride: int) -> LinkTier:
+    """Link tier seen by a ring collective over ``group`` ranks spaced ``stride`` apart.
+
+    Inside a node: the intra-node tier. Across nodes, NCCL runs one ring per
+    NIC ("channels", Jeaugey, NCCL 2.0, GTC 2017; rail-optimised DGX SuperPOD
+    topology, NVIDIA DGX A100 SuperPOD reference architecture 2020), so ``k``
+    group members per node drive ``k`` NICs in parallel and each inter-node
+    hop carries ``1/k`` of the ring's data: the per-rank ring bandwidth is
+    ``min(intra, k · inter)``, the figure nccl-tests report as bus bandwidth
+    (hierarchical all-reduce: Jia et al. 2018, Sec. 3.3). One member per node
+    (e.g. the data-parallel ring of a tp=8 model) sees the plain NIC.
+    """
+    tier = ctx.tier(group * stride)
+    cl = ctx.cluster
+    if tier is cl.intra_node or group <= 1:
+        return tier
+    per_node = min(group, max(1, cl.gpus_per_node // max(stride, 1)))
+    if per_node <= 1:
+        return tier
+    bw = min(cl.intra_node.bandwidth_gb_per_s, per_node * tier.bandwidth_gb_per_s)
+    return LinkTier(f"{tier.name}x{per_node}", bw, tier.latency_us)
+
+
 def kernel_time(flops: float, ctx: StageContext) -> float:
     """Time of ``flops`` FLOPs on one device.
 
@@ -102,14 +125,26 @@ def _compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> tuple[float, 
     per_dev = share / s.tp
     f_fwd = layer.flops_fwd * per_dev
     f_bwd = layer.flops_bwd * per_dev
+    core = min(layer.flops_recompute_selective * per_dev, f_fwd)   # attention core, forward
     if s.recompute is Recompute.full:
-        f_re = f_fwd
+        f_re, core_re = f_fwd, core
     elif s.recompute is Recompute.selective:
-        f_re = layer.flops_recompute_selective * per_dev
+        f_re, core_re = core, core
     else:
-        f_re = 0.0
-    t = kernel_time(f_fwd, ctx) + kernel_time(f_bwd, ctx) + kernel_time(f_re, ctx)
+        f_re, core_re = 0.0, 0.0
+    t = (_split_time(f_fwd, core, ctx) + _split_time(f_bwd, 2 * core, ctx)
+         + _split_time(f_re, core_re, ctx))
     return t, f_fwd + f_bwd, f_fwd + f_bwd + f_re
+
+
+def _split_time(flops: float, core: float, ctx: StageContext) -> float:
+    """Time of ``flops`` of which ``core`` are attention-core FLOPs, priced at
+    ``attention_efficiency`` times the GEMM efficiency (see CostParams)."""
+    core = min(max(core, 0.0), flops)
+    t = kernel_time(flops - core, ctx)
+    if core > 0:
+        t += kernel_time(core, ctx) / ctx.params.attention_efficiency
+    return t
 
 
 def _tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
@@ -125,7 +160,7 @@ def _tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
         return 0.0
     nbytes = layer.tp_comm_bytes * ctx.microbatch_samples / (s.dp * s.cp)
     passes = 3 if s.recompute is Recompute.full else 2
-    return passes * allreduce_time(s.tp, nbytes, ctx.tier(s.tp), ctx.params.comm_efficiency)
+    return passes * allreduce_time(s.tp, nbytes, group_tier(ctx, s.tp, 1), ctx.params.comm_efficiency)
 
 
 def _cp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
@@ -134,7 +169,7 @@ def _cp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     if s.cp <= 1 or layer.cp_comm_bytes <= 0:
         return 0.0
     nbytes = layer.cp_comm_bytes / s.tp * ctx.microbatch_samples / s.dp
-    return 3 * allgather_time(s.cp, nbytes, ctx.tier(s.cp * s.tp), ctx.params.comm_efficiency)
+    return 3 * allgather_time(s.cp, nbytes, group_tier(ctx, s.cp, s.tp), ctx.params.comm_efficiency)
 
 
 def _zero3_gather_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
@@ -145,7 +180,7 @@ def _zero3_gather_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
         return 0.0
     w_bytes = OPTIMIZER_BYTES[ctx.training.optimizer][0]
     nbytes = layer.params / s.tp * w_bytes
-    tier = ctx.tier(ctx.devices)
+    tier = group_tier(ctx, s.dp * s.cp, s.tp)
     return 3 * allgather_time(s.dp * s.cp, nbytes, tier, ctx.params.comm_efficiency)
 
 
@@ -161,7 +196,7 @@ def _sync_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     group = s.dp * s.cp
     comm = 0.0
     if s.zero < 3 and group > 1:
-        comm = allreduce_time(group, local * g_bytes, ctx.tier(ctx.devices), p.comm_efficiency)
+        comm = allreduce_time(group, local * g_bytes, group_tier(ctx, group, s.tp), p.comm_efficiency)
         comm *= 1.0 - p.dp_overlap
     shard = local / group if s.zero >= 1 else local
     step = shard * p.optimizer_bytes_per_param / (ctx.cluster.device.hbm_gb_per_s * 1e9)

@@ -32,6 +32,12 @@ class CostParams:
         compute (FSDP prefetching, Zhao et al. 2023 Sec. 3.3).
     optimizer_bytes_per_param : HBM traffic of one Adam step per local
         parameter (read/write of fp32 master, m, v, and 16-bit copies).
+    attention_efficiency : efficiency of the attention core (scores,
+        softmax, ·V: ``Layer.flops_recompute_selective``) relative to the GEMM
+        efficiency. Batched attention kernels reach less of peak than large
+        GEMMs: FlashAttention-2 reaches 50-73% of A100 peak forward and less
+        backward (Dao 2023, Sec. 4.1) and only ~35% on H100 (Shah et al. 2024,
+        FlashAttention-3, Sec. 1); it dominates at long sequences.
     layer_overhead_us : fixed time per layer per micro-batch (kernel launches,
         memory-bound element-wise ops not in the FLOP count).
     iteration_overhead_s : fixed time per iteration (data loading, logging).
@@ -46,6 +52,7 @@ class CostParams:
     dp_overlap: float = 0.0
     zero3_overlap: float = 1.0
     optimizer_bytes_per_param: float = 32.0
+    attention_efficiency: float = 1.0
     layer_overhead_us: float = 0.0
     iteration_overhead_s: float = 0.0
 

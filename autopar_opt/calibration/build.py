@@ -1,0 +1,202 @@
+"""Turn one published-run record into a model, a cluster, a manual plan and a
+measured throughput (or say why it cannot be modeled).
+
+Conventions follow the frameworks the records come from:
+
+* Megatron-LM places the embedding in the first stage and the LM head in the
+  last and splits the transformer blocks evenly (``--num-layers`` must divide
+  by ``pp``); BigScience Megatron-DeepSpeed gives the embeddings their own
+  partition slots (``--pp-partition-method type:transformer|embedding``).
+* Schedule 1F1B (Megatron's and DeepSpeed's default), interleaved with
+  ``vp_chunks`` model chunks when ``vp_chunks > 1`` (Narayanan et al. 2021,
+  Sec. 2.2.2).
+* Micro-batches per iteration ``c = B / (b·dp)`` (gradient accumulation).
+* FlashAttention (Dao et al. 2022) for llm-foundry MPT (its ``attn_impl``)
+  and Megatron-Core (Transformer Engine fused attention): no ``5·a·s²``
+  score activations, causal blocks skipped (FlashAttention-2, Dao 2023,
+  Sec. 3.1.1: half the score FLOPs).
+"""
+
+from __future__ import annotations
+
+from autopar_opt.calibration.measured import Dims, measured_samples_per_s
+from autopar_opt.calibration.records import (
+    DEFAULT_GPUS_PER_NODE, ModeledRun, Unmodelable, family_of, integer, map_device,
+    map_precision, map_recompute, map_zero, number, section, text)
+from autopar_opt.cost.tables import stages_congruent
+from autopar_opt.hardware import DEFAULT_INTER_NODE, LinkTier, make_cluster
+from autopar_opt.plan import uniform_plan
+from autopar_opt.strategies import Strategy
+from autopar_opt.training import Recompute, Schedule, Training
+from autopar_opt.model_zoo.transformer import decoder_lm
+
+
+def _model(rec: dict, family: str, notes: list[str]):
+    m = section(rec, "model")
+    layers = integer(m, "num_layers", "model", True)
+    h = integer(m, "hidden_size", "model", True)
+    a = integer(m, "num_attention_heads", "model", True)
+    s = integer(m, "seq_len", "model", True)
+    v = integer(m, "vocab_size", "model", True)
+    ffn = integer(m, "ffn_hidden_size", "model")
+    if ffn is None:
+        ffn = 4 * h
+        notes.append("ffn_hidden_size not stated: 4h (Megatron default)")
+    kv = integer(m, "num_kv_heads", "model")
+    if kv is None:
+        kv = a
+        notes.append("num_kv_heads not stated: = heads (multi-head attention)")
+    arch = text(m, "arch").lower()
+    flash = "flash" in arch or family in ("llm_foundry", "megatron_core")
+    if flash and "flash" not in arch:
+        notes.append("FlashAttention assumed (Megatron-Core uses Transformer Engine fused attention)")
+    graph = decoder_lm(str(rec["id"]), layers, s, h, a, ffn, v, kv_heads=kv,
+                       gated_mlp="swiglu" in arch or "gated" in arch,
+                       flash_attention=flash, causal_flops=flash,
+                       learned_positions="learned pos" in arch,
+                       biases="no bias" not in arch, source=str(rec["id"]))
+    params = number(m, "param_count_b", "model")
+    dims = Dims(0, s, layers, h, v, params * 1e9 if params else float(graph.total_params()))
+    return graph, dims
+
+
+def _parallelism(rec: dict, n: int, family: str, notes: list[str]) -> dict:
+    par = section(rec, "parallelism")
+    tp = integer(par, "tp", "parallelism")
+    pp = integer(par, "pp", "parallelism")
+    if tp is None or pp is None:
+        missing = [k for k, val in (("tp", tp), ("pp", pp)) if val is None]
+        raise Unmodelable(f"parallelism.{'/'.join(missing)} not stated (null): the manual plan is unknown")
+    cp = integer(par, "cp", "parallelism") or 1
+    dp = integer(par, "dp", "parallelism")
+    if dp is None:
+        if n % (tp * pp * cp):
+            raise Unmodelable(f"parallelism.dp is null and tp*pp*cp = {tp * pp * cp} does not divide {n} GPUs")
+        dp = n // (tp * pp * cp)
+        notes.append(f"dp not stated: num_gpus/(tp·pp·cp) = {dp}")
+    if tp * pp * dp * cp != n:
+        raise Unmodelable(f"tp*pp*dp*cp = {tp}*{pp}*{dp}*{cp} = {tp * pp * dp * cp} != num_gpus = {n}")
+    sp = par.get("sequence_parallel")
+    if sp is None:
+        sp = tp > 1 and family == "megatron_core"
+        notes.append(f"sequence_parallel not stated: {sp} "
+                     + ("(Megatron-Core --tp-comm-overlap needs it)" if sp else "(framework default off)"))
+    vp = integer(par, "vp_chunks", "parallelism")
+    if vp is None:
+        vp = 1
+        if pp > 1:
+            notes.append("vp_chunks not stated: 1 (non-interleaved 1F1B)")
+    return {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "sp": bool(sp) and tp > 1, "vp": vp,
+            "zero": map_zero(par)}
+
+
+def _cluster(rec: dict, device: str, n: int, notes: list[str]):
+    hw = section(rec, "hardware")
+    gpn = integer(hw, "gpus_per_node", "hardware")
+    if gpn is None:
+        gpn = DEFAULT_GPUS_PER_NODE
+        notes.append(f"gpus_per_node not stated: {gpn}")
+    if n < gpn:
+        gpn = n
+    if n % gpn:
+        raise Unmodelable(f"{n} GPUs are not whole nodes of {gpn}")
+    gbps = number(hw, "inter_node_gbps_per_gpu", "hardware")
+    inter = None
+    if gbps:
+        inter = LinkTier("inter", gbps / 8.0, DEFAULT_INTER_NODE[device].latency_us)
+    elif n > gpn:
+        notes.append(f"inter-node bandwidth not stated: catalog {DEFAULT_INTER_NODE[device].name} "
+                     f"{DEFAULT_INTER_NODE[device].bandwidth_gb_per_s:g} GB/s per GPU")
+    return make_cluster(str(rec["id"]), n // gpn, gpn, device, inter_node=inter,
+                        source=text(hw, "system"))
+
+
+def _stage_sizes(num_blocks: int, pp: int, embed_slots: bool) -> list[int]:
+    """Layers per stage: embedding first, head last, blocks spread evenly
+    (with ``embed_slots`` the embedding and head count as blocks)."""
+    items = num_blocks + (2 if embed_slots else 0)
+    if items < pp:
+        raise Unmodelable(f"{num_blocks} blocks cannot fill {pp} pipeline stages")
+    base, extra = divmod(items, pp)
+    sizes = [base + (1 if i < extra else 0) for i in range(pp)]
+    if not embed_slots:
+        sizes[0] += 1
+        sizes[-1] += 1
+    return sizes
+
+
+def _batches(tr: dict, par: dict, notes: list[str]) -> tuple[int, int, int]:
+    gbs = integer(tr, "global_batch_size", "training", True)
+    mbs = integer(tr, "micro_batch_size", "training")
+    if mbs is None:
+        mbs = 1
+        notes.append("micro_batch_size not stated: 1")
+    per = mbs * par["dp"]
+    c = max(1, round(gbs / per))
+    if c * per != gbs:
+        notes.append(f"global batch {gbs} is not a multiple of mbs·dp = {per}: priced as "
+                     f"{c} micro-batches ({c * per} samples), throughput compared per sample")
+    return gbs, mbs, c
+
+
+def build_run(rec: dict) -> ModeledRun:
+    """Everything needed to price ``rec``; raises :class:`Unmodelable` with the reason."""
+    notes: list[str] = []
+    hw, tr = section(rec, "hardware"), section(rec, "training")
+    framework = text(tr, "framework")
+    family = family_of(str(rec["id"]), framework)
+    device = map_device(text(hw, "gpu_type"), number(hw, "gpu_memory_gb", "hardware"), notes)
+    n = integer(hw, "num_gpus", "hardware", True)
+    graph, dims = _model(rec, family, notes)
+    par = _parallelism(rec, n, family, notes)
+    cluster = _cluster(rec, device, n, notes)
+    d = n // par["pp"]
+    if not stages_congruent(d, cluster.gpus_per_node):
+        raise Unmodelable(f"{d} GPUs per stage vs {cluster.gpus_per_node} per node: stages not congruent")
+    dtype = map_precision(text(tr, "precision"), device, notes)
+    counting = str(rec.get("flops_counting") or "")
+    recompute = map_recompute(text(tr, "recompute"), counting, notes)
+    if recompute is Recompute.selective and graph.layers[1].act_attn_bytes == 0:
+        recompute = Recompute.none     # FlashAttention keeps no attention core to drop
+    gbs, mbs, c = _batches(tr, par, notes)
+    training = Training(c * mbs * par["dp"], dims.seq, dtype)
+    strategy = Strategy(par["dp"], par["tp"], par["cp"], par["sp"], par["zero"] if par["dp"] > 1 else 0,
+                        recompute)
+    meas = section(rec, "measured")
+    per_layer = str(rec.get("record_type") or "").startswith("per_layer")
+    plan = None
+    if per_layer:
+        measured, basis = _per_layer_measured(meas, mbs * par["dp"])
+    else:
+        embed_slots = "own pp slot" in text(rec, "notes").lower()
+        sizes = _stage_sizes(dims.layers, par["pp"], embed_slots)
+        schedule = Schedule.interleaved if par["vp"] > 1 else Schedule.one_f_one_b
+        plan = uniform_plan([layer.name for layer in graph.layers], par["pp"], strategy, c,
+                            schedule, par["vp"], stage_sizes=sizes)
+        dims = Dims(gbs, dims.seq, dims.layers, dims.hidden, dims.vocab, dims.params)
+        try:
+            measured, basis = measured_samples_per_s(meas, dims, n, device, dtype, counting)
+        except ValueError as exc:
+            raise Unmodelable(str(exc)) from None
+    overrides = {}
+    if "impl=local" in framework.replace(" ", "").lower():
+        overrides["dp_overlap"] = 0.0
+        notes.append("DDP impl=local: gradient all-reduce after the backward pass (dp_overlap = 0; "
+                     "Megatron-LM LocalDDP.allreduce_gradients in train_step)")
+    return ModeledRun(str(rec["id"]), family, framework, "per_layer" if per_layer else "end_to_end",
+                      graph, cluster, training, plan, strategy, mbs * par["dp"], measured, basis,
+                      number(meas, "memory_gib_per_gpu", "measured"), notes, overrides)
+
+
+def _per_layer_measured(meas: dict, samples: int) -> tuple[float, str]:
+    other = meas.get("other") if isinstance(meas.get("other"), dict) else {}
+    ms = number(other, "combined_ms", "measured.other")
+    if ms is None:
+        fwd = number(other, "forward_ms", "measured.other")
+        bwd = number(other, "backward_ms", "measured.other")
+        if fwd is None or bwd is None:
+            raise Unmodelable("per-layer record without combined_ms or forward_ms + backward_ms")
+        ms = fwd + bwd
+    if ms <= 0:
+        raise Unmodelable(f"per-layer time {ms} ms is not positive")
+    return samples / (ms * 1e-3), f"layer fwd+bwd = {ms:g} ms for {samples} samples"

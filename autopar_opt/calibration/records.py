@@ -1,0 +1,231 @@
+"""Published training runs: read the record file, turn each record into a model.
+
+The file format is the one of ``shared/calibration/published_runs.yaml``: a
+YAML (or JSON) list of mappings with ``id``, ``record_type``, ``model``,
+``hardware``, ``parallelism``, ``training``, ``measured`` and
+``flops_counting`` sections. Reading is tolerant: a record that lacks what the
+cost model needs becomes :class:`Unmodelable` with the reason, and every
+default taken for an unstated field is written into
+:attr:`ModeledRun.assumptions`, so nothing is dropped or guessed silently.
+Only a file that is not such a list (or a record without an ``id``) is an
+error (:class:`RunFileError`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from autopar_opt.graph import Layer, LayerGraph
+from autopar_opt.hardware import DEVICE_CATALOG, Cluster
+from autopar_opt.plan import Plan
+from autopar_opt.strategies import Strategy
+from autopar_opt.training import Recompute, Training
+
+#: GPUs per node when a record does not say (DGX A100/H100 design).
+DEFAULT_GPUS_PER_NODE = 8
+
+
+class RunFileError(ValueError):
+    """The run file cannot be read as a list of records (names file, record, key)."""
+
+
+class Unmodelable(ValueError):
+    """A record the cost model cannot price; the message is the reason."""
+
+
+@dataclass
+class ModeledRun:
+    """One record turned into the objects the cost model prices.
+
+    kind : ``"end_to_end"`` (priced by :func:`autopar_opt.evaluate.evaluate`)
+        or ``"per_layer"`` (one transformer block priced by ``layer_cost``).
+    measured_samples_per_s : measured throughput on the common basis.
+    measured_basis : which measured field it came from and how.
+    measured_memory_gib : published peak memory per GPU, if any.
+    assumptions : every default taken for a field the record does not state.
+    overrides : CostParams fields the record itself fixes (e.g. ``dp_overlap =
+        0`` for Megatron's LocalDDP, which reduces after the backward pass).
+    """
+
+    id: str
+    family: str
+    framework: str
+    kind: str
+    graph: LayerGraph
+    cluster: Cluster
+    training: Training
+    plan: Plan | None
+    strategy: Strategy
+    microbatch_samples: int
+    measured_samples_per_s: float
+    measured_basis: str
+    measured_memory_gib: float | None
+    assumptions: list[str] = field(default_factory=list)
+    overrides: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def block(self) -> Layer:
+        """The (first) transformer block: what a per-layer record measures."""
+        return next(layer for layer in self.graph.layers if layer.name.startswith("block"))
+
+
+# ----------------------------------------------------------------------------- file
+
+
+def load_run_file(path: str | Path) -> list[dict]:
+    """Read a run file into a list of record mappings.
+
+    Raises :class:`RunFileError` naming the file and, where it applies, the
+    record index and key: missing file, YAML error, not a list, an entry that
+    is not a mapping, a missing or repeated ``id``.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise RunFileError(f"{p}: cannot read the run file ({exc.strerror or exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise RunFileError(f"{p}: not valid YAML/JSON ({exc})") from None
+    if not isinstance(data, list):
+        kind = type(data).__name__ if data is not None else "an empty file"
+        raise RunFileError(f"{p}: expected a list of run records at the top level, got {kind}")
+    seen: set[str] = set()
+    for i, rec in enumerate(data):
+        if not isinstance(rec, dict):
+            raise RunFileError(f"{p}: record #{i} is a {type(rec).__name__}, expected a mapping")
+        rid = rec.get("id")
+        if rid is None or str(rid).strip() == "":
+            raise RunFileError(f"{p}: record #{i} has no 'id' key (every record needs a unique id)")
+        if str(rid) in seen:
+            raise RunFileError(f"{p}: record #{i}: id {rid!r} is repeated")
+        seen.add(str(rid))
+    return data
+
+
+# ----------------------------------------------------------------------------- fields
+
+
+def section(rec: dict, name: str) -> dict:
+    """A record's sub-mapping (empty when absent); a non-mapping is unmodelable."""
+    value = rec.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise Unmodelable(f"'{name}' is a {type(value).__name__}, expected a mapping")
+    return value
+
+
+def number(sec: dict, key: str, where: str, required: bool = False) -> float | None:
+    """A numeric field, ``None`` when null; a non-number is unmodelable."""
+    value = sec.get(key)
+    if value is None:
+        if required:
+            raise Unmodelable(f"{where}.{key} is not stated (null)")
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise Unmodelable(f"{where}.{key} = {value!r} is not a number")
+    return float(value)
+
+
+def integer(sec: dict, key: str, where: str, required: bool = False) -> int | None:
+    value = number(sec, key, where, required)
+    if value is None:
+        return None
+    if value != int(value) or value <= 0:
+        raise Unmodelable(f"{where}.{key} = {value!r} must be a positive integer")
+    return int(value)
+
+
+def text(sec: dict, key: str) -> str:
+    value = sec.get(key)
+    return "" if value is None else str(value)
+
+
+# ----------------------------------------------------------------------------- mapping
+
+
+def family_of(rec_id: str, framework: str) -> str:
+    """Software stack of a run: it sets the kernel-efficiency factor (see fit)."""
+    fw = framework.lower()
+    if "megatron-core" in fw:
+        return "megatron_core"
+    if "llm-foundry" in fw or "composer" in fw:
+        return "llm_foundry"
+    if "deepspeed" in fw:
+        return "megatron_deepspeed"
+    if "megatron" in fw:
+        return "megatron_lm"
+    return "other"
+
+
+def map_device(gpu_type: str, memory_gb: float | None, notes: list[str]) -> str:
+    """Catalog device for a free-text ``gpu_type`` (A100 40/80 by memory)."""
+    t = gpu_type.lower().replace(" ", "")
+    if not t:
+        raise Unmodelable("hardware.gpu_type is not stated")
+    for key, name in (("h200", "H200-141GB"), ("h100", "H100-SXM-80GB"), ("b200", "B200"),
+                      ("v100", "V100-32GB")):
+        if key in t:
+            return name
+    if "a100" in t:
+        mem = memory_gb or (80.0 if "80gb" in t else 40.0 if "40gb" in t else None)
+        if mem is None:
+            notes.append("gpu memory not stated: A100 taken as the 40 GB part (the only DGX A100 "
+                         "model in 2020)")
+            mem = 40.0
+        return "A100-80GB" if mem >= 60 else "A100-40GB"
+    raise Unmodelable(f"hardware.gpu_type {gpu_type!r} matches no catalog device "
+                      f"({', '.join(DEVICE_CATALOG)})")
+
+
+def map_precision(precision: str, device: str, notes: list[str]) -> str:
+    p = precision.lower()
+    has_bf16 = "bf16" in DEVICE_CATALOG[device].peak_tflops
+    if "fp8" in p:
+        return "fp8"
+    if "bf16" in p and has_bf16:
+        return "bf16"
+    if "fp16" in p:
+        return "fp16"
+    dtype = "bf16" if has_bf16 else "fp16"
+    notes.append(f"precision {precision or 'not stated'!r}: taken as {dtype} (16-bit peak)")
+    return dtype
+
+
+def map_recompute(value: str, flops_counting: str, notes: list[str]) -> Recompute:
+    v = value.strip().lower()
+    if v.startswith("none") or v in ("no", "false", "off"):
+        return Recompute.none
+    if "selective" in v:
+        return Recompute.selective
+    if v.startswith("full") or "checkpoint" in v or "recompute" in v:
+        return Recompute.full
+    if v:
+        raise Unmodelable(f"training.recompute {value!r} is not none/selective/full")
+    if "96*" in flops_counting.replace(" ", ""):
+        notes.append("recompute not stated: full (the record's 96·B·s·l·h² FLOP count "
+                     "includes the recomputed forward)")
+        return Recompute.full
+    notes.append("recompute not stated: none")
+    return Recompute.none
+
+
+def map_zero(par: dict) -> int:
+    fsdp = text(par, "fsdp").lower()
+    if "full_shard" in fsdp or "zero-3" in fsdp:
+        return 3
+    if "shard_grad_op" in fsdp:
+        return 2
+    z = integer(par, "zero_stage", "parallelism") if par.get("zero_stage") not in (0, None) else 0
+    if z is None or z == 0:
+        return 0
+    if z > 3:
+        raise Unmodelable(f"parallelism.zero_stage = {z} (0-3 expected)")
+    return z
