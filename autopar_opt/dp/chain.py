@@ -24,7 +24,8 @@ nothing since ``pc`` only grows. Transitions: stay in stage ``i`` (add
 ``A + R``) or open stage ``i+1`` (add ``o = R'`` at boundary ``i``).
 
 Dominance (exact): label 1 dominates label 2 at the same state if
-``mem1 ≤ mem2`` and ``S1 + (c−1)·max(0, M1−M2, pc1−pc2) + max(0, G1−G2, gc1−gc2) ≤ S2``.
+``mem1 ≤ mem2`` and ``S1 + (c−1)·max(0, M1−M2, pc1−pc2) + max(0, G1−G2, gc1−gc2) ≤ S2``
+(in the last stage without the ``0``s: no later stage can dominate the maxima).
 For every completion the two final costs differ by at most that expression
 because ``max(a1,b1+x,y) − max(a2,b2+x,y) ≤ max(0, a1−a2, b1−b2)``; the relation
 is transitive (sub-additivity of ``max(0,·)``), so pruning dominated labels
@@ -39,8 +40,9 @@ dominance filter. ``L`` is 1 when memory does not bind and
 ``c = 1``-like objectives; in the worst case it is exponential (the memory
 knapsack is NP-hard), which is why the time limit returns the beam incumbent
 with the analytic bound of :func:`~autopar_opt.dp.common.simple_lower_bound`.
-Identical layers (``tables.layer_class``) share their cost arrays; the
-per-class memory vector and transition matrices are computed once per class.
+Identical layers (``tables.layer_class``) share their cost arrays (built once
+per class by the tables); the DP itself does not yet compress runs of
+identical layers, so its time is linear in ``n`` times the label counts.
 
 For a DAG with ``pp > 1`` the same DP over the topological order prices only
 the order-consecutive edges; skip edges are left out of the search and the
@@ -78,23 +80,37 @@ class ChainOutcome:
     labels: int
 
 
-def _dominates(a: tuple, b: tuple, c1: float) -> bool:
+def _dominates(a: tuple, b: tuple, c1: float, last: bool) -> bool:
+    """Whether label ``a`` is no worse than ``b`` for every completion (module docstring).
+
+    In the last stage no later stage adds a third term to the maxima, so the
+    ``0`` in ``max(0, ·)`` is dropped (the difference of the maxima is then at
+    most the larger of the component differences, which may be negative).
+    """
     if a[_MEM] > b[_MEM]:
         return False
-    pen = c1 * max(0.0, a[_M] - b[_M], a[_PC] - b[_PC]) + max(0.0, a[_G] - b[_G], a[_GC] - b[_GC])
+    floor = -math.inf if last else 0.0
+    pen = c1 * max(floor, a[_M] - b[_M], a[_PC] - b[_PC]) + max(floor, a[_G] - b[_G], a[_GC] - b[_GC])
     return a[_S] + pen <= b[_S]
 
 
-def _pareto(cands: list[tuple], c1: float, beam: int | None) -> list[tuple]:
-    """Keep non-dominated labels (sorted by S); with ``beam`` keep the best few by a scalar key."""
-    cands.sort(key=lambda x: x[_S])
+def _key(x: tuple, c1: float) -> float:
+    return x[_S] + c1 * x[_M] + x[_G]
+
+
+def _pareto(cands: list[tuple], c1: float, beam: int | None, last: bool) -> list[tuple]:
+    """Keep non-dominated labels; with ``beam`` keep the best few by a scalar key.
+
+    Dominance implies a key no larger (``S + (c−1)·M + G``), so after sorting
+    by key a label can only be dominated by one before it.
+    """
+    cands.sort(key=lambda x: _key(x, c1))
     kept: list[tuple] = []
     for cand in cands:
-        if not any(_dominates(k, cand, c1) for k in kept):
+        if not any(_dominates(k, cand, c1, last) for k in kept):
             kept.append(cand)
-    if beam is not None and len(kept) > beam:
-        kept.sort(key=lambda x: x[_S] + c1 * x[_M] + x[_G])
-        kept = kept[:beam]
+            if beam is not None and len(kept) >= beam:
+                break
     return kept
 
 
@@ -172,7 +188,7 @@ class _ChainDP:
                     lim = ub * (1 + 1e-9)
                     cands = [x for x in cands if self.lower(x, u) <= lim]
                 if cands:
-                    kept = _pareto(cands, c1, beam)
+                    kept = _pareto(cands, c1, beam, i == self.pp - 1)
                     self.labels += len(kept)
                     out[(i, k2)] = kept
         return out
