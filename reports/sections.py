@@ -82,7 +82,8 @@ def plan_section(doc: dict) -> dict | None:
             "runs": collapse_runs([str(x) for x in st["layers"]], labels),
             "layers": [{"name": str(n), "strategy": lab} for n, lab in zip(st["layers"], labels)],
             "time": fmt_time(to_float(m.get("time_s"), f"metrics.stages[{i}].time_s")),
-            "transfer": fmt_time(to_float(m.get("transfer_s"), f"metrics.stages[{i}].transfer_s")),
+            "transfer": (fmt_time(to_float(m.get("transfer_s"), f"metrics.stages[{i}].transfer_s"))
+                         if i < len(plan["stages"]) - 1 else "—"),
             "sync": fmt_time(to_float(m.get("sync_s"), f"metrics.stages[{i}].sync_s")),
         })
     return {"pp": plan["pp"], "microbatches": plan["microbatches"],
@@ -110,6 +111,7 @@ def timeline_section(doc: dict) -> dict | None:
     except ValueError as exc:
         raise ReportInputError([f"cannot draw the timeline: {exc}"]) from None
     span = makespan(ops)
+    pipeline_end = max(op.end for op in ops if op.kind in ("F", "B"))
     idle = [idle_time(ops, i) for i in range(len(p))]
     return {
         "pp": len(p), "microbatches": int(plan["microbatches"]), "schedule": schedule,
@@ -120,7 +122,7 @@ def timeline_section(doc: dict) -> dict | None:
         "makespan_ms": round(span * 1e3, 9),
         "simulated": fmt_time(span),
         "model": fmt_time(to_float(m["iteration_time_s"], "metrics.iteration_time_s")),
-        "bubble_share": fmt_pct(sum(idle) / (span * len(p)) if span > 0 else None, 1),
+        "bubble_share": fmt_pct(sum(idle) / (pipeline_end * len(p)) if pipeline_end > 0 else None, 1),
     }
 
 

@@ -135,7 +135,8 @@ def makespan(ops: list[Op]) -> float:
 
 
 def idle_time(ops: list[Op], stage: int) -> float:
-    """Bubble of one stage: time before its sync starts not spent in F or B."""
+    """Bubble of one stage: time up to the end of the last backward of any stage
+    that the stage spends neither in forward nor in backward."""
+    pipeline_end = max(op.end for op in ops if op.kind in ("F", "B"))
     busy = sum(op.end - op.start for op in ops if op.stage == stage and op.kind in ("F", "B"))
-    sync_start = next(op.start for op in ops if op.stage == stage and op.kind == "sync")
-    return sync_start - busy
+    return pipeline_end - busy
