@@ -98,8 +98,9 @@ def _check_layers_tp(graph: LayerGraph, tp: int, out: ProblemList) -> bool:
 def _megatron(spec: MegatronPlanSpec, graph: LayerGraph, cluster: Cluster, training: Training,
               out: ProblemList) -> Plan | None:
     n = cluster.num_devices
-    dp = _megatron_dp(spec, n, out)
-    ok = _check_pp(spec.pp, n, cluster, graph, "plan.pp", out) and dp is not None
+    ok = _check_pp(spec.pp, n, cluster, graph, "plan.pp", out)
+    dp = _megatron_dp(spec, n, out) if ok else None
+    ok = ok and dp is not None
     ok = _check_layers_tp(graph, spec.tp, out) and ok
     if spec.sequence_parallel and spec.tp == 1:
         out.add("plan.sequence_parallel", True, "sequence parallelism needs tp > 1",
@@ -170,12 +171,13 @@ def _explicit(spec: ExplicitPlanSpec, graph: LayerGraph, cluster: Cluster, train
     names, seen = [layer.name for layer in graph.layers], set()
     stages = [_explicit_stage(i, st, names, seen, n // pp, gbs // c if gbs % c == 0 else 0, out)
               for i, st in enumerate(spec.stages)]
+    unknown = [name for st in spec.stages for name in st.layers if name not in names]
     missing = [name for name in names if name not in seen]
-    if missing:
+    if missing and not unknown:  # an unknown (misspelt) name already explains a missing one
         out.add("plan.stages", None, f"layers not placed in any stage: {', '.join(missing[:5])}",
                 "place every layer of the model in exactly one stage")
         return None
-    if any(st is None for st in stages) or gbs % c:
+    if missing or any(st is None for st in stages) or gbs % c:
         return None
     return Plan(stages, c, spec.schedule, spec.vp_chunks)
 

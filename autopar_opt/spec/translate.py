@@ -8,6 +8,7 @@ sits in (found by walking the schema's type annotations along the path).
 
 from __future__ import annotations
 
+import difflib
 import re
 import typing
 from typing import Any, Callable
@@ -199,7 +200,30 @@ def problem_from_error(root: type[BaseModel], error: dict, file_of: Callable[[st
     return SpecProblem(file, key, value, rule, fix)
 
 
+def _typo_targets(root: type[BaseModel], errors: list[dict]) -> set[str]:
+    """Key paths of required keys that an unknown key is probably a typo of."""
+    targets = set()
+    for err in errors:
+        if err["type"] != "extra_forbidden":
+            continue
+        loc = tuple(err["loc"])
+        parent = _model_at(root, loc[:-1])
+        if parent is None:
+            continue
+        close = difflib.get_close_matches(str(loc[-1]), list(parent.model_fields), n=1, cutoff=0.6)
+        if close:
+            targets.add(key_path(loc[:-1] + (close[0],)))
+    return targets
+
+
 def problems_from_validation(root: type[BaseModel], exc: ValidationError,
                              file_of: Callable[[str], str]) -> list[SpecProblem]:
-    """Every error of ``exc`` as a problem, in pydantic's order."""
-    return [problem_from_error(root, err, file_of) for err in exc.errors()]
+    """Every error of ``exc`` as a problem, in pydantic's order.
+
+    A required key reported missing because it was misspelt is left out: the
+    unknown-key problem already says "did you mean" it.
+    """
+    errors = exc.errors()
+    typos = _typo_targets(root, errors)
+    return [problem_from_error(root, err, file_of) for err in errors
+            if not (err["type"] == "missing" and key_path(tuple(err["loc"])) in typos)]
