@@ -16,7 +16,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq >/dev/null
-$SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
 if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
   echo "install_chromium.sh: chromium or chromedriver still missing after apt-get" >&2
   exit 1

@@ -63,7 +63,7 @@ def timeline_svg(timeline: dict) -> str:
     with_links = any(op["kind"].startswith("send") for op in ops)
     y, labels = _row_positions(pp, with_links)
     with plt.rc_context(_RC):
-        fig, ax = plt.subplots(figsize=(9.0, 0.55 * len(labels) + 1.2))
+        fig, ax = plt.subplots(figsize=(10.5, 0.55 * len(labels) + 1.2))
         end = timeline["makespan_ms"]
         for i in range(pp):
             ax.barh(y[f"s{i}"], end, left=0, height=0.8, color=COLORS["idle"], zorder=0)
