@@ -1,0 +1,72 @@
+"""``autopar calibrate RUNS.yaml [--json] [--fit]``: the thin command layer.
+
+Prints one row per record (predicted vs measured samples/s, relative error,
+memory) and summary statistics, or exactly one JSON object with ``--json``.
+A bad file gives a message on stderr naming file, record and key, and exit
+status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from autopar_opt.calibration.calibrate import CalibrationReport, calibrate_file, write_calibrated
+from autopar_opt.calibration.records import RunFileError
+
+
+def _fmt(x: float | None, spec: str = ".3g") -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def render_table(report: CalibrationReport, console: Console) -> None:
+    """Per-record table, skipped records with reasons, summary."""
+    table = Table(title=f"Cost model vs published runs ({report.path})")
+    for col in ("id", "kind", "predicted samples/s", "measured samples/s", "rel. error",
+                "mem pred GiB", "mem meas GiB"):
+        table.add_column(col, overflow="fold")
+    for c in report.comparisons:
+        table.add_row(c.id, c.kind, _fmt(c.predicted, ".4g"), _fmt(c.measured, ".4g"),
+                      f"{c.rel_error:+.1%}", _fmt(c.predicted_memory_gib, ".1f"),
+                      _fmt(c.measured_memory_gib, ".1f"))
+    console.print(table)
+    for rid, why in report.skipped:
+        console.print(f"[yellow]skipped[/yellow] {rid}: {why}")
+    s = report.summary()
+    console.print(
+        f"modeled {s['modeled']}/{s['total']}; |rel. error| median {_fmt(s['median_abs_rel_error'], '.1%')}, "
+        f"p90 {_fmt(s['p90_abs_rel_error'], '.1%')}, max {_fmt(s['max_abs_rel_error'], '.1%')}; "
+        f"memory compared on {s['memory_compared']} (median |rel. error| "
+        f"{_fmt(s['memory_median_abs_rel_error'], '.1%')})")
+
+
+def calibrate_command(runs_path: str, json_output: bool, fit: bool = False) -> int:
+    """Compare (and with ``fit`` refit and write) the cost model; returns the exit status."""
+    try:
+        report = calibrate_file(runs_path, do_fit=fit)
+    except RunFileError as exc:
+        print(f"autopar calibrate: {exc}", file=sys.stderr)
+        return 2
+    written = None
+    if fit:
+        if report.fit is None:
+            print(f"autopar calibrate: {runs_path}: no record could be modeled, nothing to fit",
+                  file=sys.stderr)
+            return 2
+        written = write_calibrated(report)
+    if json_output:
+        data = report.to_dict()
+        if written is not None:
+            data["written"] = str(written)
+        print(json.dumps(data, default=float))
+        return 0
+    console = Console(width=160)
+    render_table(report, console)
+    if written is not None:
+        console.print(f"fitted {len(report.fit.free)} parameters; wrote {written}")
+        console.print(f"framework factors: {report.factors}")
+    return 0
