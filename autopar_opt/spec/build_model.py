@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from autopar_opt.graph import Layer, LayerGraph, MeasuredCost
 from autopar_opt.spec.errors import ProblemList, did_you_mean
-from autopar_opt.spec.schema import ExplicitModelSpec, MeasuredSpec, ZooModelSpec
+from autopar_opt.spec.schema import ExplicitModelSpec, LayerSpec, MeasuredSpec, ZooModelSpec
 
 
 def _split_fix(message: str) -> tuple[str, str]:
@@ -43,9 +43,9 @@ def _zoo_graph(section: ZooModelSpec, seq_len: int | None, out: ProblemList) -> 
         return None
 
 
-def _layer(spec) -> Layer:
-    data = spec.model_dump()
-    return Layer(**data)
+def _layer(spec: LayerSpec) -> Layer:
+    """A :class:`Layer` from its validated spec (the field names are the same)."""
+    return Layer(**spec.model_dump())
 
 
 def _explicit_graph(section: ExplicitModelSpec, seq_len: int | None,

@@ -26,7 +26,7 @@ Fraction = Annotated[float, Field(gt=0, le=1)]
 
 
 class _Section(BaseModel):
-    """Base of every section: unknown keys are errors, no coercion of str<->number beyond pydantic's lax mode."""
+    """Base of every section: unknown keys are errors (reported with a "did you mean")."""
 
     model_config = ConfigDict(extra="forbid", use_enum_values=False)
 
@@ -290,7 +290,7 @@ PlanSection = Annotated[Union[Annotated[MegatronPlanSpec, Tag("#megatron")],
 IncludePath = Annotated[str, Tag("#include")]
 
 
-def _section_or_path(section: Any, key: str) -> Any:
+def _section_or_path(section: Any) -> Any:
     """``section`` or a relative path string (a file holding that section)."""
     return Annotated[Union[IncludePath, Annotated[section, Tag("#inline")]],
                      Discriminator(lambda v: "#include" if isinstance(v, str) else "#inline")]
@@ -303,13 +303,13 @@ class SpecFile(_Section):
 
     description: Optional[str] = _f("Free text shown in reports.", "LLaMA-7B on 2x8 A100",
                                     default=None)
-    model: _section_or_path(ModelSection, "model") = _f(  # type: ignore[valid-type]
+    model: _section_or_path(ModelSection) = _f(  # type: ignore[valid-type]
         "The model: {zoo: NAME} or {name, layers, edges}, or a path to a file holding it.",
         {"zoo": "debug"})
-    cluster: _section_or_path(ClusterSection, "cluster") = _f(  # type: ignore[valid-type]
+    cluster: _section_or_path(ClusterSection) = _f(  # type: ignore[valid-type]
         "The cluster: {zoo: NAME} or {nodes, gpus_per_node, device}, or a path to a file.",
         {"zoo": "dgx-a100-8"})
-    training: _section_or_path(TrainingSection, "training") = _f(  # type: ignore[valid-type]
+    training: _section_or_path(TrainingSection) = _f(  # type: ignore[valid-type]
         "Training settings, or a path to a file holding them.", {"global_batch_size": 64})
     search: SearchSection = _f("Search space (defaults mirror SearchSpace).", {"pp_degrees": [1, 2]},
                                default_factory=SearchSection)
