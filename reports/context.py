@@ -204,16 +204,17 @@ def claim_section(doc: dict, cert: dict) -> dict:
                             "in this search space.",
                 "detail": f"Reason: {why}. The numbers below are this plan's predicted cost, "
                           "not a claim of optimality."}
+    where = (f"T = {cert['primal']} (this plan's iteration time) and L = {cert['lower_bound']} "
+             "(the global lower bound, the minimum of the proven per-configuration bounds below)")
     if speedup <= 1e-12:
         headline = ("No plan in this search space is faster under this cost model: the global "
                     "lower bound equals this plan's iteration time.")
+        detail = f"{where}: L = T, so the certificate gap (T − L) / T is {cert['gap']}."
     else:
         headline = (f"No plan in this search space is more than {cert['speedup_bound']} faster "
                     "under this cost model.")
-    detail = (f"X = (T − L) / L with T = {cert['primal']} (this plan's iteration time) and "
-              f"L = {cert['lower_bound']} (the global lower bound, the minimum of the proven "
-              f"per-configuration bounds below), rounded up. Equivalently the certificate gap "
-              f"(T − L) / T = {cert['gap']}: no plan's iteration time is below L.")
+        detail = (f"X = (T − L) / L, rounded up, with {where}. Equivalently the certificate gap "
+                  f"(T − L) / T = {cert['gap']}: no plan's iteration time is below L.")
     return {"kind": "proof", "proven": True, "headline": headline, "detail": detail}
 
 

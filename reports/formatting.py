@@ -24,6 +24,8 @@ def fmt_pct(fraction: float | None, digits: int = 2) -> str:
         return "—"
     if math.isinf(fraction):
         return "∞"
+    if 0 < abs(fraction) < 10 ** -(digits + 2) * 5:    # would print as 0.0…%: keep 2 significant digits
+        return f"{fraction * 100:.2g}%"
     return f"{fraction * 100:.{digits}f}%"
 
 

@@ -121,9 +121,16 @@ def timeline_section(doc: dict) -> dict | None:
                 for op in ops],
         "makespan_ms": round(span * 1e3, 9),
         "simulated": fmt_time(span),
+        "overhead": fmt_time(_iteration_overhead(doc)),
         "model": fmt_time(to_float(m["iteration_time_s"], "metrics.iteration_time_s")),
         "bubble_share": fmt_pct(sum(idle) / (pipeline_end * len(p)) if pipeline_end > 0 else None, 1),
     }
+
+
+def _iteration_overhead(doc: dict) -> float:
+    """The cost model's fixed per-iteration time (added to T, not drawn)."""
+    params = doc["cost_model"].get("params") or {}
+    return to_float(params.get("iteration_overhead_s", 0.0), "cost_model.params.iteration_overhead_s") or 0.0
 
 
 def memory_section(doc: dict) -> dict | None:
