@@ -15,6 +15,7 @@ import json
 import os
 import pathlib
 import struct
+import sys
 import zlib
 
 import pytest
@@ -99,3 +100,11 @@ def test_report_renders_in_chromium(driver, tmp_path):
     assert _png_pixels_vary(shot.read_bytes())
     severe = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
     assert severe == [], severe
+
+
+@pytest.mark.parametrize("ci,outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
+def test_missing_chromium_fails_in_ci_and_skips_locally(monkeypatch, ci, outcome):
+    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", "/nonexistent/chromium")
+    monkeypatch.setenv("CI", ci)
+    with pytest.raises(outcome, match="headless Chromium needed"):
+        _require_chromium()
