@@ -17,6 +17,10 @@ from autopar_opt.plan import Plan
 from autopar_opt.solvers.result import ProblemClass, SolveResult, Termination
 
 
+#: Backends that take the solver-neutral matrix form directly (no Pyomo translation).
+MATRIX_BACKENDS = frozenset({"highs"})
+
+
 @dataclass
 class InnerOutcome:
     result: SolveResult
@@ -64,7 +68,8 @@ class InnerSolver:
             model_hash = form.export(str(opts.export_dir / name), opts.export_format)
         if warm is not None:
             form.set_warm_start(warm)
-        res = self.backend.solve_model(form, form.problem_class, time_limit_s=remaining_s,
+        model = form.matrix() if self.name in MATRIX_BACKENDS else form.model
+        res = self.backend.solve_model(model, form.problem_class, time_limit_s=remaining_s,
                                        rel_gap=opts.rel_gap, warm_start=warm is not None)
         plan = form.decode() if res.has_solution else None
         return InnerOutcome(res, plan, model_hash)
