@@ -160,3 +160,20 @@ def test_fit_recovers_synthetic_measurements(tmp_path):
     p = result.params
     assert 0 < p.efficiency_for("A100-80GB") <= 1 and 0 < p.comm_efficiency <= 1
     assert 0 <= p.dp_overlap <= 1 and 0 <= p.zero3_overlap <= 1
+
+
+@pytest.mark.parametrize("mutate, reason", [
+    (lambda r: r["model"].update(hidden_size="64"), "model.hidden_size"),
+    (lambda r: r.update(model=[1, 2]), "'model' is a list"),
+    (lambda r: r["hardware"].update(gpu_type="TPU v4"), "no catalog device"),
+    (lambda r: r["parallelism"].update(dp=3), "!= num_gpus"),
+    (lambda r: r["training"].update(recompute="sometimes"), "training.recompute"),
+    (lambda r: r.update(measured=None), "no usable measured throughput"),
+])
+def test_malformed_records_are_skipped_with_the_reason(tmp_path, mutate, reason):
+    rec = _record("bad")
+    mutate(rec)
+    report = calibrate_file(_write(tmp_path, [_record("good"), rec]))
+    assert [c.id for c in report.comparisons] == ["good"]
+    (rid, why), = report.skipped
+    assert rid == "bad" and reason in why

@@ -66,8 +66,10 @@ def model_records(records: list[dict]) -> tuple[list[ModeledRun], list[tuple[str
     for rec in records:
         try:
             runs.append(build_run(rec))
-        except (Unmodelable, PlanError, ValueError, KeyError) as exc:
-            skipped.append((str(rec["id"]), str(exc).strip("'\"") or type(exc).__name__))
+        except KeyError as exc:        # e.g. a dtype the device has no peak for
+            skipped.append((str(rec["id"]), str(exc.args[0]) if exc.args else "KeyError"))
+        except (Unmodelable, PlanError, ValueError) as exc:
+            skipped.append((str(rec["id"]), str(exc)))
     return runs, skipped
 
 

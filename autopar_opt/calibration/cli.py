@@ -34,6 +34,10 @@ def render_table(report: CalibrationReport, console: Console) -> None:
                       f"{c.rel_error:+.1%}", _fmt(c.predicted_memory_gib, ".1f"),
                       _fmt(c.measured_memory_gib, ".1f"))
     console.print(table)
+    for c in report.comparisons:
+        if c.assumptions:
+            console.print(f"[dim]assumed[/dim] {c.id}: " + "; ".join(c.assumptions),
+                          highlight=False)
     for rid, why in report.skipped:
         console.print(f"[yellow]skipped[/yellow] {rid}: {why}")
     s = report.summary()
