@@ -76,6 +76,7 @@ class CostTables:
     inflight: list[int]
     capacity_bytes: float
     layer_class: list[int] = field(default_factory=list)
+    space: SearchSpace | None = None
 
     @property
     def num_layers(self) -> int:
@@ -138,7 +139,7 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
         cross_intra=cross_intra, cross_inter=cross_inter,
         boundary_intra=[boundary_is_intra(i, d, cluster.gpus_per_node) for i in range(pp - 1)],
         inflight=[inflight_microbatches(schedule, pp, microbatches, i) for i in range(pp)],
-        capacity_bytes=ctx.capacity_bytes, layer_class=classes)
+        capacity_bytes=ctx.capacity_bytes, layer_class=classes, space=space)
 
 
 def _arrays(costs: list[LayerCost]) -> tuple[np.ndarray, ...]:

@@ -92,6 +92,17 @@ def _grid(space: SearchSpace, d: int, dp_only: bool) -> list[Strategy]:
     return out
 
 
+def best_uniform_for_config(tables) -> Plan | None:
+    """Best feasible uniform plan of one outer configuration (a MIP warm start)."""
+    graph, cluster, training = tables.graph, tables.cluster, tables.training
+    space = tables.space
+    cands = (_uniform(graph, cluster, training, space, tables.pp, tables.microbatches,
+                      tables.schedule, s)
+             for s in _grid(space, tables.devices_per_stage, False))
+    plan, _, _ = _best_of(cands, graph, cluster, training, tables.params)
+    return plan
+
+
 def pure_data_parallel(graph, cluster, training, space, params) -> Baseline:
     """Best pure data-parallel plan (pp=1, tp=1) over ZeRO/recompute/micro-batches."""
     name = "pure data parallelism"

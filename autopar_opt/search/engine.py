@@ -91,7 +91,8 @@ def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: S
     for k, (cfg, tables, bound) in enumerate(prepared):
         incumbent = best[0] if best else None
         remaining = options.time_limit_s - (time.perf_counter() - start)
-        record, plan, log = _handle_config(cfg, tables, bound, incumbent, best, remaining, inner, options)
+        share = _time_share(remaining, prepared[k:], incumbent)
+        record, plan, log = _handle_config(cfg, tables, bound, incumbent, best, share, inner, options)
         if plan is not None:
             value = _checked_value(plan, record, graph, cluster, training, params)
             if value is not None and (best is None or value < best[0]):
@@ -110,6 +111,17 @@ def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: S
                         solver_version=inner.version, form=inner.form_name,
                         log_tail=log_tail[-4000:], least_memory_bytes=least,
                         infeasible_reasons=reasons, wall_time_s=time.perf_counter() - start)
+
+
+def _time_share(remaining: float, rest: list, incumbent: float | None) -> float:
+    """Time for the next configuration: an equal share of what is left among the
+    configurations that may still need solving (bound below the incumbent), so
+    one hard configuration cannot starve the others of their bounds."""
+    if remaining <= 0:
+        return remaining
+    open_configs = sum(1 for _, _, b in rest
+                       if not math.isinf(b.value) and (incumbent is None or b.value < incumbent))
+    return max(remaining / max(open_configs, 1), min(1.0, remaining))
 
 
 def _handle_config(cfg: OuterConfig, tables: CostTables, bound: ConfigBound,

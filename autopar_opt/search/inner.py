@@ -47,9 +47,6 @@ class InnerSolver:
             registry.check_accepts(self.backend, ProblemClass(self.form_name.upper()))
         self.name = self.backend.name
         self.version = self.backend.version()
-        self._dp = None
-        if self.form_name != "tables" and options.warm_start:
-            self._dp = registry.get_backend("dp")
 
     def solve(self, tables: CostTables, remaining_s: float, cfg) -> InnerOutcome:
         """Solve ``tables`` within ``remaining_s`` seconds."""
@@ -59,7 +56,7 @@ class InnerSolver:
             return InnerOutcome(res, res.solution if res.has_solution else None)
         from autopar_opt.formulations import build_formulation
 
-        warm = self._warm_plan(tables, remaining_s)
+        warm = self._warm_plan(tables, remaining_s) if opts.warm_start else None
         form = build_formulation(tables, self.form_name)
         model_hash = None
         if opts.export_dir is not None:
@@ -75,10 +72,12 @@ class InnerSolver:
         return InnerOutcome(res, plan, model_hash)
 
     def _warm_plan(self, tables: CostTables, remaining_s: float) -> Plan | None:
-        """The DP's plan as a warm start (chains and single-stage DAGs only)."""
-        if self._dp is None or not (tables.graph.is_chain() or tables.pp == 1):
-            return None
-        res = self._dp.solve_tables(tables, time_limit_s=max(1.0, remaining_s / 4), rel_gap=0.0)
-        if res.termination in (Termination.infeasible, Termination.error) or not res.has_solution:
-            return None
-        return res.solution
+        """A warm start: the best uniform (Megatron-style) plan of this configuration.
+
+        Cheap (one evaluate() per uniform strategy) and always inside the
+        configuration's space, so the solver starts from an incumbent at least
+        as good as the uniform baseline.
+        """
+        from autopar_opt.search.baselines import best_uniform_for_config
+
+        return best_uniform_for_config(tables)
