@@ -80,14 +80,14 @@ class ChainOutcome:
     labels: int
 
 
-def _dominates(a: tuple, b: tuple, c1: float, last: bool) -> bool:
+def _dominates(a: tuple, b: tuple, c1: float, last: bool, safe: float) -> bool:
     """Whether label ``a`` is no worse than ``b`` for every completion (module docstring).
 
     In the last stage no later stage adds a third term to the maxima, so the
     ``0`` in ``max(0, ·)`` is dropped (the difference of the maxima is then at
     most the larger of the component differences, which may be negative).
     """
-    if a[_MEM] > b[_MEM]:
+    if a[_MEM] > max(b[_MEM], safe):
         return False
     floor = -math.inf if last else 0.0
     pen = c1 * max(floor, a[_M] - b[_M], a[_PC] - b[_PC]) + max(floor, a[_G] - b[_G], a[_GC] - b[_GC])
@@ -98,19 +98,26 @@ def _key(x: tuple, c1: float) -> float:
     return x[_S] + c1 * x[_M] + x[_G]
 
 
-def _pareto(cands: list[tuple], c1: float, beam: int | None, last: bool) -> list[tuple]:
+def _pareto(cands: list[tuple], c1: float, beam: int | None, last: bool, safe: float) -> list[tuple]:
     """Keep non-dominated labels; with ``beam`` keep the best few by a scalar key.
 
     Dominance implies a key no larger (``S + (c−1)·M + G``), so after sorting
-    by key a label can only be dominated by one before it.
+    by key a label can only be dominated by one before it. ``safe``: a label
+    whose memory is at most ``safe`` can finish its stage with any strategies
+    within capacity, so its memory need not be compared. The beam also keeps
+    the least-memory label so that the beam pass finds a plan when memory binds.
     """
     cands.sort(key=lambda x: _key(x, c1))
     kept: list[tuple] = []
     for cand in cands:
-        if not any(_dominates(k, cand, c1, last) for k in kept):
+        if not any(_dominates(k, cand, c1, last, safe) for k in kept):
             kept.append(cand)
             if beam is not None and len(kept) >= beam:
                 break
+    if beam is not None:
+        low = min(cands, key=lambda x: x[_MEM])
+        if low not in kept:
+            kept.append(low)
     return kept
 
 
@@ -124,6 +131,12 @@ class _ChainDP:
         self.deadline = deadline
         self.mem = [layer_memory(tables, i) for i in range(self.pp)]
         self.edge_of = {(u, v): e for e, (u, v) in enumerate(tables.edges)}
+        # memory threshold under which a label's stage can never overflow
+        self.safe = []
+        for m in self.mem:
+            tail = np.cumsum([float(x.max()) for x in m][::-1])[::-1]   # tail[u] = Σ_{v≥u} max mem
+            self.safe.append([self.cap - (float(tail[u + 1]) if u + 1 < self.n else 0.0)
+                              for u in range(self.n)])
         mins = [float(a.min()) for a in tables.time]
         self.rest = [sum(mins[u + 1:]) for u in range(self.n)]
         self.labels = 0
@@ -146,8 +159,6 @@ class _ChainDP:
                 a, g = float(a), float(t.sync[0][k])
                 layer[(0, k)] = [(a, a, a, g, g, m, k, 0, None)]
         for u in range(1, self.n):
-            if self.deadline is not None and beam is None and time.monotonic() > self.deadline:
-                raise DPTimeout
             layer = self.step(layer, u, beam, ub)
         best = None
         for (i, _k), labs in layer.items():
@@ -167,6 +178,8 @@ class _ChainDP:
         for i in self.stage_range(u):
             memv = self.mem[i][u]
             for k2 in range(len(A)):
+                if beam is None and self.deadline is not None and time.monotonic() > self.deadline:
+                    raise DPTimeout   # the beam pass is cheap (≤ beam+1 labels per state) and always finishes
                 a2, g2, m2 = float(A[k2]), float(G[k2]), float(memv[k2])
                 cands: list[tuple] = []
                 for (ip, k1), labs in prev.items():
@@ -188,7 +201,7 @@ class _ChainDP:
                     lim = ub * (1 + 1e-9)
                     cands = [x for x in cands if self.lower(x, u) <= lim]
                 if cands:
-                    kept = _pareto(cands, c1, beam, i == self.pp - 1)
+                    kept = _pareto(cands, c1, beam, i == self.pp - 1, self.safe[i][u])
                     self.labels += len(kept)
                     out[(i, k2)] = kept
         return out
@@ -211,7 +224,10 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 2
     the beam incumbent is returned with ``exhaustive=False``.
     """
     dp = _ChainDP(tables, deadline)
-    inc, _ = dp.run(beam, math.inf)
+    try:
+        inc, _ = dp.run(beam, math.inf)
+    except DPTimeout:
+        return ChainOutcome(None, math.inf, False, dp.labels)
     ub = math.inf if inc is None else inc[_S] + dp.c1 * inc[_M] + inc[_G]
     try:
         best, _ = dp.run(None, ub)
