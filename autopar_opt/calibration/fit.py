@@ -27,7 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from autopar_opt.calibration.compare import log_residuals
 from autopar_opt.calibration.records import ModeledRun
@@ -113,6 +112,8 @@ def assemble(prior: CostParams, theta: dict[str, float]) -> tuple[CostParams, di
 def fit(runs: list[ModeledRun], prior: CostParams | None = None, max_nfev: int = 400
         ) -> FitResult:
     """Fit the parameters the ``runs`` depend on; the others keep ``prior``'s values."""
+    from scipy.optimize import least_squares   # runtime dependency of --fit only
+
     if not runs:
         raise ValueError("no modeled runs to fit")
     prior = prior or CostParams()
