@@ -18,7 +18,7 @@ import time
 
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.dp.chain import DPTimeout, solve_chain
-from autopar_opt.dp.common import (Assignment, fits, infeasible_message, iteration_time,
+from autopar_opt.dp.common import (Assignment, fits, infeasible_message, iteration_time, least_memory,
                                    simple_lower_bound, to_plan)
 from autopar_opt.dp.dag import solve_dag_single_stage
 from autopar_opt.solvers.result import SolveResult, Termination
@@ -56,6 +56,8 @@ def solve_dp(tables: CostTables, time_limit_s: float | None = None) -> SolveResu
                       f"no strategy of the search space is valid for layer(s) {empty[:5]} on "
                       f"{tables.devices_per_stage} devices per stage with {tables.microbatch_samples} "
                       f"samples per micro-batch")
+    if least_memory(tables) > tables.capacity_bytes * (1 + 1e-12):   # exact proof, O(n²·pp)
+        return result(Termination.infeasible, None, math.inf, infeasible_message(tables))
     try:
         if not chain and tables.pp == 1:
             asg, _ = solve_dag_single_stage(tables, deadline)
