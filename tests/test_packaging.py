@@ -19,15 +19,17 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_wheel_installs_and_runs_outside_the_repo(tmp_path):
     dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist),
-                    str(ROOT)], check=True, capture_output=True, text=True)
+    built = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir",
+                            str(dist), str(ROOT)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     wheel = next(dist.glob("autopar_opt-*.whl"))
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    "-r", str(ROOT / "requirements.lock"), str(wheel)],
-                   check=True, capture_output=True, text=True)
+    installed = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                                "-r", str(ROOT / "requirements.lock"), str(wheel)],
+                               capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stderr[-3000:]
     cli = env_dir / "bin" / "autopar"
     workdir = tmp_path / "elsewhere"
     workdir.mkdir()
