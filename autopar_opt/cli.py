@@ -149,15 +149,20 @@ def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."
           solver: Optional[str] = typer.Option(None, "--solver", help="highs | gurobi | scip | dp "
                                                "(default: the spec's solver.name)."),
           time_limit_s: Optional[float] = typer.Option(None, "--time-limit",
-                                                       help="Time limit per solve, s."),
+                                                       help="Time limit of the whole search, s."),
           gap: Optional[float] = typer.Option(None, "--gap", help="Relative gap to stop at."),
           out_dir: Optional[str] = typer.Option(None, "--out", help="Directory for plan/report."),
           json_output: bool = typer.Option(False, "--json", help="Print JSON."),
-          quiet: bool = typer.Option(False, "--quiet", help="Only the summary.")) -> int:
+          quiet: bool = typer.Option(False, "--quiet", help="No progress display and no summary."),
+          export_models: bool = typer.Option(False, "--export-models",
+                                             help="Write every solved sub-model as MPS under "
+                                                  "OUT/models/ and record its sha256 in plan.json.")
+          ) -> int:
     """Search the spec's space for the best plan and certify its gap."""
     from autopar_opt.search.cli import solve_command
 
-    return solve_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet)
+    extra = {"export_models": True} if export_models else {}
+    return solve_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, **extra)
 
 
 @app.command("report")
