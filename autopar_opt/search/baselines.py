@@ -92,14 +92,18 @@ def _grid(space: SearchSpace, d: int, dp_only: bool) -> list[Strategy]:
     return out
 
 
+def _uniform_candidates(graph, cluster, training, space, pp: int, c: int, schedule,
+                        dp_only: bool = False):
+    """Every uniform plan of one outer configuration (None where a layer cannot take it)."""
+    for s in _grid(space, cluster.num_devices // pp, dp_only):
+        yield _uniform(graph, cluster, training, space, pp, c, schedule, s)
+
+
 def best_uniform_for_config(tables) -> Plan | None:
     """Best feasible uniform plan of one outer configuration (a MIP warm start)."""
-    graph, cluster, training = tables.graph, tables.cluster, tables.training
-    space = tables.space
-    cands = (_uniform(graph, cluster, training, space, tables.pp, tables.microbatches,
-                      tables.schedule, s)
-             for s in _grid(space, tables.devices_per_stage, False))
-    plan, _, _ = _best_of(cands, graph, cluster, training, tables.params)
+    cands = _uniform_candidates(tables.graph, tables.cluster, tables.training, tables.space,
+                                tables.pp, tables.microbatches, tables.schedule)
+    plan, _, _ = _best_of(cands, tables.graph, tables.cluster, tables.training, tables.params)
     return plan
 
 
@@ -109,8 +113,9 @@ def pure_data_parallel(graph, cluster, training, space, params) -> Baseline:
     configs = [c for c in outer_configs(graph, cluster, training, space) if c.pp == 1]
     if not configs:
         return Baseline(name, None, None, "pp=1 is outside the search space")
-    cands = (_uniform(graph, cluster, training, space, 1, cfg.microbatches, cfg.schedule, s)
-             for cfg in configs for s in _grid(space, cluster.num_devices, True))
+    cands = (plan for cfg in configs
+             for plan in _uniform_candidates(graph, cluster, training, space, 1, cfg.microbatches,
+                                             cfg.schedule, dp_only=True))
     plan, metrics, tried = _best_of(cands, graph, cluster, training, params)
     if plan is None:
         note = "no pure data-parallel plan fits in memory" if tried else \
@@ -122,9 +127,9 @@ def pure_data_parallel(graph, cluster, training, space, params) -> Baseline:
 def best_uniform(graph, cluster, training, space, params) -> Baseline:
     """Best Megatron-style uniform plan over every outer configuration."""
     name = "best uniform Megatron-style"
-    cands = (_uniform(graph, cluster, training, space, cfg.pp, cfg.microbatches, cfg.schedule, s)
-             for cfg in outer_configs(graph, cluster, training, space)
-             for s in _grid(space, cluster.num_devices // cfg.pp, False))
+    cands = (plan for cfg in outer_configs(graph, cluster, training, space)
+             for plan in _uniform_candidates(graph, cluster, training, space, cfg.pp,
+                                             cfg.microbatches, cfg.schedule))
     plan, metrics, tried = _best_of(cands, graph, cluster, training, params)
     if plan is None:
         return Baseline(name, None, None, "no uniform plan of the space fits in memory")

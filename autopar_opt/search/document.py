@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 
-
 from autopar_opt import __version__
 from autopar_opt.cost.params import CostParams
 from autopar_opt.graph import LayerGraph

@@ -86,27 +86,27 @@ def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: S
         prepared.append((cfg, tables, analytic_lower_bound(tables)))
     prepared.sort(key=lambda item: (item[2].value, item[0]))
     records: list[ConfigRecord] = []
-    best: tuple[float, Plan, OuterConfig] | None = None
+    best: tuple[PlanMetrics, Plan, OuterConfig] | None = None
     log_tail = ""
     for k, (cfg, tables, bound) in enumerate(prepared):
-        incumbent = best[0] if best else None
+        incumbent = best[0].iteration_time_s if best else None
         remaining = options.time_limit_s - (time.perf_counter() - start)
         share = _time_share(remaining, prepared[k:], incumbent)
-        record, plan, log = _handle_config(cfg, tables, bound, incumbent, best, share, inner, options)
+        record, plan, log = _handle_config(cfg, tables, bound, best, share, inner)
         if plan is not None:
-            value = _checked_value(plan, record, graph, cluster, training, params)
-            if value is not None and (best is None or value < best[0]):
-                best = (value, plan, cfg)
+            metrics = _checked_metrics(plan, record, graph, cluster, training, params)
+            if metrics is not None and (incumbent is None or metrics.iteration_time_s < incumbent):
+                best = (metrics, plan, cfg)
         records.append(record)
         log_tail = log or log_tail
         if progress:
-            progress(k + 1, len(prepared), record, best[0] if best else None,
+            progress(k + 1, len(prepared), record, best[0].iteration_time_s if best else None,
                      Certificate(records).lower_bound)
     cert = Certificate(records)
-    metrics = evaluate(best[1], graph, cluster, training, params) if best else None
     reasons = sorted({r.message for r in records if r.status == "infeasible" and r.message})
     least = min((b.least_memory_bytes for _, _, b in prepared), default=0.0)
-    return SearchResult(plan=best[1] if best else None, metrics=metrics, certificate=cert,
+    return SearchResult(plan=best[1] if best else None, metrics=best[0] if best else None,
+                        certificate=cert,
                         best_config=best[2] if best else None, solver_name=inner.name,
                         solver_version=inner.version, form=inner.form_name,
                         log_tail=log_tail[-4000:], least_memory_bytes=least,
@@ -124,10 +124,12 @@ def _time_share(remaining: float, rest: list, incumbent: float | None) -> float:
     return max(remaining / max(open_configs, 1), min(1.0, remaining))
 
 
-def _handle_config(cfg: OuterConfig, tables: CostTables, bound: ConfigBound,
-                   incumbent: float | None, best, remaining: float, inner: InnerSolver,
-                   options: SearchOptions) -> tuple[ConfigRecord, Plan | None, str]:
-    """Decide, for one configuration: proven infeasible, pruned, out of time, or solve."""
+def _handle_config(cfg: OuterConfig, tables: CostTables, bound: ConfigBound, best,
+                   remaining: float, inner: InnerSolver) -> tuple[ConfigRecord, Plan | None, str]:
+    """Decide, for one configuration: proven infeasible, pruned, out of time, or solve.
+
+    ``best`` is the incumbent ``(metrics, plan, config)`` or None."""
+    incumbent = best[0].iteration_time_s if best else None
     if math.isinf(bound.value):
         return ConfigRecord(cfg, "infeasible", None, math.inf, 0.0,
                             message=bound.infeasible_reason), None, ""
@@ -157,8 +159,9 @@ def _status_of(termination: str) -> str:
             "error": "error"}[termination]
 
 
-def _checked_value(plan: Plan, record: ConfigRecord, graph, cluster, training, params) -> float | None:
-    """evaluate(plan) must equal the solver objective; returns the evaluated time."""
+def _checked_metrics(plan: Plan, record: ConfigRecord, graph, cluster, training,
+                     params) -> PlanMetrics | None:
+    """evaluate(plan) must equal the solver objective; returns the plan's metrics."""
     metrics = evaluate(plan, graph, cluster, training, params)
     value = metrics.iteration_time_s
     if not metrics.feasible:
@@ -170,4 +173,4 @@ def _checked_value(plan: Plan, record: ConfigRecord, graph, cluster, training, p
         record.message = (f"solver objective {record.primal:.9g} differs from evaluate() "
                           f"{value:.9g}; the evaluated value is used")
     record.primal = value
-    return value
+    return metrics

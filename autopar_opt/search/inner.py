@@ -9,7 +9,6 @@ cost tables.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from autopar_opt.cost.tables import CostTables
@@ -56,7 +55,7 @@ class InnerSolver:
             return InnerOutcome(res, res.solution if res.has_solution else None)
         from autopar_opt.formulations import build_formulation
 
-        warm = self._warm_plan(tables, remaining_s) if opts.warm_start else None
+        warm = self._warm_plan(tables) if opts.warm_start else None
         form = build_formulation(tables, self.form_name)
         model_hash = None
         if opts.export_dir is not None:
@@ -71,7 +70,7 @@ class InnerSolver:
         plan = form.decode() if res.has_solution else None
         return InnerOutcome(res, plan, model_hash)
 
-    def _warm_plan(self, tables: CostTables, remaining_s: float) -> Plan | None:
+    def _warm_plan(self, tables: CostTables) -> Plan | None:
         """A warm start: the best uniform (Megatron-style) plan of this configuration.
 
         Cheap (one evaluate() per uniform strategy) and always inside the
