@@ -41,8 +41,11 @@ class Backend(ABC):
         """Solver name and version string for reports."""
 
     def solve_model(self, model: Any, problem_class: ProblemClass, *, time_limit_s: float | None,
-                    rel_gap: float, warm_start: bool = False) -> SolveResult:
-        """Solve a built algebraic model; load the solution into it."""
+                    rel_gap: float, warm_start: bool = False,
+                    solver_options: dict[str, Any] | None = None) -> SolveResult:
+        """Solve a built algebraic model; load the solution into it.
+
+        ``solver_options`` are native options of the solver, set last."""
         raise SolverMismatch(f"solver {self.name!r} does not solve algebraic models")
 
     def solve_tables(self, tables: Any, *, time_limit_s: float | None, rel_gap: float) -> SolveResult:

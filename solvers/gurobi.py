@@ -43,7 +43,8 @@ class GurobiBackend(Backend):
         return "Gurobi " + ".".join(str(x) for x in gurobipy.gurobi.version())
 
     def solve_model(self, model: Any, problem_class: ProblemClass, *, time_limit_s: float | None,
-                    rel_gap: float, warm_start: bool = False) -> SolveResult:
+                    rel_gap: float, warm_start: bool = False,
+                    solver_options: dict[str, Any] | None = None) -> SolveResult:
         if problem_class not in self.accepts:
             raise SolverMismatch(f"Gurobi does not accept {problem_class.value} problems")
         ok, why = self.available()
@@ -52,7 +53,8 @@ class GurobiBackend(Backend):
         import gurobipy
         try:
             return solve_contrib("gurobi_persistent", self.name, self.version(), model, time_limit_s,
-                                 rel_gap, warm_start, options={"Threads": 1, "OutputFlag": 0})
+                                 rel_gap, warm_start,
+                                 options={"Threads": 1, "OutputFlag": 0, **(solver_options or {})})
         except gurobipy.GurobiError as exc:
             if getattr(exc, "errno", None) == SIZE_LIMITED_LICENSE:
                 msg = LICENCE_MESSAGE

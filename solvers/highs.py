@@ -3,8 +3,11 @@
 The model is passed as numpy arrays (:class:`MatrixForm`), not through
 Pyomo's HiGHS translation: at 100k binaries the direct path is 50-100x
 faster (shared/TOOLCHAIN.md). ``solve_model`` accepts a ``MatrixForm`` (the
-rebuild-free fast path: ``Formulation.matrix()``, cached) or a linear Pyomo
-model, which is compiled to one first (counted as ``translate``).
+fast path: built directly from the cost tables by
+``autopar_opt.formulations.direct``, or ``Formulation.matrix()``) or a linear
+Pyomo model, which is compiled to one first (counted as ``translate``). A
+warm start comes from ``MatrixForm.start`` when set, else from the values of
+the Pyomo variables in ``var_refs``.
 """
 
 from __future__ import annotations
@@ -53,18 +56,20 @@ class HighsBackend(Backend):
         return f"HiGHS {h.version()}"
 
     def solve_model(self, model: Any, problem_class: ProblemClass, *, time_limit_s: float | None,
-                    rel_gap: float, warm_start: bool = False) -> SolveResult:
+                    rel_gap: float, warm_start: bool = False,
+                    solver_options: dict[str, Any] | None = None) -> SolveResult:
         """Solve; load values into the Pyomo variables when there are any.
 
         The raw column vector is returned in ``solution`` (column order of the
         matrix form) so a caller can decode without touching the model.
+        ``solver_options`` are HiGHS options set last (e.g. ``mip_max_nodes``).
         """
         if problem_class not in self.accepts:
             raise SolverMismatch(mismatch_message(self.name, problem_class))
         start = time.perf_counter()
         form = model if isinstance(model, MatrixForm) else compile_matrix(model)
         translate = time.perf_counter() - start if form is not model else 0.0
-        h, pass_s = _load(form, time_limit_s, rel_gap, warm_start)
+        h, pass_s = _load(form, time_limit_s, rel_gap, warm_start, solver_options or {})
         t0 = time.perf_counter()
         h.run()
         solve_s = time.perf_counter() - t0
@@ -84,7 +89,17 @@ def mismatch_message(name: str, problem_class: ProblemClass) -> str:
     return f"solver {name!r} does not accept {problem_class.value} problems"
 
 
-def _load(form: MatrixForm, time_limit_s: float | None, rel_gap: float, warm_start: bool):
+def _start_vector(form: MatrixForm) -> np.ndarray | None:
+    """The warm start: ``form.start``, else the Pyomo variables' values (all set)."""
+    if form.start is not None:
+        return np.asarray(form.start, dtype=float)
+    if form.var_refs is not None and all(v.value is not None for v in form.var_refs):
+        return np.array([float(v.value) for v in form.var_refs])
+    return None
+
+
+def _load(form: MatrixForm, time_limit_s: float | None, rel_gap: float, warm_start: bool,
+          options: dict[str, Any]):
     import highspy
     t0 = time.perf_counter()
     h = highspy.Highs()
@@ -105,10 +120,13 @@ def _load(form: MatrixForm, time_limit_s: float | None, rel_gap: float, warm_sta
     if form.num_integer:
         lp.integrality_ = [highspy.HighsVarType.kInteger if f else highspy.HighsVarType.kContinuous
                            for f in form.integrality]
+    for key, value in options.items():
+        h.setOptionValue(key, value)
     h.passModel(lp)
-    if warm_start and form.var_refs is not None and all(v.value is not None for v in form.var_refs):
+    start = _start_vector(form) if warm_start else None
+    if start is not None:
         sol = highspy.HighsSolution()
-        sol.col_value = [float(v.value) for v in form.var_refs]
+        sol.col_value = start.tolist()
         sol.value_valid = True
         h.setSolution(sol)
     return h, time.perf_counter() - t0

@@ -5,7 +5,8 @@ x_j integer where integrality[j]``. ``columns`` names each column (the Pyomo
 variable's name) and ``var_refs`` holds the Pyomo variables in column order
 (``None`` when the matrix was built without a model), so a backend can load
 a solution back with :func:`load_values` or a formulation can decode the raw
-vector directly.
+vector directly. ``start`` is an explicit warm-start vector in column order
+(a backend prefers it to the values held by ``var_refs``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class MatrixForm:
     var_refs: list[Any] | None = None
     row_names: list[str] = field(default_factory=list)
     compile_s: float = 0.0           # seconds spent producing this form
+    start: np.ndarray | None = None  # a warm-start column vector (feasible), if any
 
     @property
     def num_rows(self) -> int:

@@ -32,7 +32,8 @@ class ScipBackend(Backend):
         return f"SCIP {pyscipopt.Model().version()} (pyscipopt {pyscipopt.__version__})"
 
     def solve_model(self, model: Any, problem_class: ProblemClass, *, time_limit_s: float | None,
-                    rel_gap: float, warm_start: bool = False) -> SolveResult:
+                    rel_gap: float, warm_start: bool = False,
+                    solver_options: dict[str, Any] | None = None) -> SolveResult:
         if problem_class not in self.accepts:
             raise SolverMismatch(f"SCIP does not accept {problem_class.value} problems")
         ok, why = self.available()
@@ -41,4 +42,5 @@ class ScipBackend(Backend):
             raise SolverUnavailable(why)
         return solve_contrib("scip_direct", self.name, self.version(), model, time_limit_s,
                              rel_gap, warm_start, options={"parallel/maxnthreads": 1,
-                                                           "display/verblevel": 0})
+                                                           "display/verblevel": 0,
+                                                           **(solver_options or {})})
