@@ -14,6 +14,7 @@ exported MPS/LP files rely on them.
 
 from __future__ import annotations
 
+import numpy as np
 import pyomo.environ as pyo
 
 from autopar_opt.cost.tables import CostTables
@@ -127,3 +128,99 @@ def add_objective(m: pyo.ConcreteModel, tables: CostTables) -> None:
         expr=sum(m.p[i] for i in m.S) + sum(m.o[b] for b in m.B)
         + (c - 1) * m.bottleneck + m.sync_max + m.objective_constant,
         sense=pyo.minimize)
+
+
+def _identical_layers(tables: CostTables, u: int, v: int) -> bool:
+    """Same class, same strategy list and identical per-layer cost arrays."""
+    if not tables.layer_class or tables.layer_class[u] != tables.layer_class[v]:
+        return False
+    if tables.strategies[u] is not tables.strategies[v] and tables.strategies[u] != tables.strategies[v]:
+        return False
+    return all(arr[u] is arr[v] or np.array_equal(arr[u], arr[v])
+               for arr in (tables.time, tables.sync, tables.weight_bytes, tables.act_bytes))
+
+
+def symmetric_edges(tables: CostTables) -> list[int]:
+    """Edges ``e = (u, u+1)`` joining interchangeable layers (see
+    :func:`add_symmetry_constraints`): same ``layer_class``, same strategy
+    list, identical time/sync/weight/activation arrays."""
+    return [e for e, (u, v) in enumerate(tables.edges)
+            if v == u + 1 and _identical_layers(tables, u, v)]
+
+
+def symmetry_cuts(tables: CostTables) -> list[tuple[int, int, list[int]]]:
+    """``(e, k, K_<(k))`` for every symmetry cut: ``K_<(k)`` are the strategies
+    ``k' < k`` of the same layout as ``k`` (cuts with an empty set are
+    redundant and left out)."""
+    earlier: dict[int, list[list[int]]] = {}
+    cuts = []
+    for e in symmetric_edges(tables):
+        strats = tables.strategies[tables.edges[e][0]]
+        if id(strats) not in earlier:
+            lay = [s.layout for s in strats]
+            earlier[id(strats)] = [[j for j in range(k) if lay[j] == lay[k]] for k in range(len(lay))]
+        cuts += [(e, k, ks) for k, ks in enumerate(earlier[id(strats)]) if ks]
+    return cuts
+
+
+def add_symmetry_constraints(m: pyo.ConcreteModel, tables: CostTables) -> None:
+    """Exact symmetry breaking between identical neighbouring layers.
+
+    For every edge ``e = (u, v = u+1)`` of :func:`symmetric_edges` and every
+    strategy ``k`` of ``u`` (``symmetry_order[e,k]``)::
+
+        s[u,k] + sum_{k' < k, layout(k') = layout(k)} s[v,k'] <= 2 - sum_i y[e,i]
+
+    i.e. when ``u`` and ``v`` share a stage (``sum_i y[e,i] = 1``) and a
+    layout, ``v``'s strategy index is not below ``u``'s; otherwise the
+    right-hand side is 2 and the row is redundant.
+
+    Exactness (every optimum survives up to an equal-cost permutation): take
+    any feasible assignment and, inside each maximal run of consecutive
+    layers ``w, w+1, ...`` joined by symmetric edges, placed in one stage and
+    sharing one layout, sort the strategy indices ascending. (i) The layers of
+    a run have identical strategy lists and identical time, sync, weight and
+    activation arrays (checked by :func:`symmetric_edges`), and the run stays
+    inside its stage, so the multiset of per-layer costs of every stage is
+    unchanged: ``p_i``'s layer part, ``g_i`` and the memory of stage ``i`` are
+    equal. (ii) Resharding and cross-stage costs of ANY edge (chain edges and,
+    in a DAG, skip edges touching the run) depend only on the layouts of its
+    two ends (``Strategy.layout``; the cost tables are built from layouts and
+    :func:`~autopar_opt.formulations.milp.layout_matrix` re-checks it), and
+    the layout at every position is unchanged, as are the stages; so every
+    in-stage and cross-stage term is equal. Hence the sorted assignment has
+    the same objective and memory, and it satisfies every cut: for a
+    symmetric edge inside one stage with one layout both ends lie in the
+    same run (maximality), so ``k_u <= k_v``; for all other symmetric edges
+    the right-hand side is 2. :func:`sort_symmetric_runs` is this map (used
+    to make warm starts satisfy the cuts).
+    """
+    cuts = symmetry_cuts(tables)
+    earlier = {(e, k): ks for e, k, ks in cuts}
+    m.SYM = pyo.Set(dimen=2, initialize=[(e, k) for e, k, _ in cuts])
+
+    def order(m, e, k):
+        u, v = m.edge_list[e]
+        return (m.s[u, k] + sum(m.s[v, j] for j in earlier[e, k])
+                + sum(m.y[e, i] for i in m.S) <= 2)
+    m.symmetry_order = pyo.Constraint(m.SYM, rule=order)
+
+
+def sort_symmetric_runs(tables: CostTables, stage: list[int], ks: list[int]) -> list[int]:
+    """The equal-cost representative of an assignment that satisfies the
+    symmetry cuts: strategy indices sorted inside each maximal same-stage,
+    same-layout run of symmetric edges (proof in :func:`add_symmetry_constraints`)."""
+    out = list(ks)
+    linked = {tables.edges[e][0] for e in symmetric_edges(tables)}
+
+    def layout(u: int):
+        return tables.strategies[u][out[u]].layout
+    u, n = 0, tables.num_layers
+    while u < n:
+        w = u
+        while w in linked and stage[w + 1] == stage[w] and layout(w + 1) == layout(w):
+            w += 1
+        if w > u:
+            out[u:w + 1] = sorted(out[u:w + 1])
+        u = w + 1
+    return out

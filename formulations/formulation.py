@@ -6,6 +6,8 @@ model, its problem class, :meth:`Formulation.decode` (solved values -> Plan),
 :meth:`Formulation.export` (MPS/LP file + sha256) and, for the MILP,
 :meth:`Formulation.matrix` (a solver-neutral :class:`MatrixForm`, compiled
 once and cached, that the HiGHS backend passes to highspy as numpy arrays).
+:mod:`autopar_opt.formulations.direct` builds the same MILP matrix without
+Pyomo (the search's HiGHS path).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class Formulation:
     model: pyo.ConcreteModel
     problem_class: ProblemClass
     build_s: float = 0.0
+    symmetry: bool = True
     _matrix: MatrixForm | None = field(default=None, repr=False)
 
     @property
@@ -77,6 +80,8 @@ class Formulation:
     def set_warm_start(self, plan: Plan) -> None:
         """Set every variable from ``plan`` (e.g. the DP's), consistently."""
         stage, ks = plan_assignment(self.tables, plan)
+        if self.symmetry:
+            ks = families.sort_symmetric_runs(self.tables, stage, ks)
         set_assignment_values(self.model, self.tables, self.form, stage, ks)
 
     def export(self, path: str, fmt: str = "mps") -> str:
@@ -102,8 +107,11 @@ class Formulation:
         return self.decode()
 
 
-def build_formulation(tables: CostTables, form: str = "milp") -> Formulation:
+def build_formulation(tables: CostTables, form: str = "milp", symmetry: bool = True) -> Formulation:
     """Build the MILP (exact linearisation) or the MIQP for ``tables``.
+
+    ``symmetry`` adds the exact symmetry-breaking cuts between identical
+    neighbouring layers (:func:`families.add_symmetry_constraints`).
 
     Raises
     ------
@@ -112,6 +120,23 @@ def build_formulation(tables: CostTables, form: str = "milp") -> Formulation:
     """
     if form not in FORMS:
         raise FormulationError(f"form must be one of {sorted(FORMS)}, got {form!r}")
+    check_tables(tables)
+    start = time.perf_counter()
+    m = pyo.ConcreteModel(name=f"autopar_{form}_pp{tables.pp}_c{tables.microbatches}")
+    families.add_index_sets(m, tables)
+    families.add_stage_assignment_constraints(m, tables)
+    families.add_strategy_choice_constraints(m, tables)
+    families.add_same_stage_constraints(m, tables)
+    if symmetry:
+        families.add_symmetry_constraints(m, tables)
+    (add_milp_families if form == "milp" else add_miqp_families)(m, tables)
+    families.add_objective(m, tables)
+    return Formulation(tables, form, m, FORMS[form], build_s=time.perf_counter() - start,
+                       symmetry=symmetry)
+
+
+def check_tables(tables: CostTables) -> None:
+    """Raise :class:`FormulationError` when no model can be built from ``tables``."""
     if tables.pp > tables.num_layers:
         raise FormulationError(f"pp={tables.pp} stages need at least {tables.pp} layers "
                                f"(the model has {tables.num_layers})")
@@ -119,15 +144,6 @@ def build_formulation(tables: CostTables, form: str = "milp") -> Formulation:
     if empty:
         raise FormulationError(f"no valid strategy for layers {empty[:5]} on "
                                f"{tables.devices_per_stage} devices per stage: widen the search space")
-    start = time.perf_counter()
-    m = pyo.ConcreteModel(name=f"autopar_{form}_pp{tables.pp}_c{tables.microbatches}")
-    families.add_index_sets(m, tables)
-    families.add_stage_assignment_constraints(m, tables)
-    families.add_strategy_choice_constraints(m, tables)
-    families.add_same_stage_constraints(m, tables)
-    (add_milp_families if form == "milp" else add_miqp_families)(m, tables)
-    families.add_objective(m, tables)
-    return Formulation(tables, form, m, FORMS[form], build_s=time.perf_counter() - start)
 
 
 def assignment_plan(tables: CostTables, stage: list[int], ks: list[int]) -> Plan:
