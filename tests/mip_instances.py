@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import random
+
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.tables import CostTables, build_cost_tables
 from autopar_opt.graph import Layer, LayerGraph, LayerKind
-from autopar_opt.synthetic import random_chain, random_dag, small_cluster
+from autopar_opt.synthetic import random_chain, random_dag, random_layer, small_cluster
 from autopar_opt.training import Recompute, Schedule, SearchSpace, Training
 
 #: Small space: keeps brute force at a few thousand plans per split.
@@ -35,3 +38,21 @@ def plain_layer(name: str, flops: float = 1e12, params: int = 0) -> Layer:
 
 def two_identical_layers(params: int = 0) -> LayerGraph:
     return LayerGraph.chain("two", [plain_layer("l0", params=params), plain_layer("l1", params=params)])
+
+
+def repeated_graph(seed: int, pattern: str, skip_edges: tuple[tuple[int, int], ...] = ()) -> LayerGraph:
+    """A chain whose layers repeat: ``pattern[i]`` names the class of layer
+    ``i`` (same letter = identical layer under another name), plus optional
+    forward skip edges ``(i, j)`` (a DAG)."""
+    rng = random.Random(seed)
+    protos: dict[str, Layer] = {}
+    layers = []
+    for i, cls in enumerate(pattern):
+        if cls not in protos:
+            protos[cls] = random_layer(rng, f"proto_{cls}")
+        layers.append(dataclasses.replace(protos[cls], name=f"l{i}"))
+    if not skip_edges:
+        return LayerGraph.chain(f"rep{seed}", layers, seq_len=1024, source="synthetic")
+    edges = [(f"l{i}", f"l{i + 1}") for i in range(len(pattern) - 1)]
+    edges += [(f"l{i}", f"l{j}") for i, j in skip_edges]
+    return LayerGraph(f"repdag{seed}", layers, edges, seq_len=1024, source="synthetic")
