@@ -118,13 +118,14 @@ def _chain_tables(n: int, pp: int, c: int) -> tuple:
 
 
 def test_time_limit_returns_incumbent_never_optimal() -> None:
-    """A limit too short for the exact pass: beam incumbent, a valid bound ≤ the true optimum."""
+    """A limit too short for the exact pass: beam incumbent, a valid bound ≤ the true optimum,
+    at least the analytic bound (the deepening's root bound can only be stronger)."""
     graph, cluster, training, t = _chain_tables(24, 4, 8)
     cut = solve(t, limit=1e-6)
     full = solve(t)
     assert full.termination is Termination.optimal
     assert cut.termination is Termination.feasible
-    assert cut.lower_bound == pytest.approx(simple_lower_bound(t))
+    assert cut.lower_bound >= simple_lower_bound(t) * (1 - 1e-12)
     assert cut.lower_bound <= full.primal <= cut.primal * (1 + 1e-12)
     assert evaluate(cut.solution, graph, cluster, training).iteration_time_s == pytest.approx(cut.primal, rel=1e-9)
 

@@ -61,10 +61,10 @@ def solve_dp(tables: CostTables, time_limit_s: float | None = None) -> SolveResu
     try:
         if not chain and tables.pp == 1:
             asg, _ = solve_dag_single_stage(tables, deadline)
-            exhaustive = True
+            exhaustive, bound = True, -math.inf
         else:
             out = solve_chain(tables, deadline)
-            asg, exhaustive = out.assignment, out.exhaustive
+            asg, exhaustive, bound = out.assignment, out.exhaustive, out.lower_bound
     except DPTimeout:
         return result(Termination.time_limit_no_solution, None,
                       simple_lower_bound(tables) if (chain or tables.pp == 1) else -math.inf,
@@ -79,8 +79,9 @@ def solve_dp(tables: CostTables, time_limit_s: float | None = None) -> SolveResu
         return result(Termination.heuristic, asg, -math.inf,
                       "DAG with pp > 1: skip edges not searched, plan re-priced exactly; not proven optimal")
     if not exhaustive:
-        return result(Termination.feasible, asg, simple_lower_bound(tables),
-                      f"time limit {time_limit_s} s reached; incumbent from the beam pass, analytic bound")
+        return result(Termination.feasible, asg, max(simple_lower_bound(tables), bound),
+                      f"time limit {time_limit_s} s reached; incumbent from the beam passes, "
+                      f"bound from the deepening passes")
     return result(Termination.optimal, asg, math.inf, "exact")
 
 

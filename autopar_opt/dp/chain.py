@@ -8,7 +8,7 @@ every layer a strategy ``k_u``, minimising
 
 subject to ``Σ_{u∈i} W[u,k_u] + inflight_i·Σ_{u∈i} H[u,k_u] ≤ capacity`` per stage.
 
-Method. The max terms and the memory knapsack make a scalar DP inexact, so
+Labels. The max terms and the memory knapsack make a scalar DP inexact, so
 the DP carries *labels* (Pareto / dominance DP, the multi-criteria form of the
 Alpa [Zheng et al. 2022, Sec. 5.2] and Piper [Tarnawski et al. 2021]
 bottleneck DPs). A state is ``(u, i, k)`` = layer ``u`` is the last layer
@@ -25,29 +25,40 @@ nothing since ``pc`` only grows. Transitions: stay in stage ``i`` (add
 
 Dominance (exact): label 1 dominates label 2 at the same state if
 ``mem1 ≤ mem2`` and ``S1 + (c−1)·max(0, M1−M2, pc1−pc2) + max(0, G1−G2, gc1−gc2) ≤ S2``
-(in the last stage without the ``0``s: no later stage can dominate the maxima).
+(in the last stage without the ``0``s: no later stage can raise the maxima).
 For every completion the two final costs differ by at most that expression
 because ``max(a1,b1+x,y) − max(a2,b2+x,y) ≤ max(0, a1−a2, b1−b2)``; the relation
-is transitive (sub-additivity of ``max(0,·)``), so pruning dominated labels
-keeps an optimal label. Bound pruning: a first pass with a beam of
-``beam`` labels per state gives an incumbent ``UB``; the exact pass drops a
-label whose lower bound ``S + R_u + (c−1)·max(M, (pc + R_u)/(pp−i)) + G``
-(``R_u`` = Σ of the remaining layers' cheapest ``A``) exceeds ``UB``.
+is transitive (``max_j(x_j+y_j) ≤ max x + max y``), so a label dominated by any
+earlier label (in key order) is dominated by a kept one, and pruning keeps an
+optimal label. A label whose memory is below the stage's *safe* level (it can
+take the most memory-hungry strategy on every remaining layer) competes
+without its memory.
 
-Complexity: O(n · pp · K² · L · L') time, where ``n`` layers, ``K`` strategies
-per layer, ``L`` labels per state and ``L'`` kept labels checked by the
-dominance filter. ``L`` is 1 when memory does not bind and
-``c = 1``-like objectives; in the worst case it is exponential (the memory
-knapsack is NP-hard), which is why the time limit returns the beam incumbent
-with the analytic bound of :func:`~autopar_opt.dp.common.simple_lower_bound`.
-Identical layers (``tables.layer_class``) share their cost arrays (built once
-per class by the tables); the DP itself does not yet compress runs of
-identical layers, so its time is linear in ``n`` times the label counts.
+Symmetry (exact): between two neighbouring layers of one class
+(``tables.layer_class``: identical strategies and cost arrays) in one stage the
+strategy index may only grow inside a layout (:func:`_sorted_pairs`).
+
+Bounds and threshold deepening (:func:`solve_chain`). An incumbent ``UB`` comes
+from cheap beam passes (the full space, and each restriction to one layout on
+every layer that has it). Then exact passes run with a threshold ``tau``,
+dropping every label whose proven completion bound
+(:class:`~autopar_opt.dp.completion.CompletionBounds`: a backward shortest path
+with a Lagrangian relaxation of the memory constraints) exceeds ``tau``:
+``tau`` starts at the root bound and grows geometrically up to ``UB``. A pass
+that finds a plan of value ``≤ tau`` has found an optimum; a pass that finds
+none proves ``optimum > tau``, which is the bound reported if time runs out.
+Passes with a tight ``tau`` keep few labels, so the last (successful) pass is
+cheap when the bound is good.
+
+Complexity: O(n · pp · K² · L) transitions plus the dominance filter,
+O(L²) per state, vectorised with numpy (``n`` layers, ``K`` strategies per
+layer, ``L`` labels per state). ``L`` is 1 when memory does not bind and
+``c = 1``; in the worst case it is exponential (the memory knapsack is
+NP-hard), hence the time limit with the incumbent and the deepening bound.
 
 For a DAG with ``pp > 1`` the same DP over the topological order prices only
 the order-consecutive edges; skip edges are left out of the search and the
-decoded plan is re-priced exactly. That is a heuristic (see
-:func:`solve_chain`, ``exact=False``).
+decoded plan is re-priced exactly. That is a heuristic (the caller marks it).
 """
 
 from __future__ import annotations
@@ -59,183 +70,349 @@ from dataclasses import dataclass
 import numpy as np
 
 from autopar_opt.cost.tables import CostTables
-from autopar_opt.dp.common import MEM_EPS, Assignment, layer_memory
+from autopar_opt.dp.common import MEM_EPS, Assignment, iteration_time, layer_memory
+from autopar_opt.dp.completion import CompletionBounds
 from autopar_opt.hardware import GIB
 
-# label tuple fields
-_S, _M, _PC, _G, _GC, _MEM, _K, _I, _PARENT = range(9)
+# label columns
+_S, _M, _PC, _G, _GC, _MEM = range(6)
+#: dominance filter block size (rows compared at once)
+_BLOCK = 512
 
 
 class DPTimeout(Exception):
-    """Raised inside the exact pass when the time limit is reached."""
+    """Raised inside an exact pass when the time limit is reached."""
 
 
 @dataclass
 class ChainOutcome:
-    """Best assignment found (None when none fits), its DP value, and whether the search was exhaustive."""
+    """Best assignment found (None when none fits), its value (incl. the constant overhead),
+    whether the search was exhaustive, labels created and the proven lower bound."""
 
     assignment: Assignment | None
     value: float
     exhaustive: bool
     labels: int
+    lower_bound: float = -math.inf
 
 
-def _dominates(a: tuple, b: tuple, c1: float, last: bool, safe: float) -> bool:
-    """Whether label ``a`` is no worse than ``b`` for every completion (module docstring).
+@dataclass
+class _Layer:
+    """All labels of one layer, per stage: values, strategy, parent (stage, row)."""
 
-    In the last stage no later stage adds a third term to the maxima, so the
-    ``0`` in ``max(0, ·)`` is dropped (the difference of the maxima is then at
-    most the larger of the component differences, which may be negative).
-    """
-    if a[_MEM] > max(b[_MEM], safe):
-        return False
-    floor = -math.inf if last else 0.0
-    pen = c1 * max(floor, a[_M] - b[_M], a[_PC] - b[_PC]) + max(floor, a[_G] - b[_G], a[_GC] - b[_GC])
-    return a[_S] + pen <= b[_S]
+    lab: dict[int, np.ndarray]      # stage -> (L, 6)
+    k: dict[int, np.ndarray]        # stage -> (L,)
+    pstage: dict[int, np.ndarray]   # stage -> (L,) parent's stage
+    prow: dict[int, np.ndarray]     # stage -> (L,) parent's row in that stage
 
 
-def _key(x: tuple, c1: float) -> float:
-    return x[_S] + c1 * x[_M] + x[_G]
+def _dominated(lab: np.ndarray, c1: float, last: bool, safe: float) -> np.ndarray:
+    """Rows (sorted by key) dominated by an earlier row (module docstring), blockwise."""
+    n = len(lab)
+    out = np.zeros(n, dtype=bool)
+    floor = -np.inf if last else 0.0
+    kept_idx: list[np.ndarray] = []
+    for start in range(0, n, _BLOCK):
+        blk = lab[start:start + _BLOCK]
+        prev = lab[np.concatenate(kept_idx)] if kept_idx else lab[:0]
+        hit = np.zeros(len(blk), dtype=bool)
+        if len(prev):
+            hit |= _dom_matrix(prev, blk, c1, floor, safe).any(axis=0)
+        inner = np.triu(_dom_matrix(blk, blk, c1, floor, safe), 1)
+        hit |= inner.any(axis=0)
+        out[start:start + len(blk)] = hit
+        kept_idx.append(np.flatnonzero(~hit) + start)
+    return out
 
 
-def _pareto(cands: list[tuple], c1: float, beam: int | None, last: bool, safe: float) -> list[tuple]:
-    """Keep non-dominated labels; with ``beam`` keep the best few by a scalar key.
-
-    Dominance implies a key no larger (``S + (c−1)·M + G``), so after sorting
-    by key a label can only be dominated by one before it. ``safe``: a label
-    whose memory is at most ``safe`` can finish its stage with any strategies
-    within capacity, so its memory need not be compared. The beam also keeps
-    the least-memory label so that the beam pass finds a plan when memory binds.
-    """
-    cands.sort(key=lambda x: _key(x, c1))
-    kept: list[tuple] = []
-    for cand in cands:
-        if not any(_dominates(k, cand, c1, last, safe) for k in kept):
-            kept.append(cand)
-            if beam is not None and len(kept) >= beam:
-                break
-    if beam is not None:
-        low = min(cands, key=lambda x: x[_MEM])
-        if low not in kept:
-            kept.append(low)
-    return kept
+def _dom_matrix(a: np.ndarray, b: np.ndarray, c1: float, floor: float, safe: float) -> np.ndarray:
+    """``D[x, y]``: row ``x`` of ``a`` dominates row ``y`` of ``b``."""
+    mem_ok = a[:, None, _MEM] <= np.maximum(b[None, :, _MEM], safe)
+    d_m = np.maximum(a[:, None, _M] - b[None, :, _M], a[:, None, _PC] - b[None, :, _PC])
+    d_g = np.maximum(a[:, None, _G] - b[None, :, _G], a[:, None, _GC] - b[None, :, _GC])
+    pen = c1 * np.maximum(d_m, floor) + np.maximum(d_g, floor)
+    return mem_ok & (a[:, None, _S] + pen <= b[None, :, _S])
 
 
 class _ChainDP:
-    """One run of the label DP (a beam pass or the exact pass)."""
+    """One configuration's label DP; :meth:`run` is one pass (beam or exact under a threshold).
 
-    def __init__(self, tables: CostTables, deadline: float | None) -> None:
+    ``allowed[u]`` restricts layer ``u`` to some strategy indices (all by
+    default): the restricted passes give incumbents (:func:`_incumbent`).
+    """
+
+    def __init__(self, tables: CostTables, deadline: float | None,
+                 allowed: list[np.ndarray] | None = None, shared: "_ChainDP | None" = None) -> None:
         self.t = tables
         self.n, self.pp, self.c1 = tables.num_layers, tables.pp, float(tables.microbatches - 1)
         self.cap = tables.capacity_bytes + MEM_EPS * GIB
         self.deadline = deadline
-        self.mem = [layer_memory(tables, i) for i in range(self.pp)]
-        self.edge_of = {(u, v): e for e, (u, v) in enumerate(tables.edges)}
-        # memory threshold under which a label's stage can never overflow
+        self.allowed = allowed or [np.arange(len(a)) for a in tables.time]
+        if shared is not None:   # the full space's data and bounds are valid for any restriction
+            self.mem, self.edge_of, self.order = shared.mem, shared.edge_of, shared.order
+            self._bounds: CompletionBounds | None = shared.bounds
+        else:
+            self.mem = [layer_memory(tables, i) for i in range(self.pp)]
+            self.edge_of = {(u, v): e for e, (u, v) in enumerate(tables.edges)}
+            self.order = [_sorted_pairs(tables, u, self.edge_of) for u in range(self.n)]
+            self._bounds = None
+        # memory level under which a label's stage can never overflow
         self.safe = []
         for m in self.mem:
-            tail = np.cumsum([float(x.max()) for x in m][::-1])[::-1]   # tail[u] = Σ_{v≥u} max mem
+            tail = np.cumsum([float(x[ok].max()) for x, ok in zip(m, self.allowed)][::-1])[::-1]
             self.safe.append([self.cap - (float(tail[u + 1]) if u + 1 < self.n else 0.0)
                               for u in range(self.n)])
-        mins = [float(a.min()) for a in tables.time]
-        self.rest = [sum(mins[u + 1:]) for u in range(self.n)]
         self.labels = 0
+
+    @property
+    def bounds(self) -> CompletionBounds:
+        """Completion bounds, built on first use."""
+        if self._bounds is None:
+            self._bounds = CompletionBounds(self.t, self.mem, self.cap, self.edge_of, self.allowed)
+        return self._bounds
 
     def stage_range(self, u: int) -> range:
         return range(max(0, self.pp - self.n + u), min(u, self.pp - 1) + 1)
 
-    def lower(self, lab: tuple, u: int) -> float:
-        r = self.rest[u]
-        bott = max(lab[_M], (lab[_PC] + r) / (self.pp - lab[_I]))
-        return lab[_S] + r + self.c1 * bott + lab[_G]
+    def lower(self, lab: np.ndarray, u: int, i: int, k: np.ndarray) -> np.ndarray:
+        """Proven lower bounds on the final value of every completion of the labels
+        ``lab`` at states ``(u, i, k[j])``: ``S + rest + (c−1)·max(M, (pc + rest_p)/(P−i)) + max(G, (gc + rest_g)/(P−i))``,
+        the rests from :class:`~autopar_opt.dp.completion.CompletionBounds`."""
+        rest, rest_p = self.bounds.remaining(u, i, k, lab[:, _MEM])
+        bott = np.maximum(lab[:, _M], (lab[:, _PC] + rest_p) / (self.pp - i))
+        sync = np.maximum(lab[:, _G], (lab[:, _GC] + self.bounds.rest_sync[u]) / (self.pp - i))
+        return lab[:, _S] + rest + self.c1 * bott + sync
 
-    def run(self, beam: int | None, ub: float) -> tuple[tuple | None, bool]:
-        """Return (best final label, exhaustive) after processing all layers."""
-        t = self.t
-        layer: dict[tuple[int, int], list[tuple]] = {}
-        for k, a in enumerate(t.time[0]):
-            m = float(self.mem[0][0][k])
-            if m <= self.cap:
-                a, g = float(a), float(t.sync[0][k])
-                layer[(0, k)] = [(a, a, a, g, g, m, k, 0, None)]
+    def root_bound(self) -> float:
+        """Lower bound on the whole configuration (over every first-layer label)."""
+        best = math.inf
+        for k in self.allowed[0]:
+            lab = self._first(int(k))
+            if lab is not None:
+                best = min(best, float(self.lower(lab[None, :], 0, 0, np.array([int(k)]))[0]))
+        return best
+
+    def _first(self, k: int) -> np.ndarray | None:
+        m = float(self.mem[0][0][k])
+        if m > self.cap:
+            return None
+        a, g = float(self.t.time[0][k]), float(self.t.sync[0][k])
+        return np.array([a, a, a, g, g, m])
+
+    def run(self, beam: int | None, tau: float) -> tuple[float, Assignment] | None:
+        """Best plan of value (without the constant) at most ``tau``, or None.
+
+        Exact when ``beam`` is None: a label is dropped only when dominated or
+        when its lower bound exceeds ``tau``. With ``beam`` each state keeps its
+        ``beam`` labels of least bound (a heuristic)."""
+        ks = [int(k) for k in self.allowed[0] if self._first(int(k)) is not None]
+        first = np.array([self._first(k) for k in ks]).reshape(-1, 6)
+        zeros = np.zeros(len(ks), dtype=int)
+        layers = [_Layer({0: first}, {0: np.array(ks, dtype=int)}, {0: zeros}, {0: zeros})]
         for u in range(1, self.n):
-            layer = self.step(layer, u, beam, ub)
-        best = None
-        for (i, _k), labs in layer.items():
-            if i != self.pp - 1:
-                continue
-            for lab in labs:
-                val = lab[_S] + self.c1 * lab[_M] + lab[_G]
-                if best is None or val < best[0]:
-                    best = (val, lab)
-        return (best[1] if best else None), beam is None
+            layers.append(self.step(layers[-1], u, beam, tau))
+        last = layers[-1].lab.get(self.pp - 1)
+        if last is None or not len(last):
+            return None
+        vals = last[:, _S] + self.c1 * last[:, _M] + last[:, _G]
+        row = int(np.argmin(vals))
+        if vals[row] > tau * (1 + 1e-9):
+            return None
+        return float(vals[row]), _decode(layers, self.pp - 1, row)
 
-    def step(self, prev: dict, u: int, beam: int | None, ub: float) -> dict:
-        t, c1 = self.t, self.c1
-        e = self.edge_of.get((u - 1, u))
-        A, G = t.time[u], t.sync[u]
-        out: dict[tuple[int, int], list[tuple]] = {}
+    def step(self, prev: _Layer, u: int, beam: int | None, tau: float) -> _Layer:
+        """All labels of layer ``u`` from those of layer ``u−1`` (vectorised per stage)."""
+        lim = tau * (1 + 1e-9)
+        out = _Layer({}, {}, {}, {})
         for i in self.stage_range(u):
-            memv = self.mem[i][u]
-            for k2 in range(len(A)):
-                if beam is None and self.deadline is not None and time.monotonic() > self.deadline:
-                    raise DPTimeout   # the beam pass is cheap (≤ beam+1 labels per state) and always finishes
-                a2, g2, m2 = float(A[k2]), float(G[k2]), float(memv[k2])
-                cands: list[tuple] = []
-                for (ip, k1), labs in prev.items():
-                    if ip == i:
-                        step = a2 + (float(t.reshard[e][k1, k2]) if e is not None else 0.0)
-                        for L in labs:
-                            mem = L[_MEM] + m2
-                            if mem > self.cap:
-                                continue
-                            pc, gc = L[_PC] + step, L[_GC] + g2
-                            cands.append((L[_S] + step, max(L[_M], pc), pc, max(L[_G], gc), gc,
-                                          mem, k2, i, L))
-                    elif ip == i - 1 and m2 <= self.cap:
-                        o = float(t.cross(e, i - 1)[k1, k2]) if e is not None else 0.0
-                        for L in labs:
-                            cands.append((L[_S] + o + a2, max(L[_M], o, a2), a2, max(L[_G], g2), g2,
-                                          m2, k2, i, L))
-                if ub < math.inf:
-                    lim = ub * (1 + 1e-9)
-                    cands = [x for x in cands if self.lower(x, u) <= lim]
-                if cands:
-                    kept = _pareto(cands, c1, beam, i == self.pp - 1, self.safe[i][u])
-                    self.labels += len(kept)
-                    out[(i, k2)] = kept
+            if beam is None and self.deadline is not None and time.monotonic() > self.deadline:
+                raise DPTimeout   # beam passes keep ≤ beam+1 labels per state and always finish
+            cand, k2, pst, prw = self._candidates(prev, u, i)
+            if not len(cand):
+                continue
+            if lim < math.inf or beam is not None:
+                low = self.lower(cand, u, i, k2)
+                if lim < math.inf:
+                    keep = low <= lim
+                    cand, k2, pst, prw, low = cand[keep], k2[keep], pst[keep], prw[keep], low[keep]
+                    if not len(cand):
+                        continue
+            if beam is not None:
+                sel = _beam(cand, k2, low, beam)
+            else:
+                sel = self._pareto(cand, k2, i, u)
+            out.lab[i], out.k[i], out.pstage[i], out.prow[i] = cand[sel], k2[sel], pst[sel], prw[sel]
+            self.labels += len(sel)
         return out
 
+    def _pareto(self, cand: np.ndarray, k2: np.ndarray, i: int, u: int) -> np.ndarray:
+        """Indices of the non-dominated labels of every state ``(u, i, k2)``."""
+        key = cand[:, _S] + self.c1 * cand[:, _M] + cand[:, _G]
+        srt = np.lexsort((key, k2))
+        ks = k2[srt]
+        cuts = np.flatnonzero(np.diff(ks)) + 1
+        keep = []
+        for grp in np.split(srt, cuts):
+            if len(grp) == 1:
+                keep.append(grp)
+            else:
+                keep.append(grp[~_dominated(cand[grp], self.c1, i == self.pp - 1, self.safe[i][u])])
+        return np.concatenate(keep)
 
-def _decode(lab: tuple, n: int) -> Assignment:
-    stage, choice = [0] * n, [0] * n
-    u = n - 1
-    while lab is not None:
-        stage[u], choice[u] = lab[_I], lab[_K]
-        lab, u = lab[_PARENT], u - 1
-    return Assignment(stage, choice)
+    def _candidates(self, prev: _Layer, u: int, i: int):
+        """New labels of every state ``(u, i, ·)``: stay in stage ``i`` or open it.
+
+        Returns the label rows, their strategy ``k2`` and their parent (stage, row)."""
+        t = self.t
+        e = self.edge_of.get((u - 1, u))
+        ks = self.allowed[u]
+        a2, g2, m2 = t.time[u][ks], t.sync[u][ks], self.mem[i][u][ks]
+        blocks, kk, pst, prw = [], [], [], []
+        if i in prev.lab:
+            P, k1 = prev.lab[i], prev.k[i]
+            mem = P[:, _MEM, None] + m2[None, :]
+            ok = mem <= self.cap
+            if self.order[u] is not None:
+                ok &= ~self.order[u][np.ix_(k1, ks)]
+            rows, cols = np.nonzero(ok)
+            if len(rows):
+                step = a2[cols] + (t.reshard[e][k1[rows], ks[cols]] if e is not None else 0.0)
+                Pr = P[rows]
+                pc, gc = Pr[:, _PC] + step, Pr[:, _GC] + g2[cols]
+                blocks.append(np.column_stack([Pr[:, _S] + step, np.maximum(Pr[:, _M], pc), pc,
+                                               np.maximum(Pr[:, _G], gc), gc, mem[rows, cols]]))
+                kk.append(ks[cols])
+                pst.append(np.full(len(rows), i))
+                prw.append(rows)
+        if i - 1 in prev.lab:
+            P, k1 = prev.lab[i - 1], prev.k[i - 1]
+            fits = np.flatnonzero(m2 <= self.cap)
+            if len(fits):
+                rows = np.repeat(np.arange(len(P)), len(fits))
+                cols = np.tile(fits, len(P))
+                o = t.cross(e, i - 1)[k1[rows], ks[cols]] if e is not None else np.zeros(len(rows))
+                Pr, a = P[rows], a2[cols]
+                blocks.append(np.column_stack([Pr[:, _S] + o + a, np.maximum(np.maximum(Pr[:, _M], o), a),
+                                               a, np.maximum(Pr[:, _G], g2[cols]), g2[cols], m2[cols]]))
+                kk.append(ks[cols])
+                pst.append(np.full(len(rows), i - 1))
+                prw.append(rows)
+        if not blocks:
+            empty = np.zeros(0, dtype=int)
+            return np.zeros((0, 6)), empty, empty, empty
+        return (np.concatenate(blocks), np.concatenate(kk), np.concatenate(pst),
+                np.concatenate(prw))
 
 
-def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 2) -> ChainOutcome:
+def _beam(cand: np.ndarray, k2: np.ndarray, low: np.ndarray, width: int) -> np.ndarray:
+    """Heuristic selection per state: the ``width`` labels with the least completion
+    bound (an A*-like estimate of the final value) plus the least-memory label, so
+    that a beam pass finds a plan when memory binds."""
+    srt = np.lexsort((low, k2))
+    ks = k2[srt]
+    start = np.r_[0, np.flatnonzero(np.diff(ks)) + 1]
+    rank = np.arange(len(srt)) - np.repeat(start, np.diff(np.r_[start, len(srt)]))
+    by_mem = np.lexsort((cand[:, _MEM], k2))
+    least = by_mem[np.r_[0, np.flatnonzero(np.diff(k2[by_mem])) + 1]]
+    return np.union1d(srt[rank < width], least)
+
+
+def _decode(layers: list[_Layer], stage: int, row: int) -> Assignment:
+    n = len(layers)
+    stages, choice = [0] * n, [0] * n
+    for u in range(n - 1, -1, -1):
+        L = layers[u]
+        stages[u], choice[u] = stage, int(L.k[stage][row])
+        stage, row = int(L.pstage[stage][row]), int(L.prow[stage][row])
+    return Assignment(stages, choice)
+
+
+def _sorted_pairs(tables: CostTables, u: int, edge_of: dict) -> np.ndarray | None:
+    """Symmetry of identical layers: ``forbid[k1, k2]`` for the in-stage step ``u−1 → u``.
+
+    When layers ``u−1`` and ``u`` are of one class (identical strategies and
+    cost arrays, ``tables.layer_class``) and joined by an edge, the DP only
+    lets the strategy index grow inside a layout (``k2 ≥ k1`` when both have
+    the same layout). Exact: resharding and transfers depend on layouts only
+    (checked by :func:`~autopar_opt.formulations.milp.layout_matrix`), so sorting
+    the strategies inside every maximal same-layout run of identical layers
+    of a stage changes no time, sync or memory sum and no edge cost; every plan
+    therefore has a sorted twin of equal cost, and the sorted twins pass
+    every ``forbid`` test. None when the step has no such symmetry.
+    """
+    if u == 0 or (u - 1, u) not in edge_of or not tables.layer_class:
+        return None
+    if tables.layer_class[u - 1] != tables.layer_class[u]:
+        return None
+    lay = [s.layout for s in tables.strategies[u]]
+    k = len(lay)
+    forbid = np.zeros((k, k), dtype=bool)
+    for k1 in range(k):
+        for k2 in range(k1):
+            forbid[k1, k2] = lay[k1] == lay[k2]
+    return forbid if forbid.any() else None
+
+
+def _layout_restrictions(tables: CostTables) -> list[list[np.ndarray]]:
+    """Every layout on every layer that has it (all strategies elsewhere): the
+    "uniform tp/sp, free ZeRO and recomputation per layer" plans."""
+    out: dict[tuple, list[np.ndarray]] = {}
+    for lay in sorted({s.layout for strats in tables.strategies for s in strats}):
+        allowed = []
+        for strats in tables.strategies:
+            ks = [j for j, s in enumerate(strats) if s.layout == lay]
+            allowed.append(np.array(ks or range(len(strats))))
+        out.setdefault(tuple(tuple(a) for a in allowed), allowed)
+    return list(out.values())
+
+
+def _incumbent(tables: CostTables, beam: int, shared: _ChainDP) -> tuple[Assignment | None, float]:
+    """Best plan of beam passes over the full space (width ``beam``) and over every
+    layout restriction (width ``4·beam``); its value includes the constant overhead."""
+    best: tuple[Assignment | None, float] = (None, math.inf)
+    runs = [(None, beam)] + [(allowed, 4 * beam) for allowed in _layout_restrictions(tables)]
+    for allowed, width in runs:
+        found = _ChainDP(tables, None, allowed, shared).run(width, math.inf)
+        if found is not None:
+            val = iteration_time(tables, found[1])
+            if val < best[1]:
+                best = (found[1], val)
+    return best
+
+
+#: Relative step of the first deepening pass (doubled after every failed pass).
+_FIRST_STEP = 0.002
+
+
+def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4) -> ChainOutcome:
     """Label DP over the layer order (exact for chains; see module docstring).
 
-    A beam pass first gives an incumbent; the exact pass then proves optimality.
-    If ``deadline`` (``time.monotonic()`` value) passes during the exact pass,
-    the beam incumbent is returned with ``exhaustive=False``.
+    1. Incumbent ``UB``: :func:`_incumbent`.
+    2. Threshold deepening: exact passes with ``tau_j = tau_{j-1}·(1 + 0.002·2^j)``
+       from the root bound, capped at ``UB``. A pass that finds a plan of value
+       ``≤ tau`` has found an optimum; one that finds none proves ``optimum > tau``.
+    If ``deadline`` (``time.monotonic()`` value) passes, the incumbent is
+    returned with ``exhaustive=False`` and the best proven bound.
     """
+    const = tables.params.iteration_overhead_s
     dp = _ChainDP(tables, deadline)
-    try:
-        inc, _ = dp.run(beam, math.inf)
-    except DPTimeout:
-        return ChainOutcome(None, math.inf, False, dp.labels)
-    ub = math.inf if inc is None else inc[_S] + dp.c1 * inc[_M] + inc[_G]
-    try:
-        best, _ = dp.run(None, ub)
-    except DPTimeout:
-        asg = _decode(inc, dp.n) if inc is not None else None
-        return ChainOutcome(asg, ub, False, dp.labels)
-    if best is None or (inc is not None and ub < best[_S] + dp.c1 * best[_M] + best[_G]):
-        best = inc
-    if best is None:
-        return ChainOutcome(None, math.inf, True, dp.labels)
-    return ChainOutcome(_decode(best, dp.n), best[_S] + dp.c1 * best[_M] + best[_G], True, dp.labels)
+    inc, ub = _incumbent(tables, beam, dp)
+    lb = dp.root_bound() + const
+    if inc is not None and lb >= ub * (1 - 1e-9):
+        return ChainOutcome(inc, ub, True, dp.labels, ub)
+    step = _FIRST_STEP
+    while True:
+        tau = min(ub, lb * (1 + step)) if math.isfinite(lb) else ub
+        try:
+            found = dp.run(None, tau - const)
+        except DPTimeout:
+            return ChainOutcome(inc, ub, False, dp.labels, lb)
+        if found is not None:
+            val = iteration_time(tables, found[1])
+            if val < ub:
+                return ChainOutcome(found[1], val, True, dp.labels, val)
+        if tau >= ub or not math.isfinite(tau):
+            # no plan strictly better than the incumbent: it is optimal (or none exists)
+            return ChainOutcome(inc, ub, True, dp.labels, ub)
+        lb = max(lb, tau)
+        step *= 2
