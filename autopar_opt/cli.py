@@ -156,12 +156,18 @@ def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."
           quiet: bool = typer.Option(False, "--quiet", help="No progress display and no summary."),
           export_models: bool = typer.Option(False, "--export-models",
                                              help="Write every solved sub-model as MPS under "
-                                                  "OUT/models/ and record its sha256 in plan.json.")
+                                                  "OUT/models/ and record its sha256 in plan.json."),
+          warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start",
+                                          help="Start every MIP from the DP's plan (or the best uniform "
+                                               "plan) and use the DP's proven bound; off: the MIP "
+                                               "alone, an independent check.")
           ) -> int:
     """Search the spec's space for the best plan and certify its gap."""
     from autopar_opt.search.cli import solve_command
 
     extra = {"export_models": True} if export_models else {}
+    if not warm_start:
+        extra["warm_start"] = False
     return solve_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, **extra)
 
 

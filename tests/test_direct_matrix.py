@@ -188,4 +188,4 @@ def test_search_on_highs_builds_no_pyomo_model(monkeypatch):
                         SearchOptions(solver="highs", time_limit_s=60, rel_gap=1e-9))
     solved = [r for r in result.certificate.configurations if r.status == "optimal"]
     assert solved and result.plan is not None
-    assert all(set(r.timings) == {"build", "translate", "solve"} for r in solved)
+    assert all(set(r.timings) == {"build", "translate", "solve", "dp_warm"} for r in solved)

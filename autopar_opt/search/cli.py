@@ -76,7 +76,7 @@ def _summary(doc: dict, console: Console) -> None:
 
 def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float | None = None,
                   gap: float | None = None, out_dir: str | None = None, json_output: bool = False,
-                  quiet: bool = False, export_models: bool = False) -> int:
+                  quiet: bool = False, export_models: bool = False, warm_start: bool = True) -> int:
     """Run the whole job for one spec file; returns the process exit code."""
     from autopar_opt.spec import SpecError, load_spec
     from autopar_opt.solvers.base import SolverMismatch, SolverUnavailable
@@ -91,7 +91,7 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     options = SearchOptions(
         solver=solver or so.name, form=getattr(so, "form", "auto") or "auto",
         time_limit_s=time_limit_s if time_limit_s is not None else so.time_limit_s,
-        rel_gap=gap if gap is not None else so.rel_gap,
+        rel_gap=gap if gap is not None else so.rel_gap, warm_start=warm_start,
         export_dir=Path(out_dir) / "models" if (out_dir and export_models) else None)
     show = not (quiet or json_output)
     try:

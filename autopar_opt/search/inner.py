@@ -2,8 +2,17 @@
 
 The glue between formulations and solver backends lives here, so that
 formulations never import backends and backends never import formulations
-(DESIGN.md §1). MIP backends get a built formulation, warm-started from the
-best uniform plan of the configuration; the DP backend gets the cost tables.
+(DESIGN.md §1). MIP backends get a built formulation; the DP backend gets
+the cost tables.
+
+Warm start (:meth:`InnerSolver._warm`): the exact DP runs first on a small
+budget (:data:`DP_WARM_FRACTION` of the configuration's time, at most
+:data:`DP_WARM_MAX_S`); the MIP starts from the better of its plan and the best
+uniform plan of the configuration. Both the DP and the MIP bounds are proven,
+so the configuration keeps the larger. When the DP has already proven its plan
+optimal, the MIP still runs, as an independent check, on a short budget
+(:data:`CHECK_FACTOR` × the DP's time, at least :data:`CHECK_MIN_S`); the
+record's message says which method proved the bound.
 
 Backends in :data:`MATRIX_BACKENDS` (HiGHS) get the MILP as a matrix built
 directly from the cost tables (:mod:`autopar_opt.formulations.direct`): no
@@ -15,6 +24,7 @@ Every result records ``timings`` = {build, translate, solve} seconds.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from autopar_opt.cost.tables import CostTables
@@ -24,6 +34,11 @@ from autopar_opt.solvers.result import ProblemClass, SolveResult, Termination
 
 #: Backends that take the solver-neutral matrix form directly (no Pyomo translation).
 MATRIX_BACKENDS = frozenset({"highs"})
+
+#: Share of a configuration's time the DP warm start may use, and its cap (s).
+DP_WARM_FRACTION, DP_WARM_MAX_S = 0.25, 20.0
+#: MIP budget after the DP has proven optimality: max(CHECK_FACTOR × DP time, CHECK_MIN_S).
+CHECK_FACTOR, CHECK_MIN_S = 2.0, 1.0
 
 #: Backends whose search default leaves the symmetry cuts out: HiGHS 1.15 solved
 #: llama-7b (2x8 A100, 1x8 V100) slower with them (benchmarks/symmetry_cuts.py).
@@ -69,11 +84,20 @@ class InnerSolver:
         if self.form_name == "tables":
             res = self.backend.solve_tables(tables, time_limit_s=remaining_s, rel_gap=opts.rel_gap)
             return InnerOutcome(res, res.solution if res.has_solution else None)
-        warm = self._warm_plan(tables) if opts.warm_start else None
-        if self._direct is not None:
-            return self._solve_direct(tables, remaining_s, cfg, warm)
+        warm, dp = self._warm(tables, remaining_s) if opts.warm_start else (None, None)
+        limit = remaining_s - (dp.wall_time_s if dp is not None else 0.0)
+        if dp is not None and dp.termination is Termination.optimal:
+            limit = min(limit, max(CHECK_FACTOR * dp.wall_time_s, CHECK_MIN_S))
+        outcome = (self._solve_direct(tables, limit, cfg, warm) if self._direct is not None
+                   else self._solve_pyomo(tables, limit, cfg, warm))
+        return _merge(outcome, dp, opts.rel_gap)
+
+    def _solve_pyomo(self, tables: CostTables, remaining_s: float, cfg,
+                     warm: Plan | None) -> InnerOutcome:
+        """Gurobi/SCIP (or HiGHS through Pyomo) on the built formulation."""
         from autopar_opt.formulations import build_formulation
 
+        opts = self.options
         form = build_formulation(tables, self.form_name, symmetry=self.symmetry)
         model_hash = self._export(form, cfg)
         if warm is not None:
@@ -109,13 +133,52 @@ class InnerSolver:
         name = f"pp{cfg.pp}_c{cfg.microbatches}_{cfg.schedule.value}.{opts.export_format}"
         return form.export(str(opts.export_dir / name), opts.export_format)
 
-    def _warm_plan(self, tables: CostTables) -> Plan | None:
-        """A warm start: the best uniform (Megatron-style) plan of this configuration.
-
-        Cheap (one evaluate() per uniform strategy) and always inside the
-        configuration's space, so the solver starts from an incumbent at least
-        as good as the uniform baseline.
-        """
+    def _warm(self, tables: CostTables, remaining_s: float) -> tuple[Plan | None, SolveResult | None]:
+        """The warm start: the better of the DP's plan (budgeted) and the best
+        uniform (Megatron-style) plan of this configuration; and the DP's result."""
+        from autopar_opt.dp import solve_dp
+        from autopar_opt.dp.common import Assignment, iteration_time
+        from autopar_opt.formulations.formulation import plan_assignment
         from autopar_opt.search.baselines import best_uniform_for_config
 
-        return best_uniform_for_config(tables)
+        dp = solve_dp(tables, min(DP_WARM_FRACTION * remaining_s, DP_WARM_MAX_S))
+        candidates = [p for p in (dp.solution if dp.has_solution else None,
+                                  best_uniform_for_config(tables)) if p is not None]
+        best, best_val = None, float("inf")
+        for plan in candidates:
+            val = iteration_time(tables, Assignment(*plan_assignment(tables, plan)))
+            if val < best_val:
+                best, best_val = plan, val
+        return best, dp
+
+
+def _merge(outcome: InnerOutcome, dp: SolveResult | None, rel_gap: float) -> InnerOutcome:
+    """Combine the MIP's result with the DP warm start's: best plan, larger proven bound."""
+    res = outcome.result
+    if dp is None or res.termination is Termination.error:
+        return outcome
+    timings = {**res.timings, "dp_warm": dp.wall_time_s}
+    wall = res.wall_time_s + dp.wall_time_s
+    plan, primal = outcome.plan, res.primal
+    if dp.has_solution and (primal is None or dp.primal < primal * (1 - 1e-12)):
+        plan, primal = dp.solution, dp.primal
+    if res.termination is Termination.infeasible or dp.termination is Termination.infeasible:
+        merged = res if res.termination is Termination.infeasible else dp
+        return InnerOutcome(merged.with_(wall_time_s=wall, timings=timings), None, outcome.model_hash)
+    lower = max(res.lower_bound, dp.lower_bound)
+    notes = [res.message] if res.message else []
+    if dp.lower_bound > res.lower_bound:
+        notes.append(f"bound {dp.lower_bound:.6g} s proven by the exact DP warm start "
+                     f"({dp.termination.value}); the MIP's own bound is {res.lower_bound:.6g} s")
+    if primal is None:
+        term = res.termination
+    elif lower >= primal * (1 - rel_gap) - 1e-12:
+        term = Termination.optimal
+    elif math.isinf(lower) and lower < 0:
+        term = Termination.heuristic
+    else:
+        term = Termination.feasible
+    merged = res.with_(termination=term, primal=primal, lower_bound=min(lower, primal) if primal
+                       is not None else lower, wall_time_s=wall, timings=timings,
+                       message="; ".join(notes))
+    return InnerOutcome(merged, plan, outcome.model_hash)
