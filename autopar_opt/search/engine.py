@@ -66,6 +66,8 @@ class SearchResult:
     least_memory_bytes: float = 0.0
     infeasible_reasons: list[str] = field(default_factory=list)
     wall_time_s: float = 0.0
+    #: seconds spent building every configuration's cost tables and analytic bound
+    prepare_s: float = 0.0
 
     def status(self, rel_gap: float) -> str:
         """optimal | feasible | infeasible | no_plan (exit codes 0, 0, 3, 4)."""
@@ -87,6 +89,7 @@ def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: S
         tables = build_cost_tables(graph, cluster, training, space, params, cfg.pp,
                                    cfg.microbatches, cfg.schedule)
         prepared.append((cfg, tables, analytic_lower_bound(tables)))
+    prepare_s = time.perf_counter() - start
     prepared.sort(key=lambda item: (item[2].value, item[0]))
     records: list[ConfigRecord] = []
     best: tuple[PlanMetrics, Plan, OuterConfig] | None = None
@@ -113,7 +116,8 @@ def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: S
                         best_config=best[2] if best else None, solver_name=inner.name,
                         solver_version=inner.version, form=inner.form_name,
                         log_tail=log_tail[-4000:], least_memory_bytes=least,
-                        infeasible_reasons=reasons, wall_time_s=time.perf_counter() - start)
+                        infeasible_reasons=reasons, wall_time_s=time.perf_counter() - start,
+                        prepare_s=prepare_s)
 
 
 def _time_share(remaining: float, rest: list, incumbent: float | None) -> float:
