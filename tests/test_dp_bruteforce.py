@@ -140,3 +140,39 @@ def test_instance_mix_covers_the_brief() -> None:
     assert exact >= 200 and dag_exact >= 30
     assert bound >= 20 and infeasible >= 20
     assert pps == {1, 2, 3} and cs == {1, 2, 4} and len(scheds) == 2
+
+
+def _repeated_chain(seed: int) -> LayerGraph:
+    """A chain with runs of identical layers (same signature, so one layer class):
+    where the DP's symmetry rule and its cross-strategy dominance act."""
+    from autopar_opt.synthetic import random_layer
+    rng = random.Random(1000 + seed)
+    kinds = [random_layer(rng, "proto0"), random_layer(rng, "proto1")]
+    pattern = rng.choice([[0, 1, 1, 1, 0], [1, 1, 1, 1], [0, 0, 1, 1, 1], [1, 1, 0, 1, 1]])
+    from dataclasses import replace
+    layers = [replace(kinds[p], name=f"l{i}") for i, p in enumerate(pattern)]
+    return LayerGraph.chain(f"rep{seed}", layers, seq_len=1024, source="synthetic")
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_dp_equals_brute_force_on_identical_layers(seed: int) -> None:
+    rng = random.Random(seed)
+    graph = _repeated_chain(seed)
+    pp = rng.choice([1, 2, 2, 3])
+    nodes, gpn = rng.choice(CLUSTERS[pp])
+    cluster = small_cluster(nodes, gpn)
+    c = rng.choice([1, 2, 4])
+    schedule = rng.choice([Schedule.gpipe, Schedule.one_f_one_b])
+    training = Training(global_batch_size=8 * c, seq_len=1024)
+    tables = build_cost_tables(graph, cluster, training, SPACE, default_params(), pp, c, schedule)
+    if any(len(s) == 0 for s in tables.strategies):
+        pytest.skip("no strategy for some layer on this cluster")
+    assert len(set(tables.layer_class)) < len(tables.layer_class)
+    cap_gib = least_memory(tables) / GIB * rng.choice([1.0001, 1.1, 1.3, 50.0])
+    device_gib = tables.capacity_bytes / GIB + training.memory_reserve_gib
+    training = Training(global_batch_size=8 * c, seq_len=1024, memory_reserve_gib=device_gib - cap_gib)
+    inst = Instance(graph, cluster, training, pp, c, schedule)
+    tables, res, ref = solve_both(inst)
+    assert ref is not None and res.termination is Termination.optimal
+    assert res.primal == pytest.approx(ref[0], rel=1e-9)
+    assert evaluate(res.solution, graph, cluster, training).iteration_time_s == pytest.approx(res.primal, rel=1e-9)

@@ -106,32 +106,39 @@ class _Layer:
     prow: dict[int, np.ndarray]     # stage -> (L,) parent's row in that stage
 
 
-def _dominated(lab: np.ndarray, c1: float, last: bool, safe: float) -> np.ndarray:
-    """Rows (sorted by key) dominated by an earlier row (module docstring), blockwise."""
+def _dominated(lab: np.ndarray, ks: np.ndarray, c1: float, last: bool, safe: float) -> np.ndarray:
+    """Rows (sorted by key) dominated by an earlier row (module docstring), blockwise.
+
+    All rows share a stage and the layout of their last layer; row ``x`` may
+    dominate row ``y`` only if ``ks[x] ≤ ks[y]`` (their strategy indices): the
+    plans that can follow ``y`` are then a subset of those that can follow ``x``
+    (:func:`_sorted_pairs`), at the same costs (resharding and transfers depend
+    on the layout only)."""
     n = len(lab)
     out = np.zeros(n, dtype=bool)
     floor = -np.inf if last else 0.0
     kept_idx: list[np.ndarray] = []
     for start in range(0, n, _BLOCK):
-        blk = lab[start:start + _BLOCK]
-        prev = lab[np.concatenate(kept_idx)] if kept_idx else lab[:0]
+        blk, kb = lab[start:start + _BLOCK], ks[start:start + _BLOCK]
+        prev = np.concatenate(kept_idx) if kept_idx else np.zeros(0, dtype=int)
         hit = np.zeros(len(blk), dtype=bool)
         if len(prev):
-            hit |= _dom_matrix(prev, blk, c1, floor, safe).any(axis=0)
-        inner = np.triu(_dom_matrix(blk, blk, c1, floor, safe), 1)
+            hit |= _dom_matrix(lab[prev], ks[prev], blk, kb, c1, floor, safe).any(axis=0)
+        inner = np.triu(_dom_matrix(blk, kb, blk, kb, c1, floor, safe), 1)
         hit |= inner.any(axis=0)
         out[start:start + len(blk)] = hit
         kept_idx.append(np.flatnonzero(~hit) + start)
     return out
 
 
-def _dom_matrix(a: np.ndarray, b: np.ndarray, c1: float, floor: float, safe: float) -> np.ndarray:
+def _dom_matrix(a: np.ndarray, ka: np.ndarray, b: np.ndarray, kb: np.ndarray, c1: float,
+                floor: float, safe: float) -> np.ndarray:
     """``D[x, y]``: row ``x`` of ``a`` dominates row ``y`` of ``b``."""
-    mem_ok = a[:, None, _MEM] <= np.maximum(b[None, :, _MEM], safe)
+    ok = (a[:, None, _MEM] <= np.maximum(b[None, :, _MEM], safe)) & (ka[:, None] <= kb[None, :])
     d_m = np.maximum(a[:, None, _M] - b[None, :, _M], a[:, None, _PC] - b[None, :, _PC])
     d_g = np.maximum(a[:, None, _G] - b[None, :, _G], a[:, None, _GC] - b[None, :, _GC])
     pen = c1 * np.maximum(d_m, floor) + np.maximum(d_g, floor)
-    return mem_ok & (a[:, None, _S] + pen <= b[None, :, _S])
+    return ok & (a[:, None, _S] + pen <= b[None, :, _S])
 
 
 class _ChainDP:
@@ -150,11 +157,13 @@ class _ChainDP:
         self.allowed = allowed or [np.arange(len(a)) for a in tables.time]
         if shared is not None:   # the full space's data and bounds are valid for any restriction
             self.mem, self.edge_of, self.order = shared.mem, shared.edge_of, shared.order
+            self.layout_id = shared.layout_id
             self._bounds: CompletionBounds | None = shared.bounds
         else:
             self.mem = [layer_memory(tables, i) for i in range(self.pp)]
             self.edge_of = {(u, v): e for e, (u, v) in enumerate(tables.edges)}
             self.order = [_sorted_pairs(tables, u, self.edge_of) for u in range(self.n)]
+            self.layout_id = [_layout_ids(strats) for strats in tables.strategies]
             self._bounds = None
         # memory level under which a label's stage can never overflow
         self.safe = []
@@ -246,17 +255,21 @@ class _ChainDP:
         return out
 
     def _pareto(self, cand: np.ndarray, k2: np.ndarray, i: int, u: int) -> np.ndarray:
-        """Indices of the non-dominated labels of every state ``(u, i, k2)``."""
+        """Indices of the non-dominated labels at layer ``u``, stage ``i``.
+
+        Labels compete within a layout of the last layer: one at strategy ``k``
+        can dominate one at ``k' ≥ k`` of the same layout (:func:`_dominated`)."""
         key = cand[:, _S] + self.c1 * cand[:, _M] + cand[:, _G]
-        srt = np.lexsort((key, k2))
-        ks = k2[srt]
-        cuts = np.flatnonzero(np.diff(ks)) + 1
+        lay = self.layout_id[u][k2]
+        srt = np.lexsort((key, lay))
+        cuts = np.flatnonzero(np.diff(lay[srt])) + 1
         keep = []
         for grp in np.split(srt, cuts):
             if len(grp) == 1:
                 keep.append(grp)
             else:
-                keep.append(grp[~_dominated(cand[grp], self.c1, i == self.pp - 1, self.safe[i][u])])
+                keep.append(grp[~_dominated(cand[grp], k2[grp], self.c1, i == self.pp - 1,
+                                            self.safe[i][u])])
         return np.concatenate(keep)
 
     def _candidates(self, prev: _Layer, u: int, i: int):
@@ -325,6 +338,12 @@ def _decode(layers: list[_Layer], stage: int, row: int) -> Assignment:
         stages[u], choice[u] = stage, int(L.k[stage][row])
         stage, row = int(L.pstage[stage][row]), int(L.prow[stage][row])
     return Assignment(stages, choice)
+
+
+def _layout_ids(strats) -> np.ndarray:
+    """Index of every strategy's layout (first-seen order)."""
+    seen: dict = {}
+    return np.array([seen.setdefault(s.layout, len(seen)) for s in strats], dtype=int)
 
 
 def _sorted_pairs(tables: CostTables, u: int, edge_of: dict) -> np.ndarray | None:
