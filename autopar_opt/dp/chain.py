@@ -190,7 +190,11 @@ class _ChainDP:
         rest, rest_p = self.bounds.remaining(u, i, k, lab[:, _MEM])
         bott = np.maximum(lab[:, _M], (lab[:, _PC] + rest_p) / (self.pp - i))
         sync = np.maximum(lab[:, _G], (lab[:, _GC] + self.bounds.rest_sync[u]) / (self.pp - i))
-        return lab[:, _S] + rest + self.c1 * bott + sync
+        low = lab[:, _S] + rest + self.c1 * bott + sync
+        w = self.bounds.weighted(u, i, k, lab[:, _MEM], lab[:, _PC], lab[:, _GC])
+        if w is not None:
+            low = np.maximum(low, lab[:, _S] + w)
+        return low
 
     def root_bound(self) -> float:
         """Lower bound on the whole configuration (over every first-layer label)."""

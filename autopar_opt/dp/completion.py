@@ -6,25 +6,39 @@ processed, in stage ``i`` with strategy ``k``, current stage memory ``mem``)
 still has to place layers ``u+1 .. n-1`` into stages ``i .. P-1`` (each stage
 non-empty, ending in stage ``P-1``).
 
-Backward shortest path (exact for the additive part, memory relaxed). With a
-multiplier ``λ ≥ 0`` and stage-dependent layer memory ``m_j[v,k]``:
+Backward shortest path (exact for the additive part, memory relaxed). With
+multipliers ``λ_j ≥ 0`` per stage and stage-dependent layer memory ``m_j[v,k]``:
 
-    H_λ[u,i,k] = min over completions of  Σ_v (A[v,k_v] + λ·m_{stage(v)}[v,k_v])
+    H_λ[u,i,k] = min over completions of  Σ_v (A[v,k_v] + λ_{stage(v)}·m_{stage(v)}[v,k_v])
                                           + Σ in-stage reshard R + Σ boundary transfer R'
 
 computed by the recursion ``H[u,i,k] = min_k' (A'[u+1,k'] + R[k,k'] + H[u+1,i,k'],
 A'[u+1,k'] + R'_i[k,k'] + H[u+1,i+1,k'])`` in O(n·P·K²). Every stage's memory is at most the
 capacity ``C`` (the memory constraint of DESIGN.md §3), so the λ-terms of the
-remaining layers sum to at most ``λ·((C − mem) + C·(P−1−i))``; hence for every
-feasible completion
+remaining layers sum to at most ``λ_i·(C − mem) + C·Σ_{j>i} λ_j``; hence for
+every feasible completion
 
-    remaining Σ(p + o)  ≥  H_λ[u,i,k] − λ·((C − mem) + C·(P−1−i))
+    remaining Σ(p + o)  ≥  H_λ[u,i,k] − λ_i·(C − mem) − C·Σ_{j>i} λ_j
 
 (Lagrangian relaxation of the memory constraints; valid for any ``λ ≥ 0``, the
-bound takes the best of a few). ``Hp`` is the same without transfers (bounds
+bound takes the best of a few vectors, :func:`_multipliers`). ``Hp`` is the same without transfers (bounds
 the remaining Σp alone), used for the bottleneck term: the stages ``i..P-1``
 share ``pc + remaining Σp``, so ``max p ≥ (pc + remaining Σp)/(P − i)``;
 likewise ``max g ≥ (gc + Σ_{v>u} min_k G[v,k])/(P − i)`` (``rest_sync``).
+
+Stage-weighted bound (the trade-off between time and sync that the separate
+minima miss). For any probability vector ``w`` over the stages ``i..P-1``,
+``max p ≥ Σ_j w_j·p_j`` and ``max g ≥ Σ_j w_j·g_j`` for every completion, so
+
+    T ≥ S + (c−1)·w_i·pc + w_i·gc + min over completions of
+        (R + Σ_v [(c−1)·w_{stage(v)}·(A + R) + w_{stage(v)}·G])
+
+whose last term is a backward pass with per-stage weights (and the same
+Lagrangian memory terms); ``w`` is uniform over ``i..P-1``. The DP uses the
+larger of the two bounds. (Weights that skip a memory-bound first stage were
+tried and are useless: the relaxed completion then fills that stage with
+recomputed layers for free. What the bound misses is the imbalance that a
+memory-bound stage forces on the others; see benchmarks/dp/RESULTS.md.)
 """
 
 from __future__ import annotations
@@ -41,13 +55,27 @@ class CompletionBounds:
                  edge_of: dict[tuple[int, int], int], allowed: list[np.ndarray]) -> None:
         self.n, self.pp, self.cap = tables.num_layers, tables.pp, cap
         self.lambdas = _multipliers(tables, mem, cap, allowed)
-        per_lam = [_backward(tables, mem, lam, edge_of, allowed) for lam in self.lambdas]
+        lams = np.array(self.lambdas)
+
+        def stacked(wp, wo: float, wg):
+            return _backward(tables, mem, lams, edge_of, allowed, wp, wo, wg)
         # H[u][i]: (λ, k) array of H_λ[u,i,k]; Hp likewise
-        self.H = [[np.stack([h[u][i] for h, _ in per_lam]) for i in range(self.pp)]
-                  for u in range(self.n)]
-        self.Hp = [[np.stack([hp[u][i] for _, hp in per_lam]) for i in range(self.pp)]
-                   for u in range(self.n)]
-        self._lam = np.array(self.lambdas)[:, None]
+        self.H = stacked(1.0, 1.0, 0.0)
+        self.Hp = stacked(1.0, 0.0, 0.0)
+        # Hw[u][i]: list of (coef_pc, coef_gc, (λ, k) array) per stage-weight profile
+        self.Hw = [[[] for _ in range(self.pp)] for _ in range(self.n)]
+        c1 = float(tables.microbatches - 1)
+        if self.pp <= WEIGHTED_MAX_PP:
+            for i in range(self.pp):
+                w = np.zeros(self.pp)
+                w[i:] = 1.0 / (self.pp - i)
+                part = stacked(1.0 + c1 * w, 1.0, w)
+                for u in range(self.n):
+                    self.Hw[u][i].append((c1 * w[i], w[i], part[u][i]))
+        lam = np.array(self.lambdas)                      # (J, P): λ_j per stage
+        # penalty of a label in stage i: λ_i·(C − mem) + C·Σ_{j>i} λ_j
+        self._lam_i = [lam[:, i:i + 1] for i in range(self.pp)]
+        self._lam_tail = [cap * lam[:, i + 1:].sum(axis=1)[:, None] for i in range(self.pp)]
         mins = [float(tables.sync[v][allowed[v]].min()) for v in range(self.n)]
         #: rest_sync[u] = Σ_{v>u} min_k G[v,k]: the stages i..P-1 share gc + this much sync
         self.rest_sync = np.r_[np.cumsum(mins[::-1])[::-1][1:], 0.0]
@@ -55,47 +83,87 @@ class CompletionBounds:
     def remaining(self, u: int, i: int, k: np.ndarray, mem: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Lower bounds on the remaining Σ(p+o) and Σp of labels at states
         ``(u, i, k[j])`` with current-stage memory ``mem[j]`` (vectors)."""
-        pen = self._lam * ((self.cap - mem)[None, :] + self.cap * (self.pp - 1 - i))
+        pen = self._penalty(i, mem)
         hs = (self.H[u][i][:, k] - pen).max(axis=0)
         hp = (self.Hp[u][i][:, k] - pen).max(axis=0)
         return np.maximum(hs, 0.0), np.maximum(hp, 0.0)
 
+    def _penalty(self, i: int, mem: np.ndarray) -> np.ndarray:
+        """``(J, N)``: the most the λ-terms of any feasible completion can add."""
+        return self._lam_i[i] * (self.cap - mem)[None, :] + self._lam_tail[i]
 
-def _multipliers(tables: CostTables, mem, cap: float, allowed) -> list[float]:
-    """``λ = 0`` plus a geometric fan around the time/memory exchange rate of the model."""
+    def weighted(self, u: int, i: int, k: np.ndarray, mem: np.ndarray, pc: np.ndarray,
+                 gc: np.ndarray) -> np.ndarray | None:
+        """Lower bound on ``final value − S`` from the stage-weighted bounds (module
+        docstring), or None when not computed (``pp > WEIGHTED_MAX_PP``)."""
+        if not self.Hw[u][i]:
+            return None
+        pen = self._penalty(i, mem)
+        best = None
+        for cp, cg, h in self.Hw[u][i]:
+            val = cp * pc + cg * gc + np.maximum((h[:, k] - pen).max(axis=0), 0.0)
+            best = val if best is None else np.maximum(best, val)
+        return best
+
+
+#: The weighted bounds cost 2·pp backward passes per multiplier; above this pp they are skipped.
+WEIGHTED_MAX_PP = 16
+
+
+def _multipliers(tables: CostTables, mem, cap: float, allowed) -> list[np.ndarray]:
+    """Multiplier vectors ``λ_j`` (one per stage): zero, then three profiles —
+    uniform, the first stage only (1F1B keeps the most micro-batches in flight
+    there), halving stage by stage — each at a geometric fan of magnitudes
+    around the model's time/memory exchange rate."""
+    pp = tables.pp
+    zero = np.zeros(pp)
     t = sum(float(tables.time[u][allowed[u]].min()) for u in range(tables.num_layers))
     m = sum(float(mem[-1][u][allowed[u]].min()) for u in range(tables.num_layers))
     if t <= 0 or m <= 0 or cap <= 0:
-        return [0.0]
+        return [zero]
     base = t / max(m, cap)
-    return [0.0] + [base * f for f in (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)]
+    profiles = [np.ones(pp), np.eye(1, pp, 0)[0], 0.5 ** np.arange(pp)]
+    # (the weighted bound relaxes the same way; one batch of passes covers all)
+    out = [zero]
+    for prof in profiles[:1] if pp == 1 else profiles:
+        out += [base * f * prof for f in (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)]
+    return out
 
 
-def _backward(tables: CostTables, mem, lam: float, edge_of, allowed):
+def _backward(tables: CostTables, mem, lam: np.ndarray, edge_of, allowed,
+              wp, wo: float, wg) -> list[list[np.ndarray]]:
+    """``h[u][i][J, k]`` = least ``Σ wp_j·(A + R) + wo·R' + wg_j·G + λ_J,j·m_j`` (``j`` the
+    stage of each remaining layer; ``wp``, ``wg`` scalars or per-stage arrays; ``lam``
+    a ``(J, P)`` batch of multiplier vectors) over the completions of state
+    ``(u, i, k)`` (memory relaxed); ``inf`` where none exists."""
     n, pp = tables.num_layers, tables.pp
-    inf = np.inf
+    wp = np.broadcast_to(np.asarray(wp, dtype=float), (pp,))
+    wg = np.broadcast_to(np.asarray(wg, dtype=float), (pp,))
+    nj = lam.shape[0]
+    size = len(tables.time[n - 1])
     h = [[None] * pp for _ in range(n)]
-    hp = [[None] * pp for _ in range(n)]
     for i in range(pp):
-        size = len(tables.time[n - 1])
-        h[n - 1][i] = np.zeros(size) if i == pp - 1 else np.full(size, inf)
-        hp[n - 1][i] = h[n - 1][i].copy()
+        h[n - 1][i] = np.zeros((nj, size)) if i == pp - 1 else np.full((nj, size), np.inf)
     for u in range(n - 2, -1, -1):
         v = u + 1
         e = edge_of.get((u, v))
         ku, kv = len(tables.time[u]), len(tables.time[v])
-        mask = np.full(kv, inf)
+        mask = np.full(kv, np.inf)
         mask[allowed[v]] = 0.0
+        own = [(wp[j] * tables.time[v] + wg[j] * tables.sync[v] + mask)[None, :]
+               + lam[:, j:j + 1] * mem[j][v][None, :] for j in range(pp)]
         for i in range(pp):
-            stay_cost = tables.time[v] + lam * mem[i][v] + mask
-            r = tables.reshard[e] if e is not None else np.zeros((ku, kv))
-            best = (r + (stay_cost + h[v][i])[None, :]).min(axis=1)
-            best_p = (r + (stay_cost + hp[v][i])[None, :]).min(axis=1)
+            stay = own[i] + h[v][i]                                   # (J, kv)
+            if e is not None:
+                best = (wp[i] * tables.reshard[e][None, :, :] + stay[:, None, :]).min(axis=2)
+            else:
+                best = np.repeat(stay.min(axis=1, keepdims=True), ku, axis=1)
             if i + 1 < pp:
-                move_cost = tables.time[v] + lam * mem[i + 1][v] + mask
-                x = tables.cross(e, i) if e is not None else np.zeros((ku, kv))
-                best = np.minimum(best, (x + (move_cost + h[v][i + 1])[None, :]).min(axis=1))
-                best_p = np.minimum(best_p, (move_cost + hp[v][i + 1]).min())
+                nxt = own[i + 1] + h[v][i + 1]
+                if e is not None and wo:
+                    best = np.minimum(best, (wo * tables.cross(e, i)[None, :, :]
+                                             + nxt[:, None, :]).min(axis=2))
+                else:
+                    best = np.minimum(best, nxt.min(axis=1, keepdims=True))
             h[u][i] = best
-            hp[u][i] = best_p
-    return h, hp
+    return h
