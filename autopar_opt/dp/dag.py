@@ -10,7 +10,10 @@ Training", IPDPS 2021, Sec. IV): visit the vertices in an order
 ``v_1..v_n``; after ``t`` vertices the *dependent set* ``D_t`` is the set of
 visited vertices with an unvisited neighbour (in the undirected graph). The
 cost of the rest depends on the visited part only through the strategies of
-``D_t``, so the DP table is indexed by an assignment of ``D_t``. The order is
+``D_t`` — in fact only through their *layouts* (tensor/sequence-parallel
+degrees), since resharding costs depend on layouts alone — so the DP table is
+indexed by an assignment of layouts to ``D_t`` (ZeRO level and recomputation
+only change a vertex's own time, sync and memory, carried in the labels). The order is
 PaSE's GENERATESEQ idea, implemented greedily: next visit the vertex (adjacent
 to the visited part when possible) that leaves the smallest dependent set,
 ties broken by topological index.
@@ -21,8 +24,8 @@ can never be better for any completion since both are additive), and labels
 over capacity are dropped (memory only grows). Optimal = least cost among the
 final labels.
 
-Complexity: O(n · K^(|D|+1) · L) label operations (``K`` strategies, ``|D|`` the
-largest dependent set, ``L`` Pareto labels per entry; ``L = 1`` when memory
+Complexity: O(n · K · Λ^|D| · L) label operations (``K`` strategies, ``Λ``
+layouts per vertex, ``|D|`` the largest dependent set, ``L`` Pareto labels per entry; ``L = 1`` when memory
 never binds).
 """
 
@@ -70,14 +73,12 @@ def _frontier_after(v: int, frontier: set[int], adj: list[set[int]], visited: se
     return len(frontier) - closing + stays
 
 
-def _pareto2(labels: list[tuple]) -> list[tuple]:
-    labels.sort(key=lambda x: (x[0], x[1]))
-    out, best_mem = [], math.inf
-    for lab in labels:
-        if lab[1] < best_mem:
-            out.append(lab)
-            best_mem = lab[1]
-    return out
+def _pareto2(cost: np.ndarray, mem: np.ndarray) -> np.ndarray:
+    """Indices of the (cost, memory) Pareto-optimal labels, least cost first."""
+    order = np.lexsort((mem, cost))
+    m = mem[order]
+    best_before = np.r_[np.inf, np.minimum.accumulate(m)[:-1]]
+    return order[m < best_before]
 
 
 def solve_dag_single_stage(tables: CostTables, deadline: float | None = None) -> tuple[Assignment | None, float]:
@@ -97,36 +98,64 @@ def solve_dag_single_stage(tables: CostTables, deadline: float | None = None) ->
         later, earlier = (v, u) if pos[v] > pos[u] else (u, v)
         back[later].append((e, later == v))
         last_use[earlier] = max(last_use[earlier], pos[later])
+    # the key holds LAYOUTS, not strategies: every edge cost depends on the two
+    # layouts only (checked by formulations.milp.layout_matrix), so two partial
+    # assignments that agree on the frontier's layouts have the same futures
+    lay_of, rep = [], []
+    for strats in tables.strategies:
+        ids: dict = {}
+        lay_of.append([ids.setdefault(st.layout, len(ids)) for st in strats])
+        first: dict[int, int] = {}
+        for k, lid in enumerate(lay_of[-1]):
+            first.setdefault(lid, k)
+        rep.append(first)
     frontier: list[int] = []
-    table: dict[tuple, list[tuple]] = {(): [(0.0, 0.0, None)]}
+    # table: frontier layouts -> (cost, memory) arrays of its Pareto labels;
+    # history[t][key] = (parts, part index per label, parent row per label)
+    table: dict[tuple, tuple[np.ndarray, np.ndarray]] = {(): (np.zeros(1), np.zeros(1))}
+    history: list[dict] = []
     for t, v in enumerate(order):
         if deadline is not None and time.monotonic() > deadline:
             raise DPTimeout
         new_front = [f for f in frontier + [v] if last_use[f] > t]
         idx = {f: j for j, f in enumerate(frontier)}
-        out: dict[tuple, list[tuple]] = defaultdict(list)
-        for key, labs in table.items():
+        parts: dict[tuple, list] = defaultdict(list)
+        for key, (C, M) in table.items():
+            full = dict(zip(frontier, key))
             for k in range(len(node_cost[v])):
                 add = float(node_cost[v][k])
                 for e, v_is_dst in back[v]:
                     other = tables.edges[e][0] if v_is_dst else tables.edges[e][1]
-                    ko = key[idx[other]]
+                    ko = rep[other][key[idx[other]]]
                     add += c * float(tables.reshard[e][ko, k] if v_is_dst else tables.reshard[e][k, ko])
                 m = float(mem[v][k])
-                full = dict(zip(frontier, key))
-                full[v] = k
+                rows = np.flatnonzero(M + m <= cap)
+                if not len(rows):
+                    continue
+                full[v] = lay_of[v][k]
                 nkey = tuple(full[f] for f in new_front)
-                for cost, mm, node in labs:
-                    if mm + m <= cap:
-                        out[nkey].append((cost + add, mm + m, (v, k, node)))
-        table = {key: _pareto2(labs) for key, labs in out.items()}
+                parts[nkey].append((C[rows] + add, M[rows] + m, key, rows, k))
+        table, step = {}, {}
+        for nkey, plist in parts.items():
+            cost = np.concatenate([p[0] for p in plist])
+            memv = np.concatenate([p[1] for p in plist])
+            which = np.concatenate([np.full(len(p[0]), j) for j, p in enumerate(plist)])
+            prow = np.concatenate([p[3] for p in plist])
+            keep = _pareto2(cost, memv)
+            table[nkey] = (cost[keep], memv[keep])
+            step[nkey] = ([(p[2], p[4]) for p in plist], which[keep], prow[keep])
+        history.append(step)
         frontier = new_front
-    finals = table.get((), [])
-    if not finals:
+    if () not in table:
         return None, math.inf
-    cost, _, node = min(finals, key=lambda x: x[0])
+    cost_arr = table[()][0]
+    row = int(np.argmin(cost_arr))
+    cost = float(cost_arr[row])
     choice = [0] * n
-    while node is not None:
-        v, k, node = node
-        choice[v] = k
+    key: tuple = ()
+    for t in range(n - 1, -1, -1):
+        plist, which, prow = history[t][key]
+        key, k = plist[int(which[row])]
+        choice[order[t]] = k
+        row = int(prow[row])
     return Assignment([0] * n, choice), cost
