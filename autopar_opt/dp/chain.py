@@ -106,7 +106,8 @@ class _Layer:
     prow: dict[int, np.ndarray]     # stage -> (L,) parent's row in that stage
 
 
-def _dominated(lab: np.ndarray, ks: np.ndarray, c1: float, last: bool, safe: float) -> np.ndarray:
+def _dominated(lab: np.ndarray, ks: np.ndarray, c1: float, last: bool, safe: float,
+               deadline: float | None = None) -> np.ndarray:
     """Rows (sorted by key) dominated by an earlier row (module docstring), blockwise.
 
     All rows share a stage and the layout of their last layer; row ``x`` may
@@ -119,6 +120,8 @@ def _dominated(lab: np.ndarray, ks: np.ndarray, c1: float, last: bool, safe: flo
     floor = -np.inf if last else 0.0
     kept_idx: list[np.ndarray] = []
     for start in range(0, n, _BLOCK):
+        if deadline is not None and time.monotonic() > deadline:
+            raise DPTimeout
         blk, kb = lab[start:start + _BLOCK], ks[start:start + _BLOCK]
         prev = np.concatenate(kept_idx) if kept_idx else np.zeros(0, dtype=int)
         hit = np.zeros(len(blk), dtype=bool)
@@ -273,7 +276,7 @@ class _ChainDP:
                 keep.append(grp)
             else:
                 keep.append(grp[~_dominated(cand[grp], k2[grp], self.c1, i == self.pp - 1,
-                                            self.safe[i][u])])
+                                            self.safe[i][u], self.deadline)])
         return np.concatenate(keep)
 
     def _candidates(self, prev: _Layer, u: int, i: int):
