@@ -94,20 +94,27 @@ def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: S
     records: list[ConfigRecord] = []
     best: tuple[PlanMetrics, Plan, OuterConfig] | None = None
     log_tail = ""
-    for k, (cfg, tables, bound) in enumerate(prepared):
+
+    def solve(k: int, share: float) -> ConfigRecord:
+        nonlocal best, log_tail
+        cfg, tables, bound = prepared[k]
         incumbent = best[0].iteration_time_s if best else None
-        remaining = options.time_limit_s - (time.perf_counter() - start)
-        share = _time_share(remaining, prepared[k:], incumbent)
         record, plan, log = _handle_config(cfg, tables, bound, best, share, inner)
         if plan is not None:
             metrics = _checked_metrics(plan, record, graph, cluster, training, params)
             if metrics is not None and (incumbent is None or metrics.iteration_time_s < incumbent):
                 best = (metrics, plan, cfg)
-        records.append(record)
         log_tail = log or log_tail
+        return record
+
+    for k in range(len(prepared)):
+        incumbent = best[0].iteration_time_s if best else None
+        remaining = options.time_limit_s - (time.perf_counter() - start)
+        records.append(solve(k, _time_share(remaining, prepared[k:], incumbent)))
         if progress:
-            progress(k + 1, len(prepared), record, best[0].iteration_time_s if best else None,
+            progress(k + 1, len(prepared), records[-1], best[0].iteration_time_s if best else None,
                      Certificate(records).lower_bound)
+    _second_pass(prepared, records, solve, start, options, lambda: best)
     cert = Certificate(records)
     reasons = sorted({r.message for r in records if r.status == "infeasible" and r.message})
     least = min((b.least_memory_bytes for _, _, b in prepared), default=0.0)
@@ -118,6 +125,47 @@ def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: S
                         log_tail=log_tail[-4000:], least_memory_bytes=least,
                         infeasible_reasons=reasons, wall_time_s=time.perf_counter() - start,
                         prepare_s=prepare_s)
+
+
+#: Fewer seconds than this left: no second pass.
+SECOND_PASS_MIN_S = 1.0
+
+
+def _second_pass(prepared, records: list[ConfigRecord], solve, start: float, options,
+                 incumbent_of) -> None:
+    """Spend the time the first pass left over on the configurations it did not
+    close (time-limited, bound below the incumbent by more than the target gap),
+    most promising bound first, each with an equal share of what is left. A
+    new result replaces the old record only if it proves more (a higher bound)
+    or finds a better plan; the old bound is kept when it was higher."""
+    def open_ones() -> list[int]:
+        best = incumbent_of()
+        inc = best[0].iteration_time_s if best else math.inf
+        return [k for k, r in enumerate(records)
+                if r.status in ("not_solved", "feasible")
+                and r.lower_bound < inc * (1 - options.rel_gap)]
+    todo = sorted(open_ones(), key=lambda k: records[k].lower_bound)
+    for n_done, k in enumerate(todo):
+        if k not in open_ones():
+            continue
+        remaining = options.time_limit_s - (time.perf_counter() - start)
+        if remaining < SECOND_PASS_MIN_S:
+            return
+        old = records[k]
+        new = solve(k, remaining / (len(todo) - n_done))
+        new.time_s += old.time_s
+        better_bound = new.lower_bound > old.lower_bound
+        better_plan = new.primal is not None and (old.primal is None or new.primal < old.primal)
+        if not (better_bound or better_plan):
+            continue
+        new.lower_bound = max(new.lower_bound, old.lower_bound)
+        if old.primal is not None and (new.primal is None or old.primal < new.primal):
+            new.primal = old.primal
+        if new.primal is not None and new.status in ("optimal", "feasible", "not_solved"):
+            new.status = "optimal" if new.gap <= options.rel_gap + 1e-12 else "feasible"
+        new.message = "; ".join(m for m in (new.message, "solved again with the time the first pass "
+                                            "left over") if m)
+        records[k] = new
 
 
 def _time_share(remaining: float, rest: list, incumbent: float | None) -> float:

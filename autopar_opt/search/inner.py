@@ -40,6 +40,9 @@ DP_WARM_FRACTION, DP_WARM_MAX_S = 0.25, 20.0
 #: MIP budget after the DP has proven optimality: max(CHECK_FACTOR × DP time, CHECK_MIN_S).
 CHECK_FACTOR, CHECK_MIN_S = 2.0, 1.0
 
+#: The least time limit handed to a MIP solver (s).
+MIN_MIP_S = 0.01
+
 #: Backends whose search default leaves the symmetry cuts out: HiGHS 1.15 solved
 #: llama-7b (2x8 A100, 1x8 V100) slower with them (benchmarks/symmetry_cuts.py).
 SYMMETRY_OFF_BY_DEFAULT = frozenset({"highs"})
@@ -88,6 +91,7 @@ class InnerSolver:
         limit = remaining_s - (dp.wall_time_s if dp is not None else 0.0)
         if dp is not None and dp.termination is Termination.optimal:
             limit = min(limit, max(CHECK_FACTOR * dp.wall_time_s, CHECK_MIN_S))
+        limit = max(limit, MIN_MIP_S)   # the DP may have used the whole share
         outcome = (self._solve_direct(tables, limit, cfg, warm) if self._direct is not None
                    else self._solve_pyomo(tables, limit, cfg, warm))
         return _merge(outcome, dp, opts.rel_gap)
