@@ -1,144 +1,184 @@
-"""DP fallback benchmark: wall time vs layers and strategy-set size; zoo suites.
+"""DP fallback benchmark (issue 4): growth in layers and strategies; DP vs MILP searches.
 
-Run: ``.venv/bin/python benchmarks/dp/run.py [--quick] > benchmarks/dp/RESULTS.md``.
-Prints a Markdown report: per-instance DP wall time (tables build excluded),
-termination, max strategies per layer ``K`` and labels created; the log-log
-slope of time vs layers per series and vs ``K`` between the two strategy
-sets; then the UniAP suite and llama3-70b on h100-1024 if the zoo has them.
+Parts (each writes ``benchmarks/dp/<part>.json`` and prints Markdown):
+
+- ``growth``: one configuration (pp=4, c=8, 1F1B) of decoder-only chains with
+  32, 64, 128, 256, 512 layers, in two families: *slack* (hidden 1024 on
+  4x8 A100-80GB: memory rarely binds) and *tight* (hidden 2048 on 2x8
+  A100-40GB: memory binds and plans mix recomputation / ZeRO levels); then the
+  slack family at 128 layers with 2, 4, 8 and the full set of strategies per
+  layer. Growth exponents = least-squares slope of log(time) vs log(layers)
+  and vs log(K), over the rows solved to optimality.
+- ``uniap``: the whole search (every outer configuration, certificate) with
+  ``--solver dp`` vs ``--solver highs --no-warm-start`` (the MILP alone) on the
+  UniAP suite of ``benchmarks/search`` (same space and batch).
+- ``large``: the same two searches on Llama-3-70B / 1024 H100 (batch 512, seq 8192).
+- ``inception``: the PaSE-style DAG DP on Inception-v3 at layer granularity
+  (one stage) on 8 and 64 A100-40GB (1x8, 8x8), batch 256 and 2048, full
+  space; the same tables solved by the MILP (HiGHS) for comparison.
+
+Usage: python benchmarks/dp/run.py [--part growth|uniap|large] [--limit S]
+Then: python benchmarks/dp/report.py > benchmarks/dp/RESULTS.md
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import importlib.util
+import json
 import platform
-import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.tables import build_cost_tables
 from autopar_opt.dp import solve_dp
+from autopar_opt.model_zoo.registry import get_cluster
 from autopar_opt.model_zoo.transformer import decoder_lm
-from autopar_opt.synthetic import random_chain
+from autopar_opt.search.engine import SearchOptions, run_search
 from autopar_opt.training import Recompute, Schedule, SearchSpace, Training
 
-SMALL = SearchSpace(zero_levels=(0,), sequence_parallel=(False,), recompute=(Recompute.none,))
-FULL = SearchSpace()
-LIMIT_S = 20.0
+HERE = Path(__file__).resolve().parent
 
 
-def cluster(name: str):
-    from autopar_opt.model_zoo.registry import get_cluster
-    return get_cluster(name)
+def _search_benchmark():
+    """The search benchmark module (same suite, space and batch)."""
+    spec = importlib.util.spec_from_file_location("search_bench", HERE.parent / "search" / "run.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
-def run_one(graph, cl, training, space, pp, c, schedule=Schedule.one_f_one_b):
-    tables = build_cost_tables(graph, cl, training, space, default_params(), pp, c, schedule)
+SB = _search_benchmark()
+LARGE, SPACE, UNIAP_BATCH = SB.LARGE, SB.SPACE, SB.UNIAP_BATCH
+UNIAP_CLUSTERS, UNIAP_MODELS, instance = SB.UNIAP_CLUSTERS, SB.UNIAP_MODELS, SB.instance
+
+SIZES = (32, 64, 128, 256, 512)
+FAMILIES = {"slack": (1024, "4x8-a100-80"), "tight": (2048, "2x8-a100-40")}
+#: strategy sets of growing size K (tp x sp x ZeRO x recompute)
+K_SPACES = {
+    "tp": SearchSpace(zero_levels=(0,), sequence_parallel=(False,), recompute=(Recompute.none,)),
+    "tp+zero": SearchSpace(zero_levels=(0, 3), sequence_parallel=(False,), recompute=(Recompute.none,)),
+    "tp+zero+rc": SearchSpace(zero_levels=(0, 3), sequence_parallel=(False,),
+                              recompute=(Recompute.none, Recompute.full)),
+    "full": SearchSpace(),
+}
+
+
+def chain_tables(layers: int, family: str, space: SearchSpace):
+    hidden, cluster = FAMILIES[family]
+    graph = decoder_lm(f"lm{layers}", layers - 2, 2048, hidden, 16, 4 * hidden, 50257)
+    training = Training(global_batch_size=64, seq_len=2048)
+    return build_cost_tables(graph, get_cluster(cluster), training, space, default_params(), 4, 8,
+                             Schedule.one_f_one_b)
+
+
+def dp_row(tables, limit: float, **tags) -> dict:
     t0 = time.perf_counter()
-    res = solve_dp(tables, LIMIT_S)
+    res = solve_dp(tables, limit)
     wall = time.perf_counter() - t0
-    k = max(len(s) for s in tables.strategies)
-    return wall, res, k
+    row = {**tags, "K": max(len(s) for s in tables.strategies), "dp_s": wall,
+           "termination": res.termination.value, "primal_s": res.primal,
+           "lower_bound_s": res.lower_bound, "gap": res.gap}
+    print(json.dumps(row), flush=True)
+    return row
 
 
-def slope(xs, ys) -> float:
+def slope(xs, ys) -> float | None:
+    if len(xs) < 2:
+        return None
     return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
 
 
-def chain_series(sizes) -> None:
-    print("## Chains: DP time vs layers (2x8-a100-40, pp=4, c=8, 1F1B, batch 64)\n")
-    print("| series | space | layers | K | DP s | termination | primal s |")
-    print("|---|---|---:|---:|---:|---|---:|")
-    cl = cluster("2x8-a100-40")
-    times: dict[tuple[str, str], list[float]] = {}
-    ks: dict[tuple[str, str], int] = {}
-    for series in ("decoder_lm", "random_chain"):
-        for sname, space in (("small", SMALL), ("full", FULL)):
-            for n in sizes:
-                if series == "decoder_lm":
-                    g = decoder_lm(f"gpt{n}", n - 2, 2048, 2048, 16, 8192, 50257)
-                    tr = Training(global_batch_size=64, seq_len=2048)
-                else:
-                    g, tr = random_chain(n, n), Training(global_batch_size=64, seq_len=1024)
-                wall, res, k = run_one(g, cl, tr, space, 4, 8)
-                times.setdefault((series, sname), []).append(wall)
-                ks[(series, sname)] = k
-                print(f"| {series} | {sname} | {n} | {k} | {wall:.3f} | {res.termination.value} | "
-                      f"{res.primal if res.primal is None else f'{res.primal:.5f}'} |")
-                sys.stdout.flush()
-    print("\n### Growth exponents (log-log slope)\n")
-    for key, ts in times.items():
-        print(f"- time vs layers, {key[0]} / {key[1]} space (K={ks[key]}): **{slope(sizes, ts):.2f}**")
-    for series in ("decoder_lm", "random_chain"):
-        ka, kb = ks[(series, "small")], ks[(series, "full")]
-        ex = [math.log(b / a) / math.log(kb / ka)
-              for a, b in zip(times[(series, "small")], times[(series, "full")])]
-        print(f"- time vs strategies, {series} (K {ka} -> {kb}), per size: "
-              f"{', '.join(f'{e:.2f}' for e in ex)}; median **{float(np.median(ex)):.2f}**")
-    print()
+def part_growth(limit: float) -> dict:
+    rows = []
+    for family in FAMILIES:
+        for n in SIZES:
+            rows.append(dp_row(chain_tables(n, family, SearchSpace()), limit, series="layers",
+                               family=family, layers=n, space="full"))
+    for name, space in K_SPACES.items():
+        rows.append(dp_row(chain_tables(128, "slack", space), limit, series="strategies",
+                           family="slack", layers=128, space=name))
+    exps = {}
+    for family in FAMILIES:
+        ok = [r for r in rows if r["series"] == "layers" and r["family"] == family
+              and r["termination"] == "optimal"]
+        exps[f"layers/{family}"] = slope([r["layers"] for r in ok], [r["dp_s"] for r in ok])
+    ok = [r for r in rows if r["series"] == "strategies" and r["termination"] == "optimal"]
+    exps["strategies/slack@128"] = slope([r["K"] for r in ok], [r["dp_s"] for r in ok])
+    return {"rows": rows, "exponents": exps}
 
 
-def zoo_suite() -> None:
-    try:
-        from autopar_opt.model_zoo.registry import build_model, list_models
-    except ImportError:
-        print("(zoo registry missing: suite skipped)\n")
-        return
-    names = {m.name for m in list_models()}
-    print("## UniAP suite (full space, 1F1B, batch 64, c=8)\n")
-    print("| model | cluster | pp | layers | K | DP s | termination | primal s |")
-    print("|---|---|---:|---:|---:|---:|---|---:|")
-    for model in ("bert-huge-32", "t5-large-32", "vit-huge-32", "swin-huge-32", "llama-7b"):
-        if model not in names:
-            print(f"| {model} | - | - | - | - | - | not in zoo | - |")
-            continue
-        g = build_model(model)
-        for cname in ("1x8-a100-40", "4x8-v100-32"):
-            cl = cluster(cname)
-            pps = (1,) if not g.is_chain() else (1, 4)
-            for pp in pps:
-                tr = Training(global_batch_size=64, seq_len=g.seq_len)
-                wall, res, k = run_one(g, cl, tr, FULL, pp, 8)
-                print(f"| {model} | {cname} | {pp} | {len(g.layers)} | {k} | {wall:.3f} | "
-                      f"{res.termination.value} | {res.primal if res.primal is None else f'{res.primal:.4f}'} |")
-                sys.stdout.flush()
-    print()
+def search_row(model, cluster, batch, seq, solver: str, warm: bool, limit: float) -> dict:
+    graph, cl, training = instance(model, cluster, batch, seq)
+    options = SearchOptions(solver=solver, time_limit_s=limit, rel_gap=1e-3, warm_start=warm)
+    t0 = time.perf_counter()
+    res = run_search(graph, cl, training, SPACE, default_params(), options)
+    wall = time.perf_counter() - t0
+    cert = res.certificate
+    inner = sum(sum(r.timings.values()) if r.timings else r.time_s for r in cert.configurations)
+    row = {"model": model, "cluster": cluster, "solver": solver, "wall_s": wall,
+           "inner_s": inner, "prepare_s": res.prepare_s, "status": res.status(1e-3),
+           "primal_s": cert.primal, "lower_bound_s": cert.lower_bound, "gap": cert.gap,
+           "plan": f"pp={res.plan.pp} c={res.plan.microbatches}" if res.plan else None}
+    print(json.dumps(row), flush=True)
+    return row
 
 
-def large_suite() -> None:
-    try:
-        from autopar_opt.model_zoo.registry import build_model
-        g = build_model("llama3-70b")
-        cl = cluster("h100-1024")
-    except Exception as exc:  # noqa: BLE001 - report what is missing and go on
-        print(f"(llama3-70b / h100-1024 unavailable: {exc})\n")
-        return
-    print("## llama3-70b on h100-1024 (full space, 1F1B, batch 1024)\n")
-    print("| pp | c | layers | K | DP s | termination | primal s |")
-    print("|---:|---:|---:|---:|---:|---|---:|")
-    for pp, c in ((8, 32), (16, 64)):
-        tr = Training(global_batch_size=1024, seq_len=g.seq_len)
-        wall, res, k = run_one(g, cl, tr, FULL, pp, c)
-        print(f"| {pp} | {c} | {len(g.layers)} | {k} | {wall:.3f} | {res.termination.value} | "
-              f"{res.primal if res.primal is None else f'{res.primal:.4f}'} |")
-        sys.stdout.flush()
-    print()
+def part_search(jobs, limit: float) -> dict:
+    rows = []
+    for model, cluster, batch, seq in jobs:
+        rows.append(search_row(model, cluster, batch, seq, "dp", True, limit))
+        rows.append(search_row(model, cluster, batch, seq, "highs", False, limit))
+    return {"rows": rows}
+
+
+def part_inception(limit: float) -> dict:
+    from autopar_opt.formulations.direct import build_direct
+    from autopar_opt.hardware import make_cluster
+    from autopar_opt.model_zoo.registry import build_model
+    from autopar_opt.solvers.registry import get_backend
+
+    graph = build_model("inception-v3")
+    rows = []
+    for nodes, batch in ((1, 256), (8, 2048)):
+        cluster = make_cluster(f"{nodes}x8-A100-40GB", nodes, 8, "A100-40GB")
+        training = Training(global_batch_size=batch, seq_len=graph.seq_len)
+        tables = build_cost_tables(graph, cluster, training, SearchSpace(), default_params(), 1, 1,
+                                   Schedule.one_f_one_b)
+        row = dp_row(tables, limit, series="inception", family=f"{nodes * 8} GPUs",
+                     layers=len(graph.layers),
+                     space="full")
+        t0 = time.perf_counter()
+        form = build_direct(tables)
+        res = get_backend("highs").solve_model(form.matrix, form.problem_class, time_limit_s=limit,
+                                               rel_gap=1e-6)
+        row.update(milp_s=time.perf_counter() - t0, milp_termination=res.termination.value,
+                   milp_primal_s=res.primal)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return {"rows": rows}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true", help="sizes 32..128 only, no zoo suites")
+    ap.add_argument("--part", choices=("growth", "uniap", "large", "inception"), required=True)
+    ap.add_argument("--limit", type=float, default=120.0, help="time limit per solve/search, s")
     args = ap.parse_args()
-    sizes = [32, 64, 128] if args.quick else [32, 64, 128, 256, 512]
-    print("# DP fallback benchmark\n")
-    print(f"Machine: {platform.machine()}, Python {platform.python_version()}, "
-          f"time limit {LIMIT_S:.0f} s per solve; DP wall time excludes building the tables.\n")
-    chain_series(sizes)
-    if not args.quick:
-        zoo_suite()
-        large_suite()
+    meta = {"machine": f"{platform.machine()}, Python {platform.python_version()}",
+            "run_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "limit_s": args.limit}
+    if args.part == "growth":
+        out = part_growth(args.limit)
+    elif args.part == "uniap":
+        out = part_search([(m, c, UNIAP_BATCH, None) for m in UNIAP_MODELS for c in UNIAP_CLUSTERS],
+                          args.limit)
+    elif args.part == "large":
+        out = part_search([j for j in LARGE if j[0] == "llama3-70b"], args.limit)
+    else:
+        out = part_inception(args.limit)
+    (HERE / f"{args.part}.json").write_text(json.dumps({**meta, **out}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
