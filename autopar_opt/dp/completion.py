@@ -55,24 +55,23 @@ class CompletionBounds:
                  edge_of: dict[tuple[int, int], int], allowed: list[np.ndarray]) -> None:
         self.n, self.pp, self.cap = tables.num_layers, tables.pp, cap
         self.lambdas = _multipliers(tables, mem, cap, allowed)
-        lams = np.array(self.lambdas)
+        lam = np.array(self.lambdas)                      # (J, P): λ_j per stage
 
         def stacked(wp, wo: float, wg):
-            return _backward(tables, mem, lams, edge_of, allowed, wp, wo, wg)
+            return _backward(tables, mem, lam, edge_of, allowed, wp, wo, wg)
         # H[u][i]: (λ, k) array of H_λ[u,i,k]; Hp likewise
         self.H = stacked(1.0, 1.0, 0.0)
         self.Hp = stacked(1.0, 0.0, 0.0)
-        # Hw[u][i]: list of (coef_pc, coef_gc, (λ, k) array) per stage-weight profile
-        self.Hw = [[[] for _ in range(self.pp)] for _ in range(self.n)]
-        c1 = float(tables.microbatches - 1)
+        # Hw[u][i]: the stage-weighted completion of a label in stage i (w uniform over i..P-1)
+        self.Hw = [[None] * self.pp for _ in range(self.n)]
+        self.c1 = float(tables.microbatches - 1)
         if self.pp <= WEIGHTED_MAX_PP:
             for i in range(self.pp):
                 w = np.zeros(self.pp)
                 w[i:] = 1.0 / (self.pp - i)
-                part = stacked(1.0 + c1 * w, 1.0, w)
+                part = stacked(1.0 + self.c1 * w, 1.0, w)
                 for u in range(self.n):
-                    self.Hw[u][i].append((c1 * w[i], w[i], part[u][i]))
-        lam = np.array(self.lambdas)                      # (J, P): λ_j per stage
+                    self.Hw[u][i] = part[u][i]
         # penalty of a label in stage i: λ_i·(C − mem) + C·Σ_{j>i} λ_j
         self._lam_i = [lam[:, i:i + 1] for i in range(self.pp)]
         self._lam_tail = [cap * lam[:, i + 1:].sum(axis=1)[:, None] for i in range(self.pp)]
@@ -94,19 +93,16 @@ class CompletionBounds:
 
     def weighted(self, u: int, i: int, k: np.ndarray, mem: np.ndarray, pc: np.ndarray,
                  gc: np.ndarray) -> np.ndarray | None:
-        """Lower bound on ``final value − S`` from the stage-weighted bounds (module
-        docstring), or None when not computed (``pp > WEIGHTED_MAX_PP``)."""
-        if not self.Hw[u][i]:
+        """Lower bound on ``final value − S`` from the stage-weighted bound (module
+        docstring, ``w_i = 1/(P − i)``), or None when not computed (``pp > WEIGHTED_MAX_PP``)."""
+        h = self.Hw[u][i]
+        if h is None:
             return None
-        pen = self._penalty(i, mem)
-        best = None
-        for cp, cg, h in self.Hw[u][i]:
-            val = cp * pc + cg * gc + np.maximum((h[:, k] - pen).max(axis=0), 0.0)
-            best = val if best is None else np.maximum(best, val)
-        return best
+        rest = np.maximum((h[:, k] - self._penalty(i, mem)).max(axis=0), 0.0)
+        return (self.c1 * pc + gc) / (self.pp - i) + rest
 
 
-#: The weighted bounds cost 2·pp backward passes per multiplier; above this pp they are skipped.
+#: The weighted bound costs pp more backward passes (one per stage); above this pp it is skipped.
 WEIGHTED_MAX_PP = 16
 
 
@@ -123,7 +119,6 @@ def _multipliers(tables: CostTables, mem, cap: float, allowed) -> list[np.ndarra
         return [zero]
     base = t / max(m, cap)
     profiles = [np.ones(pp), np.eye(1, pp, 0)[0], 0.5 ** np.arange(pp)]
-    # (the weighted bound relaxes the same way; one batch of passes covers all)
     out = [zero]
     for prof in profiles[:1] if pp == 1 else profiles:
         out += [base * f * prof for f in (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)]
