@@ -77,6 +77,15 @@ class Strategy:
                    recompute=Recompute(data.get("recompute", "none")))
 
 
+def layout_ids(strats: list[Strategy]) -> list[int]:
+    """The layout group of every strategy (groups numbered in first-seen order).
+
+    Resharding and transfer costs depend on layouts only, so formulations and
+    DPs that reason about edges work on these groups."""
+    seen: dict[Layout, int] = {}
+    return [seen.setdefault(s.layout, len(seen)) for s in strats]
+
+
 def divisors(n: int) -> list[int]:
     """All positive divisors of ``n`` in increasing order."""
     return [k for k in range(1, n + 1) if n % k == 0]

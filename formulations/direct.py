@@ -37,15 +37,9 @@ from autopar_opt.formulations.formulation import (FormulationError, assignment_p
                                                    plan_assignment, price_assignment)
 from autopar_opt.hardware import GIB
 from autopar_opt.plan import Plan
+from autopar_opt.strategies import layout_ids
 from autopar_opt.solvers.matrix import MatrixForm
 from autopar_opt.solvers.result import ProblemClass
-
-
-def _layout_ids(strats) -> tuple[int, ...]:
-    """Group index of every strategy, groups in first-seen order (as
-    :func:`~autopar_opt.formulations.milp.layout_groups`)."""
-    seen: dict = {}
-    return tuple(seen.setdefault(s.layout, len(seen)) for s in strats)
 
 
 def _collapse(mat: np.ndarray, gu: np.ndarray, gv: np.ndarray) -> np.ndarray:
@@ -80,7 +74,7 @@ def structure_key(tables: CostTables, symmetry: bool) -> tuple[StructureKey, lis
     ids: dict[int, tuple[int, ...]] = {}
     for strats in tables.strategies:
         if id(strats) not in ids:
-            ids[id(strats)] = _layout_ids(strats)
+            ids[id(strats)] = tuple(layout_ids(strats))
     gid = tuple(ids[id(s)] for s in tables.strategies)
     mats = _edge_matrices(tables, [np.asarray(g) for g in gid])
     tiers = ["intra" if f else "inter" for f in tables.boundary_intra]

@@ -14,10 +14,9 @@ exported MPS/LP files rely on them.
 
 from __future__ import annotations
 
-import numpy as np
 import pyomo.environ as pyo
 
-from autopar_opt.cost.tables import CostTables
+from autopar_opt.cost.tables import CostTables, symmetric_edges
 
 
 def x_expr(m: pyo.ConcreteModel, u: int, i: int):
@@ -128,24 +127,6 @@ def add_objective(m: pyo.ConcreteModel, tables: CostTables) -> None:
         expr=sum(m.p[i] for i in m.S) + sum(m.o[b] for b in m.B)
         + (c - 1) * m.bottleneck + m.sync_max + m.objective_constant,
         sense=pyo.minimize)
-
-
-def _identical_layers(tables: CostTables, u: int, v: int) -> bool:
-    """Same class, same strategy list and identical per-layer cost arrays."""
-    if not tables.layer_class or tables.layer_class[u] != tables.layer_class[v]:
-        return False
-    if tables.strategies[u] is not tables.strategies[v] and tables.strategies[u] != tables.strategies[v]:
-        return False
-    return all(arr[u] is arr[v] or np.array_equal(arr[u], arr[v])
-               for arr in (tables.time, tables.sync, tables.weight_bytes, tables.act_bytes))
-
-
-def symmetric_edges(tables: CostTables) -> list[int]:
-    """Edges ``e = (u, u+1)`` joining interchangeable layers (see
-    :func:`add_symmetry_constraints`): same ``layer_class``, same strategy
-    list, identical time/sync/weight/activation arrays."""
-    return [e for e, (u, v) in enumerate(tables.edges)
-            if v == u + 1 and _identical_layers(tables, u, v)]
 
 
 def symmetry_cuts(tables: CostTables) -> list[tuple[int, int, list[int]]]:

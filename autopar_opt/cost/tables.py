@@ -142,6 +142,27 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
         capacity_bytes=ctx.capacity_bytes, layer_class=classes, space=space)
 
 
+def identical_layers(tables: CostTables, u: int, v: int) -> bool:
+    """Same class, same strategy list and identical per-layer cost arrays."""
+    if not tables.layer_class or tables.layer_class[u] != tables.layer_class[v]:
+        return False
+    if tables.strategies[u] is not tables.strategies[v] and tables.strategies[u] != tables.strategies[v]:
+        return False
+    return all(arr[u] is arr[v] or np.array_equal(arr[u], arr[v])
+               for arr in (tables.time, tables.sync, tables.weight_bytes, tables.act_bytes))
+
+
+def symmetric_edges(tables: CostTables) -> list[int]:
+    """Edges ``e = (u, u+1)`` joining interchangeable layers: same
+    ``layer_class``, same strategy list, identical time/sync/weight/activation
+    arrays. The MIP's symmetry cuts
+    (:func:`~autopar_opt.formulations.families.add_symmetry_constraints`) and
+    the chain DP's ordering rule (:func:`autopar_opt.dp.chain._sorted_pairs`)
+    both act on exactly these edges."""
+    return [e for e, (u, v) in enumerate(tables.edges)
+            if v == u + 1 and identical_layers(tables, u, v)]
+
+
 def _arrays(costs: list[LayerCost]) -> tuple[np.ndarray, ...]:
     return (np.array([c.time_s for c in costs], dtype=float),
             np.array([c.sync_s for c in costs], dtype=float),

@@ -69,10 +69,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autopar_opt.cost.tables import CostTables
+from autopar_opt.cost.tables import CostTables, symmetric_edges
 from autopar_opt.dp.common import MEM_EPS, Assignment, iteration_time, layer_memory
 from autopar_opt.dp.completion import CompletionBounds
 from autopar_opt.hardware import GIB
+from autopar_opt.strategies import layout_ids
 
 # label columns
 _S, _M, _PC, _G, _GC, _MEM = range(6)
@@ -165,8 +166,8 @@ class _ChainDP:
         else:
             self.mem = [layer_memory(tables, i) for i in range(self.pp)]
             self.edge_of = {(u, v): e for e, (u, v) in enumerate(tables.edges)}
-            self.order = [_sorted_pairs(tables, u, self.edge_of) for u in range(self.n)]
-            self.layout_id = [_layout_ids(strats) for strats in tables.strategies]
+            self.layout_id = [np.array(layout_ids(strats)) for strats in tables.strategies]
+            self.order = _sorted_pairs(tables, self.layout_id)
             self._bounds = None
         # memory level under which a label's stage can never overflow
         self.safe = []
@@ -347,36 +348,28 @@ def _decode(layers: list[_Layer], stage: int, row: int) -> Assignment:
     return Assignment(stages, choice)
 
 
-def _layout_ids(strats) -> np.ndarray:
-    """Index of every strategy's layout (first-seen order)."""
-    seen: dict = {}
-    return np.array([seen.setdefault(s.layout, len(seen)) for s in strats], dtype=int)
+def _sorted_pairs(tables: CostTables, layout_id: list[np.ndarray]) -> list[np.ndarray | None]:
+    """Symmetry of identical layers: per layer ``u``, ``forbid[k1, k2]`` for the
+    in-stage step ``u−1 → u`` (None where the step has no symmetry).
 
-
-def _sorted_pairs(tables: CostTables, u: int, edge_of: dict) -> np.ndarray | None:
-    """Symmetry of identical layers: ``forbid[k1, k2]`` for the in-stage step ``u−1 → u``.
-
-    When layers ``u−1`` and ``u`` are of one class (identical strategies and
-    cost arrays, ``tables.layer_class``) and joined by an edge, the DP only
+    On the edges of :func:`~autopar_opt.cost.tables.symmetric_edges` (layers
+    ``u−1`` and ``u`` with identical strategies and cost arrays) the DP only
     lets the strategy index grow inside a layout (``k2 ≥ k1`` when both have
     the same layout). Exact: resharding and transfers depend on layouts only
     (checked by :func:`~autopar_opt.formulations.milp.layout_matrix`), so sorting
     the strategies inside every maximal same-layout run of identical layers
     of a stage changes no time, sync or memory sum and no edge cost; every plan
     therefore has a sorted twin of equal cost, and the sorted twins pass
-    every ``forbid`` test. None when the step has no such symmetry.
+    every ``forbid`` test (the MIP's symmetry cuts state the same order).
     """
-    if u == 0 or (u - 1, u) not in edge_of or not tables.layer_class:
-        return None
-    if tables.layer_class[u - 1] != tables.layer_class[u]:
-        return None
-    lay = [s.layout for s in tables.strategies[u]]
-    k = len(lay)
-    forbid = np.zeros((k, k), dtype=bool)
-    for k1 in range(k):
-        for k2 in range(k1):
-            forbid[k1, k2] = lay[k1] == lay[k2]
-    return forbid if forbid.any() else None
+    order: list[np.ndarray | None] = [None] * tables.num_layers
+    for e in symmetric_edges(tables):
+        u = tables.edges[e][1]
+        lay = layout_id[u]
+        k = np.arange(len(lay))
+        forbid = (lay[:, None] == lay[None, :]) & (k[None, :] < k[:, None])
+        order[u] = forbid if forbid.any() else None
+    return order
 
 
 def _layout_restrictions(tables: CostTables) -> list[list[np.ndarray]]:

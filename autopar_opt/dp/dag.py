@@ -41,6 +41,7 @@ from autopar_opt.cost.tables import CostTables
 from autopar_opt.dp.chain import DPTimeout
 from autopar_opt.dp.common import MEM_EPS, Assignment, layer_memory
 from autopar_opt.hardware import GIB
+from autopar_opt.strategies import layout_ids
 
 
 def generate_seq(n: int, edges: list[tuple[int, int]]) -> tuple[list[int], int]:
@@ -101,12 +102,11 @@ def solve_dag_single_stage(tables: CostTables, deadline: float | None = None) ->
     # the key holds LAYOUTS, not strategies: every edge cost depends on the two
     # layouts only (checked by formulations.milp.layout_matrix), so two partial
     # assignments that agree on the frontier's layouts have the same futures
-    lay_of, rep = [], []
-    for strats in tables.strategies:
-        ids: dict = {}
-        lay_of.append([ids.setdefault(st.layout, len(ids)) for st in strats])
+    lay_of = [layout_ids(strats) for strats in tables.strategies]
+    rep = []            # a representative strategy of every layout
+    for ids in lay_of:
         first: dict[int, int] = {}
-        for k, lid in enumerate(lay_of[-1]):
+        for k, lid in enumerate(ids):
             first.setdefault(lid, k)
         rep.append(first)
     frontier: list[int] = []
