@@ -45,15 +45,10 @@ def _uniform(graph: LayerGraph, cluster: Cluster, training: Training, space: Sea
     strategies = []
     for layer in graph.layers:
         options = enumerate_strategies(layer, d, b, space, cluster.gpus_per_node, training.seq_len)
-        same = [s for s in options if s.layout == base.layout]
-        if not same:
+        k = _closest(options, base)
+        if k is None:
             return None
-        exact = [s for s in same if s == base]
-        if exact:
-            strategies.append(exact[0])
-            continue
-        zero = [s for s in same if s.recompute == base.recompute] or same
-        strategies.append(zero[0])
+        strategies.append(options[k])
     n = len(graph.layers)
     base_size, extra = divmod(n, pp)
     sizes = [base_size + (1 if i < extra else 0) for i in range(pp)]
@@ -63,6 +58,15 @@ def _uniform(graph: LayerGraph, cluster: Cluster, training: Training, space: Sea
                                 strategies[start:start + size]))
         start += size
     return Plan(stages, c, schedule)
+
+
+def _closest(options: list[Strategy], base: Strategy) -> int | None:
+    """Index of ``base`` in ``options``; else of the first option with its layout
+    and recomputation; else of the first with its layout; None if no layout matches."""
+    same = [k for k, s in enumerate(options) if s.layout == base.layout]
+    exact = [k for k in same if options[k] == base]
+    close = [k for k in same if options[k].recompute == base.recompute]
+    return (exact or close or same or [None])[0]
 
 
 def _best_of(candidates, graph, cluster, training, params) -> tuple[Plan | None, PlanMetrics | None, int]:
@@ -99,40 +103,41 @@ def _uniform_candidates(graph, cluster, training, space, pp: int, c: int, schedu
         yield _uniform(graph, cluster, training, space, pp, c, schedule, s)
 
 
-def best_uniform_for_config(tables) -> Plan | None:
-    """Best feasible uniform plan of one outer configuration (a MIP warm start).
+def best_uniform_assignment(tables):
+    """Best feasible uniform plan of one outer configuration as ``(Assignment,
+    value)``, or None (a MIP warm start).
 
     Priced from the configuration's cost tables (the objective of DESIGN.md §3,
     which equals evaluate() on every plan: tests/test_evaluate.py), not by
     evaluate(): this runs once per solved configuration, and on a 3072-GPU
     model evaluate() of every candidate took seconds. Same candidates as the
-    baseline: one grid strategy on every layer (where a layer's tables pruned
-    it as dominated, the same layout with the same recomputation), layers split
-    evenly.
+    baseline: one grid strategy on every layer (:func:`_closest`; the tables
+    may have pruned it as dominated), layers split evenly.
     """
-    from autopar_opt.dp.common import Assignment, fits, iteration_time, to_plan
+    from autopar_opt.dp.common import Assignment, fits, iteration_time
 
     n, pp = tables.num_layers, tables.pp
     base, extra = divmod(n, pp)
     stage = [i for i in range(pp) for _ in range(base + (1 if i < extra else 0))]
-    best, best_val = None, float("inf")
+    best = None
     for s in _grid(tables.space, tables.devices_per_stage, dp_only=False):
-        choice = []
-        for strats in tables.strategies:
-            same = [k for k, t in enumerate(strats) if t.layout == s.layout]
-            if not same:
-                break
-            exact = [k for k in same if strats[k] == s]
-            close = [k for k in same if strats[k].recompute == s.recompute]
-            choice.append((exact or close or same)[0])
-        if len(choice) < n:
+        choice = [_closest(strats, s) for strats in tables.strategies]
+        if None in choice:
             continue
         asg = Assignment(stage, choice)
         if fits(tables, asg):
             val = iteration_time(tables, asg)
-            if val < best_val:
-                best, best_val = asg, val
-    return None if best is None else to_plan(tables, best)
+            if best is None or val < best[1]:
+                best = (asg, val)
+    return best
+
+
+def best_uniform_for_config(tables) -> Plan | None:
+    """:func:`best_uniform_assignment` as a :class:`Plan` (None when none fits)."""
+    from autopar_opt.dp.common import to_plan
+
+    best = best_uniform_assignment(tables)
+    return None if best is None else to_plan(tables, best[0])
 
 
 def pure_data_parallel(graph, cluster, training, space, params) -> Baseline:

@@ -141,19 +141,14 @@ class InnerSolver:
         """The warm start: the better of the DP's plan (budgeted) and the best
         uniform (Megatron-style) plan of this configuration; and the DP's result."""
         from autopar_opt.dp import solve_dp
-        from autopar_opt.dp.common import Assignment, iteration_time
-        from autopar_opt.formulations.formulation import plan_assignment
-        from autopar_opt.search.baselines import best_uniform_for_config
+        from autopar_opt.dp.common import to_plan
+        from autopar_opt.search.baselines import best_uniform_assignment
 
         dp = solve_dp(tables, min(DP_WARM_FRACTION * remaining_s, DP_WARM_MAX_S))
-        candidates = [p for p in (dp.solution if dp.has_solution else None,
-                                  best_uniform_for_config(tables)) if p is not None]
-        best, best_val = None, float("inf")
-        for plan in candidates:
-            val = iteration_time(tables, Assignment(*plan_assignment(tables, plan)))
-            if val < best_val:
-                best, best_val = plan, val
-        return best, dp
+        uniform = best_uniform_assignment(tables)
+        if dp.has_solution and (uniform is None or dp.primal <= uniform[1]):
+            return dp.solution, dp      # the DP's primal is the same tables objective
+        return (None if uniform is None else to_plan(tables, uniform[0])), dp
 
 
 def _merge(outcome: InnerOutcome, dp: SolveResult | None, rel_gap: float) -> InnerOutcome:
