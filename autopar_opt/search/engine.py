@@ -114,7 +114,7 @@ def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: S
         if progress:
             progress(k + 1, len(prepared), records[-1], best[0].iteration_time_s if best else None,
                      Certificate(records).lower_bound)
-    _second_pass(prepared, records, solve, start, options, lambda: best)
+    _second_pass(records, solve, start, options, lambda: best)
     cert = Certificate(records)
     reasons = sorted({r.message for r in records if r.status == "infeasible" and r.message})
     least = min((b.least_memory_bytes for _, _, b in prepared), default=0.0)
@@ -131,8 +131,7 @@ def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: S
 SECOND_PASS_MIN_S = 1.0
 
 
-def _second_pass(prepared, records: list[ConfigRecord], solve, start: float, options,
-                 incumbent_of) -> None:
+def _second_pass(records: list[ConfigRecord], solve, start: float, options, incumbent_of) -> None:
     """Spend the time the first pass left over on the configurations it did not
     close (time-limited, bound below the incumbent by more than the target gap),
     most promising bound first, each with an equal share of what is left. A

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.plan import Plan
-from autopar_opt.solvers.result import ProblemClass, SolveResult, Termination
+from autopar_opt.solvers.result import ProblemClass, SolveResult, Termination, relative_gap
 
 
 #: Backends that take the solver-neutral matrix form directly (no Pyomo translation).
@@ -171,7 +171,7 @@ def _merge(outcome: InnerOutcome, dp: SolveResult | None, rel_gap: float) -> Inn
                      f"({dp.termination.value}); the MIP's own bound is {res.lower_bound:.6g} s")
     if primal is None:
         term = res.termination
-    elif lower >= primal * (1 - rel_gap) - 1e-12:
+    elif relative_gap(primal, lower) <= rel_gap + 1e-12:
         term = Termination.optimal
     elif math.isinf(lower) and lower < 0:
         term = Termination.heuristic
