@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopar_opt.cost.params import CostParams
 from autopar_opt.evaluate import PlanError, PlanMetrics, evaluate
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster

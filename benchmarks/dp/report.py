@@ -17,7 +17,7 @@ def _f(x, spec=".3f") -> str:
 
 
 def growth(doc: dict) -> list[str]:
-    out = [f"## Growth of one configuration's DP (pp=4, c=8, 1F1B, batch 64, seq 2048)", "",
+    out = ["## Growth of one configuration's DP (pp=4, c=8, 1F1B, batch 64, seq 2048)", "",
            f"{doc['machine']}; {doc['run_utc']}; time limit {doc['limit_s']:.0f} s per solve; "
            "DP wall time excludes building the cost tables.", "",
            "| series | family | layers | space | K | DP s | termination | primal s | gap |",
