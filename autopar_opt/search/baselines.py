@@ -120,8 +120,15 @@ def best_uniform_assignment(tables):
     stage = [i for i in range(pp) for _ in range(base + (1 if i < extra else 0))]
     best = None
     for s in _grid(tables.space, tables.devices_per_stage, dp_only=False):
-        choice = [_closest(strats, s) for strats in tables.strategies]
-        if None in choice:
+        picks: dict[int, int | None] = {}     # layers of one class share their strategy list
+        choice = []
+        for strats in tables.strategies:
+            if id(strats) not in picks:
+                picks[id(strats)] = _closest(strats, s)
+            if picks[id(strats)] is None:
+                break
+            choice.append(picks[id(strats)])
+        if len(choice) < n:
             continue
         asg = Assignment(stage, choice)
         if fits(tables, asg):
