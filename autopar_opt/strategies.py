@@ -9,6 +9,8 @@ al. 2022). Ranks inside a stage are ordered tp-innermost, then cp, then dp
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from autopar_opt.graph import Layer
@@ -87,8 +89,9 @@ def layout_ids(strats: list[Strategy]) -> list[int]:
 
 
 def divisors(n: int) -> list[int]:
-    """All positive divisors of ``n`` in increasing order."""
-    return [k for k in range(1, n + 1) if n % k == 0]
+    """All positive divisors of ``n`` in increasing order (O(sqrt n) trial division)."""
+    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
+    return small + [n // k for k in reversed(small) if k * k != n]
 
 
 def tp_degree_ok(layer: Layer, tp: int) -> bool:

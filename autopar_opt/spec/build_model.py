@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from autopar_opt.graph import Layer, LayerGraph, MeasuredCost
+from autopar_opt.spec import limits
 from autopar_opt.spec.errors import ProblemList, did_you_mean
 from autopar_opt.spec.schema import ExplicitModelSpec, LayerSpec, MeasuredSpec, ZooModelSpec
 
@@ -24,6 +25,33 @@ def _split_fix(message: str) -> tuple[str, str]:
     return message, "see `autopar zoo list` and the model's dimensions"
 
 
+#: Zoo dimensions that count layers (their sum is bounded by limits.MAX_LAYERS).
+LAYER_COUNT_KEYS = ("num_layers", "encoder_layers", "decoder_layers", "depths")
+#: Largest value of any other zoo dimension (hidden size, vocabulary, image size, ...).
+MAX_DIMENSION = limits.MAX_SEQ_LEN
+
+
+def _override_limits(overrides: dict, out: ProblemList) -> bool:
+    """Check the override sizes before the zoo builder runs (a builder asked for
+    10^9 layers would take hours); True when they are within the limits."""
+    ok = True
+    layers = 0
+    for key, value in overrides.items():
+        values = value if isinstance(value, list) else [value]
+        ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+        if any(v > MAX_DIMENSION for v in ints):
+            out.add(f"model.overrides.{key}", value, f"exceeds the limit of {MAX_DIMENSION} for a "
+                    "model dimension", "use a realistic dimension")
+            ok = False
+        if key in LAYER_COUNT_KEYS:
+            layers += sum(ints)
+    if ok and layers > limits.MAX_LAYERS:
+        out.add("model.overrides", dict(overrides), f"{layers} layers exceed the limit of "
+                f"{limits.MAX_LAYERS} layers", f"use at most {limits.MAX_LAYERS} layers in total")
+        ok = False
+    return ok
+
+
 def _zoo_graph(section: ZooModelSpec, seq_len: int | None, out: ProblemList) -> LayerGraph | None:
     from autopar_opt.model_zoo import registry
 
@@ -31,6 +59,8 @@ def _zoo_graph(section: ZooModelSpec, seq_len: int | None, out: ProblemList) -> 
     if section.zoo not in names:
         out.add("model.zoo", section.zoo, "unknown zoo model",
                 f"use one of: {', '.join(names)}{did_you_mean(section.zoo, names)}")
+        return None
+    if not _override_limits(section.overrides, out):
         return None
     try:
         return registry.build_model(section.zoo, seq_len=seq_len, overrides=dict(section.overrides))
@@ -119,4 +149,21 @@ def build_graph(section: ZooModelSpec | ExplicitModelSpec, seq_len: int | None,
         graph = _explicit_graph(section, seq_len, out)
     if graph is None:
         return None
-    return _attach_measured(graph, section.measured, out)
+    if len(graph.layers) > limits.MAX_LAYERS:
+        out.add("model", graph.name, f"{len(graph.layers)} layers exceed the limit of "
+                f"{limits.MAX_LAYERS} layers", "use a smaller model (fewer layers)")
+        return None
+    graph = _attach_measured(graph, section.measured, out)
+    if graph is not None and not _has_work(graph):
+        out.add("model.layers", None, "every layer has zero FLOPs and no measured time: the model "
+                "has no work to plan (and its throughput would divide by zero)",
+                "give the layers' FLOPs per sample, e.g. flops_fwd: 1.2e12, flops_bwd: 2.4e12")
+        return None
+    return graph
+
+
+def _has_work(graph: LayerGraph) -> bool:
+    """True when some layer has FLOPs or a positive measured time."""
+    return any(layer.flops_fwd + layer.flops_bwd > 0
+               or any(m.fwd_ms_per_sample + m.bwd_ms_per_sample > 0 for m in layer.measured)
+               for layer in graph.layers)

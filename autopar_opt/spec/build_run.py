@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from autopar_opt.cost.params import CostParams, default_params
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import DEVICE_CATALOG, Cluster, DeviceType, LinkTier, make_cluster
+from autopar_opt.spec import limits
 from autopar_opt.spec.errors import ProblemList, did_you_mean
 from autopar_opt.spec.schema import (CostModelSection, ExplicitClusterSpec, LinkSpec, SearchSection,
                                      SolverSection, TrainingSection, ZooClusterSpec)
@@ -57,6 +58,11 @@ def build_cluster(section: ZooClusterSpec | ExplicitClusterSpec, out: ProblemLis
     else:
         dev = DeviceType(device.name, dict(device.peak_tflops), device.hbm_gib, device.hbm_gb_per_s,
                          source="spec file")
+    if section.nodes * section.gpus_per_node > limits.MAX_DEVICES:
+        out.add("cluster.nodes", section.nodes, f"{section.nodes} nodes x {section.gpus_per_node} "
+                f"GPUs = {section.nodes * section.gpus_per_node:,} devices exceed the limit of "
+                f"{limits.MAX_DEVICES:,} devices", "use fewer nodes or GPUs per node")
+        return None
     return make_cluster(section.name, section.nodes, section.gpus_per_node, dev,
                         _link(section.intra_node, "intra"), _link(section.inter_node, "inter"),
                         source="spec file")

@@ -4,7 +4,9 @@ A top file's ``model``, ``cluster`` and ``training`` values may be a path
 (relative to the top file) to another file holding that section; the included
 file holds the section's mapping itself, or a mapping with that one key.
 Every read problem (missing file, wrong extension, empty file, syntax error
-with its line) becomes a :class:`SpecProblem`, never a traceback.
+with its line, an unreadable or oversized file, a duplicate key, nesting or
+sizes beyond :mod:`autopar_opt.spec.limits`) becomes a :class:`SpecProblem`,
+never a traceback; the limits are checked before the expensive steps.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from autopar_opt.spec import limits
 from autopar_opt.spec.errors import SpecError, SpecProblem, one_of
 
 #: File extensions and their format.
@@ -29,14 +32,101 @@ def _problem(path: Path | str, rule: str, fix: str, key: str = "", value: Any = 
     return SpecProblem(str(path), key, value, rule, fix)
 
 
+class _TooDeep(Exception):
+    """Raised by :class:`_SpecYamlLoader` past :data:`limits.MAX_DEPTH` levels."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+class _DuplicateKey(Exception):
+    """Raised for a key given twice in one mapping (YAML or JSON)."""
+
+    def __init__(self, key: str, line: int | None = None, first: int | None = None) -> None:
+        super().__init__(key)
+        self.key, self.line, self.first = key, line, first
+
+
+class _SpecYamlLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses deep nesting (before the recursive
+    composer can overflow the stack) and duplicate keys (PyYAML silently keeps
+    the last value, so a typo-level mistake would change the run unseen)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > limits.MAX_DEPTH:
+                raise _TooDeep(self.peek_event().start_mark.line + 1)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[tuple[str, str], int] = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                    continue
+                ident = (key_node.tag, key_node.value)
+                line = key_node.start_mark.line + 1
+                if ident in seen:
+                    raise _DuplicateKey(key_node.value, line, seen[ident])
+                seen[ident] = line
+        return super().construct_mapping(node, deep)
+
+
+def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` refusing duplicate keys (``json`` keeps the last one)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _load_text(text: str, fmt: str) -> Any:
+    if fmt == "yaml":
+        return yaml.load(text, Loader=_SpecYamlLoader)   # SafeLoader underneath
+    if fmt == "toml":
+        return tomllib.loads(text)
+    return json.loads(text, object_pairs_hook=_json_pairs)
+
+
 def _parse(text: str, fmt: str, path: Path) -> Any:
     """Parse ``text``; raises SpecError naming the line of a syntax error."""
     try:
-        if fmt == "yaml":
-            return yaml.safe_load(text)
-        if fmt == "toml":
-            return tomllib.loads(text)
-        return json.loads(text)
+        return _parse_raw(text, fmt, path)
+    except SpecError:
+        raise
+    except _TooDeep as exc:
+        raise SpecError([_problem(path, f"nesting deeper than the limit of {limits.MAX_DEPTH} "
+                                  f"levels (line {exc.line})", "a spec nests at most a few levels: "
+                                  "section, list, item")]) from None
+    except RecursionError:
+        raise SpecError([_problem(path, f"nesting deeper than the limit of {limits.MAX_DEPTH} levels",
+                                  "a spec nests at most a few levels: section, list, item")]) from None
+    except _DuplicateKey as exc:
+        where = f" at line {exc.line} (first at line {exc.first})" if exc.line else ""
+        raise SpecError([_problem(path, f"duplicate key {exc.key!r}{where}",
+                                  "give each key once in its mapping; delete or merge the "
+                                  "repeated entry", key=str(exc.key)[:limits.MAX_KEY_CHARS])]) from None
+    except (ValueError, OverflowError) as exc:   # an integer over Python's 4300-digit limit,
+        text = str(exc)[:200]                         # an impossible date, ...
+        fix = (f"write integers of realistic size (at most {limits.MAX_INT:.0e})" if "digits" in text
+               else "write a plain number, or quote the value to make it text")
+        raise SpecError([_problem(path, f"a value cannot be read ({text})", fix)]) from None
+
+
+def _parse_raw(text: str, fmt: str, path: Path) -> Any:
+    """Parse ``text``, turning the parsers' syntax errors into SpecErrors."""
+    try:
+        return _load_text(text, fmt)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown line"
@@ -57,24 +147,53 @@ def _parse(text: str, fmt: str, path: Path) -> Any:
                                   "no trailing comma)")]) from None
 
 
+def _read_text(path: Path) -> str:
+    """The file's text, read only after its size passed :func:`limits.check_file_size`."""
+    too_big = limits.check_file_size(path)
+    if too_big is not None:
+        raise SpecError([too_big])
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(limits.MAX_FILE_BYTES + 1)
+        if len(raw) > limits.MAX_FILE_BYTES:     # grew after stat, or a special file
+            raise SpecError([_problem(path, f"the file is over the limit of "
+                                      f"{limits.MAX_FILE_BYTES:,} bytes", "shorten it")])
+        return raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError([_problem(path, f"cannot read the file ({exc.__class__.__name__}: "
+                                  f"{str(exc)[:200]})", "make it a readable UTF-8 text file")]) from None
+
+
+def _where_is(path: Path) -> str | None:
+    """None when ``path`` is a regular file; else what it is instead."""
+    if "\x00" in str(path):
+        return "name contains a NUL character"
+    try:
+        if path.is_file():
+            return None
+        if path.is_dir():
+            return "is a directory"
+        return "is not a regular file" if path.exists() else "does not exist"
+    except (OSError, ValueError) as exc:    # name too long, NUL byte, no permission
+        return f"cannot be opened ({exc.__class__.__name__}: {str(exc)[:120]})"
+
+
 def read_mapping(path: Path | str) -> dict[str, Any]:
     """Read one spec file into a mapping; raises :class:`SpecError` with a fix."""
     path = Path(path)
     fmt = FORMATS.get(path.suffix.lower())
+    shown = str(path).replace("\x00", "\\x00")
+    shown = shown if len(shown) <= 300 else shown[:300] + "..."
     if fmt is None:
-        raise SpecError([_problem(path, f"unsupported file extension {path.suffix or '(none)'!r}",
+        suffix = path.suffix[:40] or "(none)"
+        raise SpecError([_problem(shown, f"unsupported file extension {suffix!r}",
                                   f"name the file with one of {one_of(FORMATS)}")])
-    if not path.is_file():
-        what = "is a directory" if path.is_dir() else "does not exist"
-        raise SpecError([_problem(path, f"the file {what}",
+    what = _where_is(path)
+    if what is not None:
+        raise SpecError([_problem(shown, f"the file {what}",
                                   "check the path (relative paths are from the current "
                                   "directory, or from the top spec file for included files)")])
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError([_problem(path, f"cannot read the file ({exc.__class__.__name__}: {exc})",
-                                  "make it a readable UTF-8 text file")]) from None
-    data = _parse(text, fmt, path)
+    data = _parse(_read_text(path), fmt, path)
     if data is None or (isinstance(data, dict) and not data):
         raise SpecError([_problem(path, "the file is empty",
                                   "write at least the model, cluster and training sections, "
@@ -83,6 +202,9 @@ def read_mapping(path: Path | str) -> dict[str, Any]:
         raise SpecError([_problem(path, f"the top level is a {type(data).__name__}, not a mapping",
                                   "write 'key: value' entries at the top level (model:, "
                                   "cluster:, training:, ...)")])
+    problems = limits.structure_problems(data, path)
+    if problems:
+        raise SpecError(problems)
     return data
 
 

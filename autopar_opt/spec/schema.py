@@ -16,11 +16,14 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from autopar_opt.graph import LayerKind
+from autopar_opt.spec import limits
 from autopar_opt.training import DTYPE_BYTES, OPTIMIZER_BYTES, Recompute, Schedule
 
 Dtype = Literal[tuple(DTYPE_BYTES)]  # type: ignore[valid-type]
 Optimizer = Literal[tuple(OPTIMIZER_BYTES)]  # type: ignore[valid-type]
 PosInt = Annotated[int, Field(gt=0)]
+#: A parallel degree, micro-batch or chunk count: positive, at most limits.MAX_DEGREE.
+Degree = Annotated[int, Field(gt=0, le=limits.MAX_DEGREE)]
 ZeroLevel = Annotated[int, Field(ge=0, le=3)]
 Fraction = Annotated[float, Field(gt=0, le=1)]
 
@@ -69,7 +72,7 @@ class LayerSpec(_Section):
                               default=0.0, ge=0)
     cp_comm_bytes: float = _f("K/V bytes per sample all-gathered by context parallelism.", 8.0e6,
                               default=0.0, ge=0)
-    max_tp: PosInt = _f("Largest tensor-parallel degree (e.g. the head count); 1 = no TP.", 32,
+    max_tp: Degree = _f("Largest tensor-parallel degree (e.g. the head count); 1 = no TP.", 32,
                         default=1)
     supports_sp: bool = _f("Sequence parallelism applies to this layer.", True, default=False)
     supports_cp: bool = _f("Context parallelism applies to this layer.", True, default=False)
@@ -79,7 +82,7 @@ class MeasuredSpec(_Section):
     """A measured per-layer cost at one TP degree; replaces the analytical compute model."""
 
     layer: str = _f("Name of the layer this measurement is for.", "block0")
-    tp: PosInt = _f("Tensor-parallel degree of the measurement.", 1, default=1)
+    tp: Degree = _f("Tensor-parallel degree of the measurement.", 1, default=1)
     fwd_ms_per_sample: float = _f("Forward time per sample on each device, ms.", 0.8, ge=0)
     bwd_ms_per_sample: float = _f("Backward time per sample on each device, ms.", 1.6, ge=0)
     act_bytes_per_sample: Optional[float] = _f("Measured activation bytes per sample (optional).",
@@ -101,12 +104,12 @@ class ExplicitModelSpec(_Section):
 
     name: str = _f("Model name.", "my-model")
     layers: list[LayerSpec] = _f("Layers in topological order.", [{"name": "l0", "flops_fwd": 1e9}],
-                                 min_length=1)
+                                 min_length=1, max_length=limits.MAX_LAYERS)
     edges: Optional[list[tuple[str, str]]] = _f(
         "Edges [from, to] by layer name; default: a chain in layer order.", [["l0", "l1"]],
         default=None)
     seq_len: Optional[PosInt] = _f("Sequence length the per-sample numbers assume.", 2048,
-                                   default=None)
+                                   default=None, le=limits.MAX_SEQ_LEN)
     measured: list[MeasuredSpec] = _f("Measured per-layer costs (profile table).", [],
                                       default_factory=list)
 
@@ -149,8 +152,8 @@ class ExplicitClusterSpec(_Section):
     """``nodes`` identical nodes of ``gpus_per_node`` devices."""
 
     name: str = _f("Cluster name.", "my-cluster", default="custom")
-    nodes: PosInt = _f("Number of nodes.", 2, default=1)
-    gpus_per_node: PosInt = _f("GPUs per node.", 8)
+    nodes: PosInt = _f("Number of nodes.", 2, default=1, le=limits.MAX_NODES)
+    gpus_per_node: PosInt = _f("GPUs per node.", 8, le=limits.MAX_GPUS_PER_NODE)
     device: DeviceField = _f("Catalog device name (A100-80GB, ...) or a custom device mapping.",
                              "A100-80GB")
     intra_node: Optional[LinkSpec] = _f("Intra-node link; default from the device.",
@@ -168,8 +171,10 @@ ClusterSection = Annotated[Union[Annotated[ZooClusterSpec, Tag("#zoo")],
 class TrainingSection(_Section):
     """What one training iteration is."""
 
-    global_batch_size: PosInt = _f("Samples per optimizer step, all replicas together.", 512)
-    seq_len: Optional[PosInt] = _f("Tokens per sample; default: the model's own.", 2048, default=None)
+    global_batch_size: PosInt = _f("Samples per optimizer step, all replicas together.", 512,
+                                   le=limits.MAX_GLOBAL_BATCH)
+    seq_len: Optional[PosInt] = _f("Tokens per sample; default: the model's own.", 2048, default=None,
+                                   le=limits.MAX_SEQ_LEN)
     dtype: Dtype = _f("Compute dtype.", "bf16", default="bf16")  # type: ignore[valid-type]
     optimizer: Optimizer = _f("Optimizer (sets bytes of state per parameter).",  # type: ignore[valid-type]
                               "adam_mixed", default="adam_mixed")
@@ -180,11 +185,11 @@ class TrainingSection(_Section):
 class SearchSection(_Section):
     """The space a plan is chosen from; omitted keys mirror autopar_opt.training.SearchSpace."""
 
-    pp_degrees: Optional[list[PosInt]] = _f("Pipeline degrees; default: every divisor of the devices.",
+    pp_degrees: Optional[list[Degree]] = _f("Pipeline degrees; default: every divisor of the devices.",
                                             [1, 2, 4], default=None, min_length=1)
-    tp_degrees: Optional[list[PosInt]] = _f("Tensor-parallel degrees; default: every divisor.",
+    tp_degrees: Optional[list[Degree]] = _f("Tensor-parallel degrees; default: every divisor.",
                                             [1, 2, 4, 8], default=None, min_length=1)
-    cp_degrees: list[PosInt] = _f("Context-parallel degrees.", [1], default=[1], min_length=1)
+    cp_degrees: list[Degree] = _f("Context-parallel degrees.", [1], default=[1], min_length=1)
     sequence_parallel: list[bool] = _f("Sequence-parallel options.", [False, True],
                                        default=[False, True], min_length=1)
     zero_levels: list[ZeroLevel] = _f("ZeRO levels (0-3).", [0, 1], default=[0, 1, 2, 3], min_length=1)
@@ -192,9 +197,9 @@ class SearchSection(_Section):
                                     default=[Recompute.none, Recompute.full], min_length=1)
     schedules: list[Literal["gpipe", "1f1b"]] = _f("Pipeline schedules searched.", ["1f1b"],
                                                    default=["1f1b"], min_length=1)
-    microbatches: Optional[list[PosInt]] = _f("Micro-batch counts; default: divisors of the batch.",
+    microbatches: Optional[list[Degree]] = _f("Micro-batch counts; default: divisors of the batch.",
                                               [4, 8, 16], default=None, min_length=1)
-    max_microbatches: PosInt = _f("Largest micro-batch count tried.", 64, default=64)
+    max_microbatches: Degree = _f("Largest micro-batch count tried.", 64, default=64)
     tp_within_node: bool = _f("Keep tensor-parallel groups inside a node.", True, default=True)
 
 
@@ -233,30 +238,30 @@ class CostModelSection(_Section):
 class MegatronPlanSpec(_Section):
     """A Megatron-style plan: one strategy for every layer, layers split into ``pp`` stages."""
 
-    tp: PosInt = _f("Tensor-parallel degree.", 8, default=1)
-    pp: PosInt = _f("Pipeline-parallel degree (stages).", 8, default=1)
-    dp: Optional[PosInt] = _f("Data-parallel degree; default: devices / (tp*pp*cp).", 4, default=None)
-    cp: PosInt = _f("Context-parallel degree.", 1, default=1)
+    tp: Degree = _f("Tensor-parallel degree.", 8, default=1)
+    pp: Degree = _f("Pipeline-parallel degree (stages).", 8, default=1)
+    dp: Optional[Degree] = _f("Data-parallel degree; default: devices / (tp*pp*cp).", 4, default=None)
+    cp: Degree = _f("Context-parallel degree.", 1, default=1)
     sequence_parallel: bool = _f("Megatron sequence parallelism (needs tp > 1).", True, default=False)
     zero: ZeroLevel = _f("ZeRO level (0-3).", 1, default=0)
     recompute: Recompute = _f("Activation recomputation.", "selective", default=Recompute.none)
-    microbatches: Optional[PosInt] = _f("Micro-batches per iteration (or give micro_batch_size).",
+    microbatches: Optional[Degree] = _f("Micro-batches per iteration (or give micro_batch_size).",
                                         64, default=None)
-    micro_batch_size: Optional[PosInt] = _f(
+    micro_batch_size: Optional[Degree] = _f(
         "Samples per micro-batch per data-parallel replica (Megatron --micro-batch-size).", 1,
         default=None)
     schedule: Schedule = _f("Pipeline schedule.", "1f1b", default=Schedule.one_f_one_b)
-    vp_chunks: PosInt = _f("Virtual pipeline chunks (interleaved schedule only).", 1, default=1)
-    stage_layers: Optional[list[PosInt]] = _f("Layers per stage; default: as even as possible.",
+    vp_chunks: Degree = _f("Virtual pipeline chunks (interleaved schedule only).", 1, default=1)
+    stage_layers: Optional[list[Degree]] = _f("Layers per stage; default: as even as possible.",
                                               [13, 12, 12, 13], default=None, min_length=1)
 
 
 class StrategySpec(_Section):
     """One intra-layer strategy: dp*tp*cp must equal the devices of the stage."""
 
-    dp: PosInt = _f("Data-parallel degree.", 2)
-    tp: PosInt = _f("Tensor-parallel degree.", 4, default=1)
-    cp: PosInt = _f("Context-parallel degree.", 1, default=1)
+    dp: Degree = _f("Data-parallel degree.", 2)
+    tp: Degree = _f("Tensor-parallel degree.", 4, default=1)
+    cp: Degree = _f("Context-parallel degree.", 1, default=1)
     sp: bool = _f("Sequence parallelism.", False, default=False)
     zero: ZeroLevel = _f("ZeRO level (0-3).", 0, default=0)
     recompute: Recompute = _f("Activation recomputation.", "none", default=Recompute.none)
@@ -277,9 +282,9 @@ class ExplicitPlanSpec(_Section):
     stages: list[StageSpec] = _f("The pipeline stages in order.", [{"layers": ["l0"],
                                                                      "strategies": [{"dp": 8}]}],
                                  min_length=1)
-    microbatches: PosInt = _f("Micro-batches per iteration.", 8)
+    microbatches: Degree = _f("Micro-batches per iteration.", 8)
     schedule: Schedule = _f("Pipeline schedule.", "1f1b", default=Schedule.one_f_one_b)
-    vp_chunks: PosInt = _f("Virtual pipeline chunks (interleaved schedule only).", 1, default=1)
+    vp_chunks: Degree = _f("Virtual pipeline chunks (interleaved schedule only).", 1, default=1)
 
 
 PlanSection = Annotated[Union[Annotated[MegatronPlanSpec, Tag("#megatron")],

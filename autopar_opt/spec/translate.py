@@ -16,6 +16,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
+from autopar_opt.spec import limits
 from autopar_opt.spec.errors import MISSING, SpecProblem, did_you_mean, one_of
 
 
@@ -195,6 +196,12 @@ def problem_from_error(root: type[BaseModel], error: dict, file_of: Callable[[st
         return SpecProblem(file, key, MISSING, "required key missing", f"add {name!r}{eg}")
     if kind in ("literal_error", "enum"):
         return SpecProblem(file, key, value, rule, _choices_fix(ctx, value))
+    limit = ctx.get("le") if kind == "less_than_equal" else ctx.get("max_length") \
+        if kind == "too_long" else None
+    if limit is not None and limit in set(limits.resource_limits().values()):
+        size = f"{len(value):,} items exceed" if kind == "too_long" and hasattr(value, "__len__") \
+            else "exceeds"
+        rule = f"{size} the resource limit of {limit:,}"
     maker = _FIXES.get(kind)
     fix = maker(ctx, example, _eg(example)) if maker else f"see `autopar schema`{_eg(example)}"
     return SpecProblem(file, key, value, rule, fix)
