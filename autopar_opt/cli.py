@@ -19,6 +19,21 @@ from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Optimal hybrid-parallel training plans with optimality certificates.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from autopar_opt import __version__
+        typer.echo(f"autopar-opt {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Optimal hybrid-parallel training plans with optimality certificates."""
+
+
 zoo_app = typer.Typer(no_args_is_help=True, help="Models and clusters shipped with autopar-opt.")
 app.add_typer(zoo_app, name="zoo")
 
@@ -56,8 +71,9 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
 def zoo_list() -> int:
     """List the zoo's models and clusters."""
     from autopar_opt.model_zoo import registry
+    from autopar_opt.search.cli import console as make_console
 
-    console = Console()
+    console = make_console()
     models = Table(title="Models", show_lines=False)
     for col in ("name", "description", "source"):
         models.add_column(col, overflow="fold")
@@ -145,12 +161,17 @@ def calibrate(runs_path: str = typer.Argument(..., metavar="RUNS.yaml",
 
 @app.command("solve")
 @guarded
-def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."),
+def solve(ctx: typer.Context,
+          spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."),
           solver: Optional[str] = typer.Option(None, "--solver", help="highs | gurobi | scip | dp "
                                                "(default: the spec's solver.name)."),
-          time_limit_s: Optional[float] = typer.Option(None, "--time-limit",
-                                                       help="Time limit of the whole search, s."),
-          gap: Optional[float] = typer.Option(None, "--gap", help="Relative gap to stop at."),
+          time_limit_s: Optional[float] = typer.Option(
+              None, "--time-limit", help="Wall-clock budget of the whole command (reading the "
+              "spec, tables, warm starts, solves, baselines, outputs), s; > 0."),
+          gap: Optional[float] = typer.Option(None, "--gap", help="Relative gap to stop at, in [0, 1)."),
+          form: Optional[str] = typer.Option(None, "--form", help="auto | milp | miqp: the exact MILP "
+                                             "linearisation or the MIQP (default: the spec's "
+                                             "solver.form)."),
           out_dir: Optional[str] = typer.Option(None, "--out", help="Directory for plan/report."),
           json_output: bool = typer.Option(False, "--json", help="Print JSON."),
           quiet: bool = typer.Option(False, "--quiet", help="No progress display and no summary."),
@@ -162,13 +183,18 @@ def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."
                                                "plan) and use the DP's proven bound; off: the MIP "
                                                "alone, an independent check.")
           ) -> int:
-    """Search the spec's space for the best plan and certify its gap."""
+    """Search the spec's space for the best plan and certify its gap.
+
+    Exit codes: 0 plan found, 2 bad input, 3 proven infeasible, 4 no plan
+    within the limits, 130/143 interrupted (SIGINT/SIGTERM; outputs written)."""
     from autopar_opt.search.cli import solve_command
 
     extra = {"export_models": True} if export_models else {}
     if not warm_start:
         extra["warm_start"] = False
-    return solve_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, **extra)
+    started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
+    return solve_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet,
+                         form=form, started_at=started_at, **extra)
 
 
 @app.command("report")
@@ -182,8 +208,15 @@ def report(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="Resul
 
 
 def main() -> None:
-    """Console-script entry point (``autopar``): runs the app and exits with its code."""
-    app(prog_name="autopar")
+    """Console-script entry point (``autopar``): runs the app and exits with its code.
+
+    The command's clock starts when the process started (interpreter start-up
+    and imports count against ``--time-limit``)."""
+    import time
+
+    from autopar_opt.budget import process_age_s
+
+    app(prog_name="autopar", obj={"started_at": time.perf_counter() - process_age_s()})
 
 
 if __name__ == "__main__":

@@ -24,6 +24,11 @@ def report_command(plan_json: str, output: str) -> int:
     needs, prints one message on stderr naming the file and every missing key,
     and writes nothing. The output is written atomically (temp file + rename).
     """
+    from autopar_opt.outputs import check_output_file
+
+    problems = check_output_file(output, "--output")
+    if problems:
+        return _fail(plan_json, "; ".join(p.format() for p in problems))
     try:
         with open(plan_json, encoding="utf-8") as fh:
             doc = json.load(fh)

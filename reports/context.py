@@ -65,6 +65,7 @@ def build_context(plan_doc: dict) -> dict:
         "baselines": baselines_section(doc),
         "solver": solver_section(doc),
         "infeasibility": infeasibility_section(doc),
+        "notices": [str(n) for n in doc.get("notices") or []],
     }
     _check_primal_matches_metrics(doc, cert, warnings)
     ctx["warnings"] = warnings

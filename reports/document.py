@@ -44,7 +44,7 @@ PLAN_STAGE_KEYS = ("layers", "strategies", "first_rank", "last_rank")
 CONFIG_KEYS = ("pp", "microbatches", "schedule", "status", "primal", "lower_bound", "gap",
                "time_s", "pruned_by")
 
-STATUSES = ("optimal", "feasible", "infeasible", "no_plan")
+STATUSES = ("optimal", "feasible", "infeasible", "no_plan", "interrupted")
 
 
 class ReportInputError(ValueError):

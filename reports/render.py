@@ -9,12 +9,10 @@ be mailed as an attachment.
 
 from __future__ import annotations
 
-import os
-import tempfile
-
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from autopar_opt import outputs
 from autopar_opt.reports.charts import memory_svg, timeline_svg
 from autopar_opt.reports.context import build_context
 
@@ -48,23 +46,9 @@ def render_html(plan_doc: dict) -> str:
 
 
 def write_atomic(text: str, path: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder and a rename.
-
-    A reader never sees a half-written report, and a failure leaves no file.
-    """
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)   # mkstemp creates 0600; a report is meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write ``text`` to ``path`` atomically (temporary file + rename), with the
+    umask-respecting permissions every output gets (:func:`autopar_opt.outputs.write_atomic`)."""
+    outputs.write_atomic(path, text)
 
 
 def write_report(plan_doc: dict, path: str) -> None:

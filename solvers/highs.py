@@ -71,14 +71,43 @@ class HighsBackend(Backend):
         translate = time.perf_counter() - start if form is not model else 0.0
         h, pass_s = _load(form, time_limit_s, rel_gap, warm_start, solver_options or {})
         t0 = time.perf_counter()
-        h.run()
+        interrupted = _run_interruptible(h)
         solve_s = time.perf_counter() - t0
         result = _result(h, form, self.version())
+        if interrupted:
+            result = result.with_(message="; ".join(m for m in (result.message, "interrupted by "
+                                                                 "a stop signal") if m))
         if result.has_solution and form.var_refs is not None:
             load_values(form, result.solution)
         return result.with_(wall_time_s=time.perf_counter() - start,
                             timings={"build": form.compile_s if form is model else 0.0,
                                      "translate": translate + pass_s, "solve": solve_s})
+
+
+def _run_interruptible(h) -> bool:
+    """Run HiGHS in a worker thread while the main thread waits in Python, so a
+    stop signal (:class:`~autopar_opt.interrupts.SearchInterrupted`) is raised
+    here promptly; HiGHS is then asked to stop through its MIP interrupt
+    callback (a root LP runs to its end) and returns its incumbent and bound (model status ``kInterrupt``).
+    Returns True when the solve was interrupted."""
+    from autopar_opt.interrupts import SearchInterrupted
+
+    stop = [False]
+
+    def poll(event) -> None:
+        if stop[0]:
+            event.interrupt()
+    h.cbMipInterrupt.subscribe(poll)    # the MIP loop only: simplex callbacks cost ~10%
+    thread = h.startSolve()
+    while True:
+        try:
+            while not h.wait(0.05)[0]:
+                pass
+            break
+        except SearchInterrupted:
+            stop[0] = True
+    thread.join()
+    return stop[0]
 
 
 def mismatch_message(name: str, problem_class: ProblemClass) -> str:

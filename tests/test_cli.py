@@ -95,8 +95,8 @@ def test_estimate_without_plan_exits_2():
 def _fake_module(monkeypatch, name: str, func_name: str, func) -> list:
     calls: list = []
 
-    def record(*args):
-        calls.append(args)
+    def record(*args, **kwargs):
+        calls.append(args + tuple(sorted(kwargs.items())))
         return func(*args)
     module = types.ModuleType(name)
     setattr(module, func_name, record)
@@ -109,9 +109,11 @@ def test_solve_delegates_and_returns_its_exit_code(monkeypatch):
     result = _cli("solve", "s.yaml", "--solver", "dp", "--time-limit", "5", "--gap", "0.01",
                   "--out", "outdir", "--json", "--quiet")
     assert result.exit_code == 3
-    assert calls == [("s.yaml", "dp", 5.0, 0.01, "outdir", True, True)]
-    _cli("solve", "s.yaml")
-    assert calls[-1] == ("s.yaml", None, None, None, None, False, False)
+    assert calls == [("s.yaml", "dp", 5.0, 0.01, "outdir", True, True, ("form", None),
+                      ("started_at", None))]
+    _cli("solve", "s.yaml", "--form", "milp")
+    assert calls[-1] == ("s.yaml", None, None, None, None, False, False, ("form", "milp"),
+                         ("started_at", None))
 
 
 def test_calibrate_and_report_delegate(monkeypatch):

@@ -112,8 +112,19 @@ def test_bad_strategy_named(tmp_path, capsys):
 
 
 def test_unwritable_output(tmp_path, capsys):
-    rc = report_command(str(DATA / "plan_feasible.json"), str(tmp_path / "no" / "such" / "r.html"))
-    assert rc == 2 and "cannot write the report" in capsys.readouterr().err
+    (tmp_path / "afile").write_text("x")
+    rc = report_command(str(DATA / "plan_feasible.json"), str(tmp_path / "afile" / "r.html"))
+    err = capsys.readouterr().err
+    assert rc == 2 and "--output" in err and "is a file, not a directory" in err
+    assert (tmp_path / "afile").read_text() == "x"
+    rc = report_command(str(DATA / "plan_feasible.json"), str(tmp_path))
+    assert rc == 2 and "is a directory" in capsys.readouterr().err
+
+
+def test_missing_output_folders_are_created(tmp_path):
+    out = tmp_path / "no" / "such" / "r.html"
+    assert report_command(str(DATA / "plan_feasible.json"), str(out)) == 0
+    assert out.read_text().startswith("<!DOCTYPE html>") or "<html" in out.read_text()
 
 
 def test_write_report_replaces_atomically(tmp_path):

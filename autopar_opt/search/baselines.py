@@ -12,6 +12,7 @@ in memory is kept with a note, never dropped.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from autopar_opt.evaluate import PlanError, PlanMetrics, evaluate
@@ -68,10 +69,15 @@ def _closest(options: list[Strategy], base: Strategy) -> int | None:
     return (exact or close or same or [None])[0]
 
 
-def _best_of(candidates, graph, cluster, training, params) -> tuple[Plan | None, PlanMetrics | None, int]:
+def _best_of(candidates, graph, cluster, training, params,
+             deadline: float | None = None) -> tuple[Plan | None, PlanMetrics | None, int]:
+    """The fastest feasible candidate, its metrics and how many were tried; stops
+    at ``deadline`` (``time.perf_counter()``), part of the command's time limit."""
     best = (None, None)
     tried = 0
     for plan in candidates:
+        if deadline is not None and time.perf_counter() > deadline:
+            break
         if plan is None:
             continue
         tried += 1
@@ -146,7 +152,15 @@ def best_uniform_for_config(tables) -> Plan | None:
     return None if best is None else to_plan(tables, best[0])
 
 
-def pure_data_parallel(graph, cluster, training, space, params) -> Baseline:
+def _cut_short(deadline: float | None) -> str:
+    """The note of a baseline whose candidates were not all tried in time."""
+    if deadline is not None and time.perf_counter() > deadline:
+        return " (cut short by the time limit: not every candidate was priced)"
+    return ""
+
+
+def pure_data_parallel(graph, cluster, training, space, params,
+                       deadline: float | None = None) -> Baseline:
     """Best pure data-parallel plan (pp=1, tp=1) over ZeRO/recompute/micro-batches."""
     name = "pure data parallelism"
     configs = [c for c in outer_configs(graph, cluster, training, space) if c.pp == 1]
@@ -155,24 +169,31 @@ def pure_data_parallel(graph, cluster, training, space, params) -> Baseline:
     cands = (plan for cfg in configs
              for plan in _uniform_candidates(graph, cluster, training, space, 1, cfg.microbatches,
                                              cfg.schedule, dp_only=True))
-    plan, metrics, tried = _best_of(cands, graph, cluster, training, params)
+    plan, metrics, tried = _best_of(cands, graph, cluster, training, params, deadline)
     if plan is None:
+        if _cut_short(deadline):
+            return Baseline(name, None, None, "not found within the time limit"
+                            + _cut_short(deadline))
         note = "no pure data-parallel plan fits in memory" if tried else \
             "pure data parallelism is outside the search space for this batch/model"
         return Baseline(name, None, None, note)
-    return Baseline(name, plan, metrics, "best over ZeRO level, recomputation and micro-batches")
+    return Baseline(name, plan, metrics, "best over ZeRO level, recomputation and micro-batches"
+                    + _cut_short(deadline))
 
 
-def best_uniform(graph, cluster, training, space, params) -> Baseline:
+def best_uniform(graph, cluster, training, space, params, deadline: float | None = None) -> Baseline:
     """Best Megatron-style uniform plan over every outer configuration."""
     name = "best uniform Megatron-style"
     cands = (plan for cfg in outer_configs(graph, cluster, training, space)
              for plan in _uniform_candidates(graph, cluster, training, space, cfg.pp,
                                              cfg.microbatches, cfg.schedule))
-    plan, metrics, tried = _best_of(cands, graph, cluster, training, params)
+    plan, metrics, tried = _best_of(cands, graph, cluster, training, params, deadline)
     if plan is None:
-        return Baseline(name, None, None, "no uniform plan of the space fits in memory")
-    return Baseline(name, plan, metrics, f"best of {tried} uniform plans (even layer split)")
+        why = "not found within the time limit" if _cut_short(deadline) else \
+            "no uniform plan of the space fits in memory"
+        return Baseline(name, None, None, why + _cut_short(deadline))
+    return Baseline(name, plan, metrics, f"best of {tried} uniform plans (even layer split)"
+                    + _cut_short(deadline))
 
 
 def user_plan(plan: Plan | None, graph, cluster, training, params) -> Baseline | None:
@@ -187,9 +208,11 @@ def user_plan(plan: Plan | None, graph, cluster, training, params) -> Baseline |
     return Baseline("user plan", plan, m, note)
 
 
-def all_baselines(graph, cluster, training, space, params, plan: Plan | None) -> list[Baseline]:
-    out = [pure_data_parallel(graph, cluster, training, space, params),
-           best_uniform(graph, cluster, training, space, params)]
+def all_baselines(graph, cluster, training, space, params, plan: Plan | None,
+                  deadline: float | None = None) -> list[Baseline]:
+    """Pure DP, best uniform and the user's plan; candidates stop at ``deadline``."""
+    out = [pure_data_parallel(graph, cluster, training, space, params, deadline),
+           best_uniform(graph, cluster, training, space, params, deadline)]
     user = user_plan(plan, graph, cluster, training, params)
     if user:
         out.append(user)

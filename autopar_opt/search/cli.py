@@ -1,41 +1,51 @@
 """``autopar solve``: search, certify, write plan.json (+ report.html), summarise.
 
 Exit codes: 0 plan found, 2 bad input, 3 proven infeasible, 4 no plan within
-the limits. Output files are written atomically (temporary file + rename) and
-only after the search succeeded, so an error never leaves half-written output.
+the limits, 130/143 stopped by SIGINT/SIGTERM (plan.json and the report are
+still written, with the incumbent, its bound and status ``interrupted``).
+
+Every option is checked before any work (:mod:`autopar_opt.options`,
+:mod:`autopar_opt.outputs`); the time limit is a wall-clock budget for the
+whole command (:mod:`autopar_opt.budget`): the search gets what is left after
+reading the spec, minus a share for the baselines and a reserve for writing
+the outputs. Outputs are written atomically (temporary file + rename), with
+the same umask-respecting permissions.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from autopar_opt.budget import Budget
+from autopar_opt.interrupts import InterruptGuard, exit_code
+from autopar_opt.outputs import write_atomic
 from autopar_opt.search.baselines import all_baselines
 from autopar_opt.search.document import build_document
 from autopar_opt.search.engine import SearchOptions, run_search
 
 EXIT_CODES = {"optimal": 0, "feasible": 0, "infeasible": 3, "no_plan": 4}
 
+#: Seconds kept back from the search for building and writing plan.json and the
+#: report (the renderer is imported before the split), at most
+#: :data:`OUTPUT_SHARE` of what is left.
+OUTPUT_RESERVE_S, OUTPUT_SHARE = 0.75, 0.25
+#: Share of the time left after loading given to the baselines (they stop at their deadline).
+BASELINE_SHARE = 0.08
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+
+def console(stderr: bool = False) -> Console:
+    """A rich Console that never hard-wraps when its stream is not a terminal
+    (piped output keeps paths and lines whole); the terminal's width otherwise."""
+    stream = sys.stderr if stderr else sys.stdout
+    if hasattr(stream, "isatty") and stream.isatty():
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, soft_wrap=True, width=1000)
 
 
 def _fmt(x) -> str:
@@ -72,31 +82,84 @@ def _summary(doc: dict, console: Console) -> None:
         console.print(f"  ... {len(cert['configurations']) - 12} more configurations in plan.json")
     if doc.get("infeasibility"):
         console.print(f"[red]{doc['infeasibility']['reason']}[/]")
+    for notice in doc.get("notices") or []:
+        console.print(f"  note: {notice}", style="yellow", markup=False, highlight=False)
 
 
 def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float | None = None,
                   gap: float | None = None, out_dir: str | None = None, json_output: bool = False,
-                  quiet: bool = False, export_models: bool = False, warm_start: bool = True) -> int:
-    """Run the whole job for one spec file; returns the process exit code."""
-    from autopar_opt.spec import SpecError, load_spec
-    from autopar_opt.solvers.base import SolverMismatch, SolverUnavailable
+                  quiet: bool = False, export_models: bool = False, warm_start: bool = True,
+                  form: str | None = None, started_at: float | None = None) -> int:
+    """Run the whole job for one spec file; returns the process exit code.
 
-    err = Console(stderr=True)
-    try:
-        spec = load_spec(spec_path)
-    except SpecError as exc:
-        err.print(str(exc), markup=False, highlight=False)
-        return 2
+    Raises :class:`~autopar_opt.options.OptionError` or :class:`SpecError`
+    (exit code 2 through the CLI) before any work when an option or the spec
+    is wrong. ``started_at`` (``time.perf_counter()``) is when the command
+    started; the time limit counts from there.
+    """
+    from autopar_opt import options as opt
+    from autopar_opt.outputs import check_output_dir
+    from autopar_opt.spec import load_spec
+
+    opt.raise_if_any([*opt.check_solver(solver), *opt.check_form(form),
+                      *opt.check_time_limit(time_limit_s), *opt.check_gap(gap),
+                      *(check_output_dir(out_dir, "--out") if out_dir else [])])
+    spec = load_spec(spec_path)
+    _import_heavy_modules(bool(out_dir))
     so = spec.solver
+    budget = Budget(time_limit_s if time_limit_s is not None else so.time_limit_s,
+                    started_at if started_at is not None else _now())
+    left = budget.remaining()
+    reserve = min(OUTPUT_RESERVE_S, OUTPUT_SHARE * max(left, 0.0))
     options = SearchOptions(
-        solver=solver or so.name, form=getattr(so, "form", "auto") or "auto",
-        time_limit_s=time_limit_s if time_limit_s is not None else so.time_limit_s,
+        solver=(solver or so.name).strip().lower(), form=form or getattr(so, "form", "auto") or "auto",
+        time_limit_s=max(left - reserve - BASELINE_SHARE * max(left, 0.0), 0.05),
         rel_gap=gap if gap is not None else so.rel_gap, warm_start=warm_start,
         export_dir=Path(out_dir) / "models" if (out_dir and export_models) else None)
-    show = not (quiet or json_output)
+    err = console(stderr=True)
+    with InterruptGuard() as guard:
+        options.should_stop, options.stop_signal = guard.should_stop, lambda: guard.signum
+        result = _search(spec, options, err, show=not (quiet or json_output))
+        if result is None:
+            return 2
+        baselines = all_baselines(spec.graph, spec.cluster, spec.training, spec.space,
+                                  spec.cost_params, spec.plan, deadline=budget.deadline - reserve) \
+            if not guard.interrupted else []
+        guard.defer()      # a second signal must not cut the outputs short
+        options.time_limit_s = budget.total_s
+        doc = build_document(str(spec_path), spec.graph, spec.cluster, spec.training, spec.space,
+                             spec.cost_params, options, result, baselines)
+        if guard.interrupted and doc["status"] != "interrupted":
+            doc["status"] = "interrupted"
+        code = _emit(doc, out_dir, json_output, quiet, err)
+        if guard.interrupted:
+            return exit_code(guard.signum)
+        return code
+
+
+def _import_heavy_modules(report: bool) -> None:
+    """Import Pyomo (formulations) and matplotlib (report) before the time left
+    is split between search, baselines and outputs: on a busy machine these
+    imports take seconds, and paid here they are measured, not guessed."""
+    import autopar_opt.formulations  # noqa: F401
+    if report:
+        import autopar_opt.reports.render  # noqa: F401
+
+
+def _now() -> float:
+    import time
+    return time.perf_counter()
+
+
+def _search(spec, options: SearchOptions, err: Console, show: bool):
+    """Run the search with a progress bar; None (after a message) when the backend
+    is unusable."""
+    from autopar_opt.solvers.base import SolverMismatch, SolverUnavailable
+
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      TimeElapsedColumn(), console=err, disable=not show, transient=True) as bar:
+        with Progress(TextColumn("{task.description}"), BarColumn(),
+                      TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                      console=err, disable=not show, transient=True) as bar:
             task = bar.add_task("searching", total=None)
 
             def progress(k, n, record, incumbent, bound):
@@ -104,33 +167,39 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                            description=f"config {k}/{n} ({record.config.label()}: {record.status}) "
                                        f"incumbent {_fmt(incumbent)} s bound {_fmt(bound)} s")
 
-            result = run_search(spec.graph, spec.cluster, spec.training, spec.space,
-                                spec.cost_params, options, progress)
+            return run_search(spec.graph, spec.cluster, spec.training, spec.space,
+                              spec.cost_params, options, progress)
     except (SolverUnavailable, SolverMismatch) as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
-        return 2
-    baselines = all_baselines(spec.graph, spec.cluster, spec.training, spec.space,
-                              spec.cost_params, spec.plan)
-    doc = build_document(str(spec_path), spec.graph, spec.cluster, spec.training, spec.space,
-                         spec.cost_params, options, result, baselines)
+        return None
+
+
+def _emit(doc: dict, out_dir: str | None, json_output: bool, quiet: bool, err: Console) -> int:
+    """Write plan.json and the report (atomically), print the JSON or the summary."""
     text = json.dumps(doc, indent=2)
     if out_dir:
         out = Path(out_dir)
-        write_atomic(out / "plan.json", text + "\n")
-        _write_report(doc, out / "report.html", err)
+        try:
+            write_atomic(out / "plan.json", text + "\n")
+            _write_report(doc, out / "report.html", err)
+        except OSError as exc:
+            err.print(f"error: cannot write to {out} ({exc})", markup=False, highlight=False)
+            return 2
     if json_output:
         sys.stdout.write(text + "\n")
     elif not quiet:
-        _summary(doc, Console())
+        out_console = console()
+        _summary(doc, out_console)
         if out_dir:
-            Console().print(f"  wrote {Path(out_dir) / 'plan.json'} and {Path(out_dir) / 'report.html'}")
-    return EXIT_CODES[doc["status"]]
+            out_console.print(f"  wrote {Path(out_dir) / 'plan.json'} and "
+                              f"{Path(out_dir) / 'report.html'}", markup=False, highlight=False)
+    return EXIT_CODES.get(doc["status"], 0)
 
 
 def _write_report(doc: dict, path: Path, err: Console) -> None:
     try:
-        from autopar_opt.reports.render import write_report
+        from autopar_opt.reports.render import render_html
     except ImportError as exc:  # reports are optional only while they are being built
         err.print(f"warning: HTML report not written ({exc})")
         return
-    write_report(doc, str(path))
+    write_atomic(path, render_html(doc))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import math
+import signal
 
 from autopar_opt import __version__
 from autopar_opt.cost.params import CostParams
@@ -105,6 +107,45 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
                    "log_tail": result.log_tail},
         "baselines": [b.to_dict() for b in baselines],
         "infeasibility": _infeasibility(result, cluster, training),
+        "notices": notices(result, options),
     }
+
+
+def notices(result: SearchResult, options: SearchOptions) -> list[str]:
+    """Why the run is not a certified answer at the requested gap, one sentence
+    each: an interrupt, a gap above the target (with its cause), backends that
+    failed and were replaced, configurations the time limit left without a
+    bound. Shown in the CLI summary and under the report's headline."""
+    out: list[str] = []
+    if result.interrupted_by is not None:
+        out.append(f"The search was interrupted by signal {result.interrupted_by} "
+                   f"({_signal_name(result.interrupted_by)}); the plan is the best found so far and "
+                   "the bound is the one proven so far.")
+    cert = result.certificate
+    if result.plan is not None and not (cert.exact and cert.gap <= options.rel_gap + 1e-12):
+        gap = f"{100 * cert.gap:.3g}%" if cert.exact else "unknown (no proven bound)"
+        causes = sorted({r.status for r in cert.configurations
+                         if r.status in ("not_solved", "feasible", "error", "heuristic")})
+        out.append(f"Not certified to the requested gap of {100 * options.rel_gap:.3g}%: the "
+                   f"certificate gap is {gap} (configurations {', '.join(causes) or 'open'}); "
+                   "raise --time-limit, or use --gap to accept a larger gap.")
+    errors = [r for r in cert.configurations if r.status == "error"]
+    if errors:
+        out.append(f"{len(errors)} configuration(s) ended in a solver error: {errors[0].message}")
+    out.extend(f"Fallback: {line}" for line in result.fallbacks[:5])
+    if len(result.fallbacks) > 5:
+        out.append(f"... and {len(result.fallbacks) - 5} more configurations solved by the fallback")
+    late = [r for r in cert.configurations if r.status == "not_solved" and r.lower_bound == -math.inf]
+    if late and result.interrupted_by is None:
+        out.append(f"{len(late)} configuration(s) got no bound: the time limit was reached before "
+                   "their cost tables were built; raise --time-limit.")
+    return out
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return "unknown"
 
 

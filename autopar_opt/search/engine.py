@@ -7,6 +7,15 @@ solves the inner problem with the chosen backend (MILP/MIQP via
 ``autopar_opt.formulations`` or the DP on the tables). Every decoded plan is
 re-priced by :func:`autopar_opt.evaluate.evaluate`; a mismatch with the
 solver's objective is reported as an error, never silently accepted.
+
+Limits and interrupts (issue 15): ``options.time_limit_s`` bounds the whole
+search, cost tables included (configurations whose tables were not built in
+time are recorded without a bound); a stop signal
+(:class:`~autopar_opt.interrupts.SearchInterrupted`, or ``options.should_stop``
+turning true) ends the search with its incumbent and every bound proven so
+far, and the result says which signal stopped it. A backend error on a
+configuration (e.g. Gurobi's size-limited licence) is retried with the
+default backend, and the fallback is recorded.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from autopar_opt.cost.tables import CostTables, build_cost_tables
 from autopar_opt.evaluate import PlanMetrics, evaluate
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
+from autopar_opt.interrupts import SearchInterrupted
 from autopar_opt.plan import Plan
 from autopar_opt.search.bounds import ConfigBound, analytic_lower_bound
 from autopar_opt.search.certificate import Certificate, ConfigRecord
@@ -49,6 +59,10 @@ class SearchOptions:
     symmetry: bool | None = None
     export_dir: Path | None = None
     export_format: str = "mps"
+    #: polled between configurations; True stops the search (a stop signal arrived)
+    should_stop: Callable[[], bool] | None = None
+    #: the signal number to report when ``should_stop`` stopped the search
+    stop_signal: Callable[[], int | None] | None = None
 
 
 @dataclass
@@ -68,9 +82,15 @@ class SearchResult:
     wall_time_s: float = 0.0
     #: seconds spent building every configuration's cost tables and analytic bound
     prepare_s: float = 0.0
+    #: the signal that stopped the search (SIGINT/SIGTERM), None when it ran to its end
+    interrupted_by: int | None = None
+    #: one line per configuration a failed backend handed to the default backend
+    fallbacks: list[str] = field(default_factory=list)
 
     def status(self, rel_gap: float) -> str:
-        """optimal | feasible | infeasible | no_plan (exit codes 0, 0, 3, 4)."""
+        """optimal | feasible | infeasible | no_plan | interrupted (exit codes 0, 0, 3, 4, 128+signal)."""
+        if self.interrupted_by is not None:
+            return "interrupted"
         if self.plan is not None:
             gap = self.certificate.gap
             return "optimal" if self.certificate.exact and gap <= rel_gap + 1e-12 else "feasible"
@@ -84,22 +104,31 @@ def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: S
     start = time.perf_counter()
     inner = InnerSolver(options)
     configs = outer_configs(graph, cluster, training, space)
-    prepared = []
-    for cfg in configs:
-        tables = build_cost_tables(graph, cluster, training, space, params, cfg.pp,
-                                   cfg.microbatches, cfg.schedule)
-        prepared.append((cfg, tables, analytic_lower_bound(tables)))
+    prepared, late = [], []
+    interrupted: int | None = None
+    try:
+        for cfg in configs:
+            if time.perf_counter() - start > options.time_limit_s:
+                late.append(cfg)        # no time left to build its tables: no bound
+                continue
+            tables = build_cost_tables(graph, cluster, training, space, params, cfg.pp,
+                                       cfg.microbatches, cfg.schedule)
+            prepared.append((cfg, tables, analytic_lower_bound(tables)))
+    except SearchInterrupted as exc:
+        interrupted = exc.signum
+        late = configs[len(prepared):]
     prepare_s = time.perf_counter() - start
     prepared.sort(key=lambda item: (item[2].value, item[0]))
     records: list[ConfigRecord] = []
     best: tuple[PlanMetrics, Plan, OuterConfig] | None = None
     log_tail = ""
+    fallbacks: list[str] = []
 
     def solve(k: int, share: float) -> ConfigRecord:
         nonlocal best, log_tail
         cfg, tables, bound = prepared[k]
         incumbent = best[0].iteration_time_s if best else None
-        record, plan, log = _handle_config(cfg, tables, bound, best, share, inner)
+        record, plan, log = _handle_config(cfg, tables, bound, best, share, inner, fallbacks)
         if plan is not None:
             metrics = _checked_metrics(plan, record, graph, cluster, training, params)
             if metrics is not None and (incumbent is None or metrics.iteration_time_s < incumbent):
@@ -107,14 +136,28 @@ def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: S
         log_tail = log or log_tail
         return record
 
-    for k in range(len(prepared)):
-        incumbent = best[0].iteration_time_s if best else None
-        remaining = options.time_limit_s - (time.perf_counter() - start)
-        records.append(solve(k, _time_share(remaining, prepared[k:], incumbent)))
-        if progress:
-            progress(k + 1, len(prepared), records[-1], best[0].iteration_time_s if best else None,
-                     Certificate(records).lower_bound)
-    _second_pass(records, solve, start, options, lambda: best)
+    def stop_requested() -> int | None:
+        if options.should_stop is not None and options.should_stop():
+            return (options.stop_signal() if options.stop_signal else None) or 2
+        return None
+
+    try:
+        for k in range(len(prepared) if interrupted is None else 0):
+            incumbent = best[0].iteration_time_s if best else None
+            remaining = options.time_limit_s - (time.perf_counter() - start)
+            records.append(solve(k, _time_share(remaining, prepared[k:], incumbent)))
+            if progress:
+                progress(k + 1, len(prepared), records[-1],
+                         best[0].iteration_time_s if best else None, Certificate(records).lower_bound)
+            interrupted = stop_requested()
+            if interrupted is not None:
+                break
+        if interrupted is None:
+            _second_pass(records, solve, start, options, lambda: best, stop_requested)
+            interrupted = stop_requested()
+    except SearchInterrupted as exc:
+        interrupted = exc.signum
+    records.extend(_unfinished(prepared[len(records):], late, interrupted))
     cert = Certificate(records)
     reasons = sorted({r.message for r in records if r.status == "infeasible" and r.message})
     least = min((b.least_memory_bytes for _, _, b in prepared), default=0.0)
@@ -124,14 +167,30 @@ def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: S
                         solver_version=inner.version, form=inner.form_name,
                         log_tail=log_tail[-4000:], least_memory_bytes=least,
                         infeasible_reasons=reasons, wall_time_s=time.perf_counter() - start,
-                        prepare_s=prepare_s)
+                        prepare_s=prepare_s, interrupted_by=interrupted, fallbacks=fallbacks)
+
+
+def _unfinished(rest: list, late: list[OuterConfig], interrupted: int | None) -> list[ConfigRecord]:
+    """Records of the configurations the search did not get to: the ones with
+    tables keep their analytic bound, the ones without have no bound (-inf)."""
+    why = ("the search was interrupted (signal {}) before this configuration finished"
+           .format(interrupted) if interrupted is not None else "search time limit reached "
+           "before this configuration")
+    out = [ConfigRecord(cfg, "not_solved", None, bound.value, 0.0,
+                        message=f"{why}; its analytic lower bound is recorded")
+           for cfg, _, bound in rest]
+    out += [ConfigRecord(cfg, "not_solved", None, -math.inf, 0.0,
+                         message=f"{why} (its cost tables were not built); no bound")
+            for cfg in late]
+    return out
 
 
 #: Fewer seconds than this left: no second pass.
 SECOND_PASS_MIN_S = 1.0
 
 
-def _second_pass(records: list[ConfigRecord], solve, start: float, options, incumbent_of) -> None:
+def _second_pass(records: list[ConfigRecord], solve, start: float, options, incumbent_of,
+                 stop_requested=lambda: None) -> None:
     """Spend the time the first pass left over on the configurations it did not
     close (time-limited, bound below the incumbent by more than the target gap),
     most promising bound first, each with an equal share of what is left. A
@@ -145,6 +204,8 @@ def _second_pass(records: list[ConfigRecord], solve, start: float, options, incu
                 and r.lower_bound < inc * (1 - options.rel_gap)]
     todo = sorted(open_ones(), key=lambda k: records[k].lower_bound)
     for n_done, k in enumerate(todo):
+        if stop_requested() is not None:
+            return
         if k not in open_ones():
             continue
         remaining = options.time_limit_s - (time.perf_counter() - start)
@@ -179,7 +240,8 @@ def _time_share(remaining: float, rest: list, incumbent: float | None) -> float:
 
 
 def _handle_config(cfg: OuterConfig, tables: CostTables, bound: ConfigBound, best,
-                   remaining: float, inner: InnerSolver) -> tuple[ConfigRecord, Plan | None, str]:
+                   remaining: float, inner: InnerSolver,
+                   fallbacks: list[str] | None = None) -> tuple[ConfigRecord, Plan | None, str]:
     """Decide, for one configuration: proven infeasible, pruned, out of time, or solve.
 
     ``best`` is the incumbent ``(metrics, plan, config)`` or None."""
@@ -195,7 +257,7 @@ def _handle_config(cfg: OuterConfig, tables: CostTables, bound: ConfigBound, bes
         return ConfigRecord(cfg, "not_solved", None, bound.value, 0.0,
                             message="search time limit reached before this configuration; "
                                     "its analytic lower bound is recorded"), None, ""
-    outcome = inner.solve(tables, remaining, cfg)
+    outcome = _solve_or_fall_back(inner, tables, remaining, cfg, fallbacks)
     result = outcome.result
     lower = result.lower_bound
     if not math.isinf(lower) or lower < 0:
@@ -205,6 +267,35 @@ def _handle_config(cfg: OuterConfig, tables: CostTables, bound: ConfigBound, bes
                           model_hash=outcome.model_hash, message=result.message,
                           timings=dict(result.timings))
     return record, outcome.plan, result.log
+
+
+def _solve_or_fall_back(inner: InnerSolver, tables: CostTables, remaining: float, cfg: OuterConfig,
+                        fallbacks: list[str] | None):
+    """``inner.solve``; when the backend errors (a size-limited licence, a solver
+    crash), the default backend solves the configuration on the time left."""
+    began = time.perf_counter()
+    try:
+        outcome = inner.solve(tables, remaining, cfg)
+    except Exception as exc:     # noqa: BLE001 - a backend bug must not lose the search
+        from autopar_opt.search.inner import InnerOutcome
+        from autopar_opt.solvers.result import SolveResult, Termination
+        outcome = InnerOutcome(SolveResult(
+            termination=Termination.error, primal=None, lower_bound=-math.inf,
+            wall_time_s=time.perf_counter() - began, solver=inner.name,
+            solver_version=inner.version, message=f"{type(exc).__name__}: {str(exc)[:300]}"), None)
+    failed = outcome.result
+    fallback = inner.fallback() if failed.termination.value == "error" else None
+    if fallback is None:
+        return outcome
+    left = max(remaining - (time.perf_counter() - began), 0.1)
+    second = fallback.solve(tables, left, cfg)
+    line = (f"{cfg.label()}: {inner.name} failed ({failed.message or 'solver error'}); "
+            f"solved with {fallback.name} instead")
+    if fallbacks is not None:
+        fallbacks.append(line)
+    note = "; ".join(m for m in (f"{inner.name} failed ({failed.message}); solved with "
+                                 f"{fallback.name}", second.result.message) if m)
+    return type(outcome)(second.result.with_(message=note), second.plan, second.model_hash)
 
 
 def _status_of(termination: str) -> str:

@@ -77,9 +77,23 @@ class InnerSolver:
         self.symmetry = (options.symmetry if options.symmetry is not None
                          else self.name not in SYMMETRY_OFF_BY_DEFAULT)
         self._direct = None
+        self._fallback: InnerSolver | None = None
         if self.name in MATRIX_BACKENDS and self.form_name == "milp":
             from autopar_opt.formulations.direct import DirectBuilder
             self._direct = DirectBuilder(symmetry=self.symmetry)
+
+    def fallback(self) -> "InnerSolver | None":
+        """The default backend (HiGHS, MILP) for configurations this backend failed on;
+        None when this already is the default backend."""
+        from dataclasses import replace
+
+        from autopar_opt.solvers.registry import DEFAULT_BACKEND
+
+        if self.name == DEFAULT_BACKEND:
+            return None
+        if self._fallback is None:
+            self._fallback = InnerSolver(replace(self.options, solver=DEFAULT_BACKEND, form="auto"))
+        return self._fallback
 
     def solve(self, tables: CostTables, remaining_s: float, cfg) -> InnerOutcome:
         """Solve ``tables`` within ``remaining_s`` seconds."""

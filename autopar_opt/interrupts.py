@@ -1,0 +1,82 @@
+"""Stopping a search on SIGINT (Ctrl-C) or SIGTERM without losing its incumbent.
+
+While a :class:`InterruptGuard` is active, the first SIGINT or SIGTERM is
+recorded and raised as :class:`SearchInterrupted` in the main thread. The
+search catches it between (or inside) configurations and returns what it has:
+the incumbent, every configuration's record and the bounds proven so far. A
+MIP solver running in C code is asked to stop through its interrupt callback
+(see ``solvers/highs.py``) and returns its own incumbent and bound.
+
+After the first signal the guard only records further signals, so writing
+``plan.json`` and the report is not cut short; the command then exits with
+128 + the signal number (130 for SIGINT, 143 for SIGTERM), as a shell does.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType, TracebackType
+
+#: Signals that stop a search.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class SearchInterrupted(BaseException):
+    """Raised by the guard's handler; a BaseException so no ``except Exception`` swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def exit_code(signum: int) -> int:
+    """The shell's exit code for a process stopped by ``signum`` (128 + number)."""
+    return 128 + int(signum)
+
+
+class InterruptGuard:
+    """Context manager installing the SIGINT/SIGTERM handlers for one command.
+
+    Attributes
+    ----------
+    signum : the first signal received, or None.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._raise = True
+        self._previous: dict[int, object] = {}
+
+    @property
+    def interrupted(self) -> bool:
+        """True once a stop signal was received."""
+        return self.signum is not None
+
+    def should_stop(self) -> bool:
+        """For polling loops (same as :attr:`interrupted`)."""
+        return self.signum is not None
+
+    def defer(self) -> None:
+        """From now on only record signals (used while the outputs are written)."""
+        self._raise = False
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        first = self.signum is None
+        if first:
+            self.signum = signum
+        if first and self._raise:
+            self._raise = False
+            raise SearchInterrupted(signum)
+
+    def __enter__(self) -> "InterruptGuard":
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+        self._previous.clear()

@@ -1,0 +1,87 @@
+"""Command-line options validated like spec keys.
+
+Each checker returns a list of :class:`~autopar_opt.spec.errors.SpecProblem`
+(empty when the value is fine) naming the option, the value, the rule and the
+fix; a command collects the problems of all its options and raises one
+:class:`OptionError` (exit code 2 through :func:`autopar_opt.cli.guarded`)
+**before** any work starts, so a typo never costs a search.
+
+Reuse in a new command::
+
+    from autopar_opt import options
+    problems = [*options.check_time_limit(time_limit_s), *options.check_gap(gap),
+                *outputs.check_output_dir(out_dir, "--out")]
+    options.raise_if_any(problems)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+from autopar_opt.outputs import COMMAND_LINE
+from autopar_opt.spec.errors import SpecError, SpecProblem, did_you_mean, one_of
+
+#: Formulations a MIP backend can be asked for (``--form``, ``solver.form``).
+FORMS = ("auto", "milp", "miqp")
+
+
+class OptionError(SpecError):
+    """Bad command-line options; carries every problem found (exit code 2)."""
+
+    def _message(self) -> str:
+        n = len(self.problems)
+        head = "invalid option: 1 problem" if n == 1 else f"invalid options: {n} problems"
+        return "\n".join([head, *[f"  - {p.format()}" for p in self.problems]])
+
+
+def raise_if_any(problems: Iterable[SpecProblem]) -> None:
+    """Raise one :class:`OptionError` with all ``problems`` (if there are any)."""
+    problems = list(problems)
+    if problems:
+        raise OptionError(problems)
+
+
+def _problem(option: str, value: object, rule: str, fix: str) -> list[SpecProblem]:
+    return [SpecProblem(COMMAND_LINE, option, value, rule, fix)]
+
+
+def check_solver(name: str | None, option: str = "--solver") -> list[SpecProblem]:
+    """The solver must be a registered backend (with a "did you mean")."""
+    if name is None:
+        return []
+    from autopar_opt.solvers.registry import backend_names
+
+    names = backend_names()
+    if name.strip().lower() in names:
+        return []
+    return _problem(option, name, "unknown solver",
+                    f"use one of {one_of(names)}{did_you_mean(name.strip().lower(), names)}")
+
+
+def check_form(form: str | None, option: str = "--form") -> list[SpecProblem]:
+    """The formulation must be one of :data:`FORMS`."""
+    if form is None or form in FORMS:
+        return []
+    return _problem(option, form, "unknown formulation",
+                    f"use one of {one_of(FORMS)}{did_you_mean(form, FORMS)}")
+
+
+def check_time_limit(seconds: float | None, option: str = "--time-limit") -> list[SpecProblem]:
+    """A time limit must be a positive, finite number of seconds."""
+    if seconds is None:
+        return []
+    if not math.isfinite(seconds) or seconds <= 0:
+        return _problem(option, seconds, "must be a positive, finite number of seconds",
+                        "give the wall-clock budget of the whole command, e.g. --time-limit 60")
+    return []
+
+
+def check_gap(gap: float | None, option: str = "--gap") -> list[SpecProblem]:
+    """A relative gap must lie in [0, 1)."""
+    if gap is None:
+        return []
+    if not math.isfinite(gap) or not 0 <= gap < 1:
+        return _problem(option, gap, "must be a relative gap in [0, 1)",
+                        "e.g. --gap 0.001 for 0.1%, or --gap 0 to prove optimality")
+    return []
