@@ -172,8 +172,8 @@ def pure_data_parallel(graph, cluster, training, space, params,
     plan, metrics, tried = _best_of(cands, graph, cluster, training, params, deadline)
     if plan is None:
         if _cut_short(deadline):
-            return Baseline(name, None, None, "not found within the time limit"
-                            + _cut_short(deadline))
+            return Baseline(name, None, None, "not found: the time limit was reached before a "
+                            "candidate that fits was priced")
         note = "no pure data-parallel plan fits in memory" if tried else \
             "pure data parallelism is outside the search space for this batch/model"
         return Baseline(name, None, None, note)
@@ -189,9 +189,9 @@ def best_uniform(graph, cluster, training, space, params, deadline: float | None
                                              cfg.microbatches, cfg.schedule))
     plan, metrics, tried = _best_of(cands, graph, cluster, training, params, deadline)
     if plan is None:
-        why = "not found within the time limit" if _cut_short(deadline) else \
-            "no uniform plan of the space fits in memory"
-        return Baseline(name, None, None, why + _cut_short(deadline))
+        why = ("not found: the time limit was reached before a candidate that fits was priced"
+               if _cut_short(deadline) else "no uniform plan of the space fits in memory")
+        return Baseline(name, None, None, why)
     return Baseline(name, plan, metrics, f"best of {tried} uniform plans (even layer split)"
                     + _cut_short(deadline))
 

@@ -113,7 +113,7 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     reserve = min(OUTPUT_RESERVE_S, OUTPUT_SHARE * max(left, 0.0))
     options = SearchOptions(
         solver=(solver or so.name).strip().lower(), form=form or getattr(so, "form", "auto") or "auto",
-        time_limit_s=max(left - reserve - BASELINE_SHARE * max(left, 0.0), 0.05),
+        time_limit_s=max(left - reserve - BASELINE_SHARE * max(left, 0.0), 0.0),
         rel_gap=gap if gap is not None else so.rel_gap, warm_start=warm_start,
         export_dir=Path(out_dir) / "models" if (out_dir and export_models) else None)
     err = console(stderr=True)

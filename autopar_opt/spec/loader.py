@@ -223,6 +223,13 @@ def resolve_includes(data: dict[str, Any], top: Path) -> tuple[dict[str, Any], d
         value = merged.get(key)
         if not isinstance(value, str):
             continue
+        if Path(value).suffix.lower() not in FORMATS:
+            problems.append(SpecProblem(str(top), key, value, "not a section and not the path of a "
+                                        f"spec file (an included file is named *{', *'.join(FORMATS)})",
+                                        f"write the {key} section as a mapping, or the path of the "
+                                        f"file holding it, e.g. {key}: {key}.yaml"))
+            merged.pop(key)
+            continue
         target = (top.parent / value)
         try:
             section = read_mapping(target)
