@@ -131,6 +131,31 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
     return 0
 
 
+@app.command("model")
+@guarded
+def model(path: str = typer.Argument(..., metavar="SPEC_OR_CONFIG",
+                                     help="A spec file, or a Hugging Face config.json (or its "
+                                          "directory)."),
+          seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1,
+                                                help="Sequence length for a bare config.json "
+                                                     "(default 4096)."),
+          json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> int:
+    """Show the layer graph a model import built: layers, parameters, FLOPs, activations."""
+    from autopar_opt.model_info import load_graph, model_summary, summary_lines
+    from autopar_opt.model_zoo.hf_config import HfConfigError
+
+    try:
+        graph, note = load_graph(path, seq_len)
+    except HfConfigError as exc:
+        _fail(f"invalid model config: {exc}")
+    summary = model_summary(graph)
+    if json_output:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        typer.echo("\n".join(summary_lines(summary, note)))
+    return 0
+
+
 @app.command("calibrate")
 @guarded
 def calibrate(runs_path: str = typer.Argument(..., metavar="RUNS.yaml",
