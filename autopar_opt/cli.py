@@ -85,13 +85,14 @@ def schema() -> int:
 
 def _estimate_text(spec: Any, metrics: Any) -> list[str]:
     plan = spec.plan
+    labels = list(dict.fromkeys(s.label() for st in plan.stages for s in st.strategies))
     lines = [f"spec:             {spec.path}",
              f"model:            {spec.graph.name} ({len(spec.graph)} layers, "
              f"{spec.graph.total_params() / 1e9:.3f} B params)",
              f"cluster:          {spec.cluster.name} ({spec.cluster.num_devices} x "
              f"{spec.cluster.device.name})",
              f"plan:             pp={plan.pp} microbatches={plan.microbatches} "
-             f"schedule={plan.schedule.value} strategy={plan.stages[0].strategies[0].label()}",
+             f"schedule={plan.schedule.value} strategy={' | '.join(labels)}",
              f"iteration time:   {metrics.iteration_time_s:.6g} s",
              f"samples/s:        {metrics.samples_per_s:.6g}",
              f"tokens/s:         {metrics.tokens_per_s:.6g}",

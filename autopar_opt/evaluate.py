@@ -16,6 +16,7 @@ from autopar_opt.cost.tables import boundary_is_intra, inflight_microbatches, st
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import GIB, Cluster
 from autopar_opt.plan import Plan
+from autopar_opt.strategies import ep_degree_ok
 from autopar_opt.training import Schedule, Training
 
 
@@ -111,6 +112,7 @@ def _check(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training) 
                         f"({training.global_batch_size})")
     b = training.global_batch_size // plan.microbatches
     stage_of = plan.stage_of()
+    layers = {layer.name: layer for layer in graph.layers}
     for u, v in graph.edges:
         if stage_of[u] > stage_of[v]:
             raise PlanError(f"edge {u} -> {v} goes backwards from stage {stage_of[u]} to {stage_of[v]}")
@@ -120,6 +122,9 @@ def _check(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training) 
                 raise PlanError(f"layer {name}: dp*tp*cp = {s.devices} must equal the {d} devices per stage")
             if b % s.dp:
                 raise PlanError(f"layer {name}: dp={s.dp} must divide the {b} samples per micro-batch")
+            if not ep_degree_ok(layers[name], s.dp, s.cp, s.ep):
+                raise PlanError(f"layer {name}: ep={s.ep} needs an MoE layer whose experts and "
+                                f"dp*cp = {s.dp * s.cp} it divides")
         if len(st.strategies) != len(st.layers):
             raise PlanError("each stage needs one strategy per layer")
     return d

@@ -223,6 +223,9 @@ class SearchSection(_Section):
                                               [4, 8, 16], default=None, min_length=1)
     max_microbatches: PosInt = _f("Largest micro-batch count tried.", 64, default=64)
     tp_within_node: bool = _f("Keep tensor-parallel groups inside a node.", True, default=True)
+    ep_degrees: Optional[list[PosInt]] = _f(
+        "Expert-parallel degrees of MoE layers; default: every degree dividing dp*cp and the "
+        "expert count.", [1, 8], default=None, min_length=1)
 
 
 class SolverSection(_Section):
@@ -264,6 +267,8 @@ class MegatronPlanSpec(_Section):
     pp: PosInt = _f("Pipeline-parallel degree (stages).", 8, default=1)
     dp: Optional[PosInt] = _f("Data-parallel degree; default: devices / (tp*pp*cp).", 4, default=None)
     cp: PosInt = _f("Context-parallel degree.", 1, default=1)
+    ep: PosInt = _f("Expert-parallel degree of the MoE layers (Megatron "
+                    "--expert-model-parallel-size); divides dp*cp.", 8, default=1)
     sequence_parallel: bool = _f("Megatron sequence parallelism (needs tp > 1).", True, default=False)
     zero: ZeroLevel = _f("ZeRO level (0-3).", 1, default=0)
     recompute: Recompute = _f("Activation recomputation.", "selective", default=Recompute.none)
@@ -284,6 +289,7 @@ class StrategySpec(_Section):
     dp: PosInt = _f("Data-parallel degree.", 2)
     tp: PosInt = _f("Tensor-parallel degree.", 4, default=1)
     cp: PosInt = _f("Context-parallel degree.", 1, default=1)
+    ep: PosInt = _f("Expert-parallel degree (MoE layers only); divides dp*cp.", 1, default=1)
     sp: bool = _f("Sequence parallelism.", False, default=False)
     zero: ZeroLevel = _f("ZeRO level (0-3).", 0, default=0)
     recompute: Recompute = _f("Activation recomputation.", "none", default=Recompute.none)
