@@ -19,11 +19,11 @@ from autopar_opt.evaluate import PlanError, evaluate
 from autopar_opt.formulations import build_formulation
 from autopar_opt.graph import Layer, LayerKind
 from autopar_opt.hardware import GIB, LinkTier, make_cluster
-from autopar_opt.dp.common import least_memory
+from autopar_opt.solvers.dp.common import least_memory
 from autopar_opt.plan import Plan, StagePlan
-from autopar_opt.solvers.dp import DPBackend
+from autopar_opt.solvers.dp.backend import DPBackend
 from autopar_opt.solvers.registry import get_backend
-from autopar_opt.solvers.result import ProblemClass, Termination
+from autopar_opt.core.result import ProblemClass, Termination
 from autopar_opt.strategies import Strategy, enumerate_strategies
 from autopar_opt.synthetic import random_moe_chain, small_cluster
 from autopar_opt.training import Recompute, Schedule, SearchSpace, Training

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from autopar_opt.cost.tables import stages_congruent
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
+from autopar_opt.pipeline import stages_congruent
 from autopar_opt.plan import Plan, StagePlan, uniform_plan
 from autopar_opt.spec.errors import ProblemList, did_you_mean
 from autopar_opt.spec.schema import ExplicitPlanSpec, MegatronPlanSpec, StrategySpec
