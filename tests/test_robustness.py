@@ -10,7 +10,6 @@ optimum equals the HiGHS run's optimum on the same spec, the file modes equal
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import signal
@@ -112,7 +111,8 @@ def test_plan_and_report_get_the_same_umask_respecting_mode(tmp_path, mask):
     old = os.umask(mask)
     try:
         out = tmp_path / "out"
-        assert _cli("solve", str(GOOD), "--out", str(out), "--quiet").exit_code == 0
+        assert _cli("solve", str(GOOD), "--out", str(out), "--quiet", "--time-limit", "300"
+                    ).exit_code == 0
     finally:
         os.umask(old)
     modes = {p.name: p.stat().st_mode & 0o777 for p in out.iterdir()}
@@ -133,7 +133,7 @@ def test_atomic_write_leaves_the_old_file_when_interrupted(tmp_path, monkeypatch
 
 def test_piped_output_is_not_wrapped(tmp_path):
     out = tmp_path / ("a-rather-long-output-directory-name-" * 3) / "run"
-    proc = subprocess.run([str(AUTOPAR), "solve", str(GOOD), "--out", str(out)],
+    proc = subprocess.run([str(AUTOPAR), "solve", str(GOOD), "--out", str(out), "--time-limit", "300"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert f"wrote {out / 'plan.json'} and {out / 'report.html'}" in proc.stdout
@@ -282,4 +282,4 @@ def test_notices_say_why_a_run_is_not_certified(tmp_path):
     assert doc["status"] == "no_plan"
     assert any("raise --time-limit" in n for n in doc["notices"])
     assert all(r["status"] == "not_solved" for r in doc["certificate"]["configurations"])
-    assert all(math.isinf(float(r["lower_bound"])) for r in doc["certificate"]["configurations"])
+    assert doc["plan"] is None and doc["certificate"]["exact"] is False
