@@ -39,9 +39,13 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
 
 
 def _is_hf_config(path: Path) -> bool:
+    from autopar_opt.spec.limits import check_file_size
+
+    if check_file_size(path) is not None:
+        return True        # load_hf_config reports the size limit
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError, RecursionError):
         return False
     return isinstance(data, dict) and "model_type" in data
 

@@ -50,21 +50,66 @@ class _Cfg:
         return value
 
 
+#: Keys counting layers (bounded by ``limits.MAX_LAYERS``) and keys that must be
+#: positive integers when present; every integer is at most ``MAX_DIMENSION``.
+LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "num_decoder_layers",
+              "encoder_layers", "decoder_layers")
+POSITIVE_KEYS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "vocab_size",
+                 "intermediate_size", "num_key_value_heads", "head_dim", "num_experts_per_tok")
+
+
 def load_hf_config(path: str | Path) -> tuple[dict[str, Any], Path]:
-    """Read ``path`` (a ``config.json`` or a directory holding one)."""
+    """Read ``path`` (a ``config.json`` or a directory holding one), within the
+    spec limits (file size, nesting, sizes; :mod:`autopar_opt.spec.limits`)."""
+    from autopar_opt.spec import limits
+
     p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
-    if not p.is_file():
+    try:
+        if p.is_dir():
+            p = p / "config.json"
+        is_file = p.is_file()
+    except (OSError, ValueError) as exc:
+        raise HfConfigError(f"{str(p)[:200]}: cannot be opened ({exc.__class__.__name__}) "
+                            "(fix: give a config.json or a directory holding one)") from None
+    if not is_file:
         raise HfConfigError(f"{p}: no such file (fix: give a config.json or a directory "
                             "holding one)")
+    too_big = limits.check_file_size(p)
+    if too_big is not None:
+        raise HfConfigError(f"{p}: {too_big.rule} (fix: a config.json is a few kilobytes)")
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise HfConfigError(f"{p}: not a readable JSON file ({exc})") from None
+    except (OSError, ValueError, RecursionError) as exc:   # JSONDecodeError is a ValueError
+        raise HfConfigError(f"{p}: not a readable JSON file ({str(exc)[:200]})") from None
     if not isinstance(data, dict):
         raise HfConfigError(f"{p}: expected a JSON object with a 'model_type' key")
+    problems = limits.structure_problems(data, p)
+    if problems:
+        raise HfConfigError(f"{problems[0].format()}")
+    _check_sizes(data, p)
     return data, p
+
+
+def _check_sizes(data: dict[str, Any], path: Path) -> None:
+    """Refuse sizes that would hang or divide by zero, naming the key and the limit."""
+    from autopar_opt.spec import limits
+
+    for key, value in data.items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            if key in POSITIVE_KEYS and value is not None:
+                raise HfConfigError(f"{path}: {key} = {str(value)[:40]!r} is not an integer "
+                                    "(fix: copy the value from the model's published config.json)")
+            continue
+        if key in LAYER_KEYS and value > limits.MAX_LAYERS:
+            raise HfConfigError(f"{path}: {key} = {value} exceeds the limit of {limits.MAX_LAYERS} "
+                                "layers (fix: use a model with fewer layers)")
+        if value > limits.MAX_SEQ_LEN:
+            raise HfConfigError(f"{path}: {key} = {value} exceeds the limit of "
+                                f"{limits.MAX_SEQ_LEN} for a model dimension (fix: use the "
+                                "model's published config.json)")
+        if key in POSITIVE_KEYS and value <= 0:
+            raise HfConfigError(f"{path}: {key} = {value} must be a positive integer (fix: use "
+                                "the model's published config.json)")
 
 
 def _attention(c: _Cfg, qkv_bias: bool = False, qk_norm: bool = False) -> AttentionDims:
@@ -254,6 +299,22 @@ def build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | None
     :class:`HfConfigError` for an unknown ``model_type`` (listing the
     supported ones), a missing key, or a missing ``seq_len``.
     """
+    try:
+        return _build_hf_graph(config, seq_len, name, origin, flash_attention, capacity_factor,
+                               load_imbalance)
+    except (TypeError, ValueError, ZeroDivisionError, KeyError, AttributeError,
+            OverflowError) as exc:
+        if isinstance(exc, HfConfigError):
+            raise
+        raise HfConfigError(f"{origin}: the config's values cannot build a model "
+                            f"({type(exc).__name__}: {str(exc)[:200]}) (fix: check its numeric "
+                            "keys against the model's published config.json)") from None
+
+
+def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | None, origin: str,
+                    flash_attention: bool, capacity_factor: float | None,
+                    load_imbalance: float) -> LayerGraph:
+    """:func:`build_hf_graph` without the guard that turns bad values into HfConfigError."""
     c = _Cfg(config, origin)
     mt = config.get("model_type")
     if mt not in _DENSE and mt not in _MOE:

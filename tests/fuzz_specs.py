@@ -180,3 +180,13 @@ def spec_case(draw) -> tuple[str, str, str | None]:
                          "long": "a" * 300 + ".yaml", "other": "model.json"}[include]
     text = draw(text_damage(to_text(tree, fmt)))
     return f"spec.{fmt}", text, include
+
+
+@st.composite
+def hf_config_case(draw, configs: dict[str, dict]) -> str:
+    """A bundled Hugging Face config.json with 0-2 keys set to extreme values, maybe damaged."""
+    data = json.loads(json.dumps(configs[draw(st.sampled_from(sorted(configs)))]))
+    for _ in range(draw(st.sampled_from([0, 1, 1, 2]))):
+        key = draw(st.sampled_from(sorted(data) + ["num_hidden_layers", "hidden_size", "extra"]))
+        data[key] = draw(EXTREMES)
+    return draw(text_damage(json.dumps(data, allow_nan=True)))

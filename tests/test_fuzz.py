@@ -25,9 +25,11 @@ from hypothesis import HealthCheck, given, settings
 from typer.testing import CliRunner
 
 from autopar_opt.cli import app
-from fuzz_specs import spec_case
+from fuzz_specs import hf_config_case, spec_case
 
 FAST_EXAMPLES = 200
+HF_FAST_EXAMPLES = 60
+HF_DIR = Path(__file__).resolve().parents[1] / "model_zoo" / "hf"
 SOLVE_EVERY = 40
 SLOW_RUN_S = 10.0
 ESTIMATE_CODES = {0, 2}
@@ -98,3 +100,26 @@ def test_fuzzed_specs_give_a_result_or_exit_2_never_a_traceback(request, tmp_pat
         Path(report_path).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     assert not failures, f"{len(failures)} failing runs; first:\n" + "\n\n".join(failures[:5])
     assert stats["runs"] >= examples
+
+
+@pytest.mark.fuzz
+def test_fuzzed_hf_configs_through_autopar_model(request, tmp_path):
+    """Bundled Hugging Face configs with extreme values (``autopar model``, issue 12's
+    command): exit 0 or 2, never a traceback."""
+    configs = {p.name: json.loads(p.read_text()) for p in sorted(HF_DIR.glob("*.json"))}
+    examples = max(HF_FAST_EXAMPLES, (request.config.getoption("--fuzz-examples") or 0) // 10)
+    failures: list[str] = []
+
+    @settings(max_examples=examples, derandomize=True, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(text=hf_config_case(configs))
+    def run(text):
+        path = tmp_path / "config.json"
+        path.write_bytes(text.encode("utf-8", "surrogatepass"))
+        code, err, exc, _ = _invoke(["model", str(path), "--seq-len", "512"])
+        if exc is not None or code not in (0, 2):
+            failures.append(f"exit {code} {type(exc).__name__ if exc else ''}: {exc or err[-300:]}"
+                            f"\n{text[:300]!r}")
+
+    run()
+    assert not failures, f"{len(failures)} failing runs; first:\n" + "\n\n".join(failures[:5])

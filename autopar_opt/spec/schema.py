@@ -237,7 +237,9 @@ class SolverSection(_Section):
     """Which solver runs and when it may stop."""
 
     name: Literal["highs", "gurobi", "scip", "dp"] = _f("Backend.", "highs", default="highs")
-    time_limit_s: float = _f("Wall-time limit per solve, s.", 60.0, default=60.0, gt=0)
+    time_limit_s: float = _f("Wall-clock budget of the whole `autopar solve` command (spec, tables, "
+                             "solves, baselines, outputs), s; --time-limit overrides it.", 60.0,
+                             default=60.0, gt=0)
     rel_gap: float = _f("Relative optimality gap at which to stop.", 1e-3, default=1e-3, ge=0, lt=1)
     form: Literal["auto", "milp", "miqp"] = _f("Formulation: the MIQP or its exact MILP.", "auto",
                                                default="auto")
