@@ -153,7 +153,7 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
 def model(path: str = typer.Argument(..., metavar="SPEC_OR_CONFIG",
                                      help="A spec file, or a Hugging Face config.json (or its "
                                           "directory)."),
-          seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1,
+          seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1, max=16_777_216,
                                                 help="Sequence length for a bare config.json "
                                                      "(default 4096)."),
           json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> int:

@@ -39,7 +39,7 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
 
 
 def _is_hf_config(path: Path) -> bool:
-    from autopar_opt.spec.limits import check_file_size
+    from autopar_opt.limits import check_file_size
 
     if check_file_size(path) is not None:
         return True        # load_hf_config reports the size limit

@@ -60,8 +60,8 @@ POSITIVE_KEYS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "voc
 
 def load_hf_config(path: str | Path) -> tuple[dict[str, Any], Path]:
     """Read ``path`` (a ``config.json`` or a directory holding one), within the
-    spec limits (file size, nesting, sizes; :mod:`autopar_opt.spec.limits`)."""
-    from autopar_opt.spec import limits
+    spec limits (file size, nesting, sizes; :mod:`autopar_opt.limits`)."""
+    from autopar_opt import limits
 
     p = Path(path)
     try:
@@ -83,16 +83,18 @@ def load_hf_config(path: str | Path) -> tuple[dict[str, Any], Path]:
         raise HfConfigError(f"{p}: not a readable JSON file ({str(exc)[:200]})") from None
     if not isinstance(data, dict):
         raise HfConfigError(f"{p}: expected a JSON object with a 'model_type' key")
-    problems = limits.structure_problems(data, p)
+    problems = limits.structure_problems(data)
     if problems:
-        raise HfConfigError(f"{problems[0].format()}")
+        key, value, rule, fix = problems[0]
+        shown = "" if value is None else f" = {value!r}"
+        raise HfConfigError(f"{p}: {key}{shown}: {rule} (fix: {fix})")
     _check_sizes(data, p)
     return data, p
 
 
 def _check_sizes(data: dict[str, Any], path: Path) -> None:
     """Refuse sizes that would hang or divide by zero, naming the key and the limit."""
-    from autopar_opt.spec import limits
+    from autopar_opt import limits
 
     for key, value in data.items():
         if not isinstance(value, int) or isinstance(value, bool):

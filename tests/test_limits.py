@@ -3,7 +3,7 @@
 Every case must now give one :class:`SpecError` that names the key (or the
 line) and the limit, and ``autopar estimate`` must exit 2 quickly without a
 traceback. The oracle of each case is the limit it breaks
-(:mod:`autopar_opt.spec.limits`): the message must name it.
+(:mod:`autopar_opt.limits`): the message must name it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from autopar_opt.cli import app
 from autopar_opt.spec import SpecError, load_spec
-from autopar_opt.spec import limits
+from autopar_opt import limits
 from autopar_opt.strategies import divisors
 
 
@@ -142,7 +142,7 @@ def test_limits_do_not_reject_the_bundled_examples():
 
 def test_structure_walk_visits_values_in_file_order_and_caps_the_report(tmp_path):
     data = {"a": ["x" * (limits.MAX_STRING_CHARS + 1)] * 50, "b": float("nan")}
-    problems = limits.structure_problems(data, tmp_path / "f.yaml")
+    problems = limits.structure_problems(data)
     assert len(problems) == limits.MAX_REPORTED
     assert [p.key for p in problems[:3]] == ["a[0]", "a[1]", "a[2]"]
 

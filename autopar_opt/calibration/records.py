@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from autopar_opt.graph import Layer, LayerGraph
 from autopar_opt.hardware import DEVICE_CATALOG, Cluster
 from autopar_opt.plan import Plan
@@ -84,15 +82,14 @@ def load_run_file(path: str | Path) -> list[dict]:
     record index and key: missing file, YAML error, not a list, an entry that
     is not a mapping, a missing or repeated ``id``.
     """
+    from autopar_opt.spec import SpecError
+    from autopar_opt.spec.loader import read_document
+
     p = Path(path)
     try:
-        text = p.read_text()
-    except OSError as exc:
-        raise RunFileError(f"{p}: cannot read the run file ({exc.strerror or exc})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise RunFileError(f"{p}: not valid YAML/JSON ({exc})") from None
+        data = read_document(p)     # size, nesting, duplicate keys, numbers: spec limits
+    except SpecError as exc:
+        raise RunFileError("; ".join(q.format() for q in exc.problems)) from None
     if not isinstance(data, list):
         kind = type(data).__name__ if data is not None else "an empty file"
         raise RunFileError(f"{p}: expected a list of run records at the top level, got {kind}")

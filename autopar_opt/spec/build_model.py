@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from autopar_opt.graph import Layer, LayerGraph, MeasuredCost
-from autopar_opt.spec import limits
+from autopar_opt import limits
 from autopar_opt.spec.errors import ProblemList, did_you_mean
 from autopar_opt.spec.schema import (ExplicitModelSpec, HfModelSpec, LayerSpec, MeasuredSpec,
                                      ZooModelSpec)

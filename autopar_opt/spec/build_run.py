@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from autopar_opt.cost.params import CostParams, default_params
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import DEVICE_CATALOG, Cluster, DeviceType, LinkTier, make_cluster
-from autopar_opt.spec import limits
+from autopar_opt import limits
 from autopar_opt.spec.errors import ProblemList, did_you_mean
 from autopar_opt.spec.schema import (CostModelSection, ExplicitClusterSpec, LinkSpec, SearchSection,
                                      SolverSection, TrainingSection, ZooClusterSpec)

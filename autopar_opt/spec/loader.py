@@ -5,7 +5,7 @@ A top file's ``model``, ``cluster`` and ``training`` values may be a path
 file holds the section's mapping itself, or a mapping with that one key.
 Every read problem (missing file, wrong extension, empty file, syntax error
 with its line, an unreadable or oversized file, a duplicate key, nesting or
-sizes beyond :mod:`autopar_opt.spec.limits`) becomes a :class:`SpecProblem`,
+sizes beyond :mod:`autopar_opt.limits`) becomes a :class:`SpecProblem`,
 never a traceback; the limits are checked before the expensive steps.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from autopar_opt.spec import limits
+from autopar_opt import limits
 from autopar_opt.spec.errors import SpecError, SpecProblem, one_of
 
 #: File extensions and their format.
@@ -151,7 +151,7 @@ def _read_text(path: Path) -> str:
     """The file's text, read only after its size passed :func:`limits.check_file_size`."""
     too_big = limits.check_file_size(path)
     if too_big is not None:
-        raise SpecError([too_big])
+        raise SpecError([_problem(path, too_big.rule, too_big.fix)])
     try:
         with open(path, "rb") as handle:
             raw = handle.read(limits.MAX_FILE_BYTES + 1)
@@ -181,6 +181,24 @@ def _where_is(path: Path) -> str | None:
 def read_mapping(path: Path | str) -> dict[str, Any]:
     """Read one spec file into a mapping; raises :class:`SpecError` with a fix."""
     path = Path(path)
+    data = read_document(path)
+    if data is None or (isinstance(data, dict) and not data):
+        raise SpecError([_problem(path, "the file is empty",
+                                  "write at least the model, cluster and training sections, "
+                                  "e.g. start from examples/quickstart.yaml")])
+    if not isinstance(data, dict):
+        raise SpecError([_problem(path, f"the top level is a {type(data).__name__}, not a mapping",
+                                  "write 'key: value' entries at the top level (model:, "
+                                  "cluster:, training:, ...)")])
+    return data
+
+
+def read_document(path: Path | str) -> Any:
+    """Read and parse one YAML/TOML/JSON file of any shape within the limits of
+    :mod:`autopar_opt.limits` (size, nesting, values, lengths, numbers);
+    raises :class:`SpecError`. Other readers of user files (run files of
+    ``autopar calibrate``) use it too."""
+    path = Path(path)
     fmt = FORMATS.get(path.suffix.lower())
     shown = str(path).replace("\x00", "\\x00")
     shown = shown if len(shown) <= 300 else shown[:300] + "..."
@@ -194,17 +212,9 @@ def read_mapping(path: Path | str) -> dict[str, Any]:
                                   "check the path (relative paths are from the current "
                                   "directory, or from the top spec file for included files)")])
     data = _parse(_read_text(path), fmt, path)
-    if data is None or (isinstance(data, dict) and not data):
-        raise SpecError([_problem(path, "the file is empty",
-                                  "write at least the model, cluster and training sections, "
-                                  "e.g. start from examples/quickstart.yaml")])
-    if not isinstance(data, dict):
-        raise SpecError([_problem(path, f"the top level is a {type(data).__name__}, not a mapping",
-                                  "write 'key: value' entries at the top level (model:, "
-                                  "cluster:, training:, ...)")])
-    problems = limits.structure_problems(data, path)
+    problems = limits.structure_problems(data)
     if problems:
-        raise SpecError(problems)
+        raise SpecError([SpecProblem(str(path), *b) for b in problems])
     return data
 
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from autopar_opt.graph import LayerKind
-from autopar_opt.spec import limits
+from autopar_opt import limits
 from autopar_opt.training import DTYPE_BYTES, OPTIMIZER_BYTES, Recompute, Schedule
 
 Dtype = Literal[tuple(DTYPE_BYTES)]  # type: ignore[valid-type]

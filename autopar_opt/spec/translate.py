@@ -16,7 +16,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from autopar_opt.spec import limits
+from autopar_opt import limits
 from autopar_opt.spec.errors import MISSING, SpecProblem, did_you_mean, one_of
 
 

@@ -1,4 +1,4 @@
-"""Resource limits on spec files, checked before any work is done.
+"""Resource limits on user files (specs, run files, model configs), checked before any work.
 
 A spec is user input: a hostile or mistaken file must give a clear error in
 well under a second, never a hang, a ``RecursionError`` or an exhausted
@@ -16,6 +16,10 @@ memory. Three layers, each cheap and each naming the limit it enforces:
    schema fields (``le=``), so pydantic reports them with the key, the value
    and the limit in the same pass as every other problem.
 
+This module depends on nothing in the project (readers in ``spec``,
+``model_zoo`` and ``calibration`` all use it); problems are plain
+:class:`Breach` tuples that each reader turns into its own error type.
+
 The limits are far above any real training job (the largest published runs
 use about 10^5 GPUs, a global batch of a few thousand sequences and a few
 hundred layers) and far below where the search or the estimate would hang.
@@ -26,9 +30,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
-
-from autopar_opt.spec.errors import SpecProblem
+from typing import Any, NamedTuple
 
 #: Largest spec file (bytes): a 2,048-layer explicit model in YAML is ~0.5 MB.
 MAX_FILE_BYTES = 2 * 1024 * 1024
@@ -78,23 +80,27 @@ def resource_limits() -> dict[str, int]:
             "MAX_DEGREE": MAX_DEGREE, "MAX_MICROBATCHES": MAX_MICROBATCHES}
 
 
-def limit_problem(path: Path | str, key: str, value: Any, what: str, limit: Any,
-                  fix: str) -> SpecProblem:
-    """A problem that names the limit that was exceeded."""
-    return SpecProblem(str(path), key, value, f"{what} exceeds the limit of {limit}", fix)
+class Breach(NamedTuple):
+    """One broken limit: where (dotted key, empty for the whole file), the value
+    (shortened for messages), the rule naming the limit, and the fix."""
+
+    key: str
+    value: Any
+    rule: str
+    fix: str
 
 
-def check_file_size(path: Path) -> SpecProblem | None:
-    """A problem when ``path`` is larger than :data:`MAX_FILE_BYTES` (from ``stat``)."""
+def check_file_size(path: Path) -> Breach | None:
+    """A breach when ``path`` is larger than :data:`MAX_FILE_BYTES` (from ``stat``)."""
     try:
         size = os.stat(path).st_size
     except (OSError, ValueError):
         return None      # the read reports it
     if size > MAX_FILE_BYTES:
-        return SpecProblem(str(path), "", None,
-                           f"the file has {size:,} bytes, over the limit of {MAX_FILE_BYTES:,} bytes",
-                           "a spec is a few kilobytes; give large models as a zoo entry with "
-                           "overrides, or split off the model section into its own file")
+        return Breach("", None,
+                      f"the file has {size:,} bytes, over the limit of {MAX_FILE_BYTES:,} bytes",
+                      "a spec is a few kilobytes; give large models as a zoo entry with "
+                      "overrides, or split off the model section into its own file")
     return None
 
 
@@ -143,17 +149,17 @@ def _short(value: Any) -> Any:
     return value
 
 
-def structure_problems(data: Any, path: Path | str) -> list[SpecProblem]:
+def structure_problems(data: Any) -> list[Breach]:
     """Every limit the parsed value ``data`` breaks (at most :data:`MAX_REPORTED`).
 
     Iterative (no recursion), and stops after :data:`MAX_VALUES` values, so
     its cost is bounded whatever the input (YAML aliases may make a small file
     describe an exponentially large tree).
     """
-    problems: list[SpecProblem] = []
+    problems: list[Breach] = []
 
     def add(key: str, value: Any, rule: str, fix: str) -> None:
-        problems.append(SpecProblem(str(path), key, _short(value), rule, fix))
+        problems.append(Breach(key, _short(value), rule, fix))
 
     stack: list[tuple[Any, str, int]] = [(data, "", 0)]
     count = 0
