@@ -14,7 +14,7 @@ exported MPS/LP files rely on them.
 
 from __future__ import annotations
 
-import pyomo.environ as pyo
+from autopar_opt.formulations.lazy_pyomo import pyo
 
 from autopar_opt.cost.tables import CostTables, symmetric_edges
 

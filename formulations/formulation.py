@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyomo.environ as pyo
-from pyomo.opt import ProblemFormat
+from autopar_opt.formulations.lazy_pyomo import pyo
+from autopar_opt.formulations.lazy_pyomo import pyomo_opt
 
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.formulations import families
@@ -88,7 +88,7 @@ class Formulation:
         """Write the sub-model as MPS or LP; return the sha256 of the file."""
         if fmt not in ("mps", "lp"):
             raise FormulationError(f"export format must be 'mps' or 'lp', got {fmt!r}")
-        writer = {"mps": ProblemFormat.mps, "lp": ProblemFormat.cpxlp}[fmt]
+        writer = {"mps": pyomo_opt.ProblemFormat.mps, "lp": pyomo_opt.ProblemFormat.cpxlp}[fmt]
         self.model.write(path, format=writer, io_options={"symbolic_solver_labels": True})
         with open(path, "rb") as fh:
             return hashlib.sha256(fh.read()).hexdigest()

@@ -21,7 +21,7 @@ Products are linearised exactly:
 from __future__ import annotations
 
 import numpy as np
-import pyomo.environ as pyo
+from autopar_opt.formulations.lazy_pyomo import pyo
 
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.formulations.families import crossing_expr, x_expr

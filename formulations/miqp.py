@@ -12,7 +12,7 @@ coefficient, so at an optimum ``rho`` equals the product.
 
 from __future__ import annotations
 
-import pyomo.environ as pyo
+from autopar_opt.formulations.lazy_pyomo import pyo
 
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.formulations.families import crossing_expr, x_expr

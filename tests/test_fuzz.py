@@ -51,7 +51,7 @@ def test_fuzzed_specs_give_a_result_or_exit_2_never_a_traceback(request, tmp_pat
     stats = {"runs": 0, "estimate_exit_codes": collections.Counter(),
              "solve_exit_codes": collections.Counter(), "tracebacks": 0, "bad_exit_codes": 0,
              "exit_2_without_file_name": 0, f"runs_over_{SLOW_RUN_S:g}_s": 0, "max_run_s": 0.0,
-             "formats": collections.Counter()}
+             "formats": collections.Counter(), "slow_runs": []}
     failures: list[str] = []
     counter = [0]
 
@@ -67,6 +67,8 @@ def test_fuzzed_specs_give_a_result_or_exit_2_never_a_traceback(request, tmp_pat
         path = folder / name
         path.write_bytes(text.encode("utf-8", "surrogatepass"))
         stats["formats"][name.rsplit(".", 1)[1]] += 1
+        if report_path and counter[0] % 50 == 0:
+            write_report(False)     # a long run stopped early still leaves its counts
         commands = [("estimate", ["estimate", str(path)], ESTIMATE_CODES),
                     ("solve", ["solve", str(path), "--time-limit", "2", "--quiet"], SOLVE_CODES)]
         valid = False
@@ -81,6 +83,8 @@ def test_fuzzed_specs_give_a_result_or_exit_2_never_a_traceback(request, tmp_pat
             stats["max_run_s"] = max(stats["max_run_s"], elapsed)
             if elapsed > SLOW_RUN_S:
                 stats[f"runs_over_{SLOW_RUN_S:g}_s"] += 1
+                stats["slow_runs"].append(f"{label} {name} exit {code} {elapsed:.1f} s: "
+                                          f"{text[:400]!r}")
             if exc is not None:
                 stats["tracebacks"] += 1
                 failures.append(f"{label} {name} ({include}): {type(exc).__name__}: {exc}\n"
@@ -92,12 +96,15 @@ def test_fuzzed_specs_give_a_result_or_exit_2_never_a_traceback(request, tmp_pat
                 stats["exit_2_without_file_name"] += 1
                 failures.append(f"{label} {name}: exit 2 without naming the file: {err[-300:]}")
 
+    def write_report(done: bool) -> None:
+        summary = {k: (dict(v) if isinstance(v, collections.Counter) else v) for k, v in stats.items()}
+        summary.update(examples=examples, cases_run=counter[0], finished=done,
+                       failures=failures[:20])
+        Path(report_path).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+
     run()
     if report_path:
-        summary = {k: (dict(v) if isinstance(v, collections.Counter) else v) for k, v in stats.items()}
-        summary["examples"] = examples
-        summary["failures"] = failures[:20]
-        Path(report_path).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        write_report(True)
     assert not failures, f"{len(failures)} failing runs; first:\n" + "\n\n".join(failures[:5])
     assert stats["runs"] >= examples
 

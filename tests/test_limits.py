@@ -78,7 +78,7 @@ CASES = [
     ("string_1e5", "s.yaml", _with("model.zoo", "x" * 100_000),
      r"model\.zoo = 'x+\.\.\.': a string of 100,000 characters exceeds the limit of 4096"),
     ("file_3MB", "s.yaml", "description: " + "x" * 3_000_000 + "\n",
-     r"over the limit of 2,097,152 bytes"),
+     r"over the limit of 1,048,576 bytes"),
     ("layers_5000", "s.json", json.dumps({**base(), "model": _explicit(5000, flops_fwd=1e9),
                                           "plan": {"tp": 1, "pp": 1, "microbatches": 1}}),
      r"model\.layers = .*5,000 items exceed the resource limit of 2,048"),

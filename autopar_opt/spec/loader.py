@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+import yaml.composer
+import yaml.constructor
+import yaml.resolver
 
 from autopar_opt import limits
 from autopar_opt.spec.errors import SpecError, SpecProblem, one_of
@@ -48,14 +51,12 @@ class _DuplicateKey(Exception):
         self.key, self.line, self.first = key, line, first
 
 
-class _SpecYamlLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses deep nesting (before the recursive
-    composer can overflow the stack) and duplicate keys (PyYAML silently keeps
-    the last value, so a typo-level mistake would change the run unseen)."""
+class _LimitsMixin:
+    """Refuses deep nesting (before the recursive composer can overflow the
+    stack) and duplicate keys (PyYAML silently keeps the last value, so a
+    typo-level mistake would change the run unseen)."""
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
+    _depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         self._depth += 1
@@ -78,6 +79,27 @@ class _SpecYamlLoader(yaml.SafeLoader):
                     raise _DuplicateKey(key_node.value, line, seen[ident])
                 seen[ident] = line
         return super().construct_mapping(node, deep)
+
+
+try:        # libyaml scans ~5x faster than pure Python (1 MiB: ~1.7 s instead of ~8 s of CPU)
+    from yaml._yaml import CParser as _CParser
+except ImportError:                          # pragma: no cover - PyYAML built without libyaml
+    _CParser = None
+
+if _CParser is not None:
+    class _SpecYamlLoader(_LimitsMixin, yaml.composer.Composer, _CParser,
+                          yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+        """Safe loading: libyaml's scanner and parser (events), then PyYAML's
+        Python composer and safe constructor, which enforce the limits."""
+
+        def __init__(self, stream: str) -> None:
+            _CParser.__init__(self, stream)
+            yaml.constructor.SafeConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+            yaml.composer.Composer.__init__(self)
+else:                                        # pragma: no cover
+    class _SpecYamlLoader(_LimitsMixin, yaml.SafeLoader):  # type: ignore[no-redef]
+        """``yaml.SafeLoader`` with the limits."""
 
 
 def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

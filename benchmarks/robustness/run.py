@@ -4,8 +4,10 @@ the long fuzz profile.
 ``--limits``: every bundled example (``examples/*.yaml``) is solved with
 ``autopar solve EX --time-limit T --out DIR --quiet`` for T = 2, 5 and 10 s,
 each as a subprocess (what the user runs, interpreter start-up included). The
-target: wall clock <= 1.1 T + 1 s. Recorded per run: wall clock, peak memory
-(``os.wait4`` rusage of the child), exit code, status, configurations solved.
+target: wall clock <= 1.1 T + 1 s. Recorded per run: wall clock, CPU time and
+peak memory (``os.wait4`` rusage of the child), exit code, status,
+configurations solved, and the load average before the run (on a shared
+machine, wall clock / CPU time shows the contention).
 
 ``--fuzz N``: runs the long fuzz profile (``pytest -m fuzz --fuzz-examples N
 --fuzz-report FILE``) and records its counts: runs, exit-code distribution,
@@ -54,6 +56,7 @@ def run_once(spec: Path, limit: float) -> dict:
     configs = doc["certificate"]["configurations"] if doc else []
     return {"spec": spec.name, "limit_s": limit, "wall_s": round(wall, 3),
             "target_s": round(1.1 * limit + 1.0, 3), "within_target": wall <= 1.1 * limit + 1.0,
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
             "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "exit_code": code,
             "status": doc["status"] if doc else None,
             "configurations": len(configs),
