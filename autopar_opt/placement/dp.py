@@ -99,21 +99,32 @@ class _Pricer:
 
 
 def solve_dp(cond: Condensed, *, ideal_limit: int = DEFAULT_LIMIT, max_pairs: int = MAX_PAIRS,
-             deadline: float | None = None) -> DPResult:
+             deadline: float | None = None, upper_bound: float = np.inf) -> DPResult:
     """Exact contiguous max-load on the condensed problem (see the module docstring).
 
-    Raises :class:`DPTooLarge` (or :class:`~autopar_opt.ideals.TooManyIdeals`)
-    before any long computation when the lattice is beyond the guards.
+    ``upper_bound``: the value of a known feasible placement. Pairs whose part
+    needs more time than that on its fastest type (``Σ_{u∈S} min_τ t_τ(u) >
+    upper_bound``) are skipped: they cannot be in a placement better than the
+    known one, so the optimum is unchanged (if no placement beats the bound
+    the DP may return ``inf`` and the caller keeps its own). Raises
+    :class:`DPTooLarge` (or :class:`~autopar_opt.ideals.TooManyIdeals`) before
+    any long computation when the lattice is beyond the guards.
     """
     start = time.perf_counter()
     lat = enumerate_ideals(cond.num_units, [tuple(e) for e in cond.prec.tolist()], limit=ideal_limit)
     m = lat.num_ideals
-    if m * m // 2 > max_pairs * 4:
+    if m * m // 2 > max_pairs * 20:
         raise DPTooLarge(f"{m:,} ideals: the DP would scan up to {m * m // 2:,} pairs "
                          f"(guard {max_pairs:,}); use the MILP or coarsen")
-    pairs = lat.num_pairs()
-    if pairs > max_pairs:
-        raise DPTooLarge(f"{pairs:,} nested ideal pairs > guard {max_pairs:,}")
+    tmin = np.min([np.where(np.isinf(cond.time[t.name]), np.inf, cond.time[t.name])
+                   for t in cond.problem.device_types], axis=0)
+    prefix = lat.members().astype(float) @ np.where(np.isinf(tmin), 0.0, tmin)
+    slack = upper_bound * (1 + 1e-9) if np.isfinite(upper_bound) else np.inf
+    if not np.isfinite(slack):
+        pairs = lat.num_pairs()
+        if pairs > max_pairs:
+            raise DPTooLarge(f"{pairs:,} nested ideal pairs > guard {max_pairs:,}")
+    pairs = 0
     types = cond.problem.device_types
     counts = [dt.count for dt in types]
     states = list(itertools.product(*(range(c + 1) for c in counts)))
@@ -131,6 +142,9 @@ def solve_dp(cond: Condensed, *, ideal_limit: int = DEFAULT_LIMIT, max_pairs: in
             hit = True
             break
         subs = lat.sub_ideals(j)
+        if np.isfinite(slack):
+            subs = subs[prefix[j] - prefix[subs] <= slack]
+        pairs += subs.size
         loads = pricer.loads(j, subs)
         for si in range(1, len(states)):
             best, bt, bs = np.inf, -1, 0

@@ -13,6 +13,8 @@
   units to device types with ``Σ_u t_τ(u)·f[u,τ] ≤ count_τ·L`` (communication
   dropped, work divisible), raised to the largest ``min_τ t_τ(u)`` of a unit
   that must sit whole on one device.
+- :func:`critical_path_bound` — a valid lower bound on latency: the longest
+  path with every node at its fastest type and free transfers.
 """
 
 from __future__ import annotations
@@ -156,3 +158,17 @@ def compute_lower_bound(cond: Condensed) -> float:
     # a dual-feasible bound would be safer than the primal value; HiGHS' LP optimum is exact
     # up to its tolerances, so take it with a relative safety margin of 1e-7
     return max(unit_lb, float(h.getInfo().objective_function_value) * (1 - 1e-7))
+
+
+def critical_path_bound(problem) -> float:
+    """Longest path of the graph with node weights ``min_τ t_τ(v)`` (no transfers)."""
+    from autopar_opt.ideals import topological_order
+    t = np.min(np.array([problem.time[dt.name] for dt in problem.device_types if dt.count > 0]),
+               axis=0)
+    preds: list[list[int]] = [[] for _ in range(problem.num_nodes)]
+    for u, v in problem.edges:
+        preds[int(v)].append(int(u))
+    fin = np.zeros(problem.num_nodes)
+    for v in topological_order(problem.num_nodes, [tuple(e) for e in problem.edges.tolist()]):
+        fin[v] = max((fin[u] for u in preds[v]), default=0.0) + t[v]
+    return float(fin.max()) if problem.num_nodes else 0.0

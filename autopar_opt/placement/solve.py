@@ -21,7 +21,8 @@ import numpy as np
 from autopar_opt.ideals import TooManyIdeals
 from autopar_opt.placement.condense import Condensed, condense
 from autopar_opt.placement.evaluate import PlacementMetrics, evaluate_placement
-from autopar_opt.placement.heuristics import compute_lower_bound, single_device, topo_split
+from autopar_opt.placement.heuristics import (compute_lower_bound, critical_path_bound,
+                                              single_device, topo_split)
 from autopar_opt.placement.problem import PlacementProblem
 from autopar_opt.solvers.result import relative_gap
 
@@ -105,23 +106,31 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
     deadline = None if time_limit_s is None else start + time_limit_s
     cond = condense(problem, fuse_cycles=contiguous)
     value, assign, details = _heuristics(problem, cond, objective, contiguous)
-    lower = compute_lower_bound(cond) if objective == "max-load" else 0.0
+    lower = (compute_lower_bound(cond) if objective == "max-load"
+             else critical_path_bound(problem))
     details["lp_bound"] = _num(lower)
     details["units"] = cond.num_units
     method = "heuristic"
+    if objective == "max-load" and not contiguous:
+        _contiguous_start(problem, details)
+        if details.get("_dp_assign") is not None:
+            a = details.pop("_dp_assign")
+            v = evaluate_placement(problem, a, objective=objective).value
+            if v < value:
+                value, assign = v, a
+        details.pop("_dp_assign", None)
     if objective == "max-load" and contiguous and solver in ("auto", "dp"):
         from autopar_opt.placement.dp import DPTooLarge, solve_dp
         try:
-            res = solve_dp(cond, deadline=deadline)
+            res = solve_dp(cond, deadline=deadline, upper_bound=value)
             details.update(ideals=res.num_ideals, ideal_pairs=res.num_pairs,
                            dp_time_s=res.wall_time_s)
             if not res.deadline_hit:
                 method = "dp"
                 v, a = _candidate(problem, cond, res.unit_device, objective, contiguous)
-                if np.isfinite(res.value):
-                    lower = max(lower, res.value)
-                else:
-                    lower = np.inf
+                # the pruned DP is exact below the incumbent: its value (or the incumbent,
+                # when nothing beats it) is the optimum
+                lower = max(lower, min(res.value, value))
                 if v < value:
                     value, assign = v, a
         except (DPTooLarge, TooManyIdeals) as exc:
@@ -141,6 +150,8 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
         if v < value:
             value, assign = v, a
     lower = min(lower, value) if np.isfinite(value) else lower
+    if np.isfinite(value) and value - lower <= 1e-9 * abs(value):
+        lower = value                 # round-off between the DP's sums and evaluate's
     status = _status(value, lower, rel_gap)
     metrics = (evaluate_placement(problem, assign, objective=objective, contiguous=contiguous)
                if assign is not None else None)
@@ -148,6 +159,20 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
                            value=value, lower_bound=lower, status=status, method=method,
                            assignment=assign, metrics=metrics,
                            wall_time_s=time.perf_counter() - start, details=details)
+
+
+def _contiguous_start(problem: PlacementProblem, details: dict) -> None:
+    """The contiguous optimum (when the DP is within its guards) is feasible for the
+    non-contiguous variant: a strong incumbent for its MILP."""
+    from autopar_opt.placement.dp import DPTooLarge, solve_dp
+    cond = condense(problem, fuse_cycles=True)
+    try:
+        res = solve_dp(cond, max_pairs=5_000_000)
+    except (DPTooLarge, TooManyIdeals):
+        return
+    if res.unit_device is not None:
+        details["contiguous_optimum"] = _num(res.value)
+        details["_dp_assign"] = cond.expand(res.unit_device)
 
 
 def _status(value: float, lower: float, rel_gap: float) -> str:

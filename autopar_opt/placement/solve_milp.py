@@ -60,8 +60,14 @@ def run_milp(problem: PlacementProblem, cond: Condensed, objective: str, contigu
         build = build_maxload_milp
     backend = get_backend(solver)
     check_accepts(backend, ProblemClass.milp)
-    milp = build(cond, contiguous=contiguous)
-    if start_assign is not None:
+    if objective == "latency":
+        big = None
+        if start_assign is not None:
+            big = evaluate_placement(problem, start_assign, objective="latency").latency
+        milp = build(cond, contiguous=contiguous, big_m=big if big and np.isfinite(big) else None)
+    else:
+        milp = build(cond, contiguous=contiguous)
+    if start_assign is not None and objective == "max-load":
         unit_dev = start_assign[np.array([mem[0] for mem in cond.members])]
         milp.form.start = start_vector(milp, cond, unit_dev)
     info: dict = {"milp_solver": backend.name, "milp_columns": milp.form.num_cols,
@@ -80,7 +86,8 @@ def run_milp(problem: PlacementProblem, cond: Condensed, objective: str, contigu
                 milp_bound=res.lower_bound, milp_time_s=res.wall_time_s, milp_message=res.message)
     if sol is None:
         return np.inf, None, res.lower_bound, info
-    assign = cond.expand(milp.decode(np.asarray(sol), cond))
+    decoded = milp.decode(np.asarray(sol), cond)
+    assign = decoded if getattr(milp, "node_level", False) else cond.expand(decoded)
     m = evaluate_placement(problem, assign, objective=objective, contiguous=contiguous)
     if not m.feasible:
         info["milp_decode_violations"] = m.violations
