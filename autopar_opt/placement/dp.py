@@ -111,11 +111,18 @@ def solve_dp(cond: Condensed, *, ideal_limit: int = DEFAULT_LIMIT, max_pairs: in
     any long computation when the lattice is beyond the guards.
     """
     start = time.perf_counter()
+    if cond.num_units > 20_000:
+        raise DPTooLarge(f"{cond.num_units:,} units: too many for the DP over ideals "
+                         f"(the lattice is at least that large and the pricing matrix "
+                         f"grows with ideals x units); use the decomposition bound")
     lat = enumerate_ideals(cond.num_units, [tuple(e) for e in cond.prec.tolist()], limit=ideal_limit)
     m = lat.num_ideals
     if m * m // 2 > max_pairs * 20:
         raise DPTooLarge(f"{m:,} ideals: the DP would scan up to {m * m // 2:,} pairs "
                          f"(guard {max_pairs:,}); use the MILP or coarsen")
+    if m * max(cond.num_units, len(cond.hyper)) > 400_000_000:
+        raise DPTooLarge(f"{m:,} ideals x {cond.num_units:,} units: the pricing matrices "
+                         f"would not fit in memory; use the decomposition bound")
     tmin = np.min([np.where(np.isinf(cond.time[t.name]), np.inf, cond.time[t.name])
                    for t in cond.problem.device_types], axis=0)
     prefix = lat.members().astype(float) @ np.where(np.isinf(tmin), 0.0, tmin)
