@@ -1,4 +1,4 @@
-"""A tiny numpy builder for :class:`~autopar_opt.solvers.matrix.MatrixForm` models.
+"""A tiny numpy builder for :class:`~autopar_opt.core.matrix.MatrixForm` models.
 
 Variables are added in named blocks (index arrays come back), constraints in
 vectorised blocks of COO triplets, so a 100k-row placement MILP is assembled in
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from autopar_opt.solvers.matrix import MatrixForm
+from autopar_opt.core.matrix import MatrixForm
 
 
 class MatrixBuilder:

@@ -30,7 +30,7 @@ import numpy as np
 
 from autopar_opt.placement.condense import Condensed
 from autopar_opt.placement.matrix_builder import MatrixBuilder
-from autopar_opt.solvers.matrix import MatrixForm
+from autopar_opt.core.matrix import MatrixForm
 
 
 @dataclass

@@ -8,7 +8,7 @@ from the best heuristic placement. Whatever the method, the answer carries a
 proven lower bound: the DP's optimum, the MILP's dual bound, and always the
 LP bound of :func:`~autopar_opt.placement.heuristics.compute_lower_bound`
 (the larger is kept), so ``gap = (value − bound) / value`` (the project's one
-gap function, :func:`autopar_opt.solvers.result.relative_gap`).
+gap function, :func:`autopar_opt.core.result.relative_gap`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from autopar_opt.placement.evaluate import PlacementMetrics, evaluate_placement
 from autopar_opt.placement.heuristics import (compute_lower_bound, critical_path_bound,
                                               single_device, topo_split)
 from autopar_opt.placement.problem import PlacementProblem
-from autopar_opt.solvers.result import relative_gap
+from autopar_opt.core.result import relative_gap
 
 OBJECTIVES = ("max-load", "latency")
 #: Above this many units × devices the MILP is not attempted under "auto".

@@ -1,6 +1,6 @@
 """Run the placement MILP through the solver registry (HiGHS default, Gurobi/SCIP by name).
 
-HiGHS takes the :class:`~autopar_opt.solvers.matrix.MatrixForm` directly;
+HiGHS takes the :class:`~autopar_opt.core.matrix.MatrixForm` directly;
 Gurobi and SCIP backends solve Pyomo models, so the matrix is wrapped in one
 (:func:`matrix_to_pyomo`, a plain ``Var``/``Constraint`` copy of the rows).
 """
@@ -14,9 +14,9 @@ import numpy as np
 from autopar_opt.placement.condense import Condensed
 from autopar_opt.placement.evaluate import evaluate_placement
 from autopar_opt.placement.problem import PlacementProblem
-from autopar_opt.solvers.matrix import MatrixForm
+from autopar_opt.core.matrix import MatrixForm
 from autopar_opt.solvers.registry import check_accepts, get_backend
-from autopar_opt.solvers.result import ProblemClass
+from autopar_opt.core.result import ProblemClass
 
 
 def matrix_to_pyomo(form: MatrixForm) -> Any:

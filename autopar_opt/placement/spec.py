@@ -70,7 +70,7 @@ def load_placement(path: str | Path) -> tuple[PlacementProblem, dict]:
         if devices:
             problem = problem.with_devices(_with_times(problem, devices, path))
         return problem, options
-    from autopar_opt.model_zoo.op_graphs import build_op_graph
+    from autopar_opt.placement.zoo import build_op_graph
     params = {k: v for k, v in graph.items() if k != "zoo"}
     return build_op_graph(str(graph["zoo"]), devices, file=str(path), **params), options
 
