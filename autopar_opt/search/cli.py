@@ -74,10 +74,44 @@ def _summary(doc: dict, console: Console) -> None:
         console.print(f"[red]{doc['infeasibility']['reason']}[/]")
 
 
+def _searcher_summary(block: dict, console: Console) -> None:
+    value = block["value"]
+    gap, ratio = block["gap"], block["ratio_to_optimum"]
+    text = (f"  searcher {block['name']} (seed {block['seed']}, {block['wall_time_s']:.1f} s, "
+            f"{block['samples']} samples): ")
+    if value is None:
+        console.print(text + "no feasible plan found")
+        return
+    plan = block["plan"]
+    text += (f"{value:.6g} s (evaluate), pp={plan['pp']} c={plan['microbatches']}; proven lower "
+             f"bound {_fmt(block['lower_bound'])} s, gap "
+             + (f"{100 * gap:.3f}%" if isinstance(gap, float) else str(gap)))
+    if ratio is not None:
+        text += f"; {ratio:.4f} x the proven optimum {_fmt(block['optimum'])} s"
+    console.print(text)
+
+
+def _run_searcher(spec, searcher: str, budget_s: float, seed: int, err: Console):
+    """Run the searcher; None plus a message on stderr when it cannot run."""
+    from autopar_opt.learn.base import SearcherUnavailable, SearcherUnknown
+    from autopar_opt.learn.harness import search_spec
+
+    try:
+        return search_spec(spec, searcher, budget_s, seed)
+    except (SearcherUnavailable, SearcherUnknown) as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return None
+
+
 def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float | None = None,
                   gap: float | None = None, out_dir: str | None = None, json_output: bool = False,
-                  quiet: bool = False, export_models: bool = False, warm_start: bool = True) -> int:
-    """Run the whole job for one spec file; returns the process exit code."""
+                  quiet: bool = False, export_models: bool = False, warm_start: bool = True,
+                  searcher: str | None = None, budget_s: float = 10.0, seed: int = 0) -> int:
+    """Run the whole job for one spec file; returns the process exit code.
+
+    With ``searcher``, that searcher runs first for ``budget_s`` seconds, its
+    plan warm-starts the exact search, and the document gains a ``searcher``
+    entry (its value, the proven bound, its gap, the optimum when proven)."""
     from autopar_opt.spec import SpecError, load_spec
     from autopar_opt.solvers.base import SolverMismatch, SolverUnavailable
 
@@ -87,6 +121,11 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     except SpecError as exc:
         err.print(str(exc), markup=False, highlight=False)
         return 2
+    found = None
+    if searcher is not None:
+        found = _run_searcher(spec, searcher, budget_s, seed, err)
+        if found is None:
+            return 2
     so = spec.solver
     options = SearchOptions(
         solver=solver or so.name, form=getattr(so, "form", "auto") or "auto",
@@ -105,7 +144,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                                        f"incumbent {_fmt(incumbent)} s bound {_fmt(bound)} s")
 
             result = run_search(spec.graph, spec.cluster, spec.training, spec.space,
-                                spec.cost_params, options, progress)
+                                spec.cost_params, options, progress,
+                                incumbent=found.plan if found is not None and found.feasible else None)
     except (SolverUnavailable, SolverMismatch) as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         return 2
@@ -113,6 +153,12 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                               spec.cost_params, spec.plan)
     doc = build_document(str(spec_path), spec.graph, spec.cluster, spec.training, spec.space,
                          spec.cost_params, options, result, baselines)
+    if found is not None:
+        from autopar_opt.learn.harness import searcher_block
+
+        cert = result.certificate
+        optimum = cert.primal if doc["status"] == "optimal" else None
+        doc["searcher"] = searcher_block(found, cert.lower_bound, optimum)
     text = json.dumps(doc, indent=2)
     if out_dir:
         out = Path(out_dir)
@@ -122,6 +168,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         sys.stdout.write(text + "\n")
     elif not quiet:
         _summary(doc, Console())
+        if "searcher" in doc:
+            _searcher_summary(doc["searcher"], Console())
         if out_dir:
             Console().print(f"  wrote {Path(out_dir) / 'plan.json'} and {Path(out_dir) / 'report.html'}")
     return EXIT_CODES[doc["status"]]

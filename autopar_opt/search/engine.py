@@ -79,8 +79,14 @@ class SearchResult:
 
 def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: SearchSpace,
                params: CostParams, options: SearchOptions,
-               progress: ProgressFn | None = None) -> SearchResult:
-    """Search every outer configuration and return the certified best plan."""
+               progress: ProgressFn | None = None, incumbent: Plan | None = None) -> SearchResult:
+    """Search every outer configuration and return the certified best plan.
+
+    ``incumbent`` (e.g. a searcher's plan) starts the search as its best plan:
+    configurations whose bound reaches it are pruned, and the answer carries
+    it when the exact side finds nothing better (its configuration's record
+    then holds its value and says so), next to the proven bound.
+    """
     start = time.perf_counter()
     inner = InnerSolver(options)
     configs = outer_configs(graph, cluster, training, space)
@@ -92,7 +98,8 @@ def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: S
     prepare_s = time.perf_counter() - start
     prepared.sort(key=lambda item: (item[2].value, item[0]))
     records: list[ConfigRecord] = []
-    best: tuple[PlanMetrics, Plan, OuterConfig] | None = None
+    seeded = _seed_incumbent(incumbent, configs, graph, cluster, training, params)
+    best: tuple[PlanMetrics, Plan, OuterConfig] | None = seeded
     log_tail = ""
 
     def solve(k: int, share: float) -> ConfigRecord:
@@ -115,6 +122,8 @@ def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: S
             progress(k + 1, len(prepared), records[-1], best[0].iteration_time_s if best else None,
                      Certificate(records).lower_bound)
     _second_pass(records, solve, start, options, lambda: best)
+    if seeded is not None and best is seeded:
+        _record_incumbent(records, seeded, options.rel_gap)
     cert = Certificate(records)
     reasons = sorted({r.message for r in records if r.status == "infeasible" and r.message})
     least = min((b.least_memory_bytes for _, _, b in prepared), default=0.0)
@@ -125,6 +134,33 @@ def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: S
                         log_tail=log_tail[-4000:], least_memory_bytes=least,
                         infeasible_reasons=reasons, wall_time_s=time.perf_counter() - start,
                         prepare_s=prepare_s)
+
+
+def _seed_incumbent(plan: Plan | None, configs: list[OuterConfig], graph, cluster, training,
+                    params) -> tuple[PlanMetrics, Plan, OuterConfig] | None:
+    """``(metrics, plan, config)`` of a warm-start plan priced by evaluate(),
+    or None when there is none or it does not fit (or lies outside the space)."""
+    if plan is None:
+        return None
+    cfg = OuterConfig(plan.pp, plan.microbatches, plan.schedule)
+    if cfg not in configs:
+        return None
+    metrics = evaluate(plan, graph, cluster, training, params)
+    return (metrics, plan, cfg) if metrics.feasible else None
+
+
+def _record_incumbent(records: list[ConfigRecord], seeded, rel_gap: float) -> None:
+    """The warm-start plan stayed the best: its configuration's record holds its value."""
+    metrics, _, cfg = seeded
+    value = metrics.iteration_time_s
+    for rec in records:
+        if rec.config != cfg or (rec.primal is not None and rec.primal <= value):
+            continue
+        rec.primal = value
+        if rec.status in ("pruned", "not_solved", "feasible", "optimal"):
+            rec.status = "optimal" if rec.gap <= rel_gap + 1e-12 else "feasible"
+        rec.message = "; ".join(m for m in (rec.message, "primal from the warm-start plan "
+                                            "(searcher), priced by evaluate()") if m)
 
 
 #: Fewer seconds than this left: no second pass.
