@@ -176,7 +176,9 @@ def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."
     if not warm_start:
         extra["warm_start"] = False
     if searcher is not None:
-        extra.update(searcher=searcher, budget_s=budget_s, seed=seed)
+        from autopar_opt.learn.harness import SearcherHook
+
+        extra["searcher"] = SearcherHook(searcher, budget_s, seed)
     return solve_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, **extra)
 
 

@@ -30,7 +30,7 @@ from autopar_opt.reports.formatting import (fmt_gib, fmt_pct, fmt_pct_up, fmt_ra
 from autopar_opt.reports.sections import (baselines_section, infeasibility_section, memory_section,
                                           plan_section, solver_section, space_section,
                                           timeline_section)
-from autopar_opt.solvers.result import relative_gap
+from autopar_opt.core.result import relative_gap
 
 GAP_TOLERANCE = 1e-6
 

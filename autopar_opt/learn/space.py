@@ -10,7 +10,7 @@ Two prices, one semantics:
 
 * :meth:`LayerSpace.price` prices a candidate from the cost tables with numpy
   (the objective of DESIGN.md §3, the same terms as
-  :func:`autopar_opt.dp.common.stage_terms`); searchers use it as their
+  :func:`autopar_opt.solvers.dp.common.stage_terms`); searchers use it as their
   simulator because it is ~100x faster than building a Plan;
 * :meth:`LayerSpace.finish` turns the best candidate into a
   :class:`~autopar_opt.plan.Plan` and prices it with
@@ -27,7 +27,7 @@ import numpy as np
 
 from autopar_opt.cost.params import CostParams
 from autopar_opt.cost.tables import CostTables, build_cost_tables
-from autopar_opt.dp.common import MEM_EPS, Assignment, to_plan
+from autopar_opt.solvers.dp.common import MEM_EPS, Assignment, to_plan
 from autopar_opt.evaluate import PlanMetrics, evaluate
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import GIB, Cluster

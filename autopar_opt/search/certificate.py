@@ -4,7 +4,7 @@ Per outer configuration: status, best value found (primal), proven lower
 bound, time, or the pruning reason. The global lower bound is the minimum of
 the per-configuration bounds (a proven-infeasible configuration contributes
 +inf); the global gap is ``(best primal − global bound) / best primal``,
-computed by :func:`autopar_opt.solvers.result.relative_gap`, the one gap
+computed by :func:`autopar_opt.core.result.relative_gap`, the one gap
 function of the project.
 """
 
@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 from autopar_opt.search.configs import OuterConfig
-from autopar_opt.solvers.result import relative_gap
+from autopar_opt.core.result import relative_gap
 
 
 def json_float(x: float | None) -> float | str | None:

@@ -74,44 +74,17 @@ def _summary(doc: dict, console: Console) -> None:
         console.print(f"[red]{doc['infeasibility']['reason']}[/]")
 
 
-def _searcher_summary(block: dict, console: Console) -> None:
-    value = block["value"]
-    gap, ratio = block["gap"], block["ratio_to_optimum"]
-    text = (f"  searcher {block['name']} (seed {block['seed']}, {block['wall_time_s']:.1f} s, "
-            f"{block['samples']} samples): ")
-    if value is None:
-        console.print(text + "no feasible plan found")
-        return
-    plan = block["plan"]
-    text += (f"{value:.6g} s (evaluate), pp={plan['pp']} c={plan['microbatches']}; proven lower "
-             f"bound {_fmt(block['lower_bound'])} s, gap "
-             + (f"{100 * gap:.3f}%" if isinstance(gap, float) else str(gap)))
-    if ratio is not None:
-        text += f"; {ratio:.4f} x the proven optimum {_fmt(block['optimum'])} s"
-    console.print(text)
-
-
-def _run_searcher(spec, searcher: str, budget_s: float, seed: int, err: Console):
-    """Run the searcher; None plus a message on stderr when it cannot run."""
-    from autopar_opt.learn.base import SearcherUnavailable, SearcherUnknown
-    from autopar_opt.learn.harness import search_spec
-
-    try:
-        return search_spec(spec, searcher, budget_s, seed)
-    except (SearcherUnavailable, SearcherUnknown) as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        return None
-
-
 def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float | None = None,
                   gap: float | None = None, out_dir: str | None = None, json_output: bool = False,
                   quiet: bool = False, export_models: bool = False, warm_start: bool = True,
-                  searcher: str | None = None, budget_s: float = 10.0, seed: int = 0) -> int:
+                  searcher=None) -> int:
     """Run the whole job for one spec file; returns the process exit code.
 
-    With ``searcher``, that searcher runs first for ``budget_s`` seconds, its
-    plan warm-starts the exact search, and the document gains a ``searcher``
-    entry (its value, the proven bound, its gap, the optimum when proven)."""
+    ``searcher`` (an :class:`autopar_opt.learn.harness.SearcherHook`, passed
+    in by the CLI so that the search never imports the searchers) runs first;
+    its plan warm-starts the exact search, and the document gains a
+    ``searcher`` entry (its value, the proven bound, its gap, the optimum when
+    proven)."""
     from autopar_opt.spec import SpecError, load_spec
     from autopar_opt.solvers.base import SolverMismatch, SolverUnavailable
 
@@ -123,7 +96,7 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         return 2
     found = None
     if searcher is not None:
-        found = _run_searcher(spec, searcher, budget_s, seed, err)
+        found = searcher.run(spec, err)
         if found is None:
             return 2
     so = spec.solver
@@ -154,11 +127,9 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     doc = build_document(str(spec_path), spec.graph, spec.cluster, spec.training, spec.space,
                          spec.cost_params, options, result, baselines)
     if found is not None:
-        from autopar_opt.learn.harness import searcher_block
-
         cert = result.certificate
         optimum = cert.primal if doc["status"] == "optimal" else None
-        doc["searcher"] = searcher_block(found, cert.lower_bound, optimum)
+        doc["searcher"] = searcher.block(found, cert.lower_bound, optimum)
     text = json.dumps(doc, indent=2)
     if out_dir:
         out = Path(out_dir)
@@ -169,7 +140,7 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     elif not quiet:
         _summary(doc, Console())
         if "searcher" in doc:
-            _searcher_summary(doc["searcher"], Console())
+            searcher.summary(doc["searcher"], Console())
         if out_dir:
             Console().print(f"  wrote {Path(out_dir) / 'plan.json'} and {Path(out_dir) / 'report.html'}")
     return EXIT_CODES[doc["status"]]

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.plan import Plan
-from autopar_opt.solvers.result import ProblemClass, SolveResult, Termination, relative_gap
+from autopar_opt.core.result import ProblemClass, SolveResult, Termination, relative_gap
 
 
 #: Backends that take the solver-neutral matrix form directly (no Pyomo translation).
@@ -140,8 +140,8 @@ class InnerSolver:
     def _warm(self, tables: CostTables, remaining_s: float) -> tuple[Plan | None, SolveResult | None]:
         """The warm start: the better of the DP's plan (budgeted) and the best
         uniform (Megatron-style) plan of this configuration; and the DP's result."""
-        from autopar_opt.dp import solve_dp
-        from autopar_opt.dp.common import to_plan
+        from autopar_opt.solvers.dp import solve_dp
+        from autopar_opt.solvers.dp.common import to_plan
         from autopar_opt.search.baselines import best_uniform_assignment
 
         dp = solve_dp(tables, min(DP_WARM_FRACTION * remaining_s, DP_WARM_MAX_S))

@@ -10,7 +10,7 @@ with the key path and the fix instead of a :class:`PlanError`.
 
 from __future__ import annotations
 
-from autopar_opt.cost.tables import stages_congruent
+from autopar_opt.pipeline import stages_congruent
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
 from autopar_opt.plan import Plan, StagePlan, uniform_plan
