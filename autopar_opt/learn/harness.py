@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.console import Console
 
-from autopar_opt.core import relative_gap
+from autopar_opt.core.result import relative_gap
 from autopar_opt.learn.base import SearcherResult, SearcherUnavailable, SearcherUnknown, run_searcher
 from autopar_opt.learn.space import LayerSpace
 from autopar_opt.search.certificate import json_float
