@@ -187,7 +187,8 @@ def claim_section(doc: dict, cert: dict) -> dict:
     """The headline sentence and whether it is a proof (``kind``: proof/no_proof/infeasible/no_plan)."""
     status, exact = doc["status"], cert["exact"]
     if status == "infeasible":
-        text = ("No plan in this search space fits in device memory under this cost model."
+        text = ("Proven infeasible. No plan in this search space fits in device memory under "
+                "this cost model."
                 if exact else "The search found no plan that fits in memory, but infeasibility "
                               "is NOT proven: a plan may exist.")
         return {"kind": "infeasible", "proven": bool(exact), "headline": text, "detail": ""}
