@@ -92,13 +92,20 @@ def _summary(doc: dict, console: Console) -> None:
 def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float | None = None,
                   gap: float | None = None, out_dir: str | None = None, json_output: bool = False,
                   quiet: bool = False, export_models: bool = False, warm_start: bool = True,
-                  form: str | None = None, started_at: float | None = None) -> int:
+                  form: str | None = None, started_at: float | None = None,
+                  searcher=None) -> int:
     """Run the whole job for one spec file; returns the process exit code.
 
     Raises :class:`~autopar_opt.options.OptionError` or :class:`SpecError`
     (exit code 2 through the CLI) before any work when an option or the spec
     is wrong. ``started_at`` (``time.perf_counter()``) is when the command
     started; the time limit counts from there.
+
+    ``searcher`` (an :class:`autopar_opt.learn.harness.SearcherHook`, passed
+    in by the CLI so that the search never imports the searchers) runs first,
+    inside the time limit; its plan warm-starts the exact search, and the
+    document gains a ``searcher`` entry (its value, the proven bound, its gap,
+    the optimum when proven).
     """
     from autopar_opt import options as opt
     from autopar_opt.outputs import check_output_dir
@@ -108,6 +115,12 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                       *opt.check_time_limit(time_limit_s), *opt.check_gap(gap),
                       *(check_output_dir(out_dir, "--out") if out_dir else [])])
     spec = load_spec(spec_path)
+    err = console(stderr=True)
+    found = None
+    if searcher is not None:
+        found = searcher.run(spec, err)
+        if found is None:
+            return 2
     _import_heavy_modules(bool(out_dir))
     so = spec.solver
     budget = Budget(time_limit_s if time_limit_s is not None else so.time_limit_s,
@@ -119,10 +132,10 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         time_limit_s=max(left - reserve - BASELINE_SHARE * max(left, 0.0), 0.0),
         rel_gap=gap if gap is not None else so.rel_gap, warm_start=warm_start,
         export_dir=Path(out_dir) / "models" if (out_dir and export_models) else None)
-    err = console(stderr=True)
     with InterruptGuard() as guard:
         options.should_stop, options.stop_signal = guard.should_stop, lambda: guard.signum
-        result = _search(spec, options, err, show=not (quiet or json_output))
+        seed = found.plan if found is not None and found.feasible else None
+        result = _search(spec, options, err, show=not (quiet or json_output), incumbent=seed)
         if result is None:
             return 2
         baselines = all_baselines(spec.graph, spec.cluster, spec.training, spec.space,
@@ -134,16 +147,20 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                              spec.cost_params, options, result, baselines)
         if guard.interrupted and doc["status"] != "interrupted":
             doc["status"] = "interrupted"
-        code = _emit(doc, out_dir, json_output, quiet, err)
+        if found is not None:
+            cert = result.certificate
+            optimum = cert.primal if doc["status"] == "optimal" else None
+            doc["searcher"] = searcher.block(found, cert.lower_bound, optimum)
+        code = _emit(doc, out_dir, json_output, quiet, err, searcher)
         if guard.interrupted:
             return exit_code(guard.signum)
         return code
 
 
 def _import_heavy_modules(report: bool) -> None:
-    """Import Pyomo (formulations) and matplotlib (report) before the time left
-    is split between search, baselines and outputs: on a busy machine these
-    imports take seconds, and paid here they are measured, not guessed."""
+    """Import the formulations and matplotlib (report) before the time left is
+    split between search, baselines and outputs: on a busy machine imports take
+    seconds, and paid here they are measured, not guessed."""
     import autopar_opt.formulations  # noqa: F401
     if report:
         import autopar_opt.reports.render  # noqa: F401
@@ -154,7 +171,7 @@ def _now() -> float:
     return time.perf_counter()
 
 
-def _search(spec, options: SearchOptions, err: Console, show: bool):
+def _search(spec, options: SearchOptions, err: Console, show: bool, incumbent=None):
     """Run the search with a progress bar; None (after a message) when the backend
     is unusable."""
     from autopar_opt.solvers.base import SolverMismatch, SolverUnavailable
@@ -171,13 +188,14 @@ def _search(spec, options: SearchOptions, err: Console, show: bool):
                                        f"incumbent {_fmt(incumbent)} s bound {_fmt(bound)} s")
 
             return run_search(spec.graph, spec.cluster, spec.training, spec.space,
-                              spec.cost_params, options, progress)
+                              spec.cost_params, options, progress, incumbent=incumbent)
     except (SolverUnavailable, SolverMismatch) as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         return None
 
 
-def _emit(doc: dict, out_dir: str | None, json_output: bool, quiet: bool, err: Console) -> int:
+def _emit(doc: dict, out_dir: str | None, json_output: bool, quiet: bool, err: Console,
+          searcher=None) -> int:
     """Write plan.json and the report (atomically), print the JSON or the summary."""
     text = json.dumps(doc, indent=2)
     if out_dir:
@@ -193,6 +211,8 @@ def _emit(doc: dict, out_dir: str | None, json_output: bool, quiet: bool, err: C
     elif not quiet:
         out_console = console()
         _summary(doc, out_console)
+        if "searcher" in doc and searcher is not None:
+            searcher.summary(doc["searcher"], out_console)
         if out_dir:
             out_console.print(f"  wrote {Path(out_dir) / 'plan.json'} and "
                               f"{Path(out_dir) / 'report.html'}", markup=False, highlight=False)
