@@ -163,7 +163,10 @@ def _import_heavy_modules(report: bool) -> None:
     seconds, and paid here they are measured, not guessed."""
     import autopar_opt.formulations  # noqa: F401
     if report:
-        import autopar_opt.reports.render  # noqa: F401
+        try:
+            import autopar_opt.reports.render  # noqa: F401
+        except ImportError:       # reported (and skipped) when the report is written
+            pass
 
 
 def _now() -> float:

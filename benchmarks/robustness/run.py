@@ -32,7 +32,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-AUTOPAR = Path(sys.executable).parent / "autopar"
+AUTOPAR = Path(os.environ.get("AUTOPAR_BIN") or Path(sys.executable).parent / "autopar")
 LIMITS_S = (2.0, 5.0, 10.0)
 
 
