@@ -208,6 +208,31 @@ def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."
     return solve_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, **extra)
 
 
+@app.command("place")
+@guarded
+def place(spec_path: str = typer.Argument(..., metavar="SPEC",
+                                          help="Placement spec, or a public-format JSON graph."),
+          solver: Optional[str] = typer.Option(None, "--solver",
+                                               help="auto (DP where exact, else MILP) | dp | highs "
+                                                    "| gurobi | scip."),
+          objective: Optional[str] = typer.Option(None, "--objective", help="max-load | latency."),
+          contiguous: Optional[bool] = typer.Option(None, "--contiguous/--no-contiguous",
+                                                    help="Each device's nodes contiguous "
+                                                         "(default: the spec's, else yes)."),
+          time_limit_s: Optional[float] = typer.Option(None, "--time-limit", help="Seconds."),
+          out_dir: Optional[str] = typer.Option(None, "--out",
+                                                help="Write placement.json and report.html here."),
+          json_output: bool = typer.Option(False, "--json", help="Print JSON."),
+          expert: Optional[str] = typer.Option(None, "--expert",
+                                               help="A human-expert split to compare with.")
+          ) -> int:
+    """Place an operator graph on devices, with a proven lower bound and gap."""
+    from autopar_opt.placement.cli import place_command
+
+    return place_command(spec_path, solver, objective, contiguous, time_limit_s, out_dir,
+                         json_output, expert)
+
+
 @app.command("report")
 @guarded
 def report(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="Result JSON of solve."),
