@@ -31,7 +31,7 @@ import json
 import sys
 import time
 import types
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -52,7 +52,7 @@ TEST = ["OperatorGraphs_bert_l-6_inference", "OperatorGraphs_bert_l-3_training",
 SEARCHERS = ["random", "anneal", "gdp"]
 SEEDS = [0, 1, 2]
 BUDGETS = [10.0, 60.0]
-PRETRAIN_ITERATIONS = 30      # PPO iterations per training graph, round-robin
+PRETRAIN_ITERATIONS = 20      # PPO iterations per training graph, round-robin
 
 
 def _placement_modules():
@@ -168,13 +168,20 @@ def searchers(out: Path, workers: int, budget: float) -> None:
     jobs = [(name, s, seed, budget) for name in INSTANCES for s in SEARCHERS for seed in SEEDS]
     start = time.perf_counter()
     header = machine_line()
+    runs: list[dict] = []
+
+    def write() -> None:               # after every finished job: a cut-off run keeps its results
+        out.write_text(json.dumps({"machine": header, "workers": workers, "budget_s": budget,
+                                   "pretrain_iterations": PRETRAIN_ITERATIONS, "train": TRAIN,
+                                   "total_wall_s": time.perf_counter() - start, "runs": runs},
+                                  indent=1))
+
     with ProcessPoolExecutor(workers, initializer=worker_init) as pool:
-        general = [pool.submit(_general_job, j) for j in gen]
-        plain = [pool.submit(_searcher_job, j) for j in jobs]
-        runs = [f.result() for f in general + plain]
-    out.write_text(json.dumps({"machine": header, "workers": workers, "budget_s": budget,
-                               "pretrain_iterations": PRETRAIN_ITERATIONS, "train": TRAIN,
-                               "total_wall_s": time.perf_counter() - start, "runs": runs}, indent=1))
+        futures = [pool.submit(_general_job, j) for j in gen]
+        futures += [pool.submit(_searcher_job, j) for j in jobs]
+        for f in as_completed(futures):
+            runs.append(f.result())
+            write()
 
 
 def exact(out: Path) -> None:
