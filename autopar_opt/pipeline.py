@@ -11,6 +11,7 @@ from __future__ import annotations
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
 from autopar_opt.plan import Plan
+from autopar_opt.strategies import ep_degree_ok
 from autopar_opt.training import Schedule, Training
 
 
@@ -49,7 +50,8 @@ def validate_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Tra
     divides the devices, congruent stages (:func:`stages_congruent`),
     micro-batches divide the global batch, every edge goes forward, every
     strategy uses the stage's ``d`` devices and its ``dp`` divides the
-    micro-batch. Raises :class:`PlanError` naming the first rule broken.
+    micro-batch, every expert-parallel degree follows
+    :func:`~autopar_opt.strategies.ep_degree_ok`. Raises :class:`PlanError` naming the first rule broken.
     """
     names = [layer.name for layer in graph.layers]
     planned = [n for st in plan.stages for n in st.layers]
@@ -71,6 +73,7 @@ def validate_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Tra
                         f"({training.global_batch_size})")
     b = training.global_batch_size // plan.microbatches
     stage_of = plan.stage_of()
+    layers = {layer.name: layer for layer in graph.layers}
     for u, v in graph.edges:
         if stage_of[u] > stage_of[v]:
             raise PlanError(f"edge {u} -> {v} goes backwards from stage {stage_of[u]} to {stage_of[v]}")
@@ -80,6 +83,9 @@ def validate_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Tra
                 raise PlanError(f"layer {name}: dp*tp*cp = {s.devices} must equal the {d} devices per stage")
             if b % s.dp:
                 raise PlanError(f"layer {name}: dp={s.dp} must divide the {b} samples per micro-batch")
+            if not ep_degree_ok(layers[name], s.dp, s.cp, s.ep):
+                raise PlanError(f"layer {name}: ep={s.ep} needs an MoE layer whose experts and "
+                                f"dp*cp = {s.dp * s.cp} it divides")
         if len(st.strategies) != len(st.layers):
             raise PlanError("each stage needs one strategy per layer")
     return d
