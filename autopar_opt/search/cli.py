@@ -79,7 +79,8 @@ def _summary(doc: dict, console: Console) -> None:
 
 def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float | None = None,
                   gap: float | None = None, out_dir: str | None = None, json_output: bool = False,
-                  quiet: bool = False, export_models: bool = False, warm_start: bool = True) -> int:
+                  quiet: bool = False, export_models: bool = False, warm_start: bool = True,
+                  runnable_by: str | None = None) -> int:
     """Run the whole job for one spec file; returns the process exit code."""
     from autopar_opt.spec import SpecError, load_spec
     from autopar_opt.solvers.base import SolverMismatch, SolverUnavailable
@@ -107,8 +108,14 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                            description=f"config {k}/{n} ({record.config.label()}: {record.status}) "
                                        f"incumbent {_fmt(incumbent)} s bound {_fmt(bound)} s")
 
-            result = run_search(spec.graph, spec.cluster, spec.training, spec.space,
-                                spec.cost_params, options, progress)
+            if runnable_by:
+                from autopar_opt.search.runnable import run_runnable_search
+
+                result = run_runnable_search(runnable_by, spec.graph, spec.cluster, spec.training,
+                                             spec.space, spec.cost_params, options, progress)
+            else:
+                result = run_search(spec.graph, spec.cluster, spec.training, spec.space,
+                                    spec.cost_params, options, progress)
     except (SolverUnavailable, SolverMismatch) as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         return 2
@@ -116,6 +123,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                               spec.cost_params, spec.plan)
     doc = build_document(str(spec_path), spec.graph, spec.cluster, spec.training, spec.space,
                          spec.cost_params, options, result, baselines)
+    if runnable_by:
+        doc["search_space"]["runnable_by"] = runnable_by
     text = json.dumps(doc, indent=2)
     if out_dir:
         out = Path(out_dir)
