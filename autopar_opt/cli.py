@@ -167,7 +167,7 @@ def export(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="plan.
                                                    "solved from (default: the path in plan.json).")
            ) -> int:
     """Write the plan as Megatron-LM arguments, a torchtitan TOML or a DeepSpeed JSON config."""
-    from autopar_opt.export.cli import export_command
+    from autopar_opt.export_cli import export_command
 
     return export_command(plan_json, target, output, spec_path)
 

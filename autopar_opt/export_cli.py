@@ -1,8 +1,14 @@
-"""``autopar export PLAN_JSON --to megatron|torchtitan|deepspeed [-o FILE]``."""
+"""``autopar export PLAN_JSON --to megatron|torchtitan|deepspeed [-o FILE]``.
+
+Sits above :mod:`autopar_opt.export` and :mod:`autopar_opt.spec` (it reads the
+spec a plan was solved from), so neither of those imports the other's CLI.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import typer
@@ -16,9 +22,21 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file and rename: never a half-written output."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def export_command(plan_json: str, target: str, output: str | None, spec_path: str | None) -> int:
     """Load the plan and its spec, export, write atomically; returns the exit code."""
-    from autopar_opt.search.cli import write_atomic
     from autopar_opt.spec import load_spec
 
     if target not in TARGETS:
@@ -52,7 +70,7 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
     if output:
-        write_atomic(Path(output), result.text)
+        _write_atomic(Path(output), result.text)
     else:
         typer.echo(result.text, nl=False)
     return 0
