@@ -205,7 +205,14 @@ def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."
           warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start",
                                           help="Start every MIP from the DP's plan (or the best uniform "
                                                "plan) and use the DP's proven bound; off: the MIP "
-                                               "alone, an independent check.")
+                                               "alone, an independent check."),
+          searcher: Optional[str] = typer.Option(None, "--searcher",
+                                                 help="Also run a searcher first: random | anneal | "
+                                                      "dqn | gdp (dqn/gdp need the learn extra). Its plan, "
+                                                      "priced by evaluate, warm-starts the exact search and "
+                                                      "is reported against the proven bound."),
+          budget_s: float = typer.Option(10.0, "--budget-s", help="Searcher budget, s."),
+          seed: int = typer.Option(0, "--seed", help="Searcher seed (runs are reproducible).")
           ) -> int:
     """Search the spec's space for the best plan and certify its gap."""
     from autopar_opt.search.cli import solve_command
@@ -220,7 +227,36 @@ def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."
         extra["runnable_by"] = runnable_by
     if not warm_start:
         extra["warm_start"] = False
+    if searcher is not None:
+        from autopar_opt.learn.harness import SearcherHook
+
+        extra["searcher"] = SearcherHook(searcher, budget_s, seed)
     return solve_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, **extra)
+
+
+@app.command("place")
+@guarded
+def place(spec_path: str = typer.Argument(..., metavar="SPEC",
+                                          help="Placement spec, or a public-format JSON graph."),
+          solver: Optional[str] = typer.Option(None, "--solver",
+                                               help="auto (DP where exact, else MILP) | dp | highs "
+                                                    "| gurobi | scip."),
+          objective: Optional[str] = typer.Option(None, "--objective", help="max-load | latency."),
+          contiguous: Optional[bool] = typer.Option(None, "--contiguous/--no-contiguous",
+                                                    help="Each device's nodes contiguous "
+                                                         "(default: the spec's, else yes)."),
+          time_limit_s: Optional[float] = typer.Option(None, "--time-limit", help="Seconds."),
+          out_dir: Optional[str] = typer.Option(None, "--out",
+                                                help="Write placement.json and report.html here."),
+          json_output: bool = typer.Option(False, "--json", help="Print JSON."),
+          expert: Optional[str] = typer.Option(None, "--expert",
+                                               help="A human-expert split to compare with.")
+          ) -> int:
+    """Place an operator graph on devices, with a proven lower bound and gap."""
+    from autopar_opt.placement.cli import place_command
+
+    return place_command(spec_path, solver, objective, contiguous, time_limit_s, out_dir,
+                         json_output, expert)
 
 
 @app.command("report")

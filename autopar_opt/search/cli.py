@@ -80,8 +80,18 @@ def _summary(doc: dict, console: Console) -> None:
 def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float | None = None,
                   gap: float | None = None, out_dir: str | None = None, json_output: bool = False,
                   quiet: bool = False, export_models: bool = False, warm_start: bool = True,
-                  runnable_by: str | None = None) -> int:
-    """Run the whole job for one spec file; returns the process exit code."""
+                  searcher=None, runnable_by: str | None = None) -> int:
+    """Run the whole job for one spec file; returns the process exit code.
+
+    ``runnable_by`` (megatron | torchtitan | deepspeed) restricts the search to
+    the plans that framework can run (:mod:`autopar_opt.search.runnable`); a
+    searcher's plan then does not warm-start it (it may not be runnable).
+
+    ``searcher`` (an :class:`autopar_opt.learn.harness.SearcherHook`, passed
+    in by the CLI so that the search never imports the searchers) runs first;
+    its plan warm-starts the exact search, and the document gains a
+    ``searcher`` entry (its value, the proven bound, its gap, the optimum when
+    proven)."""
     from autopar_opt.spec import SpecError, load_spec
     from autopar_opt.solvers.base import SolverMismatch, SolverUnavailable
 
@@ -91,6 +101,11 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     except SpecError as exc:
         err.print(str(exc), markup=False, highlight=False)
         return 2
+    found = None
+    if searcher is not None:
+        found = searcher.run(spec, err)
+        if found is None:
+            return 2
     so = spec.solver
     options = SearchOptions(
         solver=solver or so.name, form=getattr(so, "form", "auto") or "auto",
@@ -115,7 +130,9 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                                              spec.space, spec.cost_params, options, progress)
             else:
                 result = run_search(spec.graph, spec.cluster, spec.training, spec.space,
-                                    spec.cost_params, options, progress)
+                                    spec.cost_params, options, progress,
+                                    incumbent=found.plan if found is not None and found.feasible
+                                    else None)
     except (SolverUnavailable, SolverMismatch) as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         return 2
@@ -125,6 +142,10 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                          spec.cost_params, options, result, baselines)
     if runnable_by:
         doc["search_space"]["runnable_by"] = runnable_by
+    if found is not None:
+        cert = result.certificate
+        optimum = cert.primal if doc["status"] == "optimal" else None
+        doc["searcher"] = searcher.block(found, cert.lower_bound, optimum)
     text = json.dumps(doc, indent=2)
     if out_dir:
         out = Path(out_dir)
@@ -134,6 +155,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         sys.stdout.write(text + "\n")
     elif not quiet:
         _summary(doc, Console())
+        if "searcher" in doc:
+            searcher.summary(doc["searcher"], Console())
         if out_dir:
             Console().print(f"  wrote {Path(out_dir) / 'plan.json'} and {Path(out_dir) / 'report.html'}")
     return EXIT_CODES[doc["status"]]
