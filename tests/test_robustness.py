@@ -191,14 +191,13 @@ def test_highs_stops_on_a_signal_and_returns_its_incumbent():
     from autopar_opt.cost.tables import build_cost_tables
     from autopar_opt.formulations.direct import DirectBuilder
     from autopar_opt.search.baselines import best_uniform_assignment
-    from autopar_opt.dp.common import to_plan
     from autopar_opt.solvers.highs import HighsBackend
 
     spec = load_spec(ROOT / "examples" / "llama7b_2x8_a100.yaml")
     tables = build_cost_tables(spec.graph, spec.cluster, spec.training, spec.space,
                                spec.cost_params, 2, 16, spec.space.schedules[0])
     form = DirectBuilder(symmetry=False).build(tables)
-    form.set_warm_start(to_plan(tables, best_uniform_assignment(tables)[0]))
+    form.set_warm_start(best_uniform_assignment(tables)[0])
     timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
     with InterruptGuard() as guard:
         timer.start()

@@ -93,13 +93,17 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                   gap: float | None = None, out_dir: str | None = None, json_output: bool = False,
                   quiet: bool = False, export_models: bool = False, warm_start: bool = True,
                   form: str | None = None, started_at: float | None = None,
-                  searcher=None) -> int:
+                  searcher=None, runnable_by: str | None = None) -> int:
     """Run the whole job for one spec file; returns the process exit code.
 
     Raises :class:`~autopar_opt.options.OptionError` or :class:`SpecError`
     (exit code 2 through the CLI) before any work when an option or the spec
     is wrong. ``started_at`` (``time.perf_counter()``) is when the command
     started; the time limit counts from there.
+
+    ``runnable_by`` (megatron | torchtitan | deepspeed) restricts the search to
+    the plans that framework can run (:mod:`autopar_opt.search.runnable`); a
+    searcher's plan then does not warm-start it (it may not be runnable).
 
     ``searcher`` (an :class:`autopar_opt.learn.harness.SearcherHook`, passed
     in by the CLI so that the search never imports the searchers) runs first,
@@ -135,7 +139,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     with InterruptGuard() as guard:
         options.should_stop, options.stop_signal = guard.should_stop, lambda: guard.signum
         seed = found.plan if found is not None and found.feasible else None
-        result = _search(spec, options, err, show=not (quiet or json_output), incumbent=seed)
+        result = _search(spec, options, err, show=not (quiet or json_output), incumbent=seed,
+                         runnable_by=runnable_by)
         if result is None:
             return 2
         baselines = all_baselines(spec.graph, spec.cluster, spec.training, spec.space,
@@ -147,6 +152,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                              spec.cost_params, options, result, baselines)
         if guard.interrupted and doc["status"] != "interrupted":
             doc["status"] = "interrupted"
+        if runnable_by:
+            doc["search_space"]["runnable_by"] = runnable_by
         if found is not None:
             cert = result.certificate
             optimum = cert.primal if doc["status"] == "optimal" else None
@@ -174,7 +181,8 @@ def _now() -> float:
     return time.perf_counter()
 
 
-def _search(spec, options: SearchOptions, err: Console, show: bool, incumbent=None):
+def _search(spec, options: SearchOptions, err: Console, show: bool, incumbent=None,
+            runnable_by: str | None = None):
     """Run the search with a progress bar; None (after a message) when the backend
     is unusable."""
     from autopar_opt.solvers.base import SolverMismatch, SolverUnavailable
@@ -190,6 +198,11 @@ def _search(spec, options: SearchOptions, err: Console, show: bool, incumbent=No
                            description=f"config {k}/{n} ({record.config.label()}: {record.status}) "
                                        f"incumbent {_fmt(incumbent)} s bound {_fmt(bound)} s")
 
+            if runnable_by:
+                from autopar_opt.search.runnable import run_runnable_search
+
+                return run_runnable_search(runnable_by, spec.graph, spec.cluster, spec.training,
+                                           spec.space, spec.cost_params, options, progress)
             return run_search(spec.graph, spec.cluster, spec.training, spec.space,
                               spec.cost_params, options, progress, incumbent=incumbent)
     except (SolverUnavailable, SolverMismatch) as exc:
