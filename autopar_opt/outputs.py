@@ -114,8 +114,8 @@ def check_output_file(path: str | os.PathLike, option: str = "--output") -> list
             return [_problem(option, shown.replace("\x00", "\\x00"), "the path contains a NUL "
                              "character", "name a file")]
         if target.is_dir():
-            return [_problem(option, shown, "is a directory", "name a file inside it, e.g. "
-                             f"{target / 'report.html'}")]
+            return [_problem(option, shown, "is a directory", "name a file (a new name inside "
+                             "that directory is fine)")]
         if target.exists() and not os.access(target, os.W_OK):
             return [_problem(option, shown, "exists and is not writable",
                              "choose another file name")]

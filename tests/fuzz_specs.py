@@ -190,3 +190,13 @@ def hf_config_case(draw, configs: dict[str, dict]) -> str:
         key = draw(st.sampled_from(sorted(data) + ["num_hidden_layers", "hidden_size", "extra"]))
         data[key] = draw(EXTREMES)
     return draw(text_damage(json.dumps(data, allow_nan=True)))
+
+
+@st.composite
+def plan_document_case(draw, base: dict) -> str:
+    """A plan.json document with 0-2 values (anywhere in it) set to extreme values, maybe damaged."""
+    doc = json.loads(json.dumps(base))
+    for _ in range(draw(st.sampled_from([0, 1, 1, 2]))):
+        paths = _paths(doc)
+        _set(doc, draw(st.sampled_from(paths)), draw(EXTREMES), draw(st.booleans()))
+    return draw(text_damage(json.dumps(doc, allow_nan=True)))

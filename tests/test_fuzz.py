@@ -130,3 +130,31 @@ def test_fuzzed_hf_configs_through_autopar_model(request, tmp_path):
 
     run()
     assert not failures, f"{len(failures)} failing runs; first:\n" + "\n\n".join(failures[:5])
+
+
+@pytest.mark.fuzz
+def test_fuzzed_plan_documents_through_report_and_export(request, tmp_path):
+    """plan.json documents with extreme values or damaged text through ``autopar
+    report`` and ``autopar export`` (issue 17's command): exit 0 or 2, never a
+    traceback."""
+    from fuzz_specs import plan_document_case
+
+    base = json.loads((Path(__file__).parent / "data" / "report" / "plan_feasible.json").read_text())
+    examples = max(40, (request.config.getoption("--fuzz-examples") or 0) // 20)
+    failures: list[str] = []
+
+    @settings(max_examples=examples, derandomize=True, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(text=plan_document_case(base))
+    def run(text):
+        path = tmp_path / "plan.json"
+        path.write_bytes(text.encode("utf-8", "surrogatepass"))
+        for args in (["report", str(path), "-o", str(tmp_path / "r.html")],
+                     ["export", str(path), "--to", "megatron"]):
+            code, err, exc, _ = _invoke(args)
+            if exc is not None or code not in (0, 2):
+                failures.append(f"{args[0]}: exit {code} {type(exc).__name__ if exc else ''}: "
+                                f"{exc or err[-300:]}\n{text[:300]!r}")
+
+    run()
+    assert not failures, f"{len(failures)} failing runs; first:\n" + "\n\n".join(failures[:5])
