@@ -45,7 +45,8 @@ def solve_pase_dp(inst: PaseInstance, time_limit_s: float | None = None) -> Peer
         return PeerOutcome(Termination.error, None, None, -math.inf, time.monotonic() - start, "dp",
                            f"{exc}; use --solver highs")
     value = pase_objective(inst, res.choice)
-    return PeerOutcome(Termination.optimal, res.choice, value, min(value, res.value),
+    bound = value if abs(value - res.value) <= 1e-9 * abs(value) else min(value, res.value)
+    return PeerOutcome(Termination.optimal, res.choice, value, bound,
                        time.monotonic() - start, "dp",
                        f"variable elimination, widest table {res.widest_entries:,} entries",
                        {"widest_table_entries": res.widest_entries})
