@@ -85,13 +85,14 @@ def schema() -> int:
 
 def _estimate_text(spec: Any, metrics: Any) -> list[str]:
     plan = spec.plan
+    labels = list(dict.fromkeys(s.label() for st in plan.stages for s in st.strategies))
     lines = [f"spec:             {spec.path}",
              f"model:            {spec.graph.name} ({len(spec.graph)} layers, "
              f"{spec.graph.total_params() / 1e9:.3f} B params)",
              f"cluster:          {spec.cluster.name} ({spec.cluster.num_devices} x "
              f"{spec.cluster.device.name})",
              f"plan:             pp={plan.pp} microbatches={plan.microbatches} "
-             f"schedule={plan.schedule.value} strategy={plan.stages[0].strategies[0].label()}",
+             f"schedule={plan.schedule.value} strategy={' | '.join(labels)}",
              f"iteration time:   {metrics.iteration_time_s:.6g} s",
              f"samples/s:        {metrics.samples_per_s:.6g}",
              f"tokens/s:         {metrics.tokens_per_s:.6g}",
@@ -131,6 +132,46 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
     return 0
 
 
+@app.command("model")
+@guarded
+def model(path: str = typer.Argument(..., metavar="SPEC_OR_CONFIG",
+                                     help="A spec file, or a Hugging Face config.json (or its "
+                                          "directory)."),
+          seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1,
+                                                help="Sequence length for a bare config.json "
+                                                     "(default 4096)."),
+          json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> int:
+    """Show the layer graph a model import built: layers, parameters, FLOPs, activations."""
+    from autopar_opt.model_info import load_graph, model_summary, summary_lines
+    from autopar_opt.model_zoo.hf_config import HfConfigError
+
+    try:
+        graph, note = load_graph(path, seq_len)
+    except HfConfigError as exc:
+        _fail(f"invalid model config: {exc}")
+    summary = model_summary(graph)
+    if json_output:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        typer.echo("\n".join(summary_lines(summary, note)))
+    return 0
+
+
+@app.command("export")
+@guarded
+def export(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="plan.json of `autopar solve`."),
+           target: str = typer.Option(..., "--to", help="megatron | torchtitan | deepspeed"),
+           output: Optional[str] = typer.Option(None, "-o", "--output", help="File to write "
+                                                "(default: stdout)."),
+           spec_path: Optional[str] = typer.Option(None, "--spec", help="The spec the plan was "
+                                                   "solved from (default: the path in plan.json).")
+           ) -> int:
+    """Write the plan as Megatron-LM arguments, a torchtitan TOML or a DeepSpeed JSON config."""
+    from autopar_opt.export_cli import export_command
+
+    return export_command(plan_json, target, output, spec_path)
+
+
 @app.command("calibrate")
 @guarded
 def calibrate(runs_path: str = typer.Argument(..., metavar="RUNS.yaml",
@@ -157,18 +198,65 @@ def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."
           export_models: bool = typer.Option(False, "--export-models",
                                              help="Write every solved sub-model as MPS under "
                                                   "OUT/models/ and record its sha256 in plan.json."),
+          runnable_by: Optional[str] = typer.Option(
+              None, "--runnable-by", help="megatron | torchtitan | deepspeed: search only plans "
+              "that framework can run (one tp/cp/ep/ZeRO/recompute setting for the whole model; "
+              "DeepSpeed: its uniform stage partition), so the certificate holds for them."),
           warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start",
                                           help="Start every MIP from the DP's plan (or the best uniform "
                                                "plan) and use the DP's proven bound; off: the MIP "
-                                               "alone, an independent check.")
+                                               "alone, an independent check."),
+          searcher: Optional[str] = typer.Option(None, "--searcher",
+                                                 help="Also run a searcher first: random | anneal | "
+                                                      "dqn | gdp (dqn/gdp need the learn extra). Its plan, "
+                                                      "priced by evaluate, warm-starts the exact search and "
+                                                      "is reported against the proven bound."),
+          budget_s: float = typer.Option(10.0, "--budget-s", help="Searcher budget, s."),
+          seed: int = typer.Option(0, "--seed", help="Searcher seed (runs are reproducible).")
           ) -> int:
     """Search the spec's space for the best plan and certify its gap."""
     from autopar_opt.search.cli import solve_command
 
-    extra = {"export_models": True} if export_models else {}
+    extra: dict[str, Any] = {"export_models": True} if export_models else {}
+    if runnable_by is not None:
+        from autopar_opt.search.runnable import FRAMEWORKS
+
+        if runnable_by not in FRAMEWORKS:
+            _fail(f"--runnable-by {runnable_by!r}: unknown framework; use one of "
+                  f"{', '.join(FRAMEWORKS)}")
+        extra["runnable_by"] = runnable_by
     if not warm_start:
         extra["warm_start"] = False
+    if searcher is not None:
+        from autopar_opt.learn.harness import SearcherHook
+
+        extra["searcher"] = SearcherHook(searcher, budget_s, seed)
     return solve_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, **extra)
+
+
+@app.command("place")
+@guarded
+def place(spec_path: str = typer.Argument(..., metavar="SPEC",
+                                          help="Placement spec, or a public-format JSON graph."),
+          solver: Optional[str] = typer.Option(None, "--solver",
+                                               help="auto (DP where exact, else MILP) | dp | highs "
+                                                    "| gurobi | scip."),
+          objective: Optional[str] = typer.Option(None, "--objective", help="max-load | latency."),
+          contiguous: Optional[bool] = typer.Option(None, "--contiguous/--no-contiguous",
+                                                    help="Each device's nodes contiguous "
+                                                         "(default: the spec's, else yes)."),
+          time_limit_s: Optional[float] = typer.Option(None, "--time-limit", help="Seconds."),
+          out_dir: Optional[str] = typer.Option(None, "--out",
+                                                help="Write placement.json and report.html here."),
+          json_output: bool = typer.Option(False, "--json", help="Print JSON."),
+          expert: Optional[str] = typer.Option(None, "--expert",
+                                               help="A human-expert split to compare with.")
+          ) -> int:
+    """Place an operator graph on devices, with a proven lower bound and gap."""
+    from autopar_opt.placement.cli import place_command
+
+    return place_command(spec_path, solver, objective, contiguous, time_limit_s, out_dir,
+                         json_output, expert)
 
 
 @app.command("report")
