@@ -21,10 +21,18 @@ from autopar_opt.peers.outcome import PeerOutcome
 from autopar_opt.peers.pase_format import pase_objective
 from autopar_opt.peers.report import write_peer_report
 from autopar_opt.peers.spec import PeerSpec
-from autopar_opt.search.certificate import json_float
-from autopar_opt.solvers.result import Termination, relative_gap
+from autopar_opt.core.result import Termination, relative_gap
 
 EXIT = {"optimal": 0, "feasible": 0, "infeasible": 3, "no_plan": 4}
+
+
+def json_float(x: float | None) -> float | str | None:
+    """JSON has no infinity: ±inf as the strings "inf"/"-inf" (as in our own plan.json)."""
+    if x is None:
+        return None
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return float(x)
 
 
 def solve_peer(spec: PeerSpec, solver: str, time_limit_s: float, rel_gap: float) -> PeerOutcome:
@@ -116,7 +124,7 @@ def build_peer_document(spec: PeerSpec, res: PeerOutcome, solver: str, time_limi
 def peer_solve_command(spec: PeerSpec, solver: str | None, time_limit_s: float | None,
                        gap: float | None, out_dir: str | None, json_output: bool, quiet: bool) -> int:
     """The whole ``solve`` job for a peer spec; returns the exit code."""
-    from autopar_opt.search.cli import write_atomic
+    from autopar_opt.reports.render import write_atomic
     name = solver or spec.solver.name
     limit = time_limit_s if time_limit_s is not None else spec.solver.time_limit_s
     rel = gap if gap is not None else spec.solver.rel_gap
@@ -124,7 +132,8 @@ def peer_solve_command(spec: PeerSpec, solver: str | None, time_limit_s: float |
     doc = build_peer_document(spec, res, name, limit, rel)
     text = json.dumps(doc, indent=2)
     if out_dir:
-        write_atomic(Path(out_dir) / "plan.json", text + "\n")
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        write_atomic(text + "\n", str(Path(out_dir) / "plan.json"))
         write_peer_report(doc, Path(out_dir) / "report.html")
     if json_output:
         sys.stdout.write(text + "\n")

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from autopar_opt.solvers.matrix import MatrixForm
+from autopar_opt.core.matrix import MatrixForm
 from autopar_opt.solvers.registry import get_backend
-from autopar_opt.solvers.result import ProblemClass, SolveResult
+from autopar_opt.core.result import ProblemClass, SolveResult
 
 
 def _pyomo_model(form: MatrixForm) -> tuple[Any, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from autopar_opt.solvers.result import Termination, relative_gap
+from autopar_opt.core.result import Termination, relative_gap
 
 
 @dataclass

@@ -24,12 +24,12 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from autopar_opt.dp.elimination import EliminationTimeout, EliminationTooWide, solve_min_sum
+from autopar_opt.solvers.dp.elimination import EliminationTimeout, EliminationTooWide, solve_min_sum
 from autopar_opt.peers.mip import solve_matrix
 from autopar_opt.peers.outcome import PeerOutcome
 from autopar_opt.peers.pase_format import PaseInstance, pase_objective
-from autopar_opt.solvers.matrix import MatrixForm
-from autopar_opt.solvers.result import Termination
+from autopar_opt.core.matrix import MatrixForm
+from autopar_opt.core.result import Termination
 
 
 def solve_pase_dp(inst: PaseInstance, time_limit_s: float | None = None) -> PeerOutcome:

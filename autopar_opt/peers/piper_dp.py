@@ -34,7 +34,7 @@ from autopar_opt.peers.piper_format import PiperInstance
 from autopar_opt.peers.piper_model import PiperPlan, PiperStage, Prepared, reduce_instance
 from autopar_opt.peers.piper_restore import restore_plan
 from autopar_opt.peers.piper_stage import DegreeArrays, StageBatch
-from autopar_opt.solvers.result import Termination
+from autopar_opt.core.result import Termination
 
 #: Largest number of successor-closed sets the DP enumerates.
 IDEAL_LIMIT = 200_000

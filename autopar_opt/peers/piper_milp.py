@@ -34,8 +34,8 @@ from autopar_opt.peers.piper_eval import evaluate_piper
 from autopar_opt.peers.piper_format import PiperInstance
 from autopar_opt.peers.piper_model import MEM_RTOL, PiperPlan, PiperStage, Prepared, reduce_instance
 from autopar_opt.peers.piper_restore import restore_plan
-from autopar_opt.solvers.matrix import MatrixForm
-from autopar_opt.solvers.result import Termination
+from autopar_opt.core.matrix import MatrixForm
+from autopar_opt.core.result import Termination
 
 
 class _Builder:
