@@ -17,6 +17,7 @@ the order; the order only decides time and memory.
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from dataclasses import dataclass
@@ -49,7 +50,10 @@ def greedy_order(sizes: list[int], pairs: list[tuple[int, int]]) -> tuple[list[i
     """Min-weight / min-fill elimination order and the largest table it creates.
 
     Returns the order and the largest ``Π size`` over ``{v} ∪ neighbours(v)``
-    at the time ``v`` is eliminated.
+    at the time ``v`` is eliminated. Scores live in a heap and are recomputed
+    only for the vertices whose neighbourhood an elimination changed (the
+    eliminated vertex's neighbours and theirs), so a step costs about the
+    neighbourhood's size rather than the graph's.
     """
     n = len(sizes)
     adj: list[set[int]] = [set() for _ in range(n)]
@@ -58,24 +62,36 @@ def greedy_order(sizes: list[int], pairs: list[tuple[int, int]]) -> tuple[list[i
             adj[u].add(v)
             adj[v].add(u)
     logs = [math.log(max(s, 1)) for s in sizes]
-    alive = set(range(n))
-    order, widest = [], 0
 
     def score(v: int) -> tuple[float, int, int]:
         nb = adj[v]
         fill = sum(1 for a in nb for b in nb if a < b and b not in adj[a])
         return (sum(logs[w] for w in nb), fill, v)
 
-    while alive:
-        v = min(alive, key=score)
+    current = {v: score(v) for v in range(n)}
+    heap = list(current.values())
+    heapq.heapify(heap)
+    order, widest, done = [], 0, [False] * n
+    while heap:
+        item = heapq.heappop(heap)
+        v = item[2]
+        if done[v] or current[v] != item:
+            continue
         nb = adj[v]
         widest = max(widest, math.prod(sizes[w] for w in nb) * sizes[v])
         for a in nb:
             adj[a] |= nb - {a}
             adj[a].discard(v)
-        alive.discard(v)
+        done[v] = True
         order.append(v)
+        touched = set(nb)
+        for a in nb:
+            touched |= adj[a]
         adj[v] = set()
+        for w in touched:
+            if not done[w]:
+                current[w] = score(w)
+                heapq.heappush(heap, current[w])
     return order, widest
 
 
