@@ -10,7 +10,7 @@ plan's shape come from its JSON. Settings follow tests/data/peers/*/README:
   25 GiB/s (N = 1920 for BERT as in ``single()``, the file's for GNMT and
   ResNet), and ResNet at the (k, memory) pairs of ``runResnet()``.
 
-Usage: ``python benchmarks/peers/run.py pase|piper [--time-limit S] [--solver dp]``;
+Usage: ``python benchmarks/peers/run.py pase|piper [--time-limit S] [--solver dp] [--only NAME]``;
 writes ``benchmarks/peers/<which>_results.json`` and prints a Markdown table.
 """
 
@@ -70,9 +70,10 @@ def pase_rows(solver: str, limit: float) -> list[dict]:
     return rows
 
 
-def piper_rows(solver: str, limit: float) -> list[dict]:
+def piper_rows(solver: str, limit: float, only: str | None = None) -> list[dict]:
     runs = [(name, k, 8.0) for name in ("bert32a100", "gnmt", "resnet") for k in PIPER_K]
     runs += [("resnet", k, m) for k, m in RESNET_PAIRS]
+    runs = [r for r in runs if only is None or r[0] == only]
     rows = []
     for name, k, mem in runs:
         problem = {"format": "piper", "file": str(DATA / "piper" / f"{name}.json"), "devices": k,
@@ -89,10 +90,11 @@ def main() -> None:
     which = sys.argv[1]
     limit = float(sys.argv[sys.argv.index("--time-limit") + 1]) if "--time-limit" in sys.argv else 60.0
     solver = sys.argv[sys.argv.index("--solver") + 1] if "--solver" in sys.argv else "dp"
-    rows = pase_rows(solver, limit) if which == "pase" else piper_rows(solver, limit)
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    rows = pase_rows(solver, limit) if which == "pase" else piper_rows(solver, limit, only)
     out = {"which": which, "solver": solver, "time_limit_s": limit, "uptime_load": os.getloadavg(),
            "cpus": os.cpu_count(), "rows": rows}
-    (Path(__file__).parent / f"{which}_{solver}_results.json").write_text(json.dumps(out, indent=1) + "\n")
+    (Path(__file__).parent / f"{which}{'_' + only if only else ''}_{solver}_results.json").write_text(json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":
