@@ -29,6 +29,11 @@ from autopar_opt.search.cli import write_atomic
 EXIT_INTERRUPTED = 130
 
 
+def _error(message: str) -> None:
+    """One unwrapped line on stderr (a message to act on, not a display)."""
+    sys.stderr.write(message + "\n")
+
+
 def _interval(pair: list, fmt: str) -> str:
     lo, hi = pair
     if lo is None and hi is None:
@@ -65,7 +70,7 @@ def _progress_text(sweep: Sweep, rows: dict) -> str:
     return f"cheapest so far: {best['scenario']} ({cost:,.0f} {sweep.planning.prices.currency})"
 
 
-def _write_outputs(doc: dict[str, Any], rows: dict, out: Path, err: Console) -> None:
+def _write_outputs(doc: dict[str, Any], rows: dict, out: Path) -> None:
     """capacity.json, capacity.csv, every scenario's plan.json + report.html, capacity.html."""
     from autopar_opt.reports.capacity import write_capacity_report
 
@@ -86,12 +91,11 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
     """Run the whole job for one sweep file; returns the process exit code."""
     err = Console(stderr=True)
     if engine not in ENGINES:
-        err.print(f"error: --engine {engine!r} is not one of {', '.join(ENGINES)}; use --engine local "
-                  "(default) or --engine ray", markup=False, highlight=False)
+        _error(f"error: --engine {engine!r} is not one of {', '.join(ENGINES)}; use --engine local "
+               "(default) or --engine ray")
         return 2
     if workers is not None and workers < 1:
-        err.print(f"error: --workers {workers} must be at least 1; omit it to use every available "
-                  "core", markup=False, highlight=False)
+        _error(f"error: --workers {workers} must be at least 1; omit it to use every available core")
         return 2
     t0 = time.perf_counter()
     sweep = load_sweep(sweep_path)          # SpecError: exit 2 through the CLI's guard
@@ -109,18 +113,17 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
         try:
             run = run_sweep(sweep, store, engine, workers, progress)
         except EngineUnavailable as exc:
-            err.print(f"error: {exc}", markup=False, highlight=False)
+            _error(f"error: {exc}")
             return 2
         except KeyboardInterrupt:
             bar.stop()
-            err.print(f"interrupted: {store.count()} scenario results are stored in {store_file}; "
-                      "run the same command again to resume (finished scenarios are not recomputed)",
-                      markup=False, highlight=False)
+            _error(f"interrupted: {store.count()} scenario results are stored in {store_file}; "
+                   "run the same command again to resume (finished scenarios are not recomputed)")
             return EXIT_INTERRUPTED
     run.wall_time_s = time.perf_counter() - t0
     doc = build_capacity_document(sweep, run, engine, workers, str(store_file))
     if out is not None:
-        _write_outputs(doc, run.rows, out, err)
+        _write_outputs(doc, run.rows, out)
     if json_output:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif not quiet:

@@ -175,7 +175,7 @@ def _axis_problems(sweep: SweepFile, base: dict[str, Any], file: str) -> list[Sp
 def _price_problems(sweep: SweepFile, devices: set[str], file: str) -> list[SpecProblem]:
     prices = sweep.planning.prices.per_gpu_hour
     return [SpecProblem(file, "planning.prices.per_gpu_hour", dict(prices),
-                        f"no price for device {d!r}" + did_you_mean(d, prices),
+                        f"no price for device {d!r}",
                         f"add '{d}: <price per GPU-hour>' (every device of the sweep needs a price)")
             for d in sorted(devices) if d not in prices]
 
@@ -213,16 +213,47 @@ def _read(path: Path) -> tuple[SweepFile | None, dict[str, Any], list[SpecProble
     return sweep, base, problems
 
 
+class SweepError(SpecError):
+    """A sweep file that cannot be used; carries every problem (exit code 2 in the CLI)."""
+
+    def _message(self) -> str:
+        return super()._message().replace("invalid spec:", "invalid sweep:", 1)
+
+
+def _bad_values(problems: list[SpecProblem]) -> set[tuple[str, int]]:
+    """(axis, index) of every axis value a problem was reported at."""
+    out = set()
+    for p in problems:
+        m = re.match(r"axes\.(\w+)\[(\d+)\]", p.key)
+        if m:
+            out.add((m.group(1), int(m.group(2))))
+    return out
+
+
+def _sweep_devices(sweep: SweepFile, base: dict[str, Any]) -> set[str]:
+    """Catalog devices the scenarios run on (the axis, else the base cluster's)."""
+    if sweep.axes.device is not None:
+        return {d for d in sweep.axes.device if d in DEVICE_CATALOG}
+    cluster = base.get("cluster")
+    device = cluster.get("device") if isinstance(cluster, dict) else None
+    return {device} if isinstance(device, str) else set()
+
+
 def load_sweep(path: str | Path) -> Sweep:
-    """Load and validate the sweep at ``path``; raises :class:`SpecError` with every problem."""
+    """Load and validate the sweep at ``path``; raises :class:`SweepError` with every problem."""
     path = Path(path)
-    sweep, base, problems = _read(path)
+    try:
+        sweep, base, problems = _read(path)
+    except SpecError as exc:
+        raise SweepError(exc.problems) from None
     file = str(path)
     if sweep is None or problems:
-        raise SpecError(problems)
+        raise SweepError(problems)
     problems.extend(_axis_problems(sweep, base, file))
-    if problems:
-        raise SpecError(problems)
+    if any(p.key == "base.cluster" for p in problems):
+        raise SweepError(problems)
+    problems.extend(_price_problems(sweep, _sweep_devices(sweep, base), file))
+    bad = _bad_values(problems)
     names = [name for name in AXIS_KEYS if getattr(sweep.axes, name) is not None]
     values = [list(enumerate(getattr(sweep.axes, name))) for name in names]
     scenarios: list[Scenario] = []
@@ -230,6 +261,8 @@ def load_sweep(path: str | Path) -> Sweep:
     for combo in itertools.product(*values):
         axes = {name: value for name, (_i, value) in zip(names, combo)}
         index = {name: i for name, (i, _v) in zip(names, combo)}
+        if any((name, i) in bad for name, i in index.items()):
+            continue
         data = copy.deepcopy(base)
         for name, value in axes.items():
             _apply(data, name, value)
@@ -243,8 +276,6 @@ def load_sweep(path: str | Path) -> Sweep:
             continue
         shown = {n: getattr(v, "name", v) for n, v in axes.items()}
         scenarios.append(Scenario(sid, shown, data, spec, scenario_key(spec)))
-    problems.extend(_price_problems(sweep, {s.device for s in scenarios}, file))
     if seen or problems:
-        raise SpecError(problems + list(seen.values())[:MAX_PROBLEMS])
+        raise SweepError(problems + list(seen.values())[:MAX_PROBLEMS])
     return Sweep(path, sweep.description, scenarios, sweep.planning, names)
-
