@@ -85,13 +85,14 @@ def schema() -> int:
 
 def _estimate_text(spec: Any, metrics: Any) -> list[str]:
     plan = spec.plan
+    labels = list(dict.fromkeys(s.label() for st in plan.stages for s in st.strategies))
     lines = [f"spec:             {spec.path}",
              f"model:            {spec.graph.name} ({len(spec.graph)} layers, "
              f"{spec.graph.total_params() / 1e9:.3f} B params)",
              f"cluster:          {spec.cluster.name} ({spec.cluster.num_devices} x "
              f"{spec.cluster.device.name})",
              f"plan:             pp={plan.pp} microbatches={plan.microbatches} "
-             f"schedule={plan.schedule.value} strategy={plan.stages[0].strategies[0].label()}",
+             f"schedule={plan.schedule.value} strategy={' | '.join(labels)}",
              f"iteration time:   {metrics.iteration_time_s:.6g} s",
              f"samples/s:        {metrics.samples_per_s:.6g}",
              f"tokens/s:         {metrics.tokens_per_s:.6g}",
@@ -128,6 +129,31 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
         typer.echo(f"warning: the plan does not fit device memory (stage {worst.index} needs "
                    f"{worst.peak_memory_gib:.2f} GiB of {worst.capacity_gib:.2f} GiB); try more "
                    "pipeline stages, ZeRO, or recomputation", err=True)
+    return 0
+
+
+@app.command("model")
+@guarded
+def model(path: str = typer.Argument(..., metavar="SPEC_OR_CONFIG",
+                                     help="A spec file, or a Hugging Face config.json (or its "
+                                          "directory)."),
+          seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1,
+                                                help="Sequence length for a bare config.json "
+                                                     "(default 4096)."),
+          json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> int:
+    """Show the layer graph a model import built: layers, parameters, FLOPs, activations."""
+    from autopar_opt.model_info import load_graph, model_summary, summary_lines
+    from autopar_opt.model_zoo.hf_config import HfConfigError
+
+    try:
+        graph, note = load_graph(path, seq_len)
+    except HfConfigError as exc:
+        _fail(f"invalid model config: {exc}")
+    summary = model_summary(graph)
+    if json_output:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        typer.echo("\n".join(summary_lines(summary, note)))
     return 0
 
 

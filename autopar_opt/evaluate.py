@@ -12,15 +12,11 @@ from dataclasses import dataclass, field, asdict
 from autopar_opt.cost.layer_cost import StageContext, layer_cost
 from autopar_opt.cost.params import CostParams, default_params
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
-from autopar_opt.cost.tables import boundary_is_intra, inflight_microbatches, stages_congruent
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import GIB, Cluster
+from autopar_opt.pipeline import PlanError, boundary_is_intra, inflight_microbatches, validate_plan  # noqa: F401 (PlanError: evaluate's error type)
 from autopar_opt.plan import Plan
 from autopar_opt.training import Schedule, Training
-
-
-class PlanError(ValueError):
-    """A plan that does not fit its model or cluster (names the rule broken)."""
 
 
 @dataclass
@@ -90,46 +86,12 @@ def pipeline_latency(stage_times: list[float], transfer_times: list[float],
     return fill + (microbatches - 1) * bottleneck + sync
 
 
-def _check(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training) -> int:
-    names = [layer.name for layer in graph.layers]
-    planned = [n for st in plan.stages for n in st.layers]
-    if sorted(planned) != sorted(names):
-        missing = sorted(set(names) - set(planned))
-        extra = sorted(set(planned) - set(names))
-        raise PlanError(f"plan must place every layer exactly once (missing: {missing[:5]}, "
-                        f"unknown or repeated: {extra[:5] or 'none'})")
-    if any(not st.layers for st in plan.stages):
-        raise PlanError("every stage must hold at least one layer")
-    if cluster.num_devices % plan.pp:
-        raise PlanError(f"pp={plan.pp} must divide the {cluster.num_devices} devices")
-    d = cluster.num_devices // plan.pp
-    if not stages_congruent(d, cluster.gpus_per_node):
-        raise PlanError(f"{d} devices per stage must divide or be a multiple of "
-                        f"{cluster.gpus_per_node} GPUs per node")
-    if training.global_batch_size % plan.microbatches:
-        raise PlanError(f"micro-batches ({plan.microbatches}) must divide the global batch "
-                        f"({training.global_batch_size})")
-    b = training.global_batch_size // plan.microbatches
-    stage_of = plan.stage_of()
-    for u, v in graph.edges:
-        if stage_of[u] > stage_of[v]:
-            raise PlanError(f"edge {u} -> {v} goes backwards from stage {stage_of[u]} to {stage_of[v]}")
-    for st in plan.stages:
-        for name, s in zip(st.layers, st.strategies):
-            if s.devices != d:
-                raise PlanError(f"layer {name}: dp*tp*cp = {s.devices} must equal the {d} devices per stage")
-            if b % s.dp:
-                raise PlanError(f"layer {name}: dp={s.dp} must divide the {b} samples per micro-batch")
-        if len(st.strategies) != len(st.layers):
-            raise PlanError("each stage needs one strategy per layer")
-    return d
-
-
 def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training,
              params: CostParams | None = None) -> PlanMetrics:
-    """Price ``plan`` with the cost model alone. Raises :class:`PlanError`."""
+    """Price ``plan`` with the cost model alone. Raises :class:`PlanError`
+    (:func:`autopar_opt.pipeline.validate_plan`)."""
     params = params or default_params()
-    d = _check(plan, graph, cluster, training)
+    d = validate_plan(plan, graph, cluster, training)
     b = training.global_batch_size // plan.microbatches
     ctx = StageContext(cluster, training, params, d, b)
     layers = {layer.name: layer for layer in graph.layers}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autopar_opt.cost import moe
 from autopar_opt.cost.comm import allgather_time, allreduce_time
 from autopar_opt.cost.params import CostParams
 from autopar_opt.graph import Layer
@@ -123,8 +124,9 @@ def _compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> tuple[float, 
         flops = (layer.flops_fwd + layer.flops_bwd) * share / s.tp
         return fwd + bwd + extra, flops, flops
     per_dev = share / s.tp
-    f_fwd = layer.flops_fwd * per_dev
-    f_bwd = layer.flops_bwd * per_dev
+    fwd, bwd = moe.busiest_flops(layer)      # = flops_fwd/bwd for dense layers
+    f_fwd = fwd * per_dev
+    f_bwd = bwd * per_dev
     core = min(layer.flops_recompute_selective * per_dev, f_fwd)   # attention core, forward
     if s.recompute is Recompute.full:
         f_re, core_re = f_fwd, core
@@ -134,7 +136,8 @@ def _compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> tuple[float, 
         f_re, core_re = 0.0, 0.0
     t = (_split_time(f_fwd, core, ctx) + _split_time(f_bwd, 2 * core, ctx)
          + _split_time(f_re, core_re, ctx))
-    return t, f_fwd + f_bwd, f_fwd + f_bwd + f_re
+    model = (layer.flops_fwd + layer.flops_bwd) * per_dev
+    return t, model, model + f_re
 
 
 def _split_time(flops: float, core: float, ctx: StageContext) -> float:
@@ -179,9 +182,12 @@ def _zero3_gather_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     if s.zero < 3 or s.dp <= 1 or layer.params <= 0:
         return 0.0
     w_bytes = OPTIMIZER_BYTES[ctx.training.optimizer][0]
-    nbytes = layer.params / s.tp * w_bytes
-    tier = group_tier(ctx, s.dp * s.cp, s.tp)
-    return 3 * allgather_time(s.dp * s.cp, nbytes, tier, ctx.params.comm_efficiency)
+    dense, expert = moe.split_params(layer, s)   # MoE: experts gather over edp only
+    eff = ctx.params.comm_efficiency
+    t = allgather_time(s.dp * s.cp, dense * w_bytes, group_tier(ctx, s.dp * s.cp, s.tp), eff)
+    if expert:
+        t += allgather_time(s.edp, expert * w_bytes, group_tier(ctx, s.edp, s.tp * s.ep), eff)
+    return 3 * t
 
 
 def _sync_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
@@ -192,13 +198,15 @@ def _sync_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
         return 0.0
     p = ctx.params
     w_bytes, g_bytes, _ = OPTIMIZER_BYTES[ctx.training.optimizer]
-    local = layer.params / s.tp
-    group = s.dp * s.cp
-    comm = 0.0
-    if s.zero < 3 and group > 1:
-        comm = allreduce_time(group, local * g_bytes, group_tier(ctx, group, s.tp), p.comm_efficiency)
-        comm *= 1.0 - p.dp_overlap
-    shard = local / group if s.zero >= 1 else local
+    dense, expert = moe.split_params(layer, s)   # MoE: expert grads reduce over edp
+    comm = shard = 0.0
+    for local, group, stride in ((dense, s.dp * s.cp, s.tp), (expert, s.edp, s.tp * s.ep)):
+        if local <= 0:
+            continue
+        if s.zero < 3 and group > 1:
+            comm += allreduce_time(group, local * g_bytes, group_tier(ctx, group, stride),
+                                   p.comm_efficiency) * (1.0 - p.dp_overlap)
+        shard += local / group if s.zero >= 1 else local
     step = shard * p.optimizer_bytes_per_param / (ctx.cluster.device.hbm_gb_per_s * 1e9)
     return comm + step
 
@@ -208,7 +216,10 @@ def weight_bytes(layer: Layer, s: Strategy, training: Training) -> float:
 
     ZeRO-1 shards optimizer state, ZeRO-2 also gradients, ZeRO-3 also weights,
     over the data-parallel group (Rajbhandari et al. 2020, Sec. 5, Fig. 1).
+    MoE layers: :func:`autopar_opt.cost.moe.sharded_state_bytes`.
     """
+    if layer.is_moe:
+        return moe.sharded_state_bytes(layer, s, OPTIMIZER_BYTES[training.optimizer])
     w, g, o = OPTIMIZER_BYTES[training.optimizer]
     group = s.dp * s.cp
     local = layer.params / s.tp
@@ -238,7 +249,7 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int) -> floa
     if s.recompute is Recompute.full:
         per = layer.input_bytes / (s.tp if s.sp else 1)
         return per * share
-    act = layer.act_bytes
+    act = moe.busiest_act_bytes(layer)        # = act_bytes for dense layers
     if s.recompute is Recompute.selective:
         act -= layer.act_attn_bytes
     repl = min(layer.act_replicated_bytes, act)
@@ -255,7 +266,7 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     cp = _cp_comm_time(layer, s, ctx)
     z3 = _zero3_gather_time(layer, s, ctx)
     exposed_z3 = max(0.0, z3 - ctx.params.zero3_overlap * compute)
-    comm = tp + cp + exposed_z3
+    comm = tp + cp + exposed_z3 + moe.alltoall_comm_time(layer, s, ctx)
     return LayerCost(
         time_s=compute + comm,
         compute_s=compute,

@@ -60,9 +60,12 @@ def _summary(doc: dict, console: Console) -> None:
                       f"schedule={plan['schedule']}")
     gap = cert["gap"]
     gap_text = f"{100 * gap:.3f}%" if isinstance(gap, float) else str(gap)
-    console.print(f"  certificate: primal {_fmt(cert['primal'])} s, lower bound "
-                  f"{_fmt(cert['lower_bound'])} s, gap {gap_text}"
-                  + ("" if cert["exact"] else " (no proof: bound missing)"))
+    if doc["status"] == "infeasible":
+        console.print("  certificate: proven infeasible (every configuration; lower bound inf)")
+    else:
+        console.print(f"  certificate: primal {_fmt(cert['primal'])} s, lower bound "
+                      f"{_fmt(cert['lower_bound'])} s, gap {gap_text}"
+                      + ("" if cert["exact"] else " (no proof: bound missing)"))
     table = Table("pp", "c", "schedule", "status", "primal s", "bound s", "time s", box=None)
     for r in cert["configurations"][:12]:
         table.add_row(str(r["pp"]), str(r["microbatches"]), r["schedule"], r["status"],
