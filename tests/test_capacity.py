@@ -207,3 +207,24 @@ def test_missing_ray_says_how_to_install(monkeypatch):
 def test_bad_options_exit_2(args, match):
     result = _cli(str(TINY), *args)
     assert result.exit_code == 2 and match in result.output
+
+
+def test_nodes_interconnect_and_dtype_axes_set_the_spec(tmp_path):
+    data = yaml.safe_load(TINY.read_text())
+    data["axes"] = {"nodes": [1, 2], "dtype": ["bf16", "fp16"],
+                    "interconnect": [{"name": "ib-100g", "inter_node": {"bandwidth_gb_per_s": 12.5,
+                                                                        "latency_us": 12.0}},
+                                     {"name": "default"}]}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    sweep = load_sweep(path)
+    assert sweep.axis_names == ["nodes", "interconnect", "dtype"]
+    assert [s.id for s in sweep.scenarios][:3] == ["1node_ib-100g_bf16", "1node_ib-100g_fp16",
+                                                   "1node_default_bf16"]
+    by_id = {s.id: s.spec for s in sweep.scenarios}
+    slow = by_id["2node_ib-100g_fp16"]
+    assert (slow.cluster.nodes, slow.cluster.inter_node.bandwidth_gb_per_s,
+            slow.cluster.inter_node.latency_us, slow.training.dtype) == (2, 12.5, 12.0, "fp16")
+    default = by_id["2node_default_bf16"].cluster.inter_node
+    assert default.bandwidth_gb_per_s == 25.0          # A100's catalog default (HDR, 200 Gb/s)
+    assert len({s.key for s in sweep.scenarios}) == 8

@@ -69,13 +69,26 @@ def solve_scenario(task: dict[str, Any]) -> dict[str, Any]:
                                               "strategies": _strategy_mix(plan)},
            "mfu": metrics["mfu"] if metrics else None,
            "peak_memory_gib": max(metrics["peak_memory_gib"]) if metrics else None,
-           "reason": doc["infeasibility"]["reason"] if doc["infeasibility"] else None,
+           "reason": _reason(doc, result.least_memory_bytes),
            "least_memory_gib": result.least_memory_bytes / 2**30,
            "capacity_gib": spec.cluster.device.hbm_gib - spec.training.memory_reserve_gib,
            "search_wall_s": round(result.wall_time_s, 3),
            "solve_wall_s": round(time.perf_counter() - start, 3),
            "document": doc, "report_html": render_html(doc)}
     return row
+
+
+def _reason(doc: dict, least_memory_bytes: float) -> str | None:
+    """Why there is no plan: the document's reason (least memory against capacity), or,
+    when no strategy applies at all (nothing to weigh memory on), the first configuration's
+    own reason (e.g. no data-parallel degree divides the micro-batch)."""
+    info = doc["infeasibility"]
+    if not info:
+        return None
+    if doc["certificate"]["lower_bound"] == "inf" and least_memory_bytes <= 0 and info["details"]:
+        return (f"every configuration of the search space is proven infeasible; no strategy applies: "
+                f"{info['details'][0]}")
+    return info["reason"]
 
 
 def _strategy_mix(plan: dict) -> str:
