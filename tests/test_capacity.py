@@ -228,3 +228,13 @@ def test_nodes_interconnect_and_dtype_axes_set_the_spec(tmp_path):
     default = by_id["2node_default_bf16"].cluster.inter_node
     assert default.bandwidth_gb_per_s == 25.0          # A100's catalog default (HDR, 200 Gb/s)
     assert len({s.key for s in sweep.scenarios}) == 8
+
+
+def test_a_scenario_whose_search_raises_becomes_an_error_row():
+    from autopar_opt.capacity.worker import solve_scenario
+
+    row = solve_scenario({"id": "broken", "key": "k", "path": str(TINY),
+                          "data": {"model": {"zoo": "debug"}, "cluster": {"zoo": "no-such-cluster"},
+                                   "training": {"global_batch_size": 8}}})
+    assert row["status"] == "error" and row["document"] is None
+    assert row["reason"].startswith("SpecError:") and "no-such-cluster" in row["reason"]

@@ -46,7 +46,7 @@ def price_scenario(scenario, row: dict[str, Any], planning: PlanningSection) -> 
     tpi = scenario.tokens_per_iteration
     steps = math.ceil(planning.token_budget / tpi)
     primal = row["primal"] if row["primal"] is not None else math.inf
-    lower = row["lower_bound"] if row["status"] != "infeasible" else math.inf
+    lower = row["lower_bound"] if row["status"] != "infeasible" else math.inf   # None: no bound
     lower = max(0.0, lower if lower is not None else 0.0)
     price = planning.prices.per_gpu_hour[scenario.device]
     time_s = (steps * lower, steps * primal)

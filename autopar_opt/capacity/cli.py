@@ -1,7 +1,8 @@
 """``autopar capacity SWEEP.yaml``: run a sweep, print or write the answers.
 
 Exit codes: 0 every scenario has a row (whatever its status), 2 bad input
-(sweep file, engine not installed), 130 interrupted (finished scenarios are
+(sweep file, engine not installed), 4 some scenario's search raised (its
+message is printed; the others are stored), 130 interrupted (finished scenarios are
 stored; running the same command again resumes). Output files are written
 atomically and only after the sweep finished.
 """
@@ -27,6 +28,8 @@ from autopar_opt.capacity.sweep import Sweep, load_sweep
 from autopar_opt.search.cli import write_atomic
 
 EXIT_INTERRUPTED = 130
+#: Some scenario's search raised (e.g. its solver is not installed); the others are stored.
+EXIT_ERRORS = 4
 
 
 def _error(message: str) -> None:
@@ -77,6 +80,9 @@ def _write_outputs(doc: dict[str, Any], rows: dict, out: Path) -> None:
     for entry in doc["scenarios"]:
         folder = out / "scenarios" / entry["id"]
         row = rows[entry["id"]]
+        if row["document"] is None:            # the search raised: nothing to report
+            entry["report"] = None
+            continue
         write_atomic(folder / "plan.json", json.dumps(row["document"], indent=2) + "\n")
         write_atomic(folder / "report.html", row["report_html"])
         entry["report"] = f"scenarios/{entry['id']}/report.html"
@@ -130,5 +136,10 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
         _summary(doc, Console())
         if out is not None:
             Console().print(f"wrote {out / 'capacity.html'}, capacity.csv, capacity.json and "
-                            f"{len(doc['scenarios'])} plan reports under {out / 'scenarios'}")
+                            f"the plan reports under {out / 'scenarios'}")
+    if run.errors:
+        first = run.rows[run.errors[0]]["reason"]
+        _error(f"error: {len(run.errors)} scenario(s) failed and were not stored (first: "
+               f"{run.errors[0]}: {first}); fix the cause and run again")
+        return EXIT_ERRORS
     return 0

@@ -31,6 +31,8 @@ class SweepRun:
     rows: dict[str, dict[str, Any]]
     reused: list[str] = field(default_factory=list)
     computed: list[str] = field(default_factory=list)
+    #: scenarios whose search raised (not stored: the next run retries them)
+    errors: list[str] = field(default_factory=list)
     wall_time_s: float = 0.0
 
 
@@ -56,7 +58,10 @@ def run_sweep(sweep: Sweep, store: ResultStore, engine: str = "local", workers: 
     if progress:
         progress(len(rows), total, rows)
     for row in run_engine(engine, todo, workers):
-        store.put(row["key"], row)
+        if row["status"] == "error":
+            run.errors.append(row["id"])
+        else:
+            store.put(row["key"], row)
         rows[row["id"]] = row
         run.computed.append(row["id"])
         if progress:

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
+import importlib.util
 import itertools
 import json
 import re
@@ -95,14 +97,38 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+#: Packages whose files decide a scenario's result (code, zoo data, calibrated parameters).
+SOURCE_PACKAGES = ("autopar_opt", "autopar_opt.solvers", "autopar_opt.formulations",
+                   "autopar_opt.model_zoo", "autopar_opt.reports")
+
+
+@functools.lru_cache(maxsize=1)
+def source_fingerprint() -> str:
+    """sha256 of the tool's own source and data files.
+
+    The version number alone does not change between commits of a development
+    install; with this in the key, a store never serves a row computed by
+    other code (a changed formula, zoo file or calibration recomputes)."""
+    h = hashlib.sha256()
+    for name in SOURCE_PACKAGES:
+        found = importlib.util.find_spec(name)      # locates without importing (Pyomo is slow)
+        root = Path(next(iter(found.submodule_search_locations))).resolve()
+        for path in sorted(root.rglob("*")):
+            if path.suffix in (".py", ".yaml", ".j2") and "__pycache__" not in path.parts:
+                h.update(f"{name}/{path.relative_to(root)}".encode())
+                h.update(path.read_bytes())
+    return h.hexdigest()
+
+
 def scenario_key(spec: Spec) -> str:
-    """sha256 of the normalised scenario + tool version + cost-model parameters."""
+    """sha256 of the normalised scenario + tool version (and source fingerprint) +
+    cost-model parameters."""
     g = spec.graph
     normalised = {"model": {"name": g.name, "layers": _jsonable(g.layers), "edges": _jsonable(g.edges),
                             "seq_len": g.seq_len},
                   "cluster": _jsonable(spec.cluster), "training": _jsonable(spec.training),
                   "space": _jsonable(spec.space), "solver": _jsonable(spec.solver)}
-    payload = {"scenario": normalised, "tool_version": __version__,
+    payload = {"scenario": normalised, "tool_version": __version__, "source": source_fingerprint(),
                "cost_model": _jsonable(spec.cost_params.to_dict())}
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()

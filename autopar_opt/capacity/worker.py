@@ -37,6 +37,19 @@ def warm_up(solver: str = "highs", form: str = "auto") -> None:
 
 
 def solve_scenario(task: dict[str, Any]) -> dict[str, Any]:
+    """:func:`search_scenario`, or an ``error`` row naming the exception (a solver that
+    is not installed, a bug): one broken scenario does not stop the sweep, and the
+    caller does not store the row, so a later run retries it."""
+    try:
+        return search_scenario(task)
+    except Exception as exc:  # noqa: BLE001 - reported as data, per scenario
+        return {"id": task["id"], "key": task["key"], "status": "error", "primal": None,
+                "lower_bound": None, "gap": None, "exact": False, "plan": None, "mfu": None,
+                "peak_memory_gib": None, "reason": f"{type(exc).__name__}: {exc}",
+                "document": None, "report_html": None}
+
+
+def search_scenario(task: dict[str, Any]) -> dict[str, Any]:
     """Search one scenario; ``task`` holds ``id``, ``key``, ``data`` (spec mapping), ``path``.
 
     Returns the row stored for the scenario: status (optimal | feasible |
