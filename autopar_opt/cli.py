@@ -186,7 +186,14 @@ def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."
           warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start",
                                           help="Start every MIP from the DP's plan (or the best uniform "
                                                "plan) and use the DP's proven bound; off: the MIP "
-                                               "alone, an independent check.")
+                                               "alone, an independent check."),
+          searcher: Optional[str] = typer.Option(None, "--searcher",
+                                                 help="Also run a searcher first: random | anneal | "
+                                                      "dqn | gdp (dqn/gdp need the learn extra). Its plan, "
+                                                      "priced by evaluate, warm-starts the exact search and "
+                                                      "is reported against the proven bound."),
+          budget_s: float = typer.Option(10.0, "--budget-s", help="Searcher budget, s."),
+          seed: int = typer.Option(0, "--seed", help="Searcher seed (runs are reproducible).")
           ) -> int:
     """Search the spec's space for the best plan and certify its gap."""
     from autopar_opt.search.cli import solve_command
@@ -194,6 +201,10 @@ def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."
     extra = {"export_models": True} if export_models else {}
     if not warm_start:
         extra["warm_start"] = False
+    if searcher is not None:
+        from autopar_opt.learn.harness import SearcherHook
+
+        extra["searcher"] = SearcherHook(searcher, budget_s, seed)
     return solve_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, **extra)
 
 

@@ -91,11 +91,15 @@ class Search:
     the records (:meth:`first_pass`, then :meth:`second_pass`).
 
     The incumbent is ``(metrics, plan, config)`` of the best evaluated plan.
+    A warm-start plan (``incumbent``, e.g. a searcher's) starts as that
+    incumbent: configurations whose bound reaches it are pruned, and when the
+    exact side finds nothing better the answer carries it, its
+    configuration's record holding its value and saying so.
     """
 
     def __init__(self, graph: LayerGraph, cluster: Cluster, training: Training,
                  space: SearchSpace, params: CostParams, options: SearchOptions,
-                 progress: ProgressFn | None = None) -> None:
+                 progress: ProgressFn | None = None, incumbent: Plan | None = None) -> None:
         self.start = time.perf_counter()
         self.graph, self.cluster, self.training, self.params = graph, cluster, training, params
         self.options, self.progress = options, progress
@@ -108,8 +112,36 @@ class Search:
         self.prepare_s = time.perf_counter() - self.start
         self.prepared.sort(key=lambda item: (item[2].value, item[0]))
         self.records: list[ConfigRecord] = []
-        self.best: tuple[PlanMetrics, Plan, OuterConfig] | None = None
+        self.seeded = self._seed(incumbent)
+        self.best: tuple[PlanMetrics, Plan, OuterConfig] | None = self.seeded
         self.log_tail = ""
+
+    def _seed(self, plan: Plan | None) -> tuple[PlanMetrics, Plan, OuterConfig] | None:
+        """``(metrics, plan, config)`` of a warm-start plan priced by evaluate(), or
+        None when there is none, it does not fit, or it lies outside the space."""
+        if plan is None:
+            return None
+        cfg = OuterConfig(plan.pp, plan.microbatches, plan.schedule)
+        if cfg not in {c for c, _, _ in self.prepared}:
+            return None
+        metrics = evaluate(plan, self.graph, self.cluster, self.training, self.params)
+        return (metrics, plan, cfg) if metrics.feasible else None
+
+    def record_seed(self) -> None:
+        """The warm-start plan stayed the incumbent: its configuration's record
+        holds its value (merged with what the record proves) and says so."""
+        if self.seeded is None or self.best is not self.seeded:
+            return
+        metrics, _, cfg = self.seeded
+        for rec in self.records:
+            if rec.config != cfg or not strictly_better(metrics.iteration_time_s, rec.primal):
+                continue
+            merged = rec.bounds.merge(Bounds(metrics.iteration_time_s, -math.inf))
+            rec.primal, rec.lower_bound = merged.primal, merged.lower
+            if rec.status in (Status.pruned, Status.not_solved, Status.feasible, Status.optimal):
+                rec.status = merged.status(self.options.rel_gap)
+            rec.message = "; ".join(m for m in (rec.message, "primal from the warm-start plan "
+                                                "(searcher), priced by evaluate()") if m)
 
     @property
     def incumbent(self) -> float | None:
@@ -123,6 +155,7 @@ class Search:
         """Both passes, then the certified result."""
         self.first_pass()
         self.second_pass()
+        self.record_seed()
         return self.result()
 
     def first_pass(self) -> None:
@@ -198,9 +231,10 @@ class Search:
 
 def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: SearchSpace,
                params: CostParams, options: SearchOptions,
-               progress: ProgressFn | None = None) -> SearchResult:
-    """Search every outer configuration and return the certified best plan."""
-    return Search(graph, cluster, training, space, params, options, progress).run()
+               progress: ProgressFn | None = None, incumbent: Plan | None = None) -> SearchResult:
+    """Search every outer configuration and return the certified best plan
+    (``incumbent``: a warm-start plan, see :class:`Search`)."""
+    return Search(graph, cluster, training, space, params, options, progress, incumbent).run()
 
 
 def _time_share(remaining: float, rest: list, incumbent: float | None) -> float:
