@@ -27,6 +27,12 @@ def _colors(devices: list[str]) -> dict[str, str]:
     return {d: PALETTE[i % len(PALETTE)] for i, d in enumerate(devices)}
 
 
+def _down(pair: list) -> float:
+    """Length of the error bar from the plan held down to the bound (a bound that
+    round-off puts a hair above the plan gives no bar, not a negative one)."""
+    return max(0.0, pair[1] - pair[0])
+
+
 def _planned(entries: list[dict]) -> list[dict]:
     return [e for e in entries if e["time_to_train_days"][1] is not None and e["cost"][1] is not None]
 
@@ -45,8 +51,8 @@ def pareto_svg(entries: list[dict], frontier_ids: list[str], deadline_days: floa
             mine = [e for e in pts if e["device"] == d]
             x = [e["time_to_train_days"][1] for e in mine]
             y = [e["cost"][1] for e in mine]
-            xerr = [[e["time_to_train_days"][1] - e["time_to_train_days"][0] for e in mine], [0] * len(mine)]
-            yerr = [[e["cost"][1] - e["cost"][0] for e in mine], [0] * len(mine)]
+            xerr = [[_down(e["time_to_train_days"]) for e in mine], [0] * len(mine)]
+            yerr = [[_down(e["cost"]) for e in mine], [0] * len(mine)]
             ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", ms=4, color=color[d], ecolor=color[d],
                         elinewidth=0.8, capsize=2, alpha=0.85, label=d)
         front = [e for e in pts if e["id"] in set(frontier_ids)]
@@ -91,7 +97,7 @@ def scaling_svg(entries: list[dict]) -> str | None:
                 xs = sorted(best)
                 lo = [best[g]["throughput_tokens_per_s"][0] for g in xs]
                 hi = [best[g]["throughput_tokens_per_s"][1] or lo[i] for i, g in enumerate(xs)]
-                ax.errorbar(xs, lo, yerr=[[0] * len(xs), [h - v for h, v in zip(hi, lo)]],
+                ax.errorbar(xs, lo, yerr=[[0] * len(xs), [max(0.0, h - v) for h, v in zip(hi, lo)]],
                             color=color[d], marker=marker[b], ms=4, linewidth=1.0, capsize=2,
                             linestyle="-" if b == batches[0] else "--",
                             label=f"{d}, batch {b}")

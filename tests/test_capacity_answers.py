@@ -108,3 +108,14 @@ def test_scenarios_without_a_plan_are_not_on_the_frontier(status):
           entry("b", "A", 8, (1, None) if status == "no_plan" else (None, None),
                 (1, None) if status == "no_plan" else (None, None), status)]
     assert [m["id"] for m in pareto(es)["frontier"]] == ["a"]
+
+
+def test_charts_accept_a_bound_a_hair_above_the_plan():
+    """Round-off can put a proven bound 1e-16 above the plan's value: no negative error bar."""
+    from autopar_opt.reports.capacity_charts import pareto_svg, scaling_svg
+
+    e = {"id": "a", "device": "A", "gpus": 8, "global_batch_size": 8,
+         "time_to_train_days": [1.0 + 1e-12, 1.0], "cost": [2.0 + 1e-12, 2.0],
+         "throughput_tokens_per_s": [5.0, 5.0 - 1e-12]}
+    assert pareto_svg([e], ["a"], 3.0, "USD").startswith("<svg")
+    assert scaling_svg([e]).startswith("<svg")

@@ -114,7 +114,7 @@ def main() -> None:
         r = run_one(name)
         print(f"{name}: {r['wall_s']:.1f} s, peak {r['peak_rss_mib']:.0f} MiB", flush=True)
         results.append(r)
-    write_markdown(results)
+        write_markdown(results)          # after every run: a late failure keeps the earlier ones
 
 
 if __name__ == "__main__":
