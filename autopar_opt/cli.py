@@ -157,6 +157,21 @@ def model(path: str = typer.Argument(..., metavar="SPEC_OR_CONFIG",
     return 0
 
 
+@app.command("export")
+@guarded
+def export(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="plan.json of `autopar solve`."),
+           target: str = typer.Option(..., "--to", help="megatron | torchtitan | deepspeed"),
+           output: Optional[str] = typer.Option(None, "-o", "--output", help="File to write "
+                                                "(default: stdout)."),
+           spec_path: Optional[str] = typer.Option(None, "--spec", help="The spec the plan was "
+                                                   "solved from (default: the path in plan.json).")
+           ) -> int:
+    """Write the plan as Megatron-LM arguments, a torchtitan TOML or a DeepSpeed JSON config."""
+    from autopar_opt.export_cli import export_command
+
+    return export_command(plan_json, target, output, spec_path)
+
+
 @app.command("calibrate")
 @guarded
 def calibrate(runs_path: str = typer.Argument(..., metavar="RUNS.yaml",
@@ -183,6 +198,10 @@ def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."
           export_models: bool = typer.Option(False, "--export-models",
                                              help="Write every solved sub-model as MPS under "
                                                   "OUT/models/ and record its sha256 in plan.json."),
+          runnable_by: Optional[str] = typer.Option(
+              None, "--runnable-by", help="megatron | torchtitan | deepspeed: search only plans "
+              "that framework can run (one tp/cp/ep/ZeRO/recompute setting for the whole model; "
+              "DeepSpeed: its uniform stage partition), so the certificate holds for them."),
           warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start",
                                           help="Start every MIP from the DP's plan (or the best uniform "
                                                "plan) and use the DP's proven bound; off: the MIP "
@@ -198,7 +217,14 @@ def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."
     """Search the spec's space for the best plan and certify its gap."""
     from autopar_opt.search.cli import solve_command
 
-    extra = {"export_models": True} if export_models else {}
+    extra: dict[str, Any] = {"export_models": True} if export_models else {}
+    if runnable_by is not None:
+        from autopar_opt.search.runnable import FRAMEWORKS
+
+        if runnable_by not in FRAMEWORKS:
+            _fail(f"--runnable-by {runnable_by!r}: unknown framework; use one of "
+                  f"{', '.join(FRAMEWORKS)}")
+        extra["runnable_by"] = runnable_by
     if not warm_start:
         extra["warm_start"] = False
     if searcher is not None:
@@ -206,6 +232,43 @@ def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."
 
         extra["searcher"] = SearcherHook(searcher, budget_s, seed)
     return solve_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, **extra)
+
+
+@app.command("place")
+@guarded
+def place(spec_path: str = typer.Argument(..., metavar="SPEC",
+                                          help="Placement spec, or a public-format JSON graph."),
+          solver: Optional[str] = typer.Option(None, "--solver",
+                                               help="auto (DP where exact, else MILP) | dp | highs "
+                                                    "| gurobi | scip."),
+          objective: Optional[str] = typer.Option(None, "--objective", help="max-load | latency."),
+          contiguous: Optional[bool] = typer.Option(None, "--contiguous/--no-contiguous",
+                                                    help="Each device's nodes contiguous "
+                                                         "(default: the spec's, else yes)."),
+          time_limit_s: Optional[float] = typer.Option(None, "--time-limit", help="Seconds."),
+          out_dir: Optional[str] = typer.Option(None, "--out",
+                                                help="Write placement.json and report.html here."),
+          json_output: bool = typer.Option(False, "--json", help="Print JSON."),
+          expert: Optional[str] = typer.Option(None, "--expert",
+                                               help="A human-expert split to compare with."),
+          searcher: Optional[str] = typer.Option(None, "--searcher",
+                                                 help="Also run a searcher first: random | anneal | "
+                                                      "gdp (gdp needs the learn extra; max-load only). "
+                                                      "Reported against the proven bound; its plan is "
+                                                      "kept when the exact side ends worse."),
+          budget_s: float = typer.Option(10.0, "--budget-s", help="Searcher budget, s."),
+          seed: int = typer.Option(0, "--seed", help="Searcher seed (runs are reproducible).")
+          ) -> int:
+    """Place an operator graph on devices, with a proven lower bound and gap."""
+    from autopar_opt.placement.cli import place_command
+
+    hook = None
+    if searcher is not None:
+        from autopar_opt.learn.harness import SearcherHook
+
+        hook = SearcherHook(searcher, budget_s, seed)
+    return place_command(spec_path, solver, objective, contiguous, time_limit_s, out_dir,
+                         json_output, expert, searcher=hook)
 
 
 @app.command("capacity")

@@ -23,8 +23,7 @@ API
     Their number (the same enumeration; raises past ``limit``).
 :class:`IdealLattice`
     The result, ordered by cardinality (``0`` is the empty set, ``m - 1`` the
-    full set; within a level lexicographic by bitset, so ids are
-    deterministic):
+    full set; within a level in discovery order, so ids are deterministic):
 
     - ``masks`` ``(m, W)`` uint64 bitsets (bit ``v % 64`` of word ``v // 64``),
       ``sizes`` ``(m,)`` cardinalities, ``level_start`` offsets per size;
@@ -52,12 +51,9 @@ from dataclasses import dataclass, field
 from typing import Iterable, Literal, Sequence
 
 import numpy as np
-import scipy.sparse as sp
 
 #: Default guard on the number of ideals (the DP's memory grows with it).
 DEFAULT_LIMIT = 200_000
-#: Rows of a level processed at once (bounds the ``rows × n`` bool scratch).
-_CHUNK = 4096
 
 Closure = Literal["pred", "succ"]
 
@@ -218,70 +214,72 @@ class IdealLattice:
         return int(np.unpackbits(reach.view(np.uint8)).sum())
 
 
-def _pred_matrix(num_nodes: int, src: np.ndarray, dst: np.ndarray, closed: Closure) -> sp.csr_array:
-    """``P[u, v] = 1`` when ``u`` must be in any closed set that holds ``v``."""
-    if closed == "pred":
-        rows, cols = src, dst
-    elif closed == "succ":
-        rows, cols = dst, src
-    else:
-        raise ValueError(f"closed must be 'pred' or 'succ', not {closed!r}")
-    data = np.ones(rows.size, dtype=np.float32)
-    return sp.csr_array((data, (rows, cols)), shape=(num_nodes, num_nodes))
-
-
 def enumerate_ideals(num_nodes: int, edges: Iterable[tuple[int, int]], *,
                      closed: Closure = "pred", limit: int = DEFAULT_LIMIT) -> IdealLattice:
     """All ideals (``closed="pred"``) or upsets (``closed="succ"``) of a DAG.
 
-    Level ``L + 1`` is obtained from level ``L`` by adding every node whose
-    required neighbours are all in the set (one sparse product per chunk of
-    ``_CHUNK`` sets), deduplicated with ``np.unique`` on the bitset rows. The
-    covers are recorded on the way. Raises :class:`TooManyIdeals` past
-    ``limit`` and ``ValueError`` on a cycle.
+    Breadth-first by cardinality. Every set carries its *frontier* (the nodes
+    that may be added next: all required neighbours inside); adding ``v``
+    only changes the frontier at ``v``'s dependants, so one cover costs
+    ``O(deg(v))`` big-integer bitset operations, independent of the number of
+    levels. Sets are deduplicated by their bitset. Raises
+    :class:`TooManyIdeals` past ``limit`` and ``ValueError`` on a cycle.
     """
     src, dst = _edge_arrays(num_nodes, edges)
     topological_order(num_nodes, zip(src.tolist(), dst.tolist()))   # cycle check
-    need = _pred_matrix(num_nodes, src, dst, closed)
-    required = np.asarray(need.sum(axis=0)).ravel()
+    if closed == "pred":
+        req_src, req_dst = src, dst          # v needs u when u -> v
+    elif closed == "succ":
+        req_src, req_dst = dst, src
+    else:
+        raise ValueError(f"closed must be 'pred' or 'succ', not {closed!r}")
+    need = [0] * num_nodes                   # bitset of required nodes per node
+    dependants: list[list[int]] = [[] for _ in range(num_nodes)]
+    for u, v in zip(req_src.tolist(), req_dst.tolist()):
+        need[v] |= 1 << u
+        dependants[u].append(v)
+    level = {0: tuple(v for v in range(num_nodes) if need[v] == 0)}
+    masks: list[int] = [0]
+    c_src: list[int] = []
+    c_node: list[int] = []
+    c_dst: list[int] = []
+    sizes = [0]
+    level_start = [0, 1]
+    ids = {0: 0}
+    for depth in range(num_nodes):
+        nxt: dict[int, tuple[int, ...]] = {}
+        for mask, frontier in level.items():
+            me = ids[mask]
+            for v in frontier:
+                new = mask | (1 << v)
+                if new not in nxt:
+                    grown = [w for w in dependants[v] if need[w] & ~new == 0]
+                    nxt[new] = tuple(sorted(set(frontier) - {v} | set(grown)))
+                    ids[new] = len(masks)
+                    masks.append(new)
+                    sizes.append(depth + 1)
+                    if len(masks) > limit:
+                        raise TooManyIdeals(len(masks), limit, depth + 1, num_nodes)
+                c_src.append(me)
+                c_node.append(v)
+                c_dst.append(ids[new])
+        for mask in level:                   # ids of finished levels are no longer needed
+            del ids[mask]
+        level = nxt
+        level_start.append(len(masks))
+        if not nxt:
+            break
     w = _words(num_nodes)
-    bit = np.left_shift(np.uint64(1), (np.arange(num_nodes) & 63).astype(np.uint64))
-    word = np.arange(num_nodes) >> 6
-    levels = [np.zeros((1, w), dtype=np.uint64)]
-    covers: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    total, offset = 1, 0
-    for level in range(num_nodes):
-        cur = levels[-1]
-        cand_parent, cand_node = [], []
-        for lo in range(0, cur.shape[0], _CHUNK):
-            member = unpack_rows(cur[lo:lo + _CHUNK], num_nodes)
-            count = (need.T @ member.T.astype(np.float32)).T
-            ok = (~member) & (count == required)
-            r, v = np.nonzero(ok)
-            cand_parent.append(r + lo)
-            cand_node.append(v)
-        parent = np.concatenate(cand_parent)
-        node = np.concatenate(cand_node)
-        cand = cur[parent].copy()
-        cand[np.arange(parent.size), word[node]] |= bit[node]
-        nxt, inverse = np.unique(cand, axis=0, return_inverse=True)
-        total += nxt.shape[0]
-        if total > limit:
-            raise TooManyIdeals(total, limit, level + 1, num_nodes)
-        covers.append((offset + parent, node, offset + cur.shape[0] + inverse.ravel()))
-        offset += cur.shape[0]
-        levels.append(nxt)
-    masks = np.concatenate(levels)
-    sizes = np.repeat(np.arange(len(levels)), [lv.shape[0] for lv in levels])
-    level_start = np.concatenate([[0], np.cumsum([lv.shape[0] for lv in levels])])
-    empty = np.zeros(0, dtype=np.int64)
-    c_src, c_node, c_dst = ((np.concatenate(x) for x in zip(*covers)) if covers
-                            else (empty, empty, empty))
-    order = np.argsort(c_dst, kind="stable")
-    return IdealLattice(num_nodes=num_nodes, closed=closed, masks=masks, sizes=sizes,
-                        level_start=level_start, cover_src=c_src[order].astype(np.int64),
-                        cover_node=c_node[order].astype(np.int64),
-                        cover_dst=c_dst[order].astype(np.int64))
+    nbytes = w * 8
+    arr = np.frombuffer(b"".join(mk.to_bytes(nbytes, "little") for mk in masks),
+                        dtype="<u8").reshape(len(masks), w).astype(np.uint64)
+    order = np.argsort(np.asarray(c_dst), kind="stable")
+    ls = np.asarray(level_start[:-1] if level_start[-1] == level_start[-2] else level_start)
+    return IdealLattice(num_nodes=num_nodes, closed=closed, masks=arr,
+                        sizes=np.asarray(sizes), level_start=ls,
+                        cover_src=np.asarray(c_src, dtype=np.int64)[order],
+                        cover_node=np.asarray(c_node, dtype=np.int64)[order],
+                        cover_dst=np.asarray(c_dst, dtype=np.int64)[order])
 
 
 def count_ideals(num_nodes: int, edges: Iterable[tuple[int, int]], *, closed: Closure = "pred",
