@@ -136,7 +136,8 @@ def test_hostile_spec_is_refused_quickly_with_the_limit(tmp_path, name, filename
 
 def test_limits_do_not_reject_the_bundled_examples():
     root = Path(__file__).resolve().parents[1] / "examples"
-    loaded = [load_spec(p) for p in sorted(root.glob("*.yaml"))]
+    loaded = [load_spec(p) for p in sorted(root.glob("*.yaml"))
+              if not p.name.startswith("capacity_")]       # sweep files, not specs
     assert len(loaded) >= 6
 
 

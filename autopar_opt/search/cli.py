@@ -89,6 +89,16 @@ def _summary(doc: dict, console: Console) -> None:
         console.print(f"  note: {notice}", style="yellow", markup=False, highlight=False)
 
 
+def _peer_spec(spec_path: str):
+    """The loaded peer spec when the file holds ``problem:`` (Piper/PaSE instance), else None."""
+    from autopar_opt.spec.loader import read_mapping
+    data = read_mapping(spec_path)
+    if "problem" not in data:
+        return None
+    from autopar_opt.peers.spec import build_peer_spec
+    return build_peer_spec(data, Path(spec_path))
+
+
 def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float | None = None,
                   gap: float | None = None, out_dir: str | None = None, json_output: bool = False,
                   quiet: bool = False, export_models: bool = False, warm_start: bool = True,
@@ -118,6 +128,10 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     opt.raise_if_any([*opt.check_solver(solver), *opt.check_form(form),
                       *opt.check_time_limit(time_limit_s), *opt.check_gap(gap),
                       *(check_output_dir(out_dir, "--out") if out_dir else [])])
+    peer = _peer_spec(spec_path)
+    if peer is not None:          # a Piper/PaSE instance (problem:): solved by peers/
+        from autopar_opt.peers.cli import peer_solve_command
+        return peer_solve_command(peer, solver, time_limit_s, gap, out_dir, json_output, quiet)
     spec = load_spec(spec_path)
     err = console(stderr=True)
     found = None
