@@ -66,7 +66,8 @@ def run_once(spec: Path, limit: float) -> dict:
 
 
 def limits(only: str | None) -> list[dict]:
-    specs = sorted((ROOT / "examples").glob("*.yaml"))
+    specs = [p for p in sorted((ROOT / "examples").glob("*.yaml"))
+             if not p.name.startswith("capacity_")]     # capacity sweeps are not solve specs
     rows = []
     for spec in specs:
         if only and only not in spec.name:
