@@ -10,6 +10,7 @@ import dataclasses
 import datetime as _dt
 
 from autopar_opt import __version__
+from autopar_opt.cost.layer_cost import StageContext
 from autopar_opt.cost.params import CostParams
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
@@ -58,10 +59,13 @@ def _plan_dict(result: SearchResult, cluster: Cluster) -> dict | None:
     return data
 
 
-def _infeasibility(result: SearchResult, cluster: Cluster, training: Training) -> dict | None:
+def _infeasibility(result: SearchResult, cluster: Cluster, training: Training,
+                   params: CostParams) -> dict | None:
     if result.plan is not None:
         return None
-    cap = cluster.device.hbm_gib - training.memory_reserve_gib
+    # modelled bytes a device may hold: HBM minus the user's and the runtime's
+    # reserve, over the allocator overhead (the tables' memory capacity)
+    cap = StageContext(cluster, training, params, 1, 1).capacity_bytes / 2**30
     least = result.least_memory_bytes / 2**30
     if result.certificate.infeasible:
         reason = (f"every configuration of the search space is proven infeasible; the least memory "
@@ -104,7 +108,7 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
                    "rel_gap": options.rel_gap, "wall_time_s": round(result.wall_time_s, 3),
                    "log_tail": result.log_tail},
         "baselines": [b.to_dict() for b in baselines],
-        "infeasibility": _infeasibility(result, cluster, training),
+        "infeasibility": _infeasibility(result, cluster, training, params),
     }
 
 
