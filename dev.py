@@ -4,7 +4,8 @@
 Needs only Python 3.11+ and pip. Creates ``.venv`` on first use, installs the
 pinned dependencies of ``requirements.lock`` and the package itself
 (editable), then runs the job. Re-installs when ``requirements.lock`` or
-``pyproject.toml`` changed.
+``pyproject.toml`` changed. The test job also installs ``requirements-learn.lock``
+(PyTorch CPU for the learned searchers; ~40 s and ~0.8 GB the first time).
 """
 
 from __future__ import annotations
@@ -24,16 +25,18 @@ STAMP = VENV / ".autopar-installed"
 
 def _fingerprint() -> str:
     h = hashlib.sha256()
-    for name in ("requirements.lock", "pyproject.toml"):
+    for name in ("requirements.lock", "requirements-learn.lock", "pyproject.toml"):
         h.update((ROOT / name).read_bytes())
     return h.hexdigest()
 
 
-def ensure_env() -> None:
-    """Create the virtual environment and install pinned dependencies if needed."""
+def ensure_env(learn: bool = False) -> None:
+    """Create the virtual environment and install pinned dependencies if needed
+    (with ``learn``, also the learned searchers' PyTorch)."""
     if sys.version_info < (3, 11):
         sys.exit(f"autopar-opt needs Python 3.11 or newer; this is {sys.version.split()[0]}")
-    if STAMP.exists() and STAMP.read_text() == _fingerprint():
+    want = _fingerprint() + ("+learn" if learn else "")
+    if STAMP.exists() and STAMP.read_text() in (want, _fingerprint() + "+learn"):
         return
     if not (BIN / "python").exists():
         print("creating .venv ...", flush=True)
@@ -41,8 +44,11 @@ def ensure_env() -> None:
     pip = [str(BIN / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     print("installing pinned dependencies (requirements.lock) ...", flush=True)
     subprocess.check_call(pip + ["-r", str(ROOT / "requirements.lock")])
+    if learn:
+        print("installing PyTorch CPU for the learned searchers (requirements-learn.lock) ...", flush=True)
+        subprocess.check_call(pip + ["-r", str(ROOT / "requirements-learn.lock")])
     subprocess.check_call(pip + ["--no-deps", "-e", str(ROOT)])
-    STAMP.write_text(_fingerprint())
+    STAMP.write_text(want)
 
 
 def main(argv: list[str]) -> int:
@@ -53,7 +59,7 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] not in jobs:
         print("usage: python3 dev.py demo|test [extra args]", file=sys.stderr)
         return 2
-    ensure_env()
+    ensure_env(learn=argv[0] == "test")
     return subprocess.call(jobs[argv[0]] + argv[1:], cwd=ROOT)
 
 

@@ -85,13 +85,14 @@ def schema() -> int:
 
 def _estimate_text(spec: Any, metrics: Any) -> list[str]:
     plan = spec.plan
+    labels = list(dict.fromkeys(s.label() for st in plan.stages for s in st.strategies))
     lines = [f"spec:             {spec.path}",
              f"model:            {spec.graph.name} ({len(spec.graph)} layers, "
              f"{spec.graph.total_params() / 1e9:.3f} B params)",
              f"cluster:          {spec.cluster.name} ({spec.cluster.num_devices} x "
              f"{spec.cluster.device.name})",
              f"plan:             pp={plan.pp} microbatches={plan.microbatches} "
-             f"schedule={plan.schedule.value} strategy={plan.stages[0].strategies[0].label()}",
+             f"schedule={plan.schedule.value} strategy={' | '.join(labels)}",
              f"iteration time:   {metrics.iteration_time_s:.6g} s",
              f"samples/s:        {metrics.samples_per_s:.6g}",
              f"tokens/s:         {metrics.tokens_per_s:.6g}",
@@ -99,7 +100,8 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
              f"HFU:              {100 * metrics.hfu:.2f} %",
              "iteration time, critical path (s):"]
     labels = {"compute_s": "compute", "tp_comm_s": "exposed TP comm", "cp_comm_s": "exposed CP comm",
-              "zero_comm_s": "exposed ZeRO-3 comm", "reshard_s": "resharding",
+              "zero_comm_s": "exposed ZeRO-3 comm", "ep_comm_s": "MoE all-to-all",
+              "reshard_s": "resharding",
               "dp_comm_s": "exposed DP grad reduction", "optimizer_s": "optimizer step",
               "fixed_s": "fixed per iteration", "pipeline_bubble_s": "pipeline bubble + sends"}
     for key, label in labels.items():
@@ -145,6 +147,31 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
     return 0
 
 
+@app.command("model")
+@guarded
+def model(path: str = typer.Argument(..., metavar="SPEC_OR_CONFIG",
+                                     help="A spec file, or a Hugging Face config.json (or its "
+                                          "directory)."),
+          seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1,
+                                                help="Sequence length for a bare config.json "
+                                                     "(default 4096)."),
+          json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> int:
+    """Show the layer graph a model import built: layers, parameters, FLOPs, activations."""
+    from autopar_opt.model_info import load_graph, model_summary, summary_lines
+    from autopar_opt.model_zoo.hf_config import HfConfigError
+
+    try:
+        graph, note = load_graph(path, seq_len)
+    except HfConfigError as exc:
+        _fail(f"invalid model config: {exc}")
+    summary = model_summary(graph)
+    if json_output:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        typer.echo("\n".join(summary_lines(summary, note)))
+    return 0
+
+
 @app.command("calibrate")
 @guarded
 def calibrate(runs_path: str = typer.Argument(..., metavar="RUNS.yaml",
@@ -182,7 +209,14 @@ def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."
           warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start",
                                           help="Start every MIP from the DP's plan (or the best uniform "
                                                "plan) and use the DP's proven bound; off: the MIP "
-                                               "alone, an independent check.")
+                                               "alone, an independent check."),
+          searcher: Optional[str] = typer.Option(None, "--searcher",
+                                                 help="Also run a searcher first: random | anneal | "
+                                                      "dqn | gdp (dqn/gdp need the learn extra). Its plan, "
+                                                      "priced by evaluate, warm-starts the exact search and "
+                                                      "is reported against the proven bound."),
+          budget_s: float = typer.Option(10.0, "--budget-s", help="Searcher budget, s."),
+          seed: int = typer.Option(0, "--seed", help="Searcher seed (runs are reproducible).")
           ) -> int:
     """Search the spec's space for the best plan and certify its gap."""
     from autopar_opt.search.cli import solve_command
@@ -190,7 +224,36 @@ def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."
     extra = {"export_models": True} if export_models else {}
     if not warm_start:
         extra["warm_start"] = False
+    if searcher is not None:
+        from autopar_opt.learn.harness import SearcherHook
+
+        extra["searcher"] = SearcherHook(searcher, budget_s, seed)
     return solve_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, **extra)
+
+
+@app.command("place")
+@guarded
+def place(spec_path: str = typer.Argument(..., metavar="SPEC",
+                                          help="Placement spec, or a public-format JSON graph."),
+          solver: Optional[str] = typer.Option(None, "--solver",
+                                               help="auto (DP where exact, else MILP) | dp | highs "
+                                                    "| gurobi | scip."),
+          objective: Optional[str] = typer.Option(None, "--objective", help="max-load | latency."),
+          contiguous: Optional[bool] = typer.Option(None, "--contiguous/--no-contiguous",
+                                                    help="Each device's nodes contiguous "
+                                                         "(default: the spec's, else yes)."),
+          time_limit_s: Optional[float] = typer.Option(None, "--time-limit", help="Seconds."),
+          out_dir: Optional[str] = typer.Option(None, "--out",
+                                                help="Write placement.json and report.html here."),
+          json_output: bool = typer.Option(False, "--json", help="Print JSON."),
+          expert: Optional[str] = typer.Option(None, "--expert",
+                                               help="A human-expert split to compare with.")
+          ) -> int:
+    """Place an operator graph on devices, with a proven lower bound and gap."""
+    from autopar_opt.placement.cli import place_command
+
+    return place_command(spec_path, solver, objective, contiguous, time_limit_s, out_dir,
+                         json_output, expert)
 
 
 @app.command("report")

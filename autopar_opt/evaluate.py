@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass, field
 from autopar_opt.cost.layer_cost import StageContext, layer_cost, state_bytes, weight_bytes
 from autopar_opt.cost.params import CostParams, default_params
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
-from autopar_opt.cost.tables import boundary_is_intra, inflight_microbatches, stages_congruent
 from autopar_opt.graph import LayerGraph, LayerKind
 from autopar_opt.hardware import GIB, Cluster
+from autopar_opt.pipeline import PlanError, boundary_is_intra, inflight_microbatches, validate_plan  # noqa: F401 (PlanError: evaluate's error type)
 from autopar_opt.plan import Plan
 from autopar_opt.training import Schedule, Training
 
@@ -22,17 +22,13 @@ from autopar_opt.training import Schedule, Training
 TIGHT_HEADROOM = 0.05
 
 
-class PlanError(ValueError):
-    """A plan that does not fit its model or cluster (names the rule broken)."""
-
-
 @dataclass
 class StageMetrics:
     """Per-stage results; times per micro-batch except ``sync_s``.
 
     Time breakdown (per micro-batch): ``compute_s`` plus the exposed
-    communication ``tp_s``, ``cp_s``, ``zero_s`` (ZeRO-3 gathers) and
-    ``reshard_s`` (= ``comm_s`` together); once per iteration ``dp_s``
+    communication ``tp_s``, ``cp_s``, ``zero_s`` (ZeRO-3 gathers), ``ep_s``
+    (MoE all-to-all) and ``reshard_s`` (= ``comm_s`` together); once per iteration ``dp_s``
     (exposed gradient reduction) and ``optimizer_s`` (= ``sync_s``).
     Memory breakdown (GiB per device): ``weights_gib``, ``grads_gib``,
     ``optimizer_gib`` (= ``weight_gib``), ``activation_gib`` (in-flight
@@ -56,6 +52,7 @@ class StageMetrics:
     tp_s: float = 0.0
     cp_s: float = 0.0
     zero_s: float = 0.0
+    ep_s: float = 0.0
     reshard_s: float = 0.0
     dp_s: float = 0.0
     optimizer_s: float = 0.0
@@ -130,53 +127,19 @@ def pipeline_latency(stage_times: list[float], transfer_times: list[float],
     return fill + (microbatches - 1) * bottleneck + sync
 
 
-def _check(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training) -> int:
-    names = [layer.name for layer in graph.layers]
-    planned = [n for st in plan.stages for n in st.layers]
-    if sorted(planned) != sorted(names):
-        missing = sorted(set(names) - set(planned))
-        extra = sorted(set(planned) - set(names))
-        raise PlanError(f"plan must place every layer exactly once (missing: {missing[:5]}, "
-                        f"unknown or repeated: {extra[:5] or 'none'})")
-    if any(not st.layers for st in plan.stages):
-        raise PlanError("every stage must hold at least one layer")
-    if cluster.num_devices % plan.pp:
-        raise PlanError(f"pp={plan.pp} must divide the {cluster.num_devices} devices")
-    d = cluster.num_devices // plan.pp
-    if not stages_congruent(d, cluster.gpus_per_node):
-        raise PlanError(f"{d} devices per stage must divide or be a multiple of "
-                        f"{cluster.gpus_per_node} GPUs per node")
-    if training.global_batch_size % plan.microbatches:
-        raise PlanError(f"micro-batches ({plan.microbatches}) must divide the global batch "
-                        f"({training.global_batch_size})")
-    b = training.global_batch_size // plan.microbatches
-    stage_of = plan.stage_of()
-    for u, v in graph.edges:
-        if stage_of[u] > stage_of[v]:
-            raise PlanError(f"edge {u} -> {v} goes backwards from stage {stage_of[u]} to {stage_of[v]}")
-    for st in plan.stages:
-        for name, s in zip(st.layers, st.strategies):
-            if s.devices != d:
-                raise PlanError(f"layer {name}: dp*tp*cp = {s.devices} must equal the {d} devices per stage")
-            if b % s.dp:
-                raise PlanError(f"layer {name}: dp={s.dp} must divide the {b} samples per micro-batch")
-        if len(st.strategies) != len(st.layers):
-            raise PlanError("each stage needs one strategy per layer")
-    return d
-
-
 def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training,
              params: CostParams | None = None) -> PlanMetrics:
-    """Price ``plan`` with the cost model alone. Raises :class:`PlanError`."""
+    """Price ``plan`` with the cost model alone. Raises :class:`PlanError`
+    (:func:`autopar_opt.pipeline.validate_plan`)."""
     params = params or default_params()
-    d = _check(plan, graph, cluster, training)
+    d = validate_plan(plan, graph, cluster, training)
     b = training.global_batch_size // plan.microbatches
     ctx = StageContext(cluster, training, params, d, b)
     layers = {layer.name: layer for layer in graph.layers}
     stage_of, strat = plan.stage_of(), plan.strategy_of()
     pp, c = plan.pp, plan.microbatches
-    keys = ("p", "comp", "comm", "g", "w", "a", "logits", "tp", "cp", "zero", "reshard", "dp",
-            "opt", "wt", "gr", "os")
+    keys = ("p", "comp", "comm", "g", "w", "a", "logits", "tp", "cp", "zero", "ep", "reshard",
+            "dp", "opt", "wt", "gr", "os")
     acc = {k: [0.0] * pp for k in keys}
     flops = hw_flops = 0.0
     groups: dict[tuple, list] = {}   # (stage, cost class, strategy) -> [layer, count]
@@ -192,6 +155,7 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training
         for key, val in (("p", cost.time_s), ("comp", cost.compute_s), ("comm", cost.comm_s),
                          ("g", cost.sync_s), ("w", cost.weight_bytes), ("tp", cost.tp_exposed_s),
                          ("cp", cost.cp_exposed_s), ("zero", cost.zero_exposed_s),
+                         ("ep", cost.ep_exposed_s),
                          ("dp", cost.dp_exposed_s), ("opt", cost.optimizer_s)):
             acc[key][i] += n * val
         acc["logits" if layer.kind is LayerKind.lm_head else "a"][i] += n * cost.act_bytes
@@ -252,7 +216,7 @@ def iteration_breakdown(stages: list[StageMetrics], microbatches: int, total_s: 
     g = max(stages, key=lambda st: st.sync_s)
     c = microbatches
     out = {"compute_s": c * b.compute_s, "tp_comm_s": c * b.tp_s, "cp_comm_s": c * b.cp_s,
-           "zero_comm_s": c * b.zero_s, "reshard_s": c * b.reshard_s,
+           "zero_comm_s": c * b.zero_s, "ep_comm_s": c * b.ep_s, "reshard_s": c * b.reshard_s,
            "dp_comm_s": g.dp_s, "optimizer_s": g.optimizer_s, "fixed_s": fixed_s}
     out["pipeline_bubble_s"] = total_s - sum(out.values())
     return out
@@ -282,7 +246,7 @@ def _stage_metrics(i: int, plan: Plan, acc: dict, o: list[float], ctx: StageCont
         i, list(plan.stages[i].layers), acc["p"][i], acc["comp"][i], acc["comm"][i],
         o[i] if i < len(o) else 0.0, acc["g"][i], acc["w"][i] / GIB, act,
         modelled + reserve, cap, inflight,
-        tp_s=acc["tp"][i], cp_s=acc["cp"][i], zero_s=acc["zero"][i],
+        tp_s=acc["tp"][i], cp_s=acc["cp"][i], zero_s=acc["zero"][i], ep_s=acc["ep"][i],
         reshard_s=acc["reshard"][i], dp_s=acc["dp"][i], optimizer_s=acc["opt"][i],
         weights_gib=acc["wt"][i] / GIB, grads_gib=acc["gr"][i] / GIB,
         optimizer_gib=acc["os"][i] / GIB, logits_gib=logits, reserve_gib=reserve)

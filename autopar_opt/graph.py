@@ -30,6 +30,7 @@ class LayerKind(str, Enum):
     """What a layer is; decides which intra-layer strategies apply."""
 
     transformer_block = "transformer_block"
+    moe_block = "moe_block"
     attention = "attention"
     mlp = "mlp"
     embedding = "embedding"
@@ -91,6 +92,21 @@ class Layer:
     max_tp : largest tensor-parallel degree (e.g. attention heads); 1 = none.
     supports_sp, supports_cp : sequence / context parallelism apply.
     measured : optional measured costs that replace the analytical compute model.
+    num_experts, top_k : routed experts of a Mixture-of-Experts layer and the
+        experts each token is sent to (0 = not an MoE layer; Shazeer et al.
+        2017; Fedus et al. 2022).
+    expert_params : the routed experts' parameters (part of ``params``);
+        expert parallelism shards them over the ``ep`` group.
+    expert_flops_fwd : the routed experts' forward FLOPs per sample at
+        perfect balance (part of ``flops_fwd``); backward is 2x.
+    expert_act_bytes : the routed experts' activations per sample at perfect
+        balance (part of ``act_bytes``).
+    a2a_bytes : bytes per sample one all-to-all moves (token dispatch to the
+        ``top_k`` experts; the combine moves as many back).
+    expert_load : the load-imbalance factor: tokens routed to the busiest
+        expert-parallel rank over the average (1.0 = perfect balance; with a
+        capacity factor and padding, the capacity factor). Scales the routed
+        experts' compute, activations and all-to-all volume.
     """
 
     name: str
@@ -110,6 +126,25 @@ class Layer:
     supports_sp: bool = False
     supports_cp: bool = False
     measured: tuple[MeasuredCost, ...] = ()
+    num_experts: int = 0
+    top_k: int = 0
+    expert_params: int = 0
+    expert_flops_fwd: float = 0.0
+    expert_act_bytes: float = 0.0
+    a2a_bytes: float = 0.0
+    expert_load: float = 1.0
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether this layer has routed experts (expert parallelism applies)."""
+        return self.num_experts > 0
+
+    @property
+    def active_params(self) -> float:
+        """Parameters one token uses: the routed experts count ``top_k / num_experts``."""
+        if not self.is_moe:
+            return float(self.params)
+        return self.params - self.expert_params * (1.0 - self.top_k / self.num_experts)
 
     def measured_for(self, tp: int) -> MeasuredCost | None:
         """The measured cost at tensor-parallel degree ``tp``, if any."""
@@ -203,6 +238,10 @@ class LayerGraph:
         once per graph (the graph is not mutated after construction)."""
         ids: dict[tuple, int] = {}
         return tuple(ids.setdefault(layer.signature(), len(ids)) for layer in self.layers)
+
+    def active_params(self) -> float:
+        """Parameters used per token (MoE: only the ``top_k`` routed experts)."""
+        return sum(layer.active_params for layer in self.layers)
 
     def flops_per_sample(self) -> float:
         """Model FLOPs (forward + backward, no recomputation) per sample."""

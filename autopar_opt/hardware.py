@@ -73,6 +73,10 @@ DEVICE_CATALOG: dict[str, DeviceType] = {d.name: d for d in [
          "NVIDIA A100 datasheet (SXM4 80GB): 312 TFLOP/s bf16 dense, 2,039 GB/s"),
     _dev("H100-SXM-80GB", 989.0, 989.0, 495.0, 67.0, 80.0, 3350.0,
          "NVIDIA H100 datasheet (SXM5): 989 TFLOP/s bf16 dense, 1,979 FP8 dense (3,958 sparse), 3.35 TB/s", fp8=1979.0),
+    _dev("H800-SXM-80GB", 989.0, 989.0, 495.0, 67.0, 80.0, 3350.0,
+         "NVIDIA H800 SXM5 (export variant of the H100 SXM5: same compute and HBM3, NVLink "
+         "limited to 400 GB/s bidirectional); DeepSeek-V3 report arXiv 2412.19437 Sec. 3.1",
+         fp8=1979.0),
     _dev("H200-141GB", 989.0, 989.0, 495.0, 67.0, 141.0, 4800.0,
          "NVIDIA H200 datasheet (SXM): 989 TFLOP/s bf16 dense, 1,979 FP8 dense, 141 GB, 4.8 TB/s", fp8=1979.0),
     _dev("B200", 2250.0, 2250.0, 1100.0, 75.0, 179.0, 8000.0,
@@ -92,6 +96,7 @@ DEFAULT_INTRA_NODE: dict[str, LinkTier] = {
     "A100-80GB": LinkTier("nvlink3", 300.0, 5.0),
     "H100-SXM-80GB": LinkTier("nvlink4", 450.0, 5.0),  # 18 links x 25 GB/s (H100 whitepaper)
     "H200-141GB": LinkTier("nvlink4", 450.0, 5.0),
+    "H800-SXM-80GB": LinkTier("nvlink4-h800", 200.0, 5.0),  # 400 GB/s bidirectional (H800)
     "B200": LinkTier("nvlink5", 900.0, 5.0),        # 1.8 TB/s bidirectional (Blackwell datasheet)
     "GB200": LinkTier("nvlink5-nvl72", 900.0, 5.0),  # one 72-GPU NVLink domain (GB200 NVL72)
 }
@@ -103,6 +108,7 @@ DEFAULT_INTER_NODE: dict[str, LinkTier] = {
     "A100-80GB": LinkTier("ib-hdr", 25.0, 10.0),
     "H100-SXM-80GB": LinkTier("ib-ndr", 50.0, 10.0),  # 400 Gb/s NDR (DGX H100)
     "H200-141GB": LinkTier("ib-ndr", 50.0, 10.0),
+    "H800-SXM-80GB": LinkTier("ib-ndr", 50.0, 10.0),  # 400 Gb/s IB per GPU (DeepSeek-V3 Sec. 3.2.2)
     "B200": LinkTier("ib-ndr", 50.0, 10.0),          # 8x ConnectX-7 400 Gb/s (DGX B200)
     "GB200": LinkTier("ib-ndr", 50.0, 10.0),         # ConnectX-7 400 Gb/s per GPU (NVL72 compute tray)
 }

@@ -5,6 +5,17 @@ factorisation ``d = dp * tp * cp`` plus a parameter-sharding level (ZeRO 0-3,
 Rajbhandari et al. 2020) and an activation-recomputation mode (Korthikanti et
 al. 2022). Ranks inside a stage are ordered tp-innermost, then cp, then dp
 (Megatron-LM's default order), so a tp group is ``tp`` consecutive ranks.
+
+Mixture-of-Experts layers add an expert-parallel degree ``ep``: the routed
+experts are split over ``ep`` ranks carved out of the ``dp × cp`` ranks,
+with the experts' tensor-parallel degree equal to ``tp`` (Megatron-Core
+``initialize_model_parallel``: ``expert_tensor_parallel_size ×
+expert_model_parallel_size × expert_data_parallel_size = tp × cp × dp`` of
+the attention layers, "MoE parallel folding", Liu et al. 2025, arXiv
+2504.14960; ETP defaults to TP). Expert ranks are ordered etp-innermost, then
+ep, so an ep group is ``ep`` ranks spaced ``tp`` apart. ``ep`` must divide
+the number of experts (``--num-experts`` divisible by
+``--expert-model-parallel-size``).
 """
 
 from __future__ import annotations
@@ -48,10 +59,16 @@ class Strategy:
     sp: bool = False
     zero: int = 0
     recompute: Recompute = Recompute.none
+    ep: int = 1
 
     @property
     def devices(self) -> int:
         return self.dp * self.tp * self.cp
+
+    @property
+    def edp(self) -> int:
+        """Expert data-parallel degree: replicas of each expert, ``dp·cp/ep``."""
+        return self.dp * self.cp // self.ep
 
     @property
     def layout(self) -> Layout:
@@ -60,6 +77,8 @@ class Strategy:
     def label(self) -> str:
         """Short human label, e.g. ``dp2·tp4·sp·z1·rc-full``."""
         text = self.layout.label()
+        if self.ep > 1:
+            text += f"·ep{self.ep}"
         if self.zero:
             text += f"·z{self.zero}"
         if self.recompute is not Recompute.none:
@@ -67,14 +86,19 @@ class Strategy:
         return text
 
     def to_dict(self) -> dict:
-        return {"dp": self.dp, "tp": self.tp, "cp": self.cp, "sp": self.sp,
+        """JSON form; ``ep`` appears only when > 1 (dense plans keep their old form)."""
+        data = {"dp": self.dp, "tp": self.tp, "cp": self.cp, "sp": self.sp,
                 "zero": self.zero, "recompute": self.recompute.value}
+        if self.ep > 1:
+            data["ep"] = self.ep
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Strategy":
         return cls(dp=int(data["dp"]), tp=int(data["tp"]), cp=int(data.get("cp", 1)),
                    sp=bool(data.get("sp", False)), zero=int(data.get("zero", 0)),
-                   recompute=Recompute(data.get("recompute", "none")))
+                   recompute=Recompute(data.get("recompute", "none")),
+                   ep=int(data.get("ep", 1)))
 
 
 def layout_ids(strats: list[Strategy]) -> list[int]:
@@ -100,6 +124,15 @@ def tp_degree_ok(layer: Layer, tp: int) -> bool:
     return tp <= layer.max_tp and layer.max_tp % tp == 0
 
 
+def ep_degree_ok(layer: Layer, dp: int, cp: int, ep: int) -> bool:
+    """Megatron-Core's rules for an expert-parallel degree: ``ep`` divides
+    ``dp·cp`` (experts fold into the data/context-parallel ranks, ETP = TP)
+    and the number of routed experts; dense layers only take ``ep = 1``."""
+    if ep == 1:
+        return True
+    return layer.is_moe and (dp * cp) % ep == 0 and layer.num_experts % ep == 0
+
+
 def enumerate_strategies(layer: Layer, devices: int, microbatch_samples: int,
                          space: SearchSpace, gpus_per_node: int,
                          seq_len: int | None = None) -> list[Strategy]:
@@ -111,7 +144,9 @@ def enumerate_strategies(layer: Layer, devices: int, microbatch_samples: int,
     samples; cp divides ``seq_len`` and needs a layer that supports it; sp needs
     ``tp > 1`` and a layer that supports it; ZeRO levels collapse to the first
     allowed one when there is nothing to shard (``dp == 1`` or no parameters);
-    recomputation modes that change nothing for this layer are dropped.
+    recomputation modes that change nothing for this layer are dropped;
+    MoE layers take every ``ep`` of ``space.ep_degrees`` allowed by
+    :func:`ep_degree_ok`.
     """
     out: list[Strategy] = []
     tp_allowed = space.tp_degrees
@@ -130,11 +165,20 @@ def enumerate_strategies(layer: Layer, devices: int, microbatch_samples: int,
             dp = devices // (tp * cp)
             if microbatch_samples % dp:
                 continue
-            for sp in _sp_options(layer, tp, space):
-                for zero in _zero_options(layer, dp, space):
-                    for rc in _recompute_options(layer, space):
-                        out.append(Strategy(dp, tp, cp, sp, zero, rc))
+            for ep in _ep_options(layer, dp, cp, space):
+                for sp in _sp_options(layer, tp, space):
+                    for zero in _zero_options(layer, dp, space):
+                        for rc in _recompute_options(layer, space):
+                            out.append(Strategy(dp, tp, cp, sp, zero, rc, ep))
     return out
+
+
+def _ep_options(layer: Layer, dp: int, cp: int, space: SearchSpace) -> list[int]:
+    if not layer.is_moe:
+        return [1]
+    allowed = space.ep_degrees
+    return [ep for ep in divisors(dp * cp)
+            if (allowed is None or ep in allowed) and ep_degree_ok(layer, dp, cp, ep)] or [1]
 
 
 def _sp_options(layer: Layer, tp: int, space: SearchSpace) -> list[bool]:

@@ -55,3 +55,28 @@ def small_cluster(nodes: int = 1, gpus_per_node: int = 4, device: str = "A100-40
     """A small cluster of the catalog device, with a chosen inter-node bandwidth."""
     return make_cluster(f"{nodes}x{gpus_per_node}-{device}", nodes, gpus_per_node, device,
                         inter_node=LinkTier("inter", inter_gb_per_s, 10.0))
+
+
+def random_moe_layer(rng: random.Random, name: str) -> Layer:
+    """A Mixture-of-Experts layer: a random dense layer whose routed experts hold
+    most parameters, part of the FLOPs and activations, with an all-to-all volume
+    and a load factor drawn around small Mixtral-like blocks."""
+    from dataclasses import replace
+
+    base = random_layer(rng, name)
+    experts = rng.choice([2, 4, 8])
+    return replace(
+        base, kind=LayerKind.moe_block, num_experts=experts, top_k=rng.choice([1, 2]),
+        params=base.params * 4, expert_params=int(base.params * 4 * rng.uniform(0.6, 0.9)),
+        expert_flops_fwd=base.flops_fwd * rng.uniform(0.3, 0.6),
+        expert_act_bytes=base.act_bytes * rng.uniform(0.2, 0.5),
+        a2a_bytes=base.output_bytes * rng.uniform(1.0, 4.0),
+        expert_load=rng.choice([1.0, 1.25, 1.5]))
+
+
+def random_moe_chain(seed: int, num_layers: int) -> LayerGraph:
+    """A chain mixing dense and MoE layers (at least one MoE layer)."""
+    rng = random.Random(seed)
+    layers = [random_moe_layer(rng, f"l{i}") if i == 0 or rng.random() < 0.6
+              else random_layer(rng, f"l{i}") for i in range(num_layers)]
+    return LayerGraph.chain(f"moe{seed}", layers, seq_len=1024, source="synthetic")

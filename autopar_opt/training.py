@@ -68,7 +68,9 @@ class Training:
 class SearchSpace:
     """The space a plan is chosen from; every optimality claim is relative to it.
 
-    ``None`` for a degree list means "every value that divides the devices".
+    ``None`` for a degree list means "every value that divides the devices"
+    (for ``ep_degrees``: every expert-parallel degree Megatron-Core accepts,
+    see :func:`autopar_opt.strategies.ep_degree_ok`).
     """
 
     pp_degrees: tuple[int, ...] | None = None
@@ -81,3 +83,4 @@ class SearchSpace:
     microbatches: tuple[int, ...] | None = None
     max_microbatches: int = 64
     tp_within_node: bool = True
+    ep_degrees: tuple[int, ...] | None = None

@@ -38,8 +38,8 @@ from autopar_opt.formulations.formulation import (FormulationError, assignment_p
 from autopar_opt.hardware import GIB
 from autopar_opt.plan import Plan
 from autopar_opt.strategies import layout_ids
-from autopar_opt.solvers.matrix import MatrixForm
-from autopar_opt.solvers.result import ProblemClass
+from autopar_opt.core.matrix import MatrixForm
+from autopar_opt.core.result import ProblemClass
 
 
 def _collapse(mat: np.ndarray, gu: np.ndarray, gv: np.ndarray) -> np.ndarray:

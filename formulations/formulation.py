@@ -25,8 +25,8 @@ from autopar_opt.formulations import families
 from autopar_opt.formulations.milp import add_milp_families, layout_groups
 from autopar_opt.formulations.miqp import add_miqp_families
 from autopar_opt.plan import Plan, StagePlan
-from autopar_opt.solvers.matrix import MatrixForm, compile_matrix, load_values
-from autopar_opt.solvers.result import ProblemClass
+from autopar_opt.core.matrix import MatrixForm, compile_matrix, load_values
+from autopar_opt.core.result import ProblemClass
 
 FORMS: dict[str, ProblemClass] = {"milp": ProblemClass.milp, "miqp": ProblemClass.miqp}
 

@@ -9,13 +9,15 @@ encoder families live in :mod:`.encoders`, vision transformers in
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from autopar_opt.graph import LayerGraph
 from autopar_opt.model_zoo.cnn import build_inception_v3
 from autopar_opt.model_zoo.encoders import build_encoder_decoder, build_encoder_lm
-from autopar_opt.model_zoo.transformer import decoder_lm
+from autopar_opt.model_zoo.blocks import AttentionDims, MoeDims, decoder_block
+from autopar_opt.model_zoo.transformer import decoder_lm, embedding, lm_head
 from autopar_opt.model_zoo.vision import build_swin, build_vit
 
 Builder = Callable[[str, dict[str, Any], str], LayerGraph]
@@ -40,6 +42,37 @@ def _decoder(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
                       source=source)
 
 
+def _hf(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
+    """A bundled Hugging Face config (``hf/<config>.json``), see :mod:`.hf_config`."""
+    from importlib import resources
+
+    from autopar_opt.model_zoo.hf_config import build_hf_graph
+
+    text = resources.files("autopar_opt.model_zoo").joinpath("hf", f"{dims['config']}.json")
+    config = json.loads(text.read_text(encoding="utf-8"))
+    return build_hf_graph(config, dims.get("seq_len"), name=name, origin=f"hf/{dims['config']}.json",
+                          flash_attention=dims.get("flash_attention", True),
+                          capacity_factor=dims.get("capacity_factor"),
+                          load_imbalance=float(dims.get("load_imbalance", 1.0)))
+
+
+def _moe(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
+    """MoE decoder: embedding, ``num_layers`` MoE blocks (GQA attention, ``top_k`` of
+    ``num_experts`` SwiGLU experts of width ``ffn_hidden``), head; see :mod:`.blocks`."""
+    h, a = dims["hidden"], dims["heads"]
+    attn = AttentionDims(hidden=h, heads=a, kv_heads=dims.get("kv_heads", a), head_dim=h // a)
+    moe = MoeDims(num_experts=dims["num_experts"], top_k=dims["top_k"],
+                  expert_ffn=dims["ffn_hidden"], shared_ffn=dims.get("shared_ffn", 0),
+                  load_imbalance=float(dims.get("load_imbalance", 1.0)))
+    s = dims["seq_len"]
+    layers = [embedding("embed", s, h, dims["vocab"])]
+    layers += [decoder_block(f"block{i:03d}", s, attn, moe=moe,
+                             flash_attention=dims.get("flash_attention", True))
+               for i in range(dims["num_layers"])]
+    layers.append(lm_head("head", s, h, dims["vocab"], tied=dims.get("tied", True)))
+    return LayerGraph.chain(name, layers, seq_len=s, source=source)
+
+
 #: family name -> :class:`Family`.
 FAMILIES: dict[str, Family] = {
     "decoder_lm": Family(_decoder, True),
@@ -48,6 +81,8 @@ FAMILIES: dict[str, Family] = {
     "vit": Family(build_vit, True),
     "swin": Family(build_swin, True),
     "inception_v3": Family(build_inception_v3, False),
+    "hf": Family(_hf, True),
+    "moe_decoder": Family(_moe, True),
 }
 
 

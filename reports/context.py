@@ -31,7 +31,7 @@ from autopar_opt.reports.sections import (baselines_section, breakdown_section,
                                           infeasibility_section, memory_section,
                                           plan_section, solver_section, space_section,
                                           timeline_section)
-from autopar_opt.solvers.result import relative_gap
+from autopar_opt.core.result import relative_gap
 
 GAP_TOLERANCE = 1e-6
 
@@ -190,7 +190,8 @@ def claim_section(doc: dict, cert: dict) -> dict:
     """The headline sentence and whether it is a proof (``kind``: proof/no_proof/infeasible/no_plan)."""
     status, exact = doc["status"], cert["exact"]
     if status == "infeasible":
-        text = ("No plan in this search space fits in device memory under this cost model."
+        text = ("Proven infeasible. No plan in this search space fits in device memory under "
+                "this cost model."
                 if exact else "The search found no plan that fits in memory, but infeasibility "
                               "is NOT proven: a plan may exist.")
         return {"kind": "infeasible", "proven": bool(exact), "headline": text, "detail": ""}

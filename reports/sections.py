@@ -160,7 +160,8 @@ def memory_section(doc: dict) -> dict | None:
 #: Critical-path parts of the iteration time (``PlanMetrics.breakdown``).
 BREAKDOWN_LABELS = {"compute_s": "compute", "tp_comm_s": "exposed tensor-parallel communication",
                     "cp_comm_s": "exposed context-parallel communication",
-                    "zero_comm_s": "exposed ZeRO-3 gathers", "reshard_s": "resharding",
+                    "zero_comm_s": "exposed ZeRO-3 gathers", "ep_comm_s": "MoE all-to-all",
+                    "reshard_s": "resharding",
                     "dp_comm_s": "exposed data-parallel gradient reduction",
                     "optimizer_s": "optimizer step", "fixed_s": "fixed per iteration",
                     "pipeline_bubble_s": "pipeline fill/drain and stage sends"}

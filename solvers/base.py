@@ -15,7 +15,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from autopar_opt.solvers.result import ProblemClass, SolveResult
+from autopar_opt.core.result import ProblemClass, SolveResult
 
 
 class SolverUnavailable(RuntimeError):

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from autopar_opt.solvers.base import Backend, SolverMismatch, SolverUnavailable
 from autopar_opt.solvers.pyomo_contrib import solve_contrib
-from autopar_opt.solvers.result import ProblemClass, SolveResult, Termination
+from autopar_opt.core.result import ProblemClass, SolveResult, Termination
 
 #: Gurobi error code for "Model too large for size-limited license".
 SIZE_LIMITED_LICENSE = 10010

@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from autopar_opt.solvers.base import Backend, SolverMismatch
-from autopar_opt.solvers.matrix import MatrixForm, compile_matrix, load_values
-from autopar_opt.solvers.result import ProblemClass, SolveResult, Termination
+from autopar_opt.core.matrix import MatrixForm, compile_matrix, load_values
+from autopar_opt.core.result import ProblemClass, SolveResult, Termination
 
 #: HighsModelStatus name -> Termination (limits resolved by incumbent presence).
 _STATUS: dict[str, Termination] = {

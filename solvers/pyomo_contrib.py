@@ -10,7 +10,7 @@ import math
 import time
 from typing import Any
 
-from autopar_opt.solvers.result import SolveResult, Termination
+from autopar_opt.core.result import SolveResult, Termination
 
 
 def _termination_map() -> dict:

@@ -10,14 +10,14 @@ from __future__ import annotations
 import importlib
 
 from autopar_opt.solvers.base import Backend, SolverMismatch
-from autopar_opt.solvers.result import ProblemClass
+from autopar_opt.core.result import ProblemClass
 
 #: name -> "module:Class"; HiGHS is the default (bundled with highspy).
 BACKENDS: dict[str, str] = {
     "highs": "autopar_opt.solvers.highs:HighsBackend",
     "gurobi": "autopar_opt.solvers.gurobi:GurobiBackend",
     "scip": "autopar_opt.solvers.scip:ScipBackend",
-    "dp": "autopar_opt.solvers.dp:DPBackend",
+    "dp": "autopar_opt.solvers.dp.backend:DPBackend",
 }
 DEFAULT_BACKEND = "highs"
 

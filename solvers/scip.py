@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from autopar_opt.solvers.base import Backend, SolverMismatch
 from autopar_opt.solvers.pyomo_contrib import solve_contrib
-from autopar_opt.solvers.result import ProblemClass, SolveResult
+from autopar_opt.core.result import ProblemClass, SolveResult
 
 
 class ScipBackend(Backend):

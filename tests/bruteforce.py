@@ -25,7 +25,7 @@ import numpy as np
 from autopar_opt.cost.layer_cost import StageContext, layer_cost
 from autopar_opt.cost.params import CostParams, default_params
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
-from autopar_opt.cost.tables import boundary_is_intra, inflight_microbatches
+from autopar_opt.pipeline import boundary_is_intra, inflight_microbatches
 from autopar_opt.evaluate import evaluate
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster

@@ -153,3 +153,30 @@ def test_console_script_exit_codes(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "3 problems" in bad.stderr
     assert "Traceback" not in bad.stderr and bad.stdout == ""
+
+
+def test_solve_with_a_searcher_reports_it_against_the_certificate(tmp_path):
+    result = _cli("solve", str(ROOT / "examples" / "quickstart.yaml"), "--searcher", "anneal",
+                  "--budget-s", "1", "--seed", "2", "--json", "--quiet")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    block = doc["searcher"]
+    assert {"name", "value", "wall_time_s", "trace", "lower_bound", "gap", "optimum"} <= set(block)
+    assert block["name"] == "anneal" and block["seed"] == 2
+    spec = load_spec(ROOT / "examples" / "quickstart.yaml")
+    from autopar_opt.plan import Plan
+    metrics = evaluate(Plan.from_dict(block["plan"]), spec.graph, spec.cluster, spec.training,
+                       spec.cost_params)
+    assert block["value"] == pytest.approx(metrics.iteration_time_s, rel=1e-12)
+    assert block["value"] >= doc["certificate"]["lower_bound"] * (1 - 1e-9)
+    assert block["optimum"] == doc["certificate"]["primal"]   # proven optimal here
+    assert block["ratio_to_optimum"] >= 1 - 1e-9
+
+
+def test_solve_with_a_learned_searcher_but_no_torch_says_how_to_install(monkeypatch):
+    monkeypatch.setattr("autopar_opt.learn.base.torch_available", lambda: False)
+    result = _cli("solve", str(ROOT / "examples" / "quickstart.yaml"), "--searcher", "gdp",
+                  "--json", "--quiet")
+    assert result.exit_code == 2
+    assert "pip install 'autopar-opt[learn]'" in result.output
+    assert result.stdout.strip() == "" or not result.stdout.lstrip().startswith("{")

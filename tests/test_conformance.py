@@ -13,7 +13,7 @@ import pytest
 from autopar_opt.evaluate import evaluate
 from autopar_opt.formulations import build_formulation
 from autopar_opt.solvers.registry import get_backend
-from autopar_opt.solvers.result import ProblemClass, Termination
+from autopar_opt.core.result import ProblemClass, Termination
 from autopar_opt.training import Training
 from bruteforce import brute_force
 from mip_instances import random_instance, tables_for

@@ -14,7 +14,7 @@ from autopar_opt.cost.params import default_params
 from autopar_opt.evaluate import evaluate
 from autopar_opt.formulations import build_formulation
 from autopar_opt.solvers.registry import get_backend
-from autopar_opt.solvers.result import Termination
+from autopar_opt.core.result import Termination
 from autopar_opt.training import Training
 from bruteforce import brute_force
 from mip_instances import random_instance, tables_for

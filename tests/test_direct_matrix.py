@@ -21,7 +21,7 @@ from autopar_opt.formulations.direct import DirectBuilder, build_direct, structu
 from autopar_opt.search.baselines import best_uniform_for_config
 from autopar_opt.search.engine import SearchOptions, run_search
 from autopar_opt.solvers.registry import get_backend
-from autopar_opt.solvers.result import ProblemClass, Termination
+from autopar_opt.core.result import ProblemClass, Termination
 from autopar_opt.training import Schedule
 from mip_instances import SPACE, TRAINING, random_instance, repeated_graph, small_cluster, tables_for
 

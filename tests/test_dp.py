@@ -1,4 +1,4 @@
-"""Known-answer, contract and property tests of the DP fallback (autopar_opt.dp, solvers/dp.py)."""
+"""Known-answer, contract and property tests of the DP fallback (solvers/dp/: autopar_opt.solvers.dp)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import pytest
 from bruteforce import brute_force
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.tables import CostTables, build_cost_tables
-from autopar_opt.dp.common import simple_lower_bound
-from autopar_opt.dp.dag import generate_seq, solve_dag_single_stage
+from autopar_opt.solvers.dp.common import simple_lower_bound
+from autopar_opt.solvers.dp.dag import generate_seq, solve_dag_single_stage
 from autopar_opt.evaluate import evaluate
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import GIB
 from autopar_opt.solvers.base import SolverMismatch
-from autopar_opt.solvers.dp import DPBackend
-from autopar_opt.solvers.result import ProblemClass, Termination
+from autopar_opt.solvers.dp.backend import DPBackend
+from autopar_opt.core.result import ProblemClass, Termination
 from autopar_opt.strategies import Strategy
 from autopar_opt.synthetic import random_chain, random_dag, random_layer, small_cluster
 from autopar_opt.training import Schedule, SearchSpace, Training

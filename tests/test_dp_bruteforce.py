@@ -23,12 +23,12 @@ from bruteforce import brute_force
 from autopar_opt.cost.layer_cost import user_reserve_for
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.tables import build_cost_tables
-from autopar_opt.dp.common import least_memory
+from autopar_opt.solvers.dp.common import least_memory
 from autopar_opt.evaluate import evaluate
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import GIB, Cluster
-from autopar_opt.solvers.dp import DPBackend
-from autopar_opt.solvers.result import Termination
+from autopar_opt.solvers.dp.backend import DPBackend
+from autopar_opt.core.result import Termination
 from autopar_opt.strategies import enumerate_strategies
 from autopar_opt.synthetic import random_chain, random_dag, small_cluster
 from autopar_opt.training import Recompute, Schedule, SearchSpace, Training

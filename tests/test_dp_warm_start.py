@@ -8,14 +8,14 @@ import pytest
 
 from mip_instances import random_instance, tables_for
 
-from autopar_opt.dp import solve_dp
-from autopar_opt.dp.common import Assignment, iteration_time
+from autopar_opt.solvers.dp import solve_dp
+from autopar_opt.solvers.dp.common import Assignment, iteration_time
 from autopar_opt.formulations.formulation import plan_assignment
 from autopar_opt.search import inner as inner_mod
 from autopar_opt.search.engine import SearchOptions
 from autopar_opt.search.inner import InnerOutcome, InnerSolver, _merge
 from autopar_opt.search.configs import OuterConfig
-from autopar_opt.solvers.result import SolveResult, Termination
+from autopar_opt.core.result import SolveResult, Termination
 from autopar_opt.training import Schedule
 
 
@@ -51,7 +51,7 @@ def test_mip_is_warm_started_from_the_dp_optimum(seed, monkeypatch):
 def test_no_warm_start_option_skips_the_dp(monkeypatch):
     graph, cluster, training, space = random_instance(3, 6, dag=False)
     tables = tables_for(graph, cluster, training, space, 2, 2)
-    monkeypatch.setattr("autopar_opt.dp.solve_dp", lambda *a, **k: pytest.fail("DP ran"))
+    monkeypatch.setattr("autopar_opt.solvers.dp.solve_dp", lambda *a, **k: pytest.fail("DP ran"))
     out = InnerSolver(SearchOptions(solver="highs", warm_start=False, rel_gap=1e-9)).solve(
         tables, 60.0, OuterConfig(2, 2, Schedule.one_f_one_b))
     assert "dp_warm" not in out.result.timings and out.result.termination is Termination.optimal

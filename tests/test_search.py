@@ -75,7 +75,22 @@ def test_infeasible_search_is_proven_and_explained(tmp_path):
     assert doc["status"] == "infeasible" and doc["plan"] is None
     assert doc["infeasibility"]["least_memory_gib"] > doc["infeasibility"]["capacity_gib"]
     assert doc["certificate"]["lower_bound"] == "inf"
+    assert doc["certificate"]["exact"] is True          # the +inf bound is a proof
     assert (tmp_path / "out" / "report.html").exists()
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "Proven infeasible" in html and "NOT proven" not in html
+
+
+def test_infeasible_summary_says_proven_infeasible(tmp_path, capsys):
+    """The console summary of a proven-infeasible search says so, without the
+    'no proof' note of a search that merely found no plan."""
+    from autopar_opt.search.cli import solve_command
+    spec = tmp_path / "spec.yaml"
+    spec.write_text((ROOT / "examples" / "quickstart.yaml").read_text()
+                    .replace("memory_reserve_gib: 2.0", "memory_reserve_gib: 79.999"))
+    assert solve_command(str(spec)) == 3
+    out = capsys.readouterr().out
+    assert "proven infeasible" in out and "no proof" not in out
 
 
 def test_solve_json_contract(tmp_path, capsys):

@@ -7,7 +7,7 @@ import pytest
 from autopar_opt.formulations import build_formulation
 from autopar_opt.solvers.base import SolverMismatch
 from autopar_opt.solvers.registry import backend_names, check_accepts, default_form, get_backend
-from autopar_opt.solvers.result import ProblemClass, Termination
+from autopar_opt.core.result import ProblemClass, Termination
 from mip_instances import random_instance, tables_for
 
 

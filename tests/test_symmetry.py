@@ -25,7 +25,7 @@ from autopar_opt.formulations.families import sort_symmetric_runs, symmetric_edg
 from autopar_opt.formulations.formulation import assignment_plan, price_assignment
 from autopar_opt.model_zoo.transformer import decoder_lm
 from autopar_opt.solvers.registry import get_backend
-from autopar_opt.solvers.result import ProblemClass, Termination
+from autopar_opt.core.result import ProblemClass, Termination
 from autopar_opt.training import Training
 from mip_instances import SPACE, TRAINING, random_instance, repeated_graph, small_cluster, tables_for
 

@@ -18,7 +18,7 @@ from autopar_opt.formulations import build_formulation
 from autopar_opt.formulations.direct import build_direct
 from autopar_opt.search.baselines import best_uniform_for_config
 from autopar_opt.solvers.registry import get_backend
-from autopar_opt.solvers.result import Termination
+from autopar_opt.core.result import Termination
 from mip_instances import random_instance, tables_for
 
 #: Gurobi's size-limited pip licence: linear models up to 2000 variables/constraints.

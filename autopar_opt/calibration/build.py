@@ -29,7 +29,7 @@ from autopar_opt.calibration.measured import Dims, measured_samples_per_s
 from autopar_opt.calibration.records import (
     DEFAULT_GPUS_PER_NODE, ModeledRun, Unmodelable, family_of, integer, map_device,
     map_precision, map_recompute, map_zero, number, runtime_of, section, text)
-from autopar_opt.cost.tables import stages_congruent
+from autopar_opt.pipeline import stages_congruent
 from autopar_opt.hardware import DEFAULT_INTER_NODE, NVLINK_DOMAIN, LinkTier, make_cluster
 from autopar_opt.runtime import Runtime
 from autopar_opt.plan import uniform_plan

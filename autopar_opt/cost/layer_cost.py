@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autopar_opt.cost import moe
 from autopar_opt.cost.comm import allgather_time, allreduce_time
 from autopar_opt.cost.params import CostParams
 from autopar_opt.graph import Layer, LayerKind
@@ -142,7 +143,7 @@ class LayerCost:
     weight_bytes : weights + gradients + optimizer state after sharding.
     act_bytes : activations kept for backward, per in-flight micro-batch.
     flops, hw_flops : model / executed FLOPs of one micro-batch on this device.
-    tp_exposed_s, cp_exposed_s, zero_exposed_s, dp_exposed_s, optimizer_s :
+    tp_exposed_s, cp_exposed_s, zero_exposed_s, ep_exposed_s, dp_exposed_s, optimizer_s :
         the breakdown reports show.
     """
 
@@ -157,6 +158,7 @@ class LayerCost:
     tp_exposed_s: float = 0.0
     cp_exposed_s: float = 0.0
     zero_exposed_s: float = 0.0
+    ep_exposed_s: float = 0.0
     dp_exposed_s: float = 0.0
     optimizer_s: float = 0.0
 
@@ -281,8 +283,9 @@ def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
         flops = (layer.flops_fwd + layer.flops_bwd) * share / s.tp
         return Compute(fwd, bwd + extra, fwd + bwd + extra, 0.0, flops, flops)
     per_dev = share / s.tp
-    f_fwd = layer.flops_fwd * per_dev
-    f_bwd = layer.flops_bwd * per_dev
+    fwd, bwd = moe.busiest_flops(layer)      # = flops_fwd/bwd for dense layers
+    f_fwd = fwd * per_dev
+    f_bwd = bwd * per_dev
     core = min(layer.flops_recompute_selective * per_dev, f_fwd)   # attention core, forward
     if s.recompute is Recompute.full:
         f_re, core_re = f_fwd, core
@@ -299,7 +302,8 @@ def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
     launch = ctx.params.layer_overhead_us * 1e-6
     fwd = g_fwd + a_fwd + elem / 3.0 + launch / 3.0
     bwd = g_bwd + a_bwd + 2.0 * elem / 3.0 + elem_re + 2.0 * launch / 3.0
-    return Compute(fwd, bwd, g_fwd + g_bwd, a_fwd + a_bwd, f_fwd + f_bwd, f_fwd + f_bwd + f_re)
+    model = (layer.flops_fwd + layer.flops_bwd) * per_dev   # MoE: mean expert load
+    return Compute(fwd, bwd, g_fwd + g_bwd, a_fwd + a_bwd, model, model + f_re)
 
 
 def _tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
@@ -341,8 +345,12 @@ def _zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     if s.zero < 3 or s.dp <= 1 or layer.params <= 0:
         return 0.0, 0.0
     w_bytes = OPTIMIZER_BYTES[ctx.training.optimizer][0]
+    dense, expert = moe.split_params(layer, s)   # MoE: experts gather over edp only
     tier, eff = _ring(ctx, s.dp * s.cp, s.tp)
-    gather = allgather_time(s.dp * s.cp, layer.params / s.tp * w_bytes, tier, eff)
+    gather = allgather_time(s.dp * s.cp, dense * w_bytes, tier, eff)
+    if expert:
+        etier, eeff = _ring(ctx, s.edp, s.tp * s.ep)
+        gather += allgather_time(s.edp, expert * w_bytes, etier, eeff)
     if not ctx.training.runtime.fsdp_prefetch:
         return 3 * gather, 3 * gather
     return 3 * gather, exposed(gather, comp.fwd_s) + exposed(2 * gather, comp.bwd_s)
@@ -366,21 +374,25 @@ def _sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
         return 0.0, 0.0, 0.0
     p, rt = ctx.params, ctx.training.runtime
     w_bytes, g_bytes, _ = state_bytes(ctx.training)
-    local = layer.params / s.tp
-    group = s.dp * s.cp
-    comm = raw = 0.0
-    if s.zero < 3 and group > 1:
-        tier, eff = _ring(ctx, group, s.tp)
-        bwd_window = comp.bwd_s if rt.grad_reduce_overlap else 0.0
-        if s.zero == 0:
-            raw = allreduce_time(group, local * g_bytes, tier, eff)
-            comm = exposed(raw, bwd_window)
-        else:
-            rs = allgather_time(group, local * g_bytes, tier, eff)
-            ag = allgather_time(group, local * w_bytes, tier, eff)
-            raw = rs + ag
-            comm = exposed(rs, bwd_window) + exposed(ag, comp.fwd_s if rt.param_gather_overlap else 0.0)
-    shard = local / group if s.zero >= 1 else local
+    dense, expert = moe.split_params(layer, s)   # MoE: expert grads reduce over edp
+    comm = raw = shard = 0.0
+    bwd_window = comp.bwd_s if rt.grad_reduce_overlap else 0.0
+    fwd_window = comp.fwd_s if rt.param_gather_overlap else 0.0
+    for local, group, stride in ((dense, s.dp * s.cp, s.tp), (expert, s.edp, s.tp * s.ep)):
+        if local <= 0:
+            continue
+        if s.zero < 3 and group > 1:
+            tier, eff = _ring(ctx, group, stride)
+            if s.zero == 0:
+                ar = allreduce_time(group, local * g_bytes, tier, eff)
+                raw += ar
+                comm += exposed(ar, bwd_window)
+            else:
+                rs = allgather_time(group, local * g_bytes, tier, eff)
+                ag = allgather_time(group, local * w_bytes, tier, eff)
+                raw += rs + ag
+                comm += exposed(rs, bwd_window) + exposed(ag, fwd_window)
+        shard += local / group if s.zero >= 1 else local
     step = shard * p.optimizer_bytes_per_param / (ctx.cluster.device.hbm_gb_per_s * 1e9)
     if not rt.fused_optimizer:
         step *= p.unfused_optimizer_factor
@@ -395,8 +407,11 @@ def weight_bytes(layer: Layer, s: Strategy, training: Training) -> float:
     gradients, ZeRO-3 also weights, over the data-parallel group
     (Rajbhandari et al. 2020, Sec. 5, Fig. 1). FP8 training keeps an FP8
     weight copy and its transpose per GEMM weight (:data:`FP8_WEIGHT_COPY_BYTES`),
-    sharded like the weights under ZeRO-3.
+    sharded like the weights under ZeRO-3. MoE layers:
+    :func:`autopar_opt.cost.moe.sharded_state_bytes`.
     """
+    if layer.is_moe:
+        return moe.sharded_state_bytes(layer, s, state_bytes(training))
     w, g, o = state_bytes(training)
     group = s.dp * s.cp
     local = layer.params / s.tp
@@ -432,7 +447,7 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
     if mode is Recompute.full:
         per = layer.input_bytes / (s.tp if s.sp else 1)
         return per * share
-    act = layer.act_bytes
+    act = moe.busiest_act_bytes(layer)        # = act_bytes for dense layers
     flash = training is not None and training.runtime.flash_attention
     if mode is Recompute.selective or flash:
         act -= layer.act_attn_bytes
@@ -449,7 +464,9 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     bandwidth while they overlap compute, which slows the compute by
     ``comm_interference`` x the hidden time (NCCL runs one CTA per channel on
     its own SMs; Jeaugey, NCCL 2.0, GTC 2017; the slowdown of overlapped
-    GEMMs is measured in Rashidi et al. 2021 and Wang et al. 2022).
+    GEMMs is measured in Rashidi et al. 2021 and Wang et al. 2022). MoE
+    token all-to-alls (:func:`autopar_opt.cost.moe.alltoall_comm_time`) are
+    exposed: they sit between the router and the experts.
     """
     comp = compute_time(layer, s, ctx)
     rt, k = ctx.training.runtime, ctx.params.comm_interference
@@ -458,9 +475,10 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     cp_raw = _cp_comm_time(layer, s, ctx)
     cp = exposed(cp_raw, comp.attn_s)
     z3_raw, z3 = _zero3_comm(layer, s, ctx, comp)
+    ep = moe.alltoall_comm_time(layer, s, ctx)
     dp, dp_hidden, step = _sync(layer, s, ctx, comp)
     hidden = (tp_raw - tp) + (cp_raw - cp) + (z3_raw - z3)
-    comm = tp + cp + z3 + k * hidden
+    comm = tp + cp + z3 + ep + k * hidden
     return LayerCost(
         time_s=comp.total_s + comm,
         compute_s=comp.total_s,
@@ -470,6 +488,6 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
         act_bytes=activation_bytes(layer, s, ctx.microbatch_samples, training=ctx.training),
         flops=comp.flops,
         hw_flops=comp.hw_flops,
-        tp_exposed_s=tp, cp_exposed_s=cp, zero_exposed_s=z3 + k * hidden,
+        tp_exposed_s=tp, cp_exposed_s=cp, zero_exposed_s=z3 + k * hidden, ep_exposed_s=ep,
         dp_exposed_s=dp + k * dp_hidden, optimizer_s=step,
     )

@@ -22,32 +22,9 @@ from autopar_opt.cost.params import CostParams
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
+from autopar_opt.pipeline import boundary_is_intra, inflight_microbatches, stages_congruent
 from autopar_opt.strategies import Strategy, enumerate_strategies
 from autopar_opt.training import Schedule, SearchSpace, Training
-
-
-def stages_congruent(devices_per_stage: int, gpus_per_node: int) -> bool:
-    """True when every stage sees the same node layout."""
-    d, g = devices_per_stage, gpus_per_node
-    return g % d == 0 or d % g == 0
-
-
-def inflight_microbatches(schedule: Schedule, pp: int, microbatches: int, stage: int) -> int:
-    """Micro-batches whose activations a stage holds at its peak.
-
-    GPipe keeps all ``c`` (Huang et al. 2019); 1F1B keeps at most ``pp - i``
-    (Narayanan et al. 2021, Sec. 2.2.1); the interleaved schedule is priced
-    like 1F1B (its extra warm-up memory is not modelled).
-    """
-    if schedule is Schedule.gpipe:
-        return microbatches
-    return min(pp - stage, microbatches)
-
-
-def boundary_is_intra(boundary: int, devices_per_stage: int, gpus_per_node: int) -> bool:
-    """Whether stages ``boundary`` and ``boundary + 1`` share a node."""
-    first_next = (boundary + 1) * devices_per_stage
-    return devices_per_stage < gpus_per_node and first_next % gpus_per_node != 0
 
 
 @dataclass
@@ -157,7 +134,7 @@ def symmetric_edges(tables: CostTables) -> list[int]:
     ``layer_class``, same strategy list, identical time/sync/weight/activation
     arrays. The MIP's symmetry cuts
     (:func:`~autopar_opt.formulations.families.add_symmetry_constraints`) and
-    the chain DP's ordering rule (:func:`autopar_opt.dp.chain._sorted_pairs`)
+    the chain DP's ordering rule (:func:`autopar_opt.solvers.dp.chain._sorted_pairs`)
     both act on exactly these edges."""
     return [e for e, (u, v) in enumerate(tables.edges)
             if v == u + 1 and identical_layers(tables, u, v)]

@@ -1,88 +1,16 @@
-"""Exact dynamic-programming fallback (DESIGN.md §6).
+"""Transitional alias: the DP moved to :mod:`autopar_opt.solvers.dp` (``solvers/dp/``).
 
-:func:`solve_dp` picks the method from the shape of the problem and returns
-the project's one :class:`~autopar_opt.solvers.result.SolveResult`:
-
-- chain graph, any ``pp``: exact label DP (:mod:`autopar_opt.dp.chain`);
-- DAG, ``pp == 1``: exact PaSE-style DP (:mod:`autopar_opt.dp.dag`);
-- DAG, ``pp > 1``: the chain DP over the fixed topological order, with skip
-  edges left out of the search and the plan re-priced exactly: a heuristic
-  (``termination=heuristic``, ``lower_bound=-inf``) — unless it proves that
-  no plan fits in memory, which it can (memory does not depend on edges).
+``autopar_opt.dp`` and ``autopar_opt.dp.<module>`` resolve to the same module
+objects as ``autopar_opt.solvers.dp[.<module>]`` (so monkeypatching either
+name patches both). Kept only so that branches written before the move keep
+importing; new code imports ``autopar_opt.solvers.dp``. Remove once no
+branch uses this path.
 """
 
-from __future__ import annotations
+import importlib
+import sys
 
-import math
-import time
-
-from autopar_opt.cost.tables import CostTables
-from autopar_opt.dp.chain import DPTimeout, solve_chain
-from autopar_opt.dp.common import (Assignment, fits, infeasible_message, iteration_time, least_memory,
-                                   simple_lower_bound, to_plan)
-from autopar_opt.dp.dag import solve_dag_single_stage
-from autopar_opt.solvers.result import SolveResult, Termination
-
-SOLVER_NAME = "dp"
-
-
-def _version() -> str:
-    from autopar_opt import __version__
-    return f"autopar-dp {__version__}"
-
-
-def solve_dp(tables: CostTables, time_limit_s: float | None = None) -> SolveResult:
-    """Solve one outer configuration's tables; never raises on infeasible or timeout."""
-    start = time.monotonic()
-    deadline = None if time_limit_s is None else start + time_limit_s
-    chain = tables.graph.is_chain()
-    method = "chain-label-dp" if chain else ("pase-dp" if tables.pp == 1 else "fixed-order-heuristic-dp")
-
-    def result(term: Termination, asg: Assignment | None, lb: float, msg: str) -> SolveResult:
-        primal = plan = None
-        if asg is not None:
-            primal, plan = iteration_time(tables, asg), to_plan(tables, asg)
-            if term is Termination.optimal:
-                lb = primal
-        wall = time.monotonic() - start
-        return SolveResult(term, primal, lb, wall, SOLVER_NAME, _version(), f"{method}: {msg}",
-                           plan, {"dp_s": wall})
-
-    if tables.pp > tables.num_layers:
-        return result(Termination.infeasible, None, math.inf, infeasible_message(tables))
-    empty = [tables.graph.layers[u].name for u, s in enumerate(tables.strategies) if len(s) == 0]
-    if empty:
-        return result(Termination.infeasible, None, math.inf,
-                      f"no strategy of the search space is valid for layer(s) {empty[:5]} on "
-                      f"{tables.devices_per_stage} devices per stage with {tables.microbatch_samples} "
-                      f"samples per micro-batch")
-    if least_memory(tables) > tables.capacity_bytes * (1 + 1e-12):   # exact proof, O(n²·pp)
-        return result(Termination.infeasible, None, math.inf, infeasible_message(tables))
-    try:
-        if not chain and tables.pp == 1:
-            asg, _ = solve_dag_single_stage(tables, deadline)
-            exhaustive, bound = True, -math.inf
-        else:
-            out = solve_chain(tables, deadline)
-            asg, exhaustive, bound = out.assignment, out.exhaustive, out.lower_bound
-    except DPTimeout:
-        return result(Termination.time_limit_no_solution, None,
-                      simple_lower_bound(tables) if (chain or tables.pp == 1) else -math.inf,
-                      f"time limit {time_limit_s} s reached before a plan was found")
-    if asg is None:
-        if exhaustive:
-            return result(Termination.infeasible, None, math.inf, infeasible_message(tables))
-        return result(Termination.time_limit_no_solution, None, -math.inf, "time limit reached")
-    if not fits(tables, asg):   # defensive: the DP only builds plans within capacity
-        return result(Termination.error, None, -math.inf, "internal error: decoded plan exceeds memory")
-    if not chain and tables.pp > 1:
-        return result(Termination.heuristic, asg, -math.inf,
-                      "DAG with pp > 1: skip edges not searched, plan re-priced exactly; not proven optimal")
-    if not exhaustive:
-        return result(Termination.feasible, asg, max(simple_lower_bound(tables), bound),
-                      f"time limit {time_limit_s} s reached; incumbent from the beam passes, "
-                      f"bound from the deepening passes")
-    return result(Termination.optimal, asg, math.inf, "exact")
-
-
-__all__ = ["solve_dp"]
+_NEW = "autopar_opt.solvers.dp"
+for _name in ("chain", "common", "completion", "dag"):
+    sys.modules[f"{__name__}.{_name}"] = importlib.import_module(f"{_NEW}.{_name}")
+sys.modules[__name__] = importlib.import_module(_NEW)

@@ -4,7 +4,7 @@ Per outer configuration: status, best value found (primal), proven lower
 bound, time, or the pruning reason. The global lower bound is the minimum of
 the per-configuration bounds (a proven-infeasible configuration contributes
 +inf); the global gap is ``(best primal − global bound) / best primal``,
-computed by :func:`autopar_opt.solvers.result.relative_gap`, the one gap
+computed by :func:`autopar_opt.core.result.relative_gap`, the one gap
 function of the project.
 """
 
@@ -13,12 +13,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from autopar_opt.core.bounds import Bounds, Status
+from autopar_opt.core.result import relative_gap
 from autopar_opt.search.configs import OuterConfig
-from autopar_opt.solvers.result import relative_gap
 
 
 def json_float(x: float | None) -> float | str | None:
-    """JSON has no infinity: write ±inf as strings."""
+    """JSON has no infinity: write ±inf as the strings ``"inf"``/``"-inf"`` (and NaN
+    as ``"nan"``); the one encoding of ``plan.json`` (docs/DESIGN.md §4)."""
     if x is None:
         return None
     if math.isinf(x):
@@ -33,7 +35,7 @@ class ConfigRecord:
     """What the search knows about one outer configuration."""
 
     config: OuterConfig
-    status: str               # optimal | feasible | heuristic | infeasible | pruned | not_solved | error
+    status: Status            # derived by :meth:`Bounds.status` (or pruned / error by the search)
     primal: float | None
     lower_bound: float
     time_s: float
@@ -41,13 +43,22 @@ class ConfigRecord:
     model_hash: str | None = None
     message: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+    exhaustive: bool = False  # the method behind ``lower_bound`` finished its search
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
 
     @property
     def gap(self) -> float:
         return relative_gap(self.primal, self.lower_bound)
 
+    @property
+    def bounds(self) -> Bounds:
+        """The record's bounds as a value (see :class:`Bounds`)."""
+        return Bounds(self.primal, self.lower_bound, self.exhaustive)
+
     def to_dict(self) -> dict:
-        return {**self.config.to_dict(), "status": self.status,
+        return {**self.config.to_dict(), "status": self.status.value,
                 "primal": json_float(self.primal), "lower_bound": json_float(self.lower_bound),
                 "gap": json_float(self.gap), "time_s": round(self.time_s, 6),
                 "pruned_by": self.pruned_by, "model_hash": self.model_hash,
@@ -78,7 +89,10 @@ class Certificate:
 
     @property
     def exact(self) -> bool:
-        """True when the global bound is a proof (finite and ≤ primal)."""
+        """True when the global bound is a proof: finite and ≤ primal, or, with
+        no plan, every configuration proven infeasible (bound ``+inf``)."""
+        if self.infeasible:
+            return True
         lb = self.lower_bound
         return self.primal is not None and not math.isinf(lb) and lb <= self.primal * (1 + 1e-9)
 
@@ -86,8 +100,7 @@ class Certificate:
     def infeasible(self) -> bool:
         """Every configuration proven infeasible (and there was at least one)."""
         return bool(self.configurations) and all(
-            r.status == "infeasible" and math.isinf(r.lower_bound) and r.lower_bound > 0
-            for r in self.configurations)
+            r.status is Status.infeasible and r.bounds.is_infeasible for r in self.configurations)
 
     def to_dict(self) -> dict:
         return {"primal": json_float(self.primal), "lower_bound": json_float(self.lower_bound),

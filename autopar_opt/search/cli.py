@@ -60,9 +60,12 @@ def _summary(doc: dict, console: Console) -> None:
                       f"schedule={plan['schedule']}")
     gap = cert["gap"]
     gap_text = f"{100 * gap:.3f}%" if isinstance(gap, float) else str(gap)
-    console.print(f"  certificate: primal {_fmt(cert['primal'])} s, lower bound "
-                  f"{_fmt(cert['lower_bound'])} s, gap {gap_text}"
-                  + ("" if cert["exact"] else " (no proof: bound missing)"))
+    if doc["status"] == "infeasible":
+        console.print("  certificate: proven infeasible (every configuration; lower bound inf)")
+    else:
+        console.print(f"  certificate: primal {_fmt(cert['primal'])} s, lower bound "
+                      f"{_fmt(cert['lower_bound'])} s, gap {gap_text}"
+                      + ("" if cert["exact"] else " (no proof: bound missing)"))
     table = Table("pp", "c", "schedule", "status", "primal s", "bound s", "time s", box=None)
     for r in cert["configurations"][:12]:
         table.add_row(str(r["pp"]), str(r["microbatches"]), r["schedule"], r["status"],
@@ -76,8 +79,15 @@ def _summary(doc: dict, console: Console) -> None:
 
 def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float | None = None,
                   gap: float | None = None, out_dir: str | None = None, json_output: bool = False,
-                  quiet: bool = False, export_models: bool = False, warm_start: bool = True) -> int:
-    """Run the whole job for one spec file; returns the process exit code."""
+                  quiet: bool = False, export_models: bool = False, warm_start: bool = True,
+                  searcher=None) -> int:
+    """Run the whole job for one spec file; returns the process exit code.
+
+    ``searcher`` (an :class:`autopar_opt.learn.harness.SearcherHook`, passed
+    in by the CLI so that the search never imports the searchers) runs first;
+    its plan warm-starts the exact search, and the document gains a
+    ``searcher`` entry (its value, the proven bound, its gap, the optimum when
+    proven)."""
     from autopar_opt.spec import SpecError, load_spec
     from autopar_opt.solvers.base import SolverMismatch, SolverUnavailable
 
@@ -87,6 +97,11 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     except SpecError as exc:
         err.print(str(exc), markup=False, highlight=False)
         return 2
+    found = None
+    if searcher is not None:
+        found = searcher.run(spec, err)
+        if found is None:
+            return 2
     so = spec.solver
     options = SearchOptions(
         solver=solver or so.name, form=getattr(so, "form", "auto") or "auto",
@@ -105,7 +120,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                                        f"incumbent {_fmt(incumbent)} s bound {_fmt(bound)} s")
 
             result = run_search(spec.graph, spec.cluster, spec.training, spec.space,
-                                spec.cost_params, options, progress)
+                                spec.cost_params, options, progress,
+                                incumbent=found.plan if found is not None and found.feasible else None)
     except (SolverUnavailable, SolverMismatch) as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         return 2
@@ -113,6 +129,10 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                               spec.cost_params, spec.plan)
     doc = build_document(str(spec_path), spec.graph, spec.cluster, spec.training, spec.space,
                          spec.cost_params, options, result, baselines)
+    if found is not None:
+        cert = result.certificate
+        optimum = cert.primal if doc["status"] == "optimal" else None
+        doc["searcher"] = searcher.block(found, cert.lower_bound, optimum)
     text = json.dumps(doc, indent=2)
     if out_dir:
         out = Path(out_dir)
@@ -122,6 +142,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         sys.stdout.write(text + "\n")
     elif not quiet:
         _summary(doc, Console())
+        if "searcher" in doc:
+            searcher.summary(doc["searcher"], Console())
         if out_dir:
             Console().print(f"  wrote {Path(out_dir) / 'plan.json'} and {Path(out_dir) / 'report.html'}")
     return EXIT_CODES[doc["status"]]

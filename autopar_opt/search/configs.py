@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopar_opt.cost.tables import stages_congruent
+from autopar_opt.pipeline import stages_congruent
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
 from autopar_opt.strategies import divisors

@@ -99,7 +99,7 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
                  "training": dataclasses.asdict(training)},
         "search_space": _space_dict(space),
         "cost_model": {"params": params.to_dict(), "assumptions": COST_MODEL_ASSUMPTIONS},
-        "status": result.status(options.rel_gap),
+        "status": result.status(options.rel_gap).value,
         "plan": _plan_dict(result, cluster),
         "metrics": result.metrics.to_dict() if result.metrics else None,
         "certificate": result.certificate.to_dict(),

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from autopar_opt.core.bounds import (Bounds, SearchStatus, Status, reaches, search_status,
+                                      strictly_better)
 from autopar_opt.cost.params import CostParams
 from autopar_opt.cost.tables import CostTables, build_cost_tables
 from autopar_opt.evaluate import PlanMetrics, evaluate
@@ -69,102 +71,170 @@ class SearchResult:
     #: seconds spent building every configuration's cost tables and analytic bound
     prepare_s: float = 0.0
 
-    def status(self, rel_gap: float) -> str:
-        """optimal | feasible | infeasible | no_plan (exit codes 0, 0, 3, 4)."""
-        if self.plan is not None:
-            gap = self.certificate.gap
-            return "optimal" if self.certificate.exact and gap <= rel_gap + 1e-12 else "feasible"
-        return "infeasible" if self.certificate.infeasible else "no_plan"
-
-
-def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: SearchSpace,
-               params: CostParams, options: SearchOptions,
-               progress: ProgressFn | None = None) -> SearchResult:
-    """Search every outer configuration and return the certified best plan."""
-    start = time.perf_counter()
-    inner = InnerSolver(options)
-    configs = outer_configs(graph, cluster, training, space)
-    prepared = []
-    for cfg in configs:
-        tables = build_cost_tables(graph, cluster, training, space, params, cfg.pp,
-                                   cfg.microbatches, cfg.schedule)
-        prepared.append((cfg, tables, analytic_lower_bound(tables)))
-    prepare_s = time.perf_counter() - start
-    prepared.sort(key=lambda item: (item[2].value, item[0]))
-    records: list[ConfigRecord] = []
-    best: tuple[PlanMetrics, Plan, OuterConfig] | None = None
-    log_tail = ""
-
-    def solve(k: int, share: float) -> ConfigRecord:
-        nonlocal best, log_tail
-        cfg, tables, bound = prepared[k]
-        incumbent = best[0].iteration_time_s if best else None
-        record, plan, log = _handle_config(cfg, tables, bound, best, share, inner)
-        if plan is not None:
-            metrics = _checked_metrics(plan, record, graph, cluster, training, params)
-            if metrics is not None and (incumbent is None or metrics.iteration_time_s < incumbent):
-                best = (metrics, plan, cfg)
-        log_tail = log or log_tail
-        return record
-
-    for k in range(len(prepared)):
-        incumbent = best[0].iteration_time_s if best else None
-        remaining = options.time_limit_s - (time.perf_counter() - start)
-        records.append(solve(k, _time_share(remaining, prepared[k:], incumbent)))
-        if progress:
-            progress(k + 1, len(prepared), records[-1], best[0].iteration_time_s if best else None,
-                     Certificate(records).lower_bound)
-    _second_pass(records, solve, start, options, lambda: best)
-    cert = Certificate(records)
-    reasons = sorted({r.message for r in records if r.status == "infeasible" and r.message})
-    least = min((b.least_memory_bytes for _, _, b in prepared), default=0.0)
-    return SearchResult(plan=best[1] if best else None, metrics=best[0] if best else None,
-                        certificate=cert,
-                        best_config=best[2] if best else None, solver_name=inner.name,
-                        solver_version=inner.version, form=inner.form_name,
-                        log_tail=log_tail[-4000:], least_memory_bytes=least,
-                        infeasible_reasons=reasons, wall_time_s=time.perf_counter() - start,
-                        prepare_s=prepare_s)
+    def status(self, rel_gap: float) -> SearchStatus:
+        """optimal | feasible | infeasible | no_plan (exit codes 0, 0, 3, 4), by
+        :func:`~autopar_opt.core.bounds.search_status`, the one rule."""
+        cert = self.certificate
+        return search_status(self.plan is not None, cert.primal, cert.lower_bound, cert.exact,
+                             cert.infeasible, rel_gap)
 
 
 #: Fewer seconds than this left: no second pass.
 SECOND_PASS_MIN_S = 1.0
 
+#: One prepared configuration: its cost tables and analytic bound.
+Prepared = tuple[OuterConfig, CostTables, ConfigBound]
 
-def _second_pass(records: list[ConfigRecord], solve, start: float, options, incumbent_of) -> None:
-    """Spend the time the first pass left over on the configurations it did not
-    close (time-limited, bound below the incumbent by more than the target gap),
-    most promising bound first, each with an equal share of what is left. A
-    new result replaces the old record only if it proves more (a higher bound)
-    or finds a better plan; the old bound is kept when it was higher."""
-    def open_ones() -> list[int]:
-        best = incumbent_of()
-        inc = best[0].iteration_time_s if best else math.inf
-        return [k for k, r in enumerate(records)
-                if r.status in ("not_solved", "feasible")
-                and r.lower_bound < inc * (1 - options.rel_gap)]
-    todo = sorted(open_ones(), key=lambda k: records[k].lower_bound)
-    for n_done, k in enumerate(todo):
-        if k not in open_ones():
-            continue
-        remaining = options.time_limit_s - (time.perf_counter() - start)
-        if remaining < SECOND_PASS_MIN_S:
+
+class Search:
+    """One outer search: owns the prepared configurations, the incumbent and
+    the records (:meth:`first_pass`, then :meth:`second_pass`).
+
+    The incumbent is ``(metrics, plan, config)`` of the best evaluated plan.
+    A warm-start plan (``incumbent``, e.g. a searcher's) starts as that
+    incumbent: configurations whose bound reaches it are pruned, and when the
+    exact side finds nothing better the answer carries it, its
+    configuration's record holding its value and saying so.
+    """
+
+    def __init__(self, graph: LayerGraph, cluster: Cluster, training: Training,
+                 space: SearchSpace, params: CostParams, options: SearchOptions,
+                 progress: ProgressFn | None = None, incumbent: Plan | None = None) -> None:
+        self.start = time.perf_counter()
+        self.graph, self.cluster, self.training, self.params = graph, cluster, training, params
+        self.options, self.progress = options, progress
+        self.inner = InnerSolver(options)
+        self.prepared: list[Prepared] = []
+        for cfg in outer_configs(graph, cluster, training, space):
+            tables = build_cost_tables(graph, cluster, training, space, params, cfg.pp,
+                                       cfg.microbatches, cfg.schedule)
+            self.prepared.append((cfg, tables, analytic_lower_bound(tables)))
+        self.prepare_s = time.perf_counter() - self.start
+        self.prepared.sort(key=lambda item: (item[2].value, item[0]))
+        self.records: list[ConfigRecord] = []
+        self.seeded = self._seed(incumbent)
+        self.best: tuple[PlanMetrics, Plan, OuterConfig] | None = self.seeded
+        self.log_tail = ""
+
+    def _seed(self, plan: Plan | None) -> tuple[PlanMetrics, Plan, OuterConfig] | None:
+        """``(metrics, plan, config)`` of a warm-start plan priced by evaluate(), or
+        None when there is none, it does not fit, or it lies outside the space."""
+        if plan is None:
+            return None
+        cfg = OuterConfig(plan.pp, plan.microbatches, plan.schedule)
+        if cfg not in {c for c, _, _ in self.prepared}:
+            return None
+        metrics = evaluate(plan, self.graph, self.cluster, self.training, self.params)
+        return (metrics, plan, cfg) if metrics.feasible else None
+
+    def record_seed(self) -> None:
+        """The warm-start plan stayed the incumbent: its configuration's record
+        holds its value (merged with what the record proves) and says so."""
+        if self.seeded is None or self.best is not self.seeded:
             return
-        old = records[k]
-        new = solve(k, remaining / (len(todo) - n_done))
-        new.time_s += old.time_s
-        better_bound = new.lower_bound > old.lower_bound
-        better_plan = new.primal is not None and (old.primal is None or new.primal < old.primal)
-        if not (better_bound or better_plan):
-            continue
-        new.lower_bound = max(new.lower_bound, old.lower_bound)
-        if old.primal is not None and (new.primal is None or old.primal < new.primal):
-            new.primal = old.primal
-        if new.primal is not None and new.status in ("optimal", "feasible", "not_solved"):
-            new.status = "optimal" if new.gap <= options.rel_gap + 1e-12 else "feasible"
-        new.message = "; ".join(m for m in (new.message, "solved again with the time the first pass "
-                                            "left over") if m)
-        records[k] = new
+        metrics, _, cfg = self.seeded
+        for rec in self.records:
+            if rec.config != cfg or not strictly_better(metrics.iteration_time_s, rec.primal):
+                continue
+            merged = rec.bounds.merge(Bounds(metrics.iteration_time_s, -math.inf))
+            rec.primal, rec.lower_bound = merged.primal, merged.lower
+            if rec.status in (Status.pruned, Status.not_solved, Status.feasible, Status.optimal):
+                rec.status = merged.status(self.options.rel_gap)
+            rec.message = "; ".join(m for m in (rec.message, "primal from the warm-start plan "
+                                                "(searcher), priced by evaluate()") if m)
+
+    @property
+    def incumbent(self) -> float | None:
+        """The best evaluated iteration time so far."""
+        return self.best[0].iteration_time_s if self.best else None
+
+    def remaining_s(self) -> float:
+        return self.options.time_limit_s - (time.perf_counter() - self.start)
+
+    def run(self) -> SearchResult:
+        """Both passes, then the certified result."""
+        self.first_pass()
+        self.second_pass()
+        self.record_seed()
+        return self.result()
+
+    def first_pass(self) -> None:
+        """Every configuration in bound order, each with its share of the time left."""
+        for k in range(len(self.prepared)):
+            share = _time_share(self.remaining_s(), self.prepared[k:], self.incumbent)
+            self.records.append(self.solve(k, share))
+            if self.progress:
+                self.progress(k + 1, len(self.prepared), self.records[-1], self.incumbent,
+                              Certificate(self.records).lower_bound)
+
+    def second_pass(self) -> None:
+        """Spend the time the first pass left over on the configurations it did not
+        close (time-limited, bound below the incumbent by more than the target gap),
+        most promising bound first, each with an equal share of what is left. A
+        new result replaces the old record only if it proves more (a higher bound)
+        or finds a better plan; the merged record keeps the better of each."""
+        todo = sorted(self._open(), key=lambda k: self.records[k].lower_bound)
+        for n_done, k in enumerate(todo):
+            if k not in self._open():
+                continue
+            remaining = self.remaining_s()
+            if remaining < SECOND_PASS_MIN_S:
+                return
+            old = self.records[k]
+            new = self.solve(k, remaining / (len(todo) - n_done))
+            new.time_s += old.time_s
+            better_bound = new.lower_bound > old.lower_bound
+            better_plan = strictly_better(new.primal, old.primal) or (
+                new.primal is not None and old.primal is None)
+            if not (better_bound or better_plan):
+                continue
+            merged = new.bounds.merge(old.bounds)
+            new.primal, new.lower_bound, new.exhaustive = merged.primal, merged.lower, merged.exhaustive
+            if new.primal is not None and new.status in (Status.optimal, Status.feasible,
+                                                          Status.not_solved):
+                new.status = merged.status(self.options.rel_gap)
+            new.message = "; ".join(m for m in (new.message, "solved again with the time the "
+                                                "first pass left over") if m)
+            self.records[k] = new
+
+    def _open(self) -> list[int]:
+        inc = self.incumbent if self.incumbent is not None else math.inf
+        return [k for k, r in enumerate(self.records)
+                if r.status in (Status.not_solved, Status.feasible)
+                and r.lower_bound < inc * (1 - self.options.rel_gap)]
+
+    def solve(self, k: int, share: float) -> ConfigRecord:
+        """Decide configuration ``k`` (:func:`_handle_config`); a plan it finds is
+        evaluated (:func:`_checked_metrics`) and may become the incumbent."""
+        cfg, tables, bound = self.prepared[k]
+        record, plan, log = _handle_config(cfg, tables, bound, self.best, share, self.inner)
+        if plan is not None:
+            metrics = _checked_metrics(plan, record, self.graph, self.cluster, self.training,
+                                       self.params)
+            if metrics is not None and (self.incumbent is None
+                                        or metrics.iteration_time_s < self.incumbent):
+                self.best = (metrics, plan, cfg)
+        self.log_tail = log or self.log_tail
+        return record
+
+    def result(self) -> SearchResult:
+        records, best = self.records, self.best
+        reasons = sorted({r.message for r in records if r.status is Status.infeasible and r.message})
+        least = min((b.least_memory_bytes for _, _, b in self.prepared), default=0.0)
+        return SearchResult(plan=best[1] if best else None, metrics=best[0] if best else None,
+                            certificate=Certificate(records), best_config=best[2] if best else None,
+                            solver_name=self.inner.name, solver_version=self.inner.version,
+                            form=self.inner.form_name, log_tail=self.log_tail[-4000:],
+                            least_memory_bytes=least, infeasible_reasons=reasons,
+                            wall_time_s=time.perf_counter() - self.start, prepare_s=self.prepare_s)
+
+
+def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: SearchSpace,
+               params: CostParams, options: SearchOptions,
+               progress: ProgressFn | None = None, incumbent: Plan | None = None) -> SearchResult:
+    """Search every outer configuration and return the certified best plan
+    (``incumbent``: a warm-start plan, see :class:`Search`)."""
+    return Search(graph, cluster, training, space, params, options, progress, incumbent).run()
 
 
 def _time_share(remaining: float, rest: list, incumbent: float | None) -> float:
@@ -185,32 +255,24 @@ def _handle_config(cfg: OuterConfig, tables: CostTables, bound: ConfigBound, bes
     ``best`` is the incumbent ``(metrics, plan, config)`` or None."""
     incumbent = best[0].iteration_time_s if best else None
     if math.isinf(bound.value):
-        return ConfigRecord(cfg, "infeasible", None, math.inf, 0.0,
+        return ConfigRecord(cfg, Status.infeasible, None, math.inf, 0.0, exhaustive=True,
                             message=bound.infeasible_reason), None, ""
-    if incumbent is not None and bound.value >= incumbent * (1 - 1e-12):
+    if reaches(bound.value, incumbent):
         why = (f"lower bound {bound.value:.6g} s >= incumbent {incumbent:.6g} s "
                f"({best[2].label()})")
-        return ConfigRecord(cfg, "pruned", None, bound.value, 0.0, pruned_by=why), None, ""
+        return ConfigRecord(cfg, Status.pruned, None, bound.value, 0.0, pruned_by=why), None, ""
     if remaining <= 0:
-        return ConfigRecord(cfg, "not_solved", None, bound.value, 0.0,
+        return ConfigRecord(cfg, Status.not_solved, None, bound.value, 0.0,
                             message="search time limit reached before this configuration; "
                                     "its analytic lower bound is recorded"), None, ""
     outcome = inner.solve(tables, remaining, cfg)
     result = outcome.result
-    lower = result.lower_bound
-    if not math.isinf(lower) or lower < 0:
-        lower = max(lower, bound.value)          # both are valid bounds
-    status = _status_of(result.termination.value)
-    record = ConfigRecord(cfg, status, result.primal, lower, result.wall_time_s,
+    # both are valid bounds (an infeasibility proof keeps its +inf)
+    bounds = outcome.bounds.merge(Bounds(None, bound.value, False, "analytic"))
+    record = ConfigRecord(cfg, outcome.status, bounds.primal, bounds.lower, result.wall_time_s,
                           model_hash=outcome.model_hash, message=result.message,
-                          timings=dict(result.timings))
+                          timings=dict(result.timings), exhaustive=bounds.exhaustive)
     return record, outcome.plan, result.log
-
-
-def _status_of(termination: str) -> str:
-    return {"optimal": "optimal", "feasible": "feasible", "infeasible": "infeasible",
-            "time_limit_no_solution": "not_solved", "heuristic": "heuristic",
-            "error": "error"}[termination]
 
 
 def _checked_metrics(plan: Plan, record: ConfigRecord, graph, cluster, training,
@@ -219,7 +281,7 @@ def _checked_metrics(plan: Plan, record: ConfigRecord, graph, cluster, training,
     metrics = evaluate(plan, graph, cluster, training, params)
     value = metrics.iteration_time_s
     if not metrics.feasible:
-        record.status = "error"
+        record.status = Status.error
         record.message = "decoded plan violates the memory limit under evaluate(); discarded"
         record.primal = None
         return None

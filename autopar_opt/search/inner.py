@@ -24,12 +24,12 @@ Every result records ``timings`` = {build, translate, solve} seconds.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.plan import Plan
-from autopar_opt.solvers.result import ProblemClass, SolveResult, Termination, relative_gap
+from autopar_opt.core.bounds import Bounds, Status, strictly_better
+from autopar_opt.core.result import ProblemClass, SolveResult, Termination
 
 
 #: Backends that take the solver-neutral matrix form directly (no Pyomo translation).
@@ -50,9 +50,22 @@ SYMMETRY_OFF_BY_DEFAULT = frozenset({"highs"})
 
 @dataclass
 class InnerOutcome:
+    """One configuration solved: the backend's result, the decoded plan, and the
+    bounds and status derived from them (:class:`Bounds`, the one set of rules)."""
+
     result: SolveResult
     plan: Plan | None
     model_hash: str | None = None
+    bounds: Bounds | None = None
+    status: Status | None = None
+
+    def derive(self, rel_gap: float) -> "InnerOutcome":
+        """Fill :attr:`bounds` (from the result) and :attr:`status` when unset."""
+        if self.bounds is None:
+            self.bounds = Bounds.of(self.result)
+        if self.status is None:
+            self.status = self.bounds.status(rel_gap, self.result.termination)
+        return self
 
 
 class InnerSolver:
@@ -86,7 +99,7 @@ class InnerSolver:
         opts = self.options
         if self.form_name == "tables":
             res = self.backend.solve_tables(tables, time_limit_s=remaining_s, rel_gap=opts.rel_gap)
-            return InnerOutcome(res, res.solution if res.has_solution else None)
+            return InnerOutcome(res, res.solution if res.has_solution else None).derive(opts.rel_gap)
         warm, dp = self._warm(tables, remaining_s) if opts.warm_start else (None, None)
         limit = remaining_s - (dp.wall_time_s if dp is not None else 0.0)
         if dp is not None and dp.termination is Termination.optimal:
@@ -94,7 +107,7 @@ class InnerSolver:
         limit = max(limit, MIN_MIP_S)   # the DP may have used the whole share
         outcome = (self._solve_direct(tables, limit, cfg, warm) if self._direct is not None
                    else self._solve_pyomo(tables, limit, cfg, warm))
-        return _merge(outcome, dp, opts.rel_gap)
+        return _merge(outcome, dp, opts.rel_gap).derive(opts.rel_gap)
 
     def _solve_pyomo(self, tables: CostTables, remaining_s: float, cfg,
                      warm: Plan | None) -> InnerOutcome:
@@ -140,8 +153,8 @@ class InnerSolver:
     def _warm(self, tables: CostTables, remaining_s: float) -> tuple[Plan | None, SolveResult | None]:
         """The warm start: the better of the DP's plan (budgeted) and the best
         uniform (Megatron-style) plan of this configuration; and the DP's result."""
-        from autopar_opt.dp import solve_dp
-        from autopar_opt.dp.common import to_plan
+        from autopar_opt.solvers.dp import solve_dp
+        from autopar_opt.solvers.dp.common import to_plan
         from autopar_opt.search.baselines import best_uniform_assignment
 
         dp = solve_dp(tables, min(DP_WARM_FRACTION * remaining_s, DP_WARM_MAX_S))
@@ -152,32 +165,26 @@ class InnerSolver:
 
 
 def _merge(outcome: InnerOutcome, dp: SolveResult | None, rel_gap: float) -> InnerOutcome:
-    """Combine the MIP's result with the DP warm start's: best plan, larger proven bound."""
+    """Combine the MIP's result with the DP warm start's: best plan, larger proven
+    bound (:meth:`Bounds.merge`); the status derived from the merged bounds."""
     res = outcome.result
     if dp is None or res.termination is Termination.error:
         return outcome
     timings = {**res.timings, "dp_warm": dp.wall_time_s}
     wall = res.wall_time_s + dp.wall_time_s
-    plan, primal = outcome.plan, res.primal
-    if dp.has_solution and (primal is None or dp.primal < primal * (1 - 1e-12)):
-        plan, primal = dp.solution, dp.primal
     if res.termination is Termination.infeasible or dp.termination is Termination.infeasible:
-        merged = res if res.termination is Termination.infeasible else dp
-        return InnerOutcome(merged.with_(wall_time_s=wall, timings=timings), None, outcome.model_hash)
-    lower = max(res.lower_bound, dp.lower_bound)
+        proof = res if res.termination is Termination.infeasible else dp
+        return InnerOutcome(proof.with_(wall_time_s=wall, timings=timings), None, outcome.model_hash)
+    merged = Bounds.of(res).merge(Bounds.of(dp, "dp"))
+    plan = dp.solution if strictly_better(dp.primal, res.primal) else outcome.plan
     notes = [res.message] if res.message else []
     if dp.lower_bound > res.lower_bound:
         notes.append(f"bound {dp.lower_bound:.6g} s proven by the exact DP warm start "
                      f"({dp.termination.value}); the MIP's own bound is {res.lower_bound:.6g} s")
-    if primal is None:
-        term = res.termination
-    elif relative_gap(primal, lower) <= rel_gap + 1e-12:
-        term = Termination.optimal
-    elif math.isinf(lower) and lower < 0:
-        term = Termination.heuristic
-    else:
-        term = Termination.feasible
-    merged = res.with_(termination=term, primal=primal, lower_bound=min(lower, primal) if primal
-                       is not None else lower, wall_time_s=wall, timings=timings,
-                       message="; ".join(notes))
-    return InnerOutcome(merged, plan, outcome.model_hash)
+    status = merged.status(rel_gap)
+    term = res.termination if merged.primal is None else {
+        Status.optimal: Termination.optimal, Status.heuristic: Termination.heuristic}.get(
+            status, Termination.feasible)
+    out = res.with_(termination=term, primal=merged.primal, lower_bound=merged.lower,
+                    wall_time_s=wall, timings=timings, message="; ".join(notes))
+    return InnerOutcome(out, plan, outcome.model_hash, merged, status)

@@ -10,10 +10,12 @@ to their layers as :class:`MeasuredCost` tuples.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from autopar_opt.graph import Layer, LayerGraph, MeasuredCost
 from autopar_opt.spec.errors import ProblemList, did_you_mean
-from autopar_opt.spec.schema import ExplicitModelSpec, LayerSpec, MeasuredSpec, ZooModelSpec
+from autopar_opt.spec.schema import (ExplicitModelSpec, HfModelSpec, LayerSpec, MeasuredSpec,
+                                     ZooModelSpec)
 
 
 def _split_fix(message: str) -> tuple[str, str]:
@@ -40,6 +42,28 @@ def _zoo_graph(section: ZooModelSpec, seq_len: int | None, out: ProblemList) -> 
             out.add("training.seq_len", seq_len, rule, fix)
         else:
             out.add("model.overrides", dict(section.overrides), rule, fix)
+        return None
+
+
+def _hf_graph(section: HfModelSpec, seq_len: int | None, base: Path,
+              out: ProblemList) -> LayerGraph | None:
+    """Build from a Hugging Face config; a relative path is relative to ``base``."""
+    from autopar_opt.model_zoo.hf_config import HfConfigError, build_hf_graph, load_hf_config
+
+    path = Path(section.hf_config)
+    if not path.is_absolute():
+        path = base / path
+    try:
+        config, origin = load_hf_config(path)
+        return build_hf_graph(config, seq_len, name=section.name, origin=str(origin),
+                              flash_attention=section.flash_attention,
+                              capacity_factor=section.capacity_factor,
+                              load_imbalance=section.load_imbalance)
+    except HfConfigError as exc:
+        rule, fix = _split_fix(str(exc))
+        key = "training.seq_len" if "sequence length" in rule or "seq_len" in rule \
+            else "model.hf_config"
+        out.add(key, seq_len if key == "training.seq_len" else section.hf_config, rule, fix)
         return None
 
 
@@ -110,11 +134,13 @@ def _attach_measured(graph: LayerGraph, measured: list[MeasuredSpec],
                       source=graph.source)
 
 
-def build_graph(section: ZooModelSpec | ExplicitModelSpec, seq_len: int | None,
+def build_graph(section: ZooModelSpec | HfModelSpec | ExplicitModelSpec, seq_len: int | None,
                 out: ProblemList) -> LayerGraph | None:
     """The model's layer graph, or None after recording the problems in ``out``."""
     if isinstance(section, ZooModelSpec):
         graph = _zoo_graph(section, seq_len, out)
+    elif isinstance(section, HfModelSpec):
+        graph = _hf_graph(section, seq_len, Path(out.file_of("model")).parent, out)
     else:
         graph = _explicit_graph(section, seq_len, out)
     if graph is None:

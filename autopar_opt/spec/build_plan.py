@@ -10,18 +10,20 @@ with the key path and the fix instead of a :class:`PlanError`.
 
 from __future__ import annotations
 
-from autopar_opt.cost.tables import stages_congruent
+from dataclasses import replace
+
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
+from autopar_opt.pipeline import stages_congruent
 from autopar_opt.plan import Plan, StagePlan, uniform_plan
 from autopar_opt.spec.errors import ProblemList, did_you_mean
 from autopar_opt.spec.schema import ExplicitPlanSpec, MegatronPlanSpec, StrategySpec
-from autopar_opt.strategies import Strategy, divisors, tp_degree_ok
+from autopar_opt.strategies import Strategy, divisors, ep_degree_ok, tp_degree_ok
 from autopar_opt.training import Schedule, Training
 
 
 def _strategy(spec: StrategySpec) -> Strategy:
-    return Strategy(spec.dp, spec.tp, spec.cp, spec.sp, spec.zero, spec.recompute)
+    return Strategy(spec.dp, spec.tp, spec.cp, spec.sp, spec.zero, spec.recompute, spec.ep)
 
 
 def _check_pp(pp: int, n: int, cluster: Cluster, graph: LayerGraph, key: str,
@@ -119,10 +121,35 @@ def _megatron(spec: MegatronPlanSpec, graph: LayerGraph, cluster: Cluster, train
     c = _microbatches(spec, dp, training.global_batch_size, out) if dp is not None else None
     if not ok or c is None:
         return None
+    if not _check_ep(graph, dp, spec.cp, spec.ep, "plan.ep", out):
+        return None
     strategy = Strategy(dp, spec.tp, spec.cp, spec.sequence_parallel, spec.zero, spec.recompute)
     names = [layer.name for layer in graph.layers]
-    return uniform_plan(names, spec.pp, strategy, c, spec.schedule, spec.vp_chunks,
+    plan = uniform_plan(names, spec.pp, strategy, c, spec.schedule, spec.vp_chunks,
                         list(spec.stage_layers) if spec.stage_layers else None)
+    moe = {layer.name for layer in graph.layers if layer.is_moe}
+    for st in plan.stages:
+        st.strategies = [replace(s, ep=spec.ep) if name in moe else s
+                         for name, s in zip(st.layers, st.strategies)]
+    return plan
+
+
+def _check_ep(graph: LayerGraph, dp: int, cp: int, ep: int, key: str, out: ProblemList) -> bool:
+    """Megatron-Core's expert-parallel rules for the MoE layers of ``graph``."""
+    if ep == 1:
+        return True
+    moe = [layer for layer in graph.layers if layer.is_moe]
+    if not moe:
+        out.add(key, ep, "expert parallelism needs MoE layers; the model has none",
+                "set ep: 1")
+        return False
+    bad = [layer for layer in moe if not ep_degree_ok(layer, dp, cp, ep)]
+    if bad:
+        out.add(key, ep, f"must divide dp*cp = {dp * cp} and the {bad[0].num_experts} experts "
+                f"of {bad[0].name} (Megatron-Core: experts fold into the dp*cp ranks)",
+                f"use one of: {', '.join(str(e) for e in divisors(dp * cp) if ep_degree_ok(bad[0], dp, cp, e))}")
+        return False
+    return True
 
 
 def _explicit_stage(i: int, stage, names: list[str], seen: set[str], d: int, b: int,
@@ -155,6 +182,10 @@ def _explicit_stage(i: int, stage, names: list[str], seen: set[str], d: int, b: 
         elif b and b % s.dp:
             out.add(f"{key}.dp", s.dp, f"does not divide the {b} samples of a micro-batch",
                     "use a dp that divides global_batch_size / microbatches")
+            ok = False
+        elif s.ep > 1 and (s.dp * s.cp) % s.ep:
+            out.add(f"{key}.ep", s.ep, f"does not divide dp*cp = {s.dp * s.cp}",
+                    "use an ep that divides dp*cp (experts fold into the data-parallel ranks)")
             ok = False
     return StagePlan(list(stage.layers), strategies) if ok else None
 

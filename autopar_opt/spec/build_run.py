@@ -151,7 +151,7 @@ def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGra
         recompute=tuple(Recompute(r) for r in section.recompute),
         schedules=tuple(Schedule(s) for s in section.schedules),
         microbatches=tup(section.microbatches), max_microbatches=section.max_microbatches,
-        tp_within_node=section.tp_within_node)
+        tp_within_node=section.tp_within_node, ep_degrees=tup(section.ep_degrees))
 
 
 def build_solver(section: SolverSection, out: ProblemList) -> SolverOptions:

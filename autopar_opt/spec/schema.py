@@ -111,9 +111,36 @@ class ExplicitModelSpec(_Section):
                                       default_factory=list)
 
 
+class HfModelSpec(_Section):
+    """A model built from a Hugging Face ``config.json`` (`autopar model` shows what was built)."""
+
+    hf_config: str = _f("Path to a config.json, or a directory holding one (relative to this "
+                        "file).", "configs/mixtral-8x7b/config.json")
+    name: Optional[str] = _f("Model name; default: the config's _name_or_path or model_type.",
+                             "mixtral-8x7b", default=None)
+    flash_attention: bool = _f("Attention kernels keep no score matrix (FlashAttention).", True,
+                               default=True)
+    capacity_factor: Optional[Annotated[float, Field(ge=1)]] = _f(
+        "MoE: expert capacity as a multiple of the average load, padded (Megatron "
+        "--moe-expert-capacity-factor); default: dropless.", 1.25, default=None)
+    load_imbalance: float = _f("MoE: busiest/average expert-parallel rank load of a dropless "
+                               "router (1.0 = balanced).", 1.0, default=1.0, ge=1)
+    measured: list[MeasuredSpec] = _f("Measured per-layer costs (profile table).", [],
+                                      default_factory=list)
+
+
+def _model_tag(value: Any) -> str:
+    if isinstance(value, dict) and "zoo" in value:
+        return "#zoo"
+    if isinstance(value, dict) and "hf_config" in value:
+        return "#hf"
+    return "#explicit"
+
+
 ModelSection = Annotated[Union[Annotated[ZooModelSpec, Tag("#zoo")],
+                               Annotated[HfModelSpec, Tag("#hf")],
                                Annotated[ExplicitModelSpec, Tag("#explicit")]],
-                         _pick("zoo", "#zoo", "#explicit")]
+                         Discriminator(_model_tag)]
 
 
 # --------------------------------------------------------------------- cluster
@@ -203,6 +230,9 @@ class SearchSection(_Section):
                                               [4, 8, 16], default=None, min_length=1)
     max_microbatches: PosInt = _f("Largest micro-batch count tried.", 64, default=64)
     tp_within_node: bool = _f("Keep tensor-parallel groups inside a node.", True, default=True)
+    ep_degrees: Optional[list[PosInt]] = _f(
+        "Expert-parallel degrees of MoE layers; default: every degree dividing dp*cp and the "
+        "expert count.", [1, 8], default=None, min_length=1)
 
 
 class SolverSection(_Section):
@@ -261,6 +291,8 @@ class MegatronPlanSpec(_Section):
     pp: PosInt = _f("Pipeline-parallel degree (stages).", 8, default=1)
     dp: Optional[PosInt] = _f("Data-parallel degree; default: devices / (tp*pp*cp).", 4, default=None)
     cp: PosInt = _f("Context-parallel degree.", 1, default=1)
+    ep: PosInt = _f("Expert-parallel degree of the MoE layers (Megatron "
+                    "--expert-model-parallel-size); divides dp*cp.", 8, default=1)
     sequence_parallel: bool = _f("Megatron sequence parallelism (needs tp > 1).", True, default=False)
     zero: ZeroLevel = _f("ZeRO level (0-3).", 1, default=0)
     recompute: Recompute = _f("Activation recomputation.", "selective", default=Recompute.none)
@@ -281,6 +313,7 @@ class StrategySpec(_Section):
     dp: PosInt = _f("Data-parallel degree.", 2)
     tp: PosInt = _f("Tensor-parallel degree.", 4, default=1)
     cp: PosInt = _f("Context-parallel degree.", 1, default=1)
+    ep: PosInt = _f("Expert-parallel degree (MoE layers only); divides dp*cp.", 1, default=1)
     sp: bool = _f("Sequence parallelism.", False, default=False)
     zero: ZeroLevel = _f("ZeRO level (0-3).", 0, default=0)
     recompute: Recompute = _f("Activation recomputation.", "none", default=Recompute.none)
@@ -328,7 +361,8 @@ class SpecFile(_Section):
     description: Optional[str] = _f("Free text shown in reports.", "LLaMA-7B on 2x8 A100",
                                     default=None)
     model: _section_or_path(ModelSection) = _f(  # type: ignore[valid-type]
-        "The model: {zoo: NAME} or {name, layers, edges}, or a path to a file holding it.",
+        "The model: {zoo: NAME}, {hf_config: PATH} or {name, layers, edges}, or a path to a "
+        "file holding it.",
         {"zoo": "debug"})
     cluster: _section_or_path(ClusterSection) = _f(  # type: ignore[valid-type]
         "The cluster: {zoo: NAME} or {nodes, gpus_per_node, device}, or a path to a file.",

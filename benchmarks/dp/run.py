@@ -34,7 +34,7 @@ import numpy as np
 
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.tables import build_cost_tables
-from autopar_opt.dp import solve_dp
+from autopar_opt.solvers.dp import solve_dp
 from autopar_opt.model_zoo.registry import get_cluster
 from autopar_opt.model_zoo.transformer import decoder_lm
 from autopar_opt.search.engine import SearchOptions, run_search

@@ -21,7 +21,7 @@ from autopar_opt.evaluate import PlanError, evaluate
 from autopar_opt.hardware import LinkTier, make_cluster
 from autopar_opt.model_zoo.transformer import decoder_lm
 from autopar_opt.plan import Plan, StagePlan, uniform_plan
-from autopar_opt.solvers.result import relative_gap
+from autopar_opt.core.result import relative_gap
 from autopar_opt.strategies import Strategy
 from autopar_opt.training import Recompute, Schedule, Training
 

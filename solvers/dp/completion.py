@@ -1,6 +1,6 @@
 """Proven lower bounds on the cost of completing a partial chain plan.
 
-Used by the label DP (:mod:`autopar_opt.dp.chain`) to drop labels that cannot
+Used by the label DP (:mod:`autopar_opt.solvers.dp.chain`) to drop labels that cannot
 lead to a plan below a threshold. A label at state ``(u, i, k)`` (layer ``u``
 processed, in stage ``i`` with strategy ``k``, current stage memory ``mem``)
 still has to place layers ``u+1 .. n-1`` into stages ``i .. P-1`` (each stage

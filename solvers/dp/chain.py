@@ -42,7 +42,7 @@ Bounds and threshold deepening (:func:`solve_chain`). An incumbent ``UB`` comes
 from cheap beam passes (the full space, and each restriction to one layout on
 every layer that has it). Then exact passes run with a threshold ``tau``,
 dropping every label whose proven completion bound
-(:class:`~autopar_opt.dp.completion.CompletionBounds`: a backward shortest path
+(:class:`~autopar_opt.solvers.dp.completion.CompletionBounds`: a backward shortest path
 with a Lagrangian relaxation of the memory constraints) exceeds ``tau``:
 ``tau`` starts at the root bound and grows geometrically up to ``UB``. A pass
 that finds a plan of value ``≤ tau`` has found an optimum; a pass that finds
@@ -70,8 +70,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from autopar_opt.cost.tables import CostTables, symmetric_edges
-from autopar_opt.dp.common import MEM_EPS, Assignment, iteration_time, layer_memory
-from autopar_opt.dp.completion import CompletionBounds
+from autopar_opt.solvers.dp.common import MEM_EPS, Assignment, iteration_time, layer_memory
+from autopar_opt.solvers.dp.completion import CompletionBounds
 from autopar_opt.hardware import GIB
 from autopar_opt.strategies import layout_ids
 
@@ -190,7 +190,7 @@ class _ChainDP:
     def lower(self, lab: np.ndarray, u: int, i: int, k: np.ndarray) -> np.ndarray:
         """Proven lower bounds on the final value of every completion of the labels
         ``lab`` at states ``(u, i, k[j])``: ``S + rest + (c−1)·max(M, (pc + rest_p)/(P−i)) + max(G, (gc + rest_g)/(P−i))``,
-        the rests from :class:`~autopar_opt.dp.completion.CompletionBounds`."""
+        the rests from :class:`~autopar_opt.solvers.dp.completion.CompletionBounds`."""
         rest, rest_p = self.bounds.remaining(u, i, k, lab[:, _MEM])
         bott = np.maximum(lab[:, _M], (lab[:, _PC] + rest_p) / (self.pp - i))
         sync = np.maximum(lab[:, _G], (lab[:, _GC] + self.bounds.rest_sync[u]) / (self.pp - i))

@@ -38,8 +38,8 @@ from collections import defaultdict
 import numpy as np
 
 from autopar_opt.cost.tables import CostTables
-from autopar_opt.dp.chain import DPTimeout
-from autopar_opt.dp.common import MEM_EPS, Assignment, layer_memory
+from autopar_opt.solvers.dp.chain import DPTimeout
+from autopar_opt.solvers.dp.common import MEM_EPS, Assignment, layer_memory
 from autopar_opt.hardware import GIB
 from autopar_opt.strategies import layout_ids
 

@@ -1,7 +1,7 @@
 """The ``dp`` backend: exact dynamic programming on cost tables, no MIP solver.
 
 Registered as ``"dp"`` -> ``autopar_opt.solvers.dp:DPBackend``. The algorithms
-live in :mod:`autopar_opt.dp`; this file only adapts them to :class:`Backend`.
+live in :mod:`autopar_opt.solvers.dp`; this file only adapts them to :class:`Backend`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.solvers.base import Backend, SolverMismatch
-from autopar_opt.solvers.result import ProblemClass, SolveResult
+from autopar_opt.core.result import ProblemClass, SolveResult
 
 
 class DPBackend(Backend):
@@ -34,5 +34,5 @@ class DPBackend(Backend):
                                  f"got {type(tables).__name__}")
         if time_limit_s is not None and time_limit_s <= 0:
             raise ValueError(f"time_limit_s must be positive, got {time_limit_s}")
-        from autopar_opt.dp import solve_dp
+        from autopar_opt.solvers.dp import solve_dp
         return solve_dp(tables, time_limit_s)

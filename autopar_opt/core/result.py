@@ -1,0 +1,76 @@
+"""One result type for every backend (MIP solvers and the DP).
+
+Bounds follow Pyomo's ``incumbent_objective`` / ``objective_bound`` and
+OR-Tools MathOpt's ``ObjectiveBounds``: ``primal`` is the value of the best
+solution found (``None`` when there is none), ``lower_bound`` a proven lower
+bound on the optimum of *this* problem (``-inf`` when nothing is proven,
+``+inf`` when infeasibility is proven). The gap is computed here and only here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+
+class ProblemClass(str, Enum):
+    """What a backend accepts (declared as data; the registry checks it)."""
+
+    lp = "LP"
+    milp = "MILP"
+    miqp = "MIQP"
+    tables = "TABLES"   # the DP works on cost tables directly, no algebraic model
+
+
+class Termination(str, Enum):
+    """Why a solve stopped. Infeasible and time-limited are results, not errors."""
+
+    optimal = "optimal"              # gap within the requested tolerance
+    feasible = "feasible"            # a solution, stopped early (limit) with a bound
+    infeasible = "infeasible"        # proven: no solution exists
+    time_limit_no_solution = "time_limit_no_solution"
+    heuristic = "heuristic"          # a solution with no proven bound
+    error = "error"                  # the solver failed; ``message`` says why
+
+
+def relative_gap(primal: float | None, lower_bound: float) -> float:
+    """``(primal - lower_bound) / |primal|``; inf without a primal or a bound.
+
+    The single definition of the gap (DESIGN.md §4) used by every backend,
+    the search and the certificate.
+    """
+    if primal is None or math.isinf(lower_bound) or math.isnan(lower_bound):
+        return math.inf
+    if primal == 0:
+        return 0.0 if lower_bound >= 0 else math.inf
+    return max(0.0, (primal - lower_bound) / abs(primal))
+
+
+@dataclass
+class SolveResult:
+    """What a backend returns for one sub-problem."""
+
+    termination: Termination
+    primal: float | None
+    lower_bound: float
+    wall_time_s: float
+    solver: str
+    solver_version: str
+    message: str = ""
+    solution: Any = None       # backend-specific (a Plan for the DP; None for MIP:
+                               # the values are loaded into the model instead)
+    timings: dict[str, float] = field(default_factory=dict)
+    log: str = ""
+
+    @property
+    def gap(self) -> float:
+        return relative_gap(self.primal, self.lower_bound)
+
+    @property
+    def has_solution(self) -> bool:
+        return self.primal is not None
+
+    def with_(self, **changes) -> "SolveResult":
+        return replace(self, **changes)

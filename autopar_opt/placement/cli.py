@@ -1,0 +1,142 @@
+"""``autopar place SPEC``: solve, print (text or ``--json``), write placement.json + report."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import typer
+
+from autopar_opt.placement.evaluate import evaluate_placement
+from autopar_opt.placement.solve import PlacementResult, solve_placement
+
+
+def _baselines(result: PlacementResult, expert_path: str | None) -> list[dict]:
+    from autopar_opt.placement.condense import condense
+    from autopar_opt.placement.heuristics import single_device, topo_split
+    p = result.problem
+    cond = condense(p, fuse_cycles=True)
+    rows = []
+    for name, unit_dev in (("everything on one device", single_device(cond)[1]),
+                           ("greedy topological split", topo_split(cond)[1])):
+        val = None
+        if unit_dev is not None:
+            m = evaluate_placement(p, cond.expand(unit_dev), objective=result.objective)
+            val = m.value if m.feasible and np.isfinite(m.value) else None
+        rows.append({"name": name, "value": val})
+    if expert_path:
+        from autopar_opt.placement.public_json import load_expert_split
+        m = evaluate_placement(p, load_expert_split(expert_path, p), objective=result.objective)
+        rows.append({"name": f"human expert ({Path(expert_path).name})",
+                     "value": m.value if np.isfinite(m.value) else None,
+                     "violations": m.violations})
+    return rows
+
+
+def placement_document(result: PlacementResult, expert_path: str | None) -> dict:
+    """Everything placement.json holds (the report renders from it)."""
+    p = result.problem
+    doc = result.to_dict()
+    caps = [dt.memory_bytes for dt in p.devices()]
+    for row, cap in zip(doc["devices"], caps):
+        row["capacity_bytes"] = cap if np.isfinite(cap) else None
+    doc.update(num_nodes=p.num_nodes, num_edges=int(len(p.edges)),
+               devices_text=", ".join(f"{dt.count} x {dt.name}" for dt in p.device_types),
+               baselines=_baselines(result, expert_path),
+               bound_source=_bound_source(result))
+    if result.metrics is not None and result.assignment is not None:
+        doc["metrics"] = result.metrics.to_dict()
+        labels = p.device_labels()
+        cuts = []
+        cons = p.consumers()
+        for u in result.metrics.cut_nodes:
+            readers = sorted({labels[int(d)] for d in result.assignment[cons[u]]}
+                             - {labels[int(result.assignment[u])]})
+            cuts.append({"name": p.node_names[u], "id": p.node_ids[u],
+                         "device": labels[int(result.assignment[u])],
+                         "readers": ", ".join(readers), "cost": float(p.comm[u])})
+        doc["cut_edges"] = cuts
+    return doc
+
+
+def _bound_source(result: PlacementResult) -> str:
+    if result.method == "dp":
+        return ("Exact DP over the ideals of the condensed graph (every contiguous placement "
+                "is a chain of ideals): the value is the optimum.")
+    if result.method.startswith("milp"):
+        return ("MILP dual bound (branch and bound), combined with the LP bound that drops "
+                "communication and divides work freely.")
+    return ("Lower bound from the relaxation (communication dropped, work divisible); the "
+            "value is the best heuristic placement.")
+
+
+def _json_summary(doc: dict) -> dict:
+    keys = ("objective", "value", "lower_bound", "gap", "status", "wall_time_s", "method",
+            "instance", "contiguous")
+    out = {k: doc[k] for k in keys}
+    out["devices"] = [{k: d[k] for k in ("device", "nodes", "load", "memory_bytes")}
+                      for d in doc["devices"]]
+    return out
+
+
+def place_command(spec_path: str, solver: str | None, objective: str | None,
+                  contiguous: bool | None, time_limit_s: float | None, out_dir: str | None,
+                  json_output: bool, expert: str | None) -> int:
+    """The body of ``autopar place`` (errors become exit code 2 in the caller)."""
+    from autopar_opt.placement.spec import load_placement
+    from autopar_opt.spec.errors import SpecError, SpecProblem
+    problem, options = load_placement(spec_path)
+    objective = objective or options.get("objective", "max-load")
+    if objective not in ("max-load", "latency"):
+        raise SpecError([SpecProblem("<command line>", "--objective", objective,
+                                     "must be max-load or latency", "use --objective max-load")])
+    cont = contiguous if contiguous is not None else bool(options.get("contiguous", True))
+    if objective == "latency" and not cont:
+        raise SpecError([SpecProblem("<command line>", "--no-contiguous", True,
+                                     "the latency model runs each device's nodes as one block, "
+                                     "which needs contiguous parts", "use --contiguous")])
+    from autopar_opt.solvers.registry import BACKENDS
+    name = (solver or "auto").lower()
+    if name not in ("auto", *BACKENDS):
+        raise SpecError([SpecProblem("<command line>", "--solver", solver,
+                                     f"unknown solver; choose auto, {', '.join(BACKENDS)}",
+                                     "use --solver highs")])
+    result = solve_placement(problem, objective=objective, contiguous=cont, solver=name,
+                             time_limit_s=time_limit_s)
+    doc = placement_document(result, expert)
+    if out_dir:
+        _write_outputs(doc, Path(out_dir))
+    if json_output:
+        typer.echo(json.dumps(_json_summary(doc), indent=2))
+    else:
+        typer.echo(_text(doc))
+    return 0
+
+
+def _write_outputs(doc: dict, out: Path) -> None:
+    from autopar_opt.reports.placement import render_placement_html
+    html = render_placement_html(doc)                 # render first: no half-written output
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in (("placement.json", json.dumps(doc, indent=2)), ("report.html", html)):
+        tmp = out / f".{name}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, out / name)
+
+
+def _text(doc: dict) -> str:
+    fmt = lambda x: "-" if x is None else f"{x:.6g}"  # noqa: E731
+    gap = "-" if doc["gap"] is None else f"{100 * doc['gap']:.4g} %"
+    lines = [f"instance:     {doc['instance']} ({doc['num_nodes']} nodes; {doc['devices_text']})",
+             f"objective:    {doc['objective']} ({'contiguous' if doc['contiguous'] else 'non-contiguous'})",
+             f"value:        {fmt(doc['value'])}",
+             f"lower bound:  {fmt(doc['lower_bound'])}",
+             f"gap:          {gap}",
+             f"status:       {doc['status']} ({doc['method']}, {doc['wall_time_s']:.3f} s)"]
+    for d in doc["devices"]:
+        lines.append(f"  {d['device']:>14}: {len(d['nodes']):6d} nodes  load {d['load']:.6g}  "
+                     f"memory {d['memory_bytes']:.4g} B")
+    for b in doc["baselines"]:
+        lines.append(f"baseline {b['name']}: {fmt(b['value'])}")
+    return "\n".join(lines)

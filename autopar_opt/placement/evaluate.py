@@ -1,0 +1,173 @@
+"""Independent evaluation of a placement (no solver): loads, memory, latency, violations.
+
+``evaluate_placement(problem, assignment)`` recomputes everything from the
+original (uncondensed) graph, so that a solver's objective can be checked
+against it (the project's strongest oracle, DESIGN.md §1).
+
+- **max-load** (throughput of a pipelined deployment; Tarnawski et al., NeurIPS
+  2020, §3): load of device ``d`` = ``Σ_{v on d} time[type(d)][v]`` + (if the
+  type pays communication) ``Σ_u comm[u]`` over nodes ``u`` on ``d`` whose output
+  is consumed off ``d`` (sending, once) and over nodes ``u`` off ``d`` with a
+  consumer on ``d`` (receiving, once per distinct consuming device).
+  Objective: ``max_d load_d``.
+- **latency** (single sample; the "calls" model of the same authors' latency
+  IP, ``latency-ip/lip.py``): each device that pays communication runs its
+  whole node set as one block of length ``load_d`` once every input from
+  outside the block is ready; nodes on a host (CPU) type run as soon as their
+  inputs are ready, on as many cores as needed. Objective: the longest path
+  through this block graph (``inf`` when blocks depend on each other in a
+  cycle, i.e. the placement is not contiguous).
+- **contiguous**: the device parts of the forward graph (backward nodes follow
+  their colour class) can be ordered so that every forward edge goes to the
+  same or a later part, i.e. the quotient graph is acyclic; this makes every
+  part convex (no path leaves it and comes back) and is exactly a chain of
+  ideals (:mod:`autopar_opt.ideals`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+
+from autopar_opt.placement.problem import PlacementProblem
+
+MEM_RTOL = 1e-9
+
+
+@dataclass
+class PlacementMetrics:
+    """What :func:`evaluate_placement` returns (JSON-able via :meth:`to_dict`)."""
+
+    objective: str
+    value: float
+    max_load: float
+    latency: float
+    loads: list[float]
+    compute: list[float]
+    comm: list[float]
+    memory_bytes: list[float]
+    critical_device: int
+    cut_nodes: list[int]                  # nodes whose output crosses devices
+    contiguous: bool
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def feasible(self) -> bool:
+        return not self.violations
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in ("objective", "value", "max_load", "latency", "loads",
+                                              "compute", "comm", "memory_bytes", "critical_device",
+                                              "cut_nodes", "contiguous", "violations")}
+
+
+def device_loads(problem: PlacementProblem, assign: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
+    """Per-device compute, communication and memory, and the nodes whose output is cut."""
+    devs = problem.devices()
+    nd = len(devs)
+    compute = np.zeros(nd)
+    memory = np.zeros(nd)
+    for d, dt in enumerate(devs):
+        on = assign == d
+        compute[d] = float(problem.time[dt.name][on].sum()) if on.any() else 0.0
+        memory[d] = float(problem.size_bytes[on].sum())
+    comm = np.zeros(nd)
+    cut = []
+    for u, cons in enumerate(problem.consumers()):
+        if cons.size == 0:
+            continue
+        others = set(assign[cons].tolist()) - {int(assign[u])}
+        if not others:
+            continue
+        cut.append(u)
+        for d in others | {int(assign[u])}:
+            comm[d] += problem.comm[u]
+    pays = np.array([dt.pays_comm for dt in devs], dtype=bool)
+    return compute, np.where(pays, comm, 0.0), memory, cut
+
+
+def quotient_is_acyclic(problem: PlacementProblem, assign: np.ndarray) -> bool:
+    """Whether the forward graph's device parts can be ordered along every forward edge."""
+    fwd = ~problem.is_backward[problem.edges[:, 0]] & ~problem.is_backward[problem.edges[:, 1]]
+    g = nx.DiGraph()
+    g.add_nodes_from(set(assign.tolist()))
+    for u, v in problem.edges[fwd]:
+        if assign[u] != assign[v]:
+            g.add_edge(int(assign[u]), int(assign[v]))
+    return nx.is_directed_acyclic_graph(g)
+
+
+def block_latency(problem: PlacementProblem, assign: np.ndarray, loads: np.ndarray) -> float:
+    """Longest path of the block graph (module docstring); ``inf`` when it has a cycle."""
+    devs = problem.devices()
+    g = nx.DiGraph()
+
+    def key(v: int) -> tuple:
+        d = int(assign[v])
+        return ("dev", d) if devs[d].pays_comm else ("node", v)
+
+    weight: dict[tuple, float] = {}
+    for v in range(problem.num_nodes):
+        k = key(v)
+        d = int(assign[v])
+        weight[k] = float(loads[d]) if k[0] == "dev" else float(problem.time[devs[d].name][v])
+        g.add_node(k)
+    for u, v in problem.edges:
+        ku, kv = key(int(u)), key(int(v))
+        if ku != kv:
+            g.add_edge(ku, kv)
+    if not nx.is_directed_acyclic_graph(g):
+        return float("inf")
+    finish: dict[tuple, float] = {}
+    for k in nx.topological_sort(g):
+        finish[k] = max((finish[p] for p in g.predecessors(k)), default=0.0) + weight[k]
+    return max(finish.values(), default=0.0)
+
+
+def _violations(problem: PlacementProblem, assign: np.ndarray, memory: np.ndarray,
+                contiguous: bool | None, acyclic: bool) -> list[str]:
+    out = []
+    devs = problem.devices()
+    if assign.shape != (problem.num_nodes,) or assign.min() < 0 or assign.max() >= len(devs):
+        return [f"assignment must give every node a device in 0..{len(devs) - 1}"]
+    for d, dt in enumerate(devs):
+        if memory[d] > dt.memory_bytes * (1 + MEM_RTOL):
+            out.append(f"device {d} ({dt.name}) holds {memory[d]:.6g} bytes > {dt.memory_bytes:.6g}")
+        bad = np.flatnonzero((assign == d) & np.isinf(problem.time[dt.name]))
+        if bad.size:
+            out.append(f"nodes {bad[:5].tolist()} cannot run on {dt.name} (device {d})")
+    for c in np.unique(problem.color):
+        ds = np.unique(assign[problem.color == c])
+        if ds.size > 1:
+            out.append(f"colour class {int(c)} split over devices {ds.tolist()}")
+    if contiguous and not acyclic:
+        out.append("not contiguous: the device parts depend on each other in a cycle")
+    return out
+
+
+def evaluate_placement(problem: PlacementProblem, assignment, *, objective: str = "max-load",
+                       contiguous: bool | None = None) -> PlacementMetrics:
+    """Evaluate ``assignment`` (device index per node, devices as in
+    :meth:`PlacementProblem.devices`) under ``objective`` (``"max-load"`` or
+    ``"latency"``); ``contiguous=True`` adds contiguity to the feasibility checks.
+    """
+    assign = np.asarray(assignment, dtype=np.int64)
+    ndev = problem.num_devices
+    if assign.shape != (problem.num_nodes,) or (assign.size and (assign.min() < 0 or assign.max() >= ndev)):
+        raise ValueError(f"assignment must give each of the {problem.num_nodes} nodes a device "
+                         f"in 0..{ndev - 1}")
+    compute, comm, memory, cut = device_loads(problem, assign)
+    loads = compute + comm
+    acyclic = quotient_is_acyclic(problem, assign)
+    latency = block_latency(problem, assign, loads)
+    max_load = float(loads.max()) if loads.size else 0.0
+    value = max_load if objective == "max-load" else latency
+    if objective not in ("max-load", "latency"):
+        raise ValueError(f"objective must be 'max-load' or 'latency', not {objective!r}")
+    return PlacementMetrics(objective=objective, value=value, max_load=max_load, latency=latency,
+                            loads=loads.tolist(), compute=compute.tolist(), comm=comm.tolist(),
+                            memory_bytes=memory.tolist(), critical_device=int(np.argmax(loads)),
+                            cut_nodes=cut, contiguous=acyclic,
+                            violations=_violations(problem, assign, memory, contiguous, acyclic))

@@ -1,0 +1,174 @@
+"""Baselines and bounds that scale to 50,000-node graphs.
+
+- :func:`single_device` — everything on the best single device (a baseline
+  and, for max-load, an upper bound).
+- :func:`topo_split` — a contiguous split along one topological order: binary
+  search on the max-load ``L``; for each ``L`` a greedy sweep closes a part at
+  the last position where its load (time + exact cut weight, maintained
+  incrementally per hyperedge) was ``≤ L`` before its time alone exceeds
+  ``L``. Always a valid contiguous placement (intervals of a topological order
+  form a chain of ideals), not necessarily optimal: an upper bound.
+- :func:`compute_lower_bound` — a valid lower bound on max-load for every
+  variant (contiguous or not): the LP ``min L`` over fractional assignments of
+  units to device types with ``Σ_u t_τ(u)·f[u,τ] ≤ count_τ·L`` (communication
+  dropped, work divisible), raised to the largest ``min_τ t_τ(u)`` of a unit
+  that must sit whole on one device.
+- :func:`critical_path_bound` — a valid lower bound on latency: the longest
+  path with every node at its fastest type and free transfers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from autopar_opt.ideals import topological_order
+from autopar_opt.placement.condense import Condensed
+
+
+def single_device(cond: Condensed) -> tuple[float, np.ndarray | None]:
+    """Best max-load with every unit on one device (``inf``, None when none can hold all)."""
+    best, dev = np.inf, None
+    first = 0
+    for t in cond.problem.device_types:
+        if t.count > 0 and cond.size_bytes.sum() <= t.memory_bytes * (1 + 1e-9):
+            val = float(cond.time[t.name].sum())
+            if val < best:
+                best, dev = val, first
+        first += t.count
+    if dev is None:
+        return np.inf, None
+    return best, np.full(cond.num_units, dev, dtype=np.int64)
+
+
+def _hyper_lists(cond: Condensed) -> list[list[int]]:
+    per_unit: list[list[int]] = [[] for _ in range(cond.num_units)]
+    for k, h in enumerate(cond.hyper):
+        for u in h.tolist():
+            per_unit[u].append(k)
+    return per_unit
+
+
+def _sweep(order: list[int], t: np.ndarray, size: np.ndarray, per_unit: list[list[int]],
+           hsize: np.ndarray, w: np.ndarray, limit: float, mem: float, parts_max: int
+           ) -> list[int] | None:
+    """Greedy part ends for threshold ``limit`` (positions in ``order``); None if > parts_max."""
+    n = len(order)
+    ends: list[int] = []
+    i = 0
+    while i < n:
+        cnt: dict[int, int] = {}
+        comp = cut = memory = 0.0
+        last_ok = -1
+        j = i
+        while j < n:
+            u = order[j]
+            comp += t[u]
+            memory += size[u]
+            if comp > limit or memory > mem:
+                break
+            for k in per_unit[u]:
+                c = cnt.get(k, 0) + 1
+                cnt[k] = c
+                if c == 1:
+                    cut += w[k]
+                if c == hsize[k]:
+                    cut -= w[k]
+            if comp + cut <= limit * (1 + 1e-12):
+                last_ok = j
+            j += 1
+        if last_ok < 0:
+            return None
+        ends.append(last_ok + 1)
+        i = last_ok + 1
+        if len(ends) > parts_max:
+            return None
+    return ends
+
+
+def topo_split(cond: Condensed, type_index: int = 0, iters: int = 40) -> tuple[float, np.ndarray | None]:
+    """Contiguous split on the devices of one comm-paying type (module docstring)."""
+    types = cond.problem.device_types
+    dt = types[type_index]
+    t = cond.time[dt.name]
+    if not np.all(np.isfinite(t)) or dt.count == 0:
+        return np.inf, None
+    order = topological_order(cond.num_units, [tuple(e) for e in cond.prec.tolist()]).tolist()
+    per_unit = _hyper_lists(cond)
+    hsize = np.array([h.size for h in cond.hyper], dtype=np.int64)
+    w = cond.hyper_w if dt.pays_comm else np.zeros(len(cond.hyper))
+    lo, hi = float(t.max()), float(t.sum() + w.sum())
+    best = None
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        ends = _sweep(order, t, cond.size_bytes, per_unit, hsize, w, mid, dt.memory_bytes, dt.count)
+        if ends is not None and len(ends) <= dt.count:
+            hi, best = mid, ends
+        else:
+            lo = mid
+        if hi - lo <= 1e-9 * hi:
+            break
+    if best is None:
+        return np.inf, None
+    first = sum(x.count for x in types[:type_index])
+    unit_dev = np.empty(cond.num_units, dtype=np.int64)
+    start = 0
+    for p, end in enumerate(best):
+        unit_dev[order[start:end]] = first + p
+        start = end
+    return np.nan, unit_dev          # the caller evaluates the placement exactly
+
+
+def compute_lower_bound(cond: Condensed) -> float:
+    """The LP bound of the module docstring (valid for every variant)."""
+    types = [t for t in cond.problem.device_types if t.count > 0]
+    times = np.array([cond.time[t.name] for t in types])         # (T, U)
+    unit_lb = float(np.max(np.min(times, axis=0))) if cond.num_units else 0.0
+    if len(types) == 1:
+        return max(unit_lb, float(times[0].sum()) / types[0].count)
+    import highspy
+    nt, nu = times.shape
+    ok = np.isfinite(times)
+    # columns: f[τ,u] (only finite), then L
+    cols = np.flatnonzero(ok.ravel())
+    ncol = cols.size + 1
+    tau, unit = np.divmod(cols, nu)
+    rows_assign = unit
+    rows_cap = nu + tau
+    a = sp.csc_array((np.concatenate([np.ones(cols.size), times.ravel()[cols],
+                                      -np.array([t.count for t in types], dtype=float)]),
+                      (np.concatenate([rows_assign, rows_cap, nu + np.arange(nt)]),
+                       np.concatenate([np.arange(cols.size), np.arange(cols.size),
+                                       np.full(nt, cols.size)]))), shape=(nu + nt, ncol))
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = ncol, nu + nt
+    lp.col_cost_ = np.r_[np.zeros(cols.size), 1.0]
+    lp.col_lower_, lp.col_upper_ = np.zeros(ncol), np.r_[np.ones(cols.size), np.inf]
+    lp.row_lower_ = np.r_[np.ones(nu), np.full(nt, -np.inf)]
+    lp.row_upper_ = np.r_[np.ones(nu), np.zeros(nt)]
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = a.indptr, a.indices, a.data
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = ncol, nu + nt
+    h.passModel(lp)
+    h.run()
+    if h.getModelStatus().name.split(".")[-1] != "kOptimal":
+        return unit_lb
+    # a dual-feasible bound would be safer than the primal value; HiGHS' LP optimum is exact
+    # up to its tolerances, so take it with a relative safety margin of 1e-7
+    return max(unit_lb, float(h.getInfo().objective_function_value) * (1 - 1e-7))
+
+
+def critical_path_bound(problem) -> float:
+    """Longest path of the graph with node weights ``min_τ t_τ(v)`` (no transfers)."""
+    from autopar_opt.ideals import topological_order
+    t = np.min(np.array([problem.time[dt.name] for dt in problem.device_types if dt.count > 0]),
+               axis=0)
+    preds: list[list[int]] = [[] for _ in range(problem.num_nodes)]
+    for u, v in problem.edges:
+        preds[int(v)].append(int(u))
+    fin = np.zeros(problem.num_nodes)
+    for v in topological_order(problem.num_nodes, [tuple(e) for e in problem.edges.tolist()]):
+        fin[v] = max((fin[u] for u in preds[v]), default=0.0) + t[v]
+    return float(fin.max()) if problem.num_nodes else 0.0

@@ -1,0 +1,82 @@
+"""A tiny numpy builder for :class:`~autopar_opt.core.matrix.MatrixForm` models.
+
+Variables are added in named blocks (index arrays come back), constraints in
+vectorised blocks of COO triplets, so a 100k-row placement MILP is assembled in
+numpy without Pyomo (the direct path is 50-100x faster, shared TOOLCHAIN.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from autopar_opt.core.matrix import MatrixForm
+
+
+class MatrixBuilder:
+    """Accumulates columns and rows; :meth:`build` returns the ``MatrixForm``."""
+
+    def __init__(self) -> None:
+        self.lo: list[np.ndarray] = []
+        self.hi: list[np.ndarray] = []
+        self.integer: list[np.ndarray] = []
+        self.names: list[str] = []
+        self.ncols = 0
+        self.rows: list[np.ndarray] = []
+        self.cols: list[np.ndarray] = []
+        self.vals: list[np.ndarray] = []
+        self.row_lo: list[np.ndarray] = []
+        self.row_hi: list[np.ndarray] = []
+        self.nrows = 0
+        self.cost: dict[int, float] = {}
+
+    def add_vars(self, name: str, shape: tuple[int, ...], lo: float = 0.0, hi: float = 1.0,
+                 integer: bool = False) -> np.ndarray:
+        """A block of variables; returns their column indices with ``shape``."""
+        count = int(np.prod(shape)) if shape else 1
+        idx = np.arange(self.ncols, self.ncols + count).reshape(shape)
+        self.lo.append(np.full(count, lo, dtype=float))
+        self.hi.append(np.full(count, hi, dtype=float))
+        self.integer.append(np.full(count, integer, dtype=bool))
+        self.names.extend(f"{name}[{i}]" for i in range(count))
+        self.ncols += count
+        return idx
+
+    def add_rows(self, row: np.ndarray, col: np.ndarray, val: np.ndarray, lo: np.ndarray,
+                 hi: np.ndarray) -> None:
+        """Rows ``lo <= Σ val·x[col] <= hi``; ``row`` indexes within this block (0..len(lo)-1)."""
+        lo = np.atleast_1d(np.asarray(lo, dtype=float))
+        hi = np.atleast_1d(np.asarray(hi, dtype=float))
+        self.rows.append(np.asarray(row, dtype=np.int64).ravel() + self.nrows)
+        self.cols.append(np.asarray(col, dtype=np.int64).ravel())
+        self.vals.append(np.asarray(val, dtype=float).ravel())
+        self.row_lo.append(lo)
+        self.row_hi.append(hi)
+        self.nrows += lo.size
+
+    def pairwise_le(self, left: np.ndarray, right: np.ndarray, rhs: float = 0.0) -> None:
+        """Rows ``x[left_i] - x[right_i] <= rhs`` (elementwise)."""
+        left, right = np.ravel(left), np.ravel(right)
+        k = left.size
+        r = np.arange(k)
+        self.add_rows(np.concatenate([r, r]), np.concatenate([left, right]),
+                      np.concatenate([np.ones(k), -np.ones(k)]), np.full(k, -np.inf),
+                      np.full(k, rhs))
+
+    def set_cost(self, col: int, value: float) -> None:
+        self.cost[int(col)] = float(value)
+
+    def build(self, start: np.ndarray | None = None) -> MatrixForm:
+        c = np.zeros(self.ncols)
+        for k, v in self.cost.items():
+            c[k] = v
+        a = sp.csr_array((np.concatenate(self.vals) if self.vals else np.zeros(0),
+                          (np.concatenate(self.rows) if self.rows else np.zeros(0, np.int64),
+                           np.concatenate(self.cols) if self.cols else np.zeros(0, np.int64))),
+                         shape=(self.nrows, self.ncols))
+        a.sum_duplicates()
+        return MatrixForm(c=c, A=a, row_lo=np.concatenate(self.row_lo) if self.row_lo else np.zeros(0),
+                          row_hi=np.concatenate(self.row_hi) if self.row_hi else np.zeros(0),
+                          col_lo=np.concatenate(self.lo), col_hi=np.concatenate(self.hi),
+                          integrality=np.concatenate(self.integer), offset=0.0,
+                          columns=self.names, start=start)

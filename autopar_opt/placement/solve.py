@@ -1,0 +1,183 @@
+"""One entry point: ``solve_placement(problem, ...)`` -> :class:`PlacementResult` with a gap.
+
+Method choice (``solver="auto"``): contiguous max-load goes to the exact DP
+over ideals when the lattice is within its guards; otherwise (or when a MILP
+backend is named: ``highs``, ``gurobi``, ``scip``) the MILP of
+:mod:`autopar_opt.placement.milp` is solved with a time limit, warm-started
+from the best heuristic placement. Whatever the method, the answer carries a
+proven lower bound: the DP's optimum, the MILP's dual bound, and always the
+LP bound of :func:`~autopar_opt.placement.heuristics.compute_lower_bound`
+(the larger is kept), so ``gap = (value − bound) / value`` (the project's one
+gap function, :func:`autopar_opt.core.result.relative_gap`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from autopar_opt.ideals import TooManyIdeals
+from autopar_opt.placement.condense import Condensed, condense
+from autopar_opt.placement.evaluate import PlacementMetrics, evaluate_placement
+from autopar_opt.placement.heuristics import (compute_lower_bound, critical_path_bound,
+                                              single_device, topo_split)
+from autopar_opt.placement.problem import PlacementProblem
+from autopar_opt.core.result import relative_gap
+
+OBJECTIVES = ("max-load", "latency")
+#: Above this many units × devices the MILP is not attempted under "auto".
+MILP_AUTO_LIMIT = 60_000
+
+
+@dataclass
+class PlacementResult:
+    """A placement with its certificate (JSON-able via :meth:`to_dict`)."""
+
+    problem: PlacementProblem
+    objective: str
+    contiguous: bool
+    value: float
+    lower_bound: float
+    status: str                       # optimal | feasible | infeasible | no_solution
+    method: str
+    assignment: np.ndarray | None
+    metrics: PlacementMetrics | None
+    wall_time_s: float
+    details: dict = field(default_factory=dict)
+
+    @property
+    def gap(self) -> float:
+        return relative_gap(self.value if np.isfinite(self.value) else None, self.lower_bound)
+
+    def device_rows(self) -> list[dict]:
+        """Per device: node ids, load, memory."""
+        if self.assignment is None or self.metrics is None:
+            return []
+        p = self.problem
+        return [{"device": label,
+                 "nodes": [p.node_ids[v] for v in np.flatnonzero(self.assignment == d)],
+                 "load": self.metrics.loads[d], "compute": self.metrics.compute[d],
+                 "comm": self.metrics.comm[d], "memory_bytes": self.metrics.memory_bytes[d]}
+                for d, label in enumerate(p.device_labels())]
+
+    def to_dict(self) -> dict:
+        gap = self.gap
+        return {"instance": self.problem.name, "objective": self.objective,
+                "contiguous": self.contiguous, "value": _num(self.value),
+                "lower_bound": _num(self.lower_bound), "gap": _num(gap), "status": self.status,
+                "method": self.method, "devices": self.device_rows(),
+                "wall_time_s": self.wall_time_s, "details": self.details}
+
+
+def _num(x: float) -> float | None:
+    return float(x) if x is not None and np.isfinite(x) else None
+
+
+def _candidate(problem: PlacementProblem, cond: Condensed, unit_dev: np.ndarray | None,
+               objective: str, contiguous: bool) -> tuple[float, np.ndarray | None]:
+    if unit_dev is None:
+        return np.inf, None
+    a = cond.expand(unit_dev)
+    m = evaluate_placement(problem, a, objective=objective, contiguous=contiguous)
+    return (m.value, a) if m.feasible else (np.inf, None)
+
+
+def _heuristics(problem: PlacementProblem, cond: Condensed, objective: str, contiguous: bool
+                ) -> tuple[float, np.ndarray | None, dict]:
+    best, best_a, info = np.inf, None, {}
+    for name, fn in (("single_device", lambda: single_device(cond)[1]),
+                     ("topological_split", lambda: topo_split(cond)[1])):
+        val, a = _candidate(problem, cond, fn(), objective, contiguous)
+        info[name] = _num(val)
+        if val < best:
+            best, best_a = val, a
+    return best, best_a, info
+
+
+def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
+                    contiguous: bool = True, solver: str = "auto",
+                    time_limit_s: float | None = None, rel_gap: float = 1e-6) -> PlacementResult:
+    """Place ``problem``'s nodes; see the module docstring for the method choice."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
+    start = time.perf_counter()
+    deadline = None if time_limit_s is None else start + time_limit_s
+    cond = condense(problem, fuse_cycles=contiguous)
+    value, assign, details = _heuristics(problem, cond, objective, contiguous)
+    lower = (compute_lower_bound(cond) if objective == "max-load"
+             else critical_path_bound(problem))
+    details["lp_bound"] = _num(lower)
+    details["units"] = cond.num_units
+    method = "heuristic"
+    if objective == "max-load" and not contiguous:
+        _contiguous_start(problem, details)
+        if details.get("_dp_assign") is not None:
+            a = details.pop("_dp_assign")
+            v = evaluate_placement(problem, a, objective=objective).value
+            if v < value:
+                value, assign = v, a
+        details.pop("_dp_assign", None)
+    if objective == "max-load" and contiguous and solver in ("auto", "dp"):
+        from autopar_opt.placement.dp import DPTooLarge, solve_dp
+        try:
+            res = solve_dp(cond, deadline=deadline, upper_bound=value)
+            details.update(ideals=res.num_ideals, ideal_pairs=res.num_pairs,
+                           dp_time_s=res.wall_time_s)
+            if not res.deadline_hit:
+                method = "dp"
+                v, a = _candidate(problem, cond, res.unit_device, objective, contiguous)
+                # the pruned DP is exact below the incumbent: its value (or the incumbent,
+                # when nothing beats it) is the optimum
+                lower = max(lower, min(res.value, value))
+                if v < value:
+                    value, assign = v, a
+        except (DPTooLarge, TooManyIdeals) as exc:
+            details["dp_skipped"] = str(exc)
+            if solver == "dp":
+                raise
+    if method == "heuristic" and solver != "dp" and (
+            solver != "auto" or cond.num_units * problem.num_devices <= MILP_AUTO_LIMIT):
+        from autopar_opt.placement.solve_milp import run_milp
+        remaining = None if deadline is None else max(1.0, deadline - time.perf_counter())
+        v, a, lb, info = run_milp(problem, cond, objective, contiguous,
+                                  "highs" if solver == "auto" else solver, remaining, rel_gap,
+                                  assign)
+        details.update(info)
+        method = f"milp:{info.get('milp_solver', solver)}"
+        lower = max(lower, lb)
+        if v < value:
+            value, assign = v, a
+    lower = min(lower, value) if np.isfinite(value) else lower
+    if np.isfinite(value) and value - lower <= 1e-9 * abs(value):
+        lower = value                 # round-off between the DP's sums and evaluate's
+    status = _status(value, lower, rel_gap)
+    metrics = (evaluate_placement(problem, assign, objective=objective, contiguous=contiguous)
+               if assign is not None else None)
+    return PlacementResult(problem=problem, objective=objective, contiguous=contiguous,
+                           value=value, lower_bound=lower, status=status, method=method,
+                           assignment=assign, metrics=metrics,
+                           wall_time_s=time.perf_counter() - start, details=details)
+
+
+def _contiguous_start(problem: PlacementProblem, details: dict) -> None:
+    """The contiguous optimum (when the DP is within its guards) is feasible for the
+    non-contiguous variant: a strong incumbent for its MILP."""
+    from autopar_opt.placement.dp import DPTooLarge, solve_dp
+    cond = condense(problem, fuse_cycles=True)
+    try:
+        res = solve_dp(cond, max_pairs=5_000_000)
+    except (DPTooLarge, TooManyIdeals):
+        return
+    if res.unit_device is not None:
+        details["contiguous_optimum"] = _num(res.value)
+        details["_dp_assign"] = cond.expand(res.unit_device)
+
+
+def _status(value: float, lower: float, rel_gap: float) -> str:
+    if not np.isfinite(value):
+        return "infeasible" if lower == np.inf else "no_solution"
+    # 1e-6: the MILP solvers' feasibility tolerances (big-M rows) make their bounds exact only
+    # to about that relative accuracy
+    return "optimal" if relative_gap(value, lower) <= max(rel_gap, 1e-6) else "feasible"

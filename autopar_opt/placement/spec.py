@@ -1,0 +1,114 @@
+"""Loading ``autopar place SPEC``: a public-format JSON file, or a placement spec.
+
+A placement spec (YAML or JSON) names an operator graph and the devices::
+
+    placement:
+      graph: {file: bert.json}                       # public format, relative to the spec
+      # or: graph: {zoo: synthetic_transformer, nodes: 10000}
+      devices:                                       # optional with a file (it has its own)
+        - {type: A100-80GB, count: 8}                # device catalog name (zoo graphs)
+        - {type: cpu, count: 1, pays_comm: false}
+      objective: max-load                            # or latency
+      contiguous: true
+
+Every mistake is reported in one :class:`~autopar_opt.spec.SpecError`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from autopar_opt.placement.problem import DeviceType, PlacementProblem
+from autopar_opt.placement.public_json import is_public_format, load_public, problem_from_public
+from autopar_opt.spec.errors import MISSING, SpecError, SpecProblem
+
+
+def _parse(path: Path) -> Any:
+    if not path.exists():
+        raise SpecError([SpecProblem(str(path), "", None, "file not found",
+                                     "give a placement spec or a public-format JSON file")])
+    text = path.read_text()
+    try:
+        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise SpecError([SpecProblem(str(path), "", None, f"cannot be parsed ({exc})",
+                                     "fix the syntax")]) from None
+
+
+def load_placement(path: str | Path) -> tuple[PlacementProblem, dict]:
+    """(problem, options from the spec: objective, contiguous) for ``autopar place``."""
+    path = Path(path)
+    data = _parse(path)
+    if is_public_format(data):
+        return problem_from_public(data, name=path.stem, file=str(path)), {}
+    if not isinstance(data, dict) or not isinstance(data.get("placement"), dict):
+        raise SpecError([SpecProblem(str(path), "placement", data.get("placement", MISSING)
+                                     if isinstance(data, dict) else data,
+                                     "a placement spec needs a 'placement' mapping",
+                                     "write placement: {graph: {file: g.json}} or give a "
+                                     "public-format JSON file directly")])
+    spec = data["placement"]
+    probs: list[SpecProblem] = []
+    graph = spec.get("graph", MISSING)
+    options = {k: spec[k] for k in ("objective", "contiguous") if k in spec}
+    if options.get("objective", "max-load") not in ("max-load", "latency"):
+        probs.append(SpecProblem(str(path), "placement.objective", options["objective"],
+                                 "must be max-load or latency", "write objective: max-load"))
+    if not isinstance(graph, dict) or not ({"file", "zoo"} & set(graph)):
+        probs.append(SpecProblem(str(path), "placement.graph", graph,
+                                 "must be {file: PATH} or {zoo: NAME, ...}",
+                                 "write graph: {file: model.json}"))
+    if probs:
+        raise SpecError(probs)
+    devices = _devices(spec.get("devices"), path, required="zoo" in graph)
+    if "file" in graph:
+        problem = load_public(path.parent / str(graph["file"]))
+        if devices:
+            problem = problem.with_devices(_with_times(problem, devices, path))
+        return problem, options
+    from autopar_opt.placement.zoo import build_op_graph
+    params = {k: v for k, v in graph.items() if k != "zoo"}
+    return build_op_graph(str(graph["zoo"]), devices, file=str(path), **params), options
+
+
+def _devices(raw: Any, path: Path, *, required: bool) -> list[dict]:
+    if raw is None and not required:
+        return []
+    probs = []
+    if not isinstance(raw, list) or not raw:
+        raise SpecError([SpecProblem(str(path), "placement.devices", raw if raw is not None else MISSING,
+                                     "must be a non-empty list of {type, count}",
+                                     "write devices: [{type: A100-80GB, count: 8}]")])
+    out = []
+    for i, d in enumerate(raw):
+        key = f"placement.devices[{i}]"
+        if not isinstance(d, dict) or "type" not in d:
+            probs.append(SpecProblem(str(path), key, d, "needs a 'type'", "write {type: A100-80GB, count: 8}"))
+            continue
+        cnt = d.get("count", 1)
+        if isinstance(cnt, bool) or not isinstance(cnt, int) or cnt < 0:
+            probs.append(SpecProblem(str(path), key + ".count", cnt, "must be an integer >= 0",
+                                     "write count: 8"))
+        out.append(d)
+    if probs:
+        raise SpecError(probs)
+    return out
+
+
+def _with_times(problem: PlacementProblem, devices: list[dict], path: Path) -> list[DeviceType]:
+    """Device overrides for a public-format file: types must be ones the file has times for."""
+    out = []
+    for i, d in enumerate(devices):
+        if d["type"] not in problem.time:
+            raise SpecError([SpecProblem(str(path), f"placement.devices[{i}].type", d["type"],
+                                         f"the graph file has times for {sorted(problem.time)} only",
+                                         "use one of those types")])
+        base = next(t for t in problem.device_types if t.name == d["type"])
+        mem = d.get("memory_bytes", base.memory_bytes)
+        out.append(DeviceType(d["type"], int(d.get("count", 1)), float(mem),
+                              bool(d.get("pays_comm", base.pays_comm))))
+    return out

@@ -1,0 +1,218 @@
+"""General decoder blocks: GQA/MLA attention, dense or Mixture-of-Experts MLP.
+
+Used by the Hugging Face importer (:mod:`autopar_opt.model_zoo.hf_config`)
+and the MoE zoo models. Everything is per sample, like
+:mod:`autopar_opt.model_zoo.transformer`, whose formulas these generalise:
+
+* FLOPs: 2 FLOPs per weight per token for every matrix (Kaplan et al. 2020,
+  Sec. 2.1; Narayanan et al. 2021, Sec. 5.1), plus the attention core
+  ``2·s²·heads·(d_qk + d_v)`` (QKᵀ and softmax·V; ``4·s²·h`` for multi-head
+  attention, halved when causal kernels skip the masked half). Backward = 2x.
+* MLA (DeepSeek-V2, arXiv 2405.04434, Sec. 2.1.2; DeepSeek-V3, arXiv
+  2412.19437, Sec. 2.1.1): low-rank query and joint key/value compression,
+  ``q_a``/``q_b``, ``kv_a`` (with the shared RoPE key) and ``kv_b`` projections.
+* Mixture-of-Experts (Shazeer et al. 2017; Fedus et al. 2022; Mixtral,
+  arXiv 2401.04088; DeepSeekMoE, arXiv 2401.06066): a linear router
+  ``h × E``, ``top_k`` routed SwiGLU experts per token, optional always-on
+  shared experts. Routed-expert FLOPs and activations scale with the stated
+  load factor (:attr:`MoeDims.load_factor`).
+* Activations: Korthikanti et al. 2022, Eq. 1 term by term (QKV input ``2sh``,
+  Q/K/V, output-projection input ``2sh``, dropout mask ``sh``; MLP input,
+  intermediate outputs and mask), with each routed token copy keeping its
+  dispatched input, its ``8·f_e`` intermediate values and its output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autopar_opt.graph import Layer, LayerKind
+
+
+@dataclass(frozen=True)
+class AttentionDims:
+    """Self-attention: GQA (``kv_heads`` ≤ ``heads``) or MLA (``kv_lora_rank`` > 0)."""
+
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    qkv_bias: bool = False
+    out_bias: bool = False
+    qk_norm: bool = False
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_dim: int = 0
+    qk_rope_dim: int = 0
+    v_head_dim: int = 0
+
+    @property
+    def mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def qk_dim(self) -> int:
+        """Per-head query/key width."""
+        return self.qk_nope_dim + self.qk_rope_dim if self.mla else self.head_dim
+
+    @property
+    def v_dim(self) -> int:
+        """Per-head value width."""
+        return self.v_head_dim if self.mla else self.head_dim
+
+    def matrix_params(self) -> int:
+        """Weights of the projection matrices (no biases, no norms)."""
+        h, a = self.hidden, self.heads
+        if self.mla:
+            q = (h * self.q_lora_rank + self.q_lora_rank * a * self.qk_dim if self.q_lora_rank
+                 else h * a * self.qk_dim)
+            kv = (h * (self.kv_lora_rank + self.qk_rope_dim)
+                  + self.kv_lora_rank * a * (self.qk_nope_dim + self.v_head_dim))
+            return q + kv + a * self.v_head_dim * h
+        q_dim, kv_dim = a * self.head_dim, self.kv_heads * self.head_dim
+        return h * (q_dim + 2 * kv_dim) + q_dim * h
+
+    def extra_params(self) -> int:
+        """Biases and inner norms (MLA latent norms, Qwen3 QK-norm)."""
+        n = 0
+        if self.qkv_bias:
+            n += (self.heads + 2 * self.kv_heads) * self.head_dim
+        if self.out_bias:
+            n += self.hidden
+        if self.qk_norm:
+            n += 2 * self.head_dim
+        if self.mla:
+            n += self.kv_lora_rank + (self.q_lora_rank or 0)
+        return n
+
+    def params(self) -> int:
+        return self.matrix_params() + self.extra_params()
+
+    def score_flops(self, seq_len: int, causal: bool) -> float:
+        """Attention-core forward FLOPs per sample: ``2·s²·a·(d_qk + d_v)``."""
+        f = 2.0 * seq_len * seq_len * self.heads * (self.qk_dim + self.v_dim)
+        return f * (0.5 if causal else 1.0)
+
+    def kv_width(self) -> int:
+        """Key + value elements per token that context parallelism exchanges
+        (MLA: the up-projected per-head keys/values, as Megatron-Core's CP does)."""
+        if self.mla:
+            return self.heads * (self.qk_dim + self.v_dim)
+        return 2 * self.kv_heads * self.head_dim
+
+    def act_bytes16(self, s: int) -> float:
+        """Activation bytes per sample at 2-byte elements (Korthikanti Eq. 1, term
+        by term): QKV input ``2sh``, Q, K and V, the output projection's input,
+        the dropout mask ``sh``, and MLA's latent vectors. ``11sh`` for MHA."""
+        q = self.heads * self.qk_dim
+        latent = (self.q_lora_rank + self.kv_lora_rank + self.qk_rope_dim) if self.mla else 0
+        return (2 * s * self.hidden + 2 * s * q + 2 * s * self.kv_width()
+                + 2 * s * self.heads * self.v_dim + s * self.hidden + 2 * s * latent)
+
+
+@dataclass(frozen=True)
+class MlpDims:
+    """A dense MLP: ``ffn`` intermediate width, gated (SwiGLU) or not."""
+
+    ffn: int
+    gated: bool = True
+    bias: bool = False
+
+    def params(self, hidden: int) -> int:
+        n = (3 if self.gated else 2) * hidden * self.ffn
+        if self.bias:
+            n += (2 if self.gated else 1) * self.ffn + hidden
+        return n
+
+
+@dataclass(frozen=True)
+class MoeDims:
+    """Routed experts (SwiGLU, ``expert_ffn`` wide), ``top_k`` per token, shared experts.
+
+    ``shared_ffn`` is the total width of the always-on shared experts (0 =
+    none); ``shared_gate`` adds Qwen2-MoE's ``h → 1`` gate on them.
+    ``capacity_factor``: tokens an expert takes, as a multiple of the
+    average (Fedus et al. 2022, Sec. 2.1; Megatron-Core
+    ``--moe-expert-capacity-factor`` with ``--moe-pad-expert-input-to-capacity``);
+    None = dropless. ``load_imbalance``: the stated busiest/average load of
+    a dropless router (1.0 = perfectly balanced).
+    """
+
+    num_experts: int
+    top_k: int
+    expert_ffn: int
+    shared_ffn: int = 0
+    shared_gate: bool = False
+    router_bias: bool = False
+    capacity_factor: float | None = None
+    load_imbalance: float = 1.0
+
+    @property
+    def load_factor(self) -> float:
+        """Work of the busiest rank over the average: padded capacity, else the imbalance."""
+        return self.capacity_factor if self.capacity_factor is not None else self.load_imbalance
+
+    def expert_params(self, hidden: int) -> int:
+        return self.num_experts * 3 * hidden * self.expert_ffn
+
+    def other_params(self, hidden: int) -> int:
+        """Router, shared experts (and their gate), router bias."""
+        n = hidden * self.num_experts + 3 * hidden * self.shared_ffn
+        if self.shared_gate:
+            n += hidden
+        if self.router_bias:
+            n += self.num_experts
+        return n
+
+
+def _norm_params(hidden: int, layer_norm: bool) -> int:
+    return (2 if layer_norm else 1) * hidden
+
+
+def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | None = None,
+                  moe: MoeDims | None = None, layer_norm: bool = False,
+                  flash_attention: bool = True, causal_flops: bool = False,
+                  act_dtype_bytes: int = 2) -> Layer:
+    """One pre-norm decoder block with a dense (``mlp``) or MoE (``moe``) MLP.
+
+    Returns a ``transformer_block`` layer, or a ``moe_block`` layer whose
+    ``expert_*`` fields separate the routed experts (what expert parallelism
+    shards and load imbalance scales). ``flash_attention`` drops the ``5·a·s²``
+    score activations (Dao et al. 2022).
+    """
+    if (mlp is None) == (moe is None):
+        raise ValueError(f"block {name!r}: give exactly one of mlp= or moe=")
+    s, h = seq_len, attn.hidden
+    e = act_dtype_bytes / 2.0
+    score = attn.score_flops(s, causal_flops)
+    attn_fwd = 2.0 * s * attn.matrix_params() + score
+    params = attn.params() + 2 * _norm_params(h, layer_norm)
+    attn_act = attn.act_bytes16(s) * e
+    scores = 0.0 if flash_attention else 5 * attn.heads * s * s * e
+    base_act = attn_act + 4 * s * h * e + scores + s * h * e       # + norms, MLP dropout mask
+    fields: dict = {}
+    if mlp is not None:
+        mlp_fwd = 2.0 * s * (3 if mlp.gated else 2) * h * mlp.ffn
+        params += mlp.params(h)
+        mlp_act = ((8 if mlp.gated else 4) * s * mlp.ffn + 2 * s * h) * e
+        kind = LayerKind.transformer_block
+    else:
+        k, lf = moe.top_k, moe.load_factor
+        routed_fwd = 2.0 * s * k * 3 * h * moe.expert_ffn
+        mlp_fwd = 2.0 * s * (h * moe.num_experts + 3 * h * moe.shared_ffn) + routed_fwd
+        expert_act = s * k * (4 * h + 8 * moe.expert_ffn) * e
+        mlp_act = (2 * s * h + 8 * s * moe.shared_ffn) * e + 4 * s * moe.num_experts + expert_act
+        params += moe.expert_params(h) + moe.other_params(h)
+        kind = LayerKind.moe_block
+        fields = dict(num_experts=moe.num_experts, top_k=k, expert_params=moe.expert_params(h),
+                      expert_flops_fwd=routed_fwd, expert_act_bytes=expert_act,
+                      a2a_bytes=2.0 * s * k * h * e, expert_load=lf)
+    fwd = attn_fwd + mlp_fwd
+    return Layer(
+        name=name, kind=kind, flops_fwd=fwd, flops_bwd=2 * fwd, params=int(params),
+        act_bytes=base_act + mlp_act, act_replicated_bytes=10 * s * h * e,
+        act_attn_bytes=scores, flops_recompute_selective=score,
+        input_bytes=2 * s * h * e, output_bytes=2 * s * h * e,
+        tp_comm_bytes=4 * s * h * e, cp_comm_bytes=2 * s * attn.kv_width() * e,
+        max_tp=attn.heads if attn.mla else attn.kv_heads, supports_sp=True, supports_cp=True,
+        **fields)

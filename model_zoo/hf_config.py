@@ -1,0 +1,282 @@
+"""Hugging Face ``config.json`` → :class:`LayerGraph`.
+
+``build_hf_graph(config, seq_len)`` reads the keys the ``transformers``
+configuration classes define (``LlamaConfig``, ``MistralConfig``,
+``MixtralConfig``, ``Qwen2Config``, ``Qwen2MoeConfig``, ``Qwen3Config``,
+``Qwen3MoeConfig``, ``DeepseekV3Config``, ``GPT2Config``, ``GPTNeoXConfig``,
+``BertConfig``, ``T5Config``, ``ViTConfig``; key names and defaults from the
+``transformers`` documentation of each class) and builds the layer graph
+with :mod:`.blocks` (decoders) or the zoo's encoder/vision builders.
+
+Not modelled: DeepSeek-V3's multi-token-prediction module
+(``num_nextn_predict_layers``; the published 671 B excludes its 14 B:
+DeepSeek-V3 report, arXiv 2412.19437, Sec. 2 and its model card), BERT's
+token-type table is counted but not its cost.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+from autopar_opt.graph import Layer, LayerGraph, LayerKind
+from autopar_opt.model_zoo.blocks import AttentionDims, MlpDims, MoeDims, decoder_block
+from autopar_opt.model_zoo.encoders import build_encoder_decoder, build_encoder_lm
+from autopar_opt.model_zoo.transformer import decoder_lm, embedding, lm_head
+from autopar_opt.model_zoo.vision import build_vit
+
+_MISSING = object()
+
+
+class HfConfigError(ValueError):
+    """A config the importer cannot read; the message names the key and the fix."""
+
+
+class _Cfg:
+    """Key access that names the missing key, the model type and the file."""
+
+    def __init__(self, data: dict[str, Any], origin: str) -> None:
+        self.data, self.origin = data, origin
+        self.model_type = str(data.get("model_type"))
+
+    def __call__(self, key: str, default: Any = _MISSING) -> Any:
+        value = self.data.get(key, default)
+        if value is _MISSING or (value is None and default is _MISSING):
+            raise HfConfigError(
+                f"{self.origin}: model_type {self.model_type!r} needs key {key!r}, which is "
+                f"missing (fix: add {key!r} from the model's published config.json)")
+        return value
+
+
+def load_hf_config(path: str | Path) -> tuple[dict[str, Any], Path]:
+    """Read ``path`` (a ``config.json`` or a directory holding one)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    if not p.is_file():
+        raise HfConfigError(f"{p}: no such file (fix: give a config.json or a directory "
+                            "holding one)")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise HfConfigError(f"{p}: not a readable JSON file ({exc})") from None
+    if not isinstance(data, dict):
+        raise HfConfigError(f"{p}: expected a JSON object with a 'model_type' key")
+    return data, p
+
+
+def _attention(c: _Cfg, qkv_bias: bool = False, qk_norm: bool = False) -> AttentionDims:
+    h, a = c("hidden_size"), c("num_attention_heads")
+    return AttentionDims(hidden=h, heads=a, kv_heads=c("num_key_value_heads", a) or a,
+                         head_dim=c("head_dim", h // a) or h // a, qkv_bias=qkv_bias,
+                         qk_norm=qk_norm)
+
+
+def _decoder(c: _Cfg, name: str, s: int, blocks: list[Layer], tied_default: bool,
+             source: str, layer_norm: bool = False) -> LayerGraph:
+    """Embedding, ``blocks``, final norm + LM head, as a chain."""
+    h, v = c("hidden_size"), c("vocab_size")
+    tied = bool(c("tie_word_embeddings", tied_default))
+    head = lm_head("head", s, h, v, tied=tied)
+    if not layer_norm:   # RMSNorm: one vector (lm_head counts a LayerNorm's two)
+        head = replace(head, params=head.params - h)
+    layers = [embedding("embed", s, h, v)] + blocks + [head]
+    return LayerGraph.chain(name, layers, seq_len=s, source=source)
+
+
+def _positions(c: _Cfg, seq_len: int, key: str) -> int:
+    """Rows of a learned position table; a longer training sequence cannot run."""
+    rows = int(c(key))
+    if seq_len > rows:
+        raise HfConfigError(f"{c.origin}: seq_len {seq_len} exceeds {key}={rows}, the length "
+                            f"of model_type {c.model_type!r}'s learned position table (fix: "
+                            f"use a sequence length <= {rows})")
+    return rows
+
+
+def _dense_llama(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """Llama, Mistral, Qwen2 (QKV bias), Qwen3 (QK-norm): GQA + SwiGLU, RMSNorm."""
+    attn = _attention(c, qkv_bias=c.model_type == "qwen2",
+                      qk_norm=c.model_type == "qwen3")
+    mlp = MlpDims(c("intermediate_size"), gated=True)
+    blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, **opts)
+              for i in range(c("num_hidden_layers"))]
+    return _decoder(c, name, s, blocks, False, source)
+
+
+def _moe_common(c: _Cfg, moe_opts: dict, **kw: Any) -> MoeDims:
+    return MoeDims(top_k=c("num_experts_per_tok"), **kw, **moe_opts)
+
+
+def _mixtral(c: _Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dict) -> LayerGraph:
+    """Mixtral: Mistral attention, every MLP an MoE of ``num_local_experts``."""
+    moe = _moe_common(c, moe_opts, num_experts=c("num_local_experts"),
+                      expert_ffn=c("intermediate_size"))
+    attn = _attention(c)
+    blocks = [decoder_block(f"block{i:03d}", s, attn, moe=moe, **opts)
+              for i in range(c("num_hidden_layers"))]
+    return _decoder(c, name, s, blocks, False, source)
+
+
+def _qwen_moe(c: _Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dict) -> LayerGraph:
+    """Qwen2-MoE (shared expert with a sigmoid gate, QKV bias) and Qwen3-MoE
+    (QK-norm, no shared expert); ``mlp_only_layers`` and ``decoder_sparse_step``
+    choose the dense layers, as in the ``transformers`` modelling code."""
+    qwen2 = c.model_type == "qwen2_moe"
+    shared = c("shared_expert_intermediate_size", 0) if qwen2 else 0
+    moe = _moe_common(c, moe_opts, num_experts=c("num_experts"),
+                      expert_ffn=c("moe_intermediate_size"), shared_ffn=shared,
+                      shared_gate=bool(shared))
+    attn = _attention(c, qkv_bias=qwen2, qk_norm=not qwen2)
+    dense_only = set(c("mlp_only_layers", []) or [])
+    step = c("decoder_sparse_step", 1) or 1
+    blocks = []
+    for i in range(c("num_hidden_layers")):
+        sparse = i not in dense_only and moe.num_experts > 0 and (i + 1) % step == 0
+        kind = {"moe": moe} if sparse else {"mlp": MlpDims(c("intermediate_size"))}
+        blocks.append(decoder_block(f"block{i:03d}", s, attn, **kind, **opts))
+    return _decoder(c, name, s, blocks, False, source)
+
+
+def _deepseek(c: _Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dict) -> LayerGraph:
+    """DeepSeek-V2/V3: MLA attention; the first ``first_k_dense_replace`` layers
+    dense, then MoE every ``moe_layer_freq`` layers with ``n_shared_experts``
+    shared experts of ``moe_intermediate_size`` each."""
+    a = c("num_attention_heads")
+    attn = AttentionDims(hidden=c("hidden_size"), heads=a, kv_heads=a, head_dim=0,
+                         q_lora_rank=c("q_lora_rank", 0) or 0, kv_lora_rank=c("kv_lora_rank"),
+                         qk_nope_dim=c("qk_nope_head_dim"), qk_rope_dim=c("qk_rope_head_dim"),
+                         v_head_dim=c("v_head_dim"))
+    f_e = c("moe_intermediate_size")
+    moe = _moe_common(c, moe_opts, num_experts=c("n_routed_experts"), expert_ffn=f_e,
+                      shared_ffn=(c("n_shared_experts", 0) or 0) * f_e,
+                      router_bias=c.model_type == "deepseek_v3")
+    first_dense, freq = c("first_k_dense_replace", 0), c("moe_layer_freq", 1) or 1
+    blocks = []
+    for i in range(c("num_hidden_layers")):
+        sparse = i >= first_dense and i % freq == 0
+        kind = {"moe": moe} if sparse else {"mlp": MlpDims(c("intermediate_size"))}
+        blocks.append(decoder_block(f"block{i:03d}", s, attn, **kind, **opts))
+    return _decoder(c, name, s, blocks, False, source)
+
+
+def _gpt2(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """GPT-2: learned positions, 4h GELU MLP (``n_inner``), LayerNorm, biases, tied."""
+    h = c("n_embd")
+    g = decoder_lm(name, c("n_layer"), s, h, c("n_head"), c("n_inner", 4 * h) or 4 * h,
+                   c("vocab_size"), learned_positions=False, tied=True, biases=True,
+                   flash_attention=opts["flash_attention"], causal_flops=opts["causal_flops"],
+                   source=source)
+    positions = _positions(c, s, "n_positions") * h          # the learned position table (wpe)
+    layers = [replace(layer, params=layer.params + positions) if layer.name == "embed" else layer
+              for layer in g.layers]
+    return LayerGraph.chain(name, layers, seq_len=s, source=source)
+
+
+def _neox(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """GPT-NeoX: rotary, LayerNorm, biases, GELU MLP, untied output (``embed_out``)."""
+    h, a = c("hidden_size"), c("num_attention_heads")
+    attn = AttentionDims(hidden=h, heads=a, kv_heads=a, head_dim=h // a, qkv_bias=True,
+                         out_bias=True)
+    mlp = MlpDims(c("intermediate_size"), gated=False, bias=True)
+    blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, layer_norm=True, **opts)
+              for i in range(c("num_hidden_layers"))]
+    return _decoder(c, name, s, blocks, False, source, layer_norm=True)
+
+
+def _bert(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """BERT: the zoo's encoder plus the token-type table and embedding LayerNorm
+    (in ``embed``) and the pooler and masked-LM transform (in ``head``)."""
+    h = c("hidden_size")
+    dims = dict(seq_len=s, hidden=h, heads=c("num_attention_heads"),
+                ffn_hidden=c("intermediate_size"), vocab=c("vocab_size"),
+                num_layers=c("num_hidden_layers"), flash_attention=opts["flash_attention"])
+    g = build_encoder_lm(name, dims, source)
+    v, positions = c("vocab_size"), _positions(c, s, "max_position_embeddings")
+    embed_params = v * h + positions * h + c("type_vocab_size", 2) * h + 2 * h
+    extra_head = (h * h + h) + (h * h + h + 2 * h) + v   # pooler, MLM transform, decoder bias
+    layers = [replace(layer, params=embed_params) if layer.name == "embed" else
+              replace(layer, params=layer.params + extra_head) if layer.name == "head" else layer
+              for layer in g.layers]
+    return LayerGraph.chain(name, layers, seq_len=s, source=source)
+
+
+def _t5(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """T5 (v1.0, ReLU MLP): the zoo's encoder-decoder DAG."""
+    proj = c("feed_forward_proj", "relu")
+    if proj != "relu":
+        raise HfConfigError(f"{c.origin}: feed_forward_proj={proj!r} (gated T5 v1.1) is not "
+                            "supported; only 'relu' (T5 v1.0) is (fix: use a T5 v1.0 config)")
+    n = c("num_layers")
+    dims = dict(seq_len=s, hidden=c("d_model"), heads=c("num_heads"), ffn_hidden=c("d_ff"),
+                vocab=c("vocab_size"), encoder_layers=n,
+                decoder_layers=c("num_decoder_layers", n) or n,
+                flash_attention=opts["flash_attention"])
+    return build_encoder_decoder(name, dims, source)
+
+
+def _vit(c: _Cfg, name: str, s: int | None, opts: dict, source: str) -> LayerGraph:
+    """ViT for image classification (``num_labels`` from ``id2label``, else 1000)."""
+    labels = len(c("id2label", {}) or {}) or 1000
+    dims = dict(num_layers=c("num_hidden_layers"), image_size=c("image_size"),
+                patch_size=c("patch_size"), hidden=c("hidden_size"),
+                heads=c("num_attention_heads"), ffn_hidden=c("intermediate_size"),
+                num_classes=labels, flash_attention=opts["flash_attention"])
+    return build_vit(name, dims, source)
+
+
+_DENSE: dict[str, Callable[..., LayerGraph]] = {
+    "llama": _dense_llama, "mistral": _dense_llama, "qwen2": _dense_llama, "qwen3": _dense_llama,
+    "gpt2": _gpt2, "gpt_neox": _neox, "bert": _bert, "t5": _t5, "vit": _vit,
+}
+_MOE: dict[str, Callable[..., LayerGraph]] = {
+    "mixtral": _mixtral, "qwen2_moe": _qwen_moe, "qwen3_moe": _qwen_moe,
+    "deepseek_v3": _deepseek, "deepseek_v2": _deepseek,
+}
+
+#: Every ``model_type`` the importer reads.
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(set(_DENSE) | set(_MOE)))
+
+
+def build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | None = None,
+                   origin: str = "config.json", flash_attention: bool = True,
+                   capacity_factor: float | None = None,
+                   load_imbalance: float = 1.0) -> LayerGraph:
+    """The layer graph of a Hugging Face ``config``.
+
+    ``seq_len`` is the training sequence length (required for language
+    models: ``max_position_embeddings`` is a context limit, not a training
+    length; ignored by ViT, whose tokens come from the image).
+    ``capacity_factor``/``load_imbalance`` set the MoE load factor
+    (:class:`~autopar_opt.model_zoo.blocks.MoeDims`). Raises
+    :class:`HfConfigError` for an unknown ``model_type`` (listing the
+    supported ones), a missing key, or a missing ``seq_len``.
+    """
+    c = _Cfg(config, origin)
+    mt = config.get("model_type")
+    if mt not in _DENSE and mt not in _MOE:
+        raise HfConfigError(f"{origin}: model_type {mt!r} is not supported; supported: "
+                            f"{', '.join(SUPPORTED_MODEL_TYPES)} (fix: use one of these "
+                            "families, or describe the model as an explicit layer list)")
+    stem = Path(origin).stem if Path(origin).stem != "config" else Path(origin).parent.name
+    name = name or str(config.get("_name_or_path") or stem or mt)
+    source = f"Hugging Face config {origin} (model_type {mt})"
+    if mt != "vit" and not seq_len:
+        raise HfConfigError(f"{origin}: a sequence length is needed for model_type {mt!r} "
+                            "(fix: set training.seq_len in the spec, or --seq-len)")
+    opts = dict(flash_attention=flash_attention, causal_flops=False)
+    if mt in _MOE:
+        moe_opts = dict(capacity_factor=capacity_factor, load_imbalance=load_imbalance)
+        return _MOE[mt](c, name, seq_len, opts, source, moe_opts)
+    return _DENSE[mt](c, name, seq_len, opts, source)
+
+
+def layer_kinds(graph: LayerGraph) -> dict[str, int]:
+    """Layer count by kind (what ``autopar model`` summarises)."""
+    out: dict[str, int] = {}
+    for layer in graph.layers:
+        kind = layer.kind.value if isinstance(layer.kind, LayerKind) else str(layer.kind)
+        out[kind] = out.get(kind, 0) + 1
+    return out

@@ -1,0 +1,63 @@
+"""HTML report of a placement (``placement.json`` document -> one self-contained page).
+
+Same conventions as the plan report (:mod:`autopar_opt.reports.render`):
+Jinja2 with autoescape and ``StrictUndefined``, no scripts, atomic write.
+"""
+
+from __future__ import annotations
+
+import math
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+from autopar_opt import __version__
+
+MAX_CUT_ROWS = 200
+
+
+def _fmt(x: float | None) -> str:
+    return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.6g}"
+
+
+def build_context(doc: dict) -> dict:
+    """The template's context from a placement.json document."""
+    value, bound, gap = doc["value"], doc["lower_bound"], doc["gap"]
+    proven = doc["status"] == "optimal"
+    if doc["status"] == "infeasible":
+        kind, headline = "infeasible", "No placement satisfies the constraints (proven)."
+    elif proven:
+        kind, headline = "proof", f"Optimal: {doc['objective']} {_fmt(value)} is proven minimal."
+    else:
+        kind = "no_proof"
+        headline = (f"Best found {doc['objective']} {_fmt(value)}, within "
+                    f"{100 * gap:.3g}% of the proven bound." if gap is not None
+                    else "No solution found within the limits.")
+    crit = doc.get("metrics", {}).get("critical_device")
+    devices = [{"device": d["device"], "count": len(d["nodes"]), "compute": d["compute"],
+                "comm": d["comm"], "load": d["load"], "memory_bytes": d["memory_bytes"],
+                "capacity": _fmt(d.get("capacity_bytes")), "critical": i == crit}
+               for i, d in enumerate(doc["devices"])]
+    cuts = doc.get("cut_edges", [])
+    baselines = []
+    for b in doc.get("baselines", []):
+        v = b["value"]
+        ratio = (v / value) if v is not None and value else None
+        baselines.append({"name": b["name"], "value_text": _fmt(v),
+                          "ratio_text": "—" if ratio is None else f"{ratio:.3f}x"})
+    return {"instance": doc["instance"], "num_nodes": doc["num_nodes"],
+            "num_edges": doc["num_edges"], "devices_text": doc["devices_text"],
+            "objective": doc["objective"], "contiguous": doc["contiguous"],
+            "method": doc["method"], "wall_time_s": doc["wall_time_s"], "version": __version__,
+            "claim_kind": kind, "headline": headline, "value_text": _fmt(value),
+            "bound_text": _fmt(bound), "gap_text": "—" if gap is None else f"{100 * gap:.4g}%",
+            "status": doc["status"], "bound_source": doc.get("bound_source", ""),
+            "devices": devices, "cuts": cuts[:MAX_CUT_ROWS], "cut_count": len(cuts),
+            "cuts_truncated": len(cuts) > MAX_CUT_ROWS, "baselines": baselines}
+
+
+def render_placement_html(doc: dict) -> str:
+    env = Environment(loader=PackageLoader("autopar_opt.reports", "templates"),
+                      autoescape=select_autoescape(default=True, default_for_string=True,
+                                                   enabled_extensions=("html", "j2")),
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return env.get_template("placement.html.j2").render(ctx=build_context(doc))

@@ -1,0 +1,61 @@
+"""``autopar place``: JSON document, output files, expert comparison, errors (exit code 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from autopar_opt.cli import app
+
+DATA = Path(__file__).parent / "data" / "placement"
+BERT = DATA / "throughput" / "LayerGraphs_bert24_inference.json"
+
+
+def test_place_json_and_outputs(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["place", str(BERT), "--json", "--out", str(out),
+                                   "--expert", str(DATA / "experts" / "bert24_inference.json")])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    for key in ("objective", "value", "lower_bound", "gap", "status", "devices", "wall_time_s"):
+        assert key in doc
+    assert doc["status"] == "optimal" and abs(doc["value"] - 17.7899) < 1e-3
+    assert doc["gap"] == 0.0
+    placed = sorted(n for d in doc["devices"] for n in d["nodes"])
+    assert placed == sorted(json.loads(BERT.read_text())["nodes"][i]["id"] for i in range(32))
+    assert all({"nodes", "load", "memory_bytes"} <= set(d) for d in doc["devices"])
+    full = json.loads((out / "placement.json").read_text())
+    expert = next(b for b in full["baselines"] if b["name"].startswith("human expert"))
+    assert expert["value"] > doc["value"]
+    html = (out / "report.html").read_text()
+    assert "critical" in html and "human expert" in html and "Cut edges" in html
+
+
+def test_place_spec_with_device_override(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"placement:\n  graph: {{file: {BERT}}}\n  devices:\n"
+                    "    - {type: accelerator, count: 2}\n  objective: max-load\n")
+    res = CliRunner().invoke(app, ["place", str(spec), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert len(doc["devices"]) == 2 and doc["status"] == "optimal"
+
+
+def test_place_errors_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    data = json.loads(BERT.read_text())
+    data["edges"][0]["destId"] = 99999
+    bad.write_text(json.dumps(data))
+    res = CliRunner().invoke(app, ["place", str(bad)])
+    assert res.exit_code == 2
+    assert "edges[0].destId" in res.output and "must be the id of a node" in res.output
+    res = CliRunner().invoke(app, ["place", str(BERT), "--objective", "speed"])
+    assert res.exit_code == 2 and "--objective" in res.output
+    res = CliRunner().invoke(app, ["place", str(tmp_path / "missing.json")])
+    assert res.exit_code == 2 and "file not found" in res.output
+    spec = tmp_path / "s.yaml"
+    spec.write_text("placement:\n  graph: {zoo: no_such_graph}\n  devices: [{type: A100-80GB, count: 2}]\n")
+    res = CliRunner().invoke(app, ["place", str(spec)])
+    assert res.exit_code == 2 and "no_such_graph" in res.output
