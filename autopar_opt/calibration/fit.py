@@ -45,6 +45,7 @@ import numpy as np
 from autopar_opt.calibration.compare import log_residuals
 from autopar_opt.calibration.records import ModeledRun
 from autopar_opt.cost.params import EFFICIENCY_RANGE, RANGES, CostParams
+from autopar_opt.hardware import DEVICE_CATALOG
 
 #: Chips whose devices share one efficiency (same compute die).
 CHIP_GROUPS: dict[str, tuple[str, ...]] = {
@@ -122,7 +123,8 @@ def assemble(prior: CostParams, theta: dict[str, float], free: list[str]) -> Cos
         e8 = theta[f"fp8:{chip}"] if f"fp8:{chip}" in free else e16 * FP8_OVER_BF16
         for dev in devices:
             eff[dev] = e16
-            fp8[dev] = e8
+            if "fp8" in DEVICE_CATALOG[dev].peak_tflops:
+                fp8[dev] = e8
     scalars = {k: theta[k] for k in SCALARS}
     return replace(prior, gemm_efficiency=eff, fp8_efficiency=fp8, efficiency_default=fallback16,
                    fp8_efficiency_default=fallback16 * FP8_OVER_BF16, **scalars)

@@ -35,12 +35,16 @@ def _pct(x: float | None) -> str:
 
 def _params_lines(report) -> list[str]:
     p = report.params.to_dict()
-    out = ["| parameter | fitted | physical range | reason |", "|---|---|---|---|"]
+    free = set(report.fit.free) | {"memory_reserve_gib", "memory_fragmentation"}
+    out = ["| parameter | value | fitted or fixed | physical range | reason |",
+           "|---|---|---|---|---|"]
     for k, (lo, hi, why) in RANGES.items():
-        out.append(f"| `{k}` | {p[k]:.4g} | {lo:g} - {hi:g} | {why} |")
+        how = "fitted" if k in free else "fixed (see calibration/fit.py)"
+        out.append(f"| `{k}` | {p[k]:.4g} | {how} | {lo:g} - {hi:g} | {why} |")
     for key in ("gemm_efficiency", "fp8_efficiency"):
         out.append(f"| `{key}` | " + ", ".join(f"{d} {v:.3f}" for d, v in p[key].items())
-                   + " | 0.35 - 0.85 | achieved fraction of the dense peak |")
+                   + " | fitted per chip (unseen chips transfer) | 0.35 - 0.85 | "
+                   "achieved fraction of the dense peak |")
     return out
 
 
