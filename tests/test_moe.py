@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 from bruteforce import brute_force
+from autopar_opt.runtime import runtime_named
 from autopar_opt.cost.layer_cost import user_reserve_for
 from autopar_opt.cost import moe
 from autopar_opt.cost.layer_cost import StageContext, layer_cost, weight_bytes
@@ -94,7 +95,9 @@ def test_alltoall_across_nodes_pays_the_inter_node_tier():
     inter = 8 / 16 * m / (10e9 * eff_inter)
     intra = 7 / 16 * m / (100e9 * eff)
     assert got == pytest.approx(15 * 4e-6 + max(inter, intra))
-    assert got > 5 * moe.alltoall_tiers_time(ctx, 8, 1, m)
+    # 10x slower link for half of the data vs NVLink for 7/8 of it: ~5.7x at equal
+    # efficiency, ~4.4x with the calibrated NVLink/network efficiencies
+    assert got > 4 * moe.alltoall_tiers_time(ctx, 8, 1, m)
 
 
 def test_alltoall_volume_passes_and_load():
@@ -112,11 +115,11 @@ def test_alltoall_volume_passes_and_load():
 
 
 def test_expert_state_sharded_by_ep_and_zero_over_edp():
-    """Mixed-precision Adam (2+2+12 bytes). dp=8, tp=2, ep=4: dense 2M params / tp = 1M,
-    experts 6M / (tp·ep) = 0.75M. ZeRO-1 shards optimizer state over dp·cp = 8 (dense)
-    and edp = 8/4 = 2 (experts)."""
+    """Mixed-precision Adam (2+2+12 bytes; a runtime without an fp32 gradient buffer).
+    dp=8, tp=2, ep=4: dense 2M params / tp = 1M, experts 6M / (tp·ep) = 0.75M. ZeRO-1
+    shards optimizer state over dp·cp = 8 (dense) and edp = 8/4 = 2 (experts)."""
     layer = _moe_layer()
-    training = Training(global_batch_size=8, seq_len=1024)
+    training = Training(global_batch_size=8, seq_len=1024, runtime=runtime_named("pytorch-fsdp"))
     s0 = Strategy(8, 2, ep=4)
     assert weight_bytes(layer, s0, training) == pytest.approx(1e6 * 16 + 0.75e6 * 16)
     s1 = replace(s0, zero=1)
