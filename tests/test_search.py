@@ -87,7 +87,7 @@ def test_infeasible_summary_says_proven_infeasible(tmp_path, capsys):
     from autopar_opt.search.cli import solve_command
     spec = tmp_path / "spec.yaml"
     spec.write_text((ROOT / "examples" / "quickstart.yaml").read_text()
-                    .replace("memory_reserve_gib: 2.0", "memory_reserve_gib: 79.999"))
+                    .replace("memory_reserve_gib: 0.0", "memory_reserve_gib: 79.999"))
     assert solve_command(str(spec)) == 3
     out = capsys.readouterr().out
     assert "proven infeasible" in out and "no proof" not in out
