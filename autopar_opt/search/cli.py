@@ -80,8 +80,12 @@ def _summary(doc: dict, console: Console) -> None:
 def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float | None = None,
                   gap: float | None = None, out_dir: str | None = None, json_output: bool = False,
                   quiet: bool = False, export_models: bool = False, warm_start: bool = True,
-                  searcher=None) -> int:
+                  searcher=None, runnable_by: str | None = None) -> int:
     """Run the whole job for one spec file; returns the process exit code.
+
+    ``runnable_by`` (megatron | torchtitan | deepspeed) restricts the search to
+    the plans that framework can run (:mod:`autopar_opt.search.runnable`); a
+    searcher's plan then does not warm-start it (it may not be runnable).
 
     ``searcher`` (an :class:`autopar_opt.learn.harness.SearcherHook`, passed
     in by the CLI so that the search never imports the searchers) runs first;
@@ -119,9 +123,16 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                            description=f"config {k}/{n} ({record.config.label()}: {record.status}) "
                                        f"incumbent {_fmt(incumbent)} s bound {_fmt(bound)} s")
 
-            result = run_search(spec.graph, spec.cluster, spec.training, spec.space,
-                                spec.cost_params, options, progress,
-                                incumbent=found.plan if found is not None and found.feasible else None)
+            if runnable_by:
+                from autopar_opt.search.runnable import run_runnable_search
+
+                result = run_runnable_search(runnable_by, spec.graph, spec.cluster, spec.training,
+                                             spec.space, spec.cost_params, options, progress)
+            else:
+                result = run_search(spec.graph, spec.cluster, spec.training, spec.space,
+                                    spec.cost_params, options, progress,
+                                    incumbent=found.plan if found is not None and found.feasible
+                                    else None)
     except (SolverUnavailable, SolverMismatch) as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         return 2
@@ -129,6 +140,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                               spec.cost_params, spec.plan)
     doc = build_document(str(spec_path), spec.graph, spec.cluster, spec.training, spec.space,
                          spec.cost_params, options, result, baselines)
+    if runnable_by:
+        doc["search_space"]["runnable_by"] = runnable_by
     if found is not None:
         cert = result.certificate
         optimum = cert.primal if doc["status"] == "optimal" else None
