@@ -250,13 +250,25 @@ def place(spec_path: str = typer.Argument(..., metavar="SPEC",
                                                 help="Write placement.json and report.html here."),
           json_output: bool = typer.Option(False, "--json", help="Print JSON."),
           expert: Optional[str] = typer.Option(None, "--expert",
-                                               help="A human-expert split to compare with.")
+                                               help="A human-expert split to compare with."),
+          searcher: Optional[str] = typer.Option(None, "--searcher",
+                                                 help="Also run a searcher first: random | anneal | "
+                                                      "gdp (gdp needs the learn extra; max-load only). "
+                                                      "Reported against the proven bound; its plan is "
+                                                      "kept when the exact side ends worse."),
+          budget_s: float = typer.Option(10.0, "--budget-s", help="Searcher budget, s."),
+          seed: int = typer.Option(0, "--seed", help="Searcher seed (runs are reproducible).")
           ) -> int:
     """Place an operator graph on devices, with a proven lower bound and gap."""
     from autopar_opt.placement.cli import place_command
 
+    hook = None
+    if searcher is not None:
+        from autopar_opt.learn.harness import SearcherHook
+
+        hook = SearcherHook(searcher, budget_s, seed)
     return place_command(spec_path, solver, objective, contiguous, time_limit_s, out_dir,
-                         json_output, expert)
+                         json_output, expert, searcher=hook)
 
 
 @app.command("report")
