@@ -11,6 +11,8 @@ from dataclasses import replace
 import pytest
 
 from bruteforce import brute_force
+from autopar_opt.runtime import runtime_named
+from autopar_opt.cost.layer_cost import user_reserve_for
 from autopar_opt.cost import moe
 from autopar_opt.cost.layer_cost import StageContext, layer_cost, weight_bytes
 from autopar_opt.cost.params import default_params
@@ -87,13 +89,15 @@ def test_alltoall_across_nodes_pays_the_inter_node_tier():
     """ep=16 at tp=1 spans 2 nodes: 8 members per node; the off-node half of
     every rank's data crosses the NIC (10 GB/s), the on-node 7/16 uses NVLink."""
     ctx = _ctx()
-    eff = ctx.params.comm_efficiency
+    eff, eff_inter = ctx.params.comm_efficiency, ctx.params.inter_comm_efficiency
     m = 3e8
     got = moe.alltoall_tiers_time(ctx, 16, 1, m)
-    inter = 8 / 16 * m / (10e9 * eff)
+    inter = 8 / 16 * m / (10e9 * eff_inter)
     intra = 7 / 16 * m / (100e9 * eff)
     assert got == pytest.approx(15 * 4e-6 + max(inter, intra))
-    assert got > 5 * moe.alltoall_tiers_time(ctx, 8, 1, m)
+    # 10x slower link for half of the data vs NVLink for 7/8 of it: ~5.7x at equal
+    # efficiency, ~4.4x with the calibrated NVLink/network efficiencies
+    assert got > 4 * moe.alltoall_tiers_time(ctx, 8, 1, m)
 
 
 def test_alltoall_volume_passes_and_load():
@@ -111,11 +115,11 @@ def test_alltoall_volume_passes_and_load():
 
 
 def test_expert_state_sharded_by_ep_and_zero_over_edp():
-    """Mixed-precision Adam (2+2+12 bytes). dp=8, tp=2, ep=4: dense 2M params / tp = 1M,
-    experts 6M / (tp·ep) = 0.75M. ZeRO-1 shards optimizer state over dp·cp = 8 (dense)
-    and edp = 8/4 = 2 (experts)."""
+    """Mixed-precision Adam (2+2+12 bytes; a runtime without an fp32 gradient buffer).
+    dp=8, tp=2, ep=4: dense 2M params / tp = 1M, experts 6M / (tp·ep) = 0.75M. ZeRO-1
+    shards optimizer state over dp·cp = 8 (dense) and edp = 8/4 = 2 (experts)."""
     layer = _moe_layer()
-    training = Training(global_batch_size=8, seq_len=1024)
+    training = Training(global_batch_size=8, seq_len=1024, runtime=runtime_named("pytorch-fsdp"))
     s0 = Strategy(8, 2, ep=4)
     assert weight_bytes(layer, s0, training) == pytest.approx(1e6 * 16 + 0.75e6 * 16)
     s1 = replace(s0, zero=1)
@@ -158,8 +162,8 @@ def _instance(seed: int):
     graph = random_moe_chain(seed, n)
     tables = build_cost_tables(graph, cluster, training, SPACE, default_params(), pp, c, schedule)
     cap = least_memory(tables) / GIB * rng.choice([1.0001, 1.3, 50.0])
-    device_gib = tables.capacity_bytes / GIB + training.memory_reserve_gib
-    training = Training(global_batch_size=8 * c, seq_len=1024, memory_reserve_gib=device_gib - cap)
+    reserve = user_reserve_for(cap, cluster.device.hbm_gib, default_params())
+    training = Training(global_batch_size=8 * c, seq_len=1024, memory_reserve_gib=reserve)
     tables = build_cost_tables(graph, cluster, training, SPACE, default_params(), pp, c, schedule)
     return graph, cluster, training, pp, c, schedule, tables
 
