@@ -75,8 +75,21 @@ def zoo_list() -> int:
 
 @app.command("schema")
 @guarded
-def schema() -> int:
-    """Print the JSON Schema of a spec file."""
+def schema(plan: bool = typer.Option(False, "--plan", help="The JSON Schema of plan.json "
+                                     "(autopar solve --out) instead of a spec file."),
+           estimate: bool = typer.Option(False, "--estimate", help="The JSON Schema of "
+                                         "autopar estimate --json.")) -> int:
+    """Print the JSON Schema of a spec file (or of plan.json / estimate's JSON).
+
+    Infinite numbers in plan.json are the strings "inf" / "-inf" (JSON has no infinity)."""
+    if plan and estimate:
+        _fail("give at most one of --plan and --estimate")
+    if plan or estimate:
+        from autopar_opt.core.document import EstimateDocument, PlanDocument
+
+        typer.echo(json.dumps((PlanDocument if plan else EstimateDocument).model_json_schema(),
+                              indent=2))
+        return 0
     from autopar_opt.spec import json_schema
 
     typer.echo(json.dumps(json_schema(), indent=2))
