@@ -1,7 +1,7 @@
 """The ``autopar`` command line: thin subcommands over the library.
 
-``zoo list``, ``schema`` and ``estimate`` live here; ``solve``, ``calibrate``
-and ``report`` delegate to their modules (imported lazily, so a broken or
+``zoo list``, ``schema`` and ``estimate`` live here; ``solve``, ``calibrate``,
+``capacity`` and ``report`` delegate to their modules (imported lazily, so a broken or
 missing optional part never stops the others). A :class:`SpecError` or
 :class:`PlanError` anywhere prints its message on stderr and exits with code 2,
 without a traceback and without writing anything.
@@ -263,13 +263,46 @@ def place(spec_path: str = typer.Argument(..., metavar="SPEC",
                                                 help="Write placement.json and report.html here."),
           json_output: bool = typer.Option(False, "--json", help="Print JSON."),
           expert: Optional[str] = typer.Option(None, "--expert",
-                                               help="A human-expert split to compare with.")
+                                               help="A human-expert split to compare with."),
+          searcher: Optional[str] = typer.Option(None, "--searcher",
+                                                 help="Also run a searcher first: random | anneal | "
+                                                      "gdp (gdp needs the learn extra; max-load only). "
+                                                      "Reported against the proven bound; its plan is "
+                                                      "kept when the exact side ends worse."),
+          budget_s: float = typer.Option(10.0, "--budget-s", help="Searcher budget, s."),
+          seed: int = typer.Option(0, "--seed", help="Searcher seed (runs are reproducible).")
           ) -> int:
     """Place an operator graph on devices, with a proven lower bound and gap."""
     from autopar_opt.placement.cli import place_command
 
+    hook = None
+    if searcher is not None:
+        from autopar_opt.learn.harness import SearcherHook
+
+        hook = SearcherHook(searcher, budget_s, seed)
     return place_command(spec_path, solver, objective, contiguous, time_limit_s, out_dir,
-                         json_output, expert)
+                         json_output, expert, searcher=hook)
+
+
+@app.command("capacity")
+@guarded
+def capacity(sweep_path: str = typer.Argument(..., metavar="SWEEP", help="Sweep file (base spec, "
+                                                                         "axes, planning inputs)."),
+             engine: str = typer.Option("local", "--engine", help="local (process pool, default) | "
+                                        "ray (extra autopar-opt[ray]; RAY_ADDRESS or a local Ray)."),
+             workers: Optional[int] = typer.Option(None, "--workers",
+                                                   help="Parallel scenarios (default: available cores)."),
+             out_dir: Optional[str] = typer.Option(None, "--out", help="Directory for capacity.html, "
+                                                   "capacity.csv/json, per-scenario reports, the store."),
+             json_output: bool = typer.Option(False, "--json", help="Print the capacity document as JSON."),
+             quiet: bool = typer.Option(False, "--quiet", help="No progress display and no summary."),
+             store: Optional[str] = typer.Option(None, "--store", help="SQLite results store (default: "
+                                                 "OUT/capacity.sqlite, else ~/.cache/autopar-opt/).")
+             ) -> int:
+    """Sweep clusters, batch sizes, ...: certified plans, time and cost intervals, answers."""
+    from autopar_opt.capacity.cli import capacity_command
+
+    return capacity_command(sweep_path, engine, workers, out_dir, json_output, quiet, store)
 
 
 @app.command("report")

@@ -77,6 +77,16 @@ def _summary(doc: dict, console: Console) -> None:
         console.print(f"[red]{doc['infeasibility']['reason']}[/]")
 
 
+def _peer_spec(spec_path: str):
+    """The loaded peer spec when the file holds ``problem:`` (Piper/PaSE instance), else None."""
+    from autopar_opt.spec.loader import read_mapping
+    data = read_mapping(spec_path)
+    if "problem" not in data:
+        return None
+    from autopar_opt.peers.spec import build_peer_spec
+    return build_peer_spec(data, Path(spec_path))
+
+
 def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float | None = None,
                   gap: float | None = None, out_dir: str | None = None, json_output: bool = False,
                   quiet: bool = False, export_models: bool = False, warm_start: bool = True,
@@ -97,6 +107,10 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
 
     err = Console(stderr=True)
     try:
+        peer = _peer_spec(spec_path)
+        if peer is not None:
+            from autopar_opt.peers.cli import peer_solve_command
+            return peer_solve_command(peer, solver, time_limit_s, gap, out_dir, json_output, quiet)
         spec = load_spec(spec_path)
     except SpecError as exc:
         err.print(str(exc), markup=False, highlight=False)
