@@ -205,3 +205,25 @@ def test_given_plan_priced_against_optimum(tmp_path):
     assert given["valid"] and given["value"] >= doc["certificate"]["primal"]
     assert given["above_optimum"] > 0
     assert (tmp_path / "out" / "plan.json").is_file() and (tmp_path / "out" / "report.html").is_file()
+
+
+def test_piper_dp_time_limit_returns_first_pass_plan_with_valid_bound(monkeypatch):
+    """Stopped in the exact pass: the first-pass plan, priced by the evaluator, and a bound below the optimum."""
+    import autopar_opt.peers.piper_dp as piper_dp
+
+    inst = _piper("bert32a100", 8, 8.0)
+    inst.microbatches = 1920
+    optimum = solve_piper_dp(inst)
+    original, calls = piper_dp._Table.run, []
+
+    def run(self):
+        calls.append(self.exact)
+        if self.exact:
+            raise piper_dp._Timeout
+        original(self)
+
+    monkeypatch.setattr(piper_dp._Table, "run", run)
+    res = solve_piper_dp(inst)
+    assert calls == [False, True] and res.termination is Termination.feasible
+    assert evaluate_piper(inst, res.solution).tps == pytest.approx(res.primal, rel=1e-12)
+    assert res.lower_bound <= optimum.primal <= res.primal

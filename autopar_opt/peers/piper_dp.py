@@ -244,7 +244,15 @@ def _pareto(grid: np.ndarray, back: np.ndarray) -> _Cells:
 
 
 def solve_piper_dp(inst: PiperInstance, time_limit_s: float | None = None) -> PeerOutcome:
-    """Exact optimum of Piper's problem (lower bound = optimum, or infeasibility proven)."""
+    """Exact optimum of Piper's problem (lower bound = optimum, or infeasibility proven).
+
+    Pass 1 prices band stages at their least-memory choice, which fits whenever
+    anything fits: it finds a plan iff one exists (so an infeasible instance is
+    proven there) and its plan is the incumbent. Pass 2 is exact, pruned by the
+    incumbent. When the time limit stops pass 2, the incumbent is returned
+    with the bound ``TPS ≥ Σ_v min_t t·p_v / k`` (every stage has
+    ``TPS_i ≥ P_i/d_i``, so ``TPS·Σ t_i d_i ≥ Σ t_i P_i``).
+    """
     start = time.monotonic()
     deadline = None if time_limit_s is None else start + time_limit_s
 
@@ -254,21 +262,31 @@ def solve_piper_dp(inst: PiperInstance, time_limit_s: float | None = None) -> Pe
     prep = reduce_instance(inst)
     try:
         table = _Table(prep, deadline)
-        table.exact = False                  # pass 1: band stages at their least-memory choice
-        table.run()
-        table.upper = table.answer()[0] * (1 + 1e-12)
-        table.exact = True                   # pass 2: exact, pruned by pass 1's plan value
+        table.exact = False
         table.run()
     except TooManyIdeals as exc:
         return done(Termination.error, None, None, -math.inf, f"{exc}; use --solver highs")
     except _Timeout:
         return done(Termination.time_limit_no_solution, None, None, -math.inf, "time limit reached")
-    stats = {"nodes_after_reduction": prep.n, "successor_closed_sets": table.lat.num_ideals,
-             "knapsacks": table.knapsacks}
     value, cell = table.answer()
     if not math.isfinite(value):
         return done(Termination.infeasible, None, None, math.inf,
-                    "no plan fits: every split exceeds the memory per device or the devices", stats)
+                    "no plan fits: every split exceeds the memory per device or the devices",
+                    {"successor_closed_sets": table.lat.num_ideals})
+    incumbent = restore_plan(prep, PiperPlan(table.walk_back(cell)))
+    first = evaluate_piper(inst, incumbent)
+    table.upper = min(value, first.tps) * (1 + 1e-12)
+    table.exact = True
+    try:
+        table.run()
+    except _Timeout:
+        bound = min(float(table.rest_tp[0]) / inst.devices, first.tps)
+        return done(Termination.feasible, incumbent, first.tps, bound,
+                    "time limit reached in the exact pass: first-pass plan, work bound",
+                    {"successor_closed_sets": table.lat.num_ideals, "knapsacks": table.knapsacks})
+    stats = {"nodes_after_reduction": prep.n, "successor_closed_sets": table.lat.num_ideals,
+             "knapsacks": table.knapsacks}
+    value, cell = table.answer()
     stages = table.walk_back(cell)
     plan = restore_plan(prep, PiperPlan(stages))
     metrics = evaluate_piper(inst, plan)

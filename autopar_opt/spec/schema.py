@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from autopar_opt.cost.params import CostParams
 from autopar_opt.graph import Layer
 from autopar_opt.solvers.registry import DEFAULT_BACKEND, backend_names
 from autopar_opt.spec.derive import section_from_dataclass
@@ -203,8 +202,15 @@ class TrainingSection(_Section):
     dtype: Dtype = _f("Compute dtype.", "bf16", default="bf16")  # type: ignore[valid-type]
     optimizer: Optimizer = _f("Optimizer (sets bytes of state per parameter).",  # type: ignore[valid-type]
                               "adam_mixed", default="adam_mixed")
-    memory_reserve_gib: float = _f("Device memory held back (framework, buffers), GiB.", 2.0,
-                                   default=2.0, ge=0)
+    memory_reserve_gib: float = _f(
+        "Device memory the user holds back beyond the modelled runtime reserve, GiB.", 2.0,
+        default=0.0, ge=0)
+    runtime: str = _f("Software stack (sets overlaps, fused attention, sharded optimizer): "
+                      "megatron-lm, megatron-core, megatron-bridge, deepspeed, pytorch-fsdp, "
+                      "torchtitan, pytorch-ddp.", "megatron-core", default="megatron-core")
+    runtime_options: dict[str, bool] = _f(
+        "Capability overrides of the runtime (e.g. {tp_comm_overlap: false}).",
+        {"tp_comm_overlap": False}, default_factory=dict)
 
 
 class SearchSection(_Section):
@@ -242,27 +248,42 @@ class SolverSection(_Section):
                                                default="auto")
 
 
-#: Bounds of cost-model parameters (others: non-negative numbers).
-_COST_BOUNDS: dict[str, dict[str, Any]] = {
-    "gemm_efficiency_default": {"gt": 0, "le": 1}, "comm_efficiency": {"gt": 0, "le": 1},
-    "attention_efficiency": {"gt": 0}, "dp_overlap": {"ge": 0, "le": 1},
-    "zero3_overlap": {"ge": 0, "le": 1}}
+class CostModelSection(_Section):
+    """Overrides of autopar_opt.cost.params.CostParams (physical quantities with
+    documented ranges); omitted keys keep the calibrated value."""
 
-
-def _cost_bounds(name: str, hint: Any) -> dict[str, Any]:
-    if name in _COST_BOUNDS:
-        return _COST_BOUNDS[name]
-    return {"ge": 0} if hint in (int, float) else {}
-
-
-#: Overrides of :class:`autopar_opt.cost.params.CostParams`, derived from it: one
-#: optional key per parameter, documented by its docstring (omitted keys keep the
-#: calibrated value).
-CostModelSection = section_from_dataclass(
-    CostParams, _Section, name="CostModelSection",
-    doc="Overrides of autopar_opt.cost.params.CostParams; omitted keys keep the calibrated value.",
-    constraints=_cost_bounds, examples={"gemm_efficiency": {"A100-80GB": 0.55}}, optional=True,
-    types={"gemm_efficiency": dict[str, Fraction]})
+    file: Optional[str] = _f("Parameters file written by `autopar calibrate --fit --output`, "
+                             "relative to the spec file; other keys override it.",
+                             "my_fit.yaml", default=None)
+    gemm_efficiency: Optional[dict[str, Fraction]] = _f(
+        "Device name -> achieved fraction of the dense 16-bit peak of large GEMMs.",
+        {"A100-80GB": 0.7}, default=None)
+    fp8_efficiency: Optional[dict[str, Fraction]] = _f(
+        "Device name -> achieved fraction of the dense FP8 peak of large GEMMs.",
+        {"H100-SXM-80GB": 0.55}, default=None)
+    efficiency_default: Optional[Fraction] = _f("16-bit efficiency for unlisted devices.", 0.6,
+                                                default=None)
+    efficiency_half_us: Optional[float] = _f("GEMM time at peak at which efficiency halves, µs.",
+                                             20.0, default=None, ge=0)
+    attention_efficiency: Optional[Fraction] = _f(
+        "Attention-kernel efficiency relative to the GEMM efficiency.", 0.6, default=None)
+    comm_efficiency: Optional[Fraction] = _f("NCCL bus bandwidth / NVLink bandwidth.", 0.8,
+                                             default=None)
+    inter_comm_efficiency: Optional[Fraction] = _f("NCCL bus bandwidth / network bandwidth.", 0.85,
+                                                   default=None)
+    comm_interference: Optional[float] = _f(
+        "Compute slowdown per second of hidden communication.", 0.1, default=None, ge=0, le=1)
+    elementwise_passes: Optional[float] = _f(
+        "HBM passes over stored activations by element-wise kernels.", 3.0, default=None, ge=0)
+    optimizer_bytes_per_param: Optional[float] = _f("HBM bytes moved per parameter by a step.", 36.0,
+                                                    default=None, ge=0)
+    layer_overhead_us: Optional[float] = _f("Launch overhead per layer per micro-batch, µs.", 0.0,
+                                            default=None, ge=0)
+    iteration_overhead_s: Optional[float] = _f("Host time per iteration, s.", 0.0, default=None, ge=0)
+    memory_reserve_gib: Optional[float] = _f("Runtime reserve per device (CUDA context, NCCL), GiB.",
+                                             2.0, default=None, ge=0)
+    memory_fragmentation: Optional[float] = _f("Allocator overhead, fraction of modelled bytes.",
+                                               0.1, default=None, ge=0, le=1)
 
 
 # ------------------------------------------------------------------------ plan
@@ -373,8 +394,12 @@ class SpecFile(_Section):
     search: SearchSection = _f("Search space (defaults mirror SearchSpace).", {"pp_degrees": [1, 2]},
                                default_factory=SearchSection)
     solver: SolverSection = _f("Solver options.", {"name": "highs"}, default_factory=SolverSection)
-    cost_model: Optional[CostModelSection] = _f("Cost-model overrides.", {"comm_efficiency": 0.7},
-                                                default=None)
+    cost_model: Optional[Annotated[Union[Annotated[str, Tag("#file")],
+                                         Annotated[CostModelSection, Tag("#inline")]],
+                                   Discriminator(lambda v: "#file" if isinstance(v, str)
+                                                 else "#inline")]] = _f(
+        "Cost-model overrides, or the path of a parameters file written by "
+        "`autopar calibrate --fit --output FILE`.", {"comm_efficiency": 0.7}, default=None)
     plan: Optional[PlanSection] = _f("A plan to evaluate (`autopar estimate`) or use as baseline.",
                                      {"tp": 8, "pp": 1, "microbatches": 8}, default=None)
 
