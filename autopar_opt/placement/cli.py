@@ -83,7 +83,7 @@ def _json_summary(doc: dict) -> dict:
 
 def place_command(spec_path: str, solver: str | None, objective: str | None,
                   contiguous: bool | None, time_limit_s: float | None, out_dir: str | None,
-                  json_output: bool, expert: str | None) -> int:
+                  json_output: bool, expert: str | None, gap: float | None = None) -> int:
     """The body of ``autopar place`` (errors become exit code 2 in the caller)."""
     from autopar_opt.placement.spec import load_placement
     from autopar_opt.spec.errors import SpecError, SpecProblem
@@ -103,8 +103,11 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
         raise SpecError([SpecProblem("<command line>", "--solver", solver,
                                      f"unknown solver; choose auto, {', '.join(BACKENDS)}",
                                      "use --solver highs")])
+    if gap is not None and not 0 <= gap < 1:
+        raise SpecError([SpecProblem("<command line>", "--gap", gap, "must be in [0, 1)",
+                                     "use e.g. --gap 0.01 for 1%")])
     result = solve_placement(problem, objective=objective, contiguous=cont, solver=name,
-                             time_limit_s=time_limit_s)
+                             time_limit_s=time_limit_s, rel_gap=1e-6 if gap is None else gap)
     doc = placement_document(result, expert)
     if out_dir:
         _write_outputs(doc, Path(out_dir))
