@@ -74,7 +74,7 @@ def _bound_source(result: PlacementResult) -> str:
 
 def _json_summary(doc: dict) -> dict:
     keys = ("objective", "value", "lower_bound", "gap", "status", "wall_time_s", "method",
-            "instance", "contiguous")
+            "instance", "contiguous", "num_nodes")
     out = {k: doc[k] for k in keys}
     out["devices"] = [{k: d[k] for k in ("device", "nodes", "load", "memory_bytes")}
                       for d in doc["devices"]]
