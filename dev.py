@@ -5,7 +5,8 @@ Needs only Python 3.11+ and pip. Creates ``.venv`` on first use, installs the
 pinned dependencies of ``requirements.lock`` and the package itself
 (editable), then runs the job. Re-installs when ``requirements.lock`` or
 ``pyproject.toml`` changed. The test job also installs ``requirements-learn.lock``
-(PyTorch CPU for the learned searchers; ~40 s and ~0.8 GB the first time).
+(PyTorch CPU for the learned searchers; ~40 s and ~0.8 GB the first time) and
+``requirements-ray.lock`` (Ray for ``autopar capacity --engine ray``; ~20 s).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ STAMP = VENV / ".autopar-installed"
 
 def _fingerprint() -> str:
     h = hashlib.sha256()
-    for name in ("requirements.lock", "requirements-learn.lock", "pyproject.toml"):
+    for name in ("requirements.lock", "requirements-learn.lock", "requirements-ray.lock", "pyproject.toml"):
         h.update((ROOT / name).read_bytes())
     return h.hexdigest()
 
@@ -47,6 +48,8 @@ def ensure_env(learn: bool = False) -> None:
     if learn:
         print("installing PyTorch CPU for the learned searchers (requirements-learn.lock) ...", flush=True)
         subprocess.check_call(pip + ["-r", str(ROOT / "requirements-learn.lock")])
+        print("installing Ray for the capacity engine test (requirements-ray.lock) ...", flush=True)
+        subprocess.check_call(pip + ["-r", str(ROOT / "requirements-ray.lock")])
     subprocess.check_call(pip + ["--no-deps", "-e", str(ROOT)])
     STAMP.write_text(want)
 

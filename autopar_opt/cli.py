@@ -1,7 +1,7 @@
 """The ``autopar`` command line: thin subcommands over the library.
 
-``zoo list``, ``schema`` and ``estimate`` live here; ``solve``, ``calibrate``
-and ``report`` delegate to their modules (imported lazily, so a broken or
+``zoo list``, ``schema`` and ``estimate`` live here; ``solve``, ``calibrate``,
+``capacity`` and ``report`` delegate to their modules (imported lazily, so a broken or
 missing optional part never stops the others). A :class:`SpecError` or
 :class:`PlanError` anywhere prints its message on stderr and exits with code 2,
 without a traceback and without writing anything.
@@ -157,6 +157,21 @@ def model(path: str = typer.Argument(..., metavar="SPEC_OR_CONFIG",
     return 0
 
 
+@app.command("export")
+@guarded
+def export(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="plan.json of `autopar solve`."),
+           target: str = typer.Option(..., "--to", help="megatron | torchtitan | deepspeed"),
+           output: Optional[str] = typer.Option(None, "-o", "--output", help="File to write "
+                                                "(default: stdout)."),
+           spec_path: Optional[str] = typer.Option(None, "--spec", help="The spec the plan was "
+                                                   "solved from (default: the path in plan.json).")
+           ) -> int:
+    """Write the plan as Megatron-LM arguments, a torchtitan TOML or a DeepSpeed JSON config."""
+    from autopar_opt.export_cli import export_command
+
+    return export_command(plan_json, target, output, spec_path)
+
+
 @app.command("calibrate")
 @guarded
 def calibrate(runs_path: str = typer.Argument(..., metavar="RUNS.yaml",
@@ -183,6 +198,10 @@ def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."
           export_models: bool = typer.Option(False, "--export-models",
                                              help="Write every solved sub-model as MPS under "
                                                   "OUT/models/ and record its sha256 in plan.json."),
+          runnable_by: Optional[str] = typer.Option(
+              None, "--runnable-by", help="megatron | torchtitan | deepspeed: search only plans "
+              "that framework can run (one tp/cp/ep/ZeRO/recompute setting for the whole model; "
+              "DeepSpeed: its uniform stage partition), so the certificate holds for them."),
           warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start",
                                           help="Start every MIP from the DP's plan (or the best uniform "
                                                "plan) and use the DP's proven bound; off: the MIP "
@@ -198,7 +217,14 @@ def solve(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."
     """Search the spec's space for the best plan and certify its gap."""
     from autopar_opt.search.cli import solve_command
 
-    extra = {"export_models": True} if export_models else {}
+    extra: dict[str, Any] = {"export_models": True} if export_models else {}
+    if runnable_by is not None:
+        from autopar_opt.search.runnable import FRAMEWORKS
+
+        if runnable_by not in FRAMEWORKS:
+            _fail(f"--runnable-by {runnable_by!r}: unknown framework; use one of "
+                  f"{', '.join(FRAMEWORKS)}")
+        extra["runnable_by"] = runnable_by
     if not warm_start:
         extra["warm_start"] = False
     if searcher is not None:
@@ -227,13 +253,46 @@ def place(spec_path: str = typer.Argument(..., metavar="SPEC",
                                                 help="Write placement.json and report.html here."),
           json_output: bool = typer.Option(False, "--json", help="Print JSON."),
           expert: Optional[str] = typer.Option(None, "--expert",
-                                               help="A human-expert split to compare with.")
+                                               help="A human-expert split to compare with."),
+          searcher: Optional[str] = typer.Option(None, "--searcher",
+                                                 help="Also run a searcher first: random | anneal | "
+                                                      "gdp (gdp needs the learn extra; max-load only). "
+                                                      "Reported against the proven bound; its plan is "
+                                                      "kept when the exact side ends worse."),
+          budget_s: float = typer.Option(10.0, "--budget-s", help="Searcher budget, s."),
+          seed: int = typer.Option(0, "--seed", help="Searcher seed (runs are reproducible).")
           ) -> int:
     """Place an operator graph on devices, with a proven lower bound and gap."""
     from autopar_opt.placement.cli import place_command
 
+    hook = None
+    if searcher is not None:
+        from autopar_opt.learn.harness import SearcherHook
+
+        hook = SearcherHook(searcher, budget_s, seed)
     return place_command(spec_path, solver, objective, contiguous, time_limit_s, out_dir,
-                         json_output, expert, gap)
+                         json_output, expert, gap, searcher=hook)
+
+
+@app.command("capacity")
+@guarded
+def capacity(sweep_path: str = typer.Argument(..., metavar="SWEEP", help="Sweep file (base spec, "
+                                                                         "axes, planning inputs)."),
+             engine: str = typer.Option("local", "--engine", help="local (process pool, default) | "
+                                        "ray (extra autopar-opt[ray]; RAY_ADDRESS or a local Ray)."),
+             workers: Optional[int] = typer.Option(None, "--workers",
+                                                   help="Parallel scenarios (default: available cores)."),
+             out_dir: Optional[str] = typer.Option(None, "--out", help="Directory for capacity.html, "
+                                                   "capacity.csv/json, per-scenario reports, the store."),
+             json_output: bool = typer.Option(False, "--json", help="Print the capacity document as JSON."),
+             quiet: bool = typer.Option(False, "--quiet", help="No progress display and no summary."),
+             store: Optional[str] = typer.Option(None, "--store", help="SQLite results store (default: "
+                                                 "OUT/capacity.sqlite, else ~/.cache/autopar-opt/).")
+             ) -> int:
+    """Sweep clusters, batch sizes, ...: certified plans, time and cost intervals, answers."""
+    from autopar_opt.capacity.cli import capacity_command
+
+    return capacity_command(sweep_path, engine, workers, out_dir, json_output, quiet, store)
 
 
 @app.command("report")

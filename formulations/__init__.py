@@ -1,6 +1,6 @@
 """autopar_opt.formulations: the joint MIQP and its exact MILP linearisation (DESIGN.md §3)."""
 
 from autopar_opt.formulations.formulation import (
-    FORMS, Formulation, FormulationError, build_formulation)
+    FORMS, Formulation, FormulationError, TablesProblem, build_formulation)
 
-__all__ = ["FORMS", "Formulation", "FormulationError", "build_formulation"]
+__all__ = ["FORMS", "Formulation", "FormulationError", "TablesProblem", "build_formulation"]

@@ -33,13 +33,14 @@ import scipy.sparse as sp
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.formulations.direct_rows import MatrixStructure, StructureKey, build_structure
 from autopar_opt.formulations.families import sort_symmetric_runs, symmetry_cuts
-from autopar_opt.formulations.formulation import (FormulationError, assignment_plan, check_tables,
-                                                   plan_assignment, price_assignment)
+from autopar_opt.formulations.formulation import (FormulationError, check_tables, price_assignment,
+                                                   start_assignment)
 from autopar_opt.hardware import GIB
 from autopar_opt.plan import Plan
 from autopar_opt.strategies import layout_ids
 from autopar_opt.core.matrix import MatrixForm
-from autopar_opt.core.result import ProblemClass
+from autopar_opt.core.assignment import Assignment
+from autopar_opt.core.result import ProblemClass, SolveResult
 
 
 def _collapse(mat: np.ndarray, gu: np.ndarray, gv: np.ndarray) -> np.ndarray:
@@ -157,6 +158,11 @@ class DirectFormulation:
     problem_class: ProblemClass = ProblemClass.milp
 
     @property
+    def model(self) -> MatrixForm:
+        """What the backend solves (the formulation interface)."""
+        return self.matrix
+
+    @property
     def build_s(self) -> float:
         """Seconds to produce :attr:`matrix` (structure step included when built)."""
         return self.matrix.compile_s
@@ -175,11 +181,19 @@ class DirectFormulation:
         s = np.asarray(x[C.s(0, 0):C.s(C.n, 0)])
         return [int(np.argmax(s[C.koff[u]:C.koff[u + 1]])) for u in range(C.n)]
 
-    def decode_values(self, x: np.ndarray) -> Plan:
-        """The plan of a raw HiGHS column vector of :attr:`matrix`."""
+    def assignment(self, x: np.ndarray) -> Assignment:
+        """The :class:`Assignment` of a raw column vector of :attr:`matrix`."""
         if x is None or len(x) != self.matrix.num_cols:
             raise FormulationError("no solution vector of this matrix to decode")
-        return assignment_plan(self.tables, self.stage_assignment(x), self.strategy_choice(x))
+        return Assignment(self.stage_assignment(x), self.strategy_choice(x))
+
+    def invert(self, result: SolveResult) -> Assignment | None:
+        """The backend's raw vector as the typed :class:`Assignment`; ``None`` without one."""
+        return self.assignment(result.solution) if result.has_solution else None
+
+    def decode_values(self, x: np.ndarray) -> Plan:
+        """The plan of a raw column vector (:meth:`CostTables.plan_of`)."""
+        return self.tables.plan_of(self.assignment(x))
 
     def assignment_vector(self, stage: list[int], ks: list[int]) -> np.ndarray:
         """Every column from a stage/strategy assignment, consistently (the
@@ -209,17 +223,18 @@ class DirectFormulation:
         x[C.sync_max] = max(g)
         return x
 
-    def start_vector(self, plan: Plan) -> np.ndarray:
-        """The warm-start vector of ``plan`` (sorted into the symmetry cuts'
-        order when they are on: same cost, see ``add_symmetry_constraints``)."""
-        stage, ks = plan_assignment(self.tables, plan)
+    def start_vector(self, start: Plan | Assignment) -> np.ndarray:
+        """The warm-start vector of a plan or assignment (sorted into the symmetry
+        cuts' order when they are on: same cost, see ``add_symmetry_constraints``)."""
+        asg = start_assignment(self.tables, start)
+        stage, ks = asg.stage, asg.choice
         if self.symmetry:
             ks = sort_symmetric_runs(self.tables, stage, ks)
         return self.assignment_vector(stage, ks)
 
-    def set_warm_start(self, plan: Plan) -> None:
-        """Attach ``plan`` as :attr:`MatrixForm.start` (HiGHS ``setSolution``)."""
-        self.matrix.start = self.start_vector(plan)
+    def set_warm_start(self, start: Plan | Assignment) -> None:
+        """Attach ``start`` as :attr:`MatrixForm.start` (HiGHS ``setSolution``)."""
+        self.matrix.start = self.start_vector(start)
 
 
 class DirectBuilder:

@@ -1,8 +1,8 @@
 """Build the joint formulation for one outer configuration and read it back.
 
 ``build_formulation(tables, form)`` returns a :class:`Formulation`: the Pyomo
-model, its problem class, :meth:`Formulation.decode` (solved values -> Plan),
-:meth:`Formulation.set_warm_start` (Plan -> variable values),
+model, its problem class, :meth:`Formulation.invert` (solved values -> :class:`Assignment`),
+:meth:`Formulation.set_warm_start` (Assignment or Plan -> variable values),
 :meth:`Formulation.export` (MPS/LP file + sha256) and, for the MILP,
 :meth:`Formulation.matrix` (a solver-neutral :class:`MatrixForm`, compiled
 once and cached, that the HiGHS backend passes to highspy as numpy arrays).
@@ -24,9 +24,10 @@ from autopar_opt.cost.tables import CostTables
 from autopar_opt.formulations import families
 from autopar_opt.formulations.milp import add_milp_families, layout_groups
 from autopar_opt.formulations.miqp import add_miqp_families
-from autopar_opt.plan import Plan, StagePlan
+from autopar_opt.core.assignment import Assignment
+from autopar_opt.plan import Plan
 from autopar_opt.core.matrix import MatrixForm, compile_matrix, load_values
-from autopar_opt.core.result import ProblemClass
+from autopar_opt.core.result import ProblemClass, SolveResult
 
 FORMS: dict[str, ProblemClass] = {"milp": ProblemClass.milp, "miqp": ProblemClass.miqp}
 
@@ -52,6 +53,15 @@ class Formulation:
         """Constant included in the objective (``params.iteration_overhead_s``)."""
         return float(self.model.objective_constant)
 
+    def invert(self, result: SolveResult) -> Assignment | None:
+        """The backend's answer as the typed :class:`Assignment` (the values it
+        loaded into :attr:`model`); ``None`` without a solution."""
+        return self.assignment() if result.has_solution else None
+
+    def assignment(self) -> Assignment:
+        """The stage and strategy of every layer held by the solved model."""
+        return Assignment(self.stage_assignment(), self.strategy_choice())
+
     def stage_assignment(self) -> list[int]:
         """Stage index of every layer from the solved ``a`` values."""
         m, pp = self.model, self.tables.pp
@@ -74,12 +84,13 @@ class Formulation:
         return out
 
     def decode(self) -> Plan:
-        """The solved plan; stage ``i`` runs on ranks ``[i*d, (i+1)*d)``."""
-        return assignment_plan(self.tables, self.stage_assignment(), self.strategy_choice())
+        """The solved plan (:meth:`CostTables.plan_of` of :meth:`assignment`)."""
+        return self.tables.plan_of(self.assignment())
 
-    def set_warm_start(self, plan: Plan) -> None:
-        """Set every variable from ``plan`` (e.g. the DP's), consistently."""
-        stage, ks = plan_assignment(self.tables, plan)
+    def set_warm_start(self, start: Plan | Assignment) -> None:
+        """Set every variable from a plan or an assignment (e.g. the DP's), consistently."""
+        asg = start_assignment(self.tables, start)
+        stage, ks = asg.stage, asg.choice
         if self.symmetry:
             ks = families.sort_symmetric_runs(self.tables, stage, ks)
         set_assignment_values(self.model, self.tables, self.form, stage, ks)
@@ -105,6 +116,26 @@ class Formulation:
         """Decode a raw solution vector of :meth:`matrix` (no model load)."""
         load_values(self.matrix(), x)
         return self.decode()
+
+
+@dataclass
+class TablesProblem:
+    """The DP's side of the formulation interface: the backend solves the cost
+    tables themselves and already answers with an :class:`Assignment`."""
+
+    tables: CostTables
+    problem_class: ProblemClass = ProblemClass.tables
+    build_s: float = 0.0
+
+    @property
+    def model(self) -> CostTables:
+        return self.tables
+
+    def set_warm_start(self, start: Plan | Assignment) -> None:
+        raise FormulationError("the table DP takes no warm start")
+
+    def invert(self, result: SolveResult) -> Assignment | None:
+        return result.solution if result.has_solution else None
 
 
 def build_formulation(tables: CostTables, form: str = "milp", symmetry: bool = True) -> Formulation:
@@ -146,38 +177,14 @@ def check_tables(tables: CostTables) -> None:
                                f"{tables.devices_per_stage} devices per stage: widen the search space")
 
 
-def assignment_plan(tables: CostTables, stage: list[int], ks: list[int]) -> Plan:
-    """A :class:`Plan` from a stage index and a strategy index per layer."""
-    names = [layer.name for layer in tables.graph.layers]
-    stages = [StagePlan([], []) for _ in range(tables.pp)]
-    for u, (i, k) in enumerate(zip(stage, ks)):
-        stages[i].layers.append(names[u])
-        stages[i].strategies.append(tables.strategies[u][k])
-    return Plan(stages, tables.microbatches, tables.schedule)
-
-
-def plan_assignment(tables: CostTables, plan: Plan) -> tuple[list[int], list[int]]:
-    """Inverse of :func:`assignment_plan`; raises FormulationError on mismatch."""
-    if plan.pp != tables.pp or plan.microbatches != tables.microbatches:
-        raise FormulationError(f"warm start has pp={plan.pp}, c={plan.microbatches}; the model "
-                               f"has pp={tables.pp}, c={tables.microbatches}")
-    stage_of, strat_of = plan.stage_of(), plan.strategy_of()
-    stage, ks = [], []
-    for u, layer in enumerate(tables.graph.layers):
-        if layer.name not in stage_of:
-            raise FormulationError(f"warm start does not place layer {layer.name!r}")
-        stage.append(stage_of[layer.name])
-        try:
-            ks.append(tables.strategies[u].index(strat_of[layer.name]))
-        except ValueError:
-            # a pruned (dominated) strategy: use the dominating one of its layout
-            lay = strat_of[layer.name].layout
-            same = [k for k, s in enumerate(tables.strategies[u]) if s.layout == lay]
-            if not same:
-                raise FormulationError(f"warm start strategy {strat_of[layer.name].label()} of "
-                                       f"{layer.name!r} is not in the search space") from None
-            ks.append(min(same, key=lambda k: tables.time[u][k]))
-    return stage, ks
+def start_assignment(tables: CostTables, start: Plan | Assignment) -> Assignment:
+    """A warm start as an :class:`Assignment` (FormulationError when it does not fit)."""
+    if isinstance(start, Assignment):
+        return start
+    try:
+        return tables.assignment_of(start)
+    except ValueError as exc:
+        raise FormulationError(str(exc)) from None
 
 
 def set_assignment_values(m: pyo.ConcreteModel, tables: CostTables, form: str,

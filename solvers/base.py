@@ -40,6 +40,19 @@ class Backend(ABC):
     def version(self) -> str:
         """Solver name and version string for reports."""
 
+    def solve(self, model: Any, problem_class: ProblemClass, *, time_limit_s: float | None,
+              rel_gap: float, warm_start: bool = False,
+              solver_options: dict[str, Any] | None = None) -> SolveResult:
+        """The one entry point: ``model`` is what a formulation built for this
+        backend (cost tables for :attr:`ProblemClass.tables`, an algebraic model or
+        a :class:`~autopar_opt.core.matrix.MatrixForm` otherwise). The answer is
+        mapped back to an :class:`~autopar_opt.core.assignment.Assignment` by the
+        formulation's ``invert``."""
+        if problem_class is ProblemClass.tables:
+            return self.solve_tables(model, time_limit_s=time_limit_s, rel_gap=rel_gap)
+        return self.solve_model(model, problem_class, time_limit_s=time_limit_s, rel_gap=rel_gap,
+                                warm_start=warm_start, solver_options=solver_options)
+
     def solve_model(self, model: Any, problem_class: ProblemClass, *, time_limit_s: float | None,
                     rel_gap: float, warm_start: bool = False,
                     solver_options: dict[str, Any] | None = None) -> SolveResult:
@@ -49,5 +62,5 @@ class Backend(ABC):
         raise SolverMismatch(f"solver {self.name!r} does not solve algebraic models")
 
     def solve_tables(self, tables: Any, *, time_limit_s: float | None, rel_gap: float) -> SolveResult:
-        """Solve cost tables directly (DP); ``solution`` is a Plan."""
+        """Solve cost tables directly (DP); ``solution`` is an Assignment."""
         raise SolverMismatch(f"solver {self.name!r} does not solve cost tables directly")

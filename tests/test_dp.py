@@ -61,11 +61,11 @@ def test_known_answer_sync_max_beats_min_sum() -> None:
     overhead = t.params.iteration_overhead_s
     assert res.termination is Termination.optimal
     assert res.primal == pytest.approx(10.5 + overhead)
-    assert [st.strategies for st in res.solution.stages] == [[S1], [S0]]
+    assert [st.strategies for st in t.plan_of(res.solution).stages] == [[S1], [S0]]
     t = replace(t, weight_bytes=[np.zeros(2), np.array([10.0, 0.0]) * GIB])
     res = solve(t)
     assert res.primal == pytest.approx(13.5 + overhead)
-    assert [st.strategies for st in res.solution.stages] == [[S1], [S1]]
+    assert [st.strategies for st in t.plan_of(res.solution).stages] == [[S1], [S1]]
 
 
 def test_known_answer_bottleneck_moves_the_cut() -> None:
@@ -79,7 +79,7 @@ def test_known_answer_bottleneck_moves_the_cut() -> None:
         t = hand_tables([[1], [1], [4]], [[0], [0], [0]], [[0], [0], [0]], [[[0.0]], [[3.0]]], pp=2, c=c)
         res = solve(t)
         assert res.primal == pytest.approx(value + t.params.iteration_overhead_s)
-        assert len(res.solution.stages[0].layers) == first_stage
+        assert len(t.plan_of(res.solution).stages[0].layers) == first_stage
 
 
 def test_infeasible_reports_least_memory() -> None:
@@ -127,7 +127,7 @@ def test_time_limit_returns_incumbent_never_optimal() -> None:
     assert cut.termination is Termination.feasible
     assert cut.lower_bound >= simple_lower_bound(t) * (1 - 1e-12)
     assert cut.lower_bound <= full.primal <= cut.primal * (1 + 1e-12)
-    assert evaluate(cut.solution, graph, cluster, training).iteration_time_s == pytest.approx(cut.primal, rel=1e-9)
+    assert evaluate(t.plan_of(cut.solution), graph, cluster, training).iteration_time_s == pytest.approx(cut.primal, rel=1e-9)
 
 
 def test_chain_dp_equals_pase_dp_on_single_stage_chain() -> None:
@@ -136,7 +136,7 @@ def test_chain_dp_equals_pase_dp_on_single_stage_chain() -> None:
     res = solve(t)
     _, value = solve_dag_single_stage(t)
     assert res.primal == pytest.approx(value + t.params.iteration_overhead_s, rel=1e-9)
-    assert evaluate(res.solution, graph, cluster, training).iteration_time_s == pytest.approx(res.primal, rel=1e-9)
+    assert evaluate(t.plan_of(res.solution), graph, cluster, training).iteration_time_s == pytest.approx(res.primal, rel=1e-9)
 
 
 def branchy_dag(seed: int, branches: int, depth: int) -> LayerGraph:
@@ -192,4 +192,4 @@ def test_inception_v3_single_stage_is_exact() -> None:
     t = build_cost_tables(graph, cluster, training, SearchSpace(), default_params(), 1, 4, Schedule.one_f_one_b)
     res = solve(t, limit=60)
     assert res.termination is Termination.optimal
-    assert evaluate(res.solution, graph, cluster, training).iteration_time_s == pytest.approx(res.primal, rel=1e-9)
+    assert evaluate(t.plan_of(res.solution), graph, cluster, training).iteration_time_s == pytest.approx(res.primal, rel=1e-9)

@@ -97,10 +97,10 @@ def test_dp_equals_brute_force(seed: int) -> None:
         assert res.lower_bound == math.inf and res.primal is None
         return
     assert res.has_solution
-    metrics = evaluate(res.solution, inst.graph, inst.cluster, inst.training)
+    metrics = evaluate(tables.plan_of(res.solution), inst.graph, inst.cluster, inst.training)
     assert metrics.feasible
     assert metrics.iteration_time_s == pytest.approx(res.primal, rel=1e-9)
-    assert res.solution.pp == inst.pp
+    assert tables.plan_of(res.solution).pp == inst.pp
     if exact:
         assert res.termination is Termination.optimal
         assert res.primal == pytest.approx(ref[0], rel=1e-9)
@@ -175,4 +175,4 @@ def test_dp_equals_brute_force_on_identical_layers(seed: int) -> None:
     tables, res, ref = solve_both(inst)
     assert ref is not None and res.termination is Termination.optimal
     assert res.primal == pytest.approx(ref[0], rel=1e-9)
-    assert evaluate(res.solution, graph, cluster, training).iteration_time_s == pytest.approx(res.primal, rel=1e-9)
+    assert evaluate(tables.plan_of(res.solution), graph, cluster, training).iteration_time_s == pytest.approx(res.primal, rel=1e-9)

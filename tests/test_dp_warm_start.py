@@ -9,8 +9,8 @@ import pytest
 from mip_instances import random_instance, tables_for
 
 from autopar_opt.solvers.dp import solve_dp
-from autopar_opt.solvers.dp.common import Assignment, iteration_time
-from autopar_opt.formulations.formulation import plan_assignment
+from autopar_opt.core.assignment import Assignment
+from autopar_opt.solvers.dp.common import iteration_time
 from autopar_opt.search import inner as inner_mod
 from autopar_opt.search.engine import SearchOptions
 from autopar_opt.search.inner import InnerOutcome, InnerSolver, _merge
@@ -19,13 +19,15 @@ from autopar_opt.core.result import SolveResult, Termination
 from autopar_opt.training import Schedule
 
 
-def _value(tables, plan) -> float:
-    return iteration_time(tables, Assignment(*plan_assignment(tables, plan)))
+def _value(tables, start) -> float:
+    """Tables objective of a warm start (an Assignment) or of a Plan."""
+    asg = start if isinstance(start, Assignment) else tables.assignment_of(start)
+    return iteration_time(tables, asg)
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_mip_is_warm_started_from_the_dp_optimum(seed, monkeypatch):
-    """The start handed to HiGHS is a plan worth exactly the DP's proven optimum
+    """The start handed to HiGHS is an assignment worth exactly the DP's proven optimum
     (never worse than the uniform plan), on seeded pipelined chains."""
     graph, cluster, training, space = random_instance(seed, 8, dag=False)
     tables = tables_for(graph, cluster, training, space, 2, 4)
@@ -82,31 +84,31 @@ def _res(term, primal, lower, msg="") -> SolveResult:
 def test_merge_takes_the_larger_bound_and_says_who_proved_it():
     """Hand-made results: the MIP stopped at its limit with a weak bound, the
     DP proved 10.0 optimal: the configuration is optimal at 10.0, bound from the DP."""
-    mip = InnerOutcome(_res(Termination.feasible, 10.0, 8.0), plan="mip-plan")
+    mip = InnerOutcome(_res(Termination.feasible, 10.0, 8.0), assignment="mip-plan")
     dp = _res(Termination.optimal, 10.0, 10.0).with_(solution="dp-plan")
     out = _merge(mip, dp, 1e-3)
     assert out.result.termination is Termination.optimal
     assert out.result.lower_bound == 10.0 and out.result.primal == 10.0
-    assert out.plan == "mip-plan"                  # equal value: the MIP's own plan is kept
+    assert out.assignment == "mip-plan"                  # equal value: the MIP's own plan is kept
     assert "exact DP" in out.result.message and "8" in out.result.message
 
 
 def test_merge_keeps_the_better_plan_and_a_gap_when_neither_closes():
-    mip = InnerOutcome(_res(Termination.feasible, 12.0, 9.0), plan="mip-plan")
+    mip = InnerOutcome(_res(Termination.feasible, 12.0, 9.0), assignment="mip-plan")
     dp = _res(Termination.feasible, 11.0, 9.5).with_(solution="dp-plan")
     out = _merge(mip, dp, 1e-3)
-    assert out.plan == "dp-plan" and out.result.primal == 11.0
+    assert out.assignment == "dp-plan" and out.result.primal == 11.0
     assert out.result.lower_bound == 9.5 and out.result.termination is Termination.feasible
     # no MIP solution at all: the DP plan with the MIP's (larger) bound
-    mip = InnerOutcome(_res(Termination.time_limit_no_solution, None, 10.5), plan=None)
+    mip = InnerOutcome(_res(Termination.time_limit_no_solution, None, 10.5), assignment=None)
     out = _merge(mip, dp, 1e-3)
-    assert out.plan == "dp-plan" and out.result.lower_bound == 10.5
+    assert out.assignment == "dp-plan" and out.result.lower_bound == 10.5
     assert out.result.termination is Termination.feasible
 
 
 def test_merge_heuristic_dp_bound_never_makes_a_plan_optimal():
     """A DAG with pp > 1: the DP is a heuristic (bound -inf); only the MIP's bound counts."""
-    mip = InnerOutcome(_res(Termination.feasible, 12.0, 9.0), plan="mip-plan")
+    mip = InnerOutcome(_res(Termination.feasible, 12.0, 9.0), assignment="mip-plan")
     dp = _res(Termination.heuristic, 11.0, -math.inf).with_(solution="dp-plan")
     out = _merge(mip, dp, 1e-3)
     assert out.result.lower_bound == 9.0 and out.result.termination is Termination.feasible

@@ -177,7 +177,7 @@ def test_dp_equals_brute_force_on_moe_chains(seed):
     ref = brute_force(graph, cluster, training, SPACE, pp, c, schedule)
     assert ref is not None and res.termination is Termination.optimal
     assert res.primal == pytest.approx(ref[0], rel=1e-9)
-    assert evaluate(res.solution, graph, cluster, training).iteration_time_s == \
+    assert evaluate(tables.plan_of(res.solution), graph, cluster, training).iteration_time_s == \
         pytest.approx(res.primal, rel=1e-9)
 
 
@@ -211,7 +211,7 @@ def test_moe_instances_choose_expert_parallelism_somewhere():
     """The seeded set is not degenerate: some optima use ep > 1, some ep = 1."""
     chosen = set()
     for seed in range(40):
-        res = _dp(seed)[1]
-        chosen |= {s.ep > 1 for st in res.solution.stages for s, name in
+        inst, res = _dp(seed)
+        chosen |= {s.ep > 1 for st in inst[-1].plan_of(res.solution).stages for s, name in
                    zip(st.strategies, st.layers)}
     assert chosen == {True, False}

@@ -49,3 +49,8 @@ def test_wheel_installs_and_runs_outside_the_repo(tmp_path):
     assert doc["status"] == "optimal"
     assert (out / "plan.json").exists() and (out / "report.html").exists()
     assert "<svg" in (out / "report.html").read_text()
+    capacity = subprocess.run([str(cli), "capacity", str(ROOT / "tests" / "data" / "capacity" / "two.yaml"),
+                               "--out", str(workdir / "cap"), "--quiet"],
+                              cwd=workdir, env=env, capture_output=True, text=True)
+    assert capacity.returncode == 0, capacity.stderr[-2000:]       # capacity package + template shipped
+    assert "<svg" in (workdir / "cap" / "capacity.html").read_text()

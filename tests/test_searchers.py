@@ -173,3 +173,32 @@ def test_warm_start_plan_is_kept_when_the_exact_side_runs_out_of_time(small_dag)
                       SearchOptions(solver="dp", time_limit_s=30.0), incumbent=found.plan)
     assert full.certificate.primal == pytest.approx(optimum, rel=1e-9)
     assert full.status(1e-3) == "optimal"
+
+
+def test_gdp_segment_recurrence_attends_to_the_past_segment_only():
+    """Transformer-XL style segments: with no graph edges (no GraphSAGE mixing), the
+    outputs of the first segment do not depend on later nodes, while a later
+    segment's outputs do depend on the previous segment (through its memory)."""
+    torch = pytest.importorskip("torch", reason="GDP needs the learn extra (PyTorch)")
+    from autopar_opt.learn.gdp import GDPPolicy, GraphTensors
+
+    torch.manual_seed(0)
+    n, seg = 12, 4
+    policy = GDPPolicy(node_dim=3, slot_dim=2, hidden=16, segment=seg)
+
+    def outputs(nodes):
+        g = GraphTensors(torch.tensor(nodes, dtype=torch.float32), torch.zeros(0, dtype=torch.long),
+                         torch.zeros(0, dtype=torch.long), torch.ones(n, 1),
+                         torch.ones(n, 2, 2), torch.ones(n, 2, dtype=torch.bool))
+        with torch.no_grad():
+            return policy(g)[1].numpy()
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(n, 3))
+    later = base.copy()
+    later[2 * seg:] += 1.0                     # change the last segment only
+    earlier = base.copy()
+    earlier[:seg] += 1.0                       # change the first segment only
+    b0, b1, b2 = outputs(base), outputs(later), outputs(earlier)
+    assert np.allclose(b0[:2 * seg], b1[:2 * seg])          # the past ignores the future
+    assert not np.allclose(b0[seg:2 * seg], b2[seg:2 * seg])  # segment 2 sees segment 1's memory

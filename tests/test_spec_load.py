@@ -95,10 +95,23 @@ def test_explicit_model_with_measured_costs_and_explicit_plan(tmp_path):
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+#: Examples that are capacity sweeps (base spec x axes), not specs: loaded by load_sweep.
+SWEEPS = [p for p in EXAMPLES if p.name.startswith("capacity_")]
+
+
+@pytest.mark.parametrize("path", [p for p in EXAMPLES if p not in SWEEPS],
+                         ids=[p.name for p in EXAMPLES if p not in SWEEPS])
 def test_every_example_loads(path):
     spec = load_spec(path)
     assert spec.graph.layers and spec.cluster.num_devices >= 8
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=[p.name for p in SWEEPS])
+def test_every_sweep_example_loads(path):
+    from autopar_opt.capacity import load_sweep
+
+    sweep = load_sweep(path)
+    assert len(sweep.scenarios) >= 2 and sweep.planning.prices.source
 
 
 def test_examples_cover_the_requested_set():

@@ -22,7 +22,8 @@ from autopar_opt.evaluate import evaluate
 from autopar_opt.formulations import build_formulation
 from autopar_opt.formulations.direct import build_direct
 from autopar_opt.formulations.families import sort_symmetric_runs, symmetric_edges, symmetry_cuts
-from autopar_opt.formulations.formulation import assignment_plan, price_assignment
+from autopar_opt.core.assignment import Assignment
+from autopar_opt.formulations.formulation import price_assignment
 from autopar_opt.model_zoo.transformer import decoder_lm
 from autopar_opt.solvers.registry import get_backend
 from autopar_opt.core.result import ProblemClass, Termination
@@ -188,8 +189,8 @@ def test_sorted_runs_keep_the_price_and_satisfy_the_cuts(seed):
         stage = [0] * cut + [1] * (t.num_layers - cut)
         ks = [rng.randrange(len(s)) for s in t.strategies]
         sorted_ks = sort_symmetric_runs(t, stage, ks)
-        before = evaluate(assignment_plan(t, stage, ks), t.graph, t.cluster, t.training)
-        after = evaluate(assignment_plan(t, stage, sorted_ks), t.graph, t.cluster, t.training)
+        before = evaluate(t.plan_of(Assignment(stage, ks)), t.graph, t.cluster, t.training)
+        after = evaluate(t.plan_of(Assignment(stage, sorted_ks)), t.graph, t.cluster, t.training)
         assert after.iteration_time_s == pytest.approx(before.iteration_time_s, rel=1e-12)
         assert after.peak_memory_gib == pytest.approx(before.peak_memory_gib, rel=1e-12)
         p1, p2 = price_assignment(t, stage, ks)[:3], price_assignment(t, stage, sorted_ks)[:3]
@@ -203,7 +204,7 @@ def test_pyomo_warm_start_is_sorted_into_the_cut_order():
     t = _two_identical_layers()
     ku, kv = _out_of_order_pair(t, [s.layout for s in t.strategies[0]])
     f = build_formulation(t, "milp", symmetry=True)
-    f.set_warm_start(assignment_plan(t, [0, 0], [ku, kv]))
+    f.set_warm_start(t.plan_of(Assignment([0, 0], [ku, kv])))
     assert f.strategy_choice() == [kv, ku]
     for con in f.model.component_data_objects(pyo.Constraint, active=True):
         assert con.upper is None or pyo.value(con.body) <= pyo.value(con.upper) + 1e-9, con.name

@@ -59,8 +59,10 @@ class SolveResult:
     solver: str
     solver_version: str
     message: str = ""
-    solution: Any = None       # backend-specific (a Plan for the DP; None for MIP:
-                               # the values are loaded into the model instead)
+    #: the raw answer: an Assignment from the DP, the column vector from HiGHS,
+    #: None from the Pyomo backends (values loaded into the model); the
+    #: formulation's ``invert`` maps each to an Assignment
+    solution: Any = None
     timings: dict[str, float] = field(default_factory=dict)
     log: str = ""
 

@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from autopar_opt.core.assignment import Assignment
 from autopar_opt.cost.layer_cost import LayerCost, StageContext, layer_cost
 from autopar_opt.cost.params import CostParams
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
+from autopar_opt.plan import Plan, StagePlan
 from autopar_opt.pipeline import boundary_is_intra, inflight_microbatches, stages_congruent
 from autopar_opt.strategies import Strategy, enumerate_strategies
 from autopar_opt.training import Schedule, SearchSpace, Training
@@ -62,6 +64,39 @@ class CostTables:
     def cross(self, edge: int, boundary: int) -> np.ndarray:
         """R' of ``edge`` at stage boundary ``boundary``."""
         return self.cross_intra[edge] if self.boundary_intra[boundary] else self.cross_inter[edge]
+
+    def plan_of(self, asg: Assignment) -> Plan:
+        """The plan of an assignment (the one decode path of every backend):
+        stage ``i`` runs on ranks ``[i*d, (i+1)*d)``, strategies from :attr:`strategies`."""
+        stages = [StagePlan([], []) for _ in range(self.pp)]
+        for u, (i, k) in enumerate(zip(asg.stage, asg.choice)):
+            stages[i].layers.append(self.graph.layers[u].name)
+            stages[i].strategies.append(self.strategies[u][k])
+        return Plan(stages, self.microbatches, self.schedule)
+
+    def assignment_of(self, plan: Plan) -> Assignment:
+        """Inverse of :meth:`plan_of` (warm starts). A strategy pruned as dominated
+        maps to the cheapest kept strategy of its layout. Raises ValueError when
+        the plan does not belong to this configuration or space."""
+        if plan.pp != self.pp or plan.microbatches != self.microbatches:
+            raise ValueError(f"warm start has pp={plan.pp}, c={plan.microbatches}; the model "
+                             f"has pp={self.pp}, c={self.microbatches}")
+        stage_of, strat_of = plan.stage_of(), plan.strategy_of()
+        stage, ks = [], []
+        for u, layer in enumerate(self.graph.layers):
+            if layer.name not in stage_of:
+                raise ValueError(f"warm start does not place layer {layer.name!r}")
+            stage.append(stage_of[layer.name])
+            try:
+                ks.append(self.strategies[u].index(strat_of[layer.name]))
+            except ValueError:
+                lay = strat_of[layer.name].layout
+                same = [k for k, s in enumerate(self.strategies[u]) if s.layout == lay]
+                if not same:
+                    raise ValueError(f"warm start strategy {strat_of[layer.name].label()} of "
+                                     f"{layer.name!r} is not in the search space") from None
+                ks.append(min(same, key=lambda k: self.time[u][k]))
+        return Assignment(stage, ks)
 
     def stage_context(self) -> StageContext:
         return StageContext(self.cluster, self.training, self.params,

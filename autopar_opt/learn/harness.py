@@ -37,7 +37,8 @@ def searcher_block(result: SearcherResult, lower_bound: float | None, optimum: f
     ``lower_bound`` is the certificate's global bound, ``optimum`` the exact
     side's primal when it was proven optimal (else None)."""
     data = result.to_dict()
-    data["plan"] = result.plan.to_dict() if result.plan is not None else None
+    plan = result.plan
+    data["plan"] = plan.to_dict() if hasattr(plan, "to_dict") else plan
     data["metrics"] = result.metrics
     value = result.value if result.feasible else None
     data["lower_bound"] = json_float(lower_bound)
@@ -68,6 +69,17 @@ class SearcherHook:
             err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
             return None
 
+    def run_placement(self, problem: Any, contiguous: bool, err: Console) -> SearcherResult | None:
+        """Run the searcher on a placement problem (max-load); None when it cannot run."""
+        from autopar_opt.learn.placement_space import PlacementSpace
+
+        try:
+            return run_searcher(self.name, PlacementSpace(problem, contiguous), self.budget_s,
+                                seed=self.seed)
+        except (SearcherUnavailable, SearcherUnknown, ValueError) as exc:
+            err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+            return None
+
     def block(self, result: SearcherResult, lower_bound: float | None,
               optimum: float | None) -> dict:
         return searcher_block(result, lower_bound, optimum)
@@ -80,9 +92,11 @@ class SearcherHook:
             console.print(text + "no feasible plan found")
             return
         gap, plan = block["gap"], block["plan"]
-        text += (f"{block['value']:.6g} s (evaluate), pp={plan['pp']} c={plan['microbatches']}; "
-                 f"proven lower bound {_fmt(block['lower_bound'])} s, gap "
+        where = (f"pp={plan['pp']} c={plan['microbatches']}" if "pp" in plan
+                 else f"{len(set(plan['assignment']))} devices used")
+        text += (f"{block['value']:.6g} (evaluator), {where}; "
+                 f"proven lower bound {_fmt(block['lower_bound'])}, gap "
                  + (f"{100 * gap:.3f}%" if isinstance(gap, float) else str(gap)))
         if block["ratio_to_optimum"] is not None:
-            text += f"; {block['ratio_to_optimum']:.4f} x the proven optimum {_fmt(block['optimum'])} s"
+            text += f"; {block['ratio_to_optimum']:.4f} x the proven optimum {_fmt(block['optimum'])}"
         console.print(text)

@@ -27,7 +27,8 @@ import numpy as np
 
 from autopar_opt.cost.params import CostParams
 from autopar_opt.cost.tables import CostTables, build_cost_tables
-from autopar_opt.solvers.dp.common import MEM_EPS, Assignment, to_plan
+from autopar_opt.core.assignment import Assignment
+from autopar_opt.solvers.dp.common import MEM_EPS
 from autopar_opt.evaluate import PlanMetrics, evaluate
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import GIB, Cluster
@@ -243,7 +244,7 @@ class LayerSpace:
     # ----------------------------------------------------------------- output
     def to_plan(self, cand: Candidate) -> Plan:
         tables = self.arrays[cand.config].tables
-        return to_plan(tables, Assignment([int(s) for s in cand.stage], [int(k) for k in cand.choice]))
+        return tables.plan_of(Assignment([int(s) for s in cand.stage], [int(k) for k in cand.choice]))
 
     def finish(self, cand: Candidate) -> tuple[Plan, PlanMetrics]:
         """The candidate as a Plan, priced by :func:`evaluate` (the reported value)."""

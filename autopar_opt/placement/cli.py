@@ -81,10 +81,36 @@ def _json_summary(doc: dict) -> dict:
     return out
 
 
+def _keep_better(result: PlacementResult, found) -> PlacementResult:
+    """The searcher's plan (already priced by evaluate_placement) replaces the exact
+    side's when strictly better (the exact side ran out of time); the proven
+    lower bound stays, the status follows the new gap."""
+    import dataclasses
+
+    from autopar_opt.core.result import relative_gap
+    from autopar_opt.placement.evaluate import evaluate_placement
+
+    if not (found is not None and found.feasible and found.value < result.value * (1 - 1e-12)):
+        return result
+    assign = np.asarray(found.plan["assignment"], dtype=np.int64)
+    metrics = evaluate_placement(result.problem, assign, objective=result.objective,
+                                 contiguous=result.contiguous)
+    gap = relative_gap(metrics.value, result.lower_bound)
+    return dataclasses.replace(result, value=metrics.value, assignment=assign, metrics=metrics,
+                               status="optimal" if gap <= 1e-6 else "feasible",
+                               method=f"{result.method} + {found.name} plan (warm start)")
+
+
 def place_command(spec_path: str, solver: str | None, objective: str | None,
                   contiguous: bool | None, time_limit_s: float | None, out_dir: str | None,
-                  json_output: bool, expert: str | None, gap: float | None = None) -> int:
-    """The body of ``autopar place`` (errors become exit code 2 in the caller)."""
+                  json_output: bool, expert: str | None, gap: float | None = None,
+                  searcher=None) -> int:
+    """The body of ``autopar place`` (errors become exit code 2 in the caller).
+
+    ``searcher`` (an :class:`autopar_opt.learn.harness.SearcherHook`, passed in
+    by the CLI) runs first on the max-load problem; its plan is kept when the
+    exact side ends worse, and the document gains a ``searcher`` entry (value,
+    proven bound, gap, optimum when proven)."""
     from autopar_opt.placement.spec import load_placement
     from autopar_opt.spec.errors import SpecError, SpecProblem
     problem, options = load_placement(spec_path)
@@ -106,15 +132,37 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
     if gap is not None and not 0 <= gap < 1:
         raise SpecError([SpecProblem("<command line>", "--gap", gap, "must be in [0, 1)",
                                      "use e.g. --gap 0.01 for 1%")])
+    found = None
+    if searcher is not None:
+        if objective != "max-load":
+            raise SpecError([SpecProblem("<command line>", "--searcher", searcher.name,
+                                         "the searchers optimise max-load only",
+                                         "use --objective max-load, or drop --searcher")])
+        from rich.console import Console
+
+        found = searcher.run_placement(problem, cont, Console(stderr=True))
+        if found is None:
+            return 2
     result = solve_placement(problem, objective=objective, contiguous=cont, solver=name,
                              time_limit_s=time_limit_s, rel_gap=1e-6 if gap is None else gap)
+    result = _keep_better(result, found)
     doc = placement_document(result, expert)
+    if found is not None:
+        optimum = result.value if result.status == "optimal" else None
+        doc["searcher"] = searcher.block(found, result.lower_bound, optimum)
     if out_dir:
         _write_outputs(doc, Path(out_dir))
     if json_output:
-        typer.echo(json.dumps(_json_summary(doc), indent=2))
+        summary = _json_summary(doc)
+        if "searcher" in doc:
+            summary["searcher"] = doc["searcher"]
+        typer.echo(json.dumps(summary, indent=2))
     else:
         typer.echo(_text(doc))
+        if "searcher" in doc:
+            from rich.console import Console
+
+            searcher.summary(doc["searcher"], Console())
     return 0
 
 

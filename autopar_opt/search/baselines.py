@@ -113,7 +113,8 @@ def best_uniform_assignment(tables):
     baseline: one grid strategy on every layer (:func:`_closest`; the tables
     may have pruned it as dominated), layers split evenly.
     """
-    from autopar_opt.solvers.dp.common import Assignment, fits, iteration_time
+    from autopar_opt.core.assignment import Assignment
+    from autopar_opt.solvers.dp.common import fits, iteration_time
 
     n, pp = tables.num_layers, tables.pp
     base, extra = divmod(n, pp)
@@ -140,10 +141,8 @@ def best_uniform_assignment(tables):
 
 def best_uniform_for_config(tables) -> Plan | None:
     """:func:`best_uniform_assignment` as a :class:`Plan` (None when none fits)."""
-    from autopar_opt.solvers.dp.common import to_plan
-
     best = best_uniform_assignment(tables)
-    return None if best is None else to_plan(tables, best[0])
+    return None if best is None else tables.plan_of(best[0])
 
 
 def pure_data_parallel(graph, cluster, training, space, params) -> Baseline:

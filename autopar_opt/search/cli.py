@@ -77,11 +77,25 @@ def _summary(doc: dict, console: Console) -> None:
         console.print(f"[red]{doc['infeasibility']['reason']}[/]")
 
 
+def _peer_spec(spec_path: str):
+    """The loaded peer spec when the file holds ``problem:`` (Piper/PaSE instance), else None."""
+    from autopar_opt.spec.loader import read_mapping
+    data = read_mapping(spec_path)
+    if "problem" not in data:
+        return None
+    from autopar_opt.peers.spec import build_peer_spec
+    return build_peer_spec(data, Path(spec_path))
+
+
 def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float | None = None,
                   gap: float | None = None, out_dir: str | None = None, json_output: bool = False,
                   quiet: bool = False, export_models: bool = False, warm_start: bool = True,
-                  searcher=None) -> int:
+                  searcher=None, runnable_by: str | None = None) -> int:
     """Run the whole job for one spec file; returns the process exit code.
+
+    ``runnable_by`` (megatron | torchtitan | deepspeed) restricts the search to
+    the plans that framework can run (:mod:`autopar_opt.search.runnable`); a
+    searcher's plan then does not warm-start it (it may not be runnable).
 
     ``searcher`` (an :class:`autopar_opt.learn.harness.SearcherHook`, passed
     in by the CLI so that the search never imports the searchers) runs first;
@@ -93,6 +107,10 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
 
     err = Console(stderr=True)
     try:
+        peer = _peer_spec(spec_path)
+        if peer is not None:
+            from autopar_opt.peers.cli import peer_solve_command
+            return peer_solve_command(peer, solver, time_limit_s, gap, out_dir, json_output, quiet)
         spec = load_spec(spec_path)
     except SpecError as exc:
         err.print(str(exc), markup=False, highlight=False)
@@ -119,9 +137,16 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                            description=f"config {k}/{n} ({record.config.label()}: {record.status}) "
                                        f"incumbent {_fmt(incumbent)} s bound {_fmt(bound)} s")
 
-            result = run_search(spec.graph, spec.cluster, spec.training, spec.space,
-                                spec.cost_params, options, progress,
-                                incumbent=found.plan if found is not None and found.feasible else None)
+            if runnable_by:
+                from autopar_opt.search.runnable import run_runnable_search
+
+                result = run_runnable_search(runnable_by, spec.graph, spec.cluster, spec.training,
+                                             spec.space, spec.cost_params, options, progress)
+            else:
+                result = run_search(spec.graph, spec.cluster, spec.training, spec.space,
+                                    spec.cost_params, options, progress,
+                                    incumbent=found.plan if found is not None and found.feasible
+                                    else None)
     except (SolverUnavailable, SolverMismatch) as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         return 2
@@ -129,6 +154,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                               spec.cost_params, spec.plan)
     doc = build_document(str(spec_path), spec.graph, spec.cluster, spec.training, spec.space,
                          spec.cost_params, options, result, baselines)
+    if runnable_by:
+        doc["search_space"]["runnable_by"] = runnable_by
     if found is not None:
         cert = result.certificate
         optimum = cert.primal if doc["status"] == "optimal" else None

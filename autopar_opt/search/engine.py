@@ -272,7 +272,8 @@ def _handle_config(cfg: OuterConfig, tables: CostTables, bound: ConfigBound, bes
     record = ConfigRecord(cfg, outcome.status, bounds.primal, bounds.lower, result.wall_time_s,
                           model_hash=outcome.model_hash, message=result.message,
                           timings=dict(result.timings), exhaustive=bounds.exhaustive)
-    return record, outcome.plan, result.log
+    plan = tables.plan_of(outcome.assignment) if outcome.assignment is not None else None
+    return record, plan, result.log
 
 
 def _checked_metrics(plan: Plan, record: ConfigRecord, graph, cluster, training,

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autopar_opt.cost.tables import CostTables
-from autopar_opt.plan import Plan
+from autopar_opt.core.assignment import Assignment
 from autopar_opt.core.bounds import Bounds, Status, strictly_better
 from autopar_opt.core.result import ProblemClass, SolveResult, Termination
 
@@ -50,11 +50,12 @@ SYMMETRY_OFF_BY_DEFAULT = frozenset({"highs"})
 
 @dataclass
 class InnerOutcome:
-    """One configuration solved: the backend's result, the decoded plan, and the
-    bounds and status derived from them (:class:`Bounds`, the one set of rules)."""
+    """One configuration solved: the backend's result, its typed answer, and the
+    bounds and status derived from them (:class:`Bounds`, the one set of rules).
+    The search decodes :attr:`assignment` with :meth:`CostTables.plan_of`."""
 
     result: SolveResult
-    plan: Plan | None
+    assignment: Assignment | None
     model_hash: str | None = None
     bounds: Bounds | None = None
     status: Status | None = None
@@ -95,51 +96,41 @@ class InnerSolver:
             self._direct = DirectBuilder(symmetry=self.symmetry)
 
     def solve(self, tables: CostTables, remaining_s: float, cfg) -> InnerOutcome:
-        """Solve ``tables`` within ``remaining_s`` seconds."""
+        """Solve ``tables`` within ``remaining_s`` seconds: one path for every
+        backend (formulate, warm-start, solve, :meth:`invert` to an Assignment)."""
         opts = self.options
-        if self.form_name == "tables":
-            res = self.backend.solve_tables(tables, time_limit_s=remaining_s, rel_gap=opts.rel_gap)
-            return InnerOutcome(res, res.solution if res.has_solution else None).derive(opts.rel_gap)
-        warm, dp = self._warm(tables, remaining_s) if opts.warm_start else (None, None)
-        limit = remaining_s - (dp.wall_time_s if dp is not None else 0.0)
-        if dp is not None and dp.termination is Termination.optimal:
-            limit = min(limit, max(CHECK_FACTOR * dp.wall_time_s, CHECK_MIN_S))
-        limit = max(limit, MIN_MIP_S)   # the DP may have used the whole share
-        outcome = (self._solve_direct(tables, limit, cfg, warm) if self._direct is not None
-                   else self._solve_pyomo(tables, limit, cfg, warm))
+        warm = dp = None
+        limit = remaining_s
+        if opts.warm_start and self.form_name != "tables":
+            warm, dp = self._warm(tables, remaining_s)
+            limit = remaining_s - dp.wall_time_s
+            if dp.termination is Termination.optimal:
+                limit = min(limit, max(CHECK_FACTOR * dp.wall_time_s, CHECK_MIN_S))
+            limit = max(limit, MIN_MIP_S)   # the DP may have used the whole share
+        problem, model_hash = self._formulate(tables, cfg)
+        if warm is not None:
+            problem.set_warm_start(warm)
+        res = self.backend.solve(problem.model, problem.problem_class, time_limit_s=limit,
+                                 rel_gap=opts.rel_gap, warm_start=warm is not None)
+        if problem.build_s and not res.timings.get("build"):
+            res = res.with_(timings={**res.timings, "build": problem.build_s})
+        outcome = InnerOutcome(res, problem.invert(res), model_hash)
         return _merge(outcome, dp, opts.rel_gap).derive(opts.rel_gap)
 
-    def _solve_pyomo(self, tables: CostTables, remaining_s: float, cfg,
-                     warm: Plan | None) -> InnerOutcome:
-        """Gurobi/SCIP (or HiGHS through Pyomo) on the built formulation."""
-        from autopar_opt.formulations import build_formulation
-
-        opts = self.options
-        form = build_formulation(tables, self.form_name, symmetry=self.symmetry)
-        model_hash = self._export(form, cfg)
-        if warm is not None:
-            form.set_warm_start(warm)
-        res = self.backend.solve_model(form.model, form.problem_class, time_limit_s=remaining_s,
-                                       rel_gap=opts.rel_gap, warm_start=warm is not None)
-        timings = dict(res.timings)
-        timings["build"] = timings.get("build", 0.0) + form.build_s
-        plan = form.decode() if res.has_solution else None
-        return InnerOutcome(res.with_(timings=timings), plan, model_hash)
-
-    def _solve_direct(self, tables: CostTables, remaining_s: float, cfg,
-                      warm: Plan | None) -> InnerOutcome:
-        """HiGHS on the direct matrix; a Pyomo model only to export it."""
-        form = self._direct.build(tables)
-        model_hash = None
-        if self.options.export_dir is not None:
-            from autopar_opt.formulations import build_formulation
-            model_hash = self._export(build_formulation(tables, "milp", symmetry=self.symmetry), cfg)
-        if warm is not None:
-            form.set_warm_start(warm)
-        res = self.backend.solve_model(form.matrix, form.problem_class, time_limit_s=remaining_s,
-                                       rel_gap=self.options.rel_gap, warm_start=warm is not None)
-        plan = form.decode_values(res.solution) if res.has_solution else None
-        return InnerOutcome(res, plan, model_hash)
+    def _formulate(self, tables: CostTables, cfg):
+        """The problem the backend solves (:class:`TablesProblem` for the DP, the
+        direct matrix for HiGHS, the Pyomo model otherwise) and the exported
+        model's sha256 when ``--export-models`` asks for it."""
+        from autopar_opt.formulations import TablesProblem, build_formulation
+        if self.form_name == "tables":
+            return TablesProblem(tables), None
+        if self._direct is not None:
+            problem = self._direct.build(tables)
+            exported = (build_formulation(tables, "milp", symmetry=self.symmetry)
+                        if self.options.export_dir is not None else None)
+            return problem, self._export(exported, cfg) if exported is not None else None
+        problem = build_formulation(tables, self.form_name, symmetry=self.symmetry)
+        return problem, self._export(problem, cfg)
 
     def _export(self, form, cfg) -> str | None:
         """Write the Pyomo model when ``--export-models`` is on; its sha256."""
@@ -150,18 +141,17 @@ class InnerSolver:
         name = f"pp{cfg.pp}_c{cfg.microbatches}_{cfg.schedule.value}.{opts.export_format}"
         return form.export(str(opts.export_dir / name), opts.export_format)
 
-    def _warm(self, tables: CostTables, remaining_s: float) -> tuple[Plan | None, SolveResult | None]:
-        """The warm start: the better of the DP's plan (budgeted) and the best
-        uniform (Megatron-style) plan of this configuration; and the DP's result."""
+    def _warm(self, tables: CostTables, remaining_s: float) -> tuple[Assignment | None, SolveResult]:
+        """The warm start: the better of the DP's assignment (budgeted) and the best
+        uniform (Megatron-style) one of this configuration; and the DP's result."""
         from autopar_opt.solvers.dp import solve_dp
-        from autopar_opt.solvers.dp.common import to_plan
         from autopar_opt.search.baselines import best_uniform_assignment
 
         dp = solve_dp(tables, min(DP_WARM_FRACTION * remaining_s, DP_WARM_MAX_S))
         uniform = best_uniform_assignment(tables)
         if dp.has_solution and (uniform is None or dp.primal <= uniform[1]):
             return dp.solution, dp      # the DP's primal is the same tables objective
-        return (None if uniform is None else to_plan(tables, uniform[0])), dp
+        return (None if uniform is None else uniform[0]), dp
 
 
 def _merge(outcome: InnerOutcome, dp: SolveResult | None, rel_gap: float) -> InnerOutcome:
@@ -176,7 +166,7 @@ def _merge(outcome: InnerOutcome, dp: SolveResult | None, rel_gap: float) -> Inn
         proof = res if res.termination is Termination.infeasible else dp
         return InnerOutcome(proof.with_(wall_time_s=wall, timings=timings), None, outcome.model_hash)
     merged = Bounds.of(res).merge(Bounds.of(dp, "dp"))
-    plan = dp.solution if strictly_better(dp.primal, res.primal) else outcome.plan
+    asg = dp.solution if strictly_better(dp.primal, res.primal) else outcome.assignment
     notes = [res.message] if res.message else []
     if dp.lower_bound > res.lower_bound:
         notes.append(f"bound {dp.lower_bound:.6g} s proven by the exact DP warm start "
@@ -187,4 +177,4 @@ def _merge(outcome: InnerOutcome, dp: SolveResult | None, rel_gap: float) -> Inn
             status, Termination.feasible)
     out = res.with_(termination=term, primal=merged.primal, lower_bound=merged.lower,
                     wall_time_s=wall, timings=timings, message="; ".join(notes))
-    return InnerOutcome(out, plan, outcome.model_hash, merged, status)
+    return InnerOutcome(out, asg, outcome.model_hash, merged, status)

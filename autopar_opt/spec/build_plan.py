@@ -17,7 +17,8 @@ from autopar_opt.hardware import Cluster
 from autopar_opt.pipeline import stages_congruent
 from autopar_opt.plan import Plan, StagePlan, uniform_plan
 from autopar_opt.spec.errors import ProblemList, did_you_mean
-from autopar_opt.spec.schema import ExplicitPlanSpec, MegatronPlanSpec, StrategySpec
+from autopar_opt.spec.schema import (ExplicitPlanSpec, MegatronArgsPlanSpec, MegatronPlanSpec,
+                                     StrategySpec)
 from autopar_opt.strategies import Strategy, divisors, ep_degree_ok, tp_degree_ok
 from autopar_opt.training import Schedule, Training
 
@@ -213,11 +214,35 @@ def _explicit(spec: ExplicitPlanSpec, graph: LayerGraph, cluster: Cluster, train
     return Plan(stages, c, spec.schedule, spec.vp_chunks)
 
 
-def build_plan(spec: MegatronPlanSpec | ExplicitPlanSpec | None, graph: LayerGraph | None,
+def _megatron_args(spec: MegatronArgsPlanSpec, graph: LayerGraph, cluster: Cluster,
+                   training: Training, out: ProblemList) -> Plan | None:
+    """A Megatron-LM command line as the plan (autopar_opt.export.megatron_import)."""
+    from autopar_opt.evaluate import PlanError
+    from autopar_opt.export.megatron import MegatronArgsError, parse_megatron_args
+    from autopar_opt.export.megatron_import import plan_from_megatron
+    from autopar_opt.pipeline import validate_plan
+
+    try:
+        plan = plan_from_megatron(parse_megatron_args(spec.megatron_args), graph, cluster,
+                                  training)
+        validate_plan(plan, graph, cluster, training)
+        return plan
+    except (MegatronArgsError, PlanError) as exc:
+        shown = spec.megatron_args if isinstance(spec.megatron_args, str) else \
+            " ".join(spec.megatron_args)
+        out.add("plan.megatron_args", shown[:120] + ("..." if len(shown) > 120 else ""),
+                str(exc), "correct the flags (tp, pp, cp, ep, batch sizes, stage split) so "
+                "that they describe a run of this model on this cluster")
+        return None
+
+
+def build_plan(spec: MegatronPlanSpec | MegatronArgsPlanSpec | ExplicitPlanSpec | None, graph: LayerGraph | None,
                cluster: Cluster | None, training: Training, out: ProblemList) -> Plan | None:
     """The spec's plan (None when absent or when its inputs failed to build)."""
     if spec is None or graph is None or cluster is None:
         return None
     if isinstance(spec, MegatronPlanSpec):
         return _megatron(spec, graph, cluster, training, out)
+    if isinstance(spec, MegatronArgsPlanSpec):
+        return _megatron_args(spec, graph, cluster, training, out)
     return _explicit(spec, graph, cluster, training, out)

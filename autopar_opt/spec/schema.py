@@ -315,9 +315,28 @@ class ExplicitPlanSpec(_Section):
     vp_chunks: PosInt = _f("Virtual pipeline chunks (interleaved schedule only).", 1, default=1)
 
 
+class MegatronArgsPlanSpec(_Section):
+    """An existing Megatron-LM command line read as the plan (its parallelism, batch,
+    recompute, distributed-optimizer and pipeline-split flags; other flags are ignored)."""
+
+    megatron_args: Union[str, list[str]] = _f(
+        "The command line (a string, or a list of arguments).",
+        "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 --sequence-parallel "
+        "--micro-batch-size 1 --global-batch-size 512 --use-distributed-optimizer")
+
+
+def _plan_tag(value: Any) -> str:
+    if isinstance(value, dict) and "stages" in value:
+        return "#explicit"
+    if isinstance(value, dict) and "megatron_args" in value:
+        return "#megatron_args"
+    return "#megatron"
+
+
 PlanSection = Annotated[Union[Annotated[MegatronPlanSpec, Tag("#megatron")],
+                              Annotated[MegatronArgsPlanSpec, Tag("#megatron_args")],
                               Annotated[ExplicitPlanSpec, Tag("#explicit")]],
-                        _pick("stages", "#explicit", "#megatron")]
+                        Discriminator(_plan_tag)]
 
 #: A section given as a path to another file (resolved relative to the top file).
 IncludePath = Annotated[str, Tag("#include")]

@@ -19,7 +19,7 @@ import time
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.solvers.dp.chain import DPTimeout, solve_chain
 from autopar_opt.solvers.dp.common import (Assignment, fits, infeasible_message, iteration_time, least_memory,
-                                   simple_lower_bound, to_plan)
+                                   simple_lower_bound)
 from autopar_opt.solvers.dp.dag import solve_dag_single_stage
 from autopar_opt.core.result import SolveResult, Termination
 
@@ -39,14 +39,14 @@ def solve_dp(tables: CostTables, time_limit_s: float | None = None) -> SolveResu
     method = "chain-label-dp" if chain else ("pase-dp" if tables.pp == 1 else "fixed-order-heuristic-dp")
 
     def result(term: Termination, asg: Assignment | None, lb: float, msg: str) -> SolveResult:
-        primal = plan = None
+        primal = None
         if asg is not None:
-            primal, plan = iteration_time(tables, asg), to_plan(tables, asg)
+            primal = iteration_time(tables, asg)
             if term is Termination.optimal:
                 lb = primal
         wall = time.monotonic() - start
         return SolveResult(term, primal, lb, wall, SOLVER_NAME, _version(), f"{method}: {msg}",
-                           plan, {"dp_s": wall})
+                           asg, {"dp_s": wall})
 
     if tables.pp > tables.num_layers:
         return result(Termination.infeasible, None, math.inf, infeasible_message(tables))

@@ -1,5 +1,6 @@
-"""Shared pieces of the DP fallback: pricing an assignment from the tables,
-building a :class:`~autopar_opt.plan.Plan`, and proven memory/time bounds.
+"""Shared pieces of the DP fallback: pricing an assignment
+(:class:`~autopar_opt.core.assignment.Assignment`) from the tables, and proven
+memory/time bounds.
 
 Pricing follows exactly the semantics of :func:`autopar_opt.evaluate.evaluate`
 (DESIGN.md §3): ``p_i = Σ A + Σ R`` over in-stage edges, an edge that crosses
@@ -11,25 +12,15 @@ memory ``Σ W + inflight_i·Σ H``; latency from
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from autopar_opt.core.assignment import Assignment  # noqa: F401 (the DP's answer type)
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.evaluate import pipeline_latency
 from autopar_opt.hardware import GIB
-from autopar_opt.plan import Plan, StagePlan
 
 #: Relative tolerance used for memory feasibility (matches evaluate's 1e-9 GiB slack closely).
 MEM_EPS = 1e-9
-
-
-@dataclass
-class Assignment:
-    """A decoded DP solution: stage index and strategy index of every layer."""
-
-    stage: list[int]
-    choice: list[int]
 
 
 def stage_terms(tables: CostTables, a: Assignment) -> tuple[list[float], list[float], list[float], list[float]]:
@@ -63,15 +54,6 @@ def iteration_time(tables: CostTables, a: Assignment) -> float:
 def fits(tables: CostTables, a: Assignment) -> bool:
     """Every stage within ``capacity_bytes``."""
     return all(m <= tables.capacity_bytes + MEM_EPS * GIB for m in stage_terms(tables, a)[3])
-
-
-def to_plan(tables: CostTables, a: Assignment) -> Plan:
-    """Stage ``i`` = ranks ``[i*d, (i+1)*d)``; strategies from ``tables.strategies``."""
-    stages = [StagePlan([], []) for _ in range(tables.pp)]
-    for u, (i, k) in enumerate(zip(a.stage, a.choice)):
-        stages[i].layers.append(tables.graph.layers[u].name)
-        stages[i].strategies.append(tables.strategies[u][k])
-    return Plan(stages, tables.microbatches, tables.schedule)
 
 
 def layer_memory(tables: CostTables, stage: int) -> list[np.ndarray]:

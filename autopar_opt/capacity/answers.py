@@ -1,0 +1,230 @@
+"""Time-to-train and cost as intervals, and the planner's answers with their proofs.
+
+Every scenario's search returns a plan (its iteration time ``primal``) and a
+proven lower bound ``L`` on the iteration time of any plan in the scenario's
+space under the cost model (DESIGN.md §4). With ``S`` optimizer steps to
+consume the token budget (``S = ceil(budget / tokens per step)``):
+
+* time to train ``∈ [S·L, S·primal]`` — the upper end is the plan we hold,
+  the lower end the best case no plan can beat;
+* cost ``= time · GPUs · price per GPU-hour``, the same interval scaled;
+* throughput ``= tokens per step / iteration time ∈ [tokens/primal, tokens/L]``.
+
+A scenario is called better than another only when its upper end beats the
+other's lower end (:func:`compare`); otherwise the two are "within the gap".
+The answers (Pareto frontier, cheapest scenario meeting the requirement,
+fewest GPUs per device type) each carry the comparisons that prove them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from autopar_opt.capacity.schema import PlanningSection
+
+SECONDS_PER_DAY = 86400.0
+WITHIN = "within the gap"
+
+
+def _json(x: float) -> float | None:
+    return None if math.isinf(x) or math.isnan(x) else x
+
+
+def compare(a: tuple[float, float], b: tuple[float, float]) -> str:
+    """For a quantity to minimise: ``"first"`` when a's upper end is below b's lower
+    end, ``"second"`` for the reverse, else :data:`WITHIN` (no proof either way)."""
+    if a[1] < b[0]:
+        return "first"
+    if b[1] < a[0]:
+        return "second"
+    return WITHIN
+
+
+def price_scenario(scenario, row: dict[str, Any], planning: PlanningSection) -> dict[str, Any]:
+    """The scenario's entry of the capacity document: bounds turned into intervals."""
+    tpi = scenario.tokens_per_iteration
+    steps = math.ceil(planning.token_budget / tpi)
+    primal = row["primal"] if row["primal"] is not None else math.inf
+    lower = row["lower_bound"] if row["status"] != "infeasible" else math.inf   # None: no bound
+    lower = max(0.0, lower if lower is not None else 0.0)
+    price = planning.prices.per_gpu_hour[scenario.device]
+    time_s = (steps * lower, steps * primal)
+    cost = tuple(t / 3600.0 * scenario.gpus * price for t in time_s)
+    thr = (tpi / primal if primal > 0 else math.inf, tpi / lower if lower > 0 else math.inf)
+    entry = {"id": scenario.id, "device": scenario.device, "gpus": scenario.gpus,
+             "nodes": scenario.spec.cluster.nodes, "axes": dict(scenario.axes),
+             "global_batch_size": scenario.spec.training.global_batch_size,
+             "seq_len": scenario.spec.training.seq_len, "status": row["status"],
+             "primal": row["primal"], "lower_bound": row["lower_bound"], "gap": row["gap"],
+             "tokens_per_iteration": tpi, "steps": steps,
+             "time_to_train_days": [_json(t / SECONDS_PER_DAY) for t in time_s],
+             "cost": [_json(c) for c in cost],
+             "throughput_tokens_per_s": [_json(thr[0]) if row["primal"] is not None else None,
+                                         _json(thr[1])],
+             "price_per_gpu_hour": price, "plan": row["plan"], "mfu": row["mfu"],
+             "peak_memory_gib": row["peak_memory_gib"], "reason": row["reason"],
+             "key": scenario.key}
+    if row["status"] == "infeasible":
+        for name in ("time_to_train_days", "cost", "throughput_tokens_per_s"):
+            entry[name] = [None, None]
+    entry["meets"] = meets(entry, planning)
+    return entry
+
+
+def _interval(entry: dict, name: str, scale: float = 1.0) -> tuple[float, float]:
+    lo, hi = entry[name]
+    return (math.inf if lo is None else lo * scale, math.inf if hi is None else hi * scale)
+
+
+def meets(entry: dict, planning: PlanningSection) -> str:
+    """``"yes"`` (proven: the plan meets the deadline and target), ``"no"`` (proven:
+    no plan can), or :data:`WITHIN`."""
+    if entry["status"] == "infeasible":
+        return "no"
+    t_lo, t_hi = _interval(entry, "time_to_train_days")
+    target = planning.target_tokens_per_s
+    thr_lo, thr_hi = entry["throughput_tokens_per_s"]
+    thr_lo = 0.0 if thr_lo is None else thr_lo
+    thr_hi = math.inf if thr_hi is None else thr_hi
+    if t_lo > planning.deadline_days or (target is not None and thr_hi < target):
+        return "no"
+    if t_hi <= planning.deadline_days and (target is None or thr_lo >= target):
+        return "yes"
+    return WITHIN
+
+
+def requirement_text(planning: PlanningSection) -> str:
+    text = f"train {planning.token_budget:.3g} tokens within {planning.deadline_days:g} days"
+    if planning.target_tokens_per_s is not None:
+        text += f" at >= {planning.target_tokens_per_s:.3g} tokens/s"
+    return text
+
+
+def _money(x: float | None, currency: str) -> str:
+    return "-" if x is None else f"{x:,.0f} {currency}"
+
+
+def cheapest(entries: list[dict], planning: PlanningSection) -> dict[str, Any]:
+    """The cheapest scenario proven to meet the requirement, and why no other is cheaper.
+
+    Winner: least cost of the plan held (upper end) among scenarios proven to
+    meet. Every other scenario that might meet is either proven not cheaper
+    (its lower cost end is at least the winner's upper end) or listed as
+    within the gap.
+    """
+    cur = planning.prices.currency
+    yes = [e for e in entries if e["meets"] == "yes"]
+    maybe = [e for e in entries if e["meets"] == WITHIN]
+    if not yes:
+        return {"scenario": None, "proven": False, "within_gap": [e["id"] for e in maybe],
+                "statement": f"no scenario is proven to {requirement_text(planning)}"
+                             + (f"; {len(maybe)} undecided within the gap" if maybe else "")}
+    win = min(yes, key=lambda e: (e["cost"][1], e["gpus"], e["id"]))
+    win_cost = _interval(win, "cost")
+    rivals, beaten = [], []
+    for e in yes + maybe:
+        if e is win:
+            continue
+        verdict = compare(win_cost, _interval(e, "cost"))
+        (beaten if verdict == "first" or e["cost"][0] >= win_cost[1] else rivals).append(e["id"])
+    statement = (f"{win['id']} is the cheapest scenario proven to {requirement_text(planning)}: "
+                 f"{_money(win['cost'][0], cur)} to {_money(win['cost'][1], cur)}")
+    if rivals:
+        statement += (f"; within the gap (could be as cheap): {', '.join(rivals[:8])}"
+                      + (" ..." if len(rivals) > 8 else ""))
+    else:
+        statement += "; every other scenario that could meet it provably costs at least as much"
+    return {"scenario": win["id"], "cost": win["cost"], "time_to_train_days": win["time_to_train_days"],
+            "proven": not rivals, "within_gap": rivals, "proven_not_cheaper": len(beaten),
+            "statement": statement}
+
+
+def fewest_gpus(entries: list[dict], planning: PlanningSection) -> dict[str, Any]:
+    """Per device type: the fewest GPUs with a scenario proven to meet the requirement,
+    proven minimal when every smaller count is proven not to meet it."""
+    out: dict[str, Any] = {}
+    for device in sorted({e["device"] for e in entries}):
+        mine = [e for e in entries if e["device"] == device]
+        counts = sorted({e["gpus"] for e in mine})
+        verdict = {g: _count_verdict([e for e in mine if e["gpus"] == g]) for g in counts}
+        ok = [g for g in counts if verdict[g] == "yes"]
+        if not ok:
+            open_ = [g for g in counts if verdict[g] == WITHIN]
+            out[device] = {"gpus": None, "proven": False, "within_gap": open_,
+                           "statement": f"no {device} count in the sweep is proven to "
+                                        f"{requirement_text(planning)}"
+                                        + (f" ({open_} undecided within the gap)" if open_ else "")}
+            continue
+        best = ok[0]
+        undecided = [g for g in counts if g < best and verdict[g] == WITHIN]
+        scen = min((e for e in mine if e["gpus"] == best and e["meets"] == "yes"),
+                   key=lambda e: (e["cost"][1], e["id"]))
+        text = f"{best} x {device} ({scen['id']})"
+        if undecided:
+            text += f"; fewer is within the gap at {undecided}"
+        else:
+            smaller = [g for g in counts if g < best]
+            text += ("; every smaller count in the sweep is proven not to meet it" if smaller
+                     else "; the smallest count in the sweep")
+        out[device] = {"gpus": best, "scenario": scen["id"], "proven": not undecided,
+                       "within_gap": undecided, "statement": text}
+    return out
+
+
+def _count_verdict(group: list[dict]) -> str:
+    """One GPU count meets the requirement if any of its scenarios is proven to."""
+    marks = {e["meets"] for e in group}
+    if "yes" in marks:
+        return "yes"
+    return WITHIN if WITHIN in marks else "no"
+
+
+def pareto(entries: list[dict]) -> dict[str, Any]:
+    """The time-cost Pareto frontier of the plans held, with what is proven about it.
+
+    ``frontier``: scenarios whose plans no other plan dominates (sorted by time).
+    A frontier member is ``proven`` when no scenario could dominate it even in
+    its best case (each other scenario's lower time or lower cost end exceeds
+    the member's upper end). A scenario off the frontier is ``dominated``
+    (proven: a frontier plan's upper ends are at or below its lower ends) or
+    ``within the gap`` of the frontier.
+    """
+    planned = [e for e in entries if e["primal"] is not None and e["status"] != "infeasible"]
+    pts = {e["id"]: (_interval(e, "time_to_train_days"), _interval(e, "cost")) for e in planned}
+    front = []
+    for e in planned:
+        t, c = pts[e["id"]]
+        dominated = any((o[0][1] <= t[1] and o[1][1] <= c[1]) and (o[0][1] < t[1] or o[1][1] < c[1])
+                        for k, o in pts.items() if k != e["id"])
+        if not dominated:
+            front.append(e)
+    front.sort(key=lambda e: (pts[e["id"]][0][1], pts[e["id"]][1][1]))
+    members = []
+    for m in front:
+        t, c = pts[m["id"]]
+        threats = [k for k, o in pts.items() if k != m["id"] and o[0][0] <= t[1] and o[1][0] <= c[1]
+                   and (o[0][0] < t[1] or o[1][0] < c[1])]
+        members.append({"id": m["id"], "proven": not threats, "within_gap_of": threats[:10]})
+    ids = {m["id"] for m in front}
+    off: dict[str, Any] = {}
+    for e in planned:
+        if e["id"] in ids:
+            continue
+        t, c = pts[e["id"]]
+        by = next((m["id"] for m in front if pts[m["id"]][0][1] <= t[0] and pts[m["id"]][1][1] <= c[0]),
+                  None)
+        off[e["id"]] = {"dominated_by": by} if by else {"dominated_by": None, "verdict": WITHIN}
+    n_proven = sum(1 for v in off.values() if v["dominated_by"])
+    return {"frontier": members, "off_frontier": off,
+            "statement": f"{len(front)} scenarios on the time-cost frontier "
+                         f"({sum(m['proven'] for m in members)} proven); {n_proven} of "
+                         f"{len(off)} others proven dominated, the rest within the gap"}
+
+
+def answers(entries: list[dict], planning: PlanningSection) -> dict[str, Any]:
+    """Every answer of the capacity document."""
+    return {"requirement": requirement_text(planning),
+            "cheapest_meeting_requirement": cheapest(entries, planning),
+            "fewest_gpus_per_device": fewest_gpus(entries, planning),
+            "pareto_time_cost": pareto(entries)}

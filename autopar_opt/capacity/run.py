@@ -1,0 +1,122 @@
+"""Run a sweep: reuse stored rows, solve the rest on an engine, assemble the document.
+
+Data flows one way: :class:`Sweep` → tasks → rows (store) → priced entries →
+answers → the capacity document (plain JSON), from which the CSV, the console
+summary and ``capacity.html`` are all produced.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from autopar_opt import __version__
+from autopar_opt.capacity.answers import answers, price_scenario
+from autopar_opt.capacity.engines import run_engine
+from autopar_opt.capacity.store import ResultStore
+from autopar_opt.capacity.sweep import Sweep
+
+#: progress(done, total, rows so far by scenario id)
+ProgressFn = Callable[[int, int, dict[str, dict[str, Any]]], None]
+
+
+@dataclass
+class SweepRun:
+    """Rows of every scenario (by id) and how they were obtained."""
+
+    rows: dict[str, dict[str, Any]]
+    reused: list[str] = field(default_factory=list)
+    computed: list[str] = field(default_factory=list)
+    #: scenarios whose search raised (not stored: the next run retries them)
+    errors: list[str] = field(default_factory=list)
+    wall_time_s: float = 0.0
+
+
+def run_sweep(sweep: Sweep, store: ResultStore, engine: str = "local", workers: int | None = None,
+              progress: ProgressFn | None = None) -> SweepRun:
+    """Every scenario's row: from the store when its key is there, else solved and stored.
+
+    Rows are stored one by one as they finish, so an interrupted run keeps
+    what it finished (the interrupt propagates after the engine stopped).
+    """
+    start = time.perf_counter()
+    stored = store.get_many(s.key for s in sweep.scenarios)
+    rows: dict[str, dict[str, Any]] = {}
+    run = SweepRun(rows)
+    todo = []
+    for s in sweep.scenarios:
+        if s.key in stored:
+            rows[s.id] = stored[s.key]
+            run.reused.append(s.id)
+        else:
+            todo.append({"id": s.id, "key": s.key, "data": s.data, "path": str(sweep.path)})
+    total = len(sweep.scenarios)
+    if progress:
+        progress(len(rows), total, rows)
+    for row in run_engine(engine, todo, workers):
+        if row["status"] == "error":
+            run.errors.append(row["id"])
+        else:
+            store.put(row["key"], row)
+        rows[row["id"]] = row
+        run.computed.append(row["id"])
+        if progress:
+            progress(len(rows), total, rows)
+    run.wall_time_s = time.perf_counter() - start
+    return run
+
+
+def entries_of(sweep: Sweep, rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Priced entries of the scenarios that have a row (sweep order)."""
+    return [price_scenario(s, rows[s.id], sweep.planning) for s in sweep.scenarios if s.id in rows]
+
+
+def build_capacity_document(sweep: Sweep, run: SweepRun, engine: str, workers: int | None,
+                            store_path: str) -> dict[str, Any]:
+    """The ``--json`` document: scenarios with intervals, answers with proofs, run facts."""
+    entries = entries_of(sweep, run.rows)
+    p = sweep.planning
+    return {
+        "schema_version": 1,
+        "tool": {"name": "autopar-opt", "version": __version__},
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "sweep": {"path": str(sweep.path), "description": sweep.description,
+                  "axes": sweep.axis_names, "scenarios": len(sweep.scenarios)},
+        "planning": {"token_budget": p.token_budget, "deadline_days": p.deadline_days,
+                     "target_tokens_per_s": p.target_tokens_per_s,
+                     "prices": {"currency": p.prices.currency,
+                                "per_gpu_hour": dict(p.prices.per_gpu_hour),
+                                "source": p.prices.source}},
+        "scenarios": entries,
+        "answers": answers(entries, p),
+        "run": {"engine": engine, "workers": workers, "store": store_path,
+                "reused": len(run.reused), "computed": len(run.computed)},
+        "wall_time_s": round(run.wall_time_s, 3),
+    }
+
+
+CSV_COLUMNS = ["id", "device", "gpus", "nodes", "global_batch_size", "seq_len", "status", "primal",
+               "lower_bound", "gap", "time_to_train_days_lo", "time_to_train_days_hi", "cost_lo",
+               "cost_hi", "throughput_tokens_per_s_lo", "throughput_tokens_per_s_hi", "meets",
+               "mfu", "peak_memory_gib", "pp", "microbatches", "strategies", "reason", "key"]
+
+
+def csv_text(doc: dict[str, Any]) -> str:
+    """All scenarios of ``doc`` as CSV (one row each, intervals as lo/hi columns)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for e in doc["scenarios"]:
+        plan = e["plan"] or {}
+        row = {k: e.get(k) for k in CSV_COLUMNS if k in e}
+        for name, short in (("time_to_train_days", "time_to_train_days"), ("cost", "cost"),
+                            ("throughput_tokens_per_s", "throughput_tokens_per_s")):
+            row[f"{short}_lo"], row[f"{short}_hi"] = e[name]
+        row.update(pp=plan.get("pp"), microbatches=plan.get("microbatches"),
+                   strategies=plan.get("strategies"))
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return buf.getvalue()

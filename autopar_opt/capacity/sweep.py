@@ -1,0 +1,307 @@
+"""``load_sweep(path) -> Sweep``: read a sweep file, expand its axes, validate every scenario.
+
+One pass collects every problem: the sweep file's own schema, axis values
+that cannot apply (unknown device, GPU count that is not whole nodes), and
+every scenario's spec problems (each scenario is built with
+:func:`autopar_opt.spec.build_spec`, the same validation ``autopar solve``
+applies). A problem caused by an axis value is reported at that value
+(``axes.gpus[3]``), one caused by the base spec at ``base.<key>``, each once.
+
+Every scenario carries a content hash of its normalised form (the built
+model layers, cluster, training, search space and solver options, not the
+text that described them) together with the tool version and the cost-model
+parameters: the key of the results store.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import hashlib
+import importlib.util
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from autopar_opt import __version__
+from autopar_opt.capacity.schema import PlanningSection, SweepFile
+from autopar_opt.hardware import DEVICE_CATALOG
+from autopar_opt.spec import Spec, SpecError, SpecProblem, build_spec
+from autopar_opt.spec.errors import did_you_mean, one_of
+from autopar_opt.spec.loader import read_mapping, resolve_includes
+from autopar_opt.spec.translate import problems_from_validation
+
+#: Axis name -> the spec key it sets (problems at that key are reported at the axis).
+AXIS_KEYS: dict[str, tuple[str, ...]] = {
+    "device": ("cluster.device",), "gpus": ("cluster.nodes", "cluster.gpus_per_node"),
+    "nodes": ("cluster.nodes",), "interconnect": ("cluster.intra_node", "cluster.inter_node"),
+    "global_batch_size": ("training.global_batch_size",), "seq_len": ("training.seq_len",),
+    "dtype": ("training.dtype",), "runtime": ("training.runtime",)}
+
+CLUSTER_AXES = ("device", "gpus", "nodes", "interconnect")
+
+#: At most this many scenario problems are listed (the same mistake repeats per scenario).
+MAX_PROBLEMS = 50
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One point of the sweep: its id, axis values, spec mapping, built spec and store key."""
+
+    id: str
+    axes: dict[str, Any]
+    data: dict[str, Any]
+    spec: Spec
+    key: str
+
+    @property
+    def device(self) -> str:
+        return self.spec.cluster.device.name
+
+    @property
+    def gpus(self) -> int:
+        return self.spec.cluster.num_devices
+
+    @property
+    def tokens_per_iteration(self) -> int:
+        return self.spec.training.global_batch_size * self.spec.training.tokens_per_sample
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A validated sweep file: its scenarios (axis order) and planning inputs."""
+
+    path: Path
+    description: str | None
+    scenarios: list[Scenario]
+    planning: PlanningSection
+    axis_names: list[str]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+#: Packages whose files decide a scenario's result (code, zoo data, calibrated parameters).
+SOURCE_PACKAGES = ("autopar_opt", "autopar_opt.solvers", "autopar_opt.formulations",
+                   "autopar_opt.model_zoo", "autopar_opt.reports")
+
+
+@functools.lru_cache(maxsize=1)
+def source_fingerprint() -> str:
+    """sha256 of the tool's own source and data files.
+
+    The version number alone does not change between commits of a development
+    install; with this in the key, a store never serves a row computed by
+    other code (a changed formula, zoo file or calibration recomputes)."""
+    h = hashlib.sha256()
+    for name in SOURCE_PACKAGES:
+        found = importlib.util.find_spec(name)      # locates without importing (Pyomo is slow)
+        root = Path(next(iter(found.submodule_search_locations))).resolve()
+        for path in sorted(root.rglob("*")):
+            if path.suffix in (".py", ".yaml", ".j2") and "__pycache__" not in path.parts:
+                h.update(f"{name}/{path.relative_to(root)}".encode())
+                h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def scenario_key(spec: Spec) -> str:
+    """sha256 of the normalised scenario + tool version (and source fingerprint) +
+    cost-model parameters."""
+    g = spec.graph
+    normalised = {"model": {"name": g.name, "layers": _jsonable(g.layers), "edges": _jsonable(g.edges),
+                            "seq_len": g.seq_len},
+                  "cluster": _jsonable(spec.cluster), "training": _jsonable(spec.training),
+                  "space": _jsonable(spec.space), "solver": _jsonable(spec.solver)}
+    payload = {"scenario": normalised, "tool_version": __version__, "source": source_fingerprint(),
+               "cost_model": _jsonable(spec.cost_params.to_dict())}
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _label(axis: str, value: Any) -> str:
+    """Short, file-name-safe label of one axis value (scenario ids join them)."""
+    text = {"gpus": f"{value}gpu", "nodes": f"{value}node", "global_batch_size": f"gbs{value}",
+            "seq_len": f"seq{value}", "interconnect": getattr(value, "name", str(value)),
+            "runtime": f"rt-{value}"}.get(axis, str(value))
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"
+
+
+def _apply(base: dict[str, Any], axis: str, value: Any) -> None:
+    """Set the spec key(s) of ``axis`` to ``value`` in ``base`` (mutated)."""
+    cluster, training = base.setdefault("cluster", {}), base.setdefault("training", {})
+    if axis == "device":
+        cluster["device"] = value
+    elif axis == "gpus":
+        gpn = int(cluster.get("gpus_per_node", 8))
+        if value < gpn:
+            cluster["nodes"], cluster["gpus_per_node"] = 1, value
+        else:
+            cluster["nodes"] = value // gpn
+    elif axis == "nodes":
+        cluster["nodes"] = value
+    elif axis == "interconnect":
+        for tier in ("intra_node", "inter_node"):
+            link = getattr(value, tier)
+            if link is not None:
+                cluster[tier] = link.model_dump(exclude_none=True)
+    else:
+        training[axis] = value
+
+
+def _axis_problems(sweep: SweepFile, base: dict[str, Any], file: str) -> list[SpecProblem]:
+    """Axis values that cannot apply to the base spec, each at its ``axes.<name>[i]`` key."""
+    out: list[SpecProblem] = []
+    axes = sweep.axes
+    cluster = base.get("cluster")
+    used = [a for a in CLUSTER_AXES if getattr(axes, a) is not None]
+    if used and not (isinstance(cluster, dict) and "gpus_per_node" in cluster):
+        out.append(SpecProblem(file, "base.cluster", cluster, f"the axes {one_of(used)} need an explicit "
+                               "base cluster", "write cluster: {nodes: 1, gpus_per_node: 8, device: "
+                               "A100-80GB} in the base spec (not {zoo: ...})"))
+        return out
+    if axes.gpus is not None and axes.nodes is not None:
+        out.append(SpecProblem(file, "axes.nodes", axes.nodes, "gpus and nodes both given",
+                               "give the cluster size once: axes.gpus or axes.nodes"))
+    for i, name in enumerate(axes.device or []):
+        if name not in DEVICE_CATALOG:
+            out.append(SpecProblem(file, f"axes.device[{i}]", name, "unknown device"
+                                   + did_you_mean(name, DEVICE_CATALOG),
+                                   f"use a catalog device: {one_of(DEVICE_CATALOG)}"))
+    gpn = int(cluster.get("gpus_per_node", 8)) if isinstance(cluster, dict) else 8
+    for i, n in enumerate(axes.gpus or []):
+        if n % gpn and gpn % n:
+            out.append(SpecProblem(file, f"axes.gpus[{i}]", n, f"not whole nodes of {gpn} GPUs "
+                                   "(base cluster.gpus_per_node)",
+                                   f"use a multiple of {gpn} (e.g. {max(gpn, n // gpn * gpn)}) "
+                                   f"or a divisor of {gpn} for one partial node"))
+    names = [o.name for o in axes.interconnect or []]
+    for i, name in enumerate(names):
+        if names.index(name) != i:
+            out.append(SpecProblem(file, f"axes.interconnect[{i}].name", name, "duplicate name",
+                                   "give every interconnect option its own name"))
+    return out
+
+
+def _price_problems(sweep: SweepFile, devices: set[str], file: str) -> list[SpecProblem]:
+    prices = sweep.planning.prices.per_gpu_hour
+    return [SpecProblem(file, "planning.prices.per_gpu_hour", dict(prices),
+                        f"no price for device {d!r}",
+                        f"add '{d}: <price per GPU-hour>' (every device of the sweep needs a price)")
+            for d in sorted(devices) if d not in prices]
+
+
+def _scenario_problem(p: SpecProblem, axes: dict[str, Any], index: dict[str, int],
+                      file: str, sid: str) -> SpecProblem:
+    """Re-address one scenario's spec problem at the axis value (or base key) that caused it."""
+    for axis, keys in AXIS_KEYS.items():
+        if axis in axes and any(p.key == k or p.key.startswith(k + ".") for k in keys):
+            value = axes[axis]
+            shown = getattr(value, "name", value)
+            return SpecProblem(file, f"axes.{axis}[{index[axis]}]", shown,
+                               f"{p.rule} (first in scenario {sid}, at {p.key})", p.fix)
+    return SpecProblem(p.file, f"base.{p.key}" if p.file == file else p.key, p.value, p.rule, p.fix)
+
+
+def _read(path: Path) -> tuple[SweepFile | None, dict[str, Any], list[SpecProblem]]:
+    """The validated sweep model, the base spec mapping (includes inlined), problems."""
+    data = read_mapping(path)
+    problems: list[SpecProblem] = []
+    try:
+        sweep = SweepFile.model_validate(data)
+    except ValidationError as exc:
+        return None, {}, problems_from_validation(SweepFile, exc, lambda _s: str(path))
+    base_raw = sweep.base
+    base_file = path
+    if isinstance(base_raw, str):
+        base_file = path.parent / base_raw
+        try:
+            base_raw = read_mapping(base_file)
+        except SpecError as exc:
+            return sweep, {}, [SpecProblem(p.file, "base", base_raw, p.rule, p.fix) for p in exc.problems]
+    base, _files, include_problems = resolve_includes(dict(base_raw), base_file)
+    problems.extend(include_problems)
+    return sweep, base, problems
+
+
+class SweepError(SpecError):
+    """A sweep file that cannot be used; carries every problem (exit code 2 in the CLI)."""
+
+    def _message(self) -> str:
+        return super()._message().replace("invalid spec:", "invalid sweep:", 1)
+
+
+def _bad_values(problems: list[SpecProblem]) -> set[tuple[str, int]]:
+    """(axis, index) of every axis value a problem was reported at."""
+    out = set()
+    for p in problems:
+        m = re.match(r"axes\.(\w+)\[(\d+)\]", p.key)
+        if m:
+            out.add((m.group(1), int(m.group(2))))
+    return out
+
+
+def _sweep_devices(sweep: SweepFile, base: dict[str, Any]) -> set[str]:
+    """Catalog devices the scenarios run on (the axis, else the base cluster's)."""
+    if sweep.axes.device is not None:
+        return {d for d in sweep.axes.device if d in DEVICE_CATALOG}
+    cluster = base.get("cluster")
+    device = cluster.get("device") if isinstance(cluster, dict) else None
+    return {device} if isinstance(device, str) else set()
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Load and validate the sweep at ``path``; raises :class:`SweepError` with every problem."""
+    path = Path(path)
+    try:
+        sweep, base, problems = _read(path)
+    except SpecError as exc:
+        raise SweepError(exc.problems) from None
+    file = str(path)
+    if sweep is None or problems:
+        raise SweepError(problems)
+    problems.extend(_axis_problems(sweep, base, file))
+    if any(p.key == "base.cluster" for p in problems):
+        raise SweepError(problems)
+    problems.extend(_price_problems(sweep, _sweep_devices(sweep, base), file))
+    bad = _bad_values(problems)
+    names = [name for name in AXIS_KEYS if getattr(sweep.axes, name) is not None]
+    values = [list(enumerate(getattr(sweep.axes, name))) for name in names]
+    scenarios: list[Scenario] = []
+    seen: dict[tuple, SpecProblem] = {}
+    for combo in itertools.product(*values):
+        axes = {name: value for name, (_i, value) in zip(names, combo)}
+        index = {name: i for name, (i, _v) in zip(names, combo)}
+        if any((name, i) in bad for name, i in index.items()):
+            continue
+        data = copy.deepcopy(base)
+        for name, value in axes.items():
+            _apply(data, name, value)
+        sid = "_".join(_label(n, v) for n, v in axes.items()) or "base"
+        try:
+            spec = build_spec(data, path)
+        except SpecError as exc:
+            for p in exc.problems:
+                q = _scenario_problem(p, axes, index, file, sid)
+                seen.setdefault((q.file, q.key, p.rule, q.fix), q)
+            continue
+        shown = {n: getattr(v, "name", v) for n, v in axes.items()}
+        scenarios.append(Scenario(sid, shown, data, spec, scenario_key(spec)))
+    if seen or problems:
+        raise SweepError(problems + list(seen.values())[:MAX_PROBLEMS])
+    return Sweep(path, sweep.description, scenarios, sweep.planning, names)

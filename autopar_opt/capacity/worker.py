@@ -1,0 +1,116 @@
+"""Solve one scenario: the function every engine runs (process pool or Ray task).
+
+It receives the scenario's spec mapping (plain data, so it travels to any
+process or machine), builds the spec, runs the certified search through the
+search's public API and returns a plain-JSON row: the summary the capacity
+answers need and the scenario's full ``plan.json`` document (for its own
+plan report). Both engines call this same function, so they give the same
+rows for the same scenario.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from autopar_opt.reports.render import render_html
+from autopar_opt.search import SearchOptions, run_search
+from autopar_opt.search.inner import InnerSolver
+from autopar_opt.search.document import build_document
+from autopar_opt.spec import build_spec
+from autopar_opt.strategies import Strategy
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or math.isinf(x) or math.isnan(x) else float(x)
+
+
+@functools.lru_cache(maxsize=None)
+def warm_up(solver: str = "highs", form: str = "auto") -> None:
+    """Import the solver stack once per process (Pyomo, the backend) before a search
+    starts its clock: a fresh worker would otherwise spend seconds of the first
+    scenario's time limit on imports."""
+    InnerSolver(SearchOptions(solver=solver, form=form))
+
+
+def solve_scenario(task: dict[str, Any]) -> dict[str, Any]:
+    """:func:`search_scenario`, or an ``error`` row naming the exception (a solver that
+    is not installed, a bug): one broken scenario does not stop the sweep, and the
+    caller does not store the row, so a later run retries it."""
+    try:
+        return search_scenario(task)
+    except Exception as exc:  # noqa: BLE001 - reported as data, per scenario
+        return {"id": task["id"], "key": task["key"], "status": "error", "primal": None,
+                "lower_bound": None, "gap": None, "exact": False, "plan": None, "mfu": None,
+                "peak_memory_gib": None, "reason": f"{type(exc).__name__}: {exc}",
+                "document": None, "report_html": None}
+
+
+def search_scenario(task: dict[str, Any]) -> dict[str, Any]:
+    """Search one scenario; ``task`` holds ``id``, ``key``, ``data`` (spec mapping), ``path``.
+
+    Returns the row stored for the scenario: status (optimal | feasible |
+    infeasible | no_plan), primal and lower bound of the iteration time (s),
+    gap, the plan summary and metrics, the reason when there is no plan, and
+    ``document`` (the plan.json of ``autopar solve``, without baselines: the
+    capacity report compares scenarios, not plans within one) with its HTML
+    plan report ``report_html`` (rendered here, in parallel, not by the caller).
+    """
+    start = time.perf_counter()
+    spec = build_spec(task["data"], Path(task["path"]))
+    so = spec.solver
+    options = SearchOptions(solver=so.name, form=getattr(so, "form", "auto") or "auto",
+                            time_limit_s=so.time_limit_s, rel_gap=so.rel_gap)
+    warm_up(options.solver, options.form)
+    result = run_search(spec.graph, spec.cluster, spec.training, spec.space, spec.cost_params,
+                        options)
+    doc = build_document(str(task["path"]), spec.graph, spec.cluster, spec.training, spec.space,
+                         spec.cost_params, options, result, [])
+    cert = result.certificate
+    metrics = doc["metrics"]
+    plan = doc["plan"]
+    row = {"id": task["id"], "key": task["key"], "status": doc["status"],
+           "primal": _finite(cert.primal), "lower_bound": _finite(cert.lower_bound)
+           if cert.lower_bound > 0 else 0.0,
+           "gap": _finite(cert.gap) if cert.primal is not None else None,
+           "exact": cert.exact,
+           "plan": None if plan is None else {"pp": plan["pp"], "microbatches": plan["microbatches"],
+                                              "schedule": plan["schedule"],
+                                              "strategies": _strategy_mix(plan)},
+           "mfu": metrics["mfu"] if metrics else None,
+           "peak_memory_gib": max(metrics["peak_memory_gib"]) if metrics else None,
+           "reason": _reason(doc, result.least_memory_bytes),
+           "least_memory_gib": result.least_memory_bytes / 2**30,
+           "capacity_gib": spec.cluster.device.hbm_gib - spec.training.memory_reserve_gib,
+           "search_wall_s": round(result.wall_time_s, 3),
+           "solve_wall_s": round(time.perf_counter() - start, 3),
+           "document": doc, "report_html": render_html(doc)}
+    return row
+
+
+def _reason(doc: dict, least_memory_bytes: float) -> str | None:
+    """Why there is no plan: the document's reason (least memory against capacity), or,
+    when no strategy applies at all (nothing to weigh memory on), the first configuration's
+    own reason (e.g. no data-parallel degree divides the micro-batch)."""
+    info = doc["infeasibility"]
+    if not info:
+        return None
+    if doc["certificate"]["lower_bound"] == "inf" and least_memory_bytes <= 0 and info["details"]:
+        return (f"every configuration of the search space is proven infeasible; no strategy applies: "
+                f"{info['details'][0]}")
+    return info["reason"]
+
+
+def _strategy_mix(plan: dict) -> str:
+    """The distinct per-layer strategies of a plan, most used first (e.g. 'dp4·tp8·sp·z1 x80')."""
+    counts: dict[str, int] = {}
+    for stage in plan["stages"]:
+        for s in stage["strategies"]:
+            label = Strategy.from_dict(s).label()
+            counts[label] = counts.get(label, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{label} x{n}" for label, n in ranked[:3]) + (" ..." if len(ranked) > 3 else "")
+

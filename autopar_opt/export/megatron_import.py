@@ -1,0 +1,138 @@
+"""An existing Megatron-LM command line as a :class:`~autopar_opt.plan.Plan`.
+
+So a user can price (``autopar estimate``) and improve (``autopar solve``, the
+plan becomes the baseline) the run they already have. Flags are read by
+:func:`autopar_opt.export.megatron.parse_megatron_args`; their meaning is the
+one documented in :mod:`autopar_opt.export.megatron`. Only chain models whose
+layers are an embedding, transformer blocks and a head are mapped.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from autopar_opt.export.megatron import MegatronArgsError, expand_layout
+from autopar_opt.export.view import BLOCK_KINDS
+from autopar_opt.graph import LayerGraph, LayerKind
+from autopar_opt.hardware import Cluster
+from autopar_opt.plan import Plan, StagePlan
+from autopar_opt.strategies import Strategy
+from autopar_opt.training import Recompute, Schedule, Training
+
+
+def _zero(args: argparse.Namespace) -> int:
+    if args.use_megatron_fsdp:
+        return {"optim": 1, "optim_grads": 2, "optim_grads_params": 3}.get(
+            args.data_parallel_sharding_strategy, 0)
+    return 1 if args.use_distributed_optimizer else 0
+
+
+def _block_counts(args: argparse.Namespace, blocks: int, pp: int) -> list[int]:
+    """Transformer blocks per pipeline stage."""
+    if args.pipeline_model_parallel_layout:
+        stages = expand_layout(args.pipeline_model_parallel_layout)
+        if len(stages) != pp:
+            raise MegatronArgsError(
+                f"pipeline layout has {len(stages)} stages but --pipeline-model-parallel-size is "
+                f"{pp} (a layout with virtual stages, pp*vp of them, is not read: autopar prices "
+                "interleaving with contiguous stages; give an even split and "
+                "--num-virtual-stages-per-pipeline-rank instead)")
+        if "m" in "".join("".join(s) for s in stages):
+            stages = [[k for k in s if k != "m"] for s in stages]   # MTP is not modelled
+        if stages[0][:1] != ["E"] or stages[-1][-1:] != ["L"]:
+            raise MegatronArgsError("pipeline layout must start with E (embedding) and end with "
+                                    "L (loss/head)")
+        return [s.count("t") for s in stages]
+    first, last = args.decoder_first_pipeline_num_layers, args.decoder_last_pipeline_num_layers
+    if first is not None or last is not None:
+        inner = pp - (first is not None) - (last is not None)
+        rest = blocks - (first or 0) - (last or 0)
+        if inner <= 0 or rest % inner:
+            raise MegatronArgsError(f"the {rest} layers left by the first/last stage sizes do "
+                                    f"not split evenly over {inner} middle stages")
+        counts = [rest // inner] * pp
+        if first is not None:
+            counts[0] = first
+        if last is not None:
+            counts[-1] = last
+        return counts
+    if blocks % pp:
+        raise MegatronArgsError(f"{blocks} transformer layers do not split evenly over pp={pp} "
+                                "(Megatron-LM requires it without an uneven-split flag)")
+    return [blocks // pp] * pp
+
+
+def _recompute(args: argparse.Namespace, position: int) -> Recompute:
+    """Recomputation of the ``position``-th block of its stage."""
+    if args.recompute_granularity == "selective":
+        return Recompute.selective
+    if args.recompute_granularity != "full":
+        return Recompute.none
+    if args.recompute_method == "block":
+        return Recompute.full if position < (args.recompute_num_layers or 0) else Recompute.none
+    return Recompute.full
+
+
+def plan_from_megatron(args: argparse.Namespace, graph: LayerGraph, cluster: Cluster,
+                       training: Training) -> Plan:
+    """The plan of a parsed Megatron-LM command line; raises MegatronArgsError."""
+    kinds = [layer.kind for layer in graph.layers]
+    if not graph.is_chain() or kinds[0] is not LayerKind.embedding or \
+            kinds[-1] is not LayerKind.lm_head or any(k not in BLOCK_KINDS for k in kinds[1:-1]):
+        raise MegatronArgsError("reading a Megatron-LM command line needs a chain model: "
+                                "embedding, transformer blocks, head")
+    tp, pp, cp = args.tensor_model_parallel_size, args.pipeline_model_parallel_size, \
+        args.context_parallel_size
+    n = cluster.num_devices
+    if n % (tp * pp * cp):
+        raise MegatronArgsError(f"tp*pp*cp = {tp * pp * cp} does not divide the {n} devices")
+    dp = n // (tp * pp * cp)
+    if args.expert_tensor_parallel_size not in (None, tp):
+        raise MegatronArgsError(f"--expert-tensor-parallel-size {args.expert_tensor_parallel_size} "
+                                f"differs from tp={tp}: autopar models expert TP = TP")
+    gbs = args.global_batch_size or training.global_batch_size
+    if gbs != training.global_batch_size:
+        raise MegatronArgsError(f"--global-batch-size {gbs} differs from training."
+                                f"global_batch_size {training.global_batch_size}")
+    if args.seq_length and training.seq_len and args.seq_length != training.seq_len:
+        raise MegatronArgsError(f"--seq-length {args.seq_length} differs from training.seq_len "
+                                f"{training.seq_len}")
+    mbs = args.micro_batch_size or 1
+    if gbs % (mbs * dp):
+        raise MegatronArgsError(f"--global-batch-size {gbs} is not a multiple of "
+                                f"micro-batch-size*dp = {mbs * dp}")
+    counts = _block_counts(args, len(graph) - 2, pp)
+    if sum(counts) != len(graph) - 2 or min(counts) < 0:
+        raise MegatronArgsError(f"stage sizes {counts} do not add up to the model's "
+                                f"{len(graph) - 2} transformer layers")
+    vp = args.num_virtual_stages_per_pipeline_rank or 1
+    if args.num_layers_per_virtual_pipeline_stage:
+        vp = max(1, counts[0] // args.num_layers_per_virtual_pipeline_stage)
+    base = Strategy(dp, tp, cp, bool(args.sequence_parallel) and tp > 1, _zero(args))
+    return _assemble(graph, counts, base, args, gbs // (mbs * dp), vp)
+
+
+def _assemble(graph: LayerGraph, counts: list[int], base: Strategy, args: argparse.Namespace,
+              microbatches: int, vp: int) -> Plan:
+    layers = graph.layers
+    stages, start = [], 1
+    for i, count in enumerate(counts):
+        names, strats = [], []
+        if i == 0:
+            names.append(layers[0].name)
+            strats.append(base)
+        for j in range(count):
+            layer = layers[start + j]
+            ep = args.expert_model_parallel_size if layer.is_moe else 1
+            strats.append(replace(base, recompute=_recompute(args, j), ep=ep))
+            names.append(layer.name)
+        start += count
+        if i == len(counts) - 1:
+            names.append(layers[-1].name)
+            strats.append(base)
+        if not names:
+            raise MegatronArgsError(f"pipeline stage {i} holds no layer")
+        stages.append(StagePlan(names, strats))
+    schedule = Schedule.interleaved if vp > 1 else Schedule.one_f_one_b
+    return Plan(stages, microbatches, schedule, vp)

@@ -1,0 +1,158 @@
+"""torchtitan: plan → TOML job config, and back.
+
+Keys are torchtitan's ``JobConfig`` sections (``torchtitan/config/job_config.py``):
+``[parallelism]`` ``data_parallel_replicate_degree``,
+``data_parallel_shard_degree``, ``fsdp_reshard_after_forward``,
+``tensor_parallel_degree``, ``context_parallel_degree``,
+``pipeline_parallel_degree``, ``pipeline_parallel_schedule``,
+``pipeline_parallel_microbatch_size``, ``module_fqns_per_model_part``,
+``expert_parallel_degree``, ``expert_tensor_parallel_degree``;
+``[training]`` ``local_batch_size``, ``global_batch_size``, ``seq_len``;
+``[activation_checkpoint]`` ``mode``.
+
+Rules (torchtitan ``ParallelDims``): ``dp_replicate · dp_shard · cp · tp · pp``
+= world size; with expert TP = TP, ``ep`` divides ``dp_shard · cp``. Data
+parallelism is DDP (``dp_replicate``, ZeRO-0) or FSDP2 (``dp_shard``):
+parameters resharded after forward = ZeRO-3, kept (``"never"``) = ZeRO-2;
+optimizer-only sharding (ZeRO-1) has no torchtitan form. Tensor parallelism
+always shards the norms' sequence (sequence parallelism on). The pipeline
+split is given module by module (``module_fqns_per_model_part``: one list of
+module names per stage, ``tok_embeddings``, ``layers.N``, ``norm``,
+``output``), so any contiguous split can be expressed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from autopar_opt.export.view import PlanView, common_rules
+from autopar_opt.graph import LayerGraph
+from autopar_opt.plan import Plan, StagePlan
+from autopar_opt.strategies import Strategy
+from autopar_opt.training import Recompute, Schedule
+
+_SCHEDULES = {Schedule.one_f_one_b: "1F1B", Schedule.gpipe: "GPipe"}
+
+
+def torchtitan_rules(view: PlanView, chain: bool) -> list[str]:
+    """Every reason torchtitan cannot run the plan (empty: it can)."""
+    out = common_rules(view, "torchtitan", chain)
+    if view.zero == 1 and view.dp * view.cp > 1:
+        out.append("ZeRO-1 (optimizer-state sharding only): torchtitan shards with FSDP2 "
+                   "(ZeRO-2 or ZeRO-3) or replicates (DDP)")
+    if view.tp > 1 and not view.sp:
+        out.append("tp > 1 without sequence parallelism: torchtitan's tensor parallelism "
+                   "always shards the norms' sequence")
+    shard = _shard(view)
+    if view.ep > 1 and (shard * view.cp) % view.ep:
+        out.append(f"ep={view.ep} must divide dp_shard*cp = {shard * view.cp}")
+    modes = {m for stage in view.block_recompute for m in stage}
+    if len(modes) > 1 or Recompute.selective in modes:
+        out.append("per-layer or selective recomputation: torchtitan's activation_checkpoint "
+                   "mode is 'none' or 'full' for every layer here")
+    if view.vp_chunks > 1:
+        out.append("interleaved virtual stages")
+    if any(k == "?" for kinds in view.stage_kinds for k in kinds):
+        out.append("layers other than embedding, transformer blocks and head")
+    return out
+
+
+def _shard(view: PlanView) -> int:
+    return view.dp if view.zero >= 2 else 1
+
+
+def torchtitan_config(view: PlanView) -> dict[str, Any]:
+    """The TOML tables of a runnable plan (as nested dicts)."""
+    shard = _shard(view)
+    par: dict[str, Any] = {
+        "data_parallel_replicate_degree": view.dp // shard,
+        "data_parallel_shard_degree": shard,
+        "tensor_parallel_degree": view.tp,
+        "context_parallel_degree": view.cp,
+        "pipeline_parallel_degree": view.pp,
+    }
+    if shard > 1:
+        par["fsdp_reshard_after_forward"] = "always" if view.zero >= 3 else "never"
+    if view.pp > 1:
+        par["pipeline_parallel_schedule"] = _SCHEDULES[view.schedule]
+        par["pipeline_parallel_microbatch_size"] = view.micro_batch_size
+        parts, block = [], 0
+        for kinds in view.stage_kinds:
+            names = []
+            for k in kinds:
+                if k == "E":
+                    names.append("tok_embeddings")
+                elif k == "t":
+                    names.append(f"layers.{block}")
+                    block += 1
+                else:
+                    names += ["norm", "output"]
+            parts.append(names)
+        par["module_fqns_per_model_part"] = parts
+    if view.has_moe:
+        par["expert_parallel_degree"] = view.ep
+        par["expert_tensor_parallel_degree"] = view.tp
+    local = view.micro_batch_size * (view.microbatches if view.pp > 1 else 1)
+    training: dict[str, Any] = {"global_batch_size": view.global_batch_size,
+                                "local_batch_size": local}
+    if view.seq_len:
+        training["seq_len"] = view.seq_len
+    mode = "full" if view.recompute is Recompute.full else "none"
+    return {"training": training, "parallelism": par, "activation_checkpoint": {"mode": mode}}
+
+
+def to_toml(config: dict[str, Any], header: str) -> str:
+    """Minimal TOML writer for flat tables of ints, strings, bools and (nested) string lists."""
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return str(v)
+    lines = [f"# {line}" for line in header.splitlines()]
+    for table, entries in config.items():
+        lines += ["", f"[{table}]"] + [f"{k} = {value(v)}" for k, v in entries.items()]
+    return "\n".join(lines) + "\n"
+
+
+def plan_from_torchtitan(config: dict[str, Any], graph: LayerGraph, world: int) -> Plan:
+    """Read a torchtitan job config back into a plan (for round trips)."""
+    par, tr = config["parallelism"], config["training"]
+    rep, shard = par.get("data_parallel_replicate_degree", 1), par.get("data_parallel_shard_degree", 1)
+    tp, cp, pp = (par.get(k, 1) for k in ("tensor_parallel_degree", "context_parallel_degree",
+                                          "pipeline_parallel_degree"))
+    if rep * shard * tp * cp * pp != world:
+        raise ValueError(f"dp_replicate*dp_shard*cp*tp*pp = {rep * shard * tp * cp * pp} "
+                         f"!= world size {world}")
+    zero = 0 if shard == 1 else (3 if par.get("fsdp_reshard_after_forward") == "always" else 2)
+    rc = Recompute.full if config.get("activation_checkpoint", {}).get("mode") == "full" \
+        else Recompute.none
+    base = Strategy(rep * shard, tp, cp, tp > 1, zero)
+    mbs = par.get("pipeline_parallel_microbatch_size", tr["local_batch_size"]) if pp > 1 \
+        else tr["local_batch_size"]
+    c = tr["global_batch_size"] // (mbs * rep * shard)
+    parts = par.get("module_fqns_per_model_part") or [
+        ["tok_embeddings"] + [f"layers.{i}" for i in range(len(graph) - 2)] + ["norm", "output"]]
+    stages = []
+    for fqns in parts:
+        names, strats = [], []
+        for fqn in fqns:
+            if fqn == "tok_embeddings":
+                layer, s = graph.layers[0], base
+            elif fqn.startswith("layers."):
+                layer = graph.layers[1 + int(fqn.split(".")[1])]
+                s = replace(base, recompute=rc,
+                            ep=par.get("expert_parallel_degree", 1) if layer.is_moe else 1)
+            elif fqn == "output":
+                layer, s = graph.layers[-1], base
+            else:
+                continue        # "norm" belongs to the head layer
+            names.append(layer.name)
+            strats.append(s)
+        stages.append(StagePlan(names, strats))
+    schedule = {v: k for k, v in _SCHEDULES.items()}.get(par.get("pipeline_parallel_schedule",
+                                                                 "1F1B"), Schedule.one_f_one_b)
+    return Plan(stages, c, schedule)

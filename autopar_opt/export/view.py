@@ -1,0 +1,153 @@
+"""What a framework needs to know about a plan: its uniform settings, or why none exist.
+
+Megatron-LM, torchtitan and DeepSpeed take *one* tensor-, context-, expert-
+and data-parallel degree, one sharding level and one recomputation setting
+for the whole model; only the pipeline split (and, in Megatron-LM, block-wise
+recomputation) may vary. :func:`plan_view` reads those settings off a
+:class:`~autopar_opt.plan.Plan`, ignoring a setting on the layers where it
+means nothing (ZeRO on a layer without parameters or without data
+parallelism, sequence parallelism at ``tp = 1``, recomputation of the
+embedding and head, ``ep`` on dense layers), and lists every non-uniformity
+with the layers involved, so an exporter can refuse with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from autopar_opt.graph import Layer, LayerGraph, LayerKind
+from autopar_opt.hardware import Cluster
+from autopar_opt.plan import Plan
+from autopar_opt.strategies import Strategy
+from autopar_opt.training import Recompute, Schedule, Training
+
+#: Layer kinds that count as transformer layers in the frameworks' layer counts.
+BLOCK_KINDS = (LayerKind.transformer_block, LayerKind.moe_block)
+
+
+class ExportError(ValueError):
+    """The plan cannot be expressed by the target framework; lists every reason."""
+
+    def __init__(self, target: str, reasons: list[str]) -> None:
+        self.target, self.reasons = target, reasons
+        lines = "\n".join(f"  - {r}" for r in reasons)
+        super().__init__(f"{target} cannot run this plan:\n{lines}")
+
+
+@dataclass
+class PlanView:
+    """A plan as the uniform settings a launcher takes (see module docstring)."""
+
+    world: int
+    gpus_per_node: int
+    pp: int
+    tp: int
+    cp: int
+    dp: int
+    ep: int
+    sp: bool
+    zero: int
+    recompute: Recompute
+    microbatches: int
+    micro_batch_size: int          # samples per data-parallel replica per micro-batch
+    global_batch_size: int
+    seq_len: int | None
+    schedule: Schedule
+    vp_chunks: int
+    stage_layers: list[list[str]]  # layer names per stage
+    stage_kinds: list[list[str]]   # "E" embedding, "t" block, "L" head, "?" other
+    block_recompute: list[list[Recompute]]   # per stage, per block
+    has_moe: bool
+    max_tp: int                    # gcd-like bound: tp must divide every layer's max_tp
+    num_experts: int
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def blocks_per_stage(self) -> list[int]:
+        return [kinds.count("t") for kinds in self.stage_kinds]
+
+
+def _kind_code(layer: Layer) -> str:
+    if layer.kind in BLOCK_KINDS:
+        return "t"
+    return {LayerKind.embedding: "E", LayerKind.lm_head: "L"}.get(layer.kind, "?")
+
+
+def _ranges(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{names[0]}..{names[-1]} ({len(names)} layers)"
+
+
+def _uniform(name: str, items: list[tuple[str, Any]], problems: list[str], default: Any) -> Any:
+    """The single value of ``items`` ((layer, value) pairs), else record a problem."""
+    values: dict[Any, list[str]] = {}
+    for layer, value in items:
+        values.setdefault(value, []).append(layer)
+    if not values:
+        return default
+    if len(values) > 1:
+        shown = "; ".join(f"{name}={_show(v)} on {_ranges(ls)}" for v, ls in values.items())
+        problems.append(f"{name} differs between layers ({shown})")
+    return max(values, key=lambda v: len(values[v]))
+
+
+def _show(value: Any) -> str:
+    return value.value if isinstance(value, Recompute) else str(value)
+
+
+def plan_view(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training) -> PlanView:
+    """Read the uniform settings of ``plan``; non-uniformities go to ``problems``."""
+    layers = {layer.name: layer for layer in graph.layers}
+    rows = [(name, layers[name], s) for st in plan.stages for name, s in zip(st.layers, st.strategies)]
+    problems: list[str] = []
+
+    def pick(label: str, keep: Callable[[Layer, Strategy], bool],
+             get: Callable[[Strategy], Any], default: Any) -> Any:
+        return _uniform(label, [(n, get(s)) for n, l, s in rows if keep(l, s)], problems, default)
+
+    tp = pick("tp", lambda l, s: True, lambda s: s.tp, 1)
+    cp = pick("cp", lambda l, s: True, lambda s: s.cp, 1)
+    sp = pick("sequence parallelism", lambda l, s: s.tp > 1 and l.supports_sp, lambda s: s.sp, False)
+    zero = pick("ZeRO level", lambda l, s: l.params > 0 and s.dp * s.cp > 1, lambda s: s.zero, 0)
+    ep = pick("ep", lambda l, s: l.is_moe, lambda s: s.ep, 1)
+    # recomputation may vary per block (Megatron's block method); each target judges it
+    rc = _uniform("recomputation", [(n, s.recompute) for n, l, s in rows
+                                    if l.kind in BLOCK_KINDS], [], Recompute.none)
+    d = cluster.num_devices // plan.pp
+    dp = d // (tp * cp)
+    b = training.global_batch_size // plan.microbatches
+    return PlanView(
+        world=cluster.num_devices, gpus_per_node=cluster.gpus_per_node, pp=plan.pp, tp=tp,
+        cp=cp, dp=dp, ep=ep, sp=sp, zero=zero, recompute=rc, microbatches=plan.microbatches,
+        micro_batch_size=b // dp if dp and b % dp == 0 else 0,
+        global_batch_size=training.global_batch_size, seq_len=training.seq_len,
+        schedule=plan.schedule, vp_chunks=plan.vp_chunks,
+        stage_layers=[list(st.layers) for st in plan.stages],
+        stage_kinds=[[_kind_code(layers[n]) for n in st.layers] for st in plan.stages],
+        block_recompute=[[s.recompute for n, s in zip(st.layers, st.strategies)
+                          if layers[n].kind in BLOCK_KINDS] for st in plan.stages],
+        has_moe=any(layer.is_moe for layer in graph.layers),
+        max_tp=min((layer.max_tp for layer in graph.layers if layer.kind in BLOCK_KINDS),
+                   default=1),
+        num_experts=max((layer.num_experts for layer in graph.layers), default=0),
+        problems=problems)
+
+
+def common_rules(view: PlanView, target: str, chain: bool) -> list[str]:
+    """Rules every target shares: a chain model, tp dividing the heads/kv-heads,
+    ``dp·tp·cp·pp`` = world size, ``ep`` dividing the experts."""
+    out = list(view.problems)
+    if not chain:
+        out.append(f"{target} pipelines a chain of layers; this model is a DAG (an "
+                   "encoder-decoder): export supports decoder/encoder chains only")
+    if view.max_tp % view.tp:
+        out.append(f"tp={view.tp} must divide the attention heads / key-value heads "
+                   f"({view.max_tp})")
+    if view.dp * view.tp * view.cp * view.pp != view.world:
+        out.append(f"dp*tp*cp*pp = {view.dp * view.tp * view.cp * view.pp} must equal the "
+                   f"world size {view.world}")
+    if view.ep > 1 and view.num_experts % view.ep:
+        out.append(f"ep={view.ep} must divide the {view.num_experts} experts")
+    if not view.micro_batch_size:
+        out.append("the micro-batch does not split evenly over the data-parallel replicas")
+    return out

@@ -1,0 +1,179 @@
+"""Specs whose ``problem:`` is a peer's own instance (Piper or PaSE), read as it ships.
+
+```yaml
+problem: {format: piper, file: bert32a100.json, devices: 64, memory_per_device_gib: 8,
+          bandwidth_gib_per_s: 25}          # microbatches: default the file's mbsInBatch
+problem: {format: pase, file: pase_alexnet_p4.json.gz}
+solver: {name: dp, time_limit_s: 60}
+```
+
+Paths are relative to the spec file; GiB = 2^30 bytes. ``problem.plan`` is a
+plan in the peer's terms, priced and compared with the optimum. Every
+mistake — in the spec or in the instance file — is a :class:`SpecError`
+naming the file, the key, the value, the rule and the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import Discriminator, Field, Tag, ValidationError
+
+from autopar_opt.peers.pase_format import PaseInstance, load_pase
+from autopar_opt.peers.piper_format import PiperInstance, load_piper
+from autopar_opt.peers.piper_model import PiperPlan, PiperStage
+from autopar_opt.spec.errors import ProblemList, SpecError, SpecProblem
+from autopar_opt.spec.schema import SolverSection, _f, _Section
+from autopar_opt.spec.translate import problems_from_validation
+
+GIB = float(1 << 30)
+PosInt = Annotated[int, Field(gt=0)]
+
+
+class PiperStageSpec(_Section):
+    """One stage of a Piper plan, in the file's node ids."""
+
+    nodes: list[int] = _f("Node ids (the file's ids) of the stage.", [0, 1, 2], min_length=1)
+    d: PosInt = _f("Data-parallel degree (must divide N).", 2)
+    t: PosInt = _f("Tensor-parallel degree (a TMPCs key of every node).", 1, default=1)
+    tmpcs: Optional[list[str]] = _f("TMPC id per node, in `nodes` order; default: the first TMPC.",
+                                    ["vanilla", "activation recomp", "vanilla"], default=None)
+
+
+class PiperPlanSpec(_Section):
+    """A Piper plan: stages in pipeline order."""
+
+    stages: list[PiperStageSpec] = _f("Stages, first pipeline stage first.",
+                                      [{"nodes": [0, 1], "d": 1, "t": 1}], min_length=1)
+
+
+class PiperProblem(_Section):
+    """A Piper instance (github.com/msr-fiddle/piper JSON) and the run's settings."""
+
+    format: Literal["piper"] = _f("Instance format.", "piper")
+    file: str = _f("Piper JSON file, relative to the spec.", "bert32a100.json")
+    devices: PosInt = _f("Number of devices k.", 64)
+    memory_per_device_gib: Optional[float] = _f("Memory per device M, GiB (2^30 bytes); default: "
+                                                "the file's maxMemoryPerDevice.", 8.0, default=None, gt=0)
+    bandwidth_gib_per_s: Optional[float] = _f("Bandwidth B, GiB/s; default: the file's bandwidth.",
+                                              25.0, default=None, gt=0)
+    microbatches: Optional[PosInt] = _f("Micro-batches per batch N; default: the file's mbsInBatch.",
+                                        1920, default=None)
+    plan: Optional[PiperPlanSpec] = _f("A plan to price and compare with the optimum.",
+                                       {"stages": [{"nodes": [0], "d": 1}]}, default=None)
+
+
+class PasePlanSpec(_Section):
+    """A PaSE strategy: one configuration index per vertex (vertex-id order)."""
+
+    configs: list[Annotated[int, Field(ge=0)]] = _f("Configuration index of every vertex.", [0, 3, 1],
+                                                   min_length=1)
+
+
+class PaseProblem(_Section):
+    """A PaSE cost-table file (``.json.gz`` or ``.json``)."""
+
+    format: Literal["pase"] = _f("Instance format.", "pase")
+    file: str = _f("PaSE table file, relative to the spec.", "pase_alexnet_p4.json.gz")
+    plan: Optional[PasePlanSpec] = _f("A strategy to price and compare with the optimum.",
+                                      {"configs": [0, 0, 0]}, default=None)
+
+
+ProblemSection = Annotated[Union[Annotated[PiperProblem, Tag("#piper")], Annotated[PaseProblem, Tag("#pase")]],
+                           Discriminator(lambda v: "#pase" if isinstance(v, dict) and v.get("format") == "pase"
+                                         else "#piper")]
+
+
+class PeerSpecFile(_Section):
+    """A spec that solves a peer's own problem instead of a model on a cluster."""
+
+    description: Optional[str] = _f("Free text.", "Piper BERT-32 on 64 devices", default=None)
+    problem: ProblemSection = _f("The peer instance: {format: piper|pase, file, ...}.",  # type: ignore[valid-type]
+                                 {"format": "pase", "file": "pase_alexnet_p4.json.gz"})
+    solver: SolverSection = _f("Solver options.", {"name": "dp"}, default_factory=SolverSection)
+
+
+@dataclass
+class PeerSpec:
+    """A loaded peer spec: the instance (settings applied), the user's plan, solver options."""
+
+    path: Path
+    format: str
+    instance: PiperInstance | PaseInstance
+    plan: Any
+    solver: SolverSection
+    settings: dict[str, Any]
+
+
+def _piper_plan(spec: PiperPlanSpec, inst: PiperInstance, out: ProblemList) -> PiperPlan | None:
+    index = inst.index_of()
+    stages = []
+    for i, st in enumerate(spec.stages):
+        key = f"problem.plan.stages[{i}]"
+        bad = [nid for nid in st.nodes if nid not in index]
+        if bad:
+            out.add(f"{key}.nodes", bad, "not node ids of the instance file", "use ids from the file's nodes[].id")
+            continue
+        if st.t not in inst.tmpcs:
+            out.add(f"{key}.t", st.t, "no node has TMPCs at this tensor degree",
+                    f"use one of {inst.degrees}")
+            continue
+        names = st.tmpcs or [None] * len(st.nodes)
+        if len(names) != len(st.nodes):
+            out.add(f"{key}.tmpcs", names, f"needs one TMPC id per node ({len(st.nodes)})",
+                    "list one TMPC id per node, or leave tmpcs out")
+            continue
+        choice = []
+        for nid, name in zip(st.nodes, names):
+            lst = inst.tmpcs[st.t][index[nid]]
+            ids = [c.name for c in lst]
+            if not ids or (name is not None and name not in ids):
+                out.add(f"{key}.tmpcs", name, f"node {nid} has no such TMPC at t = {st.t}",
+                        f"use one of {ids}" if ids else f"node {nid} has no TMPCs at t = {st.t}")
+                choice.append(0)
+            else:
+                choice.append(0 if name is None else ids.index(name))
+        stages.append(PiperStage([index[n] for n in st.nodes], st.d, st.t, choice))
+    return PiperPlan(stages)
+
+
+def build_peer_spec(data: dict[str, Any], path: Path) -> PeerSpec:
+    """Validate a ``problem:`` spec and load its instance; raises SpecError with every problem."""
+    out = ProblemList(str(path))
+    try:
+        model = PeerSpecFile.model_validate(data)
+    except ValidationError as exc:
+        out.extend(problems_from_validation(PeerSpecFile, exc, out.file_of))
+        out.raise_if_any()
+        raise
+    prob = model.problem
+    target = path.parent / prob.file
+    if not target.is_file():
+        raise SpecError([SpecProblem(str(path), "problem.file", prob.file, f"{target} does not exist",
+                                     "give the path of the instance file relative to the spec file")])
+    if isinstance(prob, PaseProblem):
+        inst = load_pase(target)
+        plan = None
+        if prob.plan is not None:
+            cfg = prob.plan.configs
+            if len(cfg) != inst.n or any(c >= s for c, s in zip(cfg, inst.sizes)):
+                out.add("problem.plan.configs", cfg, f"needs {inst.n} indices, each below its vertex's "
+                        f"number of configurations", "give one valid configuration index per vertex")
+            plan = list(cfg)
+        out.raise_if_any()
+        return PeerSpec(path, "pase", inst, plan, model.solver, {"file": str(target)})
+    inst = load_piper(target)
+    inst.devices = prob.devices
+    if prob.memory_per_device_gib is not None:
+        inst.memory_bytes = prob.memory_per_device_gib * GIB
+    if prob.bandwidth_gib_per_s is not None:
+        inst.bandwidth = prob.bandwidth_gib_per_s * GIB
+    if prob.microbatches is not None:
+        inst.microbatches = prob.microbatches
+    plan = _piper_plan(prob.plan, inst, out) if prob.plan is not None else None
+    out.raise_if_any()
+    settings = {"file": str(target), "devices": inst.devices, "memory_bytes": inst.memory_bytes,
+                "bandwidth_bytes_per_s": inst.bandwidth, "microbatches": inst.microbatches}
+    return PeerSpec(path, "piper", inst, plan, model.solver, settings)

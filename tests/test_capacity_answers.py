@@ -1,0 +1,121 @@
+"""The capacity answers on hand-made scenarios whose answers are derived by hand.
+
+Intervals are written directly (time to train in days, cost); the rule under
+test: a scenario is better than another only when its upper end beats the
+other's lower end, otherwise the answer says "within the gap".
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from autopar_opt.capacity.answers import WITHIN, cheapest, compare, fewest_gpus, meets, pareto
+from autopar_opt.capacity.schema import PlanningSection
+
+PLANNING = PlanningSection.model_validate({
+    "token_budget": 1e12, "deadline_days": 30.0,
+    "prices": {"per_gpu_hour": {"A": 1.0, "B": 2.0}, "source": "test"}})
+
+
+def entry(sid: str, device: str, gpus: int, days: tuple, cost: tuple, status: str = "optimal",
+          planning: PlanningSection = PLANNING, thr: tuple | None = None) -> dict:
+    e = {"id": sid, "device": device, "gpus": gpus, "status": status,
+         "primal": None if status in ("infeasible", "no_plan") else 1.0,
+         "time_to_train_days": list(days), "cost": list(cost),
+         "throughput_tokens_per_s": list(thr or (1.0, 2.0))}
+    e["meets"] = meets(e, planning)
+    return e
+
+
+def test_compare_needs_upper_below_lower():
+    assert compare((1.0, 2.0), (2.5, 3.0)) == "first"     # 2.0 < 2.5: proven
+    assert compare((2.5, 3.0), (1.0, 2.0)) == "second"
+    assert compare((1.0, 2.6), (2.5, 3.0)) == WITHIN      # overlap: no proof either way
+    assert compare((1.0, 2.5), (2.5, 3.0)) == WITHIN      # equal ends are not "better"
+
+
+def test_meets_is_yes_no_or_within_the_gap():
+    assert entry("a", "A", 8, (10, 20), (1, 2))["meets"] == "yes"        # 20 <= 30
+    assert entry("b", "A", 8, (31, 40), (1, 2))["meets"] == "no"         # best case 31 > 30
+    assert entry("c", "A", 8, (25, 35), (1, 2))["meets"] == WITHIN       # 25 <= 30 < 35
+    assert entry("d", "A", 8, (None, None), (None, None), "infeasible")["meets"] == "no"
+    # no plan within the limit, bound 10 days: could still meet it
+    assert entry("e", "A", 8, (10, None), (1, None), "no_plan")["meets"] == WITHIN
+
+
+def test_throughput_target_is_part_of_the_requirement():
+    p = PLANNING.model_copy(update={"target_tokens_per_s": 5.0})
+    assert entry("a", "A", 8, (1, 2), (1, 2), planning=p, thr=(6.0, 7.0))["meets"] == "yes"
+    assert entry("b", "A", 8, (1, 2), (1, 2), planning=p, thr=(3.0, 4.0))["meets"] == "no"
+    assert entry("c", "A", 8, (1, 2), (1, 2), planning=p, thr=(4.0, 6.0))["meets"] == WITHIN
+
+
+def test_cheapest_is_proven_when_every_rival_costs_at_least_its_upper_end():
+    es = [entry("x", "A", 8, (10, 11), (100, 110)),
+          entry("y", "A", 16, (5, 6), (110, 120)),      # lower end 110 >= 110: not cheaper
+          entry("z", "B", 8, (40, 50), (10, 20))]       # misses the deadline (proven)
+    ans = cheapest(es, PLANNING)
+    assert ans["scenario"] == "x" and ans["proven"] and ans["within_gap"] == []
+
+
+def test_cheapest_lists_rivals_within_the_gap():
+    es = [entry("x", "A", 8, (10, 11), (100, 110)),
+          entry("y", "A", 16, (5, 6), (105, 130)),      # could cost 105 < 110
+          entry("w", "B", 8, (25, 35), (50, 70))]       # may meet the deadline, may be cheaper
+    ans = cheapest(es, PLANNING)
+    assert ans["scenario"] == "x" and not ans["proven"]
+    assert sorted(ans["within_gap"]) == ["w", "y"]
+    assert "within the gap" in ans["statement"]
+
+
+def test_cheapest_without_a_proven_scenario():
+    es = [entry("w", "B", 8, (25, 35), (50, 70)), entry("v", "B", 16, (40, 45), (1, 2))]
+    ans = cheapest(es, PLANNING)
+    assert ans["scenario"] is None and ans["within_gap"] == ["w"]
+
+
+def test_fewest_gpus_per_device():
+    es = [entry("a8", "A", 8, (31, 40), (1, 2)),         # proven to miss
+          entry("a16", "A", 16, (20, 25), (1, 2)),       # proven to meet
+          entry("a32", "A", 32, (10, 12), (3, 4)),
+          entry("b8", "B", 8, (28, 33), (1, 2)),         # within the gap
+          entry("b16", "B", 16, (14, 16), (1, 2))]
+    ans = fewest_gpus(es, PLANNING)
+    assert ans["A"]["gpus"] == 16 and ans["A"]["proven"] and ans["A"]["scenario"] == "a16"
+    assert ans["B"]["gpus"] == 16 and not ans["B"]["proven"] and ans["B"]["within_gap"] == [8]
+
+
+def test_pareto_frontier_dominance_needs_a_proof():
+    es = [entry("fast", "A", 64, (10, 11), (300, 310)),
+          entry("cheap", "A", 8, (50, 55), (100, 105)),
+          entry("worse", "A", 32, (60, 62), (320, 330)),     # fast's upper ends <= its lower ends
+          entry("close", "A", 16, (10.5, 12), (305, 320))]   # dominated by fast's plan, not proven
+    ans = pareto(es)
+    assert [m["id"] for m in ans["frontier"]] == ["fast", "cheap"]
+    assert ans["off_frontier"]["worse"] == {"dominated_by": "fast"}
+    assert ans["off_frontier"]["close"]["dominated_by"] is None
+    assert ans["off_frontier"]["close"]["verdict"] == WITHIN
+    # 'close' could reach (10.5 d, 305) and dominate fast's plan (11 d, 310): fast is not proven
+    fast = next(m for m in ans["frontier"] if m["id"] == "fast")
+    assert not fast["proven"] and fast["within_gap_of"] == ["close"]
+    cheap = next(m for m in ans["frontier"] if m["id"] == "cheap")
+    assert cheap["proven"]
+
+
+@pytest.mark.parametrize("status", ["infeasible", "no_plan"])
+def test_scenarios_without_a_plan_are_not_on_the_frontier(status):
+    es = [entry("a", "A", 8, (10, 11), (100, 110)),
+          entry("b", "A", 8, (1, None) if status == "no_plan" else (None, None),
+                (1, None) if status == "no_plan" else (None, None), status)]
+    assert [m["id"] for m in pareto(es)["frontier"]] == ["a"]
+
+
+def test_charts_accept_a_bound_a_hair_above_the_plan():
+    """Round-off can put a proven bound 1e-16 above the plan's value: no negative error bar."""
+    from autopar_opt.reports.capacity_charts import pareto_svg, scaling_svg
+
+    e = {"id": "a", "device": "A", "gpus": 8, "global_batch_size": 8,
+         "time_to_train_days": [1.0 + 1e-12, 1.0], "cost": [2.0 + 1e-12, 2.0],
+         "throughput_tokens_per_s": [5.0, 5.0 - 1e-12]}
+    assert pareto_svg([e], ["a"], 3.0, "USD").startswith("<svg")
+    assert scaling_svg([e]).startswith("<svg")
