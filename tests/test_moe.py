@@ -219,3 +219,26 @@ def test_moe_instances_choose_expert_parallelism_somewhere():
         chosen |= {s.ep > 1 for st in inst[-1].plan_of(res.solution).stages for s, name in
                    zip(st.strategies, st.layers)}
     assert chosen == {True, False}
+
+
+# ---------------------------------------------------------------- examples
+def test_deepseek_v3_example_baseline_is_the_published_configuration():
+    """DeepSeek-V3 report Sec. 3.2: PP16, EP64 spanning 8 nodes, ZeRO-1 DP, no TP."""
+    from pathlib import Path
+
+    from autopar_opt.spec import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[1] / "examples" / "deepseek_v3_2048_h800.yaml")
+    plan = spec.plan
+    assert plan.pp == 16 and spec.cluster.num_devices == 2048
+    moe_strats = {s for st in plan.stages for s, name in zip(st.strategies, st.layers)
+                  if spec.graph.layers[spec.graph.index(name)].is_moe}
+    assert {(s.tp, s.ep, s.zero, s.dp) for s in moe_strats} == {(1, 64, 1, 128)}
+    d = spec.cluster.num_devices // plan.pp
+    ctx = StageContext(spec.cluster, spec.training, spec.cost_params, d, 128)
+    ep64, ep8 = next(iter(moe_strats)), replace(next(iter(moe_strats)), ep=8)
+    assert ep64.ep * ep64.tp // spec.cluster.gpus_per_node == 8      # spans 8 nodes
+    layer = spec.graph.layers[10]
+    # EP64 crosses nodes (IB tier), EP8 stays in one node (NVLink tier)
+    assert moe.alltoall_comm_time(layer, ep64, ctx) > 2 * moe.alltoall_comm_time(layer, ep8, ctx)
+    assert evaluate(plan, spec.graph, spec.cluster, spec.training, spec.cost_params).feasible
