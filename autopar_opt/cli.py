@@ -98,11 +98,26 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
              f"tokens/s:         {metrics.tokens_per_s:.6g}",
              f"MFU:              {100 * metrics.mfu:.2f} %",
              f"HFU:              {100 * metrics.hfu:.2f} %",
-             "memory per device (GiB), by stage:"]
+             "iteration time, critical path (s):"]
+    labels = {"compute_s": "compute", "tp_comm_s": "exposed TP comm", "cp_comm_s": "exposed CP comm",
+              "zero_comm_s": "exposed ZeRO-3 comm", "ep_comm_s": "MoE all-to-all",
+              "reshard_s": "resharding",
+              "dp_comm_s": "exposed DP grad reduction", "optimizer_s": "optimizer step",
+              "fixed_s": "fixed per iteration", "pipeline_bubble_s": "pipeline bubble + sends"}
+    for key, label in labels.items():
+        val = metrics.breakdown.get(key, 0.0)
+        share = val / metrics.iteration_time_s if metrics.iteration_time_s else 0.0
+        lines.append(f"  {label:<27} {val:10.4g}  ({100 * share:5.1f} %)")
+    lines.append("memory per device (GiB), by stage:")
     for st in metrics.stages:
-        mark = "ok" if st.fits else "DOES NOT FIT"
-        lines.append(f"  stage {st.index:>3}: {st.peak_memory_gib:8.2f} / {st.capacity_gib:.2f}"
-                     f"  (weights {st.weight_gib:.2f}, activations {st.activation_gib:.2f})  {mark}")
+        mark = {"fits": "ok", "tight": "TIGHT (headroom below 5%)",
+                "over": "DOES NOT FIT"}[st.memory_status]
+        lines.append(f"  stage {st.index:>3}: {st.peak_memory_gib:8.2f} / {st.capacity_gib:.2f}  "
+                     f"(weights {st.weights_gib:.2f}, grads {st.grads_gib:.2f}, optimizer "
+                     f"{st.optimizer_gib:.2f}, activations {st.activation_gib:.2f}, logits "
+                     f"{st.logits_gib:.2f}, reserve {st.reserve_gib:.2f})  {mark}")
+    lines.append(f"runtime:          {spec.training.runtime.name} ("
+                 + ", ".join(k for k, v in spec.training.runtime.capabilities().items() if v) + ")")
     return lines
 
 
@@ -177,11 +192,19 @@ def export(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="plan.
 def calibrate(runs_path: str = typer.Argument(..., metavar="RUNS.yaml",
                                               help="Measured runs to compare with."),
               json_output: bool = typer.Option(False, "--json", help="Print JSON."),
-              fit: bool = typer.Option(False, "--fit", help="Fit the cost-model parameters.")) -> int:
-    """Compare the cost model with measured runs (and optionally fit it)."""
+              fit: bool = typer.Option(False, "--fit", help="Fit the cost-model parameters "
+                                       "(needs --output)."),
+              output: Optional[str] = typer.Option(None, "--output", "-o",
+                                                   help="File the fitted parameters are written "
+                                                        "to (a spec's cost_model: can name it)."),
+              cross_validate: Optional[str] = typer.Option(
+                  None, "--cross-validate", metavar="family",
+                  help="Leave one source family out: fit on the others, predict it, for every "
+                       "family.")) -> int:
+    """Compare the cost model with measured runs (optionally fit it, validate out of sample)."""
     from autopar_opt.calibration.cli import calibrate_command
 
-    return calibrate_command(runs_path, json_output, fit)
+    return calibrate_command(runs_path, json_output, fit, output, cross_validate)
 
 
 @app.command("solve")
@@ -246,6 +269,9 @@ def place(spec_path: str = typer.Argument(..., metavar="SPEC",
                                                     help="Each device's nodes contiguous "
                                                          "(default: the spec's, else yes)."),
           time_limit_s: Optional[float] = typer.Option(None, "--time-limit", help="Seconds."),
+          gap: Optional[float] = typer.Option(None, "--gap",
+                                              help="Stop at this relative gap (default: prove "
+                                                   "optimality, 1e-6)."),
           out_dir: Optional[str] = typer.Option(None, "--out",
                                                 help="Write placement.json and report.html here."),
           json_output: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -268,7 +294,7 @@ def place(spec_path: str = typer.Argument(..., metavar="SPEC",
 
         hook = SearcherHook(searcher, budget_s, seed)
     return place_command(spec_path, solver, objective, contiguous, time_limit_s, out_dir,
-                         json_output, expert, searcher=hook)
+                         json_output, expert, gap, searcher=hook)
 
 
 @app.command("capacity")

@@ -7,21 +7,35 @@ its tables (DESIGN.md §1): a solver's objective for a decoded plan must equal
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, asdict
+from dataclasses import asdict, dataclass, field
 
-from autopar_opt.cost.layer_cost import StageContext, layer_cost
+from autopar_opt.cost.layer_cost import StageContext, layer_cost, state_bytes, weight_bytes
 from autopar_opt.cost.params import CostParams, default_params
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
-from autopar_opt.graph import LayerGraph
+from autopar_opt.graph import LayerGraph, LayerKind
 from autopar_opt.hardware import GIB, Cluster
 from autopar_opt.pipeline import PlanError, boundary_is_intra, inflight_microbatches, validate_plan  # noqa: F401 (PlanError: evaluate's error type)
 from autopar_opt.plan import Plan
 from autopar_opt.training import Schedule, Training
 
+#: Headroom below this fraction of capacity is flagged as tight, not "fits".
+TIGHT_HEADROOM = 0.05
+
 
 @dataclass
 class StageMetrics:
-    """Per-stage results; times per micro-batch except ``sync_s``."""
+    """Per-stage results; times per micro-batch except ``sync_s``.
+
+    Time breakdown (per micro-batch): ``compute_s`` plus the exposed
+    communication ``tp_s``, ``cp_s``, ``zero_s`` (ZeRO-3 gathers), ``ep_s``
+    (MoE all-to-all) and ``reshard_s`` (= ``comm_s`` together); once per iteration ``dp_s``
+    (exposed gradient reduction) and ``optimizer_s`` (= ``sync_s``).
+    Memory breakdown (GiB per device): ``weights_gib``, ``grads_gib``,
+    ``optimizer_gib`` (= ``weight_gib``), ``activation_gib`` (in-flight
+    micro-batches, logits excluded), ``logits_gib`` (fp32 logits and loss of
+    the output layer), ``reserve_gib`` (runtime reserve + allocator
+    fragmentation); ``peak_memory_gib`` is their sum.
+    """
 
     index: int
     layers: list[str]
@@ -35,10 +49,34 @@ class StageMetrics:
     peak_memory_gib: float
     capacity_gib: float
     inflight_microbatches: int
+    tp_s: float = 0.0
+    cp_s: float = 0.0
+    zero_s: float = 0.0
+    ep_s: float = 0.0
+    reshard_s: float = 0.0
+    dp_s: float = 0.0
+    optimizer_s: float = 0.0
+    weights_gib: float = 0.0
+    grads_gib: float = 0.0
+    optimizer_gib: float = 0.0
+    logits_gib: float = 0.0
+    reserve_gib: float = 0.0
 
     @property
     def fits(self) -> bool:
         return self.peak_memory_gib <= self.capacity_gib + 1e-9
+
+    @property
+    def headroom_fraction(self) -> float:
+        """Free memory as a fraction of capacity (negative: does not fit)."""
+        return (self.capacity_gib - self.peak_memory_gib) / self.capacity_gib if self.capacity_gib else 0.0
+
+    @property
+    def memory_status(self) -> str:
+        """``fits``, ``tight`` (headroom below 5% of capacity) or ``over``."""
+        if not self.fits:
+            return "over"
+        return "tight" if self.headroom_fraction < TIGHT_HEADROOM else "fits"
 
 
 @dataclass
@@ -54,6 +92,7 @@ class PlanMetrics:
     stages: list[StageMetrics]
     feasible: bool
     memory_capacity_gib: float
+    breakdown: dict[str, float] = field(default_factory=dict)
 
     @property
     def peak_memory_gib(self) -> list[float]:
@@ -64,6 +103,8 @@ class PlanMetrics:
         data["peak_memory_gib"] = self.peak_memory_gib
         for st, m in zip(data["stages"], self.stages):
             st["fits"] = m.fits
+            st["memory_status"] = m.memory_status
+            st["headroom_fraction"] = m.headroom_fraction
         return data
 
 
@@ -97,46 +138,53 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training
     layers = {layer.name: layer for layer in graph.layers}
     stage_of, strat = plan.stage_of(), plan.strategy_of()
     pp, c = plan.pp, plan.microbatches
-    p = [0.0] * pp
-    comp = [0.0] * pp
-    comm = [0.0] * pp
-    g = [0.0] * pp
-    w = [0.0] * pp
-    a = [0.0] * pp
+    keys = ("p", "comp", "comm", "g", "w", "a", "logits", "tp", "cp", "zero", "ep", "reshard",
+            "dp", "opt", "wt", "gr", "os")
+    acc = {k: [0.0] * pp for k in keys}
     flops = hw_flops = 0.0
-    for name, layer in layers.items():
-        i = stage_of[name]
-        cost = layer_cost(layer, strat[name], ctx)
-        p[i] += cost.time_s
-        comp[i] += cost.compute_s
-        comm[i] += cost.comm_s
-        g[i] += cost.sync_s
-        w[i] += cost.weight_bytes
-        a[i] += cost.act_bytes
-        flops += cost.flops * d
-        hw_flops += cost.hw_flops * d
+    groups: dict[tuple, list] = {}   # (stage, cost class, strategy) -> [layer, count]
+    for layer, cls in zip(graph.layers, graph.cost_classes):
+        key = (stage_of[layer.name], cls, strat[layer.name])
+        entry = groups.get(key)
+        if entry is None:
+            groups[key] = [layer, 1]
+        else:
+            entry[1] += 1
+    for (i, _, s), (layer, n) in groups.items():
+        cost = layer_cost(layer, s, ctx)
+        for key, val in (("p", cost.time_s), ("comp", cost.compute_s), ("comm", cost.comm_s),
+                         ("g", cost.sync_s), ("w", cost.weight_bytes), ("tp", cost.tp_exposed_s),
+                         ("cp", cost.cp_exposed_s), ("zero", cost.zero_exposed_s),
+                         ("ep", cost.ep_exposed_s),
+                         ("dp", cost.dp_exposed_s), ("opt", cost.optimizer_s)):
+            acc[key][i] += n * val
+        acc["logits" if layer.kind is LayerKind.lm_head else "a"][i] += n * cost.act_bytes
+        for key, part in zip(("wt", "gr", "os"), _weight_parts(layer, s, training)):
+            acc[key][i] += n * part
+        flops += n * cost.flops * d
+        hw_flops += n * cost.hw_flops * d
     o = [0.0] * max(pp - 1, 0)
-    eff = params.comm_efficiency
     for u, v in graph.edges:
+        same_stage = stage_of[u] == stage_of[v]
+        if same_stage and strat[u] is strat[v]:
+            continue          # same strategy, same layout: nothing moves (reshard_time = 0)
         su, sv = strat[u].layout, strat[v].layout
         nbytes = layers[u].output_bytes * b
-        if stage_of[u] == stage_of[v]:
-            r = reshard_time(su, sv, nbytes, ctx.stage_tier, eff)
-            p[stage_of[u]] += r
-            comm[stage_of[u]] += r
+        if same_stage:
+            if su == sv:
+                continue
+            tier = ctx.stage_tier
+            r = reshard_time(su, sv, nbytes, tier, ctx.link_efficiency(tier))
+            for key in ("p", "comm", "reshard"):
+                acc[key][stage_of[u]] += r
             continue
         for k in range(stage_of[u], stage_of[v]):   # relayed across every boundary crossed
             tier = cluster.intra_node if boundary_is_intra(k, d, cluster.gpus_per_node) else cluster.inter_node
-            o[k] += cross_stage_time(su, sv, nbytes, tier, cluster.intra_node, eff)
+            o[k] += cross_stage_time(su, sv, nbytes, tier, cluster.intra_node, ctx.link_efficiency(tier))
+    p, g = acc["p"], acc["g"]
     t = pipeline_latency(p, o, g, c, plan.schedule, plan.vp_chunks) + params.iteration_overhead_s
-    cap = ctx.capacity_bytes / GIB
-    stages = []
-    for i, st in enumerate(plan.stages):
-        inflight = inflight_microbatches(plan.schedule, pp, c, i)
-        peak = (w[i] + inflight * a[i]) / GIB
-        stages.append(StageMetrics(i, list(st.layers), p[i], comp[i], comm[i],
-                                   o[i] if i < len(o) else 0.0, g[i], w[i] / GIB,
-                                   inflight * a[i] / GIB, peak, cap, inflight))
+    stages = [_stage_metrics(i, plan, acc, o, ctx, pp, c) for i in range(pp)]
+    breakdown = iteration_breakdown(stages, c, t, params.iteration_overhead_s)
     peak_total = cluster.device.peak_flops(training.dtype) * cluster.num_devices
     model_flops = flops * c  # FLOPs of one micro-batch over all devices, times c
     samples = training.global_batch_size
@@ -146,8 +194,59 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training
         tokens_per_s=samples * training.tokens_per_sample / t,
         mfu=model_flops / (t * peak_total),
         hfu=hw_flops * c / (t * peak_total),
-        bubble_s=t - c * max(p) - max(g, default=0.0),
+        bubble_s=t - c * max(p) - max(g, default=0.0) - params.iteration_overhead_s,
         stages=stages,
         feasible=all(s.fits for s in stages),
-        memory_capacity_gib=cap,
+        memory_capacity_gib=stages[0].capacity_gib if stages else 0.0,
+        breakdown=breakdown,
     )
+
+
+def iteration_breakdown(stages: list[StageMetrics], microbatches: int, total_s: float,
+                        fixed_s: float) -> dict[str, float]:
+    """Split the iteration time along its critical path (seconds, summing to
+    ``total_s``): the bottleneck stage's ``c`` micro-batches (compute and
+    exposed TP/CP/ZeRO/reshard communication), the slowest stage's
+    once-per-iteration exposed gradient reduction and optimizer step, the
+    fixed per-iteration cost, and the pipeline fill/drain with the stage
+    sends (the rest: DESIGN.md §3)."""
+    if not stages:
+        return {}
+    b = max(stages, key=lambda st: st.time_s)
+    g = max(stages, key=lambda st: st.sync_s)
+    c = microbatches
+    out = {"compute_s": c * b.compute_s, "tp_comm_s": c * b.tp_s, "cp_comm_s": c * b.cp_s,
+           "zero_comm_s": c * b.zero_s, "ep_comm_s": c * b.ep_s, "reshard_s": c * b.reshard_s,
+           "dp_comm_s": g.dp_s, "optimizer_s": g.optimizer_s, "fixed_s": fixed_s}
+    out["pipeline_bubble_s"] = total_s - sum(out.values())
+    return out
+
+
+def _weight_parts(layer, s, training: Training) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer state) bytes of :func:`weight_bytes`."""
+    w, g, o = state_bytes(training)
+    total = weight_bytes(layer, s, training)
+    group, local = s.dp * s.cp, layer.params / s.tp
+    g_b = local * (g / group if s.zero >= 2 else g)
+    o_b = local * (o / group if s.zero >= 1 else o)
+    return total - g_b - o_b, g_b, o_b
+
+
+def _stage_metrics(i: int, plan: Plan, acc: dict, o: list[float], ctx: StageContext,
+                   pp: int, c: int) -> StageMetrics:
+    """One stage's times and memory with their breakdowns (see StageMetrics)."""
+    params = ctx.params
+    inflight = inflight_microbatches(plan.schedule, pp, c, i)
+    act = inflight * acc["a"][i] / GIB
+    logits = inflight * acc["logits"][i] / GIB
+    modelled = acc["w"][i] / GIB + act + logits
+    reserve = params.memory_reserve_gib + params.memory_fragmentation * modelled
+    cap = ctx.cluster.device.hbm_gib - ctx.training.memory_reserve_gib
+    return StageMetrics(
+        i, list(plan.stages[i].layers), acc["p"][i], acc["comp"][i], acc["comm"][i],
+        o[i] if i < len(o) else 0.0, acc["g"][i], acc["w"][i] / GIB, act,
+        modelled + reserve, cap, inflight,
+        tp_s=acc["tp"][i], cp_s=acc["cp"][i], zero_s=acc["zero"][i], ep_s=acc["ep"][i],
+        reshard_s=acc["reshard"][i], dp_s=acc["dp"][i], optimizer_s=acc["opt"][i],
+        weights_gib=acc["wt"][i] / GIB, grads_gib=acc["gr"][i] / GIB,
+        optimizer_gib=acc["os"][i] / GIB, logits_gib=logits, reserve_gib=reserve)

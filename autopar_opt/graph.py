@@ -17,6 +17,8 @@ degree
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, field, asdict
 from enum import Enum
 from typing import Iterable, Iterator
@@ -228,6 +230,14 @@ class LayerGraph:
 
     def total_params(self) -> int:
         return sum(layer.params for layer in self.layers)
+
+    @functools.cached_property
+    def cost_classes(self) -> tuple[int, ...]:
+        """Per layer, a class id shared by layers equal in every field but
+        the name (they cost the same under the same strategy); computed
+        once per graph (the graph is not mutated after construction)."""
+        ids: dict[tuple, int] = {}
+        return tuple(ids.setdefault(layer.signature(), len(ids)) for layer in self.layers)
 
     def active_params(self) -> float:
         """Parameters used per token (MoE: only the ``top_k`` routed experts)."""

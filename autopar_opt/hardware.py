@@ -72,15 +72,21 @@ DEVICE_CATALOG: dict[str, DeviceType] = {d.name: d for d in [
     _dev("A100-80GB", 312.0, 312.0, 156.0, 19.5, 80.0, 2039.0,
          "NVIDIA A100 datasheet (SXM4 80GB): 312 TFLOP/s bf16 dense, 2,039 GB/s"),
     _dev("H100-SXM-80GB", 989.0, 989.0, 495.0, 67.0, 80.0, 3350.0,
-         "NVIDIA H100 datasheet (SXM5): 989 TFLOP/s bf16 dense, 3.35 TB/s", fp8=1979.0),
+         "NVIDIA H100 datasheet (SXM5): 989 TFLOP/s bf16 dense, 1,979 FP8 dense (3,958 sparse), 3.35 TB/s", fp8=1979.0),
     _dev("H800-SXM-80GB", 989.0, 989.0, 495.0, 67.0, 80.0, 3350.0,
          "NVIDIA H800 SXM5 (export variant of the H100 SXM5: same compute and HBM3, NVLink "
          "limited to 400 GB/s bidirectional); DeepSeek-V3 report arXiv 2412.19437 Sec. 3.1",
          fp8=1979.0),
     _dev("H200-141GB", 989.0, 989.0, 495.0, 67.0, 141.0, 4800.0,
-         "NVIDIA H200 datasheet (SXM): 989 TFLOP/s bf16 dense, 141 GB, 4.8 TB/s", fp8=1979.0),
-    _dev("B200", 2250.0, 2250.0, 1100.0, 75.0, 180.0, 8000.0,
-         "NVIDIA HGX B200 datasheet: 2.25 PFLOP/s bf16 dense per GPU, 180 GB, 8 TB/s", fp8=4500.0),
+         "NVIDIA H200 datasheet (SXM): 989 TFLOP/s bf16 dense, 1,979 FP8 dense, 141 GB, 4.8 TB/s", fp8=1979.0),
+    _dev("B200", 2250.0, 2250.0, 1100.0, 75.0, 179.0, 8000.0,
+         "NVIDIA DGX B200 datasheet (8 GPUs: 72 PFLOP/s FP8 training, 1,440 GB HBM3e, "
+         "64 TB/s) and HGX B200 datasheet: per GPU 2.25 PFLOP/s bf16 dense, 4.5 PFLOP/s FP8 "
+         "dense, 180 GB (179 GiB usable), 8 TB/s", fp8=4500.0),
+    _dev("GB200", 2500.0, 2500.0, 1250.0, 80.0, 184.0, 8000.0,
+         "NVIDIA GB200 NVL72 datasheet (72 GPUs: 360 PFLOP/s FP16/BF16 and 720 PFLOP/s FP8 with "
+         "sparsity, 13.4 TB HBM3e, 576 TB/s): per GPU 2.5 PFLOP/s bf16 dense, 5 PFLOP/s FP8 "
+         "dense, 186 GB (184 GiB usable), 8 TB/s", fp8=5000.0),
 ]}
 
 #: Default intra-node link per device: per-GPU unidirectional NVLink bandwidth.
@@ -92,6 +98,7 @@ DEFAULT_INTRA_NODE: dict[str, LinkTier] = {
     "H200-141GB": LinkTier("nvlink4", 450.0, 5.0),
     "H800-SXM-80GB": LinkTier("nvlink4-h800", 200.0, 5.0),  # 400 GB/s bidirectional (H800)
     "B200": LinkTier("nvlink5", 900.0, 5.0),        # 1.8 TB/s bidirectional (Blackwell datasheet)
+    "GB200": LinkTier("nvlink5-nvl72", 900.0, 5.0),  # one 72-GPU NVLink domain (GB200 NVL72)
 }
 
 #: Default inter-node link per device: one InfiniBand NIC per GPU (DGX design).
@@ -102,8 +109,14 @@ DEFAULT_INTER_NODE: dict[str, LinkTier] = {
     "H100-SXM-80GB": LinkTier("ib-ndr", 50.0, 10.0),  # 400 Gb/s NDR (DGX H100)
     "H200-141GB": LinkTier("ib-ndr", 50.0, 10.0),
     "H800-SXM-80GB": LinkTier("ib-ndr", 50.0, 10.0),  # 400 Gb/s IB per GPU (DeepSeek-V3 Sec. 3.2.2)
-    "B200": LinkTier("ib-ndr", 50.0, 10.0),
+    "B200": LinkTier("ib-ndr", 50.0, 10.0),          # 8x ConnectX-7 400 Gb/s (DGX B200)
+    "GB200": LinkTier("ib-ndr", 50.0, 10.0),         # ConnectX-7 400 Gb/s per GPU (NVL72 compute tray)
 }
+
+#: NVLink-domain size ("node" of the two-tier model) per device: 8-GPU
+#: baseboards, except GB200 NVL72 (72 GPUs in one NVLink domain; jobs use
+#: whole 4-GPU compute trays of it).
+NVLINK_DOMAIN: dict[str, int] = {"GB200": 72}
 
 
 @dataclass(frozen=True)

@@ -176,9 +176,9 @@ def enumerate_strategies(layer: Layer, devices: int, microbatch_samples: int,
 def _ep_options(layer: Layer, dp: int, cp: int, space: SearchSpace) -> list[int]:
     if not layer.is_moe:
         return [1]
-    allowed = space.ep_degrees
+    allowed = space.ep_degrees     # a stated list is binding: it may leave no option
     return [ep for ep in divisors(dp * cp)
-            if (allowed is None or ep in allowed) and ep_degree_ok(layer, dp, cp, ep)] or [1]
+            if (allowed is None or ep in allowed) and ep_degree_ok(layer, dp, cp, ep)]
 
 
 def _sp_options(layer: Layer, tp: int, space: SearchSpace) -> list[bool]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from autopar_opt.runtime import RUNTIMES, Runtime
+
 
 class Schedule(str, Enum):
     """Pipeline schedules. Latency model: DESIGN.md §3; memory: in-flight micro-batches."""
@@ -43,15 +45,19 @@ class Training:
     seq_len : tokens per sample (None for models without a sequence, e.g. CNNs).
     dtype : compute dtype; picks the device peak and activation element size.
     optimizer : key of :data:`OPTIMIZER_BYTES`.
-    memory_reserve_gib : device memory held back for the framework, CUDA
-        context, communication buffers and fragmentation.
+    memory_reserve_gib : device memory held back by the user on top of what
+        the cost model accounts (its calibrated runtime reserve and allocator
+        fragmentation, :class:`~autopar_opt.cost.params.CostParams`).
+    runtime : the software stack (:mod:`autopar_opt.runtime`): which
+        communications overlap, fused attention, sharded optimizer.
     """
 
     global_batch_size: int
     seq_len: int | None = None
     dtype: str = "bf16"
     optimizer: str = "adam_mixed"
-    memory_reserve_gib: float = 2.0
+    memory_reserve_gib: float = 0.0
+    runtime: Runtime = RUNTIMES["megatron-core"]
 
     @property
     def tokens_per_sample(self) -> int:

@@ -27,7 +27,8 @@ from typing import Any
 from autopar_opt.reports.document import ReportInputError, is_finite, to_float, validate_document
 from autopar_opt.reports.formatting import (fmt_gib, fmt_pct, fmt_pct_up, fmt_rate, fmt_time,
                                             fmt_value)
-from autopar_opt.reports.sections import (baselines_section, infeasibility_section, memory_section,
+from autopar_opt.reports.sections import (baselines_section, breakdown_section,
+                                          infeasibility_section, memory_section,
                                           plan_section, solver_section, space_section,
                                           timeline_section)
 from autopar_opt.core.result import relative_gap
@@ -62,6 +63,7 @@ def build_context(plan_doc: dict) -> dict:
         "plan": plan_section(doc),
         "timeline": timeline_section(doc),
         "memory": memory_section(doc),
+        "breakdown": breakdown_section(doc),
         "baselines": baselines_section(doc),
         "solver": solver_section(doc),
         "infeasibility": infeasibility_section(doc),
@@ -119,6 +121,7 @@ def answer_section(doc: dict) -> dict | None:
         "capacity": fmt_gib(cap),
         "memory_share": fmt_pct(peak / cap if cap else None, 0),
         "fits": bool(m.get("feasible", peak <= cap + 1e-9)),
+        "tight": bool(cap) and peak <= cap + 1e-9 and (cap - peak) / cap < 0.05,
         "layout": f"pp={doc['plan']['pp']}, {doc['plan']['microbatches']} micro-batches, "
                   f"{doc['plan']['schedule']}",
     }

@@ -140,13 +140,46 @@ def memory_section(doc: dict) -> dict | None:
         return None
     w, a = _stage_floats(doc, "weight_gib"), _stage_floats(doc, "activation_gib")
     peak, cap = _stage_floats(doc, "peak_memory_gib"), _stage_floats(doc, "capacity_gib")
+    raw = doc["metrics"]["stages"]
+    parts = ("weights_gib", "grads_gib", "optimizer_gib", "activation_gib", "logits_gib",
+             "reserve_gib")
     stages = [{"index": i, "weight_gib": w[i], "activation_gib": a[i],
                "peak": fmt_gib(peak[i]), "capacity": fmt_gib(cap[i]),
-               "inflight": doc["metrics"]["stages"][i].get("inflight_microbatches"),
-               "fits": peak[i] <= cap[i] + 1e-9} for i in range(len(w))]
+               "inflight": raw[i].get("inflight_microbatches"),
+               "fits": peak[i] <= cap[i] + 1e-9,
+               "tight": peak[i] <= cap[i] + 1e-9 and cap[i] > 0
+               and (cap[i] - peak[i]) / cap[i] < 0.05,
+               "parts": [fmt_gib(to_float(raw[i].get(k), f"metrics.stages[{i}].{k}"))
+                         if raw[i].get(k) is not None else "—" for k in parts]}
+              for i in range(len(w))]
     return {"stages": stages,
             "capacity_gib": to_float(m["memory_capacity_gib"], "metrics.memory_capacity_gib"),
             "hbm_gib": to_float(doc["spec"]["cluster"]["hbm_gib"], "spec.cluster.hbm_gib")}
+
+
+#: Critical-path parts of the iteration time (``PlanMetrics.breakdown``).
+BREAKDOWN_LABELS = {"compute_s": "compute", "tp_comm_s": "exposed tensor-parallel communication",
+                    "cp_comm_s": "exposed context-parallel communication",
+                    "zero_comm_s": "exposed ZeRO-3 gathers", "ep_comm_s": "MoE all-to-all",
+                    "reshard_s": "resharding",
+                    "dp_comm_s": "exposed data-parallel gradient reduction",
+                    "optimizer_s": "optimizer step", "fixed_s": "fixed per iteration",
+                    "pipeline_bubble_s": "pipeline fill/drain and stage sends"}
+
+
+def breakdown_section(doc: dict) -> list[dict] | None:
+    """Iteration time along its critical path, part by part (None for documents
+    written before the breakdown existed)."""
+    m = doc["metrics"]
+    if m is None or not m.get("breakdown"):
+        return None
+    total = to_float(m["iteration_time_s"], "metrics.iteration_time_s") or 0.0
+    rows = []
+    for key, label in BREAKDOWN_LABELS.items():
+        val = to_float(m["breakdown"].get(key, 0.0), f"metrics.breakdown.{key}") or 0.0
+        rows.append({"part": label, "time": fmt_time(val),
+                     "share": fmt_pct(val / total if total else None, 1)})
+    return rows
 
 
 def _plan_summary(plan: dict | None) -> str:

@@ -130,15 +130,16 @@ def brute_force(graph: LayerGraph, cluster: Cluster, training: Training, space: 
         costs.append(tuple(np.array([getattr(x, f) for x in lc], dtype=float)
                            for f in ("time_s", "sync_s", "weight_bytes", "act_bytes")))
     edges = graph.edge_indices()
-    eff = params.comm_efficiency
     cross = []
     for u, v in edges:
         nbytes = graph.layers[u].output_bytes * b
         lu, lv = [s.layout for s in strats[u]], [s.layout for s in strats[v]]
-        rin = np.array([[reshard_time(x, y, nbytes, ctx.stage_tier, eff) for y in lv] for x in lu])
+        rin = np.array([[reshard_time(x, y, nbytes, ctx.stage_tier, ctx.link_efficiency(ctx.stage_tier))
+                         for y in lv] for x in lu])
         per_boundary = []
         for k in range(pp - 1):
             tier = cluster.intra_node if boundary_is_intra(k, d, cluster.gpus_per_node) else cluster.inter_node
+            eff = ctx.link_efficiency(tier)
             per_boundary.append(np.array([[cross_stage_time(x, y, nbytes, tier, cluster.intra_node, eff)
                                            for y in lv] for x in lu]))
         cross.append((rin, per_boundary))

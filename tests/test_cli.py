@@ -117,8 +117,9 @@ def test_solve_delegates_and_returns_its_exit_code(monkeypatch):
 def test_calibrate_and_report_delegate(monkeypatch):
     cal = _fake_module(monkeypatch, "autopar_opt.calibration.cli", "calibrate_command", lambda *a: 0)
     rep = _fake_module(monkeypatch, "autopar_opt.reports.cli", "report_command", lambda *a: 4)
-    assert _cli("calibrate", "runs.yaml", "--fit").exit_code == 0
-    assert cal == [("runs.yaml", False, True)]
+    assert _cli("calibrate", "runs.yaml", "--fit", "--output", "fit.yaml",
+                "--cross-validate", "family").exit_code == 0
+    assert cal == [("runs.yaml", False, True, "fit.yaml", "family")]
     assert _cli("report", "plan.json", "-o", "out.html").exit_code == 4
     assert rep == [("plan.json", "out.html")]
 

@@ -15,11 +15,13 @@ from autopar_opt.graph import Layer
 from autopar_opt.hardware import LinkTier, make_cluster
 from autopar_opt.model_zoo.transformer import transformer_block
 from autopar_opt.strategies import Layout, Strategy
+from autopar_opt.runtime import runtime_named
 from autopar_opt.training import Recompute, Schedule, Training
 
-IDEAL = CostParams(gemm_efficiency={}, gemm_efficiency_default=1.0, efficiency_half_us=0.0,
-                   comm_efficiency=1.0, dp_overlap=0.0, zero3_overlap=0.0,
-                   optimizer_bytes_per_param=0.0)
+IDEAL = CostParams(gemm_efficiency={}, efficiency_default=1.0, efficiency_half_us=0.0,
+                   comm_efficiency=1.0, inter_comm_efficiency=1.0, attention_efficiency=1.0,
+                   elementwise_passes=0.0, optimizer_bytes_per_param=0.0,
+                   memory_reserve_gib=0.0, memory_fragmentation=0.0)
 
 
 def ctx(devices=1, samples=1, params=IDEAL, nodes=1, gpn=8):
@@ -29,10 +31,8 @@ def ctx(devices=1, samples=1, params=IDEAL, nodes=1, gpn=8):
 
 def test_kernel_time_saturation():
     """eff_max=0.5, half=20 µs, a kernel of 100 µs at peak: eff = 0.5·100/120, t = 240 µs."""
-    p = CostParams(gemm_efficiency={"A100-80GB": 0.5}, efficiency_half_us=20.0)
-    c = ctx(params=p)
     flops = 312e12 * 100e-6
-    assert kernel_time(flops, c) == pytest.approx(240e-6, rel=1e-12)
+    assert kernel_time(flops, 312e12, 0.5, 20.0) == pytest.approx(240e-6, rel=1e-12)
 
 
 def test_ring_collectives():
@@ -47,11 +47,23 @@ def test_ring_collectives():
 
 @pytest.mark.parametrize("zero,expected", [(0, 8e9), (1, 3.5e9), (2, 2.75e9), (3, 2e9)])
 def test_zero_sharding_bytes(zero, expected):
-    """1e9 params, tp=2 → 5e8 local; Adam 2+2+12 bytes; dp=4.
-    Z0: 16·5e8; Z1: (2+2+12/4)·5e8; Z2: (2+(2+12)/4)·5e8; Z3: 16/4·5e8."""
+    """1e9 params, tp=2 → 5e8 local; Adam 2+2+12 bytes (a runtime without an fp32
+    gradient buffer); dp=4. Z0: 16·5e8; Z1: (2+2+12/4)·5e8; Z2: (2+(2+12)/4)·5e8;
+    Z3: 16/4·5e8."""
     layer = Layer("x", params=10**9)
     s = Strategy(dp=4, tp=2, zero=zero)
-    assert weight_bytes(layer, s, Training(8)) == pytest.approx(expected)
+    tr = Training(8, runtime=runtime_named("pytorch-fsdp"))
+    assert weight_bytes(layer, s, tr) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("zero,expected", [(0, 18e9), (1, 6e9 + 12e9 / 8)])
+def test_fp32_gradient_buffer_bytes(zero, expected):
+    """Megatron-LM docs/source/distrib_optimizer.md: bf16 params + fp32 grads +
+    fp32 Adam = 2 + 4 + 12 = 18 bytes per parameter; with the distributed
+    optimizer over d = 8 ranks 6 + 12/d. 1e9 params, tp = 1."""
+    layer = Layer("x", params=10**9)
+    tr = Training(8, dtype="bf16", runtime=runtime_named("megatron-lm"))
+    assert weight_bytes(layer, Strategy(dp=8, tp=1, zero=zero), tr) == pytest.approx(expected)
 
 
 def test_transformer_block_matches_korthikanti_and_narayanan():

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from autopar_opt.cost.layer_cost import user_reserve_for
+from autopar_opt.cost.params import default_params
 from autopar_opt.evaluate import evaluate
 from autopar_opt.formulations import build_formulation
 from autopar_opt.solvers.registry import get_backend
@@ -25,9 +27,11 @@ def _tight_training(graph, cluster, training, space, pp):
     free = brute_force(graph, cluster, training, space, pp, 4)
     if free is None:
         return training
+    params = default_params()
     peak = max(evaluate(free[1], graph, cluster, training).peak_memory_gib)
+    modelled = (peak - params.memory_reserve_gib) / (1 + params.memory_fragmentation)
     return Training(training.global_batch_size, training.seq_len,
-                    memory_reserve_gib=cluster.device.hbm_gib - 0.9 * peak)
+                    memory_reserve_gib=user_reserve_for(0.9 * modelled, cluster.device.hbm_gib, params))
 
 
 @pytest.mark.parametrize("seed,n,dag,pp,tight", CASES)

@@ -148,7 +148,9 @@ def test_cached_structure_refills_coefficients_only():
         assert np.array_equal(cached.matrix.row_hi, fresh.matrix.row_hi)
         assert _highs(cached.matrix).primal == pytest.approx(_highs(fresh.matrix).primal, rel=1e-9)
         assert_same_matrix(build_formulation(t, "milp").matrix(), cached.matrix)
-    other = builder.build(tables_for(graph, cluster, training, space, 2, 2))  # other strategy sets
+    other_tables = tables_for(graph, cluster, training, space, 1, 4)   # other stages and strategies
+    assert other_tables.strategies != first.tables.strategies
+    other = builder.build(other_tables)
     assert not other.cached
     assert builder.hits == 3 and builder.misses == 2
 

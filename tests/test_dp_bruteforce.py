@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import pytest
 
 from bruteforce import brute_force
+from autopar_opt.cost.layer_cost import user_reserve_for
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.tables import build_cost_tables
 from autopar_opt.solvers.dp.common import least_memory
@@ -73,9 +74,9 @@ def make_instance(seed: int) -> Instance | None:
     if any(len(s) == 0 for s in tables.strategies):
         return Instance(graph, cluster, training, pp, c, schedule)
     need = least_memory(tables)
-    device_gib = (tables.capacity_bytes / GIB) + training.memory_reserve_gib
     cap_gib = need / GIB * rng.choice([0.9, 1.0001, 1.2, 1.6, 50.0])
-    training = Training(global_batch_size=8 * c, seq_len=1024, memory_reserve_gib=device_gib - cap_gib)
+    reserve = user_reserve_for(cap_gib, cluster.device.hbm_gib, default_params())
+    training = Training(global_batch_size=8 * c, seq_len=1024, memory_reserve_gib=reserve)
     return Instance(graph, cluster, training, pp, c, schedule)
 
 
@@ -169,8 +170,8 @@ def test_dp_equals_brute_force_on_identical_layers(seed: int) -> None:
         pytest.skip("no strategy for some layer on this cluster")
     assert len(set(tables.layer_class)) < len(tables.layer_class)
     cap_gib = least_memory(tables) / GIB * rng.choice([1.0001, 1.1, 1.3, 50.0])
-    device_gib = tables.capacity_bytes / GIB + training.memory_reserve_gib
-    training = Training(global_batch_size=8 * c, seq_len=1024, memory_reserve_gib=device_gib - cap_gib)
+    reserve = user_reserve_for(cap_gib, cluster.device.hbm_gib, default_params())
+    training = Training(global_batch_size=8 * c, seq_len=1024, memory_reserve_gib=reserve)
     inst = Instance(graph, cluster, training, pp, c, schedule)
     tables, res, ref = solve_both(inst)
     assert ref is not None and res.termination is Termination.optimal

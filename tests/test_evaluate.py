@@ -12,9 +12,10 @@ from autopar_opt.plan import Plan, StagePlan, uniform_plan
 from autopar_opt.strategies import Strategy
 from autopar_opt.training import Schedule, Training
 
-IDEAL = CostParams(gemm_efficiency={}, gemm_efficiency_default=1.0, efficiency_half_us=0.0,
-                   comm_efficiency=1.0, dp_overlap=0.0, zero3_overlap=0.0,
-                   optimizer_bytes_per_param=0.0)
+IDEAL = CostParams(gemm_efficiency={}, efficiency_default=1.0, efficiency_half_us=0.0,
+                   comm_efficiency=1.0, inter_comm_efficiency=1.0, attention_efficiency=1.0,
+                   elementwise_passes=0.0, optimizer_bytes_per_param=0.0,
+                   memory_reserve_gib=0.0, memory_fragmentation=0.0)
 F = 1e12      # forward FLOPs per sample
 X = 1e8       # output bytes per sample
 A = 1e9       # activation bytes per sample

@@ -11,6 +11,7 @@ import pytest
 
 from bruteforce import brute_force
 
+from autopar_opt.cost.layer_cost import user_reserve_for
 from autopar_opt.cost.params import default_params
 from autopar_opt.evaluate import evaluate
 from autopar_opt.search.configs import outer_configs
@@ -39,8 +40,10 @@ def test_search_finds_the_global_optimum(seed, solver):
     global lower bound ≤ primal ≤ every configuration's primal; evaluate(plan) == primal."""
     graph = (random_chain if seed % 2 else random_dag)(100 + seed, 3)
     cluster = small_cluster(1, 2)
-    training = Training(global_batch_size=4, seq_len=1024, memory_reserve_gib=[0.0, 38.8][seed % 2])
     params = default_params()
+    cap = [40.0, 1.2][seed % 2]          # loose, tight (GiB of modelled bytes)
+    training = Training(global_batch_size=4, seq_len=1024,
+                        memory_reserve_gib=max(0.0, user_reserve_for(cap, 40.0, params)))
     result = run_search(graph, cluster, training, SPACE, params,
                         SearchOptions(solver=solver, time_limit_s=60, rel_gap=1e-9))
     oracle = global_brute_force(graph, cluster, training, SPACE)
@@ -65,7 +68,7 @@ def test_infeasible_search_is_proven_and_explained(tmp_path):
     from autopar_opt.search.cli import solve_command
     spec = tmp_path / "spec.yaml"
     spec.write_text((ROOT / "examples" / "quickstart.yaml").read_text()
-                    .replace("memory_reserve_gib: 2.0", "memory_reserve_gib: 79.999"))
+                    .replace("memory_reserve_gib: 0.0", "memory_reserve_gib: 79.999"))
     code = solve_command(str(spec), out_dir=str(tmp_path / "out"), quiet=True)
     assert code == 3
     doc = json.loads((tmp_path / "out" / "plan.json").read_text())
@@ -84,7 +87,7 @@ def test_infeasible_summary_says_proven_infeasible(tmp_path, capsys):
     from autopar_opt.search.cli import solve_command
     spec = tmp_path / "spec.yaml"
     spec.write_text((ROOT / "examples" / "quickstart.yaml").read_text()
-                    .replace("memory_reserve_gib: 2.0", "memory_reserve_gib: 79.999"))
+                    .replace("memory_reserve_gib: 0.0", "memory_reserve_gib: 79.999"))
     assert solve_command(str(spec)) == 3
     out = capsys.readouterr().out
     assert "proven infeasible" in out and "no proof" not in out

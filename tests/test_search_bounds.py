@@ -8,6 +8,7 @@ import pytest
 
 from bruteforce import brute_force
 
+from autopar_opt.cost.layer_cost import user_reserve_for
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.tables import build_cost_tables
 from autopar_opt.search.bounds import analytic_lower_bound
@@ -26,9 +27,10 @@ def test_analytic_bound_never_exceeds_the_optimum(seed):
     infeasibility proof (bound = +inf) only happens when brute force finds no plan."""
     graph = (random_chain if seed % 2 else random_dag)(seed, 3 + seed % 2)
     cluster = small_cluster(1, 2)
-    reserve = [0.0, 38.5, 39.6][seed % 3]   # memory slack: loose, tight, very tight
-    training = Training(global_batch_size=4, seq_len=1024, memory_reserve_gib=reserve)
     params = default_params()
+    cap = [40.0, 1.5, 0.4][seed % 3]   # modelled-bytes capacity: loose, tight, very tight
+    reserve = max(0.0, user_reserve_for(cap, 40.0, params))
+    training = Training(global_batch_size=4, seq_len=1024, memory_reserve_gib=reserve)
     for cfg in outer_configs(graph, cluster, training, SPACE):
         tables = build_cost_tables(graph, cluster, training, SPACE, params, cfg.pp,
                                    cfg.microbatches, cfg.schedule)

@@ -11,10 +11,16 @@ Conventions follow the frameworks the records come from:
   ``vp_chunks`` model chunks when ``vp_chunks > 1`` (Narayanan et al. 2021,
   Sec. 2.2.2).
 * Micro-batches per iteration ``c = B / (b·dp)`` (gradient accumulation).
-* FlashAttention (Dao et al. 2022) for llm-foundry MPT (its ``attn_impl``)
-  and Megatron-Core (Transformer Engine fused attention): no ``5·a·s²``
-  score activations, causal blocks skipped (FlashAttention-2, Dao 2023,
-  Sec. 3.1.1: half the score FLOPs).
+* The runtime (:func:`~autopar_opt.calibration.records.runtime_of`) comes
+  from the framework text; with fused (flash) attention (llm-foundry MPT's
+  ``attn_impl``, Megatron-Core's Transformer Engine) there are no ``5·a·s²``
+  score activations and causal blocks are skipped (FlashAttention-2, Dao
+  2023, Sec. 3.1.1: half the score FLOPs).
+* A runtime with a distributed optimizer (Megatron-Core, Megatron-Bridge)
+  shards optimizer state over data parallelism (ZeRO-1).
+* GB200: the NVLink domain (the two-tier model's "node") is the NVL72 rack;
+  a job uses whole 4-GPU trays, the largest multiple of 4 up to 72 that
+  divides its GPUs (256 GPUs: 4 x 64).
 """
 
 from __future__ import annotations
@@ -22,16 +28,17 @@ from __future__ import annotations
 from autopar_opt.calibration.measured import Dims, measured_samples_per_s
 from autopar_opt.calibration.records import (
     DEFAULT_GPUS_PER_NODE, ModeledRun, Unmodelable, family_of, integer, map_device,
-    map_precision, map_recompute, map_zero, number, section, text)
+    map_precision, map_recompute, map_zero, number, runtime_of, section, text)
 from autopar_opt.pipeline import stages_congruent
-from autopar_opt.hardware import DEFAULT_INTER_NODE, LinkTier, make_cluster
+from autopar_opt.hardware import DEFAULT_INTER_NODE, NVLINK_DOMAIN, LinkTier, make_cluster
+from autopar_opt.runtime import Runtime
 from autopar_opt.plan import uniform_plan
 from autopar_opt.strategies import Strategy
 from autopar_opt.training import Recompute, Schedule, Training
 from autopar_opt.model_zoo.transformer import decoder_lm
 
 
-def _model(rec: dict, family: str, notes: list[str]):
+def _model(rec: dict, runtime: Runtime, notes: list[str]):
     m = section(rec, "model")
     layers = integer(m, "num_layers", "model", True)
     h = integer(m, "hidden_size", "model", True)
@@ -47,9 +54,9 @@ def _model(rec: dict, family: str, notes: list[str]):
         kv = a
         notes.append("num_kv_heads not stated: = heads (multi-head attention)")
     arch = text(m, "arch").lower()
-    flash = "flash" in arch or family in ("llm_foundry", "megatron_core")
+    flash = "flash" in arch or runtime.flash_attention
     if flash and "flash" not in arch:
-        notes.append("FlashAttention assumed (Megatron-Core uses Transformer Engine fused attention)")
+        notes.append(f"fused (flash) attention: runtime {runtime.name}")
     graph = decoder_lm(str(rec["id"]), layers, s, h, a, ffn, v, kv_heads=kv,
                        gated_mlp="swiglu" in arch or "gated" in arch,
                        flash_attention=flash, causal_flops=flash,
@@ -60,7 +67,7 @@ def _model(rec: dict, family: str, notes: list[str]):
     return graph, dims
 
 
-def _parallelism(rec: dict, n: int, family: str, notes: list[str]) -> dict:
+def _parallelism(rec: dict, n: int, runtime: Runtime, notes: list[str]) -> dict:
     par = section(rec, "parallelism")
     tp = integer(par, "tp", "parallelism")
     pp = integer(par, "pp", "parallelism")
@@ -78,22 +85,30 @@ def _parallelism(rec: dict, n: int, family: str, notes: list[str]) -> dict:
         raise Unmodelable(f"tp*pp*dp*cp = {tp}*{pp}*{dp}*{cp} = {tp * pp * dp * cp} != num_gpus = {n}")
     sp = par.get("sequence_parallel")
     if sp is None:
-        sp = tp > 1 and family == "megatron_core"
+        sp = tp > 1 and runtime.tp_comm_overlap
         notes.append(f"sequence_parallel not stated: {sp} "
-                     + ("(Megatron-Core --tp-comm-overlap needs it)" if sp else "(framework default off)"))
+                     + ("(TP communication overlap needs it)" if sp else "(framework default off)"))
     vp = integer(par, "vp_chunks", "parallelism")
     if vp is None:
         vp = 1
         if pp > 1:
             notes.append("vp_chunks not stated: 1 (non-interleaved 1F1B)")
+    zero = map_zero(par)
+    if zero == 0 and dp * cp > 1 and runtime.distributed_optimizer:
+        zero = 1
+        notes.append(f"distributed optimizer of {runtime.name}: optimizer state sharded (ZeRO-1)")
     return {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "sp": bool(sp) and tp > 1, "vp": vp,
-            "zero": map_zero(par)}
+            "zero": zero}
 
 
 def _cluster(rec: dict, device: str, n: int, notes: list[str]):
     hw = section(rec, "hardware")
     gpn = integer(hw, "gpus_per_node", "hardware")
-    if gpn is None:
+    if gpn is None and device in NVLINK_DOMAIN:
+        trays = [g for g in range(4, NVLINK_DOMAIN[device] + 1, 4) if n % g == 0]
+        gpn = max(trays) if trays else n
+        notes.append(f"{device}: NVLink domain of {gpn} GPUs used per NVL{NVLINK_DOMAIN[device]} rack")
+    elif gpn is None:
         gpn = DEFAULT_GPUS_PER_NODE
         notes.append(f"gpus_per_node not stated: {gpn}")
     if n < gpn:
@@ -145,10 +160,11 @@ def build_run(rec: dict) -> ModeledRun:
     hw, tr = section(rec, "hardware"), section(rec, "training")
     framework = text(tr, "framework")
     family = family_of(str(rec["id"]), framework)
+    runtime = runtime_of(framework, notes)
     device = map_device(text(hw, "gpu_type"), number(hw, "gpu_memory_gb", "hardware"), notes)
     n = integer(hw, "num_gpus", "hardware", True)
-    graph, dims = _model(rec, family, notes)
-    par = _parallelism(rec, n, family, notes)
+    graph, dims = _model(rec, runtime, notes)
+    par = _parallelism(rec, n, runtime, notes)
     cluster = _cluster(rec, device, n, notes)
     d = n // par["pp"]
     if not stages_congruent(d, cluster.gpus_per_node):
@@ -159,7 +175,7 @@ def build_run(rec: dict) -> ModeledRun:
     if recompute is Recompute.selective and graph.layers[1].act_attn_bytes == 0:
         recompute = Recompute.none     # FlashAttention keeps no attention core to drop
     gbs, mbs, c = _batches(tr, par, notes)
-    training = Training(c * mbs * par["dp"], dims.seq, dtype)
+    training = Training(c * mbs * par["dp"], dims.seq, dtype, runtime=runtime)
     strategy = Strategy(par["dp"], par["tp"], par["cp"], par["sp"], par["zero"] if par["dp"] > 1 else 0,
                         recompute)
     meas = section(rec, "measured")
@@ -178,14 +194,9 @@ def build_run(rec: dict) -> ModeledRun:
             measured, basis = measured_samples_per_s(meas, dims, n, device, dtype, counting)
         except ValueError as exc:
             raise Unmodelable(str(exc)) from None
-    overrides = {}
-    if "impl=local" in framework.replace(" ", "").lower():
-        overrides["dp_overlap"] = 0.0
-        notes.append("DDP impl=local: gradient all-reduce after the backward pass (dp_overlap = 0; "
-                     "Megatron-LM LocalDDP.allreduce_gradients in train_step)")
     return ModeledRun(str(rec["id"]), family, framework, "per_layer" if per_layer else "end_to_end",
                       graph, cluster, training, plan, strategy, mbs * par["dp"], measured, basis,
-                      number(meas, "memory_gib_per_gpu", "measured"), notes, overrides)
+                      number(meas, "memory_gib_per_gpu", "measured"), notes)
 
 
 def _per_layer_measured(meas: dict, samples: int) -> tuple[float, str]:

@@ -1,17 +1,23 @@
-"""Run a whole record file through the cost model; write ``calibrated.yaml``.
+"""Run a whole record file through the cost model; fit; cross-validate.
 
 :func:`calibrate_file` is the library entry point behind ``autopar calibrate``:
 it reads the file, models what it can (listing every other record with its
-reason), compares predicted and measured throughput and summarises.
+reason), compares predicted and measured throughput and summarises. With
+``fit`` it fits the physical parameters first; with ``cross_validate`` it
+fits on all source families but one and predicts the one left out, for every
+family (leave-one-family-out, the out-of-sample figure). :func:`write_params`
+writes fitted parameters to a file the user names (a spec's ``cost_model:``
+can point at it); nothing here writes into the installed package.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from autopar_opt.calibration.build import build_run
@@ -21,8 +27,18 @@ from autopar_opt.calibration.records import ModeledRun, Unmodelable, load_run_fi
 from autopar_opt.cost.params import CostParams, default_params
 from autopar_opt.evaluate import PlanError
 
-#: Where ``default_params()`` reads the fitted parameters from.
-CALIBRATED_PATH = Path(__file__).resolve().parent.parent / "cost" / "calibrated.yaml"
+
+@dataclass
+class FamilyResult:
+    """One held-out family of leave-one-family-out validation."""
+
+    family: str
+    trained_on: int
+    comparisons: list[Comparison]
+    at_bound: list[str]
+
+    def summary(self) -> dict:
+        return summarize(self.comparisons, len(self.comparisons))
 
 
 @dataclass
@@ -34,30 +50,38 @@ class CalibrationReport:
     skipped: list[tuple[str, str]]
     total: int
     params: CostParams
-    factors: dict[str, float]
     fit: FitResult | None = None
+    cross_validation: list[FamilyResult] = field(default_factory=list)
+
+    def lofo_comparisons(self) -> list[Comparison]:
+        return [c for fam in self.cross_validation for c in fam.comparisons]
 
     def summary(self) -> dict:
-        return summarize(self.comparisons, self.total)
+        out = summarize(self.comparisons, self.total)
+        if self.cross_validation:
+            errs = np.array([abs(c.rel_error) for c in self.lofo_comparisons()])
+            out["lofo_median_abs_rel_error"] = float(np.percentile(errs, 50)) if errs.size else None
+            out["lofo_p90_abs_rel_error"] = float(np.percentile(errs, 90)) if errs.size else None
+            out["lofo_max_abs_rel_error"] = float(errs.max()) if errs.size else None
+        return out
 
     def to_dict(self) -> dict:
         records = [c.to_dict() for c in self.comparisons]
         records += [{"id": rid, "skipped": why} for rid, why in self.skipped]
         out = {"records": records, "summary": self.summary(), "file": self.path,
-               "params": self.params.to_dict(), "framework_factors": dict(self.factors)}
+               "params": self.params.to_dict()}
         if self.fit is not None:
-            out["fit"] = {"free": self.fit.free, "sum_sq_log_error": self.fit.sum_sq_log_error,
+            out["fit"] = {"free": self.fit.free, "at_bound": self.fit.at_bound,
+                          "sum_sq_log_error": self.fit.sum_sq_log_error,
                           "robust_cost": self.fit.robust_cost, "nfev": self.fit.nfev}
+        if self.cross_validation:
+            out["cross_validation"] = {
+                "by": "family",
+                "families": [{"family": f.family, "trained_on": f.trained_on,
+                              "at_bound": f.at_bound, "summary": f.summary(),
+                              "records": [c.to_dict() for c in f.comparisons]}
+                             for f in self.cross_validation]}
         return out
-
-
-def stored_factors() -> dict[str, float]:
-    """Software-stack factors written by the last ``--fit`` (empty if none)."""
-    try:
-        data = yaml.safe_load(CALIBRATED_PATH.read_text()) or {}
-    except OSError:
-        return {}
-    return {str(k): float(v) for k, v in (data.get("framework_factors") or {}).items()}
 
 
 def model_records(records: list[dict]) -> tuple[list[ModeledRun], list[tuple[str, str]]]:
@@ -73,10 +97,9 @@ def model_records(records: list[dict]) -> tuple[list[ModeledRun], list[tuple[str
     return runs, skipped
 
 
-def calibrate_file(path: str | Path, params: CostParams | None = None,
-                   factors: dict[str, float] | None = None, do_fit: bool = False
-                   ) -> CalibrationReport:
-    """Model, (optionally fit) and compare every record of ``path``.
+def calibrate_file(path: str | Path, params: CostParams | None = None, do_fit: bool = False,
+                   cross_validate: bool = False) -> CalibrationReport:
+    """Model, (optionally fit and cross-validate) and compare every record of ``path``.
 
     Raises :class:`~autopar_opt.calibration.records.RunFileError` for a file
     that is not a list of records with ids.
@@ -84,23 +107,43 @@ def calibrate_file(path: str | Path, params: CostParams | None = None,
     records = load_run_file(path)
     runs, skipped = model_records(records)
     result = None
+    prior = params or CostParams()
     if do_fit and runs:
-        result = fit(runs, params or CostParams())
-        params, factors = result.params, result.factors
+        result = fit(runs, prior)
+        params = result.params
     params = params or default_params()
-    factors = stored_factors() if factors is None else factors
     comparisons = []
     for run in runs:
         try:
-            comparisons.append(compare(run, params, factors))
+            comparisons.append(compare(run, params))
         except (PlanError, ValueError, ZeroDivisionError) as exc:
             skipped.append((run.id, f"cannot price the plan: {exc}"))
-    return CalibrationReport(str(path), comparisons, skipped, len(records), params,
-                             factors, result)
+    priced = {c.id for c in comparisons}
+    runs = [r for r in runs if r.id in priced]
+    cv = leave_one_family_out(runs, prior) if cross_validate else []
+    return CalibrationReport(str(path), comparisons, skipped, len(records), params, result, cv)
 
 
-def write_calibrated(report: CalibrationReport, target: Path = CALIBRATED_PATH) -> Path:
-    """Write the fitted parameters with provenance (date, file hash, objective, stats)."""
+def leave_one_family_out(runs: list[ModeledRun], prior: CostParams | None = None
+                         ) -> list[FamilyResult]:
+    """For every source family: fit on the others, predict it."""
+    out = []
+    for family in sorted({r.family for r in runs}):
+        train = [r for r in runs if r.family != family]
+        test = [r for r in runs if r.family == family]
+        if not train:
+            continue
+        res = fit(train, prior or CostParams())
+        out.append(FamilyResult(family, len(train), [compare(r, res.params) for r in test],
+                                res.at_bound))
+    return out
+
+
+def write_params(report: CalibrationReport, target: str | Path) -> Path:
+    """Write the fitted parameters with provenance (date, file hash, objective,
+    statistics, parameters at a bound) to ``target``; a spec's ``cost_model:``
+    may name the file. Raises ValueError without a fit, OSError when the file
+    cannot be written."""
     if report.fit is None:
         raise ValueError("no fit to write (run with fit enabled)")
     digest = hashlib.sha256(Path(report.path).read_bytes()).hexdigest()
@@ -108,18 +151,21 @@ def write_calibrated(report: CalibrationReport, target: Path = CALIBRATED_PATH) 
         "fitted_on": _dt.date.today().isoformat(),
         "records_file": Path(report.path).name,
         "records_sha256": digest,
-        "objective": "soft-L1 (scale 0.1) least squares on log(predicted/measured samples/s)",
+        "objective": "soft-L1 (scale 0.1) least squares on log(predicted/measured samples/s); "
+                     "memory: linear least squares on published per-GPU memory",
         "sum_sq_log_error": round(report.fit.sum_sq_log_error, 6),
         "free_parameters": report.fit.free,
+        "at_bound": report.fit.at_bound,
         "statistics": {k: (round(v, 6) if isinstance(v, float) else v)
                        for k, v in report.summary().items()},
-        "framework_factors": {k: round(v, 6) for k, v in report.factors.items()},
-        "notes": "params are for Megatron-LM-class kernels (factor 1); H200 shares the H100 "
-                 "efficiency (same GH100 die); B200 keeps its prior (no records).",
         "params": _rounded(report.params.to_dict()),
     }
-    target.write_text("# Written by `autopar calibrate --fit`; read by cost.params.default_params().\n"
-                      + yaml.safe_dump(doc, sort_keys=False))
+    target = Path(target)
+    text = ("# Written by `autopar calibrate --fit --output`; a spec's `cost_model:` can name "
+            "this file.\n" + yaml.safe_dump(doc, sort_keys=False))
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(target)
     return target
 
 

@@ -1,9 +1,10 @@
-"""``autopar calibrate RUNS.yaml [--json] [--fit]``: the thin command layer.
+"""``autopar calibrate RUNS.yaml [--json] [--fit --output FILE] [--cross-validate family]``.
 
 Prints one row per record (predicted vs measured samples/s, relative error,
-memory) and summary statistics, or exactly one JSON object with ``--json``.
-A bad file gives a message on stderr naming file, record and key, and exit
-status 2.
+memory) and summary statistics, the leave-one-family-out table with
+``--cross-validate family``, or exactly one JSON object with ``--json``.
+A bad file or option gives a message on stderr naming file, record and key,
+and exit status 2.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from autopar_opt.calibration.calibrate import CalibrationReport, calibrate_file, write_calibrated
+from autopar_opt.calibration.calibrate import CalibrationReport, calibrate_file, write_params
 from autopar_opt.calibration.records import RunFileError
 
 
@@ -48,10 +49,39 @@ def render_table(report: CalibrationReport, console: Console) -> None:
         f"{_fmt(s['memory_median_abs_rel_error'], '.1%')})")
 
 
-def calibrate_command(runs_path: str, json_output: bool, fit: bool = False) -> int:
-    """Compare (and with ``fit`` refit and write) the cost model; returns the exit status."""
+def render_cross_validation(report: CalibrationReport, console: Console) -> None:
+    """Per-family leave-one-family-out table and the overall figures."""
+    table = Table(title="Leave-one-family-out: fit on the other families, predict this one")
+    for col in ("held-out family", "records", "trained on", "median |err|", "p90 |err|",
+                "max |err|", "params at a bound"):
+        table.add_column(col, overflow="fold")
+    for fam in report.cross_validation:
+        s = fam.summary()
+        table.add_row(fam.family, str(s["modeled"]), str(fam.trained_on),
+                      _fmt(s["median_abs_rel_error"], ".1%"), _fmt(s["p90_abs_rel_error"], ".1%"),
+                      _fmt(s["max_abs_rel_error"], ".1%"), ", ".join(fam.at_bound) or "-")
+    console.print(table)
+    s = report.summary()
+    console.print(f"leave-one-family-out over {len(report.lofo_comparisons())} records: median "
+                  f"|rel. error| {_fmt(s['lofo_median_abs_rel_error'], '.1%')}, p90 "
+                  f"{_fmt(s['lofo_p90_abs_rel_error'], '.1%')}, max "
+                  f"{_fmt(s['lofo_max_abs_rel_error'], '.1%')}")
+
+
+def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
+                      output: str | None = None, cross_validate: str | None = None) -> int:
+    """Compare (with ``fit`` refit and write to ``output``; with ``cross_validate``
+    validate out of sample) the cost model; returns the exit status."""
+    if fit and not output:
+        print("autopar calibrate: --fit writes the fitted parameters to a file you name: add "
+              "--output FILE (then point a spec's `cost_model:` at it)", file=sys.stderr)
+        return 2
+    if cross_validate is not None and cross_validate != "family":
+        print(f"autopar calibrate: --cross-validate {cross_validate!r} is not supported; the "
+              "only grouping is 'family' (leave one source family out)", file=sys.stderr)
+        return 2
     try:
-        report = calibrate_file(runs_path, do_fit=fit)
+        report = calibrate_file(runs_path, do_fit=fit, cross_validate=cross_validate is not None)
     except RunFileError as exc:
         print(f"autopar calibrate: {exc}", file=sys.stderr)
         return 2
@@ -61,7 +91,12 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False) -> i
             print(f"autopar calibrate: {runs_path}: no record could be modeled, nothing to fit",
                   file=sys.stderr)
             return 2
-        written = write_calibrated(report)
+        try:
+            written = write_params(report, output)
+        except OSError as exc:
+            print(f"autopar calibrate: --output {output}: cannot write ({exc.strerror or exc})",
+                  file=sys.stderr)
+            return 2
     if json_output:
         data = report.to_dict()
         if written is not None:
@@ -70,7 +105,11 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False) -> i
         return 0
     console = Console(width=160)
     render_table(report, console)
+    if report.cross_validation:
+        render_cross_validation(report, console)
     if written is not None:
         console.print(f"fitted {len(report.fit.free)} parameters; wrote {written}")
-        console.print(f"framework factors: {report.factors}")
+        if report.fit.at_bound:
+            console.print(f"[yellow]at a bound of their physical range[/yellow]: "
+                          f"{', '.join(report.fit.at_bound)} (the model misses something there)")
     return 0

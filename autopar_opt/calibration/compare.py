@@ -10,7 +10,7 @@ part of the throughput statistics.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -51,41 +51,20 @@ class Comparison:
                 "memory_rel_error": mem_err, "assumptions": list(self.assumptions)}
 
 
-def params_for(run: ModeledRun, params: CostParams, factors: dict[str, float]) -> CostParams:
-    """``params`` with the run's own overrides and its software-stack factor
-    applied to GEMM efficiency.
-
-    The factor models kernel quality of the framework (fused kernels,
-    FlashAttention: Dao et al. 2022 report 15% end-to-end speed-up of BERT and
-    3x of GPT-2 training over the Megatron/HF baselines); efficiencies stay ≤ 1.
-    """
-    if run.overrides:
-        params = replace(params, **run.overrides)
-    f = factors.get(run.family, 1.0)
-    if f == 1.0:
-        return params
-    eff = {k: min(1.0, v * f) for k, v in params.gemm_efficiency.items()}
-    return replace(params, gemm_efficiency=eff,
-                   gemm_efficiency_default=min(1.0, params.gemm_efficiency_default * f))
-
-
-def predict(run: ModeledRun, params: CostParams, factors: dict[str, float] | None = None
-            ) -> tuple[float, float | None]:
+def predict(run: ModeledRun, params: CostParams) -> tuple[float, float | None]:
     """(predicted samples/s, predicted peak memory GiB per GPU or None)."""
-    p = params_for(run, params, factors or {})
     if run.kind == "per_layer":
-        ctx = StageContext(run.cluster, run.training, p, run.strategy.devices,
+        ctx = StageContext(run.cluster, run.training, params, run.strategy.devices,
                            run.microbatch_samples)
         cost = layer_cost(run.block, run.strategy, ctx)
         return run.microbatch_samples / cost.time_s, None
-    metrics = evaluate(run.plan, run.graph, run.cluster, run.training, p)
+    metrics = evaluate(run.plan, run.graph, run.cluster, run.training, params)
     return metrics.samples_per_s, max(metrics.peak_memory_gib)
 
 
-def compare(run: ModeledRun, params: CostParams, factors: dict[str, float] | None = None
-            ) -> Comparison:
+def compare(run: ModeledRun, params: CostParams) -> Comparison:
     """Price one run; raises :class:`PlanError` when its plan is malformed."""
-    pred, mem = predict(run, params, factors)
+    pred, mem = predict(run, params)
     return Comparison(run.id, run.family, run.kind, pred, run.measured_samples_per_s,
                       run.measured_basis, mem, run.measured_memory_gib, run.assumptions)
 
@@ -109,15 +88,13 @@ def summarize(comparisons: list[Comparison], total: int) -> dict:
             "memory_max_abs_rel_error": float(mem.max()) if mem.size else None}
 
 
-def log_residuals(runs: list[ModeledRun], params: CostParams, factors: dict[str, float]
-                  ) -> np.ndarray:
+def log_residuals(runs: list[ModeledRun], params: CostParams) -> np.ndarray:
     """``log(predicted / measured)`` per run: the fit's residual vector."""
     out = np.empty(len(runs))
     for i, run in enumerate(runs):
-        pred, _ = predict(run, params, factors)
+        pred, _ = predict(run, params)
         out[i] = math.log(pred / run.measured_samples_per_s)
     return out
 
 
-__all__ = ["Comparison", "PlanError", "compare", "log_residuals", "params_for", "predict",
-           "summarize"]
+__all__ = ["Comparison", "PlanError", "compare", "log_residuals", "predict", "summarize"]

@@ -23,6 +23,7 @@ import yaml
 from autopar_opt.graph import Layer, LayerGraph
 from autopar_opt.hardware import DEVICE_CATALOG, Cluster
 from autopar_opt.plan import Plan
+from autopar_opt.runtime import Runtime, runtime_named
 from autopar_opt.strategies import Strategy
 from autopar_opt.training import Recompute, Training
 
@@ -48,8 +49,6 @@ class ModeledRun:
     measured_basis : which measured field it came from and how.
     measured_memory_gib : published peak memory per GPU, if any.
     assumptions : every default taken for a field the record does not state.
-    overrides : CostParams fields the record itself fixes (e.g. ``dp_overlap =
-        0`` for Megatron's LocalDDP, which reduces after the backward pass).
     """
 
     id: str
@@ -66,7 +65,6 @@ class ModeledRun:
     measured_basis: str
     measured_memory_gib: float | None
     assumptions: list[str] = field(default_factory=list)
-    overrides: dict[str, float] = field(default_factory=dict)
 
     @property
     def block(self) -> Layer:
@@ -152,17 +150,44 @@ def text(sec: dict, key: str) -> str:
 
 
 def family_of(rec_id: str, framework: str) -> str:
-    """Software stack of a run: it sets the kernel-efficiency factor (see fit)."""
+    """Source family of a run (the unit of leave-one-family-out validation):
+    one publication or published table series (first id token; two for the
+    Megatron READMEs and Megatron-Bridge)."""
+    parts = rec_id.split("_")
+    if parts[0].startswith("bloom"):
+        return "bloom"
+    if parts[0] == "megatron":
+        return "_".join(parts[:2])
+    return parts[0]
+
+
+def runtime_of(framework: str, notes: list[str]) -> Runtime:
+    """The runtime (:mod:`autopar_opt.runtime`) a record's framework text names,
+    with the capability flags the text states (e.g. ``DDP impl=local``,
+    ``--tp-comm-overlap``)."""
     fw = framework.lower()
+    flat = fw.replace(" ", "")
+    if "megatron-bridge" in fw or "nemo" in fw:
+        return runtime_named("megatron-bridge")
     if "megatron-core" in fw:
-        return "megatron_core"
+        flags = {"tp_comm_overlap": "--tp-comm-overlap" in fw,
+                 "grad_reduce_overlap": "--overlap-grad-reduce" in fw,
+                 "param_gather_overlap": "--overlap-param-gather" in fw}
+        notes.append("Megatron-Core: " + ", ".join(f"{k}={v}" for k, v in flags.items())
+                     + " (flags named in the framework text; off by default in r0.8)")
+        return runtime_named("megatron-core", **flags)
     if "llm-foundry" in fw or "composer" in fw:
-        return "llm_foundry"
+        return runtime_named("pytorch-fsdp")
     if "deepspeed" in fw:
-        return "megatron_deepspeed"
+        return runtime_named("deepspeed")
     if "megatron" in fw:
-        return "megatron_lm"
-    return "other"
+        if "impl=local" in flat:
+            notes.append("DDP impl=local: gradient all-reduce after the backward pass "
+                         "(grad_reduce_overlap off; Megatron-LM LocalDDP.allreduce_gradients)")
+            return runtime_named("megatron-lm", grad_reduce_overlap=False)
+        return runtime_named("megatron-lm")
+    notes.append(f"framework {framework or 'not stated'!r}: runtime taken as pytorch-ddp")
+    return runtime_named("pytorch-ddp")
 
 
 def map_device(gpu_type: str, memory_gb: float | None, notes: list[str]) -> str:
@@ -170,8 +195,8 @@ def map_device(gpu_type: str, memory_gb: float | None, notes: list[str]) -> str:
     t = gpu_type.lower().replace(" ", "")
     if not t:
         raise Unmodelable("hardware.gpu_type is not stated")
-    for key, name in (("h200", "H200-141GB"), ("h100", "H100-SXM-80GB"), ("b200", "B200"),
-                      ("v100", "V100-32GB")):
+    for key, name in (("h200", "H200-141GB"), ("h100", "H100-SXM-80GB"), ("gb200", "GB200"),
+                      ("b200", "B200"), ("v100", "V100-32GB")):
         if key in t:
             return name
     if "a100" in t:

@@ -1,8 +1,28 @@
-"""Per-layer, per-strategy costs: the pure heart of the cost model.
+"""Per-layer, per-strategy costs: the pure heart of the cost model (v2).
 
 Everything is for one device of a pipeline stage and one micro-batch of
 ``microbatch_samples`` samples (split over the layer's data-parallel degree),
 except :attr:`LayerCost.sync_s`, which is paid once per iteration.
+
+Overlap is physics, not a fraction: every communication is either exposed or
+hidden behind a named compute window, ``exposed = max(0, comm - window)``
+(:func:`exposed`). Which windows exist is the runtime's capability
+(:mod:`autopar_opt.runtime`):
+
+* data-parallel reduce-scatter/all-reduce: behind the backward pass of the
+  last micro-batch (gradient buckets; one bucket per layer), only with
+  ``grad_reduce_overlap``; the distributed optimizer's parameter all-gather
+  behind the next forward with ``param_gather_overlap``;
+* ZeRO-3/FSDP gathers: behind the neighbouring layer's compute (prefetch)
+  with ``fsdp_prefetch``, else exposed;
+* tensor-parallel collectives: exposed unless ``tp_comm_overlap`` (then
+  behind the layer's GEMMs);
+* context-parallel K/V exchange: behind the attention core (ring attention);
+* pipeline sends: exposed (:mod:`autopar_opt.cost.reshard`).
+
+Every window is the layer's own compute under its own strategy, so each term
+is a number per (layer, strategy): the MILP/MIQP and the DPs read it from the
+cost tables unchanged and ``evaluate(plan)`` equals their objective exactly.
 """
 
 from __future__ import annotations
@@ -12,10 +32,46 @@ from dataclasses import dataclass
 from autopar_opt.cost import moe
 from autopar_opt.cost.comm import allgather_time, allreduce_time
 from autopar_opt.cost.params import CostParams
-from autopar_opt.graph import Layer
-from autopar_opt.hardware import Cluster, LinkTier
+from autopar_opt.graph import Layer, LayerKind
+from autopar_opt.hardware import GIB, Cluster, LinkTier
 from autopar_opt.strategies import Strategy
-from autopar_opt.training import DTYPE_BYTES, OPTIMIZER_BYTES, Recompute, Training
+from autopar_opt.training import OPTIMIZER_BYTES, Recompute, Training
+
+#: Layer kinds whose GEMMs run in FP8 under ``dtype: fp8`` (Transformer Engine
+#: modules of Megatron-Core; the output layer stays 16-bit: it is a plain
+#: ``ColumnParallelLinear``, NVIDIA TE/Megatron-Core FP8 recipes).
+FP8_KINDS = frozenset({LayerKind.transformer_block, LayerKind.attention, LayerKind.mlp,
+                       LayerKind.linear})
+#: Extra bytes per FP8 parameter: the cached FP8 weight copy and its transpose
+#: (Transformer Engine keeps both on Hopper; Micikevicius et al. 2022, FP8
+#: formats for deep learning, Sec. 4), plus per-tensor scaling state (amax
+#: history, scale), negligible per parameter.
+FP8_WEIGHT_COPY_BYTES = 2.0
+#: Devices with Hopper/Blackwell tensor-core instructions (wgmma/TMA, tcgen05).
+HOPPER_OR_LATER = frozenset({"H100-SXM-80GB", "H200-141GB", "B200", "GB200"})
+#: FlashAttention-2-class kernels on Hopper reach ~35% of peak where
+#: Hopper-native ones (FlashAttention-3) reach up to 75% (Shah et al. 2024,
+#: Sec. 1, 4.1): about half (see autopar_opt.runtime, ``hopper_attention``).
+FA2_ON_HOPPER = 0.5
+
+
+def state_bytes(training: Training) -> tuple[float, float, float]:
+    """(weight, gradient, optimizer-state) bytes per parameter before sharding:
+    the optimizer's entry of ``OPTIMIZER_BYTES`` (Rajbhandari et al. 2020,
+    Sec. 3.1: 2 + 2 + 12 for mixed-precision Adam) with 4-byte gradients
+    when the runtime keeps an fp32 gradient buffer in 16-bit/FP8 training
+    (Megatron-LM ``distrib_optimizer.md``: 2 + 4 + 12 = 18 bytes)."""
+    w, g, o = OPTIMIZER_BYTES[training.optimizer]
+    if training.runtime.fp32_grad_buffer and training.dtype in ("bf16", "fp16", "fp8") and g < 4:
+        g = 4.0
+    return w, g, o
+
+
+def exposed(comm: float, window: float) -> float:
+    """Communication left on the critical path when it overlaps ``window``:
+    ``max(0, comm - window)`` (the comm runs on its own stream/channels
+    concurrently with the window's kernels)."""
+    return max(0.0, comm - window)
 
 
 @dataclass(frozen=True)
@@ -43,9 +99,36 @@ class StageContext:
         return self.cluster.device.peak_flops(self.training.dtype)
 
     @property
+    def half_peak_flops(self) -> float:
+        """16-bit peak: what non-GEMM math (attention core, FP8 runs' output
+        layer) runs at when the training dtype is FP8."""
+        dev = self.cluster.device
+        if self.training.dtype != "fp8":
+            return self.peak_flops
+        return dev.peak_flops("bf16" if "bf16" in dev.peak_tflops else "fp16")
+
+    def link_efficiency(self, tier: LinkTier) -> float:
+        """NCCL bus-bandwidth efficiency of ``tier`` (NVLink or network)."""
+        intra = self.cluster.intra_node
+        if tier is intra or tier.name == intra.name:
+            return self.params.comm_efficiency
+        return self.params.inter_comm_efficiency
+
+    @property
     def capacity_bytes(self) -> float:
-        """Usable memory per device: HBM minus the stated reserve."""
-        return (self.cluster.device.hbm_gib - self.training.memory_reserve_gib) * 1024**3
+        """Bytes the model's tensors may use per device: HBM minus the
+        user's reserve and the calibrated runtime reserve, divided by the
+        allocator's fragmentation overhead (so that ``modelled·(1+f) +
+        reserve <= HBM`` is a linear constraint on the modelled bytes)."""
+        p = self.params
+        free = self.cluster.device.hbm_gib - self.training.memory_reserve_gib - p.memory_reserve_gib
+        return free * GIB / (1.0 + p.memory_fragmentation)
+
+
+def user_reserve_for(capacity_gib: float, hbm_gib: float, params: CostParams) -> float:
+    """The ``training.memory_reserve_gib`` that leaves ``capacity_gib`` of
+    modelled bytes per device (inverse of :attr:`StageContext.capacity_bytes`)."""
+    return hbm_gib - params.memory_reserve_gib - capacity_gib * (1.0 + params.memory_fragmentation)
 
 
 @dataclass(frozen=True)
@@ -53,14 +136,15 @@ class LayerCost:
     """Cost of one layer under one strategy on one device.
 
     time_s : forward + backward (+ recomputation) time of one micro-batch,
-        including the strategy's own per-micro-batch communication.
-    compute_s, comm_s : the two parts of ``time_s`` (``comm_s`` is the exposed
-        communication only).
-    sync_s : once-per-iteration time (gradient reduction, optimizer step).
+        including the strategy's own exposed per-micro-batch communication.
+    compute_s, comm_s : the two parts of ``time_s`` (``comm_s`` = exposed).
+    sync_s : once-per-iteration time: exposed gradient reduction plus the
+        optimizer step (``dp_exposed_s + optimizer_s``).
     weight_bytes : weights + gradients + optimizer state after sharding.
     act_bytes : activations kept for backward, per in-flight micro-batch.
-    flops : model FLOPs of one micro-batch on this device (no recomputation).
-    hw_flops : FLOPs actually executed (with recomputation).
+    flops, hw_flops : model / executed FLOPs of one micro-batch on this device.
+    tp_exposed_s, cp_exposed_s, zero_exposed_s, ep_exposed_s, dp_exposed_s, optimizer_s :
+        the breakdown reports show.
     """
 
     time_s: float
@@ -71,6 +155,29 @@ class LayerCost:
     act_bytes: float
     flops: float
     hw_flops: float
+    tp_exposed_s: float = 0.0
+    cp_exposed_s: float = 0.0
+    zero_exposed_s: float = 0.0
+    ep_exposed_s: float = 0.0
+    dp_exposed_s: float = 0.0
+    optimizer_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Compute:
+    """Compute of one micro-batch on one device, split into the windows
+    communication can hide behind."""
+
+    fwd_s: float
+    bwd_s: float          # backward incl. recomputation (it runs in the backward pass)
+    gemm_s: float         # GEMM part of fwd + bwd (the TP-overlap window)
+    attn_s: float         # attention-core part (the CP window)
+    flops: float
+    hw_flops: float
+
+    @property
+    def total_s(self) -> float:
+        return self.fwd_s + self.bwd_s
 
 
 def group_tier(ctx: StageContext, group: int, stride: int) -> LinkTier:
@@ -96,25 +203,77 @@ def group_tier(ctx: StageContext, group: int, stride: int) -> LinkTier:
     return LinkTier(f"{tier.name}x{per_node}", bw, tier.latency_us)
 
 
-def kernel_time(flops: float, ctx: StageContext) -> float:
-    """Time of ``flops`` FLOPs on one device.
+def _ring(ctx: StageContext, group: int, stride: int) -> tuple[LinkTier, float]:
+    tier = group_tier(ctx, group, stride)
+    return tier, ctx.link_efficiency(tier)
 
-    ``t = f / (peak · eff(τ))`` with ``eff(τ) = eff_max · τ / (τ + τ_half)`` and
-    ``τ = f / peak`` (time at peak): large GEMMs reach ``eff_max``, small ones
-    are latency bound (roofline saturation; Williams et al. 2009; the
-    GEMM-size dependence of achieved TFLOP/s in Narayanan et al. 2021 Fig. 13).
+
+def kernel_time(flops: float, peak: float, eff_max: float, half_us: float) -> float:
+    """Time of ``flops`` FLOPs of one kind on one device.
+
+    ``t = f / (peak · eff(τ))`` with ``eff(τ) = eff_max · τ / (τ + τ_half)``
+    and ``τ = f / peak`` (time at peak): large GEMMs reach ``eff_max``, small
+    ones are latency bound (roofline saturation; Williams et al. 2009; the
+    GEMM-size dependence of achieved TFLOP/s in Narayanan et al. 2021 Fig. 13;
+    measured on H100 in ``benchmarks/kernels``). Never faster than ``peak``.
     """
     if flops <= 0:
         return 0.0
+    tau = flops / peak
+    half = half_us * 1e-6
+    return tau / (eff_max * tau / (tau + half))
+
+
+def _gemm_time(flops: float, layer: Layer, ctx: StageContext) -> float:
+    """GEMM FLOPs at the training dtype's peak (FP8 for FP8 kinds, else 16-bit)."""
     p = ctx.params
-    tau = flops / ctx.peak_flops
-    half = p.efficiency_half_us * 1e-6
-    eff = p.efficiency_for(ctx.cluster.device.name) * tau / (tau + half)
-    return tau / eff
+    dev = ctx.cluster.device.name
+    if ctx.training.dtype == "fp8" and layer.kind in FP8_KINDS:
+        return kernel_time(flops, ctx.peak_flops, p.efficiency_for(dev, fp8=True),
+                           p.efficiency_half_us)
+    return kernel_time(flops, ctx.half_peak_flops, p.efficiency_for(dev), p.efficiency_half_us)
 
 
-def _compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> tuple[float, float, float]:
-    """(time, model FLOPs, hardware FLOPs) of one micro-batch on one device."""
+def _attn_time(flops: float, ctx: StageContext) -> float:
+    """Attention core (scores, softmax, ·V) in 16-bit.
+
+    Fused (flash) kernels run at ``attention_efficiency`` x the GEMM
+    efficiency (FlashAttention-2 reaches 50-73% of A100 peak forward, less
+    backward, Dao 2023 Sec. 4.1), times :data:`FA2_ON_HOPPER` for a
+    FlashAttention-2-class kernel on Hopper or later (~35% of H100 peak
+    before FlashAttention-3, Shah et al. 2024). Unfused attention is two batched GEMMs at the GEMM
+    efficiency; its softmax/mask/dropout traffic over the stored ``5·a·s²``
+    scores is priced with the other element-wise kernels
+    (:func:`_elementwise_time`).
+    """
+    p, rt = ctx.params, ctx.training.runtime
+    eff = p.efficiency_for(ctx.cluster.device.name)
+    if rt.flash_attention:
+        eff *= p.attention_efficiency
+        if not rt.hopper_attention and ctx.cluster.device.name in HOPPER_OR_LATER:
+            eff *= FA2_ON_HOPPER
+    return kernel_time(flops, ctx.half_peak_flops, eff, p.efficiency_half_us)
+
+
+def _elementwise_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
+    """Memory-bound element-wise kernels (norms, activation functions,
+    dropout, residual adds, unfused softmax) of forward + backward: each
+    stored activation byte is written, re-read and its gradient written
+    (``elementwise_passes`` passes) at HBM bandwidth (roofline, Williams et
+    al. 2009; the element-wise share of a transformer layer: Korthikanti et
+    al. 2022, Sec. 4.1 counts the stored tensors)."""
+    nbytes = activation_bytes(layer, s, ctx.microbatch_samples, Recompute.none, ctx.training)
+    return ctx.params.elementwise_passes * nbytes / (ctx.cluster.device.hbm_gb_per_s * 1e9)
+
+
+def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
+    """Forward and backward compute of one micro-batch on one device.
+
+    GEMMs (``2·m·n·k`` FLOPs; backward = 2x forward, Narayanan et al. 2021
+    Sec. 5.1) at the dtype's peak; the attention core at its own efficiency;
+    element-wise traffic at HBM bandwidth; a fixed launch overhead per layer.
+    Recomputation re-runs (part of) the forward inside the backward pass.
+    """
     share = ctx.microbatch_samples / (s.dp * s.cp)   # samples (x sequence share) per device
     measured = layer.measured_for(s.tp) if layer.measured else None
     if measured is not None:
@@ -122,7 +281,7 @@ def _compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> tuple[float, 
         bwd = measured.bwd_ms_per_sample * 1e-3 * share
         extra = fwd if s.recompute is Recompute.full else 0.0
         flops = (layer.flops_fwd + layer.flops_bwd) * share / s.tp
-        return fwd + bwd + extra, flops, flops
+        return Compute(fwd, bwd + extra, fwd + bwd + extra, 0.0, flops, flops)
     per_dev = share / s.tp
     fwd, bwd = moe.busiest_flops(layer)      # = flops_fwd/bwd for dense layers
     f_fwd = fwd * per_dev
@@ -134,24 +293,21 @@ def _compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> tuple[float, 
         f_re, core_re = core, core
     else:
         f_re, core_re = 0.0, 0.0
-    t = (_split_time(f_fwd, core, ctx) + _split_time(f_bwd, 2 * core, ctx)
-         + _split_time(f_re, core_re, ctx))
-    model = (layer.flops_fwd + layer.flops_bwd) * per_dev
-    return t, model, model + f_re
-
-
-def _split_time(flops: float, core: float, ctx: StageContext) -> float:
-    """Time of ``flops`` of which ``core`` are attention-core FLOPs, priced at
-    ``attention_efficiency`` times the GEMM efficiency (see CostParams)."""
-    core = min(max(core, 0.0), flops)
-    t = kernel_time(flops - core, ctx)
-    if core > 0:
-        t += kernel_time(core, ctx) / ctx.params.attention_efficiency
-    return t
+    g_fwd = _gemm_time(f_fwd - core, layer, ctx)
+    g_bwd = _gemm_time(f_bwd - 2 * core, layer, ctx) + _gemm_time(f_re - core_re, layer, ctx)
+    a_fwd = _attn_time(core, ctx)
+    a_bwd = _attn_time(2 * core, ctx) + _attn_time(core_re, ctx)
+    elem = _elementwise_time(layer, s, ctx) if layer.flops_fwd > 0 or layer.act_bytes > 0 else 0.0
+    elem_re = elem / 3.0 if s.recompute is Recompute.full else 0.0
+    launch = ctx.params.layer_overhead_us * 1e-6
+    fwd = g_fwd + a_fwd + elem / 3.0 + launch / 3.0
+    bwd = g_bwd + a_bwd + 2.0 * elem / 3.0 + elem_re + 2.0 * launch / 3.0
+    model = (layer.flops_fwd + layer.flops_bwd) * per_dev   # MoE: mean expert load
+    return Compute(fwd, bwd, g_fwd + g_bwd, a_fwd + a_bwd, model, model + f_re)
 
 
 def _tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
-    """Tensor-parallel all-reduces of one micro-batch.
+    """Tensor-parallel collectives of one micro-batch (before overlap).
 
     Megatron: two all-reduces forward and two backward per block of
     ``2·b·s·h`` bytes (Shoeybi et al. 2019, Fig. 4); with sequence parallelism
@@ -163,7 +319,8 @@ def _tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
         return 0.0
     nbytes = layer.tp_comm_bytes * ctx.microbatch_samples / (s.dp * s.cp)
     passes = 3 if s.recompute is Recompute.full else 2
-    return passes * allreduce_time(s.tp, nbytes, group_tier(ctx, s.tp, 1), ctx.params.comm_efficiency)
+    tier, eff = _ring(ctx, s.tp, 1)
+    return passes * allreduce_time(s.tp, nbytes, tier, eff)
 
 
 def _cp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
@@ -172,57 +329,94 @@ def _cp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     if s.cp <= 1 or layer.cp_comm_bytes <= 0:
         return 0.0
     nbytes = layer.cp_comm_bytes / s.tp * ctx.microbatch_samples / s.dp
-    return 3 * allgather_time(s.cp, nbytes, group_tier(ctx, s.cp, s.tp), ctx.params.comm_efficiency)
+    tier, eff = _ring(ctx, s.cp, s.tp)
+    return 3 * allgather_time(s.cp, nbytes, tier, eff)
 
 
-def _zero3_gather_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
+def _zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
+                ) -> tuple[float, float]:
     """ZeRO-3/FSDP per micro-batch: all-gather parameters for forward and for
     backward, reduce-scatter gradients (Rajbhandari et al. 2020, Sec. 7.2.2:
-    3x the parameter volume)."""
+    3x the parameter volume). With prefetch the forward gather hides behind
+    the forward compute of the neighbouring layer and the backward gather +
+    reduce-scatter behind its backward (Zhao et al. 2023, Sec. 3.3); the
+    neighbour is priced as this layer (a stack of equal layers). Returns
+    (all gather/scatter time, exposed part)."""
     if s.zero < 3 or s.dp <= 1 or layer.params <= 0:
-        return 0.0
+        return 0.0, 0.0
     w_bytes = OPTIMIZER_BYTES[ctx.training.optimizer][0]
     dense, expert = moe.split_params(layer, s)   # MoE: experts gather over edp only
-    eff = ctx.params.comm_efficiency
-    t = allgather_time(s.dp * s.cp, dense * w_bytes, group_tier(ctx, s.dp * s.cp, s.tp), eff)
+    tier, eff = _ring(ctx, s.dp * s.cp, s.tp)
+    gather = allgather_time(s.dp * s.cp, dense * w_bytes, tier, eff)
     if expert:
-        t += allgather_time(s.edp, expert * w_bytes, group_tier(ctx, s.edp, s.tp * s.ep), eff)
-    return 3 * t
+        etier, eeff = _ring(ctx, s.edp, s.tp * s.ep)
+        gather += allgather_time(s.edp, expert * w_bytes, etier, eeff)
+    if not ctx.training.runtime.fsdp_prefetch:
+        return 3 * gather, 3 * gather
+    return 3 * gather, exposed(gather, comp.fwd_s) + exposed(2 * gather, comp.bwd_s)
 
 
-def _sync_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
-    """Once per iteration: gradient all-reduce over the dp×cp group (ZeRO-1/2 do
-    reduce-scatter + all-gather, the same ring volume; ZeRO-3 reduced already)
-    plus the optimizer step, bound by HBM bandwidth."""
+def _sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
+          ) -> tuple[float, float, float]:
+    """(exposed gradient reduction, its hidden part, optimizer step), once per iteration.
+
+    Gradient reduction over the dp×cp group: a ring all-reduce, or with
+    ZeRO-1/2 a reduce-scatter + all-gather of the same total volume (ZeRO-3
+    reduced per micro-batch already). With ``grad_reduce_overlap`` the
+    reduction of a layer's gradient bucket runs while the last micro-batch's
+    backward continues: window = the layer's backward (one bucket per layer;
+    PyTorch DDP, Li et al. 2020, Sec. 3.2.3; Megatron-Core
+    ``--overlap-grad-reduce``); the all-gather of updated parameters hides
+    behind the next forward with ``param_gather_overlap``. The step itself is
+    HBM-bound: ``shard · bytes_per_param / HBM bandwidth``.
+    """
     if layer.params <= 0:
-        return 0.0
-    p = ctx.params
-    w_bytes, g_bytes, _ = OPTIMIZER_BYTES[ctx.training.optimizer]
+        return 0.0, 0.0, 0.0
+    p, rt = ctx.params, ctx.training.runtime
+    w_bytes, g_bytes, _ = state_bytes(ctx.training)
     dense, expert = moe.split_params(layer, s)   # MoE: expert grads reduce over edp
-    comm = shard = 0.0
+    comm = raw = shard = 0.0
+    bwd_window = comp.bwd_s if rt.grad_reduce_overlap else 0.0
+    fwd_window = comp.fwd_s if rt.param_gather_overlap else 0.0
     for local, group, stride in ((dense, s.dp * s.cp, s.tp), (expert, s.edp, s.tp * s.ep)):
         if local <= 0:
             continue
         if s.zero < 3 and group > 1:
-            comm += allreduce_time(group, local * g_bytes, group_tier(ctx, group, stride),
-                                   p.comm_efficiency) * (1.0 - p.dp_overlap)
+            tier, eff = _ring(ctx, group, stride)
+            if s.zero == 0:
+                ar = allreduce_time(group, local * g_bytes, tier, eff)
+                raw += ar
+                comm += exposed(ar, bwd_window)
+            else:
+                rs = allgather_time(group, local * g_bytes, tier, eff)
+                ag = allgather_time(group, local * w_bytes, tier, eff)
+                raw += rs + ag
+                comm += exposed(rs, bwd_window) + exposed(ag, fwd_window)
         shard += local / group if s.zero >= 1 else local
     step = shard * p.optimizer_bytes_per_param / (ctx.cluster.device.hbm_gb_per_s * 1e9)
-    return comm + step
+    if not rt.fused_optimizer:
+        step *= p.unfused_optimizer_factor
+    return comm, raw - comm, step
 
 
 def weight_bytes(layer: Layer, s: Strategy, training: Training) -> float:
     """Weights + gradients + optimizer state per device after sharding.
 
-    ZeRO-1 shards optimizer state, ZeRO-2 also gradients, ZeRO-3 also weights,
-    over the data-parallel group (Rajbhandari et al. 2020, Sec. 5, Fig. 1).
-    MoE layers: :func:`autopar_opt.cost.moe.sharded_state_bytes`.
+    Bytes per parameter: :func:`state_bytes`. ZeRO-1 (= a distributed
+    optimizer) shards optimizer state, ZeRO-2 also
+    gradients, ZeRO-3 also weights, over the data-parallel group
+    (Rajbhandari et al. 2020, Sec. 5, Fig. 1). FP8 training keeps an FP8
+    weight copy and its transpose per GEMM weight (:data:`FP8_WEIGHT_COPY_BYTES`),
+    sharded like the weights under ZeRO-3. MoE layers:
+    :func:`autopar_opt.cost.moe.sharded_state_bytes`.
     """
     if layer.is_moe:
-        return moe.sharded_state_bytes(layer, s, OPTIMIZER_BYTES[training.optimizer])
-    w, g, o = OPTIMIZER_BYTES[training.optimizer]
+        return moe.sharded_state_bytes(layer, s, state_bytes(training))
+    w, g, o = state_bytes(training)
     group = s.dp * s.cp
     local = layer.params / s.tp
+    if training.dtype == "fp8" and layer.kind in FP8_KINDS:
+        w += FP8_WEIGHT_COPY_BYTES
     if s.zero >= 1:
         o /= group
     if s.zero >= 2:
@@ -232,25 +426,30 @@ def weight_bytes(layer: Layer, s: Strategy, training: Training) -> float:
     return local * (w + g + o)
 
 
-def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int) -> float:
+def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
+                     recompute: Recompute | None = None, training: Training | None = None) -> float:
     """Activations kept for backward on one device for one micro-batch.
 
     Korthikanti et al. 2022: Eq. 2 (tensor parallel: the replicated part stays
     whole), Eq. 4 (sequence parallel: everything split by t), Sec. 5 (selective
     recomputation drops the attention-core term), Sec. 4.1 (full
     recomputation keeps only the layer input, split by t under sequence
-    parallelism). Context parallelism splits the sequence by ``cp``.
+    parallelism). Context parallelism splits the sequence by ``cp``. A
+    runtime with fused (flash) attention never stores the ``5·a·s²`` scores
+    (Dao et al. 2022). ``recompute`` overrides the strategy's mode.
     """
+    mode = s.recompute if recompute is None else recompute
     share = microbatch_samples / (s.dp * s.cp)
     measured = layer.measured_for(s.tp) if layer.measured else None
     if measured is not None and measured.act_bytes_per_sample is not None \
-            and s.recompute is Recompute.none:
+            and mode is Recompute.none:
         return measured.act_bytes_per_sample * share
-    if s.recompute is Recompute.full:
+    if mode is Recompute.full:
         per = layer.input_bytes / (s.tp if s.sp else 1)
         return per * share
     act = moe.busiest_act_bytes(layer)        # = act_bytes for dense layers
-    if s.recompute is Recompute.selective:
+    flash = training is not None and training.runtime.flash_attention
+    if mode is Recompute.selective or flash:
         act -= layer.act_attn_bytes
     repl = min(layer.act_replicated_bytes, act)
     split = act - repl
@@ -259,21 +458,36 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int) -> floa
 
 
 def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
-    """All costs of ``layer`` under ``s`` in stage context ``ctx``."""
-    compute, flops, hw_flops = _compute_time(layer, s, ctx)
-    compute += ctx.params.layer_overhead_us * 1e-6
-    tp = _tp_comm_time(layer, s, ctx)
-    cp = _cp_comm_time(layer, s, ctx)
-    z3 = _zero3_gather_time(layer, s, ctx)
-    exposed_z3 = max(0.0, z3 - ctx.params.zero3_overlap * compute)
-    comm = tp + cp + exposed_z3 + moe.alltoall_comm_time(layer, s, ctx)
+    """All costs of ``layer`` under ``s`` in stage context ``ctx``.
+
+    Hidden communication is not free: NCCL kernels occupy SMs and HBM
+    bandwidth while they overlap compute, which slows the compute by
+    ``comm_interference`` x the hidden time (NCCL runs one CTA per channel on
+    its own SMs; Jeaugey, NCCL 2.0, GTC 2017; the slowdown of overlapped
+    GEMMs is measured in Rashidi et al. 2021 and Wang et al. 2022). MoE
+    token all-to-alls (:func:`autopar_opt.cost.moe.alltoall_comm_time`) are
+    exposed: they sit between the router and the experts.
+    """
+    comp = compute_time(layer, s, ctx)
+    rt, k = ctx.training.runtime, ctx.params.comm_interference
+    tp_raw = _tp_comm_time(layer, s, ctx)
+    tp = exposed(tp_raw, comp.gemm_s) if rt.tp_comm_overlap else tp_raw
+    cp_raw = _cp_comm_time(layer, s, ctx)
+    cp = exposed(cp_raw, comp.attn_s)
+    z3_raw, z3 = _zero3_comm(layer, s, ctx, comp)
+    ep = moe.alltoall_comm_time(layer, s, ctx)
+    dp, dp_hidden, step = _sync(layer, s, ctx, comp)
+    hidden = (tp_raw - tp) + (cp_raw - cp) + (z3_raw - z3)
+    comm = tp + cp + z3 + ep + k * hidden
     return LayerCost(
-        time_s=compute + comm,
-        compute_s=compute,
+        time_s=comp.total_s + comm,
+        compute_s=comp.total_s,
         comm_s=comm,
-        sync_s=_sync_time(layer, s, ctx),
+        sync_s=dp + k * dp_hidden + step,
         weight_bytes=weight_bytes(layer, s, ctx.training),
-        act_bytes=activation_bytes(layer, s, ctx.microbatch_samples),
-        flops=flops,
-        hw_flops=hw_flops,
+        act_bytes=activation_bytes(layer, s, ctx.microbatch_samples, training=ctx.training),
+        flops=comp.flops,
+        hw_flops=comp.hw_flops,
+        tp_exposed_s=tp, cp_exposed_s=cp, zero_exposed_s=z3 + k * hidden, ep_exposed_s=ep,
+        dp_exposed_s=dp + k * dp_hidden, optimizer_s=step,
     )

@@ -67,13 +67,13 @@ def alltoall_tiers_time(ctx: "StageContext", group: int, stride: int, nbytes: fl
     if group <= 1 or nbytes <= 0:
         return 0.0
     cl = ctx.cluster
-    eff = ctx.params.comm_efficiency
+    eff, eff_inter = ctx.params.comm_efficiency, ctx.params.inter_comm_efficiency
     tier = ctx.tier(group * stride)
     if tier is cl.intra_node:
         return _pairwise(group, group, nbytes, tier, eff)
     per_node = max(1, min(group, cl.gpus_per_node // max(stride, 1)))
     intra = (per_node - 1) / group * nbytes / (cl.intra_node.bytes_per_s * eff)
-    inter = (group - per_node) / group * nbytes / (cl.inter_node.bytes_per_s * eff)
+    inter = (group - per_node) / group * nbytes / (cl.inter_node.bytes_per_s * eff_inter)
     return (group - 1) * cl.inter_node.latency_s + max(intra, inter)
 
 

@@ -1,76 +1,163 @@
-"""Free parameters of the cost model, fitted by ``autopar calibrate --fit``.
+"""Physical parameters of the cost model (v2), fitted by ``autopar calibrate --fit``.
 
-The fitted values live in ``calibrated.yaml`` next to this file, written by the
-calibration and read here; :func:`default_params` returns them (or the
-documented priors below when the file is absent).
+Every parameter is a physical quantity with a documented plausible range
+(:data:`RANGES`); the fit keeps it inside, and a fitted value that ends on a
+bound is reported (it means physics is missing, not that the bound is
+right). There is no per-framework throughput factor and no overlap
+fraction: what a software stack overlaps is a spec setting
+(:mod:`autopar_opt.runtime`), and what overlap hides is computed from named
+compute windows (:mod:`autopar_opt.cost.layer_cost`).
+
+The shipped values live in ``calibrated.yaml`` next to this file (written by
+``benchmarks/calibration/run.py``); a spec's ``cost_model:`` may name another
+file written by ``autopar calibrate --fit --output FILE``.
+
+Measured ranges (H100 SXM, ``benchmarks/kernels/RESULTS.md``): large bf16
+GEMMs 0.57-0.78 of the 989 TFLOP/s dense peak (median 0.71); FP8 e4m3
+``_scaled_mm`` 0.51-0.70 of 1,979 (median 0.61); causal flash attention
+forward+backward 0.40-0.57 of the bf16 peak, i.e. 0.56-0.80 of the GEMM
+efficiency; efficiency halves at ~22 µs of work at peak (bf16), ~16 µs (FP8);
+fused Adam streams ~2.55 TB/s (0.76 of the 3.35 TB/s datasheet).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, asdict, replace
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
+from pathlib import Path
 
 import yaml
+
+#: Plausible physical range of every scalar parameter, with its reason.
+RANGES: dict[str, tuple[float, float, str]] = {
+    "efficiency_half_us": (1.0, 60.0, "GEMM work (µs at peak) at which efficiency halves; "
+                           "isolated H100 GEMMs timed one by one: 22.5 µs bf16 / 16.5 µs FP8, "
+                           "an upper value (each includes ~5-10 µs of launch and event "
+                           "latency that back-to-back training kernels overlap)"),
+    "attention_efficiency": (0.3, 1.0, "attention-kernel efficiency relative to large GEMMs; "
+                             "FlashAttention fwd+bwd measured 0.56-0.80 on H100"),
+    "comm_efficiency": (0.5, 0.95, "NCCL bus bandwidth / NVLink datasheet bandwidth "
+                        "(nccl-tests all_reduce_perf reach 0.7-0.9 of NVLink)"),
+    "inter_comm_efficiency": (0.5, 0.95, "NCCL bus bandwidth / NIC line rate "
+                              "(InfiniBand all-reduce reaches 0.8-0.95 of line rate)"),
+    "comm_interference": (0.0, 0.3, "compute slowdown per second of hidden communication: "
+                          "share of SMs/HBM bandwidth NCCL kernels hold while they overlap "
+                          "compute (16-32 channels of 132 SMs on H100: 0.1-0.25)"),
+    "elementwise_passes": (1.0, 8.0, "HBM passes over the stored activations by the "
+                           "memory-bound element-wise kernels (norms, GeLU/SwiGLU, dropout, "
+                           "residual, unfused softmax) in forward + backward"),
+    "layer_overhead_us": (0.0, 300.0, "host/launch time per layer and micro-batch not hidden "
+                          "by asynchronous kernel queuing (~30-60 kernels x 2-5 µs)"),
+    "optimizer_bytes_per_param": (28.0, 80.0, "HBM bytes per local parameter of one optimizer "
+                                  "step at datasheet bandwidth: fused Adam 28 B (36 at the measured "
+                                  "0.76 of datasheet); mixed-precision steps add the 16-to-32-bit "
+                                  "gradient copy, unscaling, norm clipping and the weight copy back "
+                                  "(Micikevicius et al. 2018; Megatron-LM optimizer)"),
+    "iteration_overhead_s": (0.0, 0.05, "per-iteration host work: data loader, logging, "
+                             "gradient-norm and loss reductions"),
+    "memory_reserve_gib": (0.5, 8.0, "CUDA context (~0.5-1 GiB), NCCL buffers, cuBLAS "
+                           "workspaces per device"),
+    "memory_fragmentation": (0.0, 0.5, "PyTorch caching-allocator overhead as a fraction of "
+                             "the modelled bytes: reserved vs allocated; Llama-2-70B FSDP on 16 "
+                             "A100-80GB: 63 GB reserved for 42 GB allocated, +50% "
+                             "(meta-llama/llama-cookbook issue #120)"),
+}
+#: Range of the per-device GEMM efficiencies (bf16/fp16 and FP8).
+EFFICIENCY_RANGE = (0.35, 0.85)
 
 
 @dataclass(frozen=True)
 class CostParams:
-    """Calibratable knobs of the analytical model.
+    """The calibratable physical quantities of the analytical model.
 
-    gemm_efficiency : device name -> largest achieved fraction of dense peak
-        for large GEMM-dominated layers (Narayanan et al. 2021 report 44-52% of
-        peak end to end on A100).
-    gemm_efficiency_default : used for devices missing from the dict.
-    efficiency_half_us : a layer whose forward takes ``t`` µs at peak runs at
-        ``eff * t / (t + half)``: small kernels are latency bound (roofline
-        saturation, Williams et al. 2009).
-    comm_efficiency : achieved fraction of link bandwidth for collectives
-        (NCCL bus bandwidth vs. link peak).
-    dp_overlap : fraction of the data-parallel gradient reduction hidden behind
-        the backward pass (PyTorch DDP bucketing, Li et al. 2020 Sec. 3.2.3).
-    zero3_overlap : fraction of ZeRO-3/FSDP parameter gathers hidden behind
-        compute (FSDP prefetching, Zhao et al. 2023 Sec. 3.3).
-    optimizer_bytes_per_param : HBM traffic of one Adam step per local
-        parameter (read/write of fp32 master, m, v, and 16-bit copies).
-    attention_efficiency : efficiency of the attention core (scores,
-        softmax, ·V: ``Layer.flops_recompute_selective``) relative to the GEMM
-        efficiency. Batched attention kernels reach less of peak than large
-        GEMMs: FlashAttention-2 reaches 50-73% of A100 peak forward and less
-        backward (Dao 2023, Sec. 4.1) and only ~35% on H100 (Shah et al. 2024,
-        FlashAttention-3, Sec. 1); it dominates at long sequences.
-    layer_overhead_us : fixed time per layer per micro-batch (kernel launches,
-        memory-bound element-wise ops not in the FLOP count).
-    iteration_overhead_s : fixed time per iteration (data loading, logging).
+    gemm_efficiency : device name -> achieved fraction of the dense 16-bit
+        peak of large GEMMs during training (Narayanan et al. 2021 report
+        44-52% of peak end to end on A100; isolated H100 GEMMs reach 0.57-0.78).
+    fp8_efficiency : device name -> the same for FP8 GEMMs against the FP8
+        dense peak (H100 ``_scaled_mm``: 0.51-0.70).
+    efficiency_default, fp8_efficiency_default : devices missing from the dicts.
+    efficiency_half_us : a GEMM whose time at peak is ``t`` µs runs at
+        ``eff · t / (t + half)`` (roofline saturation, Williams et al. 2009).
+    attention_efficiency : attention core (scores, softmax, ·V) efficiency
+        relative to the 16-bit GEMM efficiency (FlashAttention-2, Dao 2023,
+        Sec. 4.1; FlashAttention-3, Shah et al. 2024, Sec. 1).
+    comm_efficiency, inter_comm_efficiency : NCCL bus bandwidth as a fraction
+        of the NVLink / network datasheet bandwidth.
+    comm_interference : compute slowdown per second of hidden (overlapped)
+        communication (NCCL kernels hold SMs and HBM bandwidth).
+    elementwise_passes : memory-bound element-wise traffic, in passes over a
+        layer's stored activation bytes, at the device's HBM bandwidth.
+    layer_overhead_us : launch overhead per layer and micro-batch.
+    iteration_overhead_s : host work per iteration.
+    optimizer_bytes_per_param : HBM traffic of one optimizer step per local
+        parameter at datasheet bandwidth: fused Adam alone moves 28 bytes
+        (read fp32 master, m, v and the 16-bit gradient; write master, m, v
+        and the 16-bit weight), 36 at the measured 0.76 of datasheet
+        bandwidth; gradient copies, unscaling and clipping add more.
+    unfused_optimizer_factor : unfused (per-op) Adam over fused, measured 2.2
+        on H100 (``benchmarks/kernels``; not fitted).
+    memory_reserve_gib : per-device memory outside the model's tensors (CUDA
+        context, NCCL buffers, workspaces).
+    memory_fragmentation : caching-allocator overhead, fraction of the
+        modelled bytes.
     """
 
     gemm_efficiency: dict[str, float] = field(default_factory=lambda: {
-        "V100-32GB": 0.55, "A100-40GB": 0.55, "A100-80GB": 0.55,
-        "H100-SXM-80GB": 0.50, "H200-141GB": 0.50, "B200": 0.50})
-    gemm_efficiency_default: float = 0.5
-    efficiency_half_us: float = 20.0
+        "V100-32GB": 0.60, "A100-40GB": 0.60, "A100-80GB": 0.60,
+        "H100-SXM-80GB": 0.60, "H200-141GB": 0.60, "B200": 0.60, "GB200": 0.60})
+    fp8_efficiency: dict[str, float] = field(default_factory=lambda: {
+        "H100-SXM-80GB": 0.50, "H200-141GB": 0.50, "B200": 0.50, "GB200": 0.50})
+    efficiency_default: float = 0.6
+    fp8_efficiency_default: float = 0.5
+    efficiency_half_us: float = 22.5
+    attention_efficiency: float = 0.7
     comm_efficiency: float = 0.8
-    dp_overlap: float = 0.0
-    zero3_overlap: float = 1.0
-    optimizer_bytes_per_param: float = 32.0
-    attention_efficiency: float = 1.0
+    inter_comm_efficiency: float = 0.85
+    comm_interference: float = 0.0
+    elementwise_passes: float = 3.0
     layer_overhead_us: float = 0.0
     iteration_overhead_s: float = 0.0
+    optimizer_bytes_per_param: float = 36.0
+    unfused_optimizer_factor: float = 2.2
+    memory_reserve_gib: float = 2.0
+    memory_fragmentation: float = 0.05
 
-    def efficiency_for(self, device_name: str) -> float:
-        return self.gemm_efficiency.get(device_name, self.gemm_efficiency_default)
+    def efficiency_for(self, device_name: str, fp8: bool = False) -> float:
+        """Large-GEMM efficiency of ``device_name`` (FP8 or 16-bit)."""
+        if fp8:
+            return self.fp8_efficiency.get(device_name, self.fp8_efficiency_default)
+        return self.gemm_efficiency.get(device_name, self.efficiency_default)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "CostParams":
+        """Known keys of ``data`` over the defaults (per-device dicts merged)."""
         base = cls()
         known = {k: v for k, v in data.items() if k in base.to_dict()}
-        if "gemm_efficiency" in known:
-            merged = dict(base.gemm_efficiency)
-            merged.update({str(k): float(v) for k, v in known["gemm_efficiency"].items()})
-            known["gemm_efficiency"] = merged
+        for key in ("gemm_efficiency", "fp8_efficiency"):
+            if key in known:
+                merged = dict(getattr(base, key))
+                merged.update({str(k): float(v) for k, v in (known[key] or {}).items()})
+                known[key] = merged
         return replace(base, **known)
+
+
+def params_from_file(path: str | Path) -> CostParams:
+    """Parameters from a file written by ``autopar calibrate --fit --output``
+    (a mapping with a ``params`` section, or the bare parameters).
+
+    Raises OSError / yaml.YAMLError / ValueError; callers turn them into a
+    spec error naming the file.
+    """
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of cost-model parameters")
+    body = data.get("params", data)
+    if not isinstance(body, dict):
+        raise ValueError(f"{path}: 'params' must be a mapping")
+    return CostParams.from_dict(body)
 
 
 def default_params() -> CostParams:

@@ -202,8 +202,10 @@ def _prune(strats: list[Strategy], costs: list[LayerCost]) -> tuple[list[Strateg
 
 def _edge_tables(graph: LayerGraph, strategies: list[list[Strategy]],
                  edges: list[tuple[int, int]], ctx: StageContext):
-    eff = ctx.params.comm_efficiency
     cl = ctx.cluster
+    eff_stage = ctx.link_efficiency(ctx.stage_tier)
+    eff_intra = ctx.link_efficiency(cl.intra_node)
+    eff_inter = ctx.link_efficiency(cl.inter_node)
     reshard, cross_intra, cross_inter = [], [], []
     memo: dict[tuple, tuple] = {}
     for u, v in edges:
@@ -213,10 +215,11 @@ def _edge_tables(graph: LayerGraph, strategies: list[list[Strategy]],
             lu = [s.layout for s in strategies[u]]
             lv = [s.layout for s in strategies[v]]
             memo[key] = (
-                np.array([[reshard_time(a, b, nbytes, ctx.stage_tier, eff) for b in lv] for a in lu]),
-                np.array([[cross_stage_time(a, b, nbytes, cl.intra_node, cl.intra_node, eff)
+                np.array([[reshard_time(a, b, nbytes, ctx.stage_tier, eff_stage) for b in lv]
+                          for a in lu]),
+                np.array([[cross_stage_time(a, b, nbytes, cl.intra_node, cl.intra_node, eff_intra)
                            for b in lv] for a in lu]),
-                np.array([[cross_stage_time(a, b, nbytes, cl.inter_node, cl.intra_node, eff)
+                np.array([[cross_stage_time(a, b, nbytes, cl.inter_node, cl.intra_node, eff_inter)
                            for b in lv] for a in lu]))
         r, ci, ce = memo[key]
         reshard.append(r)

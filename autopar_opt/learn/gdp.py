@@ -145,13 +145,15 @@ class GDPAgent:
         self.policy = GDPPolicy(node_dim, slot_dim, **policy_kw)
         self.ppo = ppo or PPOConfig()
         self.opt = torch.optim.Adam(self.policy.parameters(), lr=self.ppo.lr)
-        self._tensors: dict[int, GraphTensors] = {}
+        self._tensors: dict[int, tuple[NodeTask, GraphTensors]] = {}
 
     def tensors(self, task: NodeTask) -> GraphTensors:
+        """The task's tensors, built once; the cache holds the task itself, so an
+        id is never reused by another task while its entry exists."""
         key = id(task)
-        if key not in self._tensors:
-            self._tensors[key] = GraphTensors.of(task)
-        return self._tensors[key]
+        if key not in self._tensors or self._tensors[key][0] is not task:
+            self._tensors[key] = (task, GraphTensors.of(task))
+        return self._tensors[key][1]
 
     def _sample(self, task: NodeTask, count: int, greedy: bool = False):
         with torch.no_grad():

@@ -10,6 +10,7 @@ import dataclasses
 import datetime as _dt
 
 from autopar_opt import __version__
+from autopar_opt.cost.layer_cost import StageContext
 from autopar_opt.cost.params import CostParams
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
@@ -18,13 +19,17 @@ from autopar_opt.search.engine import SearchOptions, SearchResult
 from autopar_opt.training import SearchSpace, Training
 
 COST_MODEL_ASSUMPTIONS = [
-    "Compute: FLOPs / (dense peak x achieved efficiency); efficiency saturates with per-device "
-    "kernel size (calibrated on published Megatron-LM, llm-foundry and BLOOM runs).",
+    "Compute: GEMM FLOPs / (dense peak of the dtype x achieved efficiency; FP8 linear layers at "
+    "the FP8 peak), attention core at its kernel efficiency, element-wise kernels at HBM "
+    "bandwidth; physical parameters fitted on published runs within documented ranges "
+    "(benchmarks/calibration/RESULTS.md, leave-one-family-out validated).",
     "Communication: alpha-beta ring collectives per link tier; a group spanning nodes is bound "
-    "by the inter-node tier; no overlap of tensor-parallel communication with compute.",
-    "Memory: weights + gradients + optimizer state after ZeRO sharding (mixed-precision Adam: "
-    "16 bytes/parameter), activations per in-flight micro-batch (Korthikanti et al. 2022), "
-    "plus the stated reserve per device.",
+    "by the inter-node tier. Overlap: exposed = max(0, comm - window); data-parallel reduction "
+    "behind the last micro-batch's backward, ZeRO-3 gathers behind neighbouring compute, TP "
+    "collectives exposed unless the runtime overlaps them, pipeline sends exposed.",
+    "Memory: weights + gradients (fp32 buffers where the runtime keeps them) + optimizer state "
+    "after ZeRO sharding, activations per in-flight micro-batch (Korthikanti et al. 2022), fp32 "
+    "logits, a calibrated runtime reserve and allocator fragmentation, plus the stated reserve.",
     "Pipeline: T = sum(stage) + sum(transfer) + (c-1) x max(stage, transfer) + max(sync); "
     "edges that skip stages are relayed across every boundary they cross.",
     "Stages are contiguous in topological order and congruent (devices per stage divide, or "
@@ -58,10 +63,13 @@ def _plan_dict(result: SearchResult, cluster: Cluster) -> dict | None:
     return data
 
 
-def _infeasibility(result: SearchResult, cluster: Cluster, training: Training) -> dict | None:
+def _infeasibility(result: SearchResult, cluster: Cluster, training: Training,
+                   params: CostParams) -> dict | None:
     if result.plan is not None:
         return None
-    cap = cluster.device.hbm_gib - training.memory_reserve_gib
+    # modelled bytes a device may hold: HBM minus the user's and the runtime's
+    # reserve, over the allocator overhead (the tables' memory capacity)
+    cap = StageContext(cluster, training, params, 1, 1).capacity_bytes / 2**30
     least = result.least_memory_bytes / 2**30
     if result.certificate.infeasible:
         reason = (f"every configuration of the search space is proven infeasible; the least memory "
@@ -94,7 +102,9 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
                  "cluster": _cluster_dict(cluster, training.dtype),
                  "training": dataclasses.asdict(training)},
         "search_space": _space_dict(space),
-        "cost_model": {"params": params.to_dict(), "assumptions": COST_MODEL_ASSUMPTIONS},
+        "cost_model": {"params": params.to_dict(), "assumptions": COST_MODEL_ASSUMPTIONS,
+                       "runtime": {"name": training.runtime.name,
+                                   **training.runtime.capabilities()}},
         "status": result.status(options.rel_gap).value,
         "plan": _plan_dict(result, cluster),
         "metrics": result.metrics.to_dict() if result.metrics else None,
@@ -104,7 +114,7 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
                    "rel_gap": options.rel_gap, "wall_time_s": round(result.wall_time_s, 3),
                    "log_tail": result.log_tail},
         "baselines": [b.to_dict() for b in baselines],
-        "infeasibility": _infeasibility(result, cluster, training),
+        "infeasibility": _infeasibility(result, cluster, training, params),
     }
 
 

@@ -8,14 +8,18 @@ divide the device count, HiGHS asked for an MIQP, ...) with their fix.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
-from autopar_opt.cost.params import CostParams, default_params
+import yaml
+
+from autopar_opt.cost.params import CostParams, default_params, params_from_file
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import DEVICE_CATALOG, Cluster, DeviceType, LinkTier, make_cluster
 from autopar_opt.spec.errors import ProblemList, did_you_mean
 from autopar_opt.spec.schema import (CostModelSection, ExplicitClusterSpec, LinkSpec, SearchSection,
                                      SolverSection, TrainingSection, ZooClusterSpec)
 from autopar_opt.strategies import divisors, tp_degree_ok
+from autopar_opt.runtime import CAPABILITIES, RUNTIMES, Runtime, runtime_named
 from autopar_opt.training import Recompute, Schedule, SearchSpace, Training
 
 
@@ -81,7 +85,22 @@ def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: 
                 f"differs from the model's seq_len ({graph.seq_len})",
                 f"drop training.seq_len or set it to {graph.seq_len}")
     return Training(section.global_batch_size, seq_len, section.dtype, section.optimizer,
-                    section.memory_reserve_gib)
+                    section.memory_reserve_gib, _runtime(section, out))
+
+
+def _runtime(section: TrainingSection, out: ProblemList) -> Runtime:
+    """``training.runtime`` with its ``runtime_options`` (see autopar_opt.runtime)."""
+    key = section.runtime.strip().lower().replace("_", "-")
+    if key not in RUNTIMES:
+        out.add("training.runtime", section.runtime, "unknown runtime",
+                f"use one of: {', '.join(RUNTIMES)}{did_you_mean(section.runtime, list(RUNTIMES))}")
+        return RUNTIMES["megatron-core"]
+    bad = [k for k in section.runtime_options if k not in CAPABILITIES]
+    for k in bad:
+        out.add(f"training.runtime_options.{k}", k, "unknown runtime capability",
+                f"use one of: {', '.join(CAPABILITIES)}{did_you_mean(k, list(CAPABILITIES))}")
+    good = {k: v for k, v in section.runtime_options.items() if k not in bad}
+    return runtime_named(key, **good)
 
 
 def _check_divides(key: str, values: list[int] | None, total: int, what: str,
@@ -143,21 +162,37 @@ def build_solver(section: SolverSection, out: ProblemList) -> SolverOptions:
     return SolverOptions(section.name, section.time_limit_s, section.rel_gap, section.form)
 
 
-def build_cost_params(section: CostModelSection | None, cluster: Cluster | None,
-                      out: ProblemList) -> CostParams:
-    """The calibrated parameters with the spec's overrides applied."""
+def build_cost_params(section: CostModelSection | str | None, cluster: Cluster | None,
+                      out: ProblemList, spec_dir: Path | None = None) -> CostParams:
+    """The calibrated parameters (or those of ``cost_model.file``, a file
+    written by ``autopar calibrate --fit --output``) with the spec's overrides."""
     base = default_params()
     if section is None:
         return base
+    if isinstance(section, str):
+        section = CostModelSection(file=section)
     changes = {k: v for k, v in section.model_dump().items() if v is not None}
-    if "gemm_efficiency" in changes:
+    file = changes.pop("file", None)
+    if file is not None:
+        target = Path(file) if Path(file).is_absolute() else (spec_dir or Path(".")) / file
+        try:
+            base = params_from_file(target)
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            out.add("cost_model.file", file, f"cannot read cost-model parameters from {target} "
+                    f"({getattr(exc, 'strerror', None) or exc})",
+                    "name a file written by `autopar calibrate RUNS --fit --output FILE` "
+                    "(relative to the spec file)")
+            return default_params()
+    for key in ("gemm_efficiency", "fp8_efficiency"):
+        if key not in changes:
+            continue
         known = list(DEVICE_CATALOG) + ([cluster.device.name] if cluster else [])
-        for name in changes["gemm_efficiency"]:
+        for name in changes[key]:
             if name not in known:
-                out.add(f"cost_model.gemm_efficiency.{name}", name, "unknown device name",
+                out.add(f"cost_model.{key}.{name}", name, "unknown device name",
                         f"use a device name: {', '.join(dict.fromkeys(known))}"
                         f"{did_you_mean(name, known)}")
-        merged = dict(base.gemm_efficiency)
-        merged.update(changes["gemm_efficiency"])
-        changes["gemm_efficiency"] = merged
+        merged = dict(getattr(base, key))
+        merged.update(changes[key])
+        changes[key] = merged
     return replace(base, **changes)

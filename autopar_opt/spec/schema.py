@@ -200,8 +200,15 @@ class TrainingSection(_Section):
     dtype: Dtype = _f("Compute dtype.", "bf16", default="bf16")  # type: ignore[valid-type]
     optimizer: Optimizer = _f("Optimizer (sets bytes of state per parameter).",  # type: ignore[valid-type]
                               "adam_mixed", default="adam_mixed")
-    memory_reserve_gib: float = _f("Device memory held back (framework, buffers), GiB.", 2.0,
-                                   default=2.0, ge=0)
+    memory_reserve_gib: float = _f(
+        "Device memory the user holds back beyond the modelled runtime reserve, GiB.", 2.0,
+        default=0.0, ge=0)
+    runtime: str = _f("Software stack (sets overlaps, fused attention, sharded optimizer): "
+                      "megatron-lm, megatron-core, megatron-bridge, deepspeed, pytorch-fsdp, "
+                      "torchtitan, pytorch-ddp.", "megatron-core", default="megatron-core")
+    runtime_options: dict[str, bool] = _f(
+        "Capability overrides of the runtime (e.g. {tp_comm_overlap: false}).",
+        {"tp_comm_overlap": False}, default_factory=dict)
 
 
 class SearchSection(_Section):
@@ -239,24 +246,41 @@ class SolverSection(_Section):
 
 
 class CostModelSection(_Section):
-    """Overrides of autopar_opt.cost.params.CostParams; omitted keys keep the calibrated value."""
+    """Overrides of autopar_opt.cost.params.CostParams (physical quantities with
+    documented ranges); omitted keys keep the calibrated value."""
 
-    gemm_efficiency: Optional[dict[str, Fraction]] = _f("Device name -> achieved fraction of peak.",
-                                                        {"A100-80GB": 0.55}, default=None)
-    gemm_efficiency_default: Optional[Fraction] = _f("Efficiency for unlisted devices.", 0.5,
-                                                     default=None)
-    efficiency_half_us: Optional[float] = _f("Kernel time at which efficiency halves, µs.", 20.0,
-                                             default=None, ge=0)
-    comm_efficiency: Optional[Fraction] = _f("Achieved fraction of link bandwidth.", 0.8, default=None)
-    dp_overlap: Optional[float] = _f("Fraction of gradient reduction hidden by backward.", 0.0,
-                                     default=None, ge=0, le=1)
-    zero3_overlap: Optional[float] = _f("Fraction of ZeRO-3 gathers hidden by compute.", 1.0,
-                                        default=None, ge=0, le=1)
-    optimizer_bytes_per_param: Optional[float] = _f("HBM bytes moved per parameter by a step.", 32.0,
+    file: Optional[str] = _f("Parameters file written by `autopar calibrate --fit --output`, "
+                             "relative to the spec file; other keys override it.",
+                             "my_fit.yaml", default=None)
+    gemm_efficiency: Optional[dict[str, Fraction]] = _f(
+        "Device name -> achieved fraction of the dense 16-bit peak of large GEMMs.",
+        {"A100-80GB": 0.7}, default=None)
+    fp8_efficiency: Optional[dict[str, Fraction]] = _f(
+        "Device name -> achieved fraction of the dense FP8 peak of large GEMMs.",
+        {"H100-SXM-80GB": 0.55}, default=None)
+    efficiency_default: Optional[Fraction] = _f("16-bit efficiency for unlisted devices.", 0.6,
+                                                default=None)
+    efficiency_half_us: Optional[float] = _f("GEMM time at peak at which efficiency halves, µs.",
+                                             20.0, default=None, ge=0)
+    attention_efficiency: Optional[Fraction] = _f(
+        "Attention-kernel efficiency relative to the GEMM efficiency.", 0.6, default=None)
+    comm_efficiency: Optional[Fraction] = _f("NCCL bus bandwidth / NVLink bandwidth.", 0.8,
+                                             default=None)
+    inter_comm_efficiency: Optional[Fraction] = _f("NCCL bus bandwidth / network bandwidth.", 0.85,
+                                                   default=None)
+    comm_interference: Optional[float] = _f(
+        "Compute slowdown per second of hidden communication.", 0.1, default=None, ge=0, le=1)
+    elementwise_passes: Optional[float] = _f(
+        "HBM passes over stored activations by element-wise kernels.", 3.0, default=None, ge=0)
+    optimizer_bytes_per_param: Optional[float] = _f("HBM bytes moved per parameter by a step.", 36.0,
                                                     default=None, ge=0)
-    layer_overhead_us: Optional[float] = _f("Fixed time per layer per micro-batch, µs.", 0.0,
+    layer_overhead_us: Optional[float] = _f("Launch overhead per layer per micro-batch, µs.", 0.0,
                                             default=None, ge=0)
-    iteration_overhead_s: Optional[float] = _f("Fixed time per iteration, s.", 0.0, default=None, ge=0)
+    iteration_overhead_s: Optional[float] = _f("Host time per iteration, s.", 0.0, default=None, ge=0)
+    memory_reserve_gib: Optional[float] = _f("Runtime reserve per device (CUDA context, NCCL), GiB.",
+                                             2.0, default=None, ge=0)
+    memory_fragmentation: Optional[float] = _f("Allocator overhead, fraction of modelled bytes.",
+                                               0.1, default=None, ge=0, le=1)
 
 
 # ------------------------------------------------------------------------ plan
@@ -367,8 +391,12 @@ class SpecFile(_Section):
     search: SearchSection = _f("Search space (defaults mirror SearchSpace).", {"pp_degrees": [1, 2]},
                                default_factory=SearchSection)
     solver: SolverSection = _f("Solver options.", {"name": "highs"}, default_factory=SolverSection)
-    cost_model: Optional[CostModelSection] = _f("Cost-model overrides.", {"comm_efficiency": 0.7},
-                                                default=None)
+    cost_model: Optional[Annotated[Union[Annotated[str, Tag("#file")],
+                                         Annotated[CostModelSection, Tag("#inline")]],
+                                   Discriminator(lambda v: "#file" if isinstance(v, str)
+                                                 else "#inline")]] = _f(
+        "Cost-model overrides, or the path of a parameters file written by "
+        "`autopar calibrate --fit --output FILE`.", {"comm_efficiency": 0.7}, default=None)
     plan: Optional[PlanSection] = _f("A plan to evaluate (`autopar estimate`) or use as baseline.",
                                      {"tp": 8, "pp": 1, "microbatches": 8}, default=None)
 

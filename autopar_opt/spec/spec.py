@@ -89,7 +89,7 @@ def build_spec(data: dict[str, Any], path: Path, section_files: dict[str, str] |
     training = build_training(section, graph, cluster, out)
     space = build_space(model.search, cluster, graph, training, out)
     solver = build_solver(model.solver, out)
-    cost = build_cost_params(model.cost_model, cluster, out)
+    cost = build_cost_params(model.cost_model, cluster, out, Path(path).parent)
     plan = build_plan(model.plan, graph, cluster, training, out)
     out.raise_if_any()
     return Spec(Path(path), graph, cluster, training, space, solver, cost, plan, data)

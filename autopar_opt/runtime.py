@@ -1,0 +1,133 @@
+"""Training runtimes: what the software stack overlaps, fuses and shards.
+
+A runtime is a spec setting (``training.runtime``), not a fitted factor: it
+names documented capabilities, each of which switches a piece of physics in
+the cost model on or off. Nothing here scales throughput.
+
+Capabilities and their sources
+------------------------------
+flash_attention
+    Fused attention kernel that never stores the ``5·a·s²`` score/softmax
+    activations (FlashAttention, Dao et al. 2022; FlashAttention-2, Dao 2023;
+    Transformer Engine ``DotProductAttention``; PyTorch SDPA).
+hopper_attention
+    The fused attention kernel uses Hopper/Blackwell-native instructions
+    (FlashAttention-3, cuDNN fused attention behind Transformer Engine and
+    PyTorch SDPA on H100). A FlashAttention-2-class kernel reaches about half
+    of that on Hopper: ~35% of H100 peak against up to 75% (Shah et al. 2024,
+    FlashAttention-3, Sec. 1 and 4.1); on earlier GPUs both are the same.
+tp_comm_overlap
+    Tensor-parallel all-gather/reduce-scatter split into chunks and pipelined
+    with the GEMMs that consume/produce them (Megatron-Core
+    ``--tp-comm-overlap`` with Transformer Engine userbuffers; Wang et al.
+    2022, "Overlap communication with dependent computation via decomposition").
+    Without it TP collectives sit on the critical path (Shoeybi et al. 2019).
+grad_reduce_overlap
+    Bucketed gradient all-reduce / reduce-scatter launched as soon as a
+    bucket's gradients are ready in the last micro-batch's backward
+    (PyTorch DDP, Li et al. 2020, Sec. 3.2.3; Megatron-Core
+    ``--overlap-grad-reduce``). Megatron-LM's ``LocalDDP`` reduces after the
+    backward pass (no overlap).
+param_gather_overlap
+    Distributed-optimizer parameter all-gather overlapped with the next
+    forward pass (Megatron-Core ``--overlap-param-gather``).
+fsdp_prefetch
+    ZeRO-3/FSDP gathers the next layer's parameters while the current layer
+    computes (PyTorch FSDP ``forward_prefetch``/``backward_prefetch``, Zhao
+    et al. 2023, Sec. 3.3; FSDP2 in torchtitan, Liang et al. 2024).
+distributed_optimizer
+    Optimizer state sharded over the data-parallel group (= ZeRO-1;
+    Megatron-Core ``--use-distributed-optimizer``; Rajbhandari et al. 2020).
+fp32_grad_buffer
+    Gradients accumulated and reduced in an fp32 buffer in 16-bit training:
+    Megatron-LM forces ``--accumulate-allreduce-grads-in-fp32`` for bf16,
+    Megatron-Core keeps fp32 ``main_grad`` buffers, DeepSpeed's BF16_Optimizer
+    accumulates in fp32: 4 bytes of gradient per parameter (Megatron-LM
+    ``docs/source/distrib_optimizer.md``: 18 bytes/parameter without the
+    distributed optimizer). Applies to bf16/FP8 runs.
+fused_optimizer
+    Multi-tensor fused Adam (Apex/PyTorch ``fused=True``): the step streams
+    the state once (HBM-bound); unfused, each element-wise op re-reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """One software stack's capabilities (see the module docstring for sources)."""
+
+    name: str = "megatron-core"
+    flash_attention: bool = True
+    hopper_attention: bool = True
+    tp_comm_overlap: bool = True
+    grad_reduce_overlap: bool = True
+    param_gather_overlap: bool = True
+    fsdp_prefetch: bool = True
+    distributed_optimizer: bool = True
+    fp32_grad_buffer: bool = True
+    fused_optimizer: bool = True
+    source: str = ""
+
+    def capabilities(self) -> dict[str, bool]:
+        """The boolean capabilities by name (what reports print)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.type in (bool, "bool")}
+
+
+#: Named runtimes with their documented defaults.
+RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
+    Runtime("megatron-lm", flash_attention=False, hopper_attention=False, tp_comm_overlap=False,
+            grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=False,
+            distributed_optimizer=False, fused_optimizer=True,
+            source="Megatron-LM 2020-22 (Shoeybi et al. 2019; Narayanan et al. 2021): torch DDP "
+                   "buckets, Apex FusedAdam, unfused softmax attention"),
+    Runtime("megatron-core", flash_attention=True, tp_comm_overlap=True,
+            grad_reduce_overlap=True, param_gather_overlap=True, fsdp_prefetch=True,
+            distributed_optimizer=True, fused_optimizer=True,
+            source="Megatron-Core with Transformer Engine, performance flags on "
+                   "(--tp-comm-overlap --overlap-grad-reduce --overlap-param-gather "
+                   "--use-distributed-optimizer; custom FSDP prefetches; NVIDIA Megatron-Core docs)"),
+    Runtime("megatron-bridge", flash_attention=True, tp_comm_overlap=True,
+            grad_reduce_overlap=True, param_gather_overlap=True, fsdp_prefetch=False,
+            distributed_optimizer=True, fused_optimizer=True,
+            source="NVIDIA Megatron-Bridge / NeMo performance recipes (Megatron-Core + TE, "
+                   "distributed optimizer, TP/DP communication overlap)"),
+    Runtime("deepspeed", flash_attention=False, hopper_attention=False, tp_comm_overlap=False,
+            grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
+            distributed_optimizer=False, fused_optimizer=True,
+            source="Megatron-DeepSpeed + DeepSpeed ZeRO (overlap_comm; Rajbhandari et al. 2020)"),
+    Runtime("pytorch-fsdp", flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
+            grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
+            distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=True,
+            source="PyTorch FSDP (Zhao et al. 2023) as used by Composer/llm-foundry: "
+                   "prefetching, FlashAttention-2 (2023 releases)"),
+    Runtime("torchtitan", flash_attention=True, tp_comm_overlap=False,
+            grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
+            distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=True,
+            source="torchtitan (Liang et al. 2024): FSDP2 prefetch, SDPA flash attention; "
+                   "async TP off by default"),
+    Runtime("pytorch-ddp", flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
+            grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=False,
+            distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=False,
+            source="PyTorch DDP (Li et al. 2020), SDPA attention, foreach (unfused) Adam"),
+]}
+
+#: Capability names a spec may override.
+CAPABILITIES: tuple[str, ...] = tuple(RUNTIMES["megatron-core"].capabilities())
+
+
+def runtime_named(name: str, **overrides: bool) -> Runtime:
+    """The catalog runtime ``name`` with capability ``overrides``.
+
+    Raises KeyError naming the known runtimes or capabilities.
+    """
+    key = name.strip().lower().replace("_", "-")
+    if key not in RUNTIMES:
+        raise KeyError(f"unknown runtime {name!r} (known: {', '.join(RUNTIMES)})")
+    bad = sorted(set(overrides) - set(CAPABILITIES))
+    if bad:
+        raise KeyError(f"unknown runtime capability {bad[0]!r} (known: {', '.join(CAPABILITIES)})")
+    return replace(RUNTIMES[key], **overrides) if overrides else RUNTIMES[key]

@@ -1,0 +1,35 @@
+"""Out-of-sample validation of the cost model (issue 10, point 6).
+
+Leave-one-family-out over the vendored published runs
+(``tests/data/published_runs.yaml``, a copy of ``shared/calibration``): for
+every source family, fit the physical parameters on the other families and
+predict the held-out one. The recorded figures are in
+``benchmarks/calibration/RESULTS.md``; this test fails when a change makes the
+out-of-sample error worse than recorded.
+
+Targets of the issue: median |err| <= 10%, p90 <= 25%. Recorded (v2 model):
+median 9.1% (target met: asserted at the target), p90 26.5% (target missed by
+1.5 points: asserted at the recorded figure plus 1.5 points of slack for fit
+round-off, so a regression still fails).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autopar_opt.calibration.calibrate import calibrate_file
+
+RUNS = Path(__file__).parent / "data" / "published_runs.yaml"
+#: Recorded out-of-sample figures + slack (see module docstring).
+LOFO_MEDIAN_MAX = 0.10
+LOFO_P90_MAX = 0.265 + 0.015
+
+
+def test_leave_one_family_out_tolerance():
+    report = calibrate_file(RUNS, cross_validate=True)
+    s = report.summary()
+    families = {f.family for f in report.cross_validation}
+    assert families == {c.family for c in report.comparisons}     # every family held out once
+    assert len(report.lofo_comparisons()) == s["modeled"]          # every modelled record predicted
+    assert s["lofo_median_abs_rel_error"] <= LOFO_MEDIAN_MAX
+    assert s["lofo_p90_abs_rel_error"] <= LOFO_P90_MAX
