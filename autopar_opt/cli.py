@@ -282,6 +282,9 @@ def place(spec_path: str = typer.Argument(..., metavar="SPEC",
                                                     help="Each device's nodes contiguous "
                                                          "(default: the spec's, else yes)."),
           time_limit_s: Optional[float] = typer.Option(None, "--time-limit", help="Seconds."),
+          gap: Optional[float] = typer.Option(None, "--gap",
+                                              help="Stop at this relative gap (default: prove "
+                                                   "optimality, 1e-6)."),
           out_dir: Optional[str] = typer.Option(None, "--out",
                                                 help="Write placement.json and report.html here."),
           json_output: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -304,7 +307,7 @@ def place(spec_path: str = typer.Argument(..., metavar="SPEC",
 
         hook = SearcherHook(searcher, budget_s, seed)
     return place_command(spec_path, solver, objective, contiguous, time_limit_s, out_dir,
-                         json_output, expert, searcher=hook)
+                         json_output, expert, gap, searcher=hook)
 
 
 @app.command("capacity")
