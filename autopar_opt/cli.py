@@ -91,8 +91,21 @@ def zoo_list() -> int:
 
 @app.command("schema")
 @guarded
-def schema() -> int:
-    """Print the JSON Schema of a spec file."""
+def schema(plan: bool = typer.Option(False, "--plan", help="The JSON Schema of plan.json "
+                                     "(autopar solve --out) instead of a spec file."),
+           estimate: bool = typer.Option(False, "--estimate", help="The JSON Schema of "
+                                         "autopar estimate --json.")) -> int:
+    """Print the JSON Schema of a spec file (or of plan.json / estimate's JSON).
+
+    Infinite numbers in plan.json are the strings "inf" / "-inf" (JSON has no infinity)."""
+    if plan and estimate:
+        _fail("give at most one of --plan and --estimate")
+    if plan or estimate:
+        from autopar_opt.core.document import EstimateDocument, PlanDocument
+
+        typer.echo(json.dumps((PlanDocument if plan else EstimateDocument).model_json_schema(),
+                              indent=2))
+        return 0
     from autopar_opt.spec import json_schema
 
     typer.echo(json.dumps(json_schema(), indent=2))
@@ -295,6 +308,9 @@ def place(spec_path: str = typer.Argument(..., metavar="SPEC",
                                                     help="Each device's nodes contiguous "
                                                          "(default: the spec's, else yes)."),
           time_limit_s: Optional[float] = typer.Option(None, "--time-limit", help="Seconds."),
+          gap: Optional[float] = typer.Option(None, "--gap",
+                                              help="Stop at this relative gap (default: prove "
+                                                   "optimality, 1e-6)."),
           out_dir: Optional[str] = typer.Option(None, "--out",
                                                 help="Write placement.json and report.html here."),
           json_output: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -317,7 +333,7 @@ def place(spec_path: str = typer.Argument(..., metavar="SPEC",
 
         hook = SearcherHook(searcher, budget_s, seed)
     return place_command(spec_path, solver, objective, contiguous, time_limit_s, out_dir,
-                         json_output, expert, searcher=hook)
+                         json_output, expert, gap, searcher=hook)
 
 
 @app.command("capacity")

@@ -1,7 +1,7 @@
 """Independent plan evaluator: iteration time, throughput, MFU, memory.
 
 Recomputes everything from the pure cost functions, never from a solver or
-its tables (DESIGN.md §1): a solver's objective for a decoded plan must equal
+its tables (docs/DESIGN.md §1): a solver's objective for a decoded plan must equal
 :func:`evaluate` to round-off, which the test suite checks for every backend.
 """
 
@@ -111,7 +111,7 @@ class PlanMetrics:
 def pipeline_latency(stage_times: list[float], transfer_times: list[float],
                      sync_times: list[float], microbatches: int,
                      schedule: Schedule = Schedule.one_f_one_b, vp_chunks: int = 1) -> float:
-    """Iteration latency of a synchronous pipeline (DESIGN.md §3).
+    """Iteration latency of a synchronous pipeline (docs/DESIGN.md §3).
 
     ``T = Σp_i + Σo_i + (c-1)·max(max p, max o) + max g`` for GPipe and 1F1B
     (same bubble; Narayanan et al. 2021, Sec. 2.2). For the interleaved

@@ -9,7 +9,7 @@ from autopar_opt.runtime import RUNTIMES, Runtime
 
 
 class Schedule(str, Enum):
-    """Pipeline schedules. Latency model: DESIGN.md §3; memory: in-flight micro-batches."""
+    """Pipeline schedules. Latency model: docs/DESIGN.md §3; memory: in-flight micro-batches."""
 
     gpipe = "gpipe"          # Huang et al. 2019: all forwards, then all backwards
     one_f_one_b = "1f1b"     # Narayanan et al. 2019 (PipeDream-Flush), Megatron default

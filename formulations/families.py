@@ -1,4 +1,4 @@
-"""Constraint families shared by the MILP and the MIQP (DESIGN.md §3).
+"""Constraint families shared by the MILP and the MIQP (docs/DESIGN.md §3).
 
 Notation (per outer configuration ``(pp, c, schedule)``): layers ``u`` in
 topological order, stages ``i = 0..P-1``, boundaries ``b = 0..P-2`` (between
@@ -49,7 +49,7 @@ def add_index_sets(m: pyo.ConcreteModel, tables: CostTables) -> None:
 
 
 def add_stage_assignment_constraints(m: pyo.ConcreteModel, tables: CostTables) -> None:
-    """Contiguous, non-empty stages in topological order (DESIGN.md §3).
+    """Contiguous, non-empty stages in topological order (docs/DESIGN.md §3).
 
     - ``a[u,i] in {0,1}``, ``a[u,P-1] = 1`` (fixed);
     - ``stage_monotone[u,i]``: ``a[u,i] <= a[u,i+1]`` (cumulative);
@@ -108,7 +108,7 @@ def add_same_stage_constraints(m: pyo.ConcreteModel, tables: CostTables) -> None
 
 
 def add_objective(m: pyo.ConcreteModel, tables: CostTables) -> None:
-    """Pipeline latency with epigraph variables (DESIGN.md §3):
+    """Pipeline latency with epigraph variables (docs/DESIGN.md §3):
 
     ``min T = sum_i p[i] + sum_b o[b] + (c-1)·bottleneck + sync_max + T0``
     with ``bottleneck >= p[i]``, ``bottleneck >= o[b]``, ``sync_max >= g[i]``

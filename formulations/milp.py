@@ -1,4 +1,4 @@
-"""The exact MILP linearisation of the joint MIQP (DESIGN.md §3), for HiGHS.
+"""The exact MILP linearisation of the joint MIQP (docs/DESIGN.md §3), for HiGHS.
 
 Products are linearised exactly:
 

@@ -1,4 +1,4 @@
-"""The joint MIQP (DESIGN.md §3, UniAP-style), native on Gurobi and SCIP.
+"""The joint MIQP (docs/DESIGN.md §3, UniAP-style), native on Gurobi and SCIP.
 
 The stage/strategy products stay quadratic; they live in constraints so that
 the objective is linear in the epigraph variables (pyscipopt rejects a
@@ -58,7 +58,7 @@ def _layer_term(m: pyo.ConcreteModel, arrays, i: int, scale=None):
 
 
 def add_stage_cost_constraints(m: pyo.ConcreteModel, tables: CostTables) -> None:
-    """Per-stage times and memory, quadratic (DESIGN.md §3):
+    """Per-stage times and memory, quadratic (docs/DESIGN.md §3):
 
     ``stage_time[i]``: ``p[i] = sum_{u,k} A[u,k]·x[u,i]·s[u,k] + sum_e y[e,i]·rho[e]``;
     ``transfer_time[b]``: ``o[b] = sum_e z[e,b]·rho_x[e,tier(b)]``;

@@ -3,7 +3,7 @@
 The context carries every number and sentence the template shows, so the
 template stays free of logic and the context can be golden-tested.
 
-The headline claim (DESIGN.md §4). With ``T`` the plan's predicted iteration
+The headline claim (docs/DESIGN.md §4). With ``T`` the plan's predicted iteration
 time (``certificate.primal``) and ``L`` the global lower bound
 (``certificate.lower_bound``, the minimum of the per-configuration bounds):
 

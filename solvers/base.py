@@ -13,6 +13,7 @@ backend solves :class:`~autopar_opt.cost.tables.CostTables` directly.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from enum import Enum
 from typing import Any, ClassVar
 
 from autopar_opt.core.result import ProblemClass, SolveResult
@@ -26,11 +27,37 @@ class SolverMismatch(ValueError):
     """The backend does not accept this problem class; the message names the fix."""
 
 
+class Feature(str, Enum):
+    """Capabilities a backend declares as data (linopy ``SolverFeature``); the
+    search, the CLI and the spec read these instead of checking names."""
+
+    #: solves a :class:`~autopar_opt.core.matrix.MatrixForm` directly: the search
+    #: builds the MILP as a cached matrix (``formulations/direct.py``), no Pyomo model
+    matrix_input = "matrix_input"
+    #: the exact symmetry cuts pay off on this backend, so the search turns them
+    #: on by default (measured: ``benchmarks/symmetry_cuts.md``)
+    symmetry_cuts = "symmetry_cuts"
+    #: accepts a warm start (a complete feasible assignment)
+    warm_start = "warm_start"
+
+
 class Backend(ABC):
     """Base class of every solver backend."""
 
     name: ClassVar[str]
     accepts: ClassVar[frozenset[ProblemClass]]
+    features: ClassVar[frozenset[Feature]] = frozenset()
+
+    def refusal(self, problem_class: ProblemClass) -> str:
+        """Why this backend does not take ``problem_class``, with the fix."""
+        if problem_class is ProblemClass.tables:
+            return (f"solver {self.name!r} solves algebraic models, not cost tables; "
+                    f"use --solver dp for the table DP")
+        if ProblemClass.tables in self.accepts:
+            return (f"solver {self.name!r} works on cost tables directly and does not "
+                    f"take a {problem_class.value} model; use --solver highs|gurobi|scip")
+        return (f"solver {self.name!r} does not accept {problem_class.value}; "
+                f"it accepts {sorted(p.value for p in self.accepts)}")
 
     @abstractmethod
     def available(self) -> tuple[bool, str]:

@@ -2,7 +2,7 @@
 
 The pip wheel's size-limited licence solves at most 2,000 variables and
 2,000 constraints for linear models and 200 variables once a quadratic term
-appears (shared/TOOLCHAIN.md); a larger model gives GurobiError 10010, which
+appears (docs/DESIGN.md §5); a larger model gives GurobiError 10010, which
 is returned as a ``Termination.error`` result naming the limit and the
 fallback, never raised.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from autopar_opt.solvers.base import Backend, SolverMismatch, SolverUnavailable
+from autopar_opt.solvers.base import Backend, Feature, SolverMismatch, SolverUnavailable
 from autopar_opt.solvers.pyomo_contrib import solve_contrib
 from autopar_opt.core.result import ProblemClass, SolveResult, Termination
 
@@ -30,6 +30,7 @@ class GurobiBackend(Backend):
     name: ClassVar[str] = "gurobi"
     accepts: ClassVar[frozenset[ProblemClass]] = frozenset(
         {ProblemClass.lp, ProblemClass.milp, ProblemClass.miqp})
+    features: ClassVar[frozenset[Feature]] = frozenset({Feature.symmetry_cuts, Feature.warm_start})
 
     def available(self) -> tuple[bool, str]:
         try:

@@ -2,7 +2,7 @@
 
 The model is passed as numpy arrays (:class:`MatrixForm`), not through
 Pyomo's HiGHS translation: at 100k binaries the direct path is 50-100x
-faster (shared/TOOLCHAIN.md). ``solve_model`` accepts a ``MatrixForm`` (the
+faster (docs/DESIGN.md §5). ``solve_model`` accepts a ``MatrixForm`` (the
 fast path: built directly from the cost tables by
 ``autopar_opt.formulations.direct``, or ``Formulation.matrix()``) or a linear
 Pyomo model, which is compiled to one first (counted as ``translate``). A
@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from autopar_opt.solvers.base import Backend, SolverMismatch
+from autopar_opt.solvers.base import Backend, Feature, SolverMismatch
 from autopar_opt.core.matrix import MatrixForm, compile_matrix, load_values
 from autopar_opt.core.result import ProblemClass, SolveResult, Termination
 
@@ -42,6 +42,13 @@ class HighsBackend(Backend):
 
     name: ClassVar[str] = "highs"
     accepts: ClassVar[frozenset[ProblemClass]] = frozenset({ProblemClass.lp, ProblemClass.milp})
+    #: no symmetry_cuts: HiGHS 1.15 solved llama-7b (2x8 A100, 1x8 V100) slower
+    #: with them (benchmarks/symmetry_cuts.md)
+    features: ClassVar[frozenset[Feature]] = frozenset({Feature.matrix_input, Feature.warm_start})
+
+    def refusal(self, problem_class: ProblemClass) -> str:
+        return mismatch_message(self.name, problem_class) if problem_class is ProblemClass.miqp \
+            else super().refusal(problem_class)
 
     def available(self) -> tuple[bool, str]:
         try:

@@ -27,34 +27,29 @@ def backend_names() -> list[str]:
     return [DEFAULT_BACKEND] + sorted(n for n in BACKENDS if n != DEFAULT_BACKEND)
 
 
-def get_backend(name: str = DEFAULT_BACKEND) -> Backend:
-    """An instance of backend ``name``; ValueError listing the names when unknown."""
+def backend_class(name: str) -> type[Backend]:
+    """The class of backend ``name`` (its declared ``accepts`` and ``features``)
+    without instantiating it; ValueError listing the names when unknown."""
     key = name.strip().lower()
     if key not in BACKENDS:
         raise ValueError(f"unknown solver {name!r}; choose one of {', '.join(backend_names())}")
     module, cls = BACKENDS[key].split(":")
     try:
-        return getattr(importlib.import_module(module), cls)()
+        return getattr(importlib.import_module(module), cls)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"solver {name!r} is registered but cannot be loaded ({exc}); "
                          f"use --solver highs") from exc
 
 
+def get_backend(name: str = DEFAULT_BACKEND) -> Backend:
+    """An instance of backend ``name``; ValueError listing the names when unknown."""
+    return backend_class(name)()
+
+
 def check_accepts(backend: Backend, problem_class: ProblemClass) -> None:
     """Raise :class:`SolverMismatch` (with the fix) unless ``backend`` accepts it."""
-    if problem_class in backend.accepts:
-        return
-    if backend.name == "highs" and problem_class is ProblemClass.miqp:
-        from autopar_opt.solvers.highs import mismatch_message
-        raise SolverMismatch(mismatch_message("highs", problem_class))
-    if problem_class is ProblemClass.tables:
-        raise SolverMismatch(f"solver {backend.name!r} solves algebraic models, not cost tables; "
-                             f"use --solver dp for the table DP")
-    if ProblemClass.tables in backend.accepts:
-        raise SolverMismatch(f"solver {backend.name!r} works on cost tables directly and does not "
-                             f"take a {problem_class.value} model; use --solver highs|gurobi|scip")
-    raise SolverMismatch(f"solver {backend.name!r} does not accept {problem_class.value}; "
-                         f"it accepts {sorted(p.value for p in backend.accepts)}")
+    if problem_class not in backend.accepts:
+        raise SolverMismatch(backend.refusal(problem_class))
 
 
 def default_form(backend: Backend) -> str:

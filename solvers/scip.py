@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from autopar_opt.solvers.base import Backend, SolverMismatch
+from autopar_opt.solvers.base import Backend, Feature, SolverMismatch
 from autopar_opt.solvers.pyomo_contrib import solve_contrib
 from autopar_opt.core.result import ProblemClass, SolveResult
 
@@ -19,6 +19,7 @@ class ScipBackend(Backend):
     name: ClassVar[str] = "scip"
     accepts: ClassVar[frozenset[ProblemClass]] = frozenset(
         {ProblemClass.lp, ProblemClass.milp, ProblemClass.miqp})
+    features: ClassVar[frozenset[Feature]] = frozenset({Feature.symmetry_cuts, Feature.warm_start})
 
     def available(self) -> tuple[bool, str]:
         try:

@@ -238,3 +238,18 @@ def test_a_scenario_whose_search_raises_becomes_an_error_row():
                                    "training": {"global_batch_size": 8}}})
     assert row["status"] == "error" and row["document"] is None
     assert row["reason"].startswith("SpecError:") and "no-such-cluster" in row["reason"]
+
+
+def test_runtime_axis_sets_training_runtime_and_reports_bad_values_at_the_axis(tmp_path):
+    data = yaml.safe_load(TINY.read_text())
+    data["axes"] = {"runtime": ["megatron-core", "pytorch-fsdp"]}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    sweep = load_sweep(path)
+    assert [s.spec.training.runtime.name for s in sweep.scenarios] == ["megatron-core", "pytorch-fsdp"]
+    assert sweep.scenarios[0].key != sweep.scenarios[1].key
+    data["axes"]["runtime"].append("nosuch")
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError) as exc:
+        load_sweep(path)
+    assert [p.key for p in exc.value.problems] == ["axes.runtime[2]"]

@@ -64,3 +64,8 @@ def test_search_status_is_derived():
     assert search_status(True, 10.0, 10.0, False, False, 1e-3) is SearchStatus.feasible
     assert search_status(False, None, math.inf, True, True, 1e-3) is SearchStatus.infeasible
     assert search_status(False, None, 3.0, False, False, 1e-3) is SearchStatus.no_plan
+
+
+def test_status_prints_as_its_plan_json_value():
+    assert f"{Status.not_solved}" == str(Status.not_solved) == "not_solved"
+    assert f"{SearchStatus.infeasible:>12}" == "  infeasible"

@@ -23,7 +23,7 @@ from autopar_opt.peers.piper_eval import evaluate_piper
 from autopar_opt.peers.piper_format import PiperInstance, Tmpc, load_piper
 from autopar_opt.peers.piper_milp import solve_piper_mip
 from autopar_opt.peers.piper_model import solve_mckp
-from autopar_opt.solvers.result import Termination
+from autopar_opt.core.result import Termination
 
 DATA = Path(__file__).parent / "data" / "peers"
 GIB = float(1 << 30)

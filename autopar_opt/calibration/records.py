@@ -1,6 +1,6 @@
 """Published training runs: read the record file, turn each record into a model.
 
-The file format is the one of ``shared/calibration/published_runs.yaml``: a
+The file format is the one of ``tests/data/published_runs.yaml`` (a copy of the shared calibration data, shipped with the repository): a
 YAML (or JSON) list of mappings with ``id``, ``record_type``, ``model``,
 ``hardware``, ``parallelism``, ``training``, ``measured`` and
 ``flops_counting`` sections. Reading is tolerant: a record that lacks what the

@@ -26,7 +26,17 @@ from autopar_opt.core.result import SolveResult, Termination, relative_gap
 ROUND_OFF = 1e-12
 
 
-class Status(str, Enum):
+class _Text(str, Enum):
+    """A string enum that prints as its value (in f-strings and tables too)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Status(_Text):
     """What the search knows about one outer configuration (``plan.json`` values)."""
 
     optimal = "optimal"          # a plan whose gap is within the target
@@ -38,7 +48,7 @@ class Status(str, Enum):
     error = "error"              # the solver failed, or its plan failed evaluate()
 
 
-class SearchStatus(str, Enum):
+class SearchStatus(_Text):
     """The outcome of a whole search (exit codes 0, 0, 3, 4)."""
 
     optimal = "optimal"          # a plan, and the global bound proves it within the target gap

@@ -38,7 +38,7 @@ class Termination(str, Enum):
 def relative_gap(primal: float | None, lower_bound: float) -> float:
     """``(primal - lower_bound) / |primal|``; inf without a primal or a bound.
 
-    The single definition of the gap (DESIGN.md §4) used by every backend,
+    The single definition of the gap (docs/DESIGN.md §4) used by every backend,
     the search and the certificate.
     """
     if primal is None or math.isinf(lower_bound) or math.isnan(lower_bound):

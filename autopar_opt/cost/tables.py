@@ -3,8 +3,8 @@
 An outer configuration fixes the pipeline degree ``pp`` (so ``d = N/pp``
 devices per stage), the micro-batch count ``c`` (so ``b = B/c`` samples per
 micro-batch) and the schedule. Formulations read only these arrays
-(DESIGN.md §1): ``time`` = A, ``sync`` = G, ``weight_bytes`` = W,
-``act_bytes`` = H, ``reshard`` = R, ``cross`` = R' of DESIGN.md §3.
+(docs/DESIGN.md §1): ``time`` = A, ``sync`` = G, ``weight_bytes`` = W,
+``act_bytes`` = H, ``reshard`` = R, ``cross`` = R' of docs/DESIGN.md §3.
 
 Stages are congruent (``d`` divides the GPUs per node or is a multiple of
 it), so one stage context prices every stage; only the tier of each stage

@@ -10,7 +10,7 @@ dominated strategies (same layout, no better in time, sync, weights and
 activations) are already gone from the cost tables.
 
 Rewards follow the potential ``Φ`` = exact iteration latency of the partial
-plan (DESIGN.md §3 over the layers placed so far, in units of the space's
+plan (docs/DESIGN.md §3 over the layers placed so far, in units of the space's
 reference time): each step pays ``Φ(s) − Φ(s')``, so an episode's return is
 ``−T/ref`` of the finished plan (a potential-based shaping, Ng et al. 1999,
 which leaves the optimal policy unchanged) and the agent gets a signal at

@@ -3,13 +3,13 @@
 A candidate fixes one outer configuration (pp, c, schedule), a contiguous
 split of the topologically ordered layers into ``pp`` non-empty stages and one
 strategy per layer (an index into that configuration's cost tables). This is
-exactly the space the exact search covers (DESIGN.md §2-3), so a searcher's
+exactly the space the exact search covers (docs/DESIGN.md §2-3), so a searcher's
 plan and the certificate's lower bound speak about the same set of plans.
 
 Two prices, one semantics:
 
 * :meth:`LayerSpace.price` prices a candidate from the cost tables with numpy
-  (the objective of DESIGN.md §3, the same terms as
+  (the objective of docs/DESIGN.md §3, the same terms as
   :func:`autopar_opt.solvers.dp.common.stage_terms`); searchers use it as their
   simulator because it is ~100x faster than building a Plan;
 * :meth:`LayerSpace.finish` turns the best candidate into a
@@ -152,7 +152,7 @@ class LayerSpace:
 
     # ----------------------------------------------------------------- pricing
     def price(self, cand: Candidate) -> Priced:
-        """Objective of DESIGN.md §3 (+ overhead) and memory, from the tables."""
+        """Objective of docs/DESIGN.md §3 (+ overhead) and memory, from the tables."""
         a = self.arrays[cand.config]
         t = a.tables
         pp, u = t.pp, np.arange(self.num_layers)

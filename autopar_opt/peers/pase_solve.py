@@ -1,7 +1,7 @@
 """PaSE's problem solved exactly, two independent ways, on the tables as given.
 
 - ``dp``: min-sum variable elimination over dense numpy tables in a
-  min-weight/min-fill order (:mod:`autopar_opt.dp.elimination`), the exact
+  min-weight/min-fill order (:mod:`autopar_opt.solvers.dp.elimination`), the exact
   method of PaSE's Sec. IV with a better ordering than its greedy GENERATESEQ;
 - MILP (HiGHS, Gurobi, SCIP): the local-marginal linearisation of the
   pairwise objective (Alpa's edge variables ``e = s_u s_vᵀ``, Zheng et al.,

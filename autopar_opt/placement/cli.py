@@ -73,7 +73,7 @@ def _bound_source(result: PlacementResult) -> str:
 
 def _json_summary(doc: dict) -> dict:
     keys = ("objective", "value", "lower_bound", "gap", "status", "wall_time_s", "method",
-            "instance", "contiguous")
+            "instance", "contiguous", "num_nodes")
     out = {k: doc[k] for k in keys}
     out["devices"] = [{k: d[k] for k in ("device", "nodes", "load", "memory_bytes")}
                       for d in doc["devices"]]
@@ -102,7 +102,8 @@ def _keep_better(result: PlacementResult, found) -> PlacementResult:
 
 def place_command(spec_path: str, solver: str | None, objective: str | None,
                   contiguous: bool | None, time_limit_s: float | None, out_dir: str | None,
-                  json_output: bool, expert: str | None, searcher=None) -> int:
+                  json_output: bool, expert: str | None, gap: float | None = None,
+                  searcher=None) -> int:
     """The body of ``autopar place`` (errors become exit code 2 in the caller).
 
     ``searcher`` (an :class:`autopar_opt.learn.harness.SearcherHook`, passed in
@@ -132,6 +133,9 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
         raise SpecError([SpecProblem("<command line>", "--solver", solver,
                                      f"unknown solver; choose auto, {', '.join(BACKENDS)}",
                                      "use --solver highs")])
+    if gap is not None and not 0 <= gap < 1:
+        raise SpecError([SpecProblem("<command line>", "--gap", gap, "must be in [0, 1)",
+                                     "use e.g. --gap 0.01 for 1%")])
     found = None
     if searcher is not None:
         if objective != "max-load":
@@ -144,7 +148,7 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
         if found is None:
             return 2
     result = solve_placement(problem, objective=objective, contiguous=cont, solver=name,
-                             time_limit_s=time_limit_s)
+                             time_limit_s=time_limit_s, rel_gap=1e-6 if gap is None else gap)
     result = _keep_better(result, found)
     doc = placement_document(result, expert)
     if found is not None:

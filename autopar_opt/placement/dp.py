@@ -30,11 +30,12 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from autopar_opt.ideals import DEFAULT_LIMIT, IdealLattice, enumerate_ideals
 from autopar_opt.placement.condense import Condensed
 
+#: Ideals × hyperedges up to which the pricer keeps a dense count matrix (int32).
+DENSE_LIMIT = 40_000_000
 #: Default guard on the number of nested ideal pairs the DP scans.
 MAX_PAIRS = 60_000_000
 
@@ -55,35 +56,73 @@ class DPResult:
     deadline_hit: bool = False
 
 
-def _incidence(cond: Condensed) -> tuple[sp.csr_array, np.ndarray]:
-    rows = np.concatenate(cond.hyper) if cond.hyper else np.zeros(0, np.int64)
-    cols = np.repeat(np.arange(len(cond.hyper)), [h.size for h in cond.hyper])
-    inc = sp.csr_array((np.ones(rows.size, dtype=np.float32), (rows, cols)),
-                       shape=(cond.num_units, len(cond.hyper)))
-    return inc, np.array([h.size for h in cond.hyper], dtype=np.int32)
+def _prefix_sums(lat: IdealLattice, weights: np.ndarray) -> np.ndarray:
+    """``Σ_{u ∈ ideal j} weights[u]`` for every ideal, along one cover per ideal (O(m))."""
+    first = np.searchsorted(lat.cover_dst, np.arange(lat.num_ideals))
+    out = np.zeros(lat.num_ideals)
+    src, node = lat.cover_src, lat.cover_node
+    for j in range(1, lat.num_ideals):
+        k = first[j]
+        out[j] = out[src[k]] + weights[node[k]]
+    return out
 
 
 class _Pricer:
-    """Loads of every ``I \\ I'`` for the sub-ideals ``I'`` of one ideal ``I``."""
+    """Loads of every ``I \\ I'`` for the sub-ideals ``I'`` of one ideal ``I``.
+
+    Memory is ``O(m·W)`` (the bitsets) plus the partial hyperedges of each ideal:
+    no dense ideals × units matrix, so 10,000-unit graphs fit.
+    """
 
     def __init__(self, cond: Condensed, lat: IdealLattice, types: list) -> None:
-        member = lat.members().astype(np.float32)
-        inc, hsize = _incidence(cond)
-        self.count = np.rint(np.asarray((inc.T @ member.T).T)).astype(np.int32)   # (m, H)
-        self.partial = (self.count > 0) & (self.count < hsize)
+        self.masks = lat.masks
         self.w = cond.hyper_w
-        self.wp = self.partial.astype(float) @ self.w
+        self.hsize = np.array([h.size for h in cond.hyper], dtype=np.int64)
+        flat = np.concatenate(cond.hyper) if cond.hyper else np.zeros(0, np.int64)
+        self.flat_word, self.flat_shift = flat >> 6, (flat & 63).astype(np.uint64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.hsize)[:-1]]).astype(np.int64)
+        self.partial: list[np.ndarray] = []
+        self.count: list[np.ndarray] = []
+        wp = np.zeros(lat.num_ideals)
+        every = np.arange(len(cond.hyper))
+        # small lattices keep the dense counts (fast gathers); large ones test bits
+        self.dense = (np.zeros((lat.num_ideals, len(cond.hyper)), dtype=np.int32)
+                      if lat.num_ideals * len(cond.hyper) <= DENSE_LIMIT else None)
+        for lo in range(0, lat.num_ideals, 256):
+            block = np.arange(lo, min(lo + 256, lat.num_ideals))
+            cnt = self._counts(block, every)
+            if self.dense is not None:
+                self.dense[block] = cnt
+            part = (cnt > 0) & (cnt < self.hsize)
+            wp[block] = part.astype(float) @ self.w
+            for r in range(block.size):
+                p = np.flatnonzero(part[r])
+                self.partial.append(p)
+                self.count.append(cnt[r, p])
+        self.wp = wp
         self.types = types
-        self.time = [member @ np.where(np.isinf(cond.time[t.name]), 0.0, cond.time[t.name])
+        self.time = [_prefix_sums(lat, np.where(np.isinf(cond.time[t.name]), 0.0, cond.time[t.name]))
                      for t in types]
-        self.bad = [member @ np.isinf(cond.time[t.name]).astype(np.float32) for t in types]
-        self.size = member.astype(float) @ cond.size_bytes
+        self.bad = [_prefix_sums(lat, np.isinf(cond.time[t.name]).astype(float)) for t in types]
+        self.size = _prefix_sums(lat, cond.size_bytes)
+
+    def _counts(self, ideals: np.ndarray, hyper: np.ndarray) -> np.ndarray:
+        """``|h ∩ ideal|`` for ``ideals × hyper`` (bit tests on the bitsets)."""
+        if hyper.size == 0:
+            return np.zeros((ideals.size, 0), dtype=np.int64)
+        sizes = self.hsize[hyper]
+        idx = (np.repeat(self.offsets[hyper] - (np.cumsum(sizes) - sizes), sizes)
+               + np.arange(int(sizes.sum())))
+        words = self.masks[np.ix_(ideals, self.flat_word[idx])]
+        bits = ((words >> self.flat_shift[idx]) & np.uint64(1)).astype(np.int64)
+        starts = np.concatenate([[0], np.cumsum(self.hsize[hyper])[:-1]])
+        return np.add.reduceat(bits, starts, axis=1)
 
     def loads(self, j: int, subs: np.ndarray) -> list[np.ndarray]:
-        p = np.flatnonzero(self.partial[j])
+        p = self.partial[j]
         if p.size:
-            a_sub = self.count[np.ix_(subs, p)]
-            g = (a_sub == 0).astype(float) - (a_sub == self.count[j, p]).astype(float)
+            a_sub = self.dense[np.ix_(subs, p)] if self.dense is not None else self._counts(subs, p)
+            g = (a_sub == 0).astype(float) - (a_sub == self.count[j]).astype(float)
             cut = self.wp[subs] + g @ self.w[p]
         else:
             cut = self.wp[subs].copy()
@@ -120,12 +159,9 @@ def solve_dp(cond: Condensed, *, ideal_limit: int = DEFAULT_LIMIT, max_pairs: in
     if m * m // 2 > max_pairs * 20:
         raise DPTooLarge(f"{m:,} ideals: the DP would scan up to {m * m // 2:,} pairs "
                          f"(guard {max_pairs:,}); use the MILP or coarsen")
-    if m * max(cond.num_units, len(cond.hyper)) > 400_000_000:
-        raise DPTooLarge(f"{m:,} ideals x {cond.num_units:,} units: the pricing matrices "
-                         f"would not fit in memory; use the decomposition bound")
     tmin = np.min([np.where(np.isinf(cond.time[t.name]), np.inf, cond.time[t.name])
                    for t in cond.problem.device_types], axis=0)
-    prefix = lat.members().astype(float) @ np.where(np.isinf(tmin), 0.0, tmin)
+    prefix = _prefix_sums(lat, np.where(np.isinf(tmin), 0.0, tmin))
     slack = upper_bound * (1 + 1e-9) if np.isfinite(upper_bound) else np.inf
     if not np.isfinite(slack):
         pairs = lat.num_pairs()

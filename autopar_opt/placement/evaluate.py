@@ -2,7 +2,7 @@
 
 ``evaluate_placement(problem, assignment)`` recomputes everything from the
 original (uncondensed) graph, so that a solver's objective can be checked
-against it (the project's strongest oracle, DESIGN.md §1).
+against it (the project's strongest oracle, docs/DESIGN.md §1).
 
 - **max-load** (throughput of a pipelined deployment; Tarnawski et al., NeurIPS
   2020, §3): load of device ``d`` = ``Σ_{v on d} time[type(d)][v]`` + (if the

@@ -2,7 +2,7 @@
 
 Variables are added in named blocks (index arrays come back), constraints in
 vectorised blocks of COO triplets, so a 100k-row placement MILP is assembled in
-numpy without Pyomo (the direct path is 50-100x faster, shared TOOLCHAIN.md).
+numpy without Pyomo (the direct path is 50-100x faster, docs/DESIGN.md §5).
 """
 
 from __future__ import annotations

@@ -99,7 +99,11 @@ def _heuristics(problem: PlacementProblem, cond: Condensed, objective: str, cont
 def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
                     contiguous: bool = True, solver: str = "auto",
                     time_limit_s: float | None = None, rel_gap: float = 1e-6) -> PlacementResult:
-    """Place ``problem``'s nodes; see the module docstring for the method choice."""
+    """Place ``problem``'s nodes; see the module docstring for the method choice.
+
+    ``rel_gap``: stop as soon as the proven gap is at most this (status
+    ``optimal`` then means "within the requested gap", as for the MIP solvers).
+    """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
     start = time.perf_counter()
@@ -111,7 +115,9 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
     details["lp_bound"] = _num(lower)
     details["units"] = cond.num_units
     method = "heuristic"
-    if objective == "max-load" and not contiguous:
+    if relative_gap(value if np.isfinite(value) else None, lower) <= rel_gap:
+        solver = "none"                # the heuristic is already within the requested gap
+    if objective == "max-load" and not contiguous and solver != "none":
         _contiguous_start(problem, details)
         if details.get("_dp_assign") is not None:
             a = details.pop("_dp_assign")
@@ -137,7 +143,7 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
             details["dp_skipped"] = str(exc)
             if solver == "dp":
                 raise
-    if method == "heuristic" and solver != "dp" and (
+    if method == "heuristic" and solver not in ("dp", "none") and (
             solver != "auto" or cond.num_units * problem.num_devices <= MILP_AUTO_LIMIT):
         from autopar_opt.placement.solve_milp import run_milp
         remaining = None if deadline is None else max(1.0, deadline - time.perf_counter())

@@ -5,6 +5,7 @@ A placement spec (YAML or JSON) names an operator graph and the devices::
     placement:
       graph: {file: bert.json}                       # public format, relative to the spec
       # or: graph: {zoo: synthetic_transformer, nodes: 10000}
+      # or: graph: {onnx: model.onnx}                # needs the 'onnx' extra
       devices:                                       # optional with a file (it has its own)
         - {type: A100-80GB, count: 8}                # device catalog name (zoo graphs)
         - {type: cpu, count: 1, pays_comm: false}
@@ -58,19 +59,27 @@ def load_placement(path: str | Path) -> tuple[PlacementProblem, dict]:
     if options.get("objective", "max-load") not in ("max-load", "latency"):
         probs.append(SpecProblem(str(path), "placement.objective", options["objective"],
                                  "must be max-load or latency", "write objective: max-load"))
-    if not isinstance(graph, dict) or not ({"file", "zoo"} & set(graph)):
+    if not isinstance(graph, dict) or not ({"file", "zoo", "onnx"} & set(graph)):
         probs.append(SpecProblem(str(path), "placement.graph", graph,
-                                 "must be {file: PATH} or {zoo: NAME, ...}",
+                                 "must be {file: PATH}, {onnx: PATH} or {zoo: NAME, ...}",
                                  "write graph: {file: model.json}"))
     if probs:
         raise SpecError(probs)
-    devices = _devices(spec.get("devices"), path, required="zoo" in graph)
+    devices = _devices(spec.get("devices"), path, required="zoo" in graph or "onnx" in graph)
     if "file" in graph:
         problem = load_public(path.parent / str(graph["file"]))
         if devices:
             problem = problem.with_devices(_with_times(problem, devices, path))
         return problem, options
-    from autopar_opt.placement.zoo import build_op_graph
+    from autopar_opt.placement.zoo import build_op_graph, op_problem
+    if "onnx" in graph:
+        from autopar_opt.placement.onnx_import import onnx_op_graph
+        onnx_path = path.parent / str(graph["onnx"])
+        if not onnx_path.exists():
+            raise SpecError([SpecProblem(str(path), "placement.graph.onnx", graph["onnx"],
+                                         "file not found", "give the path of an .onnx file")])
+        build_op_graph("onnx", devices, file=str(path), _check_only=True)
+        return op_problem(onnx_op_graph(onnx_path), devices, onnx_path.stem), options
     params = {k: v for k, v in graph.items() if k != "zoo"}
     return build_op_graph(str(graph["zoo"]), devices, file=str(path), **params), options
 

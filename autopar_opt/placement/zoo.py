@@ -42,11 +42,12 @@ def op_problem(g: OpGraph, devices: list[dict], name: str) -> PlacementProblem:
                             device_types=types, meta={"format": "zoo", "units": "ms"})
 
 
-def build_op_graph(name: str, devices: list[dict], *, file: str = "<spec>", **params) -> PlacementProblem:
+def build_op_graph(name: str, devices: list[dict], *, file: str = "<spec>",
+                   _check_only: bool = False, **params) -> PlacementProblem | None:
     """A zoo operator graph as a placement problem; SpecError for unknown names/devices."""
     from autopar_opt.spec.errors import SpecError, SpecProblem, did_you_mean
     probs = []
-    if name not in OP_GRAPHS:
+    if name not in OP_GRAPHS and not _check_only:
         probs.append(SpecProblem(file, "placement.graph.zoo", name, "unknown operator graph",
                                  f"choose one of {', '.join(sorted(OP_GRAPHS))}"
                                  f"{did_you_mean(name, OP_GRAPHS)}"))
@@ -58,6 +59,8 @@ def build_op_graph(name: str, devices: list[dict], *, file: str = "<spec>", **pa
                                      f"{did_you_mean(d['type'], DEVICE_CATALOG)}"))
     if probs:
         raise SpecError(probs)
+    if _check_only:
+        return None
     try:
         g = OP_GRAPHS[name](**params)
     except TypeError as exc:

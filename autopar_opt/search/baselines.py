@@ -112,7 +112,7 @@ def best_uniform_assignment(tables):
     """Best feasible uniform plan of one outer configuration as ``(Assignment,
     value)``, or None (a MIP warm start).
 
-    Priced from the configuration's cost tables (the objective of DESIGN.md §3,
+    Priced from the configuration's cost tables (the objective of docs/DESIGN.md §3,
     which equals evaluate() on every plan: tests/test_evaluate.py), not by
     evaluate(): this runs once per solved configuration, and on a 3072-GPU
     model evaluate() of every candidate took seconds. Same candidates as the

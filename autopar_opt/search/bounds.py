@@ -1,6 +1,6 @@
 """Cheap valid lower bounds and memory infeasibility proofs for one configuration.
 
-Used to skip configurations that cannot beat the incumbent (DESIGN.md §3,
+Used to skip configurations that cannot beat the incumbent (docs/DESIGN.md §3,
 "Outer search") while still recording a valid bound for the certificate.
 """
 

@@ -1,4 +1,4 @@
-"""The optimality certificate of one search (DESIGN.md §4).
+"""The optimality certificate of one search (docs/DESIGN.md §4).
 
 Per outer configuration: status, best value found (primal), proven lower
 bound, time, or the pruning reason. The global lower bound is the minimum of

@@ -56,8 +56,8 @@ class SearchOptions:
     time_limit_s: float = 60.0
     rel_gap: float = 1e-3
     warm_start: bool = True
-    #: exact symmetry-breaking cuts between identical layers; None: on, except
-    #: for the backends of ``inner.SYMMETRY_OFF_BY_DEFAULT`` (measured slower)
+    #: exact symmetry-breaking cuts between identical layers; None: on exactly
+    #: where the backend declares ``Feature.symmetry_cuts`` (measured to pay off)
     symmetry: bool | None = None
     export_dir: Path | None = None
     export_format: str = "mps"

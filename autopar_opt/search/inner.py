@@ -2,7 +2,7 @@
 
 The glue between formulations and solver backends lives here, so that
 formulations never import backends and backends never import formulations
-(DESIGN.md §1). MIP backends get a built formulation; the DP backend gets
+(docs/DESIGN.md §1). MIP backends get a built formulation; the DP backend gets
 the cost tables.
 
 Warm start (:meth:`InnerSolver._warm`): the exact DP runs first on a small
@@ -14,7 +14,7 @@ optimal, the MIP still runs, as an independent check, on a short budget
 (:data:`CHECK_FACTOR` × the DP's time, at least :data:`CHECK_MIN_S`); the
 record's message says which method proved the bound.
 
-Backends in :data:`MATRIX_BACKENDS` (HiGHS) get the MILP as a matrix built
+Backends declaring :attr:`Feature.matrix_input` (HiGHS) get the MILP as a matrix built
 directly from the cost tables (:mod:`autopar_opt.formulations.direct`): no
 Pyomo model is built unless ``--export-models`` asks for one, and the matrix
 structure is cached across configurations that share it, so most
@@ -30,10 +30,8 @@ from autopar_opt.cost.tables import CostTables
 from autopar_opt.core.assignment import Assignment
 from autopar_opt.core.bounds import Bounds, Status, strictly_better
 from autopar_opt.core.result import ProblemClass, SolveResult, Termination
+from autopar_opt.solvers.base import Feature
 
-
-#: Backends that take the solver-neutral matrix form directly (no Pyomo translation).
-MATRIX_BACKENDS = frozenset({"highs"})
 
 #: Share of a configuration's time the DP warm start may use, and its cap (s).
 DP_WARM_FRACTION, DP_WARM_MAX_S = 0.25, 20.0
@@ -43,9 +41,6 @@ CHECK_FACTOR, CHECK_MIN_S = 2.0, 1.0
 #: The least time limit handed to a MIP solver (s).
 MIN_MIP_S = 0.01
 
-#: Backends whose search default leaves the symmetry cuts out: HiGHS 1.15 solved
-#: llama-7b (2x8 A100, 1x8 V100) slower with them (benchmarks/symmetry_cuts.py).
-SYMMETRY_OFF_BY_DEFAULT = frozenset({"highs"})
 
 
 @dataclass
@@ -88,11 +83,12 @@ class InnerSolver:
             registry.check_accepts(self.backend, ProblemClass(self.form_name.upper()))
         self.name = self.backend.name
         self.version = self.backend.version()
+        features = self.backend.features
         self.symmetry = (options.symmetry if options.symmetry is not None
-                         else self.name not in SYMMETRY_OFF_BY_DEFAULT)
+                         else Feature.symmetry_cuts in features)
         self._direct = None
         self._fallback: InnerSolver | None = None
-        if self.name in MATRIX_BACKENDS and self.form_name == "milp":
+        if Feature.matrix_input in features and self.form_name == "milp":
             from autopar_opt.formulations.direct import DirectBuilder
             self._direct = DirectBuilder(symmetry=self.symmetry)
 

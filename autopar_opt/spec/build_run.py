@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from autopar_opt.cost.params import CostParams, default_params, params_from_file
+from autopar_opt.solvers.registry import backend_names
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import DEVICE_CATALOG, Cluster, DeviceType, LinkTier, make_cluster
 from autopar_opt import limits
@@ -161,10 +162,19 @@ def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGra
 
 
 def build_solver(section: SolverSection, out: ProblemList) -> SolverOptions:
-    """Solver options; HiGHS cannot solve the MIQP (TOOLCHAIN.md)."""
-    if section.name == "highs" and section.form == "miqp":
-        out.add("solver.form", section.form, "HiGHS cannot solve MIQP problems",
-                "use form: milp (the exact linearisation) or name: gurobi / scip")
+    """Solver options; a form the backend does not declare in ``accepts`` is refused
+    (HiGHS cannot solve the MIQP: docs/DESIGN.md §5)."""
+    from autopar_opt.core.result import ProblemClass
+    from autopar_opt.solvers.registry import backend_class
+
+    accepts = backend_class(section.name).accepts
+    if (section.form != "auto" and ProblemClass.tables not in accepts
+            and ProblemClass(section.form.upper()) not in accepts):
+        takers = [n for n in backend_names() if ProblemClass(section.form.upper())
+                  in backend_class(n).accepts]
+        out.add("solver.form", section.form, f"{section.name} cannot solve "
+                f"{section.form.upper()} problems",
+                f"use form: milp (the exact linearisation) or name: {' / '.join(takers)}")
     return SolverOptions(section.name, section.time_limit_s, section.rel_gap, section.form)
 
 

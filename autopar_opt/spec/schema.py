@@ -15,7 +15,9 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from autopar_opt.graph import LayerKind
+from autopar_opt.graph import Layer
+from autopar_opt.solvers.registry import DEFAULT_BACKEND, backend_names
+from autopar_opt.spec.derive import section_from_dataclass
 from autopar_opt import limits
 from autopar_opt.training import DTYPE_BYTES, OPTIMIZER_BYTES, Recompute, Schedule
 
@@ -26,6 +28,7 @@ PosInt = Annotated[int, Field(gt=0)]
 Degree = Annotated[int, Field(gt=0, le=limits.MAX_DEGREE)]
 ZeroLevel = Annotated[int, Field(ge=0, le=3)]
 Fraction = Annotated[float, Field(gt=0, le=1)]
+SolverName = Literal[tuple(backend_names())]  # type: ignore[valid-type]
 
 
 class _Section(BaseModel):
@@ -47,35 +50,34 @@ def _pick(key: str, yes: str, no: str):
 
 
 # ----------------------------------------------------------------------- model
-class LayerSpec(_Section):
-    """One layer of an explicit model; per-sample FLOPs and bytes (see autopar_opt.graph.Layer)."""
+#: Examples of layer fields (they feed the "fix" text of error messages).
+_LAYER_EXAMPLES: dict[str, Any] = {
+    "name": "block0", "kind": "transformer_block", "flops_fwd": 1.2e12, "flops_bwd": 2.4e12,
+    "params": 12_600_000, "act_bytes": 3.0e8, "act_replicated_bytes": 4.0e7,
+    "act_attn_bytes": 1.0e8, "flops_recompute_selective": 1.0e10, "input_bytes": 8.0e6,
+    "output_bytes": 8.0e6, "tp_comm_bytes": 1.6e7, "cp_comm_bytes": 8.0e6, "max_tp": 32,
+    "supports_sp": True, "supports_cp": True, "num_experts": 8, "top_k": 2,
+    "expert_load": 1.1}
 
-    name: str = _f("Unique layer name.", "block0")
-    kind: LayerKind = _f("Layer kind: decides which strategies apply.", "transformer_block",
-                         default=LayerKind.generic)
-    flops_fwd: float = _f("Forward FLOPs per sample.", 1.2e12, default=0.0, ge=0)
-    flops_bwd: float = _f("Backward FLOPs per sample (usually 2x forward).", 2.4e12, default=0.0, ge=0)
-    params: int = _f("Trainable parameters.", 12_600_000, default=0, ge=0)
-    act_bytes: float = _f("Activation bytes kept for backward per sample (no TP, no recompute).",
-                          3.0e8, default=0.0, ge=0)
-    act_replicated_bytes: float = _f("Part of act_bytes that TP does not split without SP.",
-                                     4.0e7, default=0.0, ge=0)
-    act_attn_bytes: float = _f("Part of act_bytes dropped by selective recomputation.",
-                               1.0e8, default=0.0, ge=0)
-    flops_recompute_selective: float = _f("Forward FLOPs per sample re-run by selective recompute.",
-                                          1.0e10, default=0.0, ge=0)
-    input_bytes: float = _f("Input bytes per sample (kept by full recomputation).", 8.0e6,
-                            default=0.0, ge=0)
-    output_bytes: float = _f("Output bytes per sample (sent to the next layer/stage).", 8.0e6,
-                             default=0.0, ge=0)
-    tp_comm_bytes: float = _f("Bytes all-reduced per sample by TP in the forward pass.", 1.6e7,
-                              default=0.0, ge=0)
-    cp_comm_bytes: float = _f("K/V bytes per sample all-gathered by context parallelism.", 8.0e6,
-                              default=0.0, ge=0)
-    max_tp: Degree = _f("Largest tensor-parallel degree (e.g. the head count); 1 = no TP.", 32,
-                        default=1)
-    supports_sp: bool = _f("Sequence parallelism applies to this layer.", True, default=False)
-    supports_cp: bool = _f("Context parallelism applies to this layer.", True, default=False)
+
+def _layer_bounds(name: str, hint: Any) -> dict[str, Any]:
+    """Bounds of a layer field: counts and sizes are non-negative; ``max_tp`` and
+    ``expert_load`` are at least 1."""
+    if name in ("max_tp",):
+        return {"ge": 1}
+    if name == "expert_load":
+        return {"ge": 1.0}
+    return {"ge": 0} if hint in (int, float) else {}
+
+
+#: One layer of an explicit model, derived from :class:`autopar_opt.graph.Layer`
+#: (every field, documented by that class's docstring; ``measured`` costs are
+#: given by the model section's ``measured`` list instead).
+LayerSpec = section_from_dataclass(
+    Layer, _Section, name="LayerSpec",
+    doc="One layer of an explicit model; per-sample FLOPs and bytes (autopar_opt.graph.Layer).",
+    constraints=_layer_bounds, examples=_LAYER_EXAMPLES, required=("name",),
+    exclude=("measured",))
 
 
 class MeasuredSpec(_Section):
@@ -243,10 +245,9 @@ class SearchSection(_Section):
 class SolverSection(_Section):
     """Which solver runs and when it may stop."""
 
-    name: Literal["highs", "gurobi", "scip", "dp"] = _f("Backend.", "highs", default="highs")
-    time_limit_s: float = _f("Wall-clock budget of the whole `autopar solve` command (spec, tables, "
-                             "solves, baselines, outputs), s; --time-limit overrides it.", 60.0,
-                             default=60.0, gt=0)
+    name: SolverName = _f("Backend (the registered names of autopar_opt.solvers.registry).",
+                          DEFAULT_BACKEND, default=DEFAULT_BACKEND)
+    time_limit_s: float = _f("Wall-time limit per solve, s.", 60.0, default=60.0, gt=0)
     rel_gap: float = _f("Relative optimality gap at which to stop.", 1e-3, default=1e-3, ge=0, lt=1)
     form: Literal["auto", "milp", "miqp"] = _f("Formulation: the MIQP or its exact MILP.", "auto",
                                                default="auto")

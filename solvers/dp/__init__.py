@@ -1,4 +1,4 @@
-"""Exact dynamic-programming fallback (DESIGN.md §6).
+"""Exact dynamic-programming fallback (docs/DESIGN.md §6).
 
 :func:`solve_dp` picks the method from the shape of the problem and returns
 the project's one :class:`~autopar_opt.core.result.SolveResult`:

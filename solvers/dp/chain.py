@@ -1,6 +1,6 @@
 """Exact label-setting DP for chains (and the fixed-order heuristic for DAGs with pp > 1).
 
-Problem (DESIGN.md §3, one outer configuration ``(pp, c, schedule)``): split the
+Problem (docs/DESIGN.md §3, one outer configuration ``(pp, c, schedule)``): split the
 layers, in order, into exactly ``pp`` non-empty contiguous stages and give
 every layer a strategy ``k_u``, minimising
 

@@ -3,7 +3,7 @@
 memory/time bounds.
 
 Pricing follows exactly the semantics of :func:`autopar_opt.evaluate.evaluate`
-(DESIGN.md §3): ``p_i = Σ A + Σ R`` over in-stage edges, an edge that crosses
+(docs/DESIGN.md §3): ``p_i = Σ A + Σ R`` over in-stage edges, an edge that crosses
 stages adds ``R'`` at *every* boundary it crosses (relayed), ``g_i = Σ G``,
 memory ``Σ W + inflight_i·Σ H``; latency from
 :func:`autopar_opt.evaluate.pipeline_latency` plus the constant
@@ -45,7 +45,7 @@ def stage_terms(tables: CostTables, a: Assignment) -> tuple[list[float], list[fl
 
 
 def iteration_time(tables: CostTables, a: Assignment) -> float:
-    """Objective of DESIGN.md §3 (+ the constant overhead) for ``a``."""
+    """Objective of docs/DESIGN.md §3 (+ the constant overhead) for ``a``."""
     p, o, g, _ = stage_terms(tables, a)
     return (pipeline_latency(p, o, g, tables.microbatches, tables.schedule)
             + tables.params.iteration_overhead_s)

@@ -14,7 +14,7 @@ multipliers ``λ_j ≥ 0`` per stage and stage-dependent layer memory ``m_j[v,k]
 
 computed by the recursion ``H[u,i,k] = min_k' (A'[u+1,k'] + R[k,k'] + H[u+1,i,k'],
 A'[u+1,k'] + R'_i[k,k'] + H[u+1,i+1,k'])`` in O(n·P·K²). Every stage's memory is at most the
-capacity ``C`` (the memory constraint of DESIGN.md §3), so the λ-terms of the
+capacity ``C`` (the memory constraint of docs/DESIGN.md §3), so the λ-terms of the
 remaining layers sum to at most ``λ_i·(C − mem) + C·Σ_{j>i} λ_j``; hence for
 every feasible completion
 

@@ -1,6 +1,6 @@
 """Exact PaSE-style DP for DAGs without pipelining (``pp == 1``).
 
-With one stage the objective of DESIGN.md §3 is linear:
+With one stage the objective of docs/DESIGN.md §3 is linear:
 ``T = c·(Σ_u A[u,k_u] + Σ_(u,v) R[e][k_u,k_v]) + Σ_u G[u,k_u]`` (+ constant),
 because ``max p = Σp = p`` and there is no transfer. Memory is one global
 knapsack ``Σ_u W[u,k_u] + inflight_0·Σ_u H[u,k_u] ≤ capacity``.

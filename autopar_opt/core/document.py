@@ -1,0 +1,244 @@
+"""The typed model of ``plan.json`` (``autopar solve``) and of ``autopar estimate --json``.
+
+One model, three uses: ``autopar schema --plan`` / ``--estimate`` print its
+JSON Schema, the report reads ``plan.json`` through it
+(:func:`document_problems`), and the tests check every document the search
+writes against it. Keys the report needs are required; everything else is
+optional and unknown keys are allowed, so a newer writer's additions do not
+break an older reader.
+
+Non-finite numbers have one encoding (docs/DESIGN.md §4): JSON has no
+infinity, so ``±inf`` and NaN are written as the strings ``"inf"``,
+``"-inf"`` and ``"nan"`` (:data:`JsonFloat`; the search writes them with
+``autopar_opt.search.certificate.json_float``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from autopar_opt.core.bounds import SearchStatus, Status
+
+#: A number, or "inf" / "-inf" / "nan" (the one encoding of non-finite values).
+JsonFloat = Annotated[Union[float, Literal["inf", "-inf", "nan"]], Field(
+    description='A number, or the string "inf", "-inf" or "nan" (JSON has no infinity).')]
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+def _f(description: str, **kw: Any) -> Any:
+    return Field(description=description, **kw)
+
+
+class StrategyDoc(_Doc):
+    """One layer's strategy (``autopar_opt.strategies.Strategy.to_dict``)."""
+
+    dp: int = _f("Data-parallel degree.")
+    tp: int = _f("Tensor-parallel degree.")
+    cp: int = _f("Context-parallel degree.", default=1)
+    sp: bool = _f("Sequence parallelism.", default=False)
+    zero: int = _f("ZeRO level (0-3).", default=0)
+    recompute: str = _f("Activation recomputation: none, selective or full.", default="none")
+    ep: Optional[int] = _f("Expert-parallel degree (only when > 1).", default=None)
+
+
+class StageDoc(_Doc):
+    """One pipeline stage: consecutive layers and their strategies."""
+
+    layers: list[str] = _f("Layer names, in order.")
+    strategies: list[StrategyDoc] = _f("One strategy per layer.")
+
+
+class RankedStageDoc(StageDoc):
+    """A stage of ``plan.json``: also its ranks (stage ``i`` = ``[i*d, (i+1)*d)``)."""
+
+    first_rank: int = _f("First rank of the stage's device group.")
+    last_rank: int = _f("Last rank of the stage's device group.")
+
+
+class _PlanBase(_Doc):
+    pp: int = _f("Pipeline stages.")
+    microbatches: int = _f("Micro-batches per iteration.")
+    schedule: str = _f("Pipeline schedule: gpipe, 1f1b or interleaved.")
+    vp_chunks: int = _f("Virtual pipeline chunks (interleaved only).", default=1)
+
+
+class EstimatePlanDoc(_PlanBase):
+    """A plan as ``autopar estimate --json`` prints it."""
+
+    stages: list[StageDoc] = _f("Stages in pipeline order.")
+
+
+class PlanDoc(_PlanBase):
+    """The best plan of ``plan.json``."""
+
+    stages: list[RankedStageDoc] = _f("Stages in pipeline order, with their ranks.")
+
+
+class StageMetricsDoc(_Doc):
+    """Per-stage metrics (``autopar_opt.evaluate.StageMetrics``); times per micro-batch."""
+
+    time_s: float = _f("Stage time per micro-batch, s.")
+    transfer_s: float = _f("Transfer to the next stage per micro-batch, s.")
+    sync_s: float = _f("Once-per-iteration time (gradient sync, optimizer), s.")
+    weight_gib: float = _f("Weights, gradients and optimizer state per device, GiB.")
+    activation_gib: float = _f("Activations at the peak per device, GiB.")
+    peak_memory_gib: float = _f("Peak memory per device, GiB.")
+    capacity_gib: float = _f("Usable memory per device, GiB.")
+
+
+class MetricsDoc(_Doc):
+    """What a plan costs under the model (``autopar_opt.evaluate.PlanMetrics``)."""
+
+    iteration_time_s: float = _f("Predicted iteration time, s.")
+    samples_per_s: float = _f("Throughput, samples/s.")
+    tokens_per_s: float = _f("Throughput, tokens/s.")
+    mfu: float = _f("Model FLOPs utilisation (0-1).")
+    memory_capacity_gib: float = _f("Usable memory per device, GiB.")
+    stages: list[StageMetricsDoc] = _f("Per-stage metrics.")
+
+
+class ConfigRowDoc(_Doc):
+    """One outer configuration of the certificate."""
+
+    pp: int = _f("Pipeline stages.")
+    microbatches: int = _f("Micro-batches.")
+    schedule: str = _f("Pipeline schedule.")
+    status: Status = _f("What the search knows about it (docs/DESIGN.md §4).")
+    primal: Optional[JsonFloat] = _f("Best plan value found, s (null: none).")
+    lower_bound: JsonFloat = _f("Proven lower bound, s (-inf: none; inf: proven infeasible).")
+    gap: JsonFloat = _f("(primal - lower_bound) / primal.")
+    time_s: float = _f("Solve time, s.")
+    pruned_by: Optional[str] = _f("Why it was pruned (bound >= incumbent), if it was.")
+    model_hash: Optional[str] = _f("sha256 of the exported sub-model (--export-models).",
+                                   default=None)
+    message: str = _f("What the solver or the search said.", default="")
+
+
+class CertificateDoc(_Doc):
+    """Global primal, global lower bound, gap and the per-configuration table."""
+
+    primal: Optional[JsonFloat] = _f("Best plan value, s (null: no plan).")
+    lower_bound: JsonFloat = _f("Minimum of the per-configuration bounds, s.")
+    gap: JsonFloat = _f("Global gap (primal - lower_bound) / primal.")
+    exact: bool = _f("The global bound is a proof (finite and <= primal, or every "
+                     "configuration proven infeasible).")
+    configurations: list[ConfigRowDoc] = _f("Every outer configuration.")
+
+
+class ClusterDoc(_Doc):
+    name: str = _f("Cluster name.")
+    nodes: int = _f("Nodes.")
+    gpus_per_node: int = _f("GPUs per node.")
+    num_devices: int = _f("GPUs in total.")
+    device: str = _f("Device name.")
+    hbm_gib: float = _f("Device memory, GiB.")
+
+
+class SpecSummaryDoc(_Doc):
+    path: Optional[str] = _f("The spec file.", default=None)
+    model: dict[str, Any] = _f("Model summary (name, num_layers, params, is_chain, source).")
+    cluster: ClusterDoc = _f("Cluster summary.")
+    training: dict[str, Any] = _f("Training settings (global_batch_size, seq_len, dtype, ...).")
+
+
+class CostModelDoc(_Doc):
+    params: dict[str, Any] = _f("CostParams in use.", default_factory=dict)
+    assumptions: list[str] = _f("The model's stated assumptions.")
+
+
+class SolverDoc(_Doc):
+    name: str = _f("Backend name.")
+    version: str = _f("Solver name and version.")
+    form: str = _f("milp, miqp or tables (the DP).")
+    time_limit_s: float = _f("Time limit of the search, s.")
+    rel_gap: float = _f("Target relative gap.")
+
+
+class BaselineDoc(_Doc):
+    name: str = _f("Baseline name.")
+    metrics: Optional[MetricsDoc] = _f("Its metrics (null: no such plan fits).")
+    note: str = _f("How it was built.")
+
+
+class InfeasibilityDoc(_Doc):
+    reason: str = _f("Why there is no plan.")
+    least_memory_gib: float = _f("Least memory any plan needs per device, GiB.")
+    capacity_gib: float = _f("Usable memory per device, GiB.")
+    advice: list[str] = _f("What to change.")
+
+
+class PlanDocument(_Doc):
+    """``plan.json``, written by ``autopar solve --out DIR`` (schema_version 1)."""
+
+    schema_version: int = _f("Version of this document's layout.")
+    spec: SpecSummaryDoc = _f("What was solved.")
+    search_space: dict[str, Any] = _f("The search space (an optimality claim holds within it).")
+    cost_model: CostModelDoc = _f("The cost model's parameters and assumptions.")
+    status: SearchStatus = _f("optimal | feasible | infeasible | no_plan | interrupted (exit codes 0, 0, 3, 4, 130/143).")
+    plan: Optional[PlanDoc] = _f("The best plan (null: none).")
+    metrics: Optional[MetricsDoc] = _f("The best plan's metrics (null: no plan).")
+    certificate: CertificateDoc = _f("The optimality certificate.")
+    solver: SolverDoc = _f("The backend and its limits.")
+    baselines: list[BaselineDoc] = _f("Megatron-style and pure data-parallel plans, priced.")
+    infeasibility: Optional[InfeasibilityDoc] = _f("Why there is no plan, when there is none.",
+                                                   default=None)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "PlanDocument":
+        if self.plan is not None and self.metrics is None:
+            raise ValueError("'metrics' is null but 'plan' is set: a plan needs its metrics")
+        if self.status is SearchStatus.infeasible and self.plan is None and self.infeasibility is None:
+            raise ValueError("missing key 'infeasibility' (an infeasible search explains itself)")
+        return self
+
+
+class EstimateDocument(_Doc):
+    """``autopar estimate --json``: a hand-written plan priced by the cost model."""
+
+    spec: str = _f("The spec file.")
+    plan: EstimatePlanDoc = _f("The plan of the spec.")
+    metrics: MetricsDoc = _f("Its metrics.")
+
+
+def _where(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and not part.startswith(("function-", "float", "literal")):
+            out += ("." if out else "") + part
+    return out
+
+
+def document_problems(doc: Any, model: type[BaseModel] = PlanDocument) -> list[str]:
+    """Every problem of ``doc`` against ``model`` (empty when none), each naming the
+    dotted key; missing keys first (in document order), then keys inside lists."""
+    if not isinstance(doc, dict):
+        return ["the document must be a JSON object"]
+    try:
+        model.model_validate(doc)
+    except ValidationError as exc:
+        problems: list[tuple[bool, str]] = []
+        for err in exc.errors():
+            where = _where(err["loc"])
+            if err["type"] == "missing":
+                text = f"missing key '{where}'"
+            elif err["type"] == "value_error" and not where:
+                text = str(err["ctx"]["error"]) if "ctx" in err else err["msg"]
+            else:
+                text = f"'{where}' {err['msg'].lower()}, got {err.get('input')!r}"
+            if text not in (t for _, t in problems):
+                problems.append(("[" in where, text))
+        return [t for in_list, t in problems if not in_list] + [t for in_list, t in problems if in_list]
+    return []
+
+
+def json_schemas() -> dict[str, dict[str, Any]]:
+    """``{"plan.json": ..., "estimate": ...}``: the JSON Schemas of both documents."""
+    return {"plan.json": PlanDocument.model_json_schema(),
+            "estimate": EstimateDocument.model_json_schema()}

@@ -1,0 +1,114 @@
+"""Render benchmarks/placement/RESULTS.md from results.json (no measurement here)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+
+
+def f(x, nd: int = 6) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
+    return f"{x:.{nd}g}"
+
+
+def pct(x) -> str:
+    return "—" if x is None else f"{100 * x:.3g}%"
+
+
+def head(sec: dict) -> str:
+    return (f"Recorded {sec['recorded_utc']} UTC on a shared {sec['cpus']}-core machine; load "
+            f"average {sec['loadavg_before'][0]:.1f} before, {sec['loadavg_after'][0]:.1f} after "
+            "(other sessions were running: wall times are inflated accordingly).\n")
+
+
+def main() -> None:
+    res = json.loads((HERE / "results.json").read_text())
+    out = ["# Placement benchmarks", "",
+           "Each row times the whole `autopar place ... --json` command as a subprocess "
+           "(`process s`: wall clock including Python start-up and imports; `peak MiB`: peak "
+           "RSS from /usr/bin/time) beside the solver's own `wall_time_s`. Run: "
+           "`.venv/bin/python benchmarks/placement/run.py`, then `report.py`.", ""]
+    if "shared" in res:
+        sec = res["shared"]
+        out += ["## Shared throughput instances (contiguous max-load, `--solver auto` = DP)", "",
+                head(sec), "| instance | optimum (ours) | known optimum | rel. diff | gap | status | "
+                "solver s | process s | peak MiB | expert split | expert / ours |",
+                "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in sec["rows"]:
+            diff = abs(r["value"] - r["known_optimum"]) / r["known_optimum"] if r.get("value") else None
+            exp = r.get("expert")
+            out.append(f"| {r['instance']} | {f(r.get('value'))} | {r['known_optimum']} | "
+                       f"{f(diff, 2)} | {pct(r.get('gap'))} | {r.get('status')} | "
+                       f"{f(r.get('wall_time_s'), 3)} | {f(r['process_wall_s'], 3)} | "
+                       f"{f(r['peak_rss_mib'], 4)} | {f(exp)} | "
+                       f"{f(exp / r['value'], 4) if exp and r.get('value') else '—'} |")
+        out.append("")
+    if "milp" in res:
+        sec = res["milp"]
+        out += ["## The same instances with the MILP alone (`--solver highs`)", "", head(sec),
+                "| instance | MILP value | MILP lower bound | gap | status | known optimum | "
+                "time limit s | process s |", "|---|---|---|---|---|---|---|---|"]
+        for r in sec["rows"]:
+            out.append(f"| {r['instance']} | {f(r.get('value'))} | {f(r.get('lower_bound'))} | "
+                       f"{pct(r.get('gap'))} | {r.get('status')} | {r['known_optimum']} | "
+                       f"{r['time_limit_s']:g} | {f(r['process_wall_s'], 4)} |")
+        out.append("")
+    if "latency" in res:
+        sec = res["latency"]
+        out += ["## Latency instances (`--objective latency`, MILP)", "", head(sec),
+                "| instance | latency | lower bound | gap | status | process s |",
+                "|---|---|---|---|---|---|"]
+        for r in sec["rows"]:
+            out.append(f"| {r['instance']} | {f(r.get('value'))} | {f(r.get('lower_bound'))} | "
+                       f"{pct(r.get('gap'))} | {r.get('status')} | {f(r['process_wall_s'], 4)} |")
+        out.append("")
+    if "scale" in res:
+        sec = res["scale"]
+        out += ["## Scale: synthetic transformer op graphs, time to a 1% gap (`--gap 0.01`)", "",
+                head(sec), "| nodes | devices | value (ms) | lower bound | gap | status | method | "
+                "solver s | process s | peak MiB |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in sec["rows"]:
+            out.append(f"| {r['nodes']:,} | {r['devices']} | {f(r.get('value'))} | "
+                       f"{f(r.get('lower_bound'))} | {pct(r.get('gap'))} | {r.get('status')} | "
+                       f"{r.get('method')} | {f(r.get('wall_time_s'), 4)} | "
+                       f"{f(r['process_wall_s'], 4)} | {f(r['peak_rss_mib'], 4)} |")
+        out.append("")
+    if "growth" in res:
+        sec = res["growth"]
+        rows = [r for r in sec["rows"] if r.get("exit_code") == 0]
+        n = np.array([r["nodes"] for r in rows], float)
+        t = np.array([r["process_wall_s"] for r in rows], float)
+        ts = np.array([r["wall_time_s"] for r in rows], float)
+        slope = np.polyfit(np.log(n), np.log(t), 1)[0] if len(rows) > 1 else float("nan")
+        slope_s = np.polyfit(np.log(n), np.log(ts), 1)[0] if len(rows) > 1 else float("nan")
+        out += ["## Growth: time against node count (8 devices, `--gap 0.01`)", "", head(sec),
+                "| nodes | process s | solver s | gap | method |", "|---|---|---|---|---|"]
+        for r in rows:
+            out.append(f"| {r['nodes']:,} | {f(r['process_wall_s'], 4)} | {f(r['wall_time_s'], 4)} | "
+                       f"{pct(r.get('gap'))} | {r.get('method')} |")
+        out += ["", f"Fitted exponent (least squares on log-log): process time ∝ n^{slope:.2f}, "
+                    f"solver time ∝ n^{slope_s:.2f}.", ""]
+    if "inception" in res:
+        sec = res["inception"]
+        out += ["## Inception-v3 (zoo graph, 8 x A100-80GB, exact)", "", head(sec),
+                "| granularity | nodes | value (ms) | gap | status | method | solver s | process s |",
+                "|---|---|---|---|---|---|---|---|"]
+        for r in sec["rows"]:
+            out.append(f"| {r['granularity']} | {r.get('num_nodes', '—')} | {f(r.get('value'))} | "
+                       f"{pct(r.get('gap'))} | {r.get('status')} | {r.get('method')} | "
+                       f"{f(r.get('wall_time_s'), 4)} | {f(r['process_wall_s'], 4)} |")
+        out.append("")
+    notes = HERE / "NOTES.md"
+    if notes.exists():
+        out += [notes.read_text()]
+    (HERE / "RESULTS.md").write_text("\n".join(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()

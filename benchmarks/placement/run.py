@@ -1,0 +1,156 @@
+"""Placement benchmarks: every shared instance, scale (10k/50k nodes on 8/64 devices),
+growth with node count, Inception-v3. Times what the user runs: the whole
+``autopar place ... --json`` command as a subprocess (wall clock and peak
+memory from /usr/bin/time), next to the solver's own split.
+
+Usage: ``.venv/bin/python benchmarks/placement/run.py [section ...]`` (sections:
+shared, milp, latency, scale, growth, inception); writes ``results.json`` here,
+then ``report.py`` renders RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+DATA = ROOT / "tests" / "data" / "placement"
+AUTOPAR = str(Path(sys.executable).parent / "autopar")
+KNOWN = {"LayerGraphs_bert24_inference": 17.7899, "LayerGraphs_bert24_training": 41.7458,
+         "LayerGraphs_resnet50_inference": 33.7747, "LayerGraphs_resnet50_training": 78.6318,
+         "OperatorGraphs_bert_l-3_inference": 27.9186, "OperatorGraphs_bert_l-3_training": 65.3031,
+         "OperatorGraphs_bert_l-6_inference": 29.5795, "OperatorGraphs_bert_l-6_training": 72.865,
+         "OperatorGraphs_resnet50_inference": 124.349, "OperatorGraphs_resnet50_training": 255.194}
+#: published single-threaded C++ DP times (data README / issue: 0.01 s bert24 ... 12.5 s bert_l-6 training)
+PUBLISHED_DP_S = {"LayerGraphs_bert24_inference": 0.01, "OperatorGraphs_bert_l-6_training": 12.5}
+EXPERTS = {"LayerGraphs_bert24_inference": "bert24_inference.json",
+           "LayerGraphs_bert24_training": "bert24_training.json",
+           "LayerGraphs_resnet50_inference": "resnet50_inference.json"}
+
+
+def place(args: list[str], timeout: float = 900) -> dict:
+    """Run ``autopar place ARGS --json``; JSON result + wall time + peak RSS of the process."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
+        cmd = ["/usr/bin/time", "-f", "%e %M", "-o", tf.name, AUTOPAR, "place", *args, "--json"]
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        wall = time.perf_counter() - start
+        fields = tf.read().split()
+    out = {"command": "autopar place " + " ".join(args), "exit_code": proc.returncode,
+           "process_wall_s": wall, "peak_rss_mib": float(fields[-1]) / 1024 if fields else None}
+    if proc.returncode == 0:
+        doc = json.loads(proc.stdout)
+        doc.pop("devices", None)
+        out.update(doc)
+    else:
+        out["stderr"] = proc.stderr[-2000:]
+    return out
+
+
+def spec_file(folder: Path, name: str, graph: dict, devices: list[dict]) -> str:
+    path = folder / f"{name}.yaml"
+    import yaml
+    path.write_text(yaml.safe_dump({"placement": {"graph": graph, "devices": devices,
+                                                  "objective": "max-load", "contiguous": True}}))
+    return str(path)
+
+
+def shared() -> list[dict]:
+    rows = []
+    for name in sorted(KNOWN):
+        args = [str(DATA / "throughput" / f"{name}.json")]
+        if name in EXPERTS:
+            args += ["--expert", str(DATA / "experts" / EXPERTS[name]), "--out",
+                     str(Path(tempfile.mkdtemp()))]
+        r = place(args)
+        r.update(instance=name, known_optimum=KNOWN[name])
+        if name in EXPERTS:
+            doc = json.loads((Path(args[-1]) / "placement.json").read_text())
+            r["expert"] = next(b["value"] for b in doc["baselines"] if b["name"].startswith("human"))
+            r["baselines"] = doc["baselines"]
+        rows.append(r)
+        print(name, r.get("value"), r.get("process_wall_s"), flush=True)
+    return rows
+
+
+def milp(limit: float = 60.0) -> list[dict]:
+    rows = []
+    for name in sorted(KNOWN):
+        r = place([str(DATA / "throughput" / f"{name}.json"), "--solver", "highs",
+                   "--time-limit", str(limit)])
+        r.update(instance=name, known_optimum=KNOWN[name], time_limit_s=limit)
+        rows.append(r)
+        print("milp", name, r.get("value"), r.get("lower_bound"), flush=True)
+    return rows
+
+
+def latency(limit: float = 60.0) -> list[dict]:
+    rows = []
+    for path in sorted((DATA / "latency").glob("*.json")):
+        r = place([str(path), "--objective", "latency", "--time-limit", str(limit)])
+        r.update(instance=path.stem, time_limit_s=limit)
+        rows.append(r)
+        print("latency", path.stem, r.get("value"), r.get("gap"), flush=True)
+    return rows
+
+
+def scale(folder: Path) -> list[dict]:
+    rows = []
+    for n in (10_000, 50_000):
+        for k in (8, 64):
+            spec = spec_file(folder, f"synthetic_{n}_{k}", {"zoo": "synthetic_transformer", "nodes": n},
+                             [{"type": "A100-80GB", "count": k}])
+            r = place([spec, "--gap", "0.01", "--time-limit", "280"])
+            r.update(nodes=n, devices=k)
+            rows.append(r)
+            print("scale", n, k, r.get("value"), r.get("gap"), r.get("process_wall_s"), flush=True)
+    return rows
+
+
+def growth(folder: Path) -> list[dict]:
+    rows = []
+    for n in (500, 1000, 2000, 5000, 10_000, 20_000, 50_000):
+        spec = spec_file(folder, f"growth_{n}", {"zoo": "synthetic_transformer", "nodes": n},
+                         [{"type": "A100-80GB", "count": 8}])
+        r = place([spec, "--gap", "0.01", "--time-limit", "280"])
+        r.update(nodes=n, devices=8)
+        rows.append(r)
+        print("growth", n, r.get("process_wall_s"), r.get("gap"), flush=True)
+    return rows
+
+
+def inception(folder: Path) -> list[dict]:
+    rows = []
+    for gran in ("layer", "op"):
+        spec = spec_file(folder, f"inception_{gran}", {"zoo": "inception_v3", "granularity": gran},
+                         [{"type": "A100-80GB", "count": 8}])
+        r = place([spec, "--time-limit", "300"])
+        r.update(granularity=gran, devices=8)
+        rows.append(r)
+        print("inception", gran, r.get("value"), r.get("gap"), r.get("process_wall_s"), flush=True)
+    return rows
+
+
+def main(argv: list[str]) -> None:
+    sections = argv or ["shared", "milp", "latency", "scale", "growth", "inception"]
+    path = HERE / "results.json"
+    results = json.loads(path.read_text()) if path.exists() else {}
+    folder = Path(tempfile.mkdtemp())
+    fns = {"shared": shared, "milp": milp, "latency": latency, "scale": lambda: scale(folder),
+           "growth": lambda: growth(folder), "inception": lambda: inception(folder)}
+    for s in sections:
+        load = os.getloadavg()
+        results[s] = {"rows": fns[s](), "loadavg_before": load, "loadavg_after": os.getloadavg(),
+                      "recorded_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+                      "cpus": os.cpu_count()}
+        path.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

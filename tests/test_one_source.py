@@ -1,0 +1,69 @@
+"""One source for each list: spec sections derived from the dataclasses, solver
+names from the registry, backend capabilities declared as features."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from autopar_opt.cost.params import CostParams
+from autopar_opt.graph import Layer
+from autopar_opt.search.engine import SearchOptions
+from autopar_opt.search.inner import InnerSolver
+from autopar_opt.solvers.base import Feature
+from autopar_opt.solvers.registry import BACKENDS, backend_class, backend_names
+from autopar_opt.spec.derive import doc_entries
+from autopar_opt.spec.schema import CostModelSection, LayerSpec, SolverSection
+
+
+def test_cost_model_section_accepts_attention_efficiency():
+    """The drift issue 9 was filed for: attention_efficiency was rejected in a spec."""
+    assert CostModelSection(attention_efficiency=0.7).attention_efficiency == 0.7
+    with pytest.raises(ValueError):
+        CostModelSection(comm_efficiency=1.5)          # a fraction of link bandwidth
+    with pytest.raises(ValueError):
+        CostModelSection(layer_overhead_us=-1.0)       # a time is non-negative
+
+
+def test_docstring_entries_are_read():
+    docs = doc_entries(CostParams)
+    assert "attention_efficiency" in docs and docs["attention_efficiency"]
+
+
+def test_layer_spec_has_every_layer_field():
+    fields = {f.name for f in dataclasses.fields(Layer)} - {"measured"}
+    assert set(LayerSpec.model_fields) == fields
+    layer = LayerSpec(name="moe", num_experts=8, top_k=2, expert_load=1.2)
+    assert layer.num_experts == 8                      # MoE fields reach a spec file
+    assert Layer(**layer.model_dump()).top_k == 2
+    with pytest.raises(ValueError):
+        LayerSpec(name="x", max_tp=0)
+
+
+def test_spec_solver_names_come_from_the_registry():
+    names = set(SolverSection.model_fields["name"].annotation.__args__)
+    assert names == set(BACKENDS) == set(backend_names())
+
+
+@pytest.mark.parametrize("name", sorted(BACKENDS))
+def test_capabilities_are_declared_features(name):
+    """The search reads features, not names: the matrix path exactly for
+    backends declaring matrix_input, the symmetry default from symmetry_cuts."""
+    cls = backend_class(name)
+    if not cls().available()[0]:
+        pytest.skip(f"{name} is not installed")
+    inner = InnerSolver(SearchOptions(solver=name))
+    assert (inner._direct is not None) == (Feature.matrix_input in cls.features
+                                           and inner.form_name == "milp")
+    assert inner.symmetry == (Feature.symmetry_cuts in cls.features)
+
+
+def test_highs_refuses_the_miqp_with_the_fix():
+    from autopar_opt.core.result import ProblemClass
+    from autopar_opt.solvers.base import SolverMismatch
+    from autopar_opt.solvers.registry import check_accepts, get_backend
+    with pytest.raises(SolverMismatch, match="use --form milp"):
+        check_accepts(get_backend("highs"), ProblemClass.miqp)
+    with pytest.raises(SolverMismatch, match="use --solver dp"):
+        check_accepts(get_backend("highs"), ProblemClass.tables)

@@ -1,0 +1,61 @@
+"""plan.json and estimate's JSON have a schema (autopar schema --plan / --estimate),
+and the report reads plan.json through the same typed model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from autopar_opt.cli import app
+from autopar_opt.core.document import EstimateDocument, PlanDocument, document_problems
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data" / "report"
+
+
+def _cli(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_schema_plan_prints_the_plan_json_schema():
+    result = _cli("schema", "--plan")
+    assert result.exit_code == 0
+    schema = json.loads(result.stdout)
+    assert schema["title"] == "PlanDocument"
+    assert {"status", "plan", "metrics", "certificate", "solver"} <= set(schema["properties"])
+    row = schema["$defs"]["ConfigRowDoc"]["properties"]["lower_bound"]
+    assert '"inf"' in json.dumps(row)                      # the one encoding of infinity
+    assert json.loads(_cli("schema", "--estimate").stdout)["title"] == "EstimateDocument"
+    assert _cli("schema", "--plan", "--estimate").exit_code == 2
+
+
+def test_documents_the_search_writes_match_the_model(tmp_path):
+    """A real plan.json (feasible and proven infeasible) and a real estimate JSON."""
+    from autopar_opt.search.cli import solve_command
+    assert solve_command(str(ROOT / "examples" / "quickstart.yaml"), out_dir=str(tmp_path / "a"),
+                         quiet=True) == 0
+    assert document_problems(json.loads((tmp_path / "a" / "plan.json").read_text())) == []
+    spec = tmp_path / "spec.yaml"
+    spec.write_text((ROOT / "examples" / "quickstart.yaml").read_text()
+                    .replace("memory_reserve_gib: 0.0", "memory_reserve_gib: 79.999"))
+    assert solve_command(str(spec), out_dir=str(tmp_path / "b"), quiet=True) == 3
+    doc = json.loads((tmp_path / "b" / "plan.json").read_text())
+    assert document_problems(doc) == []
+    assert PlanDocument.model_validate(doc).certificate.lower_bound == "inf"
+    est = _cli("estimate", str(ROOT / "examples" / "estimate_megatron_gpt3_175b.yaml"), "--json")
+    assert est.exit_code == 0
+    assert document_problems(json.loads(est.stdout), EstimateDocument) == []
+
+
+def test_fixtures_match_and_problems_name_the_key():
+    for name in ("plan_feasible.json", "plan_infeasible.json"):
+        assert document_problems(json.loads((DATA / name).read_text())) == []
+    doc = json.loads((DATA / "plan_feasible.json").read_text())
+    doc["status"] = "great"
+    doc["certificate"]["configurations"][0]["lower_bound"] = "lots"
+    problems = document_problems(doc)
+    assert any(p.startswith("'status'") for p in problems)
+    assert any("certificate.configurations[0].lower_bound" in p for p in problems)
+    assert document_problems([]) == ["the document must be a JSON object"]
