@@ -167,18 +167,19 @@ class Search:
         if plan is None:
             return None
         cfg = OuterConfig(plan.pp, plan.microbatches, plan.schedule)
-        if cfg not in {c for c, _, _ in self.prepared}:
+        if cfg not in {c for c, _, _ in self.prepared} | set(self.late):   # in the space
             return None
         metrics = evaluate(plan, self.graph, self.cluster, self.training, self.params)
         return (metrics, plan, cfg) if metrics.feasible else None
 
-    def record_seed(self) -> None:
+    def record_seed(self, records: list[ConfigRecord]) -> None:
         """The warm-start plan stayed the incumbent: its configuration's record
-        holds its value (merged with what the record proves) and says so."""
+        (among ``records``, the unfinished ones included) holds its value
+        (merged with what the record proves) and says so."""
         if self.seeded is None or self.best is not self.seeded:
             return
         metrics, _, cfg = self.seeded
-        for rec in self.records:
+        for rec in records:
             if rec.config != cfg or not strictly_better(metrics.iteration_time_s, rec.primal):
                 continue
             merged = rec.bounds.merge(Bounds(metrics.iteration_time_s, -math.inf))
@@ -206,7 +207,6 @@ class Search:
                 self.second_pass()
         except SearchInterrupted as exc:
             self.interrupted_by = exc.signum
-        self.record_seed()
         return self.result()
 
     def first_pass(self) -> None:
@@ -276,6 +276,7 @@ class Search:
     def result(self) -> SearchResult:
         records = self.records + _unfinished(self.prepared[len(self.records):], self.late,
                                              self.interrupted_by)
+        self.record_seed(records)
         best = self.best
         reasons = sorted({r.message for r in records if r.status is Status.infeasible and r.message})
         least = min((b.least_memory_bytes for _, _, b in self.prepared), default=0.0)
