@@ -88,7 +88,9 @@ def main(path: Path) -> str:
               f"In sample: median {_pct(s['median_abs_rel_error'])}, p90 "
               f"{_pct(s['p90_abs_rel_error'])}, max {_pct(s['max_abs_rel_error'])}, mean signed "
               f"{s['mean_signed_rel_error']:+.1%}. Parameters at a bound of their physical range: "
-              f"{', '.join(report.fit.at_bound) or 'none'}.\n"]
+              f"{', '.join(report.fit.at_bound) or 'none'} (which records drive them there and "
+              f"what the data wants beyond the range: `BOUNDS.md`, "
+              f"`python benchmarks/calibration/bounds.py`).\n"]
     lines += _params_lines(report)
     lines += ["", "| id | family | predicted | measured | rel. error | LOFO rel. error | "
               "mem pred GiB | mem meas GiB | measured basis |", "|---|---|---|---|---|---|---|---|---|"]
