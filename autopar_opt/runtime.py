@@ -48,6 +48,15 @@ fp32_grad_buffer
 fused_optimizer
     Multi-tensor fused Adam (Apex/PyTorch ``fused=True``): the step streams
     the state once (HBM-bound); unfused, each element-wise op re-reads it.
+lp_grad_copy
+    The 16-bit ``.grad`` of every parameter lives beside the fp32 gradient
+    accumulator: DeepSpeed's ``BF16_Optimizer`` (ZeRO stage 0/1 in bf16, as in
+    BigScience's Megatron-DeepSpeed) adds each ``lp.grad`` into the whole-size
+    ``fp32_groups_gradients_flat`` after the backward and frees it only at the
+    start of the next backward (``clear_lp_grads``), so both are resident at
+    the peak: 2 + 4 bytes of gradient per parameter
+    (``deepspeed/runtime/bf16_optimizer.py``). Megatron-LM/Core accumulate
+    straight into ``main_grad`` (gradient-accumulation fusion): 4 bytes.
 """
 
 from __future__ import annotations
@@ -69,6 +78,7 @@ class Runtime:
     distributed_optimizer: bool = True
     fp32_grad_buffer: bool = True
     fused_optimizer: bool = True
+    lp_grad_copy: bool = False
     source: str = ""
 
     def capabilities(self) -> dict[str, bool]:
@@ -97,8 +107,9 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "distributed optimizer, TP/DP communication overlap)"),
     Runtime("deepspeed", flash_attention=False, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
-            distributed_optimizer=False, fused_optimizer=True,
-            source="Megatron-DeepSpeed + DeepSpeed ZeRO (overlap_comm; Rajbhandari et al. 2020)"),
+            distributed_optimizer=False, fused_optimizer=True, lp_grad_copy=True,
+            source="Megatron-DeepSpeed + DeepSpeed ZeRO (overlap_comm; Rajbhandari et al. 2020; "
+                   "BF16_Optimizer gradient buffers)"),
     Runtime("pytorch-fsdp", flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
             distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=True,

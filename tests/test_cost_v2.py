@@ -148,3 +148,22 @@ def test_memory_breakdown_sums_to_the_peak_and_flags_tight_headroom():
                      runtime=runtime_named("megatron-lm"))
     st2 = evaluate(uniform_plan(["b"], 1, Strategy(dp=1, tp=1), 1), g, cl, tight, params).stages[0]
     assert st2.fits and st2.memory_status == "tight"
+
+
+def test_deepspeed_bf16_keeps_the_16bit_grad_beside_the_fp32_accumulator():
+    """DeepSpeed's BF16_Optimizer (``deepspeed/runtime/bf16_optimizer.py``):
+    bf16 weights 2 + whole fp32 gradient accumulator 4 + bf16 ``.grad`` 2 bytes
+    per parameter, fp32 master and Adam moments 12 sharded by ZeRO-1. 1e9
+    parameters, dp = 4: weights 2e9 B, gradients 6e9 B, optimizer 3e9 B;
+    Megatron-LM accumulates into ``main_grad`` only: gradients 4e9 B."""
+    g = LayerGraph.chain("m", [_block(act_bytes=0.0)])
+    cl = make_cluster("c", 1, 4, "H100-SXM-80GB")
+    plan = uniform_plan(["b"], 1, Strategy(dp=4, tp=1, zero=1), 1)
+    for runtime, grads in (("deepspeed", 6e9), ("megatron-lm", 4e9)):
+        tr = Training(4, 1, "bf16", runtime=runtime_named(runtime))
+        st = evaluate(plan, g, cl, tr, IDEAL).stages[0]
+        assert st.weights_gib == pytest.approx(2e9 / 2**30)
+        assert st.grads_gib == pytest.approx(grads / 2**30)
+        assert st.optimizer_gib == pytest.approx(3e9 / 2**30)
+    fp32 = Training(4, 1, "fp32", optimizer="adam_fp32", runtime=runtime_named("deepspeed"))
+    assert evaluate(plan, g, cl, fp32, IDEAL).stages[0].grads_gib == pytest.approx(4e9 / 2**30)

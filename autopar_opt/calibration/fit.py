@@ -161,8 +161,23 @@ def fit(runs: list[ModeledRun], prior: CostParams | None = None, max_nfev: int =
     at_bound = [k for k, v, a, b, w in zip(free, sol.x, lo, hi, span)
                 if v <= a + 1e-3 * w or v >= b - 1e-3 * w]
     params = fit_memory(runs, params_at(sol.x))
+    at_bound += _memory_at_bound(runs, params)
     return FitResult(params, free, at_bound, float(np.sum(r * r)), float(sol.cost),
                      int(sol.nfev), str(sol.message))
+
+
+def _memory_at_bound(runs: list[ModeledRun], params: CostParams) -> list[str]:
+    """The memory parameters that :func:`fit_memory` left on a bound of their
+    range (reported like the throughput ones; none when no run states memory)."""
+    if sum(1 for r in runs if r.kind == "end_to_end" and r.measured_memory_gib) < 2:
+        return []
+    out = []
+    for name in ("memory_reserve_gib", "memory_fragmentation"):
+        lo, hi, _ = RANGES[name]
+        v = getattr(params, name)
+        if v <= lo + 1e-3 * (hi - lo) or v >= hi - 1e-3 * (hi - lo):
+            out.append(name)
+    return out
 
 
 def fit_memory(runs: list[ModeledRun], params: CostParams) -> CostParams:

@@ -60,11 +60,25 @@ def state_bytes(training: Training) -> tuple[float, float, float]:
     the optimizer's entry of ``OPTIMIZER_BYTES`` (Rajbhandari et al. 2020,
     Sec. 3.1: 2 + 2 + 12 for mixed-precision Adam) with 4-byte gradients
     when the runtime keeps an fp32 gradient buffer in 16-bit/FP8 training
-    (Megatron-LM ``distrib_optimizer.md``: 2 + 4 + 12 = 18 bytes)."""
+    (Megatron-LM ``distrib_optimizer.md``: 2 + 4 + 12 = 18 bytes), plus the
+    16-bit ``.grad`` beside it when the runtime keeps both
+    (``lp_grad_copy``: DeepSpeed's ``BF16_Optimizer``, 2 + 6 + 12 = 20 bytes)."""
     w, g, o = OPTIMIZER_BYTES[training.optimizer]
+    reduced = reduced_grad_bytes(training)
+    if reduced > g and training.runtime.lp_grad_copy and training.dtype == "bf16":
+        return w, reduced + g, o
+    return w, reduced, o
+
+
+def reduced_grad_bytes(training: Training) -> float:
+    """Bytes per parameter of the gradient that the data-parallel reduction
+    moves: the fp32 buffer when the runtime keeps one in 16-bit/FP8 training
+    (Megatron-LM forces fp32 all-reduce for bf16; DeepSpeed's BF16_Optimizer
+    reduces ``fp32_groups_gradients_flat``), else the optimizer's gradient."""
+    g = OPTIMIZER_BYTES[training.optimizer][1]
     if training.runtime.fp32_grad_buffer and training.dtype in ("bf16", "fp16", "fp8") and g < 4:
-        g = 4.0
-    return w, g, o
+        return 4.0
+    return g
 
 
 def exposed(comm: float, window: float) -> float:
@@ -373,7 +387,8 @@ def _sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     if layer.params <= 0:
         return 0.0, 0.0, 0.0
     p, rt = ctx.params, ctx.training.runtime
-    w_bytes, g_bytes, _ = state_bytes(ctx.training)
+    w_bytes = state_bytes(ctx.training)[0]
+    g_bytes = reduced_grad_bytes(ctx.training)
     dense, expert = moe.split_params(layer, s)   # MoE: expert grads reduce over edp
     comm = raw = shard = 0.0
     bwd_window = comp.bwd_s if rt.grad_reduce_overlap else 0.0
