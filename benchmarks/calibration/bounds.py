@@ -68,6 +68,12 @@ READING = """## Reading (hand-written)
   layer of the busiest stage fits like a constant. NCCL's per-collective base latency
   (8.4 µs, Ring/Simple) over every collective of an iteration stays under 13 ms on
   these records: too small. The missing physics is not found.
+- **`memory_reserve_gib`** (fitted apart, on the 8 BLOOM records that state memory) sits at
+  its lower bound, the CUDA context alone, with the fragmentation at about a quarter of the
+  modelled bytes: eight records of similar size barely separate a fixed from a proportional
+  overhead. DeepSpeed's 16-bit gradient copy (2 bytes/parameter, `lp_grad_copy`) is what
+  the earlier 4.9 GiB + 33% had absorbed; measurements from other stacks and sizes are
+  needed to pin the reserve.
 """
 
 
