@@ -25,6 +25,58 @@ def stages_congruent(devices_per_stage: int, gpus_per_node: int) -> bool:
     return g % d == 0 or d % g == 0
 
 
+def stage_offsets(sizes: list[int] | tuple[int, ...]) -> list[int]:
+    """First rank of every stage when stages take consecutive ranks in order."""
+    out, at = [], 0
+    for d in sizes:
+        out.append(at)
+        at += d
+    return out
+
+
+def stage_devices_problem(sizes: list[int] | tuple[int, ...], gpus_per_node: int,
+                          num_devices: int) -> str | None:
+    """Why a vector of per-stage device counts is not a valid pipeline (None: it is).
+
+    Stages take consecutive ranks in order. A stage is either whole nodes
+    (a multiple of the GPUs per node, starting at a node boundary) or a
+    divisor of a node's GPUs lying inside one node; the counts sum to at most
+    the cluster. Congruent stages (every stage ``N/pp``) always pass.
+    """
+    g = gpus_per_node
+    if any(d < 1 for d in sizes):
+        return "every stage needs at least one device"
+    if sum(sizes) > num_devices:
+        return f"the stages use {sum(sizes)} devices, more than the {num_devices} of the cluster"
+    for i, (d, at) in enumerate(zip(sizes, stage_offsets(sizes))):
+        if not stages_congruent(d, g):
+            return f"stage {i} has {d} devices: neither a divisor nor a multiple of {g} GPUs per node"
+        if d >= g and at % g:
+            return f"stage {i} ({d} devices, whole nodes) would start at rank {at}, inside a node"
+        if d < g and at // g != (at + d - 1) // g:
+            return f"stage {i} ({d} devices) would span two nodes (ranks {at}-{at + d - 1})"
+    return None
+
+
+def boundaries_intra(sizes: list[int] | tuple[int, ...], gpus_per_node: int) -> list[bool]:
+    """Per boundary ``i`` (between stages ``i`` and ``i+1``): both on one node.
+
+    Stage ``i+1`` starts at rank ``o``; the two stages share a node exactly
+    when ``o`` is not a node boundary (whole-node stages start on one, and a
+    sub-node stage never spans two nodes). For congruent stages this is
+    :func:`boundary_is_intra`.
+    """
+    offs = stage_offsets(sizes)
+    return [offs[i + 1] % gpus_per_node != 0 for i in range(len(sizes) - 1)]
+
+
+def plan_stage_devices(plan: Plan, num_devices: int) -> list[int]:
+    """Device count of every stage: the plan's own, or ``N/pp`` each (congruent)."""
+    if plan.stage_devices is not None:
+        return list(plan.stage_devices)
+    return [num_devices // plan.pp] * plan.pp
+
+
 def inflight_microbatches(schedule: Schedule, pp: int, microbatches: int, stage: int) -> int:
     """Micro-batches whose activations a stage holds at its peak.
 
@@ -43,13 +95,14 @@ def boundary_is_intra(boundary: int, devices_per_stage: int, gpus_per_node: int)
     return devices_per_stage < gpus_per_node and first_next % gpus_per_node != 0
 
 
-def validate_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training) -> int:
-    """Check every pipeline rule a plan must satisfy; return the devices per stage.
+def validate_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training) -> list[int]:
+    """Check every pipeline rule a plan must satisfy; return the devices of every stage.
 
     The rules: every layer placed exactly once, no empty stage, ``pp``
-    divides the devices, congruent stages (:func:`stages_congruent`),
+    divides the devices and congruent stages (:func:`stages_congruent`), or,
+    for a plan with its own ``stage_devices``, :func:`stage_devices_problem`;
     micro-batches divide the global batch, every edge goes forward, every
-    strategy uses the stage's ``d`` devices and its ``dp`` divides the
+    strategy uses its stage's devices and its ``dp`` divides the
     micro-batch, every expert-parallel degree follows
     :func:`~autopar_opt.strategies.ep_degree_ok`. Raises :class:`PlanError` naming the first rule broken.
     """
@@ -62,12 +115,7 @@ def validate_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Tra
                         f"unknown or repeated: {extra[:5] or 'none'})")
     if any(not st.layers for st in plan.stages):
         raise PlanError("every stage must hold at least one layer")
-    if cluster.num_devices % plan.pp:
-        raise PlanError(f"pp={plan.pp} must divide the {cluster.num_devices} devices")
-    d = cluster.num_devices // plan.pp
-    if not stages_congruent(d, cluster.gpus_per_node):
-        raise PlanError(f"{d} devices per stage must divide or be a multiple of "
-                        f"{cluster.gpus_per_node} GPUs per node")
+    sizes = _check_stage_devices(plan, cluster)
     if training.global_batch_size % plan.microbatches:
         raise PlanError(f"micro-batches ({plan.microbatches}) must divide the global batch "
                         f"({training.global_batch_size})")
@@ -77,10 +125,10 @@ def validate_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Tra
     for u, v in graph.edges:
         if stage_of[u] > stage_of[v]:
             raise PlanError(f"edge {u} -> {v} goes backwards from stage {stage_of[u]} to {stage_of[v]}")
-    for st in plan.stages:
+    for st, d in zip(plan.stages, sizes):
         for name, s in zip(st.layers, st.strategies):
             if s.devices != d:
-                raise PlanError(f"layer {name}: dp*tp*cp = {s.devices} must equal the {d} devices per stage")
+                raise PlanError(f"layer {name}: dp*tp*cp = {s.devices} must equal the {d} devices of its stage")
             if b % s.dp:
                 raise PlanError(f"layer {name}: dp={s.dp} must divide the {b} samples per micro-batch")
             if not ep_degree_ok(layers[name], s.dp, s.cp, s.ep):
@@ -88,4 +136,22 @@ def validate_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Tra
                                 f"dp*cp = {s.dp * s.cp} it divides")
         if len(st.strategies) != len(st.layers):
             raise PlanError("each stage needs one strategy per layer")
-    return d
+    return sizes
+
+
+def _check_stage_devices(plan: Plan, cluster: Cluster) -> list[int]:
+    """The per-stage device counts of ``plan`` after their rules (PlanError otherwise)."""
+    if plan.stage_devices is not None:
+        if len(plan.stage_devices) != plan.pp:
+            raise PlanError(f"stage_devices lists {len(plan.stage_devices)} counts for {plan.pp} stages")
+        why = stage_devices_problem(plan.stage_devices, cluster.gpus_per_node, cluster.num_devices)
+        if why:
+            raise PlanError(f"stage_devices {list(plan.stage_devices)}: {why}")
+        return list(plan.stage_devices)
+    if cluster.num_devices % plan.pp:
+        raise PlanError(f"pp={plan.pp} must divide the {cluster.num_devices} devices")
+    d = cluster.num_devices // plan.pp
+    if not stages_congruent(d, cluster.gpus_per_node):
+        raise PlanError(f"{d} devices per stage must divide or be a multiple of "
+                        f"{cluster.gpus_per_node} GPUs per node")
+    return [d] * plan.pp
