@@ -112,9 +112,25 @@ def _fill(struct: MatrixStructure, tables: CostTables, mats: list[dict]) -> Matr
     c[C.bottleneck] = tables.microbatches - 1
     c[C.sync_max] = 1.0
     return MatrixForm(c=c, A=A, row_lo=lo, row_hi=hi, col_lo=struct.col_lo.copy(),
-                      col_hi=struct.col_hi.copy(), integrality=struct.integrality.copy(),
+                      col_hi=_stage_device_bounds(struct, tables), integrality=struct.integrality.copy(),
                       offset=float(tables.params.iteration_overhead_s),
                       columns=struct.columns, row_names=struct.row_names)
+
+
+def _stage_device_bounds(struct: MatrixStructure, tables: CostTables) -> np.ndarray:
+    """Column upper bounds; with free stage sizes ``w[u,i,k] <= 0`` for every strategy
+    ``k`` whose device count differs from stage ``i``'s. Exact: ``Σ_i w[u,i,k] = s[u,k]``
+    and ``Σ_k w[u,i,k] = x[u,i]`` with ``w >= 0`` make ``x[u,i] = 1`` put the chosen
+    strategy's ``w`` in stage ``i`` (the Pyomo forms state it as ``x + s <= 1``:
+    :func:`~autopar_opt.formulations.families.add_stage_device_constraints`)."""
+    hi = struct.col_hi.copy()
+    C = struct.cols
+    for i in range(C.pp):
+        allowed = tables.allowed_in_stage(i)
+        if allowed is None:
+            break
+        hi[[C.w(int(j), i) for j in np.flatnonzero(~np.concatenate(allowed))]] = 0.0
+    return hi
 
 
 def _fill_attribution(struct: MatrixStructure, tables: CostTables, mats: list[dict],

@@ -205,3 +205,21 @@ def sort_symmetric_runs(tables: CostTables, stage: list[int], ks: list[int]) -> 
             out[u:w + 1] = sorted(out[u:w + 1])
         u = w + 1
     return out
+
+
+def add_stage_device_constraints(m: pyo.ConcreteModel, tables: CostTables) -> None:
+    """Free stage sizes: a strategy runs only in a stage of its own device count.
+
+    ``stage_devices[u,i,k]``: ``x[u,i] + s[u,k] <= 1`` for every strategy ``k``
+    of layer ``u`` whose ``dp·tp·cp`` differs from stage ``i``'s devices
+    (:meth:`~autopar_opt.cost.tables.CostTables.allowed_in_stage`). Exact at
+    binary ``x``/``s``; absent with congruent stages.
+    """
+    masks = [tables.allowed_in_stage(i) for i in range(tables.pp)]
+    if masks[0] is None:
+        return
+    bad = [(u, i, k) for i, mask in enumerate(masks) for u, ok in enumerate(mask)
+           for k in map(int, (~ok).nonzero()[0])]
+    m.stage_devices = pyo.Constraint(pyo.Set(dimen=3, initialize=bad),
+                                     rule=lambda m, u, i, k: x_expr(m, u, i) + m.s[u, k] <= 1)
+

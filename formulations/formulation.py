@@ -158,6 +158,7 @@ def build_formulation(tables: CostTables, form: str = "milp", symmetry: bool = T
     families.add_stage_assignment_constraints(m, tables)
     families.add_strategy_choice_constraints(m, tables)
     families.add_same_stage_constraints(m, tables)
+    families.add_stage_device_constraints(m, tables)
     if symmetry:
         families.add_symmetry_constraints(m, tables)
     (add_milp_families if form == "milp" else add_miqp_families)(m, tables)

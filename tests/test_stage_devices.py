@@ -239,3 +239,42 @@ def test_congruent_default_is_unchanged():
     free = outer_configs(graph, cluster, training, SearchSpace(microbatches=(2,), stage_devices="free"))
     assert set(configs) < set(free)
     assert {c.stage_devices for c in free if c.pp == 2} >= {(4, 8), (8, 4), (4, 4), (2, 1)}
+
+
+@pytest.mark.parametrize("sizes", [(4, 8), (8, 4), (4, 4, 4), (2, 2, 8)])
+def test_every_form_agrees_on_a_free_configuration(sizes):
+    """One free configuration of the LM-head example: the DP on the tables, the
+    HiGHS matrix, the Pyomo MILP (HiGHS) and the MIQP (SCIP, when installed) reach
+    the same optimum, and evaluate() prices each decoded plan to it. (A MIP's own
+    objective may sit up to its feasibility tolerance times a big-M below the
+    plan's price, hence 1e-5 there and 1e-9 on the priced plans.)"""
+    from autopar_opt.core.result import Termination
+    from autopar_opt.cost.tables import build_cost_tables
+    from autopar_opt.formulations import build_formulation
+    from autopar_opt.formulations.direct import DirectBuilder
+    from autopar_opt.solvers.dp import solve_dp
+    from autopar_opt.solvers.registry import get_backend
+
+    spec = load_spec(EXAMPLE)
+    t = build_cost_tables(spec.graph, spec.cluster, spec.training, spec.space, spec.cost_params,
+                          len(sizes), 8, Schedule.one_f_one_b, stage_devices=sizes)
+    dp = solve_dp(t)
+    assert dp.termination is Termination.optimal
+    plans = [t.plan_of(dp.solution)]
+    direct = DirectBuilder().build(t)
+    res = get_backend("highs").solve(direct.model, direct.problem_class, time_limit_s=60, rel_gap=1e-9)
+    assert res.primal == pytest.approx(dp.primal, rel=1e-5)
+    plans.append(t.plan_of(direct.invert(res)))
+    milp = build_formulation(t, "milp")
+    res = get_backend("highs").solve_model(milp.matrix(), milp.problem_class, time_limit_s=60, rel_gap=1e-9)
+    assert res.primal == pytest.approx(dp.primal, rel=1e-5)
+    plans.append(milp.decode())
+    if get_backend("scip").available()[0]:
+        miqp = build_formulation(t, "miqp")
+        res = get_backend("scip").solve_model(miqp.model, miqp.problem_class, time_limit_s=60, rel_gap=1e-9)
+        assert res.primal == pytest.approx(dp.primal, rel=1e-5)
+        plans.append(miqp.decode())
+    for plan in plans:
+        assert plan.stage_devices == list(sizes)
+        m = evaluate(plan, spec.graph, spec.cluster, spec.training, spec.cost_params)
+        assert m.iteration_time_s == pytest.approx(dp.primal, rel=1e-9)
