@@ -175,6 +175,8 @@ def test_solve_and_estimate_show_stage_devices(tmp_path):
     assert [(s["first_rank"], s["last_rank"], s["devices"]) for s in plan["stages"]] == [(0, 3, 4), (4, 11, 8)]
     assert any(r.get("stage_devices") == [4, 8] for r in doc["certificate"]["configurations"])
     assert "stage devices 4+8" in (out / "report.html").read_text()
+    exp = CliRunner().invoke(app, ["export", str(out / "plan.json"), "--to", "megatron"])
+    assert exp.exit_code == 2 and "different device counts (4+8)" in exp.stderr
     est = CliRunner().invoke(app, ["estimate", str(EXAMPLE), "--json"])
     assert est.exit_code == 0, est.output
     body = json.loads(est.stdout)
