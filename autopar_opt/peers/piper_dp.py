@@ -147,20 +147,28 @@ class _Table:
         found, deferred, bands, batches = [], [], [], {}
         for t in self.degrees:
             b = batches[t] = self.batch(subs, j, t)
+            live = np.flatnonzero(b.ok[row])       # sources still worth a larger d
             for d in self.options(t):
-                s1, q1 = s0 + d, (q0 + t * d if not self.single else q0)
+                s1, q1 = s0[live] + d, (q0[live] + t * d if not self.single else q0[live])
+                fits = (s1 <= s_lim) & (q1 <= q_lim)
+                live, s1, q1 = live[fits], s1[fits], q1[fits]     # a larger d fits no better
                 y = -(-s1 // d)
-                at = np.flatnonzero((s1 <= s_lim) & (q1 <= q_lim) & b.ok[row] & (y <= b.y_low[row]))
+                ok = y <= b.y_low[row[live]]
+                at, s1, q1, y = live[ok], s1[ok], q1[ok], y[ok]
                 if not at.size:
                     continue
                 r = row[at]
-                lb = np.maximum(v0[at], b.lo(d)[r])
+                lo = b.lo(d)[r]
+                lb = np.maximum(v0[at], lo)
                 keep = lb <= self.upper
-                at, r, lb = at[keep], r[keep], lb[keep]
-                s1, q1, y = s1[at], q1[at], y[at]
+                at, r, lb, lo, s1, q1, y = at[keep], r[keep], lb[keep], lo[keep], s1[keep], q1[keep], y[keep]
                 fast = y <= b.y_fast[r]
                 info = np.stack([subs[r], np.full(r.size, t), np.full(r.size, d), cell[at], y], axis=1)
                 found.append((s1[fast], q1[fast], lb[fast], info[fast]))
+                # value v0 reached: every larger d gives the same value on more s and q
+                done = at[fast & (lo <= v0[at])]
+                if done.size:
+                    live = np.setdiff1d(live, done, assume_unique=True)
                 band = ~fast
                 if band.any():
                     bands.append((b, r[band], s1[band], q1[band], v0[at][band], lb[band], info[band]))
