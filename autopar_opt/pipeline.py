@@ -11,7 +11,7 @@ from __future__ import annotations
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
 from autopar_opt.plan import Plan
-from autopar_opt.strategies import ep_degree_ok
+from autopar_opt.strategies import divisors, ep_degree_ok
 from autopar_opt.training import Schedule, Training
 
 
@@ -75,6 +75,62 @@ def plan_stage_devices(plan: Plan, num_devices: int) -> list[int]:
     if plan.stage_devices is not None:
         return list(plan.stage_devices)
     return [num_devices // plan.pp] * plan.pp
+
+
+#: Most stage-size vectors ``search.stage_devices: free`` may enumerate (over every pp).
+MAX_FREE_SHAPES = 4096
+
+
+def stage_sizes(cluster: Cluster) -> list[int]:
+    """Device counts a stage may have: divisors of a node's GPUs, or whole nodes."""
+    g, n = cluster.gpus_per_node, cluster.num_devices
+    return sorted({d for d in divisors(g) if d <= n} | {g * k for k in range(1, n // g + 1)})
+
+
+def free_shapes(cluster: Cluster, pp: int) -> list[tuple[int, ...]]:
+    """Every vector of ``pp`` stage device counts that is a valid pipeline
+    (:func:`~autopar_opt.pipeline.stage_devices_problem`), except the congruent one
+    (``N/pp`` each, the configuration without ``stage_devices``).
+
+    Built stage by stage from rank 0: a whole-node stage must start on a node
+    boundary and a sub-node stage must end inside its node, so a prefix that
+    breaks a rule is never extended.
+    """
+    g, n = cluster.gpus_per_node, cluster.num_devices
+    sizes = stage_sizes(cluster)
+    congruent = (n // pp,) * pp if n % pp == 0 and stages_congruent(n // pp, g) else None
+    out: list[tuple[int, ...]] = []
+
+    def grow(prefix: tuple[int, ...], at: int) -> None:
+        if len(out) > MAX_FREE_SHAPES:
+            return
+        if len(prefix) == pp:
+            if prefix != congruent:
+                out.append(prefix)
+            return
+        left = pp - len(prefix) - 1          # every later stage needs at least one device
+        for d in sizes:
+            if at + d + left > n:
+                break
+            if (d >= g and at % g) or (d < g and at // g != (at + d - 1) // g):
+                continue
+            grow(prefix + (d,), at + d)
+
+    grow((), 0)
+    return out
+
+
+def count_free_shapes(num_layers: int, cluster: Cluster, pp_degrees: tuple[int, ...] | None) -> int:
+    """Stage-size vectors ``search.stage_devices: free`` adds over the allowed ``pp``
+    (at most ``min(N, layers)``); stops counting past :data:`MAX_FREE_SHAPES`."""
+    total = 0
+    for pp in range(1, min(cluster.num_devices, num_layers) + 1):
+        if pp_degrees is not None and pp not in pp_degrees:
+            continue
+        total += len(free_shapes(cluster, pp))
+        if total > MAX_FREE_SHAPES:
+            break
+    return total
 
 
 def inflight_microbatches(schedule: Schedule, pp: int, microbatches: int, stage: int) -> int:

@@ -31,9 +31,9 @@ from autopar_opt.cost.layer_cost import user_reserve_for
 from autopar_opt.cost.params import default_params
 from autopar_opt.evaluate import evaluate
 from autopar_opt.graph import LayerGraph
-from autopar_opt.pipeline import PlanError, stage_devices_problem
+from autopar_opt.pipeline import PlanError, free_shapes, stage_devices_problem
 from autopar_opt.plan import Plan, StagePlan
-from autopar_opt.search.configs import free_shapes, outer_configs
+from autopar_opt.search.configs import outer_configs
 from autopar_opt.search.engine import SearchOptions, run_search
 from autopar_opt.spec import SpecError, load_spec
 from autopar_opt.strategies import enumerate_strategies

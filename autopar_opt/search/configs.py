@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopar_opt.pipeline import stages_congruent
+from autopar_opt.pipeline import free_shapes, stages_congruent
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
 from autopar_opt.strategies import divisors
 from autopar_opt.training import Schedule, SearchSpace, Training
-
-
-#: Most stage-size vectors ``search.stage_devices: free`` may enumerate (over every pp).
-MAX_FREE_SHAPES = 4096
 
 
 @dataclass(frozen=True)
@@ -61,45 +57,6 @@ def pipeline_degrees(graph: LayerGraph, cluster: Cluster, space: SearchSpace) ->
     return out
 
 
-def stage_sizes(cluster: Cluster) -> list[int]:
-    """Device counts a stage may have: divisors of a node's GPUs, or whole nodes."""
-    g, n = cluster.gpus_per_node, cluster.num_devices
-    return sorted({d for d in divisors(g) if d <= n} | {g * k for k in range(1, n // g + 1)})
-
-
-def free_shapes(cluster: Cluster, pp: int) -> list[tuple[int, ...]]:
-    """Every vector of ``pp`` stage device counts that is a valid pipeline
-    (:func:`~autopar_opt.pipeline.stage_devices_problem`), except the congruent one
-    (``N/pp`` each, the configuration without ``stage_devices``).
-
-    Built stage by stage from rank 0: a whole-node stage must start on a node
-    boundary and a sub-node stage must end inside its node, so a prefix that
-    breaks a rule is never extended.
-    """
-    g, n = cluster.gpus_per_node, cluster.num_devices
-    sizes = stage_sizes(cluster)
-    congruent = (n // pp,) * pp if n % pp == 0 and stages_congruent(n // pp, g) else None
-    out: list[tuple[int, ...]] = []
-
-    def grow(prefix: tuple[int, ...], at: int) -> None:
-        if len(out) > MAX_FREE_SHAPES:
-            return
-        if len(prefix) == pp:
-            if prefix != congruent:
-                out.append(prefix)
-            return
-        left = pp - len(prefix) - 1          # every later stage needs at least one device
-        for d in sizes:
-            if at + d + left > n:
-                break
-            if (d >= g and at % g) or (d < g and at // g != (at + d - 1) // g):
-                continue
-            grow(prefix + (d,), at + d)
-
-    grow((), 0)
-    return out
-
-
 def microbatch_counts(training: Training, space: SearchSpace) -> list[int]:
     """Micro-batch counts that divide the global batch (and the spec allows)."""
     allowed = space.microbatches
@@ -137,13 +94,3 @@ def outer_configs(graph: LayerGraph, cluster: Cluster, training: Training,
             for sched in scheds:
                 configs += [OuterConfig(pp, c, sched, shape) for shape in shapes]
     return configs
-
-
-def count_free_shapes(graph: LayerGraph, cluster: Cluster, space: SearchSpace) -> int:
-    """Stage-size vectors ``search.stage_devices: free`` adds (stops counting past the limit)."""
-    total = 0
-    for pp in pipeline_degrees(graph, cluster, space):
-        total += len(free_shapes(cluster, pp))
-        if total > MAX_FREE_SHAPES:
-            break
-    return total

@@ -140,7 +140,7 @@ def _check_tp(section: SearchSection, cluster: Cluster, graph: LayerGraph | None
 def _check_free(section: SearchSection, cluster: Cluster, graph: LayerGraph | None,
                 out: ProblemList) -> None:
     """Free stage sizes: pp at most the devices; the shapes to enumerate within the limit."""
-    from autopar_opt.search.configs import MAX_FREE_SHAPES, count_free_shapes
+    from autopar_opt.pipeline import MAX_FREE_SHAPES, count_free_shapes
 
     n = cluster.num_devices
     bad = False
@@ -151,9 +151,8 @@ def _check_free(section: SearchSection, cluster: Cluster, graph: LayerGraph | No
             bad = True
     if graph is None or bad:
         return
-    space = SearchSpace(pp_degrees=None if section.pp_degrees is None else tuple(section.pp_degrees),
-                        stage_devices="free")
-    if count_free_shapes(graph, cluster, space) > MAX_FREE_SHAPES:
+    pps = None if section.pp_degrees is None else tuple(section.pp_degrees)
+    if count_free_shapes(len(graph.layers), cluster, pps) > MAX_FREE_SHAPES:
         out.add("search.stage_devices", "free", f"more than {MAX_FREE_SHAPES} stage-size vectors "
                 f"to search on {n} devices with pp in {section.pp_degrees or 'every value'}",
                 "list a few pipeline degrees in search.pp_degrees (e.g. [2, 4]), or use "
