@@ -25,7 +25,7 @@ from rich.table import Table
 from autopar_opt.budget import Budget
 from autopar_opt.interrupts import InterruptGuard, exit_code
 from autopar_opt.outputs import write_atomic
-from autopar_opt.search.baselines import all_baselines
+from autopar_opt.search.baselines import all_baselines, table_baselines
 from autopar_opt.search.document import build_document
 from autopar_opt.search.engine import SearchOptions, run_search
 
@@ -157,9 +157,7 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                          runnable_by=runnable_by)
         if result is None:
             return 2
-        baselines = all_baselines(spec.graph, spec.cluster, spec.training, spec.space,
-                                  spec.cost_params, spec.plan, deadline=budget.deadline - reserve) \
-            if not guard.interrupted else []
+        baselines = [] if guard.interrupted else _baselines(spec, result, budget.deadline - reserve)
         guard.defer()      # a second signal must not cut the outputs short
         options.time_limit_s = budget.total_s
         doc = build_document(str(spec_path), spec.graph, spec.cluster, spec.training, spec.space,
@@ -176,6 +174,16 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         if guard.interrupted:
             return exit_code(guard.signum)
         return code
+
+
+def _baselines(spec, result, deadline: float):
+    """The baselines, from the cost tables the search built (issue 18); by
+    evaluate() enumeration only for searches that built none (DeepSpeed's)."""
+    if result.tables:
+        return table_baselines(result.tables, spec.graph, spec.cluster, spec.training,
+                               spec.cost_params, spec.plan, deadline=deadline)
+    return all_baselines(spec.graph, spec.cluster, spec.training, spec.space, spec.cost_params,
+                         spec.plan, deadline=deadline)
 
 
 def _import_heavy_modules(report: bool) -> None:
