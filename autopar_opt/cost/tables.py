@@ -127,9 +127,8 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
     b = training.global_batch_size // microbatches
     ctx = StageContext(cluster, training, params, d, b)
     strategies, time, sync, wbytes, abytes, classes = [], [], [], [], [], []
-    cache: dict[tuple, tuple] = {}
-    for layer in graph.layers:
-        key = layer.signature()
+    cache: dict[int, tuple] = {}
+    for layer, key in zip(graph.layers, graph.cost_classes):   # classes computed once per graph
         if key not in cache:
             strats = enumerate_strategies(layer, d, b, space, cluster.gpus_per_node, training.seq_len)
             costs = [layer_cost(layer, s, ctx) for s in strats]
@@ -202,25 +201,38 @@ def _prune(strats: list[Strategy], costs: list[LayerCost]) -> tuple[list[Strateg
 
 def _edge_tables(graph: LayerGraph, strategies: list[list[Strategy]],
                  edges: list[tuple[int, int]], ctx: StageContext):
+    """R and R' of every edge. Both depend on the two layers' layouts only, so
+    each is priced once per pair of distinct layouts and expanded to the
+    strategy pairs by indexing; edges between layers of the same classes and
+    output size share their arrays (strategy lists are shared per class)."""
     cl = ctx.cluster
     eff_stage = ctx.link_efficiency(ctx.stage_tier)
     eff_intra = ctx.link_efficiency(cl.intra_node)
     eff_inter = ctx.link_efficiency(cl.inter_node)
     reshard, cross_intra, cross_inter = [], [], []
     memo: dict[tuple, tuple] = {}
+    layouts: dict[int, tuple[list, np.ndarray]] = {}
+
+    def distinct(strats: list[Strategy]) -> tuple[list, np.ndarray]:
+        if id(strats) not in layouts:
+            seen: dict = {}
+            idx = np.array([seen.setdefault(s.layout, len(seen)) for s in strats], dtype=int)
+            layouts[id(strats)] = (list(seen), idx)
+        return layouts[id(strats)]
+
     for u, v in edges:
         nbytes = graph.layers[u].output_bytes * ctx.microbatch_samples
-        key = (nbytes, tuple(strategies[u]), tuple(strategies[v]))
+        key = (nbytes, id(strategies[u]), id(strategies[v]))
         if key not in memo:
-            lu = [s.layout for s in strategies[u]]
-            lv = [s.layout for s in strategies[v]]
-            memo[key] = (
-                np.array([[reshard_time(a, b, nbytes, ctx.stage_tier, eff_stage) for b in lv]
-                          for a in lu]),
-                np.array([[cross_stage_time(a, b, nbytes, cl.intra_node, cl.intra_node, eff_intra)
-                           for b in lv] for a in lu]),
-                np.array([[cross_stage_time(a, b, nbytes, cl.inter_node, cl.intra_node, eff_inter)
-                           for b in lv] for a in lu]))
+            (lu, iu), (lv, iv) = distinct(strategies[u]), distinct(strategies[v])
+            small = (
+                [[reshard_time(a, b, nbytes, ctx.stage_tier, eff_stage) for b in lv] for a in lu],
+                [[cross_stage_time(a, b, nbytes, cl.intra_node, cl.intra_node, eff_intra)
+                  for b in lv] for a in lu],
+                [[cross_stage_time(a, b, nbytes, cl.inter_node, cl.intra_node, eff_inter)
+                  for b in lv] for a in lu])
+            memo[key] = tuple(np.array(m, dtype=float).reshape(len(lu), len(lv))[np.ix_(iu, iv)]
+                              for m in small)
         r, ci, ce = memo[key]
         reshard.append(r)
         cross_intra.append(ci)
