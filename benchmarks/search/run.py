@@ -195,7 +195,16 @@ def main() -> None:
                                                    "peak_rss_mib", "load_before")}), flush=True)
             rows.append(row)
     suffix = "" if args.solver == "highs" else f"_{args.solver}"
-    (HERE / f"results{suffix}.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
+    path = HERE / f"results{suffix}.json"
+    done = {r["name"] for r in rows}
+    if path.exists():       # keep the rows of groups (or instances) not re-run this time
+        try:
+            old = [r for r in json.loads(path.read_text()) if "group" in r and r["name"] not in done]
+        except ValueError:
+            old = []
+        rows = old + rows
+    rows.sort(key=lambda r: ["frontier", "large", "uniap"].index(r["group"]))
+    path.write_text(json.dumps(rows, indent=1, default=str) + "\n")
     write_results(rows, args.solver, HERE / f"RESULTS{suffix}.md", started)
 
 
