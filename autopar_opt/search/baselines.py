@@ -178,11 +178,14 @@ def best_uniform_assignment(tables, dp_only: bool = False):
     return _best_uniform(tables, dp_only)[0]
 
 
+
 def _best_uniform(tables, dp_only: bool):
-    """:func:`best_uniform_assignment` and how many candidates there were."""
+    """:func:`best_uniform_assignment` and how many candidates there were.
+    Free stage sizes (``tables.stage_devices``) have none: stages of different
+    sizes cannot share one strategy."""
     from autopar_opt.core.assignment import Assignment
 
-    if tables.space is None or (dp_only and tables.pp != 1):
+    if tables.space is None or tables.stage_devices is not None or (dp_only and tables.pp != 1):
         return None, 0
     stage = _even_stages(tables.num_layers, tables.pp)
     best = None
@@ -265,7 +268,8 @@ def pure_data_parallel(graph, cluster, training, space, params,
                        deadline: float | None = None) -> Baseline:
     """Best pure data-parallel plan (pp=1, tp=1) over ZeRO/recompute/micro-batches."""
     name = "pure data parallelism"
-    configs = [c for c in outer_configs(graph, cluster, training, space) if c.pp == 1]
+    configs = [c for c in outer_configs(graph, cluster, training, space)
+               if c.pp == 1 and c.stage_devices is None]
     if not configs:
         return Baseline(name, None, None, "pp=1 is outside the search space")
     cands = (plan for cfg in configs
@@ -287,6 +291,7 @@ def best_uniform(graph, cluster, training, space, params, deadline: float | None
     """Best Megatron-style uniform plan over every outer configuration."""
     name = "best uniform Megatron-style"
     cands = (plan for cfg in outer_configs(graph, cluster, training, space)
+             if cfg.stage_devices is None
              for plan in _uniform_candidates(graph, cluster, training, space, cfg.pp,
                                              cfg.microbatches, cfg.schedule))
     plan, metrics, tried = _best_of(cands, graph, cluster, training, params, deadline)

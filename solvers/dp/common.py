@@ -57,9 +57,16 @@ def fits(tables: CostTables, a: Assignment) -> bool:
 
 
 def layer_memory(tables: CostTables, stage: int) -> list[np.ndarray]:
-    """``W + inflight_stage·H`` per layer and strategy (bytes)."""
+    """``W + inflight_stage·H`` per layer and strategy (bytes); ``+inf`` for a
+    strategy the stage may not use (free stage sizes: another device count,
+    :meth:`~autopar_opt.cost.tables.CostTables.allowed_in_stage`), so that no
+    DP ever fits it there."""
     m = tables.inflight[stage]
-    return [w + m * h for w, h in zip(tables.weight_bytes, tables.act_bytes)]
+    out = [w + m * h for w, h in zip(tables.weight_bytes, tables.act_bytes)]
+    allowed = tables.allowed_in_stage(stage)
+    if allowed is not None:
+        out = [np.where(ok, x, np.inf) for x, ok in zip(out, allowed)]
+    return out
 
 
 def least_memory(tables: CostTables) -> float:
@@ -81,8 +88,14 @@ def least_memory(tables: CostTables) -> float:
     best[0] = 0.0
     for i in range(pp):
         mins = np.array([float(x.min()) for x in layer_memory(tables, i)])
-        pref = np.concatenate([[0.0], np.cumsum(mins)])
-        cand = np.maximum(best[None, :], pref[:, None] - pref[None, :])
+        # a layer with no strategy the stage may use (free stage sizes) costs +inf
+        # there: range sums count those separately instead of subtracting infinities
+        finite = np.isfinite(mins)
+        pref = np.concatenate([[0.0], np.cumsum(np.where(finite, mins, 0.0))])
+        bad = np.concatenate([[0], np.cumsum(~finite)])
+        span = pref[:, None] - pref[None, :]
+        span[bad[:, None] > bad[None, :]] = np.inf
+        cand = np.maximum(best[None, :], span)
         cand[~(before & (pos[None, :] >= i))] = np.inf
         nxt = cand.min(axis=1)
         nxt[(pos < i + 1) | (pos > n - (pp - 1 - i))] = np.inf
