@@ -168,7 +168,7 @@ def symmetric_edges(tables: CostTables) -> list[int]:
     """Edges ``e = (u, u+1)`` joining interchangeable layers: same
     ``layer_class``, same strategy list, identical time/sync/weight/activation
     arrays. The MIP's symmetry cuts
-    (:func:`~autopar_opt.formulations.families.add_symmetry_constraints`) and
+    (:func:`~autopar_opt.formulations.families.symmetry_order`) and
     the chain DP's ordering rule (:func:`autopar_opt.solvers.dp.chain._sorted_pairs`)
     both act on exactly these edges."""
     return [e for e, (u, v) in enumerate(tables.edges)

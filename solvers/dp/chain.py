@@ -356,7 +356,7 @@ def _sorted_pairs(tables: CostTables, layout_id: list[np.ndarray]) -> list[np.nd
     ``u−1`` and ``u`` with identical strategies and cost arrays) the DP only
     lets the strategy index grow inside a layout (``k2 ≥ k1`` when both have
     the same layout). Exact: resharding and transfers depend on layouts only
-    (checked by :func:`~autopar_opt.formulations.milp.layout_matrix`), so sorting
+    (checked by :func:`~autopar_opt.formulations.direct.collapse`), so sorting
     the strategies inside every maximal same-layout run of identical layers
     of a stage changes no time, sync or memory sum and no edge cost; every plan
     therefore has a sorted twin of equal cost, and the sorted twins pass
