@@ -1,7 +1,7 @@
 """The 600 s budget of issue 14's benchmark, on the subset that fits (PARTIAL coverage).
 
 Measured result (RESULTS_long.md): at ``nice -n 19`` on the shared 2-core machine a
-600 s wall-clock run gets only 15-30 CPU seconds, so this records what the searchers
+600 s wall-clock run got only 7-48 CPU seconds, so this records what the searchers
 find with that little compute, not the 600 s budget; read ``CPU s`` beside every row.
 
 One run of ``--budget`` seconds (600 by default) per (searcher, instance, seed); the
@@ -175,9 +175,10 @@ def report() -> None:
              f"{min(cpu):.0f}-{max(cpu):.0f} CPU seconds in its 600 s of wall clock (column "
              "`CPU s`), i.e. less compute than the 60 s runs of RESULTS_place.md / "
              "RESULTS_layer.md (one full core each on a 16-core machine). These rows are therefore "
-             "NOT the 600 s budget of the issue: they are what a searcher finds with about "
-             "15-30 s of CPU. The 600 s column (about 12 CPU-hours for every searcher x 6 + 10 "
-             "instances x 3 seeds) still needs a dedicated machine.", "",
+             "NOT the 600 s budget of the issue: they are what a searcher finds with that "
+             "little CPU (12-29 s on average per row). The 600 s column (about 12 CPU-hours "
+             "for every searcher x 6 + 10 instances x 3 seeds) still needs a dedicated "
+             "machine.", "",
              "Coverage: 1 of 10 placement instances x 3 searchers and 1 of 6 UniAP instances x 4 "
              "searchers, 3 seeds each. Optima proven with the current code (exact_long.json: the "
              "cost model changed after exact_layer_highs.json was recorded).", "",
