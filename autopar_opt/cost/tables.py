@@ -24,7 +24,8 @@ from autopar_opt.cost.reshard import cross_stage_time, reshard_time
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
 from autopar_opt.plan import Plan, StagePlan
-from autopar_opt.pipeline import boundary_is_intra, inflight_microbatches, stages_congruent
+from autopar_opt.pipeline import (boundary_is_intra, inflight_microbatches, microbatch_rule_broken,
+                                  pipeline_rule_broken)
 from autopar_opt.strategies import Strategy, enumerate_strategies
 from autopar_opt.training import Schedule, SearchSpace, Training
 
@@ -117,13 +118,11 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
     divide the devices, c does not divide the batch, stages not congruent).
     """
     n = cluster.num_devices
-    if n % pp:
-        raise ValueError(f"pp={pp} does not divide {n} devices")
-    if training.global_batch_size % microbatches:
-        raise ValueError(f"{microbatches} micro-batches do not divide batch {training.global_batch_size}")
+    broken = (pipeline_rule_broken(pp, n, cluster.gpus_per_node)
+              or microbatch_rule_broken(microbatches, training.global_batch_size))
+    if broken:
+        raise ValueError(str(broken))
     d = n // pp
-    if not stages_congruent(d, cluster.gpus_per_node):
-        raise ValueError(f"{d} devices per stage and {cluster.gpus_per_node} GPUs per node are not congruent")
     b = training.global_batch_size // microbatches
     ctx = StageContext(cluster, training, params, d, b)
     strategies, time, sync, wbytes, abytes, classes = [], [], [], [], [], []

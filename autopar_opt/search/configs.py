@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopar_opt.pipeline import stages_congruent
+from autopar_opt.pipeline import pipeline_rule_broken
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
 from autopar_opt.strategies import divisors
@@ -28,16 +28,10 @@ class OuterConfig:
 
 def pipeline_degrees(graph: LayerGraph, cluster: Cluster, space: SearchSpace) -> list[int]:
     """pp values that divide the devices, give congruent stages and fit the layer count."""
-    out = []
-    for pp in divisors(cluster.num_devices):
-        if space.pp_degrees is not None and pp not in space.pp_degrees:
-            continue
-        if pp > len(graph.layers):
-            continue
-        if not stages_congruent(cluster.num_devices // pp, cluster.gpus_per_node):
-            continue
-        out.append(pp)
-    return out
+    return [pp for pp in divisors(cluster.num_devices)
+            if (space.pp_degrees is None or pp in space.pp_degrees)
+            and pipeline_rule_broken(pp, cluster.num_devices, cluster.gpus_per_node,
+                                     len(graph.layers)) is None]
 
 
 def microbatch_counts(training: Training, space: SearchSpace) -> list[int]:
