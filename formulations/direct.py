@@ -87,8 +87,20 @@ def structure_key(tables: CostTables, symmetry: bool, form: str = "milp") -> tup
     key = StructureKey(n=tables.num_layers, pp=tables.pp, edges=tuple(tables.edges), gid=gid,
                        skip_reshard=tuple(bool(m["in"].max() <= 0) for m in mats),
                        skip_cross=tuple(tuple(bool(m[t].max() <= 0) for t in tiers) for m in mats),
-                       sym_cuts=cuts, tiers=tiers, form=form)
+                       sym_cuts=cuts, tiers=tiers, form=form, forbid=_forbidden(tables))
     return key, mats
+
+
+def _forbidden(tables: CostTables) -> tuple[tuple[int, int, int], ...]:
+    """``(u, i, k)`` for every strategy ``k`` of layer ``u`` that stage ``i`` may not
+    use (free stage sizes: another device count); empty for congruent stages."""
+    out = []
+    for i in range(tables.pp):
+        allowed = tables.allowed_in_stage(i)
+        if allowed is None:
+            return ()
+        out += [(u, i, int(k)) for u, ok in enumerate(allowed) for k in np.flatnonzero(~ok)]
+    return tuple(sorted(out))
 
 
 @dataclass

@@ -64,6 +64,37 @@ def strategy_choice(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
           C.s(0, j), 1.0, 1.0, 1.0)
 
 
+@family(order=25)
+def stage_devices(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
+    """Free stage sizes: a strategy runs only in a stage of its own device count.
+
+    ``stage_devices[u,i,k]``: ``x[u,i] + s[u,k] <= 1`` for every strategy ``k``
+    of layer ``u`` whose ``dp·tp·cp`` differs from stage ``i``'s devices
+    (``key.forbid``, from :meth:`~autopar_opt.cost.tables.CostTables.allowed_in_stage`;
+    empty with congruent stages). With ``x[u,i] = a[u,i] - a[u,i-1]`` and
+    ``a[u,P-1] = 1`` folded into the bound. Exact at binary ``a``/``s``: it
+    forbids exactly the assignments that put a strategy in a stage of another size.
+    """
+    if not key.forbid:
+        return
+    rows, cols, vals, hi = [], [], [], []
+    for r, (u, i, k) in enumerate(key.forbid):
+        c, v, bound = [C.s(u, k)], [1.0], 1.0
+        if i < C.pp - 1:
+            c.append(C.a(u, i))
+            v.append(1.0)
+        else:
+            bound -= 1.0                      # a[u,P-1] = 1
+        if i > 0:
+            c.append(C.a(u, i - 1))
+            v.append(-1.0)
+        cols += c
+        vals += v
+        rows += [r] * len(c)
+        hi.append(bound)
+    R.add("stage_devices", key.forbid, rows, cols, vals, -INF, np.asarray(hi))
+
+
 @family(order=30)
 def symmetry_order(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
     """Exact symmetry breaking between identical neighbouring layers (optional:

@@ -49,6 +49,8 @@ class StructureKey:
     sym_cuts: tuple[tuple[int, int, tuple[int, ...]], ...]
     tiers: tuple[str, ...] = ()               # link tier ("intra"/"inter") of each boundary
     form: str = "milp"
+    #: (u, i, k): strategy k of layer u may not run in stage i (free stage sizes)
+    forbid: tuple[tuple[int, int, int], ...] = ()
 
 
 class ColumnLayout:

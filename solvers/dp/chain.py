@@ -172,7 +172,7 @@ class _ChainDP:
         # memory level under which a label's stage can never overflow
         self.safe = []
         for m in self.mem:
-            tail = np.cumsum([float(x[ok].max()) for x, ok in zip(m, self.allowed)][::-1])[::-1]
+            tail = np.cumsum([_finite_max(x[ok]) for x, ok in zip(m, self.allowed)][::-1])[::-1]
             self.safe.append([self.cap - (float(tail[u + 1]) if u + 1 < self.n else 0.0)
                               for u in range(self.n)])
         self.labels = 0
@@ -323,6 +323,13 @@ class _ChainDP:
             return np.zeros((0, 6)), empty, empty, empty
         return (np.concatenate(blocks), np.concatenate(kk), np.concatenate(pst),
                 np.concatenate(prw))
+
+
+def _finite_max(x: np.ndarray) -> float:
+    """Largest finite entry (0 when none): infinite memory marks a strategy the
+    stage may not use (free stage sizes), which no label ever takes."""
+    fin = x[np.isfinite(x)]
+    return float(fin.max()) if fin.size else 0.0
 
 
 def _beam(cand: np.ndarray, k2: np.ndarray, low: np.ndarray, width: int) -> np.ndarray:
