@@ -232,8 +232,8 @@ def _weight_parts(layer, s, training: Training) -> tuple[float, float, float]:
     w, g, o = state_bytes(training)
     total = weight_bytes(layer, s, training)
     group, local = s.dp * s.cp, layer.params / s.tp
-    g_b = local * (g / group if s.zero >= 2 else g)
-    o_b = local * (o / group if s.zero >= 1 else o)
+    _, dg, do = s.zero_divisors(group)
+    g_b, o_b = local * (g / dg), local * (o / do)
     return total - g_b - o_b, g_b, o_b
 
 

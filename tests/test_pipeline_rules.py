@@ -53,7 +53,7 @@ def test_every_caller_agrees_with_the_rule(nodes, gpus):
             plan = Plan([StagePlan([graph.layers[u].name for u in us], [Strategy(1, d)] * len(us))
                          for us in per], 2, Schedule.one_f_one_b)
             if ok:
-                assert validate_plan(plan, graph, cluster, training) == d
+                assert validate_plan(plan, graph, cluster, training) == [d] * pp
             else:
                 with pytest.raises(PlanError, match="neither divide nor are a multiple"):
                     validate_plan(plan, graph, cluster, training)

@@ -183,7 +183,6 @@ def _explicit_stage(i: int, stage, names: list[str], seen: set[str], d: int, b: 
 
 def _explicit(spec: ExplicitPlanSpec, graph: LayerGraph, cluster: Cluster, training: Training,
               out: ProblemList) -> Plan | None:
-    n, pp = cluster.num_devices, len(spec.stages)
     sizes = _stage_devices(spec, cluster, graph, out)
     if sizes is None:
         return None
