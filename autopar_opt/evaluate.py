@@ -214,7 +214,7 @@ def iteration_breakdown(stages: list[StageMetrics], microbatches: int, total_s: 
     exposed TP/CP/ZeRO/reshard communication), the slowest stage's
     once-per-iteration exposed gradient reduction and optimizer step, the
     fixed per-iteration cost, and the pipeline fill/drain with the stage
-    sends (the rest: DESIGN.md §3)."""
+    sends (the rest: docs/DESIGN.md §3)."""
     if not stages:
         return {}
     b = max(stages, key=lambda st: st.time_s)

@@ -2,8 +2,9 @@
 
 ``python benchmarks/search/build_translate.py [--code DIR] [--repeats 5]`` runs the
 HiGHS search on every UniAP instance of ``run.py`` once, keeps the configurations
-the MIP solved, and for each one times, as the minimum of ``--repeats`` runs
-(robust to a shared machine's load): the matrix built on a structure-cache miss
+the MIP solved, and for each one times, as the minimum of ``--repeats`` runs of
+the process's CPU time (single-threaded work: on an idle machine it is the wall
+time, and on a shared one it is not inflated by other processes): the matrix built on a structure-cache miss
 (a fresh ``DirectBuilder``), refilled on a hit (the same builder again), and the
 hand-over to HiGHS (``highs._load``: options, ``passModel``). ``--code DIR``
 imports autopar_opt from another checkout (an A/B of two versions on the same
@@ -38,9 +39,9 @@ from autopar_opt.solvers import highs  # noqa: E402
 def best(fn, repeats: int) -> float:
     out = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        out.append(time.perf_counter() - t0)
+        out.append(time.process_time() - t0)
     return min(out)
 
 

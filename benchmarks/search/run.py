@@ -128,6 +128,8 @@ def main() -> None:
     ap.add_argument("--only", default=None)
     ap.add_argument("--large", action="store_true", help="also the 1024/3072-GPU instances")
     ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--out", default=None, help="file name under benchmarks/search/ "
+                    "(default RESULTS.md, RESULTS_<solver>.md for another solver)")
     args = ap.parse_args()
     started, load_start = time.perf_counter(), os.getloadavg()[0]
     jobs = [(m, c, UNIAP_BATCH, None) for m in UNIAP_MODELS for c in UNIAP_CLUSTERS]
@@ -142,12 +144,14 @@ def main() -> None:
                                                "vs_uniform", "vs_pure_dp")}), flush=True)
         rows.append(row)
     suffix = "" if args.solver == "highs" else f"_{args.solver}"
-    (HERE / f"results{suffix}.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
+    out = HERE / (args.out or f"RESULTS{suffix}.md")
+    out.with_name(out.stem.replace("RESULTS", "results") + ".json").write_text(
+        json.dumps(rows, indent=1, default=str) + "\n")
     run = {"command": "python " + " ".join(["benchmarks/search/run.py"] + sys.argv[1:]),
            "wall_s": time.perf_counter() - started, "load_start": load_start,
            "load_end": os.getloadavg()[0],
            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-    write_results(rows, args.solver, HERE / f"RESULTS{suffix}.md", run)
+    write_results(rows, args.solver, out, run)
 
 
 if __name__ == "__main__":
