@@ -212,6 +212,10 @@ class SolverDoc(_Doc):
     rel_gap: float = _f("Target relative gap.")
     wall_time_s: Optional[float] = _f("Wall time of the search, s.", default=None)
     log_tail: Optional[str] = _f("The last lines of the solver log, if any.", default=None)
+    timings: dict[str, float] = _f(
+        "Where the command's time went, s: tables_s (cost tables and analytic bounds, "
+        "inside wall_time_s), baselines_s (after the search), command_s (since the process "
+        "started, before the outputs were written).", default_factory=dict)
 
 
 class BaselineDoc(_Doc):

@@ -25,15 +25,29 @@ ap.add_argument("--only", default=None)
 args = ap.parse_args()
 if args.code:
     sys.path.insert(0, args.code)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from run import SPACE, UNIAP_BATCH, UNIAP_CLUSTERS, UNIAP_MODELS, instance  # noqa: E402
 
 from autopar_opt.cost.params import default_params  # noqa: E402
 from autopar_opt.cost.tables import build_cost_tables  # noqa: E402
 from autopar_opt.formulations.direct import DirectBuilder  # noqa: E402
 from autopar_opt.search.engine import SearchOptions, run_search  # noqa: E402
+from autopar_opt.model_zoo.registry import build_model, get_cluster  # noqa: E402
 from autopar_opt.solvers import highs  # noqa: E402
+from autopar_opt.training import Recompute, Schedule, SearchSpace, Training  # noqa: E402
+
+#: The UniAP suite of run.py (its specs: global batch 32, the models' sequence lengths).
+UNIAP_MODELS = ["bert-huge-32", "t5-large-32", "vit-huge-32", "swin-huge-32", "llama-7b"]
+UNIAP_CLUSTERS = ["1x8-a100-40", "2x8-a100-40", "4x8-a100-40", "1x8-v100-32", "2x8-v100-32",
+                  "4x8-v100-32"]
+UNIAP_BATCH = 32
+SPACE = SearchSpace(zero_levels=(0, 1, 2, 3), recompute=(Recompute.none, Recompute.full),
+                    schedules=(Schedule.one_f_one_b,), max_microbatches=32)
+
+
+def instance(model: str, cluster_name: str, batch: int):
+    cluster = get_cluster(cluster_name)
+    dtype = "fp16" if "V100" in cluster.device.name else "bf16"
+    graph = build_model(model)
+    return graph, cluster, Training(global_batch_size=batch, seq_len=graph.seq_len, dtype=dtype)
 
 
 def best(fn, repeats: int) -> float:
