@@ -10,7 +10,8 @@ inside a node plus the published one, sequence parallelism on/off, ZeRO 0, 1, 3
 recomputation none/selective/full, the published context-parallel degree,
 free per-layer strategies and free contiguous stage boundaries. Both plans
 are priced by :func:`autopar_opt.evaluate.evaluate` with the calibrated
-parameters and the record's own overrides (and software-stack factor).
+parameters (cost model v2: one parameter set; the record's runtime, e.g. Megatron-LM,
+lives in its training section).
 
 Reported: ``ratio = throughput(our plan) / throughput(published plan)``
 (same global batch, so the inverse ratio of iteration times). It must be
@@ -35,8 +36,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from autopar_opt.calibration.calibrate import model_records, stored_factors
-from autopar_opt.calibration.compare import params_for
+from autopar_opt.calibration.calibrate import model_records
 from autopar_opt.calibration.records import load_run_file
 from autopar_opt.cost.params import default_params
 from autopar_opt.evaluate import evaluate
@@ -168,7 +168,7 @@ def main() -> None:
     args = ap.parse_args()
     t0, load_start = time.perf_counter(), os.getloadavg()[0]
     runs, unmodelable = model_records(load_run_file(RUNS))
-    base, factors = default_params(), stored_factors()
+    params = default_params()      # cost model v2: one calibrated set; runtimes live in training
     results = [{"id": rid, "skipped": f"not modelled: {why}"} for rid, why in unmodelable]
     todo = []
     for run in runs:
@@ -179,7 +179,7 @@ def main() -> None:
             continue
         todo.append(run)
     with ProcessPoolExecutor(args.workers) as pool:
-        futures = [pool.submit(compare_record, run, params_for(run, base, factors), args.time_limit)
+        futures = [pool.submit(compare_record, run, params, args.time_limit)
                    for run in todo]
         for future in futures:
             r = future.result()
