@@ -48,7 +48,13 @@ with a Lagrangian relaxation of the memory constraints) exceeds ``tau``:
 that finds a plan of value ``≤ tau`` has found an optimum; a pass that finds
 none proves ``optimum > tau``, which is the bound reported if time runs out.
 Passes with a tight ``tau`` keep few labels, so the last (successful) pass is
-cheap when the bound is good.
+cheap when the bound is good. Exact passes also drop a label when the stages it
+leaves cannot hold the remaining layers under the bottleneck its threshold
+allows, with each stage's memory kept (:mod:`~autopar_opt.solvers.dp.partition`);
+the same decomposition gives a floor under every plan's bottleneck. Where memory
+does not bind, the root bound is within about 0.05 % of the optimum and one
+speculative exact pass just above it (label-capped) proves the optimum before
+any beam pass runs.
 
 Complexity: O(n · pp · K² · L) transitions plus the dominance filter,
 O(L²) per state, vectorised with numpy (``n`` layers, ``K`` strategies per
@@ -72,6 +78,7 @@ import numpy as np
 from autopar_opt.cost.tables import CostTables, symmetric_edges
 from autopar_opt.solvers.dp.common import MEM_EPS, Assignment, iteration_time, layer_memory
 from autopar_opt.solvers.dp.completion import CompletionBounds
+from autopar_opt.solvers.dp.partition import CoverBound
 from autopar_opt.hardware import GIB
 from autopar_opt.strategies import layout_ids
 
@@ -83,6 +90,10 @@ _BLOCK = 512
 
 class DPTimeout(Exception):
     """Raised inside an exact pass when the time limit is reached."""
+
+
+class _LabelBudget(Exception):
+    """Raised inside a speculative exact pass that created more labels than it may."""
 
 
 @dataclass
@@ -163,12 +174,17 @@ class _ChainDP:
             self.mem, self.edge_of, self.order = shared.mem, shared.edge_of, shared.order
             self.layout_id = shared.layout_id
             self._bounds: CompletionBounds | None = shared.bounds
+            self._cover: CoverBound | None = shared.cover
+            self.bott_floor = 0.0   # restricted copies run beam passes: rank as without the floor
         else:
             self.mem = [layer_memory(tables, i) for i in range(self.pp)]
             self.edge_of = {(u, v): e for e, (u, v) in enumerate(tables.edges)}
             self.layout_id = [np.array(layout_ids(strats)) for strats in tables.strategies]
             self.order = _sorted_pairs(tables, self.layout_id)
             self._bounds = None
+            self._cover = None
+            #: proven lower bound on every plan's bottleneck max p (partition bound)
+            self.bott_floor = 0.0
         # memory level under which a label's stage can never overflow
         self.safe = []
         for m in self.mem:
@@ -176,6 +192,8 @@ class _ChainDP:
             self.safe.append([self.cap - (float(tail[u + 1]) if u + 1 < self.n else 0.0)
                               for u in range(self.n)])
         self.labels = 0
+        #: an exact pass raises _LabelBudget once ``labels`` exceeds this (speculative passes)
+        self.label_cap = math.inf
 
     @property
     def bounds(self) -> CompletionBounds:
@@ -184,21 +202,31 @@ class _ChainDP:
             self._bounds = CompletionBounds(self.t, self.mem, self.cap, self.edge_of, self.allowed)
         return self._bounds
 
+    @property
+    def cover(self) -> CoverBound:
+        """Stage-partition coverage bound (:mod:`~autopar_opt.solvers.dp.partition`), built on first use."""
+        if self._cover is None:
+            self._cover = CoverBound(self.t.time, self.mem, self.cap, self.allowed)
+        return self._cover
+
     def stage_range(self, u: int) -> range:
         return range(max(0, self.pp - self.n + u), min(u, self.pp - 1) + 1)
 
-    def lower(self, lab: np.ndarray, u: int, i: int, k: np.ndarray) -> np.ndarray:
+    def lower(self, lab: np.ndarray, u: int, i: int, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Proven lower bounds on the final value of every completion of the labels
-        ``lab`` at states ``(u, i, k[j])``: ``S + rest + (c−1)·max(M, (pc + rest_p)/(P−i)) + max(G, (gc + rest_g)/(P−i))``,
-        the rests from :class:`~autopar_opt.solvers.dp.completion.CompletionBounds`."""
+        ``lab`` at states ``(u, i, k[j])``: ``S + rest + (c−1)·max(M, (pc + rest_p)/(P−i), B₀) + max(G, (gc + rest_g)/(P−i))``,
+        the rests from :class:`~autopar_opt.solvers.dp.completion.CompletionBounds`, ``B₀``
+        the partition bound on every plan's bottleneck (:attr:`bott_floor`). Also returns
+        ``base = S + rest + max(G, …)``: every completion costs at least ``base + (c−1)·max p``."""
         rest, rest_p = self.bounds.remaining(u, i, k, lab[:, _MEM])
-        bott = np.maximum(lab[:, _M], (lab[:, _PC] + rest_p) / (self.pp - i))
+        bott = np.maximum(np.maximum(lab[:, _M], (lab[:, _PC] + rest_p) / (self.pp - i)), self.bott_floor)
         sync = np.maximum(lab[:, _G], (lab[:, _GC] + self.bounds.rest_sync[u]) / (self.pp - i))
-        low = lab[:, _S] + rest + self.c1 * bott + sync
+        base = lab[:, _S] + rest + sync
+        low = base + self.c1 * bott
         w = self.bounds.weighted(u, i, k, lab[:, _MEM], lab[:, _PC], lab[:, _GC])
         if w is not None:
             low = np.maximum(low, lab[:, _S] + w)
-        return low
+        return low, base
 
     def root_bound(self) -> float:
         """Lower bound on the whole configuration (over every first-layer label)."""
@@ -206,7 +234,7 @@ class _ChainDP:
         for k in self.allowed[0]:
             lab = self._first(int(k))
             if lab is not None:
-                best = min(best, float(self.lower(lab[None, :], 0, 0, np.array([int(k)]))[0]))
+                best = min(best, float(self.lower(lab[None, :], 0, 0, np.array([int(k)]))[0][0]))
         return best
 
     def _first(self, k: int) -> np.ndarray | None:
@@ -248,9 +276,13 @@ class _ChainDP:
             if not len(cand):
                 continue
             if lim < math.inf or beam is not None:
-                low = self.lower(cand, u, i, k2)
+                low, base = self.lower(cand, u, i, k2)
                 if lim < math.inf:
                     keep = low <= lim
+                    if beam is None and self.c1 > 0:   # partition bound (module docstring)
+                        idx = np.flatnonzero(keep)
+                        bott = (lim - base[idx]) / self.c1
+                        keep[idx] = self.cover.feasible(u, i, cand[idx, _PC], cand[idx, _MEM], bott)
                     cand, k2, pst, prw, low = cand[keep], k2[keep], pst[keep], prw[keep], low[keep]
                     if not len(cand):
                         continue
@@ -260,6 +292,8 @@ class _ChainDP:
                 sel = self._pareto(cand, k2, i, u)
             out.lab[i], out.k[i], out.pstage[i], out.prow[i] = cand[sel], k2[sel], pst[sel], prw[sel]
             self.labels += len(sel)
+            if self.labels > self.label_cap:
+                raise _LabelBudget
         return out
 
     def _pareto(self, cand: np.ndarray, k2: np.ndarray, i: int, u: int) -> np.ndarray:
@@ -385,11 +419,13 @@ def _layout_restrictions(tables: CostTables) -> list[list[np.ndarray]]:
     return list(out.values())
 
 
-def _incumbent(tables: CostTables, beam: int, shared: _ChainDP) -> tuple[Assignment | None, float]:
-    """Best plan of beam passes over the full space (width ``beam``) and over every
-    layout restriction (width ``4·beam``); its value includes the constant overhead."""
-    best: tuple[Assignment | None, float] = (None, math.inf)
-    runs = [(None, beam)] + [(allowed, 4 * beam) for allowed in _layout_restrictions(tables)]
+def _incumbent(tables: CostTables, beam: int, shared: _ChainDP, restricted: bool,
+               best: tuple[Assignment | None, float] = (None, math.inf)) -> tuple[Assignment | None, float]:
+    """Best of ``best`` and of beam passes: over the full space (width ``beam``) or, with
+    ``restricted``, over every layout restriction (width ``4·beam``). Values include
+    the constant overhead."""
+    runs = ([(allowed, 4 * beam) for allowed in _layout_restrictions(tables)] if restricted
+            else [(None, beam)])
     for allowed, width in runs:
         found = _ChainDP(tables, None, allowed, shared).run(width, math.inf)
         if found is not None:
@@ -406,26 +442,46 @@ _FIRST_STEP = 0.002
 def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4) -> ChainOutcome:
     """Label DP over the layer order (exact for chains; see module docstring).
 
-    1. Incumbent ``UB``: :func:`_incumbent`.
-    2. Threshold deepening: exact passes with ``tau_j = tau_{j-1}·(1 + 0.002·2^j)``
+    1. Incumbent ``UB``: a beam pass over the full space (:func:`_incumbent`).
+    2. Root bound: the completion bound of the first layer's labels with the
+       partition bound on the bottleneck (:mod:`~autopar_opt.solvers.dp.partition`).
+    3. Threshold deepening: exact passes with ``tau_j = tau_{j-1}·(1 + 0.002·2^j)``
        from the root bound, capped at ``UB``. A pass that finds a plan of value
        ``≤ tau`` has found an optimum; one that finds none proves ``optimum > tau``.
+       Before the third pass (the gap is then over 0.6 %) the layout-restricted
+       beam passes try to improve ``UB``: where the first passes close the gap
+       they are not needed, and they cost as much as a pass.
     If ``deadline`` (``time.monotonic()`` value) passes, the incumbent is
     returned with ``exhaustive=False`` and the best proven bound.
     """
     const = tables.params.iteration_overhead_s
     dp = _ChainDP(tables, deadline)
-    inc, ub = _incumbent(tables, beam, dp)
+    _set_bottleneck_floor(dp, math.inf)
     lb = dp.root_bound() + const
+    quick = _speculative_pass(dp, lb * (1 + _FIRST_STEP / 4) - const)
+    if quick is not None:
+        return ChainOutcome(quick, iteration_time(tables, quick), True, dp.labels, iteration_time(tables, quick))
+    inc, ub = _incumbent(tables, beam, dp, restricted=False)
+    restricted = False
+    if inc is None or lb < ub * (1 - 1e-9) and lb * (1 + 2 * _FIRST_STEP) < ub:
+        inc, ub = _incumbent(tables, beam, dp, True, (inc, ub))   # the gap is wide: try harder now
+        restricted = True
     if inc is not None and lb >= ub * (1 - 1e-9):
         return ChainOutcome(inc, ub, True, dp.labels, ub)
     step = _FIRST_STEP
+    passes = 0
     while True:
+        if not restricted and passes >= 2:
+            inc, ub = _incumbent(tables, beam, dp, True, (inc, ub))
+            restricted = True
+            if lb >= ub * (1 - 1e-9):
+                return ChainOutcome(inc, ub, True, dp.labels, ub)
         tau = min(ub, lb * (1 + step)) if math.isfinite(lb) else ub
         try:
             found = dp.run(None, tau - const)
         except DPTimeout:
             return ChainOutcome(inc, ub, False, dp.labels, lb)
+        passes += 1
         if found is not None:
             val = iteration_time(tables, found[1])
             if val < ub:
@@ -435,3 +491,37 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
             return ChainOutcome(inc, ub, True, dp.labels, ub)
         lb = max(lb, tau)
         step *= 2
+
+
+#: Labels per layer and stage a speculative pass may create before it gives up.
+_SPECULATIVE_LABELS = 16
+
+
+def _speculative_pass(dp: _ChainDP, tau: float) -> Assignment | None:
+    """An exact pass at threshold ``tau`` (just above the root bound) before any
+    incumbent exists: where the root bound is tight (memory does not bind) it finds
+    the optimum for less than a beam pass costs. It stops (None) once it has created
+    ``_SPECULATIVE_LABELS·n·pp`` labels; the deadline is left to the passes after it,
+    which keep an incumbent to return."""
+    if not math.isfinite(tau):
+        return None
+    start, saved = dp.labels, dp.deadline
+    dp.label_cap, dp.deadline = start + _SPECULATIVE_LABELS * dp.n * dp.pp, None
+    try:
+        found = dp.run(None, tau)
+    except _LabelBudget:
+        found = None
+    finally:
+        dp.label_cap, dp.deadline = math.inf, saved
+    return None if found is None else found[1]
+
+
+def _set_bottleneck_floor(dp: _ChainDP, ub: float) -> None:
+    """Give ``dp`` the partition bound on every plan's bottleneck (searched up to the
+    bottleneck a plan of value ``ub`` can have) and anchor the coverage grid there."""
+    if dp.c1 <= 0:
+        return
+    hi = ub / dp.c1 if math.isfinite(ub) else 1e9
+    floor = dp.cover.least_bottleneck(0.0, hi)
+    dp.bott_floor = floor
+    dp.cover.set_grid_origin(floor if floor > 0 else hi)

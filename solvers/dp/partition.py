@@ -1,0 +1,179 @@
+"""Stage-partition bound: the bottleneck a memory-bound pipeline cannot avoid.
+
+The completion bounds of :mod:`autopar_opt.solvers.dp.completion` bound the
+bottleneck ``max_j p_j`` by the *average* remaining stage time. When a stage's
+memory binds (1F1B's first stage holds ``pp`` micro-batches of activations)
+the optimum must recompute there or move layers to the other stages, and the
+average does not see that forced imbalance (benchmarks/dp/NOTES.md). This
+module bounds it by a decomposition over stages with the memory constraint
+kept per stage.
+
+Per-stage range bound. For stage ``j`` (layer memory ``m_j[v,k] = W + inflight_j·H``)
+and multipliers ``λ ≥ 0``, let ``φ_jλ(v) = min_k (A[v,k] + λ·m_j[v,k])`` and
+``Φ_jλ`` its prefix sums. Any plan whose stage ``j`` holds layers ``[s, e)``
+within a memory budget ``b`` has (Lagrangian relaxation of that stage's
+knapsack; in-stage resharding ``≥ 0`` dropped)
+
+    p_j  ≥  f_j(s, e | b) = max_λ [Φ_jλ(e) − Φ_jλ(s) − λ·b],
+
+and the range fits only if ``Σ_v min_k m_j[v,k] ≤ b``. With the multipliers at
+the breakpoints of every layer's lower hull of ``(m_j, A)`` points, the max is
+the LP relaxation of the stage's multiple-choice knapsack (the dual function
+is concave and piecewise linear with breakpoints among those of its terms).
+For a run of identical layers that is the fractional count of recomputed (or
+sharded) layers the memory forces.
+
+Coverage. If every stage has ``p_j ≤ B``, stage ``j`` starting at layer ``s``
+ends at most at ``reach_j(s; B) = max{e : f_j(s, e | C) ≤ B, range fits}``
+(``C`` the capacity). Both tests are monotone in ``s`` (``φ ≥ 0``), so the
+farthest layer that stages ``j..P−1`` can cover from ``s`` is the composition
+``cover_j(s; B) = cover_{j+1}(reach_j(s; B); B)`` (greedy farthest reach;
+emptiness of stages relaxed). A partial plan whose remaining stages cannot
+cover every layer under ``B`` has bottleneck ``> B``.
+
+Use in the label DP (:meth:`CoverBound.feasible`). In an exact pass with
+threshold ``τ``, a label whose final value is at least ``base + (c−1)·max p``
+(``base`` = its proven lower bound on ``Σ(p+o) + max g``) can reach ``≤ τ``
+only if its bottleneck is ``≤ B_l = (τ − base)/(c−1)``; the label is dropped
+when its current stage (budget ``C − mem``, time ``pc`` so far) and the later
+stages cannot cover the remaining layers under ``B_l``. The later stages are
+tested at the next value of a geometric grid above ``B_l`` (coverage grows with
+``B``, so rounding up keeps the test valid); their coverage is built per grid
+value on first use.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: Ratio of consecutive bottleneck values of the coverage grid.
+GRID_RATIO = 1.0005
+
+
+def _hull_slopes(mem: np.ndarray, time: np.ndarray) -> list[float]:
+    """Multipliers ``λ > 0`` at which ``min_k (time_k + λ·mem_k)`` changes its argmin
+    (the negated slopes of the lower convex hull of the points ``(mem, time)``)."""
+    order = np.lexsort((time, mem))
+    pts: list[tuple[float, float]] = []
+    for m, t in zip(mem[order], time[order]):
+        if pts and t >= pts[-1][1]:
+            continue   # more memory and no less time: never on the useful hull
+        while len(pts) >= 2:
+            (m1, t1), (m2, t2) = pts[-2], pts[-1]
+            if (t2 - t1) * (m - m1) >= (t - t1) * (m2 - m1):
+                pts.pop()   # pts[-1] lies on or above the chord
+            else:
+                break
+        pts.append((float(m), float(t)))
+    return [(t1 - t2) / (m2 - m1) for (m1, t1), (m2, t2) in zip(pts, pts[1:]) if m2 > m1]
+
+
+class CoverBound:
+    """Per-stage range bounds and the coverage test of the module docstring."""
+
+    def __init__(self, time: list[np.ndarray], mem: list[list[np.ndarray]], cap: float,
+                 allowed: list[np.ndarray]) -> None:
+        self.n, self.pp, self.cap = len(time), len(mem), cap
+        self.lams: list[np.ndarray] = []     # stage -> (J,) multipliers, λ = 0 first
+        self.pref: list[np.ndarray] = []     # stage -> (J, n+1) prefix sums Φ_jλ
+        self.mpref: list[np.ndarray] = []    # stage -> (n+1,) prefix sums of min memory
+        for j in range(self.pp):
+            mj = [mem[j][v][allowed[v]] for v in range(self.n)]
+            tj = [time[v][allowed[v]] for v in range(self.n)]
+            slopes = {0.0}
+            seen: set[tuple] = set()
+            for m, t in zip(mj, tj):
+                key = (m.tobytes(), t.tobytes())
+                if key not in seen:
+                    seen.add(key)
+                    slopes.update(round(s, 12) for s in _hull_slopes(m, t) if s > 0)
+            lam = np.array(sorted(slopes))
+            phi = np.array([(t[None, :] + lam[:, None] * m[None, :]).min(axis=1)
+                            for m, t in zip(mj, tj)]).T.reshape(len(lam), self.n)
+            self.lams.append(lam)
+            self.pref.append(np.concatenate([np.zeros((len(lam), 1)), np.cumsum(phi, axis=1)], axis=1))
+            self.mpref.append(np.r_[0.0, np.cumsum([float(m.min()) for m in mj])])
+        self._grid: dict[int, list[np.ndarray]] = {}
+        self._g0 = 1.0
+
+    def set_grid_origin(self, value: float) -> None:
+        """Anchor the geometric grid (clears the cached coverage)."""
+        if value > 0 and value != self._g0:
+            self._g0, self._grid = value, {}
+
+    def reach(self, j: int, start: np.ndarray, budget: np.ndarray, room: np.ndarray) -> np.ndarray:
+        """Farthest end ``e ≥ start`` of stage ``j`` with ``f_j(start, e | budget) ≤ room``
+        and the range's least memory ``≤ budget`` (vectors; ``start`` itself when none)."""
+        pref, lam = self.pref[j], self.lams[j]
+        best = np.full(len(start), self.n, dtype=np.int64)
+        for x in range(len(lam)):
+            rhs = pref[x][start] + lam[x] * budget + room
+            best = np.minimum(best, np.searchsorted(pref[x], rhs * (1 + 1e-12) + 1e-15, side="right") - 1)
+        mrhs = self.mpref[j][start] + budget
+        best = np.minimum(best, np.searchsorted(self.mpref[j], mrhs * (1 + 1e-12), side="right") - 1)
+        return np.maximum(best, start)
+
+    def grid_index(self, bott: np.ndarray) -> np.ndarray:
+        """Index of the least grid value ``≥ bott`` (grid ``g0·ratio^x``)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = np.ceil(np.log(np.maximum(bott, 1e-300) / self._g0) / math.log(GRID_RATIO))
+        return x.astype(np.int64)
+
+    def grid_value(self, x: int) -> float:
+        return self._g0 * GRID_RATIO ** x
+
+    def cover(self, x: int) -> list[np.ndarray]:
+        """``cover[j][s]``: farthest layer stages ``j..P−1`` reach from ``s`` when every
+        stage time is at most grid value ``x`` (``cover[P][s] = s``)."""
+        got = self._grid.get(x)
+        if got is None:
+            b = self.grid_value(x)
+            starts = np.arange(self.n + 1)
+            full = np.full(self.n + 1, self.cap)
+            room = np.full(self.n + 1, b)
+            got = [starts]
+            for j in range(self.pp - 1, -1, -1):
+                got.append(got[-1][self.reach(j, starts, full, room)])
+            got = got[::-1]
+            self._grid[x] = got
+        return got
+
+    def feasible(self, u: int, i: int, pc: np.ndarray, mem: np.ndarray, bott: np.ndarray) -> np.ndarray:
+        """Whether labels at layer ``u`` in stage ``i`` (stage time ``pc``, memory
+        ``mem``) can place layers ``u+1..n−1`` with every stage time ``≤ bott``."""
+        ok = bott >= pc
+        start = np.full(len(pc), u + 1, dtype=np.int64)
+        end = self.reach(i, start, self.cap - mem, np.where(ok, bott - pc, 0.0))
+        done = end >= self.n
+        if i + 1 >= self.pp:
+            return ok & done
+        need = ok & ~done
+        if need.any():
+            xs = self.grid_index(bott[need])
+            idx = np.flatnonzero(need)
+            res = np.zeros(len(idx), dtype=bool)
+            for x in np.unique(xs):
+                sel = xs == x
+                res[sel] = self.cover(int(x))[i + 1][end[idx[sel]]] >= self.n
+            done[idx] = res
+        return ok & done
+
+    def least_bottleneck(self, lo: float, hi: float, iters: int = 60) -> float:
+        """Least ``B`` in ``[lo, hi]`` (bisection, rounded down) under which the stages can
+        cover every layer from layer 0: a proven lower bound on ``max_j p_j``."""
+        def covers(b: float) -> bool:
+            starts = np.zeros(1, dtype=np.int64)
+            for j in range(self.pp):
+                starts = self.reach(j, starts, np.array([self.cap]), np.array([b]))
+            return bool(starts[0] >= self.n)
+        if not math.isfinite(hi) or not covers(hi):
+            return hi
+        for _ in range(iters):
+            mid = 0.5 * (lo + hi)
+            if covers(mid):
+                hi = mid
+            else:
+                lo = mid
+        return lo
