@@ -176,6 +176,7 @@ class _ChainDP:
             self._bounds: CompletionBounds | None = shared.bounds
             self._cover: CoverBound | None = shared.cover
             self.bott_floor = 0.0   # restricted copies run beam passes: rank as without the floor
+            self.sync_floor = 0.0
         else:
             self.mem = [layer_memory(tables, i) for i in range(self.pp)]
             self.edge_of = {(u, v): e for e, (u, v) in enumerate(tables.edges)}
@@ -185,6 +186,8 @@ class _ChainDP:
             self._cover = None
             #: proven lower bound on every plan's bottleneck max p (partition bound)
             self.bott_floor = 0.0
+            #: proven lower bound on every plan's max g: Σ_u min_k G / pp
+            self.sync_floor = 0.0
         # memory level under which a label's stage can never overflow
         self.safe = []
         for m in self.mem:
@@ -212,12 +215,13 @@ class _ChainDP:
     def stage_range(self, u: int) -> range:
         return range(max(0, self.pp - self.n + u), min(u, self.pp - 1) + 1)
 
-    def lower(self, lab: np.ndarray, u: int, i: int, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def lower(self, lab: np.ndarray, u: int, i: int, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Proven lower bounds on the final value of every completion of the labels
         ``lab`` at states ``(u, i, k[j])``: ``S + rest + (c−1)·max(M, (pc + rest_p)/(P−i), B₀) + max(G, (gc + rest_g)/(P−i))``,
         the rests from :class:`~autopar_opt.solvers.dp.completion.CompletionBounds`, ``B₀``
         the partition bound on every plan's bottleneck (:attr:`bott_floor`). Also returns
-        ``base = S + rest + max(G, …)``: every completion costs at least ``base + (c−1)·max p``."""
+        ``base = S + rest + max(G, …)`` (every completion costs at least ``base + (c−1)·max p``)
+        and that ``max(G, …)`` term alone."""
         rest, rest_p = self.bounds.remaining(u, i, k, lab[:, _MEM])
         bott = np.maximum(np.maximum(lab[:, _M], (lab[:, _PC] + rest_p) / (self.pp - i)), self.bott_floor)
         sync = np.maximum(lab[:, _G], (lab[:, _GC] + self.bounds.rest_sync[u]) / (self.pp - i))
@@ -226,7 +230,7 @@ class _ChainDP:
         w = self.bounds.weighted(u, i, k, lab[:, _MEM], lab[:, _PC], lab[:, _GC])
         if w is not None:
             low = np.maximum(low, lab[:, _S] + w)
-        return low, base
+        return low, base, sync
 
     def root_bound(self) -> float:
         """Lower bound on the whole configuration (over every first-layer label)."""
@@ -275,14 +279,21 @@ class _ChainDP:
             cand, k2, pst, prw = self._candidates(prev, u, i)
             if not len(cand):
                 continue
+            if self.bott_floor > 0 or self.sync_floor > 0:
+                # every complete plan has max p ≥ bott_floor and max g ≥ sync_floor: raising
+                # M and G to them changes no final value and makes dominance stronger
+                cand[:, _M] = np.maximum(cand[:, _M], self.bott_floor)
+                cand[:, _G] = np.maximum(cand[:, _G], self.sync_floor)
             if lim < math.inf or beam is not None:
-                low, base = self.lower(cand, u, i, k2)
+                low, base, sync_lb = self.lower(cand, u, i, k2)
                 if lim < math.inf:
                     keep = low <= lim
-                    if beam is None and self.c1 > 0:   # partition bound (module docstring)
+                    if self.c1 > 0:   # partition bound (module docstring)
                         idx = np.flatnonzero(keep)
+                        c = cand[idx]
                         bott = (lim - base[idx]) / self.c1
-                        keep[idx] = self.cover.feasible(u, i, cand[idx, _PC], cand[idx, _MEM], bott)
+                        slack = lim - c[:, _S] - sync_lb[idx] - self.c1 * np.maximum(c[:, _M], self.bott_floor)
+                        keep[idx] = self.cover.feasible(u, i, c[:, _PC], c[:, _MEM], bott, slack)
                     cand, k2, pst, prw, low = cand[keep], k2[keep], pst[keep], prw[keep], low[keep]
                     if not len(cand):
                         continue
@@ -303,7 +314,9 @@ class _ChainDP:
         can dominate one at ``k' ≥ k`` of the same layout (:func:`_dominated`)."""
         key = cand[:, _S] + self.c1 * cand[:, _M] + cand[:, _G]
         lay = self.layout_id[u][k2]
-        srt = np.lexsort((key, lay))
+        # ties of the key (frequent once M and G are floored) broken so that a dominating
+        # label comes first: less memory, then less stage time and sync
+        srt = np.lexsort((cand[:, _GC], cand[:, _PC], cand[:, _MEM], key, lay))
         cuts = np.flatnonzero(np.diff(lay[srt])) + 1
         keep = []
         for grp in np.split(srt, cuts):
@@ -448,6 +461,8 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
     3. Threshold deepening: exact passes with ``tau_j = tau_{j-1}·(1 + 0.002·2^j)``
        from the root bound, capped at ``UB``. A pass that finds a plan of value
        ``≤ tau`` has found an optimum; one that finds none proves ``optimum > tau``.
+       (After a cheap pass, one with fewer than ``n·pp`` labels, the step grows
+       by 1.25 only: a pass far above the optimum costs much more than one near it.)
        Before the third pass (the gap is then over 0.6 %) the layout-restricted
        beam passes try to improve ``UB``: where the first passes close the gap
        they are not needed, and they cost as much as a pass.
@@ -458,10 +473,18 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
     dp = _ChainDP(tables, deadline)
     _set_bottleneck_floor(dp, math.inf)
     lb = dp.root_bound() + const
-    quick = _speculative_pass(dp, lb * (1 + _FIRST_STEP / 4) - const)
-    if quick is not None:
-        return ChainOutcome(quick, iteration_time(tables, quick), True, dp.labels, iteration_time(tables, quick))
+    for rel in _SPECULATIVE_STEPS:
+        tau = lb * (1 + rel)
+        quick = _speculative_pass(dp, tau - const)
+        if quick is None:
+            break   # over its label budget: an incumbent first
+        if quick[1] is not None:
+            val = iteration_time(tables, quick[1])
+            return ChainOutcome(quick[1], val, True, dp.labels, val)
+        lb = tau    # an exhaustive pass without a plan: optimum > tau
+    t_beam = time.monotonic()
     inc, ub = _incumbent(tables, beam, dp, restricted=False)
+    t_beam = time.monotonic() - t_beam   # what a beam pass costs here (beam passes ignore the deadline)
     restricted = False
     if inc is None or lb < ub * (1 - 1e-9) and lb * (1 + 2 * _FIRST_STEP) < ub:
         inc, ub = _incumbent(tables, beam, dp, True, (inc, ub))   # the gap is wide: try harder now
@@ -469,7 +492,7 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
     if inc is not None and lb >= ub * (1 - 1e-9):
         return ChainOutcome(inc, ub, True, dp.labels, ub)
     step = _FIRST_STEP
-    passes = 0
+    passes, cheap = 0, True
     while True:
         if not restricted and passes >= 2:
             inc, ub = _incumbent(tables, beam, dp, True, (inc, ub))
@@ -477,11 +500,17 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
             if lb >= ub * (1 - 1e-9):
                 return ChainOutcome(inc, ub, True, dp.labels, ub)
         tau = min(ub, lb * (1 + step)) if math.isfinite(lb) else ub
+        room = math.inf if deadline is None else deadline - time.monotonic()
+        if passes and not cheap and math.isfinite(tau) and tau < ub and room > 3 * t_beam:
+            inc, ub = _guided_beam(dp, beam, tau, inc, ub)
+            tau = min(tau, ub)
+        before = dp.labels
         try:
             found = dp.run(None, tau - const)
         except DPTimeout:
             return ChainOutcome(inc, ub, False, dp.labels, lb)
         passes += 1
+        cheap = dp.labels - before < dp.n * dp.pp
         if found is not None:
             val = iteration_time(tables, found[1])
             if val < ub:
@@ -490,19 +519,22 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
             # no plan strictly better than the incumbent: it is optimal (or none exists)
             return ChainOutcome(inc, ub, True, dp.labels, ub)
         lb = max(lb, tau)
-        step *= 2
+        step *= 1.25 if cheap else 2.0   # cheap passes: the optimum may be near, creep up
 
 
 #: Labels per layer and stage a speculative pass may create before it gives up.
 _SPECULATIVE_LABELS = 16
+#: Thresholds (relative to the root bound) of the speculative passes.
+_SPECULATIVE_STEPS = (_FIRST_STEP / 4, _FIRST_STEP)
 
 
-def _speculative_pass(dp: _ChainDP, tau: float) -> Assignment | None:
+def _speculative_pass(dp: _ChainDP, tau: float) -> tuple[float, Assignment | None] | None:
     """An exact pass at threshold ``tau`` (just above the root bound) before any
     incumbent exists: where the root bound is tight (memory does not bind) it finds
-    the optimum for less than a beam pass costs. It stops (None) once it has created
-    ``_SPECULATIVE_LABELS·n·pp`` labels; the deadline is left to the passes after it,
-    which keep an incumbent to return."""
+    the optimum for less than a beam pass costs. Returns None once it has created
+    ``_SPECULATIVE_LABELS·n·pp`` labels (the deadline is left to the passes after
+    it, which keep an incumbent to return), else ``(tau, plan or None)``: no plan
+    proves ``optimum > tau``."""
     if not math.isfinite(tau):
         return None
     start, saved = dp.labels, dp.deadline
@@ -510,10 +542,25 @@ def _speculative_pass(dp: _ChainDP, tau: float) -> Assignment | None:
     try:
         found = dp.run(None, tau)
     except _LabelBudget:
-        found = None
+        return None
     finally:
         dp.label_cap, dp.deadline = math.inf, saved
-    return None if found is None else found[1]
+    return tau, None if found is None else found[1]
+
+
+def _guided_beam(dp: _ChainDP, beam: int, tau: float, inc: Assignment | None,
+                 ub: float) -> tuple[Assignment | None, float]:
+    """A beam pass under threshold ``tau`` (labels whose bounds, partition test
+    included, exceed ``tau`` are dropped before the beam ranks the rest): where the
+    unguided beams leave a wide gap (memory binds in every stage) it looks for a
+    plan of value ``≤ tau`` among the balanced splits only. Keeps the better plan."""
+    const = dp.t.params.iteration_overhead_s
+    found = dp.run(4 * beam, tau - const)
+    if found is not None:
+        val = iteration_time(dp.t, found[1])
+        if val < ub:
+            return found[1], val
+    return inc, ub
 
 
 def _set_bottleneck_floor(dp: _ChainDP, ub: float) -> None:
@@ -524,4 +571,5 @@ def _set_bottleneck_floor(dp: _ChainDP, ub: float) -> None:
     hi = ub / dp.c1 if math.isfinite(ub) else 1e9
     floor = dp.cover.least_bottleneck(0.0, hi)
     dp.bott_floor = floor
+    dp.sync_floor = sum(float(g[ok].min()) for g, ok in zip(dp.t.sync, dp.allowed)) / dp.pp
     dp.cover.set_grid_origin(floor if floor > 0 else hi)

@@ -40,6 +40,21 @@ stages cannot cover the remaining layers under ``B_l``. The later stages are
 tested at the next value of a geometric grid above ``B_l`` (coverage grows with
 ``B``, so rounding up keeps the test valid); their coverage is built per grid
 value on first use.
+
+Sum under the bottleneck (:meth:`CoverBound.least_sum`). Capping every stage at
+``B`` also forces the time that memory costs into the *sum* of the stage times
+(recomputed layers in the stages that must hold more than their memory allows
+without). ``Ψ_j(s; B)``, a lower bound on ``Σ_{j' ≥ j} p_j'`` over the layers
+``[s, n)`` when every stage time is ``≤ B``, follows from
+
+    Ψ_j(s) = min_{e ∈ [s, reach_j(s)]} f_j(s, e | C) + Ψ_{j+1}(e)
+           ≥ max_λ [ min_{e ∈ [s, reach_j(s)]} (Φ_jλ(e) + Ψ_{j+1}(e)) − Φ_jλ(s) − λ·C ]
+
+(``min max ≥ max min``; ``Ψ_P(n) = 0``, ``Ψ_P(s < n) = ∞``), one sliding-window
+minimum per multiplier. ``Ψ`` is infinite where the stages cannot cover the
+layers, so the windows hold only near-balanced splits when ``B`` is tight,
+where the exchange of min and max loses little. A label is also dropped when
+``S + (current stage's remaining time + Ψ_{i+1}) + (c−1)·max(M, B₀) + max g`` exceeds ``τ``.
 """
 
 from __future__ import annotations
@@ -96,12 +111,13 @@ class CoverBound:
             self.pref.append(np.concatenate([np.zeros((len(lam), 1)), np.cumsum(phi, axis=1)], axis=1))
             self.mpref.append(np.r_[0.0, np.cumsum([float(m.min()) for m in mj])])
         self._grid: dict[int, list[np.ndarray]] = {}
+        self._sums: dict[int, list[np.ndarray]] = {}
         self._g0 = 1.0
 
     def set_grid_origin(self, value: float) -> None:
         """Anchor the geometric grid (clears the cached coverage)."""
         if value > 0 and value != self._g0:
-            self._g0, self._grid = value, {}
+            self._g0, self._grid, self._sums = value, {}, {}
 
     def reach(self, j: int, start: np.ndarray, budget: np.ndarray, room: np.ndarray) -> np.ndarray:
         """Farthest end ``e ≥ start`` of stage ``j`` with ``f_j(start, e | budget) ≤ room``
@@ -140,25 +156,65 @@ class CoverBound:
             self._grid[x] = got
         return got
 
-    def feasible(self, u: int, i: int, pc: np.ndarray, mem: np.ndarray, bott: np.ndarray) -> np.ndarray:
+    def sums(self, x: int) -> list[np.ndarray]:
+        """``Ψ[j][s]`` of the module docstring for grid value ``x`` (``Ψ[P]`` included)."""
+        got = self._sums.get(x)
+        if got is None:
+            b = self.grid_value(x)
+            starts = np.arange(self.n + 1)
+            full = np.full(self.n + 1, self.cap)
+            room = np.full(self.n + 1, b)
+            psi = np.full(self.n + 1, np.inf)
+            psi[self.n] = 0.0
+            got = [psi]
+            for j in range(self.pp - 1, -1, -1):
+                end = self.reach(j, starts, full, room)
+                nxt = got[-1]
+                best = np.full(self.n + 1, -np.inf)
+                for x_l, lam in enumerate(self.lams[j]):
+                    pref = self.pref[j][x_l]
+                    win = _window_min(pref + nxt, starts, end)
+                    best = np.maximum(best, win - pref - lam * self.cap)
+                got.append(np.where(np.isfinite(best), np.maximum(best, 0.0), np.inf))
+            got = got[::-1]
+            self._sums[x] = got
+        return got
+
+    def feasible(self, u: int, i: int, pc: np.ndarray, mem: np.ndarray, bott: np.ndarray,
+                 slack: np.ndarray | None = None) -> np.ndarray:
         """Whether labels at layer ``u`` in stage ``i`` (stage time ``pc``, memory
-        ``mem``) can place layers ``u+1..n−1`` with every stage time ``≤ bott``."""
+        ``mem``) can place layers ``u+1..n−1`` with every stage time ``≤ bott``;
+        with ``slack``, also whether the time those layers need under that cap
+        (current stage and ``Ψ_{i+1}``, module docstring) is at most ``slack``."""
         ok = bott >= pc
         start = np.full(len(pc), u + 1, dtype=np.int64)
         end = self.reach(i, start, self.cap - mem, np.where(ok, bott - pc, 0.0))
-        done = end >= self.n
         if i + 1 >= self.pp:
-            return ok & done
-        need = ok & ~done
-        if need.any():
-            xs = self.grid_index(bott[need])
-            idx = np.flatnonzero(need)
-            res = np.zeros(len(idx), dtype=bool)
-            for x in np.unique(xs):
-                sel = xs == x
-                res[sel] = self.cover(int(x))[i + 1][end[idx[sel]]] >= self.n
-            done[idx] = res
-        return ok & done
+            ok &= end >= self.n
+        if not ok.any():
+            return ok
+        idx = np.flatnonzero(ok)
+        xs = self.grid_index(bott[idx])
+        res = np.zeros(len(idx), dtype=bool)
+        for x in np.unique(xs):
+            sel = idx[xs == x]
+            nxt = self.sums(int(x))[i + 1]
+            top = int(end[sel].max())
+            if not np.isfinite(nxt[u + 1:top + 1]).any():
+                continue
+            need = np.full(len(sel), -np.inf)
+            for x_l, lam in enumerate(self.lams[i]):
+                pref = self.pref[i][x_l]
+                run = np.minimum.accumulate((pref + nxt)[u + 1:top + 1])
+                val = run[end[sel] - (u + 1)] - pref[u + 1] - lam * (self.cap - mem[sel])
+                need = np.maximum(need, val)
+            good = np.isfinite(need)
+            if slack is not None:
+                good &= need <= slack[sel] * (1 + 1e-9) + 1e-15
+            res[xs == x] = good
+        out = np.zeros(len(pc), dtype=bool)
+        out[idx] = res
+        return out
 
     def least_bottleneck(self, lo: float, hi: float, iters: int = 60) -> float:
         """Least ``B`` in ``[lo, hi]`` (bisection, rounded down) under which the stages can
@@ -177,3 +233,22 @@ class CoverBound:
             else:
                 lo = mid
         return lo
+
+
+def _window_min(arr: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``min(arr[lo[s] .. hi[s]])`` per ``s`` (inclusive; ``inf`` where empty): sparse table."""
+    n = len(arr)
+    levels = [arr]
+    while (1 << len(levels)) <= n:
+        prev, half = levels[-1], 1 << (len(levels) - 1)
+        levels.append(np.minimum(prev[:-half], prev[half:]))
+    width = hi - lo + 1
+    out = np.full(len(lo), np.inf)
+    ok = width >= 1
+    k = np.zeros(len(lo), dtype=np.int64)
+    k[ok] = np.floor(np.log2(width[ok])).astype(np.int64)
+    for level in np.unique(k[ok]):
+        sel = ok & (k == level)
+        tab = levels[level]
+        out[sel] = np.minimum(tab[lo[sel]], tab[hi[sel] - (1 << level) + 1])
+    return out
