@@ -4,8 +4,9 @@ Parts (each writes ``benchmarks/dp/<part>.json`` and prints Markdown):
 
 - ``growth``: one configuration (pp=4, c=8, 1F1B) of decoder-only chains with
   32, 64, 128, 256, 512, 1024 layers, in two families: *slack* (hidden 1024 on
-  4x8 A100-80GB: memory rarely binds) and *tight* (hidden 2048 on 2x8
-  A100-40GB: memory binds and plans mix recomputation / ZeRO levels); then the
+  4x8 A100-80GB: memory binds only from about 1,024 layers) and *tight* (hidden
+  2048 on 2x8 H100, the memory reserve set so that the capacity is 1.2x the
+  least memory any plan needs: every stage memory-bound at every size); then the
   slack family at 128 layers with 2, 4, 8 and the full set of strategies per
   layer. Each layer row is solved three ways: the DP on the tables (inner time,
   tables excluded), the MILP (HiGHS on the direct matrix, same tables, build
@@ -65,7 +66,10 @@ LARGE, SPACE, UNIAP_BATCH = SB.LARGE, SB.SPACE, SB.UNIAP_BATCH
 UNIAP_CLUSTERS, UNIAP_MODELS, instance = SB.UNIAP_CLUSTERS, SB.UNIAP_MODELS, SB.instance
 
 SIZES = (32, 64, 128, 256, 512, 1024)
-FAMILIES = {"slack": (1024, "4x8-a100-80"), "tight": (2048, "2x8-a100-40")}
+FAMILIES = {"slack": (1024, "4x8-a100-80"), "tight": (2048, "2x8-h100")}
+#: tight family: capacity = this many times the least memory any plan needs (cost model v2 makes
+#: a fixed cluster slack at 32 layers and infeasible at 512, so the capacity follows the model)
+TIGHT_FACTOR = 1.2
 #: the generated spec of a growth row: the model of chain_tables through the zoo's decoder family
 SPEC = """model:
   zoo: gpt3-175b
@@ -76,6 +80,7 @@ cluster:
 training:
   global_batch_size: 64
   seq_len: 2048
+  memory_reserve_gib: {reserve}
 search:
   pp_degrees: [4]
   microbatches: [8]
@@ -95,12 +100,29 @@ K_SPACES = {
 }
 
 
-def chain_tables(layers: int, family: str, space: SearchSpace):
-    hidden, cluster = FAMILIES[family]
+def tight_reserve(layers: int) -> float:
+    """``training.memory_reserve_gib`` of the tight family at ``layers`` layers (full space)."""
+    from autopar_opt.cost.layer_cost import user_reserve_for
+    from autopar_opt.hardware import GIB
+    from autopar_opt.solvers.dp.common import least_memory
+    hidden, cluster = FAMILIES["tight"]
+    tables = _tables(layers, hidden, cluster, SearchSpace(), 0.0)
+    cap_gib = TIGHT_FACTOR * least_memory(tables) / GIB
+    return max(user_reserve_for(cap_gib, get_cluster(cluster).device.hbm_gib, default_params()), 0.0)
+
+
+def _tables(layers: int, hidden: int, cluster: str, space: SearchSpace, reserve: float):
     graph = decoder_lm(f"lm{layers}", layers - 2, 2048, hidden, 16, 4 * hidden, 50257)
-    training = Training(global_batch_size=64, seq_len=2048)
+    training = Training(global_batch_size=64, seq_len=2048, memory_reserve_gib=reserve)
     return build_cost_tables(graph, get_cluster(cluster), training, space, default_params(), 4, 8,
                              Schedule.one_f_one_b)
+
+
+def chain_tables(layers: int, family: str, space: SearchSpace, reserve: float | None = None):
+    hidden, cluster = FAMILIES[family]
+    if reserve is None:
+        reserve = tight_reserve(layers) if family == "tight" else 0.0
+    return _tables(layers, hidden, cluster, space, reserve)
 
 
 def dp_row(tables, limit: float, **tags) -> dict:
@@ -126,7 +148,7 @@ def milp_row(tables, limit: float) -> dict:
             "milp_primal_s": res.primal, "milp_bound_s": res.lower_bound, "milp_gap": res.gap}
 
 
-def cli_row(layers: int, family: str, limit: float) -> dict:
+def cli_row(layers: int, family: str, limit: float, reserve: float) -> dict:
     """``autopar solve --solver dp`` on a generated spec, as a subprocess: wall clock,
     peak RSS of the child (ru_maxrss of the waited child), its status, gap and inner time."""
     hidden, cluster = FAMILIES[family]
@@ -134,7 +156,7 @@ def cli_row(layers: int, family: str, limit: float) -> dict:
         spec = os.path.join(tmp, "spec.yaml")
         with open(spec, "w") as fh:
             fh.write(SPEC.format(blocks=layers - 2, hidden=hidden, ffn=4 * hidden, cluster=cluster,
-                                 limit=limit))
+                                 limit=limit, reserve=repr(reserve)))
         # a fresh wrapper process whose only child is the command: its RUSAGE_CHILDREN peak is the command's
         wrap = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
                 "sys.stderr.write('\\nPEAK_KIB %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
@@ -167,11 +189,19 @@ def slope(xs, ys) -> float | None:
 def part_growth(limit: float) -> dict:
     rows = []
     for family in FAMILIES:
+        dead = 0
         for n in SIZES:
-            tables = chain_tables(n, family, SearchSpace())
+            reserve = tight_reserve(n) if family == "tight" else 0.0
+            tables = chain_tables(n, family, SearchSpace(), reserve)
             row = dp_row(tables, limit, series="layers", family=family, layers=n, space="full")
-            row.update(milp_row(tables, limit))
-            row.update(cli_row(n, family, limit))
+            row.update(capacity_gib=tables.capacity_bytes / 2**30, reserve_gib=reserve)
+            if dead:   # the MILP found no plan at a smaller size of this family: not run again
+                row.update(milp_termination=f"not run (no plan at {dead} layers)")
+            else:
+                row.update(milp_row(tables, limit))
+                if row["milp_termination"] == "time_limit_no_solution":
+                    dead = n
+            row.update(cli_row(n, family, limit, reserve))
             print(json.dumps(row), flush=True)
             rows.append(row)
     for name, space in K_SPACES.items():

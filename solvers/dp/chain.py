@@ -197,6 +197,8 @@ class _ChainDP:
         self.labels = 0
         #: an exact pass raises _LabelBudget once ``labels`` exceeds this (speculative passes)
         self.label_cap = math.inf
+        #: beam passes stop at the deadline too (set once an incumbent exists)
+        self.beam_stops = False
 
     @property
     def bounds(self) -> CompletionBounds:
@@ -274,8 +276,9 @@ class _ChainDP:
         lim = tau * (1 + 1e-9)
         out = _Layer({}, {}, {}, {})
         for i in self.stage_range(u):
-            if beam is None and self.deadline is not None and time.monotonic() > self.deadline:
-                raise DPTimeout   # beam passes keep ≤ beam+1 labels per state and always finish
+            if ((beam is None or self.beam_stops) and self.deadline is not None
+                    and time.monotonic() > self.deadline):
+                raise DPTimeout   # the first beam pass always finishes: it gives the incumbent
             cand, k2, pst, prw = self._candidates(prev, u, i)
             if not len(cand):
                 continue
@@ -440,7 +443,12 @@ def _incumbent(tables: CostTables, beam: int, shared: _ChainDP, restricted: bool
     runs = ([(allowed, 4 * beam) for allowed in _layout_restrictions(tables)] if restricted
             else [(None, beam)])
     for allowed, width in runs:
-        found = _ChainDP(tables, None, allowed, shared).run(width, math.inf)
+        dp = _ChainDP(tables, shared.deadline if best[0] is not None else None, allowed, shared)
+        dp.beam_stops = best[0] is not None
+        try:
+            found = dp.run(width, math.inf)
+        except DPTimeout:
+            return best
         if found is not None:
             val = iteration_time(tables, found[1])
             if val < best[1]:
@@ -555,7 +563,13 @@ def _guided_beam(dp: _ChainDP, beam: int, tau: float, inc: Assignment | None,
     unguided beams leave a wide gap (memory binds in every stage) it looks for a
     plan of value ``≤ tau`` among the balanced splits only. Keeps the better plan."""
     const = dp.t.params.iteration_overhead_s
-    found = dp.run(4 * beam, tau - const)
+    dp.beam_stops = True
+    try:
+        found = dp.run(4 * beam, tau - const)
+    except DPTimeout:
+        return inc, ub
+    finally:
+        dp.beam_stops = False
     if found is not None:
         val = iteration_time(dp.t, found[1])
         if val < ub:
