@@ -122,6 +122,8 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
              f"{spec.cluster.device.name})",
              f"plan:             pp={plan.pp} microbatches={plan.microbatches} "
              f"schedule={plan.schedule.value} strategy={' | '.join(labels)}",
+             *([f"stage devices:    {' + '.join(map(str, plan.stage_devices))} "
+                f"(free stage sizes, of {spec.cluster.num_devices})"] if plan.stage_devices else []),
              f"iteration time:   {metrics.iteration_time_s:.6g} s",
              f"samples/s:        {metrics.samples_per_s:.6g}",
              f"tokens/s:         {metrics.tokens_per_s:.6g}",

@@ -14,7 +14,7 @@ from autopar_opt.cost.params import CostParams, default_params
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
 from autopar_opt.graph import LayerGraph, LayerKind
 from autopar_opt.hardware import GIB, Cluster
-from autopar_opt.pipeline import PlanError, boundary_is_intra, inflight_microbatches, validate_plan  # noqa: F401 (PlanError: evaluate's error type)
+from autopar_opt.pipeline import PlanError, boundaries_intra, inflight_microbatches, validate_plan  # noqa: F401 (PlanError: evaluate's error type)
 from autopar_opt.plan import Plan
 from autopar_opt.training import Schedule, Training
 
@@ -132,9 +132,10 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training
     """Price ``plan`` with the cost model alone. Raises :class:`PlanError`
     (:func:`autopar_opt.pipeline.validate_plan`)."""
     params = params or default_params()
-    d = validate_plan(plan, graph, cluster, training)
+    sizes = validate_plan(plan, graph, cluster, training)
     b = training.global_batch_size // plan.microbatches
-    ctx = StageContext(cluster, training, params, d, b)
+    memo: dict[int, StageContext] = {}
+    ctxs = [memo.setdefault(d, StageContext(cluster, training, params, d, b)) for d in sizes]
     layers = {layer.name: layer for layer in graph.layers}
     stage_of, strat = plan.stage_of(), plan.strategy_of()
     pp, c = plan.pp, plan.microbatches
@@ -151,6 +152,7 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training
         else:
             entry[1] += 1
     for (i, _, s), (layer, n) in groups.items():
+        ctx, d = ctxs[i], sizes[i]
         cost = layer_cost(layer, s, ctx)
         for key, val in (("p", cost.time_s), ("comp", cost.compute_s), ("comm", cost.comm_s),
                          ("g", cost.sync_s), ("w", cost.weight_bytes), ("tp", cost.tp_exposed_s),
@@ -164,6 +166,7 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training
         flops += n * cost.flops * d
         hw_flops += n * cost.hw_flops * d
     o = [0.0] * max(pp - 1, 0)
+    intra = boundaries_intra(sizes, cluster.gpus_per_node)
     for u, v in graph.edges:
         same_stage = stage_of[u] == stage_of[v]
         if same_stage and strat[u] is strat[v]:
@@ -173,17 +176,19 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training
         if same_stage:
             if su == sv:
                 continue
+            ctx = ctxs[stage_of[u]]
             tier = ctx.stage_tier
             r = reshard_time(su, sv, nbytes, tier, ctx.link_efficiency(tier))
             for key in ("p", "comm", "reshard"):
                 acc[key][stage_of[u]] += r
             continue
         for k in range(stage_of[u], stage_of[v]):   # relayed across every boundary crossed
-            tier = cluster.intra_node if boundary_is_intra(k, d, cluster.gpus_per_node) else cluster.inter_node
-            o[k] += cross_stage_time(su, sv, nbytes, tier, cluster.intra_node, ctx.link_efficiency(tier))
+            tier = cluster.intra_node if intra[k] else cluster.inter_node
+            o[k] += cross_stage_time(su, sv, nbytes, tier, cluster.intra_node,
+                                     ctxs[0].link_efficiency(tier))
     p, g = acc["p"], acc["g"]
     t = pipeline_latency(p, o, g, c, plan.schedule, plan.vp_chunks) + params.iteration_overhead_s
-    stages = [_stage_metrics(i, plan, acc, o, ctx, pp, c) for i in range(pp)]
+    stages = [_stage_metrics(i, plan, acc, o, ctxs[i], pp, c) for i in range(pp)]
     breakdown = iteration_breakdown(stages, c, t, params.iteration_overhead_s)
     peak_total = cluster.device.peak_flops(training.dtype) * cluster.num_devices
     model_flops = flops * c  # FLOPs of one micro-batch over all devices, times c

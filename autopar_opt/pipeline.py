@@ -11,7 +11,7 @@ from __future__ import annotations
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
 from autopar_opt.plan import Plan
-from autopar_opt.strategies import ep_degree_ok
+from autopar_opt.strategies import divisors, ep_degree_ok
 from autopar_opt.training import Schedule, Training
 
 
@@ -23,6 +23,114 @@ def stages_congruent(devices_per_stage: int, gpus_per_node: int) -> bool:
     """True when every stage sees the same node layout."""
     d, g = devices_per_stage, gpus_per_node
     return g % d == 0 or d % g == 0
+
+
+def stage_offsets(sizes: list[int] | tuple[int, ...]) -> list[int]:
+    """First rank of every stage when stages take consecutive ranks in order."""
+    out, at = [], 0
+    for d in sizes:
+        out.append(at)
+        at += d
+    return out
+
+
+def stage_devices_problem(sizes: list[int] | tuple[int, ...], gpus_per_node: int,
+                          num_devices: int) -> str | None:
+    """Why a vector of per-stage device counts is not a valid pipeline (None: it is).
+
+    Stages take consecutive ranks in order. A stage is either whole nodes
+    (a multiple of the GPUs per node, starting at a node boundary) or a
+    divisor of a node's GPUs lying inside one node; the counts sum to at most
+    the cluster. Congruent stages (every stage ``N/pp``) always pass.
+    """
+    g = gpus_per_node
+    if any(d < 1 for d in sizes):
+        return "every stage needs at least one device"
+    if sum(sizes) > num_devices:
+        return f"the stages use {sum(sizes)} devices, more than the {num_devices} of the cluster"
+    for i, (d, at) in enumerate(zip(sizes, stage_offsets(sizes))):
+        if not stages_congruent(d, g):
+            return f"stage {i} has {d} devices: neither a divisor nor a multiple of {g} GPUs per node"
+        if d >= g and at % g:
+            return f"stage {i} ({d} devices, whole nodes) would start at rank {at}, inside a node"
+        if d < g and at // g != (at + d - 1) // g:
+            return f"stage {i} ({d} devices) would span two nodes (ranks {at}-{at + d - 1})"
+    return None
+
+
+def boundaries_intra(sizes: list[int] | tuple[int, ...], gpus_per_node: int) -> list[bool]:
+    """Per boundary ``i`` (between stages ``i`` and ``i+1``): both on one node.
+
+    Stage ``i+1`` starts at rank ``o``; the two stages share a node exactly
+    when ``o`` is not a node boundary (whole-node stages start on one, and a
+    sub-node stage never spans two nodes). For congruent stages this is
+    :func:`boundary_is_intra`.
+    """
+    offs = stage_offsets(sizes)
+    return [offs[i + 1] % gpus_per_node != 0 for i in range(len(sizes) - 1)]
+
+
+def plan_stage_devices(plan: Plan, num_devices: int) -> list[int]:
+    """Device count of every stage: the plan's own, or ``N/pp`` each (congruent)."""
+    if plan.stage_devices is not None:
+        return list(plan.stage_devices)
+    return [num_devices // plan.pp] * plan.pp
+
+
+#: Most stage-size vectors ``search.stage_devices: free`` may enumerate (over every pp).
+MAX_FREE_SHAPES = 4096
+
+
+def stage_sizes(cluster: Cluster) -> list[int]:
+    """Device counts a stage may have: divisors of a node's GPUs, or whole nodes."""
+    g, n = cluster.gpus_per_node, cluster.num_devices
+    return sorted({d for d in divisors(g) if d <= n} | {g * k for k in range(1, n // g + 1)})
+
+
+def free_shapes(cluster: Cluster, pp: int) -> list[tuple[int, ...]]:
+    """Every vector of ``pp`` stage device counts that is a valid pipeline
+    (:func:`~autopar_opt.pipeline.stage_devices_problem`), except the congruent one
+    (``N/pp`` each, the configuration without ``stage_devices``).
+
+    Built stage by stage from rank 0: a whole-node stage must start on a node
+    boundary and a sub-node stage must end inside its node, so a prefix that
+    breaks a rule is never extended.
+    """
+    g, n = cluster.gpus_per_node, cluster.num_devices
+    sizes = stage_sizes(cluster)
+    congruent = (n // pp,) * pp if n % pp == 0 and stages_congruent(n // pp, g) else None
+    out: list[tuple[int, ...]] = []
+
+    def grow(prefix: tuple[int, ...], at: int) -> None:
+        if len(out) > MAX_FREE_SHAPES:
+            return
+        if len(prefix) == pp:
+            if prefix != congruent:
+                out.append(prefix)
+            return
+        left = pp - len(prefix) - 1          # every later stage needs at least one device
+        for d in sizes:
+            if at + d + left > n:
+                break
+            if (d >= g and at % g) or (d < g and at // g != (at + d - 1) // g):
+                continue
+            grow(prefix + (d,), at + d)
+
+    grow((), 0)
+    return out
+
+
+def count_free_shapes(num_layers: int, cluster: Cluster, pp_degrees: tuple[int, ...] | None) -> int:
+    """Stage-size vectors ``search.stage_devices: free`` adds over the allowed ``pp``
+    (at most ``min(N, layers)``); stops counting past :data:`MAX_FREE_SHAPES`."""
+    total = 0
+    for pp in range(1, min(cluster.num_devices, num_layers) + 1):
+        if pp_degrees is not None and pp not in pp_degrees:
+            continue
+        total += len(free_shapes(cluster, pp))
+        if total > MAX_FREE_SHAPES:
+            break
+    return total
 
 
 def inflight_microbatches(schedule: Schedule, pp: int, microbatches: int, stage: int) -> int:
@@ -43,13 +151,14 @@ def boundary_is_intra(boundary: int, devices_per_stage: int, gpus_per_node: int)
     return devices_per_stage < gpus_per_node and first_next % gpus_per_node != 0
 
 
-def validate_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training) -> int:
-    """Check every pipeline rule a plan must satisfy; return the devices per stage.
+def validate_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training) -> list[int]:
+    """Check every pipeline rule a plan must satisfy; return the devices of every stage.
 
     The rules: every layer placed exactly once, no empty stage, ``pp``
-    divides the devices, congruent stages (:func:`stages_congruent`),
+    divides the devices and congruent stages (:func:`stages_congruent`), or,
+    for a plan with its own ``stage_devices``, :func:`stage_devices_problem`;
     micro-batches divide the global batch, every edge goes forward, every
-    strategy uses the stage's ``d`` devices and its ``dp`` divides the
+    strategy uses its stage's devices and its ``dp`` divides the
     micro-batch, every expert-parallel degree follows
     :func:`~autopar_opt.strategies.ep_degree_ok`. Raises :class:`PlanError` naming the first rule broken.
     """
@@ -62,12 +171,7 @@ def validate_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Tra
                         f"unknown or repeated: {extra[:5] or 'none'})")
     if any(not st.layers for st in plan.stages):
         raise PlanError("every stage must hold at least one layer")
-    if cluster.num_devices % plan.pp:
-        raise PlanError(f"pp={plan.pp} must divide the {cluster.num_devices} devices")
-    d = cluster.num_devices // plan.pp
-    if not stages_congruent(d, cluster.gpus_per_node):
-        raise PlanError(f"{d} devices per stage must divide or be a multiple of "
-                        f"{cluster.gpus_per_node} GPUs per node")
+    sizes = _check_stage_devices(plan, cluster)
     if training.global_batch_size % plan.microbatches:
         raise PlanError(f"micro-batches ({plan.microbatches}) must divide the global batch "
                         f"({training.global_batch_size})")
@@ -77,10 +181,10 @@ def validate_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Tra
     for u, v in graph.edges:
         if stage_of[u] > stage_of[v]:
             raise PlanError(f"edge {u} -> {v} goes backwards from stage {stage_of[u]} to {stage_of[v]}")
-    for st in plan.stages:
+    for st, d in zip(plan.stages, sizes):
         for name, s in zip(st.layers, st.strategies):
             if s.devices != d:
-                raise PlanError(f"layer {name}: dp*tp*cp = {s.devices} must equal the {d} devices per stage")
+                raise PlanError(f"layer {name}: dp*tp*cp = {s.devices} must equal the {d} devices of its stage")
             if b % s.dp:
                 raise PlanError(f"layer {name}: dp={s.dp} must divide the {b} samples per micro-batch")
             if not ep_degree_ok(layers[name], s.dp, s.cp, s.ep):
@@ -88,4 +192,22 @@ def validate_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Tra
                                 f"dp*cp = {s.dp * s.cp} it divides")
         if len(st.strategies) != len(st.layers):
             raise PlanError("each stage needs one strategy per layer")
-    return d
+    return sizes
+
+
+def _check_stage_devices(plan: Plan, cluster: Cluster) -> list[int]:
+    """The per-stage device counts of ``plan`` after their rules (PlanError otherwise)."""
+    if plan.stage_devices is not None:
+        if len(plan.stage_devices) != plan.pp:
+            raise PlanError(f"stage_devices lists {len(plan.stage_devices)} counts for {plan.pp} stages")
+        why = stage_devices_problem(plan.stage_devices, cluster.gpus_per_node, cluster.num_devices)
+        if why:
+            raise PlanError(f"stage_devices {list(plan.stage_devices)}: {why}")
+        return list(plan.stage_devices)
+    if cluster.num_devices % plan.pp:
+        raise PlanError(f"pp={plan.pp} must divide the {cluster.num_devices} devices")
+    d = cluster.num_devices // plan.pp
+    if not stages_congruent(d, cluster.gpus_per_node):
+        raise PlanError(f"{d} devices per stage must divide or be a multiple of "
+                        f"{cluster.gpus_per_node} GPUs per node")
+    return [d] * plan.pp

@@ -26,7 +26,10 @@ class StagePlan:
 
 @dataclass
 class Plan:
-    """A complete plan. Stage ``i`` runs on ranks ``[i*d, (i+1)*d)`` with ``d = N/pp``.
+    """A complete plan. Stage ``i`` runs on ranks ``[i*d, (i+1)*d)`` with ``d = N/pp``
+    (congruent stages, ``stage_devices`` None), or, with ``stage_devices``, on the
+    next ``stage_devices[i]`` ranks after the stages before it
+    (:func:`autopar_opt.pipeline.stage_devices_problem` states the rules).
 
     ``vp_chunks`` > 1 only with the interleaved schedule (each device holds
     ``vp_chunks`` model chunks; evaluation only, not searched).
@@ -37,6 +40,7 @@ class Plan:
     schedule: Schedule = Schedule.one_f_one_b
     vp_chunks: int = 1
     notes: dict = field(default_factory=dict)
+    stage_devices: list[int] | None = None
 
     @property
     def pp(self) -> int:
@@ -51,16 +55,21 @@ class Plan:
         return {name: s for st in self.stages for name, s in zip(st.layers, st.strategies)}
 
     def to_dict(self) -> dict:
-        return {"pp": self.pp, "microbatches": self.microbatches,
+        data = {"pp": self.pp, "microbatches": self.microbatches,
                 "schedule": self.schedule.value, "vp_chunks": self.vp_chunks,
                 "stages": [st.to_dict() for st in self.stages]}
+        if self.stage_devices is not None:
+            data["stage_devices"] = list(self.stage_devices)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Plan":
         return cls(stages=[StagePlan.from_dict(s) for s in data["stages"]],
                    microbatches=int(data["microbatches"]),
                    schedule=Schedule(data.get("schedule", "1f1b")),
-                   vp_chunks=int(data.get("vp_chunks", 1)))
+                   vp_chunks=int(data.get("vp_chunks", 1)),
+                   stage_devices=(None if data.get("stage_devices") is None
+                                  else [int(d) for d in data["stage_devices"]]))
 
 
 def uniform_plan(layer_names: list[str], pp: int, strategy: Strategy, microbatches: int,

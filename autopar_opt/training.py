@@ -84,3 +84,6 @@ class SearchSpace:
     max_microbatches: int = 64
     tp_within_node: bool = True
     ep_degrees: tuple[int, ...] | None = None
+    #: "congruent": every stage N/pp devices; "free": each stage its own count
+    #: (whole nodes or a divisor of a node's GPUs, summing to at most the cluster)
+    stage_devices: str = "congruent"

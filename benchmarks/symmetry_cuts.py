@@ -5,7 +5,7 @@ configuration that the search would solve (analytic bound below the best
 uniform plan of all configurations, so a superset of what the search solves)
 on the direct MILP matrix, warm-started from the configuration's best
 uniform plan as in the search, with and without the cuts of
-``add_symmetry_constraints``, and prints the HiGHS time, status and
+``families.symmetry_order``, and prints the HiGHS time, status and
 objective of each (minimum over ``--repeats`` runs; the machine is shared,
 so only large differences mean anything).
 

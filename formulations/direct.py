@@ -1,24 +1,26 @@
-"""The MILP as a :class:`MatrixForm` straight from the cost tables (no Pyomo).
+"""The formulation of one configuration as a matrix, straight from the cost tables.
 
-:func:`build_direct` returns the same MILP as
-``build_formulation(tables, "milp").matrix()`` (same column names, the same
-rows up to order; ``a[u,P-1] = 1`` is folded into the row bounds as Pyomo's
-compiler does), built with numpy in two steps:
+The rows are those of the registered families (:mod:`.rows`,
+:mod:`.families`, :mod:`.milp`), assembled in two steps:
 
 - a STRUCTURE (:class:`MatrixStructure`): columns, sparsity pattern, the
-  constant coefficients and row bounds. It depends only on the number of
+  constant coefficients and row bounds. It depends only on the
+  :class:`~.layout.StructureKey` (:func:`structure_key`): the number of
   layers, the edges, ``pp``, the layout groups of every layer's strategy
   list, which big-M rows are skipped (an edge whose cost matrix is all zero
-  has none) and the symmetric edges; :func:`structure_key` is exactly that;
-- COEFFICIENTS: layer times ``A``, syncs ``G``, memory ``(W + inflight·H)``
-  and capacity, the layout-pair resharding/cross matrices and their big-M,
-  ``c - 1`` in the objective and the constant overhead.
+  has none), the symmetric edges, the boundary tiers and the form;
+- COEFFICIENTS: every family's ``fill`` (layer times ``A``, syncs ``G``,
+  memory ``(W + inflight·H)`` and capacity, the layout-pair resharding and
+  cross matrices with their big-M, ``c - 1`` in the objective and ``T0``).
 
 A :class:`DirectBuilder` caches structures by key, so outer configurations
-that share ``pp`` and the strategy layout (different micro-batch counts or
+that share ``pp`` and the strategy layout (other micro-batch counts or
 schedules) only refill coefficient arrays: the rebuild-free path of the
-outer search. :class:`DirectFormulation` decodes a raw solution vector into
-a :class:`~autopar_opt.plan.Plan` and builds warm-start vectors.
+HiGHS search. :class:`DirectFormulation` decodes a raw solution vector and
+writes warm starts (:meth:`DirectFormulation.assignment_vector`, the one
+warm-start writer: the Pyomo model takes its values from it). For the MIQP
+the matrix holds the linear families only; :mod:`.pyomo_model` adds the
+quadratic ones.
 """
 
 from __future__ import annotations
@@ -30,21 +32,23 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from autopar_opt.core.assignment import Assignment
+from autopar_opt.core.matrix import MatrixForm
+from autopar_opt.core.result import ProblemClass, SolveResult
 from autopar_opt.cost.tables import CostTables
-from autopar_opt.formulations.direct_rows import MatrixStructure, StructureKey, build_structure
 from autopar_opt.formulations.families import sort_symmetric_runs, symmetry_cuts
-from autopar_opt.formulations.formulation import (FormulationError, check_tables, price_assignment,
-                                                   start_assignment)
-from autopar_opt.hardware import GIB
+from autopar_opt.formulations.base import (FormulationError, check_tables, price_assignment,
+                                            start_assignment)
+from autopar_opt.formulations.layout import ColumnLayout, StructureKey
+from autopar_opt.formulations.rows import Fill, collect, families_of
 from autopar_opt.plan import Plan
 from autopar_opt.strategies import layout_ids
-from autopar_opt.core.matrix import MatrixForm
-from autopar_opt.core.assignment import Assignment
-from autopar_opt.core.result import ProblemClass, SolveResult
 
 
-def _collapse(mat: np.ndarray, gu: np.ndarray, gv: np.ndarray) -> np.ndarray:
-    """Strategy-pair matrix -> layout-pair matrix (exactness checked)."""
+def collapse(mat: np.ndarray, gu: np.ndarray, gv: np.ndarray) -> np.ndarray:
+    """Strategy-pair matrix -> layout-pair matrix (exact: resharding depends on
+    layouts only; checked here so that a cost-model change cannot silently
+    break the reduction)."""
     fu = np.unique(gu, return_index=True)[1]
     fv = np.unique(gv, return_index=True)[1]
     out = mat[np.ix_(fu, fv)]
@@ -64,91 +68,111 @@ def _edge_matrices(tables: CostTables, gid: list[np.ndarray]) -> list[dict[str, 
                           ("inter", tables.cross_inter)):
             key = (id(src[e]), id(tables.strategies[u]), id(tables.strategies[v]))
             if key not in memo:
-                memo[key] = _collapse(src[e], gid[u], gid[v])
+                memo[key] = collapse(src[e], gid[u], gid[v])
             mats[kind] = memo[key]
         out.append(mats)
     return out
 
 
-def structure_key(tables: CostTables, symmetry: bool) -> tuple[StructureKey, list[dict]]:
-    """The structure key of ``tables`` and the layout-pair edge matrices."""
+def structure_key(tables: CostTables, symmetry: bool, form: str = "milp") -> tuple[StructureKey, list[dict]]:
+    """The structure key of ``tables`` and the layout-pair edge matrices (MILP only)."""
     ids: dict[int, tuple[int, ...]] = {}
     for strats in tables.strategies:
         if id(strats) not in ids:
             ids[id(strats)] = tuple(layout_ids(strats))
     gid = tuple(ids[id(s)] for s in tables.strategies)
-    mats = _edge_matrices(tables, [np.asarray(g) for g in gid])
-    tiers = ["intra" if f else "inter" for f in tables.boundary_intra]
+    tiers = tuple("intra" if f else "inter" for f in tables.boundary_intra)
+    mats = _edge_matrices(tables, [np.asarray(g) for g in gid]) if form == "milp" else []
     cuts = tuple((e, k, tuple(ks)) for e, k, ks in symmetry_cuts(tables)) if symmetry else ()
     key = StructureKey(n=tables.num_layers, pp=tables.pp, edges=tuple(tables.edges), gid=gid,
                        skip_reshard=tuple(bool(m["in"].max() <= 0) for m in mats),
                        skip_cross=tuple(tuple(bool(m[t].max() <= 0) for t in tiers) for m in mats),
-                       sym_cuts=cuts)
+                       sym_cuts=cuts, tiers=tiers, form=form, forbid=_forbidden(tables))
     return key, mats
 
 
-def _fill(struct: MatrixStructure, tables: CostTables, mats: list[dict]) -> MatrixForm:
-    """The coefficient step: costs of ``tables`` into a copy of the structure."""
-    C = struct.cols
-    pp, K = C.pp, int(C.koff[-1])
-    data, lo, hi = struct.template.copy(), struct.row_lo.copy(), struct.row_hi.copy()
-    flat = {name: np.concatenate(arrs) for name, arrs in (
-        ("A", tables.time), ("G", tables.sync), ("W", tables.weight_bytes), ("H", tables.act_bytes))}
-    for slot, arr in (("time", flat["A"]), ("sync", flat["G"])):
-        start = struct.slots[slot][1].start
-        data[start:start + K * pp] = -np.repeat(arr, pp)
-    rows, ents = struct.slots["memory"]
-    inflight = np.asarray(tables.inflight, dtype=float)
-    data[ents] = ((flat["W"][:, None] + inflight[None, :] * flat["H"][:, None]) / GIB).ravel()
-    hi[rows] = float(tables.capacity_bytes) / GIB
-    _fill_attribution(struct, tables, mats, data, lo)
-    vals = data[struct.order]
-    keep = vals != 0
+def _forbidden(tables: CostTables) -> tuple[tuple[int, int, int], ...]:
+    """``(u, i, k)`` for every strategy ``k`` of layer ``u`` that stage ``i`` may not
+    use (free stage sizes: another device count); empty for congruent stages."""
+    out = []
+    for i in range(tables.pp):
+        allowed = tables.allowed_in_stage(i)
+        if allowed is None:
+            return ()
+        out += [(u, i, int(k)) for u, ok in enumerate(allowed) for k in np.flatnonzero(~ok)]
+    return tuple(sorted(out))
+
+
+@dataclass
+class MatrixStructure:
+    """Everything of the matrix that does not depend on costs (see module doc)."""
+
+    key: StructureKey
+    cols: ColumnLayout
+    columns: list[str]
+    row_names: list[str]
+    blocks: list[tuple[str, list[tuple], slice]]   # (component, row indices, rows)
+    template: np.ndarray         # COO values; cost slots are filled per configuration
+    row_lo: np.ndarray
+    row_hi: np.ndarray
+    order: np.ndarray            # COO -> CSR permutation
+    csr_rows: np.ndarray         # row of every CSR entry
+    csr_cols: np.ndarray
+    indptr: np.ndarray           # CSR row pointers of every structural entry
+    slots: dict[str, tuple[slice, slice]]
+    integrality: np.ndarray
+    col_lo: np.ndarray
+    col_hi: np.ndarray
+    build_s: float = 0.0
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.row_names), len(self.columns)
+
+
+def build_structure(key: StructureKey) -> MatrixStructure:
+    """The structure step: every family's rows (no cost is read)."""
+    start = time.perf_counter()
+    C = ColumnLayout(key)
+    got = collect(C, key)
+    order = np.lexsort((got.cols, got.rows))
+    rs, cs = got.rows[order], got.cols[order]
+    if np.any((rs[1:] == rs[:-1]) & (cs[1:] == cs[:-1])):
+        raise RuntimeError("formulation structure has a repeated (row, column) entry")
+    nrows = len(got.names)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rs, minlength=nrows))])
+    lo, hi, integ = C.bounds()
+    return MatrixStructure(key=key, cols=C, columns=C.names(), row_names=got.names,
+                           blocks=got.blocks, template=got.vals, row_lo=got.lo, row_hi=got.hi,
+                           order=order, csr_rows=rs, csr_cols=cs, indptr=indptr, slots=got.slots,
+                           integrality=integ, col_lo=lo, col_hi=hi,
+                           build_s=time.perf_counter() - start)
+
+
+def fill(struct: MatrixStructure, tables: CostTables, mats: list[dict]) -> tuple[MatrixForm, np.ndarray]:
+    """The coefficient step: every family's ``fill`` into a copy of the structure.
+    Returns the matrix (zero entries dropped) and the CSR-ordered values of every
+    structural entry, zeros included (what the Pyomo rows are written from)."""
     nrows, ncols = struct.shape
+    F = Fill(tables=tables, key=struct.key, C=struct.cols, mats=mats, slots=struct.slots,
+             data=struct.template.copy(), lo=struct.row_lo.copy(), hi=struct.row_hi.copy(),
+             c=np.zeros(ncols))
+    for fam in families_of(struct.key.form):
+        if fam.fill is not None:
+            fam.fill(F)
+    vals = F.data[struct.order]
+    keep = vals != 0
     indptr = np.concatenate([[0], np.cumsum(np.bincount(struct.csr_rows[keep], minlength=nrows))])
     A = sp.csr_array((vals[keep], struct.csr_cols[keep], indptr), shape=(nrows, ncols))
-    c = np.zeros(ncols)
-    c[C.p0:C.bottleneck] = 1.0                       # p and o
-    c[C.bottleneck] = tables.microbatches - 1
-    c[C.sync_max] = 1.0
-    return MatrixForm(c=c, A=A, row_lo=lo, row_hi=hi, col_lo=struct.col_lo.copy(),
+    form = MatrixForm(c=F.c, A=A, row_lo=F.lo, row_hi=F.hi, col_lo=struct.col_lo.copy(),
                       col_hi=struct.col_hi.copy(), integrality=struct.integrality.copy(),
-                      offset=float(tables.params.iteration_overhead_s),
-                      columns=struct.columns, row_names=struct.row_names)
-
-
-def _fill_attribution(struct: MatrixStructure, tables: CostTables, mats: list[dict],
-                      data: np.ndarray, lo: np.ndarray) -> None:
-    """Big-M rows: ``r - R·el - M·y >= -M`` and ``q - R'·el - M·(a_u - a_v) >= -M``
-    with ``M`` the matrix maximum (entry order of ``direct_rows._attribution_rows``)."""
-    inp, pp = struct.key, struct.cols.pp
-    if "reshard" in struct.slots:
-        blocks, bigs = [], []
-        for e in range(len(inp.edges)):
-            if not inp.skip_reshard[e]:
-                mat = mats[e]["in"]
-                big = float(mat.max())
-                blocks.append(np.tile(np.concatenate([[1.0], -mat.ravel(), [-big]]), pp))
-                bigs.append(np.full(pp, -big))
-        rows, ents = struct.slots["reshard"]
-        data[ents], lo[rows] = np.concatenate(blocks), np.concatenate(bigs)
-    if "cross" in struct.slots:
-        blocks, bigs = [], []
-        tiers = ["intra" if f else "inter" for f in tables.boundary_intra]
-        for e in range(len(inp.edges)):
-            for b in range(pp - 1):
-                if not inp.skip_cross[e][b]:
-                    mat = mats[e][tiers[b]]
-                    big = float(mat.max())
-                    blocks.append(np.concatenate([[1.0], -mat.ravel(), [-big, big]]))
-                    bigs.append(-big)
-        rows, ents = struct.slots["cross"]
-        data[ents], lo[rows] = np.concatenate(blocks), np.asarray(bigs)
+                      offset=F.offset, columns=struct.columns, row_names=struct.row_names)
+    return form, vals
 
 
 @dataclass
 class DirectFormulation:
-    """The direct MILP of one configuration: matrix, decoding, warm starts."""
+    """One configuration's formulation as a matrix: decoding and warm starts."""
 
     tables: CostTables
     structure: MatrixStructure
@@ -156,6 +180,7 @@ class DirectFormulation:
     symmetry: bool = True
     cached: bool = False                 # the structure came from the cache
     problem_class: ProblemClass = ProblemClass.milp
+    entries: np.ndarray | None = None    # CSR values of every structural entry (see :func:`fill`)
 
     @property
     def model(self) -> MatrixForm:
@@ -172,13 +197,13 @@ class DirectFormulation:
         C = self.structure.cols
         if C.pp == 1:
             return [0] * C.n
-        a = np.asarray(x[C.a(0, 0):C.a(C.n, 0)]).reshape(C.n, C.pp - 1) > 0.5
+        a = np.asarray(x[C.block("a")]).reshape(C.n, C.pp - 1) > 0.5
         return [int(np.argmax(row)) if row.any() else C.pp - 1 for row in a]
 
     def strategy_choice(self, x: np.ndarray) -> list[int]:
         """Strategy of every layer: the largest ``s[u,k]``."""
         C = self.structure.cols
-        s = np.asarray(x[C.s(0, 0):C.s(C.n, 0)])
+        s = np.asarray(x[C.block("s")])
         return [int(np.argmax(s[C.koff[u]:C.koff[u + 1]])) for u in range(C.n)]
 
     def assignment(self, x: np.ndarray) -> Assignment:
@@ -196,36 +221,42 @@ class DirectFormulation:
         return self.tables.plan_of(self.assignment(x))
 
     def assignment_vector(self, stage: list[int], ks: list[int]) -> np.ndarray:
-        """Every column from a stage/strategy assignment, consistently (the
-        values of :func:`~autopar_opt.formulations.formulation.set_assignment_values`)."""
+        """Every column from a stage/strategy assignment, consistently: the one
+        warm-start writer (for both forms; the block values are the products
+        the families define, priced by :func:`price_assignment`)."""
         C, t = self.structure.cols, self.tables
-        pp, x = C.pp, np.zeros(self.matrix.num_cols)
+        pp, x = C.pp, np.zeros(C.num_cols)
         st, kk = np.asarray(stage), np.asarray(ks)
         j = C.koff[:-1] + kk
         for i in range(pp - 1):
             x[C.a(np.arange(C.n), i)] = st <= i
         x[C.s(0, j)] = 1.0
-        x[C.w(j, st)] = 1.0
         p, o, g, rin, rx = price_assignment(t, list(stage), list(ks))
+        milp = C.form == "milp"
+        if milp:
+            x[C.w(j, st)] = 1.0
         gid = self.structure.key.gid
         for e, (u, v) in enumerate(t.edges):
-            nv = int(C.nl[v])
-            x[C.el(e, gid[u][ks[u]], gid[v][ks[v]], nv)] = 1.0
             if stage[u] == stage[v]:
                 x[C.y(e, stage[u])] = 1.0
+            if not milp:
+                x[C.rho(e)] = rin[e]
+                for ti, tier in enumerate(C.tier_names):
+                    x[C.rho_x(e, ti)] = rx[e][tier]
+                continue
+            x[C.el(e, gid[u][ks[u]], gid[v][ks[v]], int(C.nl[v]))] = 1.0
+            if stage[u] == stage[v]:
                 x[C.r(e, stage[u])] = rin[e]
             for b in range(stage[u], stage[v]):
                 x[C.q(e, b)] = rx[e]["intra" if t.boundary_intra[b] else "inter"]
-        x[C.p0:C.p0 + pp] = p
-        x[C.o0:C.o0 + pp - 1] = o
-        x[C.g(0):C.g(pp)] = g
+        x[C.block("p")], x[C.block("o")], x[C.block("g")] = p, o, g
         x[C.bottleneck] = max(p + o)
         x[C.sync_max] = max(g)
         return x
 
     def start_vector(self, start: Plan | Assignment) -> np.ndarray:
         """The warm-start vector of a plan or assignment (sorted into the symmetry
-        cuts' order when they are on: same cost, see ``add_symmetry_constraints``)."""
+        cuts' order when they are on: same cost, see ``families.symmetry_order``)."""
         asg = start_assignment(self.tables, start)
         stage, ks = asg.stage, asg.choice
         if self.symmetry:
@@ -241,18 +272,19 @@ class DirectBuilder:
     """Builds :class:`DirectFormulation` objects, caching structures by key
     (least recently used first out)."""
 
-    def __init__(self, symmetry: bool = True, max_structures: int = 32) -> None:
+    def __init__(self, symmetry: bool = True, max_structures: int = 32, form: str = "milp") -> None:
         self.symmetry = symmetry
+        self.form = form
         self.max_structures = max_structures
         self._cache: OrderedDict[StructureKey, MatrixStructure] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
     def build(self, tables: CostTables) -> DirectFormulation:
-        """The direct MILP of ``tables``; FormulationError as ``build_formulation``."""
+        """The formulation of ``tables``; FormulationError as ``build_formulation``."""
         check_tables(tables)
         start = time.perf_counter()
-        key, mats = structure_key(tables, self.symmetry)
+        key, mats = structure_key(tables, self.symmetry, self.form)
         struct = self._cache.get(key)
         cached = struct is not None
         if struct is None:
@@ -264,11 +296,12 @@ class DirectBuilder:
         else:
             self.hits += 1
             self._cache.move_to_end(key)
-        matrix = _fill(struct, tables, mats)
+        matrix, entries = fill(struct, tables, mats)
         matrix.compile_s = time.perf_counter() - start
-        return DirectFormulation(tables, struct, matrix, symmetry=self.symmetry, cached=cached)
+        return DirectFormulation(tables, struct, matrix, symmetry=self.symmetry, cached=cached,
+                                 problem_class=ProblemClass(self.form.upper()), entries=entries)
 
 
-def build_direct(tables: CostTables, symmetry: bool = True) -> DirectFormulation:
-    """The direct MILP of ``tables`` without a cache (see :class:`DirectBuilder`)."""
-    return DirectBuilder(symmetry, max_structures=1).build(tables)
+def build_direct(tables: CostTables, symmetry: bool = True, form: str = "milp") -> DirectFormulation:
+    """The formulation of ``tables`` without a cache (see :class:`DirectBuilder`)."""
+    return DirectBuilder(symmetry, max_structures=1, form=form).build(tables)

@@ -1,132 +1,208 @@
 """Constraint families shared by the MILP and the MIQP (docs/DESIGN.md §3).
 
-Notation (per outer configuration ``(pp, c, schedule)``): layers ``u`` in
-topological order, stages ``i = 0..P-1``, boundaries ``b = 0..P-2`` (between
-stage ``b`` and ``b+1``), edges ``e = (u, v)`` with ``u < v``, strategies ``k``
-of layer ``u`` (``tables.strategies[u]``).
-
-Stage assignment uses the cumulative form ``a[u,i] = [stage(u) <= i]``
-(``a[u,P-1]`` is fixed to 1), so ``x[u,i] = a[u,i] - a[u,i-1]`` and the
-crossing indicator of edge ``e`` at boundary ``b`` is ``a[u,b] - a[v,b]``.
-Every component name below is stable: the outer search, warm starts and the
-exported MPS/LP files rely on them.
+Each family is written once, as rows (:mod:`.rows`); the notation is that of
+:mod:`.layout`. Stage assignment uses the cumulative form
+``a[u,i] = [stage(u) <= i]`` (``a[u,P-1] = 1``, folded into the row bounds),
+so ``x[u,i] = a[u,i] - a[u,i-1]`` and the crossing indicator of edge ``e``
+at boundary ``b`` is ``z[e,b] = a[u,b] - a[v,b]``: exact because ``a`` is
+monotone along the order (``a[v,b] <= a[u,b]``), it is 1 iff
+``stage(u) <= b < stage(v)``, the relay semantics of
+:func:`autopar_opt.evaluate.evaluate`.
 """
 
 from __future__ import annotations
 
-from autopar_opt.formulations.lazy_pyomo import pyo
+import numpy as np
 
 from autopar_opt.cost.tables import CostTables, symmetric_edges
+from autopar_opt.formulations.layout import INF, ColumnLayout, StructureKey
+from autopar_opt.formulations.rows import Fill, Rows, family, grid
 
 
-def x_expr(m: pyo.ConcreteModel, u: int, i: int):
-    """``x[u,i] = a[u,i] - a[u,i-1]``: layer ``u`` sits in stage ``i``."""
-    return m.a[u, i] - m.a[u, i - 1] if i > 0 else m.a[u, i]
+@family(order=10)
+def stage_assignment(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
+    """Contiguous, non-empty stages in topological order.
 
-
-def crossing_expr(m: pyo.ConcreteModel, e: int, b: int):
-    """``z[e,b] = a[u,b] - a[v,b]``: edge ``e`` crosses boundary ``b``.
-
-    Exact because ``a`` is monotone along the order (``a[v,b] <= a[u,b]``):
-    it is 1 iff ``stage(u) <= b < stage(v)``, the relay semantics of
-    :func:`autopar_opt.evaluate.evaluate`.
-    """
-    u, v = m.edge_list[e]
-    return m.a[u, b] - m.a[v, b]
-
-
-def add_index_sets(m: pyo.ConcreteModel, tables: CostTables) -> None:
-    """Index sets ``L`` (layers), ``S`` (stages), ``B`` (boundaries), ``E``
-    (edges), ``UK`` (layer, strategy) pairs; plus plain-python lookups."""
-    n, pp = tables.num_layers, tables.pp
-    m.L = pyo.RangeSet(0, n - 1)
-    m.S = pyo.RangeSet(0, pp - 1)
-    m.B = pyo.Set(initialize=list(range(pp - 1)))
-    m.E = pyo.Set(initialize=list(range(len(tables.edges))))
-    m.UK = pyo.Set(dimen=2, initialize=[(u, k) for u in range(n)
-                                        for k in range(len(tables.strategies[u]))])
-    m.edge_list = list(tables.edges)
-
-
-def add_stage_assignment_constraints(m: pyo.ConcreteModel, tables: CostTables) -> None:
-    """Contiguous, non-empty stages in topological order (docs/DESIGN.md §3).
-
-    - ``a[u,i] in {0,1}``, ``a[u,P-1] = 1`` (fixed);
+    - ``a[u,i] in {0,1}``, ``a[u,P-1] = 1`` (folded);
     - ``stage_monotone[u,i]``: ``a[u,i] <= a[u,i+1]`` (cumulative);
     - ``order_monotone[u,i]``: ``a[u+1,i] <= a[u,i]`` (a later layer never sits
       in an earlier stage: contiguity, and every edge goes forward);
     - ``stage_nonempty[i]``: ``sum_u x[u,i] >= 1``.
     """
-    n, pp = tables.num_layers, tables.pp
-    m.a = pyo.Var(m.L, m.S, domain=pyo.Binary)
-    for u in range(n):
-        m.a[u, pp - 1].fix(1)
-    m.stage_monotone = pyo.Constraint(
-        m.L, m.B, rule=lambda m, u, i: m.a[u, i] <= m.a[u, i + 1] if i + 1 < pp - 1 else pyo.Constraint.Skip)
-    m.order_monotone = pyo.Constraint(
-        m.L, m.B, rule=lambda m, u, i: m.a[u + 1, i] <= m.a[u, i] if u + 1 < n else pyo.Constraint.Skip)
-    m.stage_nonempty = pyo.Constraint(
-        m.S, rule=lambda m, i: sum(x_expr(m, u, i) for u in m.L) >= 1 if pp > 1 else pyo.Constraint.Skip)
+    n, pp = C.n, C.pp
+    if pp > 2:
+        u, i = grid(n, pp - 2)
+        R.add("stage_monotone", zip(u.tolist(), i.tolist()), np.repeat(np.arange(len(u)), 2),
+              np.column_stack([C.a(u, i), C.a(u, i + 1)]), np.tile([1.0, -1.0], len(u)), -INF, 0.0)
+    if pp > 1 and n > 1:
+        u, i = grid(n - 1, pp - 1)
+        R.add("order_monotone", zip(u.tolist(), i.tolist()), np.repeat(np.arange(len(u)), 2),
+              np.column_stack([C.a(u + 1, i), C.a(u, i)]), np.tile([1.0, -1.0], len(u)), -INF, 0.0)
+    if pp > 1:
+        rows, cols, vals, lo = [], [], [], np.ones(pp)
+        us = np.arange(n)
+        for i in range(pp):
+            if i < pp - 1:
+                rows.append(np.full(n, i))
+                cols.append(C.a(us, i))
+                vals.append(np.ones(n))
+            if i > 0:
+                rows.append(np.full(n, i))
+                cols.append(C.a(us, i - 1))
+                vals.append(-np.ones(n))
+        lo[pp - 1] = 1.0 - n
+        R.add("stage_nonempty", ((i,) for i in range(pp)), np.concatenate(rows),
+              np.concatenate(cols), np.concatenate(vals), lo, INF)
 
 
-def add_strategy_choice_constraints(m: pyo.ConcreteModel, tables: CostTables) -> None:
+@family(order=20)
+def strategy_choice(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
     """``s[u,k] in {0,1}`` with ``strategy_onehot[u]``: ``sum_k s[u,k] = 1``."""
-    m.s = pyo.Var(m.UK, domain=pyo.Binary)
-    m.strategy_onehot = pyo.Constraint(
-        m.L, rule=lambda m, u: sum(m.s[u, k] for k in range(len(tables.strategies[u]))) == 1)
+    nk = np.diff(C.koff)
+    j = np.arange(int(C.koff[-1]))
+    R.add("strategy_onehot", ((u,) for u in range(C.n)), np.repeat(np.arange(C.n), nk),
+          C.s(0, j), 1.0, 1.0, 1.0)
 
 
-def add_same_stage_constraints(m: pyo.ConcreteModel, tables: CostTables) -> None:
+@family(order=25)
+def stage_devices(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
+    """Free stage sizes: a strategy runs only in a stage of its own device count.
+
+    ``stage_devices[u,i,k]``: ``x[u,i] + s[u,k] <= 1`` for every strategy ``k``
+    of layer ``u`` whose ``dp·tp·cp`` differs from stage ``i``'s devices
+    (``key.forbid``, from :meth:`~autopar_opt.cost.tables.CostTables.allowed_in_stage`;
+    empty with congruent stages). With ``x[u,i] = a[u,i] - a[u,i-1]`` and
+    ``a[u,P-1] = 1`` folded into the bound. Exact at binary ``a``/``s``: it
+    forbids exactly the assignments that put a strategy in a stage of another size.
+    """
+    if not key.forbid:
+        return
+    rows, cols, vals, hi = [], [], [], []
+    for r, (u, i, k) in enumerate(key.forbid):
+        c, v, bound = [C.s(u, k)], [1.0], 1.0
+        if i < C.pp - 1:
+            c.append(C.a(u, i))
+            v.append(1.0)
+        else:
+            bound -= 1.0                      # a[u,P-1] = 1
+        if i > 0:
+            c.append(C.a(u, i - 1))
+            v.append(-1.0)
+        cols += c
+        vals += v
+        rows += [r] * len(c)
+        hi.append(bound)
+    R.add("stage_devices", key.forbid, rows, cols, vals, -INF, np.asarray(hi))
+
+
+@family(order=30)
+def symmetry_order(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
+    """Exact symmetry breaking between identical neighbouring layers (optional:
+    ``key.sym_cuts`` is empty when off).
+
+    For every edge ``e = (u, v = u+1)`` of :func:`symmetric_edges` and every
+    strategy ``k`` of ``u`` (``symmetry_order[e,k]``)::
+
+        s[u,k] + sum_{k' < k, layout(k') = layout(k)} s[v,k'] + sum_i y[e,i] <= 2
+
+    i.e. when ``u`` and ``v`` share a stage (``sum_i y[e,i] = 1``) and a
+    layout, ``v``'s strategy index is not below ``u``'s; otherwise the
+    row is redundant.
+
+    Exactness (every optimum survives up to an equal-cost permutation): take
+    any feasible assignment and, inside each maximal run of consecutive
+    layers ``w, w+1, ...`` joined by symmetric edges, placed in one stage and
+    sharing one layout, sort the strategy indices ascending. (i) The layers of
+    a run have identical strategy lists and identical time, sync, weight and
+    activation arrays (checked by :func:`symmetric_edges`), and the run stays
+    inside its stage, so the multiset of per-layer costs of every stage is
+    unchanged: ``p_i``'s layer part, ``g_i`` and the memory of stage ``i`` are
+    equal. (ii) Resharding and cross-stage costs of ANY edge (chain edges and,
+    in a DAG, skip edges touching the run) depend only on the layouts of its
+    two ends (``Strategy.layout``; the cost tables are built from layouts and
+    :func:`~autopar_opt.formulations.direct.collapse` re-checks it), and
+    the layout at every position is unchanged, as are the stages; so every
+    in-stage and cross-stage term is equal. Hence the sorted assignment has
+    the same objective and memory, and it satisfies every cut: for a
+    symmetric edge inside one stage with one layout both ends lie in the
+    same run (maximality), so ``k_u <= k_v``; for all other symmetric edges
+    the right-hand side is 2. :func:`sort_symmetric_runs` is this map (used
+    to make warm starts satisfy the cuts).
+    """
+    if not key.sym_cuts:
+        return
+    rows, cols = [], []
+    for r, (e, k, ks) in enumerate(key.sym_cuts):
+        u, v = key.edges[e]
+        c = [C.s(u, k)] + [C.s(v, j) for j in ks] + [C.y(e, i) for i in range(C.pp)]
+        cols.append(np.asarray(c))
+        rows.append(np.full(len(c), r))
+    R.add("symmetry_order", ((e, k) for e, k, _ in key.sym_cuts), np.concatenate(rows),
+          np.concatenate(cols), 1.0, -INF, 2.0)
+
+
+@family(order=40)
+def same_stage(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
     """``y[e,i] = x[u,i]·x[v,i]``: both ends of edge ``e`` in stage ``i``.
 
     With ``u`` before ``v`` and contiguity this is ``a[v,i]·(1 - a[u,i-1])``,
-    linearised exactly for binaries by McCormick:
-    ``y >= a[v,i] - a[u,i-1]``, ``y <= a[v,i]``, ``y <= 1 - a[u,i-1]``
-    (``a[u,-1] = 0``). ``y`` is continuous in [0,1]; integral at every
-    binary ``a``.
+    linearised exactly for binaries by McCormick (``a[u,-1] = 0``,
+    ``a[v,P-1] = 1``): ``same_stage_lo[e,i]``: ``y >= a[v,i] - a[u,i-1]``;
+    ``same_stage_hi_v[e,i]``: ``y <= a[v,i]`` (``i < P-1``);
+    ``same_stage_hi_u[e,i]``: ``y <= 1 - a[u,i-1]`` (``i > 0``). ``y`` is
+    continuous in [0,1]; integral at every binary ``a``.
     """
-    m.y = pyo.Var(m.E, m.S, bounds=(0, 1))
-
-    def prev(u: int, i: int):
-        return m.a[u, i - 1] if i > 0 else 0
-
-    def lo(m, e, i):
-        u, v = m.edge_list[e]
-        return m.y[e, i] >= m.a[v, i] - prev(u, i)
-
-    def hi_v(m, e, i):
-        return m.y[e, i] <= m.a[m.edge_list[e][1], i]
-
-    def hi_u(m, e, i):
-        u = m.edge_list[e][0]
-        return m.y[e, i] <= 1 - prev(u, i)
-    m.same_stage_lo = pyo.Constraint(m.E, m.S, rule=lo)
-    m.same_stage_hi_v = pyo.Constraint(
-        m.E, m.S, rule=lambda m, e, i: hi_v(m, e, i) if i < tables.pp - 1 else pyo.Constraint.Skip)
-    m.same_stage_hi_u = pyo.Constraint(
-        m.E, m.S, rule=lambda m, e, i: hi_u(m, e, i) if i > 0 else pyo.Constraint.Skip)
+    pp, E = C.pp, len(key.edges)
+    if E == 0:
+        return
+    eu = np.array([u for u, _ in key.edges])
+    ev = np.array([v for _, v in key.edges])
+    e, i = grid(E, pp)
+    has_v, has_u = i < pp - 1, i > 0
+    rows = np.concatenate([np.arange(len(e)), np.flatnonzero(has_v), np.flatnonzero(has_u)])
+    cols = np.concatenate([C.y(e, i), C.a(ev[e[has_v]], i[has_v]), C.a(eu[e[has_u]], i[has_u] - 1)])
+    vals = np.concatenate([np.ones(len(e)), -np.ones(has_v.sum()), np.ones(has_u.sum())])
+    R.add("same_stage_lo", zip(e.tolist(), i.tolist()), rows, cols, vals, np.where(has_v, 0.0, 1.0), INF)
+    e1, i1 = e[has_v], i[has_v]
+    R.add("same_stage_hi_v", zip(e1.tolist(), i1.tolist()), np.repeat(np.arange(len(e1)), 2),
+          np.column_stack([C.y(e1, i1), C.a(ev[e1], i1)]), np.tile([1.0, -1.0], len(e1)), -INF, 0.0)
+    e2, i2 = e[has_u], i[has_u]
+    R.add("same_stage_hi_u", zip(e2.tolist(), i2.tolist()), np.repeat(np.arange(len(e2)), 2),
+          np.column_stack([C.y(e2, i2), C.a(eu[e2], i2 - 1)]), 1.0, -INF, 1.0)
 
 
-def add_objective(m: pyo.ConcreteModel, tables: CostTables) -> None:
-    """Pipeline latency with epigraph variables (docs/DESIGN.md §3):
+def _objective_fill(F: Fill) -> None:
+    """``c``: 1 on every ``p`` and ``o``, ``c - 1`` on ``bottleneck``, 1 on
+    ``sync_max``; the constant ``T0`` as the offset."""
+    C = F.C
+    F.c[C.block("p")] = 1.0
+    F.c[C.block("o")] = 1.0
+    F.c[C.bottleneck] = F.tables.microbatches - 1
+    F.c[C.sync_max] = 1.0
+    F.offset = float(F.tables.params.iteration_overhead_s)
+
+
+@family(order=90, fill=_objective_fill)
+def objective(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
+    """Pipeline latency with epigraph variables:
 
     ``min T = sum_i p[i] + sum_b o[b] + (c-1)·bottleneck + sync_max + T0``
-    with ``bottleneck >= p[i]``, ``bottleneck >= o[b]``, ``sync_max >= g[i]``
-    (``T0`` = ``params.iteration_overhead_s``, a constant kept in the
-    objective so that the solver's value equals ``evaluate`` directly).
-    Requires ``m.p``, ``m.o``, ``m.g`` from the form-specific families.
+    with ``bottleneck_ge_stage[i]``: ``bottleneck >= p[i]``,
+    ``bottleneck_ge_transfer[b]``: ``bottleneck >= o[b]``,
+    ``sync_max_ge_stage[i]``: ``sync_max >= g[i]`` (``T0`` =
+    ``params.iteration_overhead_s``, a constant kept in the objective so that
+    the solver's value equals ``evaluate`` directly). ``p``, ``o``, ``g`` are
+    defined by the form's stage-cost family.
     """
-    m.bottleneck = pyo.Var(domain=pyo.NonNegativeReals)
-    m.sync_max = pyo.Var(domain=pyo.NonNegativeReals)
-    m.bottleneck_ge_stage = pyo.Constraint(m.S, rule=lambda m, i: m.bottleneck >= m.p[i])
-    m.bottleneck_ge_transfer = pyo.Constraint(m.B, rule=lambda m, b: m.bottleneck >= m.o[b])
-    m.sync_max_ge_stage = pyo.Constraint(m.S, rule=lambda m, i: m.sync_max >= m.g[i])
-    c = tables.microbatches
-    m.objective_constant = float(tables.params.iteration_overhead_s)
-    m.obj = pyo.Objective(
-        expr=sum(m.p[i] for i in m.S) + sum(m.o[b] for b in m.B)
-        + (c - 1) * m.bottleneck + m.sync_max + m.objective_constant,
-        sense=pyo.minimize)
+    pp = C.pp
+    for name, count, col, top in (("bottleneck_ge_stage", pp, C.p(0), C.bottleneck),
+                                  ("bottleneck_ge_transfer", pp - 1, C.o(0), C.bottleneck),
+                                  ("sync_max_ge_stage", pp, C.g(0), C.sync_max)):
+        if count == 0:
+            continue
+        R.add(name, ((x,) for x in range(count)), np.repeat(np.arange(count), 2),
+              np.column_stack([np.full(count, top), np.arange(count) + col]),
+              np.tile([1.0, -1.0], count), 0.0, INF)
 
 
 def symmetry_cuts(tables: CostTables) -> list[tuple[int, int, list[int]]]:
@@ -144,53 +220,10 @@ def symmetry_cuts(tables: CostTables) -> list[tuple[int, int, list[int]]]:
     return cuts
 
 
-def add_symmetry_constraints(m: pyo.ConcreteModel, tables: CostTables) -> None:
-    """Exact symmetry breaking between identical neighbouring layers.
-
-    For every edge ``e = (u, v = u+1)`` of :func:`symmetric_edges` and every
-    strategy ``k`` of ``u`` (``symmetry_order[e,k]``)::
-
-        s[u,k] + sum_{k' < k, layout(k') = layout(k)} s[v,k'] <= 2 - sum_i y[e,i]
-
-    i.e. when ``u`` and ``v`` share a stage (``sum_i y[e,i] = 1``) and a
-    layout, ``v``'s strategy index is not below ``u``'s; otherwise the
-    right-hand side is 2 and the row is redundant.
-
-    Exactness (every optimum survives up to an equal-cost permutation): take
-    any feasible assignment and, inside each maximal run of consecutive
-    layers ``w, w+1, ...`` joined by symmetric edges, placed in one stage and
-    sharing one layout, sort the strategy indices ascending. (i) The layers of
-    a run have identical strategy lists and identical time, sync, weight and
-    activation arrays (checked by :func:`symmetric_edges`), and the run stays
-    inside its stage, so the multiset of per-layer costs of every stage is
-    unchanged: ``p_i``'s layer part, ``g_i`` and the memory of stage ``i`` are
-    equal. (ii) Resharding and cross-stage costs of ANY edge (chain edges and,
-    in a DAG, skip edges touching the run) depend only on the layouts of its
-    two ends (``Strategy.layout``; the cost tables are built from layouts and
-    :func:`~autopar_opt.formulations.milp.layout_matrix` re-checks it), and
-    the layout at every position is unchanged, as are the stages; so every
-    in-stage and cross-stage term is equal. Hence the sorted assignment has
-    the same objective and memory, and it satisfies every cut: for a
-    symmetric edge inside one stage with one layout both ends lie in the
-    same run (maximality), so ``k_u <= k_v``; for all other symmetric edges
-    the right-hand side is 2. :func:`sort_symmetric_runs` is this map (used
-    to make warm starts satisfy the cuts).
-    """
-    cuts = symmetry_cuts(tables)
-    earlier = {(e, k): ks for e, k, ks in cuts}
-    m.SYM = pyo.Set(dimen=2, initialize=[(e, k) for e, k, _ in cuts])
-
-    def order(m, e, k):
-        u, v = m.edge_list[e]
-        return (m.s[u, k] + sum(m.s[v, j] for j in earlier[e, k])
-                + sum(m.y[e, i] for i in m.S) <= 2)
-    m.symmetry_order = pyo.Constraint(m.SYM, rule=order)
-
-
 def sort_symmetric_runs(tables: CostTables, stage: list[int], ks: list[int]) -> list[int]:
     """The equal-cost representative of an assignment that satisfies the
     symmetry cuts: strategy indices sorted inside each maximal same-stage,
-    same-layout run of symmetric edges (proof in :func:`add_symmetry_constraints`)."""
+    same-layout run of symmetric edges (proof in :func:`symmetry_order`)."""
     out = list(ks)
     linked = {tables.edges[e][0] for e in symmetric_edges(tables)}
 

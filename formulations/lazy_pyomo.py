@@ -28,3 +28,5 @@ class _Lazy:
 pyo: Any = _Lazy("pyomo.environ")
 #: ``pyomo.opt``, imported on first use.
 pyomo_opt: Any = _Lazy("pyomo.opt")
+#: ``pyomo.core.expr.numeric_expr`` (``LinearExpression``), imported on first use.
+numeric_expr: Any = _Lazy("pyomo.core.expr.numeric_expr")

@@ -1,4 +1,4 @@
-"""The exact MILP linearisation of the joint MIQP (docs/DESIGN.md §3), for HiGHS.
+"""The MILP's own families: the exact linearisation of the joint MIQP (docs/DESIGN.md §3).
 
 Products are linearised exactly:
 
@@ -21,137 +21,168 @@ Products are linearised exactly:
 from __future__ import annotations
 
 import numpy as np
-from autopar_opt.formulations.lazy_pyomo import pyo
 
-from autopar_opt.cost.tables import CostTables
-from autopar_opt.formulations.families import crossing_expr, x_expr
+from autopar_opt.formulations.layout import INF, ColumnLayout, StructureKey
+from autopar_opt.formulations.rows import Fill, Rows, family, grid
 from autopar_opt.hardware import GIB
 
-
-def layout_groups(tables: CostTables, u: int) -> tuple[list, list[list[int]]]:
-    """Distinct layouts of layer ``u`` (first-seen order) and the strategy
-    indices of each."""
-    layouts: list = []
-    groups: list[list[int]] = []
-    for k, s in enumerate(tables.strategies[u]):
-        if s.layout not in layouts:
-            layouts.append(s.layout)
-            groups.append([])
-        groups[layouts.index(s.layout)].append(k)
-    return layouts, groups
+MILP = ("milp",)
 
 
-def layout_matrix(mat: np.ndarray, gu: list[list[int]], gv: list[list[int]]) -> np.ndarray:
-    """Collapse a strategy-pair matrix to layout pairs (exact: it depends on
-    layouts only; checked here so that a cost-model change cannot silently
-    break the reduction)."""
-    out = mat[np.ix_([g[0] for g in gu], [g[0] for g in gv])]
-    for a, ga in enumerate(gu):
-        for b, gb in enumerate(gv):
-            block = mat[np.ix_(ga, gb)]
-            if not np.allclose(block, out[a, b], rtol=1e-12, atol=0.0):
-                raise ValueError("resharding cost differs between strategies of one layout")
-    return out
-
-
-def add_layer_stage_product_constraints(m: pyo.ConcreteModel, tables: CostTables) -> None:
+@family(order=50, forms=MILP)
+def layer_stage_product(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
     """``w[u,i,k] = x[u,i]·s[u,k]`` (transportation form, see module doc):
-    ``layer_stage_row[u,i]``: ``sum_k w = x[u,i]``;
-    ``layer_stage_col[u,k]``: ``sum_i w = s[u,k]``."""
-    m.UIK = pyo.Set(dimen=3, initialize=[(u, i, k) for (u, k) in m.UK for i in m.S])
-    m.w = pyo.Var(m.UIK, domain=pyo.NonNegativeReals)
-    nk = [len(s) for s in tables.strategies]
-    m.layer_stage_row = pyo.Constraint(
-        m.L, m.S, rule=lambda m, u, i: sum(m.w[u, i, k] for k in range(nk[u])) == x_expr(m, u, i))
-    m.layer_stage_col = pyo.Constraint(
-        m.UK, rule=lambda m, u, k: sum(m.w[u, i, k] for i in m.S) == m.s[u, k])
+    ``layer_stage_row[u,i]``: ``sum_k w[u,i,k] = x[u,i]`` (``x[u,P-1] = 1 - a[u,P-2]``);
+    ``layer_stage_col[u,k]``: ``sum_i w[u,i,k] = s[u,k]``."""
+    n, pp, K = C.n, C.pp, int(C.koff[-1])
+    nk = np.diff(C.koff)
+    j, i = grid(K, pp)
+    row_of = np.repeat(np.arange(n), nk)[j] * pp + i     # row (u, i)
+    u, i2 = grid(n, pp)
+    has_a, has_prev = i2 < pp - 1, i2 > 0
+    rows = np.concatenate([row_of, np.flatnonzero(has_a), np.flatnonzero(has_prev)])
+    cols = np.concatenate([C.w(j, i), C.a(u[has_a], i2[has_a]), C.a(u[has_prev], i2[has_prev] - 1)])
+    vals = np.concatenate([np.ones(K * pp), -np.ones(has_a.sum()), np.ones(has_prev.sum())])
+    rhs = np.where(has_a, 0.0, 1.0)
+    R.add("layer_stage_row", zip(u.tolist(), i2.tolist()), rows, cols, vals, rhs, rhs)
+    jj = np.arange(K)
+    R.add("layer_stage_col", ((a, k) for a in range(n) for k in range(nk[a])),
+          np.concatenate([j, jj]), np.concatenate([C.w(j, i), C.s(0, jj)]),
+          np.concatenate([np.ones(K * pp), -np.ones(K)]), 0.0, 0.0)
 
 
-def add_edge_layout_constraints(m: pyo.ConcreteModel, tables: CostTables) -> None:
+@family(order=60, forms=MILP)
+def edge_layout(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
     """``el[e,l,l'] = sigma_u[l]·sigma_v[l']`` with ``sigma_u[l] = sum_{k in l} s[u,k]``:
-    ``edge_layout_src[e,l]``: ``sum_l' el = sigma_u[l]``;
-    ``edge_layout_dst[e,l']``: ``sum_l el = sigma_v[l']``.
-    Also stores, per edge, the layout-pair cost matrices used by the cost families."""
-    groups = [layout_groups(tables, u)[1] for u in range(tables.num_layers)]
-    idx, src, dst = [], [], []
-    m.edge_cost = {}
-    for e, (u, v) in enumerate(tables.edges):
-        gu, gv = groups[u], groups[v]
-        idx += [(e, a, b) for a in range(len(gu)) for b in range(len(gv))]
-        src += [(e, a) for a in range(len(gu))]
-        dst += [(e, b) for b in range(len(gv))]
-        m.edge_cost[e] = {
-            "in": layout_matrix(tables.reshard[e], gu, gv),
-            "intra": layout_matrix(tables.cross_intra[e], gu, gv),
-            "inter": layout_matrix(tables.cross_inter[e], gu, gv)}
-    m.EL = pyo.Set(dimen=3, initialize=idx)
-    m.el = pyo.Var(m.EL, domain=pyo.NonNegativeReals)
-    m.edge_layout_src = pyo.Constraint(pyo.Set(dimen=2, initialize=src), rule=lambda m, e, a: (
-        sum(m.el[e, a, b] for b in range(len(groups[m.edge_list[e][1]])))
-        == sum(m.s[m.edge_list[e][0], k] for k in groups[m.edge_list[e][0]][a])))
-    m.edge_layout_dst = pyo.Constraint(pyo.Set(dimen=2, initialize=dst), rule=lambda m, e, b: (
-        sum(m.el[e, a, b] for a in range(len(groups[m.edge_list[e][0]])))
-        == sum(m.s[m.edge_list[e][1], k] for k in groups[m.edge_list[e][1]][b])))
+    ``edge_layout_src[e,l]``: ``sum_l' el[e,l,l'] = sigma_u[l]``;
+    ``edge_layout_dst[e,l']``: ``sum_l el[e,l,l'] = sigma_v[l']``."""
+    for side, name in ((0, "edge_layout_src"), (1, "edge_layout_dst")):
+        rows, cols, vals, index, r0 = [], [], [], [], 0
+        for e, (u, v) in enumerate(key.edges):
+            nu, nv = int(C.nl[u]), int(C.nl[v])
+            a, b = grid(nu, nv)
+            own = (a, u) if side == 0 else (b, v)
+            rows.append(r0 + own[0])
+            cols.append(C.el(e, a, b, nv))
+            vals.append(np.ones(len(a)))
+            g = np.asarray(key.gid[own[1]])
+            rows.append(r0 + g)
+            cols.append(C.s(own[1], np.arange(len(g))))
+            vals.append(-np.ones(len(g)))
+            count = nu if side == 0 else nv
+            index += [(e, x) for x in range(count)]
+            r0 += count
+        if index:
+            R.add(name, index, np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
+                  0.0, 0.0)
 
 
-def _edge_cost_expr(m: pyo.ConcreteModel, e: int, kind: str):
-    mat = m.edge_cost[e][kind]
-    return sum(float(mat[a, b]) * m.el[e, a, b]
-               for a in range(mat.shape[0]) for b in range(mat.shape[1]) if mat[a, b] != 0)
+def _attribution_fill(F: Fill) -> None:
+    """``r - R·el - M·y >= -M`` and ``q - R'·el - M·(a_u - a_v) >= -M`` with
+    ``M`` the matrix maximum (the entry order of :func:`edge_attribution`)."""
+    key, pp = F.key, F.C.pp
+    if F.has("reshard"):
+        blocks, bigs = [], []
+        for e in range(len(key.edges)):
+            if not key.skip_reshard[e]:
+                mat = F.mats[e]["in"]
+                big = float(mat.max())
+                blocks.append(np.tile(np.concatenate([[1.0], -mat.ravel(), [-big]]), pp))
+                bigs.append(np.full(pp, -big))
+        F.data[F.entries("reshard")], F.lo[F.rows("reshard")] = np.concatenate(blocks), np.concatenate(bigs)
+    if F.has("cross"):
+        blocks, bigs = [], []
+        for e in range(len(key.edges)):
+            for b in range(pp - 1):
+                if not key.skip_cross[e][b]:
+                    mat = F.mats[e][key.tiers[b]]
+                    big = float(mat.max())
+                    blocks.append(np.concatenate([[1.0], -mat.ravel(), [-big, big]]))
+                    bigs.append(-big)
+        F.data[F.entries("cross")], F.lo[F.rows("cross")] = np.concatenate(blocks), np.asarray(bigs)
 
 
-def add_edge_attribution_constraints(m: pyo.ConcreteModel, tables: CostTables) -> None:
+@family(order=70, forms=MILP, fill=_attribution_fill)
+def edge_attribution(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
     """Big-M attribution of edge costs (tightest valid M = max of the matrix):
 
-    ``reshard_attr[e,i]``: ``r[e,i] >= rho_e - max(R_e)·(1 - y[e,i])``;
-    ``cross_attr[e,b]``: ``q[e,b] >= rho'_{e,tier(b)} - max(R'_{e,tier(b)})·(1 - z[e,b])``
-    where ``z[e,b] = a[u,b] - a[v,b]`` (relayed over every boundary crossed).
+    ``reshard_attr[e,i]``: ``r[e,i] >= sum_{l,l'} R_e[l,l']·el[e,l,l'] - max(R_e)·(1 - y[e,i])``;
+    ``cross_attr[e,b]``: ``q[e,b] >= sum R'_{e,tier(b)}·el[e] - max(R'_{e,tier(b)})·(1 - z[e,b])``
+    with ``z[e,b] = a[u,b] - a[v,b]`` (relayed over every boundary crossed). An
+    edge whose matrix is all zero has no row. Entry order per row: ``r`` (or
+    ``q``), the ``el`` block, then ``y`` (or ``a[u,b]``, ``a[v,b]``).
     """
-    m.r = pyo.Var(m.E, m.S, domain=pyo.NonNegativeReals)
-    m.q = pyo.Var(m.E, m.B, domain=pyo.NonNegativeReals)
+    pp = C.pp
+    rows, cols, index, r0 = [], [], [], 0
+    for e, (u, v) in enumerate(key.edges):
+        if key.skip_reshard[e]:
+            continue
+        nv = int(C.nl[v])
+        a, b = grid(int(C.nl[u]), nv)
+        for i in range(pp):
+            c = np.concatenate([[C.r(e, i)], C.el(e, a, b, nv), [C.y(e, i)]])
+            cols.append(c)
+            rows.append(np.full(len(c), r0))
+            index.append((e, i))
+            r0 += 1
+    if index:
+        R.add("reshard_attr", index, np.concatenate(rows), np.concatenate(cols), 0.0, 0.0, INF,
+              slot="reshard")
+    rows, cols, index, r0 = [], [], [], 0
+    for e, (u, v) in enumerate(key.edges):
+        nv = int(C.nl[v])
+        a, b = grid(int(C.nl[u]), nv)
+        for bd in range(pp - 1):
+            if key.skip_cross[e][bd]:
+                continue
+            c = np.concatenate([[C.q(e, bd)], C.el(e, a, b, nv), [C.a(u, bd), C.a(v, bd)]])
+            cols.append(c)
+            rows.append(np.full(len(c), r0))
+            index.append((e, bd))
+            r0 += 1
+    if index:
+        R.add("cross_attr", index, np.concatenate(rows), np.concatenate(cols), 0.0, 0.0, INF,
+              slot="cross")
 
-    def reshard(m, e, i):
-        big = float(m.edge_cost[e]["in"].max())
-        if big <= 0:
-            return pyo.Constraint.Skip
-        return m.r[e, i] >= _edge_cost_expr(m, e, "in") - big * (1 - m.y[e, i])
 
-    def cross(m, e, b):
-        kind = "intra" if tables.boundary_intra[b] else "inter"
-        big = float(m.edge_cost[e][kind].max())
-        if big <= 0:
-            return pyo.Constraint.Skip
-        return m.q[e, b] >= _edge_cost_expr(m, e, kind) - big * (1 - crossing_expr(m, e, b))
-    m.reshard_attr = pyo.Constraint(m.E, m.S, rule=reshard)
-    m.cross_attr = pyo.Constraint(m.E, m.B, rule=cross)
+def _stage_cost_fill(F: Fill) -> None:
+    """``-A``, ``-G`` and ``(W + inflight_i·H)/GiB`` on the ``w`` entries; the
+    capacity (GiB) as the memory rows' upper bound."""
+    t, pp = F.tables, F.C.pp
+    K = int(F.C.koff[-1])
+    for slot, arrs in (("time", t.time), ("sync", t.sync)):
+        start = F.entries(slot).start
+        F.data[start:start + K * pp] = -np.repeat(np.concatenate(arrs), pp)
+    W, H = np.concatenate(t.weight_bytes), np.concatenate(t.act_bytes)
+    inflight = np.asarray(t.inflight, dtype=float)
+    F.data[F.entries("memory")] = ((W[:, None] + inflight[None, :] * H[:, None]) / GIB).ravel()
+    F.hi[F.rows("memory")] = float(t.capacity_bytes) / GIB
 
 
-def add_stage_cost_constraints(m: pyo.ConcreteModel, tables: CostTables) -> None:
+@family(order=80, forms=MILP, fill=_stage_cost_fill)
+def stage_costs(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
     """Per-stage times and memory, linear in ``w``, ``r``, ``q``:
 
     ``stage_time[i]``: ``p[i] = sum_{u,k} A[u,k]·w[u,i,k] + sum_e r[e,i]``;
     ``transfer_time[b]``: ``o[b] = sum_e q[e,b]``;
     ``stage_sync[i]``: ``g[i] = sum_{u,k} G[u,k]·w[u,i,k]``;
     ``stage_memory[i]``: ``sum_{u,k} (W[u,k] + inflight_i·H[u,k])·w[u,i,k] <= capacity``
-    (written in GiB for numerics).
+    (written in GiB for numerics). The ``w`` entries come first in the time,
+    sync and memory blocks, ``(j, i)`` with ``i`` fastest.
     """
-    m.p = pyo.Var(m.S, domain=pyo.NonNegativeReals)
-    m.o = pyo.Var(m.B, domain=pyo.NonNegativeReals)
-    m.g = pyo.Var(m.S, domain=pyo.NonNegativeReals)
-    A, G, W, H = tables.time, tables.sync, tables.weight_bytes, tables.act_bytes
-    m.stage_time = pyo.Constraint(m.S, rule=lambda m, i: m.p[i] == sum(
-        float(A[u][k]) * m.w[u, i, k] for (u, k) in m.UK) + sum(m.r[e, i] for e in m.E))
-    m.transfer_time = pyo.Constraint(m.B, rule=lambda m, b: m.o[b] == sum(m.q[e, b] for e in m.E))
-    m.stage_sync = pyo.Constraint(m.S, rule=lambda m, i: m.g[i] == sum(
-        float(G[u][k]) * m.w[u, i, k] for (u, k) in m.UK))
-    cap = float(tables.capacity_bytes) / GIB   # rows in GiB: coefficients near 1
-    m.stage_memory = pyo.Constraint(m.S, rule=lambda m, i: sum(
-        float(W[u][k] + tables.inflight[i] * H[u][k]) / GIB * m.w[u, i, k] for (u, k) in m.UK) <= cap)
-
-
-def add_milp_families(m: pyo.ConcreteModel, tables: CostTables) -> None:
-    """All MILP-specific families, in paper order."""
-    add_layer_stage_product_constraints(m, tables)
-    add_edge_layout_constraints(m, tables)
-    add_edge_attribution_constraints(m, tables)
-    add_stage_cost_constraints(m, tables)
+    pp, K, E = C.pp, int(C.koff[-1]), len(key.edges)
+    j, i = grid(K, pp)
+    e, ie = grid(E, pp)
+    stages = [(x,) for x in range(pp)]
+    R.add("stage_time", stages, np.concatenate([i, np.arange(pp), ie]),
+          np.concatenate([C.w(j, i), C.p(np.arange(pp)), C.r(e, ie)]),
+          np.concatenate([np.zeros(K * pp), np.ones(pp), -np.ones(E * pp)]), 0.0, 0.0, slot="time")
+    if pp > 1:
+        e, b = grid(E, pp - 1)
+        R.add("transfer_time", ((x,) for x in range(pp - 1)), np.concatenate([np.arange(pp - 1), b]),
+              np.concatenate([C.o(np.arange(pp - 1)), C.q(e, b)]),
+              np.concatenate([np.ones(pp - 1), -np.ones(len(e))]), 0.0, 0.0)
+    R.add("stage_sync", stages, np.concatenate([i, np.arange(pp)]),
+          np.concatenate([C.w(j, i), C.g(np.arange(pp))]),
+          np.concatenate([np.zeros(K * pp), np.ones(pp)]), 0.0, 0.0, slot="sync")
+    R.add("stage_memory", stages, i, C.w(j, i), 0.0, -INF, 0.0, slot="memory")

@@ -123,8 +123,10 @@ def answer_section(doc: dict) -> dict | None:
         "memory_share": fmt_pct(peak / cap if cap else None, 0),
         "fits": bool(m.get("feasible", peak <= cap + 1e-9)),
         "tight": bool(cap) and peak <= cap + 1e-9 and (cap - peak) / cap < 0.05,
-        "layout": f"pp={doc['plan']['pp']}, {doc['plan']['microbatches']} micro-batches, "
-                  f"{doc['plan']['schedule']}",
+        "layout": f"pp={doc['plan']['pp']}"
+                  + (f" (stage devices {'+'.join(map(str, doc['plan']['stage_devices']))})"
+                     if doc["plan"].get("stage_devices") else "")
+                  + f", {doc['plan']['microbatches']} micro-batches, {doc['plan']['schedule']}",
     }
 
 
@@ -136,7 +138,9 @@ def _config_rows(cert: dict, global_lb: float) -> list[dict]:
         primal = to_float(row["primal"], f"{where}.primal")
         gap = to_float(row["gap"], f"{where}.gap")
         rows.append({
-            "pp": row["pp"], "microbatches": row["microbatches"], "schedule": str(row["schedule"]),
+            "pp": (f"{row['pp']} ({'+'.join(map(str, row['stage_devices']))})"
+                   if row.get("stage_devices") else row["pp"]),
+            "microbatches": row["microbatches"], "schedule": str(row["schedule"]),
             "status": str(row["status"]), "primal": fmt_time(primal), "lower_bound": fmt_time(lb),
             "gap": fmt_pct(gap), "time": fmt_time(to_float(row["time_s"], f"{where}.time_s")),
             "pruned_by": str(row["pruned_by"]) if row["pruned_by"] is not None else "",

@@ -222,7 +222,9 @@ def baselines_section(doc: dict) -> list[dict]:
 def solver_section(doc: dict) -> dict:
     """Solver identity, settings, log tail and the hashes of exported sub-models."""
     s = doc["solver"]
-    hashes = [{"config": f"pp={r['pp']}, c={r['microbatches']}, {r['schedule']}",
+    hashes = [{"config": f"pp={r['pp']}"
+               + (f" (stage devices {'+'.join(map(str, r['stage_devices']))})" if r.get("stage_devices") else "")
+               + f", c={r['microbatches']}, {r['schedule']}",
                "hash": str(r["model_hash"])}
               for r in doc["certificate"]["configurations"] if r.get("model_hash")]
     limit = to_float(s["time_limit_s"], "solver.time_limit_s")

@@ -1,9 +1,11 @@
-"""The direct MILP matrix (formulations/direct.py) is the Pyomo MILP.
+"""The matrix HiGHS solves (formulations/direct.py) and the Pyomo model written
+from the same family rows (formulations/pyomo_model.py) are one MILP.
 
-Oracles: a canonical row comparison with ``build_formulation(t, "milp").matrix()``
-(every row as {column name: coefficient} with its bounds, sign-normalised,
-rows sorted: equal up to row order and sign), the HiGHS optimum of both,
-``evaluate`` of the decoded plan, and the rows themselves for warm starts.
+Oracles: Pyomo's own standard-form compiler reading the generated Pyomo model
+(``compile_matrix``), compared by canonical rows (every row as {column name:
+coefficient} with its bounds, sign-normalised, rows sorted: equal up to row
+order and sign); the HiGHS optimum of both; ``evaluate`` of the decoded plan;
+and the rows themselves for warm starts.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from autopar_opt.formulations.direct import DirectBuilder, build_direct, structu
 from autopar_opt.search.baselines import best_uniform_for_config
 from autopar_opt.search.engine import SearchOptions, run_search
 from autopar_opt.solvers.registry import get_backend
+from autopar_opt.core.matrix import compile_matrix
 from autopar_opt.core.result import ProblemClass, Termination
 from autopar_opt.training import Schedule
 from mip_instances import SPACE, TRAINING, random_instance, repeated_graph, small_cluster, tables_for
@@ -74,6 +77,11 @@ def assert_same_matrix(ref, got) -> None:
         np.testing.assert_allclose([x[2], x[3]], [y[2], y[3]], rtol=1e-12)
 
 
+def _pyomo_matrix(tables, form: str = "milp", symmetry: bool = True):
+    """The MILP as Pyomo's compiler reads the Pyomo model (the independent translation)."""
+    return compile_matrix(build_formulation(tables, form, symmetry=symmetry).model)
+
+
 def _highs(matrix, **kw):
     return get_backend("highs").solve_model(matrix, ProblemClass.milp, time_limit_s=30,
                                             rel_gap=1e-9, **kw)
@@ -83,7 +91,7 @@ def _highs(matrix, **kw):
 def test_direct_matrix_equals_pyomo(case):
     t = _tables(case)
     for symmetry in (False, True):
-        assert_same_matrix(build_formulation(t, "milp", symmetry=symmetry).matrix(),
+        assert_same_matrix(_pyomo_matrix(t, "milp", symmetry=symmetry),
                            build_direct(t, symmetry=symmetry).matrix)
 
 
@@ -92,12 +100,12 @@ def test_direct_matrix_equals_pyomo_with_symmetry_cuts(pp, dag):
     t = _repeated(pp, dag)
     direct = build_direct(t, symmetry=True).matrix
     assert any(name.startswith("symmetry_order") for name in direct.row_names)
-    assert_same_matrix(build_formulation(t, "milp", symmetry=True).matrix(), direct)
+    assert_same_matrix(_pyomo_matrix(t, "milp", symmetry=True), direct)
 
 
 def test_comparison_detects_a_changed_coefficient():
     t = _tables(CASES[1])
-    ref, direct = build_formulation(t, "milp").matrix(), build_direct(t).matrix
+    ref, direct = _pyomo_matrix(t, "milp"), build_direct(t).matrix
     direct.A.data[np.argmax(np.abs(direct.A.data) != 1.0)] *= 1.5
     with pytest.raises(AssertionError):
         assert_same_matrix(ref, direct)
@@ -112,7 +120,7 @@ def test_zero_resharding_edge_changes_the_structure():
     builder.build(t)
     direct = builder.build(zero)
     assert not direct.cached
-    assert_same_matrix(build_formulation(zero, "milp").matrix(), direct.matrix)
+    assert_same_matrix(_pyomo_matrix(zero, "milp"), direct.matrix)
 
 
 @pytest.mark.parametrize("case", CASES[:5], ids=[f"case{c[0]}" for c in CASES[:5]])
@@ -121,7 +129,7 @@ def test_same_optimum_and_decoded_plan_prices_to_it(case):
     graph, cluster, training = t.graph, t.cluster, t.training
     direct = build_direct(t)
     r_direct = _highs(direct.matrix)
-    r_pyomo = _highs(build_formulation(t, "milp").matrix())
+    r_pyomo = _highs(_pyomo_matrix(t, "milp"))
     assert r_direct.termination is r_pyomo.termination
     if r_pyomo.termination is Termination.infeasible:
         return
@@ -147,7 +155,7 @@ def test_cached_structure_refills_coefficients_only():
         assert np.array_equal(cached.matrix.c, fresh.matrix.c)
         assert np.array_equal(cached.matrix.row_hi, fresh.matrix.row_hi)
         assert _highs(cached.matrix).primal == pytest.approx(_highs(fresh.matrix).primal, rel=1e-9)
-        assert_same_matrix(build_formulation(t, "milp").matrix(), cached.matrix)
+        assert_same_matrix(_pyomo_matrix(t, "milp"), cached.matrix)
     other_tables = tables_for(graph, cluster, training, space, 1, 4)   # other stages and strategies
     assert other_tables.strategies != first.tables.strategies
     other = builder.build(other_tables)
@@ -191,3 +199,55 @@ def test_search_on_highs_builds_no_pyomo_model(monkeypatch):
     solved = [r for r in result.certificate.configurations if r.status == "optimal"]
     assert solved and result.plan is not None
     assert all(set(r.timings) == {"build", "translate", "solve", "dp_warm"} for r in solved)
+
+
+def test_miqp_shares_the_linear_families_row_for_row():
+    """One definition per family: the MIQP's Pyomo model holds exactly the MILP's
+    rows of every shared family (same names, coefficients and bounds)."""
+    t = _repeated(2, True)
+    shared = ("stage_monotone", "stage_nonempty", "order_", "strategy_", "symmetry_", "same_stage",
+              "bottleneck_", "sync_max_")
+
+    def rows(form):
+        m = compile_matrix(build_formulation(t, form).model) if form == "milp" else None
+        if m is None:   # the MIQP is quadratic: compare its linear rows in the structure
+            m = build_direct(t, form="miqp").matrix
+        keep = [r for r, name in enumerate(m.row_names) if name.startswith(shared)]
+        sub = dataclasses.replace(m, A=m.A[keep], row_lo=m.row_lo[keep], row_hi=m.row_hi[keep],
+                                  row_names=[m.row_names[r] for r in keep])
+        return canonical_rows(sub)
+    milp, miqp = rows("milp"), rows("miqp")
+    assert any(r[0][0].startswith("s[") for r in milp) and len(milp) == len(miqp)
+    assert milp == miqp
+    model = build_formulation(t, "miqp").model
+    assert {c.name for c in model.component_objects(pyo_constraint())} >= {
+        "stage_nonempty", "strategy_onehot", "symmetry_order", "same_stage_lo", "sync_max_ge_stage",
+        "edge_reshard_def", "stage_time"}
+
+
+def pyo_constraint():
+    import pyomo.environ as pyo
+    return pyo.Constraint
+
+
+def test_a_new_family_is_one_edit(monkeypatch):
+    """A family registered once (rows only) appears in the HiGHS matrix, in the
+    Pyomo model of both forms, and in Pyomo's compilation of it."""
+    from autopar_opt.formulations import rows as rows_mod
+    from autopar_opt.formulations.layout import INF
+
+    monkeypatch.setattr(rows_mod, "_REGISTRY", list(rows_mod._REGISTRY))
+
+    @rows_mod.family(order=95)
+    def at_most_one_first_strategy(R, C, key):
+        """``extra_cap``: ``sum_u s[u,0] <= n - 1`` (a test family)."""
+        R.add("extra_cap", [()], np.zeros(C.n, dtype=int), C.s(np.arange(C.n), 0), 1.0, -INF, C.n - 1.0)
+
+    t = _tables(CASES[1])
+    direct = build_direct(t)
+    assert direct.matrix.row_names[-1] == "extra_cap"
+    assert "extra_cap_ub" in _pyomo_matrix(t).row_names     # Pyomo marks the upper side
+    for form in ("milp", "miqp"):
+        con = build_formulation(t, form).model.extra_cap
+        assert con.upper == t.num_layers - 1
+    assert_same_matrix(_pyomo_matrix(t), direct.matrix)

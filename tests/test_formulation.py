@@ -10,7 +10,7 @@ from autopar_opt.cost.layer_cost import StageContext, layer_cost
 from autopar_opt.cost.params import default_params
 from autopar_opt.evaluate import evaluate
 from autopar_opt.formulations import FormulationError, build_formulation
-from autopar_opt.formulations.formulation import price_assignment
+from autopar_opt.formulations.base import price_assignment
 from autopar_opt.solvers.registry import get_backend
 from autopar_opt.strategies import Strategy
 from autopar_opt.synthetic import small_cluster

@@ -264,7 +264,7 @@ def test_backend_errors_fall_back_to_highs_with_the_same_optimum(tmp_path):
 def test_remedies_name_real_flags():
     from autopar_opt.solvers.gurobi import LICENCE_MESSAGE
     from autopar_opt.solvers.highs import mismatch_message
-    from autopar_opt.solvers.result import ProblemClass
+    from autopar_opt.core.result import ProblemClass
     import typer.main
 
     command = typer.main.get_command(app).commands["solve"]

@@ -1,6 +1,6 @@
 """Symmetry-breaking cuts between identical neighbouring layers are exact.
 
-The cut (``add_symmetry_constraints``): for an edge (u, u+1) of identical
+The cut (``families.symmetry_order``): for an edge (u, u+1) of identical
 layers and a strategy k of u,
 ``s[u,k] + sum_{k' < k, same layout} s[u+1,k'] <= 2 - sum_i y[e,i]``.
 Oracles: the optimum with and without the cuts on seeded instances with
@@ -23,7 +23,7 @@ from autopar_opt.formulations import build_formulation
 from autopar_opt.formulations.direct import build_direct
 from autopar_opt.formulations.families import sort_symmetric_runs, symmetric_edges, symmetry_cuts
 from autopar_opt.core.assignment import Assignment
-from autopar_opt.formulations.formulation import price_assignment
+from autopar_opt.formulations.base import price_assignment
 from autopar_opt.model_zoo.transformer import decoder_lm
 from autopar_opt.solvers.registry import get_backend
 from autopar_opt.core.result import ProblemClass, Termination

@@ -54,10 +54,12 @@ class StageDoc(_Doc):
 
 
 class RankedStageDoc(StageDoc):
-    """A stage of ``plan.json``: also its ranks (stage ``i`` = ``[i*d, (i+1)*d)``)."""
+    """A stage of ``plan.json``: also its ranks (congruent stages: stage ``i`` =
+    ``[i*d, (i+1)*d)``; free stage sizes: consecutive groups of ``devices`` ranks)."""
 
     first_rank: int = _f("First rank of the stage's device group.")
     last_rank: int = _f("Last rank of the stage's device group.")
+    devices: Optional[int] = _f("Devices of the stage (last_rank - first_rank + 1).", default=None)
 
 
 class _PlanBase(_Doc):
@@ -65,6 +67,8 @@ class _PlanBase(_Doc):
     microbatches: int = _f("Micro-batches per iteration.")
     schedule: str = _f("Pipeline schedule: gpipe, 1f1b or interleaved.")
     vp_chunks: int = _f("Virtual pipeline chunks (interleaved only).", default=1)
+    stage_devices: Optional[list[int]] = _f(
+        "Devices of every stage with free stage sizes (absent: congruent, N/pp each).", default=None)
 
 
 class EstimatePlanDoc(_PlanBase):

@@ -8,7 +8,11 @@ micro-batch) and the schedule. Formulations read only these arrays
 
 Stages are congruent (``d`` divides the GPUs per node or is a multiple of
 it), so one stage context prices every stage; only the tier of each stage
-boundary differs.
+boundary differs. With free stage sizes (``search.stage_devices: free``) an
+outer configuration also fixes every stage's device count ``d_i``: a layer's
+strategies are then the union of its strategies on each distinct ``d_i``
+(each priced on its own device count), and :meth:`CostTables.allowed_in_stage`
+says which of them stage ``i`` may use (those with ``dp·tp·cp = d_i``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from autopar_opt.cost.reshard import cross_stage_time, reshard_time
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
 from autopar_opt.plan import Plan, StagePlan
-from autopar_opt.pipeline import boundary_is_intra, inflight_microbatches, stages_congruent
+from autopar_opt.pipeline import (boundaries_intra, boundary_is_intra, inflight_microbatches,
+                                  stage_devices_problem, stages_congruent)
 from autopar_opt.strategies import Strategy, enumerate_strategies
 from autopar_opt.training import Schedule, SearchSpace, Training
 
@@ -56,6 +61,16 @@ class CostTables:
     capacity_bytes: float
     layer_class: list[int] = field(default_factory=list)
     space: SearchSpace | None = None
+    #: per-stage device counts of a free-size configuration (None: congruent, N/pp each)
+    stage_devices: tuple[int, ...] | None = None
+
+    def allowed_in_stage(self, stage: int) -> list[np.ndarray] | None:
+        """Per layer, the strategies stage ``stage`` may use (boolean masks);
+        None when every strategy fits every stage (congruent stages)."""
+        if self.stage_devices is None or len(set(self.stage_devices)) == 1:
+            return None
+        d = self.stage_devices[stage]
+        return [np.array([s.devices == d for s in strats], dtype=bool) for strats in self.strategies]
 
     @property
     def num_layers(self) -> int:
@@ -72,7 +87,8 @@ class CostTables:
         for u, (i, k) in enumerate(zip(asg.stage, asg.choice)):
             stages[i].layers.append(self.graph.layers[u].name)
             stages[i].strategies.append(self.strategies[u][k])
-        return Plan(stages, self.microbatches, self.schedule)
+        sizes = None if self.stage_devices is None else list(self.stage_devices)
+        return Plan(stages, self.microbatches, self.schedule, stage_devices=sizes)
 
     def assignment_of(self, plan: Plan) -> Assignment:
         """Inverse of :meth:`plan_of` (warm starts). A strategy pruned as dominated
@@ -81,6 +97,9 @@ class CostTables:
         if plan.pp != self.pp or plan.microbatches != self.microbatches:
             raise ValueError(f"warm start has pp={plan.pp}, c={plan.microbatches}; the model "
                              f"has pp={self.pp}, c={self.microbatches}")
+        mine = None if self.stage_devices is None else list(self.stage_devices)
+        if plan.stage_devices != mine:
+            raise ValueError(f"warm start has stage devices {plan.stage_devices}; the model has {mine}")
         stage_of, strat_of = plan.stage_of(), plan.strategy_of()
         stage, ks = [], []
         for u, layer in enumerate(self.graph.layers):
@@ -106,33 +125,47 @@ class CostTables:
 def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
                       space: SearchSpace, params: CostParams, pp: int,
                       microbatches: int, schedule: Schedule,
-                      prune_dominated: bool = True) -> CostTables:
+                      prune_dominated: bool = True,
+                      stage_devices: tuple[int, ...] | None = None) -> CostTables:
     """Enumerate strategies and price them for one outer configuration.
 
     With ``prune_dominated`` a strategy is dropped when another of the same
     layout is no worse in time, sync, weights and activations: resharding
     depends on layouts only, so this never changes the optimum.
+    ``stage_devices`` gives every stage its own device count (free stage
+    sizes; None: congruent stages of ``N/pp`` devices).
 
     Raises ValueError when the configuration is not well formed (pp does not
-    divide the devices, c does not divide the batch, stages not congruent).
+    divide the devices, c does not divide the batch, stages not congruent,
+    or stage devices breaking :func:`~autopar_opt.pipeline.stage_devices_problem`).
     """
     n = cluster.num_devices
-    if n % pp:
-        raise ValueError(f"pp={pp} does not divide {n} devices")
     if training.global_batch_size % microbatches:
         raise ValueError(f"{microbatches} micro-batches do not divide batch {training.global_batch_size}")
-    d = n // pp
-    if not stages_congruent(d, cluster.gpus_per_node):
-        raise ValueError(f"{d} devices per stage and {cluster.gpus_per_node} GPUs per node are not congruent")
+    if stage_devices is not None:
+        why = (f"{len(stage_devices)} stage device counts for pp={pp}" if len(stage_devices) != pp
+               else stage_devices_problem(stage_devices, cluster.gpus_per_node, n))
+        if why:
+            raise ValueError(f"stage devices {list(stage_devices)}: {why}")
+        sizes = tuple(stage_devices)
+    else:
+        if n % pp:
+            raise ValueError(f"pp={pp} does not divide {n} devices")
+        if not stages_congruent(n // pp, cluster.gpus_per_node):
+            raise ValueError(f"{n // pp} devices per stage and {cluster.gpus_per_node} GPUs per node are not congruent")
+        sizes = (n // pp,) * pp
     b = training.global_batch_size // microbatches
-    ctx = StageContext(cluster, training, params, d, b)
+    ctxs = {d: StageContext(cluster, training, params, d, b) for d in sorted(set(sizes))}
     strategies, time, sync, wbytes, abytes, classes = [], [], [], [], [], []
     cache: dict[tuple, tuple] = {}
     for layer in graph.layers:
         key = layer.signature()
         if key not in cache:
-            strats = enumerate_strategies(layer, d, b, space, cluster.gpus_per_node, training.seq_len)
-            costs = [layer_cost(layer, s, ctx) for s in strats]
+            strats, costs = [], []
+            for d, ctx in ctxs.items():
+                got = enumerate_strategies(layer, d, b, space, cluster.gpus_per_node, training.seq_len)
+                strats += got
+                costs += [layer_cost(layer, s, ctx) for s in got]
             if prune_dominated:
                 strats, costs = _prune(strats, costs)
             cache[key] = (len(cache), strats, _arrays(costs))
@@ -142,16 +175,20 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
         for target, arr in zip((time, sync, wbytes, abytes), arrays):
             target.append(arr)
     edges = graph.edge_indices()
-    reshard, cross_intra, cross_inter = _edge_tables(graph, strategies, edges, ctx)
+    reshard, cross_intra, cross_inter = _edge_tables(graph, strategies, edges, ctxs)
+    congruent = stage_devices is None
+    first = ctxs[sizes[0]]
     return CostTables(
         graph=graph, cluster=cluster, training=training, params=params, pp=pp,
-        microbatches=microbatches, schedule=schedule, devices_per_stage=d,
+        microbatches=microbatches, schedule=schedule, devices_per_stage=max(sizes),
         microbatch_samples=b, strategies=strategies, time=time, sync=sync,
         weight_bytes=wbytes, act_bytes=abytes, edges=edges, reshard=reshard,
         cross_intra=cross_intra, cross_inter=cross_inter,
-        boundary_intra=[boundary_is_intra(i, d, cluster.gpus_per_node) for i in range(pp - 1)],
+        boundary_intra=(boundaries_intra(sizes, cluster.gpus_per_node) if not congruent else
+                        [boundary_is_intra(i, sizes[0], cluster.gpus_per_node) for i in range(pp - 1)]),
         inflight=[inflight_microbatches(schedule, pp, microbatches, i) for i in range(pp)],
-        capacity_bytes=ctx.capacity_bytes, layer_class=classes, space=space)
+        capacity_bytes=first.capacity_bytes, layer_class=classes, space=space,
+        stage_devices=None if congruent else sizes)
 
 
 def identical_layers(tables: CostTables, u: int, v: int) -> bool:
@@ -168,7 +205,7 @@ def symmetric_edges(tables: CostTables) -> list[int]:
     """Edges ``e = (u, u+1)`` joining interchangeable layers: same
     ``layer_class``, same strategy list, identical time/sync/weight/activation
     arrays. The MIP's symmetry cuts
-    (:func:`~autopar_opt.formulations.families.add_symmetry_constraints`) and
+    (:func:`~autopar_opt.formulations.families.symmetry_order`) and
     the chain DP's ordering rule (:func:`autopar_opt.solvers.dp.chain._sorted_pairs`)
     both act on exactly these edges."""
     return [e for e, (u, v) in enumerate(tables.edges)
@@ -201,13 +238,23 @@ def _prune(strats: list[Strategy], costs: list[LayerCost]) -> tuple[list[Strateg
 
 
 def _edge_tables(graph: LayerGraph, strategies: list[list[Strategy]],
-                 edges: list[tuple[int, int]], ctx: StageContext):
+                 edges: list[tuple[int, int]], ctxs: dict[int, StageContext]):
+    """R, R'(intra), R'(inter) per edge. R (resharding inside a stage) is priced
+    on the stage's own tier; a pair of strategies on different device counts is
+    never in one stage (free stage sizes), so its R entry is 0 and unused."""
+    ctx = next(iter(ctxs.values()))
     cl = ctx.cluster
-    eff_stage = ctx.link_efficiency(ctx.stage_tier)
     eff_intra = ctx.link_efficiency(cl.intra_node)
     eff_inter = ctx.link_efficiency(cl.inter_node)
     reshard, cross_intra, cross_inter = [], [], []
     memo: dict[tuple, tuple] = {}
+
+    def in_stage(a: Strategy, b: Strategy, nbytes: float) -> float:
+        if a.devices != b.devices:
+            return 0.0
+        c = ctxs[a.devices]
+        return reshard_time(a.layout, b.layout, nbytes, c.stage_tier, c.link_efficiency(c.stage_tier))
+
     for u, v in edges:
         nbytes = graph.layers[u].output_bytes * ctx.microbatch_samples
         key = (nbytes, tuple(strategies[u]), tuple(strategies[v]))
@@ -215,8 +262,7 @@ def _edge_tables(graph: LayerGraph, strategies: list[list[Strategy]],
             lu = [s.layout for s in strategies[u]]
             lv = [s.layout for s in strategies[v]]
             memo[key] = (
-                np.array([[reshard_time(a, b, nbytes, ctx.stage_tier, eff_stage) for b in lv]
-                          for a in lu]),
+                np.array([[in_stage(a, b, nbytes) for b in strategies[v]] for a in strategies[u]]),
                 np.array([[cross_stage_time(a, b, nbytes, cl.intra_node, cl.intra_node, eff_intra)
                            for b in lv] for a in lu]),
                 np.array([[cross_stage_time(a, b, nbytes, cl.inter_node, cl.intra_node, eff_inter)

@@ -45,6 +45,12 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
     """The launch configuration of ``plan`` for ``target``; raises ExportError."""
     if target not in TARGETS:
         raise ValueError(f"unknown export target {target!r}; use one of {', '.join(TARGETS)}")
+    if plan.stage_devices is not None and len(set(plan.stage_devices)) > 1:
+        raise ExportError({"megatron": "Megatron-LM", "torchtitan": "torchtitan",
+                           "deepspeed": "DeepSpeed"}[target],
+                          [f"its stages have different device counts ({'+'.join(map(str, plan.stage_devices))}); "
+                           "the framework gives every pipeline stage the same devices "
+                           "(search with stage_devices: congruent)"])
     view = plan_view(plan, graph, cluster, training)
     reasons = rules_for(target, view, graph.is_chain())
     if reasons:

@@ -124,7 +124,9 @@ class LayerSpace:
     """Every feasible-looking outer configuration of a spec, with its tables.
 
     Configurations with a proven-infeasible analytic bound are left out (no
-    plan of theirs can fit), so searchers never waste samples there.
+    plan of theirs can fit), so searchers never waste samples there; so are the
+    free stage-size configurations (``search.stage_devices: free``): the
+    searchers' moves assume one device count for every stage.
     """
 
     kind = "layer"
@@ -136,6 +138,8 @@ class LayerSpace:
         self.configs: list[OuterConfig] = []
         self.arrays: list[ConfigArrays] = []
         for cfg in outer_configs(graph, cluster, training, space):
+            if cfg.stage_devices is not None:
+                continue          # searchers move over congruent stages only
             tables = build_cost_tables(graph, cluster, training, space, params, cfg.pp,
                                        cfg.microbatches, cfg.schedule)
             bound = analytic_lower_bound(tables)

@@ -77,6 +77,7 @@ class _Table:
         self.members = self.lat.members()
         self.cells: list[_Cells | None] = [None] * self.lat.num_ideals
         self.knapsacks = 0
+        self.knapsack_cache: dict = {}
         self.exact = True
         self.upper = math.inf        # value of a known plan: cells above it are dropped
         self._work_bounds()
@@ -115,7 +116,7 @@ class _Table:
 
     def batch(self, subs: np.ndarray, j: int, t: int) -> StageBatch:
         member = self.members[j][None, :] & ~self.members[subs]
-        return StageBatch(self.prep, self.arrays[t], member, max(self.smax, 1))
+        return StageBatch(self.prep, self.arrays[t], member, max(self.smax, 1), self.knapsack_cache)
 
     def run(self) -> None:
         self.cells[0] = _Cells(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1))
@@ -143,42 +144,98 @@ class _Table:
             return empty
         row, cell, s0, q0, v0 = src
         s_lim, q_lim = self._limits(j)
-        found, deferred = [], []
+        found, deferred, bands, batches = [], [], [], {}
         for t in self.degrees:
-            b = self.batch(subs, j, t)
+            b = batches[t] = self.batch(subs, j, t)
+            live = np.flatnonzero(b.ok[row])       # sources still worth a larger d
             for d in self.options(t):
-                s1, q1 = s0 + d, (q0 + t * d if not self.single else q0)
-                ok = (s1 <= s_lim) & (q1 <= q_lim) & b.ok[row]
+                s1, q1 = s0[live] + d, (q0[live] + t * d if not self.single else q0[live])
+                fits = (s1 <= s_lim) & (q1 <= q_lim)
+                live, s1, q1 = live[fits], s1[fits], q1[fits]     # a larger d fits no better
                 y = -(-s1 // d)
-                ok &= y <= b.y_low[row]
-                if not ok.any():
+                ok = y <= b.y_low[row[live]]
+                at, s1, q1, y = live[ok], s1[ok], q1[ok], y[ok]
+                if not at.size:
                     continue
-                lb = np.maximum(v0, b.lo(d)[row])
-                ok &= lb <= self.upper
-                fast = ok & (y <= b.y_fast[row])
-                band = ok & ~fast
-                info = np.stack([subs[row], np.full(row.size, t), np.full(row.size, d), cell, y], axis=1)
+                r = row[at]
+                lo = b.lo(d)[r]
+                lb = np.maximum(v0[at], lo)
+                keep = lb <= self.upper
+                at, r, lb, lo, s1, q1, y = at[keep], r[keep], lb[keep], lo[keep], s1[keep], q1[keep], y[keep]
+                fast = y <= b.y_fast[r]
+                info = np.stack([subs[r], np.full(r.size, t), np.full(r.size, d), cell[at], y], axis=1)
                 found.append((s1[fast], q1[fast], lb[fast], info[fast]))
-                if band.any() and not self.exact:
-                    ub = np.maximum(v0[band], b.light(row[band], d, y[band]))
-                    found.append((s1[band], q1[band], ub, info[band]))
-                elif band.any():
-                    deferred.append((b, row[band], s1[band], q1[band], v0[band], lb[band], info[band]))
-        best = self._combine(found)
-        prefix = _prefix_min(best[0])
-        for b, r, s1, q1, v, lb, info in deferred:
-            need = (lb < prefix[s1, q1]) & (lb <= self.upper)
-            exact = []
-            for rr, ss, qq, vv, inf in zip(r[need], s1[need], q1[need], v[need], info[need]):
-                self.knapsacks += 1
-                got = b.exact(int(rr), int(inf[2]), int(inf[4]))
-                if got is not None and max(vv, got[0]) <= self.upper:
-                    exact.append((ss, qq, max(vv, got[0]), inf))
-            if exact:
-                found.append((np.array([e[0] for e in exact]), np.array([e[1] for e in exact]),
-                              np.array([e[2] for e in exact]), np.array([e[3] for e in exact])))
+                # value v0 reached: every larger d gives the same value on more s and q
+                done = at[fast & (lo <= v0[at])]
+                if done.size:
+                    live = np.setdiff1d(live, done, assume_unique=True)
+                band = ~fast
+                if band.any():
+                    bands.append((b, r[band], s1[band], q1[band], v0[at][band], lb[band], info[band]))
+        if bands:
+            prefix = _prefix_min(self._combine(found)[0])
+            for t in self.degrees:
+                part = [x for x in bands if x[0] is batches[t]]
+                if not part:
+                    continue
+                r, s1, q1, v0, lb, info = (np.concatenate([x[i] for x in part]) for i in range(1, 7))
+                keep = lb < prefix[s1, q1]        # else a known exact cell dominates it
+                if keep.any():
+                    self._band(batches[t], r[keep], s1[keep], q1[keep], v0[keep], info[keep], found, deferred)
+        if deferred:
+            self._exact_band(found, deferred)
         grid, back = self._combine(found)
         return _pareto(grid, back)
+
+    def _band(self, b: StageBatch, row, s1, q1, v0, info, found: list, deferred: list) -> None:
+        """Band candidates: greedy values (first pass) or LP-bounded knapsacks to run (exact pass).
+
+        Where the LP bound equals the greedy value the greedy choice is exact
+        and no knapsack is needed.
+        """
+        lp, greedy = b.relaxed(row, info[:, 2], info[:, 4])
+        ub = np.maximum(v0, greedy)
+        if not self.exact:
+            found.append((s1, q1, ub, info))
+            return
+        lb = np.maximum(v0, lp * (1 - 1e-9))
+        tight = greedy <= lp * (1 + 1e-12)
+        done = tight & (ub <= self.upper)
+        found.append((s1[done], q1[done], ub[done], info[done]))
+        rest = ~tight & (lb <= self.upper)
+        if rest.any():
+            deferred.append((b, row[rest], s1[rest], q1[rest], v0[rest], lb[rest], info[rest]))
+
+    def _exact_band(self, found: list, deferred: list) -> None:
+        """Run the knapsacks that can still matter, in increasing LP bound.
+
+        A candidate is skipped when a cell with no more ``s``, no more ``q``
+        and a value ≤ its bound is already known (it cannot improve any cell
+        that survives the Pareto filter); each exact value found tightens
+        that test for the candidates after it.
+        """
+        grid, _ = self._combine(found)
+        lb = np.concatenate([x[5] for x in deferred])
+        which = np.concatenate([np.full(len(x[1]), i) for i, x in enumerate(deferred)])
+        pos = np.concatenate([np.arange(len(x[1])) for x in deferred])
+        exact = []
+        for k in np.argsort(lb, kind="stable"):
+            b, r, s1, q1, v0, _, info = deferred[which[k]]
+            i = pos[k]
+            ss, qq = int(s1[i]), int(q1[i])
+            if lb[k] >= grid[: ss + 1, : qq + 1].min():
+                continue
+            self.knapsacks += 1
+            got = b.exact(int(r[i]), int(info[i][2]), int(info[i][4]))
+            if got is None:
+                continue
+            val = max(float(v0[i]), got[0])
+            if val <= self.upper:
+                exact.append((ss, qq, val, info[i]))
+                grid[ss, qq] = min(grid[ss, qq], val)
+        if exact:
+            found.append((np.array([e[0] for e in exact]), np.array([e[1] for e in exact]),
+                          np.array([e[2] for e in exact]), np.array([e[3] for e in exact])))
 
     def _combine(self, found) -> tuple[np.ndarray, np.ndarray]:
         """Dense grid of the least value per ``(s, q)`` and the back-pointer of each."""
@@ -190,12 +247,12 @@ class _Table:
         s = np.concatenate([f[0] for f in found])
         q = np.concatenate([f[1] for f in found])
         v = np.concatenate([f[2] for f in found])
-        info = np.concatenate([f[3] for f in found])
         lin = s * self.qdim + q
-        order = np.lexsort((v, lin))
-        first = order[np.r_[True, lin[order][1:] != lin[order][:-1]]]
-        grid.reshape(-1)[lin[first]] = v[first]
-        back.reshape(-1, 5)[lin[first]] = info[first]
+        flat = grid.reshape(-1)
+        np.minimum.at(flat, lin, v)
+        best = np.flatnonzero(v == flat[lin])        # a candidate attaining its cell's least value
+        info = np.concatenate([f[3] for f in found])
+        back.reshape(-1, 5)[lin[best]] = info[best]
         return grid, back
 
     def answer(self) -> tuple[float, int]:

@@ -56,7 +56,8 @@ class DegreeArrays:
 class StageBatch:
     """Stages ``member[r]`` at degree ``t`` (see module docstring)."""
 
-    def __init__(self, prep: Prepared, arrays: DegreeArrays, member: np.ndarray, y_max: int) -> None:
+    def __init__(self, prep: Prepared, arrays: DegreeArrays, member: np.ndarray, y_max: int,
+                 cache: dict | None = None) -> None:
         inst = prep.inst
         self.ar, self.member = arrays, member
         self.ok = ~np.any(member & ~arrays.avail, axis=1)
@@ -66,36 +67,34 @@ class StageBatch:
         x = np.stack([(arrays.dinc_t @ (cut_in * arrays.in_w[:, k]).T
                        + arrays.sinc_t @ (cut_out * arrays.out_w[:, k]).T).T for k in range(2)], axis=-1)
         self.base = (arrays.P[None] + x / inst.bandwidth) * m[..., None]
-        self.Wm = arrays.W[None] * m[..., None]
-        self.Am, self.Bmm = arrays.A[None] * m[..., None], arrays.Bm[None] * m[..., None]
+        self.Wm, self.Am, self.Bmm = _Masked(arrays.W, m), _Masked(arrays.A, m), _Masked(arrays.Bm, m)
         self.cap = inst.memory_bytes * (1 + MEM_RTOL)
         self.kappa_unit = 4.0 / (inst.microbatches * inst.bandwidth)
         self.uniform = ~np.any(member & ~arrays.uniform_w, axis=1)
         fast = np.argmin(self.base, axis=-1)
-        rows = np.arange(len(m))[:, None]
         cols = np.arange(member.shape[1])[None]
-        af = self.Am[rows, cols, fast].sum(axis=1)
-        bf = self.Bmm[rows, cols, fast].sum(axis=1)
+        af = (m * arrays.A[cols, fast]).sum(axis=1)
+        bf = (m * arrays.Bm[cols, fast]).sum(axis=1)
         self.y_fast = np.where(self.uniform, _max_y(af, bf, self.cap, y_max), 0)
-        self.y_low = self._y_low(y_max)
+        self.y_low = self._y_low(m, y_max)
         self._lo_base = self.base.min(axis=-1).sum(axis=1)      # uniform rows: lo(d) in O(r)
-        self._lo_w = self.Wm[:, :, 0].sum(axis=1)
-        self._cache: dict[tuple[int, int], list[tuple[int, int, tuple[float, list[int]]]]] = {}
+        self._lo_w = m @ arrays.W[:, 0]
+        # knapsack results keyed by (stage node set, t, d or 0): shared across batches
+        self._cache: dict[tuple[bytes, int, int], list[tuple[int, int, tuple[float, list[int]]]]] = (
+            {} if cache is None else cache)
 
-    def _y_low(self, y_max: int) -> np.ndarray:
-        """Largest ``y <= y_max`` at which the least-memory choice fits (0: none), by bisection."""
-        lo = np.zeros(len(self.member), dtype=np.int64)
-        hi = np.full(len(self.member), y_max, dtype=np.int64)
-        while True:
-            active = lo < hi
-            if not active.any():
-                return lo
-            mid = (lo + hi + 1) // 2
-            need = np.minimum(self.Am[:, :, 0] * mid[:, None] + self.Bmm[:, :, 0],
-                              self.Am[:, :, 1] * mid[:, None] + self.Bmm[:, :, 1]).sum(axis=1)
-            fits = need <= self.cap
-            lo = np.where(active & fits, mid, lo)
-            hi = np.where(active & ~fits, mid - 1, hi)
+    def _y_low(self, m: np.ndarray, y_max: int) -> np.ndarray:
+        """Largest ``y <= y_max`` at which the least-memory choice fits (0: none).
+
+        The least memory ``Σ_v min_τ (a y + b)`` grows with ``y`` (``a ≥ 0``),
+        so it is tabulated for every ``y`` at once (one sparse product) and
+        the fitting ``y`` counted.
+        """
+        ar = self.ar
+        ys = np.arange(1, y_max + 1, dtype=float)[None]
+        least = np.minimum(ar.A[:, :1] * ys + ar.Bm[:, :1], ar.A[:, 1:] * ys + ar.Bm[:, 1:])
+        need = sp.csr_array(m) @ least
+        return (need <= self.cap).sum(axis=1).astype(np.int64)
 
     def lo(self, d: int) -> np.ndarray:
         """Least ``TPS`` of every row at data degree ``d`` ignoring memory."""
@@ -107,28 +106,73 @@ class StageBatch:
             out[odd] = cost.min(axis=-1).sum(axis=1) / d
         return out
 
-    def light(self, r: np.ndarray, d: int, y: np.ndarray) -> np.ndarray:
-        """``TPS`` of the least-memory choice at ``y`` for rows ``r`` (feasible for ``y <= y_low``).
+    def relaxed(self, r: np.ndarray, d: np.ndarray | int, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """LP bound and greedy value of the stage knapsack of rows ``r`` at ``(d, y)``.
 
-        An upper bound on the exact value that is itself the value of a
-        feasible TMPC choice (used to find an incumbent before the exact pass).
+        Every node starts at its least-memory TMPC; switching to its cheaper
+        one saves ``s_v`` for ``w_v`` more bytes. Taking the switches in
+        decreasing ``s_v/w_v`` while they fit and a fraction of the first that
+        does not is the LP optimum of the 0/1 knapsack (Dantzig 1957), so
+        ``(Σ light − LP saving)/d`` is a lower bound on the exact ``TPS``;
+        stopping before the fraction is a feasible choice, so the greedy value
+        is an upper bound that some TMPC choice attains. Rows with ``y``
+        above ``y_low`` must not be passed.
         """
-        out = np.empty(len(r))
+        d = np.broadcast_to(np.asarray(d), r.shape)
         kappa = self.kappa_unit * (d - 1)
-        for lo in range(0, len(r), 4096):
-            rr, yy = r[lo:lo + 4096], y[lo:lo + 4096, None]
+        if self.uniform[r].all():
+            # the saving does not depend on d: one relaxation per distinct (row, y)
+            key = r * (int(y.max()) + 1) + y
+            _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+            lp0, gr0 = self._relaxed(r[first], 0.0, y[first])
+            extra = kappa * self._lo_w[r]
+            return (lp0[inv] + extra) / d, (gr0[inv] + extra) / d
+        lp, greedy = np.empty(len(r)), np.empty(len(r))
+        for dd in np.unique(d):
+            at = d == dd
+            a, g = self._relaxed(r[at], self.kappa_unit * (dd - 1), y[at])
+            lp[at], greedy[at] = a / dd, g / dd
+        return lp, greedy
+
+    def _relaxed(self, r: np.ndarray, kappa: float, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`relaxed` times ``d`` at the given ``kappa``."""
+        lp, greedy = np.empty(len(r)), np.empty(len(r))
+        for lo in range(0, len(r), 2048):
+            rr, yy = r[lo:lo + 2048], y[lo:lo + 2048, None]
+            c = self.base[rr] + kappa * self.Wm[rr]
             m0 = self.Am[rr, :, 0] * yy + self.Bmm[rr, :, 0]
             m1 = self.Am[rr, :, 1] * yy + self.Bmm[rr, :, 1]
-            c = self.base[rr] + kappa * self.Wm[rr]
-            pick1 = (m1 < m0) | ((m1 == m0) & (c[:, :, 1] < c[:, :, 0]))
-            out[lo:lo + 4096] = np.where(pick1, c[:, :, 1], c[:, :, 0]).sum(axis=1) / d
-        return out
+            c0, c1 = c[:, :, 0], c[:, :, 1]
+            light1 = (m1 < m0) | ((m1 == m0) & (c1 < c0))
+            cheap1 = (c1 < c0) | ((c1 == c0) & (m1 < m0))
+            cl, ml = np.where(light1, c1, c0), np.where(light1, m1, m0)
+            sv = cl - np.where(cheap1, c1, c0)
+            w = np.where(cheap1, m1, m0) - ml
+            item = (light1 != cheap1) & (sv > 0) & (w > 0)
+            sv, w = np.where(item, sv, 0.0), np.where(item, w, 0.0)
+            room = self.cap - ml.sum(axis=1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(item, sv / np.where(item, w, 1.0), -1.0)
+            order = np.argsort(-ratio, axis=1, kind="stable")
+            ws, ss = np.take_along_axis(w, order, 1), np.take_along_axis(sv, order, 1)
+            cw, cs = np.cumsum(ws, axis=1), np.cumsum(ss, axis=1)
+            nfit = (cw <= room[:, None]).sum(axis=1)        # ws >= 0: a prefix fits
+            rows = np.arange(len(rr))
+            taken = np.where(nfit > 0, cs[rows, np.maximum(nfit - 1, 0)], 0.0)
+            used = np.where(nfit > 0, cw[rows, np.maximum(nfit - 1, 0)], 0.0)
+            nxt = np.minimum(nfit, ws.shape[1] - 1)
+            partial = (nfit < ws.shape[1]) & (ws[rows, nxt] > 0)
+            frac = np.where(partial, (room - used) / np.where(partial, ws[rows, nxt], 1.0), 0.0)
+            total = cl.sum(axis=1)
+            lp[lo:lo + 2048] = total - taken - np.clip(frac, 0, 1) * ss[rows, nxt]
+            greedy[lo:lo + 2048] = total - taken
+        return lp, greedy
 
     def exact(self, r: int, d: int, y: int) -> tuple[float, list[int]] | None:
         """Exact ``(TPS, TMPC index per stage node)`` of row ``r``; None when nothing fits."""
         if y > self.y_low[r] or not self.ok[r]:
             return None
-        key = (r, 0 if self.uniform[r] else d)
+        key = (self.member[r].tobytes(), id(self.ar), 0 if self.uniform[r] else d)
         nodes = np.flatnonzero(self.member[r])
         kappa = self.kappa_unit * (d - 1)
         got = None
@@ -138,18 +182,38 @@ class StageBatch:
                 break
         if got is None:
             ncol = self.ar.ntmpc[nodes]
-            costs = [(self.base[r, v, :k] + kappa * self.Wm[r, v, :k]) for v, k in zip(nodes, ncol)]
-            mems = [self.Am[r, v, :k] * y + self.Bmm[r, v, :k] for v, k in zip(nodes, ncol)]
+            cost = self.base[r, nodes] + kappa * self.Wm[r, nodes]
+            mem = self.Am[r, nodes] * y + self.Bmm[r, nodes]
+            if (ncol == 2).all():
+                costs, mems = list(cost), list(mem)
+            else:
+                costs = [c[:k] for c, k in zip(cost, ncol)]
+                mems = [m[:k] for m, k in zip(mem, ncol)]
             got = solve_mckp(costs, mems, self.cap)
             if got is None:
                 return None
-            a = math.fsum(float(self.Am[r, v, k]) for v, k in zip(nodes, got[1]))
-            b = math.fsum(float(self.Bmm[r, v, k]) for v, k in zip(nodes, got[1]))
+            pick = np.array(got[1])
+            a = math.fsum(self.Am[r, nodes, pick].tolist())
+            b = math.fsum(self.Bmm[r, nodes, pick].tolist())
             y_to = int(_max_y(np.array([a]), np.array([b]), self.cap, 1 << 30)[0])
             self._cache.setdefault(key, []).append((y, y_to, got))
         choice = got[1]
-        total = math.fsum(float(self.base[r, v, k] + kappa * self.Wm[r, v, k]) for v, k in zip(nodes, choice))
+        wr = self.Wm[r]
+        total = math.fsum(float(self.base[r, v, k] + kappa * wr[v, k]) for v, k in zip(nodes, choice))
         return total / d, choice
+
+
+class _Masked:
+    """``arr[None] * member[..., None]`` indexed lazily (rows first), never materialised whole."""
+
+    def __init__(self, arr: np.ndarray, m: np.ndarray) -> None:
+        self.arr, self.m = arr, m
+
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        sub = self.m[key[0]]
+        vals = self.arr * sub[..., None]
+        return vals[(slice(None),) * (sub.ndim - 1) + key[1:]]
 
 
 def _max_y(a: np.ndarray, b: np.ndarray, cap: float, y_max: int) -> np.ndarray:

@@ -122,6 +122,8 @@ def best_uniform_assignment(tables):
     from autopar_opt.core.assignment import Assignment
     from autopar_opt.solvers.dp.common import fits, iteration_time
 
+    if tables.stage_devices is not None:
+        return None          # stages of different sizes cannot share one strategy
     n, pp = tables.num_layers, tables.pp
     base, extra = divmod(n, pp)
     stage = [i for i in range(pp) for _ in range(base + (1 if i < extra else 0))]
@@ -162,7 +164,8 @@ def pure_data_parallel(graph, cluster, training, space, params,
                        deadline: float | None = None) -> Baseline:
     """Best pure data-parallel plan (pp=1, tp=1) over ZeRO/recompute/micro-batches."""
     name = "pure data parallelism"
-    configs = [c for c in outer_configs(graph, cluster, training, space) if c.pp == 1]
+    configs = [c for c in outer_configs(graph, cluster, training, space)
+               if c.pp == 1 and c.stage_devices is None]
     if not configs:
         return Baseline(name, None, None, "pp=1 is outside the search space")
     cands = (plan for cfg in configs
@@ -184,6 +187,7 @@ def best_uniform(graph, cluster, training, space, params, deadline: float | None
     """Best Megatron-style uniform plan over every outer configuration."""
     name = "best uniform Megatron-style"
     cands = (plan for cfg in outer_configs(graph, cluster, training, space)
+             if cfg.stage_devices is None
              for plan in _uniform_candidates(graph, cluster, training, space, cfg.pp,
                                              cfg.microbatches, cfg.schedule))
     plan, metrics, tried = _best_of(cands, graph, cluster, training, params, deadline)

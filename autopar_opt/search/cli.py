@@ -48,6 +48,12 @@ def console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, soft_wrap=True, width=1000)
 
 
+def pp_label(row: dict) -> str:
+    """``pp`` of a configuration row, with its stage device counts when free (``2 (4+8)``)."""
+    sizes = row.get("stage_devices")
+    return f"{row['pp']} ({'+'.join(map(str, sizes))})" if sizes else str(row["pp"])
+
+
 def _fmt(x) -> str:
     if x is None:
         return "-"
@@ -66,8 +72,10 @@ def _summary(doc: dict, console: Console) -> None:
                       f"{m['tokens_per_s']:.0f} tokens/s | MFU {100 * m['mfu']:.1f}% | peak memory "
                       f"{max(m['peak_memory_gib']):.1f}/{m['memory_capacity_gib']:.1f} GiB")
         plan = doc["plan"]
+        sizes = plan.get("stage_devices")
         console.print(f"  plan: pp={plan['pp']} micro-batches={plan['microbatches']} "
-                      f"schedule={plan['schedule']}")
+                      f"schedule={plan['schedule']}"
+                      + (f" stage devices={'+'.join(map(str, sizes))}" if sizes else ""))
     gap = cert["gap"]
     gap_text = f"{100 * gap:.3f}%" if isinstance(gap, float) else str(gap)
     if doc["status"] == "infeasible":
@@ -78,7 +86,7 @@ def _summary(doc: dict, console: Console) -> None:
                       + ("" if cert["exact"] else " (no proof: bound missing)"))
     table = Table("pp", "c", "schedule", "status", "primal s", "bound s", "time s", box=None)
     for r in cert["configurations"][:12]:
-        table.add_row(str(r["pp"]), str(r["microbatches"]), r["schedule"], r["status"],
+        table.add_row(pp_label(r), str(r["microbatches"]), r["schedule"], r["status"],
                       _fmt(r["primal"]), _fmt(r["lower_bound"]), f"{r['time_s']:.2f}")
     console.print(table)
     if len(cert["configurations"]) > 12:

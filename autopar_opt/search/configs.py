@@ -4,31 +4,48 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopar_opt.pipeline import stages_congruent
+from autopar_opt.pipeline import free_shapes, stages_congruent
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
 from autopar_opt.strategies import divisors
 from autopar_opt.training import Schedule, SearchSpace, Training
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class OuterConfig:
-    """One outer configuration; the inner problem is a MILP/MIQP or a DP."""
+    """One outer configuration; the inner problem is a MILP/MIQP or a DP.
+
+    ``stage_devices`` is every stage's device count with free stage sizes
+    (None: congruent stages of ``N/pp`` devices each)."""
 
     pp: int
     microbatches: int
     schedule: Schedule
+    stage_devices: tuple[int, ...] | None = None
+
+    def _key(self) -> tuple:
+        return (self.pp, self.microbatches, self.schedule.value, self.stage_devices or ())
+
+    def __lt__(self, other: "OuterConfig") -> bool:
+        return self._key() < other._key()
 
     def label(self) -> str:
-        return f"pp={self.pp} c={self.microbatches} {self.schedule.value}"
+        sizes = "" if self.stage_devices is None else " devices=" + "+".join(map(str, self.stage_devices))
+        return f"pp={self.pp} c={self.microbatches} {self.schedule.value}{sizes}"
 
     def to_dict(self) -> dict:
-        return {"pp": self.pp, "microbatches": self.microbatches, "schedule": self.schedule.value}
+        out = {"pp": self.pp, "microbatches": self.microbatches, "schedule": self.schedule.value}
+        if self.stage_devices is not None:
+            out["stage_devices"] = list(self.stage_devices)
+        return out
 
 
 def pipeline_degrees(graph: LayerGraph, cluster: Cluster, space: SearchSpace) -> list[int]:
     """pp values that divide the devices, give congruent stages and fit the layer count."""
     out = []
+    if space.stage_devices == "free":
+        return [pp for pp in range(1, min(cluster.num_devices, len(graph.layers)) + 1)
+                if space.pp_degrees is None or pp in space.pp_degrees]
     for pp in divisors(cluster.num_devices):
         if space.pp_degrees is not None and pp not in space.pp_degrees:
             continue
@@ -62,11 +79,18 @@ def outer_configs(graph: LayerGraph, cluster: Cluster, training: Training,
     """
     configs = []
     schedules = [Schedule(s) for s in space.schedules]
+    free = space.stage_devices == "free"
     for pp in pipeline_degrees(graph, cluster, space):
+        n = cluster.num_devices
+        shapes: list[tuple[int, ...] | None] = []
+        if n % pp == 0 and stages_congruent(n // pp, cluster.gpus_per_node):
+            shapes.append(None)
+        if free:
+            shapes += free_shapes(cluster, pp)
         for c in microbatch_counts(training, space):
             scheds = schedules
             if pp == 1:
                 scheds = [Schedule.one_f_one_b] if Schedule.one_f_one_b in schedules else schedules[:1]
             for sched in scheds:
-                configs.append(OuterConfig(pp, c, sched))
+                configs += [OuterConfig(pp, c, sched, shape) for shape in shapes]
     return configs

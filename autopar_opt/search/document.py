@@ -16,6 +16,7 @@ from autopar_opt.cost.layer_cost import StageContext
 from autopar_opt.cost.params import CostParams
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
+from autopar_opt.pipeline import plan_stage_devices, stage_offsets
 from autopar_opt.search.baselines import Baseline
 from autopar_opt.search.engine import SearchOptions, SearchResult
 from autopar_opt.training import SearchSpace, Training
@@ -59,9 +60,9 @@ def _plan_dict(result: SearchResult, cluster: Cluster) -> dict | None:
     if result.plan is None:
         return None
     data = result.plan.to_dict()
-    d = cluster.num_devices // result.plan.pp
-    for i, st in enumerate(data["stages"]):
-        st["first_rank"], st["last_rank"] = i * d, (i + 1) * d - 1
+    sizes = plan_stage_devices(result.plan, cluster.num_devices)
+    for st, d, at in zip(data["stages"], sizes, stage_offsets(sizes)):
+        st["first_rank"], st["last_rank"], st["devices"] = at, at + d - 1, d
     return data
 
 

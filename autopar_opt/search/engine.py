@@ -147,7 +147,8 @@ class Search:
                     self.late.append(cfg)        # no time left to build its tables: no bound
                     continue
                 tables = build_cost_tables(self.graph, self.cluster, self.training, space,
-                                           self.params, cfg.pp, cfg.microbatches, cfg.schedule)
+                                           self.params, cfg.pp, cfg.microbatches, cfg.schedule,
+                                           stage_devices=cfg.stage_devices)
                 self.prepared.append((cfg, tables, analytic_lower_bound(tables)))
         except SearchInterrupted as exc:
             self.interrupted_by = exc.signum
@@ -166,7 +167,8 @@ class Search:
         None when there is none, it does not fit, or it lies outside the space."""
         if plan is None:
             return None
-        cfg = OuterConfig(plan.pp, plan.microbatches, plan.schedule)
+        sizes = None if plan.stage_devices is None else tuple(plan.stage_devices)
+        cfg = OuterConfig(plan.pp, plan.microbatches, plan.schedule, sizes)
         if cfg not in {c for c, _, _ in self.prepared} | set(self.late):   # in the space
             return None
         metrics = evaluate(plan, self.graph, self.cluster, self.training, self.params)

@@ -148,7 +148,8 @@ class InnerSolver:
         if opts.export_dir is None:
             return None
         opts.export_dir.mkdir(parents=True, exist_ok=True)
-        name = f"pp{cfg.pp}_c{cfg.microbatches}_{cfg.schedule.value}.{opts.export_format}"
+        sizes = "" if cfg.stage_devices is None else "_d" + "-".join(map(str, cfg.stage_devices))
+        name = f"pp{cfg.pp}{sizes}_c{cfg.microbatches}_{cfg.schedule.value}.{opts.export_format}"
         return form.export(str(opts.export_dir / name), opts.export_format)
 
     def _warm(self, tables: CostTables, remaining_s: float) -> tuple[Assignment | None, SolveResult]:

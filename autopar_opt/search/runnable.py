@@ -144,7 +144,7 @@ def _exhaustive(choices, graph, cluster, training, space, params, options, start
     """DeepSpeed: price every (pp, c, choice) plan with the uniform partition."""
     records, best = [], None
     configs = [cfg for cfg in outer_configs(graph, cluster, training, space)
-               if cfg.schedule is Schedule.one_f_one_b]
+               if cfg.schedule is Schedule.one_f_one_b and cfg.stage_devices is None]
     names = [layer.name for layer in graph.layers]
     for cfg in configs:
         d = cluster.num_devices // cfg.pp

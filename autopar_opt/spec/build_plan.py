@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
-from autopar_opt.pipeline import stages_congruent
+from autopar_opt.pipeline import stage_devices_problem, stages_congruent
 from autopar_opt.plan import Plan, StagePlan, uniform_plan
 from autopar_opt.spec.errors import ProblemList, did_you_mean
 from autopar_opt.spec.schema import (ExplicitPlanSpec, MegatronArgsPlanSpec, MegatronPlanSpec,
@@ -177,7 +177,7 @@ def _explicit_stage(i: int, stage, names: list[str], seen: set[str], d: int, b: 
     for j, s in enumerate(stage.strategies):
         key = f"plan.stages[{i}].strategies[{j}]"
         if s.dp * s.tp * s.cp != d:
-            out.add(key, s.model_dump(mode="json"), f"dp*tp*cp = {s.dp * s.tp * s.cp} but each "
+            out.add(key, s.model_dump(mode="json"), f"dp*tp*cp = {s.dp * s.tp * s.cp} but the "
                     f"stage has {d} devices", f"choose degrees whose product is {d}")
             ok = False
         elif b and b % s.dp:
@@ -194,15 +194,16 @@ def _explicit_stage(i: int, stage, names: list[str], seen: set[str], d: int, b: 
 def _explicit(spec: ExplicitPlanSpec, graph: LayerGraph, cluster: Cluster, training: Training,
               out: ProblemList) -> Plan | None:
     n, pp = cluster.num_devices, len(spec.stages)
-    if not _check_pp(pp, n, cluster, graph, "plan.stages", out):
+    sizes = _stage_devices(spec, cluster, graph, out)
+    if sizes is None:
         return None
     gbs, c = training.global_batch_size, spec.microbatches
     if gbs % c:
         out.add("plan.microbatches", c, f"does not divide the global batch ({gbs})",
                 f"use a divisor of {gbs}")
     names, seen = [layer.name for layer in graph.layers], set()
-    stages = [_explicit_stage(i, st, names, seen, n // pp, gbs // c if gbs % c == 0 else 0, out)
-              for i, st in enumerate(spec.stages)]
+    stages = [_explicit_stage(i, st, names, seen, d, gbs // c if gbs % c == 0 else 0, out)
+              for (i, st), d in zip(enumerate(spec.stages), sizes)]
     unknown = [name for st in spec.stages for name in st.layers if name not in names]
     missing = [name for name in names if name not in seen]
     if missing and not unknown:  # an unknown (misspelt) name already explains a missing one
@@ -211,7 +212,32 @@ def _explicit(spec: ExplicitPlanSpec, graph: LayerGraph, cluster: Cluster, train
         return None
     if missing or any(st is None for st in stages) or gbs % c:
         return None
-    return Plan(stages, c, spec.schedule, spec.vp_chunks)
+    free = any(st.devices is not None for st in spec.stages)
+    return Plan(stages, c, spec.schedule, spec.vp_chunks, stage_devices=list(sizes) if free else None)
+
+
+def _stage_devices(spec: ExplicitPlanSpec, cluster: Cluster, graph: LayerGraph,
+                   out: ProblemList) -> list[int] | None:
+    """Devices of every stage: ``N/pp`` each, or the stages' own ``devices`` (free sizes)."""
+    n, pp = cluster.num_devices, len(spec.stages)
+    given = [st.devices for st in spec.stages]
+    if all(d is None for d in given):
+        return [n // pp] * pp if _check_pp(pp, n, cluster, graph, "plan.stages", out) else None
+    if any(d is None for d in given):
+        i = given.index(None)
+        out.add(f"plan.stages[{i}].devices", None, "devices given on some stages but not on this one",
+                "give devices on every stage (free stage sizes) or on none (N/pp each)")
+        return None
+    if pp > len(graph):
+        out.add("plan.stages", pp, f"more stages than the {len(graph)} layers", f"use at most {len(graph)} stages")
+        return None
+    why = stage_devices_problem(given, cluster.gpus_per_node, n)
+    if why:
+        out.add("plan.stages[*].devices", given, why,
+                f"use whole nodes ({cluster.gpus_per_node}, {2 * cluster.gpus_per_node}, ...) or "
+                f"divisors of {cluster.gpus_per_node} inside one node, at most {n} devices in all")
+        return None
+    return [int(d) for d in given]
 
 
 def _megatron_args(spec: MegatronArgsPlanSpec, graph: LayerGraph, cluster: Cluster,

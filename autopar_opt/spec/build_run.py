@@ -137,12 +137,37 @@ def _check_tp(section: SearchSection, cluster: Cluster, graph: LayerGraph | None
                 "include 1, or degrees that divide every layer's max_tp (e.g. its head count)")
 
 
+def _check_free(section: SearchSection, cluster: Cluster, graph: LayerGraph | None,
+                out: ProblemList) -> None:
+    """Free stage sizes: pp at most the devices; the shapes to enumerate within the limit."""
+    from autopar_opt.pipeline import MAX_FREE_SHAPES, count_free_shapes
+
+    n = cluster.num_devices
+    bad = False
+    for i, pp in enumerate(section.pp_degrees or []):
+        if pp > n:
+            out.add(f"search.pp_degrees[{i}]", pp, f"more stages than the {n} devices",
+                    f"use pp <= {n}")
+            bad = True
+    if graph is None or bad:
+        return
+    pps = None if section.pp_degrees is None else tuple(section.pp_degrees)
+    if count_free_shapes(len(graph.layers), cluster, pps) > MAX_FREE_SHAPES:
+        out.add("search.stage_devices", "free", f"more than {MAX_FREE_SHAPES} stage-size vectors "
+                f"to search on {n} devices with pp in {section.pp_degrees or 'every value'}",
+                "list a few pipeline degrees in search.pp_degrees (e.g. [2, 4]), or use "
+                "stage_devices: congruent")
+
+
 def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGraph | None,
                 training: Training, out: ProblemList) -> SearchSpace:
     """The search space; degrees must divide the devices, micro-batches the batch."""
     if cluster is not None:
         n = cluster.num_devices
-        _check_divides("search.pp_degrees", section.pp_degrees, n, "devices", out)
+        if section.stage_devices == "congruent":
+            _check_divides("search.pp_degrees", section.pp_degrees, n, "devices", out)
+        else:
+            _check_free(section, cluster, graph, out)
         _check_divides("search.tp_degrees", section.tp_degrees, n, "devices", out)
         _check_divides("search.cp_degrees", section.cp_degrees, n, "devices", out)
         _check_tp(section, cluster, graph, out)
@@ -158,7 +183,8 @@ def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGra
         recompute=tuple(Recompute(r) for r in section.recompute),
         schedules=tuple(Schedule(s) for s in section.schedules),
         microbatches=tup(section.microbatches), max_microbatches=section.max_microbatches,
-        tp_within_node=section.tp_within_node, ep_degrees=tup(section.ep_degrees))
+        tp_within_node=section.tp_within_node, ep_degrees=tup(section.ep_degrees),
+        stage_devices=section.stage_devices)
 
 
 def build_solver(section: SolverSection, out: ProblemList) -> SolverOptions:

@@ -240,6 +240,10 @@ class SearchSection(_Section):
     ep_degrees: Optional[list[Degree]] = _f(
         "Expert-parallel degrees of MoE layers; default: every degree dividing dp*cp and the "
         "expert count.", [1, 8], default=None, min_length=1)
+    stage_devices: Literal["congruent", "free"] = _f(
+        "Devices per pipeline stage: congruent (every stage N/pp) or free (each stage its own "
+        "count: whole nodes, or a divisor of a node's GPUs inside one node; at most the "
+        "cluster in all).", "free", default="congruent")
 
 
 class SolverSection(_Section):
@@ -334,6 +338,9 @@ class StageSpec(_Section):
                            min_length=1)
     strategies: list[StrategySpec] = _f("One strategy per layer, or one for the whole stage.",
                                         [{"dp": 2, "tp": 4}], min_length=1)
+    devices: Optional[Degree] = _f(
+        "Devices of this stage (free stage sizes: whole nodes or a divisor of a node's GPUs); "
+        "give it on every stage or on none (none: N/pp each).", 8, default=None)
 
 
 class ExplicitPlanSpec(_Section):

@@ -191,7 +191,7 @@ class _ChainDP:
         # memory level under which a label's stage can never overflow
         self.safe = []
         for m in self.mem:
-            tail = np.cumsum([float(x[ok].max()) for x, ok in zip(m, self.allowed)][::-1])[::-1]
+            tail = np.cumsum([_finite_max(x[ok]) for x, ok in zip(m, self.allowed)][::-1])[::-1]
             self.safe.append([self.cap - (float(tail[u + 1]) if u + 1 < self.n else 0.0)
                               for u in range(self.n)])
         self.labels = 0
@@ -375,6 +375,13 @@ class _ChainDP:
                 np.concatenate(prw))
 
 
+def _finite_max(x: np.ndarray) -> float:
+    """Largest finite entry (0 when none): infinite memory marks a strategy the
+    stage may not use (free stage sizes), which no label ever takes."""
+    fin = x[np.isfinite(x)]
+    return float(fin.max()) if fin.size else 0.0
+
+
 def _beam(cand: np.ndarray, k2: np.ndarray, low: np.ndarray, width: int) -> np.ndarray:
     """Heuristic selection per state: the ``width`` labels with the least completion
     bound (an A*-like estimate of the final value) plus the least-memory label, so
@@ -406,7 +413,7 @@ def _sorted_pairs(tables: CostTables, layout_id: list[np.ndarray]) -> list[np.nd
     ``u−1`` and ``u`` with identical strategies and cost arrays) the DP only
     lets the strategy index grow inside a layout (``k2 ≥ k1`` when both have
     the same layout). Exact: resharding and transfers depend on layouts only
-    (checked by :func:`~autopar_opt.formulations.milp.layout_matrix`), so sorting
+    (checked by :func:`~autopar_opt.formulations.direct.collapse`), so sorting
     the strategies inside every maximal same-layout run of identical layers
     of a stage changes no time, sync or memory sum and no edge cost; every plan
     therefore has a sorted twin of equal cost, and the sorted twins pass

@@ -57,9 +57,16 @@ def fits(tables: CostTables, a: Assignment) -> bool:
 
 
 def layer_memory(tables: CostTables, stage: int) -> list[np.ndarray]:
-    """``W + inflight_stage·H`` per layer and strategy (bytes)."""
+    """``W + inflight_stage·H`` per layer and strategy (bytes); ``+inf`` for a
+    strategy the stage may not use (free stage sizes: another device count,
+    :meth:`~autopar_opt.cost.tables.CostTables.allowed_in_stage`), so that no
+    DP ever fits it there."""
     m = tables.inflight[stage]
-    return [w + m * h for w, h in zip(tables.weight_bytes, tables.act_bytes)]
+    out = [w + m * h for w, h in zip(tables.weight_bytes, tables.act_bytes)]
+    allowed = tables.allowed_in_stage(stage)
+    if allowed is not None:
+        out = [np.where(ok, x, np.inf) for x, ok in zip(out, allowed)]
+    return out
 
 
 def least_memory(tables: CostTables) -> float:
@@ -74,13 +81,17 @@ def least_memory(tables: CostTables) -> float:
     if pp > n:
         return float("inf")
     mins = [np.array([float(x.min()) for x in layer_memory(tables, i)]) for i in range(pp)]
-    pref = [np.concatenate([[0.0], np.cumsum(m)]) for m in mins]
+    # a layer with no strategy the stage may use (free stage sizes) costs +inf there:
+    # range sums count those separately instead of subtracting infinities
+    pref = [np.concatenate([[0.0], np.cumsum(np.where(np.isfinite(m), m, 0.0))]) for m in mins]
+    bad = [np.concatenate([[0], np.cumsum(~np.isfinite(m))]) for m in mins]
     inf = float("inf")
     best = [[inf] * (n + 1) for _ in range(pp + 1)]
     best[0][0] = 0.0
     for i in range(pp):
         for end in range(i + 1, n - (pp - 1 - i) + 1):
-            best[i + 1][end] = min(max(best[i][s], pref[i][end] - pref[i][s])
+            best[i + 1][end] = min(max(best[i][s], inf if bad[i][end] > bad[i][s]
+                                       else pref[i][end] - pref[i][s])
                                    for s in range(i, end))
     return best[pp][n]
 

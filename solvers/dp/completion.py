@@ -114,7 +114,7 @@ def _multipliers(tables: CostTables, mem, cap: float, allowed) -> list[np.ndarra
     pp = tables.pp
     zero = np.zeros(pp)
     t = sum(float(tables.time[u][allowed[u]].min()) for u in range(tables.num_layers))
-    m = sum(float(mem[-1][u][allowed[u]].min()) for u in range(tables.num_layers))
+    m = sum(_finite_min(mem[-1][u][allowed[u]]) for u in range(tables.num_layers))
     if t <= 0 or m <= 0 or cap <= 0:
         return [zero]
     base = t / max(m, cap)
@@ -123,6 +123,19 @@ def _multipliers(tables: CostTables, mem, cap: float, allowed) -> list[np.ndarra
     for prof in profiles[:1] if pp == 1 else profiles:
         out += [base * f * prof for f in (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)]
     return out
+
+
+def _finite_min(x: np.ndarray) -> float:
+    """Least finite entry (0 when none): infinite memory marks a strategy a stage may not use."""
+    fin = x[np.isfinite(x)]
+    return float(fin.min()) if fin.size else 0.0
+
+
+def _priced(lam: np.ndarray, mem: np.ndarray) -> np.ndarray:
+    """``λ·mem`` with ``+inf`` where ``mem`` is infinite (a strategy the stage may not
+    use, free stage sizes), never ``0·inf``."""
+    fin = np.isfinite(mem)
+    return lam * np.where(fin, mem, 0.0)[None, :] + np.where(fin, 0.0, np.inf)[None, :]
 
 
 def _backward(tables: CostTables, mem, lam: np.ndarray, edge_of, allowed,
@@ -146,7 +159,7 @@ def _backward(tables: CostTables, mem, lam: np.ndarray, edge_of, allowed,
         mask = np.full(kv, np.inf)
         mask[allowed[v]] = 0.0
         own = [(wp[j] * tables.time[v] + wg[j] * tables.sync[v] + mask)[None, :]
-               + lam[:, j:j + 1] * mem[j][v][None, :] for j in range(pp)]
+               + _priced(lam[:, j:j + 1], mem[j][v]) for j in range(pp)]
         for i in range(pp):
             stay = own[i] + h[v][i]                                   # (J, kv)
             if e is not None:

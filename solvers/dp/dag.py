@@ -100,7 +100,7 @@ def solve_dag_single_stage(tables: CostTables, deadline: float | None = None) ->
         back[later].append((e, later == v))
         last_use[earlier] = max(last_use[earlier], pos[later])
     # the key holds LAYOUTS, not strategies: every edge cost depends on the two
-    # layouts only (checked by formulations.milp.layout_matrix), so two partial
+    # layouts only (checked by formulations.direct.collapse), so two partial
     # assignments that agree on the frontier's layouts have the same futures
     lay_of = [layout_ids(strats) for strats in tables.strategies]
     rep = []            # a representative strategy of every layout
