@@ -94,22 +94,32 @@ class CoverBound:
         self.lams: list[np.ndarray] = []     # stage -> (J,) multipliers, λ = 0 first
         self.pref: list[np.ndarray] = []     # stage -> (J, n+1) prefix sums Φ_jλ
         self.mpref: list[np.ndarray] = []    # stage -> (n+1,) prefix sums of min memory
+        self.block: list[np.ndarray] = []    # stage -> (n+1,) first layer ≥ s stage j cannot hold (n if none)
         for j in range(self.pp):
-            mj = [mem[j][v][allowed[v]] for v in range(self.n)]
-            tj = [time[v][allowed[v]] for v in range(self.n)]
+            # infinite memory marks a strategy stage j may not use (free stage sizes): left out
+            mj, tj = [], []
+            for v in range(self.n):
+                m, t = mem[j][v][allowed[v]], time[v][allowed[v]]
+                fin = np.isfinite(m)
+                mj.append(m[fin])
+                tj.append(t[fin])
             slopes = {0.0}
             seen: set[tuple] = set()
             for m, t in zip(mj, tj):
                 key = (m.tobytes(), t.tobytes())
-                if key not in seen:
+                if len(m) and key not in seen:
                     seen.add(key)
                     slopes.update(round(s, 12) for s in _hull_slopes(m, t) if s > 0)
             lam = np.array(sorted(slopes))
-            phi = np.array([(t[None, :] + lam[:, None] * m[None, :]).min(axis=1)
-                            for m, t in zip(mj, tj)]).T.reshape(len(lam), self.n)
+            # a layer with no strategy for stage j blocks it (reach stops there); its terms are 0
+            phi = np.array([(t[None, :] + lam[:, None] * m[None, :]).min(axis=1) if len(m)
+                            else np.zeros(len(lam)) for m, t in zip(mj, tj)]).T.reshape(len(lam), self.n)
+            blocked = np.array([len(m) == 0 for m in mj] + [True])
+            nxt = np.minimum.accumulate(np.where(blocked, np.arange(self.n + 1), self.n)[::-1])[::-1]
+            self.block.append(nxt)
             self.lams.append(lam)
             self.pref.append(np.concatenate([np.zeros((len(lam), 1)), np.cumsum(phi, axis=1)], axis=1))
-            self.mpref.append(np.r_[0.0, np.cumsum([float(m.min()) for m in mj])])
+            self.mpref.append(np.r_[0.0, np.cumsum([float(m.min()) if len(m) else 0.0 for m in mj])])
         self._grid: dict[int, list[np.ndarray]] = {}
         self._sums: dict[int, list[np.ndarray]] = {}
         self._g0 = 1.0
@@ -129,6 +139,7 @@ class CoverBound:
             best = np.minimum(best, np.searchsorted(pref[x], rhs * (1 + 1e-12) + 1e-15, side="right") - 1)
         mrhs = self.mpref[j][start] + budget
         best = np.minimum(best, np.searchsorted(self.mpref[j], mrhs * (1 + 1e-12), side="right") - 1)
+        best = np.minimum(best, self.block[j][start])
         return np.maximum(best, start)
 
     def grid_index(self, bott: np.ndarray) -> np.ndarray:
