@@ -5,7 +5,7 @@ Parts (each writes ``benchmarks/dp/<part>.json`` and prints Markdown):
 - ``growth``: one configuration (pp=4, c=8, 1F1B) of decoder-only chains with
   32, 64, 128, 256, 512, 1024 layers, in two families: *slack* (hidden 1024 on
   4x8 A100-80GB: memory binds only from about 1,024 layers) and *tight* (hidden
-  2048 on 2x8 H100, the memory reserve set so that the capacity is 1.2x the
+  1024 on 2x8 H100, the memory reserve set so that the capacity is 1.2x the
   least memory any plan needs: every stage memory-bound at every size); then the
   slack family at 128 layers with 2, 4, 8 and the full set of strategies per
   layer. Each layer row is solved three ways: the DP on the tables (inner time,
@@ -66,7 +66,7 @@ LARGE, SPACE, UNIAP_BATCH = SB.LARGE, SB.SPACE, SB.UNIAP_BATCH
 UNIAP_CLUSTERS, UNIAP_MODELS, instance = SB.UNIAP_CLUSTERS, SB.UNIAP_MODELS, SB.instance
 
 SIZES = (32, 64, 128, 256, 512, 1024)
-FAMILIES = {"slack": (1024, "4x8-a100-80"), "tight": (2048, "2x8-h100")}
+FAMILIES = {"slack": (1024, "4x8-a100-80"), "tight": (1024, "2x8-h100")}
 #: tight family: capacity = this many times the least memory any plan needs (cost model v2 makes
 #: a fixed cluster slack at 32 layers and infeasible at 512, so the capacity follows the model)
 TIGHT_FACTOR = 1.2
@@ -108,7 +108,7 @@ def tight_reserve(layers: int) -> float:
     hidden, cluster = FAMILIES["tight"]
     tables = _tables(layers, hidden, cluster, SearchSpace(), 0.0)
     cap_gib = TIGHT_FACTOR * least_memory(tables) / GIB
-    return max(user_reserve_for(cap_gib, get_cluster(cluster).device.hbm_gib, default_params()), 0.0)
+    return float(max(user_reserve_for(cap_gib, get_cluster(cluster).device.hbm_gib, default_params()), 0.0))
 
 
 def _tables(layers: int, hidden: int, cluster: str, space: SearchSpace, reserve: float):
@@ -156,7 +156,7 @@ def cli_row(layers: int, family: str, limit: float, reserve: float) -> dict:
         spec = os.path.join(tmp, "spec.yaml")
         with open(spec, "w") as fh:
             fh.write(SPEC.format(blocks=layers - 2, hidden=hidden, ffn=4 * hidden, cluster=cluster,
-                                 limit=limit, reserve=repr(reserve)))
+                                 limit=limit, reserve=repr(float(reserve))))
         # a fresh wrapper process whose only child is the command: its RUSAGE_CHILDREN peak is the command's
         wrap = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
                 "sys.stderr.write('\\nPEAK_KIB %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
