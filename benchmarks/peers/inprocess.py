@@ -7,8 +7,9 @@ honest figure; the file read and the imports are excluded). Grid as in
 ``run.py``: every instance × k ∈ {2, …, 512} at 8 GiB, 25 GiB/s, and ResNet at
 the ``runResnet()`` (k, M) pairs.
 
-Usage: ``python benchmarks/peers/inprocess.py [--only NAME]``; writes
-``benchmarks/peers/piper_inprocess[_NAME].json`` and prints one JSON row per run.
+Usage: ``python benchmarks/peers/inprocess.py [--only NAME] [--grid]`` (``--grid``: the
+8 GiB k-grid only, without ResNet's (k, M) pairs); writes
+``benchmarks/peers/piper_inprocess[_NAME][_grid].json`` and prints one JSON row per run.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from autopar_opt.peers.piper_format import load_piper  # noqa: E402
 def main() -> None:
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
     runs = [(name, k, 8.0) for name in ("gnmt", "bert32a100", "resnet") for k in PIPER_K]
-    runs += [("resnet", k, m) for k, m in RESNET_PAIRS]
+    grid = "--grid" in sys.argv
+    if not grid:
+        runs += [("resnet", k, m) for k, m in RESNET_PAIRS]
     rows = []
     for name, k, mem in runs:
         if only is not None and name != only:
@@ -50,7 +53,7 @@ def main() -> None:
                "knapsacks": out.stats.get("knapsacks"), "load": os.getloadavg()[0]}
         rows.append(row)
         print(json.dumps(row), flush=True)
-    name = "piper_inprocess" + (f"_{only}" if only else "") + ".json"
+    name = "piper_inprocess" + (f"_{only}" if only else "") + ("_grid" if grid else "") + ".json"
     (HERE / name).write_text(json.dumps({"cpus": os.cpu_count(), "uptime_load": os.getloadavg(),
                                          "rows": rows}, indent=1) + "\n")
 
