@@ -112,6 +112,8 @@ class ConfigRowDoc(_Doc):
     pp: int = _f("Pipeline stages.")
     microbatches: int = _f("Micro-batches.")
     schedule: str = _f("Pipeline schedule.")
+    stage_devices: Optional[list[int]] = _f(
+        "Devices of every stage with free stage sizes (absent: congruent, N/pp each).", default=None)
     status: Status = _f("What the search knows about it (docs/DESIGN.md §4).")
     primal: Optional[JsonFloat] = _f("Best plan value found, s (null: none).")
     lower_bound: JsonFloat = _f("Proven lower bound, s (-inf: none; inf: proven infeasible).")
