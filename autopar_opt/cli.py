@@ -270,7 +270,9 @@ def solve(ctx: typer.Context,
                                                       "dqn | gdp (dqn/gdp need the learn extra). Its plan, "
                                                       "priced by evaluate, warm-starts the exact search and "
                                                       "is reported against the proven bound."),
-          budget_s: float = typer.Option(10.0, "--budget-s", help="Searcher budget, s."),
+          budget_s: Optional[float] = typer.Option(
+              None, "--budget-s", help="Searcher budget, s, inside the time limit (default: 10, "
+              "at most half the time limit; more than the time limit is refused)."),
           seed: int = typer.Option(0, "--seed", help="Searcher seed (runs are reproducible).")
           ) -> int:
     """Search the spec's space for the best plan and certify its gap.

@@ -23,7 +23,10 @@ from dataclasses import dataclass, field, asdict
 from enum import Enum
 from typing import Iterable, Iterator
 
-import networkx as nx
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:         # networkx is imported on first use of LayerGraph.nx
+    import networkx as nx
 
 
 class LayerKind(str, Enum):
@@ -173,15 +176,14 @@ class LayerGraph:
     edges: list[tuple[str, str]]
     seq_len: int | None = None
     source: str = ""
-    _graph: nx.DiGraph = field(init=False, repr=False)
+    _graph: "nx.DiGraph | None" = field(init=False, repr=False, default=None, compare=False)
 
     def __post_init__(self) -> None:
-        g = nx.DiGraph()
-        for layer in self.layers:
-            if layer.name in g:
+        index: dict[str, int] = {}
+        for i, layer in enumerate(self.layers):
+            if layer.name in index:
                 raise ValueError(f"duplicate layer name {layer.name!r} in model {self.name!r}")
-            g.add_node(layer.name, layer=layer)
-        index = {layer.name: i for i, layer in enumerate(self.layers)}
+            index[layer.name] = i
         for u, v in self.edges:
             if u not in index or v not in index:
                 missing = u if u not in index else v
@@ -190,8 +192,6 @@ class LayerGraph:
                 raise ValueError(
                     f"edge ({u!r}, {v!r}) goes backwards in the layer order; "
                     "list layers in a topological order")
-            g.add_edge(u, v)
-        self._graph = g
 
     @classmethod
     def chain(cls, name: str, layers: Iterable[Layer], seq_len: int | None = None,
@@ -202,8 +202,17 @@ class LayerGraph:
         return cls(name=name, layers=layers, edges=edges, seq_len=seq_len, source=source)
 
     @property
-    def nx(self) -> nx.DiGraph:
-        """The underlying networkx graph (read-only use)."""
+    def nx(self) -> "nx.DiGraph":
+        """The underlying networkx graph (read-only use), built on first use:
+        importing networkx costs ~0.3 s of every command's start-up (issue 18)."""
+        if self._graph is None:
+            import networkx
+
+            g = networkx.DiGraph()
+            for layer in self.layers:
+                g.add_node(layer.name, layer=layer)
+            g.add_edges_from(self.edges)
+            self._graph = g
         return self._graph
 
     def __len__(self) -> int:

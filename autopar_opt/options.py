@@ -77,6 +77,36 @@ def check_time_limit(seconds: float | None, option: str = "--time-limit") -> lis
     return []
 
 
+#: A searcher's budget when ``--budget-s`` is not given: this many seconds, at
+#: most :data:`SEARCHER_SHARE` of the command's time limit.
+SEARCHER_DEFAULT_S, SEARCHER_SHARE = 10.0, 0.5
+
+
+def check_budget(budget_s: float | None, time_limit_s: float, limit_source: str = "--time-limit",
+                 option: str = "--budget-s") -> list[SpecProblem]:
+    """A searcher budget is a positive number of seconds inside the command's
+    wall-clock budget (``time_limit_s``, named by ``limit_source``): the
+    searcher runs within the time limit, so a larger budget cannot be honoured."""
+    if budget_s is None:
+        return []
+    if not math.isfinite(budget_s) or budget_s <= 0:
+        return _problem(option, budget_s, "must be a positive, finite number of seconds",
+                        "e.g. --budget-s 10")
+    if budget_s > time_limit_s:
+        return _problem(option, budget_s, f"exceeds the command's time limit ({limit_source} "
+                        f"{time_limit_s:g} s): the searcher runs inside it",
+                        f"lower --budget-s to at most {time_limit_s:g}, or raise --time-limit")
+    return []
+
+
+def searcher_budget(budget_s: float | None, time_limit_s: float) -> float:
+    """The searcher's budget: the one given (checked by :func:`check_budget`),
+    else :data:`SEARCHER_DEFAULT_S` capped at :data:`SEARCHER_SHARE` of the limit."""
+    if budget_s is not None:
+        return budget_s
+    return min(SEARCHER_DEFAULT_S, SEARCHER_SHARE * time_limit_s)
+
+
 def check_gap(gap: float | None, option: str = "--gap") -> list[SpecProblem]:
     """A relative gap must lie in [0, 1)."""
     if gap is None:

@@ -195,7 +195,8 @@ def test_search_on_highs_builds_no_pyomo_model(monkeypatch):
     monkeypatch.setattr(formulations, "build_formulation", refuse)
     graph, cluster, training, space = random_instance(4, 4, dag=True)
     result = run_search(graph, cluster, training, space, default_params(),
-                        SearchOptions(solver="highs", time_limit_s=60, rel_gap=1e-9))
+                        SearchOptions(solver="highs", time_limit_s=60, rel_gap=1e-9,
+                                      dp_check=True))
     solved = [r for r in result.certificate.configurations if r.status == "optimal"]
     assert solved and result.plan is not None
     assert all(set(r.timings) == {"build", "translate", "solve", "dp_warm"} for r in solved)

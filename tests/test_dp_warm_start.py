@@ -15,6 +15,7 @@ from autopar_opt.search import inner as inner_mod
 from autopar_opt.search.engine import SearchOptions
 from autopar_opt.search.inner import InnerOutcome, InnerSolver, _merge
 from autopar_opt.search.configs import OuterConfig
+from autopar_opt.core.bounds import Status
 from autopar_opt.core.result import SolveResult, Termination
 from autopar_opt.training import Schedule
 
@@ -41,7 +42,7 @@ def test_mip_is_warm_started_from_the_dp_optimum(seed, monkeypatch):
         starts.append(plan)
         return original(self, plan)
     monkeypatch.setattr(DirectFormulation, "set_warm_start", spy)
-    solver = InnerSolver(SearchOptions(solver="highs", rel_gap=1e-9))
+    solver = InnerSolver(SearchOptions(solver="highs", rel_gap=1e-9, dp_check=True))
     out = solver.solve(tables, 60.0, OuterConfig(2, 4, Schedule.one_f_one_b))
     assert len(starts) == 1
     assert _value(tables, starts[0]) == pytest.approx(exact.primal, rel=1e-9)
@@ -65,7 +66,7 @@ def test_mip_check_budget_is_short_once_the_dp_proved_optimality(monkeypatch):
     graph, cluster, training, space = random_instance(1, 8, dag=False)
     tables = tables_for(graph, cluster, training, space, 2, 4)
     limits = []
-    solver = InnerSolver(SearchOptions(solver="highs", rel_gap=1e-9))
+    solver = InnerSolver(SearchOptions(solver="highs", rel_gap=1e-9, dp_check=True))
     real = solver.backend.solve_model
 
     def spy(model, cls, *, time_limit_s, **kw):
@@ -75,6 +76,24 @@ def test_mip_check_budget_is_short_once_the_dp_proved_optimality(monkeypatch):
     out = solver.solve(tables, 500.0, OuterConfig(2, 4, Schedule.one_f_one_b))
     dp_s = out.result.timings["dp_warm"]
     assert limits == [pytest.approx(max(inner_mod.CHECK_FACTOR * dp_s, inner_mod.CHECK_MIN_S))]
+
+
+def test_exact_dp_closes_the_configuration_without_a_mip(monkeypatch):
+    """By default a configuration the DP warm start proved optimal is closed by
+    the DP: no MIP is built or run, and the outcome is the DP's optimum."""
+    graph, cluster, training, space = random_instance(1, 8, dag=False)
+    tables = tables_for(graph, cluster, training, space, 2, 4)
+    exact = solve_dp(tables)
+    assert exact.termination is Termination.optimal
+    solver = InnerSolver(SearchOptions(solver="highs", rel_gap=1e-9))
+    monkeypatch.setattr(solver.backend, "solve_model",
+                        lambda *a, **k: pytest.fail("the MIP ran after an exact DP"))
+    out = solver.solve(tables, 60.0, OuterConfig(2, 4, Schedule.one_f_one_b))
+    assert out.status is Status.optimal and out.result.termination is Termination.optimal
+    assert out.result.primal == pytest.approx(exact.primal, rel=1e-12)
+    assert out.result.lower_bound == pytest.approx(exact.primal, rel=1e-12)
+    assert _value(tables, out.assignment) == pytest.approx(exact.primal, rel=1e-12)
+    assert set(out.result.timings) == {"dp_warm"} and "no MIP" in out.result.message
 
 
 def _res(term, primal, lower, msg="") -> SolveResult:

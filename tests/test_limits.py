@@ -82,6 +82,8 @@ CASES = [
     ("layers_5000", "s.json", json.dumps({**base(), "model": _explicit(5000, flops_fwd=1e9),
                                           "plan": {"tp": 1, "pp": 1, "microbatches": 1}}),
      r"model\.layers = .*5,000 items exceed the resource limit of 2,048"),
+    ("layer_max_tp_1e12", "s.yaml", _with("model", _explicit(2, flops_fwd=1e9, max_tp=10**12)),
+     r"model\.layers\[0\]\.max_tp = 1000000000000: exceeds the resource limit of 1,048,576"),
     ("zoo_layers_1e9", "s.yaml", _with("model", {"zoo": "debug", "overrides": {"num_layers": 10**9}}),
      r"model\.overrides\.num_layers = 1000000000: exceeds the limit of 16777216"),
     ("zoo_layers_5000", "s.yaml", _with("model", {"zoo": "debug", "overrides": {"num_layers": 5000}}),

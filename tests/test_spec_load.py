@@ -119,7 +119,8 @@ def test_examples_cover_the_requested_set():
     names = {p.name for p in EXAMPLES}
     assert {"quickstart.yaml", "llama7b_2x8_a100.yaml", "bert_huge_1x8_v100.yaml",
             "llama3_70b_1024_h100.yaml", "gpt3_175b_3072_a100.yaml",
-            "estimate_megatron_gpt3_175b.yaml", "inception_v3_8gpu.yaml"} <= names
+            "estimate_megatron_gpt3_175b.yaml", "inception_v3_8gpu.yaml",
+            "llama31_405b_16384_h100.yaml", "deepseek_v3_2048_h800.yaml"} <= names
 
 
 def test_split_example_loads():

@@ -163,6 +163,10 @@ class SolverDoc(_Doc):
     form: str = _f("milp, miqp or tables (the DP).")
     time_limit_s: float = _f("Time limit of the search, s.")
     rel_gap: float = _f("Target relative gap.")
+    timings: dict[str, float] = _f(
+        "Where the command's time went, s: tables_s (cost tables and analytic bounds, "
+        "inside wall_time_s), baselines_s (after the search), command_s (since the process "
+        "started, before the outputs were written).", default_factory=dict)
 
 
 class BaselineDoc(_Doc):

@@ -157,9 +157,8 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
     b = training.global_batch_size // microbatches
     ctxs = {d: StageContext(cluster, training, params, d, b) for d in sorted(set(sizes))}
     strategies, time, sync, wbytes, abytes, classes = [], [], [], [], [], []
-    cache: dict[tuple, tuple] = {}
-    for layer in graph.layers:
-        key = layer.signature()
+    cache: dict[int, tuple] = {}
+    for layer, key in zip(graph.layers, graph.cost_classes):   # classes computed once per graph
         if key not in cache:
             strats, costs = [], []
             for d, ctx in ctxs.items():
@@ -241,32 +240,46 @@ def _edge_tables(graph: LayerGraph, strategies: list[list[Strategy]],
                  edges: list[tuple[int, int]], ctxs: dict[int, StageContext]):
     """R, R'(intra), R'(inter) per edge. R (resharding inside a stage) is priced
     on the stage's own tier; a pair of strategies on different device counts is
-    never in one stage (free stage sizes), so its R entry is 0 and unused."""
+    never in one stage (free stage sizes), so its R entry is 0 and unused.
+    All three depend on the two layers' layouts only (a layout fixes its device
+    count), so each is priced once per pair of distinct layouts and expanded to
+    the strategy pairs by indexing; edges between layers of the same classes and
+    output size share their arrays (strategy lists are shared per class)."""
     ctx = next(iter(ctxs.values()))
     cl = ctx.cluster
     eff_intra = ctx.link_efficiency(cl.intra_node)
     eff_inter = ctx.link_efficiency(cl.inter_node)
     reshard, cross_intra, cross_inter = [], [], []
     memo: dict[tuple, tuple] = {}
+    layouts: dict[int, tuple[list, np.ndarray]] = {}
 
-    def in_stage(a: Strategy, b: Strategy, nbytes: float) -> float:
-        if a.devices != b.devices:
+    def distinct(strats: list[Strategy]) -> tuple[list, np.ndarray]:
+        if id(strats) not in layouts:
+            seen: dict = {}
+            idx = np.array([seen.setdefault(s.layout, len(seen)) for s in strats], dtype=int)
+            layouts[id(strats)] = (list(seen), idx)
+        return layouts[id(strats)]
+
+    def in_stage(a, b, nbytes: float) -> float:
+        devices = a.dp * a.tp * a.cp
+        if devices != b.dp * b.tp * b.cp:
             return 0.0
-        c = ctxs[a.devices]
-        return reshard_time(a.layout, b.layout, nbytes, c.stage_tier, c.link_efficiency(c.stage_tier))
+        c = ctxs[devices]
+        return reshard_time(a, b, nbytes, c.stage_tier, c.link_efficiency(c.stage_tier))
 
     for u, v in edges:
         nbytes = graph.layers[u].output_bytes * ctx.microbatch_samples
-        key = (nbytes, tuple(strategies[u]), tuple(strategies[v]))
+        key = (nbytes, id(strategies[u]), id(strategies[v]))
         if key not in memo:
-            lu = [s.layout for s in strategies[u]]
-            lv = [s.layout for s in strategies[v]]
-            memo[key] = (
-                np.array([[in_stage(a, b, nbytes) for b in strategies[v]] for a in strategies[u]]),
-                np.array([[cross_stage_time(a, b, nbytes, cl.intra_node, cl.intra_node, eff_intra)
-                           for b in lv] for a in lu]),
-                np.array([[cross_stage_time(a, b, nbytes, cl.inter_node, cl.intra_node, eff_inter)
-                           for b in lv] for a in lu]))
+            (lu, iu), (lv, iv) = distinct(strategies[u]), distinct(strategies[v])
+            small = (
+                [[in_stage(a, b, nbytes) for b in lv] for a in lu],
+                [[cross_stage_time(a, b, nbytes, cl.intra_node, cl.intra_node, eff_intra)
+                  for b in lv] for a in lu],
+                [[cross_stage_time(a, b, nbytes, cl.inter_node, cl.intra_node, eff_inter)
+                  for b in lv] for a in lu])
+            memo[key] = tuple(np.array(m, dtype=float).reshape(len(lu), len(lv))[np.ix_(iu, iv)]
+                              for m in small)
         r, ci, ce = memo[key]
         reshard.append(r)
         cross_intra.append(ci)

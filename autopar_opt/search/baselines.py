@@ -6,8 +6,15 @@
   best over every (pp, c, schedule) of the space;
 * the user's own plan from the spec, if any.
 
-Each is priced by :func:`autopar_opt.evaluate.evaluate`; one that does not fit
-in memory is kept with a note, never dropped.
+The first two are derived from the cost tables the search already built
+(:func:`table_baselines`, issue 18: everything ``autopar solve`` prints runs
+inside the time budget on tables the search paid for): every candidate is
+priced from the tables (the objective of docs/DESIGN.md §3, equal to
+evaluate()), and only the winner of each is re-priced by
+:func:`autopar_opt.evaluate.evaluate` for its metrics. The evaluate()-based
+enumeration (:func:`pure_data_parallel`, :func:`best_uniform`) is kept for
+searches that build no tables (DeepSpeed's exhaustive enumeration). One that
+does not fit in memory is kept with a note, never dropped.
 """
 
 from __future__ import annotations
@@ -17,10 +24,10 @@ from dataclasses import dataclass
 
 from autopar_opt.evaluate import PlanError, PlanMetrics, evaluate
 from autopar_opt.graph import LayerGraph
-from autopar_opt.hardware import Cluster
+from autopar_opt.hardware import GIB, Cluster
 from autopar_opt.plan import Plan, StagePlan
 from autopar_opt.search.configs import outer_configs
-from autopar_opt.strategies import Strategy, enumerate_strategies
+from autopar_opt.strategies import Layout, Strategy, divisors, enumerate_strategies
 from autopar_opt.training import Recompute, SearchSpace, Training
 
 
@@ -91,13 +98,23 @@ def _best_of(candidates, graph, cluster, training, params,
 
 
 def _grid(space: SearchSpace, d: int, dp_only: bool) -> list[Strategy]:
+    """The uniform (tp, cp, sp, ZeRO, recompute) choices of ``space`` on ``d``
+    devices: tp and cp from the space's lists (every divisor of ``d`` where a
+    list is open), tp = cp = 1 for pure data parallelism."""
     out = []
-    tps = [1] if dp_only else [t for t in range(1, d + 1) if d % t == 0]
+    if dp_only:
+        tps, cps = [1], [1]
+    else:
+        tps = [t for t in divisors(d) if space.tp_degrees is None or t in space.tp_degrees]
+        cps = sorted(set(space.cp_degrees))
     for tp in tps:
-        for sp in ((False,) if tp == 1 else tuple(sorted(set(space.sequence_parallel)))):
-            for zero in sorted(set(space.zero_levels)):
-                for rc in space.recompute:
-                    out.append(Strategy(d // tp, tp, 1, sp, zero, Recompute(rc)))
+        for cp in cps:
+            if d % (tp * cp):
+                continue
+            for sp in ((False,) if tp == 1 else tuple(sorted(set(space.sequence_parallel)))):
+                for zero in sorted(set(space.zero_levels)):
+                    for rc in space.recompute:
+                        out.append(Strategy(d // (tp * cp), tp, cp, sp, zero, Recompute(rc)))
     return out
 
 
@@ -108,49 +125,136 @@ def _uniform_candidates(graph, cluster, training, space, pp: int, c: int, schedu
         yield _uniform(graph, cluster, training, space, pp, c, schedule, s)
 
 
-def best_uniform_assignment(tables):
+def _even_stages(n: int, pp: int) -> list[int]:
+    """Stage of each of ``n`` layers split evenly over ``pp`` stages (the first
+    ``n mod pp`` stages take one layer more), as Megatron-LM splits them."""
+    base, extra = divmod(n, pp)
+    return [i for i in range(pp) for _ in range(base + (1 if i < extra else 0))]
+
+
+def _uniform_choices(tables, dp_only: bool) -> list[tuple[int, ...]]:
+    """The distinct strategy-index vectors of the uniform candidates of one
+    configuration: one grid strategy on every layer (:func:`_closest`; the
+    tables may have pruned it as dominated), grid strategies a layer cannot
+    take skipped. Layers of one class share their strategy list, so each list
+    is searched once per grid strategy."""
+    out: dict[tuple[int, ...], None] = {}
+    lists: dict[int, list[Strategy]] = {}
+    for strats in tables.strategies:
+        lists.setdefault(id(strats), strats)
+    for s in _grid(tables.space, tables.devices_per_stage, dp_only):
+        picks = {key: _closest(strats, s) for key, strats in lists.items()}
+        if any(k is None for k in picks.values()):
+            continue
+        out.setdefault(tuple(picks[id(strats)] for strats in tables.strategies), None)
+    return list(out)
+
+
+def _price(tables, stage: list[int], choice: tuple[int, ...]) -> float | None:
+    """Iteration time of one assignment from the tables (docs/DESIGN.md §3, the
+    DP's pricing, equal to evaluate()); None when a stage exceeds its memory."""
+    from autopar_opt.core.assignment import Assignment
+    from autopar_opt.evaluate import pipeline_latency
+    from autopar_opt.solvers.dp.common import MEM_EPS, stage_terms
+
+    p, o, g, mem = stage_terms(tables, Assignment(stage, list(choice)))
+    if any(m > tables.capacity_bytes + MEM_EPS * GIB for m in mem):
+        return None
+    return (pipeline_latency(p, o, g, tables.microbatches, tables.schedule)
+            + tables.params.iteration_overhead_s)
+
+
+def best_uniform_assignment(tables, dp_only: bool = False):
     """Best feasible uniform plan of one outer configuration as ``(Assignment,
-    value)``, or None (a MIP warm start).
+    value)``, or None (a MIP warm start, and the baselines of
+    :func:`table_baselines`).
 
     Priced from the configuration's cost tables (the objective of docs/DESIGN.md §3,
     which equals evaluate() on every plan: tests/test_evaluate.py), not by
-    evaluate(): this runs once per solved configuration, and on a 3072-GPU
-    model evaluate() of every candidate took seconds. Same candidates as the
-    baseline: one grid strategy on every layer (:func:`_closest`; the tables
-    may have pruned it as dominated), layers split evenly.
+    evaluate(): on a 3072-GPU model evaluate() of every candidate took seconds.
+    Candidates: one grid strategy on every layer (:func:`_uniform_choices`),
+    layers split evenly; ``dp_only`` keeps tp = cp = 1 (pure data parallelism).
     """
-    from autopar_opt.core.assignment import Assignment
-    from autopar_opt.solvers.dp.common import fits, iteration_time
+    return _best_uniform(tables, dp_only)[0]
 
-    if tables.stage_devices is not None:
-        return None          # stages of different sizes cannot share one strategy
-    n, pp = tables.num_layers, tables.pp
-    base, extra = divmod(n, pp)
-    stage = [i for i in range(pp) for _ in range(base + (1 if i < extra else 0))]
+
+
+def _best_uniform(tables, dp_only: bool):
+    """:func:`best_uniform_assignment` and how many candidates there were.
+    Free stage sizes (``tables.stage_devices``) have none: stages of different
+    sizes cannot share one strategy."""
+    from autopar_opt.core.assignment import Assignment
+
+    if tables.space is None or tables.stage_devices is not None or (dp_only and tables.pp != 1):
+        return None, 0
+    stage = _even_stages(tables.num_layers, tables.pp)
     best = None
-    for s in _grid(tables.space, tables.devices_per_stage, dp_only=False):
-        picks: dict[int, int | None] = {}     # layers of one class share their strategy list
-        choice = []
-        for strats in tables.strategies:
-            if id(strats) not in picks:
-                picks[id(strats)] = _closest(strats, s)
-            if picks[id(strats)] is None:
-                break
-            choice.append(picks[id(strats)])
-        if len(choice) < n:
-            continue
-        asg = Assignment(stage, choice)
-        if fits(tables, asg):
-            val = iteration_time(tables, asg)
-            if best is None or val < best[1]:
-                best = (asg, val)
-    return best
+    choices = _uniform_choices(tables, dp_only)
+    for choice in choices:
+        val = _price(tables, stage, choice)
+        if val is not None and (best is None or val < best[1]):
+            best = (Assignment(stage, list(choice)), val)
+    return best, len(choices)
 
 
 def best_uniform_for_config(tables) -> Plan | None:
     """:func:`best_uniform_assignment` as a :class:`Plan` (None when none fits)."""
     best = best_uniform_assignment(tables)
     return None if best is None else tables.plan_of(best[0])
+
+
+def _best_over_tables(tables_list, dp_only: bool, deadline: float | None):
+    """``(plan, configurations priced, candidates)`` of the best uniform plan
+    over the configurations' tables; stops at ``deadline``."""
+    best, priced, candidates = None, 0, 0
+    for tables in tables_list:
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        priced += 1
+        found, n = _best_uniform(tables, dp_only)
+        candidates += n
+        if found is not None and (best is None or found[1] < best[2]):
+            best = (tables, found[0], found[1])
+    return (best[0].plan_of(best[1]) if best else None), priced, candidates
+
+
+def _table_baseline(name: str, tables_list, dp_only: bool, graph, cluster, training, params,
+                    deadline: float | None) -> Baseline:
+    """One baseline from the tables: the winner re-priced by evaluate()."""
+    plan, priced, candidates = _best_over_tables(tables_list, dp_only, deadline)
+    cut = _cut_short(deadline) if priced < len(tables_list) else ""
+    what = ("pure data-parallel plan" if dp_only else "uniform plan")
+    if plan is None:
+        if cut:
+            return Baseline(name, None, None, "not found: the time limit was reached before a "
+                            f"{what} that fits was priced")
+        if dp_only and not tables_list:
+            return Baseline(name, None, None, "pp=1 is outside the search space")
+        if not candidates:
+            return Baseline(name, None, None, f"no {what} is in the search space for this "
+                            "batch/model")
+        return Baseline(name, None, None, f"no {what} of the space fits in memory")
+    metrics = evaluate(plan, graph, cluster, training, params)
+    scope = ("best over ZeRO level, recomputation and micro-batches" if dp_only else
+             f"best of {candidates} uniform plans (tp, cp, sp, ZeRO, recompute; even layer "
+             f"split) over {priced} configurations")
+    return Baseline(name, plan, metrics, scope + cut)
+
+
+def table_baselines(tables_list, graph, cluster, training, params, plan: Plan | None,
+                    deadline: float | None = None) -> list[Baseline]:
+    """Pure data parallelism, best uniform and the user's plan, derived from the
+    cost tables the search built (``tables_list``, one per configuration it
+    prepared); candidates stop at ``deadline`` (``time.perf_counter()``)."""
+    pp1 = [t for t in tables_list if t.pp == 1]
+    out = [_table_baseline("pure data parallelism", pp1, True, graph, cluster, training, params,
+                           deadline),
+           _table_baseline("best uniform Megatron-style", tables_list, False, graph, cluster,
+                           training, params, deadline)]
+    user = user_plan(plan, graph, cluster, training, params)
+    if user:
+        out.append(user)
+    return out
 
 
 def _cut_short(deadline: float | None) -> str:

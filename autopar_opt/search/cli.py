@@ -25,7 +25,7 @@ from rich.table import Table
 from autopar_opt.budget import Budget
 from autopar_opt.interrupts import InterruptGuard, exit_code
 from autopar_opt.outputs import write_atomic
-from autopar_opt.search.baselines import all_baselines
+from autopar_opt.search.baselines import all_baselines, table_baselines
 from autopar_opt.search.document import build_document
 from autopar_opt.search.engine import SearchOptions, run_search
 
@@ -144,6 +144,7 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     err = console(stderr=True)
     found = None
     if searcher is not None:
+        searcher = _searcher_within_limit(searcher, time_limit_s, spec.solver.time_limit_s)
         found = searcher.run(spec, err)
         if found is None:
             return 2
@@ -165,13 +166,16 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                          runnable_by=runnable_by)
         if result is None:
             return 2
-        baselines = all_baselines(spec.graph, spec.cluster, spec.training, spec.space,
-                                  spec.cost_params, spec.plan, deadline=budget.deadline - reserve) \
-            if not guard.interrupted else []
+        began = _now()
+        baselines = [] if guard.interrupted else _baselines(spec, result, budget.deadline - reserve)
+        baselines_s = _now() - began
         guard.defer()      # a second signal must not cut the outputs short
         options.time_limit_s = budget.total_s
         doc = build_document(str(spec_path), spec.graph, spec.cluster, spec.training, spec.space,
                              spec.cost_params, options, result, baselines)
+        doc["solver"]["timings"] = {"tables_s": round(result.prepare_s, 3),
+                                    "baselines_s": round(baselines_s, 3),
+                                    "command_s": round(budget.elapsed(), 3)}
         if guard.interrupted and doc["status"] != "interrupted":
             doc["status"] = "interrupted"
         if runnable_by:
@@ -184,6 +188,30 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         if guard.interrupted:
             return exit_code(guard.signum)
         return code
+
+
+def _searcher_within_limit(searcher, time_limit_s: float | None, spec_limit_s: float):
+    """The searcher hook with its budget inside the command's time limit
+    (issue 15): an explicit ``--budget-s`` above the limit is refused (exit 2),
+    the default is capped (:func:`autopar_opt.options.searcher_budget`)."""
+    import dataclasses
+
+    from autopar_opt import options as opt
+
+    limit = time_limit_s if time_limit_s is not None else spec_limit_s
+    source = "--time-limit" if time_limit_s is not None else "the spec's solver.time_limit_s"
+    opt.raise_if_any(opt.check_budget(searcher.budget_s, limit, source))
+    return dataclasses.replace(searcher, budget_s=opt.searcher_budget(searcher.budget_s, limit))
+
+
+def _baselines(spec, result, deadline: float):
+    """The baselines, from the cost tables the search built (issue 18); by
+    evaluate() enumeration only for searches that built none (DeepSpeed's)."""
+    if result.tables:
+        return table_baselines(result.tables, spec.graph, spec.cluster, spec.training,
+                               spec.cost_params, spec.plan, deadline=deadline)
+    return all_baselines(spec.graph, spec.cluster, spec.training, spec.space, spec.cost_params,
+                         spec.plan, deadline=deadline)
 
 
 def _import_heavy_modules(report: bool) -> None:

@@ -61,6 +61,9 @@ class SearchOptions:
     symmetry: bool | None = None
     export_dir: Path | None = None
     export_format: str = "mps"
+    #: run the MIP as an independent check on configurations the exact DP warm
+    #: start already proved optimal (off: the DP's proof closes them)
+    dp_check: bool = False
     #: polled between configurations; True stops the search (a stop signal arrived)
     should_stop: Callable[[], bool] | None = None
     #: the signal number to report when ``should_stop`` stopped the search
@@ -88,6 +91,10 @@ class SearchResult:
     interrupted_by: int | None = None
     #: one line per configuration a failed backend handed to the default backend
     fallbacks: list[str] = field(default_factory=list)
+    #: the cost tables of every configuration the search prepared: what
+    #: everything printed beside the search is derived from (the baselines,
+    #: :func:`autopar_opt.search.baselines.table_baselines`), never rebuilt
+    tables: list[CostTables] = field(default_factory=list, repr=False)
 
     def status(self, rel_gap: float) -> SearchStatus:
         """optimal | feasible | infeasible | no_plan (exit codes 0, 0, 3, 4), by
@@ -288,7 +295,8 @@ class Search:
                             form=self.inner.form_name, log_tail=self.log_tail[-4000:],
                             least_memory_bytes=least, infeasible_reasons=reasons,
                             wall_time_s=time.perf_counter() - self.start, prepare_s=self.prepare_s,
-                            interrupted_by=self.interrupted_by, fallbacks=list(self.fallbacks))
+                            interrupted_by=self.interrupted_by, fallbacks=list(self.fallbacks),
+                            tables=[tables for _, tables, _ in self.prepared])
 
 
 def _unfinished(rest: list, late: list[OuterConfig], interrupted: int | None) -> list[ConfigRecord]:

@@ -10,9 +10,12 @@ budget (:data:`DP_WARM_FRACTION` of the configuration's time, at most
 :data:`DP_WARM_MAX_S`); the MIP starts from the better of its plan and the best
 uniform plan of the configuration. Both the DP and the MIP bounds are proven,
 so the configuration keeps the larger. When the DP has already proven its plan
-optimal, the MIP still runs, as an independent check, on a short budget
-(:data:`CHECK_FACTOR` × the DP's time, at least :data:`CHECK_MIN_S`); the
-record's message says which method proved the bound.
+optimal, the configuration is closed and no MIP is built (issue 18: the MIP
+run after an exact DP proved nothing the DP had not, and took 2-3x the DP's
+time on the frontier instances); ``SearchOptions.dp_check`` (or
+``--export-models``, which needs the MIP) still runs the MIP as an independent
+check, on a short budget (:data:`CHECK_FACTOR` × the DP's time, at least
+:data:`CHECK_MIN_S`); the record's message says which method proved the bound.
 
 Backends declaring :attr:`Feature.matrix_input` (HiGHS) get the MILP as a matrix built
 directly from the cost tables (:mod:`autopar_opt.formulations.direct`): no
@@ -114,6 +117,9 @@ class InnerSolver:
         if opts.warm_start and self.form_name != "tables":
             warm, dp = self._warm(tables, remaining_s)
             limit = remaining_s - dp.wall_time_s
+            if dp.termination is Termination.optimal and dp.has_solution and not (
+                    getattr(opts, "dp_check", False) or opts.export_dir is not None):
+                return _dp_closed(dp, opts.rel_gap)
             if dp.termination is Termination.optimal:
                 limit = min(limit, max(CHECK_FACTOR * dp.wall_time_s, CHECK_MIN_S))
             limit = max(limit, MIN_MIP_S)   # the DP may have used the whole share
@@ -163,6 +169,14 @@ class InnerSolver:
         if dp.has_solution and (uniform is None or dp.primal <= uniform[1]):
             return dp.solution, dp      # the DP's primal is the same tables objective
         return (None if uniform is None else uniform[0]), dp
+
+
+def _dp_closed(dp: SolveResult, rel_gap: float) -> InnerOutcome:
+    """The outcome of a configuration the exact DP warm start proved optimal."""
+    res = dp.with_(timings={"dp_warm": dp.wall_time_s},
+                   message="; ".join(m for m in (dp.message, "proven optimal by the exact DP "
+                                                 "warm start; no MIP was run") if m))
+    return InnerOutcome(res, dp.solution).derive(rel_gap)
 
 
 def _merge(outcome: InnerOutcome, dp: SolveResult | None, rel_gap: float) -> InnerOutcome:

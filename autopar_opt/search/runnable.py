@@ -116,12 +116,13 @@ def run_runnable_search(framework: str, graph: LayerGraph, cluster: Cluster, tra
     choices = uniform_choices(framework, graph, space, training.seq_len)
     if framework == "deepspeed":
         return _exhaustive(choices, graph, cluster, training, space, params, options, start)
-    records, best, last = [], None, None
+    records, best, last, tables = [], None, None, []
     for k, choice in enumerate(choices):
         remaining = options.time_limit_s - (time.perf_counter() - start)
         sub = replace(options, time_limit_s=max(remaining / (len(choices) - k), 0.05))
         result = run_search(graph, cluster, training, choice.restrict(space), params, sub)
         last = result
+        tables += result.tables
         for r in result.certificate.configurations:
             r.message = "; ".join(m for m in (f"[{framework}: {choice.label()}]", r.message) if m)
         records += result.certificate.configurations
@@ -134,7 +135,7 @@ def run_runnable_search(framework: str, graph: LayerGraph, cluster: Cluster, tra
     base = best or last
     if base is None:
         raise ValueError(f"no uniform choice of the search space can run on {framework}")
-    return replace(base, certificate=Certificate(records),
+    return replace(base, certificate=Certificate(records), tables=tables,
                    wall_time_s=time.perf_counter() - start,
                    infeasible_reasons=sorted({r.message for r in records
                                               if r.status == "infeasible" and r.message}))

@@ -189,12 +189,16 @@ def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGra
 
 def build_solver(section: SolverSection, out: ProblemList) -> SolverOptions:
     """Solver options; a form the backend does not declare in ``accepts`` is refused
-    (HiGHS cannot solve the MIQP: docs/DESIGN.md §5)."""
+    (HiGHS cannot solve the MIQP: docs/DESIGN.md §5). The backend module is
+    imported only when a form is named: importing HiGHS's (scipy.sparse, highspy)
+    cost ``autopar estimate`` about a third of its start-up (issue 18)."""
     from autopar_opt.core.result import ProblemClass
     from autopar_opt.solvers.registry import backend_class
 
+    if section.form == "auto":
+        return SolverOptions(section.name, section.time_limit_s, section.rel_gap, section.form)
     accepts = backend_class(section.name).accepts
-    if (section.form != "auto" and ProblemClass.tables not in accepts
+    if (ProblemClass.tables not in accepts
             and ProblemClass(section.form.upper()) not in accepts):
         takers = [n for n in backend_names() if ProblemClass(section.form.upper())
                   in backend_class(n).accepts]

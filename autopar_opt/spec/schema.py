@@ -62,9 +62,11 @@ _LAYER_EXAMPLES: dict[str, Any] = {
 
 def _layer_bounds(name: str, hint: Any) -> dict[str, Any]:
     """Bounds of a layer field: counts and sizes are non-negative; ``max_tp`` and
-    ``expert_load`` are at least 1."""
+    ``expert_load`` are at least 1, and ``max_tp`` (a parallel degree) at most
+    :data:`autopar_opt.limits.MAX_DEGREE`, the resource limit of every degree
+    (issue 15: checked before any work, named in the error)."""
     if name in ("max_tp",):
-        return {"ge": 1}
+        return {"ge": 1, "le": limits.MAX_DEGREE}
     if name == "expert_load":
         return {"ge": 1.0}
     return {"ge": 0} if hint in (int, float) else {}

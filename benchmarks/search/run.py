@@ -1,17 +1,27 @@
-"""Search benchmark (issue 3): UniAP suite and two large instances.
+"""Search benchmark (issues 3 and 18): what a user waits for, and where it goes.
 
-For each instance: wall time of the whole search (cost tables, bounds, model
-building, translation, solving), the split of that time, the global gap, the
-plan's throughput and its ratio to the best uniform Megatron-style plan and
-to pure data parallelism (all priced by evaluate()). Writes RESULTS.md and
-results.json next to this file.
+Every instance is solved by the command a user types, ``autopar solve SPEC
+--json``, run as a subprocess (:mod:`benchmarks.clitime`: wall clock, CPU time
+and peak resident memory of the child, interpreter start-up included). Beside
+that whole-command figure the inner split read from the command's plan.json:
+``search`` (``solver.wall_time_s``: tables, bounds, DP warm starts, MILPs),
+``tables`` (cost tables + analytic bounds), ``dp_warm`` / ``build`` /
+``translate`` / ``solve`` summed over configurations, ``baselines``, and what is
+left outside the search (start-up, spec loading, baselines, outputs).
 
-Time split keys: ``tables+bounds`` (cost tables and analytic bound of every
-configuration), ``dp_warm`` (the DP warm start), ``build`` (the MILP matrix),
-``translate`` (passing it to HiGHS), ``solve`` (HiGHS); the rest of the wall
-time is re-pricing plans with evaluate() and bookkeeping.
+Targets (issue 18): whole command <= 1.2 x search + 1 s on every instance;
+the frontier instances (the four large examples: Llama-3.1-405B / 16,384 H100,
+DeepSeek-V3 / 2,048 H800, GPT-3 175B / 3,072 A100, Llama-3-70B / 1,024 H100)
+at ``--gap 0.01 --time-limit 60``: gap <= 1 %, whole command <= 60 s, peak
+memory <= 4 GiB.
 
-Usage: python benchmarks/search/run.py [--solver highs] [--only NAME] [--large]
+Groups: ``uniap`` (5 models x 6 clusters, batch 32, the space below),
+``large`` (the two issue-3 instances in that space), ``frontier`` (the example
+specs as shipped, gap 1 %, limit 60 s). Writes results.json and RESULTS.md
+next to this file.
+
+Usage: python benchmarks/search/run.py [--group uniap,large,frontier] [--only NAME]
+       [--solver highs] [--time-limit 60]
 """
 
 from __future__ import annotations
@@ -20,87 +30,149 @@ import argparse
 import json
 import platform
 import statistics
+import sys
+import tempfile
 import time
 from pathlib import Path
 
-from autopar_opt.cost.params import default_params
-from autopar_opt.model_zoo.registry import build_model, get_cluster
-from autopar_opt.search.baselines import best_uniform, pure_data_parallel
-from autopar_opt.search.engine import SearchOptions, run_search
-from autopar_opt.training import Recompute, Schedule, SearchSpace, Training
-
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent))
+from clitime import load_average, run_cli  # noqa: E402
+
 UNIAP_MODELS = ["bert-huge-32", "t5-large-32", "vit-huge-32", "swin-huge-32", "llama-7b"]
-UNIAP_CLUSTERS = ["1x8-a100-40", "2x8-a100-40", "4x8-a100-40", "1x8-v100-32", "2x8-v100-32", "4x8-v100-32"]
+UNIAP_CLUSTERS = ["1x8-a100-40", "2x8-a100-40", "4x8-a100-40", "1x8-v100-32", "2x8-v100-32",
+                  "4x8-v100-32"]
 #: UniAP-like setting: global batch 32 (UniAP Sec. 5 uses mini-batches of this order),
 #: the models' default sequence lengths, mixed precision (fp16 on V100, bf16 on A100).
 UNIAP_BATCH = 32
-SPACE = SearchSpace(zero_levels=(0, 1, 2, 3), recompute=(Recompute.none, Recompute.full),
-                    schedules=(Schedule.one_f_one_b,), max_microbatches=32)
+SPACE = {"zero_levels": [0, 1, 2, 3], "recompute": ["none", "full"], "schedules": ["1f1b"],
+         "max_microbatches": 32}
 LARGE = [("llama3-70b", "h100-1024", 512, 8192), ("gpt3-175b", "a100-80-3072", 1536, 2048)]
+#: the frontier instances of issue 18: shipped example specs
+FRONTIER = ["llama31_405b_16384_h100", "deepseek_v3_2048_h800", "gpt3_175b_3072_a100",
+            "llama3_70b_1024_h100"]
+FRONTIER_GAP, FRONTIER_LIMIT_S, FRONTIER_MEM_MIB = 0.01, 60.0, 4096.0
 
 
-def instance(model: str, cluster_name: str, batch: int, seq_len: int | None = None):
-    cluster = get_cluster(cluster_name)
-    dtype = "fp16" if "V100" in cluster.device.name else "bf16"
-    graph = build_model(model, seq_len=seq_len) if seq_len else build_model(model)
-    training = Training(global_batch_size=batch, seq_len=graph.seq_len, dtype=dtype)
-    return graph, cluster, training
+def spec_text(model: str, cluster: str, batch: int, seq_len: int | None, limit: float,
+              solver: str) -> str:
+    """A spec file for one benchmark instance (JSON is YAML)."""
+    dtype = "fp16" if "v100" in cluster else "bf16"
+    training = {"global_batch_size": batch, "dtype": dtype}
+    if seq_len:
+        training["seq_len"] = seq_len
+    return json.dumps({"model": {"zoo": model}, "cluster": {"zoo": cluster},
+                       "training": training, "search": SPACE,
+                       "solver": {"name": solver, "time_limit_s": limit, "rel_gap": 1e-3}})
 
 
-def run_one(model: str, cluster_name: str, batch: int, seq_len, solver: str, limit: float) -> dict:
-    graph, cluster, training = instance(model, cluster_name, batch, seq_len)
-    params = default_params()
-    options = SearchOptions(solver=solver, time_limit_s=limit, rel_gap=1e-3)
-    t0 = time.perf_counter()
-    result = run_search(graph, cluster, training, SPACE, params, options)
-    wall = time.perf_counter() - t0
-    split: dict[str, float] = {"tables+bounds": result.prepare_s}
-    for rec in result.certificate.configurations:
-        for k, v in rec.timings.items():
-            split[k] = split.get(k, 0.0) + v
-    dp = pure_data_parallel(graph, cluster, training, SPACE, params)
-    uni = best_uniform(graph, cluster, training, SPACE, params)
-    tput = result.metrics.samples_per_s if result.metrics else None
-    ratio = lambda b: (tput / b.metrics.samples_per_s) if (tput and b.metrics) else None
-    cert = result.certificate
+def measure(spec: Path, extra: list[str], name: str, group: str) -> dict:
+    """One ``autopar solve`` subprocess and the inner split of its plan.json."""
+    run = run_cli(["solve", str(spec), "--json", *extra], timeout_s=900)
+    doc = run.pop("json") or {}
+    solver, cert = doc.get("solver", {}), doc.get("certificate", {})
+    split: dict[str, float] = {}
+    for rec in cert.get("configurations", []):
+        for key, value in (rec.get("timings") or {}).items():
+            split[key] = split.get(key, 0.0) + value
+    timings = solver.get("timings", {})
     statuses: dict[str, int] = {}
-    for rec in cert.configurations:
-        statuses[rec.status] = statuses.get(rec.status, 0) + 1
-    return {"model": model, "cluster": cluster_name, "batch": batch, "wall_s": wall,
-            "status": result.status(1e-3), "gap": cert.gap, "primal_s": cert.primal,
-            "lower_bound_s": cert.lower_bound, "configs": len(cert.configurations),
-            "statuses": statuses, "time_split_s": split,
-            "samples_per_s": tput, "vs_uniform": ratio(uni), "vs_pure_dp": ratio(dp),
-            "uniform_note": uni.note, "pure_dp_note": dp.note,
-            "plan": (f"pp={result.plan.pp} c={result.plan.microbatches}" if result.plan else None)}
+    for rec in cert.get("configurations", []):
+        statuses[rec["status"]] = statuses.get(rec["status"], 0) + 1
+    plan = doc.get("plan")
+    base = {b["name"]: b for b in doc.get("baselines", [])}
+    tput = (doc.get("metrics") or {}).get("samples_per_s")
+
+    def ratio(key: str):
+        b = base.get(key)
+        return tput / b["metrics"]["samples_per_s"] if (tput and b and b.get("metrics")) else None
+
+    search = solver.get("wall_time_s")
+    return {"name": name, "group": group, **run, "status": doc.get("status"),
+            "gap": cert.get("gap"), "primal_s": cert.get("primal"),
+            "search_s": search, "tables_s": timings.get("tables_s"),
+            "baselines_s": timings.get("baselines_s"), "split_s": split,
+            "outside_search_s": round(run["wall_s"] - search, 3) if search is not None else None,
+            "target_s": round(1.2 * search + 1.0, 3) if search is not None else None,
+            "configs": len(cert.get("configurations", [])), "statuses": statuses,
+            "plan": f"pp={plan['pp']} c={plan['microbatches']}" if plan else None,
+            "samples_per_s": tput, "vs_uniform": ratio("best uniform Megatron-style"),
+            "vs_pure_dp": ratio("pure data parallelism")}
+
+
+def jobs(groups: set[str], limit: float, solver: str, folder: Path):
+    """``(spec path, extra args, name, group)`` of every instance of ``groups``."""
+    out = []
+    inst = []
+    if "uniap" in groups:
+        inst += [(m, c, UNIAP_BATCH, None, "uniap") for m in UNIAP_MODELS for c in UNIAP_CLUSTERS]
+    if "large" in groups:
+        inst += [(m, c, b, s, "large") for m, c, b, s in LARGE]
+    for model, cluster, batch, seq, group in inst:
+        path = folder / f"{model}_{cluster}.yaml"
+        path.write_text(spec_text(model, cluster, batch, seq, limit, solver))
+        out.append((path, [], f"{model} / {cluster}", group))
+    if "frontier" in groups:
+        for ex in FRONTIER:
+            out.append((ROOT / "examples" / f"{ex}.yaml",
+                        ["--gap", str(FRONTIER_GAP), "--time-limit", str(FRONTIER_LIMIT_S),
+                         "--solver", solver], ex, "frontier"))
+    return out
 
 
 def fmt(x, spec=".3g"):
     return "-" if x is None else format(x, spec)
 
 
-def write_results(rows: list[dict], solver: str, path: Path) -> None:
-    lines = [f"# Search benchmark ({solver})", "",
-             f"Machine: {platform.processor() or platform.machine()}, {platform.python_version()}; "
-             f"run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
-             "| model | cluster | status | gap | wall s | configs (status counts) | time split s | "
-             "plan | samples/s | vs uniform | vs pure DP |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        split = ", ".join(f"{k} {v:.2f}" for k, v in sorted(r["time_split_s"].items()))
-        counts = ", ".join(f"{k} {v}" for k, v in sorted(r["statuses"].items()))
-        lines.append(f"| {r['model']} | {r['cluster']} | {r['status']} | {fmt(r['gap'], '.2e')} | "
-                     f"{r['wall_s']:.2f} | {r['configs']} ({counts}) | {split} | {r['plan']} | "
-                     f"{fmt(r['samples_per_s'])} | {fmt(r['vs_uniform'], '.3f')} | "
-                     f"{fmt(r['vs_pure_dp'], '.3f')} |")
-    uniap = [r for r in rows if r["cluster"] in UNIAP_CLUSTERS]
-    if uniap:
-        walls = [r["wall_s"] for r in uniap]
-        lines += ["", f"UniAP suite: {len(uniap)} instances; median wall {statistics.median(walls):.2f} s, "
-                  f"max {max(walls):.2f} s; max gap {max(r['gap'] for r in uniap):.2e}; "
-                  f"instances with gap <= 0.1%: {sum(r['gap'] <= 1e-3 for r in uniap)}/{len(uniap)}; "
-                  f"min ratio vs uniform {min((r['vs_uniform'] or 0) for r in uniap):.3f}"]
+def _row(r: dict) -> str:
+    split = ", ".join(f"{k} {v:.2f}" for k, v in sorted(r["split_s"].items()))
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(r["statuses"].items()))
+    ok = "yes" if (r["target_s"] is not None and r["wall_s"] <= r["target_s"]) else "**no**"
+    return (f"| {r['name']} | {r['status']} | {fmt(r['gap'], '.2e')} | **{r['wall_s']:.2f}** | "
+            f"{fmt(r['cpu_s'], '.2f')} | {fmt(r['peak_rss_mib'], '.0f')} | {fmt(r['search_s'], '.2f')} | "
+            f"{fmt(r['outside_search_s'], '.2f')} | {fmt(r['target_s'], '.2f')} {ok} | "
+            f"{fmt(r['tables_s'], '.2f')} | {split} | {fmt(r['baselines_s'], '.2f')} | "
+            f"{r['configs']} ({counts}) | {r['plan']} | {fmt(r['samples_per_s'])} | "
+            f"{fmt(r['vs_uniform'], '.3f')} | {fmt(r['vs_pure_dp'], '.3f')} | {r['load_before']} |")
+
+
+def write_results(rows: list[dict], solver: str, path: Path, started: str) -> None:
+    head = ("| instance | status | gap | **command wall s** | command CPU s | peak RSS MiB | "
+            "search s | outside search s | target 1.2·search+1 s | tables s | inner split s "
+            "(summed over configurations) | baselines s | configs (status counts) | plan | "
+            "samples/s | vs uniform | vs pure DP | load before |")
+    lines = [f"# Search benchmark ({solver}): the whole command and its inner split", "",
+             f"Machine: {platform.processor() or platform.machine()}, 2 cores shared with other "
+             f"sessions, Python {platform.python_version()}; run started {started}, finished "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average after: "
+             f"{load_average()}.", "",
+             "Each row is one `autopar solve SPEC --json` subprocess: **command wall** is what the "
+             "user waits for (interpreter start-up, imports, spec, search, baselines, outputs), "
+             "CPU and peak RSS are the child's own (`os.wait4`). `search s` is plan.json's "
+             "`solver.wall_time_s`; the split is read from the same plan.json. On a shared "
+             "machine compare wall with CPU: wall far above CPU means the command waited for "
+             "the processor.", ""]
+    for group, title in (("frontier", "Frontier instances (--gap 0.01 --time-limit 60; targets: "
+                          "gap <= 1%, command <= 60 s, peak RSS <= 4096 MiB)"),
+                         ("large", "Large instances (issue 3 space, rel_gap 0.1%)"),
+                         ("uniap", "UniAP-like suite (batch 32, rel_gap 0.1%)")):
+        sel = [r for r in rows if r["group"] == group]
+        if not sel:
+            continue
+        lines += [f"## {title}", "", head, "|" + "---|" * (head.count("|") - 1)]
+        lines += [_row(r) for r in sel]
+        walls = [r["wall_s"] for r in sel]
+        within = sum(1 for r in sel if r["target_s"] is not None and r["wall_s"] <= r["target_s"])
+        lines += ["", f"{len(sel)} instances; command wall median {statistics.median(walls):.2f} s, "
+                  f"max {max(walls):.2f} s; within 1.2·search + 1 s: {within}/{len(sel)}; "
+                  f"max gap {max((r['gap'] or 0) for r in sel):.2e}; peak RSS max "
+                  f"{max((r['peak_rss_mib'] or 0) for r in sel):.0f} MiB."]
+        if group == "frontier":
+            met = [r for r in sel if r["gap"] is not None and r["gap"] <= FRONTIER_GAP + 1e-12
+                   and r["wall_s"] <= FRONTIER_LIMIT_S and (r["peak_rss_mib"] or 0) <= FRONTIER_MEM_MIB]
+            lines.append(f"Frontier targets met (gap, 60 s, 4 GiB together): {len(met)}/{len(sel)}.")
+        lines.append("")
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -108,23 +180,32 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--solver", default="highs")
     ap.add_argument("--only", default=None)
-    ap.add_argument("--large", action="store_true", help="also the 1024/3072-GPU instances")
+    ap.add_argument("--group", default="frontier,large,uniap")
     ap.add_argument("--time-limit", type=float, default=60.0)
     args = ap.parse_args()
-    jobs = [(m, c, UNIAP_BATCH, None) for m in UNIAP_MODELS for c in UNIAP_CLUSTERS]
-    if args.large:
-        jobs += LARGE
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows = []
-    for model, cl, batch, seq in jobs:
-        if args.only and args.only not in model:
-            continue
-        row = run_one(model, cl, batch, seq, args.solver, args.time_limit)
-        print(json.dumps({k: row[k] for k in ("model", "cluster", "status", "gap", "wall_s", "plan",
-                                               "vs_uniform", "vs_pure_dp")}), flush=True)
-        rows.append(row)
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec, extra, name, group in jobs(set(args.group.split(",")), args.time_limit,
+                                             args.solver, Path(tmp)):
+            if args.only and args.only not in name:
+                continue
+            row = measure(spec, extra, name, group)
+            print(json.dumps({k: row[k] for k in ("name", "status", "gap", "wall_s", "search_s",
+                                                   "peak_rss_mib", "load_before")}), flush=True)
+            rows.append(row)
     suffix = "" if args.solver == "highs" else f"_{args.solver}"
-    (HERE / f"results{suffix}.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
-    write_results(rows, args.solver, HERE / f"RESULTS{suffix}.md")
+    path = HERE / f"results{suffix}.json"
+    done = {r["name"] for r in rows}
+    if path.exists():       # keep the rows of groups (or instances) not re-run this time
+        try:
+            old = [r for r in json.loads(path.read_text()) if "group" in r and r["name"] not in done]
+        except ValueError:
+            old = []
+        rows = old + rows
+    rows.sort(key=lambda r: ["frontier", "large", "uniap"].index(r["group"]))
+    path.write_text(json.dumps(rows, indent=1, default=str) + "\n")
+    write_results(rows, args.solver, HERE / f"RESULTS{suffix}.md", started)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,74 @@
+"""Time what users run: one ``autopar`` command as a subprocess (issue 18).
+
+:func:`run_cli` starts the command, reaps it with ``os.wait4`` and returns its
+wall clock, its CPU time and the peak resident memory of that child alone
+(``ru_maxrss`` of the reaped process), its exit code and, with ``--json``, the
+parsed JSON it printed. Interpreter start-up, imports, spec loading, the
+search, the baselines and writing the outputs are all inside the figure: it
+is what a user waits for.
+
+Reusable by every benchmark::
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # benchmarks/
+    from clitime import run_cli, load_average
+
+Used by ``benchmarks/search/run.py`` and ``benchmarks/commands/run.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: the ``autopar`` entry point of the running interpreter's environment
+AUTOPAR = Path(os.environ.get("AUTOPAR_BIN") or Path(sys.executable).parent / "autopar")
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load averages ("?" where /proc is missing)."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def run_cli(args: list, timeout_s: float = 900.0, cwd: Path | None = None) -> dict:
+    """Run ``autopar ARGS`` and measure it.
+
+    Returns ``{"command", "exit_code", "timed_out", "wall_s", "cpu_s",
+    "peak_rss_mib", "load_before", "json", "stderr_tail"}``; ``json`` is the
+    parsed stdout when it is one JSON document (``--json``), else None. A
+    command still running after ``timeout_s`` is killed (``timed_out`` true).
+    """
+    cmd = [str(AUTOPAR), *map(str, args)]
+    load = load_average()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=str(cwd or ROOT))
+        killer = threading.Timer(timeout_s, proc.kill)
+        killer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            killer.cancel()
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    try:
+        doc = json.loads(stdout.decode()) if stdout.lstrip().startswith(b"{") else None
+    except ValueError:
+        doc = None
+    return {"command": "autopar " + " ".join(map(str, args)), "exit_code": proc.returncode,
+            "timed_out": wall >= timeout_s, "wall_s": round(wall, 3),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "load_before": load,
+            "json": doc, "stderr_tail": stderr.decode(errors="replace")[-400:]}
