@@ -1,18 +1,52 @@
-"""autopar-opt: optimal hybrid-parallel training plans with optimality certificates."""
+"""autopar-opt: optimal hybrid-parallel training plans with optimality certificates.
 
-from autopar_opt.cost import CostParams, CostTables, build_cost_tables, default_params
-from autopar_opt.evaluate import PlanMetrics, evaluate
-from autopar_opt.graph import Layer, LayerGraph, LayerKind
-from autopar_opt.hardware import Cluster, DeviceType, LinkTier, make_cluster
-from autopar_opt.plan import Plan, StagePlan, uniform_plan
-from autopar_opt.strategies import Strategy
-from autopar_opt.training import Recompute, Schedule, SearchSpace, Training
+The public names below are loaded on first use (PEP 562 ``__getattr__``), so that
+``import autopar_opt.<sub>`` (every CLI command, the placement capability) does not
+pay for the cost model, networkx and friends it does not need: a command's
+start-up is what its user waits for (issue 12/18).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Cluster", "CostParams", "CostTables", "DeviceType", "Layer", "LayerGraph", "LayerKind",
-    "LinkTier", "Plan", "PlanMetrics", "Recompute", "Schedule", "SearchSpace", "StagePlan",
-    "Strategy", "Training", "build_cost_tables", "default_params", "evaluate", "make_cluster",
-    "uniform_plan",
-]
+#: public name -> the submodule that defines it
+_LAZY = {
+    "CostParams": "autopar_opt.cost", "CostTables": "autopar_opt.cost",
+    "build_cost_tables": "autopar_opt.cost", "default_params": "autopar_opt.cost",
+    "PlanMetrics": "autopar_opt.evaluate", "evaluate": "autopar_opt.evaluate",
+    "Layer": "autopar_opt.graph", "LayerGraph": "autopar_opt.graph", "LayerKind": "autopar_opt.graph",
+    "Cluster": "autopar_opt.hardware", "DeviceType": "autopar_opt.hardware",
+    "LinkTier": "autopar_opt.hardware", "make_cluster": "autopar_opt.hardware",
+    "Plan": "autopar_opt.plan", "StagePlan": "autopar_opt.plan", "uniform_plan": "autopar_opt.plan",
+    "Strategy": "autopar_opt.strategies",
+    "Recompute": "autopar_opt.training", "Schedule": "autopar_opt.training",
+    "SearchSpace": "autopar_opt.training", "Training": "autopar_opt.training",
+}
+
+__all__ = sorted(_LAZY)
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from autopar_opt.cost import CostParams, CostTables, build_cost_tables, default_params  # noqa: F401
+    from autopar_opt.evaluate import PlanMetrics, evaluate  # noqa: F401
+    from autopar_opt.graph import Layer, LayerGraph, LayerKind  # noqa: F401
+    from autopar_opt.hardware import Cluster, DeviceType, LinkTier, make_cluster  # noqa: F401
+    from autopar_opt.plan import Plan, StagePlan, uniform_plan  # noqa: F401
+    from autopar_opt.strategies import Strategy  # noqa: F401
+    from autopar_opt.training import Recompute, Schedule, SearchSpace, Training  # noqa: F401
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'autopar_opt' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -52,14 +52,20 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
     an int returned by the command becomes the exit code."""
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> None:
-        from autopar_opt.evaluate import PlanError
-        from autopar_opt.spec import SpecError
+        import sys
+
+        from autopar_opt.spec.errors import SpecError
 
         try:
             code = func(*args, **kwargs)
         except SpecError as exc:
             _fail(str(exc))
-        except PlanError as exc:
+        except Exception as exc:
+            # a PlanError exists only if autopar_opt.evaluate was imported: not importing it
+            # up front keeps the cost model out of commands that do not use it (start-up)
+            ev = sys.modules.get("autopar_opt.evaluate")
+            if ev is None or not isinstance(exc, ev.PlanError):
+                raise
             _fail(f"invalid plan: {exc}")
         if code:
             raise typer.Exit(int(code))

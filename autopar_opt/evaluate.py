@@ -214,7 +214,7 @@ def iteration_breakdown(stages: list[StageMetrics], microbatches: int, total_s: 
     exposed TP/CP/ZeRO/reshard communication), the slowest stage's
     once-per-iteration exposed gradient reduction and optimizer step, the
     fixed per-iteration cost, and the pipeline fill/drain with the stage
-    sends (the rest: DESIGN.md §3)."""
+    sends (the rest: docs/DESIGN.md §3)."""
     if not stages:
         return {}
     b = max(stages, key=lambda st: st.time_s)
@@ -232,8 +232,8 @@ def _weight_parts(layer, s, training: Training) -> tuple[float, float, float]:
     w, g, o = state_bytes(training)
     total = weight_bytes(layer, s, training)
     group, local = s.dp * s.cp, layer.params / s.tp
-    g_b = local * (g / group if s.zero >= 2 else g)
-    o_b = local * (o / group if s.zero >= 1 else o)
+    _, dg, do = s.zero_divisors(group)
+    g_b, o_b = local * (g / dg), local * (o / do)
     return total - g_b - o_b, g_b, o_b
 
 

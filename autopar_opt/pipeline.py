@@ -8,6 +8,8 @@ stage boundary, and :func:`validate_plan` for a complete :class:`Plan`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
 from autopar_opt.plan import Plan
@@ -23,6 +25,51 @@ def stages_congruent(devices_per_stage: int, gpus_per_node: int) -> bool:
     """True when every stage sees the same node layout."""
     d, g = devices_per_stage, gpus_per_node
     return g % d == 0 or d % g == 0
+
+
+@dataclass(frozen=True)
+class RuleBroken:
+    """A pipeline rule an outer configuration breaks: the rule, as a sentence
+    about the value, and how to fix it."""
+
+    rule: str
+    fix: str
+
+    def __str__(self) -> str:
+        return self.rule
+
+
+def pipeline_rule_broken(pp: int, num_devices: int, gpus_per_node: int,
+                         num_layers: int | None = None) -> RuleBroken | None:
+    """The first rule ``pp`` stages break on ``num_devices`` GPUs (``gpus_per_node``
+    per node) and ``num_layers`` layers; None when the pipeline is well formed.
+
+    The rules, in order: ``pp`` divides the devices; the ``d = devices / pp``
+    devices of a stage are congruent (:func:`stages_congruent`); no more stages
+    than layers. Every caller (the plan validator, the cost tables, the spec's
+    plan builder, the search's outer configurations, the calibration) asks here.
+    """
+    if pp < 1 or num_devices % pp:
+        return RuleBroken(f"pp={pp} does not divide the {num_devices} devices",
+                          f"use a divisor of {num_devices}: {', '.join(map(str, divisors(num_devices)))}")
+    d = num_devices // pp
+    if not stages_congruent(d, gpus_per_node):
+        return RuleBroken(f"{d} devices per stage neither divide nor are a multiple of "
+                          f"{gpus_per_node} GPUs per node",
+                          "choose pp so that a stage fills whole nodes or divides one node")
+    if num_layers is not None and pp > num_layers:
+        return RuleBroken(f"pp={pp}: more stages than the {num_layers} layers", f"use pp <= {num_layers}")
+    return None
+
+
+def microbatch_rule_broken(microbatches: int, global_batch_size: int) -> RuleBroken | None:
+    """None when ``microbatches`` divides the global batch, else the rule and its fix."""
+    if microbatches >= 1 and global_batch_size % microbatches == 0:
+        return None
+    below = [d for d in divisors(global_batch_size) if d <= max(microbatches, 1)]
+    return RuleBroken(f"{microbatches} micro-batches do not divide the global batch "
+                      f"({global_batch_size})",
+                      f"use a divisor of {global_batch_size}, e.g. {max(below)}")
 
 
 def stage_offsets(sizes: list[int] | tuple[int, ...]) -> list[int]:
@@ -172,9 +219,9 @@ def validate_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Tra
     if any(not st.layers for st in plan.stages):
         raise PlanError("every stage must hold at least one layer")
     sizes = _check_stage_devices(plan, cluster)
-    if training.global_batch_size % plan.microbatches:
-        raise PlanError(f"micro-batches ({plan.microbatches}) must divide the global batch "
-                        f"({training.global_batch_size})")
+    broken = microbatch_rule_broken(plan.microbatches, training.global_batch_size)
+    if broken:
+        raise PlanError(str(broken))
     b = training.global_batch_size // plan.microbatches
     stage_of = plan.stage_of()
     layers = {layer.name: layer for layer in graph.layers}
@@ -204,10 +251,7 @@ def _check_stage_devices(plan: Plan, cluster: Cluster) -> list[int]:
         if why:
             raise PlanError(f"stage_devices {list(plan.stage_devices)}: {why}")
         return list(plan.stage_devices)
-    if cluster.num_devices % plan.pp:
-        raise PlanError(f"pp={plan.pp} must divide the {cluster.num_devices} devices")
-    d = cluster.num_devices // plan.pp
-    if not stages_congruent(d, cluster.gpus_per_node):
-        raise PlanError(f"{d} devices per stage must divide or be a multiple of "
-                        f"{cluster.gpus_per_node} GPUs per node")
-    return [d] * plan.pp
+    broken = pipeline_rule_broken(plan.pp, cluster.num_devices, cluster.gpus_per_node)
+    if broken:
+        raise PlanError(str(broken))
+    return [cluster.num_devices // plan.pp] * plan.pp

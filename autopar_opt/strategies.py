@@ -72,6 +72,13 @@ class Strategy:
         """Expert data-parallel degree: replicas of each expert, ``dp·cp/ep``."""
         return self.dp * self.cp // self.ep
 
+    def zero_divisors(self, group: int) -> tuple[int, int, int]:
+        """What ZeRO divides (weights, gradients, optimizer state) by over ``group``
+        ranks: ZeRO-1 shards the optimizer state, ZeRO-2 also gradients, ZeRO-3
+        also weights (Rajbhandari et al. 2020, Sec. 5, Fig. 1); 1 = not sharded."""
+        return (group if self.zero >= 3 else 1, group if self.zero >= 2 else 1,
+                group if self.zero >= 1 else 1)
+
     @property
     def layout(self) -> Layout:
         return Layout(self.dp, self.tp, self.cp, self.sp)

@@ -8,8 +8,10 @@ of layer ``u``; ``j = koff[u] + k`` is the flat strategy index.
 :class:`ColumnLayout` places the variable blocks of one form in one column
 order (the MILP: ``p, o, bottleneck, sync_max, a, s, y, w, el, r, q, g``; the
 MIQP: ``p, o, bottleneck, sync_max, a, s, y, g, rho, rho_x``) and names every
-column as Pyomo does (``a[3,1]``). ``a[u,P-1] = 1`` is no column: every family
-folds it into its row bounds, and the Pyomo model holds it as a fixed variable.
+column as Pyomo does (``a[3,1]``). ``a[u,P-1] = 1`` is no column: every
+family folds it into its row bounds, and the Pyomo model holds it as a fixed
+variable. A new variable block is an entry in :data:`BLOCKS` and :data:`DIMS`,
+its size and Pyomo index in :class:`ColumnLayout`, and an index method.
 Every block and row name is stable: the outer search, warm starts and the
 exported MPS/LP files rely on them.
 """
@@ -29,6 +31,9 @@ BLOCKS: dict[str, tuple[str, ...]] = {
 }
 #: Blocks whose columns are binary; ``y`` lies in [0, 1]; every other block is >= 0.
 BINARY = frozenset({"a", "s"})
+#: Index dimension of every block (0: a scalar), as :meth:`ColumnLayout.index` spells it.
+DIMS: dict[str, int] = {"p": 1, "o": 1, "bottleneck": 0, "sync_max": 0, "a": 2, "s": 2, "y": 2,
+                        "w": 3, "el": 3, "r": 2, "q": 2, "g": 1, "rho": 1, "rho_x": 2}
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from autopar_opt.formulations.base import FormulationError
-from autopar_opt.formulations.layout import BINARY, ColumnLayout
+from autopar_opt.formulations.layout import BINARY, DIMS, ColumnLayout
 from autopar_opt.formulations.lazy_pyomo import numeric_expr, pyo
 
 
@@ -34,7 +34,7 @@ def _add_vars(m: Any, C: ColumnLayout, col_lo: np.ndarray, col_hi: np.ndarray) -
         index, sl = C.index(name), C.block(name)
         lo, hi = col_lo[sl], col_hi[sl]
         domain = pyo.Binary if name in BINARY else pyo.Reals
-        if index == [()]:
+        if DIMS[name] == 0:
             setattr(m, name, pyo.Var(domain=domain, bounds=(float(lo[0]), _ub(hi[0]))))
             refs.append(getattr(m, name))
             continue
@@ -43,7 +43,7 @@ def _add_vars(m: Any, C: ColumnLayout, col_lo: np.ndarray, col_hi: np.ndarray) -
         if name == "a":
             members = [(u, i) for u in range(C.n) for i in range(C.pp)]
         bounds = None if name in BINARY else _bounds_rule(keys, lo, hi)
-        var = pyo.Var(pyo.Set(initialize=members, dimen=_dimen(name), ordered=True),
+        var = pyo.Var(pyo.Set(initialize=members, dimen=DIMS[name], ordered=True),
                       domain=domain, bounds=bounds)
         setattr(m, name, var)
         if name == "a":
@@ -51,10 +51,6 @@ def _add_vars(m: Any, C: ColumnLayout, col_lo: np.ndarray, col_hi: np.ndarray) -
                 var[u, C.pp - 1].fix(1)
         refs += [var[k] for k in keys]
     return refs
-
-
-def _dimen(name: str) -> int:
-    return {"w": 3, "el": 3, "a": 2, "s": 2, "y": 2, "r": 2, "q": 2, "rho_x": 2}.get(name, 1)
 
 
 def _ub(value: float) -> float | None:

@@ -60,4 +60,7 @@ def render_placement_html(doc: dict) -> str:
                       autoescape=select_autoescape(default=True, default_for_string=True,
                                                    enabled_extensions=("html", "j2")),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    return env.get_template("placement.html.j2").render(ctx=build_context(doc))
+    from autopar_opt.reports.searcher import searcher_context
+
+    return env.get_template("placement.html.j2").render(ctx=build_context(doc),
+                                                        searcher=searcher_context(doc.get("searcher")))

@@ -42,7 +42,10 @@ def render_html(plan_doc: dict) -> str:
     """The report as one HTML string. Raises ReportInputError for a bad document."""
     context = build_context(plan_doc)
     template = _environment().get_template(TEMPLATE)
-    return template.render(ctx=context, charts=render_charts(context))
+    from autopar_opt.reports.searcher import searcher_context
+
+    return template.render(ctx=context, charts=render_charts(context),
+                           searcher=searcher_context(plan_doc.get("searcher")))
 
 
 def write_atomic(text: str, path: str) -> None:

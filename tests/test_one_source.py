@@ -67,3 +67,56 @@ def test_highs_refuses_the_miqp_with_the_fix():
         check_accepts(get_backend("highs"), ProblemClass.miqp)
     with pytest.raises(SolverMismatch, match="use --solver dp"):
         check_accepts(get_backend("highs"), ProblemClass.tables)
+
+
+def _cost_spec(tmp_path, cost_model: dict):
+    import yaml
+
+    from autopar_opt.spec import load_spec
+    spec = {"model": {"zoo": "debug"},
+            "cluster": {"name": "c4", "nodes": 1, "gpus_per_node": 4, "device": "A100-40GB"},
+            "training": {"global_batch_size": 16}, "cost_model": cost_model}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return load_spec(path)
+
+
+def test_every_cost_param_is_a_spec_key_with_its_bounds(tmp_path):
+    """The cost_model section is derived from CostParams: every field is accepted
+    (and reaches the parameters in use), a value outside the field's declared
+    ``valid`` bounds is a spec error naming the key, the plausible range is
+    documented, and RANGES is read from the same field metadata."""
+    from autopar_opt.cost.params import RANGES
+    from autopar_opt.spec import SpecError
+
+    params = CostParams()
+    names = [f.name for f in dataclasses.fields(CostParams)]
+    assert set(CostModelSection.model_fields) == set(names) | {"file"}
+    for f in dataclasses.fields(CostParams):
+        value = getattr(params, f.name)
+        new = ({next(iter(value)): 0.42} if isinstance(value, dict)
+               else (value + 1.0) * 0.5 if f.metadata["valid"].get("le") else value + 1.0)
+        got = getattr(_cost_spec(tmp_path, {f.name: new}).cost_params, f.name)
+        assert (got[next(iter(value))] if isinstance(value, dict) else got) == pytest.approx(
+            new[next(iter(value))] if isinstance(value, dict) else new), f.name
+        valid = f.metadata["valid"]
+        bad = (valid["le"] + 0.5 if "le" in valid else
+               valid.get("ge", valid.get("gt", 0)) - 0.5)
+        with pytest.raises(SpecError, match=rf"cost_model\.{f.name}"):
+            _cost_spec(tmp_path, {f.name: {next(iter(value)): bad} if isinstance(value, dict) else bad})
+        plausible = f.metadata["plausible"]
+        if plausible is not None:
+            assert RANGES[f.name] == plausible
+            assert f"Plausible range {plausible[0]:g} to {plausible[1]:g}" in \
+                CostModelSection.model_fields[f.name].description
+    assert set(RANGES) == {f.name for f in dataclasses.fields(CostParams) if f.metadata["plausible"]}
+
+
+def test_cost_params_file_and_overrides_merge_per_device():
+    base = CostParams()
+    got = base.updated({"gemm_efficiency": {"A100-40GB": 0.5}, "comm_efficiency": 0.7})
+    assert got.gemm_efficiency["A100-40GB"] == 0.5 and got.comm_efficiency == 0.7
+    assert {k: v for k, v in got.gemm_efficiency.items() if k != "A100-40GB"} == \
+        {k: v for k, v in base.gemm_efficiency.items() if k != "A100-40GB"}
+    assert CostParams.from_dict({"gemm_efficiency": {"A100-40GB": 0.5}, "comm_efficiency": 0.7,
+                                 "unknown": 1}) == got

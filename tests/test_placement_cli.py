@@ -59,3 +59,24 @@ def test_place_errors_exit_2(tmp_path: Path) -> None:
     spec.write_text("placement:\n  graph: {zoo: no_such_graph}\n  devices: [{type: A100-80GB, count: 2}]\n")
     res = CliRunner().invoke(app, ["place", str(spec)])
     assert res.exit_code == 2 and "no_such_graph" in res.output
+
+
+def test_place_torch_graph_without_torch_says_how_to_install(tmp_path: Path, monkeypatch) -> None:
+    """Runs with or without PyTorch: the import is made to fail."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_torch(name, *args, **kwargs):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("No module named 'torch'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    spec = tmp_path / "p.yaml"
+    spec.write_text("placement:\n  graph: {torch: 'model.py:Net', inputs: [[2, 8]]}\n"
+                    "  devices: [{type: A100-80GB, count: 2}]\n")
+    result = CliRunner().invoke(app, ["place", str(spec), "--json"])
+    assert result.exit_code == 2, result.output
+    assert "pip install 'autopar-opt[torch]'" in result.output
+    assert "placement.graph.torch" in result.output and "Traceback" not in result.output

@@ -154,6 +154,26 @@ def test_gdp_pretrain_zero_shot_and_fine_tune_at_toy_size():
     assert tuned.samples >= 150 and math.isfinite(tuned.value)
 
 
+def test_gdp_tensor_cache_never_serves_another_tasks_tensors():
+    """The cache was keyed by ``id(task)`` alone: once a task was freed (the zero-shot
+    loop above drops its tasks), CPython can hand the same id to a new task, which then
+    got the old task's tensors (the likely cause of the once-seen, unreproduced failure
+    of the test above under load). Simulated here: the new task finds the freed
+    task's entry under its id and must still get its own tensors."""
+    torch = pytest.importorskip("torch", reason="GDP needs the learn extra (PyTorch)")
+    from autopar_opt.learn.gdp import GDPAgent, gdp_tasks
+
+    a = gdp_tasks(LayerSpace(*_instance(21, 3), default_params()))[0]
+    b = gdp_tasks(LayerSpace(*_instance(22, 5), default_params()))[0]
+    assert a.num_nodes != b.num_nodes
+    agent = GDPAgent(a.node_feats.shape[1], a.slot_feats.shape[2], seed=0)
+    agent.tensors(a)
+    agent._tensors[id(b)] = agent._tensors[id(a)]          # b "inherits" a's id
+    tb = agent.tensors(b)
+    assert tb.nodes.shape[0] == b.num_nodes
+    assert torch.equal(tb.nodes, torch.tensor(b.node_feats, dtype=torch.float32))
+
+
 def test_warm_start_plan_is_kept_when_the_exact_side_runs_out_of_time(small_dag):
     """A searcher's plan given to the exact search as incumbent: with no time
     for the exact side, the answer carries that plan, its record says so, and

@@ -29,7 +29,7 @@ from autopar_opt.calibration.measured import Dims, measured_samples_per_s
 from autopar_opt.calibration.records import (
     DEFAULT_GPUS_PER_NODE, ModeledRun, Unmodelable, family_of, integer, map_device,
     map_precision, map_recompute, map_zero, number, runtime_of, section, text)
-from autopar_opt.pipeline import stages_congruent
+from autopar_opt.pipeline import pipeline_rule_broken
 from autopar_opt.hardware import DEFAULT_INTER_NODE, NVLINK_DOMAIN, LinkTier, make_cluster
 from autopar_opt.runtime import Runtime
 from autopar_opt.plan import uniform_plan
@@ -166,9 +166,9 @@ def build_run(rec: dict) -> ModeledRun:
     graph, dims = _model(rec, runtime, notes)
     par = _parallelism(rec, n, runtime, notes)
     cluster = _cluster(rec, device, n, notes)
-    d = n // par["pp"]
-    if not stages_congruent(d, cluster.gpus_per_node):
-        raise Unmodelable(f"{d} GPUs per stage vs {cluster.gpus_per_node} per node: stages not congruent")
+    broken = pipeline_rule_broken(par["pp"], n, cluster.gpus_per_node)
+    if broken:
+        raise Unmodelable(f"the published plan breaks a pipeline rule: {broken}")
     dtype = map_precision(text(tr, "precision"), device, notes)
     counting = str(rec.get("flops_counting") or "")
     recompute = map_recompute(text(tr, "recompute"), counting, notes)

@@ -2,7 +2,7 @@
 
 Every scenario's search returns a plan (its iteration time ``primal``) and a
 proven lower bound ``L`` on the iteration time of any plan in the scenario's
-space under the cost model (DESIGN.md §4). With ``S`` optimizer steps to
+space under the cost model (docs/DESIGN.md §4). With ``S`` optimizer steps to
 consume the token budget (``S = ceil(budget / tokens per step)``):
 
 * time to train ``∈ [S·L, S·primal]`` — the upper end is the plan we hold,

@@ -84,15 +84,40 @@ class PlanDoc(_PlanBase):
 
 
 class StageMetricsDoc(_Doc):
-    """Per-stage metrics (``autopar_opt.evaluate.StageMetrics``); times per micro-batch."""
+    """Per-stage metrics (``autopar_opt.evaluate.StageMetrics``); times per micro-batch
+    except ``sync_s``, ``dp_s`` and ``optimizer_s`` (once per iteration)."""
 
+    index: int = _f("Stage index.", default=0)
+    layers: list[str] = _f("Layer names of the stage.", default_factory=list)
     time_s: float = _f("Stage time per micro-batch, s.")
+    compute_s: float = _f("Compute part of time_s, s.", default=0.0)
+    comm_s: float = _f("Exposed communication part of time_s (tp + cp + zero + ep + reshard), s.",
+                       default=0.0)
     transfer_s: float = _f("Transfer to the next stage per micro-batch, s.")
-    sync_s: float = _f("Once-per-iteration time (gradient sync, optimizer), s.")
+    sync_s: float = _f("Once-per-iteration time (dp_s + optimizer_s), s.")
+    tp_s: float = _f("Exposed tensor-parallel communication, s.", default=0.0)
+    cp_s: float = _f("Exposed context-parallel communication, s.", default=0.0)
+    zero_s: float = _f("Exposed ZeRO-3 parameter gathers, s.", default=0.0)
+    ep_s: float = _f("Exposed MoE all-to-all, s.", default=0.0)
+    reshard_s: float = _f("Resharding between layers of the stage, s.", default=0.0)
+    dp_s: float = _f("Exposed gradient reduction per iteration, s.", default=0.0)
+    optimizer_s: float = _f("Optimizer step per iteration, s.", default=0.0)
     weight_gib: float = _f("Weights, gradients and optimizer state per device, GiB.")
-    activation_gib: float = _f("Activations at the peak per device, GiB.")
+    weights_gib: float = _f("Weights per device, GiB.", default=0.0)
+    grads_gib: float = _f("Gradients per device, GiB.", default=0.0)
+    optimizer_gib: float = _f("Optimizer state per device, GiB.", default=0.0)
+    activation_gib: float = _f("Activations at the peak per device (logits excluded), GiB.")
+    logits_gib: float = _f("fp32 logits and loss of the output layer, GiB.", default=0.0)
+    reserve_gib: float = _f("Runtime reserve and allocator fragmentation, GiB.", default=0.0)
     peak_memory_gib: float = _f("Peak memory per device, GiB.")
     capacity_gib: float = _f("Usable memory per device, GiB.")
+    inflight_microbatches: int = _f("Micro-batches whose activations the stage holds at its peak.",
+                                    default=1)
+    fits: bool = _f("peak_memory_gib <= capacity_gib.", default=True)
+    memory_status: Literal["fits", "tight", "over"] = _f(
+        "fits, tight (headroom below 5% of capacity) or over.", default="fits")
+    headroom_fraction: float = _f("Free memory as a fraction of capacity (negative: over).",
+                                  default=0.0)
 
 
 class MetricsDoc(_Doc):
@@ -102,11 +127,27 @@ class MetricsDoc(_Doc):
     samples_per_s: float = _f("Throughput, samples/s.")
     tokens_per_s: float = _f("Throughput, tokens/s.")
     mfu: float = _f("Model FLOPs utilisation (0-1).")
+    hfu: float = _f("Hardware FLOPs utilisation, recomputation included (0-1).", default=0.0)
+    bubble_s: float = _f("Pipeline bubble per iteration, s.", default=0.0)
+    feasible: bool = _f("Every stage fits in memory.", default=True)
     memory_capacity_gib: float = _f("Usable memory per device, GiB.")
+    peak_memory_gib: list[float] = _f("Peak memory per device of each stage, GiB.",
+                                      default_factory=list)
+    breakdown: dict[str, float] = _f("Iteration time by cause (compute_s, tp_comm_s, dp_comm_s, "
+                                     "optimizer_s, fixed_s, pipeline_bubble_s, ...), s.",
+                                     default_factory=dict)
     stages: list[StageMetricsDoc] = _f("Per-stage metrics.")
 
 
-class ConfigRowDoc(_Doc):
+class _BoundsDoc(_Doc):
+    """A primal value, a proven lower bound and their gap (``core.bounds.Bounds``)."""
+
+    primal: Optional[JsonFloat] = _f("Best plan value found, s (null: no plan).")
+    lower_bound: JsonFloat = _f("Proven lower bound, s (-inf: none; inf: proven infeasible).")
+    gap: JsonFloat = _f("(primal - lower_bound) / primal.")
+
+
+class ConfigRowDoc(_BoundsDoc):
     """One outer configuration of the certificate."""
 
     pp: int = _f("Pipeline stages.")
@@ -115,25 +156,28 @@ class ConfigRowDoc(_Doc):
     stage_devices: Optional[list[int]] = _f(
         "Devices of every stage with free stage sizes (absent: congruent, N/pp each).", default=None)
     status: Status = _f("What the search knows about it (docs/DESIGN.md §4).")
-    primal: Optional[JsonFloat] = _f("Best plan value found, s (null: none).")
-    lower_bound: JsonFloat = _f("Proven lower bound, s (-inf: none; inf: proven infeasible).")
-    gap: JsonFloat = _f("(primal - lower_bound) / primal.")
     time_s: float = _f("Solve time, s.")
+    timings: dict[str, float] = _f("Where time_s went: build, translate, solve, dp_warm, s.",
+                                   default_factory=dict)
     pruned_by: Optional[str] = _f("Why it was pruned (bound >= incumbent), if it was.")
     model_hash: Optional[str] = _f("sha256 of the exported sub-model (--export-models).",
                                    default=None)
     message: str = _f("What the solver or the search said.", default="")
 
 
-class CertificateDoc(_Doc):
-    """Global primal, global lower bound, gap and the per-configuration table."""
+class CertificateDoc(_BoundsDoc):
+    """Global primal, global lower bound (the minimum of the per-configuration
+    bounds), gap and the per-configuration table."""
 
-    primal: Optional[JsonFloat] = _f("Best plan value, s (null: no plan).")
-    lower_bound: JsonFloat = _f("Minimum of the per-configuration bounds, s.")
-    gap: JsonFloat = _f("Global gap (primal - lower_bound) / primal.")
     exact: bool = _f("The global bound is a proof (finite and <= primal, or every "
                      "configuration proven infeasible).")
     configurations: list[ConfigRowDoc] = _f("Every outer configuration.")
+
+
+class LinkDoc(_Doc):
+    name: str = _f("Link name.")
+    bandwidth_gb_per_s: float = _f("Bandwidth, GB/s.")
+    latency_us: float = _f("Latency, µs.")
 
 
 class ClusterDoc(_Doc):
@@ -143,6 +187,9 @@ class ClusterDoc(_Doc):
     num_devices: int = _f("GPUs in total.")
     device: str = _f("Device name.")
     hbm_gib: float = _f("Device memory, GiB.")
+    peak_tflops: Optional[float] = _f("Dense 16-bit peak per device, TFLOP/s.", default=None)
+    intra_node: Optional[LinkDoc] = _f("Link inside a node.", default=None)
+    inter_node: Optional[LinkDoc] = _f("Link between nodes.", default=None)
 
 
 class SpecSummaryDoc(_Doc):
@@ -155,6 +202,8 @@ class SpecSummaryDoc(_Doc):
 class CostModelDoc(_Doc):
     params: dict[str, Any] = _f("CostParams in use.", default_factory=dict)
     assumptions: list[str] = _f("The model's stated assumptions.")
+    runtime: dict[str, Any] = _f("The software stack's capabilities (autopar_opt.runtime).",
+                                 default_factory=dict)
 
 
 class SolverDoc(_Doc):
@@ -163,6 +212,8 @@ class SolverDoc(_Doc):
     form: str = _f("milp, miqp or tables (the DP).")
     time_limit_s: float = _f("Time limit of the search, s.")
     rel_gap: float = _f("Target relative gap.")
+    wall_time_s: Optional[float] = _f("Wall time of the search, s.", default=None)
+    log_tail: Optional[str] = _f("The last lines of the solver log, if any.", default=None)
     timings: dict[str, float] = _f(
         "Where the command's time went, s: tables_s (cost tables and analytic bounds, "
         "inside wall_time_s), baselines_s (after the search), command_s (since the process "
@@ -171,12 +222,14 @@ class SolverDoc(_Doc):
 
 class BaselineDoc(_Doc):
     name: str = _f("Baseline name.")
+    plan: Optional[EstimatePlanDoc] = _f("The baseline plan (null: none fits).", default=None)
     metrics: Optional[MetricsDoc] = _f("Its metrics (null: no such plan fits).")
     note: str = _f("How it was built.")
 
 
 class InfeasibilityDoc(_Doc):
     reason: str = _f("Why there is no plan.")
+    details: list[str] = _f("Why the configurations failed (at most 10).", default_factory=list)
     least_memory_gib: float = _f("Least memory any plan needs per device, GiB.")
     capacity_gib: float = _f("Usable memory per device, GiB.")
     advice: list[str] = _f("What to change.")
@@ -186,6 +239,9 @@ class PlanDocument(_Doc):
     """``plan.json``, written by ``autopar solve --out DIR`` (schema_version 1)."""
 
     schema_version: int = _f("Version of this document's layout.")
+    tool: dict[str, str] = _f("The writer: name and version.", default_factory=dict)
+    created_utc: Optional[str] = _f("When the document was written (ISO 8601, UTC).", default=None)
+    notices: list[str] = _f("What the user should know about this result.", default_factory=list)
     spec: SpecSummaryDoc = _f("What was solved.")
     search_space: dict[str, Any] = _f("The search space (an optimality claim holds within it).")
     cost_model: CostModelDoc = _f("The cost model's parameters and assumptions.")

@@ -392,7 +392,7 @@ def _sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
                 ag = allgather_time(group, local * w_bytes, tier, eff)
                 raw += rs + ag
                 comm += exposed(rs, bwd_window) + exposed(ag, fwd_window)
-        shard += local / group if s.zero >= 1 else local
+        shard += local / s.zero_divisors(group)[2]
     step = shard * p.optimizer_bytes_per_param / (ctx.cluster.device.hbm_gb_per_s * 1e9)
     if not rt.fused_optimizer:
         step *= p.unfused_optimizer_factor
@@ -417,13 +417,8 @@ def weight_bytes(layer: Layer, s: Strategy, training: Training) -> float:
     local = layer.params / s.tp
     if training.dtype == "fp8" and layer.kind in FP8_KINDS:
         w += FP8_WEIGHT_COPY_BYTES
-    if s.zero >= 1:
-        o /= group
-    if s.zero >= 2:
-        g /= group
-    if s.zero >= 3:
-        w /= group
-    return local * (w + g + o)
+    dw, dg, do = s.zero_divisors(group)
+    return local * (w / dw + g / dg + o / do)
 
 
 def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,

@@ -114,12 +114,6 @@ def sharded_state_bytes(layer: Layer, s: Strategy, per_param: tuple[float, float
     dense, expert = split_params(layer, s)
     total = 0.0
     for count, group in ((dense, s.dp * s.cp), (expert, s.edp)):
-        w, g, o = per_param
-        if s.zero >= 1:
-            o /= group
-        if s.zero >= 2:
-            g /= group
-        if s.zero >= 3:
-            w /= group
-        total += count * (w + g + o)
+        (w, g, o), (dw, dg, do) = per_param, s.zero_divisors(group)
+        total += count * (w / dw + g / dg + o / do)
     return total

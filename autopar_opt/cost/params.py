@@ -22,48 +22,32 @@ fused Adam streams ~2.55 TB/s (0.76 of the 3.35 TB/s datasheet).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-#: Plausible physical range of every scalar parameter, with its reason.
-RANGES: dict[str, tuple[float, float, str]] = {
-    "efficiency_half_us": (1.0, 60.0, "GEMM work (µs at peak) at which efficiency halves; "
-                           "isolated H100 GEMMs timed one by one: 22.5 µs bf16 / 16.5 µs FP8, "
-                           "an upper value (each includes ~5-10 µs of launch and event "
-                           "latency that back-to-back training kernels overlap)"),
-    "attention_efficiency": (0.3, 1.0, "attention-kernel efficiency relative to large GEMMs; "
-                             "FlashAttention fwd+bwd measured 0.56-0.80 on H100"),
-    "comm_efficiency": (0.5, 0.95, "NCCL bus bandwidth / NVLink datasheet bandwidth "
-                        "(nccl-tests all_reduce_perf reach 0.7-0.9 of NVLink)"),
-    "inter_comm_efficiency": (0.5, 0.95, "NCCL bus bandwidth / NIC line rate "
-                              "(InfiniBand all-reduce reaches 0.8-0.95 of line rate)"),
-    "comm_interference": (0.0, 0.3, "compute slowdown per second of hidden communication: "
-                          "share of SMs/HBM bandwidth NCCL kernels hold while they overlap "
-                          "compute (16-32 channels of 132 SMs on H100: 0.1-0.25)"),
-    "elementwise_passes": (1.0, 8.0, "HBM passes over the stored activations by the "
-                           "memory-bound element-wise kernels (norms, GeLU/SwiGLU, dropout, "
-                           "residual, unfused softmax) in forward + backward"),
-    "layer_overhead_us": (0.0, 300.0, "host/launch time per layer and micro-batch not hidden "
-                          "by asynchronous kernel queuing (~30-60 kernels x 2-5 µs)"),
-    "optimizer_bytes_per_param": (28.0, 80.0, "HBM bytes per local parameter of one optimizer "
-                                  "step at datasheet bandwidth: fused Adam 28 B (36 at the measured "
-                                  "0.76 of datasheet); mixed-precision steps add the 16-to-32-bit "
-                                  "gradient copy, unscaling, norm clipping and the weight copy back "
-                                  "(Micikevicius et al. 2018; Megatron-LM optimizer)"),
-    "iteration_overhead_s": (0.0, 0.05, "per-iteration host work: data loader, logging, "
-                             "gradient-norm and loss reductions"),
-    "memory_reserve_gib": (0.5, 8.0, "CUDA context (~0.5-1 GiB), NCCL buffers, cuBLAS "
-                           "workspaces per device"),
-    "memory_fragmentation": (0.0, 0.5, "PyTorch caching-allocator overhead as a fraction of "
-                             "the modelled bytes: reserved vs allocated; Llama-2-70B FSDP on 16 "
-                             "A100-80GB: 63 GB reserved for 42 GB allocated, +50% "
-                             "(meta-llama/llama-cookbook issue #120)"),
-}
+#: Bounds a value must satisfy to be a valid parameter at all (a spec is refused
+#: outside them): a fraction of a peak or a bandwidth lies in (0, 1].
+FRACTION = {"gt": 0, "le": 1}
+NON_NEGATIVE = {"ge": 0}
 #: Range of the per-device GEMM efficiencies (bf16/fp16 and FP8).
 EFFICIENCY_RANGE = (0.35, 0.85)
+
+
+def _param(default: Any = MISSING, *, valid: dict[str, float],
+           plausible: tuple[float, float, str] | None = None, factory: Any = MISSING) -> Any:
+    """A :class:`CostParams` field with its metadata: ``valid`` are the hard bounds
+    (pydantic ``gt``/``ge``/``le``) the spec's ``cost_model`` section enforces;
+    ``plausible`` the physical range ``(lo, hi, reason)`` the fit stays inside
+    (:data:`RANGES`). The spec section is derived from these fields
+    (:mod:`autopar_opt.spec.schema`), so a new parameter is one edit here."""
+    meta = {"valid": valid, "plausible": plausible}
+    if factory is not MISSING:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
@@ -102,25 +86,51 @@ class CostParams:
         modelled bytes.
     """
 
-    gemm_efficiency: dict[str, float] = field(default_factory=lambda: {
+    gemm_efficiency: dict[str, float] = _param(valid=FRACTION, factory=lambda: {
         "V100-32GB": 0.60, "A100-40GB": 0.60, "A100-80GB": 0.60,
         "H100-SXM-80GB": 0.60, "H200-141GB": 0.60, "B200": 0.60, "GB200": 0.60})
-    fp8_efficiency: dict[str, float] = field(default_factory=lambda: {
+    fp8_efficiency: dict[str, float] = _param(valid=FRACTION, factory=lambda: {
         "H100-SXM-80GB": 0.50, "H200-141GB": 0.50, "B200": 0.50, "GB200": 0.50})
-    efficiency_default: float = 0.6
-    fp8_efficiency_default: float = 0.5
-    efficiency_half_us: float = 22.5
-    attention_efficiency: float = 0.7
-    comm_efficiency: float = 0.8
-    inter_comm_efficiency: float = 0.85
-    comm_interference: float = 0.0
-    elementwise_passes: float = 3.0
-    layer_overhead_us: float = 0.0
-    iteration_overhead_s: float = 0.0
-    optimizer_bytes_per_param: float = 36.0
-    unfused_optimizer_factor: float = 2.2
-    memory_reserve_gib: float = 2.0
-    memory_fragmentation: float = 0.05
+    efficiency_default: float = _param(0.6, valid=FRACTION)
+    fp8_efficiency_default: float = _param(0.5, valid=FRACTION)
+    efficiency_half_us: float = _param(22.5, valid=NON_NEGATIVE, plausible=(
+        1.0, 60.0, "GEMM work (µs at peak) at which efficiency halves; isolated H100 GEMMs "
+        "timed one by one: 22.5 µs bf16 / 16.5 µs FP8, an upper value (each includes ~5-10 µs "
+        "of launch and event latency that back-to-back training kernels overlap)"))
+    attention_efficiency: float = _param(0.7, valid=FRACTION, plausible=(
+        0.3, 1.0, "attention-kernel efficiency relative to large GEMMs; FlashAttention "
+        "fwd+bwd measured 0.56-0.80 on H100"))
+    comm_efficiency: float = _param(0.8, valid=FRACTION, plausible=(
+        0.5, 0.95, "NCCL bus bandwidth / NVLink datasheet bandwidth (nccl-tests "
+        "all_reduce_perf reach 0.7-0.9 of NVLink)"))
+    inter_comm_efficiency: float = _param(0.85, valid=FRACTION, plausible=(
+        0.5, 0.95, "NCCL bus bandwidth / NIC line rate (InfiniBand all-reduce reaches "
+        "0.8-0.95 of line rate)"))
+    comm_interference: float = _param(0.0, valid={"ge": 0, "le": 1}, plausible=(
+        0.0, 0.3, "compute slowdown per second of hidden communication: share of SMs/HBM "
+        "bandwidth NCCL kernels hold while they overlap compute (16-32 channels of 132 SMs "
+        "on H100: 0.1-0.25)"))
+    elementwise_passes: float = _param(3.0, valid=NON_NEGATIVE, plausible=(
+        1.0, 8.0, "HBM passes over the stored activations by the memory-bound element-wise "
+        "kernels (norms, GeLU/SwiGLU, dropout, residual, unfused softmax) in forward + backward"))
+    layer_overhead_us: float = _param(0.0, valid=NON_NEGATIVE, plausible=(
+        0.0, 300.0, "host/launch time per layer and micro-batch not hidden by asynchronous "
+        "kernel queuing (~30-60 kernels x 2-5 µs)"))
+    iteration_overhead_s: float = _param(0.0, valid=NON_NEGATIVE, plausible=(
+        0.0, 0.05, "per-iteration host work: data loader, logging, gradient-norm and loss "
+        "reductions"))
+    optimizer_bytes_per_param: float = _param(36.0, valid=NON_NEGATIVE, plausible=(
+        28.0, 80.0, "HBM bytes per local parameter of one optimizer step at datasheet "
+        "bandwidth: fused Adam 28 B (36 at the measured 0.76 of datasheet); mixed-precision "
+        "steps add the 16-to-32-bit gradient copy, unscaling, norm clipping and the weight "
+        "copy back (Micikevicius et al. 2018; Megatron-LM optimizer)"))
+    unfused_optimizer_factor: float = _param(2.2, valid={"ge": 1})   # unfused is never faster
+    memory_reserve_gib: float = _param(2.0, valid=NON_NEGATIVE, plausible=(
+        0.5, 8.0, "CUDA context (~0.5-1 GiB), NCCL buffers, cuBLAS workspaces per device"))
+    memory_fragmentation: float = _param(0.05, valid={"ge": 0, "le": 1}, plausible=(
+        0.0, 0.5, "PyTorch caching-allocator overhead as a fraction of the modelled bytes: "
+        "reserved vs allocated; Llama-2-70B FSDP on 16 A100-80GB: 63 GB reserved for 42 GB "
+        "allocated, +50% (meta-llama/llama-cookbook issue #120)"))
 
     def efficiency_for(self, device_name: str, fp8: bool = False) -> float:
         """Large-GEMM efficiency of ``device_name`` (FP8 or 16-bit)."""
@@ -131,17 +141,28 @@ class CostParams:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def updated(self, changes: dict) -> "CostParams":
+        """These parameters with ``changes`` applied: per-device dicts are merged
+        (a key names only the devices it changes), every other key replaces."""
+        changes = dict(changes)
+        for key in ("gemm_efficiency", "fp8_efficiency"):
+            if key in changes:
+                merged = dict(getattr(self, key))
+                merged.update({str(k): float(v) for k, v in (changes[key] or {}).items()})
+                changes[key] = merged
+        return replace(self, **changes)
+
     @classmethod
     def from_dict(cls, data: dict) -> "CostParams":
         """Known keys of ``data`` over the defaults (per-device dicts merged)."""
-        base = cls()
-        known = {k: v for k, v in data.items() if k in base.to_dict()}
-        for key in ("gemm_efficiency", "fp8_efficiency"):
-            if key in known:
-                merged = dict(getattr(base, key))
-                merged.update({str(k): float(v) for k, v in (known[key] or {}).items()})
-                known[key] = merged
-        return replace(base, **known)
+        names = {f.name for f in fields(cls)}
+        return cls().updated({k: v for k, v in data.items() if k in names})
+
+
+#: Plausible physical range of every scalar parameter, with its reason (from the
+#: fields' metadata; the fit keeps each parameter inside).
+RANGES: dict[str, tuple[float, float, str]] = {
+    f.name: f.metadata["plausible"] for f in fields(CostParams) if f.metadata.get("plausible")}
 
 
 def params_from_file(path: str | Path) -> CostParams:

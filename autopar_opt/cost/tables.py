@@ -29,7 +29,7 @@ from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
 from autopar_opt.plan import Plan, StagePlan
 from autopar_opt.pipeline import (boundaries_intra, boundary_is_intra, inflight_microbatches,
-                                  stage_devices_problem, stages_congruent)
+                                  microbatch_rule_broken, pipeline_rule_broken, stage_devices_problem)
 from autopar_opt.strategies import Strategy, enumerate_strategies
 from autopar_opt.training import Schedule, SearchSpace, Training
 
@@ -140,8 +140,9 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
     or stage devices breaking :func:`~autopar_opt.pipeline.stage_devices_problem`).
     """
     n = cluster.num_devices
-    if training.global_batch_size % microbatches:
-        raise ValueError(f"{microbatches} micro-batches do not divide batch {training.global_batch_size}")
+    broken = microbatch_rule_broken(microbatches, training.global_batch_size)
+    if broken:
+        raise ValueError(str(broken))
     if stage_devices is not None:
         why = (f"{len(stage_devices)} stage device counts for pp={pp}" if len(stage_devices) != pp
                else stage_devices_problem(stage_devices, cluster.gpus_per_node, n))
@@ -149,10 +150,9 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
             raise ValueError(f"stage devices {list(stage_devices)}: {why}")
         sizes = tuple(stage_devices)
     else:
-        if n % pp:
-            raise ValueError(f"pp={pp} does not divide {n} devices")
-        if not stages_congruent(n // pp, cluster.gpus_per_node):
-            raise ValueError(f"{n // pp} devices per stage and {cluster.gpus_per_node} GPUs per node are not congruent")
+        broken = pipeline_rule_broken(pp, n, cluster.gpus_per_node)
+        if broken:
+            raise ValueError(str(broken))
         sizes = (n // pp,) * pp
     b = training.global_batch_size // microbatches
     ctxs = {d: StageContext(cluster, training, params, d, b) for d in sorted(set(sizes))}

@@ -62,8 +62,10 @@ def placement_document(result: PlacementResult, expert_path: str | None) -> dict
 
 def _bound_source(result: PlacementResult) -> str:
     if result.method == "dp":
-        return ("Exact DP over the ideals of the condensed graph (every contiguous placement "
-                "is a chain of ideals): the value is the optimum.")
+        return ("Exact DP over the ideals of the condensed graph (colour classes, backward nodes "
+                "with their forward class, and chain edges whose cut is provably dominated "
+                "merged; every contiguous placement is a chain of ideals): the value is the "
+                "optimum.")
     if result.method.startswith("milp"):
         return ("MILP dual bound (branch and bound), combined with the LP bound that drops "
                 "communication and divides work freely.")
@@ -77,6 +79,9 @@ def _json_summary(doc: dict) -> dict:
     out = {k: doc[k] for k in keys}
     out["devices"] = [{k: d[k] for k in ("device", "nodes", "load", "memory_bytes")}
                       for d in doc["devices"]]
+    det = doc.get("details", {})
+    out["details"] = {k: det[k] for k in ("units", "coarsening", "ideals", "ideal_pairs", "dp_time_s",
+                                          "lp_bound", "dp_skipped") if k in det}
     return out
 
 

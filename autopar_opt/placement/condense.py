@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import networkx as nx
 import numpy as np
 
 from autopar_opt.placement.problem import PlacementProblem
@@ -81,6 +80,16 @@ def _class_units(p: PlacementProblem) -> tuple[np.ndarray, list[tuple[int, int]]
     return unit, extra
 
 
+def _acyclic(num: int, edges) -> bool:
+    from autopar_opt.ideals import topological_order
+
+    try:
+        topological_order(num, sorted(edges))
+    except ValueError:
+        return False
+    return True
+
+
 def condense(p: PlacementProblem, *, fuse_cycles: bool = True) -> Condensed:
     """Condense ``p`` (see the module docstring); ``fuse_cycles`` for contiguous variants."""
     if np.any(p.is_backward[p.edges[:, 0]] & ~p.is_backward[p.edges[:, 1]]):
@@ -89,14 +98,15 @@ def condense(p: PlacementProblem, *, fuse_cycles: bool = True) -> Condensed:
     fwd = ~p.is_backward[p.edges[:, 0]] & ~p.is_backward[p.edges[:, 1]]
     prec = {(int(unit[u]), int(unit[v])) for u, v in p.edges[fwd]} | set(extra)
     prec = {(a, b) for a, b in prec if a != b}
-    if fuse_cycles:
+    if fuse_cycles and not _acyclic(int(unit.max()) + 1 if len(unit) else 0, prec):
+        import networkx as nx                      # only when there is a cycle to fuse
+
         g = nx.DiGraph()
         g.add_nodes_from(range(int(unit.max()) + 1 if len(unit) else 0))
         g.add_edges_from(prec)
-        if not nx.is_directed_acyclic_graph(g):
-            comp = {v: i for i, scc in enumerate(nx.strongly_connected_components(g)) for v in scc}
-            unit = np.array([comp[int(u)] for u in unit], dtype=np.int64)
-            prec = {(comp[a], comp[b]) for a, b in prec if comp[a] != comp[b]}
+        comp = {v: i for i, scc in enumerate(nx.strongly_connected_components(g)) for v in scc}
+        unit = np.array([comp[int(u)] for u in unit], dtype=np.int64)
+        prec = {(comp[a], comp[b]) for a, b in prec if comp[a] != comp[b]}
     remap: dict[int, int] = {}
     for u in unit.tolist():                      # dense ids in order of first appearance
         remap.setdefault(u, len(remap))
@@ -104,6 +114,13 @@ def condense(p: PlacementProblem, *, fuse_cycles: bool = True) -> Condensed:
     prec_arr = np.array(sorted({(remap[a], remap[b]) for a, b in prec}),
                         dtype=np.int64).reshape(-1, 2)
     return _finish(p, unit, prec_arr)
+
+
+def from_units(p: PlacementProblem, unit: np.ndarray, prec: np.ndarray) -> Condensed:
+    """The condensed problem for a given node -> unit map (dense ids) and unit precedence
+    edges: times, sizes and hyperedges recomputed from the original graph (used by
+    :mod:`autopar_opt.placement.coarsen` after merging units)."""
+    return _finish(p, np.asarray(unit, dtype=np.int64), np.asarray(prec, dtype=np.int64).reshape(-1, 2))
 
 
 def _finish(p: PlacementProblem, unit: np.ndarray, prec: np.ndarray) -> Condensed:

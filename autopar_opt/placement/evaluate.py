@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import networkx as nx
 import numpy as np
 
 from autopar_opt.placement.problem import PlacementProblem
@@ -88,42 +87,61 @@ def device_loads(problem: PlacementProblem, assign: np.ndarray) -> tuple[np.ndar
     return compute, np.where(pays, comm, 0.0), memory, cut
 
 
+def _is_acyclic(num: int, src: np.ndarray, dst: np.ndarray) -> bool:
+    from autopar_opt.ideals import topological_order
+
+    try:
+        topological_order(num, list(zip(src.tolist(), dst.tolist())))
+    except ValueError:
+        return False
+    return True
+
+
 def quotient_is_acyclic(problem: PlacementProblem, assign: np.ndarray) -> bool:
     """Whether the forward graph's device parts can be ordered along every forward edge."""
     fwd = ~problem.is_backward[problem.edges[:, 0]] & ~problem.is_backward[problem.edges[:, 1]]
-    g = nx.DiGraph()
-    g.add_nodes_from(set(assign.tolist()))
-    for u, v in problem.edges[fwd]:
-        if assign[u] != assign[v]:
-            g.add_edge(int(assign[u]), int(assign[v]))
-    return nx.is_directed_acyclic_graph(g)
+    a, b = assign[problem.edges[fwd, 0]], assign[problem.edges[fwd, 1]]
+    cut = a != b
+    if not np.any(cut):
+        return True
+    pairs = np.unique(np.stack([a[cut], b[cut]], axis=1), axis=0)
+    return _is_acyclic(int(assign.max()) + 1, pairs[:, 0], pairs[:, 1])
 
 
 def block_latency(problem: PlacementProblem, assign: np.ndarray, loads: np.ndarray) -> float:
-    """Longest path of the block graph (module docstring); ``inf`` when it has a cycle."""
+    """Longest path of the block graph (module docstring); ``inf`` when it has a cycle.
+
+    Block ids: device ``d`` (one block per communication-paying device) or
+    ``D + v`` for a node ``v`` on a host type (each runs on its own)."""
     devs = problem.devices()
-    g = nx.DiGraph()
+    nd, n = len(devs), problem.num_nodes
+    pays = np.array([dt.pays_comm for dt in devs], dtype=bool)
+    assign = np.asarray(assign, dtype=np.int64)
+    key = np.where(pays[assign], assign, nd + np.arange(n))
+    weight = np.zeros(nd + n)
+    weight[:nd] = np.where(pays, loads, 0.0)
+    host = ~pays[assign]
+    weight[nd + np.flatnonzero(host)] = [float(problem.time[devs[int(assign[v])].name][v])
+                                         for v in np.flatnonzero(host)]
+    ku, kv = key[problem.edges[:, 0]], key[problem.edges[:, 1]]
+    keep = ku != kv
+    pairs = np.unique(np.stack([ku[keep], kv[keep]], axis=1), axis=0) if np.any(keep) \
+        else np.zeros((0, 2), dtype=np.int64)
+    from autopar_opt.ideals import topological_order
 
-    def key(v: int) -> tuple:
-        d = int(assign[v])
-        return ("dev", d) if devs[d].pays_comm else ("node", v)
-
-    weight: dict[tuple, float] = {}
-    for v in range(problem.num_nodes):
-        k = key(v)
-        d = int(assign[v])
-        weight[k] = float(loads[d]) if k[0] == "dev" else float(problem.time[devs[d].name][v])
-        g.add_node(k)
-    for u, v in problem.edges:
-        ku, kv = key(int(u)), key(int(v))
-        if ku != kv:
-            g.add_edge(ku, kv)
-    if not nx.is_directed_acyclic_graph(g):
+    try:
+        order = topological_order(nd + n, [tuple(e) for e in pairs.tolist()])
+    except ValueError:
         return float("inf")
-    finish: dict[tuple, float] = {}
-    for k in nx.topological_sort(g):
-        finish[k] = max((finish[p] for p in g.predecessors(k)), default=0.0) + weight[k]
-    return max(finish.values(), default=0.0)
+    preds: list[list[int]] = [[] for _ in range(nd + n)]
+    for u, v in pairs.tolist():
+        preds[v].append(u)
+    finish = np.zeros(nd + n)
+    for k in order.tolist():
+        finish[k] = max((finish[p] for p in preds[k]), default=0.0) + weight[k]
+    used = np.zeros(nd + n, dtype=bool)
+    used[key] = True
+    return float(finish[used].max()) if n else 0.0
 
 
 def _violations(problem: PlacementProblem, assign: np.ndarray, memory: np.ndarray,

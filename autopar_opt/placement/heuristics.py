@@ -12,7 +12,8 @@
   variant (contiguous or not): the LP ``min L`` over fractional assignments of
   units to device types with ``Σ_u t_τ(u)·f[u,τ] ≤ count_τ·L`` (communication
   dropped, work divisible), raised to the largest ``min_τ t_τ(u)`` of a unit
-  that must sit whole on one device.
+  that must sit whole on one device and to the pigeonhole bound
+  ``t_(k) + t_(k+1)`` (:func:`pigeonhole_bound`).
 - :func:`critical_path_bound` — a valid lower bound on latency: the longest
   path with every node at its fastest type and free transfers.
 """
@@ -20,7 +21,6 @@
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from autopar_opt.ideals import topological_order
 from autopar_opt.placement.condense import Condensed
@@ -119,11 +119,26 @@ def topo_split(cond: Condensed, type_index: int = 0, iters: int = 40) -> tuple[f
     return np.nan, unit_dev          # the caller evaluates the placement exactly
 
 
+def pigeonhole_bound(tmin: np.ndarray, devices: int) -> float:
+    """``t_(k) + t_(k+1)`` of the unit times sorted in decreasing order (``k`` devices).
+
+    Of the ``k + 1`` units with the largest fastest-type time two share a device,
+    whose load is at least the sum of their times (communication only adds): the
+    classic makespan bound for ``P||C_max`` (Graham 1969), valid for every
+    variant. 0 when there are at most ``k`` units."""
+    if devices < 1 or tmin.size <= devices:
+        return 0.0
+    top = -np.partition(-tmin, devices)[:devices + 1]
+    top.sort()
+    return float(top[0] + top[1])
+
+
 def compute_lower_bound(cond: Condensed) -> float:
     """The LP bound of the module docstring (valid for every variant)."""
     types = [t for t in cond.problem.device_types if t.count > 0]
     times = np.array([cond.time[t.name] for t in types])         # (T, U)
-    unit_lb = float(np.max(np.min(times, axis=0))) if cond.num_units else 0.0
+    unit_lb = max(float(np.max(np.min(times, axis=0))) if cond.num_units else 0.0,
+                  pigeonhole_bound(np.min(times, axis=0), sum(t.count for t in types)))
     if len(types) == 1:
         return max(unit_lb, float(times[0].sum()) / types[0].count)
     import highspy
@@ -135,11 +150,12 @@ def compute_lower_bound(cond: Condensed) -> float:
     tau, unit = np.divmod(cols, nu)
     rows_assign = unit
     rows_cap = nu + tau
-    a = sp.csc_array((np.concatenate([np.ones(cols.size), times.ravel()[cols],
-                                      -np.array([t.count for t in types], dtype=float)]),
-                      (np.concatenate([rows_assign, rows_cap, nu + np.arange(nt)]),
-                       np.concatenate([np.arange(cols.size), np.arange(cols.size),
-                                       np.full(nt, cols.size)]))), shape=(nu + nt, ncol))
+    # CSC by hand (no scipy import at start-up): column (τ,u) has 1 in row u and t in row
+    # nu+τ (rows ascending), column L has -count_τ in rows nu+τ
+    indptr = np.r_[np.arange(0, 2 * cols.size + 1, 2), 2 * cols.size + nt]
+    indices = np.r_[np.stack([rows_assign, rows_cap], axis=1).ravel(), nu + np.arange(nt)]
+    data = np.r_[np.stack([np.ones(cols.size), times.ravel()[cols]], axis=1).ravel(),
+                 -np.array([t.count for t in types], dtype=float)]
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     lp = highspy.HighsLp()
@@ -149,7 +165,7 @@ def compute_lower_bound(cond: Condensed) -> float:
     lp.row_lower_ = np.r_[np.ones(nu), np.full(nt, -np.inf)]
     lp.row_upper_ = np.r_[np.ones(nu), np.zeros(nt)]
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = a.indptr, a.indices, a.data
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = indptr, indices, data
     lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = ncol, nu + nt
     h.passModel(lp)
     h.run()

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autopar_opt.ideals import TooManyIdeals
+from autopar_opt.placement.coarsen import coarsen_chains
 from autopar_opt.placement.condense import Condensed, condense
 from autopar_opt.placement.evaluate import PlacementMetrics, evaluate_placement
 from autopar_opt.placement.heuristics import (compute_lower_bound, critical_path_bound,
@@ -98,18 +99,28 @@ def _heuristics(problem: PlacementProblem, cond: Condensed, objective: str, cont
 
 def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
                     contiguous: bool = True, solver: str = "auto",
-                    time_limit_s: float | None = None, rel_gap: float = 1e-6) -> PlacementResult:
+                    time_limit_s: float | None = None, rel_gap: float = 1e-6,
+                    coarsen: bool = True) -> PlacementResult:
     """Place ``problem``'s nodes; see the module docstring for the method choice.
 
     ``rel_gap``: stop as soon as the proven gap is at most this (status
     ``optimal`` then means "within the requested gap", as for the MIP solvers).
+    ``coarsen``: for max-load, contract the dominated chain edges first
+    (:mod:`autopar_opt.placement.coarsen`; keeps the optimum, so every method and
+    bound below stays exact/valid for the original problem).
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
     start = time.perf_counter()
     deadline = None if time_limit_s is None else start + time_limit_s
     cond = condense(problem, fuse_cycles=contiguous)
+    coarse_info = None
+    if coarsen and objective == "max-load":
+        cond, rep = coarsen_chains(cond, contiguous=contiguous)
+        coarse_info = {"units_before": rep.units_before, "contracted": rep.contracted}
     value, assign, details = _heuristics(problem, cond, objective, contiguous)
+    if coarse_info is not None:
+        details["coarsening"] = coarse_info
     lower = (compute_lower_bound(cond) if objective == "max-load"
              else critical_path_bound(problem))
     details["lp_bound"] = _num(lower)
@@ -171,7 +182,7 @@ def _contiguous_start(problem: PlacementProblem, details: dict) -> None:
     """The contiguous optimum (when the DP is within its guards) is feasible for the
     non-contiguous variant: a strong incumbent for its MILP."""
     from autopar_opt.placement.dp import DPTooLarge, solve_dp
-    cond = condense(problem, fuse_cycles=True)
+    cond, _ = coarsen_chains(condense(problem, fuse_cycles=True), contiguous=True)
     try:
         res = solve_dp(cond, max_pairs=5_000_000)
     except (DPTooLarge, TooManyIdeals):

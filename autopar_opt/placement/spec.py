@@ -6,6 +6,7 @@ A placement spec (YAML or JSON) names an operator graph and the devices::
       graph: {file: bert.json}                       # public format, relative to the spec
       # or: graph: {zoo: synthetic_transformer, nodes: 10000}
       # or: graph: {onnx: model.onnx}                # needs the 'onnx' extra
+      # or: graph: {torch: model.py:Net, inputs: [[8, 16]]}   # torch.fx; the 'torch' extra
       devices:                                       # optional with a file (it has its own)
         - {type: A100-80GB, count: 8}                # device catalog name (zoo graphs)
         - {type: cpu, count: 1, pays_comm: false}
@@ -59,13 +60,14 @@ def load_placement(path: str | Path) -> tuple[PlacementProblem, dict]:
     if options.get("objective", "max-load") not in ("max-load", "latency"):
         probs.append(SpecProblem(str(path), "placement.objective", options["objective"],
                                  "must be max-load or latency", "write objective: max-load"))
-    if not isinstance(graph, dict) or not ({"file", "zoo", "onnx"} & set(graph)):
+    if not isinstance(graph, dict) or not ({"file", "zoo", "onnx", "torch"} & set(graph)):
         probs.append(SpecProblem(str(path), "placement.graph", graph,
-                                 "must be {file: PATH}, {onnx: PATH} or {zoo: NAME, ...}",
+                                 "must be {file: PATH}, {onnx: PATH}, {torch: REF, inputs: [...]} "
+                                 "or {zoo: NAME, ...}",
                                  "write graph: {file: model.json}"))
     if probs:
         raise SpecError(probs)
-    devices = _devices(spec.get("devices"), path, required="zoo" in graph or "onnx" in graph)
+    devices = _devices(spec.get("devices"), path, required=bool({"zoo", "onnx", "torch"} & set(graph)))
     if "file" in graph:
         problem = load_public(path.parent / str(graph["file"]))
         if devices:
@@ -80,6 +82,11 @@ def load_placement(path: str | Path) -> tuple[PlacementProblem, dict]:
                                          "file not found", "give the path of an .onnx file")])
         build_op_graph("onnx", devices, file=str(path), _check_only=True)
         return op_problem(onnx_op_graph(onnx_path), devices, onnx_path.stem), options
+    if "torch" in graph:
+        from autopar_opt.placement.torch_import import spec_op_graph
+        build_op_graph("torch", devices, file=str(path), _check_only=True)
+        g, name = spec_op_graph(graph, path.parent, str(path))
+        return op_problem(g, devices, name), options
     params = {k: v for k, v in graph.items() if k != "zoo"}
     return build_op_graph(str(graph["zoo"]), devices, file=str(path), **params), options
 

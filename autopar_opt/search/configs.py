@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopar_opt.pipeline import free_shapes, stages_congruent
+from autopar_opt.pipeline import free_shapes, pipeline_rule_broken
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
 from autopar_opt.strategies import divisors
@@ -42,19 +42,13 @@ class OuterConfig:
 
 def pipeline_degrees(graph: LayerGraph, cluster: Cluster, space: SearchSpace) -> list[int]:
     """pp values that divide the devices, give congruent stages and fit the layer count."""
-    out = []
     if space.stage_devices == "free":
         return [pp for pp in range(1, min(cluster.num_devices, len(graph.layers)) + 1)
                 if space.pp_degrees is None or pp in space.pp_degrees]
-    for pp in divisors(cluster.num_devices):
-        if space.pp_degrees is not None and pp not in space.pp_degrees:
-            continue
-        if pp > len(graph.layers):
-            continue
-        if not stages_congruent(cluster.num_devices // pp, cluster.gpus_per_node):
-            continue
-        out.append(pp)
-    return out
+    return [pp for pp in divisors(cluster.num_devices)
+            if (space.pp_degrees is None or pp in space.pp_degrees)
+            and pipeline_rule_broken(pp, cluster.num_devices, cluster.gpus_per_node,
+                                     len(graph.layers)) is None]
 
 
 def microbatch_counts(training: Training, space: SearchSpace) -> list[int]:
@@ -83,8 +77,8 @@ def outer_configs(graph: LayerGraph, cluster: Cluster, training: Training,
     for pp in pipeline_degrees(graph, cluster, space):
         n = cluster.num_devices
         shapes: list[tuple[int, ...] | None] = []
-        if n % pp == 0 and stages_congruent(n // pp, cluster.gpus_per_node):
-            shapes.append(None)
+        if pipeline_rule_broken(pp, n, cluster.gpus_per_node) is None:
+            shapes.append(None)                    # the congruent pipeline, N/pp each
         if free:
             shapes += free_shapes(cluster, pp)
         for c in microbatch_counts(training, space):

@@ -3,12 +3,36 @@
 >>> from autopar_opt.spec import load_spec           # doctest: +SKIP
 >>> spec = load_spec("examples/quickstart.yaml")     # doctest: +SKIP
 >>> spec.graph, spec.cluster, spec.training, spec.plan  # doctest: +SKIP
+
+The error types are imported eagerly (cheap, used everywhere); the loaders and
+the pydantic schema on first use (PEP 562), so that a command that only needs
+``SpecError`` (``autopar place``) does not import pydantic at start-up.
 """
 
-from autopar_opt.spec.build_run import SolverOptions
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from autopar_opt.spec.errors import SpecError, SpecProblem
-from autopar_opt.spec.schema import SpecFile, json_schema
-from autopar_opt.spec.spec import Spec, build_spec, load_spec
+
+_LAZY = {"SolverOptions": "autopar_opt.spec.build_run", "SpecFile": "autopar_opt.spec.schema",
+         "json_schema": "autopar_opt.spec.schema", "Spec": "autopar_opt.spec.spec",
+         "build_spec": "autopar_opt.spec.spec", "load_spec": "autopar_opt.spec.spec"}
 
 __all__ = ["SolverOptions", "Spec", "SpecError", "SpecFile", "SpecProblem", "build_spec",
            "json_schema", "load_spec"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from autopar_opt.spec.build_run import SolverOptions  # noqa: F401
+    from autopar_opt.spec.schema import SpecFile, json_schema  # noqa: F401
+    from autopar_opt.spec.spec import Spec, build_spec, load_spec  # noqa: F401
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'autopar_opt.spec' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

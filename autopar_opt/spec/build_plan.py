@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
-from autopar_opt.pipeline import stage_devices_problem, stages_congruent
+from autopar_opt.pipeline import microbatch_rule_broken, pipeline_rule_broken, stage_devices_problem
 from autopar_opt.plan import Plan, StagePlan, uniform_plan
 from autopar_opt.spec.errors import ProblemList, did_you_mean
 from autopar_opt.spec.schema import (ExplicitPlanSpec, MegatronArgsPlanSpec, MegatronPlanSpec,
@@ -29,20 +29,10 @@ def _strategy(spec: StrategySpec) -> Strategy:
 
 def _check_pp(pp: int, n: int, cluster: Cluster, graph: LayerGraph, key: str,
               out: ProblemList) -> bool:
-    if n % pp:
-        out.add(key, pp, f"does not divide the {n} devices",
-                f"use a divisor of {n}: {', '.join(map(str, divisors(n)))}")
-        return False
-    if not stages_congruent(n // pp, cluster.gpus_per_node):
-        out.add(key, pp, f"{n // pp} devices per stage neither divide nor are a multiple of "
-                f"{cluster.gpus_per_node} GPUs per node", "choose pp so that a stage fills whole "
-                "nodes or divides one node")
-        return False
-    if pp > len(graph):
-        out.add(key, pp, f"more stages than the {len(graph)} layers",
-                f"use pp <= {len(graph)}")
-        return False
-    return True
+    broken = pipeline_rule_broken(pp, n, cluster.gpus_per_node, len(graph))
+    if broken:
+        out.add(key, pp, broken.rule, broken.fix)
+    return broken is None
 
 
 def _microbatches(spec: MegatronPlanSpec, dp: int, gbs: int, out: ProblemList) -> int | None:
@@ -64,9 +54,9 @@ def _microbatches(spec: MegatronPlanSpec, dp: int, gbs: int, out: ProblemList) -
                     f"(micro_batch_size*dp) = {derived}", "give only one of the two")
             return None
         return derived
-    if gbs % c:
-        out.add("plan.microbatches", c, f"does not divide the global batch ({gbs})",
-                f"use a divisor of {gbs}, e.g. {max(d for d in divisors(gbs) if d <= c)}")
+    broken = microbatch_rule_broken(c, gbs)
+    if broken:
+        out.add("plan.microbatches", c, broken.rule, broken.fix)
         return None
     if (gbs // c) % dp:
         out.add("plan.microbatches", c, f"a micro-batch of {gbs // c} samples does not split "
@@ -193,16 +183,15 @@ def _explicit_stage(i: int, stage, names: list[str], seen: set[str], d: int, b: 
 
 def _explicit(spec: ExplicitPlanSpec, graph: LayerGraph, cluster: Cluster, training: Training,
               out: ProblemList) -> Plan | None:
-    n, pp = cluster.num_devices, len(spec.stages)
     sizes = _stage_devices(spec, cluster, graph, out)
     if sizes is None:
         return None
     gbs, c = training.global_batch_size, spec.microbatches
-    if gbs % c:
-        out.add("plan.microbatches", c, f"does not divide the global batch ({gbs})",
-                f"use a divisor of {gbs}")
+    broken = microbatch_rule_broken(c, gbs)
+    if broken:
+        out.add("plan.microbatches", c, broken.rule, broken.fix)
     names, seen = [layer.name for layer in graph.layers], set()
-    stages = [_explicit_stage(i, st, names, seen, d, gbs // c if gbs % c == 0 else 0, out)
+    stages = [_explicit_stage(i, st, names, seen, d, 0 if broken else gbs // c, out)
               for (i, st), d in zip(enumerate(spec.stages), sizes)]
     unknown = [name for st in spec.stages for name in st.layers if name not in names]
     missing = [name for name in names if name not in seen]
@@ -210,7 +199,7 @@ def _explicit(spec: ExplicitPlanSpec, graph: LayerGraph, cluster: Cluster, train
         out.add("plan.stages", None, f"layers not placed in any stage: {', '.join(missing[:5])}",
                 "place every layer of the model in exactly one stage")
         return None
-    if missing or any(st is None for st in stages) or gbs % c:
+    if missing or any(st is None for st in stages) or broken:
         return None
     free = any(st.devices is not None for st in spec.stages)
     return Plan(stages, c, spec.schedule, spec.vp_chunks, stage_devices=list(sizes) if free else None)

@@ -7,7 +7,7 @@ divide the device count, HiGHS asked for an MIQP, ...) with their fix.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -238,7 +238,4 @@ def build_cost_params(section: CostModelSection | str | None, cluster: Cluster |
                 out.add(f"cost_model.{key}.{name}", name, "unknown device name",
                         f"use a device name: {', '.join(dict.fromkeys(known))}"
                         f"{did_you_mean(name, known)}")
-        merged = dict(getattr(base, key))
-        merged.update(changes[key])
-        changes[key] = merged
-    return replace(base, **changes)
+    return base.updated(changes)

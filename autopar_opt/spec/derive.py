@@ -43,13 +43,15 @@ def section_from_dataclass(cls: type, base: type, *, name: str, doc: str,
                            constraints: Callable[[str, Any], dict[str, Any]],
                            examples: dict[str, Any], required: tuple[str, ...] = (),
                            exclude: tuple[str, ...] = (), optional: bool = False,
-                           types: dict[str, Any] | None = None) -> type:
+                           types: dict[str, Any] | None = None,
+                           describe: Callable[[str], str] | None = None) -> type:
     """A pydantic model with one field per field of dataclass ``cls``.
 
     ``optional``: every field defaults to None (an override section); else the
     dataclass default is the field default. ``constraints(name, hint)`` gives
     pydantic bounds (``ge``, ``gt``, ``le``); ``examples[name]`` the example
-    used in error fixes (else the default); ``types`` replaces a field's type.
+    used in error fixes (else the default); ``types`` replaces a field's type;
+    ``describe(name)`` is appended to the docstring's description.
     """
     hints = typing.get_type_hints(cls)
     docs = doc_entries(cls)
@@ -62,7 +64,8 @@ def section_from_dataclass(cls: type, base: type, *, name: str, doc: str,
                    else f.default_factory() if f.default_factory is not dataclasses.MISSING  # type: ignore[misc]
                    else ...)
         example = examples.get(f.name, default if default is not ... else None)
-        kw = dict(description=docs.get(f.name, f.name.replace("_", " ")), examples=[example],
+        text = docs.get(f.name, f.name.replace("_", " ")) + (describe(f.name) if describe else "")
+        kw = dict(description=text, examples=[example],
                   **constraints(f.name, hint))
         if optional:
             fields[f.name] = (Optional[hint], Field(default=None, **kw))

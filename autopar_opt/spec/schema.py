@@ -11,10 +11,13 @@ Tags start with ``#`` so that error paths can drop them.
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
+from autopar_opt.cost.params import CostParams
 from autopar_opt.graph import Layer
 from autopar_opt.solvers.registry import DEFAULT_BACKEND, backend_names
 from autopar_opt.spec.derive import section_from_dataclass
@@ -259,42 +262,38 @@ class SolverSection(_Section):
                                                default="auto")
 
 
-class CostModelSection(_Section):
-    """Overrides of autopar_opt.cost.params.CostParams (physical quantities with
-    documented ranges); omitted keys keep the calibrated value."""
-
+class _CostModelFile(_Section):
     file: Optional[str] = _f("Parameters file written by `autopar calibrate --fit --output`, "
                              "relative to the spec file; other keys override it.",
                              "my_fit.yaml", default=None)
-    gemm_efficiency: Optional[dict[str, Fraction]] = _f(
-        "Device name -> achieved fraction of the dense 16-bit peak of large GEMMs.",
-        {"A100-80GB": 0.7}, default=None)
-    fp8_efficiency: Optional[dict[str, Fraction]] = _f(
-        "Device name -> achieved fraction of the dense FP8 peak of large GEMMs.",
-        {"H100-SXM-80GB": 0.55}, default=None)
-    efficiency_default: Optional[Fraction] = _f("16-bit efficiency for unlisted devices.", 0.6,
-                                                default=None)
-    efficiency_half_us: Optional[float] = _f("GEMM time at peak at which efficiency halves, µs.",
-                                             20.0, default=None, ge=0)
-    attention_efficiency: Optional[Fraction] = _f(
-        "Attention-kernel efficiency relative to the GEMM efficiency.", 0.6, default=None)
-    comm_efficiency: Optional[Fraction] = _f("NCCL bus bandwidth / NVLink bandwidth.", 0.8,
-                                             default=None)
-    inter_comm_efficiency: Optional[Fraction] = _f("NCCL bus bandwidth / network bandwidth.", 0.85,
-                                                   default=None)
-    comm_interference: Optional[float] = _f(
-        "Compute slowdown per second of hidden communication.", 0.1, default=None, ge=0, le=1)
-    elementwise_passes: Optional[float] = _f(
-        "HBM passes over stored activations by element-wise kernels.", 3.0, default=None, ge=0)
-    optimizer_bytes_per_param: Optional[float] = _f("HBM bytes moved per parameter by a step.", 36.0,
-                                                    default=None, ge=0)
-    layer_overhead_us: Optional[float] = _f("Launch overhead per layer per micro-batch, µs.", 0.0,
-                                            default=None, ge=0)
-    iteration_overhead_s: Optional[float] = _f("Host time per iteration, s.", 0.0, default=None, ge=0)
-    memory_reserve_gib: Optional[float] = _f("Runtime reserve per device (CUDA context, NCCL), GiB.",
-                                             2.0, default=None, ge=0)
-    memory_fragmentation: Optional[float] = _f("Allocator overhead, fraction of modelled bytes.",
-                                               0.1, default=None, ge=0, le=1)
+
+
+def _cost_bounds(name: str, hint: Any) -> dict[str, Any]:
+    """The hard bounds a spec value must satisfy (``CostParams`` field metadata;
+    per-device dicts carry theirs in the value type)."""
+    f = _COST_FIELDS[name]
+    return {} if str(f.type).startswith("dict") else dict(f.metadata["valid"])
+
+
+def _cost_description(name: str) -> str:
+    plausible = _COST_FIELDS[name].metadata.get("plausible")
+    return "" if plausible is None else f" Plausible range {plausible[0]:g} to {plausible[1]:g}."
+
+
+_COST_FIELDS = {f.name: f for f in dataclasses.fields(CostParams)}
+
+#: Overrides of :class:`autopar_opt.cost.params.CostParams`, derived from it: one
+#: optional key per parameter, documented by its docstring, with the bounds and
+#: plausible range its field declares (omitted keys keep the calibrated value),
+#: plus ``file``.
+CostModelSection = section_from_dataclass(
+    CostParams, _CostModelFile, name="CostModelSection",
+    doc="Overrides of autopar_opt.cost.params.CostParams (physical quantities with documented "
+        "ranges); omitted keys keep the calibrated value.",
+    constraints=_cost_bounds, optional=True, describe=_cost_description,
+    examples={"gemm_efficiency": {"A100-80GB": 0.7}, "fp8_efficiency": {"H100-SXM-80GB": 0.55}},
+    types={name: dict[str, Annotated[float, Field(**f.metadata["valid"])]]
+           for name, f in _COST_FIELDS.items() if str(f.type).startswith("dict")})
 
 
 # ------------------------------------------------------------------------ plan

@@ -4,8 +4,10 @@ growth with node count, Inception-v3. Times what the user runs: the whole
 memory from /usr/bin/time), next to the solver's own split.
 
 Usage: ``.venv/bin/python benchmarks/placement/run.py [section ...]`` (sections:
-shared, milp, latency, scale, growth, inception); writes ``results.json`` here,
-then ``report.py`` renders RESULTS.md.
+startup, shared, milp, latency, scale, growth, inception); writes ``results.json`` here,
+then ``report.py`` renders RESULTS.md. Expected run time on the idle 2-core machine:
+startup + shared + latency + inception about 10 minutes; milp 10 minutes; scale +
+growth about 40 minutes.
 """
 
 from __future__ import annotations
@@ -137,12 +139,35 @@ def inception(folder: Path) -> list[dict]:
     return rows
 
 
+def startup(repeats: int = 5) -> list[dict]:
+    """Process start-up alone: ``autopar --version`` and the import of the place command,
+    the fixed cost every ``autopar place`` pays before it reads its input."""
+    rows = []
+    py = str(Path(sys.executable))
+    for name, cmd in (("autopar --version", [AUTOPAR, "--version"]),
+                      ("python -c 'import autopar_opt.placement.cli'",
+                       [py, "-c", "import autopar_opt.placement.cli"]),
+                      ("python -c pass", [py, "-c", "pass"])):
+        walls, rss = [], []
+        for _ in range(repeats):
+            with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
+                start = time.perf_counter()
+                subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", tf.name, *cmd],
+                               capture_output=True, check=True)
+                walls.append(time.perf_counter() - start)
+                rss.append(float(tf.read().split()[-1]) / 1024)
+        rows.append({"command": name, "min_wall_s": min(walls), "median_wall_s": sorted(walls)[len(walls) // 2],
+                     "peak_rss_mib": max(rss), "repeats": repeats})
+        print("startup", name, min(walls), flush=True)
+    return rows
+
+
 def main(argv: list[str]) -> None:
-    sections = argv or ["shared", "milp", "latency", "scale", "growth", "inception"]
+    sections = argv or ["startup", "shared", "milp", "latency", "scale", "growth", "inception"]
     path = HERE / "results.json"
     results = json.loads(path.read_text()) if path.exists() else {}
     folder = Path(tempfile.mkdtemp())
-    fns = {"shared": shared, "milp": milp, "latency": latency, "scale": lambda: scale(folder),
+    fns = {"startup": startup, "shared": shared, "milp": milp, "latency": latency, "scale": lambda: scale(folder),
            "growth": lambda: growth(folder), "inception": lambda: inception(folder)}
     for s in sections:
         load = os.getloadavg()

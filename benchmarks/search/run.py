@@ -89,7 +89,10 @@ def measure(spec: Path, extra: list[str], name: str, group: str) -> dict:
         return tput / b["metrics"]["samples_per_s"] if (tput and b and b.get("metrics")) else None
 
     search = solver.get("wall_time_s")
+    per_config = [(rec["timings"].get("build", 0.0) + rec["timings"].get("translate", 0.0))
+                  for rec in cert.get("configurations", []) if "build" in (rec.get("timings") or {})]
     return {"name": name, "group": group, **run, "status": doc.get("status"),
+            "build_translate_s": per_config,
             "gap": cert.get("gap"), "primal_s": cert.get("primal"),
             "search_s": search, "tables_s": timings.get("tables_s"),
             "baselines_s": timings.get("baselines_s"), "split_s": split,
@@ -168,6 +171,11 @@ def write_results(rows: list[dict], solver: str, path: Path, started: str) -> No
                   f"max {max(walls):.2f} s; within 1.2·search + 1 s: {within}/{len(sel)}; "
                   f"max gap {max((r['gap'] or 0) for r in sel):.2e}; peak RSS max "
                   f"{max((r['peak_rss_mib'] or 0) for r in sel):.0f} MiB."]
+        per = [x for r in sel for x in r.get("build_translate_s", [])]
+        if per:
+            lines.append(f"MILP build + translate per configuration the MIP solved: {len(per)} "
+                         f"solves, median {statistics.median(per):.4f} s, max {max(per):.4f} s "
+                         "(issue 9's target: <= 0.05 s).")
         if group == "frontier":
             met = [r for r in sel if r["gap"] is not None and r["gap"] <= FRONTIER_GAP + 1e-12
                    and r["wall_s"] <= FRONTIER_LIMIT_S and (r["peak_rss_mib"] or 0) <= FRONTIER_MEM_MIB]
