@@ -153,6 +153,8 @@ class ConfigRowDoc(_BoundsDoc):
     pp: int = _f("Pipeline stages.")
     microbatches: int = _f("Micro-batches.")
     schedule: str = _f("Pipeline schedule.")
+    stage_devices: Optional[list[int]] = _f(
+        "Devices of every stage with free stage sizes (absent: congruent, N/pp each).", default=None)
     status: Status = _f("What the search knows about it (docs/DESIGN.md §4).")
     time_s: float = _f("Solve time, s.")
     timings: dict[str, float] = _f("Where time_s went: build, translate, solve, dp_warm, s.",

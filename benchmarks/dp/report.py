@@ -17,16 +17,29 @@ def _f(x, spec=".3f") -> str:
 
 
 def growth(doc: dict) -> list[str]:
-    out = ["## Growth of one configuration's DP (pp=4, c=8, 1F1B, batch 64, seq 2048)", "",
+    load = doc.get("load_average_at_start")
+    out = ["## Growth of one configuration (pp=4, c=8, 1F1B, batch 64, seq 2048): DP, MILP, whole command", "",
            f"{doc['machine']}; {doc['run_utc']}; time limit {doc['limit_s']:.0f} s per solve; "
-           "DP wall time excludes building the cost tables.", "",
-           "| series | family | layers | space | K | DP s | termination | primal s | gap |",
-           "|---|---|---:|---|---:|---:|---|---:|---:|"]
+           f"load average at start {_f(load and load[0], '.1f')}, at end "
+           f"{_f(doc.get('load_average_at_end') and doc['load_average_at_end'][0], '.1f')} "
+           "(2 shared cores). `DP s` = the DP on the tables (tables excluded); `MILP s` = HiGHS on the "
+           "direct matrix of the same tables (build included); `CLI s` / `CLI MiB` = the whole "
+           "`autopar solve --solver dp` command on a generated spec of the same model and configuration, "
+           "wall clock and peak RSS of the subprocess, with its status, gap and inner "
+           "(`solver.wall_time_s`) time.", "",
+           "| series | family | layers | K | DP s | DP termination | DP gap | primal s | MILP s | "
+           "MILP termination | MILP gap | CLI s | CLI inner s | CLI MiB | CLI status | CLI gap |",
+           "|---|---|---:|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---|---:|"]
     for r in doc["rows"]:
-        out.append(f"| {r['series']} | {r['family']} | {r['layers']} | {r['space']} | {r['K']} | "
-                   f"{r['dp_s']:.2f} | {r['termination']} | {_f(r['primal_s'], '.5f')} | "
-                   f"{_f(r['gap'], '.2e')} |")
-    out += ["", "Growth exponents (least-squares slope of log time, rows solved to optimality):", ""]
+        out.append(f"| {r['series']} | {r['family']} | {r['layers']} | {r['K']} | "
+                   f"{r['dp_s']:.2f} | {r['termination']} | {_f(r['gap'], '.2e')} | "
+                   f"{_f(r['primal_s'], '.5f')} | {_f(r.get('milp_s'), '.2f')} | "
+                   f"{r.get('milp_termination', '-')} | {_f(r.get('milp_gap'), '.2e')} | "
+                   f"{_f(r.get('cli_s'), '.2f')} | {_f(r.get('cli_inner_s'), '.2f')} | "
+                   f"{_f(r.get('cli_peak_mib'), '.0f')} | {r.get('cli_status', '-')} | "
+                   f"{_f(r.get('cli_gap'), '.2e')} |")
+    out += ["", "Growth exponents (least-squares slope of log time vs log layers or log K, "
+            "rows solved to optimality only):", ""]
     for k, v in doc["exponents"].items():
         out.append(f"- {k}: **{_f(v, '.2f')}**")
     return out + [""]

@@ -3,12 +3,18 @@
 Parts (each writes ``benchmarks/dp/<part>.json`` and prints Markdown):
 
 - ``growth``: one configuration (pp=4, c=8, 1F1B) of decoder-only chains with
-  32, 64, 128, 256, 512 layers, in two families: *slack* (hidden 1024 on
-  4x8 A100-80GB: memory rarely binds) and *tight* (hidden 2048 on 2x8
-  A100-40GB: memory binds and plans mix recomputation / ZeRO levels); then the
+  32, 64, 128, 256, 512, 1024 layers, in two families: *slack* (hidden 1024 on
+  4x8 A100-80GB: memory binds only from about 1,024 layers) and *tight* (hidden
+  1024 on 2x8 H100, the memory reserve set so that the capacity is 1.2x the
+  least memory any plan needs: every stage memory-bound at every size); then the
   slack family at 128 layers with 2, 4, 8 and the full set of strategies per
-  layer. Growth exponents = least-squares slope of log(time) vs log(layers)
-  and vs log(K), over the rows solved to optimality.
+  layer. Each layer row is solved three ways: the DP on the tables (inner time,
+  tables excluded), the MILP (HiGHS on the direct matrix, same tables, build
+  included) and the whole ``autopar solve --solver dp`` command as a
+  subprocess on a generated spec of the same model, configuration and space
+  (wall clock and peak memory of the child). Growth exponents = least-squares
+  slope of log(time) vs log(layers) and vs log(K), over the rows solved to
+  optimality.
 - ``uniap``: the whole search (every outer configuration, certificate) with
   ``--solver dp`` vs ``--solver highs --no-warm-start`` (the MILP alone) on the
   UniAP suite of ``benchmarks/search`` (same space and batch).
@@ -17,7 +23,7 @@ Parts (each writes ``benchmarks/dp/<part>.json`` and prints Markdown):
   (one stage) on 8 and 64 A100-40GB (1x8, 8x8), batch 256 and 2048, full
   space; the same tables solved by the MILP (HiGHS) for comparison.
 
-Usage: python benchmarks/dp/run.py [--part growth|uniap|large] [--limit S]
+Usage: python benchmarks/dp/run.py [--part growth|uniap|large] [--limit S]   (growth: --limit 30, about 25 min)
 Then: python benchmarks/dp/report.py > benchmarks/dp/RESULTS.md
 """
 
@@ -26,7 +32,11 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import platform
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -55,8 +65,31 @@ SB = _search_benchmark()
 LARGE, SPACE, UNIAP_BATCH = SB.LARGE, SB.SPACE, SB.UNIAP_BATCH
 UNIAP_CLUSTERS, UNIAP_MODELS, instance = SB.UNIAP_CLUSTERS, SB.UNIAP_MODELS, SB.instance
 
-SIZES = (32, 64, 128, 256, 512)
-FAMILIES = {"slack": (1024, "4x8-a100-80"), "tight": (2048, "2x8-a100-40")}
+SIZES = (32, 64, 128, 256, 512, 1024)
+FAMILIES = {"slack": (1024, "4x8-a100-80"), "tight": (1024, "2x8-h100")}
+#: tight family: capacity = this many times the least memory any plan needs (cost model v2 makes
+#: a fixed cluster slack at 32 layers and infeasible at 512, so the capacity follows the model)
+TIGHT_FACTOR = 1.2
+#: the generated spec of a growth row: the model of chain_tables through the zoo's decoder family
+SPEC = """model:
+  zoo: gpt3-175b
+  overrides: {{num_layers: {blocks}, hidden: {hidden}, heads: 16, ffn_hidden: {ffn}, seq_len: 2048,
+              learned_positions: false}}
+cluster:
+  zoo: {cluster}
+training:
+  global_batch_size: 64
+  seq_len: 2048
+  memory_reserve_gib: {reserve}
+search:
+  pp_degrees: [4]
+  microbatches: [8]
+  schedules: [1f1b]
+solver:
+  name: dp
+  time_limit_s: {limit}
+  rel_gap: 0.0
+"""
 #: strategy sets of growing size K (tp x sp x ZeRO x recompute)
 K_SPACES = {
     "tp": SearchSpace(zero_levels=(0,), sequence_parallel=(False,), recompute=(Recompute.none,)),
@@ -67,12 +100,29 @@ K_SPACES = {
 }
 
 
-def chain_tables(layers: int, family: str, space: SearchSpace):
-    hidden, cluster = FAMILIES[family]
+def tight_reserve(layers: int) -> float:
+    """``training.memory_reserve_gib`` of the tight family at ``layers`` layers (full space)."""
+    from autopar_opt.cost.layer_cost import user_reserve_for
+    from autopar_opt.hardware import GIB
+    from autopar_opt.solvers.dp.common import least_memory
+    hidden, cluster = FAMILIES["tight"]
+    tables = _tables(layers, hidden, cluster, SearchSpace(), 0.0)
+    cap_gib = TIGHT_FACTOR * least_memory(tables) / GIB
+    return float(max(user_reserve_for(cap_gib, get_cluster(cluster).device.hbm_gib, default_params()), 0.0))
+
+
+def _tables(layers: int, hidden: int, cluster: str, space: SearchSpace, reserve: float):
     graph = decoder_lm(f"lm{layers}", layers - 2, 2048, hidden, 16, 4 * hidden, 50257)
-    training = Training(global_batch_size=64, seq_len=2048)
+    training = Training(global_batch_size=64, seq_len=2048, memory_reserve_gib=reserve)
     return build_cost_tables(graph, get_cluster(cluster), training, space, default_params(), 4, 8,
                              Schedule.one_f_one_b)
+
+
+def chain_tables(layers: int, family: str, space: SearchSpace, reserve: float | None = None):
+    hidden, cluster = FAMILIES[family]
+    if reserve is None:
+        reserve = tight_reserve(layers) if family == "tight" else 0.0
+    return _tables(layers, hidden, cluster, space, reserve)
 
 
 def dp_row(tables, limit: float, **tags) -> dict:
@@ -86,6 +136,50 @@ def dp_row(tables, limit: float, **tags) -> dict:
     return row
 
 
+def milp_row(tables, limit: float) -> dict:
+    """The MILP (HiGHS on the direct matrix) on the same tables; time includes the build."""
+    from autopar_opt.formulations.direct import build_direct
+    from autopar_opt.solvers.registry import get_backend
+    t0 = time.perf_counter()
+    form = build_direct(tables)
+    left = max(limit - (time.perf_counter() - t0), 1.0)
+    res = get_backend("highs").solve_model(form.matrix, form.problem_class, time_limit_s=left, rel_gap=1e-9)
+    return {"milp_s": time.perf_counter() - t0, "milp_termination": res.termination.value,
+            "milp_primal_s": res.primal, "milp_bound_s": res.lower_bound, "milp_gap": res.gap}
+
+
+def cli_row(layers: int, family: str, limit: float, reserve: float) -> dict:
+    """``autopar solve --solver dp`` on a generated spec, as a subprocess: wall clock,
+    peak RSS of the child (ru_maxrss of the waited child), its status, gap and inner time."""
+    hidden, cluster = FAMILIES[family]
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = os.path.join(tmp, "spec.yaml")
+        with open(spec, "w") as fh:
+            fh.write(SPEC.format(blocks=layers - 2, hidden=hidden, ffn=4 * hidden, cluster=cluster,
+                                 limit=limit, reserve=repr(float(reserve))))
+        # a fresh wrapper process whose only child is the command: its RUSAGE_CHILDREN peak is the command's
+        wrap = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+                "sys.stderr.write('\\nPEAK_KIB %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
+                "sys.exit(r.returncode)")
+        cmd = [sys.executable, "-c", wrap, sys.executable, "-m", "autopar_opt.cli", "solve", spec, "--json",
+               "--quiet", "--out", os.path.join(tmp, "out"), "--time-limit", str(limit)]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        out, err = proc.stdout, proc.stderr
+    peak = [int(x.split()[1]) for x in err.splitlines() if x.startswith("PEAK_KIB")]
+    peak = peak[-1] / 1024 if peak else None
+    row = {"cli_s": wall, "cli_rc": proc.returncode, "cli_peak_mib": peak}
+    try:
+        doc = json.loads(out)
+        cert = doc.get("certificate", {})
+        row.update(cli_status=doc.get("status"), cli_gap=cert.get("gap"),
+                   cli_inner_s=(doc.get("solver") or {}).get("wall_time_s"))
+    except (json.JSONDecodeError, AttributeError):
+        row.update(cli_status="error", cli_error=(err or out)[-300:])
+    return row
+
+
 def slope(xs, ys) -> float | None:
     if len(xs) < 2:
         return None
@@ -95,9 +189,21 @@ def slope(xs, ys) -> float | None:
 def part_growth(limit: float) -> dict:
     rows = []
     for family in FAMILIES:
+        dead = 0
         for n in SIZES:
-            rows.append(dp_row(chain_tables(n, family, SearchSpace()), limit, series="layers",
-                               family=family, layers=n, space="full"))
+            reserve = tight_reserve(n) if family == "tight" else 0.0
+            tables = chain_tables(n, family, SearchSpace(), reserve)
+            row = dp_row(tables, limit, series="layers", family=family, layers=n, space="full")
+            row.update(capacity_gib=tables.capacity_bytes / 2**30, reserve_gib=reserve)
+            if dead:   # the MILP found no plan at a smaller size of this family: not run again
+                row.update(milp_termination=f"not run (no plan at {dead} layers)")
+            else:
+                row.update(milp_row(tables, limit))
+                if row["milp_termination"] == "time_limit_no_solution":
+                    dead = n
+            row.update(cli_row(n, family, limit, reserve))
+            print(json.dumps(row), flush=True)
+            rows.append(row)
     for name, space in K_SPACES.items():
         rows.append(dp_row(chain_tables(128, "slack", space), limit, series="strategies",
                            family="slack", layers=128, space=name))
@@ -106,6 +212,12 @@ def part_growth(limit: float) -> dict:
         ok = [r for r in rows if r["series"] == "layers" and r["family"] == family
               and r["termination"] == "optimal"]
         exps[f"layers/{family}"] = slope([r["layers"] for r in ok], [r["dp_s"] for r in ok])
+        ok = [r for r in rows if r["series"] == "layers" and r["family"] == family
+              and r.get("milp_termination") == "optimal"]
+        exps[f"layers/{family}/milp"] = slope([r["layers"] for r in ok], [r["milp_s"] for r in ok])
+        ok = [r for r in rows if r["series"] == "layers" and r["family"] == family
+              and r.get("cli_status") == "optimal"]
+        exps[f"layers/{family}/cli"] = slope([r["layers"] for r in ok], [r["cli_s"] for r in ok])
     ok = [r for r in rows if r["series"] == "strategies" and r["termination"] == "optimal"]
     exps["strategies/slack@128"] = slope([r["K"] for r in ok], [r["dp_s"] for r in ok])
     return {"rows": rows, "exponents": exps}
@@ -168,6 +280,7 @@ def main() -> None:
     ap.add_argument("--limit", type=float, default=120.0, help="time limit per solve/search, s")
     args = ap.parse_args()
     meta = {"machine": f"{platform.machine()}, Python {platform.python_version()}",
+            "load_average_at_start": os.getloadavg(),
             "run_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "limit_s": args.limit}
     if args.part == "growth":
         out = part_growth(args.limit)
@@ -178,6 +291,7 @@ def main() -> None:
         out = part_search([j for j in LARGE if j[0] == "llama3-70b"], args.limit)
     else:
         out = part_inception(args.limit)
+    meta["load_average_at_end"] = os.getloadavg()
     (HERE / f"{args.part}.json").write_text(json.dumps({**meta, **out}, indent=1) + "\n")
 
 

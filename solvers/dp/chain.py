@@ -48,7 +48,13 @@ with a Lagrangian relaxation of the memory constraints) exceeds ``tau``:
 that finds a plan of value ``≤ tau`` has found an optimum; a pass that finds
 none proves ``optimum > tau``, which is the bound reported if time runs out.
 Passes with a tight ``tau`` keep few labels, so the last (successful) pass is
-cheap when the bound is good.
+cheap when the bound is good. Exact passes also drop a label when the stages it
+leaves cannot hold the remaining layers under the bottleneck its threshold
+allows, with each stage's memory kept (:mod:`~autopar_opt.solvers.dp.partition`);
+the same decomposition gives a floor under every plan's bottleneck. Where memory
+does not bind, the root bound is within about 0.05 % of the optimum and one
+speculative exact pass just above it (label-capped) proves the optimum before
+any beam pass runs.
 
 Complexity: O(n · pp · K² · L) transitions plus the dominance filter,
 O(L²) per state, vectorised with numpy (``n`` layers, ``K`` strategies per
@@ -72,6 +78,7 @@ import numpy as np
 from autopar_opt.cost.tables import CostTables, symmetric_edges
 from autopar_opt.solvers.dp.common import MEM_EPS, Assignment, iteration_time, layer_memory
 from autopar_opt.solvers.dp.completion import CompletionBounds
+from autopar_opt.solvers.dp.partition import CoverBound
 from autopar_opt.hardware import GIB
 from autopar_opt.strategies import layout_ids
 
@@ -83,6 +90,10 @@ _BLOCK = 512
 
 class DPTimeout(Exception):
     """Raised inside an exact pass when the time limit is reached."""
+
+
+class _LabelBudget(Exception):
+    """Raised inside a speculative exact pass that created more labels than it may."""
 
 
 @dataclass
@@ -163,12 +174,20 @@ class _ChainDP:
             self.mem, self.edge_of, self.order = shared.mem, shared.edge_of, shared.order
             self.layout_id = shared.layout_id
             self._bounds: CompletionBounds | None = shared.bounds
+            self._cover: CoverBound | None = shared.cover
+            self.bott_floor = 0.0   # restricted copies run beam passes: rank as without the floor
+            self.sync_floor = 0.0
         else:
             self.mem = [layer_memory(tables, i) for i in range(self.pp)]
             self.edge_of = {(u, v): e for e, (u, v) in enumerate(tables.edges)}
             self.layout_id = [np.array(layout_ids(strats)) for strats in tables.strategies]
             self.order = _sorted_pairs(tables, self.layout_id)
             self._bounds = None
+            self._cover = None
+            #: proven lower bound on every plan's bottleneck max p (partition bound)
+            self.bott_floor = 0.0
+            #: proven lower bound on every plan's max g: Σ_u min_k G / pp
+            self.sync_floor = 0.0
         # memory level under which a label's stage can never overflow
         self.safe = []
         for m in self.mem:
@@ -176,6 +195,10 @@ class _ChainDP:
             self.safe.append([self.cap - (float(tail[u + 1]) if u + 1 < self.n else 0.0)
                               for u in range(self.n)])
         self.labels = 0
+        #: an exact pass raises _LabelBudget once ``labels`` exceeds this (speculative passes)
+        self.label_cap = math.inf
+        #: beam passes stop at the deadline too (set once an incumbent exists)
+        self.beam_stops = False
 
     @property
     def bounds(self) -> CompletionBounds:
@@ -184,21 +207,32 @@ class _ChainDP:
             self._bounds = CompletionBounds(self.t, self.mem, self.cap, self.edge_of, self.allowed)
         return self._bounds
 
+    @property
+    def cover(self) -> CoverBound:
+        """Stage-partition coverage bound (:mod:`~autopar_opt.solvers.dp.partition`), built on first use."""
+        if self._cover is None:
+            self._cover = CoverBound(self.t.time, self.mem, self.cap, self.allowed)
+        return self._cover
+
     def stage_range(self, u: int) -> range:
         return range(max(0, self.pp - self.n + u), min(u, self.pp - 1) + 1)
 
-    def lower(self, lab: np.ndarray, u: int, i: int, k: np.ndarray) -> np.ndarray:
+    def lower(self, lab: np.ndarray, u: int, i: int, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Proven lower bounds on the final value of every completion of the labels
-        ``lab`` at states ``(u, i, k[j])``: ``S + rest + (c−1)·max(M, (pc + rest_p)/(P−i)) + max(G, (gc + rest_g)/(P−i))``,
-        the rests from :class:`~autopar_opt.solvers.dp.completion.CompletionBounds`."""
+        ``lab`` at states ``(u, i, k[j])``: ``S + rest + (c−1)·max(M, (pc + rest_p)/(P−i), B₀) + max(G, (gc + rest_g)/(P−i))``,
+        the rests from :class:`~autopar_opt.solvers.dp.completion.CompletionBounds`, ``B₀``
+        the partition bound on every plan's bottleneck (:attr:`bott_floor`). Also returns
+        ``base = S + rest + max(G, …)`` (every completion costs at least ``base + (c−1)·max p``)
+        and that ``max(G, …)`` term alone."""
         rest, rest_p = self.bounds.remaining(u, i, k, lab[:, _MEM])
-        bott = np.maximum(lab[:, _M], (lab[:, _PC] + rest_p) / (self.pp - i))
+        bott = np.maximum(np.maximum(lab[:, _M], (lab[:, _PC] + rest_p) / (self.pp - i)), self.bott_floor)
         sync = np.maximum(lab[:, _G], (lab[:, _GC] + self.bounds.rest_sync[u]) / (self.pp - i))
-        low = lab[:, _S] + rest + self.c1 * bott + sync
+        base = lab[:, _S] + rest + sync
+        low = base + self.c1 * bott
         w = self.bounds.weighted(u, i, k, lab[:, _MEM], lab[:, _PC], lab[:, _GC])
         if w is not None:
             low = np.maximum(low, lab[:, _S] + w)
-        return low
+        return low, base, sync
 
     def root_bound(self) -> float:
         """Lower bound on the whole configuration (over every first-layer label)."""
@@ -206,7 +240,7 @@ class _ChainDP:
         for k in self.allowed[0]:
             lab = self._first(int(k))
             if lab is not None:
-                best = min(best, float(self.lower(lab[None, :], 0, 0, np.array([int(k)]))[0]))
+                best = min(best, float(self.lower(lab[None, :], 0, 0, np.array([int(k)]))[0][0]))
         return best
 
     def _first(self, k: int) -> np.ndarray | None:
@@ -242,15 +276,27 @@ class _ChainDP:
         lim = tau * (1 + 1e-9)
         out = _Layer({}, {}, {}, {})
         for i in self.stage_range(u):
-            if beam is None and self.deadline is not None and time.monotonic() > self.deadline:
-                raise DPTimeout   # beam passes keep ≤ beam+1 labels per state and always finish
+            if ((beam is None or self.beam_stops) and self.deadline is not None
+                    and time.monotonic() > self.deadline):
+                raise DPTimeout   # the first beam pass always finishes: it gives the incumbent
             cand, k2, pst, prw = self._candidates(prev, u, i)
             if not len(cand):
                 continue
+            if self.bott_floor > 0 or self.sync_floor > 0:
+                # every complete plan has max p ≥ bott_floor and max g ≥ sync_floor: raising
+                # M and G to them changes no final value and makes dominance stronger
+                cand[:, _M] = np.maximum(cand[:, _M], self.bott_floor)
+                cand[:, _G] = np.maximum(cand[:, _G], self.sync_floor)
             if lim < math.inf or beam is not None:
-                low = self.lower(cand, u, i, k2)
+                low, base, sync_lb = self.lower(cand, u, i, k2)
                 if lim < math.inf:
                     keep = low <= lim
+                    if self.c1 > 0:   # partition bound (module docstring)
+                        idx = np.flatnonzero(keep)
+                        c = cand[idx]
+                        bott = (lim - base[idx]) / self.c1
+                        slack = lim - c[:, _S] - sync_lb[idx] - self.c1 * np.maximum(c[:, _M], self.bott_floor)
+                        keep[idx] = self.cover.feasible(u, i, c[:, _PC], c[:, _MEM], bott, slack)
                     cand, k2, pst, prw, low = cand[keep], k2[keep], pst[keep], prw[keep], low[keep]
                     if not len(cand):
                         continue
@@ -260,6 +306,8 @@ class _ChainDP:
                 sel = self._pareto(cand, k2, i, u)
             out.lab[i], out.k[i], out.pstage[i], out.prow[i] = cand[sel], k2[sel], pst[sel], prw[sel]
             self.labels += len(sel)
+            if self.labels > self.label_cap:
+                raise _LabelBudget
         return out
 
     def _pareto(self, cand: np.ndarray, k2: np.ndarray, i: int, u: int) -> np.ndarray:
@@ -269,7 +317,9 @@ class _ChainDP:
         can dominate one at ``k' ≥ k`` of the same layout (:func:`_dominated`)."""
         key = cand[:, _S] + self.c1 * cand[:, _M] + cand[:, _G]
         lay = self.layout_id[u][k2]
-        srt = np.lexsort((key, lay))
+        # ties of the key (frequent once M and G are floored) broken so that a dominating
+        # label comes first: less memory, then less stage time and sync
+        srt = np.lexsort((cand[:, _GC], cand[:, _PC], cand[:, _MEM], key, lay))
         cuts = np.flatnonzero(np.diff(lay[srt])) + 1
         keep = []
         for grp in np.split(srt, cuts):
@@ -392,13 +442,20 @@ def _layout_restrictions(tables: CostTables) -> list[list[np.ndarray]]:
     return list(out.values())
 
 
-def _incumbent(tables: CostTables, beam: int, shared: _ChainDP) -> tuple[Assignment | None, float]:
-    """Best plan of beam passes over the full space (width ``beam``) and over every
-    layout restriction (width ``4·beam``); its value includes the constant overhead."""
-    best: tuple[Assignment | None, float] = (None, math.inf)
-    runs = [(None, beam)] + [(allowed, 4 * beam) for allowed in _layout_restrictions(tables)]
+def _incumbent(tables: CostTables, beam: int, shared: _ChainDP, restricted: bool,
+               best: tuple[Assignment | None, float] = (None, math.inf)) -> tuple[Assignment | None, float]:
+    """Best of ``best`` and of beam passes: over the full space (width ``beam``) or, with
+    ``restricted``, over every layout restriction (width ``4·beam``). Values include
+    the constant overhead."""
+    runs = ([(allowed, 4 * beam) for allowed in _layout_restrictions(tables)] if restricted
+            else [(None, beam)])
     for allowed, width in runs:
-        found = _ChainDP(tables, None, allowed, shared).run(width, math.inf)
+        dp = _ChainDP(tables, shared.deadline if best[0] is not None else None, allowed, shared)
+        dp.beam_stops = best[0] is not None
+        try:
+            found = dp.run(width, math.inf)
+        except DPTimeout:
+            return best
         if found is not None:
             val = iteration_time(tables, found[1])
             if val < best[1]:
@@ -413,26 +470,62 @@ _FIRST_STEP = 0.002
 def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4) -> ChainOutcome:
     """Label DP over the layer order (exact for chains; see module docstring).
 
-    1. Incumbent ``UB``: :func:`_incumbent`.
-    2. Threshold deepening: exact passes with ``tau_j = tau_{j-1}·(1 + 0.002·2^j)``
+    1. Incumbent ``UB``: a beam pass over the full space (:func:`_incumbent`).
+    2. Root bound: the completion bound of the first layer's labels with the
+       partition bound on the bottleneck (:mod:`~autopar_opt.solvers.dp.partition`).
+    3. Threshold deepening: exact passes with ``tau_j = tau_{j-1}·(1 + 0.002·2^j)``
        from the root bound, capped at ``UB``. A pass that finds a plan of value
        ``≤ tau`` has found an optimum; one that finds none proves ``optimum > tau``.
+       (After a cheap pass, one with fewer than ``n·pp`` labels, the step grows
+       by 1.25 only: a pass far above the optimum costs much more than one near it.)
+       Before the third pass (the gap is then over 0.6 %) the layout-restricted
+       beam passes try to improve ``UB``: where the first passes close the gap
+       they are not needed, and they cost as much as a pass.
     If ``deadline`` (``time.monotonic()`` value) passes, the incumbent is
     returned with ``exhaustive=False`` and the best proven bound.
     """
     const = tables.params.iteration_overhead_s
     dp = _ChainDP(tables, deadline)
-    inc, ub = _incumbent(tables, beam, dp)
+    _set_bottleneck_floor(dp, math.inf)
     lb = dp.root_bound() + const
+    for rel in _SPECULATIVE_STEPS:
+        tau = lb * (1 + rel)
+        quick = _speculative_pass(dp, tau - const)
+        if quick is None:
+            break   # over its label budget: an incumbent first
+        if quick[1] is not None:
+            val = iteration_time(tables, quick[1])
+            return ChainOutcome(quick[1], val, True, dp.labels, val)
+        lb = tau    # an exhaustive pass without a plan: optimum > tau
+    t_beam = time.monotonic()
+    inc, ub = _incumbent(tables, beam, dp, restricted=False)
+    t_beam = time.monotonic() - t_beam   # what a beam pass costs here (beam passes ignore the deadline)
+    restricted = False
+    if inc is None or lb < ub * (1 - 1e-9) and lb * (1 + 2 * _FIRST_STEP) < ub:
+        inc, ub = _incumbent(tables, beam, dp, True, (inc, ub))   # the gap is wide: try harder now
+        restricted = True
     if inc is not None and lb >= ub * (1 - 1e-9):
         return ChainOutcome(inc, ub, True, dp.labels, ub)
     step = _FIRST_STEP
+    passes, cheap = 0, True
     while True:
+        if not restricted and passes >= 2:
+            inc, ub = _incumbent(tables, beam, dp, True, (inc, ub))
+            restricted = True
+            if lb >= ub * (1 - 1e-9):
+                return ChainOutcome(inc, ub, True, dp.labels, ub)
         tau = min(ub, lb * (1 + step)) if math.isfinite(lb) else ub
+        room = math.inf if deadline is None else deadline - time.monotonic()
+        if passes and not cheap and math.isfinite(tau) and tau < ub and room > 3 * t_beam:
+            inc, ub = _guided_beam(dp, beam, tau, inc, ub)
+            tau = min(tau, ub)
+        before = dp.labels
         try:
             found = dp.run(None, tau - const)
         except DPTimeout:
             return ChainOutcome(inc, ub, False, dp.labels, lb)
+        passes += 1
+        cheap = dp.labels - before < dp.n * dp.pp
         if found is not None:
             val = iteration_time(tables, found[1])
             if val < ub:
@@ -441,4 +534,63 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
             # no plan strictly better than the incumbent: it is optimal (or none exists)
             return ChainOutcome(inc, ub, True, dp.labels, ub)
         lb = max(lb, tau)
-        step *= 2
+        step *= 1.25 if cheap else 2.0   # cheap passes: the optimum may be near, creep up
+
+
+#: Labels per layer and stage a speculative pass may create before it gives up.
+_SPECULATIVE_LABELS = 16
+#: Thresholds (relative to the root bound) of the speculative passes.
+_SPECULATIVE_STEPS = (_FIRST_STEP / 4, _FIRST_STEP)
+
+
+def _speculative_pass(dp: _ChainDP, tau: float) -> tuple[float, Assignment | None] | None:
+    """An exact pass at threshold ``tau`` (just above the root bound) before any
+    incumbent exists: where the root bound is tight (memory does not bind) it finds
+    the optimum for less than a beam pass costs. Returns None once it has created
+    ``_SPECULATIVE_LABELS·n·pp`` labels (the deadline is left to the passes after
+    it, which keep an incumbent to return), else ``(tau, plan or None)``: no plan
+    proves ``optimum > tau``."""
+    if not math.isfinite(tau):
+        return None
+    start, saved = dp.labels, dp.deadline
+    dp.label_cap, dp.deadline = start + _SPECULATIVE_LABELS * dp.n * dp.pp, None
+    try:
+        found = dp.run(None, tau)
+    except _LabelBudget:
+        return None
+    finally:
+        dp.label_cap, dp.deadline = math.inf, saved
+    return tau, None if found is None else found[1]
+
+
+def _guided_beam(dp: _ChainDP, beam: int, tau: float, inc: Assignment | None,
+                 ub: float) -> tuple[Assignment | None, float]:
+    """A beam pass under threshold ``tau`` (labels whose bounds, partition test
+    included, exceed ``tau`` are dropped before the beam ranks the rest): where the
+    unguided beams leave a wide gap (memory binds in every stage) it looks for a
+    plan of value ``≤ tau`` among the balanced splits only. Keeps the better plan."""
+    const = dp.t.params.iteration_overhead_s
+    dp.beam_stops = True
+    try:
+        found = dp.run(4 * beam, tau - const)
+    except DPTimeout:
+        return inc, ub
+    finally:
+        dp.beam_stops = False
+    if found is not None:
+        val = iteration_time(dp.t, found[1])
+        if val < ub:
+            return found[1], val
+    return inc, ub
+
+
+def _set_bottleneck_floor(dp: _ChainDP, ub: float) -> None:
+    """Give ``dp`` the partition bound on every plan's bottleneck (searched up to the
+    bottleneck a plan of value ``ub`` can have) and anchor the coverage grid there."""
+    if dp.c1 <= 0:
+        return
+    hi = ub / dp.c1 if math.isfinite(ub) else 1e9
+    floor = dp.cover.least_bottleneck(0.0, hi)
+    dp.bott_floor = floor
+    dp.sync_floor = sum(float(g[ok].min()) for g, ok in zip(dp.t.sync, dp.allowed)) / dp.pp
+    dp.cover.set_grid_origin(floor if floor > 0 else hi)
