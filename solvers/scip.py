@@ -6,7 +6,8 @@ quadratic objective; the formulation's objective is linear).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from contextlib import contextmanager
+from typing import Any, ClassVar, Iterator
 
 from autopar_opt.solvers.base import Backend, Feature, SolverMismatch
 from autopar_opt.solvers.pyomo_contrib import solve_contrib
@@ -45,8 +46,37 @@ class ScipBackend(Backend):
         # SCIP satisfies to its absolute feasibility tolerance (default 1e-6):
         # with iteration times of ~0.1 s that lets z undercut the true
         # objective by 1e-5 relative. 1e-9 keeps it at round-off.
-        return solve_contrib("scip_direct", self.name, self.version(), model, time_limit_s,
-                             rel_gap, warm_start, options={"parallel/maxnthreads": 1,
-                                                           "display/verblevel": 0,
-                                                           "numerics/feastol": 1e-9,
-                                                           **(solver_options or {})})
+        with _python_level_capture():
+            return solve_contrib("scip_direct", self.name, self.version(), model, time_limit_s,
+                                 rel_gap, warm_start, options={"parallel/maxnthreads": 1,
+                                                               "display/verblevel": 0,
+                                                               "numerics/feastol": 1e-9,
+                                                               **(solver_options or {})})
+
+
+@contextmanager
+def _python_level_capture() -> Iterator[None]:
+    """Stop Pyomo's ``scip_direct`` from redirecting file descriptors 1 and 2
+    into a pipe while SCIP runs.
+
+    Why: ``scip_direct.solve`` wraps ``Model.optimize()`` in
+    ``capture_output(..., capture_fd=True)``, which points fds 1/2 at a pipe
+    drained by a Python thread. pyscipopt's ``optimize()`` holds the GIL, so
+    the thread never runs; once SCIP or SoPlex writes past the pipe's buffer
+    the write blocks and the process deadlocks (seen with
+    ``examples/free_stages_lm_head.yaml`` at stage sizes (2, 2, 8), where SCIP
+    tightens the LP tolerance and SoPlex warns). With Python-level capture
+    only, SCIP's rare warnings (``display/verblevel`` is 0) go to the process's
+    own stderr, never to stdout, so ``--json`` output stays clean.
+    """
+    from pyomo.contrib.solver.solvers.scip import scip_direct
+    original = scip_direct.capture_output
+
+    def python_level(*args: Any, capture_fd: bool = False, **kwargs: Any) -> Any:
+        return original(*args, capture_fd=False, **kwargs)
+
+    scip_direct.capture_output = python_level
+    try:
+        yield
+    finally:
+        scip_direct.capture_output = original
