@@ -8,8 +8,9 @@ start-up is what its user waits for (issue 12/18).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from autopar_opt.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -39,14 +40,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from autopar_opt.training import Recompute, Schedule, SearchSpace, Training  # noqa: F401
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'autopar_opt' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

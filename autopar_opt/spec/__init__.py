@@ -11,8 +11,9 @@ the pydantic schema on first use (PEP 562), so that a command that only needs
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from autopar_opt.lazy import lazy_exports
 
 from autopar_opt.spec.errors import SpecError, SpecProblem
 
@@ -29,10 +30,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from autopar_opt.spec.spec import Spec, build_spec, load_spec  # noqa: F401
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'autopar_opt.spec' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)[0]
