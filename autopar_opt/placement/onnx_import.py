@@ -22,14 +22,10 @@ GEMM_OPS = {"MatMul", "Gemm", "Conv", "ConvTranspose", "MatMulInteger", "QLinear
 
 
 def _require_onnx():
-    try:
-        import onnx
-    except ImportError as exc:
-        from autopar_opt.spec.errors import SpecError, SpecProblem
-        raise SpecError([SpecProblem("<onnx>", "placement.graph.onnx", None,
-                                     "the ONNX importer needs the optional 'onnx' package",
-                                     "pip install 'autopar-opt[onnx]'")]) from exc
-    return onnx
+    from autopar_opt.spec.errors import require_module
+    return require_module(("onnx",), "<onnx>", "placement.graph.onnx",
+                          "the ONNX importer needs the optional 'onnx' package",
+                          "pip install 'autopar-opt[onnx]'")
 
 
 def _shapes(model) -> dict[str, tuple[list[int], int]]:

@@ -35,15 +35,10 @@ from autopar_opt.model_zoo.op_graphs import OpGraph
 
 
 def _require_torch():
-    try:
-        import torch
-        import torch.fx  # noqa: F401
-    except ImportError as exc:
-        from autopar_opt.spec.errors import SpecError, SpecProblem
-        raise SpecError([SpecProblem("<torch>", "graph", None,
-                                     "the torch.fx importer needs PyTorch",
-                                     "pip install 'autopar-opt[torch]' (PyTorch CPU)")]) from exc
-    return torch
+    from autopar_opt.spec.errors import require_module
+    return require_module(("torch", "torch.fx"), "<torch>", "graph",
+                          "the torch.fx importer needs PyTorch",
+                          "pip install 'autopar-opt[torch]' (PyTorch CPU)")
 
 
 def _meta_bytes(node) -> float:

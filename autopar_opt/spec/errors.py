@@ -9,6 +9,7 @@ misuse is an exception"; torchtitan's config errors are the model).
 from __future__ import annotations
 
 import difflib
+import importlib
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -72,6 +73,20 @@ class SpecError(ValueError):
         head = "invalid spec: 1 problem" if n == 1 else f"invalid spec: {n} problems"
         lines = [f"  - {p.format()}" for p in self.problems]
         return "\n".join([head, *lines])
+
+
+def require_module(names: tuple[str, ...], file: str, key: str, rule: str, fix: str) -> Any:
+    """Import the optional modules ``names`` in order and return the first.
+
+    A missing one (an optional extra not installed) is a :class:`SpecError` at
+    ``file``/``key`` with ``rule`` and ``fix`` (the ``pip install`` line), so the
+    CLI exits 2 with the install hint instead of a traceback.
+    """
+    try:
+        modules = [importlib.import_module(name) for name in names]
+    except ImportError as exc:
+        raise SpecError([SpecProblem(file, key, None, rule, fix)]) from exc
+    return modules[0]
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
