@@ -9,7 +9,7 @@ misuse is an exception"; torchtitan's config errors are the model).
 from __future__ import annotations
 
 import difflib
-import importlib
+import sys
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -83,10 +83,11 @@ def require_module(names: tuple[str, ...], file: str, key: str, rule: str, fix: 
     CLI exits 2 with the install hint instead of a traceback.
     """
     try:
-        modules = [importlib.import_module(name) for name in names]
+        for name in names:
+            __import__(name)   # the import statement's own hook, as a plain ``import`` would
     except ImportError as exc:
         raise SpecError([SpecProblem(file, key, None, rule, fix)]) from exc
-    return modules[0]
+    return sys.modules[names[0]]
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
