@@ -134,3 +134,73 @@ def test_indexed_closest_equals_the_scan():
         for _ in range(10):
             base = strategy()
             assert index(base) == _closest_scan(options, base)
+
+
+def _prune_loop(strats, costs):
+    """The pairwise loop :func:`autopar_opt.cost.tables._prune` replaced."""
+    vec = [(c.time_s, c.sync_s, c.weight_bytes, c.act_bytes) for c in costs]
+    keep = []
+    for i, s in enumerate(strats):
+        dominated = False
+        for j, t in enumerate(strats):
+            if i == j or t.layout != s.layout:
+                continue
+            le = all(a <= b * (1 + 1e-12) + 1e-18 for a, b in zip(vec[j], vec[i]))
+            strict = any(a < b * (1 - 1e-12) - 1e-18 for a, b in zip(vec[j], vec[i]))
+            if le and (strict or j < i):
+                dominated = True
+                break
+        if not dominated:
+            keep.append(i)
+    return [strats[i] for i in keep], [costs[i] for i in keep]
+
+
+def test_vectorised_prune_keeps_what_the_loop_kept():
+    """Ties, near-ties (1e-13 relative), infinities, several layouts."""
+    from types import SimpleNamespace
+
+    from autopar_opt.cost.tables import _prune
+
+    rng = random.Random(11)
+    values = [0.0, 1.0, 2.0, 1.0 + 1e-13, 3.5, float("inf")]
+    fields = ("time_s", "sync_s", "weight_bytes", "act_bytes")
+
+    def cost():       # _prune reads only these four fields of a LayerCost
+        return SimpleNamespace(**{f: rng.choice(values) for f in fields})
+
+    for _ in range(1500):
+        n = rng.randint(0, 16)
+        strats = [Strategy(rng.choice([1, 2]), rng.choice([1, 2]), 1, False, rng.randint(0, 3),
+                           rng.choice(list(Recompute))) for _ in range(n)]
+        costs = [cost() for _ in range(n)]
+        fast, slow = _prune(strats, costs), _prune_loop(strats, costs)
+        assert fast[0] == slow[0] and all(a is b for a, b in zip(fast[1], slow[1]))
+
+
+def test_vectorised_missing_fraction_equals_the_rank_loop():
+    """Bit-identical to the loop over ranks on every layout pair of several
+    device counts up to 1,024 (sampled), sequence parallelism included."""
+    import itertools
+
+    from autopar_opt.cost import reshard
+    from autopar_opt.strategies import Layout, divisors
+
+    def layouts(d):
+        return [Layout(d // (tp * cp), tp, cp, sp) for tp in divisors(d)
+                for cp in divisors(d // tp) for sp in (False, True)]
+
+    rng = random.Random(5)
+    checked = 0
+    for d in (6, 12, 32, 48, 64, 96, 1024):
+        pairs = list(itertools.product(layouts(d), layouts(d)))
+        for a, b in rng.sample(pairs, min(len(pairs), 150)):
+            loop = 0.0
+            for r in range(d):
+                (sb, ss), (db, ds) = reshard._slice(a, r), reshard._slice(b, r)
+                loop = max(loop, (db[1] - db[0]) * (ds[1] - ds[0])
+                           - reshard._overlap(sb, db) * reshard._overlap(ss, ds))
+            fast = reshard._missing_fraction_numpy(a, b, d) if a != b else 0.0
+            assert fast == loop, (a, b)
+            assert reshard.missing_fraction(a, b) == loop
+            checked += 1
+    assert checked > 500
