@@ -44,6 +44,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: the commit the run measured (read when it starts)
+COMMIT = ["?"]
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
 from clitime import commit, load_average, run_cli  # noqa: E402
@@ -122,7 +124,9 @@ def measure(spec: Path, extra: list[str], name: str, group: str) -> dict:
             "outside_search_s": round(run["wall_s"] - search, 3) if search is not None else None,
             "target_s": round(1.2 * search + 1.0, 3) if search is not None else None,
             "configs": len(cert.get("configurations", [])), "statuses": statuses,
-            "plan": f"pp={plan['pp']} c={plan['microbatches']}" if plan else None,
+            "plan": (f"pp={plan['pp']} c={plan['microbatches']}" if plan and "pp" in plan
+                     else f"{len(plan.get('stages', plan.get('vertices', [])))} stages/vertices"
+                     if plan else None),
             "samples_per_s": tput, "vs_uniform": ratio("best uniform Megatron-style"),
             "vs_pure_dp": ratio("pure data parallelism")}
 
@@ -190,7 +194,7 @@ def write_results(rows: list[dict], solver: str, path: Path, started: str) -> No
     lines = [f"# Search benchmark ({solver}): the whole command and its inner split", "",
              f"Machine: {platform.processor() or platform.machine()}, 2 cores shared with other "
              f"sessions, Python {platform.python_version()}; last run started {started}, finished "
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at commit {commit()}; load "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at commit {COMMIT[0]}; load "
              f"average after: {load_average()}. Rows of groups not re-run keep their earlier "
              "figures (each row's load is in its last column).", "",
              *_target_summary(rows), "",
@@ -241,6 +245,7 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=60.0)
     args = ap.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    COMMIT[0] = commit()        # before this run writes its own records
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for spec, extra, name, group in jobs(set(args.group.split(",")), args.time_limit,
