@@ -70,6 +70,9 @@ def run_once(spec: Path, limit: float) -> dict:
             "configurations": len(configs),
             "solved": sum(1 for r in configs if r["status"] not in ("not_solved",)),
             "search_wall_s": doc["solver"]["wall_time_s"] if doc else None,
+            # when plan.json's document was complete (s from process start): wall_s minus
+            # this is writing plan.json and the report
+            "document_at_s": (doc["solver"].get("timings") or {}).get("command_s") if doc else None,
             "load_before": load_before, "stderr_tail": proc.stderr.read().decode()[-300:]}
 
 
