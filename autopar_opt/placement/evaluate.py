@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from autopar_opt.ideals import unique_rows
 from autopar_opt.placement.problem import PlacementProblem
 
 MEM_RTOL = 1e-9
@@ -104,7 +105,7 @@ def quotient_is_acyclic(problem: PlacementProblem, assign: np.ndarray) -> bool:
     cut = a != b
     if not np.any(cut):
         return True
-    pairs = np.unique(np.stack([a[cut], b[cut]], axis=1), axis=0)
+    pairs = unique_rows(np.stack([a[cut], b[cut]], axis=1))
     return _is_acyclic(int(assign.max()) + 1, pairs[:, 0], pairs[:, 1])
 
 
@@ -125,7 +126,7 @@ def block_latency(problem: PlacementProblem, assign: np.ndarray, loads: np.ndarr
                                          for v in np.flatnonzero(host)]
     ku, kv = key[problem.edges[:, 0]], key[problem.edges[:, 1]]
     keep = ku != kv
-    pairs = np.unique(np.stack([ku[keep], kv[keep]], axis=1), axis=0) if np.any(keep) \
+    pairs = unique_rows(np.stack([ku[keep], kv[keep]], axis=1)) if np.any(keep) \
         else np.zeros((0, 2), dtype=np.int64)
     from autopar_opt.ideals import topological_order
 
@@ -144,6 +145,20 @@ def block_latency(problem: PlacementProblem, assign: np.ndarray, loads: np.ndarr
     return float(finish[used].max()) if n else 0.0
 
 
+def _split_classes(color: np.ndarray, assign: np.ndarray) -> list[str]:
+    """One message per colour class whose nodes sit on more than one device (one sort,
+    not one scan per class)."""
+    if color.size == 0:
+        return []
+    order = np.argsort(color, kind="stable")
+    c, a = color[order], assign[order]
+    starts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+    lo, hi = np.minimum.reduceat(a, starts), np.maximum.reduceat(a, starts)
+    ends = np.r_[starts[1:], c.size]
+    return [f"colour class {int(c[s])} split over devices {sorted(set(a[s:e].tolist()))}"
+            for s, e in zip(starts[lo != hi], ends[lo != hi])]
+
+
 def _violations(problem: PlacementProblem, assign: np.ndarray, memory: np.ndarray,
                 contiguous: bool | None, acyclic: bool) -> list[str]:
     out = []
@@ -156,10 +171,7 @@ def _violations(problem: PlacementProblem, assign: np.ndarray, memory: np.ndarra
         bad = np.flatnonzero((assign == d) & np.isinf(problem.time[dt.name]))
         if bad.size:
             out.append(f"nodes {bad[:5].tolist()} cannot run on {dt.name} (device {d})")
-    for c in np.unique(problem.color):
-        ds = np.unique(assign[problem.color == c])
-        if ds.size > 1:
-            out.append(f"colour class {int(c)} split over devices {ds.tolist()}")
+    out += _split_classes(problem.color, assign)
     if contiguous and not acyclic:
         out.append("not contiguous: the device parts depend on each other in a cycle")
     return out

@@ -30,6 +30,8 @@ from autopar_opt.core.result import relative_gap
 OBJECTIVES = ("max-load", "latency")
 #: Above this many units × devices the MILP is not attempted under "auto".
 MILP_AUTO_LIMIT = 60_000
+#: Contiguous max-load lattices up to this many ideals go straight to the exact DP.
+LEAN_DP_IDEALS = 400
 
 
 @dataclass
@@ -114,6 +116,10 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
     start = time.perf_counter()
     deadline = None if time_limit_s is None else start + time_limit_s
     cond = condense(problem, fuse_cycles=contiguous)
+    if objective == "max-load" and contiguous and solver in ("auto", "dp"):
+        lean = _small_dp(problem, cond, start)
+        if lean is not None:
+            return lean
     coarse_info = None
     if coarsen and objective == "max-load":
         cond, rep = coarsen_chains(cond, contiguous=contiguous)
@@ -174,6 +180,42 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
                if assign is not None else None)
     return PlacementResult(problem=problem, objective=objective, contiguous=contiguous,
                            value=value, lower_bound=lower, status=status, method=method,
+                           assignment=assign, metrics=metrics,
+                           wall_time_s=time.perf_counter() - start, details=details)
+
+
+def _small_dp(problem: PlacementProblem, cond: Condensed, start: float
+              ) -> PlacementResult | None:
+    """Contiguous max-load on a small lattice: the exact DP alone.
+
+    At most :data:`LEAN_DP_IDEALS` ideals the unpruned DP takes milliseconds and its
+    optimum is its own certificate, so the work that only serves larger instances
+    (chain coarsening, the baselines that prune the DP, the LP bound that could stop
+    early at a requested gap) is skipped. None (the caller takes the full path) for
+    a larger lattice or when the DP finds no feasible placement."""
+    from autopar_opt.ideals import enumerate_ideals
+    from autopar_opt.placement.dp import solve_dp
+
+    try:
+        lat = enumerate_ideals(cond.num_units, [tuple(e) for e in cond.prec.tolist()],
+                               limit=LEAN_DP_IDEALS)
+    except TooManyIdeals:
+        return None
+    res = solve_dp(cond, lattice=lat)
+    if res.unit_device is None or not np.isfinite(res.value):
+        return None
+    assign = cond.expand(res.unit_device)
+    metrics = evaluate_placement(problem, assign, objective="max-load", contiguous=True)
+    if not metrics.feasible:
+        return None
+    value = metrics.value
+    lower = min(res.value, value)
+    if value - lower <= 1e-9 * abs(value):
+        lower = value                 # round-off between the DP's sums and evaluate's
+    details = {"units": cond.num_units, "ideals": res.num_ideals, "ideal_pairs": res.num_pairs,
+               "dp_time_s": res.wall_time_s, "path": "small lattice: exact DP only"}
+    return PlacementResult(problem=problem, objective="max-load", contiguous=True, value=value,
+                           lower_bound=lower, status=_status(value, lower, 1e-6), method="dp",
                            assignment=assign, metrics=metrics,
                            wall_time_s=time.perf_counter() - start, details=details)
 
