@@ -157,7 +157,7 @@ class _Pricer:
 
 def solve_dp(cond: Condensed, *, ideal_limit: int = DEFAULT_LIMIT, max_pairs: int = MAX_PAIRS,
              deadline: float | None = None, upper_bound: float = np.inf,
-             lattice: IdealLattice | None = None) -> DPResult:
+             lattice: IdealLattice | None = None, combine: str = "max") -> DPResult:
     """Exact contiguous max-load on the condensed problem (see the module docstring).
 
     ``upper_bound``: the value of a known feasible placement. Pairs whose part
@@ -168,6 +168,10 @@ def solve_dp(cond: Condensed, *, ideal_limit: int = DEFAULT_LIMIT, max_pairs: in
     :class:`DPTooLarge` (or :class:`~autopar_opt.ideals.TooManyIdeals`) before
     any long computation when the lattice is beyond the guards. ``lattice``: the
     ideals of ``cond``'s precedence graph when the caller has them already.
+    ``combine="sum"``: minimise the *sum* of the part loads instead of their maximum
+    (the same recursion with ``+`` for ``max``): the serial time of the chain, an
+    upper bound on the single-sample latency of the placement it returns (used as the
+    latency incumbent, :mod:`autopar_opt.placement.latency_bounds`).
     """
     start = time.perf_counter()
     if cond.num_units > 20_000:
@@ -201,7 +205,7 @@ def solve_dp(cond: Condensed, *, ideal_limit: int = DEFAULT_LIMIT, max_pairs: in
     back_t = np.full((len(states), m), -1, dtype=np.int8)
     back_s = np.zeros((len(states), m), dtype=np.int64)
     hit = False
-    step = _StateStep(prev, counts)
+    step = _StateStep(prev, counts, np.add if combine == "sum" else np.maximum)
     batch = _all_pairs(lat, pricer, prefix, slack)
     for j in range(1, m):
         if deadline is not None and time.perf_counter() > deadline:
@@ -256,8 +260,9 @@ class _StateStep:
     same value. Ties keep the first type and the first sub-ideal.
     """
 
-    def __init__(self, prev: list[list[int]], counts: list[int]) -> None:
+    def __init__(self, prev: list[list[int]], counts: list[int], combine=np.maximum) -> None:
         arr = np.array(prev, dtype=np.int64).reshape(len(prev), len(counts))
+        self.combine = combine
         self.prev = arr
         self.rows = [np.flatnonzero(arr[:, t] >= 0) for t in range(len(counts))]
         self.src = [arr[r, t] for t, r in enumerate(self.rows)]
@@ -274,7 +279,7 @@ class _StateStep:
         if subs_p.size:
             cols = dp[:, subs_p]
             for t, (rows, src) in enumerate(zip(self.rows, self.src)):
-                cand = np.maximum(cols[src], loads[t][proper])
+                cand = self.combine(cols[src], loads[t][proper])
                 k = np.argmin(cand, axis=1)
                 val = cand[np.arange(rows.size), k]
                 better = val < best[rows]

@@ -22,8 +22,7 @@ from autopar_opt.ideals import TooManyIdeals
 from autopar_opt.placement.coarsen import coarsen_chains
 from autopar_opt.placement.condense import Condensed, condense
 from autopar_opt.placement.evaluate import PlacementMetrics, evaluate_placement
-from autopar_opt.placement.heuristics import (compute_lower_bound, critical_path_bound,
-                                              single_device, topo_split)
+from autopar_opt.placement.heuristics import compute_lower_bound, single_device, topo_split
 from autopar_opt.placement.problem import PlacementProblem
 from autopar_opt.core.result import relative_gap
 
@@ -127,9 +126,12 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
     value, assign, details = _heuristics(problem, cond, objective, contiguous)
     if coarse_info is not None:
         details["coarsening"] = coarse_info
-    lower = (compute_lower_bound(cond) if objective == "max-load"
-             else critical_path_bound(problem))
-    details["lp_bound"] = _num(lower)
+    if objective == "max-load":
+        lower = compute_lower_bound(cond)
+        details["lp_bound"] = _num(lower)
+    else:
+        lower, value, assign = _latency_start(problem, cond, contiguous, deadline, value, assign,
+                                              details)
     details["units"] = cond.num_units
     method = "heuristic"
     if relative_gap(value if np.isfinite(value) else None, lower) <= rel_gap:
@@ -182,6 +184,33 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
                            value=value, lower_bound=lower, status=status, method=method,
                            assignment=assign, metrics=metrics,
                            wall_time_s=time.perf_counter() - start, details=details)
+
+
+def _latency_start(problem: PlacementProblem, cond: Condensed, contiguous: bool,
+                   deadline: float | None, value: float, assign: np.ndarray | None,
+                   details: dict) -> tuple[float, float, np.ndarray | None]:
+    """Latency: the sound lower bound (critical path, path segmentation DP) and the
+    incumbent (best of the baselines, everything on the host, and the sum-of-loads DP
+    over ideals); :mod:`autopar_opt.placement.latency_bounds`."""
+    from autopar_opt.placement.latency_bounds import latency_lower_bound, serial_incumbent
+
+    lower, info = latency_lower_bound(problem)
+    details["latency_bounds"] = {k: _num(v) if v is not None else None for k, v in info.items()}
+    host = next((d for d, t in enumerate(problem.devices()) if not t.pays_comm), None)
+    cands = [("everything_on_host", None if host is None else np.full(problem.num_nodes, host))]
+    if contiguous:
+        a, dp_value = serial_incumbent(cond, deadline, upper_bound=value)
+        cands.append(("serial_dp", a))
+        details["serial_dp_value"] = _num(dp_value)
+    for name, a in cands:
+        val = np.inf
+        if a is not None:
+            m = evaluate_placement(problem, a, objective="latency", contiguous=contiguous)
+            val = m.value if m.feasible else np.inf
+        details[name] = _num(val)
+        if val < value:
+            value, assign = val, a
+    return lower, value, assign
 
 
 def _small_dp(problem: PlacementProblem, cond: Condensed, start: float
