@@ -64,3 +64,24 @@ def test_latency_bound_and_incumbent_against_brute_force(seed: int) -> None:
     if res.assignment is not None:
         priced = evaluate_placement(p, res.assignment, objective="latency", contiguous=True)
         assert priced.feasible and priced.value == pytest.approx(res.value, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_latency_mip_start_is_feasible_and_priced_by_evaluate(seed: int) -> None:
+    """The MIP start built from a placement satisfies every row and bound of the latency
+    MILP, and its objective column equals evaluate's latency."""
+    from autopar_opt.placement.latency_milp import build_latency_milp, latency_start
+
+    p = random_problem(760 + seed, n=6, hetero=seed % 2 == 0)
+    cond = condense(p)
+    assign, _ = serial_incumbent(cond)
+    assert assign is not None
+    latency = evaluate_placement(p, assign, objective="latency", contiguous=True).latency
+    milp = build_latency_milp(cond, big_m=latency)
+    sol = latency_start(milp, p, assign)
+    form = milp.form
+    ax = form.A @ sol
+    tol = 1e-7 * max(1.0, latency)
+    assert np.all(ax >= form.row_lo - tol) and np.all(ax <= form.row_hi + tol)
+    assert np.all(sol >= form.col_lo - tol) and np.all(sol <= form.col_hi + tol)
+    assert float(form.c @ sol) == pytest.approx(latency, rel=1e-12)

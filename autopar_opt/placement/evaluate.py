@@ -109,11 +109,10 @@ def quotient_is_acyclic(problem: PlacementProblem, assign: np.ndarray) -> bool:
     return _is_acyclic(int(assign.max()) + 1, pairs[:, 0], pairs[:, 1])
 
 
-def block_latency(problem: PlacementProblem, assign: np.ndarray, loads: np.ndarray) -> float:
-    """Longest path of the block graph (module docstring); ``inf`` when it has a cycle.
-
-    Block ids: device ``d`` (one block per communication-paying device) or
-    ``D + v`` for a node ``v`` on a host type (each runs on its own)."""
+def _block_finish(problem: PlacementProblem, assign: np.ndarray, loads: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Finish time of every block (``D`` devices, then one per host node), the block of
+    every node and the block weights; None when the block graph has a cycle."""
     devs = problem.devices()
     nd, n = len(devs), problem.num_nodes
     pays = np.array([dt.pays_comm for dt in devs], dtype=bool)
@@ -133,16 +132,39 @@ def block_latency(problem: PlacementProblem, assign: np.ndarray, loads: np.ndarr
     try:
         order = topological_order(nd + n, [tuple(e) for e in pairs.tolist()])
     except ValueError:
-        return float("inf")
+        return None
     preds: list[list[int]] = [[] for _ in range(nd + n)]
     for u, v in pairs.tolist():
         preds[v].append(u)
     finish = np.zeros(nd + n)
     for k in order.tolist():
         finish[k] = max((finish[p] for p in preds[k]), default=0.0) + weight[k]
-    used = np.zeros(nd + n, dtype=bool)
-    used[key] = True
-    return float(finish[used].max()) if n else 0.0
+    return finish, key, weight
+
+
+def block_latency(problem: PlacementProblem, assign: np.ndarray, loads: np.ndarray) -> float:
+    """Longest path of the block graph (module docstring); ``inf`` when it has a cycle.
+
+    Block ids: device ``d`` (one block per communication-paying device) or
+    ``D + v`` for a node ``v`` on a host type (each runs on its own)."""
+    res = _block_finish(problem, assign, loads)
+    if res is None:
+        return float("inf")
+    finish, key, _ = res
+    return float(finish[key].max()) if problem.num_nodes else 0.0
+
+
+def block_times(problem: PlacementProblem, assign: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per node its finish time (its block's), per device its block's start and finish
+    (0 for an unused device) under the latency model; ValueError on a cyclic block graph."""
+    compute, comm, _, _ = device_loads(problem, np.asarray(assign, dtype=np.int64))
+    res = _block_finish(problem, assign, compute + comm)
+    if res is None:
+        raise ValueError("the placement is not contiguous: its block graph has a cycle")
+    finish, key, weight = res
+    nd = problem.num_devices
+    return finish[key], finish[:nd] - weight[:nd], finish[:nd]
 
 
 def _split_classes(color: np.ndarray, assign: np.ndarray) -> list[str]:
