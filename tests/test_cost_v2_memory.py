@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from autopar_opt.calibration.fit import CENSOR_MARGIN_GIB, reserve_and_fragmentation
 from autopar_opt.calibration.records import map_zero
 from autopar_opt.cost.layer_cost import activation_bytes, weight_bytes
 from autopar_opt.graph import Layer, LayerKind
@@ -107,3 +108,17 @@ def test_fused_cross_entropy_keeps_16bit_logits():
     s = Strategy(dp=1, tp=1)
     assert activation_bytes(head, s, 1, training=_tr("bf16", "megatron-core")) == pytest.approx(576)
     assert activation_bytes(head, s, 1, training=_tr("bf16", "pytorch-fsdp")) == pytest.approx(320)
+
+
+def test_plans_that_ran_censor_the_memory_fit():
+    """``measured = reserve + (1+f)·modelled`` on (10, 13) and (20, 25): exactly
+    reserve 1, f = 0.2. A plan that ran with 40 GiB modelled on a 48 GiB GPU
+    would need 1 + 1.2·40 = 49 > 48, so the constraint r + 40g = 48 (g = 1+f)
+    is active: minimise (35 − 30g)² + (23 − 20g)², d/dg = 0 at g = 3020/2600,
+    f = 0.161538, reserve = 48 − 40g = 1.538462. A plan over capacity even at
+    the lowest reserve (modelled 60 on 48) cannot constrain the fit."""
+    assert reserve_and_fragmentation([(10, 13), (20, 25)]) == pytest.approx((1.0, 0.2), abs=1e-6)
+    cap = 48 + CENSOR_MARGIN_GIB          # the fit keeps 1 MiB below a capacity
+    r, f = reserve_and_fragmentation([(10, 13), (20, 25)], [(40, cap), (60, cap), (5, 80)])
+    assert f == pytest.approx(3020 / 2600 - 1, abs=1e-6)
+    assert r == pytest.approx(48 - 40 * 3020 / 2600, abs=1e-6)

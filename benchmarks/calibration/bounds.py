@@ -13,10 +13,15 @@ records the evidence (``BOUNDS.md`` next to this file):
    micro-batch, per layer of the busiest stage, per node) fitted in its place;
 4. an upper bound on the NCCL per-collective base latency the model omits
    (``baseLat`` of Ring/Simple in NCCL ``src/graph/tuning.cc``: 8.4 µs per
-   collective) for the records that want the constant.
+   collective) for the records that want the constant;
+5. the unstated micro-batch size of the Megatron-Core weak-scaling records:
+   refits with 1, 2 and 4 (records unchanged);
+6. the memory reserve and fragmentation fitted on the published memory alone
+   and, as shipped, with every published plan that ran as a censored
+   observation (it used at most its GPU's memory).
 
 Usage: ``python benchmarks/calibration/bounds.py [RUNS.yaml]`` (~2-3 min on a
-shared 2-core machine: 11 fits).
+shared 2-core machine: 14 fits).
 """
 
 from __future__ import annotations
@@ -166,6 +171,64 @@ def _per_iteration_forms(runs, params) -> list[str]:
     return out + [""] + fam_lines + [""] + lat
 
 
+def _microbatch_sensitivity(records: list[dict], family: str = "megatron_readme_h100_weak",
+                            sizes: tuple[int, ...] = (1, 2, 4)) -> list[str]:
+    """Refit with every ``family`` record's micro-batch size set to each of
+    ``sizes``: the fitted ``inter_comm_efficiency``, the at-bound list, and
+    per run the error and predicted peak memory under that refit."""
+    import copy
+
+    out = ["| micro-batch size | inter_comm_efficiency | at a bound | fit | per run: error / "
+           "predicted GiB (of 80) |", "|---|---|---|---|---|"]
+    for mbs in sizes:
+        recs = copy.deepcopy(records)
+        for rec in recs:
+            if str(rec["id"]).startswith(family):
+                rec["training"]["micro_batch_size"] = mbs
+        runs, _ = model_records(recs)
+        res = fitmod.fit(runs)
+        cells = []
+        for r in (r for r in runs if r.id.startswith(family)):
+            m = evaluate(r.plan, r.graph, r.cluster, r.training, res.params)
+            cells.append(f"{r.id.rsplit('_', 1)[-1]} {m.samples_per_s / r.measured_samples_per_s - 1:+.0%}"
+                         f" / {max(m.peak_memory_gib):.0f}")
+        out.append(f"| {mbs} | {res.params.inter_comm_efficiency:.3f} | "
+                   f"{', '.join(res.at_bound) or '-'} | {_stats(runs, res.params)} | "
+                   f"{'; '.join(cells)} |")
+    return out
+
+
+def _memory_censored(runs, params) -> list[str]:
+    """``memory_reserve_gib`` and ``memory_fragmentation`` fitted on the runs
+    that publish memory alone, and with every other end-to-end run as a
+    censored observation (a published plan that ran used at most its GPU's
+    memory: :func:`autopar_opt.calibration.fit.reserve_and_fragmentation`,
+    what the shipped fit does): how far the two kinds of evidence agree on one
+    fragmentation fraction."""
+    meas, ran = [], []
+    for r in (r for r in runs if r.kind == "end_to_end"):
+        st = max(evaluate(r.plan, r.graph, r.cluster, r.training, params).stages,
+                 key=lambda x: x.peak_memory_gib)
+        modelled = st.peak_memory_gib - st.reserve_gib
+        (meas if r.measured_memory_gib else ran).append(
+            (r.id, modelled, r.measured_memory_gib or st.capacity_gib))
+    lo_r = RANGES["memory_reserve_gib"][0]
+    never = [i for i, m, c in ran if m + lo_r > c]      # over even with no fragmentation
+    out = ["| fit | reserve (GiB) | fragmentation | memory error median / max | published "
+           "plans over capacity |", "|---|---|---|---|---|"]
+    for label, cens in (("published memory only", []),
+                        ("plus every plan that ran must fit (shipped)", ran)):
+        x = fitmod.reserve_and_fragmentation([(m, v) for _, m, v in meas],
+                                             [(m, c) for _, m, c in cens])
+        err = [abs((m * (1 + x[1]) + x[0]) / v - 1) for _, m, v in meas]
+        over = [i for i, m, c in ran if m * (1 + x[1]) + x[0] > c + 1e-6]
+        out.append(f"| {label} | {x[0]:.2f} | {x[1]:.3f} | {np.median(err):.1%} / "
+                   f"{max(err):.1%} | {len(over)}: {', '.join(over) or '-'} |")
+    out.append(f"\nOver capacity for any reserve and fragmentation in range (cannot constrain "
+               f"the fit): {', '.join(never) or 'none'}.")
+    return out
+
+
 def main(path: Path) -> str:
     load, t_start = os.getloadavg(), time.perf_counter()
     runs, _ = model_records(load_run_file(path))
@@ -199,6 +262,15 @@ def main(path: Path) -> str:
               f"{_stats(runs, free.params)}. Each form below adds ``x·feature`` to that "
               "model's iteration time (x fitted alone, soft-L1 on log error):\n"]
     lines += _per_iteration_forms(runs, free.params)
+    lines += ["", "## 4. The unstated micro-batch size of the Megatron-Core weak-scaling runs\n",
+              "The README (Megatron-Core r0.8) states the global batch, not the micro-batch "
+              "size; the records assume 1. Refitted with each candidate size for the nine "
+              "`megatron_readme` runs (the records are not changed; a size that leaves a "
+              "published plan over its 80 GB is implausible):\n"]
+    lines += _microbatch_sensitivity(load_run_file(path))
+    lines += ["", "## 5. One fragmentation fraction for the runs that publish memory and for "
+              "the plans that ran\n"]
+    lines += _memory_censored(runs, base.params)
     lines += ["", READING]
     lines.append(f"\nRun time {time.perf_counter() - t_start:.0f} s on a shared 2-core machine "
                  f"(load average {load[0]:.1f} at start).\n")
