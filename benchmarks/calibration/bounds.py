@@ -56,29 +56,40 @@ READING = """## Reading (hand-written)
 
 - **`inter_comm_efficiency`** stays at 0.95 in every fold except the one without
   `megatron_readme` (then it fits inside its range): the nine Megatron-Core r0.8
-  weak-scaling runs alone push it up. Their README states the global batch but not the
-  micro-batch size; with the assumed 1, the 32B run (tp8, pp1, dp48: 4 micro-batches)
-  can hide its fp32 gradient reduce-scatter only behind one micro-batch's backward.
-  Lifted, the fit asks for about twice the NIC line rate, which no NCCL ring delivers
-  with one GPU per node (NCCL `src/graph/tuning.cc` even discounts rings with fewer than
-  two ranks per node). What is missing is that run's micro-batch size (the overlap
-  window), not a link property; it is not resolved here.
+  weak-scaling runs alone push it up; lifted, the fit asks for over twice the NIC line
+  rate, which no NCCL ring delivers with one GPU per node (NCCL `src/graph/tuning.cc`
+  even discounts rings with fewer than two ranks per node). Checked: the fp32 gradient
+  reduce-scatter is right (Megatron-LM `arguments.py` forces
+  `accumulate_allreduce_grads_in_fp32` for bf16 and prints "accumulate and all-reduce
+  gradients in fp32 for bfloat16 data type"), and the 70B row's tp8/pp2/dp48 on 768 GPUs
+  is confirmed by a user quoting the table (NVIDIA/Megatron-LM issue #1031). Section 4
+  tests the unstated micro-batch size: 2 on all nine brings the 32B run from -23% to
+  about -6% but leaves the bound in place and puts 314B and 462B over 80 GB (implausible
+  for them); 4 brings the parameter inside its range but worsens the fit and overflows
+  six runs. A per-run size (2 up to 177B, 1 above) is consistent with memory, but the
+  README states none (a user asks for the scripts in NVIDIA/Megatron-LM issue #1571; no
+  answer with them was found), and choosing it to fit throughput would calibrate on an
+  unknown: the records keep 1. Not resolved.
 - **`iteration_overhead_s`** trades off against `efficiency_half_us`: fixed at 0, the
   latter goes to its bound instead. Both absorb one deficit: short iterations of small
   models are predicted too fast. After that refit only `llmfoundry` prefers a constant
-  (Composer + PyTorch FSDP); the Megatron families prefer about 0, which matches
-  Megatron-LM's own timers (NVIDIA/Megatron-LM issue #60: an iteration of 1993.9 ms =
-  forward 483.9 + backward 1502.7 + batch generator 3.45 + optimizer 0.04 ms, under 4 ms
-  outside them). A cost per micro-batch or per node fits worse (x goes to 0); one per
+  (Composer + PyTorch FSDP, about 0.1 s); the Megatron families prefer about 0, which
+  matches Megatron-LM's own timers (NVIDIA/Megatron-LM issue #60: an iteration of 1993.9
+  ms = forward 483.9 + backward 1502.7 + batch generator 3.45 + optimizer 0.04 ms, under 4
+  ms outside them). A cost per micro-batch or per node fits worse (x goes to 0); one per
   layer of the busiest stage fits like a constant. NCCL's per-collective base latency
   (8.4 µs, Ring/Simple) over every collective of an iteration stays under 13 ms on
-  these records: too small. The missing physics is not found.
-- **`memory_reserve_gib`** (fitted apart, on the 8 BLOOM records that state memory) sits at
-  its lower bound, the CUDA context alone, with the fragmentation at about a quarter of the
-  modelled bytes: eight records of similar size barely separate a fixed from a proportional
-  overhead. DeepSpeed's 16-bit gradient copy (2 bytes/parameter, `lp_grad_copy`) is what
-  the earlier 4.9 GiB + 33% had absorbed; measurements from other stacks and sizes are
-  needed to pin the reserve.
+  these records: too small. The missing physics (Composer's per-batch host work is the
+  suspect) is not found.
+- **`memory_reserve_gib`** sits at its lower bound, the CUDA context alone, with the
+  fragmentation at about a fifth of the modelled bytes. Only the 8 BLOOM records state
+  memory; eight records of similar size barely separate a fixed from a proportional
+  overhead. The published plans that ran now enter the fit as censored observations
+  (section 5): they cap the fragmentation (0.238 -> 0.227) without moving the reserve
+  off its bound, at 1.8% median memory error. Measurements from other stacks and sizes
+  are needed to pin the reserve. The one plan still over capacity (Megatron-Bridge
+  GB200 Llama-3-70B) offloads the activations of 40 of its 80 layers to host memory
+  (its recipe: `cpu_offloading_num_layers = 40`), which the model does not represent.
 """
 
 
