@@ -65,8 +65,9 @@ READING = """## Reading (hand-written)
   is confirmed by a user quoting the table (NVIDIA/Megatron-LM issue #1031). Section 4
   tests the unstated micro-batch size: 2 on all nine brings the 32B run from -23% to
   about -6% but leaves the bound in place and puts 314B and 462B over 80 GB (implausible
-  for them); 4 brings the parameter inside its range but worsens the fit and overflows
-  six runs. A per-run size (2 up to 177B, 1 above) is consistent with memory, but the
+  for them); 4 brings the parameter inside its range but worsens the fit and puts the
+  four largest runs (119B-462B) over 80 GB. A per-run size (2 up to 177B, 1 above) is
+  consistent with memory, but the
   README states none (a user asks for the scripts in NVIDIA/Megatron-LM issue #1571; no
   answer with them was found), and choosing it to fit throughput would calibrate on an
   unknown: the records keep 1. Not resolved.
