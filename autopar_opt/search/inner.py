@@ -29,6 +29,7 @@ inside the search's clock; a search the DP closes never loads them.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from autopar_opt.cost.tables import CostTables
@@ -113,21 +114,23 @@ class InnerSolver:
         """Solve ``tables`` within ``remaining_s`` seconds: one path for every
         backend (formulate, warm-start, solve, :meth:`invert` to an Assignment)."""
         opts = self.options
+        began = time.perf_counter()
         warm = dp = None
         limit = remaining_s
         if opts.warm_start and self.form_name != "tables":
             warm, dp = self._warm(tables, remaining_s)
-            limit = remaining_s - dp.wall_time_s
             if dp.termination is Termination.optimal and dp.has_solution and not (
                     getattr(opts, "dp_check", False) or opts.export_dir is not None):
                 return _dp_closed(dp, opts.rel_gap)
             if dp.termination is Termination.optimal:
                 limit = min(limit, max(CHECK_FACTOR * dp.wall_time_s, CHECK_MIN_S))
-            limit = max(limit, MIN_MIP_S)   # the DP may have used the whole share
-        limit = max(limit - _load_mip_modules(), MIN_MIP_S)
+        _load_mip_modules()        # its import time is taken off the limit below
         problem, model_hash = self._formulate(tables, cfg)
         if warm is not None:
             problem.set_warm_start(warm)
+        # the warm start, the first import of the formulations and building the model
+        # spent part of the share (issues 15, 18); the DP may have used all of it
+        limit = max(min(limit, remaining_s - (time.perf_counter() - began)), MIN_MIP_S)
         res = self.backend.solve(problem.model, problem.problem_class, time_limit_s=limit,
                                  rel_gap=opts.rel_gap, warm_start=warm is not None)
         if problem.build_s and not res.timings.get("build"):
