@@ -80,6 +80,30 @@ def test_deepspeed_is_exhaustive_over_the_uniform_partition():
     assert all(r.exhaustive for r in res.certificate.configurations)
 
 
+def test_deepspeed_enumeration_stops_at_the_time_limit():
+    """The exhaustive DeepSpeed search prices configurations only while its time limit
+    lasts (issue 15); the ones left out are unsolved, without a bound, so nothing is
+    claimed for them."""
+    from dataclasses import replace
+
+    res = run_runnable_search("deepspeed", GRAPH, CLUSTER, TRAINING, SPACE, default_params(),
+                              replace(OPTIONS, time_limit_s=0.0))
+    records = res.certificate.configurations
+    assert records and res.plan is None
+    assert all(r.status == "not_solved" and r.lower_bound == -math.inf for r in records)
+    assert not res.certificate.exact
+
+
+def test_megatron_choices_past_the_time_limit_are_recorded_without_a_bound():
+    from dataclasses import replace
+
+    res = run_runnable_search("megatron", GRAPH, CLUSTER, TRAINING, SPACE, default_params(),
+                              replace(OPTIONS, time_limit_s=0.0))
+    records = res.certificate.configurations
+    assert records and res.plan is None
+    assert all(r.status == "not_solved" and r.lower_bound == -math.inf for r in records)
+
+
 def test_cli_solve_runnable_by_records_the_restriction(tmp_path):
     import json
 

@@ -19,6 +19,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 
+from autopar_opt.core.bounds import Status
 from autopar_opt.cost.params import CostParams
 from autopar_opt.evaluate import evaluate
 from autopar_opt.export import rules_for
@@ -119,7 +120,9 @@ def run_runnable_search(framework: str, graph: LayerGraph, cluster: Cluster, tra
     records, best, last, tables = [], None, None, []
     for k, choice in enumerate(choices):
         remaining = options.time_limit_s - (time.perf_counter() - start)
-        sub = replace(options, time_limit_s=max(remaining / (len(choices) - k), 0.05))
+        # no time left: the sub-search only records its configurations, unsolved and
+        # without a bound (a floor here let every remaining choice build tables, issue 15)
+        sub = replace(options, time_limit_s=max(remaining / (len(choices) - k), 0.0))
         result = run_search(graph, cluster, training, choice.restrict(space), params, sub)
         last = result
         tables += result.tables
@@ -142,12 +145,20 @@ def run_runnable_search(framework: str, graph: LayerGraph, cluster: Cluster, tra
 
 
 def _exhaustive(choices, graph, cluster, training, space, params, options, start) -> SearchResult:
-    """DeepSpeed: price every (pp, c, choice) plan with the uniform partition."""
+    """DeepSpeed: price every (pp, c, choice) plan with the uniform partition, one
+    configuration at a time while ``options.time_limit_s`` lasts (issue 15: the time
+    limit covers the whole command); a configuration the limit leaves out is
+    recorded unsolved, without a bound."""
     records, best = [], None
     configs = [cfg for cfg in outer_configs(graph, cluster, training, space)
                if cfg.schedule is Schedule.one_f_one_b and cfg.stage_devices is None]
     names = [layer.name for layer in graph.layers]
     for cfg in configs:
+        if time.perf_counter() - start >= options.time_limit_s:
+            records.append(ConfigRecord(cfg, Status.not_solved, None, -math.inf, 0.0,
+                                        message="[deepspeed] time limit reached before this "
+                                                "configuration; no bound"))
+            continue
         d = cluster.num_devices // cfg.pp
         b = training.global_batch_size // cfg.microbatches
         t0, value, plan_best = time.perf_counter(), math.inf, None
