@@ -34,8 +34,13 @@ def main() -> None:
     out = ["# Placement benchmarks", "",
            "Each row times the whole `autopar place ... --json` command as a subprocess "
            "(`process s`: wall clock including Python start-up and imports; `peak MiB`: peak "
-           "RSS from /usr/bin/time) beside the solver's own `wall_time_s`. Run: "
-           "`.venv/bin/python benchmarks/placement/run.py`, then `report.py`.", ""]
+           "RSS of the child, `benchmarks/clitime.py`; the start-up table uses /usr/bin/time) "
+           "beside the solver's own `wall_time_s`. Modules are byte-compiled, as in a normal "
+           "install (the runner unsets PYTHONDONTWRITEBYTECODE). Run: "
+           "`.venv/bin/python benchmarks/placement/run.py startup shared latency inception && "
+           ".venv/bin/python benchmarks/placement/report.py` (about 10 min at load 6: start-up "
+           "7 s, shared 2.7 min, latency 4.4 min, Inception 2 min); `run.py` with no section "
+           "also runs milp, scale and growth (about 60 min).", ""]
     if "startup" in res:
         sec = res["startup"]
         out += ["## Process start-up (fixed cost of every command)", "", head(sec),
@@ -91,12 +96,23 @@ def main() -> None:
         out.append("")
     if "latency" in res:
         sec = res["latency"]
-        out += ["## Latency instances (`--objective latency`, MILP)", "", head(sec),
-                "| instance | latency | lower bound | gap | status | process s |",
-                "|---|---|---|---|---|---|"]
+        out += ["## Latency instances (`--objective latency`)", "", head(sec),
+                "`critical path`: cheapest times, free transfers; `path DP`: the best "
+                "path-segmentation bound (`latency_bounds.py`); `sum DP`: the latency of the "
+                "placement of the DP over ideals that minimises the sum of the block loads (the "
+                "incumbent handed to the MILP as its start).", "",
+                "| instance | latency | lower bound | gap | status | method | critical path | "
+                "path DP | sum DP | solver s | process s |",
+                "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sec["rows"]:
+            det = r.get("details", {})
+            lb = det.get("latency_bounds") or {}
+            paths = [v for k, v in lb.items() if k.startswith("path_") and v is not None]
             out.append(f"| {r['instance']} | {f(r.get('value'))} | {f(r.get('lower_bound'))} | "
-                       f"{pct(r.get('gap'))} | {r.get('status')} | {f(r['process_wall_s'], 4)} |")
+                       f"{pct(r.get('gap'))} | {r.get('status')} | {r.get('method')} | "
+                       f"{f(lb.get('critical_path'))} | {f(max(paths) if paths else None)} | "
+                       f"{f(det.get('serial_dp'))} | "
+                       f"{f(r.get('wall_time_s'), 4)} | {f(r['process_wall_s'], 4)} |")
         out.append("")
     if "scale" in res:
         sec = res["scale"]
