@@ -79,6 +79,7 @@ from autopar_opt.cost.tables import CostTables, symmetric_edges
 from autopar_opt.solvers.dp.common import MEM_EPS, Assignment, iteration_time, layer_memory
 from autopar_opt.solvers.dp.completion import CompletionBounds
 from autopar_opt.solvers.dp.partition import CoverBound
+from autopar_opt.solvers.dp.stages import StageRanges, least_entry
 from autopar_opt.hardware import GIB
 from autopar_opt.strategies import layout_ids
 
@@ -487,10 +488,18 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
     const = tables.params.iteration_overhead_s
     dp = _ChainDP(tables, deadline)
     _set_bottleneck_floor(dp, math.inf)
-    lb = dp.root_bound() + const
+    inc, ub, lb = _stage_decomposition(dp)
+    lb = max(lb, dp.root_bound() + const)
+    if inc is not None and lb >= ub * (1 - 1e-9):
+        return ChainOutcome(inc, ub, True, dp.labels, ub)
     for rel in _SPECULATIVE_STEPS:
         tau = lb * (1 + rel)
-        quick = _speculative_pass(dp, tau - const)
+        if tau >= ub:
+            break   # the first deepening pass (threshold ub, no label cap) decides
+        try:
+            quick = _speculative_pass(dp, tau - const, keep_deadline=inc is not None)
+        except DPTimeout:
+            return ChainOutcome(inc, ub, False, dp.labels, lb)
         if quick is None:
             break   # over its label budget: an incumbent first
         if quick[1] is not None:
@@ -498,8 +507,9 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
             return ChainOutcome(quick[1], val, True, dp.labels, val)
         lb = tau    # an exhaustive pass without a plan: optimum > tau
     t_beam = time.monotonic()
-    inc, ub = _incumbent(tables, beam, dp, restricted=False)
-    t_beam = time.monotonic() - t_beam   # what a beam pass costs here (beam passes ignore the deadline)
+    if inc is None or lb * (1 + 2 * _FIRST_STEP) < ub:
+        inc, ub = _incumbent(tables, beam, dp, False, (inc, ub))
+    t_beam = time.monotonic() - t_beam   # what a beam pass costs here
     restricted = False
     if inc is None or lb < ub * (1 - 1e-9) and lb * (1 + 2 * _FIRST_STEP) < ub:
         inc, ub = _incumbent(tables, beam, dp, True, (inc, ub))   # the gap is wide: try harder now
@@ -543,17 +553,20 @@ _SPECULATIVE_LABELS = 16
 _SPECULATIVE_STEPS = (_FIRST_STEP / 4, _FIRST_STEP)
 
 
-def _speculative_pass(dp: _ChainDP, tau: float) -> tuple[float, Assignment | None] | None:
-    """An exact pass at threshold ``tau`` (just above the root bound) before any
-    incumbent exists: where the root bound is tight (memory does not bind) it finds
-    the optimum for less than a beam pass costs. Returns None once it has created
-    ``_SPECULATIVE_LABELS·n·pp`` labels (the deadline is left to the passes after
-    it, which keep an incumbent to return), else ``(tau, plan or None)``: no plan
-    proves ``optimum > tau``."""
+def _speculative_pass(dp: _ChainDP, tau: float,
+                      keep_deadline: bool = False) -> tuple[float, Assignment | None] | None:
+    """An exact pass at threshold ``tau`` (just above the root bound) before the beam
+    passes: where the root bound is tight (memory does not bind) it finds the optimum
+    for less than a beam pass costs. Returns None once it has created
+    ``_SPECULATIVE_LABELS·n·pp`` labels, else ``(tau, plan or None)``: no plan proves
+    ``optimum > tau``. The deadline is kept (:class:`DPTimeout`) only with
+    ``keep_deadline`` (an incumbent exists to return); else it is left to the passes
+    after it, which have one."""
     if not math.isfinite(tau):
         return None
     start, saved = dp.labels, dp.deadline
-    dp.label_cap, dp.deadline = start + _SPECULATIVE_LABELS * dp.n * dp.pp, None
+    dp.label_cap = start + _SPECULATIVE_LABELS * dp.n * dp.pp
+    dp.deadline = saved if keep_deadline else None
     try:
         found = dp.run(None, tau)
     except _LabelBudget:
@@ -582,6 +595,29 @@ def _guided_beam(dp: _ChainDP, beam: int, tau: float, inc: Assignment | None,
         if val < ub:
             return found[1], val
     return inc, ub
+
+
+def _stage_decomposition(dp: _ChainDP) -> tuple[Assignment | None, float, float]:
+    """Incumbent, its value and a lower bound from the exact stage-range decomposition
+    (:mod:`~autopar_opt.solvers.dp.stages`); raises ``dp.bott_floor`` to its floor.
+    ``(None, inf, -inf)`` where the tables are too costly to build (no long runs of
+    identical layers) or nothing fits."""
+    const = dp.t.params.iteration_overhead_s
+    ranges = StageRanges(dp.t.time, dp.mem, dp.cap, dp.allowed, least_entry(dp.t, dp.allowed, dp.edge_of))
+    if not ranges.f:
+        return None, math.inf, -math.inf
+    floor = ranges.least_bottleneck()
+    if not math.isfinite(floor):
+        return None, math.inf, -math.inf
+    dp.cover.use_exact(ranges)
+    if dp.c1 > 0:
+        dp.bott_floor = max(dp.bott_floor, floor)
+    value, bott = ranges.bound(dp.c1)
+    lb = value + dp.sync_floor + const
+    plan = ranges.plan(bott)
+    if plan is None:
+        return None, math.inf, lb
+    return plan, iteration_time(dp.t, plan), lb
 
 
 def _set_bottleneck_floor(dp: _ChainDP, ub: float) -> None:

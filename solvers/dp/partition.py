@@ -123,6 +123,14 @@ class CoverBound:
         self._grid: dict[int, list[np.ndarray]] = {}
         self._sums: dict[int, list[np.ndarray]] = {}
         self._g0 = 1.0
+        #: exact integer stage ranges (:class:`~autopar_opt.solvers.dp.stages.StageRanges`):
+        #: when set, ``Ψ`` is the larger of the LP and the integer values
+        self.exact = None
+
+    def use_exact(self, ranges) -> None:
+        """Take ``Ψ`` as the larger of the LP and the exact integer stage-range values
+        (``ranges``: a :class:`~autopar_opt.solvers.dp.stages.StageRanges`)."""
+        self.exact, self._sums = ranges, {}
 
     def set_grid_origin(self, value: float) -> None:
         """Anchor the geometric grid (clears the cached coverage)."""
@@ -188,6 +196,8 @@ class CoverBound:
                     best = np.maximum(best, win - pref - lam * self.cap)
                 got.append(np.where(np.isfinite(best), np.maximum(best, 0.0), np.inf))
             got = got[::-1]
+            if self.exact is not None:   # both are lower bounds: keep the larger
+                got = [np.maximum(a, z) for a, z in zip(got, self.exact.psi(b))]
             self._sums[x] = got
         return got
 
@@ -222,6 +232,10 @@ class CoverBound:
             good = np.isfinite(need)
             if slack is not None:
                 good &= need <= slack[sel] * (1 + 1e-9) + 1e-15
+            if self.exact is not None and good.any():
+                g = np.flatnonzero(good)
+                good[g] = self.exact.tail_ok(i, u, pc[sel[g]], mem[sel[g]], self.grid_value(int(x)), end[sel[g]],
+                                             nxt, None if slack is None else slack[sel[g]])
             res[xs == x] = good
         out = np.zeros(len(pc), dtype=bool)
         out[idx] = res
