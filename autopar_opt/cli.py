@@ -14,8 +14,6 @@ import json
 from typing import Any, Callable, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Optimal hybrid-parallel training plans with optimality certificates.")
@@ -76,6 +74,8 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
 @guarded
 def zoo_list() -> int:
     """List the zoo's models and clusters."""
+    from rich.table import Table
+
     from autopar_opt.model_zoo import registry
     from autopar_opt.search.cli import console as make_console
 

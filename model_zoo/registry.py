@@ -59,42 +59,70 @@ _REQUIRED_KEYS = {
 }
 
 
+#: libyaml's safe loader where PyYAML was built with it (the same documents, about 10x
+#: faster to parse than the pure-Python one; start-up of every command, issue 18)
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _read(folder: str, entry: Any) -> dict[str, Any]:
+    """One zoo data file, checked: ``name`` equals the file stem and the
+    required keys are present (else ``ValueError`` naming the file)."""
+    data = yaml.load(entry.read_text(encoding="utf-8"), Loader=_SafeLoader)
+    stem = entry.name[: -len(".yaml")]
+    if not isinstance(data, dict) or data.get("name") != stem:
+        raise ValueError(f"zoo file {folder}/{entry.name}: 'name' must equal {stem!r}")
+    missing = [k for k in _REQUIRED_KEYS[folder] if k not in data]
+    if missing:
+        raise ValueError(f"zoo file {folder}/{entry.name}: missing keys {missing} "
+                         f"(required: {', '.join(_REQUIRED_KEYS[folder])})")
+    if folder == "models" and data.get("family") not in FAMILIES:
+        raise ValueError(f"zoo model {stem!r}: unknown family {data.get('family')!r}; "
+                         f"known families: {', '.join(sorted(FAMILIES))}")
+    return data
+
+
+@lru_cache(maxsize=2)
+def _names(folder: str) -> tuple[str, ...]:
+    """The names (file stems) of ``folder``'s data files, sorted; a directory
+    listing, no file is parsed."""
+    root = resources.files(_PACKAGE).joinpath(folder)
+    return tuple(sorted(e.name[: -len(".yaml")] for e in root.iterdir()
+                        if e.name.endswith(".yaml")))
+
+
+@lru_cache(maxsize=None)
+def _load_one(folder: str, name: str) -> dict[str, Any]:
+    """The data file ``folder/name.yaml`` (``name`` from :func:`_names`), read
+    once per process: a command that uses one model and one cluster parses two
+    files, not the whole zoo (start-up, issue 18)."""
+    return _read(folder, resources.files(_PACKAGE).joinpath(folder, f"{name}.yaml"))
+
+
 def _load_dir(folder: str) -> dict[str, dict[str, Any]]:
     """Every ``folder/*.yaml`` of the package, keyed by file stem.
 
     Raises ``ValueError`` naming the file and the missing keys when a data
     file is incomplete (a zoo-maintainer mistake, caught on first use).
     """
-    out: dict[str, dict[str, Any]] = {}
-    root = resources.files(_PACKAGE).joinpath(folder)
-    for entry in sorted(root.iterdir(), key=lambda e: e.name):
-        if not entry.name.endswith(".yaml"):
-            continue
-        data = yaml.safe_load(entry.read_text(encoding="utf-8"))
-        stem = entry.name[: -len(".yaml")]
-        if not isinstance(data, dict) or data.get("name") != stem:
-            raise ValueError(f"zoo file {folder}/{entry.name}: 'name' must equal {stem!r}")
-        missing = [k for k in _REQUIRED_KEYS[folder] if k not in data]
-        if missing:
-            raise ValueError(f"zoo file {folder}/{entry.name}: missing keys {missing} "
-                             f"(required: {', '.join(_REQUIRED_KEYS[folder])})")
-        out[stem] = data
-    return out
+    return {name: _load_one(folder, name) for name in _names(folder)}
 
 
-@lru_cache(maxsize=1)
 def _models() -> dict[str, dict[str, Any]]:
-    models = _load_dir("models")
-    for name, data in models.items():
-        if data.get("family") not in FAMILIES:
-            raise ValueError(f"zoo model {name!r}: unknown family {data.get('family')!r}; "
-                             f"known families: {', '.join(sorted(FAMILIES))}")
-    return models
+    return _load_dir("models")
 
 
-@lru_cache(maxsize=1)
 def _clusters() -> dict[str, dict[str, Any]]:
     return _load_dir("clusters")
+
+
+def model_names() -> list[str]:
+    """Every zoo model's name, sorted (no data file is parsed)."""
+    return list(_names("models"))
+
+
+def cluster_names() -> list[str]:
+    """Every named cluster's name, sorted (no data file is parsed)."""
+    return list(_names("clusters"))
 
 
 def list_models() -> list[ModelInfo]:
@@ -110,10 +138,9 @@ def model_dims(name: str) -> dict[str, Any]:
 
 
 def _model_data(name: str) -> dict[str, Any]:
-    models = _models()
-    if name not in models:
-        raise ValueError(f"unknown model {name!r}; valid names: {', '.join(sorted(models))}")
-    return models[name]
+    if name not in _names("models"):
+        raise ValueError(f"unknown model {name!r}; valid names: {', '.join(_names('models'))}")
+    return _load_one("models", name)
 
 
 def build_model(name: str, seq_len: int | None = None,
@@ -175,10 +202,9 @@ def _tier(cluster: str, key: str, raw: Any) -> LinkTier | None:
 
 def get_cluster(name: str) -> Cluster:
     """The :class:`~autopar_opt.hardware.Cluster` named ``name``."""
-    clusters = _clusters()
-    if name not in clusters:
-        raise ValueError(f"unknown cluster {name!r}; valid names: {', '.join(sorted(clusters))}")
-    d = clusters[name]
+    if name not in _names("clusters"):
+        raise ValueError(f"unknown cluster {name!r}; valid names: {', '.join(_names('clusters'))}")
+    d = _load_one("clusters", name)
     if d["device"] not in DEVICE_CATALOG:
         raise ValueError(f"cluster {name!r}: unknown device {d['device']!r}; "
                          f"known devices: {', '.join(sorted(DEVICE_CATALOG))}")

@@ -96,10 +96,19 @@ def _stage_floats(doc: dict, key: str) -> list[float]:
             for i, s in enumerate(doc["metrics"]["stages"])]
 
 
+#: Above this many (stage, micro-batch) pairs the timeline is not simulated nor drawn: its
+#: cost grows with them (about 4 bars each), and the report is written inside the
+#: command's time limit (issue 15); the bundled examples have at most 2,048.
+MAX_TIMELINE_CELLS = 16_384
+
+
 def timeline_section(doc: dict) -> dict | None:
-    """Simulated schedule of one iteration (see :mod:`autopar_opt.reports.timeline`)."""
+    """Simulated schedule of one iteration (see :mod:`autopar_opt.reports.timeline`);
+    None without a plan or above :data:`MAX_TIMELINE_CELLS`."""
     plan, m = doc["plan"], doc["metrics"]
     if plan is None or m is None or not m["stages"]:
+        return None
+    if len(m["stages"]) * int(plan["microbatches"]) > MAX_TIMELINE_CELLS:
         return None
     p = _stage_floats(doc, "time_s")
     o = _stage_floats(doc, "transfer_s")[:-1]

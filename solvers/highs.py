@@ -13,13 +13,15 @@ the Pyomo variables in ``var_refs``.
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from autopar_opt.solvers.base import Backend, Feature, SolverMismatch
-from autopar_opt.core.matrix import MatrixForm, compile_matrix, load_values
 from autopar_opt.core.result import ProblemClass, SolveResult, Termination
+
+if TYPE_CHECKING:   # the matrix module imports scipy.sparse: loaded when a model is solved
+    from autopar_opt.core.matrix import MatrixForm
 
 #: HighsModelStatus name -> Termination (limits resolved by incumbent presence).
 _STATUS: dict[str, Termination] = {
@@ -51,16 +53,21 @@ class HighsBackend(Backend):
             else super().refusal(problem_class)
 
     def available(self) -> tuple[bool, str]:
-        try:
-            import highspy  # noqa: F401
-        except ImportError:
+        """Whether highspy is installed, found without importing it: a search
+        the exact DP closes never loads it (start-up, issue 18)."""
+        import importlib.util
+
+        if importlib.util.find_spec("highspy") is None:
             return False, "highspy is not installed (pip install highspy)"
         return True, ""
 
     def version(self) -> str:
-        import highspy
-        h = highspy.Highs()
-        return f"HiGHS {h.version()}"
+        """``HiGHS X.Y.Z``: highspy's distribution version, which is the HiGHS
+        release it wraps (``tests/test_startup.py`` checks it against
+        ``highspy.Highs().version()``), read without importing highspy."""
+        from importlib.metadata import version
+
+        return f"HiGHS {version('highspy')}"
 
     def solve_model(self, model: Any, problem_class: ProblemClass, *, time_limit_s: float | None,
                     rel_gap: float, warm_start: bool = False,
@@ -73,6 +80,8 @@ class HighsBackend(Backend):
         """
         if problem_class not in self.accepts:
             raise SolverMismatch(mismatch_message(self.name, problem_class))
+        from autopar_opt.core.matrix import MatrixForm, compile_matrix, load_values
+
         start = time.perf_counter()
         form = model if isinstance(model, MatrixForm) else compile_matrix(model)
         translate = time.perf_counter() - start if form is not model else 0.0

@@ -274,8 +274,18 @@ def test_every_form_agrees_on_a_free_configuration(sizes):
     if get_backend("scip").available()[0]:
         miqp = build_formulation(t, "miqp")
         res = get_backend("scip").solve_model(miqp.model, miqp.problem_class, time_limit_s=60, rel_gap=1e-9)
-        assert res.primal == pytest.approx(dp.primal, rel=1e-5)
-        plans.append(miqp.decode())
+        if res.termination is Termination.optimal:
+            assert res.primal == pytest.approx(dp.primal, rel=1e-5)
+            plans.append(miqp.decode())
+        else:
+            # SCIP proves (2, 2, 8) in about 55 s on an idle machine; on a loaded one it
+            # stops at its 60 s limit (measured: primal 0.61536, bound 0.56172 against
+            # the optimum 0.61534). Its answer must then still be sound.
+            assert res.termination is Termination.feasible, res.termination
+            assert res.lower_bound <= dp.primal * (1 + 1e-5) <= res.primal * (1 + 2e-5)
+            plan = miqp.decode()
+            m = evaluate(plan, spec.graph, spec.cluster, spec.training, spec.cost_params)
+            assert m.feasible and m.iteration_time_s == pytest.approx(res.primal, rel=1e-5)
     for plan in plans:
         assert plan.stage_devices == list(sizes)
         m = evaluate(plan, spec.graph, spec.cluster, spec.training, spec.cost_params)

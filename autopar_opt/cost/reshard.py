@@ -39,12 +39,20 @@ def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
     return max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
 
 
+#: Above this many ranks :func:`missing_fraction` runs over all ranks at once in
+#: numpy (same arithmetic, same floats); below it the loop, so that pricing a
+#: small plan (``autopar estimate``) does not import numpy.
+VECTOR_RANKS = 32
+
+
 @lru_cache(maxsize=65536)
 def missing_fraction(src: Layout, dst: Layout) -> float:
     """Largest fraction of the whole tensor any rank must fetch to go src -> dst."""
     if src == dst:
         return 0.0
     devices = src.dp * src.tp * src.cp
+    if devices > VECTOR_RANKS:
+        return _missing_fraction_numpy(src, dst, devices)
     worst = 0.0
     for r in range(devices):
         (sb, ss), (db, ds) = _slice(src, r), _slice(dst, r)
@@ -52,6 +60,32 @@ def missing_fraction(src: Layout, dst: Layout) -> float:
         have = _overlap(sb, db) * _overlap(ss, ds)
         worst = max(worst, need - have)
     return worst
+
+
+def _missing_fraction_numpy(src: Layout, dst: Layout, devices: int) -> float:
+    """:func:`missing_fraction`'s loop over ranks as numpy arrays (every rank's
+    slices by :func:`_slice`'s formulas, elementwise: the same IEEE operations).
+    On 1,024 ranks the loop priced each pair of layouts in milliseconds, a
+    third of table building (issue 18 profile)."""
+    import numpy as np
+
+    ranks = np.arange(devices)
+
+    def slices(layout: Layout):
+        tp_rank = ranks % layout.tp
+        cp_rank = (ranks // layout.tp) % layout.cp
+        dp_rank = ranks // (layout.tp * layout.cp)
+        if layout.sp:
+            parts, idx = layout.cp * layout.tp, cp_rank * layout.tp + tp_rank
+        else:
+            parts, idx = layout.cp, cp_rank
+        return dp_rank / layout.dp, (dp_rank + 1) / layout.dp, idx / parts, (idx + 1) / parts
+
+    (sb0, sb1, ss0, ss1), (db0, db1, ds0, ds1) = slices(src), slices(dst)
+    need = (db1 - db0) * (ds1 - ds0)
+    have = (np.maximum(0.0, np.minimum(sb1, db1) - np.maximum(sb0, db0))
+            * np.maximum(0.0, np.minimum(ss1, ds1) - np.maximum(ss0, ds0)))
+    return max(0.0, float((need - have).max()))
 
 
 def unique_fraction(layout: Layout) -> float:

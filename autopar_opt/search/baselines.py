@@ -70,10 +70,32 @@ def _uniform(graph: LayerGraph, cluster: Cluster, training: Training, space: Sea
 def _closest(options: list[Strategy], base: Strategy) -> int | None:
     """Index of ``base`` in ``options``; else of the first option with its layout
     and recomputation; else of the first with its layout; None if no layout matches."""
-    same = [k for k, s in enumerate(options) if s.layout == base.layout]
-    exact = [k for k in same if options[k] == base]
-    close = [k for k in same if options[k].recompute == base.recompute]
-    return (exact or close or same or [None])[0]
+    return _Closest(options)(base)
+
+
+class _Closest:
+    """:func:`_closest` for many ``base`` strategies on one option list: the
+    first index of each strategy, of each (layout, recompute) and of each
+    layout, found in one pass (the baselines ask it for every grid strategy on
+    every strategy list; a scan per question made them the slowest part of
+    ``autopar solve`` after the search, issue 18)."""
+
+    def __init__(self, options: list[Strategy]) -> None:
+        self.exact: dict[Strategy, int] = {}
+        self.close: dict[tuple[Layout, Recompute], int] = {}
+        self.same: dict[Layout, int] = {}
+        for k, s in enumerate(options):
+            layout = s.layout
+            self.exact.setdefault(s, k)
+            self.close.setdefault((layout, s.recompute), k)
+            self.same.setdefault(layout, k)
+
+    def __call__(self, base: Strategy) -> int | None:
+        k = self.exact.get(base)
+        if k is None:
+            layout = base.layout
+            k = self.close.get((layout, base.recompute), self.same.get(layout))
+        return k
 
 
 def _best_of(candidates, graph, cluster, training, params,
@@ -139,11 +161,12 @@ def _uniform_choices(tables, dp_only: bool) -> list[tuple[int, ...]]:
     take skipped. Layers of one class share their strategy list, so each list
     is searched once per grid strategy."""
     out: dict[tuple[int, ...], None] = {}
-    lists: dict[int, list[Strategy]] = {}
+    lists: dict[int, _Closest] = {}
     for strats in tables.strategies:
-        lists.setdefault(id(strats), strats)
+        if id(strats) not in lists:
+            lists[id(strats)] = _Closest(strats)
     for s in _grid(tables.space, tables.devices_per_stage, dp_only):
-        picks = {key: _closest(strats, s) for key, strats in lists.items()}
+        picks = {key: closest(s) for key, closest in lists.items()}
         if any(k is None for k in picks.values()):
             continue
         out.setdefault(tuple(picks[id(strats)] for strats in tables.strategies), None)

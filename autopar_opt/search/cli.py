@@ -18,9 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from autopar_opt.budget import Budget
 from autopar_opt.interrupts import InterruptGuard, exit_code
@@ -28,6 +26,9 @@ from autopar_opt.outputs import write_atomic
 from autopar_opt.search.baselines import all_baselines, table_baselines
 from autopar_opt.search.document import build_document
 from autopar_opt.search.engine import SearchOptions, run_search
+
+if TYPE_CHECKING:   # rich is imported where something is printed (start-up, issue 18)
+    from rich.console import Console
 
 EXIT_CODES = {"optimal": 0, "feasible": 0, "infeasible": 3, "no_plan": 4}
 
@@ -42,10 +43,31 @@ BASELINE_SHARE = 0.08
 def console(stderr: bool = False) -> Console:
     """A rich Console that never hard-wraps when its stream is not a terminal
     (piped output keeps paths and lines whole); the terminal's width otherwise."""
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     if hasattr(stream, "isatty") and stream.isatty():
         return Console(stderr=stderr)
     return Console(stderr=stderr, soft_wrap=True, width=1000)
+
+
+class LazyConsole:
+    """Stands for :func:`console` and makes it on first use: a ``--json`` run
+    that prints nothing on stderr never imports rich (start-up, issue 18)."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    @property
+    def console(self) -> Console:
+        """The rich Console itself (made now if it was not yet)."""
+        if self._console is None:
+            self._console = console(self._stderr)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.console, name)
 
 
 def pp_label(row: dict) -> str:
@@ -84,6 +106,8 @@ def _summary(doc: dict, console: Console) -> None:
         console.print(f"  certificate: primal {_fmt(cert['primal'])} s, lower bound "
                       f"{_fmt(cert['lower_bound'])} s, gap {gap_text}"
                       + ("" if cert["exact"] else " (no proof: bound missing)"))
+    from rich.table import Table
+
     table = Table("pp", "c", "schedule", "status", "primal s", "bound s", "time s", box=None)
     for r in cert["configurations"][:12]:
         table.add_row(pp_label(r), str(r["microbatches"]), r["schedule"], r["status"],
@@ -141,7 +165,7 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         from autopar_opt.peers.cli import peer_solve_command
         return peer_solve_command(peer, solver, time_limit_s, gap, out_dir, json_output, quiet)
     spec = load_spec(spec_path)
-    err = console(stderr=True)
+    err = LazyConsole(stderr=True)
     found = None
     if searcher is not None:
         searcher = _searcher_within_limit(searcher, time_limit_s, spec.solver.time_limit_s)
@@ -215,10 +239,11 @@ def _baselines(spec, result, deadline: float):
 
 
 def _import_heavy_modules(report: bool) -> None:
-    """Import the formulations and matplotlib (report) before the time left is
-    split between search, baselines and outputs: on a busy machine imports take
-    seconds, and paid here they are measured, not guessed."""
-    import autopar_opt.formulations  # noqa: F401
+    """Import the report renderer (with ``--out``) before the time left is split
+    between search, baselines and outputs: on a busy machine imports take
+    seconds, and paid here they are measured, not guessed. The formulations are
+    not imported here: only a search that builds a MIP needs them, and it
+    imports them inside its own clock (:func:`autopar_opt.search.inner._load_mip_modules`)."""
     if report:
         try:
             import autopar_opt.reports.render  # noqa: F401
@@ -237,10 +262,23 @@ def _search(spec, options: SearchOptions, err: Console, show: bool, incumbent=No
     is unusable."""
     from autopar_opt.solvers.base import SolverMismatch, SolverUnavailable
 
+    def run(progress):
+        if runnable_by:
+            from autopar_opt.search.runnable import run_runnable_search
+
+            return run_runnable_search(runnable_by, spec.graph, spec.cluster, spec.training,
+                                       spec.space, spec.cost_params, options, progress)
+        return run_search(spec.graph, spec.cluster, spec.training, spec.space,
+                          spec.cost_params, options, progress, incumbent=incumbent)
+
     try:
+        if not show:          # --json / --quiet: no bar to draw, rich is not imported for one
+            return run(None)
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
         with Progress(TextColumn("{task.description}"), BarColumn(),
                       TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                      console=err, disable=not show, transient=True) as bar:
+                      console=getattr(err, "console", err), transient=True) as bar:
             task = bar.add_task("searching", total=None)
 
             def progress(k, n, record, incumbent, bound):
@@ -248,13 +286,7 @@ def _search(spec, options: SearchOptions, err: Console, show: bool, incumbent=No
                            description=f"config {k}/{n} ({record.config.label()}: {record.status}) "
                                        f"incumbent {_fmt(incumbent)} s bound {_fmt(bound)} s")
 
-            if runnable_by:
-                from autopar_opt.search.runnable import run_runnable_search
-
-                return run_runnable_search(runnable_by, spec.graph, spec.cluster, spec.training,
-                                           spec.space, spec.cost_params, options, progress)
-            return run_search(spec.graph, spec.cluster, spec.training, spec.space,
-                              spec.cost_params, options, progress, incumbent=incumbent)
+            return run(progress)
     except (SolverUnavailable, SolverMismatch) as exc:
         err.print(f"error: {exc}", markup=False, highlight=False)
         return None

@@ -22,11 +22,14 @@ directly from the cost tables (:mod:`autopar_opt.formulations.direct`): no
 Pyomo model is built unless ``--export-models`` asks for one, and the matrix
 structure is cached across configurations that share it, so most
 configurations only refill coefficients. Gurobi and SCIP keep the Pyomo path.
-Every result records ``timings`` = {build, translate, solve} seconds.
+Every result records ``timings`` = {build, translate, solve} seconds. The
+formulations (and scipy.sparse) are imported on the first MIP a search builds,
+inside the search's clock; a search the DP closes never loads them.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from autopar_opt.cost.tables import CostTables
@@ -89,11 +92,10 @@ class InnerSolver:
         features = self.backend.features
         self.symmetry = (options.symmetry if options.symmetry is not None
                          else Feature.symmetry_cuts in features)
+        #: the cached HiGHS matrix builder (:meth:`_direct_builder`), made on the first MIP
         self._direct = None
+        self._matrix_input = Feature.matrix_input in features and self.form_name == "milp"
         self._fallback: InnerSolver | None = None
-        if Feature.matrix_input in features and self.form_name == "milp":
-            from autopar_opt.formulations.direct import DirectBuilder
-            self._direct = DirectBuilder(symmetry=self.symmetry)
 
     def fallback(self) -> "InnerSolver | None":
         """The default backend (HiGHS, MILP) for configurations this backend failed on;
@@ -112,20 +114,23 @@ class InnerSolver:
         """Solve ``tables`` within ``remaining_s`` seconds: one path for every
         backend (formulate, warm-start, solve, :meth:`invert` to an Assignment)."""
         opts = self.options
+        began = time.perf_counter()
         warm = dp = None
         limit = remaining_s
         if opts.warm_start and self.form_name != "tables":
             warm, dp = self._warm(tables, remaining_s)
-            limit = remaining_s - dp.wall_time_s
             if dp.termination is Termination.optimal and dp.has_solution and not (
                     getattr(opts, "dp_check", False) or opts.export_dir is not None):
                 return _dp_closed(dp, opts.rel_gap)
             if dp.termination is Termination.optimal:
                 limit = min(limit, max(CHECK_FACTOR * dp.wall_time_s, CHECK_MIN_S))
-            limit = max(limit, MIN_MIP_S)   # the DP may have used the whole share
+        _load_mip_modules()        # its import time is taken off the limit below
         problem, model_hash = self._formulate(tables, cfg)
         if warm is not None:
             problem.set_warm_start(warm)
+        # the warm start, the first import of the formulations and building the model
+        # spent part of the share (issues 15, 18); the DP may have used all of it
+        limit = max(min(limit, remaining_s - (time.perf_counter() - began)), MIN_MIP_S)
         res = self.backend.solve(problem.model, problem.problem_class, time_limit_s=limit,
                                  rel_gap=opts.rel_gap, warm_start=warm is not None)
         if problem.build_s and not res.timings.get("build"):
@@ -140,7 +145,10 @@ class InnerSolver:
         from autopar_opt.formulations import TablesProblem, build_formulation
         if self.form_name == "tables":
             return TablesProblem(tables), None
-        if self._direct is not None:
+        if self._matrix_input:
+            if self._direct is None:
+                from autopar_opt.formulations.direct import DirectBuilder
+                self._direct = DirectBuilder(symmetry=self.symmetry)
             problem = self._direct.build(tables)
             exported = (build_formulation(tables, "milp", symmetry=self.symmetry)
                         if self.options.export_dir is not None else None)
@@ -169,6 +177,24 @@ class InnerSolver:
         if dp.has_solution and (uniform is None or dp.primal <= uniform[1]):
             return dp.solution, dp      # the DP's primal is the same tables objective
         return (None if uniform is None else uniform[0]), dp
+
+
+def _load_mip_modules() -> float:
+    """Import the formulations (and with them scipy.sparse) the first time a
+    configuration needs a MIP; the seconds it took (0 once loaded).
+
+    A search the exact DP closes never builds a MIP, so the command does not
+    load them up front (start-up, issue 18). The caller takes the import time
+    off this MIP's time limit: the search's clock runs through it.
+    """
+    import sys
+    import time
+
+    if "autopar_opt.formulations" in sys.modules:
+        return 0.0
+    began = time.perf_counter()
+    import autopar_opt.formulations  # noqa: F401
+    return time.perf_counter() - began
 
 
 def _dp_closed(dp: SolveResult, rel_gap: float) -> InnerOutcome:

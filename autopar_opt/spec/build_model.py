@@ -57,7 +57,7 @@ def _override_limits(overrides: dict, out: ProblemList) -> bool:
 def _zoo_graph(section: ZooModelSpec, seq_len: int | None, out: ProblemList) -> LayerGraph | None:
     from autopar_opt.model_zoo import registry
 
-    names = [info.name for info in registry.list_models()]
+    names = registry.model_names()
     if section.zoo not in names:
         out.add("model.zoo", section.zoo, "unknown zoo model",
                 f"use one of: {', '.join(names)}{did_you_mean(section.zoo, names)}")

@@ -46,7 +46,7 @@ def build_cluster(section: ZooClusterSpec | ExplicitClusterSpec, out: ProblemLis
     if isinstance(section, ZooClusterSpec):
         from autopar_opt.model_zoo import registry
 
-        names = [info.name for info in registry.list_clusters()]
+        names = registry.cluster_names()
         if section.zoo not in names:
             out.add("cluster.zoo", section.zoo, "unknown zoo cluster",
                     f"use one of: {', '.join(names)}{did_you_mean(section.zoo, names)}")

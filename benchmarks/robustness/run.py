@@ -40,6 +40,14 @@ def _load() -> str:
     return " ".join(open("/proc/loadavg").read().split()[:3]) if os.path.exists("/proc/loadavg") else "?"
 
 
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=ROOT, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+
+
 def run_once(spec: Path, limit: float) -> dict:
     """One ``autopar solve`` subprocess: wall clock, peak RSS, exit code, status."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -62,6 +70,9 @@ def run_once(spec: Path, limit: float) -> dict:
             "configurations": len(configs),
             "solved": sum(1 for r in configs if r["status"] not in ("not_solved",)),
             "search_wall_s": doc["solver"]["wall_time_s"] if doc else None,
+            # when plan.json's document was complete (s from process start): wall_s minus
+            # this is writing plan.json and the report
+            "document_at_s": (doc["solver"].get("timings") or {}).get("command_s") if doc else None,
             "load_before": load_before, "stderr_tail": proc.stderr.read().decode()[-300:]}
 
 
@@ -100,9 +111,15 @@ def main() -> None:
     parser.add_argument("--fuzz", type=int, default=0)
     args = parser.parse_args()
     if args.limits:
+        load_at_start = _load()
         rows = limits(args.only)
         name = "limits.json" if not args.only else f"limits_{args.only}.json"
-        (HERE / name).write_text(json.dumps({"load_at_end": _load(), "runs": rows}, indent=2) + "\n")
+        (HERE / name).write_text(json.dumps({"commit": _commit(), "load_at_start": load_at_start,
+                                             "load_at_end": _load(), "within_target": sum(
+                                                 r["within_target"] for r in rows),
+                                             "runs_total": len(rows), "runs": rows}, indent=2) + "\n")
+        print(f"{sum(r['within_target'] for r in rows)} of {len(rows)} runs within 1.1 T + 1 s; "
+              f"load average at start {load_at_start}, at end {_load()}")
     if args.fuzz:
         print(json.dumps(fuzz(args.fuzz), indent=2))
 

@@ -58,6 +58,7 @@ def solve_dp(tables: CostTables, time_limit_s: float | None = None) -> SolveResu
                       f"samples per micro-batch")
     if least_memory(tables) > tables.capacity_bytes * (1 + 1e-12):   # exact proof, O(n²·pp)
         return result(Termination.infeasible, None, math.inf, infeasible_message(tables))
+    fallback = False
     try:
         if not chain and tables.pp == 1:
             asg, _ = solve_dag_single_stage(tables, deadline)
@@ -65,23 +66,28 @@ def solve_dp(tables: CostTables, time_limit_s: float | None = None) -> SolveResu
         else:
             out = solve_chain(tables, deadline)
             asg, exhaustive, bound = out.assignment, out.exhaustive, out.lower_bound
-    except DPTimeout:
+            fallback = out.fallback
+    except DPTimeout:       # the PaSE DP (DAG, pp = 1) cut short
         return result(Termination.time_limit_no_solution, None,
                       simple_lower_bound(tables) if (chain or tables.pp == 1) else -math.inf,
                       f"time limit {time_limit_s} s reached before a plan was found")
     if asg is None:
         if exhaustive:
             return result(Termination.infeasible, None, math.inf, infeasible_message(tables))
-        return result(Termination.time_limit_no_solution, None, -math.inf, "time limit reached")
+        return result(Termination.time_limit_no_solution, None,
+                      max(simple_lower_bound(tables), bound) if chain else -math.inf,
+                      "time limit reached")
     if not fits(tables, asg):   # defensive: the DP only builds plans within capacity
         return result(Termination.error, None, -math.inf, "internal error: decoded plan exceeds memory")
     if not chain and tables.pp > 1:
         return result(Termination.heuristic, asg, -math.inf,
                       "DAG with pp > 1: skip edges not searched, plan re-priced exactly; not proven optimal")
     if not exhaustive:
+        source = ("the least-memory plan (no beam pass finished in time)" if fallback
+                  else "incumbent from the beam passes")
         return result(Termination.feasible, asg, max(simple_lower_bound(tables), bound),
-                      f"time limit {time_limit_s} s reached; incumbent from the beam passes, "
-                      f"bound from the deepening passes")
+                      f"time limit {time_limit_s} s reached; {source}, bound from the "
+                      f"deepening passes")
     return result(Termination.optimal, asg, math.inf, "exact")
 
 

@@ -76,7 +76,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from autopar_opt.cost.tables import CostTables, symmetric_edges
-from autopar_opt.solvers.dp.common import MEM_EPS, Assignment, iteration_time, layer_memory
+from autopar_opt.solvers.dp.common import (MEM_EPS, Assignment, DPTimeout, iteration_time,
+                                           layer_memory, least_memory_plan, past)
 from autopar_opt.solvers.dp.completion import CompletionBounds
 from autopar_opt.solvers.dp.partition import CoverBound
 from autopar_opt.solvers.dp.stages import StageRanges, least_entry
@@ -89,10 +90,6 @@ _S, _M, _PC, _G, _GC, _MEM = range(6)
 _BLOCK = 512
 
 
-class DPTimeout(Exception):
-    """Raised inside an exact pass when the time limit is reached."""
-
-
 class _LabelBudget(Exception):
     """Raised inside a speculative exact pass that created more labels than it may."""
 
@@ -100,13 +97,16 @@ class _LabelBudget(Exception):
 @dataclass
 class ChainOutcome:
     """Best assignment found (None when none fits), its value (incl. the constant overhead),
-    whether the search was exhaustive, labels created and the proven lower bound."""
+    whether the search was exhaustive, labels created, the proven lower bound and
+    whether the plan is the deadline's fallback."""
 
     assignment: Assignment | None
     value: float
     exhaustive: bool
     labels: int
     lower_bound: float = -math.inf
+    #: the deadline passed before any pass found a plan: ``assignment`` is the least-memory plan
+    fallback: bool = False
 
 
 @dataclass
@@ -133,7 +133,7 @@ def _dominated(lab: np.ndarray, ks: np.ndarray, c1: float, last: bool, safe: flo
     floor = -np.inf if last else 0.0
     kept_idx: list[np.ndarray] = []
     for start in range(0, n, _BLOCK):
-        if deadline is not None and time.monotonic() > deadline:
+        if past(deadline):
             raise DPTimeout
         blk, kb = lab[start:start + _BLOCK], ks[start:start + _BLOCK]
         prev = np.concatenate(kept_idx) if kept_idx else np.zeros(0, dtype=int)
@@ -203,9 +203,11 @@ class _ChainDP:
 
     @property
     def bounds(self) -> CompletionBounds:
-        """Completion bounds, built on first use."""
+        """Completion bounds, built on first use (within the deadline: raises
+        :class:`DPTimeout` when it passes before the unweighted ones are built)."""
         if self._bounds is None:
-            self._bounds = CompletionBounds(self.t, self.mem, self.cap, self.edge_of, self.allowed)
+            self._bounds = CompletionBounds(self.t, self.mem, self.cap, self.edge_of, self.allowed,
+                                            self.deadline)
         return self._bounds
 
     @property
@@ -277,9 +279,8 @@ class _ChainDP:
         lim = tau * (1 + 1e-9)
         out = _Layer({}, {}, {}, {})
         for i in self.stage_range(u):
-            if ((beam is None or self.beam_stops) and self.deadline is not None
-                    and time.monotonic() > self.deadline):
-                raise DPTimeout   # the first beam pass always finishes: it gives the incumbent
+            if (beam is None or self.beam_stops) and past(self.deadline):
+                raise DPTimeout   # a cut first beam pass leaves the least-memory plan (solve_chain)
             cand, k2, pst, prw = self._candidates(prev, u, i)
             if not len(cand):
                 continue
@@ -447,12 +448,16 @@ def _incumbent(tables: CostTables, beam: int, shared: _ChainDP, restricted: bool
                best: tuple[Assignment | None, float] = (None, math.inf)) -> tuple[Assignment | None, float]:
     """Best of ``best`` and of beam passes: over the full space (width ``beam``) or, with
     ``restricted``, over every layout restriction (width ``4·beam``). Values include
-    the constant overhead."""
+    the constant overhead. Every pass stops at the deadline (issue 15: the first
+    one too, which on the largest models took longer than the whole time limit);
+    ``best`` is then returned as it stands (None when no pass finished)."""
     runs = ([(allowed, 4 * beam) for allowed in _layout_restrictions(tables)] if restricted
             else [(None, beam)])
     for allowed, width in runs:
-        dp = _ChainDP(tables, shared.deadline if best[0] is not None else None, allowed, shared)
-        dp.beam_stops = best[0] is not None
+        if past(shared.deadline):
+            return best
+        dp = _ChainDP(tables, shared.deadline, allowed, shared)
+        dp.beam_stops = True
         try:
             found = dp.run(width, math.inf)
         except DPTimeout:
@@ -482,24 +487,28 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
        Before the third pass (the gap is then over 0.6 %) the layout-restricted
        beam passes try to improve ``UB``: where the first passes close the gap
        they are not needed, and they cost as much as a pass.
-    If ``deadline`` (``time.monotonic()`` value) passes, the incumbent is
-    returned with ``exhaustive=False`` and the best proven bound.
+    If ``deadline`` (``time.monotonic()`` value) passes, every phase stops (the
+    bounds being built, the speculative, beam and exact passes): the incumbent, or
+    the least-memory plan when no pass has found one (:func:`_cut_short`), is
+    returned with ``exhaustive=False`` and the best bound proven so far (``-inf``
+    when the deadline came before the root bound).
     """
     const = tables.params.iteration_overhead_s
     dp = _ChainDP(tables, deadline)
-    _set_bottleneck_floor(dp, math.inf)
-    inc, ub, lb = _stage_decomposition(dp)
-    lb = max(lb, dp.root_bound() + const)
+    inc, ub, lb = None, math.inf, -math.inf
+    try:
+        _set_bottleneck_floor(dp, math.inf)
+        inc, ub, lb = _stage_decomposition(dp)
+        lb = max(lb, dp.root_bound() + const)
+    except DPTimeout:
+        return _cut_short(tables, inc, ub, dp.labels, lb)
     if inc is not None and lb >= ub * (1 - 1e-9):
         return ChainOutcome(inc, ub, True, dp.labels, ub)
     for rel in _SPECULATIVE_STEPS:
         tau = lb * (1 + rel)
         if tau >= ub:
             break   # the first deepening pass (threshold ub, no label cap) decides
-        try:
-            quick = _speculative_pass(dp, tau - const, keep_deadline=inc is not None)
-        except DPTimeout:
-            return ChainOutcome(inc, ub, False, dp.labels, lb)
+        quick = _speculative_pass(dp, tau - const)
         if quick is None:
             break   # over its label budget: an incumbent first
         if quick[1] is not None:
@@ -533,7 +542,7 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
         try:
             found = dp.run(None, tau - const)
         except DPTimeout:
-            return ChainOutcome(inc, ub, False, dp.labels, lb)
+            return _cut_short(tables, inc, ub, dp.labels, lb)
         passes += 1
         cheap = dp.labels - before < dp.n * dp.pp
         if found is not None:
@@ -547,32 +556,41 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
         step *= 1.25 if cheap else 2.0   # cheap passes: the optimum may be near, creep up
 
 
+def _cut_short(tables: CostTables, inc: Assignment | None, ub: float, labels: int,
+               lb: float) -> ChainOutcome:
+    """The outcome when the deadline passed: the incumbent, or the least-memory plan
+    (:func:`~autopar_opt.solvers.dp.common.least_memory_plan`, feasible whenever a
+    plan is, milliseconds to build) when no pass finished; the bound ``lb`` as proven."""
+    fallback = inc is None
+    if fallback:
+        inc = least_memory_plan(tables)
+        ub = iteration_time(tables, inc) if inc is not None else math.inf
+    return ChainOutcome(inc, ub, False, labels, lb, fallback=fallback and inc is not None)
+
+
 #: Labels per layer and stage a speculative pass may create before it gives up.
 _SPECULATIVE_LABELS = 16
 #: Thresholds (relative to the root bound) of the speculative passes.
 _SPECULATIVE_STEPS = (_FIRST_STEP / 4, _FIRST_STEP)
 
 
-def _speculative_pass(dp: _ChainDP, tau: float,
-                      keep_deadline: bool = False) -> tuple[float, Assignment | None] | None:
+def _speculative_pass(dp: _ChainDP, tau: float) -> tuple[float, Assignment | None] | None:
     """An exact pass at threshold ``tau`` (just above the root bound) before the beam
-    passes: where the root bound is tight (memory does not bind) it finds the optimum
-    for less than a beam pass costs. Returns None once it has created
-    ``_SPECULATIVE_LABELS·n·pp`` labels, else ``(tau, plan or None)``: no plan proves
-    ``optimum > tau``. The deadline is kept (:class:`DPTimeout`) only with
-    ``keep_deadline`` (an incumbent exists to return); else it is left to the passes
-    after it, which have one."""
+    passes: where the root bound is tight (memory does not bind) it finds
+    the optimum for less than a beam pass costs. Returns None once it has created
+    ``_SPECULATIVE_LABELS·n·pp`` labels or the deadline has passed (the passes after
+    it then stop at once and :func:`_cut_short` answers), else ``(tau, plan or
+    None)``: no plan proves ``optimum > tau``."""
     if not math.isfinite(tau):
         return None
-    start, saved = dp.labels, dp.deadline
+    start = dp.labels
     dp.label_cap = start + _SPECULATIVE_LABELS * dp.n * dp.pp
-    dp.deadline = saved if keep_deadline else None
     try:
         found = dp.run(None, tau)
-    except _LabelBudget:
+    except (_LabelBudget, DPTimeout):
         return None
     finally:
-        dp.label_cap, dp.deadline = math.inf, saved
+        dp.label_cap = math.inf
     return tau, None if found is None else found[1]
 
 
@@ -622,11 +640,12 @@ def _stage_decomposition(dp: _ChainDP) -> tuple[Assignment | None, float, float]
 
 def _set_bottleneck_floor(dp: _ChainDP, ub: float) -> None:
     """Give ``dp`` the partition bound on every plan's bottleneck (searched up to the
-    bottleneck a plan of value ``ub`` can have) and anchor the coverage grid there."""
+    bottleneck a plan of value ``ub`` can have, until the deadline: a bisection cut
+    short keeps a lower, still proven, floor) and anchor the coverage grid there."""
     if dp.c1 <= 0:
         return
     hi = ub / dp.c1 if math.isfinite(ub) else 1e9
-    floor = dp.cover.least_bottleneck(0.0, hi)
+    floor = dp.cover.least_bottleneck(0.0, hi, deadline=dp.deadline)
     dp.bott_floor = floor
     dp.sync_floor = sum(float(g[ok].min()) for g, ok in zip(dp.t.sync, dp.allowed)) / dp.pp
     dp.cover.set_grid_origin(floor if floor > 0 else hi)

@@ -46,19 +46,27 @@ from __future__ import annotations
 import numpy as np
 
 from autopar_opt.cost.tables import CostTables
+from autopar_opt.solvers.dp.common import DPTimeout, past
 
 
 class CompletionBounds:
-    """``H_λ`` and ``Hp_λ`` tables for a few multipliers (module docstring)."""
+    """``H_λ`` and ``Hp_λ`` tables for a few multipliers (module docstring).
+
+    Built within ``deadline`` (``time.monotonic()``; None: no limit): :class:`DPTimeout`
+    when it passes before ``H`` and ``Hp`` are built; the stage-weighted tables are
+    optional (a stage without one gets the unweighted bound only, as above
+    :data:`WEIGHTED_MAX_PP`), so the ones the deadline leaves unbuilt stay None
+    (issue 15: on a 16-stage model they took 2-3 s, more than a short time limit)."""
 
     def __init__(self, tables: CostTables, mem: list[list[np.ndarray]], cap: float,
-                 edge_of: dict[tuple[int, int], int], allowed: list[np.ndarray]) -> None:
+                 edge_of: dict[tuple[int, int], int], allowed: list[np.ndarray],
+                 deadline: float | None = None) -> None:
         self.n, self.pp, self.cap = tables.num_layers, tables.pp, cap
         self.lambdas = _multipliers(tables, mem, cap, allowed)
         lam = np.array(self.lambdas)                      # (J, P): λ_j per stage
 
         def stacked(wp, wo: float, wg):
-            return _backward(tables, mem, lam, edge_of, allowed, wp, wo, wg)
+            return _backward(tables, mem, lam, edge_of, allowed, wp, wo, wg, deadline)
         # H[u][i]: (λ, k) array of H_λ[u,i,k]; Hp likewise
         self.H = stacked(1.0, 1.0, 0.0)
         self.Hp = stacked(1.0, 0.0, 0.0)
@@ -69,7 +77,10 @@ class CompletionBounds:
             for i in range(self.pp):
                 w = np.zeros(self.pp)
                 w[i:] = 1.0 / (self.pp - i)
-                part = stacked(1.0 + self.c1 * w, 1.0, w)
+                try:
+                    part = stacked(1.0 + self.c1 * w, 1.0, w)
+                except DPTimeout:
+                    break
                 for u in range(self.n):
                     self.Hw[u][i] = part[u][i]
         # penalty of a label in stage i: λ_i·(C − mem) + C·Σ_{j>i} λ_j
@@ -139,11 +150,12 @@ def _priced(lam: np.ndarray, mem: np.ndarray) -> np.ndarray:
 
 
 def _backward(tables: CostTables, mem, lam: np.ndarray, edge_of, allowed,
-              wp, wo: float, wg) -> list[list[np.ndarray]]:
+              wp, wo: float, wg, deadline: float | None = None) -> list[list[np.ndarray]]:
     """``h[u][i][J, k]`` = least ``Σ wp_j·(A + R) + wo·R' + wg_j·G + λ_J,j·m_j`` (``j`` the
     stage of each remaining layer; ``wp``, ``wg`` scalars or per-stage arrays; ``lam``
     a ``(J, P)`` batch of multiplier vectors) over the completions of state
-    ``(u, i, k)`` (memory relaxed); ``inf`` where none exists."""
+    ``(u, i, k)`` (memory relaxed); ``inf`` where none exists. Raises
+    :class:`DPTimeout` once ``deadline`` has passed (checked once per layer)."""
     n, pp = tables.num_layers, tables.pp
     wp = np.broadcast_to(np.asarray(wp, dtype=float), (pp,))
     wg = np.broadcast_to(np.asarray(wg, dtype=float), (pp,))
@@ -153,6 +165,8 @@ def _backward(tables: CostTables, mem, lam: np.ndarray, edge_of, allowed,
     for i in range(pp):
         h[n - 1][i] = np.zeros((nj, size)) if i == pp - 1 else np.full((nj, size), np.inf)
     for u in range(n - 2, -1, -1):
+        if past(deadline):
+            raise DPTimeout
         v = u + 1
         e = edge_of.get((u, v))
         ku, kv = len(tables.time[u]), len(tables.time[v])

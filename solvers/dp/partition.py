@@ -63,6 +63,8 @@ import math
 
 import numpy as np
 
+from autopar_opt.solvers.dp.common import past
+
 #: Ratio of consecutive bottleneck values of the coverage grid.
 GRID_RATIO = 1.0005
 
@@ -241,9 +243,12 @@ class CoverBound:
         out[idx] = res
         return out
 
-    def least_bottleneck(self, lo: float, hi: float, iters: int = 60) -> float:
+    def least_bottleneck(self, lo: float, hi: float, iters: int = 60,
+                         deadline: float | None = None) -> float:
         """Least ``B`` in ``[lo, hi]`` (bisection, rounded down) under which the stages can
-        cover every layer from layer 0: a proven lower bound on ``max_j p_j``."""
+        cover every layer from layer 0: a proven lower bound on ``max_j p_j``. Once
+        ``deadline`` (``time.monotonic()``) passes, the bisection stops at the ``lo``
+        it has reached (no cover below it: still a proven bound, a weaker one)."""
         def covers(b: float) -> bool:
             starts = np.zeros(1, dtype=np.int64)
             for j in range(self.pp):
@@ -252,6 +257,8 @@ class CoverBound:
         if not math.isfinite(hi) or not covers(hi):
             return hi
         for _ in range(iters):
+            if past(deadline):
+                return lo
             mid = 0.5 * (lo + hi)
             if covers(mid):
                 hi = mid
