@@ -107,6 +107,8 @@ class ChainOutcome:
     lower_bound: float = -math.inf
     #: the deadline passed before any pass found a plan: ``assignment`` is the least-memory plan
     fallback: bool = False
+    #: ``assignment`` is the stage decomposition's plan (:mod:`~autopar_opt.solvers.dp.stages`)
+    decomposition: bool = False
 
 
 @dataclass
@@ -149,12 +151,21 @@ def _dominated(lab: np.ndarray, ks: np.ndarray, c1: float, last: bool, safe: flo
 
 def _dom_matrix(a: np.ndarray, ka: np.ndarray, b: np.ndarray, kb: np.ndarray, c1: float,
                 floor: float, safe: float) -> np.ndarray:
-    """``D[x, y]``: row ``x`` of ``a`` dominates row ``y`` of ``b``."""
-    ok = (a[:, None, _MEM] <= np.maximum(b[None, :, _MEM], safe)) & (ka[:, None] <= kb[None, :])
-    d_m = np.maximum(a[:, None, _M] - b[None, :, _M], a[:, None, _PC] - b[None, :, _PC])
-    d_g = np.maximum(a[:, None, _G] - b[None, :, _G], a[:, None, _GC] - b[None, :, _GC])
-    pen = c1 * np.maximum(d_m, floor) + np.maximum(d_g, floor)
-    return ok & (a[:, None, _S] + pen <= b[None, :, _S])
+    """``D[x, y]``: row ``x`` of ``a`` dominates row ``y`` of ``b`` (in-place operations:
+    this O(L²) test is most of an exact pass's time)."""
+    ok = np.less_equal.outer(a[:, _MEM], np.maximum(b[:, _MEM], safe))
+    ok &= np.less_equal.outer(ka, kb)
+    d = np.subtract.outer(a[:, _M], b[:, _M])
+    np.maximum(d, np.subtract.outer(a[:, _PC], b[:, _PC]), out=d)
+    np.maximum(d, floor, out=d)
+    g = np.subtract.outer(a[:, _G], b[:, _G])
+    np.maximum(g, np.subtract.outer(a[:, _GC], b[:, _GC]), out=g)
+    np.maximum(g, floor, out=g)
+    d *= c1
+    d += g
+    d += a[:, _S, None]
+    ok &= d <= b[None, :, _S]
+    return ok
 
 
 class _ChainDP:
@@ -501,9 +512,10 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
         inc, ub, lb = _stage_decomposition(dp)
         lb = max(lb, dp.root_bound() + const)
     except DPTimeout:
-        return _cut_short(tables, inc, ub, dp.labels, lb)
+        return _cut_short(tables, inc, ub, dp.labels, lb, inc is not None)
+    first = inc
     if inc is not None and lb >= ub * (1 - 1e-9):
-        return ChainOutcome(inc, ub, True, dp.labels, ub)
+        return ChainOutcome(inc, ub, True, dp.labels, ub, decomposition=True)
     for rel in _SPECULATIVE_STEPS:
         tau = lb * (1 + rel)
         if tau >= ub:
@@ -542,7 +554,7 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
         try:
             found = dp.run(None, tau - const)
         except DPTimeout:
-            return _cut_short(tables, inc, ub, dp.labels, lb)
+            return _cut_short(tables, inc, ub, dp.labels, lb, inc is not None and inc is first)
         passes += 1
         cheap = dp.labels - before < dp.n * dp.pp
         if found is not None:
@@ -557,7 +569,7 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
 
 
 def _cut_short(tables: CostTables, inc: Assignment | None, ub: float, labels: int,
-               lb: float) -> ChainOutcome:
+               lb: float, decomposition: bool = False) -> ChainOutcome:
     """The outcome when the deadline passed: the incumbent, or the least-memory plan
     (:func:`~autopar_opt.solvers.dp.common.least_memory_plan`, feasible whenever a
     plan is, milliseconds to build) when no pass finished; the bound ``lb`` as proven."""
@@ -565,7 +577,8 @@ def _cut_short(tables: CostTables, inc: Assignment | None, ub: float, labels: in
     if fallback:
         inc = least_memory_plan(tables)
         ub = iteration_time(tables, inc) if inc is not None else math.inf
-    return ChainOutcome(inc, ub, False, labels, lb, fallback=fallback and inc is not None)
+    return ChainOutcome(inc, ub, False, labels, lb, fallback=fallback and inc is not None,
+                        decomposition=decomposition)
 
 
 #: Labels per layer and stage a speculative pass may create before it gives up.
@@ -619,9 +632,13 @@ def _stage_decomposition(dp: _ChainDP) -> tuple[Assignment | None, float, float]
     """Incumbent, its value and a lower bound from the exact stage-range decomposition
     (:mod:`~autopar_opt.solvers.dp.stages`); raises ``dp.bott_floor`` to its floor.
     ``(None, inf, -inf)`` where the tables are too costly to build (no long runs of
-    identical layers) or nothing fits."""
+    identical layers) or nothing fits, or when the deadline has passed (building the tables
+    raises :class:`DPTimeout` once it passes)."""
     const = dp.t.params.iteration_overhead_s
-    ranges = StageRanges(dp.t.time, dp.mem, dp.cap, dp.allowed, least_entry(dp.t, dp.allowed, dp.edge_of))
+    if past(dp.deadline):
+        return None, math.inf, -math.inf
+    ranges = StageRanges(dp.t.time, dp.mem, dp.cap, dp.allowed, least_entry(dp.t, dp.allowed, dp.edge_of),
+                         dp.deadline)
     if not ranges.f:
         return None, math.inf, -math.inf
     floor = ranges.least_bottleneck()

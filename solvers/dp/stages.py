@@ -46,13 +46,14 @@ import math
 import numpy as np
 
 from autopar_opt.core.assignment import Assignment
+from autopar_opt.solvers.dp.common import DPTimeout, past
 
 #: front merges the table may cost per layer and stage before it is skipped (no long runs)
 MAX_MERGES_PER_LAYER = 24
 #: matrix entries (stages × (n+1)²) the dense tables may hold (about 100 MB)
 MAX_ENTRIES = 12_000_000
 #: candidate bottleneck values :meth:`StageRanges.bound` evaluates at most
-MAX_CANDIDATES = 400
+MAX_CANDIDATES = 128
 
 
 def _pareto(m: np.ndarray, t: np.ndarray, *extra: np.ndarray):
@@ -77,11 +78,16 @@ class StageRanges:
     allowed : per layer, the strategy indices the search may use.
     entry : per stage ``j``, per layer ``s``, a lower bound on the transfer ``o_{j−1}`` when
         stage ``j`` starts at ``s`` (:func:`least_entry`); ``Ψ_j(s)`` includes it.
+    deadline : ``time.monotonic()`` value; building the tables raises
+        :class:`~autopar_opt.solvers.dp.common.DPTimeout` once it passes, and
+        :meth:`bound` then returns a weaker (still proven) value.
     """
 
     def __init__(self, time: list[np.ndarray], mem: list[list[np.ndarray]], cap: float,
-                 allowed: list[np.ndarray], entry: list[np.ndarray] | None = None) -> None:
+                 allowed: list[np.ndarray], entry: list[np.ndarray] | None = None,
+                 deadline: float | None = None) -> None:
         self.n, self.pp, self.cap = len(time), len(mem), cap
+        self.deadline = deadline
         self.time, self.mem, self.allowed = time, mem, allowed
         #: entry[j][s]: least transfer into stage j starting at layer s (0 for stage 0)
         self.entry = entry or [np.zeros(self.n + 1) for _ in range(self.pp)]
@@ -121,6 +127,8 @@ class StageRanges:
         F = np.full((n + 1, n + 1), np.inf)
         stored = None    # front of row s+1 at length run[s+1]
         for s in range(n - 1, -1, -1):
+            if s % 64 == 0 and past(self.deadline):
+                raise DPTimeout
             L = int(run[s]) - 1
             if L > 0:
                 F[s, s + 1:s + 1 + L] = F[s + 1, s + 2:s + 2 + L]
@@ -190,6 +198,8 @@ class StageRanges:
         for lo, b in zip(lows, vals):
             if c1 * lo + free >= best:
                 break
+            if past(self.deadline):   # the scan cut short: only the floor is proven
+                return c1 * floor + free, arg
             v = c1 * lo + float(self.psi(float(b))[0][0])
             if v < best:
                 best, arg = v, float(b)
