@@ -83,6 +83,14 @@ class Layer:
         drops (the ``5*a*s^2`` attention-core term of Korthikanti Eq. 1).
     flops_recompute_selective : forward FLOPs per sample re-executed by
         selective recomputation (the attention core).
+    act_gemm_input_bytes : the part of ``act_bytes`` that is 16-bit GEMM
+        inputs kept for the weight-gradient GEMMs; FP8 training with
+        Transformer Engine keeps their FP8 cast instead (1 byte per element:
+        ``te.Linear``/``LayerNormLinear`` save ``inputmat``/``ln_out`` after
+        the FP8 cast), half these bytes.
+    act_gemm_input_replicated_bytes : the part of ``act_gemm_input_bytes``
+        inside ``act_replicated_bytes`` (the norm outputs feeding the QKV and
+        first MLP GEMMs).
     input_bytes : bytes of the layer's input per sample (what full
         recomputation keeps: Korthikanti Sec. 4.1, ``2*s*h``).
     output_bytes : bytes of the output per sample (sent to the next stage or
@@ -120,6 +128,8 @@ class Layer:
     act_bytes: float = 0.0
     act_replicated_bytes: float = 0.0
     act_attn_bytes: float = 0.0
+    act_gemm_input_bytes: float = 0.0
+    act_gemm_input_replicated_bytes: float = 0.0
     flops_recompute_selective: float = 0.0
     input_bytes: float = 0.0
     output_bytes: float = 0.0

@@ -57,6 +57,29 @@ lp_grad_copy
     the peak: 2 + 4 bytes of gradient per parameter
     (``deepspeed/runtime/bf16_optimizer.py``). Megatron-LM/Core accumulate
     straight into ``main_grad`` (gradient-accumulation fusion): 4 bytes.
+fused_swiglu
+    SwiGLU as one fused kernel that keeps only its ``2f``-wide input for
+    backward (Megatron-Core ``bias_swiglu_impl``, on by default with
+    ``--swiglu``: ``megatron/core/fusions/fused_bias_swiglu.py``): gated-MLP
+    activations ``6·s·f`` bytes instead of eager PyTorch's ``8·s·f``
+    (``model_zoo.transformer.transformer_block``). Read when a published run
+    is modelled; the model zoo's spec models keep the eager (larger) count.
+fused_cross_entropy
+    The loss kernel reads the 16-bit logits of the output GEMM and keeps them
+    (with one fp32 log-sum-exp per token) instead of an fp32 copy: 2 bytes
+    per logit instead of 4. llm-foundry's ``ComposerMPTCausalLM`` defaults to
+    ``loss_fn: fused_crossentropy`` (flash-attn ``CrossEntropyLoss``, the
+    xentropy kernel, gradient written in place; ``llmfoundry/models/mpt/
+    modeling_mpt.py``).
+fp8_primary_weights
+    In FP8 training the model keeps its GEMM weights in FP8 only (1 byte,
+    plus the transposed FP8 copy Transformer Engine caches for the backward
+    GEMMs on Hopper: 2 bytes together); the fp32 master weights live in the
+    optimizer state. Megatron-Core ``--fp8-param-gather`` / TE
+    ``fp8_model_init``; Megatron-Bridge sets ``fp8_param_gather = True`` in
+    its ``bf16_with_fp8_current_scaling_mixed`` precision recipe
+    (``src/megatron/bridge/training/mixed_precision.py``). Without it a
+    16-bit weight and a cached FP8 copy + transpose coexist (2 + 2 bytes).
 """
 
 from __future__ import annotations
@@ -79,6 +102,9 @@ class Runtime:
     fp32_grad_buffer: bool = True
     fused_optimizer: bool = True
     lp_grad_copy: bool = False
+    fused_swiglu: bool = False
+    fused_cross_entropy: bool = False
+    fp8_primary_weights: bool = False
     source: str = ""
 
     def capabilities(self) -> dict[str, bool]:
@@ -96,15 +122,20 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "buckets, Apex FusedAdam, unfused softmax attention"),
     Runtime("megatron-core", flash_attention=True, tp_comm_overlap=True,
             grad_reduce_overlap=True, param_gather_overlap=True, fsdp_prefetch=True,
-            distributed_optimizer=True, fused_optimizer=True,
+            distributed_optimizer=True, fused_optimizer=True, fused_swiglu=True,
             source="Megatron-Core with Transformer Engine, performance flags on "
                    "(--tp-comm-overlap --overlap-grad-reduce --overlap-param-gather "
                    "--use-distributed-optimizer; custom FSDP prefetches; NVIDIA Megatron-Core docs)"),
     Runtime("megatron-bridge", flash_attention=True, tp_comm_overlap=True,
-            grad_reduce_overlap=True, param_gather_overlap=True, fsdp_prefetch=False,
-            distributed_optimizer=True, fused_optimizer=True,
+            grad_reduce_overlap=True, param_gather_overlap=True, fsdp_prefetch=True,
+            distributed_optimizer=True, fp32_grad_buffer=False, fused_optimizer=True,
+            fused_swiglu=True, fp8_primary_weights=True,
             source="NVIDIA Megatron-Bridge / NeMo performance recipes (Megatron-Core + TE, "
-                   "distributed optimizer, TP/DP communication overlap)"),
+                   "distributed optimizer, TP/DP communication overlap; Megatron-FSDP with "
+                   "double-buffered prefetch; bf16 gradient reduction: "
+                   "set_llama3_common_configs / set_llama31_common_configs set "
+                   "ddp.grad_reduce_in_fp32 = False, scripts/performance/configs; "
+                   "FP8 weights: fp8_param_gather = True in the FP8 current-scaling recipe)"),
     Runtime("deepspeed", flash_attention=False, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
             distributed_optimizer=False, fused_optimizer=True, lp_grad_copy=True,
@@ -113,8 +144,9 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
     Runtime("pytorch-fsdp", flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
             distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=True,
+            fused_cross_entropy=True,
             source="PyTorch FSDP (Zhao et al. 2023) as used by Composer/llm-foundry: "
-                   "prefetching, FlashAttention-2 (2023 releases)"),
+                   "prefetching, FlashAttention-2 (2023 releases), fused cross-entropy"),
     Runtime("torchtitan", flash_attention=True, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
             distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=True,

@@ -39,6 +39,18 @@ def load_average() -> str:
         return "?"
 
 
+def commit() -> str:
+    """The short hash of the checked-out commit (``-dirty`` with local changes), for records."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, cwd=ROOT, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    return head + ("-dirty" if dirty else "")
+
+
 def run_cli(args: list, timeout_s: float = 900.0, cwd: Path | None = None) -> dict:
     """Run ``autopar ARGS`` and measure it.
 

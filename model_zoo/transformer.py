@@ -31,13 +31,28 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
                       kv_heads: int | None = None, gated_mlp: bool = False,
                       flash_attention: bool = False, causal_flops: bool = False,
                       cross_attention_len: int | None = None, act_dtype_bytes: int = 2,
-                      biases: bool = True) -> Layer:
+                      biases: bool = True, fused_gated: bool = False,
+                      dropout: bool = True) -> Layer:
     """One transformer block (attention + MLP + 2 norms), per sample.
 
     ``cross_attention_len`` adds an encoder-decoder cross-attention sub-layer
     over that many encoder tokens (T5/Transformer decoders).
     ``causal_flops`` halves the attention-score FLOPs (causal masking skips
     half; Megatron's formula counts them all, so it defaults to False).
+
+    Gated MLP activations: an eager SwiGLU (``silu(x·W1) * (x·W3)``, as in
+    Hugging Face Llama and torchtitan) keeps four ``f``-wide tensors for
+    backward (both GEMM outputs, the SiLU output, the product): ``8·s·f``
+    bytes. A fused SwiGLU (``fused_gated``: Megatron-Core ``bias_swiglu_impl``,
+    whose backward ``swiglu_back`` recomputes SiLU from its saved ``2f``-wide
+    input) keeps that input and the product that feeds the second GEMM:
+    ``4·s·f + 2·s·f = 6·s·f`` bytes (``megatron/core/fusions/fused_bias_swiglu.py``).
+
+    ``dropout=False`` (a model trained without dropout, e.g. Llama 3 and MPT)
+    keeps no dropout masks: Korthikanti's counts include one ``s·h`` mask
+    after the attention projection and one after the MLP, both in the
+    replicated ``10·s·h`` part (Korthikanti et al. 2022, Sec. 4.1, Eq. 2);
+    the ``a·s²`` attention-dropout mask of the scores goes too.
     """
     s, h, a, f = seq_len, hidden, heads, ffn_hidden
     kv = kv_heads or heads
@@ -50,10 +65,20 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
         params += (h + 2 * h_kv) + h + (2 if gated_mlp else 1) * f + h
     e = act_dtype_bytes / 2.0
     attn_act = (7 * s * h + 4 * s * h_kv) * e          # Korthikanti: 11sh for MHA
-    mlp_act = ((8 if gated_mlp else 4) * s * f + 3 * s * h) * e  # 19sh for a 4h MLP
+    gated_f = 6 if fused_gated else 8
+    mlp_act = ((gated_f if gated_mlp else 4) * s * f + 3 * s * h) * e  # 19sh for a 4h MLP
+    # GEMM inputs kept for the weight gradients (Korthikanti Sec. 4.1): the two
+    # norm outputs feeding QKV and the first MLP GEMM (replicated without SP),
+    # the attention output feeding the projection, the MLP product feeding W2.
+    gemm_in_repl = 4 * s * h * e
+    gemm_in = gemm_in_repl + (2 * s * h + 2 * s * f) * e
     norm_act = 4 * s * h * e
-    scores = 0.0 if flash_attention else 5 * a * s * s * e
+    scores = 0.0 if flash_attention else (5 if dropout else 4) * a * s * s * e
     replicated = 10 * s * h * e
+    if not dropout:
+        attn_act -= s * h * e
+        mlp_act -= s * h * e
+        replicated -= 2 * s * h * e
     cross_flops = 0.0
     if cross_attention_len:
         t = cross_attention_len
@@ -68,6 +93,7 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
         flops_fwd=fwd, flops_bwd=2 * fwd, params=int(params),
         act_bytes=attn_act + mlp_act + norm_act + scores,
         act_replicated_bytes=replicated, act_attn_bytes=scores,
+        act_gemm_input_bytes=gemm_in, act_gemm_input_replicated_bytes=gemm_in_repl,
         flops_recompute_selective=score,   # the attention core (fused under FlashAttention)
         input_bytes=2 * s * h * e, output_bytes=2 * s * h * e,
         tp_comm_bytes=(6 if cross_attention_len else 4) * s * h * e,
@@ -114,17 +140,20 @@ def decoder_lm(name: str, num_layers: int, seq_len: int, hidden: int, heads: int
                gated_mlp: bool = False, flash_attention: bool = False,
                learned_positions: bool = False, tied: bool = True, biases: bool = True,
                act_dtype_bytes: int = 2, source: str = "",
-               causal_flops: bool = False) -> LayerGraph:
+               causal_flops: bool = False, fused_gated: bool = False,
+               dropout: bool = True) -> LayerGraph:
     """A decoder-only language model as a chain: embedding, blocks, head.
 
     ``causal_flops`` is passed to every block: kernels that skip the masked
     half of the score matrix (FlashAttention-2, Dao 2023, Sec. 3.1.1) do half
-    the ``4·s²·h`` score FLOPs.
+    the ``4·s²·h`` score FLOPs. ``fused_gated``, ``dropout``: see
+    :func:`transformer_block`.
     """
     layers = [embedding("embed", seq_len, hidden, vocab, learned_positions, act_dtype_bytes)]
     layers += [transformer_block(f"block{i:03d}", seq_len, hidden, heads, ffn_hidden, kv_heads,
                                  gated_mlp, flash_attention, causal_flops=causal_flops,
-                                 act_dtype_bytes=act_dtype_bytes, biases=biases)
+                                 act_dtype_bytes=act_dtype_bytes, biases=biases,
+                                 fused_gated=fused_gated, dropout=dropout)
                for i in range(num_layers)]
     layers.append(lm_head("head", seq_len, hidden, vocab, tied, act_dtype_bytes))
     return LayerGraph.chain(name, layers, seq_len=seq_len, source=source)

@@ -80,3 +80,23 @@ def test_place_torch_graph_without_torch_says_how_to_install(tmp_path: Path, mon
     assert result.exit_code == 2, result.output
     assert "pip install 'autopar-opt[torch]'" in result.output
     assert "placement.graph.torch" in result.output and "Traceback" not in result.output
+
+
+def test_place_on_a_public_file_loads_no_solver_or_yaml() -> None:
+    """Start-up of ``autopar place FILE.json`` on a small lattice: the exact DP alone, so
+    neither HiGHS, scipy, networkx, the YAML parser nor numpy.ma (which every
+    ``np.unique`` imports) is loaded; the answer is still the known optimum."""
+    import subprocess
+    import sys
+
+    code = ("import sys, json, io, contextlib; from autopar_opt.cli import main; "
+            f"sys.argv = ['autopar', 'place', {str(BERT)!r}, '--json']; buf = io.StringIO()\n"
+            "with contextlib.redirect_stdout(buf):\n"
+            "    try: main()\n"
+            "    except SystemExit: pass\n"
+            "print(json.loads(buf.getvalue())['value'], "
+            "[m for m in ('highspy', 'scipy', 'networkx', 'yaml', 'numpy.ma') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    value, loaded = out.stdout.split(maxsplit=1)
+    assert abs(float(value) - 17.7899) < 1e-3
+    assert loaded.strip() == "[]"

@@ -204,3 +204,21 @@ def test_vectorised_missing_fraction_equals_the_rank_loop():
             assert reshard.missing_fraction(a, b) == loop
             checked += 1
     assert checked > 500
+
+
+def test_peer_solve_loads_no_renderer_unless_a_report_is_asked_for(tmp_path):
+    """A Piper/PaSE spec (``problem:``) solved with ``--json`` imports neither the
+    report renderer's matplotlib nor jinja2; with ``--out`` the report is
+    written (jinja2) and plan.json equals the printed JSON."""
+    data = ROOT / "tests" / "data" / "peers" / "pase" / "pase_alexnet_p4.json.gz"
+    spec = tmp_path / "pase.yaml"
+    spec.write_text(f"problem: {{format: pase, file: {data}}}\nsolver: {{name: dp}}\n")
+    doc, mods, _ = _run(["solve", str(spec), "--json"])
+    assert doc["status"] == "optimal"
+    assert not mods & {"matplotlib", "jinja2", "rich"}, mods
+    out = tmp_path / "out"
+    doc2, mods2, _ = _run(["solve", str(spec), "--json", "--out", str(out)])
+    assert "jinja2" in mods2 and "matplotlib" not in mods2
+    assert (out / "report.html").read_text().lstrip().startswith("<")
+    assert _strip(json.loads((out / "plan.json").read_text())) == _strip(doc2)
+    assert _strip(doc2)["certificate"] == _strip(doc)["certificate"]

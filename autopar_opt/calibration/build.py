@@ -61,7 +61,8 @@ def _model(rec: dict, runtime: Runtime, notes: list[str]):
                        gated_mlp="swiglu" in arch or "gated" in arch,
                        flash_attention=flash, causal_flops=flash,
                        learned_positions="learned pos" in arch,
-                       biases="no bias" not in arch, source=str(rec["id"]))
+                       biases="no bias" not in arch, source=str(rec["id"]),
+                       fused_gated=runtime.fused_swiglu, dropout="no dropout" not in arch)
     params = number(m, "param_count_b", "model")
     dims = Dims(0, s, layers, h, v, params * 1e9 if params else float(graph.total_params()))
     return graph, dims

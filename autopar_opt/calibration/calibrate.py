@@ -152,7 +152,8 @@ def write_params(report: CalibrationReport, target: str | Path) -> Path:
         "records_file": Path(report.path).name,
         "records_sha256": digest,
         "objective": "soft-L1 (scale 0.1) least squares on log(predicted/measured samples/s); "
-                     "memory: linear least squares on published per-GPU memory",
+                     "memory: least squares on published per-GPU memory, every other "
+                     "published plan must fit (censored at its GPU memory)",
         "sum_sq_log_error": round(report.fit.sum_sq_log_error, 6),
         "free_parameters": report.fit.free,
         "at_bound": report.fit.at_bound,

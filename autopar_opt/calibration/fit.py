@@ -32,8 +32,9 @@ physics transfers, no record of the chip is needed. That is how
 leave-one-family-out validation predicts a held-out family on new hardware.
 
 Memory parameters (``memory_reserve_gib``, ``memory_fragmentation``) are
-fitted separately, by bounded linear least squares on the records that
-publish per-GPU memory: ``measured = modelled·(1 + f) + reserve``.
+fitted separately, by bounded least squares on the records that publish
+per-GPU memory (``measured = modelled·(1 + f) + reserve``), subject to every
+other published plan fitting in its GPU's memory (it ran).
 """
 
 from __future__ import annotations
@@ -180,27 +181,59 @@ def _memory_at_bound(runs: list[ModeledRun], params: CostParams) -> list[str]:
     return out
 
 
-def fit_memory(runs: list[ModeledRun], params: CostParams) -> CostParams:
-    """``memory_reserve_gib`` and ``memory_fragmentation`` by bounded linear
-    least squares on ``measured = modelled·(1+f) + reserve`` over the runs
-    that publish per-GPU memory (peak over stages, as nvidia-smi reports the
-    busiest GPU); unchanged when fewer than two runs publish memory."""
-    from scipy.optimize import lsq_linear
+#: Slack (GiB, 1 MiB) kept below a ran plan's capacity so that the fitted
+#: parameters, as written to ``calibrated.yaml`` (6 decimals), still fit it.
+CENSOR_MARGIN_GIB = 2.0**-10
 
+
+def fit_memory(runs: list[ModeledRun], params: CostParams) -> CostParams:
+    """``memory_reserve_gib`` and ``memory_fragmentation`` from
+    ``measured = modelled·(1+f) + reserve`` over the runs that publish per-GPU
+    memory (peak over stages, as nvidia-smi reports the busiest GPU), with
+    every other end-to-end run as a censored observation: a published plan
+    that ran used at most its GPU's memory, ``reserve + (1+f)·modelled <=
+    capacity`` (:func:`reserve_and_fragmentation`). Unchanged when fewer than
+    two runs publish memory."""
     from autopar_opt.evaluate import evaluate
 
-    rows, target = [], []
+    measured, ran = [], []
     for run in runs:
-        if run.kind != "end_to_end" or not run.measured_memory_gib:
+        if run.kind != "end_to_end":
             continue
         m = evaluate(run.plan, run.graph, run.cluster, run.training, params)
         st = max(m.stages, key=lambda s: s.peak_memory_gib)
         modelled = st.peak_memory_gib - st.reserve_gib
-        rows.append([1.0, modelled])
-        target.append(run.measured_memory_gib - modelled)
-    if len(rows) < 2:
+        if run.measured_memory_gib:
+            measured.append((modelled, run.measured_memory_gib))
+        else:
+            ran.append((modelled, st.capacity_gib))
+    if len(measured) < 2:
         return params
+    reserve, frag = reserve_and_fragmentation(measured, ran)
+    return replace(params, memory_reserve_gib=reserve, memory_fragmentation=frag)
+
+
+def reserve_and_fragmentation(measured: list[tuple[float, float]],
+                              ran: list[tuple[float, float]] = ()) -> tuple[float, float]:
+    """Least squares of ``reserve + (1+f)·modelled`` on ``measured`` pairs
+    (modelled GiB, measured GiB) within the plausible ranges, subject to
+    ``reserve + (1+f)·modelled <= capacity`` for every ``ran`` pair (modelled
+    GiB, capacity GiB): published plans that ran, whose memory is censored at
+    the capacity (they did not run out of memory). A ran plan that would not
+    fit even at the lowest reserve and no fragmentation cannot constrain the
+    fit (the model misses something for it: e.g. CPU activation offload) and
+    is left out. SLSQP on two variables."""
+    from scipy.optimize import minimize
+
     lo_r, hi_r, _ = RANGES["memory_reserve_gib"]
     lo_f, hi_f, _ = RANGES["memory_fragmentation"]
-    sol = lsq_linear(np.array(rows), np.array(target), bounds=([lo_r, lo_f], [hi_r, hi_f]))
-    return replace(params, memory_reserve_gib=float(sol.x[0]), memory_fragmentation=float(sol.x[1]))
+    a = np.array([[1.0, m] for m, _ in measured])
+    y = np.array([v - m for m, v in measured])
+    cons = [{"type": "ineq",
+             "fun": (lambda x, m=m, c=c: c - CENSOR_MARGIN_GIB - m - x[0] - x[1] * m),
+             "jac": (lambda x, m=m: np.array([-1.0, -m]))}
+            for m, c in ran if m + lo_r + CENSOR_MARGIN_GIB <= c]
+    sol = minimize(lambda x: float(np.sum((a @ x - y) ** 2)), np.array([lo_r, 0.0]),
+                   jac=lambda x: 2.0 * a.T @ (a @ x - y), bounds=[(lo_r, hi_r), (lo_f, hi_f)],
+                   constraints=cons, method="SLSQP", options={"ftol": 1e-12, "maxiter": 500})
+    return float(sol.x[0]), float(sol.x[1])

@@ -240,8 +240,18 @@ def map_recompute(value: str, flops_counting: str, notes: list[str]) -> Recomput
 
 
 def map_zero(par: dict) -> int:
+    """ZeRO stage of a record's ``parallelism`` section.
+
+    PyTorch FSDP ``FULL_SHARD`` and Megatron-FSDP (Megatron-Bridge tables:
+    "FSDP (sharding group N)") shard weights, gradients and optimizer state:
+    stage 3. Megatron-Bridge turns ``use_megatron_fsdp`` into
+    ``ddp.data_parallel_sharding_strategy = "optim_grads_params"``
+    (``scripts/performance/utils/helpers.py::set_mcore_fsdp_configs``);
+    ``SHARD_GRAD_OP``: stage 2.
+    """
     fsdp = text(par, "fsdp").lower()
-    if "full_shard" in fsdp or "zero-3" in fsdp:
+    if "full_shard" in fsdp or "zero-3" in fsdp or "optim_grads_params" in fsdp \
+            or fsdp.startswith("fsdp (sharding group"):
         return 3
     if "shard_grad_op" in fsdp:
         return 2

@@ -276,7 +276,8 @@ def _elementwise_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     (``elementwise_passes`` passes) at HBM bandwidth (roofline, Williams et
     al. 2009; the element-wise share of a transformer layer: Korthikanti et
     al. 2022, Sec. 4.1 counts the stored tensors)."""
-    nbytes = activation_bytes(layer, s, ctx.microbatch_samples, Recompute.none, ctx.training)
+    nbytes = activation_bytes(layer, s, ctx.microbatch_samples, Recompute.none, ctx.training,
+                              fp8_casts=False)
     return ctx.params.elementwise_passes * nbytes / (ctx.cluster.device.hbm_gb_per_s * 1e9)
 
 
@@ -422,7 +423,10 @@ def weight_bytes(layer: Layer, s: Strategy, training: Training) -> float:
     gradients, ZeRO-3 also weights, over the data-parallel group
     (Rajbhandari et al. 2020, Sec. 5, Fig. 1). FP8 training keeps an FP8
     weight copy and its transpose per GEMM weight (:data:`FP8_WEIGHT_COPY_BYTES`),
-    sharded like the weights under ZeRO-3. MoE layers:
+    sharded like the weights under ZeRO-3; a runtime with FP8 primary weights
+    (``fp8_primary_weights``: Megatron-Core ``--fp8-param-gather``) keeps only
+    the FP8 weight and its transpose, 1 + 1 bytes, in place of the 16-bit
+    weight (the fp32 master copy is optimizer state). MoE layers:
     :func:`autopar_opt.cost.moe.sharded_state_bytes`.
     """
     if layer.is_moe:
@@ -430,14 +434,16 @@ def weight_bytes(layer: Layer, s: Strategy, training: Training) -> float:
     w, g, o = state_bytes(training)
     group = s.dp * s.cp
     local = layer.params / s.tp
-    if training.dtype == "fp8" and layer.kind in FP8_KINDS:
+    if training.dtype == "fp8" and layer.kind in FP8_KINDS \
+            and not training.runtime.fp8_primary_weights:
         w += FP8_WEIGHT_COPY_BYTES
     dw, dg, do = s.zero_divisors(group)
     return local * (w / dw + g / dg + o / do)
 
 
 def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
-                     recompute: Recompute | None = None, training: Training | None = None) -> float:
+                     recompute: Recompute | None = None, training: Training | None = None,
+                     fp8_casts: bool = True) -> float:
     """Activations kept for backward on one device for one micro-batch.
 
     Korthikanti et al. 2022: Eq. 2 (tensor parallel: the replicated part stays
@@ -446,7 +452,15 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
     recomputation keeps only the layer input, split by t under sequence
     parallelism). Context parallelism splits the sequence by ``cp``. A
     runtime with fused (flash) attention never stores the ``5·a·s²`` scores
-    (Dao et al. 2022). ``recompute`` overrides the strategy's mode.
+    (Dao et al. 2022). In FP8 training the GEMM inputs kept for the weight
+    gradients are their FP8 casts (Transformer Engine ``Linear`` and
+    ``LayerNormLinear`` save the FP8 ``inputmat``/``ln_out``; Micikevicius et
+    al. 2022, Sec. 4): half of ``act_gemm_input_bytes``. The output layer's
+    ``4·s·V`` fp32 logits are 16-bit (half) under a fused cross-entropy
+    kernel (runtime ``fused_cross_entropy``). ``recompute`` overrides the
+    strategy's mode; ``fp8_casts=False`` counts the 16-bit tensors the
+    element-wise kernels read and write (the FP8 casts are extra copies for
+    the GEMMs, not smaller element-wise traffic).
     """
     mode = s.recompute if recompute is None else recompute
     share = microbatch_samples / (s.dp * s.cp)
@@ -463,6 +477,14 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
         act -= layer.act_attn_bytes
     repl = min(layer.act_replicated_bytes, act)
     split = act - repl
+    if layer.kind is LayerKind.lm_head and training is not None \
+            and training.runtime.fused_cross_entropy:
+        split /= 2        # 16-bit logits kept by a fused loss kernel, not fp32
+    if fp8_casts and training is not None and training.dtype == "fp8" \
+            and layer.kind in FP8_KINDS:
+        # TE keeps FP8 GEMM inputs as their FP8 cast: 1 byte instead of 2.
+        repl -= layer.act_gemm_input_replicated_bytes / 2
+        split -= (layer.act_gemm_input_bytes - layer.act_gemm_input_replicated_bytes) / 2
     per = split / s.tp + repl / (s.tp if s.sp else 1)
     return per * share
 

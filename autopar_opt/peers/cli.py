@@ -19,7 +19,6 @@ from typing import Any
 from autopar_opt import __version__
 from autopar_opt.peers.outcome import PeerOutcome
 from autopar_opt.peers.pase_format import pase_objective
-from autopar_opt.peers.report import write_peer_report
 from autopar_opt.peers.spec import PeerSpec
 from autopar_opt.core.result import Termination, relative_gap
 
@@ -123,8 +122,12 @@ def build_peer_document(spec: PeerSpec, res: PeerOutcome, solver: str, time_limi
 
 def peer_solve_command(spec: PeerSpec, solver: str | None, time_limit_s: float | None,
                        gap: float | None, out_dir: str | None, json_output: bool, quiet: bool) -> int:
-    """The whole ``solve`` job for a peer spec; returns the exit code."""
-    from autopar_opt.reports.render import write_atomic
+    """The whole ``solve`` job for a peer spec; returns the exit code.
+
+    The report renderer (jinja2) is imported only when ``--out`` asks for a
+    report: it is not needed for the JSON or the summary (start-up, issue 18;
+    importing the full report module for ``write_atomic`` loaded matplotlib)."""
+    from autopar_opt.outputs import write_atomic
     name = solver or spec.solver.name
     limit = time_limit_s if time_limit_s is not None else spec.solver.time_limit_s
     rel = gap if gap is not None else spec.solver.rel_gap
@@ -133,7 +136,9 @@ def peer_solve_command(spec: PeerSpec, solver: str | None, time_limit_s: float |
     text = json.dumps(doc, indent=2)
     if out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-        write_atomic(text + "\n", str(Path(out_dir) / "plan.json"))
+        from autopar_opt.peers.report import write_peer_report
+
+        write_atomic(Path(out_dir) / "plan.json", text + "\n")
         write_peer_report(doc, Path(out_dir) / "report.html")
     if json_output:
         sys.stdout.write(text + "\n")

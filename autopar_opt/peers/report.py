@@ -43,5 +43,5 @@ def render_peer_report(doc: dict) -> str:
 
 def write_peer_report(doc: dict, path: Path) -> None:
     """Write the report atomically."""
-    from autopar_opt.reports.render import write_atomic
-    write_atomic(render_peer_report(doc), str(path))
+    from autopar_opt.outputs import write_atomic    # not reports.render: no matplotlib here
+    write_atomic(path, render_peer_report(doc))

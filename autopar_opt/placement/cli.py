@@ -61,6 +61,13 @@ def placement_document(result: PlacementResult, expert_path: str | None) -> dict
 
 
 def _bound_source(result: PlacementResult) -> str:
+    if result.objective == "latency":
+        milp = (" and the MILP dual bound (branch and bound)" if result.method.startswith("milp")
+                else "")
+        return ("Latency lower bound: the best of the critical path (cheapest times, free "
+                "transfers) and a DP that segments long paths into blocks (memory forces cuts, "
+                "each cut pays its transfer on both sides)" + milp + ". Incumbent: the best of "
+                "the baselines and the DP over ideals that minimises the sum of the block loads.")
     if result.method == "dp":
         return ("Exact DP over the ideals of the condensed graph (colour classes, backward nodes "
                 "with their forward class, and chain edges whose cut is provably dominated "
@@ -81,7 +88,8 @@ def _json_summary(doc: dict) -> dict:
                       for d in doc["devices"]]
     det = doc.get("details", {})
     out["details"] = {k: det[k] for k in ("units", "coarsening", "ideals", "ideal_pairs", "dp_time_s",
-                                          "lp_bound", "dp_skipped") if k in det}
+                                          "lp_bound", "dp_skipped", "path", "latency_bounds",
+                                          "serial_dp_value", "serial_dp") if k in det}
     return out
 
 

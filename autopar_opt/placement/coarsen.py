@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from autopar_opt.ideals import unique_ints
 from autopar_opt.placement.condense import Condensed, from_units
 
 #: Contraction passes at most (each pass contracts a matching of chain edges).
@@ -149,7 +150,7 @@ def coarsen_chains(cond: Condensed, *, contiguous: bool) -> tuple[Condensed, Coa
         if parent is None:
             break
         passes += 1
-        _, dense = np.unique(parent, return_inverse=True)
+        dense = np.searchsorted(unique_ints(parent), parent)
         unit = dense[cond.unit_of]
         prec = {(int(dense[a]), int(dense[b])) for a, b in cond.prec.tolist() if dense[a] != dense[b]}
         cond = from_units(cond.problem, unit, np.array(sorted(prec), dtype=np.int64).reshape(-1, 2))

@@ -118,6 +118,24 @@ class _Pricer:
         starts = np.concatenate([[0], np.cumsum(self.hsize[hyper])[:-1]])
         return np.add.reduceat(bits, starts, axis=1)
 
+    def loads_all(self, sub: np.ndarray, sup: np.ndarray) -> np.ndarray:
+        """``(T, P)`` loads of every pair ``sub[k] ⊆ sup[k]`` at once (dense counts only):
+        the same formula as :meth:`loads`, one numpy pass instead of one per ideal."""
+        a_sub, a_sup = self.dense[sub], self.dense[sup]
+        part = (a_sup > 0) & (a_sup < self.hsize)
+        g = part & (a_sub == 0)
+        g = g.astype(float) - (part & (a_sub == a_sup)).astype(float)
+        cut = self.wp[sub] + g @ self.w
+        size = self.size[sup] - self.size[sub]
+        out = np.empty((len(self.types), sub.size))
+        for t, dt in enumerate(self.types):
+            load = self.time[t][sup] - self.time[t][sub]
+            if dt.pays_comm:
+                load = load + cut
+            bad = (self.bad[t][sup] - self.bad[t][sub] > 0.5) | (size > dt.memory_bytes * (1 + 1e-9))
+            out[t] = np.where(bad, np.inf, np.maximum(load, 0.0))
+        return out
+
     def loads(self, j: int, subs: np.ndarray) -> list[np.ndarray]:
         p = self.partial[j]
         if p.size:
@@ -138,7 +156,8 @@ class _Pricer:
 
 
 def solve_dp(cond: Condensed, *, ideal_limit: int = DEFAULT_LIMIT, max_pairs: int = MAX_PAIRS,
-             deadline: float | None = None, upper_bound: float = np.inf) -> DPResult:
+             deadline: float | None = None, upper_bound: float = np.inf,
+             lattice: IdealLattice | None = None, combine: str = "max") -> DPResult:
     """Exact contiguous max-load on the condensed problem (see the module docstring).
 
     ``upper_bound``: the value of a known feasible placement. Pairs whose part
@@ -147,14 +166,20 @@ def solve_dp(cond: Condensed, *, ideal_limit: int = DEFAULT_LIMIT, max_pairs: in
     known one, so the optimum is unchanged (if no placement beats the bound
     the DP may return ``inf`` and the caller keeps its own). Raises
     :class:`DPTooLarge` (or :class:`~autopar_opt.ideals.TooManyIdeals`) before
-    any long computation when the lattice is beyond the guards.
+    any long computation when the lattice is beyond the guards. ``lattice``: the
+    ideals of ``cond``'s precedence graph when the caller has them already.
+    ``combine="sum"``: minimise the *sum* of the part loads instead of their maximum
+    (the same recursion with ``+`` for ``max``): the serial time of the chain, an
+    upper bound on the single-sample latency of the placement it returns (used as the
+    latency incumbent, :mod:`autopar_opt.placement.latency_bounds`).
     """
     start = time.perf_counter()
     if cond.num_units > 20_000:
         raise DPTooLarge(f"{cond.num_units:,} units: too many for the DP over ideals "
                          f"(the lattice is at least that large and the pricing matrix "
                          f"grows with ideals x units); use the decomposition bound")
-    lat = enumerate_ideals(cond.num_units, [tuple(e) for e in cond.prec.tolist()], limit=ideal_limit)
+    lat = lattice if lattice is not None else enumerate_ideals(
+        cond.num_units, [tuple(e) for e in cond.prec.tolist()], limit=ideal_limit)
     m = lat.num_ideals
     if m * m // 2 > max_pairs * 20:
         raise DPTooLarge(f"{m:,} ideals: the DP would scan up to {m * m // 2:,} pairs "
@@ -180,29 +205,100 @@ def solve_dp(cond: Condensed, *, ideal_limit: int = DEFAULT_LIMIT, max_pairs: in
     back_t = np.full((len(states), m), -1, dtype=np.int8)
     back_s = np.zeros((len(states), m), dtype=np.int64)
     hit = False
+    step = _StateStep(prev, counts, np.add if combine == "sum" else np.maximum)
+    batch = _all_pairs(lat, pricer, prefix, slack)
     for j in range(1, m):
         if deadline is not None and time.perf_counter() > deadline:
             hit = True
             break
-        subs = lat.sub_ideals(j)
-        if np.isfinite(slack):
-            subs = subs[prefix[j] - prefix[subs] <= slack]
+        if batch is not None:
+            lo, hi = batch[0][j], batch[0][j + 1]
+            subs, loads = batch[1][lo:hi], list(batch[2][:, lo:hi])
+        else:
+            subs = lat.sub_ideals(j)
+            if np.isfinite(slack):
+                subs = subs[prefix[j] - prefix[subs] <= slack]
+            loads = pricer.loads(j, subs)
         pairs += subs.size
-        loads = pricer.loads(j, subs)
-        for si in range(1, len(states)):
-            best, bt, bs = np.inf, -1, 0
-            for t, ps in enumerate(prev[si]):
-                if ps < 0:
-                    continue
-                cand = np.maximum(dp[ps, subs], loads[t])
-                k = int(np.argmin(cand))
-                if cand[k] < best:
-                    best, bt, bs = float(cand[k]), t, int(subs[k])
-            dp[si, j], back_t[si, j], back_s[si, j] = best, bt, bs
+        step(dp, back_t, back_s, j, subs, loads)
     unit_device = _backtrack(lat, states, prev, back_t, back_s, counts) if not hit else None
     return DPResult(value=float(dp[-1, m - 1]) if not hit else float("nan"),
                     unit_device=unit_device, num_ideals=m, num_pairs=pairs,
                     wall_time_s=time.perf_counter() - start, deadline_hit=hit)
+
+
+#: Nested pairs × hyperedges up to which every pair is priced in one numpy pass.
+BATCH_LIMIT = 2_000_000
+
+
+def _all_pairs(lat: IdealLattice, pricer: _Pricer, prefix: np.ndarray, slack: float
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Small lattices: every nested pair ``(i ⊆ j)`` (pruned like the scan) priced at once,
+    as ``(offsets by j, sub-ideal ids, (T, P) loads)``; None above :data:`BATCH_LIMIT`."""
+    m = lat.num_ideals
+    if pricer.dense is None or m * m * max(1, pricer.w.size) > 8 * BATCH_LIMIT:
+        return None
+    reach = np.unpackbits(lat.subideal_matrix().view(np.uint8), axis=1,
+                          bitorder="little")[:, :m].astype(bool)
+    sup, sub = np.nonzero(reach)                       # ordered by sup, then sub ascending
+    if np.isfinite(slack):
+        keep = prefix[sup] - prefix[sub] <= slack
+        sup, sub = sup[keep], sub[keep]
+    if sub.size * max(1, pricer.w.size) > BATCH_LIMIT:
+        return None
+    offsets = np.searchsorted(sup, np.arange(m + 1))
+    return offsets, sub, pricer.loads_all(sub, sup)
+
+
+class _StateStep:
+    """``dp[·, j]`` for every device-count state at once (numpy over states × sub-ideals).
+
+    A part ``I \\ I'`` with ``I' ⊊ I`` reads ``dp[prev, I']`` of earlier ideals only,
+    so all states are priced together. An unused device (``I' = I``, load 0) makes
+    ``dp[c][I] = min_{c' ≤ c} best[c'][I]`` (componentwise), one running minimum per
+    type axis of the state grid; the backtrack then steps to a smaller state with the
+    same value. Ties keep the first type and the first sub-ideal.
+    """
+
+    def __init__(self, prev: list[list[int]], counts: list[int], combine=np.maximum) -> None:
+        arr = np.array(prev, dtype=np.int64).reshape(len(prev), len(counts))
+        self.combine = combine
+        self.prev = arr
+        self.rows = [np.flatnonzero(arr[:, t] >= 0) for t in range(len(counts))]
+        self.src = [arr[r, t] for t, r in enumerate(self.rows)]
+        self.num_states = len(prev)
+        self.grid = tuple(c + 1 for c in counts)
+
+    def __call__(self, dp: np.ndarray, back_t: np.ndarray, back_s: np.ndarray, j: int,
+                 subs: np.ndarray, loads: list[np.ndarray]) -> None:
+        proper = subs != j
+        subs_p = subs[proper]
+        best = np.full(self.num_states, np.inf)
+        arg_t = np.full(self.num_states, -1, dtype=np.int64)
+        arg_s = np.zeros(self.num_states, dtype=np.int64)
+        if subs_p.size:
+            cols = dp[:, subs_p]
+            for t, (rows, src) in enumerate(zip(self.rows, self.src)):
+                cand = self.combine(cols[src], loads[t][proper])
+                k = np.argmin(cand, axis=1)
+                val = cand[np.arange(rows.size), k]
+                better = val < best[rows]
+                best[rows[better]] = val[better]
+                arg_t[rows[better]] = t
+                arg_s[rows[better]] = subs_p[k[better]]
+        best[0] = np.inf
+        final = best.reshape(self.grid)
+        for axis in range(len(self.grid)):
+            final = np.minimum.accumulate(final, axis=axis)
+        final = final.ravel()
+        for t, (rows, src) in enumerate(zip(self.rows, self.src)):
+            take = (final[rows] < best[rows]) & (final[src] == final[rows]) & (arg_s[rows] != j)
+            take &= np.isfinite(final[rows])
+            arg_t[rows[take]] = t
+            arg_s[rows[take]] = j
+        dp[1:, j] = final[1:]
+        back_t[1:, j] = arg_t[1:]
+        back_s[1:, j] = arg_s[1:]
 
 
 def _backtrack(lat: IdealLattice, states, prev, back_t, back_s, counts) -> np.ndarray | None:

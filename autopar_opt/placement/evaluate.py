@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from autopar_opt.ideals import unique_rows
 from autopar_opt.placement.problem import PlacementProblem
 
 MEM_RTOL = 1e-9
@@ -104,15 +105,14 @@ def quotient_is_acyclic(problem: PlacementProblem, assign: np.ndarray) -> bool:
     cut = a != b
     if not np.any(cut):
         return True
-    pairs = np.unique(np.stack([a[cut], b[cut]], axis=1), axis=0)
+    pairs = unique_rows(np.stack([a[cut], b[cut]], axis=1))
     return _is_acyclic(int(assign.max()) + 1, pairs[:, 0], pairs[:, 1])
 
 
-def block_latency(problem: PlacementProblem, assign: np.ndarray, loads: np.ndarray) -> float:
-    """Longest path of the block graph (module docstring); ``inf`` when it has a cycle.
-
-    Block ids: device ``d`` (one block per communication-paying device) or
-    ``D + v`` for a node ``v`` on a host type (each runs on its own)."""
+def _block_finish(problem: PlacementProblem, assign: np.ndarray, loads: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Finish time of every block (``D`` devices, then one per host node), the block of
+    every node and the block weights; None when the block graph has a cycle."""
     devs = problem.devices()
     nd, n = len(devs), problem.num_nodes
     pays = np.array([dt.pays_comm for dt in devs], dtype=bool)
@@ -125,23 +125,60 @@ def block_latency(problem: PlacementProblem, assign: np.ndarray, loads: np.ndarr
                                          for v in np.flatnonzero(host)]
     ku, kv = key[problem.edges[:, 0]], key[problem.edges[:, 1]]
     keep = ku != kv
-    pairs = np.unique(np.stack([ku[keep], kv[keep]], axis=1), axis=0) if np.any(keep) \
+    pairs = unique_rows(np.stack([ku[keep], kv[keep]], axis=1)) if np.any(keep) \
         else np.zeros((0, 2), dtype=np.int64)
     from autopar_opt.ideals import topological_order
 
     try:
         order = topological_order(nd + n, [tuple(e) for e in pairs.tolist()])
     except ValueError:
-        return float("inf")
+        return None
     preds: list[list[int]] = [[] for _ in range(nd + n)]
     for u, v in pairs.tolist():
         preds[v].append(u)
     finish = np.zeros(nd + n)
     for k in order.tolist():
         finish[k] = max((finish[p] for p in preds[k]), default=0.0) + weight[k]
-    used = np.zeros(nd + n, dtype=bool)
-    used[key] = True
-    return float(finish[used].max()) if n else 0.0
+    return finish, key, weight
+
+
+def block_latency(problem: PlacementProblem, assign: np.ndarray, loads: np.ndarray) -> float:
+    """Longest path of the block graph (module docstring); ``inf`` when it has a cycle.
+
+    Block ids: device ``d`` (one block per communication-paying device) or
+    ``D + v`` for a node ``v`` on a host type (each runs on its own)."""
+    res = _block_finish(problem, assign, loads)
+    if res is None:
+        return float("inf")
+    finish, key, _ = res
+    return float(finish[key].max()) if problem.num_nodes else 0.0
+
+
+def block_times(problem: PlacementProblem, assign: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per node its finish time (its block's), per device its block's start and finish
+    (0 for an unused device) under the latency model; ValueError on a cyclic block graph."""
+    compute, comm, _, _ = device_loads(problem, np.asarray(assign, dtype=np.int64))
+    res = _block_finish(problem, assign, compute + comm)
+    if res is None:
+        raise ValueError("the placement is not contiguous: its block graph has a cycle")
+    finish, key, weight = res
+    nd = problem.num_devices
+    return finish[key], finish[:nd] - weight[:nd], finish[:nd]
+
+
+def _split_classes(color: np.ndarray, assign: np.ndarray) -> list[str]:
+    """One message per colour class whose nodes sit on more than one device (one sort,
+    not one scan per class)."""
+    if color.size == 0:
+        return []
+    order = np.argsort(color, kind="stable")
+    c, a = color[order], assign[order]
+    starts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+    lo, hi = np.minimum.reduceat(a, starts), np.maximum.reduceat(a, starts)
+    ends = np.r_[starts[1:], c.size]
+    return [f"colour class {int(c[s])} split over devices {sorted(set(a[s:e].tolist()))}"
+            for s, e in zip(starts[lo != hi], ends[lo != hi])]
 
 
 def _violations(problem: PlacementProblem, assign: np.ndarray, memory: np.ndarray,
@@ -156,10 +193,7 @@ def _violations(problem: PlacementProblem, assign: np.ndarray, memory: np.ndarra
         bad = np.flatnonzero((assign == d) & np.isinf(problem.time[dt.name]))
         if bad.size:
             out.append(f"nodes {bad[:5].tolist()} cannot run on {dt.name} (device {d})")
-    for c in np.unique(problem.color):
-        ds = np.unique(assign[problem.color == c])
-        if ds.size > 1:
-            out.append(f"colour class {int(c)} split over devices {ds.tolist()}")
+    out += _split_classes(problem.color, assign)
     if contiguous and not acyclic:
         out.append("not contiguous: the device parts depend on each other in a cycle")
     return out

@@ -134,13 +134,56 @@ def pigeonhole_bound(tmin: np.ndarray, devices: int) -> float:
 
 
 def compute_lower_bound(cond: Condensed) -> float:
-    """The LP bound of the module docstring (valid for every variant)."""
+    """The LP bound of the module docstring (valid for every variant).
+
+    One or two device types (every shared instance: accelerators + host) are solved
+    in closed form (:func:`two_type_lp`, no LP solver to load); more go to HiGHS."""
     types = [t for t in cond.problem.device_types if t.count > 0]
     times = np.array([cond.time[t.name] for t in types])         # (T, U)
     unit_lb = max(float(np.max(np.min(times, axis=0))) if cond.num_units else 0.0,
                   pigeonhole_bound(np.min(times, axis=0), sum(t.count for t in types)))
     if len(types) == 1:
         return max(unit_lb, float(times[0].sum()) / types[0].count)
+    if len(types) == 2:
+        lp = two_type_lp(times[0], times[1], types[0].count, types[1].count)
+        # float sums: a relative 1e-12 margin keeps the closed form a bound
+        return max(unit_lb, lp * (1 - 1e-12))
+    return max(unit_lb, lp_bound_highs(times, [t.count for t in types]))
+
+
+def two_type_lp(ta: np.ndarray, tb: np.ndarray, a: int, b: int) -> float:
+    """``min L`` s.t. ``Σ_u ta_u f_u ≤ a·L``, ``Σ_u tb_u (1 − f_u) ≤ b·L``, ``0 ≤ f ≤ 1``.
+
+    The LP of :func:`compute_lower_bound` for two device types (``inf``: the unit
+    cannot run there). The lower-left frontier of the reachable ``(W_a, W_b)`` is
+    the fractional-knapsack path that moves units from ``b`` to ``a`` in increasing
+    ``ta/tb`` (an exchange argument), along which ``W_a/a`` rises and ``W_b/b``
+    falls; the optimum is where they cross (or an end of the path). ``inf`` when
+    some unit runs on neither type."""
+    only_a, only_b = np.isinf(tb) & np.isfinite(ta), np.isinf(ta) & np.isfinite(tb)
+    if np.any(np.isinf(ta) & np.isinf(tb)):
+        return float("inf")
+    free = ~(only_a | only_b)
+    x, y = ta[free], tb[free]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(x == 0, 0.0, x / y)              # y == 0 < x: ratio inf (last)
+    order = np.argsort(ratio, kind="stable")
+    x, y = x[order], y[order]
+    wa = float(ta[only_a].sum()) + np.r_[0.0, np.cumsum(x)]          # after k moves
+    wb = float(tb[only_b].sum()) + float(y.sum()) - np.r_[0.0, np.cumsum(y)]
+    g = wa / a - wb / b                                               # non-decreasing
+    if g[0] >= 0:
+        return float(wa[0] / a)
+    if g[-1] <= 0:
+        return float(wb[-1] / b)
+    k = int(np.searchsorted(g, 0.0, side="left")) - 1                 # g[k] < 0 <= g[k+1]
+    theta = (wb[k] / b - wa[k] / a) / (x[k] / a + y[k] / b)
+    return float((wa[k] + theta * x[k]) / a)
+
+
+def lp_bound_highs(times: np.ndarray, counts: list[int]) -> float:
+    """The LP of :func:`compute_lower_bound` solved by HiGHS (any number of types);
+    0 when HiGHS does not report an optimum (0 is always a bound)."""
     import highspy
     nt, nu = times.shape
     ok = np.isfinite(times)
@@ -155,7 +198,7 @@ def compute_lower_bound(cond: Condensed) -> float:
     indptr = np.r_[np.arange(0, 2 * cols.size + 1, 2), 2 * cols.size + nt]
     indices = np.r_[np.stack([rows_assign, rows_cap], axis=1).ravel(), nu + np.arange(nt)]
     data = np.r_[np.stack([np.ones(cols.size), times.ravel()[cols]], axis=1).ravel(),
-                 -np.array([t.count for t in types], dtype=float)]
+                 -np.array(counts, dtype=float)]
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     lp = highspy.HighsLp()
@@ -170,10 +213,10 @@ def compute_lower_bound(cond: Condensed) -> float:
     h.passModel(lp)
     h.run()
     if h.getModelStatus().name.split(".")[-1] != "kOptimal":
-        return unit_lb
+        return 0.0
     # a dual-feasible bound would be safer than the primal value; HiGHS' LP optimum is exact
     # up to its tolerances, so take it with a relative safety margin of 1e-7
-    return max(unit_lb, float(h.getInfo().objective_function_value) * (1 - 1e-7))
+    return float(h.getInfo().objective_function_value) * (1 - 1e-7)
 
 
 def critical_path_bound(problem) -> float:

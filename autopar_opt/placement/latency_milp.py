@@ -38,6 +38,7 @@ class LatencyMILP:
     devices: list[int]         # device index of each comm column
     host_device: int | None
     node_level: bool = True
+    cols: dict = None          # name -> column indices (z{k}, cin{k}, cout{k}, start{k}, ...)
 
     def decode(self, sol: np.ndarray, cond: Condensed) -> np.ndarray:
         col = np.argmax(sol[self.x], axis=1)
@@ -95,13 +96,14 @@ def build_latency_milp(cond: Condensed, *, contiguous: bool = True, big_m: float
     if host is not None:
         _rows_le(b, [x[:, nd], lat], [host_t, -1.0], np.zeros(n))
         _rows_le(b, [lat[src], x[dst, nd], lat[dst]], [1.0, host_t[dst], -1.0], np.zeros(src.size))
+    cols = {"lat": lat, "T": int(total)}
     for k, d in enumerate(comm_devs):
-        _device_rows(b, cond, x, k, devs[d], lat, src, dst, big_m)
-    return LatencyMILP(form=b.build(), x=x, devices=comm_devs, host_device=host)
+        cols.update(_device_rows(b, cond, x, k, devs[d], lat, src, dst, big_m))
+    return LatencyMILP(form=b.build(), x=x, devices=comm_devs, host_device=host, cols=cols)
 
 
 def _device_rows(b: MatrixBuilder, cond: Condensed, x: np.ndarray, k: int, dt, lat: np.ndarray,
-                 src: np.ndarray, dst: np.ndarray, big_m: float) -> None:
+                 src: np.ndarray, dst: np.ndarray, big_m: float) -> dict:
     p = cond.problem
     n = p.num_nodes
     z = b.add_vars(f"z{k}", (n,), 0.0, 1.0)
@@ -124,6 +126,53 @@ def _device_rows(b: MatrixBuilder, cond: Condensed, x: np.ndarray, k: int, dt, l
     _rows_le(b, [np.full(n, finish), x[:, k], lat], [1.0, big_m, -1.0], np.full(n, big_m))
     if np.isfinite(dt.memory_bytes) and p.size_bytes.sum() > dt.memory_bytes:
         b.add_rows(np.zeros(n, np.int64), x[:, k], p.size_bytes, [-np.inf], [dt.memory_bytes])
+    return {f"z{k}": z, f"cin{k}": cin, f"cout{k}": cout, f"start{k}": int(start),
+            f"finish{k}": int(finish)}
+
+
+def latency_start(milp: LatencyMILP, problem, assign: np.ndarray) -> np.ndarray:
+    """A feasible column vector (MIP start) for a contiguous placement of finite latency.
+
+    ``x`` from the placement (host devices pooled); ``z`` = the block and its ancestors
+    (predecessor-closed, and no block node's successor outside the block is in it, by
+    convexity); ``cin``/``cout`` = received/sent outputs; block start = the latest
+    finishing outside input, finish = start + load, every accelerator node finishes
+    with its block and a host node ``t_H`` after its latest input (the times of
+    :func:`~autopar_opt.placement.evaluate.block_times`)."""
+    from autopar_opt.placement.evaluate import block_times
+
+    n = problem.num_nodes
+    sol = np.zeros(milp.form.num_cols)
+    assign = np.asarray(assign, dtype=np.int64)
+    col = np.full(problem.num_devices, milp.x.shape[1] - 1)
+    col[milp.devices] = np.arange(len(milp.devices))
+    sol[milp.x[np.arange(n), col[assign]]] = 1.0
+    node_finish, dev_start, dev_finish = block_times(problem, assign)
+    sol[milp.cols["lat"]] = node_finish
+    sol[milp.cols["T"]] = float(node_finish.max()) if n else 0.0
+    src, dst = problem.edges[:, 0], problem.edges[:, 1]
+    order = _reverse_topological(problem)
+    for k, d in enumerate(milp.devices):
+        on = assign == d
+        z = on.copy()
+        for v in order:                                   # ancestors of the block
+            if not z[v]:
+                z[v] = bool(np.any(z[dst[src == v]]))
+        sol[milp.cols[f"z{k}"]] = z
+        cin, cout = np.zeros(n), np.zeros(n)
+        cin[src[on[dst] & ~on[src]]] = 1.0
+        cout[src[on[src] & ~on[dst]]] = 1.0
+        sol[milp.cols[f"cin{k}"]], sol[milp.cols[f"cout{k}"]] = cin, cout
+        sol[milp.cols[f"start{k}"]] = dev_start[d]
+        sol[milp.cols[f"finish{k}"]] = dev_finish[d]
+    return sol
+
+
+def _reverse_topological(problem) -> list[int]:
+    from autopar_opt.ideals import topological_order
+
+    return topological_order(problem.num_nodes, [tuple(e) for e in problem.edges.tolist()]
+                             ).tolist()[::-1]
 
 
 def _sequential_bound(p) -> float:

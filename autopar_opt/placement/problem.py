@@ -112,7 +112,9 @@ class PlacementProblem:
     def consumers(self) -> list[np.ndarray]:
         """Consumers of each node's output (distinct, ascending)."""
         out: list[list[int]] = [[] for _ in range(self.num_nodes)]
-        for u, v in np.unique(self.edges, axis=0) if len(self.edges) else []:
+        from autopar_opt.ideals import unique_rows
+
+        for u, v in unique_rows(self.edges).tolist():
             out[int(u)].append(int(v))
         return [np.asarray(c, dtype=np.int64) for c in out]
 

@@ -22,14 +22,15 @@ from autopar_opt.ideals import TooManyIdeals
 from autopar_opt.placement.coarsen import coarsen_chains
 from autopar_opt.placement.condense import Condensed, condense
 from autopar_opt.placement.evaluate import PlacementMetrics, evaluate_placement
-from autopar_opt.placement.heuristics import (compute_lower_bound, critical_path_bound,
-                                              single_device, topo_split)
+from autopar_opt.placement.heuristics import compute_lower_bound, single_device, topo_split
 from autopar_opt.placement.problem import PlacementProblem
 from autopar_opt.core.result import relative_gap
 
 OBJECTIVES = ("max-load", "latency")
 #: Above this many units × devices the MILP is not attempted under "auto".
 MILP_AUTO_LIMIT = 60_000
+#: Contiguous max-load lattices up to this many ideals go straight to the exact DP.
+LEAN_DP_IDEALS = 400
 
 
 @dataclass
@@ -114,6 +115,10 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
     start = time.perf_counter()
     deadline = None if time_limit_s is None else start + time_limit_s
     cond = condense(problem, fuse_cycles=contiguous)
+    if objective == "max-load" and contiguous and solver in ("auto", "dp"):
+        lean = _small_dp(problem, cond, start)
+        if lean is not None:
+            return lean
     coarse_info = None
     if coarsen and objective == "max-load":
         cond, rep = coarsen_chains(cond, contiguous=contiguous)
@@ -121,9 +126,12 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
     value, assign, details = _heuristics(problem, cond, objective, contiguous)
     if coarse_info is not None:
         details["coarsening"] = coarse_info
-    lower = (compute_lower_bound(cond) if objective == "max-load"
-             else critical_path_bound(problem))
-    details["lp_bound"] = _num(lower)
+    if objective == "max-load":
+        lower = compute_lower_bound(cond)
+        details["lp_bound"] = _num(lower)
+    else:
+        lower, value, assign = _latency_start(problem, cond, contiguous, deadline, value, assign,
+                                              details)
     details["units"] = cond.num_units
     method = "heuristic"
     if relative_gap(value if np.isfinite(value) else None, lower) <= rel_gap:
@@ -174,6 +182,69 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
                if assign is not None else None)
     return PlacementResult(problem=problem, objective=objective, contiguous=contiguous,
                            value=value, lower_bound=lower, status=status, method=method,
+                           assignment=assign, metrics=metrics,
+                           wall_time_s=time.perf_counter() - start, details=details)
+
+
+def _latency_start(problem: PlacementProblem, cond: Condensed, contiguous: bool,
+                   deadline: float | None, value: float, assign: np.ndarray | None,
+                   details: dict) -> tuple[float, float, np.ndarray | None]:
+    """Latency: the sound lower bound (critical path, path segmentation DP) and the
+    incumbent (best of the baselines, everything on the host, and the sum-of-loads DP
+    over ideals); :mod:`autopar_opt.placement.latency_bounds`."""
+    from autopar_opt.placement.latency_bounds import latency_lower_bound, serial_incumbent
+
+    lower, info = latency_lower_bound(problem)
+    details["latency_bounds"] = {k: _num(v) if v is not None else None for k, v in info.items()}
+    host = next((d for d, t in enumerate(problem.devices()) if not t.pays_comm), None)
+    cands = [("everything_on_host", None if host is None else np.full(problem.num_nodes, host))]
+    if contiguous:
+        a, dp_value = serial_incumbent(cond, deadline, upper_bound=value)
+        cands.append(("serial_dp", a))
+        details["serial_dp_value"] = _num(dp_value)
+    for name, a in cands:
+        val = np.inf
+        if a is not None:
+            m = evaluate_placement(problem, a, objective="latency", contiguous=contiguous)
+            val = m.value if m.feasible else np.inf
+        details[name] = _num(val)
+        if val < value:
+            value, assign = val, a
+    return lower, value, assign
+
+
+def _small_dp(problem: PlacementProblem, cond: Condensed, start: float
+              ) -> PlacementResult | None:
+    """Contiguous max-load on a small lattice: the exact DP alone.
+
+    At most :data:`LEAN_DP_IDEALS` ideals the unpruned DP takes milliseconds and its
+    optimum is its own certificate, so the work that only serves larger instances
+    (chain coarsening, the baselines that prune the DP, the LP bound that could stop
+    early at a requested gap) is skipped. None (the caller takes the full path) for
+    a larger lattice or when the DP finds no feasible placement."""
+    from autopar_opt.ideals import enumerate_ideals
+    from autopar_opt.placement.dp import solve_dp
+
+    try:
+        lat = enumerate_ideals(cond.num_units, [tuple(e) for e in cond.prec.tolist()],
+                               limit=LEAN_DP_IDEALS)
+    except TooManyIdeals:
+        return None
+    res = solve_dp(cond, lattice=lat)
+    if res.unit_device is None or not np.isfinite(res.value):
+        return None
+    assign = cond.expand(res.unit_device)
+    metrics = evaluate_placement(problem, assign, objective="max-load", contiguous=True)
+    if not metrics.feasible:
+        return None
+    value = metrics.value
+    lower = min(res.value, value)
+    if value - lower <= 1e-9 * abs(value):
+        lower = value                 # round-off between the DP's sums and evaluate's
+    details = {"units": cond.num_units, "ideals": res.num_ideals, "ideal_pairs": res.num_pairs,
+               "dp_time_s": res.wall_time_s, "path": "small lattice: exact DP only"}
+    return PlacementResult(problem=problem, objective="max-load", contiguous=True, value=value,
+                           lower_bound=lower, status=_status(value, lower, 1e-6), method="dp",
                            assignment=assign, metrics=metrics,
                            wall_time_s=time.perf_counter() - start, details=details)
 

@@ -70,6 +70,9 @@ def run_milp(problem: PlacementProblem, cond: Condensed, objective: str, contigu
     if start_assign is not None and objective == "max-load":
         unit_dev = start_assign[np.array([mem[0] for mem in cond.members])]
         milp.form.start = start_vector(milp, cond, unit_dev)
+    elif start_assign is not None and big is not None and np.isfinite(big):
+        from autopar_opt.placement.latency_milp import latency_start
+        milp.form.start = latency_start(milp, problem, start_assign)
     info: dict = {"milp_solver": backend.name, "milp_columns": milp.form.num_cols,
                   "milp_rows": milp.form.num_rows}
     if backend.name == "highs":

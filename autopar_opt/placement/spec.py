@@ -22,8 +22,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from autopar_opt.placement.problem import DeviceType, PlacementProblem
 from autopar_opt.placement.public_json import is_public_format, load_public, problem_from_public
 from autopar_opt.spec.errors import MISSING, SpecError, SpecProblem
@@ -34,9 +32,17 @@ def _parse(path: Path) -> Any:
         raise SpecError([SpecProblem(str(path), "", None, "file not found",
                                      "give a placement spec or a public-format JSON file")])
     text = path.read_text()
+    if path.suffix == ".json":             # JSON (the public format): no YAML parser to load
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SpecError([SpecProblem(str(path), "", None, f"cannot be parsed ({exc})",
+                                         "fix the syntax")]) from None
+    import yaml
+
     try:
-        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
         raise SpecError([SpecProblem(str(path), "", None, f"cannot be parsed ({exc})",
                                      "fix the syntax")]) from None
 

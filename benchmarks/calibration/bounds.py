@@ -13,10 +13,15 @@ records the evidence (``BOUNDS.md`` next to this file):
    micro-batch, per layer of the busiest stage, per node) fitted in its place;
 4. an upper bound on the NCCL per-collective base latency the model omits
    (``baseLat`` of Ring/Simple in NCCL ``src/graph/tuning.cc``: 8.4 µs per
-   collective) for the records that want the constant.
+   collective) for the records that want the constant;
+5. the unstated micro-batch size of the Megatron-Core weak-scaling records:
+   refits with 1, 2 and 4 (records unchanged);
+6. the memory reserve and fragmentation fitted on the published memory alone
+   and, as shipped, with every published plan that ran as a censored
+   observation (it used at most its GPU's memory).
 
 Usage: ``python benchmarks/calibration/bounds.py [RUNS.yaml]`` (~2-3 min on a
-shared 2-core machine: 11 fits).
+shared 2-core machine: 14 fits).
 """
 
 from __future__ import annotations
@@ -51,29 +56,41 @@ READING = """## Reading (hand-written)
 
 - **`inter_comm_efficiency`** stays at 0.95 in every fold except the one without
   `megatron_readme` (then it fits inside its range): the nine Megatron-Core r0.8
-  weak-scaling runs alone push it up. Their README states the global batch but not the
-  micro-batch size; with the assumed 1, the 32B run (tp8, pp1, dp48: 4 micro-batches)
-  can hide its fp32 gradient reduce-scatter only behind one micro-batch's backward.
-  Lifted, the fit asks for about twice the NIC line rate, which no NCCL ring delivers
-  with one GPU per node (NCCL `src/graph/tuning.cc` even discounts rings with fewer than
-  two ranks per node). What is missing is that run's micro-batch size (the overlap
-  window), not a link property; it is not resolved here.
+  weak-scaling runs alone push it up; lifted, the fit asks for over twice the NIC line
+  rate, which no NCCL ring delivers with one GPU per node (NCCL `src/graph/tuning.cc`
+  even discounts rings with fewer than two ranks per node). Checked: the fp32 gradient
+  reduce-scatter is right (Megatron-LM `arguments.py` forces
+  `accumulate_allreduce_grads_in_fp32` for bf16 and prints "accumulate and all-reduce
+  gradients in fp32 for bfloat16 data type"), and the 70B row's tp8/pp2/dp48 on 768 GPUs
+  is confirmed by a user quoting the table (NVIDIA/Megatron-LM issue #1031). Section 4
+  tests the unstated micro-batch size: 2 on all nine brings the 32B run from -23% to
+  about -6% but leaves the bound in place and puts 314B and 462B over 80 GB (implausible
+  for them); 4 brings the parameter inside its range but worsens the fit and puts the
+  four largest runs (119B-462B) over 80 GB. A per-run size (2 up to 177B, 1 above) is
+  consistent with memory, but the
+  README states none (a user asks for the scripts in NVIDIA/Megatron-LM issue #1571; no
+  answer with them was found), and choosing it to fit throughput would calibrate on an
+  unknown: the records keep 1. Not resolved.
 - **`iteration_overhead_s`** trades off against `efficiency_half_us`: fixed at 0, the
   latter goes to its bound instead. Both absorb one deficit: short iterations of small
   models are predicted too fast. After that refit only `llmfoundry` prefers a constant
-  (Composer + PyTorch FSDP); the Megatron families prefer about 0, which matches
-  Megatron-LM's own timers (NVIDIA/Megatron-LM issue #60: an iteration of 1993.9 ms =
-  forward 483.9 + backward 1502.7 + batch generator 3.45 + optimizer 0.04 ms, under 4 ms
-  outside them). A cost per micro-batch or per node fits worse (x goes to 0); one per
+  (Composer + PyTorch FSDP, about 0.1 s); the Megatron families prefer about 0, which
+  matches Megatron-LM's own timers (NVIDIA/Megatron-LM issue #60: an iteration of 1993.9
+  ms = forward 483.9 + backward 1502.7 + batch generator 3.45 + optimizer 0.04 ms, under 4
+  ms outside them). A cost per micro-batch or per node fits worse (x goes to 0); one per
   layer of the busiest stage fits like a constant. NCCL's per-collective base latency
   (8.4 µs, Ring/Simple) over every collective of an iteration stays under 13 ms on
-  these records: too small. The missing physics is not found.
-- **`memory_reserve_gib`** (fitted apart, on the 8 BLOOM records that state memory) sits at
-  its lower bound, the CUDA context alone, with the fragmentation at about a quarter of the
-  modelled bytes: eight records of similar size barely separate a fixed from a proportional
-  overhead. DeepSpeed's 16-bit gradient copy (2 bytes/parameter, `lp_grad_copy`) is what
-  the earlier 4.9 GiB + 33% had absorbed; measurements from other stacks and sizes are
-  needed to pin the reserve.
+  these records: too small. The missing physics (Composer's per-batch host work is the
+  suspect) is not found.
+- **`memory_reserve_gib`** sits at its lower bound, the CUDA context alone, with the
+  fragmentation at about a fifth of the modelled bytes. Only the 8 BLOOM records state
+  memory; eight records of similar size barely separate a fixed from a proportional
+  overhead. The published plans that ran now enter the fit as censored observations
+  (section 5): they cap the fragmentation (0.238 -> 0.227) without moving the reserve
+  off its bound, at 1.8% median memory error. Measurements from other stacks and sizes
+  are needed to pin the reserve. The one plan still over capacity (Megatron-Bridge
+  GB200 Llama-3-70B) offloads the activations of 40 of its 80 layers to host memory
+  (its recipe: `cpu_offloading_num_layers = 40`), which the model does not represent.
 """
 
 
@@ -166,6 +183,64 @@ def _per_iteration_forms(runs, params) -> list[str]:
     return out + [""] + fam_lines + [""] + lat
 
 
+def _microbatch_sensitivity(records: list[dict], family: str = "megatron_readme_h100_weak",
+                            sizes: tuple[int, ...] = (1, 2, 4)) -> list[str]:
+    """Refit with every ``family`` record's micro-batch size set to each of
+    ``sizes``: the fitted ``inter_comm_efficiency``, the at-bound list, and
+    per run the error and predicted peak memory under that refit."""
+    import copy
+
+    out = ["| micro-batch size | inter_comm_efficiency | at a bound | fit | per run: error / "
+           "predicted GiB (of 80) |", "|---|---|---|---|---|"]
+    for mbs in sizes:
+        recs = copy.deepcopy(records)
+        for rec in recs:
+            if str(rec["id"]).startswith(family):
+                rec["training"]["micro_batch_size"] = mbs
+        runs, _ = model_records(recs)
+        res = fitmod.fit(runs)
+        cells = []
+        for r in (r for r in runs if r.id.startswith(family)):
+            m = evaluate(r.plan, r.graph, r.cluster, r.training, res.params)
+            cells.append(f"{r.id.rsplit('_', 1)[-1]} {m.samples_per_s / r.measured_samples_per_s - 1:+.0%}"
+                         f" / {max(m.peak_memory_gib):.0f}")
+        out.append(f"| {mbs} | {res.params.inter_comm_efficiency:.3f} | "
+                   f"{', '.join(res.at_bound) or '-'} | {_stats(runs, res.params)} | "
+                   f"{'; '.join(cells)} |")
+    return out
+
+
+def _memory_censored(runs, params) -> list[str]:
+    """``memory_reserve_gib`` and ``memory_fragmentation`` fitted on the runs
+    that publish memory alone, and with every other end-to-end run as a
+    censored observation (a published plan that ran used at most its GPU's
+    memory: :func:`autopar_opt.calibration.fit.reserve_and_fragmentation`,
+    what the shipped fit does): how far the two kinds of evidence agree on one
+    fragmentation fraction."""
+    meas, ran = [], []
+    for r in (r for r in runs if r.kind == "end_to_end"):
+        st = max(evaluate(r.plan, r.graph, r.cluster, r.training, params).stages,
+                 key=lambda x: x.peak_memory_gib)
+        modelled = st.peak_memory_gib - st.reserve_gib
+        (meas if r.measured_memory_gib else ran).append(
+            (r.id, modelled, r.measured_memory_gib or st.capacity_gib))
+    lo_r = RANGES["memory_reserve_gib"][0]
+    never = [i for i, m, c in ran if m + lo_r > c]      # over even with no fragmentation
+    out = ["| fit | reserve (GiB) | fragmentation | memory error median / max | published "
+           "plans over capacity |", "|---|---|---|---|---|"]
+    for label, cens in (("published memory only", []),
+                        ("plus every plan that ran must fit (shipped)", ran)):
+        x = fitmod.reserve_and_fragmentation([(m, v) for _, m, v in meas],
+                                             [(m, c) for _, m, c in cens])
+        err = [abs((m * (1 + x[1]) + x[0]) / v - 1) for _, m, v in meas]
+        over = [i for i, m, c in ran if m * (1 + x[1]) + x[0] > c + 1e-6]
+        out.append(f"| {label} | {x[0]:.2f} | {x[1]:.3f} | {np.median(err):.1%} / "
+                   f"{max(err):.1%} | {len(over)}: {', '.join(over) or '-'} |")
+    out.append(f"\nOver capacity for any reserve and fragmentation in range (cannot constrain "
+               f"the fit): {', '.join(never) or 'none'}.")
+    return out
+
+
 def main(path: Path) -> str:
     load, t_start = os.getloadavg(), time.perf_counter()
     runs, _ = model_records(load_run_file(path))
@@ -199,6 +274,15 @@ def main(path: Path) -> str:
               f"{_stats(runs, free.params)}. Each form below adds ``x·feature`` to that "
               "model's iteration time (x fitted alone, soft-L1 on log error):\n"]
     lines += _per_iteration_forms(runs, free.params)
+    lines += ["", "## 4. The unstated micro-batch size of the Megatron-Core weak-scaling runs\n",
+              "The README (Megatron-Core r0.8) states the global batch, not the micro-batch "
+              "size; the records assume 1. Refitted with each candidate size for the nine "
+              "`megatron_readme` runs (the records are not changed; a size that leaves a "
+              "published plan over its 80 GB is implausible):\n"]
+    lines += _microbatch_sensitivity(load_run_file(path))
+    lines += ["", "## 5. One fragmentation fraction for the runs that publish memory and for "
+              "the plans that ran\n"]
+    lines += _memory_censored(runs, base.params)
     lines += ["", READING]
     lines.append(f"\nRun time {time.perf_counter() - t_start:.0f} s on a shared 2-core machine "
                  f"(load average {load[0]:.1f} at start).\n")

@@ -26,9 +26,11 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: the commit the run measured (read when it starts)
+COMMIT = ["?"]
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
-from clitime import load_average, run_cli  # noqa: E402
+from clitime import commit, load_average, run_cli  # noqa: E402
 
 ESTIMATE_TARGET_S = 1.0
 
@@ -68,7 +70,8 @@ def write_results(rows: list[dict], path: Path, started: str) -> None:
     lines = ["# Command benchmark: estimate, place, capacity as the user runs them", "",
              f"Machine: {platform.processor() or platform.machine()}, 2 cores shared with other "
              f"sessions, Python {platform.python_version()}; started {started}, finished "
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average after: "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at commit {COMMIT[0]}; "
+             "load average after: "
              f"{load_average()}. Each row is one subprocess (`benchmarks/clitime.py`): wall clock, "
              "the child's CPU time and peak RSS; wall far above CPU means the command waited for "
              "the processor (shared machine).", ""]
@@ -99,6 +102,7 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="estimate | place | capacity")
     args = ap.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    COMMIT[0] = commit()        # before this run writes its own records
     groups = {"estimate": estimate_jobs, "place": place_jobs, "capacity": capacity_jobs}
     rows = []
     for kind, jobs in groups.items():

@@ -34,8 +34,13 @@ def main() -> None:
     out = ["# Placement benchmarks", "",
            "Each row times the whole `autopar place ... --json` command as a subprocess "
            "(`process s`: wall clock including Python start-up and imports; `peak MiB`: peak "
-           "RSS from /usr/bin/time) beside the solver's own `wall_time_s`. Run: "
-           "`.venv/bin/python benchmarks/placement/run.py`, then `report.py`.", ""]
+           "RSS of the child, `benchmarks/clitime.py`; the start-up table uses /usr/bin/time) "
+           "beside the solver's own `wall_time_s`. Modules are byte-compiled, as in a normal "
+           "install (the runner unsets PYTHONDONTWRITEBYTECODE). Run: "
+           "`.venv/bin/python benchmarks/placement/run.py startup shared latency inception && "
+           ".venv/bin/python benchmarks/placement/report.py` (about 10 min at load 6: start-up "
+           "7 s, shared 2.7 min, latency 4.4 min, Inception 2 min); `run.py` with no section "
+           "also runs milp, scale and growth (about 60 min).", ""]
     if "startup" in res:
         sec = res["startup"]
         out += ["## Process start-up (fixed cost of every command)", "", head(sec),
@@ -49,24 +54,34 @@ def main() -> None:
         out += ["## Shared throughput instances (contiguous max-load, `--solver auto` = DP)", "",
                 head(sec), "`C++ s`: the published single-threaded C++ DP (data README: 0.01 s on "
                 "bert24 … 12.5 s on bert_l-6 training; only these two end points are published). "
-                "`units`: after condensation and chain coarsening (before → after).", "",
+                "`solver s`: the command's own `wall_time_s` (first call in a fresh process, best "
+                "of the repeats); `warm s`: the solver alone in-process, best of 5 after one call "
+                "(the figure comparable with a compiled DP's running time); `process s` / `CPU s`: "
+                "the whole `autopar place FILE --json` command (best of the repeats); `+report s`: "
+                "one run with `--expert --out` (baselines, expert split, HTML report). `units`: "
+                "after condensation (and chain coarsening, where the small-lattice path does not "
+                "skip it).", "",
                 "| instance | optimum (ours) | known optimum | rel. diff | gap | status | units | "
-                "solver s | process s | peak MiB | C++ s | solver / C++ | process / C++ | "
-                "expert split | expert / ours |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                "solver s | warm s | process s | CPU s | +report s | peak MiB | C++ s | "
+                "warm / C++ | solver / C++ | process / C++ | expert split | expert / ours |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sec["rows"]:
             diff = abs(r["value"] - r["known_optimum"]) / r["known_optimum"] if r.get("value") else None
             exp = r.get("expert")
             cpp = PUBLISHED_DP_S.get(r["instance"])
             det = r.get("details", {})
             co = det.get("coarsening", {})
-            units = f"{co.get('units_before', '?')} → {det.get('units', '?')}" if det else "—"
+            units = (f"{co['units_before']} → {det.get('units', '?')}" if co
+                     else f"{det.get('units', '?')}") if det else "—"
+            ratio = lambda x: f(x / cpp, 3) if cpp and x else "—"  # noqa: E731
             out.append(f"| {r['instance']} | {f(r.get('value'))} | {r['known_optimum']} | "
                        f"{f(diff, 2)} | {pct(r.get('gap'))} | {r.get('status')} | {units} | "
-                       f"{f(r.get('wall_time_s'), 3)} | {f(r['process_wall_s'], 3)} | "
+                       f"{f(r.get('wall_time_s'), 3)} | {f(r.get('solver_warm_s'), 3)} | "
+                       f"{f(r['process_wall_s'], 3)} | {f(r.get('process_cpu_s'), 3)} | "
+                       f"{f(r.get('process_with_report_s'), 3)} | "
                        f"{f(r['peak_rss_mib'], 4)} | {cpp if cpp else '—'} | "
-                       f"{f(r['wall_time_s'] / cpp, 3) if cpp and r.get('wall_time_s') else '—'} | "
-                       f"{f(r['process_wall_s'] / cpp, 3) if cpp else '—'} | {f(exp)} | "
+                       f"{ratio(r.get('solver_warm_s'))} | {ratio(r.get('wall_time_s'))} | "
+                       f"{ratio(r['process_wall_s'])} | {f(exp)} | "
                        f"{f(exp / r['value'], 4) if exp and r.get('value') else '—'} |")
         out.append("")
     if "milp" in res:
@@ -81,12 +96,23 @@ def main() -> None:
         out.append("")
     if "latency" in res:
         sec = res["latency"]
-        out += ["## Latency instances (`--objective latency`, MILP)", "", head(sec),
-                "| instance | latency | lower bound | gap | status | process s |",
-                "|---|---|---|---|---|---|"]
+        out += ["## Latency instances (`--objective latency`)", "", head(sec),
+                "`critical path`: cheapest times, free transfers; `path DP`: the best "
+                "path-segmentation bound (`latency_bounds.py`); `sum DP`: the latency of the "
+                "placement of the DP over ideals that minimises the sum of the block loads (the "
+                "incumbent handed to the MILP as its start).", "",
+                "| instance | latency | lower bound | gap | status | method | critical path | "
+                "path DP | sum DP | solver s | process s |",
+                "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sec["rows"]:
+            det = r.get("details", {})
+            lb = det.get("latency_bounds") or {}
+            paths = [v for k, v in lb.items() if k.startswith("path_") and v is not None]
             out.append(f"| {r['instance']} | {f(r.get('value'))} | {f(r.get('lower_bound'))} | "
-                       f"{pct(r.get('gap'))} | {r.get('status')} | {f(r['process_wall_s'], 4)} |")
+                       f"{pct(r.get('gap'))} | {r.get('status')} | {r.get('method')} | "
+                       f"{f(lb.get('critical_path'))} | {f(max(paths) if paths else None)} | "
+                       f"{f(det.get('serial_dp'))} | "
+                       f"{f(r.get('wall_time_s'), 4)} | {f(r['process_wall_s'], 4)} |")
         out.append("")
     if "scale" in res:
         sec = res["scale"]
