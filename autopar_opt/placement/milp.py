@@ -26,7 +26,7 @@ Variables (``u`` unit, ``j`` slot = device position, ``h`` hyperedge, ``τ`` typ
   bound) and, contiguous only, used slots first (:func:`_used_slots_first`).
   Measured on the ten shared instances (``benchmarks/placement``, 20 s each,
   heuristic MIP start): the floor alone proves 4 of 10, with the slot
-  symmetry 6 of 10 (was 3 of 10 in 60 s); the two ResNet-50 operator graphs keep
+  symmetry 6 of 10, and 7 of 10 in 60 s (was 3 of 10); the two ResNet-50 operator graphs keep
   their communication-blind bound (the LP spreads every unit over all slots).
 """
 
