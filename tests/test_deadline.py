@@ -26,7 +26,7 @@ from autopar_opt.cost.tables import build_cost_tables
 from autopar_opt.evaluate import evaluate
 from autopar_opt.hardware import GIB
 from autopar_opt.search.engine import SearchOptions, run_search
-from autopar_opt.solvers.dp import chain, common, solve_dp
+from autopar_opt.solvers.dp import chain, common, solve_dp, stages
 from autopar_opt.solvers.dp.common import fits, iteration_time, least_memory, least_memory_plan, stage_terms
 from autopar_opt.spec import load_spec
 from autopar_opt.synthetic import random_chain, small_cluster
@@ -79,8 +79,13 @@ def test_least_memory_plan_reaches_the_least_memory(seed):
     assert metrics.iteration_time_s == pytest.approx(iteration_time(tables, plan), rel=1e-9)
 
 
+@pytest.mark.parametrize("decomposition", [True, False])
 @pytest.mark.parametrize("seed", [2, 3])
-def test_a_dp_cut_in_any_phase_keeps_a_feasible_plan_and_a_sound_bound(seed, monkeypatch):
+def test_a_dp_cut_in_any_phase_keeps_a_feasible_plan_and_a_sound_bound(seed, decomposition, monkeypatch):
+    """With the stage decomposition (issue 18: its plan is the first incumbent, built
+    before any pass) and without it (as when its tables are too costly to build)."""
+    if not decomposition:
+        monkeypatch.setattr(stages, "MAX_ENTRIES", 0)
     tables, graph, cluster, training = _tables(seed, n=5)
     full = solve_dp(tables)
     assert full.termination is Termination.optimal
@@ -104,9 +109,11 @@ def test_a_dp_cut_in_any_phase_keeps_a_feasible_plan_and_a_sound_bound(seed, mon
             assert res.primal == pytest.approx(full.primal, rel=1e-9)
         else:
             assert res.termination is Termination.feasible and "time limit" in res.message
-            seen.add("least-memory" if "least-memory plan" in res.message else "beam")
-    # the cuts reached the fallback (before any pass finished) and a beam incumbent
-    assert seen == {"least-memory", "beam"}, seen
+            seen.add("least-memory" if "least-memory plan" in res.message
+                     else "decomposition" if "stage decomposition" in res.message else "beam")
+    # the cuts reached the fallback (cut before any plan: with the decomposition, while it is
+    # built) and the first incumbent (the decomposition's plan, else a beam pass's)
+    assert seen == ({"least-memory", "decomposition"} if decomposition else {"least-memory", "beam"}), seen
 
 
 def test_the_first_beam_pass_reads_the_clock(monkeypatch):

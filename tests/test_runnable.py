@@ -80,6 +80,85 @@ def test_deepspeed_is_exhaustive_over_the_uniform_partition():
     assert all(r.exhaustive for r in res.certificate.configurations)
 
 
+def test_deepspeed_enumeration_stops_at_the_time_limit():
+    """The exhaustive DeepSpeed search prices configurations only while its time limit
+    lasts (issue 15); the ones left out are unsolved, without a bound, so nothing is
+    claimed for them."""
+    from dataclasses import replace
+
+    res = run_runnable_search("deepspeed", GRAPH, CLUSTER, TRAINING, SPACE, default_params(),
+                              replace(OPTIONS, time_limit_s=0.0))
+    records = res.certificate.configurations
+    assert records and res.plan is None
+    assert all(r.status == "not_solved" and r.lower_bound == -math.inf for r in records)
+    assert not res.certificate.exact
+
+
+def test_megatron_choices_past_the_time_limit_are_recorded_without_a_bound():
+    from dataclasses import replace
+
+    res = run_runnable_search("megatron", GRAPH, CLUSTER, TRAINING, SPACE, default_params(),
+                              replace(OPTIONS, time_limit_s=0.0))
+    records = res.certificate.configurations
+    assert records and res.plan is None
+    assert all(r.status == "not_solved" and r.lower_bound == -math.inf for r in records)
+
+
+def test_stop_signal_in_a_megatron_choice_leaves_the_later_choices_unsolved():
+    polls = []
+
+    def should_stop() -> bool:       # the stop arrives once the first configuration is done
+        polls.append(1)
+        return len(polls) >= 2
+    from dataclasses import replace
+
+    res = run_runnable_search("megatron", GRAPH, CLUSTER, TRAINING, SPACE, default_params(),
+                              replace(OPTIONS, should_stop=should_stop, stop_signal=lambda: 15))
+    assert res.interrupted_by == 15 and res.status(0.0) == "interrupted"
+    records = res.certificate.configurations
+    assert records[0].status != "not_solved"         # solved before the stop
+    first = records[0].message.split("]")[0]         # "[megatron: <first choice>"
+    later = [r for r in records if not r.message.startswith(first)]
+    assert later and all(r.status == "not_solved" and r.lower_bound == -math.inf for r in later)
+
+
+def test_sigint_during_the_deepspeed_enumeration_writes_an_interrupted_plan(tmp_path, monkeypatch):
+    """A real SIGINT while the second configuration is priced: exit 130, plan.json and
+    the report written, status interrupted, the configurations from the second on
+    unsolved without a bound, the answer (if any) the first configuration's plan."""
+    import json
+    import os
+    import signal
+
+    from autopar_opt.search import runnable
+    from autopar_opt.search.cli import solve_command
+
+    calls = []
+    real = runnable._price_config
+
+    def price(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)     # handled at the next bytecode
+        return real(*args, **kwargs)
+    monkeypatch.setattr(runnable, "_price_config", price)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("model: {zoo: debug-moe, overrides: {num_layers: 2}}\n"
+                    "cluster: {zoo: debug-2x4}\ntraining: {global_batch_size: 8}\n"
+                    "search: {pp_degrees: [1, 2], tp_degrees: [1, 2], zero_levels: [0, 1], "
+                    "recompute: [none], microbatches: [1, 2]}\nsolver: {name: dp}\n")
+    out = tmp_path / "out"
+    assert solve_command(str(spec), out_dir=str(out), quiet=True, runnable_by="deepspeed") == 130
+    doc = json.loads((out / "plan.json").read_text())
+    assert doc["status"] == "interrupted" and (out / "report.html").exists()
+    first, *rest = doc["certificate"]["configurations"]
+    assert first["status"] in ("optimal", "infeasible") and rest
+    assert all(r["status"] == "not_solved" and "interrupted" in r["message"] for r in rest)
+    if first["status"] == "optimal":
+        assert doc["certificate"]["primal"] == pytest.approx(first["primal"], rel=1e-12)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_cli_solve_runnable_by_records_the_restriction(tmp_path):
     import json
 

@@ -19,6 +19,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 
+from autopar_opt.core.bounds import Status
 from autopar_opt.cost.params import CostParams
 from autopar_opt.evaluate import evaluate
 from autopar_opt.export import rules_for
@@ -26,6 +27,7 @@ from autopar_opt.export.deepspeed import uniform_partition
 from autopar_opt.export.view import plan_view
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
+from autopar_opt.interrupts import SearchInterrupted
 from autopar_opt.plan import uniform_plan
 from autopar_opt.search.certificate import Certificate, ConfigRecord
 from autopar_opt.search.configs import outer_configs
@@ -116,11 +118,15 @@ def run_runnable_search(framework: str, graph: LayerGraph, cluster: Cluster, tra
     choices = uniform_choices(framework, graph, space, training.seq_len)
     if framework == "deepspeed":
         return _exhaustive(choices, graph, cluster, training, space, params, options, start)
-    records, best, last, tables = [], None, None, []
+    records, best, last, tables, stopped = [], None, None, [], None
     for k, choice in enumerate(choices):
         remaining = options.time_limit_s - (time.perf_counter() - start)
-        sub = replace(options, time_limit_s=max(remaining / (len(choices) - k), 0.05))
-        result = run_search(graph, cluster, training, choice.restrict(space), params, sub)
+        # no time left, or a stop signal: the sub-search only records its configurations,
+        # unsolved and without a bound (a floor here let every choice build tables, issue 15)
+        share = 0.0 if stopped is not None else max(remaining / (len(choices) - k), 0.0)
+        result = run_search(graph, cluster, training, choice.restrict(space), params,
+                            replace(options, time_limit_s=share))
+        stopped = stopped or result.interrupted_by
         last = result
         tables += result.tables
         for r in result.certificate.configurations:
@@ -135,40 +141,68 @@ def run_runnable_search(framework: str, graph: LayerGraph, cluster: Cluster, tra
     base = best or last
     if base is None:
         raise ValueError(f"no uniform choice of the search space can run on {framework}")
-    return replace(base, certificate=Certificate(records), tables=tables,
+    return replace(base, certificate=Certificate(records), tables=tables, interrupted_by=stopped,
                    wall_time_s=time.perf_counter() - start,
                    infeasible_reasons=sorted({r.message for r in records
                                               if r.status == "infeasible" and r.message}))
 
 
 def _exhaustive(choices, graph, cluster, training, space, params, options, start) -> SearchResult:
-    """DeepSpeed: price every (pp, c, choice) plan with the uniform partition."""
-    records, best = [], None
+    """DeepSpeed: price every (pp, c, choice) plan with the uniform partition, one
+    configuration at a time while ``options.time_limit_s`` lasts (issue 15: the time
+    limit covers the whole command); a configuration the limit leaves out is
+    recorded unsolved, without a bound; so is every configuration after a stop
+    signal (:class:`~autopar_opt.interrupts.SearchInterrupted` or ``options.should_stop``),
+    and the result keeps the best plan priced before it."""
+    records, best, stopped = [], None, None
     configs = [cfg for cfg in outer_configs(graph, cluster, training, space)
                if cfg.schedule is Schedule.one_f_one_b and cfg.stage_devices is None]
     names = [layer.name for layer in graph.layers]
     for cfg in configs:
-        d = cluster.num_devices // cfg.pp
-        b = training.global_batch_size // cfg.microbatches
-        t0, value, plan_best = time.perf_counter(), math.inf, None
-        for choice in choices:
-            if not _valid_for(choice, d, b, graph) or (cfg.pp > 1 and choice.zero >= 2):
-                continue
-            plan = _deepspeed_plan(names, graph, cfg, choice, d)
-            m = evaluate(plan, graph, cluster, training, params)
-            if m.feasible and m.iteration_time_s < value:
-                value, plan_best = m.iteration_time_s, (plan, m)
-        status = "optimal" if plan_best else "infeasible"
-        records.append(ConfigRecord(cfg, status, value if plan_best else None, value,
-                                    time.perf_counter() - t0, exhaustive=True,
-                                    message="[deepspeed] every uniform plan evaluated "
-                                            "(partition_method='uniform')"))
-        if plan_best and (best is None or value < best[1].iteration_time_s):
-            best = (plan_best[0], plan_best[1], cfg)
+        if stopped is None and options.should_stop is not None and options.should_stop():
+            stopped = (options.stop_signal() if options.stop_signal else None) or 2
+        if stopped is not None or time.perf_counter() - start >= options.time_limit_s:
+            why = (f"interrupted (signal {stopped})" if stopped is not None
+                   else "time limit reached")
+            records.append(ConfigRecord(cfg, Status.not_solved, None, -math.inf, 0.0,
+                                        message=f"[deepspeed] {why} before this configuration; "
+                                                "no bound"))
+            continue
+        try:
+            priced = _price_config(cfg, choices, names, graph, cluster, training, params)
+        except SearchInterrupted as exc:
+            stopped = exc.signum
+            records.append(ConfigRecord(cfg, Status.not_solved, None, -math.inf, 0.0,
+                                        message=f"[deepspeed] interrupted (signal {stopped}) "
+                                                "before this configuration finished; no bound"))
+            continue
+        records.append(priced[0])
+        if priced[1] and (best is None or priced[1][1].iteration_time_s < best[1].iteration_time_s):
+            best = (priced[1][0], priced[1][1], cfg)
     return SearchResult(plan=best[0] if best else None, metrics=best[1] if best else None,
                         certificate=Certificate(records), best_config=best[2] if best else None,
                         solver_name="enumeration", solver_version="", form="exhaustive",
-                        wall_time_s=time.perf_counter() - start)
+                        wall_time_s=time.perf_counter() - start, interrupted_by=stopped)
+
+
+def _price_config(cfg, choices, names, graph, cluster, training, params):
+    """One configuration of :func:`_exhaustive`: its record and its best ``(plan, metrics)``
+    (None when no uniform plan fits)."""
+    d = cluster.num_devices // cfg.pp
+    b = training.global_batch_size // cfg.microbatches
+    t0, value, plan_best = time.perf_counter(), math.inf, None
+    for choice in choices:
+        if not _valid_for(choice, d, b, graph) or (cfg.pp > 1 and choice.zero >= 2):
+            continue
+        plan = _deepspeed_plan(names, graph, cfg, choice, d)
+        m = evaluate(plan, graph, cluster, training, params)
+        if m.feasible and m.iteration_time_s < value:
+            value, plan_best = m.iteration_time_s, (plan, m)
+    status = "optimal" if plan_best else "infeasible"
+    return ConfigRecord(cfg, status, value if plan_best else None, value,
+                        time.perf_counter() - t0, exhaustive=True,
+                        message="[deepspeed] every uniform plan evaluated "
+                                "(partition_method='uniform')"), plan_best
 
 
 def _deepspeed_plan(names, graph, cfg, choice: UniformChoice, d: int):

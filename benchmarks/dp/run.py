@@ -54,7 +54,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def _search_benchmark():
-    """The search benchmark module (same suite, space and batch)."""
+    """The search benchmark module (same suite and batch)."""
     spec = importlib.util.spec_from_file_location("search_bench", HERE.parent / "search" / "run.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -62,8 +62,21 @@ def _search_benchmark():
 
 
 SB = _search_benchmark()
-LARGE, SPACE, UNIAP_BATCH = SB.LARGE, SB.SPACE, SB.UNIAP_BATCH
-UNIAP_CLUSTERS, UNIAP_MODELS, instance = SB.UNIAP_CLUSTERS, SB.UNIAP_MODELS, SB.instance
+LARGE, UNIAP_BATCH = SB.LARGE, SB.UNIAP_BATCH
+UNIAP_CLUSTERS, UNIAP_MODELS = SB.UNIAP_CLUSTERS, SB.UNIAP_MODELS
+#: the search benchmark's space (its spec dict, issue 18) as a SearchSpace
+SPACE = SearchSpace(zero_levels=(0, 1, 2, 3), recompute=(Recompute.none, Recompute.full),
+                    schedules=(Schedule.one_f_one_b,), max_microbatches=32)
+
+
+def instance(model: str, cluster_name: str, batch: int, seq_len: int | None = None):
+    """Graph, cluster and training of one search instance (as the search benchmark's specs)."""
+    from autopar_opt.model_zoo.registry import build_model
+    cluster = get_cluster(cluster_name)
+    dtype = "fp16" if "V100" in cluster.device.name else "bf16"
+    graph = build_model(model, seq_len=seq_len) if seq_len else build_model(model)
+    return graph, cluster, Training(global_batch_size=batch, seq_len=graph.seq_len, dtype=dtype)
+
 
 SIZES = (32, 64, 128, 256, 512, 1024)
 FAMILIES = {"slack": (1024, "4x8-a100-80"), "tight": (1024, "2x8-h100")}
@@ -126,10 +139,10 @@ def chain_tables(layers: int, family: str, space: SearchSpace, reserve: float | 
 
 
 def dp_row(tables, limit: float, **tags) -> dict:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     res = solve_dp(tables, limit)
-    wall = time.perf_counter() - t0
-    row = {**tags, "K": max(len(s) for s in tables.strategies), "dp_s": wall,
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    row = {**tags, "K": max(len(s) for s in tables.strategies), "dp_s": wall, "dp_cpu_s": cpu,
            "termination": res.termination.value, "primal_s": res.primal,
            "lower_bound_s": res.lower_bound, "gap": res.gap}
     print(json.dumps(row), flush=True)
@@ -212,6 +225,7 @@ def part_growth(limit: float) -> dict:
         ok = [r for r in rows if r["series"] == "layers" and r["family"] == family
               and r["termination"] == "optimal"]
         exps[f"layers/{family}"] = slope([r["layers"] for r in ok], [r["dp_s"] for r in ok])
+        exps[f"layers/{family}/cpu"] = slope([r["layers"] for r in ok], [r["dp_cpu_s"] for r in ok])
         ok = [r for r in rows if r["series"] == "layers" and r["family"] == family
               and r.get("milp_termination") == "optimal"]
         exps[f"layers/{family}/milp"] = slope([r["layers"] for r in ok], [r["milp_s"] for r in ok])

@@ -58,7 +58,7 @@ def solve_dp(tables: CostTables, time_limit_s: float | None = None) -> SolveResu
                       f"samples per micro-batch")
     if least_memory(tables) > tables.capacity_bytes * (1 + 1e-12):   # exact proof, O(n²·pp)
         return result(Termination.infeasible, None, math.inf, infeasible_message(tables))
-    fallback = False
+    fallback = decomposition = False
     try:
         if not chain and tables.pp == 1:
             asg, _ = solve_dag_single_stage(tables, deadline)
@@ -67,6 +67,7 @@ def solve_dp(tables: CostTables, time_limit_s: float | None = None) -> SolveResu
             out = solve_chain(tables, deadline)
             asg, exhaustive, bound = out.assignment, out.exhaustive, out.lower_bound
             fallback = out.fallback
+            decomposition = out.decomposition
     except DPTimeout:       # the PaSE DP (DAG, pp = 1) cut short
         return result(Termination.time_limit_no_solution, None,
                       simple_lower_bound(tables) if (chain or tables.pp == 1) else -math.inf,
@@ -84,6 +85,7 @@ def solve_dp(tables: CostTables, time_limit_s: float | None = None) -> SolveResu
                       "DAG with pp > 1: skip edges not searched, plan re-priced exactly; not proven optimal")
     if not exhaustive:
         source = ("the least-memory plan (no beam pass finished in time)" if fallback
+                  else "incumbent from the stage decomposition" if decomposition
                   else "incumbent from the beam passes")
         return result(Termination.feasible, asg, max(simple_lower_bound(tables), bound),
                       f"time limit {time_limit_s} s reached; {source}, bound from the "

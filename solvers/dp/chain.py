@@ -51,7 +51,12 @@ Passes with a tight ``tau`` keep few labels, so the last (successful) pass is
 cheap when the bound is good. Exact passes also drop a label when the stages it
 leaves cannot hold the remaining layers under the bottleneck its threshold
 allows, with each stage's memory kept (:mod:`~autopar_opt.solvers.dp.partition`);
-the same decomposition gives a floor under every plan's bottleneck. Where memory
+the same decomposition gives a floor under every plan's bottleneck. The exact
+integer form of that decomposition (:mod:`~autopar_opt.solvers.dp.stages`: per-stage
+knapsacks solved over runs of identical layers) runs first: its bound raises the
+root bound and the floor, its split is the first incumbent (the beam passes run
+only when it leaves a gap over 0.4 %), and the partition test then uses its
+ranges. Where memory
 does not bind, the root bound is within about 0.05 % of the optimum and one
 speculative exact pass just above it (label-capped) proves the optimum before
 any beam pass runs.
@@ -80,6 +85,7 @@ from autopar_opt.solvers.dp.common import (MEM_EPS, Assignment, DPTimeout, itera
                                            layer_memory, least_memory_plan, past)
 from autopar_opt.solvers.dp.completion import CompletionBounds
 from autopar_opt.solvers.dp.partition import CoverBound
+from autopar_opt.solvers.dp.stages import StageRanges, least_entry
 from autopar_opt.hardware import GIB
 from autopar_opt.strategies import layout_ids
 
@@ -106,6 +112,8 @@ class ChainOutcome:
     lower_bound: float = -math.inf
     #: the deadline passed before any pass found a plan: ``assignment`` is the least-memory plan
     fallback: bool = False
+    #: ``assignment`` is the stage decomposition's plan (:mod:`~autopar_opt.solvers.dp.stages`)
+    decomposition: bool = False
 
 
 @dataclass
@@ -148,12 +156,21 @@ def _dominated(lab: np.ndarray, ks: np.ndarray, c1: float, last: bool, safe: flo
 
 def _dom_matrix(a: np.ndarray, ka: np.ndarray, b: np.ndarray, kb: np.ndarray, c1: float,
                 floor: float, safe: float) -> np.ndarray:
-    """``D[x, y]``: row ``x`` of ``a`` dominates row ``y`` of ``b``."""
-    ok = (a[:, None, _MEM] <= np.maximum(b[None, :, _MEM], safe)) & (ka[:, None] <= kb[None, :])
-    d_m = np.maximum(a[:, None, _M] - b[None, :, _M], a[:, None, _PC] - b[None, :, _PC])
-    d_g = np.maximum(a[:, None, _G] - b[None, :, _G], a[:, None, _GC] - b[None, :, _GC])
-    pen = c1 * np.maximum(d_m, floor) + np.maximum(d_g, floor)
-    return ok & (a[:, None, _S] + pen <= b[None, :, _S])
+    """``D[x, y]``: row ``x`` of ``a`` dominates row ``y`` of ``b`` (in-place operations:
+    this O(L²) test is most of an exact pass's time)."""
+    ok = np.less_equal.outer(a[:, _MEM], np.maximum(b[:, _MEM], safe))
+    ok &= np.less_equal.outer(ka, kb)
+    d = np.subtract.outer(a[:, _M], b[:, _M])
+    np.maximum(d, np.subtract.outer(a[:, _PC], b[:, _PC]), out=d)
+    np.maximum(d, floor, out=d)
+    g = np.subtract.outer(a[:, _G], b[:, _G])
+    np.maximum(g, np.subtract.outer(a[:, _GC], b[:, _GC]), out=g)
+    np.maximum(g, floor, out=g)
+    d *= c1
+    d += g
+    d += a[:, _S, None]
+    ok &= d <= b[None, :, _S]
+    return ok
 
 
 class _ChainDP:
@@ -494,13 +511,20 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
     """
     const = tables.params.iteration_overhead_s
     dp = _ChainDP(tables, deadline)
+    inc, ub, lb = None, math.inf, -math.inf
     try:
         _set_bottleneck_floor(dp, math.inf)
-        lb = dp.root_bound() + const
+        inc, ub, lb = _stage_decomposition(dp)
+        lb = max(lb, dp.root_bound() + const)
     except DPTimeout:
-        return _cut_short(tables, None, math.inf, dp.labels, -math.inf)
+        return _cut_short(tables, inc, ub, dp.labels, lb, inc is not None)
+    first = inc
+    if inc is not None and lb >= ub * (1 - 1e-9):
+        return ChainOutcome(inc, ub, True, dp.labels, ub, decomposition=True)
     for rel in _SPECULATIVE_STEPS:
         tau = lb * (1 + rel)
+        if tau >= ub:
+            break   # the first deepening pass (threshold ub, no label cap) decides
         quick = _speculative_pass(dp, tau - const)
         if quick is None:
             break   # over its label budget: an incumbent first
@@ -509,7 +533,8 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
             return ChainOutcome(quick[1], val, True, dp.labels, val)
         lb = tau    # an exhaustive pass without a plan: optimum > tau
     t_beam = time.monotonic()
-    inc, ub = _incumbent(tables, beam, dp, restricted=False)
+    if inc is None or lb * (1 + 2 * _FIRST_STEP) < ub:
+        inc, ub = _incumbent(tables, beam, dp, False, (inc, ub))
     t_beam = time.monotonic() - t_beam   # what a beam pass costs here
     restricted = False
     if inc is None or lb < ub * (1 - 1e-9) and lb * (1 + 2 * _FIRST_STEP) < ub:
@@ -534,7 +559,7 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
         try:
             found = dp.run(None, tau - const)
         except DPTimeout:
-            return _cut_short(tables, inc, ub, dp.labels, lb)
+            return _cut_short(tables, inc, ub, dp.labels, lb, inc is not None and inc is first)
         passes += 1
         cheap = dp.labels - before < dp.n * dp.pp
         if found is not None:
@@ -549,7 +574,7 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
 
 
 def _cut_short(tables: CostTables, inc: Assignment | None, ub: float, labels: int,
-               lb: float) -> ChainOutcome:
+               lb: float, decomposition: bool = False) -> ChainOutcome:
     """The outcome when the deadline passed: the incumbent, or the least-memory plan
     (:func:`~autopar_opt.solvers.dp.common.least_memory_plan`, feasible whenever a
     plan is, milliseconds to build) when no pass finished; the bound ``lb`` as proven."""
@@ -557,7 +582,8 @@ def _cut_short(tables: CostTables, inc: Assignment | None, ub: float, labels: in
     if fallback:
         inc = least_memory_plan(tables)
         ub = iteration_time(tables, inc) if inc is not None else math.inf
-    return ChainOutcome(inc, ub, False, labels, lb, fallback=fallback and inc is not None)
+    return ChainOutcome(inc, ub, False, labels, lb, fallback=fallback and inc is not None,
+                        decomposition=decomposition)
 
 
 #: Labels per layer and stage a speculative pass may create before it gives up.
@@ -567,8 +593,8 @@ _SPECULATIVE_STEPS = (_FIRST_STEP / 4, _FIRST_STEP)
 
 
 def _speculative_pass(dp: _ChainDP, tau: float) -> tuple[float, Assignment | None] | None:
-    """An exact pass at threshold ``tau`` (just above the root bound) before any
-    incumbent exists: where the root bound is tight (memory does not bind) it finds
+    """An exact pass at threshold ``tau`` (just above the root bound) before the beam
+    passes: where the root bound is tight (memory does not bind) it finds
     the optimum for less than a beam pass costs. Returns None once it has created
     ``_SPECULATIVE_LABELS·n·pp`` labels or the deadline has passed (the passes after
     it then stop at once and :func:`_cut_short` answers), else ``(tau, plan or
@@ -605,6 +631,33 @@ def _guided_beam(dp: _ChainDP, beam: int, tau: float, inc: Assignment | None,
         if val < ub:
             return found[1], val
     return inc, ub
+
+
+def _stage_decomposition(dp: _ChainDP) -> tuple[Assignment | None, float, float]:
+    """Incumbent, its value and a lower bound from the exact stage-range decomposition
+    (:mod:`~autopar_opt.solvers.dp.stages`); raises ``dp.bott_floor`` to its floor.
+    ``(None, inf, -inf)`` where the tables are too costly to build (no long runs of
+    identical layers) or nothing fits, or when the deadline has passed (building the tables
+    raises :class:`DPTimeout` once it passes)."""
+    const = dp.t.params.iteration_overhead_s
+    if past(dp.deadline):
+        return None, math.inf, -math.inf
+    ranges = StageRanges(dp.t.time, dp.mem, dp.cap, dp.allowed, least_entry(dp.t, dp.allowed, dp.edge_of),
+                         dp.deadline)
+    if not ranges.f:
+        return None, math.inf, -math.inf
+    floor = ranges.least_bottleneck()
+    if not math.isfinite(floor):
+        return None, math.inf, -math.inf
+    dp.cover.use_exact(ranges)
+    if dp.c1 > 0:
+        dp.bott_floor = max(dp.bott_floor, floor)
+    value, bott = ranges.bound(dp.c1)
+    lb = value + dp.sync_floor + const
+    plan = ranges.plan(bott)
+    if plan is None:
+        return None, math.inf, lb
+    return plan, iteration_time(dp.t, plan), lb
 
 
 def _set_bottleneck_floor(dp: _ChainDP, ub: float) -> None:

@@ -125,11 +125,20 @@ class CoverBound:
         self._grid: dict[int, list[np.ndarray]] = {}
         self._sums: dict[int, list[np.ndarray]] = {}
         self._g0 = 1.0
+        #: exact integer stage ranges (:class:`~autopar_opt.solvers.dp.stages.StageRanges`):
+        #: when set, :meth:`feasible` tests with them instead of the LP ranges
+        self.exact = None
+        self._isums: dict[int, list[np.ndarray]] = {}
+
+    def use_exact(self, ranges) -> None:
+        """Test labels with the exact integer stage ranges (``ranges``: a
+        :class:`~autopar_opt.solvers.dp.stages.StageRanges`) from now on."""
+        self.exact, self._sums, self._isums = ranges, {}, {}
 
     def set_grid_origin(self, value: float) -> None:
         """Anchor the geometric grid (clears the cached coverage)."""
         if value > 0 and value != self._g0:
-            self._g0, self._grid, self._sums = value, {}, {}
+            self._g0, self._grid, self._sums, self._isums = value, {}, {}, {}
 
     def reach(self, j: int, start: np.ndarray, budget: np.ndarray, room: np.ndarray) -> np.ndarray:
         """Farthest end ``e ≥ start`` of stage ``j`` with ``f_j(start, e | budget) ≤ room``
@@ -211,6 +220,13 @@ class CoverBound:
         res = np.zeros(len(idx), dtype=bool)
         for x in np.unique(xs):
             sel = idx[xs == x]
+            if self.exact is not None:
+                # the integer ranges are at least as strong as the LP ones (the current
+                # stage's tail exact per end, later stages exact per split, no exchange
+                # of min and max): the LP work is skipped
+                res[xs == x] = self._exact_feasible(u, i, pc[sel], mem[sel], int(x), end[sel],
+                                                    None if slack is None else slack[sel])
+                continue
             nxt = self.sums(int(x))[i + 1]
             top = int(end[sel].max())
             if not np.isfinite(nxt[u + 1:top + 1]).any():
@@ -228,6 +244,21 @@ class CoverBound:
         out = np.zeros(len(pc), dtype=bool)
         out[idx] = res
         return out
+
+    def _exact_feasible(self, u: int, i: int, pc: np.ndarray, mem: np.ndarray, x: int, end: np.ndarray,
+                        slack: np.ndarray | None) -> np.ndarray:
+        """:meth:`feasible` for one grid value ``x`` from the exact integer stage ranges
+        (:meth:`~autopar_opt.solvers.dp.stages.StageRanges.tail_ok`, ``Ψ`` of later stages
+        exact per split); ``end`` is the LP reach of the current stage (an upper bound on
+        its integer reach)."""
+        got = self._isums.get(x)
+        if got is None:
+            got = self._isums[x] = self.exact.psi(self.grid_value(x))
+        nxt = got[i + 1]
+        top = int(end.max())
+        if not np.isfinite(nxt[u + 1:top + 1]).any():
+            return np.zeros(len(pc), dtype=bool)
+        return self.exact.tail_ok(i, u, pc, mem, self.grid_value(x), end, nxt, slack)
 
     def least_bottleneck(self, lo: float, hi: float, iters: int = 60,
                          deadline: float | None = None) -> float:
