@@ -83,6 +83,8 @@ def test_solve_closed_by_the_dp_loads_no_mip_machinery(tmp_path):
     doc, mods, _ = _run(["solve", str(spec), "--json"])
     assert doc["status"] == "optimal"
     assert mods == {"numpy"}, mods
+    timings = doc["solver"]["timings"]
+    assert 0 < timings["search_cpu_s"] <= timings["command_s"] + 0.05
     preloaded, mods2, _ = _run(["solve", str(spec), "--json"],
                                preload="import autopar_opt.formulations, highspy, rich.progress")
     assert {"scipy", "highspy", "rich"} <= mods2

@@ -216,8 +216,10 @@ class SolverDoc(_Doc):
     log_tail: Optional[str] = _f("The last lines of the solver log, if any.", default=None)
     timings: dict[str, float] = _f(
         "Where the command's time went, s: tables_s (cost tables and analytic bounds, "
-        "inside wall_time_s), baselines_s (after the search), command_s (since the process "
-        "started, before the outputs were written).", default_factory=dict)
+        "inside wall_time_s), search_cpu_s (CPU time the process spent in the search, all "
+        "threads: wall_time_s less the waiting on a busy machine), baselines_s (after the "
+        "search), command_s (since the process started, before the outputs were written).",
+        default_factory=dict)
 
 
 class BaselineDoc(_Doc):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 from typing import TYPE_CHECKING, Any
@@ -186,8 +187,10 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     with InterruptGuard() as guard:
         options.should_stop, options.stop_signal = guard.should_stop, lambda: guard.signum
         seed = found.plan if found is not None and found.feasible else None
+        cpu_began = time.process_time()
         result = _search(spec, options, err, show=not (quiet or json_output), incumbent=seed,
                          runnable_by=runnable_by)
+        search_cpu_s = time.process_time() - cpu_began
         if result is None:
             return 2
         began = _now()
@@ -198,6 +201,7 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         doc = build_document(str(spec_path), spec.graph, spec.cluster, spec.training, spec.space,
                              spec.cost_params, options, result, baselines)
         doc["solver"]["timings"] = {"tables_s": round(result.prepare_s, 3),
+                                    "search_cpu_s": round(search_cpu_s, 3),
                                     "baselines_s": round(baselines_s, 3),
                                     "command_s": round(budget.elapsed(), 3)}
         if guard.interrupted and doc["status"] != "interrupted":

@@ -123,6 +123,7 @@ def measure(spec: Path, extra: list[str], name: str, group: str) -> dict:
             "baselines_s": timings.get("baselines_s"), "split_s": split,
             "outside_search_s": round(run["wall_s"] - search, 3) if search is not None else None,
             "target_s": round(1.2 * search + 1.0, 3) if search is not None else None,
+            "search_cpu_s": timings.get("search_cpu_s"),
             "configs": len(cert.get("configurations", [])), "statuses": statuses,
             "plan": (f"pp={plan['pp']} c={plan['microbatches']}" if plan and "pp" in plan
                      else f"{len(plan.get('stages', plan.get('vertices', [])))} stages/vertices"
@@ -163,9 +164,11 @@ def _row(r: dict) -> str:
     split = ", ".join(f"{k} {v:.2f}" for k, v in sorted(r["split_s"].items()))
     counts = ", ".join(f"{k} {v}" for k, v in sorted(r["statuses"].items()))
     ok = "yes" if _within(r) else "**no**"
+    cpu_ok = {None: "-", True: "yes", False: "**no**"}[_cpu_within(r)]
     return (f"| {r['name']} | {r['status']} | {fmt(r['gap'], '.2e')} | **{r['wall_s']:.2f}** | "
             f"{fmt(r['cpu_s'], '.2f')} | {fmt(r['peak_rss_mib'], '.0f')} | {fmt(r['search_s'], '.2f')} | "
             f"{fmt(r['outside_search_s'], '.2f')} | {fmt(r['target_s'], '.2f')} {ok} | "
+            f"{fmt(r.get('search_cpu_s'), '.2f')} {cpu_ok} | "
             f"{fmt(r['tables_s'], '.2f')} | {split} | {fmt(r['baselines_s'], '.2f')} | "
             f"{r['configs']} ({counts}) | {r['plan']} | {fmt(r['samples_per_s'])} | "
             f"{fmt(r['vs_uniform'], '.3f')} | {fmt(r['vs_pure_dp'], '.3f')} | {r['load_before']} |")
@@ -175,20 +178,36 @@ def _within(r: dict) -> bool:
     return r["target_s"] is not None and r["wall_s"] <= r["target_s"]
 
 
+def _cpu_within(r: dict) -> bool | None:
+    """The target on CPU time (command CPU <= 1.2 x search CPU + 1 s): what the
+    wall-clock verdict would be on an idle machine, where wall ~ CPU; None when
+    plan.json has no ``search_cpu_s`` (peer specs, older rows)."""
+    cpu = r.get("search_cpu_s")
+    return None if cpu is None or r.get("cpu_s") is None else r["cpu_s"] <= 1.2 * cpu + 1.0
+
+
 def _target_summary(rows: list[dict]) -> list[str]:
     """The whole-command target (issue 18 item 1) over every row, by group."""
     parts = [f"{g} {sum(map(_within, sel))}/{len(sel)}" for g in GROUPS
              if (sel := [r for r in rows if r["group"] == g])]
     missed = [f"{r['name']} ({r['wall_s']:.2f} s vs {r['target_s']:.2f} s)" for r in rows
               if not _within(r) and r["target_s"] is not None]
-    return [f"**Whole command <= 1.2 x search + 1 s: met on {sum(map(_within, rows))} of "
-            f"{len(rows)} instances** ({', '.join(parts)})."
-            + (f" Missed: {'; '.join(missed)}." if missed else "")]
+    cpu = [(r, _cpu_within(r)) for r in rows if _cpu_within(r) is not None]
+    cpu_missed = [f"{r['name']} ({r['cpu_s']:.2f} s vs {1.2 * r['search_cpu_s'] + 1:.2f} s)"
+                  for r, ok in cpu if not ok]
+    return [f"**Whole command <= 1.2 x search + 1 s (wall clock): met on "
+            f"{sum(map(_within, rows))} of {len(rows)} instances** ({', '.join(parts)})."
+            + (f" Missed: {'; '.join(missed)}." if missed else ""), "",
+            f"The same target on CPU time (command CPU <= 1.2 x search CPU + 1 s; on an idle "
+            f"machine wall ~ CPU, so this is the verdict the load does not distort): met on "
+            f"{sum(ok for _, ok in cpu)} of {len(cpu)} instances that record the search's CPU"
+            + (f"; missed: {'; '.join(cpu_missed)}." if cpu_missed else ".")]
 
 
 def write_results(rows: list[dict], solver: str, path: Path, started: str) -> None:
     head = ("| instance | status | gap | **command wall s** | command CPU s | peak RSS MiB | "
-            "search s | outside search s | target 1.2·search+1 s | tables s | inner split s "
+            "search s | outside search s | target 1.2·search+1 s | search CPU s (CPU target) | "
+            "tables s | inner split s "
             "(summed over configurations) | baselines s | configs (status counts) | plan | "
             "samples/s | vs uniform | vs pure DP | load before |")
     lines = [f"# Search benchmark ({solver}): the whole command and its inner split", "",

@@ -51,7 +51,12 @@ Passes with a tight ``tau`` keep few labels, so the last (successful) pass is
 cheap when the bound is good. Exact passes also drop a label when the stages it
 leaves cannot hold the remaining layers under the bottleneck its threshold
 allows, with each stage's memory kept (:mod:`~autopar_opt.solvers.dp.partition`);
-the same decomposition gives a floor under every plan's bottleneck. Where memory
+the same decomposition gives a floor under every plan's bottleneck. The exact
+integer form of that decomposition (:mod:`~autopar_opt.solvers.dp.stages`: per-stage
+knapsacks solved over runs of identical layers) runs first: its bound raises the
+root bound and the floor, its split is the first incumbent (the beam passes run
+only when it leaves a gap over 0.4 %), and the partition test then uses its
+ranges. Where memory
 does not bind, the root bound is within about 0.05 % of the optimum and one
 speculative exact pass just above it (label-capped) proves the optimum before
 any beam pass runs.
