@@ -24,9 +24,13 @@ def pct(x) -> str:
 
 
 def head(sec: dict) -> str:
+    load = max(sec["loadavg_before"][0], sec["loadavg_after"][0])
+    busy = load > 1.5 * sec["cpus"] / 2   # above ~1.5 runnable tasks per 2 cores: contended
+    note = ("other sessions were running: wall times are inflated accordingly" if busy
+            else "nothing else was running")
     return (f"Recorded {sec['recorded_utc']} UTC on a shared {sec['cpus']}-core machine; load "
             f"average {sec['loadavg_before'][0]:.1f} before, {sec['loadavg_after'][0]:.1f} after "
-            "(other sessions were running: wall times are inflated accordingly).\n")
+            f"({note}).\n")
 
 
 def main() -> None:
