@@ -29,7 +29,9 @@ from autopar_opt.solvers.dp.partition import CoverBound, _hull_slopes
 SEEDS = [s for s in range(160) if make_instance(s).graph.is_chain()][:60]
 
 
-def _case(seed: int):
+def seeded_case(seed: int):
+    """Cost tables of seeded tiny chain ``seed`` and its brute-force optimum (skips when
+    some layer has no strategy on the cluster); shared with tests/test_dp_stages.py."""
     inst = make_instance(seed)
     tables = build_cost_tables(inst.graph, inst.cluster, inst.training, SPACE, default_params(),
                                inst.pp, inst.c, inst.schedule)
@@ -41,7 +43,7 @@ def _case(seed: int):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_partition_bound_is_below_the_brute_force_optimum(seed: int) -> None:
-    tables, ref = _case(seed)
+    tables, ref = seeded_case(seed)
     dp = _ChainDP(tables, None)
     const = tables.params.iteration_overhead_s
     _set_bottleneck_floor(dp, math.inf)

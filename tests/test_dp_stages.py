@@ -26,6 +26,7 @@ import pytest
 
 from bruteforce import brute_force
 from test_dp_bruteforce import SPACE, make_instance
+from test_dp_partition import seeded_case
 from autopar_opt.cost.layer_cost import user_reserve_for
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.tables import build_cost_tables
@@ -147,13 +148,7 @@ def _check_against_optimum(tables, ref) -> float:
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_decomposition_on_seeded_chains(seed: int) -> None:
-    inst = make_instance(seed)
-    tables = build_cost_tables(inst.graph, inst.cluster, inst.training, SPACE, default_params(),
-                               inst.pp, inst.c, inst.schedule)
-    if any(len(s) == 0 for s in tables.strategies):
-        pytest.skip("no strategy for some layer on this cluster")
-    ref = brute_force(inst.graph, inst.cluster, inst.training, SPACE, inst.pp, inst.c, inst.schedule)
-    _check_against_optimum(tables, ref)
+    _check_against_optimum(*seeded_case(seed))
 
 
 @pytest.mark.parametrize("blocks,pp,factor", [(3, 2, 1.05), (3, 2, 1.3), (4, 3, 1.1), (2, 2, 1.0001)])
