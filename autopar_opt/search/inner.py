@@ -179,22 +179,16 @@ class InnerSolver:
         return (None if uniform is None else uniform[0]), dp
 
 
-def _load_mip_modules() -> float:
-    """Import the formulations (and with them scipy.sparse) the first time a
-    configuration needs a MIP; the seconds it took (0 once loaded).
+def _load_mip_modules() -> None:
+    """Import the formulations (and with them scipy.sparse) when a configuration
+    first needs a MIP (a no-op once loaded).
 
     A search the exact DP closes never builds a MIP, so the command does not
-    load them up front (start-up, issue 18). The caller takes the import time
-    off this MIP's time limit: the search's clock runs through it.
+    load them up front (start-up, issue 18). The caller measures its share from
+    before this call, so the import time comes off this MIP's time limit: the
+    search's clock runs through it.
     """
-    import sys
-    import time
-
-    if "autopar_opt.formulations" in sys.modules:
-        return 0.0
-    began = time.perf_counter()
     import autopar_opt.formulations  # noqa: F401
-    return time.perf_counter() - began
 
 
 def _dp_closed(dp: SolveResult, rel_gap: float) -> InnerOutcome:
