@@ -279,7 +279,7 @@ def solve(ctx: typer.Context,
           budget_s: Optional[float] = typer.Option(
               None, "--budget-s", help="Searcher budget, s, inside the time limit (default: 10, "
               "at most half the time limit; more than the time limit is refused)."),
-          seed: int = typer.Option(0, "--seed", help="Searcher seed (runs are reproducible).")
+          seed: int = typer.Option(0, "--seed", min=0, help="Searcher seed (runs are reproducible).")
           ) -> int:
     """Search the spec's space for the best plan and certify its gap.
 
@@ -332,7 +332,7 @@ def place(spec_path: str = typer.Argument(..., metavar="SPEC",
                                                       "Reported against the proven bound; its plan is "
                                                       "kept when the exact side ends worse."),
           budget_s: float = typer.Option(10.0, "--budget-s", help="Searcher budget, s."),
-          seed: int = typer.Option(0, "--seed", help="Searcher seed (runs are reproducible).")
+          seed: int = typer.Option(0, "--seed", min=0, help="Searcher seed (runs are reproducible).")
           ) -> int:
     """Place an operator graph on devices, with a proven lower bound and gap."""
     from autopar_opt.placement.cli import place_command
