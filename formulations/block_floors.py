@@ -30,6 +30,11 @@ class StageFloor:
         self.F = np.full(N + 1, np.inf)
         self.F[0] = 0.0
         self.trace: list[tuple[np.ndarray, np.ndarray]] = [(np.zeros(0, int), np.zeros(0, int))]
+        # a strategy no faster and no smaller than another never helps (swap it): the
+        # fronts run over the others only (2 of 10-14 on the growth benchmark's blocks)
+        self.types = np.flatnonzero([not np.any((time <= time[k]) & (mem <= mem[k]) & (
+            (time < time[k]) | (mem < mem[k]) | (np.arange(len(time)) < k))) for k in range(len(time))])
+        time, mem = time[self.types], mem[self.types]
         fm, ft = np.zeros(1), np.zeros(1)
         K = len(time)
         for m in range(1, N + 1):
@@ -49,7 +54,7 @@ class StageFloor:
         idx = len(self.trace[m][0]) - 1 if m else 0
         for step in range(m, 0, -1):
             parent, kind = self.trace[step]
-            out[kind[idx]] += 1
+            out[self.types[kind[idx]]] += 1
             idx = parent[idx]
         return out
 

@@ -10,7 +10,11 @@ decoded and priced exactly from the tables (:func:`plan_time`, the semantics
 of ``evaluate``), so the reported primal is a real plan's time. HiGHS starts
 from the better of the caller's plan (the DP's, in the search) and the block
 model's own split plan (:func:`~.block_floors.split_plan`, from the same stage
-floors as its cuts: part of the MILP, no DP involved). When the gap
+floors as its cuts: part of the MILP, no DP involved), and every model is
+built with that plan's time as ``ub``: stage sizes that cannot beat it are
+left out (:meth:`~.blocks._Builder._size_bound`), so the model's bound is
+valid for ``min(optimum, ub)``, which is the optimum's bound since the plan
+is kept. When the gap
 is not closed and the solution leans on a relaxed pattern, the model is
 rebuilt with one more exact layout per stage (warm-started from the best plan)
 until the gap closes, every pattern is exact, or the time runs out. With
@@ -77,7 +81,7 @@ def solve_blocks(tables: CostTables, backend, *, time_limit_s: float | None, rel
                            timings=timings), best
     while True:
         rounds += 1
-        form = build_blocks(tables, exact_upto=exact, floors=floors)
+        form = build_blocks(tables, exact_upto=exact, floors=floors, ub=best_t)
         if best is not None:
             form.set_warm_start(best)
         left = None if time_limit_s is None else max(time_limit_s - (time.perf_counter() - t0), 0.05)
@@ -85,8 +89,10 @@ def solve_blocks(tables: CostTables, backend, *, time_limit_s: float | None, rel
                                   warm_start=form.matrix.start is not None, solver_options=solver_options)
         for key, val in res.timings.items():
             timings[key] = timings.get(key, 0.0) + val
-        if res.termination is Termination.infeasible:   # the relaxation has no plan: none has
-            return res.with_(wall_time_s=time.perf_counter() - t0), None
+        if res.termination is Termination.infeasible:
+            if best is None:   # the relaxation, unrestricted, has no plan: none has
+                return res.with_(wall_time_s=time.perf_counter() - t0), None
+            break              # (round-off: the incumbent always fits the restricted model)
         bound = max(bound, res.lower_bound)
         asg = form.invert(res)
         got = plan_time(tables, asg) if asg is not None else float("inf")

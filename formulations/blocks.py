@@ -266,10 +266,13 @@ def _sequence(pat: Pattern, counts: np.ndarray, ch: BlockChain) -> list[int]:
 
 
 def build_blocks(tables: CostTables, exact_upto: int | None = None,
-                 floors: list[StageFloor] | None = None) -> BlockFormulation:
+                 floors: list[StageFloor] | None = None, ub: float = math.inf) -> BlockFormulation:
     """The aggregated MILP of ``tables`` (FormulationError when it is not a block
     chain); with ``exact_upto``, stages of more layouts than that take relaxed
-    patterns (:func:`~.chain_blocks.layout_patterns`)."""
+    patterns (:func:`~.chain_blocks.layout_patterns`); with ``ub`` (the time of a
+    plan the caller keeps), stage sizes that cannot beat it are left out
+    (:meth:`_Builder._size_bound`): the model then finds every plan better than
+    ``ub``, and its bound is valid for ``min(optimum, ub)``."""
     check_tables(tables)
     t0 = time.perf_counter()
     chain, why = block_chain(tables)
@@ -277,7 +280,7 @@ def build_blocks(tables: CostTables, exact_upto: int | None = None,
         raise FormulationError(f"the block MILP needs a chain of identical blocks: {why}")
     if floors is None:
         floors = stage_floors(tables, chain)
-    form = _Builder(tables, chain, layout_patterns(chain.reshard, exact_upto), floors).build()
+    form = _Builder(tables, chain, layout_patterns(chain.reshard, exact_upto), floors, ub).build()
     form.matrix.compile_s = time.perf_counter() - t0
     return form
 
@@ -286,8 +289,9 @@ class _Builder:
     """Columns and rows of :class:`BlockFormulation` (the rows of the module doc)."""
 
     def __init__(self, tables: CostTables, chain: BlockChain, patterns: list[Pattern],
-                 floors: list[StageFloor]) -> None:
+                 floors: list[StageFloor], ub: float = math.inf) -> None:
         self.t, self.ch, self.pats, self.m, self.floors = tables, chain, patterns, _Model(), floors
+        self.ub = ub
         self.pp, self.n, self.b = tables.pp, tables.num_layers, chain.start
         self.K = len(tables.strategies[self.b])
         self.nl = chain.num_layouts
@@ -381,14 +385,31 @@ class _Builder:
         for i in range(pp):
             F = self.floors[i].F
             lo = 0 if EMPTY in pi[i] else 1
-            d = {k: m.col(f"d[{i},{k}]", hi=1.0, integer=True) for k in range(lo, ch.count + 1)
-                 if np.isfinite(F[k])}
+            keep = np.isfinite(F) & (self._size_bound(i, F) <= self.ub * (1 + 1e-9))
+            d = {k: m.col(f"d[{i},{k}]", hi=1.0, integer=True) for k in range(lo, ch.count + 1) if keep[k]}
             m.row(f"size_onehot[{i}]", {col: 1.0 for col in d.values()}, 1.0, 1.0)
             size = m.col(f"m[{i}]", hi=float(ch.count), integer=True)
             m.row(f"size_count[{i}]", {**{int(j): 1.0 for j in c[i]}, size: -1.0}, 0.0, 0.0)
             m.row(f"size_of[{i}]", {size: 1.0, **{col: -float(k) for k, col in d.items()}}, 0.0, 0.0)
             self.cut[i] = {col: self.S * float(F[k]) for k, col in d.items() if F[k]}
             self.sizes.append((size, d))
+
+    def _size_bound(self, i: int, F: np.ndarray) -> np.ndarray:
+        """A lower bound on the time of every plan whose stage ``i`` holds ``m``
+        blocks, per ``m``: ``T0 + q + (N-m)·a + (c-1)·max(q, (N-m)·a/(pp-1))`` with
+        ``q = F_i(m)`` + the least prefix/suffix time of the stage and ``a`` the
+        least block time (every term of the objective is ``>= 0``). Sizes whose
+        bound exceeds the caller's incumbent (``ub``) cannot hold a better plan:
+        they get no ``d`` column (the incumbent itself always keeps its sizes)."""
+        t, ch, pp, N = self.t, self.ch, self.pp, self.ch.count
+        q = F.copy()
+        if ch.prefix and i == 0:
+            q = q + float(np.min(t.time[0]))
+        if ch.suffix and i == pp - 1:
+            q = q + float(np.min(t.time[self.n - 1]))
+        rest = (N - np.arange(N + 1)) * float(np.min(t.time[self.b]))
+        top = np.maximum(q, rest / (pp - 1)) if pp > 1 else q
+        return float(t.params.iteration_overhead_s) + q + rest + (t.microbatches - 1) * top
 
     def _patterns(self, i: int, UB: np.ndarray) -> dict[int, int]:
         """Pattern columns of stage ``i``: those whose least block counts fit
