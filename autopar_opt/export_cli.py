@@ -68,7 +68,11 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
     if output:
-        _write_atomic(Path(output), result.text)
+        try:
+            _write_atomic(Path(output), result.text)
+        except OSError as exc:
+            return _fail(f"--output {output}: cannot write ({exc.strerror or exc}); "
+                         "choose a file in a directory you can write to")
     else:
         typer.echo(result.text, nl=False)
     return 0

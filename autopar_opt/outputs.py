@@ -78,6 +78,13 @@ def _creatable_dir(folder: Path, option: str, shown: str) -> list[SpecProblem]:
     if not os.access(probe, os.W_OK | os.X_OK):
         return [_problem(option, shown, f"the directory {probe} is not writable",
                          "choose a directory you can write to")]
+    try:        # access() says yes to root everywhere (/proc, read-only mounts): try it
+        fd, tmp = tempfile.mkstemp(dir=probe, prefix=".autopar-probe.")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        return [_problem(option, shown, f"cannot create files in {probe} "
+                         f"({exc.strerror or exc})", "choose a directory you can write to")]
     return []
 
 

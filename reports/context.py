@@ -30,14 +30,18 @@ from autopar_opt.reports.formatting import (fmt_gib, fmt_pct, fmt_pct_up, fmt_ra
 from autopar_opt.reports.sections import (baselines_section, breakdown_section,
                                           infeasibility_section, memory_section,
                                           plan_section, solver_section, space_section,
-                                          timeline_section)
+                                          timeline_left_out, timeline_section)
 from autopar_opt.core.result import relative_gap
 
 GAP_TOLERANCE = 1e-6
 
 
-def build_context(plan_doc: dict) -> dict:
+def build_context(plan_doc: dict, draw_timeline: bool = True) -> dict:
     """Every value the template shows, from the plan document alone.
+
+    ``draw_timeline`` false leaves the timeline out (with a note saying why):
+    ``autopar solve`` passes it when the time left cannot pay for drawing it
+    (:mod:`autopar_opt.reports.cost`).
 
     Raises :class:`ReportInputError` listing every missing key or bad value.
     """
@@ -61,7 +65,8 @@ def build_context(plan_doc: dict) -> dict:
                        "params": [{"name": k, "value": fmt_value(v)}
                                   for k, v in (doc["cost_model"].get("params") or {}).items()]},
         "plan": plan_section(doc),
-        "timeline": timeline_section(doc),
+        "timeline": timeline_section(doc, draw_timeline),
+        "timeline_left_out": timeline_left_out(doc, draw_timeline),
         "memory": memory_section(doc),
         "breakdown": breakdown_section(doc),
         "baselines": baselines_section(doc),

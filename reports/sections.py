@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from autopar_opt.reports.document import ReportInputError, to_float
 from autopar_opt.reports.formatting import fmt_gib, fmt_pct, fmt_rate, fmt_time, fmt_value
-from autopar_opt.reports.timeline import idle_time, makespan, simulate
+from autopar_opt.reports.timeline import idle_times, makespan, simulate
 from autopar_opt.strategies import Strategy
 
 #: Search-space keys, their labels, and what ``null`` means for each.
@@ -97,18 +97,29 @@ def _stage_floats(doc: dict, key: str) -> list[float]:
 
 
 #: Above this many (stage, micro-batch) pairs the timeline is not simulated nor drawn: its
-#: cost grows with them (about 4 bars each), and the report is written inside the
-#: command's time limit (issue 15); the bundled examples have at most 2,048.
-MAX_TIMELINE_CELLS = 16_384
+#: cost grows with them (about four bars each, 2.5 ms per 10 pairs on the 2-core
+#: development machine: :mod:`autopar_opt.reports.cost`), and the report is written inside
+#: the command's time limit (issue 15), whose reserve is priced for the largest plan the
+#: space allows. At 4,096 (32 stages × 128 micro-batches) a row of the 10.5-inch chart
+#: holds 256 bars of about 4 pixels; the bundled examples' plans have at most 2,048.
+MAX_TIMELINE_CELLS = 4_096
 
 
-def timeline_section(doc: dict) -> dict | None:
-    """Simulated schedule of one iteration (see :mod:`autopar_opt.reports.timeline`);
-    None without a plan or above :data:`MAX_TIMELINE_CELLS`."""
+def timeline_cells(doc: dict) -> int:
+    """(stage, micro-batch) pairs of the document's plan; 0 without a plan."""
     plan, m = doc["plan"], doc["metrics"]
     if plan is None or m is None or not m["stages"]:
-        return None
-    if len(m["stages"]) * int(plan["microbatches"]) > MAX_TIMELINE_CELLS:
+        return 0
+    return len(m["stages"]) * int(plan["microbatches"])
+
+
+def timeline_section(doc: dict, draw: bool = True) -> dict | None:
+    """Simulated schedule of one iteration (see :mod:`autopar_opt.reports.timeline`);
+    None without a plan, above :data:`MAX_TIMELINE_CELLS` or when ``draw`` is
+    false (the command's time limit left too little time to draw it)."""
+    plan, m = doc["plan"], doc["metrics"]
+    cells = timeline_cells(doc)
+    if not draw or cells == 0 or cells > MAX_TIMELINE_CELLS:
         return None
     p = _stage_floats(doc, "time_s")
     o = _stage_floats(doc, "transfer_s")[:-1]
@@ -121,7 +132,7 @@ def timeline_section(doc: dict) -> dict | None:
         raise ReportInputError([f"cannot draw the timeline: {exc}"]) from None
     span = makespan(ops)
     pipeline_end = max(op.end for op in ops if op.kind in ("F", "B"))
-    idle = [idle_time(ops, i) for i in range(len(p))]
+    idle = idle_times(ops, len(p))
     return {
         "pp": len(p), "microbatches": int(plan["microbatches"]), "schedule": schedule,
         "drawn_as": drawn,
@@ -134,6 +145,21 @@ def timeline_section(doc: dict) -> dict | None:
         "model": fmt_time(to_float(m["iteration_time_s"], "metrics.iteration_time_s")),
         "bubble_share": fmt_pct(sum(idle) / (pipeline_end * len(p)) if pipeline_end > 0 else None, 1),
     }
+
+
+def timeline_left_out(doc: dict, draw: bool) -> str | None:
+    """Why the plan's timeline is not in the report (None when it is, or without a plan)."""
+    cells = timeline_cells(doc)
+    if cells == 0:
+        return None
+    if cells > MAX_TIMELINE_CELLS:
+        return (f"The timeline of this plan ({cells:,} stage × micro-batch pairs) is left out: "
+                f"above {MAX_TIMELINE_CELLS:,} pairs its cost grows past what a report is "
+                "given inside the time limit; plan.json holds every stage's times.")
+    if not draw:
+        return ("The timeline is left out: the time limit left too little time to draw it "
+                f"({cells:,} stage × micro-batch pairs); a longer --time-limit draws it.")
+    return None
 
 
 def _iteration_overhead(doc: dict) -> float:

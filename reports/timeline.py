@@ -137,6 +137,15 @@ def makespan(ops: list[Op]) -> float:
 def idle_time(ops: list[Op], stage: int) -> float:
     """Bubble of one stage: time up to the end of the last backward of any stage
     that the stage spends neither in forward nor in backward."""
+    return idle_times(ops, stage + 1)[stage]
+
+
+def idle_times(ops: list[Op], pp: int) -> list[float]:
+    """:func:`idle_time` of stages ``0 .. pp-1`` in one pass over ``ops`` (one pass
+    per stage was O(pp² · micro-batches): 0.9 s of a 64 × 128 report)."""
     pipeline_end = max(op.end for op in ops if op.kind in ("F", "B"))
-    busy = sum(op.end - op.start for op in ops if op.stage == stage and op.kind in ("F", "B"))
-    return pipeline_end - busy
+    busy = [0.0] * pp
+    for op in ops:
+        if op.kind in ("F", "B") and op.stage < pp:
+            busy[op.stage] += op.end - op.start
+    return [pipeline_end - b for b in busy]

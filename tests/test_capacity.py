@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import math
+import os
 import shutil
 from pathlib import Path
 
@@ -253,3 +254,23 @@ def test_runtime_axis_sets_training_runtime_and_reports_bad_values_at_the_axis(t
     with pytest.raises(SweepError) as exc:
         load_sweep(path)
     assert [p.key for p in exc.value.problems] == ["axes.runtime[2]"]
+
+
+def test_one_worker_runs_in_this_process_without_a_pool(monkeypatch):
+    """--workers 1 (or one scenario) solves in this process, in order: no fork
+    server importing the solver stack a second time (issue 15, 4.4 s wall for
+    1.6 s CPU); more workers still use the pool."""
+    from autopar_opt.capacity import engines
+
+    class NoPool:
+        def __init__(self, *args, **kwargs):
+            raise AssertionError("a process pool was started")
+
+    monkeypatch.setattr(engines, "ProcessPoolExecutor", NoPool)
+    monkeypatch.setattr(engines, "solve_scenario", lambda task: {"id": task["id"], "pid": os.getpid()})
+    tasks = [{"id": f"s{k}"} for k in range(3)]
+    rows = list(engines.run_local(tasks, 1))
+    assert [r["id"] for r in rows] == ["s0", "s1", "s2"] and {r["pid"] for r in rows} == {os.getpid()}
+    assert [r["id"] for r in engines.run_local(tasks[:1], 4)] == ["s0"]
+    with pytest.raises(AssertionError, match="process pool"):
+        list(engines.run_local(tasks, 2))

@@ -10,6 +10,7 @@ atomically and only after the sweep finished.
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -104,11 +105,23 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
         _error(f"error: --workers {workers} must be at least 1; omit it to use every available core")
         return 2
     t0 = time.perf_counter()
-    sweep = load_sweep(sweep_path)          # SpecError: exit 2 through the CLI's guard
     out = Path(out_dir) if out_dir else None
     store_file = Path(store_path) if store_path else (out / "capacity.sqlite" if out
                                                       else default_store_path())
+    from autopar_opt import options as opt
+    from autopar_opt.outputs import check_output_dir, check_output_file
+
+    opt.raise_if_any([*(check_output_dir(out, "--out", ("capacity.json", "capacity.csv",
+                                                         "capacity.html")) if out else []),
+                      *check_output_file(store_file, "--store" if store_path else "the store")])
+    sweep = load_sweep(sweep_path)          # SpecError: exit 2 through the CLI's guard
     show = not (quiet or json_output)
+    try:
+        ResultStore(store_file).close()
+    except (OSError, sqlite3.Error) as exc:     # not an SQLite file, unwritable, ...
+        _error(f"error: cannot use the results store {store_file} ({exc}); name another file "
+               "with --store")
+        return 2
     with ResultStore(store_file) as store, Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("ETA"), TimeRemainingColumn(), console=err, disable=not show, transient=True) as bar:
@@ -129,7 +142,11 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
     run.wall_time_s = time.perf_counter() - t0
     doc = build_capacity_document(sweep, run, engine, workers, str(store_file))
     if out is not None:
-        _write_outputs(doc, run.rows, out)
+        try:
+            _write_outputs(doc, run.rows, out)
+        except OSError as exc:
+            _error(f"error: cannot write to {out} ({exc})")
+            return 2
     if json_output:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif not quiet:

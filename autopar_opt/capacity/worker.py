@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autopar_opt.reports.render import render_html
 from autopar_opt.search import SearchOptions, run_search
 from autopar_opt.search.inner import InnerSolver
 from autopar_opt.search.document import build_document
@@ -59,6 +58,8 @@ def search_scenario(task: dict[str, Any]) -> dict[str, Any]:
     capacity report compares scenarios, not plans within one) with its HTML
     plan report ``report_html`` (rendered here, in parallel, not by the caller).
     """
+    from autopar_opt.reports.render import render_html   # matplotlib: only when a scenario is solved
+
     start = time.perf_counter()
     spec = build_spec(task["data"], Path(task["path"]))
     so = spec.solver

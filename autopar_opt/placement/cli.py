@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -89,7 +90,9 @@ def _json_summary(doc: dict) -> dict:
     det = doc.get("details", {})
     out["details"] = {k: det[k] for k in ("units", "coarsening", "ideals", "ideal_pairs", "dp_time_s",
                                           "lp_bound", "dp_skipped", "path", "latency_bounds",
-                                          "serial_dp_value", "serial_dp") if k in det}
+                                          "serial_dp_value", "serial_dp", "milp_start",
+                                          "milp_status", "milp_bound", "milp_time_s",
+                                          "contiguous_optimum") if k in det}
     return out
 
 
@@ -128,9 +131,13 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
     from autopar_opt.placement.spec import load_placement
     from autopar_opt.spec.errors import SpecError, SpecProblem
     opt.raise_if_any([*opt.check_time_limit(time_limit_s),
+                      *(opt.check_budget(searcher.budget_s, math.inf) if searcher else []),
                       *(check_output_dir(out_dir, "--out", ("placement.json", "report.html"))
                         if out_dir else [])])           # before any work (issue 15)
     problem, options = load_placement(spec_path)
+    if expert:                          # read (and checked) before the search, not after it
+        from autopar_opt.placement.public_json import load_expert_split
+        load_expert_split(expert, problem)
     objective = objective or options.get("objective", "max-load")
     if objective not in ("max-load", "latency"):
         raise SpecError([SpecProblem("<command line>", "--objective", objective,
@@ -168,7 +175,11 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
         optimum = result.value if result.status == "optimal" else None
         doc["searcher"] = searcher.block(found, result.lower_bound, optimum)
     if out_dir:
-        _write_outputs(doc, Path(out_dir))
+        try:
+            _write_outputs(doc, Path(out_dir))
+        except OSError as exc:
+            typer.echo(f"error: cannot write to {out_dir} ({exc})", err=True)
+            return 2
     if json_output:
         summary = _json_summary(doc)
         if "searcher" in doc:

@@ -32,6 +32,9 @@ def _read(path: Path) -> Any:
     except FileNotFoundError:
         raise SpecError([SpecProblem(str(path), "", None, "file not found",
                                      "give the path of a placement JSON file")]) from None
+    except (OSError, UnicodeDecodeError) as exc:     # a directory, unreadable, not text
+        raise SpecError([SpecProblem(str(path), "", None, f"cannot be read ({exc})",
+                                     "give the path of a placement JSON file")]) from None
     except json.JSONDecodeError as exc:
         raise SpecError([SpecProblem(str(path), "", None, f"not valid JSON ({exc})",
                                      "fix the syntax")]) from None

@@ -31,7 +31,11 @@ def _parse(path: Path) -> Any:
     if not path.exists():
         raise SpecError([SpecProblem(str(path), "", None, "file not found",
                                      "give a placement spec or a public-format JSON file")])
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:     # a directory, unreadable, not text
+        raise SpecError([SpecProblem(str(path), "", None, f"cannot be read ({exc})",
+                                     "give a placement spec or a public-format JSON file")]) from None
     if path.suffix == ".json":             # JSON (the public format): no YAML parser to load
         try:
             return json.loads(text)

@@ -8,7 +8,8 @@ Every option is checked before any work (:mod:`autopar_opt.options`,
 :mod:`autopar_opt.outputs`); the time limit is a wall-clock budget for the
 whole command (:mod:`autopar_opt.budget`): the search gets what is left after
 reading the spec, minus a share for the baselines and a reserve for writing
-the outputs. Outputs are written atomically (temporary file + rename), with
+the outputs, priced for the largest plan the search space allows
+(:mod:`autopar_opt.reports.cost`). Outputs are written atomically (temporary file + rename), with
 the same umask-respecting permissions.
 """
 
@@ -33,10 +34,9 @@ if TYPE_CHECKING:   # rich is imported where something is printed (start-up, iss
 
 EXIT_CODES = {"optimal": 0, "feasible": 0, "infeasible": 3, "no_plan": 4}
 
-#: Seconds kept back from the search for building and writing plan.json and the
-#: report (the renderer is imported before the split), at most
-#: :data:`OUTPUT_SHARE` of what is left.
-OUTPUT_RESERVE_S, OUTPUT_SHARE = 0.75, 0.25
+#: The most of the time left after loading that the outputs' reserve may take
+#: (:func:`output_reserve_s`): the search always keeps the rest.
+OUTPUT_SHARE = 0.5
 #: Share of the time left after loading given to the baselines (they stop at their deadline).
 BASELINE_SHARE = 0.08
 
@@ -173,12 +173,12 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         found = searcher.run(spec, err)
         if found is None:
             return 2
-    _import_heavy_modules(bool(out_dir))
+    unit_s = _import_heavy_modules(bool(out_dir))
     so = spec.solver
     budget = Budget(time_limit_s if time_limit_s is not None else so.time_limit_s,
                     started_at if started_at is not None else _now())
     left = budget.remaining()
-    reserve = min(OUTPUT_RESERVE_S, OUTPUT_SHARE * max(left, 0.0))
+    reserve = output_reserve_s(spec, left, unit_s)
     options = SearchOptions(
         solver=(solver or so.name).strip().lower(), form=form or getattr(so, "form", "auto") or "auto",
         time_limit_s=max(left - reserve - BASELINE_SHARE * max(left, 0.0), 0.0),
@@ -212,7 +212,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
             cert = result.certificate
             optimum = cert.primal if doc["status"] == "optimal" else None
             doc["searcher"] = searcher.block(found, cert.lower_bound, optimum)
-        code = _emit(doc, out_dir, json_output, quiet, err, searcher)
+        code = _emit(doc, out_dir, json_output, quiet, err, searcher,
+                     timeline_fits(doc, budget.deadline - _now(), unit_s))
         if guard.interrupted:
             return exit_code(guard.signum)
         return code
@@ -242,17 +243,57 @@ def _baselines(spec, result, deadline: float):
                          spec.plan, deadline=deadline)
 
 
-def _import_heavy_modules(report: bool) -> None:
+def _import_heavy_modules(report: bool) -> float | None:
     """Import the report renderer (with ``--out``) before the time left is split
     between search, baselines and outputs: on a busy machine imports take
-    seconds, and paid here they are measured, not guessed. The formulations are
-    not imported here: only a search that builds a MIP needs them, and it
-    imports them inside its own clock (:func:`autopar_opt.search.inner._load_mip_modules`)."""
-    if report:
-        try:
-            import autopar_opt.reports.render  # noqa: F401
-        except ImportError:       # reported (and skipped) when the report is written
-            pass
+    seconds, and paid here they are measured, not guessed. Then compile the
+    report's template and time the probe chart (:func:`autopar_opt.reports.cost.probe_s`),
+    the unit the outputs' reserve is priced in; returns it (None without a
+    report). The formulations are not imported here: only a search that builds
+    a MIP needs them, and it imports them inside its own clock
+    (:func:`autopar_opt.search.inner._load_mip_modules`)."""
+    if not report:
+        return None
+    try:
+        from autopar_opt.reports import cost, render
+    except ImportError:       # reported (and skipped) when the report is written
+        return None
+    render.template()
+    return cost.probe_s()
+
+
+def output_reserve_s(spec, left: float, unit_s: float | None) -> float:
+    """Seconds kept back from the search for plan.json, the report and leaving
+    the interpreter: the outputs of the most expensive plan the search space
+    allows (:func:`autopar_opt.reports.cost.largest_report`), priced in the
+    probe's measured ``unit_s`` (the reference probe when no report is written),
+    at most :data:`OUTPUT_SHARE` of the ``left`` seconds."""
+    from autopar_opt.reports import cost
+    from autopar_opt.search.configs import outer_configs
+
+    layers = len(spec.graph.layers)
+    if unit_s is None:          # no report: the document's text, the summary, the exit
+        need = cost.FIXED_UNITS * cost.REFERENCE_PROBE_S
+    else:
+        configs = outer_configs(spec.graph, spec.cluster, spec.training, spec.space)
+        need = cost.seconds(cost.largest_report(configs, layers), unit_s)
+    return min(need, OUTPUT_SHARE * max(left, 0.0))
+
+
+def timeline_fits(doc: dict, left_s: float, unit_s: float | None) -> bool:
+    """Whether the report can still draw the plan's timeline in the ``left_s``
+    seconds left: the rest of the outputs are priced first (the reserve may have
+    been capped at :data:`OUTPUT_SHARE`, or the search overran). Always true
+    without a probe (no report, or no time limit to price it against)."""
+    if unit_s is None or not doc.get("plan") or not (doc.get("metrics") or {}).get("stages"):
+        return True
+    from autopar_opt.reports import cost
+
+    stages = len(doc["metrics"]["stages"])
+    cells = stages * int(doc["plan"]["microbatches"])
+    layers = doc["spec"]["model"]["num_layers"]
+    rest = cost.report_units(stages, 0, layers, len(doc["certificate"]["configurations"]))
+    return cost.seconds(rest + cost.timeline_units(stages, cells), unit_s) <= left_s
 
 
 def _now() -> float:
@@ -297,14 +338,14 @@ def _search(spec, options: SearchOptions, err: Console, show: bool, incumbent=No
 
 
 def _emit(doc: dict, out_dir: str | None, json_output: bool, quiet: bool, err: Console,
-          searcher=None) -> int:
+          searcher=None, draw_timeline: bool = True) -> int:
     """Write plan.json and the report (atomically), print the JSON or the summary."""
     text = json.dumps(doc, indent=2)
     if out_dir:
         out = Path(out_dir)
         try:
             write_atomic(out / "plan.json", text + "\n")
-            _write_report(doc, out / "report.html", err)
+            _write_report(doc, out / "report.html", err, draw_timeline)
         except OSError as exc:
             err.print(f"error: cannot write to {out} ({exc})", markup=False, highlight=False)
             return 2
@@ -321,10 +362,10 @@ def _emit(doc: dict, out_dir: str | None, json_output: bool, quiet: bool, err: C
     return EXIT_CODES.get(doc["status"], 0)
 
 
-def _write_report(doc: dict, path: Path, err: Console) -> None:
+def _write_report(doc: dict, path: Path, err: Console, draw_timeline: bool = True) -> None:
     try:
         from autopar_opt.reports.render import render_html
     except ImportError as exc:  # reports are optional only while they are being built
         err.print(f"warning: HTML report not written ({exc})")
         return
-    write_atomic(path, render_html(doc))
+    write_atomic(path, render_html(doc, draw_timeline))
