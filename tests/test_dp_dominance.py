@@ -16,6 +16,9 @@ The window pre-filter and the blockwise all-pairs test are exercised separately
 Oracle 2: the whole DP with the filter's window and block shrunk or widened equals
 the MILP (HiGHS on the direct matrix, cold) on memory-bound decoder chains long
 enough that label groups span several blocks.
+
+Oracle 3: the completion bounds, whose multiplier vectors are folded into one line per
+slope, equal the maximum over every vector computed from the module's formula.
 """
 
 from __future__ import annotations
@@ -139,3 +142,31 @@ def test_dp_equals_milp_with_the_filter_reshaped(blocks: int, pp: int, factor: f
         out = solve_chain(tables)
         assert out.exhaustive and fits(tables, out.assignment)
         assert out.value == pytest.approx(opt, rel=1e-9)
+
+
+@pytest.mark.parametrize("blocks,pp,factor", [(10, 2, 1.1), (9, 3, 1.3)])
+def test_completion_bound_by_slope_equals_the_multiplier_maximum(blocks: int, pp: int, factor: float) -> None:
+    """CompletionBounds folds the multiplier vectors that share ``λ_i`` into one line per
+    slope: its bounds equal ``max_λ (h_λ − λ_i·(C − mem) − C·Σ_{j>i} λ_j)`` over all vectors
+    (the module's formula, computed here directly) for every state and random memories."""
+    from autopar_opt.solvers.dp.completion import CompletionBounds
+    tables = _tight_chain(blocks, pp, factor)
+    dp = _ChainDP(tables, None)
+    cb = CompletionBounds(tables, dp.mem, dp.cap, dp.edge_of, dp.allowed)
+    lam = np.array(cb.lambdas)
+    assert min(len(s) for s, _ in cb._groups) < len(lam)   # some vectors do share a slope
+    rng = np.random.default_rng(blocks)
+    for u in range(tables.num_layers):
+        for i in range(pp):
+            k = rng.integers(0, len(tables.time[u]), 20)
+            mem = rng.uniform(0, dp.cap, 20)
+            pen = lam[:, i:i + 1] * (dp.cap - mem)[None, :] + dp.cap * lam[:, i + 1:].sum(axis=1)[:, None]
+            want = [np.maximum((h[u][i][:, k] - pen).max(axis=0), 0.0) for h in (cb.H, cb.Hp)]
+            got = cb.remaining(u, i, k, mem)
+            for g, w in zip(got, want):
+                assert np.allclose(g, w, rtol=1e-12, atol=1e-15)
+            if cb.Hw[u][i] is not None:
+                w = np.maximum((cb.Hw[u][i][:, k] - pen).max(axis=0), 0.0)
+                pc, gc = rng.uniform(0, 1, 20), rng.uniform(0, 1, 20)
+                assert np.allclose(cb.weighted(u, i, k, mem, pc, gc), (cb.c1 * pc + gc) / (pp - i) + w,
+                                   rtol=1e-12, atol=1e-15)
