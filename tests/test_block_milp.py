@@ -14,7 +14,8 @@
   fits and is no better than the optimum;
 - the product path: ``run_search --solver highs`` takes the block MILP and reaches the
   DP's optimum (and the per-layer matrix when ``blocks=False``);
-- detection refuses models that are not a chain of identical blocks.
+- detection refuses models that are not a chain of identical blocks;
+- a solve cut by its time limit reports only tables-priced plans and bounds below the optimum.
 """
 
 from __future__ import annotations
@@ -211,3 +212,17 @@ def test_search_with_highs_takes_the_block_milp() -> None:
                                              warm_start=False, blocks=False))
     assert all("block MILP" not in r.message for r in direct.certificate.configurations)
     assert direct.certificate.primal == pytest.approx(mip.certificate.primal, rel=1e-6)
+
+
+def test_a_cut_solve_reports_only_real_plans_and_valid_bounds() -> None:
+    """Time limits from nothing to a fraction of a second: whatever ``solve_blocks``
+    returns is a plan priced by the tables and a bound at most the optimum."""
+    graph, cluster, training, tables = _decoder(12, 4, 1.2, 2)
+    opt = _solve(build_direct(tables).matrix).primal
+    for limit in (0.0, 0.02, 0.2):
+        res, asg = solve_blocks(tables, HIGHS, time_limit_s=limit, rel_gap=0.0)
+        assert res.termination in (Termination.optimal, Termination.feasible,
+                                   Termination.time_limit_no_solution)
+        assert res.lower_bound <= opt * (1 + 1e-9)
+        if asg is not None:
+            assert fits(tables, asg) and res.primal == plan_time(tables, asg) >= opt * (1 - 1e-9)
