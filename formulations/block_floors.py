@@ -21,6 +21,7 @@ from autopar_opt.core.assignment import Assignment
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.formulations.chain_blocks import BlockChain, best_path
 from autopar_opt.hardware import GIB
+from autopar_opt.solvers.dp.common import MEM_EPS
 
 
 class StageFloor:
@@ -61,7 +62,11 @@ class StageFloor:
 
 def stage_floors(tables: CostTables, chain: BlockChain) -> list[StageFloor]:
     """The :class:`StageFloor` of every stage (room: capacity minus the least
-    prefix memory in stage 0 and the least suffix memory in the last stage)."""
+    prefix memory in stage 0 and the least suffix memory in the last stage).
+
+    The room carries the same allowance as every feasibility test
+    (``fits``, the DP: ``capacity + MEM_EPS`` GiB), so a stage that exactly
+    fills the device is not lost to the round-off of a sum of GiB values."""
     pp, n, b = tables.pp, tables.num_layers, chain.start
     out = []
     for i in range(pp):
@@ -70,8 +75,8 @@ def stage_floors(tables: CostTables, chain: BlockChain) -> list[StageFloor]:
             room -= float(_mem(tables, 0, i).min())
         if chain.suffix and i == pp - 1:
             room -= float(_mem(tables, n - 1, i).min())
-        out.append(StageFloor(np.asarray(tables.time[b], float), _mem(tables, b, i) / GIB, room / GIB,
-                              chain.count))
+        out.append(StageFloor(np.asarray(tables.time[b], float), _mem(tables, b, i) / GIB,
+                              room / GIB + MEM_EPS, chain.count))
     return out
 
 

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from autopar_opt.core.assignment import Assignment
+from autopar_opt.core.bounds import clamp_to_primal
 from autopar_opt.core.result import ProblemClass, SolveResult, Termination
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.formulations.base import FormulationError, price_assignment, start_assignment
@@ -79,6 +80,7 @@ def solve_blocks(tables: CostTables, backend, *, time_limit_s: float | None, rel
                            solver=backend.name, solver_version=backend.version(),
                            message="block MILP: time limit reached before the model was solved",
                            timings=timings), best
+    proven = False
     while True:
         rounds += 1
         form = build_blocks(tables, exact_upto=exact, floors=floors, ub=best_t)
@@ -92,7 +94,9 @@ def solve_blocks(tables: CostTables, backend, *, time_limit_s: float | None, rel
         if res.termination is Termination.infeasible:
             if best is None:   # the relaxation, unrestricted, has no plan: none has
                 return res.with_(wall_time_s=time.perf_counter() - t0), None
-            break              # (round-off: the incumbent always fits the restricted model)
+            # the incumbent fits the restricted model, so this is round-off or a
+            # solver failure: keep the plan and the bounds proven so far, claim nothing
+            break
         bound = max(bound, res.lower_bound)
         asg = form.invert(res)
         got = plan_time(tables, asg) if asg is not None else float("inf")
@@ -107,7 +111,7 @@ def solve_blocks(tables: CostTables, backend, *, time_limit_s: float | None, rel
         if proven or _closed(best_t, bound, rel_gap) or exact >= layouts or out_of_time:
             break
         exact += 1
-    bound = min(bound, best_t)
+    bound = clamp_to_primal(bound, None if best is None else best_t, "the block MILP")
     if best is None:
         term = res.termination
     else:

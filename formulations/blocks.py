@@ -71,6 +71,7 @@ from autopar_opt.formulations.block_floors import StageFloor, stage_floors
 from autopar_opt.formulations.chain_blocks import (BlockChain, Pattern, best_path, block_chain,
                                                    collapse, layout_patterns)
 from autopar_opt.hardware import GIB
+from autopar_opt.solvers.dp.common import MEM_EPS
 from autopar_opt.plan import Plan
 from autopar_opt.strategies import layout_ids
 
@@ -322,7 +323,7 @@ class _Builder:
 
     def build(self) -> BlockFormulation:
         m, t, ch, pp, N = self.m, self.t, self.ch, self.pp, self.ch.count
-        cap = float(t.capacity_bytes) / GIB
+        cap = float(t.capacity_bytes) / GIB + MEM_EPS   # the allowance of `fits` and the DP
         p = [m.col(f"p[{i}]") for i in range(pp)]
         o = [m.col(f"o[{b}]") for b in range(pp - 1)]
         g = [m.col(f"g[{i}]") for i in range(pp)]

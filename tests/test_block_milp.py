@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -226,3 +227,45 @@ def test_a_cut_solve_reports_only_real_plans_and_valid_bounds() -> None:
         assert res.lower_bound <= opt * (1 + 1e-9)
         if asg is not None:
             assert fits(tables, asg) and res.primal == plan_time(tables, asg) >= opt * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("blocks,pp,factor", [(3, 1, 1.2), (3, 2, 1.05), (3, 2, 1.3), (4, 3, 1.1)])
+@pytest.mark.parametrize("start", [False, True])
+def test_a_plan_that_exactly_fills_the_device_keeps_its_optimum(blocks: int, pp: int, factor: float,
+                                                                 start: bool) -> None:
+    """Capacity set to (and 0.5 byte under) the optimal plan's largest stage memory:
+    the plan still fits (``fits`` allows MEM_EPS), so the block MILP must return the
+    direct MILP's optimum with a bound no higher. Before the floors and the memory
+    rows carried that allowance, a stage summing to ``0.1+0.1+0.1 > 0.3`` GiB lost
+    its size: "optimal" 1-2% slow with a bound above the true optimum, or
+    "infeasible", or (with the plan as start) an UnboundLocalError (review, session 6)."""
+    from autopar_opt.solvers.dp.common import stage_terms
+
+    tables = _decoder(blocks, pp, factor)[3]
+    _, opt = solve_blocks(tables, HIGHS, time_limit_s=60, rel_gap=1e-9)
+    for delta in (0.0, -0.5):
+        tight = dataclasses.replace(tables, capacity_bytes=float(max(stage_terms(tables, opt)[3])) + delta)
+        assert fits(tight, opt)
+        want = _solve(build_direct(tight).matrix)
+        assert want.termination is Termination.optimal
+        res, asg = solve_blocks(tight, HIGHS, time_limit_s=60, rel_gap=1e-9, start=opt if start else None)
+        # a real plan (priced from the tables), as good as the direct MILP's to its tolerance
+        assert res.primal == plan_time(tight, asg) == pytest.approx(want.primal, rel=1e-8)
+        # the bound: valid, and closed to HiGHS's tolerances (optimal, or within 1e-8)
+        assert res.primal * (1 - 1e-8) <= res.lower_bound <= min(res.primal, want.primal) * (1 + 1e-8)
+        assert fits(tight, asg)
+
+
+def test_a_bound_above_a_plan_is_refused_not_clamped() -> None:
+    """Round-off (within BOUND_SLACK) is clamped to the plan's value; a larger
+    excess is a wrong bound and raises instead of certifying a zero gap."""
+    from autopar_opt.core.bounds import BOUND_SLACK, Bounds, UnsoundBoundError, clamp_to_primal
+
+    assert clamp_to_primal(1.0 + 1e-12, 1.0) == 1.0
+    assert clamp_to_primal(0.9, 1.0) == 0.9
+    assert clamp_to_primal(5.0, None) == 5.0
+    with pytest.raises(UnsoundBoundError, match="not valid"):
+        clamp_to_primal(1.0 + 10 * BOUND_SLACK, 1.0)
+    with pytest.raises(UnsoundBoundError):
+        Bounds(1.0, -math.inf, False, "a").merge(Bounds(None, 1.02, True, "b"))
+    assert Bounds(1.0, -math.inf, False, "a").merge(Bounds(None, 1.0 + 1e-13, True, "b")).lower == 1.0

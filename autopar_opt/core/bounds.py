@@ -25,6 +25,32 @@ from autopar_opt.core.result import SolveResult, Termination, relative_gap
 #: Relative round-off allowance of every gap test and incumbent comparison.
 ROUND_OFF = 1e-12
 
+#: Relative excess of a proven bound over a plan's value that is still read as
+#: round-off of the same number (a MIP's bound against ``evaluate``'s re-pricing
+#: of its plan differ by up to the solver's feasibility tolerances, 1e-7 to 1e-6
+#: in HiGHS, Gurobi and SCIP); a larger excess is a wrong bound, never clamped.
+BOUND_SLACK = 1e-6
+
+
+class UnsoundBoundError(RuntimeError):
+    """A "proven" lower bound above a feasible plan's value by more than round-off."""
+
+
+def clamp_to_primal(lower: float, primal: float | None, source: str = "") -> float:
+    """``lower``, or ``primal`` when the bound exceeds it by round-off only.
+
+    Every proven bound is at most the optimum, which is at most any plan's
+    value, so an excess within :data:`BOUND_SLACK` is the same number computed
+    along two paths; a larger one means the bound is wrong, and certifying it
+    (as a clamp would, silently) is worse than stopping: it raises.
+    """
+    if primal is None or lower <= primal:
+        return lower
+    if lower - primal <= BOUND_SLACK * max(1.0, abs(primal)):
+        return primal
+    raise UnsoundBoundError(f"lower bound {lower!r}{' from ' + source if source else ''} exceeds "
+                            f"the value {primal!r} of a feasible plan: the bound is not valid")
+
 
 class _Text(str, Enum):
     """A string enum that prints as its value (in f-strings and tables too)."""
@@ -124,15 +150,12 @@ class Bounds:
         (kept with its source; ties keep ``self``'s). A bound never exceeds the plan."""
         primal = other.primal if strictly_better(other.primal, self.primal) else self.primal
         prover = other if other.lower > self.lower else self
-        lower = prover.lower
-        if primal is not None:
-            lower = min(lower, primal)
+        lower = clamp_to_primal(prover.lower, primal, prover.source or "")
         return Bounds(primal, lower, prover.exhaustive, prover.source)
 
     def with_primal(self, primal: float | None) -> "Bounds":
         """The same proof for a re-priced plan value (``evaluate``'s)."""
-        lower = self.lower if primal is None else min(self.lower, primal)
-        return replace(self, primal=primal, lower=lower)
+        return replace(self, primal=primal, lower=clamp_to_primal(self.lower, primal, self.source or ""))
 
     def status(self, rel_gap: float, solver: Termination | None = None) -> Status:
         """The configuration status these bounds justify.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from autopar_opt.core.bounds import Bounds, Status
+from autopar_opt.core.bounds import Bounds, Status, clamp_to_primal
 from autopar_opt.core.result import relative_gap
 from autopar_opt.search.configs import OuterConfig
 
@@ -81,14 +81,12 @@ class Certificate:
     def lower_bound(self) -> float:
         """The smallest configuration bound, never above the best plan: every
         proven bound is at most the optimum, which is at most any plan's value,
-        so a bound above the primal can only be floating-point round-off of the
-        same number computed along another path (as :meth:`Bounds.merge` does
-        for one configuration)."""
+        so a bound above the primal by round-off is the same number computed
+        along another path; by more, it raises (:func:`clamp_to_primal`)."""
         if not self.configurations:
             return -math.inf
         lb = min(r.lower_bound for r in self.configurations)
-        primal = self.primal
-        return lb if primal is None else min(lb, primal)
+        return clamp_to_primal(lb, self.primal, "the certificate")
 
     @property
     def gap(self) -> float:
