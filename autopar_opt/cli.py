@@ -138,7 +138,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
              "iteration time, critical path (s):"]
     labels = {"compute_s": "compute", "tp_comm_s": "exposed TP comm", "cp_comm_s": "exposed CP comm",
               "zero_comm_s": "exposed ZeRO-3 comm", "ep_comm_s": "MoE all-to-all",
-              "reshard_s": "resharding",
+              "offload_comm_s": "exposed CPU offload copies", "reshard_s": "resharding",
               "dp_comm_s": "exposed DP grad reduction", "optimizer_s": "optimizer step",
               "fixed_s": "fixed per iteration", "pipeline_bubble_s": "pipeline bubble + sends"}
     for key, label in labels.items():

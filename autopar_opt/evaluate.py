@@ -28,7 +28,8 @@ class StageMetrics:
 
     Time breakdown (per micro-batch): ``compute_s`` plus the exposed
     communication ``tp_s``, ``cp_s``, ``zero_s`` (ZeRO-3 gathers), ``ep_s``
-    (MoE all-to-all) and ``reshard_s`` (= ``comm_s`` together); once per iteration ``dp_s``
+    (MoE all-to-all), ``offload_s`` (CPU activation offload copies) and
+    ``reshard_s`` (= ``comm_s`` together); once per iteration ``dp_s``
     (exposed gradient reduction) and ``optimizer_s`` (= ``sync_s``).
     Memory breakdown (GiB per device): ``weights_gib``, ``grads_gib``,
     ``optimizer_gib`` (= ``weight_gib``), ``activation_gib`` (in-flight
@@ -53,6 +54,7 @@ class StageMetrics:
     cp_s: float = 0.0
     zero_s: float = 0.0
     ep_s: float = 0.0
+    offload_s: float = 0.0
     reshard_s: float = 0.0
     dp_s: float = 0.0
     optimizer_s: float = 0.0
@@ -139,7 +141,7 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training
     layers = {layer.name: layer for layer in graph.layers}
     stage_of, strat = plan.stage_of(), plan.strategy_of()
     pp, c = plan.pp, plan.microbatches
-    keys = ("p", "comp", "comm", "g", "w", "a", "logits", "tp", "cp", "zero", "ep", "reshard",
+    keys = ("p", "comp", "comm", "g", "w", "a", "logits", "tp", "cp", "zero", "ep", "off", "reshard",
             "dp", "opt", "wt", "gr", "os")
     acc = {k: [0.0] * pp for k in keys}
     flops = hw_flops = 0.0
@@ -157,7 +159,7 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training
         for key, val in (("p", cost.time_s), ("comp", cost.compute_s), ("comm", cost.comm_s),
                          ("g", cost.sync_s), ("w", cost.weight_bytes), ("tp", cost.tp_exposed_s),
                          ("cp", cost.cp_exposed_s), ("zero", cost.zero_exposed_s),
-                         ("ep", cost.ep_exposed_s),
+                         ("ep", cost.ep_exposed_s), ("off", cost.offload_exposed_s),
                          ("dp", cost.dp_exposed_s), ("opt", cost.optimizer_s)):
             acc[key][i] += n * val
         acc["logits" if layer.kind is LayerKind.lm_head else "a"][i] += n * cost.act_bytes
@@ -221,7 +223,8 @@ def iteration_breakdown(stages: list[StageMetrics], microbatches: int, total_s: 
     g = max(stages, key=lambda st: st.sync_s)
     c = microbatches
     out = {"compute_s": c * b.compute_s, "tp_comm_s": c * b.tp_s, "cp_comm_s": c * b.cp_s,
-           "zero_comm_s": c * b.zero_s, "ep_comm_s": c * b.ep_s, "reshard_s": c * b.reshard_s,
+           "zero_comm_s": c * b.zero_s, "ep_comm_s": c * b.ep_s,
+           "offload_comm_s": c * b.offload_s, "reshard_s": c * b.reshard_s,
            "dp_comm_s": g.dp_s, "optimizer_s": g.optimizer_s, "fixed_s": fixed_s}
     out["pipeline_bubble_s"] = total_s - sum(out.values())
     return out
@@ -252,6 +255,7 @@ def _stage_metrics(i: int, plan: Plan, acc: dict, o: list[float], ctx: StageCont
         o[i] if i < len(o) else 0.0, acc["g"][i], acc["w"][i] / GIB, act,
         modelled + reserve, cap, inflight,
         tp_s=acc["tp"][i], cp_s=acc["cp"][i], zero_s=acc["zero"][i], ep_s=acc["ep"][i],
+        offload_s=acc["off"][i],
         reshard_s=acc["reshard"][i], dp_s=acc["dp"][i], optimizer_s=acc["opt"][i],
         weights_gib=acc["wt"][i] / GIB, grads_gib=acc["gr"][i] / GIB,
         optimizer_gib=acc["os"][i] / GIB, logits_gib=logits, reserve_gib=reserve)

@@ -113,6 +113,27 @@ DEFAULT_INTER_NODE: dict[str, LinkTier] = {
     "GB200": LinkTier("ib-ndr", 50.0, 10.0),         # ConnectX-7 400 Gb/s per GPU (NVL72 compute tray)
 }
 
+#: Host link per device: per-GPU unidirectional GPU<->CPU bandwidth, GB/s,
+#: what activation offload to host memory moves over (datasheet rates):
+#: PCIe Gen3 x16 16 GB/s (V100 SXM2 in DGX-1/DGX-2), PCIe Gen4 x16 32 GB/s
+#: (A100 datasheet: "PCIe Gen4 64 GB/s" bidirectional), PCIe Gen5 x16 64 GB/s
+#: (H100/H200 SXM and HGX/DGX B200 datasheets: "PCIe Gen5 128 GB/s"
+#: bidirectional) and NVLink-C2C 450 GB/s per direction on GB200 (GB200
+#: NVL72 datasheet: "NVLink-C2C 900 GB/s" bidirectional Grace-Blackwell link).
+HOST_LINK_GB_PER_S: dict[str, float] = {
+    "V100-32GB": 16.0, "A100-40GB": 32.0, "A100-80GB": 32.0, "H100-SXM-80GB": 64.0,
+    "H800-SXM-80GB": 64.0, "H200-141GB": 64.0, "B200": 64.0, "GB200": 450.0,
+}
+#: Host link of a device not in :data:`HOST_LINK_GB_PER_S` (a spec's own
+#: device): PCIe Gen4 x16, the slowest link of the catalog's current parts.
+DEFAULT_HOST_LINK_GB_PER_S = 32.0
+
+
+def host_link_gb_per_s(device: DeviceType) -> float:
+    """GPU<->host bandwidth of ``device`` per direction (:data:`HOST_LINK_GB_PER_S`)."""
+    return HOST_LINK_GB_PER_S.get(device.name, DEFAULT_HOST_LINK_GB_PER_S)
+
+
 #: NVLink-domain size ("node" of the two-tier model) per device: 8-GPU
 #: baseboards, except GB200 NVL72 (72 GPUs in one NVLink domain; jobs use
 #: whole 4-GPU compute trays of it).

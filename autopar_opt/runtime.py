@@ -45,6 +45,14 @@ fp32_grad_buffer
     accumulates in fp32: 4 bytes of gradient per parameter (Megatron-LM
     ``docs/source/distrib_optimizer.md``: 18 bytes/parameter without the
     distributed optimizer). Applies to bf16/FP8 runs.
+fp32_grad_reduce
+    ZeRO-3/FSDP reduce-scatters gradients in fp32 although parameters are
+    gathered in 16 bits: PyTorch FSDP ``MixedPrecision(param_dtype=bf16,
+    reduce_dtype=float32)``, which Composer/llm-foundry's ``mixed_precision:
+    DEFAULT`` selects (``get_mixed_precision``: DEFAULT -> reduce_dtype
+    ``torch.float32``; PURE -> the 16-bit dtype). Moves 4 bytes per parameter
+    in the reduce-scatter instead of 2; memory is unchanged (FSDP keeps the
+    sharded fp32 parameter and its gradient either way).
 fused_optimizer
     Multi-tensor fused Adam (Apex/PyTorch ``fused=True``): the step streams
     the state once (HBM-bound); unfused, each element-wise op re-reads it.
@@ -100,6 +108,7 @@ class Runtime:
     fsdp_prefetch: bool = True
     distributed_optimizer: bool = True
     fp32_grad_buffer: bool = True
+    fp32_grad_reduce: bool = False
     fused_optimizer: bool = True
     lp_grad_copy: bool = False
     fused_swiglu: bool = False

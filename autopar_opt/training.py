@@ -50,6 +50,13 @@ class Training:
         fragmentation, :class:`~autopar_opt.cost.params.CostParams`).
     runtime : the software stack (:mod:`autopar_opt.runtime`): which
         communications overlap, fused attention, sharded optimizer.
+    activation_offload : fraction (0 <= f < 1) of the activations each
+        transformer layer keeps for backward that live in host memory between
+        its forward and backward pass (CPU activation offload: Transformer
+        Engine ``get_cpu_offload_context``, Megatron-Core
+        ``--cpu-offloading-num-layers N``: the activations of N of the L
+        layers a pipeline rank holds, ``f = N / L`` for a stack of equal
+        layers). Priced in :func:`autopar_opt.cost.layer_cost.offload_time`.
     """
 
     global_batch_size: int
@@ -58,6 +65,7 @@ class Training:
     optimizer: str = "adam_mixed"
     memory_reserve_gib: float = 0.0
     runtime: Runtime = RUNTIMES["megatron-core"]
+    activation_offload: float = 0.0
 
     @property
     def tokens_per_sample(self) -> int:

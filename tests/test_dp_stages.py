@@ -108,6 +108,59 @@ def test_tail_time_equals_the_enumerated_knapsack(seed: int) -> None:
     assert checked >= n
 
 
+def _tail_ok_by_ends(sr: StageRanges, i, u, pc, mem, bott, end, psi_next, slack):
+    """The partition test of :meth:`StageRanges.tail_ok` written end by end from
+    :meth:`StageRanges.tail_time` (the form it had before the run's ends were batched)."""
+    budget = sr.cap - mem
+    ok = np.zeros(len(pc), dtype=bool)
+    need = np.full(len(pc), np.inf)
+    for e in range(u + 1, (int(end.max()) if len(end) else u) + 1):
+        if not np.isfinite(psi_next[e]):
+            continue
+        tt = sr.tail_time(i, u + 1, e, budget)
+        if tt is None:
+            ok |= end >= e
+            continue
+        fine = (end >= e) & (pc + tt <= bott * (1 + 1e-9) + 1e-15)
+        need = np.where(fine, np.minimum(need, tt + psi_next[e]), need)
+    return ok | (np.isfinite(need) if slack is None else need <= slack * (1 + 1e-9) + 1e-15)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_batched_tail_test_equals_the_end_by_end_test(seed: int) -> None:
+    """``tail_ok`` (ends inside the run in one rank search, :meth:`StageRanges.run_times`)
+    gives the same answer as the end-by-end test on random labels, bottlenecks, reaches and
+    slacks, with some ``Ψ`` entries infinite; ``run_times`` equals ``tail_time`` entry by entry."""
+    time, mem, cap = _random_runs(seed)
+    n = len(time)
+    sr = StageRanges(time, mem, cap, [np.arange(3)] * n)
+    rng = np.random.default_rng(seed)
+    both = 0
+    for i in range(2):
+        for u in range(n):
+            s = u + 1
+            if s < n:
+                ells = np.arange(0, int(sr.run[s]) + 1)
+                budget = rng.uniform(0, cap, 9)
+                got = sr.run_times(i, s, ells, budget)
+                for row, ell in enumerate(ells):
+                    want = sr.tail_time(i, s, s + int(ell), budget)
+                    assert np.array_equal(got[row], want), (i, u, ell)
+            for _ in range(3):
+                k = 12
+                pc, m = rng.uniform(0, 6, k), rng.uniform(0, cap, k)
+                end = rng.integers(u, n + 1, k)
+                psi = rng.uniform(0, 8, n + 1)
+                psi[rng.random(n + 1) < 0.3] = np.inf
+                bott = float(rng.uniform(2, 12))
+                slack = rng.uniform(0, 14, k) if rng.random() < 0.7 else None
+                got = sr.tail_ok(i, u, pc, m, bott, end, psi, slack)
+                want = _tail_ok_by_ends(sr, i, u, pc, m, bott, end, psi, slack)
+                assert np.array_equal(got, want), (i, u)
+                both += int(got.sum()) * int((~got).sum())
+    assert both > 0   # both answers occur: the test discriminates
+
+
 def _decoder_case(blocks: int, pp: int, factor: float):
     """Tiny decoder chain (identical blocks) on 2 GPUs per stage, capacity ``factor`` × the
     least memory any plan needs; the brute-force optimum."""

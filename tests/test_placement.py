@@ -62,6 +62,27 @@ def test_milp_reproduces_published_optimum(name: str) -> None:
     assert info["milp_primal"] == pytest.approx(value, rel=1e-7)   # evaluate = objective
 
 
+#: Transfer-dominated instances: the work LP proves 43-44% of the optimum; the MILP's
+#: communication-aware floor (``cut_bounds.conflict_bound``) proves the rest.
+MILP_TRANSFER_BOUND = ["OperatorGraphs_resnet50_inference", "OperatorGraphs_resnet50_training"]
+
+
+@pytest.mark.parametrize("name", MILP_TRANSFER_BOUND)
+def test_milp_proves_transfer_dominated_optimum(name: str) -> None:
+    p = load_public(DATA / "throughput" / f"{name}.json")
+    res = solve_placement(p, solver="highs", time_limit_s=60.0)
+    known = KNOWN_OPTIMA[name]
+    assert res.method == "milp:highs" and res.details["milp_status"] == "optimal"
+    # the start is the DP's placement (primal side only); the bound is the MILP's own
+    assert res.details["milp_start"] == "contiguous DP"
+    assert res.details["milp_bound"] == pytest.approx(known, rel=1e-4)
+    assert res.details["milp_bound"] <= res.value * (1 + 1e-9)
+    assert res.details["lp_bound"] < 0.5 * known          # the work LP alone is far below
+    assert res.value == pytest.approx(known, rel=1e-4) and res.gap <= 1e-6
+    m = evaluate_placement(p, res.assignment, contiguous=True)
+    assert m.feasible and m.max_load == pytest.approx(res.value, rel=1e-9)
+
+
 def test_expert_split_is_worse_than_optimum() -> None:
     p = load_public(DATA / "throughput" / "LayerGraphs_resnet50_inference.json")
     m = evaluate_placement(p, load_expert_split(DATA / "experts" / "resnet50_inference.json", p),

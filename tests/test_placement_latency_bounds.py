@@ -85,3 +85,42 @@ def test_latency_mip_start_is_feasible_and_priced_by_evaluate(seed: int) -> None
     assert np.all(ax >= form.row_lo - tol) and np.all(ax <= form.row_hi + tol)
     assert np.all(sol >= form.col_lo - tol) and np.all(sol <= form.col_hi + tol)
     assert float(form.c @ sol) == pytest.approx(latency, rel=1e-12)
+
+
+def _transfers_by_definition(p: PlacementProblem, path: list[int]) -> np.ndarray:
+    """``T[a, b]`` straight from its definition (``path_transfers``' docstring), O(m³)."""
+    m = len(path)
+    pos = {v: i for i, v in enumerate(path)}
+    cons = {i: {pos[v] for u, v in p.edges.tolist() if u == path[i] and v in pos and pos[v] > i}
+            for i in range(m)}
+    t = np.zeros((m + 1, m + 1))
+    for a in range(m + 1):
+        for b in range(a + 1, m + 1):
+            t[a, b] = sum(p.comm[path[j]] for j in range(a) if any(a <= c < b for c in cons[j]))
+            t[a, b] += sum(p.comm[path[j]] for j in range(a, b) if any(c >= b for c in cons[j]))
+    return t
+
+
+def _heavy_tight(seed: int) -> PlacementProblem:
+    """A seeded DAG with transfers that dominate and memory that binds."""
+    p = random_problem(900 + seed, n=5, hetero=seed % 3 == 0, cpu=seed % 4 != 3)
+    types = [DeviceType(t.name, t.count, float(p.size_bytes.sum()) * 0.45 if t.pays_comm
+                        else t.memory_bytes, t.pays_comm) for t in p.device_types]
+    return PlacementProblem(p.name, p.node_names, p.node_ids, p.edges, p.time, p.size_bytes,
+                            p.comm * (1 + 4 * (seed % 2)), p.color, p.is_backward, types)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_path_transfers_and_side_charges_never_exceed_brute_force(seed: int) -> None:
+    from autopar_opt.placement.latency_bounds import memory_prices, path_transfers
+
+    p = _heavy_tight(seed)
+    best = brute_force(p, "latency", True)
+    tmin = np.minimum(p.time["acc"], p.time.get("cpu", np.full(p.num_nodes, np.inf)))
+    for w in (p.time["acc"], p.size_bytes, p.comm, np.where(np.isfinite(tmin), tmin, 0.0)):
+        path = longest_path(p, w)
+        got = path_transfers(p, np.asarray(path))
+        want = _transfers_by_definition(p, path)
+        assert np.triu(got, 1) == pytest.approx(np.triu(want, 1))
+        for lam in memory_prices(p, path):
+            assert path_bound(p, path, lam) <= best * (1 + 1e-9), (path, lam)

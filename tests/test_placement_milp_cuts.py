@@ -44,7 +44,7 @@ def test_optimum_satisfies_every_row(seed: int, training: bool, hetero: bool,
     if assign is None:
         pytest.skip("infeasible seeded instance: no optimum to keep")
     cond = condense(p, fuse_cycles=contiguous)
-    assert load_floor(cond) <= best * (1 + 1e-9)
+    assert load_floor(cond, contiguous=contiguous) <= best * (1 + 1e-9)
     milp = build_maxload_milp(cond, contiguous=contiguous)
     sol = start_vector(milp, cond, assign[np.array([m[0] for m in cond.members])])
     sol[milp.load] = best

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from autopar_opt.calibration.measured import Dims, measured_samples_per_s
 from autopar_opt.calibration.records import (
-    DEFAULT_GPUS_PER_NODE, ModeledRun, Unmodelable, family_of, integer, map_device,
+    DEFAULT_GPUS_PER_NODE, ModeledRun, Unmodelable, family_of, fsdp_reduce_dtype, integer,
+    map_device,
     map_precision, map_recompute, map_zero, number, runtime_of, section, text)
 from autopar_opt.pipeline import pipeline_rule_broken
 from autopar_opt.hardware import DEFAULT_INTER_NODE, NVLINK_DOMAIN, LinkTier, make_cluster
@@ -155,6 +156,21 @@ def _batches(tr: dict, par: dict, notes: list[str]) -> tuple[int, int, int]:
     return gbs, mbs, c
 
 
+def _offload(tr: dict, layers: int, pp: int, notes: list[str]) -> float:
+    """``training.cpu_offloading_num_layers`` N (Megatron-Core: layers of each
+    pipeline rank whose activations go to host memory) as the offloaded
+    fraction ``N / (layers / pp)`` of :attr:`Training.activation_offload`."""
+    n = integer(tr, "cpu_offloading_num_layers", "training")
+    if not n:
+        return 0.0
+    per_rank = layers / pp
+    if n >= per_rank:
+        raise Unmodelable(f"training.cpu_offloading_num_layers = {n} is not below the "
+                          f"{per_rank:g} layers of a pipeline rank (Megatron-Core requires it)")
+    notes.append(f"CPU activation offload: {n} of {per_rank:g} layers per pipeline rank")
+    return n / per_rank
+
+
 def build_run(rec: dict) -> ModeledRun:
     """Everything needed to price ``rec``; raises :class:`Unmodelable` with the reason."""
     notes: list[str] = []
@@ -171,12 +187,14 @@ def build_run(rec: dict) -> ModeledRun:
     if broken:
         raise Unmodelable(f"the published plan breaks a pipeline rule: {broken}")
     dtype = map_precision(text(tr, "precision"), device, notes)
+    runtime = fsdp_reduce_dtype(runtime, text(tr, "precision"), notes)
     counting = str(rec.get("flops_counting") or "")
     recompute = map_recompute(text(tr, "recompute"), counting, notes)
     if recompute is Recompute.selective and graph.layers[1].act_attn_bytes == 0:
         recompute = Recompute.none     # FlashAttention keeps no attention core to drop
     gbs, mbs, c = _batches(tr, par, notes)
-    training = Training(c * mbs * par["dp"], dims.seq, dtype, runtime=runtime)
+    training = Training(c * mbs * par["dp"], dims.seq, dtype, runtime=runtime,
+                        activation_offload=_offload(tr, dims.layers, par["pp"], notes))
     strategy = Strategy(par["dp"], par["tp"], par["cp"], par["sp"], par["zero"] if par["dp"] > 1 else 0,
                         recompute)
     meas = section(rec, "measured")

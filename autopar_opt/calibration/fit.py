@@ -221,7 +221,7 @@ def reserve_and_fragmentation(measured: list[tuple[float, float]],
     GiB, capacity GiB): published plans that ran, whose memory is censored at
     the capacity (they did not run out of memory). A ran plan that would not
     fit even at the lowest reserve and no fragmentation cannot constrain the
-    fit (the model misses something for it: e.g. CPU activation offload) and
+    fit (the model misses something for it) and
     is left out. SLSQP on two variables."""
     from scipy.optimize import minimize
 

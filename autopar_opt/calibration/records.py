@@ -14,7 +14,7 @@ error (:class:`RunFileError`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -174,7 +174,7 @@ def runtime_of(framework: str, notes: list[str]) -> Runtime:
                      + " (flags named in the framework text; off by default in r0.8)")
         return runtime_named("megatron-core", **flags)
     if "llm-foundry" in fw or "composer" in fw:
-        return runtime_named("pytorch-fsdp")
+        return runtime_named("pytorch-fsdp")     # precision text: fsdp_reduce_dtype()
     if "deepspeed" in fw:
         return runtime_named("deepspeed")
     if "megatron" in fw:
@@ -185,6 +185,18 @@ def runtime_of(framework: str, notes: list[str]) -> Runtime:
         return runtime_named("megatron-lm")
     notes.append(f"framework {framework or 'not stated'!r}: runtime taken as pytorch-ddp")
     return runtime_named("pytorch-ddp")
+
+
+def fsdp_reduce_dtype(runtime: Runtime, precision: str, notes: list[str]) -> Runtime:
+    """Composer's FSDP ``mixed_precision`` named in the precision text: DEFAULT
+    reduce-scatters in fp32, PURE in 16 bits (``get_mixed_precision``; runtime
+    capability ``fp32_grad_reduce``)."""
+    flat = precision.replace(" ", "").lower()
+    if "mixed_precision=default" in flat:
+        notes.append("FSDP mixed_precision=DEFAULT: gradients reduce-scattered in fp32 "
+                     "(Composer get_mixed_precision: reduce_dtype float32)")
+        return replace(runtime, fp32_grad_reduce=True)
+    return runtime
 
 
 def map_device(gpu_type: str, memory_gb: float | None, notes: list[str]) -> str:

@@ -91,7 +91,7 @@ class StageMetricsDoc(_Doc):
     layers: list[str] = _f("Layer names of the stage.", default_factory=list)
     time_s: float = _f("Stage time per micro-batch, s.")
     compute_s: float = _f("Compute part of time_s, s.", default=0.0)
-    comm_s: float = _f("Exposed communication part of time_s (tp + cp + zero + ep + reshard), s.",
+    comm_s: float = _f("Exposed communication part of time_s (tp + cp + zero + ep + offload + reshard), s.",
                        default=0.0)
     transfer_s: float = _f("Transfer to the next stage per micro-batch, s.")
     sync_s: float = _f("Once-per-iteration time (dp_s + optimizer_s), s.")
@@ -99,6 +99,7 @@ class StageMetricsDoc(_Doc):
     cp_s: float = _f("Exposed context-parallel communication, s.", default=0.0)
     zero_s: float = _f("Exposed ZeRO-3 parameter gathers, s.", default=0.0)
     ep_s: float = _f("Exposed MoE all-to-all, s.", default=0.0)
+    offload_s: float = _f("Exposed CPU activation offload copies, s.", default=0.0)
     reshard_s: float = _f("Resharding between layers of the stage, s.", default=0.0)
     dp_s: float = _f("Exposed gradient reduction per iteration, s.", default=0.0)
     optimizer_s: float = _f("Optimizer step per iteration, s.", default=0.0)

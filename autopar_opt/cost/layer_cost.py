@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopar_opt.cost import moe
+from autopar_opt.cost import moe, offload
 from autopar_opt.cost.comm import allgather_time, allreduce_time
 from autopar_opt.cost.params import CostParams
 from autopar_opt.graph import Layer, LayerKind
@@ -155,10 +155,13 @@ class LayerCost:
     sync_s : once-per-iteration time: exposed gradient reduction plus the
         optimizer step (``dp_exposed_s + optimizer_s``).
     weight_bytes : weights + gradients + optimizer state after sharding.
-    act_bytes : activations kept for backward, per in-flight micro-batch.
+    act_bytes : activations kept for backward on the device, per in-flight
+        micro-batch (the part CPU activation offload moves to the host excluded).
     flops, hw_flops : model / executed FLOPs of one micro-batch on this device.
-    tp_exposed_s, cp_exposed_s, zero_exposed_s, ep_exposed_s, dp_exposed_s, optimizer_s :
-        the breakdown reports show.
+    tp_exposed_s, cp_exposed_s, zero_exposed_s, ep_exposed_s, dp_exposed_s, optimizer_s,
+    offload_exposed_s : the breakdown reports show (the last: CPU activation
+        offload transfers not hidden behind compute,
+        :func:`autopar_opt.cost.offload.transfer_time`).
     """
 
     time_s: float
@@ -175,6 +178,7 @@ class LayerCost:
     ep_exposed_s: float = 0.0
     dp_exposed_s: float = 0.0
     optimizer_s: float = 0.0
+    offload_exposed_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -352,23 +356,31 @@ def _zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
                 ) -> tuple[float, float]:
     """ZeRO-3/FSDP per micro-batch: all-gather parameters for forward and for
     backward, reduce-scatter gradients (Rajbhandari et al. 2020, Sec. 7.2.2:
-    3x the parameter volume). With prefetch the forward gather hides behind
-    the forward compute of the neighbouring layer and the backward gather +
+    3x the parameter volume). The reduce-scatter moves the gradient dtype:
+    the weight bytes, or 4 with ``fp32_grad_reduce`` (FSDP
+    ``reduce_dtype=float32``), priced as a ring all-gather of that many
+    bytes (a ring reduce-scatter moves the same volume, Thakur et al. 2005).
+    With prefetch the forward gather hides behind the forward
+    compute of the neighbouring layer and the backward gather +
     reduce-scatter behind its backward (Zhao et al. 2023, Sec. 3.3); the
     neighbour is priced as this layer (a stack of equal layers). Returns
     (all gather/scatter time, exposed part)."""
     if s.zero < 3 or s.dp <= 1 or layer.params <= 0:
         return 0.0, 0.0
     w_bytes = OPTIMIZER_BYTES[ctx.training.optimizer][0]
+    g_bytes = max(w_bytes, 4.0) if ctx.training.runtime.fp32_grad_reduce else w_bytes
     dense, expert = moe.split_params(layer, s)   # MoE: experts gather over edp only
     tier, eff = _ring(ctx, s.dp * s.cp, s.tp)
-    gather = allgather_time(s.dp * s.cp, dense * w_bytes, tier, eff)
-    if expert:
-        etier, eeff = _ring(ctx, s.edp, s.tp * s.ep)
-        gather += allgather_time(s.edp, expert * w_bytes, etier, eeff)
+    etier, eeff = _ring(ctx, s.edp, s.tp * s.ep) if expert else (tier, eff)
+
+    def ring(nbytes_per_param: float) -> float:
+        t = allgather_time(s.dp * s.cp, dense * nbytes_per_param, tier, eff)
+        return t + (allgather_time(s.edp, expert * nbytes_per_param, etier, eeff) if expert else 0.0)
+
+    gather, rs = ring(w_bytes), ring(g_bytes)
     if not ctx.training.runtime.fsdp_prefetch:
-        return 3 * gather, 3 * gather
-    return 3 * gather, exposed(gather, comp.fwd_s) + exposed(2 * gather, comp.bwd_s)
+        return 2 * gather + rs, 2 * gather + rs
+    return 2 * gather + rs, exposed(gather, comp.fwd_s) + exposed(gather + rs, comp.bwd_s)
 
 
 def _sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
@@ -509,17 +521,20 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     z3_raw, z3 = _zero3_comm(layer, s, ctx, comp)
     ep = moe.alltoall_comm_time(layer, s, ctx)
     dp, dp_hidden, step = _sync(layer, s, ctx, comp)
-    hidden = (tp_raw - tp) + (cp_raw - cp) + (z3_raw - z3)
-    comm = tp + cp + z3 + ep + k * hidden
+    act = activation_bytes(layer, s, ctx.microbatch_samples, training=ctx.training)
+    f_off = offload.offloaded_fraction(layer, ctx.training)
+    off_raw, off = offload.transfer_time(f_off * act, ctx.cluster.device, comp.fwd_s, comp.bwd_s)
+    hidden = (tp_raw - tp) + (cp_raw - cp) + (z3_raw - z3) + (off_raw - off)
+    comm = tp + cp + z3 + ep + off + k * hidden
     return LayerCost(
         time_s=comp.total_s + comm,
         compute_s=comp.total_s,
         comm_s=comm,
         sync_s=dp + k * dp_hidden + step,
         weight_bytes=weight_bytes(layer, s, ctx.training),
-        act_bytes=activation_bytes(layer, s, ctx.microbatch_samples, training=ctx.training),
+        act_bytes=act * (1.0 - f_off),
         flops=comp.flops,
         hw_flops=comp.hw_flops,
         tp_exposed_s=tp, cp_exposed_s=cp, zero_exposed_s=z3 + k * hidden, ep_exposed_s=ep,
-        dp_exposed_s=dp + k * dp_hidden, optimizer_s=step,
+        dp_exposed_s=dp + k * dp_hidden, optimizer_s=step, offload_exposed_s=off,
     )

@@ -90,7 +90,9 @@ def _json_summary(doc: dict) -> dict:
     det = doc.get("details", {})
     out["details"] = {k: det[k] for k in ("units", "coarsening", "ideals", "ideal_pairs", "dp_time_s",
                                           "lp_bound", "dp_skipped", "path", "latency_bounds",
-                                          "serial_dp_value", "serial_dp") if k in det}
+                                          "serial_dp_value", "serial_dp", "milp_start",
+                                          "milp_status", "milp_bound", "milp_time_s",
+                                          "contiguous_optimum") if k in det}
     return out
 
 

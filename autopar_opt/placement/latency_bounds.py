@@ -29,6 +29,25 @@ accelerators) is a 1-D DP, and its optimum is a lower bound on the latency of
 every placement. With free transfers and no memory limit it reduces to the
 critical path with the cheapest times; memory limits force cuts, and every cut
 costs its transfer twice, which is what the critical-path bound misses.
+
+Two strengthenings of a segment's weight (both tested against brute force):
+
+- **Every path transfer** (:func:`path_transfers`): the block pays ``comm(v_j)``
+  for each earlier path node ``v_j`` with a path consumer in the segment (not only
+  ``v_{a-1}``: a skip connection into the segment is received too) and for each
+  of its path nodes with a path consumer after it (sent). Earlier and later
+  segments are other blocks, and the producers are distinct, so nothing is
+  counted twice.
+- **Side inputs** (:func:`side_charge`): an off-path producer ``w`` of a path node
+  (attributed to its first consumer on the path, so counted once) is either in
+  the block (it adds ``t_acc(w)`` and its size) or elsewhere (the block receives
+  it: ``comm(w)``). With a memory price ``λ ≥ 0`` and the block's memory
+  ``size ≤ mem``, the block weighs at least
+  ``Σ_path (t + λ·size) + Σ_w min(t_w + λ·size_w, comm_w) + transfers − λ·mem``
+  (Lagrangian relaxation of the memory row); the segment takes the larger of
+  that and the ``λ = 0`` weight, so the DP stays additive and a price never
+  weakens it. :func:`memory_prices` tries ``λ = 0`` and the quartiles of the
+  side inputs' transfer cost per byte.
 """
 
 from __future__ import annotations
@@ -77,19 +96,84 @@ def _type_arrays(problem: PlacementProblem) -> tuple[np.ndarray, float, np.ndarr
     return t_acc, mem, t_host, sum(d.count for d in acc)
 
 
-def path_bound(problem: PlacementProblem, path: list[int]) -> float:
-    """The segmentation DP of the module docstring on ``path`` (``inf``: no placement)."""
+def _side_inputs(problem: PlacementProblem, p: np.ndarray) -> list[np.ndarray]:
+    """Per path position, the off-path producers attributed to it (each to its first
+    consumer on the path)."""
+    on_path = np.zeros(problem.num_nodes, bool)
+    on_path[p] = True
+    pos = np.full(problem.num_nodes, -1, dtype=np.int64)
+    pos[p] = np.arange(p.size)
+    first = np.full(problem.num_nodes, p.size, dtype=np.int64)
+    for u, v in problem.edges.tolist():
+        if not on_path[u] and on_path[v]:
+            first[u] = min(first[u], pos[v])
+    side: list[list[int]] = [[] for _ in range(p.size)]
+    for u in np.flatnonzero(first < p.size).tolist():
+        side[int(first[u])].append(u)
+    return [np.asarray(s, dtype=np.int64) for s in side]
+
+
+def side_charge(problem: PlacementProblem, p: np.ndarray, lam: float) -> np.ndarray:
+    """Per path position ``i``: ``Σ_w min(t_acc(w) + λ·size(w), comm(w))`` over the
+    off-path producers ``w`` attributed to ``i`` (module docstring, side inputs)."""
+    t_acc, _, _, _ = _type_arrays(problem)
+    out = np.zeros(p.size)
+    for i, ws in enumerate(_side_inputs(problem, p)):
+        if ws.size:
+            hold = np.where(np.isinf(t_acc[ws]), np.inf, t_acc[ws] + lam * problem.size_bytes[ws])
+            out[i] = float(np.minimum(hold, problem.comm[ws]).sum())
+    return out
+
+
+def path_transfers(problem: PlacementProblem, p: np.ndarray) -> np.ndarray:
+    """``T[a, b]``: transfers a block holding the path segment ``v_a … v_{b-1}`` pays for
+    path nodes alone: ``comm(v_j)`` for every ``j < a`` with a path consumer in
+    ``[a, b)`` (received) and for every ``j ∈ [a, b)`` with a path consumer at ``≥ b``
+    (sent). Distinct producers, so no transfer is counted twice."""
+    m = p.size
+    pos = np.full(problem.num_nodes, -1, dtype=np.int64)
+    pos[p] = np.arange(m)
+    cons: list[list[int]] = [[] for _ in range(m)]
+    for u, v in problem.edges.tolist():
+        if pos[u] >= 0 and pos[v] > pos[u]:
+            cons[int(pos[u])].append(int(pos[v]))
+    comm = problem.comm[p]
+    recv = np.zeros((m + 1, m + 2))
+    send = np.zeros((m + 2, m + 2))
+    for j, cs in enumerate(cons):
+        if not cs or comm[j] == 0:
+            continue
+        cs_sorted = np.unique(cs)
+        for a in range(j + 1, int(cs_sorted[-1]) + 1):   # received when next consumer < b
+            nxt = int(cs_sorted[np.searchsorted(cs_sorted, a)])
+            recv[a, nxt + 1] += comm[j]
+        top = int(cs_sorted[-1])                         # sent: a ≤ j < b ≤ last consumer
+        send[0, j + 1] += comm[j]
+        send[j + 1, j + 1] -= comm[j]
+        send[0, top + 1] -= comm[j]
+        send[j + 1, top + 1] += comm[j]
+    recv = np.cumsum(recv, axis=1)[:, :m + 1]
+    send = np.cumsum(np.cumsum(send, axis=0), axis=1)[:m + 1, :m + 1]
+    return recv + send
+
+
+def path_bound(problem: PlacementProblem, path: list[int], lam: float = 0.0) -> float:
+    """The segmentation DP of the module docstring on ``path`` (``inf``: no placement),
+    side inputs charged with the memory price ``lam`` (``λ ≥ 0``)."""
     t_acc, mem, t_host, k = _type_arrays(problem)
     p = np.asarray(path, dtype=np.int64)
     m = p.size
     if m == 0:
         return 0.0
     ta, th, size, comm = t_acc[p], t_host[p], problem.size_bytes[p], problem.comm[p]
-    cum_t = np.r_[0.0, np.cumsum(np.where(np.isinf(ta), 0.0, ta))]
+    lam = lam if np.isfinite(mem) else 0.0
+    base = np.where(np.isinf(ta), 0.0, ta) + side_charge(problem, p, 0.0)
+    cum_0 = np.r_[0.0, np.cumsum(base)]
+    cum_t = np.r_[0.0, np.cumsum(np.where(np.isinf(ta), 0.0, ta + lam * size)
+                                 + side_charge(problem, p, lam))]
     cum_bad = np.r_[0, np.cumsum(np.isinf(ta))]
     cum_s = np.r_[0.0, np.cumsum(size)]
-    recv = np.r_[0.0, comm[:-1]]                   # segment starting at a > 0 receives v_{a-1}
-    send = np.r_[comm[:-1], 0.0]                   # segment ending at b < m sends v_{b-1}
+    ends_ab = path_transfers(problem, p)           # (m+1, m+1): transfers of segment [a, b)
     kk = min(k, m)
     # g[j, b]: least weight of v_0 … v_{b-1} with j accelerator segments
     g = np.full((kk + 1, m + 1), np.inf)
@@ -106,10 +190,26 @@ def path_bound(problem: PlacementProblem, path: list[int]) -> float:
         a = a[ok]
         if a.size == 0:
             continue
-        seg = cum_t[b] - cum_t[a] + np.where(a > 0, recv[a], 0.0) + (send[b - 1] if b < m else 0.0)
+        ends = ends_ab[a, b]
+        seg = np.maximum(cum_t[b] - cum_t[a] - lam * mem, cum_0[b] - cum_0[a]) + ends
         cand = g[:-1, a] + seg                      # (kk, |a|): one more accelerator segment
         g[1:, b] = np.minimum(g[1:, b], cand.min(axis=1))
     return float(g[:, m].min())
+
+
+def memory_prices(problem: PlacementProblem, path: list[int]) -> list[float]:
+    """``λ = 0`` and, with finite accelerator memory, the quartiles of the side inputs'
+    transfer cost per byte (the price at which holding one stops paying off)."""
+    _, mem, _, _ = _type_arrays(problem)
+    p = np.asarray(path, dtype=np.int64)
+    if not np.isfinite(mem) or p.size == 0:
+        return [0.0]
+    ws = np.concatenate([np.zeros(0, np.int64), *_side_inputs(problem, p)])
+    ws = ws[problem.size_bytes[ws] > 0]
+    if ws.size == 0:
+        return [0.0]
+    ratio = problem.comm[ws] / problem.size_bytes[ws]
+    return [0.0, *np.unique(np.quantile(ratio, [0.25, 0.5, 0.75, 1.0])).tolist()]
 
 
 def latency_lower_bound(problem: PlacementProblem) -> tuple[float, dict]:
@@ -124,7 +224,8 @@ def latency_lower_bound(problem: PlacementProblem) -> tuple[float, dict]:
     for name, w in (("cheapest", tmin), ("accelerator", np.where(np.isinf(t_acc), tmin, t_acc)),
                     ("size", problem.size_bytes / max(float(problem.size_bytes.max(initial=0)), 1.0)
                      + 1e-9 * tmin)):
-        val = path_bound(problem, longest_path(problem, np.where(np.isfinite(w), w, 0.0)))
+        path = longest_path(problem, np.where(np.isfinite(w), w, 0.0))
+        val = max(path_bound(problem, path, lam) for lam in memory_prices(problem, path))
         info[f"path_{name}"] = None if not np.isfinite(val) else val
         if np.isfinite(val) or val == np.inf:
             best = max(best, val)

@@ -23,11 +23,16 @@ Variables (``u`` unit, ``j`` slot = device position, ``h`` hyperedge, ``τ`` typ
 - valid inequalities (each proved in its docstring; none cuts off an optimum,
   tested against brute force in ``tests/test_placement_milp_cuts.py``):
   ``L ≥`` :func:`load_floor` (the work LP, the largest unit, the pigeonhole
-  bound) and, contiguous only, used slots first (:func:`_used_slots_first`).
+  bound, and the communication-aware pigeonhole bound over minimum cuts of
+  :mod:`~autopar_opt.placement.cut_bounds`) and, contiguous only, used slots
+  first (:func:`_used_slots_first`).
   Measured on the ten shared instances (``benchmarks/placement``, 20 s each,
-  heuristic MIP start): the floor alone proves 4 of 10, with the slot
-  symmetry 6 of 10, and 7 of 10 in 60 s (was 3 of 10); the two ResNet-50 operator graphs keep
-  their communication-blind bound (the LP spreads every unit over all slots).
+  heuristic MIP start): the work floor alone proves 4 of 10, with the slot
+  symmetry 6 of 10, and 8 of 10 in 60 s (was 3 of 10). The two ResNet-50
+  operator graphs kept the communication-blind work bound (53.8 and 113.3
+  against optima of 124.3 and 255.2: the LP spreads every unit over all slots,
+  where no per-slot row charges a cut) until the minimum-cut pigeonhole floor,
+  which proves both optima to 6e-9 and 8e-9 (relative) before branching.
 """
 
 from __future__ import annotations
@@ -113,7 +118,7 @@ def build_maxload_milp(cond: Condensed, *, contiguous: bool) -> PlacementMILP:
         for u, v in cond.prec:
             b.pairwise_le(a[v, :-1], a[u, :-1])
     load = b.add_vars("L", (), 0.0, np.inf)
-    b.lo[-1][:] = load_floor(cond)
+    b.lo[-1][:] = load_floor(cond, contiguous=contiguous)
     b.set_cost(int(load), 1.0)
     slot_type = None
     q = None
@@ -136,8 +141,8 @@ def build_maxload_milp(cond: Condensed, *, contiguous: bool) -> PlacementMILP:
                          y=y, z=z, e=e)
 
 
-def load_floor(cond: Condensed) -> float:
-    """A valid lower bound on ``L`` for every variant (0 when none is finite).
+def load_floor(cond: Condensed, *, contiguous: bool = False) -> float:
+    """A valid lower bound on ``L`` (0 when none is finite).
 
     Validity: :func:`~autopar_opt.placement.heuristics.compute_lower_bound` is
     the maximum of three relaxations of any placement's max-load: the largest
@@ -146,10 +151,18 @@ def load_floor(cond: Condensed) -> float:
     and the per-type work LP ``Σ_u t_τ(u) f[u,τ] ≤ count_τ·L`` (work divisible,
     communication dropped; it implies ``L ≥ Σ_u min_τ t_τ(u) / K``).
     Communication and memory only add load, so each holds for the MILP's ``L``.
+    Raised to the communication-aware pigeonhole bound
+    :func:`~autopar_opt.placement.cut_bounds.conflict_bound` (``K + 1`` units
+    pairwise so far apart that a device holding two of them pays a minimum
+    cut; proved there), which uses the convex hull of a pair only when
+    ``contiguous``.
     """
+    from autopar_opt.placement.cut_bounds import conflict_bound
     from autopar_opt.placement.heuristics import compute_lower_bound
     lb = compute_lower_bound(cond) if cond.num_units else 0.0
-    return float(lb) if np.isfinite(lb) else 0.0
+    lb = float(lb) if np.isfinite(lb) else 0.0
+    cb = conflict_bound(cond, contiguous=contiguous, floor=lb)
+    return cb if np.isfinite(cb) else lb      # ∞ (no two of K+1 units fit anywhere): left to the MILP
 
 
 def start_vector(milp: PlacementMILP, cond: Condensed, unit_device: np.ndarray) -> np.ndarray:
@@ -290,3 +303,4 @@ def _used_slots_first(b: MatrixBuilder, x: np.ndarray) -> np.ndarray | None:
                    [-np.inf], [0.0])                                   # e ≤ Σ_u x
     b.pairwise_le(e[1:], e[:-1])
     return e
+

@@ -136,13 +136,18 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
     method = "heuristic"
     if relative_gap(value if np.isfinite(value) else None, lower) <= rel_gap:
         solver = "none"                # the heuristic is already within the requested gap
-    if objective == "max-load" and not contiguous and solver != "none":
+    if objective == "max-load" and solver not in ("auto", "dp", "none"):
+        details["milp_start"] = "heuristic"
+    if objective == "max-load" and solver != "none" and (
+            not contiguous or solver not in ("auto", "dp")):
         _contiguous_start(problem, details)
         if details.get("_dp_assign") is not None:
             a = details.pop("_dp_assign")
-            v = evaluate_placement(problem, a, objective=objective).value
+            v = evaluate_placement(problem, a, objective=objective,
+                                   contiguous=contiguous).value
             if v < value:
                 value, assign = v, a
+                details["milp_start"] = "contiguous DP"
         details.pop("_dp_assign", None)
     if objective == "max-load" and contiguous and solver in ("auto", "dp"):
         from autopar_opt.placement.dp import DPTooLarge, solve_dp
@@ -250,8 +255,9 @@ def _small_dp(problem: PlacementProblem, cond: Condensed, start: float
 
 
 def _contiguous_start(problem: PlacementProblem, details: dict) -> None:
-    """The contiguous optimum (when the DP is within its guards) is feasible for the
-    non-contiguous variant: a strong incumbent for its MILP."""
+    """The contiguous optimum (when the DP is within its guards): feasible for both
+    variants, the MIP start of the MILP when a MILP solver is named (primal side only:
+    the reported bound is the MILP's own, never the DP's value)."""
     from autopar_opt.placement.dp import DPTooLarge, solve_dp
     cond, _ = coarsen_chains(condense(problem, fuse_cycles=True), contiguous=True)
     try:

@@ -79,9 +79,16 @@ class Certificate:
 
     @property
     def lower_bound(self) -> float:
+        """The smallest configuration bound, never above the best plan: every
+        proven bound is at most the optimum, which is at most any plan's value,
+        so a bound above the primal can only be floating-point round-off of the
+        same number computed along another path (as :meth:`Bounds.merge` does
+        for one configuration)."""
         if not self.configurations:
             return -math.inf
-        return min(r.lower_bound for r in self.configurations)
+        lb = min(r.lower_bound for r in self.configurations)
+        primal = self.primal
+        return lb if primal is None else min(lb, primal)
 
     @property
     def gap(self) -> float:

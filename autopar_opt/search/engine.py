@@ -64,6 +64,9 @@ class SearchOptions:
     #: run the MIP as an independent check on configurations the exact DP warm
     #: start already proved optimal (off: the DP's proof closes them)
     dp_check: bool = False
+    #: the matrix MILP of a chain of identical blocks is the aggregated block model
+    #: (formulations/blocks.py, issue 18); off: always the per-layer direct matrix
+    blocks: bool = True
     #: polled between configurations; True stops the search (a stop signal arrived)
     should_stop: Callable[[], bool] | None = None
     #: the signal number to report when ``should_stop`` stopped the search

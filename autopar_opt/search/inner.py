@@ -125,6 +125,8 @@ class InnerSolver:
             if dp.termination is Termination.optimal:
                 limit = min(limit, max(CHECK_FACTOR * dp.wall_time_s, CHECK_MIN_S))
         _load_mip_modules()        # its import time is taken off the limit below
+        if self._use_blocks(tables):
+            return self._solve_blocks(tables, warm, dp, limit, remaining_s - (time.perf_counter() - began))
         problem, model_hash = self._formulate(tables, cfg)
         if warm is not None:
             problem.set_warm_start(warm)
@@ -137,6 +139,26 @@ class InnerSolver:
             res = res.with_(timings={**res.timings, "build": problem.build_s})
         outcome = InnerOutcome(res, problem.invert(res), model_hash)
         return _merge(outcome, dp, opts.rel_gap).derive(opts.rel_gap)
+
+    def _use_blocks(self, tables: CostTables) -> bool:
+        """Whether this configuration takes the block MILP: the HiGHS matrix path on
+        a chain of identical blocks, no model export asked (the exported model is
+        the per-layer one)."""
+        if not (self._matrix_input and getattr(self.options, "blocks", True)
+                and self.options.export_dir is None):
+            return False
+        from autopar_opt.formulations.block_solve import block_applicable
+        return block_applicable(tables)
+
+    def _solve_blocks(self, tables: CostTables, warm, dp, limit: float, left: float) -> InnerOutcome:
+        """The block MILP (:func:`~autopar_opt.formulations.block_solve.solve_blocks`),
+        warm-started like the direct matrix, merged with the DP's result."""
+        from autopar_opt.formulations.block_solve import solve_blocks
+
+        opts = self.options
+        res, asg = solve_blocks(tables, self.backend, time_limit_s=max(min(limit, left), MIN_MIP_S),
+                                rel_gap=opts.rel_gap, start=warm)
+        return _merge(InnerOutcome(res, asg, None), dp, opts.rel_gap).derive(opts.rel_gap)
 
     def _formulate(self, tables: CostTables, cfg):
         """The problem the backend solves (:class:`TablesProblem` for the DP, the

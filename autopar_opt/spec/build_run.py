@@ -92,7 +92,8 @@ def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: 
                 f"differs from the model's seq_len ({graph.seq_len})",
                 f"drop training.seq_len or set it to {graph.seq_len}")
     return Training(section.global_batch_size, seq_len, section.dtype, section.optimizer,
-                    section.memory_reserve_gib, _runtime(section, out))
+                    section.memory_reserve_gib, _runtime(section, out),
+                    activation_offload=section.activation_offload)
 
 
 def _runtime(section: TrainingSection, out: ProblemList) -> Runtime:

@@ -221,6 +221,10 @@ class TrainingSection(_Section):
     runtime_options: dict[str, bool] = _f(
         "Capability overrides of the runtime (e.g. {tp_comm_overlap: false}).",
         {"tp_comm_overlap": False}, default_factory=dict)
+    activation_offload: float = _f(
+        "Fraction of each transformer layer's saved activations offloaded to host memory "
+        "between forward and backward (Megatron-Core --cpu-offloading-num-layers N of L "
+        "layers per pipeline rank: N/L).", 0.5, default=0.0, ge=0, lt=1)
 
 
 class SearchSection(_Section):

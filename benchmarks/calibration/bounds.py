@@ -18,7 +18,10 @@ records the evidence (``BOUNDS.md`` next to this file):
    refits with 1, 2 and 4 (records unchanged);
 6. the memory reserve and fragmentation fitted on the published memory alone
    and, as shipped, with every published plan that ran as a censored
-   observation (it used at most its GPU's memory).
+   observation (it used at most its GPU's memory);
+7. GEMM tile and wave quantization (NVIDIA "Matrix Multiplication Background"
+   guide) at the BLOOM hidden sizes: how much of the prequel runs' deficit it
+   explains.
 
 Usage: ``python benchmarks/calibration/bounds.py [RUNS.yaml]`` (~2-3 min on a
 shared 2-core machine: 14 fits).
@@ -82,15 +85,55 @@ READING = """## Reading (hand-written)
   (8.4 µs, Ring/Simple) over every collective of an iteration stays under 13 ms on
   these records: too small. The missing physics (Composer's per-batch host work is the
   suspect) is not found.
-- **`memory_reserve_gib`** sits at its lower bound, the CUDA context alone, with the
-  fragmentation at about a fifth of the modelled bytes. Only the 8 BLOOM records state
-  memory; eight records of similar size barely separate a fixed from a proportional
-  overhead. The published plans that ran now enter the fit as censored observations
-  (section 5): they cap the fragmentation (0.238 -> 0.227) without moving the reserve
-  off its bound, at 1.8% median memory error. Measurements from other stacks and sizes
-  are needed to pin the reserve. The one plan still over capacity (Megatron-Bridge
-  GB200 Llama-3-70B) offloads the activations of 40 of its 80 layers to host memory
-  (its recipe: `cpu_offloading_num_layers = 40`), which the model does not represent.
+- **`memory_reserve_gib`** is no longer at its bound: 3.55 GiB with 13.2% fragmentation
+  (was 0.5 GiB, its lower bound, with 22.7%). The 8 BLOOM records that state memory are
+  all of one size and barely separate a fixed from a proportional overhead; the published
+  plans that ran enter the fit as censored observations (section 5). The Megatron-Bridge
+  GB200 Llama-3-70B run could not constrain it before (its recipe offloads the
+  activations of 40 of its 80 layers to host memory, `cpu_offloading_num_layers = 40`,
+  which the model did not represent: 362 GiB predicted on a 184 GiB GPU). With CPU
+  activation offload modelled (`autopar_opt/cost/offload.py`, Transformer Engine
+  `get_cpu_offload_context`) its modelled bytes drop to about 159 GiB, and "it ran" caps
+  the proportional part: its constraint is active at the fit, which moves the overhead
+  from the fragmentation fraction to the fixed reserve (CUDA context, NCCL buffers,
+  cuBLAS workspaces: 3.55 GiB is inside the documented 0.5-8 GiB). Memory error on the
+  8 BLOOM records: median 2.3%, max 7.6% (was 1.8% / 4.5%). Only two kinds of evidence
+  pin the split (one stack's published memory, one large-memory plan that ran); more
+  published measurements from other stacks would make it firmer.
+- **Records above 25% out of sample** (see `RESULTS.md`), what their sources say:
+  - BLOOM prequel (three runs, +42% to +55%): all at hidden size 14400. The chronicle
+    itself measured 14400 about 21% slower than 13824 on an otherwise identical plan.
+    Section 6: tile and wave quantization with cuBLAS's tile set explains at most 1.5%
+    of it (0.985 against 1.000), so that guess of the chronicle is not the cause. Their
+    head widths (450 and 150) are not multiples of 8 (the 16-byte alignment tensor
+    cores want, NVIDIA "Matrix Multiplication Background" Sec. 2.2), but the attention
+    core is about 2.4% of the FLOPs (s / 6h): even at the A100's non-tensor-core bf16
+    rate (39 TFLOP/s, A100 whitepaper) it would add about 11%, and the fp16 and bf16 runs
+    measured the same speed (108.5 and 107.5 TFLOP/s) although that fallback runs twice
+    as fast in fp16 (78 TFLOP/s): not it either. The same chronicle's NHEADS tables move
+    15-34% between head
+    counts at fixed size with no consistent alignment pattern (108-wide heads are slow,
+    but so are the aligned 128-wide heads of 12288/96 and 14336/112), on a cluster
+    whose nodes were being
+    fixed at the time (hangs, "PCI-Express/NUMA was improved today"). Not modelled: no
+    physical term found that the source supports.
+  - BLOOM tp8 topology run (+28%) and production (+12%): the production slurm script
+    sets `CUDA_LAUNCH_BLOCKING=1` ("do not remove or the training will hang"), which
+    makes every kernel launch synchronous; its per-kernel host cost would fall hardest on
+    tp8 (half the work per kernel), the right direction, but no source gives the per-op
+    host time of that stack, so it is not modelled.
+  - llm-foundry (five runs): Composer's FSDP `mixed_precision: DEFAULT` reduce-scatters
+    gradients in fp32 (`get_mixed_precision`: `reduce_dtype = torch.float32`; PURE uses
+    bf16): now modelled (`fp32_grad_reduce`), it changes the figures by under 0.1 point
+    because the reduce-scatter hides behind the backward pass. The table states its
+    interconnect for the A100 sections (1600 Gb/s RoCE per node = 25 GB/s per GPU, as
+    the catalog assumes). The long-sequence runs are predicted too fast only out of
+    sample (in sample -4% to -5%): the attention efficiency learnt from the Megatron
+    families does not transfer. The benchmark scripts' history points to
+    FlashAttention-1-generation kernels (`attn_impl` default `triton`, flash-attn
+    1.0.3 in 2023 install instructions), but the README was re-recorded until 2024
+    (FP8 rows), so which kernel each row ran is not established; not modelled.
+  - Megatron-Core 32B (-38%): section 4 (the unstated micro-batch size).
 """
 
 
@@ -241,6 +284,53 @@ def _memory_censored(runs, params) -> list[str]:
     return out
 
 
+#: cuBLAS tile shapes (M x N of the output tile) of the NVIDIA "Matrix
+#: Multiplication Background" guide, Sec. 2.3 ("Typical Tile Dimensions in
+#: cuBLAS and Performance"), and the A100's 108 SMs (A100 whitepaper).
+CUBLAS_TILES = ((256, 128), (128, 256), (128, 128), (256, 64), (64, 256), (128, 64),
+                (64, 128), (64, 64))
+A100_SMS = 108
+
+
+def _quantized_efficiency(m: int, n: int) -> float:
+    """Useful over executed work of an ``m x n`` GEMM output with the best
+    tile of :data:`CUBLAS_TILES`: tile quantization pads each dimension to
+    whole tiles (guide Sec. 3.1), wave quantization pads the tiles to whole
+    waves of one tile per SM (Sec. 3.2)."""
+    best = 0.0
+    for tm, tn in CUBLAS_TILES:
+        tiles = math.ceil(m / tm) * math.ceil(n / tn)
+        waves = math.ceil(tiles / A100_SMS)
+        best = max(best, m * n / (waves * A100_SMS * tm * tn))
+    return best
+
+
+def _block_quantization(h: int, tp: int, mbs: int, s: int = 2048) -> float:
+    """FLOP-weighted quantization efficiency of a GPT block's four GEMMs (QKV,
+    attention projection, MLP up and down, ``4h`` wide) per tensor-parallel
+    rank, each as forward, data-gradient and weight-gradient GEMM."""
+    tokens = s * mbs
+    gemms = [(3 * h // tp, h), (h, h // tp), (4 * h // tp, h), (h, 4 * h // tp)]
+    work = executed = 0.0
+    for n, k in gemms:
+        flops = tokens * n * k
+        for a, b in ((tokens, n), (tokens, k), (n, k)):
+            work += flops
+            executed += flops / _quantized_efficiency(a, b)
+    return work / executed
+
+
+def _bloom_quantization() -> list[str]:
+    """Section 6: GEMM tile and wave quantization for the BLOOM hidden sizes."""
+    out = ["| hidden size | where | tp | mbs | quantization efficiency of a block's GEMMs |",
+           "|---|---|---|---|---|"]
+    for h, where in ((14400, "prequel runs (02-17), 02-20 comparison"),
+                     (13824, "02-20 comparison"), (14336, "topology search, production")):
+        for tp, mbs in ((8, 1), (8, 2), (4, 2)):
+            out.append(f"| {h} | {where} | {tp} | {mbs} | {_block_quantization(h, tp, mbs):.3f} |")
+    return out
+
+
 def main(path: Path) -> str:
     load, t_start = os.getloadavg(), time.perf_counter()
     runs, _ = model_records(load_run_file(path))
@@ -283,6 +373,14 @@ def main(path: Path) -> str:
     lines += ["", "## 5. One fragmentation fraction for the runs that publish memory and for "
               "the plans that ran\n"]
     lines += _memory_censored(runs, base.params)
+    lines += ["", "## 6. The BLOOM prequel runs: GEMM dimension quantization at h = 14400\n",
+              "The three records with the largest out-of-sample error (+42% to +55%) are "
+              "BigScience's 02-17 runs at hidden size 14400. The same chronicle "
+              "(`chronicles-prequel.md`, \"tile and wave quantization\") measured 94.39 TFLOP/s "
+              "at 14400 against 120.05 at 13824 on the same 40-node tp8/pp10/dp4/mbs1 plan "
+              "(02-20) and suspected GEMM tile and wave quantization. Computed here with the "
+              "NVIDIA guide's formulas (best cuBLAS tile, 108 SMs):\n"]
+    lines += _bloom_quantization()
     lines += ["", READING]
     lines.append(f"\nRun time {time.perf_counter() - t_start:.0f} s on a shared 2-core machine "
                  f"(load average {load[0]:.1f} at start).\n")

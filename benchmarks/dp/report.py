@@ -23,22 +23,27 @@ def growth(doc: dict) -> list[str]:
            f"load average at start {_f(load and load[0], '.1f')}, at end "
            f"{_f(doc.get('load_average_at_end') and doc['load_average_at_end'][0], '.1f')} "
            "(2 shared cores). `DP s` = the DP on the tables (tables excluded), wall clock, and `DP CPU s` its "
-           "own CPU time (the machine is shared: wall clock runs above CPU time under load); `MILP s` = HiGHS on the "
-           "direct matrix of the same tables (build included); `CLI s` / `CLI MiB` = the whole "
+           "own CPU time (the machine is shared: wall clock runs above CPU time under load); `MILP s` = HiGHS alone "
+           "(no DP start or bound) on the MILP that `autopar solve --solver highs` builds for the same tables "
+           "(`form`: `blocks` = the aggregated block MILP of formulations/blocks.py, `direct` = the per-layer "
+           "matrix), build included; `CLI s` / `CLI MiB` = the whole "
            "`autopar solve --solver dp` command on a generated spec of the same model and configuration, "
            "wall clock and peak RSS of the subprocess, with its status, gap and inner "
-           "(`solver.wall_time_s`) time.", "",
+           "(`solver.wall_time_s`) time; `highs CLI` = the same command with `--solver highs` (DP warm start, "
+           "then the MILP), wall clock, status and gap.", "",
            "| series | family | layers | K | DP s | DP CPU s | DP termination | DP gap | primal s | MILP s | "
-           "MILP termination | MILP gap | CLI s | CLI inner s | CLI MiB | CLI status | CLI gap |",
-           "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---|---:|"]
+           "form | MILP termination | MILP gap | CLI s | CLI inner s | CLI MiB | CLI status | CLI gap | "
+           "highs CLI s | highs CLI status | highs CLI gap |",
+           "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|---|---:|---:|---:|---:|---|---:|---:|---|---:|"]
     for r in doc["rows"]:
         out.append(f"| {r['series']} | {r['family']} | {r['layers']} | {r['K']} | "
                    f"{r['dp_s']:.2f} | {_f(r.get('dp_cpu_s'), '.2f')} | {r['termination']} | {_f(r['gap'], '.2e')} | "
-                   f"{_f(r['primal_s'], '.5f')} | {_f(r.get('milp_s'), '.2f')} | "
+                   f"{_f(r['primal_s'], '.5f')} | {_f(r.get('milp_s'), '.2f')} | {r.get('milp_form', '-')} | "
                    f"{r.get('milp_termination', '-')} | {_f(r.get('milp_gap'), '.2e')} | "
                    f"{_f(r.get('cli_s'), '.2f')} | {_f(r.get('cli_inner_s'), '.2f')} | "
                    f"{_f(r.get('cli_peak_mib'), '.0f')} | {r.get('cli_status', '-')} | "
-                   f"{_f(r.get('cli_gap'), '.2e')} |")
+                   f"{_f(r.get('cli_gap'), '.2e')} | {_f(r.get('cli_highs_s'), '.2f')} | "
+                   f"{r.get('cli_highs_status', '-')} | {_f(r.get('cli_highs_gap'), '.2e')} |")
     out += ["", "Growth exponents (least-squares slope of log time vs log layers or log K, "
             "rows solved to optimality only):", ""]
     for k, v in doc["exponents"].items():

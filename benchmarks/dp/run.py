@@ -14,7 +14,10 @@ Parts (each writes ``benchmarks/dp/<part>.json`` and prints Markdown):
   subprocess on a generated spec of the same model, configuration and space
   (wall clock and peak memory of the child). Growth exponents = least-squares
   slope of log(time) vs log(layers) and vs log(K), over the rows solved to
-  optimality.
+  optimality. The MILP is the one ``autopar solve --solver highs`` builds (the
+  block MILP of formulations/blocks.py on these chains), cold; the whole
+  ``autopar solve --solver highs`` command (DP warm start, then that MILP) is
+  timed as a subprocess too.
 - ``uniap``: the whole search (every outer configuration, certificate) with
   ``--solver dp`` vs ``--solver highs --no-warm-start`` (the MILP alone) on the
   UniAP suite of ``benchmarks/search`` (same space and batch).
@@ -150,26 +153,35 @@ def dp_row(tables, limit: float, **tags) -> dict:
 
 
 def milp_row(tables, limit: float) -> dict:
-    """The MILP (HiGHS on the direct matrix) on the same tables; time includes the build."""
+    """The MILP alone (no DP start, no DP bound) on the same tables, as ``autopar solve
+    --solver highs`` builds it: the block MILP (formulations/blocks.py) on a chain of
+    identical blocks, else HiGHS on the direct per-layer matrix; time includes the build."""
+    from autopar_opt.formulations.block_solve import block_applicable, solve_blocks
     from autopar_opt.formulations.direct import build_direct
     from autopar_opt.solvers.registry import get_backend
     t0 = time.perf_counter()
+    if block_applicable(tables):
+        res, _ = solve_blocks(tables, get_backend("highs"), time_limit_s=limit, rel_gap=1e-9)
+        return {"milp_s": time.perf_counter() - t0, "milp_form": "blocks",
+                "milp_termination": res.termination.value, "milp_primal_s": res.primal,
+                "milp_bound_s": res.lower_bound, "milp_gap": res.gap}
     form = build_direct(tables)
     left = max(limit - (time.perf_counter() - t0), 1.0)
     res = get_backend("highs").solve_model(form.matrix, form.problem_class, time_limit_s=left, rel_gap=1e-9)
-    return {"milp_s": time.perf_counter() - t0, "milp_termination": res.termination.value,
+    return {"milp_s": time.perf_counter() - t0, "milp_form": "direct", "milp_termination": res.termination.value,
             "milp_primal_s": res.primal, "milp_bound_s": res.lower_bound, "milp_gap": res.gap}
 
 
-def cli_row(layers: int, family: str, limit: float, reserve: float) -> dict:
-    """``autopar solve --solver dp`` on a generated spec, as a subprocess: wall clock,
-    peak RSS of the child (ru_maxrss of the waited child), its status, gap and inner time."""
+def cli_row(layers: int, family: str, limit: float, reserve: float, solver: str = "dp") -> dict:
+    """``autopar solve --solver <solver>`` on a generated spec, as a subprocess: wall clock,
+    peak RSS of the child (ru_maxrss of the waited child), its status, gap and inner time
+    (keys ``cli_*`` for the DP, ``cli_<solver>_*`` otherwise)."""
     hidden, cluster = FAMILIES[family]
     with tempfile.TemporaryDirectory() as tmp:
         spec = os.path.join(tmp, "spec.yaml")
         with open(spec, "w") as fh:
             fh.write(SPEC.format(blocks=layers - 2, hidden=hidden, ffn=4 * hidden, cluster=cluster,
-                                 limit=limit, reserve=repr(float(reserve))))
+                                 limit=limit, reserve=repr(float(reserve))).replace("name: dp", f"name: {solver}"))
         # a fresh wrapper process whose only child is the command: its RUSAGE_CHILDREN peak is the command's
         wrap = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
                 "sys.stderr.write('\\nPEAK_KIB %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
@@ -190,7 +202,7 @@ def cli_row(layers: int, family: str, limit: float, reserve: float) -> dict:
                    cli_inner_s=(doc.get("solver") or {}).get("wall_time_s"))
     except (json.JSONDecodeError, AttributeError):
         row.update(cli_status="error", cli_error=(err or out)[-300:])
-    return row
+    return row if solver == "dp" else {k.replace("cli_", f"cli_{solver}_", 1): v for k, v in row.items()}
 
 
 def slope(xs, ys) -> float | None:
@@ -215,6 +227,7 @@ def part_growth(limit: float) -> dict:
                 if row["milp_termination"] == "time_limit_no_solution":
                     dead = n
             row.update(cli_row(n, family, limit, reserve))
+            row.update(cli_row(n, family, limit, reserve, "highs"))
             print(json.dumps(row), flush=True)
             rows.append(row)
     for name, space in K_SPACES.items():
@@ -232,6 +245,9 @@ def part_growth(limit: float) -> dict:
         ok = [r for r in rows if r["series"] == "layers" and r["family"] == family
               and r.get("cli_status") == "optimal"]
         exps[f"layers/{family}/cli"] = slope([r["layers"] for r in ok], [r["cli_s"] for r in ok])
+        ok = [r for r in rows if r["series"] == "layers" and r["family"] == family
+              and r.get("cli_highs_status") == "optimal"]
+        exps[f"layers/{family}/cli_highs"] = slope([r["layers"] for r in ok], [r["cli_highs_s"] for r in ok])
     ok = [r for r in rows if r["series"] == "strategies" and r["termination"] == "optimal"]
     exps["strategies/slack@128"] = slope([r["K"] for r in ok], [r["dp_s"] for r in ok])
     return {"rows": rows, "exponents": exps}

@@ -61,8 +61,9 @@ does not bind, the root bound is within about 0.05 % of the optimum and one
 speculative exact pass just above it (label-capped) proves the optimum before
 any beam pass runs.
 
-Complexity: O(n · pp · K² · L) transitions plus the dominance filter,
-O(L²) per state, vectorised with numpy (``n`` layers, ``K`` strategies per
+Complexity: O(n · pp · K² · L) transitions plus the dominance filter
+(:mod:`~autopar_opt.solvers.dp.dominance`: a window of the nearest rows in key
+order first, then O(L·kept) for the rest), vectorised with numpy (``n`` layers, ``K`` strategies per
 layer, ``L`` labels per state). ``L`` is 1 when memory does not bind and
 ``c = 1``; in the worst case it is exponential (the memory knapsack is
 NP-hard), hence the time limit with the incumbent and the deepening bound.
@@ -84,6 +85,7 @@ from autopar_opt.cost.tables import CostTables, symmetric_edges
 from autopar_opt.solvers.dp.common import (MEM_EPS, Assignment, DPTimeout, iteration_time,
                                            layer_memory, least_memory_plan, past)
 from autopar_opt.solvers.dp.completion import CompletionBounds
+from autopar_opt.solvers.dp.dominance import dominated
 from autopar_opt.solvers.dp.partition import CoverBound
 from autopar_opt.solvers.dp.stages import StageRanges, least_entry
 from autopar_opt.hardware import GIB
@@ -91,8 +93,6 @@ from autopar_opt.strategies import layout_ids
 
 # label columns
 _S, _M, _PC, _G, _GC, _MEM = range(6)
-#: dominance filter block size (rows compared at once)
-_BLOCK = 512
 
 
 class _LabelBudget(Exception):
@@ -124,53 +124,6 @@ class _Layer:
     k: dict[int, np.ndarray]        # stage -> (L,)
     pstage: dict[int, np.ndarray]   # stage -> (L,) parent's stage
     prow: dict[int, np.ndarray]     # stage -> (L,) parent's row in that stage
-
-
-def _dominated(lab: np.ndarray, ks: np.ndarray, c1: float, last: bool, safe: float,
-               deadline: float | None = None) -> np.ndarray:
-    """Rows (sorted by key) dominated by an earlier row (module docstring), blockwise.
-
-    All rows share a stage and the layout of their last layer; row ``x`` may
-    dominate row ``y`` only if ``ks[x] ≤ ks[y]`` (their strategy indices): the
-    plans that can follow ``y`` are then a subset of those that can follow ``x``
-    (:func:`_sorted_pairs`), at the same costs (resharding and transfers depend
-    on the layout only)."""
-    n = len(lab)
-    out = np.zeros(n, dtype=bool)
-    floor = -np.inf if last else 0.0
-    kept_idx: list[np.ndarray] = []
-    for start in range(0, n, _BLOCK):
-        if past(deadline):
-            raise DPTimeout
-        blk, kb = lab[start:start + _BLOCK], ks[start:start + _BLOCK]
-        prev = np.concatenate(kept_idx) if kept_idx else np.zeros(0, dtype=int)
-        hit = np.zeros(len(blk), dtype=bool)
-        if len(prev):
-            hit |= _dom_matrix(lab[prev], ks[prev], blk, kb, c1, floor, safe).any(axis=0)
-        inner = np.triu(_dom_matrix(blk, kb, blk, kb, c1, floor, safe), 1)
-        hit |= inner.any(axis=0)
-        out[start:start + len(blk)] = hit
-        kept_idx.append(np.flatnonzero(~hit) + start)
-    return out
-
-
-def _dom_matrix(a: np.ndarray, ka: np.ndarray, b: np.ndarray, kb: np.ndarray, c1: float,
-                floor: float, safe: float) -> np.ndarray:
-    """``D[x, y]``: row ``x`` of ``a`` dominates row ``y`` of ``b`` (in-place operations:
-    this O(L²) test is most of an exact pass's time)."""
-    ok = np.less_equal.outer(a[:, _MEM], np.maximum(b[:, _MEM], safe))
-    ok &= np.less_equal.outer(ka, kb)
-    d = np.subtract.outer(a[:, _M], b[:, _M])
-    np.maximum(d, np.subtract.outer(a[:, _PC], b[:, _PC]), out=d)
-    np.maximum(d, floor, out=d)
-    g = np.subtract.outer(a[:, _G], b[:, _G])
-    np.maximum(g, np.subtract.outer(a[:, _GC], b[:, _GC]), out=g)
-    np.maximum(g, floor, out=g)
-    d *= c1
-    d += g
-    d += a[:, _S, None]
-    ok &= d <= b[None, :, _S]
-    return ok
 
 
 class _ChainDP:
@@ -332,7 +285,7 @@ class _ChainDP:
         """Indices of the non-dominated labels at layer ``u``, stage ``i``.
 
         Labels compete within a layout of the last layer: one at strategy ``k``
-        can dominate one at ``k' ≥ k`` of the same layout (:func:`_dominated`)."""
+        can dominate one at ``k' ≥ k`` of the same layout (:func:`~autopar_opt.solvers.dp.dominance.dominated`)."""
         key = cand[:, _S] + self.c1 * cand[:, _M] + cand[:, _G]
         lay = self.layout_id[u][k2]
         # ties of the key (frequent once M and G are floored) broken so that a dominating
@@ -344,7 +297,7 @@ class _ChainDP:
             if len(grp) == 1:
                 keep.append(grp)
             else:
-                keep.append(grp[~_dominated(cand[grp], k2[grp], self.c1, i == self.pp - 1,
+                keep.append(grp[~dominated(cand[grp], k2[grp], self.c1, i == self.pp - 1,
                                             self.safe[i][u], self.deadline)])
         return np.concatenate(keep)
 

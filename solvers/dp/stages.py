@@ -95,6 +95,7 @@ class StageRanges:
         #: runfront[j][s]: (memory, time) front of layers [s, s + run[s]) in stage j (None: none fits)
         self.runfront: list[list] = [[None] * self.n for _ in range(self.pp)]
         self._rest: dict[tuple[int, int, int], tuple | None] = {}
+        self._cat: dict[tuple[int, int], tuple] = {}
         self.f: list[np.ndarray] = [self._table(j) for j in range(self.pp)] if self.cheap() else []
 
     def _options(self, j: int, v: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -250,23 +251,80 @@ class StageRanges:
         ``u`` in stage ``i``: some end ``e ≤ end`` of stage ``i`` must have the stage's time
         ``pc + tail_time(u+1, e)`` within ``bott`` and ``Ψ_{i+1}(e; bott)`` finite, and, with
         ``slack``, ``tail_time + Ψ_{i+1}(e) ≤ slack`` (each a lower bound, so no plan of value
-        ``≤ τ`` is lost). Ends whose tail has no exact value count as feasible."""
+        ``≤ τ`` is lost). Ends whose tail has no exact value count as feasible.
+
+        The ends inside the run of identical layers at ``u+1`` are tested at once
+        (:meth:`run_times`, the same values as :meth:`tail_time` end by end); the few after
+        it one by one."""
         budget = self.cap - mem
         ok = np.zeros(len(pc), dtype=bool)
         need = np.full(len(pc), np.inf)
         last = int(end.max()) if len(end) else u
-        for e in range(u + 1, last + 1):
+        lim = bott * (1 + 1e-9) + 1e-15
+        s = u + 1
+        stop = min(last, s + int(self.run[s])) if s < self.n else s   # last end inside the run
+        ends = np.arange(s, stop + 1)
+        ends = ends[np.isfinite(psi_next[ends])] if last >= s else ends[:0]
+        if len(ends):
+            tt = self.run_times(i, s, ends - s, budget)
+            fine = (end[None, :] >= ends[:, None]) & (pc[None, :] + tt <= lim)
+            need = np.where(fine, tt + psi_next[ends][:, None], np.inf).min(axis=0)
+        for e in range(stop + 1, last + 1):
             if not np.isfinite(psi_next[e]):
                 continue
             within = end >= e
-            tt = self.tail_time(i, u + 1, e, budget)
+            tt = self.tail_time(i, s, e, budget)
             if tt is None:
                 ok |= within
                 continue
-            fine = within & (pc + tt <= bott * (1 + 1e-9) + 1e-15)
+            fine = within & (pc + tt <= lim)
             need = np.where(fine, np.minimum(need, tt + psi_next[e]), need)
         ok |= np.isfinite(need) if slack is None else need <= slack * (1 + 1e-9) + 1e-15
         return ok
+
+    def run_times(self, j: int, s: int, ells: np.ndarray, budget: np.ndarray) -> np.ndarray:
+        """``(len(ells), N)``: :meth:`tail_time` of layers ``[s, s+ℓ)`` in stage ``j`` for each
+        ``ℓ`` of ``ells`` (``0 ≤ ℓ ≤ run[s]``: inside the run of identical layers at ``s``) and
+        every budget, in one search. The run's fronts (``runfront[j][end−ℓ]`` for the run
+        ending at ``end``) are concatenated once with their memories replaced by exact
+        integer ranks, so ``(ℓ, rank)`` keys sort and compare exactly; a budget ``b`` fits
+        the entries of rank ``< searchsorted(values, b, 'right')``."""
+        out = np.zeros((len(ells), len(budget)))
+        pos_ell = ells > 0
+        if not pos_ell.any():
+            return out
+        end = s + int(self.run[s])
+        cat = self._cat.get((j, end))
+        if cat is None:
+            cat = self._cat[(j, end)] = self._concat_run(j, end)
+        vals, key, times, offset, width = cat
+        if not len(times):          # no length of the run fits the stage
+            out[pos_ell] = np.inf
+            return out
+        rb = np.searchsorted(vals, budget, side="right")                       # (N,)
+        ell = ells[pos_ell]
+        pos = np.searchsorted(key, ell[:, None] * width + rb[None, :] - 1, side="right") - 1
+        valid = pos >= offset[ell][:, None]
+        out[pos_ell] = np.where(valid, times[np.maximum(pos, 0)], np.inf)
+        return out
+
+    def _concat_run(self, j: int, end: int):
+        """The fronts of lengths ``1..`` of the run ending at ``end`` (stage ``j``), concatenated:
+        sorted memory values, keys ``ℓ·width + rank``, times, start offset per ``ℓ``, width."""
+        first = end - 1
+        while first > 0 and self.run[first - 1] == self.run[first] + 1:
+            first -= 1
+        fronts = [self.runfront[j][end - ell] for ell in range(1, end - first + 1)]
+        mems = [f[0] if f is not None else np.zeros(0) for f in fronts]
+        times = [f[1] if f is not None else np.zeros(0) for f in fronts]
+        vals = np.unique(np.concatenate(mems)) if mems else np.zeros(0)
+        width = len(vals) + 1
+        sizes = np.array([len(m) for m in mems], dtype=np.int64)
+        offset = np.zeros(len(fronts) + 2, dtype=np.int64)
+        offset[2:] = np.cumsum(sizes)
+        ells = np.repeat(np.arange(1, len(fronts) + 1), sizes)
+        key = ells * width + np.searchsorted(vals, np.concatenate(mems)) if len(ells) else np.zeros(0, np.int64)
+        return vals, key, np.concatenate(times) if times else np.zeros(0), offset, width
 
     def split(self, bott: float) -> list[int] | None:
         """Stage starts of a split minimising ``Σ f_j`` with every ``f_j ≤ bott`` (None: none)."""

@@ -1,0 +1,126 @@
+"""Per-stage floors of a block chain and the split plan they give (issue 18).
+
+``F_i(m)`` is the least total time of ``m`` identical blocks whose memory fits
+stage ``i`` beside the least prefix/suffix memory there: an integer knapsack
+(any strategy mix, ``sum of counts = m``, memory ``<= room``) solved exactly by
+Pareto fronts of (memory, time), one block at a time. The block MILP uses it
+as the stage-size cut ``p[i] >= F_i(m[i])`` (valid: resharding is ``>= 0``)
+and, with the fronts' back pointers, builds its own first plan
+(:func:`split_plan`): the least bottleneck ``B`` for which the stages' largest
+block counts with ``F_i(m) + prefix/suffix time <= B`` cover the chain, each
+stage filled with its knapsack solution, the prefix and suffix on their
+least-memory strategies. It is a heuristic (priced exactly by the caller), not
+a bound.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autopar_opt.core.assignment import Assignment
+from autopar_opt.cost.tables import CostTables
+from autopar_opt.formulations.chain_blocks import BlockChain, best_path
+from autopar_opt.hardware import GIB
+
+
+class StageFloor:
+    """``F[m]`` for one stage with the back pointers of every front."""
+
+    def __init__(self, time: np.ndarray, mem: np.ndarray, cap: float, N: int) -> None:
+        self.F = np.full(N + 1, np.inf)
+        self.F[0] = 0.0
+        self.trace: list[tuple[np.ndarray, np.ndarray]] = [(np.zeros(0, int), np.zeros(0, int))]
+        # a strategy no faster and no smaller than another never helps (swap it): the
+        # fronts run over the others only (2 of 10-14 on the growth benchmark's blocks)
+        self.types = np.flatnonzero([not np.any((time <= time[k]) & (mem <= mem[k]) & (
+            (time < time[k]) | (mem < mem[k]) | (np.arange(len(time)) < k))) for k in range(len(time))])
+        time, mem = time[self.types], mem[self.types]
+        fm, ft = np.zeros(1), np.zeros(1)
+        K = len(time)
+        for m in range(1, N + 1):
+            cm, ct = (fm[:, None] + mem[None, :]).ravel(), (ft[:, None] + time[None, :]).ravel()
+            ok = np.flatnonzero(cm <= cap)
+            if not len(ok):
+                break
+            order = ok[np.lexsort((ct[ok], cm[ok]))]
+            keep = order[ct[order] < np.minimum.accumulate(np.r_[np.inf, ct[order][:-1]])]
+            fm, ft = cm[keep], ct[keep]
+            self.trace.append((keep // K, keep % K))   # parent point, strategy added
+            self.F[m] = ft[-1]
+
+    def counts(self, m: int, K: int) -> np.ndarray:
+        """Block counts per strategy of the least-time ``m``-block solution."""
+        out = np.zeros(K, dtype=int)
+        idx = len(self.trace[m][0]) - 1 if m else 0
+        for step in range(m, 0, -1):
+            parent, kind = self.trace[step]
+            out[self.types[kind[idx]]] += 1
+            idx = parent[idx]
+        return out
+
+
+def stage_floors(tables: CostTables, chain: BlockChain) -> list[StageFloor]:
+    """The :class:`StageFloor` of every stage (room: capacity minus the least
+    prefix memory in stage 0 and the least suffix memory in the last stage)."""
+    pp, n, b = tables.pp, tables.num_layers, chain.start
+    out = []
+    for i in range(pp):
+        room = float(tables.capacity_bytes)
+        if chain.prefix and i == 0:
+            room -= float(_mem(tables, 0, i).min())
+        if chain.suffix and i == pp - 1:
+            room -= float(_mem(tables, n - 1, i).min())
+        out.append(StageFloor(np.asarray(tables.time[b], float), _mem(tables, b, i) / GIB, room / GIB,
+                              chain.count))
+    return out
+
+
+def _mem(tables: CostTables, u: int, i: int) -> np.ndarray:
+    return np.asarray(tables.weight_bytes[u], float) + float(tables.inflight[i]) * np.asarray(tables.act_bytes[u], float)
+
+
+def split_plan(tables: CostTables, chain: BlockChain, floors: list[StageFloor]) -> Assignment | None:
+    """The split heuristic of the module doc (None when no split fits)."""
+    pp, n, N = tables.pp, tables.num_layers, chain.count
+    lo = [0 if (pp > 1 and ((i == 0 and chain.prefix) or (i == pp - 1 and chain.suffix))) else 1
+          for i in range(pp)]
+    kp = int(np.argmin(_mem(tables, 0, 0))) if chain.prefix else None
+    ks = int(np.argmin(_mem(tables, n - 1, pp - 1))) if chain.suffix else None
+    extra = [0.0] * pp
+    if kp is not None:
+        extra[0] += float(tables.time[0][kp])
+    if ks is not None:
+        extra[pp - 1] += float(tables.time[n - 1][ks])
+    cands = np.unique(np.concatenate([f.F[np.isfinite(f.F)] + e for f, e in zip(floors, extra)]))
+    best = None
+    for B in cands:      # the least B whose largest counts cover the chain
+        top = [int(np.searchsorted(f.F + e, B, side="right")) - 1 for f, e in zip(floors, extra)]
+        if all(t >= l for t, l in zip(top, lo)) and sum(top) >= N:
+            best = top
+            break
+    if best is None:
+        return None
+    m = list(best)
+    while sum(m) > N:    # give back the block of the largest marginal time
+        marg = [f.F[k] - f.F[k - 1] if k > l else -np.inf for f, k, l in zip(floors, m, lo)]
+        m[int(np.argmax(marg))] -= 1
+    K = len(tables.strategies[chain.start])
+    stage, choice = [], []
+    if kp is not None:
+        stage.append(0)
+        choice.append(kp)
+    for i in range(pp):
+        counts = floors[i].counts(m[i], K)
+        used = {int(chain.gid[k]) for k in range(K) if counts[k]}
+        if used:
+            path = min((best_path(chain.reshard, used, f, h) for f in used for h in used if f != h or len(used) == 1),
+                       key=lambda p: sum(chain.reshard[a, b] for a, b in zip(p, p[1:])))
+            for l in dict.fromkeys(path):
+                for k in range(K):
+                    if chain.gid[k] == l:
+                        choice += [k] * int(counts[k])
+                        stage += [i] * int(counts[k])
+    if ks is not None:
+        stage.append(pp - 1)
+        choice.append(ks)
+    return Assignment(stage, choice) if len(stage) == n else None
