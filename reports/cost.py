@@ -59,8 +59,9 @@ def timeline_units(stages: int, cells: int) -> float:
 
     if cells <= 0 or cells > MAX_TIMELINE_CELLS:
         return 0.0
-    bars = 4 * cells + stages            # forward, backward, two sends per pair; a sync per stage
-    vector = bars if bars <= RASTER_OPS else 0
+    # a forward and a backward per pair, two sends when the stages exchange data, a sync per
+    # stage: 2·cells + stages to 4·cells + stages bars, drawn as vectors up to RASTER_OPS
+    vector = min(4 * cells + stages, RASTER_OPS) if 2 * cells + stages <= RASTER_OPS else 0
     return TIMELINE_UNITS + VECTOR_BAR_UNITS * vector + CELL_UNITS * cells
 
 
