@@ -13,7 +13,7 @@ from autopar_opt.cost.layer_cost import StageContext, layer_cost, state_bytes, w
 from autopar_opt.cost.params import CostParams, default_params
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
 from autopar_opt.graph import LayerGraph, LayerKind
-from autopar_opt.hardware import GIB, Cluster
+from autopar_opt.hardware import GIB, MEM_EPS, Cluster
 from autopar_opt.pipeline import PlanError, boundaries_intra, inflight_microbatches, validate_plan  # noqa: F401 (PlanError: evaluate's error type)
 from autopar_opt.plan import Plan
 from autopar_opt.training import Schedule, Training
@@ -66,7 +66,7 @@ class StageMetrics:
 
     @property
     def fits(self) -> bool:
-        return self.peak_memory_gib <= self.capacity_gib + 1e-9
+        return self.peak_memory_gib <= self.capacity_gib + MEM_EPS
 
     @property
     def headroom_fraction(self) -> float:

@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 GIB = 1024**3
+
+#: Memory feasibility allowance in GiB (round-off of sums of per-layer bytes): a plan fits
+#: when its peak is at most capacity + MEM_EPS GiB, in evaluate, the DPs and every MIP.
+MEM_EPS = 1e-9
 GB = 1e9
 
 

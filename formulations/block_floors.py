@@ -20,8 +20,7 @@ import numpy as np
 from autopar_opt.core.assignment import Assignment
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.formulations.chain_blocks import BlockChain, best_path
-from autopar_opt.hardware import GIB
-from autopar_opt.solvers.dp.common import MEM_EPS
+from autopar_opt.hardware import GIB, MEM_EPS
 
 
 class StageFloor:

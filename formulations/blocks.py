@@ -70,8 +70,7 @@ from autopar_opt.formulations.base import FormulationError, check_tables, start_
 from autopar_opt.formulations.block_floors import StageFloor, stage_floors
 from autopar_opt.formulations.chain_blocks import (BlockChain, Pattern, best_path, block_chain,
                                                    collapse, layout_patterns)
-from autopar_opt.hardware import GIB
-from autopar_opt.solvers.dp.common import MEM_EPS
+from autopar_opt.hardware import GIB, MEM_EPS
 from autopar_opt.plan import Plan
 from autopar_opt.strategies import layout_ids
 

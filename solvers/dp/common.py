@@ -19,10 +19,7 @@ import numpy as np
 from autopar_opt.core.assignment import Assignment  # noqa: F401 (the DP's answer type)
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.evaluate import pipeline_latency
-from autopar_opt.hardware import GIB
-
-#: Relative tolerance used for memory feasibility (matches evaluate's 1e-9 GiB slack closely).
-MEM_EPS = 1e-9
+from autopar_opt.hardware import GIB, MEM_EPS  # noqa: F401  (MEM_EPS re-exported: the DPs' allowance)
 
 
 def stage_terms(tables: CostTables, a: Assignment) -> tuple[list[float], list[float], list[float], list[float]]:
