@@ -1,10 +1,26 @@
-"""What every formulation module shares: its error, the input check, pricing an assignment."""
+"""What every formulation module shares: its error, the input check, pricing an assignment, the matrix-backed interface."""
 
 from __future__ import annotations
 
 from autopar_opt.core.assignment import Assignment
+from autopar_opt.core.matrix import MatrixForm
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.plan import Plan
+
+
+class MatrixBacked:
+    """The formulation interface of a model that is one :class:`MatrixForm`
+    (``self.matrix``): what the backend solves, and the seconds it took to build."""
+
+    @property
+    def model(self) -> MatrixForm:
+        """What the backend solves (the formulation interface)."""
+        return self.matrix
+
+    @property
+    def build_s(self) -> float:
+        """Seconds to produce :attr:`matrix` (structure step included when built)."""
+        return self.matrix.compile_s
 
 
 class FormulationError(ValueError):

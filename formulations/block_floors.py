@@ -71,15 +71,16 @@ def stage_floors(tables: CostTables, chain: BlockChain) -> list[StageFloor]:
     for i in range(pp):
         room = float(tables.capacity_bytes)
         if chain.prefix and i == 0:
-            room -= float(_mem(tables, 0, i).min())
+            room -= float(layer_bytes(tables, 0, i).min())
         if chain.suffix and i == pp - 1:
-            room -= float(_mem(tables, n - 1, i).min())
-        out.append(StageFloor(np.asarray(tables.time[b], float), _mem(tables, b, i) / GIB,
+            room -= float(layer_bytes(tables, n - 1, i).min())
+        out.append(StageFloor(np.asarray(tables.time[b], float), layer_bytes(tables, b, i) / GIB,
                               room / GIB + MEM_EPS, chain.count))
     return out
 
 
-def _mem(tables: CostTables, u: int, i: int) -> np.ndarray:
+def layer_bytes(tables: CostTables, u: int, i: int) -> np.ndarray:
+    """``W + inflight_i·H`` of layer ``u`` per strategy in stage ``i`` (bytes)."""
     return np.asarray(tables.weight_bytes[u], float) + float(tables.inflight[i]) * np.asarray(tables.act_bytes[u], float)
 
 
@@ -88,8 +89,8 @@ def split_plan(tables: CostTables, chain: BlockChain, floors: list[StageFloor]) 
     pp, n, N = tables.pp, tables.num_layers, chain.count
     lo = [0 if (pp > 1 and ((i == 0 and chain.prefix) or (i == pp - 1 and chain.suffix))) else 1
           for i in range(pp)]
-    kp = int(np.argmin(_mem(tables, 0, 0))) if chain.prefix else None
-    ks = int(np.argmin(_mem(tables, n - 1, pp - 1))) if chain.suffix else None
+    kp = int(np.argmin(layer_bytes(tables, 0, 0))) if chain.prefix else None
+    ks = int(np.argmin(layer_bytes(tables, n - 1, pp - 1))) if chain.suffix else None
     extra = [0.0] * pp
     if kp is not None:
         extra[0] += float(tables.time[0][kp])

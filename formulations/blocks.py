@@ -66,8 +66,8 @@ from autopar_opt.core.assignment import Assignment
 from autopar_opt.core.matrix import MatrixForm
 from autopar_opt.core.result import ProblemClass, SolveResult
 from autopar_opt.cost.tables import CostTables
-from autopar_opt.formulations.base import FormulationError, check_tables, start_assignment
-from autopar_opt.formulations.block_floors import StageFloor, stage_floors
+from autopar_opt.formulations.base import FormulationError, MatrixBacked, check_tables, start_assignment
+from autopar_opt.formulations.block_floors import StageFloor, layer_bytes, stage_floors
 from autopar_opt.formulations.chain_blocks import (BlockChain, Pattern, best_path, block_chain,
                                                    collapse, layout_patterns)
 from autopar_opt.hardware import GIB, MEM_EPS
@@ -123,7 +123,7 @@ def _add(terms: dict[int, float], col: int, a: float) -> None:
 
 
 @dataclass
-class BlockFormulation:
+class BlockFormulation(MatrixBacked):
     """The aggregated MILP of one configuration: matrix, decoding, warm starts."""
 
     tables: CostTables
@@ -144,14 +144,6 @@ class BlockFormulation:
     sizes: list[tuple[int, dict[int, int]]] = field(default_factory=list)  # stage -> (m, {m: d})
     symmetry: bool = False
     problem_class: ProblemClass = ProblemClass.milp
-
-    @property
-    def model(self) -> MatrixForm:
-        return self.matrix
-
-    @property
-    def build_s(self) -> float:
-        return self.matrix.compile_s
 
     # ---- decoding ---------------------------------------------------------
     def assignment(self, x: np.ndarray) -> Assignment:
@@ -310,8 +302,7 @@ class _Builder:
         self.sizes: list[tuple[int, dict[int, int]]] = []
 
     def mem(self, u: int, i: int) -> np.ndarray:
-        t = self.t
-        return (t.weight_bytes[u] + float(t.inflight[i]) * t.act_bytes[u]) / GIB
+        return layer_bytes(self.t, u, i) / GIB
 
     def layer(self, i: int, u: int, cols) -> None:
         """Time, sync and memory of layer ``u`` in stage ``i`` on its strategy columns."""

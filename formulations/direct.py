@@ -37,7 +37,7 @@ from autopar_opt.core.matrix import MatrixForm
 from autopar_opt.core.result import ProblemClass, SolveResult
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.formulations.families import sort_symmetric_runs, symmetry_cuts
-from autopar_opt.formulations.base import (FormulationError, check_tables, price_assignment,
+from autopar_opt.formulations.base import (FormulationError, MatrixBacked, check_tables, price_assignment,
                                             start_assignment)
 from autopar_opt.formulations.layout import ColumnLayout, StructureKey
 from autopar_opt.formulations.rows import Fill, collect, families_of
@@ -171,7 +171,7 @@ def fill(struct: MatrixStructure, tables: CostTables, mats: list[dict]) -> tuple
 
 
 @dataclass
-class DirectFormulation:
+class DirectFormulation(MatrixBacked):
     """One configuration's formulation as a matrix: decoding and warm starts."""
 
     tables: CostTables
@@ -181,16 +181,6 @@ class DirectFormulation:
     cached: bool = False                 # the structure came from the cache
     problem_class: ProblemClass = ProblemClass.milp
     entries: np.ndarray | None = None    # CSR values of every structural entry (see :func:`fill`)
-
-    @property
-    def model(self) -> MatrixForm:
-        """What the backend solves (the formulation interface)."""
-        return self.matrix
-
-    @property
-    def build_s(self) -> float:
-        """Seconds to produce :attr:`matrix` (structure step included when built)."""
-        return self.matrix.compile_s
 
     def stage_assignment(self, x: np.ndarray) -> list[int]:
         """Stage of every layer: the first ``i`` with ``a[u,i] = 1``, else ``P-1``."""
