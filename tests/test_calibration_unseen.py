@@ -323,3 +323,52 @@ def test_synthetic_records_map_to_their_stacks():
     assert runs["synth_h800"].cluster.device.name == "H800-SXM-80GB"
     report = calibrate_file(SYNTH)
     assert {c.id for c in report.comparisons} == set(runs)
+
+
+def test_torchtitan_mfu_divides_by_the_bf16_peak_in_float8_runs():
+    """torchtitan's get_peak_flops is the bf16 dense peak (989 TFLOP/s on H100
+    SXM) in float8 runs too: the same MFU means 989/1979 of the throughput an
+    FP8-peak reading would give."""
+    rec = next(r for r in load_run_file(SYNTH) if r["id"] == "synth_torchtitan_float8")
+    rec["measured"] = {"mfu_pct": 40.0}
+    run = build_run(rec)
+    assert run.training.dtype == "fp8" and "(bf16 peak)" in run.measured_basis
+    rec["flops_counting"] = "PaLM appendix B, MFU vs the FP8 peak"
+    fp8 = build_run(rec)
+    assert run.measured_samples_per_s / fp8.measured_samples_per_s == pytest.approx(989 / 1979)
+
+
+def test_h100_pcie_and_nvl_are_not_read_as_sxm():
+    rec = next(r for r in load_run_file(SYNTH) if r["id"] == "synth_pytorch_fsdp")
+    for gpu in ("H100 PCIe", "H100 NVL"):
+        rec["hardware"]["gpu_type"] = gpu
+        with pytest.raises(Unmodelable, match="not in the device catalog"):
+            build_run(rec)
+
+
+def test_fsdp_runtimes_shard_by_default_and_megatron_deepspeed_zero3_drops_the_bf16_optimizer():
+    """FSDP's default ShardingStrategy is FULL_SHARD (and fairscale's
+    reshard_after_forward=True): stage 3 when the record states nothing.
+    Megatron-DeepSpeed at ZeRO-3 runs DeepSpeed's ZeRO optimizer, not the
+    stage-0/1 BF16_Optimizer (no 16-bit gradient copy beside fp32 buffers)."""
+    for fw in ("PyTorch FSDP", "metaseq (fairscale FSDP)"):
+        rt, _ = _rt(fw)
+        assert map_zero({}, rt) == 3
+    assert map_zero({}, RUNTIMES["pytorch-ddp"]) == 0
+    rt, _ = _rt("Megatron-DeepSpeed", _par(zero_stage=3))
+    assert rt.name == "deepspeed-zero" and not rt.lp_grad_copy and rt.grad_reduce_overlap
+    assert _rt("Megatron-DeepSpeed", _par(zero_stage=1))[0] == RUNTIMES["deepspeed"]
+
+
+def test_nemo_releases_from_25_09_are_megatron_bridge():
+    assert _rt("NeMo 25.11")[0] == RUNTIMES["megatron-bridge"]
+    assert _rt("NeMo 25.07")[0].name == "nemo"
+
+
+def test_deepspeed_fp16_reduces_in_fp16_and_hfu_alone_is_refused_with_the_reason():
+    rec = {"parallelism": {"zero_stage": 1}, "training": {"precision": "fp16"}}
+    rt, _ = _rt("DeepSpeed", rec)
+    assert not rt.fp32_grad_buffer and not rt.lp_grad_copy
+    with pytest.raises(ValueError, match="hfu_pct alone"):
+        measured_samples_per_s({"hfu_pct": 50.0}, Dims(8, 2048, 2, 1024, 50000, 1e9), 8,
+                               "H100-SXM-80GB", "bf16", "")

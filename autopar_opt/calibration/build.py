@@ -194,7 +194,7 @@ def build_run(rec: dict) -> ModeledRun:
         raise Unmodelable(f"the published plan breaks a pipeline rule: {broken}")
     dtype = map_precision(text(tr, "precision"), device, notes)
     runtime = fsdp_reduce_dtype(runtime, text(tr, "precision"), notes)
-    counting = str(rec.get("flops_counting") or "") or stacks.default_counting(runtime, notes)
+    counting = stacks.counting_of(runtime, str(rec.get("flops_counting") or ""), notes)
     recompute = map_recompute(text(tr, "recompute"), counting, notes)
     if recompute is Recompute.selective and graph.layers[1].act_attn_bytes == 0:
         recompute = Recompute.none     # FlashAttention keeps no attention core to drop

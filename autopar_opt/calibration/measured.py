@@ -165,6 +165,19 @@ def flop_formula(counting: str, for_mfu: bool):
         "" if "72*" in t or "eq.7" in t else " [formula not stated: assumed]")
 
 
+def mfu_peak_dtype(counting: str, device: str, dtype: str) -> str:
+    """The peak an MFU figure divides by: the one the text names ("FP8
+    peak", "bf16 (dense) peak"; torchtitan's ``get_peak_flops`` is the bf16
+    dense peak in float8 runs too), else the compute dtype's."""
+    low = counting.lower()
+    has = DEVICE_CATALOG[device].peak_tflops
+    if re.search(r"fp8 (dense )?peak|vs\.? (the )?fp8", low) and "fp8" in has:
+        return "fp8"
+    if re.search(r"(bf16|16-bit)[ -](dense )?peak|bf16 dense\)? peak", low) and "bf16" in has:
+        return "bf16"
+    return dtype
+
+
 def measured_samples_per_s(measured: dict, dims: Dims, num_gpus: int, device: str,
                            dtype: str, counting: str) -> tuple[float, str]:
     """(samples/s, how it was obtained); raises ValueError when nothing is usable."""
@@ -195,11 +208,13 @@ def measured_samples_per_s(measured: dict, dims: Dims, num_gpus: int, device: st
     key, sps = first("samples_per_sec_from_log", "sequences_per_sec")
     if key is not None:
         return sps, f"{key} = {sps:g}"
-    peak = DEVICE_CATALOG[device].peak_flops(dtype)
     if (mfu := get("mfu_pct")) is not None:
+        peak_dtype = mfu_peak_dtype(counting, device, dtype)
+        peak = DEVICE_CATALOG[device].peak_flops(peak_dtype)
         fn, label = flop_formula(counting, for_mfu=True)
         t = fn(dims) / (mfu / 100.0 * peak * num_gpus)
-        return dims.batch / t, f"mfu_pct = {mfu:g} inverted with {label}, peak {peak / 1e12:g} TFLOP/s"
+        return dims.batch / t, (f"mfu_pct = {mfu:g} inverted with {label}, peak {peak / 1e12:g} "
+                                f"TFLOP/s" + (f" ({peak_dtype} peak)" if peak_dtype != dtype else ""))
     if (tf := get("tflops_per_gpu")) is not None:
         fn, label = flop_formula(counting, for_mfu=False)
         t = fn(dims) / (tf * 1e12 * num_gpus)
@@ -209,6 +224,8 @@ def measured_samples_per_s(measured: dict, dims: Dims, num_gpus: int, device: st
         t = fn(dims) / (agg * 1e15)
         return dims.batch / t, (f"aggregate_pflops = {agg:g} (= {agg * 1e3 / num_gpus:.4g} "
                                 f"TFLOP/s per GPU) inverted with {label}")
+    hfu = (" (hfu_pct alone is not used: hardware FLOPs count the recomputation each framework "
+           "counts its own way)") if get("hfu_pct") is not None else ""
     raise ValueError("no usable measured throughput (iteration_time_s, tokens_per_sec_per_gpu, "
                      "tokens_per_sec_total, samples_per_sec, mfu_pct, tflops_per_gpu, "
-                     "aggregate_pflops all null)")
+                     "aggregate_pflops all null)" + hfu)

@@ -180,6 +180,8 @@ def runtime_of(framework: str, notes: list[str], rec: dict | None = None) -> Run
     if "llm-foundry" in fw or "composer" in fw:
         return runtime_named("pytorch-fsdp")     # precision text: fsdp_reduce_dtype()
     if "deepspeed" in fw and "megatron" in fw:
+        if stacks.zero_stage_of(rec) >= 2:      # ZeRO-2/3: no BF16_Optimizer (stages 0/1 only)
+            return stacks.deepspeed_zero(fw, rec, notes)
         return runtime_named("deepspeed")
     if "megatron" in fw and not stacks.megatron_lm_is_core(fw) \
             and not any(k in fw for k in ("metaseq", "fairscale", "fsdp", "torchtitan")):
@@ -220,9 +222,9 @@ def map_device(gpu_type: str, memory_gb: float | None, notes: list[str]) -> str:
     t = gpu_type.lower().replace(" ", "")
     if not t:
         raise Unmodelable("hardware.gpu_type is not stated")
-    if "h100" in t and "pcie" in t:
-        raise Unmodelable(f"hardware.gpu_type {gpu_type!r}: H100 PCIe (756 dense bf16 TFLOP/s, "
-                          "2.0 TB/s) is not in the device catalog, only H100 SXM")
+    if "h100" in t and ("pcie" in t or "nvl" in t):
+        raise Unmodelable(f"hardware.gpu_type {gpu_type!r}: H100 PCIe/NVL (756/835 dense bf16 "
+                          "TFLOP/s) is not in the device catalog, only H100 SXM (989)")
     for key, name in (("h200", "H200-141GB"), ("h100", "H100-SXM-80GB"), ("h800", "H800-SXM-80GB"),
                       ("gb200", "GB200"),
                       ("b200", "B200"), ("v100", "V100-32GB")):
@@ -298,6 +300,16 @@ def map_recompute(value: str, flops_counting: str, notes: list[str]) -> Recomput
     return Recompute.none
 
 
+#: Runtimes whose data parallelism shards everything unless told otherwise.
+_SHARDING_BY_DEFAULT = {
+    "torchtitan": "torchtitan shards data parallelism with FSDP2 by default "
+                  "(data_parallel_shard_degree = -1)",
+    "pytorch-fsdp": "FSDP's default sharding strategy is FULL_SHARD",
+    "fairscale-fsdp": "fairscale FullyShardedDataParallel reshards after forward by default "
+                      "(reshard_after_forward=True)",
+}
+
+
 def map_zero(par: dict, runtime: Runtime | None = None, notes: list[str] | None = None) -> int:
     """ZeRO stage of a record's ``parallelism`` section.
 
@@ -313,7 +325,8 @@ def map_zero(par: dict, runtime: Runtime | None = None, notes: list[str] | None 
     group, replicas across groups) is unmodelable: a strategy shards over its
     whole data-parallel group. With nothing stated, a runtime whose data
     parallelism is FSDP by default (torchtitan: ``data_parallel_shard_degree
-    = -1``) gives stage 3.
+    = -1``; PyTorch FSDP: ``FULL_SHARD``; fairscale: ``reshard_after_forward``)
+    gives stage 3.
     """
     notes = [] if notes is None else notes
     fsdp = text(par, "fsdp").lower()
@@ -334,10 +347,9 @@ def map_zero(par: dict, runtime: Runtime | None = None, notes: list[str] | None 
         return 3
     z = integer(par, "zero_stage", "parallelism") if par.get("zero_stage") not in (0, None) else 0
     if z is None or z == 0:
-        if runtime is not None and runtime.name == "torchtitan" and not fsdp \
+        if runtime is not None and runtime.name in _SHARDING_BY_DEFAULT and not fsdp \
                 and par.get("zero_stage") is None:
-            notes.append("ZeRO/FSDP not stated: torchtitan shards data parallelism with FSDP2 by "
-                         "default (data_parallel_shard_degree = -1): ZeRO-3")
+            notes.append(f"ZeRO/FSDP not stated: {_SHARDING_BY_DEFAULT[runtime.name]}: ZeRO-3")
             return 3
         return 0
     if z > 3:

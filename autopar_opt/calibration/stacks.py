@@ -16,7 +16,10 @@ NeMo before Megatron-Bridge (NeMo 1.x/2.0: NeMo + Megatron-Core + TE)
     'fp32'``; NeMo 2.0 ``bf16_mixed_plugin`` sets ``grad_reduce_in_fp32=True``
     (``nemo/collections/llm/recipes/precision/mixed_precision.py``); NeMo 1.x
     FP8 configs carry ``fp8_params: false``. A text stating
-    ``grad_reduce_in_fp32=False`` / ``fp8_params`` overrides either.
+    ``grad_reduce_in_fp32=False`` / ``fp8_params`` overrides either. NeMo
+    releases from 25.09 are taken as Megatron-Bridge (an assumption: the
+    calibration file's NeMo 25.11+ runs name Megatron-Bridge), 22.xx and
+    earlier as Megatron-LM modules before Transformer Engine.
 torchtitan
     The catalog ``torchtitan`` runtime: FSDP2 with prefetch, reduce-scatter in
     fp32 (``training.mixed_precision_reduce = "float32"``), fused AdamW
@@ -38,8 +41,9 @@ fairscale / metaseq FSDP (+ Megatron tensor parallelism)
 DeepSpeed ZeRO (without Megatron)
     Gradients reduced in the 16-bit dtype (``communication_data_type``
     defaults to the model's fp16/bf16: ``DeepSpeedEngine.
-    communication_data_type``); no ``BF16_Optimizer`` copy at ZeRO-2/3 (the
-    engine uses it at stages 0/1 only); ``overlap_comm`` defaults to true for
+    communication_data_type``; at stages 0/1 in fp16 the ``FP16_Optimizer``
+    all-reduces fp16 gradients, ``fp32_allreduce`` default false); no
+    ``BF16_Optimizer`` copy at ZeRO-2/3 (the engine uses it at stages 0/1 only); ``overlap_comm`` defaults to true for
     stage 3 only (``deepspeed/runtime/zero/config.py``, validator
     ``overlap_comm_valid``); stage-3 parameters are prefetched
     (``stage3_prefetch_bucket_size``). Megatron-DeepSpeed keeps the catalog
@@ -116,6 +120,11 @@ def shards_weights(rec: dict | None) -> bool:
                           and "no_shard" not in fsdp)
 
 
+def zero_stage_of(rec: dict | None) -> int:
+    """ZeRO stage the record states (3 for an FSDP text that shards; 0 if none)."""
+    return 3 if shards_weights(rec) else (_zero_field(rec)[0] or 0)
+
+
 def _tp_or_pp(rec: dict | None) -> bool:
     par = (rec or {}).get("parallelism") or {}
     return any(isinstance(par.get(k), (int, float)) and par.get(k, 1) > 1 for k in ("tp", "pp"))
@@ -126,6 +135,10 @@ def nemo(fw: str, notes: list[str]) -> Runtime:
     2022 or earlier (``22.xx``) ran Megatron-LM's own modules before Transformer
     Engine: the ``megatron-lm`` runtime."""
     release = re.search(r"\b(\d{2})\.(\d{2})\b", fw)
+    if release and (int(release.group(1)), int(release.group(2))) >= (25, 9):
+        notes.append(f"NeMo {release.group(0)}: Megatron-Bridge era (the file's NeMo 25.11+ "
+                     "records name Megatron-Bridge; taken as from 25.09)")
+        return runtime_named("megatron-bridge")
     if release and int(release.group(1)) <= 22:
         notes.append(f"NeMo Megatron {release.group(0)}: Megatron-LM modules before Transformer "
                      "Engine (megatron-lm runtime: no fused attention, no TP overlap)")
@@ -169,11 +182,18 @@ def fairscale(notes: list[str]) -> Runtime:
 
 def deepspeed_zero(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
     """DeepSpeed ZeRO without Megatron (see the module docstring)."""
-    stage, _ = _zero_field(rec)
-    stage = 3 if shards_weights(rec) else (stage or 0)
+    stage = zero_stage_of(rec)
     overlap = _stated(fw, "overlap_comm", "overlap-comm")
     overlap = (stage == 3) if overlap is None else overlap
-    if stage <= 1:
+    precision = str(((rec or {}).get("training") or {}).get("precision") or "").lower()
+    fp16 = "fp16" in precision and "bf16" not in precision
+    if stage <= 1 and fp16:
+        rt = runtime_named("deepspeed", grad_reduce_overlap=overlap, lp_grad_copy=False,
+                           fp32_grad_buffer=False)
+        notes.append(f"DeepSpeed ZeRO-{stage} fp16: FP16_Optimizer, gradients all-reduced in "
+                     f"fp16 (fp32_allreduce default false), overlap_comm {overlap}, attention "
+                     "unfused unless the arch says flash")
+    elif stage <= 1:
         rt = runtime_named("deepspeed", grad_reduce_overlap=overlap)
         notes.append(f"DeepSpeed ZeRO-{stage}: BF16_Optimizer fp32 gradient buffers (bf16), "
                      f"overlap_comm {overlap}, attention unfused unless the arch says flash")
@@ -278,20 +298,28 @@ def by_fields(framework: str, rec: dict | None, notes: list[str]) -> Runtime:
     return runtime_named("pytorch-ddp")
 
 
-def default_counting(runtime: Runtime, notes: list[str]) -> str:
-    """The FLOP convention a stack's own logger uses, for a record whose
-    ``flops_counting`` is not stated (a text :func:`~autopar_opt.calibration.
-    measured.flop_formula` recognises): torchtitan ``get_num_flop_per_token``;
-    Megatron-Core / NeMo ``num_floating_point_operations`` (Megatron-Bridge:
-    its causal variant); Composer/llm-foundry ``flops_per_batch``. Other
-    stacks: empty (Eq. 7, stated as assumed)."""
-    text = {"torchtitan": "torchtitan get_num_flop_per_token",
-            "megatron-core": "Megatron-Core num_floating_point_operations",
-            "nemo": "Megatron-Core num_floating_point_operations",
-            "megatron-bridge": "Megatron-Core num_floating_point_operations, causal",
-            }.get(runtime.name, "")
-    if runtime.name == "pytorch-fsdp" and runtime.fused_cross_entropy:
-        text = "llm-foundry flops_per_batch"
-    if text:
-        notes.append(f"flops_counting not stated: {runtime.name}'s own count ({text})")
+def counting_of(runtime: Runtime, stated: str, notes: list[str]) -> str:
+    """The FLOP convention of a record: its ``flops_counting`` text, or, when
+    that is empty, the convention the stack's own logger uses (a text
+    :func:`~autopar_opt.calibration.measured.flop_formula` recognises):
+    torchtitan ``get_num_flop_per_token``; Megatron-Core / NeMo
+    ``num_floating_point_operations`` (Megatron-Bridge: its causal variant);
+    Composer/llm-foundry ``flops_per_batch``; other stacks: empty (Eq. 7,
+    stated as assumed). torchtitan's MFU divides by the bf16 dense peak
+    whatever the precision (``torchtitan/tools/utils.py::get_peak_flops``:
+    989e12 for H100 SXM, also in float8 runs); that is appended for
+    :func:`~autopar_opt.calibration.measured.mfu_peak_dtype`."""
+    text = stated
+    if not text:
+        text = {"torchtitan": "torchtitan get_num_flop_per_token",
+                "megatron-core": "Megatron-Core num_floating_point_operations",
+                "nemo": "Megatron-Core num_floating_point_operations",
+                "megatron-bridge": "Megatron-Core num_floating_point_operations, causal",
+                }.get(runtime.name, "")
+        if runtime.name == "pytorch-fsdp" and runtime.fused_cross_entropy:
+            text = "llm-foundry flops_per_batch"
+        if text:
+            notes.append(f"flops_counting not stated: {runtime.name}'s own count ({text})")
+    if runtime.name == "torchtitan" and "peak" not in text.lower():
+        text += " [MFU vs the bf16 dense peak: torchtitan get_peak_flops]"
     return text
