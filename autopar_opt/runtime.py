@@ -146,10 +146,14 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "ddp.grad_reduce_in_fp32 = False, scripts/performance/configs; "
                    "FP8 weights: fp8_param_gather = True in the FP8 current-scaling recipe)"),
     Runtime("deepspeed", flash_attention=False, hopper_attention=False, tp_comm_overlap=False,
-            grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
+            grad_reduce_overlap=False, param_gather_overlap=False, fsdp_prefetch=True,
             distributed_optimizer=False, fused_optimizer=True, lp_grad_copy=True,
-            source="Megatron-DeepSpeed + DeepSpeed ZeRO (overlap_comm; Rajbhandari et al. 2020; "
-                   "BF16_Optimizer gradient buffers)"),
+            source="Megatron-DeepSpeed + DeepSpeed ZeRO (Rajbhandari et al. 2020; BF16_Optimizer "
+                   "gradient buffers). Gradient reduction after the backward pass: the "
+                   "PipelineEngine turns enable_backward_allreduce off and runs ReduceGrads "
+                   "after the last micro-batch (deepspeed/runtime/pipe/schedule.py "
+                   "TrainSchedule.steps), and zero_optimization.overlap_comm defaults to false "
+                   "below stage 3 (deepspeed/runtime/zero/config.py)"),
     Runtime("pytorch-fsdp", flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
             distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=True,

@@ -184,6 +184,8 @@ def runtime_of(framework: str, notes: list[str], rec: dict | None = None) -> Run
     if "deepspeed" in fw and "megatron" in fw:
         if stacks.zero_stage_of(rec) >= 2:      # ZeRO-2/3: no BF16_Optimizer (stages 0/1 only)
             return stacks.deepspeed_zero(fw, rec, notes)
+        notes.append("Megatron-DeepSpeed: DeepSpeed PipelineEngine, gradients all-reduced after "
+                     "the last micro-batch (ReduceGrads; grad_reduce_overlap off)")
         return runtime_named("deepspeed")
     if "megatron" in fw and not stacks.megatron_lm_is_core(fw) \
             and not any(k in fw for k in ("metaseq", "fairscale", "fsdp", "torchtitan")):

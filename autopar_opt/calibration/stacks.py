@@ -47,7 +47,7 @@ DeepSpeed ZeRO (without Megatron)
     stage 3 only (``deepspeed/runtime/zero/config.py``, validator
     ``overlap_comm_valid``); stage-3 parameters are prefetched
     (``stage3_prefetch_bucket_size``). Megatron-DeepSpeed keeps the catalog
-    ``deepspeed`` runtime.
+    ``deepspeed`` runtime (PipelineEngine: gradients reduced after the last micro-batch).
 Colossal-AI
     Bucketed gradient reduction overlapped with the backward
     (``HybridParallelPlugin(overlap_communication=True)``), fused
