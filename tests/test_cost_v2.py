@@ -167,3 +167,21 @@ def test_deepspeed_bf16_keeps_the_16bit_grad_beside_the_fp32_accumulator():
         assert st.optimizer_gib == pytest.approx(3e9 / 2**30)
     fp32 = Training(4, 1, "fp32", optimizer="adam_fp32", runtime=runtime_named("deepspeed"))
     assert evaluate(plan, g, cl, fp32, IDEAL).stages[0].grads_gib == pytest.approx(4e9 / 2**30)
+
+
+def test_deepspeed_reduces_gradients_after_the_backward_pass():
+    """DeepSpeed's PipelineEngine disables the backward all-reduce and runs
+    ``ReduceGrads`` after the last micro-batch (``deepspeed/runtime/pipe/
+    schedule.py`` ``TrainSchedule.steps``); ``overlap_comm`` defaults to false
+    below ZeRO-3. So the whole ring all-reduce of the fp32 gradient buffer
+    (2·7·5 µs + 2·(7/8)·4e9/450e9 = 15.626 ms, as above) is exposed, where
+    Megatron-LM's DDP hides the backward (2.022 ms) of it. A Megatron-DeepSpeed
+    record maps to that runtime and says why."""
+    from autopar_opt.calibration.records import runtime_of
+    ar = allreduce_time(8, 4.0 * P, LinkTier("nvlink4", 450.0, 5.0))
+    ds = layer_cost(_block(), Strategy(dp=8, tp=1), _ctx("deepspeed"))
+    assert ds.dp_exposed_s == pytest.approx(ar, rel=1e-12)
+    notes: list[str] = []
+    rt = runtime_of("Megatron-DeepSpeed", notes, {"parallelism": {"zero_stage": 1}})
+    assert rt.name == "deepspeed" and not rt.grad_reduce_overlap
+    assert any("ReduceGrads" in n for n in notes)
