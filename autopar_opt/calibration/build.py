@@ -26,6 +26,7 @@ Conventions follow the frameworks the records come from:
 from __future__ import annotations
 
 from autopar_opt.calibration.measured import Dims, measured_samples_per_s
+from autopar_opt.calibration.memory import memory_fields
 from autopar_opt.calibration.records import (
     DEFAULT_GPUS_PER_NODE, ModeledRun, Unmodelable, family_of, fsdp_reduce_dtype, integer,
     map_device,
@@ -212,10 +213,13 @@ def build_run(rec: dict) -> ModeledRun:
         try:
             measured, basis = measured_samples_per_s(meas, dims, n, device, dtype, counting)
         except ValueError as exc:
-            raise Unmodelable(str(exc)) from None
+            if not number(meas, "memory_gib_per_gpu", "measured"):
+                raise Unmodelable(str(exc)) from None
+            measured, basis = None, "memory only (no throughput published)"
+    measure, rank = memory_fields(meas)
     return ModeledRun(str(rec["id"]), family, framework, "per_layer" if per_layer else "end_to_end",
                       graph, cluster, training, plan, strategy, mbs * par["dp"], measured, basis,
-                      number(meas, "memory_gib_per_gpu", "measured"), notes)
+                      number(meas, "memory_gib_per_gpu", "measured"), notes, measure, rank)
 
 
 def _per_layer_measured(meas: dict, samples: int) -> tuple[float, str]:
