@@ -25,12 +25,15 @@ Conventions follow the frameworks the records come from:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from autopar_opt.calibration.measured import Dims, measured_samples_per_s
 from autopar_opt.calibration.memory import memory_fields
 from autopar_opt.calibration.records import (
     DEFAULT_GPUS_PER_NODE, ModeledRun, Unmodelable, family_of, fsdp_reduce_dtype, integer,
     map_device,
     map_precision, map_recompute, map_zero, number, runtime_of, section, text)
+from autopar_opt.graph import LayerKind
 from autopar_opt.pipeline import pipeline_rule_broken
 from autopar_opt.hardware import DEFAULT_INTER_NODE, NVLINK_DOMAIN, LinkTier, make_cluster
 from autopar_opt.runtime import Runtime
@@ -62,7 +65,7 @@ def _model(rec: dict, runtime: Runtime, notes: list[str]):
     graph = decoder_lm(str(rec["id"]), layers, s, h, a, ffn, v, kv_heads=kv,
                        gated_mlp="swiglu" in arch or "gated" in arch,
                        flash_attention=flash, causal_flops=flash,
-                       learned_positions="learned pos" in arch,
+                       learned_positions="learned pos" in arch, tied="untied" not in arch,
                        biases="no bias" not in arch, source=str(rec["id"]),
                        fused_gated=runtime.fused_swiglu, dropout="no dropout" not in arch)
     params = number(m, "param_count_b", "model")
@@ -207,8 +210,9 @@ def build_run(rec: dict) -> ModeledRun:
         embed_slots = "own pp slot" in text(rec, "notes").lower()
         sizes = _stage_sizes(dims.layers, par["pp"], embed_slots)
         schedule = Schedule.interleaved if par["vp"] > 1 else Schedule.one_f_one_b
-        plan = uniform_plan([layer.name for layer in graph.layers], par["pp"], strategy, c,
-                            schedule, par["vp"], stage_sizes=sizes)
+        plan = _blocks_only_recompute(
+            uniform_plan([layer.name for layer in graph.layers], par["pp"], strategy, c,
+                         schedule, par["vp"], stage_sizes=sizes), graph)
         dims = Dims(gbs, dims.seq, dims.layers, dims.hidden, dims.vocab, dims.params)
         try:
             measured, basis = measured_samples_per_s(meas, dims, n, device, dtype, counting)
@@ -220,6 +224,21 @@ def build_run(rec: dict) -> ModeledRun:
     return ModeledRun(str(rec["id"]), family, framework, "per_layer" if per_layer else "end_to_end",
                       graph, cluster, training, plan, strategy, mbs * par["dp"], measured, basis,
                       number(meas, "memory_gib_per_gpu", "measured"), notes, measure, rank)
+
+
+def _blocks_only_recompute(plan, graph):
+    """A record's full recomputation checkpoints the transformer layers only:
+    the embedding, the output layer and the loss keep their activations (the
+    logits) and are not recomputed (Megatron-LM ``--recompute-granularity
+    full`` checkpoints inside ``TransformerBlock``; Hugging Face
+    ``gradient_checkpointing_enable`` wraps the decoder blocks; DeepSpeed
+    ``activation_checkpoint_interval`` the pipeline's layer specs)."""
+    blocks = {layer.name for layer in graph.layers if layer.kind is LayerKind.transformer_block}
+    for st in plan.stages:
+        st.strategies = [s if name in blocks or s.recompute is not Recompute.full
+                         else replace(s, recompute=Recompute.none)
+                         for name, s in zip(st.layers, st.strategies)]
+    return plan
 
 
 def _per_layer_measured(meas: dict, samples: int) -> tuple[float, str]:

@@ -86,21 +86,34 @@ READING = """## Reading (hand-written)
   (8.4 µs, Ring/Simple) over every collective of an iteration stays under 13 ms on
   these records: too small. The missing physics (Composer's per-batch host work is the
   suspect) is not found.
-- **`memory_reserve_gib`** is no longer at its bound: 3.55 GiB with 13.2% fragmentation
-  (was 0.5 GiB, its lower bound, with 22.7%). The 8 BLOOM records that state memory are
-  all of one size and barely separate a fixed from a proportional overhead; the published
-  plans that ran enter the fit as censored observations (section 5). The Megatron-Bridge
-  GB200 Llama-3-70B run could not constrain it before (its recipe offloads the
-  activations of 40 of its 80 layers to host memory, `cpu_offloading_num_layers = 40`,
-  which the model did not represent: 362 GiB predicted on a 184 GiB GPU). With CPU
-  activation offload modelled (`autopar_opt/cost/offload.py`, Transformer Engine
-  `get_cpu_offload_context`) its modelled bytes drop to about 159 GiB, and "it ran" caps
-  the proportional part: its constraint is active at the fit, which moves the overhead
-  from the fragmentation fraction to the fixed reserve (CUDA context, NCCL buffers,
-  cuBLAS workspaces: 3.55 GiB is inside the documented 0.5-8 GiB). Memory error on the
-  8 BLOOM records: median 2.3%, max 7.6% (was 1.8% / 4.5%). Only two kinds of evidence
-  pin the split (one stack's published memory, one large-memory plan that ran); more
-  published measurements from other stacks would make it firmer.
+- **Memory (issue 10 point 5, fifth session)**: 14 records now state memory, from three
+  stacks: BigScience Megatron-DeepSpeed (8, nvidia-smi), Megatron-Core (4, the CI
+  functional tests `gpt3_7b_*_memory_speed`, `torch.cuda.max_memory_allocated` of the
+  last rank) and PyTorch Lightning with DeepSpeed ZeRO-3 or DDP-AMP (2, max allocated);
+  the 6 new ones publish no usable throughput and count for memory only. Each figure is
+  compared on its own measure (`autopar_opt/calibration/memory.py`); an allocated figure
+  tests the tensor accounting and carries neither the reserve nor the fragmentation.
+  The Megatron-Core tp1/pp4/v8 run was predicted at -51% and showed two missing terms,
+  both now modelled: the interleaved schedule's warm-up memory (Megatron-Core
+  `forward_backward_pipelining_with_interleaving`: `2·(pp-i-1) + (v-1)·pp` warm-up chunk
+  micro-batches; the last rank holds 29 of 32 one-layer chunks, not one stage's worth)
+  and the untied output layer (`--untie-embeddings-and-output-weights`: 537 M more
+  parameters on the last stage). After both: -4.3%. The records' full recomputation now
+  checkpoints the transformer layers only: the output layer and the loss keep their
+  logits and are not recomputed (Megatron-LM checkpoints inside `TransformerBlock`, and
+  Narayanan et al. 2021 Eq. 3 counts the output layer as `6·B·s·h·V`, not recomputed).
+  With the interleaved warm-up the Megatron-Bridge GB200 Llama-3.1-405B plan (pp16, v4)
+  needs 171.5 GiB of tensors on a 184 GiB GPU, and "it ran" binds the fit together with
+  llm-foundry's A100-40GB MPT-1B run: the split moves to a reserve of 6.73 GiB and 3.4%
+  fragmentation (was 3.55 GiB and 13.2%), both inside their ranges. The BLOOM records
+  then read 2-11% low (nvidia-smi; their "GB" may be 10^9 bytes, which would make them
+  7% smaller). Still missing, found by the two Lightning records (-18% ZeRO-3, -32%
+  DDP-AMP): the working set of the layer being recomputed in the backward pass (one
+  GPT-2-XL block at 40 x 1024 tokens with eager attention is about 7 GiB:
+  `s·b·h·(34 + 5·a·s/h)` bytes, Korthikanti et al. 2022 Eq. 1), and PyTorch AMP's fp32
+  weights and gradients (16-bit activations over fp32 parameters, plus DDP's gradient
+  buckets). Neither is modelled: the first needs a per-stage maximum over the recomputed
+  layers in the MILP/DP memory rows, the second a precision mode.
 - **Records above 25% out of sample** (see `RESULTS.md`), what their sources say:
   - BLOOM prequel (three runs, +42% to +55%): all at hidden size 14400. The chronicle
     itself measured 14400 about 21% slower than 13824 on an otherwise identical plan.
