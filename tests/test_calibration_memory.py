@@ -162,3 +162,20 @@ def test_full_recompute_of_a_record_checkpoints_the_blocks_only():
     lf = evaluate(full.plan, full.graph, full.cluster, full.training).stages[0].logits_gib
     lp = evaluate(plain.plan, plain.graph, plain.cluster, plain.training).stages[0].logits_gib
     assert lf == pytest.approx(lp) and lf * 2**30 >= 4 * 32 * 128
+
+
+def test_the_memory_only_records_map_to_their_stacks():
+    """Megatron-Core CI: distributed optimizer (ZeRO-1 over dp), grad-reduce and
+    param-gather overlap named, no TP overlap; Lightning + DeepSpeed: ZeRO-3 from
+    the record's zero_stage; Lightning DDP: PyTorch DDP, no sharding."""
+    runs = {r["id"]: build_run(r) for r in load_run_file(RUNS)
+            if r["id"].startswith(("megatron_ci_", "colossallightning_"))}
+    ci = runs[CI_PP4]
+    rt = ci.training.runtime
+    assert rt.name == "megatron-core" and rt.grad_reduce_overlap and rt.param_gather_overlap
+    assert not rt.tp_comm_overlap and ci.strategy.zero == 1
+    ds = runs["colossallightning_gpt2xl_deepspeed_zero3_4xa100"]
+    assert ds.training.runtime.name.startswith("deepspeed") and ds.strategy.zero == 3
+    ddp = runs["colossallightning_gpt2xl_ddp_amp_4xa100"]
+    assert ddp.training.runtime.name == "pytorch-ddp" and ddp.strategy.zero == 0
+    assert all(r.memory_only and r.memory_measure == "allocated" for r in runs.values())
