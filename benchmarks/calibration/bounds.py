@@ -107,7 +107,7 @@ READING = """## Reading (hand-written)
   llm-foundry's A100-40GB MPT-1B run: the split moves to a reserve of 6.73 GiB and 3.4%
   fragmentation (was 3.55 GiB and 13.2%), both inside their ranges. The BLOOM records
   then read 2-11% low (nvidia-smi; their "GB" may be 10^9 bytes, which would make them
-  7% smaller). Still missing, found by the two Lightning records (-18% ZeRO-3, -32%
+  7% smaller). Still missing, found by the two Lightning records (-21% ZeRO-3, -32%
   DDP-AMP): the working set of the layer being recomputed in the backward pass (one
   GPT-2-XL block at 40 x 1024 tokens with eager attention is about 7 GiB:
   `s·b·h·(34 + 5·a·s/h)` bytes, Korthikanti et al. 2022 Eq. 1), and PyTorch AMP's fp32
