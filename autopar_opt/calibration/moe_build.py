@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from autopar_opt.calibration.measured import Dims, measured_samples_per_s
+from autopar_opt.calibration.measured import (
+    _MCORE, _PALM, _SIX_ND, Dims, measured_samples_per_s, mfu_peak_dtype)
 from autopar_opt.calibration.moe_fields import EP_KEYS, ETP_KEYS, MoeSpec, first_stated
 from autopar_opt.calibration.records import Unmodelable, number, section, text
 from autopar_opt.graph import LayerGraph
@@ -191,29 +192,64 @@ _DENSE_ONLY = (("llm-foundry", "llm-foundry 6·N·s"), ("model_size_b*4*2", "Big
                ("96*", "Narayanan 2021 Eq. 3"))
 
 
-def moe_measured(meas: dict, d: Dims, flops: float, n: int, device: str, dtype: str,
-                 counting: str) -> tuple[float, str]:
-    """Measured samples/s: a direct metric as for dense records, else MFU or
-    TFLOP/s inverted with ``flops`` (:func:`megatron_moe_flops`)."""
-    direct = {k: v for k, v in meas.items() if k not in ("mfu_pct", "tflops_per_gpu")}
-    try:
-        return measured_samples_per_s(direct, d, n, device, dtype, counting)
-    except ValueError:
-        pass
-    flat = counting.replace(" ", "").lower()
+def moe_flop_count(counting: str, d: Dims, attn: AttentionDims, spec: MoeSpec,
+                   graph: LayerGraph) -> tuple[float, str]:
+    """(FLOPs of one iteration, label) by the convention the counting text names.
+
+    Megatron-Core (named, or by default): :func:`megatron_moe_flops`, causal
+    when the text says so. PaLM / torchtitan ``6·N' + 12·l·h·s`` and
+    ``6·N·D`` count the parameters a token uses: for MoE the active ones
+    (top-k of the routed experts; torchtitan's MoE models pass the
+    active non-embedding count, ``get_nparams_and_flops``). Dense-only
+    conventions (llm-foundry, BigScience 8·N·s·B, Eq. 3) have no stated MoE
+    form: refused.
+    """
+    flat, low = counting.replace(" ", "").lower(), counting.lower()
     for key, label in _DENSE_ONLY:
         if key in flat:
             raise Unmodelable(f"flops_counting names {label}, a dense formula with no stated MoE "
                               "form: give iteration_time_s or tokens_per_sec_per_gpu")
-    named = any(w in flat for w in ("megatron", "num_floating_point_operations", "modeltflop"))
-    label = "Megatron-Core num_floating_point_operations (MoE: top-k experts)" + (
+    active, embed = graph.active_params(), d.vocab * d.hidden
+    tokens = d.batch * d.seq
+    if _PALM.search(low):
+        per_token = 6 * (active - embed) + 12 * d.layers * d.hidden * d.seq
+        return tokens * per_token, "PaLM / torchtitan 6·N_active' + 12·l·h·s (MoE: top-k experts)"
+    if not _MCORE.search(low) and _SIX_ND.search(low):
+        non_embed = "non-embedding" in low or "nonembedding" in flat
+        n = active - (embed if non_embed else 0)
+        return 6 * n * tokens, "6·N_active·D (MoE: top-k experts" + (
+            ", non-embedding)" if non_embed else ")")
+    causal = "causal" in low or "halv" in low
+    label = "Megatron-Core num_floating_point_operations (MoE: top-k routed experts" + (
+        ", causal)" if causal else ")")
+    named = _MCORE.search(low) or "72*" in flat or "eq.7" in flat
+    return megatron_moe_flops(d, attn, spec, True, causal), label + (
         "" if named else " [formula not stated: assumed]")
+
+
+def moe_measured(meas: dict, d: Dims, flops: tuple[float, str], n: int, device: str,
+                 dtype: str, counting: str) -> tuple[float, str]:
+    """Measured samples/s: a measured rate as for dense records
+    (:func:`measured_samples_per_s`), else MFU (against the peak the text
+    names, :func:`mfu_peak_dtype`), TFLOP/s per GPU or aggregate PFLOP/s
+    inverted with ``flops`` (:func:`moe_flop_count`)."""
+    rates = {k: v for k, v in meas.items()
+             if k not in ("mfu_pct", "tflops_per_gpu", "aggregate_pflops")}
+    try:
+        return measured_samples_per_s(rates, d, n, device, dtype, counting)
+    except ValueError:
+        pass
+    f, label = flops
     mfu, tf = number(meas, "mfu_pct", "measured"), number(meas, "tflops_per_gpu", "measured")
+    agg = number(meas, "aggregate_pflops", "measured")
     if mfu and mfu > 0:
-        peak = DEVICE_CATALOG[device].peak_flops(dtype)
-        t = flops / (mfu / 100.0 * peak * n)
+        peak = DEVICE_CATALOG[device].peak_flops(mfu_peak_dtype(counting, device, dtype))
+        t = f / (mfu / 100.0 * peak * n)
         return d.batch / t, f"mfu_pct = {mfu:g} inverted with {label}, peak {peak / 1e12:g} TFLOP/s"
     if tf and tf > 0:
-        return d.batch / (flops / (tf * 1e12 * n)), f"tflops_per_gpu = {tf:g} inverted with {label}"
+        return d.batch / (f / (tf * 1e12 * n)), f"tflops_per_gpu = {tf:g} inverted with {label}"
+    if agg and agg > 0:
+        return d.batch / (f / (agg * 1e15)), f"aggregate_pflops = {agg:g} inverted with {label}"
     raise Unmodelable("no usable measured throughput (iteration_time_s, tokens_per_sec_per_gpu, "
-                      "samples_per_sec, mfu_pct, tflops_per_gpu all null)")
+                      "tokens_per_sec_total, samples_per_sec, mfu_pct, tflops_per_gpu, "
+                      "aggregate_pflops all null)")
