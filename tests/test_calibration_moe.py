@@ -19,8 +19,8 @@ from autopar_opt.calibration.measured import Dims
 from autopar_opt.calibration.moe_build import attention_dims, megatron_moe_flops
 from autopar_opt.calibration.moe_fields import names_moe, read_moe
 from autopar_opt.calibration.records import Unmodelable, load_run_file
-from autopar_opt.cost.layer_cost import StageContext, activation_bytes, layer_cost, state_bytes
-from autopar_opt.cost.layer_cost import weight_bytes
+from autopar_opt.cost.layer_cost import StageContext, activation_bytes, compute_time, layer_cost
+from autopar_opt.cost.layer_cost import state_bytes, weight_bytes
 from autopar_opt.cost.params import default_params
 from autopar_opt.evaluate import evaluate
 from autopar_opt.hardware import DEVICE_CATALOG
@@ -145,6 +145,30 @@ def test_expert_parallelism_adds_the_all_to_all_of_cost_moe():
     assert max(m8.peak_memory_gib) < max(m1.peak_memory_gib)     # experts sharded over ep
 
 
+def test_fp8_moe_block_runs_gemms_at_the_fp8_peak_and_keeps_fp8_weight_copies():
+    """FP8 (Transformer Engine ``TEGroupedLinear`` experts): every GEMM of the
+    MoE block at the FP8 peak, ``t = (f/peak + τ_half)/eff_fp8`` per kernel
+    (:func:`kernel_time`), forward ``f_fwd − core`` and backward
+    ``2·(f_fwd − core)`` on ``1/tp`` of one sample; weights carry the FP8
+    copy + transpose (+2 bytes): dense 20,992,000 x (4 + 4 + 12/8) +
+    experts 88,080,384 x (4 + 4 + 12) = 199,424,000 + 1,761,607,680 B."""
+    rec = mixtral()
+    rec["training"]["precision"] = "fp8 (delayed scaling)"
+    run = build_run(rec)
+    assert run.training.dtype == "fp8" and not run.training.runtime.fp8_primary_weights
+    block, st = _block(run), run.plan.stages[1].strategies[0]
+    assert weight_bytes(block, st, run.training) == pytest.approx(199_424_000 + 1_761_607_680,
+                                                                  rel=1e-12)
+    p = default_params()
+    ctx = StageContext(run.cluster, run.training, p, st.devices, st.dp)
+    dev = run.cluster.device
+    peak, eff, half = dev.peak_flops("fp8"), p.efficiency_for(dev.name, fp8=True), \
+        p.efficiency_half_us * 1e-6
+    f, core = block.flops_fwd / 2, block.flops_recompute_selective / 2
+    hand = ((f - core) / peak + half) / eff + ((2 * f - 2 * core) / peak + half) / eff
+    assert compute_time(block, st, ctx).gemm_s == pytest.approx(hand, rel=1e-12)
+
+
 def test_spellings_of_other_configs_give_the_same_model():
     """Hugging Face (num_local_experts, num_experts_per_tok,
     moe_intermediate_size) and Megatron-Core (num_moe_experts, top_k)
@@ -200,15 +224,22 @@ def test_stated_dp_counting_expert_replicas_is_read_as_megatron_core_does():
     assert any("counts expert replicas" in n for n in run.assumptions)
 
 
-def test_mfu_is_inverted_with_the_moe_flop_count():
-    """MFU only: samples/s = B / (F / (mfu · peak · n)) with F = B·s·79,706,456,064
-    (the causal Megatron-Core count derived above) and the H100 bf16 peak."""
+@pytest.mark.parametrize("counting, per_token", [
+    ("Megatron-Core num_floating_point_operations (causal, halved core)", 79_706_456_064),
+    ("torchtitan 6*N + 12*l*h*s (PaLM App. B)", 82_935_570_432),
+])
+def test_mfu_is_inverted_with_the_moe_flop_count(counting, per_token):
+    """MFU only: samples/s = B / (F / (mfu · peak · n)), F = B·s·(per-token count),
+    H100 bf16 peak. Megatron-Core: 79,706,456,064 (derived above). PaLM /
+    torchtitan with the active non-embedding parameters: active = 46,702,792,704
+    − 32·6·3·4096·14336 = 12,879,925,248, minus V·h = 12,748,853,248;
+    6·12,748,853,248 + 12·32·4096·4096 = 82,935,570,432."""
     rec = mixtral()
     rec["measured"] = {"mfu_pct": 40.0}
-    rec["flops_counting"] = "Megatron-Core num_floating_point_operations (causal, halved core)"
+    rec["flops_counting"] = counting
     run = build_run(rec)
     peak = DEVICE_CATALOG["H100-SXM-80GB"].peak_flops("bf16")
-    t = 256 * S * 79_706_456_064 / (0.40 * peak * 64)
+    t = 256 * S * per_token / (0.40 * peak * 64)
     assert run.measured_samples_per_s == pytest.approx(256 / t, rel=1e-12)
 
 

@@ -90,6 +90,10 @@ def moe_graph(rec: dict, spec: MoeSpec, dims: Dims, heads: int, kv: int, flash: 
     if not _tied(m, arch, dims.params, sum(b.params for b in blocks) + embed.params + head.params,
                  v * h, notes):
         head = replace(head, params=head.params + v * h)
+    total = sum(b.params for b in blocks) + embed.params + head.params
+    if dims.params and abs(total / dims.params - 1) > 0.05:
+        notes.append(f"modelled parameters {total / 1e9:.3g} B differ from param_count_b "
+                     f"{dims.params / 1e9:g} by more than 5%: check the expert fields")
     return LayerGraph.chain(str(rec["id"]), [embed, *blocks, head], seq_len=s, source=str(rec["id"]))
 
 

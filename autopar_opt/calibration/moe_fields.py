@@ -15,11 +15,12 @@ spellings with different values are refused):
 * routed experts: ``num_experts`` (Megatron ``--num-experts``),
   ``num_moe_experts`` (Megatron-Core ``TransformerConfig``),
   ``num_local_experts`` (Hugging Face Mixtral), ``n_routed_experts``
-  (DeepSeek), ``moe_num_experts`` (MegaBlocks / llm-foundry);
+  (DeepSeek), ``moe_num_experts`` (MegaBlocks / llm-foundry),
+  ``num_routed_experts``, ``n_experts``;
 * experts per token: ``top_k``, ``moe_router_topk``, ``num_experts_per_tok``,
-  ``moe_top_k``;
+  ``moe_top_k``, ``experts_per_token``, ``num_experts_per_token``;
 * expert width: ``moe_ffn_hidden_size``, ``moe_intermediate_size``,
-  ``expert_ffn_hidden_size``; unstated, ``ffn_hidden_size`` (Megatron-Core:
+  ``expert_ffn_hidden_size``, ``expert_intermediate_size``; unstated, ``ffn_hidden_size`` (Megatron-Core:
   ``moe_ffn_hidden_size`` defaults to ``ffn_hidden_size``; Hugging Face
   Mixtral's ``intermediate_size`` is the expert width);
 * shared experts: total width ``moe_shared_expert_intermediate_size`` /
@@ -52,9 +53,11 @@ from autopar_opt.calibration.records import Unmodelable, number, section, text
 from autopar_opt.model_zoo.blocks import MoeDims
 
 _EXPERTS = ("num_experts", "num_moe_experts", "num_local_experts", "n_routed_experts",
-            "moe_num_experts")
-_TOP_K = ("top_k", "moe_router_topk", "num_experts_per_tok", "moe_top_k")
-_EXPERT_FFN = ("moe_ffn_hidden_size", "moe_intermediate_size", "expert_ffn_hidden_size")
+            "moe_num_experts", "num_routed_experts", "n_experts")
+_TOP_K = ("top_k", "moe_router_topk", "num_experts_per_tok", "moe_top_k", "experts_per_token",
+          "num_experts_per_token")
+_EXPERT_FFN = ("moe_ffn_hidden_size", "moe_intermediate_size", "expert_ffn_hidden_size",
+               "expert_intermediate_size")
 _SHARED_WIDTH = ("moe_shared_expert_intermediate_size", "shared_expert_intermediate_size")
 _SHARED_COUNT = ("n_shared_experts", "num_shared_experts")
 _FIRST_DENSE = ("first_k_dense_replace", "num_dense_layers", "first_dense_layers")
@@ -66,7 +69,8 @@ _MLA = ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_head_dim", "qk_ro
 #: Words in a record's model name or ``arch`` that mean Mixture-of-Experts.
 MOE_WORDS = re.compile(r"\bmoe\b|mixture[- ]of[- ]experts|\bexperts?\b|mixtral|deepseek[- _]?v[23]"
                        r"|deepseekmoe|\bdbrx\b|\bolmoe\b|\bgrok|\bswitch[- ]transformer"
-                       r"|\b\d+x\d+(\.\d+)?b\b|-a\d+(\.\d+)?b\b", re.IGNORECASE)
+                       r"|\barctic\b|\bjamba\b|llama[- ]?4\b|\bmaverick\b|gpt-oss|kimi[- ]k2"
+                       r"|\b\d+x\d+(\.\d+)?b\b|-a\d+(\.\d+)?b\b|\b\d+b-\d+e\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
