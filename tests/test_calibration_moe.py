@@ -278,6 +278,16 @@ def test_dense_record_with_ep_or_moe_words_is_never_priced_dense(tmp_path):
     assert "no expert count" in str(report.skipped)
 
 
+def test_placeholder_texts_are_unstated_and_digit_texts_are_numbers():
+    """``ep: "none"`` on a dense record reads as unstated (it is priced dense, as
+    before); ``num_experts: "8"`` reads as 8."""
+    dense = mixtral(num_experts=None, moe_router_topk=None, name="GPT", arch="dense decoder")
+    dense["parallelism"]["ep"] = "none"
+    assert not any(layer.is_moe for layer in build_run(dense).graph.layers)
+    text = mixtral(num_experts="8")
+    assert build_run(text).graph.total_params() == 46_702_792_704
+
+
 def test_published_records_are_all_dense():
     """None of the 96 shipped records is read as MoE, so their figures
     (benchmarks/calibration/RESULTS.md) are unchanged by this path."""

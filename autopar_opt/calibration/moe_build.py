@@ -127,10 +127,10 @@ def expert_parallel(rec: dict, n: int, spec: MoeSpec | None, notes: list[str]) -
     ``dp·ep``. ``ep`` unstated: 1 (Megatron-Core's default). The experts'
     tensor-parallel degree must equal ``tp``.
     """
-    par = section(rec, "parallelism")
-    ep = first_stated(par, EP_KEYS, "parallelism")[1]
     if spec is None:
         return rec, 1
+    par = section(rec, "parallelism")
+    ep = first_stated(par, EP_KEYS, "parallelism")[1]
     if not ep:
         notes.append("parallelism.ep not stated: 1 (Megatron-Core --expert-model-parallel-size "
                      "default)")

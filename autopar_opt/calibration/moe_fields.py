@@ -90,14 +90,23 @@ class MoeSpec:
 
 def first_stated(sec: dict, keys: tuple[str, ...], where: str) -> tuple[str | None, int | None]:
     """(key, positive integer) of the first stated spelling; differing spellings are refused."""
-    found = [(k, _positive(sec, k, where)) for k in keys if sec.get(k) is not None]
+    found = [(k, _positive(sec, k, where)) for k in keys if not _unstated(sec.get(k))]
     if len({v for _, v in found}) > 1:
         shown = ", ".join(f"{where}.{k} = {v}" for k, v in found)
         raise Unmodelable(f"{shown} disagree: state the value once")
     return found[0] if found else (None, None)
 
 
+def _unstated(value: object) -> bool:
+    """Null, or a placeholder text ("none", "n/a", "-"): the field is not stated."""
+    return value is None or (isinstance(value, str)
+                             and value.strip().lower() in ("", "none", "n/a", "na", "-", "null"))
+
+
 def _positive(sec: dict, key: str, where: str) -> int:
+    raw = sec.get(key)
+    if isinstance(raw, str) and raw.strip().isdigit():
+        return int(raw.strip())
     value = number(sec, key, where)
     if value is None or value != int(value) or value < 0:
         raise Unmodelable(f"{where}.{key} = {sec.get(key)!r} must be a non-negative integer")
