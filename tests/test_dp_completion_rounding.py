@@ -1,0 +1,171 @@
+"""Review finding F3: the chain DP's completion bound must stay a proven bound under rounding.
+
+The bound of a label is ``h − λ_i·(C − mem) − C·Σ_{j>i} λ_j`` (solvers/dp/completion.py).
+Where the Lagrangian relaxation is tight (the completion fills every stage's memory
+exactly) ``h`` and the penalty are large and nearly equal, and before the fix the computed
+difference came out a few ulps *above* the true remaining cost on most such instances.
+
+Instances: chains whose strategies of one layer are identical (time ``a_v``, memory
+``m_v``, no sync, no transfers), one large first layer (so the multipliers, which scale
+with the model's total time, make the penalty about ``10⁴`` times the remaining time),
+and layer memories that fill each stage's capacity exactly (checked in exact rational
+arithmetic). Oracle: the exact least cost of a feasible completion, by enumerating the
+stage splits with :class:`fractions.Fraction` (every completion costs ``Σ_{v>u} a_v``;
+a split is feasible when its exact stage memories fit).
+
+- the computed bound (unweighted ``Σ(p+o)``, ``Σp``, and stage-weighted) never exceeds
+  the exact remaining cost (fails without the margin: ``rounding_margin`` set to 0);
+- the margin costs under 1e-12 of the remaining cost (fails if it is made coarse, e.g.
+  ``1e-9``): far inside the DP's pruning slack;
+- the whole DP still proves these instances optimal, at the least ``iteration_time`` over
+  every stage split that fits (the same tables).
+"""
+
+from __future__ import annotations
+
+import random
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from autopar_opt.core.result import Termination
+from autopar_opt.cost.params import default_params
+from autopar_opt.cost.tables import build_cost_tables
+from autopar_opt.hardware import GIB, MEM_EPS
+from autopar_opt.solvers.dp import completion
+from autopar_opt.solvers.dp.backend import DPBackend
+from autopar_opt.core.assignment import Assignment
+from autopar_opt.solvers.dp.common import fits, iteration_time, layer_memory
+from autopar_opt.synthetic import random_chain, small_cluster
+from autopar_opt.training import Recompute, Schedule, SearchSpace, Training
+from bruteforce import stage_splits
+
+SPACE = SearchSpace(zero_levels=(0,), sequence_parallel=(False,), recompute=(Recompute.none,))
+SEEDS = range(40)
+
+
+def full_chain(seed: int):
+    """Tables of a chain whose stages can be filled exactly (module docstring), the
+    per-stage layer groups that fill them, and the times/memories as exact fractions."""
+    rng = random.Random(seed)
+    pp = 1 + seed % 2
+    per = 2 + seed % 3                      # layers per stage in the exactly-full split
+    n = pp * per
+    tables = build_cost_tables(random_chain(seed, n), small_cluster(1, 2),
+                               Training(global_batch_size=16, seq_len=1024), SPACE,
+                               default_params(), pp, 2, Schedule.one_f_one_b)
+    cap = tables.capacity_bytes + MEM_EPS * GIB       # the DP's capacity (chain.py)
+    a = [1e3 * (1 + rng.random())] + [1e-3 * (1 + rng.random()) for _ in range(n - 1)]
+    m = []
+    for _ in range(pp):
+        group = [float(rng.randint(10 ** 8, 10 ** 9)) for _ in range(per - 1)]
+        m += group + [cap - sum(group)]             # exact: partial sums are multiples of ulp(cap)
+    for j in range(pp):
+        assert sum(Fraction(x) for x in m[j * per:(j + 1) * per]) == Fraction(cap)
+    for v in range(n):
+        k = len(tables.time[v])
+        tables.time[v], tables.sync[v] = np.full(k, a[v]), np.zeros(k)
+        tables.weight_bytes[v], tables.act_bytes[v] = np.full(k, m[v]), np.zeros(k)
+    for arrs in (tables.reshard, tables.cross_intra, tables.cross_inter):
+        arrs[:] = [np.zeros_like(x) for x in arrs]
+    return tables, cap, a, m
+
+
+def exact_remaining(tables, cap: float, a: list[float], m: list[float], u: int, i: int,
+                    mem: Fraction) -> Fraction | None:
+    """Least exact cost of a feasible completion of a label at ``(u, i)`` with stage
+    memory ``mem`` (None: none fits): every stage split of layers ``u+1..n−1`` over
+    stages ``i..P−1`` (each later stage non-empty) with exact stage memories ``≤ cap``."""
+    n, pp, c = tables.num_layers, tables.pp, Fraction(cap)
+    rest = list(range(u + 1, n))
+
+    def fits(start: int, stage: int, used: Fraction) -> bool:
+        if stage == pp - 1:
+            return used + sum(Fraction(m[v]) for v in rest[start:]) <= c
+        return any(used + sum(Fraction(m[v]) for v in rest[start:e]) <= c
+                   and fits(e, stage + 1, Fraction(0)) for e in range(start, len(rest)))
+    return sum(Fraction(x) for x in a[u + 1:]) if fits(0, i, mem) else None
+
+
+def _labels(tables, m):
+    """Every state ``(u, i)`` of a label on the exactly-full split, with its exact memory."""
+    per = tables.num_layers // tables.pp
+    for u in range(tables.num_layers - 1):
+        i = u // per
+        yield u, i, sum(Fraction(x) for x in m[i * per:u + 1])
+
+
+def _bounds(tables, cap):
+    mem = [layer_memory(tables, j) for j in range(tables.pp)]
+    allowed = [np.arange(len(x)) for x in tables.time]
+    edge_of = {(u, v): e for e, (u, v) in enumerate(tables.edges)}
+    return completion.CompletionBounds(tables, mem, cap, edge_of, allowed)
+
+
+def _computed(cb, u: int, i: int, mem: Fraction) -> tuple[Fraction, Fraction]:
+    hs, hp = cb.remaining(u, i, np.array([0]), np.array([float(mem)]))
+    return Fraction(float(hs[0])), Fraction(float(hp[0]))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_bound_never_exceeds_the_exact_completion_cost(seed: int) -> None:
+    tables, cap, a, m = full_chain(seed)
+    cb = _bounds(tables, cap)
+    checked = 0
+    for u, i, mem in _labels(tables, m):
+        exact = exact_remaining(tables, cap, a, m, u, i, mem)
+        assert exact is not None            # the split itself completes the label
+        hs, hp = _computed(cb, u, i, mem)
+        assert hs <= exact and hp <= exact, (u, i, float(hs - exact), float(hp - exact))
+        checked += 1
+    assert checked == tables.num_layers - 1
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_weighted_bound_never_exceeds_the_exact_completion_cost(seed: int) -> None:
+    """Stage-weighted rest (pc = gc = 0) ≤ ``Σ_v (1 + (c−1)·w_stage(v))·a_v`` of the split's
+    completion; with the split's stages all at weight ``1/(P−i)`` that is the exact cost of
+    the weighted objective along it (a valid upper bound on its minimum)."""
+    tables, cap, a, m = full_chain(seed)
+    cb = _bounds(tables, cap)
+    for u, i, mem in _labels(tables, m):
+        k, lm = np.array([0]), np.array([float(mem)])
+        w = cb.weighted(u, i, k, lm, np.zeros(1), np.zeros(1))
+        assert w is not None
+        scale = Fraction(1.0 + cb.c1 * (1.0 / (tables.pp - i)))   # the stage weight as _backward uses it
+        along = scale * sum(Fraction(x) for x in a[u + 1:])
+        assert Fraction(float(w[0])) <= along, (u, i, float(Fraction(float(w[0])) - along))
+
+
+@pytest.mark.parametrize("seed", SEEDS[:10])
+def test_margin_costs_under_1e12_of_the_remaining_cost(seed: int) -> None:
+    """Here the bound is exact in exact arithmetic, so what it loses is the margin alone."""
+    tables, cap, a, m = full_chain(seed)
+    cb = _bounds(tables, cap)
+    for u, i, mem in _labels(tables, m):
+        exact = exact_remaining(tables, cap, a, m, u, i, mem)
+        hs = _computed(cb, u, i, mem)[0]
+        assert exact - hs <= Fraction(1e-12) * exact, (u, i, float((exact - hs) / exact))
+
+
+def test_margin_formula() -> None:
+    """ρ = 2·(2n + pp + 16)·2⁻⁵³ (completion.rounding_margin's error analysis), and at 1,024
+    layers and 16 stages it stays under 5e-13 (the bound loses at most ~1e-10 of the optimum)."""
+    assert completion.rounding_margin(4, 2) == 2 * (8 + 2 + 16) * 2.0 ** -53
+    assert completion.rounding_margin(1024, 16) < 5e-13
+
+
+@pytest.mark.parametrize("seed", SEEDS[:8])
+def test_dp_proves_the_full_chains_optimal(seed: int) -> None:
+    """Oracle: every stage split priced by ``iteration_time`` on the same tables (the
+    strategies of a layer are identical, so the split is the whole plan)."""
+    tables, _, _, _ = full_chain(seed)
+    best = min(iteration_time(tables, a) for a in (Assignment(list(s), [0] * tables.num_layers)
+                                                  for s in stage_splits(tables.num_layers, tables.pp))
+               if fits(tables, a))
+    res = DPBackend().solve_tables(tables, time_limit_s=None, rel_gap=0.0)
+    assert res.termination is Termination.optimal
+    assert fits(tables, res.solution)
+    assert res.primal == pytest.approx(best, rel=1e-12)
+    assert res.lower_bound == res.primal
