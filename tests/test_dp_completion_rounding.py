@@ -18,7 +18,13 @@ a split is feasible when its exact stage memories fit).
 - the margin costs under 1e-12 of the remaining cost (fails if it is made coarse, e.g.
   ``1e-9``): far inside the DP's pruning slack;
 - the whole DP still proves these instances optimal, at the least ``iteration_time`` over
-  every stage split that fits (the same tables).
+  every stage split that fits (the same tables). Before the fix it called them infeasible:
+  its infeasibility proof compared the least memory with ``capacity·(1 + 1e-12)``, under the
+  ``MEM_EPS`` allowance that ``fits`` and ``evaluate`` grant.
+
+The same cancellation in the partition test (solvers/dp/partition.py, multipliers = the
+layers' hull slopes, unbounded): on chains filled exactly, with one steep layer, the old code
+rejected labels of the only plan that fits in 22 of these 24 cases.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from autopar_opt.solvers.dp import completion
 from autopar_opt.solvers.dp.backend import DPBackend
 from autopar_opt.core.assignment import Assignment
 from autopar_opt.solvers.dp.common import fits, iteration_time, layer_memory
+from autopar_opt.solvers.dp.partition import CoverBound
 from autopar_opt.synthetic import random_chain, small_cluster
 from autopar_opt.training import Recompute, Schedule, SearchSpace, Training
 from bruteforce import stage_splits
@@ -169,3 +176,45 @@ def test_dp_proves_the_full_chains_optimal(seed: int) -> None:
     assert fits(tables, res.solution)
     assert res.primal == pytest.approx(best, rel=1e-12)
     assert res.lower_bound == res.primal
+
+
+# --- the partition test's Lagrangian differences (solvers/dp/partition.py) -------------------
+# Its multipliers are the layers' own hull slopes, unbounded: here a first layer whose second
+# strategy halves its time for 4 more bytes gives λ = 125 s/byte, so the prefix sums reach
+# 1e13 s while the remaining stage times are 1e-4 s.
+
+
+def steep_chain(seed: int, pp: int):
+    """``(time, mem, cap, allowed, a, m)`` for :class:`CoverBound`: layer ``v`` has a light
+    strategy (``a_v``, ``m_v``) and a heavy one (``a_v/2``, ``m_v + 4``); each of the ``pp``
+    stages of the even split is filled exactly by its light layers, so that split with every
+    layer light is the only plan that fits."""
+    rng = random.Random(seed)
+    per = 3 + seed % 3
+    n = pp * per
+    cap = float(rng.randint(10 ** 11, 2 * 10 ** 11)) + 0.5
+    a = [1e3 * (1 + rng.random())] + [1e-4 * (1 + rng.random()) for _ in range(n - 1)]
+    m = []
+    for _ in range(pp):
+        group = [float(rng.randint(10 ** 9, 2 * 10 ** 9)) for _ in range(per - 1)]
+        m += group + [cap - sum(group)]
+    time = [np.array([x, x / 2]) for x in a]
+    mem = [[np.array([x, x + 4.0]) for x in m] for _ in range(pp)]
+    return time, mem, cap, [np.arange(2)] * n, a, m, per
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("pp", [1, 2])
+def test_partition_test_keeps_the_only_plan(seed: int, pp: int) -> None:
+    """Every label of the only plan passes :meth:`CoverBound.feasible` with ``slack`` = its
+    exact remaining stage time (rounded to float): that time is what the plan needs, so a
+    proven ``need`` is at most it (the test allows its relative 1e-9)."""
+    time, mem, cap, allowed, a, m, per = steep_chain(seed, pp)
+    cover = CoverBound(time, mem, cap, allowed)
+    for u in range(len(a) - 1):
+        i = u // per
+        used = float(sum(Fraction(x) for x in m[i * per:u + 1]))
+        pc = float(sum(Fraction(x) for x in a[i * per:u + 1]))
+        rest = float(sum(Fraction(x) for x in a[u + 1:]))
+        ok = cover.feasible(u, i, np.array([pc]), np.array([used]), np.array([1e9]), np.array([rest]))
+        assert ok[0], (u, i)
