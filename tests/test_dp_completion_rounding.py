@@ -24,11 +24,14 @@ a split is feasible when its exact stage memories fit).
 
 The same cancellation in the partition test (solvers/dp/partition.py, multipliers = the
 layers' hull slopes, unbounded): on chains filled exactly, with one steep layer, the old code
-rejected labels of the only plan that fits in 22 of these 24 cases.
+rejected labels of the only plan that fits in 22 of these 24 cases, and on 96-layer chains
+of that kind an exact DP pass with its threshold at the optimum's value found no plan (seeds 1
+and 2), which the deepening reads as "optimum > tau": a wrong lower bound.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from fractions import Fraction
 
@@ -43,6 +46,7 @@ from autopar_opt.solvers.dp import completion
 from autopar_opt.solvers.dp.backend import DPBackend
 from autopar_opt.core.assignment import Assignment
 from autopar_opt.solvers.dp.common import fits, iteration_time, layer_memory
+from autopar_opt.solvers.dp.chain import _ChainDP, _set_bottleneck_floor
 from autopar_opt.solvers.dp.partition import CoverBound
 from autopar_opt.synthetic import random_chain, small_cluster
 from autopar_opt.training import Recompute, Schedule, SearchSpace, Training
@@ -218,3 +222,55 @@ def test_partition_test_keeps_the_only_plan(seed: int, pp: int) -> None:
         rest = float(sum(Fraction(x) for x in a[u + 1:]))
         ok = cover.feasible(u, i, np.array([pc]), np.array([used]), np.array([1e9]), np.array([rest]))
         assert ok[0], (u, i)
+
+
+def steep_tables(seed: int, n: int = 96):
+    """Cost tables of a ``pp = 1``, ``c = 2`` chain of ``n`` distinct layers (too many for the
+    exact stage ranges, so the partition test uses its Lagrangian form) built like
+    :func:`steep_chain`: light (``a_v``, ``m_v``) and heavy (``a_v/2``, ``m_v + 4``)
+    strategies, the light memories filling the DP's capacity exactly. Every light plan is
+    the only plan that fits; returns the tables and that plan."""
+    rng = random.Random(seed)
+    tables = build_cost_tables(random_chain(seed, n), small_cluster(1, 2),
+                               Training(global_batch_size=16, seq_len=1024), STEEP_SPACE,
+                               default_params(), 1, 2, Schedule.one_f_one_b)
+    cap = tables.capacity_bytes + MEM_EPS * GIB
+    a = [1e3 * (1 + rng.random())] + [1e-4 * (1 + rng.random()) for _ in range(n - 1)]
+    m = [float(rng.randint(10 ** 8, 2 * 10 ** 8)) for _ in range(n - 1)]
+    m.append(cap - sum(m))
+    assert sum(Fraction(x) for x in m) == Fraction(cap)
+    for v in range(n):
+        k = len(tables.time[v])
+        assert k >= 2
+        time, mem = np.full(k, a[v]), np.full(k, m[v])
+        time[1], mem[1] = a[v] / 2, m[v] + 4.0
+        tables.time[v], tables.sync[v] = time, np.zeros(k)
+        tables.weight_bytes[v], tables.act_bytes[v] = mem, np.zeros(k)
+    for arrs in (tables.reshard, tables.cross_intra, tables.cross_inter):
+        arrs[:] = [np.zeros_like(x) for x in arrs]
+    light = Assignment([0] * n, [0] * n)
+    assert fits(tables, light)
+    return tables, light
+
+
+STEEP_SPACE = SearchSpace(zero_levels=(0, 3), sequence_parallel=(False,),
+                          recompute=(Recompute.none, Recompute.full))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_exact_pass_at_the_optimum_finds_it(seed: int) -> None:
+    """An exact pass with threshold ``tau`` must return a plan when one of value ``≤ tau``
+    exists (chain.py: a pass that finds none "proves optimum > tau", and the deepening
+    reports that as the lower bound). At ``tau`` = the only plan's value the old partition
+    test pruned its labels (a wrong proof; with a worse incumbent the DP would have called
+    it optimal)."""
+    tables, light = steep_tables(seed)
+    const = tables.params.iteration_overhead_s
+    dp = _ChainDP(tables, None)
+    _set_bottleneck_floor(dp, math.inf)
+    assert dp.cover.exact is None               # the Lagrangian partition test is the one in use
+    value = iteration_time(tables, light) - const
+    found = dp.run(None, value)
+    assert found is not None
+    assert found[0] <= value * (1 + 1e-9)
+    assert fits(tables, found[1])
