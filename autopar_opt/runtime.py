@@ -158,9 +158,13 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "prefetching, FlashAttention-2 (2023 releases), fused cross-entropy"),
     Runtime("torchtitan", flash_attention=True, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
-            distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=True,
+            distributed_optimizer=False, fp32_grad_buffer=False, fp32_grad_reduce=True,
+            fused_optimizer=True,
             source="torchtitan (Liang et al. 2024): FSDP2 prefetch, SDPA flash attention; "
-                   "async TP off by default"),
+                   "async TP off by default (enable_async_tensor_parallel = False); gradients "
+                   "reduce-scattered in fp32 (training.mixed_precision_reduce = 'float32', "
+                   "MixedPrecisionPolicy(reduce_dtype=float32)); fused AdamW "
+                   "(optimizer.implementation = 'fused')"),
     Runtime("pytorch-ddp", flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=False,
             distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=False,

@@ -25,9 +25,13 @@ Conventions follow the frameworks the records come from:
 
 from __future__ import annotations
 
-from autopar_opt.calibration.measured import Dims, measured_samples_per_s
+from dataclasses import replace
+
+from autopar_opt.calibration import stacks
+from autopar_opt.calibration.measured import Dims, arch_dims, measured_samples_per_s
 from autopar_opt.calibration.records import (
-    DEFAULT_GPUS_PER_NODE, ModeledRun, Unmodelable, family_of, fsdp_reduce_dtype, integer,
+    DEFAULT_GPUS_PER_NODE, ModeledRun, Unmodelable, default_sequence_parallel, family_of,
+    fsdp_reduce_dtype, integer,
     map_device,
     map_precision, map_recompute, map_zero, number, runtime_of, section, text)
 from autopar_opt.pipeline import pipeline_rule_broken
@@ -87,15 +91,17 @@ def _parallelism(rec: dict, n: int, runtime: Runtime, notes: list[str]) -> dict:
         raise Unmodelable(f"tp*pp*dp*cp = {tp}*{pp}*{dp}*{cp} = {tp * pp * dp * cp} != num_gpus = {n}")
     sp = par.get("sequence_parallel")
     if sp is None:
-        sp = tp > 1 and runtime.tp_comm_overlap
+        sp = tp > 1 and default_sequence_parallel(runtime)
         notes.append(f"sequence_parallel not stated: {sp} "
-                     + ("(TP communication overlap needs it)" if sp else "(framework default off)"))
+                     + ("(framework default off)" if not sp else
+                        "(TP communication overlap needs it)" if runtime.tp_comm_overlap else
+                        f"({runtime.name} TP always shards the sequence)"))
     vp = integer(par, "vp_chunks", "parallelism")
     if vp is None:
         vp = 1
         if pp > 1:
             notes.append("vp_chunks not stated: 1 (non-interleaved 1F1B)")
-    zero = map_zero(par)
+    zero = map_zero(par, runtime, notes)
     if zero == 0 and dp * cp > 1 and runtime.distributed_optimizer:
         zero = 1
         notes.append(f"distributed optimizer of {runtime.name}: optimizer state sharded (ZeRO-1)")
@@ -177,7 +183,7 @@ def build_run(rec: dict) -> ModeledRun:
     hw, tr = section(rec, "hardware"), section(rec, "training")
     framework = text(tr, "framework")
     family = family_of(str(rec["id"]), framework)
-    runtime = runtime_of(framework, notes)
+    runtime = runtime_of(framework, notes, rec)
     device = map_device(text(hw, "gpu_type"), number(hw, "gpu_memory_gb", "hardware"), notes)
     n = integer(hw, "num_gpus", "hardware", True)
     graph, dims = _model(rec, runtime, notes)
@@ -188,7 +194,7 @@ def build_run(rec: dict) -> ModeledRun:
         raise Unmodelable(f"the published plan breaks a pipeline rule: {broken}")
     dtype = map_precision(text(tr, "precision"), device, notes)
     runtime = fsdp_reduce_dtype(runtime, text(tr, "precision"), notes)
-    counting = str(rec.get("flops_counting") or "")
+    counting = stacks.counting_of(runtime, str(rec.get("flops_counting") or ""), notes)
     recompute = map_recompute(text(tr, "recompute"), counting, notes)
     if recompute is Recompute.selective and graph.layers[1].act_attn_bytes == 0:
         recompute = Recompute.none     # FlashAttention keeps no attention core to drop
@@ -208,7 +214,7 @@ def build_run(rec: dict) -> ModeledRun:
         schedule = Schedule.interleaved if par["vp"] > 1 else Schedule.one_f_one_b
         plan = uniform_plan([layer.name for layer in graph.layers], par["pp"], strategy, c,
                             schedule, par["vp"], stage_sizes=sizes)
-        dims = Dims(gbs, dims.seq, dims.layers, dims.hidden, dims.vocab, dims.params)
+        dims = replace(dims, batch=gbs, **arch_dims(section(rec, "model")))
         try:
             measured, basis = measured_samples_per_s(meas, dims, n, device, dtype, counting)
         except ValueError as exc:

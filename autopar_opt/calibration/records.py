@@ -14,10 +14,12 @@ error (:class:`RunFileError`).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from autopar_opt.calibration import stacks
 from autopar_opt.graph import Layer, LayerGraph
 from autopar_opt.hardware import DEVICE_CATALOG, Cluster
 from autopar_opt.plan import Plan
@@ -158,44 +160,60 @@ def family_of(rec_id: str, framework: str) -> str:
     return parts[0]
 
 
-def runtime_of(framework: str, notes: list[str]) -> Runtime:
+def runtime_of(framework: str, notes: list[str], rec: dict | None = None) -> Runtime:
     """The runtime (:mod:`autopar_opt.runtime`) a record's framework text names,
     with the capability flags the text states (e.g. ``DDP impl=local``,
-    ``--tp-comm-overlap``)."""
+    ``--tp-comm-overlap``). Stacks beyond the original five (torchtitan, plain
+    FSDP, fairscale/metaseq, DeepSpeed ZeRO without Megatron, Colossal-AI,
+    HF Trainer, NeMo before Megatron-Bridge, Megatron-LM 2023+) and a text
+    naming none (decided by the record ``rec``'s own fields) are mapped by
+    :mod:`autopar_opt.calibration.stacks`, which documents each default; a
+    JAX stack raises :class:`Unmodelable`."""
     fw = framework.lower()
     flat = fw.replace(" ", "")
-    if "megatron-bridge" in fw or "nemo" in fw:
+    if "megatron-bridge" in fw:
         return runtime_named("megatron-bridge")
+    if "nemo" in fw:
+        return stacks.nemo(fw, notes)
     if "megatron-core" in fw:
-        flags = {"tp_comm_overlap": "--tp-comm-overlap" in fw,
-                 "grad_reduce_overlap": "--overlap-grad-reduce" in fw,
-                 "param_gather_overlap": "--overlap-param-gather" in fw}
-        notes.append("Megatron-Core: " + ", ".join(f"{k}={v}" for k, v in flags.items())
-                     + " (flags named in the framework text; off by default in r0.8)")
-        return runtime_named("megatron-core", **flags)
+        return stacks.megatron_core(fw, notes)
     if "llm-foundry" in fw or "composer" in fw:
         return runtime_named("pytorch-fsdp")     # precision text: fsdp_reduce_dtype()
-    if "deepspeed" in fw:
+    if "deepspeed" in fw and "megatron" in fw:
+        if stacks.zero_stage_of(rec) >= 2:      # ZeRO-2/3: no BF16_Optimizer (stages 0/1 only)
+            return stacks.deepspeed_zero(fw, rec, notes)
         return runtime_named("deepspeed")
-    if "megatron" in fw:
+    if "megatron" in fw and not stacks.megatron_lm_is_core(fw) \
+            and not any(k in fw for k in ("metaseq", "fairscale", "fsdp", "torchtitan")):
         if "impl=local" in flat:
             notes.append("DDP impl=local: gradient all-reduce after the backward pass "
                          "(grad_reduce_overlap off; Megatron-LM LocalDDP.allreduce_gradients)")
             return runtime_named("megatron-lm", grad_reduce_overlap=False)
         return runtime_named("megatron-lm")
-    notes.append(f"framework {framework or 'not stated'!r}: runtime taken as pytorch-ddp")
-    return runtime_named("pytorch-ddp")
+    try:
+        return stacks.other_stack(framework, rec, notes)
+    except stacks.UnmodelledStack as exc:
+        raise Unmodelable(str(exc)) from None
 
 
 def fsdp_reduce_dtype(runtime: Runtime, precision: str, notes: list[str]) -> Runtime:
-    """Composer's FSDP ``mixed_precision`` named in the precision text: DEFAULT
-    reduce-scatters in fp32, PURE in 16 bits (``get_mixed_precision``; runtime
-    capability ``fp32_grad_reduce``)."""
+    """The FSDP gradient reduce dtype named in the precision text (runtime
+    capability ``fp32_grad_reduce``): Composer's ``mixed_precision`` DEFAULT
+    reduce-scatters in fp32, PURE in 16 bits (``get_mixed_precision``);
+    PyTorch ``MixedPrecision(reduce_dtype=...)`` / torchtitan
+    ``mixed_precision_reduce=...`` stated as fp32 or a 16-bit dtype."""
     flat = precision.replace(" ", "").lower()
     if "mixed_precision=default" in flat:
         notes.append("FSDP mixed_precision=DEFAULT: gradients reduce-scattered in fp32 "
                      "(Composer get_mixed_precision: reduce_dtype float32)")
         return replace(runtime, fp32_grad_reduce=True)
+    m = re.search(r"reduce_?dtype[=:]\W*(\w+)|mixed_precision_reduce[=:]\W*(\w+)"
+                  r"|(fp32|float32|bf16|bfloat16|fp16)(gradient|grad)?reduc", flat)
+    if m:
+        word = next(g for g in m.groups() if g and g not in ("gradient", "grad"))
+        fp32 = word in ("fp32", "float32", "torch.float32")
+        notes.append(f"gradient reduce dtype {word} (stated): fp32_grad_reduce={fp32}")
+        return replace(runtime, fp32_grad_reduce=fp32)
     return runtime
 
 
@@ -204,7 +222,11 @@ def map_device(gpu_type: str, memory_gb: float | None, notes: list[str]) -> str:
     t = gpu_type.lower().replace(" ", "")
     if not t:
         raise Unmodelable("hardware.gpu_type is not stated")
-    for key, name in (("h200", "H200-141GB"), ("h100", "H100-SXM-80GB"), ("gb200", "GB200"),
+    if "h100" in t and ("pcie" in t or "nvl" in t):
+        raise Unmodelable(f"hardware.gpu_type {gpu_type!r}: H100 PCIe/NVL (756/835 dense bf16 "
+                          "TFLOP/s) is not in the device catalog, only H100 SXM (989)")
+    for key, name in (("h200", "H200-141GB"), ("h100", "H100-SXM-80GB"), ("h800", "H800-SXM-80GB"),
+                      ("gb200", "GB200"),
                       ("b200", "B200"), ("v100", "V100-32GB")):
         if key in t:
             return name
@@ -219,14 +241,41 @@ def map_device(gpu_type: str, memory_gb: float | None, notes: list[str]) -> str:
                       f"({', '.join(DEVICE_CATALOG)})")
 
 
+#: FP8 training named in a precision text: ``fp8``, ``float8`` (torchao /
+#: torchtitan ``Float8Linear``), its element formats ``e4m3``/``e5m2`` (TE
+#: ``Format.HYBRID``), block-scaled ``MXFP8`` (OCP Microscaling spec v1.0).
+_FP8 = re.compile(r"fp8|float8|e4m3|e5m2|8-bit float")
+#: ... unless the text negates it ("no FP8", "FP8 disabled", "fp8: false").
+_NO_FP8 = re.compile(r"(\bno|without|non|disabled?)[\s_-]*(fp8|float8)"
+                     r"|(fp8|float8)[\s_:=-]*(off|disabled|false|none)\b")
+_FP4 = re.compile(r"fp4|float4|e2m1")
+
+
 def map_precision(precision: str, device: str, notes: list[str]) -> str:
+    """Compute dtype of a free-text precision.
+
+    FP8 in any spelling of :data:`_FP8` (``"FP8 (delayed scaling)"``,
+    ``"bf16 + FP8 linear layers"``, ``"MXFP8"``, ``"float8 rowwise"``) is FP8
+    training: the linear layers at the FP8 peak, the rest in bf16 (what the
+    cost model prices for ``fp8``). A device without FP8 tensor cores or an
+    FP4 recipe is unmodelable (no such peak in the device catalog).
+    ``bfloat16``/``float16``/``half`` are read as bf16/fp16, and so are
+    PyTorch Lightning's ``bf16-mixed``/``16-mixed`` (``Trainer(precision=)``).
+    """
     p = precision.lower()
-    has_bf16 = "bf16" in DEVICE_CATALOG[device].peak_tflops
-    if "fp8" in p:
+    dev = DEVICE_CATALOG[device]
+    has_bf16 = "bf16" in dev.peak_tflops
+    if _FP4.search(p):
+        raise Unmodelable(f"training.precision {precision!r} is an FP4 recipe: the device "
+                          f"catalog has no FP4 peak for {device}")
+    if _FP8.search(p) and not _NO_FP8.search(p):
+        if "fp8" not in dev.peak_tflops:
+            raise Unmodelable(f"training.precision {precision!r} is FP8 but {device} has no "
+                              "FP8 tensor cores (Hopper or later)")
         return "fp8"
-    if "bf16" in p and has_bf16:
+    if ("bf16" in p or "bfloat16" in p) and has_bf16:
         return "bf16"
-    if "fp16" in p:
+    if "fp16" in p or re.search(r"(?<!b)float16|\bhalf\b|(?<!bf)16-mixed", p):
         return "fp16"
     dtype = "bf16" if has_bf16 else "fp16"
     notes.append(f"precision {precision or 'not stated'!r}: taken as {dtype} (16-bit peak)")
@@ -251,7 +300,17 @@ def map_recompute(value: str, flops_counting: str, notes: list[str]) -> Recomput
     return Recompute.none
 
 
-def map_zero(par: dict) -> int:
+#: Runtimes whose data parallelism shards everything unless told otherwise.
+_SHARDING_BY_DEFAULT = {
+    "torchtitan": "torchtitan shards data parallelism with FSDP2 by default "
+                  "(data_parallel_shard_degree = -1)",
+    "pytorch-fsdp": "FSDP's default sharding strategy is FULL_SHARD",
+    "fairscale-fsdp": "fairscale FullyShardedDataParallel reshards after forward by default "
+                      "(reshard_after_forward=True)",
+}
+
+
+def map_zero(par: dict, runtime: Runtime | None = None, notes: list[str] | None = None) -> int:
     """ZeRO stage of a record's ``parallelism`` section.
 
     PyTorch FSDP ``FULL_SHARD`` and Megatron-FSDP (Megatron-Bridge tables:
@@ -259,17 +318,48 @@ def map_zero(par: dict) -> int:
     stage 3. Megatron-Bridge turns ``use_megatron_fsdp`` into
     ``ddp.data_parallel_sharding_strategy = "optim_grads_params"``
     (``scripts/performance/utils/helpers.py::set_mcore_fsdp_configs``);
-    ``SHARD_GRAD_OP``: stage 2.
+    ``SHARD_GRAD_OP``: stage 2. Any other FSDP text that is not a negation
+    (``FSDP2``, ``fully_shard``, ``yes``) is full sharding, FSDP's default
+    (``ShardingStrategy.FULL_SHARD``; FSDP2 ``fully_shard``). Hybrid sharding
+    (``HYBRID_SHARD``, HSDP, torchtitan ``dp_replicate`` > 1: ZeRO-3 inside a
+    group, replicas across groups) is unmodelable: a strategy shards over its
+    whole data-parallel group. With nothing stated, a runtime whose data
+    parallelism is FSDP by default (torchtitan: ``data_parallel_shard_degree
+    = -1``; PyTorch FSDP: ``FULL_SHARD``; fairscale: ``reshard_after_forward``)
+    gives stage 3.
     """
+    notes = [] if notes is None else notes
     fsdp = text(par, "fsdp").lower()
+    if "hybrid" in fsdp or "hsdp" in fsdp or (integer(par, "dp_replicate", "parallelism") or 1) > 1:
+        raise Unmodelable(f"parallelism.fsdp = {text(par, 'fsdp')!r} / dp_replicate: hybrid "
+                          "sharding (ZeRO-3 within a group, replicated across groups) is not in "
+                          "the strategy space (ZeRO shards over the whole data-parallel group)")
     if "full_shard" in fsdp or "zero-3" in fsdp or "optim_grads_params" in fsdp \
             or fsdp.startswith("fsdp (sharding group"):
         return 3
-    if "shard_grad_op" in fsdp:
+    if "shard_grad_op" in fsdp or "zero-2" in fsdp or "zero2" in fsdp:
         return 2
+    if "zero-1" in fsdp or "zero1" in fsdp:
+        return 1
+    if fsdp and "no_shard" not in fsdp and not re.match(r"\s*(none|no\b|false|off|0\b|ddp)", fsdp):
+        notes.append(f"parallelism.fsdp = {text(par, 'fsdp')!r}: full sharding (ZeRO-3, FSDP's "
+                     "default FULL_SHARD / FSDP2 fully_shard)")
+        return 3
     z = integer(par, "zero_stage", "parallelism") if par.get("zero_stage") not in (0, None) else 0
     if z is None or z == 0:
+        if runtime is not None and runtime.name in _SHARDING_BY_DEFAULT and not fsdp \
+                and par.get("zero_stage") is None:
+            notes.append(f"ZeRO/FSDP not stated: {_SHARDING_BY_DEFAULT[runtime.name]}: ZeRO-3")
+            return 3
         return 0
     if z > 3:
         raise Unmodelable(f"parallelism.zero_stage = {z} (0-3 expected)")
     return z
+
+
+def default_sequence_parallel(runtime: Runtime) -> bool:
+    """Sequence parallelism of a TP run whose record does not say: on where the
+    runtime's TP requires it (Megatron-Core TP communication overlap works on
+    sequence-parallel activations; torchtitan's TP plan always shards the
+    norms' sequence, ``SequenceParallel`` in ``parallelize_llama``)."""
+    return runtime.tp_comm_overlap or runtime.name == "torchtitan"

@@ -1,0 +1,325 @@
+"""Software stacks a record's framework text names beyond the five the
+published-runs file was built from, and the fallback for a text that names
+none: map each to a catalog runtime (:mod:`autopar_opt.runtime`) with the
+capability overrides its documented defaults call for, and say so in the
+record's notes. Nothing here scales throughput; each override switches a
+piece of physics (an overlap, a fused kernel, a gradient dtype) with its
+source.
+
+Stacks and their documented defaults
+------------------------------------
+NeMo before Megatron-Bridge (NeMo 1.x/2.0: NeMo + Megatron-Core + TE)
+    The Megatron-Bridge capabilities (TP/DP overlap, distributed optimizer),
+    but gradients reduced in fp32 and no FP8 primary weights by default:
+    NeMo 1.x ``MegatronBaseModel.setup_mcore_distributed_parallel`` sets
+    ``grad_reduce_in_fp32 = (optim.grad_sync_dtype, default 'fp32') ==
+    'fp32'``; NeMo 2.0 ``bf16_mixed_plugin`` sets ``grad_reduce_in_fp32=True``
+    (``nemo/collections/llm/recipes/precision/mixed_precision.py``); NeMo 1.x
+    FP8 configs carry ``fp8_params: false``. A text stating
+    ``grad_reduce_in_fp32=False`` / ``fp8_params`` overrides either. NeMo
+    releases from 25.09 are taken as Megatron-Bridge (an assumption: the
+    calibration file's NeMo 25.11+ runs name Megatron-Bridge), 22.xx and
+    earlier as Megatron-LM modules before Transformer Engine.
+torchtitan
+    The catalog ``torchtitan`` runtime: FSDP2 with prefetch, reduce-scatter in
+    fp32 (``training.mixed_precision_reduce = "float32"``), fused AdamW
+    (``optimizer.implementation = "fused"``), async TP off unless the text says
+    ``async TP`` (``enable_async_tensor_parallel``). Data parallelism is FSDP
+    by default (``data_parallel_shard_degree = -1``: every remaining GPU
+    shards), and its tensor parallelism always shards the sequence of the
+    norms (``SequenceParallel`` in ``parallelize_llama``).
+PyTorch FSDP / FSDP2 (plain), HF accelerate or Trainer with FSDP
+    ``pytorch-fsdp`` without Composer's fused cross-entropy, reduce-scatter in
+    the parameter dtype (``MixedPrecision.reduce_dtype`` defaults to
+    ``param_dtype``; torch.distributed.fsdp docs).
+fairscale / metaseq FSDP (+ Megatron tensor parallelism)
+    Prefetching FSDP (all-gathers on their own stream, issued as the CPU runs
+    ahead: Zhao et al. 2023, Sec. 3.3) with unfused softmax attention (2022
+    code, no FlashAttention), Megatron TP without sequence parallelism,
+    reduce-scatter in the parameter dtype (fairscale
+    ``FullyShardedDataParallel(fp32_reduce_scatter=False)``).
+DeepSpeed ZeRO (without Megatron)
+    Gradients reduced in the 16-bit dtype (``communication_data_type``
+    defaults to the model's fp16/bf16: ``DeepSpeedEngine.
+    communication_data_type``; at stages 0/1 in fp16 the ``FP16_Optimizer``
+    all-reduces fp16 gradients, ``fp32_allreduce`` default false); no
+    ``BF16_Optimizer`` copy at ZeRO-2/3 (the engine uses it at stages 0/1 only); ``overlap_comm`` defaults to true for
+    stage 3 only (``deepspeed/runtime/zero/config.py``, validator
+    ``overlap_comm_valid``); stage-3 parameters are prefetched
+    (``stage3_prefetch_bucket_size``). Megatron-DeepSpeed keeps the catalog
+    ``deepspeed`` runtime.
+Colossal-AI
+    Bucketed gradient reduction overlapped with the backward
+    (``HybridParallelPlugin(overlap_communication=True)``), fused
+    ``HybridAdam``, no parameter prefetch for Gemini/ZeRO-3 (``GeminiPlugin
+    (max_prefetch=0)``), flash attention only when enabled
+    (``enable_flash_attention=False``).
+HF transformers Trainer / accelerate (DDP)
+    PyTorch DDP with SDPA attention (transformers >= 4.36 default
+    ``attn_implementation="sdpa"``) and the unfused ``adamw_torch``
+    (``TrainingArguments.optim`` default; ``adamw_torch_fused`` is opt-in).
+Megatron-LM 2023 and later
+    Megatron-LM's training loop runs Megatron-Core (Transformer Engine,
+    flash attention) since 2023: the ``megatron-core`` runtime with the
+    overlap flags the text names (off by default).
+MaxText / JAX / PaxML / T5X
+    Not modelled: XLA's SPMD partitioner and its async-collective and
+    collective-matmul overlaps have no documented capability set in the
+    catalog (which documents PyTorch/CUDA stacks).
+Anything else
+    By the record's own fields: ZeRO-3/FSDP stated -> plain PyTorch FSDP
+    (prefetch); ZeRO-1/2 -> DeepSpeed ZeRO; tensor or pipeline parallelism ->
+    Megatron-Core with its r0.8 defaults (overlap flags off); else PyTorch DDP.
+    The choice is written into the notes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from autopar_opt.runtime import Runtime, runtime_named
+
+
+class UnmodelledStack(ValueError):
+    """A framework the runtime catalog cannot describe; the message says why."""
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"[\s_-]+", "", text.lower())
+
+
+def _stated(fw: str, *keys: str) -> bool | None:
+    """``True``/``False`` when the framework text sets one of ``keys`` on or
+    off (``--key``, ``key=true``, ``key: false``, ``no key``), else ``None``."""
+    flat = _flat(fw)
+    for key in keys:
+        k = _flat(key)
+        if re.search(rf"(no|disable|without)-?{re.escape(k)}|{re.escape(k)}[=:]?(false|off|0)\b",
+                     flat):
+            return False
+        if k in flat:
+            return True
+    return None
+
+
+def _zero_field(rec: dict | None) -> tuple[int | None, str]:
+    """(ZeRO stage, FSDP text) as the record's ``parallelism`` states them."""
+    par = (rec or {}).get("parallelism") or {}
+    z = par.get("zero_stage") if isinstance(par, dict) else None
+    fsdp = str(par.get("fsdp") or "").lower() if isinstance(par, dict) else ""
+    stage = int(z) if isinstance(z, (int, float)) and not isinstance(z, bool) else None
+    return stage, fsdp
+
+
+def shards_weights(rec: dict | None) -> bool:
+    """The record states ZeRO-3/FSDP sharding (stage 3 or an FSDP text that is
+    not a negation)."""
+    stage, fsdp = _zero_field(rec)
+    return stage == 3 or (bool(fsdp) and not re.match(r"\s*(none|no\b|false|off|0\b|ddp)", fsdp)
+                          and "no_shard" not in fsdp)
+
+
+def zero_stage_of(rec: dict | None) -> int:
+    """ZeRO stage the record states (3 for an FSDP text that shards; 0 if none)."""
+    return 3 if shards_weights(rec) else (_zero_field(rec)[0] or 0)
+
+
+def _tp_or_pp(rec: dict | None) -> bool:
+    par = (rec or {}).get("parallelism") or {}
+    return any(isinstance(par.get(k), (int, float)) and par.get(k, 1) > 1 for k in ("tp", "pp"))
+
+
+def nemo(fw: str, notes: list[str]) -> Runtime:
+    """NeMo 1.x/2.0 (see the module docstring); a NeMo Megatron release of
+    2022 or earlier (``22.xx``) ran Megatron-LM's own modules before Transformer
+    Engine: the ``megatron-lm`` runtime."""
+    release = re.search(r"\b(\d{2})\.(\d{2})\b", fw)
+    if release and (int(release.group(1)), int(release.group(2))) >= (25, 9):
+        notes.append(f"NeMo {release.group(0)}: Megatron-Bridge era (the file's NeMo 25.11+ "
+                     "records name Megatron-Bridge; taken as from 25.09)")
+        return runtime_named("megatron-bridge")
+    if release and int(release.group(1)) <= 22:
+        notes.append(f"NeMo Megatron {release.group(0)}: Megatron-LM modules before Transformer "
+                     "Engine (megatron-lm runtime: no fused attention, no TP overlap)")
+        return replace(runtime_named("megatron-lm"), name="nemo-megatron")
+    fp32 = _stated(fw, "grad_reduce_in_fp32", "grad-reduce-in-fp32")
+    fp8w = _stated(fw, "fp8_params", "fp8-param-gather", "fp8_param_gather")
+    rt = runtime_named("megatron-bridge", fp32_grad_buffer=fp32 is not False,
+                       fp8_primary_weights=bool(fp8w))
+    notes.append("NeMo before Megatron-Bridge: Megatron-Core + TE with TP/DP overlap and the "
+                 f"distributed optimizer; gradients reduced in {'fp32' if rt.fp32_grad_buffer else 'bf16'} "
+                 "(NeMo default grad_reduce_in_fp32 = True unless stated), FP8 primary weights "
+                 f"{'on' if rt.fp8_primary_weights else 'off (fp8_params default false)'}")
+    return replace(rt, name="nemo")
+
+
+def torchtitan(fw: str, notes: list[str]) -> Runtime:
+    """torchtitan (see the module docstring): async TP when the text says so."""
+    async_tp = _stated(fw, "async tp", "async-tp", "asynctp", "enable_async_tensor_parallel",
+                       "async tensor parallel")
+    rt = runtime_named("torchtitan", tp_comm_overlap=bool(async_tp))
+    notes.append("torchtitan: FSDP2 prefetch, fp32 gradient reduce-scatter "
+                 "(mixed_precision_reduce default float32), fused AdamW, async TP "
+                 f"{'on' if async_tp else 'off (default)'}")
+    return rt
+
+
+def plain_fsdp(label: str, notes: list[str]) -> Runtime:
+    notes.append(f"{label}: PyTorch FSDP with prefetch, gradients reduce-scattered in the "
+                 "parameter dtype (MixedPrecision.reduce_dtype defaults to param_dtype), "
+                 "no fused cross-entropy")
+    return replace(runtime_named("pytorch-fsdp", fused_cross_entropy=False), name="pytorch-fsdp")
+
+
+def fairscale(notes: list[str]) -> Runtime:
+    notes.append("fairscale/metaseq FSDP: prefetching FSDP, unfused softmax attention (no "
+                 "FlashAttention), Megatron TP without sequence parallelism, fp16/bf16 "
+                 "reduce-scatter (fp32_reduce_scatter=False)")
+    return replace(runtime_named("pytorch-fsdp", flash_attention=False, hopper_attention=False,
+                                 fused_cross_entropy=False), name="fairscale-fsdp")
+
+
+def deepspeed_zero(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
+    """DeepSpeed ZeRO without Megatron (see the module docstring)."""
+    stage = zero_stage_of(rec)
+    overlap = _stated(fw, "overlap_comm", "overlap-comm")
+    overlap = (stage == 3) if overlap is None else overlap
+    precision = str(((rec or {}).get("training") or {}).get("precision") or "").lower()
+    fp16 = "fp16" in precision and "bf16" not in precision
+    if stage <= 1 and fp16:
+        rt = runtime_named("deepspeed", grad_reduce_overlap=overlap, lp_grad_copy=False,
+                           fp32_grad_buffer=False)
+        notes.append(f"DeepSpeed ZeRO-{stage} fp16: FP16_Optimizer, gradients all-reduced in "
+                     f"fp16 (fp32_allreduce default false), overlap_comm {overlap}, attention "
+                     "unfused unless the arch says flash")
+    elif stage <= 1:
+        rt = runtime_named("deepspeed", grad_reduce_overlap=overlap)
+        notes.append(f"DeepSpeed ZeRO-{stage}: BF16_Optimizer fp32 gradient buffers (bf16), "
+                     f"overlap_comm {overlap}, attention unfused unless the arch says flash")
+    else:
+        rt = runtime_named("deepspeed", grad_reduce_overlap=overlap, lp_grad_copy=False,
+                           fp32_grad_buffer=False)
+        notes.append(f"DeepSpeed ZeRO-{stage}: gradients reduced in the 16-bit dtype "
+                     f"(communication_data_type default), overlap_comm {overlap}"
+                     + (" (stage-3 default), parameter prefetch" if stage == 3 else "")
+                     + ", attention unfused unless the arch says flash")
+    return replace(rt, name="deepspeed-zero")
+
+
+def colossal(fw: str, notes: list[str]) -> Runtime:
+    flash = bool(_stated(fw, "flash", "enable_flash_attention"))
+    notes.append("Colossal-AI: overlapped gradient reduction, fused HybridAdam, no ZeRO-3 "
+                 f"prefetch (GeminiPlugin max_prefetch=0), flash attention {flash}")
+    return replace(runtime_named("pytorch-ddp", flash_attention=flash, fused_optimizer=True,
+                                 fsdp_prefetch=False), name="colossalai")
+
+
+def huggingface(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
+    """HF Trainer / accelerate: the backend its fields (or text) name."""
+    if "deepspeed" in fw or (_zero_field(rec)[0] or 0) > 0:
+        notes.append("HF Trainer/accelerate: SDPA attention (transformers default)")
+        return replace(deepspeed_zero(fw, rec, notes), flash_attention=True)
+    if "fsdp" in fw or shards_weights(rec):
+        return plain_fsdp("HF Trainer/accelerate with FSDP", notes)
+    fused = "adamw_torch_fused" in fw or "fused adam" in fw
+    notes.append("HF Trainer/accelerate with DDP: SDPA attention, "
+                 + ("fused AdamW (stated)" if fused else "unfused adamw_torch (Trainer default)"))
+    return runtime_named("pytorch-ddp", fused_optimizer=fused)
+
+
+def megatron_core(fw: str, notes: list[str]) -> Runtime:
+    """Megatron-Core with the overlap flags the text names (r0.8: all off by default)."""
+    flags = {"tp_comm_overlap": "--tp-comm-overlap" in fw or bool(_stated(fw, "tp_comm_overlap")),
+             "grad_reduce_overlap": "--overlap-grad-reduce" in fw
+             or bool(_stated(fw, "overlap_grad_reduce")),
+             "param_gather_overlap": "--overlap-param-gather" in fw
+             or bool(_stated(fw, "overlap_param_gather"))}
+    notes.append("Megatron-Core: " + ", ".join(f"{k}={v}" for k, v in flags.items())
+                 + " (flags named in the framework text; off by default in r0.8)")
+    return runtime_named("megatron-core", **flags)
+
+
+_JAX = re.compile(r"maxtext|\bjax\b|\bpax(ml)?\b|\bt5x\b|\bflax\b|\bxla\b|\bpraxis\b")
+
+
+def other_stack(framework: str, rec: dict | None, notes: list[str]) -> Runtime:
+    """The runtime of a framework text the original five families do not use.
+
+    Raises :class:`UnmodelledStack` for JAX stacks.
+    """
+    fw = framework.lower()
+    if _JAX.search(fw):
+        raise UnmodelledStack(
+            f"training.framework {framework!r} is a JAX/XLA stack: its SPMD partitioner's "
+            "async-collective and collective-matmul overlaps have no documented capability "
+            "set in the runtime catalog (autopar_opt/runtime.py documents PyTorch/CUDA stacks)")
+    if "torchtitan" in fw:
+        return torchtitan(fw, notes)
+    if "metaseq" in fw or "fairscale" in fw:
+        return fairscale(notes)
+    if "colossal" in fw:
+        return colossal(fw, notes)
+    if any(k in fw for k in ("hugging", "transformers", "accelerate", "hf trainer")):
+        return huggingface(fw, rec, notes)
+    if "deepspeed" in fw:
+        return deepspeed_zero(fw, rec, notes)
+    if "fsdp" in fw or "fully_shard" in fw or "fully sharded" in fw:
+        return plain_fsdp("PyTorch FSDP", notes)
+    if "megatron" in fw:     # Megatron-LM of 2023 or later (see megatron_lm_is_core)
+        return megatron_core(fw, notes)
+    return by_fields(framework, rec, notes)
+
+
+def megatron_lm_is_core(fw: str) -> bool:
+    """Megatron-LM text that names a 2023-or-later release, Megatron-Core
+    (``mcore``, ``core_r``) or Transformer Engine: its training loop is Megatron-Core."""
+    years = [int(y) for y in re.findall(r"\b(20[12]\d)\b", fw)]
+    return (bool(years) and max(years) >= 2023) or any(
+        k in fw for k in ("mcore", "core_r", "core r0", "transformer engine",
+                          "transformer_engine", "--transformer-impl"))
+
+
+def by_fields(framework: str, rec: dict | None, notes: list[str]) -> Runtime:
+    """Fallback for a text that names no known stack: by the record's fields."""
+    what = f"framework {framework or 'not stated'!r} names no catalog stack"
+    stage, _ = _zero_field(rec)
+    if shards_weights(rec):
+        notes.append(f"{what}: ZeRO-3/FSDP stated, taken as PyTorch FSDP with prefetch")
+        return plain_fsdp("PyTorch FSDP (by the record's fields)", notes)
+    if stage in (1, 2):
+        notes.append(f"{what}: ZeRO-{stage} stated, taken as DeepSpeed ZeRO")
+        return deepspeed_zero(framework.lower(), rec, notes)
+    if _tp_or_pp(rec):
+        notes.append(f"{what}: tensor/pipeline parallelism stated, taken as Megatron-Core "
+                     "(r0.8 defaults)")
+        return megatron_core(framework.lower(), notes)
+    notes.append(f"{what}: taken as PyTorch DDP (bucketed overlapped all-reduce, SDPA)")
+    return runtime_named("pytorch-ddp")
+
+
+def counting_of(runtime: Runtime, stated: str, notes: list[str]) -> str:
+    """The FLOP convention of a record: its ``flops_counting`` text, or, when
+    that is empty, the convention the stack's own logger uses (a text
+    :func:`~autopar_opt.calibration.measured.flop_formula` recognises):
+    torchtitan ``get_num_flop_per_token``; Megatron-Core / NeMo
+    ``num_floating_point_operations`` (Megatron-Bridge: its causal variant);
+    Composer/llm-foundry ``flops_per_batch``; other stacks: empty (Eq. 7,
+    stated as assumed). torchtitan's MFU divides by the bf16 dense peak
+    whatever the precision (``torchtitan/tools/utils.py::get_peak_flops``:
+    989e12 for H100 SXM, also in float8 runs); that is appended for
+    :func:`~autopar_opt.calibration.measured.mfu_peak_dtype`."""
+    text = stated
+    if not text:
+        text = {"torchtitan": "torchtitan get_num_flop_per_token",
+                "megatron-core": "Megatron-Core num_floating_point_operations",
+                "nemo": "Megatron-Core num_floating_point_operations",
+                "megatron-bridge": "Megatron-Core num_floating_point_operations, causal",
+                }.get(runtime.name, "")
+        if runtime.name == "pytorch-fsdp" and runtime.fused_cross_entropy:
+            text = "llm-foundry flops_per_batch"
+        if text:
+            notes.append(f"flops_counting not stated: {runtime.name}'s own count ({text})")
+    if runtime.name == "torchtitan" and "peak" not in text.lower():
+        text += " [MFU vs the bf16 dense peak: torchtitan get_peak_flops]"
+    return text
