@@ -372,3 +372,12 @@ def test_deepspeed_fp16_reduces_in_fp16_and_hfu_alone_is_refused_with_the_reason
     with pytest.raises(ValueError, match="hfu_pct alone"):
         measured_samples_per_s({"hfu_pct": 50.0}, Dims(8, 2048, 2, 1024, 50000, 1e9), 8,
                                "H100-SXM-80GB", "bf16", "")
+
+
+def test_nemo_overrides_stated_with_the_precision_are_read():
+    rec = {"training": {"precision": "FP8 (fp8_params: true, grad_sync_dtype bf16, "
+                                     "grad_reduce_in_fp32 = false)"}}
+    rt, _ = _rt("NeMo 24.07", rec)
+    assert rt.fp8_primary_weights and not rt.fp32_grad_buffer
+    rt, _ = _rt("NeMo 24.07 (optim.grad_sync_dtype: bf16)")
+    assert not rt.fp32_grad_buffer and not rt.fp8_primary_weights

@@ -8,7 +8,8 @@ cost model needs becomes :class:`Unmodelable` with the reason, and every
 default taken for an unstated field is written into
 :attr:`ModeledRun.assumptions`, so nothing is dropped or guessed silently.
 Only a file that is not such a list (or a record without an ``id``) is an
-error (:class:`RunFileError`).
+error (:class:`RunFileError`). Framework texts beyond the stacks the shipped
+file uses are mapped by :mod:`autopar_opt.calibration.stacks`.
 """
 
 from __future__ import annotations
@@ -173,8 +174,9 @@ def runtime_of(framework: str, notes: list[str], rec: dict | None = None) -> Run
     flat = fw.replace(" ", "")
     if "megatron-bridge" in fw:
         return runtime_named("megatron-bridge")
-    if "nemo" in fw:
-        return stacks.nemo(fw, notes)
+    if "nemo" in fw:     # fp8_params / grad_reduce_in_fp32 may be stated with the precision
+        return stacks.nemo(fw + " " + text(section(rec or {}, "training"), "precision").lower(),
+                           notes)
     if "megatron-core" in fw:
         return stacks.megatron_core(fw, notes)
     if "llm-foundry" in fw or "composer" in fw:

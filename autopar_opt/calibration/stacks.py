@@ -144,6 +144,8 @@ def nemo(fw: str, notes: list[str]) -> Runtime:
                      "Engine (megatron-lm runtime: no fused attention, no TP overlap)")
         return replace(runtime_named("megatron-lm"), name="nemo-megatron")
     fp32 = _stated(fw, "grad_reduce_in_fp32", "grad-reduce-in-fp32")
+    if re.search(r"gradsyncdtype[=:]?(bf16|bfloat16|fp16)", _flat(fw)):    # NeMo 1.x optim key
+        fp32 = False
     fp8w = _stated(fw, "fp8_params", "fp8-param-gather", "fp8_param_gather")
     rt = runtime_named("megatron-bridge", fp32_grad_buffer=fp32 is not False,
                        fp8_primary_weights=bool(fp8w))
