@@ -7,6 +7,7 @@ its tables (docs/DESIGN.md §1): a solver's objective for a decoded plan must eq
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 from autopar_opt.cost.layer_cost import StageContext, layer_cost, state_bytes, weight_bytes
@@ -14,7 +15,8 @@ from autopar_opt.cost.params import CostParams, default_params
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
 from autopar_opt.graph import LayerGraph, LayerKind
 from autopar_opt.hardware import GIB, MEM_EPS, Cluster
-from autopar_opt.pipeline import PlanError, boundaries_intra, inflight_microbatches, validate_plan  # noqa: F401 (PlanError: evaluate's error type)
+from autopar_opt.pipeline import (  # noqa: F401 (PlanError: evaluate's error type)
+    PlanError, boundaries_intra, inflight_microbatches, interleaved_inflight, validate_plan)
 from autopar_opt.plan import Plan
 from autopar_opt.training import Schedule, Training
 
@@ -245,8 +247,12 @@ def _stage_metrics(i: int, plan: Plan, acc: dict, o: list[float], ctx: StageCont
     """One stage's times and memory with their breakdowns (see StageMetrics)."""
     params = ctx.params
     inflight = inflight_microbatches(plan.schedule, pp, c, i)
-    act = inflight * acc["a"][i] / GIB
-    logits = inflight * acc["logits"][i] / GIB
+    held, held_logits = inflight, inflight
+    if plan.schedule is Schedule.interleaved and plan.vp_chunks > 1:
+        held, held_logits = interleaved_inflight(pp, c, plan.vp_chunks, i)
+        inflight = min(c, math.ceil(held))
+    act = held * acc["a"][i] / GIB
+    logits = held_logits * acc["logits"][i] / GIB
     modelled = acc["w"][i] / GIB + act + logits
     reserve = params.memory_reserve_gib + params.memory_fragmentation * modelled
     cap = ctx.cluster.device.hbm_gib - ctx.training.memory_reserve_gib

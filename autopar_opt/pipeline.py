@@ -184,12 +184,35 @@ def inflight_microbatches(schedule: Schedule, pp: int, microbatches: int, stage:
     """Micro-batches whose activations a stage holds at its peak.
 
     GPipe keeps all ``c`` (Huang et al. 2019); 1F1B keeps at most ``pp - i``
-    (Narayanan et al. 2021, Sec. 2.2.1); the interleaved schedule is priced
-    like 1F1B (its extra warm-up memory is not modelled).
+    (Narayanan et al. 2021, Sec. 2.2.1). The interleaved schedule with one
+    chunk per device is 1F1B; with ``v > 1`` chunks (manual plans only, never
+    searched) :func:`interleaved_inflight` gives its warm-up memory.
     """
     if schedule is Schedule.gpipe:
         return microbatches
     return min(pp - stage, microbatches)
+
+
+def interleaved_inflight(pp: int, microbatches: int, vp: int, stage: int) -> tuple[float, int]:
+    """(activations held at the peak in whole-stage micro-batches, micro-batches
+    of the stage's last model chunk held) under the interleaved 1F1B schedule
+    with ``vp`` model chunks per device.
+
+    Megatron-Core ``forward_backward_pipelining_with_interleaving``
+    (``megatron/core/pipeline_parallel/schedules.py``): of the ``c·v`` chunk
+    micro-batches a rank runs ``w = 2·(pp - i - 1) + (v - 1)·g`` warm-up
+    forwards (``g`` = ``microbatch_group_size_per_vp_stage``, default
+    ``pp``), all ``c·v`` when ``w >= c·v``; at the peak it holds ``w + 1``
+    chunk micro-batches, each ``1/v`` of the stage's layers. Forwards run
+    chunk by chunk in groups of ``g`` micro-batches, so the last chunk (the
+    one with the output layer) holds ``w + 1 - (v - 1)·g`` of them (at least
+    one, at most ``c``).
+    """
+    total = microbatches * vp
+    warm = 2 * (pp - stage - 1) + (vp - 1) * pp
+    chunks = total if warm >= total else warm + 1
+    last = min(microbatches, max(1, chunks - (vp - 1) * pp))
+    return chunks / vp, last
 
 
 def boundary_is_intra(boundary: int, devices_per_stage: int, gpus_per_node: int) -> bool:

@@ -172,13 +172,22 @@ def _norm_params(hidden: int, layer_norm: bool) -> int:
 def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | None = None,
                   moe: MoeDims | None = None, layer_norm: bool = False,
                   flash_attention: bool = True, causal_flops: bool = False,
-                  act_dtype_bytes: int = 2) -> Layer:
+                  act_dtype_bytes: int = 2, dropout: bool = True,
+                  fused_gated: bool = False) -> Layer:
     """One pre-norm decoder block with a dense (``mlp``) or MoE (``moe``) MLP.
 
     Returns a ``transformer_block`` layer, or a ``moe_block`` layer whose
     ``expert_*`` fields separate the routed experts (what expert parallelism
     shards and load imbalance scales). ``flash_attention`` drops the ``5·a·s²``
-    score activations (Dao et al. 2022).
+    score activations (Dao et al. 2022). ``dropout=False`` (a model trained
+    without dropout) keeps no ``s·h`` masks after the attention projection and
+    the MLP (and no ``a·s²`` score mask): the replicated part becomes ``8·s·h``
+    (Korthikanti et al. 2022, Eq. 2, as in
+    :func:`~autopar_opt.model_zoo.transformer.transformer_block`).
+    ``fused_gated``: a fused SwiGLU (Megatron-Core ``bias_swiglu_impl``, also
+    used by its grouped experts) keeps ``6·f`` instead of ``8·f`` bytes per
+    token of every gated MLP, dense, shared or routed (see
+    :func:`~autopar_opt.model_zoo.transformer.transformer_block`).
     """
     if (mlp is None) == (moe is None):
         raise ValueError(f"block {name!r}: give exactly one of mlp= or moe=")
@@ -187,21 +196,23 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
     score = attn.score_flops(s, causal_flops)
     attn_fwd = 2.0 * s * attn.matrix_params() + score
     params = attn.params() + 2 * _norm_params(h, layer_norm)
-    attn_act = attn.act_bytes16(s) * e
-    scores = 0.0 if flash_attention else 5 * attn.heads * s * s * e
-    base_act = attn_act + 4 * s * h * e + scores + s * h * e       # + norms, MLP dropout mask
+    mask = s * h * e if dropout else 0.0                    # one dropout mask
+    attn_act = attn.act_bytes16(s) * e - (s * h * e - mask)
+    scores = 0.0 if flash_attention else (5 if dropout else 4) * attn.heads * s * s * e
+    base_act = attn_act + 4 * s * h * e + scores + mask      # + norms, MLP dropout mask
+    gated = 6 if fused_gated else 8
     fields: dict = {}
     if mlp is not None:
         mlp_fwd = 2.0 * s * (3 if mlp.gated else 2) * h * mlp.ffn
         params += mlp.params(h)
-        mlp_act = ((8 if mlp.gated else 4) * s * mlp.ffn + 2 * s * h) * e
+        mlp_act = ((gated if mlp.gated else 4) * s * mlp.ffn + 2 * s * h) * e
         kind = LayerKind.transformer_block
     else:
         k, lf = moe.top_k, moe.load_factor
         routed_fwd = 2.0 * s * k * 3 * h * moe.expert_ffn
         mlp_fwd = 2.0 * s * (h * moe.num_experts + 3 * h * moe.shared_ffn) + routed_fwd
-        expert_act = s * k * (4 * h + 8 * moe.expert_ffn) * e
-        mlp_act = (2 * s * h + 8 * s * moe.shared_ffn) * e + 4 * s * moe.num_experts + expert_act
+        expert_act = s * k * (4 * h + gated * moe.expert_ffn) * e
+        mlp_act = (2 * s * h + gated * s * moe.shared_ffn) * e + 4 * s * moe.num_experts + expert_act
         params += moe.expert_params(h) + moe.other_params(h)
         kind = LayerKind.moe_block
         fields = dict(num_experts=moe.num_experts, top_k=k, expert_params=moe.expert_params(h),
@@ -210,7 +221,7 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
     fwd = attn_fwd + mlp_fwd
     return Layer(
         name=name, kind=kind, flops_fwd=fwd, flops_bwd=2 * fwd, params=int(params),
-        act_bytes=base_act + mlp_act, act_replicated_bytes=10 * s * h * e,
+        act_bytes=base_act + mlp_act, act_replicated_bytes=(8 * s * h * e + 2 * mask),
         act_attn_bytes=scores, flops_recompute_selective=score,
         input_bytes=2 * s * h * e, output_bytes=2 * s * h * e,
         tp_comm_bytes=4 * s * h * e, cp_comm_bytes=2 * s * attn.kv_width() * e,

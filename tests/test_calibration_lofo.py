@@ -12,7 +12,8 @@ after the Megatron-Bridge / FP8 / memory corrections of the third session):
 median 9.7% (target met: asserted at the target), p90 26.5% (target missed by
 1.5 points: asserted at the recorded figure plus 1.5 points of slack for fit
 round-off, so a regression still fails). Fourth session (CPU activation offload,
-fp32 FSDP gradient reduction): median 9.7%, p90 26.5%, unchanged.
+fp32 FSDP gradient reduction): median 9.7%, p90 26.5%, unchanged. Memory-only
+records (memory published, no throughput) are not predicted out of sample.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def test_leave_one_family_out_tolerance():
     s = report.summary()
     families = {f.family for f in report.cross_validation}
     assert families == {c.family for c in report.comparisons}     # every family held out once
-    assert len(report.lofo_comparisons()) == s["modeled"]          # every modelled record predicted
+    assert len(report.lofo_comparisons()) == s["throughput_compared"]   # every throughput record
+    assert not {c.id for c in report.lofo_comparisons()} & {m.id for m in report.memory_only}
     assert s["lofo_median_abs_rel_error"] <= LOFO_MEDIAN_MAX
     assert s["lofo_p90_abs_rel_error"] <= LOFO_P90_MAX

@@ -74,7 +74,12 @@ def test_every_framework_text_of_the_file_is_one_of_those_above():
         "PP comm overlap", "Megatron-Core r0.8.0", "Composer / llm-foundry (PyTorch FSDP)",
         "Megatron-DeepSpeed (bigscience fork) + DeepSpeed", "Megatron-DeepSpeed",
         "Megatron-Bridge / NeMo 25.11", "Megatron-Bridge / NeMo 26.04.01",
-        "Megatron-Bridge / NeMo 26.06"}
+        "Megatron-Bridge / NeMo 26.06",
+        # memory-only records (tests/test_calibration_memory.py checks their mapping)
+        "Megatron-Core (functional test, transformer_engine) with --use-distributed-optimizer "
+        "--overlap-grad-reduce --overlap-param-gather",
+        "DeepSpeed ZeRO-3 (PyTorch Lightning DeepSpeedStrategy stage=3, FusedAdam, no offload)",
+        "PyTorch DDP (PyTorch Lightning DDPStrategy static_graph=True, torch.optim.Adam)"}
 
 
 def test_torchtitan_is_its_catalog_runtime_with_fsdp2_defaults():

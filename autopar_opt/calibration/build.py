@@ -18,6 +18,9 @@ Conventions follow the frameworks the records come from:
   2023, Sec. 3.1.1: half the score FLOPs).
 * A runtime with a distributed optimizer (Megatron-Core, Megatron-Bridge)
   shards optimizer state over data parallelism (ZeRO-1).
+* Mixture-of-Experts records (:mod:`.moe_fields` reads the expert fields,
+  :mod:`.moe_build` builds the graph, the plan's ``ep`` and the MoE FLOP
+  count); a record whose text says MoE but states no experts is refused.
 * GB200: the NVLink domain (the two-tier model's "node") is the NVL72 rack;
   a job uses whole 4-GPU trays, the largest multiple of 4 up to 72 that
   divides its GPUs (256 GPUs: 4 x 64).
@@ -27,13 +30,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from autopar_opt.calibration import stacks
+from autopar_opt.calibration import moe_build, stacks
 from autopar_opt.calibration.measured import Dims, arch_dims, measured_samples_per_s
+from autopar_opt.calibration.memory import memory_fields
+from autopar_opt.calibration.moe_fields import MoeSpec, read_moe
 from autopar_opt.calibration.records import (
     DEFAULT_GPUS_PER_NODE, ModeledRun, Unmodelable, default_sequence_parallel, family_of,
     fsdp_reduce_dtype, integer,
     map_device,
     map_precision, map_recompute, map_zero, number, runtime_of, section, text)
+from autopar_opt.graph import LayerKind
 from autopar_opt.pipeline import pipeline_rule_broken
 from autopar_opt.hardware import DEFAULT_INTER_NODE, NVLINK_DOMAIN, LinkTier, make_cluster
 from autopar_opt.runtime import Runtime
@@ -44,14 +50,16 @@ from autopar_opt.model_zoo.transformer import decoder_lm
 
 
 def _model(rec: dict, runtime: Runtime, notes: list[str]):
+    """(graph, FLOP-formula dims, MoE description or None) of the record's model."""
     m = section(rec, "model")
     layers = integer(m, "num_layers", "model", True)
     h = integer(m, "hidden_size", "model", True)
     a = integer(m, "num_attention_heads", "model", True)
     s = integer(m, "seq_len", "model", True)
     v = integer(m, "vocab_size", "model", True)
+    moe = read_moe(rec, layers, notes)
     ffn = integer(m, "ffn_hidden_size", "model")
-    if ffn is None:
+    if ffn is None and moe is None:
         ffn = 4 * h
         notes.append("ffn_hidden_size not stated: 4h (Megatron default)")
     kv = integer(m, "num_kv_heads", "model")
@@ -62,15 +70,19 @@ def _model(rec: dict, runtime: Runtime, notes: list[str]):
     flash = "flash" in arch or runtime.flash_attention
     if flash and "flash" not in arch:
         notes.append(f"fused (flash) attention: runtime {runtime.name}")
+    params = number(m, "param_count_b", "model")
+    if moe is not None:
+        dims = Dims(0, s, layers, h, v, params * 1e9 if params else 0.0)
+        graph = moe_build.moe_graph(rec, moe, dims, a, kv, flash, runtime.fused_swiglu, notes)
+        return graph, Dims(0, s, layers, h, v, dims.params or float(graph.total_params())), moe
     graph = decoder_lm(str(rec["id"]), layers, s, h, a, ffn, v, kv_heads=kv,
                        gated_mlp="swiglu" in arch or "gated" in arch,
                        flash_attention=flash, causal_flops=flash,
-                       learned_positions="learned pos" in arch,
+                       learned_positions="learned pos" in arch, tied="untied" not in arch,
                        biases="no bias" not in arch, source=str(rec["id"]),
                        fused_gated=runtime.fused_swiglu, dropout="no dropout" not in arch)
-    params = number(m, "param_count_b", "model")
     dims = Dims(0, s, layers, h, v, params * 1e9 if params else float(graph.total_params()))
-    return graph, dims
+    return graph, dims, None
 
 
 def _parallelism(rec: dict, n: int, runtime: Runtime, notes: list[str]) -> dict:
@@ -186,8 +198,11 @@ def build_run(rec: dict) -> ModeledRun:
     runtime = runtime_of(framework, notes, rec)
     device = map_device(text(hw, "gpu_type"), number(hw, "gpu_memory_gb", "hardware"), notes)
     n = integer(hw, "num_gpus", "hardware", True)
-    graph, dims = _model(rec, runtime, notes)
+    graph, dims, moe = _model(rec, runtime, notes)
+    rec, ep = moe_build.expert_parallel(rec, n, moe, notes)
     par = _parallelism(rec, n, runtime, notes)
+    if moe is not None:
+        moe_build.check_ep(ep, par["dp"], par["cp"], moe)
     cluster = _cluster(rec, device, n, notes)
     broken = pipeline_rule_broken(par["pp"], n, cluster.gpus_per_node)
     if broken:
@@ -205,6 +220,8 @@ def build_run(rec: dict) -> ModeledRun:
                         recompute)
     meas = section(rec, "measured")
     per_layer = str(rec.get("record_type") or "").startswith("per_layer")
+    if per_layer and moe is not None:
+        raise Unmodelable("per-layer record of an MoE model: only end-to-end MoE runs are modelled")
     plan = None
     if per_layer:
         measured, basis = _per_layer_measured(meas, mbs * par["dp"])
@@ -212,16 +229,40 @@ def build_run(rec: dict) -> ModeledRun:
         embed_slots = "own pp slot" in text(rec, "notes").lower()
         sizes = _stage_sizes(dims.layers, par["pp"], embed_slots)
         schedule = Schedule.interleaved if par["vp"] > 1 else Schedule.one_f_one_b
-        plan = uniform_plan([layer.name for layer in graph.layers], par["pp"], strategy, c,
-                            schedule, par["vp"], stage_sizes=sizes)
+        plan = _blocks_only_recompute(
+            uniform_plan([layer.name for layer in graph.layers], par["pp"], strategy, c,
+                         schedule, par["vp"], stage_sizes=sizes), graph)
         dims = replace(dims, batch=gbs, **arch_dims(section(rec, "model")))
-        try:
-            measured, basis = measured_samples_per_s(meas, dims, n, device, dtype, counting)
-        except ValueError as exc:
-            raise Unmodelable(str(exc)) from None
+        if moe is not None:
+            plan = moe_build.with_ep(plan, graph, ep)
+            measured, basis = _moe_measured(rec, moe, dims, n, device, dtype, counting, graph)
+        else:
+            try:
+                measured, basis = measured_samples_per_s(meas, dims, n, device, dtype, counting)
+            except ValueError as exc:
+                if not number(meas, "memory_gib_per_gpu", "measured"):
+                    raise Unmodelable(str(exc)) from None
+                measured, basis = None, "memory only (no throughput published)"
+    measure, rank = memory_fields(meas)
     return ModeledRun(str(rec["id"]), family, framework, "per_layer" if per_layer else "end_to_end",
                       graph, cluster, training, plan, strategy, mbs * par["dp"], measured, basis,
-                      number(meas, "memory_gib_per_gpu", "measured"), notes)
+                      number(meas, "memory_gib_per_gpu", "measured"), notes, measure, rank)
+
+
+def _blocks_only_recompute(plan, graph):
+    """A record's full recomputation checkpoints the transformer (dense or MoE)
+    layers only: the embedding, the output layer and the loss keep their activations (the
+    logits) and are not recomputed (Megatron-LM ``--recompute-granularity
+    full`` checkpoints inside ``TransformerBlock``; Hugging Face
+    ``gradient_checkpointing_enable`` wraps the decoder blocks; DeepSpeed
+    ``activation_checkpoint_interval`` the pipeline's layer specs)."""
+    ends = {layer.name for layer in graph.layers
+            if layer.kind in (LayerKind.embedding, LayerKind.lm_head)}
+    for st in plan.stages:
+        st.strategies = [s if name not in ends or s.recompute is not Recompute.full
+                         else replace(s, recompute=Recompute.none)
+                         for name, s in zip(st.layers, st.strategies)]
+    return plan
 
 
 def _per_layer_measured(meas: dict, samples: int) -> tuple[float, str]:
@@ -236,3 +277,15 @@ def _per_layer_measured(meas: dict, samples: int) -> tuple[float, str]:
     if ms <= 0:
         raise Unmodelable(f"per-layer time {ms} ms is not positive")
     return samples / (ms * 1e-3), f"layer fwd+bwd = {ms:g} ms for {samples} samples"
+
+
+def _moe_measured(rec: dict, moe: MoeSpec, dims: Dims, n: int, device: str, dtype: str,
+                  counting: str, graph) -> tuple[float, str]:
+    """An MoE record's measured samples/s (:func:`moe_build.moe_measured`) with the
+    MoE form of the FLOP convention its counting text names."""
+    m = section(rec, "model")
+    a = integer(m, "num_attention_heads", "model")
+    attn = moe_build.attention_dims(m, moe, dims.hidden, a, integer(m, "num_kv_heads", "model") or a,
+                                    "no bias" not in text(m, "arch").lower())
+    flops = moe_build.moe_flop_count(counting, dims, attn, moe, graph)
+    return moe_build.moe_measured(section(rec, "measured"), dims, flops, n, device, dtype, counting)

@@ -2,7 +2,10 @@
 
 :func:`calibrate_file` is the library entry point behind ``autopar calibrate``:
 it reads the file, models what it can (listing every other record with its
-reason), compares predicted and measured throughput and summarises. With
+reason), compares predicted and measured throughput and summarises. Records
+that publish memory but no throughput are compared on memory alone
+(``memory_only``): they count for the memory statistics and the memory fit,
+never for the throughput statistics or leave-one-family-out. With
 ``fit`` it fits the physical parameters first; with ``cross_validate`` it
 fits on all source families but one and predicts the one left out, for every
 family (leave-one-family-out, the out-of-sample figure). :func:`write_params`
@@ -21,7 +24,8 @@ import numpy as np
 import yaml
 
 from autopar_opt.calibration.build import build_run
-from autopar_opt.calibration.compare import Comparison, compare, summarize
+from autopar_opt.calibration.compare import (Comparison, MemoryComparison, compare,
+                                             compare_memory, summarize)
 from autopar_opt.calibration.fit import FitResult, fit
 from autopar_opt.calibration.records import ModeledRun, Unmodelable, load_run_file
 from autopar_opt.cost.params import CostParams, default_params
@@ -52,12 +56,13 @@ class CalibrationReport:
     params: CostParams
     fit: FitResult | None = None
     cross_validation: list[FamilyResult] = field(default_factory=list)
+    memory_only: list[MemoryComparison] = field(default_factory=list)
 
     def lofo_comparisons(self) -> list[Comparison]:
         return [c for fam in self.cross_validation for c in fam.comparisons]
 
     def summary(self) -> dict:
-        out = summarize(self.comparisons, self.total)
+        out = summarize(self.comparisons, self.total, self.memory_only)
         if self.cross_validation:
             errs = np.array([abs(c.rel_error) for c in self.lofo_comparisons()])
             out["lofo_median_abs_rel_error"] = float(np.percentile(errs, 50)) if errs.size else None
@@ -67,6 +72,7 @@ class CalibrationReport:
 
     def to_dict(self) -> dict:
         records = [c.to_dict() for c in self.comparisons]
+        records += [m.to_dict() for m in self.memory_only]
         records += [{"id": rid, "skipped": why} for rid, why in self.skipped]
         out = {"records": records, "summary": self.summary(), "file": self.path,
                "params": self.params.to_dict()}
@@ -112,26 +118,31 @@ def calibrate_file(path: str | Path, params: CostParams | None = None, do_fit: b
         result = fit(runs, prior)
         params = result.params
     params = params or default_params()
-    comparisons = []
+    comparisons, memory_only = [], []
     for run in runs:
         try:
-            comparisons.append(compare(run, params))
+            if run.memory_only:
+                memory_only.append(compare_memory(run, params))
+            else:
+                comparisons.append(compare(run, params))
         except (PlanError, ValueError, ZeroDivisionError) as exc:
             skipped.append((run.id, f"cannot price the plan: {exc}"))
-    priced = {c.id for c in comparisons}
+    priced = {c.id for c in comparisons} | {m.id for m in memory_only}
     runs = [r for r in runs if r.id in priced]
     cv = leave_one_family_out(runs, prior) if cross_validate else []
-    return CalibrationReport(str(path), comparisons, skipped, len(records), params, result, cv)
+    return CalibrationReport(str(path), comparisons, skipped, len(records), params, result, cv,
+                             memory_only)
 
 
 def leave_one_family_out(runs: list[ModeledRun], prior: CostParams | None = None
                          ) -> list[FamilyResult]:
-    """For every source family: fit on the others, predict it."""
+    """For every source family with a measured throughput: fit on the others
+    (their memory-only records feed the memory fit), predict its throughput."""
     out = []
-    for family in sorted({r.family for r in runs}):
+    for family in sorted({r.family for r in runs if not r.memory_only}):
         train = [r for r in runs if r.family != family]
-        test = [r for r in runs if r.family == family]
-        if not train:
+        test = [r for r in runs if r.family == family and not r.memory_only]
+        if not any(not r.memory_only for r in train):
             continue
         res = fit(train, prior or CostParams())
         out.append(FamilyResult(family, len(train), [compare(r, res.params) for r in test],

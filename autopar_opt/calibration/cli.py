@@ -39,11 +39,20 @@ def render_table(report: CalibrationReport, console: Console) -> None:
         if c.assumptions:
             console.print(f"[dim]assumed[/dim] {c.id}: " + "; ".join(c.assumptions),
                           highlight=False)
+    if report.memory_only:
+        mem = Table(title="Memory only (no published throughput; not in the throughput statistics)")
+        for col in ("id", "measure", "GPU", "mem pred GiB", "mem meas GiB", "rel. error"):
+            mem.add_column(col, overflow="fold")
+        for m in report.memory_only:
+            mem.add_row(m.id, m.measure, m.rank, _fmt(m.predicted_memory_gib, ".1f"),
+                        _fmt(m.measured_memory_gib, ".1f"), f"{m.memory_rel_error:+.1%}")
+        console.print(mem)
     for rid, why in report.skipped:
         console.print(f"[yellow]skipped[/yellow] {rid}: {why}")
     s = report.summary()
     console.print(
-        f"modeled {s['modeled']}/{s['total']}; |rel. error| median {_fmt(s['median_abs_rel_error'], '.1%')}, "
+        f"modeled {s['modeled']}/{s['total']} ({s['throughput_compared']} on throughput, "
+        f"{s['memory_only']} on memory only); |rel. error| median {_fmt(s['median_abs_rel_error'], '.1%')}, "
         f"p90 {_fmt(s['p90_abs_rel_error'], '.1%')}, max {_fmt(s['max_abs_rel_error'], '.1%')}; "
         f"memory compared on {s['memory_compared']} (median |rel. error| "
         f"{_fmt(s['memory_median_abs_rel_error'], '.1%')})")

@@ -3,8 +3,10 @@
 ``rel_error = predicted / measured - 1`` on samples per second. End-to-end
 records are priced by :func:`autopar_opt.evaluate.evaluate` on the record's
 manual plan; per-layer records by ``layer_cost`` of one transformer block.
-Memory (peak GiB per GPU over the stages) is compared separately and is not
-part of the throughput statistics.
+Memory (per GPU, on the measure the record states:
+:mod:`autopar_opt.calibration.memory`) is compared separately and is not
+part of the throughput statistics; a memory-only record (memory published,
+no throughput) enters the memory statistics alone.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from autopar_opt.calibration.memory import MemoryComparison, modelled_gib, on_measure
 from autopar_opt.calibration.records import ModeledRun
 from autopar_opt.cost.layer_cost import StageContext, layer_cost
 from autopar_opt.cost.params import CostParams
@@ -59,27 +62,46 @@ def predict(run: ModeledRun, params: CostParams) -> tuple[float, float | None]:
         cost = layer_cost(run.block, run.strategy, ctx)
         return run.microbatch_samples / cost.time_s, None
     metrics = evaluate(run.plan, run.graph, run.cluster, run.training, params)
-    return metrics.samples_per_s, max(metrics.peak_memory_gib)
+    modelled = modelled_gib(metrics.stages, run.memory_rank)
+    return metrics.samples_per_s, on_measure(modelled, run.memory_measure,
+                                             params.memory_reserve_gib,
+                                             params.memory_fragmentation)
 
 
 def compare(run: ModeledRun, params: CostParams) -> Comparison:
-    """Price one run; raises :class:`PlanError` when its plan is malformed."""
+    """Price one run; raises :class:`PlanError` when its plan is malformed and
+    ValueError for a memory-only run (:func:`compare_memory`)."""
+    if run.memory_only:
+        raise ValueError(f"{run.id}: memory-only record has no throughput to compare")
     pred, mem = predict(run, params)
     return Comparison(run.id, run.family, run.kind, pred, run.measured_samples_per_s,
                       run.measured_basis, mem, run.measured_memory_gib, run.assumptions)
 
 
-def summarize(comparisons: list[Comparison], total: int) -> dict:
-    """Median / 90th percentile / max of |rel error|, modeled count, memory stats."""
+def compare_memory(run: ModeledRun, params: CostParams) -> MemoryComparison:
+    """Predicted vs published memory of a memory-only run, on its measure."""
+    _, mem = predict(run, params)
+    return MemoryComparison(run.id, run.family, run.memory_measure, run.memory_rank, mem,
+                            run.measured_memory_gib, run.assumptions)
+
+
+def summarize(comparisons: list[Comparison], total: int,
+              memory_only: list[MemoryComparison] = ()) -> dict:
+    """Median / 90th percentile / max of |rel error| over the throughput
+    records, modeled count, memory statistics over every record that states
+    memory (throughput records and ``memory_only`` ones)."""
     errs = np.array([abs(c.rel_error) for c in comparisons], dtype=float)
     mem = np.array([abs(c.predicted_memory_gib / c.measured_memory_gib - 1.0) for c in comparisons
-                    if c.predicted_memory_gib is not None and c.measured_memory_gib], dtype=float)
+                    if c.predicted_memory_gib is not None and c.measured_memory_gib]
+                   + [abs(m.memory_rel_error) for m in memory_only], dtype=float)
 
     def stat(a: np.ndarray, q: float) -> float | None:
         return float(np.percentile(a, q)) if a.size else None
 
-    return {"total": total, "modeled": len(comparisons),
-            "modeled_fraction": len(comparisons) / total if total else 0.0,
+    modeled = len(comparisons) + len(memory_only)
+    return {"total": total, "modeled": modeled,
+            "modeled_fraction": modeled / total if total else 0.0,
+            "throughput_compared": len(comparisons), "memory_only": len(memory_only),
             "median_abs_rel_error": stat(errs, 50), "p90_abs_rel_error": stat(errs, 90),
             "max_abs_rel_error": float(errs.max()) if errs.size else None,
             "mean_signed_rel_error": float(np.mean([c.rel_error for c in comparisons]))
@@ -89,7 +111,9 @@ def summarize(comparisons: list[Comparison], total: int) -> dict:
 
 
 def log_residuals(runs: list[ModeledRun], params: CostParams) -> np.ndarray:
-    """``log(predicted / measured)`` per run: the fit's residual vector."""
+    """``log(predicted / measured)`` per run with a measured throughput (the
+    fit's residual vector; memory-only runs have none)."""
+    runs = [r for r in runs if not r.memory_only]
     out = np.empty(len(runs))
     for i, run in enumerate(runs):
         pred, _ = predict(run, params)
@@ -97,4 +121,5 @@ def log_residuals(runs: list[ModeledRun], params: CostParams) -> np.ndarray:
     return out
 
 
-__all__ = ["Comparison", "PlanError", "compare", "log_residuals", "predict", "summarize"]
+__all__ = ["Comparison", "MemoryComparison", "PlanError", "compare", "compare_memory",
+           "log_residuals", "predict", "summarize"]

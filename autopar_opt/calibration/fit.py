@@ -33,8 +33,10 @@ leave-one-family-out validation predicts a held-out family on new hardware.
 
 Memory parameters (``memory_reserve_gib``, ``memory_fragmentation``) are
 fitted separately, by bounded least squares on the records that publish
-per-GPU memory (``measured = modelled·(1 + f) + reserve``), subject to every
-other published plan fitting in its GPU's memory (it ran).
+per-GPU memory (``measured = modelled·(1 + f) + reserve`` for nvidia-smi
+figures; other measures: :mod:`autopar_opt.calibration.memory`), memory-only
+records included, subject to every other published plan fitting in its GPU's
+memory (it ran). Memory-only records never enter the throughput fit.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from autopar_opt.calibration.compare import log_residuals
+from autopar_opt.calibration.memory import MEASURES, modelled_gib
 from autopar_opt.calibration.records import ModeledRun
 from autopar_opt.cost.params import EFFICIENCY_RANGE, RANGES, CostParams
 from autopar_opt.hardware import DEVICE_CATALOG
@@ -140,6 +143,9 @@ def fit(runs: list[ModeledRun], prior: CostParams | None = None, max_nfev: int =
     if not runs:
         raise ValueError("no modeled runs to fit")
     prior = prior or CostParams()
+    everything, runs = runs, [r for r in runs if not r.memory_only]
+    if not runs:
+        raise ValueError("no modeled run with a measured throughput to fit")
     theta0 = _start(prior)
     free = [k for k in theta0 if _used(k, runs)]
     lo = np.array([_bounds(k)[0] for k in free])
@@ -161,8 +167,8 @@ def fit(runs: list[ModeledRun], prior: CostParams | None = None, max_nfev: int =
     span = hi - lo
     at_bound = [k for k, v, a, b, w in zip(free, sol.x, lo, hi, span)
                 if v <= a + 1e-3 * w or v >= b - 1e-3 * w]
-    params = fit_memory(runs, params_at(sol.x))
-    at_bound += _memory_at_bound(runs, params)
+    params = fit_memory(everything, params_at(sol.x))
+    at_bound += _memory_at_bound(everything, params)
     return FitResult(params, free, at_bound, float(np.sum(r * r)), float(sol.cost),
                      int(sol.nfev), str(sol.message))
 
@@ -170,7 +176,7 @@ def fit(runs: list[ModeledRun], prior: CostParams | None = None, max_nfev: int =
 def _memory_at_bound(runs: list[ModeledRun], params: CostParams) -> list[str]:
     """The memory parameters that :func:`fit_memory` left on a bound of their
     range (reported like the throughput ones; none when no run states memory)."""
-    if sum(1 for r in runs if r.kind == "end_to_end" and r.measured_memory_gib) < 2:
+    if len(_informative(runs)) < 2:
         return []
     out = []
     for name in ("memory_reserve_gib", "memory_fragmentation"):
@@ -186,27 +192,39 @@ def _memory_at_bound(runs: list[ModeledRun], params: CostParams) -> list[str]:
 CENSOR_MARGIN_GIB = 2.0**-10
 
 
+def _informative(runs: list[ModeledRun]) -> list[ModeledRun]:
+    """End-to-end runs whose published memory measure involves the reserve or
+    the fragmentation (an ``allocated`` figure involves neither)."""
+    return [r for r in runs if r.kind == "end_to_end" and r.measured_memory_gib
+            and MEASURES[r.memory_measure] != (0.0, 0.0)]
+
+
 def fit_memory(runs: list[ModeledRun], params: CostParams) -> CostParams:
-    """``memory_reserve_gib`` and ``memory_fragmentation`` from
-    ``measured = modelled·(1+f) + reserve`` over the runs that publish per-GPU
-    memory (peak over stages, as nvidia-smi reports the busiest GPU), with
-    every other end-to-end run as a censored observation: a published plan
-    that ran used at most its GPU's memory, ``reserve + (1+f)·modelled <=
-    capacity`` (:func:`reserve_and_fragmentation`). Unchanged when fewer than
-    two runs publish memory."""
+    """``memory_reserve_gib`` R and ``memory_fragmentation`` f from
+    ``measured = modelled·(1 + a_f·f) + a_R·R`` over the runs that publish
+    per-GPU memory, on the measure and GPU each states
+    (:mod:`autopar_opt.calibration.memory`: nvidia-smi ``a_f = a_R = 1``,
+    PyTorch reserved ``a_f = 1, a_R = 0``; PyTorch allocated involves neither
+    and does not enter), memory-only records included, with every other
+    end-to-end run as a censored observation: a published plan that ran used
+    at most its GPU's memory, ``R + (1+f)·modelled <= capacity`` on its
+    busiest GPU (:func:`reserve_and_fragmentation`). Unchanged when fewer
+    than two runs publish such memory."""
     from autopar_opt.evaluate import evaluate
 
     measured, ran = [], []
+    informative = {r.id for r in _informative(runs)}
     for run in runs:
         if run.kind != "end_to_end":
             continue
         m = evaluate(run.plan, run.graph, run.cluster, run.training, params)
-        st = max(m.stages, key=lambda s: s.peak_memory_gib)
-        modelled = st.peak_memory_gib - st.reserve_gib
-        if run.measured_memory_gib:
-            measured.append((modelled, run.measured_memory_gib))
-        else:
-            ran.append((modelled, st.capacity_gib))
+        if run.id in informative:
+            a_f, a_r = MEASURES[run.memory_measure]
+            measured.append((modelled_gib(m.stages, run.memory_rank), run.measured_memory_gib,
+                             a_f, a_r))
+        else:       # it ran, so it fit (an allocated-only figure bounds nothing more)
+            st = max(m.stages, key=lambda s: s.peak_memory_gib)
+            ran.append((st.peak_memory_gib - st.reserve_gib, st.capacity_gib))
     if len(measured) < 2:
         return params
     reserve, frag = reserve_and_fragmentation(measured, ran)
@@ -215,8 +233,9 @@ def fit_memory(runs: list[ModeledRun], params: CostParams) -> CostParams:
 
 def reserve_and_fragmentation(measured: list[tuple[float, float]],
                               ran: list[tuple[float, float]] = ()) -> tuple[float, float]:
-    """Least squares of ``reserve + (1+f)·modelled`` on ``measured`` pairs
-    (modelled GiB, measured GiB) within the plausible ranges, subject to
+    """Least squares of ``a_R·reserve + (1 + a_f·f)·modelled`` on ``measured``
+    tuples (modelled GiB, measured GiB[, a_f, a_R]; both coefficients 1 when
+    left out: an nvidia-smi figure) within the plausible ranges, subject to
     ``reserve + (1+f)·modelled <= capacity`` for every ``ran`` pair (modelled
     GiB, capacity GiB): published plans that ran, whose memory is censored at
     the capacity (they did not run out of memory). A ran plan that would not
@@ -227,8 +246,9 @@ def reserve_and_fragmentation(measured: list[tuple[float, float]],
 
     lo_r, hi_r, _ = RANGES["memory_reserve_gib"]
     lo_f, hi_f, _ = RANGES["memory_fragmentation"]
-    a = np.array([[1.0, m] for m, _ in measured])
-    y = np.array([v - m for m, v in measured])
+    rows = [t if len(t) == 4 else (t[0], t[1], 1.0, 1.0) for t in measured]
+    a = np.array([[a_r, a_f * m] for m, _, a_f, a_r in rows])
+    y = np.array([v - m for m, v, _, _ in rows])
     cons = [{"type": "ineq",
              "fun": (lambda x, m=m, c=c: c - CENSOR_MARGIN_GIB - m - x[0] - x[1] * m),
              "jac": (lambda x, m=m: np.array([-1.0, -m]))}

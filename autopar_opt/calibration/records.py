@@ -46,10 +46,13 @@ class ModeledRun:
 
     kind : ``"end_to_end"`` (priced by :func:`autopar_opt.evaluate.evaluate`)
         or ``"per_layer"`` (one transformer block priced by ``layer_cost``).
-    measured_samples_per_s : measured throughput on the common basis.
+    measured_samples_per_s : measured throughput on the common basis;
+        ``None`` for a memory-only record (memory published, no throughput).
     measured_basis : which measured field it came from and how.
     measured_memory_gib : published peak memory per GPU, if any.
     assumptions : every default taken for a field the record does not state.
+    memory_measure, memory_rank : what the published memory measures and on
+        which GPU (:mod:`autopar_opt.calibration.memory`).
     """
 
     id: str
@@ -62,10 +65,17 @@ class ModeledRun:
     plan: Plan | None
     strategy: Strategy
     microbatch_samples: int
-    measured_samples_per_s: float
+    measured_samples_per_s: float | None
     measured_basis: str
     measured_memory_gib: float | None
     assumptions: list[str] = field(default_factory=list)
+    memory_measure: str = "device"
+    memory_rank: str = "max"
+
+    @property
+    def memory_only(self) -> bool:
+        """Memory published, throughput not: memory statistics and fit only."""
+        return self.measured_samples_per_s is None
 
     @property
     def block(self) -> Layer:

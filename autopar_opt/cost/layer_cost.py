@@ -39,9 +39,13 @@ from autopar_opt.training import OPTIMIZER_BYTES, Recompute, Training
 
 #: Layer kinds whose GEMMs run in FP8 under ``dtype: fp8`` (Transformer Engine
 #: modules of Megatron-Core; the output layer stays 16-bit: it is a plain
-#: ``ColumnParallelLinear``, NVIDIA TE/Megatron-Core FP8 recipes).
+#: ``ColumnParallelLinear``, NVIDIA TE/Megatron-Core FP8 recipes). MoE blocks
+#: too: Megatron-Core's grouped experts are Transformer Engine
+#: ``TEGroupedLinear`` modules, which run under the same FP8 autocast as the
+#: dense layers (``megatron/core/transformer/moe/experts.py``, ``TEGroupedMLP``;
+#: DeepSeek-V3, arXiv 2412.19437, Sec. 3.3.1: the expert GEMMs in FP8).
 FP8_KINDS = frozenset({LayerKind.transformer_block, LayerKind.attention, LayerKind.mlp,
-                       LayerKind.linear})
+                       LayerKind.linear, LayerKind.moe_block})
 #: Extra bytes per FP8 parameter: the cached FP8 weight copy and its transpose
 #: (Transformer Engine keeps both on Hopper; Micikevicius et al. 2022, FP8
 #: formats for deep learning, Sec. 4), plus per-tensor scaling state (amax
@@ -441,14 +445,14 @@ def weight_bytes(layer: Layer, s: Strategy, training: Training) -> float:
     weight (the fp32 master copy is optimizer state). MoE layers:
     :func:`autopar_opt.cost.moe.sharded_state_bytes`.
     """
-    if layer.is_moe:
-        return moe.sharded_state_bytes(layer, s, state_bytes(training))
     w, g, o = state_bytes(training)
-    group = s.dp * s.cp
-    local = layer.params / s.tp
     if training.dtype == "fp8" and layer.kind in FP8_KINDS \
             and not training.runtime.fp8_primary_weights:
         w += FP8_WEIGHT_COPY_BYTES
+    if layer.is_moe:
+        return moe.sharded_state_bytes(layer, s, (w, g, o))
+    group = s.dp * s.cp
+    local = layer.params / s.tp
     dw, dg, do = s.zero_divisors(group)
     return local * (w / dw + g / dg + o / do)
 

@@ -42,6 +42,7 @@ from scipy.optimize import minimize_scalar
 
 from autopar_opt.calibration import fit as fitmod
 from autopar_opt.calibration.calibrate import model_records
+from autopar_opt.calibration.memory import MEASURES, modelled_gib, on_measure
 from autopar_opt.calibration.compare import log_residuals
 from autopar_opt.calibration.records import load_run_file
 from autopar_opt.cost.params import RANGES
@@ -85,21 +86,34 @@ READING = """## Reading (hand-written)
   (8.4 µs, Ring/Simple) over every collective of an iteration stays under 13 ms on
   these records: too small. The missing physics (Composer's per-batch host work is the
   suspect) is not found.
-- **`memory_reserve_gib`** is no longer at its bound: 3.55 GiB with 13.2% fragmentation
-  (was 0.5 GiB, its lower bound, with 22.7%). The 8 BLOOM records that state memory are
-  all of one size and barely separate a fixed from a proportional overhead; the published
-  plans that ran enter the fit as censored observations (section 5). The Megatron-Bridge
-  GB200 Llama-3-70B run could not constrain it before (its recipe offloads the
-  activations of 40 of its 80 layers to host memory, `cpu_offloading_num_layers = 40`,
-  which the model did not represent: 362 GiB predicted on a 184 GiB GPU). With CPU
-  activation offload modelled (`autopar_opt/cost/offload.py`, Transformer Engine
-  `get_cpu_offload_context`) its modelled bytes drop to about 159 GiB, and "it ran" caps
-  the proportional part: its constraint is active at the fit, which moves the overhead
-  from the fragmentation fraction to the fixed reserve (CUDA context, NCCL buffers,
-  cuBLAS workspaces: 3.55 GiB is inside the documented 0.5-8 GiB). Memory error on the
-  8 BLOOM records: median 2.3%, max 7.6% (was 1.8% / 4.5%). Only two kinds of evidence
-  pin the split (one stack's published memory, one large-memory plan that ran); more
-  published measurements from other stacks would make it firmer.
+- **Memory (issue 10 point 5, fifth session)**: 14 records now state memory, from three
+  stacks: BigScience Megatron-DeepSpeed (8, nvidia-smi), Megatron-Core (4, the CI
+  functional tests `gpt3_7b_*_memory_speed`, `torch.cuda.max_memory_allocated` of the
+  last rank) and PyTorch Lightning with DeepSpeed ZeRO-3 or DDP-AMP (2, max allocated);
+  the 6 new ones publish no usable throughput and count for memory only. Each figure is
+  compared on its own measure (`autopar_opt/calibration/memory.py`); an allocated figure
+  tests the tensor accounting and carries neither the reserve nor the fragmentation.
+  The Megatron-Core tp1/pp4/v8 run was predicted at -51% and showed two missing terms,
+  both now modelled: the interleaved schedule's warm-up memory (Megatron-Core
+  `forward_backward_pipelining_with_interleaving`: `2·(pp-i-1) + (v-1)·pp` warm-up chunk
+  micro-batches; the last rank holds 29 of 32 one-layer chunks, not one stage's worth)
+  and the untied output layer (`--untie-embeddings-and-output-weights`: 537 M more
+  parameters on the last stage). After both: -4.3%. The records' full recomputation now
+  checkpoints the transformer layers only: the output layer and the loss keep their
+  logits and are not recomputed (Megatron-LM checkpoints inside `TransformerBlock`, and
+  Narayanan et al. 2021 Eq. 3 counts the output layer as `6·B·s·h·V`, not recomputed).
+  With the interleaved warm-up the Megatron-Bridge GB200 Llama-3.1-405B plan (pp16, v4)
+  needs 171.5 GiB of tensors on a 184 GiB GPU, and "it ran" binds the fit together with
+  llm-foundry's A100-40GB MPT-1B run: the split moves to a reserve of 6.73 GiB and 3.4%
+  fragmentation (was 3.55 GiB and 13.2%), both inside their ranges. The BLOOM records
+  then read 2-11% low (nvidia-smi; their "GB" may be 10^9 bytes, which would make them
+  7% smaller). Still missing, found by the two Lightning records (-21% ZeRO-3, -32%
+  DDP-AMP): the working set of the layer being recomputed in the backward pass (one
+  GPT-2-XL block at 40 x 1024 tokens with eager attention is about 7 GiB:
+  `s·b·h·(34 + 5·a·s/h)` bytes, Korthikanti et al. 2022 Eq. 1), and PyTorch AMP's fp32
+  weights and gradients (16-bit activations over fp32 parameters, plus DDP's gradient
+  buckets). Neither is modelled: the first needs a per-stage maximum over the recomputed
+  layers in the MILP/DP memory rows, the second a precision mode.
 - **Records above 25% out of sample** (see `RESULTS.md`), what their sources say:
   - BLOOM prequel (three runs, +42% to +55%): all at hidden size 14400. The chronicle
     itself measured 14400 about 21% slower than 13824 on an otherwise identical plan.
@@ -240,7 +254,7 @@ def _microbatch_sensitivity(records: list[dict], family: str = "megatron_readme_
         for rec in recs:
             if str(rec["id"]).startswith(family):
                 rec["training"]["micro_batch_size"] = mbs
-        runs, _ = model_records(recs)
+        runs = [r for r in model_records(recs)[0] if not r.memory_only]
         res = fitmod.fit(runs)
         cells = []
         for r in (r for r in runs if r.id.startswith(family)):
@@ -259,26 +273,39 @@ def _memory_censored(runs, params) -> list[str]:
     censored observation (a published plan that ran used at most its GPU's
     memory: :func:`autopar_opt.calibration.fit.reserve_and_fragmentation`,
     what the shipped fit does): how far the two kinds of evidence agree on one
-    fragmentation fraction."""
+    fragmentation fraction. Each published figure is compared on its own
+    measure and GPU (:mod:`autopar_opt.calibration.memory`); the error columns
+    cover every record that states memory, memory-only records included."""
     meas, ran = [], []
     for r in (r for r in runs if r.kind == "end_to_end"):
-        st = max(evaluate(r.plan, r.graph, r.cluster, r.training, params).stages,
-                 key=lambda x: x.peak_memory_gib)
-        modelled = st.peak_memory_gib - st.reserve_gib
-        (meas if r.measured_memory_gib else ran).append(
-            (r.id, modelled, r.measured_memory_gib or st.capacity_gib))
+        stages = evaluate(r.plan, r.graph, r.cluster, r.training, params).stages
+        st = max(stages, key=lambda x: x.peak_memory_gib)
+        if r.measured_memory_gib:
+            meas.append((r.id, modelled_gib(stages, r.memory_rank), r.measured_memory_gib,
+                         r.memory_measure))
+        if not r.measured_memory_gib or MEASURES[r.memory_measure] == (0.0, 0.0):
+            ran.append((r.id, st.peak_memory_gib - st.reserve_gib, st.capacity_gib))
     lo_r = RANGES["memory_reserve_gib"][0]
     never = [i for i, m, c in ran if m + lo_r > c]      # over even with no fragmentation
-    out = ["| fit | reserve (GiB) | fragmentation | memory error median / max | published "
-           "plans over capacity |", "|---|---|---|---|---|"]
+    fitted = [(m, v, *MEASURES[k]) for _, m, v, k in meas if MEASURES[k] != (0.0, 0.0)]
+    out = [f"{len(meas)} records state memory ({len(fitted)} of them on a measure that involves "
+           f"the reserve or the fragmentation and enter the fit; "
+           f"{sum(1 for r in runs if r.memory_only)} are memory-only).\n",
+           "| fit | reserve (GiB) | fragmentation | memory error median / max (all that state "
+           "memory) | published plans over capacity |", "|---|---|---|---|---|"]
     for label, cens in (("published memory only", []),
                         ("plus every plan that ran must fit (shipped)", ran)):
-        x = fitmod.reserve_and_fragmentation([(m, v) for _, m, v in meas],
-                                             [(m, c) for _, m, c in cens])
-        err = [abs((m * (1 + x[1]) + x[0]) / v - 1) for _, m, v in meas]
+        x = fitmod.reserve_and_fragmentation(fitted, [(m, c) for _, m, c in cens])
+        err = [abs(on_measure(m, k, x[0], x[1]) / v - 1) for _, m, v, k in meas]
         over = [i for i, m, c in ran if m * (1 + x[1]) + x[0] > c + 1e-6]
         out.append(f"| {label} | {x[0]:.2f} | {x[1]:.3f} | {np.median(err):.1%} / "
                    f"{max(err):.1%} | {len(over)}: {', '.join(over) or '-'} |")
+    out += ["", "| record | measure | GPU | modelled GiB | predicted (shipped fit) | published | error |",
+            "|---|---|---|---|---|---|---|"]
+    for i, m, v, k in meas:
+        p = on_measure(m, k, params.memory_reserve_gib, params.memory_fragmentation)
+        rank = next(r.memory_rank for r in runs if r.id == i)
+        out.append(f"| {i} | {k} | {rank} | {m:.1f} | {p:.1f} | {v:.1f} | {p / v - 1:+.1%} |")
     out.append(f"\nOver capacity for any reserve and fragmentation in range (cannot constrain "
                f"the fit): {', '.join(never) or 'none'}.")
     return out
@@ -333,8 +360,9 @@ def _bloom_quantization() -> list[str]:
 
 def main(path: Path) -> str:
     load, t_start = os.getloadavg(), time.perf_counter()
-    runs, _ = model_records(load_run_file(path))
-    base = fitmod.fit(runs)
+    every, _ = model_records(load_run_file(path))
+    runs = [r for r in every if not r.memory_only]     # throughput sections
+    base = fitmod.fit(every)
     lines = ["# Parameters at a bound: where they come from\n",
              f"Generated by `python benchmarks/calibration/bounds.py` over `{path.name}` "
              f"({len(runs)} modelled records).\n",
@@ -372,7 +400,7 @@ def main(path: Path) -> str:
     lines += _microbatch_sensitivity(load_run_file(path))
     lines += ["", "## 5. One fragmentation fraction for the runs that publish memory and for "
               "the plans that ran\n"]
-    lines += _memory_censored(runs, base.params)
+    lines += _memory_censored(every, base.params)
     lines += ["", "## 6. The BLOOM prequel runs: GEMM dimension quantization at h = 14400\n",
               "The three records with the largest out-of-sample error (+42% to +55%) are "
               "BigScience's 02-17 runs at hidden size 14400. The same chronicle "

@@ -18,7 +18,7 @@ import time
 
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.solvers.dp.chain import DPTimeout, solve_chain
-from autopar_opt.solvers.dp.common import (Assignment, fits, infeasible_message, iteration_time, least_memory,
+from autopar_opt.solvers.dp.common import (Assignment, fit_limit, fits, infeasible_message, iteration_time, least_memory,
                                    simple_lower_bound)
 from autopar_opt.solvers.dp.dag import solve_dag_single_stage
 from autopar_opt.core.result import SolveResult, Termination
@@ -56,7 +56,7 @@ def solve_dp(tables: CostTables, time_limit_s: float | None = None) -> SolveResu
                       f"no strategy of the search space is valid for layer(s) {empty[:5]} on "
                       f"{tables.devices_per_stage} devices per stage with {tables.microbatch_samples} "
                       f"samples per micro-batch")
-    if least_memory(tables) > tables.capacity_bytes * (1 + 1e-12):   # exact proof, O(n²·pp)
+    if least_memory(tables) > fit_limit(tables):   # exact proof, O(n²·pp)
         return result(Termination.infeasible, None, math.inf, infeasible_message(tables))
     fallback = decomposition = False
     try:

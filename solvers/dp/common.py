@@ -51,8 +51,17 @@ def iteration_time(tables: CostTables, a: Assignment) -> float:
 
 
 def fits(tables: CostTables, a: Assignment) -> bool:
-    """Every stage within ``capacity_bytes``."""
+    """Every stage within ``capacity_bytes`` (plus the allowance ``MEM_EPS`` GiB)."""
     return all(m <= tables.capacity_bytes + MEM_EPS * GIB for m in stage_terms(tables, a)[3])
+
+
+def fit_limit(tables: CostTables) -> float:
+    """Memory (bytes) above which :func:`least_memory` proves that no plan fits: the
+    limit of :func:`fits` (capacity plus ``MEM_EPS`` GiB), widened by a relative 1e-12
+    for the different order of the two sums. Review finding F3: the proof used
+    ``capacity·(1 + 1e-12)`` (0.03 bytes at 32 GiB), under the 1.07-byte allowance, so a
+    plan that ``fits`` and ``evaluate`` accept could be declared infeasible."""
+    return (tables.capacity_bytes + MEM_EPS * GIB) * (1 + 1e-12)
 
 
 def layer_memory(tables: CostTables, stage: int) -> list[np.ndarray]:
@@ -99,7 +108,7 @@ def least_memory_plan(tables: CostTables) -> Assignment | None:
     chain DP returns it when its deadline passes before a beam pass found a plan
     (issue 15: a time-limited DP still answers with a feasible plan)."""
     need, cuts = _least_memory_partition(tables)
-    if cuts is None or need > tables.capacity_bytes * (1 + 1e-12):
+    if cuts is None or need > fit_limit(tables):
         return None
     stage, choice = [0] * tables.num_layers, [0] * tables.num_layers
     for i, (lo, hi) in enumerate(zip(cuts, cuts[1:])):

@@ -91,6 +91,8 @@ class CompletionBounds:
         self._groups = [(s, g.ravel()) for s, g in self._groups]
         self._slope = [s[:, None] for s, _ in self._groups]
         self._cache: dict[tuple[int, int, int], np.ndarray] = {}
+        #: relative rounding margin subtracted from every line (:func:`rounding_margin`)
+        self.rho = rounding_margin(self.n, self.pp)
         mins = [float(tables.sync[v][allowed[v]].min()) for v in range(self.n)]
         #: rest_sync[u] = Σ_{v>u} min_k G[v,k]: the stages i..P-1 share gc + this much sync
         self.rest_sync = np.r_[np.cumsum(mins[::-1])[::-1][1:], 0.0]
@@ -114,7 +116,8 @@ class CompletionBounds:
         if got is None:
             h = (self.H, self.Hp, self.Hw)[which][u][i]
             slopes, group = self._groups[i]
-            a = h - (self.cap * self._lam_i[i] + self._lam_tail[i])
+            # the intercept less its rounding margin (``rounding_margin``): h·(1−ρ) − pen·(1+ρ)
+            a = h * (1.0 - self.rho) - (self.cap * self._lam_i[i] + self._lam_tail[i]) * (1.0 + self.rho)
             got = np.full((len(slopes), a.shape[1]), -np.inf)
             np.maximum.at(got, group, a)
             self._cache[key] = got
@@ -132,6 +135,46 @@ class CompletionBounds:
 
 #: The weighted bound costs pp more backward passes (one per stage); above this pp it is skipped.
 WEIGHTED_MAX_PP = 16
+
+#: Unit round-off of IEEE double (round to nearest): every ``fl(x ∘ y) = (x ∘ y)(1 + δ)``, ``|δ| ≤ U``.
+U = 2.0 ** -53
+
+
+def rounding_margin(n: int, pp: int) -> float:
+    """Relative margin ``ρ`` that makes the computed completion bound a proven one.
+
+    Why (review finding F3). The bound of a label is ``h − pen + λ_i·mem`` with
+    ``pen = λ_i·C + C·Σ_{j>i} λ_j`` (``_lines``). When the Lagrangian bound is tight (the
+    relaxed completion fills every stage's memory exactly) ``h`` and ``pen`` are large and
+    nearly equal (``λ_j·C`` is up to ``8·t``, ``t`` the model's least total time) and their
+    difference is the small remaining time, so rounding can put the computed value a few
+    ulps of ``pen`` *above* the true completion cost (tests/test_dp_completion_rounding.py
+    shows it on exactly-full chains). Error analysis (Higham, *Accuracy and Stability of
+    Numerical Algorithms*, 2nd ed., §3.1 and Lemma 3.1: ``Π(1+δ_k)^{±1} = 1 + θ_k``,
+    ``|θ_k| ≤ γ_k = kU/(1−kU)``), all inputs ≥ 0 (times, syncs, transfers, weights,
+    memories, multipliers):
+
+    - ``h`` (:func:`_backward`): a new layer's term enters after at most 5 roundings
+      (``wp·A``, ``+ wg·G``, ``λ·m``, ``+``, ``+ h[v]``) and every layer after it adds at
+      most 2 (``+ h[v]``, ``+ wp·R``); a ``min`` of computed sums is exact. So the computed
+      ``h`` is at most ``(1 + γ_{2n+5})`` times the exact cost of the exact minimiser's path:
+      ``fl(h) ≤ h·(1 + γ_{2n+5})``.
+    - ``pen``: ``Σ_{j>i} λ_j`` (at most ``pp`` terms), ``·C``, ``λ_i·C``, ``+``:
+      ``fl(pen) ≥ pen·(1 − γ_{pp+2})``.
+    - the fold ``fl(h)·(1−ρ) − fl(pen)·(1+ρ)``, ``+ fl(λ_i·mem)``: four more roundings, each
+      at most ``U·(h + pen)`` (``|result| ≤ h + pen``, ``λ_i·mem ≤ λ_i·C ≤ pen``).
+
+    Hence ``computed − exact ≤ (γ_{2n+5} + γ_{pp+2} + 4U)·(h + pen) − ρ·(1 − γ_{2n+7})·(h + pen)``,
+    which is ``≤ 0`` for ``ρ = 2·(2n + pp + 16)·U`` (about twice the count, so that the
+    ``γ``'s higher-order terms and the margin's own rounding stay inside). The label's own
+    sums (``S``, ``pc``, ``gc``, the rounded stage weights ``w``) carry relative errors of at
+    most ``(2n + pp)·U`` of the threshold, which the chain DP's pruning slack
+    (``tau·(1 + 1e-9)``) covers up to millions of layers.
+
+    Size: at 1,024 layers and 16 stages ``ρ ≈ 4.7e-13``; ``pen ≤ 8·pp·t`` (the multipliers
+    of :func:`_multipliers` have ``λ_j·C ≤ 8·t``), so the bound drops by at most about
+    ``1.2e-10`` of the optimum, far under the deepening steps (``5e-4`` and up)."""
+    return 2.0 * (2 * n + pp + 16) * U
 
 
 def _multipliers(tables: CostTables, mem, cap: float, allowed) -> list[np.ndarray]:

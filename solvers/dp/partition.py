@@ -64,6 +64,7 @@ import math
 import numpy as np
 
 from autopar_opt.solvers.dp.common import past
+from autopar_opt.solvers.dp.completion import rounding_margin
 
 #: Ratio of consecutive bottleneck values of the coverage grid.
 GRID_RATIO = 1.0005
@@ -129,6 +130,16 @@ class CoverBound:
         #: when set, :meth:`feasible` tests with them instead of the LP ranges
         self.exact = None
         self._isums: dict[int, list[np.ndarray]] = {}
+        #: relative rounding margin of the Lagrangian differences (review finding F3): the
+        #: multipliers here are the layers' own exchange rates (hull slopes), unbounded, so
+        #: ``pref`` and ``λ·C`` can be many orders above the stage times whose difference they
+        #: give. Prefix sums of ``n`` non-negative terms (each ``min(t + λ·m)``, two roundings)
+        #: are within ``γ_{n+2}`` of exact (Higham 2002, §4.2), the window minimum and the
+        #: differences add a few roundings of ``pref + λ·C``; ``completion.rounding_margin``
+        #: (about twice that count) covers them, so ``Ψ`` and ``need`` stay proven bounds.
+        self.rho = rounding_margin(self.n, self.pp)
+        #: factor on the right-hand side of the reach tests (the same errors, other direction)
+        self._widen = 1 + max(1e-12, 2 * self.rho)
 
     def use_exact(self, ranges) -> None:
         """Test labels with the exact integer stage ranges (``ranges``: a
@@ -147,9 +158,9 @@ class CoverBound:
         best = np.full(len(start), self.n, dtype=np.int64)
         for x in range(len(lam)):
             rhs = pref[x][start] + lam[x] * budget + room
-            best = np.minimum(best, np.searchsorted(pref[x], rhs * (1 + 1e-12) + 1e-15, side="right") - 1)
+            best = np.minimum(best, np.searchsorted(pref[x], rhs * self._widen + 1e-15, side="right") - 1)
         mrhs = self.mpref[j][start] + budget
-        best = np.minimum(best, np.searchsorted(self.mpref[j], mrhs * (1 + 1e-12), side="right") - 1)
+        best = np.minimum(best, np.searchsorted(self.mpref[j], mrhs * self._widen, side="right") - 1)
         best = np.minimum(best, self.block[j][start])
         return np.maximum(best, start)
 
@@ -196,7 +207,8 @@ class CoverBound:
                 for x_l, lam in enumerate(self.lams[j]):
                     pref = self.pref[j][x_l]
                     win = _window_min(pref + nxt, starts, end)
-                    best = np.maximum(best, win - pref - lam * self.cap)
+                    # win − pref − λ·C less the rounding margin (``self.rho``)
+                    best = np.maximum(best, win * (1 - self.rho) - (pref + lam * self.cap) * (1 + self.rho))
                 got.append(np.where(np.isfinite(best), np.maximum(best, 0.0), np.inf))
             got = got[::-1]
             self._sums[x] = got
@@ -235,7 +247,9 @@ class CoverBound:
             for x_l, lam in enumerate(self.lams[i]):
                 pref = self.pref[i][x_l]
                 run = np.minimum.accumulate((pref + nxt)[u + 1:top + 1])
-                val = run[end[sel] - (u + 1)] - pref[u + 1] - lam * (self.cap - mem[sel])
+                # run − pref − λ·(C − mem) less the rounding margin (``self.rho``)
+                val = (run[end[sel] - (u + 1)] * (1 - self.rho) - (pref[u + 1] + lam * self.cap) * (1 + self.rho)
+                       + lam * mem[sel])
                 need = np.maximum(need, val)
             good = np.isfinite(need)
             if slack is not None:

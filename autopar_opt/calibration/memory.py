@@ -1,0 +1,92 @@
+"""Published per-GPU memory against the model, on the measure each record states.
+
+Frameworks report different quantities, and the model's peak per GPU,
+``modelled·(1 + f) + R`` (:func:`autopar_opt.evaluate._stage_metrics`:
+``f`` = ``memory_fragmentation``, ``R`` = ``memory_reserve_gib``), maps onto
+each as follows (``measured.memory_measure`` of a record):
+
+* ``device`` (default; nvidia-smi "memory used"): everything on the device,
+  ``modelled·(1 + f) + R``.
+* ``reserved`` (``torch.cuda.max_memory_reserved``): the caching allocator's
+  segments. They hold the tensors and the allocator's fragmentation but not
+  the CUDA context or NCCL's own buffers (NCCL allocates with ``cudaMalloc``
+  outside the PyTorch allocator), which is what ``R`` stands for:
+  ``modelled·(1 + f)``. (PyTorch "CUDA semantics / memory management": "the
+  unused memory managed by the allocator will still show as if used in
+  nvidia-smi"; ``memory_reserved`` "total GPU memory managed by the caching
+  allocator".)
+* ``allocated`` (``torch.cuda.max_memory_allocated``, Megatron's
+  ``mem-max-allocated-bytes``): live tensors only, ``modelled``. Such a record
+  tests the tensor accounting (weights, gradients, optimizer state,
+  activations, logits) and cannot inform ``f`` or ``R``.
+
+``measured.memory_rank`` says which GPU: ``max`` (default; the busiest, as
+nvidia-smi tables report) or ``last`` (Megatron logs memory from the last
+rank, ``training_log`` writes on ``rank == world_size - 1``: the last
+pipeline stage).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autopar_opt.calibration.records import Unmodelable
+
+#: measure -> (fragmentation coefficient, reserve coefficient) of the prediction.
+MEASURES: dict[str, tuple[float, float]] = {
+    "device": (1.0, 1.0), "reserved": (1.0, 0.0), "allocated": (0.0, 0.0)}
+RANKS = ("max", "last")
+
+
+def memory_fields(meas: dict) -> tuple[str, str]:
+    """(measure, rank) of a record's ``measured`` section (defaults
+    ``device``/``max``); an unknown value is unmodelable, naming the key."""
+    measure = str(meas.get("memory_measure") or "device").strip().lower()
+    rank = str(meas.get("memory_rank") or "max").strip().lower()
+    if measure not in MEASURES:
+        raise Unmodelable(f"measured.memory_measure = {measure!r} is not one of "
+                          f"{', '.join(MEASURES)}")
+    if rank not in RANKS:
+        raise Unmodelable(f"measured.memory_rank = {rank!r} is not one of {', '.join(RANKS)}")
+    return measure, rank
+
+
+def modelled_gib(stages, rank: str) -> float:
+    """Modelled tensor bytes (GiB, without reserve and fragmentation) of the
+    GPU the record measured: the busiest stage, or the last one."""
+    st = stages[-1] if rank == "last" else max(stages, key=lambda s: s.peak_memory_gib)
+    return st.peak_memory_gib - st.reserve_gib
+
+
+def on_measure(modelled: float, measure: str, reserve_gib: float, fragmentation: float) -> float:
+    """The model's figure for ``measure``: ``modelled·(1 + a_f·f) + a_R·R``
+    with ``(a_f, a_R)`` of :data:`MEASURES`."""
+    a_f, a_r = MEASURES[measure]
+    return modelled * (1.0 + a_f * fragmentation) + a_r * reserve_gib
+
+
+@dataclass
+class MemoryComparison:
+    """A record that publishes memory but no usable throughput (memory only):
+    it counts for the memory statistics and the memory fit, never for the
+    throughput ones."""
+
+    id: str
+    family: str
+    measure: str
+    rank: str
+    predicted_memory_gib: float
+    measured_memory_gib: float
+    assumptions: list[str]
+
+    @property
+    def memory_rel_error(self) -> float:
+        return self.predicted_memory_gib / self.measured_memory_gib - 1.0
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "family": self.family, "kind": "memory_only",
+                "memory_measure": self.measure, "memory_rank": self.rank,
+                "predicted_memory_gib": self.predicted_memory_gib,
+                "measured_memory_gib": self.measured_memory_gib,
+                "memory_rel_error": self.memory_rel_error,
+                "assumptions": list(self.assumptions)}
