@@ -24,7 +24,7 @@ import numpy as np
 
 from autopar_opt.formulations.layout import INF, ColumnLayout, StructureKey
 from autopar_opt.formulations.rows import Fill, Rows, family, grid
-from autopar_opt.hardware import GIB
+from autopar_opt.hardware import GIB, MEM_EPS
 
 MILP = ("milp",)
 
@@ -156,7 +156,7 @@ def _stage_cost_fill(F: Fill) -> None:
     W, H = np.concatenate(t.weight_bytes), np.concatenate(t.act_bytes)
     inflight = np.asarray(t.inflight, dtype=float)
     F.data[F.entries("memory")] = ((W[:, None] + inflight[None, :] * H[:, None]) / GIB).ravel()
-    F.hi[F.rows("memory")] = float(t.capacity_bytes) / GIB
+    F.hi[F.rows("memory")] = float(t.capacity_bytes) / GIB + MEM_EPS   # the allowance of `fits`
 
 
 @family(order=80, forms=MILP, fill=_stage_cost_fill)

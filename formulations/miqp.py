@@ -20,7 +20,7 @@ from typing import Any
 
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.formulations.lazy_pyomo import pyo
-from autopar_opt.hardware import GIB
+from autopar_opt.hardware import GIB, MEM_EPS
 
 
 def x_expr(m: Any, u: int, i: int):
@@ -94,7 +94,7 @@ def add_stage_cost_constraints(m: Any, tables: CostTables) -> None:
     m.transfer_time = pyo.Constraint(list(range(tables.pp - 1)), rule=transfer)
     m.stage_sync = pyo.Constraint(list(stages), rule=lambda m, i: m.g[i] == _layer_term(
         m, tables, i, lambda u, k: G[u][k]))
-    cap = float(tables.capacity_bytes) / GIB
+    cap = float(tables.capacity_bytes) / GIB + MEM_EPS   # the allowance of `fits`
     m.stage_memory = pyo.Constraint(list(stages), rule=lambda m, i: _layer_term(
         m, tables, i, lambda u, k: (W[u][k] + tables.inflight[i] * H[u][k]) / GIB) <= cap)
 

@@ -179,3 +179,13 @@ def test_the_memory_only_records_map_to_their_stacks():
     ddp = runs["colossallightning_gpt2xl_ddp_amp_4xa100"]
     assert ddp.training.runtime.name == "pytorch-ddp" and ddp.strategy.zero == 0
     assert all(r.memory_only and r.memory_measure == "allocated" for r in runs.values())
+
+
+@pytest.mark.parametrize("mem", [-5.0, 90.0])
+def test_implausible_memory_is_refused_with_its_reason(mem):
+    """A per-GPU memory that is not positive or exceeds 1.1 x the GPU's HBM
+    (A100-80GB: 80 GiB catalog, so 88 GiB) cannot be a measurement of this plan:
+    the record is skipped naming the key (review 7: -5 was modelled at -387%)."""
+    with pytest.raises(Unmodelable, match="memory_gib_per_gpu"):
+        build_run(_record("eps_e", {"memory_gib_per_gpu": mem}))
+    assert build_run(_record("eps_e", {"memory_gib_per_gpu": 20.0})).measured_memory_gib == 20.0

@@ -70,3 +70,26 @@ def test_certificate_global_bound_and_gap():
     loose = Certificate([ConfigRecord(OuterConfig(1, 1, Schedule.one_f_one_b), "heuristic", 10.0,
                                       -math.inf, 0.1)])
     assert not loose.exact and math.isinf(loose.gap)
+
+
+def test_analytic_bound_keeps_the_memory_allowance_of_fits():
+    """A configuration whose least memory exceeds the capacity by half the
+    ``MEM_EPS`` allowance is accepted by ``fits``/``evaluate``/the DP
+    (peak <= capacity + MEM_EPS GiB), so the analytic bound must not prove it
+    infeasible (review 7: it compared with the bare capacity); one a full
+    allowance beyond must still be refused."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from autopar_opt.hardware import GIB, MEM_EPS
+    graph = random_chain(3, 4)
+    tables = build_cost_tables(graph, small_cluster(1, 2), Training(global_batch_size=4),
+                               SPACE, default_params(), 1, 1, Schedule.one_f_one_b)
+    m = min(tables.inflight)
+    least = sum(float(np.min(w + m * h)) for w, h in zip(tables.weight_bytes, tables.act_bytes))
+    free = analytic_lower_bound(tables).value
+    inside = analytic_lower_bound(replace(tables, capacity_bytes=least - 0.5 * MEM_EPS * GIB))
+    assert inside.value == pytest.approx(free, rel=1e-12)
+    outside = analytic_lower_bound(replace(tables, capacity_bytes=least - 2 * MEM_EPS * GIB))
+    assert math.isinf(outside.value)

@@ -244,6 +244,11 @@ def build_run(rec: dict) -> ModeledRun:
                     raise Unmodelable(str(exc)) from None
                 measured, basis = None, "memory only (no throughput published)"
     measure, rank = memory_fields(meas)
+    mem = number(meas, "memory_gib_per_gpu", "measured")
+    hbm = cluster.device.hbm_gib
+    if mem is not None and not 0 < mem <= 1.1 * hbm:
+        raise Unmodelable(f"measured.memory_gib_per_gpu = {mem:g} is not a per-GPU memory of a "
+                          f"{device} (0 < memory <= 1.1 x its {hbm:g} GiB): state GiB per GPU")
     return ModeledRun(str(rec["id"]), family, framework, "per_layer" if per_layer else "end_to_end",
                       graph, cluster, training, plan, strategy, mbs * par["dp"], measured, basis,
                       number(meas, "memory_gib_per_gpu", "measured"), notes, measure, rank)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autopar_opt.cost.tables import CostTables
+from autopar_opt.hardware import GIB, MEM_EPS
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,10 @@ def analytic_lower_bound(tables: CostTables) -> ConfigBound:
     pp, c = tables.pp, tables.microbatches
     m = min(tables.inflight)
     cap = tables.capacity_bytes
+    # the limit of `fits` (capacity + MEM_EPS GiB), widened by 1e-12 relative for the
+    # different summation order (as solvers/dp/common.fit_limit): a configuration that
+    # fits and evaluate accept must never be proven infeasible here
+    lim = (cap + MEM_EPS * GIB) * (1 + 1e-12)
     per_layer_mem = [float(np.min(w + m * h)) if len(w) else math.inf
                      for w, h in zip(tables.weight_bytes, tables.act_bytes)]
     if any(len(s) == 0 for s in tables.strategies):
@@ -46,12 +51,12 @@ def analytic_lower_bound(tables: CostTables) -> ConfigBound:
                                      f"with {tables.devices_per_stage} devices per stage and "
                                      f"{tables.microbatch_samples} samples per micro-batch")
     least = max(max(per_layer_mem), sum(per_layer_mem) / pp)
-    if max(per_layer_mem) > cap:
+    if max(per_layer_mem) > lim:
         u = int(np.argmax(per_layer_mem))
         return ConfigBound(math.inf, f"layer {tables.graph.layers[u].name} alone needs "
                                      f"{per_layer_mem[u] / 2**30:.2f} GiB per device, more than the "
                                      f"{cap / 2**30:.2f} GiB available", least)
-    if sum(per_layer_mem) > pp * cap:
+    if sum(per_layer_mem) > pp * lim:
         return ConfigBound(math.inf, f"the layers need at least {sum(per_layer_mem) / 2**30:.2f} GiB "
                                      f"over {pp} stage(s), more than {pp} x {cap / 2**30:.2f} GiB", least)
     total = sum(float(np.min(a)) for a in tables.time)
