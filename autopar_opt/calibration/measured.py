@@ -179,21 +179,34 @@ def mfu_peak_dtype(counting: str, device: str, dtype: str) -> str:
 
 
 def measured_samples_per_s(measured: dict, dims: Dims, num_gpus: int, device: str,
-                           dtype: str, counting: str) -> tuple[float, str]:
-    """(samples/s, how it was obtained); raises ValueError when nothing is usable."""
-    def get(key: str) -> float | None:
-        v = measured.get(key)
+                           dtype: str, counting: str,
+                           flops: tuple[float, str] | None = None) -> tuple[float, str]:
+    """(samples/s, how it was obtained); raises ValueError when nothing is usable.
+
+    ``flops``: (FLOPs of one iteration, label) to invert the FLOP-derived
+    figures with, in place of the dense :func:`flop_formula` (MoE records:
+    ``moe_build.moe_flop_count``)."""
+    def count(for_mfu: bool) -> tuple[float, str]:
+        if flops is not None:
+            return flops
+        fn, label = flop_formula(counting, for_mfu=for_mfu)
+        return fn(dims), label
+
+    def positive(sec: dict, key: str) -> float | None:
+        v = sec.get(key)
         ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
         return float(v) if ok else None
+
+    def get(key: str) -> float | None:
+        return positive(measured, key)
 
     other = measured.get("other") if isinstance(measured.get("other"), dict) else {}
 
     def first(*keys: str) -> tuple[str, float] | tuple[None, None]:
         for key in keys:
             for where, sec in (("", measured), ("other.", other)):
-                v = sec.get(key)
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
-                    return where + key, float(v)
+                if (v := positive(sec, key)) is not None:
+                    return where + key, v
         return None, None
 
     if (t := get("iteration_time_s")) is not None:
@@ -211,17 +224,17 @@ def measured_samples_per_s(measured: dict, dims: Dims, num_gpus: int, device: st
     if (mfu := get("mfu_pct")) is not None:
         peak_dtype = mfu_peak_dtype(counting, device, dtype)
         peak = DEVICE_CATALOG[device].peak_flops(peak_dtype)
-        fn, label = flop_formula(counting, for_mfu=True)
-        t = fn(dims) / (mfu / 100.0 * peak * num_gpus)
+        f, label = count(for_mfu=True)
+        t = f / (mfu / 100.0 * peak * num_gpus)
         return dims.batch / t, (f"mfu_pct = {mfu:g} inverted with {label}, peak {peak / 1e12:g} "
                                 f"TFLOP/s" + (f" ({peak_dtype} peak)" if peak_dtype != dtype else ""))
     if (tf := get("tflops_per_gpu")) is not None:
-        fn, label = flop_formula(counting, for_mfu=False)
-        t = fn(dims) / (tf * 1e12 * num_gpus)
+        f, label = count(for_mfu=False)
+        t = f / (tf * 1e12 * num_gpus)
         return dims.batch / t, f"tflops_per_gpu = {tf:g} inverted with {label}"
     if (agg := get("aggregate_pflops")) is not None:
-        fn, label = flop_formula(counting, for_mfu=False)
-        t = fn(dims) / (agg * 1e15)
+        f, label = count(for_mfu=False)
+        t = f / (agg * 1e15)
         return dims.batch / t, (f"aggregate_pflops = {agg:g} (= {agg * 1e3 / num_gpus:.4g} "
                                 f"TFLOP/s per GPU) inverted with {label}")
     hfu = (" (hfu_pct alone is not used: hardware FLOPs count the recomputation each framework "

@@ -26,11 +26,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from autopar_opt.calibration.measured import (
-    _MCORE, _PALM, _SIX_ND, Dims, measured_samples_per_s, mfu_peak_dtype)
+    _MCORE, _PALM, _SIX_ND, Dims, measured_samples_per_s)
 from autopar_opt.calibration.moe_fields import EP_KEYS, ETP_KEYS, MoeSpec, first_stated
 from autopar_opt.calibration.records import Unmodelable, number, section, text
 from autopar_opt.graph import LayerGraph
-from autopar_opt.hardware import DEVICE_CATALOG
 from autopar_opt.model_zoo.blocks import AttentionDims, MlpDims, decoder_block
 from autopar_opt.model_zoo.transformer import embedding, lm_head
 from autopar_opt.plan import Plan, StagePlan
@@ -233,27 +232,13 @@ def moe_flop_count(counting: str, d: Dims, attn: AttentionDims, spec: MoeSpec,
 
 def moe_measured(meas: dict, d: Dims, flops: tuple[float, str], n: int, device: str,
                  dtype: str, counting: str) -> tuple[float, str]:
-    """Measured samples/s: a measured rate as for dense records
-    (:func:`measured_samples_per_s`), else MFU (against the peak the text
-    names, :func:`mfu_peak_dtype`), TFLOP/s per GPU or aggregate PFLOP/s
-    inverted with ``flops`` (:func:`moe_flop_count`)."""
-    rates = {k: v for k, v in meas.items()
-             if k not in ("mfu_pct", "tflops_per_gpu", "aggregate_pflops")}
+    """Measured samples/s as for dense records (:func:`measured_samples_per_s`:
+    a measured rate first, else MFU, TFLOP/s per GPU or aggregate PFLOP/s),
+    the FLOP figures inverted with ``flops`` (:func:`moe_flop_count`). A FLOP
+    figure that is not a number makes the record unmodelable."""
+    for key in ("mfu_pct", "tflops_per_gpu", "aggregate_pflops"):
+        number(meas, key, "measured")
     try:
-        return measured_samples_per_s(rates, d, n, device, dtype, counting)
-    except ValueError:
-        pass
-    f, label = flops
-    mfu, tf = number(meas, "mfu_pct", "measured"), number(meas, "tflops_per_gpu", "measured")
-    agg = number(meas, "aggregate_pflops", "measured")
-    if mfu and mfu > 0:
-        peak = DEVICE_CATALOG[device].peak_flops(mfu_peak_dtype(counting, device, dtype))
-        t = f / (mfu / 100.0 * peak * n)
-        return d.batch / t, f"mfu_pct = {mfu:g} inverted with {label}, peak {peak / 1e12:g} TFLOP/s"
-    if tf and tf > 0:
-        return d.batch / (f / (tf * 1e12 * n)), f"tflops_per_gpu = {tf:g} inverted with {label}"
-    if agg and agg > 0:
-        return d.batch / (f / (agg * 1e15)), f"aggregate_pflops = {agg:g} inverted with {label}"
-    raise Unmodelable("no usable measured throughput (iteration_time_s, tokens_per_sec_per_gpu, "
-                      "tokens_per_sec_total, samples_per_sec, mfu_pct, tflops_per_gpu, "
-                      "aggregate_pflops all null)")
+        return measured_samples_per_s(meas, d, n, device, dtype, counting, flops=flops)
+    except ValueError as exc:
+        raise Unmodelable(str(exc)) from None

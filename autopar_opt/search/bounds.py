@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autopar_opt.cost.tables import CostTables
-from autopar_opt.hardware import GIB, MEM_EPS
+from autopar_opt.solvers.dp.common import fit_limit
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,7 @@ def analytic_lower_bound(tables: CostTables) -> ConfigBound:
     pp, c = tables.pp, tables.microbatches
     m = min(tables.inflight)
     cap = tables.capacity_bytes
-    # the limit of `fits` (capacity + MEM_EPS GiB), widened by 1e-12 relative for the
-    # different summation order (as solvers/dp/common.fit_limit): a configuration that
-    # fits and evaluate accept must never be proven infeasible here
-    lim = (cap + MEM_EPS * GIB) * (1 + 1e-12)
+    lim = fit_limit(tables)   # the allowance of `fits`: what it accepts is never proven infeasible
     per_layer_mem = [float(np.min(w + m * h)) if len(w) else math.inf
                      for w, h in zip(tables.weight_bytes, tables.act_bytes)]
     if any(len(s) == 0 for s in tables.strategies):
