@@ -152,7 +152,8 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
         lines.append(f"  stage {st.index:>3}: {st.peak_memory_gib:8.2f} / {st.capacity_gib:.2f}  "
                      f"(weights {st.weights_gib:.2f}, grads {st.grads_gib:.2f}, optimizer "
                      f"{st.optimizer_gib:.2f}, activations {st.activation_gib:.2f}, logits "
-                     f"{st.logits_gib:.2f}, reserve {st.reserve_gib:.2f})  {mark}")
+                     f"{st.logits_gib:.2f}, working set {st.working_gib:.2f}, reserve {st.reserve_gib:.2f})  "
+                     f"{mark}")
     lines.append(f"runtime:          {spec.training.runtime.name} ("
                  + ", ".join(k for k, v in spec.training.runtime.capabilities().items() if v) + ")")
     return lines

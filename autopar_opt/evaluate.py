@@ -36,8 +36,10 @@ class StageMetrics:
     Memory breakdown (GiB per device): ``weights_gib``, ``grads_gib``,
     ``optimizer_gib`` (= ``weight_gib``), ``activation_gib`` (in-flight
     micro-batches, logits excluded), ``logits_gib`` (fp32 logits and loss of
-    the output layer), ``reserve_gib`` (runtime reserve + allocator
-    fragmentation); ``peak_memory_gib`` is their sum.
+    the output layer), ``working_gib`` (the transient working set of the
+    layer in flight: the largest of the stage's layers,
+    :func:`~autopar_opt.cost.layer_cost.working_set_bytes`), ``reserve_gib``
+    (runtime reserve + allocator fragmentation); ``peak_memory_gib`` is their sum.
     """
 
     index: int
@@ -65,6 +67,7 @@ class StageMetrics:
     optimizer_gib: float = 0.0
     logits_gib: float = 0.0
     reserve_gib: float = 0.0
+    working_gib: float = 0.0
 
     @property
     def fits(self) -> bool:
@@ -144,7 +147,7 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training
     stage_of, strat = plan.stage_of(), plan.strategy_of()
     pp, c = plan.pp, plan.microbatches
     keys = ("p", "comp", "comm", "g", "w", "a", "logits", "tp", "cp", "zero", "ep", "off", "reshard",
-            "dp", "opt", "wt", "gr", "os")
+            "dp", "opt", "wt", "gr", "os", "x")
     acc = {k: [0.0] * pp for k in keys}
     flops = hw_flops = 0.0
     groups: dict[tuple, list] = {}   # (stage, cost class, strategy) -> [layer, count]
@@ -165,6 +168,7 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training
                          ("dp", cost.dp_exposed_s), ("opt", cost.optimizer_s)):
             acc[key][i] += n * val
         acc["logits" if layer.kind is LayerKind.lm_head else "a"][i] += n * cost.act_bytes
+        acc["x"][i] = max(acc["x"][i], cost.working_bytes)   # one layer in flight: the max
         for key, part in zip(("wt", "gr", "os"), _weight_parts(layer, s, training)):
             acc[key][i] += n * part
         flops += n * cost.flops * d
@@ -253,7 +257,8 @@ def _stage_metrics(i: int, plan: Plan, acc: dict, o: list[float], ctx: StageCont
         inflight = min(c, math.ceil(held))
     act = held * acc["a"][i] / GIB
     logits = held_logits * acc["logits"][i] / GIB
-    modelled = acc["w"][i] / GIB + act + logits
+    working = acc["x"][i] / GIB
+    modelled = acc["w"][i] / GIB + act + logits + working
     reserve = params.memory_reserve_gib + params.memory_fragmentation * modelled
     cap = ctx.cluster.device.hbm_gib - ctx.training.memory_reserve_gib
     return StageMetrics(
@@ -264,4 +269,5 @@ def _stage_metrics(i: int, plan: Plan, acc: dict, o: list[float], ctx: StageCont
         offload_s=acc["off"][i],
         reshard_s=acc["reshard"][i], dp_s=acc["dp"][i], optimizer_s=acc["opt"][i],
         weights_gib=acc["wt"][i] / GIB, grads_gib=acc["gr"][i] / GIB,
-        optimizer_gib=acc["os"][i] / GIB, logits_gib=logits, reserve_gib=reserve)
+        optimizer_gib=acc["os"][i] / GIB, logits_gib=logits, reserve_gib=reserve,
+        working_gib=working)

@@ -25,7 +25,9 @@ solution, the product. Rows (``N`` the body blocks, ``need`` from
     sum_{k in l} c[i,k] >= sum_P need(P,l)·pi[i,P]
     sum_{k in l} c[i,k] <= UB[i,l]·sum_{P contains l} pi[i,P]
     p[i] = sum_k A[k]·c[i,k] + sum_P cost(P)·pi[i,P] + (prefix / suffix time and resharding)
-    g[i] = sum_k G[k]·c[i,k] + ...      memory[i] = sum_k (W[k] + inflight_i·H[k])·c[i,k] + ... <= cap
+    g[i] = sum_k G[k]·c[i,k] + ...      memory[i] = sum_k (W[k] + inflight_i·H[k])·c[i,k] + ... + work[i] <= cap
+    sum_{k: X[k] >= L} c[i,k] <= N·z[i,L]      work[i] >= L·z[i,L]      (every level L > 0 of X)
+    work[0] >= sum_k X_prefix[k]·sp[k]         work[P-1] >= sum_k X_suffix[k]·ss[k]
     o[b] = sum R'_{tier(b)}·Q[b]        min sum p + sum o + (c-1)·bottleneck + sync_max + T0
 
 Exactness. (1) Every plan of the configuration maps to a point of this
@@ -38,7 +40,11 @@ cross-stage transfers depend only on the layouts at the stage ends, which the
 pattern keeps) is equal. (2) Every integer point decodes
 (:meth:`BlockFormulation.assignment`, blocks grouped along the pattern's path)
 to a plan whose stage times, transfers, syncs and memory are exactly the
-model's ``p``, ``o``, ``g`` and memory rows, so its time is at most the
+model's ``p``, ``o``, ``g`` and memory rows (the working set ``work[i]`` is at
+least the largest ``X`` of the stage's layers: ``z[i,L]`` is forced to 1 by any
+block of working set ``>= L``; ``work`` enters only the memory row, so a point
+exists iff the stored memory plus that largest ``X`` fits, as in
+:func:`~autopar_opt.cost.tables.stage_memory`), so its time is at most the
 objective, with equality at an optimum. Hence the two optima are equal, the
 decoded optimum is an optimal plan, and the model's dual bound is a valid
 lower bound for every plan of the configuration. ``tests/test_block_milp.py``
@@ -142,6 +148,8 @@ class BlockFormulation(MatrixBacked):
     times: list[int] = field(default_factory=list)   # p and o columns (under the bottleneck)
     syncs: list[int] = field(default_factory=list)   # g columns (under sync_max)
     sizes: list[tuple[int, dict[int, int]]] = field(default_factory=list)  # stage -> (m, {m: d})
+    #: per stage: the work[i] column and {working-set level (GiB): z[i,L] column}
+    work: list[tuple[int, dict[float, int]]] = field(default_factory=list)
     symmetry: bool = False
     problem_class: ProblemClass = ProblemClass.milp
 
@@ -224,6 +232,13 @@ class BlockFormulation(MatrixBacked):
             x[self.Q[b][(last[b], first[b + 1])]] = 1.0
         for col, terms in self.defs.items():
             x[col] = sum(a * x[j] for j, a in terms.items())
+        X = self.tables.working_bytes
+        for i, (wcol, levels) in enumerate(self.work):
+            xs = [float(X[u][asg.choice[u]]) / GIB for u in range(n) if asg.stage[u] == i]
+            top = max(xs, default=0.0)
+            x[wcol] = top
+            for L, col in levels.items():
+                x[col] = 1.0 if top >= L else 0.0
         x[self.tops[0]] = max(x[j] for j in self.times)
         x[self.tops[1]] = max(x[j] for j in self.syncs)
         return x
@@ -326,6 +341,7 @@ class _Builder:
             c[i] = [m.col(f"c[{i},{k}]", hi=float(ub[k]), integer=True) for k in range(self.K)]
             UB[i] = [max(ub[k] for k in self.members[l]) for l in range(self.nl)]
         pi = [self._patterns(i, UB[i]) for i in range(pp)]
+        work = self._working_set(c)
         m.row("body_count", {int(j): 1.0 for j in c.ravel()}, N, N)
         for i in range(pp):
             m.row(f"pattern_onehot[{i}]", {col: 1.0 for col in pi[i].values()}, 1.0, 1.0)
@@ -339,6 +355,13 @@ class _Builder:
         sp_cols, Tp = self._prefix(pi[0], ends[0]) if ch.prefix else ([], {})
         ss_cols, Ts = self._suffix(pi[pp - 1], ends[pp - 1]) if ch.suffix else ([], {})
         Q = [self._boundary(b, ends[b][1], ends[b + 1][0], o[b]) for b in range(pp - 1)]
+        for u, cols, i in ((0, sp_cols, 0), (self.n - 1, ss_cols, pp - 1)):
+            X = np.asarray(t.working_bytes[u], float) / GIB if cols else np.zeros(0)
+            if np.any(X > 0):   # work[i] >= X of the prefix's (suffix's) strategy
+                row = {work[i][0]: 1.0}
+                for k, j in enumerate(cols):
+                    _add(row, j, -float(X[k]))
+                m.row(f"work_{'prefix' if u == 0 else 'suffix'}", row, 0.0, math.inf)
         defs = {}
         for i in range(pp):
             defs[p[i]], defs[g[i]] = self.P[i], self.G[i]
@@ -363,7 +386,30 @@ class _Builder:
         m.cost[smax] = 1.0 / self.S
         matrix = m.matrix(float(t.params.iteration_overhead_s))
         return BlockFormulation(t, ch, self.pats, matrix, pi, c, sp_cols, ss_cols, Tp, Ts, Q,
-                                defs=defs, tops=(bott, smax), times=p + o, syncs=g, sizes=self.sizes)
+                                defs=defs, tops=(bott, smax), times=p + o, syncs=g, sizes=self.sizes,
+                                work=work)
+
+    def _working_set(self, c: np.ndarray) -> list[tuple[int, dict[float, int]]]:
+        """``work[i]`` (GiB, in stage ``i``'s memory row) and, per level ``L > 0`` of the
+        body's working sets ``X``, a binary ``z[i,L]`` that any block of working set
+        ``>= L`` in the stage forces to 1 (``sum_{X[k] >= L} c[i,k] <= N·z[i,L]``),
+        with ``work[i] >= L·z[i,L]``: the epigraph of the stage's largest ``X``."""
+        m, N = self.m, self.ch.count
+        X = np.asarray(self.t.working_bytes[self.b], float) / GIB
+        levels = sorted({float(v) for v in X if v > 0})
+        out = []
+        for i in range(self.pp):
+            wcol = m.col(f"work[{i}]")
+            _add(self.M[i], wcol, 1.0)
+            z = {}
+            for j, L in enumerate(levels):
+                col = m.col(f"z_work[{i},{j}]", hi=1.0, integer=True)
+                m.row(f"work_level[{i},{j}]", {**{int(c[i][k]): 1.0 for k in np.flatnonzero(X >= L)},
+                                               col: -float(N)}, -math.inf, 0.0)
+                m.row(f"work_ge[{i},{j}]", {wcol: 1.0, col: -L}, 0.0, math.inf)
+                z[L] = col
+            out.append((wcol, z))
+        return out
 
     def _size_rows(self, c: np.ndarray, pi: list[dict[int, int]]) -> None:
         """The stage-size cut: ``d[i,m] = [stage i holds m blocks]`` (binary, one per

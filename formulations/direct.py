@@ -10,7 +10,7 @@ The rows are those of the registered families (:mod:`.rows`,
   list, which big-M rows are skipped (an edge whose cost matrix is all zero
   has none), the symmetric edges, the boundary tiers and the form;
 - COEFFICIENTS: every family's ``fill`` (layer times ``A``, syncs ``G``,
-  memory ``(W + inflight·H)`` and capacity, the layout-pair resharding and
+  memory ``(W + inflight·H)``, the working sets ``X`` and capacity, the layout-pair resharding and
   cross matrices with their big-M, ``c - 1`` in the objective and ``T0``).
 
 A :class:`DirectBuilder` caches structures by key, so outer configurations
@@ -41,6 +41,7 @@ from autopar_opt.formulations.base import (FormulationError, MatrixBacked, check
                                             start_assignment)
 from autopar_opt.formulations.layout import ColumnLayout, StructureKey
 from autopar_opt.formulations.rows import Fill, collect, families_of
+from autopar_opt.hardware import GIB
 from autopar_opt.plan import Plan
 from autopar_opt.strategies import layout_ids
 
@@ -240,6 +241,8 @@ class DirectFormulation(MatrixBacked):
             for b in range(stage[u], stage[v]):
                 x[C.q(e, b)] = rx[e]["intra" if t.boundary_intra[b] else "inter"]
         x[C.block("p")], x[C.block("o")], x[C.block("g")] = p, o, g
+        for u, (i, k) in enumerate(zip(stage, ks)):   # work[i] = max X of the stage (GiB)
+            x[C.work(i)] = max(x[C.work(i)], float(t.working_bytes[u][k]) / GIB)
         x[C.bottleneck] = max(p + o)
         x[C.sync_max] = max(g)
         return x

@@ -6,8 +6,9 @@ stage ``b`` and ``b+1``), edges ``e = (u, v)`` with ``u < v``, strategies ``k``
 of layer ``u``; ``j = koff[u] + k`` is the flat strategy index.
 
 :class:`ColumnLayout` places the variable blocks of one form in one column
-order (the MILP: ``p, o, bottleneck, sync_max, a, s, y, w, el, r, q, g``; the
-MIQP: ``p, o, bottleneck, sync_max, a, s, y, g, rho, rho_x``) and names every
+order (the MILP: ``p, o, bottleneck, sync_max, a, s, y, w, el, r, q, g, work``; the
+MIQP: ``p, o, bottleneck, sync_max, a, s, y, g, rho, rho_x, work``; ``work[i]`` is
+stage ``i``'s working set in GiB, the epigraph of ``max_u X`` over its layers) and names every
 column as Pyomo does (``a[3,1]``). ``a[u,P-1] = 1`` is no column: every
 family folds it into its row bounds, and the Pyomo model holds it as a fixed
 variable. A new variable block is an entry in :data:`BLOCKS` and :data:`DIMS`,
@@ -26,14 +27,14 @@ INF = np.inf
 
 #: Variable blocks of each form, in column order.
 BLOCKS: dict[str, tuple[str, ...]] = {
-    "milp": ("p", "o", "bottleneck", "sync_max", "a", "s", "y", "w", "el", "r", "q", "g"),
-    "miqp": ("p", "o", "bottleneck", "sync_max", "a", "s", "y", "g", "rho", "rho_x"),
+    "milp": ("p", "o", "bottleneck", "sync_max", "a", "s", "y", "w", "el", "r", "q", "g", "work"),
+    "miqp": ("p", "o", "bottleneck", "sync_max", "a", "s", "y", "g", "rho", "rho_x", "work"),
 }
 #: Blocks whose columns are binary; ``y`` lies in [0, 1]; every other block is >= 0.
 BINARY = frozenset({"a", "s"})
 #: Index dimension of every block (0: a scalar), as :meth:`ColumnLayout.index` spells it.
 DIMS: dict[str, int] = {"p": 1, "o": 1, "bottleneck": 0, "sync_max": 0, "a": 2, "s": 2, "y": 2,
-                        "w": 3, "el": 3, "r": 2, "q": 2, "g": 1, "rho": 1, "rho_x": 2}
+                        "w": 3, "el": 3, "r": 2, "q": 2, "g": 1, "rho": 1, "rho_x": 2, "work": 1}
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,8 @@ class ColumnLayout:
         n, pp, E, K = self.n, self.pp, self.num_edges, int(self.koff[-1])
         sizes = {"p": pp, "o": pp - 1, "bottleneck": 1, "sync_max": 1, "a": n * (pp - 1), "s": K,
                  "y": E * pp, "w": K * pp, "el": int(self.eloff[-1]), "r": E * pp,
-                 "q": E * (pp - 1), "g": pp, "rho": E, "rho_x": E * len(self.tier_names)}
+                 "q": E * (pp - 1), "g": pp, "rho": E, "rho_x": E * len(self.tier_names),
+                 "work": pp}
         self.off: dict[str, int] = {}
         start = 0
         for name in BLOCKS[key.form]:
@@ -125,6 +127,10 @@ class ColumnLayout:
     def g(self, i):
         return self.off["g"] + i
 
+    def work(self, i):
+        """``work[i]``: stage ``i``'s working set (GiB), ``>= X[u,k]`` of its layers."""
+        return self.off["work"] + i
+
     def rho(self, e):
         return self.off["rho"] + e
 
@@ -153,6 +159,7 @@ class ColumnLayout:
             "g": lambda: [(i,) for i in range(pp)],
             "rho": lambda: [(e,) for e in range(E)],
             "rho_x": lambda: [(e, t) for e in range(E) for t in self.tier_names],
+            "work": lambda: [(i,) for i in range(pp)],
         }[name]()
 
     def names(self) -> list[str]:

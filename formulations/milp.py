@@ -146,8 +146,9 @@ def edge_attribution(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
 
 
 def _stage_cost_fill(F: Fill) -> None:
-    """``-A``, ``-G`` and ``(W + inflight_i·H)/GiB`` on the ``w`` entries; the
-    capacity (GiB) as the memory rows' upper bound."""
+    """``-A``, ``-G`` and ``(W + inflight_i·H)/GiB`` on the ``w`` entries (``1`` on
+    the ``work`` entries of the memory rows); the capacity (GiB) as the memory
+    rows' upper bound."""
     t, pp = F.tables, F.C.pp
     K = int(F.C.koff[-1])
     for slot, arrs in (("time", t.time), ("sync", t.sync)):
@@ -155,7 +156,8 @@ def _stage_cost_fill(F: Fill) -> None:
         F.data[start:start + K * pp] = -np.repeat(np.concatenate(arrs), pp)
     W, H = np.concatenate(t.weight_bytes), np.concatenate(t.act_bytes)
     inflight = np.asarray(t.inflight, dtype=float)
-    F.data[F.entries("memory")] = ((W[:, None] + inflight[None, :] * H[:, None]) / GIB).ravel()
+    F.data[F.entries("memory")] = np.concatenate([
+        ((W[:, None] + inflight[None, :] * H[:, None]) / GIB).ravel(), np.ones(pp)])
     F.hi[F.rows("memory")] = float(t.capacity_bytes) / GIB + MEM_EPS   # the allowance of `fits`
 
 
@@ -166,8 +168,8 @@ def stage_costs(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
     ``stage_time[i]``: ``p[i] = sum_{u,k} A[u,k]·w[u,i,k] + sum_e r[e,i]``;
     ``transfer_time[b]``: ``o[b] = sum_e q[e,b]``;
     ``stage_sync[i]``: ``g[i] = sum_{u,k} G[u,k]·w[u,i,k]``;
-    ``stage_memory[i]``: ``sum_{u,k} (W[u,k] + inflight_i·H[u,k])·w[u,i,k] <= capacity``
-    (written in GiB for numerics). The ``w`` entries come first in the time,
+    ``stage_memory[i]``: ``sum_{u,k} (W[u,k] + inflight_i·H[u,k])·w[u,i,k] + work[i] <= capacity``
+    (written in GiB for numerics; ``work[i]`` the stage's working set, :func:`working_set`). The ``w`` entries come first in the time,
     sync and memory blocks, ``(j, i)`` with ``i`` fastest.
     """
     pp, K, E = C.pp, int(C.koff[-1]), len(key.edges)
@@ -185,4 +187,43 @@ def stage_costs(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
     R.add("stage_sync", stages, np.concatenate([i, np.arange(pp)]),
           np.concatenate([C.w(j, i), C.g(np.arange(pp))]),
           np.concatenate([np.zeros(K * pp), np.ones(pp)]), 0.0, 0.0, slot="sync")
-    R.add("stage_memory", stages, i, C.w(j, i), 0.0, -INF, 0.0, slot="memory")
+    R.add("stage_memory", stages, np.concatenate([i, np.arange(pp)]),
+          np.concatenate([C.w(j, i), C.work(np.arange(pp))]), 0.0, -INF, 0.0, slot="memory")
+
+
+def _working_set_fill(F: Fill) -> None:
+    """``-X/GiB`` on the ``w`` entries of the working-set rows."""
+    t, pp = F.tables, F.C.pp
+    nk = np.diff(F.C.koff)
+    X = np.concatenate(t.working_bytes) / GIB
+    # rows (u, i) in order, each: work[i], then w[u,i,k] for k of u
+    parts = []
+    for u in range(F.C.n):
+        x = X[F.C.koff[u]:F.C.koff[u + 1]]
+        parts.append(np.tile(np.concatenate([[1.0], -x]), pp) if nk[u] else np.ones(pp))
+    F.data[F.entries("working")] = np.concatenate(parts)
+
+
+@family(order=85, forms=MILP, fill=_working_set_fill)
+def working_set(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
+    """The stage working set as an epigraph of a maximum (one layer is in flight at
+    a time, :func:`~autopar_opt.cost.tables.stage_memory`):
+
+    ``working_set[u,i]``: ``work[i] >= sum_k X[u,k]·w[u,i,k]`` (GiB). At binary
+    ``w`` the right side is the working set of layer ``u`` if it sits in stage
+    ``i``, else 0, so ``work[i] >= max_u X`` over the stage's layers; ``work``
+    enters only the memory row with a positive coefficient, so a plan fits iff
+    some ``work`` does, i.e. iff ``stored + max X <= capacity``. Entry order per
+    row: ``work[i]``, then ``w[u,i,k]`` for every ``k``."""
+    n, pp = C.n, C.pp
+    rows, cols, index = [], [], []
+    r = 0
+    for u in range(n):
+        ks = np.arange(C.koff[u], C.koff[u + 1])
+        for i in range(pp):
+            cols.append(np.concatenate([[C.work(i)], C.w(ks, i)]))
+            rows.append(np.full(len(ks) + 1, r))
+            index.append((u, i))
+            r += 1
+    R.add("working_set", index, np.concatenate(rows), np.concatenate(cols), 0.0, 0.0, INF,
+          slot="working")

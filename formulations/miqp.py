@@ -81,7 +81,10 @@ def add_stage_cost_constraints(m: Any, tables: CostTables) -> None:
     ``stage_time[i]``: ``p[i] = sum_{u,k} A[u,k]·x[u,i]·s[u,k] + sum_e y[e,i]·rho[e]``;
     ``transfer_time[b]``: ``o[b] = sum_e z[e,b]·rho_x[e,tier(b)]``;
     ``stage_sync[i]``: ``g[i] = sum_{u,k} G[u,k]·x[u,i]·s[u,k]``;
-    ``stage_memory[i]``: ``sum_{u,k} (W + inflight_i·H)[u,k]·x[u,i]·s[u,k] <= capacity`` (GiB).
+    ``stage_memory[i]``: ``sum_{u,k} (W + inflight_i·H)[u,k]·x[u,i]·s[u,k] + work[i] <= capacity`` (GiB);
+    ``working_set[u,i]``: ``work[i] >= sum_k X[u,k]·x[u,i]·s[u,k]`` (GiB): the stage's
+    working set is the epigraph of the largest ``X`` of its layers (the MILP's
+    :func:`~.milp.working_set` with the product written out).
     """
     stages, edges = range(tables.pp), range(len(tables.edges))
     A, G, W, H = tables.time, tables.sync, tables.weight_bytes, tables.act_bytes
@@ -96,7 +99,15 @@ def add_stage_cost_constraints(m: Any, tables: CostTables) -> None:
         m, tables, i, lambda u, k: G[u][k]))
     cap = float(tables.capacity_bytes) / GIB + MEM_EPS   # the allowance of `fits`
     m.stage_memory = pyo.Constraint(list(stages), rule=lambda m, i: _layer_term(
-        m, tables, i, lambda u, k: (W[u][k] + tables.inflight[i] * H[u][k]) / GIB) <= cap)
+        m, tables, i, lambda u, k: (W[u][k] + tables.inflight[i] * H[u][k]) / GIB) + m.work[i] <= cap)
+    X = tables.working_bytes
+
+    def working(m, u, i):
+        body = sum(float(X[u][k]) / GIB * x_expr(m, u, i) * m.s[u, k]
+                   for k in range(len(tables.strategies[u])) if X[u][k])
+        return m.work[i] >= body if not isinstance(body, int) else pyo.Constraint.Skip
+    m.working_set = pyo.Constraint([(u, i) for u in range(tables.num_layers) for i in stages],
+                                   rule=working)
 
 
 def add_miqp_families(m: Any, tables: CostTables) -> None:

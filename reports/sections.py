@@ -187,7 +187,7 @@ def memory_section(doc: dict) -> dict | None:
     peak, cap = _stage_floats(doc, "peak_memory_gib"), _stage_floats(doc, "capacity_gib")
     raw = doc["metrics"]["stages"]
     parts = ("weights_gib", "grads_gib", "optimizer_gib", "activation_gib", "logits_gib",
-             "reserve_gib")
+             "working_gib", "reserve_gib")
     stages = [{"index": i, "weight_gib": w[i], "activation_gib": a[i],
                "peak": fmt_gib(peak[i]), "capacity": fmt_gib(cap[i]),
                "inflight": raw[i].get("inflight_microbatches"),

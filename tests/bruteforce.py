@@ -70,12 +70,14 @@ def _price_split(stage: tuple[int, ...], costs, edges, cross, pp: int, c: int,
     g = [0.0] * pp
     w = [0.0] * pp
     h = [0.0] * pp
-    for u, (time, sync, wb, ab) in enumerate(costs):
+    x = [0.0] * pp      # working set of the layer in flight: the stage's maximum
+    for u, (time, sync, wb, ab, xb) in enumerate(costs):
         i = stage[u]
         p[i] = p[i] + _axis(time, u, n)
         g[i] = g[i] + _axis(sync, u, n)
         w[i] = w[i] + _axis(wb, u, n)
         h[i] = h[i] + _axis(ab, u, n)
+        x[i] = np.maximum(x[i], _axis(xb, u, n))
     o = [0.0] * (pp - 1)
     for (u, v), (rin, rcross) in zip(edges, cross):
         if stage[u] == stage[v]:
@@ -88,7 +90,7 @@ def _price_split(stage: tuple[int, ...], costs, edges, cross, pp: int, c: int,
     total = sum(full) + (c - 1) * bottleneck
     total = total + np.maximum.reduce([np.broadcast_to(np.asarray(x, dtype=float), shape) for x in g])
     for i in range(pp):
-        over = np.broadcast_to(np.asarray(w[i] + inflight[i] * h[i], dtype=float), shape) > capacity
+        over = np.broadcast_to(np.asarray(w[i] + inflight[i] * h[i] + x[i], dtype=float), shape) > capacity
         total = np.where(over, np.inf, total)
     return total
 
@@ -128,7 +130,7 @@ def brute_force(graph: LayerGraph, cluster: Cluster, training: Training, space: 
     for layer, ss in zip(graph.layers, strats):
         lc = [layer_cost(layer, s, ctx) for s in ss]
         costs.append(tuple(np.array([getattr(x, f) for x in lc], dtype=float)
-                           for f in ("time_s", "sync_s", "weight_bytes", "act_bytes")))
+                           for f in ("time_s", "sync_s", "weight_bytes", "act_bytes", "working_bytes")))
     edges = graph.edge_indices()
     cross = []
     for u, v in edges:

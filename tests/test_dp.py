@@ -36,6 +36,7 @@ def hand_tables(times, syncs, weights, cross, pp: int, c: int, cap_gib: float = 
     k = [len(t) for t in times]
     return replace(base, strategies=[[S0, S1][:kk] for kk in k], time=arr(times), sync=arr(syncs),
                    weight_bytes=arr(weights, GIB), act_bytes=[np.zeros(kk) for kk in k],
+                   working_bytes=[np.zeros(kk) for kk in k],
                    reshard=[np.zeros((k[u], k[u + 1])) for u in range(n - 1)],
                    cross_intra=[np.array(x, dtype=float) for x in cross],
                    cross_inter=[np.array(x, dtype=float) for x in cross],

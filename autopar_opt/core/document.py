@@ -109,6 +109,9 @@ class StageMetricsDoc(_Doc):
     optimizer_gib: float = _f("Optimizer state per device, GiB.", default=0.0)
     activation_gib: float = _f("Activations at the peak per device (logits excluded), GiB.")
     logits_gib: float = _f("fp32 logits and loss of the output layer, GiB.", default=0.0)
+    working_gib: float = _f("Transient working set of the layer in flight (recomputed "
+                            "activations, ZeRO-3 gathered parameters and gradient), GiB.",
+                            default=0.0)
     reserve_gib: float = _f("Runtime reserve and allocator fragmentation, GiB.", default=0.0)
     peak_memory_gib: float = _f("Peak memory per device, GiB.")
     capacity_gib: float = _f("Usable memory per device, GiB.")

@@ -166,6 +166,9 @@ class LayerCost:
     offload_exposed_s : the breakdown reports show (the last: CPU activation
         offload transfers not hidden behind compute,
         :func:`autopar_opt.cost.offload.transfer_time`).
+    working_bytes : transient working set while this layer is being computed
+        (:func:`working_set_bytes`): held once per stage, by the layer in
+        flight, so a stage's peak adds the largest of its layers' values.
     """
 
     time_s: float
@@ -183,6 +186,7 @@ class LayerCost:
     dp_exposed_s: float = 0.0
     optimizer_s: float = 0.0
     offload_exposed_s: float = 0.0
+    working_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -505,6 +509,55 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
     return per * share
 
 
+def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
+                      training: Training) -> float:
+    """Transient bytes live on one device while ``layer`` is being computed
+    under ``s``, on top of everything stored (weights, gradients, optimizer
+    state, the in-flight micro-batches' activations). One layer is in flight
+    per device at a time, so a stage's peak is its stored bytes plus the
+    largest of its layers' working sets (not their sum).
+
+    * Full recomputation: the backward of a checkpointed layer first re-runs
+      its forward, so its full activations for one micro-batch (the
+      no-recompute bytes under the same strategy) are live beside the stored
+      checkpoints, less the checkpoint itself, which is counted already
+      (Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost",
+      Sec. 3: the peak is the checkpoints plus one segment's activations;
+      Korthikanti et al. 2022, Sec. 4.1 and Eq. 1: 34·s·b·h + 5·a·s²·b per
+      layer, the layer input 2·s·b·h among it). Selective recomputation
+      re-materialises the attention core of one layer (the ``5·a·s²`` term,
+      Korthikanti et al. 2022, Sec. 5), zero under fused (flash) attention,
+      which never stores it (Dao et al. 2022). Both are
+      ``activation_bytes(none) - activation_bytes(mode)``.
+    * ZeRO-3/FSDP: the layer's 16-bit parameters gathered unsharded, plus
+      those of the prefetched neighbour (priced as this layer, as
+      :func:`_zero3_comm` prices its gathers), and the unsharded gradient in
+      the reduce dtype (4 bytes with ``fp32_grad_reduce``) before its
+      reduce-scatter (Zhao et al. 2023, "PyTorch FSDP", Sec. 3.3 and 4:
+      ``limit_all_gathers`` keeps at most two units' unsharded parameters in
+      flight; Rajbhandari et al. 2020, ZeRO, Sec. 7.2.2: parameters gathered
+      per layer and released after use). Without prefetch one unit is in
+      flight. The shards themselves are in :func:`weight_bytes`.
+
+    The two add when a layer has both: its parameters and gradient are
+    unsharded during the backward that runs on the recomputed activations.
+    Any other layer has no transient term here (0).
+    """
+    out = 0.0
+    if s.recompute is not Recompute.none:
+        full = activation_bytes(layer, s, microbatch_samples, Recompute.none, training)
+        kept = activation_bytes(layer, s, microbatch_samples, s.recompute, training)
+        out += max(0.0, full - kept)
+    if s.zero >= 3 and s.dp * s.cp > 1 and layer.params > 0:
+        w_bytes = OPTIMIZER_BYTES[training.optimizer][0]
+        g_bytes = max(w_bytes, 4.0) if training.runtime.fp32_grad_reduce else w_bytes
+        dense, expert = moe.split_params(layer, s)   # MoE: experts sharded over edp only
+        gathered = dense + (expert if s.edp > 1 else 0.0)
+        units = 2 if training.runtime.fsdp_prefetch else 1
+        out += gathered * (units * w_bytes + g_bytes)
+    return out
+
+
 def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     """All costs of ``layer`` under ``s`` in stage context ``ctx``.
 
@@ -541,4 +594,5 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
         hw_flops=comp.hw_flops,
         tp_exposed_s=tp, cp_exposed_s=cp, zero_exposed_s=z3 + k * hidden, ep_exposed_s=ep,
         dp_exposed_s=dp + k * dp_hidden, optimizer_s=step, offload_exposed_s=off,
+        working_bytes=working_set_bytes(layer, s, ctx.microbatch_samples, ctx.training),
     )

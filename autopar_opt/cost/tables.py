@@ -4,7 +4,10 @@ An outer configuration fixes the pipeline degree ``pp`` (so ``d = N/pp``
 devices per stage), the micro-batch count ``c`` (so ``b = B/c`` samples per
 micro-batch) and the schedule. Formulations read only these arrays
 (docs/DESIGN.md §1): ``time`` = A, ``sync`` = G, ``weight_bytes`` = W,
-``act_bytes`` = H, ``reshard`` = R, ``cross`` = R' of docs/DESIGN.md §3.
+``act_bytes`` = H, ``reshard`` = R, ``cross`` = R' of docs/DESIGN.md §3, and
+``working_bytes`` = X, the transient working set of a layer in flight
+(:func:`~autopar_opt.cost.layer_cost.working_set_bytes`): stage ``i``'s memory
+is ``Σ_u (W + inflight_i·H) + max_u X`` over its layers (:func:`stage_memory`).
 
 Stages are congruent (``d`` divides the GPUs per node or is a multiple of
 it), so one stage context prices every stage; only the tier of each stage
@@ -60,9 +63,15 @@ class CostTables:
     inflight: list[int]
     capacity_bytes: float
     layer_class: list[int] = field(default_factory=list)
+    #: X: per layer and strategy, the transient working set (bytes) of the layer in flight
+    working_bytes: list[np.ndarray] = field(default_factory=list)
     space: SearchSpace | None = None
     #: per-stage device counts of a free-size configuration (None: congruent, N/pp each)
     stage_devices: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.working_bytes:   # hand-built tables (tests): no working set
+            self.working_bytes = [np.zeros(len(s)) for s in self.strategies]
 
     def allowed_in_stage(self, stage: int) -> list[np.ndarray] | None:
         """Per layer, the strategies stage ``stage`` may use (boolean masks);
@@ -130,7 +139,7 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
     """Enumerate strategies and price them for one outer configuration.
 
     With ``prune_dominated`` a strategy is dropped when another of the same
-    layout is no worse in time, sync, weights and activations: resharding
+    layout is no worse in time, sync, weights, activations and working set: resharding
     depends on layouts only, so this never changes the optimum.
     ``stage_devices`` gives every stage its own device count (free stage
     sizes; None: congruent stages of ``N/pp`` devices).
@@ -156,7 +165,7 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
         sizes = (n // pp,) * pp
     b = training.global_batch_size // microbatches
     ctxs = {d: StageContext(cluster, training, params, d, b) for d in sorted(set(sizes))}
-    strategies, time, sync, wbytes, abytes, classes = [], [], [], [], [], []
+    strategies, time, sync, wbytes, abytes, xbytes, classes = [], [], [], [], [], [], []
     cache: dict[int, tuple] = {}
     for layer, key in zip(graph.layers, graph.cost_classes):   # classes computed once per graph
         if key not in cache:
@@ -171,7 +180,7 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
         cls, strats, arrays = cache[key]
         classes.append(cls)
         strategies.append(strats)
-        for target, arr in zip((time, sync, wbytes, abytes), arrays):
+        for target, arr in zip((time, sync, wbytes, abytes, xbytes), arrays):
             target.append(arr)
     edges = graph.edge_indices()
     reshard, cross_intra, cross_inter = _edge_tables(graph, strategies, edges, ctxs)
@@ -186,8 +195,22 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
         boundary_intra=(boundaries_intra(sizes, cluster.gpus_per_node) if not congruent else
                         [boundary_is_intra(i, sizes[0], cluster.gpus_per_node) for i in range(pp - 1)]),
         inflight=[inflight_microbatches(schedule, pp, microbatches, i) for i in range(pp)],
-        capacity_bytes=first.capacity_bytes, layer_class=classes, space=space,
+        capacity_bytes=first.capacity_bytes, layer_class=classes, working_bytes=xbytes, space=space,
         stage_devices=None if congruent else sizes)
+
+
+def stage_memory(tables: CostTables, stage: list[int], choice: list[int]) -> list[float]:
+    """Per-stage memory (bytes) of an assignment: stored ``Σ (W + inflight_i·H)``
+    plus the largest working set ``max X`` of the stage's layers (one layer is in
+    flight at a time; :func:`~autopar_opt.cost.layer_cost.working_set_bytes`).
+    The one definition every solver's feasibility test and memory row follows."""
+    pp = tables.pp
+    w, h, x = [0.0] * pp, [0.0] * pp, [0.0] * pp
+    for u, (i, k) in enumerate(zip(stage, choice)):
+        w[i] += float(tables.weight_bytes[u][k])
+        h[i] += float(tables.act_bytes[u][k])
+        x[i] = max(x[i], float(tables.working_bytes[u][k]))
+    return [w[i] + tables.inflight[i] * h[i] + x[i] for i in range(pp)]
 
 
 def identical_layers(tables: CostTables, u: int, v: int) -> bool:
@@ -197,13 +220,14 @@ def identical_layers(tables: CostTables, u: int, v: int) -> bool:
     if tables.strategies[u] is not tables.strategies[v] and tables.strategies[u] != tables.strategies[v]:
         return False
     return all(arr[u] is arr[v] or np.array_equal(arr[u], arr[v])
-               for arr in (tables.time, tables.sync, tables.weight_bytes, tables.act_bytes))
+               for arr in (tables.time, tables.sync, tables.weight_bytes, tables.act_bytes,
+                           tables.working_bytes))
 
 
 def symmetric_edges(tables: CostTables) -> list[int]:
     """Edges ``e = (u, u+1)`` joining interchangeable layers: same
-    ``layer_class``, same strategy list, identical time/sync/weight/activation
-    arrays. The MIP's symmetry cuts
+    ``layer_class``, same strategy list, identical time/sync/weight/activation/
+    working-set arrays. The MIP's symmetry cuts
     (:func:`~autopar_opt.formulations.families.symmetry_order`) and
     the chain DP's ordering rule (:func:`autopar_opt.solvers.dp.chain._sorted_pairs`)
     both act on exactly these edges."""
@@ -215,19 +239,22 @@ def _arrays(costs: list[LayerCost]) -> tuple[np.ndarray, ...]:
     return (np.array([c.time_s for c in costs], dtype=float),
             np.array([c.sync_s for c in costs], dtype=float),
             np.array([c.weight_bytes for c in costs], dtype=float),
-            np.array([c.act_bytes for c in costs], dtype=float))
+            np.array([c.act_bytes for c in costs], dtype=float),
+            np.array([c.working_bytes for c in costs], dtype=float))
 
 
 def _prune(strats: list[Strategy], costs: list[LayerCost]) -> tuple[list[Strategy], list[LayerCost]]:
     """Drop every strategy that another of the same layout dominates: no worse
-    (to 1e-12 relative) in time, sync, weights and activations, and strictly
+    (to 1e-12 relative) in time, sync, weights, activations and working set
+    (:func:`stage_memory` takes its maximum over a stage), and strictly
     better in one of them or earlier in the list (of two equal ones the first
     stays). All pairs at once as numpy comparisons: the pairwise Python loop
     was half of table building on the 1,024-GPU instances (issue 18 profile)."""
     n = len(strats)
     if n < 2:
         return list(strats), list(costs)
-    vec = np.array([(c.time_s, c.sync_s, c.weight_bytes, c.act_bytes) for c in costs], dtype=float)
+    vec = np.array([(c.time_s, c.sync_s, c.weight_bytes, c.act_bytes, c.working_bytes)
+                    for c in costs], dtype=float)
     seen: dict = {}
     layout = np.array([seen.setdefault(s.layout, len(seen)) for s in strats])
     no_worse = (vec[:, None, :] <= (vec * (1 + 1e-12) + 1e-18)[None, :, :]).all(axis=2)  # [j, i]

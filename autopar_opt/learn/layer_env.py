@@ -76,7 +76,7 @@ class LayerEnv:
         self.stage = np.zeros(self.n, dtype=int)
         self.choice = np.zeros(self.n, dtype=int)
         self.p, self.g, self.o = np.zeros(pp), np.zeros(pp), np.zeros(max(pp - 1, 0))
-        self.w, self.h = np.zeros(pp), np.zeros(pp)
+        self.w, self.h, self.x = np.zeros(pp), np.zeros(pp), np.zeros(pp)
         self.cur = 0
         self.layer_scale = max(float(np.nanmin(np.where(np.isinf(a.time), np.nan, a.time), axis=1).mean()),
                                1e-12)
@@ -105,7 +105,8 @@ class LayerEnv:
         for b in opts:
             s = self.cur + b
             mem = (0.0 if b else self.w[s] + t.inflight[s] * self.h[s]) \
-                + a.weight[u, k] + t.inflight[s] * a.act[u, k]
+                + a.weight[u, k] + t.inflight[s] * a.act[u, k] \
+                + np.maximum(0.0 if b else self.x[s], a.work[u, k])   # largest working set
             ok = mem <= cap * (1 + 1e-9)
             comm = self._edge_cost(u, s, k)
             f = np.zeros((len(k), ACTION_DIM))
@@ -159,6 +160,7 @@ class LayerEnv:
         self.g[s] += a.sync[u, k]
         self.w[s] += a.weight[u, k]
         self.h[s] += a.act[u, k]
+        self.x[s] = max(self.x[s], a.work[u, k])
         for e, v in self.in_edges[u]:
             kv, sv = self.choice[v], self.stage[v]
             if sv == s:

@@ -68,6 +68,7 @@ class ConfigArrays:
     sync: np.ndarray
     weight: np.ndarray
     act: np.ndarray
+    work: np.ndarray                 # [n, K] working set of the layer in flight
     src: np.ndarray                  # [E]
     dst: np.ndarray
     reshard: np.ndarray              # [E, K, K]
@@ -100,6 +101,7 @@ def config_arrays(tables: CostTables, bound: float) -> ConfigArrays:
         num_choices=np.array([len(s) for s in tables.strategies]),
         time=_pad(tables.time, k, math.inf), sync=_pad(tables.sync, k, 0.0),
         weight=_pad(tables.weight_bytes, k, 0.0), act=_pad(tables.act_bytes, k, 0.0),
+        work=_pad(tables.working_bytes, k, 0.0),
         src=edges[:, 0], dst=edges[:, 1], reshard=_pad_edges(tables.reshard, k),
         cross_intra=_pad_edges(tables.cross_intra, k), cross_inter=_pad_edges(tables.cross_inter, k),
         inflight=np.array(tables.inflight, dtype=float),
@@ -165,6 +167,9 @@ class LayerSpace:
         g = np.bincount(st, weights=a.sync[u, ch], minlength=pp)
         mem = (np.bincount(st, weights=a.weight[u, ch], minlength=pp)
                + a.inflight * np.bincount(st, weights=a.act[u, ch], minlength=pp))
+        top = np.zeros(pp)                    # + the largest working set of each stage
+        np.maximum.at(top, st, a.work[u, ch])
+        mem = mem + top
         o = np.zeros(max(pp - 1, 0))
         if len(a.src):
             su, sv = st[a.src], st[a.dst]

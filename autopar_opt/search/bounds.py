@@ -31,30 +31,36 @@ def analytic_lower_bound(tables: CostTables) -> ConfigBound:
     ``T ≥ P + (c-1)·P/pp + max_i g_i`` and ``P ≥ Σ_u min_k A[u,k]`` (resharding
     and transfers are non-negative); ``max_i g_i ≥ max_u min_k G[u,k]``.
 
-    Memory: stage ``i`` needs ``Σ_u (W + inflight_i·H)``; every layer sits in
+    Memory: stage ``i`` needs ``Σ_u (W + inflight_i·H) + max_u X``
+    (:func:`~autopar_opt.cost.tables.stage_memory`); every layer sits in
     some stage whose in-flight count is at least ``min_i inflight_i``, so
-    ``Σ_u min_k (W + m·H) ≤ pp·capacity`` and each single layer must fit
-    alone. Either violation proves infeasibility (bound ``+inf``).
+    each single layer must fit alone with its own working set,
+    ``min_k (W + m·H + X) ≤ capacity``, and, since the stage of any layer ``u``
+    holds at least ``min_k X[u]``, ``Σ_u min_k (W + m·H) + max_u min_k X ≤
+    pp·capacity``. Either violation proves infeasibility (bound ``+inf``).
     """
     pp, c = tables.pp, tables.microbatches
     m = min(tables.inflight)
     cap = tables.capacity_bytes
     lim = fit_limit(tables)   # the allowance of `fits`: what it accepts is never proven infeasible
-    per_layer_mem = [float(np.min(w + m * h)) if len(w) else math.inf
-                     for w, h in zip(tables.weight_bytes, tables.act_bytes)]
+    per_layer_mem = [float(np.min(w + m * h + x)) if len(w) else math.inf
+                     for w, h, x in zip(tables.weight_bytes, tables.act_bytes, tables.working_bytes)]
+    stored = [float(np.min(w + m * h)) if len(w) else math.inf
+              for w, h in zip(tables.weight_bytes, tables.act_bytes)]
+    held = max((float(np.min(x)) for x in tables.working_bytes if len(x)), default=0.0)
     if any(len(s) == 0 for s in tables.strategies):
         bad = [tables.graph.layers[u].name for u, s in enumerate(tables.strategies) if not s][:3]
         return ConfigBound(math.inf, f"no valid strategy for layer(s) {', '.join(bad)} "
                                      f"with {tables.devices_per_stage} devices per stage and "
                                      f"{tables.microbatch_samples} samples per micro-batch")
-    least = max(max(per_layer_mem), sum(per_layer_mem) / pp)
+    least = max(max(per_layer_mem), (sum(stored) + held) / pp)
     if max(per_layer_mem) > lim:
         u = int(np.argmax(per_layer_mem))
         return ConfigBound(math.inf, f"layer {tables.graph.layers[u].name} alone needs "
                                      f"{per_layer_mem[u] / 2**30:.2f} GiB per device, more than the "
                                      f"{cap / 2**30:.2f} GiB available", least)
-    if sum(per_layer_mem) > pp * lim:
-        return ConfigBound(math.inf, f"the layers need at least {sum(per_layer_mem) / 2**30:.2f} GiB "
+    if sum(stored) + held > pp * lim:
+        return ConfigBound(math.inf, f"the layers need at least {(sum(stored) + held) / 2**30:.2f} GiB "
                                      f"over {pp} stage(s), more than {pp} x {cap / 2**30:.2f} GiB", least)
     total = sum(float(np.min(a)) for a in tables.time)
     sync = max(float(np.min(g)) for g in tables.sync)

@@ -6,7 +6,9 @@ every layer a strategy ``k_u``, minimising
 
     T = Σ_i p_i + Σ_i o_i + (c−1)·max(max_i p_i, max_i o_i) + max_i g_i (+ constant)
 
-subject to ``Σ_{u∈i} W[u,k_u] + inflight_i·Σ_{u∈i} H[u,k_u] ≤ capacity`` per stage.
+subject to ``Σ_{u∈i} W[u,k_u] + inflight_i·Σ_{u∈i} H[u,k_u] + max_{u∈i} X[u,k_u] ≤ capacity``
+per stage (``X`` the working set of the layer in flight,
+:func:`~autopar_opt.cost.tables.stage_memory`).
 
 Labels. The max terms and the memory knapsack make a scalar DP inexact, so
 the DP carries *labels* (Pareto / dominance DP, the multi-criteria form of the
@@ -14,25 +16,31 @@ Alpa [Zheng et al. 2022, Sec. 5.2] and Piper [Tarnawski et al. 2021]
 bottleneck DPs). A state is ``(u, i, k)`` = layer ``u`` is the last layer
 processed, it lies in stage ``i`` with strategy ``k``; a label is
 
-    (S, M, pc, G, gc, mem)
+    (S, M, pc, G, gc, mem, ws)
 
 ``S`` = Σ of all ``p`` and ``o`` so far (current stage included), ``M`` = the
 running max of closed stages' ``p``, of the ``o``'s and of the current ``pc``,
-``pc`` / ``gc`` / ``mem`` the current stage's time, sync and memory, ``G`` the
+``pc`` / ``gc`` / ``mem`` the current stage's time, sync and stored memory,
+``ws`` the largest working set of its layers so far (a label is kept only while
+``mem + ws ≤ capacity``), ``G`` the
 running max of ``g`` including ``gc``. Storing ``M = max(M_closed, pc)`` loses
 nothing since ``pc`` only grows. Transitions: stay in stage ``i`` (add
 ``A + R``) or open stage ``i+1`` (add ``o = R'`` at boundary ``i``).
 
 Dominance (exact): label 1 dominates label 2 at the same state if
-``mem1 ≤ mem2`` and ``S1 + (c−1)·max(0, M1−M2, pc1−pc2) + max(0, G1−G2, gc1−gc2) ≤ S2``
+``mem1 ≤ mem2``, ``ws1 ≤ ws2`` and ``S1 + (c−1)·max(0, M1−M2, pc1−pc2) + max(0, G1−G2, gc1−gc2) ≤ S2``
 (in the last stage without the ``0``s: no later stage can raise the maxima).
 For every completion the two final costs differ by at most that expression
 because ``max(a1,b1+x,y) − max(a2,b2+x,y) ≤ max(0, a1−a2, b1−b2)``; the relation
 is transitive (``max_j(x_j+y_j) ≤ max x + max y``), so a label dominated by any
 earlier label (in key order) is dominated by a kept one, and pruning keeps an
 optimal label. A label whose memory is below the stage's *safe* level (it can
-take the most memory-hungry strategy on every remaining layer) competes
-without its memory.
+take the most memory-hungry strategy on every remaining layer beside the largest
+working set of any layer) competes without its memory. The completion and
+partition bounds below see a label's ``mem + ws`` as its stage memory and no
+working set after it: every completion's stage memory is at least that, so
+they relax the constraint and stay valid lower bounds; a plan they build
+(the stage decomposition's) is kept only if it fits with its working sets.
 
 Symmetry (exact): between two neighbouring layers of one class
 (``tables.layer_class``: identical strategies and cost arrays) in one stage the
@@ -82,7 +90,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autopar_opt.cost.tables import CostTables, symmetric_edges
-from autopar_opt.solvers.dp.common import (MEM_EPS, Assignment, DPTimeout, iteration_time,
+from autopar_opt.solvers.dp.common import (MEM_EPS, Assignment, DPTimeout, fits, iteration_time,
                                            layer_memory, least_memory_plan, past)
 from autopar_opt.solvers.dp.completion import CompletionBounds
 from autopar_opt.solvers.dp.dominance import dominated
@@ -92,7 +100,8 @@ from autopar_opt.hardware import GIB
 from autopar_opt.strategies import layout_ids
 
 # label columns
-_S, _M, _PC, _G, _GC, _MEM = range(6)
+_S, _M, _PC, _G, _GC, _MEM, _WS = range(7)
+_COLS = 7
 
 
 class _LabelBudget(Exception):
@@ -120,7 +129,7 @@ class ChainOutcome:
 class _Layer:
     """All labels of one layer, per stage: values, strategy, parent (stage, row)."""
 
-    lab: dict[int, np.ndarray]      # stage -> (L, 6)
+    lab: dict[int, np.ndarray]      # stage -> (L, 7)
     k: dict[int, np.ndarray]        # stage -> (L,)
     pstage: dict[int, np.ndarray]   # stage -> (L,) parent's stage
     prow: dict[int, np.ndarray]     # stage -> (L,) parent's row in that stage
@@ -142,6 +151,7 @@ class _ChainDP:
         self.allowed = allowed or [np.arange(len(a)) for a in tables.time]
         if shared is not None:   # the full space's data and bounds are valid for any restriction
             self.mem, self.edge_of, self.order = shared.mem, shared.edge_of, shared.order
+            self.work = shared.work
             self.layout_id = shared.layout_id
             self._bounds: CompletionBounds | None = shared.bounds
             self._cover: CoverBound | None = shared.cover
@@ -149,6 +159,7 @@ class _ChainDP:
             self.sync_floor = 0.0
         else:
             self.mem = [layer_memory(tables, i) for i in range(self.pp)]
+            self.work = [np.asarray(x, dtype=float) for x in tables.working_bytes]
             self.edge_of = {(u, v): e for e, (u, v) in enumerate(tables.edges)}
             self.layout_id = [np.array(layout_ids(strats)) for strats in tables.strategies]
             self.order = _sorted_pairs(tables, self.layout_id)
@@ -158,11 +169,14 @@ class _ChainDP:
             self.bott_floor = 0.0
             #: proven lower bound on every plan's max g: Σ_u min_k G / pp
             self.sync_floor = 0.0
-        # memory level under which a label's stage can never overflow
+        # memory level under which a label's stage can never overflow (whatever
+        # working set it holds or takes: the largest of any usable strategy)
         self.safe = []
         for m in self.mem:
             tail = np.cumsum([_finite_max(x[ok]) for x, ok in zip(m, self.allowed)][::-1])[::-1]
-            self.safe.append([self.cap - (float(tail[u + 1]) if u + 1 < self.n else 0.0)
+            top = max((float(x[ok][np.isfinite(y[ok])].max(initial=0.0))
+                       for x, y, ok in zip(self.work, m, self.allowed)), default=0.0)
+            self.safe.append([self.cap - top - (float(tail[u + 1]) if u + 1 < self.n else 0.0)
                               for u in range(self.n)])
         self.labels = 0
         #: an exact pass raises _LabelBudget once ``labels`` exceeds this (speculative passes)
@@ -196,12 +210,13 @@ class _ChainDP:
         the partition bound on every plan's bottleneck (:attr:`bott_floor`). Also returns
         ``base = S + rest + max(G, …)`` (every completion costs at least ``base + (c−1)·max p``)
         and that ``max(G, …)`` term alone."""
-        rest, rest_p = self.bounds.remaining(u, i, k, lab[:, _MEM])
+        held = lab[:, _MEM] + lab[:, _WS]   # the stage holds at least this (module docstring)
+        rest, rest_p = self.bounds.remaining(u, i, k, held)
         bott = np.maximum(np.maximum(lab[:, _M], (lab[:, _PC] + rest_p) / (self.pp - i)), self.bott_floor)
         sync = np.maximum(lab[:, _G], (lab[:, _GC] + self.bounds.rest_sync[u]) / (self.pp - i))
         base = lab[:, _S] + rest + sync
         low = base + self.c1 * bott
-        w = self.bounds.weighted(u, i, k, lab[:, _MEM], lab[:, _PC], lab[:, _GC])
+        w = self.bounds.weighted(u, i, k, held, lab[:, _PC], lab[:, _GC])
         if w is not None:
             low = np.maximum(low, lab[:, _S] + w)
         return low, base, sync
@@ -216,11 +231,11 @@ class _ChainDP:
         return best
 
     def _first(self, k: int) -> np.ndarray | None:
-        m = float(self.mem[0][0][k])
-        if m > self.cap:
+        m, x = float(self.mem[0][0][k]), float(self.work[0][k])
+        if m + x > self.cap:
             return None
         a, g = float(self.t.time[0][k]), float(self.t.sync[0][k])
-        return np.array([a, a, a, g, g, m])
+        return np.array([a, a, a, g, g, m, x])
 
     def run(self, beam: int | None, tau: float) -> tuple[float, Assignment] | None:
         """Best plan of value (without the constant) at most ``tau``, or None.
@@ -229,7 +244,7 @@ class _ChainDP:
         when its lower bound exceeds ``tau``. With ``beam`` each state keeps its
         ``beam`` labels of least bound (a heuristic)."""
         ks = [int(k) for k in self.allowed[0] if self._first(int(k)) is not None]
-        first = np.array([self._first(k) for k in ks]).reshape(-1, 6)
+        first = np.array([self._first(k) for k in ks]).reshape(-1, _COLS)
         zeros = np.zeros(len(ks), dtype=int)
         layers = [_Layer({0: first}, {0: np.array(ks, dtype=int)}, {0: zeros}, {0: zeros})]
         for u in range(1, self.n):
@@ -267,7 +282,8 @@ class _ChainDP:
                         c = cand[idx]
                         bott = (lim - base[idx]) / self.c1
                         slack = lim - c[:, _S] - sync_lb[idx] - self.c1 * np.maximum(c[:, _M], self.bott_floor)
-                        keep[idx] = self.cover.feasible(u, i, c[:, _PC], c[:, _MEM], bott, slack)
+                        keep[idx] = self.cover.feasible(u, i, c[:, _PC], c[:, _MEM] + c[:, _WS],
+                                                        bott, slack)
                     cand, k2, pst, prw, low = cand[keep], k2[keep], pst[keep], prw[keep], low[keep]
                     if not len(cand):
                         continue
@@ -290,7 +306,7 @@ class _ChainDP:
         lay = self.layout_id[u][k2]
         # ties of the key (frequent once M and G are floored) broken so that a dominating
         # label comes first: less memory, then less stage time and sync
-        srt = np.lexsort((cand[:, _GC], cand[:, _PC], cand[:, _MEM], key, lay))
+        srt = np.lexsort((cand[:, _GC], cand[:, _PC], cand[:, _WS], cand[:, _MEM], key, lay))
         cuts = np.flatnonzero(np.diff(lay[srt])) + 1
         keep = []
         for grp in np.split(srt, cuts):
@@ -308,12 +324,13 @@ class _ChainDP:
         t = self.t
         e = self.edge_of.get((u - 1, u))
         ks = self.allowed[u]
-        a2, g2, m2 = t.time[u][ks], t.sync[u][ks], self.mem[i][u][ks]
+        a2, g2, m2, x2 = t.time[u][ks], t.sync[u][ks], self.mem[i][u][ks], self.work[u][ks]
         blocks, kk, pst, prw = [], [], [], []
         if i in prev.lab:
             P, k1 = prev.lab[i], prev.k[i]
             mem = P[:, _MEM, None] + m2[None, :]
-            ok = mem <= self.cap
+            ws = np.maximum(P[:, _WS, None], x2[None, :])
+            ok = mem + ws <= self.cap
             if self.order[u] is not None:
                 ok &= ~self.order[u][np.ix_(k1, ks)]
             rows, cols = np.nonzero(ok)
@@ -322,26 +339,28 @@ class _ChainDP:
                 Pr = P[rows]
                 pc, gc = Pr[:, _PC] + step, Pr[:, _GC] + g2[cols]
                 blocks.append(np.column_stack([Pr[:, _S] + step, np.maximum(Pr[:, _M], pc), pc,
-                                               np.maximum(Pr[:, _G], gc), gc, mem[rows, cols]]))
+                                               np.maximum(Pr[:, _G], gc), gc, mem[rows, cols],
+                                               ws[rows, cols]]))
                 kk.append(ks[cols])
                 pst.append(np.full(len(rows), i))
                 prw.append(rows)
         if i - 1 in prev.lab:
             P, k1 = prev.lab[i - 1], prev.k[i - 1]
-            fits = np.flatnonzero(m2 <= self.cap)
+            fits = np.flatnonzero(m2 + x2 <= self.cap)
             if len(fits):
                 rows = np.repeat(np.arange(len(P)), len(fits))
                 cols = np.tile(fits, len(P))
                 o = t.cross(e, i - 1)[k1[rows], ks[cols]] if e is not None else np.zeros(len(rows))
                 Pr, a = P[rows], a2[cols]
                 blocks.append(np.column_stack([Pr[:, _S] + o + a, np.maximum(np.maximum(Pr[:, _M], o), a),
-                                               a, np.maximum(Pr[:, _G], g2[cols]), g2[cols], m2[cols]]))
+                                               a, np.maximum(Pr[:, _G], g2[cols]), g2[cols], m2[cols],
+                                               x2[cols]]))
                 kk.append(ks[cols])
                 pst.append(np.full(len(rows), i - 1))
                 prw.append(rows)
         if not blocks:
             empty = np.zeros(0, dtype=int)
-            return np.zeros((0, 6)), empty, empty, empty
+            return np.zeros((0, _COLS)), empty, empty, empty
         return (np.concatenate(blocks), np.concatenate(kk), np.concatenate(pst),
                 np.concatenate(prw))
 
@@ -361,7 +380,7 @@ def _beam(cand: np.ndarray, k2: np.ndarray, low: np.ndarray, width: int) -> np.n
     ks = k2[srt]
     start = np.r_[0, np.flatnonzero(np.diff(ks)) + 1]
     rank = np.arange(len(srt)) - np.repeat(start, np.diff(np.r_[start, len(srt)]))
-    by_mem = np.lexsort((cand[:, _MEM], k2))
+    by_mem = np.lexsort((cand[:, _MEM] + cand[:, _WS], k2))
     least = by_mem[np.r_[0, np.flatnonzero(np.diff(k2[by_mem])) + 1]]
     return np.union1d(srt[rank < width], least)
 
@@ -608,7 +627,7 @@ def _stage_decomposition(dp: _ChainDP) -> tuple[Assignment | None, float, float]
     value, bott = ranges.bound(dp.c1)
     lb = value + dp.sync_floor + const
     plan = ranges.plan(bott)
-    if plan is None:
+    if plan is None or not fits(dp.t, plan):   # built without the working sets: check them
         return None, math.inf, lb
     return plan, iteration_time(dp.t, plan), lb
 

@@ -5,7 +5,8 @@ memory/time bounds.
 Pricing follows exactly the semantics of :func:`autopar_opt.evaluate.evaluate`
 (docs/DESIGN.md §3): ``p_i = Σ A + Σ R`` over in-stage edges, an edge that crosses
 stages adds ``R'`` at *every* boundary it crosses (relayed), ``g_i = Σ G``,
-memory ``Σ W + inflight_i·Σ H``; latency from
+memory ``Σ W + inflight_i·Σ H + max X`` (X the working set of the layer in
+flight, :func:`~autopar_opt.cost.tables.stage_memory`); latency from
 :func:`autopar_opt.evaluate.pipeline_latency` plus the constant
 ``params.iteration_overhead_s``.
 """
@@ -17,7 +18,7 @@ import time
 import numpy as np
 
 from autopar_opt.core.assignment import Assignment  # noqa: F401 (the DP's answer type)
-from autopar_opt.cost.tables import CostTables
+from autopar_opt.cost.tables import CostTables, stage_memory
 from autopar_opt.evaluate import pipeline_latency
 from autopar_opt.hardware import GIB, MEM_EPS  # noqa: F401  (MEM_EPS re-exported: the DPs' allowance)
 
@@ -25,12 +26,10 @@ from autopar_opt.hardware import GIB, MEM_EPS  # noqa: F401  (MEM_EPS re-exporte
 def stage_terms(tables: CostTables, a: Assignment) -> tuple[list[float], list[float], list[float], list[float]]:
     """Per-stage ``p``, per-boundary ``o``, per-stage ``g`` and per-stage memory (bytes)."""
     pp = tables.pp
-    p, g, w, h = [0.0] * pp, [0.0] * pp, [0.0] * pp, [0.0] * pp
+    p, g = [0.0] * pp, [0.0] * pp
     for u, (i, k) in enumerate(zip(a.stage, a.choice)):
         p[i] += float(tables.time[u][k])
         g[i] += float(tables.sync[u][k])
-        w[i] += float(tables.weight_bytes[u][k])
-        h[i] += float(tables.act_bytes[u][k])
     o = [0.0] * max(pp - 1, 0)
     for e, (u, v) in enumerate(tables.edges):
         su, sv = a.stage[u], a.stage[v]
@@ -39,8 +38,7 @@ def stage_terms(tables: CostTables, a: Assignment) -> tuple[list[float], list[fl
             p[su] += float(tables.reshard[e][ku, kv])
         for b in range(su, sv):
             o[b] += float(tables.cross(e, b)[ku, kv])
-    mem = [w[i] + tables.inflight[i] * h[i] for i in range(pp)]
-    return p, o, g, mem
+    return p, o, g, stage_memory(tables, a.stage, a.choice)
 
 
 def iteration_time(tables: CostTables, a: Assignment) -> float:
@@ -65,7 +63,8 @@ def fit_limit(tables: CostTables) -> float:
 
 
 def layer_memory(tables: CostTables, stage: int) -> list[np.ndarray]:
-    """``W + inflight_stage·H`` per layer and strategy (bytes); ``+inf`` for a
+    """``W + inflight_stage·H`` per layer and strategy (bytes), the stored part of
+    the stage memory (the working set ``X`` adds its maximum); ``+inf`` for a
     strategy the stage may not use (free stage sizes: another device count,
     :meth:`~autopar_opt.cost.tables.CostTables.allowed_in_stage`), so that no
     DP ever fits it there."""
@@ -89,9 +88,11 @@ def past(deadline: float | None) -> bool:
 def least_memory(tables: CostTables) -> float:
     """Least possible peak stage memory (bytes) over all contiguous partitions.
 
-    Memory is separable per layer once the stage is fixed, so the least memory
-    of a layer range in stage ``i`` is the sum of per-layer minima; a
-    min-max partition DP over (prefix, stage) is then exact. O(n²·pp), each
+    Stored memory is separable per layer once the stage is fixed; with the
+    working set the least memory of a layer range in stage ``i`` is, over the
+    levels ``L`` of :func:`working_levels`, the least of ``L`` plus the sum of
+    per-layer minima among strategies with ``X <= L`` (:func:`least_range_memory`);
+    a min-max partition DP over (prefix, stage) is then exact. O(n²·pp), each
     stage one numpy pass over the (end, start) matrix (issue 18: the Python
     loops took ~1.4 s per search on a 128-layer, 32-stage model).
     Used for the infeasibility message and as a proof of infeasibility.
@@ -113,14 +114,64 @@ def least_memory_plan(tables: CostTables) -> Assignment | None:
     stage, choice = [0] * tables.num_layers, [0] * tables.num_layers
     for i, (lo, hi) in enumerate(zip(cuts, cuts[1:])):
         mem = layer_memory(tables, i)
+        L = least_range_memory(tables, i)[1][hi, lo]
         for u in range(lo, hi):
-            stage[u], choice[u] = i, int(np.argmin(mem[u]))
+            m = np.where(tables.working_bytes[u] <= L, mem[u], np.inf)
+            stage[u], choice[u] = i, int(np.argmin(m))
     return Assignment(stage, choice)
+
+
+def working_levels(tables: CostTables, mem: list[np.ndarray]) -> np.ndarray:
+    """The working-set levels ``L`` at which some layer's least stored memory
+    among its strategies with ``X <= L`` drops: the ``X`` of the points of each
+    layer's (stored memory, working set) Pareto front. A stage's least memory
+    is ``min_L (Σ_u min_{k: X<=L} m[u,k] + L)`` over these levels only (any
+    other level equals the next lower one in the sum and costs more)."""
+    levels: set[float] = set()
+    seen: set[tuple[int, int]] = set()
+    for m, x in zip(mem, tables.working_bytes):
+        key = (id(m), id(x))
+        if key in seen or not len(m):
+            continue
+        seen.add(key)
+        ok = np.isfinite(m)
+        order = np.lexsort((m[ok], x[ok]))
+        best = np.inf
+        for mv, xv in zip(m[ok][order], x[ok][order]):
+            if mv < best:
+                best = mv
+                levels.add(float(xv))
+    return np.array(sorted(levels)) if levels else np.zeros(1)
+
+
+def least_range_memory(tables: CostTables, stage: int) -> tuple[np.ndarray, np.ndarray]:
+    """``span[e, s]``: the least memory (bytes) of layers ``[s, e)`` in ``stage``,
+    stored plus the largest working set (``+inf`` where a layer has no usable
+    strategy or ``s >= e``), and ``level[e, s]`` the working-set level reaching it."""
+    n = tables.num_layers
+    mem = layer_memory(tables, stage)
+    span = np.full((n + 1, n + 1), np.inf)
+    level = np.zeros((n + 1, n + 1))
+    for L in working_levels(tables, mem):
+        mins = np.array([float(np.min(m[x <= L])) if np.any(x <= L) else np.inf
+                         for m, x in zip(mem, tables.working_bytes)])
+        # a layer with no strategy the stage may use (free stage sizes) costs +inf
+        # there: range sums count those separately instead of subtracting infinities
+        finite = np.isfinite(mins)
+        pref = np.concatenate([[0.0], np.cumsum(np.where(finite, mins, 0.0))])
+        bad = np.concatenate([[0], np.cumsum(~finite)])
+        cur = pref[:, None] - pref[None, :] + L
+        cur[bad[:, None] > bad[None, :]] = np.inf
+        better = cur < span
+        span[better] = cur[better]
+        level[better] = L
+    return span, level
 
 
 def _least_memory_partition(tables: CostTables) -> tuple[float, list[int] | None]:
     """:func:`least_memory` and the stage boundaries ``[0, e_0, …, n]`` of a partition
-    that reaches it (None when ``pp > n`` or the value is infinite)."""
+    that reaches it (None when ``pp > n`` or the value is infinite). A range's
+    memory is exact with the working set (:func:`least_range_memory`)."""
     n, pp = tables.num_layers, tables.pp
     if pp > n:
         return float("inf"), None
@@ -129,15 +180,12 @@ def _least_memory_partition(tables: CostTables) -> tuple[float, list[int] | None
     best = np.full(n + 1, np.inf)
     best[0] = 0.0
     parent = []
+    memo: dict[tuple, np.ndarray] = {}    # stages with equal in-flight count and devices agree
     for i in range(pp):
-        mins = np.array([float(x.min()) for x in layer_memory(tables, i)])
-        # a layer with no strategy the stage may use (free stage sizes) costs +inf
-        # there: range sums count those separately instead of subtracting infinities
-        finite = np.isfinite(mins)
-        pref = np.concatenate([[0.0], np.cumsum(np.where(finite, mins, 0.0))])
-        bad = np.concatenate([[0], np.cumsum(~finite)])
-        span = pref[:, None] - pref[None, :]
-        span[bad[:, None] > bad[None, :]] = np.inf
+        key = (tables.inflight[i], None if tables.stage_devices is None else tables.stage_devices[i])
+        if key not in memo:
+            memo[key] = least_range_memory(tables, i)[0]
+        span = memo[key]
         cand = np.maximum(best[None, :], span)
         cand[~(before & (pos[None, :] >= i))] = np.inf
         parent.append(cand.argmin(axis=1))

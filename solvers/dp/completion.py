@@ -6,6 +6,14 @@ processed, in stage ``i`` with strategy ``k``, current stage memory ``mem``)
 still has to place layers ``u+1 .. n-1`` into stages ``i .. P-1`` (each stage
 non-empty, ending in stage ``P-1``).
 
+
+Working sets. The stage memory also holds the largest working set ``X`` of
+its layers (:func:`~autopar_opt.cost.tables.stage_memory`); this module
+leaves it out (the chain DP passes a label's stored memory plus its working
+set so far as ``mem``). Every plan's stage memory is at least what is
+modelled here, so the constraint is relaxed and the bounds stay valid; the
+chain DP itself enforces the working set exactly.
+
 Backward shortest path (exact for the additive part, memory relaxed). With
 multipliers ``λ_j ≥ 0`` per stage and stage-dependent layer memory ``m_j[v,k]``:
 

@@ -3,7 +3,8 @@
 With one stage the objective of docs/DESIGN.md §3 is linear:
 ``T = c·(Σ_u A[u,k_u] + Σ_(u,v) R[e][k_u,k_v]) + Σ_u G[u,k_u]`` (+ constant),
 because ``max p = Σp = p`` and there is no transfer. Memory is one global
-knapsack ``Σ_u W[u,k_u] + inflight_0·Σ_u H[u,k_u] ≤ capacity``.
+knapsack ``Σ_u W[u,k_u] + inflight_0·Σ_u H[u,k_u] + max_u X[u,k_u] ≤ capacity``
+(``X`` the working set of the layer in flight, :func:`~autopar_opt.cost.tables.stage_memory`).
 
 Method (Elango, "PaSE: Parallelization Strategies for Efficient DNN
 Training", IPDPS 2021, Sec. IV): visit the vertices in an order
@@ -19,9 +20,11 @@ to the visited part when possible) that leaves the smallest dependent set,
 ties broken by topological index.
 
 Memory is handled exactly with Pareto labels: every table entry keeps the
-non-dominated ``(cost, memory)`` pairs (a label with more cost and more memory
-can never be better for any completion since both are additive), and labels
-over capacity are dropped (memory only grows). Optimal = least cost among the
+non-dominated ``(cost, memory, working set)`` triples (a label with more cost,
+more stored memory and a larger working set can never be better for any
+completion: cost and memory add, the working set is a running maximum), and
+labels whose ``memory + working set`` exceeds the capacity are dropped (both
+only grow). Optimal = least cost among the
 final labels.
 
 Complexity: O(n · K · Λ^|D| · L) label operations (``K`` strategies, ``Λ``
@@ -82,6 +85,29 @@ def _pareto2(cost: np.ndarray, mem: np.ndarray) -> np.ndarray:
     return order[m < best_before]
 
 
+def _pareto3(cost: np.ndarray, mem: np.ndarray, ws: np.ndarray, safe: float) -> np.ndarray:
+    """Indices of the (cost, memory, working set) Pareto-optimal labels, least
+    cost first (of equal triples the first stays); :func:`_pareto2` when no
+    label has a working set. A label whose memory is at most ``safe`` fits
+    whatever follows (the remaining layers' largest memory and the largest
+    working set of any layer still fit): it dominates every costlier label."""
+    if not np.any(ws):
+        return _pareto2(cost, mem)
+    order = np.lexsort((ws, mem, cost))
+    m, w = mem[order], ws[order]
+    free = np.flatnonzero(m <= safe)
+    if len(free):
+        order, m, w = order[:free[0] + 1], m[:free[0] + 1], w[:free[0] + 1]
+    n = len(order)
+    out = np.zeros(n, dtype=bool)
+    for start in range(0, n, 2048):   # earlier rows dominate later ones (transitive)
+        blk = slice(start, min(n, start + 2048))
+        hit = (m[:blk.stop, None] <= m[None, blk]) & (w[:blk.stop, None] <= w[None, blk])
+        hit &= np.arange(blk.stop)[:, None] < np.arange(blk.start, blk.stop)[None, :]
+        out[blk] = hit.any(axis=0)
+    return order[~out]
+
+
 def solve_dag_single_stage(tables: CostTables, deadline: float | None = None) -> tuple[Assignment | None, float]:
     """Optimal assignment for ``pp == 1`` (None when nothing fits) and its DP value.
 
@@ -90,6 +116,7 @@ def solve_dag_single_stage(tables: CostTables, deadline: float | None = None) ->
     n, c = tables.num_layers, float(tables.microbatches)
     cap = tables.capacity_bytes + MEM_EPS * GIB
     mem = layer_memory(tables, 0)
+    work = [np.asarray(x, dtype=float) for x in tables.working_bytes]
     node_cost = [c * a + g for a, g in zip(tables.time, tables.sync)]
     order, _ = generate_seq(n, tables.edges)
     pos = {v: t for t, v in enumerate(order)}
@@ -109,10 +136,15 @@ def solve_dag_single_stage(tables: CostTables, deadline: float | None = None) ->
         for k, lid in enumerate(ids):
             first.setdefault(lid, k)
         rep.append(first)
+    # stored memory under which a label fits whatever follows: the largest usable
+    # memory of every vertex not yet visited plus the largest working set of any
+    top_ws = max((float(x[np.isfinite(m)].max(initial=0.0)) for x, m in zip(work, mem)), default=0.0)
+    most = [float(m[np.isfinite(m)].max(initial=0.0)) for m in mem]
+    rest_after = np.concatenate([np.cumsum([most[v] for v in order][::-1])[::-1][1:], [0.0]])
     frontier: list[int] = []
-    # table: frontier layouts -> (cost, memory) arrays of its Pareto labels;
+    # table: frontier layouts -> (cost, memory, working set) arrays of its Pareto labels;
     # history[t][key] = (parts, part index per label, parent row per label)
-    table: dict[tuple, tuple[np.ndarray, np.ndarray]] = {(): (np.zeros(1), np.zeros(1))}
+    table: dict[tuple, tuple[np.ndarray, ...]] = {(): (np.zeros(1), np.zeros(1), np.zeros(1))}
     history: list[dict] = []
     for t, v in enumerate(order):
         if deadline is not None and time.monotonic() > deadline:
@@ -120,7 +152,7 @@ def solve_dag_single_stage(tables: CostTables, deadline: float | None = None) ->
         new_front = [f for f in frontier + [v] if last_use[f] > t]
         idx = {f: j for j, f in enumerate(frontier)}
         parts: dict[tuple, list] = defaultdict(list)
-        for key, (C, M) in table.items():
+        for key, (C, M, X) in table.items():
             full = dict(zip(frontier, key))
             for k in range(len(node_cost[v])):
                 add = float(node_cost[v][k])
@@ -128,21 +160,23 @@ def solve_dag_single_stage(tables: CostTables, deadline: float | None = None) ->
                     other = tables.edges[e][0] if v_is_dst else tables.edges[e][1]
                     ko = rep[other][key[idx[other]]]
                     add += c * float(tables.reshard[e][ko, k] if v_is_dst else tables.reshard[e][k, ko])
-                m = float(mem[v][k])
-                rows = np.flatnonzero(M + m <= cap)
+                m, x = float(mem[v][k]), float(work[v][k])
+                ws = np.maximum(X, x)
+                rows = np.flatnonzero(M + m + ws <= cap)
                 if not len(rows):
                     continue
                 full[v] = lay_of[v][k]
                 nkey = tuple(full[f] for f in new_front)
-                parts[nkey].append((C[rows] + add, M[rows] + m, key, rows, k))
+                parts[nkey].append((C[rows] + add, M[rows] + m, key, rows, k, ws[rows]))
         table, step = {}, {}
         for nkey, plist in parts.items():
             cost = np.concatenate([p[0] for p in plist])
             memv = np.concatenate([p[1] for p in plist])
+            wsv = np.concatenate([p[5] for p in plist])
             which = np.concatenate([np.full(len(p[0]), j) for j, p in enumerate(plist)])
             prow = np.concatenate([p[3] for p in plist])
-            keep = _pareto2(cost, memv)
-            table[nkey] = (cost[keep], memv[keep])
+            keep = _pareto3(cost, memv, wsv, cap - top_ws - float(rest_after[t]))
+            table[nkey] = (cost[keep], memv[keep], wsv[keep])
             step[nkey] = ([(p[2], p[4]) for p in plist], which[keep], prow[keep])
         history.append(step)
         frontier = new_front

@@ -1,10 +1,10 @@
 """Label dominance filter of the chain DP (:mod:`~autopar_opt.solvers.dp.chain`).
 
-Rows are labels ``(S, M, pc, G, gc, mem)`` of one state group (same stage, same layout of
+Rows are labels ``(S, M, pc, G, gc, mem, ws)`` of one state group (same stage, same layout of
 the last layer), sorted by key ``S + (c−1)·M + G`` with ties broken so that a dominating
 label comes first. Row ``x`` dominates a later row ``y`` when
 
-    mem_x ≤ max(mem_y, safe),  k_x ≤ k_y  and
+    (mem_x ≤ mem_y and ws_x ≤ ws_y, or mem_x ≤ safe),  k_x ≤ k_y  and
     S_x + (c−1)·max(f, M_x−M_y, pc_x−pc_y) + max(f, G_x−G_y, gc_x−gc_y) ≤ S_y
 
 (``f = 0``, or ``−inf`` in the last stage; the chain module's docstring proves that every
@@ -28,7 +28,7 @@ import numpy as np
 from autopar_opt.solvers.dp.common import DPTimeout, past
 
 # label columns (as in chain.py)
-_S, _M, _PC, _G, _GC, _MEM = range(6)
+_S, _M, _PC, _G, _GC, _MEM, _WS = range(7)
 #: rows compared at once by the all-pairs test
 BLOCK = 512
 #: predecessors in key order each row is first compared with
@@ -69,7 +69,8 @@ def window_dominated(lab: np.ndarray, ks: np.ndarray, c1: float, floor: float, s
 def _dom_pairs(a: np.ndarray, ka: np.ndarray, b: np.ndarray, kb: np.ndarray, c1: float,
                floor: float, safe: float) -> np.ndarray:
     """Elementwise (broadcast) test: label ``a`` dominates label ``b`` (last axis = columns)."""
-    ok = (a[..., _MEM] <= np.maximum(b[..., _MEM], safe)) & (ka <= kb)
+    ok = (((a[..., _MEM] <= b[..., _MEM]) & (a[..., _WS] <= b[..., _WS])) | (a[..., _MEM] <= safe)) \
+        & (ka <= kb)
     d = np.maximum(np.maximum(a[..., _M] - b[..., _M], a[..., _PC] - b[..., _PC]), floor)
     g = np.maximum(np.maximum(a[..., _G] - b[..., _G], a[..., _GC] - b[..., _GC]), floor)
     return ok & (c1 * d + g + a[..., _S] <= b[..., _S])   # dom_matrix's order of operations
@@ -100,7 +101,9 @@ def dom_matrix(a: np.ndarray, ka: np.ndarray, b: np.ndarray, kb: np.ndarray, c1:
                floor: float, safe: float) -> np.ndarray:
     """``D[x, y]``: row ``x`` of ``a`` dominates row ``y`` of ``b`` (in-place operations:
     this O(L²) test is most of an exact pass's time)."""
-    ok = np.less_equal.outer(a[:, _MEM], np.maximum(b[:, _MEM], safe))
+    ok = np.less_equal.outer(a[:, _MEM], b[:, _MEM])
+    ok &= np.less_equal.outer(a[:, _WS], b[:, _WS])
+    ok |= (a[:, _MEM] <= safe)[:, None]
     ok &= np.less_equal.outer(ka, kb)
     d = np.subtract.outer(a[:, _M], b[:, _M])
     np.maximum(d, np.subtract.outer(a[:, _PC], b[:, _PC]), out=d)

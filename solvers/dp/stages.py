@@ -37,6 +37,14 @@ the minimum over the values ``B`` that ``f`` takes (``Ψ`` only changes there):
 under every plan's bottleneck. The minimising split, with each stage's
 integer knapsack solution (:meth:`StageRanges.plan`), is a plan: priced
 exactly it is the incumbent the label DP starts from.
+
+
+Working sets. The stage memory also holds the largest working set ``X`` of
+its layers (:func:`~autopar_opt.cost.tables.stage_memory`); this module
+leaves it out. Every plan's stage memory is at least what is modelled here,
+so the constraint is relaxed and the bounds stay valid; the chain DP keeps
+this module's plan only if it fits with its working sets, and enforces them
+exactly in its own labels.
 """
 
 from __future__ import annotations
