@@ -2,7 +2,7 @@
 
 Oracle 1: the dominance relation written out per pair in plain Python (chain.py's
 module docstring). On random label sets with many ties (small integer grids, so
-that equal keys, equal memory and equal strategies are frequent), in the last stage
+that equal keys, equal memory, equal working sets and equal strategies are frequent), in the last stage
 and not, with and without a safe memory level, the filter must keep an antichain
 that covers every removed row:
 
@@ -42,9 +42,10 @@ from test_dp_bruteforce import small_cluster
 
 def _dominates(x: np.ndarray, y: np.ndarray, kx: int, ky: int, c1: float, last: bool, safe: float) -> bool:
     """Label ``x`` dominates label ``y``: the relation of chain.py's docstring, one pair."""
-    S, M, PC, G, GC, MEM = range(6)
+    S, M, PC, G, GC, MEM, WS = range(7)
     f = -math.inf if last else 0.0
-    if not (x[MEM] <= max(y[MEM], safe) and kx <= ky):
+    # less stored memory and a smaller working set, or memory below the safe level
+    if not (((x[MEM] <= y[MEM] and x[WS] <= y[WS]) or x[MEM] <= safe) and kx <= ky):
         return False
     d = max(f, x[M] - y[M], x[PC] - y[PC])
     g = max(f, x[G] - y[G], x[GC] - y[GC])
@@ -59,10 +60,11 @@ def _labels(rng: np.random.Generator, n: int, c1: float):
     G = np.maximum(gc, rng.integers(0, 4, n))
     S = pc + rng.integers(0, 8, n)
     mem = rng.integers(0, 6, n).astype(float)
-    lab = np.column_stack([S, M, pc, G, gc, mem])
+    ws = rng.integers(0, 3, n).astype(float)
+    lab = np.column_stack([S, M, pc, G, gc, mem, ws])
     ks = rng.integers(0, 3, n)
     key = S + c1 * M + G
-    order = np.lexsort((gc, pc, mem, key))
+    order = np.lexsort((gc, pc, ws, mem, key))
     return lab[order], ks[order]
 
 
