@@ -140,7 +140,7 @@ def test_indexed_closest_equals_the_scan():
 
 def _prune_loop(strats, costs):
     """The pairwise loop :func:`autopar_opt.cost.tables._prune` replaced."""
-    vec = [(c.time_s, c.sync_s, c.weight_bytes, c.act_bytes) for c in costs]
+    vec = [(c.time_s, c.sync_s, c.weight_bytes, c.act_bytes, c.working_bytes) for c in costs]
     keep = []
     for i, s in enumerate(strats):
         dominated = False
@@ -165,9 +165,9 @@ def test_vectorised_prune_keeps_what_the_loop_kept():
 
     rng = random.Random(11)
     values = [0.0, 1.0, 2.0, 1.0 + 1e-13, 3.5, float("inf")]
-    fields = ("time_s", "sync_s", "weight_bytes", "act_bytes")
+    fields = ("time_s", "sync_s", "weight_bytes", "act_bytes", "working_bytes")
 
-    def cost():       # _prune reads only these four fields of a LayerCost
+    def cost():       # _prune reads only these five fields of a LayerCost
         return SimpleNamespace(**{f: rng.choice(values) for f in fields})
 
     for _ in range(1500):
