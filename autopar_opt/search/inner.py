@@ -10,7 +10,9 @@ budget (:data:`DP_WARM_FRACTION` of the configuration's time, at most
 :data:`DP_WARM_MAX_S`); the MIP starts from the better of its plan and the best
 uniform plan of the configuration. Both the DP and the MIP bounds are proven,
 so the configuration keeps the larger. When the DP has already proven its plan
-optimal, the configuration is closed and no MIP is built (issue 18: the MIP
+optimal, or within the requested relative gap (its bound is proven: a time-limited
+DP reports the deepening passes' bound), the configuration is closed and no MIP
+is built (issue 18: the MIP
 run after an exact DP proved nothing the DP had not, and took 2-3x the DP's
 time on the frontier instances); ``SearchOptions.dp_check`` (or
 ``--export-models``, which needs the MIP) still runs the MIP as an independent
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.core.assignment import Assignment
-from autopar_opt.core.bounds import Bounds, Status, strictly_better
+from autopar_opt.core.bounds import Bounds, Status, strictly_better, within_gap
 from autopar_opt.core.result import ProblemClass, SolveResult, Termination
 from autopar_opt.solvers.base import Feature
 
@@ -119,7 +121,10 @@ class InnerSolver:
         limit = remaining_s
         if opts.warm_start and self.form_name != "tables":
             warm, dp = self._warm(tables, remaining_s)
-            if dp.termination is Termination.optimal and dp.has_solution and not (
+            closed = dp.termination is Termination.optimal or (
+                dp.termination is Termination.feasible
+                and within_gap(dp.primal, dp.lower_bound, opts.rel_gap))
+            if closed and dp.has_solution and not (
                     getattr(opts, "dp_check", False) or opts.export_dir is not None):
                 return _dp_closed(dp, opts.rel_gap)
             if dp.termination is Termination.optimal:
@@ -214,10 +219,12 @@ def _load_mip_modules() -> None:
 
 
 def _dp_closed(dp: SolveResult, rel_gap: float) -> InnerOutcome:
-    """The outcome of a configuration the exact DP warm start proved optimal."""
+    """The outcome of a configuration the exact DP warm start proved optimal (or
+    within ``rel_gap``: its time-limited bound)."""
+    how = ("proven optimal by the exact DP warm start" if dp.termination is Termination.optimal
+           else f"proven within the relative gap {rel_gap:g} by the exact DP warm start's bound")
     res = dp.with_(timings={"dp_warm": dp.wall_time_s},
-                   message="; ".join(m for m in (dp.message, "proven optimal by the exact DP "
-                                                 "warm start; no MIP was run") if m))
+                   message="; ".join(m for m in (dp.message, f"{how}; no MIP was run") if m))
     return InnerOutcome(res, dp.solution).derive(rel_gap)
 
 

@@ -91,7 +91,7 @@ import numpy as np
 
 from autopar_opt.cost.tables import CostTables, symmetric_edges
 from autopar_opt.solvers.dp.common import (MEM_EPS, Assignment, DPTimeout, fits, iteration_time,
-                                           layer_memory, least_memory_plan, past)
+                                           layer_memory, least_memory_plan, past, working_levels)
 from autopar_opt.solvers.dp.completion import CompletionBounds
 from autopar_opt.solvers.dp.dominance import dominated
 from autopar_opt.solvers.dp.partition import CoverBound
@@ -610,14 +610,26 @@ def _stage_decomposition(dp: _ChainDP) -> tuple[Assignment | None, float, float]
     (:mod:`~autopar_opt.solvers.dp.stages`); raises ``dp.bott_floor`` to its floor.
     ``(None, inf, -inf)`` where the tables are too costly to build (no long runs of
     identical layers) or nothing fits, or when the deadline has passed (building the tables
-    raises :class:`DPTimeout` once it passes)."""
+    raises :class:`DPTimeout` once it passes).
+
+    With working sets the range function is exact too: a stage whose largest working
+    set is ``L`` is a range of strategies with ``X <= L`` within ``capacity - L``, so
+    ``f_j(s, e) = min_L f_j^L(s, e)`` over the levels of
+    :func:`~autopar_opt.solvers.dp.common.working_levels`, each ``f^L`` a decomposition
+    of its own; the split then takes every stage's strategies from the level that
+    attains its range, so the plan fits. Where a level's tables are too costly, the
+    relaxed ranges (working sets left out) still give a valid bound and no plan."""
     const = dp.t.params.iteration_overhead_s
     if past(dp.deadline):
         return None, math.inf, -math.inf
-    ranges = StageRanges(dp.t.time, dp.mem, dp.cap, dp.allowed, least_entry(dp.t, dp.allowed, dp.edge_of),
-                         dp.deadline)
+    entry = least_entry(dp.t, dp.allowed, dp.edge_of)
+    ranges = StageRanges(dp.t.time, dp.mem, dp.cap, dp.allowed, entry, dp.deadline)
     if not ranges.f:
         return None, math.inf, -math.inf
+    subs = _level_ranges(dp, entry) if any(np.any(x > 0) for x in dp.work) else None
+    if subs is not None:
+        stack = [np.stack([sub.f[j] for _, sub in subs]) for j in range(dp.pp)]
+        ranges.f = [st.min(axis=0) for st in stack]       # exact with the working sets
     floor = ranges.least_bottleneck()
     if not math.isfinite(floor):
         return None, math.inf, -math.inf
@@ -626,10 +638,37 @@ def _stage_decomposition(dp: _ChainDP) -> tuple[Assignment | None, float, float]
         dp.bott_floor = max(dp.bott_floor, floor)
     value, bott = ranges.bound(dp.c1)
     lb = value + dp.sync_floor + const
-    plan = ranges.plan(bott)
-    if plan is None or not fits(dp.t, plan):   # built without the working sets: check them
+    if subs is None:
+        plan = ranges.plan(bott)
+        if any(np.any(x > 0) for x in dp.work) and plan is not None and not fits(dp.t, plan):
+            plan = None      # relaxed ranges: their plan may overflow with its working sets
+    else:
+        starts = ranges.split(bott)
+        plan = None
+        if starts is not None:
+            stage, choice = [0] * dp.n, [0] * dp.n
+            for j, s in enumerate(starts):
+                e = starts[j + 1] if j + 1 < dp.pp else dp.n
+                sub = subs[int(stack[j][:, s, e].argmin())][1]
+                for v, k in zip(range(s, e), sub.stage_choice(j, s, e)):
+                    stage[v], choice[v] = j, k
+            plan = Assignment(stage, choice)
+    if plan is None:
         return None, math.inf, lb
     return plan, iteration_time(dp.t, plan), lb
+
+
+def _level_ranges(dp: _ChainDP, entry) -> list[tuple[float, StageRanges]] | None:
+    """The decomposition of every working-set level ``L`` (strategies with ``X <= L``,
+    capacity less ``L``), or None when one of them is too costly to build."""
+    out = []
+    for level in working_levels(dp.t, dp.mem[0]):
+        mem = [[np.where(x <= level, m, np.inf) for m, x in zip(stage, dp.work)] for stage in dp.mem]
+        sub = StageRanges(dp.t.time, mem, dp.cap - level, dp.allowed, entry, dp.deadline)
+        if not sub.f:
+            return None
+        out.append((float(level), sub))
+    return out
 
 
 def _set_bottleneck_floor(dp: _ChainDP, ub: float) -> None:
