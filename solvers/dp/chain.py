@@ -615,7 +615,8 @@ def _stage_decomposition(dp: _ChainDP) -> tuple[Assignment | None, float, float]
     With working sets the range function is exact too: a stage whose largest working
     set is ``L`` is a range of strategies with ``X <= L`` within ``capacity - L``, so
     ``f_j(s, e) = min_L f_j^L(s, e)`` over the levels of
-    :func:`~autopar_opt.solvers.dp.common.working_levels`, each ``f^L`` a decomposition
+    :func:`~autopar_opt.solvers.dp.common.working_levels` (``with_time``: the ``X`` of every
+    strategy on a layer's (time, memory, working set) front), each ``f^L`` a decomposition
     of its own; the split then takes every stage's strategies from the level that
     attains its range, so the plan fits. Where a level's tables are too costly, the
     relaxed ranges (working sets left out) still give a valid bound and no plan."""
@@ -662,7 +663,8 @@ def _level_ranges(dp: _ChainDP, entry) -> list[tuple[float, StageRanges]] | None
     """The decomposition of every working-set level ``L`` (strategies with ``X <= L``,
     capacity less ``L``), or None when one of them is too costly to build."""
     out = []
-    for level in working_levels(dp.t, dp.mem[0]):
+    levels = sorted({float(L) for stage in dp.mem for L in working_levels(dp.t, stage, with_time=True)})
+    for level in levels:
         mem = [[np.where(x <= level, m, np.inf) for m, x in zip(stage, dp.work)] for stage in dp.mem]
         sub = StageRanges(dp.t.time, mem, dp.cap - level, dp.allowed, entry, dp.deadline)
         if not sub.f:

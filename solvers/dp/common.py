@@ -121,26 +121,38 @@ def least_memory_plan(tables: CostTables) -> Assignment | None:
     return Assignment(stage, choice)
 
 
-def working_levels(tables: CostTables, mem: list[np.ndarray]) -> np.ndarray:
-    """The working-set levels ``L`` at which some layer's least stored memory
-    among its strategies with ``X <= L`` drops: the ``X`` of the points of each
-    layer's (stored memory, working set) Pareto front. A stage's least memory
-    is ``min_L (Σ_u min_{k: X<=L} m[u,k] + L)`` over these levels only (any
-    other level equals the next lower one in the sum and costs more)."""
+def working_levels(tables: CostTables, mem: list[np.ndarray], with_time: bool = False) -> np.ndarray:
+    """Working-set levels ``L`` that a stage's least memory (or, ``with_time``, its
+    least time within a memory budget) can need: the ``X`` of the points of each
+    layer's (stored memory, working set) Pareto front, or of its (time, stored
+    memory, working set) front. A stage's least memory is
+    ``min_L (Σ_u min_{k: X<=L} m[u,k] + L)`` over the first set only (any other
+    level gives the same sum as the next lower one and costs more); the least
+    time needs the second (a faster strategy of larger ``X`` may be the one used)."""
     levels: set[float] = set()
     seen: set[tuple[int, int]] = set()
-    for m, x in zip(mem, tables.working_bytes):
-        key = (id(m), id(x))
+    for u, (m, x) in enumerate(zip(mem, tables.working_bytes)):
+        key = (id(m), id(x)) if not with_time else (id(m), id(x), id(tables.time[u]))
         if key in seen or not len(m):
             continue
         seen.add(key)
         ok = np.isfinite(m)
-        order = np.lexsort((m[ok], x[ok]))
+        mv, xv = m[ok], np.asarray(x, float)[ok]
+        if with_time:
+            tv = np.asarray(tables.time[u], float)[ok]
+            idx = np.arange(len(mv))
+            for k in idx:
+                worse = (tv <= tv[k]) & (mv <= mv[k]) & (xv <= xv[k]) & (
+                    (tv < tv[k]) | (mv < mv[k]) | (xv < xv[k]) | (idx < k))
+                if not worse.any():
+                    levels.add(float(xv[k]))
+            continue
+        order = np.lexsort((mv, xv))
         best = np.inf
-        for mv, xv in zip(m[ok][order], x[ok][order]):
-            if mv < best:
-                best = mv
-                levels.add(float(xv))
+        for a, b in zip(mv[order], xv[order]):
+            if a < best:
+                best = a
+                levels.add(float(b))
     return np.array(sorted(levels)) if levels else np.zeros(1)
 
 
