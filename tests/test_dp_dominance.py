@@ -44,8 +44,9 @@ def _dominates(x: np.ndarray, y: np.ndarray, kx: int, ky: int, c1: float, last: 
     """Label ``x`` dominates label ``y``: the relation of chain.py's docstring, one pair."""
     S, M, PC, G, GC, MEM, WS = range(7)
     f = -math.inf if last else 0.0
-    # less stored memory and a smaller working set, or memory below the safe level
-    if not (((x[MEM] <= y[MEM] and x[WS] <= y[WS]) or x[MEM] <= safe) and kx <= ky):
+    # no more stored memory and no more stored memory + working set (then every completion
+    # that fits after y fits after x), or memory below the safe level
+    if not (((x[MEM] <= y[MEM] and x[MEM] + x[WS] <= y[MEM] + y[WS]) or x[MEM] <= safe) and kx <= ky):
         return False
     d = max(f, x[M] - y[M], x[PC] - y[PC])
     g = max(f, x[G] - y[G], x[GC] - y[GC])
@@ -64,7 +65,7 @@ def _labels(rng: np.random.Generator, n: int, c1: float):
     lab = np.column_stack([S, M, pc, G, gc, mem, ws])
     ks = rng.integers(0, 3, n)
     key = S + c1 * M + G
-    order = np.lexsort((gc, pc, ws, mem, key))
+    order = np.lexsort((gc, pc, mem + ws, mem, key))
     return lab[order], ks[order]
 
 

@@ -28,7 +28,8 @@ nothing since ``pc`` only grows. Transitions: stay in stage ``i`` (add
 ``A + R``) or open stage ``i+1`` (add ``o = R'`` at boundary ``i``).
 
 Dominance (exact): label 1 dominates label 2 at the same state if
-``mem1 ≤ mem2``, ``ws1 ≤ ws2`` and ``S1 + (c−1)·max(0, M1−M2, pc1−pc2) + max(0, G1−G2, gc1−gc2) ≤ S2``
+``mem1 ≤ mem2``, ``mem1 + ws1 ≤ mem2 + ws2`` (:mod:`~autopar_opt.solvers.dp.dominance`:
+then every completion that fits after label 2 fits after label 1) and ``S1 + (c−1)·max(0, M1−M2, pc1−pc2) + max(0, G1−G2, gc1−gc2) ≤ S2``
 (in the last stage without the ``0``s: no later stage can raise the maxima).
 For every completion the two final costs differ by at most that expression
 because ``max(a1,b1+x,y) − max(a2,b2+x,y) ≤ max(0, a1−a2, b1−b2)``; the relation
@@ -306,7 +307,7 @@ class _ChainDP:
         lay = self.layout_id[u][k2]
         # ties of the key (frequent once M and G are floored) broken so that a dominating
         # label comes first: less memory, then less stage time and sync
-        srt = np.lexsort((cand[:, _GC], cand[:, _PC], cand[:, _WS], cand[:, _MEM], key, lay))
+        srt = np.lexsort((cand[:, _GC], cand[:, _PC], cand[:, _MEM] + cand[:, _WS], cand[:, _MEM], key, lay))
         cuts = np.flatnonzero(np.diff(lay[srt])) + 1
         keep = []
         for grp in np.split(srt, cuts):
@@ -618,8 +619,10 @@ def _stage_decomposition(dp: _ChainDP) -> tuple[Assignment | None, float, float]
     :func:`~autopar_opt.solvers.dp.common.working_levels` (``with_time``: the ``X`` of every
     strategy on a layer's (time, memory, working set) front), each ``f^L`` a decomposition
     of its own; the split then takes every stage's strategies from the level that
-    attains its range, so the plan fits. Where a level's tables are too costly, the
-    relaxed ranges (working sets left out) still give a valid bound and no plan."""
+    attains its range, so the plan fits. The levels are built only where the relaxed
+    decomposition's plan (working sets left out) overflows with its working sets;
+    where it fits, or a level's tables are too costly, the relaxed ranges give the
+    (valid) bound and their plan if it fits."""
     const = dp.t.params.iteration_overhead_s
     if past(dp.deadline):
         return None, math.inf, -math.inf
@@ -627,7 +630,14 @@ def _stage_decomposition(dp: _ChainDP) -> tuple[Assignment | None, float, float]
     ranges = StageRanges(dp.t.time, dp.mem, dp.cap, dp.allowed, entry, dp.deadline)
     if not ranges.f:
         return None, math.inf, -math.inf
-    subs = _level_ranges(dp, entry) if any(np.any(x > 0) for x in dp.work) else None
+    subs = None
+    if any(np.any(x > 0) for x in dp.work):
+        # the relaxed decomposition first: where its plan fits with its working sets (they
+        # do not bind) it is kept as it is; else the exact per-level one replaces it
+        plain = ranges.least_bottleneck()
+        relaxed = ranges.plan(ranges.bound(dp.c1)[1]) if math.isfinite(plain) else None
+        if relaxed is None or not fits(dp.t, relaxed):
+            subs = _level_ranges(dp, entry)
     if subs is not None:
         stack = [np.stack([sub.f[j] for _, sub in subs]) for j in range(dp.pp)]
         ranges.f = [st.min(axis=0) for st in stack]       # exact with the working sets

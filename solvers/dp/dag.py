@@ -20,9 +20,10 @@ to the visited part when possible) that leaves the smallest dependent set,
 ties broken by topological index.
 
 Memory is handled exactly with Pareto labels: every table entry keeps the
-non-dominated ``(cost, memory, working set)`` triples (a label with more cost,
-more stored memory and a larger working set can never be better for any
-completion: cost and memory add, the working set is a running maximum), and
+non-dominated ``(cost, memory, memory + working set)`` triples (a label with
+more cost, more stored memory and more stored memory plus working set can never
+be better for any completion: cost and memory add, the working set is a running
+maximum, see :func:`_pareto3`), and
 labels whose ``memory + working set`` exceeds the capacity are dropped (both
 only grow). Optimal = least cost among the
 final labels.
@@ -86,15 +87,18 @@ def _pareto2(cost: np.ndarray, mem: np.ndarray) -> np.ndarray:
 
 
 def _pareto3(cost: np.ndarray, mem: np.ndarray, ws: np.ndarray, safe: float) -> np.ndarray:
-    """Indices of the (cost, memory, working set) Pareto-optimal labels, least
-    cost first (of equal triples the first stays); :func:`_pareto2` when no
-    label has a working set. A label whose memory is at most ``safe`` fits
+    """Indices of the Pareto-optimal labels in (cost, memory, memory + working
+    set), least cost first (of equal triples the first stays): a label no
+    costlier, with no more memory and no more memory plus working set, fits
+    every completion the other fits (:mod:`~autopar_opt.solvers.dp.dominance`);
+    :func:`_pareto2` when no label has a working set. A label whose memory is at most ``safe`` fits
     whatever follows (the remaining layers' largest memory and the largest
     working set of any layer still fit): it dominates every costlier label."""
     if not np.any(ws):
         return _pareto2(cost, mem)
-    order = np.lexsort((ws, mem, cost))
-    m, w = mem[order], ws[order]
+    held = mem + ws    # dominance on (memory, memory + working set): solvers/dp/dominance.py
+    order = np.lexsort((held, mem, cost))
+    m, w = mem[order], held[order]
     free = np.flatnonzero(m <= safe)
     if len(free):
         order, m, w = order[:free[0] + 1], m[:free[0] + 1], w[:free[0] + 1]

@@ -4,11 +4,16 @@ Rows are labels ``(S, M, pc, G, gc, mem, ws)`` of one state group (same stage, s
 the last layer), sorted by key ``S + (c−1)·M + G`` with ties broken so that a dominating
 label comes first. Row ``x`` dominates a later row ``y`` when
 
-    (mem_x ≤ mem_y and ws_x ≤ ws_y, or mem_x ≤ safe),  k_x ≤ k_y  and
+    (mem_x ≤ mem_y and mem_x + ws_x ≤ mem_y + ws_y, or mem_x ≤ safe),  k_x ≤ k_y  and
     S_x + (c−1)·max(f, M_x−M_y, pc_x−pc_y) + max(f, G_x−G_y, gc_x−gc_y) ≤ S_y
 
 (``f = 0``, or ``−inf`` in the last stage; the chain module's docstring proves that every
-completion of ``y`` then costs at least as much after ``x``). The relation is transitive,
+completion of ``y`` then costs at least as much after ``x``). The memory part: a completion
+adds stored bytes ``a`` and working sets up to some ``r ≥ 0`` to the stage, which then holds
+``mem + a + max(ws, r)``; ``mem_x + max(ws_x, r) ≤ mem_y + max(ws_y, r)`` for every ``r ≥ 0``
+iff it holds at ``r = 0`` and for large ``r``, i.e. iff ``mem_x + ws_x ≤ mem_y + ws_y`` and
+``mem_x ≤ mem_y`` (the difference is piecewise linear and monotone in ``r``), so every
+completion that fits after ``y`` fits after ``x``. The relation is transitive,
 so a row dominated by *any* earlier row, itself dominated or not, is dominated by a kept
 one: the chain of dominators through strictly earlier rows ends at a row that no earlier
 row dominates. Every filter below relies on that and only on that.
@@ -69,8 +74,8 @@ def window_dominated(lab: np.ndarray, ks: np.ndarray, c1: float, floor: float, s
 def _dom_pairs(a: np.ndarray, ka: np.ndarray, b: np.ndarray, kb: np.ndarray, c1: float,
                floor: float, safe: float) -> np.ndarray:
     """Elementwise (broadcast) test: label ``a`` dominates label ``b`` (last axis = columns)."""
-    ok = (((a[..., _MEM] <= b[..., _MEM]) & (a[..., _WS] <= b[..., _WS])) | (a[..., _MEM] <= safe)) \
-        & (ka <= kb)
+    held_a, held_b = a[..., _MEM] + a[..., _WS], b[..., _MEM] + b[..., _WS]
+    ok = (((a[..., _MEM] <= b[..., _MEM]) & (held_a <= held_b)) | (a[..., _MEM] <= safe)) & (ka <= kb)
     d = np.maximum(np.maximum(a[..., _M] - b[..., _M], a[..., _PC] - b[..., _PC]), floor)
     g = np.maximum(np.maximum(a[..., _G] - b[..., _G], a[..., _GC] - b[..., _GC]), floor)
     return ok & (c1 * d + g + a[..., _S] <= b[..., _S])   # dom_matrix's order of operations
@@ -102,7 +107,7 @@ def dom_matrix(a: np.ndarray, ka: np.ndarray, b: np.ndarray, kb: np.ndarray, c1:
     """``D[x, y]``: row ``x`` of ``a`` dominates row ``y`` of ``b`` (in-place operations:
     this O(L²) test is most of an exact pass's time)."""
     ok = np.less_equal.outer(a[:, _MEM], b[:, _MEM])
-    ok &= np.less_equal.outer(a[:, _WS], b[:, _WS])
+    ok &= np.less_equal.outer(a[:, _MEM] + a[:, _WS], b[:, _MEM] + b[:, _WS])
     ok |= (a[:, _MEM] <= safe)[:, None]
     ok &= np.less_equal.outer(ka, kb)
     d = np.subtract.outer(a[:, _M], b[:, _M])
