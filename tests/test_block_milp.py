@@ -111,7 +111,11 @@ def test_block_milp_equals_brute_force(blocks: int, pp: int, factor: float) -> N
     if ref is None:
         assert res.termination is Termination.infeasible
         return
-    assert res.termination is Termination.optimal
+    # optimal only within the asked 1e-9; HiGHS also says optimal with its own bound
+    # further below (seen (3, 2, 1.3): 1.5e-5), which is reported feasible with the bound
+    assert res.termination in (Termination.optimal, Termination.feasible)
+    assert res.termination is Termination.feasible or res.gap <= 1e-9 + ROUND_OFF
+    assert res.lower_bound <= ref[0] * (1 + 1e-9)
     assert res.primal == pytest.approx(ref[0], rel=1e-9)
     plan = form.decode_values(res.solution)
     assert evaluate(plan, graph, cluster, training).iteration_time_s == pytest.approx(res.primal, rel=1e-9)
