@@ -159,7 +159,13 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
             distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=True,
             fused_cross_entropy=True,
             source="PyTorch FSDP (Zhao et al. 2023) as used by Composer/llm-foundry: "
-                   "prefetching, FlashAttention-2 (2023 releases), fused cross-entropy"),
+                   "prefetching, a fused FlashAttention kernel priced as a non-Hopper-native "
+                   "(FlashAttention-2-class) one, fused cross-entropy. llm-foundry's 2023 "
+                   "benchmark tables ran attn_impl: triton (the pre-MLIR Triton kernel "
+                   "flash_attn_triton, not FlashAttention-2: scripts/train/benchmarking/"
+                   "submit_benchmarks.py @a7c75677, llm-foundry v0.3.0); its speed relative to "
+                   "FlashAttention-2 is not modelled separately (no published measurement of "
+                   "that kernel)"),
     Runtime("torchtitan", flash_attention=True, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
             distributed_optimizer=False, fp32_grad_buffer=False, fp32_grad_reduce=True,

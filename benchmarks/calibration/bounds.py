@@ -180,7 +180,16 @@ READING = """## Reading (hand-written)
     `throughput/samples_per_sec` (SpeedMonitor window 10: batches 21-30, data loading,
     optimizer, callbacks and per-batch logging included; no evaluation, no
     checkpoints). The later "Large Scale" table was run with `attn_impl: flash` and
-    `.[gpu-flash2]`. The three over-predicted runs (13B/64 H100 +21%, 70B/64 A100-40GB
+    `.[gpu-flash2]`; none of the 28 records comes from it. A published speed ratio of
+    that Triton kernel to FlashAttention-2 was looked for (eighth session) and not found:
+    the FlashAttention-2 paper's "FlashAttention in Triton" (Dao 2023, Sec. 4.1) is
+    OpenAI's MLIR kernel `triton.ops.flash_attention` (flash-attention
+    `benchmarks/benchmark_flash_attention.py`), not llm-foundry's pre-MLIR
+    `flash_attn_triton` with its attention-bias input, and its per-length values are
+    given only as bar charts (text: 1.3-1.5x forward, about 2x backward). So the kernel
+    is still priced as the FlashAttention-2-class one (`pytorch-fsdp` runtime, whose
+    source text now says so); no ratio was chosen. The three over-predicted runs
+    (13B/64 H100 +21%, 70B/64 A100-40GB
     +35%, 70B/32 H100 +17%) are the ones with 4096-token micro-batches; 30B at 8192 (+29%)
     is the run the model itself puts nearest its memory (70.9 of 80 GiB). Two neighbours:
     13B at micro-batch 16 with recomputation (Large Scale table) runs 6% faster per GPU than
