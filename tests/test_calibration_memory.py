@@ -191,6 +191,62 @@ def test_implausible_memory_is_refused_with_its_reason(mem):
     assert build_run(_record("eps_e", {"memory_gib_per_gpu": 20.0})).measured_memory_gib == 20.0
 
 
+_NULL_THROUGHPUT = {"iteration_time_s": None, "tokens_per_sec_per_gpu": None, "samples_per_sec": None,
+                    "mfu_pct": None, "hfu_pct": None, "tflops_per_gpu": None,
+                    "aggregate_pflops": None, "other": {"memory_note": "allocated, rank 0"}}
+
+
+@pytest.mark.parametrize("key, value", [
+    ("iteration_time_s", "0.5 s"),            # a unit in a text: not converted
+    ("iteration_time_s", 0),
+    ("tokens_per_sec_per_gpu", -3000),
+    ("mfu_pct", True),
+    ("mfu_pct", 145.0),                       # above 100 %: not a percentage
+    ("tflops_per_gpu", "150 TFLOP/s"),
+    ("aggregate_pflops", 0.0),
+    ("other.tokens_per_sec_total", "1.2M"),
+])
+def test_unusable_throughput_skips_the_record_naming_key_and_value(tmp_path, key, value):
+    """A stated but unusable throughput is a skip with the key and the value, never a
+    memory-only record (review finding: it silently became one) and never ignored
+    for a usable lower-ranked key."""
+    meas = copy.deepcopy(_NULL_THROUGHPUT)
+    meas["memory_gib_per_gpu"] = 6.0
+    if key.startswith("other."):
+        meas["other"][key.split(".", 1)[1]] = value
+    else:
+        meas[key] = value
+    also_good = copy.deepcopy(meas)
+    also_good["samples_per_sec"] = 10.0       # a usable key beside it changes nothing
+    rep = _summary_without(tmp_path, [_record("alpha_a", {"iteration_time_s": 0.01}),
+                                      _record("gamma_c", meas), _record("delta_d", also_good)])
+    assert [c.id for c in rep.comparisons] == ["alpha_a"] and not rep.memory_only
+    reasons = dict(rep.skipped)
+    for rid in ("gamma_c", "delta_d"):
+        assert f"measured.{key} = {value!r}" in reasons[rid]
+        assert "fix:" in reasons[rid] and "null" in reasons[rid]
+
+
+def test_non_finite_throughput_is_refused_too():
+    meas = {"iteration_time_s": float("nan"), "memory_gib_per_gpu": 6.0}
+    with pytest.raises(Unmodelable, match=r"measured\.iteration_time_s = nan is not a positive"):
+        build_run(_record("eps_e", meas))
+
+
+def test_a_record_with_every_throughput_key_null_stays_memory_only(tmp_path):
+    """The shipped memory-only records state every throughput key as null (and say
+    "Memory-only record." in their notes): such a record is memory-only, and the
+    shipped ones still are (6 when this rule was written, 11 since)."""
+    meas = dict(copy.deepcopy(_NULL_THROUGHPUT), memory_gib_per_gpu=6.0, memory_measure="allocated")
+    rep = _summary_without(tmp_path, [_record("alpha_a", {"iteration_time_s": 0.01}),
+                                      _record("gamma_c", meas)])
+    assert [m.id for m in rep.memory_only] == ["gamma_c"] and not rep.skipped
+    shipped = calibrate_file(RUNS, cross_validate=False)
+    assert len(shipped.memory_only) >= 6
+    assert {m.id for m in shipped.memory_only} == {
+        r["id"] for r in load_run_file(RUNS) if "Memory-only record" in str(r.get("notes"))}
+
+
 CI_SMALL_TP4 = "megatron_ci_gptsmall_tp4pp1_distopt_unfused_h100"
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from autopar_opt.calibration import moe_build, stacks
-from autopar_opt.calibration.measured import Dims, arch_dims, measured_samples_per_s
+from autopar_opt.calibration.measured import Dims, NoThroughput, arch_dims, measured_samples_per_s
 from autopar_opt.calibration.memory import memory_fields
 from autopar_opt.calibration.moe_fields import MoeSpec, read_moe
 from autopar_opt.calibration.records import (
@@ -247,7 +247,7 @@ def build_run(rec: dict) -> ModeledRun:
         else:
             try:
                 measured, basis = measured_samples_per_s(meas, dims, n, device, dtype, counting)
-            except ValueError as exc:
+            except NoThroughput as exc:      # every throughput key null: memory only
                 if not number(meas, "memory_gib_per_gpu", "measured"):
                     raise Unmodelable(str(exc)) from None
                 measured, basis = None, "memory only (no throughput published)"

@@ -213,10 +213,9 @@ def moe_measured(meas: dict, d: Dims, flops: tuple[float, str], n: int, device: 
                  dtype: str, counting: str) -> tuple[float, str]:
     """Measured samples/s as for dense records (:func:`measured_samples_per_s`:
     a measured rate first, else MFU, TFLOP/s per GPU or aggregate PFLOP/s),
-    the FLOP figures inverted with ``flops`` (:func:`moe_flop_count`). A FLOP
-    figure that is not a number makes the record unmodelable."""
-    for key in ("mfu_pct", "tflops_per_gpu", "aggregate_pflops"):
-        number(meas, key, "measured")
+    the FLOP figures inverted with ``flops`` (:func:`moe_flop_count`). A stated
+    throughput key that is not usable (``measured.unusable_throughput``), or none
+    stated, makes the record unmodelable (an MoE record has no memory-only form)."""
     try:
         return measured_samples_per_s(meas, d, n, device, dtype, counting, flops=flops)
     except ValueError as exc:

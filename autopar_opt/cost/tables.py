@@ -39,6 +39,12 @@ from autopar_opt.strategies import Strategy, enumerate_strategies
 from autopar_opt.training import Schedule, SearchSpace, Training
 
 
+#: Relative allowance of :meth:`CostTables.dominating_kept`: a chain of
+#: dominations, each within :func:`_prune`'s 1e-12, through at most a few
+#: thousand strategies of one layout stays below it.
+DOMINANCE_CHAIN_TOL = 1e-9
+
+
 @dataclass
 class CostTables:
     """Arrays for one outer configuration; index ``u`` follows the graph order."""
@@ -97,8 +103,12 @@ class CostTables:
 
     def assignment_of(self, plan: Plan) -> Assignment:
         """Inverse of :meth:`plan_of` (warm starts). A strategy pruned as dominated
-        maps to the cheapest kept strategy of its layout. Raises ValueError when
-        the plan does not belong to this configuration or space."""
+        (:func:`_prune`) maps to a kept strategy of its layout that dominates it
+        (:meth:`dominating_kept`), so the start is no slower and needs no more memory
+        than the plan; a strategy of a layout in the space that no kept strategy
+        dominates (outside the search space's options) maps to the fastest kept
+        strategy of its layout. Raises ValueError when the plan does not belong to
+        this configuration or space."""
         if plan.pp != self.pp or plan.microbatches != self.microbatches:
             raise ValueError(f"warm start has pp={plan.pp}, c={plan.microbatches}; the model "
                              f"has pp={self.pp}, c={self.microbatches}")
@@ -111,16 +121,42 @@ class CostTables:
             if layer.name not in stage_of:
                 raise ValueError(f"warm start does not place layer {layer.name!r}")
             stage.append(stage_of[layer.name])
+            s = strat_of[layer.name]
             try:
-                ks.append(self.strategies[u].index(strat_of[layer.name]))
+                ks.append(self.strategies[u].index(s))
             except ValueError:
-                lay = strat_of[layer.name].layout
-                same = [k for k, s in enumerate(self.strategies[u]) if s.layout == lay]
+                same = [k for k, t in enumerate(self.strategies[u]) if t.layout == s.layout]
                 if not same:
-                    raise ValueError(f"warm start strategy {strat_of[layer.name].label()} of "
-                                     f"{layer.name!r} is not in the search space") from None
-                ks.append(min(same, key=lambda k: self.time[u][k]))
+                    raise ValueError(f"warm start strategy {s.label()} of {layer.name!r} is not "
+                                     "in the search space") from None
+                better = self.dominating_kept(u, s)
+                ks.append(better if better is not None else min(same, key=lambda k: self.time[u][k]))
         return Assignment(stage, ks)
+
+    def dominating_kept(self, u: int, strategy: Strategy) -> int | None:
+        """Index of the fastest kept strategy of layer ``u`` that dominates
+        ``strategy`` in the sense of :func:`_prune` (same layout, no worse in time,
+        sync, weight bytes and activation bytes), or None when none does.
+
+        ``strategy`` is priced as the table build prices it (``layer_cost`` on a
+        stage of ``strategy.devices`` devices). The comparison allows
+        :data:`DOMINANCE_CHAIN_TOL` relative: a pruned strategy may be dominated
+        only through a chain of pruned ones, each step within :func:`_prune`'s
+        1e-12, and every link is a kept strategy's dominance too (transitivity)."""
+        ctx = StageContext(self.cluster, self.training, self.params, strategy.devices,
+                           self.microbatch_samples)
+        c = layer_cost(self.graph.layers[u], strategy, ctx)
+        mine = np.array([c.time_s, c.sync_s, c.weight_bytes, c.act_bytes], dtype=float)
+        limit = mine * (1 + DOMINANCE_CHAIN_TOL) + 1e-18
+        best = None
+        for k, t in enumerate(self.strategies[u]):
+            if t.layout != strategy.layout:
+                continue
+            theirs = np.array([self.time[u][k], self.sync[u][k], self.weight_bytes[u][k],
+                               self.act_bytes[u][k]], dtype=float)
+            if np.all(theirs <= limit) and (best is None or self.time[u][k] < self.time[u][best]):
+                best = k
+        return best
 
     def stage_context(self) -> StageContext:
         sizes = self.stage_devices or (self.devices_per_stage,) * self.pp
