@@ -144,7 +144,7 @@ class CostTables:
         only through a chain of pruned ones, each step within :func:`_prune`'s
         1e-12, and every link is a kept strategy's dominance too (transitivity)."""
         ctx = StageContext(self.cluster, self.training, self.params, strategy.devices,
-                           self.microbatch_samples)
+                           self.microbatch_samples, tie_tier=self.tie_tier)
         c = layer_cost(self.graph.layers[u], strategy, ctx)
         mine = np.array([c.time_s, c.sync_s, c.weight_bytes, c.act_bytes], dtype=float)
         limit = mine * (1 + DOMINANCE_CHAIN_TOL) + 1e-18
@@ -158,11 +158,17 @@ class CostTables:
                 best = k
         return best
 
-    def stage_context(self) -> StageContext:
+    @property
+    def tie_tier(self):
+        """The first-to-last-stage link tied parameters are reduced over (None
+        with one stage): the build's :func:`~autopar_opt.pipeline.tie_tier`."""
         sizes = self.stage_devices or (self.devices_per_stage,) * self.pp
+        return tie_tier(self.cluster, sizes)
+
+    def stage_context(self) -> StageContext:
         return StageContext(self.cluster, self.training, self.params,
                             self.devices_per_stage, self.microbatch_samples,
-                            tie_tier=tie_tier(self.cluster, sizes))
+                            tie_tier=self.tie_tier)
 
 
 def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
