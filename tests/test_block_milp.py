@@ -123,7 +123,13 @@ def test_block_milp_equals_brute_force(blocks: int, pp: int, factor: float) -> N
     assert direct.primal == pytest.approx(res.primal, rel=1e-9)
     refined, asg = solve_blocks(tables, HIGHS, time_limit_s=60, rel_gap=1e-9, exact_start=1)
     assert refined.termination is Termination.optimal
-    assert refined.primal == pytest.approx(ref[0], rel=1e-9) == plan_time(tables, asg)
+    assert refined.primal == plan_time(tables, asg)
+    # the refining solve is warm-started from the split plan; at a capacity 1.0001 x the
+    # least memory, plans within HiGHS's feasibility tolerance (1e-6 on the GiB memory rows)
+    # of the limit can differ by a few ns (blocks=2, pp=2: 0.054271961 s against the
+    # brute-force 0.054271955 s, 1.1e-7 relative), so the refined plan is held to 1e-6
+    assert refined.primal == pytest.approx(ref[0], rel=1e-6)
+    assert refined.lower_bound <= ref[0] * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("blocks,pp,factor,gpus", [(10, 3, 1.05, 2), (12, 4, 1.2, 2), (9, 2, 50.0, 4),

@@ -8,11 +8,15 @@ micro-batch) and the schedule. Formulations read only these arrays
 
 Stages are congruent (``d`` divides the GPUs per node or is a multiple of
 it), so one stage context prices every stage; only the tier of each stage
-boundary differs. With free stage sizes (``search.stage_devices: free``) an
-outer configuration also fixes every stage's device count ``d_i``: a layer's
-strategies are then the union of its strategies on each distinct ``d_i``
-(each priced on its own device count), and :meth:`CostTables.allowed_in_stage`
-says which of them stage ``i`` may use (those with ``dp·tp·cp = d_i``).
+boundary differs. ``pp`` also decides whether tied parameters (an output layer
+tied to the input embedding, first and last layer) are copied on the last
+stage and their gradients all-reduced: with ``pp > 1`` always, with one stage
+never, so the copy's bytes and the all-reduce are plain table entries of the
+two layers (:func:`autopar_opt.cost.layer_cost.tie_sync_time`). With free
+stage sizes (``search.stage_devices: free``) an outer configuration also
+fixes every stage's device count ``d_i``: a layer's strategies are then the
+union of its strategies on each distinct ``d_i`` (each priced on its own
+device count), and :meth:`CostTables.allowed_in_stage` says which of them stage ``i`` may use (those with ``dp·tp·cp = d_i``).
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
 from autopar_opt.plan import Plan, StagePlan
 from autopar_opt.pipeline import (boundaries_intra, boundary_is_intra, inflight_microbatches,
-                                  microbatch_rule_broken, pipeline_rule_broken, stage_devices_problem)
+                                  microbatch_rule_broken, pipeline_rule_broken, stage_devices_problem,
+                                  tie_tier)
 from autopar_opt.strategies import Strategy, enumerate_strategies
 from autopar_opt.training import Schedule, SearchSpace, Training
 
@@ -139,7 +144,7 @@ class CostTables:
         only through a chain of pruned ones, each step within :func:`_prune`'s
         1e-12, and every link is a kept strategy's dominance too (transitivity)."""
         ctx = StageContext(self.cluster, self.training, self.params, strategy.devices,
-                           self.microbatch_samples)
+                           self.microbatch_samples, tie_tier=self.tie_tier)
         c = layer_cost(self.graph.layers[u], strategy, ctx)
         mine = np.array([c.time_s, c.sync_s, c.weight_bytes, c.act_bytes], dtype=float)
         limit = mine * (1 + DOMINANCE_CHAIN_TOL) + 1e-18
@@ -153,9 +158,17 @@ class CostTables:
                 best = k
         return best
 
+    @property
+    def tie_tier(self):
+        """The first-to-last-stage link tied parameters are reduced over (None
+        with one stage): the build's :func:`~autopar_opt.pipeline.tie_tier`."""
+        sizes = self.stage_devices or (self.devices_per_stage,) * self.pp
+        return tie_tier(self.cluster, sizes)
+
     def stage_context(self) -> StageContext:
         return StageContext(self.cluster, self.training, self.params,
-                            self.devices_per_stage, self.microbatch_samples)
+                            self.devices_per_stage, self.microbatch_samples,
+                            tie_tier=self.tie_tier)
 
 
 def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
@@ -191,7 +204,8 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
             raise ValueError(str(broken))
         sizes = (n // pp,) * pp
     b = training.global_batch_size // microbatches
-    ctxs = {d: StageContext(cluster, training, params, d, b) for d in sorted(set(sizes))}
+    tie = tie_tier(cluster, sizes)
+    ctxs = {d: StageContext(cluster, training, params, d, b, tie_tier=tie) for d in sorted(set(sizes))}
     strategies, time, sync, wbytes, abytes, classes = [], [], [], [], [], []
     cache: dict[int, tuple] = {}
     for layer, key in zip(graph.layers, graph.cost_classes):   # classes computed once per graph
