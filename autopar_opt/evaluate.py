@@ -10,13 +10,15 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from autopar_opt.cost.layer_cost import StageContext, layer_cost, state_bytes, weight_bytes
+from autopar_opt.cost.layer_cost import StageContext, layer_cost
+from autopar_opt.cost.state import held_layer, weight_parts
 from autopar_opt.cost.params import CostParams, default_params
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
 from autopar_opt.graph import LayerGraph, LayerKind
 from autopar_opt.hardware import GIB, MEM_EPS, Cluster
 from autopar_opt.pipeline import (  # noqa: F401 (PlanError: evaluate's error type)
-    PlanError, boundaries_intra, inflight_microbatches, interleaved_inflight, validate_plan)
+    PlanError, boundaries_intra, inflight_microbatches, interleaved_inflight, tie_tier,
+    validate_plan)
 from autopar_opt.plan import Plan
 from autopar_opt.training import Schedule, Training
 
@@ -142,7 +144,9 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training
     sizes = validate_plan(plan, graph, cluster, training)
     b = training.global_batch_size // plan.microbatches
     memo: dict[int, StageContext] = {}
-    ctxs = [memo.setdefault(d, StageContext(cluster, training, params, d, b)) for d in sizes]
+    tie = tie_tier(cluster, sizes)
+    ctxs = [memo.setdefault(d, StageContext(cluster, training, params, d, b, tie_tier=tie))
+            for d in sizes]
     layers = {layer.name: layer for layer in graph.layers}
     stage_of, strat = plan.stage_of(), plan.strategy_of()
     pp, c = plan.pp, plan.microbatches
@@ -169,7 +173,8 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training
             acc[key][i] += n * val
         acc["logits" if layer.kind is LayerKind.lm_head else "a"][i] += n * cost.act_bytes
         acc["x"][i] = max(acc["x"][i], cost.working_bytes)   # one layer in flight: the max
-        for key, part in zip(("wt", "gr", "os"), _weight_parts(layer, s, training)):
+        held = held_layer(layer, tie is not None)
+        for key, part in zip(("wt", "gr", "os"), weight_parts(held, s, training)):
             acc[key][i] += n * part
         flops += n * cost.flops * d
         hw_flops += n * cost.hw_flops * d
@@ -234,16 +239,6 @@ def iteration_breakdown(stages: list[StageMetrics], microbatches: int, total_s: 
            "dp_comm_s": g.dp_s, "optimizer_s": g.optimizer_s, "fixed_s": fixed_s}
     out["pipeline_bubble_s"] = total_s - sum(out.values())
     return out
-
-
-def _weight_parts(layer, s, training: Training) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer state) bytes of :func:`weight_bytes`."""
-    w, g, o = state_bytes(training)
-    total = weight_bytes(layer, s, training)
-    group, local = s.dp * s.cp, layer.params / s.tp
-    _, dg, do = s.zero_divisors(group)
-    g_b, o_b = local * (g / dg), local * (o / do)
-    return total - g_b - o_b, g_b, o_b
 
 
 def _stage_metrics(i: int, plan: Plan, acc: dict, o: list[float], ctx: StageContext,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field, asdict, replace
 from enum import Enum
 from typing import Iterable, Iterator
 
@@ -118,6 +118,24 @@ class Layer:
         expert-parallel rank over the average (1.0 = perfect balance; with a
         capacity factor and padding, the capacity factor). Scales the routed
         experts' compute, activations and all-to-all volume.
+    tied_params : parameters this layer shares with the layer named ``tied_to``
+        (an output layer tied to the input word embedding). On the copy
+        holder (``tied_owner`` false) they are not in ``params``: while both
+        layers share a pipeline stage they are counted once, in the owner; on
+        different stages the holder keeps its own copy with its gradient and
+        optimizer state, and the two copies' gradients are all-reduced between
+        the two stages once per iteration after the backward pass
+        (Megatron-Core ``LanguageModule.setup_embeddings_and_output_layer``:
+        "a second copy of word_embeddings on the last stage"; the all-reduce
+        in ``finalize_model_grads._allreduce_word_embedding_grads``; DeepSpeed
+        ``TiedLayerSpec`` in ``deepspeed/runtime/pipe/module.py``, reduced by
+        ``PipelineEngine._exec_reduce_tied_grads``). A tie joins the first and
+        the last layer of the order (:func:`tie_problem`), so the two are on
+        different stages exactly when ``pp > 1``.
+    tied_to : name of the tie partner (empty: no tie).
+    tied_owner : this layer owns the shared parameters (they are in its
+        ``params``); set on the partner by :class:`LayerGraph` from the
+        holder's declaration.
     """
 
     name: str
@@ -146,6 +164,15 @@ class Layer:
     expert_act_bytes: float = 0.0
     a2a_bytes: float = 0.0
     expert_load: float = 1.0
+    tied_params: int = 0
+    tied_to: str = ""
+    tied_owner: bool = False
+
+    @property
+    def holds_tied_copy(self) -> bool:
+        """Whether this layer keeps its own copy of tied parameters when its
+        tie partner is on another pipeline stage."""
+        return self.tied_params > 0 and not self.tied_owner
 
     @property
     def is_moe(self) -> bool:
@@ -173,6 +200,43 @@ class Layer:
         return tuple(sorted((k, repr(v)) for k, v in data.items()))
 
 
+def tie_problem(layers: list[Layer]) -> tuple[int, str, str] | None:
+    """The first tie a layer list cannot have, as (layer index, rule, fix);
+    None when every tie is well formed.
+
+    A layer with ``tied_params`` names a partner in ``tied_to``; the holder is
+    the last layer and the partner the first (an output layer tied to the
+    input embedding): contiguous stages then put them on different stages
+    exactly when ``pp > 1``, which keeps the copy a per-configuration constant
+    of the cost tables (docs/DESIGN.md §3).
+    """
+    names = [layer.name for layer in layers]
+    by_name = dict(zip(names, layers))
+    for i, layer in enumerate(layers):
+        if layer.tied_to and layer.tied_params <= 0:
+            return (i, f"tied_to {layer.tied_to!r} without tied_params",
+                    "give tied_params (the shared parameter count) or drop tied_to")
+        if layer.tied_params <= 0:
+            continue
+        if layer.tied_owner:
+            holder = by_name.get(layer.tied_to)
+            if holder is None or not holder.holds_tied_copy or holder.tied_to != layer.name:
+                return (i, f"tied_owner with tied_to {layer.tied_to!r}, which holds no copy "
+                           "tied to this layer",
+                        "declare the tie on the output layer (tied_params, tied_to) and "
+                        "leave tied_owner false: the owner is marked from it")
+            continue
+        if layer.tied_to not in names:
+            return (i, f"tied_to {layer.tied_to!r} names no layer",
+                    "name the layer that owns the shared parameters (the input embedding)")
+        if i != len(layers) - 1 or names.index(layer.tied_to) != 0:
+            return (i, "a tie must join the last layer (holding the copy) and the first "
+                       "(owning the parameters)",
+                    "tie the output layer to the input embedding, or count the "
+                    "parameters in params and drop the tie")
+    return None
+
+
 @dataclass
 class LayerGraph:
     """A DAG of :class:`Layer` nodes in a fixed topological order.
@@ -194,6 +258,10 @@ class LayerGraph:
             if layer.name in index:
                 raise ValueError(f"duplicate layer name {layer.name!r} in model {self.name!r}")
             index[layer.name] = i
+        bad = tie_problem(self.layers)
+        if bad is not None:
+            raise ValueError(f"layer {self.layers[bad[0]].name!r}: {bad[1]}")
+        self._mark_tie_owners()
         for u, v in self.edges:
             if u not in index or v not in index:
                 missing = u if u not in index else v
@@ -202,6 +270,18 @@ class LayerGraph:
                 raise ValueError(
                     f"edge ({u!r}, {v!r}) goes backwards in the layer order; "
                     "list layers in a topological order")
+
+    def _mark_tie_owners(self) -> None:
+        """Mark each tie's partner (``tied_owner``, ``tied_params``, ``tied_to``)
+        from the holder's declaration, so the owner's side of the gradient
+        all-reduce is priced with its own strategy."""
+        holders = [layer for layer in self.layers if layer.holds_tied_copy]
+        if holders:
+            self.layers = list(self.layers)      # the caller's list stays as given
+        for holder in holders:
+            i = next(j for j, layer in enumerate(self.layers) if layer.name == holder.tied_to)
+            self.layers[i] = replace(self.layers[i], tied_params=holder.tied_params,
+                                     tied_to=holder.name, tied_owner=True)
 
     @classmethod
     def chain(cls, name: str, layers: Iterable[Layer], seq_len: int | None = None,

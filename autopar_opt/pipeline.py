@@ -3,7 +3,7 @@
 Used by the cost tables (per outer configuration), the evaluator, the spec's
 plan builder, the outer configurations of the search and the calibration:
 stage congruence, in-flight micro-batches per schedule, the link tier of a
-stage boundary, and :func:`validate_plan` for a complete :class:`Plan`.
+stage boundary and of the first-to-last-stage tie (:func:`tie_tier`), and :func:`validate_plan` for a complete :class:`Plan`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autopar_opt.graph import LayerGraph
-from autopar_opt.hardware import Cluster
+from autopar_opt.hardware import Cluster, LinkTier
 from autopar_opt.plan import Plan
 from autopar_opt.strategies import divisors, ep_degree_ok
 from autopar_opt.training import Schedule, Training
@@ -115,6 +115,16 @@ def boundaries_intra(sizes: list[int] | tuple[int, ...], gpus_per_node: int) -> 
     """
     offs = stage_offsets(sizes)
     return [offs[i + 1] % gpus_per_node != 0 for i in range(len(sizes) - 1)]
+
+
+def tie_tier(cluster: Cluster, sizes: list[int] | tuple[int, ...]) -> LinkTier | None:
+    """The link between the first and the last stage, over which tied
+    parameters' gradients are all-reduced (a rank of the first stage with its
+    counterpart at the same position of the last stage); None with one stage
+    (no copy, nothing to reduce). Stages take consecutive ranks in order."""
+    if len(sizes) < 2:
+        return None
+    return cluster.tier_for_span(0, stage_offsets(sizes)[-1])
 
 
 def plan_stage_devices(plan: Plan, num_devices: int) -> list[int]:

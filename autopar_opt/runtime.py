@@ -88,6 +88,20 @@ fp8_primary_weights
     its ``bf16_with_fp8_current_scaling_mixed`` precision recipe
     (``src/megatron/bridge/training/mixed_precision.py``). Without it a
     16-bit weight and a cached FP8 copy + transpose coexist (2 + 2 bytes).
+ddp_bucket_copy
+    PyTorch DDP's reducer copies each gradient into its all-reduce bucket,
+    a separate flat buffer of the gradient's dtype, unless
+    ``gradient_as_bucket_view=True`` (default ``False``) makes the ``.grad``
+    tensors views into the buckets: "This can reduce peak memory usage, where
+    the saved memory size will be equal to the total gradients size"
+    (``torch.nn.parallel.DistributedDataParallel`` docstring). One extra
+    gradient's bytes per parameter of every layer DDP reduces (data-parallel
+    degree > 1, ZeRO-0/1). Only ``pytorch-ddp``: Megatron's DDP accumulates
+    into its contiguous ``main_grad`` buffer, which is the bucket storage
+    (``megatron/core/distributed/param_and_grad_buffer.py``); FSDP and
+    DeepSpeed ZeRO reduce their own flat buffers. A spec sets
+    ``runtime_options: {ddp_bucket_copy: false}`` for a DDP run with
+    ``gradient_as_bucket_view=True``.
 """
 
 from __future__ import annotations
@@ -114,6 +128,7 @@ class Runtime:
     fused_swiglu: bool = False
     fused_cross_entropy: bool = False
     fp8_primary_weights: bool = False
+    ddp_bucket_copy: bool = False
     source: str = ""
 
     def capabilities(self) -> dict[str, bool]:
@@ -159,7 +174,13 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
             distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=True,
             fused_cross_entropy=True,
             source="PyTorch FSDP (Zhao et al. 2023) as used by Composer/llm-foundry: "
-                   "prefetching, FlashAttention-2 (2023 releases), fused cross-entropy"),
+                   "prefetching, a fused FlashAttention kernel priced as a non-Hopper-native "
+                   "(FlashAttention-2-class) one, fused cross-entropy. llm-foundry's 2023 "
+                   "benchmark tables ran attn_impl: triton (the pre-MLIR Triton kernel "
+                   "flash_attn_triton, not FlashAttention-2: scripts/train/benchmarking/"
+                   "submit_benchmarks.py @a7c75677, llm-foundry v0.3.0); its speed relative to "
+                   "FlashAttention-2 is not modelled separately (no published measurement of "
+                   "that kernel)"),
     Runtime("torchtitan", flash_attention=True, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
             distributed_optimizer=False, fp32_grad_buffer=False, fp32_grad_reduce=True,
@@ -172,7 +193,10 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
     Runtime("pytorch-ddp", flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=False,
             distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=False,
-            source="PyTorch DDP (Li et al. 2020), SDPA attention, foreach (unfused) Adam"),
+            ddp_bucket_copy=True,
+            source="PyTorch DDP (Li et al. 2020), SDPA attention, foreach (unfused) Adam; "
+                   "gradients copied into the reducer's buckets (gradient_as_bucket_view=False, "
+                   "the default)"),
 ]}
 
 #: Capability names a spec may override.

@@ -33,6 +33,33 @@ OPTIMIZER_BYTES: dict[str, tuple[float, float, float]] = {
     "sgd_fp32": (4.0, 4.0, 4.0),
 }
 
+#: Bytes per parameter for (weights, gradients, optimizer state) under PyTorch
+#: AMP, ``torch.autocast`` over fp32 parameters (Lightning ``precision=16``
+#: with DDP): the module's own fp32 weights are the master copy and their
+#: ``.grad`` is fp32, so the optimizer keeps only its moments: Adam's m and v,
+#: 4 + 4 + 8 = 16 bytes; SGD's momentum, 4 + 4 + 4 (PyTorch "Automatic Mixed
+#: Precision examples", ``docs/source/notes/amp_examples.rst``: "Creates model
+#: and optimizer in default precision"; autocast casts op inputs, not the
+#: parameters, so the optimizer steps the fp32 parameters directly).
+AUTOCAST_OPTIMIZER_BYTES: dict[str, tuple[float, float, float]] = {
+    "adam_mixed": (4.0, 4.0, 8.0),
+    "adam_fp32": (4.0, 4.0, 8.0),
+    "sgd_momentum_mixed": (4.0, 4.0, 4.0),
+    "sgd_fp32": (4.0, 4.0, 4.0),
+}
+
+#: Bytes per parameter of autocast's cache of 16-bit weight casts: with
+#: ``torch.autocast(cache_enabled=True)`` (the default) the 16-bit cast of
+#: every fp32 leaf parameter that requires grad is cached for reuse inside the
+#: autocast region (``aten/src/ATen/autocast_mode.cpp``, ``cached_cast``:
+#: "cache lower_precision_fp casts of fp32 model weights (leaves)"), and
+#: autograd saves those casts for the weight-gradient GEMMs, so they live from
+#: the forward through the backward pass.
+AUTOCAST_CACHE_BYTES = 2.0
+
+#: Compute dtypes torch.autocast casts to (its ``dtype`` argument).
+AUTOCAST_DTYPES = ("fp16", "bf16")
+
 #: Bytes per activation element by dtype.
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp8": 1, "tf32": 4, "fp32": 4}
 
@@ -50,6 +77,12 @@ class Training:
         fragmentation, :class:`~autopar_opt.cost.params.CostParams`).
     runtime : the software stack (:mod:`autopar_opt.runtime`): which
         communications overlap, fused attention, sharded optimizer.
+    autocast : 16-bit compute by ``torch.autocast`` over fp32 parameters
+        (PyTorch AMP; ``dtype`` fp16 or bf16): per parameter the
+        :data:`AUTOCAST_OPTIMIZER_BYTES` of the optimizer plus the
+        :data:`AUTOCAST_CACHE_BYTES` of cached 16-bit weight casts, instead
+        of 16-bit weights with an fp32 master copy in the optimizer state
+        (:data:`OPTIMIZER_BYTES`, Megatron/DeepSpeed/Apex O2 mixed precision).
     activation_offload : fraction (0 <= f < 1) of the activations each
         transformer layer keeps for backward that live in host memory between
         its forward and backward pass (CPU activation offload: Transformer
@@ -66,10 +99,29 @@ class Training:
     memory_reserve_gib: float = 0.0
     runtime: Runtime = RUNTIMES["megatron-core"]
     activation_offload: float = 0.0
+    autocast: bool = False
 
     @property
     def tokens_per_sample(self) -> int:
         return self.seq_len or 1
+
+
+def param_state_bytes(training: Training) -> tuple[float, float, float]:
+    """(weight, gradient, optimizer-state) bytes per parameter of the
+    optimizer and precision mode, before runtime buffers and sharding:
+    :data:`AUTOCAST_OPTIMIZER_BYTES` under ``autocast``, else
+    :data:`OPTIMIZER_BYTES`."""
+    table = AUTOCAST_OPTIMIZER_BYTES if training.autocast else OPTIMIZER_BYTES
+    return table[training.optimizer]
+
+
+def autocast_problem(dtype: str, autocast: bool) -> str | None:
+    """Why ``autocast`` cannot go with compute dtype ``dtype`` (None: it can):
+    torch.autocast casts to a 16-bit dtype only."""
+    if autocast and dtype not in AUTOCAST_DTYPES:
+        return (f"autocast (PyTorch AMP) computes in a 16-bit dtype ({' or '.join(AUTOCAST_DTYPES)}), "
+                f"not {dtype}")
+    return None
 
 
 @dataclass(frozen=True)

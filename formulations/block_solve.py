@@ -125,7 +125,8 @@ def solve_blocks(tables: CostTables, backend, *, time_limit_s: float | None, rel
         term = res.termination
     else:
         term = Termination.optimal if proven or _closed(best_t, bound, rel_gap) else Termination.feasible
-    msg = f"block MILP: {rounds} model(s), exact patterns up to {exact} layouts"
+    msg = "; ".join(m for m in (f"block MILP: {rounds} model(s), exact patterns up to {exact} "
+                                f"layouts", res.message) if m)
     return res.with_(termination=term, primal=None if best is None else best_t, lower_bound=bound,
                      wall_time_s=time.perf_counter() - t0, message=msg, solution=None,
                      timings=timings), best

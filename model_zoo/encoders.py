@@ -40,8 +40,10 @@ def build_encoder_decoder(name: str, dims: dict[str, Any], source: str) -> Layer
     cross-attention). Encoder and decoder both use ``seq_len`` tokens. T5 has
     no biases and shares one embedding table between encoder, decoder and
     output layer: its parameters live in ``enc_embed``; ``dec_embed`` and
-    ``head`` carry none (approximation: the shared table's gradient is
-    synchronised once, with the encoder embedding).
+    ``head`` carry none; with ``pp > 1`` the head (last stage) holds its own
+    copy tied to ``enc_embed`` (:attr:`autopar_opt.graph.Layer.tied_params`;
+    approximation: the decoder embedding's use of the table is not a tie,
+    its stage is a decision).
     """
     s, h, a, f, v = (dims[k] for k in ("seq_len", "hidden", "heads", "ffn_hidden", "vocab"))
     n_enc, n_dec = dims["encoder_layers"], dims["decoder_layers"]
@@ -53,7 +55,7 @@ def build_encoder_decoder(name: str, dims: dict[str, Any], source: str) -> Layer
     dec = [_without_params(dec_embed)]
     dec += [transformer_block(f"dec{i:03d}", s, h, a, f, flash_attention=flash,
                               cross_attention_len=s, biases=False) for i in range(n_dec)]
-    dec.append(lm_head("head", s, h, v, tied=True))
+    dec.append(lm_head("head", s, h, v, tied=True, tied_to="enc_embed"))
     chain = lambda ls: [(x.name, y.name) for x, y in zip(ls, ls[1:])]  # noqa: E731
     cross = [(enc[-1].name, d.name) for d in dec[1:-1]]
     return LayerGraph(name=name, layers=enc + dec, edges=chain(enc) + chain(dec) + cross,

@@ -24,6 +24,7 @@ from typing import Any, Callable
 from autopar_opt.graph import Layer, LayerGraph, LayerKind
 from autopar_opt.model_zoo.blocks import AttentionDims, MlpDims, MoeDims, decoder_block
 from autopar_opt.model_zoo.encoders import build_encoder_decoder, build_encoder_lm
+from autopar_opt.model_zoo.layer_index import layer_index_problem
 from autopar_opt.model_zoo.transformer import decoder_lm, embedding, lm_head
 from autopar_opt.model_zoo.vision import build_vit
 
@@ -170,17 +171,25 @@ def _mixtral(c: _Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dict
 def _qwen_moe(c: _Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dict) -> LayerGraph:
     """Qwen2-MoE (shared expert with a sigmoid gate, QKV bias) and Qwen3-MoE
     (QK-norm, no shared expert); ``mlp_only_layers`` and ``decoder_sparse_step``
-    choose the dense layers, as in the ``transformers`` modelling code."""
+    choose the dense layers, as in the ``transformers`` modelling code; an
+    ``mlp_only_layers`` entry that is not a distinct index of a layer is refused
+    (:func:`~autopar_opt.model_zoo.layer_index.layer_index_problem`)."""
     qwen2 = c.model_type == "qwen2_moe"
     shared = c("shared_expert_intermediate_size", 0) if qwen2 else 0
     moe = _moe_common(c, moe_opts, num_experts=c("num_experts"),
                       expert_ffn=c("moe_intermediate_size"), shared_ffn=shared,
                       shared_gate=bool(shared))
     attn = _attention(c, qkv_bias=qwen2, qk_norm=not qwen2)
-    dense_only = set(c("mlp_only_layers", []) or [])
+    layers = c("num_hidden_layers")
+    only = c("mlp_only_layers", None)
+    problem = layer_index_problem(only, layers)
+    if problem is not None:
+        rule, fix = problem
+        raise HfConfigError(f"{c.origin}: mlp_only_layers = {repr(only)[:80]}: {rule} (fix: {fix})")
+    dense_only = set(only or [])
     step = c("decoder_sparse_step", 1) or 1
     blocks = []
-    for i in range(c("num_hidden_layers")):
+    for i in range(layers):
         sparse = i not in dense_only and moe.num_experts > 0 and (i + 1) % step == 0
         kind = {"moe": moe} if sparse else {"mlp": MlpDims(c("intermediate_size"))}
         blocks.append(decoder_block(f"block{i:03d}", s, attn, **kind, **opts))

@@ -118,18 +118,22 @@ def embedding(name: str, seq_len: int, hidden: int, vocab: int, learned_position
 
 
 def lm_head(name: str, seq_len: int, hidden: int, vocab: int, tied: bool = True,
-            act_dtype_bytes: int = 2) -> Layer:
+            act_dtype_bytes: int = 2, tied_to: str = "embed") -> Layer:
     """Final norm + output projection to the vocabulary + cross-entropy.
 
     ``2·s·h·V`` forward FLOPs (Narayanan et al. 2021 Eq. 3, the ``V/(16·l·h)``
-    term); fp32 logits kept for the loss (``4·s·V`` bytes). Tied weights are
-    counted once, in the embedding.
+    term); fp32 logits kept for the loss (``4·s·V`` bytes). Tied weights
+    (``tied``: the ``V·h`` word-embedding matrix of the layer ``tied_to``) are
+    not in ``params``: counted once, in the embedding, while both share a
+    pipeline stage; with ``pp > 1`` the last stage keeps its own copy
+    (:attr:`autopar_opt.graph.Layer.tied_params`).
     """
     s, h = seq_len, hidden
     e = act_dtype_bytes / 2.0
     fwd = 2 * s * h * vocab
     return Layer(name=name, kind=LayerKind.lm_head, flops_fwd=fwd, flops_bwd=2 * fwd,
                  params=int((0 if tied else vocab * h) + 2 * h),
+                 tied_params=int(vocab * h) if tied else 0, tied_to=tied_to if tied else "",
                  act_bytes=2 * s * h * e + 4 * s * vocab, act_replicated_bytes=2 * s * h * e,
                  input_bytes=2 * s * h * e, output_bytes=4 * s,
                  tp_comm_bytes=2 * s * h * e, max_tp=ANY_TP, supports_sp=True, supports_cp=True)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from autopar_opt.solvers.base import Backend, Feature, SolverMismatch
+from autopar_opt.solvers.base import Backend, Feature, SolverMismatch, within_requested_gap
 from autopar_opt.core.result import ProblemClass, SolveResult, Termination
 
 if TYPE_CHECKING:   # the matrix module imports scipy.sparse: loaded when a model is solved
@@ -89,7 +89,7 @@ class HighsBackend(Backend):
         t0 = time.perf_counter()
         interrupted = _run_interruptible(h)
         solve_s = time.perf_counter() - t0
-        result = _result(h, form, self.version())
+        result = _result(h, form, self.version(), rel_gap)
         if interrupted:
             result = result.with_(message="; ".join(m for m in (result.message, "interrupted by "
                                                                  "a stop signal") if m))
@@ -177,7 +177,11 @@ def _load(form: MatrixForm, time_limit_s: float | None, rel_gap: float, warm_sta
     return h, time.perf_counter() - t0
 
 
-def _result(h, form: MatrixForm, version: str) -> SolveResult:
+def _result(h, form: MatrixForm, version: str, rel_gap: float) -> SolveResult:
+    """The :class:`SolveResult` of a finished HiGHS run: model status mapped by
+    :data:`_STATUS`, incumbent and dual bound read from its info; an "optimal"
+    whose incumbent and bound are further apart than ``rel_gap`` is reported as
+    feasible with that bound (:func:`~autopar_opt.solvers.base.within_requested_gap`)."""
     status = h.getModelStatus()
     name = getattr(status, "name", str(status)).split(".")[-1]
     info = h.getInfo()
@@ -200,6 +204,6 @@ def _result(h, form: MatrixForm, version: str) -> SolveResult:
         bound = primal   # round-off: a bound never exceeds the incumbent
     x = np.asarray(h.getSolution().col_value, dtype=float) if primal is not None else None
     msg = "" if term is not Termination.error else f"HiGHS model status {name}"
-    return SolveResult(termination=term, primal=primal, lower_bound=float(bound),
-                       wall_time_s=0.0, solver="highs", solver_version=version, message=msg,
-                       solution=x)
+    return within_requested_gap(
+        SolveResult(termination=term, primal=primal, lower_bound=float(bound), wall_time_s=0.0,
+                    solver="highs", solver_version=version, message=msg, solution=x), rel_gap)

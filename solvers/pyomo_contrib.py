@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from autopar_opt.core.result import SolveResult, Termination
+from autopar_opt.solvers.base import within_requested_gap
 
 
 def _termination_map() -> dict:
@@ -48,7 +49,15 @@ def solve_contrib(solver_name: str, label: str, version: str, model: Any,
     if warm_start:
         kwargs["warmstart_discrete_vars"] = True
     res = opt.solve(model, **kwargs)
-    wall = time.perf_counter() - start
+    return map_result(res, label, version, rel_gap, time.perf_counter() - start)
+
+
+def map_result(res: Any, label: str, version: str, rel_gap: float, wall: float) -> SolveResult:
+    """The :class:`SolveResult` of a contrib solver's results object ``res``
+    (termination by :func:`_termination_map`, incumbent loaded into the model);
+    an "optimal" whose incumbent and bound are further apart than ``rel_gap`` is
+    reported as feasible with that bound
+    (:func:`~autopar_opt.solvers.base.within_requested_gap`), as for HiGHS."""
     term = _termination_map().get(res.termination_condition, Termination.error)
     primal = res.incumbent_objective
     if term is Termination.infeasible:
@@ -64,7 +73,8 @@ def solve_contrib(solver_name: str, label: str, version: str, model: Any,
         bound = min(bound, primal)   # round-off: a bound never exceeds the incumbent
     solve_s = float(getattr(res.timing_info, "wall_time", None) or wall)
     msg = f"{label} stopped: {res.termination_condition.name}" if term is Termination.error else ""
-    return SolveResult(termination=term, primal=None if primal is None else float(primal),
-                       lower_bound=float(bound), wall_time_s=wall, solver=label,
-                       solver_version=version, message=msg,
-                       timings={"build": 0.0, "translate": max(wall - solve_s, 0.0), "solve": solve_s})
+    return within_requested_gap(SolveResult(
+        termination=term, primal=None if primal is None else float(primal),
+        lower_bound=float(bound), wall_time_s=wall, solver=label, solver_version=version,
+        message=msg, timings={"build": 0.0, "translate": max(wall - solve_s, 0.0), "solve": solve_s}),
+        rel_gap)

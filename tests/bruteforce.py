@@ -25,7 +25,7 @@ import numpy as np
 from autopar_opt.cost.layer_cost import StageContext, layer_cost
 from autopar_opt.cost.params import CostParams, default_params
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
-from autopar_opt.pipeline import boundary_is_intra, inflight_microbatches
+from autopar_opt.pipeline import boundary_is_intra, inflight_microbatches, tie_tier
 from autopar_opt.evaluate import evaluate
 from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
@@ -119,7 +119,7 @@ def brute_force(graph: LayerGraph, cluster: Cluster, training: Training, space: 
     if n_dev % pp or training.global_batch_size % c or pp > n:
         return None
     d, b = n_dev // pp, training.global_batch_size // c
-    ctx = StageContext(cluster, training, params, d, b)
+    ctx = StageContext(cluster, training, params, d, b, tie_tier=tie_tier(cluster, (d,) * pp))
     strats = [enumerate_strategies(layer, d, b, space, cluster.gpus_per_node, training.seq_len)
               for layer in graph.layers]
     if any(not s for s in strats) or math.prod(len(s) for s in strats) > MAX_COMBINATIONS:

@@ -189,3 +189,112 @@ def test_implausible_memory_is_refused_with_its_reason(mem):
     with pytest.raises(Unmodelable, match="memory_gib_per_gpu"):
         build_run(_record("eps_e", {"memory_gib_per_gpu": mem}))
     assert build_run(_record("eps_e", {"memory_gib_per_gpu": 20.0})).measured_memory_gib == 20.0
+
+
+_NULL_THROUGHPUT = {"iteration_time_s": None, "tokens_per_sec_per_gpu": None, "samples_per_sec": None,
+                    "mfu_pct": None, "hfu_pct": None, "tflops_per_gpu": None,
+                    "aggregate_pflops": None, "other": {"memory_note": "allocated, rank 0"}}
+
+
+@pytest.mark.parametrize("key, value", [
+    ("iteration_time_s", "0.5 s"),            # a unit in a text: not converted
+    ("iteration_time_s", 0),
+    ("tokens_per_sec_per_gpu", -3000),
+    ("mfu_pct", True),
+    ("mfu_pct", 145.0),                       # above 100 %: not a percentage
+    ("tflops_per_gpu", "150 TFLOP/s"),
+    ("aggregate_pflops", 0.0),
+    ("other.tokens_per_sec_total", "1.2M"),
+])
+def test_unusable_throughput_skips_the_record_naming_key_and_value(tmp_path, key, value):
+    """A stated but unusable throughput is a skip with the key and the value, never a
+    memory-only record (review finding: it silently became one) and never ignored
+    for a usable lower-ranked key."""
+    meas = copy.deepcopy(_NULL_THROUGHPUT)
+    meas["memory_gib_per_gpu"] = 6.0
+    if key.startswith("other."):
+        meas["other"][key.split(".", 1)[1]] = value
+    else:
+        meas[key] = value
+    also_good = copy.deepcopy(meas)
+    also_good["samples_per_sec"] = 10.0       # a usable key beside it changes nothing
+    rep = _summary_without(tmp_path, [_record("alpha_a", {"iteration_time_s": 0.01}),
+                                      _record("gamma_c", meas), _record("delta_d", also_good)])
+    assert [c.id for c in rep.comparisons] == ["alpha_a"] and not rep.memory_only
+    reasons = dict(rep.skipped)
+    for rid in ("gamma_c", "delta_d"):
+        assert f"measured.{key} = {value!r}" in reasons[rid]
+        assert "fix:" in reasons[rid] and "null" in reasons[rid]
+
+
+def test_non_finite_throughput_is_refused_too():
+    meas = {"iteration_time_s": float("nan"), "memory_gib_per_gpu": 6.0}
+    with pytest.raises(Unmodelable, match=r"measured\.iteration_time_s = nan is not a positive"):
+        build_run(_record("eps_e", meas))
+
+
+def test_a_record_with_every_throughput_key_null_stays_memory_only(tmp_path):
+    """The shipped memory-only records state every throughput key as null (and say
+    "Memory-only record." in their notes): such a record is memory-only, and the
+    shipped ones still are (6 when this rule was written, 11 since)."""
+    meas = dict(copy.deepcopy(_NULL_THROUGHPUT), memory_gib_per_gpu=6.0, memory_measure="allocated")
+    rep = _summary_without(tmp_path, [_record("alpha_a", {"iteration_time_s": 0.01}),
+                                      _record("gamma_c", meas)])
+    assert [m.id for m in rep.memory_only] == ["gamma_c"] and not rep.skipped
+    shipped = calibrate_file(RUNS, cross_validate=False)
+    assert len(shipped.memory_only) >= 6
+    assert {m.id for m in shipped.memory_only} == {
+        r["id"] for r in load_run_file(RUNS) if "Memory-only record" in str(r.get("notes"))}
+
+
+CI_SMALL_TP4 = "megatron_ci_gptsmall_tp4pp1_distopt_unfused_h100"
+
+
+def test_megatron_core_text_turns_off_the_distributed_optimizer_and_fused_attention():
+    """``without --use-distributed-optimizer`` keeps the Adam state whole on each
+    data-parallel rank (ZeRO 0 although dp = 2); ``--attention-backend unfused``
+    stores the attention scores. Oracle (Korthikanti et al. 2022, Eq. 2): the
+    unfused block keeps ``5·a·s²·b / t`` bytes more than the fused one per
+    micro-batch: 5·8·1024²·4 / 4 = 41,943,040 B for the h = 512 CI model at
+    tp = 4, b = 4."""
+    from autopar_opt.cost.layer_cost import activation_bytes
+    rec = next(r for r in load_run_file(RUNS) if r["id"] == CI_SMALL_TP4)
+    unfused = build_run(rec)
+    assert unfused.strategy.zero == 1 and not unfused.training.runtime.flash_attention
+    flash_rec = copy.deepcopy(rec)
+    flash_rec["training"]["framework"] = rec["training"]["framework"].replace(
+        "--attention-backend unfused", "--attention-backend flash")
+    flash = build_run(flash_rec)
+    assert flash.training.runtime.flash_attention
+    diff = (activation_bytes(unfused.block, unfused.strategy, 8, training=unfused.training)
+            - activation_bytes(flash.block, flash.strategy, 8, training=flash.training))
+    assert diff == pytest.approx(5 * 8 * 1024 ** 2 * 4 / 4)
+    no_do = copy.deepcopy(rec)
+    no_do["training"]["framework"] = ("Megatron-Core (functional test, transformer_engine) "
+                                      "without --use-distributed-optimizer")
+    plain = build_run(no_do)
+    assert plain.strategy.zero == 0 and not plain.training.runtime.distributed_optimizer
+
+
+def test_the_new_memory_only_records_are_modelled_on_their_measure():
+    """Every memory-only record added from the Megatron-Core CI (12-layer
+    h = 512 model: TP4 + distributed optimizer, PP4 interleaved, full
+    recomputation, TP2/PP2/CP2 + SP) and the Colossal-AI Gemini row is
+    modelled (not skipped), on ``torch.cuda.max_memory_allocated`` of the GPU
+    it states, with the plan its fields give."""
+    ids = {"megatron_ci_gptsmall_tp4pp1_distopt_unfused_h100": (4, 1, 2, 1, 1),
+           "megatron_ci_gptsmall_tp1pp4vp3_unfused_h100": (1, 4, 2, 1, 0),
+           "megatron_ci_gptsmall_tp1pp1_fullrecompute_h100": (1, 1, 8, 1, 0),
+           "megatron_ci_gptsmall_tp2pp2cp2_sp_h100": (2, 2, 1, 2, 0),
+           "colossallightning_gpt2xl_colossalai_gemini_4xa100": (1, 1, 4, 1, 3)}
+    runs = {r["id"]: build_run(r) for r in load_run_file(RUNS) if r["id"] in ids}
+    assert set(runs) == set(ids)
+    for rid, (tp, pp, dp, cp, zero) in ids.items():
+        run = runs[rid]
+        assert run.memory_only and run.memory_measure == "allocated"
+        assert (run.strategy.tp, len(run.plan.stages), run.strategy.dp, run.strategy.cp,
+                run.strategy.zero) == (tp, pp, dp, cp, zero), rid
+    assert runs["megatron_ci_gptsmall_tp1pp4vp3_unfused_h100"].plan.vp_chunks == 3
+    assert runs["megatron_ci_gptsmall_tp2pp2cp2_sp_h100"].strategy.sp
+    gem = runs["colossallightning_gpt2xl_colossalai_gemini_4xa100"].training.runtime
+    assert gem.name == "colossalai" and not gem.fsdp_prefetch and not gem.flash_attention

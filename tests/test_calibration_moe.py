@@ -294,3 +294,31 @@ def test_published_records_are_all_dense():
     records = load_run_file(RUNS)
     assert not any(names_moe(r["model"]) for r in records)
     assert all(read_moe(r, 1, []) is None for r in records)
+
+
+def test_mlp_only_layers_valid_list_makes_those_layers_dense():
+    """Qwen-MoE's dense-layer list: layers 0 and 31 of 32 dense, the other 30 MoE."""
+    spec = read_moe(mixtral(mlp_only_layers=[0, 31]), L, [])
+    assert [i for i, moe in enumerate(spec.pattern) if not moe] == [0, 31]
+    assert read_moe(mixtral(mlp_only_layers=None), L, []).moe_layers == L
+
+
+@pytest.mark.parametrize("value, rule", [
+    (["3"], "entry '3' is not an integer layer index"),
+    ([1.5], "entry 1.5 is not an integer layer index"),
+    ([True], "entry True is not an integer layer index"),
+    ([-1], "entry -1 is negative"),
+    ([32], "entry 32 is out of range: the model has 32 layers (indices 0 to 31)"),
+    ([4, 7, 4], "entry 4 is repeated"),
+    (5, "is not a list of layer indices"),
+])
+def test_invalid_mlp_only_layers_skip_the_record_with_key_value_rule_and_fix(tmp_path, value, rule):
+    """Each broken entry is named with the key, the value, the rule and the fix, and the
+    record is skipped (before: ignored, the layer silently stayed MoE)."""
+    rec = mixtral(mlp_only_layers=value)
+    with pytest.raises(Unmodelable) as err:
+        read_moe(rec, L, [])
+    why = str(err.value)
+    assert why.startswith(f"model.mlp_only_layers = {value!r}: ") and rule in why and "(fix: " in why
+    report = calibrate_file(_write(tmp_path, [rec]))
+    assert not report.comparisons and report.skipped == [("synthetic_mixtral_8x7b", why)]

@@ -79,7 +79,15 @@ def test_every_framework_text_of_the_file_is_one_of_those_above():
         "Megatron-Core (functional test, transformer_engine) with --use-distributed-optimizer "
         "--overlap-grad-reduce --overlap-param-gather",
         "DeepSpeed ZeRO-3 (PyTorch Lightning DeepSpeedStrategy stage=3, FusedAdam, no offload)",
-        "PyTorch DDP (PyTorch Lightning DDPStrategy static_graph=True, torch.optim.Adam)"}
+        "PyTorch DDP (PyTorch Lightning DDPStrategy static_graph=True, torch.optim.Adam)",
+        "Megatron-Core (functional test, transformer_engine, --attention-backend unfused) with "
+        "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather",
+        "Megatron-Core (functional test, transformer_engine, --attention-backend unfused) "
+        "without --use-distributed-optimizer",
+        "Megatron-Core (functional test, transformer_engine) without --use-distributed-optimizer",
+        "Colossal-AI Gemini (PyTorch Lightning ColossalAIStrategy placement_policy=cuda: ZeroDDP "
+        "with chunk-based fp16 parameters and enable_distributed_storage=True, ZeroOptimizer over "
+        "HybridAdam, no offload)"}
 
 
 def test_torchtitan_is_its_catalog_runtime_with_fsdp2_defaults():

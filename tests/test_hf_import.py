@@ -100,6 +100,34 @@ def test_qwen3_moe_mlp_only_layers_are_dense():
     assert dense == [0, 5]
 
 
+@pytest.mark.parametrize("value, rule", [
+    (["3"], "entry '3' is not an integer layer index"),
+    ([2.0], "entry 2.0 is not an integer layer index"),
+    ([-1], "entry -1 is negative"),
+    ([48], "entry 48 is out of range: the model has 48 layers (indices 0 to 47)"),
+    ([0, 5, 0], "entry 0 is repeated"),
+    ("0,5", "is not a list of layer indices"),
+])
+def test_qwen_moe_mlp_only_layers_are_validated(tmp_path, value, rule):
+    """A bad ``mlp_only_layers`` entry is refused naming the file, the key, the value,
+    the rule and the fix (before: ``transformers``' ``layer_idx not in mlp_only_layers``
+    semantics silently kept the layer MoE, and a text was split into characters);
+    through a spec it is a SpecError on ``model.hf_config``, through ``autopar model``
+    exit 2 without a traceback."""
+    config, _ = load_hf_config(HF / "qwen3-30b-a3b.json")
+    config = dict(config, mlp_only_layers=value)
+    with pytest.raises(HfConfigError) as err:
+        build_hf_graph(config, 1024, origin="cfg/config.json")
+    msg = str(err.value)
+    assert msg.startswith(f"cfg/config.json: mlp_only_layers = {value!r}: {rule}")
+    assert "(fix: " in msg
+    (tmp_path / "c.json").write_text(json.dumps(config))
+    with pytest.raises(SpecError, match=r"model\.hf_config = 'c\.json'.*mlp_only_layers"):
+        load_spec(_spec(tmp_path, "{hf_config: c.json}"))
+    res = CliRunner().invoke(app, ["model", str(tmp_path / "c.json"), "--seq-len", "1024"])
+    assert res.exit_code == 2 and rule in res.output and "Traceback" not in res.output
+
+
 def test_unknown_model_type_lists_supported():
     with pytest.raises(HfConfigError, match=r"model_type 'falcon' is not supported; "
                                             r"supported: bert, deepseek_v2, .*vit"):

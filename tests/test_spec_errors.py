@@ -89,6 +89,21 @@ CASES = [
      r"add 'global_batch_size', e\.g\. global_batch_size: 512"),
     ("optimizer_unknown", _set("training.optimizer", "adamw"), r"training\.optimizer",
      r"expected one of 'adam_mixed'"),
+    ("autocast_fp32", _both(_set("training.dtype", "fp32"), _set("training.autocast", True)),
+     r"training\.autocast", r"16-bit dtype \(fp16 or bf16\), not fp32.*set training\.dtype to "
+     r"fp16 or bf16"),
+    ("autocast_text", _set("training.autocast", "maybe"), r"training\.autocast",
+     r"expected true or false"),
+    ("tie_not_first_last", _set("model", {"name": "m", "layers": [
+        {"name": "a", "flops_fwd": 1e9, "params": 10},
+        {"name": "b", "flops_fwd": 1e9, "params": 10, "tied_params": 10, "tied_to": "c"},
+        {"name": "c", "flops_fwd": 1e9, "params": 10}]}),
+     r"model\.layers\[1\]\.tied_to", r"join the last layer.*tie the output layer to the input "
+     r"embedding"),
+    ("tie_unknown_partner", _set("model", {"name": "m", "layers": [
+        {"name": "a", "flops_fwd": 1e9, "params": 10},
+        {"name": "b", "flops_fwd": 1e9, "params": 10, "tied_params": 10, "tied_to": "x"}]}),
+     r"model\.layers\[1\]\.tied_to", r"names no layer.*name the layer that owns"),
     ("reserve_too_big", _set("training.memory_reserve_gib", 64), r"training\.memory_reserve_gib",
      r"expected a few GiB"),
     ("pp_degree_not_divisor", _set("search.pp_degrees", [3]), r"search\.pp_degrees\[0\]",

@@ -31,14 +31,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 from autopar_opt.calibration import moe_build, stacks
-from autopar_opt.calibration.measured import Dims, arch_dims, measured_samples_per_s
+from autopar_opt.calibration.measured import Dims, NoThroughput, arch_dims, measured_samples_per_s
 from autopar_opt.calibration.memory import memory_fields
 from autopar_opt.calibration.moe_fields import MoeSpec, read_moe
 from autopar_opt.calibration.records import (
-    DEFAULT_GPUS_PER_NODE, ModeledRun, Unmodelable, default_sequence_parallel, family_of,
+    DEFAULT_GPUS_PER_NODE, ModeledRun, Unmodelable, autocast_of, default_sequence_parallel,
+    family_of,
     fsdp_reduce_dtype, integer,
     map_device,
-    map_precision, map_recompute, map_zero, number, runtime_of, section, text)
+    map_precision, map_recompute, map_zero, number, runtime_of, section, text, tied_embeddings)
 from autopar_opt.graph import LayerKind
 from autopar_opt.pipeline import pipeline_rule_broken
 from autopar_opt.hardware import DEFAULT_INTER_NODE, NVLINK_DOMAIN, LinkTier, make_cluster
@@ -75,12 +76,18 @@ def _model(rec: dict, runtime: Runtime, notes: list[str]):
         dims = Dims(0, s, layers, h, v, params * 1e9 if params else 0.0)
         graph = moe_build.moe_graph(rec, moe, dims, a, kv, flash, runtime.fused_swiglu, notes)
         return graph, Dims(0, s, layers, h, v, dims.params or float(graph.total_params())), moe
-    graph = decoder_lm(str(rec["id"]), layers, s, h, a, ffn, v, kv_heads=kv,
-                       gated_mlp="swiglu" in arch or "gated" in arch,
-                       flash_attention=flash, causal_flops=flash,
-                       learned_positions="learned pos" in arch, tied="untied" not in arch,
-                       biases="no bias" not in arch, source=str(rec["id"]),
-                       fused_gated=runtime.fused_swiglu, dropout="no dropout" not in arch)
+    def build(tied: bool):
+        return decoder_lm(str(rec["id"]), layers, s, h, a, ffn, v, kv_heads=kv,
+                          gated_mlp="swiglu" in arch or "gated" in arch,
+                          flash_attention=flash, causal_flops=flash,
+                          learned_positions="learned pos" in arch, tied=tied,
+                          biases="no bias" not in arch, source=str(rec["id"]),
+                          fused_gated=runtime.fused_swiglu, dropout="no dropout" not in arch)
+
+    graph = build(True)
+    if not tied_embeddings(m, arch, params * 1e9 if params else None, graph.total_params(),
+                           v * h, notes):
+        graph = build(False)
     dims = Dims(0, s, layers, h, v, params * 1e9 if params else float(graph.total_params()))
     return graph, dims, None
 
@@ -215,7 +222,8 @@ def build_run(rec: dict) -> ModeledRun:
         recompute = Recompute.none     # FlashAttention keeps no attention core to drop
     gbs, mbs, c = _batches(tr, par, notes)
     training = Training(c * mbs * par["dp"], dims.seq, dtype, runtime=runtime,
-                        activation_offload=_offload(tr, dims.layers, par["pp"], notes))
+                        activation_offload=_offload(tr, dims.layers, par["pp"], notes),
+                        autocast=autocast_of(text(tr, "precision"), runtime, notes))
     strategy = Strategy(par["dp"], par["tp"], par["cp"], par["sp"], par["zero"] if par["dp"] > 1 else 0,
                         recompute)
     meas = section(rec, "measured")
@@ -239,7 +247,7 @@ def build_run(rec: dict) -> ModeledRun:
         else:
             try:
                 measured, basis = measured_samples_per_s(meas, dims, n, device, dtype, counting)
-            except ValueError as exc:
+            except NoThroughput as exc:      # every throughput key null: memory only
                 if not number(meas, "memory_gib_per_gpu", "measured"):
                     raise Unmodelable(str(exc)) from None
                 measured, basis = None, "memory only (no throughput published)"

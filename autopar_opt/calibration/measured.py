@@ -34,14 +34,69 @@ The FLOP figures are inverted with the FLOP formula the record says it used
   non-embedding ``N`` when the text says "non-embedding").
 
 A formula that the text does not name falls back to Eq. 7 and says so.
+
+A throughput key that is stated (not null) must be usable: a positive finite
+number in its unit (:data:`THROUGHPUT_UNITS`; ``mfu_pct`` at most 100). A text
+("150 TFLOP/s"), a boolean, zero, a negative value or an MFU above 100 % makes
+the record unmodelable, naming the key and the value
+(:func:`unusable_throughput`), instead of leaving it to a lower-ranked key or, with
+memory published, to a memory-only record. A record is memory-only when it
+says so the way the shipped ones do: every throughput key null
+(:class:`NoThroughput`).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
+from autopar_opt.calibration.records import Unmodelable
 from autopar_opt.hardware import DEVICE_CATALOG
+
+#: Every throughput key :func:`measured_samples_per_s` reads, with its unit.
+THROUGHPUT_UNITS: dict[str, str] = {
+    "iteration_time_s": "seconds per iteration", "tokens_per_sec_per_gpu": "tokens/s per GPU",
+    "tokens_per_sec_total": "tokens/s of all GPUs", "tokens_per_sec": "tokens/s of all GPUs",
+    "tokens_per_second": "tokens/s of all GPUs", "samples_per_sec": "samples/s",
+    "samples_per_sec_from_log": "samples/s", "sequences_per_sec": "sequences/s",
+    "mfu_pct": "percent of the peak", "tflops_per_gpu": "TFLOP/s per GPU",
+    "aggregate_pflops": "PFLOP/s of the whole job"}
+#: The keys also read under ``measured.other`` (the others at the top level only).
+OTHER_TOO = ("tokens_per_sec_total", "tokens_per_sec", "tokens_per_second",
+             "samples_per_sec_from_log", "sequences_per_sec")
+
+
+class NoThroughput(ValueError):
+    """No throughput key is stated (all null or absent): with published memory the
+    record is memory-only, else unmodelable."""
+
+
+def unusable_throughput(measured: dict) -> str | None:
+    """The reason a stated throughput key cannot be used (the first such key, in
+    :data:`THROUGHPUT_UNITS` order, top level before ``other``), naming the key,
+    the value, the rule and the fix; None when every stated one is usable."""
+    other = measured.get("other") if isinstance(measured.get("other"), dict) else {}
+    for key, unit in THROUGHPUT_UNITS.items():
+        for where, sec in (("measured.", measured), ("measured.other.", other)):
+            if where == "measured.other." and key not in OTHER_TOO:
+                continue
+            v = sec.get(key)
+            if v is None:
+                continue
+            number = isinstance(v, (int, float)) and not isinstance(v, bool)
+            if not number:
+                rule = f"is not a number of {unit}"
+            elif not math.isfinite(v) or v <= 0:
+                rule = f"is not a positive number of {unit}"
+            elif key == "mfu_pct" and v > 100:
+                rule = "is above 100 percent of the peak (a percentage, not a fraction or a rate)"
+            else:
+                continue
+            return (f"{where}{key} = {v!r} {rule}: a stated throughput must be usable (fix: "
+                    f"give it as a positive number of {unit}, or null; a memory-only record "
+                    "states every throughput key as null)")
+    return None
 
 
 @dataclass(frozen=True)
@@ -181,11 +236,17 @@ def mfu_peak_dtype(counting: str, device: str, dtype: str) -> str:
 def measured_samples_per_s(measured: dict, dims: Dims, num_gpus: int, device: str,
                            dtype: str, counting: str,
                            flops: tuple[float, str] | None = None) -> tuple[float, str]:
-    """(samples/s, how it was obtained); raises ValueError when nothing is usable.
+    """(samples/s, how it was obtained). Raises :class:`Unmodelable` when a stated
+    throughput key is unusable (:func:`unusable_throughput`), :class:`NoThroughput`
+    when none is stated.
 
     ``flops``: (FLOPs of one iteration, label) to invert the FLOP-derived
     figures with, in place of the dense :func:`flop_formula` (MoE records:
     ``moe_build.moe_flop_count``)."""
+    bad = unusable_throughput(measured)
+    if bad:
+        raise Unmodelable(bad)
+
     def count(for_mfu: bool) -> tuple[float, str]:
         if flops is not None:
             return flops
@@ -239,6 +300,6 @@ def measured_samples_per_s(measured: dict, dims: Dims, num_gpus: int, device: st
                                 f"TFLOP/s per GPU) inverted with {label}")
     hfu = (" (hfu_pct alone is not used: hardware FLOPs count the recomputation each framework "
            "counts its own way)") if get("hfu_pct") is not None else ""
-    raise ValueError("no usable measured throughput (iteration_time_s, tokens_per_sec_per_gpu, "
+    raise NoThroughput("no usable measured throughput (iteration_time_s, tokens_per_sec_per_gpu, "
                      "tokens_per_sec_total, samples_per_sec, mfu_pct, tflops_per_gpu, "
                      "aggregate_pflops all null)" + hfu)

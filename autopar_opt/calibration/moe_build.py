@@ -28,7 +28,7 @@ from dataclasses import replace
 from autopar_opt.calibration.measured import (
     _MCORE, _PALM, _SIX_ND, Dims, measured_samples_per_s)
 from autopar_opt.calibration.moe_fields import EP_KEYS, ETP_KEYS, MoeSpec, first_stated
-from autopar_opt.calibration.records import Unmodelable, number, section, text
+from autopar_opt.calibration.records import Unmodelable, number, section, text, tied_embeddings
 from autopar_opt.graph import LayerGraph
 from autopar_opt.model_zoo.blocks import AttentionDims, MlpDims, decoder_block
 from autopar_opt.model_zoo.transformer import embedding, lm_head
@@ -86,35 +86,14 @@ def moe_graph(rec: dict, spec: MoeSpec, dims: Dims, heads: int, kv: int, flash: 
     head = lm_head("head", s, h, v, tied=True)
     if not layer_norm:                        # RMSNorm: one vector (lm_head counts LayerNorm's two)
         head = replace(head, params=head.params - h)
-    if not _tied(m, arch, dims.params, sum(b.params for b in blocks) + embed.params + head.params,
-                 v * h, notes):
-        head = replace(head, params=head.params + v * h)
+    tied_total = sum(b.params for b in blocks) + embed.params + head.params
+    if not tied_embeddings(m, arch, dims.params, tied_total, v * h, notes):
+        head = replace(head, params=head.params + v * h, tied_params=0, tied_to="")
     total = sum(b.params for b in blocks) + embed.params + head.params
     if dims.params and abs(total / dims.params - 1) > 0.05:
         notes.append(f"modelled parameters {total / 1e9:.3g} B differ from param_count_b "
                      f"{dims.params / 1e9:g} by more than 5%: check the expert fields")
     return LayerGraph.chain(str(rec["id"]), [embed, *blocks, head], seq_len=s, source=str(rec["id"]))
-
-
-def _tied(m: dict, arch: str, stated: float | None, tied_total: int, head: int,
-          notes: list[str]) -> bool:
-    """Whether the output layer shares the embedding: stated keys or text, else the
-    reading closer to ``param_count_b``, else tied (Megatron's default)."""
-    for key, tied_if in (("tie_word_embeddings", True), ("share_embeddings_and_output_weights", True),
-                         ("untie_embeddings_and_output_weights", False)):
-        if isinstance(m.get(key), bool):
-            return m[key] is tied_if
-    if "untied" in arch:
-        return False
-    if "tied" in arch:
-        return True
-    if stated:
-        tied = abs(tied_total - stated) <= abs(tied_total + head - stated)
-        notes.append(f"embedding tying not stated: {'tied' if tied else 'untied'} (closer to "
-                     f"param_count_b {stated / 1e9:g})")
-        return tied
-    notes.append("embedding tying not stated: tied (Megatron default)")
-    return True
 
 
 def expert_parallel(rec: dict, n: int, spec: MoeSpec | None, notes: list[str]) -> tuple[dict, int]:
@@ -234,10 +213,9 @@ def moe_measured(meas: dict, d: Dims, flops: tuple[float, str], n: int, device: 
                  dtype: str, counting: str) -> tuple[float, str]:
     """Measured samples/s as for dense records (:func:`measured_samples_per_s`:
     a measured rate first, else MFU, TFLOP/s per GPU or aggregate PFLOP/s),
-    the FLOP figures inverted with ``flops`` (:func:`moe_flop_count`). A FLOP
-    figure that is not a number makes the record unmodelable."""
-    for key in ("mfu_pct", "tflops_per_gpu", "aggregate_pflops"):
-        number(meas, key, "measured")
+    the FLOP figures inverted with ``flops`` (:func:`moe_flop_count`). A stated
+    throughput key that is not usable (``measured.unusable_throughput``), or none
+    stated, makes the record unmodelable (an MoE record has no memory-only form)."""
     try:
         return measured_samples_per_s(meas, d, n, device, dtype, counting, flops=flops)
     except ValueError as exc:

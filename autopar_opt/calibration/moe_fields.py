@@ -30,7 +30,8 @@ spellings with different values are refused):
   ``first_dense_layers`` (the first k layers), ``moe_layer_freq`` (Megatron:
   layer i is MoE when ``i % freq == 0``, or a 0/1 list, or the string
   ``([0]*3+[1]*58)``), ``decoder_sparse_step`` / ``mlp_only_layers``
-  (Qwen-MoE);
+  (Qwen-MoE; distinct integer indices of layers, checked by
+  :func:`~autopar_opt.model_zoo.layer_index.layer_index_problem`);
 * load: ``moe_expert_capacity_factor`` with ``moe_pad_expert_input_to_capacity``
   (padded capacity), ``moe_load_imbalance`` (stated busiest/average);
 * MLA attention (DeepSeek-V2/V3): ``kv_lora_rank``, ``q_lora_rank``,
@@ -51,6 +52,7 @@ from dataclasses import dataclass
 
 from autopar_opt.calibration.records import Unmodelable, number, section, text
 from autopar_opt.model_zoo.blocks import MoeDims
+from autopar_opt.model_zoo.layer_index import layer_index_problem
 
 _EXPERTS = ("num_experts", "num_moe_experts", "num_local_experts", "n_routed_experts",
             "moe_num_experts", "num_routed_experts", "n_experts")
@@ -192,9 +194,12 @@ def _pattern(m: dict, layers: int, notes: list[str]) -> tuple[bool, ...]:
         step = _positive(m, "moe_layer_freq", "model")
         pat = [i % step == 0 for i in range(layers)] if step else [True] * layers
     sparse = _positive(m, "decoder_sparse_step", "model") if m.get("decoder_sparse_step") else 1
-    only = m.get("mlp_only_layers") or []
-    if not isinstance(only, list):
-        raise Unmodelable(f"model.mlp_only_layers {only!r} is not a list of layer indices")
+    only = None if _unstated(m.get("mlp_only_layers")) else m.get("mlp_only_layers")
+    problem = layer_index_problem(only, layers)
+    if problem is not None:
+        rule, fix = problem
+        raise Unmodelable(f"model.mlp_only_layers = {only!r}: {rule} (fix: {fix})")
+    only = only or []
     pat = [p and i >= first and (i + 1) % sparse == 0 and i not in only for i, p in enumerate(pat)]
     if not any(pat):
         raise Unmodelable("no layer is an MoE layer under the stated layer pattern")

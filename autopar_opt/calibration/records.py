@@ -190,6 +190,9 @@ def runtime_of(framework: str, notes: list[str], rec: dict | None = None) -> Run
     if "megatron-core" in fw:
         return stacks.megatron_core(fw, notes)
     if "llm-foundry" in fw or "composer" in fw:
+        notes.append("attention priced as a FlashAttention-2-class kernel; llm-foundry's "
+                     "2023 tables ran attn_impl: triton (pre-MLIR flash_attn_triton, "
+                     "submit_benchmarks.py @a7c75677): no published speed ratio to FA2 found")
         return runtime_named("pytorch-fsdp")     # precision text: fsdp_reduce_dtype()
     if "deepspeed" in fw and "megatron" in fw:
         if stacks.zero_stage_of(rec) >= 2:      # ZeRO-2/3: no BF16_Optimizer (stages 0/1 only)
@@ -296,6 +299,24 @@ def map_precision(precision: str, device: str, notes: list[str]) -> str:
     return dtype
 
 
+_AUTOCAST = re.compile(r"torch\.autocast|\bamp\b|native amp")
+
+
+def autocast_of(precision: str, runtime: Runtime, notes: list[str]) -> bool:
+    """Whether a precision text is PyTorch AMP over fp32 parameters
+    (:attr:`Training.autocast`): "AMP" as a word or "torch.autocast", on the
+    plain PyTorch DDP stack, whose module keeps the fp32 parameters the
+    optimizer steps. Sharded stacks cast their own parameters (FSDP's
+    ``MixedPrecision(param_dtype=...)``, as in Composer's ``amp_bf16``;
+    DeepSpeed's fp16 engine keeps 16-bit weights with fp32 masters), so the
+    same words there do not mean fp32 module weights."""
+    if runtime.name != "pytorch-ddp" or not _AUTOCAST.search(precision.lower()):
+        return False
+    notes.append("PyTorch AMP (torch.autocast over fp32 parameters): fp32 weights, gradients and "
+                 "optimizer moments, cached 16-bit weight casts")
+    return True
+
+
 def map_recompute(value: str, flops_counting: str, notes: list[str]) -> Recompute:
     v = value.strip().lower()
     if v.startswith("none") or v in ("no", "false", "off"):
@@ -377,3 +398,30 @@ def default_sequence_parallel(runtime: Runtime) -> bool:
     sequence-parallel activations; torchtitan's TP plan always shards the
     norms' sequence, ``SequenceParallel`` in ``parallelize_llama``)."""
     return runtime.tp_comm_overlap or runtime.name == "torchtitan"
+
+
+def tied_embeddings(m: dict, arch: str, stated: float | None, tied_total: int, head: int,
+                    notes: list[str]) -> bool:
+    """Whether the output layer shares the input embedding's matrix, for the
+    dense and the MoE builders alike: a stated boolean field
+    (``tie_word_embeddings``, Hugging Face; ``share_embeddings_and_output_weights``,
+    Megatron-Core; ``untie_embeddings_and_output_weights``, Megatron-LM's flag),
+    else the text of ``arch`` ("untied"/"tied"), else the reading whose
+    parameter count (``tied_total`` or ``tied_total + head``) is closer to
+    ``stated`` (``param_count_b`` in parameters), else tied (Megatron's
+    default)."""
+    for key, tied_if in (("tie_word_embeddings", True), ("share_embeddings_and_output_weights", True),
+                         ("untie_embeddings_and_output_weights", False)):
+        if isinstance(m.get(key), bool):
+            return m[key] is tied_if
+    if "untied" in arch:
+        return False
+    if "tied" in arch:
+        return True
+    if stated:
+        tied = abs(tied_total - stated) <= abs(tied_total + head - stated)
+        notes.append(f"embedding tying not stated: {'tied' if tied else 'untied'} (closer to "
+                     f"param_count_b {stated / 1e9:g})")
+        return tied
+    notes.append("embedding tying not stated: tied (Megatron default)")
+    return True

@@ -230,13 +230,27 @@ def huggingface(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
     return runtime_named("pytorch-ddp", fused_optimizer=fused)
 
 
+#: ``--attention-backend unfused`` (Megatron-Core ``AttnBackend.unfused``,
+#: ``megatron/training/arguments.py``): the core ``DotProductAttention`` with
+#: an unfused softmax that stores the ``a·s²`` scores, not a flash kernel.
+_UNFUSED_ATTENTION = re.compile(r"attention[\s_-]*backend[\s=:]*unfused")
+
+
 def megatron_core(fw: str, notes: list[str]) -> Runtime:
-    """Megatron-Core with the overlap flags the text names (r0.8: all off by default)."""
+    """Megatron-Core with the overlap flags the text names (r0.8: all off by
+    default). Two settings a text may turn off: the distributed optimizer
+    (``without --use-distributed-optimizer``: Adam state replicated over data
+    parallelism, ``megatron/core/optimizer``'s ``Float16OptimizerWithFloat16Params``)
+    and fused attention (``--attention-backend unfused``, :data:`_UNFUSED_ATTENTION`)."""
     flags = {"tp_comm_overlap": "--tp-comm-overlap" in fw or bool(_stated(fw, "tp_comm_overlap")),
              "grad_reduce_overlap": "--overlap-grad-reduce" in fw
              or bool(_stated(fw, "overlap_grad_reduce")),
              "param_gather_overlap": "--overlap-param-gather" in fw
              or bool(_stated(fw, "overlap_param_gather"))}
+    if _stated(fw, "use-distributed-optimizer", "distributed optimizer") is False:
+        flags["distributed_optimizer"] = False
+    if _UNFUSED_ATTENTION.search(fw):
+        flags.update(flash_attention=False, hopper_attention=False)
     notes.append("Megatron-Core: " + ", ".join(f"{k}={v}" for k, v in flags.items())
                  + " (flags named in the framework text; off by default in r0.8)")
     return runtime_named("megatron-core", **flags)

@@ -32,57 +32,19 @@ from dataclasses import dataclass
 from autopar_opt.cost import moe, offload
 from autopar_opt.cost.comm import allgather_time, allreduce_time
 from autopar_opt.cost.params import CostParams
+from autopar_opt.cost.state import (  # noqa: F401 (re-exported: the state model's names)
+    FP8_KINDS, FP8_WEIGHT_COPY_BYTES, held_layer, reduced_grad_bytes, state_bytes, weight_bytes)
 from autopar_opt.graph import Layer, LayerKind
 from autopar_opt.hardware import GIB, Cluster, LinkTier
 from autopar_opt.strategies import Strategy
-from autopar_opt.training import OPTIMIZER_BYTES, Recompute, Training
+from autopar_opt.training import Recompute, Training, param_state_bytes
 
-#: Layer kinds whose GEMMs run in FP8 under ``dtype: fp8`` (Transformer Engine
-#: modules of Megatron-Core; the output layer stays 16-bit: it is a plain
-#: ``ColumnParallelLinear``, NVIDIA TE/Megatron-Core FP8 recipes). MoE blocks
-#: too: Megatron-Core's grouped experts are Transformer Engine
-#: ``TEGroupedLinear`` modules, which run under the same FP8 autocast as the
-#: dense layers (``megatron/core/transformer/moe/experts.py``, ``TEGroupedMLP``;
-#: DeepSeek-V3, arXiv 2412.19437, Sec. 3.3.1: the expert GEMMs in FP8).
-FP8_KINDS = frozenset({LayerKind.transformer_block, LayerKind.attention, LayerKind.mlp,
-                       LayerKind.linear, LayerKind.moe_block})
-#: Extra bytes per FP8 parameter: the cached FP8 weight copy and its transpose
-#: (Transformer Engine keeps both on Hopper; Micikevicius et al. 2022, FP8
-#: formats for deep learning, Sec. 4), plus per-tensor scaling state (amax
-#: history, scale), negligible per parameter.
-FP8_WEIGHT_COPY_BYTES = 2.0
 #: Devices with Hopper/Blackwell tensor-core instructions (wgmma/TMA, tcgen05).
 HOPPER_OR_LATER = frozenset({"H100-SXM-80GB", "H200-141GB", "B200", "GB200"})
 #: FlashAttention-2-class kernels on Hopper reach ~35% of peak where
 #: Hopper-native ones (FlashAttention-3) reach up to 75% (Shah et al. 2024,
 #: Sec. 1, 4.1): about half (see autopar_opt.runtime, ``hopper_attention``).
 FA2_ON_HOPPER = 0.5
-
-
-def state_bytes(training: Training) -> tuple[float, float, float]:
-    """(weight, gradient, optimizer-state) bytes per parameter before sharding:
-    the optimizer's entry of ``OPTIMIZER_BYTES`` (Rajbhandari et al. 2020,
-    Sec. 3.1: 2 + 2 + 12 for mixed-precision Adam) with 4-byte gradients
-    when the runtime keeps an fp32 gradient buffer in 16-bit/FP8 training
-    (Megatron-LM ``distrib_optimizer.md``: 2 + 4 + 12 = 18 bytes), plus the
-    16-bit ``.grad`` beside it when the runtime keeps both
-    (``lp_grad_copy``: DeepSpeed's ``BF16_Optimizer``, 2 + 6 + 12 = 20 bytes)."""
-    w, g, o = OPTIMIZER_BYTES[training.optimizer]
-    reduced = reduced_grad_bytes(training)
-    if reduced > g and training.runtime.lp_grad_copy and training.dtype == "bf16":
-        return w, reduced + g, o
-    return w, reduced, o
-
-
-def reduced_grad_bytes(training: Training) -> float:
-    """Bytes per parameter of the gradient that the data-parallel reduction
-    moves: the fp32 buffer when the runtime keeps one in 16-bit/FP8 training
-    (Megatron-LM forces fp32 all-reduce for bf16; DeepSpeed's BF16_Optimizer
-    reduces ``fp32_groups_gradients_flat``), else the optimizer's gradient."""
-    g = OPTIMIZER_BYTES[training.optimizer][1]
-    if training.runtime.fp32_grad_buffer and training.dtype in ("bf16", "fp16", "fp8") and g < 4:
-        return 4.0
-    return g
 
 
 def exposed(comm: float, window: float) -> float:
@@ -102,6 +64,10 @@ class StageContext:
     devices: int
     microbatch_samples: int
     first_rank: int = 0
+    #: link between the first and the last pipeline stage when ``pp > 1``
+    #: (tied parameters are copied and their gradients all-reduced over it);
+    #: None with one stage (:func:`autopar_opt.pipeline.tie_tier`)
+    tie_tier: LinkTier | None = None
 
     def tier(self, group_span: int) -> LinkTier:
         """Tier binding a group covering ``group_span`` consecutive ranks of the stage."""
@@ -375,7 +341,7 @@ def _zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     (all gather/scatter time, exposed part)."""
     if s.zero < 3 or s.dp <= 1 or layer.params <= 0:
         return 0.0, 0.0
-    w_bytes = OPTIMIZER_BYTES[ctx.training.optimizer][0]
+    w_bytes = param_state_bytes(ctx.training)[0]
     g_bytes = max(w_bytes, 4.0) if ctx.training.runtime.fp32_grad_reduce else w_bytes
     dense, expert = moe.split_params(layer, s)   # MoE: experts gather over edp only
     tier, eff = _ring(ctx, s.dp * s.cp, s.tp)
@@ -433,32 +399,6 @@ def _sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     if not rt.fused_optimizer:
         step *= p.unfused_optimizer_factor
     return comm, raw - comm, step
-
-
-def weight_bytes(layer: Layer, s: Strategy, training: Training) -> float:
-    """Weights + gradients + optimizer state per device after sharding.
-
-    Bytes per parameter: :func:`state_bytes`. ZeRO-1 (= a distributed
-    optimizer) shards optimizer state, ZeRO-2 also
-    gradients, ZeRO-3 also weights, over the data-parallel group
-    (Rajbhandari et al. 2020, Sec. 5, Fig. 1). FP8 training keeps an FP8
-    weight copy and its transpose per GEMM weight (:data:`FP8_WEIGHT_COPY_BYTES`),
-    sharded like the weights under ZeRO-3; a runtime with FP8 primary weights
-    (``fp8_primary_weights``: Megatron-Core ``--fp8-param-gather``) keeps only
-    the FP8 weight and its transpose, 1 + 1 bytes, in place of the 16-bit
-    weight (the fp32 master copy is optimizer state). MoE layers:
-    :func:`autopar_opt.cost.moe.sharded_state_bytes`.
-    """
-    w, g, o = state_bytes(training)
-    if training.dtype == "fp8" and layer.kind in FP8_KINDS \
-            and not training.runtime.fp8_primary_weights:
-        w += FP8_WEIGHT_COPY_BYTES
-    if layer.is_moe:
-        return moe.sharded_state_bytes(layer, s, (w, g, o))
-    group = s.dp * s.cp
-    local = layer.params / s.tp
-    dw, dg, do = s.zero_divisors(group)
-    return local * (w / dw + g / dg + o / do)
 
 
 def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
@@ -529,7 +469,8 @@ def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
       Korthikanti et al. 2022, Sec. 5), zero under fused (flash) attention,
       which never stores it (Dao et al. 2022). Both are
       ``activation_bytes(none) - activation_bytes(mode)``.
-    * ZeRO-3/FSDP: the layer's 16-bit parameters gathered unsharded, plus
+    * ZeRO-3/FSDP: the layer's parameters gathered unsharded (16-bit; fp32 under
+      PyTorch AMP, :func:`~autopar_opt.training.param_state_bytes`), plus
       those of the prefetched neighbour (priced as this layer, as
       :func:`_zero3_comm` prices its gathers), and the unsharded gradient in
       the reduce dtype (4 bytes with ``fp32_grad_reduce``) before its
@@ -549,13 +490,40 @@ def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
         kept = activation_bytes(layer, s, microbatch_samples, s.recompute, training)
         out += max(0.0, full - kept)
     if s.zero >= 3 and s.dp * s.cp > 1 and layer.params > 0:
-        w_bytes = OPTIMIZER_BYTES[training.optimizer][0]
+        w_bytes = param_state_bytes(training)[0]    # the bytes _zero3_comm gathers
         g_bytes = max(w_bytes, 4.0) if training.runtime.fp32_grad_reduce else w_bytes
         dense, expert = moe.split_params(layer, s)   # MoE: experts sharded over edp only
         gathered = dense + (expert if s.edp > 1 else 0.0)
         units = 2 if training.runtime.fsdp_prefetch else 1
         out += gathered * (units * w_bytes + g_bytes)
     return out
+
+
+def tie_sync_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
+    """The tied-gradient all-reduce between the first and the last pipeline
+    stage, once per iteration, exposed (0 without a tie or with one stage).
+
+    After the backward pass and the data-parallel reduction, the two copies
+    of the word-embedding gradient are all-reduced over a 2-rank group, one
+    per tensor-parallel rank (Megatron-Core ``finalize_model_grads``:
+    ``_allreduce_word_embedding_grads`` all-reduces ``main_grad`` over the
+    embedding group of the first and last stage; DeepSpeed
+    ``PipelineModule.allreduce_tied_weight_gradients``, called by
+    ``PipelineEngine._exec_reduce_tied_grads``). Nothing overlaps it: the
+    optimizer step waits for it. Bytes: the layer's own tensor-parallel shard
+    of the tied parameters in the gradient-reduction dtype
+    (:func:`~autopar_opt.cost.state.reduced_grad_bytes`); the ring all-reduce
+    of ``allreduce_time`` with 2 ranks over ``ctx.tie_tier``. Both ends of the
+    tie pay it (the copy holder on the last stage, the owner on the first):
+    the collective completes for both once the later of the two arrives, which
+    is what adding it to each stage's once-per-iteration term gives under the
+    ``max_i g_i`` of docs/DESIGN.md §3.
+    """
+    tier = ctx.tie_tier
+    if tier is None or layer.tied_params <= 0:
+        return 0.0
+    nbytes = layer.tied_params / s.tp * reduced_grad_bytes(ctx.training)
+    return allreduce_time(2, nbytes, tier, ctx.link_efficiency(tier))
 
 
 def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
@@ -567,9 +535,14 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     its own SMs; Jeaugey, NCCL 2.0, GTC 2017; the slowdown of overlapped
     GEMMs is measured in Rashidi et al. 2021 and Wang et al. 2022). MoE
     token all-to-alls (:func:`autopar_opt.cost.moe.alltoall_comm_time`) are
-    exposed: they sit between the router and the experts.
+    exposed: they sit between the router and the experts. With ``pp > 1``
+    (``ctx.tie_tier``) an output layer tied to the input embedding keeps its
+    own copy (:func:`~autopar_opt.cost.state.held_layer`: memory, ZeRO
+    traffic, gradient reduction and optimizer step of the copy), and both
+    ends of the tie pay the tied-gradient all-reduce (:func:`tie_sync_time`).
     """
     comp = compute_time(layer, s, ctx)
+    layer = held_layer(layer, ctx.tie_tier is not None)
     rt, k = ctx.training.runtime, ctx.params.comm_interference
     tp_raw = _tp_comm_time(layer, s, ctx)
     tp = exposed(tp_raw, comp.gemm_s) if rt.tp_comm_overlap else tp_raw
@@ -578,6 +551,7 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     z3_raw, z3 = _zero3_comm(layer, s, ctx, comp)
     ep = moe.alltoall_comm_time(layer, s, ctx)
     dp, dp_hidden, step = _sync(layer, s, ctx, comp)
+    dp += tie_sync_time(layer, s, ctx)
     act = activation_bytes(layer, s, ctx.microbatch_samples, training=ctx.training)
     f_off = offload.offloaded_fraction(layer, ctx.training)
     off_raw, off = offload.transfer_time(f_off * act, ctx.cluster.device, comp.fwd_s, comp.bwd_s)

@@ -103,17 +103,3 @@ def split_params(layer: Layer, s: Strategy) -> tuple[float, float]:
     """Parameters per device: (dense part over ``tp``, routed experts over ``tp·ep``)."""
     expert = layer.expert_params if layer.is_moe else 0
     return (layer.params - expert) / s.tp, expert / (s.tp * s.ep)
-
-
-def sharded_state_bytes(layer: Layer, s: Strategy, per_param: tuple[float, float, float]) -> float:
-    """Weights + gradients + optimizer state per device, MoE-aware.
-
-    The dense part is sharded by ZeRO over ``dp·cp``, the expert part over
-    ``edp = dp·cp/ep`` (ZeRO-1: optimizer state, 2: + gradients, 3: + weights).
-    """
-    dense, expert = split_params(layer, s)
-    total = 0.0
-    for count, group in ((dense, s.dp * s.cp), (expert, s.edp)):
-        (w, g, o), (dw, dg, do) = per_param, s.zero_divisors(group)
-        total += count * (w / dw + g / dg + o / do)
-    return total

@@ -11,11 +11,15 @@ is ``Σ_u (W + inflight_i·H) + max_u X`` over its layers (:func:`stage_memory`)
 
 Stages are congruent (``d`` divides the GPUs per node or is a multiple of
 it), so one stage context prices every stage; only the tier of each stage
-boundary differs. With free stage sizes (``search.stage_devices: free``) an
-outer configuration also fixes every stage's device count ``d_i``: a layer's
-strategies are then the union of its strategies on each distinct ``d_i``
-(each priced on its own device count), and :meth:`CostTables.allowed_in_stage`
-says which of them stage ``i`` may use (those with ``dp·tp·cp = d_i``).
+boundary differs. ``pp`` also decides whether tied parameters (an output layer
+tied to the input embedding, first and last layer) are copied on the last
+stage and their gradients all-reduced: with ``pp > 1`` always, with one stage
+never, so the copy's bytes and the all-reduce are plain table entries of the
+two layers (:func:`autopar_opt.cost.layer_cost.tie_sync_time`). With free
+stage sizes (``search.stage_devices: free``) an outer configuration also
+fixes every stage's device count ``d_i``: a layer's strategies are then the
+union of its strategies on each distinct ``d_i`` (each priced on its own
+device count), and :meth:`CostTables.allowed_in_stage` says which of them stage ``i`` may use (those with ``dp·tp·cp = d_i``).
 """
 
 from __future__ import annotations
@@ -32,9 +36,16 @@ from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
 from autopar_opt.plan import Plan, StagePlan
 from autopar_opt.pipeline import (boundaries_intra, boundary_is_intra, inflight_microbatches,
-                                  microbatch_rule_broken, pipeline_rule_broken, stage_devices_problem)
+                                  microbatch_rule_broken, pipeline_rule_broken, stage_devices_problem,
+                                  tie_tier)
 from autopar_opt.strategies import Strategy, enumerate_strategies
 from autopar_opt.training import Schedule, SearchSpace, Training
+
+
+#: Relative allowance of :meth:`CostTables.dominating_kept`: a chain of
+#: dominations, each within :func:`_prune`'s 1e-12, through at most a few
+#: thousand strategies of one layout stays below it.
+DOMINANCE_CHAIN_TOL = 1e-9
 
 
 @dataclass
@@ -101,8 +112,12 @@ class CostTables:
 
     def assignment_of(self, plan: Plan) -> Assignment:
         """Inverse of :meth:`plan_of` (warm starts). A strategy pruned as dominated
-        maps to the cheapest kept strategy of its layout. Raises ValueError when
-        the plan does not belong to this configuration or space."""
+        (:func:`_prune`) maps to a kept strategy of its layout that dominates it
+        (:meth:`dominating_kept`), so the start is no slower and needs no more memory
+        than the plan; a strategy of a layout in the space that no kept strategy
+        dominates (outside the search space's options) maps to the fastest kept
+        strategy of its layout. Raises ValueError when the plan does not belong to
+        this configuration or space."""
         if plan.pp != self.pp or plan.microbatches != self.microbatches:
             raise ValueError(f"warm start has pp={plan.pp}, c={plan.microbatches}; the model "
                              f"has pp={self.pp}, c={self.microbatches}")
@@ -115,20 +130,54 @@ class CostTables:
             if layer.name not in stage_of:
                 raise ValueError(f"warm start does not place layer {layer.name!r}")
             stage.append(stage_of[layer.name])
+            s = strat_of[layer.name]
             try:
-                ks.append(self.strategies[u].index(strat_of[layer.name]))
+                ks.append(self.strategies[u].index(s))
             except ValueError:
-                lay = strat_of[layer.name].layout
-                same = [k for k, s in enumerate(self.strategies[u]) if s.layout == lay]
+                same = [k for k, t in enumerate(self.strategies[u]) if t.layout == s.layout]
                 if not same:
-                    raise ValueError(f"warm start strategy {strat_of[layer.name].label()} of "
-                                     f"{layer.name!r} is not in the search space") from None
-                ks.append(min(same, key=lambda k: self.time[u][k]))
+                    raise ValueError(f"warm start strategy {s.label()} of {layer.name!r} is not "
+                                     "in the search space") from None
+                better = self.dominating_kept(u, s)
+                ks.append(better if better is not None else min(same, key=lambda k: self.time[u][k]))
         return Assignment(stage, ks)
+
+    def dominating_kept(self, u: int, strategy: Strategy) -> int | None:
+        """Index of the fastest kept strategy of layer ``u`` that dominates
+        ``strategy`` in the sense of :func:`_prune` (same layout, no worse in time,
+        sync, weight bytes, activation bytes and working set), or None when none does.
+
+        ``strategy`` is priced as the table build prices it (``layer_cost`` on a
+        stage of ``strategy.devices`` devices). The comparison allows
+        :data:`DOMINANCE_CHAIN_TOL` relative: a pruned strategy may be dominated
+        only through a chain of pruned ones, each step within :func:`_prune`'s
+        1e-12, and every link is a kept strategy's dominance too (transitivity)."""
+        ctx = StageContext(self.cluster, self.training, self.params, strategy.devices,
+                           self.microbatch_samples, tie_tier=self.tie_tier)
+        c = layer_cost(self.graph.layers[u], strategy, ctx)
+        mine = np.array([c.time_s, c.sync_s, c.weight_bytes, c.act_bytes, c.working_bytes], dtype=float)
+        limit = mine * (1 + DOMINANCE_CHAIN_TOL) + 1e-18
+        best = None
+        for k, t in enumerate(self.strategies[u]):
+            if t.layout != strategy.layout:
+                continue
+            theirs = np.array([self.time[u][k], self.sync[u][k], self.weight_bytes[u][k],
+                               self.act_bytes[u][k], self.working_bytes[u][k]], dtype=float)
+            if np.all(theirs <= limit) and (best is None or self.time[u][k] < self.time[u][best]):
+                best = k
+        return best
+
+    @property
+    def tie_tier(self):
+        """The first-to-last-stage link tied parameters are reduced over (None
+        with one stage): the build's :func:`~autopar_opt.pipeline.tie_tier`."""
+        sizes = self.stage_devices or (self.devices_per_stage,) * self.pp
+        return tie_tier(self.cluster, sizes)
 
     def stage_context(self) -> StageContext:
         return StageContext(self.cluster, self.training, self.params,
-                            self.devices_per_stage, self.microbatch_samples)
+                            self.devices_per_stage, self.microbatch_samples,
+                            tie_tier=self.tie_tier)
 
 
 def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
@@ -164,7 +213,8 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
             raise ValueError(str(broken))
         sizes = (n // pp,) * pp
     b = training.global_batch_size // microbatches
-    ctxs = {d: StageContext(cluster, training, params, d, b) for d in sorted(set(sizes))}
+    tie = tie_tier(cluster, sizes)
+    ctxs = {d: StageContext(cluster, training, params, d, b, tie_tier=tie) for d in sorted(set(sizes))}
     strategies, time, sync, wbytes, abytes, xbytes, classes = [], [], [], [], [], [], []
     cache: dict[int, tuple] = {}
     for layer, key in zip(graph.layers, graph.cost_classes):   # classes computed once per graph

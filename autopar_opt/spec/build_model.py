@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from autopar_opt.graph import Layer, LayerGraph, MeasuredCost
+from autopar_opt.graph import Layer, LayerGraph, MeasuredCost, tie_problem
 from autopar_opt import limits
 from autopar_opt.spec.errors import ProblemList, did_you_mean
 from autopar_opt.spec.schema import (ExplicitModelSpec, HfModelSpec, LayerSpec, MeasuredSpec,
@@ -130,6 +130,11 @@ def _explicit_graph(section: ExplicitModelSpec, seq_len: int | None,
     if not ok:
         return None
     layers = [_layer(spec) for spec in section.layers]
+    bad = tie_problem(layers)
+    if bad is not None:
+        i, rule, fix = bad
+        out.add(f"model.layers[{i}].tied_to", layers[i].tied_to, rule, fix)
+        return None
     return LayerGraph(section.name, layers, [tuple(e) for e in edges],
                       seq_len=section.seq_len or seq_len, source="spec file")
 

@@ -22,7 +22,8 @@ from autopar_opt.spec.schema import (CostModelSection, ExplicitClusterSpec, Link
                                      SolverSection, TrainingSection, ZooClusterSpec)
 from autopar_opt.strategies import divisors, tp_degree_ok
 from autopar_opt.runtime import CAPABILITIES, RUNTIMES, Runtime, runtime_named
-from autopar_opt.training import Recompute, Schedule, SearchSpace, Training
+from autopar_opt.training import (AUTOCAST_DTYPES, Recompute, Schedule, SearchSpace, Training,
+                                  autocast_problem)
 
 
 @dataclass(frozen=True)
@@ -91,9 +92,14 @@ def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: 
         out.add("training.seq_len", section.seq_len,
                 f"differs from the model's seq_len ({graph.seq_len})",
                 f"drop training.seq_len or set it to {graph.seq_len}")
+    why = autocast_problem(section.dtype, section.autocast)
+    if why:
+        out.add("training.autocast", section.autocast, why,
+                f"set training.dtype to {' or '.join(AUTOCAST_DTYPES)}, or drop autocast "
+                "(16-bit weights with an fp32 master copy: the default)")
     return Training(section.global_batch_size, seq_len, section.dtype, section.optimizer,
                     section.memory_reserve_gib, _runtime(section, out),
-                    activation_offload=section.activation_offload)
+                    activation_offload=section.activation_offload, autocast=section.autocast)
 
 
 def _runtime(section: TrainingSection, out: ProblemList) -> Runtime:

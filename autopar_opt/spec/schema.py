@@ -225,6 +225,12 @@ class TrainingSection(_Section):
         "Fraction of each transformer layer's saved activations offloaded to host memory "
         "between forward and backward (Megatron-Core --cpu-offloading-num-layers N of L "
         "layers per pipeline rank: N/L).", 0.5, default=0.0, ge=0, lt=1)
+    autocast: bool = _f(
+        "PyTorch AMP: 16-bit compute (dtype fp16 or bf16) by torch.autocast over fp32 "
+        "parameters (e.g. Lightning precision=16 with DDP): fp32 weights and gradients, "
+        "the optimizer's moments, and autocast's cached 16-bit weight casts (2 bytes per "
+        "parameter). Default false: 16-bit weights with an fp32 master copy in the "
+        "optimizer state (Megatron, DeepSpeed, Apex O2).", True, default=False)
 
 
 class SearchSection(_Section):

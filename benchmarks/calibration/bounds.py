@@ -114,6 +114,32 @@ READING = """## Reading (hand-written)
   weights and gradients (16-bit activations over fp32 parameters, plus DDP's gradient
   buckets). Neither is modelled: the first needs a per-stage maximum over the recomputed
   layers in the MILP/DP memory rows, the second a precision mode.
+- **Memory, eighth session**: five more memory-only records (19 state memory): four
+  Megatron-Core CI golden values of the 12-layer h = 512 test model on 8 H100 (TP4 with
+  the distributed optimizer and unfused attention -14.9%, PP4 interleaved v3 -24.1%, full
+  recomputation -20.6%, TP2/PP2/CP2 with SP -48.9%) and Colossal-AI Gemini GPT2-XL on 4
+  A100-40GB (-16.8%). All are `torch.cuda.max_memory_allocated` and all read low. Three
+  terms the sources show and the model lacks: (1) with tied embeddings and pp > 1 the
+  last stage holds its own copy of the word-embedding matrix for the output layer
+  (Megatron-Core `GPTModel`: `output_layer` skips its weight only when the stage also
+  pre-processes; `LanguageModule.setup_embeddings_and_output_layer` initialises the
+  copy and all-reduces its gradient with the first stage): 25.8 M parameters x 18 B =
+  0.43 GiB of the PP4 run's 0.93 GiB gap, 12.9 M x 18 B = 0.22 GiB of the CP2 run's
+  0.43 GiB (the model's tied head has no parameters on any stage); (2) the
+  cross-entropy keeps 6 bytes per logit at its peak, not 4 (Megatron-Core
+  `_VocabParallelCrossEntropy` casts the bf16 logits to fp32 and saves the fp32
+  softmax; the backward's fp32 gradient is cast back to the bf16 input's dtype while the
+  fp32 one is alive): 4 x 1024 x 50304 logits x 2 B = 0.38 GiB of the recompute run's
+  0.49 GiB gap, and about +2 points on the two 7B CI records; (3) allocator-managed
+  workspaces (cuBLAS workspaces come from PyTorch's caching allocator;
+  `CUBLAS_WORKSPACE_CONFIG=:4096:8` = 32 MiB per handle) count in
+  `max_memory_allocated` but sit in the reserve, which an allocated figure excludes: the
+  TP4 run's persistent allocation is 0.279 GiB against 0.184 GiB of modelled weights,
+  gradients and optimizer state. The GPT2-XL records also copy the logits once more in
+  their loss (`shift_logits = logits[..., :-1, :].contiguous()`, benchmark/gpt/model.py):
+  2 B x 40 x 1024 x 50257 = 3.8 GiB, about the Gemini run's 3.9 GiB gap. None is modelled
+  here (memory physics is being changed elsewhere); the memory median moves from 4.3% to
+  5.8% (max 31.7% to 48.9%).
 - **Records above 25% out of sample** (see `RESULTS.md`), what their sources say:
   - BLOOM prequel (three runs, +42% to +55%): all at hidden size 14400. The chronicle
     itself measured 14400 about 21% slower than 13824 on an otherwise identical plan.
@@ -143,10 +169,36 @@ READING = """## Reading (hand-written)
     interconnect for the A100 sections (1600 Gb/s RoCE per node = 25 GB/s per GPU, as
     the catalog assumes). The long-sequence runs are predicted too fast only out of
     sample (in sample -4% to -5%): the attention efficiency learnt from the Megatron
-    families does not transfer. The benchmark scripts' history points to
-    FlashAttention-1-generation kernels (`attn_impl` default `triton`, flash-attn
-    1.0.3 in 2023 install instructions), but the README was re-recorded until 2024
-    (FP8 rows), so which kernel each row ran is not established; not modelled.
+    families does not transfer. What the repository history establishes (eighth
+    session): the H100 BF16 and A100-80GB tables come from PR #543 (Aug-Oct 2023); its
+    working file `h100new.md` lists the same rows with image
+    `mosaicml/pytorch:2.1.0_cu121-nightly20230827`, and the `submit_benchmarks.py` of
+    that era sets `attn_impl` default `triton` (the pre-MLIR Triton flash kernel, not
+    FlashAttention-2), pins llm-foundry `v0.3.0`, passes no mixed precision (so
+    `DEFAULT`, fp32 reduce), leaves `limit_all_gathers: true` from the yamls, runs
+    `max_duration: 30ba` with `eval_interval: 0`; `collect_results.py` takes the last
+    `throughput/samples_per_sec` (SpeedMonitor window 10: batches 21-30, data loading,
+    optimizer, callbacks and per-batch logging included; no evaluation, no
+    checkpoints). The later "Large Scale" table was run with `attn_impl: flash` and
+    `.[gpu-flash2]`; none of the 28 records comes from it. A published speed ratio of
+    that Triton kernel to FlashAttention-2 was looked for (eighth session) and not found:
+    the FlashAttention-2 paper's "FlashAttention in Triton" (Dao 2023, Sec. 4.1) is
+    OpenAI's MLIR kernel `triton.ops.flash_attention` (flash-attention
+    `benchmarks/benchmark_flash_attention.py`), not llm-foundry's pre-MLIR
+    `flash_attn_triton` with its attention-bias input, and its per-length values are
+    given only as bar charts (text: 1.3-1.5x forward, about 2x backward). So the kernel
+    is still priced as the FlashAttention-2-class one (`pytorch-fsdp` runtime, whose
+    source text now says so); no ratio was chosen. The three over-predicted runs
+    (13B/64 H100 +21%, 70B/64 A100-40GB
+    +35%, 70B/32 H100 +17%) are the ones with 4096-token micro-batches; 30B at 8192 (+29%)
+    is the run the model itself puts nearest its memory (70.9 of 80 GiB). Two neighbours:
+    13B at micro-batch 16 with recomputation (Large Scale table) runs 6% faster per GPU than
+    at micro-batch 2 without it; and 70B on A100-40GB fits a step bound by FSDP traffic at
+    one NIC's rate: 3 x 65 G parameters x 2 B x 63/64 = 384 GB per GPU per step at 25
+    GB/s = 15.4 s against the measured 14.8 s (the model hides it: per-rank ring
+    bandwidth min(NVLink, 8 x NIC)), and at 128 GPUs with micro-batch 4 the same traffic
+    hides behind 21.8 s of compute, where the model is exact (+0.0%). The H100 13B rows
+    (same per-GPU speed from 8 to 64 GPUs) rule that out on the H100 cluster. Not modelled.
   - Megatron-Core 32B (-38%): section 4 (the unstated micro-batch size).
 """
 
