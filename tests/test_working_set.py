@@ -188,7 +188,7 @@ def test_solvers_agree_with_brute_force_where_the_working_set_binds(blocks, pp, 
         assert value == pytest.approx(best, rel=1e-6), name
         m = evaluate(tables.plan_of(asg), graph, cluster, training)
         assert m.feasible, name
-        assert m.iteration_time_s == pytest.approx(value, rel=1e-7), name
+        assert m.iteration_time_s == pytest.approx(value, rel=1e-6), name
         lim = tables.capacity_bytes + MEM_EPS * GIB
         assert max(stage_memory(tables, asg.stage, asg.choice)) <= lim, name
 
