@@ -462,7 +462,9 @@ def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
       no-recompute bytes under the same strategy) are live beside the stored
       checkpoints, less the checkpoint itself, which is counted already
       (Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost",
-      Sec. 3: the peak is the checkpoints plus one segment's activations;
+      Sec. 3: the peak is the checkpoints plus one segment's activations; Feng
+      & Huang 2018, arXiv 1808.00079, Sec. 1: "the sum of the memory cost of
+      the gradient checkpoints and the maximum memory cost of local forwards";
       Korthikanti et al. 2022, Sec. 4.1 and Eq. 1: 34·s·b·h + 5·a·s²·b per
       layer, the layer input 2·s·b·h among it). Selective recomputation
       re-materialises the attention core of one layer (the ``5·a·s²`` term,
@@ -476,9 +478,12 @@ def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
       the reduce dtype (4 bytes with ``fp32_grad_reduce``) before its
       reduce-scatter (Zhao et al. 2023, "PyTorch FSDP", Sec. 3.3 and 4:
       ``limit_all_gathers`` keeps at most two units' unsharded parameters in
-      flight; Rajbhandari et al. 2020, ZeRO, Sec. 7.2.2: parameters gathered
-      per layer and released after use). Without prefetch one unit is in
-      flight. The shards themselves are in :func:`weight_bytes`.
+      flight; PyTorch "FSDP Notes", Prefetch Nuances: with prefetching "the
+      next all-gather's output tensor must be allocated while the current one
+      is still in use"; FSDP2, pytorch PR #128884: two all-gather outputs
+      alive at once; Rajbhandari et al. 2020, ZeRO, Sec. 7.2.2: parameters
+      gathered per layer and released after use). Without prefetch one unit
+      is in flight. The shards themselves are in :func:`weight_bytes`.
 
     The two add when a layer has both: its parameters and gradient are
     unsharded during the backward that runs on the recomputed activations.
