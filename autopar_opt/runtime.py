@@ -79,6 +79,17 @@ fused_cross_entropy
     ``loss_fn: fused_crossentropy`` (flash-attn ``CrossEntropyLoss``, the
     xentropy kernel, gradient written in place; ``llmfoundry/models/mpt/
     modeling_mpt.py``).
+loss_grad_cast
+    The unfused output-layer loss computes the logits' gradient in fp32 and
+    that gradient is cast back to the 16-bit dtype of the logits while the
+    fp32 one is alive: 2 bytes per logit transient in the backward pass, on
+    top of the 4 kept (``cost.layer_cost.loss_grad_cast_bytes``). Megatron's
+    ``_VocabParallelCrossEntropy`` (Megatron-Core
+    ``megatron/core/tensor_parallel/cross_entropy.py``; Megatron-LM and
+    BigScience's Megatron-DeepSpeed ``megatron/mpu/cross_entropy.py``, called
+    as ``vocab_parallel_cross_entropy(output.float(), labels)``). Off where
+    the loss is plain PyTorch (not modelled: no cited account of its
+    transients) or fused (``fused_cross_entropy``: no cast).
 fp8_primary_weights
     In FP8 training the model keeps its GEMM weights in FP8 only (1 byte,
     plus the transposed FP8 copy Transformer Engine caches for the backward
@@ -127,6 +138,7 @@ class Runtime:
     lp_grad_copy: bool = False
     fused_swiglu: bool = False
     fused_cross_entropy: bool = False
+    loss_grad_cast: bool = False
     fp8_primary_weights: bool = False
     ddp_bucket_copy: bool = False
     source: str = ""
@@ -141,19 +153,20 @@ class Runtime:
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
     Runtime("megatron-lm", flash_attention=False, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=False,
-            distributed_optimizer=False, fused_optimizer=True,
+            distributed_optimizer=False, fused_optimizer=True, loss_grad_cast=True,
             source="Megatron-LM 2020-22 (Shoeybi et al. 2019; Narayanan et al. 2021): torch DDP "
                    "buckets, Apex FusedAdam, unfused softmax attention"),
     Runtime("megatron-core", flash_attention=True, tp_comm_overlap=True,
             grad_reduce_overlap=True, param_gather_overlap=True, fsdp_prefetch=True,
             distributed_optimizer=True, fused_optimizer=True, fused_swiglu=True,
+            loss_grad_cast=True,
             source="Megatron-Core with Transformer Engine, performance flags on "
                    "(--tp-comm-overlap --overlap-grad-reduce --overlap-param-gather "
                    "--use-distributed-optimizer; custom FSDP prefetches; NVIDIA Megatron-Core docs)"),
     Runtime("megatron-bridge", flash_attention=True, tp_comm_overlap=True,
             grad_reduce_overlap=True, param_gather_overlap=True, fsdp_prefetch=True,
             distributed_optimizer=True, fp32_grad_buffer=False, fused_optimizer=True,
-            fused_swiglu=True, fp8_primary_weights=True,
+            fused_swiglu=True, fp8_primary_weights=True, loss_grad_cast=True,
             source="NVIDIA Megatron-Bridge / NeMo performance recipes (Megatron-Core + TE, "
                    "distributed optimizer, TP/DP communication overlap; Megatron-FSDP with "
                    "double-buffered prefetch; bf16 gradient reduction: "
@@ -163,6 +176,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
     Runtime("deepspeed", flash_attention=False, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=False, param_gather_overlap=False, fsdp_prefetch=True,
             distributed_optimizer=False, fused_optimizer=True, lp_grad_copy=True,
+            loss_grad_cast=True,
             source="Megatron-DeepSpeed + DeepSpeed ZeRO (Rajbhandari et al. 2020; BF16_Optimizer "
                    "gradient buffers). Gradient reduction after the backward pass: the "
                    "PipelineEngine turns enable_backward_allreduce off and runs ReduceGrads "

@@ -206,7 +206,9 @@ def deepspeed_zero(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
                      f"(communication_data_type default), overlap_comm {overlap}"
                      + (" (stage-3 default), parameter prefetch" if stage == 3 else "")
                      + ", attention unfused unless the arch says flash")
-    return replace(rt, name="deepspeed-zero")
+    # The loss is the host framework's: plain PyTorch (HF/Lightning) unless a
+    # Megatron-DeepSpeed caller sets loss_grad_cast back (records.runtime_for).
+    return replace(rt, name="deepspeed-zero", loss_grad_cast=False)
 
 
 def colossal(fw: str, notes: list[str]) -> Runtime:

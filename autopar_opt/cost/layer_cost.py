@@ -37,7 +37,7 @@ from autopar_opt.cost.state import (  # noqa: F401 (re-exported: the state model
 from autopar_opt.graph import Layer, LayerKind
 from autopar_opt.hardware import GIB, Cluster, LinkTier
 from autopar_opt.strategies import Strategy
-from autopar_opt.training import Recompute, Training, param_state_bytes
+from autopar_opt.training import DTYPE_BYTES, Recompute, Training, param_state_bytes
 
 #: Devices with Hopper/Blackwell tensor-core instructions (wgmma/TMA, tcgen05).
 HOPPER_OR_LATER = frozenset({"H100-SXM-80GB", "H200-141GB", "B200", "GB200"})
@@ -449,6 +449,43 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
     return per * share
 
 
+def loss_grad_cast_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
+                         training: Training) -> float:
+    """The output layer's cross-entropy backward transient on one device:
+    ``X_ce = 2 · s · V / tp · b / (dp · cp)`` bytes (``s·V`` logits per sample,
+    vocabulary-parallel over ``tp``; ``b / (dp·cp)`` the micro-batch share of
+    :func:`activation_bytes`), on top of the ``4·s·V`` fp32 softmax kept for
+    the backward pass.
+
+    Megatron's vocabulary-parallel loss computes in fp32 on the 16-bit logits
+    and saves the fp32 softmax (Megatron-Core
+    ``megatron/core/tensor_parallel/cross_entropy.py``,
+    ``_VocabParallelCrossEntropy.forward``: ``calculate_logits_max`` casts
+    with ``.float()``, ``ctx.save_for_backward(exp_logits, ...)``). Its
+    ``backward`` writes the gradient in place of that fp32 softmax
+    (``prepare_gradient_calculation_operands``: ``grad_input = softmax``) and
+    returns it in fp32; autograd casts it to the 16-bit input's dtype while
+    the fp32 one is alive (PyTorch ``torch/csrc/autograd/engine.cpp``,
+    ``validate_outputs``: ``grad = grad.to(metadata dtype)``). Megatron-LM and
+    BigScience's Megatron-DeepSpeed cast outside the function
+    (``vocab_parallel_cross_entropy(output.float(), labels)``, ``gpt_model.py``
+    ``post_language_model_processing``; ``megatron/mpu/cross_entropy.py``): the
+    ``_to_copy`` backward (``tools/autograd/derivatives.yaml``:
+    ``_to_copy_backward(grad, self.options())``) makes the same 16-bit copy.
+    So 4 + 2 = 6 bytes per logit at the peak. Only runtimes with
+    ``loss_grad_cast`` (the Megatron stacks); none under a fused loss kernel
+    that writes its gradient in place (``fused_cross_entropy``: llm-foundry's
+    flash-attn xentropy) or with 32-bit logits (nothing to cast). Plain
+    PyTorch ``F.cross_entropy`` is not modelled here (no cited account).
+    """
+    rt = training.runtime
+    if layer.kind is not LayerKind.lm_head or not rt.loss_grad_cast \
+            or rt.fused_cross_entropy or DTYPE_BYTES.get(training.dtype, 4) >= 4:
+        return 0.0
+    logits = (layer.act_bytes - layer.act_replicated_bytes) / 4.0   # the 4·s·V fp32 bytes
+    return 2.0 * logits / s.tp * microbatch_samples / (s.dp * s.cp)
+
+
 def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
                       training: Training) -> float:
     """Transient bytes live on one device while ``layer`` is being computed
@@ -485,9 +522,13 @@ def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
       gathered per layer and released after use). Without prefetch one unit
       is in flight. The shards themselves are in :func:`weight_bytes`.
 
-    The two add when a layer has both: its parameters and gradient are
-    unsharded during the backward that runs on the recomputed activations.
-    Any other layer has no transient term here (0).
+    * The output layer's cross-entropy: the 16-bit copy of the fp32 logits'
+      gradient (:func:`loss_grad_cast_bytes`).
+
+    The parts add when a layer has several: its parameters and gradient are
+    unsharded during the backward that runs on the recomputed activations,
+    and the loss gradient is cast in that backward. Any other layer has no
+    transient term here (0).
     """
     out = 0.0
     if s.recompute is not Recompute.none:
@@ -501,7 +542,7 @@ def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
         gathered = dense + (expert if s.edp > 1 else 0.0)
         units = 2 if training.runtime.fsdp_prefetch else 1
         out += gathered * (units * w_bytes + g_bytes)
-    return out
+    return out + loss_grad_cast_bytes(layer, s, microbatch_samples, training)
 
 
 def tie_sync_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
