@@ -145,7 +145,18 @@ READING = """## Reading (hand-written)
   `_VocabParallelCrossEntropy` casts the bf16 logits to fp32 and saves the fp32
   softmax; the backward's fp32 gradient is cast back to the bf16 input's dtype while the
   fp32 one is alive): 4 x 1024 x 50304 logits x 2 B = 0.38 GiB of the recompute run's
-  0.49 GiB gap, and about +2 points on the two 7B CI records; (3) allocator-managed
+  0.49 GiB gap, and about +2 points on the two 7B CI records. Term (2) is modelled since
+  (eighth session, `autopar_opt/cost/layer_cost.py::loss_grad_cast_bytes`, part of the
+  output layer's working set: `2·s·V/tp` bytes per sample of the GPU's micro-batch share,
+  runtime capability `loss_grad_cast` on the Megatron stacks, none under a fused loss
+  kernel): with the calibration re-run the CI records go from -17.9% to -4.5% (full
+  recomputation), -12.9% to -3.0% (PP4 interleaved), -14.9% to -8.2% (TP4), -24.0% to
+  -13.0% (TP2/PP2/CP2) and -3.2/-4.9/-4.3/-4.3% to -1.3/-3.1/-0.8/-0.8% (the 7B runs);
+  memory median 7.1% -> 4.5%, max 24.0% -> 13.0%; the fitted reserve and fragmentation
+  do not move, nor do BLOOM (its busiest stage is the first, without the output layer)
+  or the GPT2-XL records: their loss is plain PyTorch `F.cross_entropy` under autocast,
+  whose backward transients (`nll_loss_backward`'s fp32 gradient, `_log_softmax_backward_data`'s,
+  the cast back) are not modelled, so `loss_grad_cast` is off for them; (3) allocator-managed
   workspaces (cuBLAS workspaces come from PyTorch's caching allocator;
   `CUBLAS_WORKSPACE_CONFIG=:4096:8` = 32 MiB per handle) count in
   `max_memory_allocated` but sit in the reserve, which an allocated figure excludes: the
