@@ -124,6 +124,9 @@ def test_gpt2xl_ddp_amp_record():
     ("amp_bf16 (FSDP mixed_precision=DEFAULT)", "pytorch-ddp", False),   # Composer's name
     ("fp16 AMP", "pytorch-fsdp", False),          # FSDP casts its own parameters
     ("mixed precision fp16", "pytorch-ddp", False),
+    ("Apex AMP O2", "pytorch-ddp", False),        # fp16 weights + fp32 masters, not autocast
+    ("amp O1 (apex)", "pytorch-ddp", False),
+    ("native AMP (torch.cuda.amp)", "pytorch-ddp", True),
 ])
 def test_autocast_reader(text, runtime, amp):
     assert autocast_of(text, runtime_named(runtime), []) is amp

@@ -301,6 +301,10 @@ def map_precision(precision: str, device: str, notes: list[str]) -> str:
 
 
 _AUTOCAST = re.compile(r"torch\.autocast|\bamp\b|native amp")
+#: Apex AMP (``apex.amp``, opt levels O1-O3): O2/O3 keep 16-bit model weights
+#: (O2 with fp32 masters), not torch.autocast over fp32 parameters
+#: (NVIDIA Apex docs, "apex.amp" opt levels), so these spellings are rejected
+_APEX_AMP = re.compile(r"\bapex\b|\bo[0-3]\b")
 
 
 def autocast_of(precision: str, runtime: Runtime, notes: list[str]) -> bool:
@@ -310,8 +314,10 @@ def autocast_of(precision: str, runtime: Runtime, notes: list[str]) -> bool:
     optimizer steps. Sharded stacks cast their own parameters (FSDP's
     ``MixedPrecision(param_dtype=...)``, as in Composer's ``amp_bf16``;
     DeepSpeed's fp16 engine keeps 16-bit weights with fp32 masters), so the
-    same words there do not mean fp32 module weights."""
-    if runtime.name != "pytorch-ddp" or not _AUTOCAST.search(precision.lower()):
+    same words there do not mean fp32 module weights. Apex AMP spellings
+    ("apex", opt levels "O1"-"O3") are not torch autocast (:data:`_APEX_AMP`)."""
+    text = precision.lower()
+    if runtime.name != "pytorch-ddp" or not _AUTOCAST.search(text) or _APEX_AMP.search(text):
         return False
     notes.append("PyTorch AMP (torch.autocast over fp32 parameters): fp32 weights, gradients and "
                  "optimizer moments, cached 16-bit weight casts")
