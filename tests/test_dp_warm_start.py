@@ -147,3 +147,37 @@ def test_those_instances_discriminate_dp_from_uniform_starts():
         if uniform is None or _value(tables, uniform) > best * (1 + 1e-9):
             worse += 1
     assert worse >= 1
+
+
+@pytest.mark.parametrize("loose", [False, True])
+def test_gap_close_takes_the_uniform_plan_when_it_beats_the_dp_incumbent(loose, monkeypatch):
+    """A time-limited DP whose incumbent is worse than the best uniform plan: the
+    configuration closes within the gap with the uniform plan and its value.
+    Constructed: the stubbed DP's incumbent is the real best uniform plan (value
+    u) with the true optimum as its bound; the stubbed "uniform" plan is the
+    DP's true optimum (value opt < u, the seed where they differ). Tight gap:
+    only the uniform plan is within it (the old rule ran the MIP); loose gap:
+    both are (the old rule returned the DP's worse incumbent)."""
+    from autopar_opt.search import baselines
+    for seed in range(6):
+        graph, cluster, training, space = random_instance(seed, 8, dag=False)
+        tables = tables_for(graph, cluster, training, space, 2, 4)
+        exact = solve_dp(tables)
+        uniform = baselines.best_uniform_assignment(tables)
+        if uniform is not None and uniform[1] > exact.primal * (1 + 1e-6):
+            break
+    else:
+        pytest.fail("no seed where the uniform plan is worse than the optimum")
+    u_asg, u = uniform
+    assert _value(tables, u_asg) == pytest.approx(u, rel=1e-12)
+    stub = SolveResult(Termination.feasible, u, exact.primal, 0.1, "dp", "x", solution=u_asg)
+    monkeypatch.setattr("autopar_opt.solvers.dp.solve_dp", lambda *a, **k: stub)
+    monkeypatch.setattr(baselines, "best_uniform_assignment",
+                        lambda t: (exact.solution, exact.primal))
+    solver = InnerSolver(SearchOptions(solver="highs", rel_gap=u / exact.primal if loose else 1e-9))
+    monkeypatch.setattr(solver.backend, "solve_model",
+                        lambda *a, **k: pytest.fail("the MIP ran after the gap closed"))
+    out = solver.solve(tables, 60.0, OuterConfig(2, 4, Schedule.one_f_one_b))
+    assert out.result.primal == pytest.approx(exact.primal, rel=1e-12)
+    assert _value(tables, out.assignment) == pytest.approx(exact.primal, rel=1e-12)
+    assert "uniform plan beats" in out.result.message

@@ -120,13 +120,14 @@ class InnerSolver:
         warm = dp = None
         limit = remaining_s
         if opts.warm_start and self.form_name != "tables":
-            warm, dp = self._warm(tables, remaining_s)
+            warm, warm_value, dp = self._warm(tables, remaining_s)
+            # the better of the DP's plan and the uniform one closes (warm_value is its value)
             closed = dp.termination is Termination.optimal or (
-                dp.termination is Termination.feasible
-                and within_gap(dp.primal, dp.lower_bound, opts.rel_gap))
-            if closed and dp.has_solution and not (
+                dp.termination is Termination.feasible and warm is not None
+                and within_gap(warm_value, dp.lower_bound, opts.rel_gap))
+            if closed and warm is not None and not (
                     getattr(opts, "dp_check", False) or opts.export_dir is not None):
-                return _dp_closed(dp, opts.rel_gap)
+                return _dp_closed(dp, opts.rel_gap, warm, warm_value)
             if dp.termination is Termination.optimal:
                 limit = min(limit, max(CHECK_FACTOR * dp.wall_time_s, CHECK_MIN_S))
         _load_mip_modules()        # its import time is taken off the limit below
@@ -193,17 +194,21 @@ class InnerSolver:
         name = f"pp{cfg.pp}{sizes}_c{cfg.microbatches}_{cfg.schedule.value}.{opts.export_format}"
         return form.export(str(opts.export_dir / name), opts.export_format)
 
-    def _warm(self, tables: CostTables, remaining_s: float) -> tuple[Assignment | None, SolveResult]:
+    def _warm(self, tables: CostTables, remaining_s: float
+              ) -> tuple[Assignment | None, float | None, SolveResult]:
         """The warm start: the better of the DP's assignment (budgeted) and the best
-        uniform (Megatron-style) one of this configuration; and the DP's result."""
+        uniform (Megatron-style) one of this configuration, its tables objective;
+        and the DP's result."""
         from autopar_opt.solvers.dp import solve_dp
         from autopar_opt.search.baselines import best_uniform_assignment
 
         dp = solve_dp(tables, min(DP_WARM_FRACTION * remaining_s, DP_WARM_MAX_S))
         uniform = best_uniform_assignment(tables)
         if dp.has_solution and (uniform is None or dp.primal <= uniform[1]):
-            return dp.solution, dp      # the DP's primal is the same tables objective
-        return (None if uniform is None else uniform[0]), dp
+            return dp.solution, dp.primal, dp   # the DP's primal is the same tables objective
+        if uniform is None:
+            return None, None, dp
+        return uniform[0], uniform[1], dp
 
 
 def _load_mip_modules() -> None:
@@ -218,14 +223,20 @@ def _load_mip_modules() -> None:
     import autopar_opt.formulations  # noqa: F401
 
 
-def _dp_closed(dp: SolveResult, rel_gap: float) -> InnerOutcome:
+def _dp_closed(dp: SolveResult, rel_gap: float, plan: Assignment,
+               value: float) -> InnerOutcome:
     """The outcome of a configuration the exact DP warm start proved optimal (or
-    within ``rel_gap``: its time-limited bound)."""
+    within ``rel_gap``: its time-limited bound). ``plan`` (worth ``value``) is
+    the better of the DP's plan and the best uniform one (:meth:`InnerSolver._warm`):
+    a time-limited DP's incumbent can be worse than the uniform plan."""
     how = ("proven optimal by the exact DP warm start" if dp.termination is Termination.optimal
            else f"proven within the relative gap {rel_gap:g} by the exact DP warm start's bound")
-    res = dp.with_(timings={"dp_warm": dp.wall_time_s},
-                   message="; ".join(m for m in (dp.message, f"{how}; no MIP was run") if m))
-    return InnerOutcome(res, dp.solution).derive(rel_gap)
+    notes = [dp.message, f"{how}; no MIP was run"]
+    if plan is not dp.solution:
+        notes.append("the best uniform plan beats the DP's incumbent")
+    res = dp.with_(primal=value, solution=plan, timings={"dp_warm": dp.wall_time_s},
+                   message="; ".join(m for m in notes if m))
+    return InnerOutcome(res, plan).derive(rel_gap)
 
 
 def _merge(outcome: InnerOutcome, dp: SolveResult | None, rel_gap: float) -> InnerOutcome:
