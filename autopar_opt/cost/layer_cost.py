@@ -529,6 +529,14 @@ def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
     unsharded during the backward that runs on the recomputed activations,
     and the loss gradient is cast in that backward. Any other layer has no
     transient term here (0).
+
+    Limitation: DeepSpeed ZeRO-3 is modelled like FSDP (two gathered units and
+    one layer's unsharded gradient). DeepSpeed instead holds gradients up to
+    ``reduce_bucket_size`` (default 5e8 elements) before reducing them and
+    bounds gathered parameters by ``stage3_prefetch_bucket_size`` /
+    ``stage3_max_live_parameters`` (DeepSpeed ``runtime/zero/stage3.py``,
+    ``DeepSpeedZeroOptimizer_Stage3``; ZeRO config docs); those buckets are not
+    modelled, so its working set can be under-estimated.
     """
     out = 0.0
     if s.recompute is not Recompute.none:
