@@ -151,6 +151,11 @@ def _load(form: MatrixForm, time_limit_s: float | None, rel_gap: float, warm_sta
     h.setOptionValue("output_flag", False)
     h.setOptionValue("mip_rel_gap", float(rel_gap))
     h.setOptionValue("threads", 1)
+    # Feasibility tolerances 1e-9 (HiGHS defaults: mip 1e-6, primal 1e-7). Memory rows are in
+    # GiB, so the defaults let an "optimal" plan overflow a stage by ~1 KB and, on small
+    # capacities, gave a bound 1.4e-5 above a plan that fits (tests/test_highs_tolerance.py).
+    h.setOptionValue("mip_feasibility_tolerance", 1e-9)
+    h.setOptionValue("primal_feasibility_tolerance", 1e-9)
     if time_limit_s is not None:
         h.setOptionValue("time_limit", float(time_limit_s))
     lp = highspy.HighsLp()
