@@ -108,13 +108,12 @@ def least_memory_plan(tables: CostTables) -> Assignment | None:
     what :func:`least_memory` costs (milliseconds on 128 layers × 32 stages), so the
     chain DP returns it when its deadline passes before a beam pass found a plan
     (issue 15: a time-limited DP still answers with a feasible plan)."""
-    need, cuts = _least_memory_partition(tables)
+    need, cuts, levels = _least_memory_partition(tables)
     if cuts is None or need > fit_limit(tables):
         return None
     stage, choice = [0] * tables.num_layers, [0] * tables.num_layers
-    for i, (lo, hi) in enumerate(zip(cuts, cuts[1:])):
+    for i, (lo, hi, L) in enumerate(zip(cuts, cuts[1:], levels)):
         mem = layer_memory(tables, i)
-        L = least_range_memory(tables, i)[1][hi, lo]
         for u in range(lo, hi):
             m = np.where(tables.working_bytes[u] <= L, mem[u], np.inf)
             stage[u], choice[u] = i, int(np.argmin(m))
@@ -180,24 +179,28 @@ def least_range_memory(tables: CostTables, stage: int) -> tuple[np.ndarray, np.n
     return span, level
 
 
-def _least_memory_partition(tables: CostTables) -> tuple[float, list[int] | None]:
-    """:func:`least_memory` and the stage boundaries ``[0, e_0, …, n]`` of a partition
-    that reaches it (None when ``pp > n`` or the value is infinite). A range's
-    memory is exact with the working set (:func:`least_range_memory`)."""
+def _least_memory_partition(tables: CostTables
+                            ) -> tuple[float, list[int] | None, list[float] | None]:
+    """:func:`least_memory`, the stage boundaries ``[0, e_0, …, n]`` of a partition
+    that reaches it and each stage's working-set level there (None, None when
+    ``pp > n`` or the value is infinite). A range's memory is exact with the
+    working set (:func:`least_range_memory`)."""
     n, pp = tables.num_layers, tables.pp
     if pp > n:
-        return float("inf"), None
+        return float("inf"), None, None
     pos = np.arange(n + 1)
     before = pos[None, :] < pos[:, None]           # [end, start]: start < end
     best = np.full(n + 1, np.inf)
     best[0] = 0.0
     parent = []
-    memo: dict[tuple, np.ndarray] = {}    # stages with equal in-flight count and devices agree
+    memo: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}   # equal in-flight count and devices agree
+    keys = []
     for i in range(pp):
         key = (tables.inflight[i], None if tables.stage_devices is None else tables.stage_devices[i])
         if key not in memo:
-            memo[key] = least_range_memory(tables, i)[0]
-        span = memo[key]
+            memo[key] = least_range_memory(tables, i)
+        keys.append(key)
+        span = memo[key][0]
         cand = np.maximum(best[None, :], span)
         cand[~(before & (pos[None, :] >= i))] = np.inf
         parent.append(cand.argmin(axis=1))
@@ -205,11 +208,13 @@ def _least_memory_partition(tables: CostTables) -> tuple[float, list[int] | None
         nxt[(pos < i + 1) | (pos > n - (pp - 1 - i))] = np.inf
         best = nxt
     if not np.isfinite(best[n]):
-        return float(best[n]), None
+        return float(best[n]), None, None
     cuts = [n]
     for i in range(pp - 1, -1, -1):
         cuts.append(int(parent[i][cuts[-1]]))
-    return float(best[n]), cuts[::-1]
+    cuts = cuts[::-1]
+    levels = [float(memo[keys[i]][1][hi, lo]) for i, (lo, hi) in enumerate(zip(cuts, cuts[1:]))]
+    return float(best[n]), cuts, levels
 
 
 def simple_lower_bound(tables: CostTables) -> float:
