@@ -326,6 +326,15 @@ def _cp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     return 3 * allgather_time(s.cp, nbytes, tier, eff)
 
 
+def zero3_bytes(training: Training) -> tuple[float, float]:
+    """Bytes per parameter ZeRO-3/FSDP moves unsharded: (gathered weight, reduced
+    gradient). The weight in its state dtype (16-bit; fp32 under PyTorch AMP,
+    :func:`~autopar_opt.training.param_state_bytes`); the gradient in the same
+    dtype, or 4 bytes with ``fp32_grad_reduce`` (FSDP ``reduce_dtype=float32``)."""
+    w_bytes = param_state_bytes(training)[0]
+    return w_bytes, (max(w_bytes, 4.0) if training.runtime.fp32_grad_reduce else w_bytes)
+
+
 def _zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
                 ) -> tuple[float, float]:
     """ZeRO-3/FSDP per micro-batch: all-gather parameters for forward and for
@@ -341,8 +350,7 @@ def _zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     (all gather/scatter time, exposed part)."""
     if s.zero < 3 or s.dp <= 1 or layer.params <= 0:
         return 0.0, 0.0
-    w_bytes = param_state_bytes(ctx.training)[0]
-    g_bytes = max(w_bytes, 4.0) if ctx.training.runtime.fp32_grad_reduce else w_bytes
+    w_bytes, g_bytes = zero3_bytes(ctx.training)
     dense, expert = moe.split_params(layer, s)   # MoE: experts gather over edp only
     tier, eff = _ring(ctx, s.dp * s.cp, s.tp)
     etier, eeff = _ring(ctx, s.edp, s.tp * s.ep) if expert else (tier, eff)
@@ -544,8 +552,7 @@ def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
         kept = activation_bytes(layer, s, microbatch_samples, s.recompute, training)
         out += max(0.0, full - kept)
     if s.zero >= 3 and s.dp * s.cp > 1 and layer.params > 0:
-        w_bytes = param_state_bytes(training)[0]    # the bytes _zero3_comm gathers
-        g_bytes = max(w_bytes, 4.0) if training.runtime.fp32_grad_reduce else w_bytes
+        w_bytes, g_bytes = zero3_bytes(training)    # the bytes _zero3_comm moves
         dense, expert = moe.split_params(layer, s)   # MoE: experts sharded over edp only
         gathered = dense + (expert if s.edp > 1 else 0.0)
         units = 2 if training.runtime.fsdp_prefetch else 1
