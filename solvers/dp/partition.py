@@ -9,12 +9,8 @@ module bounds it by a decomposition over stages with the memory constraint
 kept per stage.
 
 
-Working sets. The stage memory also holds the largest working set ``X`` of
-its layers (:func:`~autopar_opt.cost.tables.stage_memory`); this module
-leaves it out (the chain DP passes a label's stored memory plus its working
-set so far as ``mem``). Every plan's stage memory is at least what is
-modelled here, so the constraint is relaxed and the bounds stay valid; the
-chain DP itself enforces the working set exactly.
+Working sets are left out here, as in :mod:`autopar_opt.solvers.dp.completion`
+(which says why the bounds stay valid).
 
 Per-stage range bound. For stage ``j`` (layer memory ``m_j[v,k] = W + inflight_j·H``)
 and multipliers ``λ ≥ 0``, let ``φ_jλ(v) = min_k (A[v,k] + λ·m_j[v,k])`` and
