@@ -29,8 +29,7 @@ from typing import Any
 from autopar_opt.core.assignment import Assignment
 from autopar_opt.core.bounds import clamp_to_primal
 from autopar_opt.core.result import ProblemClass, SolveResult, Termination
-from autopar_opt.cost.tables import CostTables, stage_memory
-from autopar_opt.hardware import GIB, MEM_EPS
+from autopar_opt.cost.tables import CostTables, fits
 from autopar_opt.formulations.base import FormulationError, price_assignment, start_assignment
 from autopar_opt.formulations.block_floors import split_plan, stage_floors
 from autopar_opt.formulations.blocks import build_blocks
@@ -46,13 +45,6 @@ def plan_time(tables: CostTables, asg: Assignment) -> float:
     p, o, g, _, _ = price_assignment(tables, asg.stage, asg.choice)
     return (sum(p) + sum(o) + (tables.microbatches - 1) * max(p + o) + max(g)
             + float(tables.params.iteration_overhead_s))
-
-
-def plan_fits(tables: CostTables, asg: Assignment) -> bool:
-    """Every stage's memory (:func:`~autopar_opt.cost.tables.stage_memory`) within the
-    capacity plus the ``MEM_EPS`` allowance of ``fits``."""
-    lim = tables.capacity_bytes + MEM_EPS * GIB
-    return all(m <= lim for m in stage_memory(tables, asg.stage, asg.choice))
 
 
 def block_applicable(tables: CostTables) -> bool:
@@ -79,7 +71,7 @@ def solve_blocks(tables: CostTables, backend, *, time_limit_s: float | None, rel
     timings: dict[str, float] = {"floors": time.perf_counter() - t0}
     for cand in (start, split_plan(tables, chain, floors)):
         # the split heuristic packs stored memory only: keep it if it fits with its working sets
-        if cand is not None and plan_fits(tables, cand) and plan_time(tables, cand) < best_t:
+        if cand is not None and fits(tables, cand) and plan_time(tables, cand) < best_t:
             best, best_t = cand, plan_time(tables, cand)
     if time_limit_s is not None and time.perf_counter() - t0 >= time_limit_s:
         # the floors took the whole share: the best plan so far, no bound

@@ -33,7 +33,7 @@ from autopar_opt.cost.layer_cost import LayerCost, StageContext, layer_cost
 from autopar_opt.cost.params import CostParams
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
 from autopar_opt.graph import LayerGraph
-from autopar_opt.hardware import Cluster
+from autopar_opt.hardware import GIB, MEM_EPS, Cluster
 from autopar_opt.plan import Plan, StagePlan
 from autopar_opt.pipeline import (boundaries_intra, boundary_is_intra, inflight_microbatches,
                                   microbatch_rule_broken, pipeline_rule_broken, stage_devices_problem,
@@ -261,6 +261,13 @@ def stage_memory(tables: CostTables, stage: list[int], choice: list[int]) -> lis
         h[i] += float(tables.act_bytes[u][k])
         x[i] = max(x[i], float(tables.working_bytes[u][k]))
     return [w[i] + tables.inflight[i] * h[i] + x[i] for i in range(pp)]
+
+
+def fits(tables: CostTables, a: Assignment) -> bool:
+    """Every stage's memory (:func:`stage_memory`) within ``capacity_bytes`` plus the
+    allowance ``MEM_EPS`` GiB: the one feasibility test of the solvers."""
+    lim = tables.capacity_bytes + MEM_EPS * GIB
+    return all(m <= lim for m in stage_memory(tables, a.stage, a.choice))
 
 
 def identical_layers(tables: CostTables, u: int, v: int) -> bool:

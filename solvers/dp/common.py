@@ -18,7 +18,8 @@ import time
 import numpy as np
 
 from autopar_opt.core.assignment import Assignment  # noqa: F401 (the DP's answer type)
-from autopar_opt.cost.tables import CostTables, stage_memory
+from autopar_opt.cost.tables import (  # noqa: F401 (fits re-exported: the DPs' feasibility test)
+    CostTables, fits, stage_memory)
 from autopar_opt.evaluate import pipeline_latency
 from autopar_opt.hardware import GIB, MEM_EPS  # noqa: F401  (MEM_EPS re-exported: the DPs' allowance)
 
@@ -46,11 +47,6 @@ def iteration_time(tables: CostTables, a: Assignment) -> float:
     p, o, g, _ = stage_terms(tables, a)
     return (pipeline_latency(p, o, g, tables.microbatches, tables.schedule)
             + tables.params.iteration_overhead_s)
-
-
-def fits(tables: CostTables, a: Assignment) -> bool:
-    """Every stage within ``capacity_bytes`` (plus the allowance ``MEM_EPS`` GiB)."""
-    return all(m <= tables.capacity_bytes + MEM_EPS * GIB for m in stage_terms(tables, a)[3])
 
 
 def fit_limit(tables: CostTables) -> float:
