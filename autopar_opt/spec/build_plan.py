@@ -9,7 +9,9 @@ with the key path and the fix instead of a :class:`PlanError`, plus the two
 Megatron-Core rules the cost model's even splits assume: ``seq_len`` a
 multiple of ``2·cp`` (:func:`autopar_opt.strategies.cp_degree_ok`) and, with
 ``vp_chunks`` virtual stages, every stage's transformer blocks a multiple of
-``vp_chunks`` (:func:`_check_vp`).
+``vp_chunks`` (:func:`_check_vp`). An interleaved plan without ``stage_layers``
+takes Megatron-LM's default split (:func:`_vp_split`), not the even split by
+layer count of a 1F1B plan.
 """
 
 from __future__ import annotations
@@ -105,32 +107,66 @@ def _vp_units(plan: Plan, graph: LayerGraph) -> tuple[list[int], str]:
     """Per stage, what Megatron splits into virtual stages: its transformer
     blocks (the embedding and head sit outside the layer count), or every layer
     of a model without transformer blocks; and the word for them."""
-    from autopar_opt.export.view import BLOCK_KINDS
-
-    kinds = {layer.name: layer.kind for layer in graph.layers}
-    if any(k in BLOCK_KINDS for k in kinds.values()):
-        return [sum(kinds[n] in BLOCK_KINDS for n in st.layers) for st in plan.stages], \
-            "transformer blocks"
-    return [len(st.layers) for st in plan.stages], "layers"
+    units, what = _vp_unit_kinds(graph)
+    counted = {layer.name for layer, unit in zip(graph.layers, units) if unit}
+    return [sum(n in counted for n in st.layers) for st in plan.stages], what
 
 
 def _vp_split(graph: LayerGraph, pp: int, vp: int) -> list[int] | None:
-    """stage_layers giving every stage ``blocks / pp`` transformer blocks (leading
-    layers on the first stage, the others with the block before them), or None."""
-    from autopar_opt.export.view import BLOCK_KINDS
+    """Megatron-LM's default interleaved split as stage_layers, or None when it has none.
 
-    blocks = sum(layer.kind in BLOCK_KINDS for layer in graph.layers)
+    Megatron-LM divides the transformer blocks evenly into ``pp·vp`` model
+    chunks (``num_layers`` divisible by ``pp`` and ``num_layers / pp`` by
+    ``vp``; Megatron-Core ``get_num_layers_to_build``), the embedding on the
+    first chunk and the output layer and loss on the last (Narayanan et al.
+    2021, Sec. 2.2.2). Device ``i`` holds chunks ``i, i+pp, ...``: ``blocks/pp``
+    blocks, plus the embedding on device 0 and the head on device ``pp-1``.
+    As contiguous stages (the form :func:`autopar_opt.pipeline.interleaved_inflight`
+    prices, each chunk ``1/vp`` of its stage): ``blocks / pp`` blocks per stage,
+    leading layers on the first stage, every other layer with the block before
+    it. A model without transformer blocks splits all its layers that way.
+    """
+    units, _ = _vp_unit_kinds(graph)
+    blocks = sum(units)
     if not blocks or blocks % (pp * vp):
         return None
     per, sizes, held = blocks // pp, [0] * pp, [0] * pp
     s = 0
-    for layer in graph.layers:
-        if layer.kind in BLOCK_KINDS:
+    for unit in units:
+        if unit:
             if held[s] == per:
                 s += 1
             held[s] += 1
         sizes[s] += 1
     return sizes
+
+
+def _vp_unit_kinds(graph: LayerGraph) -> tuple[list[bool], str]:
+    """Per layer, whether Megatron counts it in the split (a transformer block;
+    every layer of a model without blocks), and the word for those layers."""
+    from autopar_opt.export.view import BLOCK_KINDS
+
+    is_block = [layer.kind in BLOCK_KINDS for layer in graph.layers]
+    if any(is_block):
+        return is_block, "transformer blocks"
+    return [True] * len(is_block), "layers"
+
+
+def _refuse_default_vp(graph: LayerGraph, pp: int, vp: int, devices: int,
+                       out: ProblemList) -> None:
+    """No Megatron default split for ``pp·vp`` chunks: say why and what works
+    (the vp that fit this pp; else the pp, dividing the devices, that fit this vp)."""
+    units, what = _vp_unit_kinds(graph)
+    n = sum(units)
+    good = [v for v in divisors(n) if n % (pp * v) == 0]
+    pps = [p for p in divisors(devices) if p > 1 and n % (p * vp) == 0]
+    fix = f"use vp_chunks in {good}" if good else \
+        f"use a pp with pp*vp_chunks dividing {n} (pp in {pps})" if pps else \
+        "use vp_chunks: 1 and schedule: 1f1b"
+    out.add("plan.vp_chunks", vp, f"with no stage_layers, Megatron-LM splits the model's {n} "
+            f"{what} evenly into pp*vp_chunks = {pp * vp} model chunks (embedding on the first, "
+            f"output layer on the last), and {n} is not a multiple of {pp * vp}",
+            f"{fix}, or give stage_layers with a multiple of vp_chunks {what} on every stage")
 
 
 def _check_vp(plan: Plan, graph: LayerGraph, key: str, fix: str, out: ProblemList) -> bool:
@@ -193,10 +229,15 @@ def _megatron(spec: MegatronPlanSpec, graph: LayerGraph, cluster: Cluster, train
         return None
     if not _check_ep(graph, dp, spec.cp, spec.ep, "plan.ep", out):
         return None
+    sizes = list(spec.stage_layers) if spec.stage_layers else None
+    if sizes is None and spec.vp_chunks > 1:        # interleaved: Megatron's own split
+        sizes = _vp_split(graph, spec.pp, spec.vp_chunks)
+        if sizes is None:
+            _refuse_default_vp(graph, spec.pp, spec.vp_chunks, n, out)
+            return None
     strategy = Strategy(dp, spec.tp, spec.cp, spec.sequence_parallel, spec.zero, spec.recompute)
     names = [layer.name for layer in graph.layers]
-    plan = uniform_plan(names, spec.pp, strategy, c, spec.schedule, spec.vp_chunks,
-                        list(spec.stage_layers) if spec.stage_layers else None)
+    plan = uniform_plan(names, spec.pp, strategy, c, spec.schedule, spec.vp_chunks, sizes)
     moe = {layer.name for layer in graph.layers if layer.is_moe}
     for st in plan.stages:
         st.strategies = [replace(s, ep=spec.ep) if name in moe else s
