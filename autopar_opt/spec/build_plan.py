@@ -7,7 +7,8 @@ enforces (``tp*pp*dp*cp`` equals the devices, micro-batches divide the batch,
 ``dp`` divides a micro-batch, tp divides every layer's ``max_tp``), reported
 with the key path and the fix instead of a :class:`PlanError`, plus the two
 Megatron-Core rules the cost model's even splits assume: ``seq_len`` a
-multiple of ``2·cp`` (:func:`autopar_opt.strategies.cp_degree_ok`) and, with
+multiple of ``2·cp`` (:func:`autopar_opt.strategies.cp_degree_ok`, worded by
+:mod:`autopar_opt.spec.cp_rule`) and, with
 ``vp_chunks`` virtual stages, every stage's transformer blocks a multiple of
 ``vp_chunks`` (:func:`_check_vp`). An interleaved plan without ``stage_layers``
 takes Megatron-LM's default split (:func:`_vp_split`), not the even split by
@@ -23,11 +24,11 @@ from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
 from autopar_opt.pipeline import microbatch_rule_broken, pipeline_rule_broken, stage_devices_problem
 from autopar_opt.plan import Plan, StagePlan, uniform_plan
+from autopar_opt.spec.cp_rule import cp_refusal
 from autopar_opt.spec.errors import ProblemList, did_you_mean
 from autopar_opt.spec.schema import (ExplicitPlanSpec, MegatronArgsPlanSpec, MegatronPlanSpec,
                                      StrategySpec)
-from autopar_opt.strategies import (Strategy, cp_degree_ok, cp_degrees_for, divisors, ep_degree_ok,
-                                    tp_degree_ok)
+from autopar_opt.strategies import Strategy, divisors, ep_degree_ok, tp_degree_ok
 from autopar_opt.training import Schedule, Training
 
 
@@ -87,20 +88,14 @@ def _megatron_dp(spec: MegatronPlanSpec, n: int, out: ProblemList) -> int | None
     return n // model
 
 
-def _check_cp(cp: int, seq_len: int | None, key: str, out: ProblemList) -> bool:
-    """``seq_len`` splits into ``2·cp`` chunks (:func:`cp_degree_ok`)."""
-    if cp_degree_ok(seq_len, cp):
-        return True
-    if not seq_len:
-        out.add(key, cp, "context parallelism splits the sequence, but no seq_len is known",
-                "set training.seq_len, or cp: 1")
-        return False
-    good = ", ".join(str(c) for c in cp_degrees_for(seq_len)[:6])
-    out.add(key, cp, f"seq_len {seq_len} is not a multiple of 2*cp = {2 * cp} (Megatron-Core's "
-            "load-balanced causal context parallelism cuts the sequence into 2*cp chunks)",
-            f"use a cp with seq_len a multiple of 2*cp ({good}), or a seq_len that is a "
-            f"multiple of {2 * cp}")
-    return False
+def _check_cp(cp: int, seq_len: int | None, graph: LayerGraph, key: str,
+              out: ProblemList) -> bool:
+    """``seq_len`` splits into ``2·cp`` chunks (:func:`~autopar_opt.strategies.cp_degree_ok`;
+    words: :mod:`autopar_opt.spec.cp_rule`)."""
+    refused = cp_refusal(cp, seq_len, graph, listed=False)
+    if refused:
+        out.add(key, cp, *refused)
+    return refused is None
 
 
 def _vp_units(plan: Plan, graph: LayerGraph) -> tuple[list[int], str]:
@@ -213,7 +208,7 @@ def _megatron(spec: MegatronPlanSpec, graph: LayerGraph, cluster: Cluster, train
         out.add("plan.sequence_parallel", True, "sequence parallelism needs tp > 1",
                 "set sequence_parallel: false or tp > 1")
         ok = False
-    ok = _check_cp(spec.cp, training.seq_len, "plan.cp", out) and ok
+    ok = _check_cp(spec.cp, training.seq_len, graph, "plan.cp", out) and ok
     if spec.vp_chunks > 1 and spec.schedule is not Schedule.interleaved:
         out.add("plan.vp_chunks", spec.vp_chunks, "virtual chunks need the interleaved schedule",
                 "set schedule: interleaved, or vp_chunks: 1")
@@ -267,7 +262,7 @@ def _check_ep(graph: LayerGraph, dp: int, cp: int, ep: int, key: str, out: Probl
 
 
 def _explicit_stage(i: int, stage, names: list[str], seen: set[str], d: int, b: int,
-                    seq_len: int | None, out: ProblemList) -> StagePlan | None:
+                    seq_len: int | None, graph: LayerGraph, out: ProblemList) -> StagePlan | None:
     ok = True
     for j, name in enumerate(stage.layers):
         if name not in names:
@@ -297,7 +292,7 @@ def _explicit_stage(i: int, stage, names: list[str], seen: set[str], d: int, b: 
             out.add(f"{key}.dp", s.dp, f"does not divide the {b} samples of a micro-batch",
                     "use a dp that divides global_batch_size / microbatches")
             ok = False
-        elif not _check_cp(s.cp, seq_len, f"{key}.cp", out):
+        elif not _check_cp(s.cp, seq_len, graph, f"{key}.cp", out):
             ok = False
         elif s.ep > 1 and (s.dp * s.cp) % s.ep:
             out.add(f"{key}.ep", s.ep, f"does not divide dp*cp = {s.dp * s.cp}",
@@ -317,7 +312,7 @@ def _explicit(spec: ExplicitPlanSpec, graph: LayerGraph, cluster: Cluster, train
         out.add("plan.microbatches", c, broken.rule, broken.fix)
     names, seen = [layer.name for layer in graph.layers], set()
     stages = [_explicit_stage(i, st, names, seen, d, 0 if broken else gbs // c,
-                              training.seq_len, out)
+                              training.seq_len, graph, out)
               for (i, st), d in zip(enumerate(spec.stages), sizes)]
     unknown = [name for st in spec.stages for name in st.layers if name not in names]
     missing = [name for name in names if name not in seen]
