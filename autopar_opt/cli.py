@@ -398,7 +398,7 @@ def capacity(sweep_path: str = typer.Argument(..., metavar="SWEEP", help="Sweep 
 @guarded
 def report(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="Result JSON of solve."),
            output: str = typer.Option(..., "-o", "--output", help="HTML file to write.")) -> int:
-    """Render a solve result as an HTML report."""
+    """Render a solve result as an HTML report (a peer problem's plan.json: its peer report)."""
     from autopar_opt.reports.cli import report_command
 
     return report_command(plan_json, output)

@@ -17,12 +17,48 @@ def _fail(plan_json: str, message: str) -> int:
     return EXIT_BAD_INPUT
 
 
+#: ``spec.problem.format`` of the documents ``autopar solve`` writes for a peer problem.
+PEER_FORMATS = ("piper", "pase")
+
+
+def _peer_format(doc: object) -> str | None:
+    """The peer format of a peer-problem plan.json (:mod:`autopar_opt.peers.cli`), else None."""
+    spec = doc.get("spec") if isinstance(doc, dict) else None
+    problem = spec.get("problem") if isinstance(spec, dict) else None
+    fmt = problem.get("format") if isinstance(problem, dict) else None
+    return fmt if fmt in PEER_FORMATS else None
+
+
+def _peer_report(plan_json: str, doc: dict, peer: str, output: str) -> int:
+    """A peer problem's plan.json gets the peer report, the one ``autopar solve
+    SPEC --out DIR`` writes as DIR/report.html (:mod:`autopar_opt.peers.report`);
+    our plan report needs a model, cluster and cost model such a problem lacks."""
+    from jinja2 import TemplateError
+
+    from autopar_opt.peers.report import render_peer_report
+
+    try:
+        html = render_peer_report(doc)
+    except (TemplateError, KeyError, TypeError, AttributeError) as exc:
+        return _fail(plan_json, f"a {peer} peer-problem plan.json, but not one the peer report can "
+                     f"read ({type(exc).__name__}: {exc}); give the plan.json of `autopar solve "
+                     "SPEC --out DIR` for a spec with problem:, or use DIR/report.html, which that "
+                     "command writes beside it")
+    try:
+        write_atomic(html, output)
+    except OSError as exc:
+        return _fail(plan_json, f"cannot write the report to {output} ({exc})")
+    print(f"wrote {output} (peer problem: {peer})")
+    return EXIT_OK
+
+
 def report_command(plan_json: str, output: str) -> int:
     """Render ``plan_json`` to ``output``; 0 on success, 2 on bad input.
 
     A missing, unreadable or malformed file, or one missing keys the report
     needs, prints one message on stderr naming the file and every missing key,
     and writes nothing. The output is written atomically (temp file + rename).
+    A peer problem's plan.json (Piper, PaSE) gets the peer report instead.
     """
     from autopar_opt.outputs import check_output_file
 
@@ -41,6 +77,9 @@ def report_command(plan_json: str, output: str) -> int:
     except RecursionError:      # json's decoder recurses once per nesting level
         return _fail(plan_json, "nested too deeply to be read (a plan.json nests a few levels); "
                      "give the plan.json written by `autopar solve --out DIR`")
+    peer = _peer_format(doc)
+    if peer:
+        return _peer_report(plan_json, doc, peer, output)
     try:
         html = render_html(doc)
     except ReportInputError as exc:
