@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from autopar_opt.export import TARGETS, ExportError, export_plan
+from autopar_opt.peers.document import PEER_FORMATS, peer_format
 from autopar_opt.plan import Plan
 
 
@@ -44,6 +45,12 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
     except (OSError, ValueError, RecursionError) as exc:     # JSONDecodeError is a ValueError
         return _fail(f"{path}: cannot read the plan JSON ({exc}); give the plan.json "
                      "written by `autopar solve --out DIR`")
+    peer = peer_format(doc)
+    if peer:
+        name, parts = PEER_FORMATS[peer]
+        return _fail(f"{path}: the plan.json of a {name} peer problem: its plan is {parts}, "
+                     f"not a model's layers and degrees, so it has no --to {target} export; see "
+                     f"it with `autopar report {path} -o report.html`")
     if isinstance(doc, dict) and doc.get("plan") is None and doc.get("status") is not None:
         why = doc.get("infeasibility") if isinstance(doc.get("infeasibility"), dict) else {}
         advice = why.get("advice") if isinstance(why.get("advice"), list) else []

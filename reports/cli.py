@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from autopar_opt.peers.document import peer_format
 from autopar_opt.reports.document import ReportInputError
 from autopar_opt.reports.render import render_html, write_atomic
 
@@ -15,18 +16,6 @@ EXIT_BAD_INPUT = 2
 def _fail(plan_json: str, message: str) -> int:
     print(f"autopar report: {plan_json}: {message}", file=sys.stderr)
     return EXIT_BAD_INPUT
-
-
-#: ``spec.problem.format`` of the documents ``autopar solve`` writes for a peer problem.
-PEER_FORMATS = ("piper", "pase")
-
-
-def _peer_format(doc: object) -> str | None:
-    """The peer format of a peer-problem plan.json (:mod:`autopar_opt.peers.cli`), else None."""
-    spec = doc.get("spec") if isinstance(doc, dict) else None
-    problem = spec.get("problem") if isinstance(spec, dict) else None
-    fmt = problem.get("format") if isinstance(problem, dict) else None
-    return fmt if fmt in PEER_FORMATS else None
 
 
 def _peer_report(plan_json: str, doc: dict, peer: str, output: str) -> int:
@@ -77,7 +66,7 @@ def report_command(plan_json: str, output: str) -> int:
     except RecursionError:      # json's decoder recurses once per nesting level
         return _fail(plan_json, "nested too deeply to be read (a plan.json nests a few levels); "
                      "give the plan.json written by `autopar solve --out DIR`")
-    peer = _peer_format(doc)
+    peer = peer_format(doc)
     if peer:
         return _peer_report(plan_json, doc, peer, output)
     try:

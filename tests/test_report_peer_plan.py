@@ -49,3 +49,21 @@ def test_damaged_peer_plan_is_a_clear_error(tmp_path):
     assert str(bad) in text and "pase peer-problem plan.json" in text and "primal" in text
     assert "autopar solve SPEC --out DIR" in text and "missing key 'spec.model'" not in text
     assert not html.exists()
+
+
+@pytest.mark.parametrize("spec,name", [("piper_gnmt_k8.yaml", "Piper"),
+                                       ("pase_inception3_p8.yaml", "PaSE")])
+def test_export_of_a_peer_plan_says_it_has_none(tmp_path, spec, name):
+    """Before: 'the spec it was solved from is not readable; pass it with --spec',
+    and with --spec the peer spec's missing model/cluster/training keys."""
+    out = tmp_path / "out"
+    code, text = _cli("solve", EXAMPLES / spec, "--out", out, "--quiet")
+    assert code == 0, text
+    args = tmp_path / "args.txt"
+    for extra in ([], ["--spec", EXAMPLES / spec]):
+        code, text = _cli("export", out / "plan.json", "--to", "megatron", "-o", args, *extra)
+        assert code == 2, text
+        assert str(out / "plan.json") in text and f"plan.json of a {name} peer problem" in text
+        assert "no --to megatron export" in text and "autopar report" in text
+        assert "--spec SPEC" not in text and "required key missing" not in text
+        assert not args.exists()
