@@ -106,3 +106,4 @@ def test_split_of_a_model_without_transformer_blocks():
                                           for i in range(n)])
     assert _vp_split(chain(8), 2, 2) == [4, 4]
     assert _vp_split(chain(6), 2, 2) is None
+

@@ -67,3 +67,4 @@ def test_export_of_a_peer_plan_says_it_has_none(tmp_path, spec, name):
         assert "no --to megatron export" in text and "autopar report" in text
         assert "--spec SPEC" not in text and "required key missing" not in text
         assert not args.exists()
+

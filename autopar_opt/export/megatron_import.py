@@ -102,6 +102,10 @@ def plan_from_megatron(args: argparse.Namespace, graph: LayerGraph, cluster: Clu
     if gbs % (mbs * dp):
         raise MegatronArgsError(f"--global-batch-size {gbs} is not a multiple of "
                                 f"micro-batch-size*dp = {mbs * dp}")
+    if args.num_layers is not None and args.num_layers != len(graph) - 2:
+        raise MegatronArgsError(f"--num-layers {args.num_layers} but the model has "
+                                f"{len(graph) - 2} transformer layers: the command line is "
+                                "another model's (set model: to that model, or drop --num-layers)")
     counts = _block_counts(args, len(graph) - 2, pp)
     if sum(counts) != len(graph) - 2 or min(counts) < 0:
         raise MegatronArgsError(f"stage sizes {counts} do not add up to the model's "

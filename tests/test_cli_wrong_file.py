@@ -1,0 +1,68 @@
+"""Session 10 sweep: the wrong kind of file, or another model's command line.
+
+Each was a wall of schema messages (a dozen unknown and missing keys) or a
+silent acceptance. Oracle: exit 2, no traceback, the file, key and value, the
+words of the rule and of the fix (the command or file to use instead), and
+none of the misleading schema messages.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.test_cli_hardening import _cli
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "peers"
+QUICKSTART = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
+
+
+def _spec(tmp_path: Path, plan: dict, **overrides) -> Path:
+    spec = copy.deepcopy(QUICKSTART)
+    spec["plan"] = plan
+    spec["model"]["overrides"] = overrides
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+PLAN_FEASIBLE = ROOT / "tests" / "data" / "report" / "plan_feasible.json"
+
+
+@pytest.mark.parametrize("command", [["estimate"], ["model"], ["solve", "--quiet"]])
+def test_a_plan_json_given_as_the_spec_is_named_as_such(command):
+    """Before: 'unknown key' for spec, status, tool, certificate, ... and 'missing'
+    for model, cluster, training."""
+    code, text = _cli(command[0], PLAN_FEASIBLE, *command[1:])
+    assert code == 2, text
+    assert "plan_feasible.json: tool = " in text and "result file autopar wrote" in text
+    assert "give the spec it came from (specs/debug.yaml)" in text
+    assert "unknown key" not in text and "required key missing" not in text
+
+
+@pytest.mark.parametrize("command", ["estimate", "model"])
+def test_a_peer_spec_given_to_a_model_command_points_to_solve(command):
+    spec = EXAMPLES / "piper_gnmt_k8.yaml"
+    code, text = _cli(command, spec)
+    assert code == 2, text
+    assert "problem = 'piper': a peer-problem spec" in text and f"run `autopar solve {spec}`" in text
+    assert "unknown key" not in text and "required key missing" not in text
+
+
+def test_megatron_command_line_of_another_model_is_refused(tmp_path):
+    """--num-layers 24 on gpt-1.7b cut to 4 blocks: the command line is another
+    model's. Before: --num-layers was parsed and
+    ignored, and the plan priced on the spec's model."""
+    flags = ("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --num-layers 24 "
+             "--micro-batch-size 8 --global-batch-size 64")
+    code, text = _cli("estimate", _spec(tmp_path, {"megatron_args": flags}, num_layers=4))
+    assert code == 2, text
+    assert "plan.megatron_args" in text and "--num-layers 24 but the model has 4 transformer " \
+        "layers" in text and "drop --num-layers" in text
+    code, text = _cli("estimate", _spec(tmp_path, {"megatron_args": flags.replace("24", "4")},
+                                        num_layers=4))
+    assert code == 0, text
