@@ -1,4 +1,5 @@
-"""Session 10 sweep: the wrong kind of file, or another model's command line.
+"""Session 10 sweep: the wrong kind of file, another model's command line, options
+that do not apply.
 
 Each was a wall of schema messages (a dozen unknown and missing keys) or a
 silent acceptance. Oracle: exit 2, no traceback, the file, key and value, the
@@ -65,4 +66,23 @@ def test_megatron_command_line_of_another_model_is_refused(tmp_path):
         "layers" in text and "drop --num-layers" in text
     code, text = _cli("estimate", _spec(tmp_path, {"megatron_args": flags.replace("24", "4")},
                                         num_layers=4))
+    assert code == 0, text
+
+
+@pytest.mark.parametrize("option", [["--form", "miqp"], ["--runnable-by", "megatron"],
+                                    ["--searcher", "random"], ["--no-warm-start"],
+                                    ["--export-models"]])
+def test_model_search_options_on_a_peer_problem_are_refused(tmp_path, option):
+    """Before: accepted and ignored (exit 0, the peer's DP solved as without them)."""
+    out = tmp_path / "out"
+    code, text = _cli("solve", EXAMPLES / "piper_gnmt_k8.yaml", *option, "--out", out, "--quiet")
+    assert code == 2, text
+    assert f"command line: {option[0]} = " in text and "piper peer problem" in text
+    assert f"drop {option[0]}" in text
+    assert not out.exists()
+
+
+def test_a_peer_problem_still_takes_its_own_options(tmp_path):
+    code, text = _cli("solve", EXAMPLES / "piper_gnmt_k8.yaml", "--solver", "dp", "--gap", "0.01",
+                      "--time-limit", "30", "--out", tmp_path / "out", "--quiet")
     assert code == 0, text
