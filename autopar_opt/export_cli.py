@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from autopar_opt.export import TARGETS, ExportError, export_plan
-from autopar_opt.peers.document import PEER_FORMATS, peer_format
+from autopar_opt.doc_kinds import PEER_FORMATS, is_placement, peer_format
 from autopar_opt.plan import Plan
 
 
@@ -51,6 +51,10 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
         return _fail(f"{path}: the plan.json of a {name} peer problem: its plan is {parts}, "
                      f"not a model's layers and degrees, so it has no --to {target} export; see "
                      f"it with `autopar report {path} -o report.html`")
+    if is_placement(doc):
+        return _fail(f"{path}: a placement.json of `autopar place`: operator-graph nodes on "
+                     f"devices, not a training plan of a model, so it has no --to {target} export; "
+                     f"see it with `autopar report {path} -o report.html`")
     if isinstance(doc, dict) and doc.get("plan") is None and doc.get("status") is not None:
         why = doc.get("infeasibility") if isinstance(doc.get("infeasibility"), dict) else {}
         advice = why.get("advice") if isinstance(why.get("advice"), list) else []
@@ -61,8 +65,8 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
     if not isinstance(doc, dict) or not isinstance(doc.get("plan"), dict):
         return _fail(f"{path}: no 'plan' in this file (the solve found none, or it is not a "
                      "plan.json of `autopar solve`)")
-    spec_doc = doc.get("spec")
-    spec_file = spec_path or (spec_doc.get("path") if isinstance(spec_doc, dict) else None)
+    spec_doc = doc.get("spec")      # solve: {"path": ...}; estimate --json: the path itself
+    spec_file = spec_path or (spec_doc.get("path") if isinstance(spec_doc, dict) else spec_doc)
     if not isinstance(spec_file, str) or not spec_file or "\x00" in spec_file \
             or not Path(spec_file).is_file():
         return _fail(f"{path}: the spec it was solved from ({spec_file!r}) is not readable; "
