@@ -131,3 +131,31 @@ def test_estimate_json_is_exported_and_refused_by_report(tmp_path):
     assert "est.json" in text and "JSON of `autopar estimate --json`" in text
     assert "autopar solve SPEC --out DIR" in text and "missing key" not in text
     assert not (tmp_path / "r.html").exists()
+
+
+# ------------------------------------------ every command given another command's input
+SWEEP = ROOT / "examples" / "capacity_llama3_70b.yaml"
+PEER = EXAMPLES / "piper_gnmt_k8.yaml"
+SPEC = ROOT / "examples" / "quickstart.yaml"
+FILES = {"spec": (SPEC, "this is a model spec (model, cluster, training)", "`autopar solve "),
+         "sweep": (SWEEP, "this is a capacity sweep (base, axes, planning)", "`autopar capacity "),
+         "graph": (GRAPH, "this is a public-format operator graph (nodes, edges)",
+                   "`autopar place "),
+         "peer": (PEER, "a peer-problem spec (problem: piper)", "`autopar solve "),
+         "result": (PLAN_FEASIBLE, "this is a result file autopar wrote", "give the spec it came "
+                    "from (specs/debug.yaml)")}
+COMMANDS = {"estimate": ("spec",), "model": ("spec",), "capacity": ("sweep",),
+            "place": ("graph",), "calibrate": ()}
+
+
+@pytest.mark.parametrize("command,kind", [(c, k) for c, ok in COMMANDS.items() for k in FILES
+                                          if k not in ok])
+def test_a_command_given_another_commands_file_names_it(command, kind):
+    """Before: a list of unknown and missing keys of the expected file (or, for
+    calibrate, 'expected a list of run records, got dict'). Oracle: the kind of
+    the file given and the command (or spec) that takes it."""
+    path, what, fix = FILES[kind]
+    code, text = _cli(command, path)
+    assert code == 2, text
+    assert str(path) in text and what in text and fix in text, text
+    assert "unknown key" not in text and "required key missing" not in text

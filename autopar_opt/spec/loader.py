@@ -222,30 +222,6 @@ def read_mapping(path: Path | str, content: tuple[str, str] = SPEC_CONTENT) -> d
     return data
 
 
-def refuse_other_documents(data: dict[str, Any], path: Path | str) -> None:
-    """Raise :class:`SpecError` when ``data`` is a file autopar wrote or a peer
-    problem, not a model spec: a plan.json of ``autopar solve`` (``tool`` names
-    autopar-opt) or a spec with ``problem:`` (a Piper/PaSE instance, which only
-    ``solve`` reads). Said as such, not as a dozen unknown and missing keys."""
-    tool = data.get("tool")
-    if isinstance(tool, dict) and tool.get("name") == "autopar-opt":
-        spec = data.get("spec")
-        origin = spec.get("path") if isinstance(spec, dict) else None
-        shown = f" ({origin})" if isinstance(origin, str) and origin else ""
-        raise SpecError([_problem(path, "this is a result file autopar wrote (plan.json, "
-                                  "placement.json, capacity.json, ...), not a spec",
-                                  f"give the spec it came from{shown}; `autopar report` "
-                                  "and `autopar export` read a plan.json", "tool", tool)])
-    problem = data.get("problem")
-    if problem is not None and "model" not in data:
-        fmt = problem.get("format") if isinstance(problem, dict) else None
-        raise SpecError([_problem(path, f"a peer-problem spec (problem: {fmt or '...'}) holds "
-                                  "a Piper or PaSE instance, not a model, cluster and training; "
-                                  "only `autopar solve` reads it",
-                                  f"run `autopar solve {path}`, or give a model spec (e.g. "
-                                  "examples/quickstart.yaml) to this command", "problem", fmt)])
-
-
 def read_document(path: Path | str) -> Any:
     """Read and parse one YAML/TOML/JSON file of any shape within the limits of
     :mod:`autopar_opt.limits` (size, nesting, values, lengths, numbers);
