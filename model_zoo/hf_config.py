@@ -82,7 +82,8 @@ def load_hf_config(path: str | Path) -> tuple[dict[str, Any], Path]:
         raise HfConfigError(f"{str(p)[:200]}: cannot be opened ({exc.__class__.__name__}) "
                             "(fix: give a config.json or a directory holding one)") from None
     if not is_file:
-        raise HfConfigError(f"{p}: no such file (fix: give a config.json or a directory "
+        what = "a directory, not a file" if p.is_dir() else "no such file"
+        raise HfConfigError(f"{p}: {what} (fix: give a config.json or a directory "
                             "holding one)")
     too_big = limits.check_file_size(p)
     if too_big is not None:

@@ -159,3 +159,11 @@ def test_a_command_given_another_commands_file_names_it(command, kind):
     assert code == 2, text
     assert str(path) in text and what in text and fix in text, text
     assert "unknown key" not in text and "required key missing" not in text
+
+
+def test_model_directory_whose_config_json_is_a_directory(tmp_path):
+    """Before: 'DIR/config.json: no such file' for a directory of that name."""
+    (tmp_path / "m" / "config.json").mkdir(parents=True)
+    code, text = _cli("model", tmp_path / "m")
+    assert code == 2, text
+    assert "config.json: a directory, not a file" in text and "give a config.json" in text
