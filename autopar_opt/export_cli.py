@@ -36,7 +36,8 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
 
     if target not in TARGETS:
         return _fail(f"--to {target!r}: unknown target; use one of {', '.join(TARGETS)}")
-    problems = check_output_file(output, "--output") if output is not None else []
+    problems = check_output_file(output, "--output", (plan_json, spec_path)) \
+        if output is not None else []
     if problems:                                   # before any work (issue 15)
         return _fail("; ".join(p.format() for p in problems))
     path = Path(plan_json)
@@ -71,6 +72,9 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
             or not Path(spec_file).is_file():
         return _fail(f"{path}: the spec it was solved from ({spec_file!r}) is not readable; "
                      "pass it with --spec SPEC")
+    problems = check_output_file(output, "--output", (spec_file,)) if output is not None else []
+    if problems:                                   # the spec named inside plan.json
+        return _fail("; ".join(p.format() for p in problems))
     from autopar_opt.pipeline import PlanError, validate_plan
 
     spec = load_spec(spec_file)

@@ -74,7 +74,7 @@ def report_command(plan_json: str, output: str) -> int:
     """
     from autopar_opt.outputs import check_output_file
 
-    problems = check_output_file(output, "--output")
+    problems = check_output_file(output, "--output", (plan_json,))
     if problems:
         return _fail(plan_json, "; ".join(p.format() for p in problems))
     try:

@@ -167,3 +167,32 @@ def test_model_directory_whose_config_json_is_a_directory(tmp_path):
     code, text = _cli("model", tmp_path / "m")
     assert code == 2, text
     assert "config.json: a directory, not a file" in text and "give a config.json" in text
+
+
+# ------------------------------------------------------- output onto an input file
+def test_an_output_that_is_an_input_file_is_refused_and_the_input_kept(tmp_path):
+    """report -o PLAN, export -o PLAN (or -o the spec plan.json names), calibrate
+    --fit -o RUNS. Before: each wrote its output over the file it had just read
+    (report replaced plan.json with HTML). Oracle: exit 2 naming the input, and
+    the input byte-identical afterwards."""
+    plan = tmp_path / "plan.json"
+    plan.write_bytes(PLAN_FEASIBLE.read_bytes())
+    code, text = _cli("estimate", SPEC, "--json")
+    est = tmp_path / "est.json"
+    est.write_text(text)
+    spec = tmp_path / "spec.yaml"
+    spec.write_bytes(SPEC.read_bytes())
+    est_local = tmp_path / "est_local.json"
+    est_local.write_text(text.replace(str(SPEC), str(spec)))
+    runs = tmp_path / "runs.yaml"
+    runs.write_bytes((ROOT / "tests" / "data" / "published_runs.yaml").read_bytes())
+    cases = [(["report", plan, "-o", tmp_path / "." / "plan.json"], plan),
+             (["export", est, "--to", "megatron", "-o", est], est),
+             (["export", est_local, "--to", "megatron", "-o", spec], spec),
+             (["calibrate", runs, "--fit", "-o", runs], runs)]
+    for args, victim in cases:
+        before = victim.read_bytes()
+        code, text = _cli(*args)
+        assert code == 2, text
+        assert "is the input file" in text and "would overwrite it" in text, text
+        assert victim.read_bytes() == before
