@@ -107,3 +107,18 @@ def test_split_of_a_model_without_transformer_blocks():
     assert _vp_split(chain(8), 2, 2) == [4, 4]
     assert _vp_split(chain(6), 2, 2) is None
 
+
+
+def test_interleaving_without_a_pipeline_is_refused(tmp_path):
+    """pp 1, vp 2: Megatron-LM's validate_args asserts pp > 1 with the interleaved
+    schedule. Before: accepted and priced (spec plan and Megatron flags alike)."""
+    code, text = _cli("estimate", _spec(tmp_path, {**INTERLEAVED, "tp": 8, "pp": 1}))
+    assert code == 2, text
+    assert "plan.vp_chunks = 2" in text and "the plan has one stage" in text
+    assert "use pp >= 2, or vp_chunks: 1" in text
+    flags = ("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 1 "
+             "--num-virtual-stages-per-pipeline-rank 2 --micro-batch-size 8 --global-batch-size 64")
+    code, text = _cli("estimate", _spec(tmp_path, {"megatron_args": flags}, "flags.yaml"))
+    assert code == 2, text
+    assert "plan.megatron_args" in text and "--pipeline-model-parallel-size 1" in text
+    assert "greater than 1" in text

@@ -113,6 +113,10 @@ def plan_from_megatron(args: argparse.Namespace, graph: LayerGraph, cluster: Clu
     vp = args.num_virtual_stages_per_pipeline_rank or 1
     if args.num_layers_per_virtual_pipeline_stage:
         vp = max(1, counts[0] // args.num_layers_per_virtual_pipeline_stage)
+    if vp > 1 and pp == 1:
+        raise MegatronArgsError("virtual pipeline stages with --pipeline-model-parallel-size 1 "
+                                "(Megatron-LM validate_args: the interleaved schedule needs a "
+                                "pipeline-model-parallel size greater than 1)")
     base = Strategy(dp, tp, cp, bool(args.sequence_parallel) and tp > 1, _zero(args))
     return _assemble(graph, counts, base, args, gbs // (mbs * dp), vp)
 

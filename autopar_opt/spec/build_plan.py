@@ -167,14 +167,20 @@ def _refuse_default_vp(graph: LayerGraph, pp: int, vp: int, devices: int,
 def _check_vp(plan: Plan, graph: LayerGraph, key: str, fix: str, out: ProblemList) -> bool:
     """Interleaving: every stage's blocks split evenly into ``vp_chunks`` model chunks.
 
-    Megatron-LM requires ``num_layers_per_pipeline_stage`` divisible by the
-    virtual stages (``--num-layers-per-virtual-pipeline-stage``, Narayanan et al.
+    Megatron-LM requires ``pp > 1`` (``validate_args``) and
+    ``num_layers_per_pipeline_stage`` divisible by the virtual stages (``--num-layers-per-virtual-pipeline-stage``, Narayanan et al.
     2021, Sec. 2.2.2), and :func:`autopar_opt.pipeline.interleaved_inflight`
     prices each chunk as ``1/vp`` of its stage on that assumption.
     """
     vp = plan.vp_chunks
     if vp <= 1 or plan.schedule is not Schedule.interleaved:
         return True
+    if plan.pp == 1:
+        out.add(key, vp, f"interleaving splits pipeline stages into virtual ones, and the plan "
+                f"has one stage (Megatron-LM validate_args: with the interleaved schedule the "
+                "pipeline-model-parallel size must be greater than 1)",
+                "use pp >= 2, or vp_chunks: 1 and schedule: 1f1b")
+        return False
     counts, what = _vp_units(plan, graph)
     bad = [i for i, k in enumerate(counts) if k == 0 or k % vp]
     if not bad:
