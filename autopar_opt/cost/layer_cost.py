@@ -37,6 +37,7 @@ from autopar_opt.cost.state import (  # noqa: F401 (re-exported: the state model
     reduced_grad_bytes, state_bytes, weight_bytes)
 from autopar_opt.graph import Layer, LayerKind
 from autopar_opt.hardware import GIB, Cluster, LinkTier
+from autopar_opt.runtime import Runtime
 from autopar_opt.strategies import Strategy
 from autopar_opt.training import (AUTOCAST_CACHE_BYTES, DTYPE_BYTES, Recompute, Training,
                                    param_state_bytes)
@@ -243,7 +244,8 @@ def kernel_time(flops: float, peak: float, eff_max: float, half_us: float) -> fl
 #: (:data:`MEMORY_BOUND_KINDS`) none. Builders override it per layer
 #: (``Layer.gemm_kernels``): cross-attention, MLA, router and shared experts.
 #: Stacks that run Q, K, V (and SwiGLU's gate and up) as separate GEMMs (Hugging
-#: Face Llama, torchtitan) launch more kernels than counted here.
+#: Face Llama, torchtitan: runtime ``fused_projections`` off) launch the
+#: builder's ``Layer.gemm_kernels_unfused`` instead (7 for a Llama block).
 GEMM_KERNELS: dict[LayerKind, int] = {LayerKind.transformer_block: 4, LayerKind.moe_block: 4,
                                       LayerKind.attention: 2, LayerKind.mlp: 2,
                                       LayerKind.pool: 0, LayerKind.norm: 0}
@@ -256,9 +258,15 @@ GEMM_KERNELS: dict[LayerKind, int] = {LayerKind.transformer_block: 4, LayerKind.
 MEMORY_BOUND_KINDS = frozenset({LayerKind.pool, LayerKind.norm})
 
 
-def gemm_kernels(layer: Layer) -> int:
+def gemm_kernels(layer: Layer, runtime: Runtime | None = None) -> int:
     """GEMM kernels of the layer's forward pass: the layer's own count where its
-    builder set one (``Layer.gemm_kernels``), else its kind's (:data:`GEMM_KERNELS`)."""
+    builder set one (``Layer.gemm_kernels``), else its kind's (:data:`GEMM_KERNELS`).
+    On a runtime without fused projections (``runtime.fused_projections`` off:
+    separate Q, K, V and gate, up GEMMs, :mod:`autopar_opt.runtime`) the
+    builder's ``Layer.gemm_kernels_unfused`` where it set one."""
+    if runtime is not None and not runtime.fused_projections \
+            and layer.gemm_kernels_unfused is not None:
+        return layer.gemm_kernels_unfused
     if layer.gemm_kernels is not None:
         return layer.gemm_kernels
     return GEMM_KERNELS.get(layer.kind, 1)
@@ -410,7 +418,7 @@ def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
         f_re, core_re = core, core
     else:
         f_re, core_re = 0.0, 0.0
-    k = gemm_kernels(layer)
+    k = gemm_kernels(layer, ctx.training.runtime)
     g_fwd = _gemm_time(f_fwd - core, layer, ctx, k)
     g_bwd = _gemm_time(f_bwd - 2 * core, layer, ctx, 2 * k) + _gemm_time(f_re - core_re, layer, ctx, k)
     a_fwd = _attn_time(core, ctx)
