@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from autopar_opt.export import TARGETS, ExportError, export_plan
-from autopar_opt.doc_kinds import PEER_FORMATS, is_placement, peer_format
+from autopar_opt.spec.doc_kinds import PEER_FORMATS, is_placement, peer_format
 from autopar_opt.plan import Plan
 
 

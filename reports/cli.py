@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from autopar_opt.doc_kinds import is_estimate, is_placement, peer_format
+from autopar_opt.spec.doc_kinds import is_estimate, is_placement, peer_format
 from autopar_opt.reports.document import ReportInputError
 from autopar_opt.reports.render import render_html, write_atomic
 

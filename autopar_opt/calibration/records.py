@@ -101,7 +101,7 @@ def load_run_file(path: str | Path) -> list[dict]:
         data = read_document(p)     # size, nesting, duplicate keys, numbers: spec limits
     except SpecError as exc:
         raise RunFileError("; ".join(q.format() for q in exc.problems)) from None
-    from autopar_opt.doc_kinds import wrong_input
+    from autopar_opt.spec.doc_kinds import wrong_input
 
     wrong = wrong_input(data, p, "a list of run records (as in tests/data/published_runs.yaml)",
                         ())

@@ -36,7 +36,7 @@ from autopar_opt.capacity.schema import PlanningSection, SweepFile
 from autopar_opt.hardware import DEVICE_CATALOG
 from autopar_opt.spec import Spec, SpecError, SpecProblem, build_spec
 from autopar_opt.spec.errors import did_you_mean, one_of
-from autopar_opt.doc_kinds import wrong_input
+from autopar_opt.spec.doc_kinds import wrong_input
 from autopar_opt.spec.loader import read_mapping, resolve_includes
 from autopar_opt.spec.translate import problems_from_validation
 

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from autopar_opt.doc_kinds import wrong_input
+from autopar_opt.spec.doc_kinds import wrong_input
 from autopar_opt.placement.problem import DeviceType, PlacementProblem
 from autopar_opt.placement.public_json import is_public_format, load_public, problem_from_public
 from autopar_opt.spec.errors import MISSING, SpecError, SpecProblem, did_you_mean

@@ -22,7 +22,7 @@ from autopar_opt.spec.build_model import build_graph
 from autopar_opt.spec.build_plan import build_plan
 from autopar_opt.spec.build_run import (SolverOptions, build_cluster, build_cost_params, build_space,
                                         build_solver, build_training)
-from autopar_opt.doc_kinds import wrong_input
+from autopar_opt.spec.doc_kinds import wrong_input
 from autopar_opt.spec.errors import ProblemList, SpecError
 from autopar_opt.spec.loader import INCLUDABLE, read_mapping, resolve_includes
 from autopar_opt.spec.schema import SpecFile
