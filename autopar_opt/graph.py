@@ -140,6 +140,12 @@ class Layer:
         latency ``efficiency_half_us``); ``None``: the kind's count,
         :data:`autopar_opt.cost.layer_cost.GEMM_KERNELS`. Builders set it where a
         block runs more (cross-attention, MLA projections, a router, shared experts).
+    gemm_kernels_unfused : GEMM kernels of one forward pass on a runtime without
+        fused projections (:attr:`autopar_opt.runtime.Runtime.fused_projections`
+        off: the model code runs Q, K and V, and a gated MLP's gate and up, as
+        separate GEMMs, e.g. Hugging Face ``modeling_llama.py`` and torchtitan's
+        Llama); ``None``: the same as the fused count. Builders set it from the
+        model's structure (a Llama block: 7 against 4).
     """
 
     name: str
@@ -172,6 +178,7 @@ class Layer:
     tied_to: str = ""
     tied_owner: bool = False
     gemm_kernels: int | None = None
+    gemm_kernels_unfused: int | None = None
 
     @property
     def holds_tied_copy(self) -> bool:

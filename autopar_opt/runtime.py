@@ -120,6 +120,30 @@ fp8_primary_weights
     its ``bf16_with_fp8_current_scaling_mixed`` precision recipe
     (``src/megatron/bridge/training/mixed_precision.py``). Without it a
     16-bit weight and a cached FP8 copy + transpose coexist (2 + 2 bytes).
+fused_projections
+    The model code runs the attention's Q, K and V projections as one GEMM and
+    a gated MLP's gate and up projections as one GEMM: Megatron-Core
+    ``SelfAttention.linear_qkv`` and ``MLP.linear_fc1`` (gate and up
+    concatenated, ``megatron/core/transformer/attention.py``, ``mlp.py``), so a
+    dense block launches 4 forward GEMM kernels (QKV, output projection, fc1,
+    fc2). Off where the model code keeps them separate: Hugging Face
+    Transformers Llama (``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``,
+    ``gate_proj``, ``up_proj``, ``down_proj``: ``LlamaAttention``/``LlamaMLP``
+    in ``src/transformers/models/llama/modeling_llama.py``; the same in
+    Mistral, Qwen2/3, Mixtral and DeepSeek's attention/MLP, and separate
+    ``query``/``key``/``value`` in BERT, ViT and T5) and torchtitan's Llama
+    (``wq``, ``wk``, ``wv``, ``wo``, ``w1``, ``w2``, ``w3``:
+    ``torchtitan/models/llama/model.py``): 7 forward GEMM kernels per gated
+    block (3 more forward, 6 more backward: input and weight gradient of each),
+    each paying the per-kernel latency (``cost.layer_cost.gemm_kernels``,
+    ``Layer.gemm_kernels_unfused``). Models whose own code fuses QKV keep
+    their fused count on any stack (HF GPT-2 ``c_attn``, GPT-NeoX
+    ``query_key_value``, llm-foundry MPT ``Wqkv``). Off for ``torchtitan`` and
+    for the Hugging Face Trainer/accelerate stacks
+    (``calibration.stacks.huggingface``); plain ``pytorch-ddp``/
+    ``pytorch-fsdp`` say nothing about the model code and keep it on (a spec
+    sets ``runtime_options: {fused_projections: false}`` for an HF or
+    hand-written model with separate projections).
 ddp_bucket_copy
     PyTorch DDP's reducer copies each gradient into its all-reduce bucket,
     a separate flat buffer of the gradient's dtype, unless
@@ -163,6 +187,7 @@ class Runtime:
     loss_grad_cast: bool = False
     fp8_primary_weights: bool = False
     ddp_bucket_copy: bool = False
+    fused_projections: bool = True
     source: str = ""
 
     def capabilities(self) -> dict[str, bool]:
@@ -219,12 +244,13 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
     Runtime("torchtitan", flash_attention=True, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
             distributed_optimizer=False, fp32_grad_buffer=False, fp32_grad_reduce=True,
-            fused_optimizer=True,
+            fused_optimizer=True, fused_projections=False,
             source="torchtitan (Liang et al. 2024): FSDP2 prefetch, SDPA flash attention; "
                    "async TP off by default (enable_async_tensor_parallel = False); gradients "
                    "reduce-scattered in fp32 (training.mixed_precision_reduce = 'float32', "
                    "MixedPrecisionPolicy(reduce_dtype=float32)); fused AdamW "
-                   "(optimizer.implementation = 'fused')"),
+                   "(optimizer.implementation = 'fused'); separate wq/wk/wv and w1/w3 GEMMs "
+                   "(torchtitan/models/llama/model.py)"),
     Runtime("pytorch-ddp", flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=False,
             distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=False,

@@ -45,6 +45,9 @@ class AttentionDims:
     qk_nope_dim: int = 0
     qk_rope_dim: int = 0
     v_head_dim: int = 0
+    #: the model's own code fuses Q, K and V into one GEMM on every stack
+    #: (HF GPT-NeoX ``query_key_value``), not only under Megatron's ``linear_qkv``
+    model_fuses_qkv: bool = False
 
     @property
     def mla(self) -> bool:
@@ -93,14 +96,19 @@ class AttentionDims:
         f = 2.0 * seq_len * seq_len * self.heads * (self.qk_dim + self.v_dim)
         return f * (0.5 if causal else 1.0)
 
-    def gemm_kernels(self) -> int:
+    def gemm_kernels(self, fused: bool = True) -> int:
         """GEMM kernels of the attention's forward: fused QKV and output
-        projection (Megatron ``linear_qkv``, ``linear_proj``); MLA's query
-        down/up (one without ``q_lora_rank``), KV down and up, and output
-        projection (DeepSeek-V2, Sec. 2.1.2; Megatron-Core ``MLASelfAttention``)."""
+        projection (Megatron ``linear_qkv``, ``linear_proj``), or with
+        ``fused=False`` (runtime ``fused_projections`` off) separate Q, K, V
+        and output (HF ``LlamaAttention`` ``q_proj, k_proj, v_proj, o_proj``,
+        GQA included; unless :attr:`model_fuses_qkv`); MLA's query down/up
+        (one without ``q_lora_rank``), KV down and up, and output projection,
+        separate on every stack (DeepSeek-V2, Sec. 2.1.2; Megatron-Core
+        ``MLASelfAttention``; HF ``DeepseekV3Attention`` ``q_a_proj, q_b_proj,
+        kv_a_proj_with_mqa, kv_b_proj, o_proj``)."""
         if self.mla:
             return (2 if self.q_lora_rank else 1) + 2 + 1
-        return 2
+        return 2 if fused or self.model_fuses_qkv else 4
 
     def kv_width(self) -> int:
         """Key + value elements per token that context parallelism exchanges
@@ -217,6 +225,8 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
         mlp_act = ((gated if mlp.gated else 4) * s * mlp.ffn + 2 * s * h) * e
         kind = LayerKind.transformer_block
         kernels = attn.gemm_kernels() + 2                  # MLP up (gate fused) and down
+        # unfused: gate and up separate (HF LlamaMLP gate_proj, up_proj, down_proj)
+        unfused = attn.gemm_kernels(fused=False) + (3 if mlp.gated else 2)
     else:
         k, lf = moe.top_k, moe.load_factor
         routed_fwd = 2.0 * s * k * 3 * h * moe.expert_ffn
@@ -228,6 +238,11 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
         # the router, the shared expert's up and down, the routed experts' up and
         # down as grouped GEMMs (Megatron-Core --moe-grouped-gemm)
         kernels = attn.gemm_kernels() + 1 + (2 if moe.shared_ffn else 0) + 2
+        # unfused: the shared experts' gate and up separate (HF Qwen2MoE
+        # shared_expert, DeepseekV3MLP: gate_proj, up_proj, down_proj); the
+        # routed experts stay two grouped GEMMs (limitation: HF's eager MoE
+        # loops over the experts, one set of GEMMs per expert, not modelled)
+        unfused = attn.gemm_kernels(fused=False) + 1 + (3 if moe.shared_ffn else 0) + 2
         fields = dict(num_experts=moe.num_experts, top_k=k, expert_params=moe.expert_params(h),
                       expert_flops_fwd=routed_fwd, expert_act_bytes=expert_act,
                       a2a_bytes=2.0 * s * k * h * e, expert_load=lf)
@@ -239,4 +254,4 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
         input_bytes=2 * s * h * e, output_bytes=2 * s * h * e,
         tp_comm_bytes=4 * s * h * e, cp_comm_bytes=2 * s * attn.kv_width() * e,
         max_tp=attn.heads if attn.mla else attn.kv_heads, supports_sp=True, supports_cp=True,
-        gemm_kernels=kernels, **fields)
+        gemm_kernels=kernels, gemm_kernels_unfused=unfused, **fields)

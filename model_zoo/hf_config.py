@@ -244,7 +244,7 @@ def _gpt2(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     g = decoder_lm(name, c("n_layer"), s, h, c("n_head"), c("n_inner", 4 * h) or 4 * h,
                    c("vocab_size"), learned_positions=False, tied=True, biases=True,
                    flash_attention=opts["flash_attention"], causal_flops=opts["causal_flops"],
-                   source=source)
+                   source=source, model_fuses_qkv=True)    # GPT2Attention.c_attn
     positions = _positions(c, s, "n_positions") * h          # the learned position table (wpe)
     layers = [replace(layer, params=layer.params + positions) if layer.name == "embed" else layer
               for layer in g.layers]
@@ -255,7 +255,7 @@ def _neox(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     """GPT-NeoX: rotary, LayerNorm, biases, GELU MLP, untied output (``embed_out``)."""
     h, a = c("hidden_size"), c("num_attention_heads")
     attn = AttentionDims(hidden=h, heads=a, kv_heads=a, head_dim=h // a, qkv_bias=True,
-                         out_bias=True)
+                         out_bias=True, model_fuses_qkv=True)   # GPTNeoXAttention.query_key_value
     mlp = MlpDims(c("intermediate_size"), gated=False, bias=True)
     blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, layer_norm=True, **opts)
               for i in range(c("num_hidden_layers"))]

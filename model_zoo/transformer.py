@@ -32,7 +32,7 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
                       flash_attention: bool = False, causal_flops: bool = False,
                       cross_attention_len: int | None = None, act_dtype_bytes: int = 2,
                       biases: bool = True, fused_gated: bool = False,
-                      dropout: bool = True) -> Layer:
+                      dropout: bool = True, model_fuses_qkv: bool = False) -> Layer:
     """One transformer block (attention + MLP + 2 norms), per sample.
 
     ``cross_attention_len`` adds an encoder-decoder cross-attention sub-layer
@@ -53,6 +53,19 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
     after the attention projection and one after the MLP, both in the
     replicated ``10·s·h`` part (Korthikanti et al. 2022, Sec. 4.1, Eq. 2);
     the ``a·s²`` attention-dropout mask of the scores goes too.
+
+    GEMM kernels per forward pass: 4 with fused projections (QKV, output,
+    MLP up with SwiGLU's gate fused, down: Megatron-Core ``linear_qkv``,
+    ``linear_proj``, ``linear_fc1``, ``linear_fc2``), cross-attention adding
+    its Q, fused KV and output projections (7). Without fused projections
+    (runtime ``fused_projections`` off: Hugging Face Transformers, torchtitan)
+    Q, K and V are three GEMMs and a gated MLP's gate and up two: 7 for a
+    Llama block (``q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj,
+    down_proj``, ``modeling_llama.py``), 6 for a plain MLP (BERT's ``query``,
+    ``key``, ``value``), cross-attention's K and V two (T5 ``EncDecAttention``
+    ``q, k, v, o``). ``model_fuses_qkv``: the model's own code fuses Q, K and V
+    on every stack (HF GPT-2 ``c_attn``, GPT-NeoX ``query_key_value``, MPT
+    ``Wqkv``).
     """
     s, h, a, f = seq_len, hidden, heads, ffn_hidden
     kv = kv_heads or heads
@@ -88,6 +101,9 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
         scores += 0.0 if flash_attention else 5 * a * s * t * e
         replicated += 4 * s * h * e
     fwd = attn + mlp + cross_flops
+    fused_kernels = 4 + (3 if cross_attention_len else 0)
+    split_qkv = 0 if model_fuses_qkv else 2 + (1 if cross_attention_len else 0)
+    unfused_kernels = fused_kernels + split_qkv + (1 if gated_mlp else 0)
     return Layer(
         name=name, kind=LayerKind.transformer_block,
         flops_fwd=fwd, flops_bwd=2 * fwd, params=int(params),
@@ -100,7 +116,7 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
         cp_comm_bytes=4 * s * h_kv * e,
         max_tp=kv, supports_sp=True, supports_cp=True,
         # cross-attention adds its Q, fused KV and output projections to the 4 GEMMs
-        gemm_kernels=7 if cross_attention_len else None)
+        gemm_kernels=7 if cross_attention_len else None, gemm_kernels_unfused=unfused_kernels)
 
 
 def embedding(name: str, seq_len: int, hidden: int, vocab: int, learned_positions: bool = False,
@@ -147,19 +163,20 @@ def decoder_lm(name: str, num_layers: int, seq_len: int, hidden: int, heads: int
                learned_positions: bool = False, tied: bool = True, biases: bool = True,
                act_dtype_bytes: int = 2, source: str = "",
                causal_flops: bool = False, fused_gated: bool = False,
-               dropout: bool = True) -> LayerGraph:
+               dropout: bool = True, model_fuses_qkv: bool = False) -> LayerGraph:
     """A decoder-only language model as a chain: embedding, blocks, head.
 
     ``causal_flops`` is passed to every block: kernels that skip the masked
     half of the score matrix (FlashAttention-2, Dao 2023, Sec. 3.1.1) do half
-    the ``4·s²·h`` score FLOPs. ``fused_gated``, ``dropout``: see
-    :func:`transformer_block`.
+    the ``4·s²·h`` score FLOPs. ``fused_gated``, ``dropout``,
+    ``model_fuses_qkv``: see :func:`transformer_block`.
     """
     layers = [embedding("embed", seq_len, hidden, vocab, learned_positions, act_dtype_bytes)]
     layers += [transformer_block(f"block{i:03d}", seq_len, hidden, heads, ffn_hidden, kv_heads,
                                  gated_mlp, flash_attention, causal_flops=causal_flops,
                                  act_dtype_bytes=act_dtype_bytes, biases=biases,
-                                 fused_gated=fused_gated, dropout=dropout)
+                                 fused_gated=fused_gated, dropout=dropout,
+                                 model_fuses_qkv=model_fuses_qkv)
                for i in range(num_layers)]
     layers.append(lm_head("head", seq_len, hidden, vocab, tied, act_dtype_bytes))
     return LayerGraph.chain(name, layers, seq_len=seq_len, source=source)

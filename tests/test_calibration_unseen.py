@@ -179,9 +179,11 @@ def test_colossal_and_hf_trainer_defaults():
     assert (col.grad_reduce_overlap, col.fused_optimizer, col.fsdp_prefetch, col.flash_attention) \
         == (True, True, False, False)
     hf, _ = _rt("HF transformers Trainer")
-    assert hf == runtime_named("pytorch-ddp", fused_optimizer=False)
+    # the Transformers modeling code keeps q/k/v and gate/up separate (modeling_llama.py)
+    assert hf == runtime_named("pytorch-ddp", fused_optimizer=False, fused_projections=False)
     hf_ds, _ = _rt("HF transformers Trainer + DeepSpeed ZeRO-3", _par(zero_stage=3))
     assert hf_ds.flash_attention and hf_ds.name == "deepspeed-zero"
+    assert not hf_ds.fused_projections
 
 
 def test_jax_stacks_are_unmodelled_with_the_reason():

@@ -50,6 +50,13 @@ from autopar_opt.training import Recompute, Schedule, Training
 from autopar_opt.model_zoo.transformer import decoder_lm
 
 
+#: Architectures whose own code fuses Q, K and V on every stack, so a runtime
+#: without fused projections leaves their attention one GEMM: HF GPT-2
+#: ``GPT2Attention.c_attn``, HF GPT-NeoX and BLOOM ``query_key_value``,
+#: llm-foundry MPT ``Wqkv`` (``llmfoundry/models/layers/attention.py``).
+FUSED_QKV_ARCHS = ("gpt-2", "gpt2", "gpt-neox", "gptneox", "bloom", "mpt")
+
+
 def _model(rec: dict, runtime: Runtime, notes: list[str]):
     """(graph, FLOP-formula dims, MoE description or None) of the record's model."""
     m = section(rec, "model")
@@ -82,7 +89,8 @@ def _model(rec: dict, runtime: Runtime, notes: list[str]):
                           flash_attention=flash, causal_flops=flash,
                           learned_positions="learned pos" in arch, tied=tied,
                           biases="no bias" not in arch, source=str(rec["id"]),
-                          fused_gated=runtime.fused_swiglu, dropout="no dropout" not in arch)
+                          fused_gated=runtime.fused_swiglu, dropout="no dropout" not in arch,
+                          model_fuses_qkv=any(k in arch for k in FUSED_QKV_ARCHS))
 
     graph = build(True)
     if not tied_embeddings(m, arch, params * 1e9 if params else None, graph.total_params(),

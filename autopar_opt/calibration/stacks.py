@@ -48,6 +48,8 @@ torchtitan
     by default (``data_parallel_shard_degree = -1``: every remaining GPU
     shards), and its tensor parallelism always shards the sequence of the
     norms (``SequenceParallel`` in ``parallelize_llama``).
+    Its Llama keeps ``wq``/``wk``/``wv`` and ``w1``/``w3`` as separate GEMMs
+    (``torchtitan/models/llama/model.py``): ``fused_projections`` off.
 PyTorch FSDP / FSDP2 (plain), HF accelerate or Trainer with FSDP
     ``pytorch-fsdp`` without Composer's fused cross-entropy, reduce-scatter in
     the parameter dtype (``MixedPrecision.reduce_dtype`` defaults to
@@ -78,6 +80,10 @@ HF transformers Trainer / accelerate (DDP)
     PyTorch DDP with SDPA attention (transformers >= 4.36 default
     ``attn_implementation="sdpa"``) and the unfused ``adamw_torch``
     (``TrainingArguments.optim`` default; ``adamw_torch_fused`` is opt-in).
+    With any backend (DDP, FSDP, DeepSpeed) the model is the Transformers
+    modeling code: ``fused_projections`` off (Llama's ``q_proj``/``k_proj``/
+    ``v_proj`` and ``gate_proj``/``up_proj`` are separate GEMMs,
+    ``modeling_llama.py``).
 Megatron-LM 2023 and later
     Megatron-LM's training loop runs Megatron-Core (Transformer Engine,
     flash attention) since 2023: the ``megatron-core`` runtime with the
@@ -260,16 +266,24 @@ def colossal(fw: str, notes: list[str]) -> Runtime:
 
 
 def huggingface(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
-    """HF Trainer / accelerate: the backend its fields (or text) name."""
+    """HF Trainer / accelerate: the backend its fields (or text) name, running
+    the Transformers modeling code, whose Llama-family attention and MLP keep
+    Q, K, V and gate, up as separate GEMMs (``fused_projections`` off:
+    ``modeling_llama.py``; models whose own code fuses them keep their count,
+    :mod:`autopar_opt.runtime`)."""
+    notes.append("HF Transformers modeling code: separate q/k/v (and gate/up) projections "
+                 "where the model defines them so (fused_projections off)")
     if "deepspeed" in fw or (_zero_field(rec)[0] or 0) > 0:
         notes.append("HF Trainer/accelerate: SDPA attention (transformers default)")
-        return replace(deepspeed_zero(fw, rec, notes), flash_attention=True)
+        return replace(deepspeed_zero(fw, rec, notes), flash_attention=True,
+                       fused_projections=False)
     if "fsdp" in fw or shards_weights(rec):
-        return plain_fsdp("HF Trainer/accelerate with FSDP", notes)
+        return replace(plain_fsdp("HF Trainer/accelerate with FSDP", notes),
+                       fused_projections=False)
     fused = "adamw_torch_fused" in fw or "fused adam" in fw
     notes.append("HF Trainer/accelerate with DDP: SDPA attention, "
                  + ("fused AdamW (stated)" if fused else "unfused adamw_torch (Trainer default)"))
-    return runtime_named("pytorch-ddp", fused_optimizer=fused)
+    return runtime_named("pytorch-ddp", fused_optimizer=fused, fused_projections=False)
 
 
 #: ``--attention-backend unfused`` (Megatron-Core ``AttnBackend.unfused``,

@@ -37,6 +37,7 @@ from autopar_opt.cost.state import (  # noqa: F401 (re-exported: the state model
     reduced_grad_bytes, state_bytes, weight_bytes)
 from autopar_opt.graph import Layer, LayerKind
 from autopar_opt.hardware import GIB, Cluster, LinkTier
+from autopar_opt.runtime import Runtime
 from autopar_opt.strategies import Strategy
 from autopar_opt.training import (AUTOCAST_CACHE_BYTES, DTYPE_BYTES, Recompute, Training,
                                    param_state_bytes)
@@ -239,20 +240,68 @@ def kernel_time(flops: float, peak: float, eff_max: float, half_us: float) -> fl
 #: ``linear_fc1``) and down projections (Shoeybi et al. 2019 Sec. 3); an MoE
 #: block the same with its local experts' up and down as grouped GEMMs
 #: (Megatron-Core ``--moe-grouped-gemm``); a split attention or MLP layer two.
-#: Other kinds (output layer, linear, convolution) one. Builders override it per
-#: layer (``Layer.gemm_kernels``): cross-attention, MLA, router and shared experts.
+#: Other GEMM kinds (output layer, linear, convolution) one; memory-bound kinds
+#: (:data:`MEMORY_BOUND_KINDS`) none. Builders override it per layer
+#: (``Layer.gemm_kernels``): cross-attention, MLA, router and shared experts.
 #: Stacks that run Q, K, V (and SwiGLU's gate and up) as separate GEMMs (Hugging
-#: Face Llama, torchtitan) launch more kernels than counted here.
+#: Face Llama, torchtitan: runtime ``fused_projections`` off) launch the
+#: builder's ``Layer.gemm_kernels_unfused`` instead (7 for a Llama block).
 GEMM_KERNELS: dict[LayerKind, int] = {LayerKind.transformer_block: 4, LayerKind.moe_block: 4,
-                                      LayerKind.attention: 2, LayerKind.mlp: 2}
+                                      LayerKind.attention: 2, LayerKind.mlp: 2,
+                                      LayerKind.pool: 0, LayerKind.norm: 0}
+
+#: Layer kinds that run no GEMM: pooling and normalisation kernels are
+#: memory bound (a few operations per byte, far below the ridge point of any
+#: GPU: roofline, Williams et al. 2009), priced as HBM traffic
+#: (:func:`memory_bound_bytes`), never at a GEMM peak and never with the
+#: per-GEMM-kernel latency.
+MEMORY_BOUND_KINDS = frozenset({LayerKind.pool, LayerKind.norm})
 
 
-def gemm_kernels(layer: Layer) -> int:
+def gemm_kernels(layer: Layer, runtime: Runtime | None = None) -> int:
     """GEMM kernels of the layer's forward pass: the layer's own count where its
-    builder set one (``Layer.gemm_kernels``), else its kind's (:data:`GEMM_KERNELS`)."""
+    builder set one (``Layer.gemm_kernels``), else its kind's (:data:`GEMM_KERNELS`).
+    On a runtime without fused projections (``runtime.fused_projections`` off:
+    separate Q, K, V and gate, up GEMMs, :mod:`autopar_opt.runtime`) the
+    builder's ``Layer.gemm_kernels_unfused`` where it set one."""
+    if runtime is not None and not runtime.fused_projections \
+            and layer.gemm_kernels_unfused is not None:
+        return layer.gemm_kernels_unfused
     if layer.gemm_kernels is not None:
         return layer.gemm_kernels
     return GEMM_KERNELS.get(layer.kind, 1)
+
+
+def memory_bound_bytes(layer: Layer) -> tuple[float, float]:
+    """(forward, backward) HBM bytes per sample of a memory-bound layer
+    (:data:`MEMORY_BOUND_KINDS`), from its input and output sizes ``x``, ``y``.
+
+    * Pooling: the forward reads the input once and writes the output once
+      (PyTorch ``max_pool2d``/``avg_pool2d`` CUDA kernels, one thread per
+      output element over its window: ``aten/src/ATen/native/cuda/
+      DilatedMaxPool2d.cu`` ``max_pool_forward_nchw``, ``AveragePool2d.cu``;
+      taken as one HBM read of the input: the overlap of neighbouring windows
+      is assumed served from cache); the backward reads the
+      output gradient and writes the input gradient (max-pool scatters each
+      output gradient to its arg-max input, average pool spreads it over the
+      window): ``x + y`` each way. Limitation: max-pool's int64 index tensor
+      (written forward, read backward) is not counted; the layer record does
+      not say max or average.
+    * Normalisation (LayerNorm/RMSNorm/BatchNorm as its own layer): forward
+      reads ``x`` and writes ``y``; backward reads the output gradient and the
+      saved input and writes the input gradient (PyTorch
+      ``native_layer_norm_backward`` takes ``grad_out, input, mean, rstd``,
+      ``tools/autograd/derivatives.yaml``): ``x + y`` and ``2·x + y``; the
+      per-row statistics and the weights are negligible.
+
+    A layer that states neither size falls back on its stored activation
+    bytes for both.
+    """
+    x = layer.input_bytes or layer.act_bytes
+    y = layer.output_bytes or layer.act_bytes
+    if layer.kind is LayerKind.norm:
+        return x + y, 2.0 * x + y
+    return x + y, y + x
 
 
 def _gemm_time(flops: float, layer: Layer, ctx: StageContext, kernels: int = 1) -> float:
@@ -315,13 +364,38 @@ def _elementwise_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     return ctx.params.elementwise_passes * nbytes / (ctx.cluster.device.hbm_gb_per_s * 1e9)
 
 
+def _memory_bound_compute(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
+    """Compute of a memory-bound layer (:data:`MEMORY_BOUND_KINDS`): its HBM
+    traffic (:func:`memory_bound_bytes`) at the device's HBM bandwidth, like
+    the element-wise kernels of :func:`_elementwise_time` (roofline, Williams
+    et al. 2009), with no GEMM kernel and no per-kernel latency. Tensor
+    parallelism leaves such a layer replicated on every rank unless sequence
+    parallelism splits its tokens (Korthikanti et al. 2022, Sec. 4.2.2); full
+    recomputation re-runs its forward traffic in the backward pass. Its
+    operations stay in the model FLOPs (``flops``), as before."""
+    share = ctx.microbatch_samples / (s.dp * s.cp)
+    per = share / (s.tp if s.sp else 1)
+    bw = ctx.cluster.device.hbm_gb_per_s * 1e9
+    fb, bb = memory_bound_bytes(layer)
+    fwd, bwd = fb * per / bw, bb * per / bw
+    redo = fwd if s.recompute is Recompute.full else 0.0
+    launch = ctx.params.layer_overhead_us * 1e-6
+    model = (layer.flops_fwd + layer.flops_bwd) * share / s.tp
+    f_re = layer.flops_fwd * share / s.tp if s.recompute is Recompute.full else 0.0
+    return Compute(fwd + launch / 3.0, bwd + redo + 2.0 * launch / 3.0, 0.0, 0.0,
+                   model, model + f_re)
+
+
 def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
     """Forward and backward compute of one micro-batch on one device.
 
     GEMMs (``2·m·n·k`` FLOPs; backward = 2x forward, Narayanan et al. 2021
-    Sec. 5.1) at the dtype's peak; the attention core at its own efficiency;
+    Sec. 5.1) at the dtype's peak, as :func:`gemm_kernels` kernels per forward
+    (twice as many backward); the attention core at its own efficiency;
     element-wise traffic at HBM bandwidth; a fixed launch overhead per layer.
-    Recomputation re-runs (part of) the forward inside the backward pass.
+    Memory-bound layers (pooling, norms) are HBM traffic only
+    (:func:`_memory_bound_compute`). Recomputation re-runs (part of) the
+    forward inside the backward pass.
     """
     share = ctx.microbatch_samples / (s.dp * s.cp)   # samples (x sequence share) per device
     measured = layer.measured_for(s.tp) if layer.measured else None
@@ -331,6 +405,8 @@ def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
         extra = fwd if s.recompute is Recompute.full else 0.0
         flops = (layer.flops_fwd + layer.flops_bwd) * share / s.tp
         return Compute(fwd, bwd + extra, fwd + bwd + extra, 0.0, flops, flops)
+    if layer.kind in MEMORY_BOUND_KINDS:
+        return _memory_bound_compute(layer, s, ctx)
     per_dev = share / s.tp
     fwd, bwd = moe.busiest_flops(layer)      # = flops_fwd/bwd for dense layers
     f_fwd = fwd * per_dev
@@ -342,7 +418,7 @@ def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
         f_re, core_re = core, core
     else:
         f_re, core_re = 0.0, 0.0
-    k = gemm_kernels(layer)
+    k = gemm_kernels(layer, ctx.training.runtime)
     g_fwd = _gemm_time(f_fwd - core, layer, ctx, k)
     g_bwd = _gemm_time(f_bwd - 2 * core, layer, ctx, 2 * k) + _gemm_time(f_re - core_re, layer, ctx, k)
     a_fwd = _attn_time(core, ctx)

@@ -362,7 +362,12 @@ READING = """## Reading (hand-written)
   `τ_half` = 22.5) asks for 297 µs (its range ends at 300). Made since, in the same
   session: `compute_time` counts the GEMM kernels of each layer kind
   (`layer_cost.GEMM_KERNELS`: 4 forward and 8 backward per transformer or MoE block, 2 and
-  4 for a split attention or MLP layer, 1 and 2 otherwise; `tests/test_gemm_kernels.py`),
+  4 for a split attention or MLP layer, 1 and 2 for other GEMM layers; none for pooling
+  and norm layers, which are HBM traffic since the tenth session,
+  `tests/test_memory_bound_layers.py`; on a runtime without fused projections, torchtitan
+  and the HF Trainer stacks, a Llama block runs 7 and 14, `Layer.gemm_kernels_unfused`:
+  no calibration record holds a pool or norm layer or runs such a stack, so neither
+  change moves the fit; `tests/test_gemm_kernels.py`),
   and the shipped fit reproduces probe section 3: `τ_half` 28.8 µs inside its range,
   in sample median 5.0% (4.98%), leave-one-family-out median 9.6% and p90 23.2%, both
   targets met; `inter_comm_efficiency` and `iteration_overhead_s` stay at their bounds
