@@ -154,6 +154,26 @@ def test_megatron_lm_after_2022_runs_megatron_core():
     assert not rt.grad_reduce_overlap
 
 
+@pytest.mark.parametrize("text, hopper_native", [
+    ("Megatron-LM with Megatron-Core core_v0.6.0 (FlashAttention-2)", False),
+    ("Megatron-Core r0.8.0, flash attention 2", False),
+    ("Megatron-Core r0.8.0, flash-attn==2.5.8", False),
+    ("Megatron-LM (2024, FA2)", False),
+    ("Megatron-Core r0.8.0 (FlashAttention-3)", True),
+    ("Megatron-Core r0.8.0, FlashAttention-2 and cuDNN fused attention", True),
+    ("Megatron-Core r0.8.0, --use-flash-attn", True),
+    ("Megatron-Core r0.8.0", True),
+])
+def test_megatron_core_naming_flash_attention_2_is_not_hopper_native(text, hopper_native):
+    """Oracle: autopar_opt/runtime.py, ``hopper_attention``: a FlashAttention-2-class
+    kernel is not Hopper-native (FlashAttention-3, cuDNN attention are); a text
+    that names no kernel keeps Megatron-Core's default."""
+    rt, notes = _rt(text)
+    assert rt.name == "megatron-core" and rt.flash_attention and rt.flash_v2_attention
+    assert rt.hopper_attention is hopper_native
+    assert any("FlashAttention-2 named" in n for n in notes) is (not hopper_native)
+
+
 def test_colossal_and_hf_trainer_defaults():
     col, _ = _rt("Colossal-AI")
     assert (col.grad_reduce_overlap, col.fused_optimizer, col.fsdp_prefetch, col.flash_attention) \

@@ -22,7 +22,9 @@ holdout is a report, not a target):
   iteration time; GLM-130B's MFU inverted by hand with PaLM's count), the
   runtime the framework text names (oracle: the text), and BloombergGPT's
   hybrid ZeRO-3 listed as not modelled with that reason (oracle: its
-  ``dp_replicate``).
+  ``dp_replicate``); FlagPerf's token rate per GPU (oracle: 8103 x 8 / 8192),
+  its FlashAttention-2 text read as not Hopper-native, its FP8 rows in FP8,
+  and its A800 row refused as no catalog device.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def test_every_holdout_record_is_priced_or_listed_with_a_reason():
     assert all(why.strip() for why in skipped.values())
     for c in report.comparisons:       # a priced record carries both figures
         assert c.predicted > 0 and c.measured > 0
-    assert len(records) >= 38 and len({_family(r) for r in records}) >= 6
+    assert len(records) >= 44 and len({_family(r) for r in records}) >= 7
 
 
 def test_nothing_that_fits_reads_the_holdout_file():
@@ -85,7 +87,7 @@ def test_holdout_ids_and_families_are_absent_from_the_fitting_file():
 #: Sources issue 10 (point 7) reserves for the exam, as they would be cited.
 EXAM = {"NeMo 24.07 performance tables": r"nemo[^;]*24\.07",
         "torchtitan benchmark tables": r"torchtitan",
-        "Llama 3 paper": r"llama ?3|herd of models|2407\.21783",
+        "Llama 3 paper": r"herd of models|2407\.21783|llama ?3[^;]*(paper|technical report)",
         "MT-NLG": r"mt-nlg|megatron-turing|2201\.11990",
         "OPT": r"\bopt\b|\bopt-\d|2205\.01068",
         "MLPerf GPT-3": r"mlperf",
@@ -117,6 +119,10 @@ def test_new_family_figures_follow_their_published_basis():
     glm = by_id["glm130b_production_768gpu"]
     assert math.isclose(glm.measured, b / iteration_s, rel_tol=1e-9)
     assert "PaLM" in glm.measured_basis
+    # FlagPerf: 8103 tokens/s per GPU on 8 GPUs at sequence 8192.
+    fp = by_id["flagperf_llama3_8b_h100_1x8_bf16"]
+    assert math.isclose(fp.measured, 8103 * 8 / 8192, rel_tol=1e-12)
+    assert fp.measured_basis.startswith("tokens_per_sec_per_gpu") and fp.measured_memory_gib == 71
 
 
 def test_new_family_runtimes_follow_the_framework_text():
@@ -132,3 +138,11 @@ def test_new_family_runtimes_follow_the_framework_text():
     bbg = next(r for r in load_run_file(HOLDOUT) if r["id"] == "wu2023bloomberggpt_production_512gpu")
     assert bbg["parallelism"]["dp_replicate"] == 4
     assert "hybrid sharding" in reasons["wu2023bloomberggpt_production_512gpu"]
+    # FlagPerf: "FlashAttention-2" named -> not Hopper-native; the FP8 rows run FP8 GEMMs;
+    # the A800 row is not a catalog device.
+    fp = {r.id: r for r in runs if r.id.startswith("flagperf_")}
+    assert len(fp) == 5
+    for r in fp.values():
+        assert r.training.runtime.name == "megatron-core" and not r.training.runtime.hopper_attention
+        assert r.training.dtype == ("fp8" if r.id.endswith("_fp8") else "bf16")
+    assert "matches no catalog device" in reasons["flagperf_llama3_8b_a800_1x8_bf16"]

@@ -68,14 +68,18 @@ DeepSpeed ZeRO (without Megatron)
     ``BF16_Optimizer`` copy at ZeRO-2/3 (the engine uses it at stages 0/1 only); ``overlap_comm`` defaults to true for
     stage 3 only (``deepspeed/runtime/zero/config.py``, validator
     ``overlap_comm_valid``); stage-3 parameters are prefetched
-    (``stage3_prefetch_bucket_size``). Megatron-DeepSpeed keeps the catalog
-    ``deepspeed`` runtime (PipelineEngine: gradients reduced after the last micro-batch).
+    (``stage3_prefetch_bucket_size``). The loss is the host framework's plain
+    PyTorch ``F.cross_entropy`` (Hugging Face models, Lightning modules:
+    ``eager_cross_entropy``, on the engine's 16-bit logits). Megatron-DeepSpeed
+    keeps the catalog ``deepspeed`` runtime (PipelineEngine: gradients reduced
+    after the last micro-batch) and Megatron's vocabulary-parallel loss.
 Colossal-AI
     Bucketed gradient reduction overlapped with the backward
     (``HybridParallelPlugin(overlap_communication=True)``), fused
     ``HybridAdam``, no parameter prefetch for Gemini/ZeRO-3 (``GeminiPlugin
     (max_prefetch=0)``), flash attention only when enabled
-    (``enable_flash_attention=False``).
+    (``enable_flash_attention=False``). The loss is the user's plain PyTorch
+    one (``eager_cross_entropy``, from the ``pytorch-ddp`` runtime).
 HF transformers Trainer / accelerate (DDP)
     PyTorch DDP with SDPA attention (transformers >= 4.36 default
     ``attn_implementation="sdpa"``) and the unfused ``adamw_torch``
@@ -87,7 +91,12 @@ HF transformers Trainer / accelerate (DDP)
 Megatron-LM 2023 and later
     Megatron-LM's training loop runs Megatron-Core (Transformer Engine,
     flash attention) since 2023: the ``megatron-core`` runtime with the
-    overlap flags the text names (off by default).
+    overlap flags the text names (off by default). A text that names a
+    FlashAttention-2 kernel ("FlashAttention-2", "flash attention 2",
+    ``flash-attn==2.x``, "FA2") and neither FlashAttention-3 nor cuDNN
+    attention runs a FlashAttention-2-class kernel, which is not
+    Hopper-native (runtime ``hopper_attention`` off: about 35% of H100 peak
+    against up to 75% for FlashAttention-3, Shah et al. 2024, Sec. 1).
 MaxText / JAX / PaxML / T5X
     Not modelled: XLA's SPMD partitioner and its async-collective and
     collective-matmul overlaps have no documented capability set in the
@@ -247,9 +256,9 @@ def deepspeed_zero(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
                      f"(communication_data_type default), overlap_comm {overlap}"
                      + (" (stage-3 default), parameter prefetch" if stage == 3 else "")
                      + ", attention unfused unless the arch says flash")
-    # The loss is the host framework's: plain PyTorch (HF/Lightning) unless a
-    # Megatron-DeepSpeed caller sets loss_grad_cast back (records.runtime_for).
-    return replace(rt, name="deepspeed-zero", loss_grad_cast=False)
+    # The loss is the host framework's: plain PyTorch F.cross_entropy (HF/Lightning)
+    # unless a Megatron-DeepSpeed caller sets Megatron's back (records.runtime_for).
+    return replace(rt, name="deepspeed-zero", loss_grad_cast=False, eager_cross_entropy=True)
 
 
 def colossal(fw: str, notes: list[str]) -> Runtime:
@@ -285,6 +294,12 @@ def huggingface(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
 #: ``megatron/training/arguments.py``): the core ``DotProductAttention`` with
 #: an unfused softmax that stores the ``a·s²`` scores, not a flash kernel.
 _UNFUSED_ATTENTION = re.compile(r"attention[\s_-]*backend[\s=:]*unfused")
+#: A FlashAttention-2 kernel named in a framework text ("FlashAttention-2",
+#: "flash attention 2", "flash-attn==2.5.8", "FA2"), and the Hopper-native kernels
+#: that override it when the text names them too (FlashAttention-3, cuDNN attention).
+_FA2 = re.compile(r"flash[\s_-]*att(?:n|ention)[\s_-]*(?:v|version)?[\s_=-]*2(?!\d)|\bfa-?2\b")
+_HOPPER_NATIVE_ATTENTION = re.compile(
+    r"flash[\s_-]*att(?:n|ention)[\s_-]*(?:v|version)?[\s_=-]*3(?!\d)|\bfa-?3\b|cudnn")
 
 
 def megatron_core(fw: str, notes: list[str]) -> Runtime:
@@ -292,7 +307,9 @@ def megatron_core(fw: str, notes: list[str]) -> Runtime:
     default). Two settings a text may turn off: the distributed optimizer
     (``without --use-distributed-optimizer``: Adam state replicated over data
     parallelism, ``megatron/core/optimizer``'s ``Float16OptimizerWithFloat16Params``)
-    and fused attention (``--attention-backend unfused``, :data:`_UNFUSED_ATTENTION`)."""
+    and fused attention (``--attention-backend unfused``, :data:`_UNFUSED_ATTENTION`).
+    A text naming a FlashAttention-2 kernel (:data:`_FA2`, and no Hopper-native
+    one) turns ``hopper_attention`` off (module docstring)."""
     flags = {"tp_comm_overlap": "--tp-comm-overlap" in fw or bool(_stated(fw, "tp_comm_overlap")),
              "grad_reduce_overlap": "--overlap-grad-reduce" in fw
              or bool(_stated(fw, "overlap_grad_reduce")),
@@ -302,6 +319,10 @@ def megatron_core(fw: str, notes: list[str]) -> Runtime:
         flags["distributed_optimizer"] = False
     if _UNFUSED_ATTENTION.search(fw):
         flags.update(flash_attention=False, hopper_attention=False)
+    elif _FA2.search(fw) and not _HOPPER_NATIVE_ATTENTION.search(fw):
+        flags["hopper_attention"] = False
+        notes.append("FlashAttention-2 named in the framework text: a FlashAttention-2-class "
+                     "kernel, not Hopper-native (hopper_attention off; Shah et al. 2024)")
     notes.append("Megatron-Core: " + ", ".join(f"{k}={v}" for k, v in flags.items())
                  + " (flags named in the framework text; off by default in r0.8)")
     return runtime_named("megatron-core", **flags)
