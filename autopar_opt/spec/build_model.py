@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from autopar_opt.graph import Layer, LayerGraph, MeasuredCost, tie_problem
+from autopar_opt.cost.layer_cost import MEMORY_BOUND_KINDS
+from autopar_opt.graph import Layer, LayerGraph, LayerKind, MeasuredCost, tie_problem
 from autopar_opt import limits
 from autopar_opt.spec.errors import ProblemList, did_you_mean
 from autopar_opt.spec.schema import (ExplicitModelSpec, HfModelSpec, LayerSpec, MeasuredSpec,
@@ -138,6 +140,7 @@ def _explicit_graph(section: ExplicitModelSpec, seq_len: int | None,
             out.add(f"model.layers[{i}].top_k", top_k, "is set on a layer without experts "
                     "(num_experts is 0)", "add num_experts, or drop top_k")
             ok = False
+        ok = _gemm_kernels_ok(spec, i, out) and ok
     if not ok:
         return None
     layers = [_layer(spec) for spec in section.layers]
@@ -148,6 +151,27 @@ def _explicit_graph(section: ExplicitModelSpec, seq_len: int | None,
         return None
     return LayerGraph(section.name, layers, [tuple(e) for e in edges],
                       seq_len=section.seq_len or seq_len, source="spec file")
+
+
+def _gemm_kernels_ok(spec: Any, i: int, out: ProblemList) -> bool:
+    """A layer that does GEMM work (a kind outside
+    :data:`~autopar_opt.cost.layer_cost.MEMORY_BOUND_KINDS` with forward FLOPs)
+    runs at least one GEMM kernel per forward pass: ``gemm_kernels`` and
+    ``gemm_kernels_unfused``, where given, are at least 1 (0 would price its
+    FLOPs without the per-kernel latency; the schema already rejects < 0)."""
+    kind = LayerKind(getattr(spec, "kind", LayerKind.generic))
+    if kind in MEMORY_BOUND_KINDS or (getattr(spec, "flops_fwd", 0.0) or 0.0) <= 0:
+        return True
+    ok = True
+    for key in ("gemm_kernels", "gemm_kernels_unfused"):
+        value = getattr(spec, key, None)
+        if value is not None and value < 1:
+            out.add(f"model.layers[{i}].{key}", value, f"must be at least 1 on a "
+                    f"{kind.value} layer with flops_fwd > 0: its FLOPs run as GEMM kernels",
+                    f"give the GEMM kernels of one forward pass (e.g. {key}: 4 for a "
+                    "transformer block), or drop the key for the kind's count")
+            ok = False
+    return ok
 
 
 def _attach_measured(graph: LayerGraph, measured: list[MeasuredSpec],

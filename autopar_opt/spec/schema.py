@@ -97,7 +97,8 @@ _LAYER_EXAMPLES: dict[str, Any] = {
 
 
 def _layer_bounds(name: str, hint: Any) -> dict[str, Any]:
-    """Bounds of a layer field: counts and sizes are non-negative; ``max_tp`` and
+    """Bounds of a layer field: counts and sizes are non-negative (optional ones
+    too: ``gemm_kernels``, ``gemm_kernels_unfused``); ``max_tp`` and
     ``expert_load`` are at least 1, and ``max_tp`` (a parallel degree) at most
     :data:`autopar_opt.limits.MAX_DEGREE`, the resource limit of every degree
     (issue 15: checked before any work, named in the error)."""
@@ -105,7 +106,17 @@ def _layer_bounds(name: str, hint: Any) -> dict[str, Any]:
         return {"ge": 1, "le": limits.MAX_DEGREE}
     if name == "expert_load":
         return {"ge": 1.0}
-    return {"ge": 0} if hint in (int, float) else {}
+    return {"ge": 0} if _optional_inner(hint) in (int, float) else {}
+
+
+def _optional_inner(hint: Any) -> Any:
+    """``X`` of ``X | None`` (``Optional[X]``), else ``hint``: an optional count
+    such as ``gemm_kernels: int | None`` gets the bounds of ``int``."""
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        inner = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(inner) == 1:
+            return inner[0]
+    return hint
 
 
 #: One layer of an explicit model, derived from :class:`autopar_opt.graph.Layer`
