@@ -266,7 +266,11 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "triton (the pre-MLIR Triton kernel flash_attn_triton, FlashAttention-1-"
                    "class: scripts/train/benchmarking/submit_benchmarks.py @a7c75677, "
                    "llm-foundry v0.3.0, and the MosaicGPT-era script before it); their records "
-                   "set flash_v2_attention off (calibration.records.runtime_of)"),
+                   "set flash_v2_attention off (calibration.records.runtime_of). "
+                   "fused_optimizer stays on for other FSDP stacks; Composer records turn it "
+                   "off: llm-foundry's "
+                   "decoupled_adamw is Composer's DecoupledAdamW, a per-parameter Python "
+                   "loop (composer/optim/decoupled_weight_decay.py, runtime_of)"),
     Runtime("torchtitan", flash_attention=True, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
             distributed_optimizer=False, fp32_grad_buffer=False, fp32_grad_reduce=True,

@@ -197,6 +197,14 @@ def family_of(rec_id: str, framework: str) -> str:
     return parts[0]
 
 
+#: Why a Composer/llm-foundry record's optimizer step is unfused.
+COMPOSER_OPTIMIZER_NOTE = (
+    "optimizer: decoupled_adamw (llm-foundry's train YAMLs), Composer's DecoupledAdamW: "
+    "DecoupledAdamW.adamw loops over the parameters in Python with one in-place op per "
+    "tensor (mul_, add_, addcmul_, sqrt, addcdiv_; composer/optim/decoupled_weight_decay.py), "
+    "no fused or foreach kernel: fused_optimizer off")
+
+
 def runtime_of(framework: str, notes: list[str], rec: dict | None = None) -> Runtime:
     """The runtime (:mod:`autopar_opt.runtime`) a record's framework text names,
     with the capability flags the text states (e.g. ``DDP impl=local``,
@@ -216,14 +224,16 @@ def runtime_of(framework: str, notes: list[str], rec: dict | None = None) -> Run
     if "megatron-core" in fw:
         return stacks.megatron_core(fw, notes)
     if "llm-foundry" in fw or "composer" in fw:
+        notes.append(COMPOSER_OPTIMIZER_NOTE)
         if stacks.llmfoundry_triton_table(rec):
             notes.append("attn_impl: triton (pre-MLIR flash_attn_triton, a FlashAttention-1-"
                          "class kernel: flash_v2_attention off, attention core at 1/2 of "
                          "FlashAttention-2, Dao 2023): the default of the scripts behind "
                          "llm-foundry's 2023 benchmark tables (submit_benchmarks.py "
                          "@a7c75677; @12a63191 for the MosaicGPT-era rows)")
-            return runtime_named("pytorch-fsdp", flash_v2_attention=False)
-        return runtime_named("pytorch-fsdp")     # precision text: fsdp_reduce_dtype()
+            return runtime_named("pytorch-fsdp", flash_v2_attention=False, fused_optimizer=False)
+        # precision text: fsdp_reduce_dtype()
+        return runtime_named("pytorch-fsdp", fused_optimizer=False)
     if "deepspeed" in fw and "megatron" in fw:
         if stacks.zero_stage_of(rec) >= 2:      # ZeRO-2/3: no BF16_Optimizer (stages 0/1 only)
             # Megatron's vocab-parallel loss (megatron/mpu/cross_entropy.py)
