@@ -146,6 +146,13 @@ class Layer:
         separate GEMMs, e.g. Hugging Face ``modeling_llama.py`` and torchtitan's
         Llama); ``None``: the same as the fused count. Builders set it from the
         model's structure (a Llama block: 7 against 4).
+    pool_index_bytes : bytes per sample of the arg-max indices a max pool
+        writes in the forward pass and reads in the backward pass: one int64
+        per output element (PyTorch ``max_pool2d_with_indices``,
+        ``aten/src/ATen/native/cuda/DilatedMaxPool2d.cu``:
+        ``max_pool_forward_nchw`` writes ``int64_t* top_mask``, the backward
+        kernel reads it); 0 for an average pool or any other layer. Priced as
+        HBM traffic (:func:`autopar_opt.cost.layer_cost.memory_bound_bytes`).
     """
 
     name: str
@@ -179,6 +186,7 @@ class Layer:
     tied_owner: bool = False
     gemm_kernels: int | None = None
     gemm_kernels_unfused: int | None = None
+    pool_index_bytes: float = 0.0
 
     @property
     def holds_tied_copy(self) -> bool:

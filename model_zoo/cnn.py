@@ -25,6 +25,7 @@ from typing import Any
 from autopar_opt.graph import Layer, LayerGraph, LayerKind
 
 ACT_BYTES = 2  # 16-bit activations
+INDEX_BYTES = 8  # int64 arg-max index of a max pool (DilatedMaxPool2d.cu top_mask)
 
 
 @dataclass(frozen=True)
@@ -80,15 +81,22 @@ class CnnBuilder:
                         max_tp=_pow2_tp(cout)), [x])
         return y
 
-    def pool(self, name: str, x: Tensor, k: int, stride: int, pad: int = 0) -> Tensor:
-        """Max or average pool (same cost model)."""
+    def pool(self, name: str, x: Tensor, k: int, stride: int, pad: int = 0, *,
+             op: str) -> Tensor:
+        """Max (``op="max"``) or average (``op="avg"``) pool. A max pool also
+        writes and re-reads one int64 arg-max index per output element
+        (``Layer.pool_index_bytes``)."""
+        if op not in ("max", "avg"):
+            raise ValueError(f"pool {name!r}: op must be 'max' or 'avg', not {op!r}")
         y = Tensor(name, x.c, _out(x.h, k, stride, pad), _out(x.w, k, stride, pad))
         if y.h < 1 or y.w < 1:
             raise ValueError(f"model {self.model!r}: pool {name!r} gets a {x.h}x{x.w} input "
                              "(fix: use a larger image_size)")
         ops = float(k * k * y.c * y.h * y.w)
+        index = float(INDEX_BYTES * y.c * y.h * y.w) if op == "max" else 0.0
         self._add(Layer(name=name, kind=LayerKind.pool, flops_fwd=ops, flops_bwd=ops,
-                        act_bytes=y.bytes, input_bytes=x.bytes, output_bytes=y.bytes), [x])
+                        act_bytes=y.bytes, input_bytes=x.bytes, output_bytes=y.bytes,
+                        pool_index_bytes=index), [x])
         return y
 
     def global_pool(self, name: str, x: Tensor) -> Tensor:
@@ -120,7 +128,8 @@ def _block_a(b: CnnBuilder, n: str, x: Tensor, pool_features: int) -> Tensor:
     d = b.conv(f"{n}.branch3x3dbl_1", x, 64, 1)
     d = b.conv(f"{n}.branch3x3dbl_2", d, 96, 3, pad=1)
     d = b.conv(f"{n}.branch3x3dbl_3", d, 96, 3, pad=1)
-    p = b.conv(f"{n}.branch_pool", b.pool(f"{n}.avg_pool", x, 3, 1, 1), pool_features, 1)
+    p = b.conv(f"{n}.branch_pool", b.pool(f"{n}.avg_pool", x, 3, 1, 1, op="avg"),
+               pool_features, 1)
     return b.concat(f"{n}.concat", [b1, b5, d, p])
 
 
@@ -129,7 +138,7 @@ def _block_b(b: CnnBuilder, n: str, x: Tensor) -> Tensor:
     d = b.conv(f"{n}.branch3x3dbl_1", x, 64, 1)
     d = b.conv(f"{n}.branch3x3dbl_2", d, 96, 3, pad=1)
     d = b.conv(f"{n}.branch3x3dbl_3", d, 96, 3, stride=2)
-    return b.concat(f"{n}.concat", [b3, d, b.pool(f"{n}.max_pool", x, 3, 2)])
+    return b.concat(f"{n}.concat", [b3, d, b.pool(f"{n}.max_pool", x, 3, 2, op="max")])
 
 
 def _block_c(b: CnnBuilder, n: str, x: Tensor, c7: int) -> Tensor:
@@ -141,7 +150,7 @@ def _block_c(b: CnnBuilder, n: str, x: Tensor, c7: int) -> Tensor:
     for i, (k, pad, cout) in enumerate([((7, 1), (3, 0), c7), ((1, 7), (0, 3), c7),
                                         ((7, 1), (3, 0), c7), ((1, 7), (0, 3), 192)], start=2):
         d = b.conv(f"{n}.branch7x7dbl_{i}", d, cout, k, pad=pad)
-    p = b.conv(f"{n}.branch_pool", b.pool(f"{n}.avg_pool", x, 3, 1, 1), 192, 1)
+    p = b.conv(f"{n}.branch_pool", b.pool(f"{n}.avg_pool", x, 3, 1, 1, op="avg"), 192, 1)
     return b.concat(f"{n}.concat", [b1, s, d, p])
 
 
@@ -151,7 +160,7 @@ def _block_d(b: CnnBuilder, n: str, x: Tensor) -> Tensor:
     s = b.conv(f"{n}.branch7x7x3_2", s, 192, (1, 7), pad=(0, 3))
     s = b.conv(f"{n}.branch7x7x3_3", s, 192, (7, 1), pad=(3, 0))
     s = b.conv(f"{n}.branch7x7x3_4", s, 192, 3, stride=2)
-    return b.concat(f"{n}.concat", [b3, s, b.pool(f"{n}.max_pool", x, 3, 2)])
+    return b.concat(f"{n}.concat", [b3, s, b.pool(f"{n}.max_pool", x, 3, 2, op="max")])
 
 
 def _block_e(b: CnnBuilder, n: str, x: Tensor) -> Tensor:
@@ -164,7 +173,7 @@ def _block_e(b: CnnBuilder, n: str, x: Tensor) -> Tensor:
     d = b.concat(f"{n}.branch3x3dbl_cat",
                  [b.conv(f"{n}.branch3x3dbl_3a", d, 384, (1, 3), pad=(0, 1)),
                   b.conv(f"{n}.branch3x3dbl_3b", d, 384, (3, 1), pad=(1, 0))])
-    p = b.conv(f"{n}.branch_pool", b.pool(f"{n}.avg_pool", x, 3, 1, 1), 192, 1)
+    p = b.conv(f"{n}.branch_pool", b.pool(f"{n}.avg_pool", x, 3, 1, 1, op="avg"), 192, 1)
     return b.concat(f"{n}.concat", [b1, t, d, p])
 
 
@@ -181,10 +190,10 @@ def build_inception_v3(name: str, dims: dict[str, Any], source: str) -> LayerGra
     x = b.conv("Conv2d_1a_3x3", x, 32, 3, stride=2)
     x = b.conv("Conv2d_2a_3x3", x, 32, 3)
     x = b.conv("Conv2d_2b_3x3", x, 64, 3, pad=1)
-    x = b.pool("maxpool1", x, 3, 2)
+    x = b.pool("maxpool1", x, 3, 2, op="max")
     x = b.conv("Conv2d_3b_1x1", x, 80, 1)
     x = b.conv("Conv2d_4a_3x3", x, 192, 3)
-    x = b.pool("maxpool2", x, 3, 2)
+    x = b.pool("maxpool2", x, 3, 2, op="max")
     for n, pf in (("Mixed_5b", 32), ("Mixed_5c", 64), ("Mixed_5d", 64)):
         x = _block_a(b, n, x, pf)
     x = _block_b(b, "Mixed_6a", x)

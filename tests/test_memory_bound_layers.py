@@ -20,7 +20,8 @@ import pytest
 
 from bruteforce import brute_force
 from solver_agreement import assert_all_reach, solve_every_way
-from autopar_opt.cost.layer_cost import StageContext, compute_time, gemm_kernels, layer_cost
+from autopar_opt.cost.layer_cost import (StageContext, activation_bytes, compute_time,
+                                         gemm_kernels, layer_cost)
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.tables import build_cost_tables
 from autopar_opt.graph import Layer, LayerGraph, LayerKind
@@ -42,21 +43,33 @@ def _ctx(params=None, samples: int = 32):
 def _maxpool1() -> Layer:
     """Inception-v3's maxpool1: 3x3 stride 2 over 64x147x147 -> 64x73x73 (16-bit)."""
     b = CnnBuilder("t")
-    b.pool("maxpool1", Tensor("x", 64, 147, 147), 3, 2)
+    b.pool("maxpool1", Tensor("x", 64, 147, 147), 3, 2, op="max")
     return b.layers[0]
 
 
 def test_a_pool_is_its_hbm_traffic_by_hand():
+    """Max pool: read x, write y and the int64 arg-max index forward; read dy
+    and the index, write dx backward (``DilatedMaxPool2d.cu``)."""
     pool = _maxpool1()
     x, y = 2.0 * 64 * 147 * 147, 2.0 * 64 * 73 * 73         # bytes per sample
+    idx = 8.0 * 64 * 73 * 73                                 # one int64 per output element
     c = compute_time(pool, Strategy(dp=1, tp=1), _ctx())
-    assert c.fwd_s == pytest.approx(32 * (x + y) / A100_80_BW, rel=1e-12)   # read x, write y
-    assert c.bwd_s == pytest.approx(32 * (y + x) / A100_80_BW, rel=1e-12)   # read dy, write dx
+    assert c.fwd_s == pytest.approx(32 * (x + y + idx) / A100_80_BW, rel=1e-12)
+    assert c.bwd_s == pytest.approx(32 * (y + x + idx) / A100_80_BW, rel=1e-12)
     assert c.gemm_s == 0.0 and c.attn_s == 0.0
     assert gemm_kernels(pool) == 0
     # data parallelism splits the micro-batch; full recomputation re-reads and re-writes once more
     c8 = compute_time(pool, Strategy(dp=8, tp=1, recompute=Recompute.full), _ctx())
-    assert c8.total_s == pytest.approx(4 * (3 * (x + y)) / A100_80_BW, rel=1e-12)
+    assert c8.total_s == pytest.approx(4 * (3 * (x + y + idx)) / A100_80_BW, rel=1e-12)
+    # the same window as an average pool writes no index: 5·y against 9·y (x = 4.05·y)
+    b = CnnBuilder("t")
+    b.pool("avg", Tensor("x", 64, 147, 147), 3, 2, op="avg")
+    avg = compute_time(b.layers[0], Strategy(dp=1, tp=1), _ctx())
+    assert avg.fwd_s == pytest.approx(32 * (x + y) / A100_80_BW, rel=1e-12)
+    assert c.total_s / avg.total_s == pytest.approx(1.0 + 4 * y / (x + y), rel=1e-12)
+    assert 1.79 < c.total_s / avg.total_s < 1.80
+    # the index is part of the layer's identity (tables share costs by signature)
+    assert pool.signature() != replace(pool, pool_index_bytes=0.0).signature()
     # the model FLOPs are still reported (MFU), only the time changed
     assert c.flops == pytest.approx(32 * (pool.flops_fwd + pool.flops_bwd))
 
@@ -82,7 +95,8 @@ def test_a_pool_pays_no_gemm_latency_and_no_fitted_elementwise_passes():
 def test_a_norm_layer_rereads_its_input_in_backward():
     x = 4.0e6
     norm = Layer("ln", LayerKind.norm, flops_fwd=5e5, flops_bwd=1e6, params=2048,
-                 act_bytes=x, input_bytes=x, output_bytes=x, max_tp=8, supports_sp=True)
+                 act_bytes=x, act_replicated_bytes=x, input_bytes=x, output_bytes=x, max_tp=8,
+                 supports_sp=True)
     c = compute_time(norm, Strategy(dp=1, tp=1), _ctx(samples=4))
     assert c.fwd_s == pytest.approx(4 * 2 * x / A100_80_BW, rel=1e-12)
     assert c.bwd_s == pytest.approx(4 * 3 * x / A100_80_BW, rel=1e-12)   # read dy and x, write dx
@@ -93,9 +107,30 @@ def test_a_norm_layer_rereads_its_input_in_backward():
     assert rep == pytest.approx(c.total_s, rel=1e-12) and sp == pytest.approx(rep / 4, rel=1e-12)
 
 
+@pytest.mark.parametrize("repl_share", [0.0, 0.5, 1.0])
+@pytest.mark.parametrize("sp", [False, True])
+def test_a_norm_splits_its_time_as_its_memory_under_tp(repl_share, sp):
+    """Time and stored bytes use one decomposition: the replicated share ``r``
+    stays whole without sequence parallelism, the rest is split by ``tp``.
+    By hand at tp = 4: without SP, ``r + (1 - r)/4`` of the tp = 1 figure
+    (1/4, 5/8, 1 for r = 0, 1/2, 1); with SP, 1/4 for every r. Before, the
+    time stayed whole without SP whatever ``r`` while the memory was split."""
+    x = 4.0e6
+    norm = Layer("ln", LayerKind.norm, flops_fwd=5e5, flops_bwd=1e6, params=2048,
+                 act_bytes=x, act_replicated_bytes=repl_share * x, input_bytes=x,
+                 output_bytes=x, max_tp=8, supports_sp=True)
+    hand = 0.25 if sp else repl_share + (1.0 - repl_share) / 4
+    one, four = Strategy(dp=1, tp=1), Strategy(dp=1, tp=4, sp=sp)
+    t = [compute_time(norm, st, _ctx(samples=4)).total_s for st in (one, four)]
+    m = [activation_bytes(norm, st, 4) for st in (one, four)]
+    assert t[1] / t[0] == pytest.approx(hand, rel=1e-12)
+    assert m[1] / m[0] == pytest.approx(hand, rel=1e-12)
+
+
 def test_every_inception_pool_is_priced_by_its_traffic():
     """All 14 pools of Inception-v3 (max, average and the global average pool):
-    ``time = 2·(x + y)·samples / bandwidth``, nothing else (no parameters: no
+    ``time = 2·(x + y + i)·samples / bandwidth``, ``i = 4·y`` for the four max
+    pools (an int64 index per 16-bit output element), 0 else; nothing else (no parameters: no
     gradient sync; one device per sample group: no communication)."""
     from autopar_opt.model_zoo.registry import build_model
     graph = build_model("inception-v3")
@@ -104,7 +139,8 @@ def test_every_inception_pool_is_priced_by_its_traffic():
     assert len(pools) == 14
     for pool in pools:
         c = layer_cost(pool, Strategy(dp=8, tp=1), ctx)
-        hand = 4 * 2 * (pool.input_bytes + pool.output_bytes) / A100_80_BW
+        index = 4.0 * pool.output_bytes if "max" in pool.name else 0.0   # int64 vs 16-bit
+        hand = 4 * 2 * (pool.input_bytes + pool.output_bytes + index) / A100_80_BW
         assert c.time_s == pytest.approx(hand, rel=1e-12), pool.name
         assert c.sync_s == 0.0 and c.comm_s == 0.0
 

@@ -284,9 +284,12 @@ def memory_bound_bytes(layer: Layer) -> tuple[float, float]:
       is assumed served from cache); the backward reads the
       output gradient and writes the input gradient (max-pool scatters each
       output gradient to its arg-max input, average pool spreads it over the
-      window): ``x + y`` each way. Limitation: max-pool's int64 index tensor
-      (written forward, read backward) is not counted; the layer record does
-      not say max or average.
+      window): ``x + y`` each way. A max pool also writes its int64 arg-max
+      index per output element forward (``max_pool_forward_nchw``'s
+      ``top_mask``) and reads it backward to route each output gradient:
+      ``Layer.pool_index_bytes`` each way (4x the 16-bit output: a 3x3
+      stride-2 max pool moves ``x + y + 8/2·y ≈ 9·y`` bytes a pass against
+      ``5·y`` without it).
     * Normalisation (LayerNorm/RMSNorm/BatchNorm as its own layer): forward
       reads ``x`` and writes ``y``; backward reads the output gradient and the
       saved input and writes the input gradient (PyTorch
@@ -301,7 +304,8 @@ def memory_bound_bytes(layer: Layer) -> tuple[float, float]:
     y = layer.output_bytes or layer.act_bytes
     if layer.kind is LayerKind.norm:
         return x + y, 2.0 * x + y
-    return x + y, y + x
+    idx = layer.pool_index_bytes
+    return x + y + idx, y + x + idx
 
 
 def _gemm_time(flops: float, layer: Layer, ctx: StageContext, kernels: int = 1) -> float:
@@ -364,17 +368,34 @@ def _elementwise_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     return ctx.params.elementwise_passes * nbytes / (ctx.cluster.device.hbm_gb_per_s * 1e9)
 
 
+def _tp_divisor(layer: Layer, s: Strategy) -> float:
+    """The factor tensor parallelism divides a memory-bound layer's per-rank
+    traffic by: the decomposition :func:`activation_bytes` applies to its
+    stored bytes, ``1 / (r / t_r + (1 - r) / tp)`` with ``r`` the replicated
+    share ``act_replicated_bytes / act_bytes`` and ``t_r = tp`` under sequence
+    parallelism, else 1 (Korthikanti et al. 2022, Eq. 2 and 4). A layer that
+    stores nothing (``act_bytes`` 0) is taken as replicated."""
+    if s.tp <= 1:
+        return 1.0
+    r = min(layer.act_replicated_bytes, layer.act_bytes) / layer.act_bytes \
+        if layer.act_bytes > 0 else 1.0
+    return 1.0 / (r / (s.tp if s.sp else 1) + (1.0 - r) / s.tp)
+
+
 def _memory_bound_compute(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
     """Compute of a memory-bound layer (:data:`MEMORY_BOUND_KINDS`): its HBM
     traffic (:func:`memory_bound_bytes`) at the device's HBM bandwidth, like
     the element-wise kernels of :func:`_elementwise_time` (roofline, Williams
-    et al. 2009), with no GEMM kernel and no per-kernel latency. Tensor
-    parallelism leaves such a layer replicated on every rank unless sequence
-    parallelism splits its tokens (Korthikanti et al. 2022, Sec. 4.2.2); full
+    et al. 2009), with no GEMM kernel and no per-kernel latency. Under tensor
+    parallelism the traffic splits as the layer's stored activations do in
+    :func:`activation_bytes` (:func:`_tp_divisor`): the replicated part
+    (``act_replicated_bytes``, e.g. a LayerNorm on the full hidden state,
+    Korthikanti et al. 2022, Eq. 2) stays whole unless sequence parallelism
+    splits its tokens (Sec. 4.2.2), the rest is split by ``tp``; full
     recomputation re-runs its forward traffic in the backward pass. Its
     operations stay in the model FLOPs (``flops``), as before."""
     share = ctx.microbatch_samples / (s.dp * s.cp)
-    per = share / (s.tp if s.sp else 1)
+    per = share / _tp_divisor(layer, s)
     bw = ctx.cluster.device.hbm_gb_per_s * 1e9
     fb, bb = memory_bound_bytes(layer)
     fwd, bwd = fb * per / bw, bb * per / bw
