@@ -362,10 +362,71 @@ def _elementwise_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     stored activation byte is written, re-read and its gradient written
     (``elementwise_passes`` passes) at HBM bandwidth (roofline, Williams et
     al. 2009; the element-wise share of a transformer layer: Korthikanti et
-    al. 2022, Sec. 4.1 counts the stored tensors)."""
+    al. 2022, Sec. 4.1 counts the stored tensors). The output layer's loss,
+    where its kernels' traffic is derived (:func:`loss_traffic_bytes`: a
+    fused or a plain PyTorch loss), is priced at that traffic per logit
+    instead of the passes over the logits it keeps: what it keeps says
+    nothing of what it moves (a 16-bit eager loss keeps as few bytes as the
+    fused kernel but moves twice as many)."""
     nbytes = activation_bytes(layer, s, ctx.microbatch_samples, Recompute.none, ctx.training,
                               fp8_casts=False)
-    return ctx.params.elementwise_passes * nbytes / (ctx.cluster.device.hbm_gb_per_s * 1e9)
+    passes = ctx.params.elementwise_passes
+    bw = ctx.cluster.device.hbm_gb_per_s * 1e9
+    loss = loss_traffic_bytes(ctx.training) if layer.kind is LayerKind.lm_head else None
+    if loss is None:
+        return passes * nbytes / bw
+    logits = logits_per_device(layer, s, ctx.microbatch_samples)
+    kept = kept_logit_bytes(ctx.training) * logits
+    return (passes * (nbytes - kept) + loss * logits) / bw
+
+
+def logits_per_device(layer: Layer, s: Strategy, microbatch_samples: int) -> float:
+    """Logits of one micro-batch on one device of the output layer: its
+    ``4·s·V`` fp32-logit bytes (``act_bytes - act_replicated_bytes``) over 4,
+    vocabulary-parallel over ``tp``, with the micro-batch share of
+    :func:`activation_bytes`."""
+    return (layer.act_bytes - layer.act_replicated_bytes) / 4.0 / s.tp \
+        * microbatch_samples / (s.dp * s.cp)
+
+
+def loss_traffic_bytes(training: Training) -> float | None:
+    """HBM bytes per logit the loss moves in forward + backward, where derived
+    from its kernels; None for Megatron's vocabulary-parallel loss (a chain of
+    fp32 element-wise kernels, priced like every stored activation as
+    ``elementwise_passes`` passes over the 4-byte softmax it keeps).
+
+    * Fused (``fused_cross_entropy``: flash-attn's cross-entropy kernel, as
+      llm-foundry's ``fused_crossentropy``, ``flash_attn/ops/triton/
+      cross_entropy.py``): the forward reads the 16-bit logits once (one
+      log-sum-exp per row written), the backward reads them and writes the
+      gradient in place: ``2 + 2 + 2 = 6``.
+    * Plain PyTorch (``eager_cross_entropy``; ``F.cross_entropy`` =
+      ``log_softmax`` + ``nll_loss``, ``aten/src/ATen/native/LossNLL.cpp``
+      ``cross_entropy_loss``), in the dtype ``e`` it computes in
+      (:func:`eager_logp_bytes`): ``log_softmax`` reads its input and writes
+      the log-probabilities (``2·e``); the backward's ``nll_loss_backward``
+      writes a zero-filled gradient of their shape (``Loss.cu``,
+      ``nll_loss_backward_out_cuda``: ``grad_input.zero_()``) and
+      ``_log_softmax_backward_data`` reads it and the saved result and writes
+      the input gradient (``tools/autograd/derivatives.yaml``,
+      ``_log_softmax``): ``4·e``. A loss in fp32 on 16-bit logits adds the
+      cast (``.float()`` or autocast: read 2, write 4) and its backward
+      (``_to_copy_backward``: read 4, write 2): 12. So ``6·e`` (12 in 16
+      bits), plus 12 when it upcasts (36: torchtitan).
+
+    The transient tensors the backward allocates (:func:`eager_loss_bytes`)
+    are among these bytes. Not counted: the shifted-label copy a Hugging Face
+    model makes (``shift_logits ... .contiguous()``), as in
+    :func:`eager_loss_bytes`.
+    """
+    rt = training.runtime
+    if rt.fused_cross_entropy:
+        return 6.0
+    if not rt.eager_cross_entropy:
+        return None
+    e = eager_logp_bytes(training)
+    logit = 4.0 if DTYPE_BYTES.get(training.dtype, 4) >= 4 else 2.0   # FP8: 16-bit output layer
+    return 6.0 * e + (12.0 if e > logit else 0.0)
 
 
 def _tp_divisor(layer: Layer, s: Strategy) -> float:
