@@ -38,8 +38,9 @@ class StageMetrics:
     Memory breakdown (GiB per device): ``weights_gib``, ``grads_gib``,
     ``optimizer_gib`` (= ``weight_gib``), ``activation_gib`` (in-flight
     micro-batches, the output layer excluded), ``logits_gib`` (the output
-    layer's stored bytes per in-flight micro-batch: fp32 logits and loss, its
-    input), both with the 16-bit weight casts autograd keeps per micro-batch
+    layer's stored bytes per in-flight micro-batch: what the loss keeps, 2 or 4
+    bytes per logit by runtime (:func:`~autopar_opt.cost.layer_cost.kept_logit_bytes`),
+    and its input), both with the 16-bit weight casts autograd keeps per micro-batch
     under ZeRO-3 and PyTorch AMP (:attr:`LayerCost.act_bytes
     <autopar_opt.cost.layer_cost.LayerCost>`,
     :func:`~autopar_opt.cost.state.autocast_saved_cast_bytes`: in
