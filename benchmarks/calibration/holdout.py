@@ -97,6 +97,23 @@ NOT_RECORDED = [
 
 READING = """## Reading (hand-written; no change to the model was made for these figures)
 
+**Re-priced after DeepSpeed's per-micro-batch gradient accumulation (tenth session, later;
+nothing chosen with these records).** DeepSpeed's `BF16_Optimizer` adds every bf16 gradient
+into its fp32 accumulator after each micro-batch (`update_hp_grads`, 18 bytes per local
+parameter; `layer_cost.grad_accumulate_time`), found while checking what DeepSpeed's
+`PipelineEngine` does per micro-batch that Megatron does not (BOUNDS.md reading, BLOOM). No
+held-out record runs that optimizer: GPT-NeoX-20B and GLM-130B trained in fp16, so they get
+no new term; they move only through the refit (A100 GEMM efficiency 0.690 -> 0.697): GPT-NeoX
++21.5% -> +22.0%, GLM-130B +48.8% -> +49.5%. Pooled median 4.2% -> 4.4%, p90 20.6% -> 21.0%,
+one figure per family 13.2% -> 13.3%. For their DeepSpeed candidates below: the
+`PipelineEngine` sends partitioned activations (`is_pipe_partitioned = is_model_parallel`,
+all-gathered on receipt), the volume `reshard.cross_stage_time` already prices; fp16 gradients
+accumulate in `.grad` through autograd's in-place add (about 6 bytes per parameter and
+micro-batch, not modelled for any runtime: at the A100-40GB's 1,555 GB/s about 0.3 s of
+GPT-NeoX's 8.5 s gap, 2.5 G local parameters and 32 micro-batches, and about 2.7 s of
+GLM-130B's 29 s, 4.1 G and 176). The
+paragraphs below quote the figures from before this change.
+
 **FlagPerf (tenth session, last; one recognition rule added, no parameter changed).** 6 records
 of BAAI's FlagPerf Nvidia reference results for its Llama-3 Megatron-Core cases: 8B on one and
 two H100 nodes in bf16 and FP8 (TP 2, sequence 8192, global batch 512) and 70B on 64 H100 (TP
