@@ -101,6 +101,12 @@ def load_run_file(path: str | Path) -> list[dict]:
         data = read_document(p)     # size, nesting, duplicate keys, numbers: spec limits
     except SpecError as exc:
         raise RunFileError("; ".join(q.format() for q in exc.problems)) from None
+    from autopar_opt.spec.doc_kinds import wrong_input
+
+    wrong = wrong_input(data, p, "a list of run records (as in tests/data/published_runs.yaml)",
+                        ())
+    if wrong:
+        raise RunFileError(wrong.format())
     if not isinstance(data, list):
         kind = type(data).__name__ if data is not None else "an empty file"
         raise RunFileError(f"{p}: expected a list of run records at the top level, got {kind}")
@@ -221,7 +227,8 @@ def runtime_of(framework: str, notes: list[str], rec: dict | None = None) -> Run
     if "deepspeed" in fw and "megatron" in fw:
         if stacks.zero_stage_of(rec) >= 2:      # ZeRO-2/3: no BF16_Optimizer (stages 0/1 only)
             # Megatron's vocab-parallel loss (megatron/mpu/cross_entropy.py)
-            return replace(stacks.deepspeed_zero(fw, rec, notes), loss_grad_cast=True)
+            return replace(stacks.deepspeed_zero(fw, rec, notes), loss_grad_cast=True,
+                           eager_cross_entropy=False)
         notes.append("Megatron-DeepSpeed: DeepSpeed PipelineEngine, gradients all-reduced after "
                      "the last micro-batch (ReduceGrads; grad_reduce_overlap off)")
         return runtime_named("deepspeed")
