@@ -109,8 +109,32 @@ loss_grad_cast
     ``megatron/core/tensor_parallel/cross_entropy.py``; Megatron-LM and
     BigScience's Megatron-DeepSpeed ``megatron/mpu/cross_entropy.py``, called
     as ``vocab_parallel_cross_entropy(output.float(), labels)``). Off where
-    the loss is plain PyTorch (not modelled: no cited account of its
-    transients) or fused (``fused_cross_entropy``: no cast).
+    the loss is plain PyTorch (``eager_cross_entropy``) or fused
+    (``fused_cross_entropy``: no cast).
+eager_cross_entropy
+    The loss is plain PyTorch ``F.cross_entropy`` on the logits (Hugging Face
+    models, PyTorch Lightning modules, torchtitan): ``log_softmax`` then
+    ``nll_loss``. ``log_softmax`` saves its result, the log-probabilities
+    (``tools/autograd/derivatives.yaml``, ``_log_softmax``: ``self:
+    _log_softmax_backward_data(grad, result, dim, self.scalar_type())``;
+    ``nll_loss_forward`` saves ``self``, the same tensor), so the output layer
+    keeps one log-probability per logit, in the dtype the loss computes in:
+    fp32 under ``torch.autocast`` (``cross_entropy``, ``log_softmax`` and
+    ``nll_loss`` are on autocast's "CUDA Ops that can autocast to float32"
+    list, PyTorch AMP docs) or after an explicit upcast
+    (``loss_fp32_upcast``), else the 16-bit dtype of the logits (DeepSpeed's
+    and Colossal-AI's fp16/bf16 engines cast the model, and
+    ``log_softmax`` keeps its input's dtype). Its backward allocates
+    ``nll_loss_backward``'s gradient (a zero-filled tensor of the
+    log-probabilities' shape) and ``_log_softmax_backward_data``'s output
+    while the saved log-probabilities are alive: 2 more such tensors at the
+    peak (``cost.layer_cost.eager_loss_bytes``). Takes precedence over
+    ``loss_grad_cast``; a fused loss (``fused_cross_entropy``) over both.
+loss_fp32_upcast
+    With ``eager_cross_entropy``: the loss casts the logits to fp32 itself
+    before ``F.cross_entropy``, whatever the training dtype: torchtitan
+    ``cross_entropy_loss`` (``torchtitan/components/loss.py``:
+    ``F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))``).
 fp8_primary_weights
     In FP8 training the model keeps its GEMM weights in FP8 only (1 byte,
     plus the transposed FP8 copy Transformer Engine caches for the backward
@@ -185,6 +209,8 @@ class Runtime:
     fused_swiglu: bool = False
     fused_cross_entropy: bool = False
     loss_grad_cast: bool = False
+    eager_cross_entropy: bool = False
+    loss_fp32_upcast: bool = False
     fp8_primary_weights: bool = False
     ddp_bucket_copy: bool = False
     fused_projections: bool = True
@@ -244,20 +270,22 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
     Runtime("torchtitan", flash_attention=True, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
             distributed_optimizer=False, fp32_grad_buffer=False, fp32_grad_reduce=True,
-            fused_optimizer=True, fused_projections=False,
+            fused_optimizer=True, fused_projections=False, eager_cross_entropy=True,
+            loss_fp32_upcast=True,
             source="torchtitan (Liang et al. 2024): FSDP2 prefetch, SDPA flash attention; "
                    "async TP off by default (enable_async_tensor_parallel = False); gradients "
                    "reduce-scattered in fp32 (training.mixed_precision_reduce = 'float32', "
                    "MixedPrecisionPolicy(reduce_dtype=float32)); fused AdamW "
                    "(optimizer.implementation = 'fused'); separate wq/wk/wv and w1/w3 GEMMs "
-                   "(torchtitan/models/llama/model.py)"),
+                   "(torchtitan/models/llama/model.py); loss F.cross_entropy on the logits "
+                   "cast to fp32 (components/loss.py cross_entropy_loss)"),
     Runtime("pytorch-ddp", flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=False,
             distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=False,
-            ddp_bucket_copy=True,
+            ddp_bucket_copy=True, eager_cross_entropy=True,
             source="PyTorch DDP (Li et al. 2020), SDPA attention, foreach (unfused) Adam; "
                    "gradients copied into the reducer's buckets (gradient_as_bucket_view=False, "
-                   "the default)"),
+                   "the default); plain F.cross_entropy loss"),
 ]}
 
 #: Capability names a spec may override.

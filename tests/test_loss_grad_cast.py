@@ -57,7 +57,8 @@ def test_hand_derived_transient_of_a_tiny_output_layer() -> None:
 
 def test_no_transient_without_the_cast() -> None:
     """A fused kernel writing its gradient in place (llm-foundry's flash-attn xentropy),
-    32-bit logits (nothing to cast), runtimes whose loss is plain PyTorch (not modelled)
+    32-bit logits (nothing to cast), runtimes whose loss is plain PyTorch (their own
+    transient: tests/test_eager_loss.py)
     and every other layer kind: 0."""
     head = lm_head("head", S, H, V)
     s = Strategy(dp=2, tp=2)

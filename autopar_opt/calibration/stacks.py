@@ -68,16 +68,20 @@ DeepSpeed ZeRO (without Megatron)
     ``BF16_Optimizer`` copy at ZeRO-2/3 (the engine uses it at stages 0/1 only); ``overlap_comm`` defaults to true for
     stage 3 only (``deepspeed/runtime/zero/config.py``, validator
     ``overlap_comm_valid``); stage-3 parameters are prefetched
-    (``stage3_prefetch_bucket_size``). Megatron-DeepSpeed keeps the catalog
-    ``deepspeed`` runtime (PipelineEngine: gradients reduced after the last micro-batch),
-    with unfused attention unless its text names a FlashAttention-2 kernel
+    (``stage3_prefetch_bucket_size``). The loss is the host framework's plain
+    PyTorch ``F.cross_entropy`` (Hugging Face models, Lightning modules:
+    ``eager_cross_entropy``, on the engine's 16-bit logits). Megatron-DeepSpeed
+    keeps the catalog ``deepspeed`` runtime (PipelineEngine: gradients reduced
+    after the last micro-batch) and Megatron's vocabulary-parallel loss, with
+    unfused attention unless its text names a FlashAttention-2 kernel
     (``--use-flash-attn-v2``: :func:`named_flash_attention`).
 Colossal-AI
     Bucketed gradient reduction overlapped with the backward
     (``HybridParallelPlugin(overlap_communication=True)``), fused
     ``HybridAdam``, no parameter prefetch for Gemini/ZeRO-3 (``GeminiPlugin
     (max_prefetch=0)``), flash attention only when enabled
-    (``enable_flash_attention=False``).
+    (``enable_flash_attention=False``). The loss is the user's plain PyTorch
+    one (``eager_cross_entropy``, from the ``pytorch-ddp`` runtime).
 HF transformers Trainer / accelerate (DDP)
     PyTorch DDP with SDPA attention (transformers >= 4.36 default
     ``attn_implementation="sdpa"``) and the unfused ``adamw_torch``
@@ -254,9 +258,9 @@ def deepspeed_zero(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
                      f"(communication_data_type default), overlap_comm {overlap}"
                      + (" (stage-3 default), parameter prefetch" if stage == 3 else "")
                      + ", attention unfused unless the arch says flash")
-    # The loss is the host framework's: plain PyTorch (HF/Lightning) unless a
-    # Megatron-DeepSpeed caller sets loss_grad_cast back (records.runtime_for).
-    return replace(rt, name="deepspeed-zero", loss_grad_cast=False)
+    # The loss is the host framework's: plain PyTorch F.cross_entropy (HF/Lightning)
+    # unless a Megatron-DeepSpeed caller sets Megatron's back (records.runtime_for).
+    return replace(rt, name="deepspeed-zero", loss_grad_cast=False, eager_cross_entropy=True)
 
 
 def colossal(fw: str, notes: list[str]) -> Runtime:

@@ -557,8 +557,9 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
     gradients are their FP8 casts (Transformer Engine ``Linear`` and
     ``LayerNormLinear`` save the FP8 ``inputmat``/``ln_out``; Micikevicius et
     al. 2022, Sec. 4): half of ``act_gemm_input_bytes``. The output layer's
-    ``4·s·V`` fp32 logits are 16-bit (half) under a fused cross-entropy
-    kernel (runtime ``fused_cross_entropy``). ``recompute`` overrides the
+    ``4·s·V`` fp32 logits are :func:`kept_logit_bytes` per logit instead
+    (16-bit under a fused cross-entropy kernel, runtime
+    ``fused_cross_entropy``, or a 16-bit plain PyTorch loss). ``recompute`` overrides the
     strategy's mode; ``fp8_casts=False`` counts the 16-bit tensors the
     element-wise kernels read and write (the FP8 casts are extra copies for
     the GEMMs, not smaller element-wise traffic).
@@ -578,9 +579,8 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
         act -= layer.act_attn_bytes
     repl = min(layer.act_replicated_bytes, act)
     split = act - repl
-    if layer.kind is LayerKind.lm_head and training is not None \
-            and training.runtime.fused_cross_entropy:
-        split /= 2        # 16-bit logits kept by a fused loss kernel, not fp32
+    if layer.kind is LayerKind.lm_head and training is not None:
+        split *= kept_logit_bytes(training) / 4.0     # 4·s·V: fp32 unless the loss keeps less
     if fp8_casts and training is not None and training.dtype == "fp8" \
             and layer.kind in FP8_KINDS:
         # TE keeps FP8 GEMM inputs as their FP8 cast: 1 byte instead of 2.
@@ -588,6 +588,80 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
         split -= (layer.act_gemm_input_bytes - layer.act_gemm_input_replicated_bytes) / 2
     per = split / s.tp + repl / (s.tp if s.sp else 1)
     return per * share
+
+
+def eager_logp_bytes(training: Training) -> float:
+    """Bytes per log-probability of a plain PyTorch loss (runtime
+    ``eager_cross_entropy``): 4 when it computes in fp32, under
+    ``torch.autocast`` (``cross_entropy``/``log_softmax``/``nll_loss`` autocast
+    to float32, PyTorch AMP docs, "CUDA Ops that can autocast to float32"),
+    after the loss's own ``.float()`` (``loss_fp32_upcast``, torchtitan) or in
+    fp32 training; else 2: the 16-bit logits of a 16-bit model (DeepSpeed and
+    Colossal-AI fp16/bf16 engines; the output layer stays 16-bit under FP8),
+    whose dtype ``log_softmax`` keeps."""
+    if training.autocast or training.runtime.loss_fp32_upcast \
+            or DTYPE_BYTES.get(training.dtype, 4) >= 4:
+        return 4.0
+    return 2.0
+
+
+def kept_logit_bytes(training: Training) -> float:
+    """Bytes per logit the output layer keeps for the backward pass: 2 under
+    a fused loss kernel (``fused_cross_entropy``: the 16-bit logits and one
+    fp32 log-sum-exp per token); :func:`eager_logp_bytes` under a plain
+    PyTorch loss (``eager_cross_entropy``: its saved log-probabilities); 4
+    otherwise (Megatron's vocabulary-parallel loss saves the fp32 softmax,
+    :func:`loss_grad_cast_bytes`)."""
+    rt = training.runtime
+    if rt.fused_cross_entropy:
+        return 2.0
+    if rt.eager_cross_entropy:
+        return eager_logp_bytes(training)
+    return 4.0
+
+
+def eager_loss_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
+                     training: Training) -> float:
+    """The output layer's backward transient under a plain PyTorch loss
+    (runtime ``eager_cross_entropy``, not fused): ``X_ce = 2·e · s·V / tp ·
+    b / (dp·cp)`` bytes, ``e`` = :func:`eager_logp_bytes`, on top of the
+    ``e·s·V`` log-probabilities kept (:func:`kept_logit_bytes`), with the
+    micro-batch share of :func:`activation_bytes`.
+
+    ``F.cross_entropy`` is ``log_softmax`` then ``nll_loss``
+    (``aten/src/ATen/native/LossNLL.cpp``, ``cross_entropy_loss``). In the
+    backward, ``nll_loss_backward`` returns a zero-filled gradient of the
+    log-probabilities' shape and dtype (``aten/src/ATen/native/cuda/Loss.cu``,
+    ``nll_loss_backward_out_cuda``: ``grad_input.zero_()``), and
+    ``_log_softmax_backward_data`` writes a new tensor of that shape
+    (``tools/autograd/derivatives.yaml``, ``_log_softmax``: ``self:
+    _log_softmax_backward_data(grad, result, dim, self.scalar_type())``)
+    while both that gradient and the saved ``result`` are alive: ``3·e``
+    bytes per logit at the peak, ``2·e`` of them transient. What follows is
+    smaller: under an fp32 loss the cast of the fp32 gradient back to the
+    16-bit logits (``_to_copy`` backward, 4 + 2 bytes), and a shifted-label
+    loss's slice backward (``logits[..., :-1, :]``: a zero-filled 16-bit
+    gradient of the unshifted logits beside the shifted one, 2 + 2 bytes).
+    The forward holds no more: the 16-bit logits, a shifted contiguous copy
+    (Hugging Face ``GPT2LMHeadModel``: ``shift_logits = lm_logits[..., :-1,
+    :].contiguous()``), the fp32 cast when the loss computes in fp32, and the
+    log-probabilities: 2 + 2 + 4 + 4 = 12 = ``3·e`` bytes per logit in fp32,
+    2 + 2 + 2 = 6 = ``3·e`` in 16 bits. The 16-bit logits themselves are
+    saved by no backward (a GEMM saves its input and weight) and are gone
+    by the backward pass (the training step returns only the loss;
+    torchtitan ``del pred`` before ``loss.backward()``).
+
+    0 for any layer but the output layer, without ``eager_cross_entropy``,
+    and under a fused loss (``fused_cross_entropy``, which takes precedence).
+    Approximation: a shifted-label loss has ``s - 1`` logits per sample, counted
+    as ``s``.
+    """
+    rt = training.runtime
+    if layer.kind is not LayerKind.lm_head or not rt.eager_cross_entropy \
+            or rt.fused_cross_entropy:
+        return 0.0
+    logits = (layer.act_bytes - layer.act_replicated_bytes) / 4.0   # s·V per sample
+    return 2.0 * eager_logp_bytes(training) * logits / s.tp * microbatch_samples / (s.dp * s.cp)
 
 
 def loss_grad_cast_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
@@ -616,12 +690,14 @@ def loss_grad_cast_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
     So 4 + 2 = 6 bytes per logit at the peak. Only runtimes with
     ``loss_grad_cast`` (the Megatron stacks); none under a fused loss kernel
     that writes its gradient in place (``fused_cross_entropy``: llm-foundry's
-    flash-attn xentropy) or with 32-bit logits (nothing to cast). Plain
-    PyTorch ``F.cross_entropy`` is not modelled here (no cited account).
+    flash-attn xentropy) or with 32-bit logits (nothing to cast). A plain
+    PyTorch loss (``eager_cross_entropy``) has its own transient instead
+    (:func:`eager_loss_bytes`).
     """
     rt = training.runtime
     if layer.kind is not LayerKind.lm_head or not rt.loss_grad_cast \
-            or rt.fused_cross_entropy or DTYPE_BYTES.get(training.dtype, 4) >= 4:
+            or rt.fused_cross_entropy or rt.eager_cross_entropy \
+            or DTYPE_BYTES.get(training.dtype, 4) >= 4:
         return 0.0
     logits = (layer.act_bytes - layer.act_replicated_bytes) / 4.0   # the 4·s·V fp32 bytes
     return 2.0 * logits / s.tp * microbatch_samples / (s.dp * s.cp)
@@ -664,7 +740,9 @@ def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
       is in flight. The shards themselves are in :func:`weight_bytes`.
 
     * The output layer's cross-entropy: the 16-bit copy of the fp32 logits'
-      gradient (:func:`loss_grad_cast_bytes`).
+      gradient of Megatron's loss (:func:`loss_grad_cast_bytes`), or the two
+      gradients of a plain PyTorch loss beside its log-probabilities
+      (:func:`eager_loss_bytes`).
     * ZeRO-3/FSDP under PyTorch AMP with full recomputation: the recomputed
       forward casts the layer's gathered fp32 weights to 16 bits again and
       autograd keeps those casts until the layer's backward, 2 B per local
@@ -708,7 +786,8 @@ def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
         out += gathered * (units * w_bytes + g_bytes)
     if training.autocast and s.zero >= 3 and s.recompute is Recompute.full:
         out += AUTOCAST_CACHE_BYTES * autocast_cast_params(declared, s)
-    return out + loss_grad_cast_bytes(layer, s, microbatch_samples, training)
+    return out + loss_grad_cast_bytes(layer, s, microbatch_samples, training) \
+        + eager_loss_bytes(layer, s, microbatch_samples, training)
 
 
 def tie_sync_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:

@@ -208,6 +208,58 @@ READING = """## Reading (hand-written)
   record stays at 34.3 GiB and -7.4%, the shipped fit moves from a reserve of 4.0502
   to 4.0542 GiB and from 4.918% to 4.916% fragmentation, and other records' memory
   figures move by at most 0.1 GiB or 0.1 point.
+- **Memory, tenth session: the plain PyTorch loss modelled, DeepSpeed's buffers
+  checked.** The three GPT2-XL records compute their loss with plain PyTorch
+  `nn.CrossEntropyLoss` on the 16-bit logits (ColossalAI-Pytorch-lightning
+  `benchmark/gpt/model.py`, `GPTLMLoss`). Runtime capability `eager_cross_entropy`
+  (`autopar_opt/runtime.py`; on for `pytorch-ddp`, `torchtitan` and the non-Megatron
+  DeepSpeed and Colossal-AI stacks): `log_softmax` saves its result, `e` bytes per logit
+  (4 under `torch.autocast`, whose fp32 list holds `cross_entropy`, `log_softmax` and
+  `nll_loss`, or after torchtitan's `.float()`; else 2, the 16-bit dtype DeepSpeed's and
+  Colossal-AI's engines compute in), and its backward holds `nll_loss_backward`'s
+  gradient and `_log_softmax_backward_data`'s output beside it, `2e` more
+  (`layer_cost.py::eager_loss_bytes`, part of the output layer's working set, so
+  evaluate, the tables, the DP and the MILP/MIQP read it alike). Before -> after:
+  Lightning ZeRO-3 26.5 -> 23.3 GiB, +7.1% -> -5.7% (2 bytes kept, not 4: -3.8 GiB;
+  the 7.7 GiB loss transient replaces the recomputed block's 7.0 GiB as the largest
+  working set); Colossal-AI Gemini +12.9% -> -0.4%; DDP-AMP 34.3 -> 36.3 GiB, -7.4% ->
+  -2.0% (fp32: 4 kept + 8 transient, the 1.15 GiB fp32 logit gradient this Reading
+  listed as missing, and one more). Modelled at 36.3 GiB on its 40 GiB A100, that run
+  ("it ran") now leaves reserve + 36.3 x fragmentation <= about 3.7 GiB: the shipped
+  fit moves from a reserve of 4.05 GiB and 4.9% fragmentation to 1.38 GiB and 6.5%, and
+  the BLOOM nvidia-smi records read -5.5%..-13.1% (were -2.3%..-10.7%). Memory median
+  4.5% -> 5.7%, max 13.0% -> 13.1% (BLOOM 200B on 80 GPUs); the memory-only fit's
+  median 3.1% -> 2.6%; the held-out runs priced out of sample (never fitted) 10.7% -> 5.5%
+  median, 17.9% -> 11.1% max (their Megatron-LM records read high against the larger
+  reserve). No throughput figure moves (in-sample median 4.98%, leave-one-family-out
+  9.6% / 23.2%). The smaller reserve changes what fits in searches: 5 of the 46
+  `benchmarks/search` instances get 0.2-1.6% faster (llama-7b on 2x8 V100-32 changes
+  plan), not re-recorded with this change. DeepSpeed's buffers (the candidate for BLOOM,
+  checked in the sources, none built): BLOOM runs ZeRO stage 0 with bf16
+  (`ZERO_STAGE=0 # important: bf16 must use z0! it implements its own zero stage 1
+  equivalent`, the tr11 slurm scripts), so `DeepSpeedZeroOptimizer`'s
+  `reduce_bucket_size`/`allgather_bucket_size` buffers are never allocated;
+  `BF16_Optimizer`'s own (`deepspeed/runtime/bf16_optimizer.py`: flat bf16 weights, the
+  fp32 partition and Adam state over dp, the whole-size fp32 `fp32_groups_gradients_flat`,
+  the 16-bit `.grad`) are all modelled, and its reduction hands the flat fp32 buffer over
+  as one tensor (`get_grads_for_reduction`), which flatten returns without a copy, after
+  the activations are gone. One transient is not modelled: `update_hp_grads` adds each
+  `.grad` through `lp.grad.data.to(hp_grad.dtype)`, an fp32 copy of one parameter's
+  gradient, after every micro-batch's backward (`pipe/engine.py`, `_exec_backward_pass`),
+  beside the other pp - 1 in-flight micro-batches; stage 0's tp-split word embedding
+  (250,880 x 14,336 / 4 x 4 B = 3.35 GiB) would add 0.6-1.3 GiB on the three tp4/mbs2
+  topology runs, 0.06 on tp8 and nothing on mbs4: a second per-stage memory row (pp - 1
+  micro-batches plus the stage's largest parameter) for about 2 points on three records,
+  not built. ZeRO-3 with `contiguous_gradients` allocates `__ipg_bucket_flat_buffer =
+  torch.empty(reduce_bucket_size, dtype=self.dtype)` once (`runtime/zero/stage3.py`);
+  Lightning's `DeepSpeedStrategy` defaults `reduce_bucket_size` to 2e8 and
+  `contiguous_gradients` to True: 0.37 GiB on the Lightning record (-5.7% -> about
+  -4.2%), a size read from the run's configuration on any stage with a ZeRO-3 layer; one
+  record, not built. `stage3_prefetch_bucket_size` (5e7 elements, 1.6 GPT-2-XL blocks) is
+  about the two gathered units modelled; `stage3_param_persistence_threshold` (1e5)
+  keeps GPT-2-XL's norms and biases (about 1 M parameters, 2 MB) unpartitioned:
+  negligible. What BLOOM lacks is still a reserve that scales with its cause (NCCL
+  communicators: the PipelineEngine builds a 2-rank group per adjacent stage pair).
 - **Records above 25% out of sample** (see `RESULTS.md`), what their sources say:
   - BLOOM prequel (three runs, +42% to +55%): all at hidden size 14400. The chronicle
     itself measured 14400 about 21% slower than 13824 on an otherwise identical plan.
