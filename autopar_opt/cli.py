@@ -214,7 +214,8 @@ def model(path: str = typer.Argument(..., metavar="SPEC_OR_CONFIG",
 
 @app.command("export")
 @guarded
-def export(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="plan.json of `autopar solve`."),
+def export(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="plan.json of `autopar solve` "
+                                           "(or the JSON of `autopar estimate --json`)."),
            target: str = typer.Option(..., "--to", help="megatron | torchtitan | deepspeed"),
            output: Optional[str] = typer.Option(None, "-o", "--output", help="File to write "
                                                 "(default: stdout)."),
@@ -398,7 +399,8 @@ def capacity(sweep_path: str = typer.Argument(..., metavar="SWEEP", help="Sweep 
 @guarded
 def report(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="Result JSON of solve."),
            output: str = typer.Option(..., "-o", "--output", help="HTML file to write.")) -> int:
-    """Render a solve result as an HTML report."""
+    """Render a solve result as an HTML report (a peer problem's plan.json or a
+    placement.json: their own report)."""
     from autopar_opt.reports.cli import report_command
 
     return report_command(plan_json, output)

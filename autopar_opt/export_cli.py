@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from autopar_opt.export import TARGETS, ExportError, export_plan
+from autopar_opt.spec.doc_kinds import PEER_FORMATS, is_placement, peer_format
 from autopar_opt.plan import Plan
 
 
@@ -35,7 +36,8 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
 
     if target not in TARGETS:
         return _fail(f"--to {target!r}: unknown target; use one of {', '.join(TARGETS)}")
-    problems = check_output_file(output, "--output") if output is not None else []
+    problems = check_output_file(output, "--output", (plan_json, spec_path)) \
+        if output is not None else []
     if problems:                                   # before any work (issue 15)
         return _fail("; ".join(p.format() for p in problems))
     path = Path(plan_json)
@@ -44,6 +46,16 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
     except (OSError, ValueError, RecursionError) as exc:     # JSONDecodeError is a ValueError
         return _fail(f"{path}: cannot read the plan JSON ({exc}); give the plan.json "
                      "written by `autopar solve --out DIR`")
+    peer = peer_format(doc)
+    if peer:
+        name, parts = PEER_FORMATS[peer]
+        return _fail(f"{path}: the plan.json of a {name} peer problem: its plan is {parts}, "
+                     f"not a model's layers and degrees, so it has no --to {target} export; see "
+                     f"it with `autopar report {path} -o report.html`")
+    if is_placement(doc):
+        return _fail(f"{path}: a placement.json of `autopar place`: operator-graph nodes on "
+                     f"devices, not a training plan of a model, so it has no --to {target} export; "
+                     f"see it with `autopar report {path} -o report.html`")
     if isinstance(doc, dict) and doc.get("plan") is None and doc.get("status") is not None:
         why = doc.get("infeasibility") if isinstance(doc.get("infeasibility"), dict) else {}
         advice = why.get("advice") if isinstance(why.get("advice"), list) else []
@@ -54,12 +66,15 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
     if not isinstance(doc, dict) or not isinstance(doc.get("plan"), dict):
         return _fail(f"{path}: no 'plan' in this file (the solve found none, or it is not a "
                      "plan.json of `autopar solve`)")
-    spec_doc = doc.get("spec")
-    spec_file = spec_path or (spec_doc.get("path") if isinstance(spec_doc, dict) else None)
+    spec_doc = doc.get("spec")      # solve: {"path": ...}; estimate --json: the path itself
+    spec_file = spec_path or (spec_doc.get("path") if isinstance(spec_doc, dict) else spec_doc)
     if not isinstance(spec_file, str) or not spec_file or "\x00" in spec_file \
             or not Path(spec_file).is_file():
         return _fail(f"{path}: the spec it was solved from ({spec_file!r}) is not readable; "
                      "pass it with --spec SPEC")
+    problems = check_output_file(output, "--output", (spec_file,)) if output is not None else []
+    if problems:                                   # the spec named inside plan.json
+        return _fail("; ".join(p.format() for p in problems))
     from autopar_opt.pipeline import PlanError, validate_plan
 
     spec = load_spec(spec_file)

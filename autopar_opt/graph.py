@@ -255,6 +255,12 @@ class LayerGraph:
 
     ``order`` is the topological order used for pipeline stages: a stage is a
     contiguous range of this order, and every edge goes forward in it.
+
+    Two descriptions, for messages only (no cost depends on them, and they do
+    not enter equality): ``causal`` (True: decoder attention masks later
+    tokens; False: bidirectional; None: mixed or unknown) and ``fixed_tokens``
+    (for models whose token count is not a training setting, e.g. a ViT's
+    image and patch size: what fixes it; empty when ``training.seq_len`` sets it).
     """
 
     name: str
@@ -262,6 +268,8 @@ class LayerGraph:
     edges: list[tuple[str, str]]
     seq_len: int | None = None
     source: str = ""
+    causal: bool | None = field(default=None, compare=False)
+    fixed_tokens: str = field(default="", compare=False)
     _graph: "nx.DiGraph | None" = field(init=False, repr=False, default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -297,11 +305,13 @@ class LayerGraph:
 
     @classmethod
     def chain(cls, name: str, layers: Iterable[Layer], seq_len: int | None = None,
-              source: str = "") -> "LayerGraph":
+              source: str = "", causal: bool | None = None,
+              fixed_tokens: str = "") -> "LayerGraph":
         """A chain: every layer feeds the next one."""
         layers = list(layers)
         edges = [(a.name, b.name) for a, b in zip(layers, layers[1:])]
-        return cls(name=name, layers=layers, edges=edges, seq_len=seq_len, source=source)
+        return cls(name=name, layers=layers, edges=edges, seq_len=seq_len, source=source,
+                   causal=causal, fixed_tokens=fixed_tokens)
 
     @property
     def nx(self) -> "nx.DiGraph":

@@ -115,8 +115,10 @@ def check_output_dir(path: str | os.PathLike, option: str = "--out",
                          "name a shorter or accessible directory")]
 
 
-def check_output_file(path: str | os.PathLike, option: str = "--output") -> list[SpecProblem]:
-    """Problems with writing the file ``path`` (empty when fine)."""
+def check_output_file(path: str | os.PathLike, option: str = "--output",
+                      inputs: tuple[str | os.PathLike | None, ...] = ()) -> list[SpecProblem]:
+    """Problems with writing the file ``path`` (empty when fine); ``inputs``: the
+    files the command reads, which the output must not overwrite."""
     shown = str(path)
     if not shown:
         return [_problem(option, shown, "is an empty path", f"name a file, or drop {option}")]
@@ -131,6 +133,11 @@ def check_output_file(path: str | os.PathLike, option: str = "--output") -> list
         if target.exists() and not os.access(target, os.W_OK):
             return [_problem(option, shown, "exists and is not writable",
                              "choose another file name")]
+        same = [str(i) for i in inputs if i and target.exists() and Path(i).exists()
+                and os.path.samefile(target, i)]
+        if same:
+            return [_problem(option, shown, f"is the input file {same[0]}: writing the output "
+                             "would overwrite it", "name another file for the output")]
         return _creatable_dir(target.parent if str(target.parent) else Path("."), option, shown)
     except OSError as exc:
         return [_problem(option, shown[:200], f"cannot be used ({exc.strerror or exc})",

@@ -70,7 +70,7 @@ def _moe(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
                              flash_attention=dims.get("flash_attention", True))
                for i in range(dims["num_layers"])]
     layers.append(lm_head("head", s, h, dims["vocab"], tied=dims.get("tied", True)))
-    return LayerGraph.chain(name, layers, seq_len=s, source=source)
+    return LayerGraph.chain(name, layers, seq_len=s, source=source, causal=True)
 
 
 #: family name -> :class:`Family`.

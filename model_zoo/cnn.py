@@ -195,4 +195,5 @@ def build_inception_v3(name: str, dims: dict[str, Any], source: str) -> LayerGra
     x = _block_e(b, "Mixed_7c", x)
     x = b.global_pool("avgpool", x)
     b.linear("fc", x, dims["num_classes"])
-    return LayerGraph(name=name, layers=b.layers, edges=b.edges, seq_len=None, source=source)
+    return LayerGraph(name=name, layers=b.layers, edges=b.edges, seq_len=None, source=source,
+                      fixed_tokens="its input image (a CNN, no token sequence)")

@@ -28,7 +28,7 @@ def build_encoder_lm(name: str, dims: dict[str, Any], source: str) -> LayerGraph
                                  flash_attention=dims.get("flash_attention", False))
                for i in range(dims["num_layers"])]
     layers.append(lm_head("head", s, h, v, tied=True))
-    return LayerGraph.chain(name, layers, seq_len=s, source=source)
+    return LayerGraph.chain(name, layers, seq_len=s, source=source, causal=False)
 
 
 def build_encoder_decoder(name: str, dims: dict[str, Any], source: str) -> LayerGraph:

@@ -82,7 +82,8 @@ def load_hf_config(path: str | Path) -> tuple[dict[str, Any], Path]:
         raise HfConfigError(f"{str(p)[:200]}: cannot be opened ({exc.__class__.__name__}) "
                             "(fix: give a config.json or a directory holding one)") from None
     if not is_file:
-        raise HfConfigError(f"{p}: no such file (fix: give a config.json or a directory "
+        what = "a directory, not a file" if p.is_dir() else "no such file"
+        raise HfConfigError(f"{p}: {what} (fix: give a config.json or a directory "
                             "holding one)")
     too_big = limits.check_file_size(p)
     if too_big is not None:
@@ -151,7 +152,7 @@ def _decoder(c: _Cfg, name: str, s: int, blocks: list[Layer], tied_default: bool
     if not layer_norm:   # RMSNorm: one vector (lm_head counts a LayerNorm's two)
         head = replace(head, params=head.params - h)
     layers = [embedding("embed", s, h, v)] + blocks + [head]
-    return LayerGraph.chain(name, layers, seq_len=s, source=source)
+    return LayerGraph.chain(name, layers, seq_len=s, source=source, causal=True)
 
 
 def _positions(c: _Cfg, seq_len: int, key: str) -> int:
@@ -248,7 +249,7 @@ def _gpt2(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     positions = _positions(c, s, "n_positions") * h          # the learned position table (wpe)
     layers = [replace(layer, params=layer.params + positions) if layer.name == "embed" else layer
               for layer in g.layers]
-    return LayerGraph.chain(name, layers, seq_len=s, source=source)
+    return LayerGraph.chain(name, layers, seq_len=s, source=source, causal=True)
 
 
 def _neox(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
@@ -276,7 +277,7 @@ def _bert(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     layers = [replace(layer, params=embed_params) if layer.name == "embed" else
               replace(layer, params=layer.params + extra_head) if layer.name == "head" else layer
               for layer in g.layers]
-    return LayerGraph.chain(name, layers, seq_len=s, source=source)
+    return LayerGraph.chain(name, layers, seq_len=s, source=source, causal=False)
 
 
 def _t5(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:

@@ -179,4 +179,4 @@ def decoder_lm(name: str, num_layers: int, seq_len: int, hidden: int, heads: int
                                  model_fuses_qkv=model_fuses_qkv)
                for i in range(num_layers)]
     layers.append(lm_head("head", seq_len, hidden, vocab, tied, act_dtype_bytes))
-    return LayerGraph.chain(name, layers, seq_len=seq_len, source=source)
+    return LayerGraph.chain(name, layers, seq_len=seq_len, source=source, causal=True)

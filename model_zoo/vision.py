@@ -55,7 +55,11 @@ def build_vit(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
                for i in range(dims["num_layers"])]
     layers.append(replace(lm_head("head", 1, h, dims["num_classes"], tied=False),
                           kind=LayerKind.linear, input_bytes=2.0 * s * h))
-    return LayerGraph.chain(name, layers, seq_len=s, source=source)
+    side = dims["image_size"] // dims["patch_size"]
+    fixed = (f"image_size {dims['image_size']} / patch_size {dims['patch_size']} "
+             f"({side}x{side} patches + 1 class token)")
+    return LayerGraph.chain(name, layers, seq_len=s, source=source, causal=False,
+                            fixed_tokens=fixed)
 
 
 def window_block(name: str, tokens: int, window: int, hidden: int, heads: int) -> Layer:
@@ -123,4 +127,7 @@ def build_swin(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
                    for i in range(depth)]
     layers.append(replace(lm_head("head", 1, c, dims["num_classes"], tied=False),
                           kind=LayerKind.linear, input_bytes=2.0 * side * side * c))
-    return LayerGraph.chain(name, layers, seq_len=None, source=source)
+    fixed = (f"image_size {dims['image_size']} / patch_size {dims['patch_size']} and shrinks "
+             "at every patch merging (window attention, no single sequence)")
+    return LayerGraph.chain(name, layers, seq_len=None, source=source, causal=False,
+                            fixed_tokens=fixed)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from autopar_opt.spec.doc_kinds import is_estimate, is_placement, peer_format
 from autopar_opt.reports.document import ReportInputError
 from autopar_opt.reports.render import render_html, write_atomic
 
@@ -17,16 +18,63 @@ def _fail(plan_json: str, message: str) -> int:
     return EXIT_BAD_INPUT
 
 
+def _peer_report(plan_json: str, doc: dict, peer: str, output: str) -> int:
+    """A peer problem's plan.json gets the peer report, the one ``autopar solve
+    SPEC --out DIR`` writes as DIR/report.html (:mod:`autopar_opt.peers.report`);
+    our plan report needs a model, cluster and cost model such a problem lacks."""
+    from jinja2 import TemplateError
+
+    from autopar_opt.peers.report import render_peer_report
+
+    try:
+        html = render_peer_report(doc)
+    except (TemplateError, KeyError, TypeError, AttributeError) as exc:
+        return _fail(plan_json, f"a {peer} peer-problem plan.json, but not one the peer report can "
+                     f"read ({type(exc).__name__}: {exc}); give the plan.json of `autopar solve "
+                     "SPEC --out DIR` for a spec with problem:, or use DIR/report.html, which that "
+                     "command writes beside it")
+    try:
+        write_atomic(html, output)
+    except OSError as exc:
+        return _fail(plan_json, f"cannot write the report to {output} ({exc})")
+    print(f"wrote {output} (peer problem: {peer})")
+    return EXIT_OK
+
+
+def _placement_report(plan_json: str, doc: dict, output: str) -> int:
+    """A placement.json gets the placement report, the one ``autopar place
+    SPEC --out DIR`` writes as DIR/report.html (:mod:`autopar_opt.reports.placement`)."""
+    from jinja2 import TemplateError
+
+    from autopar_opt.reports.placement import render_placement_html
+
+    try:
+        html = render_placement_html(doc)
+    except (TemplateError, KeyError, TypeError, AttributeError, ValueError) as exc:
+        return _fail(plan_json, f"a placement.json, but not one the placement report can read "
+                     f"({type(exc).__name__}: {exc}); give the placement.json of `autopar place "
+                     "SPEC --out DIR`, or use DIR/report.html, which that command writes beside it")
+    try:
+        write_atomic(html, output)
+    except OSError as exc:
+        return _fail(plan_json, f"cannot write the report to {output} ({exc})")
+    print(f"wrote {output} (placement)")
+    return EXIT_OK
+
+
 def report_command(plan_json: str, output: str) -> int:
     """Render ``plan_json`` to ``output``; 0 on success, 2 on bad input.
 
     A missing, unreadable or malformed file, or one missing keys the report
     needs, prints one message on stderr naming the file and every missing key,
     and writes nothing. The output is written atomically (temp file + rename).
+    A peer problem's plan.json (Piper, PaSE) gets the peer report instead, a
+    placement.json the placement report; the JSON of ``estimate`` is refused
+    with the command that writes a plan.json.
     """
     from autopar_opt.outputs import check_output_file
 
-    problems = check_output_file(output, "--output")
+    problems = check_output_file(output, "--output", (plan_json,))
     if problems:
         return _fail(plan_json, "; ".join(p.format() for p in problems))
     try:
@@ -41,6 +89,15 @@ def report_command(plan_json: str, output: str) -> int:
     except RecursionError:      # json's decoder recurses once per nesting level
         return _fail(plan_json, "nested too deeply to be read (a plan.json nests a few levels); "
                      "give the plan.json written by `autopar solve --out DIR`")
+    peer = peer_format(doc)
+    if peer:
+        return _peer_report(plan_json, doc, peer, output)
+    if is_placement(doc):
+        return _placement_report(plan_json, doc, output)
+    if is_estimate(doc):
+        return _fail(plan_json, "this is the JSON of `autopar estimate --json`: one plan priced, "
+                     "without the search, certificate and baselines a report shows; run "
+                     "`autopar solve SPEC --out DIR` for a plan.json and its report.html")
     try:
         html = render_html(doc)
     except ReportInputError as exc:

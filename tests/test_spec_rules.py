@@ -54,11 +54,12 @@ def _refused(tmp_path: Path, spec: dict, *words: str) -> str:
 
 # ------------------------------------------------------------ 1. vp_chunks
 def test_interleaved_plan_whose_stages_do_not_split_into_vp_chunks(tmp_path):
-    """pp 2 splits gpt-1.7b's 26 layers 13/13: 12 blocks per stage (embed and
-    head ride along). vp 5 does not divide 12; the vp counts that do are the
-    divisors of 12. Before: priced as if each chunk were 12/5 blocks."""
+    """pp 2, no stage_layers: Megatron-LM's split puts 24 / 2 = 12 of gpt-1.7b's
+    blocks on each stage (embed and head ride along). vp 5: 24 blocks do not
+    split into pp*vp = 10 chunks; the vp counts that do are the divisors of 12.
+    Before session 9: priced as if each chunk were 12/5 blocks."""
     text = _refused(tmp_path, _quickstart(schedule="interleaved", vp_chunks=5), "plan.vp_chunks = 5",
-                    "stage 0 holds 12 transformer blocks", "multiple of vp_chunks",
+                    "24 transformer blocks", "pp*vp_chunks = 10", "not a multiple of 10",
                     "[1, 2, 3, 4, 6, 12]")
     assert "Traceback" not in text
 

@@ -92,7 +92,7 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
     if fit:                                      # before the fit, not after it (issue 15)
         from autopar_opt.outputs import check_output_file
 
-        problems = check_output_file(output, "--output")
+        problems = check_output_file(output, "--output", (runs_path,))
         if problems:
             print("autopar calibrate: " + "; ".join(p.format() for p in problems), file=sys.stderr)
             return 2

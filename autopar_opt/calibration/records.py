@@ -101,6 +101,12 @@ def load_run_file(path: str | Path) -> list[dict]:
         data = read_document(p)     # size, nesting, duplicate keys, numbers: spec limits
     except SpecError as exc:
         raise RunFileError("; ".join(q.format() for q in exc.problems)) from None
+    from autopar_opt.spec.doc_kinds import wrong_input
+
+    wrong = wrong_input(data, p, "a list of run records (as in tests/data/published_runs.yaml)",
+                        ())
+    if wrong:
+        raise RunFileError(wrong.format())
     if not isinstance(data, list):
         kind = type(data).__name__ if data is not None else "an empty file"
         raise RunFileError(f"{p}: expected a list of run records at the top level, got {kind}")

@@ -36,6 +36,7 @@ from autopar_opt.capacity.schema import PlanningSection, SweepFile
 from autopar_opt.hardware import DEVICE_CATALOG
 from autopar_opt.spec import Spec, SpecError, SpecProblem, build_spec
 from autopar_opt.spec.errors import did_you_mean, one_of
+from autopar_opt.spec.doc_kinds import wrong_input
 from autopar_opt.spec.loader import read_mapping, resolve_includes
 from autopar_opt.spec.translate import problems_from_validation
 
@@ -234,6 +235,9 @@ def _read(path: Path) -> tuple[SweepFile | None, dict[str, Any], list[SpecProble
     data = read_mapping(path, ("base:, axes: and planning:, e.g. start from "
                                "examples/capacity_llama3_70b.yaml", "description:, base:, axes:, "
                                "planning:"))
+    wrong = wrong_input(data, path, "a capacity sweep (base, axes, planning)", ("sweep",))
+    if wrong:
+        return None, {}, [wrong]
     problems: list[SpecProblem] = []
     try:
         sweep = SweepFile.model_validate(data)

@@ -102,6 +102,10 @@ def plan_from_megatron(args: argparse.Namespace, graph: LayerGraph, cluster: Clu
     if gbs % (mbs * dp):
         raise MegatronArgsError(f"--global-batch-size {gbs} is not a multiple of "
                                 f"micro-batch-size*dp = {mbs * dp}")
+    if args.num_layers is not None and args.num_layers != len(graph) - 2:
+        raise MegatronArgsError(f"--num-layers {args.num_layers} but the model has "
+                                f"{len(graph) - 2} transformer layers: the command line is "
+                                "another model's (set model: to that model, or drop --num-layers)")
     counts = _block_counts(args, len(graph) - 2, pp)
     if sum(counts) != len(graph) - 2 or min(counts) < 0:
         raise MegatronArgsError(f"stage sizes {counts} do not add up to the model's "
@@ -109,6 +113,10 @@ def plan_from_megatron(args: argparse.Namespace, graph: LayerGraph, cluster: Clu
     vp = args.num_virtual_stages_per_pipeline_rank or 1
     if args.num_layers_per_virtual_pipeline_stage:
         vp = max(1, counts[0] // args.num_layers_per_virtual_pipeline_stage)
+    if vp > 1 and pp == 1:
+        raise MegatronArgsError("virtual pipeline stages with --pipeline-model-parallel-size 1 "
+                                "(Megatron-LM validate_args: the interleaved schedule needs a "
+                                "pipeline-model-parallel size greater than 1)")
     base = Strategy(dp, tp, cp, bool(args.sequence_parallel) and tp > 1, _zero(args))
     return _assemble(graph, counts, base, args, gbs // (mbs * dp), vp)
 

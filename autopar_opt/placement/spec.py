@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from autopar_opt.spec.doc_kinds import wrong_input
 from autopar_opt.placement.problem import DeviceType, PlacementProblem
 from autopar_opt.placement.public_json import is_public_format, load_public, problem_from_public
 from autopar_opt.spec.errors import MISSING, SpecError, SpecProblem, did_you_mean
@@ -67,6 +68,10 @@ def load_placement(path: str | Path) -> tuple[PlacementProblem, dict]:
     data = _parse(path)
     if is_public_format(data):
         return problem_from_public(data, name=path.stem, file=str(path)), {}
+    wrong = wrong_input(data, path, "a placement spec (placement:) or a public-format graph",
+                        ("placement", "graph"))
+    if wrong:
+        raise SpecError([wrong])
     if not isinstance(data, dict) or not isinstance(data.get("placement"), dict):
         raise SpecError([SpecProblem(str(path), "placement", data.get("placement", MISSING)
                                      if isinstance(data, dict) else data,

@@ -132,6 +132,24 @@ def _peer_spec(spec_path: str):
     return build_peer_spec(data, Path(spec_path))
 
 
+def _peer_unused_options(fmt: str, form: str | None, runnable_by: str | None, searcher,
+                         export_models: bool, warm_start: bool) -> list:
+    """Options of a model search that a peer problem (Piper, PaSE) has no use for:
+    refused, not dropped without a word (its solve takes --solver, --time-limit,
+    --gap, --out, --json and --quiet)."""
+    from autopar_opt.outputs import COMMAND_LINE
+    from autopar_opt.spec.errors import SpecProblem
+
+    given = [("--form", form, form is not None), ("--runnable-by", runnable_by, runnable_by is not None),
+             ("--searcher", getattr(searcher, "name", searcher), searcher is not None),
+             ("--export-models", True, export_models), ("--no-warm-start", True, not warm_start)]
+    return [SpecProblem(COMMAND_LINE, option, value, f"applies to a model search; a {fmt} peer "
+                        "problem (problem: in the spec) is solved by its own DP or MILP without it",
+                        f"drop {option} (a peer solve takes --solver, --time-limit, --gap, "
+                        "--out, --json, --quiet)")
+            for option, value, on in given if on]
+
+
 def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float | None = None,
                   gap: float | None = None, out_dir: str | None = None, json_output: bool = False,
                   quiet: bool = False, export_models: bool = False, warm_start: bool = True,
@@ -165,6 +183,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     if peer is not None:          # a Piper/PaSE instance (problem:): solved by peers/
         from autopar_opt.peers.cli import peer_solve_command
         from autopar_opt.spec.errors import SpecError, SpecProblem
+        opt.raise_if_any(_peer_unused_options(peer.format, form, runnable_by, searcher,
+                                              export_models, warm_start))
         opt.raise_if_any(opt.check_solver_available(solver))      # before the solve, not in it
         in_spec = [] if solver is not None else \
             opt.check_solver_available(peer.solver.name, "solver.name")

@@ -177,7 +177,7 @@ def _attach_measured(graph: LayerGraph, measured: list[MeasuredSpec],
     layers = [replace(layer, measured=tuple(sorted(table[layer.name].values(), key=lambda c: c.tp)))
               if layer.name in table else layer for layer in graph.layers]
     return LayerGraph(graph.name, layers, list(graph.edges), seq_len=graph.seq_len,
-                      source=graph.source)
+                      source=graph.source, causal=graph.causal, fixed_tokens=graph.fixed_tokens)
 
 
 def build_graph(section: ZooModelSpec | HfModelSpec | ExplicitModelSpec, seq_len: int | None,

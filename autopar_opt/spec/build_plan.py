@@ -7,9 +7,12 @@ enforces (``tp*pp*dp*cp`` equals the devices, micro-batches divide the batch,
 ``dp`` divides a micro-batch, tp divides every layer's ``max_tp``), reported
 with the key path and the fix instead of a :class:`PlanError`, plus the two
 Megatron-Core rules the cost model's even splits assume: ``seq_len`` a
-multiple of ``2·cp`` (:func:`autopar_opt.strategies.cp_degree_ok`) and, with
+multiple of ``2·cp`` (:func:`autopar_opt.strategies.cp_degree_ok`, worded by
+:mod:`autopar_opt.spec.cp_rule`) and, with
 ``vp_chunks`` virtual stages, every stage's transformer blocks a multiple of
-``vp_chunks`` (:func:`_check_vp`).
+``vp_chunks`` (:func:`_check_vp`). An interleaved plan without ``stage_layers``
+takes Megatron-LM's default split (:func:`_vp_split`), not the even split by
+layer count of a 1F1B plan.
 """
 
 from __future__ import annotations
@@ -21,11 +24,11 @@ from autopar_opt.graph import LayerGraph
 from autopar_opt.hardware import Cluster
 from autopar_opt.pipeline import microbatch_rule_broken, pipeline_rule_broken, stage_devices_problem
 from autopar_opt.plan import Plan, StagePlan, uniform_plan
+from autopar_opt.spec.cp_rule import cp_refusal
 from autopar_opt.spec.errors import ProblemList, did_you_mean
 from autopar_opt.spec.schema import (ExplicitPlanSpec, MegatronArgsPlanSpec, MegatronPlanSpec,
                                      StrategySpec)
-from autopar_opt.strategies import (Strategy, cp_degree_ok, cp_degrees_for, divisors, ep_degree_ok,
-                                    tp_degree_ok)
+from autopar_opt.strategies import Strategy, divisors, ep_degree_ok, tp_degree_ok
 from autopar_opt.training import Schedule, Training
 
 
@@ -85,47 +88,47 @@ def _megatron_dp(spec: MegatronPlanSpec, n: int, out: ProblemList) -> int | None
     return n // model
 
 
-def _check_cp(cp: int, seq_len: int | None, key: str, out: ProblemList) -> bool:
-    """``seq_len`` splits into ``2·cp`` chunks (:func:`cp_degree_ok`)."""
-    if cp_degree_ok(seq_len, cp):
-        return True
-    if not seq_len:
-        out.add(key, cp, "context parallelism splits the sequence, but no seq_len is known",
-                "set training.seq_len, or cp: 1")
-        return False
-    good = ", ".join(str(c) for c in cp_degrees_for(seq_len)[:6])
-    out.add(key, cp, f"seq_len {seq_len} is not a multiple of 2*cp = {2 * cp} (Megatron-Core's "
-            "load-balanced causal context parallelism cuts the sequence into 2*cp chunks)",
-            f"use a cp with seq_len a multiple of 2*cp ({good}), or a seq_len that is a "
-            f"multiple of {2 * cp}")
-    return False
+def _check_cp(cp: int, seq_len: int | None, graph: LayerGraph, key: str,
+              out: ProblemList) -> bool:
+    """``seq_len`` splits into ``2·cp`` chunks (:func:`~autopar_opt.strategies.cp_degree_ok`;
+    words: :mod:`autopar_opt.spec.cp_rule`)."""
+    refused = cp_refusal(cp, seq_len, graph, listed=False)
+    if refused:
+        out.add(key, cp, *refused)
+    return refused is None
 
 
 def _vp_units(plan: Plan, graph: LayerGraph) -> tuple[list[int], str]:
     """Per stage, what Megatron splits into virtual stages: its transformer
     blocks (the embedding and head sit outside the layer count), or every layer
     of a model without transformer blocks; and the word for them."""
-    from autopar_opt.export.view import BLOCK_KINDS
-
-    kinds = {layer.name: layer.kind for layer in graph.layers}
-    if any(k in BLOCK_KINDS for k in kinds.values()):
-        return [sum(kinds[n] in BLOCK_KINDS for n in st.layers) for st in plan.stages], \
-            "transformer blocks"
-    return [len(st.layers) for st in plan.stages], "layers"
+    units, what = _vp_unit_kinds(graph)
+    counted = {layer.name for layer, unit in zip(graph.layers, units) if unit}
+    return [sum(n in counted for n in st.layers) for st in plan.stages], what
 
 
 def _vp_split(graph: LayerGraph, pp: int, vp: int) -> list[int] | None:
-    """stage_layers giving every stage ``blocks / pp`` transformer blocks (leading
-    layers on the first stage, the others with the block before them), or None."""
-    from autopar_opt.export.view import BLOCK_KINDS
+    """Megatron-LM's default interleaved split as stage_layers, or None when it has none.
 
-    blocks = sum(layer.kind in BLOCK_KINDS for layer in graph.layers)
+    Megatron-LM divides the transformer blocks evenly into ``pp·vp`` model
+    chunks (``num_layers`` divisible by ``pp`` and ``num_layers / pp`` by
+    ``vp``; Megatron-Core ``get_num_layers_to_build``), the embedding on the
+    first chunk and the output layer and loss on the last (Narayanan et al.
+    2021, Sec. 2.2.2). Device ``i`` holds chunks ``i, i+pp, ...``: ``blocks/pp``
+    blocks, plus the embedding on device 0 and the head on device ``pp-1``.
+    As contiguous stages (the form :func:`autopar_opt.pipeline.interleaved_inflight`
+    prices, each chunk ``1/vp`` of its stage): ``blocks / pp`` blocks per stage,
+    leading layers on the first stage, every other layer with the block before
+    it. A model without transformer blocks splits all its layers that way.
+    """
+    units, _ = _vp_unit_kinds(graph)
+    blocks = sum(units)
     if not blocks or blocks % (pp * vp):
         return None
     per, sizes, held = blocks // pp, [0] * pp, [0] * pp
     s = 0
-    for layer in graph.layers:
-        if layer.kind in BLOCK_KINDS:
+    for unit in units:
+        if unit:
             if held[s] == per:
                 s += 1
             held[s] += 1
@@ -133,17 +136,51 @@ def _vp_split(graph: LayerGraph, pp: int, vp: int) -> list[int] | None:
     return sizes
 
 
+def _vp_unit_kinds(graph: LayerGraph) -> tuple[list[bool], str]:
+    """Per layer, whether Megatron counts it in the split (a transformer block;
+    every layer of a model without blocks), and the word for those layers."""
+    from autopar_opt.export.view import BLOCK_KINDS
+
+    is_block = [layer.kind in BLOCK_KINDS for layer in graph.layers]
+    if any(is_block):
+        return is_block, "transformer blocks"
+    return [True] * len(is_block), "layers"
+
+
+def _refuse_default_vp(graph: LayerGraph, pp: int, vp: int, devices: int,
+                       out: ProblemList) -> None:
+    """No Megatron default split for ``pp·vp`` chunks: say why and what works
+    (the vp that fit this pp; else the pp, dividing the devices, that fit this vp)."""
+    units, what = _vp_unit_kinds(graph)
+    n = sum(units)
+    good = [v for v in divisors(n) if n % (pp * v) == 0]
+    pps = [p for p in divisors(devices) if p > 1 and n % (p * vp) == 0]
+    fix = f"use vp_chunks in {good}" if good else \
+        f"use a pp with pp*vp_chunks dividing {n} (pp in {pps})" if pps else \
+        "use vp_chunks: 1 and schedule: 1f1b"
+    out.add("plan.vp_chunks", vp, f"with no stage_layers, Megatron-LM splits the model's {n} "
+            f"{what} evenly into pp*vp_chunks = {pp * vp} model chunks (embedding on the first, "
+            f"output layer on the last), and {n} is not a multiple of {pp * vp}",
+            f"{fix}, or give stage_layers with a multiple of vp_chunks {what} on every stage")
+
+
 def _check_vp(plan: Plan, graph: LayerGraph, key: str, fix: str, out: ProblemList) -> bool:
     """Interleaving: every stage's blocks split evenly into ``vp_chunks`` model chunks.
 
-    Megatron-LM requires ``num_layers_per_pipeline_stage`` divisible by the
-    virtual stages (``--num-layers-per-virtual-pipeline-stage``, Narayanan et al.
+    Megatron-LM requires ``pp > 1`` (``validate_args``) and
+    ``num_layers_per_pipeline_stage`` divisible by the virtual stages (``--num-layers-per-virtual-pipeline-stage``, Narayanan et al.
     2021, Sec. 2.2.2), and :func:`autopar_opt.pipeline.interleaved_inflight`
     prices each chunk as ``1/vp`` of its stage on that assumption.
     """
     vp = plan.vp_chunks
     if vp <= 1 or plan.schedule is not Schedule.interleaved:
         return True
+    if plan.pp == 1:
+        out.add(key, vp, f"interleaving splits pipeline stages into virtual ones, and the plan "
+                f"has one stage (Megatron-LM validate_args: with the interleaved schedule the "
+                "pipeline-model-parallel size must be greater than 1)",
+                "use pp >= 2, or vp_chunks: 1 and schedule: 1f1b")
+        return False
     counts, what = _vp_units(plan, graph)
     bad = [i for i, k in enumerate(counts) if k == 0 or k % vp]
     if not bad:
@@ -177,7 +214,7 @@ def _megatron(spec: MegatronPlanSpec, graph: LayerGraph, cluster: Cluster, train
         out.add("plan.sequence_parallel", True, "sequence parallelism needs tp > 1",
                 "set sequence_parallel: false or tp > 1")
         ok = False
-    ok = _check_cp(spec.cp, training.seq_len, "plan.cp", out) and ok
+    ok = _check_cp(spec.cp, training.seq_len, graph, "plan.cp", out) and ok
     if spec.vp_chunks > 1 and spec.schedule is not Schedule.interleaved:
         out.add("plan.vp_chunks", spec.vp_chunks, "virtual chunks need the interleaved schedule",
                 "set schedule: interleaved, or vp_chunks: 1")
@@ -193,10 +230,15 @@ def _megatron(spec: MegatronPlanSpec, graph: LayerGraph, cluster: Cluster, train
         return None
     if not _check_ep(graph, dp, spec.cp, spec.ep, "plan.ep", out):
         return None
+    sizes = list(spec.stage_layers) if spec.stage_layers else None
+    if sizes is None and spec.vp_chunks > 1:        # interleaved: Megatron's own split
+        sizes = _vp_split(graph, spec.pp, spec.vp_chunks)
+        if sizes is None:
+            _refuse_default_vp(graph, spec.pp, spec.vp_chunks, n, out)
+            return None
     strategy = Strategy(dp, spec.tp, spec.cp, spec.sequence_parallel, spec.zero, spec.recompute)
     names = [layer.name for layer in graph.layers]
-    plan = uniform_plan(names, spec.pp, strategy, c, spec.schedule, spec.vp_chunks,
-                        list(spec.stage_layers) if spec.stage_layers else None)
+    plan = uniform_plan(names, spec.pp, strategy, c, spec.schedule, spec.vp_chunks, sizes)
     moe = {layer.name for layer in graph.layers if layer.is_moe}
     for st in plan.stages:
         st.strategies = [replace(s, ep=spec.ep) if name in moe else s
@@ -226,7 +268,7 @@ def _check_ep(graph: LayerGraph, dp: int, cp: int, ep: int, key: str, out: Probl
 
 
 def _explicit_stage(i: int, stage, names: list[str], seen: set[str], d: int, b: int,
-                    seq_len: int | None, out: ProblemList) -> StagePlan | None:
+                    seq_len: int | None, graph: LayerGraph, out: ProblemList) -> StagePlan | None:
     ok = True
     for j, name in enumerate(stage.layers):
         if name not in names:
@@ -256,7 +298,7 @@ def _explicit_stage(i: int, stage, names: list[str], seen: set[str], d: int, b: 
             out.add(f"{key}.dp", s.dp, f"does not divide the {b} samples of a micro-batch",
                     "use a dp that divides global_batch_size / microbatches")
             ok = False
-        elif not _check_cp(s.cp, seq_len, f"{key}.cp", out):
+        elif not _check_cp(s.cp, seq_len, graph, f"{key}.cp", out):
             ok = False
         elif s.ep > 1 and (s.dp * s.cp) % s.ep:
             out.add(f"{key}.ep", s.ep, f"does not divide dp*cp = {s.dp * s.cp}",
@@ -276,7 +318,7 @@ def _explicit(spec: ExplicitPlanSpec, graph: LayerGraph, cluster: Cluster, train
         out.add("plan.microbatches", c, broken.rule, broken.fix)
     names, seen = [layer.name for layer in graph.layers], set()
     stages = [_explicit_stage(i, st, names, seen, d, 0 if broken else gbs // c,
-                              training.seq_len, out)
+                              training.seq_len, graph, out)
               for (i, st), d in zip(enumerate(spec.stages), sizes)]
     unknown = [name for st in spec.stages for name in st.layers if name not in names]
     missing = [name for name in names if name not in seen]

@@ -20,7 +20,8 @@ from autopar_opt import limits
 from autopar_opt.spec.errors import ProblemList, SpecProblem, did_you_mean
 from autopar_opt.spec.schema import (CostModelSection, ExplicitClusterSpec, LinkSpec, SearchSection,
                                      SolverSection, TrainingSection, ZooClusterSpec)
-from autopar_opt.strategies import cp_degree_ok, cp_degrees_for, divisors, tp_degree_ok
+from autopar_opt.spec.cp_rule import cp_refusal
+from autopar_opt.strategies import divisors, tp_degree_ok
 from autopar_opt.runtime import CAPABILITIES, RUNTIMES, Runtime, runtime_named
 from autopar_opt.training import (AUTOCAST_DTYPES, Recompute, Schedule, SearchSpace, Training,
                                   autocast_problem)
@@ -125,22 +126,15 @@ def _check_divides(key: str, values: list[int] | None, total: int, what: str,
                     f"use divisors of {total}: {', '.join(map(str, divisors(total)))}")
 
 
-def _check_cp_seq(cps: list[int], seq_len: int | None, out: ProblemList) -> None:
-    """Every listed cp > 1 cuts ``seq_len`` into ``2·cp`` chunks (Megatron-Core's
-    load-balanced causal context parallelism, :func:`cp_degree_ok`); refused like
-    a degree that does not divide the devices, not dropped without a word."""
+def _check_cp_seq(cps: list[int], seq_len: int | None, graph: LayerGraph | None,
+                  out: ProblemList) -> None:
+    """Every listed cp > 1 cuts ``seq_len`` into ``2·cp`` chunks
+    (:func:`~autopar_opt.strategies.cp_degree_ok`; words: :mod:`autopar_opt.spec.cp_rule`);
+    refused like a degree that does not divide the devices, not dropped without a word."""
     for i, cp in enumerate(cps):
-        if cp_degree_ok(seq_len, cp):
-            continue
-        if not seq_len:
-            out.add(f"search.cp_degrees[{i}]", cp, "context parallelism splits the sequence, "
-                    "but no seq_len is known", "set training.seq_len, or list only cp 1")
-        else:
-            out.add(f"search.cp_degrees[{i}]", cp, f"seq_len {seq_len} is not a multiple of "
-                    f"2*cp = {2 * cp} (Megatron-Core's load-balanced causal context parallelism "
-                    "cuts the sequence into 2*cp chunks)",
-                    "remove it, or use cp degrees c with seq_len a multiple of 2*c: "
-                    + ", ".join(str(c) for c in cp_degrees_for(seq_len)[:6]))
+        refused = cp_refusal(cp, seq_len, graph, listed=True)
+        if refused:
+            out.add(f"search.cp_degrees[{i}]", cp, *refused)
 
 
 def _check_tp(section: SearchSection, cluster: Cluster, graph: LayerGraph | None,
@@ -196,7 +190,7 @@ def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGra
         _check_divides("search.tp_degrees", section.tp_degrees, n, "devices", out)
         _check_divides("search.cp_degrees", section.cp_degrees, n, "devices", out)
         _check_tp(section, cluster, graph, out)
-    _check_cp_seq(section.cp_degrees, training.seq_len, out)
+    _check_cp_seq(section.cp_degrees, training.seq_len, graph, out)
     _check_divides("search.microbatches", section.microbatches, training.global_batch_size,
                    "samples of the global batch", out)
     if graph is not None and section.ep_degrees and not any(l.is_moe for l in graph.layers):

@@ -360,7 +360,9 @@ class MegatronPlanSpec(_Section):
         default=None)
     schedule: Schedule = _f("Pipeline schedule.", "1f1b", default=Schedule.one_f_one_b)
     vp_chunks: Degree = _f("Virtual pipeline chunks (interleaved schedule only).", 1, default=1)
-    stage_layers: Optional[list[Degree]] = _f("Layers per stage; default: as even as possible.",
+    stage_layers: Optional[list[Degree]] = _f("Layers per stage; default: as even as possible "
+                                              "(interleaved: Megatron-LM's split, the transformer "
+                                              "blocks evenly over pp*vp_chunks model chunks).",
                                               [13, 12, 12, 13], default=None, min_length=1)
 
 

@@ -22,6 +22,7 @@ from autopar_opt.spec.build_model import build_graph
 from autopar_opt.spec.build_plan import build_plan
 from autopar_opt.spec.build_run import (SolverOptions, build_cluster, build_cost_params, build_space,
                                         build_solver, build_training)
+from autopar_opt.spec.doc_kinds import wrong_input
 from autopar_opt.spec.errors import ProblemList, SpecError
 from autopar_opt.spec.loader import INCLUDABLE, read_mapping, resolve_includes
 from autopar_opt.spec.schema import SpecFile
@@ -106,6 +107,9 @@ def load_spec(path: str | Path) -> Spec:
     """
     path = Path(path)
     data = read_mapping(path)
+    wrong = wrong_input(data, path, "a model spec (model, cluster, training)", ("spec",))
+    if wrong:                  # another command's file: said as such, not as unknown keys
+        raise SpecError([wrong])
     merged, files, problems = resolve_includes(data, path)
     out = ProblemList(str(path), files)
     out.extend(problems)
