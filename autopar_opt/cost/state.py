@@ -77,10 +77,13 @@ def hp_grad_accumulate_bytes(training: Training, s: Strategy) -> float:
     gradient accumulation moves outside the GEMMs: :data:`HP_GRAD_ACCUMULATE_BYTES`
     where DeepSpeed's ``BF16_Optimizer`` keeps a 16-bit ``.grad`` beside its
     fp32 accumulator (the predicate of :func:`state_bytes`: ``lp_grad_copy``,
-    bf16, an fp32 gradient buffer) and the strategy is below ZeRO-2 (DeepSpeed
-    selects its ZeRO optimizer, not ``BF16_Optimizer``, for stages 2 and 3:
-    ``DeepSpeedEngine._configure_optimizer``; their own per-micro-batch
-    accumulation is not modelled), else 0.
+    bf16, an fp32 gradient buffer) and the strategy is below ZeRO-2, else 0.
+    DeepSpeed hands a bf16 model with fp32 gradient accumulation to
+    ``BF16_Optimizer`` without ZeRO and at ZeRO stage 1, to its ZeRO optimizer
+    at stages 2 and 3 (``DeepSpeedEngine._do_optimizer_sanity_check``; BLOOM's
+    Megatron-DeepSpeed ran stage 0, "bf16 must use z0! it implements its own
+    zero stage 1 equivalent", tr11-176B-ml.slurm); the ZeRO optimizer's own
+    per-micro-batch accumulation is not modelled.
 
     Called per micro-batch on every stage: the ``PipelineEngine``'s
     ``_exec_backward_pass`` calls ``optimizer.clear_lp_grads()`` before and
