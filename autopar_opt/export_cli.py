@@ -68,6 +68,11 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
                      "plan.json of `autopar solve`)")
     spec_doc = doc.get("spec")      # solve: {"path": ...}; estimate --json: the path itself
     spec_file = spec_path or (spec_doc.get("path") if isinstance(spec_doc, dict) else spec_doc)
+    if spec_path and ("\x00" in spec_path or not Path(spec_path).is_file()):
+        what = "a directory" if "\x00" not in spec_path and Path(spec_path).is_dir() \
+            else "no such file"
+        return _fail(f"--spec {spec_path!r}: {what}; give the spec file the plan was solved "
+                     "(or estimated) from")
     if not isinstance(spec_file, str) or not spec_file or "\x00" in spec_file \
             or not Path(spec_file).is_file():
         return _fail(f"{path}: the spec it was solved from ({spec_file!r}) is not readable; "

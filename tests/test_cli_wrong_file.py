@@ -196,3 +196,15 @@ def test_an_output_that_is_an_input_file_is_refused_and_the_input_kept(tmp_path)
         assert code == 2, text
         assert "is the input file" in text and "would overwrite it" in text, text
         assert victim.read_bytes() == before
+
+
+def test_export_spec_option_that_is_not_a_file(tmp_path):
+    """Before: 'the spec it was solved from ('DIR') is not readable' for a --spec
+    the user named (a directory, a missing file)."""
+    plan = tmp_path / "plan.json"
+    plan.write_bytes(PLAN_FEASIBLE.read_bytes())
+    for spec, what in ((tmp_path, "a directory"), (tmp_path / "none.yaml", "no such file")):
+        code, text = _cli("export", plan, "--to", "megatron", "--spec", spec)
+        assert code == 2, text
+        assert f"--spec {str(spec)!r}: {what}" in text and "the plan was solved" in text
+        assert "is not readable" not in text
