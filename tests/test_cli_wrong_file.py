@@ -208,3 +208,22 @@ def test_export_spec_option_that_is_not_a_file(tmp_path):
         assert code == 2, text
         assert f"--spec {str(spec)!r}: {what}" in text and "the plan was solved" in text
         assert "is not readable" not in text
+
+
+def test_report_and_export_of_a_capacity_json(tmp_path):
+    """Before: report listed 9 missing keys of a plan.json; export said 'no plan in
+    this file (the solve found none ...)'. Oracle: the report is byte-identical
+    to the capacity.html `capacity --out` wrote; export names where the
+    scenarios' plan.json files are."""
+    out = tmp_path / "out"
+    code, text = _cli("capacity", ROOT / "tests" / "data" / "capacity" / "tiny.yaml", "--out", out,
+                      "--store", tmp_path / "s.sqlite", "--quiet")
+    assert code == 0, text
+    html = tmp_path / "again.html"
+    code, text = _cli("report", out / "capacity.json", "-o", html)
+    assert code == 0, text
+    assert html.read_bytes() == (out / "capacity.html").read_bytes()
+    code, text = _cli("export", out / "capacity.json", "--to", "megatron")
+    assert code == 2, text
+    assert "capacity.json of `autopar capacity`" in text and str(out / "scenarios") in text
+    assert "the solve found none" not in text

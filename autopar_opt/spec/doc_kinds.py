@@ -32,6 +32,12 @@ def is_placement(doc: object) -> bool:
         all(k in doc for k in ("instance", "objective", "devices", "lower_bound"))
 
 
+def is_capacity(doc: object) -> bool:
+    """A capacity.json of ``autopar capacity`` (:mod:`autopar_opt.capacity.run`): many
+    scenarios, each with its own plan.json under ``scenarios/ID/``."""
+    return isinstance(doc, dict) and all(k in doc for k in ("sweep", "scenarios", "answers"))
+
+
 def is_estimate(doc: object) -> bool:
     """The JSON of ``autopar estimate --json``: the spec's path, its plan and the
     plan's metrics; no search, certificate or baselines."""
