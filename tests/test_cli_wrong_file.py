@@ -227,3 +227,18 @@ def test_report_and_export_of_a_capacity_json(tmp_path):
     assert code == 2, text
     assert "capacity.json of `autopar capacity`" in text and str(out / "scenarios") in text
     assert "the solve found none" not in text
+
+
+@pytest.mark.parametrize("kind", ["result", "peer", "sweep"])
+def test_a_sweep_whose_base_file_is_not_a_model_spec(tmp_path, kind):
+    """base: a plan.json, a peer spec or another sweep. Before: 'base.cluster: the
+    axes need an explicit base cluster' (the file's cluster key was missing)."""
+    path, what, fix = FILES[kind]
+    sweep = yaml.safe_load((ROOT / "tests" / "data" / "capacity" / "tiny.yaml").read_text())
+    sweep["base"] = str(path)
+    file = tmp_path / "sweep.yaml"
+    file.write_text(yaml.safe_dump(sweep))
+    code, text = _cli("capacity", file, "--store", tmp_path / "s.sqlite", "--quiet")
+    assert code == 2, text
+    assert f"base = {str(path)!r}" in text and what in text and fix in text, text
+    assert "base.cluster" not in text
