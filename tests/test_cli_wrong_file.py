@@ -242,3 +242,18 @@ def test_a_sweep_whose_base_file_is_not_a_model_spec(tmp_path, kind):
     assert code == 2, text
     assert f"base = {str(path)!r}" in text and what in text and fix in text, text
     assert "base.cluster" not in text
+
+
+def test_place_expert_split_of_the_wrong_kind(tmp_path):
+    """--expert given place's own placement.json, or the graph itself. Before:
+    'nodes = 1: node not placed and no colocated node is' (no group was read)."""
+    out = tmp_path / "out"
+    code, text = _cli("place", GRAPH, "--out", out)
+    assert code == 0, text
+    for expert, what in ((out / "placement.json", "a placement.json of `autopar place`"),
+                         (GRAPH, "a public-format operator graph (nodes, edges), not an expert "
+                                 "split")):
+        code, text = _cli("place", GRAPH, "--expert", expert)
+        assert code == 2, text
+        assert f"{expert}: --expert: {what}" in text and '{"fpgas": [{"nodes"' in text, text
+        assert "node not placed" not in text

@@ -82,6 +82,12 @@ def input_kind(data: object) -> str | None:
     return "spec" if "cluster" in data or "training" in data else None
 
 
+def describe(kind: str) -> str:
+    """Words for a kind of :func:`input_kind`."""
+    return {"result": "a result file autopar wrote", "peer": "a peer-problem spec"}.get(
+        kind) or INPUT_KINDS[kind][0]
+
+
 def wrong_input(data: object, path: object, reads: str, accepted: tuple[str, ...]):
     """A :class:`~autopar_opt.spec.errors.SpecProblem` saying what the file is and
     which command reads it, when it is a known kind the command does not take
