@@ -53,7 +53,9 @@ def _par(**kw) -> dict:
      "PP comm overlap", RUNTIMES["megatron-core"]),
     ("Megatron-Core r0.8.0", runtime_named("megatron-core", tp_comm_overlap=False,
                                            grad_reduce_overlap=False, param_gather_overlap=False)),
-    ("Composer / llm-foundry (PyTorch FSDP)", RUNTIMES["pytorch-fsdp"]),
+    # Composer's DecoupledAdamW is unfused (tests/test_composer_optimizer.py)
+    ("Composer / llm-foundry (PyTorch FSDP)", runtime_named("pytorch-fsdp",
+                                                            fused_optimizer=False)),
     ("Megatron-DeepSpeed (bigscience fork) + DeepSpeed", RUNTIMES["deepspeed"]),
     ("Megatron-DeepSpeed", RUNTIMES["deepspeed"]),
     ("Megatron-Bridge / NeMo 25.11", RUNTIMES["megatron-bridge"]),
