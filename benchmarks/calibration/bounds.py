@@ -233,7 +233,7 @@ READING = """## Reading (hand-written)
   Zero Bubble memory figures 10.7% -> 5.5% median, 17.9% -> 11.1% max (these Megatron-LM
   records read high against the larger reserve); over all 29 held-out memory figures then,
   FlagPerf's 5 included (they read low and move the other way), 10.5% -> 6.7% median,
-  17.9% -> 16.1% max (`HOLDOUT.md`). No throughput figure moves (in-sample median 4.98%, leave-one-family-out
+  17.9% -> 16.1% max (the held-out report). No throughput figure moves (in-sample median 4.98%, leave-one-family-out
   9.6% / 23.2%). The smaller reserve changes what fits in searches: 5 of the 46
   `benchmarks/search` instances get 0.2-1.6% faster (llama-7b on 2x8 V100-32 changes
   plan), not re-recorded with this change. DeepSpeed's buffers (the candidate for BLOOM,
@@ -513,7 +513,7 @@ READING = """## Reading (hand-written)
   moves to the next one), max 41.7% -> 41.6%; leave-one-family-out median 8.6% -> 8.9%
   (8.61 -> 8.88), p90 23.9% -> 23.8%; `elementwise_passes` 6.70 -> 6.64,
   `efficiency_half_us` 29.7 -> 30.3 µs; memory unchanged (median 5.7%, max 13.1%);
-  parameters at a bound unchanged. Held out (`HOLDOUT.md`): pooled median 4.6% -> 4.5%,
+  parameters at a bound unchanged. Held out (never fitted): pooled median 4.6% -> 4.5%,
   p90 20.0% -> 20.1%, memory unchanged.
 """
 
