@@ -99,6 +99,26 @@ NOT_RECORDED = [
 
 READING = """## Reading (hand-written; no change to the model was made for these figures)
 
+**Re-priced after DeepSpeed's per-micro-batch gradient accumulation (tenth session, later;
+nothing chosen with these records).** DeepSpeed's `BF16_Optimizer` adds every bf16 gradient
+into its fp32 accumulator after each micro-batch (`update_hp_grads`, 18 bytes per local
+parameter; `layer_cost.grad_accumulate_time`), found while checking what DeepSpeed's
+`PipelineEngine` does per micro-batch that Megatron does not (BOUNDS.md reading, BLOOM). One
+held-out record runs that optimizer: FlagPerf's Megatron-DeepSpeed case (bf16, ZeRO-1, which
+DeepSpeed hands to `BF16_Optimizer` when gradients accumulate in fp32,
+`DeepSpeedEngine._do_optimizer_sanity_check`; its memory was already priced so): +19.5% ->
++12.3%. GPT-NeoX-20B and GLM-130B trained in fp16, so they get no new term; they move only
+through the refit (A100 GEMM efficiency 0.690 -> 0.697): GPT-NeoX +21.5% -> +22.0%, GLM-130B
++48.8% -> +49.5%. Pooled median 4.3% -> 4.6%, p90 21.1% -> 20.0%, one figure per family
+13.9% -> 14.0%; FlagPerf family median 6.3% -> 6.1%, p90 14.7% -> 11.0%. For the DeepSpeed
+candidates below: the `PipelineEngine` sends partitioned activations (`is_pipe_partitioned =
+is_model_parallel`, all-gathered on receipt), the volume `reshard.cross_stage_time` already
+prices; fp16 gradients accumulate in `.grad` through autograd's in-place add (about 6 bytes
+per parameter and micro-batch, not modelled for any runtime: at the A100-40GB's 1,555 GB/s
+about 0.3 s of GPT-NeoX's 8.5 s gap, 2.5 G local parameters and 32 micro-batches, and about
+2.7 s of GLM-130B's 29 s, 4.1 G and 176). The paragraphs below quote the figures from before
+this change.
+
 **FlagPerf's Megatron-DeepSpeed case (added last; a second recognition rule).** Llama-2-7B
 shape on one DGX A100 (40 GB), TP 4, ZeRO-1, sequence 4096, `--use-flash-attn-v2`: the
 `deepspeed` runtime priced any Megatron-DeepSpeed text with unfused attention, so
