@@ -103,12 +103,13 @@ READING = """## Reading (hand-written; no change to the model was made for these
 (1) The A800 SXM4 80GB is a catalog device: the A100 80GB's GA100 compute and HBM2e, NVLink
 400 GB/s bidirectional instead of 600 (Reuters 2022-11-08 and the distributor specification it
 quotes; NVIDIA publishes no datasheet for the 80 GB SXM part), sharing the A100's fitted GEMM
-efficiency (same die: `fit.CHIP_GROUPS`; 0.690, which is also the unseen-chip median). The
-FlagPerf 8B A800 row (PP 2, DP 4, ZeRO-1) is now priced: -2.9% (3.51 against 3.61 samples/s,
+efficiency (same die: `fit.CHIP_GROUPS`; 0.697 after the accumulation refit below). The
+FlagPerf 8B A800 row (PP 2, DP 4, ZeRO-1) is now priced: -2.2% (3.53 against 3.61 samples/s,
 compute 99% of the iteration, so the NVLink cap barely enters), memory 75.6 GiB modelled against
-76 (-0.5%). MegaScale's "A100 or A800 is not stated" keeps the A100. With it: `flagperf` median
-6.3% -> 5.0% (7 records), pooled median 4.3% -> 4.2%, p90 21.1% -> 20.9%, one figure per family
-13.9% -> 13.2%; memory on 31 records, median 6.7%, max 16.1%. (2) A FLOP-counting text that
+76 (-0.5%). MegaScale's "A100 or A800 is not stated" keeps the A100. With it (figures after the
+accumulation change below): `flagperf` median 6.1% -> 4.6% (7 records), p90 11.0% -> 10.7%;
+pooled median 4.6% -> 4.4%, p90 20.0% -> 19.1%, one figure per family 14.0% -> 13.3%; memory on
+31 records, median 6.7%, max 16.1%. (2) A FLOP-counting text that
 names a convention is read with it even where it also says "not stated" (no record here or in
 the fitting file was affected). (3) The Megatron-DeepSpeed FlagPerf case passes
 `--no-pipeline-parallel`: its note now names DeepSpeedEngine (gradients reduced after the
@@ -117,6 +118,26 @@ capabilities, and so the figures, are the same. (4) A zero share prints as 0%, n
 (5) The column `device fit` and the line under the summary flag a priced plan whose busiest
 stage needs more than its device: the eight MegaScale rows (124.2 GiB on 80 GiB; see the
 MegaScale paragraph for the memory savings the runs must have used).
+
+**Re-priced after DeepSpeed's per-micro-batch gradient accumulation (tenth session, later;
+nothing chosen with these records).** DeepSpeed's `BF16_Optimizer` adds every bf16 gradient
+into its fp32 accumulator after each micro-batch (`update_hp_grads`, 18 bytes per local
+parameter; `layer_cost.grad_accumulate_time`), found while checking what DeepSpeed's
+`PipelineEngine` does per micro-batch that Megatron does not (BOUNDS.md reading, BLOOM). One
+held-out record runs that optimizer: FlagPerf's Megatron-DeepSpeed case (bf16, ZeRO-1, which
+DeepSpeed hands to `BF16_Optimizer` when gradients accumulate in fp32,
+`DeepSpeedEngine._do_optimizer_sanity_check`; its memory was already priced so): +19.5% ->
++12.3%. GPT-NeoX-20B and GLM-130B trained in fp16, so they get no new term; they move only
+through the refit (A100 GEMM efficiency 0.690 -> 0.697): GPT-NeoX +21.5% -> +22.0%, GLM-130B
++48.8% -> +49.5%. Pooled median 4.3% -> 4.6%, p90 21.1% -> 20.0%, one figure per family
+13.9% -> 14.0%; FlagPerf family median 6.3% -> 6.1%, p90 14.7% -> 11.0%. For the DeepSpeed
+candidates below: the `PipelineEngine` sends partitioned activations (`is_pipe_partitioned =
+is_model_parallel`, all-gathered on receipt), the volume `reshard.cross_stage_time` already
+prices; fp16 gradients accumulate in `.grad` through autograd's in-place add (about 6 bytes
+per parameter and micro-batch, not modelled for any runtime: at the A100-40GB's 1,555 GB/s
+about 0.3 s of GPT-NeoX's 8.5 s gap, 2.5 G local parameters and 32 micro-batches, and about
+2.7 s of GLM-130B's 29 s, 4.1 G and 176). The paragraphs below quote the figures from before
+this change.
 
 **FlagPerf's Megatron-DeepSpeed case (added last; a second recognition rule).** Llama-2-7B
 shape on one DGX A100 (40 GB), TP 4, ZeRO-1, sequence 4096, `--use-flash-attn-v2`: the
