@@ -513,8 +513,8 @@ READING = """## Reading (hand-written)
   moves to the next one), max 41.7% -> 41.6%; leave-one-family-out median 8.6% -> 8.9%
   (8.61 -> 8.88), p90 23.9% -> 23.8%; `elementwise_passes` 6.70 -> 6.64,
   `efficiency_half_us` 29.7 -> 30.3 µs; memory unchanged (median 5.7%, max 13.1%);
-  parameters at a bound unchanged. Held out (never fitted): pooled median 4.6% -> 4.5%,
-  p90 20.0% -> 20.1%, memory unchanged.
+  parameters at a bound unchanged. Held out (never fitted): pooled median 4.4% -> 4.4%,
+  p90 19.1% -> 19.1%, memory unchanged.
 """
 
 
