@@ -174,6 +174,43 @@ def test_megatron_core_naming_flash_attention_2_is_not_hopper_native(text, hoppe
     assert any("FlashAttention-2 named" in n for n in notes) is (not hopper_native)
 
 
+def _gpu(gpu_type: str) -> dict:
+    return {"hardware": {"gpu_type": gpu_type}}
+
+
+@pytest.mark.parametrize("text, rec, hopper_native", [
+    # TE on sm90+: get_attention_backend prefers cuDNN FusedAttention ("to give
+    # FusedAttention preference on Hopper+"), whatever flash-attn is installed
+    ("Megatron-Core core_v0.6.0, FlashAttention-2, --transformer-impl transformer_engine",
+     _gpu("H100-SXM 80GB"), True),
+    ("Megatron-Core r0.8.0 with Transformer Engine, flash attention 2", _gpu("H200"), True),
+    ("Megatron-Core r0.8.0 with Transformer Engine, FA2", _gpu("GB200 NVL72"), True),
+    # ... but not before sm90, nor without TE named, nor without a GPU stated
+    ("Megatron-Core core_v0.6.0, FlashAttention-2, --transformer-impl transformer_engine",
+     _gpu("A100-SXM4 80GB"), False),
+    ("Megatron-Core core_v0.6.0, FlashAttention-2, --transformer-impl local",
+     _gpu("H100-SXM 80GB"), False),
+    ("Megatron-Core core_v0.6.0, FlashAttention-2, --transformer-impl transformer_engine",
+     None, False),
+    # a cuDNN version list is not cuDNN attention
+    ("Megatron-Core r0.8.0, FlashAttention-2, CUDA 12.4, cuDNN 8.9", None, False),
+    ("Megatron-Core r0.8.0, FlashAttention-2, cuDNN flash attention", None, True),
+    ("Megatron-Core r0.8.0, FlashAttention-2 installed, TE FusedAttention", None, True),
+])
+def test_flash_attention_2_text_under_transformer_engine_on_hopper(text, rec, hopper_native):
+    """Oracle: TransformerEngine ``get_attention_backend``
+    (transformer_engine/pytorch/attention/dot_product_attention/utils.py): with
+    FusedAttention's F16_arbitrary_seqlen backend available and compute
+    capability >= (9, 0), FlashAttention is disabled, so TE on Hopper/Blackwell
+    runs cuDNN's (Hopper-native) fused attention; elsewhere the FA2 text keeps
+    ``hopper_attention`` off (runtime.py)."""
+    rt, notes = _rt(text, rec)
+    assert rt.name == "megatron-core" and rt.flash_attention
+    assert rt.hopper_attention is hopper_native
+    assert any("FlashAttention-2 named in the framework text" in n for n in notes) \
+        is (not hopper_native)
+
+
 def test_colossal_and_hf_trainer_defaults():
     col, _ = _rt("Colossal-AI")
     assert (col.grad_reduce_overlap, col.fused_optimizer, col.fsdp_prefetch, col.flash_attention) \

@@ -138,11 +138,12 @@ def test_new_family_runtimes_follow_the_framework_text():
     bbg = next(r for r in load_run_file(HOLDOUT) if r["id"] == "wu2023bloomberggpt_production_512gpu")
     assert bbg["parallelism"]["dp_replicate"] == 4
     assert "hybrid sharding" in reasons["wu2023bloomberggpt_production_512gpu"]
-    # FlagPerf: "FlashAttention-2" named -> not Hopper-native; the FP8 rows run FP8 GEMMs;
-    # the A800 row is not a catalog device.
+    # FlagPerf: "FlashAttention-2" named, but with --transformer-impl transformer_engine on
+    # H100, where TE's get_attention_backend prefers cuDNN fused attention -> Hopper-native;
+    # the FP8 rows run FP8 GEMMs; the A800 row is not a catalog device.
     fp = {r.id: r for r in runs if r.id.startswith("flagperf_")}
     assert len(fp) == 5
     for r in fp.values():
-        assert r.training.runtime.name == "megatron-core" and not r.training.runtime.hopper_attention
+        assert r.training.runtime.name == "megatron-core" and r.training.runtime.hopper_attention
         assert r.training.dtype == ("fp8" if r.id.endswith("_fp8") else "bf16")
     assert "matches no catalog device" in reasons["flagperf_llama3_8b_a800_1x8_bf16"]

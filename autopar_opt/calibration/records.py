@@ -214,7 +214,7 @@ def runtime_of(framework: str, notes: list[str], rec: dict | None = None) -> Run
         return stacks.nemo(fw + " " + text(section(rec or {}, "training"), "precision").lower(),
                            notes)
     if "megatron-core" in fw:
-        return stacks.megatron_core(fw, notes)
+        return stacks.megatron_core(fw, notes, rec)
     if "llm-foundry" in fw or "composer" in fw:
         if stacks.llmfoundry_triton_table(rec):
             notes.append("attn_impl: triton (pre-MLIR flash_attn_triton, a FlashAttention-1-"

