@@ -51,9 +51,11 @@ torchtitan
     Its Llama keeps ``wq``/``wk``/``wv`` and ``w1``/``w3`` as separate GEMMs
     (``torchtitan/models/llama/model.py``): ``fused_projections`` off.
 PyTorch FSDP / FSDP2 (plain), HF accelerate or Trainer with FSDP
-    ``pytorch-fsdp`` without Composer's fused cross-entropy, reduce-scatter in
-    the parameter dtype (``MixedPrecision.reduce_dtype`` defaults to
-    ``param_dtype``; torch.distributed.fsdp docs).
+    ``pytorch-fsdp`` without Composer's fused cross-entropy: the loss is the
+    user's plain PyTorch ``F.cross_entropy`` (``eager_cross_entropy``, as for
+    DDP, DeepSpeed ZeRO and Colossal-AI), reduce-scatter in the parameter
+    dtype (``MixedPrecision.reduce_dtype`` defaults to ``param_dtype``;
+    torch.distributed.fsdp docs).
 fairscale / metaseq FSDP (+ Megatron tensor parallelism)
     Prefetching FSDP (all-gathers on their own stream, issued as the CPU runs
     ahead: Zhao et al. 2023, Sec. 3.3) with unfused softmax attention (2022
@@ -87,7 +89,10 @@ HF transformers Trainer / accelerate (DDP)
     With any backend (DDP, FSDP, DeepSpeed) the model is the Transformers
     modeling code: ``fused_projections`` off (Llama's ``q_proj``/``k_proj``/
     ``v_proj`` and ``gate_proj``/``up_proj`` are separate GEMMs,
-    ``modeling_llama.py``).
+    ``modeling_llama.py``), and its loss casts the logits to fp32 before
+    ``cross_entropy`` (``loss_fp32_upcast``: ``ForCausalLMLoss``,
+    ``src/transformers/loss/loss_utils.py``). A text that also names Megatron
+    (transformers for the tokenizer) is Megatron's.
 Megatron-LM 2023 and later
     Megatron-LM's training loop runs Megatron-Core (Transformer Engine,
     flash attention) since 2023: the ``megatron-core`` runtime with the
@@ -224,10 +229,16 @@ def llmfoundry_triton_table(rec: dict | None) -> bool:
 
 
 def plain_fsdp(label: str, notes: list[str]) -> Runtime:
+    """Plain PyTorch FSDP/FSDP2 (also Lightning's and HF's): prefetch, gradients
+    reduce-scattered in the parameter dtype, and the user's plain PyTorch loss
+    (``eager_cross_entropy``: ``F.cross_entropy`` on the logits, as for every
+    non-Megatron stack whose loss is the model's own; Composer's fused one is
+    llm-foundry's, not FSDP's)."""
     notes.append(f"{label}: PyTorch FSDP with prefetch, gradients reduce-scattered in the "
                  "parameter dtype (MixedPrecision.reduce_dtype defaults to param_dtype), "
-                 "no fused cross-entropy")
-    return replace(runtime_named("pytorch-fsdp", fused_cross_entropy=False), name="pytorch-fsdp")
+                 "plain PyTorch cross-entropy (no fused loss kernel)")
+    return replace(runtime_named("pytorch-fsdp", fused_cross_entropy=False,
+                                 eager_cross_entropy=True), name="pytorch-fsdp")
 
 
 def fairscale(notes: list[str]) -> Runtime:
@@ -280,20 +291,31 @@ def huggingface(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
     the Transformers modeling code, whose Llama-family attention and MLP keep
     Q, K, V and gate, up as separate GEMMs (``fused_projections`` off:
     ``modeling_llama.py``; models whose own code fuses them keep their count,
-    :mod:`autopar_opt.runtime`)."""
+    :mod:`autopar_opt.runtime`). On every backend the loss is plain PyTorch
+    cross-entropy on logits the model casts to fp32 first
+    (``eager_cross_entropy`` with ``loss_fp32_upcast``): ``ForCausalLMLoss``
+    does ``logits = logits.float()`` before ``nn.functional.cross_entropy``
+    ("Upcast to float if we need to compute the loss to avoid potential
+    precision issues", ``src/transformers/loss/loss_utils.py``, transformers
+    4.46 and later), and Llama's ``LlamaForCausalLM.forward`` cast its logits
+    with ``.float()`` in the releases before. Approximation: the older
+    modeling code of other models (GPT-2's ``GPT2LMHeadModel`` before 4.46)
+    computed the loss in the model dtype; the stack is read as the current one."""
     notes.append("HF Transformers modeling code: separate q/k/v (and gate/up) projections "
-                 "where the model defines them so (fused_projections off)")
+                 "where the model defines them so (fused_projections off); loss on the "
+                 "logits cast to fp32 (ForCausalLMLoss: logits.float())")
     if "deepspeed" in fw or (_zero_field(rec)[0] or 0) > 0:
         notes.append("HF Trainer/accelerate: SDPA attention (transformers default)")
         return replace(deepspeed_zero(fw, rec, notes), flash_attention=True,
-                       fused_projections=False)
+                       fused_projections=False, loss_fp32_upcast=True)
     if "fsdp" in fw or shards_weights(rec):
         return replace(plain_fsdp("HF Trainer/accelerate with FSDP", notes),
-                       fused_projections=False)
+                       fused_projections=False, loss_fp32_upcast=True)
     fused = "adamw_torch_fused" in fw or "fused adam" in fw
     notes.append("HF Trainer/accelerate with DDP: SDPA attention, "
                  + ("fused AdamW (stated)" if fused else "unfused adamw_torch (Trainer default)"))
-    return runtime_named("pytorch-ddp", fused_optimizer=fused, fused_projections=False)
+    return runtime_named("pytorch-ddp", fused_optimizer=fused, fused_projections=False,
+                         loss_fp32_upcast=True)
 
 
 #: ``--attention-backend unfused`` (Megatron-Core ``AttnBackend.unfused``,
@@ -389,7 +411,9 @@ def other_stack(framework: str, rec: dict | None, notes: list[str]) -> Runtime:
         return fairscale(notes)
     if "colossal" in fw:
         return colossal(fw, notes)
-    if any(k in fw for k in ("hugging", "transformers", "accelerate", "hf trainer")):
+    # A Megatron text that names transformers (e.g. for its tokenizer) is Megatron's.
+    if any(k in fw for k in ("hugging", "transformers", "accelerate", "hf trainer")) \
+            and "megatron" not in fw:
         return huggingface(fw, rec, notes)
     if "deepspeed" in fw:
         return deepspeed_zero(fw, rec, notes)
