@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from autopar_opt.export import TARGETS, ExportError, export_plan
-from autopar_opt.spec.doc_kinds import PEER_FORMATS, is_placement, peer_format
+from autopar_opt.spec.doc_kinds import PEER_FORMATS, is_capacity, is_placement, peer_format
 from autopar_opt.plan import Plan
 
 
@@ -56,6 +56,10 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
         return _fail(f"{path}: a placement.json of `autopar place`: operator-graph nodes on "
                      f"devices, not a training plan of a model, so it has no --to {target} export; "
                      f"see it with `autopar report {path} -o report.html`")
+    if is_capacity(doc):
+        return _fail(f"{path}: a capacity.json of `autopar capacity`: a sweep of scenarios, each "
+                     "with its own plan; export one of them: its plan.json is under "
+                     f"{path.parent / 'scenarios'}/ID/ (ID = the scenario's id)")
     if isinstance(doc, dict) and doc.get("plan") is None and doc.get("status") is not None:
         why = doc.get("infeasibility") if isinstance(doc.get("infeasibility"), dict) else {}
         advice = why.get("advice") if isinstance(why.get("advice"), list) else []
@@ -68,6 +72,11 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
                      "plan.json of `autopar solve`)")
     spec_doc = doc.get("spec")      # solve: {"path": ...}; estimate --json: the path itself
     spec_file = spec_path or (spec_doc.get("path") if isinstance(spec_doc, dict) else spec_doc)
+    if spec_path and ("\x00" in spec_path or not Path(spec_path).is_file()):
+        what = "a directory" if "\x00" not in spec_path and Path(spec_path).is_dir() \
+            else "no such file"
+        return _fail(f"--spec {spec_path!r}: {what}; give the spec file the plan was solved "
+                     "(or estimated) from")
     if not isinstance(spec_file, str) or not spec_file or "\x00" in spec_file \
             or not Path(spec_file).is_file():
         return _fail(f"{path}: the spec it was solved from ({spec_file!r}) is not readable; "

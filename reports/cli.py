@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from autopar_opt.spec.doc_kinds import is_estimate, is_placement, peer_format
+from autopar_opt.spec.doc_kinds import is_capacity, is_estimate, is_placement, peer_format
 from autopar_opt.reports.document import ReportInputError
 from autopar_opt.reports.render import render_html, write_atomic
 
@@ -41,24 +41,30 @@ def _peer_report(plan_json: str, doc: dict, peer: str, output: str) -> int:
     return EXIT_OK
 
 
-def _placement_report(plan_json: str, doc: dict, output: str) -> int:
-    """A placement.json gets the placement report, the one ``autopar place
-    SPEC --out DIR`` writes as DIR/report.html (:mod:`autopar_opt.reports.placement`)."""
+def _own_report(plan_json: str, doc: dict, output: str, kind: str) -> int:
+    """A placement.json or capacity.json gets its own report, the one ``autopar
+    place --out DIR`` (report.html) or ``autopar capacity --out DIR``
+    (capacity.html) writes beside it (:mod:`autopar_opt.reports.placement`,
+    :mod:`autopar_opt.reports.capacity`)."""
     from jinja2 import TemplateError
 
-    from autopar_opt.reports.placement import render_placement_html
-
+    if kind == "placement":
+        from autopar_opt.reports.placement import render_placement_html as render
+        command, html_name = "place", "report.html"
+    else:
+        from autopar_opt.reports.capacity import render_capacity_html as render
+        command, html_name = "capacity", "capacity.html"
     try:
-        html = render_placement_html(doc)
-    except (TemplateError, KeyError, TypeError, AttributeError, ValueError) as exc:
-        return _fail(plan_json, f"a placement.json, but not one the placement report can read "
-                     f"({type(exc).__name__}: {exc}); give the placement.json of `autopar place "
-                     "SPEC --out DIR`, or use DIR/report.html, which that command writes beside it")
+        html = render(doc)
+    except (TemplateError, KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+        return _fail(plan_json, f"a {kind}.json, but not one the {kind} report can read "
+                     f"({type(exc).__name__}: {exc}); give the {kind}.json of `autopar {command} "
+                     f"... --out DIR`, or use DIR/{html_name}, which that command writes beside it")
     try:
         write_atomic(html, output)
     except OSError as exc:
         return _fail(plan_json, f"cannot write the report to {output} ({exc})")
-    print(f"wrote {output} (placement)")
+    print(f"wrote {output} ({kind})")
     return EXIT_OK
 
 
@@ -69,7 +75,7 @@ def report_command(plan_json: str, output: str) -> int:
     needs, prints one message on stderr naming the file and every missing key,
     and writes nothing. The output is written atomically (temp file + rename).
     A peer problem's plan.json (Piper, PaSE) gets the peer report instead, a
-    placement.json the placement report; the JSON of ``estimate`` is refused
+    placement.json or capacity.json its own report; the JSON of ``estimate`` is refused
     with the command that writes a plan.json.
     """
     from autopar_opt.outputs import check_output_file
@@ -93,7 +99,9 @@ def report_command(plan_json: str, output: str) -> int:
     if peer:
         return _peer_report(plan_json, doc, peer, output)
     if is_placement(doc):
-        return _placement_report(plan_json, doc, output)
+        return _own_report(plan_json, doc, output, "placement")
+    if is_capacity(doc):
+        return _own_report(plan_json, doc, output, "capacity")
     if is_estimate(doc):
         return _fail(plan_json, "this is the JSON of `autopar estimate --json`: one plan priced, "
                      "without the search, certificate and baselines a report shows; run "

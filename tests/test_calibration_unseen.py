@@ -250,6 +250,21 @@ def test_flash_attention_2_text_under_transformer_engine_on_hopper(text, rec, ho
         is (not hopper_native)
 
 
+@pytest.mark.parametrize("zero", [1, 3])
+def test_megatron_deepspeed_naming_flash_attention_2_runs_it(zero):
+    """Oracle: autopar_opt/runtime.py: a FlashAttention-2 kernel is fused
+    (``flash_attention``), FlashAttention-2-class and not Hopper-native; the
+    catalog ``deepspeed`` runtime is unfused; nothing else changes."""
+    rec = _par(zero_stage=zero)
+    plain, _ = _rt("Megatron-DeepSpeed + DeepSpeed 0.11.0", rec)
+    named, notes = _rt("Megatron-DeepSpeed + DeepSpeed 0.11.0, FlashAttention-2 (--use-flash-attn-v2)", rec)
+    assert not plain.flash_attention
+    assert (named.flash_attention, named.flash_v2_attention, named.hopper_attention) == (True, True, False)
+    assert replace(named, flash_attention=False) == replace(plain, flash_v2_attention=True,
+                                                            hopper_attention=False)
+    assert any("FlashAttention-2 named" in n for n in notes)
+
+
 def test_colossal_and_hf_trainer_defaults():
     col, _ = _rt("Colossal-AI")
     assert (col.grad_reduce_overlap, col.fused_optimizer, col.fsdp_prefetch, col.flash_attention) \

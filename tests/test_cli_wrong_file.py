@@ -196,3 +196,64 @@ def test_an_output_that_is_an_input_file_is_refused_and_the_input_kept(tmp_path)
         assert code == 2, text
         assert "is the input file" in text and "would overwrite it" in text, text
         assert victim.read_bytes() == before
+
+
+def test_export_spec_option_that_is_not_a_file(tmp_path):
+    """Before: 'the spec it was solved from ('DIR') is not readable' for a --spec
+    the user named (a directory, a missing file)."""
+    plan = tmp_path / "plan.json"
+    plan.write_bytes(PLAN_FEASIBLE.read_bytes())
+    for spec, what in ((tmp_path, "a directory"), (tmp_path / "none.yaml", "no such file")):
+        code, text = _cli("export", plan, "--to", "megatron", "--spec", spec)
+        assert code == 2, text
+        assert f"--spec {str(spec)!r}: {what}" in text and "the plan was solved" in text
+        assert "is not readable" not in text
+
+
+def test_report_and_export_of_a_capacity_json(tmp_path):
+    """Before: report listed 9 missing keys of a plan.json; export said 'no plan in
+    this file (the solve found none ...)'. Oracle: the report is byte-identical
+    to the capacity.html `capacity --out` wrote; export names where the
+    scenarios' plan.json files are."""
+    out = tmp_path / "out"
+    code, text = _cli("capacity", ROOT / "tests" / "data" / "capacity" / "tiny.yaml", "--out", out,
+                      "--store", tmp_path / "s.sqlite", "--quiet")
+    assert code == 0, text
+    html = tmp_path / "again.html"
+    code, text = _cli("report", out / "capacity.json", "-o", html)
+    assert code == 0, text
+    assert html.read_bytes() == (out / "capacity.html").read_bytes()
+    code, text = _cli("export", out / "capacity.json", "--to", "megatron")
+    assert code == 2, text
+    assert "capacity.json of `autopar capacity`" in text and str(out / "scenarios") in text
+    assert "the solve found none" not in text
+
+
+@pytest.mark.parametrize("kind", ["result", "peer", "sweep"])
+def test_a_sweep_whose_base_file_is_not_a_model_spec(tmp_path, kind):
+    """base: a plan.json, a peer spec or another sweep. Before: 'base.cluster: the
+    axes need an explicit base cluster' (the file's cluster key was missing)."""
+    path, what, fix = FILES[kind]
+    sweep = yaml.safe_load((ROOT / "tests" / "data" / "capacity" / "tiny.yaml").read_text())
+    sweep["base"] = str(path)
+    file = tmp_path / "sweep.yaml"
+    file.write_text(yaml.safe_dump(sweep))
+    code, text = _cli("capacity", file, "--store", tmp_path / "s.sqlite", "--quiet")
+    assert code == 2, text
+    assert f"base = {str(path)!r}" in text and what in text and fix in text, text
+    assert "base.cluster" not in text
+
+
+def test_place_expert_split_of_the_wrong_kind(tmp_path):
+    """--expert given place's own placement.json, or the graph itself. Before:
+    'nodes = 1: node not placed and no colocated node is' (no group was read)."""
+    out = tmp_path / "out"
+    code, text = _cli("place", GRAPH, "--out", out)
+    assert code == 0, text
+    for expert, what in ((out / "placement.json", "a placement.json of `autopar place`"),
+                         (GRAPH, "a public-format operator graph (nodes, edges), not an expert "
+                                 "split")):
+        code, text = _cli("place", GRAPH, "--expert", expert)
+        assert code == 2, text
+        assert f"{expert}: --expert: {what}" in text and '{"fpgas": [{"nodes"' in text, text
+        assert "node not placed" not in text

@@ -24,7 +24,8 @@ holdout is a report, not a target):
   hybrid ZeRO-3 listed as not modelled with that reason (oracle: its
   ``dp_replicate``); FlagPerf's token rate per GPU (oracle: 8103 x 8 / 8192),
   its FlashAttention-2 text read as not Hopper-native, its FP8 rows in FP8,
-  and its A800 row refused as no catalog device.
+  its A800 row refused as no catalog device, and its Megatron-DeepSpeed case
+  run with the FlashAttention-2 kernel its text names.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def test_every_holdout_record_is_priced_or_listed_with_a_reason():
     assert all(why.strip() for why in skipped.values())
     for c in report.comparisons:       # a priced record carries both figures
         assert c.predicted > 0 and c.measured > 0
-    assert len(records) >= 44 and len({_family(r) for r in records}) >= 7
+    assert len(records) >= 45 and len({_family(r) for r in records}) >= 7
 
 
 def test_nothing_that_fits_reads_the_holdout_file():
@@ -141,9 +142,13 @@ def test_new_family_runtimes_follow_the_framework_text():
     # FlagPerf: "FlashAttention-2" named, but with --transformer-impl transformer_engine on
     # H100, where TE's get_attention_backend prefers cuDNN fused attention -> Hopper-native;
     # the FP8 rows run FP8 GEMMs; the A800 row is not a catalog device.
-    fp = {r.id: r for r in runs if r.id.startswith("flagperf_")}
+    fp = {r.id: r for r in runs if r.id.startswith("flagperf_llama3_")}
     assert len(fp) == 5
     for r in fp.values():
         assert r.training.runtime.name == "megatron-core" and r.training.runtime.hopper_attention
         assert r.training.dtype == ("fp8" if r.id.endswith("_fp8") else "bf16")
+    # Megatron-DeepSpeed with --use-flash-attn-v2: fused FlashAttention-2, ZeRO-1, no TP overlap.
+    mds = next(r for r in runs if r.id == "flagperf_llama2_7b_megatron_deepspeed_a100_1x8")
+    assert mds.training.runtime.name == "deepspeed" and mds.training.runtime.flash_attention
+    assert not mds.training.runtime.grad_reduce_overlap
     assert "matches no catalog device" in reasons["flagperf_llama3_8b_a800_1x8_bf16"]

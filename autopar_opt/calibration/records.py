@@ -227,11 +227,12 @@ def runtime_of(framework: str, notes: list[str], rec: dict | None = None) -> Run
     if "deepspeed" in fw and "megatron" in fw:
         if stacks.zero_stage_of(rec) >= 2:      # ZeRO-2/3: no BF16_Optimizer (stages 0/1 only)
             # Megatron's vocab-parallel loss (megatron/mpu/cross_entropy.py)
-            return replace(stacks.deepspeed_zero(fw, rec, notes), loss_grad_cast=True,
-                           eager_cross_entropy=False)
+            return stacks.named_flash_attention(
+                fw, replace(stacks.deepspeed_zero(fw, rec, notes), loss_grad_cast=True,
+                            eager_cross_entropy=False), notes)
         notes.append("Megatron-DeepSpeed: DeepSpeed PipelineEngine, gradients all-reduced after "
                      "the last micro-batch (ReduceGrads; grad_reduce_overlap off)")
-        return runtime_named("deepspeed")
+        return stacks.named_flash_attention(fw, runtime_named("deepspeed"), notes)
     if "megatron" in fw and not stacks.megatron_lm_is_core(fw) \
             and not any(k in fw for k in ("metaseq", "fairscale", "fsdp", "torchtitan")):
         if "impl=local" in flat:

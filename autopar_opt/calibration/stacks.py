@@ -74,7 +74,9 @@ DeepSpeed ZeRO (without Megatron)
     PyTorch ``F.cross_entropy`` (Hugging Face models, Lightning modules:
     ``eager_cross_entropy``, on the engine's 16-bit logits). Megatron-DeepSpeed
     keeps the catalog ``deepspeed`` runtime (PipelineEngine: gradients reduced
-    after the last micro-batch) and Megatron's vocabulary-parallel loss.
+    after the last micro-batch) and Megatron's vocabulary-parallel loss, with
+    unfused attention unless its text names a FlashAttention-2 kernel
+    (``--use-flash-attn-v2``: :func:`named_flash_attention`).
 Colossal-AI
     Bucketed gradient reduction overlapped with the backward
     (``HybridParallelPlugin(overlap_communication=True)``), fused
@@ -357,6 +359,19 @@ def te_picks_fused_attention(fw: str, rec: dict | None) -> bool:
     attention.py``). So a text naming FlashAttention-2 next to Transformer
     Engine on such a GPU still runs a Hopper-native kernel."""
     return bool(_TRANSFORMER_ENGINE.search(fw.lower())) and sm90_plus(rec)
+
+
+def named_flash_attention(fw: str, runtime: Runtime, notes: list[str]) -> Runtime:
+    """``runtime`` with the FlashAttention-2 kernel its text names (:data:`_FA2`, e.g.
+    Megatron-DeepSpeed's ``--use-flash-attn-v2``) when the runtime's default is
+    unfused attention: fused, FlashAttention-2-class, not Hopper-native
+    (``autopar_opt.runtime``: ``flash_attention``, ``flash_v2_attention``,
+    ``hopper_attention``). Unchanged otherwise."""
+    if runtime.flash_attention or not _FA2.search(fw.lower()):
+        return runtime
+    notes.append("FlashAttention-2 named in the framework text: fused attention, a "
+                 "FlashAttention-2-class kernel, not Hopper-native")
+    return replace(runtime, flash_attention=True, flash_v2_attention=True, hopper_attention=False)
 
 
 def megatron_core(fw: str, notes: list[str], rec: dict | None = None) -> Runtime:

@@ -248,9 +248,14 @@ def _read(path: Path) -> tuple[SweepFile | None, dict[str, Any], list[SpecProble
     if isinstance(base_raw, str):
         base_file = path.parent / base_raw
         try:
-            base_raw = read_mapping(base_file)
+            named, base_raw = base_raw, read_mapping(base_file)
         except SpecError as exc:
             return sweep, {}, [SpecProblem(p.file, "base", base_raw, p.rule, p.fix) for p in exc.problems]
+        wrong = wrong_input(base_raw, base_file, "a model spec (model, cluster, training)",
+                            ("spec",))
+        if wrong:                 # a plan.json, a peer problem, another sweep, ...
+            return sweep, {}, [SpecProblem(str(path), "base", named,
+                                           wrong.rule, wrong.fix)]
     base, _files, include_problems = resolve_includes(dict(base_raw), base_file)
     problems.extend(include_problems)
     return sweep, base, problems

@@ -193,6 +193,16 @@ def load_expert_split(path: str | Path, problem: PlacementProblem) -> np.ndarray
     """
     path = Path(path)
     data = _read(path)
+    if not isinstance(data, dict) or not {"fpgas", "cpus"} & set(data):
+        from autopar_opt.spec.doc_kinds import describe, input_kind, is_placement
+
+        kind = input_kind(data)
+        what = ("a placement.json of `autopar place` (its devices, not an expert split)"
+                if is_placement(data) else
+                f"{describe(kind)}, not an expert split" if kind else "not an expert split")
+        raise SpecError([SpecProblem(str(path), "", None, f"--expert: {what}",
+                                     'give a split as the public format writes it: {"fpgas": '
+                                     '[{"nodes": [ids]}, ...], "cpus": [{"nodes": [...]}]}')])
     index = {nid: i for i, nid in enumerate(problem.node_ids)}
     assign = np.full(problem.num_nodes, -1, dtype=np.int64)
     n_acc = sum(dt.count for dt in problem.device_types if dt.name == ACCEL)

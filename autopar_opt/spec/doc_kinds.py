@@ -32,6 +32,12 @@ def is_placement(doc: object) -> bool:
         all(k in doc for k in ("instance", "objective", "devices", "lower_bound"))
 
 
+def is_capacity(doc: object) -> bool:
+    """A capacity.json of ``autopar capacity`` (:mod:`autopar_opt.capacity.run`): many
+    scenarios, each with its own plan.json under ``scenarios/ID/``."""
+    return isinstance(doc, dict) and all(k in doc for k in ("sweep", "scenarios", "answers"))
+
+
 def is_estimate(doc: object) -> bool:
     """The JSON of ``autopar estimate --json``: the spec's path, its plan and the
     plan's metrics; no search, certificate or baselines."""
@@ -74,6 +80,12 @@ def input_kind(data: object) -> str | None:
             return "sweep"
         return None
     return "spec" if "cluster" in data or "training" in data else None
+
+
+def describe(kind: str) -> str:
+    """Words for a kind of :func:`input_kind`."""
+    return {"result": "a result file autopar wrote", "peer": "a peer-problem spec"}.get(
+        kind) or INPUT_KINDS[kind][0]
 
 
 def wrong_input(data: object, path: object, reads: str, accepted: tuple[str, ...]):
