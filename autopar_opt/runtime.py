@@ -86,6 +86,16 @@ lp_grad_copy
     the peak: 2 + 4 bytes of gradient per parameter
     (``deepspeed/runtime/bf16_optimizer.py``). Megatron-LM/Core accumulate
     straight into ``main_grad`` (gradient-accumulation fusion): 4 bytes.
+    Time, below ZeRO-2: the same optimizer adds the 16-bit gradients into the
+    fp32 ones after every micro-batch's backward pass (``update_hp_grads``:
+    ``hp_grad.add_(lp.grad.to(float32))``, called per micro-batch by the
+    ``PipelineEngine``'s ``_exec_backward_pass`` and by
+    ``BF16_Optimizer.backward``), 18 bytes of HBM traffic per local parameter
+    and micro-batch on the compute stream
+    (:data:`autopar_opt.cost.state.HP_GRAD_ACCUMULATE_BYTES`,
+    :func:`autopar_opt.cost.layer_cost.grad_accumulate_time`); Megatron's
+    fused weight-gradient GEMM accumulates into ``main_grad`` with no such
+    pass.
 fused_swiglu
     SwiGLU as one fused kernel that keeps only its ``2f``-wide input for
     backward (Megatron-Core ``bias_swiglu_impl``, on by default with

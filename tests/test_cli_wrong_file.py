@@ -257,3 +257,21 @@ def test_place_expert_split_of_the_wrong_kind(tmp_path):
         assert code == 2, text
         assert f"{expert}: --expert: {what}" in text and '{"fpgas": [{"nodes"' in text, text
         assert "node not placed" not in text
+
+
+def test_export_models_with_the_dp_solver_is_refused(tmp_path):
+    """--export-models writes the MIP models; the dp solver builds none. Before:
+    exit 0 with no OUT/models and model_hash null everywhere. Also when the spec's
+    solver.name is dp."""
+    out = tmp_path / "out"
+    code, text = _cli("solve", SPEC, "--solver", "dp", "--export-models", "--out", out, "--quiet")
+    assert code == 2, text
+    assert "--export-models = True" in text and "the dp solver builds none" in text
+    assert not out.exists()
+    spec = yaml.safe_load(SPEC.read_text())
+    spec["solver"]["name"] = "dp"
+    path = tmp_path / "dp.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    code, text = _cli("solve", path, "--export-models", "--out", out, "--quiet")
+    assert code == 2 and "the dp solver builds none" in text, text
+    assert not out.exists()

@@ -34,7 +34,7 @@ from autopar_opt.cost.comm import allgather_time, allreduce_time
 from autopar_opt.cost.params import CostParams
 from autopar_opt.cost.state import (  # noqa: F401 (re-exported: the state model's names)
     FP8_KINDS, FP8_WEIGHT_COPY_BYTES, autocast_cast_params, autocast_saved_cast_bytes, held_layer,
-    reduced_grad_bytes, state_bytes, weight_bytes)
+    hp_grad_accumulate_bytes, reduced_grad_bytes, state_bytes, weight_bytes)
 from autopar_opt.graph import Layer, LayerKind
 from autopar_opt.hardware import GIB, Cluster, LinkTier
 from autopar_opt.runtime import Runtime
@@ -817,6 +817,27 @@ def tie_sync_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     return allreduce_time(2, nbytes, tier, ctx.link_efficiency(tier))
 
 
+def grad_accumulate_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
+    """Per-micro-batch gradient accumulation outside the GEMMs, on the
+    critical path: DeepSpeed's ``BF16_Optimizer.update_hp_grads`` adds every
+    16-bit ``.grad`` into the fp32 accumulator after each micro-batch's
+    backward pass, on the compute stream, before the next pipeline
+    instruction (:func:`~autopar_opt.cost.state.hp_grad_accumulate_bytes`:
+    18 bytes per local parameter, 0 on other runtimes). ``layer`` is the held
+    layer (:func:`~autopar_opt.cost.state.held_layer`: a tied copy's gradient
+    is accumulated like any other); its parameters per device after tensor
+    and expert parallelism (:func:`autopar_opt.cost.moe.split_params`; the
+    fp32 accumulator is whole-size, ``fp32_groups_gradients_flat``, so ZeRO-1
+    does not divide it). HBM traffic at the device's datasheet bandwidth,
+    as the element-wise kernels (:func:`_elementwise_time`; roofline,
+    Williams et al. 2009): a lower bound on the kernels' time."""
+    per_param = hp_grad_accumulate_bytes(ctx.training, s)
+    if per_param <= 0 or layer.params <= 0:
+        return 0.0
+    local = sum(moe.split_params(layer, s))
+    return per_param * local / (ctx.cluster.device.hbm_gb_per_s * 1e9)
+
+
 def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     """All costs of ``layer`` under ``s`` in stage context ``ctx``.
 
@@ -831,6 +852,9 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     own copy (:func:`~autopar_opt.cost.state.held_layer`: memory, ZeRO
     traffic, gradient reduction and optimizer step of the copy), and both
     ends of the tie pay the tied-gradient all-reduce (:func:`tie_sync_time`).
+    DeepSpeed's ``BF16_Optimizer`` adds each micro-batch's 16-bit gradients
+    into its fp32 accumulator (:func:`grad_accumulate_time`, part of
+    ``compute_s``).
     """
     comp = compute_time(layer, s, ctx)
     declared, tie_active = layer, ctx.tie_tier is not None
@@ -844,6 +868,7 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     ep = moe.alltoall_comm_time(layer, s, ctx)
     dp, dp_hidden, step = _sync(layer, s, ctx, comp)
     dp += tie_sync_time(layer, s, ctx)
+    accum = grad_accumulate_time(layer, s, ctx)
     act = activation_bytes(layer, s, ctx.microbatch_samples, training=ctx.training)
     casts = autocast_saved_cast_bytes(declared, s, ctx.training)
     f_off = offload.offloaded_fraction(layer, ctx.training)
@@ -851,8 +876,8 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     hidden = (tp_raw - tp) + (cp_raw - cp) + (z3_raw - z3) + (off_raw - off)
     comm = tp + cp + z3 + ep + off + k * hidden
     return LayerCost(
-        time_s=comp.total_s + comm,
-        compute_s=comp.total_s,
+        time_s=comp.total_s + accum + comm,
+        compute_s=comp.total_s + accum,
         comm_s=comm,
         sync_s=dp + k * dp_hidden + step,
         weight_bytes=weight_bytes(declared, s, ctx.training, tie_active),

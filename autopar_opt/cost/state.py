@@ -59,6 +59,48 @@ def state_bytes(training: Training) -> tuple[float, float, float]:
     return w, reduced, o
 
 
+#: HBM bytes per local parameter of DeepSpeed ``BF16_Optimizer.update_hp_grads``,
+#: which runs after EVERY micro-batch's backward pass:
+#: ``hp_grad.data.add_(lp.grad.data.to(hp_grad.dtype).view(hp_grad.shape))``
+#: (``deepspeed/runtime/bf16_optimizer.py``). ``.to(float32)`` materialises an
+#: fp32 copy of the bf16 gradient (read 2, write 4 bytes); ``add_`` reads that
+#: copy and the fp32 accumulator and writes the accumulator (4 + 4 + 4 bytes):
+#: 2 + 4 + 4 + 4 + 4 = 18 bytes. Megatron-LM/Core's gradient-accumulation
+#: fusion writes the weight-gradient GEMM's output straight into the fp32
+#: ``main_grad`` (``fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp32``):
+#: no such pass.
+HP_GRAD_ACCUMULATE_BYTES = 18.0
+
+
+def hp_grad_accumulate_bytes(training: Training, s: Strategy) -> float:
+    """HBM bytes per local parameter that the runtime's per-micro-batch
+    gradient accumulation moves outside the GEMMs: :data:`HP_GRAD_ACCUMULATE_BYTES`
+    where DeepSpeed's ``BF16_Optimizer`` keeps a 16-bit ``.grad`` beside its
+    fp32 accumulator (the predicate of :func:`state_bytes`: ``lp_grad_copy``,
+    bf16, an fp32 gradient buffer) and the strategy is below ZeRO-2, else 0.
+    DeepSpeed hands a bf16 model with fp32 gradient accumulation to
+    ``BF16_Optimizer`` without ZeRO and at ZeRO stage 1, to its ZeRO optimizer
+    at stages 2 and 3 (``DeepSpeedEngine._do_optimizer_sanity_check``; BLOOM's
+    Megatron-DeepSpeed ran stage 0, "bf16 must use z0! it implements its own
+    zero stage 1 equivalent", tr11-176B-ml.slurm); the ZeRO optimizer's own
+    per-micro-batch accumulation is not modelled.
+
+    Called per micro-batch on every stage: the ``PipelineEngine``'s
+    ``_exec_backward_pass`` calls ``optimizer.clear_lp_grads()`` before and
+    ``optimizer.update_hp_grads(clear_lp_grads=False)`` after each
+    ``torch.autograd.backward`` of a non-last stage; the last stage goes
+    through ``DeepSpeedEngine.backward`` -> ``BF16_Optimizer.backward``, which
+    calls ``update_hp_grads`` after ``loss.backward()``
+    (``deepspeed/runtime/pipe/engine.py``, ``deepspeed/runtime/engine.py``).
+    """
+    reduced = reduced_grad_bytes(training)
+    g = param_state_bytes(training)[1]
+    if (s.zero < 2 and reduced > g and training.runtime.lp_grad_copy
+            and training.dtype == "bf16"):
+        return HP_GRAD_ACCUMULATE_BYTES
+    return 0.0
+
+
 def reduced_grad_bytes(training: Training) -> float:
     """Bytes per parameter of the gradient that the data-parallel reduction
     moves: the fp32 buffer when the runtime keeps one in 16-bit/FP8 training

@@ -193,6 +193,13 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                              for p in in_spec])
         return peer_solve_command(peer, solver, time_limit_s, gap, out_dir, json_output, quiet)
     spec = load_spec(spec_path)
+    if export_models and (solver or spec.solver.name).strip().lower() == "dp":
+        from autopar_opt.outputs import COMMAND_LINE
+        from autopar_opt.spec.errors import SpecProblem
+        opt.raise_if_any([SpecProblem(COMMAND_LINE, "--export-models", True, "writes the MIP "
+                                      "models the search solves, and the dp solver builds none",
+                                      "use --solver highs (or scip, gurobi), or drop "
+                                      "--export-models")])
     err = LazyConsole(stderr=True)
     found = None
     if searcher is not None:

@@ -264,7 +264,55 @@ READING = """## Reading (hand-written)
   negligible. What BLOOM lacks is still a reserve that scales with its cause (NCCL
   communicators: the PipelineEngine builds a 2-rank group per adjacent stage pair).
 - **Records above 25% out of sample** (see `RESULTS.md`), what their sources say:
-  - BLOOM prequel (three runs, +42% to +55%): all at hidden size 14400. The chronicle
+  - BLOOM, tenth session (DeepSpeed pipeline check): the production run used DeepSpeed's
+    `BF16_Optimizer` (its slurm script: `ZERO_STAGE=0 # important: bf16 must use z0! it
+    implements its own zero stage 1 equivalent`, `"bf16": {"enabled": true}`), the
+    topology records say "new BF16 optimizer"; the three bf16 prequel records do not
+    restate it and are priced on the same `deepspeed` runtime (`lp_grad_copy`), as their
+    memory already was. Its `update_hp_grads` runs after EVERY micro-batch's backward pass, on every stage
+    (`PipelineEngine._exec_backward_pass` calls it for non-last stages, the last goes
+    through `DeepSpeedEngine.backward` -> `BF16_Optimizer.backward`), and adds each bf16
+    `.grad` into the fp32 accumulator as `hp_grad.add_(lp.grad.to(float32))`: 18 bytes of
+    HBM traffic per local parameter and micro-batch (a materialised fp32 copy, then the
+    add: the call whose fp32 copy the memory bullet above sizes as a transient), where
+    Megatron's fused weight-gradient GEMM accumulates into `main_grad` with no pass. Now
+    modelled (`layer_cost.grad_accumulate_time`, runtime `lp_grad_copy` below
+    ZeRO-2; derived, nothing fitted): at the shipped parameters 32.7 ms per micro-batch
+    on the production run's busiest stage (4.5 s of 104.7 s per iteration), 20.3 ms on the
+    tp8 run (5.4 s), 40.6 ms on the tp4 runs (5.6 s at mbs 2, 3.0 s at mbs 4: half the
+    micro-batches) and 25.9 ms on the prequel runs (27-53 s). It is the one per-micro-batch
+    cost that falls with the micro-batch count at fixed work, which is the pattern of the
+    topology table (mbs 4 the best fit, +4.5%, mbs 2 +12%). In sample before -> after
+    (refit): production +12.9% -> +8.4%, tp4 mbs 2 +11.9..+13.1% -> +6.2..+7.5%, mbs 4
+    +4.5% -> +2.2%, tp8 +27.5% -> +21.4%, prequels +41.9/+52.6/+54.3% -> +30.1/+40.1/+41.7%;
+    out of sample (leave BLOOM out) production +16.5% -> +10.9%, tp8 +31.5% -> +24.3%,
+    prequels +46.6..+59.0% -> +33.2..+44.8%, family median/p90 16.6/57.6% -> 10.9/43.5%.
+    Overall in sample median 5.0% -> 4.8% (0.0498 -> 0.0475), p90 13.1% -> 11.5%, max
+    54.3% -> 41.7%; leave-one-family-out median 9.6% -> 8.6%, p90 23.2% -> 23.9% (the
+    BLOOM records leave the top decile, which then holds the Megatron-Bridge Blackwell
+    runs, 24.4-26.6% out of sample, and the A100 GEMM efficiency the refit raises,
+    0.690 -> 0.697, moves those by under 1 point). Checked and ruled out for this gap in the
+    same pass: (1) pipeline sends: `deepspeed/runtime/pipe/p2p.py` uses blocking
+    `dist.send`/`dist.recv` (broadcast over 2-rank groups before torch 1.8) and the
+    `PipelineEngine` partitions each sent activation over the tensor-parallel group
+    (`is_pipe_partitioned = is_model_parallel`, `PartitionedTensor`, all-gathered on
+    receipt), the same volume as Megatron's scatter/gather that `reshard.cross_stage_time`
+    prices; even on the critical path of every micro-batch they would add 3.1 ms (tp4) and
+    2.0 ms (tp8) per micro-batch, 0.4-0.5 s per iteration, and the 20B prequel run has no
+    pipeline at all (pp = 1) yet misses most; (2) activation partitioning: the production
+    script passes `--deepspeed-activation-checkpointing` without `--partition-activations`,
+    `--contigious-checkpointing`, `--checkpoint-in-cpu` or `--synchronize-each-layer`, and
+    Megatron-DeepSpeed's `setup_deepspeed_random_and_activation_checkpointing` passes
+    exactly those flags to `deepspeed.checkpointing.configure`: no checkpoint all-gathers,
+    no per-layer synchronisation; `"wall_clock_breakdown": false` (no timer
+    synchronisations); (3) the data-parallel reduction of `fp32_groups_gradients_flat`
+    (`get_grads_for_reduction`, 4 bytes) after the last micro-batch and the tied-embedding
+    all-reduce (`_exec_reduce_tied_grads`) were already priced (0.6 s and 0.15 s);
+    (4) element-wise fusion: Megatron-DeepSpeed keeps Megatron's fused kernels on by
+    default (masked softmax, bias-GeLU, bias-dropout; the script even sets
+    `--abort-on-unmet-fused-kernel-constraints`), as in the Megatron-LM records the pass
+    count is fitted on.
+  - BLOOM prequel (three runs, now +30% to +42%): all at hidden size 14400. The chronicle
     itself measured 14400 about 21% slower than 13824 on an otherwise identical plan.
     Section 6: tile and wave quantization with cuBLAS's tile set explains at most 1.5%
     of it (0.985 against 1.000), so that guess of the chronicle is not the cause. Their
@@ -280,11 +328,13 @@ READING = """## Reading (hand-written)
     whose nodes were being
     fixed at the time (hangs, "PCI-Express/NUMA was improved today"). Not modelled: no
     physical term found that the source supports.
-  - BLOOM tp8 topology run (+28%) and production (+12%): the production slurm script
+  - BLOOM tp8 topology run (now +21%) and production (+8%): the production slurm script
     sets `CUDA_LAUNCH_BLOCKING=1` ("do not remove or the training will hang"), which
     makes every kernel launch synchronous; its per-kernel host cost would fall hardest on
     tp8 (half the work per kernel), the right direction, but no source gives the per-op
-    host time of that stack, so it is not modelled.
+    host time of that stack (none found in the tenth session either), and the prequel
+    chronicle, whose runs miss most, does not record whether they set it, so it is not
+    modelled.
   - llm-foundry (two runs out of sample since the ninth session, five before):
     Composer's FSDP `mixed_precision: DEFAULT` reduce-scatters
     gradients in fp32 (`get_mixed_precision`: `reduce_dtype = torch.float32`; PURE uses
