@@ -275,3 +275,17 @@ def test_export_models_with_the_dp_solver_is_refused(tmp_path):
     code, text = _cli("solve", path, "--export-models", "--out", out, "--quiet")
     assert code == 2 and "the dp solver builds none" in text, text
     assert not out.exists()
+
+
+@pytest.mark.parametrize("args,option", [(["--objective", "nope"], "--objective"),
+                                         (["--solver", "nope"], "--solver"),
+                                         (["--gap", "1.5"], "--gap"),
+                                         (["--objective", "latency", "--no-contiguous"],
+                                          "--no-contiguous")])
+def test_place_option_mistakes_are_option_errors(args, option):
+    """Named like every other command's: 'invalid option', 'command line: OPTION'.
+    Before: 'invalid spec' and '<command line>: OPTION'."""
+    code, text = _cli("place", GRAPH, *args)
+    assert code == 2, text
+    assert text.startswith("invalid option: 1 problem") and f"command line: {option} = " in text
+    assert "<command line>" not in text and "invalid spec" not in text

@@ -127,9 +127,9 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
     exact side ends worse, and the document gains a ``searcher`` entry (value,
     proven bound, gap, optimum when proven)."""
     from autopar_opt import options as opt
-    from autopar_opt.outputs import check_output_dir
+    from autopar_opt.outputs import COMMAND_LINE, check_output_dir
     from autopar_opt.placement.spec import load_placement
-    from autopar_opt.spec.errors import SpecError, SpecProblem
+    from autopar_opt.spec.errors import SpecProblem
     limit = time_limit_s if time_limit_s is not None and math.isfinite(time_limit_s) else math.inf
     opt.raise_if_any([*opt.check_time_limit(time_limit_s),
                       *(opt.check_budget(searcher.budget_s, limit) if searcher else []),
@@ -145,27 +145,27 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
         load_expert_split(expert, problem)
     objective = objective or options.get("objective", "max-load")
     if objective not in ("max-load", "latency"):
-        raise SpecError([SpecProblem("<command line>", "--objective", objective,
+        raise opt.OptionError([SpecProblem(COMMAND_LINE, "--objective", objective,
                                      "must be max-load or latency", "use --objective max-load")])
     cont = contiguous if contiguous is not None else bool(options.get("contiguous", True))
     if objective == "latency" and not cont:
-        raise SpecError([SpecProblem("<command line>", "--no-contiguous", True,
+        raise opt.OptionError([SpecProblem(COMMAND_LINE, "--no-contiguous", True,
                                      "the latency model runs each device's nodes as one block, "
                                      "which needs contiguous parts", "use --contiguous")])
     from autopar_opt.solvers.registry import BACKENDS
     name = (solver or "auto").lower()
     if name not in ("auto", *BACKENDS):
-        raise SpecError([SpecProblem("<command line>", "--solver", solver,
+        raise opt.OptionError([SpecProblem(COMMAND_LINE, "--solver", solver,
                                      f"unknown solver; choose auto, {', '.join(BACKENDS)}",
                                      "use --solver highs")])
     opt.raise_if_any(opt.check_solver_available(name))     # before the search, not mid-run
     if gap is not None and not 0 <= gap < 1:
-        raise SpecError([SpecProblem("<command line>", "--gap", gap, "must be in [0, 1)",
+        raise opt.OptionError([SpecProblem(COMMAND_LINE, "--gap", gap, "must be in [0, 1)",
                                      "use e.g. --gap 0.01 for 1%")])
     found = None
     if searcher is not None:
         if objective != "max-load":
-            raise SpecError([SpecProblem("<command line>", "--searcher", searcher.name,
+            raise opt.OptionError([SpecProblem(COMMAND_LINE, "--searcher", searcher.name,
                                          "the searchers optimise max-load only",
                                          "use --objective max-load, or drop --searcher")])
         from rich.console import Console
