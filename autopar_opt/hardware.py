@@ -75,6 +75,17 @@ DEVICE_CATALOG: dict[str, DeviceType] = {d.name: d for d in [
          "NVIDIA A100 datasheet (SXM4 40GB): 312 TFLOP/s bf16 dense, 1,555 GB/s"),
     _dev("A100-80GB", 312.0, 312.0, 156.0, 19.5, 80.0, 2039.0,
          "NVIDIA A100 datasheet (SXM4 80GB): 312 TFLOP/s bf16 dense, 2,039 GB/s"),
+    _dev("A800-SXM4-80GB", 312.0, 312.0, 156.0, 19.5, 80.0, 2039.0,
+         "NVIDIA A800 SXM4 80GB: China export variant of the A100 SXM4 80GB, the same GA100 "
+         "compute and 80 GB HBM2e (312 TFLOP/s bf16 dense, 2,039 GB/s as the A100 80GB "
+         "datasheet), NVLink cut from 600 to 400 GB/s bidirectional. NVIDIA publishes no "
+         "datasheet for the 80 GB SXM part: Reuters 2022-11-08 'Nvidia offers new advanced chip "
+         "for China that meets U.S. export controls' (NVIDIA statement: an alternative to the "
+         "A100; distributor specification: 400 GB/s chip-to-chip against 600 GB/s on the A100), "
+         "eeNews Europe 2022-11 (Omnisky A800 specification: A100-compatible, 400 GB/s); NVIDIA's "
+         "A800 40GB Active product page (same GA100 peaks, 623.8 TFLOP/s sparse = 312 dense, "
+         "NVLink 400 GB/s); FlagPerf llama3_8B README (nvidia-smi 'NVIDIA_A800-SXM4-80GB', "
+         "'NVLink (A800: 400 GB/s)')"),
     _dev("H100-SXM-80GB", 989.0, 989.0, 495.0, 67.0, 80.0, 3350.0,
          "NVIDIA H100 datasheet (SXM5): 989 TFLOP/s bf16 dense, 1,979 FP8 dense (3,958 sparse), 3.35 TB/s", fp8=1979.0),
     _dev("H800-SXM-80GB", 989.0, 989.0, 495.0, 67.0, 80.0, 3350.0,
@@ -98,6 +109,7 @@ DEFAULT_INTRA_NODE: dict[str, LinkTier] = {
     "V100-32GB": LinkTier("nvlink2", 150.0, 5.0),   # 6 links x 25 GB/s (V100 whitepaper)
     "A100-40GB": LinkTier("nvlink3", 300.0, 5.0),   # 12 links x 25 GB/s (A100 whitepaper)
     "A100-80GB": LinkTier("nvlink3", 300.0, 5.0),
+    "A800-SXM4-80GB": LinkTier("nvlink3-a800", 200.0, 5.0),  # 400 GB/s bidirectional: 8 of A100's 12 links
     "H100-SXM-80GB": LinkTier("nvlink4", 450.0, 5.0),  # 18 links x 25 GB/s (H100 whitepaper)
     "H200-141GB": LinkTier("nvlink4", 450.0, 5.0),
     "H800-SXM-80GB": LinkTier("nvlink4-h800", 200.0, 5.0),  # 400 GB/s bidirectional (H800)
@@ -110,6 +122,7 @@ DEFAULT_INTER_NODE: dict[str, LinkTier] = {
     "V100-32GB": LinkTier("ib-edr", 12.5, 10.0),    # 100 Gb/s EDR
     "A100-40GB": LinkTier("ib-hdr", 25.0, 10.0),    # 200 Gb/s HDR (DGX A100)
     "A100-80GB": LinkTier("ib-hdr", 25.0, 10.0),
+    "A800-SXM4-80GB": LinkTier("ib-hdr", 25.0, 10.0),  # 200 Gb/s HDR (DGX A800, FlagPerf README)
     "H100-SXM-80GB": LinkTier("ib-ndr", 50.0, 10.0),  # 400 Gb/s NDR (DGX H100)
     "H200-141GB": LinkTier("ib-ndr", 50.0, 10.0),
     "H800-SXM-80GB": LinkTier("ib-ndr", 50.0, 10.0),  # 400 Gb/s IB per GPU (DeepSeek-V3 Sec. 3.2.2)
@@ -125,7 +138,8 @@ DEFAULT_INTER_NODE: dict[str, LinkTier] = {
 #: bidirectional) and NVLink-C2C 450 GB/s per direction on GB200 (GB200
 #: NVL72 datasheet: "NVLink-C2C 900 GB/s" bidirectional Grace-Blackwell link).
 HOST_LINK_GB_PER_S: dict[str, float] = {
-    "V100-32GB": 16.0, "A100-40GB": 32.0, "A100-80GB": 32.0, "H100-SXM-80GB": 64.0,
+    "V100-32GB": 16.0, "A100-40GB": 32.0, "A100-80GB": 32.0, "A800-SXM4-80GB": 32.0,
+    "H100-SXM-80GB": 64.0,
     "H800-SXM-80GB": 64.0, "H200-141GB": 64.0, "B200": 64.0, "GB200": 450.0,
 }
 #: Host link of a device not in :data:`HOST_LINK_GB_PER_S` (a spec's own

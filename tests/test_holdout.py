@@ -24,8 +24,9 @@ holdout is a report, not a target):
   hybrid ZeRO-3 listed as not modelled with that reason (oracle: its
   ``dp_replicate``); FlagPerf's token rate per GPU (oracle: 8103 x 8 / 8192),
   its FlashAttention-2 text read as not Hopper-native, its FP8 rows in FP8,
-  its A800 row refused as no catalog device, and its Megatron-DeepSpeed case
-  run with the FlashAttention-2 kernel its text names.
+  its A800 row on the catalog A800 (oracle: the text's device), and its
+  Megatron-DeepSpeed case run with the FlashAttention-2 kernel its text names
+  on DeepSpeedEngine (``--no-pipeline-parallel``: no PipelineEngine note).
 """
 
 from __future__ import annotations
@@ -140,15 +141,20 @@ def test_new_family_runtimes_follow_the_framework_text():
     assert bbg["parallelism"]["dp_replicate"] == 4
     assert "hybrid sharding" in reasons["wu2023bloomberggpt_production_512gpu"]
     # FlagPerf: "FlashAttention-2" named, but with --transformer-impl transformer_engine on
-    # H100, where TE's get_attention_backend prefers cuDNN fused attention -> Hopper-native;
-    # the FP8 rows run FP8 GEMMs; the A800 row is not a catalog device.
+    # H100, where TE's get_attention_backend prefers cuDNN fused attention -> Hopper-native
+    # (on the A800, sm80, the FA2 reading stays); the FP8 rows run FP8 GEMMs; the A800 row
+    # runs on the catalog A800.
     fp = {r.id: r for r in runs if r.id.startswith("flagperf_llama3_")}
-    assert len(fp) == 5
+    assert len(fp) == 6
+    assert fp["flagperf_llama3_8b_a800_1x8_bf16"].cluster.device.name == "A800-SXM4-80GB"
     for r in fp.values():
-        assert r.training.runtime.name == "megatron-core" and r.training.runtime.hopper_attention
+        assert r.training.runtime.name == "megatron-core"
+        assert r.training.runtime.hopper_attention is ("_h100_" in r.id)
         assert r.training.dtype == ("fp8" if r.id.endswith("_fp8") else "bf16")
     # Megatron-DeepSpeed with --use-flash-attn-v2: fused FlashAttention-2, ZeRO-1, no TP overlap.
     mds = next(r for r in runs if r.id == "flagperf_llama2_7b_megatron_deepspeed_a100_1x8")
     assert mds.training.runtime.name == "deepspeed" and mds.training.runtime.flash_attention
     assert not mds.training.runtime.grad_reduce_overlap
-    assert "matches no catalog device" in reasons["flagperf_llama3_8b_a800_1x8_bf16"]
+    assert not any("PipelineEngine" in n for n in mds.assumptions)
+    assert any("DeepSpeedEngine" in n for n in mds.assumptions)
+    assert "flagperf_llama3_8b_a800_1x8_bf16" not in reasons

@@ -36,10 +36,24 @@ class Comparison:
     predicted_memory_gib: float | None
     measured_memory_gib: float | None
     assumptions: list[str]
+    #: ``fits`` / ``tight`` / ``over`` of the priced plan's busiest stage on the
+    #: whole device (``evaluate.StageMetrics.memory_status``: modelled bytes x
+    #: (1 + fragmentation) + reserve against the device's memory), None for a
+    #: per-layer record. ``over``: the model says the published plan, which ran,
+    #: does not fit its GPU.
+    memory_status: str | None = None
+    #: That stage's device peak and capacity, GiB (None for a per-layer record).
+    device_peak_gib: float | None = None
+    capacity_gib: float | None = None
 
     @property
     def rel_error(self) -> float:
         return self.predicted / self.measured - 1.0
+
+    @property
+    def over_capacity(self) -> bool:
+        """Whether the priced plan needs more memory than its device has."""
+        return self.memory_status == "over"
 
     def to_dict(self) -> dict:
         mem_err = None
@@ -51,21 +65,36 @@ class Comparison:
                 "measured_basis": self.measured_basis,
                 "predicted_memory_gib": self.predicted_memory_gib,
                 "measured_memory_gib": self.measured_memory_gib,
-                "memory_rel_error": mem_err, "assumptions": list(self.assumptions)}
+                "memory_rel_error": mem_err, "assumptions": list(self.assumptions),
+                "memory_status": self.memory_status, "device_peak_gib": self.device_peak_gib,
+                "capacity_gib": self.capacity_gib}
 
 
-def predict(run: ModeledRun, params: CostParams) -> tuple[float, float | None]:
-    """(predicted samples/s, predicted peak memory GiB per GPU or None)."""
+#: Worst first: the status a plan reports is its worst stage's.
+_STATUS_ORDER = {"over": 0, "tight": 1, "fits": 2}
+
+
+def _priced(run: ModeledRun, params: CostParams):
+    """(samples/s, memory GiB on the record's measure or None, the busiest stage's
+    StageMetrics or None): one evaluation for both :func:`predict` and :func:`compare`."""
     if run.kind == "per_layer":
         ctx = StageContext(run.cluster, run.training, params, run.strategy.devices,
                            run.microbatch_samples)
         cost = layer_cost(run.block, run.strategy, ctx)
-        return run.microbatch_samples / cost.time_s, None
+        return run.microbatch_samples / cost.time_s, None, None
     metrics = evaluate(run.plan, run.graph, run.cluster, run.training, params)
     modelled = modelled_gib(metrics.stages, run.memory_rank)
+    worst = min(metrics.stages, key=lambda st: (_STATUS_ORDER[st.memory_status],
+                                                -st.peak_memory_gib))
     return metrics.samples_per_s, on_measure(modelled, run.memory_measure,
                                              params.memory_reserve_gib,
-                                             params.memory_fragmentation)
+                                             params.memory_fragmentation), worst
+
+
+def predict(run: ModeledRun, params: CostParams) -> tuple[float, float | None]:
+    """(predicted samples/s, predicted peak memory GiB per GPU or None)."""
+    pred, mem, _ = _priced(run, params)
+    return pred, mem
 
 
 def compare(run: ModeledRun, params: CostParams) -> Comparison:
@@ -73,9 +102,12 @@ def compare(run: ModeledRun, params: CostParams) -> Comparison:
     ValueError for a memory-only run (:func:`compare_memory`)."""
     if run.memory_only:
         raise ValueError(f"{run.id}: memory-only record has no throughput to compare")
-    pred, mem = predict(run, params)
+    pred, mem, st = _priced(run, params)
     return Comparison(run.id, run.family, run.kind, pred, run.measured_samples_per_s,
-                      run.measured_basis, mem, run.measured_memory_gib, run.assumptions)
+                      run.measured_basis, mem, run.measured_memory_gib, run.assumptions,
+                      memory_status=st.memory_status if st else None,
+                      device_peak_gib=st.peak_memory_gib if st else None,
+                      capacity_gib=st.capacity_gib if st else None)
 
 
 def compare_memory(run: ModeledRun, params: CostParams) -> MemoryComparison:
@@ -110,6 +142,28 @@ def summarize(comparisons: list[Comparison], total: int,
             "memory_max_abs_rel_error": float(mem.max()) if mem.size else None}
 
 
+def device_fit(c: Comparison) -> str:
+    """The priced plan against its device's memory (``Comparison.memory_status``):
+    ``fits``, ``tight`` (headroom below 5%), or ``**over**`` with its device peak
+    and capacity (the model says a plan that ran does not fit)."""
+    if c.memory_status is None:
+        return "-"
+    if c.memory_status == "over":
+        return f"**over** ({c.device_peak_gib:.1f} > {c.capacity_gib:g} GiB)"
+    return c.memory_status
+
+
+def over_capacity_line(comparisons: list[Comparison]) -> str:
+    """One summary sentence naming the records whose priced plan does not fit."""
+    over = [c for c in comparisons if c.over_capacity]
+    if not over:
+        return "Every priced plan fits its device's memory under the model.\n"
+    return (f"**{len(over)} priced plan(s) need more memory than their device has** (they ran: "
+            "the model or the record's stated layout is wrong for them; column `device fit`): "
+            + ", ".join(f"`{c.id}` {c.device_peak_gib:.1f} GiB on {c.capacity_gib:g} GiB"
+                        for c in over) + ".\n")
+
+
 def log_residuals(runs: list[ModeledRun], params: CostParams) -> np.ndarray:
     """``log(predicted / measured)`` per run with a measured throughput (the
     fit's residual vector; memory-only runs have none)."""
@@ -122,4 +176,4 @@ def log_residuals(runs: list[ModeledRun], params: CostParams) -> np.ndarray:
 
 
 __all__ = ["Comparison", "MemoryComparison", "PlanError", "compare", "compare_memory",
-           "log_residuals", "predict", "summarize"]
+           "device_fit", "log_residuals", "over_capacity_line", "predict", "summarize"]

@@ -14,7 +14,7 @@ not hidden). There are no per-framework factors: the runtime is a setting.
 Throughput parameters:
 
 * ``eff:<chip>`` – large-GEMM efficiency of a compute die in 16-bit (A100
-  40/80 GB share one, H100/H200 share the GH100 die, B200/GB200 the
+  40/80 GB and the A800, the same GA100 die with fewer NVLinks, share one, H100/H200 share the GH100 die, B200/GB200 the
   Blackwell die);
 * ``fp8:<chip>`` – the same in FP8 against the FP8 peak;
 * ``efficiency_half_us``, ``attention_efficiency``, ``comm_efficiency``,
@@ -54,7 +54,7 @@ from autopar_opt.hardware import DEVICE_CATALOG
 #: Chips whose devices share one efficiency (same compute die).
 CHIP_GROUPS: dict[str, tuple[str, ...]] = {
     "V100": ("V100-32GB",),
-    "A100": ("A100-40GB", "A100-80GB"),
+    "A100": ("A100-40GB", "A100-80GB", "A800-SXM4-80GB"),
     "H100": ("H100-SXM-80GB", "H200-141GB"),
     "Blackwell": ("B200", "GB200"),
 }

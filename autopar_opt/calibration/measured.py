@@ -207,8 +207,10 @@ _MCORE = re.compile(r"num_floating_point_operations|megatron-core|megatron-bridg
 
 def flop_formula(counting: str, for_mfu: bool):
     """(function, label) of the FLOP count a record's text names (module
-    docstring); a text that names none, or says the formula is not stated,
-    is read as Eq. 7 with the assumption in the label."""
+    docstring). A named convention wins wherever the text also says "not
+    stated" (e.g. "the paper's formula is not stated; MFU per PaLM App. B"):
+    the assumption applies only to a text that names none, which is read as
+    Eq. 7 with the assumption in the label."""
     t = counting.replace(" ", "").lower()
     low = counting.lower()
     if "llm-foundry" in t:
@@ -217,7 +219,7 @@ def flop_formula(counting: str, for_mfu: bool):
         return bigscience_old_flops, "BigScience 8·N·s·B"
     if "96*" in t and not for_mfu:
         return eq3_flops, "Narayanan 2021 Eq. 3 (96·B·s·l·h²…)"
-    if "not stated" not in low and "72*" not in t and "eq.7" not in t:
+    if "72*" not in t and "eq.7" not in t:
         if _PALM.search(low):
             return palm_flops, "PaLM App. B / torchtitan 6·(N−V·h) + 12·l·h·s per token"
         if _MCORE.search(low):

@@ -230,9 +230,7 @@ def runtime_of(framework: str, notes: list[str], rec: dict | None = None) -> Run
             return stacks.named_flash_attention(
                 fw, replace(stacks.deepspeed_zero(fw, rec, notes), loss_grad_cast=True,
                             eager_cross_entropy=False), notes)
-        notes.append("Megatron-DeepSpeed: DeepSpeed PipelineEngine, gradients all-reduced after "
-                     "the last micro-batch (ReduceGrads; grad_reduce_overlap off)")
-        return stacks.named_flash_attention(fw, runtime_named("deepspeed"), notes)
+        return stacks.named_flash_attention(fw, megatron_deepspeed_engine(fw, notes), notes)
     if "megatron" in fw and not stacks.megatron_lm_is_core(fw) \
             and not any(k in fw for k in ("metaseq", "fairscale", "fsdp", "torchtitan")):
         if "impl=local" in flat:
@@ -244,6 +242,53 @@ def runtime_of(framework: str, notes: list[str], rec: dict | None = None) -> Run
         return stacks.other_stack(framework, rec, notes)
     except stacks.UnmodelledStack as exc:
         raise Unmodelable(str(exc)) from None
+
+
+#: A Megatron-DeepSpeed text that turns the pipeline engine off: ``pretrain_gpt.py
+#: --no-pipeline-parallel`` builds ``GPTModel`` instead of ``GPTModelPipe``, so
+#: ``deepspeed.initialize`` returns a plain ``DeepSpeedEngine``.
+_NO_PIPE_ENGINE = re.compile(r"no[-_ ]pipeline[-_ ]parallel|(no|without)( the)? pipeline engine")
+
+
+def megatron_deepspeed_engine(fw: str, notes: list[str]) -> Runtime:
+    """The catalog ``deepspeed`` runtime for Megatron-DeepSpeed at ZeRO stage
+    0/1, with the engine the framework text ``fw`` (lower case) runs.
+
+    Either engine reduces gradients after the last micro-batch's backward,
+    not overlapped with it (``grad_reduce_overlap`` off):
+
+    * ``PipelineEngine`` (the default, ``GPTModelPipe``) turns
+      ``enable_backward_allreduce`` off and runs ``ReduceGrads`` after the last
+      micro-batch (``deepspeed/runtime/pipe/schedule.py TrainSchedule.steps``);
+    * ``DeepSpeedEngine`` (``--no-pipeline-parallel``) calls
+      ``allreduce_gradients`` at the end of ``backward``, after
+      ``optimizer.backward``, and communicates only at the gradient-accumulation
+      boundary below ZeRO-2 ("Communicate only at gradient accumulation
+      boundaries": ZeRO-1 ``reduce_gradients``, else
+      ``buffered_allreduce_fallback``; ``deepspeed/runtime/engine.py``). The
+      ZeRO-1 optimizer reduces from backward hooks only with
+      ``zero_optimization.overlap_comm``, which defaults to false below stage 3
+      (``stage_1_and_2.py``: hooks ``if self.partition_gradients or
+      self.overlap_comm``; ``deepspeed/runtime/zero/config.py``).
+
+    The capabilities are the same; the note and the runtime's source name the
+    engine the text runs."""
+    if not _NO_PIPE_ENGINE.search(fw):
+        notes.append("Megatron-DeepSpeed: DeepSpeed PipelineEngine, gradients all-reduced after "
+                     "the last micro-batch (ReduceGrads; grad_reduce_overlap off)")
+        return runtime_named("deepspeed")
+    notes.append("Megatron-DeepSpeed without the pipeline engine (--no-pipeline-parallel): "
+                 "DeepSpeedEngine, gradients reduced at the gradient-accumulation boundary "
+                 "after the last micro-batch's backward (engine.backward -> "
+                 "allreduce_gradients; overlap_comm off below ZeRO-3: grad_reduce_overlap off)")
+    rt = runtime_named("deepspeed")
+    return replace(rt, source=rt.source.split(" Gradient reduction after")[0]
+                   + " Gradient reduction after the backward pass: --no-pipeline-parallel runs "
+                   "DeepSpeedEngine, whose backward calls allreduce_gradients after "
+                   "optimizer.backward and reduces only at the gradient-accumulation boundary "
+                   "below ZeRO-2 (deepspeed/runtime/engine.py), and "
+                   "zero_optimization.overlap_comm defaults to false below stage 3 "
+                   "(deepspeed/runtime/zero/config.py)")
 
 
 def fsdp_reduce_dtype(runtime: Runtime, precision: str, notes: list[str]) -> Runtime:
@@ -268,13 +313,20 @@ def fsdp_reduce_dtype(runtime: Runtime, precision: str, notes: list[str]) -> Run
 
 
 def map_device(gpu_type: str, memory_gb: float | None, notes: list[str]) -> str:
-    """Catalog device for a free-text ``gpu_type`` (A100 40/80 by memory)."""
+    """Catalog device for a free-text ``gpu_type`` (A100 40/80 by memory; the
+    A800 SXM4 80GB when the text names it and not the A100)."""
     t = gpu_type.lower().replace(" ", "")
     if not t:
         raise Unmodelable("hardware.gpu_type is not stated")
     if "h100" in t and ("pcie" in t or "nvl" in t):
         raise Unmodelable(f"hardware.gpu_type {gpu_type!r}: H100 PCIe/NVL (756/835 dense bf16 "
                           "TFLOP/s) is not in the device catalog, only H100 SXM (989)")
+    if "a800" in t and "a100" not in t:   # a text naming both ("A100 or A800") keeps the A100
+        mem = memory_gb or (80.0 if "80g" in t else 40.0 if "40g" in t else None)
+        if "pcie" in t or "active" in t or (mem is not None and mem < 60):
+            raise Unmodelable(f"hardware.gpu_type {gpu_type!r}: only the A800 SXM4 80GB is in the "
+                              "device catalog (A800 PCIe / 40GB Active: other HBM and power)")
+        return "A800-SXM4-80GB"
     for key, name in (("h200", "H200-141GB"), ("h100", "H100-SXM-80GB"), ("h800", "H800-SXM-80GB"),
                       ("gb200", "GB200"),
                       ("b200", "B200"), ("v100", "V100-32GB")):

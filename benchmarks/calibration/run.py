@@ -22,6 +22,7 @@ from pathlib import Path
 
 from autopar_opt.calibration.build import PARAM_COUNT_TOLERANCE, param_count_warnings
 from autopar_opt.calibration.calibrate import calibrate_file, write_params
+from autopar_opt.calibration.compare import device_fit, over_capacity_line
 from autopar_opt.cost.params import RANGES
 
 HERE = Path(__file__).resolve().parent
@@ -94,15 +95,18 @@ def main(path: Path) -> str:
               f"what the data wants beyond the range: `BOUNDS.md`, "
               f"`python benchmarks/calibration/bounds.py`).\n"]
     lines += _params_lines(report)
-    lines += ["", "| id | family | predicted | measured | rel. error | LOFO rel. error | "
-              "mem pred GiB | mem meas GiB | measured basis |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", over_capacity_line(report.comparisons),
+              "| id | family | predicted | measured | rel. error | LOFO rel. error | "
+              "mem pred GiB | mem meas GiB | device fit | measured basis |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     lofo = {c.id: c.rel_error for c in report.lofo_comparisons()}
     for c in report.comparisons:
         mp = "-" if c.predicted_memory_gib is None else f"{c.predicted_memory_gib:.1f}"
         mm = "-" if c.measured_memory_gib is None else f"{c.measured_memory_gib:.1f}"
         lo = f"{lofo[c.id]:+.1%}" if c.id in lofo else "-"
         lines.append(f"| {c.id} | {c.family} | {c.predicted:.4g} | {c.measured:.4g} | "
-                     f"{c.rel_error:+.1%} | {lo} | {mp} | {mm} | {c.measured_basis} |")
+                     f"{c.rel_error:+.1%} | {lo} | {mp} | {mm} | {device_fit(c)} | "
+                     f"{c.measured_basis} |")
     lines += ["\nMemory-only records (memory published, no throughput: in the memory statistics "
               "and the memory fit, not in the throughput statistics or leave-one-family-out; "
               "measures: `autopar_opt/calibration/memory.py`):\n",
