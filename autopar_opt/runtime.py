@@ -144,7 +144,10 @@ loss_fp32_upcast
     With ``eager_cross_entropy``: the loss casts the logits to fp32 itself
     before ``F.cross_entropy``, whatever the training dtype: torchtitan
     ``cross_entropy_loss`` (``torchtitan/components/loss.py``:
-    ``F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))``).
+    ``F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))``);
+    Hugging Face Transformers ``ForCausalLMLoss`` (``logits = logits.float()``,
+    ``src/transformers/loss/loss_utils.py``), on every Trainer/accelerate
+    backend (``calibration.stacks.huggingface``).
 fp8_primary_weights
     In FP8 training the model keeps its GEMM weights in FP8 only (1 byte,
     plus the transposed FP8 copy Transformer Engine caches for the backward

@@ -24,7 +24,9 @@ from autopar_opt.calibration.measured import (
     palm_flops, six_nd_flops)
 from autopar_opt.calibration.records import (
     Unmodelable, load_run_file, map_precision, map_zero, runtime_of)
+from autopar_opt.cost.layer_cost import kept_logit_bytes
 from autopar_opt.runtime import RUNTIMES, runtime_named
+from autopar_opt.training import Training
 
 DATA = Path(__file__).parent / "data"
 SYNTH = DATA / "synthetic_unseen_runs.yaml"
@@ -120,8 +122,45 @@ def test_fairscale_metaseq_has_no_flash_attention_and_16_bit_reduce():
 
 
 def test_plain_fsdp_drops_composers_fused_loss():
+    """Plain FSDP: no Composer fused loss, the user's F.cross_entropy instead."""
     rt, _ = _rt("PyTorch FSDP")
-    assert rt == replace(RUNTIMES["pytorch-fsdp"], fused_cross_entropy=False)
+    assert rt == replace(RUNTIMES["pytorch-fsdp"], fused_cross_entropy=False,
+                         eager_cross_entropy=True)
+
+
+def _bf16(rt) -> Training:
+    return Training(global_batch_size=8, seq_len=8, dtype="bf16", runtime=rt)
+
+
+@pytest.mark.parametrize("framework, rec, upcast", [
+    ("PyTorch FSDP", None, False),
+    ("PyTorch FSDP2 (fully_shard)", None, False),
+    ("PyTorch Lightning FSDPStrategy", None, False),
+    ("in-house trainer", _par(fsdp="FULL_SHARD"), False),
+    ("HF Trainer + FSDP", None, True),
+    ("HF accelerate", None, True),
+    ("HF transformers Trainer + DeepSpeed ZeRO-3", _par(zero_stage=3), True),
+    ("HF transformers Trainer + DeepSpeed ZeRO-1", _par(zero_stage=1), True),
+])
+def test_plain_pytorch_loss_stacks_keep_log_probabilities(framework, rec, upcast):
+    """Every stack whose loss is the model's plain PyTorch F.cross_entropy runs
+    ``eager_cross_entropy`` (the rule of the pytorch-ddp / DeepSpeed ZeRO /
+    Colossal-AI runtimes). Hugging Face models cast the logits to fp32 first
+    (``ForCausalLMLoss``: ``logits = logits.float()``, transformers
+    ``src/transformers/loss/loss_utils.py``): 4 bytes per kept log-probability in
+    bf16 training; a plain bf16 FSDP model's log_softmax keeps bf16: 2 bytes."""
+    rt, _ = _rt(framework, rec)
+    assert rt.eager_cross_entropy and not rt.fused_cross_entropy
+    assert rt.loss_fp32_upcast is upcast
+    assert kept_logit_bytes(_bf16(rt)) == (4.0 if upcast else 2.0)
+
+
+def test_a_megatron_text_naming_transformers_is_megatron():
+    """'transformers' for the tokenizer does not make a Megatron run a Hugging Face one."""
+    rt, _ = _rt("Megatron-LM (2024), transformers==4.40.1 for the tokenizer")
+    assert rt == replace(RUNTIMES["megatron-core"], tp_comm_overlap=False,
+                         grad_reduce_overlap=False, param_gather_overlap=False)
+    assert rt.fused_projections and not rt.eager_cross_entropy and rt.loss_grad_cast
 
 
 @pytest.mark.parametrize("stage, overlap, lp_copy, fp32_buffer", [
@@ -176,6 +215,43 @@ def test_megatron_core_naming_flash_attention_2_is_not_hopper_native(text, hoppe
     assert any("FlashAttention-2 named" in n for n in notes) is (not hopper_native)
 
 
+def _gpu(gpu_type: str) -> dict:
+    return {"hardware": {"gpu_type": gpu_type}}
+
+
+@pytest.mark.parametrize("text, rec, hopper_native", [
+    # TE on sm90+: get_attention_backend prefers cuDNN FusedAttention ("to give
+    # FusedAttention preference on Hopper+"), whatever flash-attn is installed
+    ("Megatron-Core core_v0.6.0, FlashAttention-2, --transformer-impl transformer_engine",
+     _gpu("H100-SXM 80GB"), True),
+    ("Megatron-Core r0.8.0 with Transformer Engine, flash attention 2", _gpu("H200"), True),
+    ("Megatron-Core r0.8.0 with Transformer Engine, FA2", _gpu("GB200 NVL72"), True),
+    # ... but not before sm90, nor without TE named, nor without a GPU stated
+    ("Megatron-Core core_v0.6.0, FlashAttention-2, --transformer-impl transformer_engine",
+     _gpu("A100-SXM4 80GB"), False),
+    ("Megatron-Core core_v0.6.0, FlashAttention-2, --transformer-impl local",
+     _gpu("H100-SXM 80GB"), False),
+    ("Megatron-Core core_v0.6.0, FlashAttention-2, --transformer-impl transformer_engine",
+     None, False),
+    # a cuDNN version list is not cuDNN attention
+    ("Megatron-Core r0.8.0, FlashAttention-2, CUDA 12.4, cuDNN 8.9", None, False),
+    ("Megatron-Core r0.8.0, FlashAttention-2, cuDNN flash attention", None, True),
+    ("Megatron-Core r0.8.0, FlashAttention-2 installed, TE FusedAttention", None, True),
+])
+def test_flash_attention_2_text_under_transformer_engine_on_hopper(text, rec, hopper_native):
+    """Oracle: TransformerEngine ``get_attention_backend``
+    (transformer_engine/pytorch/attention/dot_product_attention/utils.py): with
+    FusedAttention's F16_arbitrary_seqlen backend available and compute
+    capability >= (9, 0), FlashAttention is disabled, so TE on Hopper/Blackwell
+    runs cuDNN's (Hopper-native) fused attention; elsewhere the FA2 text keeps
+    ``hopper_attention`` off (runtime.py)."""
+    rt, notes = _rt(text, rec)
+    assert rt.name == "megatron-core" and rt.flash_attention
+    assert rt.hopper_attention is hopper_native
+    assert any("FlashAttention-2 named in the framework text" in n for n in notes) \
+        is (not hopper_native)
+
+
 @pytest.mark.parametrize("zero", [1, 3])
 def test_megatron_deepspeed_naming_flash_attention_2_runs_it(zero):
     """Oracle: autopar_opt/runtime.py: a FlashAttention-2 kernel is fused
@@ -197,10 +273,12 @@ def test_colossal_and_hf_trainer_defaults():
         == (True, True, False, False)
     hf, _ = _rt("HF transformers Trainer")
     # the Transformers modeling code keeps q/k/v and gate/up separate (modeling_llama.py)
-    assert hf == runtime_named("pytorch-ddp", fused_optimizer=False, fused_projections=False)
+    # and its loss casts the logits to fp32 (loss_utils.py ForCausalLMLoss: logits.float())
+    assert hf == runtime_named("pytorch-ddp", fused_optimizer=False, fused_projections=False,
+                               loss_fp32_upcast=True)
     hf_ds, _ = _rt("HF transformers Trainer + DeepSpeed ZeRO-3", _par(zero_stage=3))
     assert hf_ds.flash_attention and hf_ds.name == "deepspeed-zero"
-    assert not hf_ds.fused_projections
+    assert not hf_ds.fused_projections and hf_ds.loss_fp32_upcast
 
 
 def test_jax_stacks_are_unmodelled_with_the_reason():

@@ -140,13 +140,16 @@ def test_new_family_runtimes_follow_the_framework_text():
     bbg = next(r for r in load_run_file(HOLDOUT) if r["id"] == "wu2023bloomberggpt_production_512gpu")
     assert bbg["parallelism"]["dp_replicate"] == 4
     assert "hybrid sharding" in reasons["wu2023bloomberggpt_production_512gpu"]
-    # FlagPerf: "FlashAttention-2" named -> not Hopper-native; the FP8 rows run FP8 GEMMs;
-    # the A800 row runs on the catalog A800.
+    # FlagPerf: "FlashAttention-2" named, but with --transformer-impl transformer_engine on
+    # H100, where TE's get_attention_backend prefers cuDNN fused attention -> Hopper-native
+    # (on the A800, sm80, the FA2 reading stays); the FP8 rows run FP8 GEMMs; the A800 row
+    # runs on the catalog A800.
     fp = {r.id: r for r in runs if r.id.startswith("flagperf_llama3_")}
     assert len(fp) == 6
     assert fp["flagperf_llama3_8b_a800_1x8_bf16"].cluster.device.name == "A800-SXM4-80GB"
     for r in fp.values():
-        assert r.training.runtime.name == "megatron-core" and not r.training.runtime.hopper_attention
+        assert r.training.runtime.name == "megatron-core"
+        assert r.training.runtime.hopper_attention is ("_h100_" in r.id)
         assert r.training.dtype == ("fp8" if r.id.endswith("_fp8") else "bf16")
     # Megatron-DeepSpeed with --use-flash-attn-v2: fused FlashAttention-2, ZeRO-1, no TP overlap.
     mds = next(r for r in runs if r.id == "flagperf_llama2_7b_megatron_deepspeed_a100_1x8")

@@ -31,7 +31,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from autopar_opt.calibration import moe_build, stacks
-from autopar_opt.calibration.measured import Dims, NoThroughput, arch_dims, measured_samples_per_s
+from autopar_opt.calibration.measured import (
+    Dims, NoThroughput, arch_dims, gated_mlp, measured_samples_per_s)
 from autopar_opt.calibration.memory import memory_fields
 from autopar_opt.calibration.moe_fields import MoeSpec, read_moe
 from autopar_opt.calibration.records import (
@@ -55,6 +56,39 @@ from autopar_opt.model_zoo.transformer import decoder_lm
 #: ``GPT2Attention.c_attn``, HF GPT-NeoX and BLOOM ``query_key_value``,
 #: llm-foundry MPT ``Wqkv`` (``llmfoundry/models/layers/attention.py``).
 FUSED_QKV_ARCHS = ("gpt-2", "gpt2", "gpt-neox", "gptneox", "bloom", "mpt")
+
+
+#: How far (relative) the built graph's parameter count may lie from a record's
+#: stated ``param_count_b`` before the record is flagged. Stated counts are
+#: rounded names ("130B", "8B") and differ by convention (embeddings, biases,
+#: norms in or out); over both record files every other record lies within 8%.
+PARAM_COUNT_TOLERANCE = 0.10
+#: Prefix of the note :func:`param_count_note` writes (what the reports look for).
+PARAM_CHECK = "PARAMETER CHECK"
+
+
+def param_count_note(stated_b: float | None, built: float) -> str | None:
+    """A warning when the model built from a record's ``model`` fields has more
+    than :data:`PARAM_COUNT_TOLERANCE` more or fewer parameters than its stated
+    ``param_count_b``: the architecture fields (or the stated count) then
+    describe another model than the one that ran, and the predicted compute
+    is off by about as much (6·N·D, Kaplan et al. 2020, Sec. 2.1). ``None``
+    when nothing is stated or the two agree."""
+    if not stated_b:
+        return None
+    rel = built / (stated_b * 1e9) - 1.0
+    if abs(rel) <= PARAM_COUNT_TOLERANCE:
+        return None
+    return (f"{PARAM_CHECK}: the model built from the record's fields has {built / 1e9:.2f} B "
+            f"parameters, {rel:+.1%} against the stated param_count_b = {stated_b:g} B (more "
+            f"than {PARAM_COUNT_TOLERANCE:.0%} apart): check the architecture fields")
+
+
+def param_count_warnings(items) -> list[str]:
+    """``- `id`: note`` for every priced record (a comparison with ``id`` and
+    ``assumptions``) whose notes carry :func:`param_count_note`'s warning."""
+    return [f"- `{c.id}`: {note}" for c in items for note in c.assumptions
+            if note.startswith(PARAM_CHECK)]
 
 
 def _model(rec: dict, runtime: Runtime, notes: list[str]):
@@ -82,10 +116,11 @@ def _model(rec: dict, runtime: Runtime, notes: list[str]):
     if moe is not None:
         dims = Dims(0, s, layers, h, v, params * 1e9 if params else 0.0)
         graph = moe_build.moe_graph(rec, moe, dims, a, kv, flash, runtime.fused_swiglu, notes)
+        _check_params(params, graph.total_params(), notes)
         return graph, Dims(0, s, layers, h, v, dims.params or float(graph.total_params())), moe
     def build(tied: bool):
         return decoder_lm(str(rec["id"]), layers, s, h, a, ffn, v, kv_heads=kv,
-                          gated_mlp="swiglu" in arch or "gated" in arch,
+                          gated_mlp=gated_mlp(arch),
                           flash_attention=flash, causal_flops=flash,
                           learned_positions="learned pos" in arch, tied=tied,
                           biases="no bias" not in arch, source=str(rec["id"]),
@@ -96,8 +131,15 @@ def _model(rec: dict, runtime: Runtime, notes: list[str]):
     if not tied_embeddings(m, arch, params * 1e9 if params else None, graph.total_params(),
                            v * h, notes):
         graph = build(False)
+    _check_params(params, graph.total_params(), notes)
     dims = Dims(0, s, layers, h, v, params * 1e9 if params else float(graph.total_params()))
     return graph, dims, None
+
+
+def _check_params(stated_b: float | None, built: float, notes: list[str]) -> None:
+    note = param_count_note(stated_b, built)
+    if note:
+        notes.append(note)
 
 
 def _parallelism(rec: dict, n: int, runtime: Runtime, notes: list[str]) -> dict:

@@ -118,6 +118,19 @@ class Dims:
     topk: int = 1
 
 
+#: A gated MLP named in an ``arch`` text: the GLU family (Shazeer 2020, "GLU
+#: Variants Improve Transformer", Eq. 5-6: GLU, ReGLU, GEGLU, SwiGLU each have
+#: three weight matrices, gate and up ``h x f`` and down ``f x h``) or "gated".
+#: GLM-130B's "GeGLU MLP" is one (Zeng et al. 2023, App. B.3).
+_GATED_MLP = re.compile(r"glu(?![a-z])|gated")
+
+
+def gated_mlp(arch: str) -> bool:
+    """Whether a record's ``arch`` text names a gated (GLU-family) MLP:
+    SwiGLU, GeGLU, ReGLU, GLU or "gated" (:data:`_GATED_MLP`); "GeLU" is not one."""
+    return bool(_GATED_MLP.search(arch.lower()))
+
+
 def arch_dims(model: dict) -> dict:
     """The :class:`Dims` fields of Megatron-Core's generalised FLOP count
     from a record's ``model`` section (``num_attention_heads``,
@@ -129,8 +142,7 @@ def arch_dims(model: dict) -> dict:
 
     arch = str(model.get("arch") or "").lower()
     return {"heads": pos_int("num_attention_heads"), "kv_heads": pos_int("num_kv_heads"),
-            "ffn": pos_int("ffn_hidden_size"), "gated": "swiglu" in arch or "gated" in arch
-            or "geglu" in arch,
+            "ffn": pos_int("ffn_hidden_size"), "gated": gated_mlp(arch),
             "topk": pos_int("moe_router_topk") or pos_int("num_experts_per_tok") or 1}
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from autopar_opt.calibration.measured import (
-    _MCORE, _PALM, _SIX_ND, Dims, measured_samples_per_s)
+    _MCORE, _PALM, _SIX_ND, Dims, gated_mlp, measured_samples_per_s)
 from autopar_opt.calibration.moe_fields import EP_KEYS, ETP_KEYS, MoeSpec, first_stated
 from autopar_opt.calibration.records import Unmodelable, number, section, text, tied_embeddings
 from autopar_opt.graph import LayerGraph
@@ -57,7 +57,7 @@ def attention_dims(m: dict, spec: MoeSpec, h: int, a: int, kv: int, biases: bool
 
 def _gated(arch: str, notes: list[str]) -> bool:
     """Dense-layer MLP gating; refuses non-gated experts (the zoo's are SwiGLU)."""
-    if "swiglu" in arch or "gated" in arch or "silu" in arch:
+    if gated_mlp(arch) or "silu" in arch:
         return True
     if "gelu" in arch or "relu" in arch:
         raise Unmodelable("non-gated (GeLU/ReLU) experts: the zoo's MoE block prices SwiGLU "

@@ -222,7 +222,7 @@ def runtime_of(framework: str, notes: list[str], rec: dict | None = None) -> Run
         return stacks.nemo(fw + " " + text(section(rec or {}, "training"), "precision").lower(),
                            notes)
     if "megatron-core" in fw:
-        return stacks.megatron_core(fw, notes)
+        return stacks.megatron_core(fw, notes, rec)
     if "llm-foundry" in fw or "composer" in fw:
         notes.append(COMPOSER_OPTIMIZER_NOTE)
         if stacks.llmfoundry_triton_table(rec):

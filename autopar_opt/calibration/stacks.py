@@ -51,9 +51,11 @@ torchtitan
     Its Llama keeps ``wq``/``wk``/``wv`` and ``w1``/``w3`` as separate GEMMs
     (``torchtitan/models/llama/model.py``): ``fused_projections`` off.
 PyTorch FSDP / FSDP2 (plain), HF accelerate or Trainer with FSDP
-    ``pytorch-fsdp`` without Composer's fused cross-entropy, reduce-scatter in
-    the parameter dtype (``MixedPrecision.reduce_dtype`` defaults to
-    ``param_dtype``; torch.distributed.fsdp docs).
+    ``pytorch-fsdp`` without Composer's fused cross-entropy: the loss is the
+    user's plain PyTorch ``F.cross_entropy`` (``eager_cross_entropy``, as for
+    DDP, DeepSpeed ZeRO and Colossal-AI), reduce-scatter in the parameter
+    dtype (``MixedPrecision.reduce_dtype`` defaults to ``param_dtype``;
+    torch.distributed.fsdp docs).
 fairscale / metaseq FSDP (+ Megatron tensor parallelism)
     Prefetching FSDP (all-gathers on their own stream, issued as the CPU runs
     ahead: Zhao et al. 2023, Sec. 3.3) with unfused softmax attention (2022
@@ -89,7 +91,10 @@ HF transformers Trainer / accelerate (DDP)
     With any backend (DDP, FSDP, DeepSpeed) the model is the Transformers
     modeling code: ``fused_projections`` off (Llama's ``q_proj``/``k_proj``/
     ``v_proj`` and ``gate_proj``/``up_proj`` are separate GEMMs,
-    ``modeling_llama.py``).
+    ``modeling_llama.py``), and its loss casts the logits to fp32 before
+    ``cross_entropy`` (``loss_fp32_upcast``: ``ForCausalLMLoss``,
+    ``src/transformers/loss/loss_utils.py``). A text that also names Megatron
+    (transformers for the tokenizer) is Megatron's.
 Megatron-LM 2023 and later
     Megatron-LM's training loop runs Megatron-Core (Transformer Engine,
     flash attention) since 2023: the ``megatron-core`` runtime with the
@@ -98,7 +103,13 @@ Megatron-LM 2023 and later
     ``flash-attn==2.x``, "FA2") and neither FlashAttention-3 nor cuDNN
     attention runs a FlashAttention-2-class kernel, which is not
     Hopper-native (runtime ``hopper_attention`` off: about 35% of H100 peak
-    against up to 75% for FlashAttention-3, Shah et al. 2024, Sec. 1).
+    against up to 75% for FlashAttention-3, Shah et al. 2024, Sec. 1) -
+    except where the text also names Transformer Engine and the GPU is
+    sm90+ (Hopper, Blackwell): TE's ``get_attention_backend`` then prefers
+    cuDNN's FusedAttention over FlashAttention ("to give FusedAttention
+    preference on Hopper+"), so the kernel is Hopper-native whether or not
+    flash-attn 2 is installed. (This rule was added after the FlagPerf
+    held-out rows were seen; it is restricted to what TE's source says.)
 MaxText / JAX / PaxML / T5X
     Not modelled: XLA's SPMD partitioner and its async-collective and
     collective-matmul overlaps have no documented capability set in the
@@ -220,10 +231,16 @@ def llmfoundry_triton_table(rec: dict | None) -> bool:
 
 
 def plain_fsdp(label: str, notes: list[str]) -> Runtime:
+    """Plain PyTorch FSDP/FSDP2 (also Lightning's and HF's): prefetch, gradients
+    reduce-scattered in the parameter dtype, and the user's plain PyTorch loss
+    (``eager_cross_entropy``: ``F.cross_entropy`` on the logits, as for every
+    non-Megatron stack whose loss is the model's own; Composer's fused one is
+    llm-foundry's, not FSDP's)."""
     notes.append(f"{label}: PyTorch FSDP with prefetch, gradients reduce-scattered in the "
                  "parameter dtype (MixedPrecision.reduce_dtype defaults to param_dtype), "
-                 "no fused cross-entropy")
-    return replace(runtime_named("pytorch-fsdp", fused_cross_entropy=False), name="pytorch-fsdp")
+                 "plain PyTorch cross-entropy (no fused loss kernel)")
+    return replace(runtime_named("pytorch-fsdp", fused_cross_entropy=False,
+                                 eager_cross_entropy=True), name="pytorch-fsdp")
 
 
 def fairscale(notes: list[str]) -> Runtime:
@@ -276,20 +293,31 @@ def huggingface(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
     the Transformers modeling code, whose Llama-family attention and MLP keep
     Q, K, V and gate, up as separate GEMMs (``fused_projections`` off:
     ``modeling_llama.py``; models whose own code fuses them keep their count,
-    :mod:`autopar_opt.runtime`)."""
+    :mod:`autopar_opt.runtime`). On every backend the loss is plain PyTorch
+    cross-entropy on logits the model casts to fp32 first
+    (``eager_cross_entropy`` with ``loss_fp32_upcast``): ``ForCausalLMLoss``
+    does ``logits = logits.float()`` before ``nn.functional.cross_entropy``
+    ("Upcast to float if we need to compute the loss to avoid potential
+    precision issues", ``src/transformers/loss/loss_utils.py``, transformers
+    4.46 and later), and Llama's ``LlamaForCausalLM.forward`` cast its logits
+    with ``.float()`` in the releases before. Approximation: the older
+    modeling code of other models (GPT-2's ``GPT2LMHeadModel`` before 4.46)
+    computed the loss in the model dtype; the stack is read as the current one."""
     notes.append("HF Transformers modeling code: separate q/k/v (and gate/up) projections "
-                 "where the model defines them so (fused_projections off)")
+                 "where the model defines them so (fused_projections off); loss on the "
+                 "logits cast to fp32 (ForCausalLMLoss: logits.float())")
     if "deepspeed" in fw or (_zero_field(rec)[0] or 0) > 0:
         notes.append("HF Trainer/accelerate: SDPA attention (transformers default)")
         return replace(deepspeed_zero(fw, rec, notes), flash_attention=True,
-                       fused_projections=False)
+                       fused_projections=False, loss_fp32_upcast=True)
     if "fsdp" in fw or shards_weights(rec):
         return replace(plain_fsdp("HF Trainer/accelerate with FSDP", notes),
-                       fused_projections=False)
+                       fused_projections=False, loss_fp32_upcast=True)
     fused = "adamw_torch_fused" in fw or "fused adam" in fw
     notes.append("HF Trainer/accelerate with DDP: SDPA attention, "
                  + ("fused AdamW (stated)" if fused else "unfused adamw_torch (Trainer default)"))
-    return runtime_named("pytorch-ddp", fused_optimizer=fused, fused_projections=False)
+    return runtime_named("pytorch-ddp", fused_optimizer=fused, fused_projections=False,
+                         loss_fp32_upcast=True)
 
 
 #: ``--attention-backend unfused`` (Megatron-Core ``AttnBackend.unfused``,
@@ -301,7 +329,36 @@ _UNFUSED_ATTENTION = re.compile(r"attention[\s_-]*backend[\s=:]*unfused")
 #: that override it when the text names them too (FlashAttention-3, cuDNN attention).
 _FA2 = re.compile(r"flash[\s_-]*att(?:n|ention)[\s_-]*(?:v|version)?[\s_=-]*2(?!\d)|\bfa-?2\b")
 _HOPPER_NATIVE_ATTENTION = re.compile(
-    r"flash[\s_-]*att(?:n|ention)[\s_-]*(?:v|version)?[\s_=-]*3(?!\d)|\bfa-?3\b|cudnn")
+    r"flash[\s_-]*att(?:n|ention)[\s_-]*(?:v|version)?[\s_=-]*3(?!\d)|\bfa-?3\b"
+    r"|cudnn[\w\s-]{0,24}?(?:attention|attn|sdpa)|fusedattention|nvte_fused_attn\s*=\s*1")
+#: Transformer Engine named in a framework text (``--transformer-impl
+#: transformer_engine``, "Transformer Engine", ``transformer_engine``).
+_TRANSFORMER_ENGINE = re.compile(r"transformer[\s_-]*engine")
+#: A GPU of compute capability 9.0 or later named in a record's
+#: ``hardware.gpu_type`` (Hopper H100/H200/H800/H20/GH200, Blackwell B100/B200/GB200).
+_SM90_PLUS = re.compile(r"(?<![a-z0-9])g?(?:h(?:100|200|800|20)|b(?:100|200|300))(?!\d)"
+                        r"|hopper|blackwell")
+
+
+def sm90_plus(rec: dict | None) -> bool:
+    """Whether the record's ``hardware.gpu_type`` names a GPU of compute
+    capability 9.0 or later (:data:`_SM90_PLUS`)."""
+    hw = (rec or {}).get("hardware") or {}
+    return bool(_SM90_PLUS.search(str(hw.get("gpu_type") or "").lower())) \
+        if isinstance(hw, dict) else False
+
+
+def te_picks_fused_attention(fw: str, rec: dict | None) -> bool:
+    """Transformer Engine on an sm90+ GPU runs cuDNN's fused attention, whatever
+    flash-attn package is installed: ``get_attention_backend`` turns
+    FlashAttention off when the cuDNN ``F16_arbitrary_seqlen`` backend is also
+    available and ``device_compute_capability >= (9, 0)`` ("Disabling
+    FlashAttention to give FusedAttention preference on Hopper+ for performance
+    reasons"; TransformerEngine ``transformer_engine/pytorch/attention/
+    dot_product_attention/utils.py``, earlier ``transformer_engine/pytorch/
+    attention.py``). So a text naming FlashAttention-2 next to Transformer
+    Engine on such a GPU still runs a Hopper-native kernel."""
+    return bool(_TRANSFORMER_ENGINE.search(fw.lower())) and sm90_plus(rec)
 
 
 def named_flash_attention(fw: str, runtime: Runtime, notes: list[str]) -> Runtime:
@@ -317,14 +374,17 @@ def named_flash_attention(fw: str, runtime: Runtime, notes: list[str]) -> Runtim
     return replace(runtime, flash_attention=True, flash_v2_attention=True, hopper_attention=False)
 
 
-def megatron_core(fw: str, notes: list[str]) -> Runtime:
+def megatron_core(fw: str, notes: list[str], rec: dict | None = None) -> Runtime:
     """Megatron-Core with the overlap flags the text names (r0.8: all off by
     default). Two settings a text may turn off: the distributed optimizer
     (``without --use-distributed-optimizer``: Adam state replicated over data
     parallelism, ``megatron/core/optimizer``'s ``Float16OptimizerWithFloat16Params``)
     and fused attention (``--attention-backend unfused``, :data:`_UNFUSED_ATTENTION`).
     A text naming a FlashAttention-2 kernel (:data:`_FA2`, and no Hopper-native
-    one) turns ``hopper_attention`` off (module docstring)."""
+    one) turns ``hopper_attention`` off (module docstring), unless it also names
+    Transformer Engine and the record's GPU is sm90+ (``rec``'s
+    ``hardware.gpu_type``): TE then picks cuDNN's fused attention
+    (:func:`te_picks_fused_attention`)."""
     flags = {"tp_comm_overlap": "--tp-comm-overlap" in fw or bool(_stated(fw, "tp_comm_overlap")),
              "grad_reduce_overlap": "--overlap-grad-reduce" in fw
              or bool(_stated(fw, "overlap_grad_reduce")),
@@ -334,6 +394,9 @@ def megatron_core(fw: str, notes: list[str]) -> Runtime:
         flags["distributed_optimizer"] = False
     if _UNFUSED_ATTENTION.search(fw):
         flags.update(flash_attention=False, hopper_attention=False)
+    elif _FA2.search(fw) and te_picks_fused_attention(fw, rec):
+        notes.append("FlashAttention-2 named, but Transformer Engine on an sm90+ GPU prefers "
+                     "cuDNN fused attention (TE get_attention_backend): Hopper-native kernel")
     elif _FA2.search(fw) and not _HOPPER_NATIVE_ATTENTION.search(fw):
         flags["hopper_attention"] = False
         notes.append("FlashAttention-2 named in the framework text: a FlashAttention-2-class "
@@ -363,14 +426,16 @@ def other_stack(framework: str, rec: dict | None, notes: list[str]) -> Runtime:
         return fairscale(notes)
     if "colossal" in fw:
         return colossal(fw, notes)
-    if any(k in fw for k in ("hugging", "transformers", "accelerate", "hf trainer")):
+    # A Megatron text that names transformers (e.g. for its tokenizer) is Megatron's.
+    if any(k in fw for k in ("hugging", "transformers", "accelerate", "hf trainer")) \
+            and "megatron" not in fw:
         return huggingface(fw, rec, notes)
     if "deepspeed" in fw:
         return deepspeed_zero(fw, rec, notes)
     if "fsdp" in fw or "fully_shard" in fw or "fully sharded" in fw:
         return plain_fsdp("PyTorch FSDP", notes)
     if "megatron" in fw:     # Megatron-LM of 2023 or later (see megatron_lm_is_core)
-        return megatron_core(fw, notes)
+        return megatron_core(fw, notes, rec)
     return by_fields(framework, rec, notes)
 
 
@@ -396,7 +461,7 @@ def by_fields(framework: str, rec: dict | None, notes: list[str]) -> Runtime:
     if _tp_or_pp(rec):
         notes.append(f"{what}: tensor/pipeline parallelism stated, taken as Megatron-Core "
                      "(r0.8 defaults)")
-        return megatron_core(framework.lower(), notes)
+        return megatron_core(framework.lower(), notes, rec)
     notes.append(f"{what}: taken as PyTorch DDP (bucketed overlapped all-reduce, SDPA)")
     return runtime_named("pytorch-ddp")
 

@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from autopar_opt.calibration.build import PARAM_COUNT_TOLERANCE, param_count_warnings
 from autopar_opt.calibration.calibrate import calibrate_file, write_params
 from autopar_opt.calibration.compare import device_fit, over_capacity_line
 from autopar_opt.cost.params import RANGES
@@ -116,6 +117,10 @@ def main(path: Path) -> str:
               for m in report.memory_only]
     lines.append("\nNot modelled (with the reason):\n")
     lines += [f"- `{rid}`: {why}" for rid, why in report.skipped]
+    lines.append("\nParameter-count check (a built model more than "
+                 f"{PARAM_COUNT_TOLERANCE:.0%} from the record's stated param_count_b):\n")
+    lines += param_count_warnings([*report.comparisons, *report.memory_only]) or [
+        "- none: every priced record's built model is within the tolerance"]
     lines.append("\nAssumptions taken for fields a record does not state:\n")
     lines += [f"- `{c.id}`: " + "; ".join(c.assumptions)
               for c in [*report.comparisons, *report.memory_only] if c.assumptions]
