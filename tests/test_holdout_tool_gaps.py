@@ -90,6 +90,17 @@ def test_a800_takes_the_a100_fitted_efficiency():
     assert shipped.efficiency_for("A800-SXM4-80GB") == shipped.efficiency_for("A100-80GB")
 
 
+def test_h800_takes_the_h100_fitted_efficiency():
+    """The H800 SXM5 is the H100 SXM5's die with a cut NVLink (hardware.py):
+    one efficiency with the H100, as the A800 has with the A100. Before, it
+    took the unseen-chip median, not the H100's fitted value."""
+    assert "H800-SXM-80GB" in CHIP_GROUPS["H100"]
+    shipped = default_params()
+    assert shipped.efficiency_for("H800-SXM-80GB") == shipped.efficiency_for("H100-SXM-80GB")
+    assert (shipped.efficiency_for("H800-SXM-80GB", fp8=True)
+            == shipped.efficiency_for("H100-SXM-80GB", fp8=True))
+
+
 def test_the_flagperf_a800_row_is_priced():
     report = calibrate_file(HOLDOUT, params=default_params())
     by_id = {c.id: c for c in report.comparisons}

@@ -55,7 +55,7 @@ from autopar_opt.hardware import DEVICE_CATALOG
 CHIP_GROUPS: dict[str, tuple[str, ...]] = {
     "V100": ("V100-32GB",),
     "A100": ("A100-40GB", "A100-80GB", "A800-SXM4-80GB"),
-    "H100": ("H100-SXM-80GB", "H200-141GB"),
+    "H100": ("H100-SXM-80GB", "H200-141GB", "H800-SXM-80GB"),
     "Blackwell": ("B200", "GB200"),
 }
 #: FP8 efficiency over bf16 efficiency of large GEMMs, measured on H100
