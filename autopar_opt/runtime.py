@@ -65,7 +65,20 @@ fp32_grad_buffer
     Megatron-Core keeps fp32 ``main_grad`` buffers, DeepSpeed's BF16_Optimizer
     accumulates in fp32: 4 bytes of gradient per parameter (Megatron-LM
     ``docs/source/distrib_optimizer.md``: 18 bytes/parameter without the
-    distributed optimizer). Applies to bf16/FP8 runs.
+    distributed optimizer). Applies to bf16/FP8 runs; an fp16 run keeps its
+    gradients and reduction in fp16 unless ``fp16_fp32_grads``.
+fp16_fp32_grads
+    An fp16 run on a runtime with ``fp32_grad_buffer`` accumulates and
+    all-reduces its gradients in fp32 too: Megatron-LM's
+    ``--accumulate-allreduce-grads-in-fp32`` given with ``--fp16`` (off by
+    default: ``arguments.py`` forces it only for bf16, "bfloat16 requires
+    gradient accumulation and all-reduce to be done in fp32"; without it the
+    ``main_grad`` buffer has the parameters' dtype, Megatron-LM
+    ``docs/source/distrib_optimizer.md``: "fp16 param, fp16 grads"). DeepSpeed
+    likewise reduces fp16 gradients in fp16 unless told otherwise
+    (``DeepSpeedEngine.communication_data_type``: ``torch.float16`` when fp16
+    is enabled and ``communication_data_type`` is unset,
+    ``deepspeed/runtime/engine.py``).
 fp32_grad_reduce
     ZeRO-3/FSDP reduce-scatters gradients in fp32 although parameters are
     gathered in 16 bits: PyTorch FSDP ``MixedPrecision(param_dtype=bf16,
@@ -216,6 +229,7 @@ class Runtime:
     fsdp_prefetch: bool = True
     distributed_optimizer: bool = True
     fp32_grad_buffer: bool = True
+    fp16_fp32_grads: bool = False
     fp32_grad_reduce: bool = False
     fused_optimizer: bool = True
     lp_grad_copy: bool = False

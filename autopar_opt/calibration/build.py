@@ -38,7 +38,7 @@ from autopar_opt.calibration.moe_fields import MoeSpec, read_moe
 from autopar_opt.calibration.records import (
     DEFAULT_GPUS_PER_NODE, ModeledRun, Unmodelable, autocast_of, default_sequence_parallel,
     family_of,
-    fsdp_reduce_dtype, integer,
+    fp16_grad_dtype, fsdp_reduce_dtype, integer,
     map_device,
     map_precision, map_recompute, map_zero, number, runtime_of, section, text, tied_embeddings)
 from autopar_opt.graph import LayerKind
@@ -266,6 +266,7 @@ def build_run(rec: dict) -> ModeledRun:
         raise Unmodelable(f"the published plan breaks a pipeline rule: {broken}")
     dtype = map_precision(text(tr, "precision"), device, notes)
     runtime = fsdp_reduce_dtype(runtime, text(tr, "precision"), notes)
+    runtime = fp16_grad_dtype(runtime, dtype, framework, text(tr, "precision"), notes)
     counting = stacks.counting_of(runtime, str(rec.get("flops_counting") or ""), notes)
     recompute = map_recompute(text(tr, "recompute"), counting, notes)
     if recompute is Recompute.selective and graph.layers[1].act_attn_bytes == 0:

@@ -322,6 +322,25 @@ def fsdp_reduce_dtype(runtime: Runtime, precision: str, notes: list[str]) -> Run
     return runtime
 
 
+def fp16_grad_dtype(runtime: Runtime, dtype: str, framework: str, precision: str,
+                    notes: list[str]) -> Runtime:
+    """An fp16 run's gradient dtype (runtime capability ``fp16_fp32_grads``):
+    fp32 accumulation and all-reduce only where the framework or precision
+    text names Megatron-LM's ``--accumulate-allreduce-grads-in-fp32``
+    (``arguments.py`` forces it for bf16 only); else the gradients and their
+    reduction stay fp16 (:func:`autopar_opt.cost.state.reduced_grad_bytes`)."""
+    if dtype != "fp16" or not runtime.fp32_grad_buffer:
+        return runtime
+    flat = (framework + " " + precision).replace(" ", "").replace("_", "-").lower()
+    if "accumulate-allreduce-grads-in-fp32" in flat:
+        notes.append("fp16 with --accumulate-allreduce-grads-in-fp32 (stated): gradients "
+                     "accumulated and all-reduced in fp32")
+        return replace(runtime, fp16_fp32_grads=True)
+    notes.append("fp16: gradients accumulated and reduced in fp16 (Megatron-LM forces fp32 "
+                 "accumulation only for bf16; DeepSpeed communication_data_type defaults to fp16)")
+    return runtime
+
+
 def map_device(gpu_type: str, memory_gb: float | None, notes: list[str]) -> str:
     """Catalog device for a free-text ``gpu_type`` (A100 40/80 by memory; the
     A800 SXM4 80GB when the text names it and not the A100)."""

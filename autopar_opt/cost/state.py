@@ -51,7 +51,25 @@ def state_bytes(training: Training) -> tuple[float, float, float]:
     AMP) with 4-byte gradients when the runtime keeps an fp32 gradient buffer
     in 16-bit/FP8 training (Megatron-LM ``distrib_optimizer.md``: 2 + 4 + 12 =
     18 bytes), plus the 16-bit ``.grad`` beside it when the runtime keeps both
-    (``lp_grad_copy``: DeepSpeed's ``BF16_Optimizer``, 2 + 6 + 12 = 20 bytes)."""
+    (``lp_grad_copy``: DeepSpeed's ``BF16_Optimizer``, 2 + 6 + 12 = 20 bytes).
+
+    fp16 without fp32 accumulation (:func:`reduced_grad_bytes`): 2 + 2 + 12 =
+    16 bytes resident at the memory peak, 4 fewer than the 20 of
+    ``distrib_optimizer.md``'s "fp16 param, fp16 grads" row (4 + 16/d with
+    the distributed optimizer, here 4 + 12/d). The missing 4 bytes are the
+    optimizer's fp32 copy of the gradient, which exists only from the
+    optimizer step to the next iteration's ``zero_grad``: Megatron-LM's
+    ``Float16OptimizerWithFloat16Params._copy_model_grads_to_main_grads``
+    (``megatron/core/optimizer/optimizer.py``, called in ``step()`` via
+    ``prepare_grads``) sets ``main_param.grad = model_param.main_grad.float()``,
+    and ``zero_grad(set_to_none=True)`` at the start of the next ``train_step``
+    drops it before the first forward; the distributed optimizer's shard does
+    the same (``shard_main_param.grad = ...float()``); DeepSpeed's
+    ``FP16_Optimizer.step`` builds its fp32 flat gradient in the step too
+    (``deepspeed/runtime/fp16/fused_optimizer.py``). The activations are freed
+    by then, so this model's peak (state + activations during the backward)
+    does not hold it; a step-time peak (state + 4 B/parameter, no
+    activations) above that is not modelled."""
     w, g, o = param_state_bytes(training)
     reduced = reduced_grad_bytes(training)
     if reduced > g and training.runtime.lp_grad_copy and training.dtype == "bf16":
@@ -103,12 +121,20 @@ def hp_grad_accumulate_bytes(training: Training, s: Strategy) -> float:
 
 def reduced_grad_bytes(training: Training) -> float:
     """Bytes per parameter of the gradient that the data-parallel reduction
-    moves: the fp32 buffer when the runtime keeps one in 16-bit/FP8 training
-    (Megatron-LM forces fp32 all-reduce for bf16; DeepSpeed's BF16_Optimizer
-    reduces ``fp32_groups_gradients_flat``), else the optimizer's gradient
-    (fp32 under PyTorch AMP: the parameters are fp32)."""
+    moves: the fp32 buffer when the runtime keeps one (``fp32_grad_buffer``)
+    in bf16/FP8 training (Megatron-LM ``arguments.py`` forces
+    ``accumulate_allreduce_grads_in_fp32`` for bf16; DeepSpeed's
+    BF16_Optimizer reduces ``fp32_groups_gradients_flat``) or in fp16 training
+    that states it (``fp16_fp32_grads``: ``--accumulate-allreduce-grads-in-fp32``),
+    else the optimizer's gradient: 2 bytes in fp16 (Megatron-LM's ``main_grad``
+    has the parameters' dtype without that flag, ``docs/source/distrib_optimizer.md``
+    "fp16 param, fp16 grads"; DeepSpeed's ``communication_data_type`` defaults
+    to ``torch.float16`` under fp16, ``deepspeed/runtime/engine.py``), 4 under
+    PyTorch AMP (the parameters are fp32)."""
     g = param_state_bytes(training)[1]
-    if training.runtime.fp32_grad_buffer and training.dtype in ("bf16", "fp16", "fp8") and g < 4:
+    rt = training.runtime
+    fp32 = training.dtype in ("bf16", "fp8") or (training.dtype == "fp16" and rt.fp16_fp32_grads)
+    if rt.fp32_grad_buffer and fp32 and g < 4:
         return 4.0
     return g
 
