@@ -518,6 +518,20 @@ READING = """## Reading (hand-written)
   `efficiency_half_us` 29.7 -> 30.3 µs; memory unchanged (median 5.7%, max 13.1%);
   parameters at a bound unchanged. Held out (never fitted): pooled median 4.8% -> 4.8%,
   p90 21.9% -> 21.9%, memory unchanged.
+- **fp16 gradients (tenth session, review)**: an fp16 run on Megatron-LM/Core or DeepSpeed
+  now keeps 16-bit gradients and a 16-bit data-parallel reduction unless its text names
+  `--accumulate-allreduce-grads-in-fp32` (`arguments.py` forces fp32 for bf16 only;
+  `distrib_optimizer.md`: "fp16 param, fp16 grads"; DeepSpeed `communication_data_type`
+  defaults to fp16); the fp32 copy the optimizer makes in `step()` is not resident at the
+  peak (`state.state_bytes`). Narayanan 2021, Korthikanti 2022 and the 2020 README runs
+  reduce half the bytes and hold 2 B/parameter less (Narayanan 1.7B 51.7 -> 48.5 GiB).
+  Before -> after: in sample median 4.74% -> 4.81%, p90 13.8% -> 13.8%, max 41.6% ->
+  41.2%; leave-one-family-out median 8.88% -> 8.99%, p90 23.8% -> 24.6% (`megatron_readme`
+  held out 12.1%/22.1% -> 14.1%/30.1%: the fold without it no longer needs fast links, its
+  `inter_comm_efficiency` falls 0.80 -> 0.56, and the Megatron-Core runs are then priced
+  slow); memory unchanged (median 5.7%, max 13.1%: no fp16 record publishes memory).
+  `inter_comm_efficiency` and `iteration_overhead_s` stay at their upper bounds (lifted:
+  2.49 -> 2.95, 0.101 -> 0.099). Held out: pooled median 4.8% -> 4.7%, p90 21.9% -> 21.9%.
 """
 
 
