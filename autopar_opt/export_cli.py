@@ -36,7 +36,11 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
 
     if target not in TARGETS:
         return _fail(f"--to {target!r}: unknown target; use one of {', '.join(TARGETS)}")
-    problems = check_output_file(output, "--output", (plan_json, spec_path)) \
+    from autopar_opt.spec.inputs import spec_input_files
+
+    spec_inputs = spec_input_files(spec_path) if spec_path and "\x00" not in spec_path \
+        and Path(spec_path).is_file() else (spec_path,)
+    problems = check_output_file(output, "--output", (plan_json, *spec_inputs)) \
         if output is not None else []
     if problems:                                   # before any work (issue 15)
         return _fail("; ".join(p.format() for p in problems))
@@ -81,8 +85,9 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
             or not Path(spec_file).is_file():
         return _fail(f"{path}: the spec it was solved from ({spec_file!r}) is not readable; "
                      "pass it with --spec SPEC")
-    problems = check_output_file(output, "--output", (spec_file,)) if output is not None else []
-    if problems:                                   # the spec named inside plan.json
+    problems = check_output_file(output, "--output", spec_input_files(spec_file)) \
+        if output is not None else []
+    if problems:           # the spec named inside plan.json, or a file that spec includes
         return _fail("; ".join(p.format() for p in problems))
     from autopar_opt.pipeline import PlanError, validate_plan
 

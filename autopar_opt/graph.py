@@ -152,7 +152,11 @@ class Layer:
         ``aten/src/ATen/native/cuda/DilatedMaxPool2d.cu``:
         ``max_pool_forward_nchw`` writes ``int64_t* top_mask``, the backward
         kernel reads it); 0 for an average pool or any other layer. Priced as
-        HBM traffic (:func:`autopar_opt.cost.layer_cost.memory_bound_bytes`).
+        HBM traffic (:func:`autopar_opt.cost.layer_cost.memory_bound_bytes`)
+        and, being saved for the backward (``max_pool2d_with_indices``:
+        ``self: max_pool2d_with_indices_backward(grad, self, ..., result1)``,
+        ``tools/autograd/derivatives.yaml``), included in ``act_bytes`` by
+        the builder (``model_zoo/cnn.py``), so time and memory count it alike.
     """
 
     name: str

@@ -92,8 +92,10 @@ fused_optimizer
     the state once (HBM-bound); unfused, each element-wise op re-reads it.
 lp_grad_copy
     The 16-bit ``.grad`` of every parameter lives beside the fp32 gradient
-    accumulator: DeepSpeed's ``BF16_Optimizer`` (ZeRO stage 0/1 in bf16, as in
-    BigScience's Megatron-DeepSpeed) adds each ``lp.grad`` into the whole-size
+    accumulator: DeepSpeed's ``BF16_Optimizer`` (bf16 with fp32 gradient
+    accumulation at ZeRO stage 0/1, as in BigScience's Megatron-DeepSpeed;
+    at ZeRO-2/3 the same runtime runs the ZeRO optimizer, 16-bit gradients
+    only: :func:`autopar_opt.cost.state.bf16_optimizer_active`) adds each ``lp.grad`` into the whole-size
     ``fp32_groups_gradients_flat`` after the backward and frees it only at the
     start of the next backward (``clear_lp_grads``), so both are resident at
     the peak: 2 + 4 bytes of gradient per parameter

@@ -10,7 +10,15 @@ concat is one node. Per-sample costs, 16-bit activations:
   the convs have no bias).
 * pools: ``kh·kw·C·Hout·Wout`` forward operations, backward 1×; no params.
 * activations kept for backward = the output feature map (approximation: a
-  real conv+BN+ReLU keeps ~2-3 maps; concats keep nothing).
+  real conv+BN+ReLU keeps ~2-3 maps; concats keep nothing). A layer's saved
+  input is its producer's output, counted once, by the producer. A max pool
+  also keeps its int64 arg-max index: PyTorch's ``max_pool2d_with_indices``
+  backward is ``max_pool2d_with_indices_backward(grad, self, ..., result1)``
+  (``tools/autograd/derivatives.yaml``), so it saves ``self`` (the producer's
+  output, already counted) and ``result1`` (the index, counted here). An
+  average pool's ``avg_pool2d_backward(grad, self, ...)`` saves only ``self``
+  (already counted), the global pool (``mean``) only sizes: both keep their
+  output, as every layer does, for the consumer's backward.
 * channel-parallel ("tensor-parallel") convs split output channels:
   ``max_tp`` = largest power of two dividing ``Cout``, capped at 8, and
   ``tp_comm_bytes`` = the output map (an all-gather of the output channels).
@@ -85,7 +93,10 @@ class CnnBuilder:
              op: str) -> Tensor:
         """Max (``op="max"``) or average (``op="avg"``) pool. A max pool also
         writes and re-reads one int64 arg-max index per output element
-        (``Layer.pool_index_bytes``)."""
+        (``Layer.pool_index_bytes``, priced as traffic) and keeps it for the
+        backward (in ``act_bytes``: ``max_pool2d_with_indices`` saves
+        ``result1``, ``tools/autograd/derivatives.yaml``); its saved input
+        ``self`` is the producer's output, already counted by the producer."""
         if op not in ("max", "avg"):
             raise ValueError(f"pool {name!r}: op must be 'max' or 'avg', not {op!r}")
         y = Tensor(name, x.c, _out(x.h, k, stride, pad), _out(x.w, k, stride, pad))
@@ -95,8 +106,8 @@ class CnnBuilder:
         ops = float(k * k * y.c * y.h * y.w)
         index = float(INDEX_BYTES * y.c * y.h * y.w) if op == "max" else 0.0
         self._add(Layer(name=name, kind=LayerKind.pool, flops_fwd=ops, flops_bwd=ops,
-                        act_bytes=y.bytes, input_bytes=x.bytes, output_bytes=y.bytes,
-                        pool_index_bytes=index), [x])
+                        act_bytes=y.bytes + index, input_bytes=x.bytes,
+                        output_bytes=y.bytes, pool_index_bytes=index), [x])
         return y
 
     def global_pool(self, name: str, x: Tensor) -> Tensor:

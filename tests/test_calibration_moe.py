@@ -101,8 +101,8 @@ def test_mixtral_memory_terms_by_hand():
     """
     for ep, expect in ((8, 157_440_000 + 1_585_446_912), (1, 157_440_000 + 5_284_823_040)):
         run = build_run(mixtral(ep=ep))
-        assert state_bytes(run.training) == (2, 4, 12)
         st = run.plan.stages[1].strategies[0]
+        assert state_bytes(run.training, st.zero) == (2, 4, 12)
         assert (st.ep, st.zero, st.tp, st.dp) == (ep, 1, 2, 8)
         assert weight_bytes(_block(run), st, run.training) == pytest.approx(expect, rel=1e-12)
         act = activation_bytes(_block(run), st, 8, training=run.training)

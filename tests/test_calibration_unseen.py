@@ -164,15 +164,53 @@ def test_a_megatron_text_naming_transformers_is_megatron():
 
 
 @pytest.mark.parametrize("stage, overlap, lp_copy, fp32_buffer", [
-    (1, False, True, True),      # BF16_Optimizer at stage 0/1; overlap_comm default false
+    (0, False, True, True),      # no ZeRO: grad_accum_dtype defaults to fp32 -> BF16_Optimizer
+    (1, False, False, False),    # ZeRO on: grad_accum_dtype defaults to bf16 -> ZeRO optimizer
     (2, False, False, False),    # 16-bit communication_data_type; overlap_comm default false
     (3, True, False, False),     # overlap_comm defaults to true for stage 3
 ])
 def test_deepspeed_zero_without_megatron(stage, overlap, lp_copy, fp32_buffer):
+    """bf16 DeepSpeed (``deepspeed/runtime/engine.py``): ``get_data_types``
+    defaults ``grad_accum_dtype`` to fp32 without ZeRO and to the model dtype
+    with ZeRO on; ``_do_optimizer_sanity_check`` picks ``BF16_Optimizer``
+    only for fp32 accumulation at stage 0/1, else the ZeRO optimizer."""
     rt, _ = _rt("DeepSpeed", _par(zero_stage=stage))
     assert (rt.grad_reduce_overlap, rt.lp_grad_copy, rt.fp32_grad_buffer) == \
         (overlap, lp_copy, fp32_buffer)
     assert _rt("DeepSpeed overlap_comm: true", _par(zero_stage=2))[0].grad_reduce_overlap
+
+
+def test_deepspeed_zero1_with_a_stated_fp32_grad_accum_dtype_runs_the_bf16_optimizer():
+    rt, _ = _rt("DeepSpeed (grad_accum_dtype: fp32)", _par(zero_stage=1))
+    assert rt.lp_grad_copy and rt.fp32_grad_buffer
+    rt, _ = _rt("DeepSpeed (grad_accum_dtype: fp32)", _par(zero_stage=2))
+    assert not rt.lp_grad_copy and not rt.fp32_grad_buffer
+
+
+def test_megatron_deepspeed_with_a_stated_ds_config_follows_deepspeeds_rule():
+    """A record that states its ds_config (ZeRO stage 1, grad_accum_dtype bf16:
+    FlagPerf's llama2_7b Megatron-DeepSpeed case) runs the ZeRO optimizer, not
+    BF16_Optimizer; so does one naming the ds_config's ZeRO-1 with the
+    accumulation dtype unset (default: the model dtype with ZeRO on). A stated
+    fp32 grad_accum_dtype at stage 1 keeps BF16_Optimizer, and a record stating
+    only a ZeRO stage keeps the catalog runtime (BLOOM: stage 0 ran, its own
+    ZeRO-1 equivalent)."""
+    fw = "Megatron-DeepSpeed + DeepSpeed 0.11.0, ZeRO stage 1, no pipeline engine"
+    flagperf = {**_par(zero_stage=1),
+                "training": {"precision": "bf16 (--bf16; ds_config bf16 enabled, "
+                                          "grad_accum_dtype bf16)"}}
+    rt, notes = _rt(fw, flagperf)
+    assert not rt.lp_grad_copy and not rt.fp32_grad_buffer
+    assert any("ZeRO optimizer" in n for n in notes)
+    assert "_do_optimizer_sanity_check" in rt.source
+    unset = {**_par(zero_stage=1), "training": {"precision": "bf16 (ds_config bf16 enabled)"}}
+    assert not _rt(fw, unset)[0].lp_grad_copy
+    fp32 = {**_par(zero_stage=1), "training": {"precision": "bf16, grad_accum_dtype fp32"}}
+    assert _rt(fw, fp32)[0].lp_grad_copy and _rt(fw, fp32)[0].fp32_grad_buffer
+    zero0 = {**_par(zero_stage=0), "training": {"precision": "bf16 (ds_config bf16 enabled)"}}
+    assert _rt(fw, zero0)[0].lp_grad_copy
+    bloom = _rt("Megatron-DeepSpeed (bigscience fork) + DeepSpeed", _par(zero_stage=1))[0]
+    assert bloom == RUNTIMES["deepspeed"]
 
 
 def test_nemo_before_megatron_bridge():

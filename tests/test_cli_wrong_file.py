@@ -289,3 +289,34 @@ def test_place_option_mistakes_are_option_errors(args, option):
     assert code == 2, text
     assert text.startswith("invalid option: 1 problem") and f"command line: {option} = " in text
     assert "<command line>" not in text and "invalid spec" not in text
+
+
+def test_an_output_that_is_a_file_the_spec_includes_is_refused_and_kept(tmp_path):
+    """export -o SECTION_FILE, where the spec includes that file (``model:
+    model.yaml``, examples/split/), by the spec plan.json names or by --spec.
+    Before: the check knew only plan.json and the top spec, so the export
+    replaced the included section file. Oracle: exit 2 naming that file, and
+    every spec file byte-identical afterwards."""
+    for part in (ROOT / "examples" / "split").iterdir():
+        (tmp_path / part.name).write_bytes(part.read_bytes())
+    spec = tmp_path / "spec.yaml"
+    code, text = _cli("estimate", spec, "--json")
+    assert code == 0, text
+    est = tmp_path / "est.json"
+    est.write_text(text)
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name != "est.json"}
+    cases = [(["export", est, "--to", "megatron", "-o", tmp_path / "model.yaml"], "model.yaml"),
+             (["export", est, "--to", "megatron", "-o", tmp_path / "." / "cluster.toml"],
+              "cluster.toml"),
+             (["export", est, "--to", "megatron", "--spec", spec, "-o",
+               tmp_path / "training.json"], "training.json")]
+    for args, victim in cases:
+        code, text = _cli(*args)
+        assert code == 2, text
+        assert f"is the input file {tmp_path / victim}" in text, text
+        assert "would overwrite it" in text and "Traceback" not in text
+        assert {p.name: p.read_bytes() for p in tmp_path.iterdir()
+                if p.name != "est.json"} == files
+    # a new file next to them is still fine
+    code, text = _cli("export", est, "--to", "megatron", "-o", tmp_path / "run.sh")
+    assert code == 0, text

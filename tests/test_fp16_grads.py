@@ -52,12 +52,12 @@ def test_megatron_bytes_per_parameter(rt):
     """Non-distributed: bf16 2 + 4 + 12 = 18 (the table's row); fp16
     2 + 2 + 12 = 16 (the table's 20 less the step-time fp32 gradient copy);
     fp16 with --accumulate-allreduce-grads-in-fp32: 2 + 4 + 12 = 18."""
-    assert state_bytes(_training(rt, "bf16")) == (2, 4, 12)
-    assert state_bytes(_training(rt, "fp16")) == (2, 2, 12)
-    assert state_bytes(_training(rt, "fp16", fp16_fp32_grads=True)) == (2, 4, 12)
-    assert reduced_grad_bytes(_training(rt, "fp16")) == 2
-    assert reduced_grad_bytes(_training(rt, "bf16")) == 4
-    assert reduced_grad_bytes(_training(rt, "fp8")) == 4
+    assert state_bytes(_training(rt, "bf16"), 0) == (2, 4, 12)
+    assert state_bytes(_training(rt, "fp16"), 0) == (2, 2, 12)
+    assert state_bytes(_training(rt, "fp16", fp16_fp32_grads=True), 0) == (2, 4, 12)
+    assert reduced_grad_bytes(_training(rt, "fp16"), 0) == 2
+    assert reduced_grad_bytes(_training(rt, "bf16"), 0) == 4
+    assert reduced_grad_bytes(_training(rt, "fp8"), 0) == 4
 
 
 @pytest.mark.parametrize("d", [2, 8])
@@ -76,14 +76,14 @@ def test_deepspeed_bytes_per_parameter():
     """BF16_Optimizer: 2 + (4 fp32 accumulator + 2 lp .grad) + 12 = 20;
     FP16_Optimizer: 2 + 2 + 12 = 16 (its fp32 flat gradient is built in
     step()); the fp16 all-reduce moves 2 bytes (communication_data_type)."""
-    assert state_bytes(_training("deepspeed", "bf16")) == (2, 6, 12)
-    assert state_bytes(_training("deepspeed", "fp16")) == (2, 2, 12)
-    assert reduced_grad_bytes(_training("deepspeed", "fp16")) == 2
+    assert state_bytes(_training("deepspeed", "bf16"), 0) == (2, 6, 12)
+    assert state_bytes(_training("deepspeed", "fp16"), 0) == (2, 2, 12)
+    assert reduced_grad_bytes(_training("deepspeed", "fp16"), 0) == 2
 
 
 def test_runtimes_without_fp32_buffer_unchanged():
     for rt in ("megatron-bridge", "pytorch-fsdp", "torchtitan"):
-        assert state_bytes(_training(rt, "fp16")) == state_bytes(_training(rt, "bf16")) == (2, 2, 12)
+        assert state_bytes(_training(rt, "fp16"), 0) == state_bytes(_training(rt, "bf16"), 0) == (2, 2, 12)
 
 
 @pytest.mark.parametrize("rt", ["megatron-lm", "megatron-core", "deepspeed"])

@@ -22,7 +22,9 @@ import pytest
 
 from autopar_opt.cost.layer_cost import StageContext, grad_accumulate_time, layer_cost
 from autopar_opt.cost.params import default_params
-from autopar_opt.cost.state import HP_GRAD_ACCUMULATE_BYTES, held_layer, hp_grad_accumulate_bytes
+from autopar_opt.cost.state import (
+    HP_GRAD_ACCUMULATE_BYTES, held_layer, hp_grad_accumulate_bytes, reduced_grad_bytes, state_bytes,
+    weight_parts)
 from autopar_opt.graph import Layer, LayerKind
 from autopar_opt.hardware import make_cluster
 from autopar_opt.runtime import runtime_named
@@ -61,6 +63,34 @@ def test_eighteen_bytes_on_deepspeed_bf16_below_zero2_only():
     for rt in ("megatron-lm", "megatron-core", "megatron-bridge", "torchtitan", "pytorch-fsdp",
                "pytorch-ddp"):
         assert hp_grad_accumulate_bytes(_training(rt), s1) == 0.0, rt
+
+
+def test_memory_and_reduce_bytes_follow_the_same_optimizer_per_strategy():
+    """One predicate for the three terms: DeepSpeed runs BF16_Optimizer for a
+    bf16 model below ZeRO-2 only (``_do_optimizer_sanity_check``) and its ZeRO
+    optimizer at stages 2/3, which keeps only the bf16 ``.grad`` and reduces it
+    in bf16 (``communication_data_type`` defaults to the model dtype). Hand
+    numbers: 2 + (4 + 2) + 12 bytes and an fp32 reduction below ZeRO-2;
+    2 + 2 + 12 and a 2-byte reduction at ZeRO-2/3, i.e. exactly the runtime
+    with the BF16_Optimizer capabilities off (the oracle for the layer's time,
+    communication and memory)."""
+    ds = _training()
+    zero_opt = _training(lp_grad_copy=False, fp32_grad_buffer=False)
+    for zero in (0, 1):
+        assert state_bytes(ds, zero) == (2, 6, 12)
+        assert reduced_grad_bytes(ds, zero) == 4.0
+    for zero in (2, 3):
+        assert state_bytes(ds, zero) == (2, 2, 12)
+        assert reduced_grad_bytes(ds, zero) == 2.0
+    s2 = Strategy(dp=2, tp=1, zero=2)
+    assert weight_parts(_block(), s2, ds) == (2 * P, 2 * P / 2, 12 * P / 2)
+    for zero in (2, 3):
+        s = Strategy(dp=2, tp=2, zero=zero)
+        assert layer_cost(_block(), s, _ctx(ds)) == layer_cost(_block(), s, _ctx(zero_opt))
+    s1 = Strategy(dp=2, tp=2, zero=1)
+    assert layer_cost(_block(), s1, _ctx(ds)).sync_s > layer_cost(_block(), s1, _ctx(zero_opt)).sync_s
+    meg = _training("megatron-lm")       # Megatron's fp32 main_grad at every stage
+    assert reduced_grad_bytes(meg, 2) == 4.0 and state_bytes(meg, 2) == (2, 4, 12)
 
 
 @pytest.mark.parametrize("tp,zero", [(1, 0), (2, 1), (4, 1)])

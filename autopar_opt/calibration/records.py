@@ -240,7 +240,7 @@ def runtime_of(framework: str, notes: list[str], rec: dict | None = None) -> Run
             return stacks.named_flash_attention(
                 fw, replace(stacks.deepspeed_zero(fw, rec, notes), loss_grad_cast=True,
                             eager_cross_entropy=False), notes)
-        return stacks.named_flash_attention(fw, megatron_deepspeed_engine(fw, notes), notes)
+        return stacks.named_flash_attention(fw, megatron_deepspeed_engine(fw, rec, notes), notes)
     if "megatron" in fw and not stacks.megatron_lm_is_core(fw) \
             and not any(k in fw for k in ("metaseq", "fairscale", "fsdp", "torchtitan")):
         if "impl=local" in flat:
@@ -260,7 +260,7 @@ def runtime_of(framework: str, notes: list[str], rec: dict | None = None) -> Run
 _NO_PIPE_ENGINE = re.compile(r"no[-_ ]pipeline[-_ ]parallel|(no|without)( the)? pipeline engine")
 
 
-def megatron_deepspeed_engine(fw: str, notes: list[str]) -> Runtime:
+def megatron_deepspeed_engine(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
     """The catalog ``deepspeed`` runtime for Megatron-DeepSpeed at ZeRO stage
     0/1, with the engine the framework text ``fw`` (lower case) runs.
 
@@ -282,7 +282,35 @@ def megatron_deepspeed_engine(fw: str, notes: list[str]) -> Runtime:
       self.overlap_comm``; ``deepspeed/runtime/zero/config.py``).
 
     The capabilities are the same; the note and the runtime's source name the
-    engine the text runs."""
+    engine the text runs.
+
+    The optimizer: ``BF16_Optimizer`` (the catalog runtime) unless the record
+    states the ds_config it ran (:func:`~autopar_opt.calibration.stacks.states_ds_config`)
+    and DeepSpeed's rule (:func:`~autopar_opt.calibration.stacks.bf16_optimizer_runs`)
+    then picks the ZeRO optimizer: a ZeRO stage >= 1 in the ds_config with
+    ``grad_accum_dtype`` unset (it defaults to the model dtype with ZeRO on) or
+    16-bit. That runs ``DeepSpeedZeroOptimizer``: no 16-bit gradient copy
+    beside an fp32 buffer, bf16 reduction (``lp_grad_copy`` and
+    ``fp32_grad_buffer`` off). A record that states only a ZeRO stage keeps
+    ``BF16_Optimizer``: BLOOM's Megatron-DeepSpeed states ZeRO-1 and ran stage
+    0, "bf16 must use z0! it implements its own zero stage 1 equivalent"
+    (bigscience ``tr11-176B-ml.slurm``)."""
+    rt = _megatron_deepspeed_engine(fw, notes)
+    if stacks.states_ds_config(fw, rec) and not stacks.bf16_optimizer_runs(
+            stacks.zero_stage_of(rec), stacks.grad_accum_dtype(fw, rec)):
+        notes.append("ds_config stated: ZeRO optimizer, not BF16_Optimizer (ZeRO on with a "
+                     "16-bit grad_accum_dtype, the default with ZeRO on; DeepSpeedEngine."
+                     "_do_optimizer_sanity_check), gradients accumulated and reduced in bf16")
+        rt = replace(rt, lp_grad_copy=False, fp32_grad_buffer=False,
+                     source=rt.source + ". Optimizer: the stated ds_config runs ZeRO with a "
+                     "16-bit grad_accum_dtype, so DeepSpeedEngine._do_optimizer_sanity_check "
+                     "picks ZERO_OPTIMIZATION (DeepSpeedZeroOptimizer), not BF16_Optimizer "
+                     "(deepspeed/runtime/engine.py)")
+    return rt
+
+
+def _megatron_deepspeed_engine(fw: str, notes: list[str]) -> Runtime:
+    """The engine half of :func:`megatron_deepspeed_engine`."""
     if not _NO_PIPE_ENGINE.search(fw):
         notes.append("Megatron-DeepSpeed: DeepSpeed PipelineEngine, gradients all-reduced after "
                      "the last micro-batch (ReduceGrads; grad_reduce_overlap off)")

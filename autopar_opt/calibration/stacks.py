@@ -67,7 +67,10 @@ DeepSpeed ZeRO (without Megatron)
     defaults to the model's fp16/bf16: ``DeepSpeedEngine.
     communication_data_type``; at stages 0/1 in fp16 the ``FP16_Optimizer``
     all-reduces fp16 gradients, ``fp32_allreduce`` default false); no
-    ``BF16_Optimizer`` copy at ZeRO-2/3 (the engine uses it at stages 0/1 only); ``overlap_comm`` defaults to true for
+    ``BF16_Optimizer`` copy with ZeRO on unless the text states an fp32
+    ``grad_accum_dtype`` at stage 1 (:func:`bf16_optimizer_runs`: with ZeRO on
+    ``grad_accum_dtype`` defaults to the model dtype, and the engine picks
+    ``BF16_Optimizer`` only for fp32 accumulation at stage 0/1); ``overlap_comm`` defaults to true for
     stage 3 only (``deepspeed/runtime/zero/config.py``, validator
     ``overlap_comm_valid``); stage-3 parameters are prefetched
     (``stage3_prefetch_bucket_size``). The loss is the host framework's plain
@@ -251,6 +254,46 @@ def fairscale(notes: list[str]) -> Runtime:
                                  fused_cross_entropy=False), name="fairscale-fsdp")
 
 
+#: A ``grad_accum_dtype`` stated in a framework or precision text (DeepSpeed
+#: ds_config ``data_types.grad_accum_dtype``).
+_GRAD_ACCUM = re.compile(r"gradaccumdtype[=:\"']*(bf16|bfloat16|fp16|float16|fp32|float32)")
+
+
+def grad_accum_dtype(fw: str, rec: dict | None) -> str | None:
+    """``"fp32"``/``"16"`` for the DeepSpeed ``grad_accum_dtype`` the framework
+    text or the record's precision text states, else ``None``."""
+    precision = str(((rec or {}).get("training") or {}).get("precision") or "")
+    m = _GRAD_ACCUM.search(_flat(fw + " " + precision))
+    return None if m is None else ("fp32" if "32" in m.group(1) else "16")
+
+
+def states_ds_config(fw: str, rec: dict | None) -> bool:
+    """The framework or precision text states the DeepSpeed config it ran
+    (names ``ds_config`` or a ``grad_accum_dtype``)."""
+    precision = str(((rec or {}).get("training") or {}).get("precision") or "")
+    return "dsconfig" in _flat(fw + " " + precision) or grad_accum_dtype(fw, rec) is not None
+
+
+def bf16_optimizer_runs(stage: int, accum: str | None) -> bool:
+    """Whether DeepSpeed runs ``BF16_Optimizer`` for a bf16 model at ZeRO
+    stage ``stage`` with the stated ``grad_accum_dtype`` ``accum`` (``None``:
+    not stated), DeepSpeed's rule read literally (``deepspeed/runtime/engine.py``):
+    ``get_data_types`` defaults ``grad_accum_dtype`` to fp32 for a bf16 model
+    without ZeRO and to the model dtype with ZeRO on (stage >= 1);
+    ``_do_optimizer_sanity_check`` returns ``BFLOAT16`` (``BF16_Optimizer``)
+    for a bf16 model with fp32 ``grad_accum_dtype`` at stage 1 without offload
+    (and without ZeRO), else ``ZERO_OPTIMIZATION`` with ZeRO on
+    (``DeepSpeedZeroOptimizer``: autograd accumulates the bf16 ``.grad``, no
+    fp32 gradient buffer, reduction in ``communication_data_type``, default
+    the model dtype). CPU offload is not read (no record states it). The
+    stage-0 default is that of the DeepSpeed releases of the records (0.11:
+    fp32 for bf16 without ZeRO); later releases default to the model dtype
+    everywhere, which changes nothing at stage >= 1."""
+    if accum is None:
+        accum = "fp32" if stage == 0 else "16"
+    return accum == "fp32" and stage <= 1
+
+
 def deepspeed_zero(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
     """DeepSpeed ZeRO without Megatron (see the module docstring)."""
     stage = zero_stage_of(rec)
@@ -264,10 +307,19 @@ def deepspeed_zero(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
         notes.append(f"DeepSpeed ZeRO-{stage} fp16: FP16_Optimizer, gradients all-reduced in "
                      f"fp16 (fp32_allreduce default false), overlap_comm {overlap}, attention "
                      "unfused unless the arch says flash")
-    elif stage <= 1:
+    elif bf16_optimizer_runs(stage, grad_accum_dtype(fw, rec)):
         rt = runtime_named("deepspeed", grad_reduce_overlap=overlap)
-        notes.append(f"DeepSpeed ZeRO-{stage}: BF16_Optimizer fp32 gradient buffers (bf16), "
+        notes.append(f"DeepSpeed ZeRO-{stage}: BF16_Optimizer fp32 gradient buffers (bf16; "
+                     "grad_accum_dtype fp32, the default without ZeRO or as stated), "
                      f"overlap_comm {overlap}, attention unfused unless the arch says flash")
+    elif stage <= 1:
+        rt = runtime_named("deepspeed", grad_reduce_overlap=overlap, lp_grad_copy=False,
+                           fp32_grad_buffer=False)
+        notes.append(f"DeepSpeed ZeRO-{stage} bf16: ZeRO optimizer, not BF16_Optimizer "
+                     "(grad_accum_dtype defaults to the model dtype with ZeRO on; "
+                     "DeepSpeedEngine._do_optimizer_sanity_check), gradients accumulated and "
+                     f"reduced in bf16, overlap_comm {overlap}, attention unfused unless the "
+                     "arch says flash")
     else:
         rt = runtime_named("deepspeed", grad_reduce_overlap=overlap, lp_grad_copy=False,
                            fp32_grad_buffer=False)

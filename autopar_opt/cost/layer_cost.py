@@ -597,8 +597,8 @@ def _sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     if layer.params <= 0:
         return 0.0, 0.0, 0.0
     p, rt = ctx.params, ctx.training.runtime
-    w_bytes = state_bytes(ctx.training)[0]
-    g_bytes = reduced_grad_bytes(ctx.training)
+    w_bytes = state_bytes(ctx.training, s.zero)[0]
+    g_bytes = reduced_grad_bytes(ctx.training, s.zero)
     dense, expert = moe.split_params(layer, s)   # MoE: expert grads reduce over edp
     comm = raw = shard = 0.0
     bwd_window = comp.bwd_s if rt.grad_reduce_overlap else 0.0
@@ -895,7 +895,7 @@ def tie_sync_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     tier = ctx.tie_tier
     if tier is None or layer.tied_params <= 0:
         return 0.0
-    nbytes = layer.tied_params / s.tp * reduced_grad_bytes(ctx.training)
+    nbytes = layer.tied_params / s.tp * reduced_grad_bytes(ctx.training, s.zero)
     return allreduce_time(2, nbytes, tier, ctx.link_efficiency(tier))
 
 

@@ -44,14 +44,34 @@ FP8_KINDS = frozenset({LayerKind.transformer_block, LayerKind.attention, LayerKi
 FP8_WEIGHT_COPY_BYTES = 2.0
 
 
-def state_bytes(training: Training) -> tuple[float, float, float]:
-    """(weight, gradient, optimizer-state) bytes per parameter before sharding:
+def bf16_optimizer_active(training: Training, zero: int) -> bool:
+    """Whether DeepSpeed's ``BF16_Optimizer`` (16-bit ``.grad`` beside an fp32
+    gradient accumulator, fp32 reduction) runs a strategy at ZeRO stage
+    ``zero``: the runtime says it keeps both gradients (``lp_grad_copy``, the
+    catalog ``deepspeed`` runtime read as BF16_Optimizer), the model is bf16
+    and the stage is below 2. DeepSpeed hands a bf16 model with fp32 gradient
+    accumulation to ``BF16_Optimizer`` only without ZeRO or at stage 1, and to
+    its ZeRO optimizer (``DeepSpeedZeroOptimizer`` / stage 3) at stages 2 and
+    3 (``deepspeed/runtime/engine.py``, ``DeepSpeedEngine._do_optimizer_sanity_check``:
+    ``BFLOAT16`` if ``model_dtype == bfloat16 and grad_accum_dtype == float32
+    and zero_optimization_stage() == 1`` and no offload, else
+    ``ZERO_OPTIMIZATION``). The one predicate of :func:`state_bytes`,
+    :func:`reduced_grad_bytes` and :func:`hp_grad_accumulate_bytes`, so memory,
+    data-parallel reduce bytes and the accumulation pass agree per strategy."""
+    return training.runtime.lp_grad_copy and training.dtype == "bf16" and zero < 2
+
+
+def state_bytes(training: Training, zero: int) -> tuple[float, float, float]:
+    """(weight, gradient, optimizer-state) bytes per parameter before sharding
+    for a strategy at ZeRO stage ``zero``:
     :func:`~autopar_opt.training.param_state_bytes` (Rajbhandari et al. 2020,
     Sec. 3.1: 2 + 2 + 12 for mixed-precision Adam; 4 + 4 + 8 under PyTorch
     AMP) with 4-byte gradients when the runtime keeps an fp32 gradient buffer
     in 16-bit/FP8 training (Megatron-LM ``distrib_optimizer.md``: 2 + 4 + 12 =
-    18 bytes), plus the 16-bit ``.grad`` beside it when the runtime keeps both
-    (``lp_grad_copy``: DeepSpeed's ``BF16_Optimizer``, 2 + 6 + 12 = 20 bytes).
+    18 bytes), plus the 16-bit ``.grad`` beside it where DeepSpeed's
+    ``BF16_Optimizer`` runs (:func:`bf16_optimizer_active`: 2 + 6 + 12 = 20
+    bytes). At ZeRO-2/3 the same runtime runs DeepSpeed's ZeRO optimizer:
+    16-bit gradients only (2 + 2 + 12).
 
     fp16 without fp32 accumulation (:func:`reduced_grad_bytes`): 2 + 2 + 12 =
     16 bytes resident at the memory peak, 4 fewer than the 20 of
@@ -71,8 +91,8 @@ def state_bytes(training: Training) -> tuple[float, float, float]:
     does not hold it; a step-time peak (state + 4 B/parameter, no
     activations) above that is not modelled."""
     w, g, o = param_state_bytes(training)
-    reduced = reduced_grad_bytes(training)
-    if reduced > g and training.runtime.lp_grad_copy and training.dtype == "bf16":
+    reduced = reduced_grad_bytes(training, zero)
+    if reduced > g and bf16_optimizer_active(training, zero):
         return w, reduced + g, o
     return w, reduced, o
 
@@ -94,8 +114,9 @@ def hp_grad_accumulate_bytes(training: Training, s: Strategy) -> float:
     """HBM bytes per local parameter that the runtime's per-micro-batch
     gradient accumulation moves outside the GEMMs: :data:`HP_GRAD_ACCUMULATE_BYTES`
     where DeepSpeed's ``BF16_Optimizer`` keeps a 16-bit ``.grad`` beside its
-    fp32 accumulator (the predicate of :func:`state_bytes`: ``lp_grad_copy``,
-    bf16, an fp32 gradient buffer) and the strategy is below ZeRO-2, else 0.
+    fp32 accumulator (:func:`bf16_optimizer_active`, the predicate of
+    :func:`state_bytes` and :func:`reduced_grad_bytes`: ``lp_grad_copy``,
+    bf16, the strategy below ZeRO-2), else 0.
     DeepSpeed hands a bf16 model with fp32 gradient accumulation to
     ``BF16_Optimizer`` without ZeRO and at ZeRO stage 1, to its ZeRO optimizer
     at stages 2 and 3 (``DeepSpeedEngine._do_optimizer_sanity_check``; BLOOM's
@@ -111,28 +132,34 @@ def hp_grad_accumulate_bytes(training: Training, s: Strategy) -> float:
     calls ``update_hp_grads`` after ``loss.backward()``
     (``deepspeed/runtime/pipe/engine.py``, ``deepspeed/runtime/engine.py``).
     """
-    reduced = reduced_grad_bytes(training)
+    reduced = reduced_grad_bytes(training, s.zero)
     g = param_state_bytes(training)[1]
-    if (s.zero < 2 and reduced > g and training.runtime.lp_grad_copy
-            and training.dtype == "bf16"):
+    if reduced > g and bf16_optimizer_active(training, s.zero):
         return HP_GRAD_ACCUMULATE_BYTES
     return 0.0
 
 
-def reduced_grad_bytes(training: Training) -> float:
+def reduced_grad_bytes(training: Training, zero: int) -> float:
     """Bytes per parameter of the gradient that the data-parallel reduction
-    moves: the fp32 buffer when the runtime keeps one (``fp32_grad_buffer``)
-    in bf16/FP8 training (Megatron-LM ``arguments.py`` forces
-    ``accumulate_allreduce_grads_in_fp32`` for bf16; DeepSpeed's
-    BF16_Optimizer reduces ``fp32_groups_gradients_flat``) or in fp16 training
-    that states it (``fp16_fp32_grads``: ``--accumulate-allreduce-grads-in-fp32``),
-    else the optimizer's gradient: 2 bytes in fp16 (Megatron-LM's ``main_grad``
-    has the parameters' dtype without that flag, ``docs/source/distrib_optimizer.md``
-    "fp16 param, fp16 grads"; DeepSpeed's ``communication_data_type`` defaults
-    to ``torch.float16`` under fp16, ``deepspeed/runtime/engine.py``), 4 under
-    PyTorch AMP (the parameters are fp32)."""
+    moves, for a strategy at ZeRO stage ``zero``: the fp32 buffer when the
+    runtime keeps one (``fp32_grad_buffer``) in bf16/FP8 training (Megatron-LM
+    ``arguments.py`` forces ``accumulate_allreduce_grads_in_fp32`` for bf16;
+    DeepSpeed's BF16_Optimizer reduces ``fp32_groups_gradients_flat``) or in
+    fp16 training that states it (``fp16_fp32_grads``:
+    ``--accumulate-allreduce-grads-in-fp32``), else the optimizer's gradient:
+    2 bytes in fp16 (Megatron-LM's ``main_grad`` has the parameters' dtype
+    without that flag, ``docs/source/distrib_optimizer.md`` "fp16 param, fp16
+    grads"), 4 under PyTorch AMP (the parameters are fp32). A ``lp_grad_copy``
+    runtime (DeepSpeed read as ``BF16_Optimizer``) at ZeRO-2/3 runs the ZeRO
+    optimizer instead (:func:`bf16_optimizer_active`), which reduces the 16-bit
+    gradients; DeepSpeed's fp16 engine does too: ``communication_data_type``
+    defaults to the model dtype (``deepspeed/runtime/engine.py``,
+    ``DeepSpeedEngine.communication_data_type``: the configured value, else
+    float16 under fp16, bfloat16 under bf16)."""
     g = param_state_bytes(training)[1]
     rt = training.runtime
+    if rt.lp_grad_copy and zero >= 2:
+        return g
     fp32 = training.dtype in ("bf16", "fp8") or (training.dtype == "fp16" and rt.fp16_fp32_grads)
     if rt.fp32_grad_buffer and fp32 and g < 4:
         return 4.0
@@ -214,11 +241,11 @@ def weight_parts(layer: Layer, s: Strategy, training: Training,
     cache = AUTOCAST_CACHE_BYTES * autocast_cast_params(layer, s) \
         if training.autocast and s.zero < 3 else 0.0
     layer = held_layer(layer, tie_active)
-    w, g, o = state_bytes(training)
+    w, g, o = state_bytes(training, s.zero)
     if training.dtype == "fp8" and layer.kind in FP8_KINDS \
             and not training.runtime.fp8_primary_weights:
         w += FP8_WEIGHT_COPY_BYTES
-    bucket = reduced_grad_bytes(training) if training.runtime.ddp_bucket_copy and s.zero <= 1 else 0.0
+    bucket = reduced_grad_bytes(training, s.zero) if training.runtime.ddp_bucket_copy and s.zero <= 1 else 0.0
     dense, expert = moe.split_params(layer, s)
     parts = [cache, 0.0, 0.0]
     for count, group in ((dense, s.dp * s.cp), (expert, s.edp)):

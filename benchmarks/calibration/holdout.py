@@ -124,7 +124,7 @@ parameter changed: the fit and calibrated.yaml are those of the paragraph after 
   Hopper-native kernel only where the text names cuDNN attention). FlagPerf's Llama-3 rows go
   back to about their figures from before the rule: 8B bf16 +7.5% -> +19.5% (1 node), +9.7% ->
   +21.8% (2 nodes), FP8 +3.0% -> +17.6%, +4.6% -> +19.3%; 70B +3.5% -> +9.4%. The
-  Megatron-DeepSpeed row (+12.3%) does not change (no Transformer Engine, A100), nor does the
+  Megatron-DeepSpeed row (+12.2%) does not change (no Transformer Engine, A100), nor does the
   A800 row (-2.2%: sm80, where TE has no Hopper preference to apply). The paragraphs
   "FlagPerf (tenth session, ...)" and "FlagPerf: what is left" below quote the withdrawn
   figures; what is left is now here.
@@ -141,7 +141,8 @@ parameter changed: the fit and calibrated.yaml are those of the paragraph after 
   already under-predicted without it: the records do not read that way. Selective
   recomputation changes nothing with fused attention.
 - *What the DeepSpeed-pipeline conclusion becomes.* The three Megatron-DeepSpeed records are
-  +12.3% (FlagPerf Llama-2-7B, A100, no pipeline), +22.0% (GLM-130B) and +22.0% (GPT-NeoX-20B);
+  +12.2% (FlagPerf Llama-2-7B, A100, no pipeline; +19.8% since its ds_config is read with
+  DeepSpeed's optimizer rule, last paragraph), +22.0% (GLM-130B) and +22.0% (GPT-NeoX-20B);
   the earlier "+21% and +49%" was partly the missing GeGLU weights. FlagPerf's Megatron-Core
   8B rows on H100 are as far off (+17.6% to +21.8%), so the DeepSpeed engine's own per-layer
   costs no longer separate these records from the others; the Megatron-LM families on Ampere
@@ -157,7 +158,7 @@ parameter changed: the fit and calibrated.yaml are those of the paragraph after 
 (1) The A800 SXM4 80GB is a catalog device: the A100 80GB's GA100 compute and HBM2e, NVLink
 400 GB/s bidirectional instead of 600 (Reuters 2022-11-08 and the distributor specification it
 quotes; NVIDIA publishes no datasheet for the 80 GB SXM part), sharing the A100's fitted GEMM
-efficiency (same die: `fit.CHIP_GROUPS`; 0.697 after the accumulation refit below). The
+efficiency (same die: `fit.CHIP_GROUPS`; 0.696 after the accumulation refit below). The
 FlagPerf 8B A800 row (PP 2, DP 4, ZeRO-1) is now priced: -2.2% (3.53 against 3.61 samples/s,
 compute 99% of the iteration, so the NVLink cap barely enters), memory 75.6 GiB modelled against
 76 (-0.5%). MegaScale's "A100 or A800 is not stated" keeps the A100. With it (figures after the
@@ -178,10 +179,12 @@ nothing chosen with these records).** DeepSpeed's `BF16_Optimizer` adds every bf
 into its fp32 accumulator after each micro-batch (`update_hp_grads`, 18 bytes per local
 parameter; `layer_cost.grad_accumulate_time`), found while checking what DeepSpeed's
 `PipelineEngine` does per micro-batch that Megatron does not (BOUNDS.md reading, BLOOM). One
-held-out record runs that optimizer: FlagPerf's Megatron-DeepSpeed case (bf16, ZeRO-1, which
-DeepSpeed hands to `BF16_Optimizer` when gradients accumulate in fp32,
-`DeepSpeedEngine._do_optimizer_sanity_check`; its memory was already priced so): +19.5% ->
-+12.3%. GPT-NeoX-20B and GLM-130B trained in fp16, so they get no new term; they move only
+held-out record was read as running that optimizer: FlagPerf's Megatron-DeepSpeed case (bf16,
+ZeRO-1), +19.5% -> +12.2%. That reading was wrong and is withdrawn (see "DeepSpeed's optimizer
+rule" at the end): its ds_config sets ZeRO stage 1 and `grad_accum_dtype` bf16, and
+`DeepSpeedEngine._do_optimizer_sanity_check` hands `BF16_Optimizer` only fp32 accumulation, so
+the run had the ZeRO optimizer, no accumulation pass and no fp32 gradient buffer: +19.8% now,
+the accumulation term credits it nothing. GPT-NeoX-20B and GLM-130B trained in fp16, so they get no new term; they move only
 through the refit (A100 GEMM efficiency 0.690 -> 0.697): GPT-NeoX +21.5% -> +22.0%, GLM-130B
 +48.8% -> +49.5%. Pooled median 4.3% -> 4.6%, p90 21.1% -> 20.0%, one figure per family
 13.9% -> 14.0%; FlagPerf family median 6.3% -> 6.1%, p90 14.7% -> 11.0%. For the DeepSpeed
@@ -382,6 +385,24 @@ Held-out figures before -> after: pooled median 4.8% -> 4.8%, p90 21.9% -> 21.9%
 per family 19.8% -> 19.8%; FlagPerf median 17.6% -> 17.5%, MegaScale 3.1% -> 3.1%, Zero Bubble
 4.4% -> 4.4%; memory unchanged (31 records, median 6.7%, max 16.1%). No held-out record runs a
 plain PyTorch or fused loss, Composer or a pool: the moves are the refit's.
+
+**DeepSpeed's optimizer rule (tenth session, review; nothing chosen with these records).**
+DeepSpeed picks `BF16_Optimizer` for a bf16 model only with fp32 gradient accumulation at ZeRO
+stage 0/1, else (ZeRO on) its ZeRO optimizer; `grad_accum_dtype` defaults to fp32 without ZeRO
+and to the model dtype with ZeRO on (`deepspeed/runtime/engine.py`, `get_data_types`,
+`_do_optimizer_sanity_check`). A record that states its ds_config is now read with that rule
+(`stacks.bf16_optimizer_runs`; plain/HF DeepSpeed at ZeRO-1 bf16 likewise); one stating only a
+ZeRO stage keeps `BF16_Optimizer` (BLOOM ran stage 0, its records say ZeRO-1: the fit is
+unchanged, RESULTS.md identical). In the catalog `deepspeed` runtime memory, reduce bytes and the
+accumulation pass now share one predicate per strategy (`state.bf16_optimizer_active`: at
+ZeRO-2/3 16-bit gradients, reduced in bf16, `communication_data_type` default). FlagPerf's
+Megatron-DeepSpeed case (ds_config ZeRO-1, `grad_accum_dtype` bf16): +12.2% -> +19.8% (6.28 ->
+6.71 samples/s predicted, 5.60 measured), memory 34.9 GiB (+9.1%) -> 28.1 GiB (-12.3%) against
+32 GiB: no 18-byte accumulation pass, no fp32 gradient buffer beside the bf16 `.grad`, a bf16
+all-reduce. `flagperf` median 17.5% -> 19.2%, p90 20.4% -> 20.6%; pooled median 4.8% -> 4.8%,
+p90 21.9% -> 21.9%, one figure per family 19.8% -> 20.6%; memory on 31 records unchanged
+(median 6.7%, max 16.1%). The three Megatron-DeepSpeed records are again all near +20% too fast
+(+19.8%, +22.0%, +22.0%), like FlagPerf's H100 Megatron-Core rows.
 """
 
 
