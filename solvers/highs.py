@@ -150,6 +150,10 @@ def _load(form: MatrixForm, time_limit_s: float | None, rel_gap: float, warm_sta
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("mip_rel_gap", float(rel_gap))
+    # No absolute gap: HiGHS's default mip_abs_gap 1e-6 stops at 1e-6 of objective, and the
+    # objectives are seconds (0.05 s for the small test instances: 2e-5 relative, far above a
+    # requested 1e-9); within_requested_gap then reported such runs feasible, not optimal.
+    h.setOptionValue("mip_abs_gap", 0.0)
     h.setOptionValue("threads", 1)
     # Feasibility tolerances 1e-9 (HiGHS defaults: mip 1e-6, primal 1e-7). Memory rows are in
     # GiB, so the defaults let an "optimal" plan overflow a stage by ~1 KB and, on small
