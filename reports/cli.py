@@ -18,6 +18,17 @@ def _fail(plan_json: str, message: str) -> int:
     return EXIT_BAD_INPUT
 
 
+def _write(plan_json: str, html: str, output: str, what: str = "") -> int:
+    """Write ``html`` to ``output`` atomically and say so (``what``: the kind
+    of document, printed after the path); exit 2 naming the file if it cannot."""
+    try:
+        write_atomic(html, output)
+    except OSError as exc:
+        return _fail(plan_json, f"cannot write the report to {output} ({exc})")
+    print(f"wrote {output}" + (f" ({what})" if what else ""))
+    return EXIT_OK
+
+
 def _peer_report(plan_json: str, doc: dict, peer: str, output: str) -> int:
     """A peer problem's plan.json gets the peer report, the one ``autopar solve
     SPEC --out DIR`` writes as DIR/report.html (:mod:`autopar_opt.peers.report`);
@@ -33,12 +44,7 @@ def _peer_report(plan_json: str, doc: dict, peer: str, output: str) -> int:
                      f"read ({type(exc).__name__}: {exc}); give the plan.json of `autopar solve "
                      "SPEC --out DIR` for a spec with problem:, or use DIR/report.html, which that "
                      "command writes beside it")
-    try:
-        write_atomic(html, output)
-    except OSError as exc:
-        return _fail(plan_json, f"cannot write the report to {output} ({exc})")
-    print(f"wrote {output} (peer problem: {peer})")
-    return EXIT_OK
+    return _write(plan_json, html, output, f"peer problem: {peer}")
 
 
 def _own_report(plan_json: str, doc: dict, output: str, kind: str) -> int:
@@ -60,12 +66,7 @@ def _own_report(plan_json: str, doc: dict, output: str, kind: str) -> int:
         return _fail(plan_json, f"a {kind}.json, but not one the {kind} report can read "
                      f"({type(exc).__name__}: {exc}); give the {kind}.json of `autopar {command} "
                      f"... --out DIR`, or use DIR/{html_name}, which that command writes beside it")
-    try:
-        write_atomic(html, output)
-    except OSError as exc:
-        return _fail(plan_json, f"cannot write the report to {output} ({exc})")
-    print(f"wrote {output} ({kind})")
-    return EXIT_OK
+    return _write(plan_json, html, output, kind)
 
 
 def report_command(plan_json: str, output: str) -> int:
@@ -110,9 +111,4 @@ def report_command(plan_json: str, output: str) -> int:
         html = render_html(doc)
     except ReportInputError as exc:
         return _fail(plan_json, "not a plan document the report can read: " + "; ".join(exc.problems))
-    try:
-        write_atomic(html, output)
-    except OSError as exc:
-        return _fail(plan_json, f"cannot write the report to {output} ({exc})")
-    print(f"wrote {output}")
-    return EXIT_OK
+    return _write(plan_json, html, output)
