@@ -19,17 +19,16 @@ from dataclasses import replace
 import pytest
 
 from bruteforce import brute_force
+from two_stage_lm import evaluate_on_off
 from solver_agreement import assert_all_reach, assignments, memory_limit, solve_every_way
 from autopar_opt.cost.layer_cost import (
     activation_bytes, eager_loss_bytes, kept_logit_bytes, loss_grad_cast_bytes, user_reserve_for,
     working_set_bytes)
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.tables import build_cost_tables, stage_memory
-from autopar_opt.evaluate import evaluate
 from autopar_opt.graph import Layer, LayerKind
 from autopar_opt.hardware import GIB
 from autopar_opt.model_zoo.transformer import decoder_lm, lm_head
-from autopar_opt.plan import Plan, StagePlan
 from autopar_opt.runtime import RUNTIMES, runtime_named
 from autopar_opt.solvers.dp.common import iteration_time, least_memory
 from autopar_opt.strategies import Strategy
@@ -103,19 +102,12 @@ def test_evaluate_holds_it_in_the_last_stage() -> None:
     the same runtime without the eager loss (4-byte logits kept, no transient) its
     modelled bytes differ by 2,048,000 - 2 B x 256 x 1000 x 2 = 1,024,000 (one
     in-flight micro-batch on the last stage); the first stage is unchanged."""
-    graph = decoder_lm("tiny", 2, 256, 256, 4, 1024, 1000)
-    cluster = small_cluster(1, 4)
-    s = Strategy(dp=2, tp=1)
-    names = [layer.name for layer in graph.layers]
-    plan = Plan([StagePlan(names[:2], [s, s]), StagePlan(names[2:], [s, s])], 2,
-                Schedule.one_f_one_b)
     on = Training(global_batch_size=8, seq_len=256, runtime=RUNTIMES["pytorch-ddp"])
     off = replace(on, runtime=replace(on.runtime, eager_cross_entropy=False))
-    m_on, m_off = evaluate(plan, graph, cluster, on), evaluate(plan, graph, cluster, off)
+    m_on, m_off, modelled = evaluate_on_off(on, off)
     assert m_on.stages[1].inflight_microbatches == 1
     assert m_on.stages[1].working_gib == pytest.approx(2_048_000 / GIB, rel=1e-12)
     assert m_off.stages[1].working_gib == 0.0
-    modelled = [st.peak_memory_gib - st.reserve_gib for st in (*m_on.stages, *m_off.stages)]
     assert modelled[1] - modelled[3] == pytest.approx(1_024_000 / GIB, rel=1e-9)
     assert modelled[0] == pytest.approx(modelled[2], rel=1e-12)
 

@@ -16,16 +16,14 @@ from dataclasses import replace
 
 import pytest
 
+from two_stage_lm import evaluate_on_off
 from autopar_opt.cost.layer_cost import activation_bytes, loss_grad_cast_bytes, working_set_bytes
-from autopar_opt.evaluate import evaluate
 from autopar_opt.graph import Layer, LayerKind
 from autopar_opt.hardware import GIB
-from autopar_opt.model_zoo.transformer import decoder_lm, lm_head
-from autopar_opt.plan import Plan, StagePlan
+from autopar_opt.model_zoo.transformer import lm_head
 from autopar_opt.runtime import RUNTIMES, runtime_named
 from autopar_opt.strategies import Strategy
-from autopar_opt.synthetic import small_cluster
-from autopar_opt.training import Recompute, Schedule, Training
+from autopar_opt.training import Recompute, Training
 
 S, H, V = 8, 16, 64          # 512 logits per sample; fp32 logits 4·s·V = 2048 bytes
 
@@ -91,19 +89,12 @@ def test_evaluate_holds_it_in_the_last_stage() -> None:
     samples per GPU, s = 256, V = 1000: X = 2 B x 256 x 1000 x 2 = 1,024,000 bytes on
     the last stage, 0 on the first; turning the cast off lowers the last stage's
     modelled bytes by exactly that and leaves the first stage's unchanged."""
-    graph = decoder_lm("tiny", 2, 256, 256, 4, 1024, 1000)
-    cluster = small_cluster(1, 4)
-    s = Strategy(dp=2, tp=1)
-    names = [layer.name for layer in graph.layers]
-    plan = Plan([StagePlan(names[:2], [s, s]), StagePlan(names[2:], [s, s])], 2,
-                Schedule.one_f_one_b)
     on = Training(global_batch_size=8, seq_len=256)
     assert on.runtime.loss_grad_cast
     off = replace(on, runtime=replace(on.runtime, loss_grad_cast=False))
     x = 2 * 256 * 1000 * 2
-    m_on, m_off = evaluate(plan, graph, cluster, on), evaluate(plan, graph, cluster, off)
+    m_on, m_off, modelled = evaluate_on_off(on, off)
     assert m_on.stages[1].working_gib == pytest.approx(x / GIB, rel=1e-12)
     assert m_on.stages[0].working_gib == 0.0 and m_off.stages[1].working_gib == 0.0
-    modelled = [st.peak_memory_gib - st.reserve_gib for st in (*m_on.stages, *m_off.stages)]
     assert modelled[1] - modelled[3] == pytest.approx(x / GIB, rel=1e-9)
     assert modelled[0] == pytest.approx(modelled[2], rel=1e-12)
