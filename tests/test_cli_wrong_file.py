@@ -92,18 +92,26 @@ def test_a_peer_problem_still_takes_its_own_options(tmp_path):
 GRAPH = ROOT / "tests" / "data" / "placement" / "throughput" / "LayerGraphs_bert24_inference.json"
 
 
+def _report_again_and_refuse_export(tmp_path, doc, written_html) -> str:
+    """``report doc`` is byte-identical to ``written_html`` (what the command
+    that wrote ``doc`` rendered beside it); ``export doc --to megatron`` exits 2.
+    Returns export's message for the caller's wording checks."""
+    html = tmp_path / "again.html"
+    code, text = _cli("report", doc, "-o", html)
+    assert code == 0, text
+    assert html.read_bytes() == written_html.read_bytes()
+    code, text = _cli("export", doc, "--to", "megatron")
+    assert code == 2, text
+    return text
+
+
 def test_report_of_a_placement_json_is_the_placement_report(tmp_path):
     """Before: 17 'missing key' messages of the plan format. Oracle: byte-identical
     to the report.html `place --out` wrote from the same document."""
     out = tmp_path / "out"
     code, text = _cli("place", GRAPH, "--out", out)
     assert code == 0, text
-    html = tmp_path / "again.html"
-    code, text = _cli("report", out / "placement.json", "-o", html)
-    assert code == 0, text
-    assert html.read_bytes() == (out / "report.html").read_bytes()
-    code, text = _cli("export", out / "placement.json", "--to", "megatron")
-    assert code == 2, text
+    text = _report_again_and_refuse_export(tmp_path, out / "placement.json", out / "report.html")
     assert "placement.json of `autopar place`" in text and "no --to megatron export" in text
     assert "the solve ended" not in text      # before: 'no plan to export: the solve ended ...'
 
@@ -219,12 +227,7 @@ def test_report_and_export_of_a_capacity_json(tmp_path):
     code, text = _cli("capacity", ROOT / "tests" / "data" / "capacity" / "tiny.yaml", "--out", out,
                       "--store", tmp_path / "s.sqlite", "--quiet")
     assert code == 0, text
-    html = tmp_path / "again.html"
-    code, text = _cli("report", out / "capacity.json", "-o", html)
-    assert code == 0, text
-    assert html.read_bytes() == (out / "capacity.html").read_bytes()
-    code, text = _cli("export", out / "capacity.json", "--to", "megatron")
-    assert code == 2, text
+    text = _report_again_and_refuse_export(tmp_path, out / "capacity.json", out / "capacity.html")
     assert "capacity.json of `autopar capacity`" in text and str(out / "scenarios") in text
     assert "the solve found none" not in text
 
