@@ -742,8 +742,7 @@ def eager_loss_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
     if layer.kind is not LayerKind.lm_head or not rt.eager_cross_entropy \
             or rt.fused_cross_entropy:
         return 0.0
-    logits = (layer.act_bytes - layer.act_replicated_bytes) / 4.0   # s·V per sample
-    return 2.0 * eager_logp_bytes(training) * logits / s.tp * microbatch_samples / (s.dp * s.cp)
+    return 2.0 * eager_logp_bytes(training) * logits_per_device(layer, s, microbatch_samples)
 
 
 def loss_grad_cast_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
@@ -781,8 +780,7 @@ def loss_grad_cast_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
             or rt.fused_cross_entropy or rt.eager_cross_entropy \
             or DTYPE_BYTES.get(training.dtype, 4) >= 4:
         return 0.0
-    logits = (layer.act_bytes - layer.act_replicated_bytes) / 4.0   # the 4·s·V fp32 bytes
-    return 2.0 * logits / s.tp * microbatch_samples / (s.dp * s.cp)
+    return 2.0 * logits_per_device(layer, s, microbatch_samples)
 
 
 def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
