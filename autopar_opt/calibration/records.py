@@ -359,8 +359,7 @@ def fp16_grad_dtype(runtime: Runtime, dtype: str, framework: str, precision: str
     reduction stay fp16 (:func:`autopar_opt.cost.state.reduced_grad_bytes`)."""
     if dtype != "fp16" or not runtime.fp32_grad_buffer:
         return runtime
-    flat = (framework + " " + precision).replace(" ", "").replace("_", "-").lower()
-    if "accumulate-allreduce-grads-in-fp32" in flat:
+    if stacks.flag_stated(framework + " " + precision, "accumulate-allreduce-grads-in-fp32"):
         notes.append("fp16 with --accumulate-allreduce-grads-in-fp32 (stated): gradients "
                      "accumulated and all-reduced in fp32")
         return replace(runtime, fp16_fp32_grads=True)

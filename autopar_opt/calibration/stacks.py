@@ -140,7 +140,7 @@ def _flat(text: str) -> str:
     return re.sub(r"[\s_-]+", "", text.lower())
 
 
-def _stated(fw: str, *keys: str) -> bool | None:
+def flag_stated(fw: str, *keys: str) -> bool | None:
     """``True``/``False`` when the framework text sets one of ``keys`` on or
     off (``--key``, ``key=true``, ``key: false``, ``no key``), else ``None``."""
     flat = _flat(fw)
@@ -194,10 +194,10 @@ def nemo(fw: str, notes: list[str]) -> Runtime:
         notes.append(f"NeMo Megatron {release.group(0)}: Megatron-LM modules before Transformer "
                      "Engine (megatron-lm runtime: no fused attention, no TP overlap)")
         return replace(runtime_named("megatron-lm"), name="nemo-megatron")
-    fp32 = _stated(fw, "grad_reduce_in_fp32", "grad-reduce-in-fp32")
+    fp32 = flag_stated(fw, "grad_reduce_in_fp32", "grad-reduce-in-fp32")
     if re.search(r"gradsyncdtype[=:]?(bf16|bfloat16|fp16)", _flat(fw)):    # NeMo 1.x optim key
         fp32 = False
-    fp8w = _stated(fw, "fp8_params", "fp8-param-gather", "fp8_param_gather")
+    fp8w = flag_stated(fw, "fp8_params", "fp8-param-gather", "fp8_param_gather")
     rt = runtime_named("megatron-bridge", fp32_grad_buffer=fp32 is not False,
                        fp8_primary_weights=bool(fp8w))
     notes.append("NeMo before Megatron-Bridge: Megatron-Core + TE with TP/DP overlap and the "
@@ -209,7 +209,7 @@ def nemo(fw: str, notes: list[str]) -> Runtime:
 
 def torchtitan(fw: str, notes: list[str]) -> Runtime:
     """torchtitan (see the module docstring): async TP when the text says so."""
-    async_tp = _stated(fw, "async tp", "async-tp", "asynctp", "enable_async_tensor_parallel",
+    async_tp = flag_stated(fw, "async tp", "async-tp", "asynctp", "enable_async_tensor_parallel",
                        "async tensor parallel")
     rt = runtime_named("torchtitan", tp_comm_overlap=bool(async_tp))
     notes.append("torchtitan: FSDP2 prefetch, fp32 gradient reduce-scatter "
@@ -297,7 +297,7 @@ def bf16_optimizer_runs(stage: int, accum: str | None) -> bool:
 def deepspeed_zero(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
     """DeepSpeed ZeRO without Megatron (see the module docstring)."""
     stage = zero_stage_of(rec)
-    overlap = _stated(fw, "overlap_comm", "overlap-comm")
+    overlap = flag_stated(fw, "overlap_comm", "overlap-comm")
     overlap = (stage == 3) if overlap is None else overlap
     precision = str(((rec or {}).get("training") or {}).get("precision") or "").lower()
     fp16 = "fp16" in precision and "bf16" not in precision
@@ -333,7 +333,7 @@ def deepspeed_zero(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
 
 
 def colossal(fw: str, notes: list[str]) -> Runtime:
-    flash = bool(_stated(fw, "flash", "enable_flash_attention"))
+    flash = bool(flag_stated(fw, "flash", "enable_flash_attention"))
     notes.append("Colossal-AI: overlapped gradient reduction, fused HybridAdam, no ZeRO-3 "
                  f"prefetch (GeminiPlugin max_prefetch=0), flash attention {flash}")
     return replace(runtime_named("pytorch-ddp", flash_attention=flash, fused_optimizer=True,
@@ -437,12 +437,12 @@ def megatron_core(fw: str, notes: list[str], rec: dict | None = None) -> Runtime
     Transformer Engine and the record's GPU is sm90+ (``rec``'s
     ``hardware.gpu_type``): TE then picks cuDNN's fused attention
     (:func:`te_picks_fused_attention`)."""
-    flags = {"tp_comm_overlap": "--tp-comm-overlap" in fw or bool(_stated(fw, "tp_comm_overlap")),
+    flags = {"tp_comm_overlap": "--tp-comm-overlap" in fw or bool(flag_stated(fw, "tp_comm_overlap")),
              "grad_reduce_overlap": "--overlap-grad-reduce" in fw
-             or bool(_stated(fw, "overlap_grad_reduce")),
+             or bool(flag_stated(fw, "overlap_grad_reduce")),
              "param_gather_overlap": "--overlap-param-gather" in fw
-             or bool(_stated(fw, "overlap_param_gather"))}
-    if _stated(fw, "use-distributed-optimizer", "distributed optimizer") is False:
+             or bool(flag_stated(fw, "overlap_param_gather"))}
+    if flag_stated(fw, "use-distributed-optimizer", "distributed optimizer") is False:
         flags["distributed_optimizer"] = False
     if _UNFUSED_ATTENTION.search(fw):
         flags.update(flash_attention=False, hopper_attention=False)
