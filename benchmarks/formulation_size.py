@@ -14,8 +14,8 @@ from autopar_opt.cost.params import default_params
 from autopar_opt.cost.tables import build_cost_tables
 from autopar_opt.formulations import build_formulation
 from autopar_opt.solvers.registry import get_backend
-from autopar_opt.synthetic import random_chain, small_cluster
-from autopar_opt.training import Schedule, SearchSpace, Training
+from autopar_opt.model_zoo.synthetic import random_chain, small_cluster
+from autopar_opt.ir.training import Schedule, SearchSpace, Training
 
 CASES = [(8, 2), (16, 4), (32, 4), (48, 8)]
 

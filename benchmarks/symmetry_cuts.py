@@ -23,7 +23,7 @@ from pathlib import Path
 
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.tables import build_cost_tables
-from autopar_opt.evaluate import evaluate
+from autopar_opt.cost.evaluate import evaluate
 from autopar_opt.formulations.direct import DirectBuilder
 from autopar_opt.search.baselines import best_uniform_for_config
 from autopar_opt.search.bounds import analytic_lower_bound

@@ -5,7 +5,7 @@ from __future__ import annotations
 from autopar_opt.core.assignment import Assignment
 from autopar_opt.core.matrix import MatrixForm
 from autopar_opt.cost.tables import CostTables
-from autopar_opt.plan import Plan
+from autopar_opt.ir.plan import Plan
 
 
 class MatrixBacked:

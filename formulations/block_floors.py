@@ -21,7 +21,7 @@ import numpy as np
 from autopar_opt.core.assignment import Assignment
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.formulations.chain_blocks import BlockChain, best_path
-from autopar_opt.hardware import GIB, MEM_EPS
+from autopar_opt.ir.hardware import GIB, MEM_EPS
 
 
 class _Front:

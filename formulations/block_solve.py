@@ -34,7 +34,7 @@ from autopar_opt.formulations.base import FormulationError, price_assignment, st
 from autopar_opt.formulations.block_floors import split_plan, stage_floors
 from autopar_opt.formulations.blocks import build_blocks
 from autopar_opt.formulations.chain_blocks import block_chain
-from autopar_opt.plan import Plan
+from autopar_opt.ir.plan import Plan
 
 #: exact patterns up to this many layouts in the first model
 EXACT_START = 2

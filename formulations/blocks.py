@@ -47,7 +47,7 @@ exists iff the stored memory plus that largest ``X`` fits, as in
 :func:`~autopar_opt.cost.tables.stage_memory`), so its time is at most the
 objective, with equality at an optimum. Hence the two optima are equal, the
 decoded optimum is an optimal plan, and the model's dual bound is a valid
-lower bound for every plan of the configuration. ``tests/test_block_milp.py``
+lower bound for every plan of the configuration. ``tests/unit/formulations/test_block_milp.py``
 checks both directions against the direct MILP and brute force.
 
 Two additions make HiGHS fast without changing the optimum: the stage-size
@@ -76,9 +76,9 @@ from autopar_opt.formulations.base import FormulationError, MatrixBacked, check_
 from autopar_opt.formulations.block_floors import StageFloor, layer_bytes, stage_floors
 from autopar_opt.formulations.chain_blocks import (BlockChain, Pattern, best_path, block_chain,
                                                    collapse, layout_patterns)
-from autopar_opt.hardware import GIB, MEM_EPS
-from autopar_opt.plan import Plan
-from autopar_opt.strategies import layout_ids
+from autopar_opt.ir.hardware import GIB, MEM_EPS
+from autopar_opt.ir.plan import Plan
+from autopar_opt.ir.strategies import layout_ids
 
 EMPTY = -1   #: the pattern of a stage without body blocks
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from autopar_opt.cost.tables import CostTables, identical_layers
 from autopar_opt.formulations.base import FormulationError
-from autopar_opt.strategies import layout_ids
+from autopar_opt.ir.strategies import layout_ids
 
 #: relative tolerance of the triangle-inequality check on the block resharding matrix
 TRIANGLE_TOL = 1e-12

@@ -41,9 +41,9 @@ from autopar_opt.formulations.base import (FormulationError, MatrixBacked, check
                                             start_assignment)
 from autopar_opt.formulations.layout import ColumnLayout, StructureKey
 from autopar_opt.formulations.rows import Fill, collect, families_of
-from autopar_opt.hardware import GIB
-from autopar_opt.plan import Plan
-from autopar_opt.strategies import layout_ids
+from autopar_opt.ir.hardware import GIB
+from autopar_opt.ir.plan import Plan
+from autopar_opt.ir.strategies import layout_ids
 
 
 def collapse(mat: np.ndarray, gu: np.ndarray, gv: np.ndarray) -> np.ndarray:

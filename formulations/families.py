@@ -7,7 +7,7 @@ so ``x[u,i] = a[u,i] - a[u,i-1]`` and the crossing indicator of edge ``e``
 at boundary ``b`` is ``z[e,b] = a[u,b] - a[v,b]``: exact because ``a`` is
 monotone along the order (``a[v,b] <= a[u,b]``), it is 1 iff
 ``stage(u) <= b < stage(v)``, the relay semantics of
-:func:`autopar_opt.evaluate.evaluate`.
+:func:`autopar_opt.cost.evaluate.evaluate`.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from autopar_opt.formulations.direct import DirectFormulation, build_direct
 from autopar_opt.formulations.lazy_pyomo import pyo, pyomo_opt
 from autopar_opt.formulations.miqp import add_miqp_families
 from autopar_opt.formulations.pyomo_model import pyomo_model
-from autopar_opt.plan import Plan
+from autopar_opt.ir.plan import Plan
 
 FORMS: dict[str, ProblemClass] = {"milp": ProblemClass.milp, "miqp": ProblemClass.miqp}
 

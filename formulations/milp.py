@@ -24,7 +24,7 @@ import numpy as np
 
 from autopar_opt.formulations.layout import INF, ColumnLayout, StructureKey
 from autopar_opt.formulations.rows import Fill, Rows, family, grid
-from autopar_opt.hardware import GIB, MEM_EPS
+from autopar_opt.ir.hardware import GIB, MEM_EPS
 
 MILP = ("milp",)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.formulations.lazy_pyomo import pyo
-from autopar_opt.hardware import GIB, MEM_EPS
+from autopar_opt.ir.hardware import GIB, MEM_EPS
 
 
 def x_expr(m: Any, u: int, i: int):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopar_opt.graph import Layer, LayerKind
+from autopar_opt.ir.graph import Layer, LayerKind
 
 
 @dataclass(frozen=True)

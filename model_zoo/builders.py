@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from autopar_opt.graph import LayerGraph
+from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.model_zoo.cnn import build_inception_v3
 from autopar_opt.model_zoo.encoders import build_encoder_decoder, build_encoder_lm
 from autopar_opt.model_zoo.blocks import AttentionDims, MoeDims, decoder_block

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from autopar_opt.graph import Layer, LayerGraph, LayerKind
+from autopar_opt.ir.graph import Layer, LayerGraph, LayerKind
 
 ACT_BYTES = 2  # 16-bit activations
 INDEX_BYTES = 8  # int64 arg-max index of a max pool (DilatedMaxPool2d.cu top_mask)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from autopar_opt.graph import Layer, LayerGraph
+from autopar_opt.ir.graph import Layer, LayerGraph
 from autopar_opt.model_zoo.transformer import embedding, lm_head, transformer_block
 
 
@@ -41,7 +41,7 @@ def build_encoder_decoder(name: str, dims: dict[str, Any], source: str) -> Layer
     no biases and shares one embedding table between encoder, decoder and
     output layer: its parameters live in ``enc_embed``; ``dec_embed`` and
     ``head`` carry none; with ``pp > 1`` the head (last stage) holds its own
-    copy tied to ``enc_embed`` (:attr:`autopar_opt.graph.Layer.tied_params`;
+    copy tied to ``enc_embed`` (:attr:`autopar_opt.ir.graph.Layer.tied_params`;
     approximation: the decoder embedding's use of the table is not a tie,
     its stage is a decision).
     """

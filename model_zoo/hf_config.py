@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from autopar_opt.graph import Layer, LayerGraph, LayerKind
+from autopar_opt.ir.graph import Layer, LayerGraph, LayerKind
 from autopar_opt.model_zoo.blocks import AttentionDims, MlpDims, MoeDims, decoder_block
 from autopar_opt.model_zoo.encoders import build_encoder_decoder, build_encoder_lm
 from autopar_opt.model_zoo.layer_index import layer_index_problem
@@ -70,8 +70,8 @@ POSITIVE_KEYS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "voc
 
 def load_hf_config(path: str | Path) -> tuple[dict[str, Any], Path]:
     """Read ``path`` (a ``config.json`` or a directory holding one), within the
-    spec limits (file size, nesting, sizes; :mod:`autopar_opt.limits`)."""
-    from autopar_opt import limits
+    spec limits (file size, nesting, sizes; :mod:`autopar_opt.core.limits`)."""
+    from autopar_opt.core import limits
 
     p = Path(path)
     try:
@@ -105,7 +105,7 @@ def load_hf_config(path: str | Path) -> tuple[dict[str, Any], Path]:
 
 def _check_sizes(data: dict[str, Any], path: Path) -> None:
     """Refuse sizes that would hang or divide by zero, naming the key and the limit."""
-    from autopar_opt import limits
+    from autopar_opt.core import limits
 
     for key, value in data.items():
         if not isinstance(value, int) or isinstance(value, bool):

@@ -14,7 +14,7 @@ Generators (``OP_GRAPHS``):
 - ``synthetic_transformer`` — the transformer stack truncated to exactly
   ``nodes`` operators (10,000 and 50,000 in the scale benchmarks).
 
-The graphs carry FLOPs and bytes only; :mod:`autopar_opt.placement.zoo` turns
+The graphs carry FLOPs and bytes only; :mod:`autopar_opt.placement.importers.zoo` turns
 them into a placement problem with these costs (times in milliseconds, sizes
 in bytes), from the device catalog and the calibrated parameters:
 
@@ -23,7 +23,7 @@ in bytes), from the device catalog and the calibrated parameters:
   cost model's achieved GEMM efficiency ``eff_D`` for matmul/conv nodes and
   ``1`` for memory-bound nodes;
 - transfer of a node's output: α–β (Hockney 1994) on the device's intra-node
-  link, ``α + out_bytes / bandwidth`` (:data:`~autopar_opt.hardware.DEFAULT_INTRA_NODE`);
+  link, ``α + out_bytes / bandwidth`` (:data:`~autopar_opt.ir.hardware.DEFAULT_INTRA_NODE`);
 - size on a device: parameters (bf16) plus the output activation.
 """
 

@@ -3,9 +3,9 @@
 Models and clusters are *data*: ``models/NAME.yaml`` holds a model's family,
 dimensions and the citation of the paper or config they come from;
 ``clusters/NAME.yaml`` holds node count, GPUs per node, device (a name of
-:data:`autopar_opt.hardware.DEVICE_CATALOG`) and optional link tiers. The
+:data:`autopar_opt.ir.hardware.DEVICE_CATALOG`) and optional link tiers. The
 builders in :mod:`autopar_opt.model_zoo.builders` turn dimensions into a
-:class:`~autopar_opt.graph.LayerGraph`.
+:class:`~autopar_opt.ir.graph.LayerGraph`.
 
 Examples
 --------
@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from autopar_opt.graph import LayerGraph
-from autopar_opt.hardware import DEVICE_CATALOG, Cluster, LinkTier, make_cluster
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.hardware import DEVICE_CATALOG, Cluster, LinkTier, make_cluster
 from autopar_opt.model_zoo.builders import FAMILIES, validate_dims
 
 _PACKAGE = "autopar_opt.model_zoo"
@@ -201,7 +201,7 @@ def _tier(cluster: str, key: str, raw: Any) -> LinkTier | None:
 
 
 def get_cluster(name: str) -> Cluster:
-    """The :class:`~autopar_opt.hardware.Cluster` named ``name``."""
+    """The :class:`~autopar_opt.ir.hardware.Cluster` named ``name``."""
     if name not in _names("clusters"):
         raise ValueError(f"unknown cluster {name!r}; valid names: {', '.join(_names('clusters'))}")
     d = _load_one("clusters", name)

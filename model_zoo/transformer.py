@@ -20,7 +20,7 @@ Sources
 
 from __future__ import annotations
 
-from autopar_opt.graph import Layer, LayerGraph, LayerKind
+from autopar_opt.ir.graph import Layer, LayerGraph, LayerKind
 
 #: Large power of two: any power-of-two tp divides it (vocab-parallel layers
 #: pad the vocabulary, Megatron ``--make-vocab-size-divisible-by``).
@@ -144,7 +144,7 @@ def lm_head(name: str, seq_len: int, hidden: int, vocab: int, tied: bool = True,
     (``tied``: the ``V·h`` word-embedding matrix of the layer ``tied_to``) are
     not in ``params``: counted once, in the embedding, while both share a
     pipeline stage; with ``pp > 1`` the last stage keeps its own copy
-    (:attr:`autopar_opt.graph.Layer.tied_params`).
+    (:attr:`autopar_opt.ir.graph.Layer.tied_params`).
     """
     s, h = seq_len, hidden
     e = act_dtype_bytes / 2.0

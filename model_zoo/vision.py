@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from autopar_opt.graph import Layer, LayerGraph, LayerKind
+from autopar_opt.ir.graph import Layer, LayerGraph, LayerKind
 from autopar_opt.model_zoo.transformer import lm_head, transformer_block
 
 

@@ -14,7 +14,7 @@ import functools
 from jinja2 import Environment, PackageLoader, StrictUndefined, Template, select_autoescape
 from markupsafe import Markup
 
-from autopar_opt import outputs
+from autopar_opt.core import files as outputs
 from autopar_opt.reports.charts import memory_svg, timeline_svg
 from autopar_opt.reports.context import build_context
 
@@ -59,7 +59,7 @@ def render_html(plan_doc: dict, draw_timeline: bool = True) -> str:
 
 def write_atomic(text: str, path: str) -> None:
     """Write ``text`` to ``path`` atomically (temporary file + rename), with the
-    umask-respecting permissions every output gets (:func:`autopar_opt.outputs.write_atomic`)."""
+    umask-respecting permissions every output gets (:func:`autopar_opt.core.files.write_atomic`)."""
     outputs.write_atomic(path, text)
 
 

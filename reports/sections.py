@@ -7,7 +7,7 @@ import numpy as np
 from autopar_opt.reports.document import ReportInputError, to_float
 from autopar_opt.reports.formatting import fmt_gib, fmt_pct, fmt_rate, fmt_time, fmt_value
 from autopar_opt.reports.timeline import idle_times, makespan, simulate
-from autopar_opt.strategies import Strategy
+from autopar_opt.ir.strategies import Strategy
 
 #: Search-space keys, their labels, and what ``null`` means for each.
 SPACE_LABELS = {

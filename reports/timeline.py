@@ -1,7 +1,7 @@
 """A simulated pipeline timeline of one iteration, for the report's Gantt chart.
 
 The cost model prices an iteration with a closed form (docs/DESIGN.md §3,
-:func:`autopar_opt.evaluate.pipeline_latency`); it does not say *when* each
+:func:`autopar_opt.cost.evaluate.pipeline_latency`); it does not say *when* each
 micro-batch runs. To draw one iteration we replay the schedule as a list
 scheduler: every stage executes its operations in the schedule's fixed order,
 each as soon as its stage is free and its inputs have arrived.

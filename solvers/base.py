@@ -61,6 +61,11 @@ class Backend(ABC):
         return (f"solver {self.name!r} does not accept {problem_class.value}; "
                 f"it accepts {sorted(p.value for p in self.accepts)}")
 
+    def size_limit(self, problem_class: ProblemClass) -> tuple[int, int] | None:
+        """(most variables, most constraints) a model of ``problem_class`` may have
+        under this backend's licence here, or None when unlimited."""
+        return None
+
     @abstractmethod
     def available(self) -> tuple[bool, str]:
         """(usable here, reason when not)."""
@@ -101,7 +106,7 @@ def within_requested_gap(result: SolveResult, rel_gap: float) -> SolveResult:
 
     Why: a MIP solver's "optimal" means optimal to *its* tolerances, not to the
     gap we asked for. HiGHS 1.x returned model status ``kOptimal`` on the block
-    MILP of ``tests/test_block_milp.py`` (decoder of 9 blocks, pp=2) with its
+    MILP of ``tests/unit/formulations/test_block_milp.py`` (decoder of 9 blocks, pp=2) with its
     objective 4.5e-6 (relative) above its own dual bound at ``mip_rel_gap`` 1e-9
     (its feasibility tolerances close nodes early), and ``Bounds.of`` reads an
     optimal termination as an exhaustive search: the certificate then claimed

@@ -32,6 +32,18 @@ class GurobiBackend(Backend):
         {ProblemClass.lp, ProblemClass.milp, ProblemClass.miqp})
     features: ClassVar[frozenset[Feature]] = frozenset({Feature.symmetry_cuts, Feature.warm_start})
 
+    def size_limit(self, problem_class: ProblemClass) -> tuple[int, int] | None:
+        """The size-limited licence gurobipy ships with (no licence file): 2,000
+        variables and constraints, 200 variables once a quadratic term appears
+        (Gurobi's "Restricted license"; error 10010 past it). None with a licence
+        file (``GRB_LICENSE_FILE`` or ``~/gurobi.lic``)."""
+        import os
+        from pathlib import Path
+
+        if os.environ.get("GRB_LICENSE_FILE") or (Path.home() / "gurobi.lic").exists():
+            return None
+        return (200 if problem_class is ProblemClass.miqp else 2000), 2000
+
     def available(self) -> tuple[bool, str]:
         try:
             import gurobipy  # noqa: F401

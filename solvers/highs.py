@@ -63,7 +63,7 @@ class HighsBackend(Backend):
 
     def version(self) -> str:
         """``HiGHS X.Y.Z``: highspy's distribution version, which is the HiGHS
-        release it wraps (``tests/test_startup.py`` checks it against
+        release it wraps (``tests/cli/test_startup.py`` checks it against
         ``highspy.Highs().version()``), read without importing highspy."""
         from importlib.metadata import version
 
@@ -89,7 +89,7 @@ class HighsBackend(Backend):
         t0 = time.perf_counter()
         interrupted = _run_interruptible(h)
         solve_s = time.perf_counter() - t0
-        result = _result(h, form, self.version(), rel_gap)
+        result = highs_result(h, form, self.version(), rel_gap)
         if interrupted:
             result = result.with_(message="; ".join(m for m in (result.message, "interrupted by "
                                                                  "a stop signal") if m))
@@ -102,11 +102,11 @@ class HighsBackend(Backend):
 
 def _run_interruptible(h) -> bool:
     """Run HiGHS in a worker thread while the main thread waits in Python, so a
-    stop signal (:class:`~autopar_opt.interrupts.SearchInterrupted`) is raised
+    stop signal (:class:`~autopar_opt.core.interrupts.SearchInterrupted`) is raised
     here promptly; HiGHS is then asked to stop through its MIP interrupt
     callback (a root LP runs to its end) and returns its incumbent and bound (model status ``kInterrupt``).
     Returns True when the solve was interrupted."""
-    from autopar_opt.interrupts import SearchInterrupted
+    from autopar_opt.core.interrupts import SearchInterrupted
 
     stop = [False]
 
@@ -157,7 +157,7 @@ def _load(form: MatrixForm, time_limit_s: float | None, rel_gap: float, warm_sta
     h.setOptionValue("threads", 1)
     # Feasibility tolerances 1e-9 (HiGHS defaults: mip 1e-6, primal 1e-7). Memory rows are in
     # GiB, so the defaults let an "optimal" plan overflow a stage by ~1 KB and, on small
-    # capacities, gave a bound 1.4e-5 above a plan that fits (tests/test_highs_tolerance.py).
+    # capacities, gave a bound 1.4e-5 above a plan that fits (tests/unit/solvers/test_highs_tolerance.py).
     h.setOptionValue("mip_feasibility_tolerance", 1e-9)
     h.setOptionValue("primal_feasibility_tolerance", 1e-9)
     if time_limit_s is not None:
@@ -186,7 +186,7 @@ def _load(form: MatrixForm, time_limit_s: float | None, rel_gap: float, warm_sta
     return h, time.perf_counter() - t0
 
 
-def _result(h, form: MatrixForm, version: str, rel_gap: float) -> SolveResult:
+def highs_result(h, form: MatrixForm, version: str, rel_gap: float) -> SolveResult:
     """The :class:`SolveResult` of a finished HiGHS run: model status mapped by
     :data:`_STATUS`, incumbent and dual bound read from its info; an "optimal"
     whose incumbent and bound are further apart than ``rel_gap`` is reported as

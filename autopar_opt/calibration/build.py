@@ -11,7 +11,7 @@ Conventions follow the frameworks the records come from:
   ``vp_chunks`` model chunks when ``vp_chunks > 1`` (Narayanan et al. 2021,
   Sec. 2.2.2).
 * Micro-batches per iteration ``c = B / (b·dp)`` (gradient accumulation).
-* The runtime (:func:`~autopar_opt.calibration.records.runtime_of`) comes
+* The runtime (:func:`~autopar_opt.calibration.reading.records.runtime_of`) comes
   from the framework text; with fused (flash) attention (llm-foundry MPT's
   ``attn_impl``, Megatron-Core's Transformer Engine) there are no ``5·a·s²``
   score activations and causal blocks are skipped (FlashAttention-2, Dao
@@ -30,24 +30,25 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from autopar_opt.calibration import moe_build, stacks
-from autopar_opt.calibration.measured import (
+from autopar_opt.calibration import moe_build
+from autopar_opt.calibration.reading import stacks
+from autopar_opt.calibration.reading.measured import (
     Dims, NoThroughput, arch_dims, gated_mlp, measured_samples_per_s)
 from autopar_opt.calibration.memory import memory_fields
-from autopar_opt.calibration.moe_fields import MoeSpec, read_moe
-from autopar_opt.calibration.records import (
+from autopar_opt.calibration.reading.moe_fields import MoeSpec, read_moe
+from autopar_opt.calibration.reading.records import (
     DEFAULT_GPUS_PER_NODE, ModeledRun, Unmodelable, autocast_of, default_sequence_parallel,
     family_of,
     fp16_grad_dtype, fsdp_reduce_dtype, integer,
     map_device,
     map_precision, map_recompute, map_zero, number, runtime_of, section, text, tied_embeddings)
-from autopar_opt.graph import LayerKind
-from autopar_opt.pipeline import pipeline_rule_broken
-from autopar_opt.hardware import DEFAULT_INTER_NODE, NVLINK_DOMAIN, LinkTier, make_cluster
-from autopar_opt.runtime import Runtime
-from autopar_opt.plan import uniform_plan
-from autopar_opt.strategies import Strategy
-from autopar_opt.training import Recompute, Schedule, Training
+from autopar_opt.ir.graph import LayerKind
+from autopar_opt.ir.pipeline import pipeline_rule_broken
+from autopar_opt.ir.hardware import DEFAULT_INTER_NODE, NVLINK_DOMAIN, LinkTier, make_cluster
+from autopar_opt.ir.runtime import Runtime
+from autopar_opt.ir.plan import uniform_plan
+from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.training import Recompute, Schedule, Training
 from autopar_opt.model_zoo.transformer import decoder_lm
 
 

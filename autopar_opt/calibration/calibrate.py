@@ -27,9 +27,9 @@ from autopar_opt.calibration.build import build_run
 from autopar_opt.calibration.compare import (Comparison, MemoryComparison, compare,
                                              compare_memory, summarize)
 from autopar_opt.calibration.fit import FitResult, fit
-from autopar_opt.calibration.records import ModeledRun, Unmodelable, load_run_file
+from autopar_opt.calibration.reading.records import ModeledRun, Unmodelable, load_run_file
 from autopar_opt.cost.params import CostParams, default_params
-from autopar_opt.evaluate import PlanError
+from autopar_opt.cost.evaluate import PlanError
 
 
 @dataclass
@@ -107,7 +107,7 @@ def calibrate_file(path: str | Path, params: CostParams | None = None, do_fit: b
                    cross_validate: bool = False) -> CalibrationReport:
     """Model, (optionally fit and cross-validate) and compare every record of ``path``.
 
-    Raises :class:`~autopar_opt.calibration.records.RunFileError` for a file
+    Raises :class:`~autopar_opt.calibration.reading.records.RunFileError` for a file
     that is not a list of records with ids.
     """
     records = load_run_file(path)
@@ -175,7 +175,7 @@ def write_params(report: CalibrationReport, target: str | Path) -> Path:
     target = Path(target)
     text = ("# Written by `autopar calibrate --fit --output`; a spec's `cost_model:` can name "
             "this file.\n" + yaml.safe_dump(doc, sort_keys=False))
-    from autopar_opt.outputs import write_atomic
+    from autopar_opt.core.files import write_atomic
 
     write_atomic(target, text)    # the shared writer: nothing half-written or left behind
     return target

@@ -1,7 +1,7 @@
 """Predicted vs measured throughput (and memory) for modeled runs.
 
 ``rel_error = predicted / measured - 1`` on samples per second. End-to-end
-records are priced by :func:`autopar_opt.evaluate.evaluate` on the record's
+records are priced by :func:`autopar_opt.cost.evaluate.evaluate` on the record's
 manual plan; per-layer records by ``layer_cost`` of one transformer block.
 Memory (per GPU, on the measure the record states:
 :mod:`autopar_opt.calibration.memory`) is compared separately and is not
@@ -17,10 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from autopar_opt.calibration.memory import MemoryComparison, modelled_gib, on_measure
-from autopar_opt.calibration.records import ModeledRun
-from autopar_opt.cost.layer_cost import StageContext, layer_cost
+from autopar_opt.calibration.reading.records import ModeledRun
+from autopar_opt.cost.context import StageContext
+from autopar_opt.cost.layer_cost import layer_cost
 from autopar_opt.cost.params import CostParams
-from autopar_opt.evaluate import PlanError, evaluate
+from autopar_opt.cost.evaluate import PlanError, evaluate
 
 
 @dataclass

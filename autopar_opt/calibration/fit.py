@@ -47,9 +47,9 @@ import numpy as np
 
 from autopar_opt.calibration.compare import log_residuals
 from autopar_opt.calibration.memory import MEASURES, modelled_gib
-from autopar_opt.calibration.records import ModeledRun
+from autopar_opt.calibration.reading.records import ModeledRun
 from autopar_opt.cost.params import EFFICIENCY_RANGE, RANGES, CostParams
-from autopar_opt.hardware import DEVICE_CATALOG
+from autopar_opt.ir.hardware import DEVICE_CATALOG
 
 #: Chips whose devices share one efficiency (same compute die).
 CHIP_GROUPS: dict[str, tuple[str, ...]] = {
@@ -210,7 +210,7 @@ def fit_memory(runs: list[ModeledRun], params: CostParams) -> CostParams:
     at most its GPU's memory, ``R + (1+f)·modelled <= capacity`` on its
     busiest GPU (:func:`reserve_and_fragmentation`). Unchanged when fewer
     than two runs publish such memory."""
-    from autopar_opt.evaluate import evaluate
+    from autopar_opt.cost.evaluate import evaluate
 
     measured, ran = [], []
     informative = {r.id for r in _informative(runs)}

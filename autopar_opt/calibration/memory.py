@@ -1,7 +1,7 @@
 """Published per-GPU memory against the model, on the measure each record states.
 
 Frameworks report different quantities, and the model's peak per GPU,
-``modelled·(1 + f) + R`` (:func:`autopar_opt.evaluate._stage_metrics`:
+``modelled·(1 + f) + R`` (:func:`autopar_opt.cost.evaluate._stage_metrics`:
 ``f`` = ``memory_fragmentation``, ``R`` = ``memory_reserve_gib``), maps onto
 each as follows (``measured.memory_measure`` of a record):
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopar_opt.calibration.records import Unmodelable
+from autopar_opt.calibration.reading.records import Unmodelable
 
 #: measure -> (fragmentation coefficient, reserve coefficient) of the prediction.
 MEASURES: dict[str, tuple[float, float]] = {

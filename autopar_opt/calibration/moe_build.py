@@ -1,7 +1,7 @@
 """An MoE record as a graph, a plan with expert parallelism and a FLOP count.
 
 Called from :mod:`autopar_opt.calibration.build` when
-:func:`~autopar_opt.calibration.moe_fields.read_moe` finds routed experts.
+:func:`~autopar_opt.calibration.reading.moe_fields.read_moe` finds routed experts.
 
 * Graph: the zoo's blocks (:func:`autopar_opt.model_zoo.blocks.decoder_block`,
   as :func:`autopar_opt.model_zoo.builders._moe` builds MoE decoders): GQA or
@@ -9,7 +9,7 @@ Called from :mod:`autopar_opt.calibration.build` when
   or plain MLPs for the dense layers, embedding and output layer as the dense
   calibration path builds them.
 * Plan: the record's strategy on every layer, with ``ep`` on the MoE layers
-  only (dense layers take ``ep = 1``: :func:`autopar_opt.strategies.ep_degree_ok`).
+  only (dense layers take ``ep = 1``: :func:`autopar_opt.ir.strategies.ep_degree_ok`).
 * FLOPs for MFU / TFLOP/s inversion: Megatron-Core's
   ``num_floating_point_operations`` (NVIDIA/Megatron-LM
   ``megatron/training/training.py``, ``transformer_flops``): per token
@@ -25,14 +25,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from autopar_opt.calibration.measured import (
+from autopar_opt.calibration.reading.measured import (
     _MCORE, _PALM, _SIX_ND, Dims, gated_mlp, measured_samples_per_s)
-from autopar_opt.calibration.moe_fields import EP_KEYS, ETP_KEYS, MoeSpec, first_stated
-from autopar_opt.calibration.records import Unmodelable, number, section, text, tied_embeddings
-from autopar_opt.graph import LayerGraph
+from autopar_opt.calibration.reading.moe_fields import EP_KEYS, ETP_KEYS, MoeSpec, first_stated
+from autopar_opt.calibration.reading.records import Unmodelable, number, section, text, tied_embeddings
+from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.model_zoo.blocks import AttentionDims, MlpDims, decoder_block
 from autopar_opt.model_zoo.transformer import embedding, lm_head
-from autopar_opt.plan import Plan, StagePlan
+from autopar_opt.ir.plan import Plan, StagePlan
 
 
 def attention_dims(m: dict, spec: MoeSpec, h: int, a: int, kv: int, biases: bool) -> AttentionDims:

@@ -31,11 +31,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from autopar_opt import __version__, limits
+from autopar_opt import __version__
+from autopar_opt.core import limits
 from autopar_opt.capacity.schema import PlanningSection, SweepFile
-from autopar_opt.hardware import DEVICE_CATALOG
+from autopar_opt.ir.hardware import DEVICE_CATALOG
 from autopar_opt.spec import Spec, SpecError, SpecProblem, build_spec
-from autopar_opt.spec.errors import did_you_mean, one_of
+from autopar_opt.core.errors import did_you_mean, one_of
 from autopar_opt.spec.doc_kinds import wrong_input
 from autopar_opt.spec.loader import read_mapping, resolve_includes
 from autopar_opt.spec.translate import problems_from_validation

@@ -20,7 +20,7 @@ from autopar_opt.search import SearchOptions, run_search
 from autopar_opt.search.inner import InnerSolver
 from autopar_opt.search.document import build_document
 from autopar_opt.spec import build_spec
-from autopar_opt.strategies import Strategy
+from autopar_opt.ir.strategies import Strategy
 
 
 def _finite(x: float | None) -> float | None:

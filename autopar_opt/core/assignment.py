@@ -2,7 +2,7 @@
 
 Every solve path returns an :class:`Assignment` (the DP directly in
 ``SolveResult.solution``; a MIP through its formulation's ``invert``), and
-the search turns it into a :class:`~autopar_opt.plan.Plan` in one place,
+the search turns it into a :class:`~autopar_opt.ir.plan.Plan` in one place,
 :meth:`autopar_opt.cost.tables.CostTables.plan_of` (cvxpy's
 ``Reduction.apply`` / ``invert`` is the model: the formulation maps the
 tables to a solver's model and the solver's answer back to this type).

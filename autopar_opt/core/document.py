@@ -39,7 +39,7 @@ def _f(description: str, **kw: Any) -> Any:
 
 
 class StrategyDoc(_Doc):
-    """One layer's strategy (``autopar_opt.strategies.Strategy.to_dict``)."""
+    """One layer's strategy (``autopar_opt.ir.strategies.Strategy.to_dict``)."""
 
     dp: int = _f("Data-parallel degree.")
     tp: int = _f("Tensor-parallel degree.")
@@ -96,7 +96,7 @@ class PlanDoc(_PlanBase):
 
 
 class StageMetricsDoc(_Doc):
-    """Per-stage metrics (``autopar_opt.evaluate.StageMetrics``); times per micro-batch
+    """Per-stage metrics (``autopar_opt.cost.evaluate.StageMetrics``); times per micro-batch
     except ``sync_s``, ``dp_s`` and ``optimizer_s`` (once per iteration)."""
 
     index: int = _f("Stage index.", default=0)
@@ -137,7 +137,7 @@ class StageMetricsDoc(_Doc):
 
 
 class MetricsDoc(_Doc):
-    """What a plan costs under the model (``autopar_opt.evaluate.PlanMetrics``)."""
+    """What a plan costs under the model (``autopar_opt.cost.evaluate.PlanMetrics``)."""
 
     iteration_time_s: float = _f("Predicted iteration time, s.")
     samples_per_s: float = _f("Throughput, samples/s.")
@@ -218,7 +218,7 @@ class SpecSummaryDoc(_Doc):
 class CostModelDoc(_Doc):
     params: dict[str, Any] = _f("CostParams in use.", default_factory=dict)
     assumptions: list[str] = _f("The model's stated assumptions.")
-    runtime: dict[str, Any] = _f("The software stack's capabilities (autopar_opt.runtime).",
+    runtime: dict[str, Any] = _f("The software stack's capabilities (autopar_opt.ir.runtime).",
                                  default_factory=dict)
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autopar_opt.lazy import lazy_exports
+from autopar_opt.core.lazy import lazy_exports
 
-_LAZY = {"LayerCost": "autopar_opt.cost.layer_cost", "StageContext": "autopar_opt.cost.layer_cost",
+_LAZY = {"LayerCost": "autopar_opt.cost.context", "StageContext": "autopar_opt.cost.context",
          "layer_cost": "autopar_opt.cost.layer_cost", "CostParams": "autopar_opt.cost.params",
          "default_params": "autopar_opt.cost.params", "CostTables": "autopar_opt.cost.tables",
          "build_cost_tables": "autopar_opt.cost.tables"}
@@ -22,7 +22,8 @@ __all__ = ["CostParams", "CostTables", "LayerCost", "StageContext", "build_cost_
            "default_params", "layer_cost"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from autopar_opt.cost.layer_cost import LayerCost, StageContext, layer_cost  # noqa: F401
+    from autopar_opt.cost.context import LayerCost, StageContext
+    from autopar_opt.cost.layer_cost import layer_cost# noqa: F401
     from autopar_opt.cost.params import CostParams, default_params  # noqa: F401
     from autopar_opt.cost.tables import CostTables, build_cost_tables  # noqa: F401
 

@@ -3,7 +3,7 @@
 Kept apart from :mod:`autopar_opt.cost.layer_cost` so the dense model reads
 unchanged; :func:`~autopar_opt.cost.layer_cost.layer_cost` calls these for
 layers with routed experts (``Layer.is_moe``). Conventions
-(:mod:`autopar_opt.strategies`): the ``ep`` group is ``ep`` ranks spaced
+(:mod:`autopar_opt.ir.strategies`): the ``ep`` group is ``ep`` ranks spaced
 ``tp`` apart inside the stage; the experts' tensor-parallel degree is ``tp``;
 each expert is replicated over ``edp = dp·cp/ep`` ranks.
 
@@ -31,13 +31,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autopar_opt.graph import Layer
-from autopar_opt.hardware import LinkTier
-from autopar_opt.strategies import Strategy
-from autopar_opt.training import Recompute
+from autopar_opt.ir.graph import Layer
+from autopar_opt.ir.hardware import LinkTier
+from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.training import Recompute
 
 if TYPE_CHECKING:
-    from autopar_opt.cost.layer_cost import StageContext
+    from autopar_opt.cost.context import StageContext
 
 
 def busiest_flops(layer: Layer) -> tuple[float, float]:

@@ -8,7 +8,7 @@ and reloads them, prefetched one layer ahead, during the backward pass. The
 device then holds only the part that is not offloaded; the copies cost time
 only where they outlast the compute that runs beside them.
 
-The setting is :attr:`autopar_opt.training.Training.activation_offload`, a
+The setting is :attr:`autopar_opt.ir.training.Training.activation_offload`, a
 fraction ``f`` of every transformer layer's saved activations (``N`` of the
 ``L`` equal layers of a pipeline rank is ``f = N / L``): a per-layer number,
 so the cost tables, the MILP/MIQP and the DPs price it unchanged and
@@ -17,9 +17,9 @@ so the cost tables, the MILP/MIQP and the DPs price it unchanged and
 
 from __future__ import annotations
 
-from autopar_opt.graph import Layer, LayerKind
-from autopar_opt.hardware import DeviceType, host_link_gb_per_s
-from autopar_opt.training import Training
+from autopar_opt.ir.graph import Layer, LayerKind
+from autopar_opt.ir.hardware import DeviceType, host_link_gb_per_s
+from autopar_opt.ir.training import Training
 
 #: Layer kinds inside the offload context (the transformer layers);
 #: embedding, norms and the output layer keep their activations on the device.
@@ -38,7 +38,7 @@ def transfer_time(moved_bytes: float, device: DeviceType, fwd_s: float, bwd_s: f
     """(transfer time, exposed part) of offloading ``moved_bytes`` for one micro-batch.
 
     The bytes cross the host link once each way at its rate ``B``
-    (:func:`autopar_opt.hardware.host_link_gb_per_s`): ``t = m / B`` to the
+    (:func:`autopar_opt.ir.hardware.host_link_gb_per_s`): ``t = m / B`` to the
     host in the forward pass, ``t`` back in the backward pass. The copy to
     the host runs while the next layer's forward runs, the reload while the
     following layer's backward runs (asynchronous and double buffered in

@@ -5,7 +5,7 @@ Every parameter is a physical quantity with a documented plausible range
 bound is reported (it means physics is missing, not that the bound is
 right). There is no per-framework throughput factor and no overlap
 fraction: what a software stack overlaps is a spec setting
-(:mod:`autopar_opt.runtime`), and what overlap hides is computed from named
+(:mod:`autopar_opt.ir.runtime`), and what overlap hides is computed from named
 compute windows (:mod:`autopar_opt.cost.layer_cost`).
 
 The shipped values live in ``calibrated.yaml`` next to this file (written by
@@ -95,7 +95,7 @@ class CostParams:
     fp8_efficiency_default: float = _param(0.5, valid=FRACTION)
     efficiency_half_us: float = _param(22.5, valid=NON_NEGATIVE, plausible=(
         1.0, 60.0, "GEMM work (µs at peak) at which one GEMM kernel's efficiency halves (a layer runs "
-        "GEMM_KERNELS of them per pass: layer_cost.gemm_kernels); isolated H100 GEMMs "
+        "GEMM_KERNELS of them per pass: compute.gemm_kernels); isolated H100 GEMMs "
         "timed one by one: 22.5 µs bf16 / 16.5 µs FP8, an upper value (each includes ~5-10 µs "
         "of launch and event latency that back-to-back training kernels overlap)"))
     attention_efficiency: float = _param(0.7, valid=FRACTION, plausible=(

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from autopar_opt.cost.comm import allgather_time, p2p_time
-from autopar_opt.hardware import LinkTier
-from autopar_opt.strategies import Layout
+from autopar_opt.cost.collectives import allgather_time, p2p_time
+from autopar_opt.ir.hardware import LinkTier
+from autopar_opt.ir.strategies import Layout
 
 
 def _slice(layout: Layout, rank):

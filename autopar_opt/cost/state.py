@@ -7,9 +7,9 @@ tables (``W`` of docs/DESIGN.md §3) and by the evaluator's per-stage
 breakdown alike.
 
 Per parameter, before sharding (:func:`state_bytes`): the optimizer's
-entry of :data:`~autopar_opt.training.OPTIMIZER_BYTES` (16-bit weights, fp32
+entry of :data:`~autopar_opt.ir.training.OPTIMIZER_BYTES` (16-bit weights, fp32
 master in the optimizer state) or, under PyTorch AMP, of
-:data:`~autopar_opt.training.AUTOCAST_OPTIMIZER_BYTES` (fp32 weights and
+:data:`~autopar_opt.ir.training.AUTOCAST_OPTIMIZER_BYTES` (fp32 weights and
 gradients), with the runtime's gradient buffers. After sharding
 (:func:`weight_parts`), per device: ZeRO divides what it shards; the FP8
 weight copy, autocast's cache of 16-bit weight casts and DDP's gradient
@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from autopar_opt.cost import moe
-from autopar_opt.graph import Layer, LayerKind
-from autopar_opt.strategies import Strategy
-from autopar_opt.training import (
+from autopar_opt.ir.graph import Layer, LayerKind
+from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.training import (
     AUTOCAST_CACHE_BYTES, Recompute, Training, autocast_casts_weights, param_state_bytes)
 
 #: Layer kinds whose GEMMs run in FP8 under ``dtype: fp8`` (Transformer Engine
@@ -64,7 +64,7 @@ def bf16_optimizer_active(training: Training, zero: int) -> bool:
 def state_bytes(training: Training, zero: int) -> tuple[float, float, float]:
     """(weight, gradient, optimizer-state) bytes per parameter before sharding
     for a strategy at ZeRO stage ``zero``:
-    :func:`~autopar_opt.training.param_state_bytes` (Rajbhandari et al. 2020,
+    :func:`~autopar_opt.ir.training.param_state_bytes` (Rajbhandari et al. 2020,
     Sec. 3.1: 2 + 2 + 12 for mixed-precision Adam; 4 + 4 + 8 under PyTorch
     AMP) with 4-byte gradients when the runtime keeps an fp32 gradient buffer
     in 16-bit/FP8 training (Megatron-LM ``distrib_optimizer.md``: 2 + 4 + 12 =
@@ -173,7 +173,7 @@ def held_layer(layer: Layer, tie_active: bool) -> Layer:
     gradient and optimizer state like any other and are reduced and stepped
     with the layer (Megatron-Core ``setup_embeddings_and_output_layer``: the
     last stage's output layer owns a full ``word_embeddings`` copy; see
-    :attr:`autopar_opt.graph.Layer.tied_params`)."""
+    :attr:`autopar_opt.ir.graph.Layer.tied_params`)."""
     if tie_active and layer.holds_tied_copy:
         return replace(layer, params=layer.params + layer.tied_params)
     return layer
@@ -182,10 +182,10 @@ def held_layer(layer: Layer, tie_active: bool) -> Layer:
 def autocast_cast_params(layer: Layer, s: Strategy) -> float:
     """Parameters per device (after tensor/expert parallelism, before ZeRO)
     whose 16-bit casts ``torch.autocast`` makes in ``layer``'s forward pass:
-    0 for a layer :func:`~autopar_opt.training.autocast_casts_weights` says
+    0 for a layer :func:`~autopar_opt.ir.training.autocast_casts_weights` says
     autocast does not cast;
     else its own parameters, plus, on an output layer tied to the input
-    embedding (:attr:`~autopar_opt.graph.Layer.holds_tied_copy`), the tied
+    embedding (:attr:`~autopar_opt.ir.graph.Layer.holds_tied_copy`), the tied
     matrix, over ``tp`` as the vocab-parallel output GEMM splits it.
 
     ``layer`` is the layer as declared, not :func:`held_layer`'s copy: the tied
@@ -227,7 +227,7 @@ def weight_parts(layer: Layer, s: Strategy, training: Training,
     runtime with FP8 primary weights, ``fp8_primary_weights``: Megatron-Core
     ``--fp8-param-gather``, keeps only the FP8 weight and its transpose, 1 + 1
     bytes, in place of the 16-bit weight) and, under PyTorch AMP, autocast's
-    cached 16-bit weight casts (:data:`~autopar_opt.training.AUTOCAST_CACHE_BYTES`
+    cached 16-bit weight casts (:data:`~autopar_opt.ir.training.AUTOCAST_CACHE_BYTES`
     per parameter autocast casts, :func:`autocast_cast_params`: none for a
     lookup embedding or a norm, the tied matrix on the output layer; below
     ZeRO-3 only: under ZeRO-3 the fp32 parameters are resharded after each
@@ -268,7 +268,7 @@ def weight_bytes(layer: Layer, s: Strategy, training: Training,
 def autocast_saved_cast_bytes(layer: Layer, s: Strategy, training: Training) -> float:
     """16-bit weight casts autograd keeps for the backward pass of one
     micro-batch under ZeRO-3/FSDP with PyTorch AMP (fp32 parameters cast by
-    ``torch.autocast``): :data:`~autopar_opt.training.AUTOCAST_CACHE_BYTES`
+    ``torch.autocast``): :data:`~autopar_opt.ir.training.AUTOCAST_CACHE_BYTES`
     (2 B) per unsharded local parameter autocast casts
     (:func:`autocast_cast_params`, after tensor/expert parallelism, before
     ZeRO: none for a lookup embedding or a norm; an output layer tied to the
@@ -323,7 +323,7 @@ def autocast_saved_cast_bytes(layer: Layer, s: Strategy, training: Training) -> 
 
     Full recomputation keeps none of them (the checkpointed forward saves only
     the layer input; the recomputed casts are the layer's transient,
-    :func:`autopar_opt.cost.layer_cost.working_set_bytes`). Approximations:
+    :func:`autopar_opt.cost.memory.working_set_bytes`). Approximations:
     those of :func:`autocast_cast_params` (norm scales and biases inside a
     casting layer counted as cast; a layer whose input needs no gradient, the
     first GEMM on raw data, keeps no weight; a weight used twice in one

@@ -6,7 +6,7 @@ micro-batch) and the schedule. Formulations read only these arrays
 (docs/DESIGN.md §1): ``time`` = A, ``sync`` = G, ``weight_bytes`` = W,
 ``act_bytes`` = H, ``reshard`` = R, ``cross`` = R' of docs/DESIGN.md §3, and
 ``working_bytes`` = X, the transient working set of a layer in flight
-(:func:`~autopar_opt.cost.layer_cost.working_set_bytes`): stage ``i``'s memory
+(:func:`~autopar_opt.cost.memory.working_set_bytes`): stage ``i``'s memory
 is ``Σ_u (W + inflight_i·H) + max_u X`` over its layers (:func:`stage_memory`).
 
 Stages are congruent (``d`` divides the GPUs per node or is a multiple of
@@ -15,7 +15,7 @@ boundary differs. ``pp`` also decides whether tied parameters (an output layer
 tied to the input embedding, first and last layer) are copied on the last
 stage and their gradients all-reduced: with ``pp > 1`` always, with one stage
 never, so the copy's bytes and the all-reduce are plain table entries of the
-two layers (:func:`autopar_opt.cost.layer_cost.tie_sync_time`). With free
+two layers (:func:`autopar_opt.cost.comm.tie_sync_time`). With free
 stage sizes (``search.stage_devices: free``) an outer configuration also
 fixes every stage's device count ``d_i``: a layer's strategies are then the
 union of its strategies on each distinct ``d_i`` (each priced on its own
@@ -30,21 +30,22 @@ from operator import attrgetter
 import numpy as np
 
 from autopar_opt.core.assignment import Assignment
-from autopar_opt.cost.layer_cost import LayerCost, StageContext, layer_cost
+from autopar_opt.cost.context import LayerCost, StageContext
+from autopar_opt.cost.layer_cost import layer_cost
 from autopar_opt.cost.params import CostParams
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
-from autopar_opt.graph import LayerGraph
-from autopar_opt.hardware import GIB, MEM_EPS, Cluster
-from autopar_opt.plan import Plan, StagePlan
-from autopar_opt.pipeline import (boundaries_intra, boundary_is_intra, inflight_microbatches,
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.hardware import GIB, MEM_EPS, Cluster
+from autopar_opt.ir.plan import Plan, StagePlan
+from autopar_opt.ir.pipeline import (boundaries_intra, boundary_is_intra, inflight_microbatches,
                                   microbatch_rule_broken, pipeline_rule_broken, stage_devices_problem,
                                   tie_tier)
-from autopar_opt.strategies import Strategy, enumerate_strategies
-from autopar_opt.training import Schedule, SearchSpace, Training
+from autopar_opt.ir.strategies import Strategy, enumerate_strategies
+from autopar_opt.ir.training import Schedule, SearchSpace, Training
 
 
 #: What a strategy is judged on when another of the same layout may replace
-#: it, as (:class:`~autopar_opt.cost.layer_cost.LayerCost` field,
+#: it, as (:class:`~autopar_opt.cost.context.LayerCost` field,
 #: :class:`CostTables` array): time ``A`` and sync ``G`` enter the objective,
 #: weight bytes ``W``, activation bytes ``H`` and the working set ``X`` the
 #: memory rows (stage memory ``Σ (W + inflight·H) + max X``,
@@ -52,7 +53,7 @@ from autopar_opt.training import Schedule, SearchSpace, Training
 #: contributes (resharding ``R``/``R'``, its device count) is fixed by its
 #: layout. So a strategy of the same layout no worse in these five is no
 #: slower and needs no more memory in every plan: pruning the other one
-#: (:func:`_prune`) keeps every optimum, and a plan using a pruned one maps to
+#: (:func:`prune_layer_strategies`) keeps every optimum, and a plan using a pruned one maps to
 #: a kept one (:meth:`CostTables.dominating_kept`). A new per-strategy term
 #: must be one of these five or be added here.
 DOMINANCE_FIELDS: tuple[tuple[str, str], ...] = (
@@ -68,7 +69,7 @@ def dominance_vectors(costs: list[LayerCost]) -> np.ndarray:
 
 
 #: Relative allowance of :meth:`CostTables.dominating_kept`: a chain of
-#: dominations, each within :func:`_prune`'s 1e-12, through at most a few
+#: dominations, each within :func:`prune_layer_strategies`'s 1e-12, through at most a few
 #: thousand strategies of one layout stays below it.
 DOMINANCE_CHAIN_TOL = 1e-9
 
@@ -137,7 +138,7 @@ class CostTables:
 
     def assignment_of(self, plan: Plan) -> Assignment:
         """Inverse of :meth:`plan_of` (warm starts). A strategy pruned as dominated
-        (:func:`_prune`) maps to a kept strategy of its layout that dominates it
+        (:func:`prune_layer_strategies`) maps to a kept strategy of its layout that dominates it
         (:meth:`dominating_kept`), so the start is no slower and needs no more memory
         than the plan; a strategy of a layout in the space that no kept strategy
         dominates (outside the search space's options) maps to the fastest kept
@@ -169,13 +170,13 @@ class CostTables:
 
     def dominating_kept(self, u: int, strategy: Strategy) -> int | None:
         """Index of the fastest kept strategy of layer ``u`` that dominates
-        ``strategy`` in the sense of :func:`_prune` (same layout, no worse in time,
+        ``strategy`` in the sense of :func:`prune_layer_strategies` (same layout, no worse in time,
         sync, weight bytes, activation bytes and working set), or None when none does.
 
         ``strategy`` is priced as the table build prices it (``layer_cost`` on a
         stage of ``strategy.devices`` devices). The comparison allows
         :data:`DOMINANCE_CHAIN_TOL` relative: a pruned strategy may be dominated
-        only through a chain of pruned ones, each step within :func:`_prune`'s
+        only through a chain of pruned ones, each step within :func:`prune_layer_strategies`'s
         1e-12, and every link is a kept strategy's dominance too (transitivity)."""
         ctx = StageContext(self.cluster, self.training, self.params, strategy.devices,
                            self.microbatch_samples, tie_tier=self.tie_tier)
@@ -200,7 +201,7 @@ class CostTables:
     @property
     def tie_tier(self):
         """The first-to-last-stage link tied parameters are reduced over (None
-        with one stage): the build's :func:`~autopar_opt.pipeline.tie_tier`."""
+        with one stage): the build's :func:`~autopar_opt.ir.pipeline.tie_tier`."""
         sizes = self.stage_devices or (self.devices_per_stage,) * self.pp
         return tie_tier(self.cluster, sizes)
 
@@ -225,7 +226,7 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
 
     Raises ValueError when the configuration is not well formed (pp does not
     divide the devices, c does not divide the batch, stages not congruent,
-    or stage devices breaking :func:`~autopar_opt.pipeline.stage_devices_problem`).
+    or stage devices breaking :func:`~autopar_opt.ir.pipeline.stage_devices_problem`).
     """
     n = cluster.num_devices
     broken = microbatch_rule_broken(microbatches, training.global_batch_size)
@@ -256,7 +257,7 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
                 strats += got
                 costs += [layer_cost(layer, s, ctx) for s in got]
             if prune_dominated:
-                strats, costs = _prune(strats, costs)
+                strats, costs = prune_layer_strategies(strats, costs)
             cache[key] = (len(cache), strats, _arrays(costs))
         cls, strats, arrays = cache[key]
         classes.append(cls)
@@ -283,7 +284,7 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
 def stage_memory(tables: CostTables, stage: list[int], choice: list[int]) -> list[float]:
     """Per-stage memory (bytes) of an assignment: stored ``Σ (W + inflight_i·H)``
     plus the largest working set ``max X`` of the stage's layers (one layer is in
-    flight at a time; :func:`~autopar_opt.cost.layer_cost.working_set_bytes`).
+    flight at a time; :func:`~autopar_opt.cost.memory.working_set_bytes`).
     The one definition every solver's feasibility test and memory row follows."""
     pp = tables.pp
     w, h, x = [0.0] * pp, [0.0] * pp, [0.0] * pp
@@ -328,7 +329,7 @@ def _arrays(costs: list[LayerCost]) -> tuple[np.ndarray, ...]:
     return tuple(np.array(col) for col in dominance_vectors(costs).T)
 
 
-def _prune(strats: list[Strategy], costs: list[LayerCost]) -> tuple[list[Strategy], list[LayerCost]]:
+def prune_layer_strategies(strats: list[Strategy], costs: list[LayerCost]) -> tuple[list[Strategy], list[LayerCost]]:
     """Drop every strategy that another of the same layout dominates: no worse
     (to 1e-12 relative) in each of :data:`DOMINANCE_FIELDS` (time, sync,
     weights, activations, working set; why those five: there), and strictly

@@ -13,10 +13,10 @@ import shlex
 from dataclasses import dataclass, field
 
 from autopar_opt.export.view import ExportError, PlanView, plan_view
-from autopar_opt.graph import LayerGraph
-from autopar_opt.hardware import Cluster
-from autopar_opt.plan import Plan
-from autopar_opt.training import Training
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.hardware import Cluster
+from autopar_opt.ir.plan import Plan
+from autopar_opt.ir.training import Training
 
 #: Export targets, in the order the CLI lists them.
 TARGETS = ("megatron", "torchtitan", "deepspeed")

@@ -24,10 +24,10 @@ from dataclasses import replace
 from typing import Any
 
 from autopar_opt.export.view import PlanView, common_rules
-from autopar_opt.graph import LayerGraph
-from autopar_opt.plan import Plan, uniform_plan
-from autopar_opt.strategies import Strategy
-from autopar_opt.training import Recompute, Schedule
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.plan import Plan, uniform_plan
+from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.training import Recompute, Schedule
 
 
 def uniform_partition(num_layers: int, pp: int) -> list[int]:

@@ -35,7 +35,7 @@ import re
 import shlex
 
 from autopar_opt.export.view import PlanView, common_rules
-from autopar_opt.training import Recompute, Schedule
+from autopar_opt.ir.training import Recompute, Schedule
 
 _FSDP = {2: "optim_grads", 3: "optim_grads_params"}
 

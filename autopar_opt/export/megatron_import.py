@@ -1,4 +1,4 @@
-"""An existing Megatron-LM command line as a :class:`~autopar_opt.plan.Plan`.
+"""An existing Megatron-LM command line as a :class:`~autopar_opt.ir.plan.Plan`.
 
 So a user can price (``autopar estimate``) and improve (``autopar solve``, the
 plan becomes the baseline) the run they already have. Flags are read by
@@ -14,11 +14,11 @@ from dataclasses import replace
 
 from autopar_opt.export.megatron import MegatronArgsError, expand_layout
 from autopar_opt.export.view import BLOCK_KINDS
-from autopar_opt.graph import LayerGraph, LayerKind
-from autopar_opt.hardware import Cluster
-from autopar_opt.plan import Plan, StagePlan
-from autopar_opt.strategies import Strategy
-from autopar_opt.training import Recompute, Schedule, Training
+from autopar_opt.ir.graph import LayerGraph, LayerKind
+from autopar_opt.ir.hardware import Cluster
+from autopar_opt.ir.plan import Plan, StagePlan
+from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.training import Recompute, Schedule, Training
 
 
 def _zero(args: argparse.Namespace) -> int:

@@ -27,10 +27,10 @@ from dataclasses import replace
 from typing import Any
 
 from autopar_opt.export.view import PlanView, common_rules
-from autopar_opt.graph import LayerGraph
-from autopar_opt.plan import Plan, StagePlan
-from autopar_opt.strategies import Strategy
-from autopar_opt.training import Recompute, Schedule
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.plan import Plan, StagePlan
+from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.training import Recompute, Schedule
 
 _SCHEDULES = {Schedule.one_f_one_b: "1F1B", Schedule.gpipe: "GPipe"}
 

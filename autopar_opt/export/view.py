@@ -4,7 +4,7 @@ Megatron-LM, torchtitan and DeepSpeed take *one* tensor-, context-, expert-
 and data-parallel degree, one sharding level and one recomputation setting
 for the whole model; only the pipeline split (and, in Megatron-LM, block-wise
 recomputation) may vary. :func:`plan_view` reads those settings off a
-:class:`~autopar_opt.plan.Plan`, ignoring a setting on the layers where it
+:class:`~autopar_opt.ir.plan.Plan`, ignoring a setting on the layers where it
 means nothing (ZeRO on a layer without parameters or without data
 parallelism, sequence parallelism at ``tp = 1``, recomputation of the
 embedding and head, ``ep`` on dense layers), and lists every non-uniformity
@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from autopar_opt.graph import Layer, LayerGraph, LayerKind
-from autopar_opt.hardware import Cluster
-from autopar_opt.plan import Plan
-from autopar_opt.strategies import Strategy
-from autopar_opt.training import Recompute, Schedule, Training
+from autopar_opt.ir.graph import Layer, LayerGraph, LayerKind
+from autopar_opt.ir.hardware import Cluster
+from autopar_opt.ir.plan import Plan
+from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.training import Recompute, Schedule, Training
 
 #: Layer kinds that count as transformer layers in the frameworks' layer counts.
 BLOCK_KINDS = (LayerKind.transformer_block, LayerKind.moe_block)

@@ -1,7 +1,7 @@
 """Searchers beside the exact solvers: random, annealing, Auto-MAP's DQN, GDP's graph policy.
 
 They search the same space as the exact method (:class:`LayerSpace`), report
-plans priced by :func:`autopar_opt.evaluate.evaluate`, and are measured
+plans priced by :func:`autopar_opt.cost.evaluate.evaluate`, and are measured
 against the proven optimum (benchmarks/learned/). ``dqn`` and ``gdp`` need
 PyTorch (``pip install 'autopar-opt[learn]'``); importing this package does not.
 """

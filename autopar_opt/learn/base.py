@@ -4,7 +4,7 @@ A searcher (``random``, ``anneal``, ``dqn``, ``gdp``) explores the same space
 as the exact search (a :class:`~autopar_opt.learn.space.LayerSpace`, or a
 placement space) and returns a :class:`SearcherResult`. The value it reports
 is the one the problem's independent evaluator gives its best plan
-(:func:`autopar_opt.evaluate.evaluate` for layer plans), never the searcher's
+(:func:`autopar_opt.cost.evaluate.evaluate` for layer plans), never the searcher's
 own estimate. The trace records the best value found against wall time and
 against samples (candidates priced), so one run answers "what had it found
 after 10 s" without a second run: schedules (epsilon, temperature, learning

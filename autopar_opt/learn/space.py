@@ -13,8 +13,8 @@ Two prices, one semantics:
   :func:`autopar_opt.solvers.dp.common.stage_terms`); searchers use it as their
   simulator because it is ~100x faster than building a Plan;
 * :meth:`LayerSpace.finish` turns the best candidate into a
-  :class:`~autopar_opt.plan.Plan` and prices it with
-  :func:`autopar_opt.evaluate.evaluate`. The value a searcher reports is that
+  :class:`~autopar_opt.ir.plan.Plan` and prices it with
+  :func:`autopar_opt.cost.evaluate.evaluate`. The value a searcher reports is that
   one, never its own estimate (tests check the two agree).
 """
 
@@ -29,13 +29,13 @@ from autopar_opt.cost.params import CostParams
 from autopar_opt.cost.tables import CostTables, build_cost_tables
 from autopar_opt.core.assignment import Assignment
 from autopar_opt.solvers.dp.common import MEM_EPS
-from autopar_opt.evaluate import PlanMetrics, evaluate
-from autopar_opt.graph import LayerGraph
-from autopar_opt.hardware import GIB, Cluster
-from autopar_opt.plan import Plan
+from autopar_opt.cost.evaluate import PlanMetrics, evaluate
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.hardware import GIB, Cluster
+from autopar_opt.ir.plan import Plan
 from autopar_opt.search.bounds import analytic_lower_bound
 from autopar_opt.search.configs import OuterConfig, outer_configs
-from autopar_opt.training import SearchSpace, Training
+from autopar_opt.ir.training import SearchSpace, Training
 
 #: Multiplier of the relative memory overflow in the penalised value of an
 #: infeasible candidate (searchers compare candidates by it; it is never reported).

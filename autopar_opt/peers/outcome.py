@@ -13,7 +13,7 @@ class PeerOutcome:
     """One solve of a peer problem.
 
     ``solution`` is the plan in the peer's terms (PaSE: one configuration
-    index per vertex; Piper: a :class:`~autopar_opt.peers.piper_model.PiperPlan`),
+    index per vertex; Piper: a :class:`~autopar_opt.peers.piper.model.PiperPlan`),
     ``primal`` its value re-priced by the independent evaluator, and
     ``lower_bound`` a proven bound (``+inf`` when infeasibility is proven,
     ``-inf`` when nothing is proven).

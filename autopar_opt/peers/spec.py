@@ -21,11 +21,11 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import Discriminator, Field, Tag, ValidationError
 
-from autopar_opt.peers.pase_format import PaseInstance, load_pase
-from autopar_opt.peers.piper_format import PiperInstance, load_piper
-from autopar_opt.peers.piper_model import PiperPlan, PiperStage
-from autopar_opt.spec.errors import ProblemList, SpecError, SpecProblem, did_you_mean, one_of
-from autopar_opt.spec.schema import SolverSection, _f, _Section
+from autopar_opt.peers.pase.format import PaseInstance, load_pase
+from autopar_opt.peers.piper.format import PiperInstance, load_piper
+from autopar_opt.peers.piper.model import PiperPlan, PiperStage
+from autopar_opt.core.errors import ProblemList, SpecError, SpecProblem, did_you_mean, one_of
+from autopar_opt.spec.schema import SolverSection, documented_field, Section
 from autopar_opt.spec.translate import problems_from_validation
 
 GIB = float(1 << 30)
@@ -34,52 +34,52 @@ FORMATS = ("piper", "pase")
 PosInt = Annotated[int, Field(gt=0)]
 
 
-class PiperStageSpec(_Section):
+class PiperStageSpec(Section):
     """One stage of a Piper plan, in the file's node ids."""
 
-    nodes: list[int] = _f("Node ids (the file's ids) of the stage.", [0, 1, 2], min_length=1)
-    d: PosInt = _f("Data-parallel degree (must divide N).", 2)
-    t: PosInt = _f("Tensor-parallel degree (a TMPCs key of every node).", 1, default=1)
-    tmpcs: Optional[list[str]] = _f("TMPC id per node, in `nodes` order; default: the first TMPC.",
+    nodes: list[int] = documented_field("Node ids (the file's ids) of the stage.", [0, 1, 2], min_length=1)
+    d: PosInt = documented_field("Data-parallel degree (must divide N).", 2)
+    t: PosInt = documented_field("Tensor-parallel degree (a TMPCs key of every node).", 1, default=1)
+    tmpcs: Optional[list[str]] = documented_field("TMPC id per node, in `nodes` order; default: the first TMPC.",
                                     ["vanilla", "activation recomp", "vanilla"], default=None)
 
 
-class PiperPlanSpec(_Section):
+class PiperPlanSpec(Section):
     """A Piper plan: stages in pipeline order."""
 
-    stages: list[PiperStageSpec] = _f("Stages, first pipeline stage first.",
+    stages: list[PiperStageSpec] = documented_field("Stages, first pipeline stage first.",
                                       [{"nodes": [0, 1], "d": 1, "t": 1}], min_length=1)
 
 
-class PiperProblem(_Section):
+class PiperProblem(Section):
     """A Piper instance (github.com/msr-fiddle/piper JSON) and the run's settings."""
 
-    format: Literal["piper"] = _f("Instance format.", "piper")
-    file: str = _f("Piper JSON file, relative to the spec.", "bert32a100.json")
-    devices: PosInt = _f("Number of devices k.", 64)
-    memory_per_device_gib: Optional[float] = _f("Memory per device M, GiB (2^30 bytes); default: "
+    format: Literal["piper"] = documented_field("Instance format.", "piper")
+    file: str = documented_field("Piper JSON file, relative to the spec.", "bert32a100.json")
+    devices: PosInt = documented_field("Number of devices k.", 64)
+    memory_per_device_gib: Optional[float] = documented_field("Memory per device M, GiB (2^30 bytes); default: "
                                                 "the file's maxMemoryPerDevice.", 8.0, default=None, gt=0)
-    bandwidth_gib_per_s: Optional[float] = _f("Bandwidth B, GiB/s; default: the file's bandwidth.",
+    bandwidth_gib_per_s: Optional[float] = documented_field("Bandwidth B, GiB/s; default: the file's bandwidth.",
                                               25.0, default=None, gt=0)
-    microbatches: Optional[PosInt] = _f("Micro-batches per batch N; default: the file's mbsInBatch.",
+    microbatches: Optional[PosInt] = documented_field("Micro-batches per batch N; default: the file's mbsInBatch.",
                                         1920, default=None)
-    plan: Optional[PiperPlanSpec] = _f("A plan to price and compare with the optimum.",
+    plan: Optional[PiperPlanSpec] = documented_field("A plan to price and compare with the optimum.",
                                        {"stages": [{"nodes": [0], "d": 1}]}, default=None)
 
 
-class PasePlanSpec(_Section):
+class PasePlanSpec(Section):
     """A PaSE strategy: one configuration index per vertex (vertex-id order)."""
 
-    configs: list[Annotated[int, Field(ge=0)]] = _f("Configuration index of every vertex.", [0, 3, 1],
+    configs: list[Annotated[int, Field(ge=0)]] = documented_field("Configuration index of every vertex.", [0, 3, 1],
                                                    min_length=1)
 
 
-class PaseProblem(_Section):
+class PaseProblem(Section):
     """A PaSE cost-table file (``.json.gz`` or ``.json``)."""
 
-    format: Literal["pase"] = _f("Instance format.", "pase")
-    file: str = _f("PaSE table file, relative to the spec.", "pase_alexnet_p4.json.gz")
-    plan: Optional[PasePlanSpec] = _f("A strategy to price and compare with the optimum.",
+    format: Literal["pase"] = documented_field("Instance format.", "pase")
+    file: str = documented_field("PaSE table file, relative to the spec.", "pase_alexnet_p4.json.gz")
+    plan: Optional[PasePlanSpec] = documented_field("A strategy to price and compare with the optimum.",
                                       {"configs": [0, 0, 0]}, default=None)
 
 
@@ -88,13 +88,13 @@ ProblemSection = Annotated[Union[Annotated[PiperProblem, Tag("#piper")], Annotat
                                          else "#piper")]
 
 
-class PeerSpecFile(_Section):
+class PeerSpecFile(Section):
     """A spec that solves a peer's own problem instead of a model on a cluster."""
 
-    description: Optional[str] = _f("Free text.", "Piper BERT-32 on 64 devices", default=None)
-    problem: ProblemSection = _f("The peer instance: {format: piper|pase, file, ...}.",  # type: ignore[valid-type]
+    description: Optional[str] = documented_field("Free text.", "Piper BERT-32 on 64 devices", default=None)
+    problem: ProblemSection = documented_field("The peer instance: {format: piper|pase, file, ...}.",  # type: ignore[valid-type]
                                  {"format": "pase", "file": "pase_alexnet_p4.json.gz"})
-    solver: SolverSection = _f("Solver options.", {"name": "dp"}, default_factory=SolverSection)
+    solver: SolverSection = documented_field("Solver options.", {"name": "dp"}, default_factory=SolverSection)
 
 
 @dataclass
@@ -183,7 +183,7 @@ def build_peer_spec(data: dict[str, Any], path: Path) -> PeerSpec:
     plan = _piper_plan(prob.plan, inst, out) if prob.plan is not None else None
     out.raise_if_any()
     if plan is not None:         # the rules evaluate_piper prices by, checked before the solve
-        from autopar_opt.peers.piper_eval import PiperPlanError, check_plan
+        from autopar_opt.peers.piper.evaluate import PiperPlanError, check_plan
         try:
             check_plan(inst, plan)
         except PiperPlanError as exc:

@@ -18,7 +18,7 @@ Public API (stable; used by the learned searchers too):
 
 from autopar_opt.placement.evaluate import PlacementMetrics, evaluate_placement
 from autopar_opt.placement.problem import DeviceType, PlacementProblem
-from autopar_opt.placement.public_json import load_expert_split, load_public
+from autopar_opt.placement.importers.public_json import load_expert_split, load_public
 from autopar_opt.placement.solve import PlacementResult, solve_placement
 
 __all__ = ["DeviceType", "PlacementMetrics", "PlacementProblem", "PlacementResult",

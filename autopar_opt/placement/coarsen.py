@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autopar_opt.ideals import unique_ints
+from autopar_opt.core.ideals import unique_ints
 from autopar_opt.placement.condense import Condensed, from_units
 
 #: Contraction passes at most (each pass contracts a matching of chain edges).

@@ -81,7 +81,7 @@ def _class_units(p: PlacementProblem) -> tuple[np.ndarray, list[tuple[int, int]]
 
 
 def _acyclic(num: int, edges) -> bool:
-    from autopar_opt.ideals import topological_order
+    from autopar_opt.core.ideals import topological_order
 
     try:
         topological_order(num, sorted(edges))

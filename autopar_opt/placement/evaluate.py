@@ -21,7 +21,7 @@ against it (the project's strongest oracle, docs/DESIGN.md §1).
   their colour class) can be ordered so that every forward edge goes to the
   same or a later part, i.e. the quotient graph is acyclic; this makes every
   part convex (no path leaves it and comes back) and is exactly a chain of
-  ideals (:mod:`autopar_opt.ideals`).
+  ideals (:mod:`autopar_opt.core.ideals`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autopar_opt.ideals import unique_rows
+from autopar_opt.core.ideals import unique_rows
 from autopar_opt.placement.problem import PlacementProblem
 
 MEM_RTOL = 1e-9
@@ -89,7 +89,7 @@ def device_loads(problem: PlacementProblem, assign: np.ndarray) -> tuple[np.ndar
 
 
 def _is_acyclic(num: int, src: np.ndarray, dst: np.ndarray) -> bool:
-    from autopar_opt.ideals import topological_order
+    from autopar_opt.core.ideals import topological_order
 
     try:
         topological_order(num, list(zip(src.tolist(), dst.tolist())))
@@ -127,7 +127,7 @@ def _block_finish(problem: PlacementProblem, assign: np.ndarray, loads: np.ndarr
     keep = ku != kv
     pairs = unique_rows(np.stack([ku[keep], kv[keep]], axis=1)) if np.any(keep) \
         else np.zeros((0, 2), dtype=np.int64)
-    from autopar_opt.ideals import topological_order
+    from autopar_opt.core.ideals import topological_order
 
     try:
         order = topological_order(nd + n, [tuple(e) for e in pairs.tolist()])

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autopar_opt.ideals import topological_order
+from autopar_opt.core.ideals import topological_order
 from autopar_opt.placement.condense import Condensed
 
 
@@ -221,7 +221,7 @@ def lp_bound_highs(times: np.ndarray, counts: list[int]) -> float:
 
 def critical_path_bound(problem) -> float:
     """Longest path of the graph with node weights ``min_τ t_τ(v)`` (no transfers)."""
-    from autopar_opt.ideals import topological_order
+    from autopar_opt.core.ideals import topological_order
     t = np.min(np.array([problem.time[dt.name] for dt in problem.device_types if dt.count > 0]),
                axis=0)
     preds: list[list[int]] = [[] for _ in range(problem.num_nodes)]

@@ -112,7 +112,7 @@ class PlacementProblem:
     def consumers(self) -> list[np.ndarray]:
         """Consumers of each node's output (distinct, ascending)."""
         out: list[list[int]] = [[] for _ in range(self.num_nodes)]
-        from autopar_opt.ideals import unique_rows
+        from autopar_opt.core.ideals import unique_rows
 
         for u, v in unique_rows(self.edges).tolist():
             out[int(u)].append(int(v))

@@ -3,7 +3,7 @@
 Method choice (``solver="auto"``): contiguous max-load goes to the exact DP
 over ideals when the lattice is within its guards; otherwise (or when a MILP
 backend is named: ``highs``, ``gurobi``, ``scip``) the MILP of
-:mod:`autopar_opt.placement.milp` is solved with a time limit, warm-started
+:mod:`autopar_opt.placement.exact.milp` is solved with a time limit, warm-started
 from the best heuristic placement. Whatever the method, the answer carries a
 proven lower bound: the DP's optimum, the MILP's dual bound, and always the
 LP bound of :func:`~autopar_opt.placement.heuristics.compute_lower_bound`
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autopar_opt.ideals import TooManyIdeals
+from autopar_opt.core.ideals import TooManyIdeals
 from autopar_opt.placement.coarsen import coarsen_chains
 from autopar_opt.placement.condense import Condensed, condense
 from autopar_opt.placement.evaluate import PlacementMetrics, evaluate_placement
@@ -150,7 +150,7 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
                 details["milp_start"] = "contiguous DP"
         details.pop("_dp_assign", None)
     if objective == "max-load" and contiguous and solver in ("auto", "dp"):
-        from autopar_opt.placement.dp import DPTooLarge, solve_dp
+        from autopar_opt.placement.exact.dp import DPTooLarge, solve_dp
         try:
             res = solve_dp(cond, deadline=deadline, upper_bound=value)
             details.update(ideals=res.num_ideals, ideal_pairs=res.num_pairs,
@@ -169,7 +169,7 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
                 raise
     if method == "heuristic" and solver not in ("dp", "none") and (
             solver != "auto" or cond.num_units * problem.num_devices <= MILP_AUTO_LIMIT):
-        from autopar_opt.placement.solve_milp import run_milp
+        from autopar_opt.placement.exact.solve_milp import run_milp
         remaining = None if deadline is None else max(1.0, deadline - time.perf_counter())
         v, a, lb, info = run_milp(problem, cond, objective, contiguous,
                                   "highs" if solver == "auto" else solver, remaining, rel_gap,
@@ -196,8 +196,8 @@ def _latency_start(problem: PlacementProblem, cond: Condensed, contiguous: bool,
                    details: dict) -> tuple[float, float, np.ndarray | None]:
     """Latency: the sound lower bound (critical path, path segmentation DP) and the
     incumbent (best of the baselines, everything on the host, and the sum-of-loads DP
-    over ideals); :mod:`autopar_opt.placement.latency_bounds`."""
-    from autopar_opt.placement.latency_bounds import latency_lower_bound, serial_incumbent
+    over ideals); :mod:`autopar_opt.placement.bounds.latency`."""
+    from autopar_opt.placement.bounds.latency import latency_lower_bound, serial_incumbent
 
     lower, info = latency_lower_bound(problem)
     details["latency_bounds"] = {k: _num(v) if v is not None else None for k, v in info.items()}
@@ -227,8 +227,8 @@ def _small_dp(problem: PlacementProblem, cond: Condensed, start: float
     (chain coarsening, the baselines that prune the DP, the LP bound that could stop
     early at a requested gap) is skipped. None (the caller takes the full path) for
     a larger lattice or when the DP finds no feasible placement."""
-    from autopar_opt.ideals import enumerate_ideals
-    from autopar_opt.placement.dp import solve_dp
+    from autopar_opt.core.ideals import enumerate_ideals
+    from autopar_opt.placement.exact.dp import solve_dp
 
     try:
         lat = enumerate_ideals(cond.num_units, [tuple(e) for e in cond.prec.tolist()],
@@ -258,7 +258,7 @@ def _contiguous_start(problem: PlacementProblem, details: dict) -> None:
     """The contiguous optimum (when the DP is within its guards): feasible for both
     variants, the MIP start of the MILP when a MILP solver is named (primal side only:
     the reported bound is the MILP's own, never the DP's value)."""
-    from autopar_opt.placement.dp import DPTooLarge, solve_dp
+    from autopar_opt.placement.exact.dp import DPTooLarge, solve_dp
     cond, _ = coarsen_chains(condense(problem, fuse_cycles=True), contiguous=True)
     try:
         res = solve_dp(cond, max_pairs=5_000_000)

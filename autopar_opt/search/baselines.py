@@ -11,7 +11,7 @@ The first two are derived from the cost tables the search already built
 inside the time budget on tables the search paid for): every candidate is
 priced from the tables (the objective of docs/DESIGN.md §3, equal to
 evaluate()), and only the winner of each is re-priced by
-:func:`autopar_opt.evaluate.evaluate` for its metrics. The evaluate()-based
+:func:`autopar_opt.cost.evaluate.evaluate` for its metrics. The evaluate()-based
 enumeration (:func:`pure_data_parallel`, :func:`best_uniform`) is kept for
 searches that build no tables (DeepSpeed's exhaustive enumeration). One that
 does not fit in memory is kept with a note, never dropped.
@@ -22,13 +22,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from autopar_opt.evaluate import PlanError, PlanMetrics, evaluate
-from autopar_opt.graph import LayerGraph
-from autopar_opt.hardware import GIB, Cluster
-from autopar_opt.plan import Plan, StagePlan
+from autopar_opt.cost.evaluate import PlanError, PlanMetrics, evaluate
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.hardware import GIB, Cluster
+from autopar_opt.ir.plan import Plan, StagePlan
 from autopar_opt.search.configs import outer_configs
-from autopar_opt.strategies import Layout, Strategy, divisors, enumerate_strategies
-from autopar_opt.training import Recompute, SearchSpace, Training
+from autopar_opt.ir.strategies import Layout, Strategy, divisors, enumerate_strategies
+from autopar_opt.ir.training import Recompute, SearchSpace, Training
 
 
 @dataclass
@@ -71,10 +71,10 @@ def _uniform(graph: LayerGraph, cluster: Cluster, training: Training, space: Sea
 def _closest(options: list[Strategy], base: Strategy) -> int | None:
     """Index of ``base`` in ``options``; else of the first option with its layout
     and recomputation; else of the first with its layout; None if no layout matches."""
-    return _Closest(options)(base)
+    return ClosestIndex(options)(base)
 
 
-class _Closest:
+class ClosestIndex:
     """:func:`_closest` for many ``base`` strategies on one option list: the
     first index of each strategy, of each (layout, recompute) and of each
     layout, found in one pass (the baselines ask it for every grid strategy on
@@ -162,10 +162,10 @@ def _uniform_choices(tables, dp_only: bool) -> list[tuple[int, ...]]:
     take skipped. Layers of one class share their strategy list, so each list
     is searched once per grid strategy."""
     out: dict[tuple[int, ...], None] = {}
-    lists: dict[int, _Closest] = {}
+    lists: dict[int, ClosestIndex] = {}
     for strats in tables.strategies:
         if id(strats) not in lists:
-            lists[id(strats)] = _Closest(strats)
+            lists[id(strats)] = ClosestIndex(strats)
     for s in _grid(tables.space, tables.devices_per_stage, dp_only):
         picks = {key: closest(s) for key, closest in lists.items()}
         if any(k is None for k in picks.values()):
@@ -178,7 +178,7 @@ def _price(tables, stage: list[int], choice: tuple[int, ...]) -> float | None:
     """Iteration time of one assignment from the tables (docs/DESIGN.md §3, the
     DP's pricing, equal to evaluate()); None when a stage exceeds its memory."""
     from autopar_opt.core.assignment import Assignment
-    from autopar_opt.evaluate import pipeline_latency
+    from autopar_opt.cost.evaluate import pipeline_latency
     from autopar_opt.solvers.dp.common import MEM_EPS, stage_terms
 
     p, o, g, mem = stage_terms(tables, Assignment(stage, list(choice)))
@@ -194,7 +194,7 @@ def best_uniform_assignment(tables, dp_only: bool = False):
     :func:`table_baselines`).
 
     Priced from the configuration's cost tables (the objective of docs/DESIGN.md §3,
-    which equals evaluate() on every plan: tests/test_evaluate.py), not by
+    which equals evaluate() on every plan: tests/unit/cost/test_evaluate.py), not by
     evaluate(): on a 3072-GPU model evaluate() of every candidate took seconds.
     Candidates: one grid strategy on every layer (:func:`_uniform_choices`),
     layers split evenly; ``dp_only`` keeps tp = cp = 1 (pure data parallelism).

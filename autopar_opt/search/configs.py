@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopar_opt.pipeline import free_shapes, pipeline_rule_broken
-from autopar_opt.graph import LayerGraph
-from autopar_opt.hardware import Cluster
-from autopar_opt.strategies import divisors
-from autopar_opt.training import Schedule, SearchSpace, Training
+from autopar_opt.ir.pipeline import free_shapes, pipeline_rule_broken
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.hardware import Cluster
+from autopar_opt.ir.strategies import divisors
+from autopar_opt.ir.training import Schedule, SearchSpace, Training
 
 
 @dataclass(frozen=True)

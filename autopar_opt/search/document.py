@@ -12,14 +12,14 @@ import math
 import signal
 
 from autopar_opt import __version__
-from autopar_opt.cost.layer_cost import StageContext
+from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.params import CostParams
-from autopar_opt.graph import LayerGraph
-from autopar_opt.hardware import Cluster
-from autopar_opt.pipeline import plan_stage_devices, stage_offsets
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.hardware import Cluster
+from autopar_opt.ir.pipeline import plan_stage_devices, stage_offsets
 from autopar_opt.search.baselines import Baseline
 from autopar_opt.search.engine import SearchOptions, SearchResult
-from autopar_opt.training import SearchSpace, Training
+from autopar_opt.ir.training import SearchSpace, Training
 
 COST_MODEL_ASSUMPTIONS = [
     "Compute: GEMM FLOPs / (dense peak of the dtype x achieved efficiency; FP8 linear layers at "

@@ -5,13 +5,13 @@ search builds cost tables, computes a cheap valid lower bound, skips the
 configuration when that bound already reaches the incumbent, and otherwise
 solves the inner problem with the chosen backend (MILP/MIQP via
 ``autopar_opt.formulations`` or the DP on the tables). Every decoded plan is
-re-priced by :func:`autopar_opt.evaluate.evaluate`; a mismatch with the
+re-priced by :func:`autopar_opt.cost.evaluate.evaluate`; a mismatch with the
 solver's objective is reported as an error, never silently accepted.
 
 Limits and interrupts (issue 15): ``options.time_limit_s`` bounds the whole
 search, cost tables included (configurations whose tables were not built in
 time are recorded without a bound); a stop signal
-(:class:`~autopar_opt.interrupts.SearchInterrupted`, or ``options.should_stop``
+(:class:`~autopar_opt.core.interrupts.SearchInterrupted`, or ``options.should_stop``
 turning true) ends the search with its incumbent and every bound proven so
 far, and the result says which signal stopped it. A backend error on a
 configuration (e.g. Gurobi's size-limited licence) is retried with the
@@ -30,16 +30,16 @@ from autopar_opt.core.bounds import (Bounds, SearchStatus, Status, reaches, sear
                                       strictly_better)
 from autopar_opt.cost.params import CostParams
 from autopar_opt.cost.tables import CostTables, build_cost_tables
-from autopar_opt.evaluate import PlanMetrics, evaluate
-from autopar_opt.graph import LayerGraph
-from autopar_opt.hardware import Cluster
-from autopar_opt.interrupts import SearchInterrupted
-from autopar_opt.plan import Plan
+from autopar_opt.cost.evaluate import PlanMetrics, evaluate
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.hardware import Cluster
+from autopar_opt.core.interrupts import SearchInterrupted
+from autopar_opt.ir.plan import Plan
 from autopar_opt.search.bounds import ConfigBound, analytic_lower_bound
 from autopar_opt.search.certificate import Certificate, ConfigRecord
 from autopar_opt.search.configs import OuterConfig, outer_configs
 from autopar_opt.search.inner import InnerSolver
-from autopar_opt.training import SearchSpace, Training
+from autopar_opt.ir.training import SearchSpace, Training
 
 #: Relative tolerance when comparing a solver objective to evaluate().
 CONSISTENCY_RTOL = 1e-6

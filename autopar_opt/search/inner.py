@@ -144,7 +144,7 @@ class InnerSolver:
         if problem.build_s and not res.timings.get("build"):
             res = res.with_(timings={**res.timings, "build": problem.build_s})
         outcome = InnerOutcome(res, problem.invert(res), model_hash)
-        return _merge(outcome, dp, opts.rel_gap).derive(opts.rel_gap)
+        return merge_outcomes(outcome, dp, opts.rel_gap).derive(opts.rel_gap)
 
     def _use_blocks(self, tables: CostTables) -> bool:
         """Whether this configuration takes the block MILP: the HiGHS matrix path on
@@ -164,7 +164,7 @@ class InnerSolver:
         opts = self.options
         res, asg = solve_blocks(tables, self.backend, time_limit_s=max(min(limit, left), MIN_MIP_S),
                                 rel_gap=opts.rel_gap, start=warm)
-        return _merge(InnerOutcome(res, asg, None), dp, opts.rel_gap).derive(opts.rel_gap)
+        return merge_outcomes(InnerOutcome(res, asg, None), dp, opts.rel_gap).derive(opts.rel_gap)
 
     def _formulate(self, tables: CostTables, cfg):
         """The problem the backend solves (:class:`TablesProblem` for the DP, the
@@ -239,7 +239,7 @@ def _dp_closed(dp: SolveResult, rel_gap: float, plan: Assignment,
     return InnerOutcome(res, plan).derive(rel_gap)
 
 
-def _merge(outcome: InnerOutcome, dp: SolveResult | None, rel_gap: float) -> InnerOutcome:
+def merge_outcomes(outcome: InnerOutcome, dp: SolveResult | None, rel_gap: float) -> InnerOutcome:
     """Combine the MIP's result with the DP warm start's: best plan, larger proven
     bound (:meth:`Bounds.merge`); the status derived from the merged bounds."""
     res = outcome.result

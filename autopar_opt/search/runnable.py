@@ -21,19 +21,19 @@ from dataclasses import dataclass, replace
 
 from autopar_opt.core.bounds import Status
 from autopar_opt.cost.params import CostParams
-from autopar_opt.evaluate import evaluate
+from autopar_opt.cost.evaluate import evaluate
 from autopar_opt.export import rules_for
 from autopar_opt.export.deepspeed import uniform_partition
 from autopar_opt.export.view import plan_view
-from autopar_opt.graph import LayerGraph
-from autopar_opt.hardware import Cluster
-from autopar_opt.interrupts import SearchInterrupted
-from autopar_opt.plan import uniform_plan
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.hardware import Cluster
+from autopar_opt.core.interrupts import SearchInterrupted
+from autopar_opt.ir.plan import uniform_plan
 from autopar_opt.search.certificate import Certificate, ConfigRecord
 from autopar_opt.search.configs import outer_configs
 from autopar_opt.search.engine import SearchOptions, SearchResult, run_search
-from autopar_opt.strategies import Strategy, divisors
-from autopar_opt.training import Recompute, Schedule, SearchSpace, Training
+from autopar_opt.ir.strategies import Strategy, divisors
+from autopar_opt.ir.training import Recompute, Schedule, SearchSpace, Training
 
 FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
 
@@ -152,7 +152,7 @@ def _exhaustive(choices, graph, cluster, training, space, params, options, start
     configuration at a time while ``options.time_limit_s`` lasts (issue 15: the time
     limit covers the whole command); a configuration the limit leaves out is
     recorded unsolved, without a bound; so is every configuration after a stop
-    signal (:class:`~autopar_opt.interrupts.SearchInterrupted` or ``options.should_stop``),
+    signal (:class:`~autopar_opt.core.interrupts.SearchInterrupted` or ``options.should_stop``),
     and the result keeps the best plan priced before it."""
     records, best, stopped = [], None, None
     configs = [cfg for cfg in outer_configs(graph, cluster, training, space)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autopar_opt.lazy import lazy_exports
+from autopar_opt.core.lazy import lazy_exports
 
-from autopar_opt.spec.errors import SpecError, SpecProblem
+from autopar_opt.core.errors import SpecError, SpecProblem
 
 _LAZY = {"SolverOptions": "autopar_opt.spec.build_run", "SpecFile": "autopar_opt.spec.schema",
          "json_schema": "autopar_opt.spec.schema", "Spec": "autopar_opt.spec.spec",

@@ -13,10 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from autopar_opt.cost.layer_cost import MEMORY_BOUND_KINDS
-from autopar_opt.graph import Layer, LayerGraph, LayerKind, MeasuredCost, tie_problem
-from autopar_opt import limits
-from autopar_opt.spec.errors import ProblemList, did_you_mean
+from autopar_opt.cost.compute import MEMORY_BOUND_KINDS
+from autopar_opt.ir.graph import Layer, LayerGraph, LayerKind, MeasuredCost, tie_problem
+from autopar_opt.core import limits
+from autopar_opt.core.errors import ProblemList, did_you_mean
 from autopar_opt.spec.schema import (ExplicitModelSpec, HfModelSpec, LayerSpec, MeasuredSpec,
                                      ZooModelSpec)
 
@@ -155,7 +155,7 @@ def _explicit_graph(section: ExplicitModelSpec, seq_len: int | None,
 
 def _gemm_kernels_ok(spec: Any, i: int, out: ProblemList) -> bool:
     """A layer that does GEMM work (a kind outside
-    :data:`~autopar_opt.cost.layer_cost.MEMORY_BOUND_KINDS` with forward FLOPs)
+    :data:`~autopar_opt.cost.compute.MEMORY_BOUND_KINDS` with forward FLOPs)
     runs at least one GEMM kernel per forward pass: ``gemm_kernels`` and
     ``gemm_kernels_unfused``, where given, are at least 1 (0 would price its
     FLOPs without the per-kernel latency; the schema already rejects < 0)."""

@@ -1,17 +1,17 @@
 """Build the optional ``plan`` section into a :class:`Plan`.
 
 A Megatron-style plan (``tp``, ``pp``, ``dp``, micro-batching, ...) becomes
-:func:`autopar_opt.plan.uniform_plan`; an explicit plan is taken stage by
-stage. The rules checked here are the ones :func:`autopar_opt.evaluate.evaluate`
+:func:`autopar_opt.ir.plan.uniform_plan`; an explicit plan is taken stage by
+stage. The rules checked here are the ones :func:`autopar_opt.cost.evaluate.evaluate`
 enforces (``tp*pp*dp*cp`` equals the devices, micro-batches divide the batch,
 ``dp`` divides a micro-batch, tp divides every layer's ``max_tp``), reported
 with the key path and the fix instead of a :class:`PlanError`, plus the two
 Megatron-Core rules the cost model's even splits assume: ``seq_len`` a
-multiple of ``2·cp`` (:func:`autopar_opt.strategies.cp_degree_ok`, worded by
+multiple of ``2·cp`` (:func:`autopar_opt.ir.strategies.cp_degree_ok`, worded by
 :mod:`autopar_opt.spec.cp_rule`) and, with
 ``vp_chunks`` virtual stages, every stage's transformer blocks a multiple of
 ``vp_chunks`` (:func:`_check_vp`). An interleaved plan without ``stage_layers``
-takes Megatron-LM's default split (:func:`_vp_split`), not the even split by
+takes Megatron-LM's default split (:func:`vp_split`), not the even split by
 layer count of a 1F1B plan.
 """
 
@@ -20,16 +20,16 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from autopar_opt.graph import LayerGraph
-from autopar_opt.hardware import Cluster
-from autopar_opt.pipeline import microbatch_rule_broken, pipeline_rule_broken, stage_devices_problem
-from autopar_opt.plan import Plan, StagePlan, uniform_plan
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.hardware import Cluster
+from autopar_opt.ir.pipeline import microbatch_rule_broken, pipeline_rule_broken, stage_devices_problem
+from autopar_opt.ir.plan import Plan, StagePlan, uniform_plan
 from autopar_opt.spec.cp_rule import cp_refusal
-from autopar_opt.spec.errors import ProblemList, did_you_mean
+from autopar_opt.core.errors import ProblemList, did_you_mean
 from autopar_opt.spec.schema import (ExplicitPlanSpec, MegatronArgsPlanSpec, MegatronPlanSpec,
                                      StrategySpec)
-from autopar_opt.strategies import Strategy, divisors, ep_degree_ok, tp_degree_ok
-from autopar_opt.training import Schedule, Training
+from autopar_opt.ir.strategies import Strategy, divisors, ep_degree_ok, tp_degree_ok
+from autopar_opt.ir.training import Schedule, Training
 
 
 def _strategy(spec: StrategySpec) -> Strategy:
@@ -90,7 +90,7 @@ def _megatron_dp(spec: MegatronPlanSpec, n: int, out: ProblemList) -> int | None
 
 def _check_cp(cp: int, seq_len: int | None, graph: LayerGraph, key: str,
               out: ProblemList) -> bool:
-    """``seq_len`` splits into ``2·cp`` chunks (:func:`~autopar_opt.strategies.cp_degree_ok`;
+    """``seq_len`` splits into ``2·cp`` chunks (:func:`~autopar_opt.ir.strategies.cp_degree_ok`;
     words: :mod:`autopar_opt.spec.cp_rule`)."""
     refused = cp_refusal(cp, seq_len, graph, listed=False)
     if refused:
@@ -107,7 +107,7 @@ def _vp_units(plan: Plan, graph: LayerGraph) -> tuple[list[int], str]:
     return [sum(n in counted for n in st.layers) for st in plan.stages], what
 
 
-def _vp_split(graph: LayerGraph, pp: int, vp: int) -> list[int] | None:
+def vp_split(graph: LayerGraph, pp: int, vp: int) -> list[int] | None:
     """Megatron-LM's default interleaved split as stage_layers, or None when it has none.
 
     Megatron-LM divides the transformer blocks evenly into ``pp·vp`` model
@@ -116,7 +116,7 @@ def _vp_split(graph: LayerGraph, pp: int, vp: int) -> list[int] | None:
     first chunk and the output layer and loss on the last (Narayanan et al.
     2021, Sec. 2.2.2). Device ``i`` holds chunks ``i, i+pp, ...``: ``blocks/pp``
     blocks, plus the embedding on device 0 and the head on device ``pp-1``.
-    As contiguous stages (the form :func:`autopar_opt.pipeline.interleaved_inflight`
+    As contiguous stages (the form :func:`autopar_opt.ir.pipeline.interleaved_inflight`
     prices, each chunk ``1/vp`` of its stage): ``blocks / pp`` blocks per stage,
     leading layers on the first stage, every other layer with the block before
     it. A model without transformer blocks splits all its layers that way.
@@ -169,7 +169,7 @@ def _check_vp(plan: Plan, graph: LayerGraph, key: str, fix: str, out: ProblemLis
 
     Megatron-LM requires ``pp > 1`` (``validate_args``) and
     ``num_layers_per_pipeline_stage`` divisible by the virtual stages (``--num-layers-per-virtual-pipeline-stage``, Narayanan et al.
-    2021, Sec. 2.2.2), and :func:`autopar_opt.pipeline.interleaved_inflight`
+    2021, Sec. 2.2.2), and :func:`autopar_opt.ir.pipeline.interleaved_inflight`
     prices each chunk as ``1/vp`` of its stage on that assumption.
     """
     vp = plan.vp_chunks
@@ -232,7 +232,7 @@ def _megatron(spec: MegatronPlanSpec, graph: LayerGraph, cluster: Cluster, train
         return None
     sizes = list(spec.stage_layers) if spec.stage_layers else None
     if sizes is None and spec.vp_chunks > 1:        # interleaved: Megatron's own split
-        sizes = _vp_split(graph, spec.pp, spec.vp_chunks)
+        sizes = vp_split(graph, spec.pp, spec.vp_chunks)
         if sizes is None:
             _refuse_default_vp(graph, spec.pp, spec.vp_chunks, n, out)
             return None
@@ -243,7 +243,7 @@ def _megatron(spec: MegatronPlanSpec, graph: LayerGraph, cluster: Cluster, train
     for st in plan.stages:
         st.strategies = [replace(s, ep=spec.ep) if name in moe else s
                          for name, s in zip(st.layers, st.strategies)]
-    split = _vp_split(graph, spec.pp, spec.vp_chunks)
+    split = vp_split(graph, spec.pp, spec.vp_chunks)
     fix = f"set stage_layers: {split}" if split else \
         "give stage_layers so that every stage holds a multiple of vp_chunks of them"
     return plan if _check_vp(plan, graph, "plan.vp_chunks", fix, out) else None
@@ -361,10 +361,10 @@ def _stage_devices(spec: ExplicitPlanSpec, cluster: Cluster, graph: LayerGraph,
 def _megatron_args(spec: MegatronArgsPlanSpec, graph: LayerGraph, cluster: Cluster,
                    training: Training, out: ProblemList) -> Plan | None:
     """A Megatron-LM command line as the plan (autopar_opt.export.megatron_import)."""
-    from autopar_opt.evaluate import PlanError
+    from autopar_opt.cost.evaluate import PlanError
     from autopar_opt.export.megatron import MegatronArgsError, parse_megatron_args
     from autopar_opt.export.megatron_import import plan_from_megatron
-    from autopar_opt.pipeline import validate_plan
+    from autopar_opt.ir.pipeline import validate_plan
 
     try:
         plan = plan_from_megatron(parse_megatron_args(spec.megatron_args), graph, cluster,

@@ -14,16 +14,16 @@ import yaml
 
 from autopar_opt.cost.params import CostParams, default_params, params_mapping
 from autopar_opt.solvers.registry import backend_names
-from autopar_opt.graph import LayerGraph
-from autopar_opt.hardware import DEVICE_CATALOG, Cluster, DeviceType, LinkTier, make_cluster
-from autopar_opt import limits
-from autopar_opt.spec.errors import ProblemList, SpecProblem, did_you_mean
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.hardware import DEVICE_CATALOG, Cluster, DeviceType, LinkTier, make_cluster
+from autopar_opt.core import limits
+from autopar_opt.core.errors import ProblemList, SpecProblem, did_you_mean
 from autopar_opt.spec.schema import (CostModelSection, ExplicitClusterSpec, LinkSpec, SearchSection,
                                      SolverSection, TrainingSection, ZooClusterSpec)
 from autopar_opt.spec.cp_rule import cp_refusal
-from autopar_opt.strategies import divisors, tp_degree_ok
-from autopar_opt.runtime import CAPABILITIES, RUNTIMES, Runtime, runtime_named
-from autopar_opt.training import (AUTOCAST_DTYPES, Recompute, Schedule, SearchSpace, Training,
+from autopar_opt.ir.strategies import divisors, tp_degree_ok
+from autopar_opt.ir.runtime import CAPABILITIES, RUNTIMES, Runtime, runtime_named
+from autopar_opt.ir.training import (AUTOCAST_DTYPES, Recompute, Schedule, SearchSpace, Training,
                                   autocast_problem)
 
 
@@ -104,7 +104,7 @@ def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: 
 
 
 def _runtime(section: TrainingSection, out: ProblemList) -> Runtime:
-    """``training.runtime`` with its ``runtime_options`` (see autopar_opt.runtime)."""
+    """``training.runtime`` with its ``runtime_options`` (see autopar_opt.ir.runtime)."""
     key = section.runtime.strip().lower().replace("_", "-")
     if key not in RUNTIMES:
         out.add("training.runtime", section.runtime, "unknown runtime",
@@ -129,7 +129,7 @@ def _check_divides(key: str, values: list[int] | None, total: int, what: str,
 def _check_cp_seq(cps: list[int], seq_len: int | None, graph: LayerGraph | None,
                   out: ProblemList) -> None:
     """Every listed cp > 1 cuts ``seq_len`` into ``2·cp`` chunks
-    (:func:`~autopar_opt.strategies.cp_degree_ok`; words: :mod:`autopar_opt.spec.cp_rule`);
+    (:func:`~autopar_opt.ir.strategies.cp_degree_ok`; words: :mod:`autopar_opt.spec.cp_rule`);
     refused like a degree that does not divide the devices, not dropped without a word."""
     for i, cp in enumerate(cps):
         refused = cp_refusal(cp, seq_len, graph, listed=True)
@@ -159,7 +159,7 @@ def _check_tp(section: SearchSection, cluster: Cluster, graph: LayerGraph | None
 def _check_free(section: SearchSection, cluster: Cluster, graph: LayerGraph | None,
                 out: ProblemList) -> None:
     """Free stage sizes: pp at most the devices; the shapes to enumerate within the limit."""
-    from autopar_opt.pipeline import MAX_FREE_SHAPES, count_free_shapes
+    from autopar_opt.ir.pipeline import MAX_FREE_SHAPES, count_free_shapes
 
     n = cluster.num_devices
     bad = False

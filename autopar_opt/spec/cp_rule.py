@@ -1,10 +1,10 @@
 """Why a context-parallel degree cannot split a model's sequence, in the model's words.
 
-The rule is :func:`autopar_opt.strategies.cp_degree_ok`: Megatron-Core cuts
+The rule is :func:`autopar_opt.ir.strategies.cp_degree_ok`: Megatron-Core cuts
 the sequence into ``2·cp`` chunks and gives rank ``r`` chunks ``r`` and
 ``2·cp-1-r`` (``get_batch_on_this_cp_rank``, for every model; the pairing
 balances the work of causal attention). Only the message depends on the
-model (:attr:`autopar_opt.graph.LayerGraph.causal`, ``fixed_tokens``): it
+model (:attr:`autopar_opt.ir.graph.LayerGraph.causal`, ``fixed_tokens``): it
 says "causal" only for a causal model, and for a model whose token count is
 not a training setting (a ViT: image and patch size) it names what fixes
 the count and suggests a cp that fits, never another ``seq_len``.
@@ -12,8 +12,8 @@ the count and suggests a cp that fits, never another ``seq_len``.
 
 from __future__ import annotations
 
-from autopar_opt.graph import LayerGraph
-from autopar_opt.strategies import cp_degree_ok, cp_degrees_for
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.strategies import cp_degree_ok, cp_degrees_for
 
 
 def cp_refusal(cp: int, seq_len: int | None, graph: LayerGraph | None,

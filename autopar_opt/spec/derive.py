@@ -6,7 +6,7 @@ turns a dataclass into a pydantic section with one optional field per
 dataclass field, its description from that docstring and its bounds from
 the rules passed in. The spec's ``cost_model`` section is built this way from
 :class:`~autopar_opt.cost.params.CostParams` and ``model.layers[]`` from
-:class:`~autopar_opt.graph.Layer`, so a new parameter or layer field is usable
+:class:`~autopar_opt.ir.graph.Layer`, so a new parameter or layer field is usable
 in a spec file (and documented in ``autopar schema``) without a second edit.
 """
 

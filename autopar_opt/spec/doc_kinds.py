@@ -12,7 +12,7 @@ command to run), not with the keys the expected file would have.
 from __future__ import annotations
 
 #: ``spec.problem.format`` of a peer problem's plan.json
-#: (:mod:`autopar_opt.peers.cli`) -> the peer's name and what its plan is made of.
+#: (:mod:`autopar_opt.cli.peers`) -> the peer's name and what its plan is made of.
 PEER_FORMATS = {"piper": ("Piper", "stages of graph nodes with their TMPCs"),
                 "pase": ("PaSE", "one configuration per graph vertex")}
 
@@ -26,7 +26,7 @@ def peer_format(doc: object) -> str | None:
 
 
 def is_placement(doc: object) -> bool:
-    """A placement.json of ``autopar place`` (:func:`autopar_opt.placement.cli.placement_document`):
+    """A placement.json of ``autopar place`` (:func:`autopar_opt.cli.place.placement_document`):
     an operator graph's nodes on devices, with its bound; no training plan."""
     return isinstance(doc, dict) and "plan" not in doc and \
         all(k in doc for k in ("instance", "objective", "devices", "lower_bound"))
@@ -89,10 +89,10 @@ def describe(kind: str) -> str:
 
 
 def wrong_input(data: object, path: object, reads: str, accepted: tuple[str, ...]):
-    """A :class:`~autopar_opt.spec.errors.SpecProblem` saying what the file is and
+    """A :class:`~autopar_opt.core.errors.SpecProblem` saying what the file is and
     which command reads it, when it is a known kind the command does not take
     (``reads``: what the command does read); None otherwise."""
-    from autopar_opt.spec.errors import SpecProblem
+    from autopar_opt.core.errors import SpecProblem
 
     kind = input_kind(data)
     if kind is None or kind in accepted:

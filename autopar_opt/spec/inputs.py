@@ -6,7 +6,7 @@ reads it) and a ``cost_model.file`` (relative to the top file, as
 ``build_run.build_cost_params`` reads it).
 
 Commands that write an output next to what they read (``export -o``) check
-the output against all of them (:func:`autopar_opt.outputs.check_output_file`),
+the output against all of them (:func:`autopar_opt.core.files.check_output_file`),
 so naming an included file as the output cannot overwrite it.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autopar_opt.spec.errors import SpecError
+from autopar_opt.core.errors import SpecError
 from autopar_opt.spec.loader import read_mapping, resolve_includes
 
 

@@ -5,7 +5,7 @@ A top file's ``model``, ``cluster`` and ``training`` values may be a path
 file holds the section's mapping itself, or a mapping with that one key.
 Every read problem (missing file, wrong extension, empty file, syntax error
 with its line, an unreadable or oversized file, a duplicate key, nesting or
-sizes beyond :mod:`autopar_opt.limits`) becomes a :class:`SpecProblem`,
+sizes beyond :mod:`autopar_opt.core.limits`) becomes a :class:`SpecProblem`,
 never a traceback; the limits are checked before the expensive steps.
 """
 
@@ -21,8 +21,8 @@ import yaml.composer
 import yaml.constructor
 import yaml.resolver
 
-from autopar_opt import limits
-from autopar_opt.spec.errors import SpecError, SpecProblem, one_of
+from autopar_opt.core import limits
+from autopar_opt.core.errors import SpecError, SpecProblem, one_of
 
 #: File extensions and their format.
 FORMATS: dict[str, str] = {".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".json": "json"}
@@ -224,7 +224,7 @@ def read_mapping(path: Path | str, content: tuple[str, str] = SPEC_CONTENT) -> d
 
 def read_document(path: Path | str) -> Any:
     """Read and parse one YAML/TOML/JSON file of any shape within the limits of
-    :mod:`autopar_opt.limits` (size, nesting, values, lengths, numbers);
+    :mod:`autopar_opt.core.limits` (size, nesting, values, lengths, numbers);
     raises :class:`SpecError`. Other readers of user files (run files of
     ``autopar calibrate``) use it too."""
     path = Path(path)

@@ -21,11 +21,11 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 from pydantic_core import PydanticCustomError
 
 from autopar_opt.cost.params import CostParams
-from autopar_opt.graph import Layer
+from autopar_opt.ir.graph import Layer
 from autopar_opt.solvers.registry import DEFAULT_BACKEND, backend_names
 from autopar_opt.spec.derive import section_from_dataclass
-from autopar_opt import limits
-from autopar_opt.training import DTYPE_BYTES, OPTIMIZER_BYTES, Recompute, Schedule
+from autopar_opt.core import limits
+from autopar_opt.ir.training import DTYPE_BYTES, OPTIMIZER_BYTES, Recompute, Schedule
 
 Dtype = Literal[tuple(DTYPE_BYTES)]  # type: ignore[valid-type]
 Optimizer = Literal[tuple(OPTIMIZER_BYTES)]  # type: ignore[valid-type]
@@ -51,7 +51,7 @@ def _number_leaves(annotation: Any) -> set[Any]:
     return {annotation}
 
 
-class _Section(BaseModel):
+class Section(BaseModel):
     """Base of every section: unknown keys are errors (reported with a "did you mean"),
     and true/false is not a number (pydantic's lax mode reads ``true`` as 1, so
     ``global_batch_size: true`` or YAML's ``nodes: yes`` became 1 silently)."""
@@ -73,7 +73,7 @@ class _Section(BaseModel):
         return value
 
 
-def _f(description: str, example: Any, **kw: Any) -> Any:
+def documented_field(description: str, example: Any, **kw: Any) -> Any:
     """A documented field with one example (used in error fixes)."""
     return Field(description=description, examples=[example], **kw)
 
@@ -100,7 +100,7 @@ def _layer_bounds(name: str, hint: Any) -> dict[str, Any]:
     """Bounds of a layer field: counts and sizes are non-negative (optional ones
     too: ``gemm_kernels``, ``gemm_kernels_unfused``); ``max_tp`` and
     ``expert_load`` are at least 1, and ``max_tp`` (a parallel degree) at most
-    :data:`autopar_opt.limits.MAX_DEGREE`, the resource limit of every degree
+    :data:`autopar_opt.core.limits.MAX_DEGREE`, the resource limit of every degree
     (issue 15: checked before any work, named in the error)."""
     if name in ("max_tp",):
         return {"ge": 1, "le": limits.MAX_DEGREE}
@@ -119,67 +119,67 @@ def _optional_inner(hint: Any) -> Any:
     return hint
 
 
-#: One layer of an explicit model, derived from :class:`autopar_opt.graph.Layer`
+#: One layer of an explicit model, derived from :class:`autopar_opt.ir.graph.Layer`
 #: (every field, documented by that class's docstring; ``measured`` costs are
 #: given by the model section's ``measured`` list instead).
 LayerSpec = section_from_dataclass(
-    Layer, _Section, name="LayerSpec",
-    doc="One layer of an explicit model; per-sample FLOPs and bytes (autopar_opt.graph.Layer).",
+    Layer, Section, name="LayerSpec",
+    doc="One layer of an explicit model; per-sample FLOPs and bytes (autopar_opt.ir.graph.Layer).",
     constraints=_layer_bounds, examples=_LAYER_EXAMPLES, required=("name",),
     exclude=("measured",))
 
 
-class MeasuredSpec(_Section):
+class MeasuredSpec(Section):
     """A measured per-layer cost at one TP degree; replaces the analytical compute model."""
 
-    layer: str = _f("Name of the layer this measurement is for.", "block0")
-    tp: Degree = _f("Tensor-parallel degree of the measurement.", 1, default=1)
-    fwd_ms_per_sample: float = _f("Forward time per sample on each device, ms.", 0.8, ge=0)
-    bwd_ms_per_sample: float = _f("Backward time per sample on each device, ms.", 1.6, ge=0)
-    act_bytes_per_sample: Optional[float] = _f("Measured activation bytes per sample (optional).",
+    layer: str = documented_field("Name of the layer this measurement is for.", "block0")
+    tp: Degree = documented_field("Tensor-parallel degree of the measurement.", 1, default=1)
+    fwd_ms_per_sample: float = documented_field("Forward time per sample on each device, ms.", 0.8, ge=0)
+    bwd_ms_per_sample: float = documented_field("Backward time per sample on each device, ms.", 1.6, ge=0)
+    act_bytes_per_sample: Optional[float] = documented_field("Measured activation bytes per sample (optional).",
                                                3.0e8, default=None, ge=0)
 
 
-class ZooModelSpec(_Section):
+class ZooModelSpec(Section):
     """A model from the zoo (``autopar zoo list``), optionally with changed dimensions."""
 
-    zoo: str = _f("Zoo model name (see `autopar zoo list`).", "debug")
-    overrides: dict[str, Any] = _f("Dimension overrides passed to the zoo builder.",
+    zoo: str = documented_field("Zoo model name (see `autopar zoo list`).", "debug")
+    overrides: dict[str, Any] = documented_field("Dimension overrides passed to the zoo builder.",
                                    {"num_layers": 8}, default_factory=dict)
-    measured: list[MeasuredSpec] = _f("Measured per-layer costs (profile table).", [],
+    measured: list[MeasuredSpec] = documented_field("Measured per-layer costs (profile table).", [],
                                       default_factory=list)
 
 
-class ExplicitModelSpec(_Section):
+class ExplicitModelSpec(Section):
     """A model given as an explicit layer list (topological order) and edges."""
 
-    name: str = _f("Model name.", "my-model")
-    layers: list[LayerSpec] = _f("Layers in topological order.", [{"name": "l0", "flops_fwd": 1e9}],
+    name: str = documented_field("Model name.", "my-model")
+    layers: list[LayerSpec] = documented_field("Layers in topological order.", [{"name": "l0", "flops_fwd": 1e9}],
                                  min_length=1, max_length=limits.MAX_LAYERS)
-    edges: Optional[list[tuple[str, str]]] = _f(
+    edges: Optional[list[tuple[str, str]]] = documented_field(
         "Edges [from, to] by layer name; default: a chain in layer order.", [["l0", "l1"]],
         default=None)
-    seq_len: Optional[PosInt] = _f("Sequence length the per-sample numbers assume.", 2048,
+    seq_len: Optional[PosInt] = documented_field("Sequence length the per-sample numbers assume.", 2048,
                                    default=None, le=limits.MAX_SEQ_LEN)
-    measured: list[MeasuredSpec] = _f("Measured per-layer costs (profile table).", [],
+    measured: list[MeasuredSpec] = documented_field("Measured per-layer costs (profile table).", [],
                                       default_factory=list)
 
 
-class HfModelSpec(_Section):
+class HfModelSpec(Section):
     """A model built from a Hugging Face ``config.json`` (`autopar model` shows what was built)."""
 
-    hf_config: str = _f("Path to a config.json, or a directory holding one (relative to this "
+    hf_config: str = documented_field("Path to a config.json, or a directory holding one (relative to this "
                         "file).", "configs/mixtral-8x7b/config.json")
-    name: Optional[str] = _f("Model name; default: the config's _name_or_path or model_type.",
+    name: Optional[str] = documented_field("Model name; default: the config's _name_or_path or model_type.",
                              "mixtral-8x7b", default=None)
-    flash_attention: bool = _f("Attention kernels keep no score matrix (FlashAttention).", True,
+    flash_attention: bool = documented_field("Attention kernels keep no score matrix (FlashAttention).", True,
                                default=True)
-    capacity_factor: Optional[Annotated[float, Field(ge=1)]] = _f(
+    capacity_factor: Optional[Annotated[float, Field(ge=1)]] = documented_field(
         "MoE: expert capacity as a multiple of the average load, padded (Megatron "
         "--moe-expert-capacity-factor); default: dropless.", 1.25, default=None)
-    load_imbalance: float = _f("MoE: busiest/average expert-parallel rank load of a dropless "
+    load_imbalance: float = documented_field("MoE: busiest/average expert-parallel rank load of a dropless "
                                "router (1.0 = balanced).", 1.0, default=1.0, ge=1)
-    measured: list[MeasuredSpec] = _f("Measured per-layer costs (profile table).", [],
+    measured: list[MeasuredSpec] = documented_field("Measured per-layer costs (profile table).", [],
                                       default_factory=list)
 
 
@@ -198,45 +198,45 @@ ModelSection = Annotated[Union[Annotated[ZooModelSpec, Tag("#zoo")],
 
 
 # --------------------------------------------------------------------- cluster
-class LinkSpec(_Section):
+class LinkSpec(Section):
     """One link tier of the α–β model (per-GPU unidirectional bandwidth)."""
 
-    name: Optional[str] = _f("Label of the tier.", "nvlink3", default=None)
-    bandwidth_gb_per_s: float = _f("Per-GPU bandwidth a ring collective sees, GB/s.", 300.0, gt=0)
-    latency_us: float = _f("Latency α per ring step, µs.", 5.0, ge=0)
+    name: Optional[str] = documented_field("Label of the tier.", "nvlink3", default=None)
+    bandwidth_gb_per_s: float = documented_field("Per-GPU bandwidth a ring collective sees, GB/s.", 300.0, gt=0)
+    latency_us: float = documented_field("Latency α per ring step, µs.", 5.0, ge=0)
 
 
-class DeviceSpec(_Section):
+class DeviceSpec(Section):
     """A device not in the catalog."""
 
-    name: str = _f("Device name.", "my-gpu")
-    peak_tflops: dict[Dtype, Annotated[float, Field(gt=0)]] = _f(  # type: ignore[valid-type]
+    name: str = documented_field("Device name.", "my-gpu")
+    peak_tflops: dict[Dtype, Annotated[float, Field(gt=0)]] = documented_field(  # type: ignore[valid-type]
         "Dense peak TFLOP/s per dtype.", {"bf16": 312.0}, min_length=1)
-    hbm_gib: float = _f("Device memory, GiB.", 80.0, gt=0)
-    hbm_gb_per_s: float = _f("Memory bandwidth, GB/s.", 2039.0, gt=0)
+    hbm_gib: float = documented_field("Device memory, GiB.", 80.0, gt=0)
+    hbm_gb_per_s: float = documented_field("Memory bandwidth, GB/s.", 2039.0, gt=0)
 
 
 DeviceField = Annotated[Union[Annotated[str, Tag("#catalog")], Annotated[DeviceSpec, Tag("#custom")]],
                         Discriminator(lambda v: "#custom" if isinstance(v, dict) else "#catalog")]
 
 
-class ZooClusterSpec(_Section):
+class ZooClusterSpec(Section):
     """A named cluster from the zoo (``autopar zoo list``)."""
 
-    zoo: str = _f("Zoo cluster name (see `autopar zoo list`).", "dgx-a100-8")
+    zoo: str = documented_field("Zoo cluster name (see `autopar zoo list`).", "dgx-a100-8")
 
 
-class ExplicitClusterSpec(_Section):
+class ExplicitClusterSpec(Section):
     """``nodes`` identical nodes of ``gpus_per_node`` devices."""
 
-    name: str = _f("Cluster name.", "my-cluster", default="custom")
-    nodes: PosInt = _f("Number of nodes.", 2, default=1, le=limits.MAX_NODES)
-    gpus_per_node: PosInt = _f("GPUs per node.", 8, le=limits.MAX_GPUS_PER_NODE)
-    device: DeviceField = _f("Catalog device name (A100-80GB, ...) or a custom device mapping.",
+    name: str = documented_field("Cluster name.", "my-cluster", default="custom")
+    nodes: PosInt = documented_field("Number of nodes.", 2, default=1, le=limits.MAX_NODES)
+    gpus_per_node: PosInt = documented_field("GPUs per node.", 8, le=limits.MAX_GPUS_PER_NODE)
+    device: DeviceField = documented_field("Catalog device name (A100-80GB, ...) or a custom device mapping.",
                              "A100-80GB")
-    intra_node: Optional[LinkSpec] = _f("Intra-node link; default from the device.",
+    intra_node: Optional[LinkSpec] = documented_field("Intra-node link; default from the device.",
                                         {"bandwidth_gb_per_s": 300.0, "latency_us": 5.0}, default=None)
-    inter_node: Optional[LinkSpec] = _f("Inter-node link; default from the device.",
+    inter_node: Optional[LinkSpec] = documented_field("Inter-node link; default from the device.",
                                         {"bandwidth_gb_per_s": 25.0, "latency_us": 10.0}, default=None)
 
 
@@ -246,30 +246,30 @@ ClusterSection = Annotated[Union[Annotated[ZooClusterSpec, Tag("#zoo")],
 
 
 # ------------------------------------------------------------ training, search
-class TrainingSection(_Section):
+class TrainingSection(Section):
     """What one training iteration is."""
 
-    global_batch_size: PosInt = _f("Samples per optimizer step, all replicas together.", 512,
+    global_batch_size: PosInt = documented_field("Samples per optimizer step, all replicas together.", 512,
                                    le=limits.MAX_GLOBAL_BATCH)
-    seq_len: Optional[PosInt] = _f("Tokens per sample; default: the model's own.", 2048, default=None,
+    seq_len: Optional[PosInt] = documented_field("Tokens per sample; default: the model's own.", 2048, default=None,
                                    le=limits.MAX_SEQ_LEN)
-    dtype: Dtype = _f("Compute dtype.", "bf16", default="bf16")  # type: ignore[valid-type]
-    optimizer: Optimizer = _f("Optimizer (sets bytes of state per parameter).",  # type: ignore[valid-type]
+    dtype: Dtype = documented_field("Compute dtype.", "bf16", default="bf16")  # type: ignore[valid-type]
+    optimizer: Optimizer = documented_field("Optimizer (sets bytes of state per parameter).",  # type: ignore[valid-type]
                               "adam_mixed", default="adam_mixed")
-    memory_reserve_gib: float = _f(
+    memory_reserve_gib: float = documented_field(
         "Device memory the user holds back beyond the modelled runtime reserve, GiB.", 2.0,
         default=0.0, ge=0)
-    runtime: str = _f("Software stack (sets overlaps, fused attention, sharded optimizer): "
+    runtime: str = documented_field("Software stack (sets overlaps, fused attention, sharded optimizer): "
                       "megatron-lm, megatron-core, megatron-bridge, deepspeed, pytorch-fsdp, "
                       "torchtitan, pytorch-ddp.", "megatron-core", default="megatron-core")
-    runtime_options: dict[str, bool] = _f(
+    runtime_options: dict[str, bool] = documented_field(
         "Capability overrides of the runtime (e.g. {tp_comm_overlap: false}).",
         {"tp_comm_overlap": False}, default_factory=dict)
-    activation_offload: float = _f(
+    activation_offload: float = documented_field(
         "Fraction of each transformer layer's saved activations offloaded to host memory "
         "between forward and backward (Megatron-Core --cpu-offloading-num-layers N of L "
         "layers per pipeline rank: N/L).", 0.5, default=0.0, ge=0, lt=1)
-    autocast: bool = _f(
+    autocast: bool = documented_field(
         "PyTorch AMP: 16-bit compute (dtype fp16 or bf16) by torch.autocast over fp32 "
         "parameters (e.g. Lightning precision=16 with DDP): fp32 weights and gradients, "
         "the optimizer's moments, and autocast's cached 16-bit weight casts (2 bytes per "
@@ -278,47 +278,47 @@ class TrainingSection(_Section):
         "optimizer state (Megatron, DeepSpeed, Apex O2).", True, default=False)
 
 
-class SearchSection(_Section):
-    """The space a plan is chosen from; omitted keys mirror autopar_opt.training.SearchSpace."""
+class SearchSection(Section):
+    """The space a plan is chosen from; omitted keys mirror autopar_opt.ir.training.SearchSpace."""
 
-    pp_degrees: Optional[list[Degree]] = _f("Pipeline degrees; default: every divisor of the devices.",
+    pp_degrees: Optional[list[Degree]] = documented_field("Pipeline degrees; default: every divisor of the devices.",
                                             [1, 2, 4], default=None, min_length=1)
-    tp_degrees: Optional[list[Degree]] = _f("Tensor-parallel degrees; default: every divisor.",
+    tp_degrees: Optional[list[Degree]] = documented_field("Tensor-parallel degrees; default: every divisor.",
                                             [1, 2, 4, 8], default=None, min_length=1)
-    cp_degrees: list[Degree] = _f("Context-parallel degrees.", [1], default=[1], min_length=1)
-    sequence_parallel: list[bool] = _f("Sequence-parallel options.", [False, True],
+    cp_degrees: list[Degree] = documented_field("Context-parallel degrees.", [1], default=[1], min_length=1)
+    sequence_parallel: list[bool] = documented_field("Sequence-parallel options.", [False, True],
                                        default=[False, True], min_length=1)
-    zero_levels: list[ZeroLevel] = _f("ZeRO levels (0-3).", [0, 1], default=[0, 1, 2, 3], min_length=1)
-    recompute: list[Recompute] = _f("Recomputation modes.", ["none", "full"],
+    zero_levels: list[ZeroLevel] = documented_field("ZeRO levels (0-3).", [0, 1], default=[0, 1, 2, 3], min_length=1)
+    recompute: list[Recompute] = documented_field("Recomputation modes.", ["none", "full"],
                                     default=[Recompute.none, Recompute.full], min_length=1)
-    schedules: list[Literal["gpipe", "1f1b"]] = _f("Pipeline schedules searched.", ["1f1b"],
+    schedules: list[Literal["gpipe", "1f1b"]] = documented_field("Pipeline schedules searched.", ["1f1b"],
                                                    default=["1f1b"], min_length=1)
-    microbatches: Optional[list[Degree]] = _f("Micro-batch counts; default: divisors of the batch.",
+    microbatches: Optional[list[Degree]] = documented_field("Micro-batch counts; default: divisors of the batch.",
                                               [4, 8, 16], default=None, min_length=1)
-    max_microbatches: Degree = _f("Largest micro-batch count tried.", 64, default=64)
-    tp_within_node: bool = _f("Keep tensor-parallel groups inside a node.", True, default=True)
-    ep_degrees: Optional[list[Degree]] = _f(
+    max_microbatches: Degree = documented_field("Largest micro-batch count tried.", 64, default=64)
+    tp_within_node: bool = documented_field("Keep tensor-parallel groups inside a node.", True, default=True)
+    ep_degrees: Optional[list[Degree]] = documented_field(
         "Expert-parallel degrees of MoE layers; default: every degree dividing dp*cp and the "
         "expert count.", [1, 8], default=None, min_length=1)
-    stage_devices: Literal["congruent", "free"] = _f(
+    stage_devices: Literal["congruent", "free"] = documented_field(
         "Devices per pipeline stage: congruent (every stage N/pp) or free (each stage its own "
         "count: whole nodes, or a divisor of a node's GPUs inside one node; at most the "
         "cluster in all).", "free", default="congruent")
 
 
-class SolverSection(_Section):
+class SolverSection(Section):
     """Which solver runs and when it may stop."""
 
-    name: SolverName = _f("Backend (the registered names of autopar_opt.solvers.registry).",
+    name: SolverName = documented_field("Backend (the registered names of autopar_opt.solvers.registry).",
                           DEFAULT_BACKEND, default=DEFAULT_BACKEND)
-    time_limit_s: float = _f("Wall-time limit per solve, s.", 60.0, default=60.0, gt=0)
-    rel_gap: float = _f("Relative optimality gap at which to stop.", 1e-3, default=1e-3, ge=0, lt=1)
-    form: Literal["auto", "milp", "miqp"] = _f("Formulation: the MIQP or its exact MILP.", "auto",
+    time_limit_s: float = documented_field("Wall-time limit per solve, s.", 60.0, default=60.0, gt=0)
+    rel_gap: float = documented_field("Relative optimality gap at which to stop.", 1e-3, default=1e-3, ge=0, lt=1)
+    form: Literal["auto", "milp", "miqp"] = documented_field("Formulation: the MIQP or its exact MILP.", "auto",
                                                default="auto")
 
 
-class _CostModelFile(_Section):
-    file: Optional[str] = _f("Parameters file written by `autopar calibrate --fit --output`, "
+class _CostModelFile(Section):
+    file: Optional[str] = documented_field("Parameters file written by `autopar calibrate --fit --output`, "
                              "relative to the spec file; other keys override it.",
                              "my_fit.yaml", default=None)
 
@@ -352,71 +352,71 @@ CostModelSection = section_from_dataclass(
 
 
 # ------------------------------------------------------------------------ plan
-class MegatronPlanSpec(_Section):
+class MegatronPlanSpec(Section):
     """A Megatron-style plan: one strategy for every layer, layers split into ``pp`` stages."""
 
-    tp: Degree = _f("Tensor-parallel degree.", 8, default=1)
-    pp: Degree = _f("Pipeline-parallel degree (stages).", 8, default=1)
-    dp: Optional[Degree] = _f("Data-parallel degree; default: devices / (tp*pp*cp).", 4, default=None)
-    cp: Degree = _f("Context-parallel degree.", 1, default=1)
-    ep: Degree = _f("Expert-parallel degree of the MoE layers (Megatron "
+    tp: Degree = documented_field("Tensor-parallel degree.", 8, default=1)
+    pp: Degree = documented_field("Pipeline-parallel degree (stages).", 8, default=1)
+    dp: Optional[Degree] = documented_field("Data-parallel degree; default: devices / (tp*pp*cp).", 4, default=None)
+    cp: Degree = documented_field("Context-parallel degree.", 1, default=1)
+    ep: Degree = documented_field("Expert-parallel degree of the MoE layers (Megatron "
                     "--expert-model-parallel-size); divides dp*cp.", 8, default=1)
-    sequence_parallel: bool = _f("Megatron sequence parallelism (needs tp > 1).", True, default=False)
-    zero: ZeroLevel = _f("ZeRO level (0-3).", 1, default=0)
-    recompute: Recompute = _f("Activation recomputation.", "selective", default=Recompute.none)
-    microbatches: Optional[Degree] = _f("Micro-batches per iteration (or give micro_batch_size).",
+    sequence_parallel: bool = documented_field("Megatron sequence parallelism (needs tp > 1).", True, default=False)
+    zero: ZeroLevel = documented_field("ZeRO level (0-3).", 1, default=0)
+    recompute: Recompute = documented_field("Activation recomputation.", "selective", default=Recompute.none)
+    microbatches: Optional[Degree] = documented_field("Micro-batches per iteration (or give micro_batch_size).",
                                         64, default=None)
-    micro_batch_size: Optional[Degree] = _f(
+    micro_batch_size: Optional[Degree] = documented_field(
         "Samples per micro-batch per data-parallel replica (Megatron --micro-batch-size).", 1,
         default=None)
-    schedule: Schedule = _f("Pipeline schedule.", "1f1b", default=Schedule.one_f_one_b)
-    vp_chunks: Degree = _f("Virtual pipeline chunks (interleaved schedule only).", 1, default=1)
-    stage_layers: Optional[list[Degree]] = _f("Layers per stage; default: as even as possible "
+    schedule: Schedule = documented_field("Pipeline schedule.", "1f1b", default=Schedule.one_f_one_b)
+    vp_chunks: Degree = documented_field("Virtual pipeline chunks (interleaved schedule only).", 1, default=1)
+    stage_layers: Optional[list[Degree]] = documented_field("Layers per stage; default: as even as possible "
                                               "(interleaved: Megatron-LM's split, the transformer "
                                               "blocks evenly over pp*vp_chunks model chunks).",
                                               [13, 12, 12, 13], default=None, min_length=1)
 
 
-class StrategySpec(_Section):
+class StrategySpec(Section):
     """One intra-layer strategy: dp*tp*cp must equal the devices of the stage."""
 
-    dp: Degree = _f("Data-parallel degree.", 2)
-    tp: Degree = _f("Tensor-parallel degree.", 4, default=1)
-    cp: Degree = _f("Context-parallel degree.", 1, default=1)
-    ep: Degree = _f("Expert-parallel degree (MoE layers only); divides dp*cp.", 1, default=1)
-    sp: bool = _f("Sequence parallelism.", False, default=False)
-    zero: ZeroLevel = _f("ZeRO level (0-3).", 0, default=0)
-    recompute: Recompute = _f("Activation recomputation.", "none", default=Recompute.none)
+    dp: Degree = documented_field("Data-parallel degree.", 2)
+    tp: Degree = documented_field("Tensor-parallel degree.", 4, default=1)
+    cp: Degree = documented_field("Context-parallel degree.", 1, default=1)
+    ep: Degree = documented_field("Expert-parallel degree (MoE layers only); divides dp*cp.", 1, default=1)
+    sp: bool = documented_field("Sequence parallelism.", False, default=False)
+    zero: ZeroLevel = documented_field("ZeRO level (0-3).", 0, default=0)
+    recompute: Recompute = documented_field("Activation recomputation.", "none", default=Recompute.none)
 
 
-class StageSpec(_Section):
+class StageSpec(Section):
     """One pipeline stage: consecutive layers and their strategies."""
 
-    layers: list[str] = _f("Layer names, consecutive in the model's order.", ["embed", "block0"],
+    layers: list[str] = documented_field("Layer names, consecutive in the model's order.", ["embed", "block0"],
                            min_length=1)
-    strategies: list[StrategySpec] = _f("One strategy per layer, or one for the whole stage.",
+    strategies: list[StrategySpec] = documented_field("One strategy per layer, or one for the whole stage.",
                                         [{"dp": 2, "tp": 4}], min_length=1)
-    devices: Optional[Degree] = _f(
+    devices: Optional[Degree] = documented_field(
         "Devices of this stage (free stage sizes: whole nodes or a divisor of a node's GPUs); "
         "give it on every stage or on none (none: N/pp each).", 8, default=None)
 
 
-class ExplicitPlanSpec(_Section):
+class ExplicitPlanSpec(Section):
     """A plan given stage by stage."""
 
-    stages: list[StageSpec] = _f("The pipeline stages in order.", [{"layers": ["l0"],
+    stages: list[StageSpec] = documented_field("The pipeline stages in order.", [{"layers": ["l0"],
                                                                      "strategies": [{"dp": 8}]}],
                                  min_length=1)
-    microbatches: Degree = _f("Micro-batches per iteration.", 8)
-    schedule: Schedule = _f("Pipeline schedule.", "1f1b", default=Schedule.one_f_one_b)
-    vp_chunks: Degree = _f("Virtual pipeline chunks (interleaved schedule only).", 1, default=1)
+    microbatches: Degree = documented_field("Micro-batches per iteration.", 8)
+    schedule: Schedule = documented_field("Pipeline schedule.", "1f1b", default=Schedule.one_f_one_b)
+    vp_chunks: Degree = documented_field("Virtual pipeline chunks (interleaved schedule only).", 1, default=1)
 
 
-class MegatronArgsPlanSpec(_Section):
+class MegatronArgsPlanSpec(Section):
     """An existing Megatron-LM command line read as the plan (its parallelism, batch,
     recompute, distributed-optimizer and pipeline-split flags; other flags are ignored)."""
 
-    megatron_args: Union[str, list[str]] = _f(
+    megatron_args: Union[str, list[str]] = documented_field(
         "The command line (a string, or a list of arguments).",
         "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 --sequence-parallel "
         "--micro-batch-size 1 --global-batch-size 512 --use-distributed-optimizer")
@@ -446,31 +446,31 @@ def _section_or_path(section: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- file
-class SpecFile(_Section):
+class SpecFile(Section):
     """An autopar-opt spec: the model, the cluster, the training setup, the search space,
     the solver, optional cost-model overrides and an optional plan to evaluate."""
 
-    description: Optional[str] = _f("Free text shown in reports.", "LLaMA-7B on 2x8 A100",
+    description: Optional[str] = documented_field("Free text shown in reports.", "LLaMA-7B on 2x8 A100",
                                     default=None)
-    model: _section_or_path(ModelSection) = _f(  # type: ignore[valid-type]
+    model: _section_or_path(ModelSection) = documented_field(  # type: ignore[valid-type]
         "The model: {zoo: NAME}, {hf_config: PATH} or {name, layers, edges}, or a path to a "
         "file holding it.",
         {"zoo": "debug"})
-    cluster: _section_or_path(ClusterSection) = _f(  # type: ignore[valid-type]
+    cluster: _section_or_path(ClusterSection) = documented_field(  # type: ignore[valid-type]
         "The cluster: {zoo: NAME} or {nodes, gpus_per_node, device}, or a path to a file.",
         {"zoo": "dgx-a100-8"})
-    training: _section_or_path(TrainingSection) = _f(  # type: ignore[valid-type]
+    training: _section_or_path(TrainingSection) = documented_field(  # type: ignore[valid-type]
         "Training settings, or a path to a file holding them.", {"global_batch_size": 64})
-    search: SearchSection = _f("Search space (defaults mirror SearchSpace).", {"pp_degrees": [1, 2]},
+    search: SearchSection = documented_field("Search space (defaults mirror SearchSpace).", {"pp_degrees": [1, 2]},
                                default_factory=SearchSection)
-    solver: SolverSection = _f("Solver options.", {"name": "highs"}, default_factory=SolverSection)
+    solver: SolverSection = documented_field("Solver options.", {"name": "highs"}, default_factory=SolverSection)
     cost_model: Optional[Annotated[Union[Annotated[str, Tag("#file")],
                                          Annotated[CostModelSection, Tag("#inline")]],
                                    Discriminator(lambda v: "#file" if isinstance(v, str)
-                                                 else "#inline")]] = _f(
+                                                 else "#inline")]] = documented_field(
         "Cost-model overrides, or the path of a parameters file written by "
         "`autopar calibrate --fit --output FILE`.", {"comm_efficiency": 0.7}, default=None)
-    plan: Optional[PlanSection] = _f("A plan to evaluate (`autopar estimate`) or use as baseline.",
+    plan: Optional[PlanSection] = documented_field("A plan to evaluate (`autopar estimate`) or use as baseline.",
                                      {"tp": 8, "pp": 1, "microbatches": 8}, default=None)
 
 

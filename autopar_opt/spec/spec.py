@@ -15,19 +15,19 @@ from typing import Any
 from pydantic import ValidationError
 
 from autopar_opt.cost.params import CostParams
-from autopar_opt.graph import LayerGraph
-from autopar_opt.hardware import Cluster
-from autopar_opt.plan import Plan
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.hardware import Cluster
+from autopar_opt.ir.plan import Plan
 from autopar_opt.spec.build_model import build_graph
 from autopar_opt.spec.build_plan import build_plan
 from autopar_opt.spec.build_run import (SolverOptions, build_cluster, build_cost_params, build_space,
                                         build_solver, build_training)
 from autopar_opt.spec.doc_kinds import wrong_input
-from autopar_opt.spec.errors import ProblemList, SpecError
+from autopar_opt.core.errors import ProblemList, SpecError
 from autopar_opt.spec.loader import INCLUDABLE, read_mapping, resolve_includes
 from autopar_opt.spec.schema import SpecFile
 from autopar_opt.spec.translate import problems_from_validation
-from autopar_opt.training import SearchSpace, Training
+from autopar_opt.ir.training import SearchSpace, Training
 
 
 @dataclass(eq=False)

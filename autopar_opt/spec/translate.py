@@ -16,8 +16,8 @@ from typing import Any, Callable
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from autopar_opt import limits
-from autopar_opt.spec.errors import MISSING, SpecProblem, did_you_mean, one_of
+from autopar_opt.core import limits
+from autopar_opt.core.errors import MISSING, SpecProblem, did_you_mean, one_of
 
 
 def key_path(loc: tuple) -> str:

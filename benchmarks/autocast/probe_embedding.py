@@ -1,6 +1,6 @@
 """Which parameters ``torch.autocast`` casts in a tied language model.
 
-The rule behind :func:`autopar_opt.training.autocast_casts_weights` and
+The rule behind :func:`autopar_opt.ir.training.autocast_casts_weights` and
 :func:`autopar_opt.cost.state.autocast_cast_params`, checked on CPU: a token
 embedding (``nn.Embedding``), a ``nn.LayerNorm``, a ``nn.Linear`` and a tied
 output GEMM (``F.linear(y, emb.weight)``) each run once under

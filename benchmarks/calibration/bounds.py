@@ -44,10 +44,10 @@ from autopar_opt.calibration import fit as fitmod
 from autopar_opt.calibration.calibrate import model_records
 from autopar_opt.calibration.memory import MEASURES, modelled_gib, on_measure
 from autopar_opt.calibration.compare import log_residuals
-from autopar_opt.calibration.records import load_run_file
+from autopar_opt.calibration.reading.records import load_run_file
 from autopar_opt.cost.params import RANGES
-from autopar_opt.evaluate import evaluate
-from autopar_opt.training import Recompute
+from autopar_opt.cost.evaluate import evaluate
+from autopar_opt.ir.training import Recompute
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_RUNS = HERE.parent.parent / "tests" / "data" / "published_runs.yaml"
@@ -113,7 +113,7 @@ READING = """## Reading (hand-written)
   3.55 GiB and 13.2%). The two Lightning records found two more terms, both now
   modelled (eighth session): PyTorch AMP's fp32 weights and gradients with DDP's
   gradient buckets (below), and the working set of the layer in flight
-  (`autopar_opt/cost/layer_cost.py::working_set_bytes`; a stage holds the largest of its
+  (`autopar_opt/cost/memory.py::working_set_bytes`; a stage holds the largest of its
   layers', in `evaluate`, the cost tables, the MILP/MIQP rows and the DP). A fully
   recomputed layer re-runs its forward in the backward pass, so its whole activations for
   one micro-batch are live beside the checkpoints (one GPT-2-XL block at 40 x 1024 tokens
@@ -151,7 +151,7 @@ READING = """## Reading (hand-written)
   softmax; the backward's fp32 gradient is cast back to the bf16 input's dtype while the
   fp32 one is alive): 4 x 1024 x 50304 logits x 2 B = 0.38 GiB of the recompute run's
   0.49 GiB gap, and about +2 points on the two 7B CI records. Term (2) is modelled since
-  (eighth session, `autopar_opt/cost/layer_cost.py::loss_grad_cast_bytes`, part of the
+  (eighth session, `autopar_opt/cost/memory.py::loss_grad_cast_bytes`, part of the
   output layer's working set: `2·s·V/tp` bytes per sample of the GPU's micro-batch share,
   runtime capability `loss_grad_cast` on the Megatron stacks, none under a fused loss
   kernel): with the calibration re-run the CI records go from -17.9% to -4.5% (full
@@ -212,7 +212,7 @@ READING = """## Reading (hand-written)
   checked.** The three GPT2-XL records compute their loss with plain PyTorch
   `nn.CrossEntropyLoss` on the 16-bit logits (ColossalAI-Pytorch-lightning
   `benchmark/gpt/model.py`, `GPTLMLoss`). Runtime capability `eager_cross_entropy`
-  (`autopar_opt/runtime.py`; on for `pytorch-ddp`, `torchtitan` and the non-Megatron
+  (`autopar_opt/ir/runtime.py`; on for `pytorch-ddp`, `torchtitan` and the non-Megatron
   DeepSpeed and Colossal-AI stacks; after a review also for plain PyTorch FSDP/FSDP2 and
   every Hugging Face backend, whose `ForCausalLMLoss` casts the logits with `.float()`:
   no record of the file runs those stacks, so no figure here moved): `log_softmax` saves
@@ -221,7 +221,7 @@ READING = """## Reading (hand-written)
   `nll_loss`, or after torchtitan's `.float()`; else 2, the 16-bit dtype DeepSpeed's and
   Colossal-AI's engines compute in), and its backward holds `nll_loss_backward`'s
   gradient and `_log_softmax_backward_data`'s output beside it, `2e` more
-  (`layer_cost.py::eager_loss_bytes`, part of the output layer's working set, so
+  (`memory.py::eager_loss_bytes`, part of the output layer's working set, so
   evaluate, the tables, the DP and the MILP/MIQP read it alike). Before -> after:
   Lightning ZeRO-3 26.5 -> 23.3 GiB, +7.1% -> -5.7% (2 bytes kept, not 4: -3.8 GiB;
   the 7.7 GiB loss transient replaces the recomputed block's 7.0 GiB as the largest
@@ -278,7 +278,7 @@ READING = """## Reading (hand-written)
     HBM traffic per local parameter and micro-batch (a materialised fp32 copy, then the
     add: the call whose fp32 copy the memory bullet above sizes as a transient), where
     Megatron's fused weight-gradient GEMM accumulates into `main_grad` with no pass. Now
-    modelled (`layer_cost.grad_accumulate_time`, runtime `lp_grad_copy` below
+    modelled (`compute.grad_accumulate_time`, runtime `lp_grad_copy` below
     ZeRO-2; derived, nothing fitted): at the shipped parameters 32.7 ms per micro-batch
     on the production run's busiest stage (4.5 s of 104.7 s per iteration), 20.3 ms on the
     tp8 run (5.4 s), 40.6 ms on the tp4 runs (5.6 s at mbs 2, 3.0 s at mbs 4: half the
@@ -468,13 +468,13 @@ READING = """## Reading (hand-written)
   same deficit as a fixed time per layer and micro-batch (`layer_overhead_us` fitted, block
   `τ_half` = 22.5) asks for 297 µs (its range ends at 300). Made since, in the same
   session: `compute_time` counts the GEMM kernels of each layer kind
-  (`layer_cost.GEMM_KERNELS`: 4 forward and 8 backward per transformer or MoE block, 2 and
+  (`compute.GEMM_KERNELS`: 4 forward and 8 backward per transformer or MoE block, 2 and
   4 for a split attention or MLP layer, 1 and 2 for other GEMM layers; none for pooling
   and norm layers, which are HBM traffic since the tenth session,
-  `tests/test_memory_bound_layers.py`; on a runtime without fused projections, torchtitan
+  `tests/unit/cost/test_memory_bound_layers.py`; on a runtime without fused projections, torchtitan
   and the HF Trainer stacks, a Llama block runs 7 and 14, `Layer.gemm_kernels_unfused`:
   no calibration record holds a pool or norm layer or runs such a stack, so neither
-  change moves the fit; `tests/test_gemm_kernels.py`),
+  change moves the fit; `tests/unit/cost/test_gemm_kernels.py`),
   and the shipped fit reproduces probe section 3: `τ_half` 28.8 µs inside its range,
   in sample median 5.0% (4.98%), leave-one-family-out median 9.6% and p90 23.2%, both
   targets met; `inter_comm_efficiency` and `iteration_overhead_s` stay at their bounds
@@ -500,7 +500,7 @@ READING = """## Reading (hand-written)
   been tested on A100"), so the ratio on H100 stays unsourced.
 - **Loss traffic, Composer optimizer, max-pool index (tenth session, last review)**:
   three cost terms now follow their kernels. The output layer's loss is priced at the
-  HBM bytes its kernels move (`layer_cost.loss_traffic_bytes`: flash-attn's fused
+  HBM bytes its kernels move (`compute.loss_traffic_bytes`: flash-attn's fused
   cross-entropy 6 per logit, plain PyTorch `6·e`, 36 with torchtitan's fp32 upcast;
   Megatron's vocabulary-parallel loss keeps `elementwise_passes` x its 4-byte softmax),
   instead of the passes over what it keeps (a 16-bit eager loss had cost as little as the

@@ -1,6 +1,6 @@
 """Probe: why ``efficiency_half_us`` fitted at its upper bound (diagnosis only).
 
-Historical: it diagnoses the model before ``layer_cost.GEMM_KERNELS`` (GEMMs
+Historical: it diagnoses the model before ``compute.GEMM_KERNELS`` (GEMMs
 priced once per layer and pass), which its section 3 led to; on a model with
 GEMM_KERNELS its per-kernel patch would count the kernels twice, so it refuses
 to run there. ``HALFUS.md`` is its output on the model before that change.
@@ -15,7 +15,7 @@ shipped (every variation is patched in for one fit and restored). BOUNDS.md's
    H100 GEMM of ``benchmarks/kernels``), everything else unchanged, with the
    per-device forward GEMM work of one transformer block at peak (µs).
 2. Refits leaving out each family (BOUNDS.md section 2 style).
-3. The GEMM-count hypothesis: :func:`autopar_opt.cost.layer_cost.kernel_time`
+3. The GEMM-count hypothesis: :func:`autopar_opt.cost.compute.kernel_time`
    is ``(τ + τ_half)/eff``, a fixed ``τ_half/eff`` per call, and it is called
    once per layer and pass on the block's summed GEMM work; a block runs 4
    GEMM kernels forward (QKV, projection, MLP up, MLP down: Shoeybi et al.
@@ -44,8 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import autopar_opt.calibration.fit as fitmod
 from autopar_opt.calibration.calibrate import leave_one_family_out, model_records
 from autopar_opt.calibration.compare import log_residuals
-from autopar_opt.calibration.records import load_run_file
-from autopar_opt.cost import layer_cost
+from autopar_opt.calibration.reading.records import load_run_file
+from autopar_opt.cost import compute
 from autopar_opt.cost.params import default_params
 
 import bounds      # benchmarks/calibration/bounds.py: lifted ranges, the NVIDIA guide's tile/wave formulas
@@ -106,7 +106,7 @@ def _hidden(run) -> int:
 def per_kernel_gemms():
     """Price a layer's GEMM work as ``FWD_GEMMS`` kernels per forward-GEMM
     equivalent, each with the fitted ``τ_half`` (diagnosis only)."""
-    saved_ct, saved_gt = layer_cost.compute_time, layer_cost._gemm_time
+    saved_ct, saved_gt = compute.compute_time, compute._gemm_time
     state = {}
 
     def compute_time(layer, s, ctx):
@@ -124,15 +124,15 @@ def per_kernel_gemms():
         n = FWD_GEMMS.get(layer.kind.value, 1) * flops / state.get("F", flops)
         p, dev = ctx.params, ctx.cluster.device.name
         half = p.efficiency_half_us * n
-        if ctx.training.dtype == "fp8" and layer.kind in layer_cost.FP8_KINDS:
-            return layer_cost.kernel_time(flops, ctx.peak_flops, p.efficiency_for(dev, fp8=True), half)
-        return layer_cost.kernel_time(flops, ctx.half_peak_flops, p.efficiency_for(dev), half)
+        if ctx.training.dtype == "fp8" and layer.kind in state.FP8_KINDS:
+            return compute.kernel_time(flops, ctx.peak_flops, p.efficiency_for(dev, fp8=True), half)
+        return compute.kernel_time(flops, ctx.half_peak_flops, p.efficiency_for(dev), half)
 
-    layer_cost.compute_time, layer_cost._gemm_time = compute_time, gemm_time
+    compute.compute_time, compute._gemm_time = compute_time, gemm_time
     try:
         yield
     finally:
-        layer_cost.compute_time, layer_cost._gemm_time = saved_ct, saved_gt
+        compute.compute_time, compute._gemm_time = saved_ct, saved_gt
 
 
 @contextmanager
@@ -243,16 +243,16 @@ def main(path: Path) -> str:
     out += ["", "## 6. The FlashAttention-1/2 ratio and GEMM quantization\n",
             "| FA1_VS_FA2 | efficiency_half_us | attention_efficiency | at a bound | sum sq. log err |",
             "|---|---|---|---|---|"]
-    saved_ratio = layer_cost.FA1_VS_FA2
+    saved_ratio = compute.FA1_VS_FA2
     try:
         for ratio in (0.5, 0.56, 0.69):
-            layer_cost.FA1_VS_FA2 = ratio
+            compute.FA1_VS_FA2 = ratio
             res = fitmod.fit(every)
             out.append(f"| {ratio} | {res.params.efficiency_half_us:.1f} | "
                        f"{res.params.attention_efficiency:.3f} | {', '.join(res.at_bound)} | "
                        f"{res.sum_sq_log_error:.3f} |")
     finally:
-        layer_cost.FA1_VS_FA2 = saved_ratio
+        compute.FA1_VS_FA2 = saved_ratio
     saved_sms = bounds.A100_SMS
     bounds.A100_SMS = H100_SMS
     try:
@@ -267,6 +267,6 @@ def main(path: Path) -> str:
 
 if __name__ == "__main__":
     if hasattr(layer_cost, "GEMM_KERNELS"):
-        sys.exit("halfus_probe.py diagnoses the model before layer_cost.GEMM_KERNELS (GEMMs once "
+        sys.exit("halfus_probe.py diagnoses the model before compute.GEMM_KERNELS (GEMMs once "
                  "per pass); this model already prices GEMMs per kernel: nothing to probe")
     print(main(Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_RUNS))

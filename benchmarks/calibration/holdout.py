@@ -3,7 +3,7 @@
 ``holdout_runs.yaml`` (next to this file) holds published training runs from
 source families that are not in ``tests/data/published_runs.yaml``. It is a
 held-out set: nothing fits on it (``autopar_opt/calibration/`` never reads it;
-``tests/test_holdout.py`` checks that) and nothing in the model is changed to
+``tests/unit/calibration/test_holdout.py`` checks that) and nothing in the model is changed to
 improve its figures. This script prices every record with the SHIPPED
 parameters (``autopar_opt/cost/calibrated.yaml``) through the calibration's own
 in-sample path (:func:`autopar_opt.calibration.calibrate.calibrate_file`
@@ -14,7 +14,7 @@ cannot be modelled with the reason, the run time and a hand-written reading
 (:data:`READING`, kept here so a re-run keeps it).
 
 The time breakdown columns re-price each modelled run with
-:func:`autopar_opt.evaluate.evaluate` for its ``breakdown`` (a diagnostic the
+:func:`autopar_opt.cost.evaluate.evaluate` for its ``breakdown`` (a diagnostic the
 comparison does not return); the script checks that this re-pricing gives the
 compared prediction.
 
@@ -37,9 +37,9 @@ import yaml
 from autopar_opt.calibration.build import PARAM_COUNT_TOLERANCE, param_count_warnings
 from autopar_opt.calibration.calibrate import calibrate_file, model_records
 from autopar_opt.calibration.compare import device_fit, over_capacity_line, summarize
-from autopar_opt.calibration.records import load_run_file
+from autopar_opt.calibration.reading.records import load_run_file
 from autopar_opt.cost.params import default_params
-from autopar_opt.evaluate import evaluate
+from autopar_opt.cost.evaluate import evaluate
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -177,7 +177,7 @@ MegaScale paragraph for the memory savings the runs must have used).
 **Re-priced after DeepSpeed's per-micro-batch gradient accumulation (tenth session, later;
 nothing chosen with these records).** DeepSpeed's `BF16_Optimizer` adds every bf16 gradient
 into its fp32 accumulator after each micro-batch (`update_hp_grads`, 18 bytes per local
-parameter; `layer_cost.grad_accumulate_time`), found while checking what DeepSpeed's
+parameter; `compute.grad_accumulate_time`), found while checking what DeepSpeed's
 `PipelineEngine` does per micro-batch that Megatron does not (BOUNDS.md reading, BLOOM). One
 held-out record was read as running that optimizer: FlagPerf's Megatron-DeepSpeed case (bf16,
 ZeRO-1), +19.5% -> +12.2%. That reading was wrong and is withdrawn (see "DeepSpeed's optimizer
@@ -379,7 +379,7 @@ the reserve and fragmentation terms are what the unknown measure decides. The sa
 16.1 %.
 
 **Last review (tenth session): loss traffic, Composer optimizer.** The output layer's loss is
-priced at the bytes its kernels move (`layer_cost.loss_traffic_bytes`), a max pool's int64
+priced at the bytes its kernels move (`compute.loss_traffic_bytes`), a max pool's int64
 index is HBM traffic and llm-foundry's optimizer step is unfused; the shipped fit was re-run.
 Held-out figures before -> after: pooled median 4.8% -> 4.8%, p90 21.9% -> 21.9%, one figure
 per family 19.8% -> 19.8%; FlagPerf median 17.6% -> 17.5%, MegaScale 3.1% -> 3.1%, Zero Bubble

@@ -9,7 +9,7 @@ inside a node plus the published one, sequence parallelism on/off, ZeRO 0, 1, 3
 (and the published level),
 recomputation none/selective/full, the published context-parallel degree,
 free per-layer strategies and free contiguous stage boundaries. Both plans
-are priced by :func:`autopar_opt.evaluate.evaluate` with the calibrated
+are priced by :func:`autopar_opt.cost.evaluate.evaluate` with the calibrated
 parameters (cost model v2: one parameter set; the record's runtime, e.g. Megatron-LM,
 lives in its training section).
 
@@ -37,12 +37,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from autopar_opt.calibration.calibrate import model_records
-from autopar_opt.calibration.records import load_run_file
+from autopar_opt.calibration.reading.records import load_run_file
 from autopar_opt.cost.params import default_params
-from autopar_opt.evaluate import evaluate
+from autopar_opt.cost.evaluate import evaluate
 from autopar_opt.search import SearchOptions, run_search
-from autopar_opt.strategies import divisors, enumerate_strategies
-from autopar_opt.training import Recompute, Schedule, SearchSpace
+from autopar_opt.ir.strategies import divisors, enumerate_strategies
+from autopar_opt.ir.training import Recompute, Schedule, SearchSpace
 
 HERE = Path(__file__).resolve().parent
 RUNS = HERE.parent.parent / "tests" / "data" / "published_runs.yaml"

@@ -23,7 +23,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from run import chain_tables  # noqa: E402
 
 from autopar_opt.solvers.dp import completion, partition, solve_dp  # noqa: E402
-from autopar_opt.training import SearchSpace  # noqa: E402
+from autopar_opt.ir.training import SearchSpace  # noqa: E402
 
 REAL = completion.rounding_margin
 

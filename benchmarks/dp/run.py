@@ -51,7 +51,7 @@ from autopar_opt.solvers.dp import solve_dp
 from autopar_opt.model_zoo.registry import get_cluster
 from autopar_opt.model_zoo.transformer import decoder_lm
 from autopar_opt.search.engine import SearchOptions, run_search
-from autopar_opt.training import Recompute, Schedule, SearchSpace, Training
+from autopar_opt.ir.training import Recompute, Schedule, SearchSpace, Training
 
 HERE = Path(__file__).resolve().parent
 
@@ -118,8 +118,8 @@ K_SPACES = {
 
 def tight_reserve(layers: int) -> float:
     """``training.memory_reserve_gib`` of the tight family at ``layers`` layers (full space)."""
-    from autopar_opt.cost.layer_cost import user_reserve_for
-    from autopar_opt.hardware import GIB
+    from autopar_opt.cost.context import user_reserve_for
+    from autopar_opt.ir.hardware import GIB
     from autopar_opt.solvers.dp.common import least_memory
     hidden, cluster = FAMILIES["tight"]
     tables = _tables(layers, hidden, cluster, SearchSpace(), 0.0)
@@ -186,7 +186,7 @@ def cli_row(layers: int, family: str, limit: float, reserve: float, solver: str 
         wrap = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
                 "sys.stderr.write('\\nPEAK_KIB %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
                 "sys.exit(r.returncode)")
-        cmd = [sys.executable, "-c", wrap, sys.executable, "-m", "autopar_opt.cli", "solve", spec, "--json",
+        cmd = [sys.executable, "-c", wrap, sys.executable, "-m", "autopar_opt.cli.commands", "solve", spec, "--json",
                "--quiet", "--out", os.path.join(tmp, "out"), "--time-limit", str(limit)]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -279,7 +279,7 @@ def part_search(jobs, limit: float) -> dict:
 
 def part_inception(limit: float) -> dict:
     from autopar_opt.formulations.direct import build_direct
-    from autopar_opt.hardware import make_cluster
+    from autopar_opt.ir.hardware import make_cluster
     from autopar_opt.model_zoo.registry import build_model
     from autopar_opt.solvers.registry import get_backend
 

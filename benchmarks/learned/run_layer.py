@@ -40,7 +40,7 @@ BUDGETS = [10.0, 60.0]
 def _space(model: str, cluster: str):
     from autopar_opt.cost.params import default_params
     from autopar_opt.model_zoo.registry import build_model, get_cluster
-    from autopar_opt.training import Recompute, Schedule, SearchSpace, Training
+    from autopar_opt.ir.training import Recompute, Schedule, SearchSpace, Training
 
     # the same setting as benchmarks/search/run.py (UniAP suite)
     space = SearchSpace(zero_levels=(0, 1, 2, 3), recompute=(Recompute.none, Recompute.full),

@@ -26,8 +26,8 @@ sys.path.insert(0, str(HERE))
 
 from run import DATA, PIPER_K, RESNET_PAIRS  # noqa: E402
 
-from autopar_opt.peers.piper_dp import solve_piper_dp  # noqa: E402
-from autopar_opt.peers.piper_format import load_piper  # noqa: E402
+from autopar_opt.peers.piper.dp import solve_piper_dp  # noqa: E402
+from autopar_opt.peers.piper.format import load_piper  # noqa: E402
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "peers"
-CLI = [sys.executable, "-m", "autopar_opt.cli"]
+CLI = [sys.executable, "-m", "autopar_opt.cli.commands"]
 PIPER_K = [2, 4, 8, 16, 32, 64, 128, 512]
 RESNET_PAIRS = ([(8, m) for m in (4, 8, 16)] + [(k, m) for k in (16, 32) for m in (1.5, 2, 4, 8, 16)]
                 + [(k, m) for k in (64, 128) for m in (1, 1.5, 2, 4, 8, 16)])

@@ -64,7 +64,7 @@ def spec_file(folder: Path, name: str, graph: dict, devices: list[dict]) -> str:
 def _warm_solver_s(path: Path, repeats: int = 5) -> float:
     """The solver alone in this process, best of ``repeats`` after one call (imports done,
     instance loaded): the figure to set beside a compiled DP's own running time."""
-    from autopar_opt.placement.public_json import load_public
+    from autopar_opt.placement.importers.public_json import load_public
     from autopar_opt.placement.solve import solve_placement
 
     problem = load_public(path)
@@ -107,9 +107,9 @@ def _milp_from_heuristic(name: str, limit: float) -> dict:
     MILP's bound, the communication-aware floor and the seconds each took."""
     from autopar_opt.placement.condense import condense
     from autopar_opt.placement.heuristics import topo_split
-    from autopar_opt.placement.milp import load_floor
-    from autopar_opt.placement.public_json import load_public
-    from autopar_opt.placement.solve_milp import run_milp
+    from autopar_opt.placement.exact.milp import load_floor
+    from autopar_opt.placement.importers.public_json import load_public
+    from autopar_opt.placement.exact.solve_milp import run_milp
 
     p = load_public(DATA / "throughput" / f"{name}.json")
     cond = condense(p)
@@ -193,8 +193,8 @@ def startup(repeats: int = 5) -> list[dict]:
     rows = []
     py = str(Path(sys.executable))
     for name, cmd in (("autopar --version", [AUTOPAR, "--version"]),
-                      ("python -c 'import autopar_opt.placement.cli'",
-                       [py, "-c", "import autopar_opt.placement.cli"]),
+                      ("python -c 'import autopar_opt.cli.place'",
+                       [py, "-c", "import autopar_opt.cli.place"]),
                       ("python -c pass", [py, "-c", "pass"])):
         walls, rss = [], []
         for _ in range(repeats):

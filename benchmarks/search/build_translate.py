@@ -32,7 +32,7 @@ from autopar_opt.formulations.direct import DirectBuilder  # noqa: E402
 from autopar_opt.search.engine import SearchOptions, run_search  # noqa: E402
 from autopar_opt.model_zoo.registry import build_model, get_cluster  # noqa: E402
 from autopar_opt.solvers import highs  # noqa: E402
-from autopar_opt.training import Recompute, Schedule, SearchSpace, Training  # noqa: E402
+from autopar_opt.ir.training import Recompute, Schedule, SearchSpace, Training  # noqa: E402
 
 #: The UniAP suite of run.py (its specs: global batch 32, the models' sequence lengths).
 UNIAP_MODELS = ["bert-huge-32", "t5-large-32", "vit-huge-32", "swin-huge-32", "llama-7b"]

@@ -22,7 +22,7 @@ from pathlib import Path
 from autopar_opt.cost.params import default_params
 from autopar_opt.model_zoo.registry import build_model, get_cluster
 from autopar_opt.search.engine import SearchOptions, run_search
-from autopar_opt.training import Recompute, Schedule, SearchSpace, Training
+from autopar_opt.ir.training import Recompute, Schedule, SearchSpace, Training
 
 #: The search space and large instances of ``run.py`` as recorded in ``results.json``
 #: (kept here: ``run.py`` now drives the CLI through spec files, issue 18).

@@ -39,7 +39,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(HERE / "PROFILE_llama31_405b.txt"))
     ap.add_argument("--args", default="--json --gap 0.01 --time-limit 60")
     args = ap.parse_args()
-    from autopar_opt.cli import app
+    from autopar_opt.cli.commands import app
 
     argv = ["solve", args.spec, *args.args.split()]
     load_before = _load()

@@ -97,8 +97,8 @@ from autopar_opt.solvers.dp.completion import CompletionBounds
 from autopar_opt.solvers.dp.dominance import dominated
 from autopar_opt.solvers.dp.partition import CoverBound
 from autopar_opt.solvers.dp.stages import StageRanges, least_entry
-from autopar_opt.hardware import GIB
-from autopar_opt.strategies import layout_ids
+from autopar_opt.ir.hardware import GIB
+from autopar_opt.ir.strategies import layout_ids
 
 # label columns
 _S, _M, _PC, _G, _GC, _MEM, _WS = range(7)
@@ -136,7 +136,7 @@ class _Layer:
     prow: dict[int, np.ndarray]     # stage -> (L,) parent's row in that stage
 
 
-class _ChainDP:
+class ChainDP:
     """One configuration's label DP; :meth:`run` is one pass (beam or exact under a threshold).
 
     ``allowed[u]`` restricts layer ``u`` to some strategy indices (all by
@@ -144,7 +144,7 @@ class _ChainDP:
     """
 
     def __init__(self, tables: CostTables, deadline: float | None,
-                 allowed: list[np.ndarray] | None = None, shared: "_ChainDP | None" = None) -> None:
+                 allowed: list[np.ndarray] | None = None, shared: "ChainDP | None" = None) -> None:
         self.t = tables
         self.n, self.pp, self.c1 = tables.num_layers, tables.pp, float(tables.microbatches - 1)
         self.cap = tables.capacity_bytes + MEM_EPS * GIB
@@ -433,7 +433,7 @@ def _layout_restrictions(tables: CostTables) -> list[list[np.ndarray]]:
     return list(out.values())
 
 
-def _incumbent(tables: CostTables, beam: int, shared: _ChainDP, restricted: bool,
+def _incumbent(tables: CostTables, beam: int, shared: ChainDP, restricted: bool,
                best: tuple[Assignment | None, float] = (None, math.inf)) -> tuple[Assignment | None, float]:
     """Best of ``best`` and of beam passes: over the full space (width ``beam``) or, with
     ``restricted``, over every layout restriction (width ``4·beam``). Values include
@@ -445,7 +445,7 @@ def _incumbent(tables: CostTables, beam: int, shared: _ChainDP, restricted: bool
     for allowed, width in runs:
         if past(shared.deadline):
             return best
-        dp = _ChainDP(tables, shared.deadline, allowed, shared)
+        dp = ChainDP(tables, shared.deadline, allowed, shared)
         dp.beam_stops = True
         try:
             found = dp.run(width, math.inf)
@@ -483,11 +483,11 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
     when the deadline came before the root bound).
     """
     const = tables.params.iteration_overhead_s
-    dp = _ChainDP(tables, deadline)
+    dp = ChainDP(tables, deadline)
     inc, ub, lb = None, math.inf, -math.inf
     try:
-        _set_bottleneck_floor(dp, math.inf)
-        inc, ub, lb = _stage_decomposition(dp)
+        set_bottleneck_floor(dp, math.inf)
+        inc, ub, lb = stage_decomposition(dp)
         lb = max(lb, dp.root_bound() + const)
     except DPTimeout:
         return _cut_short(tables, inc, ub, dp.labels, lb, inc is not None)
@@ -565,7 +565,7 @@ _SPECULATIVE_LABELS = 16
 _SPECULATIVE_STEPS = (_FIRST_STEP / 4, _FIRST_STEP)
 
 
-def _speculative_pass(dp: _ChainDP, tau: float) -> tuple[float, Assignment | None] | None:
+def _speculative_pass(dp: ChainDP, tau: float) -> tuple[float, Assignment | None] | None:
     """An exact pass at threshold ``tau`` (just above the root bound) before the beam
     passes: where the root bound is tight (memory does not bind) it finds
     the optimum for less than a beam pass costs. Returns None once it has created
@@ -585,7 +585,7 @@ def _speculative_pass(dp: _ChainDP, tau: float) -> tuple[float, Assignment | Non
     return tau, None if found is None else found[1]
 
 
-def _guided_beam(dp: _ChainDP, beam: int, tau: float, inc: Assignment | None,
+def _guided_beam(dp: ChainDP, beam: int, tau: float, inc: Assignment | None,
                  ub: float) -> tuple[Assignment | None, float]:
     """A beam pass under threshold ``tau`` (labels whose bounds, partition test
     included, exceed ``tau`` are dropped before the beam ranks the rest): where the
@@ -606,7 +606,7 @@ def _guided_beam(dp: _ChainDP, beam: int, tau: float, inc: Assignment | None,
     return inc, ub
 
 
-def _stage_decomposition(dp: _ChainDP) -> tuple[Assignment | None, float, float]:
+def stage_decomposition(dp: ChainDP) -> tuple[Assignment | None, float, float]:
     """Incumbent, its value and a lower bound from the exact stage-range decomposition
     (:mod:`~autopar_opt.solvers.dp.stages`); raises ``dp.bott_floor`` to its floor.
     ``(None, inf, -inf)`` where the tables are too costly to build (no long runs of
@@ -669,7 +669,7 @@ def _stage_decomposition(dp: _ChainDP) -> tuple[Assignment | None, float, float]
     return plan, iteration_time(dp.t, plan), lb
 
 
-def _level_ranges(dp: _ChainDP, entry) -> list[tuple[float, StageRanges]] | None:
+def _level_ranges(dp: ChainDP, entry) -> list[tuple[float, StageRanges]] | None:
     """The decomposition of every working-set level ``L`` (strategies with ``X <= L``,
     capacity less ``L``), or None when one of them is too costly to build."""
     out = []
@@ -683,7 +683,7 @@ def _level_ranges(dp: _ChainDP, entry) -> list[tuple[float, StageRanges]] | None
     return out
 
 
-def _set_bottleneck_floor(dp: _ChainDP, ub: float) -> None:
+def set_bottleneck_floor(dp: ChainDP, ub: float) -> None:
     """Give ``dp`` the partition bound on every plan's bottleneck (searched up to the
     bottleneck a plan of value ``ub`` can have, until the deadline: a bisection cut
     short keeps a lower, still proven, floor) and anchor the coverage grid there."""

@@ -2,12 +2,12 @@
 (:class:`~autopar_opt.core.assignment.Assignment`) from the tables, and proven
 memory/time bounds.
 
-Pricing follows exactly the semantics of :func:`autopar_opt.evaluate.evaluate`
+Pricing follows exactly the semantics of :func:`autopar_opt.cost.evaluate.evaluate`
 (docs/DESIGN.md §3): ``p_i = Σ A + Σ R`` over in-stage edges, an edge that crosses
 stages adds ``R'`` at *every* boundary it crosses (relayed), ``g_i = Σ G``,
 memory ``Σ W + inflight_i·Σ H + max X`` (X the working set of the layer in
 flight, :func:`~autopar_opt.cost.tables.stage_memory`); latency from
-:func:`autopar_opt.evaluate.pipeline_latency` plus the constant
+:func:`autopar_opt.cost.evaluate.pipeline_latency` plus the constant
 ``params.iteration_overhead_s``.
 """
 
@@ -20,8 +20,8 @@ import numpy as np
 from autopar_opt.core.assignment import Assignment  # noqa: F401 (the DP's answer type)
 from autopar_opt.cost.tables import (  # noqa: F401 (fits re-exported: the DPs' feasibility test)
     CostTables, fits, stage_memory)
-from autopar_opt.evaluate import pipeline_latency
-from autopar_opt.hardware import GIB, MEM_EPS  # noqa: F401  (MEM_EPS re-exported: the DPs' allowance)
+from autopar_opt.cost.evaluate import pipeline_latency
+from autopar_opt.ir.hardware import GIB, MEM_EPS  # noqa: F401  (MEM_EPS re-exported: the DPs' allowance)
 
 
 def stage_terms(tables: CostTables, a: Assignment) -> tuple[list[float], list[float], list[float], list[float]]:

@@ -156,7 +156,7 @@ def rounding_margin(n: int, pp: int) -> float:
     relaxed completion fills every stage's memory exactly) ``h`` and ``pen`` are large and
     nearly equal (``λ_j·C`` is up to ``8·t``, ``t`` the model's least total time) and their
     difference is the small remaining time, so rounding can put the computed value a few
-    ulps of ``pen`` *above* the true completion cost (tests/test_dp_completion_rounding.py
+    ulps of ``pen`` *above* the true completion cost (tests/unit/solvers/test_dp_completion_rounding.py
     shows it on exactly-full chains). Error analysis (Higham, *Accuracy and Stability of
     Numerical Algorithms*, 2nd ed., §3.1 and Lemma 3.1: ``Π(1+δ_k)^{±1} = 1 + θ_k``,
     ``|θ_k| ≤ γ_k = kU/(1−kU)``), all inputs ≥ 0 (times, syncs, transfers, weights,

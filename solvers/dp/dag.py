@@ -44,8 +44,8 @@ import numpy as np
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.solvers.dp.chain import DPTimeout
 from autopar_opt.solvers.dp.common import MEM_EPS, Assignment, layer_memory
-from autopar_opt.hardware import GIB
-from autopar_opt.strategies import layout_ids
+from autopar_opt.ir.hardware import GIB
+from autopar_opt.ir.strategies import layout_ids
 
 
 def generate_seq(n: int, edges: list[tuple[int, int]]) -> tuple[list[int], int]:

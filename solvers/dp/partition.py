@@ -74,7 +74,7 @@ from autopar_opt.solvers.dp.completion import rounding_margin
 GRID_RATIO = 1.0005
 
 
-def _hull_slopes(mem: np.ndarray, time: np.ndarray) -> list[float]:
+def hull_slopes(mem: np.ndarray, time: np.ndarray) -> list[float]:
     """Multipliers ``λ > 0`` at which ``min_k (time_k + λ·mem_k)`` changes its argmin
     (the negated slopes of the lower convex hull of the points ``(mem, time)``)."""
     order = np.lexsort((time, mem))
@@ -116,7 +116,7 @@ class CoverBound:
                 key = (m.tobytes(), t.tobytes())
                 if len(m) and key not in seen:
                     seen.add(key)
-                    slopes.update(round(s, 12) for s in _hull_slopes(m, t) if s > 0)
+                    slopes.update(round(s, 12) for s in hull_slopes(m, t) if s > 0)
             lam = np.array(sorted(slopes))
             # a layer with no strategy for stage j blocks it (reach stops there); its terms are 0
             phi = np.array([(t[None, :] + lam[:, None] * m[None, :]).min(axis=1) if len(m)

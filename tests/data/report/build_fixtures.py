@@ -17,13 +17,13 @@ import math
 import pathlib
 
 from autopar_opt.cost.params import default_params
-from autopar_opt.evaluate import PlanError, evaluate
-from autopar_opt.hardware import LinkTier, make_cluster
+from autopar_opt.cost.evaluate import PlanError, evaluate
+from autopar_opt.ir.hardware import LinkTier, make_cluster
 from autopar_opt.model_zoo.transformer import decoder_lm
-from autopar_opt.plan import Plan, StagePlan, uniform_plan
+from autopar_opt.ir.plan import Plan, StagePlan, uniform_plan
 from autopar_opt.core.result import relative_gap
-from autopar_opt.strategies import Strategy
-from autopar_opt.training import Recompute, Schedule, Training
+from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.training import Recompute, Schedule, Training
 
 HERE = pathlib.Path(__file__).parent
 ASSUMPTIONS = [

@@ -1,0 +1,259 @@
+"""Mixture-of-Experts records: read the expert fields, build the MoE graph.
+
+A published run of an MoE model (Mixtral, DeepSeek-V2/V3, Qwen-MoE, DBRX,
+...) priced as a dense decoder is wrong in every term: parameters (all
+experts), FLOPs (only ``top_k`` experts per token), memory (expert state
+sharded over the expert-data-parallel group) and the token all-to-alls.
+This module reads what an MoE record states, in the spellings real configs
+use, and says precisely what is missing (:class:`Unmodelable`) instead of
+falling back to a dense model. :mod:`autopar_opt.calibration.build` calls it
+through small hooks; a dense record is untouched.
+
+Spellings accepted in the record's ``model`` section (first stated wins; two
+spellings with different values are refused):
+
+* routed experts: ``num_experts`` (Megatron ``--num-experts``),
+  ``num_moe_experts`` (Megatron-Core ``TransformerConfig``),
+  ``num_local_experts`` (Hugging Face Mixtral), ``n_routed_experts``
+  (DeepSeek), ``moe_num_experts`` (MegaBlocks / llm-foundry),
+  ``num_routed_experts``, ``n_experts``;
+* experts per token: ``top_k``, ``moe_router_topk``, ``num_experts_per_tok``,
+  ``moe_top_k``, ``experts_per_token``, ``num_experts_per_token``;
+* expert width: ``moe_ffn_hidden_size``, ``moe_intermediate_size``,
+  ``expert_ffn_hidden_size``, ``expert_intermediate_size``; unstated, ``ffn_hidden_size`` (Megatron-Core:
+  ``moe_ffn_hidden_size`` defaults to ``ffn_hidden_size``; Hugging Face
+  Mixtral's ``intermediate_size`` is the expert width);
+* shared experts: total width ``moe_shared_expert_intermediate_size`` /
+  ``shared_expert_intermediate_size``, or a count ``n_shared_experts`` /
+  ``num_shared_experts`` of expert-wide experts (DeepSeekMoE);
+* dense layers: ``first_k_dense_replace`` / ``num_dense_layers`` /
+  ``first_dense_layers`` (the first k layers), ``moe_layer_freq`` (Megatron:
+  layer i is MoE when ``i % freq == 0``, or a 0/1 list, or the string
+  ``([0]*3+[1]*58)``), ``decoder_sparse_step`` / ``mlp_only_layers``
+  (Qwen-MoE; distinct integer indices of layers, checked by
+  :func:`~autopar_opt.model_zoo.layer_index.layer_index_problem`);
+* load: ``moe_expert_capacity_factor`` with ``moe_pad_expert_input_to_capacity``
+  (padded capacity), ``moe_load_imbalance`` (stated busiest/average);
+* MLA attention (DeepSeek-V2/V3): ``kv_lora_rank``, ``q_lora_rank``,
+  ``qk_nope_head_dim`` (Megatron ``qk_head_dim``), ``qk_rope_head_dim``
+  (``qk_pos_emb_head_dim``), ``v_head_dim``.
+
+Parallelism: ``parallelism.ep`` (or ``expert_model_parallel_size``) is carved
+out of ``dp·cp`` as in Megatron-Core (:mod:`autopar_opt.ir.strategies`), so
+``tp·pp·dp·cp = num_gpus`` still holds; the experts' tensor-parallel degree
+is ``tp`` (``etp`` / ``expert_tensor_parallel_size`` other than ``tp`` is
+refused).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from autopar_opt.calibration.reading.records import Unmodelable, number, section, text
+from autopar_opt.model_zoo.blocks import MoeDims
+from autopar_opt.model_zoo.layer_index import layer_index_problem
+
+_EXPERTS = ("num_experts", "num_moe_experts", "num_local_experts", "n_routed_experts",
+            "moe_num_experts", "num_routed_experts", "n_experts")
+_TOP_K = ("top_k", "moe_router_topk", "num_experts_per_tok", "moe_top_k", "experts_per_token",
+          "num_experts_per_token")
+_EXPERT_FFN = ("moe_ffn_hidden_size", "moe_intermediate_size", "expert_ffn_hidden_size",
+               "expert_intermediate_size")
+_SHARED_WIDTH = ("moe_shared_expert_intermediate_size", "shared_expert_intermediate_size")
+_SHARED_COUNT = ("n_shared_experts", "num_shared_experts")
+_FIRST_DENSE = ("first_k_dense_replace", "num_dense_layers", "first_dense_layers")
+EP_KEYS = ("ep", "expert_model_parallel_size")
+ETP_KEYS = ("etp", "expert_tensor_parallel_size")
+_MLA = ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_head_dim", "qk_rope_head_dim",
+        "qk_pos_emb_head_dim", "v_head_dim")
+
+#: Words in a record's model name or ``arch`` that mean Mixture-of-Experts.
+MOE_WORDS = re.compile(r"\bmoe\b|mixture[- ]of[- ]experts|\bexperts?\b|mixtral|deepseek[- _]?v[23]"
+                       r"|deepseekmoe|\bdbrx\b|\bolmoe\b|\bgrok|\bswitch[- ]transformer"
+                       r"|\barctic\b|\bjamba\b|llama[- ]?4\b|\bmaverick\b|gpt-oss|kimi[- ]k2"
+                       r"|\b\d+x\d+(\.\d+)?b\b|-a\d+(\.\d+)?b\b|\b\d+b-\d+e\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class MoeSpec:
+    """What an MoE record states: the zoo's :class:`MoeDims`, which layers are
+    MoE (``pattern[i]``), the dense-layer width and the MLA dimensions."""
+
+    dims: MoeDims
+    pattern: tuple[bool, ...]
+    dense_ffn: int | None
+    mla: dict
+
+    @property
+    def moe_layers(self) -> int:
+        return sum(self.pattern)
+
+
+def first_stated(sec: dict, keys: tuple[str, ...], where: str) -> tuple[str | None, int | None]:
+    """(key, positive integer) of the first stated spelling; differing spellings are refused."""
+    found = [(k, _positive(sec, k, where)) for k in keys if not _unstated(sec.get(k))]
+    if len({v for _, v in found}) > 1:
+        shown = ", ".join(f"{where}.{k} = {v}" for k, v in found)
+        raise Unmodelable(f"{shown} disagree: state the value once")
+    return found[0] if found else (None, None)
+
+
+def _unstated(value: object) -> bool:
+    """Null, or a placeholder text ("none", "n/a", "-"): the field is not stated."""
+    return value is None or (isinstance(value, str)
+                             and value.strip().lower() in ("", "none", "n/a", "na", "-", "null"))
+
+
+def _positive(sec: dict, key: str, where: str) -> int:
+    raw = sec.get(key)
+    if isinstance(raw, str) and raw.strip().isdigit():
+        return int(raw.strip())
+    value = number(sec, key, where)
+    if value is None or value != int(value) or value < 0:
+        raise Unmodelable(f"{where}.{key} = {sec.get(key)!r} must be a non-negative integer")
+    return int(value)
+
+
+def names_moe(m: dict) -> bool:
+    """Whether the record's model name or ``arch`` text says Mixture-of-Experts."""
+    return bool(MOE_WORDS.search(f"{text(m, 'name')} {text(m, 'arch')}"))
+
+
+def read_moe(rec: dict, layers: int, notes: list[str]) -> MoeSpec | None:
+    """The record's MoE description, or None for a dense record.
+
+    Raises :class:`Unmodelable` when the text says MoE (or ``parallelism.ep``
+    > 1) but no expert count is stated, or when a needed field is missing.
+    """
+    m = section(rec, "model")
+    key, experts = first_stated(m, _EXPERTS, "model")
+    if not experts:
+        ep = first_stated(section(rec, "parallelism"), EP_KEYS, "parallelism")[1]
+        if names_moe(m):
+            raise Unmodelable(
+                f"model {text(m, 'name') or text(m, 'arch')!r} is a Mixture-of-Experts model but "
+                f"no expert count is stated (model.{' / '.join(_EXPERTS)}): pricing it as dense "
+                "would be wrong in parameters, FLOPs, memory and all-to-all")
+        if ep and ep > 1:
+            raise Unmodelable(f"parallelism.ep = {ep} but the model states no routed experts "
+                              f"(model.{' / '.join(_EXPERTS)})")
+        return None
+    k = first_stated(m, _TOP_K, "model")[1]
+    if not k:
+        raise Unmodelable(f"model.{key} = {experts} but the experts per token are not stated "
+                          f"(model.{' / '.join(_TOP_K)})")
+    if k > experts:
+        raise Unmodelable(f"model top_k = {k} exceeds the {experts} routed experts")
+    ffn = first_stated(m, ("ffn_hidden_size",), "model")[1]
+    f_e = first_stated(m, _EXPERT_FFN, "model")[1]
+    if not f_e:
+        if not ffn:
+            raise Unmodelable(f"the expert width is not stated (model.{' / '.join(_EXPERT_FFN)} "
+                              "or ffn_hidden_size)")
+        f_e = ffn
+        notes.append(f"expert width not stated: ffn_hidden_size = {ffn} (Megatron-Core "
+                     "moe_ffn_hidden_size default)")
+    shared = _shared_width(m, f_e, notes)
+    pattern = _pattern(m, layers, notes)
+    if not all(pattern) and not ffn:
+        raise Unmodelable(f"{pattern.count(False)} dense layers but their width "
+                          "model.ffn_hidden_size is not stated")
+    dims = MoeDims(num_experts=experts, top_k=k, expert_ffn=f_e, shared_ffn=shared,
+                   capacity_factor=_capacity(m, notes), load_imbalance=_imbalance(m, notes))
+    notes.append(f"MoE: {experts} routed experts, top-{k}, expert width {f_e}, shared width "
+                 f"{shared}, {sum(pattern)} of {layers} layers MoE")
+    return MoeSpec(dims, pattern, ffn, _mla(m))
+
+
+def _shared_width(m: dict, f_e: int, notes: list[str]) -> int:
+    width = first_stated(m, _SHARED_WIDTH, "model")[1]
+    count = first_stated(m, _SHARED_COUNT, "model")[1]
+    if width is not None and count is not None and width != count * f_e:
+        raise Unmodelable(f"shared expert width {width} != {count} shared experts x {f_e}")
+    if width is None and count is None:
+        notes.append("shared experts not stated: none")
+        return 0
+    return width if width is not None else count * f_e
+
+
+def _pattern(m: dict, layers: int, notes: list[str]) -> tuple[bool, ...]:
+    """Which layers are MoE (see the module docstring for the keys)."""
+    first = first_stated(m, _FIRST_DENSE, "model")[1] or 0
+    freq = m.get("moe_layer_freq")
+    if isinstance(freq, str):
+        freq = _parse_pattern(freq)
+    if isinstance(freq, list):
+        if len(freq) != layers or any(v not in (0, 1) for v in freq):
+            raise Unmodelable(f"model.moe_layer_freq {m['moe_layer_freq']!r} is not a 0/1 list "
+                              f"of {layers} layers")
+        pat = [bool(v) for v in freq]
+    elif freq is None:
+        pat = [True] * layers
+    else:
+        step = _positive(m, "moe_layer_freq", "model")
+        pat = [i % step == 0 for i in range(layers)] if step else [True] * layers
+    sparse = _positive(m, "decoder_sparse_step", "model") if m.get("decoder_sparse_step") else 1
+    only = None if _unstated(m.get("mlp_only_layers")) else m.get("mlp_only_layers")
+    problem = layer_index_problem(only, layers)
+    if problem is not None:
+        rule, fix = problem
+        raise Unmodelable(f"model.mlp_only_layers = {only!r}: {rule} (fix: {fix})")
+    only = only or []
+    pat = [p and i >= first and (i + 1) % sparse == 0 and i not in only for i, p in enumerate(pat)]
+    if not any(pat):
+        raise Unmodelable("no layer is an MoE layer under the stated layer pattern")
+    if not all(pat):
+        notes.append(f"dense layers: {[i for i, p in enumerate(pat) if not p]}")
+    return tuple(pat)
+
+
+def _parse_pattern(value: str) -> list[int]:
+    """Megatron's ``--moe-layer-freq`` string, e.g. ``([0]*3+[1]*58)``."""
+    terms = re.findall(r"\[([01](?:\s*,\s*[01])*)\]\s*(?:\*\s*(\d+))?", value)
+    flat = "".join(ch for ch in value if ch not in " ()")
+    rebuilt = "+".join(f"[{a.replace(' ', '')}]" + (f"*{n}" if n else "") for a, n in terms)
+    if not terms or rebuilt != flat:
+        raise Unmodelable(f"model.moe_layer_freq {value!r} is not a list or a '([0]*k+[1]*n)' "
+                          "pattern")
+    return [int(v) for a, n in terms for _ in range(int(n or 1)) for v in a.split(",")]
+
+
+def _capacity(m: dict, notes: list[str]) -> float | None:
+    cf = number(m, "moe_expert_capacity_factor", "model")
+    if cf is None:
+        return None
+    if m.get("moe_pad_expert_input_to_capacity"):
+        return cf
+    notes.append(f"capacity factor {cf:g} without padding: each expert takes at most that share "
+                 "(drops); load priced as balanced")
+    return None
+
+
+def _imbalance(m: dict, notes: list[str]) -> float:
+    load = number(m, "moe_load_imbalance", "model")
+    if load is None:
+        notes.append("MoE load imbalance not stated: 1.0 (balanced router)")
+        return 1.0
+    if load < 1.0:
+        raise Unmodelable(f"model.moe_load_imbalance = {load:g} is below 1 (busiest/average)")
+    return load
+
+
+def _mla(m: dict) -> dict:
+    """MLA dimensions (DeepSeek-V2/V3 names or Megatron-Core's), {} when not MLA."""
+    vals = {k: _positive(m, k, "model") for k in _MLA if m.get(k) is not None}
+    if "kv_lora_rank" not in vals:
+        if "mla" in re.findall(r"[a-z]+", text(m, "arch").lower()) \
+                or "latent attention" in text(m, "arch").lower():
+            raise Unmodelable("multi-head latent attention (MLA) named but model.kv_lora_rank "
+                              "is not stated")
+        return {}
+    out = {"kv_lora_rank": vals["kv_lora_rank"], "q_lora_rank": vals.get("q_lora_rank", 0),
+           "qk_nope_dim": vals.get("qk_nope_head_dim", vals.get("qk_head_dim")),
+           "qk_rope_dim": vals.get("qk_rope_head_dim", vals.get("qk_pos_emb_head_dim")),
+           "v_head_dim": vals.get("v_head_dim")}
+    missing = [k for k, v in out.items() if v is None]
+    if missing:
+        raise Unmodelable(f"MLA attention: model.{', '.join(missing)} not stated")
+    return out

@@ -1,0 +1,545 @@
+"""Software stacks a record's framework text names beyond the five the
+published-runs file was built from, and the fallback for a text that names
+none: map each to a catalog runtime (:mod:`autopar_opt.ir.runtime`) with the
+capability overrides its documented defaults call for, and say so in the
+record's notes. Nothing here scales throughput; each override switches a
+piece of physics (an overlap, a fused kernel, a gradient dtype) with its
+source.
+
+Stacks and their documented defaults
+------------------------------------
+Composer / llm-foundry, 2023 benchmark tables
+    The catalog ``pytorch-fsdp`` runtime with ``flash_v2_attention`` off for
+    records from the four 2023 sections of llm-foundry's
+    ``scripts/train/benchmarking/README.md`` (H100 80GB BF16, H100 80GB FP8,
+    A100 80GB and A100 40GB "with 1600 Gbps node-node interconnect (RoCE)"):
+    the scripts behind them default to ``attn_impl: triton``, the pre-MLIR
+    Triton kernel ``flash_attn_triton`` (FlashAttention-1-class). The H100
+    and A100-80GB tables: ``submit_benchmarks.py`` @a7c75677 (PR #543,
+    llm-foundry v0.3.0, ``--attn_impl`` default ``triton``; its FP8 runs
+    install ``flash-attn==1.0.7`` and Transformer Engine v0.10). The A100-40GB
+    table and the A100-80GB 70B rows (``bf16``/``PURE``) predate it: the
+    MosaicGPT-era README ("TODO: Update tables with torch 2.0 after next
+    Composer release") and its ``submit_benchmarks.py`` (@12a63191: ``--attn_impl``
+    default ``triton``, ``--fsdp_config_mixed_precision`` default ``PURE``,
+    ``--gpu_types`` default ``a100_40gb``, image ``pytorch:1.13.1_cu117``),
+    whose ``triton_flash_attn_fn`` imports ``flash_attn.flash_attn_triton``
+    ("Please install flash-attn==1.0.3.post0 and triton==2.0.0.dev20221202").
+    Other llm-foundry records (e.g. the later "Large Scale" table, run with
+    ``attn_impl: flash`` and ``.[gpu-flash2]``) keep the FlashAttention-2-class
+    kernel.
+NeMo before Megatron-Bridge (NeMo 1.x/2.0: NeMo + Megatron-Core + TE)
+    The Megatron-Bridge capabilities (TP/DP overlap, distributed optimizer),
+    but gradients reduced in fp32 and no FP8 primary weights by default:
+    NeMo 1.x ``MegatronBaseModel.setup_mcore_distributed_parallel`` sets
+    ``grad_reduce_in_fp32 = (optim.grad_sync_dtype, default 'fp32') ==
+    'fp32'``; NeMo 2.0 ``bf16_mixed_plugin`` sets ``grad_reduce_in_fp32=True``
+    (``nemo/collections/llm/recipes/precision/mixed_precision.py``); NeMo 1.x
+    FP8 configs carry ``fp8_params: false``. A text stating
+    ``grad_reduce_in_fp32=False`` / ``fp8_params`` overrides either. NeMo
+    releases from 25.09 are taken as Megatron-Bridge (an assumption: the
+    calibration file's NeMo 25.11+ runs name Megatron-Bridge), 22.xx and
+    earlier as Megatron-LM modules before Transformer Engine.
+torchtitan
+    The catalog ``torchtitan`` runtime: FSDP2 with prefetch, reduce-scatter in
+    fp32 (``training.mixed_precision_reduce = "float32"``), fused AdamW
+    (``optimizer.implementation = "fused"``), async TP off unless the text says
+    ``async TP`` (``enable_async_tensor_parallel``). Data parallelism is FSDP
+    by default (``data_parallel_shard_degree = -1``: every remaining GPU
+    shards), and its tensor parallelism always shards the sequence of the
+    norms (``SequenceParallel`` in ``parallelize_llama``).
+    Its Llama keeps ``wq``/``wk``/``wv`` and ``w1``/``w3`` as separate GEMMs
+    (``torchtitan/models/llama/model.py``): ``fused_projections`` off.
+PyTorch FSDP / FSDP2 (plain), HF accelerate or Trainer with FSDP
+    ``pytorch-fsdp`` without Composer's fused cross-entropy: the loss is the
+    user's plain PyTorch ``F.cross_entropy`` (``eager_cross_entropy``, as for
+    DDP, DeepSpeed ZeRO and Colossal-AI), reduce-scatter in the parameter
+    dtype (``MixedPrecision.reduce_dtype`` defaults to ``param_dtype``;
+    torch.distributed.fsdp docs).
+fairscale / metaseq FSDP (+ Megatron tensor parallelism)
+    Prefetching FSDP (all-gathers on their own stream, issued as the CPU runs
+    ahead: Zhao et al. 2023, Sec. 3.3) with unfused softmax attention (2022
+    code, no FlashAttention), Megatron TP without sequence parallelism,
+    reduce-scatter in the parameter dtype (fairscale
+    ``FullyShardedDataParallel(fp32_reduce_scatter=False)``).
+DeepSpeed ZeRO (without Megatron)
+    Gradients reduced in the 16-bit dtype (``communication_data_type``
+    defaults to the model's fp16/bf16: ``DeepSpeedEngine.
+    communication_data_type``; at stages 0/1 in fp16 the ``FP16_Optimizer``
+    all-reduces fp16 gradients, ``fp32_allreduce`` default false); no
+    ``BF16_Optimizer`` copy with ZeRO on unless the text states an fp32
+    ``grad_accum_dtype`` at stage 1 (:func:`bf16_optimizer_runs`: with ZeRO on
+    ``grad_accum_dtype`` defaults to the model dtype, and the engine picks
+    ``BF16_Optimizer`` only for fp32 accumulation at stage 0/1); ``overlap_comm`` defaults to true for
+    stage 3 only (``deepspeed/runtime/zero/config.py``, validator
+    ``overlap_comm_valid``); stage-3 parameters are prefetched
+    (``stage3_prefetch_bucket_size``). The loss is the host framework's plain
+    PyTorch ``F.cross_entropy`` (Hugging Face models, Lightning modules:
+    ``eager_cross_entropy``, on the engine's 16-bit logits). Megatron-DeepSpeed
+    keeps the catalog ``deepspeed`` runtime (PipelineEngine: gradients reduced
+    after the last micro-batch) and Megatron's vocabulary-parallel loss, with
+    unfused attention unless its text names a FlashAttention-2 kernel
+    (``--use-flash-attn-v2``: :func:`named_flash_attention`).
+Colossal-AI
+    Bucketed gradient reduction overlapped with the backward
+    (``HybridParallelPlugin(overlap_communication=True)``), fused
+    ``HybridAdam``, no parameter prefetch for Gemini/ZeRO-3 (``GeminiPlugin
+    (max_prefetch=0)``), flash attention only when enabled
+    (``enable_flash_attention=False``). The loss is the user's plain PyTorch
+    one (``eager_cross_entropy``, from the ``pytorch-ddp`` runtime).
+HF transformers Trainer / accelerate (DDP)
+    PyTorch DDP with SDPA attention (transformers >= 4.36 default
+    ``attn_implementation="sdpa"``) and the unfused ``adamw_torch``
+    (``TrainingArguments.optim`` default; ``adamw_torch_fused`` is opt-in).
+    With any backend (DDP, FSDP, DeepSpeed) the model is the Transformers
+    modeling code: ``fused_projections`` off (Llama's ``q_proj``/``k_proj``/
+    ``v_proj`` and ``gate_proj``/``up_proj`` are separate GEMMs,
+    ``modeling_llama.py``), and its loss casts the logits to fp32 before
+    ``cross_entropy`` (``loss_fp32_upcast``: ``ForCausalLMLoss``,
+    ``src/transformers/loss/loss_utils.py``). A text that also names Megatron
+    (transformers for the tokenizer) is Megatron's.
+Megatron-LM 2023 and later
+    Megatron-LM's training loop runs Megatron-Core (Transformer Engine,
+    flash attention) since 2023: the ``megatron-core`` runtime with the
+    overlap flags the text names (off by default). A text that names a
+    FlashAttention-2 kernel ("FlashAttention-2", "flash attention 2",
+    ``flash-attn==2.x``, "FA2") and neither FlashAttention-3 nor cuDNN
+    attention runs a FlashAttention-2-class kernel, which is not
+    Hopper-native (runtime ``hopper_attention`` off: about 35% of H100 peak
+    against up to 75% for FlashAttention-3, Shah et al. 2024, Sec. 1) -
+    except where the text also names Transformer Engine and the GPU is
+    sm90+ (Hopper, Blackwell): TE's ``get_attention_backend`` then prefers
+    cuDNN's FusedAttention over FlashAttention ("to give FusedAttention
+    preference on Hopper+"), so the kernel is Hopper-native whether or not
+    flash-attn 2 is installed. (This rule was added after the FlagPerf
+    held-out rows were seen; it is restricted to what TE's source says.)
+MaxText / JAX / PaxML / T5X
+    Not modelled: XLA's SPMD partitioner and its async-collective and
+    collective-matmul overlaps have no documented capability set in the
+    catalog (which documents PyTorch/CUDA stacks).
+Anything else
+    By the record's own fields: ZeRO-3/FSDP stated -> plain PyTorch FSDP
+    (prefetch); ZeRO-1/2 -> DeepSpeed ZeRO; tensor or pipeline parallelism ->
+    Megatron-Core with its r0.8 defaults (overlap flags off); else PyTorch DDP.
+    The choice is written into the notes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from autopar_opt.ir.runtime import Runtime, runtime_named
+
+
+class UnmodelledStack(ValueError):
+    """A framework the runtime catalog cannot describe; the message says why."""
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"[\s_-]+", "", text.lower())
+
+
+def flag_stated(fw: str, *keys: str) -> bool | None:
+    """``True``/``False`` when the framework text sets one of ``keys`` on or
+    off (``--key``, ``key=true``, ``key: false``, ``no key``), else ``None``."""
+    flat = _flat(fw)
+    for key in keys:
+        k = _flat(key)
+        if re.search(rf"(no|disable|without)-?{re.escape(k)}|{re.escape(k)}[=:]?(false|off|0)\b",
+                     flat):
+            return False
+        if k in flat:
+            return True
+    return None
+
+
+def _zero_field(rec: dict | None) -> tuple[int | None, str]:
+    """(ZeRO stage, FSDP text) as the record's ``parallelism`` states them."""
+    par = (rec or {}).get("parallelism") or {}
+    z = par.get("zero_stage") if isinstance(par, dict) else None
+    fsdp = str(par.get("fsdp") or "").lower() if isinstance(par, dict) else ""
+    stage = int(z) if isinstance(z, (int, float)) and not isinstance(z, bool) else None
+    return stage, fsdp
+
+
+def shards_weights(rec: dict | None) -> bool:
+    """The record states ZeRO-3/FSDP sharding (stage 3 or an FSDP text that is
+    not a negation)."""
+    stage, fsdp = _zero_field(rec)
+    return stage == 3 or (bool(fsdp) and not re.match(r"\s*(none|no\b|false|off|0\b|ddp)", fsdp)
+                          and "no_shard" not in fsdp)
+
+
+def zero_stage_of(rec: dict | None) -> int:
+    """ZeRO stage the record states (3 for an FSDP text that shards; 0 if none)."""
+    return 3 if shards_weights(rec) else (_zero_field(rec)[0] or 0)
+
+
+def _tp_or_pp(rec: dict | None) -> bool:
+    par = (rec or {}).get("parallelism") or {}
+    return any(isinstance(par.get(k), (int, float)) and par.get(k, 1) > 1 for k in ("tp", "pp"))
+
+
+def nemo(fw: str, notes: list[str]) -> Runtime:
+    """NeMo 1.x/2.0 (see the module docstring); a NeMo Megatron release of
+    2022 or earlier (``22.xx``) ran Megatron-LM's own modules before Transformer
+    Engine: the ``megatron-lm`` runtime."""
+    release = re.search(r"\b(\d{2})\.(\d{2})\b", fw)
+    if release and (int(release.group(1)), int(release.group(2))) >= (25, 9):
+        notes.append(f"NeMo {release.group(0)}: Megatron-Bridge era (the file's NeMo 25.11+ "
+                     "records name Megatron-Bridge; taken as from 25.09)")
+        return runtime_named("megatron-bridge")
+    if release and int(release.group(1)) <= 22:
+        notes.append(f"NeMo Megatron {release.group(0)}: Megatron-LM modules before Transformer "
+                     "Engine (megatron-lm runtime: no fused attention, no TP overlap)")
+        return replace(runtime_named("megatron-lm"), name="nemo-megatron")
+    fp32 = flag_stated(fw, "grad_reduce_in_fp32", "grad-reduce-in-fp32")
+    if re.search(r"gradsyncdtype[=:]?(bf16|bfloat16|fp16)", _flat(fw)):    # NeMo 1.x optim key
+        fp32 = False
+    fp8w = flag_stated(fw, "fp8_params", "fp8-param-gather", "fp8_param_gather")
+    rt = runtime_named("megatron-bridge", fp32_grad_buffer=fp32 is not False,
+                       fp8_primary_weights=bool(fp8w))
+    notes.append("NeMo before Megatron-Bridge: Megatron-Core + TE with TP/DP overlap and the "
+                 f"distributed optimizer; gradients reduced in {'fp32' if rt.fp32_grad_buffer else 'bf16'} "
+                 "(NeMo default grad_reduce_in_fp32 = True unless stated), FP8 primary weights "
+                 f"{'on' if rt.fp8_primary_weights else 'off (fp8_params default false)'}")
+    return replace(rt, name="nemo")
+
+
+def torchtitan(fw: str, notes: list[str]) -> Runtime:
+    """torchtitan (see the module docstring): async TP when the text says so."""
+    async_tp = flag_stated(fw, "async tp", "async-tp", "asynctp", "enable_async_tensor_parallel",
+                       "async tensor parallel")
+    rt = runtime_named("torchtitan", tp_comm_overlap=bool(async_tp))
+    notes.append("torchtitan: FSDP2 prefetch, fp32 gradient reduce-scatter "
+                 "(mixed_precision_reduce default float32), fused AdamW, async TP "
+                 f"{'on' if async_tp else 'off (default)'}")
+    return rt
+
+
+#: Sections of llm-foundry's benchmarking README whose rows ran attn_impl: triton
+#: (module docstring, "Composer / llm-foundry, 2023 benchmark tables").
+LLMFOUNDRY_TRITON_SECTIONS = ('"H100 80GB BF16"', '"H100 80GB FP8"', '"A100 80GB with 1600 Gbps',
+                              '"A100 40GB with 1600 Gbps')
+
+
+def llmfoundry_triton_table(rec: dict | None) -> bool:
+    """Whether ``rec`` comes from one of llm-foundry's 2023 benchmark tables,
+    which ran the FlashAttention-1-class Triton kernel (module docstring)."""
+    src = (rec or {}).get("source") or {}
+    citation, locator = str(src.get("citation") or ""), str(src.get("locator") or "")
+    return ("llm-foundry" in citation and "benchmarking/README.md" in citation
+            and any(s in locator for s in LLMFOUNDRY_TRITON_SECTIONS))
+
+
+def plain_fsdp(label: str, notes: list[str]) -> Runtime:
+    """Plain PyTorch FSDP/FSDP2 (also Lightning's and HF's): prefetch, gradients
+    reduce-scattered in the parameter dtype, and the user's plain PyTorch loss
+    (``eager_cross_entropy``: ``F.cross_entropy`` on the logits, as for every
+    non-Megatron stack whose loss is the model's own; Composer's fused one is
+    llm-foundry's, not FSDP's)."""
+    notes.append(f"{label}: PyTorch FSDP with prefetch, gradients reduce-scattered in the "
+                 "parameter dtype (MixedPrecision.reduce_dtype defaults to param_dtype), "
+                 "plain PyTorch cross-entropy (no fused loss kernel)")
+    return replace(runtime_named("pytorch-fsdp", fused_cross_entropy=False,
+                                 eager_cross_entropy=True), name="pytorch-fsdp")
+
+
+def fairscale(notes: list[str]) -> Runtime:
+    notes.append("fairscale/metaseq FSDP: prefetching FSDP, unfused softmax attention (no "
+                 "FlashAttention), Megatron TP without sequence parallelism, fp16/bf16 "
+                 "reduce-scatter (fp32_reduce_scatter=False)")
+    return replace(runtime_named("pytorch-fsdp", flash_attention=False, hopper_attention=False,
+                                 fused_cross_entropy=False), name="fairscale-fsdp")
+
+
+#: A ``grad_accum_dtype`` stated in a framework or precision text (DeepSpeed
+#: ds_config ``data_types.grad_accum_dtype``).
+_GRAD_ACCUM = re.compile(r"gradaccumdtype[=:\"']*(bf16|bfloat16|fp16|float16|fp32|float32)")
+
+
+def grad_accum_dtype(fw: str, rec: dict | None) -> str | None:
+    """``"fp32"``/``"16"`` for the DeepSpeed ``grad_accum_dtype`` the framework
+    text or the record's precision text states, else ``None``."""
+    precision = str(((rec or {}).get("training") or {}).get("precision") or "")
+    m = _GRAD_ACCUM.search(_flat(fw + " " + precision))
+    return None if m is None else ("fp32" if "32" in m.group(1) else "16")
+
+
+def states_ds_config(fw: str, rec: dict | None) -> bool:
+    """The framework or precision text states the DeepSpeed config it ran
+    (names ``ds_config`` or a ``grad_accum_dtype``)."""
+    precision = str(((rec or {}).get("training") or {}).get("precision") or "")
+    return "dsconfig" in _flat(fw + " " + precision) or grad_accum_dtype(fw, rec) is not None
+
+
+def bf16_optimizer_runs(stage: int, accum: str | None) -> bool:
+    """Whether DeepSpeed runs ``BF16_Optimizer`` for a bf16 model at ZeRO
+    stage ``stage`` with the stated ``grad_accum_dtype`` ``accum`` (``None``:
+    not stated), DeepSpeed's rule read literally (``deepspeed/runtime/engine.py``):
+    ``get_data_types`` defaults ``grad_accum_dtype`` to fp32 for a bf16 model
+    without ZeRO and to the model dtype with ZeRO on (stage >= 1);
+    ``_do_optimizer_sanity_check`` returns ``BFLOAT16`` (``BF16_Optimizer``)
+    for a bf16 model with fp32 ``grad_accum_dtype`` at stage 1 without offload
+    (and without ZeRO), else ``ZERO_OPTIMIZATION`` with ZeRO on
+    (``DeepSpeedZeroOptimizer``: autograd accumulates the bf16 ``.grad``, no
+    fp32 gradient buffer, reduction in ``communication_data_type``, default
+    the model dtype). CPU offload is not read (no record states it). The
+    stage-0 default is that of the DeepSpeed releases of the records (0.11:
+    fp32 for bf16 without ZeRO); later releases default to the model dtype
+    everywhere, which changes nothing at stage >= 1."""
+    if accum is None:
+        accum = "fp32" if stage == 0 else "16"
+    return accum == "fp32" and stage <= 1
+
+
+def deepspeed_zero(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
+    """DeepSpeed ZeRO without Megatron (see the module docstring)."""
+    stage = zero_stage_of(rec)
+    overlap = flag_stated(fw, "overlap_comm", "overlap-comm")
+    overlap = (stage == 3) if overlap is None else overlap
+    precision = str(((rec or {}).get("training") or {}).get("precision") or "").lower()
+    fp16 = "fp16" in precision and "bf16" not in precision
+    if stage <= 1 and fp16:
+        rt = runtime_named("deepspeed", grad_reduce_overlap=overlap, lp_grad_copy=False,
+                           fp32_grad_buffer=False)
+        notes.append(f"DeepSpeed ZeRO-{stage} fp16: FP16_Optimizer, gradients all-reduced in "
+                     f"fp16 (fp32_allreduce default false), overlap_comm {overlap}, attention "
+                     "unfused unless the arch says flash")
+    elif bf16_optimizer_runs(stage, grad_accum_dtype(fw, rec)):
+        rt = runtime_named("deepspeed", grad_reduce_overlap=overlap)
+        notes.append(f"DeepSpeed ZeRO-{stage}: BF16_Optimizer fp32 gradient buffers (bf16; "
+                     "grad_accum_dtype fp32, the default without ZeRO or as stated), "
+                     f"overlap_comm {overlap}, attention unfused unless the arch says flash")
+    elif stage <= 1:
+        rt = runtime_named("deepspeed", grad_reduce_overlap=overlap, lp_grad_copy=False,
+                           fp32_grad_buffer=False)
+        notes.append(f"DeepSpeed ZeRO-{stage} bf16: ZeRO optimizer, not BF16_Optimizer "
+                     "(grad_accum_dtype defaults to the model dtype with ZeRO on; "
+                     "DeepSpeedEngine._do_optimizer_sanity_check), gradients accumulated and "
+                     f"reduced in bf16, overlap_comm {overlap}, attention unfused unless the "
+                     "arch says flash")
+    else:
+        rt = runtime_named("deepspeed", grad_reduce_overlap=overlap, lp_grad_copy=False,
+                           fp32_grad_buffer=False)
+        notes.append(f"DeepSpeed ZeRO-{stage}: gradients reduced in the 16-bit dtype "
+                     f"(communication_data_type default), overlap_comm {overlap}"
+                     + (" (stage-3 default), parameter prefetch" if stage == 3 else "")
+                     + ", attention unfused unless the arch says flash")
+    # The loss is the host framework's: plain PyTorch F.cross_entropy (HF/Lightning)
+    # unless a Megatron-DeepSpeed caller sets Megatron's back (records.runtime_for).
+    return replace(rt, name="deepspeed-zero", loss_grad_cast=False, eager_cross_entropy=True)
+
+
+def colossal(fw: str, notes: list[str]) -> Runtime:
+    flash = bool(flag_stated(fw, "flash", "enable_flash_attention"))
+    notes.append("Colossal-AI: overlapped gradient reduction, fused HybridAdam, no ZeRO-3 "
+                 f"prefetch (GeminiPlugin max_prefetch=0), flash attention {flash}")
+    return replace(runtime_named("pytorch-ddp", flash_attention=flash, fused_optimizer=True,
+                                 fsdp_prefetch=False), name="colossalai")
+
+
+def huggingface(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
+    """HF Trainer / accelerate: the backend its fields (or text) name, running
+    the Transformers modeling code, whose Llama-family attention and MLP keep
+    Q, K, V and gate, up as separate GEMMs (``fused_projections`` off:
+    ``modeling_llama.py``; models whose own code fuses them keep their count,
+    :mod:`autopar_opt.ir.runtime`). On every backend the loss is plain PyTorch
+    cross-entropy on logits the model casts to fp32 first
+    (``eager_cross_entropy`` with ``loss_fp32_upcast``): ``ForCausalLMLoss``
+    does ``logits = logits.float()`` before ``nn.functional.cross_entropy``
+    ("Upcast to float if we need to compute the loss to avoid potential
+    precision issues", ``src/transformers/loss/loss_utils.py``, transformers
+    4.46 and later), and Llama's ``LlamaForCausalLM.forward`` cast its logits
+    with ``.float()`` in the releases before. Approximation: the older
+    modeling code of other models (GPT-2's ``GPT2LMHeadModel`` before 4.46)
+    computed the loss in the model dtype; the stack is read as the current one."""
+    notes.append("HF Transformers modeling code: separate q/k/v (and gate/up) projections "
+                 "where the model defines them so (fused_projections off); loss on the "
+                 "logits cast to fp32 (ForCausalLMLoss: logits.float())")
+    if "deepspeed" in fw or (_zero_field(rec)[0] or 0) > 0:
+        notes.append("HF Trainer/accelerate: SDPA attention (transformers default)")
+        return replace(deepspeed_zero(fw, rec, notes), flash_attention=True,
+                       fused_projections=False, loss_fp32_upcast=True)
+    if "fsdp" in fw or shards_weights(rec):
+        return replace(plain_fsdp("HF Trainer/accelerate with FSDP", notes),
+                       fused_projections=False, loss_fp32_upcast=True)
+    fused = "adamw_torch_fused" in fw or "fused adam" in fw
+    notes.append("HF Trainer/accelerate with DDP: SDPA attention, "
+                 + ("fused AdamW (stated)" if fused else "unfused adamw_torch (Trainer default)"))
+    return runtime_named("pytorch-ddp", fused_optimizer=fused, fused_projections=False,
+                         loss_fp32_upcast=True)
+
+
+#: ``--attention-backend unfused`` (Megatron-Core ``AttnBackend.unfused``,
+#: ``megatron/training/arguments.py``): the core ``DotProductAttention`` with
+#: an unfused softmax that stores the ``a·s²`` scores, not a flash kernel.
+_UNFUSED_ATTENTION = re.compile(r"attention[\s_-]*backend[\s=:]*unfused")
+#: A FlashAttention-2 kernel named in a framework text ("FlashAttention-2",
+#: "flash attention 2", "flash-attn==2.5.8", "FA2"), and the Hopper-native kernels
+#: that override it when the text names them too (FlashAttention-3, cuDNN attention).
+_FA2 = re.compile(r"flash[\s_-]*att(?:n|ention)[\s_-]*(?:v|version)?[\s_=-]*2(?!\d)|\bfa-?2\b")
+_HOPPER_NATIVE_ATTENTION = re.compile(
+    r"flash[\s_-]*att(?:n|ention)[\s_-]*(?:v|version)?[\s_=-]*3(?!\d)|\bfa-?3\b"
+    r"|cudnn[\w\s-]{0,24}?(?:attention|attn|sdpa)|fusedattention|nvte_fused_attn\s*=\s*1")
+#: Transformer Engine named in a framework text (``--transformer-impl
+#: transformer_engine``, "Transformer Engine", ``transformer_engine``).
+_TRANSFORMER_ENGINE = re.compile(r"transformer[\s_-]*engine")
+#: A GPU of compute capability 9.0 or later named in a record's
+#: ``hardware.gpu_type`` (Hopper H100/H200/H800/H20/GH200, Blackwell B100/B200/GB200).
+_SM90_PLUS = re.compile(r"(?<![a-z0-9])g?(?:h(?:100|200|800|20)|b(?:100|200|300))(?!\d)"
+                        r"|hopper|blackwell")
+
+
+def sm90_plus(rec: dict | None) -> bool:
+    """Whether the record's ``hardware.gpu_type`` names a GPU of compute
+    capability 9.0 or later (:data:`_SM90_PLUS`)."""
+    hw = (rec or {}).get("hardware") or {}
+    return bool(_SM90_PLUS.search(str(hw.get("gpu_type") or "").lower())) \
+        if isinstance(hw, dict) else False
+
+
+def te_picks_fused_attention(fw: str, rec: dict | None) -> bool:
+    """Transformer Engine on an sm90+ GPU runs cuDNN's fused attention, whatever
+    flash-attn package is installed: ``get_attention_backend`` turns
+    FlashAttention off when the cuDNN ``F16_arbitrary_seqlen`` backend is also
+    available and ``device_compute_capability >= (9, 0)`` ("Disabling
+    FlashAttention to give FusedAttention preference on Hopper+ for performance
+    reasons"; TransformerEngine ``transformer_engine/pytorch/attention/
+    dot_product_attention/utils.py``, earlier ``transformer_engine/pytorch/
+    attention.py``). So a text naming FlashAttention-2 next to Transformer
+    Engine on such a GPU still runs a Hopper-native kernel."""
+    return bool(_TRANSFORMER_ENGINE.search(fw.lower())) and sm90_plus(rec)
+
+
+def named_flash_attention(fw: str, runtime: Runtime, notes: list[str]) -> Runtime:
+    """``runtime`` with the FlashAttention-2 kernel its text names (:data:`_FA2`, e.g.
+    Megatron-DeepSpeed's ``--use-flash-attn-v2``) when the runtime's default is
+    unfused attention: fused, FlashAttention-2-class, not Hopper-native
+    (``autopar_opt.ir.runtime``: ``flash_attention``, ``flash_v2_attention``,
+    ``hopper_attention``). Unchanged otherwise."""
+    if runtime.flash_attention or not _FA2.search(fw.lower()):
+        return runtime
+    notes.append("FlashAttention-2 named in the framework text: fused attention, a "
+                 "FlashAttention-2-class kernel, not Hopper-native")
+    return replace(runtime, flash_attention=True, flash_v2_attention=True, hopper_attention=False)
+
+
+def megatron_core(fw: str, notes: list[str], rec: dict | None = None) -> Runtime:
+    """Megatron-Core with the overlap flags the text names (r0.8: all off by
+    default). Two settings a text may turn off: the distributed optimizer
+    (``without --use-distributed-optimizer``: Adam state replicated over data
+    parallelism, ``megatron/core/optimizer``'s ``Float16OptimizerWithFloat16Params``)
+    and fused attention (``--attention-backend unfused``, :data:`_UNFUSED_ATTENTION`).
+    A text naming a FlashAttention-2 kernel (:data:`_FA2`, and no Hopper-native
+    one) turns ``hopper_attention`` off (module docstring), unless it also names
+    Transformer Engine and the record's GPU is sm90+ (``rec``'s
+    ``hardware.gpu_type``): TE then picks cuDNN's fused attention
+    (:func:`te_picks_fused_attention`)."""
+    flags = {"tp_comm_overlap": "--tp-comm-overlap" in fw or bool(flag_stated(fw, "tp_comm_overlap")),
+             "grad_reduce_overlap": "--overlap-grad-reduce" in fw
+             or bool(flag_stated(fw, "overlap_grad_reduce")),
+             "param_gather_overlap": "--overlap-param-gather" in fw
+             or bool(flag_stated(fw, "overlap_param_gather"))}
+    if flag_stated(fw, "use-distributed-optimizer", "distributed optimizer") is False:
+        flags["distributed_optimizer"] = False
+    if _UNFUSED_ATTENTION.search(fw):
+        flags.update(flash_attention=False, hopper_attention=False)
+    elif _FA2.search(fw) and te_picks_fused_attention(fw, rec):
+        notes.append("FlashAttention-2 named, but Transformer Engine on an sm90+ GPU prefers "
+                     "cuDNN fused attention (TE get_attention_backend): Hopper-native kernel")
+    elif _FA2.search(fw) and not _HOPPER_NATIVE_ATTENTION.search(fw):
+        flags["hopper_attention"] = False
+        notes.append("FlashAttention-2 named in the framework text: a FlashAttention-2-class "
+                     "kernel, not Hopper-native (hopper_attention off; Shah et al. 2024)")
+    notes.append("Megatron-Core: " + ", ".join(f"{k}={v}" for k, v in flags.items())
+                 + " (flags named in the framework text; off by default in r0.8)")
+    return runtime_named("megatron-core", **flags)
+
+
+_JAX = re.compile(r"maxtext|\bjax\b|\bpax(ml)?\b|\bt5x\b|\bflax\b|\bxla\b|\bpraxis\b")
+
+
+def other_stack(framework: str, rec: dict | None, notes: list[str]) -> Runtime:
+    """The runtime of a framework text the original five families do not use.
+
+    Raises :class:`UnmodelledStack` for JAX stacks.
+    """
+    fw = framework.lower()
+    if _JAX.search(fw):
+        raise UnmodelledStack(
+            f"training.framework {framework!r} is a JAX/XLA stack: its SPMD partitioner's "
+            "async-collective and collective-matmul overlaps have no documented capability "
+            "set in the runtime catalog (autopar_opt/ir/runtime.py documents PyTorch/CUDA stacks)")
+    if "torchtitan" in fw:
+        return torchtitan(fw, notes)
+    if "metaseq" in fw or "fairscale" in fw:
+        return fairscale(notes)
+    if "colossal" in fw:
+        return colossal(fw, notes)
+    # A Megatron text that names transformers (e.g. for its tokenizer) is Megatron's.
+    if any(k in fw for k in ("hugging", "transformers", "accelerate", "hf trainer")) \
+            and "megatron" not in fw:
+        return huggingface(fw, rec, notes)
+    if "deepspeed" in fw:
+        return deepspeed_zero(fw, rec, notes)
+    if "fsdp" in fw or "fully_shard" in fw or "fully sharded" in fw:
+        return plain_fsdp("PyTorch FSDP", notes)
+    if "megatron" in fw:     # Megatron-LM of 2023 or later (see megatron_lm_is_core)
+        return megatron_core(fw, notes, rec)
+    return by_fields(framework, rec, notes)
+
+
+def megatron_lm_is_core(fw: str) -> bool:
+    """Megatron-LM text that names a 2023-or-later release, Megatron-Core
+    (``mcore``, ``core_r``) or Transformer Engine: its training loop is Megatron-Core."""
+    years = [int(y) for y in re.findall(r"\b(20[12]\d)\b", fw)]
+    return (bool(years) and max(years) >= 2023) or any(
+        k in fw for k in ("mcore", "core_r", "core r0", "transformer engine",
+                          "transformer_engine", "--transformer-impl"))
+
+
+def by_fields(framework: str, rec: dict | None, notes: list[str]) -> Runtime:
+    """Fallback for a text that names no known stack: by the record's fields."""
+    what = f"framework {framework or 'not stated'!r} names no catalog stack"
+    stage, _ = _zero_field(rec)
+    if shards_weights(rec):
+        notes.append(f"{what}: ZeRO-3/FSDP stated, taken as PyTorch FSDP with prefetch")
+        return plain_fsdp("PyTorch FSDP (by the record's fields)", notes)
+    if stage in (1, 2):
+        notes.append(f"{what}: ZeRO-{stage} stated, taken as DeepSpeed ZeRO")
+        return deepspeed_zero(framework.lower(), rec, notes)
+    if _tp_or_pp(rec):
+        notes.append(f"{what}: tensor/pipeline parallelism stated, taken as Megatron-Core "
+                     "(r0.8 defaults)")
+        return megatron_core(framework.lower(), notes, rec)
+    notes.append(f"{what}: taken as PyTorch DDP (bucketed overlapped all-reduce, SDPA)")
+    return runtime_named("pytorch-ddp")
+
+
+def counting_of(runtime: Runtime, stated: str, notes: list[str]) -> str:
+    """The FLOP convention of a record: its ``flops_counting`` text, or, when
+    that is empty, the convention the stack's own logger uses (a text
+    :func:`~autopar_opt.calibration.reading.measured.flop_formula` recognises):
+    torchtitan ``get_num_flop_per_token``; Megatron-Core / NeMo
+    ``num_floating_point_operations`` (Megatron-Bridge: its causal variant);
+    Composer/llm-foundry ``flops_per_batch``; other stacks: empty (Eq. 7,
+    stated as assumed). torchtitan's MFU divides by the bf16 dense peak
+    whatever the precision (``torchtitan/tools/utils.py::get_peak_flops``:
+    989e12 for H100 SXM, also in float8 runs); that is appended for
+    :func:`~autopar_opt.calibration.reading.measured.mfu_peak_dtype`."""
+    text = stated
+    if not text:
+        text = {"torchtitan": "torchtitan get_num_flop_per_token",
+                "megatron-core": "Megatron-Core num_floating_point_operations",
+                "nemo": "Megatron-Core num_floating_point_operations",
+                "megatron-bridge": "Megatron-Core num_floating_point_operations, causal",
+                }.get(runtime.name, "")
+        if runtime.name == "pytorch-fsdp" and runtime.fused_cross_entropy:
+            text = "llm-foundry flops_per_batch"
+        if text:
+            notes.append(f"flops_counting not stated: {runtime.name}'s own count ({text})")
+    if runtime.name == "torchtitan" and "peak" not in text.lower():
+        text += " [MFU vs the bf16 dense peak: torchtitan get_peak_flops]"
+    return text

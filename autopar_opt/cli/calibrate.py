@@ -1,0 +1,135 @@
+"""``autopar calibrate RUNS.yaml [--json] [--fit --output FILE] [--cross-validate family]``.
+
+Prints one row per record (predicted vs measured samples/s, relative error,
+memory) and summary statistics, the leave-one-family-out table with
+``--cross-validate family``, or exactly one JSON object with ``--json``.
+A bad file or option gives a message on stderr naming file, record and key,
+and exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from autopar_opt.calibration.calibrate import CalibrationReport, calibrate_file, write_params
+from autopar_opt.calibration.reading.records import RunFileError
+
+
+def _fmt(x: float | None, spec: str = ".3g") -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def render_table(report: CalibrationReport, console: Console) -> None:
+    """Per-record table, skipped records with reasons, summary."""
+    table = Table(title=f"Cost model vs published runs ({report.path})")
+    for col in ("id", "kind", "predicted samples/s", "measured samples/s", "rel. error",
+                "mem pred GiB", "mem meas GiB"):
+        table.add_column(col, overflow="fold")
+    for c in report.comparisons:
+        table.add_row(c.id, c.kind, _fmt(c.predicted, ".4g"), _fmt(c.measured, ".4g"),
+                      f"{c.rel_error:+.1%}", _fmt(c.predicted_memory_gib, ".1f"),
+                      _fmt(c.measured_memory_gib, ".1f"))
+    console.print(table)
+    for c in report.comparisons:
+        if c.assumptions:
+            console.print(f"[dim]assumed[/dim] {c.id}: " + "; ".join(c.assumptions),
+                          highlight=False)
+    if report.memory_only:
+        mem = Table(title="Memory only (no published throughput; not in the throughput statistics)")
+        for col in ("id", "measure", "GPU", "mem pred GiB", "mem meas GiB", "rel. error"):
+            mem.add_column(col, overflow="fold")
+        for m in report.memory_only:
+            mem.add_row(m.id, m.measure, m.rank, _fmt(m.predicted_memory_gib, ".1f"),
+                        _fmt(m.measured_memory_gib, ".1f"), f"{m.memory_rel_error:+.1%}")
+        console.print(mem)
+    for rid, why in report.skipped:
+        console.print(f"[yellow]skipped[/yellow] {rid}: {why}")
+    s = report.summary()
+    console.print(
+        f"modeled {s['modeled']}/{s['total']} ({s['throughput_compared']} on throughput, "
+        f"{s['memory_only']} on memory only); |rel. error| median {_fmt(s['median_abs_rel_error'], '.1%')}, "
+        f"p90 {_fmt(s['p90_abs_rel_error'], '.1%')}, max {_fmt(s['max_abs_rel_error'], '.1%')}; "
+        f"memory compared on {s['memory_compared']} (median |rel. error| "
+        f"{_fmt(s['memory_median_abs_rel_error'], '.1%')})")
+
+
+def render_cross_validation(report: CalibrationReport, console: Console) -> None:
+    """Per-family leave-one-family-out table and the overall figures."""
+    table = Table(title="Leave-one-family-out: fit on the other families, predict this one")
+    for col in ("held-out family", "records", "trained on", "median |err|", "p90 |err|",
+                "max |err|", "params at a bound"):
+        table.add_column(col, overflow="fold")
+    for fam in report.cross_validation:
+        s = fam.summary()
+        table.add_row(fam.family, str(s["modeled"]), str(fam.trained_on),
+                      _fmt(s["median_abs_rel_error"], ".1%"), _fmt(s["p90_abs_rel_error"], ".1%"),
+                      _fmt(s["max_abs_rel_error"], ".1%"), ", ".join(fam.at_bound) or "-")
+    console.print(table)
+    s = report.summary()
+    console.print(f"leave-one-family-out over {len(report.lofo_comparisons())} records: median "
+                  f"|rel. error| {_fmt(s['lofo_median_abs_rel_error'], '.1%')}, p90 "
+                  f"{_fmt(s['lofo_p90_abs_rel_error'], '.1%')}, max "
+                  f"{_fmt(s['lofo_max_abs_rel_error'], '.1%')}")
+
+
+def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
+                      output: str | None = None, cross_validate: str | None = None) -> int:
+    """Compare (with ``fit`` refit and write to ``output``; with ``cross_validate``
+    validate out of sample) the cost model; returns the exit status."""
+    if fit and not output:
+        print("autopar calibrate: --fit writes the fitted parameters to a file you name: add "
+              "--output FILE (then point a spec's `cost_model:` at it)", file=sys.stderr)
+        return 2
+    if output and not fit:
+        print(f"autopar calibrate: --output {output}: only --fit writes a file (the fitted "
+              "parameters); add --fit, or drop --output to compare only", file=sys.stderr)
+        return 2
+    if fit:                                      # before the fit, not after it (issue 15)
+        from autopar_opt.core.files import check_output_file
+
+        problems = check_output_file(output, "--output", (runs_path,))
+        if problems:
+            print("autopar calibrate: " + "; ".join(p.format() for p in problems), file=sys.stderr)
+            return 2
+    if cross_validate is not None and cross_validate != "family":
+        print(f"autopar calibrate: --cross-validate {cross_validate!r} is not supported; the "
+              "only grouping is 'family' (leave one source family out)", file=sys.stderr)
+        return 2
+    try:
+        report = calibrate_file(runs_path, do_fit=fit, cross_validate=cross_validate is not None)
+    except RunFileError as exc:
+        print(f"autopar calibrate: {exc}", file=sys.stderr)
+        return 2
+    written = None
+    if fit:
+        if report.fit is None:
+            print(f"autopar calibrate: {runs_path}: no record could be modeled, nothing to fit",
+                  file=sys.stderr)
+            return 2
+        try:
+            written = write_params(report, output)
+        except OSError as exc:
+            print(f"autopar calibrate: --output {output}: cannot write ({exc.strerror or exc})",
+                  file=sys.stderr)
+            return 2
+    if json_output:
+        data = report.to_dict()
+        if written is not None:
+            data["written"] = str(written)
+        print(json.dumps(data, default=float))
+        return 0
+    console = Console(width=160)
+    render_table(report, console)
+    if report.cross_validation:
+        render_cross_validation(report, console)
+    if written is not None:
+        console.print(f"fitted {len(report.fit.free)} parameters; wrote {written}")
+        if report.fit.at_bound:
+            console.print(f"[yellow]at a bound of their physical range[/yellow]: "
+                          f"{', '.join(report.fit.at_bound)} (the model misses something there)")
+    return 0

@@ -1,0 +1,171 @@
+"""``autopar capacity SWEEP.yaml``: run a sweep, print or write the answers.
+
+Exit codes: 0 every scenario has a row (whatever its status), 2 bad input
+(sweep file, engine not installed), 4 some scenario's search raised (its
+message is printed; the others are stored), 130/143 interrupted by SIGINT/SIGTERM
+(:class:`~autopar_opt.core.interrupts.InterruptGuard`: a signal whose exception
+was swallowed, e.g. inside a weakref callback, still stops the sweep at the
+next finished scenario; finished scenarios are stored; running the same
+command again resumes). Output files are written
+atomically and only after the sweep finished.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+from rich.table import Table
+
+from autopar_opt.capacity.answers import cheapest
+from autopar_opt.capacity.engines import ENGINES, EngineUnavailable
+from autopar_opt.capacity.run import build_capacity_document, csv_text, entries_of, run_sweep
+from autopar_opt.capacity.store import ResultStore, default_store_path
+from autopar_opt.capacity.sweep import Sweep, load_sweep
+from autopar_opt.core.interrupts import InterruptGuard, exit_code
+from autopar_opt.cli.solve import write_atomic
+
+EXIT_INTERRUPTED = 130
+#: Some scenario's search raised (e.g. its solver is not installed); the others are stored.
+EXIT_ERRORS = 4
+
+
+def _error(message: str) -> None:
+    """One unwrapped line on stderr (a message to act on, not a display)."""
+    sys.stderr.write(message + "\n")
+
+
+def _interval(pair: list, fmt: str) -> str:
+    lo, hi = pair
+    if lo is None and hi is None:
+        return "-"
+    show = lambda x: "?" if x is None else format(x, fmt)
+    return f"{show(lo)} - {show(hi)}"
+
+
+def _summary(doc: dict[str, Any], console: Console) -> None:
+    cur = doc["planning"]["prices"]["currency"]
+    table = Table("scenario", "status", "gap", "days", f"cost ({cur})", "meets", box=None)
+    for e in doc["scenarios"]:
+        gap = "-" if e["gap"] is None else f"{100 * e['gap']:.2f}%"
+        table.add_row(e["id"], e["status"], gap, _interval(e["time_to_train_days"], ".1f"),
+                      _interval(e["cost"], ",.0f"), e["meets"])
+    console.print(table)
+    ans = doc["answers"]
+    console.print(f"[bold]requirement:[/] {ans['requirement']}")
+    console.print(f"[bold]cheapest:[/] {ans['cheapest_meeting_requirement']['statement']}")
+    for device, a in ans["fewest_gpus_per_device"].items():
+        console.print(f"[bold]fewest {device}:[/] {a['statement']}")
+    console.print(f"[bold]Pareto:[/] {ans['pareto_time_cost']['statement']}")
+    run = doc["run"]
+    console.print(f"{len(doc['scenarios'])} scenarios ({run['computed']} solved, {run['reused']} "
+                  f"from the store {run['store']}) in {doc['wall_time_s']:.1f} s")
+
+
+def _progress_text(sweep: Sweep, rows: dict) -> str:
+    entries = entries_of(sweep, rows)
+    best = cheapest(entries, sweep.planning) if entries else None
+    if not best or best["scenario"] is None:
+        return "no scenario proven to meet the requirement yet"
+    cost = best["cost"][1]
+    return f"cheapest so far: {best['scenario']} ({cost:,.0f} {sweep.planning.prices.currency})"
+
+
+def _write_outputs(doc: dict[str, Any], rows: dict, out: Path) -> None:
+    """capacity.json, capacity.csv, every scenario's plan.json + report.html, capacity.html."""
+    from autopar_opt.reports.capacity import write_capacity_report
+
+    for entry in doc["scenarios"]:
+        folder = out / "scenarios" / entry["id"]
+        row = rows[entry["id"]]
+        if row["document"] is None:            # the search raised: nothing to report
+            entry["report"] = None
+            continue
+        write_atomic(folder / "plan.json", json.dumps(row["document"], indent=2) + "\n")
+        write_atomic(folder / "report.html", row["report_html"])
+        entry["report"] = f"scenarios/{entry['id']}/report.html"
+    write_atomic(out / "capacity.json", json.dumps(doc, indent=2) + "\n")
+    write_atomic(out / "capacity.csv", csv_text(doc))
+    write_capacity_report(doc, out / "capacity.html")
+
+
+def capacity_command(sweep_path: str, engine: str = "local", workers: int | None = None,
+                     out_dir: str | None = None, json_output: bool = False, quiet: bool = False,
+                     store_path: str | None = None) -> int:
+    """Run the whole job for one sweep file; returns the process exit code."""
+    err = Console(stderr=True)
+    if engine not in ENGINES:
+        _error(f"error: --engine {engine!r} is not one of {', '.join(ENGINES)}; use --engine local "
+               "(default) or --engine ray")
+        return 2
+    if workers is not None and workers < 1:
+        _error(f"error: --workers {workers} must be at least 1; omit it to use every available core")
+        return 2
+    t0 = time.perf_counter()
+    out = Path(out_dir) if out_dir else None
+    store_file = Path(store_path) if store_path else (out / "capacity.sqlite" if out
+                                                      else default_store_path())
+    from autopar_opt.cli import options as opt
+    from autopar_opt.core.files import check_output_dir, check_output_file
+
+    opt.raise_if_any([*(check_output_dir(out_dir, "--out", ("capacity.json", "capacity.csv",
+                                                             "capacity.html"))
+                        if out_dir is not None else []),
+                      *check_output_file(store_file if store_path is None else store_path,
+                                         "the store" if store_path is None else "--store")])
+    sweep = load_sweep(sweep_path)          # SpecError: exit 2 through the CLI's guard
+    show = not (quiet or json_output)
+    try:
+        ResultStore(store_file).close()
+    except (OSError, sqlite3.Error) as exc:     # not an SQLite file, unwritable, ...
+        _error(f"error: cannot use the results store {store_file} ({exc}); name another file "
+               "with --store")
+        return 2
+    with ResultStore(store_file) as store, Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("ETA"), TimeRemainingColumn(), console=err, disable=not show, transient=True) as bar:
+        task = bar.add_task("capacity sweep", total=len(sweep.scenarios))
+
+        def progress(done: int, total: int, rows: dict) -> None:
+            bar.update(task, completed=done, description=_progress_text(sweep, rows))
+            if guard.interrupted:      # the raise was lost (e.g. inside a weakref callback)
+                raise KeyboardInterrupt
+        try:
+            with InterruptGuard(raise_as=KeyboardInterrupt) as guard:
+                run = run_sweep(sweep, store, engine, workers, progress)
+        except EngineUnavailable as exc:
+            _error(f"error: {exc}")
+            return 2
+        except KeyboardInterrupt:
+            bar.stop()
+            _error(f"interrupted: {store.count()} scenario results are stored in {store_file}; "
+                   "run the same command again to resume (finished scenarios are not recomputed)")
+            return exit_code(guard.signum) if guard.signum is not None else EXIT_INTERRUPTED
+    run.wall_time_s = time.perf_counter() - t0
+    doc = build_capacity_document(sweep, run, engine, workers, str(store_file))
+    if out is not None:
+        try:
+            _write_outputs(doc, run.rows, out)
+        except OSError as exc:
+            _error(f"error: cannot write to {out} ({exc})")
+            return 2
+    if json_output:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    elif not quiet:
+        _summary(doc, Console())
+        if out is not None:
+            Console().print(f"wrote {out / 'capacity.html'}, capacity.csv, capacity.json and "
+                            f"the plan reports under {out / 'scenarios'}")
+    if run.errors:
+        first = run.rows[run.errors[0]]["reason"]
+        _error(f"error: {len(run.errors)} scenario(s) failed and were not stored (first: "
+               f"{run.errors[0]}: {first}); fix the cause and run again")
+        return EXIT_ERRORS
+    return 0

@@ -1,0 +1,119 @@
+"""``autopar export PLAN_JSON --to megatron|torchtitan|deepspeed [-o FILE]``.
+
+Sits above :mod:`autopar_opt.export` and :mod:`autopar_opt.spec` (it reads the
+spec a plan was solved from), so neither of those imports the other's CLI.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from autopar_opt.export import TARGETS, ExportError, export_plan
+from autopar_opt.spec.doc_kinds import PEER_FORMATS, is_capacity, is_placement, peer_format
+from autopar_opt.ir.plan import Plan
+
+
+def _fail(message: str) -> int:
+    typer.echo(message, err=True)
+    return 2
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file and rename (the shared writer: never a
+    half-written output, the same umask-respecting mode as every output)."""
+    from autopar_opt.core.files import write_atomic
+    write_atomic(path, text)
+
+
+def export_command(plan_json: str, target: str, output: str | None, spec_path: str | None) -> int:
+    """Load the plan and its spec, export, write atomically; returns the exit code."""
+    from autopar_opt.spec import load_spec
+
+    from autopar_opt.core.files import check_output_file
+
+    if target not in TARGETS:
+        return _fail(f"--to {target!r}: unknown target; use one of {', '.join(TARGETS)}")
+    from autopar_opt.spec.inputs import spec_input_files
+
+    spec_inputs = spec_input_files(spec_path) if spec_path and "\x00" not in spec_path \
+        and Path(spec_path).is_file() else (spec_path,)
+    problems = check_output_file(output, "--output", (plan_json, *spec_inputs)) \
+        if output is not None else []
+    if problems:                                   # before any work (issue 15)
+        return _fail("; ".join(p.format() for p in problems))
+    path = Path(plan_json)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:     # JSONDecodeError is a ValueError
+        return _fail(f"{path}: cannot read the plan JSON ({exc}); give the plan.json "
+                     "written by `autopar solve --out DIR`")
+    peer = peer_format(doc)
+    if peer:
+        name, parts = PEER_FORMATS[peer]
+        return _fail(f"{path}: the plan.json of a {name} peer problem: its plan is {parts}, "
+                     f"not a model's layers and degrees, so it has no --to {target} export; see "
+                     f"it with `autopar report {path} -o report.html`")
+    if is_placement(doc):
+        return _fail(f"{path}: a placement.json of `autopar place`: operator-graph nodes on "
+                     f"devices, not a training plan of a model, so it has no --to {target} export; "
+                     f"see it with `autopar report {path} -o report.html`")
+    if is_capacity(doc):
+        return _fail(f"{path}: a capacity.json of `autopar capacity`: a sweep of scenarios, each "
+                     "with its own plan; export one of them: its plan.json is under "
+                     f"{path.parent / 'scenarios'}/ID/ (ID = the scenario's id)")
+    if isinstance(doc, dict) and doc.get("plan") is None and doc.get("status") is not None:
+        why = doc.get("infeasibility") if isinstance(doc.get("infeasibility"), dict) else {}
+        advice = why.get("advice") if isinstance(why.get("advice"), list) else []
+        return _fail(f"{path}: no plan to export: the solve ended {doc['status']!r}"
+                     + (f" ({why['reason']})" if why.get("reason") else "")
+                     + "; " + (str(advice[0]) if advice else "give the search more devices, "
+                               "ZeRO levels or recomputation, or more time, and solve again"))
+    if not isinstance(doc, dict) or not isinstance(doc.get("plan"), dict):
+        return _fail(f"{path}: no 'plan' in this file (the solve found none, or it is not a "
+                     "plan.json of `autopar solve`)")
+    spec_doc = doc.get("spec")      # solve: {"path": ...}; estimate --json: the path itself
+    spec_file = spec_path or (spec_doc.get("path") if isinstance(spec_doc, dict) else spec_doc)
+    if spec_path and ("\x00" in spec_path or not Path(spec_path).is_file()):
+        what = "a directory" if "\x00" not in spec_path and Path(spec_path).is_dir() \
+            else "no such file"
+        return _fail(f"--spec {spec_path!r}: {what}; give the spec file the plan was solved "
+                     "(or estimated) from")
+    if not isinstance(spec_file, str) or not spec_file or "\x00" in spec_file \
+            or not Path(spec_file).is_file():
+        return _fail(f"{path}: the spec it was solved from ({spec_file!r}) is not readable; "
+                     "pass it with --spec SPEC")
+    problems = check_output_file(output, "--output", spec_input_files(spec_file)) \
+        if output is not None else []
+    if problems:           # the spec named inside plan.json, or a file that spec includes
+        return _fail("; ".join(p.format() for p in problems))
+    from autopar_opt.ir.pipeline import PlanError, validate_plan
+
+    spec = load_spec(spec_file)
+    try:
+        plan = Plan.from_dict(doc["plan"])
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        return _fail(f"{path}: the 'plan' entry is malformed ({exc!r})")
+    try:
+        validate_plan(plan, spec.graph, spec.cluster, spec.training)
+    except PlanError as exc:      # the plan was solved from another spec (or edited)
+        return _fail(f"invalid plan: {path}: the plan does not fit the spec {spec_file} ({exc}); pass the "
+                     "spec it was solved from with --spec SPEC")
+    try:
+        result = export_plan(plan, spec.graph, spec.cluster, spec.training, target)
+    except ExportError as exc:
+        return _fail(f"{path}: {exc}\n(fix: solve again with --runnable-by {target}, which "
+                     "searches only plans this framework can run)")
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
+    if output:
+        try:
+            _write_atomic(Path(output), result.text)
+        except OSError as exc:
+            return _fail(f"--output {output}: cannot write ({exc.strerror or exc}); "
+                         "choose a file in a directory you can write to")
+    else:
+        typer.echo(result.text, nl=False)
+    return 0

@@ -1,0 +1,121 @@
+"""``autopar model SPEC_OR_CONFIG``: what a model import built.
+
+Lets a user check an import against the model card: layers by kind, total
+and active parameter counts (MoE: a token uses ``top_k`` of the routed
+experts), per-layer FLOPs and activation bytes per sample.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from autopar_opt.ir.graph import LayerGraph, LayerKind
+
+#: Sequence length used for a bare config.json when none is given.
+DEFAULT_SEQ_LEN = 4096
+
+
+def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
+    """The graph of a spec file, or of a Hugging Face config (file or directory).
+
+    Returns the graph and a note on where its sequence length came from.
+    Raises :class:`~autopar_opt.spec.SpecError` for a bad spec and
+    :class:`~autopar_opt.model_zoo.hf_config.HfConfigError` for a bad config.
+    """
+    from autopar_opt.model_zoo.hf_config import build_hf_graph, load_hf_config
+
+    p = Path(path)
+    if p.is_dir() or (p.suffix == ".json" and _is_hf_config(p)):
+        config, origin = load_hf_config(p)
+        s = seq_len or DEFAULT_SEQ_LEN
+        note = f"seq_len {s}" + ("" if seq_len else " (default; --seq-len to change)")
+        return build_hf_graph(config, s, origin=str(origin)), note
+    from autopar_opt.spec import load_spec
+
+    spec = load_spec(p)
+    if seq_len is not None:         # else silently ignored: the spec's own length is used
+        from autopar_opt.cli.options import raise_if_any
+        from autopar_opt.core.files import COMMAND_LINE
+        from autopar_opt.core.errors import SpecProblem
+
+        raise_if_any([SpecProblem(COMMAND_LINE, "--seq-len", seq_len, f"applies to a bare "
+                                  f"config.json; {path} is a spec (its sequence length is "
+                                  f"{spec.graph.seq_len})", "set training.seq_len in the spec, "
+                                  "or drop --seq-len")])
+    return spec.graph, f"seq_len {spec.graph.seq_len} (from the spec)"
+
+
+def _is_hf_config(path: Path) -> bool:
+    from autopar_opt.core.limits import check_file_size
+
+    if check_file_size(path) is not None:
+        return True        # load_hf_config reports the size limit
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and "model_type" in data
+
+
+def _kind(layer: Any) -> str:
+    return layer.kind.value if isinstance(layer.kind, LayerKind) else str(layer.kind)
+
+
+def model_summary(graph: LayerGraph) -> dict[str, Any]:
+    """A JSON-able summary: name, layers, by-kind counts, total/active params.
+
+    ``params_active`` counts every parameter a token uses, embedding table
+    included (the Mixtral/Qwen convention); ``params_active_no_embedding``
+    leaves out the input embedding lookups (DeepSeek's convention).
+    """
+    layers, by_kind = [], {}
+    for layer in graph.layers:
+        kind = _kind(layer)
+        entry = by_kind.setdefault(kind, {"count": 0, "params": 0, "params_active": 0.0})
+        entry["count"] += 1
+        entry["params"] += layer.params
+        entry["params_active"] += layer.active_params
+        row = {"name": layer.name, "kind": kind, "params": layer.params,
+               "params_active": layer.active_params, "flops_fwd": layer.flops_fwd,
+               "flops_bwd": layer.flops_bwd, "act_bytes": layer.act_bytes}
+        if layer.is_moe:
+            row.update(num_experts=layer.num_experts, top_k=layer.top_k,
+                       expert_params=layer.expert_params, expert_load=layer.expert_load)
+        layers.append(row)
+    embed = sum(layer.params for layer in graph.layers if layer.kind is LayerKind.embedding)
+    return {"name": graph.name, "source": graph.source, "seq_len": graph.seq_len,
+            "is_chain": graph.is_chain(), "layers": layers, "by_kind": by_kind,
+            "params_total": graph.total_params(), "params_active": graph.active_params(),
+            "params_active_no_embedding": graph.active_params() - embed,
+            "flops_per_sample": graph.flops_per_sample()}
+
+
+def _fmt(x: float) -> str:
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3f} {unit}"
+    return f"{x:.0f}"
+
+
+def summary_lines(summary: dict[str, Any], note: str) -> list[str]:
+    """Human-readable lines of :func:`model_summary`."""
+    s = summary
+    lines = [f"model:   {s['name']}  ({len(s['layers'])} layers, {note})",
+             f"source:  {s['source']}",
+             f"params:  total {_fmt(s['params_total'])}, active per token "
+             f"{_fmt(s['params_active'])} (without input embedding "
+             f"{_fmt(s['params_active_no_embedding'])})",
+             f"FLOPs per sample (fwd+bwd): {_fmt(s['flops_per_sample'])}", "", "layers by kind:"]
+    for kind, e in s["by_kind"].items():
+        lines.append(f"  {kind:18s} x{e['count']:<4d} params {_fmt(e['params']):>12s}"
+                     f"   active {_fmt(e['params_active']):>12s}")
+    lines += ["", f"  {'layer':10s} {'kind':18s} {'params':>12s} {'FLOPs fwd':>12s} "
+              f"{'act bytes':>12s}  experts"]
+    for row in s["layers"]:
+        moe = (f"{row['top_k']}/{row['num_experts']} (load {row['expert_load']:g})"
+               if "num_experts" in row else "")
+        lines.append(f"  {row['name']:10s} {row['kind']:18s} {_fmt(row['params']):>12s} "
+                     f"{_fmt(row['flops_fwd']):>12s} {_fmt(row['act_bytes']):>12s}  {moe}")
+    return lines

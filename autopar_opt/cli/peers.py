@@ -1,0 +1,152 @@
+"""``autopar solve SPEC`` for a spec with ``problem:``: solve, certify, write, print.
+
+The document has the keys of our own ``plan.json`` that describe a result
+(``status``, ``plan``, ``certificate`` with ``primal``, ``lower_bound``,
+``gap``, ``exact``, ``status``; ``solver`` with ``wall_time_s``), with the
+plan in the peer's terms. Exit codes as for every solve: 0 plan found,
+2 bad input, 3 proven infeasible, 4 no plan within the limits.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from autopar_opt import __version__
+from autopar_opt.peers.outcome import PeerOutcome
+from autopar_opt.peers.pase.format import pase_objective
+from autopar_opt.peers.spec import PeerSpec
+from autopar_opt.core.result import Termination, relative_gap
+
+EXIT = {"optimal": 0, "feasible": 0, "infeasible": 3, "no_plan": 4}
+
+
+def json_float(x: float | None) -> float | str | None:
+    """JSON has no infinity: ±inf as the strings "inf"/"-inf" (as in our own plan.json)."""
+    if x is None:
+        return None
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return float(x)
+
+
+def solve_peer(spec: PeerSpec, solver: str, time_limit_s: float, rel_gap: float) -> PeerOutcome:
+    """Run ``solver`` (``dp`` or a MIP backend) on the spec's instance."""
+    if spec.format == "pase":
+        from autopar_opt.peers.pase.solve import solve_pase_dp, solve_pase_mip
+        if solver == "dp":
+            return solve_pase_dp(spec.instance, time_limit_s)
+        return solve_pase_mip(spec.instance, solver, time_limit_s, min(rel_gap, 1e-9))
+    if solver == "dp":
+        from autopar_opt.peers.piper.dp import solve_piper_dp
+        return solve_piper_dp(spec.instance, time_limit_s)
+    from autopar_opt.peers.piper.milp import solve_piper_mip
+    return solve_piper_mip(spec.instance, solver, time_limit_s, min(rel_gap, 1e-9))
+
+
+def _status(res: PeerOutcome, rel_gap: float) -> str:
+    if res.termination is Termination.infeasible:
+        return "infeasible"
+    if res.primal is None:
+        return "no_plan"
+    return "optimal" if res.gap <= rel_gap + 1e-12 else "feasible"
+
+
+def plan_dict(spec: PeerSpec, solution: Any) -> dict | None:
+    """The plan in the peer's terms (file ids and TMPC ids for Piper; indices and splits for PaSE)."""
+    if solution is None:
+        return None
+    inst = spec.instance
+    if spec.format == "pase":
+        return {"vertices": [{"id": v, "name": inst.names[v], "config": int(c), "split": inst.configs[v][c]}
+                             for v, c in enumerate(solution)]}
+    from autopar_opt.peers.piper.evaluate import evaluate_piper
+    metrics = evaluate_piper(inst, solution)
+    stages = []
+    for st, m in zip(solution.stages, metrics.stages):
+        stages.append({"nodes": [inst.ids[v] for v in st.nodes], "d": st.d, "t": st.t,
+                       "tmpcs": [inst.tmpcs[st.t][v][k].name for v, k in zip(st.nodes, st.tmpc)],
+                       "tps": m.tps, "y": m.y, "memory_bytes": m.memory_bytes})
+    return {"stages": stages, "devices_used": metrics.devices, "tps": metrics.tps}
+
+
+def _price_given(spec: PeerSpec, optimum: float | None) -> dict | None:
+    if spec.plan is None:
+        return None
+    if spec.format == "pase":
+        value, feasible = pase_objective(spec.instance, spec.plan), True
+    else:
+        from autopar_opt.peers.piper.evaluate import PiperPlanError, evaluate_piper
+        try:
+            m = evaluate_piper(spec.instance, spec.plan)
+        except PiperPlanError as exc:
+            return {"valid": False, "reason": str(exc)}
+        value, feasible = m.tps, m.feasible
+    out = {"valid": True, "value": value, "fits_memory": feasible}
+    if optimum is not None and feasible:
+        out["above_optimum"] = json_float((value - optimum) / optimum if optimum else 0.0)
+    return out
+
+
+def build_peer_document(spec: PeerSpec, res: PeerOutcome, solver: str, time_limit_s: float,
+                        rel_gap: float) -> dict:
+    """The JSON document of a peer solve (see module docstring)."""
+    status = _status(res, rel_gap)
+    inst = spec.instance
+    size = ({"vertices": inst.n, "edges": len(inst.edges)} if spec.format == "pase"
+            else {"nodes": inst.n, "edges": len(inst.edges), "tensor_degrees": inst.degrees})
+    return {
+        "schema_version": 1,
+        "tool": {"name": "autopar-opt", "version": __version__},
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "spec": {"path": str(spec.path), "problem": {"format": spec.format, "name": inst.name,
+                                                      **spec.settings, **size}},
+        "status": status,
+        "plan": plan_dict(spec, res.solution),
+        "certificate": {"primal": json_float(res.primal), "lower_bound": json_float(res.lower_bound),
+                        "gap": json_float(relative_gap(res.primal, res.lower_bound)),
+                        "exact": res.primal is not None and math.isfinite(res.lower_bound)
+                        and res.lower_bound <= res.primal * (1 + 1e-9),
+                        "status": status, "method": res.method, "message": res.message},
+        "solver": {"name": solver, "version": res.solver_version or f"autopar-dp {__version__}",
+                   "time_limit_s": time_limit_s, "rel_gap": rel_gap,
+                   "wall_time_s": round(res.wall_time_s, 4), "stats": res.stats},
+        "wall_time_s": round(res.wall_time_s, 4),
+        "given_plan": _price_given(spec, res.primal),
+    }
+
+
+def peer_solve_command(spec: PeerSpec, solver: str | None, time_limit_s: float | None,
+                       gap: float | None, out_dir: str | None, json_output: bool, quiet: bool) -> int:
+    """The whole ``solve`` job for a peer spec; returns the exit code.
+
+    The report renderer (jinja2) is imported only when ``--out`` asks for a
+    report: it is not needed for the JSON or the summary (start-up, issue 18;
+    importing the full report module for ``write_atomic`` loaded matplotlib)."""
+    from autopar_opt.core.files import write_atomic
+    name = solver or spec.solver.name
+    limit = time_limit_s if time_limit_s is not None else spec.solver.time_limit_s
+    rel = gap if gap is not None else spec.solver.rel_gap
+    res = solve_peer(spec, name, limit, rel)
+    doc = build_peer_document(spec, res, name, limit, rel)
+    text = json.dumps(doc, indent=2)
+    if out_dir:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        from autopar_opt.reports.peer import write_peer_report
+
+        write_atomic(Path(out_dir) / "plan.json", text + "\n")
+        write_peer_report(doc, Path(out_dir) / "report.html")
+    if json_output:
+        sys.stdout.write(text + "\n")
+    elif not quiet:
+        cert = doc["certificate"]
+        print(f"{doc['spec']['problem']['format']} {doc['spec']['problem']['name']}: {doc['status']} "
+              f"primal {cert['primal']} lower bound {cert['lower_bound']} gap {cert['gap']} "
+              f"({res.method}, {res.wall_time_s:.2f} s)")
+        if doc["given_plan"]:
+            print(f"  given plan: {doc['given_plan']}")
+    return EXIT[doc["status"]]

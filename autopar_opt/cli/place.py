@@ -1,0 +1,225 @@
+"""``autopar place SPEC``: solve, print (text or ``--json``), write placement.json + report."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import typer
+
+from autopar_opt.placement.evaluate import evaluate_placement
+from autopar_opt.placement.solve import PlacementResult, solve_placement
+
+
+def _baselines(result: PlacementResult, expert_path: str | None) -> list[dict]:
+    from autopar_opt.placement.condense import condense
+    from autopar_opt.placement.heuristics import single_device, topo_split
+    p = result.problem
+    cond = condense(p, fuse_cycles=True)
+    rows = []
+    for name, unit_dev in (("everything on one device", single_device(cond)[1]),
+                           ("greedy topological split", topo_split(cond)[1])):
+        val = None
+        if unit_dev is not None:
+            m = evaluate_placement(p, cond.expand(unit_dev), objective=result.objective)
+            val = m.value if m.feasible and np.isfinite(m.value) else None
+        rows.append({"name": name, "value": val})
+    if expert_path:
+        from autopar_opt.placement.importers.public_json import load_expert_split
+        m = evaluate_placement(p, load_expert_split(expert_path, p), objective=result.objective)
+        rows.append({"name": f"human expert ({Path(expert_path).name})",
+                     "value": m.value if np.isfinite(m.value) else None,
+                     "violations": m.violations})
+    return rows
+
+
+def placement_document(result: PlacementResult, expert_path: str | None) -> dict:
+    """Everything placement.json holds (the report renders from it)."""
+    p = result.problem
+    doc = result.to_dict()
+    caps = [dt.memory_bytes for dt in p.devices()]
+    for row, cap in zip(doc["devices"], caps):
+        row["capacity_bytes"] = cap if np.isfinite(cap) else None
+    doc.update(num_nodes=p.num_nodes, num_edges=int(len(p.edges)),
+               devices_text=", ".join(f"{dt.count} x {dt.name}" for dt in p.device_types),
+               baselines=_baselines(result, expert_path),
+               bound_source=_bound_source(result))
+    if result.metrics is not None and result.assignment is not None:
+        doc["metrics"] = result.metrics.to_dict()
+        labels = p.device_labels()
+        cuts = []
+        cons = p.consumers()
+        for u in result.metrics.cut_nodes:
+            readers = sorted({labels[int(d)] for d in result.assignment[cons[u]]}
+                             - {labels[int(result.assignment[u])]})
+            cuts.append({"name": p.node_names[u], "id": p.node_ids[u],
+                         "device": labels[int(result.assignment[u])],
+                         "readers": ", ".join(readers), "cost": float(p.comm[u])})
+        doc["cut_edges"] = cuts
+    return doc
+
+
+def _bound_source(result: PlacementResult) -> str:
+    if result.objective == "latency":
+        milp = (" and the MILP dual bound (branch and bound)" if result.method.startswith("milp")
+                else "")
+        return ("Latency lower bound: the best of the critical path (cheapest times, free "
+                "transfers) and a DP that segments long paths into blocks (memory forces cuts, "
+                "each cut pays its transfer on both sides)" + milp + ". Incumbent: the best of "
+                "the baselines and the DP over ideals that minimises the sum of the block loads.")
+    if result.method == "dp":
+        return ("Exact DP over the ideals of the condensed graph (colour classes, backward nodes "
+                "with their forward class, and chain edges whose cut is provably dominated "
+                "merged; every contiguous placement is a chain of ideals): the value is the "
+                "optimum.")
+    if result.method.startswith("milp"):
+        return ("MILP dual bound (branch and bound), combined with the LP bound that drops "
+                "communication and divides work freely.")
+    return ("Lower bound from the relaxation (communication dropped, work divisible); the "
+            "value is the best heuristic placement.")
+
+
+def _json_summary(doc: dict) -> dict:
+    keys = ("objective", "value", "lower_bound", "gap", "status", "wall_time_s", "method",
+            "instance", "contiguous", "num_nodes")
+    out = {k: doc[k] for k in keys}
+    out["devices"] = [{k: d[k] for k in ("device", "nodes", "load", "memory_bytes")}
+                      for d in doc["devices"]]
+    det = doc.get("details", {})
+    out["details"] = {k: det[k] for k in ("units", "coarsening", "ideals", "ideal_pairs", "dp_time_s",
+                                          "lp_bound", "dp_skipped", "path", "latency_bounds",
+                                          "serial_dp_value", "serial_dp", "milp_start",
+                                          "milp_status", "milp_bound", "milp_time_s",
+                                          "contiguous_optimum") if k in det}
+    return out
+
+
+def keep_better(result: PlacementResult, found) -> PlacementResult:
+    """The searcher's plan (already priced by evaluate_placement) replaces the exact
+    side's when strictly better (the exact side ran out of time); the proven
+    lower bound stays, the status follows the new gap."""
+    import dataclasses
+
+    from autopar_opt.core.result import relative_gap
+    from autopar_opt.placement.evaluate import evaluate_placement
+
+    if not (found is not None and found.feasible and found.value < result.value * (1 - 1e-12)):
+        return result
+    assign = np.asarray(found.plan["assignment"], dtype=np.int64)
+    metrics = evaluate_placement(result.problem, assign, objective=result.objective,
+                                 contiguous=result.contiguous)
+    gap = relative_gap(metrics.value, result.lower_bound)
+    return dataclasses.replace(result, value=metrics.value, assignment=assign, metrics=metrics,
+                               status="optimal" if gap <= 1e-6 else "feasible",
+                               method=f"{result.method} + {found.name} plan (warm start)")
+
+
+def place_command(spec_path: str, solver: str | None, objective: str | None,
+                  contiguous: bool | None, time_limit_s: float | None, out_dir: str | None,
+                  json_output: bool, expert: str | None, gap: float | None = None,
+                  searcher=None) -> int:
+    """The body of ``autopar place`` (errors become exit code 2 in the caller).
+
+    ``searcher`` (an :class:`autopar_opt.learn.harness.SearcherHook`, passed in
+    by the CLI) runs first on the max-load problem; its plan is kept when the
+    exact side ends worse, and the document gains a ``searcher`` entry (value,
+    proven bound, gap, optimum when proven)."""
+    from autopar_opt.cli import options as opt
+    from autopar_opt.core.files import COMMAND_LINE, check_output_dir
+    from autopar_opt.placement.importers.spec import load_placement
+    from autopar_opt.core.errors import SpecProblem
+    limit = time_limit_s if time_limit_s is not None and math.isfinite(time_limit_s) else math.inf
+    opt.raise_if_any([*opt.check_time_limit(time_limit_s),
+                      *(opt.check_budget(searcher.budget_s, limit) if searcher else []),
+                      *(check_output_dir(out_dir, "--out", ("placement.json", "report.html"))
+                        if out_dir is not None else [])])           # before any work (issue 15)
+    if searcher is not None:      # inside the time limit, as solve's (before: 100 s under 5)
+        import dataclasses
+        searcher = dataclasses.replace(searcher, budget_s=opt.searcher_budget(searcher.budget_s,
+                                                                             limit))
+    problem, options = load_placement(spec_path)
+    if expert:                          # read (and checked) before the search, not after it
+        from autopar_opt.placement.importers.public_json import load_expert_split
+        load_expert_split(expert, problem)
+    objective = objective or options.get("objective", "max-load")
+    if objective not in ("max-load", "latency"):
+        raise opt.OptionError([SpecProblem(COMMAND_LINE, "--objective", objective,
+                                     "must be max-load or latency", "use --objective max-load")])
+    cont = contiguous if contiguous is not None else bool(options.get("contiguous", True))
+    if objective == "latency" and not cont:
+        raise opt.OptionError([SpecProblem(COMMAND_LINE, "--no-contiguous", True,
+                                     "the latency model runs each device's nodes as one block, "
+                                     "which needs contiguous parts", "use --contiguous")])
+    from autopar_opt.solvers.registry import BACKENDS
+    name = (solver or "auto").lower()
+    if name not in ("auto", *BACKENDS):
+        raise opt.OptionError([SpecProblem(COMMAND_LINE, "--solver", solver,
+                                     f"unknown solver; choose auto, {', '.join(BACKENDS)}",
+                                     "use --solver highs")])
+    opt.raise_if_any(opt.check_solver_available(name))     # before the search, not mid-run
+    if gap is not None and not 0 <= gap < 1:
+        raise opt.OptionError([SpecProblem(COMMAND_LINE, "--gap", gap, "must be in [0, 1)",
+                                     "use e.g. --gap 0.01 for 1%")])
+    found = None
+    if searcher is not None:
+        if objective != "max-load":
+            raise opt.OptionError([SpecProblem(COMMAND_LINE, "--searcher", searcher.name,
+                                         "the searchers optimise max-load only",
+                                         "use --objective max-load, or drop --searcher")])
+        from rich.console import Console
+
+        found = searcher.run_placement(problem, cont, Console(stderr=True))
+        if found is None:
+            return 2
+    result = solve_placement(problem, objective=objective, contiguous=cont, solver=name,
+                             time_limit_s=time_limit_s, rel_gap=1e-6 if gap is None else gap)
+    result = keep_better(result, found)
+    doc = placement_document(result, expert)
+    if found is not None:
+        optimum = result.value if result.status == "optimal" else None
+        doc["searcher"] = searcher.block(found, result.lower_bound, optimum)
+    if out_dir:
+        try:
+            _write_outputs(doc, Path(out_dir))
+        except OSError as exc:
+            typer.echo(f"error: cannot write to {out_dir} ({exc})", err=True)
+            return 2
+    if json_output:
+        summary = _json_summary(doc)
+        if "searcher" in doc:
+            summary["searcher"] = doc["searcher"]
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        typer.echo(_text(doc))
+        if "searcher" in doc:
+            from rich.console import Console
+
+            searcher.summary(doc["searcher"], Console())
+    return 0
+
+
+def _write_outputs(doc: dict, out: Path) -> None:
+    from autopar_opt.reports.placement import render_placement_html
+    html = render_placement_html(doc)                 # render first: no half-written output
+    from autopar_opt.core.files import write_atomic
+    for name, text in (("placement.json", json.dumps(doc, indent=2)), ("report.html", html)):
+        write_atomic(out / name, text)     # temp + rename, umask-respecting mode
+
+
+def _text(doc: dict) -> str:
+    fmt = lambda x: "-" if x is None else f"{x:.6g}"  # noqa: E731
+    gap = "-" if doc["gap"] is None else f"{100 * doc['gap']:.4g} %"
+    lines = [f"instance:     {doc['instance']} ({doc['num_nodes']} nodes; {doc['devices_text']})",
+             f"objective:    {doc['objective']} ({'contiguous' if doc['contiguous'] else 'non-contiguous'})",
+             f"value:        {fmt(doc['value'])}",
+             f"lower bound:  {fmt(doc['lower_bound'])}",
+             f"gap:          {gap}",
+             f"status:       {doc['status']} ({doc['method']}, {doc['wall_time_s']:.3f} s)"]
+    for d in doc["devices"]:
+        lines.append(f"  {d['device']:>14}: {len(d['nodes']):6d} nodes  load {d['load']:.6g}  "
+                     f"memory {d['memory_bytes']:.4g} B")
+    for b in doc["baselines"]:
+        lines.append(f"baseline {b['name']}: {fmt(b['value'])}")
+    return "\n".join(lines)

@@ -1,0 +1,405 @@
+"""``autopar solve``: search, certify, write plan.json (+ report.html), summarise.
+
+Exit codes: 0 plan found, 2 bad input, 3 proven infeasible, 4 no plan within
+the limits, 130/143 stopped by SIGINT/SIGTERM (plan.json and the report are
+still written, with the incumbent, its bound and status ``interrupted``).
+
+Every option is checked before any work (:mod:`autopar_opt.cli.options`,
+:mod:`autopar_opt.core.files`); the time limit is a wall-clock budget for the
+whole command (:mod:`autopar_opt.cli.budget`): the search gets what is left after
+reading the spec, minus a share for the baselines and a reserve for writing
+the outputs, priced for the largest plan the search space allows
+(:mod:`autopar_opt.reports.cost`). Outputs are written atomically (temporary file + rename), with
+the same umask-respecting permissions.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from typing import TYPE_CHECKING, Any
+
+from autopar_opt.cli.budget import Budget
+from autopar_opt.core.interrupts import InterruptGuard, exit_code
+from autopar_opt.core.files import write_atomic
+from autopar_opt.search.baselines import all_baselines, table_baselines
+from autopar_opt.search.document import build_document
+from autopar_opt.search.engine import SearchOptions, run_search
+
+if TYPE_CHECKING:   # rich is imported where something is printed (start-up, issue 18)
+    from rich.console import Console
+
+EXIT_CODES = {"optimal": 0, "feasible": 0, "infeasible": 3, "no_plan": 4}
+
+#: The most of the time left after loading that the outputs' reserve may take
+#: (:func:`output_reserve_s`): the search always keeps the rest.
+OUTPUT_SHARE = 0.5
+#: Share of the time left after loading given to the baselines (they stop at their deadline).
+BASELINE_SHARE = 0.08
+
+
+def console(stderr: bool = False) -> Console:
+    """A rich Console that never hard-wraps when its stream is not a terminal
+    (piped output keeps paths and lines whole); the terminal's width otherwise."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    if hasattr(stream, "isatty") and stream.isatty():
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, soft_wrap=True, width=1000)
+
+
+class LazyConsole:
+    """Stands for :func:`console` and makes it on first use: a ``--json`` run
+    that prints nothing on stderr never imports rich (start-up, issue 18)."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    @property
+    def console(self) -> Console:
+        """The rich Console itself (made now if it was not yet)."""
+        if self._console is None:
+            self._console = console(self._stderr)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.console, name)
+
+
+def pp_label(row: dict) -> str:
+    """``pp`` of a configuration row, with its stage device counts when free (``2 (4+8)``)."""
+    sizes = row.get("stage_devices")
+    return f"{row['pp']} ({'+'.join(map(str, sizes))})" if sizes else str(row["pp"])
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    return f"{x:.6g}"
+
+
+def _summary(doc: dict, console: Console) -> None:
+    cert, m = doc["certificate"], doc["metrics"]
+    console.print(f"[bold]{doc['spec']['model']['name']}[/] on {doc['spec']['cluster']['name']} "
+                  f"({doc['spec']['cluster']['num_devices']} x {doc['spec']['cluster']['device']}): "
+                  f"[bold]{doc['status']}[/]")
+    if m:
+        console.print(f"  iteration {m['iteration_time_s']:.4f} s | {m['samples_per_s']:.2f} samples/s | "
+                      f"{m['tokens_per_s']:.0f} tokens/s | MFU {100 * m['mfu']:.1f}% | peak memory "
+                      f"{max(m['peak_memory_gib']):.1f}/{m['memory_capacity_gib']:.1f} GiB")
+        plan = doc["plan"]
+        sizes = plan.get("stage_devices")
+        console.print(f"  plan: pp={plan['pp']} micro-batches={plan['microbatches']} "
+                      f"schedule={plan['schedule']}"
+                      + (f" stage devices={'+'.join(map(str, sizes))}" if sizes else ""))
+    gap = cert["gap"]
+    gap_text = f"{100 * gap:.3f}%" if isinstance(gap, float) else str(gap)
+    if doc["status"] == "infeasible":
+        console.print("  certificate: proven infeasible (every configuration; lower bound inf)")
+    else:
+        console.print(f"  certificate: primal {_fmt(cert['primal'])} s, lower bound "
+                      f"{_fmt(cert['lower_bound'])} s, gap {gap_text}"
+                      + ("" if cert["exact"] else " (no proof: bound missing)"))
+    from rich.table import Table
+
+    table = Table("pp", "c", "schedule", "status", "primal s", "bound s", "time s", box=None)
+    for r in cert["configurations"][:12]:
+        table.add_row(pp_label(r), str(r["microbatches"]), r["schedule"], r["status"],
+                      _fmt(r["primal"]), _fmt(r["lower_bound"]), f"{r['time_s']:.2f}")
+    console.print(table)
+    if len(cert["configurations"]) > 12:
+        console.print(f"  ... {len(cert['configurations']) - 12} more configurations in plan.json")
+    if doc.get("infeasibility"):
+        console.print(f"[red]{doc['infeasibility']['reason']}[/]")
+    for notice in doc.get("notices") or []:
+        console.print(f"  note: {notice}", style="yellow", markup=False, highlight=False)
+
+
+def _peer_spec(spec_path: str):
+    """The loaded peer spec when the file holds ``problem:`` (Piper/PaSE instance), else None."""
+    from autopar_opt.spec.loader import read_mapping
+    data = read_mapping(spec_path)
+    if "problem" not in data:
+        return None
+    from autopar_opt.peers.spec import build_peer_spec
+    return build_peer_spec(data, Path(spec_path))
+
+
+def _peer_unused_options(fmt: str, form: str | None, runnable_by: str | None, searcher,
+                         export_models: bool, warm_start: bool) -> list:
+    """Options of a model search that a peer problem (Piper, PaSE) has no use for:
+    refused, not dropped without a word (its solve takes --solver, --time-limit,
+    --gap, --out, --json and --quiet)."""
+    from autopar_opt.core.files import COMMAND_LINE
+    from autopar_opt.core.errors import SpecProblem
+
+    given = [("--form", form, form is not None), ("--runnable-by", runnable_by, runnable_by is not None),
+             ("--searcher", getattr(searcher, "name", searcher), searcher is not None),
+             ("--export-models", True, export_models), ("--no-warm-start", True, not warm_start)]
+    return [SpecProblem(COMMAND_LINE, option, value, f"applies to a model search; a {fmt} peer "
+                        "problem (problem: in the spec) is solved by its own DP or MILP without it",
+                        f"drop {option} (a peer solve takes --solver, --time-limit, --gap, "
+                        "--out, --json, --quiet)")
+            for option, value, on in given if on]
+
+
+def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float | None = None,
+                  gap: float | None = None, out_dir: str | None = None, json_output: bool = False,
+                  quiet: bool = False, export_models: bool = False, warm_start: bool = True,
+                  form: str | None = None, started_at: float | None = None,
+                  searcher=None, runnable_by: str | None = None) -> int:
+    """Run the whole job for one spec file; returns the process exit code.
+
+    Raises :class:`~autopar_opt.cli.options.OptionError` or :class:`SpecError`
+    (exit code 2 through the CLI) before any work when an option or the spec
+    is wrong. ``started_at`` (``time.perf_counter()``) is when the command
+    started; the time limit counts from there.
+
+    ``runnable_by`` (megatron | torchtitan | deepspeed) restricts the search to
+    the plans that framework can run (:mod:`autopar_opt.search.runnable`); a
+    searcher's plan then does not warm-start it (it may not be runnable).
+
+    ``searcher`` (an :class:`autopar_opt.learn.harness.SearcherHook`, passed
+    in by the CLI so that the search never imports the searchers) runs first,
+    inside the time limit; its plan warm-starts the exact search, and the
+    document gains a ``searcher`` entry (its value, the proven bound, its gap,
+    the optimum when proven).
+    """
+    from autopar_opt.cli import options as opt
+    from autopar_opt.core.files import check_output_dir
+    from autopar_opt.spec import load_spec
+
+    opt.raise_if_any([*opt.check_solver(solver), *opt.check_form(form),
+                      *opt.check_time_limit(time_limit_s), *opt.check_gap(gap),
+                      *(check_output_dir(out_dir, "--out") if out_dir is not None else [])])
+    peer = _peer_spec(spec_path)
+    if peer is not None:          # a Piper/PaSE instance (problem:): solved by peers/
+        from autopar_opt.cli.peers import peer_solve_command
+        from autopar_opt.core.errors import SpecError, SpecProblem
+        opt.raise_if_any(_peer_unused_options(peer.format, form, runnable_by, searcher,
+                                              export_models, warm_start))
+        opt.raise_if_any(opt.check_solver_available(solver))      # before the solve, not in it
+        in_spec = [] if solver is not None else \
+            opt.check_solver_available(peer.solver.name, "solver.name")
+        if in_spec:
+            raise SpecError([SpecProblem(str(spec_path), p.key, p.value, p.rule, p.fix)
+                             for p in in_spec])
+        return peer_solve_command(peer, solver, time_limit_s, gap, out_dir, json_output, quiet)
+    spec = load_spec(spec_path)
+    if export_models and (solver or spec.solver.name).strip().lower() == "dp":
+        from autopar_opt.core.files import COMMAND_LINE
+        from autopar_opt.core.errors import SpecProblem
+        opt.raise_if_any([SpecProblem(COMMAND_LINE, "--export-models", True, "writes the MIP "
+                                      "models the search solves, and the dp solver builds none",
+                                      "use --solver highs (or scip, gurobi), or drop "
+                                      "--export-models")])
+    err = LazyConsole(stderr=True)
+    found = None
+    if searcher is not None:
+        searcher = _searcher_within_limit(searcher, time_limit_s, spec.solver.time_limit_s)
+        found = searcher.run(spec, err)
+        if found is None:
+            return 2
+    unit_s = _import_heavy_modules(bool(out_dir))
+    so = spec.solver
+    budget = Budget(time_limit_s if time_limit_s is not None else so.time_limit_s,
+                    started_at if started_at is not None else _now())
+    left = budget.remaining()
+    reserve = output_reserve_s(spec, left, unit_s)
+    options = SearchOptions(
+        solver=(solver or so.name).strip().lower(), form=form or getattr(so, "form", "auto") or "auto",
+        time_limit_s=max(left - reserve - BASELINE_SHARE * max(left, 0.0), 0.0),
+        rel_gap=gap if gap is not None else so.rel_gap, warm_start=warm_start,
+        export_dir=Path(out_dir) / "models" if (out_dir and export_models) else None)
+    with InterruptGuard() as guard:
+        options.should_stop, options.stop_signal = guard.should_stop, lambda: guard.signum
+        seed = found.plan if found is not None and found.feasible else None
+        cpu_began = time.process_time()
+        result = _search(spec, options, err, show=not (quiet or json_output), incumbent=seed,
+                         runnable_by=runnable_by)
+        search_cpu_s = time.process_time() - cpu_began
+        if result is None:
+            return 2
+        began = _now()
+        baselines = [] if guard.interrupted else _baselines(spec, result, budget.deadline - reserve)
+        baselines_s = _now() - began
+        guard.defer()      # a second signal must not cut the outputs short
+        options.time_limit_s = budget.total_s
+        doc = build_document(str(spec_path), spec.graph, spec.cluster, spec.training, spec.space,
+                             spec.cost_params, options, result, baselines)
+        doc["solver"]["timings"] = {"tables_s": round(result.prepare_s, 3),
+                                    "search_cpu_s": round(search_cpu_s, 3),
+                                    "baselines_s": round(baselines_s, 3),
+                                    "command_s": round(budget.elapsed(), 3)}
+        if guard.interrupted and doc["status"] != "interrupted":
+            doc["status"] = "interrupted"
+        if runnable_by:
+            doc["search_space"]["runnable_by"] = runnable_by
+        if found is not None:
+            cert = result.certificate
+            optimum = cert.primal if doc["status"] == "optimal" else None
+            doc["searcher"] = searcher.block(found, cert.lower_bound, optimum)
+        code = _emit(doc, out_dir, json_output, quiet, err, searcher,
+                     timeline_fits(doc, budget.deadline - _now(), unit_s))
+        if guard.interrupted:
+            return exit_code(guard.signum)
+        return code
+
+
+def _searcher_within_limit(searcher, time_limit_s: float | None, spec_limit_s: float):
+    """The searcher hook with its budget inside the command's time limit
+    (issue 15): an explicit ``--budget-s`` above the limit is refused (exit 2),
+    the default is capped (:func:`autopar_opt.cli.options.searcher_budget`)."""
+    import dataclasses
+
+    from autopar_opt.cli import options as opt
+
+    limit = time_limit_s if time_limit_s is not None else spec_limit_s
+    source = "--time-limit" if time_limit_s is not None else "the spec's solver.time_limit_s"
+    opt.raise_if_any(opt.check_budget(searcher.budget_s, limit, source))
+    return dataclasses.replace(searcher, budget_s=opt.searcher_budget(searcher.budget_s, limit))
+
+
+def _baselines(spec, result, deadline: float):
+    """The baselines, from the cost tables the search built (issue 18); by
+    evaluate() enumeration only for searches that built none (DeepSpeed's)."""
+    if result.tables:
+        return table_baselines(result.tables, spec.graph, spec.cluster, spec.training,
+                               spec.cost_params, spec.plan, deadline=deadline)
+    return all_baselines(spec.graph, spec.cluster, spec.training, spec.space, spec.cost_params,
+                         spec.plan, deadline=deadline)
+
+
+def _import_heavy_modules(report: bool) -> float | None:
+    """Import the report renderer (with ``--out``) before the time left is split
+    between search, baselines and outputs: on a busy machine imports take
+    seconds, and paid here they are measured, not guessed. Then compile the
+    report's template and time the probe chart (:func:`autopar_opt.reports.cost.probe_s`),
+    the unit the outputs' reserve is priced in; returns it (None without a
+    report). The formulations are not imported here: only a search that builds
+    a MIP needs them, and it imports them inside its own clock
+    (:func:`autopar_opt.search.inner._load_mip_modules`)."""
+    if not report:
+        return None
+    try:
+        from autopar_opt.reports import cost, render
+    except ImportError:       # reported (and skipped) when the report is written
+        return None
+    render.template()
+    return cost.probe_s()
+
+
+def output_reserve_s(spec, left: float, unit_s: float | None) -> float:
+    """Seconds kept back from the search for plan.json, the report and leaving
+    the interpreter: the outputs of the most expensive plan the search space
+    allows (:func:`autopar_opt.reports.cost.largest_report`), priced in the
+    probe's measured ``unit_s`` (the reference probe when no report is written),
+    at most :data:`OUTPUT_SHARE` of the ``left`` seconds."""
+    from autopar_opt.reports import cost
+    from autopar_opt.search.configs import outer_configs
+
+    layers = len(spec.graph.layers)
+    if unit_s is None:          # no report: the document's text, the summary, the exit
+        need = cost.FIXED_UNITS * cost.REFERENCE_PROBE_S
+    else:
+        configs = outer_configs(spec.graph, spec.cluster, spec.training, spec.space)
+        need = cost.seconds(cost.largest_report(configs, layers), unit_s)
+    return min(need, OUTPUT_SHARE * max(left, 0.0))
+
+
+def timeline_fits(doc: dict, left_s: float, unit_s: float | None) -> bool:
+    """Whether the report can still draw the plan's timeline in the ``left_s``
+    seconds left: the rest of the outputs are priced first (the reserve may have
+    been capped at :data:`OUTPUT_SHARE`, or the search overran). Always true
+    without a probe (no report, or no time limit to price it against)."""
+    if unit_s is None or not doc.get("plan") or not (doc.get("metrics") or {}).get("stages"):
+        return True
+    from autopar_opt.reports import cost
+
+    stages = len(doc["metrics"]["stages"])
+    cells = stages * int(doc["plan"]["microbatches"])
+    layers = doc["spec"]["model"]["num_layers"]
+    rest = cost.report_units(stages, 0, layers, len(doc["certificate"]["configurations"]))
+    return cost.seconds(rest + cost.timeline_units(stages, cells), unit_s) <= left_s
+
+
+def _now() -> float:
+    import time
+    return time.perf_counter()
+
+
+def _search(spec, options: SearchOptions, err: Console, show: bool, incumbent=None,
+            runnable_by: str | None = None):
+    """Run the search with a progress bar; None (after a message) when the backend
+    is unusable."""
+    from autopar_opt.solvers.base import SolverMismatch, SolverUnavailable
+
+    def run(progress):
+        if runnable_by:
+            from autopar_opt.search.runnable import run_runnable_search
+
+            return run_runnable_search(runnable_by, spec.graph, spec.cluster, spec.training,
+                                       spec.space, spec.cost_params, options, progress)
+        return run_search(spec.graph, spec.cluster, spec.training, spec.space,
+                          spec.cost_params, options, progress, incumbent=incumbent)
+
+    try:
+        if not show:          # --json / --quiet: no bar to draw, rich is not imported for one
+            return run(None)
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(),
+                      TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                      console=getattr(err, "console", err), transient=True) as bar:
+            task = bar.add_task("searching", total=None)
+
+            def progress(k, n, record, incumbent, bound):
+                bar.update(task, total=n, completed=k,
+                           description=f"config {k}/{n} ({record.config.label()}: {record.status}) "
+                                       f"incumbent {_fmt(incumbent)} s bound {_fmt(bound)} s")
+
+            return run(progress)
+    except (SolverUnavailable, SolverMismatch) as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        return None
+
+
+def _emit(doc: dict, out_dir: str | None, json_output: bool, quiet: bool, err: Console,
+          searcher=None, draw_timeline: bool = True) -> int:
+    """Write plan.json and the report (atomically), print the JSON or the summary."""
+    text = json.dumps(doc, indent=2)
+    if out_dir:
+        out = Path(out_dir)
+        try:
+            write_atomic(out / "plan.json", text + "\n")
+            _write_report(doc, out / "report.html", err, draw_timeline)
+        except OSError as exc:
+            err.print(f"error: cannot write to {out} ({exc})", markup=False, highlight=False)
+            return 2
+    if json_output:
+        sys.stdout.write(text + "\n")
+    elif not quiet:
+        out_console = console()
+        _summary(doc, out_console)
+        if "searcher" in doc and searcher is not None:
+            searcher.summary(doc["searcher"], out_console)
+        if out_dir:
+            out_console.print(f"  wrote {Path(out_dir) / 'plan.json'} and "
+                              f"{Path(out_dir) / 'report.html'}", markup=False, highlight=False)
+    return EXIT_CODES.get(doc["status"], 0)
+
+
+def _write_report(doc: dict, path: Path, err: Console, draw_timeline: bool = True) -> None:
+    try:
+        from autopar_opt.reports.render import render_html
+    except ImportError as exc:  # reports are optional only while they are being built
+        err.print(f"warning: HTML report not written ({exc})")
+        return
+    write_atomic(path, render_html(doc, draw_timeline))

@@ -1,0 +1,144 @@
+"""Writing output files safely: checked before the work, written atomically.
+
+Every command that writes files (``solve``, ``report``, and the commands
+added later) should use these two steps, so that a user's mistake costs no
+search time and a killed run never leaves a half-written file:
+
+1. :func:`check_output_dir` / :func:`check_output_file` **before** the work
+   starts: the path is not an existing file of the wrong kind, and its
+   folder exists or can be created and is writable. Problems are returned as
+   :class:`~autopar_opt.core.errors.SpecProblem` s naming the option, so they
+   are reported with every other option mistake (exit code 2).
+2. :func:`write_atomic` to write: a temporary file in the same folder,
+   flushed and synced, then :func:`os.replace` onto the name (atomic on
+   POSIX). The file gets the permissions ``open()`` would give a new file
+   (``0o666`` minus the umask), the same for every output, whereas
+   ``tempfile.mkstemp`` alone would leave it ``0o600``.
+
+>>> from autopar_opt.core.files import check_output_dir, write_atomic   # doctest: +SKIP
+>>> problems = check_output_dir("out/run1", option="--out")           # doctest: +SKIP
+>>> write_atomic("out/run1/plan.json", text)                          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from autopar_opt.core.errors import SpecProblem
+
+#: The "file" named by problems with command-line options.
+COMMAND_LINE = "command line"
+
+
+def current_umask() -> int:
+    """The process umask (read without changing it for longer than one call)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, with umask-respecting permissions.
+
+    The folder is created if missing. On any failure (or an interrupt) the
+    temporary file is removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~current_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _problem(option: str, value: str, rule: str, fix: str) -> SpecProblem:
+    return SpecProblem(COMMAND_LINE, option, value, rule, fix)
+
+
+def _creatable_dir(folder: Path, option: str, shown: str) -> list[SpecProblem]:
+    """Problems unless ``folder`` is, or can be created as, a writable directory."""
+    probe = folder
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        return [_problem(option, shown, f"{probe} is a file, not a directory",
+                         "name a path whose folders are directories")]
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return [_problem(option, shown, f"the directory {probe} is not writable",
+                         "choose a directory you can write to")]
+    try:        # access() says yes to root everywhere (/proc, read-only mounts): try it
+        fd, tmp = tempfile.mkstemp(dir=probe, prefix=".autopar-probe.")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        return [_problem(option, shown, f"cannot create files in {probe} "
+                         f"({exc.strerror or exc})", "choose a directory you can write to")]
+    return []
+
+
+def check_output_dir(path: str | os.PathLike, option: str = "--out",
+                     files: tuple[str, ...] = ("plan.json", "report.html")) -> list[SpecProblem]:
+    """Problems with writing ``files`` into directory ``path`` (empty when fine)."""
+    shown = str(path)
+    if not shown:       # an empty --out "" was taken for "no --out" and nothing was written
+        return [_problem(option, shown, "is an empty path",
+                         f"name a directory for {' and '.join(files)}, or drop {option}")]
+    try:
+        folder = Path(path)
+        if "\x00" in shown:
+            return [_problem(option, shown.replace("\x00", "\\x00"), "the path contains a NUL "
+                             "character", "name a directory")]
+        if folder.exists() and not folder.is_dir():
+            return [_problem(option, shown, "exists and is not a directory",
+                             f"name a directory for {' and '.join(files)} (it is created if "
+                             "missing), or remove the file")]
+        problems = _creatable_dir(folder, option, shown)
+        for name in files:
+            if (folder / name).is_dir():
+                problems.append(_problem(option, shown, f"{folder / name} is a directory",
+                                         f"remove it or choose another {option}"))
+        return problems
+    except OSError as exc:      # name too long, permission denied on a parent, ...
+        return [_problem(option, shown[:200], f"cannot be used ({exc.strerror or exc})",
+                         "name a shorter or accessible directory")]
+
+
+def check_output_file(path: str | os.PathLike, option: str = "--output",
+                      inputs: tuple[str | os.PathLike | None, ...] = ()) -> list[SpecProblem]:
+    """Problems with writing the file ``path`` (empty when fine); ``inputs``: the
+    files the command reads, which the output must not overwrite."""
+    shown = str(path)
+    if not shown:
+        return [_problem(option, shown, "is an empty path", f"name a file, or drop {option}")]
+    try:
+        target = Path(path)
+        if "\x00" in shown:
+            return [_problem(option, shown.replace("\x00", "\\x00"), "the path contains a NUL "
+                             "character", "name a file")]
+        if target.is_dir():
+            return [_problem(option, shown, "is a directory", "name a file (a new name inside "
+                             "that directory is fine)")]
+        if target.exists() and not os.access(target, os.W_OK):
+            return [_problem(option, shown, "exists and is not writable",
+                             "choose another file name")]
+        same = [str(i) for i in inputs if i and target.exists() and Path(i).exists()
+                and os.path.samefile(target, i)]
+        if same:
+            return [_problem(option, shown, f"is the input file {same[0]}: writing the output "
+                             "would overwrite it", "name another file for the output")]
+        return _creatable_dir(target.parent if str(target.parent) else Path("."), option, shown)
+    except OSError as exc:
+        return [_problem(option, shown[:200], f"cannot be used ({exc.strerror or exc})",
+                         "name a shorter or accessible path")]

@@ -1,0 +1,351 @@
+"""Compute time of one layer under one strategy, for one micro-batch on one device.
+
+GEMMs at a size-dependent efficiency (:func:`kernel_time`, one launch per kernel,
+:data:`GEMM_KERNELS`), the attention core at its kernel's efficiency, element-wise
+and memory-bound layers as HBM traffic, recomputation, and the low-precision
+gradient accumulation pass of runtimes that keep one
+(:func:`grad_accumulate_time`). Returns a :class:`~autopar_opt.cost.context.Compute`
+split into the windows :mod:`autopar_opt.cost.comm` hides communication behind."""
+
+from __future__ import annotations
+
+from autopar_opt.cost import moe
+from autopar_opt.cost.context import Compute, StageContext
+from autopar_opt.cost.memory import activation_bytes, eager_logp_bytes, kept_logit_bytes, logits_per_device
+from autopar_opt.cost.state import FP8_KINDS, hp_grad_accumulate_bytes
+from autopar_opt.ir.graph import Layer, LayerKind
+from autopar_opt.ir.runtime import Runtime
+from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.training import DTYPE_BYTES, Recompute, Training
+
+
+#: Devices with Hopper/Blackwell tensor-core instructions (wgmma/TMA, tcgen05).
+HOPPER_OR_LATER = frozenset({"H100-SXM-80GB", "H200-141GB", "B200", "GB200"})
+
+
+#: FlashAttention-2-class kernels on Hopper reach ~35% of peak where
+#: Hopper-native ones (FlashAttention-3) reach up to 75% (Shah et al. 2024,
+#: Sec. 1, 4.1): about half (see autopar_opt.ir.runtime, ``hopper_attention``).
+FA2_ON_HOPPER = 0.5
+
+
+#: A FlashAttention-1-class kernel (FlashAttention-1 CUDA, or the pre-MLIR
+#: Triton kernel ``flash_attn_triton``: "Overall Triton forward + backward is
+#: slightly slower than CUDA forward + backward", flash-attention
+#: ``flash_attn/flash_attn_triton.py`` docstring, not quantified) against a
+#: FlashAttention-2-class one: FlashAttention-2 is "around 2x speedup compared
+#: to FlashAttention" (Dao 2023, abstract; Sec. 4.1 "around 2x faster than
+#: FlashAttention", forward + backward on A100, Fig. 4; Sec. 4 gives the range
+#: 1.7-3.0x; Sec. 5 "2x faster than FlashAttention"): 1/2, the paper's own
+#: headline figure (see autopar_opt.ir.runtime, ``flash_v2_attention``).
+FA1_VS_FA2 = 1 / 2
+
+
+def kernel_time(flops: float, peak: float, eff_max: float, half_us: float) -> float:
+    """Time of ``flops`` FLOPs of one kind on one device.
+
+    ``t = f / (peak · eff(τ))`` with ``eff(τ) = eff_max · τ / (τ + τ_half)``
+    and ``τ = f / peak`` (time at peak): large GEMMs reach ``eff_max``, small
+    ones are latency bound (roofline saturation; Williams et al. 2009; the
+    GEMM-size dependence of achieved TFLOP/s in Narayanan et al. 2021 Fig. 13;
+    measured on H100 in ``benchmarks/kernels``). Never faster than ``peak``.
+    """
+    if flops <= 0:
+        return 0.0
+    tau = flops / peak
+    half = half_us * 1e-6
+    return tau / (eff_max * tau / (tau + half))
+
+
+#: GEMM kernels of one forward pass of a layer, by kind (the backward runs two
+#: per forward GEMM: the input gradient and the weight gradient, Narayanan et
+#: al. 2021 Sec. 5.1). A transformer block: the fused QKV projection, the
+#: output projection, the MLP's up (SwiGLU's gate and up fused, as Megatron's
+#: ``linear_fc1``) and down projections (Shoeybi et al. 2019 Sec. 3); an MoE
+#: block the same with its local experts' up and down as grouped GEMMs
+#: (Megatron-Core ``--moe-grouped-gemm``); a split attention or MLP layer two.
+#: Other GEMM kinds (output layer, linear, convolution) one; memory-bound kinds
+#: (:data:`MEMORY_BOUND_KINDS`) none. Builders override it per layer
+#: (``Layer.gemm_kernels``): cross-attention, MLA, router and shared experts.
+#: Stacks that run Q, K, V (and SwiGLU's gate and up) as separate GEMMs (Hugging
+#: Face Llama, torchtitan: runtime ``fused_projections`` off) launch the
+#: builder's ``Layer.gemm_kernels_unfused`` instead (7 for a Llama block).
+GEMM_KERNELS: dict[LayerKind, int] = {LayerKind.transformer_block: 4, LayerKind.moe_block: 4,
+                                      LayerKind.attention: 2, LayerKind.mlp: 2,
+                                      LayerKind.pool: 0, LayerKind.norm: 0}
+
+
+#: Layer kinds that run no GEMM: pooling and normalisation kernels are
+#: memory bound (a few operations per byte, far below the ridge point of any
+#: GPU: roofline, Williams et al. 2009), priced as HBM traffic
+#: (:func:`memory_bound_bytes`), never at a GEMM peak and never with the
+#: per-GEMM-kernel latency.
+MEMORY_BOUND_KINDS = frozenset({LayerKind.pool, LayerKind.norm})
+
+
+def gemm_kernels(layer: Layer, runtime: Runtime | None = None) -> int:
+    """GEMM kernels of the layer's forward pass: the layer's own count where its
+    builder set one (``Layer.gemm_kernels``), else its kind's (:data:`GEMM_KERNELS`).
+    On a runtime without fused projections (``runtime.fused_projections`` off:
+    separate Q, K, V and gate, up GEMMs, :mod:`autopar_opt.ir.runtime`) the
+    builder's ``Layer.gemm_kernels_unfused`` where it set one."""
+    if runtime is not None and not runtime.fused_projections \
+            and layer.gemm_kernels_unfused is not None:
+        return layer.gemm_kernels_unfused
+    if layer.gemm_kernels is not None:
+        return layer.gemm_kernels
+    return GEMM_KERNELS.get(layer.kind, 1)
+
+
+def memory_bound_bytes(layer: Layer) -> tuple[float, float]:
+    """(forward, backward) HBM bytes per sample of a memory-bound layer
+    (:data:`MEMORY_BOUND_KINDS`), from its input and output sizes ``x``, ``y``.
+
+    * Pooling: the forward reads the input once and writes the output once
+      (PyTorch ``max_pool2d``/``avg_pool2d`` CUDA kernels, one thread per
+      output element over its window: ``aten/src/ATen/native/cuda/
+      DilatedMaxPool2d.cu`` ``max_pool_forward_nchw``, ``AveragePool2d.cu``;
+      taken as one HBM read of the input: the overlap of neighbouring windows
+      is assumed served from cache); the backward reads the
+      output gradient and writes the input gradient (max-pool scatters each
+      output gradient to its arg-max input, average pool spreads it over the
+      window): ``x + y`` each way. A max pool also writes its int64 arg-max
+      index per output element forward (``max_pool_forward_nchw``'s
+      ``top_mask``) and reads it backward to route each output gradient:
+      ``Layer.pool_index_bytes`` each way (4x the 16-bit output: a 3x3
+      stride-2 max pool moves ``x + y + 8/2·y ≈ 9·y`` bytes a pass against
+      ``5·y`` without it).
+    * Normalisation (LayerNorm/RMSNorm/BatchNorm as its own layer): forward
+      reads ``x`` and writes ``y``; backward reads the output gradient and the
+      saved input and writes the input gradient (PyTorch
+      ``native_layer_norm_backward`` takes ``grad_out, input, mean, rstd``,
+      ``tools/autograd/derivatives.yaml``): ``x + y`` and ``2·x + y``; the
+      per-row statistics and the weights are negligible.
+
+    A layer that states neither size falls back on its stored activation
+    bytes for both.
+    """
+    x = layer.input_bytes or layer.act_bytes
+    y = layer.output_bytes or layer.act_bytes
+    if layer.kind is LayerKind.norm:
+        return x + y, 2.0 * x + y
+    idx = layer.pool_index_bytes
+    return x + y + idx, y + x + idx
+
+
+def _gemm_time(flops: float, layer: Layer, ctx: StageContext, kernels: int = 1) -> float:
+    """GEMM FLOPs at the training dtype's peak (FP8 for FP8 kinds, else 16-bit),
+    run as ``kernels`` GEMM kernels. Each kernel's efficiency saturates with its
+    own work (:func:`kernel_time`), and ``t = (τ_i + τ_half) / eff_max`` is
+    linear in ``τ_i``, so ``kernels`` kernels of any sizes summing to ``flops``
+    take ``(τ + kernels·τ_half) / eff_max``: ``τ_half`` is a per-kernel figure,
+    as measured (one GEMM at a time, ``benchmarks/kernels``)."""
+    p = ctx.params
+    dev = ctx.cluster.device.name
+    half = p.efficiency_half_us * kernels
+    if ctx.training.dtype == "fp8" and layer.kind in FP8_KINDS:
+        return kernel_time(flops, ctx.peak_flops, p.efficiency_for(dev, fp8=True), half)
+    return kernel_time(flops, ctx.half_peak_flops, p.efficiency_for(dev), half)
+
+
+def _attn_time(flops: float, ctx: StageContext) -> float:
+    """Attention core (scores, softmax, ·V) in 16-bit.
+
+    Fused (flash) kernels run at ``attention_efficiency`` x the GEMM
+    efficiency (FlashAttention-2 reaches 50-73% of A100 peak forward, less
+    backward, Dao 2023 Sec. 4.1), times :data:`FA1_VS_FA2` for a
+    FlashAttention-1-class kernel (runtime ``flash_v2_attention`` off; Dao
+    2023: FlashAttention-2 is "around 2x" faster), times
+    :data:`FA2_ON_HOPPER` for a kernel that is not Hopper-native on Hopper or
+    later (~35% of H100 peak before FlashAttention-3, Shah et al. 2024; a
+    FlashAttention-1-class kernel never is, whatever ``hopper_attention``
+    says). The FlashAttention-1/2 ratio was measured on A100 and is applied
+    on every device (no published H100 measurement of FlashAttention-1).
+    Unfused attention is two batched GEMMs at the GEMM efficiency; its
+    softmax/mask/dropout traffic over the stored ``5·a·s²`` scores is priced
+    with the other element-wise kernels (:func:`_elementwise_time`).
+    Priced as one kernel per pass (``τ_half``
+    once): a fused kernel is one forward and one backward launch; the unfused
+    core's batched GEMMs are large (``τ ≫ τ_half``), so their count is not
+    resolved.
+    """
+    p, rt = ctx.params, ctx.training.runtime
+    eff = p.efficiency_for(ctx.cluster.device.name)
+    if rt.flash_attention:
+        eff *= p.attention_efficiency
+        if not rt.flash_v2_attention:
+            eff *= FA1_VS_FA2
+        hopper_native = rt.hopper_attention and rt.flash_v2_attention
+        if not hopper_native and ctx.cluster.device.name in HOPPER_OR_LATER:
+            eff *= FA2_ON_HOPPER
+    return kernel_time(flops, ctx.half_peak_flops, eff, p.efficiency_half_us)
+
+
+def _elementwise_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
+    """Memory-bound element-wise kernels (norms, activation functions,
+    dropout, residual adds, unfused softmax) of forward + backward: each
+    stored activation byte is written, re-read and its gradient written
+    (``elementwise_passes`` passes) at HBM bandwidth (roofline, Williams et
+    al. 2009; the element-wise share of a transformer layer: Korthikanti et
+    al. 2022, Sec. 4.1 counts the stored tensors). The output layer's loss,
+    where its kernels' traffic is derived (:func:`loss_traffic_bytes`: a
+    fused or a plain PyTorch loss), is priced at that traffic per logit
+    instead of the passes over the logits it keeps: what it keeps says
+    nothing of what it moves (a 16-bit eager loss keeps as few bytes as the
+    fused kernel but moves twice as many)."""
+    nbytes = activation_bytes(layer, s, ctx.microbatch_samples, Recompute.none, ctx.training,
+                              fp8_casts=False)
+    passes = ctx.params.elementwise_passes
+    bw = ctx.cluster.device.hbm_gb_per_s * 1e9
+    loss = loss_traffic_bytes(ctx.training) if layer.kind is LayerKind.lm_head else None
+    if loss is None:
+        return passes * nbytes / bw
+    logits = logits_per_device(layer, s, ctx.microbatch_samples)
+    kept = kept_logit_bytes(ctx.training) * logits
+    return (passes * (nbytes - kept) + loss * logits) / bw
+
+
+def loss_traffic_bytes(training: Training) -> float | None:
+    """HBM bytes per logit the loss moves in forward + backward, where derived
+    from its kernels; None for Megatron's vocabulary-parallel loss (a chain of
+    fp32 element-wise kernels, priced like every stored activation as
+    ``elementwise_passes`` passes over the 4-byte softmax it keeps).
+
+    * Fused (``fused_cross_entropy``: flash-attn's cross-entropy kernel, as
+      llm-foundry's ``fused_crossentropy``, ``flash_attn/ops/triton/
+      cross_entropy.py``): the forward reads the 16-bit logits once (one
+      log-sum-exp per row written), the backward reads them and writes the
+      gradient in place: ``2 + 2 + 2 = 6``.
+    * Plain PyTorch (``eager_cross_entropy``; ``F.cross_entropy`` =
+      ``log_softmax`` + ``nll_loss``, ``aten/src/ATen/native/LossNLL.cpp``
+      ``cross_entropy_loss``), in the dtype ``e`` it computes in
+      (:func:`eager_logp_bytes`): ``log_softmax`` reads its input and writes
+      the log-probabilities (``2·e``); the backward's ``nll_loss_backward``
+      writes a zero-filled gradient of their shape (``Loss.cu``,
+      ``nll_loss_backward_out_cuda``: ``grad_input.zero_()``) and
+      ``_log_softmax_backward_data`` reads it and the saved result and writes
+      the input gradient (``tools/autograd/derivatives.yaml``,
+      ``_log_softmax``): ``4·e``. A loss in fp32 on 16-bit logits adds the
+      cast (``.float()`` or autocast: read 2, write 4) and its backward
+      (``_to_copy_backward``: read 4, write 2): 12. So ``6·e`` (12 in 16
+      bits), plus 12 when it upcasts (36: torchtitan).
+
+    The transient tensors the backward allocates (:func:`eager_loss_bytes`)
+    are among these bytes. Not counted: the shifted-label copy a Hugging Face
+    model makes (``shift_logits ... .contiguous()``), as in
+    :func:`eager_loss_bytes`.
+    """
+    rt = training.runtime
+    if rt.fused_cross_entropy:
+        return 6.0
+    if not rt.eager_cross_entropy:
+        return None
+    e = eager_logp_bytes(training)
+    logit = 4.0 if DTYPE_BYTES.get(training.dtype, 4) >= 4 else 2.0   # FP8: 16-bit output layer
+    return 6.0 * e + (12.0 if e > logit else 0.0)
+
+
+def tp_divisor(layer: Layer, s: Strategy) -> float:
+    """The factor tensor parallelism divides a memory-bound layer's per-rank
+    traffic by: the decomposition :func:`activation_bytes` applies to its
+    stored bytes, ``1 / (r / t_r + (1 - r) / tp)`` with ``r`` the replicated
+    share ``act_replicated_bytes / act_bytes`` and ``t_r = tp`` under sequence
+    parallelism, else 1 (Korthikanti et al. 2022, Eq. 2 and 4). A layer that
+    stores nothing (``act_bytes`` 0) is taken as replicated."""
+    if s.tp <= 1:
+        return 1.0
+    r = min(layer.act_replicated_bytes, layer.act_bytes) / layer.act_bytes \
+        if layer.act_bytes > 0 else 1.0
+    return 1.0 / (r / (s.tp if s.sp else 1) + (1.0 - r) / s.tp)
+
+
+def _memory_bound_compute(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
+    """Compute of a memory-bound layer (:data:`MEMORY_BOUND_KINDS`): its HBM
+    traffic (:func:`memory_bound_bytes`) at the device's HBM bandwidth, like
+    the element-wise kernels of :func:`_elementwise_time` (roofline, Williams
+    et al. 2009), with no GEMM kernel and no per-kernel latency. Under tensor
+    parallelism the traffic splits as the layer's stored activations do in
+    :func:`activation_bytes` (:func:`tp_divisor`): the replicated part
+    (``act_replicated_bytes``, e.g. a LayerNorm on the full hidden state,
+    Korthikanti et al. 2022, Eq. 2) stays whole unless sequence parallelism
+    splits its tokens (Sec. 4.2.2), the rest is split by ``tp``; full
+    recomputation re-runs its forward traffic in the backward pass. Its
+    operations stay in the model FLOPs (``flops``), as before."""
+    share = ctx.microbatch_samples / (s.dp * s.cp)
+    per = share / tp_divisor(layer, s)
+    bw = ctx.cluster.device.hbm_gb_per_s * 1e9
+    fb, bb = memory_bound_bytes(layer)
+    fwd, bwd = fb * per / bw, bb * per / bw
+    redo = fwd if s.recompute is Recompute.full else 0.0
+    launch = ctx.params.layer_overhead_us * 1e-6
+    model = (layer.flops_fwd + layer.flops_bwd) * share / s.tp
+    f_re = layer.flops_fwd * share / s.tp if s.recompute is Recompute.full else 0.0
+    return Compute(fwd + launch / 3.0, bwd + redo + 2.0 * launch / 3.0, 0.0, 0.0,
+                   model, model + f_re)
+
+
+def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
+    """Forward and backward compute of one micro-batch on one device.
+
+    GEMMs (``2·m·n·k`` FLOPs; backward = 2x forward, Narayanan et al. 2021
+    Sec. 5.1) at the dtype's peak, as :func:`gemm_kernels` kernels per forward
+    (twice as many backward); the attention core at its own efficiency;
+    element-wise traffic at HBM bandwidth; a fixed launch overhead per layer.
+    Memory-bound layers (pooling, norms) are HBM traffic only
+    (:func:`_memory_bound_compute`). Recomputation re-runs (part of) the
+    forward inside the backward pass.
+    """
+    share = ctx.microbatch_samples / (s.dp * s.cp)   # samples (x sequence share) per device
+    measured = layer.measured_for(s.tp) if layer.measured else None
+    if measured is not None:
+        fwd = measured.fwd_ms_per_sample * 1e-3 * share
+        bwd = measured.bwd_ms_per_sample * 1e-3 * share
+        extra = fwd if s.recompute is Recompute.full else 0.0
+        flops = (layer.flops_fwd + layer.flops_bwd) * share / s.tp
+        return Compute(fwd, bwd + extra, fwd + bwd + extra, 0.0, flops, flops)
+    if layer.kind in MEMORY_BOUND_KINDS:
+        return _memory_bound_compute(layer, s, ctx)
+    per_dev = share / s.tp
+    fwd, bwd = moe.busiest_flops(layer)      # = flops_fwd/bwd for dense layers
+    f_fwd = fwd * per_dev
+    f_bwd = bwd * per_dev
+    core = min(layer.flops_recompute_selective * per_dev, f_fwd)   # attention core, forward
+    if s.recompute is Recompute.full:
+        f_re, core_re = f_fwd, core
+    elif s.recompute is Recompute.selective:
+        f_re, core_re = core, core
+    else:
+        f_re, core_re = 0.0, 0.0
+    k = gemm_kernels(layer, ctx.training.runtime)
+    g_fwd = _gemm_time(f_fwd - core, layer, ctx, k)
+    g_bwd = _gemm_time(f_bwd - 2 * core, layer, ctx, 2 * k) + _gemm_time(f_re - core_re, layer, ctx, k)
+    a_fwd = _attn_time(core, ctx)
+    a_bwd = _attn_time(2 * core, ctx) + _attn_time(core_re, ctx)
+    elem = _elementwise_time(layer, s, ctx) if layer.flops_fwd > 0 or layer.act_bytes > 0 else 0.0
+    elem_re = elem / 3.0 if s.recompute is Recompute.full else 0.0
+    launch = ctx.params.layer_overhead_us * 1e-6
+    fwd = g_fwd + a_fwd + elem / 3.0 + launch / 3.0
+    bwd = g_bwd + a_bwd + 2.0 * elem / 3.0 + elem_re + 2.0 * launch / 3.0
+    model = (layer.flops_fwd + layer.flops_bwd) * per_dev   # MoE: mean expert load
+    return Compute(fwd, bwd, g_fwd + g_bwd, a_fwd + a_bwd, model, model + f_re)
+
+
+def grad_accumulate_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
+    """Per-micro-batch gradient accumulation outside the GEMMs, on the
+    critical path: DeepSpeed's ``BF16_Optimizer.update_hp_grads`` adds every
+    16-bit ``.grad`` into the fp32 accumulator after each micro-batch's
+    backward pass, on the compute stream, before the next pipeline
+    instruction (:func:`~autopar_opt.cost.state.hp_grad_accumulate_bytes`:
+    18 bytes per local parameter, 0 on other runtimes). ``layer`` is the held
+    layer (:func:`~autopar_opt.cost.state.held_layer`: a tied copy's gradient
+    is accumulated like any other); its parameters per device after tensor
+    and expert parallelism (:func:`autopar_opt.cost.moe.split_params`; the
+    fp32 accumulator is whole-size, ``fp32_groups_gradients_flat``, so ZeRO-1
+    does not divide it). HBM traffic at the device's datasheet bandwidth,
+    as the element-wise kernels (:func:`_elementwise_time`; roofline,
+    Williams et al. 2009): a lower bound on the kernels' time."""
+    per_param = hp_grad_accumulate_bytes(ctx.training, s)
+    if per_param <= 0 or layer.params <= 0:
+        return 0.0
+    local = sum(moe.split_params(layer, s))
+    return per_param * local / (ctx.cluster.device.hbm_gb_per_s * 1e9)

@@ -1,0 +1,339 @@
+"""Training runtimes: what the software stack overlaps, fuses and shards.
+
+A runtime is a spec setting (``training.runtime``), not a fitted factor: it
+names documented capabilities, each of which switches a piece of physics in
+the cost model on or off. Nothing here scales throughput.
+
+Capabilities and their sources
+------------------------------
+flash_attention
+    Fused attention kernel that never stores the ``5·a·s²`` score/softmax
+    activations (FlashAttention, Dao et al. 2022; FlashAttention-2, Dao 2023;
+    Transformer Engine ``DotProductAttention``; PyTorch SDPA).
+hopper_attention
+    The fused attention kernel uses Hopper/Blackwell-native instructions
+    (FlashAttention-3, cuDNN fused attention behind Transformer Engine and
+    PyTorch SDPA on H100). A FlashAttention-2-class kernel reaches about half
+    of that on Hopper: ~35% of H100 peak against up to 75% (Shah et al. 2024,
+    FlashAttention-3, Sec. 1 and 4.1); on earlier GPUs both are the same.
+flash_v2_attention
+    The fused attention kernel is FlashAttention-2-class (FlashAttention-2,
+    or a later kernel: FlashAttention-3, cuDNN fused attention, PyTorch SDPA's
+    flash backend since PyTorch 2.2, whose release post says "SDPA now
+    supports FlashAttention-2, yielding around 2x speedups compared to
+    previous versions"). False = a FlashAttention-1-class
+    kernel: FlashAttention-1 (CUDA), or the pre-MLIR Triton kernel
+    ``flash_attn_triton`` of the flash-attention repository, whose docstring
+    says "Triton forward is generally faster than CUDA forward, while Triton
+    backward is generally slower than CUDA backward. Overall Triton forward +
+    backward is slightly slower than CUDA forward + backward" (CUDA =
+    FlashAttention-1 then; ``flash_attn/flash_attn_triton.py``, vendored by
+    llm-foundry as ``llmfoundry/models/layers/flash_attn_triton.py``; the
+    slight difference is not quantified there and not modelled). Such a
+    kernel runs the attention core at :data:`autopar_opt.cost.compute.
+    FA1_VS_FA2` = 1/2 of a FlashAttention-2-class one: "around 2x speedup
+    compared to FlashAttention" (Dao 2023, abstract; Sec. 4.1: "around 2x
+    faster than FlashAttention", forward + backward, Fig. 4, A100; Sec. 4:
+    "1.7-3.0x faster than FlashAttention"; Sec. 5: "2x faster"). A
+    FlashAttention-1-class kernel is never Hopper-native: with this off,
+    ``hopper_attention`` is ignored. Read only with ``flash_attention``.
+tp_comm_overlap
+    Tensor-parallel all-gather/reduce-scatter split into chunks and pipelined
+    with the GEMMs that consume/produce them (Megatron-Core
+    ``--tp-comm-overlap`` with Transformer Engine userbuffers; Wang et al.
+    2022, "Overlap communication with dependent computation via decomposition").
+    Without it TP collectives sit on the critical path (Shoeybi et al. 2019).
+grad_reduce_overlap
+    Bucketed gradient all-reduce / reduce-scatter launched as soon as a
+    bucket's gradients are ready in the last micro-batch's backward
+    (PyTorch DDP, Li et al. 2020, Sec. 3.2.3; Megatron-Core
+    ``--overlap-grad-reduce``). Megatron-LM's ``LocalDDP`` reduces after the
+    backward pass (no overlap).
+param_gather_overlap
+    Distributed-optimizer parameter all-gather overlapped with the next
+    forward pass (Megatron-Core ``--overlap-param-gather``).
+fsdp_prefetch
+    ZeRO-3/FSDP gathers the next layer's parameters while the current layer
+    computes (PyTorch FSDP ``forward_prefetch``/``backward_prefetch``, Zhao
+    et al. 2023, Sec. 3.3; FSDP2 in torchtitan, Liang et al. 2024).
+distributed_optimizer
+    Optimizer state sharded over the data-parallel group (= ZeRO-1;
+    Megatron-Core ``--use-distributed-optimizer``; Rajbhandari et al. 2020).
+fp32_grad_buffer
+    Gradients accumulated and reduced in an fp32 buffer in 16-bit training:
+    Megatron-LM forces ``--accumulate-allreduce-grads-in-fp32`` for bf16,
+    Megatron-Core keeps fp32 ``main_grad`` buffers, DeepSpeed's BF16_Optimizer
+    accumulates in fp32: 4 bytes of gradient per parameter (Megatron-LM
+    ``docs/source/distrib_optimizer.md``: 18 bytes/parameter without the
+    distributed optimizer). Applies to bf16/FP8 runs; an fp16 run keeps its
+    gradients and reduction in fp16 unless ``fp16_fp32_grads``.
+fp16_fp32_grads
+    An fp16 run on a runtime with ``fp32_grad_buffer`` accumulates and
+    all-reduces its gradients in fp32 too: Megatron-LM's
+    ``--accumulate-allreduce-grads-in-fp32`` given with ``--fp16`` (off by
+    default: ``arguments.py`` forces it only for bf16, "bfloat16 requires
+    gradient accumulation and all-reduce to be done in fp32"; without it the
+    ``main_grad`` buffer has the parameters' dtype, Megatron-LM
+    ``docs/source/distrib_optimizer.md``: "fp16 param, fp16 grads"). DeepSpeed
+    likewise reduces fp16 gradients in fp16 unless told otherwise
+    (``DeepSpeedEngine.communication_data_type``: ``torch.float16`` when fp16
+    is enabled and ``communication_data_type`` is unset,
+    ``deepspeed/runtime/engine.py``).
+fp32_grad_reduce
+    ZeRO-3/FSDP reduce-scatters gradients in fp32 although parameters are
+    gathered in 16 bits: PyTorch FSDP ``MixedPrecision(param_dtype=bf16,
+    reduce_dtype=float32)``, which Composer/llm-foundry's ``mixed_precision:
+    DEFAULT`` selects (``get_mixed_precision``: DEFAULT -> reduce_dtype
+    ``torch.float32``; PURE -> the 16-bit dtype). Moves 4 bytes per parameter
+    in the reduce-scatter instead of 2; memory is unchanged (FSDP keeps the
+    sharded fp32 parameter and its gradient either way).
+fused_optimizer
+    Multi-tensor fused Adam (Apex/PyTorch ``fused=True``): the step streams
+    the state once (HBM-bound); unfused, each element-wise op re-reads it.
+lp_grad_copy
+    The 16-bit ``.grad`` of every parameter lives beside the fp32 gradient
+    accumulator: DeepSpeed's ``BF16_Optimizer`` (bf16 with fp32 gradient
+    accumulation at ZeRO stage 0/1, as in BigScience's Megatron-DeepSpeed;
+    at ZeRO-2/3 the same runtime runs the ZeRO optimizer, 16-bit gradients
+    only: :func:`autopar_opt.cost.state.bf16_optimizer_active`) adds each ``lp.grad`` into the whole-size
+    ``fp32_groups_gradients_flat`` after the backward and frees it only at the
+    start of the next backward (``clear_lp_grads``), so both are resident at
+    the peak: 2 + 4 bytes of gradient per parameter
+    (``deepspeed/runtime/bf16_optimizer.py``). Megatron-LM/Core accumulate
+    straight into ``main_grad`` (gradient-accumulation fusion): 4 bytes.
+    Time, below ZeRO-2: the same optimizer adds the 16-bit gradients into the
+    fp32 ones after every micro-batch's backward pass (``update_hp_grads``:
+    ``hp_grad.add_(lp.grad.to(float32))``, called per micro-batch by the
+    ``PipelineEngine``'s ``_exec_backward_pass`` and by
+    ``BF16_Optimizer.backward``), 18 bytes of HBM traffic per local parameter
+    and micro-batch on the compute stream
+    (:data:`autopar_opt.cost.state.HP_GRAD_ACCUMULATE_BYTES`,
+    :func:`autopar_opt.cost.compute.grad_accumulate_time`); Megatron's
+    fused weight-gradient GEMM accumulates into ``main_grad`` with no such
+    pass.
+fused_swiglu
+    SwiGLU as one fused kernel that keeps only its ``2f``-wide input for
+    backward (Megatron-Core ``bias_swiglu_impl``, on by default with
+    ``--swiglu``: ``megatron/core/fusions/fused_bias_swiglu.py``): gated-MLP
+    activations ``6·s·f`` bytes instead of eager PyTorch's ``8·s·f``
+    (``model_zoo.transformer.transformer_block``). Read when a published run
+    is modelled; the model zoo's spec models keep the eager (larger) count.
+fused_cross_entropy
+    The loss kernel reads the 16-bit logits of the output GEMM and keeps them
+    (with one fp32 log-sum-exp per token) instead of an fp32 copy: 2 bytes
+    per logit instead of 4. llm-foundry's ``ComposerMPTCausalLM`` defaults to
+    ``loss_fn: fused_crossentropy`` (flash-attn ``CrossEntropyLoss``, the
+    xentropy kernel, gradient written in place; ``llmfoundry/models/mpt/
+    modeling_mpt.py``).
+loss_grad_cast
+    The unfused output-layer loss computes the logits' gradient in fp32 and
+    that gradient is cast back to the 16-bit dtype of the logits while the
+    fp32 one is alive: 2 bytes per logit transient in the backward pass, on
+    top of the 4 kept (``cost.memory.loss_grad_cast_bytes``). Megatron's
+    ``_VocabParallelCrossEntropy`` (Megatron-Core
+    ``megatron/core/tensor_parallel/cross_entropy.py``; Megatron-LM and
+    BigScience's Megatron-DeepSpeed ``megatron/mpu/cross_entropy.py``, called
+    as ``vocab_parallel_cross_entropy(output.float(), labels)``). Off where
+    the loss is plain PyTorch (``eager_cross_entropy``) or fused
+    (``fused_cross_entropy``: no cast).
+eager_cross_entropy
+    The loss is plain PyTorch ``F.cross_entropy`` on the logits (Hugging Face
+    models, PyTorch Lightning modules, torchtitan): ``log_softmax`` then
+    ``nll_loss``. ``log_softmax`` saves its result, the log-probabilities
+    (``tools/autograd/derivatives.yaml``, ``_log_softmax``: ``self:
+    _log_softmax_backward_data(grad, result, dim, self.scalar_type())``;
+    ``nll_loss_forward`` saves ``self``, the same tensor), so the output layer
+    keeps one log-probability per logit, in the dtype the loss computes in:
+    fp32 under ``torch.autocast`` (``cross_entropy``, ``log_softmax`` and
+    ``nll_loss`` are on autocast's "CUDA Ops that can autocast to float32"
+    list, PyTorch AMP docs) or after an explicit upcast
+    (``loss_fp32_upcast``), else the 16-bit dtype of the logits (DeepSpeed's
+    and Colossal-AI's fp16/bf16 engines cast the model, and
+    ``log_softmax`` keeps its input's dtype). Its backward allocates
+    ``nll_loss_backward``'s gradient (a zero-filled tensor of the
+    log-probabilities' shape) and ``_log_softmax_backward_data``'s output
+    while the saved log-probabilities are alive: 2 more such tensors at the
+    peak (``cost.memory.eager_loss_bytes``). Takes precedence over
+    ``loss_grad_cast``; a fused loss (``fused_cross_entropy``) over both.
+loss_fp32_upcast
+    With ``eager_cross_entropy``: the loss casts the logits to fp32 itself
+    before ``F.cross_entropy``, whatever the training dtype: torchtitan
+    ``cross_entropy_loss`` (``torchtitan/components/loss.py``:
+    ``F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))``);
+    Hugging Face Transformers ``ForCausalLMLoss`` (``logits = logits.float()``,
+    ``src/transformers/loss/loss_utils.py``), on every Trainer/accelerate
+    backend (``calibration.stacks.huggingface``).
+fp8_primary_weights
+    In FP8 training the model keeps its GEMM weights in FP8 only (1 byte,
+    plus the transposed FP8 copy Transformer Engine caches for the backward
+    GEMMs on Hopper: 2 bytes together); the fp32 master weights live in the
+    optimizer state. Megatron-Core ``--fp8-param-gather`` / TE
+    ``fp8_model_init``; Megatron-Bridge sets ``fp8_param_gather = True`` in
+    its ``bf16_with_fp8_current_scaling_mixed`` precision recipe
+    (``src/megatron/bridge/training/mixed_precision.py``). Without it a
+    16-bit weight and a cached FP8 copy + transpose coexist (2 + 2 bytes).
+fused_projections
+    The model code runs the attention's Q, K and V projections as one GEMM and
+    a gated MLP's gate and up projections as one GEMM: Megatron-Core
+    ``SelfAttention.linear_qkv`` and ``MLP.linear_fc1`` (gate and up
+    concatenated, ``megatron/core/transformer/attention.py``, ``mlp.py``), so a
+    dense block launches 4 forward GEMM kernels (QKV, output projection, fc1,
+    fc2). Off where the model code keeps them separate: Hugging Face
+    Transformers Llama (``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``,
+    ``gate_proj``, ``up_proj``, ``down_proj``: ``LlamaAttention``/``LlamaMLP``
+    in ``src/transformers/models/llama/modeling_llama.py``; the same in
+    Mistral, Qwen2/3, Mixtral and DeepSeek's attention/MLP, and separate
+    ``query``/``key``/``value`` in BERT, ViT and T5) and torchtitan's Llama
+    (``wq``, ``wk``, ``wv``, ``wo``, ``w1``, ``w2``, ``w3``:
+    ``torchtitan/models/llama/model.py``): 7 forward GEMM kernels per gated
+    block (3 more forward, 6 more backward: input and weight gradient of each),
+    each paying the per-kernel latency (``cost.compute.gemm_kernels``,
+    ``Layer.gemm_kernels_unfused``). Models whose own code fuses QKV keep
+    their fused count on any stack (HF GPT-2 ``c_attn``, GPT-NeoX
+    ``query_key_value``, llm-foundry MPT ``Wqkv``). Off for ``torchtitan`` and
+    for the Hugging Face Trainer/accelerate stacks
+    (``calibration.stacks.huggingface``); plain ``pytorch-ddp``/
+    ``pytorch-fsdp`` say nothing about the model code and keep it on (a spec
+    sets ``runtime_options: {fused_projections: false}`` for an HF or
+    hand-written model with separate projections).
+ddp_bucket_copy
+    PyTorch DDP's reducer copies each gradient into its all-reduce bucket,
+    a separate flat buffer of the gradient's dtype, unless
+    ``gradient_as_bucket_view=True`` (default ``False``) makes the ``.grad``
+    tensors views into the buckets: "This can reduce peak memory usage, where
+    the saved memory size will be equal to the total gradients size"
+    (``torch.nn.parallel.DistributedDataParallel`` docstring). One extra
+    gradient's bytes per parameter of every layer DDP reduces (data-parallel
+    degree > 1, ZeRO-0/1). Only ``pytorch-ddp``: Megatron's DDP accumulates
+    into its contiguous ``main_grad`` buffer, which is the bucket storage
+    (``megatron/core/distributed/param_and_grad_buffer.py``); FSDP and
+    DeepSpeed ZeRO reduce their own flat buffers. A spec sets
+    ``runtime_options: {ddp_bucket_copy: false}`` for a DDP run with
+    ``gradient_as_bucket_view=True``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """One software stack's capabilities (see the module docstring for sources)."""
+
+    name: str = "megatron-core"
+    flash_attention: bool = True
+    hopper_attention: bool = True
+    flash_v2_attention: bool = True
+    tp_comm_overlap: bool = True
+    grad_reduce_overlap: bool = True
+    param_gather_overlap: bool = True
+    fsdp_prefetch: bool = True
+    distributed_optimizer: bool = True
+    fp32_grad_buffer: bool = True
+    fp16_fp32_grads: bool = False
+    fp32_grad_reduce: bool = False
+    fused_optimizer: bool = True
+    lp_grad_copy: bool = False
+    fused_swiglu: bool = False
+    fused_cross_entropy: bool = False
+    loss_grad_cast: bool = False
+    eager_cross_entropy: bool = False
+    loss_fp32_upcast: bool = False
+    fp8_primary_weights: bool = False
+    ddp_bucket_copy: bool = False
+    fused_projections: bool = True
+    source: str = ""
+
+    def capabilities(self) -> dict[str, bool]:
+        """The boolean capabilities by name (what reports print)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.type in (bool, "bool")}
+
+
+#: Named runtimes with their documented defaults.
+RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
+    Runtime("megatron-lm", flash_attention=False, hopper_attention=False, tp_comm_overlap=False,
+            grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=False,
+            distributed_optimizer=False, fused_optimizer=True, loss_grad_cast=True,
+            source="Megatron-LM 2020-22 (Shoeybi et al. 2019; Narayanan et al. 2021): torch DDP "
+                   "buckets, Apex FusedAdam, unfused softmax attention"),
+    Runtime("megatron-core", flash_attention=True, tp_comm_overlap=True,
+            grad_reduce_overlap=True, param_gather_overlap=True, fsdp_prefetch=True,
+            distributed_optimizer=True, fused_optimizer=True, fused_swiglu=True,
+            loss_grad_cast=True,
+            source="Megatron-Core with Transformer Engine, performance flags on "
+                   "(--tp-comm-overlap --overlap-grad-reduce --overlap-param-gather "
+                   "--use-distributed-optimizer; custom FSDP prefetches; NVIDIA Megatron-Core docs)"),
+    Runtime("megatron-bridge", flash_attention=True, tp_comm_overlap=True,
+            grad_reduce_overlap=True, param_gather_overlap=True, fsdp_prefetch=True,
+            distributed_optimizer=True, fp32_grad_buffer=False, fused_optimizer=True,
+            fused_swiglu=True, fp8_primary_weights=True, loss_grad_cast=True,
+            source="NVIDIA Megatron-Bridge / NeMo performance recipes (Megatron-Core + TE, "
+                   "distributed optimizer, TP/DP communication overlap; Megatron-FSDP with "
+                   "double-buffered prefetch; bf16 gradient reduction: "
+                   "set_llama3_common_configs / set_llama31_common_configs set "
+                   "ddp.grad_reduce_in_fp32 = False, scripts/performance/configs; "
+                   "FP8 weights: fp8_param_gather = True in the FP8 current-scaling recipe)"),
+    Runtime("deepspeed", flash_attention=False, hopper_attention=False, tp_comm_overlap=False,
+            grad_reduce_overlap=False, param_gather_overlap=False, fsdp_prefetch=True,
+            distributed_optimizer=False, fused_optimizer=True, lp_grad_copy=True,
+            loss_grad_cast=True,
+            source="Megatron-DeepSpeed + DeepSpeed ZeRO (Rajbhandari et al. 2020; BF16_Optimizer "
+                   "gradient buffers). Gradient reduction after the backward pass: the "
+                   "PipelineEngine turns enable_backward_allreduce off and runs ReduceGrads "
+                   "after the last micro-batch (deepspeed/runtime/pipe/schedule.py "
+                   "TrainSchedule.steps), and zero_optimization.overlap_comm defaults to false "
+                   "below stage 3 (deepspeed/runtime/zero/config.py)"),
+    Runtime("pytorch-fsdp", flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
+            grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
+            distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=True,
+            fused_cross_entropy=True,
+            source="PyTorch FSDP (Zhao et al. 2023) as used by Composer/llm-foundry: "
+                   "prefetching, a fused non-Hopper-native FlashAttention-2-class kernel, "
+                   "fused cross-entropy. llm-foundry's 2023 benchmark tables ran attn_impl: "
+                   "triton (the pre-MLIR Triton kernel flash_attn_triton, FlashAttention-1-"
+                   "class: scripts/train/benchmarking/submit_benchmarks.py @a7c75677, "
+                   "llm-foundry v0.3.0, and the MosaicGPT-era script before it); their records "
+                   "set flash_v2_attention off (calibration.records.runtime_of). "
+                   "fused_optimizer stays on for other FSDP stacks; Composer records turn it "
+                   "off: llm-foundry's "
+                   "decoupled_adamw is Composer's DecoupledAdamW, a per-parameter Python "
+                   "loop (composer/optim/decoupled_weight_decay.py, runtime_of)"),
+    Runtime("torchtitan", flash_attention=True, tp_comm_overlap=False,
+            grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
+            distributed_optimizer=False, fp32_grad_buffer=False, fp32_grad_reduce=True,
+            fused_optimizer=True, fused_projections=False, eager_cross_entropy=True,
+            loss_fp32_upcast=True,
+            source="torchtitan (Liang et al. 2024): FSDP2 prefetch, SDPA flash attention; "
+                   "async TP off by default (enable_async_tensor_parallel = False); gradients "
+                   "reduce-scattered in fp32 (training.mixed_precision_reduce = 'float32', "
+                   "MixedPrecisionPolicy(reduce_dtype=float32)); fused AdamW "
+                   "(optimizer.implementation = 'fused'); separate wq/wk/wv and w1/w3 GEMMs "
+                   "(torchtitan/models/llama/model.py); loss F.cross_entropy on the logits "
+                   "cast to fp32 (components/loss.py cross_entropy_loss)"),
+    Runtime("pytorch-ddp", flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
+            grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=False,
+            distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=False,
+            ddp_bucket_copy=True, eager_cross_entropy=True,
+            source="PyTorch DDP (Li et al. 2020), SDPA attention, foreach (unfused) Adam; "
+                   "gradients copied into the reducer's buckets (gradient_as_bucket_view=False, "
+                   "the default); plain F.cross_entropy loss"),
+]}
+
+#: Capability names a spec may override.
+CAPABILITIES: tuple[str, ...] = tuple(RUNTIMES["megatron-core"].capabilities())
+
+
+def runtime_named(name: str, **overrides: bool) -> Runtime:
+    """The catalog runtime ``name`` with capability ``overrides``.
+
+    Raises KeyError naming the known runtimes or capabilities.
+    """
+    key = name.strip().lower().replace("_", "-")
+    if key not in RUNTIMES:
+        raise KeyError(f"unknown runtime {name!r} (known: {', '.join(RUNTIMES)})")
+    bad = sorted(set(overrides) - set(CAPABILITIES))
+    if bad:
+        raise KeyError(f"unknown runtime capability {bad[0]!r} (known: {', '.join(CAPABILITIES)})")
+    return replace(RUNTIMES[key], **overrides) if overrides else RUNTIMES[key]

@@ -1,0 +1,185 @@
+"""Training settings and the search space a plan is chosen from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from autopar_opt.ir.graph import Layer, LayerKind
+from autopar_opt.ir.runtime import RUNTIMES, Runtime
+
+
+class Schedule(str, Enum):
+    """Pipeline schedules. Latency model: docs/DESIGN.md §3; memory: in-flight micro-batches."""
+
+    gpipe = "gpipe"          # Huang et al. 2019: all forwards, then all backwards
+    one_f_one_b = "1f1b"     # Narayanan et al. 2019 (PipeDream-Flush), Megatron default
+    interleaved = "interleaved"  # Narayanan et al. 2021 Sec. 2.2.2 (evaluation of manual plans)
+
+
+class Recompute(str, Enum):
+    """Activation recomputation (Korthikanti et al. 2022)."""
+
+    none = "none"
+    selective = "selective"  # recompute the attention core only (Sec. 5)
+    full = "full"            # keep the layer input, recompute the whole layer (Sec. 4.1)
+
+
+#: Bytes per parameter for (weights, gradients, optimizer state) by optimizer.
+#: Mixed-precision Adam: 2 + 2 + 12 = 16 bytes (Rajbhandari et al. 2020, ZeRO Sec. 3.1).
+OPTIMIZER_BYTES: dict[str, tuple[float, float, float]] = {
+    "adam_mixed": (2.0, 2.0, 12.0),
+    "adam_fp32": (4.0, 4.0, 8.0),
+    "sgd_momentum_mixed": (2.0, 2.0, 8.0),
+    "sgd_fp32": (4.0, 4.0, 4.0),
+}
+
+#: Bytes per parameter for (weights, gradients, optimizer state) under PyTorch
+#: AMP, ``torch.autocast`` over fp32 parameters (Lightning ``precision=16``
+#: with DDP): the module's own fp32 weights are the master copy and their
+#: ``.grad`` is fp32, so the optimizer keeps only its moments: Adam's m and v,
+#: 4 + 4 + 8 = 16 bytes; SGD's momentum, 4 + 4 + 4 (PyTorch "Automatic Mixed
+#: Precision examples", ``docs/source/notes/amp_examples.rst``: "Creates model
+#: and optimizer in default precision"; autocast casts op inputs, not the
+#: parameters, so the optimizer steps the fp32 parameters directly).
+AUTOCAST_OPTIMIZER_BYTES: dict[str, tuple[float, float, float]] = {
+    "adam_mixed": (4.0, 4.0, 8.0),
+    "adam_fp32": (4.0, 4.0, 8.0),
+    "sgd_momentum_mixed": (4.0, 4.0, 4.0),
+    "sgd_fp32": (4.0, 4.0, 4.0),
+}
+
+#: Bytes per parameter of autocast's cache of 16-bit weight casts: with
+#: ``torch.autocast(cache_enabled=True)`` (the default) the 16-bit cast of
+#: every fp32 leaf parameter that requires grad is cached for reuse inside the
+#: autocast region (``aten/src/ATen/autocast_mode.cpp``, ``cached_cast``:
+#: "cache lower_precision_fp casts of fp32 model weights (leaves)"), and
+#: autograd saves those casts for the input-gradient GEMMs, so they live from
+#: the forward through the backward pass. Under ZeRO-3/FSDP the same 2 bytes
+#: are held per micro-batch in flight instead
+#: (:func:`autopar_opt.cost.state.autocast_saved_cast_bytes`).
+AUTOCAST_CACHE_BYTES = 2.0
+
+#: Compute dtypes torch.autocast casts to (its ``dtype`` argument).
+AUTOCAST_DTYPES = ("fp16", "bf16")
+
+#: Bytes per activation element by dtype.
+DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp8": 1, "tf32": 4, "fp32": 4}
+
+
+@dataclass(frozen=True)
+class Training:
+    """What one training iteration is.
+
+    global_batch_size : samples per optimizer step (all data-parallel replicas).
+    seq_len : tokens per sample (None for models without a sequence, e.g. CNNs).
+    dtype : compute dtype; picks the device peak and activation element size.
+    optimizer : key of :data:`OPTIMIZER_BYTES`.
+    memory_reserve_gib : device memory held back by the user on top of what
+        the cost model accounts (its calibrated runtime reserve and allocator
+        fragmentation, :class:`~autopar_opt.cost.params.CostParams`).
+    runtime : the software stack (:mod:`autopar_opt.ir.runtime`): which
+        communications overlap, fused attention, sharded optimizer.
+    autocast : 16-bit compute by ``torch.autocast`` over fp32 parameters
+        (PyTorch AMP; ``dtype`` fp16 or bf16): per parameter the
+        :data:`AUTOCAST_OPTIMIZER_BYTES` of the optimizer plus the
+        :data:`AUTOCAST_CACHE_BYTES` of cached 16-bit weight casts (under
+        ZeRO-3 once per micro-batch in flight), instead
+        of 16-bit weights with an fp32 master copy in the optimizer state
+        (:data:`OPTIMIZER_BYTES`, Megatron/DeepSpeed/Apex O2 mixed precision).
+    activation_offload : fraction (0 <= f < 1) of the activations each
+        transformer layer keeps for backward that live in host memory between
+        its forward and backward pass (CPU activation offload: Transformer
+        Engine ``get_cpu_offload_context``, Megatron-Core
+        ``--cpu-offloading-num-layers N``: the activations of N of the L
+        layers a pipeline rank holds, ``f = N / L`` for a stack of equal
+        layers). Priced in :func:`autopar_opt.cost.offload.transfer_time`.
+    """
+
+    global_batch_size: int
+    seq_len: int | None = None
+    dtype: str = "bf16"
+    optimizer: str = "adam_mixed"
+    memory_reserve_gib: float = 0.0
+    runtime: Runtime = RUNTIMES["megatron-core"]
+    activation_offload: float = 0.0
+    autocast: bool = False
+
+    @property
+    def tokens_per_sample(self) -> int:
+        return self.seq_len or 1
+
+
+def param_state_bytes(training: Training) -> tuple[float, float, float]:
+    """(weight, gradient, optimizer-state) bytes per parameter of the
+    optimizer and precision mode, before runtime buffers and sharding:
+    :data:`AUTOCAST_OPTIMIZER_BYTES` under ``autocast``, else
+    :data:`OPTIMIZER_BYTES`."""
+    table = AUTOCAST_OPTIMIZER_BYTES if training.autocast else OPTIMIZER_BYTES
+    return table[training.optimizer]
+
+
+def autocast_problem(dtype: str, autocast: bool) -> str | None:
+    """Why ``autocast`` cannot go with compute dtype ``dtype`` (None: it can):
+    torch.autocast casts to a 16-bit dtype only."""
+    if autocast and dtype not in AUTOCAST_DTYPES:
+        return (f"autocast (PyTorch AMP) computes in a 16-bit dtype ({' or '.join(AUTOCAST_DTYPES)}), "
+                f"not {dtype}")
+    return None
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The space a plan is chosen from; every optimality claim is relative to it.
+
+    ``None`` for a degree list means "every value that divides the devices"
+    (for ``ep_degrees``: every expert-parallel degree Megatron-Core accepts,
+    see :func:`autopar_opt.ir.strategies.ep_degree_ok`).
+    """
+
+    pp_degrees: tuple[int, ...] | None = None
+    tp_degrees: tuple[int, ...] | None = None
+    cp_degrees: tuple[int, ...] = (1,)
+    sequence_parallel: tuple[bool, ...] = (False, True)
+    zero_levels: tuple[int, ...] = (0, 1, 2, 3)
+    recompute: tuple[Recompute, ...] = (Recompute.none, Recompute.full)
+    schedules: tuple[Schedule, ...] = (Schedule.one_f_one_b,)
+    microbatches: tuple[int, ...] | None = None
+    max_microbatches: int = 64
+    tp_within_node: bool = True
+    ep_degrees: tuple[int, ...] | None = None
+    #: "congruent": every stage N/pp devices; "free": each stage its own count
+    #: (whole nodes or a divisor of a node's GPUs, summing to at most the cluster)
+    stage_devices: str = "congruent"
+
+
+def autocast_casts_weights(layer: Layer) -> bool:
+    """Whether ``torch.autocast`` casts this layer's parameters to 16 bits.
+
+    Autocast casts the inputs of the ops on its lower-precision list only
+    (PyTorch ``docs/source/amp.rst``, "Autocast Op Reference": "CUDA Ops that
+    can autocast to float16": ``matmul``, ``mm``, ``linear``, ``conv1d/2d/3d``,
+    ... ; the same GEMM/convolution ops on the CPU bfloat16 list). Two kinds of
+    layer hold parameters that no such op reads:
+
+    * a lookup embedding (kind ``embedding`` with no forward FLOPs, what
+      :func:`autopar_opt.model_zoo.transformer.embedding` builds):
+      ``F.embedding`` is on none of autocast's lists, so the table is read in
+      fp32 and ``EmbeddingBackward0`` saves only the int64 indices (checked on
+      CPU, torch 2.13: ``benchmarks/autocast/probe_embedding.py``, its output in
+      ``benchmarks/autocast/RESULTS.md``). A convolutional patch embedding
+      (``embedding`` with FLOPs, :func:`autopar_opt.model_zoo.vision.patch_embed`)
+      is a ``conv2d``, on the list, and is cast;
+    * a normalisation layer (kind ``norm``): ``layer_norm`` and ``group_norm``
+      are on the float32 list ("CUDA Ops that can autocast to float32"), so an
+      fp32 weight is used as is (the probe: ``NativeLayerNormBackward0`` saves
+      the fp32 parameter itself), and an RMSNorm written elementwise multiplies
+      by its fp32 weight with type promotion, casting nothing.
+
+    A tied word-embedding matrix is cast where a GEMM reads it: by the output
+    layer (``logits = h @ E^T``), on whichever stage holds it
+    (:func:`autopar_opt.cost.state.autocast_cast_params`).
+    """
+    if layer.kind is LayerKind.norm:
+        return False
+    return not (layer.kind is LayerKind.embedding and layer.flops_fwd <= 0)

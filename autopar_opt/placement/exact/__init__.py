@@ -1,0 +1,1 @@
+"""autopar_opt.placement.exact."""

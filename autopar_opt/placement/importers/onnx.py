@@ -1,0 +1,89 @@
+"""ONNX importer (optional extra ``onnx``): an ONNX model -> operator graph -> placement problem.
+
+Shapes come from ONNX shape inference (``onnx.shape_inference.infer_shapes``);
+every node becomes an operator whose output bytes are the inferred sizes of
+its outputs, whose parameters are the initializers it reads, and whose FLOPs
+are counted from the shapes for the compute-heavy operators (MatMul/Gemm:
+``2·M·N·K`` per batch; Conv: ``2·N·C_out·H_out·W_out·C_in/groups·k_h·k_w``)
+and as one operation per output element otherwise. Costs then follow the
+zoo's roofline / α–β model (:mod:`autopar_opt.placement.importers.zoo`) on the devices
+named in the spec.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from autopar_opt.model_zoo.op_graphs import OpGraph
+
+GEMM_OPS = {"MatMul", "Gemm", "Conv", "ConvTranspose", "MatMulInteger", "QLinearMatMul"}
+
+
+def _require_onnx():
+    from autopar_opt.core.errors import require_module
+    return require_module(("onnx",), "<onnx>", "placement.graph.onnx",
+                          "the ONNX importer needs the optional 'onnx' package",
+                          "pip install 'autopar-opt[onnx]'")
+
+
+def _shapes(model) -> dict[str, tuple[list[int], int]]:
+    """Tensor name -> (shape with unknown dims as 1, bytes per element)."""
+    onnx = _require_onnx()
+    out = {}
+    infos = list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output)
+    for vi in infos:
+        t = vi.type.tensor_type
+        if not t.HasField("shape"):
+            continue
+        dims = [d.dim_value if d.dim_value > 0 else 1 for d in t.shape.dim]
+        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)).itemsize \
+            if t.elem_type else 4
+        out[vi.name] = (dims, itemsize)
+    for init in model.graph.initializer:
+        out[init.name] = (list(init.dims), np.dtype(
+            onnx.helper.tensor_dtype_to_np_dtype(init.data_type)).itemsize)
+    return out
+
+
+def _nbytes(shape: tuple[list[int], int] | None) -> float:
+    return 0.0 if shape is None else float(np.prod(shape[0], dtype=float) * shape[1])
+
+
+def _flops(node, shapes: dict) -> float:
+    ins = [shapes.get(n) for n in node.input]
+    outs = [shapes.get(n) for n in node.output]
+    if node.op_type in ("MatMul", "Gemm") and ins[0] and outs[0]:
+        k = ins[0][0][-1] if node.op_type == "MatMul" or not _attr(node, "transA") else ins[0][0][-2]
+        return 2.0 * float(np.prod(outs[0][0], dtype=float)) * k
+    if node.op_type == "Conv" and len(ins) > 1 and ins[1] and outs[0]:
+        w = ins[1][0]                      # (C_out, C_in/groups, kh, kw)
+        return 2.0 * float(np.prod(outs[0][0], dtype=float)) * float(np.prod(w[1:], dtype=float))
+    return float(sum(np.prod(o[0], dtype=float) for o in outs if o))
+
+
+def _attr(node, name: str) -> int:
+    for a in node.attribute:
+        if a.name == name:
+            return int(a.i)
+    return 0
+
+
+def onnx_op_graph(path: str | Path) -> OpGraph:
+    """Read and shape-infer an ONNX file; one operator per ONNX node."""
+    onnx = _require_onnx()
+    model = onnx.shape_inference.infer_shapes(onnx.load(str(path)))
+    shapes = _shapes(model)
+    params = {init.name for init in model.graph.initializer}
+    producer: dict[str, int] = {}
+    g = OpGraph()
+    for i, node in enumerate(model.graph.node):
+        inputs = sorted({producer[n] for n in node.input if n in producer})
+        out_b = sum(_nbytes(shapes.get(n)) for n in node.output)
+        par_b = sum(_nbytes(shapes.get(n)) for n in node.input if n in params)
+        v = g.add(node.name or f"{node.op_type}_{i}", inputs, flops=_flops(node, shapes),
+                  out=out_b, params=par_b, gemm=node.op_type in GEMM_OPS)
+        for n in node.output:
+            producer[n] = v
+    return g

@@ -1,0 +1,232 @@
+"""Importer for the public device-placement JSON format (msr-fiddle/dnn-partitioning).
+
+Format (Tarnawski et al., NeurIPS 2020, data release): ``maxSizePerFPGA``
+(bytes per accelerator), ``maxFPGAs``, ``maxCPUs``, ``nodes[]`` (``id``,
+``supportedOnFpga``, ``cpuLatency``, ``fpgaLatency``, ``isBackwardNode``,
+optional ``colorClass``, ``size``, ``name``, ``layerId``) and ``edges[]``
+(``sourceId``, ``destId``, ``cost``; the cost is a property of the source node,
+so every edge leaving one node must carry the same cost). "FPGA" means any
+accelerator. Errors are collected in one pass and raised as a
+:class:`~autopar_opt.spec.SpecError` naming the file, the key, the value, the
+rule and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from autopar_opt.placement.problem import DeviceType, PlacementProblem
+from autopar_opt.core.errors import MISSING, SpecError, SpecProblem
+
+ACCEL, CPU = "accelerator", "cpu"
+_NODE_REQUIRED = ("id", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode")
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError([SpecProblem(str(path), "", None, "file not found",
+                                     "give the path of a placement JSON file")]) from None
+    except (OSError, UnicodeDecodeError) as exc:     # a directory, unreadable, not text
+        raise SpecError([SpecProblem(str(path), "", None, f"cannot be read ({exc})",
+                                     "give the path of a placement JSON file")]) from None
+    except json.JSONDecodeError as exc:
+        raise SpecError([SpecProblem(str(path), "", None, f"not valid JSON ({exc})",
+                                     "fix the syntax")]) from None
+    except RecursionError:              # json's decoder recurses once per nesting level
+        raise SpecError([SpecProblem(str(path), "", None, "nested too deeply to be read",
+                                     "a placement file nests a few levels: give the graph or "
+                                     "split as the public format writes it")]) from None
+
+
+def is_public_format(data: Any) -> bool:
+    """Whether a parsed document looks like the public placement format."""
+    return isinstance(data, dict) and "nodes" in data and "maxFPGAs" in data
+
+
+def _number(doc: dict, key: str, where: str, file: str, probs: list[SpecProblem], *,
+            minimum: float = 0.0) -> float:
+    """A finite number >= ``minimum`` (JSON's NaN and Infinity are refused: a NaN
+    time or size compares false with everything and slipped through)."""
+    val = doc.get(key, MISSING)
+    if isinstance(val, bool) or not isinstance(val, (int, float)) or not math.isfinite(val) \
+            or val < minimum:
+        probs.append(SpecProblem(file, f"{where}{key}", val,
+                                 f"must be a finite number >= {minimum:g}",
+                                 f"write e.g. \"{key}\": 1"))
+        return 0.0
+    return float(val)
+
+
+def _count(doc: dict, key: str, file: str, probs: list[SpecProblem]) -> int:
+    """A device count: a whole number in [0, limits.MAX_PLACEMENT_DEVICES]."""
+    from autopar_opt.core import limits
+
+    val = doc.get(key, MISSING)
+    whole = (not isinstance(val, bool) and isinstance(val, (int, float)) and math.isfinite(val)
+             and float(val).is_integer())
+    if not whole or not 0 <= val <= limits.MAX_PLACEMENT_DEVICES:
+        probs.append(SpecProblem(file, key, val, "must be a whole number of devices from 0 to "
+                                 f"{limits.MAX_PLACEMENT_DEVICES:,}", f"write e.g. \"{key}\": 8"))
+        return 0
+    return int(val)
+
+
+def _nodes(data: dict, file: str, probs: list[SpecProblem]) -> list[dict]:
+    nodes = data.get("nodes")
+    if not isinstance(nodes, list) or not nodes:
+        probs.append(SpecProblem(file, "nodes", nodes if nodes is not None else MISSING,
+                                 "must be a non-empty list of node objects",
+                                 "list the operator nodes, see README 'Device placement'"))
+        return []
+    seen: set[Any] = set()
+    for i, nd in enumerate(nodes):
+        where = f"nodes[{i}]."
+        if not isinstance(nd, dict):
+            probs.append(SpecProblem(file, f"nodes[{i}]", nd, "must be an object", "write {...}"))
+            continue
+        for key in _NODE_REQUIRED:
+            if key not in nd:
+                probs.append(SpecProblem(file, where + key, MISSING, "is required",
+                                         f"add \"{key}\""))
+        for key in ("cpuLatency", "fpgaLatency", "size"):
+            if key in nd:
+                _number(nd, key, where, file, probs)
+        if nd.get("id") in seen:
+            probs.append(SpecProblem(file, where + "id", nd.get("id"), "duplicate node id",
+                                     "give every node its own id"))
+        seen.add(nd.get("id"))
+    return nodes
+
+
+def _edges(data: dict, ids: dict[Any, int], file: str, probs: list[SpecProblem]
+           ) -> tuple[list[tuple[int, int]], dict[int, float]]:
+    edges, cost = [], {}
+    for i, e in enumerate(data.get("edges", []) or []):
+        where = f"edges[{i}]."
+        if not isinstance(e, dict):
+            probs.append(SpecProblem(file, f"edges[{i}]", e, "must be an object", "write {...}"))
+            continue
+        ends = []
+        for key in ("sourceId", "destId"):
+            if e.get(key) not in ids:
+                probs.append(SpecProblem(file, where + key, e.get(key, MISSING),
+                                         "must be the id of a node", "use an id listed in nodes"))
+            else:
+                ends.append(ids[e[key]])
+        c = _number(e, "cost", where, file, probs)
+        if len(ends) == 2:
+            u, v = ends
+            if u == v:
+                probs.append(SpecProblem(file, where + "destId", e["destId"], "self-loop",
+                                         "remove the edge"))
+            if u in cost and abs(cost[u] - c) > 1e-6 * max(1.0, abs(c)):
+                probs.append(SpecProblem(file, where + "cost", c,
+                                         f"differs from another edge leaving node {e['sourceId']} "
+                                         f"({cost[u]:g}); the cost is the source's output transfer",
+                                         "give every edge leaving one node the same cost"))
+            cost.setdefault(u, c)
+            edges.append((u, v))
+    return edges, cost
+
+
+def problem_from_public(data: dict, *, name: str = "placement", file: str = "<input>"
+                        ) -> PlacementProblem:
+    """Build a :class:`PlacementProblem` from a parsed public-format document."""
+    probs: list[SpecProblem] = []
+    mem = _number(data, "maxSizePerFPGA", "", file, probs)
+    k = _count(data, "maxFPGAs", file, probs)
+    cpus = _count(data, "maxCPUs", file, probs)
+    if not probs and k + cpus == 0:
+        probs.append(SpecProblem(file, "maxFPGAs", k, "maxFPGAs and maxCPUs are both 0: no "
+                                 "device to place the nodes on", "give at least one device, "
+                                 "e.g. \"maxFPGAs\": 2"))
+    nodes = _nodes(data, file, probs)
+    if probs:
+        raise SpecError(probs)
+    ids = {nd["id"]: i for i, nd in enumerate(nodes)}
+    edges, cost = _edges(data, ids, file, probs)
+    if probs:
+        raise SpecError(probs)
+    n = len(nodes)
+    classes: dict[Any, int] = {}
+    color = []
+    for nd in nodes:
+        key = ("cc", nd["colorClass"]) if "colorClass" in nd else ("node", nd["id"])
+        color.append(classes.setdefault(key, len(classes)))
+    fpga = np.array([float(nd["fpgaLatency"]) if nd["supportedOnFpga"] else np.inf for nd in nodes])
+    devices = [DeviceType(ACCEL, int(k), mem, True)]
+    if int(cpus) > 0:
+        devices.append(DeviceType(CPU, int(cpus), float("inf"), False))
+    return PlacementProblem(
+        name=name, node_names=[str(nd.get("name", nd["id"])) for nd in nodes],
+        node_ids=[nd["id"] for nd in nodes], edges=np.array(edges, dtype=np.int64).reshape(-1, 2),
+        time={ACCEL: fpga, CPU: np.array([float(nd["cpuLatency"]) for nd in nodes])},
+        size_bytes=np.array([float(nd.get("size", 0.0)) for nd in nodes]),
+        comm=np.array([cost.get(i, 0.0) for i in range(n)]), color=np.array(color),
+        is_backward=np.array([bool(nd["isBackwardNode"]) for nd in nodes]), device_types=devices,
+        meta={"source": file, "format": "public-json"})
+
+
+def load_public(path: str | Path) -> PlacementProblem:
+    """Read a public-format file (errors: :class:`SpecError`, exit code 2 in the CLI)."""
+    path = Path(path)
+    data = _read(path)
+    if not is_public_format(data):
+        raise SpecError([SpecProblem(str(path), "", None,
+                                     "not a placement file (needs 'nodes' and 'maxFPGAs')",
+                                     "give a file in the public placement format or a spec")])
+    return problem_from_public(data, name=path.stem, file=str(path))
+
+
+def load_expert_split(path: str | Path, problem: PlacementProblem) -> np.ndarray:
+    """A human-expert split (``{"fpgas": [{"nodes": [...]}, ...], "cpus": [...]}``) as a
+    device per node; nodes it omits (backward nodes) follow their colour class.
+
+    Devices are numbered as :meth:`PlacementProblem.devices`: accelerators first.
+    """
+    path = Path(path)
+    data = _read(path)
+    if not isinstance(data, dict) or not {"fpgas", "cpus"} & set(data):
+        from autopar_opt.spec.doc_kinds import describe, input_kind, is_placement
+
+        kind = input_kind(data)
+        what = ("a placement.json of `autopar place` (its devices, not an expert split)"
+                if is_placement(data) else
+                f"{describe(kind)}, not an expert split" if kind else "not an expert split")
+        raise SpecError([SpecProblem(str(path), "", None, f"--expert: {what}",
+                                     'give a split as the public format writes it: {"fpgas": '
+                                     '[{"nodes": [ids]}, ...], "cpus": [{"nodes": [...]}]}')])
+    index = {nid: i for i, nid in enumerate(problem.node_ids)}
+    assign = np.full(problem.num_nodes, -1, dtype=np.int64)
+    n_acc = sum(dt.count for dt in problem.device_types if dt.name == ACCEL)
+    groups = [(d, g) for d, g in enumerate(data.get("fpgas", []))]
+    groups += [(n_acc + d, g) for d, g in enumerate(data.get("cpus", []))]
+    probs = []
+    for d, g in groups:
+        for nid in g.get("nodes", []):
+            if nid not in index:
+                probs.append(SpecProblem(str(path), "nodes", nid, "not a node of the instance",
+                                         f"use ids of {problem.name}"))
+            else:
+                assign[index[nid]] = d
+    if len(data.get("fpgas", [])) > n_acc:
+        probs.append(SpecProblem(str(path), "fpgas", len(data["fpgas"]),
+                                 f"more accelerators than the instance has ({n_acc})",
+                                 "use at most maxFPGAs groups"))
+    if probs:
+        raise SpecError(probs)
+    for v in np.flatnonzero(assign < 0):
+        mates = assign[(problem.color == problem.color[v]) & (assign >= 0)]
+        if mates.size == 0:
+            raise SpecError([SpecProblem(str(path), "nodes", problem.node_ids[v],
+                                         "node not placed and no colocated node is",
+                                         "list it in one group")])
+        assign[v] = mates[0]
+    return assign

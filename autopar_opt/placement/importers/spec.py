@@ -1,0 +1,222 @@
+"""Loading ``autopar place SPEC``: a public-format JSON file, or a placement spec.
+
+A placement spec (YAML or JSON) names an operator graph and the devices::
+
+    placement:
+      graph: {file: bert.json}                       # public format, relative to the spec
+      # or: graph: {zoo: synthetic_transformer, nodes: 10000}
+      # or: graph: {onnx: model.onnx}                # needs the 'onnx' extra
+      # or: graph: {torch: model.py:Net, inputs: [[8, 16]]}   # torch.fx; the 'torch' extra
+      devices:                                       # optional with a file (it has its own)
+        - {type: A100-80GB, count: 8}                # device catalog name (zoo graphs)
+        - {type: cpu, count: 1, pays_comm: false}
+      objective: max-load                            # or latency
+      contiguous: true
+
+Every mistake is reported in one :class:`~autopar_opt.spec.SpecError`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from autopar_opt.spec.doc_kinds import wrong_input
+from autopar_opt.placement.problem import DeviceType, PlacementProblem
+from autopar_opt.placement.importers.public_json import is_public_format, load_public, problem_from_public
+from autopar_opt.core.errors import MISSING, SpecError, SpecProblem, did_you_mean
+
+
+def _parse(path: Path) -> Any:
+    if not path.exists():
+        raise SpecError([SpecProblem(str(path), "", None, "file not found",
+                                     "give a placement spec or a public-format JSON file")])
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:     # a directory, unreadable, not text
+        raise SpecError([SpecProblem(str(path), "", None, f"cannot be read ({exc})",
+                                     "give a placement spec or a public-format JSON file")]) from None
+    if path.suffix == ".json":             # JSON (the public format): no YAML parser to load
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SpecError([SpecProblem(str(path), "", None, f"cannot be parsed ({exc})",
+                                         "fix the syntax")]) from None
+        except RecursionError:          # json's decoder recurses once per nesting level
+            raise SpecError([_too_deep(path)]) from None
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError([SpecProblem(str(path), "", None, f"cannot be parsed ({exc})",
+                                     "fix the syntax")]) from None
+    except RecursionError:
+        raise SpecError([_too_deep(path)]) from None
+
+
+def _too_deep(path: Path) -> SpecProblem:
+    return SpecProblem(str(path), "", None, "nested too deeply to be read",
+                       "a placement spec or graph nests a few levels: give a public-format "
+                       "graph ({nodes, edges, maxFPGAs, ...}) or a spec placement: {graph, devices}")
+
+
+def load_placement(path: str | Path) -> tuple[PlacementProblem, dict]:
+    """(problem, options from the spec: objective, contiguous) for ``autopar place``."""
+    path = Path(path)
+    data = _parse(path)
+    if is_public_format(data):
+        return problem_from_public(data, name=path.stem, file=str(path)), {}
+    wrong = wrong_input(data, path, "a placement spec (placement:) or a public-format graph",
+                        ("placement", "graph"))
+    if wrong:
+        raise SpecError([wrong])
+    if not isinstance(data, dict) or not isinstance(data.get("placement"), dict):
+        raise SpecError([SpecProblem(str(path), "placement", data.get("placement", MISSING)
+                                     if isinstance(data, dict) else data,
+                                     "a placement spec needs a 'placement' mapping",
+                                     "write placement: {graph: {file: g.json}} or give a "
+                                     "public-format JSON file directly")])
+    spec = data["placement"]
+    probs: list[SpecProblem] = []
+    for key in spec:
+        if key not in PLACEMENT_KEYS:
+            probs.append(SpecProblem(str(path), f"placement.{key}", spec[key], f"unknown key {key!r}",
+                                     f"remove it{did_you_mean(key, PLACEMENT_KEYS)}; known keys: "
+                                     f"{', '.join(PLACEMENT_KEYS)}"))
+    graph = spec.get("graph", MISSING)
+    options = {k: spec[k] for k in ("objective", "contiguous") if k in spec}
+    if options.get("objective", "max-load") not in ("max-load", "latency"):
+        probs.append(SpecProblem(str(path), "placement.objective", options["objective"],
+                                 "must be max-load or latency", "write objective: max-load"))
+    if not isinstance(options.get("contiguous", True), bool):     # bool("no") is True
+        probs.append(SpecProblem(str(path), "placement.contiguous", options["contiguous"],
+                                 "must be true or false", "write contiguous: true"))
+    if not isinstance(graph, dict) or not ({"file", "zoo", "onnx", "torch"} & set(graph)):
+        probs.append(SpecProblem(str(path), "placement.graph", graph,
+                                 "must be {file: PATH}, {onnx: PATH}, {torch: REF, inputs: [...]} "
+                                 "or {zoo: NAME, ...}",
+                                 "write graph: {file: model.json}"))
+    if probs:
+        raise SpecError(probs)
+    devices = _devices(spec.get("devices"), path, required=bool({"zoo", "onnx", "torch"} & set(graph)))
+    if "file" in graph:
+        problem = load_public(path.parent / str(graph["file"]))
+        if devices:
+            problem = problem.with_devices(_with_times(problem, devices, path))
+        return problem, options
+    from autopar_opt.placement.importers.zoo import build_op_graph, op_problem
+    if "onnx" in graph:
+        from autopar_opt.placement.importers.onnx import onnx_op_graph
+        onnx_path = path.parent / str(graph["onnx"])
+        if not onnx_path.exists():
+            raise SpecError([SpecProblem(str(path), "placement.graph.onnx", graph["onnx"],
+                                         "file not found", "give the path of an .onnx file")])
+        build_op_graph("onnx", devices, file=str(path), _check_only=True)
+        return op_problem(_read_onnx(onnx_op_graph, onnx_path, path, graph["onnx"]), devices,
+                          onnx_path.stem), options
+    if "torch" in graph:
+        from autopar_opt.placement.importers.torch_fx import spec_op_graph
+        build_op_graph("torch", devices, file=str(path), _check_only=True)
+        g, name = spec_op_graph(graph, path.parent, str(path))
+        return op_problem(g, devices, name), options
+    params = {k: v for k, v in graph.items() if k != "zoo"}
+    return build_op_graph(str(graph["zoo"]), devices, file=str(path), **params), options
+
+
+def _read_onnx(reader: Any, onnx_path: Path, path: Path, shown: Any) -> Any:
+    """``reader(onnx_path)`` (the ONNX importer), with a file that is not an ONNX
+    model, or one without operators, reported at ``placement.graph.onnx``.
+    Before: protobuf's DecodeError (corrupt bytes) or an OverflowError further
+    on (an empty file parses as an empty model) as tracebacks."""
+    def problem(rule: str) -> SpecError:
+        return SpecError([SpecProblem(str(path), "placement.graph.onnx", shown, rule,
+                                      "give an .onnx model file as torch.onnx.export or "
+                                      "onnx.save writes it")])
+    try:
+        graph = reader(onnx_path)
+    except SpecError as exc:      # the importer's own (onnx not installed) names no file
+        raise SpecError([p if p.file != "<onnx>" else SpecProblem(str(path), p.key, shown, p.rule,
+                                                                 p.fix) for p in exc.problems]) from None
+    except Exception as exc:   # protobuf DecodeError, onnx's InferenceError: not a model
+        raise problem(f"{onnx_path} is not a readable ONNX model ({exc.__class__.__name__}: "
+                      f"{str(exc)[:160]})") from None
+    if not graph.names:
+        raise problem(f"{onnx_path} holds no operator nodes")
+    return graph
+
+
+def _devices(raw: Any, path: Path, *, required: bool) -> list[dict]:
+    if raw is None and not required:
+        return []
+    probs = []
+    if not isinstance(raw, list) or not raw:
+        raise SpecError([SpecProblem(str(path), "placement.devices", raw if raw is not None else MISSING,
+                                     "must be a non-empty list of {type, count}",
+                                     "write devices: [{type: A100-80GB, count: 8}]")])
+    out = []
+    file = str(path)
+    for i, d in enumerate(raw):
+        key = f"placement.devices[{i}]"
+        if not isinstance(d, dict) or "type" not in d:
+            probs.append(SpecProblem(file, key, d, "needs a 'type'", "write {type: A100-80GB, count: 8}"))
+            continue
+        probs.extend(_device_problems(d, key, file))
+        out.append(d)
+    if not probs and sum(d.get("count", 1) for d in out) == 0:
+        probs.append(SpecProblem(file, "placement.devices", raw, "every count is 0: no device "
+                                 "to place the nodes on", "give at least one device a count >= 1"))
+    if probs:
+        raise SpecError(probs)
+    return out
+
+
+#: Keys of ``placement:`` and of one ``placement.devices`` entry.
+PLACEMENT_KEYS = ("graph", "devices", "objective", "contiguous")
+DEVICE_KEYS = ("type", "count", "memory_bytes", "memory_gib", "pays_comm")
+
+
+def _device_problems(d: dict, key: str, file: str) -> list[SpecProblem]:
+    """Problems of one device entry: known keys, a text type, a whole count within
+    :data:`autopar_opt.core.limits.MAX_PLACEMENT_DEVICES`, a positive finite memory, a
+    boolean ``pays_comm``."""
+    import math
+
+    from autopar_opt.core import limits
+
+    probs = [SpecProblem(file, f"{key}.{k}", v, f"unknown key {k!r}",
+                         f"remove it{did_you_mean(str(k), DEVICE_KEYS)}; known keys: "
+                         f"{', '.join(DEVICE_KEYS)}") for k, v in d.items() if k not in DEVICE_KEYS]
+    if not isinstance(d["type"], str):
+        probs.append(SpecProblem(file, key + ".type", d["type"], "must be a device name (text)",
+                                 "write e.g. type: A100-80GB"))
+    cnt = d.get("count", 1)
+    if isinstance(cnt, bool) or not isinstance(cnt, int) or not 0 <= cnt <= limits.MAX_PLACEMENT_DEVICES:
+        probs.append(SpecProblem(file, key + ".count", cnt, "must be an integer from 0 to "
+                                 f"{limits.MAX_PLACEMENT_DEVICES:,}", "write count: 8"))
+    for mem in ("memory_bytes", "memory_gib"):
+        val = d.get(mem, 1.0)
+        if isinstance(val, bool) or not isinstance(val, (int, float)) or not math.isfinite(val) \
+                or val <= 0:
+            probs.append(SpecProblem(file, f"{key}.{mem}", val, "must be a positive, finite number",
+                                     f"write e.g. {mem}: {80 if mem == 'memory_gib' else 8.6e10:g}"))
+    if not isinstance(d.get("pays_comm", True), bool):
+        probs.append(SpecProblem(file, key + ".pays_comm", d["pays_comm"], "must be true or false",
+                                 "write pays_comm: true"))
+    return probs
+
+
+def _with_times(problem: PlacementProblem, devices: list[dict], path: Path) -> list[DeviceType]:
+    """Device overrides for a public-format file: types must be ones the file has times for."""
+    out = []
+    for i, d in enumerate(devices):
+        if d["type"] not in problem.time:
+            raise SpecError([SpecProblem(str(path), f"placement.devices[{i}].type", d["type"],
+                                         f"the graph file has times for {sorted(problem.time)} only",
+                                         "use one of those types")])
+        base = next(t for t in problem.device_types if t.name == d["type"])
+        mem = d.get("memory_bytes", base.memory_bytes)
+        out.append(DeviceType(d["type"], int(d.get("count", 1)), float(mem),
+                              bool(d.get("pays_comm", base.pays_comm))))
+    return out

@@ -1,0 +1,113 @@
+"""Zoo operator graphs as placement problems (costs: :mod:`autopar_opt.model_zoo.op_graphs`).
+
+Node time: roofline (Williams, Waterman & Patterson, CACM 2009),
+``max(flops / (peak · eff), bytes / hbm_bw)`` with the cost model's GEMM
+efficiency for matmul/conv nodes; transfer: α–β (Hockney 1994) on the device's
+intra-node link; size: parameters plus output activation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autopar_opt.ir.hardware import DEFAULT_INTRA_NODE, DEVICE_CATALOG
+from autopar_opt.model_zoo.op_graphs import OP_GRAPHS, OpGraph
+from autopar_opt.placement.problem import DeviceType, PlacementProblem
+
+
+def op_problem(g: OpGraph, devices: list[dict], name: str) -> PlacementProblem:
+    """Costs from the device catalog (module docstring); ``devices`` as in the spec."""
+    from autopar_opt.cost.params import default_params
+    params = default_params()
+    flops = np.array(g.flops)
+    mem = np.array(g.mem_bytes)
+    gemm = np.array(g.gemm)
+    times, types = {}, []
+    first = None
+    for d in devices:
+        dev = DEVICE_CATALOG[d["type"]]
+        eff = np.where(gemm, params.efficiency_for(dev.name), 1.0)
+        t = np.maximum(flops / (dev.peak_flops("bf16") * eff), mem / (dev.hbm_gb_per_s * 1e9))
+        times[dev.name] = t * 1e3
+        types.append(DeviceType(dev.name, int(d.get("count", 1)),
+                                float(d.get("memory_gib", dev.hbm_gib)) * 2**30, True))
+        first = first or dev.name
+    link = DEFAULT_INTRA_NODE[first]
+    comm = (link.latency_s + np.array(g.out_bytes) / link.bytes_per_s) * 1e3
+    n = len(g.names)
+    return PlacementProblem(name=name, node_names=list(g.names), node_ids=list(range(n)),
+                            edges=np.array(g.edges, dtype=np.int64).reshape(-1, 2), time=times,
+                            size_bytes=np.array(g.param_bytes) + np.array(g.out_bytes),
+                            comm=comm, color=np.arange(n), is_backward=np.zeros(n, bool),
+                            device_types=types, meta={"format": "zoo", "units": "ms"})
+
+
+def build_op_graph(name: str, devices: list[dict], *, file: str = "<spec>",
+                   _check_only: bool = False, **params) -> PlacementProblem | None:
+    """A zoo operator graph as a placement problem; SpecError for unknown names/devices."""
+    from autopar_opt.core.errors import SpecError, SpecProblem, did_you_mean
+    probs = []
+    if name not in OP_GRAPHS and not _check_only:
+        probs.append(SpecProblem(file, "placement.graph.zoo", name, "unknown operator graph",
+                                 f"choose one of {', '.join(sorted(OP_GRAPHS))}"
+                                 f"{did_you_mean(name, OP_GRAPHS)}"))
+    for i, d in enumerate(devices):
+        if d["type"] not in DEVICE_CATALOG:
+            probs.append(SpecProblem(file, f"placement.devices[{i}].type", d["type"],
+                                     "not in the device catalog",
+                                     f"choose one of {', '.join(DEVICE_CATALOG)}"
+                                     f"{did_you_mean(d['type'], DEVICE_CATALOG)}"))
+    if not _check_only and name in OP_GRAPHS:
+        probs.extend(_param_problems(name, params, file))
+    if probs:
+        raise SpecError(probs)
+    if _check_only:
+        return None
+    try:
+        g = OP_GRAPHS[name](**params)
+    except TypeError as exc:
+        raise SpecError([SpecProblem(file, "placement.graph", params, f"bad parameter ({exc})",
+                                     "see model_zoo/op_graphs.py for the generator's arguments")]) from None
+    return op_problem(g, devices, name)
+
+
+def _param_problems(name: str, params: dict, file: str) -> list:
+    """Problems of a zoo generator's arguments, checked before it runs: a known
+    argument (with a "did you mean"), of its default's type, sizes positive (``mem_len``
+    may be 0: no memory segment) and
+    within :mod:`autopar_opt.core.limits` (``nodes`` <= MAX_OP_NODES, ``layers`` <=
+    MAX_LAYERS, other dimensions <= MAX_SEQ_LEN). Before: ``nodes: 0`` was an
+    OverflowError, a negative count silently became one layer, 10^12 hung."""
+    import inspect
+
+    from autopar_opt.core import limits
+    from autopar_opt.model_zoo import op_graphs
+    from autopar_opt.core.errors import SpecProblem, did_you_mean
+
+    func = op_graphs.transformer if name == "transformer_xl" else OP_GRAPHS[name]
+    defaults = {k: p.default for k, p in inspect.signature(func).parameters.items()
+                if k != "xl" or name != "transformer_xl"}
+    caps = {"nodes": limits.MAX_OP_NODES, "layers": limits.MAX_LAYERS}
+    #: Arguments that may be 0: Transformer-XL without a memory segment.
+    floors = {"mem_len": 0}
+    probs = []
+    for key, val in params.items():
+        where = f"placement.graph.{key}"
+        if key not in defaults:
+            probs.append(SpecProblem(file, where, val, f"not an argument of the {name!r} graph",
+                                     f"use {', '.join(defaults)}{did_you_mean(str(key), defaults)}"))
+            continue
+        default = defaults[key]
+        if isinstance(default, bool):
+            if not isinstance(val, bool):
+                probs.append(SpecProblem(file, where, val, "must be true or false",
+                                         f"write {key}: {str(default).lower()}"))
+        elif isinstance(default, int):
+            cap, floor = caps.get(key, limits.MAX_SEQ_LEN), floors.get(key, 1)
+            if isinstance(val, bool) or not isinstance(val, int) or not floor <= val <= cap:
+                probs.append(SpecProblem(file, where, val,
+                                         f"must be an integer from {floor} to {cap:,}",
+                                         f"write e.g. {key}: {default}"))
+        elif isinstance(default, str) and not isinstance(val, str):
+            probs.append(SpecProblem(file, where, val, "must be text", f"write {key}: {default}"))
+    return probs

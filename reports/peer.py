@@ -1,0 +1,47 @@
+"""A small self-contained HTML report of a peer solve: certificate, then stages or vertices."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jinja2 import Environment, StrictUndefined
+
+_TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>autopar-opt: {{ p.format }} {{ p.name }}</title>
+<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}
+td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}</style></head><body>
+<h1>{{ p.format | capitalize }} instance {{ p.name }}: {{ doc.status }}</h1>
+<h2>Certificate</h2>
+<table><tr><th>primal</th><td>{{ c.primal }}</td></tr>
+<tr><th>proven lower bound</th><td>{{ c.lower_bound }}</td></tr>
+<tr><th>gap</th><td>{{ c.gap }}</td></tr><tr><th>exact</th><td>{{ c.exact }}</td></tr>
+<tr><th>method</th><td>{{ c.method }}: {{ c.message }}</td></tr>
+<tr><th>wall time</th><td>{{ doc.wall_time_s }} s</td></tr></table>
+<h2>Problem</h2><table>{% for k, v in p.items() %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>{% endfor %}</table>
+{% if doc.given_plan %}<h2>Given plan</h2><table>{% for k, v in doc.given_plan.items() %}
+<tr><th>{{ k }}</th><td>{{ v }}</td></tr>{% endfor %}</table>{% endif %}
+{% if doc.plan and doc.plan.stages is defined %}<h2>Stages ({{ doc.plan.devices_used }} devices used,
+TPS {{ doc.plan.tps }})</h2>
+<table><tr><th>#</th><th>d</th><th>t</th><th>y</th><th>TPS</th><th>memory bytes</th><th>nodes (TMPC)</th></tr>
+{% for s in doc.plan.stages %}<tr><td>{{ loop.index0 }}</td><td>{{ s.d }}</td><td>{{ s.t }}</td><td>{{ s.y }}</td>
+<td>{{ s.tps }}</td><td>{{ s.memory_bytes }}</td>
+<td>{% for n, k in zip(s.nodes, s.tmpcs) %}{{ n }} ({{ k }}){% if not loop.last %}, {% endif %}{% endfor %}</td></tr>
+{% endfor %}</table>{% elif doc.plan %}<h2>Configuration per vertex</h2>
+<table><tr><th>id</th><th>name</th><th>config</th><th>split</th></tr>
+{% for v in doc.plan.vertices %}<tr><td>{{ v.id }}</td><td>{{ v.name }}</td><td>{{ v.config }}</td>
+<td>{{ v.split }}</td></tr>{% endfor %}</table>{% endif %}
+</body></html>
+"""
+
+
+def render_peer_report(doc: dict) -> str:
+    """HTML of a peer solve document (autoescaped, strict undefined)."""
+    env = Environment(autoescape=True, undefined=StrictUndefined)
+    env.globals["zip"] = zip
+    return env.from_string(_TEMPLATE).render(doc=doc, p=doc["spec"]["problem"], c=doc["certificate"])
+
+
+def write_peer_report(doc: dict, path: Path) -> None:
+    """Write the report atomically."""
+    from autopar_opt.core.files import write_atomic    # not reports.render: no matplotlib here
+    write_atomic(path, render_peer_report(doc))

@@ -1,0 +1,185 @@
+"""The ``autopar`` CLI: schema, zoo list, estimate, and delegation to other modules."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from autopar_opt.cli.commands import app
+from autopar_opt.cost.evaluate import PlanError, evaluate
+from autopar_opt.spec import SpecError, SpecProblem, load_spec
+from autopar_opt.ir.training import Recompute
+from support import paths
+
+ROOT = paths.REPO
+GPT3 = ROOT / "examples" / "estimate_megatron_gpt3_175b.yaml"
+
+
+def _cli(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_schema_is_json_with_documented_properties():
+    result = _cli("schema")
+    assert result.exit_code == 0
+    schema = json.loads(result.stdout)
+    assert {"model", "cluster", "training", "search", "solver", "cost_model", "plan"} <= set(
+        schema["properties"])
+    assert schema["required"] == ["model", "cluster", "training"]
+    undocumented = [f"{name}.{prop}" for name, d in schema["$defs"].items()
+                    for prop, body in d.get("properties", {}).items() if not body.get("description")]
+    assert undocumented == []
+    assert "gpus_per_node" in schema["$defs"]["ExplicitClusterSpec"]["properties"]
+
+
+def test_zoo_list_lists_debug_and_a_cluster():
+    result = _cli("zoo", "list")
+    assert result.exit_code == 0
+    assert re.search(r"\bdebug\b", result.stdout) and "dgx-a100-8" in result.stdout
+
+
+def test_estimate_json_equals_evaluate_on_the_same_plan():
+    result = _cli("estimate", str(GPT3), "--json")
+    assert result.exit_code == 0, result.stderr
+    out = json.loads(result.stdout)
+    spec = load_spec(GPT3)
+    metrics = evaluate(spec.plan, spec.graph, spec.cluster, spec.training, spec.cost_params)
+    assert out["metrics"]["iteration_time_s"] == metrics.iteration_time_s
+    assert out["metrics"]["mfu"] == metrics.mfu
+    assert out["plan"] == spec.plan.to_dict()
+
+
+def test_estimate_text_prints_the_evaluated_iteration_time():
+    """tp8·pp8·dp1 on 64 GPUs, SP + selective recompute, 64 micro-batches of 1 sample."""
+    spec = load_spec(GPT3)
+    strategies = set(spec.plan.strategy_of().values())
+    assert len(strategies) == 1
+    (s,) = strategies
+    assert (s.tp, s.dp, s.sp, s.recompute) == (8, 1, True, Recompute.selective)
+    assert spec.plan.pp == 8 and spec.plan.microbatches == 64
+    result = _cli("estimate", str(GPT3))
+    assert result.exit_code == 0, result.stderr
+    printed = float(re.search(r"iteration time:\s+(\S+) s", result.stdout).group(1))
+    expected = evaluate(spec.plan, spec.graph, spec.cluster, spec.training,
+                        spec.cost_params).iteration_time_s
+    assert printed == pytest.approx(expected, rel=1e-5)
+    assert result.stdout.count("stage ") >= 8 and "MFU" in result.stdout
+
+
+def test_estimate_warns_when_the_plan_does_not_fit(tmp_path):
+    """A 1 GiB device with 0.999 GiB reserved leaves ~1 MiB: the debug model's
+    weights alone (16 B/param x ~3M params) cannot fit."""
+    spec = {"model": {"zoo": "debug"},
+            "cluster": {"nodes": 1, "gpus_per_node": 1,
+                        "device": {"name": "tiny", "peak_tflops": {"bf16": 10}, "hbm_gib": 1,
+                                   "hbm_gb_per_s": 100}},
+            "training": {"global_batch_size": 4, "memory_reserve_gib": 0.999},
+            "plan": {"microbatches": 1}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    result = _cli("estimate", str(tmp_path / "s.yaml"))
+    assert result.exit_code == 0
+    assert "DOES NOT FIT" in result.stdout and "warning: the plan does not fit" in result.stderr
+
+
+def test_estimate_without_plan_exits_2():
+    result = _cli("estimate", str(ROOT / "examples" / "bert_huge_1x8_v100.yaml"))
+    assert result.exit_code == 2 and "no 'plan' section" in result.stderr
+
+
+def _fake_module(monkeypatch, name: str, func_name: str, func) -> list:
+    calls: list = []
+
+    def record(*args, **kwargs):
+        calls.append(args + tuple(sorted(kwargs.items())))
+        return func(*args)
+    module = types.ModuleType(name)
+    setattr(module, func_name, record)
+    monkeypatch.setitem(sys.modules, name, module)
+    return calls
+
+
+def test_solve_delegates_and_returns_its_exit_code(monkeypatch):
+    calls = _fake_module(monkeypatch, "autopar_opt.cli.solve", "solve_command", lambda *a: 3)
+    result = _cli("solve", "s.yaml", "--solver", "dp", "--time-limit", "5", "--gap", "0.01",
+                  "--out", "outdir", "--json", "--quiet")
+    assert result.exit_code == 3
+    assert calls == [("s.yaml", "dp", 5.0, 0.01, "outdir", True, True, ("form", None),
+                      ("started_at", None))]
+    _cli("solve", "s.yaml", "--form", "milp")
+    assert calls[-1] == ("s.yaml", None, None, None, None, False, False, ("form", "milp"),
+                         ("started_at", None))
+
+
+def test_calibrate_and_report_delegate(monkeypatch):
+    cal = _fake_module(monkeypatch, "autopar_opt.cli.calibrate", "calibrate_command", lambda *a: 0)
+    rep = _fake_module(monkeypatch, "autopar_opt.cli.report", "report_command", lambda *a: 4)
+    assert _cli("calibrate", "runs.yaml", "--fit", "--output", "fit.yaml",
+                "--cross-validate", "family").exit_code == 0
+    assert cal == [("runs.yaml", False, True, "fit.yaml", "family")]
+    assert _cli("report", "plan.json", "-o", "out.html").exit_code == 4
+    assert rep == [("plan.json", "out.html")]
+
+
+@pytest.mark.parametrize("error", [
+    SpecError([SpecProblem("s.yaml", "solver.name", "x", "bad", "use highs")]),
+    PlanError("stage 0 is empty"),
+])
+def test_delegate_errors_exit_2_without_traceback(monkeypatch, error):
+    def boom(*args):
+        raise error
+    _fake_module(monkeypatch, "autopar_opt.cli.solve", "solve_command", boom)
+    result = _cli("solve", "s.yaml")
+    assert result.exit_code == 2
+    assert str(error) in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_console_script_exit_codes(tmp_path):
+    """The installed ``autopar`` entry point (main) returns 0 / 2 as a process."""
+    import subprocess
+
+    exe = Path(sys.executable).parent / "autopar"
+    if not exe.exists():
+        pytest.skip("console script not installed in this environment")
+    ok = subprocess.run([str(exe), "estimate", str(ROOT / "examples" / "quickstart.yaml")],
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and "iteration time" in ok.stdout
+    bad = subprocess.run([str(exe), "estimate", str(ROOT / "tests" / "data" / "specs" /
+                                                     "three_mistakes.yaml")],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "3 problems" in bad.stderr
+    assert "Traceback" not in bad.stderr and bad.stdout == ""
+
+
+def test_solve_with_a_searcher_reports_it_against_the_certificate(tmp_path):
+    result = _cli("solve", str(ROOT / "examples" / "quickstart.yaml"), "--searcher", "anneal",
+                  "--budget-s", "1", "--seed", "2", "--json", "--quiet")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    block = doc["searcher"]
+    assert {"name", "value", "wall_time_s", "trace", "lower_bound", "gap", "optimum"} <= set(block)
+    assert block["name"] == "anneal" and block["seed"] == 2
+    spec = load_spec(ROOT / "examples" / "quickstart.yaml")
+    from autopar_opt.ir.plan import Plan
+    metrics = evaluate(Plan.from_dict(block["plan"]), spec.graph, spec.cluster, spec.training,
+                       spec.cost_params)
+    assert block["value"] == pytest.approx(metrics.iteration_time_s, rel=1e-12)
+    assert block["value"] >= doc["certificate"]["lower_bound"] * (1 - 1e-9)
+    assert block["optimum"] == doc["certificate"]["primal"]   # proven optimal here
+    assert block["ratio_to_optimum"] >= 1 - 1e-9
+
+
+def test_solve_with_a_learned_searcher_but_no_torch_says_how_to_install(monkeypatch):
+    monkeypatch.setattr("autopar_opt.learn.base.torch_available", lambda: False)
+    result = _cli("solve", str(ROOT / "examples" / "quickstart.yaml"), "--searcher", "gdp",
+                  "--json", "--quiet")
+    assert result.exit_code == 2
+    assert "pip install 'autopar-opt[learn]'" in result.output
+    assert result.stdout.strip() == "" or not result.stdout.lstrip().startswith("{")

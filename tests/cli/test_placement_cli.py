@@ -1,0 +1,103 @@
+"""``autopar place``: JSON document, output files, expert comparison, errors (exit code 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from autopar_opt.cli.commands import app
+from support import paths
+
+DATA = paths.DATA / "placement"
+BERT = DATA / "throughput" / "LayerGraphs_bert24_inference.json"
+
+
+def test_place_json_and_outputs(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["place", str(BERT), "--json", "--out", str(out),
+                                   "--expert", str(DATA / "experts" / "bert24_inference.json")])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    for key in ("objective", "value", "lower_bound", "gap", "status", "devices", "wall_time_s"):
+        assert key in doc
+    assert doc["status"] == "optimal" and abs(doc["value"] - 17.7899) < 1e-3
+    assert doc["gap"] == 0.0
+    placed = sorted(n for d in doc["devices"] for n in d["nodes"])
+    assert placed == sorted(json.loads(BERT.read_text())["nodes"][i]["id"] for i in range(32))
+    assert all({"nodes", "load", "memory_bytes"} <= set(d) for d in doc["devices"])
+    full = json.loads((out / "placement.json").read_text())
+    expert = next(b for b in full["baselines"] if b["name"].startswith("human expert"))
+    assert expert["value"] > doc["value"]
+    html = (out / "report.html").read_text()
+    assert "critical" in html and "human expert" in html and "Cut edges" in html
+
+
+def test_place_spec_with_device_override(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"placement:\n  graph: {{file: {BERT}}}\n  devices:\n"
+                    "    - {type: accelerator, count: 2}\n  objective: max-load\n")
+    res = CliRunner().invoke(app, ["place", str(spec), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert len(doc["devices"]) == 2 and doc["status"] == "optimal"
+
+
+def test_place_errors_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    data = json.loads(BERT.read_text())
+    data["edges"][0]["destId"] = 99999
+    bad.write_text(json.dumps(data))
+    res = CliRunner().invoke(app, ["place", str(bad)])
+    assert res.exit_code == 2
+    assert "edges[0].destId" in res.output and "must be the id of a node" in res.output
+    res = CliRunner().invoke(app, ["place", str(BERT), "--objective", "speed"])
+    assert res.exit_code == 2 and "--objective" in res.output
+    res = CliRunner().invoke(app, ["place", str(tmp_path / "missing.json")])
+    assert res.exit_code == 2 and "file not found" in res.output
+    spec = tmp_path / "s.yaml"
+    spec.write_text("placement:\n  graph: {zoo: no_such_graph}\n  devices: [{type: A100-80GB, count: 2}]\n")
+    res = CliRunner().invoke(app, ["place", str(spec)])
+    assert res.exit_code == 2 and "no_such_graph" in res.output
+
+
+def test_place_torch_graph_without_torch_says_how_to_install(tmp_path: Path, monkeypatch) -> None:
+    """Runs with or without PyTorch: the import is made to fail."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_torch(name, *args, **kwargs):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("No module named 'torch'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    spec = tmp_path / "p.yaml"
+    spec.write_text("placement:\n  graph: {torch: 'model.py:Net', inputs: [[2, 8]]}\n"
+                    "  devices: [{type: A100-80GB, count: 2}]\n")
+    result = CliRunner().invoke(app, ["place", str(spec), "--json"])
+    assert result.exit_code == 2, result.output
+    assert "pip install 'autopar-opt[torch]'" in result.output
+    assert "placement.graph.torch" in result.output and "Traceback" not in result.output
+
+
+def test_place_on_a_public_file_loads_no_solver_or_yaml() -> None:
+    """Start-up of ``autopar place FILE.json`` on a small lattice: the exact DP alone, so
+    neither HiGHS, scipy, networkx, the YAML parser nor numpy.ma (which every
+    ``np.unique`` imports) is loaded; the answer is still the known optimum."""
+    import subprocess
+    import sys
+
+    code = ("import sys, json, io, contextlib; from autopar_opt.cli.commands import main; "
+            f"sys.argv = ['autopar', 'place', {str(BERT)!r}, '--json']; buf = io.StringIO()\n"
+            "with contextlib.redirect_stdout(buf):\n"
+            "    try: main()\n"
+            "    except SystemExit: pass\n"
+            "print(json.loads(buf.getvalue())['value'], "
+            "[m for m in ('highspy', 'scipy', 'networkx', 'yaml', 'numpy.ma') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    value, loaded = out.stdout.split(maxsplit=1)
+    assert abs(float(value) - 17.7899) < 1e-3
+    assert loaded.strip() == "[]"

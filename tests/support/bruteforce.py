@@ -1,0 +1,177 @@
+"""Brute-force reference optimum for tiny instances (test oracle, reusable).
+
+Enumerates every pipeline split (contiguous, non-empty ranges of the
+topological order, so every edge goes forward) times every combination of
+per-layer strategies from :func:`autopar_opt.ir.strategies.enumerate_strategies`
+(unpruned: this also checks that the cost tables' dominance pruning never
+changes the optimum). Plans are priced from the pure cost functions
+(``layer_cost``, ``reshard_time``, ``cross_stage_time``) with numpy
+broadcasting over all strategy combinations of one split, using exactly the
+semantics of :func:`autopar_opt.cost.evaluate.evaluate`; the winner is re-priced
+with ``evaluate`` itself and the two must agree, so a pricing slip here fails
+loudly instead of producing a wrong oracle.
+
+It never reads :class:`~autopar_opt.cost.tables.CostTables`, so it is an
+independent check of the tables, the formulations and the DP.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from autopar_opt.cost.context import StageContext
+from autopar_opt.cost.layer_cost import layer_cost
+from autopar_opt.cost.params import CostParams, default_params
+from autopar_opt.cost.reshard import cross_stage_time, reshard_time
+from autopar_opt.ir.pipeline import boundary_is_intra, inflight_microbatches, tie_tier
+from autopar_opt.cost.evaluate import evaluate
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.hardware import Cluster
+from autopar_opt.ir.plan import Plan, StagePlan
+from autopar_opt.ir.strategies import enumerate_strategies
+from autopar_opt.ir.training import Schedule, SearchSpace, Training
+
+#: Refuse instances whose strategy product per split exceeds this many plans.
+MAX_COMBINATIONS = 2_000_000
+
+
+def stage_splits(num_layers: int, pp: int) -> list[tuple[int, ...]]:
+    """All ways to cut ``num_layers`` ordered layers into ``pp`` non-empty
+    contiguous stages, as the tuple of each layer's stage index."""
+    out = []
+    for cuts in itertools.combinations(range(1, num_layers), pp - 1):
+        bounds = (0, *cuts, num_layers)
+        out.append(tuple(i for i in range(pp) for _ in range(bounds[i], bounds[i + 1])))
+    return out
+
+
+def _axis(arr: np.ndarray, axis: int, ndim: int) -> np.ndarray:
+    """Reshape a 1-D array so that it broadcasts along ``axis`` of ``ndim``."""
+    shape = [1] * ndim
+    shape[axis] = arr.shape[0]
+    return arr.reshape(shape)
+
+
+def _pair(mat: np.ndarray, u: int, v: int, ndim: int) -> np.ndarray:
+    """Reshape a (K_u, K_v) matrix to broadcast along axes u < v of ``ndim``."""
+    shape = [1] * ndim
+    shape[u], shape[v] = mat.shape
+    return mat.reshape(shape)
+
+
+def _price_split(stage: tuple[int, ...], costs, edges, cross, pp: int, c: int,
+                 inflight: list[int], capacity: float) -> np.ndarray:
+    """Iteration time of every strategy combination for one split (+inf if
+    any stage exceeds memory); shape = (K_0, ..., K_{n-1})."""
+    n = len(stage)
+    p = [0.0] * pp
+    g = [0.0] * pp
+    w = [0.0] * pp
+    h = [0.0] * pp
+    x = [0.0] * pp      # working set of the layer in flight: the stage's maximum
+    for u, (time, sync, wb, ab, xb) in enumerate(costs):
+        i = stage[u]
+        p[i] = p[i] + _axis(time, u, n)
+        g[i] = g[i] + _axis(sync, u, n)
+        w[i] = w[i] + _axis(wb, u, n)
+        h[i] = h[i] + _axis(ab, u, n)
+        x[i] = np.maximum(x[i], _axis(xb, u, n))
+    o = [0.0] * (pp - 1)
+    for (u, v), (rin, rcross) in zip(edges, cross):
+        if stage[u] == stage[v]:
+            p[stage[u]] = p[stage[u]] + _pair(rin, u, v, n)
+        for b in range(stage[u], stage[v]):
+            o[b] = o[b] + _pair(rcross[b], u, v, n)
+    shape = tuple(len(cst[0]) for cst in costs)
+    full = [np.broadcast_to(np.asarray(x, dtype=float), shape) for x in p + o]
+    bottleneck = np.maximum.reduce(full)
+    total = sum(full) + (c - 1) * bottleneck
+    total = total + np.maximum.reduce([np.broadcast_to(np.asarray(x, dtype=float), shape) for x in g])
+    for i in range(pp):
+        over = np.broadcast_to(np.asarray(w[i] + inflight[i] * h[i] + x[i], dtype=float), shape) > capacity
+        total = np.where(over, np.inf, total)
+    return total
+
+
+def brute_force(graph: LayerGraph, cluster: Cluster, training: Training, space: SearchSpace,
+                pp: int, c: int, schedule: Schedule = Schedule.one_f_one_b,
+                params: CostParams | None = None) -> tuple[float, Plan] | None:
+    """Optimal iteration time and plan for one outer configuration, or None.
+
+    Parameters
+    ----------
+    graph, cluster, training, space : the instance (keep it tiny: the search
+        is exhaustive, ``MAX_COMBINATIONS`` plans per split at most).
+    pp, c, schedule : the outer configuration (stages, micro-batches, schedule).
+    params : cost parameters (``default_params()`` when None).
+
+    Returns
+    -------
+    ``(best_time_s, plan)`` where ``best_time_s`` equals
+    ``evaluate(plan, ...).iteration_time_s`` (it includes the constant
+    ``params.iteration_overhead_s``), or None when no plan fits in memory or
+    the configuration admits no plan (pp > layers, no valid strategy).
+    """
+    params = params or default_params()
+    n_dev, n = cluster.num_devices, len(graph.layers)
+    if n_dev % pp or training.global_batch_size % c or pp > n:
+        return None
+    d, b = n_dev // pp, training.global_batch_size // c
+    ctx = StageContext(cluster, training, params, d, b, tie_tier=tie_tier(cluster, (d,) * pp))
+    strats = [enumerate_strategies(layer, d, b, space, cluster.gpus_per_node, training.seq_len,
+                                   training.autocast)
+              for layer in graph.layers]
+    if any(not s for s in strats) or math.prod(len(s) for s in strats) > MAX_COMBINATIONS:
+        if any(not s for s in strats):
+            return None
+        raise ValueError(f"brute force refused: {math.prod(len(s) for s in strats)} combinations")
+    costs = []
+    for layer, ss in zip(graph.layers, strats):
+        lc = [layer_cost(layer, s, ctx) for s in ss]
+        costs.append(tuple(np.array([getattr(x, f) for x in lc], dtype=float)
+                           for f in ("time_s", "sync_s", "weight_bytes", "act_bytes", "working_bytes")))
+    edges = graph.edge_indices()
+    cross = []
+    for u, v in edges:
+        nbytes = graph.layers[u].output_bytes * b
+        lu, lv = [s.layout for s in strats[u]], [s.layout for s in strats[v]]
+        rin = np.array([[reshard_time(x, y, nbytes, ctx.stage_tier, ctx.link_efficiency(ctx.stage_tier))
+                         for y in lv] for x in lu])
+        per_boundary = []
+        for k in range(pp - 1):
+            tier = cluster.intra_node if boundary_is_intra(k, d, cluster.gpus_per_node) else cluster.inter_node
+            eff = ctx.link_efficiency(tier)
+            per_boundary.append(np.array([[cross_stage_time(x, y, nbytes, tier, cluster.intra_node, eff)
+                                           for y in lv] for x in lu]))
+        cross.append((rin, per_boundary))
+    inflight = [inflight_microbatches(schedule, pp, c, i) for i in range(pp)]
+    best: tuple[float, tuple[int, ...], tuple[int, ...]] | None = None
+    for stage in stage_splits(n, pp):
+        total = _price_split(stage, costs, edges, cross, pp, c, inflight, ctx.capacity_bytes)
+        idx = np.unravel_index(int(np.argmin(total)), total.shape)
+        value = float(total[idx])
+        if math.isfinite(value) and (best is None or value < best[0]):
+            best = (value, stage, tuple(int(k) for k in idx))
+    if best is None:
+        return None
+    value, stage, ks = best
+    plan = _plan(graph, strats, stage, ks, pp, c, schedule)
+    metrics = evaluate(plan, graph, cluster, training, params)
+    value += params.iteration_overhead_s
+    if not metrics.feasible or not math.isclose(metrics.iteration_time_s, value, rel_tol=1e-9):
+        raise AssertionError(f"brute-force pricing {value} disagrees with evaluate "
+                             f"{metrics.iteration_time_s} (feasible={metrics.feasible})")
+    return metrics.iteration_time_s, plan
+
+
+def _plan(graph: LayerGraph, strats, stage: tuple[int, ...], ks: tuple[int, ...], pp: int,
+          c: int, schedule: Schedule) -> Plan:
+    names = [layer.name for layer in graph.layers]
+    stages = [StagePlan([], []) for _ in range(pp)]
+    for u, i in enumerate(stage):
+        stages[i].layers.append(names[u])
+        stages[i].strategies.append(strats[u][ks[u]])
+    return Plan(stages, c, schedule)

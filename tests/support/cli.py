@@ -1,0 +1,18 @@
+"""Run the ``autopar`` command line in-process (typer's runner), for tests that need
+no fresh interpreter, and check that it never ends in a traceback."""
+
+from __future__ import annotations
+
+
+def run_cli(*args: str) -> tuple[int, str]:
+    """Exit code and stdout+stderr of ``autopar ARGS``; fails on a traceback or an
+    exception other than SystemExit."""
+    from typer.testing import CliRunner
+
+    from autopar_opt.cli.commands import app
+
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    text = result.output + (result.stderr if result.stderr_bytes is not None else "")
+    assert "Traceback" not in text
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result.exit_code, text

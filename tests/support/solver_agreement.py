@@ -1,0 +1,80 @@
+"""Shared oracle for the memory-term exactness tests (working set, autocast
+casts): enumerate every assignment of a cost table, solve it every way the
+product can (DP, HiGHS MILP, SCIP MIQP when installed, the block MILP and
+``solve_blocks`` when pp > 1), and check that each answer equals the
+enumerated optimum, fits, and that ``evaluate`` reproduces its time."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+
+from autopar_opt.core.assignment import Assignment
+from autopar_opt.core.result import ProblemClass, Termination
+from autopar_opt.cost.tables import stage_memory
+from autopar_opt.cost.evaluate import evaluate
+from autopar_opt.formulations import build_formulation
+from autopar_opt.formulations.block_solve import solve_blocks
+from autopar_opt.formulations.blocks import build_blocks
+from autopar_opt.ir.hardware import GIB, MEM_EPS
+from autopar_opt.solvers.dp import solve_dp
+from autopar_opt.solvers.registry import get_backend
+
+
+def memory_limit(tables) -> float:
+    """The bytes a stage may hold (capacity plus the evaluate tolerance)."""
+    return tables.capacity_bytes + MEM_EPS * GIB
+
+
+def assignments(tables) -> Iterator[tuple[list[int], list[int], Assignment]]:
+    """Every contiguous split into ``tables.pp`` stages times every strategy
+    choice: ``(stage of each layer, choice of each layer, the Assignment)``."""
+    n, pp = tables.num_layers, tables.pp
+    for cuts in itertools.combinations(range(1, n), pp - 1):
+        bounds = (0, *cuts, n)
+        stage = [i for i in range(pp) for _ in range(bounds[i], bounds[i + 1])]
+        for ks in itertools.product(*[range(len(s)) for s in tables.strategies]):
+            yield stage, list(ks), Assignment(stage, list(ks))
+
+
+def solve_every_way(tables, pp: int) -> dict[str, tuple[float, Assignment]]:
+    """``{method: (objective, assignment)}``; each solve must end optimal."""
+    results = {}
+    dp = solve_dp(tables)
+    assert dp.termination is Termination.optimal
+    results["dp"] = (dp.primal, dp.solution)
+    milp = build_formulation(tables, "milp")
+    r = get_backend("highs").solve_model(milp.matrix(), milp.problem_class, time_limit_s=60, rel_gap=1e-9)
+    assert r.termination is Termination.optimal
+    results["milp"] = (r.primal, tables.assignment_of(milp.decode()))
+    ok, _ = get_backend("scip").available()
+    if ok:
+        miqp = build_formulation(tables, "miqp")
+        r = get_backend("scip").solve_model(miqp.model, miqp.problem_class, time_limit_s=60, rel_gap=1e-9)
+        assert r.termination is Termination.optimal
+        results["miqp"] = (r.primal, tables.assignment_of(miqp.decode()))
+    if pp > 1:
+        form = build_blocks(tables)
+        r = get_backend("highs").solve_model(form.matrix, ProblemClass.milp, time_limit_s=60, rel_gap=1e-9,
+                                             solver_options={"mip_abs_gap": 0.0})
+        assert r.termination is Termination.optimal
+        results["blocks"] = (r.primal, form.invert(r))
+        r, asg = solve_blocks(tables, get_backend("highs"), time_limit_s=60, rel_gap=1e-9)
+        results["block_solve"] = (r.primal, asg)
+    return results
+
+
+def assert_all_reach(results, best: float, tables, graph, cluster, training) -> None:
+    """The DP hits ``best`` exactly; every method within the MIP tolerances,
+    with a plan that fits and that ``evaluate`` prices at its objective."""
+    assert results["dp"][0] == pytest.approx(best, rel=1e-12)
+    lim = memory_limit(tables)
+    for name, (value, asg) in results.items():
+        # HiGHS and SCIP work to 1e-6 tolerances (tests/unit/formulations/test_block_milp.py, HIGHS_REL)
+        assert value == pytest.approx(best, rel=1e-6), name
+        m = evaluate(tables.plan_of(asg), graph, cluster, training)
+        assert m.feasible, name
+        assert m.iteration_time_s == pytest.approx(value, rel=1e-6), name
+        assert max(stage_memory(tables, asg.stage, asg.choice)) <= lim, name

@@ -1,0 +1,277 @@
+"""``autopar capacity``: validation, the JSON document, intervals against evaluate(), the store.
+
+Oracles: every scenario's plan is re-priced by :func:`evaluate` (its
+iteration time must equal the primal the intervals come from); the interval
+ends are recomputed from their definitions (steps x bound, x GPUs x price);
+a second run of the same sweep must solve nothing (the store's keys).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from autopar_opt.capacity import load_sweep
+from autopar_opt.capacity.sweep import SweepError, scenario_key
+from autopar_opt.cli.commands import app
+from autopar_opt.cost.evaluate import evaluate
+from autopar_opt.ir.plan import Plan
+from autopar_opt.spec import build_spec
+from support import paths
+
+DATA = paths.DATA / "capacity"
+TINY = DATA / "tiny.yaml"
+
+
+def _cli(*args: str):
+    return CliRunner().invoke(app, ["capacity", *args])
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """The tiny sweep solved once (2 workers) with --out and --json."""
+    out = tmp_path_factory.mktemp("capacity")
+    result = _cli(str(TINY), "--out", str(out / "run"), "--json", "--workers", "2")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout), out / "run"
+
+
+def test_bad_sweep_lists_every_problem_once_and_exits_2(tmp_path):
+    result = _cli(str(DATA / "bad.yaml"), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2
+    text = result.output
+    assert text.startswith("invalid sweep: 4 problems")
+    assert "axes.device[2] = 'H100-SXM': unknown device (did you mean 'H100-SXM-80GB'?)" in text
+    assert "axes.gpus[1] = 6: not whole nodes of 4 GPUs" in text
+    assert "no price for device 'H100-SXM-80GB'" in text
+    assert text.count("base.training.dtype = 'bf17'") == 1      # once, not once per scenario
+    assert "Traceback" not in text
+    assert not (tmp_path / "out").exists()                       # nothing half-written
+
+
+def test_schema_problems_name_key_value_rule_and_fix():
+    with pytest.raises(SweepError) as exc:
+        load_sweep(DATA / "bad_schema.yaml")
+    keys = {p.key for p in exc.value.problems}
+    assert keys == {"axes.gpu", "planning.token_budget", "planning.deadline_days"}
+    gpu = next(p for p in exc.value.problems if p.key == "axes.gpu")
+    assert "did you mean 'gpus'" in gpu.fix
+
+
+def test_base_spec_problem_is_reported_at_the_base_key():
+    with pytest.raises(SweepError, match=r"base\.search\.zero_levls = \[0\]: unknown key"):
+        load_sweep(DATA / "bad_base.yaml")
+
+
+def test_axis_value_breaking_a_spec_rule_is_reported_at_the_axis(tmp_path):
+    data = yaml.safe_load(TINY.read_text())
+    data["axes"]["global_batch_size"] = [16, 0]
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError) as exc:
+        load_sweep(path)
+    assert [p.key for p in exc.value.problems] == ["axes.global_batch_size[1]"]
+
+
+def test_zoo_base_cluster_with_cluster_axes_is_refused(tmp_path):
+    data = yaml.safe_load(TINY.read_text())
+    data["base"]["cluster"] = {"zoo": "debug-2x4"}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError, match="need an explicit base cluster"):
+        load_sweep(path)
+
+
+def test_expansion_ids_and_axis_order():
+    sweep = load_sweep(TINY)
+    assert [s.id for s in sweep.scenarios] == [
+        f"{d}_{g}gpu" for d in ("A100-80GB", "H100-SXM-80GB") for g in (2, 4, 8)]
+    s = sweep.scenarios[0]
+    assert (s.gpus, s.spec.cluster.nodes, s.spec.cluster.gpus_per_node) == (2, 1, 2)
+    s = sweep.scenarios[2]
+    assert (s.gpus, s.spec.cluster.nodes, s.spec.cluster.gpus_per_node) == (8, 2, 4)
+    assert len({s.key for s in sweep.scenarios}) == 6
+
+
+def test_key_is_content_hash_of_normalised_scenario_and_cost_model():
+    sweep = load_sweep(TINY)
+    s = sweep.scenarios[1]
+    reordered = {k: s.data[k] for k in reversed(list(s.data))}        # same content, other order
+    reordered["description"] = "same scenario, other words"
+    assert scenario_key(build_spec(reordered, TINY)) == s.key
+    changed = dict(s.data, cost_model={"comm_efficiency": 0.5})
+    assert scenario_key(build_spec(changed, TINY)) != s.key
+
+
+def test_json_document_has_the_promised_fields(tiny_run):
+    doc, _ = tiny_run
+    assert {"scenarios", "answers", "wall_time_s"} <= set(doc)
+    for e in doc["scenarios"]:
+        assert {"id", "device", "gpus", "status", "primal", "lower_bound", "gap",
+                "time_to_train_days", "cost"} <= set(e)
+        assert len(e["time_to_train_days"]) == 2 and len(e["cost"]) == 2
+    assert {"cheapest_meeting_requirement", "fewest_gpus_per_device", "pareto_time_cost"} <= set(
+        doc["answers"])
+    assert doc["run"] == {"engine": "local", "workers": 2, "store": str(tiny_run[1] / "capacity.sqlite"),
+                          "reused": 0, "computed": 6}
+
+
+def test_intervals_follow_from_the_certified_bounds(tiny_run):
+    doc, out = tiny_run
+    budget = doc["planning"]["token_budget"]
+    sweep = load_sweep(TINY)
+    by_id = {s.id: s for s in sweep.scenarios}
+    solved = 0
+    for e in doc["scenarios"]:
+        if e["primal"] is None:
+            continue
+        solved += 1
+        spec = by_id[e["id"]].spec
+        plan_doc = json.loads((out / e["report"]).with_name("plan.json").read_text())
+        metrics = evaluate(Plan.from_dict(plan_doc["plan"]), spec.graph, spec.cluster, spec.training,
+                           spec.cost_params)
+        assert metrics.iteration_time_s == pytest.approx(e["primal"], rel=1e-9)
+        assert 0 < e["lower_bound"] <= e["primal"] * (1 + 1e-9)
+        steps = math.ceil(budget / (spec.training.global_batch_size * spec.training.seq_len))
+        lo, hi = e["time_to_train_days"]
+        assert hi == pytest.approx(steps * e["primal"] / 86400)
+        assert lo == pytest.approx(steps * e["lower_bound"] / 86400)
+        price = doc["planning"]["prices"]["per_gpu_hour"][e["device"]]
+        assert e["cost"][1] == pytest.approx(hi * 24 * e["gpus"] * price)
+        assert e["cost"][0] == pytest.approx(lo * 24 * e["gpus"] * price)
+        assert e["gap"] <= 1e-3 + 1e-12 and e["status"] == "optimal"
+    assert solved == 6
+
+
+def test_cheapest_answer_is_consistent_with_the_scenarios(tiny_run):
+    doc, _ = tiny_run
+    ans = doc["answers"]["cheapest_meeting_requirement"]
+    meeting = [e for e in doc["scenarios"] if e["meets"] == "yes"]
+    assert meeting, "the tiny sweep has scenarios meeting its deadline"
+    assert ans["scenario"] == min(meeting, key=lambda e: (e["cost"][1], e["gpus"], e["id"]))["id"]
+    best_hi = min(e["cost"][1] for e in meeting)
+    rivals = {e["id"] for e in meeting if e["id"] != ans["scenario"] and e["cost"][0] < best_hi}
+    assert set(ans["within_gap"]) == rivals and ans["proven"] == (not rivals)
+
+
+def test_outputs_csv_html_and_scenario_reports(tiny_run):
+    doc, out = tiny_run
+    rows = list(csv.DictReader(io.StringIO((out / "capacity.csv").read_text())))
+    assert [r["id"] for r in rows] == [e["id"] for e in doc["scenarios"]]
+    assert float(rows[0]["cost_hi"]) == pytest.approx(doc["scenarios"][0]["cost"][1])
+    html = (out / "capacity.html").read_text()
+    assert html.count("<svg") == 2 and "<script" not in html
+    for e in doc["scenarios"]:
+        assert f'href="{e["report"]}"' in html
+        assert (out / e["report"]).read_text().startswith("<!DOCTYPE html>")
+    assert json.loads((out / "capacity.json").read_text())["scenarios"] == doc["scenarios"]
+
+
+def test_second_run_reuses_every_stored_scenario(tiny_run, tmp_path):
+    doc, out = tiny_run
+    shutil.copy(out / "capacity.sqlite", tmp_path / "store.sqlite")
+    result = _cli(str(TINY), "--store", str(tmp_path / "store.sqlite"), "--json")
+    assert result.exit_code == 0, result.output
+    again = json.loads(result.stdout)
+    assert again["run"]["computed"] == 0 and again["run"]["reused"] == 6
+    strip = lambda e: {k: v for k, v in e.items() if k != "report"}
+    assert [strip(e) for e in again["scenarios"]] == [strip(e) for e in doc["scenarios"]]
+    assert again["answers"] == doc["answers"]
+
+
+def test_missing_ray_says_how_to_install(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name == "ray":
+            raise ImportError("No module named 'ray'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    result = _cli(str(TINY), "--engine", "ray", "--store", ":memory:")
+    assert result.exit_code == 2
+    assert "pip install 'autopar-opt[ray]'" in result.output
+
+
+@pytest.mark.parametrize("args,match", [(["--engine", "spark"], "--engine 'spark' is not one of"),
+                                        (["--workers", "0"], "--workers 0 must be at least 1")])
+def test_bad_options_exit_2(args, match):
+    result = _cli(str(TINY), *args)
+    assert result.exit_code == 2 and match in result.output
+
+
+def test_nodes_interconnect_and_dtype_axes_set_the_spec(tmp_path):
+    data = yaml.safe_load(TINY.read_text())
+    data["axes"] = {"nodes": [1, 2], "dtype": ["bf16", "fp16"],
+                    "interconnect": [{"name": "ib-100g", "inter_node": {"bandwidth_gb_per_s": 12.5,
+                                                                        "latency_us": 12.0}},
+                                     {"name": "default"}]}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    sweep = load_sweep(path)
+    assert sweep.axis_names == ["nodes", "interconnect", "dtype"]
+    assert [s.id for s in sweep.scenarios][:3] == ["1node_ib-100g_bf16", "1node_ib-100g_fp16",
+                                                   "1node_default_bf16"]
+    by_id = {s.id: s.spec for s in sweep.scenarios}
+    slow = by_id["2node_ib-100g_fp16"]
+    assert (slow.cluster.nodes, slow.cluster.inter_node.bandwidth_gb_per_s,
+            slow.cluster.inter_node.latency_us, slow.training.dtype) == (2, 12.5, 12.0, "fp16")
+    default = by_id["2node_default_bf16"].cluster.inter_node
+    assert default.bandwidth_gb_per_s == 25.0          # A100's catalog default (HDR, 200 Gb/s)
+    assert len({s.key for s in sweep.scenarios}) == 8
+
+
+def test_a_scenario_whose_search_raises_becomes_an_error_row():
+    from autopar_opt.capacity.worker import solve_scenario
+
+    row = solve_scenario({"id": "broken", "key": "k", "path": str(TINY),
+                          "data": {"model": {"zoo": "debug"}, "cluster": {"zoo": "no-such-cluster"},
+                                   "training": {"global_batch_size": 8}}})
+    assert row["status"] == "error" and row["document"] is None
+    assert row["reason"].startswith("SpecError:") and "no-such-cluster" in row["reason"]
+
+
+def test_runtime_axis_sets_training_runtime_and_reports_bad_values_at_the_axis(tmp_path):
+    data = yaml.safe_load(TINY.read_text())
+    data["axes"] = {"runtime": ["megatron-core", "pytorch-fsdp"]}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    sweep = load_sweep(path)
+    assert [s.spec.training.runtime.name for s in sweep.scenarios] == ["megatron-core", "pytorch-fsdp"]
+    assert sweep.scenarios[0].key != sweep.scenarios[1].key
+    data["axes"]["runtime"].append("nosuch")
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError) as exc:
+        load_sweep(path)
+    assert [p.key for p in exc.value.problems] == ["axes.runtime[2]"]
+
+
+def test_one_worker_runs_in_this_process_without_a_pool(monkeypatch):
+    """--workers 1 (or one scenario) solves in this process, in order: no fork
+    server importing the solver stack a second time (issue 15, 4.4 s wall for
+    1.6 s CPU); more workers still use the pool."""
+    from autopar_opt.capacity import engines
+
+    class NoPool:
+        def __init__(self, *args, **kwargs):
+            raise AssertionError("a process pool was started")
+
+    monkeypatch.setattr(engines, "ProcessPoolExecutor", NoPool)
+    monkeypatch.setattr(engines, "solve_scenario", lambda task: {"id": task["id"], "pid": os.getpid()})
+    tasks = [{"id": f"s{k}"} for k in range(3)]
+    rows = list(engines.run_local(tasks, 1))
+    assert [r["id"] for r in rows] == ["s0", "s1", "s2"] and {r["pid"] for r in rows} == {os.getpid()}
+    assert [r["id"] for r in engines.run_local(tasks[:1], 4)] == ["s0"]
+    with pytest.raises(AssertionError, match="process pool"):
+        list(engines.run_local(tasks, 2))

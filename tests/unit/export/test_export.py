@@ -1,0 +1,249 @@
+"""Exporters (Megatron-LM, torchtitan, DeepSpeed): golden files, round trips
+(plan → export → import of the exported configuration → the same plan), each
+framework's rule checks and refusals, and the Megatron-LM command line as a
+spec's ``plan:``.
+
+Regenerate the golden files after an intended change with
+``AUTOPAR_REGEN_GOLDEN=1 pytest tests/unit/export/test_export.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from autopar_opt.cli.commands import app
+from autopar_opt.cost.evaluate import evaluate
+from autopar_opt.export import ExportError, export_plan, plan_view
+from autopar_opt.export.deepspeed import deepspeed_config, plan_from_deepspeed
+from autopar_opt.export.megatron import (MegatronArgsError, expand_layout, megatron_args,
+                                         parse_megatron_args)
+from autopar_opt.export.megatron_import import plan_from_megatron
+from autopar_opt.export.torchtitan import plan_from_torchtitan, torchtitan_config
+from autopar_opt.model_zoo.registry import build_model, get_cluster
+from autopar_opt.ir.plan import Plan, StagePlan
+from autopar_opt.spec import SpecError, load_spec
+from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.training import Recompute, Schedule, Training
+from support import paths
+
+GOLDEN = paths.DATA / "export"
+GRAPH = build_model("debug-moe", overrides={"num_layers": 6})   # embed, 6 MoE blocks, head
+CLUSTER = get_cluster("debug-2x4")          # 8 x A100-40GB
+TRAINING = Training(global_batch_size=16, seq_len=128)
+
+
+def make_plan(stage_sizes, dp, tp, *, sp=False, zero=0, rc=Recompute.none, ep=1, c=4,
+              schedule=Schedule.one_f_one_b, block_rc=None) -> Plan:
+    """Embedding/head take the base strategy (no recomputation), blocks take ``rc``
+    (or ``block_rc[i]``) and ``ep`` — the convention every importer follows."""
+    base = Strategy(dp, tp, 1, sp, zero)
+    names = [layer.name for layer in GRAPH.layers]
+    stages, start, block = [], 0, 0
+    for size in stage_sizes:
+        part = names[start:start + size]
+        strats = []
+        for name in part:
+            if name.startswith("block"):
+                mode = block_rc[block] if block_rc else rc
+                strats.append(replace(base, recompute=mode, ep=ep))
+                block += 1
+            else:
+                strats.append(base)
+        stages.append(StagePlan(part, strats))
+        start += size
+    return Plan(stages, c, schedule)
+
+
+MEGATRON_PLAN = make_plan([5, 3], dp=2, tp=2, sp=True, zero=1, rc=Recompute.full, ep=2)
+TITAN_PLAN = make_plan([3, 5], dp=2, tp=2, sp=True, zero=3, rc=Recompute.full, ep=2)
+DS_PLAN = make_plan([4, 4], dp=2, tp=2, zero=1, rc=Recompute.full, ep=2)
+
+
+def _golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("AUTOPAR_REGEN_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} changed; regenerate if intended"
+
+
+@pytest.mark.parametrize("target,plan,name", [
+    ("megatron", MEGATRON_PLAN, "megatron_debug_moe.txt"),
+    ("torchtitan", TITAN_PLAN, "torchtitan_debug_moe.toml"),
+    ("deepspeed", DS_PLAN, "deepspeed_debug_moe.json")])
+def test_golden_files(target, plan, name):
+    evaluate(plan, GRAPH, CLUSTER, TRAINING)            # a valid plan
+    _golden(name, export_plan(plan, GRAPH, CLUSTER, TRAINING, target).text)
+
+
+def test_megatron_arguments_by_hand():
+    args = megatron_args(plan_view(MEGATRON_PLAN, GRAPH, CLUSTER, TRAINING))
+    text = " ".join(args)
+    assert "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2" in text
+    assert "--expert-model-parallel-size 2" in text and "--sequence-parallel" in text
+    # 16 samples / 4 micro-batches / dp 2 = 2 per replica
+    assert "--micro-batch-size 2 --global-batch-size 16" in text
+    assert "--use-distributed-optimizer" in text
+    assert "--recompute-granularity full --recompute-method uniform" in text
+    assert "--pipeline-model-parallel-layout Et*4|t*2L" in text
+
+
+@pytest.mark.parametrize("plan", [
+    MEGATRON_PLAN,
+    make_plan([4, 4], dp=2, tp=2, sp=True, zero=0, c=4),              # even split: default
+    make_plan([2, 2, 2, 2], dp=2, tp=1, zero=1, c=8,                  # first/last stage sizes,
+              block_rc=[Recompute.full, Recompute.full, Recompute.none,  # block recompute
+                        Recompute.full, Recompute.none, Recompute.full]),
+    make_plan([6, 2], dp=2, tp=2, sp=True, zero=2, c=2),              # layout, Megatron FSDP
+    make_plan([8], dp=8, tp=1, zero=3, ep=4, c=2)])
+def test_megatron_round_trip(plan):
+    """plan → arguments → parsed → plan: identical, and priced identically."""
+    args = megatron_args(plan_view(plan, GRAPH, CLUSTER, TRAINING))
+    back = plan_from_megatron(parse_megatron_args(args), GRAPH, CLUSTER, TRAINING)
+    assert back.to_dict() == plan.to_dict()
+    text = export_plan(plan, GRAPH, CLUSTER, TRAINING, "megatron").text   # as a shell would
+    assert plan_from_megatron(parse_megatron_args(text), GRAPH, CLUSTER,
+                              TRAINING).to_dict() == plan.to_dict()
+    assert evaluate(back, GRAPH, CLUSTER, TRAINING).iteration_time_s == \
+        evaluate(plan, GRAPH, CLUSTER, TRAINING).iteration_time_s
+
+
+def test_block_recompute_is_the_first_n_blocks_per_stage():
+    plan = make_plan([4, 4], dp=4, tp=1, c=4, block_rc=[
+        Recompute.full, Recompute.none, Recompute.none, Recompute.full, Recompute.none,
+        Recompute.none])
+    text = export_plan(plan, GRAPH, CLUSTER, TRAINING, "megatron").text
+    assert "--recompute-method block" in text and "--recompute-num-layers 1" in text
+
+
+@pytest.mark.parametrize("plan", [TITAN_PLAN, make_plan([8], dp=8, tp=1, c=2),
+                                  make_plan([1, 7], dp=2, tp=2, sp=True, zero=0, c=4)])
+def test_torchtitan_round_trip(plan):
+    text = export_plan(plan, GRAPH, CLUSTER, TRAINING, "torchtitan").text
+    back = plan_from_torchtitan(tomllib.loads(text), GRAPH, CLUSTER.num_devices)
+    assert back.to_dict() == plan.to_dict()
+
+
+@pytest.mark.parametrize("plan", [DS_PLAN, make_plan([8], dp=8, tp=1, zero=3, ep=8, c=2)])
+def test_deepspeed_round_trip(plan):
+    config, launch = deepspeed_config(plan_view(plan, GRAPH, CLUSTER, TRAINING))
+    result = export_plan(plan, GRAPH, CLUSTER, TRAINING, "deepspeed")
+    assert json.loads(result.text) == config
+    assert config["train_batch_size"] == config["train_micro_batch_size_per_gpu"] * \
+        config["gradient_accumulation_steps"] * plan.stages[0].strategies[0].dp
+    back = plan_from_deepspeed(config, launch, GRAPH, CLUSTER.num_devices)
+    assert back.to_dict() == plan.to_dict()
+    assert any("PipelineModule" in note for note in result.notes)
+
+
+def _refusal(plan, target, graph=GRAPH, cluster=CLUSTER, training=TRAINING) -> str:
+    with pytest.raises(ExportError) as info:
+        export_plan(plan, graph, cluster, training, target)
+    return str(info.value)
+
+
+def test_non_uniform_plan_is_refused_by_every_target():
+    plan = make_plan([4, 4], dp=2, tp=2, sp=True, zero=1, c=4)
+    plan.stages[1].strategies[0] = replace(plan.stages[1].strategies[0], dp=4, tp=1, sp=False)
+    for target in ("megatron", "torchtitan", "deepspeed"):
+        text = _refusal(plan, target)
+        assert "tp differs between layers" in text and "tp=1 on block003" in text
+
+
+def test_megatron_rules():
+    gpipe = replace(MEGATRON_PLAN, schedule=Schedule.gpipe)
+    assert "GPipe" in _refusal(gpipe, "megatron")
+    no_sp = make_plan([5, 3], dp=2, tp=2, sp=False, c=4, ep=2)
+    assert "MoE with tp > 1 needs sequence parallelism" in _refusal(no_sp, "megatron")
+    odd = make_plan([4, 4], dp=4, tp=1, c=4, block_rc=[Recompute.none, Recompute.full] +
+                    [Recompute.none] * 4)
+    assert "first N blocks" in _refusal(odd, "megatron")
+
+
+def test_torchtitan_and_deepspeed_rules():
+    assert "ZeRO-1" in _refusal(MEGATRON_PLAN, "torchtitan")
+    assert "always shards the norms' sequence" in _refusal(
+        make_plan([8], dp=4, tp=2, zero=3, c=2), "torchtitan")
+    assert "ep=2 must divide dp_shard*cp = 1" in _refusal(
+        make_plan([8], dp=8, tp=1, zero=0, ep=2, c=2), "torchtitan")
+    assert "ZeRO-2 with pipeline parallelism" in _refusal(
+        make_plan([4, 4], dp=2, tp=2, zero=2, c=4), "deepspeed")
+    assert "partition_method='uniform' gives [4, 4]" in _refusal(
+        make_plan([3, 5], dp=2, tp=2, c=4), "deepspeed")
+    assert "sequence parallelism" in _refusal(MEGATRON_PLAN, "deepspeed")
+
+
+def test_dag_models_are_refused():
+    graph = build_model("t5-large-32", overrides={"encoder_layers": 2, "decoder_layers": 2})
+    names = [layer.name for layer in graph.layers]
+    plan = Plan([StagePlan(names, [Strategy(8, 1)] * len(names))], 2)
+    training = Training(global_batch_size=16, seq_len=512)
+    assert "DAG" in _refusal(plan, "megatron", graph=graph, training=training)
+
+
+def test_layout_expansion():
+    stages = expand_layout("Et*3|(tt|)*29,m|L")
+    assert len(stages) == 32 and stages[0] == ["E", "t", "t", "t"] and stages[-1] == ["L"]
+    assert sum(s.count("t") for s in stages) == 61
+    with pytest.raises(MegatronArgsError, match="unknown symbols"):
+        expand_layout("Ex*2|L")
+
+
+# ------------------------------------------------------ Megatron command line as plan
+def _spec(tmp_path, plan_yaml: str, layers: int = 4) -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"model: {{zoo: debug-moe, overrides: {{num_layers: {layers}}}}}\n"
+                    "cluster: {zoo: debug-2x4}\n"
+                    "training: {global_batch_size: 16, seq_len: 128}\n" + plan_yaml)
+    return path
+
+
+def test_megatron_command_line_is_the_same_plan_as_the_plan_section(tmp_path):
+    args = load_spec(_spec(tmp_path, "plan:\n  megatron_args: >-\n    torchrun pretrain_gpt.py "
+                           "--num-layers 4 --tensor-model-parallel-size 2 "
+                           "--pipeline-model-parallel-size 2 --expert-model-parallel-size 2 "
+                           "--sequence-parallel --micro-batch-size 2 --global-batch-size 16 "
+                           "--use-distributed-optimizer --seq-length 128\n"))
+    same = load_spec(_spec(tmp_path, "plan: {tp: 2, pp: 2, ep: 2, sequence_parallel: true, "
+                                     "micro_batch_size: 2, zero: 1}\n"))
+    assert args.plan.to_dict() == same.plan.to_dict()
+
+
+def test_megatron_command_line_errors(tmp_path):
+    with pytest.raises(SpecError, match=r"plan\.megatron_args.*does not divide the 8 devices"):
+        load_spec(_spec(tmp_path, "plan: {megatron_args: '--tensor-model-parallel-size 3'}\n"))
+    with pytest.raises(SpecError, match=r"--global-batch-size 32 differs from training"):
+        load_spec(_spec(tmp_path, "plan: {megatron_args: '--global-batch-size 32'}\n"))
+    with pytest.raises(SpecError, match=r"layout has 3 stages but --pipeline-model-parallel-size"):
+        load_spec(_spec(tmp_path, "plan: {megatron_args: '--pipeline-model-parallel-size 2 "
+                                  "--pipeline-model-parallel-layout Et|t*2|tL'}\n"))
+
+
+# ------------------------------------------------------------------ CLI
+def test_cli_export_writes_file_or_refuses_without_writing(tmp_path):
+    spec = _spec(tmp_path, "", layers=6)
+    doc = {"spec": {"path": str(spec)}, "plan": TITAN_PLAN.to_dict()}
+    plan_json = tmp_path / "plan.json"
+    plan_json.write_text(json.dumps(doc))
+    out = tmp_path / "job.toml"
+    res = CliRunner().invoke(app, ["export", str(plan_json), "--to", "torchtitan", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert tomllib.loads(out.read_text())["parallelism"]["expert_parallel_degree"] == 2
+    bad = tmp_path / "args.txt"
+    res = CliRunner().invoke(app, ["export", str(plan_json), "--to", "megatron", "-o", str(bad)])
+    assert res.exit_code == 0
+    res = CliRunner().invoke(app, ["export", str(plan_json), "--to", "deepspeed", "-o",
+                                   str(tmp_path / "ds.json")])
+    assert res.exit_code == 2 and "DeepSpeed cannot run this plan" in res.output
+    assert "--runnable-by deepspeed" in res.output and not (tmp_path / "ds.json").exists()
+    res = CliRunner().invoke(app, ["export", str(plan_json), "--to", "jax"])
+    assert res.exit_code == 2 and "unknown target" in res.output
+    res = CliRunner().invoke(app, ["export", str(plan_json), "--to", "megatron", "--spec",
+                                   str(_spec(tmp_path, ""))])    # 4 blocks: the plan has 6
+    assert res.exit_code == 2 and "invalid plan" in res.output and "Traceback" not in res.output

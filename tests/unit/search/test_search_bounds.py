@@ -1,0 +1,95 @@
+"""The search's analytic bounds and certificate logic against brute force."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from support.bruteforce import brute_force
+
+from autopar_opt.cost.context import user_reserve_for
+from autopar_opt.cost.params import default_params
+from autopar_opt.cost.tables import build_cost_tables
+from autopar_opt.search.bounds import analytic_lower_bound
+from autopar_opt.search.certificate import Certificate, ConfigRecord
+from autopar_opt.search.configs import OuterConfig, outer_configs
+from autopar_opt.model_zoo.synthetic import random_chain, random_dag, small_cluster
+from autopar_opt.ir.training import Recompute, Schedule, SearchSpace, Training
+
+SPACE = SearchSpace(zero_levels=(0, 3), recompute=(Recompute.none, Recompute.full),
+                    sequence_parallel=(False,))
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_analytic_bound_never_exceeds_the_optimum(seed):
+    """The bound of every configuration is ≤ the brute-force optimum, and an
+    infeasibility proof (bound = +inf) only happens when brute force finds no plan."""
+    graph = (random_chain if seed % 2 else random_dag)(seed, 3 + seed % 2)
+    cluster = small_cluster(1, 2)
+    params = default_params()
+    cap = [40.0, 1.5, 0.4][seed % 3]   # modelled-bytes capacity: loose, tight, very tight
+    reserve = max(0.0, user_reserve_for(cap, 40.0, params))
+    training = Training(global_batch_size=4, seq_len=1024, memory_reserve_gib=reserve)
+    for cfg in outer_configs(graph, cluster, training, SPACE):
+        tables = build_cost_tables(graph, cluster, training, SPACE, params, cfg.pp,
+                                   cfg.microbatches, cfg.schedule)
+        bound = analytic_lower_bound(tables)
+        best = brute_force(graph, cluster, training, SPACE, cfg.pp, cfg.microbatches,
+                           cfg.schedule, params)
+        if best is None:
+            continue
+        assert not math.isinf(bound.value), f"{cfg}: proven infeasible but brute force found a plan"
+        assert bound.value <= best[0] * (1 + 1e-9), f"{cfg}: bound {bound.value} > optimum {best[0]}"
+
+
+def test_outer_configs_respect_divisibility():
+    """2 nodes x 4 GPUs (8 devices), batch 8, 5 layers: pp ∈ {1,2,4,8} ∩ ≤ 5 layers;
+    c ∈ divisors of 8; pp = 1 keeps a single schedule."""
+    graph = random_chain(0, 5)
+    cluster = small_cluster(2, 4)
+    space = SearchSpace(schedules=(Schedule.gpipe, Schedule.one_f_one_b))
+    cfgs = outer_configs(graph, cluster, Training(global_batch_size=8), space)
+    assert sorted({c.pp for c in cfgs}) == [1, 2, 4]
+    assert sorted({c.microbatches for c in cfgs}) == [1, 2, 4, 8]
+    assert len([c for c in cfgs if c.pp == 1]) == 4
+    assert len([c for c in cfgs if c.pp == 2]) == 8
+
+
+def test_certificate_global_bound_and_gap():
+    """Global bound = min over configurations (pruned ones included); an infeasible
+    configuration contributes +inf; gap = (primal − bound)/primal."""
+    recs = [ConfigRecord(OuterConfig(1, 1, Schedule.one_f_one_b), "optimal", 10.0, 9.9, 0.1),
+            ConfigRecord(OuterConfig(2, 2, Schedule.one_f_one_b), "pruned", None, 12.0, 0.0),
+            ConfigRecord(OuterConfig(2, 4, Schedule.one_f_one_b), "infeasible", None, math.inf, 0.0)]
+    cert = Certificate(recs)
+    assert cert.primal == 10.0 and cert.lower_bound == 9.9
+    assert cert.gap == pytest.approx(0.01) and cert.exact
+    assert not cert.infeasible
+    assert Certificate(recs[2:]).infeasible
+    loose = Certificate([ConfigRecord(OuterConfig(1, 1, Schedule.one_f_one_b), "heuristic", 10.0,
+                                      -math.inf, 0.1)])
+    assert not loose.exact and math.isinf(loose.gap)
+
+
+def test_analytic_bound_keeps_the_memory_allowance_of_fits():
+    """A configuration whose least memory exceeds the capacity by half the
+    ``MEM_EPS`` allowance is accepted by ``fits``/``evaluate``/the DP
+    (peak <= capacity + MEM_EPS GiB), so the analytic bound must not prove it
+    infeasible (review 7: it compared with the bare capacity); one a full
+    allowance beyond must still be refused."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from autopar_opt.ir.hardware import GIB, MEM_EPS
+    graph = random_chain(3, 4)
+    tables = build_cost_tables(graph, small_cluster(1, 2), Training(global_batch_size=4),
+                               SPACE, default_params(), 1, 1, Schedule.one_f_one_b)
+    m = min(tables.inflight)
+    least = sum(float(np.min(w + m * h)) for w, h in zip(tables.weight_bytes, tables.act_bytes))
+    free = analytic_lower_bound(tables).value
+    inside = analytic_lower_bound(replace(tables, capacity_bytes=least - 0.5 * MEM_EPS * GIB))
+    assert inside.value == pytest.approx(free, rel=1e-12)
+    outside = analytic_lower_bound(replace(tables, capacity_bytes=least - 2 * MEM_EPS * GIB))
+    assert math.isinf(outside.value)

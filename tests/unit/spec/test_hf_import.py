@@ -1,0 +1,191 @@
+"""Hugging Face config import: parameter counts against the published figures,
+agreement with the zoo's own builders, and the error messages.
+
+Oracle: ``model_zoo/hf/SOURCES.yaml`` holds each bundled config's published
+parameter count with its source; the layer graph must match it within 1%.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from autopar_opt.cli.commands import app
+from autopar_opt.ir.graph import LayerKind
+from autopar_opt.cli.model import model_summary
+from autopar_opt.model_zoo.hf_config import (SUPPORTED_MODEL_TYPES, HfConfigError, build_hf_graph,
+                                             load_hf_config)
+from autopar_opt.model_zoo.registry import build_model
+from autopar_opt.spec import SpecError, load_spec
+from support import paths
+
+ROOT = paths.REPO
+HF = ROOT / "model_zoo" / "hf"
+SOURCES = yaml.safe_load((HF / "SOURCES.yaml").read_text())
+
+
+def _graph(name: str, seq_len: int = 2048):
+    config, origin = load_hf_config(HF / f"{name}.json")
+    return build_hf_graph(config, seq_len, origin=str(origin))
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_total_params_within_one_percent_of_published(name):
+    graph = _graph(name, 512)
+    published = float(SOURCES[name]["params_total"])
+    assert abs(graph.total_params() / published - 1) < 0.01, (graph.total_params(), published)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, d in SOURCES.items() if "params_active" in d))
+def test_active_params_match_published(name):
+    entry = SOURCES[name]
+    summary = model_summary(_graph(name))
+    key = ("params_active_no_embedding" if entry.get("active_convention") == "no_input_embedding"
+           else "params_active")
+    active, published = summary[key], float(entry["params_active"])
+    if entry.get("active_rounding") == "truncated":
+        assert published <= active < published + 0.1e9
+    else:
+        assert abs(active / published - 1) < 0.01, (active, published)
+    assert active < summary["params_total"] / 3     # sparse: most experts idle per token
+
+
+def test_bundled_configs_cover_every_family():
+    types = {json.loads(p.read_text())["model_type"] for p in HF.glob("*.json")}
+    assert set(SUPPORTED_MODEL_TYPES) - types == {"deepseek_v2"}   # V2 shares V3's reader
+    assert set(SOURCES) == {p.stem for p in HF.glob("*.json")}
+
+
+def test_llama_config_matches_zoo_builder_per_block():
+    """The general block builder reproduces the zoo's Llama-3 8B block (same dims):
+    FLOPs, activations and communication volumes exactly; parameters up to the
+    norms (RMSNorm: h per norm; the zoo block counts 2h)."""
+    hf = _graph("llama-3.1-8b", 8192)
+    zoo = build_model("llama3-8b")
+    a, b = hf.layers[1], zoo.layers[1]
+    for field in ("flops_fwd", "flops_bwd", "act_bytes", "act_replicated_bytes",
+                  "flops_recompute_selective", "tp_comm_bytes", "cp_comm_bytes", "max_tp"):
+        assert getattr(a, field) == pytest.approx(getattr(b, field), rel=1e-12), field
+    assert b.params - a.params == 2 * 4096
+
+
+def test_mixtral_layers_are_moe_with_experts_separated():
+    g = _graph("mixtral-8x7b-v0.1")
+    blocks = [layer for layer in g.layers if layer.kind is LayerKind.moe_block]
+    assert len(blocks) == 32
+    blk = blocks[0]
+    assert (blk.num_experts, blk.top_k) == (8, 2)
+    assert blk.expert_params == 8 * 3 * 4096 * 14336
+    # routed FLOPs: top-2 SwiGLU experts, 2 FLOPs per weight per token
+    assert blk.expert_flops_fwd == pytest.approx(2 * 2048 * 2 * 3 * 4096 * 14336)
+    assert blk.a2a_bytes == pytest.approx(2 * 2048 * 2 * 4096)
+
+
+def test_deepseek_v3_dense_first_layers_and_mla():
+    g = _graph("deepseek-v3")
+    kinds = [layer.kind for layer in g.layers[1:-1]]
+    assert kinds[:3] == [LayerKind.transformer_block] * 3
+    assert kinds[3:] == [LayerKind.moe_block] * 58
+    assert g.layers[4].max_tp == 128
+
+
+def test_qwen3_moe_mlp_only_layers_are_dense():
+    config, _ = load_hf_config(HF / "qwen3-30b-a3b.json")
+    config = dict(config, mlp_only_layers=[0, 5])
+    g = build_hf_graph(config, 1024)
+    dense = [i for i, layer in enumerate(g.layers[1:-1]) if layer.kind is LayerKind.transformer_block]
+    assert dense == [0, 5]
+
+
+@pytest.mark.parametrize("value, rule", [
+    (["3"], "entry '3' is not an integer layer index"),
+    ([2.0], "entry 2.0 is not an integer layer index"),
+    ([-1], "entry -1 is negative"),
+    ([48], "entry 48 is out of range: the model has 48 layers (indices 0 to 47)"),
+    ([0, 5, 0], "entry 0 is repeated"),
+    ("0,5", "is not a list of layer indices"),
+])
+def test_qwen_moe_mlp_only_layers_are_validated(tmp_path, value, rule):
+    """A bad ``mlp_only_layers`` entry is refused naming the file, the key, the value,
+    the rule and the fix (before: ``transformers``' ``layer_idx not in mlp_only_layers``
+    semantics silently kept the layer MoE, and a text was split into characters);
+    through a spec it is a SpecError on ``model.hf_config``, through ``autopar model``
+    exit 2 without a traceback."""
+    config, _ = load_hf_config(HF / "qwen3-30b-a3b.json")
+    config = dict(config, mlp_only_layers=value)
+    with pytest.raises(HfConfigError) as err:
+        build_hf_graph(config, 1024, origin="cfg/config.json")
+    msg = str(err.value)
+    assert msg.startswith(f"cfg/config.json: mlp_only_layers = {value!r}: {rule}")
+    assert "(fix: " in msg
+    (tmp_path / "c.json").write_text(json.dumps(config))
+    with pytest.raises(SpecError, match=r"model\.hf_config = 'c\.json'.*mlp_only_layers"):
+        load_spec(_spec(tmp_path, "{hf_config: c.json}"))
+    res = CliRunner().invoke(app, ["model", str(tmp_path / "c.json"), "--seq-len", "1024"])
+    assert res.exit_code == 2 and rule in res.output and "Traceback" not in res.output
+
+
+def test_unknown_model_type_lists_supported():
+    with pytest.raises(HfConfigError, match=r"model_type 'falcon' is not supported; "
+                                            r"supported: bert, deepseek_v2, .*vit"):
+        build_hf_graph({"model_type": "falcon"}, 128)
+
+
+def test_missing_key_is_named():
+    config, _ = load_hf_config(HF / "mixtral-8x7b-v0.1.json")
+    del config["num_local_experts"]
+    with pytest.raises(HfConfigError, match="model_type 'mixtral' needs key 'num_local_experts'"):
+        build_hf_graph(config, 128)
+
+
+def test_learned_positions_bound_the_sequence():
+    config, _ = load_hf_config(HF / "bert-base-uncased.json")
+    with pytest.raises(HfConfigError, match="seq_len 1024 exceeds max_position_embeddings=512"):
+        build_hf_graph(config, 1024)
+
+
+def _spec(tmp_path, model: str, training: str = "{global_batch_size: 16, seq_len: 1024}"):
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"model: {model}\ncluster: {{zoo: debug-2x4}}\ntraining: {training}\n")
+    return path
+
+
+def test_spec_hf_config_relative_path_and_directory(tmp_path):
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "config.json").write_text((HF / "qwen3-8b.json").read_text())
+    by_dir = load_spec(_spec(tmp_path, "{hf_config: cfg}"))
+    assert by_dir.graph.name == "cfg"
+    by_file = load_spec(_spec(tmp_path, "{hf_config: cfg/config.json, name: q}"))
+    assert by_file.graph.total_params() == by_dir.graph.total_params()
+    assert by_file.graph.name == "q"
+
+
+def test_spec_errors_name_key_and_fix(tmp_path):
+    (tmp_path / "c.json").write_text(json.dumps({"model_type": "mamba"}))
+    with pytest.raises(SpecError, match=r"model\.hf_config = 'c\.json'.*'mamba' is not supported"):
+        load_spec(_spec(tmp_path, "{hf_config: c.json}"))
+    (tmp_path / "c.json").write_text((HF / "llama-3.1-8b.json").read_text())
+    with pytest.raises(SpecError, match=r"training\.seq_len.*set training\.seq_len"):
+        load_spec(_spec(tmp_path, "{hf_config: c.json}", "{global_batch_size: 16}"))
+
+
+def test_cli_model_json_and_errors(tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(app, ["model", str(HF / "qwen1.5-moe-a2.7b.json"), "--json",
+                              "--seq-len", "512"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert {"name", "layers", "params_total", "params_active"} <= set(data)
+    assert data["name"] == "qwen1.5-moe-a2.7b" and data["seq_len"] == 512
+    assert data["by_kind"]["moe_block"]["count"] == 24
+    text = runner.invoke(app, ["model", str(HF / "qwen1.5-moe-a2.7b.json")]).stdout
+    assert "moe_block" in text and "4/60" in text and "seq_len 4096 (default" in text
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps({"model_type": "rwkv"}))
+    res = runner.invoke(app, ["model", str(tmp_path)])
+    assert res.exit_code == 2 and "not supported" in res.output
+    assert "Traceback" not in res.output

@@ -1,0 +1,273 @@
+"""Bad specs: every mistake gives exit code 2 from the CLI and a SpecError that
+names the key and the fix, on one line, without a traceback.
+
+Each case mutates a small valid spec (the ``debug`` model on one node of four
+A100-40GB, global batch 16, plan tp2·pp2 with 4 micro-batches) in one place,
+so the only problem reported is the one the case introduces.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from autopar_opt.cli.commands import app
+from autopar_opt.spec import SpecError, load_spec
+from support import paths
+
+DATA = paths.DATA / "specs"
+
+
+def base() -> dict:
+    """A valid spec; each case below breaks exactly one thing."""
+    return {
+        "model": {"zoo": "debug"},
+        "cluster": {"name": "c4", "nodes": 1, "gpus_per_node": 4, "device": "A100-40GB"},
+        "training": {"global_batch_size": 16},
+        "plan": {"tp": 2, "pp": 2, "microbatches": 4},
+    }
+
+
+def explicit_model() -> dict:
+    return {"name": "m", "layers": [{"name": "a", "flops_fwd": 1e9, "params": 10},
+                                    {"name": "b", "flops_fwd": 1e9, "params": 10}]}
+
+
+def _set(path: str, value):
+    """A mutation setting dotted ``path`` (None as value deletes the key)."""
+    def apply(spec: dict) -> dict:
+        node = spec
+        keys = path.split(".")
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        if value is None:
+            node.pop(keys[-1], None)
+        else:
+            node[keys[-1]] = value
+        return spec
+    return apply
+
+
+def _both(*mutations):
+    def apply(spec: dict) -> dict:
+        for m in mutations:
+            spec = m(spec)
+        return spec
+    return apply
+
+
+NODES2 = _set("cluster.nodes", 2)
+
+#: (id, mutation, key regex, fix regex): the key and its fix must share a line.
+CASES = [
+    ("gpus_zero", _set("cluster.gpus_per_node", 0), r"cluster\.gpus_per_node",
+     r"expected a positive integer, e\.g\. 8"),
+    ("gpus_text", _set("cluster.gpus_per_node", "eight"), r"cluster\.gpus_per_node",
+     r"expected an integer, e\.g\. 8"),
+    ("cluster_key_typo", _both(_set("cluster.gpus_per_nod", 4), _set("cluster.gpus_per_node", None)),
+     r"cluster\.gpus_per_nod\b", r"did you mean 'gpus_per_node'"),
+    ("top_key_typo", _set("solvr", {"name": "highs"}), r"solvr", r"did you mean 'solver'"),
+    ("unknown_zoo_model", _set("model.zoo", "debg"), r"model\.zoo", r"did you mean 'debug'"),
+    ("unknown_zoo_cluster", lambda s: {**s, "cluster": {"zoo": "dgx-a100-9"}}, r"cluster\.zoo",
+     r"use one of: .*dgx-a100-8"),
+    ("unknown_device", _set("cluster.device", "A100-40G"), r"cluster\.device",
+     r"did you mean 'A100-40GB'"),
+    ("custom_device_missing_hbm", _set("cluster.device", {"name": "x", "peak_tflops": {"bf16": 100},
+                                                          "hbm_gb_per_s": 1000}),
+     r"cluster\.device\.hbm_gib", r"add 'hbm_gib', e\.g\. hbm_gib: 80"),
+    ("link_negative_bw", _set("cluster.inter_node", {"bandwidth_gb_per_s": -1, "latency_us": 1}),
+     r"cluster\.inter_node\.bandwidth_gb_per_s", r"expected a positive number"),
+    ("dtype_unknown", _set("training.dtype", "bf17"), r"training\.dtype",
+     r"expected one of .*'bf16'.*did you mean 'bf16'"),
+    ("dtype_not_on_device", _both(_set("cluster.device", "V100-32GB"), _set("training.dtype", "bf16")),
+     r"training\.dtype", r"use one of its dtypes: fp16"),
+    ("batch_missing", _set("training.global_batch_size", None), r"training\.global_batch_size",
+     r"add 'global_batch_size', e\.g\. global_batch_size: 512"),
+    ("optimizer_unknown", _set("training.optimizer", "adamw"), r"training\.optimizer",
+     r"expected one of 'adam_mixed'"),
+    ("autocast_fp32", _both(_set("training.dtype", "fp32"), _set("training.autocast", True)),
+     r"training\.autocast", r"16-bit dtype \(fp16 or bf16\), not fp32.*set training\.dtype to "
+     r"fp16 or bf16"),
+    ("autocast_text", _set("training.autocast", "maybe"), r"training\.autocast",
+     r"expected true or false"),
+    ("tie_not_first_last", _set("model", {"name": "m", "layers": [
+        {"name": "a", "flops_fwd": 1e9, "params": 10},
+        {"name": "b", "flops_fwd": 1e9, "params": 10, "tied_params": 10, "tied_to": "c"},
+        {"name": "c", "flops_fwd": 1e9, "params": 10}]}),
+     r"model\.layers\[1\]\.tied_to", r"join the last layer.*tie the output layer to the input "
+     r"embedding"),
+    ("tie_unknown_partner", _set("model", {"name": "m", "layers": [
+        {"name": "a", "flops_fwd": 1e9, "params": 10},
+        {"name": "b", "flops_fwd": 1e9, "params": 10, "tied_params": 10, "tied_to": "x"}]}),
+     r"model\.layers\[1\]\.tied_to", r"names no layer.*name the layer that owns"),
+    ("reserve_too_big", _set("training.memory_reserve_gib", 64), r"training\.memory_reserve_gib",
+     r"expected a few GiB"),
+    ("pp_degree_not_divisor", _set("search.pp_degrees", [3]), r"search\.pp_degrees\[0\]",
+     r"use divisors of 4: 1, 2, 4"),
+    ("zero_level_4", _set("search.zero_levels", [0, 4]), r"search\.zero_levels\[1\]",
+     r"expected an integer at most 3"),
+    ("schedule_interleaved", _set("search.schedules", ["interleaved"]), r"search\.schedules\[0\]",
+     r"expected one of 'gpipe' or '1f1b'"),
+    ("tp_across_nodes", _both(NODES2, _set("search.tp_degrees", [1, 8])), r"search\.tp_degrees\[1\]",
+     r"set search\.tp_within_node: false"),
+    ("microbatches_not_divisor", _set("search.microbatches", [3]), r"search\.microbatches\[0\]",
+     r"use divisors of 16"),
+    ("recompute_typo", _set("search.recompute", ["selectiv"]), r"search\.recompute\[0\]",
+     r"did you mean 'selective'"),
+    ("solver_unknown", _set("solver.name", "cplex"), r"solver\.name", r"expected one of 'highs'"),
+    ("highs_miqp", _set("solver.form", "miqp"), r"solver\.form", r"use form: milp"),
+    ("gap_too_big", _set("solver.rel_gap", 1.5), r"solver\.rel_gap", r"less than 1"),
+    ("time_limit_negative", _set("solver.time_limit_s", -5), r"solver\.time_limit_s",
+     r"expected a positive number, e\.g\. 60"),
+    ("plan_dp_mismatch", _set("plan.dp", 4), r"plan\.dp", r"set dp: 1"),
+    ("plan_microbatches_not_divisor", _set("plan.microbatches", 3), r"plan\.microbatches",
+     r"use a divisor of 16"),
+    ("plan_no_microbatches", _set("plan.microbatches", None), r"plan\.microbatches",
+     r"add microbatches"),
+    ("plan_tp_over_heads", _both(NODES2, _set("plan.pp", 1), _set("plan.tp", 8)), r"plan\.tp",
+     r"divides every layer's max_tp"),
+    ("plan_stage_layers", _set("plan.stage_layers", [1, 2]), r"plan\.stage_layers",
+     r"add up to 6"),
+    ("plan_sp_without_tp", _both(_set("plan.tp", 1), _set("plan.pp", 4),
+                                 _set("plan.sequence_parallel", True)),
+     r"plan\.sequence_parallel", r"set sequence_parallel: false"),
+    ("plan_vp_without_interleaved", _set("plan.vp_chunks", 2), r"plan\.vp_chunks",
+     r"set schedule: interleaved"),
+    ("plan_pp_not_divisor", _set("plan.pp", 3), r"plan\.pp", r"use a divisor of 4"),
+    ("explicit_plan_devices", lambda s: {**s, "plan": {"microbatches": 4, "stages": [
+        {"layers": ["embed", "block000", "block001", "block002", "block003", "head"],
+         "strategies": [{"dp": 2, "tp": 1}]}]}},
+     r"plan\.stages\[0\]\.strategies\[0\]", r"choose degrees whose product is 4"),
+    ("explicit_plan_unknown_layer", lambda s: {**s, "plan": {"microbatches": 4, "stages": [
+        {"layers": ["embed", "block000", "block001", "block002", "block003", "haed"],
+         "strategies": [{"dp": 4}]}]}},
+     r"plan\.stages\[0\]\.layers\[5\]", r"did you mean 'head'"),
+    ("override_unknown", _set("model.overrides", {"num_layer": 2}), r"model\.overrides",
+     r"num_layer.*use one of these"),
+    ("model_key_typo", _set("model.overides", {"num_layers": 2}), r"model\.overides",
+     r"did you mean 'overrides'"),
+    ("explicit_edge_unknown", lambda s: {**s, "plan": None, "model": {**explicit_model(),
+                                                                      "edges": [["a", "bb"]]}},
+     r"model\.edges\[0\]", r"did you mean 'b'"),
+    ("explicit_duplicate_layer", lambda s: {**s, "plan": None, "model": {
+        "name": "m", "layers": [{"name": "a"}, {"name": "a"}]}},
+     r"model\.layers\[1\]\.name", r"give every layer a unique name"),
+    ("explicit_backward_edge", lambda s: {**s, "plan": None, "model": {**explicit_model(),
+                                                                       "edges": [["b", "a"]]}},
+     r"model\.edges\[0\]", r"topological order"),
+    ("explicit_negative_flops", lambda s: {**s, "plan": None, "model": {
+        "name": "m", "layers": [{"name": "a", "flops_fwd": -1}]}},
+     r"model\.layers\[0\]\.flops_fwd", r"at least 0"),
+    ("measured_unknown_layer", lambda s: {**s, "plan": None, "model": {**explicit_model(), "measured": [
+        {"layer": "c", "tp": 1, "fwd_ms_per_sample": 1, "bwd_ms_per_sample": 2}]}},
+     r"model\.measured\[0\]\.layer", r"use a layer name of the model"),
+    ("layer_kind_unknown", lambda s: {**s, "plan": None, "model": {
+        "name": "m", "layers": [{"name": "a", "kind": "transformer"}]}},
+     r"model\.layers\[0\]\.kind", r"did you mean 'transformer_block'"),
+    ("comm_efficiency_above_one", _set("cost_model.comm_efficiency", 1.5),
+     r"cost_model\.comm_efficiency", r"at most 1"),
+    ("gemm_efficiency_device_typo", _set("cost_model.gemm_efficiency", {"A100-40gb": 0.5}),
+     r"cost_model\.gemm_efficiency\.A100-40gb", r"did you mean 'A100-40GB'"),
+    ("cluster_missing", _set("cluster", None), r"cluster", r"add 'cluster'"),
+    ("runtime_unknown", _set("training.runtime", "megatron_cor"), r"training\.runtime",
+     r"did you mean 'megatron-core'"),
+    ("runtime_capability_unknown", _set("training.runtime_options", {"tp_overlap": True}),
+     r"training\.runtime_options\.tp_overlap", r"did you mean 'tp_comm_overlap'"),
+    ("dp_overlap_fraction_is_gone", _set("cost_model.dp_overlap", 1.0),
+     r"cost_model\.dp_overlap", r"remove"),
+]
+
+
+def _line_regex(key: str, fix: str) -> str:
+    """Key and fix on the same problem line."""
+    return rf"{key}[^\n]*{fix}"
+
+
+def _write(tmp_path: Path, spec: dict) -> Path:
+    spec = {k: v for k, v in spec.items() if v is not None}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def _cli(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.mark.parametrize("mutate,key,fix", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_spec(tmp_path, mutate, key, fix):
+    path = _write(tmp_path, mutate(copy.deepcopy(base())))
+    with pytest.raises(SpecError, match=_line_regex(key, fix)) as info:
+        load_spec(path)
+    assert len(info.value.problems) == 1, str(info.value)
+    assert info.value.problems[0].file == str(path)
+    result = _cli("estimate", str(path))
+    assert result.exit_code == 2
+    assert re.search(_line_regex(key, fix), result.stderr)
+    assert "Traceback" not in result.stderr + result.stdout
+    assert result.stdout == ""
+
+
+def test_cases_are_distinct():
+    assert len({c[0] for c in CASES}) == len(CASES) >= 25
+
+
+def test_base_spec_is_valid(tmp_path):
+    """The cases' oracle is only meaningful if the unmutated spec loads."""
+    spec = load_spec(_write(tmp_path, base()))
+    assert spec.plan is not None and spec.plan.pp == 2
+
+
+FILE_CASES = [
+    ("yaml_syntax.yaml", r"YAML syntax error at line 4", r"fix the YAML syntax"),
+    ("empty.yaml", r"the file is empty", r"examples/quickstart\.yaml"),
+    ("wrong_ext.txt", r"unsupported file extension '\.txt'", r"'\.yaml'"),
+    ("toml_syntax.toml", r"TOML syntax error.*line 3", r"fix the TOML syntax"),
+    ("json_syntax.json", r"JSON syntax error at line 4", r"no trailing comma"),
+    ("top_list.yaml", r"top level is a list", r"'key: value'"),
+    ("no_such_file.yaml", r"does not exist", r"check the path"),
+    ("bad_include.yaml", r"model.*does not exist \(included by model: 'no_such_model_file\.yaml'\)",
+     r"check the path"),
+]
+
+
+@pytest.mark.parametrize("name,rule,fix", FILE_CASES, ids=[c[0] for c in FILE_CASES])
+def test_bad_file(name, rule, fix):
+    path = DATA / name
+    with pytest.raises(SpecError, match=_line_regex(rule, fix)) as info:
+        load_spec(path)
+    assert len(info.value.problems) == 1, str(info.value)
+    result = _cli("estimate", str(path))
+    assert result.exit_code == 2
+    assert re.search(rule, result.stderr)
+    assert "Traceback" not in result.stderr
+
+
+def test_three_mistakes_reported_at_once():
+    path = DATA / "three_mistakes.yaml"
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    keys = sorted(p.key for p in info.value.problems)
+    assert keys == ["cluster.gpus_per_node", "solvr", "training.dtype"]
+    assert str(info.value).startswith("invalid spec: 3 problems")
+    result = _cli("estimate", str(path))
+    assert result.exit_code == 2
+    for key in keys:
+        assert f"{path}: {key}" in result.stderr
+
+
+def test_problems_of_an_included_file_name_that_file(tmp_path):
+    (tmp_path / "cluster.yaml").write_text("nodes: 1\ngpus_per_node: -4\ndevice: A100-40GB\n")
+    top = base()
+    top["cluster"] = "cluster.yaml"
+    path = _write(tmp_path, top)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    (problem,) = info.value.problems
+    assert problem.file == str(tmp_path / "cluster.yaml")
+    assert problem.key == "cluster.gpus_per_node" and problem.value == -4
