@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autopar_opt.calibration.memory import MemoryComparison, modelled_gib, on_measure
-from autopar_opt.calibration.reading.records import ModeledRun
+from autopar_opt.calibration.modeled import ModeledRun
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.layer_cost import layer_cost
 from autopar_opt.cost.params import CostParams

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autopar_opt.calibration.calibrate import CalibrationReport, calibrate_file, write_params
-from autopar_opt.calibration.reading.records import RunFileError
+from autopar_opt.calibration.reading import RunFileError
 
 
 def _fmt(x: float | None, spec: str = ".3g") -> str:

@@ -37,7 +37,7 @@ import yaml
 from autopar_opt.calibration.build import PARAM_COUNT_TOLERANCE, param_count_warnings
 from autopar_opt.calibration.calibrate import calibrate_file, model_records
 from autopar_opt.calibration.compare import device_fit, over_capacity_line, summarize
-from autopar_opt.calibration.reading.records import load_run_file
+from autopar_opt.calibration.reading import load_run_file
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.evaluate import evaluate
 

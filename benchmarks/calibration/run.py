@@ -65,7 +65,7 @@ def main(path: Path) -> str:
         "Throughput basis: samples/s (`rel_error = predicted/measured - 1`). No framework "
         "factor, no overlap fraction: the runtime of each record (Megatron-LM, Megatron-Core, "
         "Megatron-Bridge, DeepSpeed, PyTorch FSDP) is a setting read from its framework text "
-        "(`autopar_opt/calibration/reading/records.py::runtime_of`).\n",
+        "(`autopar_opt/calibration/reading/runtime.py::runtime_of`).\n",
         "## Targets (issue 10, point 6)\n",
         "| figure | target | measured |", "|---|---|---|",
         f"| leave-one-family-out median abs error | <= 10% | **{_pct(s['lofo_median_abs_rel_error'])}** |",

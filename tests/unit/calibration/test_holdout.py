@@ -39,7 +39,7 @@ from pathlib import Path
 import yaml
 
 from autopar_opt.calibration.calibrate import calibrate_file, model_records
-from autopar_opt.calibration.reading.records import family_of, load_run_file
+from autopar_opt.calibration.reading import family_of, load_run_file
 from autopar_opt.cost.params import default_params
 from support import paths
 

@@ -32,8 +32,10 @@ import pytest
 from autopar_opt.calibration.calibrate import calibrate_file
 from autopar_opt.calibration.compare import Comparison, device_fit, over_capacity_line
 from autopar_opt.calibration.fit import CHIP_GROUPS, assemble
-from autopar_opt.calibration.reading.measured import eq7_flops, flop_formula, mcore_flops, palm_flops
-from autopar_opt.calibration.reading.records import Unmodelable, map_device, runtime_of
+from autopar_opt.calibration.flops import eq7_flops, flop_formula, mcore_flops, palm_flops
+from autopar_opt.calibration.reading import RawRecord, Unmodelable
+from autopar_opt.calibration.reading.device import map_device
+from autopar_opt.calibration.reading.runtime import runtime_of
 from autopar_opt.cost.params import CostParams, default_params
 from autopar_opt.ir.hardware import (DEFAULT_INTER_NODE, DEFAULT_INTRA_NODE, DEVICE_CATALOG,
                                   host_link_gb_per_s)
@@ -135,7 +137,7 @@ def test_not_stated_alone_is_eq7_flagged_as_assumed():
 def _rt(framework: str):
     notes: list[str] = []
     rec = {"parallelism": {"tp": 4, "pp": 1, "zero_stage": 1, "fsdp": None}}
-    return runtime_of(framework, notes, rec), notes
+    return runtime_of(framework, notes, RawRecord.read(rec)), notes
 
 
 @pytest.mark.parametrize("flag", ["--no-pipeline-parallel", "no pipeline engine"])

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from autopar_opt.calibration.calibrate import model_records
-from autopar_opt.calibration.reading.records import load_run_file
+from autopar_opt.calibration.reading import load_run_file
 from autopar_opt.cost.compute import compute_time
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.layer_cost import layer_cost
