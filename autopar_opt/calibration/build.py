@@ -154,13 +154,13 @@ def build_run(rec: RunRecord) -> ModeledRun:
         flops = None
         if rec.moe is not None:
             plan = moe_build.with_ep(plan, graph, par.ep)
-            flops = moe_build.moe_flop_count(rec.counting, dims, rec.moe.attention, rec.moe.spec,
+            flops = moe_build.moe_flop_count(rec.flops.moe, dims, rec.moe.attention, rec.moe.spec,
                                              graph)
         if rec.throughput is None:
             measured, basis = None, "memory only (no throughput published)"
         else:
             measured, basis = measured_samples_per_s(rec.throughput, dims, rec.cluster.num_gpus,
-                                                     rec.cluster.device, rec.dtype, rec.counting,
+                                                     rec.cluster.device, rec.dtype, rec.flops,
                                                      flops=flops)
     return ModeledRun(rec.id, rec.family, rec.framework, rec.kind, graph, cluster, training, plan,
                       strategy, samples, measured, basis, rec.memory_gib, rec.notes_with(notes),

@@ -41,11 +41,14 @@ must keep, are its reading's (:mod:`autopar_opt.calibration.reading.measured`).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from autopar_opt.calibration.reading.measured import Throughput
 from autopar_opt.ir.hardware import DEVICE_CATALOG
+
+if TYPE_CHECKING:     # the reading imports this module (its FORMULAS): no import back
+    from autopar_opt.calibration.reading.counting import FlopCount
+    from autopar_opt.calibration.reading.measured import Throughput
 
 
 @dataclass(frozen=True)
@@ -119,69 +122,29 @@ def six_nd_flops(d: Dims, non_embedding: bool = False) -> float:
     return 6.0 * n * d.batch * d.seq
 
 
-_SIX_ND = re.compile(r"6\s*[·*x×]?\s*n\s*[·*x×]?\s*d\b|6\s*[·*x×]\s*(n_?)?params?\s*[·*x×]\s*tokens"
-                     r"|kaplan")
-_PALM = re.compile(r"palm|torchtitan|12\s*[·*]?\s*l\s*[·*]?\s*h\s*[·*]?\s*q\s*[·*]?\s*t"
-                   r"|6\s*[·*]?\s*n\s*\+\s*12")
-_MCORE = re.compile(r"num_floating_point_operations|megatron-core|megatron-bridge|mcore")
-
-
-def flop_formula(counting: str, for_mfu: bool):
-    """(function, label) of the FLOP count a record's text names (module
-    docstring). A named convention wins wherever the text also says "not
-    stated" (e.g. "the paper's formula is not stated; MFU per PaLM App. B"):
-    the assumption applies only to a text that names none, which is read as
-    Eq. 7 with the assumption in the label."""
-    t = counting.replace(" ", "").lower()
-    low = counting.lower()
-    if "llm-foundry" in t:
-        return foundry_flops, "llm-foundry 6·N·s + 12·l·h·s²"
-    if "model_size_b*4*2" in t:
-        return bigscience_old_flops, "BigScience 8·N·s·B"
-    if "96*" in t and not for_mfu:
-        return eq3_flops, "Narayanan 2021 Eq. 3 (96·B·s·l·h²…)"
-    if "72*" not in t and "eq.7" not in t:
-        if _PALM.search(low):
-            return palm_flops, "PaLM App. B / torchtitan 6·(N−V·h) + 12·l·h·s per token"
-        if _MCORE.search(low):
-            if "causal" in low or "halve" in low:
-                return mcore_causal_flops, "Megatron-Core num_floating_point_operations (causal)"
-            return mcore_flops, "Megatron-Core num_floating_point_operations"
-        if _SIX_ND.search(low):
-            if "non-embedding" in low or "nonembedding" in t:
-                return (lambda d: six_nd_flops(d, True)), "6·N·D (N non-embedding)"
-            return six_nd_flops, "6·N·D (N as published)"
-    return eq7_flops, "Korthikanti 2022 Eq. 7 (72·B·s·l·h²…)" + (
-        "" if "72*" in t or "eq.7" in t else " [formula not stated: assumed]")
-
-
-def mfu_peak_dtype(counting: str, device: str, dtype: str) -> str:
-    """The peak an MFU figure divides by: the one the text names ("FP8
-    peak", "bf16 (dense) peak"; torchtitan's ``get_peak_flops`` is the bf16
-    dense peak in float8 runs too), else the compute dtype's."""
-    low = counting.lower()
-    has = DEVICE_CATALOG[device].peak_tflops
-    if re.search(r"fp8 (dense )?peak|vs\.? (the )?fp8", low) and "fp8" in has:
-        return "fp8"
-    if re.search(r"(bf16|16-bit)[ -](dense )?peak|bf16 dense\)? peak", low) and "bf16" in has:
-        return "bf16"
-    return dtype
+#: Every convention by key (:func:`autopar_opt.calibration.reading.counting.convention`).
+FORMULAS = {"eq3": eq3_flops, "eq7": eq7_flops, "foundry": foundry_flops,
+            "bigscience_old": bigscience_old_flops, "palm": palm_flops, "mcore": mcore_flops,
+            "mcore_causal": mcore_causal_flops, "six_nd": six_nd_flops,
+            "six_nd_non_embedding": lambda d: six_nd_flops(d, True)}
 
 
 def measured_samples_per_s(throughput: Throughput, dims: Dims, num_gpus: int, device: str,
-                           dtype: str, counting: str,
+                           dtype: str, count: FlopCount,
                            flops: tuple[float, str] | None = None) -> tuple[float, str]:
     """(samples/s, how it was obtained) of the figure a record's reading picked
-    (:func:`autopar_opt.calibration.reading.measured.pick_throughput`).
+    (:func:`autopar_opt.calibration.reading.measured.pick_throughput`), its
+    FLOP figures inverted with the convention ``count`` (a
+    :class:`~autopar_opt.calibration.reading.counting.FlopCount`).
 
     ``flops``: (FLOPs of one iteration, label) to invert the FLOP-derived
-    figures with, in place of the dense :func:`flop_formula` (MoE records:
+    figures with, in place of the dense convention (MoE records:
     ``moe_build.moe_flop_count``)."""
-    def count(for_mfu: bool) -> tuple[float, str]:
+    def count_for(for_mfu: bool) -> tuple[float, str]:
         if flops is not None:
             return flops
-        fn, label = flop_formula(counting, for_mfu=for_mfu)
-        return fn(dims), label
+        key, label = count.mfu if for_mfu else count.rate
+        return FORMULAS[key](dims), label
 
     key, v = throughput.key, throughput.value
     name = throughput.name
@@ -194,18 +157,18 @@ def measured_samples_per_s(throughput: Throughput, dims: Dims, num_gpus: int, de
     if name in ("samples_per_sec", "samples_per_sec_from_log", "sequences_per_sec"):
         return v, f"{key} = {v:g}"
     if name == "mfu_pct":
-        peak_dtype = mfu_peak_dtype(counting, device, dtype)
+        peak_dtype = count.mfu_peak_dtype
         peak = DEVICE_CATALOG[device].peak_flops(peak_dtype)
-        f, label = count(for_mfu=True)
+        f, label = count_for(for_mfu=True)
         t = f / (v / 100.0 * peak * num_gpus)
         return dims.batch / t, (f"mfu_pct = {v:g} inverted with {label}, peak {peak / 1e12:g} "
                                 f"TFLOP/s" + (f" ({peak_dtype} peak)" if peak_dtype != dtype else ""))
     if name == "tflops_per_gpu":
-        f, label = count(for_mfu=False)
+        f, label = count_for(for_mfu=False)
         t = f / (v * 1e12 * num_gpus)
         return dims.batch / t, f"tflops_per_gpu = {v:g} inverted with {label}"
     if name == "aggregate_pflops":
-        f, label = count(for_mfu=False)
+        f, label = count_for(for_mfu=False)
         t = f / (v * 1e15)
         return dims.batch / t, (f"aggregate_pflops = {v:g} (= {v * 1e3 / num_gpus:.4g} "
                                 f"TFLOP/s per GPU) inverted with {label}")

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from autopar_opt.calibration.flops import _MCORE, _PALM, _SIX_ND, Dims
+from autopar_opt.calibration.flops import Dims
 from autopar_opt.calibration.reading import RunRecord
 from autopar_opt.calibration.reading.model import resolve_tying
-from autopar_opt.calibration.reading.moe import MoeSpec, check_counting
+from autopar_opt.calibration.reading.moe import MoeSpec
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.model_zoo.blocks import AttentionDims, MlpDims, decoder_block
 from autopar_opt.model_zoo.transformer import embedding, lm_head
@@ -93,33 +93,25 @@ def megatron_moe_flops(d: Dims, attn: AttentionDims, spec: MoeSpec, gated_dense:
     return d.batch * s * (mlp + len(spec.pattern) * per_layer + 6 * h * v)
 
 
-def moe_flop_count(counting: str, d: Dims, attn: AttentionDims, spec: MoeSpec,
+def moe_flop_count(convention: tuple[str, str], d: Dims, attn: AttentionDims, spec: MoeSpec,
                    graph: LayerGraph) -> tuple[float, str]:
-    """(FLOPs of one iteration, label) by the convention the counting text names.
+    """(FLOPs of one iteration, label) by the MoE convention the record's
+    counting text names (``convention``: key and label of
+    :func:`autopar_opt.calibration.reading.counting.moe_convention`).
 
     Megatron-Core (named, or by default): :func:`megatron_moe_flops`, causal
-    when the text says so. PaLM / torchtitan ``6·N' + 12·l·h·s`` and
+    for ``mcore_causal``. PaLM / torchtitan ``6·N' + 12·l·h·s`` and
     ``6·N·D`` count the parameters a token uses: for MoE the active ones
-    (top-k of the routed experts; torchtitan's MoE models pass the
-    active non-embedding count, ``get_nparams_and_flops``). Dense-only
-    conventions (llm-foundry, BigScience 8·N·s·B, Eq. 3) have no stated MoE
-    form: refused.
+    (top-k of the routed experts; torchtitan's MoE models pass the active
+    non-embedding count, ``get_nparams_and_flops``). Dense-only conventions
+    (llm-foundry, BigScience 8·N·s·B, Eq. 3) were refused by the reading
+    (:func:`autopar_opt.calibration.reading.moe.check_counting`).
     """
-    check_counting(counting)
-    flat, low = counting.replace(" ", "").lower(), counting.lower()
+    key, label = convention
     active, embed = graph.active_params(), d.vocab * d.hidden
     tokens = d.batch * d.seq
-    if _PALM.search(low):
-        per_token = 6 * (active - embed) + 12 * d.layers * d.hidden * d.seq
-        return tokens * per_token, "PaLM / torchtitan 6·N_active' + 12·l·h·s (MoE: top-k experts)"
-    if not _MCORE.search(low) and _SIX_ND.search(low):
-        non_embed = "non-embedding" in low or "nonembedding" in flat
-        n = active - (embed if non_embed else 0)
-        return 6 * n * tokens, "6·N_active·D (MoE: top-k experts" + (
-            ", non-embedding)" if non_embed else ")")
-    causal = "causal" in low or "halv" in low
-    label = "Megatron-Core num_floating_point_operations (MoE: top-k routed experts" + (
-        ", causal)" if causal else ")")
-    named = _MCORE.search(low) or "72*" in flat or "eq.7" in flat
-    return megatron_moe_flops(d, attn, spec, True, causal), label + (
-        "" if named else " [formula not stated: assumed]")
+    if key == "palm":
+        return tokens * (6 * (active - embed) + 12 * d.layers * d.hidden * d.seq), label
+    if key in ("six_nd", "six_nd_non_embedding"):
+        return 6 * (active - (embed if key == "six_nd_non_embedding" else 0)) * tokens, label
+    return megatron_moe_flops(d, attn, spec, True, key == "mcore_causal"), label

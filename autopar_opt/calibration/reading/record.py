@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from autopar_opt.calibration.reading import device as dev
 from autopar_opt.calibration.reading import moe as moe_reading
 from autopar_opt.calibration.reading import stacks
+from autopar_opt.calibration.reading.counting import FlopCount, read_counting
 from autopar_opt.calibration.reading.device import ClusterFacts
 from autopar_opt.calibration.reading.errors import Unmodelable
 from autopar_opt.calibration.reading.measured import (
@@ -69,7 +70,8 @@ class RunRecord:
     figure (``None`` for a per-layer record or a memory-only one: memory
     published, no throughput); ``per_layer_ms``: a per-layer record's layer
     time; ``stage_sizes``: layers per pipeline stage of an end-to-end record;
-    ``counting``: the FLOP convention's text (stated, or the stack's own);
+    ``counting``: the FLOP convention's text (stated, or the stack's own),
+    ``flops``: the conventions it names;
     ``assumptions``: every default taken, in reading order."""
 
     raw: RawRecord
@@ -84,6 +86,7 @@ class RunRecord:
     parallel: ParallelFacts
     dtype: str
     counting: str
+    flops: FlopCount
     recompute: Recompute
     batches: Batches
     activation_offload: float
@@ -205,6 +208,7 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
         raw=raw, id=raw.id, family=family_of(raw.id, framework), framework=framework,
         kind="per_layer" if per_layer else "end_to_end", runtime=runtime, cluster=cluster,
         model=model, moe=moe, parallel=parallel, dtype=dtype, counting=counting,
+        flops=read_counting(counting, device, dtype),
         recompute=recompute, batches=batches, activation_offload=offload, autocast=autocast,
         stage_sizes=sizes, throughput=throughput, no_throughput=no_throughput,
         per_layer_ms=layer_ms, memory_gib=mem, memory_measure=measure, memory_rank=rank,

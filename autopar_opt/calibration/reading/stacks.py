@@ -526,14 +526,14 @@ def by_fields(framework: str, rec: RawRecord | None, notes: list[str]) -> Runtim
 def counting_of(runtime: Runtime, stated: str, notes: list[str]) -> str:
     """The FLOP convention of a record: its ``flops_counting`` text, or, when
     that is empty, the convention the stack's own logger uses (a text
-    :func:`~autopar_opt.calibration.flops.flop_formula` recognises):
+    :func:`~autopar_opt.calibration.reading.counting.convention` recognises):
     torchtitan ``get_num_flop_per_token``; Megatron-Core / NeMo
     ``num_floating_point_operations`` (Megatron-Bridge: its causal variant);
     Composer/llm-foundry ``flops_per_batch``; other stacks: empty (Eq. 7,
     stated as assumed). torchtitan's MFU divides by the bf16 dense peak
     whatever the precision (``torchtitan/tools/utils.py::get_peak_flops``:
     989e12 for H100 SXM, also in float8 runs); that is appended for
-    :func:`~autopar_opt.calibration.flops.mfu_peak_dtype`."""
+    :func:`~autopar_opt.calibration.reading.counting.mfu_peak_dtype`."""
     text = stated
     if not text:
         text = {"torchtitan": "torchtitan get_num_flop_per_token",

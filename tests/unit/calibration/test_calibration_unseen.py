@@ -21,8 +21,9 @@ from autopar_opt.calibration.reading import read_record
 from autopar_opt.calibration.calibrate import calibrate_file
 from autopar_opt.cli.calibrate import calibrate_command
 from autopar_opt.calibration.flops import (
-    Dims, eq7_flops, flop_formula, mcore_causal_flops, mcore_flops, measured_samples_per_s,
-    palm_flops, six_nd_flops)
+    Dims, eq7_flops, mcore_causal_flops, mcore_flops, measured_samples_per_s, palm_flops,
+    six_nd_flops)
+from autopar_opt.calibration.reading.counting import flop_formula, read_counting
 from autopar_opt.calibration.reading import RawRecord, Unmodelable, load_run_file
 from autopar_opt.calibration.reading.measured import pick_throughput
 from autopar_opt.calibration.reading.parallel import map_zero
@@ -46,6 +47,11 @@ def _rt(framework: str, rec: dict | None = None):
 def _tp(measured: dict):
     """The throughput figure the reading picks from a ``measured`` section."""
     return pick_throughput(Measured(**measured))
+
+
+def _count(text: str):
+    """The FLOP convention the reading takes from a counting text (H100, bf16)."""
+    return read_counting(text, "H100-SXM-80GB", "bf16")
 
 
 def _par(**kw) -> dict:
@@ -448,11 +454,11 @@ def test_total_token_rate_and_aggregate_pflops():
     samples/s = 8·0.5e15/F."""
     d = Dims(8, 8192, 2, 1024, 24576, 0)
     sps, basis = measured_samples_per_s(_tp({"other": {"tokens_per_sec_total": 190000}}), d, 64,
-                                        "H100-SXM-80GB", "bf16", "")
+                                        "H100-SXM-80GB", "bf16", _count(""))
     assert sps == pytest.approx(23.193359375) and "all GPUs" in basis
     d = Dims(8, 6144, 2, 1024, 24576, 0)
-    sps, basis = measured_samples_per_s(_tp({"aggregate_pflops": 0.5}), d, 64, "H100-SXM-80GB", "bf16",
-                                        "72*B*s*l*h^2 (Eq.7)")
+    sps, basis = measured_samples_per_s(_tp({"aggregate_pflops": 0.5}), d, 64, "H100-SXM-80GB",
+                                        "bf16", _count("72*B*s*l*h^2 (Eq.7)"))
     assert sps == pytest.approx(8 * 0.5e15 / 22265110462464.0, rel=1e-12)
     assert "7.812 TFLOP/s per GPU" in basis          # 500 TFLOP/s / 64 GPUs
 
@@ -461,13 +467,13 @@ def test_per_gpu_figures_keep_precedence_over_the_new_keys():
     d = Dims(8, 6144, 2, 1024, 24576, 0)
     both = {"tflops_per_gpu": 100.0, "aggregate_pflops": 99.0,
             "tokens_per_sec_per_gpu": 1000.0, "other": {"tokens_per_sec_total": 5.0}}
-    assert measured_samples_per_s(_tp(both), d, 64, "H100-SXM-80GB", "bf16", "")[1] \
+    assert measured_samples_per_s(_tp(both), d, 64, "H100-SXM-80GB", "bf16", _count(""))[1] \
         .startswith("tokens_per_sec_per_gpu")
     del both["tokens_per_sec_per_gpu"]
-    assert measured_samples_per_s(_tp(both), d, 64, "H100-SXM-80GB", "bf16", "")[1] \
+    assert measured_samples_per_s(_tp(both), d, 64, "H100-SXM-80GB", "bf16", _count(""))[1] \
         .startswith("other.tokens_per_sec_total")
     del both["other"]
-    assert measured_samples_per_s(_tp(both), d, 64, "H100-SXM-80GB", "bf16", "")[1] \
+    assert measured_samples_per_s(_tp(both), d, 64, "H100-SXM-80GB", "bf16", _count(""))[1] \
         .startswith("tflops_per_gpu")
 
 

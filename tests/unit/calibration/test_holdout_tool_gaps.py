@@ -32,7 +32,8 @@ import pytest
 from autopar_opt.calibration.calibrate import calibrate_file
 from autopar_opt.calibration.compare import Comparison, device_fit, over_capacity_line
 from autopar_opt.calibration.fit import CHIP_GROUPS, assemble
-from autopar_opt.calibration.flops import eq7_flops, flop_formula, mcore_flops, palm_flops
+from autopar_opt.calibration.flops import eq7_flops, mcore_flops, palm_flops
+from autopar_opt.calibration.reading.counting import flop_formula
 from autopar_opt.calibration.reading import RawRecord, Unmodelable
 from autopar_opt.calibration.reading.device import map_device
 from autopar_opt.calibration.reading.runtime import runtime_of

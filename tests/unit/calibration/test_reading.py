@@ -111,3 +111,16 @@ def test_the_measured_figure_is_picked_once():
     rec = read_record(_record(measured__iteration_time_s=None, measured__tokens_per_sec_per_gpu=64))
     assert (rec.throughput.key, rec.throughput.value) == ("tokens_per_sec_per_gpu", 64.0)
     assert build_run(rec).measured_samples_per_s == 64 * 1 / 32
+
+
+def test_no_builder_reads_text():
+    """Oracle: the sources. Free text (framework, arch, precision, FLOP
+    convention) is read in ``calibration/reading/`` only: no other calibration
+    module uses regular expressions."""
+    from support import paths
+
+    builders = sorted((paths.REPO / "autopar_opt" / "calibration").glob("*.py"))
+    assert len(builders) >= 8
+    reading_text = [p.name for p in builders
+                    if "import re\n" in p.read_text() or "re.compile(" in p.read_text()]
+    assert reading_text == []
