@@ -62,6 +62,9 @@ class MemoryComparison:
     predicted_memory_gib: float
     measured_memory_gib: float
     assumptions: list[str]
+    params_total: int = 0
+    params_active: int = 0
+    architecture_assumed: tuple[str, ...] = ()
 
     @property
     def memory_rel_error(self) -> float:
@@ -73,4 +76,6 @@ class MemoryComparison:
                 "predicted_memory_gib": self.predicted_memory_gib,
                 "measured_memory_gib": self.measured_memory_gib,
                 "memory_rel_error": self.memory_rel_error,
-                "assumptions": list(self.assumptions)}
+                "assumptions": list(self.assumptions), "params_total": self.params_total,
+                "params_active": self.params_active,
+                "architecture_assumed": list(self.architecture_assumed)}

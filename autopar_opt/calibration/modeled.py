@@ -26,6 +26,11 @@ class ModeledRun:
     assumptions : every default taken for a field the record does not state.
     memory_measure, memory_rank : what the published memory measures and on
         which GPU (:mod:`autopar_opt.calibration.memory`).
+    published_params, published_half_unit : the model's published parameter
+        count (the record's, else its known family's; ``None`` when none is
+        published) and half a unit of its last published digit.
+    architecture_assumed : the architecture facts no field, family or text
+        stated (:mod:`autopar_opt.calibration.reading.architecture`).
     """
 
     id: str
@@ -44,6 +49,19 @@ class ModeledRun:
     assumptions: list[str] = field(default_factory=list)
     memory_measure: str = "device"
     memory_rank: str = "max"
+    published_params: float | None = None
+    published_half_unit: float = 0.0
+    architecture_assumed: tuple[str, ...] = ()
+
+    @property
+    def params_total(self) -> int:
+        """Parameters of the built model (every expert of an MoE)."""
+        return self.graph.total_params()
+
+    @property
+    def params_active(self) -> int:
+        """Parameters one token uses (top-k experts of an MoE)."""
+        return self.graph.active_params()
 
     @property
     def memory_only(self) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from autopar_opt.calibration.reading.architecture import Architecture, read_architecture
 from autopar_opt.calibration.reading.errors import Unmodelable
 from autopar_opt.calibration.reading.schema import Model
 from autopar_opt.ir.runtime import Runtime
@@ -52,29 +53,10 @@ def arch_dims(model: Model) -> dict:
             "topk": pos_int("moe_router_topk") or pos_int("num_experts_per_tok") or 1}
 
 
-def stated_tying(model: Model, arch: str) -> bool | None:
-    """Whether the output layer shares the input embedding's matrix, as the
-    record states it: a boolean field (``tie_word_embeddings``, Hugging Face;
-    ``share_embeddings_and_output_weights``, Megatron-Core;
-    ``untie_embeddings_and_output_weights``, Megatron-LM's flag), else the
-    ``arch`` text ("untied"/"tied"); ``None`` when neither says (the builder
-    then decides, :func:`resolve_tying`)."""
-    for key, tied_if in (("tie_word_embeddings", True),
-                         ("share_embeddings_and_output_weights", True),
-                         ("untie_embeddings_and_output_weights", False)):
-        if isinstance(model.raw(key), bool):
-            return model.raw(key) is tied_if
-    if "untied" in arch:
-        return False
-    if "tied" in arch:
-        return True
-    return None
-
-
 def resolve_tying(tied: bool | None, stated_params: float | None, tied_total: int, head: int,
                   notes: list[str]) -> bool:
-    """The embedding tying the builders use: as stated (``tied``, from
-    :func:`stated_tying`), else the reading whose parameter count
+    """The embedding tying the builders use: as read (``tied``,
+    :func:`~autopar_opt.calibration.reading.architecture.read_architecture`), else the reading whose parameter count
     (``tied_total`` or ``tied_total + head``) is closer to the published count
     ``stated_params`` (in parameters), else tied (Megatron's default); the last
     two are written into ``notes``."""
@@ -117,6 +99,10 @@ class ModelFacts:
     layer_norm: bool
     tied: bool | None
     flop_dims: dict
+    architecture: Architecture
+    published_params: float | None = None
+    published_source: str = ""
+    published_half_unit: float = 0.0
 
 
 def required(model: Model, key: str) -> int:
@@ -150,10 +136,39 @@ def read_model(model: Model, runtime: Runtime, moe: bool, notes: list[str]) -> M
     flash = "flash" in arch or runtime.flash_attention
     if flash and "flash" not in arch:
         notes.append(f"fused (flash) attention: runtime {runtime.name}")
+    facts = read_architecture(model, runtime, notes, moe)
+    published, published_source, half_unit = published_count(model)
     return ModelFacts(
         name=model.text("name"), arch=arch, layers=layers, hidden=h, heads=a, seq=s, vocab=v,
-        ffn=ffn, kv_heads=kv, param_count_b=model.param_count_b, gated=gated_mlp(arch),
-        flash=flash, learned_positions="learned pos" in arch, biases="no bias" not in arch,
-        dropout="no dropout" not in arch, fuses_qkv=any(k in arch for k in FUSED_QKV_ARCHS),
-        layer_norm="layernorm" in arch.replace(" ", "") and "rmsnorm" not in arch,
-        tied=stated_tying(model, arch), flop_dims=arch_dims(model))
+        ffn=ffn, kv_heads=kv, param_count_b=model.param_count_b, gated=facts.gated,
+        flash=flash, learned_positions=facts.learned_positions, biases=facts.biases,
+        dropout=facts.dropout, fuses_qkv=any(k in arch for k in FUSED_QKV_ARCHS),
+        layer_norm=facts.layer_norm, tied=facts.tied, flop_dims={**arch_dims(model), "gated": facts.gated},
+        architecture=facts, published_params=published, published_source=published_source,
+        published_half_unit=half_unit)
+
+
+def published_count(model: Model) -> tuple[float | None, str, float]:
+    """(published parameter count, where it is from, half a unit of its last
+    published digit), all in parameters: the record's ``param_count_b``, else
+    the count its known family publishes for the size its name gives
+    (:mod:`autopar_opt.model_zoo.families`), else ``(None, "", 0)``. A count
+    published as "1.7B" stands for 1.65-1.75 B: the half unit, 0.05 B, says so."""
+    if model.param_count_b:
+        return (model.param_count_b * 1e9, "the record's param_count_b",
+                _half_unit(model.param_count_b) * 1e9)
+    from autopar_opt.model_zoo.families import family_named, model_size
+
+    fam = family_named(model.text("family") or model.text("name"), model.text("arch").lower())
+    count = fam.published(model_size(model.text("name"))) if fam else None
+    if count is None:
+        return None, "", 0.0
+    half = _half_unit(count.params / 1e9) * 1e9 if count.rounded else 0.0
+    return count.params, f"family {fam.key}: {count.source}", half
+
+
+def _half_unit(billions: float) -> float:
+    """Half a unit of the last digit of a count written in billions (1.7 -> 0.05)."""
+    text = repr(float(billions)).rstrip("0").rstrip(".")
+    decimals = len(text.split(".")[1]) if "." in text else 0
+    return 0.5 * 10.0 ** (-decimals)

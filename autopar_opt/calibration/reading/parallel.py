@@ -58,7 +58,9 @@ def map_zero(par: Parallelism, runtime: Runtime | None = None,
     (``ShardingStrategy.FULL_SHARD``; FSDP2 ``fully_shard``). Hybrid sharding
     (``HYBRID_SHARD``, HSDP, torchtitan ``dp_replicate`` > 1: ZeRO-3 inside a
     group, replicas across groups) is unmodelable: a strategy shards over its
-    whole data-parallel group. With nothing stated, a runtime whose data
+    whole data-parallel group. A stated ``zero_stage`` decides over the
+    ``fsdp`` text (an explicit field beats free text; a disagreement is
+    noted). With nothing stated, a runtime whose data
     parallelism is FSDP by default (torchtitan: ``data_parallel_shard_degree
     = -1``; PyTorch FSDP: ``FULL_SHARD``; fairscale: ``reshard_after_forward``)
     gives stage 3.
@@ -69,6 +71,39 @@ def map_zero(par: Parallelism, runtime: Runtime | None = None,
         raise Unmodelable(f"parallelism.fsdp = {par.text('fsdp')!r} / dp_replicate: hybrid "
                           "sharding (ZeRO-3 within a group, replicated across groups) is not in "
                           "the strategy space (ZeRO shards over the whole data-parallel group)")
+    from_text = _zero_of_text(fsdp)
+    stated = par.zero_stage
+    if stated is not None:
+        z = 0
+        if stated not in (0, False):
+            bad = integer_problem(stated, "parallelism", "zero_stage")
+            if bad:
+                raise Unmodelable(bad)
+            z = int(stated)
+        if z > 3:
+            raise Unmodelable(f"parallelism.zero_stage = {z} (0-3 expected)")
+        if from_text is not None and from_text != z:
+            notes.append(f"parallelism.zero_stage = {z} stated; the fsdp text "
+                         f"{par.text('fsdp')!r} reads as ZeRO-{from_text}: the stated field is used")
+        return z
+    if from_text is not None:
+        if from_text == 3 and not _NAMED_FULL_SHARD.search(fsdp):
+            notes.append(f"parallelism.fsdp = {par.text('fsdp')!r}: full sharding (ZeRO-3, "
+                         "FSDP's default FULL_SHARD / FSDP2 fully_shard)")
+        return from_text
+    if runtime is not None and runtime.name in _SHARDING_BY_DEFAULT and not fsdp:
+        notes.append(f"ZeRO/FSDP not stated: {_SHARDING_BY_DEFAULT[runtime.name]}: ZeRO-3")
+        return 3
+    return 0
+
+
+#: FSDP texts naming full sharding (no note needed: the text says it).
+_NAMED_FULL_SHARD = re.compile(r"full_shard|zero-3|optim_grads_params|^fsdp \(sharding group")
+
+
+def _zero_of_text(fsdp: str) -> int | None:
+    """The ZeRO stage an ``fsdp`` text names (lower case), ``None`` when it
+    names none (empty, or a negation: none / no / false / off / 0 / ddp / NO_SHARD)."""
     if "full_shard" in fsdp or "zero-3" in fsdp or "optim_grads_params" in fsdp \
             or fsdp.startswith("fsdp (sharding group"):
         return 3
@@ -77,25 +112,8 @@ def map_zero(par: Parallelism, runtime: Runtime | None = None,
     if "zero-1" in fsdp or "zero1" in fsdp:
         return 1
     if fsdp and "no_shard" not in fsdp and not re.match(r"\s*(none|no\b|false|off|0\b|ddp)", fsdp):
-        notes.append(f"parallelism.fsdp = {par.text('fsdp')!r}: full sharding (ZeRO-3, FSDP's "
-                     "default FULL_SHARD / FSDP2 fully_shard)")
         return 3
-    stated = par.zero_stage
-    z = 0
-    if stated not in (0, None):
-        bad = integer_problem(stated, "parallelism", "zero_stage")
-        if bad:
-            raise Unmodelable(bad)
-        z = int(stated)
-    if z == 0:
-        if runtime is not None and runtime.name in _SHARDING_BY_DEFAULT and not fsdp \
-                and stated is None:
-            notes.append(f"ZeRO/FSDP not stated: {_SHARDING_BY_DEFAULT[runtime.name]}: ZeRO-3")
-            return 3
-        return 0
-    if z > 3:
-        raise Unmodelable(f"parallelism.zero_stage = {z} (0-3 expected)")
-    return z
+    return None
 
 
 def default_sequence_parallel(runtime: Runtime) -> bool:

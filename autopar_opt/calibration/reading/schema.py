@@ -119,7 +119,14 @@ class Source(_Section):
 
 
 class Model(_Section):
-    """The model trained (architecture fields; MoE and MLA spellings as extras)."""
+    """The model trained (architecture fields; MoE and MLA spellings as extras).
+
+    Optional architecture fields, each beating a known family and the ``arch``
+    text (:mod:`autopar_opt.calibration.reading.architecture`): ``family`` (a
+    key of ``model_zoo/families.yaml``), ``mlp`` (gated / plain, or an
+    activation: swiglu, geglu, gelu, relu, squared_relu), ``biases`` (none /
+    qkv / all, or true / false), ``dropout`` (true / false), ``positions``
+    (learned / rope / alibi / relative / none), ``norm`` (layernorm / rmsnorm)."""
 
     WHERE: ClassVar[str] = "model"
     INTEGERS: ClassVar[tuple[str, ...]] = (
@@ -136,6 +143,12 @@ class Model(_Section):
     vocab_size: Optional[int] = None
     seq_len: Optional[int] = None
     param_count_b: Optional[float] = None
+    family: Optional[Any] = None
+    mlp: Optional[Any] = None
+    biases: Optional[Any] = None
+    dropout: Optional[Any] = None
+    positions: Optional[Any] = None
+    norm: Optional[Any] = None
 
 
 class Hardware(_Section):

@@ -171,16 +171,23 @@ def _precision(rec: RawRecord | None) -> str:
 
 
 def shards_weights(rec: RawRecord | None) -> bool:
-    """The record states ZeRO-3/FSDP sharding (stage 3 or an FSDP text that is
-    not a negation)."""
+    """The record states ZeRO-3/FSDP sharding: ``zero_stage`` 3, or, with no
+    stage stated, an FSDP text that is not a negation (an explicit field
+    beats the text)."""
     stage, fsdp = _zero_field(rec)
-    return stage == 3 or (bool(fsdp) and not re.match(r"\s*(none|no\b|false|off|0\b|ddp)", fsdp)
-                          and "no_shard" not in fsdp)
+    if stage is not None:
+        return stage == 3
+    return bool(fsdp) and not re.match(r"\s*(none|no\b|false|off|0\b|ddp)", fsdp) \
+        and "no_shard" not in fsdp
 
 
 def zero_stage_of(rec: RawRecord | None) -> int:
-    """ZeRO stage the record states (3 for an FSDP text that shards; 0 if none)."""
-    return 3 if shards_weights(rec) else (_zero_field(rec)[0] or 0)
+    """ZeRO stage the record states (its ``zero_stage``; else 3 for an FSDP
+    text that shards; else 0)."""
+    stage, _ = _zero_field(rec)
+    if stage is not None:
+        return stage
+    return 3 if shards_weights(rec) else 0
 
 
 def _tp_or_pp(rec: RawRecord | None) -> bool:
@@ -526,14 +533,14 @@ def by_fields(framework: str, rec: RawRecord | None, notes: list[str]) -> Runtim
 def counting_of(runtime: Runtime, stated: str, notes: list[str]) -> str:
     """The FLOP convention of a record: its ``flops_counting`` text, or, when
     that is empty, the convention the stack's own logger uses (a text
-    :func:`~autopar_opt.calibration.reading.counting.convention` recognises):
+    :func:`~autopar_opt.calibration.flops.flop_formula` recognises):
     torchtitan ``get_num_flop_per_token``; Megatron-Core / NeMo
     ``num_floating_point_operations`` (Megatron-Bridge: its causal variant);
     Composer/llm-foundry ``flops_per_batch``; other stacks: empty (Eq. 7,
     stated as assumed). torchtitan's MFU divides by the bf16 dense peak
     whatever the precision (``torchtitan/tools/utils.py::get_peak_flops``:
     989e12 for H100 SXM, also in float8 runs); that is appended for
-    :func:`~autopar_opt.calibration.reading.counting.mfu_peak_dtype`."""
+    :func:`~autopar_opt.calibration.flops.mfu_peak_dtype`."""
     text = stated
     if not text:
         text = {"torchtitan": "torchtitan get_num_flop_per_token",
