@@ -112,4 +112,4 @@ def test_no_record_is_built_more_than_3_percent_from_its_published_count():
             gap = param_count_gap(run.published_params, run.params_total,
                                   run.published_half_unit)
             assert abs(gap) <= 0.03, (run.id, run.params_total, run.published_params)
-    assert checked >= 120 and unpublished <= 30, (checked, unpublished)
+    assert checked >= 120 and unpublished <= 40, (checked, unpublished)
