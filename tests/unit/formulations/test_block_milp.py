@@ -160,19 +160,22 @@ def test_block_milp_equals_the_direct_milp(blocks: int, pp: int, factor: float, 
     assert got.termination in (Termination.optimal, Termination.feasible)
     if got.termination is Termination.optimal:
         assert got.gap <= 1e-9 + ROUND_OFF
-        assert got.primal == pytest.approx(want.primal, rel=1e-9)
-    assert got.lower_bound <= want.primal * (1 + 1e-9) and want.primal <= got.primal * (1 + 1e-9)
+        assert got.primal == pytest.approx(want.primal, rel=HIGHS_REL)
+    assert got.lower_bound <= want.primal * (1 + HIGHS_REL) and want.primal <= got.primal * (1 + HIGHS_REL)
     assert got.primal == pytest.approx(want.primal, rel=1e-5)
     assert plan_time(tables, form.invert(got)) == pytest.approx(got.primal, rel=1e-9)
     # the direct optimum as a start: every row holds, the model prices it at most its time
-    x = form.start_vector(direct.invert(want))
+    start = direct.invert(want)
+    x = form.start_vector(start)
     m = form.matrix
     ax = m.A @ x
     assert np.all(ax >= m.row_lo - 1e-7) and np.all(ax <= m.row_hi + 1e-7)
     assert np.all(x >= m.col_lo - 1e-9) and np.all(x <= m.col_hi + 1e-9)
-    assert m.objective(x) <= want.primal * (1 + 1e-9)
+    # (against the start's own time: HiGHS may report the direct objective up to its
+    # tolerances below the plan it returns, seen 1e-9 s on (9, 2, 50.0, 4))
+    assert m.objective(x) <= plan_time(tables, start) * (1 + 1e-9)
     relaxed = _solve(build_blocks(tables, exact_upto=1).matrix)
-    assert relaxed.lower_bound <= want.primal * (1 + 1e-9)
+    assert relaxed.lower_bound <= plan_time(tables, start) * (1 + 1e-9)
     # the stage floors: each stage of the optimum spends at least F_i(its block count)
     # on its blocks, F_i equals enumeration, and the split plan fits and is no better
     chain, _ = block_chain(tables)
