@@ -132,7 +132,19 @@ def answer_section(doc: dict) -> dict | None:
                   + (f" (stage devices {'+'.join(map(str, doc['plan']['stage_devices']))})"
                      if doc["plan"].get("stage_devices") else "")
                   + f", {doc['plan']['microbatches']} micro-batches, {doc['plan']['schedule']}",
+        "interval": _interval(m.get("interval")),
     }
+
+
+def _interval(iv: dict | None) -> dict | None:
+    """The error bar of the iteration time (``metrics.interval``, written by
+    ``autopar_opt.cost.interval``; None in documents written before it)."""
+    if not iv:
+        return None
+    return {"range": f"{fmt_time(to_float(iv['low'], 'metrics.interval.low'))} – "
+                     f"{fmt_time(to_float(iv['high'], 'metrics.interval.high'))}",
+            "level": fmt_pct(to_float(iv["level"], "metrics.interval.level"), 0),
+            "text": str(iv.get("text", "")), "wide": bool(iv.get("wide"))}
 
 
 def _config_rows(cert: dict, global_lb: float) -> list[dict]:
