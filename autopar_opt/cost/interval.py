@@ -116,8 +116,11 @@ def _num(x: float) -> str:
 
 @lru_cache(maxsize=4)
 def load_residuals(path: str | Path = DEFAULT_FILE) -> tuple[ResidualRun, ...]:
-    """The runs of a residual file (cached per path)."""
-    doc = yaml.safe_load(Path(path).read_text())
+    """The runs of a residual file (cached per path; libyaml's loader where
+    PyYAML has it: the file holds every leave-out fit too, and the commands
+    that print an interval start in well under a second)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    doc = yaml.load(Path(path).read_text(), Loader=loader)  # noqa: S506 (a safe loader)
     return tuple(ResidualRun(str(r["id"]), str(r["family"]), dict(r["regime"]),
                              float(r["residual"]), dict(r.get("residuals") or {}))
                  for r in doc["runs"])
