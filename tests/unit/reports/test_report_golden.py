@@ -201,3 +201,14 @@ def test_the_error_bar_of_the_iteration_time_is_shown():
     html = render_html(doc)
     assert ctx["answer"]["interval"]["range"] in html and "80% interval" in html
     assert iv.text().replace("<", "&lt;") in html and "exact under the model" in html
+
+
+def test_an_moe_shows_its_active_parameters():
+    doc = load("plan_feasible.json")
+    total = doc["spec"]["model"]["params"]
+    assert build_context(doc)["spec"]["model_params"] == f"{total:,.0f} parameters"
+    doc["spec"]["model"]["params_active"] = total
+    assert build_context(doc)["spec"]["model_params"] == f"{total:,.0f} parameters"
+    doc["spec"]["model"]["params_active"] = total // 4
+    assert build_context(doc)["spec"]["model_params"] == \
+        f"{total:,.0f} parameters ({total // 4:,.0f} active per token)"
