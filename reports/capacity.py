@@ -41,6 +41,8 @@ def _rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
                      "batch": e["global_batch_size"], "status": e["status"],
                      "gap": "-" if e["gap"] is None else f"{100 * e['gap']:.2f}%",
                      "days": _interval(e["time_to_train_days"], ".1f"),
+                     "days_measured": (_interval(e["model_error"]["time_to_train_days"], ".1f")
+                                       if e.get("model_error") else "-"),
                      "cost": _interval(e["cost"], ",.0f"),
                      "tokens": _interval(e["throughput_tokens_per_s"], ".3g"),
                      "meets": e["meets"], "frontier": e["id"] in front,

@@ -87,7 +87,7 @@ def spec_section(doc: dict) -> dict:
         "path": str(spec.get("path", "")),
         "model_name": str(model["name"]),
         "model_layers": model.get("num_layers"),
-        "model_params": fmt_rate(model.get("params"), "parameters") if model.get("params") else "—",
+        "model_params": _params(model),
         "model_is_chain": model.get("is_chain"),
         "model_source": str(model.get("source", "")),
         "cluster_name": str(cluster["name"]),
@@ -100,6 +100,18 @@ def spec_section(doc: dict) -> dict:
                   (("intra_node", "intra-node"), ("inter_node", "inter-node")) if cluster.get(k)],
         "training": [{"name": k, "value": fmt_value(v)} for k, v in training.items()],
     }
+
+
+def _params(model: dict) -> str:
+    """The built parameter count, with the active count where an MoE's differs
+    (``spec.model.params_active``, absent in documents written before it)."""
+    if not model.get("params"):
+        return "—"
+    text = fmt_rate(model["params"], "parameters")
+    active = model.get("params_active")
+    if active is not None and active != model["params"]:
+        text += f" ({fmt_rate(active, 'active per token')})"
+    return text
 
 
 def _link(link: dict, label: str) -> str:
@@ -132,7 +144,19 @@ def answer_section(doc: dict) -> dict | None:
                   + (f" (stage devices {'+'.join(map(str, doc['plan']['stage_devices']))})"
                      if doc["plan"].get("stage_devices") else "")
                   + f", {doc['plan']['microbatches']} micro-batches, {doc['plan']['schedule']}",
+        "interval": _interval(m.get("interval")),
     }
+
+
+def _interval(iv: dict | None) -> dict | None:
+    """The error bar of the iteration time (``metrics.interval``, written by
+    ``autopar_opt.cost.interval``; None in documents written before it)."""
+    if not iv:
+        return None
+    return {"range": f"{fmt_time(to_float(iv['low'], 'metrics.interval.low'))} – "
+                     f"{fmt_time(to_float(iv['high'], 'metrics.interval.high'))}",
+            "level": fmt_pct(to_float(iv["level"], "metrics.interval.level"), 0),
+            "text": str(iv.get("text", "")), "wide": bool(iv.get("wide"))}
 
 
 def _config_rows(cert: dict, global_lb: float) -> list[dict]:

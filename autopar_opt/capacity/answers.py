@@ -12,6 +12,12 @@ consume the token budget (``S = ceil(budget / tokens per step)``):
 
 A scenario is called better than another only when its upper end beats the
 other's lower end (:func:`compare`); otherwise the two are "within the gap".
+
+Apart from these proofs (which hold under the cost model), each scenario's
+plan carries ``model_error``: the 80% interval of its time to train and cost
+from how far the cost model has been from comparable published runs
+(:mod:`autopar_opt.cost.interval`), and the answers quote it for the scenario
+they pick. It never decides an answer.
 The answers (Pareto frontier, cheapest scenario meeting the requirement,
 fewest GPUs per device type) each carry the comparisons that prove them.
 """
@@ -68,8 +74,34 @@ def price_scenario(scenario, row: dict[str, Any], planning: PlanningSection) -> 
     if row["status"] == "infeasible":
         for name in ("time_to_train_days", "cost", "throughput_tokens_per_s"):
             entry[name] = [None, None]
+    entry["model_error"] = model_error(row, steps, scenario.gpus, price, planning.prices.currency)
     entry["meets"] = meets(entry, planning)
     return entry
+
+
+def model_error(row: dict[str, Any], steps: int, gpus: int, price: float,
+                currency: str) -> dict[str, Any] | None:
+    """The plan held, with the cost model's error bar (``row["interval"]``, the
+    80% interval of its iteration time from comparable published runs): time to
+    train and cost at both ends. None when the scenario has no plan (or its row
+    was stored before intervals existed)."""
+    iv = row.get("interval")
+    if row["primal"] is None or not iv:
+        return None
+    days = [steps * iv[k] / SECONDS_PER_DAY for k in ("low", "high")]
+    cost = [d * 24.0 * gpus * price for d in days]
+    text = (f"{iv['level']:.0%} interval from {iv['comparable_runs']} comparable published runs: "
+            f"{days[0]:.3g}-{days[1]:.3g} days, {_money(cost[0], currency)} to "
+            f"{_money(cost[1], currency)}" + (" (wide: few runs share its regime)"
+                                             if iv.get("wide") else ""))
+    return {"level": iv["level"], "time_to_train_days": days, "cost": cost,
+            "comparable_runs": iv["comparable_runs"], "wide": bool(iv.get("wide")),
+            "iteration_time_s": [iv["low"], iv["high"]], "text": text}
+
+
+def _error_text(entry: dict) -> str:
+    err = entry.get("model_error")
+    return f" [the plan held, against published runs: {err['text']}]" if err else ""
 
 
 def _interval(entry: dict, name: str, scale: float = 1.0) -> tuple[float, float]:
@@ -135,8 +167,9 @@ def cheapest(entries: list[dict], planning: PlanningSection) -> dict[str, Any]:
                       + (" ..." if len(rivals) > 8 else ""))
     else:
         statement += "; every other scenario that could meet it provably costs at least as much"
+    statement += _error_text(win)
     return {"scenario": win["id"], "cost": win["cost"], "time_to_train_days": win["time_to_train_days"],
-            "proven": not rivals, "within_gap": rivals, "proven_not_cheaper": len(beaten),
+            "model_error": win.get("model_error"), "proven": not rivals, "within_gap": rivals, "proven_not_cheaper": len(beaten),
             "statement": statement}
 
 
@@ -168,7 +201,8 @@ def fewest_gpus(entries: list[dict], planning: PlanningSection) -> dict[str, Any
             text += ("; every smaller count in the sweep is proven not to meet it" if smaller
                      else "; the smallest count in the sweep")
         out[device] = {"gpus": best, "scenario": scen["id"], "proven": not undecided,
-                       "within_gap": undecided, "statement": text}
+                       "within_gap": undecided, "statement": text + _error_text(scen),
+                       "model_error": scen.get("model_error")}
     return out
 
 

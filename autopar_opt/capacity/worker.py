@@ -82,6 +82,7 @@ def search_scenario(task: dict[str, Any]) -> dict[str, Any]:
                                               "schedule": plan["schedule"],
                                               "strategies": _strategy_mix(plan)},
            "mfu": metrics["mfu"] if metrics else None,
+           "interval": metrics.get("interval") if metrics else None,
            "peak_memory_gib": max(metrics["peak_memory_gib"]) if metrics else None,
            "reason": _reason(doc, result.least_memory_bytes),
            "least_memory_gib": result.least_memory_bytes / 2**30,

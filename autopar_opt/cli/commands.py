@@ -121,11 +121,16 @@ def schema(plan: bool = typer.Option(False, "--plan", help="The JSON Schema of p
 
 
 def _estimate_text(spec: Any, metrics: Any) -> list[str]:
+    from autopar_opt.cost.interval import plan_interval
+    from autopar_opt.ir.graph import params_summary
+
     plan = spec.plan
     labels = list(dict.fromkeys(s.label() for st in plan.stages for s in st.strategies))
+    interval = plan_interval(spec.graph, spec.cluster, spec.training, plan,
+                             metrics.iteration_time_s)
     lines = [f"spec:             {spec.path}",
              f"model:            {spec.graph.name} ({len(spec.graph)} layers, "
-             f"{spec.graph.total_params() / 1e9:.3f} B params)",
+             f"{params_summary(spec.graph.total_params(), spec.graph.active_params())})",
              f"cluster:          {spec.cluster.name} ({spec.cluster.num_devices} x "
              f"{spec.cluster.device.name})",
              f"plan:             pp={plan.pp} microbatches={plan.microbatches} "
@@ -133,6 +138,8 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
              *([f"stage devices:    {' + '.join(map(str, plan.stage_devices))} "
                 f"(free stage sizes, of {spec.cluster.num_devices})"] if plan.stage_devices else []),
              f"iteration time:   {metrics.iteration_time_s:.6g} s",
+             f"                  {interval.text()}",
+             "                  (how far the cost model has been from comparable published runs)",
              f"samples/s:        {metrics.samples_per_s:.6g}",
              f"tokens/s:         {metrics.tokens_per_s:.6g}",
              f"MFU:              {100 * metrics.mfu:.2f} %",
@@ -175,8 +182,11 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
               "microbatches: 8} (or run `autopar solve` to find a plan)")
     metrics = evaluate(spec.plan, spec.graph, spec.cluster, spec.training, spec.cost_params)
     if json_output:
+        from autopar_opt.cost.interval import metrics_dict
+
         typer.echo(json.dumps({"spec": str(spec.path), "plan": spec.plan.to_dict(),
-                               "metrics": metrics.to_dict()}, indent=2))
+                               "metrics": metrics_dict(metrics, spec.graph, spec.cluster,
+                                                       spec.training, spec.plan)}, indent=2))
     else:
         typer.echo("\n".join(_estimate_text(spec, metrics)))
     if not metrics.feasible:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
 from autopar_opt.core.files import write_atomic
+from autopar_opt.ir.graph import params_summary
 from autopar_opt.search.baselines import all_baselines, table_baselines
 from autopar_opt.search.document import build_document
 from autopar_opt.search.engine import SearchOptions, run_search
@@ -87,13 +88,20 @@ def _fmt(x) -> str:
 
 def _summary(doc: dict, console: Console) -> None:
     cert, m = doc["certificate"], doc["metrics"]
-    console.print(f"[bold]{doc['spec']['model']['name']}[/] on {doc['spec']['cluster']['name']} "
+    model = doc["spec"]["model"]
+    console.print(f"[bold]{model['name']}[/] on {doc['spec']['cluster']['name']} "
                   f"({doc['spec']['cluster']['num_devices']} x {doc['spec']['cluster']['device']}): "
                   f"[bold]{doc['status']}[/]")
+    console.print(f"  model: {params_summary(model['params'], model.get('params_active'))}",
+                  highlight=False)
     if m:
         console.print(f"  iteration {m['iteration_time_s']:.4f} s | {m['samples_per_s']:.2f} samples/s | "
                       f"{m['tokens_per_s']:.0f} tokens/s | MFU {100 * m['mfu']:.1f}% | peak memory "
                       f"{max(m['peak_memory_gib']):.1f}/{m['memory_capacity_gib']:.1f} GiB")
+        if m.get("interval"):
+            console.print(f"  {m['interval']['text']} (how far the cost model has been from "
+                          "comparable published runs; the certificate is exact under the model)",
+                          highlight=False)
         plan = doc["plan"]
         sizes = plan.get("stage_devices")
         console.print(f"  plan: pp={plan['pp']} micro-batches={plan['microbatches']} "

@@ -136,6 +136,27 @@ class StageMetricsDoc(_Doc):
                                   default=0.0)
 
 
+class IntervalDoc(_Doc):
+    """How far the cost model has been from comparable published runs, out of sample
+    (``autopar_opt.cost.interval``): an interval around the predicted iteration time.
+    It says how far the model can be trusted; the certificate stays exact under the model."""
+
+    value: float = _f("The predicted iteration time, s.")
+    low: float = _f("Lower end of the interval, s.")
+    high: float = _f("Upper end of the interval, s.")
+    level: float = _f("Nominal coverage (0.8: an 80% interval).")
+    comparable_runs: int = _f("Published runs whose out-of-sample errors make the interval.")
+    sources: int = _f("Source families (publications) of those runs.", default=0)
+    exact_matches: int = _f("Runs sharing every regime label of the plan.")
+    labels_kept: list[str] = _f("Regime labels the comparable runs share with the plan.",
+                                default_factory=list)
+    regime: dict[str, str] = _f("The plan's regime (framework, long_context, sharded_at_scale, "
+                                "fp8, moe, generation).", default_factory=dict)
+    wide: bool = _f("Few published runs share every label: the interval is wide for that reason.",
+                    default=False)
+    text: str = _f("The interval as one sentence.", default="")
+
+
 class MetricsDoc(_Doc):
     """What a plan costs under the model (``autopar_opt.cost.evaluate.PlanMetrics``)."""
 
@@ -153,6 +174,9 @@ class MetricsDoc(_Doc):
                                      "optimizer_s, fixed_s, pipeline_bubble_s, ...), s.",
                                      default_factory=dict)
     stages: list[StageMetricsDoc] = _f("Per-stage metrics.")
+    interval: Optional[IntervalDoc] = _f("80% interval of iteration_time_s from comparable "
+                                         "published runs (null in documents written before it).",
+                                         default=None)
 
 
 class _BoundsDoc(_Doc):

@@ -224,6 +224,15 @@ class Layer:
         return tuple(sorted((k, repr(v)) for k, v in data.items()))
 
 
+def params_summary(total: float, active: float | None = None) -> str:
+    """A model's parameter count as the tool prints it, total and active per
+    token (an MoE's differ), e.g. ``6.738 B parameters (all active)``."""
+    active = total if active is None else active
+    text = f"{total / 1e9:.3f} B parameters"
+    return text + (f" ({active / 1e9:.3f} B active per token)" if active != total
+                   else " (all active)")
+
+
 def tie_problem(layers: list[Layer]) -> tuple[int, str, str] | None:
     """The first tie a layer list cannot have, as (layer index, rule, fix);
     None when every tie is well formed.

@@ -13,6 +13,7 @@ import signal
 
 from autopar_opt import __version__
 from autopar_opt.cost.context import StageContext
+from autopar_opt.cost.interval import metrics_dict
 from autopar_opt.cost.params import CostParams
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
@@ -100,8 +101,8 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
         "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "spec": {"path": spec_path,
                  "model": {"name": graph.name, "num_layers": len(graph.layers),
-                           "params": graph.total_params(), "is_chain": graph.is_chain(),
-                           "source": graph.source},
+                           "params": graph.total_params(), "params_active": graph.active_params(),
+                           "is_chain": graph.is_chain(), "source": graph.source},
                  "cluster": _cluster_dict(cluster, training.dtype),
                  "training": dataclasses.asdict(training)},
         "search_space": _space_dict(space),
@@ -110,13 +111,14 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
                                    **training.runtime.capabilities()}},
         "status": result.status(options.rel_gap).value,
         "plan": _plan_dict(result, cluster),
-        "metrics": result.metrics.to_dict() if result.metrics else None,
+        "metrics": metrics_dict(result.metrics, graph, cluster, training, result.plan),
         "certificate": result.certificate.to_dict(),
         "solver": {"name": result.solver_name, "version": result.solver_version,
                    "form": result.form, "time_limit_s": options.time_limit_s,
                    "rel_gap": options.rel_gap, "wall_time_s": round(result.wall_time_s, 3),
                    "log_tail": result.log_tail},
-        "baselines": [b.to_dict() for b in baselines],
+        "baselines": [{**b.to_dict(), "metrics": metrics_dict(b.metrics, graph, cluster, training,
+                                                              b.plan)} for b in baselines],
         "infeasibility": _infeasibility(result, cluster, training, params),
         "notices": notices(result, options),
     }

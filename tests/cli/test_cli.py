@@ -183,3 +183,41 @@ def test_solve_with_a_learned_searcher_but_no_torch_says_how_to_install(monkeypa
     assert result.exit_code == 2
     assert "pip install 'autopar-opt[learn]'" in result.output
     assert result.stdout.strip() == "" or not result.stdout.lstrip().startswith("{")
+
+
+def test_estimate_states_the_parameter_count_and_the_error_bar():
+    """Issue 28: the built parameter count (total and active) and the 80%
+    interval of the iteration time from comparable published runs, in the text
+    and in the JSON (oracle: the interval module on the same plan)."""
+    from autopar_opt.cost.interval import plan_interval
+
+    spec = load_spec(GPT3)
+    metrics = evaluate(spec.plan, spec.graph, spec.cluster, spec.training, spec.cost_params)
+    iv = plan_interval(spec.graph, spec.cluster, spec.training, spec.plan, metrics.iteration_time_s)
+    assert iv.low < metrics.iteration_time_s < iv.high
+    text = _cli("estimate", str(GPT3)).stdout
+    assert f"{spec.graph.total_params() / 1e9:.3f} B parameters (all active)" in text
+    assert iv.text() in text and "comparable published runs" in text
+    out = json.loads(_cli("estimate", str(GPT3), "--json").stdout)
+    assert out["metrics"]["interval"] == iv.to_dict()
+
+
+def test_solve_summary_and_plan_json_carry_the_error_bar(tmp_path):
+    """The summary prints the parameter count and the interval plan.json holds
+    (oracle: the interval module on the plan found); the baselines carry theirs."""
+    from autopar_opt.cost.interval import plan_interval
+    from autopar_opt.ir.plan import Plan
+
+    result = _cli("solve", str(ROOT / "examples" / "quickstart.yaml"), "--out", str(tmp_path))
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads((tmp_path / "plan.json").read_text())
+    spec = load_spec(ROOT / "examples" / "quickstart.yaml")
+    plan = Plan.from_dict(doc["plan"])
+    t = doc["metrics"]["iteration_time_s"]
+    iv = plan_interval(spec.graph, spec.cluster, spec.training, plan, t)
+    assert doc["metrics"]["interval"] == iv.to_dict() and iv.low < t < iv.high
+    assert doc["spec"]["model"]["params_active"] == spec.graph.active_params()
+    assert iv.text() in " ".join(result.stdout.split())
+    assert "B parameters" in result.stdout
+    assert all(b["metrics"] is None or b["metrics"]["interval"]["value"]
+               == b["metrics"]["iteration_time_s"] for b in doc["baselines"])

@@ -41,22 +41,36 @@ def _record(rid: str, tp=1, pp=1, dp=1, num_gpus=1, layers=1, iteration_time_s=1
     }
 
 
-def test_published_runs_in_sample():
+@pytest.fixture(scope="module")
+def in_sample() -> dict:
+    return calibrate_file(RUNS).summary()
+
+
+def test_published_runs_in_sample(in_sample):
     """The shipped calibration on the records it was fitted to (in sample):
     >= 90% of the records modelled, median |rel err| <= 5%, p90 <= 25% (issue
-    10 point 6; recorded in benchmarks/calibration/RESULTS.md). Memory median
-    <= 10% held until issue 28 added KempnerForge's FSDP2 runs, whose published
-    max_memory_allocated includes the unsharded fp32 gradients FSDP2 keeps
-    across gradient-accumulation micro-batches (their report says so), which
-    the cost model does not price: 11.0% over 31 records, target missed and
-    recorded; asserted at the recorded figure plus one point, so a regression
-    still fails."""
-    summary = calibrate_file(RUNS).summary()
+    10 point 6; recorded in benchmarks/calibration/RESULTS.md)."""
+    summary = in_sample
     assert summary["total"] == len(load_run_file(RUNS))
     assert summary["modeled"] / summary["total"] >= 0.90
     assert summary["median_abs_rel_error"] <= 0.05
     assert summary["p90_abs_rel_error"] <= 0.25
-    assert summary["memory_median_abs_rel_error"] <= 0.12     # target 0.10: missed (docstring)
+
+
+@pytest.mark.xfail(strict=True, reason="missed: 11.0% over 31 records (RESULTS.md, REGIMES.md)")
+def test_published_runs_memory_in_sample_target(in_sample):
+    """Issue 28's memory target, median |rel err| <= 10% in sample. It held
+    until issue 28 added KempnerForge's FSDP2 runs, whose published
+    max_memory_allocated includes the unsharded fp32 gradients FSDP2 keeps
+    across gradient-accumulation micro-batches (their report says so), which
+    the cost model does not price: 11.0% over 31 records, missed and recorded."""
+    assert in_sample["memory_median_abs_rel_error"] <= 0.10
+
+
+def test_published_runs_memory_in_sample_does_not_regress(in_sample):
+    """A guard, not the target: the recorded 11.0% (the target test above is
+    an expected failure until the model meets it) must not grow."""
+    assert in_sample["memory_median_abs_rel_error"] <= 0.115
 
 
 def test_json_output_has_required_keys_and_skips_carry_reasons(capsys):

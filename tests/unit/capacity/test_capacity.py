@@ -152,6 +152,37 @@ def test_intervals_follow_from_the_certified_bounds(tiny_run):
     assert solved == 6
 
 
+def test_each_plan_carries_the_error_bar_of_the_cost_model(tiny_run):
+    """Issue 28: the plan held, with the 80% interval of its iteration time from
+    comparable published runs (oracle: the interval module on the scenario's
+    plan) turned into time to train and cost; the answers quote their pick's."""
+    from autopar_opt.cost.interval import plan_interval
+
+    doc, out = tiny_run
+    budget = doc["planning"]["token_budget"]
+    by_id = {s.id: s for s in load_sweep(TINY).scenarios}
+    for e in doc["scenarios"]:
+        spec = by_id[e["id"]].spec
+        plan_doc = json.loads((out / e["report"]).with_name("plan.json").read_text())
+        iv = plan_interval(spec.graph, spec.cluster, spec.training, Plan.from_dict(plan_doc["plan"]),
+                           e["primal"])
+        steps = math.ceil(budget / (spec.training.global_batch_size * spec.training.seq_len))
+        err = e["model_error"]
+        assert err["iteration_time_s"] == pytest.approx([iv.low, iv.high])
+        assert err["time_to_train_days"] == pytest.approx([steps * iv.low / 86400,
+                                                           steps * iv.high / 86400])
+        price = doc["planning"]["prices"]["per_gpu_hour"][e["device"]]
+        assert err["cost"][1] == pytest.approx(err["time_to_train_days"][1] * 24 * e["gpus"] * price)
+        assert err["comparable_runs"] == iv.n and "comparable published runs" in err["text"]
+    ans = doc["answers"]["cheapest_meeting_requirement"]
+    pick = next(e for e in doc["scenarios"] if e["id"] == ans["scenario"])
+    assert ans["model_error"] == pick["model_error"] and pick["model_error"]["text"] in ans["statement"]
+    rows = list(csv.DictReader(io.StringIO((out / "capacity.csv").read_text())))
+    assert float(rows[0]["model_error_days_hi"]) == pytest.approx(
+        doc["scenarios"][0]["model_error"]["time_to_train_days"][1])
+    assert "80% interval vs published runs" in (out / "capacity.html").read_text()
+
+
 def test_cheapest_answer_is_consistent_with_the_scenarios(tiny_run):
     doc, _ = tiny_run
     ans = doc["answers"]["cheapest_meeting_requirement"]

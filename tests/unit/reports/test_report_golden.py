@@ -182,3 +182,33 @@ def test_infinite_bounds_round_trip_as_strings():
     assert ctx["certificate"]["lower_bound"] == "∞" and ctx["certificate"]["gap"] == "∞"
     assert ctx["certificate"]["gap_value"] == "inf"     # the context stays valid JSON
     assert all(r["lower_bound"] == "∞" for r in ctx["certificate"]["configurations"])
+
+
+def test_the_error_bar_of_the_iteration_time_is_shown():
+    """A plan.json with ``metrics.interval`` (as ``autopar solve`` writes it, from
+    ``autopar_opt.cost.interval``) shows the range and its sentence under the
+    iteration time; a document written before intervals renders without one."""
+    from autopar_opt.cost.interval import interval_for
+    from autopar_opt.cost.regime import Regime
+
+    doc = load("plan_feasible.json")
+    assert "interval" not in doc["metrics"] and "interval" not in render_html(doc)
+    t = doc["metrics"]["iteration_time_s"]
+    iv = interval_for(Regime("megatron", False, False, False, False, "ampere"), t)
+    doc["metrics"]["interval"] = iv.to_dict()
+    ctx = build_context(doc)
+    assert ctx["answer"]["interval"]["text"] == iv.text()
+    html = render_html(doc)
+    assert ctx["answer"]["interval"]["range"] in html and "80% interval" in html
+    assert iv.text().replace("<", "&lt;") in html and "exact under the model" in html
+
+
+def test_an_moe_shows_its_active_parameters():
+    doc = load("plan_feasible.json")
+    total = doc["spec"]["model"]["params"]
+    assert build_context(doc)["spec"]["model_params"] == f"{total:,.0f} parameters"
+    doc["spec"]["model"]["params_active"] = total
+    assert build_context(doc)["spec"]["model_params"] == f"{total:,.0f} parameters"
+    doc["spec"]["model"]["params_active"] = total // 4
+    assert build_context(doc)["spec"]["model_params"] == \
+        f"{total:,.0f} parameters ({total // 4:,.0f} active per token)"

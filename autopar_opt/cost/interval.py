@@ -1,0 +1,207 @@
+"""An error bar on every predicted time: how far the cost model itself can be trusted.
+
+The optimality certificate is exact *under the model*; this interval says how
+far the model has been from published measurements of comparable runs, out of
+sample. It never enters an objective or a bound.
+
+Data: ``autopar_opt/cost/intervals.yaml``, written by
+``benchmarks/calibration/intervals.py`` (never by hand). For every published
+run with a measured throughput (both record files) it holds the run's regime
+(:mod:`autopar_opt.cost.regime`) and its out-of-sample residuals
+``r = log(measured time / predicted time)``: one from the fit that left out
+the run's source family, one from each fit that left out a regime group the
+run belongs to (leave-one-group-out), and ``residual``, the one of largest
+magnitude (the model's error on a run of a source *and* a regime it had not
+seen: the conservative choice).
+
+Method (split-conformal with grouped data: Lei et al. 2018, "Distribution-Free
+Predictive Inference for Regression", Sec. 2.2; Dunn, Wasserman & Ramdas 2022,
+"Distribution-free prediction sets for two-layer hierarchical models", the
+pooled CDF): the comparable runs are those sharing every regime label with
+the query; while fewer than :data:`MIN_COMPARABLE` do, labels are given up in
+the order of :data:`autopar_opt.cost.regime.LABELS`. Runs of one source family
+are not independent draws (one publication, one cluster, one code base), so
+each family weighs as one unit: a run of a family of ``n_k`` comparable runs
+weighs ``1/n_k``. Over ``K`` families, the weighted quantiles at
+``1 - u`` and ``u = (1 - a/2)·(1 + 1/K)`` (the finite-sample inflation)
+bound a two-sided ``1 - a`` interval on ``log(measured / predicted)``; the
+predicted time ``T`` becomes ``[T·e^lo, T·e^hi]``. When fewer than
+:data:`MIN_COMPARABLE` runs share every label, the interval also spans the
+residuals of those that do and says it is wide for that reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from autopar_opt.cost.regime import LABELS, Regime
+
+#: The shipped residual file.
+DEFAULT_FILE = Path(__file__).with_name("intervals.yaml")
+#: Runs a regime needs before its interval is taken from its own residuals alone.
+MIN_COMPARABLE = 10
+#: The interval's nominal coverage (issue 28: an 80% interval).
+LEVEL = 0.8
+
+
+@dataclass(frozen=True)
+class ResidualRun:
+    """One published run of the residual file."""
+
+    id: str
+    family: str
+    labels: dict
+    residual: float
+    residuals: dict
+
+
+@dataclass(frozen=True)
+class Interval:
+    """``low``-``high`` around a predicted value (same unit), at ``level``,
+    from ``n`` comparable published runs (of ``sources`` source families)
+    matching the regime labels ``kept``;
+    ``exact`` of them match every label; ``wide`` when ``exact`` is below
+    :data:`MIN_COMPARABLE` (the interval then also spans their residuals)."""
+
+    value: float
+    low: float
+    high: float
+    level: float
+    n: int
+    exact: int
+    kept: tuple[str, ...]
+    regime: Regime
+    wide: bool
+    sources: int = 0
+
+    def text(self, unit: str = "s") -> str:
+        """E.g. ``80% interval 7.9-9.6 s, from 23 comparable published runs
+        (megatron, hopper, 16-bit, dense, ...)``."""
+        out = (f"{self.level:.0%} interval {_num(self.low)}-{_num(self.high)} {unit}, from "
+               f"{self.n} comparable published runs of {self.sources} sources "
+               f"({self.regime.describe(self.kept) or 'any regime'})")
+        if self.wide:
+            share = ("no published run shares" if self.exact == 0 else
+                     f"only 1 published run shares" if self.exact == 1 else
+                     f"only {self.exact} published runs share")
+            out += f"; {share} every regime label ({self.regime.describe()}): wide interval"
+        return out
+
+    def scaled(self, factor: float) -> "Interval":
+        """The same interval for ``value·factor`` (e.g. seconds -> hours)."""
+        return Interval(self.value * factor, self.low * factor, self.high * factor, self.level,
+                        self.n, self.exact, self.kept, self.regime, self.wide, self.sources)
+
+    def inverse(self, numerator: float = 1.0) -> "Interval":
+        """The interval of ``numerator / value`` (a rate from a time)."""
+        return Interval(numerator / self.value, numerator / self.high, numerator / self.low,
+                        self.level, self.n, self.exact, self.kept, self.regime, self.wide,
+                        self.sources)
+
+    def to_dict(self) -> dict:
+        return {"value": self.value, "low": self.low, "high": self.high, "level": self.level,
+                "comparable_runs": self.n, "sources": self.sources, "exact_matches": self.exact,
+                "labels_kept": list(self.kept),
+                "regime": self.regime.labels(), "wide": self.wide, "text": self.text()}
+
+
+def _num(x: float) -> str:
+    return f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+@lru_cache(maxsize=4)
+def load_residuals(path: str | Path = DEFAULT_FILE) -> tuple[ResidualRun, ...]:
+    """The runs of a residual file (cached per path; libyaml's loader where
+    PyYAML has it: the file holds every leave-out fit too, and the commands
+    that print an interval start in well under a second)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    doc = yaml.load(Path(path).read_text(), Loader=loader)  # noqa: S506 (a safe loader)
+    return tuple(ResidualRun(str(r["id"]), str(r["family"]), dict(r["regime"]),
+                             float(r["residual"]), dict(r.get("residuals") or {}))
+                 for r in doc["runs"])
+
+
+def comparable(regime: Regime, runs: tuple[ResidualRun, ...], exclude_family: str | None = None,
+               min_runs: int = MIN_COMPARABLE) -> tuple[list[ResidualRun], tuple[str, ...], int]:
+    """(runs matching the kept labels, the kept labels, runs matching every label)."""
+    labels = regime.labels()
+    pool = [r for r in runs if r.family != exclude_family]
+
+    def match(keys) -> list[ResidualRun]:
+        return [r for r in pool if all(r.labels.get(k) == labels[k] for k in keys)]
+
+    kept = list(LABELS)
+    exact = len(match(kept))
+    while kept and len(match(kept)) < min_runs:
+        kept.pop(0)
+    return match(kept), tuple(kept), exact
+
+
+def conformal_bounds(residuals: list[float], families: list[str],
+                     level: float = LEVEL) -> tuple[float, float]:
+    """Family-weighted split-conformal bounds (module docstring)."""
+    if not residuals:
+        raise ValueError("no residuals to take an interval from")
+    sizes: dict[str, int] = {}
+    for fam in families:
+        sizes[fam] = sizes.get(fam, 0) + 1
+    k = len(sizes)
+    order = sorted(range(len(residuals)), key=lambda i: residuals[i])
+    weights = [1.0 / sizes[families[i]] / k for i in order]
+    upper = min(1.0, (1.0 - (1.0 - level) / 2.0) * (1.0 + 1.0 / k))
+    return _weighted_quantile([residuals[i] for i in order], weights, 1.0 - upper), \
+        _weighted_quantile([residuals[i] for i in order], weights, upper)
+
+
+def _weighted_quantile(sorted_values: list[float], weights: list[float], q: float) -> float:
+    """The smallest value whose cumulative weight reaches ``q`` (weights sum to 1)."""
+    total = 0.0
+    for value, w in zip(sorted_values, weights):
+        total += w
+        if total >= q - 1e-12:
+            return value
+    return sorted_values[-1]
+
+
+def interval_for(regime: Regime, value: float, level: float = LEVEL,
+                 runs: tuple[ResidualRun, ...] | None = None,
+                 exclude_family: str | None = None) -> Interval:
+    """The ``level`` interval of a predicted time ``value`` (seconds, or any
+    quantity proportional to the predicted time) of a plan in ``regime``."""
+    runs = load_residuals() if runs is None else runs
+    pool, kept, exact = comparable(regime, runs, exclude_family)
+    lo, hi = conformal_bounds([r.residual for r in pool], [r.family for r in pool], level)
+    wide = exact < MIN_COMPARABLE
+    if wide and exact:
+        labels = regime.labels()
+        own = [r.residual for r in runs if r.family != exclude_family
+               and all(r.labels.get(k) == labels[k] for k in LABELS)]
+        lo, hi = min(lo, min(own)), max(hi, max(own))
+    return Interval(value, value * math.exp(lo), value * math.exp(hi), level, len(pool), exact,
+                    kept, regime, wide, len({r.family for r in pool}))
+
+
+def plan_interval(graph, cluster, training, plan, iteration_time_s: float,
+                  strategy=None) -> Interval:
+    """The interval of a priced plan's iteration time (its regime:
+    :func:`autopar_opt.cost.regime.regime_of`)."""
+    from autopar_opt.cost.regime import regime_of
+
+    return interval_for(regime_of(graph, cluster, training, plan, strategy), iteration_time_s)
+
+
+def metrics_dict(metrics, graph, cluster, training, plan) -> dict | None:
+    """``metrics.to_dict()`` (a :class:`~autopar_opt.cost.evaluate.PlanMetrics`)
+    with ``interval``, the error bar of its iteration time, as ``plan.json``,
+    ``estimate --json`` and the reports carry it; None without metrics."""
+    if metrics is None:
+        return None
+    data = metrics.to_dict()
+    data["interval"] = plan_interval(graph, cluster, training, plan,
+                                     metrics.iteration_time_s).to_dict()
+    return data

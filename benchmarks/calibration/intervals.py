@@ -1,0 +1,282 @@
+"""Leave-one-group-out by regime over both record files; the residual file of the error bars.
+
+Issue 28 (point 6 and its targets). Over every record of
+``tests/data/published_runs.yaml`` and ``benchmarks/calibration/holdout_runs.yaml``
+that the cost model prices:
+
+1. **Leave-one-group-out.** One fit per group, on every run outside it, then
+   the group's runs predicted out of sample. The groups: each source family
+   (one publication or table series, :func:`~autopar_opt.calibration.reading.family_of`)
+   and each regime group (:mod:`autopar_opt.cost.regime`: every framework
+   family, long context >= 32k, ZeRO-3/FSDP at >= 256 GPUs, FP8, MoE, every GPU
+   generation). Per group with at least 5 runs: median and 90th percentile of
+   |error| (targets 10% and 25%).
+2. **The residual file** ``autopar_opt/cost/intervals.yaml``: per run, its
+   regime labels and its out-of-sample residuals ``log(measured / predicted
+   time)`` by leave-out, and the one of largest magnitude, from which
+   :func:`autopar_opt.cost.interval.interval_for` takes its split-conformal
+   quantiles; and the parameters of every leave-out fit (``fits``), so a test
+   re-derives each residual by pricing the run with them. Written here, never
+   by hand.
+3. **Coverage.** For every run, the 80% interval from the residual file
+   without its own source family (no run calibrates its own interval) is
+   checked against the run's leave-own-family-out residual (a new source in
+   a known regime: overall and per source family) and, per regime group,
+   against its residual from the fit that left that group out (a regime the
+   model has not seen).
+4. In sample (the shipped parameters, fitted on ``published_runs.yaml`` by
+   ``run.py``) and memory (every record that states memory, both files).
+
+Writes ``REGIMES.md`` next to this file (figures, targets met or missed, the
+date, the load and the command) and ``autopar_opt/cost/intervals.yaml``.
+
+Usage: ``python benchmarks/calibration/intervals.py`` (one fit per group: a
+few minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from autopar_opt.calibration.calibrate import model_records
+from autopar_opt.calibration.compare import compare, compare_memory, predict
+from autopar_opt.calibration.fit import fit
+from autopar_opt.calibration.reading import load_run_file
+from autopar_opt.cost.interval import LEVEL, MIN_COMPARABLE, ResidualRun, interval_for
+from autopar_opt.cost.params import CostParams, default_params
+from autopar_opt.cost.regime import regime_of
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+FILES = (ROOT / "tests" / "data" / "published_runs.yaml", HERE / "holdout_runs.yaml")
+OUT = ROOT / "autopar_opt" / "cost" / "intervals.yaml"
+#: A group is held to the targets when it has at least this many runs (issue 28).
+GROUP_MIN = 5
+MEDIAN_TARGET, P90_TARGET = 0.10, 0.25
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+#: A hand-written reading of the figures (kept here so that a re-run keeps it; revise it
+#: when the figures change).
+READING = """\
+## Reading
+
+- Leaving a whole regime out is harsher than leaving a source out: without any
+  FSDP run the fit has nothing to set what only FSDP runs exercise (parameter
+  prefetch, unfused optimizers, eager losses), and without any Hopper run the
+  Hopper GEMM and attention efficiencies fall back to their transfer from other
+  chips. The misses concentrate there: `framework:fsdp` and `generation:hopper`
+  (llm-foundry's 28 MPT runs on H100/A100 and KempnerForge's FSDP2 runs on H200
+  carry most of both). Per-shape kernel efficiencies and topology-aware
+  collectives (issue 28's physics half) are what should close them, not a factor
+  per regime.
+- Regimes with few published runs: context >= 32k 3 (all llm-foundry, none with
+  context parallelism), ZeRO-3/FSDP at >= 256 GPUs 1 (KempnerForge 175B on 360
+  H200), FP8 3, MoE 0 (neither file holds an MoE run with a measured
+  throughput; the MoE rows of NeMo's performance summary were never recorded,
+  and issue 28 point 8 forbids that source). A plan in such a regime gets a wide
+  interval that says how many runs share its regime.
+- Coverage misses: flagperf (A800/H100 Megatron) and internevo (A100; its
+  hybrid ZeRO-1 is priced with the ZeRO runtime, so it counts as the DeepSpeed
+  family) err more than the other sources of their regimes, whose intervals are
+  narrow because those sources are predicted well. Each run's interval is taken
+  without its own source, so a source unlike the others is not covered by
+  design; the figure is reported, not tuned.
+- InternEvo runs are read as the `deepspeed` framework family (see above), so the
+  `framework:deepspeed` group mixes DeepSpeed ZeRO proper with InternEvo.
+"""
+
+
+def _runs():
+    runs, skipped = [], []
+    for path in FILES:
+        r, s = model_records(load_run_file(path))
+        runs += r
+        skipped += s
+    return runs, skipped
+
+
+def _groups(runs) -> dict[str, set[str]]:
+    """group name -> ids of the throughput runs in it."""
+    groups: dict[str, set[str]] = {}
+    for run in runs:
+        if run.memory_only:
+            continue
+        reg = regime_of(run.graph, run.cluster, run.training, run.plan, run.strategy)
+        names = [f"family:{run.family}", f"framework:{reg.framework}",
+                 f"generation:{reg.generation}"]
+        names += [f"{k}:true" for k in ("long_context", "sharded_at_scale", "fp8", "moe")
+                  if getattr(reg, k)]
+        for name in names:
+            groups.setdefault(name, set()).add(run.id)
+    return groups
+
+
+def leave_groups_out(runs, groups):
+    """(group -> {id: rel_error} predicted by the fit without the group,
+    group -> the parameters of that fit)."""
+    out, fits = {}, {}
+    for name, ids in sorted(groups.items()):
+        train = [r for r in runs if r.id not in ids]
+        if not any(not r.memory_only for r in train):
+            continue
+        params = fit(train, CostParams()).params
+        fits[name] = params.to_dict()
+        out[name] = {r.id: compare(r, params).rel_error for r in runs if r.id in ids}
+    return out, fits
+
+
+def _stats(errors: list[float]) -> tuple[float, float]:
+    a = np.abs(np.array(errors))
+    return float(np.percentile(a, 50)), float(np.percentile(a, 90))
+
+
+def main() -> str:
+    load = os.getloadavg()
+    t0 = time.perf_counter()
+    runs, skipped = _runs()
+    tput = [r for r in runs if not r.memory_only]
+    groups = _groups(runs)
+    logo, fits = leave_groups_out(runs, groups)
+    elapsed = time.perf_counter() - t0
+    regimes = {r.id: regime_of(r.graph, r.cluster, r.training, r.plan, r.strategy) for r in tput}
+
+    records = []
+    for r in tput:
+        res = {g: math.log1p(e[r.id]) for g, e in logo.items() if r.id in e}
+        worst = max(res.values(), key=abs)
+        records.append({"id": r.id, "family": r.family, "regime": regimes[r.id].labels(),
+                        "residual": round(worst, 6),
+                        "residuals": {g: round(v, 6) for g, v in sorted(res.items())}})
+    doc = {"generated_on": _dt.date.today().isoformat(),
+           "generated_by": "python benchmarks/calibration/intervals.py",
+           "method": ("per run: log(measured / predicted time) out of sample, from the fit that "
+                      "left out its source family and from each fit that left out a regime group it "
+                      "belongs to; 'residual' is the one of largest magnitude"),
+           "records_files": {p.name: _sha(p) for p in FILES},
+           "runs": records,
+           "fits": fits}
+    OUT.write_text("# Written by benchmarks/calibration/intervals.py from leave-one-group-out "
+                   "residuals; do not edit.\n" + yaml.safe_dump(doc, sort_keys=False, width=120))
+    pool = tuple(ResidualRun(d["id"], d["family"], d["regime"], d["residual"], d["residuals"])
+                 for d in records)
+    return _report(runs, tput, skipped, groups, logo, regimes, pool, elapsed, load)
+
+
+def _coverage(tput, regimes, pool, logo):
+    """(overall {target: [hits]}, per group {group: [hits]}) of the 80% intervals."""
+    by_id = {p.id: p for p in pool}
+    own, per_group = [], {}
+    for r in tput:
+        iv = interval_for(regimes[r.id], 1.0, runs=pool, exclude_family=r.family)
+        lo, hi = math.log(iv.low), math.log(iv.high)
+        target = by_id[r.id].residuals[f"family:{r.family}"]
+        own.append(lo <= target <= hi)
+        per_group.setdefault(f"family:{r.family}", []).append(lo <= target <= hi)
+        for g, res in by_id[r.id].residuals.items():
+            if g.startswith("family:"):
+                continue
+            per_group.setdefault(g, []).append(lo <= res <= hi)
+    return own, per_group
+
+
+def _coverage_misses(per_group: dict[str, list[bool]]) -> str:
+    held = {g: v for g, v in per_group.items() if len(v) >= GROUP_MIN}
+    low = [f"{g} ({np.mean(v):.0%} of {len(v)})" for g, v in sorted(held.items())
+           if np.mean(v) < LEVEL]
+    return (f"met in all {len(held)}" if not low else
+            f"missed in {len(low)} of {len(held)}: " + "; ".join(low))
+
+
+def _report(runs, tput, skipped, groups, logo, regimes, pool, elapsed, load) -> str:
+    params = default_params()
+    fitting = {x.id for x in model_records(load_run_file(FILES[0]))[0]}
+    insample = [compare(r, params).rel_error for r in tput if r.id in fitting]
+    mem, mem_fit = [], []
+    for r in runs:
+        err = None
+        if r.memory_only:
+            err = abs(compare_memory(r, params).memory_rel_error)
+        elif r.measured_memory_gib:
+            pred = predict(r, params)[1]
+            if pred is not None:
+                err = abs(pred / r.measured_memory_gib - 1)
+        if err is not None:
+            mem.append(err)
+            if r.id in fitting:
+                mem_fit.append(err)
+    own, per_group = _coverage(tput, regimes, pool, logo)
+    lines = [
+        "# Leave-one-group-out by regime, and the 80% intervals (cost model v3 targets)\n",
+        f"Records: `{FILES[0].name}` + `{FILES[1].name}`: {len(tput)} runs with a measured "
+        f"throughput, {sum(r.memory_only for r in runs)} memory-only, {len(skipped)} not modelled. "
+        f"Generated by `python benchmarks/calibration/intervals.py` on "
+        f"{_dt.date.today().isoformat()} ({len(logo)} fits, {elapsed:.0f} s on a shared 2-core "
+        f"machine, load average {load[0]:.1f}).\n",
+        "Each group is left out of the fit and predicted (`rel. error = predicted/measured - 1` "
+        "on samples/s). Targets of issue 28 apply to groups of at least "
+        f"{GROUP_MIN} runs: median |error| <= {MEDIAN_TARGET:.0%}, p90 <= {P90_TARGET:.0%}.\n",
+        "| group | runs | median | p90 | max | target met | 80% interval coverage |",
+        "|---|---|---|---|---|---|---|"]
+    missed = []
+    for g in sorted(logo):
+        errs = list(logo[g].values())
+        med, p90 = _stats(errs)
+        held = len(errs) >= GROUP_MIN
+        met = (med <= MEDIAN_TARGET and p90 <= P90_TARGET) if held else None
+        if held and not met:
+            missed.append(f"{g} (median {med:.1%}, p90 {p90:.1%})")
+        cov = per_group.get(g)
+        covtxt = f"{np.mean(cov):.0%} of {len(cov)}" if cov else "-"
+        lines.append(f"| `{g}` | {len(errs)} | {med:.1%} | {p90:.1%} | {max(map(abs, errs)):.1%} | "
+                     f"{'-' if met is None else 'yes' if met else '**no**'} | {covtxt} |")
+    allr = [e for g, d in logo.items() if g.startswith("family:") for e in d.values()]
+    med_all, p90_all = _stats(allr)
+    ins_med = float(np.median(np.abs(insample)))
+    mem_med = float(np.median(mem)) if mem else float("nan")
+    mem_fit_med = float(np.median(mem_fit)) if mem_fit else float("nan")
+    cov_all = float(np.mean(own))
+    lines += [
+        "",
+        "## Targets\n",
+        "| figure | target | measured |", "|---|---|---|",
+        f"| every group of >= {GROUP_MIN} runs, median / p90 | <= 10% / <= 25% | "
+        f"{'all met' if not missed else 'missed in ' + str(len(missed)) + ': ' + '; '.join(missed)} |",
+        f"| leave-one-source-family-out over both files, median / p90 | <= 10% / <= 25% | "
+        f"{med_all:.1%} / {p90_all:.1%} |",
+        f"| in-sample median (shipped parameters, `{FILES[0].name}`) | <= 5% | {ins_med:.1%} |",
+        f"| memory median, shipped parameters, records of `{FILES[0].name}` that state memory "
+        f"({len(mem_fit)}, in sample) | <= 10% | {mem_fit_med:.1%} |",
+        f"| memory median, shipped parameters, records of both files that state memory "
+        f"({len(mem)}) | <= 10% | {mem_med:.1%} |",
+        f"| 80% interval covers the run's leave-own-family-out residual, overall | >= 80% | "
+        f"{cov_all:.1%} of {len(own)} |",
+        f"| 80% interval coverage per group of >= {GROUP_MIN} runs | >= 80% each | "
+        f"{_coverage_misses(per_group)} |",
+        "",
+        f"Intervals: split-conformal quantiles (`autopar_opt/cost/interval.py`) of the residuals "
+        f"of comparable runs (all regime labels shared; labels given up in a fixed order while "
+        f"fewer than {MIN_COMPARABLE} match), each run's interval computed without its own "
+        f"source family. Level {LEVEL:.0%}.",
+        "",
+        "Not modelled (with the reason):\n"]
+    lines += [f"- `{rid}`: {why}" for rid, why in skipped]
+    text = "\n".join(lines) + "\n\n" + READING
+    (HERE / "REGIMES.md").write_text(text)
+    return text
+
+
+if __name__ == "__main__":
+    sys.stdout.write(main())
