@@ -18,7 +18,6 @@ none), the graph is a DAG, and every edge matrix is
 
 from __future__ import annotations
 
-import gzip
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from autopar_opt.peers.piper.format import _cycle, read_json
+from autopar_opt.peers.piper.format import _cycle
 from autopar_opt.core.errors import MISSING, SpecError, SpecProblem
 
 
@@ -156,8 +155,9 @@ def parse_pase(data: Any, path: str, name: str) -> tuple[PaseInstance | None, li
 
 def load_pase(path: Path) -> PaseInstance:
     """Read ``.json.gz`` or ``.json`` PaSE tables; raises SpecError listing every problem."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    data = read_json(path, opener)
+    from autopar_opt.core import reading
+
+    data = reading.read_json(path, reading.PASE)      # packed or not: read_bytes looks
     stem = path.name.removesuffix(".gz").removesuffix(".json")
     inst, problems = parse_pase(data, str(path), stem)
     if problems:
