@@ -20,6 +20,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from autopar_opt.core.ideals import topological_order
@@ -41,21 +43,26 @@ def single_device(cond: Condensed) -> tuple[float, np.ndarray | None]:
     return best, np.full(cond.num_units, dev, dtype=np.int64)
 
 
-def _hyper_lists(cond: Condensed) -> list[list[int]]:
-    per_unit: list[list[int]] = [[] for _ in range(cond.num_units)]
-    for k, h in enumerate(cond.hyper):
-        for u in h.tolist():
-            per_unit[u].append(k)
-    return per_unit
+def _unit_hyperedges(cond: Condensed) -> tuple[list[int], list[int]]:
+    """Per unit, the hyperedges holding it, as flat lists (offsets, hyperedge ids)."""
+    owner = np.repeat(np.arange(cond.num_hyper), cond.hyper_size)
+    order = np.argsort(cond.hyper_flat, kind="stable")
+    ptr = np.r_[0, np.cumsum(np.bincount(cond.hyper_flat, minlength=cond.num_units))]
+    return ptr.tolist(), owner[order].tolist()
 
 
-def _sweep(order: list[int], t: np.ndarray, size: np.ndarray, per_unit: list[list[int]],
-           hsize: np.ndarray, w: np.ndarray, limit: float, mem: float, parts_max: int
-           ) -> list[int] | None:
+#: Units a sweep handles between two deadline checks.
+_CHECK_EVERY = 1 << 15
+
+
+def _sweep(order: list[int], t: list[float], size: list[float], ptr: list[int], hyp: list[int],
+           hsize: list[int], w: list[float], limit: float, mem: float, parts_max: int,
+           check: Callable[[], None]) -> list[int] | None:
     """Greedy part ends for threshold ``limit`` (positions in ``order``); None if > parts_max."""
     n = len(order)
     ends: list[int] = []
     i = 0
+    seen = 0
     while i < n:
         cnt: dict[int, int] = {}
         comp = cut = memory = 0.0
@@ -67,7 +74,7 @@ def _sweep(order: list[int], t: np.ndarray, size: np.ndarray, per_unit: list[lis
             memory += size[u]
             if comp > limit or memory > mem:
                 break
-            for k in per_unit[u]:
+            for k in hyp[ptr[u]:ptr[u + 1]]:
                 c = cnt.get(k, 0) + 1
                 cnt[k] = c
                 if c == 1:
@@ -77,6 +84,10 @@ def _sweep(order: list[int], t: np.ndarray, size: np.ndarray, per_unit: list[lis
             if comp + cut <= limit * (1 + 1e-12):
                 last_ok = j
             j += 1
+        seen += j - i + 1
+        if seen >= _CHECK_EVERY:
+            check()
+            seen = 0
         if last_ok < 0:
             return None
         ends.append(last_ok + 1)
@@ -86,28 +97,43 @@ def _sweep(order: list[int], t: np.ndarray, size: np.ndarray, per_unit: list[lis
     return ends
 
 
-def topo_split(cond: Condensed, type_index: int = 0, iters: int = 40) -> tuple[float, np.ndarray | None]:
-    """Contiguous split on the devices of one comm-paying type (module docstring)."""
+def topo_split(cond: Condensed, type_index: int = 0, iters: int = 40,
+               check: Callable[[], None] | None = None,
+               lower: float = 0.0) -> tuple[float, np.ndarray | None]:
+    """Contiguous split on the devices of one comm-paying type (module docstring).
+
+    ``check`` is a deadline check that raises :class:`PhaseDeadline`: the bisection
+    then stops and the best split found so far is returned (None when none yet).
+    ``lower`` (a proven lower bound on max-load) starts the bisection there."""
+    from autopar_opt.core.deadline import PhaseDeadline
+
+    check = check or (lambda: None)
     types = cond.problem.device_types
     dt = types[type_index]
     t = cond.time[dt.name]
     if not np.all(np.isfinite(t)) or dt.count == 0:
         return np.inf, None
-    order = topological_order(cond.num_units, [tuple(e) for e in cond.prec.tolist()]).tolist()
-    per_unit = _hyper_lists(cond)
-    hsize = np.array([h.size for h in cond.hyper], dtype=np.int64)
-    w = cond.hyper_w if dt.pays_comm else np.zeros(len(cond.hyper))
-    lo, hi = float(t.max()), float(t.sum() + w.sum())
+    order = topological_order(cond.num_units, cond.prec).tolist()
+    ptr, hyp = _unit_hyperedges(cond)
+    hsize = cond.hyper_size.tolist()
+    w = cond.hyper_w if dt.pays_comm else np.zeros(cond.num_hyper)
+    lo, hi = max(float(t.max()), lower), float(t.sum() + w.sum())
+    lo = min(lo, hi)
+    args = (t.tolist(), cond.size_bytes.tolist(), ptr, hyp, hsize, w.tolist())
     best = None
-    for _ in range(iters):
-        mid = 0.5 * (lo + hi)
-        ends = _sweep(order, t, cond.size_bytes, per_unit, hsize, w, mid, dt.memory_bytes, dt.count)
-        if ends is not None and len(ends) <= dt.count:
-            hi, best = mid, ends
-        else:
-            lo = mid
-        if hi - lo <= 1e-9 * hi:
-            break
+    try:
+        for _ in range(iters):
+            check()
+            mid = 0.5 * (lo + hi)
+            ends = _sweep(order, *args, mid, dt.memory_bytes, dt.count, check)
+            if ends is not None and len(ends) <= dt.count:
+                hi, best = mid, ends
+            else:
+                lo = mid
+            if hi - lo <= 1e-9 * hi:
+                break
+    except PhaseDeadline:
+        pass
     if best is None:
         return np.inf, None
     first = sum(x.count for x in types[:type_index])
