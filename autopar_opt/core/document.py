@@ -112,11 +112,6 @@ class _PlanBase(_Doc):
         if self.vp_chunks > 1 and self.schedule != "interleaved":
             raise ValueError(f"vp_chunks = {self.vp_chunks} with the {self.schedule} schedule: "
                              "virtual chunks exist only in the interleaved schedule")
-        names = [name for st in stages for name in st.layers]
-        if len(set(names)) != len(names):
-            twice = sorted({n for n in names if names.count(n) > 1})[:3]
-            raise ValueError(f"layer(s) {', '.join(map(repr, twice))} appear in more than one "
-                             "place: a plan places each layer once")
 
 
 class EstimatePlanDoc(_PlanBase):
@@ -374,6 +369,14 @@ def _where(loc: tuple) -> str:
     return out
 
 
+def _shown(value: Any, limit: int = 60) -> str:
+    """A value short enough for a message ("" for a mapping or list: the key names it)."""
+    if isinstance(value, (dict, list)):
+        return ""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def document_problems(doc: Any, model: type[BaseModel] = PlanDocument) -> list[str]:
     """Every problem of ``doc`` against ``model`` (empty when none), each naming the
     dotted key; missing keys first (in document order), then keys inside lists."""
@@ -390,9 +393,10 @@ def document_problems(doc: Any, model: type[BaseModel] = PlanDocument) -> list[s
             elif err["type"] == "value_error" and not where:
                 text = str(err["ctx"]["error"]) if "ctx" in err else err["msg"]
             elif err["type"] == "value_error" and "ctx" in err:   # a validator's own words
-                text = f"'{where}' = {err.get('input')!r}: {err['ctx']['error']}"
+                shown = _shown(err.get("input"))
+                text = (f"'{where}' = {shown}: " if shown else f"'{where}': ") + str(err["ctx"]["error"])
             else:
-                text = f"'{where}' {err['msg'].lower()}, got {err.get('input')!r}"
+                text = f"'{where}' {err['msg'].lower()}, got {_shown(err.get('input')) or '...'}"
             if text not in (t for _, t in problems):
                 problems.append(("[" in where, text))
         return [t for in_list, t in problems if not in_list] + [t for in_list, t in problems if in_list]

@@ -142,4 +142,3 @@ def check_output_file(path: str | os.PathLike, option: str = "--output",
     except OSError as exc:
         return [_problem(option, shown[:200], f"cannot be used ({exc.strerror or exc})",
                          "name a shorter or accessible path")]
-
