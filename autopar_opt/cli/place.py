@@ -14,30 +14,57 @@ from autopar_opt.placement.evaluate import evaluate_placement
 from autopar_opt.placement.solve import PlacementResult, solve_placement
 
 
+#: The baselines, by name, and the key of the same heuristic in a solve's details.
+BASELINES = (("everything on one device", "single_device"),
+             ("greedy topological split", "topological_split"))
+
+
 def _baselines(result: PlacementResult, expert_path: str | None,
                deadline: float | None = None) -> list[dict]:
     """The baselines priced by the evaluator; each stops at ``deadline`` (a row it could
-    not finish says so, with no value)."""
+    not finish says so, with no value).
+
+    When the solve already priced them on the same units (max-load, contiguous, and
+    coarsening merged nothing: its condensed graph is the baselines' own) their values are
+    taken from it instead of being worked out a second time (on 10^6 nodes that was
+    half the command's time)."""
     from autopar_opt.core.deadline import PhaseDeadline, deadline_check
     from autopar_opt.placement.condense import condense
     from autopar_opt.placement.heuristics import single_device, topo_split
     p = result.problem
+    det = result.details
+    if "infeasible" in det:
+        return [{"name": name, "value": None, "note": "no placement exists"}
+                for name, _ in BASELINES] + _expert_row(result, expert_path)
+    if (result.objective == "max-load" and result.contiguous
+            and (det.get("coarsening") or {}).get("contracted") == 0
+            and all(key in det for _, key in BASELINES)):
+        return [{"name": name, "value": det[key]} for name, key in BASELINES] + \
+            _expert_row(result, expert_path)
     check = deadline_check(deadline)
     try:
         cond = condense(p, fuse_cycles=True, check=check)
     except PhaseDeadline:
         cond = None
     rows = []
-    for name, make in (("everything on one device", lambda: single_device(cond)[1]),
-                       ("greedy topological split", lambda: topo_split(cond, check=check)[1])):
+    makers = {"single_device": lambda: single_device(cond)[1],
+              "topological_split": lambda: topo_split(cond, check=check)[1]}
+    for name, key in BASELINES:
         val, note = None, None
-        unit_dev = make() if cond is not None else None
+        unit_dev = makers[key]() if cond is not None else None
         if unit_dev is not None:
             m = evaluate_placement(p, cond.expand(unit_dev), objective=result.objective)
             val = m.value if m.feasible and np.isfinite(m.value) else None
         elif deadline is not None and time.perf_counter() > deadline:
             note = "not computed within the time limit"
         rows.append({"name": name, "value": val, **({"note": note} if note else {})})
+    return rows + _expert_row(result, expert_path)
+
+
+def _expert_row(result: PlacementResult, expert_path: str | None) -> list[dict]:
+    """The human expert's split, priced (none without ``--expert``)."""
+    p = result.problem
+    rows = []
     if expert_path:
         from autopar_opt.placement.importers.public_json import load_expert_split
         m = evaluate_placement(p, load_expert_split(expert_path, p), objective=result.objective)
@@ -90,6 +117,13 @@ def _cut_edges(p, assign: np.ndarray) -> list[dict]:
 
 
 def _bound_source(result: PlacementResult) -> str:
+    if "infeasible" in result.details:
+        return f"Proven infeasible: {result.details['infeasible']}."
+    if result.method == "none":
+        return ("Lower bound from the nodes alone (the largest fastest-type time of a node, and "
+                "the fastest-type work spread over every device): "
+                f"{result.details.get('stopped', 'the time limit ran out')}; a longer "
+                "--time-limit finds a placement.")
     if result.objective == "latency":
         milp = (" and the MILP dual bound (branch and bound)" if result.method.startswith("milp")
                 else "")
@@ -120,7 +154,8 @@ def _json_summary(doc: dict) -> dict:
                                           "lp_bound", "dp_skipped", "path", "latency_bounds",
                                           "serial_dp_value", "serial_dp", "milp_start",
                                           "milp_status", "milp_bound", "milp_time_s",
-                                          "contiguous_optimum") if k in det}
+                                          "contiguous_optimum", "infeasible", "stopped",
+                                          "milp_skipped") if k in det}
     return out
 
 
@@ -271,6 +306,9 @@ def _text(doc: dict) -> str:
              f"lower bound:  {fmt(doc['lower_bound'])}",
              f"gap:          {gap}",
              f"status:       {doc['status']} ({doc['method']}, {doc['wall_time_s']:.3f} s)"]
+    why = {k: v for k, v in doc.get("details", {}).items()
+           if k in ("infeasible", "stopped", "milp_skipped")}
+    lines += [f"why:          {k.replace('_', ' ')}: {v}" for k, v in why.items()]
     for d in doc["devices"]:
         lines.append(f"  {d['device']:>14}: {len(d['nodes']):6d} nodes  load {d['load']:.6g}  "
                      f"memory {d['memory_bytes']:.4g} B")

@@ -123,6 +123,13 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
     start = time.perf_counter()
     deadline = None if time_limit_s is None else start + time_limit_s
     check = deadline_check(deadline)
+    too_big = memory_shortfall(problem)
+    if too_big is not None:
+        return PlacementResult(problem=problem, objective=objective, contiguous=contiguous,
+                               value=np.inf, lower_bound=np.inf, status="infeasible",
+                               method="memory bound", assignment=None, metrics=None,
+                               wall_time_s=time.perf_counter() - start,
+                               details={"infeasible": too_big})
     try:
         cond = condense(problem, fuse_cycles=contiguous, check=check)
     except PhaseDeadline:
@@ -207,6 +214,17 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
                            value=value, lower_bound=lower, status=status, method=method,
                            assignment=assign, metrics=metrics,
                            wall_time_s=time.perf_counter() - start, details=details)
+
+
+def memory_shortfall(problem: PlacementProblem) -> str | None:
+    """Why no placement can exist when the nodes need more memory than all devices hold
+    together (every node sits on one device, so the sizes add up somewhere), else None."""
+    total = float(problem.size_bytes.sum())
+    cap = sum(dt.count * dt.memory_bytes for dt in problem.device_types if dt.count > 0)
+    if total <= cap * (1 + 1e-9):
+        return None
+    return (f"the nodes need {total:.4g} bytes, more than the {cap:.4g} bytes of all "
+            f"{problem.num_devices} devices together")
 
 
 def node_lower_bound(problem: PlacementProblem) -> float:
