@@ -125,13 +125,18 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
     what is left, scenarios it does not reach are listed as not run, and the command
     exits 4 with the answers over the scenarios it solved."""
     err = Console(stderr=True)
+    from autopar_opt.cli.errors import refuse
+    from autopar_opt.core.files import COMMAND_LINE
+
     if engine not in ENGINES:
-        _error(f"error: --engine {engine!r} is not one of {', '.join(ENGINES)}; use --engine local "
-               "(default) or --engine ray")
-        return 2
+        refuse(f"error: --engine {engine!r} is not one of {', '.join(ENGINES)}; use --engine local "
+               "(default) or --engine ray", COMMAND_LINE, f"is not one of {', '.join(ENGINES)}",
+               "use --engine local (default) or --engine ray", key="--engine", value=engine,
+               kind="invalid option")
     if workers is not None and workers < 1:
-        _error(f"error: --workers {workers} must be at least 1; omit it to use every available core")
-        return 2
+        refuse(f"error: --workers {workers} must be at least 1; omit it to use every available "
+               "core", COMMAND_LINE, "must be at least 1", "omit it to use every available core",
+               key="--workers", value=workers, kind="invalid option")
     workers = cap_workers(workers, engine)
     t0 = time.perf_counter()
     out = Path(out_dir) if out_dir else None
@@ -156,9 +161,9 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
     try:
         ResultStore(store_file).close()
     except (OSError, sqlite3.Error) as exc:     # not an SQLite file, unwritable, ...
-        _error(f"error: cannot use the results store {store_file} ({exc}); name another file "
-               "with --store")
-        return 2
+        refuse(f"error: cannot use the results store {store_file} ({exc}); name another file "
+               "with --store", str(store_file), f"cannot be used as the results store ({exc})",
+               "name another file with --store", key="--store")
     with ResultStore(store_file) as store, Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("ETA"), TimeRemainingColumn(), console=err, disable=not show, transient=True) as bar:
@@ -172,8 +177,8 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
             with InterruptGuard(raise_as=KeyboardInterrupt) as guard:
                 run = run_sweep(sweep, store, engine, workers, progress, deadline)
         except EngineUnavailable as exc:
-            _error(f"error: {exc}")
-            return 2
+            refuse(f"error: {exc}", COMMAND_LINE, str(exc), "install it, or use --engine local",
+                   key="--engine", value=engine)
         except KeyboardInterrupt:
             bar.stop()
             _error(f"interrupted: {store.count()} scenario results are stored in {store_file}; "
@@ -185,8 +190,8 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
         try:
             _write_outputs(doc, run.rows, out)
         except OSError as exc:
-            _error(f"error: cannot write to {out} ({exc})")
-            return 2
+            refuse(f"error: cannot write to {out} ({exc})", COMMAND_LINE, f"cannot write ({exc})",
+                   "choose a directory you can write to", key="--out", value=str(out))
     if json_output:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif not quiet:

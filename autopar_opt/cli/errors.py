@@ -82,3 +82,12 @@ def fail(file: str, rule: str, fix: str, *, key: str = "", value: Any = None,
          kind: str = "error", exit_code: int = EXIT_USAGE) -> NoReturn:
     """Raise a :class:`CommandError` with one problem."""
     raise CommandError([SpecProblem(file, key, value, rule, fix)], kind, exit_code)
+
+
+def refuse(text: str, file: str, rule: str, fix: str, *, key: str = "", value: Any = None,
+           kind: str = "error", exit_code: int = EXIT_USAGE) -> NoReturn:
+    """Raise a :class:`CommandError` whose text is ``text`` (a command's own wording) and
+    whose JSON form holds the one problem (file, key, value, rule, fix)."""
+    err = CommandError([SpecProblem(file, key, value, rule, fix)], kind, exit_code)
+    err.message = text
+    raise err

@@ -3,7 +3,7 @@
 Rows: 1 a Piper file nested 200k deep; 2 a PaSE gzip bomb (also under a 1.5 GiB
 address-space cap); 3-4 ``place`` phases stop at the deadline and a run out of time
 answers exit 4 with its bound (timings of 10^5-10^6 nodes are a benchmark:
-benchmarks/robustness/PLACE_LARGE.md); 5-6 MoE configs; 7 Piper devices; 8 plan.json
+benchmarks/robustness/DEADLINES.md); 5-6 MoE configs; 7 Piper devices; 8 plan.json
 fields; 9 plan.json size; 10 --workers; 11 SIGHUP (tests/cli/test_robustness.py);
 12 two runs into one --out. Then the weak messages, one test each.
 """
