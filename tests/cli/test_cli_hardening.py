@@ -391,7 +391,7 @@ def test_model_seq_len_with_a_spec_is_refused():
     ("params: {comm_efficiency: -1}\n", "params.comm_efficiency", "greater than 0"),
     ("params: {comm_eff: 0.5}\n", "params.comm_eff", "did you mean 'comm_efficiency'"),
     ("", "cost_model.file", "the file is empty"),
-    ("params: " + "[" * 3000 + "]" * 3000 + "\n", "cost_model.file", "nested too deeply"),
+    ("params: " + "[" * 3000 + "]" * 3000 + "\n", "cost_model.file", "nesting deeper than the limit"),
 ], ids=["text_value", "nan", "negative", "misspelt_key", "empty", "deep"])
 def test_cost_model_parameters_file_is_validated_like_the_spec_overrides(tmp_path, content, key,
                                                                         words):
