@@ -245,15 +245,17 @@ def lp_bound_highs(times: np.ndarray, counts: list[int]) -> float:
     return float(h.getInfo().objective_function_value) * (1 - 1e-7)
 
 
-def critical_path_bound(problem) -> float:
-    """Longest path of the graph with node weights ``min_τ t_τ(v)`` (no transfers)."""
-    from autopar_opt.core.ideals import topological_order
+def critical_path_bound(problem, check: Callable[[], None] | None = None) -> float:
+    """Longest path of the graph with node weights ``min_τ t_τ(v)`` (no transfers);
+    ``check`` (a deadline check that raises) is called every 2^16 nodes."""
     t = np.min(np.array([problem.time[dt.name] for dt in problem.device_types if dt.count > 0]),
-               axis=0)
+               axis=0).tolist()
     preds: list[list[int]] = [[] for _ in range(problem.num_nodes)]
-    for u, v in problem.edges:
-        preds[int(v)].append(int(u))
-    fin = np.zeros(problem.num_nodes)
-    for v in topological_order(problem.num_nodes, [tuple(e) for e in problem.edges.tolist()]):
+    for u, v in problem.edges.tolist():
+        preds[v].append(u)
+    fin = [0.0] * problem.num_nodes
+    for i, v in enumerate(topological_order(problem.num_nodes, problem.edges).tolist()):
+        if check is not None and not i & 0xFFFF:
+            check()
         fin[v] = max((fin[u] for u in preds[v]), default=0.0) + t[v]
-    return float(fin.max()) if problem.num_nodes else 0.0
+    return float(max(fin)) if problem.num_nodes else 0.0

@@ -257,8 +257,15 @@ def _latency_start(problem: PlacementProblem, cond: Condensed, contiguous: bool,
     over ideals); :mod:`autopar_opt.placement.bounds.latency`."""
     from autopar_opt.placement.bounds.latency import latency_lower_bound, serial_incumbent
 
-    lower, info = latency_lower_bound(problem)
-    details["latency_bounds"] = {k: _num(v) if v is not None else None for k, v in info.items()}
+    try:
+        lower, info = latency_lower_bound(problem, deadline_check(deadline))
+        details["latency_bounds"] = {k: _num(v) if v is not None else None for k, v in info.items()}
+    except PhaseDeadline:       # some node runs somewhere: its fastest time is a bound
+        types = [t for t in problem.device_types if t.count > 0]
+        lower = float(np.max(np.min([problem.time[t.name] for t in types], axis=0))) \
+            if types and problem.num_nodes else 0.0
+        details["latency_bounds"] = {"stopped": "the time limit ran out while bounding; the "
+                                     "bound is the slowest node's fastest time"}
     host = next((d for d, t in enumerate(problem.devices()) if not t.pays_comm), None)
     cands = [("everything_on_host", None if host is None else np.full(problem.num_nodes, host))]
     if contiguous:
@@ -267,6 +274,9 @@ def _latency_start(problem: PlacementProblem, cond: Condensed, contiguous: bool,
         details["serial_dp_value"] = _num(dp_value)
     for name, a in cands:
         val = np.inf
+        if deadline is not None and time.perf_counter() > deadline:
+            details[f"{name}_skipped"] = "the time limit ran out first"
+            continue
         if a is not None:
             m = evaluate_placement(problem, a, objective="latency", contiguous=contiguous)
             val = m.value if m.feasible else np.inf
