@@ -87,6 +87,17 @@ MAX_SCENARIOS = 4096
 MAX_OP_NODES = 1_000_000
 
 
+def bounded_number(value: Any, maximum: float = MAX_FLOAT) -> float | None:
+    """``value`` as a float when it is a number (not a bool) of magnitude at most
+    ``maximum``, finite; else None. Integers are compared before any conversion:
+    ``float(10**400)`` and ``math.isfinite(10**400)`` raise ``OverflowError``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, int):
+        return float(value) if abs(value) <= maximum else None
+    return value if math.isfinite(value) and abs(value) <= maximum else None
+
+
 def resource_limits() -> dict[str, int]:
     """The size limits declared on schema fields, by name (used to word their errors)."""
     return {"MAX_NODES": MAX_NODES, "MAX_GPUS_PER_NODE": MAX_GPUS_PER_NODE,

@@ -66,7 +66,7 @@ PIPER = ReadLimits("Piper instance", 16 * MIB, "a Piper instance as github.com/m
 #: PaSE's cost tables (the shipped ones: up to 123 KB packed, 4.9 MB unpacked, ratio <= 40).
 PASE = ReadLimits("PaSE table", 64 * MIB, "PaSE cost tables as PaSE's scheduler writes them "
                   "(the bundled ones: at most 5 MB unpacked, about 40 times their packed size)",
-                  max_unpacked_bytes=512 * MIB, max_ratio=100)
+                  max_unpacked_bytes=128 * MIB, max_ratio=100)
 #: A placement graph in the public format (10^6 nodes: about 200 MB).
 PLACEMENT = ReadLimits("placement graph", 256 * MIB, "a graph in the public placement format "
                        "(about 200 bytes per node; the bundled ones are under 3 MB)")

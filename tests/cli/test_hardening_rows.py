@@ -327,3 +327,43 @@ def test_common_flags_are_declared_by_every_command_that_honours_them():
             cmd = cmd.commands[part]
         declared = {opt for p in cmd.params for opt in getattr(p, "opts", [])} & common
         assert declared == set(flags), (name, declared, flags)
+
+
+def test_numbers_beyond_a_float_are_refused_not_an_overflow_error(tmp_path):
+    """An integer of 400 digits in a Piper, PaSE or placement file: ``math.isfinite`` and
+    ``float`` raise OverflowError on it; each reader refuses it with its key."""
+    piper = json.loads(PIPER.read_text())
+    piper["maxMemoryPerDevice"] = 10**400
+    (tmp_path / "p.json").write_text(json.dumps(piper))
+    code, text = run_cli("solve", _peer_spec(tmp_path, {"format": "piper", "file": "p.json",
+                                                        "devices": 8}))
+    assert code == 2 and "maxMemoryPerDevice" in text
+    pase = json.loads(gzip.decompress((paths.DATA / "peers" / "pase" / "pase_alexnet_p4.json.gz")
+                                      .read_bytes()))
+    pase["vertices"][0]["cost"][0] = 10**400
+    (tmp_path / "t.json").write_text(json.dumps(pase))
+    code, text = run_cli("solve", _peer_spec(tmp_path, {"format": "pase", "file": "t.json"}))
+    assert code == 2 and "vertices[0]" in text
+    graph = json.loads((paths.DATA / "placement" / "throughput" /
+                        "LayerGraphs_bert24_inference.json").read_text())
+    graph["nodes"][0]["fpgaLatency"] = 10**400
+    (tmp_path / "g.json").write_text(json.dumps(graph))
+    code, text = run_cli("place", tmp_path / "g.json")
+    assert code == 2 and "nodes[0].fpgaLatency" in text
+
+
+def test_latency_bound_of_a_long_chain_allocates_no_quadratic_matrix():
+    """The path DP of the latency bound is skipped before its (path length)^2 matrices
+    (a 10^5-node chain asked numpy for 74.5 GiB)."""
+    import tracemalloc
+
+    from autopar_opt.placement.bounds.latency import latency_lower_bound
+
+    p = _chain(20_000)
+    tracemalloc.start()
+    bound, info = latency_lower_bound(p)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 200 << 20, peak
+    assert bound == pytest.approx(float(np.sum(1.0 + np.arange(20_000) % 7)))  # the chain itself
+    assert info["path_cheapest"] is None                                        # skipped

@@ -19,7 +19,6 @@ the key, the value, the rule and the fix, including "at most two TMPCs per
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,15 +107,15 @@ class _Checker:
                      f"add {key!r} (a non-negative {'integer' if integer else 'number'})")
             return None
         val = obj[key]
-        ok = isinstance(val, (int, float)) and not isinstance(val, bool) and math.isfinite(val)
-        if ok and integer and not float(val).is_integer():
-            ok = False
-        if not ok or val < 0:
+        num = limits.bounded_number(val)      # finite, at most 1e30 (no OverflowError on 10^400)
+        ok = num is not None and not (integer and not num.is_integer())
+        if not ok or num < 0:
             kind = "integer" if integer else "finite number"
-            self.add(f"{where}{key}", val, f"must be a non-negative {kind} (Piper rejects negative values)",
+            self.add(f"{where}{key}", val, f"must be a non-negative {kind} of at most "
+                     f"{limits.MAX_FLOAT:.0e} (Piper rejects negative values)",
                      f"write a {kind} >= 0")
             return None
-        return float(val)
+        return float(num)
 
 
 def read_json(path: Path) -> Any:

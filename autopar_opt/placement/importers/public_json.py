@@ -13,7 +13,6 @@ rule and the fix.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -47,23 +46,21 @@ def _number(doc: dict, key: str, where: str, file: str, probs: list[SpecProblem]
     """A finite number >= ``minimum`` (JSON's NaN and Infinity are refused: a NaN
     time or size compares false with everything and slipped through)."""
     val = doc.get(key, MISSING)
-    if isinstance(val, bool) or not isinstance(val, (int, float)) or not math.isfinite(val) \
-            or val < minimum:
+    num = limits.bounded_number(val)      # finite, at most 1e30 (no OverflowError on 10^400)
+    if num is None or num < minimum:
         probs.append(SpecProblem(file, f"{where}{key}", val,
-                                 f"must be a finite number >= {minimum:g}",
-                                 f"write e.g. \"{key}\": 1"))
+                                 f"must be a finite number >= {minimum:g} and at most "
+                                 f"{limits.MAX_FLOAT:.0e}", f"write e.g. \"{key}\": 1"))
         return 0.0
-    return float(val)
+    return float(num)
 
 
 def _count(doc: dict, key: str, file: str, probs: list[SpecProblem]) -> int:
     """A device count: a whole number in [0, limits.MAX_PLACEMENT_DEVICES]."""
-    from autopar_opt.core import limits
-
     val = doc.get(key, MISSING)
-    whole = (not isinstance(val, bool) and isinstance(val, (int, float)) and math.isfinite(val)
-             and float(val).is_integer())
-    if not whole or not 0 <= val <= limits.MAX_PLACEMENT_DEVICES:
+    num = limits.bounded_number(val)
+    whole = num is not None and num.is_integer()
+    if not whole or not 0 <= num <= limits.MAX_PLACEMENT_DEVICES:
         probs.append(SpecProblem(file, key, val, "must be a whole number of devices from 0 to "
                                  f"{limits.MAX_PLACEMENT_DEVICES:,}", f"write e.g. \"{key}\": 8"))
         return 0
