@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import numpy as np
@@ -159,11 +160,13 @@ def pigeonhole_bound(tmin: np.ndarray, devices: int) -> float:
     return float(top[0] + top[1])
 
 
-def compute_lower_bound(cond: Condensed) -> float:
+def compute_lower_bound(cond: Condensed, deadline: float | None = None) -> float:
     """The LP bound of the module docstring (valid for every variant).
 
     One or two device types (every shared instance: accelerators + host) are solved
-    in closed form (:func:`two_type_lp`, no LP solver to load); more go to HiGHS."""
+    in closed form (:func:`two_type_lp`, no LP solver to load); more go to HiGHS, within
+    what is left until ``deadline`` (a ``time.perf_counter()`` value; an LP cut short
+    gives the per-unit bounds alone)."""
     types = [t for t in cond.problem.device_types if t.count > 0]
     times = np.array([cond.time[t.name] for t in types])         # (T, U)
     unit_lb = max(float(np.max(np.min(times, axis=0))) if cond.num_units else 0.0,
@@ -174,7 +177,10 @@ def compute_lower_bound(cond: Condensed) -> float:
         lp = two_type_lp(times[0], times[1], types[0].count, types[1].count)
         # float sums: a relative 1e-12 margin keeps the closed form a bound
         return max(unit_lb, lp * (1 - 1e-12))
-    return max(unit_lb, lp_bound_highs(times, [t.count for t in types]))
+    left = None if deadline is None else deadline - time.perf_counter()
+    if left is not None and left <= 0:
+        return unit_lb
+    return max(unit_lb, lp_bound_highs(times, [t.count for t in types], left))
 
 
 def two_type_lp(ta: np.ndarray, tb: np.ndarray, a: int, b: int) -> float:
@@ -207,9 +213,10 @@ def two_type_lp(ta: np.ndarray, tb: np.ndarray, a: int, b: int) -> float:
     return float((wa[k] + theta * x[k]) / a)
 
 
-def lp_bound_highs(times: np.ndarray, counts: list[int]) -> float:
-    """The LP of :func:`compute_lower_bound` solved by HiGHS (any number of types);
-    0 when HiGHS does not report an optimum (0 is always a bound)."""
+def lp_bound_highs(times: np.ndarray, counts: list[int], time_limit_s: float | None = None
+                   ) -> float:
+    """The LP of :func:`compute_lower_bound` solved by HiGHS (any number of types) within
+    ``time_limit_s``; 0 when HiGHS does not report an optimum (0 is always a bound)."""
     import highspy
     nt, nu = times.shape
     ok = np.isfinite(times)
@@ -227,6 +234,8 @@ def lp_bound_highs(times: np.ndarray, counts: list[int]) -> float:
                  -np.array(counts, dtype=float)]
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
+    if time_limit_s is not None:
+        h.setOptionValue("time_limit", max(float(time_limit_s), 0.01))
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = ncol, nu + nt
     lp.col_cost_ = np.r_[np.zeros(cols.size), 1.0]

@@ -144,7 +144,7 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
         coarse_info = {"units_before": rep.units_before, "contracted": rep.contracted}
         if rep.stopped_early:
             coarse_info["stopped"] = f"at the time limit after {rep.passes} pass(es)"
-    lower = compute_lower_bound(cond) if objective == "max-load" else 0.0
+    lower = compute_lower_bound(cond, deadline) if objective == "max-load" else 0.0
     value, assign, details = _heuristics(problem, cond, objective, contiguous, check,
                                          lower if deadline is not None else 0.0)
     if coarse_info is not None:
