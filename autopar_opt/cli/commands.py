@@ -9,11 +9,12 @@ without a traceback and without writing anything.
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any, Callable, Optional
 
 import typer
+
+from autopar_opt.cli.guard import guarded, locked_out
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Optimal hybrid-parallel training plans with optimality certificates.")
@@ -63,64 +64,6 @@ def _fail(message: str) -> None:
     """Print ``message`` on stderr and exit with :data:`EXIT_USAGE`."""
     typer.echo(message, err=True)
     raise typer.Exit(EXIT_USAGE)
-
-
-def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn a user's mistake into its message and exit code 2, never a traceback:
-    :class:`SpecError` / :class:`PlanError` / :class:`CommandError` print their text on
-    stderr (and, when the command was given ``--json``, the same fields as one JSON
-    object on stdout, :mod:`autopar_opt.cli.errors`). An input nested or recursive
-    beyond what Python can follow (``RecursionError``) is exit 2; running out of memory
-    (``MemoryError``) is exit 4, "no result within the limits". An int returned by
-    the command becomes the exit code."""
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> None:
-        import sys
-
-        from autopar_opt.cli.errors import EXIT_NO_RESULT, CommandError
-        from autopar_opt.core.errors import SpecError, SpecProblem
-
-        as_json = bool(kwargs.get("json_output"))
-        try:
-            code = func(*args, **kwargs)
-        except CommandError as exc:
-            _fail_with(exc, as_json)
-        except SpecError as exc:
-            _fail_with(CommandError.from_spec_error(exc), as_json)
-        except RecursionError:
-            _fail_with(CommandError([SpecProblem("input", "", None, "nested or linked too deeply "
-                                                 "to be processed", "give a file as the tool "
-                                                 "writes or documents it (a few levels of nesting)")],
-                                    "invalid input"), as_json)
-        except MemoryError:
-            _fail_with(CommandError([SpecProblem("input", "", None, "the command ran out of "
-                                                 "memory; nothing was written", "give a smaller "
-                                                 "input or more memory; see the limits in the "
-                                                 "README ('Limits, interrupts and bad input')")],
-                                    "out of memory", EXIT_NO_RESULT), as_json)
-        except Exception as exc:
-            # a PlanError exists only if its module (autopar_opt.ir.pipeline, which
-            # autopar_opt.cost.evaluate re-exports) was imported: not importing it up front
-            # keeps the cost model out of commands that do not use it (start-up).
-            # ``export`` reaches validate_plan without importing evaluate.
-            pipeline = sys.modules.get("autopar_opt.ir.pipeline")
-            if pipeline is None or not isinstance(exc, pipeline.PlanError):
-                raise
-            _fail_with(CommandError([SpecProblem("plan", "", None, str(exc), "give a plan the "
-                                                 "spec's model and cluster can run")],
-                                    "invalid plan"), as_json, f"invalid plan: {exc}")
-        if code:
-            raise typer.Exit(int(code))
-    return wrapper
-
-
-def _fail_with(exc: Any, as_json: bool, text: str | None = None) -> None:
-    """Print a :class:`CommandError` (text on stderr; with ``--json`` also on stdout as
-    JSON) and exit with its code."""
-    typer.echo(text or exc.text(), err=True)
-    if as_json:
-        typer.echo(json.dumps(exc.document(), indent=2))
-    raise typer.Exit(exc.exit_code)
 
 
 @zoo_app.command("list")
@@ -268,7 +211,10 @@ def model(path: str = typer.Argument(..., metavar="SPEC_OR_CONFIG",
     try:
         graph, note = load_graph(path, seq_len)
     except HfConfigError as exc:
-        _fail(f"invalid model config: {exc}")
+        from autopar_opt.cli.errors import refuse
+
+        refuse(f"invalid model config: {exc}", str(path), str(exc),
+               "use the model's published config.json", kind="invalid model config")
     summary = model_summary(graph)
     if json_output:
         typer.echo(json.dumps(summary, indent=2))
@@ -290,7 +236,7 @@ def export(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="plan.
     """Write the plan as Megatron-LM arguments, a torchtitan TOML or a DeepSpeed JSON config."""
     from autopar_opt.cli.export import export_command
 
-    with _locked_out(output, "--output", single_file=True):
+    with locked_out(output, "--output", single_file=True):
         return export_command(plan_json, target, output, spec_path)
 
 
@@ -322,7 +268,7 @@ def calibrate(ctx: typer.Context,
     from autopar_opt.cli.calibrate import calibrate_command
 
     started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
-    with _locked_out(output if fit else None, "--output", single_file=True):
+    with locked_out(output if fit else None, "--output", single_file=True):
         return calibrate_command(runs_path, json_output, fit, output, cross_validate,
                                  time_limit_s, started_at, quiet)
 
@@ -387,23 +333,9 @@ def solve(ctx: typer.Context,
 
         extra["searcher"] = SearcherHook(searcher, budget_s, seed)
     started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
-    with _locked_out(out_dir):
+    with locked_out(out_dir):
         return solve_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet,
                              form=form, started_at=started_at, **extra)
-
-
-def _locked_out(out_dir: Optional[str], option: str = "--out", single_file: bool = False) -> Any:
-    """The output lock of a run writing into ``out_dir`` (:class:`autopar_opt.cli.lock.OutputLock`),
-    taken after the option checks of :func:`autopar_opt.core.files.check_output_dir` pass."""
-    import contextlib
-
-    from autopar_opt.cli.lock import output_lock
-    from autopar_opt.core.files import check_output_dir, check_output_file
-
-    if out_dir and (check_output_file(out_dir, option) if single_file
-                    else check_output_dir(out_dir, option)):
-        return contextlib.nullcontext()     # the command reports it with its other options
-    return output_lock(out_dir, option, single_file)
 
 
 def _refuse_unused_options(budget_s: Optional[float], export_models_without_out: bool) -> None:
@@ -471,7 +403,7 @@ def place(ctx: typer.Context,
 
         hook = SearcherHook(searcher, budget_s, seed)
     started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
-    with _locked_out(out_dir):
+    with locked_out(out_dir):
         return place_command(spec_path, solver, objective, contiguous, time_limit_s, out_dir,
                              json_output, expert, gap, searcher=hook, quiet=quiet,
                              started_at=started_at)
@@ -503,7 +435,7 @@ def capacity(ctx: typer.Context,
     from autopar_opt.cli.capacity import capacity_command
 
     started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
-    with _locked_out(out_dir):
+    with locked_out(out_dir):
         return capacity_command(sweep_path, engine, workers, out_dir, json_output, quiet, store,
                                 time_limit_s, started_at)
 
@@ -517,7 +449,7 @@ def report(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="Resul
     placement.json: their own report)."""
     from autopar_opt.cli.report import report_command
 
-    with _locked_out(output, "--output", single_file=True):
+    with locked_out(output, "--output", single_file=True):
         return report_command(plan_json, output, quiet)
 
 
