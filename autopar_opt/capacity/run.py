@@ -71,7 +71,8 @@ def run_sweep(sweep: Sweep, store: ResultStore, engine: str = "local", workers: 
         elif not row.get("time_limited") or row["status"] in ("optimal", "infeasible"):
             store.put(row["key"], row)
         rows[row["id"]] = row
-        run.computed.append(row["id"])
+        if not row.get("not_run"):
+            run.computed.append(row["id"])
         if progress:
             progress(len(rows), total, rows)
     run.wall_time_s = time.perf_counter() - start
