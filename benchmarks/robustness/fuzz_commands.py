@@ -20,12 +20,10 @@ import argparse
 import collections
 import datetime as _dt
 import json
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -42,40 +40,67 @@ UNBOUNDED_S = 10.0
 GIB = 1 << 30
 
 
-def run_case(case, workdir: Path) -> dict:
-    """One case as a subprocess: its exit code, wall, CPU, peak RSS and verdicts."""
-    folder = Path(tempfile.mkdtemp(dir=workdir))
-    args = case.write(folder)
-    size = sum(len(v) for v in case.files.values())
+#: Runs the commands from a process of its own, started without site packages: a child
+#: forked from this process (hypothesis, the strategies, their base files: ~180 MiB)
+#: would carry this process's resident memory in its peak (Linux keeps ``ru_maxrss``
+#: across exec), so every run read 179 MiB.
+RUNNER = """
+import json, os, subprocess, sys, time
+for line in sys.stdin:
+    job = json.loads(line)
     start = time.perf_counter()
-    proc = subprocess.Popen([str(AUTOPAR), *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, cwd=folder)
+    proc = subprocess.Popen(job["argv"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            cwd=job["cwd"])
     err = proc.stderr.read().decode("utf-8", "replace")
     _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
-    bound = 1.1 * case.time_limit_s + 1.0 if case.time_limit_s else UNBOUNDED_S
-    shutil.rmtree(folder, ignore_errors=True)
-    return {"kind": case.kind, "command": case.command, "exit_code": code,
-            "wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "input_bytes": size,
-            "bound_s": round(bound, 2), "traceback": "Traceback" in err,
-            "bad_exit": code not in case.allowed, "over_bound": wall > bound,
-            "over_memory": usage.ru_maxrss * 1024 > 2 * GIB and size < 10 * (1 << 20),
-            "args": " ".join(a.replace(str(folder), "DIR") for a in args)[:300],
-            "stderr_tail": err[-300:] if ("Traceback" in err or code not in case.allowed) else ""}
+    print(json.dumps({"wall_s": time.perf_counter() - start,
+                      "code": os.waitstatus_to_exitcode(status),
+                      "cpu_s": usage.ru_utime + usage.ru_stime,
+                      "maxrss_kib": usage.ru_maxrss, "stderr": err[-2000:]}), flush=True)
+"""
+
+
+def run_cases(cases: list, workdir: Path) -> list[dict]:
+    """Every case as a subprocess of a small runner: exit code, wall, CPU, peak RSS, verdicts."""
+    jobs, folders = [], []
+    for case in cases:
+        folder = Path(tempfile.mkdtemp(dir=workdir))
+        folders.append(folder)
+        jobs.append({"argv": [str(AUTOPAR), *case.write(folder)], "cwd": str(folder)})
+    runner = subprocess.run([sys.executable, "-I", "-S", "-c", RUNNER], input="\n".join(
+        json.dumps(j) for j in jobs) + "\n", capture_output=True, text=True, check=True)
+    rows = []
+    for case, folder, job, line in zip(cases, folders, jobs, runner.stdout.splitlines()):
+        got = json.loads(line)
+        size = sum(len(v) for v in case.files.values())
+        bound = 1.1 * case.time_limit_s + 1.0 if case.time_limit_s else UNBOUNDED_S
+        code, err, rss = got["code"], got["stderr"], got["maxrss_kib"] * 1024
+        rows.append({"kind": case.kind, "command": case.command, "exit_code": code,
+                     "wall_s": round(got["wall_s"], 3), "cpu_s": round(got["cpu_s"], 3),
+                     "peak_rss_mib": round(rss / (1 << 20), 1), "input_bytes": size,
+                     "bound_s": round(bound, 2), "traceback": "Traceback" in err,
+                     "bad_exit": code not in case.allowed, "over_bound": got["wall_s"] > bound,
+                     "over_memory": rss > 2 * GIB and size < 10 * (1 << 20),
+                     "args": " ".join(a.replace(str(folder), "DIR") for a in job["argv"][1:])[:300],
+                     "stderr_tail": err[-300:] if ("Traceback" in err or code not in case.allowed)
+                     else ""})
+        shutil.rmtree(folder, ignore_errors=True)
+    return rows
 
 
 def run(kinds: list[str], examples: int, workdir: Path) -> list[dict]:
     rows: list[dict] = []
     for kind in kinds:
+        cases: list = []
+
         @settings(max_examples=examples, derandomize=True, deadline=None, database=None,
                   suppress_health_check=list(HealthCheck))
         @given(case=STRATEGIES[kind]())
         def each(case):
-            rows.append(run_case(case, workdir))
+            cases.append(case)
         each()
-        done = [r for r in rows if r["kind"] == kind]
+        done = run_cases(cases, workdir)
+        rows += done
         print(f"{kind}: {len(done)} runs, {sum(r['traceback'] for r in done)} tracebacks, "
               f"{sum(r['bad_exit'] for r in done)} bad exit codes, "
               f"{sum(r['over_bound'] for r in done)} over their bound, max "
