@@ -96,12 +96,6 @@ class Condensed:
         counts = np.bincount(self.unit_of, minlength=self.num_units)
         return np.split(order, np.cumsum(counts)[:-1]) if self.num_units else []
 
-    def first_member(self) -> np.ndarray:
-        """``(U,)`` the lowest original node of each unit."""
-        first = np.full(self.num_units, len(self.unit_of), dtype=np.int64)
-        np.minimum.at(first, self.unit_of, np.arange(len(self.unit_of)))
-        return first
-
     def expand(self, unit_device: np.ndarray) -> np.ndarray:
         """Unit -> device map to an original-node -> device map."""
         return np.asarray(unit_device, dtype=np.int64)[self.unit_of]
