@@ -100,9 +100,8 @@ class _PlanBase(_Doc):
     def _check_stages(self, stages: list) -> None:
         """Every field a command reads agrees with the stages it describes (issue 33:
         ``pp: 64`` beside one stage was exported as if it were not there)."""
-        if not stages:     # a plan places every layer, so it has at least one stage
-            raise ValueError("a plan needs at least one stage: give the plan.json written by "
-                             "`autopar solve --out DIR` (or 'plan': null when there is none)")
+        if not stages:     # reported by _some_stage, on the key
+            return
         if self.pp != len(stages):
             raise ValueError(f"pp = {self.pp} but the plan lists {len(stages)} stage(s): pp is "
                              "the number of stages")
@@ -114,10 +113,23 @@ class _PlanBase(_Doc):
                              "virtual chunks exist only in the interleaved schedule")
 
 
+def _at_least_one(stages: list) -> list:
+    """A plan places every layer, so it has at least one stage."""
+    if not stages:
+        raise ValueError("a plan needs at least one stage: give the plan.json written by "
+                         "`autopar solve --out DIR` (or 'plan': null when there is none)")
+    return stages
+
+
 class EstimatePlanDoc(_PlanBase):
     """A plan as ``autopar estimate --json`` prints it."""
 
     stages: list[StageDoc] = _f("Stages in pipeline order.")
+
+    @field_validator("stages")
+    @classmethod
+    def _some_stage(cls, stages: list) -> list:
+        return _at_least_one(stages)
 
     @model_validator(mode="after")
     def _consistent(self) -> "EstimatePlanDoc":
@@ -129,6 +141,11 @@ class PlanDoc(_PlanBase):
     """The best plan of ``plan.json``."""
 
     stages: list[RankedStageDoc] = _f("Stages in pipeline order, with their ranks.")
+
+    @field_validator("stages")
+    @classmethod
+    def _some_stage(cls, stages: list) -> list:
+        return _at_least_one(stages)
 
     @model_validator(mode="after")
     def _consistent(self) -> "PlanDoc":
@@ -370,11 +387,11 @@ def _where(loc: tuple) -> str:
 
 
 def _shown(value: Any, limit: int = 60) -> str:
-    """A value short enough for a message ("" for a mapping or list: the key names it)."""
-    if isinstance(value, (dict, list)):
-        return ""
+    """A value short enough for a message ("" for a long mapping or list: the key names it)."""
     text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    if len(text) <= limit:
+        return text
+    return "" if isinstance(value, (dict, list)) else text[:limit - 3] + "..."
 
 
 def document_problems(doc: Any, model: type[BaseModel] = PlanDocument) -> list[str]:
