@@ -16,11 +16,11 @@ token-type table is counted but not its cost.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
+from autopar_opt.core import limits
 from autopar_opt.ir.graph import Layer, LayerGraph, LayerKind
 from autopar_opt.model_zoo.blocks import AttentionDims, MlpDims, MoeDims, decoder_block
 from autopar_opt.model_zoo.encoders import build_encoder_decoder, build_encoder_lm
@@ -68,11 +68,28 @@ POSITIVE_KEYS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "voc
                  "v_head_dim", "n_routed_experts", "moe_layer_freq")
 
 
+#: Keys stating the longest sequence a config's model takes, in the order they are read.
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length",
+                 "seq_length")
+
+
+def max_positions(config: dict[str, Any]) -> tuple[str, int] | None:
+    """(key, value) of the longest sequence the config states (a learned position table
+    or a context window), or None (ViT: tokens come from the image; T5 v1.0 may state
+    none). A bare config's default training length (``autopar model``)."""
+    if config.get("model_type") == "vit":
+        return None
+    for key in POSITION_KEYS:
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and \
+                0 < value <= limits.MAX_SEQ_LEN:
+            return key, value
+    return None
+
+
 def load_hf_config(path: str | Path) -> tuple[dict[str, Any], Path]:
     """Read ``path`` (a ``config.json`` or a directory holding one), within the
     spec limits (file size, nesting, sizes; :mod:`autopar_opt.core.limits`)."""
-    from autopar_opt.core import limits
-
     p = Path(path)
     try:
         if p.is_dir():
@@ -85,13 +102,14 @@ def load_hf_config(path: str | Path) -> tuple[dict[str, Any], Path]:
         what = "a directory, not a file" if p.is_dir() else "no such file"
         raise HfConfigError(f"{p}: {what} (fix: give a config.json or a directory "
                             "holding one)")
-    too_big = limits.check_file_size(p)
-    if too_big is not None:
-        raise HfConfigError(f"{p}: {too_big.rule} (fix: a config.json is a few kilobytes)")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:   # JSONDecodeError is a ValueError
-        raise HfConfigError(f"{p}: not a readable JSON file ({str(exc)[:200]})") from None
+    from autopar_opt.core import reading
+    from autopar_opt.core.errors import SpecError
+
+    try:                  # size, special files, syntax, nesting, integers of 6,000 digits
+        data = reading.read_json(p, reading.HF_CONFIG, parse_int=limits.read_int)
+    except SpecError as exc:
+        first = exc.problems[0]
+        raise HfConfigError(f"{p}: {first.rule} (fix: {first.fix})") from None
     if not isinstance(data, dict):
         raise HfConfigError(f"{p}: expected a JSON object with a 'model_type' key")
     problems = limits.structure_problems(data)
@@ -105,8 +123,6 @@ def load_hf_config(path: str | Path) -> tuple[dict[str, Any], Path]:
 
 def _check_sizes(data: dict[str, Any], path: Path) -> None:
     """Refuse sizes that would hang or divide by zero, naming the key and the limit."""
-    from autopar_opt.core import limits
-
     for key, value in data.items():
         if not isinstance(value, int) or isinstance(value, bool):
             if key in POSITIVE_KEYS and value is not None:
@@ -132,6 +148,11 @@ def _attention(c: _Cfg, qkv_bias: bool = False, qk_norm: bool = False) -> Attent
     ``modeling_llama.py``), so a remainder leaves heads without a key/value head."""
     h, a = c("hidden_size"), c("num_attention_heads")
     kv = c("num_key_value_heads", a) or a
+    if c("head_dim", None) is None and h % a:
+        raise HfConfigError(f"{c.origin}: num_attention_heads = {a} does not divide hidden_size = "
+                            f"{h} and no head_dim is given (each head is hidden_size / "
+                            "num_attention_heads wide) (fix: use the published head count, or "
+                            "state head_dim as the model's config.json does)")
     if a % kv:
         raise HfConfigError(f"{c.origin}: num_key_value_heads = {kv} does not divide "
                             f"num_attention_heads = {a} (each key/value head serves a whole "
@@ -141,6 +162,16 @@ def _attention(c: _Cfg, qkv_bias: bool = False, qk_norm: bool = False) -> Attent
     return AttentionDims(hidden=h, heads=a, kv_heads=kv,
                          head_dim=c("head_dim", h // a) or h // a, qkv_bias=qkv_bias,
                          qk_norm=qk_norm)
+
+
+def _heads_divide(c: _Cfg, hidden_key: str, heads_key: str) -> None:
+    """Models without a ``head_dim`` key make each head ``hidden / heads`` wide: the
+    heads must divide the hidden size (GPT-2, GPT-NeoX, BERT, ViT)."""
+    h, a = c(hidden_key), c(heads_key)
+    if h % a:
+        raise HfConfigError(f"{c.origin}: {heads_key} = {a} does not divide {hidden_key} = {h} "
+                            f"(each head is {hidden_key} / {heads_key} wide) (fix: use the "
+                            "model's published config.json)")
 
 
 def _decoder(c: _Cfg, name: str, s: int, blocks: list[Layer], tied_default: bool,
@@ -175,14 +206,59 @@ def _dense_llama(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGr
     return _decoder(c, name, s, blocks, False, source)
 
 
-def _moe_common(c: _Cfg, moe_opts: dict, **kw: Any) -> MoeDims:
-    return MoeDims(top_k=c("num_experts_per_tok"), **kw, **moe_opts)
+def _moe_common(c: _Cfg, moe_opts: dict, experts_key: str, **kw: Any) -> MoeDims:
+    """The MoE dimensions, checked as the ``transformers`` router needs them: at least one
+    routed expert (``experts_key``), ``1 <= num_experts_per_tok <= experts`` (``topk``
+    picks that many of the router's logits), and DeepSeek's group-limited routing
+    (``n_group`` divides the experts, ``topk_group <= n_group``)."""
+    experts, top_k = c(experts_key), c("num_experts_per_tok")
+    if not isinstance(experts, int) or experts < 1:
+        raise HfConfigError(f"{c.origin}: {experts_key} = {experts!r}: model_type "
+                            f"{c.model_type!r} is a Mixture-of-Experts model and needs at least "
+                            "one routed expert (with 0, every layer would be priced dense) (fix: "
+                            "give the published expert count, or use the dense model_type "
+                            f"{_DENSE_TWIN.get(c.model_type, 'of the family')!r})")
+    if not 1 <= top_k <= experts:
+        raise HfConfigError(f"{c.origin}: num_experts_per_tok = {top_k} is not within 1 and "
+                            f"{experts_key} = {experts}: each token is routed to that many of the "
+                            f"layer's {experts} experts (fix: use the published top-k, at most "
+                            f"{experts})")
+    groups, top_groups = c("n_group", None), c("topk_group", None)
+    if isinstance(groups, int) and groups >= 1 and (experts % groups or (
+            isinstance(top_groups, int) and not 1 <= top_groups <= groups)):
+        raise HfConfigError(f"{c.origin}: n_group = {groups}, topk_group = {top_groups}: the "
+                            f"{experts} experts must split into n_group equal groups and "
+                            "1 <= topk_group <= n_group (DeepSeek's group-limited routing) "
+                            "(fix: use the published n_group and topk_group)")
+    return MoeDims(num_experts=experts, top_k=top_k, **kw, **moe_opts)
+
+
+#: The dense model_type of each MoE family (for the fix of an expert count of 0).
+_DENSE_TWIN = {"qwen2_moe": "qwen2", "qwen3_moe": "qwen3", "mixtral": "mistral"}
+
+
+def _count(c: _Cfg, key: str, default: int, low: int, high: int, what: str) -> int:
+    """An integer setting in ``[low, high]`` (a layer stride, a count of layers)."""
+    value = c(key, default)
+    value = default if value is None else value
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise HfConfigError(f"{c.origin}: {key} = {value!r} must be an integer from {low} to "
+                            f"{high} ({what}) (fix: use the value of the model's published "
+                            "config.json)")
+    return value
+
+
+def _some_moe_layer(c: _Cfg, sparse: list[bool], rule: str) -> None:
+    """An MoE model_type whose settings leave no MoE layer is refused, not priced dense."""
+    if not any(sparse):
+        raise HfConfigError(f"{c.origin}: {rule} leave none of the {len(sparse)} layers an MoE "
+                            f"layer, so model_type {c.model_type!r} would be priced as a dense "
+                            "model (fix: use the model's published config.json)")
 
 
 def _mixtral(c: _Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dict) -> LayerGraph:
     """Mixtral: Mistral attention, every MLP an MoE of ``num_local_experts``."""
-    moe = _moe_common(c, moe_opts, num_experts=c("num_local_experts"),
-                      expert_ffn=c("intermediate_size"))
+    moe = _moe_common(c, moe_opts, "num_local_experts", expert_ffn=c("intermediate_size"))
     attn = _attention(c)
     blocks = [decoder_block(f"block{i:03d}", s, attn, moe=moe, **opts)
               for i in range(c("num_hidden_layers"))]
@@ -196,10 +272,10 @@ def _qwen_moe(c: _Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dic
     ``mlp_only_layers`` entry that is not a distinct index of a layer is refused
     (:func:`~autopar_opt.model_zoo.layer_index.layer_index_problem`)."""
     qwen2 = c.model_type == "qwen2_moe"
-    shared = c("shared_expert_intermediate_size", 0) if qwen2 else 0
-    moe = _moe_common(c, moe_opts, num_experts=c("num_experts"),
-                      expert_ffn=c("moe_intermediate_size"), shared_ffn=shared,
-                      shared_gate=bool(shared))
+    shared = _count(c, "shared_expert_intermediate_size", 0, 0, limits.MAX_SEQ_LEN,
+                    "the shared expert's width; 0: none") if qwen2 else 0
+    moe = _moe_common(c, moe_opts, "num_experts", expert_ffn=c("moe_intermediate_size"),
+                      shared_ffn=shared, shared_gate=bool(shared))
     attn = _attention(c, qkv_bias=qwen2, qk_norm=not qwen2)
     layers = c("num_hidden_layers")
     only = c("mlp_only_layers", None)
@@ -208,11 +284,12 @@ def _qwen_moe(c: _Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dic
         rule, fix = problem
         raise HfConfigError(f"{c.origin}: mlp_only_layers = {repr(only)[:80]}: {rule} (fix: {fix})")
     dense_only = set(only or [])
-    step = c("decoder_sparse_step", 1) or 1
+    step = _count(c, "decoder_sparse_step", 1, 1, layers, "every step-th layer is an MoE layer")
+    sparse = [i not in dense_only and (i + 1) % step == 0 for i in range(layers)]
+    _some_moe_layer(c, sparse, "mlp_only_layers and decoder_sparse_step")
     blocks = []
     for i in range(layers):
-        sparse = i not in dense_only and moe.num_experts > 0 and (i + 1) % step == 0
-        kind = {"moe": moe} if sparse else {"mlp": MlpDims(c("intermediate_size"))}
+        kind = {"moe": moe} if sparse[i] else {"mlp": MlpDims(c("intermediate_size"))}
         blocks.append(decoder_block(f"block{i:03d}", s, attn, **kind, **opts))
     return _decoder(c, name, s, blocks, False, source)
 
@@ -227,20 +304,24 @@ def _deepseek(c: _Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dic
                          qk_nope_dim=c("qk_nope_head_dim"), qk_rope_dim=c("qk_rope_head_dim"),
                          v_head_dim=c("v_head_dim"))
     f_e = c("moe_intermediate_size")
-    moe = _moe_common(c, moe_opts, num_experts=c("n_routed_experts"), expert_ffn=f_e,
-                      shared_ffn=(c("n_shared_experts", 0) or 0) * f_e,
+    shared = _count(c, "n_shared_experts", 0, 0, limits.MAX_SEQ_LEN, "always-on shared experts")
+    moe = _moe_common(c, moe_opts, "n_routed_experts", expert_ffn=f_e, shared_ffn=shared * f_e,
                       router_bias=c.model_type == "deepseek_v3")
-    first_dense, freq = c("first_k_dense_replace", 0), c("moe_layer_freq", 1) or 1
+    layers = c("num_hidden_layers")
+    first_dense = _count(c, "first_k_dense_replace", 0, 0, layers, "the first layers are dense")
+    freq = _count(c, "moe_layer_freq", 1, 1, layers, "every freq-th layer is an MoE layer")
+    sparse = [i >= first_dense and i % freq == 0 for i in range(layers)]
+    _some_moe_layer(c, sparse, "first_k_dense_replace and moe_layer_freq")
     blocks = []
-    for i in range(c("num_hidden_layers")):
-        sparse = i >= first_dense and i % freq == 0
-        kind = {"moe": moe} if sparse else {"mlp": MlpDims(c("intermediate_size"))}
+    for i in range(layers):
+        kind = {"moe": moe} if sparse[i] else {"mlp": MlpDims(c("intermediate_size"))}
         blocks.append(decoder_block(f"block{i:03d}", s, attn, **kind, **opts))
     return _decoder(c, name, s, blocks, False, source)
 
 
 def _gpt2(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     """GPT-2: learned positions, 4h GELU MLP (``n_inner``), LayerNorm, biases, tied."""
+    _heads_divide(c, "n_embd", "n_head")
     h = c("n_embd")
     g = decoder_lm(name, c("n_layer"), s, h, c("n_head"), c("n_inner", 4 * h) or 4 * h,
                    c("vocab_size"), learned_positions=False, tied=True, biases=True,
@@ -254,6 +335,7 @@ def _gpt2(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
 
 def _neox(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     """GPT-NeoX: rotary, LayerNorm, biases, GELU MLP, untied output (``embed_out``)."""
+    _heads_divide(c, "hidden_size", "num_attention_heads")
     h, a = c("hidden_size"), c("num_attention_heads")
     attn = AttentionDims(hidden=h, heads=a, kv_heads=a, head_dim=h // a, qkv_bias=True,
                          out_bias=True, model_fuses_qkv=True)   # GPTNeoXAttention.query_key_value
@@ -266,6 +348,7 @@ def _neox(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
 def _bert(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     """BERT: the zoo's encoder plus the token-type table and embedding LayerNorm
     (in ``embed``) and the pooler and masked-LM transform (in ``head``)."""
+    _heads_divide(c, "hidden_size", "num_attention_heads")
     h = c("hidden_size")
     dims = dict(seq_len=s, hidden=h, heads=c("num_attention_heads"),
                 ffn_hidden=c("intermediate_size"), vocab=c("vocab_size"),
@@ -296,6 +379,7 @@ def _t5(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
 
 def _vit(c: _Cfg, name: str, s: int | None, opts: dict, source: str) -> LayerGraph:
     """ViT for image classification (``num_labels`` from ``id2label``, else 1000)."""
+    _heads_divide(c, "hidden_size", "num_attention_heads")
     labels = len(c("id2label", {}) or {}) or 1000
     dims = dict(num_layers=c("num_hidden_layers"), image_size=c("image_size"),
                 patch_size=c("patch_size"), hidden=c("hidden_size"),
@@ -347,8 +431,12 @@ def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | Non
                     flash_attention: bool, capacity_factor: float | None,
                     load_imbalance: float) -> LayerGraph:
     """:func:`build_hf_graph` without the guard that turns bad values into HfConfigError."""
-    c = _Cfg(config, origin)
     mt = config.get("model_type")
+    if not isinstance(mt, str):
+        raise HfConfigError(f"{origin}: model_type = {repr(mt)[:60]} is not a string (fix: "
+                            "write the family's name, e.g. \"model_type\": \"llama\"; supported: "
+                            f"{', '.join(SUPPORTED_MODEL_TYPES)})")
+    c = _Cfg(config, origin)
     if mt not in _DENSE and mt not in _MOE:
         raise HfConfigError(f"{origin}: model_type {mt!r} is not supported; supported: "
                             f"{', '.join(SUPPORTED_MODEL_TYPES)} (fix: use one of these "

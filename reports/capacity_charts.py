@@ -1,5 +1,11 @@
 """Static SVG charts of the capacity report (matplotlib, same settings as the plan report).
 
+Read at a glance (issue 33): every legend sits below its axes inside the figure (a
+legend to the right of a fixed-width figure was cut: "time-co", "deadlin",
+"A100-8"), both axes carry labelled ticks in plain numbers (a log axis spanning less
+than a decade showed ``3×10^-2`` or no label at all), and the data keep a margin from
+the frame (points sat on it).
+
 * :func:`pareto_svg`: time to train against cost, one point per scenario at
   the plan held (upper ends), error bars down to the lower ends (the gap),
   the time-cost frontier as a step line, the deadline as a vertical line.
@@ -12,12 +18,78 @@ are drawn; no user free text.
 
 from __future__ import annotations
 
+import math
+
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, MaxNLocator, NullLocator  # noqa: E402
 
 from autopar_opt.reports.charts import _RC, _to_svg  # noqa: E402
+
+#: A log axis is used when the values span at least this factor; narrower: linear.
+LOG_SPAN = 20.0
+#: Share of each axis' span left free beyond the data (no point on the frame).
+MARGIN = 0.08
+#: Legend entries per row below the axes.
+LEGEND_COLUMNS = 3
+
+
+def _plain(value: float, _pos: object = None) -> str:
+    """A tick label in plain digits (``0.03``, ``400,000``), never ``3×10^-2``."""
+    if value == 0:
+        return "0"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def readable_axis(ax, which: str, values: list[float], ticks: list[float] | None = None) -> None:
+    """Scale, limits and labelled ticks of one axis for ``values``: log with 1-2-5 ticks
+    when they span a factor of :data:`LOG_SPAN` or more (all positive), else linear; the
+    limits leave :data:`MARGIN` of the span free on both sides; ``ticks`` fixes the
+    tick positions (the GPU counts of a scaling curve)."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    setter = ax.set_xscale if which == "x" else ax.set_yscale
+    limits = ax.set_xlim if which == "x" else ax.set_ylim
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    if not vals:
+        return
+    lo, hi = min(vals), max(vals)
+    log = lo > 0 and hi / lo >= LOG_SPAN
+    if log:
+        setter("log")
+        span = math.log10(hi / lo) or 1.0
+        limits(lo / 10 ** (MARGIN * span), hi * 10 ** (MARGIN * span))
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    else:
+        span = (hi - lo) or abs(hi) or 1.0
+        limits(lo - MARGIN * span, hi + MARGIN * span)
+        axis.set_major_locator(MaxNLocator(nbins=6))
+    if ticks:
+        axis.set_major_locator(FixedLocator(sorted(set(ticks))))
+    axis.set_major_formatter(FuncFormatter(_plain))
+    axis.set_minor_locator(NullLocator())
+
+
+def _legend_below(fig, ax, entries: int) -> None:
+    """The legend in rows of :data:`LEGEND_COLUMNS` below the axes' labels, inside the
+    figure (its height was reserved by :func:`_figure_with_legend`)."""
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(LEGEND_COLUMNS, entries),
+              frameon=False, borderaxespad=0.0)
+
+
+def _figure_with_legend(entries: int, width_in: float = 9.5, plot_in: float = 4.0):
+    """A figure whose bottom margin holds the axis label and ``entries`` legend entries."""
+    rows = math.ceil(max(entries, 1) / LEGEND_COLUMNS)
+    bottom_in = 0.75 + 0.25 * rows
+    left_in, top_in, right_in = 1.0, 0.2, 0.3
+    height = plot_in + bottom_in + top_in
+    fig = plt.figure(figsize=(width_in, height))
+    ax = fig.add_axes((left_in / width_in, bottom_in / height,
+                       1 - (left_in + right_in) / width_in, plot_in / height))
+    return fig, ax
 
 PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2", "#9D755D", "#FF9DA6"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
@@ -45,8 +117,10 @@ def pareto_svg(entries: list[dict], frontier_ids: list[str], deadline_days: floa
         return None
     devices = sorted({e["device"] for e in pts})
     color = _colors(devices)
+    front_ids = set(frontier_ids)
+    entries = len(devices) + 1 + bool(front_ids & {e["id"] for e in pts})
     with plt.rc_context(_RC):
-        fig, ax = plt.subplots(figsize=(9.5, 5.2))
+        fig, ax = _figure_with_legend(entries)
         for d in devices:
             mine = [e for e in pts if e["device"] == d]
             x = [e["time_to_train_days"][1] for e in mine]
@@ -63,12 +137,13 @@ def pareto_svg(entries: list[dict], frontier_ids: list[str], deadline_days: floa
                     label="time-cost frontier (plans held)")
         ax.axvline(deadline_days, color="#D62728", linewidth=1.0, linestyle=":",
                    label=f"deadline {deadline_days:g} days")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        days = [v for e in pts for v in e["time_to_train_days"]] + [deadline_days]
+        readable_axis(ax, "x", days)
+        readable_axis(ax, "y", [v for e in pts for v in e["cost"]])
         ax.set_xlabel("time to train (days); bar: down to the proven lower bound")
         ax.set_ylabel(f"cost ({currency}); bar: down to the proven lower bound")
-        ax.grid(color="#DDDDDD", linewidth=0.5, which="both")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        ax.grid(color="#DDDDDD", linewidth=0.5, which="major")
+        _legend_below(fig, ax, entries)
         return _to_svg(fig)
 
 
@@ -81,8 +156,10 @@ def scaling_svg(entries: list[dict]) -> str | None:
     color = _colors(devices)
     batches = sorted({e["global_batch_size"] for e in pts})
     marker = {b: MARKERS[i % len(MARKERS)] for i, b in enumerate(batches)}
+    entries = len({(e["device"], e["global_batch_size"]) for e in pts})
+    drawn: list[float] = []
     with plt.rc_context(_RC):
-        fig, ax = plt.subplots(figsize=(9.5, 5.0))
+        fig, ax = _figure_with_legend(entries)
         for d in devices:
             for b in batches:
                 series = sorted((e for e in pts if e["device"] == d and e["global_batch_size"] == b),
@@ -101,10 +178,12 @@ def scaling_svg(entries: list[dict]) -> str | None:
                             color=color[d], marker=marker[b], ms=4, linewidth=1.0, capsize=2,
                             linestyle="-" if b == batches[0] else "--",
                             label=f"{d}, batch {b}")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+                drawn += lo + [h for h in hi if h is not None]
+        gpus = sorted({e["gpus"] for e in pts})
+        readable_axis(ax, "x", [float(g) for g in gpus], ticks=[float(g) for g in gpus])
+        readable_axis(ax, "y", drawn)
         ax.set_xlabel("GPUs")
         ax.set_ylabel("tokens/s (plan held; bar: up to the proven bound)")
-        ax.grid(color="#DDDDDD", linewidth=0.5, which="both")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        ax.grid(color="#DDDDDD", linewidth=0.5, which="major")
+        _legend_below(fig, ax, entries)
         return _to_svg(fig)

@@ -191,27 +191,41 @@ def _bars(left: list[float], width: list[float], y: list[float], height: list[fl
                      np.column_stack([x1, hi]), np.column_stack([x0, hi])], axis=1).reshape(-1, 4, 2)
 
 
-def memory_svg(memory: dict) -> str:
-    """Stacked per-stage bars (weights + activations) against device capacity.
+#: Colours and legend labels of the memory chart's parts (``sections.CHART_PARTS``).
+MEMORY_PARTS = {"state": ("#4C78A8", "weights + grads + optimizer"),
+                "activations": ("#F58518", "activations + logits (in flight)"),
+                "working": ("#72B7B2", "working set of the layer in flight"),
+                "reserve": ("#9D9D9D", "runtime reserve + fragmentation"),
+                "other": ("#D8B5A5", "other (not split in this plan.json)")}
 
-    ``memory`` holds ``stages`` (dicts with index, weight_gib, activation_gib),
-    ``capacity_gib`` and ``hbm_gib``. The bars are two collections; at most
+
+def memory_svg(memory: dict) -> str:
+    """Stacked per-stage bars of every part of the peak against device capacity.
+
+    ``memory`` holds ``stages`` (dicts with index and ``bars``, the GiB of each part of
+    :data:`MEMORY_PARTS`, summing to the stage's peak; older callers may give only
+    weight_gib and activation_gib), ``capacity_gib`` and ``hbm_gib``. The bar's top is
+    the peak the card and the stage table show. One collection per part; at most
     :data:`MAX_ROW_LABELS` stage ticks and :data:`MAX_VALUE_LABELS` values are written.
     """
     stages = memory["stages"]
     idx = [s["index"] for s in stages]
-    w = [s["weight_gib"] for s in stages]
-    a = [s["activation_gib"] for s in stages]
-    top = [wi + ai for wi, ai in zip(w, a)]
+    bars = [s.get("bars") or {"state": s["weight_gib"], "activations": s["activation_gib"]}
+            for s in stages]
+    parts = [k for k in MEMORY_PARTS if any(b.get(k, 0.0) > 0 for b in bars)] or ["state"]
+    top = [sum(b.get(k, 0.0) for k in parts) for b in bars]
     cap, hbm = memory["capacity_gib"], memory["hbm_gib"]
     width = _MEMORY_LEFT_IN + _MEMORY_LEGEND_IN + max(1.6, 0.8 * min(len(stages), MAX_ROW_LABELS))
     with plt.rc_context(_RC):
         fig, ax = _figure(width, 3.4, _MEMORY_LEFT_IN, _MEMORY_LEGEND_IN, _MEMORY_BOTTOM_IN, _TOP_IN)
         # vertical bars: _bars of (bottom, height) along x, centred on the stage index
-        for lo, h, colour in ((np.zeros(len(w)), w, "weights"), (w, a, "activations")):
-            corners = _bars(lo, h, idx, [0.6] * len(idx))[:, :, ::-1]
-            ax.add_collection(PolyCollection(corners, facecolors=COLORS[colour], edgecolors="none"),
-                              autolim=False)
+        below = np.zeros(len(idx))
+        for key in parts:
+            height = np.array([b.get(key, 0.0) for b in bars])
+            corners = _bars(below, height, idx, [0.6] * len(idx))[:, :, ::-1]
+            ax.add_collection(PolyCollection(corners, facecolors=MEMORY_PARTS[key][0],
+                                             edgecolors="none"), autolim=False)
+            below = below + height
         ax.axhline(cap, color=COLORS["capacity"], linestyle="--", linewidth=1.2)
         ax.axhline(hbm, color="#555555", linestyle=":", linewidth=1.0)
         shown = idx if len(idx) <= MAX_VALUE_LABELS else [idx[int(np.argmax(top))]]
@@ -222,13 +236,11 @@ def memory_svg(memory: dict) -> str:
         ax.set_xticks(ticks, [f"stage {i}" for i in ticks])
         ax.set_xlim(min(idx) - 0.6, max(idx) + 0.6)
         ax.set_ylabel("GiB per device")
-        ax.set_ylim(0, max(hbm, max(top)) * 1.12)
-        ax.legend(handles=[Patch(color=COLORS["weights"], label="weights + grads + optimizer"),
-                           Patch(color=COLORS["activations"],
-                                 label="activations (in-flight micro-batches)"),
-                           plt.Line2D([], [], color=COLORS["capacity"], linestyle="--",
-                                      linewidth=1.2, label=f"usable capacity {cap:.1f} GiB"),
-                           plt.Line2D([], [], color="#555555", linestyle=":", linewidth=1.0,
-                                      label=f"device HBM {hbm:.1f} GiB")],
-                  loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        ax.set_ylim(0, max(hbm, cap, max(top)) * 1.12)
+        handles = [Patch(color=MEMORY_PARTS[k][0], label=MEMORY_PARTS[k][1]) for k in reversed(parts)]
+        handles += [plt.Line2D([], [], color=COLORS["capacity"], linestyle="--", linewidth=1.2,
+                               label=f"usable capacity {cap:.1f} GiB"),
+                    plt.Line2D([], [], color="#555555", linestyle=":", linewidth=1.0,
+                               label=f"device HBM {hbm:.1f} GiB")]
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         return _to_svg(fig)

@@ -6,11 +6,16 @@ import math
 
 
 def fmt_time(seconds: float | None) -> str:
-    """``0.0123`` -> ``"12.30 ms"``; ``2.5`` -> ``"2.500 s"``; None -> ``"—"``."""
+    """``0.0123`` -> ``"12.30 ms"``; ``2.5`` -> ``"2.500 s"``; None -> ``"—"``.
+
+    A time that rounds to zero at the shown precision (below 0.05 µs, and −0.0 from
+    round-off: "bubble −0.0 µs", issue 33) is written ``"0 µs"``."""
     if seconds is None:
         return "—"
     if math.isinf(seconds):
         return "∞" if seconds > 0 else "−∞"
+    if abs(seconds) < 5e-8:
+        return "0 µs"
     if abs(seconds) >= 1.0:
         return f"{seconds:.3f} s"
     if abs(seconds) >= 1e-3:

@@ -178,6 +178,29 @@ def _iteration_overhead(doc: dict) -> float:
     return to_float(params.get("iteration_overhead_s", 0.0), "cost_model.params.iteration_overhead_s") or 0.0
 
 
+#: The memory chart's stacked parts, bottom to top (keys of :func:`chart_parts`).
+CHART_PARTS = ("state", "activations", "working", "reserve", "other")
+
+
+def chart_parts(stage: dict, weight: float, activation: float, peak: float, i: int
+                ) -> dict[str, float]:
+    """The GiB of each stacked part of one stage's bar, summing to its peak (the card and
+    the table show the same peak; issue 33: the bars left out the reserve, 67.7 against
+    73.5 GiB): weights + gradients + optimizer state, activations + logits, the working
+    set, the runtime reserve and fragmentation, and whatever an older plan.json does not
+    split ("other", the peak less the parts it states)."""
+    def part(key: str) -> float:
+        value = stage.get(key)
+        return max(0.0, to_float(value, f"metrics.stages[{i}].{key}") or 0.0) if value is not None else 0.0
+
+    out = {"state": max(0.0, weight), "activations": max(0.0, activation) + part("logits_gib"),
+           "working": part("working_gib"), "reserve": part("reserve_gib")}
+    out["other"] = max(0.0, peak - sum(out.values()))
+    if out["other"] <= 1e-9 * max(peak, 1.0):
+        out["other"] = 0.0
+    return out
+
+
 def memory_section(doc: dict) -> dict | None:
     """Per-stage weights and activations per device against capacity."""
     m = doc["metrics"]
@@ -189,6 +212,7 @@ def memory_section(doc: dict) -> dict | None:
     parts = ("weights_gib", "grads_gib", "optimizer_gib", "activation_gib", "logits_gib",
              "working_gib", "reserve_gib")
     stages = [{"index": i, "weight_gib": w[i], "activation_gib": a[i],
+               "bars": chart_parts(raw[i], w[i], a[i], peak[i], i), "peak_gib": peak[i],
                "peak": fmt_gib(peak[i]), "capacity": fmt_gib(cap[i]),
                "inflight": raw[i].get("inflight_microbatches"),
                "fits": peak[i] <= cap[i] + 1e-9,

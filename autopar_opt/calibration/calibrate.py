@@ -58,6 +58,20 @@ class CalibrationReport:
     fit: FitResult | None = None
     cross_validation: list[FamilyResult] = field(default_factory=list)
     memory_only: list[MemoryComparison] = field(default_factory=list)
+    #: families the cross-validation did not reach within the time limit
+    families_left_out: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """Whether the fit converged and every family was validated (the time limit cut
+        neither)."""
+        return ((self.fit is None or self.fit.converged) and not self.families_left_out
+                and not self.not_reached)
+
+    @property
+    def not_reached(self) -> list[str]:
+        """Records the time limit left unmodeled or unpriced."""
+        return [rid for rid, why in self.skipped if why == NOT_REACHED]
 
     def lofo_comparisons(self) -> list[Comparison]:
         return [c for fam in self.cross_validation for c in fam.comparisons]
@@ -80,7 +94,10 @@ class CalibrationReport:
         if self.fit is not None:
             out["fit"] = {"free": self.fit.free, "at_bound": self.fit.at_bound,
                           "sum_sq_log_error": self.fit.sum_sq_log_error,
-                          "robust_cost": self.fit.robust_cost, "nfev": self.fit.nfev}
+                          "robust_cost": self.fit.robust_cost, "nfev": self.fit.nfev,
+                          "converged": self.fit.converged, "message": self.fit.message}
+        if self.families_left_out:
+            out["families_left_out"] = list(self.families_left_out)
         if self.cross_validation:
             out["cross_validation"] = {
                 "by": "family",
@@ -91,10 +108,25 @@ class CalibrationReport:
         return out
 
 
-def model_records(records: list[dict]) -> tuple[list[ModeledRun], list[tuple[str, str]]]:
-    """(modeled runs, [(id, reason)] of the records that cannot be modeled)."""
+#: Why a record is skipped when the time limit ran out before it was modeled or priced.
+NOT_REACHED = "not reached within the time limit"
+
+
+def _past(deadline: float | None) -> bool:
+    import time
+
+    return deadline is not None and time.perf_counter() > deadline
+
+
+def model_records(records: list[dict], deadline: float | None = None
+                  ) -> tuple[list[ModeledRun], list[tuple[str, str]]]:
+    """(modeled runs, [(id, reason)] of the records that cannot be modeled, or that the
+    ``deadline`` did not reach)."""
     runs, skipped = [], []
     for rec in records:
+        if _past(deadline):
+            skipped.append((str(rec["id"]), NOT_REACHED))
+            continue
         try:
             runs.append(build_run(read_record(rec)))
         except KeyError as exc:        # e.g. a dtype the device has no peak for
@@ -105,22 +137,27 @@ def model_records(records: list[dict]) -> tuple[list[ModeledRun], list[tuple[str
 
 
 def calibrate_file(path: str | Path, params: CostParams | None = None, do_fit: bool = False,
-                   cross_validate: bool = False) -> CalibrationReport:
+                   cross_validate: bool = False, deadline: float | None = None
+                   ) -> CalibrationReport:
     """Model, (optionally fit and cross-validate) and compare every record of ``path``.
 
     Raises :class:`~autopar_opt.calibration.reading.records.RunFileError` for a file
-    that is not a list of records with ids.
+    that is not a list of records with ids. ``deadline`` (``time.perf_counter()``):
+    the fit and the cross-validation stop there (:attr:`CalibrationReport.complete`).
     """
     records = load_run_file(path)
-    runs, skipped = model_records(records)
+    runs, skipped = model_records(records, deadline)
     result = None
     prior = params or CostParams()
     if do_fit and runs:
-        result = fit(runs, prior)
-        params = result.params
+        result = fit(runs, prior, deadline=deadline)
+        params = result.params if result.converged else None
     params = params or default_params()
     comparisons, memory_only = [], []
     for run in runs:
+        if _past(deadline):
+            skipped.append((run.id, NOT_REACHED))
+            continue
         try:
             if run.memory_only:
                 memory_only.append(compare_memory(run, params))
@@ -130,25 +167,38 @@ def calibrate_file(path: str | Path, params: CostParams | None = None, do_fit: b
             skipped.append((run.id, f"cannot price the plan: {exc}"))
     priced = {c.id for c in comparisons} | {m.id for m in memory_only}
     runs = [r for r in runs if r.id in priced]
-    cv = leave_one_family_out(runs, prior) if cross_validate else []
+    cv, left_out = leave_one_family_out(runs, prior, deadline) if cross_validate else ([], [])
     return CalibrationReport(str(path), comparisons, skipped, len(records), params, result, cv,
-                             memory_only)
+                             memory_only, left_out)
 
 
-def leave_one_family_out(runs: list[ModeledRun], prior: CostParams | None = None
-                         ) -> list[FamilyResult]:
+def leave_one_family_out(runs: list[ModeledRun], prior: CostParams | None = None,
+                         deadline: float | None = None
+                         ) -> tuple[list[FamilyResult], list[str]]:
     """For every source family with a measured throughput: fit on the others
-    (their memory-only records feed the memory fit), predict its throughput."""
-    out = []
+    (their memory-only records feed the memory fit), predict its throughput.
+
+    Returns the families validated and those the ``deadline`` left out (a family whose
+    fit the deadline cut is left out too: a half-fitted prediction would not be
+    out-of-sample evidence)."""
+    import time
+
+    out, left_out = [], []
     for family in sorted({r.family for r in runs if not r.memory_only}):
         train = [r for r in runs if r.family != family]
         test = [r for r in runs if r.family == family and not r.memory_only]
         if not any(not r.memory_only for r in train):
             continue
-        res = fit(train, prior or CostParams())
+        if deadline is not None and time.perf_counter() > deadline:
+            left_out.append(family)
+            continue
+        res = fit(train, prior or CostParams(), deadline=deadline)
+        if not res.converged:
+            left_out.append(family)
+            continue
         out.append(FamilyResult(family, len(train), [compare(r, res.params) for r in test],
                                 res.at_bound))
-    return out
+    return out, left_out
 
 
 def write_params(report: CalibrationReport, target: str | Path) -> Path:

@@ -74,9 +74,12 @@ class FitResult:
     free: list[str]
     at_bound: list[str]
     sum_sq_log_error: float
-    robust_cost: float
+    robust_cost: float | None
     nfev: int
     message: str
+    #: False when the time limit stopped the optimiser: ``params`` are then the best
+    #: point it had evaluated, not a converged fit
+    converged: bool = True
 
 
 def _chip_used(chip: str, runs: list[ModeledRun], fp8: bool) -> bool:
@@ -134,11 +137,17 @@ def assemble(prior: CostParams, theta: dict[str, float], free: list[str]) -> Cos
                    fp8_efficiency_default=fallback16 * FP8_OVER_BF16, **scalars)
 
 
-def fit(runs: list[ModeledRun], prior: CostParams | None = None, max_nfev: int = 300
-        ) -> FitResult:
+def fit(runs: list[ModeledRun], prior: CostParams | None = None, max_nfev: int = 300,
+        deadline: float | None = None) -> FitResult:
     """Fit the parameters the ``runs`` depend on; the others keep ``prior``'s
-    values or transfer (module docstring). Memory parameters: :func:`fit_memory`."""
+    values or transfer (module docstring). Memory parameters: :func:`fit_memory`.
+
+    ``deadline`` (a ``time.perf_counter()`` value): past it, the next evaluation of the
+    residuals stops the optimiser, and the result holds the best point evaluated so far
+    with ``converged`` False."""
     from scipy.optimize import least_squares   # runtime dependency of --fit only
+
+    from autopar_opt.core.deadline import PhaseDeadline, deadline_check
 
     if not runs:
         raise ValueError("no modeled runs to fit")
@@ -157,20 +166,35 @@ def fit(runs: list[ModeledRun], prior: CostParams | None = None, max_nfev: int =
         theta.update(zip(free, (float(v) for v in x)))
         return assemble(prior, theta, free)
 
-    def residuals(x: np.ndarray) -> np.ndarray:
-        return log_residuals(runs, params_at(x))
+    check = deadline_check(deadline)
+    best: dict = {"x": x0, "cost": np.inf, "nfev": 0}
 
-    sol = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1,
-                        x_scale=np.maximum(hi - lo, 1e-3) * 0.1, max_nfev=max_nfev,
-                        ftol=1e-3, xtol=1e-3)
-    r = residuals(sol.x)
+    def residuals(x: np.ndarray) -> np.ndarray:
+        check()
+        r = log_residuals(runs, params_at(x))
+        best["nfev"] += 1
+        cost = float(np.sum(r * r))
+        if cost < best["cost"]:
+            best.update(x=np.array(x, dtype=float), cost=cost)
+        return r
+
+    try:
+        sol = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1,
+                            x_scale=np.maximum(hi - lo, 1e-3) * 0.1, max_nfev=max_nfev,
+                            ftol=1e-3, xtol=1e-3)
+        x, robust, message = sol.x, float(sol.cost), str(sol.message)
+    except PhaseDeadline:          # no further pricing: the caller writes nothing of it
+        message = f"stopped at the time limit after {best['nfev']} evaluations"
+        return FitResult(params_at(best["x"]), free, [], best["cost"], None, int(best["nfev"]),
+                         message, converged=False)
+    r = log_residuals(runs, params_at(x))
     span = hi - lo
-    at_bound = [k for k, v, a, b, w in zip(free, sol.x, lo, hi, span)
+    at_bound = [k for k, v, a, b, w in zip(free, x, lo, hi, span)
                 if v <= a + 1e-3 * w or v >= b - 1e-3 * w]
-    params = fit_memory(everything, params_at(sol.x))
+    params = fit_memory(everything, params_at(x))
     at_bound += _memory_at_bound(everything, params)
-    return FitResult(params, free, at_bound, float(np.sum(r * r)), float(sol.cost),
-                     int(sol.nfev), str(sol.message))
+    return FitResult(params, free, at_bound, float(np.sum(r * r)), robust,
+                     int(best["nfev"]), message)
 
 
 def _memory_at_bound(runs: list[ModeledRun], params: CostParams) -> list[str]:

@@ -33,15 +33,20 @@ class SweepRun:
     computed: list[str] = field(default_factory=list)
     #: scenarios whose search raised (not stored: the next run retries them)
     errors: list[str] = field(default_factory=list)
+    #: scenarios the sweep's time limit did not reach (not stored either)
+    not_run: list[str] = field(default_factory=list)
     wall_time_s: float = 0.0
 
 
 def run_sweep(sweep: Sweep, store: ResultStore, engine: str = "local", workers: int | None = None,
-              progress: ProgressFn | None = None) -> SweepRun:
+              progress: ProgressFn | None = None, deadline: float | None = None) -> SweepRun:
     """Every scenario's row: from the store when its key is there, else solved and stored.
 
     Rows are stored one by one as they finish, so an interrupted run keeps
     what it finished (the interrupt propagates after the engine stopped).
+    ``deadline`` (``time.time()``): scenarios it does not reach are ``not_run``, and
+    one whose search it cut is stored only when still proven (optimal or infeasible):
+    a later run with more time solves the others again.
     """
     start = time.perf_counter()
     stored = store.get_many(s.key for s in sweep.scenarios)
@@ -53,17 +58,21 @@ def run_sweep(sweep: Sweep, store: ResultStore, engine: str = "local", workers: 
             rows[s.id] = stored[s.key]
             run.reused.append(s.id)
         else:
-            todo.append({"id": s.id, "key": s.key, "data": s.data, "path": str(sweep.path)})
+            todo.append({"id": s.id, "key": s.key, "data": s.data, "path": str(sweep.path),
+                         "deadline": deadline})
     total = len(sweep.scenarios)
     if progress:
         progress(len(rows), total, rows)
     for row in run_engine(engine, todo, workers):
         if row["status"] == "error":
             run.errors.append(row["id"])
-        else:
+        elif row.get("not_run"):
+            run.not_run.append(row["id"])
+        elif not row.get("time_limited") or row["status"] in ("optimal", "infeasible"):
             store.put(row["key"], row)
         rows[row["id"]] = row
-        run.computed.append(row["id"])
+        if not row.get("not_run"):
+            run.computed.append(row["id"])
         if progress:
             progress(len(rows), total, rows)
     run.wall_time_s = time.perf_counter() - start
@@ -94,7 +103,8 @@ def build_capacity_document(sweep: Sweep, run: SweepRun, engine: str, workers: i
         "scenarios": entries,
         "answers": answers(entries, p),
         "run": {"engine": engine, "workers": workers, "store": store_path,
-                "reused": len(run.reused), "computed": len(run.computed)},
+                "reused": len(run.reused), "computed": len(run.computed),
+                "not_run": list(run.not_run)},
         "wall_time_s": round(run.wall_time_s, 3),
     }
 

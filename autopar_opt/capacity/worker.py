@@ -35,21 +35,44 @@ def warm_up(solver: str = "highs", form: str = "auto") -> None:
     InnerSolver(SearchOptions(solver=solver, form=form))
 
 
+#: A scenario is not started with less of the sweep's time limit left than this (s).
+MIN_SCENARIO_S = 1.0
+
+
+def _empty_row(task: dict[str, Any], status: str, reason: str) -> dict[str, Any]:
+    return {"id": task["id"], "key": task["key"], "status": status, "primal": None,
+            "lower_bound": None, "gap": None, "exact": False, "plan": None, "mfu": None,
+            "peak_memory_gib": None, "reason": reason, "document": None, "report_html": None}
+
+
 def solve_scenario(task: dict[str, Any]) -> dict[str, Any]:
     """:func:`search_scenario`, or an ``error`` row naming the exception (a solver that
     is not installed, a bug): one broken scenario does not stop the sweep, and the
-    caller does not store the row, so a later run retries it."""
+    caller does not store the row, so a later run retries it.
+
+    ``task["deadline"]`` (a ``time.time()`` value, shared by every process of the
+    sweep; absent: none): the scenario's search gets at most the time left, and a
+    scenario started with less than :data:`MIN_SCENARIO_S` left is not run at all
+    (a ``no_plan`` row with ``not_run``; not stored, so a later run solves it)."""
+    limit = None
+    if task.get("deadline") is not None:
+        limit = task["deadline"] - time.time()
+        if limit < MIN_SCENARIO_S:
+            row = _empty_row(task, "no_plan", "not run: the sweep's --time-limit ran out before "
+                             "this scenario started; run the sweep again (finished scenarios "
+                             "are stored) or give it more time")
+            row["not_run"] = True
+            return row
     try:
-        return search_scenario(task)
+        return search_scenario(task, limit)
     except Exception as exc:  # noqa: BLE001 - reported as data, per scenario
-        return {"id": task["id"], "key": task["key"], "status": "error", "primal": None,
-                "lower_bound": None, "gap": None, "exact": False, "plan": None, "mfu": None,
-                "peak_memory_gib": None, "reason": f"{type(exc).__name__}: {exc}",
-                "document": None, "report_html": None}
+        return _empty_row(task, "error", f"{type(exc).__name__}: {exc}")
 
 
-def search_scenario(task: dict[str, Any]) -> dict[str, Any]:
-    """Search one scenario; ``task`` holds ``id``, ``key``, ``data`` (spec mapping), ``path``.
+def search_scenario(task: dict[str, Any], limit_s: float | None = None) -> dict[str, Any]:
+    """Search one scenario; ``task`` holds ``id``, ``key``, ``data`` (spec mapping), ``path``;
+    ``limit_s``: the most time the sweep leaves it (its spec's own limit when larger;
+    the row then says ``time_limited`` and is stored only when it is still proven).
 
     Returns the row stored for the scenario: status (optimal | feasible |
     infeasible | no_plan), primal and lower bound of the iteration time (s),
@@ -63,8 +86,9 @@ def search_scenario(task: dict[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
     spec = build_spec(task["data"], Path(task["path"]))
     so = spec.solver
+    cut = limit_s is not None and limit_s < so.time_limit_s
     options = SearchOptions(solver=so.name, form=getattr(so, "form", "auto") or "auto",
-                            time_limit_s=so.time_limit_s, rel_gap=so.rel_gap)
+                            time_limit_s=limit_s if cut else so.time_limit_s, rel_gap=so.rel_gap)
     warm_up(options.solver, options.form)
     result = run_search(spec.graph, spec.cluster, spec.training, spec.space, spec.cost_params,
                         options)
@@ -85,11 +109,14 @@ def search_scenario(task: dict[str, Any]) -> dict[str, Any]:
            "interval": metrics.get("interval") if metrics else None,
            "peak_memory_gib": max(metrics["peak_memory_gib"]) if metrics else None,
            "reason": _reason(doc, result.least_memory_bytes),
-           "least_memory_gib": result.least_memory_bytes / 2**30,
+           "least_memory_gib": (result.least_memory_bytes / 2**30
+                                if math.isfinite(result.least_memory_bytes) else None),
            "capacity_gib": spec.cluster.device.hbm_gib - spec.training.memory_reserve_gib,
            "search_wall_s": round(result.wall_time_s, 3),
            "solve_wall_s": round(time.perf_counter() - start, 3),
            "document": doc, "report_html": render_html(doc)}
+    if cut:
+        row["time_limited"] = True
     return row
 
 
@@ -100,7 +127,8 @@ def _reason(doc: dict, least_memory_bytes: float) -> str | None:
     info = doc["infeasibility"]
     if not info:
         return None
-    if doc["certificate"]["lower_bound"] == "inf" and least_memory_bytes <= 0 and info["details"]:
+    if doc["certificate"]["lower_bound"] == "inf" and not math.isfinite(least_memory_bytes) \
+            and info["details"]:
         return (f"every configuration of the search space is proven infeasible; no strategy applies: "
                 f"{info['details'][0]}")
     return info["reason"]

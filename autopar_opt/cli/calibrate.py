@@ -83,52 +83,110 @@ def render_cross_validation(report: CalibrationReport, console: Console) -> None
                   f"{_fmt(s['lofo_max_abs_rel_error'], '.1%')}")
 
 
+#: Exit code when the time limit stopped the fit or the cross-validation.
+EXIT_INCOMPLETE = 4
+
+
 def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
-                      output: str | None = None, cross_validate: str | None = None) -> int:
+                      output: str | None = None, cross_validate: str | None = None,
+                      time_limit_s: float | None = None, started_at: float | None = None,
+                      quiet: bool = False) -> int:
     """Compare (with ``fit`` refit and write to ``output``; with ``cross_validate``
-    validate out of sample) the cost model; returns the exit status."""
+    validate out of sample) the cost model; returns the exit status.
+
+    ``time_limit_s``: a wall-clock budget for the whole command from ``started_at``
+    (``time.perf_counter()``; process start). A fit the limit stops writes nothing
+    and a cross-validation it cuts lists the families it did not reach: exit 4."""
+    from autopar_opt.cli.errors import refuse
+    from autopar_opt.core.files import COMMAND_LINE
+
     if fit and not output:
-        print("autopar calibrate: --fit writes the fitted parameters to a file you name: add "
-              "--output FILE (then point a spec's `cost_model:` at it)", file=sys.stderr)
-        return 2
+        refuse("autopar calibrate: --fit writes the fitted parameters to a file you name: add "
+               "--output FILE (then point a spec's `cost_model:` at it)", COMMAND_LINE,
+               "--fit writes the fitted parameters to a file you name",
+               "add --output FILE (then point a spec's `cost_model:` at it)", key="--fit",
+               value=True, kind="invalid option")
     if output and not fit:
-        print(f"autopar calibrate: --output {output}: only --fit writes a file (the fitted "
-              "parameters); add --fit, or drop --output to compare only", file=sys.stderr)
-        return 2
+        refuse(f"autopar calibrate: --output {output}: only --fit writes a file (the fitted "
+               "parameters); add --fit, or drop --output to compare only", COMMAND_LINE,
+               "only --fit writes a file (the fitted parameters)",
+               "add --fit, or drop --output to compare only", key="--output", value=output,
+               kind="invalid option")
     if fit:                                      # before the fit, not after it (issue 15)
+        from autopar_opt.cli import options as opt
         from autopar_opt.core.files import check_output_file
 
-        problems = check_output_file(output, "--output", (runs_path,))
-        if problems:
-            print("autopar calibrate: " + "; ".join(p.format() for p in problems), file=sys.stderr)
-            return 2
+        opt.raise_if_any(check_output_file(output, "--output", (runs_path,)))
     if cross_validate is not None and cross_validate != "family":
-        print(f"autopar calibrate: --cross-validate {cross_validate!r} is not supported; the "
-              "only grouping is 'family' (leave one source family out)", file=sys.stderr)
-        return 2
+        refuse(f"autopar calibrate: --cross-validate {cross_validate!r} is not supported; the "
+               "only grouping is 'family' (leave one source family out)", COMMAND_LINE,
+               "is not supported; the only grouping is 'family' (leave one source family out)",
+               "use --cross-validate family", key="--cross-validate", value=cross_validate,
+               kind="invalid option")
+    from autopar_opt.cli import options as opt
+
+    opt.raise_if_any(opt.check_time_limit(time_limit_s))
+    deadline = None
+    if time_limit_s is not None:
+        import time
+
+        from autopar_opt.cli.budget import Budget
+
+        # the table and the file take well under a second; keep 5% and 0.2 s for them
+        budget = Budget(time_limit_s, started_at if started_at is not None else time.perf_counter())
+        deadline = budget.deadline - max(0.2, 0.05 * time_limit_s)
     try:
-        report = calibrate_file(runs_path, do_fit=fit, cross_validate=cross_validate is not None)
+        report = calibrate_file(runs_path, do_fit=fit, cross_validate=cross_validate is not None,
+                                deadline=deadline)
     except RunFileError as exc:
-        print(f"autopar calibrate: {exc}", file=sys.stderr)
-        return 2
+        text = str(exc)
+        rule = text[len(str(runs_path)) + 2:] if text.startswith(f"{runs_path}: ") else text
+        refuse(f"autopar calibrate: {text}", str(runs_path), rule,
+               "give a run file as tests/data/published_runs.yaml is written",
+               kind="invalid run file")
     written = None
+    if fit and report.fit is not None and not report.fit.converged:
+        print(f"autopar calibrate: --time-limit {time_limit_s:g}: {report.fit.message}; nothing "
+              f"was written to {output} (a fit cut short is not a fit); the table below prices "
+              "the records with the shipped parameters; a longer --time-limit finishes it",
+              file=sys.stderr)
+        fit = False
     if fit:
-        if report.fit is None:
-            print(f"autopar calibrate: {runs_path}: no record could be modeled, nothing to fit",
+        if report.fit is None and report.not_reached:
+            print(f"autopar calibrate: --time-limit {time_limit_s:g} ran out before any record "
+                  f"was modeled; nothing was written to {output}; a longer --time-limit fits",
                   file=sys.stderr)
-            return 2
+            return EXIT_INCOMPLETE
+        if report.fit is None:
+            refuse(f"autopar calibrate: {runs_path}: no record could be modeled, nothing to fit",
+                   str(runs_path), "no record could be modeled, nothing to fit",
+                   "see the skipped records and their reasons (run without --fit)",
+                   kind="invalid run file")
         try:
             written = write_params(report, output)
         except OSError as exc:
-            print(f"autopar calibrate: --output {output}: cannot write ({exc.strerror or exc})",
-                  file=sys.stderr)
-            return 2
+            refuse(f"autopar calibrate: --output {output}: cannot write ({exc.strerror or exc})",
+                   COMMAND_LINE, f"cannot write ({exc.strerror or exc})",
+                   "choose a file in a directory you can write to", key="--output", value=output)
+    code = 0 if report.complete else EXIT_INCOMPLETE
+    if report.families_left_out:
+        print(f"autopar calibrate: --time-limit {time_limit_s:g} ran out before the "
+              f"cross-validation of {len(report.families_left_out)} famil"
+              f"{'y' if len(report.families_left_out) == 1 else 'ies'} "
+              f"({', '.join(report.families_left_out)}); the table holds the others; a longer "
+              "--time-limit validates them all", file=sys.stderr)
+    if report.not_reached:
+        print(f"autopar calibrate: --time-limit {time_limit_s:g} ran out before "
+              f"{len(report.not_reached)} record(s) were priced (listed as skipped); a longer "
+              "--time-limit prices them all", file=sys.stderr)
     if json_output:
         data = report.to_dict()
         if written is not None:
             data["written"] = str(written)
         print(json.dumps(data, default=float))
-        return 0
+        return code
+    if quiet:
+        return code
     console = Console(width=160)
     render_table(report, console)
     if report.cross_validation:
@@ -138,4 +196,4 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
         if report.fit.at_bound:
             console.print(f"[yellow]at a bound of their physical range[/yellow]: "
                           f"{', '.join(report.fit.at_bound)} (the model misses something there)")
-    return 0
+    return code

@@ -42,6 +42,19 @@ def _error(message: str) -> None:
     sys.stderr.write(message + "\n")
 
 
+def cap_workers(workers: int | None, engine: str) -> int | None:
+    """``--workers`` at most the cores this process may use (a local pool of 10^9
+    processes would fork until the machine gives out); said on stderr when capped.
+    Ray's workers may live on other machines, so its count is not capped here."""
+    from autopar_opt.capacity.engines import available_cores
+
+    cores = available_cores()
+    if workers is None or engine != "local" or workers <= cores:
+        return workers
+    _error(f"note: --workers {workers:,} capped at the {cores} core(s) this process may use")
+    return cores
+
+
 def _interval(pair: list, fmt: str) -> str:
     lo, hi = pair
     if lo is None and hi is None:
@@ -96,18 +109,35 @@ def _write_outputs(doc: dict[str, Any], rows: dict, out: Path) -> None:
     write_capacity_report(doc, out / "capacity.html")
 
 
+#: Time kept for the outputs after the last scenario (s): a fixed part, and a part per
+#: scenario (its plan.json and report written, its row in the table and the charts).
+OUTPUT_RESERVE_S, OUTPUT_RESERVE_PER_SCENARIO_S = 1.0, 0.02
+
+
 def capacity_command(sweep_path: str, engine: str = "local", workers: int | None = None,
                      out_dir: str | None = None, json_output: bool = False, quiet: bool = False,
-                     store_path: str | None = None) -> int:
-    """Run the whole job for one sweep file; returns the process exit code."""
+                     store_path: str | None = None, time_limit_s: float | None = None,
+                     started_at: float | None = None) -> int:
+    """Run the whole job for one sweep file; returns the process exit code.
+
+    ``time_limit_s``: a wall-clock budget for the whole command from ``started_at``
+    (``time.perf_counter()``, process start): every scenario's search gets at most
+    what is left, scenarios it does not reach are listed as not run, and the command
+    exits 4 with the answers over the scenarios it solved."""
     err = Console(stderr=True)
+    from autopar_opt.cli.errors import refuse
+    from autopar_opt.core.files import COMMAND_LINE
+
     if engine not in ENGINES:
-        _error(f"error: --engine {engine!r} is not one of {', '.join(ENGINES)}; use --engine local "
-               "(default) or --engine ray")
-        return 2
+        refuse(f"error: --engine {engine!r} is not one of {', '.join(ENGINES)}; use --engine local "
+               "(default) or --engine ray", COMMAND_LINE, f"is not one of {', '.join(ENGINES)}",
+               "use --engine local (default) or --engine ray", key="--engine", value=engine,
+               kind="invalid option")
     if workers is not None and workers < 1:
-        _error(f"error: --workers {workers} must be at least 1; omit it to use every available core")
-        return 2
+        refuse(f"error: --workers {workers} must be at least 1; omit it to use every available "
+               "core", COMMAND_LINE, "must be at least 1", "omit it to use every available core",
+               key="--workers", value=workers, kind="invalid option")
+    workers = cap_workers(workers, engine)
     t0 = time.perf_counter()
     out = Path(out_dir) if out_dir else None
     store_file = Path(store_path) if store_path else (out / "capacity.sqlite" if out
@@ -120,14 +150,20 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
                         if out_dir is not None else []),
                       *check_output_file(store_file if store_path is None else store_path,
                                          "the store" if store_path is None else "--store")])
+    opt.raise_if_any(opt.check_time_limit(time_limit_s))
     sweep = load_sweep(sweep_path)          # SpecError: exit 2 through the CLI's guard
+    deadline = None
+    if time_limit_s is not None:          # the workers share the wall clock, not perf_counter
+        spent = time.perf_counter() - (started_at if started_at is not None else t0)
+        reserve = OUTPUT_RESERVE_S + OUTPUT_RESERVE_PER_SCENARIO_S * len(sweep.scenarios)
+        deadline = time.time() + time_limit_s - spent - reserve
     show = not (quiet or json_output)
     try:
         ResultStore(store_file).close()
     except (OSError, sqlite3.Error) as exc:     # not an SQLite file, unwritable, ...
-        _error(f"error: cannot use the results store {store_file} ({exc}); name another file "
-               "with --store")
-        return 2
+        refuse(f"error: cannot use the results store {store_file} ({exc}); name another file "
+               "with --store", str(store_file), f"cannot be used as the results store ({exc})",
+               "name another file with --store", key="--store")
     with ResultStore(store_file) as store, Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("ETA"), TimeRemainingColumn(), console=err, disable=not show, transient=True) as bar:
@@ -139,10 +175,10 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
                 raise KeyboardInterrupt
         try:
             with InterruptGuard(raise_as=KeyboardInterrupt) as guard:
-                run = run_sweep(sweep, store, engine, workers, progress)
+                run = run_sweep(sweep, store, engine, workers, progress, deadline)
         except EngineUnavailable as exc:
-            _error(f"error: {exc}")
-            return 2
+            refuse(f"error: {exc}", COMMAND_LINE, str(exc), "install it, or use --engine local",
+                   key="--engine", value=engine)
         except KeyboardInterrupt:
             bar.stop()
             _error(f"interrupted: {store.count()} scenario results are stored in {store_file}; "
@@ -154,8 +190,8 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
         try:
             _write_outputs(doc, run.rows, out)
         except OSError as exc:
-            _error(f"error: cannot write to {out} ({exc})")
-            return 2
+            refuse(f"error: cannot write to {out} ({exc})", COMMAND_LINE, f"cannot write ({exc})",
+                   "choose a directory you can write to", key="--out", value=str(out))
     if json_output:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif not quiet:
@@ -163,9 +199,14 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
         if out is not None:
             Console().print(f"wrote {out / 'capacity.html'}, capacity.csv, capacity.json and "
                             f"the plan reports under {out / 'scenarios'}")
+    if run.not_run:
+        _error(f"note: --time-limit {time_limit_s:g} ran out before {len(run.not_run)} of "
+               f"{len(sweep.scenarios)} scenarios ran ({', '.join(run.not_run[:5])}"
+               f"{', ...' if len(run.not_run) > 5 else ''}); the answers cover the others; run "
+               "the same command again to solve them (finished scenarios are stored)")
     if run.errors:
         first = run.rows[run.errors[0]]["reason"]
         _error(f"error: {len(run.errors)} scenario(s) failed and were not stored (first: "
                f"{run.errors[0]}: {first}); fix the cause and run again")
         return EXIT_ERRORS
-    return 0
+    return EXIT_ERRORS if run.not_run else 0

@@ -9,11 +9,12 @@ without a traceback and without writing anything.
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any, Callable, Optional
 
 import typer
+
+from autopar_opt.cli.guard import guarded, locked_out
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Optimal hybrid-parallel training plans with optimality certificates.")
@@ -38,6 +39,26 @@ app.add_typer(zoo_app, name="zoo")
 #: Exit code for user mistakes (bad spec, bad plan).
 EXIT_USAGE = 2
 
+#: The common flags, with the same meaning wherever they appear, and the commands that
+#: honour them (README "Common flags"; tests/cli check every command declares its own):
+#: ``--json`` machine-readable output (errors too, as {"error": ...} on stdout),
+#: ``--quiet`` no display or summary, ``--out`` an output folder, ``--time-limit`` a
+#: wall-clock budget for the whole command, ``--seed`` the seed of a randomised searcher.
+#: A command not listed for a flag has nothing it could do with it (``estimate`` writes
+#: no files and has no search to limit; ``capacity`` has no randomised searcher).
+COMMON_FLAGS: dict[str, tuple[str, ...]] = {
+    "solve": ("--json", "--quiet", "--out", "--time-limit", "--seed"),
+    "place": ("--json", "--quiet", "--out", "--time-limit", "--seed"),
+    "capacity": ("--json", "--quiet", "--out", "--time-limit"),
+    "calibrate": ("--json", "--quiet", "--time-limit"),
+    "estimate": ("--json",),
+    "model": ("--json",),
+    "zoo list": ("--json",),
+    "report": ("--quiet",),
+    "export": (),
+    "schema": (),
+}
+
 
 def _fail(message: str) -> None:
     """Print ``message`` on stderr and exit with :data:`EXIT_USAGE`."""
@@ -45,41 +66,28 @@ def _fail(message: str) -> None:
     raise typer.Exit(EXIT_USAGE)
 
 
-def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn SpecError / PlanError into a message on stderr and exit code 2;
-    an int returned by the command becomes the exit code."""
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> None:
-        import sys
-
-        from autopar_opt.core.errors import SpecError
-
-        try:
-            code = func(*args, **kwargs)
-        except SpecError as exc:
-            _fail(str(exc))
-        except Exception as exc:
-            # a PlanError exists only if its module (autopar_opt.ir.pipeline, which
-            # autopar_opt.cost.evaluate re-exports) was imported: not importing it up front
-            # keeps the cost model out of commands that do not use it (start-up).
-            # ``export`` reaches validate_plan without importing evaluate.
-            pipeline = sys.modules.get("autopar_opt.ir.pipeline")
-            if pipeline is None or not isinstance(exc, pipeline.PlanError):
-                raise
-            _fail(f"invalid plan: {exc}")
-        if code:
-            raise typer.Exit(int(code))
-    return wrapper
-
-
 @zoo_app.command("list")
 @guarded
-def zoo_list() -> int:
-    """List the zoo's models and clusters."""
+def zoo_list(json_output: bool = typer.Option(False, "--json", help="Print JSON: models, "
+                                              "clusters and catalog devices.")) -> int:
+    """List the zoo's models and clusters (and, with --json, the device catalog)."""
+    import dataclasses
+
     from rich.table import Table
 
     from autopar_opt.model_zoo import registry
     from autopar_opt.cli.solve import console as make_console
+
+    if json_output:
+        from autopar_opt.ir.hardware import DEVICE_CATALOG
+
+        typer.echo(json.dumps({
+            "models": [dataclasses.asdict(m) for m in registry.list_models()],
+            "clusters": [dataclasses.asdict(c) for c in registry.list_clusters()],
+            "devices": [{"name": name, "hbm_gib": dev.hbm_gib, "hbm_gb_per_s": dev.hbm_gb_per_s,
+                         "peak_tflops": dict(dev.peak_tflops), "source": dev.source}
+                        for name, dev in DEVICE_CATALOG.items()]}, indent=2))
+        return 0
 
     console = make_console()
     models = Table(title="Models", show_lines=False)
@@ -213,7 +221,10 @@ def model(path: str = typer.Argument(..., metavar="SPEC_OR_CONFIG",
     try:
         graph, note = load_graph(path, seq_len)
     except HfConfigError as exc:
-        _fail(f"invalid model config: {exc}")
+        from autopar_opt.cli.errors import refuse
+
+        refuse(f"invalid model config: {exc}", str(path), str(exc),
+               "use the model's published config.json", kind="invalid model config")
     summary = model_summary(graph)
     if json_output:
         typer.echo(json.dumps(summary, indent=2))
@@ -235,12 +246,14 @@ def export(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="plan.
     """Write the plan as Megatron-LM arguments, a torchtitan TOML or a DeepSpeed JSON config."""
     from autopar_opt.cli.export import export_command
 
-    return export_command(plan_json, target, output, spec_path)
+    with locked_out(output, "--output", single_file=True):
+        return export_command(plan_json, target, output, spec_path)
 
 
 @app.command("calibrate")
 @guarded
-def calibrate(runs_path: str = typer.Argument(..., metavar="RUNS.yaml",
+def calibrate(ctx: typer.Context,
+              runs_path: str = typer.Argument(..., metavar="RUNS.yaml",
                                               help="Measured runs to compare with."),
               json_output: bool = typer.Option(False, "--json", help="Print JSON."),
               fit: bool = typer.Option(False, "--fit", help="Fit the cost-model parameters "
@@ -251,11 +264,23 @@ def calibrate(runs_path: str = typer.Argument(..., metavar="RUNS.yaml",
               cross_validate: Optional[str] = typer.Option(
                   None, "--cross-validate", metavar="family",
                   help="Leave one source family out: fit on the others, predict it, for every "
-                       "family.")) -> int:
-    """Compare the cost model with measured runs (optionally fit it, validate out of sample)."""
+                       "family."),
+              time_limit_s: Optional[float] = typer.Option(
+                  None, "--time-limit", help="Wall-clock budget of the whole command, s; a fit it "
+                  "stops writes nothing, a cross-validation it cuts lists the families left out "
+                  "(exit 4)."),
+              quiet: bool = typer.Option(False, "--quiet", help="No table (messages and the exit "
+                                         "code only; --json still prints its JSON).")) -> int:
+    """Compare the cost model with measured runs (optionally fit it, validate out of sample).
+
+    Exit codes: 0 done, 2 bad input, 4 the time limit stopped the fit or the
+    cross-validation."""
     from autopar_opt.cli.calibrate import calibrate_command
 
-    return calibrate_command(runs_path, json_output, fit, output, cross_validate)
+    started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
+    with locked_out(output if fit else None, "--output", single_file=True):
+        return calibrate_command(runs_path, json_output, fit, output, cross_validate,
+                                 time_limit_s, started_at, quiet)
 
 
 @app.command("solve")
@@ -318,8 +343,9 @@ def solve(ctx: typer.Context,
 
         extra["searcher"] = SearcherHook(searcher, budget_s, seed)
     started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
-    return solve_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet,
-                         form=form, started_at=started_at, **extra)
+    with locked_out(out_dir):
+        return solve_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet,
+                             form=form, started_at=started_at, **extra)
 
 
 def _refuse_unused_options(budget_s: Optional[float], export_models_without_out: bool) -> None:
@@ -343,7 +369,8 @@ def _refuse_unused_options(budget_s: Optional[float], export_models_without_out:
 
 @app.command("place")
 @guarded
-def place(spec_path: str = typer.Argument(..., metavar="SPEC",
+def place(ctx: typer.Context,
+          spec_path: str = typer.Argument(..., metavar="SPEC",
                                           help="Placement spec, or a public-format JSON graph."),
           solver: Optional[str] = typer.Option(None, "--solver",
                                                help="auto (DP where exact, else MILP) | dp | highs "
@@ -369,9 +396,14 @@ def place(spec_path: str = typer.Argument(..., metavar="SPEC",
           budget_s: Optional[float] = typer.Option(
               None, "--budget-s", help="Searcher budget, s (default: 10, at most half of "
               "--time-limit; more than --time-limit is refused)."),
-          seed: int = typer.Option(0, "--seed", min=0, help="Searcher seed (runs are reproducible).")
+          seed: int = typer.Option(0, "--seed", min=0, help="Searcher seed (runs are reproducible)."),
+          quiet: bool = typer.Option(False, "--quiet", help="No summary (the outputs and the exit "
+                                     "code only; --json still prints its JSON).")
           ) -> int:
-    """Place an operator graph on devices, with a proven lower bound and gap."""
+    """Place an operator graph on devices, with a proven lower bound and gap.
+
+    Exit codes: 0 placement found, 2 bad input, 3 proven infeasible, 4 no placement
+    within the limits (placement.json still written, with the proven bound)."""
     from autopar_opt.cli.place import place_command
 
     _refuse_unused_options(budget_s if searcher is None else None, False)
@@ -380,13 +412,17 @@ def place(spec_path: str = typer.Argument(..., metavar="SPEC",
         from autopar_opt.cli.searcher import SearcherHook
 
         hook = SearcherHook(searcher, budget_s, seed)
-    return place_command(spec_path, solver, objective, contiguous, time_limit_s, out_dir,
-                         json_output, expert, gap, searcher=hook)
+    started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
+    with locked_out(out_dir):
+        return place_command(spec_path, solver, objective, contiguous, time_limit_s, out_dir,
+                             json_output, expert, gap, searcher=hook, quiet=quiet,
+                             started_at=started_at)
 
 
 @app.command("capacity")
 @guarded
-def capacity(sweep_path: str = typer.Argument(..., metavar="SWEEP", help="Sweep file (base spec, "
+def capacity(ctx: typer.Context,
+             sweep_path: str = typer.Argument(..., metavar="SWEEP", help="Sweep file (base spec, "
                                                                          "axes, planning inputs)."),
              engine: str = typer.Option("local", "--engine", help="local (process pool, default) | "
                                         "ray (extra autopar-opt[ray]; RAY_ADDRESS or a local Ray)."),
@@ -397,23 +433,34 @@ def capacity(sweep_path: str = typer.Argument(..., metavar="SWEEP", help="Sweep 
              json_output: bool = typer.Option(False, "--json", help="Print the capacity document as JSON."),
              quiet: bool = typer.Option(False, "--quiet", help="No progress display and no summary."),
              store: Optional[str] = typer.Option(None, "--store", help="SQLite results store (default: "
-                                                 "OUT/capacity.sqlite, else ~/.cache/autopar-opt/).")
+                                                 "OUT/capacity.sqlite, else ~/.cache/autopar-opt/)."),
+             time_limit_s: Optional[float] = typer.Option(
+                 None, "--time-limit", help="Wall-clock budget of the whole sweep, s: each "
+                 "scenario gets at most what is left; scenarios not reached are listed (exit 4).")
              ) -> int:
-    """Sweep clusters, batch sizes, ...: certified plans, time and cost intervals, answers."""
+    """Sweep clusters, batch sizes, ...: certified plans, time and cost intervals, answers.
+
+    Exit codes: 0 every scenario has a row, 2 bad input, 4 a scenario's search raised
+    or the time limit left scenarios unsolved, 129/130/143 interrupted."""
     from autopar_opt.cli.capacity import capacity_command
 
-    return capacity_command(sweep_path, engine, workers, out_dir, json_output, quiet, store)
+    started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
+    with locked_out(out_dir):
+        return capacity_command(sweep_path, engine, workers, out_dir, json_output, quiet, store,
+                                time_limit_s, started_at)
 
 
 @app.command("report")
 @guarded
 def report(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="Result JSON of solve."),
-           output: str = typer.Option(..., "-o", "--output", help="HTML file to write.")) -> int:
+           output: str = typer.Option(..., "-o", "--output", help="HTML file to write."),
+           quiet: bool = typer.Option(False, "--quiet", help="No 'wrote ...' line.")) -> int:
     """Render a solve result as an HTML report (a peer problem's plan.json or a
     placement.json: their own report)."""
     from autopar_opt.cli.report import report_command
 
-    return report_command(plan_json, output)
+    with locked_out(output, "--output", single_file=True):
+        return report_command(plan_json, output, quiet)
 
 
 def main() -> None:

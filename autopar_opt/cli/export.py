@@ -6,7 +6,6 @@ spec a plan was solved from), so neither of those imports the other's CLI.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -45,10 +44,14 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
     if problems:                                   # before any work (issue 15)
         return _fail("; ".join(p.format() for p in problems))
     path = Path(plan_json)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:     # JSONDecodeError is a ValueError
-        return _fail(f"{path}: cannot read the plan JSON ({exc}); give the plan.json "
+    from autopar_opt.core import reading
+    from autopar_opt.core.errors import SpecError
+
+    try:          # size, special files, nesting, syntax: autopar_opt.core.reading's limits
+        doc = reading.read_json(path, reading.DOCUMENT)
+    except SpecError as exc:
+        return _fail(f"{path}: cannot read the plan JSON ("
+                     + "; ".join(p.rule for p in exc.problems) + "); give the plan.json "
                      "written by `autopar solve --out DIR`")
     peer = peer_format(doc)
     if peer:
@@ -91,11 +94,17 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
         return _fail("; ".join(p.format() for p in problems))
     from autopar_opt.ir.pipeline import PlanError, validate_plan
 
+    from autopar_opt.core.document import plan_problems
+
+    stages = doc["plan"].get("stages")
+    ranked = isinstance(stages, list) and any(isinstance(st, dict) and "first_rank" in st
+                                              for st in stages)   # plan.json; else a bare plan
+    malformed = plan_problems(doc["plan"], ranked=ranked)
+    if malformed:       # the plan's own fields, before any spec is blamed (issue 33)
+        return _fail(f"{path}: the plan is malformed: " + "; ".join(malformed[:8])
+                     + "; give the plan.json written by `autopar solve --out DIR`")
     spec = load_spec(spec_file)
-    try:
-        plan = Plan.from_dict(doc["plan"])
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        return _fail(f"{path}: the 'plan' entry is malformed ({exc!r})")
+    plan = Plan.from_dict(doc["plan"])
     try:
         validate_plan(plan, spec.graph, spec.cluster, spec.training)
     except PlanError as exc:      # the plan was solved from another spec (or edited)

@@ -7,13 +7,13 @@ experts), per-layer FLOPs and activation bytes per sample.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from autopar_opt.core import limits
 from autopar_opt.ir.graph import LayerGraph, LayerKind
 
-#: Sequence length used for a bare config.json when none is given.
+#: Sequence length for a bare config.json that states no maximum length of its own.
 DEFAULT_SEQ_LEN = 4096
 
 
@@ -24,13 +24,19 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
     Raises :class:`~autopar_opt.spec.SpecError` for a bad spec and
     :class:`~autopar_opt.model_zoo.hf_config.HfConfigError` for a bad config.
     """
-    from autopar_opt.model_zoo.hf_config import build_hf_graph, load_hf_config
+    from autopar_opt.model_zoo.hf_config import build_hf_graph, load_hf_config, max_positions
 
     p = Path(path)
     if p.is_dir() or (p.suffix == ".json" and _is_hf_config(p)):
         config, origin = load_hf_config(p)
-        s = seq_len or DEFAULT_SEQ_LEN
-        note = f"seq_len {s}" + ("" if seq_len else " (default; --seq-len to change)")
+        if config.get("model_type") == "vit":     # tokens come from the image, not a length
+            graph = build_hf_graph(config, None, origin=str(origin))
+            return graph, f"seq_len {graph.seq_len} (patches of the image, and the class token)"
+        own = max_positions(config)
+        s = seq_len or (own[1] if own else DEFAULT_SEQ_LEN)
+        note = (f"seq_len {s}" if seq_len else
+                f"seq_len {s} (the model's own maximum, {own[0]}; --seq-len to change)" if own
+                else f"seq_len {s} (default: the config states no maximum; --seq-len to change)")
         return build_hf_graph(config, s, origin=str(origin)), note
     from autopar_opt.spec import load_spec
 
@@ -48,14 +54,15 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
 
 
 def _is_hf_config(path: Path) -> bool:
-    from autopar_opt.core.limits import check_file_size
+    """Whether ``path`` holds a Hugging Face config (a JSON object with ``model_type``);
+    a file the bounded reader refuses counts as one, so that load_hf_config says why."""
+    from autopar_opt.core import reading
+    from autopar_opt.core.errors import SpecError
 
-    if check_file_size(path) is not None:
-        return True        # load_hf_config reports the size limit
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return False
+        data = reading.read_json(path, reading.HF_CONFIG, parse_int=limits.read_int)
+    except SpecError as exc:
+        return "JSON syntax error" not in exc.problems[0].rule
     return isinstance(data, dict) and "model_type" in data
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -13,19 +14,57 @@ from autopar_opt.placement.evaluate import evaluate_placement
 from autopar_opt.placement.solve import PlacementResult, solve_placement
 
 
-def _baselines(result: PlacementResult, expert_path: str | None) -> list[dict]:
+#: The baselines, by name, and the key of the same heuristic in a solve's details.
+BASELINES = (("everything on one device", "single_device"),
+             ("greedy topological split", "topological_split"))
+
+
+def _baselines(result: PlacementResult, expert_path: str | None,
+               deadline: float | None = None) -> list[dict]:
+    """The baselines priced by the evaluator; each stops at ``deadline`` (a row it could
+    not finish says so, with no value).
+
+    When the solve already priced them on the same units (max-load, contiguous, and
+    coarsening merged nothing: its condensed graph is the baselines' own) their values are
+    taken from it instead of being worked out a second time (on 10^6 nodes that was
+    half the command's time)."""
+    from autopar_opt.core.deadline import PhaseDeadline, deadline_check
     from autopar_opt.placement.condense import condense
     from autopar_opt.placement.heuristics import single_device, topo_split
     p = result.problem
-    cond = condense(p, fuse_cycles=True)
+    det = result.details
+    if "infeasible" in det:
+        return [{"name": name, "value": None, "note": "no placement exists"}
+                for name, _ in BASELINES] + _expert_row(result, expert_path)
+    if (result.objective == "max-load" and result.contiguous
+            and (det.get("coarsening") or {}).get("contracted") == 0
+            and all(key in det for _, key in BASELINES)):
+        return [{"name": name, "value": det[key]} for name, key in BASELINES] + \
+            _expert_row(result, expert_path)
+    check = deadline_check(deadline)
+    try:
+        cond = condense(p, fuse_cycles=True, check=check)
+    except PhaseDeadline:
+        cond = None
     rows = []
-    for name, unit_dev in (("everything on one device", single_device(cond)[1]),
-                           ("greedy topological split", topo_split(cond)[1])):
-        val = None
+    makers = {"single_device": lambda: single_device(cond)[1],
+              "topological_split": lambda: topo_split(cond, check=check)[1]}
+    for name, key in BASELINES:
+        val, note = None, None
+        unit_dev = makers[key]() if cond is not None else None
         if unit_dev is not None:
             m = evaluate_placement(p, cond.expand(unit_dev), objective=result.objective)
             val = m.value if m.feasible and np.isfinite(m.value) else None
-        rows.append({"name": name, "value": val})
+        elif deadline is not None and time.perf_counter() > deadline:
+            note = "not computed within the time limit"
+        rows.append({"name": name, "value": val, **({"note": note} if note else {})})
+    return rows + _expert_row(result, expert_path)
+
+
+def _expert_row(result: PlacementResult, expert_path: str | None) -> list[dict]:
+    """The human expert's split, priced (none without ``--expert``)."""
+    p = result.problem
+    rows = []
     if expert_path:
         from autopar_opt.placement.importers.public_json import load_expert_split
         m = evaluate_placement(p, load_expert_split(expert_path, p), objective=result.objective)
@@ -35,8 +74,10 @@ def _baselines(result: PlacementResult, expert_path: str | None) -> list[dict]:
     return rows
 
 
-def placement_document(result: PlacementResult, expert_path: str | None) -> dict:
-    """Everything placement.json holds (the report renders from it)."""
+def placement_document(result: PlacementResult, expert_path: str | None,
+                       deadline: float | None = None) -> dict:
+    """Everything placement.json holds (the report renders from it); the baselines stop
+    at ``deadline``."""
     p = result.problem
     doc = result.to_dict()
     caps = [dt.memory_bytes for dt in p.devices()]
@@ -44,24 +85,45 @@ def placement_document(result: PlacementResult, expert_path: str | None) -> dict
         row["capacity_bytes"] = cap if np.isfinite(cap) else None
     doc.update(num_nodes=p.num_nodes, num_edges=int(len(p.edges)),
                devices_text=", ".join(f"{dt.count} x {dt.name}" for dt in p.device_types),
-               baselines=_baselines(result, expert_path),
+               baselines=_baselines(result, expert_path, deadline),
                bound_source=_bound_source(result))
     if result.metrics is not None and result.assignment is not None:
         doc["metrics"] = result.metrics.to_dict()
-        labels = p.device_labels()
-        cuts = []
-        cons = p.consumers()
-        for u in result.metrics.cut_nodes:
-            readers = sorted({labels[int(d)] for d in result.assignment[cons[u]]}
-                             - {labels[int(result.assignment[u])]})
-            cuts.append({"name": p.node_names[u], "id": p.node_ids[u],
-                         "device": labels[int(result.assignment[u])],
-                         "readers": ", ".join(readers), "cost": float(p.comm[u])})
-        doc["cut_edges"] = cuts
+        doc["cut_edges"] = _cut_edges(p, result.assignment)
     return doc
 
 
+def _cut_edges(p, assign: np.ndarray) -> list[dict]:
+    """Every node whose output is read on another device: its device and the readers'
+    (one pass over the edges, not one list of consumers per node)."""
+    from autopar_opt.core.ideals import unique_rows
+
+    labels = p.device_labels()
+    e = p.edges
+    cross = assign[e[:, 0]] != assign[e[:, 1]]
+    if not np.any(cross):
+        return []
+    rows = unique_rows(np.stack([e[cross, 0], assign[e[cross, 1]]], axis=1))
+    starts = np.flatnonzero(np.r_[True, rows[1:, 0] != rows[:-1, 0]])
+    ends = np.r_[starts[1:], len(rows)]
+    cuts = []
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        u = int(rows[a, 0])
+        readers = sorted({labels[d] for d in rows[a:b, 1].tolist()})
+        cuts.append({"name": p.node_names[u], "id": p.node_ids[u],
+                     "device": labels[int(assign[u])], "readers": ", ".join(readers),
+                     "cost": float(p.comm[u])})
+    return cuts
+
+
 def _bound_source(result: PlacementResult) -> str:
+    if "infeasible" in result.details:
+        return f"Proven infeasible: {result.details['infeasible']}."
+    if result.method == "none":
+        return ("Lower bound from the nodes alone (the largest fastest-type time of a node, and "
+                "the fastest-type work spread over every device): "
+                f"{result.details.get('stopped', 'the time limit ran out')}; a longer "
+                "--time-limit finds a placement.")
     if result.objective == "latency":
         milp = (" and the MILP dual bound (branch and bound)" if result.method.startswith("milp")
                 else "")
@@ -92,7 +154,8 @@ def _json_summary(doc: dict) -> dict:
                                           "lp_bound", "dp_skipped", "path", "latency_bounds",
                                           "serial_dp_value", "serial_dp", "milp_start",
                                           "milp_status", "milp_bound", "milp_time_s",
-                                          "contiguous_optimum") if k in det}
+                                          "contiguous_optimum", "infeasible", "stopped",
+                                          "milp_skipped") if k in det}
     return out
 
 
@@ -116,11 +179,29 @@ def keep_better(result: PlacementResult, found) -> PlacementResult:
                                method=f"{result.method} + {found.name} plan (warm start)")
 
 
+#: Exit code per placement status: a placement found, proven infeasible, none within the limit.
+EXIT_CODES = {"optimal": 0, "feasible": 0, "infeasible": 3, "no_solution": 4}
+#: Time kept for the outputs after the solve (s): a fixed part and a part per node
+#: (placement.json lists every node; measured: about 1.5 µs per node to build and write
+#: the document of a 10^6-node chain, plus the report).
+OUTPUT_RESERVE_S, OUTPUT_RESERVE_PER_NODE_S = 0.3, 3e-6
+
+
+def output_reserve_s(num_nodes: int) -> float:
+    """Seconds kept for the document, the baselines and the report."""
+    return OUTPUT_RESERVE_S + OUTPUT_RESERVE_PER_NODE_S * num_nodes
+
+
 def place_command(spec_path: str, solver: str | None, objective: str | None,
                   contiguous: bool | None, time_limit_s: float | None, out_dir: str | None,
                   json_output: bool, expert: str | None, gap: float | None = None,
-                  searcher=None) -> int:
+                  searcher=None, quiet: bool = False, started_at: float | None = None) -> int:
     """The body of ``autopar place`` (errors become exit code 2 in the caller).
+
+    ``--time-limit`` is a wall-clock budget for the whole command, counted from
+    ``started_at`` (process start): reading, every phase of the solve, the baselines
+    and the outputs. Exit code 0 with a placement, 3 when none exists, 4 when none
+    was found within the limit (the document still says the proven bound).
 
     ``searcher`` (an :class:`autopar_opt.learn.harness.SearcherHook`, passed in
     by the CLI) runs first on the max-load problem; its plan is kept when the
@@ -173,10 +254,18 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
         found = searcher.run_placement(problem, cont, Console(stderr=True))
         if found is None:
             return 2
+    from autopar_opt.cli.budget import Budget
+
+    budget = None if time_limit_s is None else Budget(
+        time_limit_s, started_at if started_at is not None else time.perf_counter())
+    reserve = output_reserve_s(problem.num_nodes)
     result = solve_placement(problem, objective=objective, contiguous=cont, solver=name,
-                             time_limit_s=time_limit_s, rel_gap=1e-6 if gap is None else gap)
+                             time_limit_s=None if budget is None
+                             else max(0.0, budget.remaining() - reserve),
+                             rel_gap=1e-6 if gap is None else gap)
     result = keep_better(result, found)
-    doc = placement_document(result, expert)
+    doc = placement_document(result, expert, None if budget is None
+                             else budget.deadline - 0.5 * reserve)
     if found is not None:
         optimum = result.value if result.status == "optimal" else None
         doc["searcher"] = searcher.block(found, result.lower_bound, optimum)
@@ -191,13 +280,13 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
         if "searcher" in doc:
             summary["searcher"] = doc["searcher"]
         typer.echo(json.dumps(summary, indent=2))
-    else:
+    elif not quiet:
         typer.echo(_text(doc))
         if "searcher" in doc:
             from rich.console import Console
 
             searcher.summary(doc["searcher"], Console())
-    return 0
+    return EXIT_CODES.get(result.status, 4)
 
 
 def _write_outputs(doc: dict, out: Path) -> None:
@@ -217,6 +306,9 @@ def _text(doc: dict) -> str:
              f"lower bound:  {fmt(doc['lower_bound'])}",
              f"gap:          {gap}",
              f"status:       {doc['status']} ({doc['method']}, {doc['wall_time_s']:.3f} s)"]
+    why = {k: v for k, v in doc.get("details", {}).items()
+           if k in ("infeasible", "stopped", "milp_skipped")}
+    lines += [f"why:          {k.replace('_', ' ')}: {v}" for k, v in why.items()]
     for d in doc["devices"]:
         lines.append(f"  {d['device']:>14}: {len(d['nodes']):6d} nodes  load {d['load']:.6g}  "
                      f"memory {d['memory_bytes']:.4g} B")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 from autopar_opt.spec.doc_kinds import is_capacity, is_estimate, is_placement, peer_format
@@ -18,18 +17,19 @@ def _fail(plan_json: str, message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def _write(plan_json: str, html: str, output: str, what: str = "") -> int:
+def _write(plan_json: str, html: str, output: str, what: str = "", quiet: bool = False) -> int:
     """Write ``html`` to ``output`` atomically and say so (``what``: the kind
     of document, printed after the path); exit 2 naming the file if it cannot."""
     try:
         write_atomic(html, output)
     except OSError as exc:
         return _fail(plan_json, f"cannot write the report to {output} ({exc})")
-    print(f"wrote {output}" + (f" ({what})" if what else ""))
+    if not quiet:
+        print(f"wrote {output}" + (f" ({what})" if what else ""))
     return EXIT_OK
 
 
-def _peer_report(plan_json: str, doc: dict, peer: str, output: str) -> int:
+def _peer_report(plan_json: str, doc: dict, peer: str, output: str, quiet: bool) -> int:
     """A peer problem's plan.json gets the peer report, the one ``autopar solve
     SPEC --out DIR`` writes as DIR/report.html (:mod:`autopar_opt.reports.peer`);
     our plan report needs a model, cluster and cost model such a problem lacks."""
@@ -44,10 +44,10 @@ def _peer_report(plan_json: str, doc: dict, peer: str, output: str) -> int:
                      f"read ({type(exc).__name__}: {exc}); give the plan.json of `autopar solve "
                      "SPEC --out DIR` for a spec with problem:, or use DIR/report.html, which that "
                      "command writes beside it")
-    return _write(plan_json, html, output, f"peer problem: {peer}")
+    return _write(plan_json, html, output, f"peer problem: {peer}", quiet)
 
 
-def _own_report(plan_json: str, doc: dict, output: str, kind: str) -> int:
+def _own_report(plan_json: str, doc: dict, output: str, kind: str, quiet: bool) -> int:
     """A placement.json or capacity.json gets its own report, the one ``autopar
     place --out DIR`` (report.html) or ``autopar capacity --out DIR``
     (capacity.html) writes beside it (:mod:`autopar_opt.reports.placement`,
@@ -66,10 +66,10 @@ def _own_report(plan_json: str, doc: dict, output: str, kind: str) -> int:
         return _fail(plan_json, f"a {kind}.json, but not one the {kind} report can read "
                      f"({type(exc).__name__}: {exc}); give the {kind}.json of `autopar {command} "
                      f"... --out DIR`, or use DIR/{html_name}, which that command writes beside it")
-    return _write(plan_json, html, output, kind)
+    return _write(plan_json, html, output, kind, quiet)
 
 
-def report_command(plan_json: str, output: str) -> int:
+def report_command(plan_json: str, output: str, quiet: bool = False) -> int:
     """Render ``plan_json`` to ``output``; 0 on success, 2 on bad input.
 
     A missing, unreadable or malformed file, or one missing keys the report
@@ -84,25 +84,20 @@ def report_command(plan_json: str, output: str) -> int:
     problems = check_output_file(output, "--output", (plan_json,))
     if problems:
         return _fail(plan_json, "; ".join(p.format() for p in problems))
-    try:
-        with open(plan_json, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except FileNotFoundError:
-        return _fail(plan_json, "file not found")
-    except (OSError, UnicodeDecodeError) as exc:
-        return _fail(plan_json, f"cannot read the file ({exc})")
-    except json.JSONDecodeError as exc:
-        return _fail(plan_json, f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
-    except RecursionError:      # json's decoder recurses once per nesting level
-        return _fail(plan_json, "nested too deeply to be read (a plan.json nests a few levels); "
-                     "give the plan.json written by `autopar solve --out DIR`")
+    from autopar_opt.core import reading
+    from autopar_opt.core.errors import SpecError
+
+    try:          # size, special files, nesting, syntax: autopar_opt.core.reading's limits
+        doc = reading.read_json(plan_json, reading.DOCUMENT)
+    except SpecError as exc:
+        return _fail(plan_json, "; ".join(f"{p.rule}; {p.fix}" for p in exc.problems))
     peer = peer_format(doc)
     if peer:
-        return _peer_report(plan_json, doc, peer, output)
+        return _peer_report(plan_json, doc, peer, output, quiet)
     if is_placement(doc):
-        return _own_report(plan_json, doc, output, "placement")
+        return _own_report(plan_json, doc, output, "placement", quiet)
     if is_capacity(doc):
-        return _own_report(plan_json, doc, output, "capacity")
+        return _own_report(plan_json, doc, output, "capacity", quiet)
     if is_estimate(doc):
         return _fail(plan_json, "this is the JSON of `autopar estimate --json`: one plan priced, "
                      "without the search, certificate and baselines a report shows; run "
@@ -111,4 +106,4 @@ def report_command(plan_json: str, output: str) -> int:
         html = render_html(doc)
     except ReportInputError as exc:
         return _fail(plan_json, "not a plan document the report can read: " + "; ".join(exc.problems))
-    return _write(plan_json, html, output)
+    return _write(plan_json, html, output, quiet=quiet)

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from autopar_opt.core import limits
 from autopar_opt.core.bounds import SearchStatus, Status
 
 #: A number, or "inf" / "-inf" / "nan" (the one encoding of non-finite values).
@@ -38,47 +39,102 @@ def _f(description: str, **kw: Any) -> Any:
     return Field(description=description, **kw)
 
 
+#: A parallel degree (every command reading a plan multiplies them into device counts).
+Degree = Annotated[int, Field(ge=1, le=limits.MAX_DEGREE, strict=True)]
+
+
 class StrategyDoc(_Doc):
     """One layer's strategy (``autopar_opt.ir.strategies.Strategy.to_dict``)."""
 
-    dp: int = _f("Data-parallel degree.")
-    tp: int = _f("Tensor-parallel degree.")
-    cp: int = _f("Context-parallel degree.", default=1)
-    sp: bool = _f("Sequence parallelism.", default=False)
-    zero: int = _f("ZeRO level (0-3).", default=0)
-    recompute: str = _f("Activation recomputation: none, selective or full.", default="none")
-    ep: Optional[int] = _f("Expert-parallel degree (only when > 1).", default=None)
+    dp: Degree = _f("Data-parallel degree.")
+    tp: Degree = _f("Tensor-parallel degree.")
+    cp: Degree = _f("Context-parallel degree.", default=1)
+    sp: bool = _f("Sequence parallelism.", default=False, strict=True)
+    zero: int = _f("ZeRO level (0-3).", default=0, ge=0, le=3, strict=True)
+    recompute: Literal["none", "selective", "full"] = _f(
+        "Activation recomputation: none, selective or full.", default="none")
+    ep: Optional[Degree] = _f("Expert-parallel degree (only when > 1).", default=None)
 
 
 class StageDoc(_Doc):
     """One pipeline stage: consecutive layers and their strategies."""
 
-    layers: list[str] = _f("Layer names, in order.")
-    strategies: list[StrategyDoc] = _f("One strategy per layer.")
+    layers: list[Annotated[str, Field(min_length=1)]] = _f("Layer names, in order.", min_length=1)
+    strategies: list[StrategyDoc] = _f("One strategy per layer.", min_length=1)
+
+    @model_validator(mode="after")
+    def _one_strategy_per_layer(self) -> "StageDoc":
+        if len(self.layers) != len(self.strategies):
+            raise ValueError(f"{len(self.layers)} layers but {len(self.strategies)} strategies: "
+                             "a stage gives one strategy per layer")
+        return self
 
 
 class RankedStageDoc(StageDoc):
     """A stage of ``plan.json``: also its ranks (congruent stages: stage ``i`` =
     ``[i*d, (i+1)*d)``; free stage sizes: consecutive groups of ``devices`` ranks)."""
 
-    first_rank: int = _f("First rank of the stage's device group.")
-    last_rank: int = _f("Last rank of the stage's device group.")
-    devices: Optional[int] = _f("Devices of the stage (last_rank - first_rank + 1).", default=None)
+    first_rank: int = _f("First rank of the stage's device group.", ge=0, strict=True)
+    last_rank: int = _f("Last rank of the stage's device group.", ge=0, strict=True)
+    devices: Optional[Degree] = _f("Devices of the stage (last_rank - first_rank + 1).", default=None)
+
+    @model_validator(mode="after")
+    def _ranks_agree(self) -> "RankedStageDoc":
+        size = self.last_rank - self.first_rank + 1
+        if size < 1 or (self.devices is not None and self.devices != size):
+            raise ValueError(f"ranks {self.first_rank}..{self.last_rank} do not hold "
+                             f"{self.devices if self.devices is not None else 'any'} devices")
+        return self
 
 
 class _PlanBase(_Doc):
-    pp: int = _f("Pipeline stages.")
-    microbatches: int = _f("Micro-batches per iteration.")
-    schedule: str = _f("Pipeline schedule: gpipe, 1f1b or interleaved.")
-    vp_chunks: int = _f("Virtual pipeline chunks (interleaved only).", default=1)
-    stage_devices: Optional[list[int]] = _f(
+    pp: Degree = _f("Pipeline stages.")
+    microbatches: int = _f("Micro-batches per iteration.", ge=1, le=limits.MAX_MICROBATCHES,
+                           strict=True)
+    schedule: Literal["gpipe", "1f1b", "interleaved"] = _f(
+        "Pipeline schedule: gpipe, 1f1b or interleaved.")
+    vp_chunks: Degree = _f("Virtual pipeline chunks (interleaved only).", default=1)
+    stage_devices: Optional[list[Degree]] = _f(
         "Devices of every stage with free stage sizes (absent: congruent, N/pp each).", default=None)
+
+    def _check_stages(self, stages: list) -> None:
+        """Every field a command reads agrees with the stages it describes (issue 33:
+        ``pp: 64`` beside one stage was exported as if it were not there)."""
+        if not stages:     # reported by _some_stage, on the key
+            return
+        if self.pp != len(stages):
+            raise ValueError(f"pp = {self.pp} but the plan lists {len(stages)} stage(s): pp is "
+                             "the number of stages")
+        if self.stage_devices is not None and len(self.stage_devices) != self.pp:
+            raise ValueError(f"stage_devices lists {len(self.stage_devices)} device counts for "
+                             f"{self.pp} stage(s): one per stage")
+        if self.vp_chunks > 1 and self.schedule != "interleaved":
+            raise ValueError(f"vp_chunks = {self.vp_chunks} with the {self.schedule} schedule: "
+                             "virtual chunks exist only in the interleaved schedule")
+
+
+def _at_least_one(stages: list) -> list:
+    """A plan places every layer, so it has at least one stage."""
+    if not stages:
+        raise ValueError("a plan needs at least one stage: give the plan.json written by "
+                         "`autopar solve --out DIR` (or 'plan': null when there is none)")
+    return stages
 
 
 class EstimatePlanDoc(_PlanBase):
     """A plan as ``autopar estimate --json`` prints it."""
 
     stages: list[StageDoc] = _f("Stages in pipeline order.")
+
+    @field_validator("stages")
+    @classmethod
+    def _some_stage(cls, stages: list) -> list:
+        return _at_least_one(stages)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "EstimatePlanDoc":
+        self._check_stages(self.stages)
+        return self
 
 
 class PlanDoc(_PlanBase):
@@ -89,10 +145,12 @@ class PlanDoc(_PlanBase):
     @field_validator("stages")
     @classmethod
     def _some_stage(cls, stages: list) -> list:
-        if not stages:     # a plan places every layer, so it has at least one stage
-            raise ValueError("a plan needs at least one stage: give the plan.json written by "
-                             "`autopar solve --out DIR` (or 'plan': null when there is none)")
-        return stages
+        return _at_least_one(stages)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "PlanDoc":
+        self._check_stages(self.stages)
+        return self
 
 
 class StageMetricsDoc(_Doc):
@@ -272,7 +330,7 @@ class BaselineDoc(_Doc):
 class InfeasibilityDoc(_Doc):
     reason: str = _f("Why there is no plan.")
     details: list[str] = _f("Why the configurations failed (at most 10).", default_factory=list)
-    least_memory_gib: float = _f("Least memory any plan needs per device, GiB.")
+    least_memory_gib: JsonFloat = _f("Least memory any plan needs per device, GiB (\"inf\": no plan at any memory, or none priced).")
     capacity_gib: float = _f("Usable memory per device, GiB.")
     advice: list[str] = _f("What to change.")
 
@@ -308,6 +366,10 @@ class PlanDocument(_Doc):
     def _consistent(self) -> "PlanDocument":
         if self.plan is not None and self.metrics is None:
             raise ValueError("'metrics' is null but 'plan' is set: a plan needs its metrics")
+        if self.plan is not None and self.metrics is not None and \
+                len(self.metrics.stages) != self.plan.pp:
+            raise ValueError(f"'metrics.stages' has {len(self.metrics.stages)} entries for a plan "
+                             f"of {self.plan.pp} stage(s): one per stage")
         if self.status is SearchStatus.infeasible and self.plan is None and self.infeasibility is None:
             raise ValueError("missing key 'infeasibility' (an infeasible search explains itself)")
         return self
@@ -320,6 +382,23 @@ class EstimateDocument(_Doc):
     plan: EstimatePlanDoc = _f("The plan of the spec.")
     metrics: MetricsDoc = _f("Its metrics.")
 
+    @model_validator(mode="after")
+    def _consistent(self) -> "EstimateDocument":
+        if len(self.metrics.stages) != self.plan.pp:
+            raise ValueError(f"'metrics.stages' has {len(self.metrics.stages)} entries for a plan "
+                             f"of {self.plan.pp} stage(s): one per stage")
+        return self
+
+
+def plan_problems(plan: Any, ranked: bool = True) -> list[str]:
+    """Every problem of a document's ``plan`` entry (keys named ``plan.…``): the fields
+    ``autopar export`` reads, checked against each other (``ranked``: a plan.json plan,
+    with ranks; else the plan of ``autopar estimate --json``)."""
+    problems = document_problems(plan, PlanDoc if ranked else EstimatePlanDoc)
+    return [p.replace("'", "'plan.", 1) if p.startswith("'") else
+            p.replace("missing key '", "missing key 'plan.", 1) if p.startswith("missing key")
+            else f"'plan': {p}" for p in problems]
+
 
 def _where(loc: tuple) -> str:
     out = ""
@@ -329,6 +408,14 @@ def _where(loc: tuple) -> str:
         elif isinstance(part, str) and not part.startswith(("function-", "float", "literal")):
             out += ("." if out else "") + part
     return out
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """A value short enough for a message ("" for a long mapping or list: the key names it)."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return "" if isinstance(value, (dict, list)) else text[:limit - 3] + "..."
 
 
 def document_problems(doc: Any, model: type[BaseModel] = PlanDocument) -> list[str]:
@@ -347,9 +434,10 @@ def document_problems(doc: Any, model: type[BaseModel] = PlanDocument) -> list[s
             elif err["type"] == "value_error" and not where:
                 text = str(err["ctx"]["error"]) if "ctx" in err else err["msg"]
             elif err["type"] == "value_error" and "ctx" in err:   # a validator's own words
-                text = f"'{where}' = {err.get('input')!r}: {err['ctx']['error']}"
+                shown = _shown(err.get("input"))
+                text = (f"'{where}' = {shown}: " if shown else f"'{where}': ") + str(err["ctx"]["error"])
             else:
-                text = f"'{where}' {err['msg'].lower()}, got {err.get('input')!r}"
+                text = f"'{where}' {err['msg'].lower()}, got {_shown(err.get('input')) or '...'}"
             if text not in (t for _, t in problems):
                 problems.append(("[" in where, text))
         return [t for in_list, t in problems if not in_list] + [t for in_list, t in problems if in_list]

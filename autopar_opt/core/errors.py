@@ -9,6 +9,7 @@ misuse is an exception"; torchtitan's config errors are the model).
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -90,10 +91,40 @@ def require_module(names: tuple[str, ...], file: str, key: str, rule: str, fix: 
     return sys.modules[names[0]]
 
 
+def _chip(name: str) -> tuple[str, str] | None:
+    """The leading letters and number of a name ("H100-80GB" -> ("h", "100")): for a
+    device, its vendor's family and generation; None when the name has no such head."""
+    match = re.match(r"\s*([a-z]+)[-_ ]?(\d+)", name.lower())
+    return (match.group(1), match.group(2)) if match else None
+
+
+def closest_name(word: str, choices: Iterable[str]) -> str | None:
+    """The choice ``word`` most likely meant, or None.
+
+    A choice with the same head (letters and number: "H100" in "H100-80GB") wins over
+    string similarity, so a device keeps its vendor and generation ("H100-80GB" ->
+    "H100-SXM-80GB", not the closer string "A100-80GB"); then a similar choice with the
+    same letters ("H800" for "H80"); then the most similar one (difflib, ratio >= 0.6)."""
+    word = str(word)
+    names = [str(c) for c in choices]
+    ratio = lambda c: difflib.SequenceMatcher(None, word.lower(), c.lower()).ratio()  # noqa: E731
+    head = _chip(word)
+    if head is not None:
+        same = [c for c in names if _chip(c) == head]
+        if same:
+            return max(same, key=ratio)
+    close = sorted((c for c in names if ratio(c) >= 0.6), key=ratio, reverse=True)
+    if head is not None:
+        family = [c for c in close if (_chip(c) or ("", ""))[0] == head[0]]
+        if family:
+            return family[0]
+    return close[0] if close else None
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest choice, or an empty string."""
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    """`` (did you mean 'x'?)`` for :func:`closest_name`, or an empty string."""
+    best = closest_name(word, choices)
+    return f" (did you mean {best!r}?)" if best is not None else ""
 
 
 def one_of(choices: Iterable[str]) -> str:

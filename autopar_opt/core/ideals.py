@@ -107,8 +107,10 @@ def unique_ints(arr: np.ndarray) -> np.ndarray:
     return s[np.r_[True, s[1:] != s[:-1]]] if s.size else s
 
 
-def _edge_arrays(num_nodes: int, edges: Iterable[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    arr = np.asarray(list(edges), dtype=np.int64).reshape(-1, 2)
+def _edge_arrays(num_nodes: int, edges: Iterable[tuple[int, int]] | np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    arr = np.asarray(edges if isinstance(edges, np.ndarray) else list(edges),
+                     dtype=np.int64).reshape(-1, 2)
     if arr.size and (arr.min() < 0 or arr.max() >= num_nodes):
         raise ValueError(f"edge endpoint outside 0..{num_nodes - 1}")
     if arr.size and np.any(arr[:, 0] == arr[:, 1]):
@@ -117,10 +119,17 @@ def _edge_arrays(num_nodes: int, edges: Iterable[tuple[int, int]]) -> tuple[np.n
     return arr[:, 0], arr[:, 1]
 
 
-def topological_order(num_nodes: int, edges: Iterable[tuple[int, int]]) -> np.ndarray:
-    """A topological order (Kahn, smallest id first among ready nodes); ValueError on a cycle."""
+def topological_order(num_nodes: int, edges: Iterable[tuple[int, int]] | np.ndarray) -> np.ndarray:
+    """A topological order (Kahn, smallest id first among ready nodes); ValueError on a cycle.
+
+    When every edge goes to a higher id that order is ``0, 1, ..., n-1`` (the
+    smallest node not yet taken always has all its predecessors taken), returned
+    without the heap: graphs numbered in order, as files and condensed units usually
+    are, cost one comparison per edge."""
     import heapq
     src, dst = _edge_arrays(num_nodes, edges)
+    if src.size == 0 or np.all(src < dst):
+        return np.arange(num_nodes, dtype=np.int64)
     indeg = np.bincount(dst, minlength=num_nodes)
     order_idx = np.argsort(src, kind="stable")
     starts = np.searchsorted(src[order_idx], np.arange(num_nodes + 1))

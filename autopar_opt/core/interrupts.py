@@ -1,7 +1,8 @@
-"""Stopping a search on SIGINT (Ctrl-C) or SIGTERM without losing its incumbent.
+"""Stopping a search on SIGINT (Ctrl-C), SIGTERM or SIGHUP without losing its incumbent.
 
-While a :class:`InterruptGuard` is active, the first SIGINT or SIGTERM is
-recorded and raised as :class:`SearchInterrupted` in the main thread. The
+While a :class:`InterruptGuard` is active, the first SIGINT, SIGTERM or SIGHUP
+(the terminal hung up: an ssh session closed, a ``nohup``-less job's shell exited)
+is recorded and raised as :class:`SearchInterrupted` in the main thread. The
 search catches it between (or inside) configurations and returns what it has:
 the incumbent, every configuration's record and the bounds proven so far. A
 MIP solver running in C code is asked to stop through its interrupt callback
@@ -9,7 +10,7 @@ MIP solver running in C code is asked to stop through its interrupt callback
 
 After the first signal the guard only records further signals, so writing
 ``plan.json`` and the report is not cut short; the command then exits with
-128 + the signal number (130 for SIGINT, 143 for SIGTERM), as a shell does.
+128 + the signal number (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP), as a shell does.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import signal
 import threading
 from types import FrameType, TracebackType
 
-#: Signals that stop a search.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: Signals that stop a search (SIGHUP like SIGTERM: before, a closed terminal killed the
+#: run with no output at all).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class SearchInterrupted(BaseException):

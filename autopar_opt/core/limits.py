@@ -87,6 +87,17 @@ MAX_SCENARIOS = 4096
 MAX_OP_NODES = 1_000_000
 
 
+def bounded_number(value: Any, maximum: float = MAX_FLOAT) -> float | None:
+    """``value`` as a float when it is a number (not a bool) of magnitude at most
+    ``maximum``, finite; else None. Integers are compared before any conversion:
+    ``float(10**400)`` and ``math.isfinite(10**400)`` raise ``OverflowError``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, int):
+        return float(value) if abs(value) <= maximum else None
+    return value if math.isfinite(value) and abs(value) <= maximum else None
+
+
 def resource_limits() -> dict[str, int]:
     """The size limits declared on schema fields, by name (used to word their errors)."""
     return {"MAX_NODES": MAX_NODES, "MAX_GPUS_PER_NODE": MAX_GPUS_PER_NODE,
@@ -125,10 +136,40 @@ def _join(key: str, part: Any) -> str:
     return f"{key}.{part}" if key else str(part)
 
 
+class HugeInt:
+    """Stands for an integer literal of more digits than a file may hold: the parsers'
+    integer hook returns it instead of calling ``int()`` (which refuses more than
+    4,300 digits with a message about ``sys.set_int_max_str_digits``), so that
+    :func:`structure_problems` names the key holding it."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"<an integer of {self.digits:,} digits>"
+
+
+#: Integer literals longer than this are read as :class:`HugeInt` (the limit itself,
+#: 10^15, has 16 digits; a sign and leading zeros make a few more).
+MAX_INT_DIGITS = 64
+
+
+def read_int(text: str) -> "int | HugeInt":
+    """The integer hook of the JSON and YAML readers (see :class:`HugeInt`)."""
+    if len(text) > MAX_INT_DIGITS:
+        return HugeInt(len(text.lstrip("+-")))
+    return int(text)
+
+
 def _scalar_problem(value: Any) -> tuple[str, str] | None:
     """(rule, fix) when a scalar breaks a limit, else None."""
     if isinstance(value, bool) or value is None:
         return None
+    if isinstance(value, HugeInt):
+        return (f"an integer of {value.digits:,} digits exceeds the limit of {MAX_INT:.0e} "
+                "in magnitude", "use a realistic size (see `autopar schema` for each field's range)")
     if isinstance(value, str):
         if len(value) > MAX_STRING_CHARS:
             return (f"a string of {len(value):,} characters exceeds the limit of "
@@ -155,6 +196,8 @@ def _scalar_problem(value: Any) -> tuple[str, str] | None:
 
 def _short(value: Any) -> Any:
     """A value small enough to show in a message (long strings/ints cut)."""
+    if isinstance(value, HugeInt):
+        return value
     if isinstance(value, str) and len(value) > 40:
         return value[:40] + "..."
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:

@@ -185,6 +185,12 @@ def params_mapping(path: str | Path) -> dict:
         data = yaml.safe_load(Path(path).read_text())
     except RecursionError:          # the YAML composer recurses once per nesting level
         raise ValueError("nested too deeply to be a parameters file") from None
+    return params_body(data)
+
+
+def params_body(data: object) -> dict:
+    """The parameter mapping of a parsed parameters file (its ``params`` section, or the
+    whole file); ValueError when it is empty or not a mapping."""
     if data is None:
         raise ValueError("the file is empty")
     if not isinstance(data, dict):

@@ -21,6 +21,9 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import Discriminator, Field, Tag, ValidationError
 
+from autopar_opt.core import limits
+
+from autopar_opt.core.reading import describe_path
 from autopar_opt.peers.pase.format import PaseInstance, load_pase
 from autopar_opt.peers.piper.format import PiperInstance, load_piper
 from autopar_opt.peers.piper.model import PiperPlan, PiperStage
@@ -56,13 +59,14 @@ class PiperProblem(Section):
 
     format: Literal["piper"] = documented_field("Instance format.", "piper")
     file: str = documented_field("Piper JSON file, relative to the spec.", "bert32a100.json")
-    devices: PosInt = documented_field("Number of devices k.", 64)
+    devices: PosInt = documented_field("Number of devices k.", 64, le=limits.MAX_DEVICES)
     memory_per_device_gib: Optional[float] = documented_field("Memory per device M, GiB (2^30 bytes); default: "
-                                                "the file's maxMemoryPerDevice.", 8.0, default=None, gt=0)
+                                                "the file's maxMemoryPerDevice.", 8.0, default=None,
+                                                gt=0, le=limits.MAX_FLOAT / GIB)
     bandwidth_gib_per_s: Optional[float] = documented_field("Bandwidth B, GiB/s; default: the file's bandwidth.",
-                                              25.0, default=None, gt=0)
+                                              25.0, default=None, gt=0, le=limits.MAX_FLOAT / GIB)
     microbatches: Optional[PosInt] = documented_field("Micro-batches per batch N; default: the file's mbsInBatch.",
-                                        1920, default=None)
+                                        1920, default=None, le=limits.MAX_MICROBATCHES)
     plan: Optional[PiperPlanSpec] = documented_field("A plan to price and compare with the optimum.",
                                        {"stages": [{"nodes": [0], "d": 1}]}, default=None)
 
@@ -157,8 +161,8 @@ def build_peer_spec(data: dict[str, Any], path: Path) -> PeerSpec:
         raise
     prob = model.problem
     target = path.parent / prob.file
-    if not target.is_file():
-        what = "is a directory" if target.is_dir() else "does not exist"
+    what = describe_path(target)
+    if what is not None:
         raise SpecError([SpecProblem(str(path), "problem.file", prob.file, f"{target} {what}",
                                      "give the path of the instance file relative to the spec file")])
     if isinstance(prob, PaseProblem):

@@ -47,11 +47,11 @@ costs as much to move as their input: then ``W(v) − 2 w_uv ≥ 0`` and ``t(v) 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
-from autopar_opt.core.ideals import unique_ints
-from autopar_opt.placement.condense import Condensed, from_units
+from autopar_opt.placement.condense import Condensed, merge_units
 
 #: Contraction passes at most (each pass contracts a matching of chain edges).
 MAX_PASSES = 64
@@ -65,6 +65,7 @@ class CoarsenReport:
     units_after: int
     contracted: int
     passes: int
+    stopped_early: bool = False
 
 
 def _type_pairs(cond: Condensed) -> list[tuple[int, int]]:
@@ -74,85 +75,108 @@ def _type_pairs(cond: Condensed) -> list[tuple[int, int]]:
             if ta.count > 0 and tb.count > 0 and (a != b or ta.count >= 2)]
 
 
-def _move_ok(cond: Condensed, x: int, dst: int, src: int, slack: float) -> bool:
-    """Moving unit ``x`` from a device of type ``src`` to one of type ``dst`` never
-    raises a load and cannot break memory (``slack`` = ``W(x) − 2·w_uv``)."""
+def _moves_ok(cond: Condensed, x: np.ndarray, dst: int, src: int, slack: np.ndarray) -> np.ndarray:
+    """For every unit ``x[i]``: moving it from a device of type ``src`` to one of type
+    ``dst`` never raises a load and cannot break memory (``slack`` = ``W(x) − 2·w_uv``)."""
     types = cond.problem.device_types
     td, ts = types[dst], types[src]
-    t_dst = float(cond.time[td.name][x])
-    if not np.isfinite(t_dst):
-        return False
-    if cond.size_bytes[x] > 0 and cond.size_bytes.sum() > td.memory_bytes * (1 + 1e-9):
-        return False                               # could overflow (everything fits: no risk)
-    gain_dst = t_dst + (slack if td.pays_comm else 0.0)
-    gain_src = -float(cond.time[ts.name][x]) + (slack if ts.pays_comm else 0.0)
-    return gain_dst <= 0.0 and gain_src <= 0.0
+    t_dst = cond.time[td.name][x]
+    risky = cond.size_bytes.sum() > td.memory_bytes * (1 + 1e-9)   # not everything fits on one
+    with np.errstate(invalid="ignore"):
+        gain_dst = t_dst + (slack if td.pays_comm else 0.0)
+        gain_src = -cond.time[ts.name][x] + (slack if ts.pays_comm else 0.0)
+    ok = np.isfinite(t_dst) & (gain_dst <= 0.0) & (gain_src <= 0.0)
+    return ok & ~((cond.size_bytes[x] > 0) & risky)
 
 
-def _dominated(cond: Condensed, u: int, v: int, pairs: list[tuple[int, int]], can_pull: bool,
-               can_push: bool, big_w: np.ndarray, w_uv: float) -> bool:
-    """The test of the module docstring for the edge ``u → v``."""
+def _dominated(cond: Condensed, u: np.ndarray, v: np.ndarray, can_pull: np.ndarray,
+               can_push: np.ndarray, big_w: np.ndarray, w_uv: np.ndarray) -> np.ndarray:
+    """The test of the module docstring for every edge ``u[i] → v[i]`` at once."""
     types = cond.problem.device_types
-    for a, b in pairs:
-        if not (np.isfinite(cond.time[types[a].name][u]) and np.isfinite(cond.time[types[b].name][v])):
-            continue                               # u cannot sit on type a, or v on type b
-        pull = can_pull and _move_ok(cond, v, a, b, big_w[v] - 2.0 * w_uv)
-        push = can_push and _move_ok(cond, u, b, a, big_w[u] - 2.0 * w_uv)
-        if not (pull or push):
-            return False
-    return True
+    out = np.ones(len(u), dtype=bool)
+    for a, b in _type_pairs(cond):
+        placed = np.isfinite(cond.time[types[a].name][u]) & np.isfinite(cond.time[types[b].name][v])
+        pull = can_pull & _moves_ok(cond, v, a, b, big_w[v] - 2.0 * w_uv)
+        push = can_push & _moves_ok(cond, u, b, a, big_w[u] - 2.0 * w_uv)
+        out &= ~placed | pull | push      # a pair u, v cannot sit on never blocks the merge
+    return out
 
 
-def _one_pass(cond: Condensed, contiguous: bool) -> np.ndarray | None:
-    """Merge map (unit -> new unit) for a matching of dominated chain edges, None if none."""
+def _pair_weights(cond: Condensed, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``w_uv``: the weight of the hyperedge that is exactly ``{u, v}`` (0 when none;
+    equal hyperedges are merged, so there is at most one)."""
+    two = np.flatnonzero(cond.hyper_size == 2)
+    lo = cond.hyper_flat[cond.hyper_ptr[two]]
+    hi = cond.hyper_flat[cond.hyper_ptr[two] + 1]
+    nu = cond.num_units
+    keys = lo * nu + hi                           # ascending: hyperedges are sorted
+    want = np.minimum(u, v) * nu + np.maximum(u, v)
+    at = np.searchsorted(keys, want)
+    found = at < len(keys)
+    found[found] = keys[at[found]] == want[found]
+    out = np.zeros(len(u))
+    out[found] = cond.hyper_w[two[at[found]]]
+    return out
+
+
+def _one_pass(cond: Condensed, contiguous: bool, check: Callable[[], None]) -> np.ndarray | None:
+    """Merge map (unit -> new unit) for a matching of dominated chain edges, None if none.
+
+    The dominance test runs on every edge at once; the matching is then taken
+    greedily in the order of ``cond.prec``."""
     nu = cond.num_units
     if nu < 2 or len(cond.prec) == 0:
         return None
-    big_w = np.zeros(nu)
-    w_pair: dict[tuple[int, int], float] = {}
-    for h, w in zip(cond.hyper, cond.hyper_w):
-        big_w[h] += w
-        if h.size == 2:
-            key = (int(h[0]), int(h[1]))
-            w_pair[key] = w_pair.get(key, 0.0) + float(w)
+    big_w = np.bincount(cond.hyper_flat, weights=np.repeat(cond.hyper_w, cond.hyper_size),
+                        minlength=nu)
     indeg = np.bincount(cond.prec[:, 1], minlength=nu)
     outdeg = np.bincount(cond.prec[:, 0], minlength=nu)
-    pairs = _type_pairs(cond)
-    taken = np.zeros(nu, dtype=bool)
+    u, v = cond.prec[:, 0], cond.prec[:, 1]
+    can_pull = np.ones(len(u), dtype=bool) if not contiguous else indeg[v] == 1
+    can_push = np.ones(len(u), dtype=bool) if not contiguous else outdeg[u] == 1
+    cand = np.flatnonzero(can_pull | can_push)
+    cand = cand[_dominated(cond, u[cand], v[cand], can_pull[cand], can_push[cand], big_w,
+                           _pair_weights(cond, u[cand], v[cand]))]
+    check()
+    taken = bytearray(nu)
     parent = np.arange(nu)
     merged = 0
-    for u, v in cond.prec.tolist():
-        if taken[u] or taken[v]:
+    for i, (a, b) in enumerate(zip(u[cand].tolist(), v[cand].tolist())):
+        if taken[a] or taken[b]:
             continue
-        can_pull = (not contiguous) or indeg[v] == 1
-        can_push = (not contiguous) or outdeg[u] == 1
-        if not (can_pull or can_push):
-            continue
-        w_uv = w_pair.get((min(u, v), max(u, v)), 0.0)
-        if _dominated(cond, u, v, pairs, can_pull, can_push, big_w, w_uv):
-            parent[v] = u
-            taken[u] = taken[v] = True
-            merged += 1
+        parent[b] = a
+        taken[a] = taken[b] = 1
+        merged += 1
+        if not i & 0xFFFF:
+            check()
     return parent if merged else None
 
 
-def coarsen_chains(cond: Condensed, *, contiguous: bool) -> tuple[Condensed, CoarsenReport]:
+def coarsen_chains(cond: Condensed, *, contiguous: bool,
+                   check: Callable[[], bool] | None = None) -> tuple[Condensed, CoarsenReport]:
     """Contract dominated chain edges until none is left (max-load only; module docstring).
 
     Returns the coarser :class:`Condensed` (its ``unit_of`` still maps every original
     node, so :meth:`Condensed.expand` gives a placement of the original problem) and
-    a report of what was merged.
+    a report of what was merged. ``check`` is a deadline check that raises; when it
+    does, the passes done so far are kept (each one is exact) and the report says
+    the coarsening stopped early.
     """
+    from autopar_opt.core.deadline import PhaseDeadline
+
     before = cond.num_units
     passes = 0
-    while passes < MAX_PASSES:
-        parent = _one_pass(cond, contiguous)
-        if parent is None:
-            break
-        passes += 1
-        dense = np.searchsorted(unique_ints(parent), parent)
-        unit = dense[cond.unit_of]
-        prec = {(int(dense[a]), int(dense[b])) for a, b in cond.prec.tolist() if dense[a] != dense[b]}
-        cond = from_units(cond.problem, unit, np.array(sorted(prec), dtype=np.int64).reshape(-1, 2))
+    stopped = False
+    checker = check or (lambda: None)
+    try:
+        while passes < MAX_PASSES:
+            parent = _one_pass(cond, contiguous, checker)
+            if parent is None:
+                break
+            cond = merge_units(cond, parent, checker)
+            passes += 1
+    except PhaseDeadline:
+        stopped = True
     return cond, CoarsenReport(units_before=before, units_after=cond.num_units,
-                               contracted=before - cond.num_units, passes=passes)
+                               contracted=before - cond.num_units, passes=passes,
+                               stopped_early=stopped)

@@ -63,27 +63,38 @@ class PlacementMetrics:
                                               "cut_nodes", "contiguous", "violations")}
 
 
+def assigned_times(problem: PlacementProblem, assign: np.ndarray) -> np.ndarray:
+    """``(n,)`` every node's time on the type of the device it is assigned to."""
+    devs = problem.devices()
+    type_of = np.array([i for i, dt in enumerate(problem.device_types) for _ in range(dt.count)],
+                       dtype=np.int64)
+    kind = type_of[assign] if len(devs) else np.zeros(0, dtype=np.int64)
+    out = np.zeros(problem.num_nodes)
+    for i, dt in enumerate(problem.device_types):
+        on = kind == i
+        out[on] = problem.time[dt.name][on]
+    return out
+
+
 def device_loads(problem: PlacementProblem, assign: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
-    """Per-device compute, communication and memory, and the nodes whose output is cut."""
+    """Per-device compute, communication and memory, and the nodes whose output is cut.
+
+    Array work over the nodes and edges (``O(E log E)``): a node ``u`` whose output is
+    read on another device pays ``comm[u]`` once on its own device and once on every
+    other device that reads it; the additions happen in node order, as a loop would."""
     devs = problem.devices()
     nd = len(devs)
-    compute = np.zeros(nd)
-    memory = np.zeros(nd)
-    for d, dt in enumerate(devs):
-        on = assign == d
-        compute[d] = float(problem.time[dt.name][on].sum()) if on.any() else 0.0
-        memory[d] = float(problem.size_bytes[on].sum())
-    comm = np.zeros(nd)
-    cut = []
-    for u, cons in enumerate(problem.consumers()):
-        if cons.size == 0:
-            continue
-        others = set(assign[cons].tolist()) - {int(assign[u])}
-        if not others:
-            continue
-        cut.append(u)
-        for d in others | {int(assign[u])}:
-            comm[d] += problem.comm[u]
+    compute = np.bincount(assign, weights=assigned_times(problem, assign), minlength=nd)
+    memory = np.bincount(assign, weights=problem.size_bytes, minlength=nd)
+    edges = unique_rows(problem.edges) if len(problem.edges) else problem.edges
+    du, dv = assign[edges[:, 0]], assign[edges[:, 1]]
+    cross = du != dv
+    src = edges[cross, 0]
+    rows = np.concatenate([np.stack([src, dv[cross]], axis=1),
+                           np.stack([src, du[cross]], axis=1)]).reshape(-1, 2)
+    rows = unique_rows(rows) if len(rows) else rows          # (node, paying device), node order
+    comm = np.bincount(rows[:, 1], weights=problem.comm[rows[:, 0]], minlength=nd).astype(float)
+    cut = np.flatnonzero(np.bincount(src, minlength=problem.num_nodes) > 0).tolist()
     pays = np.array([dt.pays_comm for dt in devs], dtype=bool)
     return compute, np.where(pays, comm, 0.0), memory, cut
 
@@ -121,24 +132,29 @@ def _block_finish(problem: PlacementProblem, assign: np.ndarray, loads: np.ndarr
     weight = np.zeros(nd + n)
     weight[:nd] = np.where(pays, loads, 0.0)
     host = ~pays[assign]
-    weight[nd + np.flatnonzero(host)] = [float(problem.time[devs[int(assign[v])].name][v])
-                                         for v in np.flatnonzero(host)]
+    weight[nd + np.flatnonzero(host)] = assigned_times(problem, assign)[host]
     ku, kv = key[problem.edges[:, 0]], key[problem.edges[:, 1]]
     keep = ku != kv
     pairs = unique_rows(np.stack([ku[keep], kv[keep]], axis=1)) if np.any(keep) \
         else np.zeros((0, 2), dtype=np.int64)
-    from autopar_opt.core.ideals import topological_order
+    from autopar_opt.core.ideals import topological_order, unique_ints
 
+    # only the blocks an edge touches need ordering (the others finish at their weight)
+    used = unique_ints(pairs.ravel()) if len(pairs) else np.zeros(0, dtype=np.int64)
+    local = np.searchsorted(used, pairs) if len(pairs) else pairs
     try:
-        order = topological_order(nd + n, [tuple(e) for e in pairs.tolist()])
+        order = topological_order(len(used), [tuple(e) for e in local.tolist()])
     except ValueError:
         return None
-    preds: list[list[int]] = [[] for _ in range(nd + n)]
-    for u, v in pairs.tolist():
+    preds: list[list[int]] = [[] for _ in range(len(used))]
+    for u, v in local.tolist():
         preds[v].append(u)
-    finish = np.zeros(nd + n)
+    finish = weight.copy()
+    fin_used = [0.0] * len(used)
+    w_used = weight[used].tolist()
     for k in order.tolist():
-        finish[k] = max((finish[p] for p in preds[k]), default=0.0) + weight[k]
+        fin_used[k] = max((fin_used[p] for p in preds[k]), default=0.0) + w_used[k]
+    finish[used] = fin_used
     return finish, key, weight
 
 
@@ -187,11 +203,13 @@ def _violations(problem: PlacementProblem, assign: np.ndarray, memory: np.ndarra
     devs = problem.devices()
     if assign.shape != (problem.num_nodes,) or assign.min() < 0 or assign.max() >= len(devs):
         return [f"assignment must give every node a device in 0..{len(devs) - 1}"]
+    stuck = np.isinf(assigned_times(problem, assign))
+    bad_devices = set(assign[stuck].tolist())
     for d, dt in enumerate(devs):
         if memory[d] > dt.memory_bytes * (1 + MEM_RTOL):
             out.append(f"device {d} ({dt.name}) holds {memory[d]:.6g} bytes > {dt.memory_bytes:.6g}")
-        bad = np.flatnonzero((assign == d) & np.isinf(problem.time[dt.name]))
-        if bad.size:
+        if d in bad_devices:
+            bad = np.flatnonzero(stuck & (assign == d))
             out.append(f"nodes {bad[:5].tolist()} cannot run on {dt.name} (device {d})")
     out += _split_classes(problem.color, assign)
     if contiguous and not acyclic:

@@ -20,6 +20,9 @@
 
 from __future__ import annotations
 
+import time
+from typing import Callable
+
 import numpy as np
 
 from autopar_opt.core.ideals import topological_order
@@ -41,21 +44,26 @@ def single_device(cond: Condensed) -> tuple[float, np.ndarray | None]:
     return best, np.full(cond.num_units, dev, dtype=np.int64)
 
 
-def _hyper_lists(cond: Condensed) -> list[list[int]]:
-    per_unit: list[list[int]] = [[] for _ in range(cond.num_units)]
-    for k, h in enumerate(cond.hyper):
-        for u in h.tolist():
-            per_unit[u].append(k)
-    return per_unit
+def _unit_hyperedges(cond: Condensed) -> tuple[list[int], list[int]]:
+    """Per unit, the hyperedges holding it, as flat lists (offsets, hyperedge ids)."""
+    owner = np.repeat(np.arange(cond.num_hyper), cond.hyper_size)
+    order = np.argsort(cond.hyper_flat, kind="stable")
+    ptr = np.r_[0, np.cumsum(np.bincount(cond.hyper_flat, minlength=cond.num_units))]
+    return ptr.tolist(), owner[order].tolist()
 
 
-def _sweep(order: list[int], t: np.ndarray, size: np.ndarray, per_unit: list[list[int]],
-           hsize: np.ndarray, w: np.ndarray, limit: float, mem: float, parts_max: int
-           ) -> list[int] | None:
+#: Units a sweep handles between two deadline checks.
+_CHECK_EVERY = 1 << 15
+
+
+def _sweep(order: list[int], t: list[float], size: list[float], ptr: list[int], hyp: list[int],
+           hsize: list[int], w: list[float], limit: float, mem: float, parts_max: int,
+           check: Callable[[], None]) -> list[int] | None:
     """Greedy part ends for threshold ``limit`` (positions in ``order``); None if > parts_max."""
     n = len(order)
     ends: list[int] = []
     i = 0
+    seen = 0
     while i < n:
         cnt: dict[int, int] = {}
         comp = cut = memory = 0.0
@@ -67,7 +75,7 @@ def _sweep(order: list[int], t: np.ndarray, size: np.ndarray, per_unit: list[lis
             memory += size[u]
             if comp > limit or memory > mem:
                 break
-            for k in per_unit[u]:
+            for k in hyp[ptr[u]:ptr[u + 1]]:
                 c = cnt.get(k, 0) + 1
                 cnt[k] = c
                 if c == 1:
@@ -77,6 +85,10 @@ def _sweep(order: list[int], t: np.ndarray, size: np.ndarray, per_unit: list[lis
             if comp + cut <= limit * (1 + 1e-12):
                 last_ok = j
             j += 1
+        seen += j - i + 1
+        if seen >= _CHECK_EVERY:
+            check()
+            seen = 0
         if last_ok < 0:
             return None
         ends.append(last_ok + 1)
@@ -86,28 +98,43 @@ def _sweep(order: list[int], t: np.ndarray, size: np.ndarray, per_unit: list[lis
     return ends
 
 
-def topo_split(cond: Condensed, type_index: int = 0, iters: int = 40) -> tuple[float, np.ndarray | None]:
-    """Contiguous split on the devices of one comm-paying type (module docstring)."""
+def topo_split(cond: Condensed, type_index: int = 0, iters: int = 40,
+               check: Callable[[], None] | None = None,
+               lower: float = 0.0) -> tuple[float, np.ndarray | None]:
+    """Contiguous split on the devices of one comm-paying type (module docstring).
+
+    ``check`` is a deadline check that raises :class:`PhaseDeadline`: the bisection
+    then stops and the best split found so far is returned (None when none yet).
+    ``lower`` (a proven lower bound on max-load) starts the bisection there."""
+    from autopar_opt.core.deadline import PhaseDeadline
+
+    check = check or (lambda: None)
     types = cond.problem.device_types
     dt = types[type_index]
     t = cond.time[dt.name]
     if not np.all(np.isfinite(t)) or dt.count == 0:
         return np.inf, None
-    order = topological_order(cond.num_units, [tuple(e) for e in cond.prec.tolist()]).tolist()
-    per_unit = _hyper_lists(cond)
-    hsize = np.array([h.size for h in cond.hyper], dtype=np.int64)
-    w = cond.hyper_w if dt.pays_comm else np.zeros(len(cond.hyper))
-    lo, hi = float(t.max()), float(t.sum() + w.sum())
+    order = topological_order(cond.num_units, cond.prec).tolist()
+    ptr, hyp = _unit_hyperedges(cond)
+    hsize = cond.hyper_size.tolist()
+    w = cond.hyper_w if dt.pays_comm else np.zeros(cond.num_hyper)
+    lo, hi = max(float(t.max()), lower), float(t.sum() + w.sum())
+    lo = min(lo, hi)
+    args = (t.tolist(), cond.size_bytes.tolist(), ptr, hyp, hsize, w.tolist())
     best = None
-    for _ in range(iters):
-        mid = 0.5 * (lo + hi)
-        ends = _sweep(order, t, cond.size_bytes, per_unit, hsize, w, mid, dt.memory_bytes, dt.count)
-        if ends is not None and len(ends) <= dt.count:
-            hi, best = mid, ends
-        else:
-            lo = mid
-        if hi - lo <= 1e-9 * hi:
-            break
+    try:
+        for _ in range(iters):
+            check()
+            mid = 0.5 * (lo + hi)
+            ends = _sweep(order, *args, mid, dt.memory_bytes, dt.count, check)
+            if ends is not None and len(ends) <= dt.count:
+                hi, best = mid, ends
+            else:
+                lo = mid
+            if hi - lo <= 1e-9 * hi:
+                break
+    except PhaseDeadline:
+        pass
     if best is None:
         return np.inf, None
     first = sum(x.count for x in types[:type_index])
@@ -133,11 +160,13 @@ def pigeonhole_bound(tmin: np.ndarray, devices: int) -> float:
     return float(top[0] + top[1])
 
 
-def compute_lower_bound(cond: Condensed) -> float:
+def compute_lower_bound(cond: Condensed, deadline: float | None = None) -> float:
     """The LP bound of the module docstring (valid for every variant).
 
     One or two device types (every shared instance: accelerators + host) are solved
-    in closed form (:func:`two_type_lp`, no LP solver to load); more go to HiGHS."""
+    in closed form (:func:`two_type_lp`, no LP solver to load); more go to HiGHS, within
+    what is left until ``deadline`` (a ``time.perf_counter()`` value; an LP cut short
+    gives the per-unit bounds alone)."""
     types = [t for t in cond.problem.device_types if t.count > 0]
     times = np.array([cond.time[t.name] for t in types])         # (T, U)
     unit_lb = max(float(np.max(np.min(times, axis=0))) if cond.num_units else 0.0,
@@ -148,7 +177,10 @@ def compute_lower_bound(cond: Condensed) -> float:
         lp = two_type_lp(times[0], times[1], types[0].count, types[1].count)
         # float sums: a relative 1e-12 margin keeps the closed form a bound
         return max(unit_lb, lp * (1 - 1e-12))
-    return max(unit_lb, lp_bound_highs(times, [t.count for t in types]))
+    left = None if deadline is None else deadline - time.perf_counter()
+    if left is not None and left <= 0:
+        return unit_lb
+    return max(unit_lb, lp_bound_highs(times, [t.count for t in types], left))
 
 
 def two_type_lp(ta: np.ndarray, tb: np.ndarray, a: int, b: int) -> float:
@@ -181,9 +213,10 @@ def two_type_lp(ta: np.ndarray, tb: np.ndarray, a: int, b: int) -> float:
     return float((wa[k] + theta * x[k]) / a)
 
 
-def lp_bound_highs(times: np.ndarray, counts: list[int]) -> float:
-    """The LP of :func:`compute_lower_bound` solved by HiGHS (any number of types);
-    0 when HiGHS does not report an optimum (0 is always a bound)."""
+def lp_bound_highs(times: np.ndarray, counts: list[int], time_limit_s: float | None = None
+                   ) -> float:
+    """The LP of :func:`compute_lower_bound` solved by HiGHS (any number of types) within
+    ``time_limit_s``; 0 when HiGHS does not report an optimum (0 is always a bound)."""
     import highspy
     nt, nu = times.shape
     ok = np.isfinite(times)
@@ -201,6 +234,8 @@ def lp_bound_highs(times: np.ndarray, counts: list[int]) -> float:
                  -np.array(counts, dtype=float)]
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
+    if time_limit_s is not None:
+        h.setOptionValue("time_limit", max(float(time_limit_s), 0.01))
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = ncol, nu + nt
     lp.col_cost_ = np.r_[np.zeros(cols.size), 1.0]
@@ -219,15 +254,17 @@ def lp_bound_highs(times: np.ndarray, counts: list[int]) -> float:
     return float(h.getInfo().objective_function_value) * (1 - 1e-7)
 
 
-def critical_path_bound(problem) -> float:
-    """Longest path of the graph with node weights ``min_τ t_τ(v)`` (no transfers)."""
-    from autopar_opt.core.ideals import topological_order
+def critical_path_bound(problem, check: Callable[[], None] | None = None) -> float:
+    """Longest path of the graph with node weights ``min_τ t_τ(v)`` (no transfers);
+    ``check`` (a deadline check that raises) is called every 2^16 nodes."""
     t = np.min(np.array([problem.time[dt.name] for dt in problem.device_types if dt.count > 0]),
-               axis=0)
+               axis=0).tolist()
     preds: list[list[int]] = [[] for _ in range(problem.num_nodes)]
-    for u, v in problem.edges:
-        preds[int(v)].append(int(u))
-    fin = np.zeros(problem.num_nodes)
-    for v in topological_order(problem.num_nodes, [tuple(e) for e in problem.edges.tolist()]):
+    for u, v in problem.edges.tolist():
+        preds[v].append(u)
+    fin = [0.0] * problem.num_nodes
+    for i, v in enumerate(topological_order(problem.num_nodes, problem.edges).tolist()):
+        if check is not None and not i & 0xFFFF:
+            check()
         fin[v] = max((fin[u] for u in preds[v]), default=0.0) + t[v]
-    return float(fin.max()) if problem.num_nodes else 0.0
+    return float(max(fin)) if problem.num_nodes else 0.0

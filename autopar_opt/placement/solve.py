@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
+from autopar_opt.core.deadline import PhaseDeadline, deadline_check
 from autopar_opt.core.ideals import TooManyIdeals
 from autopar_opt.placement.coarsen import coarsen_chains
 from autopar_opt.placement.condense import Condensed, condense
@@ -27,6 +29,8 @@ from autopar_opt.placement.problem import PlacementProblem
 from autopar_opt.core.result import relative_gap
 
 OBJECTIVES = ("max-load", "latency")
+#: A MILP is not started with less time than this left (it could not return within the limit).
+MILP_MIN_S = 0.5
 #: Above this many units × devices the MILP is not attempted under "auto".
 MILP_AUTO_LIMIT = 60_000
 #: Contiguous max-load lattices up to this many ideals go straight to the exact DP.
@@ -58,11 +62,14 @@ class PlacementResult:
         if self.assignment is None or self.metrics is None:
             return []
         p = self.problem
-        return [{"device": label,
-                 "nodes": [p.node_ids[v] for v in np.flatnonzero(self.assignment == d)],
+        labels = p.device_labels()
+        order = np.argsort(self.assignment, kind="stable")      # nodes grouped by device
+        bounds = np.searchsorted(self.assignment[order], np.arange(len(labels) + 1)).tolist()
+        ids = [p.node_ids[v] for v in order.tolist()]
+        return [{"device": label, "nodes": ids[bounds[d]:bounds[d + 1]],
                  "load": self.metrics.loads[d], "compute": self.metrics.compute[d],
                  "comm": self.metrics.comm[d], "memory_bytes": self.metrics.memory_bytes[d]}
-                for d, label in enumerate(p.device_labels())]
+                for d, label in enumerate(labels)]
 
     def to_dict(self) -> dict:
         gap = self.gap
@@ -86,11 +93,12 @@ def _candidate(problem: PlacementProblem, cond: Condensed, unit_dev: np.ndarray 
     return (m.value, a) if m.feasible else (np.inf, None)
 
 
-def _heuristics(problem: PlacementProblem, cond: Condensed, objective: str, contiguous: bool
+def _heuristics(problem: PlacementProblem, cond: Condensed, objective: str, contiguous: bool,
+                check: Callable[[], None] | None = None, lower: float = 0.0
                 ) -> tuple[float, np.ndarray | None, dict]:
     best, best_a, info = np.inf, None, {}
     for name, fn in (("single_device", lambda: single_device(cond)[1]),
-                     ("topological_split", lambda: topo_split(cond)[1])):
+                     ("topological_split", lambda: topo_split(cond, check=check, lower=lower)[1])):
         val, a = _candidate(problem, cond, fn(), objective, contiguous)
         info[name] = _num(val)
         if val < best:
@@ -114,20 +122,34 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
         raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
     start = time.perf_counter()
     deadline = None if time_limit_s is None else start + time_limit_s
-    cond = condense(problem, fuse_cycles=contiguous)
+    check = deadline_check(deadline)
+    too_big = memory_shortfall(problem)
+    if too_big is not None:
+        return PlacementResult(problem=problem, objective=objective, contiguous=contiguous,
+                               value=np.inf, lower_bound=np.inf, status="infeasible",
+                               method="memory bound", assignment=None, metrics=None,
+                               wall_time_s=time.perf_counter() - start,
+                               details={"infeasible": too_big})
+    try:
+        cond = condense(problem, fuse_cycles=contiguous, check=check)
+    except PhaseDeadline:
+        return _out_of_time(problem, objective, contiguous, start, "condensing the graph")
     if objective == "max-load" and contiguous and solver in ("auto", "dp"):
         lean = _small_dp(problem, cond, start)
         if lean is not None:
             return lean
     coarse_info = None
     if coarsen and objective == "max-load":
-        cond, rep = coarsen_chains(cond, contiguous=contiguous)
+        cond, rep = coarsen_chains(cond, contiguous=contiguous, check=check)
         coarse_info = {"units_before": rep.units_before, "contracted": rep.contracted}
-    value, assign, details = _heuristics(problem, cond, objective, contiguous)
+        if rep.stopped_early:
+            coarse_info["stopped"] = f"at the time limit after {rep.passes} pass(es)"
+    lower = compute_lower_bound(cond, deadline) if objective == "max-load" else 0.0
+    value, assign, details = _heuristics(problem, cond, objective, contiguous, check,
+                                         lower if deadline is not None else 0.0)
     if coarse_info is not None:
         details["coarsening"] = coarse_info
     if objective == "max-load":
-        lower = compute_lower_bound(cond)
         details["lp_bound"] = _num(lower)
     else:
         lower, value, assign = _latency_start(problem, cond, contiguous, deadline, value, assign,
@@ -167,10 +189,11 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
             details["dp_skipped"] = str(exc)
             if solver == "dp":
                 raise
-    if method == "heuristic" and solver not in ("dp", "none") and (
-            solver != "auto" or cond.num_units * problem.num_devices <= MILP_AUTO_LIMIT):
+    remaining = None if deadline is None else deadline - time.perf_counter()
+    milp_wanted = method == "heuristic" and solver not in ("dp", "none") and (
+        solver != "auto" or cond.num_units * problem.num_devices <= MILP_AUTO_LIMIT)
+    if milp_wanted and (remaining is None or remaining >= MILP_MIN_S):
         from autopar_opt.placement.exact.solve_milp import run_milp
-        remaining = None if deadline is None else max(1.0, deadline - time.perf_counter())
         v, a, lb, info = run_milp(problem, cond, objective, contiguous,
                                   "highs" if solver == "auto" else solver, remaining, rel_gap,
                                   assign)
@@ -179,6 +202,8 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
         lower = max(lower, lb)
         if v < value:
             value, assign = v, a
+    elif milp_wanted:
+        details["milp_skipped"] = f"{max(remaining, 0.0):.2f} s left of the time limit"
     lower = min(lower, value) if np.isfinite(value) else lower
     if np.isfinite(value) and value - lower <= 1e-9 * abs(value):
         lower = value                 # round-off between the DP's sums and evaluate's
@@ -191,6 +216,39 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
                            wall_time_s=time.perf_counter() - start, details=details)
 
 
+def memory_shortfall(problem: PlacementProblem) -> str | None:
+    """Why no placement can exist when the nodes need more memory than all devices hold
+    together (every node sits on one device, so the sizes add up somewhere), else None."""
+    total = float(problem.size_bytes.sum())
+    cap = sum(dt.count * dt.memory_bytes for dt in problem.device_types if dt.count > 0)
+    if total <= cap * (1 + 1e-9):
+        return None
+    return (f"the nodes need {total:.4g} bytes, more than the {cap:.4g} bytes of all "
+            f"{problem.num_devices} devices together")
+
+
+def node_lower_bound(problem: PlacementProblem) -> float:
+    """A valid max-load bound from the nodes alone (no condensing): the largest
+    fastest-type time of a node, and the fastest-type work spread over every device
+    (the LP bound of :func:`compute_lower_bound` with units split finer, so weaker)."""
+    types = [t for t in problem.device_types if t.count > 0]
+    if not types or problem.num_nodes == 0:
+        return 0.0
+    tmin = np.min(np.array([problem.time[t.name] for t in types]), axis=0)
+    return max(float(tmin.max()), float(tmin.sum()) / sum(t.count for t in types))
+
+
+def _out_of_time(problem: PlacementProblem, objective: str, contiguous: bool, start: float,
+                 phase: str) -> PlacementResult:
+    """No placement: the time limit ran out while ``phase`` (the bound from the nodes)."""
+    lower = node_lower_bound(problem) if objective == "max-load" else 0.0
+    return PlacementResult(problem=problem, objective=objective, contiguous=contiguous,
+                           value=np.inf, lower_bound=lower, status="no_solution",
+                           method="none", assignment=None, metrics=None,
+                           wall_time_s=time.perf_counter() - start,
+                           details={"stopped": f"the time limit ran out while {phase}"})
+
+
 def _latency_start(problem: PlacementProblem, cond: Condensed, contiguous: bool,
                    deadline: float | None, value: float, assign: np.ndarray | None,
                    details: dict) -> tuple[float, float, np.ndarray | None]:
@@ -199,8 +257,15 @@ def _latency_start(problem: PlacementProblem, cond: Condensed, contiguous: bool,
     over ideals); :mod:`autopar_opt.placement.bounds.latency`."""
     from autopar_opt.placement.bounds.latency import latency_lower_bound, serial_incumbent
 
-    lower, info = latency_lower_bound(problem)
-    details["latency_bounds"] = {k: _num(v) if v is not None else None for k, v in info.items()}
+    try:
+        lower, info = latency_lower_bound(problem, deadline_check(deadline))
+        details["latency_bounds"] = {k: _num(v) if v is not None else None for k, v in info.items()}
+    except PhaseDeadline:       # some node runs somewhere: its fastest time is a bound
+        types = [t for t in problem.device_types if t.count > 0]
+        lower = float(np.max(np.min([problem.time[t.name] for t in types], axis=0))) \
+            if types and problem.num_nodes else 0.0
+        details["latency_bounds"] = {"stopped": "the time limit ran out while bounding; the "
+                                     "bound is the slowest node's fastest time"}
     host = next((d for d, t in enumerate(problem.devices()) if not t.pays_comm), None)
     cands = [("everything_on_host", None if host is None else np.full(problem.num_nodes, host))]
     if contiguous:
@@ -209,6 +274,9 @@ def _latency_start(problem: PlacementProblem, cond: Condensed, contiguous: bool,
         details["serial_dp_value"] = _num(dp_value)
     for name, a in cands:
         val = np.inf
+        if deadline is not None and time.perf_counter() > deadline:
+            details[f"{name}_skipped"] = "the time limit ran out first"
+            continue
         if a is not None:
             m = evaluate_placement(problem, a, objective="latency", contiguous=contiguous)
             val = m.value if m.feasible else np.inf
@@ -230,6 +298,8 @@ def _small_dp(problem: PlacementProblem, cond: Condensed, start: float
     from autopar_opt.core.ideals import enumerate_ideals
     from autopar_opt.placement.exact.dp import solve_dp
 
+    if cond.num_units >= LEAN_DP_IDEALS:   # a DAG of k units has at least k + 1 ideals
+        return None
     try:
         lat = enumerate_ideals(cond.num_units, [tuple(e) for e in cond.prec.tolist()],
                                limit=LEAN_DP_IDEALS)

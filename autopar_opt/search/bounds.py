@@ -21,6 +21,8 @@ class ConfigBound:
 
     value: float                 # +inf when infeasibility is proven
     infeasible_reason: str = ""
+    #: least memory per device any plan of this configuration needs; inf when no plan
+    #: exists whatever the memory (a layer without a valid strategy)
     least_memory_bytes: float = 0.0
 
 
@@ -50,9 +52,11 @@ def analytic_lower_bound(tables: CostTables) -> ConfigBound:
     held = max((float(np.min(x)) for x in tables.working_bytes if len(x)), default=0.0)
     if any(len(s) == 0 for s in tables.strategies):
         bad = [tables.graph.layers[u].name for u, s in enumerate(tables.strategies) if not s][:3]
+        # no amount of memory makes this configuration feasible: no memory figure (inf),
+        # so it cannot drag "the least memory any plan needs" down to 0 (issue 33)
         return ConfigBound(math.inf, f"no valid strategy for layer(s) {', '.join(bad)} "
                                      f"with {tables.devices_per_stage} devices per stage and "
-                                     f"{tables.microbatch_samples} samples per micro-batch")
+                                     f"{tables.microbatch_samples} samples per micro-batch", math.inf)
     least = max(max(per_layer_mem), (sum(stored) + held) / pp)
     if max(per_layer_mem) > lim:
         u = int(np.argmax(per_layer_mem))

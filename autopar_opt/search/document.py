@@ -19,6 +19,7 @@ from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
 from autopar_opt.ir.pipeline import plan_stage_devices, stage_offsets
 from autopar_opt.search.baselines import Baseline
+from autopar_opt.search.certificate import json_float
 from autopar_opt.search.engine import SearchOptions, SearchResult
 from autopar_opt.ir.training import SearchSpace, Training
 
@@ -75,9 +76,13 @@ def _infeasibility(result: SearchResult, cluster: Cluster, training: Training,
     # reserve, over the allocator overhead (the tables' memory capacity)
     cap = StageContext(cluster, training, params, 1, 1).capacity_bytes / 2**30
     least = result.least_memory_bytes / 2**30
-    if result.certificate.infeasible:
+    if result.certificate.infeasible and math.isfinite(least):
         reason = (f"every configuration of the search space is proven infeasible; the least memory "
                   f"any plan needs is at least {least:.2f} GiB per device against {cap:.2f} GiB usable")
+    elif result.certificate.infeasible:
+        first = result.infeasible_reasons[0] if result.infeasible_reasons else "see the certificate"
+        reason = ("every configuration of the search space is proven infeasible whatever the "
+                  f"memory: some layer has no valid strategy in each ({first})")
     else:
         reason = "no plan was found within the time limit; feasibility is not decided"
     advice = ["allow ZeRO-3 sharding and full recomputation (search.zero_levels, search.recompute)",
@@ -88,7 +93,7 @@ def _infeasibility(result: SearchResult, cluster: Cluster, training: Training,
     if not result.certificate.infeasible:
         advice.insert(0, "raise --time-limit")
     return {"reason": reason, "details": result.infeasible_reasons[:10],
-            "least_memory_gib": least, "capacity_gib": cap, "advice": advice}
+            "least_memory_gib": json_float(least), "capacity_gib": cap, "advice": advice}
 
 
 def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training: Training,

@@ -291,7 +291,9 @@ class Search:
         self.record_seed(records)
         best = self.best
         reasons = sorted({r.message for r in records if r.status is Status.infeasible and r.message})
-        least = min((b.least_memory_bytes for _, _, b in self.prepared), default=0.0)
+        # the least over the configurations whose tables were built (inf: none of them
+        # has a plan at any memory, every one lacks a strategy for some layer)
+        least = min((b.least_memory_bytes for _, _, b in self.prepared), default=math.inf)
         return SearchResult(plan=best[1] if best else None, metrics=best[0] if best else None,
                             certificate=Certificate(records), best_config=best[2] if best else None,
                             solver_name=self.inner.name, solver_version=self.inner.version,

@@ -10,14 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from autopar_opt.cost.params import CostParams, default_params, params_mapping
+from autopar_opt.cost.params import CostParams, default_params, params_body
 from autopar_opt.solvers.registry import backend_names
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import DEVICE_CATALOG, Cluster, DeviceType, LinkTier, make_cluster
 from autopar_opt.core import limits
-from autopar_opt.core.errors import ProblemList, SpecProblem, did_you_mean
+from autopar_opt.core.errors import ProblemList, SpecError, SpecProblem, did_you_mean
 from autopar_opt.spec.schema import (CostModelSection, ExplicitClusterSpec, LinkSpec, SearchSection,
                                      SolverSection, TrainingSection, ZooClusterSpec)
 from autopar_opt.spec.cp_rule import cp_refusal
@@ -270,9 +268,15 @@ def build_cost_params(section: CostModelSection | str | None, cluster: Cluster |
     file = changes.pop("file", None)
     if file is not None:
         target = Path(file) if Path(file).is_absolute() else (spec_dir or Path(".")) / file
-        try:
-            body = params_mapping(target)
-        except (OSError, ValueError, yaml.YAMLError) as exc:
+        from autopar_opt.spec.loader import read_document
+
+        try:     # within the spec limits: size, nesting, YAML aliases, duplicate keys
+            body = params_body(read_document(target))
+        except SpecError as exc:
+            out.extend(SpecProblem(p.file, "cost_model.file" if not p.key else p.key, p.value,
+                                   p.rule, p.fix) for p in exc.problems)
+            return default_params()
+        except ValueError as exc:
             out.add("cost_model.file", file, f"cannot read cost-model parameters from {target} "
                     f"({getattr(exc, 'strerror', None) or exc})",
                     "name a file written by `autopar calibrate RUNS --fit --output FILE` "

@@ -67,6 +67,14 @@ class _LimitsMixin:
         finally:
             self._depth -= 1
 
+    def construct_yaml_int(self, node: Any) -> Any:
+        """An integer literal of more than :data:`limits.MAX_INT_DIGITS` digits becomes a
+        :class:`limits.HugeInt` (the structure walk then names its key)."""
+        text = str(node.value).replace("_", "")
+        if len(text) > limits.MAX_INT_DIGITS:
+            return limits.HugeInt(len(text.lstrip("+-")))
+        return super().construct_yaml_int(node)
+
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):
             seen: dict[tuple[str, str], int] = {}
@@ -102,6 +110,9 @@ else:                                        # pragma: no cover
         """``yaml.SafeLoader`` with the limits."""
 
 
+_SpecYamlLoader.add_constructor("tag:yaml.org,2002:int", _SpecYamlLoader.construct_yaml_int)
+
+
 def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """``object_pairs_hook`` refusing duplicate keys (``json`` keeps the last one)."""
     out: dict[str, Any] = {}
@@ -117,7 +128,7 @@ def _load_text(text: str, fmt: str) -> Any:
         return yaml.load(text, Loader=_SpecYamlLoader)   # SafeLoader underneath
     if fmt == "toml":
         return tomllib.loads(text)
-    return json.loads(text, object_pairs_hook=_json_pairs)
+    return json.loads(text, object_pairs_hook=_json_pairs, parse_int=limits.read_int)
 
 
 def _parse(text: str, fmt: str, path: Path) -> Any:
@@ -138,11 +149,18 @@ def _parse(text: str, fmt: str, path: Path) -> Any:
         raise SpecError([_problem(path, f"duplicate key {exc.key!r}{where}",
                                   "give each key once in its mapping; delete or merge the "
                                   "repeated entry", key=str(exc.key)[:limits.MAX_KEY_CHARS])]) from None
-    except (ValueError, OverflowError) as exc:   # an integer over Python's 4300-digit limit,
-        text = str(exc)[:200]                         # an impossible date, ...
-        fix = (f"write integers of realistic size (at most {limits.MAX_INT:.0e})" if "digits" in text
-               else "write a plain number, or quote the value to make it text")
-        raise SpecError([_problem(path, f"a value cannot be read ({text})", fix)]) from None
+    except (ValueError, OverflowError) as exc:   # an integer over Python's 4300-digit limit
+        from autopar_opt.core.reading import huge_integer_line      # (TOML), an impossible date
+
+        line = huge_integer_line(text) if "digits" in str(exc) else None
+        if line is not None:
+            key = text.splitlines()[line - 1].split("=", 1)[0].strip()[:limits.MAX_KEY_CHARS]
+            raise SpecError([_problem(path, f"an integer of more than 4,300 digits at line {line} "
+                                      f"exceeds the limit of {limits.MAX_INT:.0e} in magnitude",
+                                      "use a realistic size (see `autopar schema` for each "
+                                      "field's range)", key=key)]) from None
+        raise SpecError([_problem(path, f"a value cannot be read ({str(exc)[:200]})",
+                                  "write a plain number, or quote the value to make it text")]) from None
 
 
 def _parse_raw(text: str, fmt: str, path: Path) -> Any:
@@ -186,20 +204,6 @@ def _read_text(path: Path) -> str:
                                   f"{str(exc)[:200]})", "make it a readable UTF-8 text file")]) from None
 
 
-def _where_is(path: Path) -> str | None:
-    """None when ``path`` is a regular file; else what it is instead."""
-    if "\x00" in str(path):
-        return "name contains a NUL character"
-    try:
-        if path.is_file():
-            return None
-        if path.is_dir():
-            return "is a directory"
-        return "is not a regular file" if path.exists() else "does not exist"
-    except (OSError, ValueError) as exc:    # name too long, NUL byte, no permission
-        return f"cannot be opened ({exc.__class__.__name__}: {str(exc)[:120]})"
-
-
 #: What a spec file holds, for the fix of an empty one.
 SPEC_CONTENT = ("at least the model, cluster and training sections, e.g. start from "
                 "examples/quickstart.yaml", "model:, cluster:, training:, ...")
@@ -227,15 +231,22 @@ def read_document(path: Path | str) -> Any:
     :mod:`autopar_opt.core.limits` (size, nesting, values, lengths, numbers);
     raises :class:`SpecError`. Other readers of user files (run files of
     ``autopar calibrate``) use it too."""
+    from autopar_opt.core.reading import describe_path, files_in
+
     path = Path(path)
     fmt = FORMATS.get(path.suffix.lower())
     shown = str(path).replace("\x00", "\\x00")
     shown = shown if len(shown) <= 300 else shown[:300] + "..."
+    what = describe_path(path)
+    if what == "is a directory":
+        found = files_in(path, tuple(FORMATS))
+        raise SpecError([_problem(shown, "the file is a directory",
+                                  f"give one of its files, e.g. {path / found[0]}" if found
+                                  else "give a file named *" + ", *".join(FORMATS))])
     if fmt is None:
         suffix = path.suffix[:40] or "(none)"
         raise SpecError([_problem(shown, f"unsupported file extension {suffix!r}",
                                   f"name the file with one of {one_of(FORMATS)}")])
-    what = _where_is(path)
     if what is not None:
         raise SpecError([_problem(shown, f"the file {what}",
                                   "check the path (relative paths are from the current "

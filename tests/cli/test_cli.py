@@ -122,9 +122,9 @@ def test_calibrate_and_report_delegate(monkeypatch):
     rep = _fake_module(monkeypatch, "autopar_opt.cli.report", "report_command", lambda *a: 4)
     assert _cli("calibrate", "runs.yaml", "--fit", "--output", "fit.yaml",
                 "--cross-validate", "family").exit_code == 0
-    assert cal == [("runs.yaml", False, True, "fit.yaml", "family")]
+    assert cal == [("runs.yaml", False, True, "fit.yaml", "family", None, None, False)]
     assert _cli("report", "plan.json", "-o", "out.html").exit_code == 4
-    assert rep == [("plan.json", "out.html")]
+    assert rep == [("plan.json", "out.html", False)]
 
 
 @pytest.mark.parametrize("error", [

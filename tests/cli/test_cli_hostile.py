@@ -62,12 +62,12 @@ def test_place_searcher_budget_is_checked(budget, no_search):
 
 def test_place_spec_that_is_a_directory(tmp_path, no_search):
     code, text = _run("place", tmp_path)
-    assert code == 2 and "cannot be read" in text and str(tmp_path) in text
+    assert code == 2 and "is a directory" in text and str(tmp_path) in text
 
 
 def test_place_expert_that_is_a_directory_is_reported_before_the_search(tmp_path, no_search):
     code, text = _run("place", PLACE, "--expert", tmp_path)
-    assert code == 2 and "cannot be read" in text and str(tmp_path) in text
+    assert code == 2 and "is a directory" in text and str(tmp_path) in text
 
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")

@@ -72,10 +72,15 @@ CASES = [
      r"cluster\.nodes = 100000: 100000 nodes x 16 GPUs = 1,600,000 devices exceed the limit of "
      r"1,048,576 devices"),
     ("int_3000_digits", "s.yaml", _with("training.global_batch_size", 10**3000),
-     r"training\.global_batch_size = '<huge integer>': an integer of about 3001 digits exceeds "
-     r"the limit of 1e\+15"),
+     r"training\.global_batch_size = <an integer of 3,001 digits>: an integer of 3,001 digits "
+     r"exceeds the limit of 1e\+15"),
     ("int_5000_digits", "s.yaml", "training: {global_batch_size: " + "9" * 5000 + "}\n",
-     r"a value cannot be read \(Exceeds the limit \(4300 digits\).*integers of realistic size"),
+     r"training\.global_batch_size = <an integer of 5,000 digits>: an integer of 5,000 digits "
+     r"exceeds the limit of 1e\+15"),
+    ("int_6000_digits_json", "s.json", '{"training": {"global_batch_size": ' + "9" * 6000 + "}}",
+     r"training\.global_batch_size = <an integer of 6,000 digits>"),
+    ("int_6000_digits_toml", "s.toml", "[training]\nglobal_batch_size = " + "9" * 6000 + "\n",
+     r"global_batch_size: an integer of more than 4,300 digits at line 2"),
     ("string_1e5", "s.yaml", _with("model.zoo", "x" * 100_000),
      r"model\.zoo = 'x+\.\.\.': a string of 100,000 characters exceeds the limit of 4096"),
     ("file_3MB", "s.yaml", "description: " + "x" * 3_000_000 + "\n",

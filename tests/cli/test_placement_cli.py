@@ -55,7 +55,7 @@ def test_place_errors_exit_2(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["place", str(BERT), "--objective", "speed"])
     assert res.exit_code == 2 and "--objective" in res.output
     res = CliRunner().invoke(app, ["place", str(tmp_path / "missing.json")])
-    assert res.exit_code == 2 and "file not found" in res.output
+    assert res.exit_code == 2 and "does not exist" in res.output
     spec = tmp_path / "s.yaml"
     spec.write_text("placement:\n  graph: {zoo: no_such_graph}\n  devices: [{type: A100-80GB, count: 2}]\n")
     res = CliRunner().invoke(app, ["place", str(spec)])

@@ -85,12 +85,12 @@ def _run_bad(tmp_path, capsys, content: str | None, name: str = "plan.json"):
 
 
 def test_missing_file(tmp_path, capsys):
-    assert "file not found" in _run_bad(tmp_path, capsys, None)
+    assert "does not exist" in _run_bad(tmp_path, capsys, None)
 
 
 def test_malformed_json(tmp_path, capsys):
     err = _run_bad(tmp_path, capsys, '{"schema_version": 1,')
-    assert "not valid JSON (line 1" in err
+    assert "JSON syntax error at line 1" in err
 
 
 def test_missing_keys_named(tmp_path, capsys):

@@ -211,9 +211,11 @@ def test_highs_stops_on_a_signal_and_returns_its_incumbent():
     assert res.wall_time_s < 60      # stopped long before its 120 s limit, not a timing target
 
 
-def test_sigterm_to_a_running_cli_writes_an_interrupted_plan(tmp_path):
-    """The real command, killed once it has started solving (the first exported
-    sub-model appears): exit 143, plan.json and the report written."""
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_to_a_running_cli_writes_an_interrupted_plan(tmp_path, sig, code):
+    """The real command, stopped once it has started solving (the first exported
+    sub-model appears): exit 143 (SIGTERM) or 129 (SIGHUP, a closed terminal: it
+    killed the run with no output before issue 33), plan.json and the report written."""
     out = tmp_path / "out"
     spec = ROOT / "examples" / "gpt3_175b_3072_a100.yaml"
     proc = subprocess.Popen([str(AUTOPAR), "solve", str(spec), "--out", str(out), "--gap", "0",
@@ -226,14 +228,14 @@ def test_sigterm_to_a_running_cli_writes_an_interrupted_plan(tmp_path):
             if proc.poll() is not None:
                 break
             threading.Event().wait(0.1)
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 143, err[-2000:]
+    assert proc.returncode == code, err[-2000:]
     doc = json.loads((out / "plan.json").read_text())
-    assert doc["status"] == "interrupted" and "SIGTERM" in doc["notices"][0]
+    assert doc["status"] == "interrupted" and signal.Signals(sig).name in doc["notices"][0]
     assert (out / "report.html").stat().st_size > 0
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
 

@@ -68,19 +68,19 @@ EXTREMES = st.one_of(
 )
 
 
-def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
+def key_paths(node: Any, prefix: tuple = ()) -> list[tuple]:
     """Every key path of a mapping/list tree (lists by index)."""
     out = [prefix] if prefix else []
     if isinstance(node, dict):
         for key, value in node.items():
-            out += _paths(value, prefix + (key,))
+            out += key_paths(value, prefix + (key,))
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            out += _paths(value, prefix + (i,))
+            out += key_paths(value, prefix + (i,))
     return out
 
 
-def _set(tree: Any, path: tuple, value: Any, delete: bool) -> None:
+def set_at(tree: Any, path: tuple, value: Any, delete: bool) -> None:
     node = tree
     for part in path[:-1]:
         node = node[part]
@@ -97,7 +97,7 @@ def mutated_tree(draw) -> dict:
     """A base spec with 1-3 mutations (set an extreme value, delete, add a key)."""
     tree = json.loads(json.dumps(draw(st.sampled_from(BASES))))
     for _ in range(draw(st.sampled_from([0, 1, 1, 1, 2, 3]))):
-        paths = _paths(tree)
+        paths = key_paths(tree)
         kind = draw(st.sampled_from(["set", "set", "set", "delete", "add"]))
         if kind == "add" or not paths:
             parent = draw(st.sampled_from([()] + [p for p in paths if isinstance(_get(tree, p), dict)]))
@@ -105,7 +105,7 @@ def mutated_tree(draw) -> dict:
             node[draw(st.sampled_from(["extra", "nodes", "zoo", "layers", "plan", "x" * 300]))] = \
                 draw(EXTREMES)
             continue
-        _set(tree, draw(st.sampled_from(paths)), draw(EXTREMES), kind == "delete")
+        set_at(tree, draw(st.sampled_from(paths)), draw(EXTREMES), kind == "delete")
     return tree
 
 
@@ -197,6 +197,6 @@ def plan_document_case(draw, base: dict) -> str:
     """A plan.json document with 0-2 values (anywhere in it) set to extreme values, maybe damaged."""
     doc = json.loads(json.dumps(base))
     for _ in range(draw(st.sampled_from([0, 1, 1, 2]))):
-        paths = _paths(doc)
-        _set(doc, draw(st.sampled_from(paths)), draw(EXTREMES), draw(st.booleans()))
+        paths = key_paths(doc)
+        set_at(doc, draw(st.sampled_from(paths)), draw(EXTREMES), draw(st.booleans()))
     return draw(text_damage(json.dumps(doc, allow_nan=True)))

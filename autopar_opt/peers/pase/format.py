@@ -18,7 +18,6 @@ none), the graph is a DAG, and every edge matrix is
 
 from __future__ import annotations
 
-import gzip
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from autopar_opt.peers.piper.format import _cycle, read_json
+from autopar_opt.core import limits
+from autopar_opt.peers.piper.format import _cycle
 from autopar_opt.core.errors import MISSING, SpecError, SpecProblem
 
 
@@ -55,14 +55,15 @@ def _finite_array(value: Any, key: str, problems: list[SpecProblem], path: str,
                   ndim: int) -> np.ndarray | None:
     try:
         arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):   # OverflowError: an integer over 1e308
         arr = None
     if arr is None or arr.ndim != ndim or arr.size == 0:
         shape = "a non-empty list of numbers" if ndim == 1 else "a non-empty rectangular matrix of numbers"
         problems.append(SpecProblem(path, key, value, f"must be {shape}", "use the table as PaSE wrote it"))
         return None
-    if not np.all(np.isfinite(arr)):
-        problems.append(SpecProblem(path, key, "non-finite entries", "every cost must be a finite number",
+    if not np.all(np.isfinite(arr)) or np.any(np.abs(arr) > limits.MAX_FLOAT):
+        problems.append(SpecProblem(path, key, "non-finite or huge entries", "every cost must be "
+                                    f"a finite number of at most {limits.MAX_FLOAT:.0e}",
                                     "replace NaN/inf entries"))
         return None
     return arr
@@ -156,8 +157,9 @@ def parse_pase(data: Any, path: str, name: str) -> tuple[PaseInstance | None, li
 
 def load_pase(path: Path) -> PaseInstance:
     """Read ``.json.gz`` or ``.json`` PaSE tables; raises SpecError listing every problem."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    data = read_json(path, opener)
+    from autopar_opt.core import reading
+
+    data = reading.read_json(path, reading.PASE)      # packed or not: read_bytes looks
     stem = path.name.removesuffix(".gz").removesuffix(".json")
     inst, problems = parse_pase(data, str(path), stem)
     if problems:

@@ -19,15 +19,24 @@ the key, the value, the rule and the fix, including "at most two TMPCs per
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autopar_opt.core import limits
 from autopar_opt.core.errors import MISSING, SpecError, SpecProblem
 
 TOP_KEYS = ("maxMemoryPerDevice", "maxDevices", "bandwidth", "mbsInBatch", "nodes", "edges")
 TMPC_NUMBERS = ("timePerSample", "parameterSize", "memoryUsageA", "memoryUsageB")
+#: Upper limits of the top-level numbers (and what they count): the devices and
+#: micro-batches of :mod:`autopar_opt.core.limits`; bytes, bytes/s and seconds below 1e30.
+TOP_MAX = {"maxDevices": (limits.MAX_DEVICES, "devices"),
+           "mbsInBatch": (limits.MAX_MICROBATCHES, "micro-batches"),
+           "maxMemoryPerDevice": (limits.MAX_FLOAT, "bytes"),
+           "bandwidth": (limits.MAX_FLOAT, "bytes per second")}
+#: Most nodes and edges of an instance (the published ones have at most 177 nodes; the DP
+#: over successor-closed sets is exponential in the graph's width, so far fewer are solvable).
+MAX_PIPER_NODES, MAX_PIPER_EDGES = 100_000, 1_000_000
 
 
 @dataclass(frozen=True)
@@ -98,32 +107,24 @@ class _Checker:
                      f"add {key!r} (a non-negative {'integer' if integer else 'number'})")
             return None
         val = obj[key]
-        ok = isinstance(val, (int, float)) and not isinstance(val, bool) and math.isfinite(val)
-        if ok and integer and not float(val).is_integer():
-            ok = False
-        if not ok or val < 0:
+        num = limits.bounded_number(val)      # finite, at most 1e30 (no OverflowError on 10^400)
+        ok = num is not None and not (integer and not num.is_integer())
+        if not ok or num < 0:
             kind = "integer" if integer else "finite number"
-            self.add(f"{where}{key}", val, f"must be a non-negative {kind} (Piper rejects negative values)",
+            self.add(f"{where}{key}", val, f"must be a non-negative {kind} of at most "
+                     f"{limits.MAX_FLOAT:.0e} (Piper rejects negative values)",
                      f"write a {kind} >= 0")
             return None
-        return float(val)
+        return float(num)
 
 
-def read_json(path: Path, opener: Any = open) -> Any:
-    """Parse a JSON file; a missing or malformed file is a :class:`SpecError`."""
-    try:
-        with opener(path, "rt", encoding="utf-8") as handle:
-            return json.load(handle)
-    except FileNotFoundError:
-        raise SpecError([SpecProblem(str(path), "", None, "the instance file does not exist",
-                                     "check problem.file (paths are relative to the spec file)")]) from None
-    except (OSError, UnicodeDecodeError, EOFError) as exc:
-        raise SpecError([SpecProblem(str(path), "", None, f"cannot read the file ({exc})",
-                                     "give a readable instance file")]) from None
-    except json.JSONDecodeError as exc:
-        raise SpecError([SpecProblem(str(path), "", None, f"JSON syntax error at line {exc.lineno}, "
-                                     f"column {exc.colno}: {exc.msg}",
-                                     "fix the file's JSON (or use the file as the peer ships it)")]) from None
+def read_json(path: Path) -> Any:
+    """Parse a Piper JSON file within :data:`autopar_opt.core.reading.PIPER`'s limits;
+    a missing, special, oversized, packed-bomb, malformed or too deeply nested file is
+    a :class:`SpecError`."""
+    from autopar_opt.core import reading
+
+    return reading.read_json(path, reading.PIPER)
 
 
 def _nodes(data: dict, chk: _Checker) -> tuple[list[int], list[str], list[dict]]:
@@ -131,6 +132,11 @@ def _nodes(data: dict, chk: _Checker) -> tuple[list[int], list[str], list[dict]]
     if not isinstance(nodes, list) or not nodes:
         chk.add("nodes", nodes if nodes is not None else MISSING, "must be a non-empty array of nodes",
                 "write nodes: [{id, TMPCs}, ...]")
+        return [], [], []
+    if len(nodes) > MAX_PIPER_NODES:
+        chk.add("nodes", f"{len(nodes):,} nodes", f"more than the limit of {MAX_PIPER_NODES:,} "
+                "nodes", "give a Piper instance of a real model (the published ones have at "
+                "most a few hundred nodes)")
         return [], [], []
     ids, names, raw = [], [], []
     seen: set[int] = set()
@@ -155,6 +161,10 @@ def _edges(data: dict, index: dict[int, int], chk: _Checker) -> list[tuple[int, 
     if not isinstance(edges, list) or not edges:
         chk.add("edges", edges if edges is not None else MISSING,
                 "Piper's reader needs at least one edge", "write edges: [{sourceId, destId, communicationCost}]")
+        return []
+    if len(edges) > MAX_PIPER_EDGES:
+        chk.add("edges", f"{len(edges):,} edges", f"more than the limit of {MAX_PIPER_EDGES:,} "
+                "edges", "give a Piper instance of a real model")
         return []
     out, seen = [], set()
     for j, edge in enumerate(edges):
@@ -252,9 +262,11 @@ def _node_tmpcs(node: dict, i: int, ins: set[int], outs: set[int], index: dict[i
                 'write TMPCs: {"1": [{...}], "2": [...]}')
         return
     for tkey, lst in table.items():
-        t = int(tkey) if isinstance(tkey, str) and tkey.isdigit() else 0
-        if t < 1:
-            chk.add(f"{where}[{tkey!r}]", tkey, "keys must be tensor-parallel degrees >= 1 written as strings",
+        digits = isinstance(tkey, str) and tkey.isascii() and tkey.isdigit() and len(tkey) <= 8
+        t = int(tkey) if digits else 0
+        if not 1 <= t <= limits.MAX_DEVICES:
+            chk.add(f"{where}[{str(tkey)[:20]!r}]", str(tkey)[:20], "keys must be tensor-parallel "
+                    f"degrees from 1 to {limits.MAX_DEVICES:,} written as strings",
                     'use keys like "1", "2", "4"')
             continue
         if not isinstance(lst, list):
@@ -284,7 +296,11 @@ def parse_piper(data: Any, path: str, name: str) -> tuple[dict, PiperInstance | 
     values = {}
     for key in TOP_KEYS[:4]:
         val = chk.number(data, key, "", integer=key in ("maxDevices", "mbsInBatch"))
-        if val is not None:
+        if val is not None and val > TOP_MAX[key][0]:
+            chk.add(key, val, f"exceeds the limit of {TOP_MAX[key][0]:,} {TOP_MAX[key][1]}",
+                    f"write a realistic {TOP_MAX[key][1].rstrip('s')} count"
+                    if key in ("maxDevices", "mbsInBatch") else "write a realistic value")
+        elif val is not None:
             values[key] = val
     ids, names, raw = _nodes(data, chk)
     index = {nid: i for i, nid in enumerate(ids)}

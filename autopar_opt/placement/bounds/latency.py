@@ -52,6 +52,8 @@ Two strengthenings of a segment's weight (both tested against brute force):
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from autopar_opt.core.ideals import topological_order
@@ -59,22 +61,32 @@ from autopar_opt.placement.problem import PlacementProblem
 
 #: Path length × accelerators × window above which :func:`path_bound` is skipped.
 PATH_DP_LIMIT = 60_000_000
+#: Most entries of the (path length)² transfer matrices of :func:`path_transfers` (two of
+#: them, 8 bytes each: 256 MiB); a longer path is skipped (issue 33: a 10^5-node chain
+#: asked for 74.5 GiB).
+PATH_MATRIX_LIMIT = 16_000_000
 
 
-def longest_path(problem: PlacementProblem, weight: np.ndarray) -> list[int]:
-    """Nodes of a maximum-weight path of the DAG (node weights ``weight``)."""
+def longest_path(problem: PlacementProblem, weight: np.ndarray,
+                 check: Callable[[], None] | None = None) -> list[int]:
+    """Nodes of a maximum-weight path of the DAG (node weights ``weight``); ``check`` (a
+    deadline check that raises) is called every 2^16 nodes."""
     n = problem.num_nodes
     preds: list[list[int]] = [[] for _ in range(n)]
     for u, v in problem.edges.tolist():
         preds[v].append(u)
-    fin = np.zeros(n)
+    fin = [0.0] * n
     back = np.full(n, -1, dtype=np.int64)
-    for v in topological_order(n, [tuple(e) for e in problem.edges.tolist()]).tolist():
+    w = np.asarray(weight, dtype=float).tolist()
+    for i, v in enumerate(topological_order(n, problem.edges).tolist()):
+        if check is not None and not i & 0xFFFF:
+            check()
         if preds[v]:
-            u = max(preds[v], key=lambda x: fin[x])
-            fin[v], back[v] = fin[u] + weight[v], u
+            u = max(preds[v], key=fin.__getitem__)
+            fin[v], back[v] = fin[u] + w[v], u
         else:
-            fin[v] = weight[v]
+            fin[v] = w[v]
+    fin = np.asarray(fin)
     if n == 0:
         return []
     v, path = int(np.argmax(fin)), []
@@ -157,6 +169,17 @@ def path_transfers(problem: PlacementProblem, p: np.ndarray) -> np.ndarray:
     return recv + send
 
 
+def path_dp_fits(problem: PlacementProblem, p: np.ndarray) -> bool:
+    """Whether :func:`path_bound` on the path ``p`` stays within :data:`PATH_DP_LIMIT`
+    steps and :data:`PATH_MATRIX_LIMIT` matrix entries (else it is skipped)."""
+    _, mem, _, k = _type_arrays(problem)
+    m = len(p)
+    cum_s = np.r_[0.0, np.cumsum(problem.size_bytes[np.asarray(p, dtype=np.int64)])]
+    first = np.searchsorted(cum_s, cum_s - mem * (1 + 1e-9), side="left")
+    window = int(np.max(np.arange(m + 1) - first)) if m else 0
+    return m * max(min(k, m), 1) * window <= PATH_DP_LIMIT and (m + 1) * (m + 2) <= PATH_MATRIX_LIMIT
+
+
 def path_bound(problem: PlacementProblem, path: list[int], lam: float = 0.0) -> float:
     """The segmentation DP of the module docstring on ``path`` (``inf``: no placement),
     side inputs charged with the memory price ``lam`` (``λ ≥ 0``)."""
@@ -173,14 +196,14 @@ def path_bound(problem: PlacementProblem, path: list[int], lam: float = 0.0) -> 
                                  + side_charge(problem, p, lam))]
     cum_bad = np.r_[0, np.cumsum(np.isinf(ta))]
     cum_s = np.r_[0.0, np.cumsum(size)]
-    ends_ab = path_transfers(problem, p)           # (m+1, m+1): transfers of segment [a, b)
     kk = min(k, m)
+    first = np.searchsorted(cum_s, cum_s - mem * (1 + 1e-9), side="left")   # memory window
+    if not path_dp_fits(problem, p):
+        return float("nan")                        # checked before any quadratic array
+    ends_ab = path_transfers(problem, p)           # (m+1, m+1): transfers of segment [a, b)
     # g[j, b]: least weight of v_0 … v_{b-1} with j accelerator segments
     g = np.full((kk + 1, m + 1), np.inf)
     g[0, 0] = 0.0
-    first = np.searchsorted(cum_s, cum_s - mem * (1 + 1e-9), side="left")   # memory window
-    if m * max(kk, 1) * int(np.max(np.arange(m + 1) - first)) > PATH_DP_LIMIT:
-        return float("nan")
     for b in range(1, m + 1):
         g[:, b] = g[:, b - 1] + th[b - 1]          # v_{b-1} alone on the host
         if kk == 0:
@@ -212,19 +235,27 @@ def memory_prices(problem: PlacementProblem, path: list[int]) -> list[float]:
     return [0.0, *np.unique(np.quantile(ratio, [0.25, 0.5, 0.75, 1.0])).tolist()]
 
 
-def latency_lower_bound(problem: PlacementProblem) -> tuple[float, dict]:
+def latency_lower_bound(problem: PlacementProblem, check: Callable[[], None] | None = None
+                        ) -> tuple[float, dict]:
     """The best of the critical path (cheapest times, free transfers) and the path DP on a
-    few long paths (by cheapest time, accelerator time and size); with the details."""
+    few long paths (by cheapest time, accelerator time and size); with the details.
+    ``check`` (a deadline check that raises ``PhaseDeadline``) runs between and inside
+    the passes; a path too long for the DP is skipped before its side inputs are priced."""
     from autopar_opt.placement.heuristics import critical_path_bound
 
-    cp = critical_path_bound(problem)
+    check = check or (lambda: None)
+    cp = critical_path_bound(problem, check)
     t_acc, _, t_host, _ = _type_arrays(problem)
     tmin = np.minimum(t_acc, t_host)
     best, info = cp, {"critical_path": cp}
     for name, w in (("cheapest", tmin), ("accelerator", np.where(np.isinf(t_acc), tmin, t_acc)),
                     ("size", problem.size_bytes / max(float(problem.size_bytes.max(initial=0)), 1.0)
                      + 1e-9 * tmin)):
-        path = longest_path(problem, np.where(np.isfinite(w), w, 0.0))
+        check()
+        path = longest_path(problem, np.where(np.isfinite(w), w, 0.0), check)
+        if not path_dp_fits(problem, np.asarray(path, dtype=np.int64)):
+            info[f"path_{name}"] = None
+            continue
         val = max(path_bound(problem, path, lam) for lam in memory_prices(problem, path))
         info[f"path_{name}"] = None if not np.isfinite(val) else val
         if np.isfinite(val) or val == np.inf:

@@ -13,36 +13,27 @@ rule and the fix.
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from autopar_opt.core import limits
 from autopar_opt.placement.problem import DeviceType, PlacementProblem
 from autopar_opt.core.errors import MISSING, SpecError, SpecProblem
 
 ACCEL, CPU = "accelerator", "cpu"
+#: Most edges of a graph (four per node at the node limit).
+MAX_EDGES = 4 * limits.MAX_OP_NODES
 _NODE_REQUIRED = ("id", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode")
 
 
-def _read(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise SpecError([SpecProblem(str(path), "", None, "file not found",
-                                     "give the path of a placement JSON file")]) from None
-    except (OSError, UnicodeDecodeError) as exc:     # a directory, unreadable, not text
-        raise SpecError([SpecProblem(str(path), "", None, f"cannot be read ({exc})",
-                                     "give the path of a placement JSON file")]) from None
-    except json.JSONDecodeError as exc:
-        raise SpecError([SpecProblem(str(path), "", None, f"not valid JSON ({exc})",
-                                     "fix the syntax")]) from None
-    except RecursionError:              # json's decoder recurses once per nesting level
-        raise SpecError([SpecProblem(str(path), "", None, "nested too deeply to be read",
-                                     "a placement file nests a few levels: give the graph or "
-                                     "split as the public format writes it")]) from None
+def _read(path: Path, kind: str = "PLACEMENT") -> Any:
+    """The parsed file within the limits of :mod:`autopar_opt.core.reading` for ``kind``
+    (``PLACEMENT``: a graph; ``EXPERT_SPLIT``: a split)."""
+    from autopar_opt.core import reading
+
+    return reading.read_json(path, getattr(reading, kind))
 
 
 def is_public_format(data: Any) -> bool:
@@ -55,23 +46,21 @@ def _number(doc: dict, key: str, where: str, file: str, probs: list[SpecProblem]
     """A finite number >= ``minimum`` (JSON's NaN and Infinity are refused: a NaN
     time or size compares false with everything and slipped through)."""
     val = doc.get(key, MISSING)
-    if isinstance(val, bool) or not isinstance(val, (int, float)) or not math.isfinite(val) \
-            or val < minimum:
+    num = limits.bounded_number(val)      # finite, at most 1e30 (no OverflowError on 10^400)
+    if num is None or num < minimum:
         probs.append(SpecProblem(file, f"{where}{key}", val,
-                                 f"must be a finite number >= {minimum:g}",
-                                 f"write e.g. \"{key}\": 1"))
+                                 f"must be a finite number >= {minimum:g} and at most "
+                                 f"{limits.MAX_FLOAT:.0e}", f"write e.g. \"{key}\": 1"))
         return 0.0
-    return float(val)
+    return float(num)
 
 
 def _count(doc: dict, key: str, file: str, probs: list[SpecProblem]) -> int:
     """A device count: a whole number in [0, limits.MAX_PLACEMENT_DEVICES]."""
-    from autopar_opt.core import limits
-
     val = doc.get(key, MISSING)
-    whole = (not isinstance(val, bool) and isinstance(val, (int, float)) and math.isfinite(val)
-             and float(val).is_integer())
-    if not whole or not 0 <= val <= limits.MAX_PLACEMENT_DEVICES:
+    num = limits.bounded_number(val)
+    whole = num is not None and num.is_integer()
+    if not whole or not 0 <= num <= limits.MAX_PLACEMENT_DEVICES:
         probs.append(SpecProblem(file, key, val, "must be a whole number of devices from 0 to "
                                  f"{limits.MAX_PLACEMENT_DEVICES:,}", f"write e.g. \"{key}\": 8"))
         return 0
@@ -85,11 +74,20 @@ def _nodes(data: dict, file: str, probs: list[SpecProblem]) -> list[dict]:
                                  "must be a non-empty list of node objects",
                                  "list the operator nodes, see README 'Device placement'"))
         return []
+    if len(nodes) > limits.MAX_OP_NODES:
+        probs.append(SpecProblem(file, "nodes", f"{len(nodes):,} nodes", "more than the limit of "
+                                 f"{limits.MAX_OP_NODES:,} operators", "give a smaller graph, or "
+                                 "coarsen it (layers instead of operators)"))
+        return []
     seen: set[Any] = set()
     for i, nd in enumerate(nodes):
         where = f"nodes[{i}]."
         if not isinstance(nd, dict):
             probs.append(SpecProblem(file, f"nodes[{i}]", nd, "must be an object", "write {...}"))
+            continue
+        if not _valid_id(nd.get("id", 0)):
+            probs.append(SpecProblem(file, where + "id", nd.get("id"), "must be an integer or a "
+                                     "string", "give every node its own id, e.g. \"id\": 7"))
             continue
         for key in _NODE_REQUIRED:
             if key not in nd:
@@ -98,6 +96,14 @@ def _nodes(data: dict, file: str, probs: list[SpecProblem]) -> list[dict]:
         for key in ("cpuLatency", "fpgaLatency", "size"):
             if key in nd:
                 _number(nd, key, where, file, probs)
+        for key in ("supportedOnFpga", "isBackwardNode"):
+            if key in nd and nd[key] not in (0, 1):       # True/False compare equal to 1/0
+                probs.append(SpecProblem(file, where + key, nd[key], "must be 0 or 1 (or a "
+                                         "boolean)", f"write \"{key}\": 1"))
+        if "colorClass" in nd and not _valid_id(nd["colorClass"]):
+            probs.append(SpecProblem(file, where + "colorClass", nd["colorClass"], "must be an "
+                                     "integer or a string", "give colocated nodes one class, "
+                                     "e.g. \"colorClass\": 3"))
         if nd.get("id") in seen:
             probs.append(SpecProblem(file, where + "id", nd.get("id"), "duplicate node id",
                                      "give every node its own id"))
@@ -105,17 +111,28 @@ def _nodes(data: dict, file: str, probs: list[SpecProblem]) -> list[dict]:
     return nodes
 
 
+def _valid_id(value: Any) -> bool:
+    """Node ids are JSON integers or strings (a list or an object cannot key a node)."""
+    return isinstance(value, (int, str)) and not isinstance(value, bool)
+
+
 def _edges(data: dict, ids: dict[Any, int], file: str, probs: list[SpecProblem]
            ) -> tuple[list[tuple[int, int]], dict[int, float]]:
     edges, cost = [], {}
-    for i, e in enumerate(data.get("edges", []) or []):
+    raw = data.get("edges", []) or []
+    if not isinstance(raw, list) or len(raw) > MAX_EDGES:
+        probs.append(SpecProblem(file, "edges", f"{len(raw):,} edges" if isinstance(raw, list)
+                                 else raw, f"must be a list of at most {MAX_EDGES:,} edges",
+                                 "write edges: [{sourceId, destId, cost}, ...]"))
+        return [], {}
+    for i, e in enumerate(raw):
         where = f"edges[{i}]."
         if not isinstance(e, dict):
             probs.append(SpecProblem(file, f"edges[{i}]", e, "must be an object", "write {...}"))
             continue
         ends = []
         for key in ("sourceId", "destId"):
-            if e.get(key) not in ids:
+            if not _valid_id(e.get(key)) or e.get(key) not in ids:
                 probs.append(SpecProblem(file, where + key, e.get(key, MISSING),
                                          "must be the id of a node", "use an id listed in nodes"))
             else:
@@ -192,7 +209,7 @@ def load_expert_split(path: str | Path, problem: PlacementProblem) -> np.ndarray
     Devices are numbered as :meth:`PlacementProblem.devices`: accelerators first.
     """
     path = Path(path)
-    data = _read(path)
+    data = _read(path, "EXPERT_SPLIT")
     if not isinstance(data, dict) or not {"fpgas", "cpus"} & set(data):
         from autopar_opt.spec.doc_kinds import describe, input_kind, is_placement
 
@@ -206,12 +223,20 @@ def load_expert_split(path: str | Path, problem: PlacementProblem) -> np.ndarray
     index = {nid: i for i, nid in enumerate(problem.node_ids)}
     assign = np.full(problem.num_nodes, -1, dtype=np.int64)
     n_acc = sum(dt.count for dt in problem.device_types if dt.name == ACCEL)
+    probs = []
+    for key in ("fpgas", "cpus"):
+        part = data.get(key, [])
+        if not isinstance(part, list) or not all(
+                isinstance(g, dict) and isinstance(g.get("nodes", []), list) for g in part):
+            probs.append(SpecProblem(str(path), key, part, 'must be a list of {"nodes": [ids]}',
+                                     f'write "{key}": [{{"nodes": [1, 2]}}, ...]'))
+    if probs:
+        raise SpecError(probs)
     groups = [(d, g) for d, g in enumerate(data.get("fpgas", []))]
     groups += [(n_acc + d, g) for d, g in enumerate(data.get("cpus", []))]
-    probs = []
     for d, g in groups:
         for nid in g.get("nodes", []):
-            if nid not in index:
+            if not _valid_id(nid) or nid not in index:
                 probs.append(SpecProblem(str(path), "nodes", nid, "not a node of the instance",
                                          f"use ids of {problem.name}"))
             else:

@@ -18,7 +18,6 @@ Every mistake is reported in one :class:`~autopar_opt.spec.SpecError`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -29,37 +28,16 @@ from autopar_opt.core.errors import MISSING, SpecError, SpecProblem, did_you_mea
 
 
 def _parse(path: Path) -> Any:
-    if not path.exists():
-        raise SpecError([SpecProblem(str(path), "", None, "file not found",
-                                     "give a placement spec or a public-format JSON file")])
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:     # a directory, unreadable, not text
-        raise SpecError([SpecProblem(str(path), "", None, f"cannot be read ({exc})",
-                                     "give a placement spec or a public-format JSON file")]) from None
-    if path.suffix == ".json":             # JSON (the public format): no YAML parser to load
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SpecError([SpecProblem(str(path), "", None, f"cannot be parsed ({exc})",
-                                         "fix the syntax")]) from None
-        except RecursionError:          # json's decoder recurses once per nesting level
-            raise SpecError([_too_deep(path)]) from None
-    import yaml
+    """A ``.json`` file (a public-format graph or a spec) within the placement-graph
+    limits of :mod:`autopar_opt.core.reading`; any other file as a spec (YAML, TOML),
+    within the spec limits (size, nesting, aliases expanded, duplicate keys)."""
+    from autopar_opt.core import reading
 
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SpecError([SpecProblem(str(path), "", None, f"cannot be parsed ({exc})",
-                                     "fix the syntax")]) from None
-    except RecursionError:
-        raise SpecError([_too_deep(path)]) from None
+    if path.suffix.lower() == ".json":     # JSON (the public format): no YAML parser to load
+        return reading.read_json(path, reading.PLACEMENT)
+    from autopar_opt.spec.loader import read_document
 
-
-def _too_deep(path: Path) -> SpecProblem:
-    return SpecProblem(str(path), "", None, "nested too deeply to be read",
-                       "a placement spec or graph nests a few levels: give a public-format "
-                       "graph ({nodes, edges, maxFPGAs, ...}) or a spec placement: {graph, devices}")
+    return read_document(path)
 
 
 def load_placement(path: str | Path) -> tuple[PlacementProblem, dict]:

@@ -16,6 +16,7 @@ from autopar_opt.cli.calibrate import calibrate_command
 from autopar_opt.calibration.compare import compare
 from autopar_opt.calibration.fit import fit
 from autopar_opt.calibration.reading import RunFileError, load_run_file
+from autopar_opt.cli.errors import CommandError
 from autopar_opt.cost.params import EFFICIENCY_RANGE, RANGES, CostParams
 from support import paths
 from support.runs import write_runs as _write
@@ -149,19 +150,26 @@ def test_tflops_inversion_reproduces_the_papers_iteration_time():
     assert "Eq. 3" in run.measured_basis
 
 
-def test_bad_files_exit_2_with_a_clear_message(tmp_path, capsys):
+def test_bad_files_exit_2_with_a_clear_message(tmp_path):
+    from typer.testing import CliRunner
+
+    from autopar_opt.cli.commands import app
+
+    def run(*args):
+        return CliRunner().invoke(app, ["calibrate", *map(str, args)])
     missing = tmp_path / "nope.yaml"
-    assert calibrate_command(str(missing), json_output=True) == 2
-    assert "nope.yaml" in capsys.readouterr().err
+    res = run(missing, "--json")
+    assert res.exit_code == 2 and "nope.yaml" in res.stderr
+    error = json.loads(res.stdout)["error"]                 # --json: the same fields as JSON
+    assert error["problems"][0]["file"] == str(missing) and "does not exist" in error["message"]
     notlist = _write(tmp_path, {"id": "x"})
-    assert calibrate_command(str(notlist), json_output=False) == 2
-    assert "list" in capsys.readouterr().err
+    res = run(notlist)
+    assert res.exit_code == 2 and "list" in res.stderr and res.stdout == ""
     noid = _record("a")
     del noid["id"]
     path = _write(tmp_path, [_record("first"), noid])
-    assert calibrate_command(str(path), json_output=True) == 2
-    err = capsys.readouterr().err
-    assert "record #1" in err and "'id'" in err
+    res = run(path, "--json")
+    assert res.exit_code == 2 and "record #1" in res.stderr and "'id'" in res.stderr
     with pytest.raises(RunFileError, match="repeated"):
         load_run_file(_write(tmp_path, [_record("dup"), _record("dup")]))
 
@@ -213,8 +221,9 @@ def test_fit_writes_only_the_named_file_and_a_spec_reads_it(tmp_path, capsys):
     shipped = (Path(cost_pkg.__file__).parent / "calibrated.yaml").read_bytes()
     records = [_record("r1", layers=2), _record("r2", layers=4, recompute="full")]
     runs = _write(tmp_path, records)
-    assert calibrate_command(str(runs), json_output=False, fit=True) == 2
-    assert "--output" in capsys.readouterr().err
+    with pytest.raises(CommandError, match="--output FILE") as refused:   # exit 2 in the CLI
+        calibrate_command(str(runs), json_output=False, fit=True)
+    assert refused.value.exit_code == 2
     out = tmp_path / "my_fit.yaml"
     assert calibrate_command(str(runs), json_output=True, fit=True, output=str(out)) == 0
     data = json.loads(capsys.readouterr().out)
@@ -233,6 +242,8 @@ def test_fit_writes_only_the_named_file_and_a_spec_reads_it(tmp_path, capsys):
         load_spec(spec)
 
 
-def test_cross_validate_rejects_other_groupings(capsys):
-    assert calibrate_command(str(RUNS), json_output=True, cross_validate="random") == 2
-    assert "family" in capsys.readouterr().err
+def test_cross_validate_rejects_other_groupings():
+    with pytest.raises(CommandError, match="family") as refused:          # exit 2 in the CLI
+        calibrate_command(str(RUNS), json_output=True, cross_validate="random")
+    assert refused.value.exit_code == 2
+    assert refused.value.document()["error"]["problems"][0]["key"] == "--cross-validate"

@@ -122,7 +122,7 @@ def test_json_document_has_the_promised_fields(tiny_run):
     assert {"cheapest_meeting_requirement", "fewest_gpus_per_device", "pareto_time_cost"} <= set(
         doc["answers"])
     assert doc["run"] == {"engine": "local", "workers": 2, "store": str(tiny_run[1] / "capacity.sqlite"),
-                          "reused": 0, "computed": 6}
+                          "reused": 0, "computed": 6, "not_run": []}
 
 
 def test_intervals_follow_from_the_certified_bounds(tiny_run):

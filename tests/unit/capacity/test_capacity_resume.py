@@ -110,7 +110,7 @@ def test_ctrl_c_whose_exception_is_swallowed_still_stops_the_sweep(tmp_path, mon
     scenario finishes."""
     import autopar_opt.cli.capacity as capacity_cli
 
-    def run_sweep(sweep, store, engine, workers, progress):
+    def run_sweep(sweep, store, engine, workers, progress, deadline=None):
         try:
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.5)                       # the handler runs here; its exception is lost

@@ -183,7 +183,7 @@ def test_cli_model_json_and_errors(tmp_path):
     assert data["name"] == "qwen1.5-moe-a2.7b" and data["seq_len"] == 512
     assert data["by_kind"]["moe_block"]["count"] == 24
     text = runner.invoke(app, ["model", str(HF / "qwen1.5-moe-a2.7b.json")]).stdout
-    assert "moe_block" in text and "4/60" in text and "seq_len 4096 (default" in text
+    assert "moe_block" in text and "4/60" in text and "seq_len 8192 (the model's own maximum" in text
     bad = tmp_path / "config.json"
     bad.write_text(json.dumps({"model_type": "rwkv"}))
     res = runner.invoke(app, ["model", str(tmp_path)])

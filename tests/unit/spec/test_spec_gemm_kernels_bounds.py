@@ -6,12 +6,13 @@ priced a negative GEMM latency (a negative iteration time, exit 0).
 
 Oracle: the rule each value breaks, written out (a count is >= 0; a layer that
 runs GEMM FLOPs launches at least one GEMM kernel); the CLI contract for bad
-input (exit 2, file, key, value, rule and fix on one line, nothing on stdout,
-no file written, no traceback).
+input (exit 2, file, key, value, rule and fix on one line; with ``--json`` the same
+fields as one JSON error object on stdout and no estimate; no file written, no traceback).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -59,7 +60,12 @@ def test_bad_gemm_kernel_count_exits_2_naming_file_key_value_rule_fix(tmp_path, 
     line = next(ln for ln in result.stderr.splitlines() if f"layers[0].{key}" in ln)
     assert str(path) in line and str(value) in line
     assert re.search(rf"= {value}: .*{rule}.*{fix}", line), line
-    assert result.stdout == "" and "Traceback" not in result.stderr   # nothing estimated
+    error = json.loads(result.stdout)["error"]          # the same fields, no estimate
+    assert set(json.loads(result.stdout)) == {"error"} and "Traceback" not in result.stderr
+    assert error["exit_code"] == 2 and error["kind"] == "invalid spec"
+    assert [(p["file"], p["key"], p["value"]) for p in error["problems"]] == \
+        [(str(path), f"model.layers[0].{key}", value)]
+    assert rule in error["problems"][0]["rule"] and fix in error["problems"][0]["fix"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]  # nothing written
 
 

@@ -1,0 +1,90 @@
+"""The wrapper every command runs in: mistakes become messages and exit codes, never
+tracebacks; and the output lock a run holds on the folder it writes (issue 33).
+
+A :class:`~autopar_opt.core.errors.SpecError`, a plan error or a
+:class:`~autopar_opt.cli.errors.CommandError` prints its message on stderr and, when
+the command was given ``--json``, the same fields as one JSON object on stdout; a
+``RecursionError`` is exit 2 and a ``MemoryError`` exit 4 (no result within the
+limits). :func:`locked_out` holds :class:`~autopar_opt.cli.lock.OutputLock` for a
+command that writes into ``--out`` or ``-o``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any, Callable, Optional
+
+import typer
+
+
+def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn a user's mistake into its message and exit code 2, never a traceback:
+    :class:`SpecError` / :class:`PlanError` / :class:`CommandError` print their text on
+    stderr (and, when the command was given ``--json``, the same fields as one JSON
+    object on stdout, :mod:`autopar_opt.cli.errors`). An input nested or recursive
+    beyond what Python can follow (``RecursionError``) is exit 2; running out of memory
+    (``MemoryError``) is exit 4, "no result within the limits". An int returned by
+    the command becomes the exit code."""
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        import sys
+
+        from autopar_opt.cli.errors import EXIT_NO_RESULT, CommandError
+        from autopar_opt.core.errors import SpecError, SpecProblem
+
+        as_json = bool(kwargs.get("json_output"))
+        try:
+            code = func(*args, **kwargs)
+        except CommandError as exc:
+            _fail_with(exc, as_json)
+        except SpecError as exc:
+            _fail_with(CommandError.from_spec_error(exc), as_json)
+        except RecursionError:
+            _fail_with(CommandError([SpecProblem("input", "", None, "nested or linked too deeply "
+                                                 "to be processed", "give a file as the tool "
+                                                 "writes or documents it (a few levels of nesting)")],
+                                    "invalid input"), as_json)
+        except MemoryError:
+            _fail_with(CommandError([SpecProblem("input", "", None, "the command ran out of "
+                                                 "memory; nothing was written", "give a smaller "
+                                                 "input or more memory; see the limits in the "
+                                                 "README ('Limits, interrupts and bad input')")],
+                                    "out of memory", EXIT_NO_RESULT), as_json)
+        except Exception as exc:
+            # a PlanError exists only if its module (autopar_opt.ir.pipeline, which
+            # autopar_opt.cost.evaluate re-exports) was imported: not importing it up front
+            # keeps the cost model out of commands that do not use it (start-up).
+            # ``export`` reaches validate_plan without importing evaluate.
+            pipeline = sys.modules.get("autopar_opt.ir.pipeline")
+            if pipeline is None or not isinstance(exc, pipeline.PlanError):
+                raise
+            _fail_with(CommandError([SpecProblem("plan", "", None, str(exc), "give a plan the "
+                                                 "spec's model and cluster can run")],
+                                    "invalid plan"), as_json, f"invalid plan: {exc}")
+        if code:
+            raise typer.Exit(int(code))
+    return wrapper
+
+
+def _fail_with(exc: Any, as_json: bool, text: str | None = None) -> None:
+    """Print a :class:`CommandError` (text on stderr; with ``--json`` also on stdout as
+    JSON) and exit with its code."""
+    typer.echo(text or exc.text(), err=True)
+    if as_json:
+        typer.echo(json.dumps(exc.document(), indent=2))
+    raise typer.Exit(exc.exit_code)
+
+
+def locked_out(out_dir: Optional[str], option: str = "--out", single_file: bool = False) -> Any:
+    """The output lock of a run writing into ``out_dir`` (:class:`autopar_opt.cli.lock.OutputLock`),
+    taken after the option checks of :func:`autopar_opt.core.files.check_output_dir` pass."""
+    import contextlib
+
+    from autopar_opt.cli.lock import output_lock
+    from autopar_opt.core.files import check_output_dir, check_output_file
+
+    if out_dir and (check_output_file(out_dir, option) if single_file
+                    else check_output_dir(out_dir, option)):
+        return contextlib.nullcontext()     # the command reports it with its other options
+    return output_lock(out_dir, option, single_file)

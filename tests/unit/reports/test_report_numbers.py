@@ -1,0 +1,61 @@
+"""The report's charts say the same numbers as its tables (issue 33).
+
+Oracles: the per-stage peak the search wrote in ``plan.json`` (``metrics.stages[i].
+peak_memory_gib``, which the card and the stage table show) against the stacked
+memory bar (the sum of its parts, and the value written above it in the SVG); the
+time formatter against the values that must not read "−0.0 µs".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from autopar_opt.reports.charts import memory_svg
+from autopar_opt.reports.formatting import fmt_time
+from autopar_opt.reports.sections import CHART_PARTS, chart_parts, memory_section
+from support import paths
+from support.cli import run_cli
+
+
+@pytest.fixture(scope="module")
+def solved(tmp_path_factory):
+    """A plan.json of a real search whose stages state every memory part (a reserve too)."""
+    import json
+
+    out = tmp_path_factory.mktemp("solve")
+    code, text = run_cli("solve", paths.REPO / "examples" / "quickstart.yaml", "--out", out,
+                         "--quiet")
+    assert code == 0, text
+    return json.loads((out / "plan.json").read_text())
+
+
+def test_memory_bars_add_up_to_the_peak_of_the_card_and_table(solved):
+    section = memory_section(solved)
+    assert section is not None
+    stages = solved["metrics"]["stages"]
+    assert any(st["reserve_gib"] > 0 for st in stages)       # the part that was missing
+    for st, row in zip(stages, section["stages"]):
+        assert set(row["bars"]) == set(CHART_PARTS)
+        assert sum(row["bars"].values()) == pytest.approx(st["peak_memory_gib"], rel=1e-12)
+        assert row["bars"]["other"] == 0.0                     # every part is stated
+    svg = memory_svg(section)
+    labels = [float(v) for v in re.findall(r">\s*(\d+\.\d\d)\s*<", svg)]
+    assert sorted(labels) == sorted(round(st["peak_memory_gib"], 2) for st in stages)
+
+
+def test_an_older_document_still_stacks_up_to_its_peak():
+    """A plan.json without the split parts: what it does not split is drawn as 'other'."""
+    stage = {"weight_gib": 10.0, "activation_gib": 3.0, "peak_memory_gib": 15.5}
+    bars = chart_parts(stage, 10.0, 3.0, 15.5, 0)
+    assert bars == {"state": 10.0, "activations": 3.0, "working": 0.0, "reserve": 0.0,
+                    "other": 2.5}
+
+
+@pytest.mark.parametrize("seconds,text", [(-0.0, "0 µs"), (-4.16e-17, "0 µs"), (0.0, "0 µs"),
+                                          (4e-8, "0 µs"), (1e-7, "0.1 µs"), (0.0123, "12.30 ms"),
+                                          (2.5, "2.500 s"), (math.inf, "∞")])
+def test_times_that_round_to_zero_read_zero(seconds, text):
+    assert fmt_time(seconds) == text
