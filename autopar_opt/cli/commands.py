@@ -252,7 +252,7 @@ def calibrate(runs_path: str = typer.Argument(..., metavar="RUNS.yaml",
 @guarded
 def solve(ctx: typer.Context,
           spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."),
-          solver: Optional[str] = typer.Option(None, "--solver", help="highs | gurobi | scip | dp "
+          solver: Optional[str] = typer.Option(None, "--solver", help="auto | highs | gurobi | scip | dp "
                                                "(default: the spec's solver.name)."),
           time_limit_s: Optional[float] = typer.Option(
               None, "--time-limit", help="Wall-clock budget of the whole command (reading the "

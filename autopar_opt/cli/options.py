@@ -50,9 +50,9 @@ def check_solver(name: str | None, option: str = "--solver") -> list[SpecProblem
     """The solver must be a registered backend (with a "did you mean")."""
     if name is None:
         return []
-    from autopar_opt.solvers.registry import backend_names
+    from autopar_opt.solvers.registry import solver_names
 
-    names = backend_names()
+    names = solver_names()
     if name.strip().lower() in names:
         return []
     return _problem(option, name, "unknown solver",

@@ -79,7 +79,8 @@ class InnerSolver:
         from autopar_opt.solvers import registry
 
         self.options = options
-        self.backend = registry.get_backend(options.solver)
+        self.auto = options.solver == registry.AUTO
+        self.backend = registry.get_backend(self._resolve(options))
         ok, why = self.backend.available()
         if not ok:
             from autopar_opt.solvers.base import SolverUnavailable
@@ -98,6 +99,17 @@ class InnerSolver:
         self._direct = None
         self._matrix_input = Feature.matrix_input in features and self.form_name == "milp"
         self._fallback: InnerSolver | None = None
+
+    @staticmethod
+    def _resolve(options) -> str:
+        """The backend of ``options.solver``: ``auto`` takes the one the registry
+        picks by features for the form (a matrix MILP backend by default)."""
+        from autopar_opt.solvers import registry
+
+        if options.solver != registry.AUTO:
+            return options.solver
+        form = options.form if options.form != "auto" else "milp"
+        return registry.resolve_auto(ProblemClass(form.upper()))
 
     def fallback(self) -> "InnerSolver | None":
         """The default backend (HiGHS, MILP) for configurations this backend failed on;

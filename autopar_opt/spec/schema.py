@@ -22,7 +22,7 @@ from pydantic_core import PydanticCustomError
 
 from autopar_opt.cost.params import CostParams
 from autopar_opt.ir.graph import Layer
-from autopar_opt.solvers.registry import DEFAULT_BACKEND, backend_names
+from autopar_opt.solvers.registry import AUTO, solver_names
 from autopar_opt.spec.derive import section_from_dataclass
 from autopar_opt.core import limits
 from autopar_opt.ir.training import DTYPE_BYTES, OPTIMIZER_BYTES, Recompute, Schedule
@@ -34,7 +34,7 @@ PosInt = Annotated[int, Field(gt=0)]
 Degree = Annotated[int, Field(gt=0, le=limits.MAX_DEGREE)]
 ZeroLevel = Annotated[int, Field(ge=0, le=3)]
 Fraction = Annotated[float, Field(gt=0, le=1)]
-SolverName = Literal[tuple(backend_names())]  # type: ignore[valid-type]
+SolverName = Literal[tuple(solver_names())]  # type: ignore[valid-type]
 
 
 def _number_leaves(annotation: Any) -> set[Any]:
@@ -309,8 +309,10 @@ class SearchSection(Section):
 class SolverSection(Section):
     """Which solver runs and when it may stop."""
 
-    name: SolverName = documented_field("Backend (the registered names of autopar_opt.solvers.registry).",
-                          DEFAULT_BACKEND, default=DEFAULT_BACKEND)
+    name: SolverName = documented_field("auto (the default: the exact DP where it is exact, then the "
+                                        "block or per-layer MILP on the backend chosen by its "
+                                        "declared features), or one registered backend of "
+                                        "autopar_opt.solvers.registry, forced.", AUTO, default=AUTO)
     time_limit_s: float = documented_field("Wall-time limit per solve, s.", 60.0, default=60.0, gt=0)
     rel_gap: float = documented_field("Relative optimality gap at which to stop.", 1e-3, default=1e-3, ge=0, lt=1)
     form: Literal["auto", "milp", "miqp"] = documented_field("Formulation: the MIQP or its exact MILP.", "auto",

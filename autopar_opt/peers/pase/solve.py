@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from autopar_opt.solvers.dp.elimination import EliminationTimeout, EliminationTooWide, solve_min_sum
-from autopar_opt.peers.mip import solve_matrix
+from autopar_opt.solvers.matrix import matrix_backend, solve_matrix
 from autopar_opt.peers.outcome import PeerOutcome
 from autopar_opt.peers.pase.format import PaseInstance, pase_objective
 from autopar_opt.core.matrix import MatrixForm
@@ -112,7 +112,7 @@ def solve_pase_mip(inst: PaseInstance, solver: str = "highs", time_limit_s: floa
     start = time.monotonic()
     scale = max(1.0, max(float(np.abs(c).max()) for c in inst.vertex_cost + inst.edge_cost))
     form, offs = build_pase_matrix(inst, scale)
-    res, x = solve_matrix(form, solver, time_limit_s, rel_gap)
+    res, x = solve_matrix(form, matrix_backend(solver), time_limit_s=time_limit_s, rel_gap=rel_gap)
     bound = res.lower_bound * scale if math.isfinite(res.lower_bound) else res.lower_bound
     choice = value = None
     if x is not None:

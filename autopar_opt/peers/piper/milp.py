@@ -27,7 +27,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from autopar_opt.peers.mip import solve_matrix
+from autopar_opt.solvers.matrix import matrix_backend, solve_matrix
 from autopar_opt.peers.outcome import PeerOutcome
 from autopar_opt.peers.piper.dp import divisors
 from autopar_opt.peers.piper.evaluate import evaluate_piper
@@ -167,7 +167,7 @@ def solve_piper_mip(inst: PiperInstance, solver: str = "highs", time_limit_s: fl
     start = time.monotonic()
     prep = reduce_instance(inst)
     form, (m, confs, z, x, r) = build_piper_milp(prep)
-    res, sol = solve_matrix(form, solver, time_limit_s, rel_gap)
+    res, sol = solve_matrix(form, matrix_backend(solver), time_limit_s=time_limit_s, rel_gap=rel_gap)
     stats = {"columns": form.num_cols, "rows": form.num_rows, "slots": m}
     if sol is None:
         return PeerOutcome(res.termination, None, None, res.lower_bound, time.monotonic() - start, solver,
