@@ -258,6 +258,10 @@ def solve(ctx: typer.Context,
               None, "--time-limit", help="Wall-clock budget of the whole command (reading the "
               "spec, tables, warm starts, solves, baselines, outputs), s; > 0."),
           gap: Optional[float] = typer.Option(None, "--gap", help="Relative gap to stop at, in [0, 1)."),
+          memory_limit_gib: Optional[float] = typer.Option(
+              None, "--memory-limit", help="Memory budget of the models the command builds, GiB "
+              "(default: half of the machine's memory); a model that would exceed it is not "
+              "built and the next method runs."),
           form: Optional[str] = typer.Option(None, "--form", help="auto | milp | miqp: the exact MILP "
                                              "linearisation or the MIQP (default: the spec's "
                                              "solver.form)."),
@@ -308,6 +312,8 @@ def solve(ctx: typer.Context,
 
         extra["searcher"] = SearcherHook(searcher, budget_s, seed)
     started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
+    if memory_limit_gib is not None:
+        extra["memory_limit_gib"] = memory_limit_gib
     return solve_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet,
                          form=form, started_at=started_at, **extra)
 

@@ -154,7 +154,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                   gap: float | None = None, out_dir: str | None = None, json_output: bool = False,
                   quiet: bool = False, export_models: bool = False, warm_start: bool = True,
                   form: str | None = None, started_at: float | None = None,
-                  searcher=None, runnable_by: str | None = None) -> int:
+                  searcher=None, runnable_by: str | None = None,
+                  memory_limit_gib: float | None = None) -> int:
     """Run the whole job for one spec file; returns the process exit code.
 
     Raises :class:`~autopar_opt.cli.options.OptionError` or :class:`SpecError`
@@ -178,6 +179,7 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
 
     opt.raise_if_any([*opt.check_solver(solver), *opt.check_form(form),
                       *opt.check_time_limit(time_limit_s), *opt.check_gap(gap),
+                      *opt.check_memory_limit(memory_limit_gib),
                       *(check_output_dir(out_dir, "--out") if out_dir is not None else [])])
     peer = _peer_spec(spec_path)
     if peer is not None:          # a Piper/PaSE instance (problem:): solved by peers/
@@ -191,7 +193,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         if in_spec:
             raise SpecError([SpecProblem(str(spec_path), p.key, p.value, p.rule, p.fix)
                              for p in in_spec])
-        return peer_solve_command(peer, solver, time_limit_s, gap, out_dir, json_output, quiet)
+        return peer_solve_command(peer, solver, time_limit_s, gap, out_dir, json_output, quiet,
+                                  started_at, memory_limit_gib)
     spec = load_spec(spec_path)
     if export_models and (solver or spec.solver.name).strip().lower() == "dp":
         from autopar_opt.core.files import COMMAND_LINE

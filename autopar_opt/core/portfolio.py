@@ -82,6 +82,9 @@ class MethodRecord:
     lower_bound: float = -math.inf
     time_s: float = 0.0
     message: str = ""
+    #: the method's own figures (sizes, counts) and its solver's version, when it reports them
+    stats: dict[str, Any] = field(default_factory=dict)
+    version: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         def num(x: float | None) -> float | str | None:
@@ -90,7 +93,8 @@ class MethodRecord:
             return ("inf" if x > 0 else "-inf") if math.isinf(x) else float(x)
         return {"method": self.method, "status": self.status, "primal": num(self.primal),
                 "lower_bound": num(self.lower_bound), "time_s": round(self.time_s, 4),
-                "message": self.message}
+                "message": self.message, **({"stats": self.stats} if self.stats else {}),
+                **({"version": self.version} if self.version else {})}
 
 
 @dataclass
@@ -197,5 +201,6 @@ def run_portfolio(methods: list[Method], *, rel_gap: float, deadline: float | No
                          outcome.lower_bound if method.exact else None)
         shared.records.append(MethodRecord(method.name, _status(outcome), outcome.primal,
                                            outcome.lower_bound, clock() - began,
-                                           outcome.message))
+                                           outcome.message, dict(getattr(outcome, "stats", {}) or {}),
+                                           str(getattr(outcome, "solver_version", "") or "")))
     return shared

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -314,7 +315,8 @@ def _pareto(grid: np.ndarray, back: np.ndarray) -> _Cells:
 LADDER = (1.1, 1.25, 1.45, 1.7, 2.0, 3.0, math.inf)
 
 
-def solve_piper_dp(inst: PiperInstance, time_limit_s: float | None = None) -> PeerOutcome:
+def solve_piper_dp(inst: PiperInstance, time_limit_s: float | None = None,
+                   on_incumbent: Callable[[float, PiperPlan, float], None] | None = None) -> PeerOutcome:
     """Exact optimum of Piper's problem (lower bound = optimum, or infeasibility proven).
 
     Pass 0 asks only whether any plan fits (every stage that fits memory is
@@ -325,7 +327,9 @@ def solve_piper_dp(inst: PiperInstance, time_limit_s: float | None = None) -> Pe
     the incumbent. Pass 2 is exact, pruned by the incumbent. When the time
     limit stops pass 2, the incumbent is returned with the bound
     ``TPS ≥ Σ_v min_t t·p_v / k`` (every stage has ``TPS_i ≥ P_i/d_i``, so
-    ``TPS·Σ t_i d_i ≥ Σ t_i P_i``).
+    ``TPS·Σ t_i d_i ≥ Σ t_i P_i``). ``on_incumbent(value, plan, bound)`` is
+    told the first-pass plan and that bound as soon as they are known (a
+    portfolio keeps them if a signal stops the exact pass).
     """
     start = time.monotonic()
     deadline = None if time_limit_s is None else start + time_limit_s
@@ -361,6 +365,8 @@ def solve_piper_dp(inst: PiperInstance, time_limit_s: float | None = None) -> Pe
                     {"successor_closed_sets": table.lat.num_ideals})
     incumbent = restore_plan(prep, PiperPlan(table.walk_back(cell)))
     first = evaluate_piper(inst, incumbent)
+    if on_incumbent is not None:
+        on_incumbent(first.tps, incumbent, min(float(table.rest_tp[0]) / inst.devices, first.tps))
     table.upper = min(value, first.tps) * (1 + 1e-12)
     table.exact = True
     try:
