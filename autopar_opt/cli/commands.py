@@ -39,6 +39,10 @@ app.add_typer(zoo_app, name="zoo")
 EXIT_USAGE = 2
 
 
+#: Exit code when no plan was found within the limits (memory included).
+EXIT_NO_PLAN = 4
+
+
 def _fail(message: str) -> None:
     """Print ``message`` on stderr and exit with :data:`EXIT_USAGE`."""
     typer.echo(message, err=True)
@@ -58,6 +62,14 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
             code = func(*args, **kwargs)
         except SpecError as exc:
             _fail(str(exc))
+        except MemoryError:
+            # no traceback on memory exhaustion, ever (issue 35): the model builds check
+            # their size against the budget first; this is what is left (numpy tables,
+            # a solver's own allocation)
+            typer.echo("out of memory: the machine could not allocate what this command needed; "
+                       "lower --memory-limit so larger models are refused before they are "
+                       "built, or solve a smaller instance", err=True)
+            raise typer.Exit(EXIT_NO_PLAN) from None
         except Exception as exc:
             # a PlanError exists only if its module (autopar_opt.ir.pipeline, which
             # autopar_opt.cost.evaluate re-exports) was imported: not importing it up front

@@ -22,6 +22,8 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Any
 
+from autopar_opt.core.memory_budget import MemoryBudget
+from autopar_opt.core.streams import stdout_to_stderr
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
 from autopar_opt.core.files import write_atomic
@@ -220,13 +222,15 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         solver=(solver or so.name).strip().lower(), form=form or getattr(so, "form", "auto") or "auto",
         time_limit_s=max(left - reserve - BASELINE_SHARE * max(left, 0.0), 0.0),
         rel_gap=gap if gap is not None else so.rel_gap, warm_start=warm_start,
-        export_dir=Path(out_dir) / "models" if (out_dir and export_models) else None)
+        export_dir=Path(out_dir) / "models" if (out_dir and export_models) else None,
+        memory_budget=MemoryBudget.of(memory_limit_gib))
     with InterruptGuard() as guard:
         options.should_stop, options.stop_signal = guard.should_stop, lambda: guard.signum
         seed = found.plan if found is not None and found.feasible else None
         cpu_began = time.process_time()
-        result = _search(spec, options, err, show=not (quiet or json_output), incumbent=seed,
-                         runnable_by=runnable_by)
+        with stdout_to_stderr():          # solver chatter never on stdout (--json)
+            result = _search(spec, options, err, show=not (quiet or json_output), incumbent=seed,
+                             runnable_by=runnable_by)
         search_cpu_s = time.process_time() - cpu_began
         if result is None:
             return 2

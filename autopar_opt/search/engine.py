@@ -56,6 +56,8 @@ class SearchOptions:
     time_limit_s: float = 60.0
     rel_gap: float = 1e-3
     warm_start: bool = True
+    #: the memory the MIP models may take (a core.memory_budget.MemoryBudget); None: no check
+    memory_budget: object | None = None
     #: exact symmetry-breaking cuts between identical layers; None: on exactly
     #: where the backend declares ``Feature.symmetry_cuts`` (measured to pay off)
     symmetry: bool | None = None

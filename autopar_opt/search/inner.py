@@ -162,6 +162,10 @@ class InnerSolver:
             return self._solve_blocks(tables, warm, dp, limit, remaining_s - (time.perf_counter() - began),
                                       cutoff)
         problem, model_hash = self._formulate(tables, cfg)
+        refused = self._over_budget(problem)
+        if refused is not None:
+            return merge_outcomes(InnerOutcome(refused, None, model_hash), dp,
+                                  opts.rel_gap).derive(opts.rel_gap)
         if warm is not None:
             problem.set_warm_start(warm)
         # the warm start, the first import of the formulations and building the model
@@ -175,6 +179,25 @@ class InnerSolver:
             res = res.with_(timings={**res.timings, "build": problem.build_s})
         outcome = InnerOutcome(res, problem.invert(res), model_hash)
         return merge_outcomes(outcome, dp, opts.rel_gap).derive(opts.rel_gap)
+
+    def _over_budget(self, problem) -> SolveResult | None:
+        """A result saying the model is not solved, when the matrix handed to the
+        backend (rows, columns and non-zeros, known once built; HiGHS's copy and
+        presolve take about 5x the built matrix, so this check comes before the
+        bulk of the memory) would exceed ``options.memory_budget``; else None."""
+        budget = getattr(self.options, "memory_budget", None)
+        matrix = getattr(problem, "matrix", None)
+        if budget is None or matrix is None:
+            return None
+        from autopar_opt.core.memory_budget import ModelSize
+
+        size = ModelSize(matrix.num_rows, matrix.num_cols, int(matrix.A.nnz))
+        if budget.admits(size.bytes()):
+            return None
+        return SolveResult(termination=Termination.time_limit_no_solution, primal=None,
+                           lower_bound=float("-inf"), wall_time_s=0.0, solver=self.name,
+                           solver_version=self.version,
+                           message=budget.refusal(f"the MILP ({size.describe()})", size.bytes()))
 
     def _use_blocks(self, tables: CostTables) -> bool:
         """Whether this configuration takes the block MILP: the HiGHS matrix path on

@@ -99,3 +99,28 @@ def test_block_milp_with_the_incumbent_as_cutoff_disproves_a_worse_configuration
     res, _ = solve_blocks(tabs[worse], HIGHS, time_limit_s=60, rel_gap=1e-9, cutoff=cut)
     assert res.lower_bound >= cut * (1 - 1e-9) or res.primal == pytest.approx(opt[worse], rel=1e-7)
     assert res.lower_bound <= opt[worse] * (1 + 1e-7)
+
+
+def test_a_milp_past_the_memory_budget_is_not_solved_and_says_why():
+    from autopar_opt.core.memory_budget import MemoryBudget
+
+    graph, cluster, training = _problem()
+    res = run_search(graph, cluster, training, SPACE, default_params(),
+                     SearchOptions(solver="highs", rel_gap=1e-9, time_limit_s=60, warm_start=False,
+                                   blocks=False, memory_budget=MemoryBudget(1000.0, "test")))
+    solved = [r for r in res.certificate.configurations if r.status not in (Status.pruned, Status.infeasible)]
+    assert solved and all(r.primal is None for r in solved)
+    assert all("over the memory budget" in r.message for r in solved)
+
+
+def test_memory_exhaustion_is_a_message_not_a_traceback(monkeypatch, tmp_path):
+    """Whatever allocation fails (here the search itself), the command exits 4 with a
+    message (support.cli.run_cli fails on any traceback)."""
+    from support.cli import run_cli
+    from support.paths import REPO
+
+    def boom(*args, **kwargs):
+        raise MemoryError
+    monkeypatch.setattr("autopar_opt.search.engine.run_search", boom)
+    code, out = run_cli("solve", REPO / "examples" / "quickstart.yaml", "--json")
+    assert code == 4 and "out of memory" in out and "--memory-limit" in out
