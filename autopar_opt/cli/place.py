@@ -173,8 +173,11 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
         found = searcher.run_placement(problem, cont, Console(stderr=True))
         if found is None:
             return 2
-    result = solve_placement(problem, objective=objective, contiguous=cont, solver=name,
-                             time_limit_s=time_limit_s, rel_gap=1e-6 if gap is None else gap)
+    from autopar_opt.core.streams import stdout_to_stderr
+
+    with stdout_to_stderr():              # solver chatter never on stdout (--json)
+        result = solve_placement(problem, objective=objective, contiguous=cont, solver=name,
+                                 time_limit_s=time_limit_s, rel_gap=1e-6 if gap is None else gap)
     result = keep_better(result, found)
     doc = placement_document(result, expert)
     if found is not None:

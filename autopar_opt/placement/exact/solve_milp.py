@@ -12,13 +12,17 @@ import numpy as np
 from autopar_opt.placement.condense import Condensed
 from autopar_opt.placement.evaluate import evaluate_placement
 from autopar_opt.placement.problem import PlacementProblem
+from autopar_opt.core.memory_budget import MemoryBudget, ModelSize
 from autopar_opt.solvers.matrix import matrix_backend, solve_matrix
 
 
 def run_milp(problem: PlacementProblem, cond: Condensed, objective: str, contiguous: bool,
              solver: str, time_limit_s: float | None, rel_gap: float,
-             start_assign: np.ndarray | None) -> tuple[float, np.ndarray | None, float, dict]:
-    """Solve; returns (value of the evaluated placement, assignment, proven bound, info)."""
+             start_assign: np.ndarray | None, memory_budget: MemoryBudget | None = None
+             ) -> tuple[float, np.ndarray | None, float, dict]:
+    """Solve; returns (value of the evaluated placement, assignment, proven bound, info).
+    A model past ``memory_budget`` (default: :meth:`MemoryBudget.default`) is not
+    solved (``info["milp_refused"]`` says why)."""
     from autopar_opt.placement.exact.milp import build_maxload_milp, start_vector
     if objective == "latency":
         from autopar_opt.placement.exact.latency_milp import build_latency_milp as build
@@ -40,6 +44,11 @@ def run_milp(problem: PlacementProblem, cond: Condensed, objective: str, contigu
         milp.form.start = latency_start(milp, problem, start_assign)
     info: dict = {"milp_solver": backend.name, "milp_columns": milp.form.num_cols,
                   "milp_rows": milp.form.num_rows}
+    budget = MemoryBudget.default() if memory_budget is None else memory_budget
+    size = ModelSize(milp.form.num_rows, milp.form.num_cols, int(milp.form.A.nnz))
+    if not budget.admits(size.bytes()):      # before the backend copies it (the bulk)
+        info["milp_refused"] = budget.refusal(f"the MILP ({size.describe()})", size.bytes())
+        return np.inf, None, -np.inf, info
     res, sol = solve_matrix(milp.form, backend, time_limit_s=time_limit_s, rel_gap=rel_gap)
     info.update(milp_status=res.termination.value, milp_primal=res.primal,
                 milp_bound=res.lower_bound, milp_time_s=res.wall_time_s, milp_message=res.message)
