@@ -27,12 +27,11 @@ from autopar_opt.core.streams import stdout_to_stderr
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
 from autopar_opt.core.files import write_atomic
-from autopar_opt.search.baselines import all_baselines, table_baselines
-from autopar_opt.search.document import build_document
-from autopar_opt.search.engine import SearchOptions, run_search
 
 if TYPE_CHECKING:   # rich is imported where something is printed (start-up, issue 18)
     from rich.console import Console
+
+    from autopar_opt.search.engine import SearchOptions
 
 EXIT_CODES = {"optimal": 0, "feasible": 0, "infeasible": 3, "no_plan": 4}
 
@@ -218,6 +217,9 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                     started_at if started_at is not None else _now())
     left = budget.remaining()
     reserve = output_reserve_s(spec, left, unit_s)
+    from autopar_opt.search.document import build_document
+    from autopar_opt.search.engine import SearchOptions
+
     options = SearchOptions(
         solver=(solver or so.name).strip().lower(), form=form or getattr(so, "form", "auto") or "auto",
         time_limit_s=max(left - reserve - BASELINE_SHARE * max(left, 0.0), 0.0),
@@ -277,6 +279,8 @@ def _searcher_within_limit(searcher, time_limit_s: float | None, spec_limit_s: f
 def _baselines(spec, result, deadline: float):
     """The baselines, from the cost tables the search built (issue 18); by
     evaluate() enumeration only for searches that built none (DeepSpeed's)."""
+    from autopar_opt.search.baselines import all_baselines, table_baselines
+
     if result.tables:
         return table_baselines(result.tables, spec.graph, spec.cluster, spec.training,
                                spec.cost_params, spec.plan, deadline=deadline)
@@ -346,6 +350,8 @@ def _search(spec, options: SearchOptions, err: Console, show: bool, incumbent=No
             runnable_by: str | None = None):
     """Run the search with a progress bar; None (after a message) when the backend
     is unusable."""
+    from autopar_opt.search.engine import run_search
+
     from autopar_opt.solvers.base import SolverMismatch, SolverUnavailable
 
     def run(progress):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.sparse as sp
 
 from autopar_opt.peers.piper.model import MEM_RTOL, Prepared, solve_mckp
 
@@ -47,9 +46,6 @@ class DegreeArrays:
         c = np.array([c for _, _, c in prep.edges])
         self.in_w = 2.0 * (c[:, None] + self.FW)       # charged at the head when the edge is cut
         self.out_w = 2.0 * (c[:, None] + self.BW)      # charged at the tail
-        # one-hot incidence as sparse matrices: no BLAS threads on a shared machine
-        self.dinc_t = sp.csr_array((np.ones(E), (self.dst, np.arange(E))), shape=(n, E))
-        self.sinc_t = sp.csr_array((np.ones(E), (self.src, np.arange(E))), shape=(n, E))
         self.uniform_w = self.W[:, 0] == self.W[:, 1]
 
 
@@ -68,8 +64,9 @@ class StageBatch:
             return
         cut_in = (m[:, arrays.dst] * (1.0 - m[:, arrays.src])) if arrays.src.size else np.zeros((len(m), 0))
         cut_out = (m[:, arrays.src] * (1.0 - m[:, arrays.dst])) if arrays.src.size else cut_in
-        x = np.stack([(arrays.dinc_t @ (cut_in * arrays.in_w[:, k]).T
-                       + arrays.sinc_t @ (cut_out * arrays.out_w[:, k]).T).T for k in range(2)], axis=-1)
+        x = np.stack([_per_node(cut_in * arrays.in_w[:, k], arrays.dst, len(arrays.avail))
+                      + _per_node(cut_out * arrays.out_w[:, k], arrays.src, len(arrays.avail))
+                      for k in range(2)], axis=-1)
         self.base = (arrays.P[None] + x / inst.bandwidth) * m[..., None]
         self.Wm, self.Am, self.Bmm = _Masked(arrays.W, m), _Masked(arrays.A, m), _Masked(arrays.Bm, m)
         self.kappa_unit = 4.0 / (inst.microbatches * inst.bandwidth)
@@ -222,6 +219,14 @@ class StageBatch:
         wr = self.Wm[r]
         total = math.fsum(float(self.base[r, v, k] + kappa * wr[v, k]) for v, k in zip(nodes, choice))
         return total / d, choice
+
+
+def _per_node(per_edge: np.ndarray, node: np.ndarray, n: int) -> np.ndarray:
+    """``out[r, v] = Σ_{e: node[e] = v} per_edge[r, e]`` (an incidence product in numpy:
+    no BLAS threads on a shared machine, no scipy import on the DP path)."""
+    out = np.zeros((n, per_edge.shape[0]))
+    np.add.at(out, node, per_edge.T)
+    return out.T
 
 
 class _Masked:
