@@ -116,7 +116,7 @@ def solve_blocks(tables: CostTables, backend, *, time_limit_s: float | None, rel
         proven = (res.termination is Termination.optimal and not relaxed
                   and res.primal is not None and got <= min(best_t, res.primal * (1 + 1e-9)))
         out_of_time = time_limit_s is not None and time.perf_counter() - t0 >= time_limit_s
-        beyond = cutoff is not None and bound >= cutoff
+        beyond = cutoff is not None and bound >= cutoff - rel_gap * abs(cutoff)
         if proven or beyond or _closed(best_t, bound, rel_gap) or exact >= layouts or out_of_time:
             break
         exact += 1

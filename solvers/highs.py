@@ -97,11 +97,14 @@ class HighsBackend(Backend):
         result = highs_result(h, form, self.version(), rel_gap)
         cutoff = (solver_options or {}).get("objective_bound")
         if cutoff is not None and result.termination is Termination.infeasible:
-            # HiGHS reports "infeasible" when no plan lies below the cutoff: what is
-            # proven is the cutoff as a bound, not infeasibility
+            # HiGHS reports "infeasible" when no plan lies below the cutoff; it prunes
+            # nodes within its relative gap of the cutoff, so what is proven is
+            # cutoff - rel_gap·|cutoff| as a bound, not infeasibility
+            bound = float(cutoff) - float(rel_gap) * abs(float(cutoff))
             result = result.with_(termination=Termination.time_limit_no_solution,
-                                  lower_bound=float(cutoff), message=f"no plan below the cutoff "
-                                  f"{float(cutoff):.9g}: the cutoff is the bound")
+                                  lower_bound=bound, message=f"no plan below the cutoff "
+                                  f"{float(cutoff):.9g} less the relative gap {rel_gap:g}: "
+                                  f"bound {bound:.9g}")
         if interrupted:
             result = result.with_(message="; ".join(m for m in (result.message, "interrupted by "
                                                                  "a stop signal") if m))

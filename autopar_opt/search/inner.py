@@ -133,15 +133,17 @@ class InnerSolver:
         backend (formulate, warm-start, solve, :meth:`invert` to an Assignment).
 
         ``incumbent``: the search's best plan value so far. A backend declaring
-        :attr:`Feature.objective_cutoff` gets it as a cutoff (less half the
-        requested gap): it stops as soon as it proves that this configuration
-        cannot beat the incumbent by more than that, which is all the search needs."""
+        :attr:`Feature.objective_cutoff` gets it as a cutoff, and half the
+        requested gap as its own (a MIP prunes within its gap of the cutoff, so
+        "nothing below the cutoff" proves the incumbent less half the gap): it
+        stops as soon as it proves that this configuration cannot beat the
+        incumbent by more than that, which is all the search needs."""
         opts = self.options
         began = time.perf_counter()
         warm = dp = None
         limit = remaining_s
-        cutoff = (incumbent * (1 - 0.5 * opts.rel_gap)
-                  if incumbent is not None and Feature.objective_cutoff in self.backend.features
+        cutoff = (incumbent if incumbent is not None
+                  and Feature.objective_cutoff in self.backend.features
                   and self.form_name == "milp" else None)
         if self.auto and opts.warm_start and self._use_blocks(tables) \
                 and not getattr(opts, "dp_check", False):
@@ -172,7 +174,7 @@ class InnerSolver:
         # spent part of the share (issues 15, 18); the DP may have used all of it
         limit = max(min(limit, remaining_s - (time.perf_counter() - began)), MIN_MIP_S)
         res = self.backend.solve(problem.model, problem.problem_class, time_limit_s=limit,
-                                 rel_gap=opts.rel_gap, warm_start=warm is not None,
+                                 rel_gap=_mip_gap(opts.rel_gap, cutoff), warm_start=warm is not None,
                                  solver_options=self.backend.cutoff_options(cutoff)
                                  if cutoff is not None else None)
         if problem.build_s and not res.timings.get("build"):
@@ -236,6 +238,10 @@ class InnerSolver:
         mip: InnerOutcome | None = None
         span, rounds = RACE_FIRST_S, 0
         mip_first = cutoff is not None
+
+        def reaches_gap(lower: float) -> bool:
+            """The bound proves this configuration cannot beat the incumbent by the gap."""
+            return cutoff is not None and lower >= cutoff * (1 - opts.rel_gap)
         while True:
             rounds += 1
             left = deadline - time.perf_counter()
@@ -245,11 +251,11 @@ class InnerSolver:
                 first = max(4 * span, 0.5 * remaining_s)     # cheap when it disproves
                 res, asg = solve_blocks(tables, self.backend, time_limit_s=max(min(first, left),
                                                                                MIN_MIP_S),
-                                        rel_gap=opts.rel_gap,
+                                        rel_gap=_mip_gap(opts.rel_gap, cutoff),
                                         start=uniform[0] if uniform is not None else None,
                                         cutoff=cutoff)
                 mip = InnerOutcome(res, asg, None).derive(opts.rel_gap)
-                if mip.status in (Status.optimal, Status.infeasible) or res.lower_bound >= cutoff \
+                if mip.status in (Status.optimal, Status.infeasible) or reaches_gap(res.lower_bound) \
                         or deadline - time.perf_counter() <= MIN_MIP_S:
                     dp_best = None
                     break
@@ -278,11 +284,11 @@ class InnerSolver:
                     and (value is None or mip.result.primal < value):
                 plan = mip.assignment
             res, asg = solve_blocks(tables, self.backend, time_limit_s=max(min(span, left), MIN_MIP_S),
-                                    rel_gap=opts.rel_gap, start=plan, cutoff=cutoff)
+                                    rel_gap=_mip_gap(opts.rel_gap, cutoff), start=plan, cutoff=cutoff)
             new = merge_outcomes(InnerOutcome(res, asg, None), dp_best, opts.rel_gap).derive(opts.rel_gap)
             mip = new if mip is None else _merge_inner(mip, new, opts.rel_gap)
             if mip.status in (Status.optimal, Status.infeasible) or (
-                    cutoff is not None and mip.bounds.lower >= cutoff):
+                    cutoff is not None and reaches_gap(mip.bounds.lower)):
                 break
             if deadline - time.perf_counter() <= MIN_MIP_S:
                 break
@@ -301,7 +307,7 @@ class InnerSolver:
 
         opts = self.options
         res, asg = solve_blocks(tables, self.backend, time_limit_s=max(min(limit, left), MIN_MIP_S),
-                                rel_gap=opts.rel_gap, start=warm, cutoff=cutoff)
+                                rel_gap=_mip_gap(opts.rel_gap, cutoff), start=warm, cutoff=cutoff)
         return merge_outcomes(InnerOutcome(res, asg, None), dp, opts.rel_gap).derive(opts.rel_gap)
 
     def _formulate(self, tables: CostTables, cfg):
@@ -375,6 +381,12 @@ def _dp_closed(dp: SolveResult, rel_gap: float, plan: Assignment,
     res = dp.with_(primal=value, solution=plan, timings={"dp_warm": dp.wall_time_s},
                    message="; ".join(m for m in notes if m))
     return InnerOutcome(res, plan).derive(rel_gap)
+
+
+def _mip_gap(rel_gap: float, cutoff: float | None) -> float:
+    """The MIP's own relative gap: half the requested one under a cutoff (see
+    :meth:`InnerSolver.solve`), the requested one otherwise."""
+    return rel_gap if cutoff is None else 0.5 * rel_gap
 
 
 def _merge_dp(a: SolveResult, b: SolveResult) -> SolveResult:
