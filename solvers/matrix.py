@@ -76,21 +76,25 @@ def matrix_to_pyomo(form: MatrixForm) -> Any:
 
 
 def solve_matrix(form: MatrixForm, backend: Backend, *, time_limit_s: float | None,
-                 rel_gap: float) -> tuple[SolveResult, np.ndarray | None]:
+                 rel_gap: float, cutoff: float | None = None) -> tuple[SolveResult, np.ndarray | None]:
     """Solve ``form`` (a MILP) with ``backend``; the result and the column vector (None
-    without a solution). ``form.start``, when set, is the warm start."""
+    without a solution). ``form.start``, when set, is the warm start; ``cutoff`` (the
+    value of a plan known elsewhere) is handed to a backend declaring
+    :attr:`Feature.objective_cutoff` (plans at or above it do not matter)."""
     check_accepts(backend, ProblemClass.milp)
     ok, why = backend.available()
     if not ok:
         raise SolverUnavailable(why)
     warm = form.start is not None
+    options = (backend.cutoff_options(cutoff)
+               if cutoff is not None and Feature.objective_cutoff in backend.features else None)
     if Feature.matrix_input in backend.features:
         res = backend.solve_model(form, ProblemClass.milp, time_limit_s=time_limit_s,
-                                  rel_gap=rel_gap, warm_start=warm)
+                                  rel_gap=rel_gap, warm_start=warm, solver_options=options)
         return res, (None if res.solution is None else np.asarray(res.solution, dtype=float))
     model = matrix_to_pyomo(form)
     res = backend.solve_model(model, ProblemClass.milp, time_limit_s=time_limit_s,
-                              rel_gap=rel_gap, warm_start=warm)
+                              rel_gap=rel_gap, warm_start=warm, solver_options=options)
     if not res.has_solution:
         return res, None
     return res, np.array([float(v.value) if v.value is not None else 0.0 for v in model.cols])

@@ -63,7 +63,7 @@ def piper_methods(spec: PeerSpec, solver: str, rel_gap: float) -> list[Method]:
     def milp(shared: Shared, left: float | None) -> PeerOutcome:
         from autopar_opt.peers.piper.milp import solve_piper_mip
         return solve_piper_mip(inst, "auto" if solver in ("auto", "dp") else solver,
-                               _limit(shared, left), min(rel_gap, 1e-9))
+                               _limit(shared, left), min(rel_gap, 1e-9), cutoff=shared.primal)
 
     methods = [Method("dp", dp),
                Method("milp", milp, size=lambda: milp_size().bytes(),
@@ -97,7 +97,7 @@ def pase_methods(spec: PeerSpec, solver: str, rel_gap: float) -> list[Method]:
     def milp(shared: Shared, left: float | None) -> PeerOutcome:
         from autopar_opt.peers.pase.solve import solve_pase_mip
         return solve_pase_mip(inst, "auto" if solver in ("auto", "dp") else solver,
-                              _limit(shared, left), min(rel_gap, 1e-9))
+                              _limit(shared, left), min(rel_gap, 1e-9), cutoff=shared.primal)
 
     methods = [Method("dp", dp, size=dp_bytes,
                       describe_size=lambda: f"the elimination's widest table ({widest[0]:,} entries)"),

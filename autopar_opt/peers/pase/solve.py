@@ -112,14 +112,15 @@ def build_pase_matrix(inst: PaseInstance, scale: float, groups=None) -> tuple[Ma
 
 
 def solve_pase_mip(inst: PaseInstance, solver: str = "auto", time_limit_s: float | None = None,
-                   rel_gap: float = 1e-9) -> PeerOutcome:
+                   rel_gap: float = 1e-9, cutoff: float | None = None) -> PeerOutcome:
     """Solve the MILP with ``solver``; the plan is decoded from ``s`` and re-priced."""
     start = time.monotonic()
     scale = max(1.0, max(float(np.abs(c).max()) for c in inst.vertex_cost + inst.edge_cost))
     form, offs = build_pase_matrix(inst, scale)
     limit = None if time_limit_s is None else max(time_limit_s - (time.monotonic() - start), 0.01)
     backend = matrix_backend(solver)
-    res, x = solve_matrix(form, backend, time_limit_s=limit, rel_gap=rel_gap)
+    res, x = solve_matrix(form, backend, time_limit_s=limit, rel_gap=rel_gap,
+                          cutoff=None if cutoff is None else cutoff / scale)
     bound = res.lower_bound * scale if math.isfinite(res.lower_bound) else res.lower_bound
     choice = value = None
     if x is not None:

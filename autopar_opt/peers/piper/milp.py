@@ -267,8 +267,9 @@ class _Index:
 
 
 def solve_piper_mip(inst: PiperInstance, solver: str = "auto", time_limit_s: float | None = None,
-                    rel_gap: float = 1e-9) -> PeerOutcome:
-    """Solve the MILP; the plan is decoded, restored and re-priced by the evaluator."""
+                    rel_gap: float = 1e-9, cutoff: float | None = None) -> PeerOutcome:
+    """Solve the MILP; the plan is decoded, restored and re-priced by the evaluator.
+    ``cutoff``: the value of a plan found elsewhere (the portfolio's incumbent)."""
     from autopar_opt.solvers.matrix import matrix_backend, solve_matrix
 
     start = time.monotonic()
@@ -276,7 +277,7 @@ def solve_piper_mip(inst: PiperInstance, solver: str = "auto", time_limit_s: flo
     backend = matrix_backend(solver)
     form, idx = build_piper_milp(prep)
     limit = None if time_limit_s is None else max(time_limit_s - (time.monotonic() - start), 0.01)
-    res, sol = solve_matrix(form, backend, time_limit_s=limit, rel_gap=rel_gap)
+    res, sol = solve_matrix(form, backend, time_limit_s=limit, rel_gap=rel_gap, cutoff=cutoff)
     sh = idx.shape
     stats = {"columns": form.num_cols, "rows": form.num_rows, "nonzeros": int(form.A.nnz),
              "slots": sh.m}

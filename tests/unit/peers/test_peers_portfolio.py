@@ -175,3 +175,25 @@ def test_sigterm_to_the_real_command_prints_its_json(tmp_path):
     assert proc.returncode == 143, err[-2000:]
     doc = json.loads(out)
     assert doc["status"] == "interrupted" and "Traceback" not in err
+
+
+def test_the_milp_takes_over_with_the_dp_plan_as_cutoff(monkeypatch, tmp_path):
+    """The DP stopped after its first pass (its plan and work bound shared); the MILP
+    runs with that plan's value as cutoff and closes the gap at the DP's optimum."""
+    import autopar_opt.peers.piper.dp as piper_dp
+
+    spec_path = _spec_file(tmp_path, _piper("gnmt", 2, 8))
+    from autopar_opt.spec.loader import read_mapping
+    spec = build_peer_spec(read_mapping(spec_path), spec_path)
+    exact = piper_dp.solve_piper_dp(spec.instance)
+    original = piper_dp._Table.run
+
+    def run(self):
+        if self.exact:
+            raise piper_dp._Timeout
+        original(self)
+    monkeypatch.setattr(piper_dp._Table, "run", run)
+    shared = solve_peer(spec, "auto", deadline=None, rel_gap=1e-9, budget=MemoryBudget.of(8))
+    assert [r.status for r in shared.records][0] == "feasible"
+    assert shared.records[1].method == "milp" and shared.closed()
+    assert shared.primal == pytest.approx(exact.primal, rel=1e-9)
