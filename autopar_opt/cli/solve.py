@@ -176,7 +176,6 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     """
     from autopar_opt.cli import options as opt
     from autopar_opt.core.files import check_output_dir
-    from autopar_opt.spec import load_spec
 
     opt.raise_if_any([*opt.check_solver(solver), *opt.check_form(form),
                       *opt.check_time_limit(time_limit_s), *opt.check_gap(gap),
@@ -196,6 +195,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                              for p in in_spec])
         return peer_solve_command(peer, solver, time_limit_s, gap, out_dir, json_output, quiet,
                                   started_at, memory_limit_gib)
+    from autopar_opt.spec import load_spec      # after the peer route: it needs none of it
+
     spec = load_spec(spec_path)
     if export_models and (solver or spec.solver.name).strip().lower() == "dp":
         from autopar_opt.core.files import COMMAND_LINE
