@@ -264,6 +264,8 @@ class InnerSolver:
                         or deadline - time.perf_counter() <= MIN_MIP_S:
                     dp_best = None
                     break
+                if res.primal is not None and res.primal < cutoff:
+                    cutoff = None       # this configuration beats the incumbent: the full gap
                 left = deadline - time.perf_counter()
             dp = solve_dp(tables, max(min(span, left), 0.01))
             dp_best = dp if dp_best is None else _merge_dp(dp_best, dp)
@@ -297,6 +299,8 @@ class InnerSolver:
                 break
             if deadline - time.perf_counter() <= MIN_MIP_S:
                 break
+            if cutoff is not None and mip.result.primal is not None and mip.result.primal < cutoff:
+                cutoff = None           # this configuration beats the incumbent: the full gap
             span *= 2
         if mip is None:
             return InnerOutcome(dp_best, dp_best.solution).derive(opts.rel_gap)
