@@ -54,9 +54,16 @@ def block_applicable(tables: CostTables) -> bool:
 
 def solve_blocks(tables: CostTables, backend, *, time_limit_s: float | None, rel_gap: float,
                  start: "Assignment | Plan | None" = None, exact_start: int = EXACT_START,
-                 solver_options: dict[str, Any] | None = None) -> tuple[SolveResult, Assignment | None]:
+                 solver_options: dict[str, Any] | None = None,
+                 cutoff: float | None = None) -> tuple[SolveResult, Assignment | None]:
     """The block MILP of ``tables`` on ``backend`` (a matrix-input MILP backend):
-    the best plan found with its exact time, and the best proven bound."""
+    the best plan found with its exact time, and the best proven bound.
+
+    ``cutoff``: only plans below it matter (the search's incumbent); a backend
+    that declares an objective cutoff stops once its bound reaches it, and the
+    rounds stop there too (the configuration is disproved)."""
+    if cutoff is not None:
+        solver_options = {**backend.cutoff_options(cutoff), **(solver_options or {})}
     t0 = time.perf_counter()
     chain = block_chain(tables)[0]
     layouts = chain.num_layouts
@@ -109,7 +116,8 @@ def solve_blocks(tables: CostTables, backend, *, time_limit_s: float | None, rel
         proven = (res.termination is Termination.optimal and not relaxed
                   and res.primal is not None and got <= min(best_t, res.primal * (1 + 1e-9)))
         out_of_time = time_limit_s is not None and time.perf_counter() - t0 >= time_limit_s
-        if proven or _closed(best_t, bound, rel_gap) or exact >= layouts or out_of_time:
+        beyond = cutoff is not None and bound >= cutoff - rel_gap * abs(cutoff)
+        if proven or beyond or _closed(best_t, bound, rel_gap) or exact >= layouts or out_of_time:
             break
         exact += 1
     bound = clamp_to_primal(bound, None if best is None else best_t, "the block MILP")

@@ -41,6 +41,10 @@ class Feature(str, Enum):
     symmetry_cuts = "symmetry_cuts"
     #: accepts a warm start (a complete feasible assignment)
     warm_start = "warm_start"
+    #: takes an objective cutoff (:meth:`Backend.cutoff_options`): the MIP stops once
+    #: its bound reaches the cutoff, and reports the cutoff as its bound when no plan
+    #: below it exists (how the search disproves a configuration against its incumbent)
+    objective_cutoff = "objective_cutoff"
 
 
 class Backend(ABC):
@@ -65,6 +69,12 @@ class Backend(ABC):
         """(most variables, most constraints) a model of ``problem_class`` may have
         under this backend's licence here, or None when unlimited."""
         return None
+
+    def cutoff_options(self, cutoff: float) -> dict[str, Any]:
+        """The native options that make this backend stop at an objective cutoff
+        (declared by :attr:`Feature.objective_cutoff`); none by default."""
+        del cutoff
+        return {}
 
     @abstractmethod
     def available(self) -> tuple[bool, str]:

@@ -46,7 +46,12 @@ class HighsBackend(Backend):
     accepts: ClassVar[frozenset[ProblemClass]] = frozenset({ProblemClass.lp, ProblemClass.milp})
     #: no symmetry_cuts: HiGHS 1.15 solved llama-7b (2x8 A100, 1x8 V100) slower
     #: with them (benchmarks/symmetry_cuts.md)
-    features: ClassVar[frozenset[Feature]] = frozenset({Feature.matrix_input, Feature.warm_start})
+    features: ClassVar[frozenset[Feature]] = frozenset({Feature.matrix_input, Feature.warm_start,
+                                                        Feature.objective_cutoff})
+
+    def cutoff_options(self, cutoff: float) -> dict[str, Any]:
+        """HiGHS's ``objective_bound``: the MIP stops when its dual bound reaches it."""
+        return {"objective_bound": float(cutoff)}
 
     def refusal(self, problem_class: ProblemClass) -> str:
         return mismatch_message(self.name, problem_class) if problem_class is ProblemClass.miqp \
@@ -90,6 +95,16 @@ class HighsBackend(Backend):
         interrupted = _run_interruptible(h)
         solve_s = time.perf_counter() - t0
         result = highs_result(h, form, self.version(), rel_gap)
+        cutoff = (solver_options or {}).get("objective_bound")
+        if cutoff is not None and result.termination is Termination.infeasible:
+            # HiGHS reports "infeasible" when no plan lies below the cutoff; it prunes
+            # nodes within its relative gap of the cutoff, so what is proven is
+            # cutoff - rel_gap·|cutoff| as a bound, not infeasibility
+            bound = float(cutoff) - float(rel_gap) * abs(float(cutoff))
+            result = result.with_(termination=Termination.time_limit_no_solution,
+                                  lower_bound=bound, message=f"no plan below the cutoff "
+                                  f"{float(cutoff):.9g} less the relative gap {rel_gap:g}: "
+                                  f"bound {bound:.9g}")
         if interrupted:
             result = result.with_(message="; ".join(m for m in (result.message, "interrupted by "
                                                                  "a stop signal") if m))

@@ -20,11 +20,36 @@ BACKENDS: dict[str, str] = {
     "dp": "autopar_opt.solvers.dp.backend:DPBackend",
 }
 DEFAULT_BACKEND = "highs"
+#: The default solver name: not a backend but the portfolio (issue 35): the exact
+#: DP where it is exact, then the MIP backend :func:`resolve_auto` picks by features.
+AUTO = "auto"
 
 
 def backend_names() -> list[str]:
     """Registered backend names (default first)."""
     return [DEFAULT_BACKEND] + sorted(n for n in BACKENDS if n != DEFAULT_BACKEND)
+
+
+def solver_names() -> list[str]:
+    """What ``--solver`` and ``solver.name`` take: ``auto`` (the default), then the backends."""
+    return [AUTO] + backend_names()
+
+
+def resolve_auto(problem_class: ProblemClass = ProblemClass.milp) -> str:
+    """The backend ``auto`` runs for ``problem_class``: the first available one, in
+    :func:`backend_names` order, that accepts it, a backend solving a matrix
+    directly (:attr:`Feature.matrix_input`) before the others. Chosen by the
+    backends' declared ``accepts``/``features``, never by name; ValueError
+    (with the fix) when no installed backend accepts it."""
+    from autopar_opt.solvers.base import Feature
+
+    takers = [n for n in backend_names() if problem_class in backend_class(n).accepts]
+    takers.sort(key=lambda n: Feature.matrix_input not in backend_class(n).features)
+    for name in takers:
+        if get_backend(name).available()[0]:
+            return name
+    raise ValueError(f"no installed backend solves {problem_class.value} problems; install "
+                     f"one of {', '.join(takers) or 'highspy'} (pip install highspy)")
 
 
 def backend_class(name: str) -> type[Backend]:

@@ -287,12 +287,16 @@ def calibrate(ctx: typer.Context,
 @guarded
 def solve(ctx: typer.Context,
           spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file."),
-          solver: Optional[str] = typer.Option(None, "--solver", help="highs | gurobi | scip | dp "
+          solver: Optional[str] = typer.Option(None, "--solver", help="auto | highs | gurobi | scip | dp "
                                                "(default: the spec's solver.name)."),
           time_limit_s: Optional[float] = typer.Option(
               None, "--time-limit", help="Wall-clock budget of the whole command (reading the "
               "spec, tables, warm starts, solves, baselines, outputs), s; > 0."),
           gap: Optional[float] = typer.Option(None, "--gap", help="Relative gap to stop at, in [0, 1)."),
+          memory_limit_gib: Optional[float] = typer.Option(
+              None, "--memory-limit", help="Memory budget of the models the command builds, GiB "
+              "(default: half of the machine's memory); a model that would exceed it is not "
+              "built and the next method runs."),
           form: Optional[str] = typer.Option(None, "--form", help="auto | milp | miqp: the exact MILP "
                                              "linearisation or the MIQP (default: the spec's "
                                              "solver.form)."),
@@ -343,6 +347,8 @@ def solve(ctx: typer.Context,
 
         extra["searcher"] = SearcherHook(searcher, budget_s, seed)
     started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
+    if memory_limit_gib is not None:
+        extra["memory_limit_gib"] = memory_limit_gib
     with locked_out(out_dir):
         return solve_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet,
                              form=form, started_at=started_at, **extra)

@@ -50,9 +50,9 @@ def check_solver(name: str | None, option: str = "--solver") -> list[SpecProblem
     """The solver must be a registered backend (with a "did you mean")."""
     if name is None:
         return []
-    from autopar_opt.solvers.registry import backend_names
+    from autopar_opt.solvers.registry import solver_names
 
-    names = backend_names()
+    names = solver_names()
     if name.strip().lower() in names:
         return []
     return _problem(option, name, "unknown solver",
@@ -71,6 +71,20 @@ def check_solver_available(name: str | None, option: str = "--solver") -> list[S
         return []
     ok, why = get_backend(key).available()
     return [] if ok else _problem(option, name, "is not usable here", why)
+
+
+#: The largest --memory-limit taken, GiB (2^20 GiB = 1 PiB: beyond any machine).
+MAX_MEMORY_LIMIT_GIB = float(1 << 20)
+
+
+def check_memory_limit(gib: float | None, option: str = "--memory-limit") -> list[SpecProblem]:
+    """A memory limit must be a positive, finite number of GiB."""
+    if gib is None:
+        return []
+    if not (isinstance(gib, (int, float)) and math.isfinite(gib) and 0 < gib <= MAX_MEMORY_LIMIT_GIB):
+        return _problem(option, gib, f"must be a positive number of GiB (at most "
+                        f"{MAX_MEMORY_LIMIT_GIB:g})", "give e.g. --memory-limit 8")
+    return []
 
 
 def check_form(form: str | None, option: str = "--form") -> list[SpecProblem]:

@@ -34,22 +34,8 @@ def json_float(x: float | None) -> float | str | None:
     return float(x)
 
 
-def solve_peer(spec: PeerSpec, solver: str, time_limit_s: float, rel_gap: float) -> PeerOutcome:
-    """Run ``solver`` (``dp`` or a MIP backend) on the spec's instance."""
-    if spec.format == "pase":
-        from autopar_opt.peers.pase.solve import solve_pase_dp, solve_pase_mip
-        if solver == "dp":
-            return solve_pase_dp(spec.instance, time_limit_s)
-        return solve_pase_mip(spec.instance, solver, time_limit_s, min(rel_gap, 1e-9))
-    if solver == "dp":
-        from autopar_opt.peers.piper.dp import solve_piper_dp
-        return solve_piper_dp(spec.instance, time_limit_s)
-    from autopar_opt.peers.piper.milp import solve_piper_mip
-    return solve_piper_mip(spec.instance, solver, time_limit_s, min(rel_gap, 1e-9))
-
-
 def _status(res: PeerOutcome, rel_gap: float) -> str:
-    if res.termination is Termination.infeasible:
+    if res.termination is Termination.infeasible or res.lower_bound == math.inf:
         return "infeasible"
     if res.primal is None:
         return "no_plan"
@@ -93,8 +79,10 @@ def _price_given(spec: PeerSpec, optimum: float | None) -> dict | None:
 
 
 def build_peer_document(spec: PeerSpec, res: PeerOutcome, solver: str, time_limit_s: float,
-                        rel_gap: float) -> dict:
-    """The JSON document of a peer solve (see module docstring)."""
+                        rel_gap: float, methods: list[dict] | None = None,
+                        memory_budget: str | None = None) -> dict:
+    """The JSON document of a peer solve (see module docstring). ``methods``: what each
+    method of the portfolio did (``certificate.methods``)."""
     status = _status(res, rel_gap)
     inst = spec.instance
     size = ({"vertices": inst.n, "edges": len(inst.edges)} if spec.format == "pase"
@@ -111,42 +99,100 @@ def build_peer_document(spec: PeerSpec, res: PeerOutcome, solver: str, time_limi
                         "gap": json_float(relative_gap(res.primal, res.lower_bound)),
                         "exact": res.primal is not None and math.isfinite(res.lower_bound)
                         and res.lower_bound <= res.primal * (1 + 1e-9),
-                        "status": status, "method": res.method, "message": res.message},
+                        "status": status, "method": res.method, "message": res.message,
+                        **({"methods": methods} if methods is not None else {})},
         "solver": {"name": solver, "version": res.solver_version or f"autopar-dp {__version__}",
                    "time_limit_s": time_limit_s, "rel_gap": rel_gap,
+                   **({"memory_budget": memory_budget} if memory_budget else {}),
                    "wall_time_s": round(res.wall_time_s, 4), "stats": res.stats},
         "wall_time_s": round(res.wall_time_s, 4),
         "given_plan": _price_given(spec, res.primal),
     }
 
 
+#: Seconds kept back from the time limit for writing the outputs (the JSON, and the
+#: report when --out asks for one): the most measured on the shipped instances
+#: (report of a 256-edge PaSE table, 0.3 s at load 1) with room for a loaded machine.
+OUTPUT_RESERVE_S, REPORT_RESERVE_S = 0.2, 1.0
+
+
 def peer_solve_command(spec: PeerSpec, solver: str | None, time_limit_s: float | None,
-                       gap: float | None, out_dir: str | None, json_output: bool, quiet: bool) -> int:
+                       gap: float | None, out_dir: str | None, json_output: bool, quiet: bool,
+                       started_at: float | None = None, memory_limit_gib: float | None = None) -> int:
     """The whole ``solve`` job for a peer spec; returns the exit code.
+
+    ``auto`` (the default) runs the portfolio of :mod:`autopar_opt.peers.portfolio`
+    (the exact DP first, the MILP only while the gap is open); a backend name or
+    ``dp`` forces one method. The time limit is the whole command's, counted
+    from ``started_at`` (process start); a stop signal (SIGINT/SIGTERM) ends the
+    solve with what it proved, and the document is still written (and printed
+    with ``--json``), status ``interrupted``, exit 128 + signal. Solver output on
+    file descriptor 1 goes to stderr (:func:`~autopar_opt.core.streams.stdout_to_stderr`).
 
     The report renderer (jinja2) is imported only when ``--out`` asks for a
     report: it is not needed for the JSON or the summary (start-up, issue 18;
     importing the full report module for ``write_atomic`` loaded matplotlib)."""
+    import time
+
+    from autopar_opt.cli.budget import Budget
     from autopar_opt.core.files import write_atomic
-    name = solver or spec.solver.name
+    from autopar_opt.core.interrupts import InterruptGuard, SearchInterrupted, exit_code
+    from autopar_opt.core.memory_budget import MemoryBudget
+    from autopar_opt.core.portfolio import Shared
+    from autopar_opt.core.streams import stdout_to_stderr
+    from autopar_opt.peers.portfolio import outcome_of, solve_peer
+
+    name = (solver or spec.solver.name).strip().lower()
     limit = time_limit_s if time_limit_s is not None else spec.solver.time_limit_s
     rel = gap if gap is not None else spec.solver.rel_gap
-    res = solve_peer(spec, name, limit, rel)
-    doc = build_peer_document(spec, res, name, limit, rel)
-    text = json.dumps(doc, indent=2)
-    if out_dir:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        from autopar_opt.reports.peer import write_peer_report
+    budget = Budget(limit, started_at if started_at is not None else time.perf_counter())
+    reserve = OUTPUT_RESERVE_S + (REPORT_RESERVE_S if out_dir else 0.0)
+    deadline = budget.deadline - min(reserve, 0.25 * limit)
+    memory = MemoryBudget.of(memory_limit_gib)
+    shared = Shared(rel)
+    began = time.perf_counter()
+    stopped_by: int | None = None
+    with InterruptGuard() as guard:
+        try:
+            with stdout_to_stderr():
+                solve_peer(spec, name, deadline=deadline, rel_gap=rel, budget=memory, shared=shared)
+        except SearchInterrupted as exc:
+            stopped_by = exc.signum
+        guard.defer()                 # a second signal must not cut the outputs short
+        stopped_by = guard.signum or stopped_by
+        res = outcome_of(shared, time.perf_counter() - began)
+        last = next((r for r in reversed(shared.records) if r.version or r.stats), None)
+        if last is not None:
+            res.solver_version, res.stats = last.version, last.stats
+        doc = build_peer_document(spec, res, name, limit, rel, shared.methods(), memory.describe())
+        if stopped_by is not None:
+            doc["status"] = doc["certificate"]["status"] = "interrupted"
+        text = json.dumps(doc, indent=2)
+        if out_dir:
+            Path(out_dir).mkdir(parents=True, exist_ok=True)
+            from autopar_opt.reports.peer import write_peer_report
 
-        write_atomic(Path(out_dir) / "plan.json", text + "\n")
-        write_peer_report(doc, Path(out_dir) / "report.html")
-    if json_output:
-        sys.stdout.write(text + "\n")
-    elif not quiet:
-        cert = doc["certificate"]
-        print(f"{doc['spec']['problem']['format']} {doc['spec']['problem']['name']}: {doc['status']} "
-              f"primal {cert['primal']} lower bound {cert['lower_bound']} gap {cert['gap']} "
-              f"({res.method}, {res.wall_time_s:.2f} s)")
-        if doc["given_plan"]:
-            print(f"  given plan: {doc['given_plan']}")
+            write_atomic(Path(out_dir) / "plan.json", text + "\n")
+            write_peer_report(doc, Path(out_dir) / "report.html")
+        if json_output:
+            sys.stdout.write(text + "\n")
+        elif not quiet:
+            _print_summary(doc, res)
+        if stopped_by is not None:
+            return exit_code(stopped_by)
     return EXIT[doc["status"]]
+
+
+def _print_summary(doc: dict, res: PeerOutcome) -> None:
+    cert = doc["certificate"]
+    head = f"{doc['spec']['problem']['format']} {doc['spec']['problem']['name']}"
+    if doc["status"] == "infeasible":
+        print(f"{head}: proven infeasible (lower bound inf: no plan fits the memory per "
+              f"device and the devices; {res.method}, {res.wall_time_s:.2f} s)")
+    else:
+        print(f"{head}: {doc['status']} primal {cert['primal']} lower bound {cert['lower_bound']} "
+              f"gap {cert['gap']} ({res.method}, {res.wall_time_s:.2f} s)")
+    for m in cert.get("methods", []):
+        print(f"  {m['method']}: {m['status']}" + (f" ({m['message']})" if m["message"] else ""))
+    if doc["given_plan"]:
+        print(f"  given plan: {doc['given_plan']}")

@@ -259,10 +259,13 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
     budget = None if time_limit_s is None else Budget(
         time_limit_s, started_at if started_at is not None else time.perf_counter())
     reserve = output_reserve_s(problem.num_nodes)
-    result = solve_placement(problem, objective=objective, contiguous=cont, solver=name,
-                             time_limit_s=None if budget is None
-                             else max(0.0, budget.remaining() - reserve),
-                             rel_gap=1e-6 if gap is None else gap)
+    from autopar_opt.core.streams import stdout_to_stderr
+
+    with stdout_to_stderr():              # solver chatter never on stdout (--json)
+        result = solve_placement(problem, objective=objective, contiguous=cont, solver=name,
+                                 time_limit_s=None if budget is None
+                                 else max(0.0, budget.remaining() - reserve),
+                                 rel_gap=1e-6 if gap is None else gap)
     result = keep_better(result, found)
     doc = placement_document(result, expert, None if budget is None
                              else budget.deadline - 0.5 * reserve)

@@ -22,16 +22,17 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Any
 
+from autopar_opt.core.memory_budget import MemoryBudget
+from autopar_opt.core.streams import stdout_to_stderr
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
 from autopar_opt.core.files import write_atomic
 from autopar_opt.ir.graph import params_summary
-from autopar_opt.search.baselines import all_baselines, table_baselines
-from autopar_opt.search.document import build_document
-from autopar_opt.search.engine import SearchOptions, run_search
 
 if TYPE_CHECKING:   # rich is imported where something is printed (start-up, issue 18)
     from rich.console import Console
+
+    from autopar_opt.search.engine import SearchOptions
 
 EXIT_CODES = {"optimal": 0, "feasible": 0, "infeasible": 3, "no_plan": 4}
 
@@ -162,7 +163,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                   gap: float | None = None, out_dir: str | None = None, json_output: bool = False,
                   quiet: bool = False, export_models: bool = False, warm_start: bool = True,
                   form: str | None = None, started_at: float | None = None,
-                  searcher=None, runnable_by: str | None = None) -> int:
+                  searcher=None, runnable_by: str | None = None,
+                  memory_limit_gib: float | None = None) -> int:
     """Run the whole job for one spec file; returns the process exit code.
 
     Raises :class:`~autopar_opt.cli.options.OptionError` or :class:`SpecError`
@@ -182,10 +184,10 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     """
     from autopar_opt.cli import options as opt
     from autopar_opt.core.files import check_output_dir
-    from autopar_opt.spec import load_spec
 
     opt.raise_if_any([*opt.check_solver(solver), *opt.check_form(form),
                       *opt.check_time_limit(time_limit_s), *opt.check_gap(gap),
+                      *opt.check_memory_limit(memory_limit_gib),
                       *(check_output_dir(out_dir, "--out") if out_dir is not None else [])])
     peer = _peer_spec(spec_path)
     if peer is not None:          # a Piper/PaSE instance (problem:): solved by peers/
@@ -199,7 +201,10 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         if in_spec:
             raise SpecError([SpecProblem(str(spec_path), p.key, p.value, p.rule, p.fix)
                              for p in in_spec])
-        return peer_solve_command(peer, solver, time_limit_s, gap, out_dir, json_output, quiet)
+        return peer_solve_command(peer, solver, time_limit_s, gap, out_dir, json_output, quiet,
+                                  started_at, memory_limit_gib)
+    from autopar_opt.spec import load_spec      # after the peer route: it needs none of it
+
     spec = load_spec(spec_path)
     if export_models and (solver or spec.solver.name).strip().lower() == "dp":
         from autopar_opt.core.files import COMMAND_LINE
@@ -221,17 +226,22 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                     started_at if started_at is not None else _now())
     left = budget.remaining()
     reserve = output_reserve_s(spec, left, unit_s)
+    from autopar_opt.search.document import build_document
+    from autopar_opt.search.engine import SearchOptions
+
     options = SearchOptions(
         solver=(solver or so.name).strip().lower(), form=form or getattr(so, "form", "auto") or "auto",
         time_limit_s=max(left - reserve - BASELINE_SHARE * max(left, 0.0), 0.0),
         rel_gap=gap if gap is not None else so.rel_gap, warm_start=warm_start,
-        export_dir=Path(out_dir) / "models" if (out_dir and export_models) else None)
+        export_dir=Path(out_dir) / "models" if (out_dir and export_models) else None,
+        memory_budget=MemoryBudget.of(memory_limit_gib))
     with InterruptGuard() as guard:
         options.should_stop, options.stop_signal = guard.should_stop, lambda: guard.signum
         seed = found.plan if found is not None and found.feasible else None
         cpu_began = time.process_time()
-        result = _search(spec, options, err, show=not (quiet or json_output), incumbent=seed,
-                         runnable_by=runnable_by)
+        with stdout_to_stderr():          # solver chatter never on stdout (--json)
+            result = _search(spec, options, err, show=not (quiet or json_output), incumbent=seed,
+                             runnable_by=runnable_by)
         search_cpu_s = time.process_time() - cpu_began
         if result is None:
             return 2
@@ -278,6 +288,8 @@ def _searcher_within_limit(searcher, time_limit_s: float | None, spec_limit_s: f
 def _baselines(spec, result, deadline: float):
     """The baselines, from the cost tables the search built (issue 18); by
     evaluate() enumeration only for searches that built none (DeepSpeed's)."""
+    from autopar_opt.search.baselines import all_baselines, table_baselines
+
     if result.tables:
         return table_baselines(result.tables, spec.graph, spec.cluster, spec.training,
                                spec.cost_params, spec.plan, deadline=deadline)
@@ -347,6 +359,8 @@ def _search(spec, options: SearchOptions, err: Console, show: bool, incumbent=No
             runnable_by: str | None = None):
     """Run the search with a progress bar; None (after a message) when the backend
     is unusable."""
+    from autopar_opt.search.engine import run_search
+
     from autopar_opt.solvers.base import SolverMismatch, SolverUnavailable
 
     def run(progress):

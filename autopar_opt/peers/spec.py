@@ -28,7 +28,7 @@ from autopar_opt.peers.pase.format import PaseInstance, load_pase
 from autopar_opt.peers.piper.format import PiperInstance, load_piper
 from autopar_opt.peers.piper.model import PiperPlan, PiperStage
 from autopar_opt.core.errors import ProblemList, SpecError, SpecProblem, did_you_mean, one_of
-from autopar_opt.spec.schema import SolverSection, documented_field, Section
+from autopar_opt.spec.sections import Section, SolverSection, documented_field
 from autopar_opt.spec.translate import problems_from_validation
 
 GIB = float(1 << 30)

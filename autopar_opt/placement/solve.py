@@ -194,9 +194,8 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
         solver != "auto" or cond.num_units * problem.num_devices <= MILP_AUTO_LIMIT)
     if milp_wanted and (remaining is None or remaining >= MILP_MIN_S):
         from autopar_opt.placement.exact.solve_milp import run_milp
-        v, a, lb, info = run_milp(problem, cond, objective, contiguous,
-                                  "highs" if solver == "auto" else solver, remaining, rel_gap,
-                                  assign)
+        v, a, lb, info = run_milp(problem, cond, objective, contiguous, solver, remaining,
+                                  rel_gap, assign)
         details.update(info)
         method = f"milp:{info.get('milp_solver', solver)}"
         lower = max(lower, lb)

@@ -56,6 +56,8 @@ class SearchOptions:
     time_limit_s: float = 60.0
     rel_gap: float = 1e-3
     warm_start: bool = True
+    #: the memory the MIP models may take (a core.memory_budget.MemoryBudget); None: no check
+    memory_budget: object | None = None
     #: exact symmetry-breaking cuts between identical layers; None: on exactly
     #: where the backend declares ``Feature.symmetry_cuts`` (measured to pay off)
     symmetry: bool | None = None
@@ -145,6 +147,11 @@ class Search:
         self.prepared.sort(key=lambda item: (item[2].value, item[0]))
         self.records: list[ConfigRecord] = []
         self.seeded = self._seed(incumbent)
+        #: where the warm-start incumbent comes from (said in its configuration's record)
+        self.seed_source = "the warm-start plan (searcher)"
+        if self.seeded is None and options.solver == "auto":
+            self.seeded = self._uniform_seed()
+            self.seed_source = "the best uniform plan of every configuration, priced first"
         self.best: tuple[PlanMetrics, Plan, OuterConfig] | None = self.seeded
         self.log_tail = ""
 
@@ -184,6 +191,26 @@ class Search:
         metrics = evaluate(plan, self.graph, self.cluster, self.training, self.params)
         return (metrics, plan, cfg) if metrics.feasible else None
 
+    def _uniform_seed(self) -> tuple[PlanMetrics, Plan, OuterConfig] | None:
+        """``auto``: the best uniform (Megatron-style) plan over every prepared
+        configuration, priced from its tables and checked by evaluate(), as the
+        first incumbent: the configurations solved before the best one is reached
+        are pruned by their bound, or disproved by a solver cutoff, from the start."""
+        from autopar_opt.search.baselines import best_uniform_assignment
+
+        best = None
+        for cfg, tables, bound in self.prepared:
+            if math.isinf(bound.value) or (best is not None and reaches(bound.value, best[0])):
+                continue
+            found = best_uniform_assignment(tables)
+            if found is not None and (best is None or found[1] < best[0]):
+                best = (found[1], found[0], cfg, tables)
+        if best is None:
+            return None
+        plan = best[3].plan_of(best[1])
+        metrics = evaluate(plan, self.graph, self.cluster, self.training, self.params)
+        return (metrics, plan, best[2]) if metrics.feasible else None
+
     def record_seed(self, records: list[ConfigRecord]) -> None:
         """The warm-start plan stayed the incumbent: its configuration's record
         (among ``records``, the unfinished ones included) holds its value
@@ -198,8 +225,8 @@ class Search:
             rec.primal, rec.lower_bound = merged.primal, merged.lower
             if rec.status in (Status.pruned, Status.not_solved, Status.feasible, Status.optimal):
                 rec.status = merged.status(self.options.rel_gap)
-            rec.message = "; ".join(m for m in (rec.message, "primal from the warm-start plan "
-                                                "(searcher), priced by evaluate()") if m)
+            rec.message = "; ".join(m for m in (rec.message, f"primal from {self.seed_source}, "
+                                                "priced by evaluate()") if m)
 
     @property
     def incumbent(self) -> float | None:
@@ -356,19 +383,26 @@ def _handle_config(cfg: OuterConfig, tables: CostTables, bound: ConfigBound, bes
         return ConfigRecord(cfg, Status.not_solved, None, bound.value, 0.0,
                             message="search time limit reached before this configuration; "
                                     "its analytic lower bound is recorded"), None, ""
-    outcome = _solve_or_fall_back(inner, tables, remaining, cfg, fallbacks)
+    outcome = _solve_or_fall_back(inner, tables, remaining, cfg, fallbacks, incumbent)
     result = outcome.result
     # both are valid bounds (an infeasibility proof keeps its +inf)
     bounds = outcome.bounds.merge(Bounds(None, bound.value, False, "analytic"))
     record = ConfigRecord(cfg, outcome.status, bounds.primal, bounds.lower, result.wall_time_s,
                           model_hash=outcome.model_hash, message=result.message,
                           timings=dict(result.timings), exhaustive=bounds.exhaustive)
+    if incumbent is not None and record.status in (Status.not_solved, Status.feasible) \
+            and record.lower_bound >= incumbent * (1 - inner.options.rel_gap):
+        # the solver stopped at the incumbent (its cutoff): this configuration cannot
+        # beat the incumbent by more than the requested gap
+        record.status = Status.pruned
+        record.pruned_by = (f"lower bound {record.lower_bound:.6g} s proven by the solver, within "
+                            f"the gap of the incumbent {incumbent:.6g} s ({best[2].label()})")
     plan = tables.plan_of(outcome.assignment) if outcome.assignment is not None else None
     return record, plan, result.log
 
 
 def _solve_or_fall_back(inner: InnerSolver, tables: CostTables, remaining: float, cfg: OuterConfig,
-                        fallbacks: list[str] | None):
+                        fallbacks: list[str] | None, incumbent: float | None = None):
     """``inner.solve``; when the backend errors (a size-limited licence, a solver
     crash), the default backend solves the configuration on the time left."""
     from autopar_opt.core.result import SolveResult, Termination
@@ -376,7 +410,7 @@ def _solve_or_fall_back(inner: InnerSolver, tables: CostTables, remaining: float
 
     began = time.perf_counter()
     try:
-        outcome = inner.solve(tables, remaining, cfg)
+        outcome = inner.solve(tables, remaining, cfg, incumbent)
     except Exception as exc:     # noqa: BLE001 - a backend bug must not lose the search
         outcome = InnerOutcome(SolveResult(
             termination=Termination.error, primal=None, lower_bound=-math.inf,
@@ -388,7 +422,7 @@ def _solve_or_fall_back(inner: InnerSolver, tables: CostTables, remaining: float
     if fallback is None:
         return outcome
     left = max(remaining - (time.perf_counter() - began), 0.1)
-    second = fallback.solve(tables, left, cfg)
+    second = fallback.solve(tables, left, cfg, incumbent)
     line = (f"{cfg.label()}: {inner.name} failed ({failed.message or 'solver error'}); "
             f"solved with {fallback.name} instead")
     if fallbacks is not None:

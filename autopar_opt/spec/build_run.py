@@ -218,7 +218,7 @@ def build_solver(section: SolverSection, out: ProblemList) -> SolverOptions:
     from autopar_opt.core.result import ProblemClass
     from autopar_opt.solvers.registry import backend_class
 
-    if section.form == "auto":
+    if section.form == "auto" or section.name == "auto":    # auto resolves by the form
         return SolverOptions(section.name, section.time_limit_s, section.rel_gap, section.form)
     accepts = backend_class(section.name).accepts
     if (ProblemClass.tables not in accepts

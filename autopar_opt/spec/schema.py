@@ -17,12 +17,11 @@ import typing
 
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Discriminator, Field, Tag
 
 from autopar_opt.cost.params import CostParams
 from autopar_opt.ir.graph import Layer
-from autopar_opt.solvers.registry import DEFAULT_BACKEND, backend_names
+from autopar_opt.spec.sections import Section, SolverName, SolverSection, documented_field  # noqa: F401
 from autopar_opt.spec.derive import section_from_dataclass
 from autopar_opt.core import limits
 from autopar_opt.ir.training import DTYPE_BYTES, OPTIMIZER_BYTES, Recompute, Schedule
@@ -34,50 +33,6 @@ PosInt = Annotated[int, Field(gt=0)]
 Degree = Annotated[int, Field(gt=0, le=limits.MAX_DEGREE)]
 ZeroLevel = Annotated[int, Field(ge=0, le=3)]
 Fraction = Annotated[float, Field(gt=0, le=1)]
-SolverName = Literal[tuple(backend_names())]  # type: ignore[valid-type]
-
-
-def _number_leaves(annotation: Any) -> set[Any]:
-    """The leaf types of ``annotation`` through Annotated, Optional, Union, list
-    and the values of a dict (``gemm_efficiency: dict[str, float]``)."""
-    args = typing.get_args(annotation)
-    origin = typing.get_origin(annotation)
-    if origin is Annotated:
-        return _number_leaves(args[0])
-    if origin in (Union, types.UnionType, list):
-        return set().union(*(_number_leaves(a) for a in args))
-    if origin is dict:
-        return _number_leaves(args[1])
-    return {annotation}
-
-
-class Section(BaseModel):
-    """Base of every section: unknown keys are errors (reported with a "did you mean"),
-    and true/false is not a number (pydantic's lax mode reads ``true`` as 1, so
-    ``global_batch_size: true`` or YAML's ``nodes: yes`` became 1 silently)."""
-
-    model_config = ConfigDict(extra="forbid", use_enum_values=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
-        items = (value if isinstance(value, list)
-                 else list(value.values()) if isinstance(value, dict) else [value])
-        if not any(isinstance(v, bool) for v in items):
-            return value
-        field = cls.model_fields.get(info.field_name or "")
-        leaves = _number_leaves(field.annotation) - {type(None)} if field is not None else set()
-        if leaves and leaves <= {int, float}:
-            kind = "int_type" if int in leaves else "float_type"
-            raise PydanticCustomError(kind, "Input should be a number, not true/false")
-        return value
-
-
-def documented_field(description: str, example: Any, **kw: Any) -> Any:
-    """A documented field with one example (used in error fixes)."""
-    return Field(description=description, examples=[example], **kw)
-
-
 def _pick(key: str, yes: str, no: str):
     """Callable discriminator: tag ``yes`` when a mapping holds ``key``."""
     def choose(value: Any) -> str:
@@ -304,17 +259,6 @@ class SearchSection(Section):
         "Devices per pipeline stage: congruent (every stage N/pp) or free (each stage its own "
         "count: whole nodes, or a divisor of a node's GPUs inside one node; at most the "
         "cluster in all).", "free", default="congruent")
-
-
-class SolverSection(Section):
-    """Which solver runs and when it may stop."""
-
-    name: SolverName = documented_field("Backend (the registered names of autopar_opt.solvers.registry).",
-                          DEFAULT_BACKEND, default=DEFAULT_BACKEND)
-    time_limit_s: float = documented_field("Wall-time limit per solve, s.", 60.0, default=60.0, gt=0)
-    rel_gap: float = documented_field("Relative optimality gap at which to stop.", 1e-3, default=1e-3, ge=0, lt=1)
-    form: Literal["auto", "milp", "miqp"] = documented_field("Formulation: the MIQP or its exact MILP.", "auto",
-                                               default="auto")
 
 
 class _CostModelFile(Section):

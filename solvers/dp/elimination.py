@@ -142,7 +142,7 @@ def solve_min_sum(unary: list[np.ndarray], pairs: list[tuple[int, int]], tables:
         total = np.zeros([sizes[x] for x in full])
         for f in fids:
             fscope, arr = factors.pop(f)
-            total = total + _expand(arr, fscope, full, sizes)
+            np.add(total, _expand(arr, fscope, full, sizes), out=total)    # in place: one table
             for x in fscope:
                 touching[x].discard(f)
         arg = np.argmin(total, axis=-1)

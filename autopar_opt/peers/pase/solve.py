@@ -22,13 +22,14 @@ import math
 import time
 
 import numpy as np
-import scipy.sparse as sp
 
 from autopar_opt.solvers.dp.elimination import EliminationTimeout, EliminationTooWide, solve_min_sum
-from autopar_opt.peers.mip import solve_matrix
+from autopar_opt.solvers.matrix import matrix_backend, solve_matrix
 from autopar_opt.peers.outcome import PeerOutcome
 from autopar_opt.peers.pase.format import PaseInstance, pase_objective
 from autopar_opt.core.matrix import MatrixForm
+from autopar_opt.core.matrix_builder import MatrixBuilder
+from autopar_opt.core.memory_budget import ModelSize
 from autopar_opt.core.result import Termination
 
 
@@ -59,66 +60,73 @@ def _groups(mat: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     return inverse.ravel(), first
 
 
-def build_pase_matrix(inst: PaseInstance, scale: float) -> tuple[MatrixForm, np.ndarray]:
-    """The MILP as a matrix (objective divided by ``scale``); returns it and the ``s`` column offsets."""
-    sizes = inst.sizes
-    offs = np.concatenate([[0], np.cumsum(sizes)])
-    cost = [np.concatenate(inst.vertex_cost) / scale]
-    rows, cols, vals, lo = [], [], [], []
-    r = 0
-    for v, k in enumerate(sizes):                       # Σ_k s_vk = 1
-        rows += [r] * k
-        cols += list(range(offs[v], offs[v] + k))
-        vals += [1.0] * k
-        lo.append(1.0)
-        r += 1
-    ncol = int(offs[-1])
-    for (u, v), mat in zip(inst.edges, inst.edge_cost):
+def _edge_groups(inst: PaseInstance) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per edge: row groups, column groups and the reduced matrix (one entry per group pair)."""
+    out = []
+    for mat in inst.edge_cost:
         rg, rfirst = _groups(mat, 0)
         cg, cfirst = _groups(mat, 1)
-        reduced = mat[np.ix_(rfirst, cfirst)]
-        ng, nh = reduced.shape
-        ecol = ncol + np.arange(ng * nh).reshape(ng, nh)
-        cost.append(reduced.ravel() / scale)
-        for g in range(ng):                             # Σ_h e_gh − Σ_{i∈g} s_ui = 0
-            members = np.flatnonzero(rg == g)
-            rows += [r] * (nh + len(members))
-            cols += list(ecol[g]) + list(offs[u] + members)
-            vals += [1.0] * nh + [-1.0] * len(members)
-            lo.append(0.0)
-            r += 1
-        for h in range(nh):                             # Σ_g e_gh − Σ_{j∈h} s_vj = 0
-            members = np.flatnonzero(cg == h)
-            rows += [r] * (ng + len(members))
-            cols += list(ecol[:, h]) + list(offs[v] + members)
-            vals += [1.0] * ng + [-1.0] * len(members)
-            lo.append(0.0)
-            r += 1
-        ncol += ng * nh
-    c = np.concatenate(cost)
-    A = sp.csr_array((vals, (rows, cols)), shape=(r, ncol))
-    integ = np.zeros(ncol, dtype=bool)
-    integ[: offs[-1]] = True
-    rlo = np.asarray(lo)
-    form = MatrixForm(c=c, A=A, row_lo=rlo, row_hi=rlo.copy(), col_lo=np.zeros(ncol),
-                      col_hi=np.ones(ncol), integrality=integ, offset=0.0,
-                      columns=[f"x{j}" for j in range(ncol)])
+        out.append((rg, cg, mat[np.ix_(rfirst, cfirst)]))
+    return out
+
+
+def pase_milp_size(inst: PaseInstance, groups=None) -> ModelSize:
+    """Rows, columns and non-zeros of :func:`build_pase_matrix`'s matrix, before building it."""
+    groups = _edge_groups(inst) if groups is None else groups
+    sizes = inst.sizes
+    cols, rows, nnz = sum(sizes), inst.n, sum(sizes)
+    for (u, v), (rg, cg, red) in zip(inst.edges, groups):
+        ng, nh = red.shape
+        cols += ng * nh
+        rows += ng + nh
+        nnz += 2 * ng * nh + sizes[u] + sizes[v]
+    return ModelSize(rows=rows, cols=cols, nonzeros=nnz)
+
+
+def build_pase_matrix(inst: PaseInstance, scale: float, groups=None) -> tuple[MatrixForm, np.ndarray]:
+    """The MILP as a matrix (objective divided by ``scale``); returns it and the ``s`` column
+    offsets. Assembled in numpy blocks, one per edge."""
+    groups = _edge_groups(inst) if groups is None else groups
+    sizes = inst.sizes
+    offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    bld = MatrixBuilder()
+    s = bld.add_vars("s", (int(offs[-1]),), 0.0, 1.0, integer=True)
+    cost = np.concatenate(inst.vertex_cost) / scale
+    owner = np.repeat(np.arange(inst.n), sizes)
+    bld.add_rows(owner, s, np.ones(len(s)), np.ones(inst.n), np.ones(inst.n))        # Σ_k s_vk = 1
+    costs = [cost]
+    for (u, v), (rg, cg, red) in zip(inst.edges, groups):
+        ng, nh = red.shape
+        e = bld.add_vars("e", (ng, nh), 0.0, 1.0)
+        costs.append(red.ravel() / scale)
+        # Σ_h e_gh − Σ_{i∈g} s_ui = 0 (rows g), then Σ_g e_gh − Σ_{j∈h} s_vj = 0 (rows ng + h)
+        row = np.concatenate([np.repeat(np.arange(ng), nh), rg, ng + np.tile(np.arange(nh), ng),
+                              ng + cg])
+        col = np.concatenate([e.ravel(), s[offs[u]:offs[u + 1]], e.ravel(), s[offs[v]:offs[v + 1]]])
+        val = np.concatenate([np.ones(ng * nh), -np.ones(sizes[u]), np.ones(ng * nh),
+                              -np.ones(sizes[v])])
+        bld.add_rows(row, col, val, np.zeros(ng + nh), np.zeros(ng + nh))
+    form = bld.build()
+    form.c = np.concatenate(costs)
     return form, offs
 
 
-def solve_pase_mip(inst: PaseInstance, solver: str = "highs", time_limit_s: float | None = None,
-                   rel_gap: float = 1e-9) -> PeerOutcome:
+def solve_pase_mip(inst: PaseInstance, solver: str = "auto", time_limit_s: float | None = None,
+                   rel_gap: float = 1e-9, cutoff: float | None = None) -> PeerOutcome:
     """Solve the MILP with ``solver``; the plan is decoded from ``s`` and re-priced."""
     start = time.monotonic()
     scale = max(1.0, max(float(np.abs(c).max()) for c in inst.vertex_cost + inst.edge_cost))
     form, offs = build_pase_matrix(inst, scale)
-    res, x = solve_matrix(form, solver, time_limit_s, rel_gap)
+    limit = None if time_limit_s is None else max(time_limit_s - (time.monotonic() - start), 0.01)
+    backend = matrix_backend(solver)
+    res, x = solve_matrix(form, backend, time_limit_s=limit, rel_gap=rel_gap,
+                          cutoff=None if cutoff is None else cutoff / scale)
     bound = res.lower_bound * scale if math.isfinite(res.lower_bound) else res.lower_bound
     choice = value = None
     if x is not None:
         choice = [int(np.argmax(x[offs[v]:offs[v + 1]])) for v in range(inst.n)]
         value = pase_objective(inst, choice)
         bound = min(bound, value)
-    return PeerOutcome(res.termination, choice, value, bound, time.monotonic() - start, solver,
+    return PeerOutcome(res.termination, choice, value, bound, time.monotonic() - start, backend.name,
                        res.message or f"MILP: {form.num_cols} columns, {form.num_rows} rows",
                        {"columns": form.num_cols, "rows": form.num_rows}, res.solver_version)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -80,6 +81,7 @@ class _Table:
         self.knapsack_cache: dict = {}
         self.exact = True
         self.upper = math.inf        # value of a known plan: cells above it are dropped
+        self.feasibility = False     # every stage that fits memory is worth 0: is there a plan?
         self._work_bounds()
 
     def _work_bounds(self) -> None:
@@ -116,7 +118,8 @@ class _Table:
 
     def batch(self, subs: np.ndarray, j: int, t: int) -> StageBatch:
         member = self.members[j][None, :] & ~self.members[subs]
-        return StageBatch(self.prep, self.arrays[t], member, max(self.smax, 1), self.knapsack_cache)
+        return StageBatch(self.prep, self.arrays[t], member, max(self.smax, 1), self.knapsack_cache,
+                          light=self.feasibility)
 
     def run(self) -> None:
         self.cells[0] = _Cells(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1))
@@ -144,6 +147,7 @@ class _Table:
             return empty
         row, cell, s0, q0, v0 = src
         s_lim, q_lim = self._limits(j)
+        self._shape = (max(s_lim, 0) + 1, max(q_lim, 0) + 1)      # every cell of this step fits
         found, deferred, bands, batches = [], [], [], {}
         for t in self.degrees:
             b = batches[t] = self.batch(subs, j, t)
@@ -156,6 +160,11 @@ class _Table:
                 ok = y <= b.y_low[row[live]]
                 at, s1, q1, y = live[ok], s1[ok], q1[ok], y[ok]
                 if not at.size:
+                    continue
+                if self.feasibility:          # fits memory: value 0; a larger d is dominated
+                    info = np.stack([subs[row[at]], np.full(at.size, t), np.full(at.size, d), cell[at], y], axis=1)
+                    found.append((s1, q1, np.zeros(at.size), info))
+                    live = np.setdiff1d(live, at, assume_unique=True)
                     continue
                 r = row[at]
                 lo = b.lo(d)[r]
@@ -215,6 +224,7 @@ class _Table:
         that test for the candidates after it.
         """
         grid, _ = self._combine(found)
+        prefix = _prefix_min(grid)       # prefix[s, q] = least known value with no more s, q
         lb = np.concatenate([x[5] for x in deferred])
         which = np.concatenate([np.full(len(x[1]), i) for i, x in enumerate(deferred)])
         pos = np.concatenate([np.arange(len(x[1])) for x in deferred])
@@ -223,7 +233,7 @@ class _Table:
             b, r, s1, q1, v0, _, info = deferred[which[k]]
             i = pos[k]
             ss, qq = int(s1[i]), int(q1[i])
-            if lb[k] >= grid[: ss + 1, : qq + 1].min():
+            if lb[k] >= prefix[ss, qq]:
                 continue
             self.knapsacks += 1
             got = b.exact(int(r[i]), int(info[i][2]), int(info[i][4]))
@@ -232,22 +242,23 @@ class _Table:
             val = max(float(v0[i]), got[0])
             if val <= self.upper:
                 exact.append((ss, qq, val, info[i]))
-                grid[ss, qq] = min(grid[ss, qq], val)
+                if val < prefix[ss, qq]:
+                    np.minimum(prefix[ss:, qq:], val, out=prefix[ss:, qq:])
         if exact:
             found.append((np.array([e[0] for e in exact]), np.array([e[1] for e in exact]),
                           np.array([e[2] for e in exact]), np.array([e[3] for e in exact])))
 
     def _combine(self, found) -> tuple[np.ndarray, np.ndarray]:
         """Dense grid of the least value per ``(s, q)`` and the back-pointer of each."""
-        grid = np.full((self.smax + 1, self.qdim), np.inf)
-        back = np.zeros((self.smax + 1, self.qdim, 5), dtype=np.int64)
+        grid = np.full(self._shape, np.inf)
+        back = np.zeros(self._shape + (5,), dtype=np.int64)
         found = [f for f in found if len(f[0])]
         if not found:
             return grid, back
         s = np.concatenate([f[0] for f in found])
         q = np.concatenate([f[1] for f in found])
         v = np.concatenate([f[2] for f in found])
-        lin = s * self.qdim + q
+        lin = s * self._shape[1] + q
         flat = grid.reshape(-1)
         np.minimum.at(flat, lin, v)
         best = np.flatnonzero(v == flat[lin])        # a candidate attaining its cell's least value
@@ -300,15 +311,25 @@ def _pareto(grid: np.ndarray, back: np.ndarray) -> _Cells:
     return _Cells(s.astype(np.int64), q.astype(np.int64), grid[s, q], back[s, q])
 
 
-def solve_piper_dp(inst: PiperInstance, time_limit_s: float | None = None) -> PeerOutcome:
+#: Upper bounds tried by the first (greedy) pass, as multiples of the work bound.
+LADDER = (1.1, 1.25, 1.45, 1.7, 2.0, 3.0, math.inf)
+
+
+def solve_piper_dp(inst: PiperInstance, time_limit_s: float | None = None,
+                   on_incumbent: Callable[[float, PiperPlan, float], None] | None = None) -> PeerOutcome:
     """Exact optimum of Piper's problem (lower bound = optimum, or infeasibility proven).
 
-    Pass 1 prices band stages at their least-memory choice, which fits whenever
-    anything fits: it finds a plan iff one exists (so an infeasible instance is
-    proven there) and its plan is the incumbent. Pass 2 is exact, pruned by the
-    incumbent. When the time limit stops pass 2, the incumbent is returned
-    with the bound ``TPS ≥ Σ_v min_t t·p_v / k`` (every stage has
-    ``TPS_i ≥ P_i/d_i``, so ``TPS·Σ t_i d_i ≥ Σ t_i P_i``).
+    Pass 0 asks only whether any plan fits (every stage that fits memory is
+    worth 0, so the cells are a 2-D Pareto front): it proves infeasibility.
+    Pass 1 prices band stages greedily (an upper bound some TMPC choice
+    attains) with an upper bound ``U`` on the plan value, ``U`` climbing
+    :data:`LADDER` times the work bound until a plan is found; that plan is
+    the incumbent. Pass 2 is exact, pruned by the incumbent. When the time
+    limit stops pass 2, the incumbent is returned with the bound
+    ``TPS ≥ Σ_v min_t t·p_v / k`` (every stage has ``TPS_i ≥ P_i/d_i``, so
+    ``TPS·Σ t_i d_i ≥ Σ t_i P_i``). ``on_incumbent(value, plan, bound)`` is
+    told the first-pass plan and that bound as soon as they are known (a
+    portfolio keeps them if a signal stops the exact pass).
     """
     start = time.monotonic()
     deadline = None if time_limit_s is None else start + time_limit_s
@@ -319,8 +340,20 @@ def solve_piper_dp(inst: PiperInstance, time_limit_s: float | None = None) -> Pe
     prep = reduce_instance(inst)
     try:
         table = _Table(prep, deadline)
-        table.exact = False
+        table.feasibility, table.exact = True, False
         table.run()
+        if not math.isfinite(table.answer()[0]):
+            return done(Termination.infeasible, None, None, math.inf,
+                        "no plan fits: every split exceeds the memory per device or the devices",
+                        {"successor_closed_sets": table.lat.num_ideals})
+        work = float(table.rest_tp[0]) / inst.devices
+        for factor in LADDER:
+            table = _Table(prep, deadline)
+            table.exact = False
+            table.upper = work * factor if work > 0 else math.inf
+            table.run()
+            if math.isfinite(table.answer()[0]):
+                break
     except TooManyIdeals as exc:
         return done(Termination.error, None, None, -math.inf, f"{exc}; use --solver highs")
     except _Timeout:
@@ -332,6 +365,8 @@ def solve_piper_dp(inst: PiperInstance, time_limit_s: float | None = None) -> Pe
                     {"successor_closed_sets": table.lat.num_ideals})
     incumbent = restore_plan(prep, PiperPlan(table.walk_back(cell)))
     first = evaluate_piper(inst, incumbent)
+    if on_incumbent is not None:
+        on_incumbent(first.tps, incumbent, min(float(table.rest_tp[0]) / inst.devices, first.tps))
     table.upper = min(value, first.tps) * (1 + 1e-12)
     table.exact = True
     try:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.sparse as sp
 
 from autopar_opt.peers.piper.model import MEM_RTOL, Prepared, solve_mckp
 
@@ -47,9 +46,6 @@ class DegreeArrays:
         c = np.array([c for _, _, c in prep.edges])
         self.in_w = 2.0 * (c[:, None] + self.FW)       # charged at the head when the edge is cut
         self.out_w = 2.0 * (c[:, None] + self.BW)      # charged at the tail
-        # one-hot incidence as sparse matrices: no BLAS threads on a shared machine
-        self.dinc_t = sp.csr_array((np.ones(E), (self.dst, np.arange(E))), shape=(n, E))
-        self.sinc_t = sp.csr_array((np.ones(E), (self.src, np.arange(E))), shape=(n, E))
         self.uniform_w = self.W[:, 0] == self.W[:, 1]
 
 
@@ -57,18 +53,22 @@ class StageBatch:
     """Stages ``member[r]`` at degree ``t`` (see module docstring)."""
 
     def __init__(self, prep: Prepared, arrays: DegreeArrays, member: np.ndarray, y_max: int,
-                 cache: dict | None = None) -> None:
+                 cache: dict | None = None, light: bool = False) -> None:
         inst = prep.inst
         self.ar, self.member = arrays, member
         self.ok = ~np.any(member & ~arrays.avail, axis=1)
         m = member.astype(float)
+        self.cap = inst.memory_bytes * (1 + MEM_RTOL)
+        self.y_low = self._y_low(m, y_max)
+        if light:           # feasibility only: which rows fit at which y
+            return
         cut_in = (m[:, arrays.dst] * (1.0 - m[:, arrays.src])) if arrays.src.size else np.zeros((len(m), 0))
         cut_out = (m[:, arrays.src] * (1.0 - m[:, arrays.dst])) if arrays.src.size else cut_in
-        x = np.stack([(arrays.dinc_t @ (cut_in * arrays.in_w[:, k]).T
-                       + arrays.sinc_t @ (cut_out * arrays.out_w[:, k]).T).T for k in range(2)], axis=-1)
+        x = np.stack([_per_node(cut_in * arrays.in_w[:, k], arrays.dst, len(arrays.avail))
+                      + _per_node(cut_out * arrays.out_w[:, k], arrays.src, len(arrays.avail))
+                      for k in range(2)], axis=-1)
         self.base = (arrays.P[None] + x / inst.bandwidth) * m[..., None]
         self.Wm, self.Am, self.Bmm = _Masked(arrays.W, m), _Masked(arrays.A, m), _Masked(arrays.Bm, m)
-        self.cap = inst.memory_bytes * (1 + MEM_RTOL)
         self.kappa_unit = 4.0 / (inst.microbatches * inst.bandwidth)
         self.uniform = ~np.any(member & ~arrays.uniform_w, axis=1)
         fast = np.argmin(self.base, axis=-1)
@@ -76,7 +76,6 @@ class StageBatch:
         af = (m * arrays.A[cols, fast]).sum(axis=1)
         bf = (m * arrays.Bm[cols, fast]).sum(axis=1)
         self.y_fast = np.where(self.uniform, _max_y(af, bf, self.cap, y_max), 0)
-        self.y_low = self._y_low(m, y_max)
         self._lo_base = self.base.min(axis=-1).sum(axis=1)      # uniform rows: lo(d) in O(r)
         self._lo_w = m @ arrays.W[:, 0]
         # knapsack results keyed by (stage node set, t, d or 0): shared across batches
@@ -86,15 +85,34 @@ class StageBatch:
     def _y_low(self, m: np.ndarray, y_max: int) -> np.ndarray:
         """Largest ``y <= y_max`` at which the least-memory choice fits (0: none).
 
-        The least memory ``Σ_v min_τ (a y + b)`` grows with ``y`` (``a ≥ 0``),
-        so it is tabulated for every ``y`` at once (one sparse product) and
-        the fitting ``y`` counted.
+        The least memory ``need(y) = Σ_v min_τ (a y + b)`` grows with ``y``
+        (``a ≥ 0``), so the largest fitting ``y`` of every row is found by one
+        vectorised bisection (``log2 y_max`` evaluations of ``need``).
         """
         ar = self.ar
-        ys = np.arange(1, y_max + 1, dtype=float)[None]
-        least = np.minimum(ar.A[:, :1] * ys + ar.Bm[:, :1], ar.A[:, 1:] * ys + ar.Bm[:, 1:])
-        need = sp.csr_array(m) @ least
-        return (need <= self.cap).sum(axis=1).astype(np.int64)
+        a0, a1, b0, b1 = ar.A[:, 0], ar.A[:, 1], ar.Bm[:, 0], ar.Bm[:, 1]
+
+        def fits(y: np.ndarray) -> np.ndarray:
+            yy = y[:, None].astype(float)
+            return (m * np.minimum(a0 * yy + b0, a1 * yy + b1)).sum(axis=1) <= self.cap
+
+        lo = np.zeros(len(m), dtype=np.int64)            # fits (y = 0 means "none")
+        hi = np.full(len(m), y_max, dtype=np.int64)
+        top = fits(hi)
+        lo[top] = y_max
+        open_ = ~top & fits(np.ones(len(m), dtype=np.int64))
+        lo[open_] = 1
+        hi[~open_] = lo[~open_]
+        while True:
+            act = np.flatnonzero(hi - lo > 1)
+            if not act.size:
+                return lo
+            mid = (lo[act] + hi[act]) // 2
+            sub = m[act]
+            yy = mid[:, None].astype(float)
+            ok = (sub * np.minimum(a0 * yy + b0, a1 * yy + b1)).sum(axis=1) <= self.cap
+            lo[act[ok]] = mid[ok]
+            hi[act[~ok]] = mid[~ok]
 
     def lo(self, d: int) -> np.ndarray:
         """Least ``TPS`` of every row at data degree ``d`` ignoring memory."""
@@ -201,6 +219,14 @@ class StageBatch:
         wr = self.Wm[r]
         total = math.fsum(float(self.base[r, v, k] + kappa * wr[v, k]) for v, k in zip(nodes, choice))
         return total / d, choice
+
+
+def _per_node(per_edge: np.ndarray, node: np.ndarray, n: int) -> np.ndarray:
+    """``out[r, v] = Σ_{e: node[e] = v} per_edge[r, e]`` (an incidence product in numpy:
+    no BLAS threads on a shared machine, no scipy import on the DP path)."""
+    out = np.zeros((n, per_edge.shape[0]))
+    np.add.at(out, node, per_edge.T)
+    return out.T
 
 
 class _Masked:

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autopar_opt.placement.condense import Condensed
-from autopar_opt.placement.exact.matrix_builder import MatrixBuilder
+from autopar_opt.core.matrix_builder import MatrixBuilder
 from autopar_opt.core.matrix import MatrixForm
 
 

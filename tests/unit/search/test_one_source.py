@@ -12,7 +12,7 @@ from autopar_opt.ir.graph import Layer
 from autopar_opt.search.engine import SearchOptions
 from autopar_opt.search.inner import InnerSolver
 from autopar_opt.solvers.base import Feature
-from autopar_opt.solvers.registry import BACKENDS, backend_class, backend_names
+from autopar_opt.solvers.registry import AUTO, BACKENDS, backend_class, backend_names, solver_names
 from autopar_opt.spec.derive import doc_entries
 from autopar_opt.spec.schema import CostModelSection, LayerSpec, SolverSection
 
@@ -43,7 +43,8 @@ def test_layer_spec_has_every_layer_field():
 
 def test_spec_solver_names_come_from_the_registry():
     names = set(SolverSection.model_fields["name"].annotation.__args__)
-    assert names == set(BACKENDS) == set(backend_names())
+    assert names == set(solver_names()) == set(BACKENDS) | {AUTO}
+    assert set(backend_names()) == set(BACKENDS) and SolverSection().name == AUTO
 
 
 @pytest.mark.parametrize("name", sorted(BACKENDS))

@@ -1,0 +1,71 @@
+"""The base of every spec section and the solver section: what a spec shares with the
+peers' ``problem:`` specs (``autopar_opt.peers.spec``), which import this module alone
+rather than the whole schema (its model, cluster and plan sections load the cost model:
+about a third of a peer solve's start-up)."""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+from autopar_opt.solvers.registry import AUTO, solver_names
+
+SolverName = Literal[tuple(solver_names())]  # type: ignore[valid-type]
+
+
+def _number_leaves(annotation: Any) -> set[Any]:
+    """The leaf types of ``annotation`` through Annotated, Optional, Union, list
+    and the values of a dict (``gemm_efficiency: dict[str, float]``)."""
+    args = typing.get_args(annotation)
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _number_leaves(args[0])
+    if origin in (Union, types.UnionType, list):
+        return set().union(*(_number_leaves(a) for a in args))
+    if origin is dict:
+        return _number_leaves(args[1])
+    return {annotation}
+
+
+class Section(BaseModel):
+    """Base of every section: unknown keys are errors (reported with a "did you mean"),
+    and true/false is not a number (pydantic's lax mode reads ``true`` as 1, so
+    ``global_batch_size: true`` or YAML's ``nodes: yes`` became 1 silently)."""
+
+    model_config = ConfigDict(extra="forbid", use_enum_values=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        items = (value if isinstance(value, list)
+                 else list(value.values()) if isinstance(value, dict) else [value])
+        if not any(isinstance(v, bool) for v in items):
+            return value
+        field = cls.model_fields.get(info.field_name or "")
+        leaves = _number_leaves(field.annotation) - {type(None)} if field is not None else set()
+        if leaves and leaves <= {int, float}:
+            kind = "int_type" if int in leaves else "float_type"
+            raise PydanticCustomError(kind, "Input should be a number, not true/false")
+        return value
+
+
+def documented_field(description: str, example: Any, **kw: Any) -> Any:
+    """A documented field with one example (used in error fixes)."""
+    return Field(description=description, examples=[example], **kw)
+
+
+class SolverSection(Section):
+    """Which solver runs and when it may stop."""
+
+    name: SolverName = documented_field("auto (the default: the exact DP where it is exact, then the "
+                                        "block or per-layer MILP on the backend chosen by its "
+                                        "declared features), or one registered backend of "
+                                        "autopar_opt.solvers.registry, forced.", AUTO, default=AUTO)
+    time_limit_s: float = documented_field("Wall-time limit per solve, s.", 60.0, default=60.0, gt=0)
+    rel_gap: float = documented_field("Relative optimality gap at which to stop.", 1e-3, default=1e-3, ge=0, lt=1)
+    form: Literal["auto", "milp", "miqp"] = documented_field("Formulation: the MIQP or its exact MILP.", "auto",
+                                               default="auto")

@@ -1,0 +1,133 @@
+"""``autopar place FILE --json`` (no other flag) beside Tarnawski et al.'s C++ DP, in one loop
+(issue 35).
+
+The peer: ``throughput-dp/dp.cpp`` of github.com/msr-fiddle/dnn-partitioning (Tarnawski,
+Phanishayee, Devanur, Mahajan, Nogueira Nobre, "Efficient Algorithms for Device Placement
+of DNN Graph Operators", NeurIPS 2020; MIT), compiled here at run time with ``g++ -O3``
+from ``--dp-src DIR`` (a checkout of that repository; nothing of it is stored here), run
+as its README says (``dp.exe < FILE``). Both are timed as whole processes (wall clock,
+CPU, peak memory), alternating row by row.
+
+Instances: the public throughput instances (``tests/data/placement/``) and, with
+``--dp-src``, the repository's inputs that are not shipped here (held out: GNMT and
+Inception-v3 layer graphs, BERT-12 operator graphs).
+
+Target (issue 35): every instance proven optimal by the default ``place``, within the C++
+DP's time on the same machine and at most 60 s.
+
+Usage: python benchmarks/placement/versus_cpp.py --dp-src DIR [--only NAME] [--peer-limit S]
+Writes VERSUS_CPP.md and versus_cpp.json next to this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent))
+from clitime import commit, load_average, run_cli  # noqa: E402
+
+SHIPPED = ROOT / "tests" / "data" / "placement"
+
+
+def timed(cmd: list[str], stdin: Path, limit_s: float) -> dict:
+    with open(stdin, "rb") as inp, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdin=inp, stdout=out, stderr=err)
+        killer = threading.Timer(limit_s, proc.kill)
+        killer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            killer.cancel()
+        wall = time.perf_counter() - start
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+    value = re.findall(r'"maxLoad"\s*:\s*([0-9.eE+-]+)', text)
+    return {"wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "timed_out": wall >= limit_s,
+            "exit_code": os.waitstatus_to_exitcode(status),
+            "max_load": float(value[0]) if value else None}
+
+
+def instances(dp_src: Path | None) -> list[tuple[Path, bool]]:
+    """The shipped throughput instances, then the repository's others (held out)."""
+    shipped = sorted((SHIPPED / "throughput").glob("*.json"))
+    names = {p.name for p in shipped}
+    rows = [(p, False) for p in shipped]
+    if dp_src is not None:
+        rows += [(p, True) for p in sorted((dp_src / "throughput-inputs").glob("*/*.json"))
+                 if f"{p.parent.name}_{p.name}" not in names]
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dp-src", type=Path)
+    ap.add_argument("--only")
+    ap.add_argument("--peer-limit", type=float, default=600.0)
+    args = ap.parse_args()
+    began, load0 = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), load_average()
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        exe = None
+        if args.dp_src is not None:
+            exe = Path(work) / "dp"
+            subprocess.run(["g++", "-O3", "-w", "-o", str(exe),
+                            str(args.dp_src / "throughput-dp" / "dp.cpp")], check=True)
+        for n, (path, held_out) in enumerate(instances(args.dp_src)):
+            if args.only and args.only not in path.name:
+                continue
+            row = {"instance": f"{path.parent.name}/{path.name}", "held_out": held_out,
+                   "load_before": load_average()}
+            for who in (("peer", "ours") if n % 2 else ("ours", "peer")):
+                if who == "ours":
+                    got = run_cli(["place", path, "--json"], timeout_s=900)
+                    doc = got.pop("json") or {}
+                    row["ours"] = {**{k: got[k] for k in ("wall_s", "cpu_s", "peak_rss_mib",
+                                                          "exit_code")},
+                                   "status": doc.get("status"), "value": doc.get("value"),
+                                   "lower_bound": doc.get("lower_bound"), "method": doc.get("method")}
+                elif exe is not None:
+                    row["peer"] = timed([str(exe)], path, args.peer_limit)
+            o, p = row["ours"], row.get("peer") or {}
+            row["targets"] = {"proven": o["status"] == "optimal",
+                              "within_cpp": bool(p) and (o["wall_s"] <= p["wall_s"]),
+                              "within_60_s": o["wall_s"] <= 60.0}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    (HERE / "versus_cpp.json").write_text(json.dumps({"started": began, "load_before": load0,
+                                                      "load_after": load_average(),
+                                                      "commit": commit(), "rows": rows}, indent=1))
+    lines = ["# Placement: the default `place` beside Tarnawski et al.'s C++ DP (issue 35)", "",
+             f"Recorded {began} (commit {commit()}) on a shared 2-core machine, load {load0} before, "
+             f"{load_average()} after. Ours: `autopar place FILE --json`; peer: `dp.exe < FILE` "
+             "(dp.cpp compiled with g++ -O3 at run time). Whole processes, alternating.", "",
+             "| instance | held out | status | value | C++ max load | ours s | ours CPU s | C++ s | "
+             "C++ CPU s | ours/C++ | proven | <= C++ | <= 60 s | load |", "|" + "---|" * 14]
+    for r in rows:
+        o, p, t = r["ours"], r.get("peer") or {}, r["targets"]
+        ratio = round(o["wall_s"] / p["wall_s"], 3) if p.get("wall_s") else "-"
+        lines.append(f"| {r['instance']} | {'yes' if r['held_out'] else 'no'} | {o['status']} | "
+                     f"{o['value']} | {p.get('max_load', '-')} | {o['wall_s']} | {o['cpu_s']} | "
+                     f"{('> ' if p.get('timed_out') else '') + str(p.get('wall_s', '-'))} | "
+                     f"{p.get('cpu_s', '-')} | {ratio} | "
+                     + " | ".join("yes" if t[k] else "**no**" for k in ("proven", "within_cpp",
+                                                                        "within_60_s"))
+                     + f" | {r['load_before']} |")
+    (HERE / "VERSUS_CPP.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
