@@ -43,6 +43,9 @@ from autopar_opt.solvers.base import Feature
 
 #: Share of a configuration's time the DP warm start may use, and its cap (s).
 DP_WARM_FRACTION, DP_WARM_MAX_S = 0.25, 20.0
+#: The same under a target's uniformity rule (solvers/dp/uniform.py): there the DP's
+#: key families are small label searches and the DP is the main method.
+DP_TARGET_FRACTION, DP_TARGET_MAX_S = 0.75, 45.0
 #: MIP budget after the DP has proven optimality: max(CHECK_FACTOR × DP time, CHECK_MIN_S).
 CHECK_FACTOR, CHECK_MIN_S = 2.0, 1.0
 
@@ -153,6 +156,8 @@ class InnerSolver:
         if not (self._matrix_input and getattr(self.options, "blocks", True)
                 and self.options.export_dir is None):
             return False
+        if tables.uniform_keys is not None or tables.fixed_stage is not None:
+            return False        # a target's rules are rows of the per-layer matrix only
         from autopar_opt.formulations.block_solve import block_applicable
         return block_applicable(tables)
 
@@ -202,8 +207,13 @@ class InnerSolver:
         from autopar_opt.solvers.dp import solve_dp
         from autopar_opt.search.baselines import best_uniform_assignment
 
-        dp = solve_dp(tables, min(DP_WARM_FRACTION * remaining_s, DP_WARM_MAX_S))
+        keyed = tables.uniform_keys is not None or tables.fixed_stage is not None
+        share, cap = (DP_TARGET_FRACTION, DP_TARGET_MAX_S) if keyed else (DP_WARM_FRACTION,
+                                                                          DP_WARM_MAX_S)
+        dp = solve_dp(tables, min(share * remaining_s, cap))
         uniform = best_uniform_assignment(tables)
+        if uniform is not None and not tables.runnable(uniform[0]):
+            uniform = None          # outside the target's rules: not a start for its space
         if dp.has_solution and (uniform is None or dp.primal <= uniform[1]):
             return dp.solution, dp.primal, dp   # the DP's primal is the same tables objective
         if uniform is None:
