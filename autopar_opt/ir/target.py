@@ -140,6 +140,10 @@ class Target:
                 return "no ZeRO-1 form (FSDP2 shards parameters, gradients and state, or DDP)"
             if s.recompute.value == "selective":
                 return "activation checkpointing is 'full' or 'none' here (its 'selective' is op-level)"
+            if layer.is_moe and s.ep == 1 and etp != s.tp:
+                # expert parallelism off: the experts are sharded like the dense layers
+                # ("No effect for non-MoE models, or when ep = 1", job_config.py)
+                return "with ep = 1 the experts take the model's tp"
             if self.version == "0.2":
                 if s.tp > 1 and not s.sp:
                     return "torchtitan 0.2 always shards the norms' sequence with tensor parallelism"
@@ -152,7 +156,7 @@ class Target:
                     if (shard * s.cp * s.tp) % (etp * s.ep):
                         return "etp*ep must divide dp_shard*cp*tp"
                 return None
-            if layer.is_moe and etp != 1:
+            if layer.is_moe and s.ep > 1 and etp != 1:
                 # 0.3 expert mesh (pp, dp_replicate, efsdp, ep): experts are not TP-sharded
                 return "torchtitan 0.3 does not shard experts by tensor parallelism (etp = 1)"
             shard = s.dp if s.zero >= 2 else 1
@@ -169,7 +173,9 @@ class Target:
         if pp > 1 and sharded and s.zero >= 2:
             return "the pipeline engine supports ZeRO stage 0 and 1 only"
         if layer.is_moe:
-            if etp != 1:
+            if s.ep == 1 and etp != s.tp:
+                return "without AutoEP the experts are sharded like the dense layers (etp = tp)"
+            if s.ep > 1 and etp != 1:
                 # auto_ep_folding.validate_folding_global: "expert_tensor_parallel_size=... is not
                 # supported yet"
                 return "AutoEP runs experts without tensor parallelism (expert_tensor_parallel_size = 1)"

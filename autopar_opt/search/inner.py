@@ -210,7 +210,8 @@ class InnerSolver:
         keyed = tables.uniform_keys is not None or tables.fixed_stage is not None
         share, cap = (DP_TARGET_FRACTION, DP_TARGET_MAX_S) if keyed else (DP_WARM_FRACTION,
                                                                           DP_WARM_MAX_S)
-        dp = solve_dp(tables, min(share * remaining_s, cap))
+        dp = solve_dp(tables, min(share * remaining_s, cap),
+                      rel_gap=self.options.rel_gap if keyed else 0.0)
         uniform = best_uniform_assignment(tables)
         if uniform is not None and not tables.runnable(uniform[0]):
             uniform = None          # outside the target's rules: not a start for its space

@@ -39,7 +39,12 @@ TARGET_SHARE = 0.7
 
 def runnable_space(space: SearchSpace, framework: str, version: str = "",
                    source: str = "--runnable-by") -> SearchSpace:
-    """``space`` restricted to what ``framework`` can run."""
+    """``space`` restricted to what ``framework`` can run (``none``: the free space;
+    ``torchtitan-0.2``: torchtitan's previous version)."""
+    if framework == "none":
+        return replace(space, target=Target("none", "", source))
+    if framework == "torchtitan-0.2":
+        framework, version = "torchtitan", "0.2"
     if framework not in FRAMEWORKS:
         raise ValueError(f"unknown framework {framework!r}; use one of {', '.join(FRAMEWORKS)}")
     version = version or ("0.3" if framework == "torchtitan" else "")

@@ -28,8 +28,9 @@ from autopar_opt.spec.cp_rule import cp_refusal
 from autopar_opt.core.errors import ProblemList, did_you_mean
 from autopar_opt.spec.schema import (ExplicitPlanSpec, MegatronArgsPlanSpec, MegatronPlanSpec,
                                      StrategySpec)
+from autopar_opt.ir.target import BLOCK_KINDS
 from autopar_opt.ir.strategies import Strategy, divisors, ep_degree_ok, tp_degree_ok
-from autopar_opt.ir.training import Schedule, Training
+from autopar_opt.ir.training import Recompute, Schedule, Training
 
 
 def _strategy(spec: StrategySpec) -> Strategy:
@@ -241,9 +242,16 @@ def _megatron(spec: MegatronPlanSpec, graph: LayerGraph, cluster: Cluster, train
     names = [layer.name for layer in graph.layers]
     plan = uniform_plan(names, spec.pp, strategy, c, spec.schedule, spec.vp_chunks, sizes)
     moe = {layer.name for layer in graph.layers if layer.is_moe}
+    # Megatron recomputes transformer layers only (--recompute-granularity acts on the
+    # TransformerBlock): the embedding and the head keep their activations
+    blocks = {layer.name for layer in graph.layers if layer.kind in BLOCK_KINDS} \
+        if any(layer.kind in BLOCK_KINDS for layer in graph.layers) else None
     for st in plan.stages:
         st.strategies = [replace(s, ep=spec.ep, etp=spec.etp or 0) if name in moe else s
                          for name, s in zip(st.layers, st.strategies)]
+        if blocks is not None:
+            st.strategies = [s if name in blocks else replace(s, recompute=Recompute.none)
+                             for name, s in zip(st.layers, st.strategies)]
     split = vp_split(graph, spec.pp, spec.vp_chunks)
     fix = f"set stage_layers: {split}" if split else \
         "give stage_layers so that every stage holds a multiple of vp_chunks of them"

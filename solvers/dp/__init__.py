@@ -31,8 +31,11 @@ def _version() -> str:
     return f"autopar-dp {__version__}"
 
 
-def solve_dp(tables: CostTables, time_limit_s: float | None = None) -> SolveResult:
-    """Solve one outer configuration's tables; never raises on infeasible or timeout."""
+def solve_dp(tables: CostTables, time_limit_s: float | None = None,
+             rel_gap: float = 0.0) -> SolveResult:
+    """Solve one outer configuration's tables; never raises on infeasible or timeout.
+    ``rel_gap`` (under a target's uniformity rule only) lets the key families close
+    within that relative gap (:func:`~autopar_opt.solvers.dp.uniform.solve_uniform`)."""
     start = time.monotonic()
     deadline = None if time_limit_s is None else start + time_limit_s
     chain = tables.graph.is_chain()
@@ -66,7 +69,7 @@ def solve_dp(tables: CostTables, time_limit_s: float | None = None) -> SolveResu
         elif tables.uniform_keys is not None or tables.fixed_stage is not None:
             from autopar_opt.solvers.dp.uniform import solve_uniform
             method = "chain-label-dp (uniform keys)"
-            out = solve_uniform(tables, deadline)
+            out = solve_uniform(tables, deadline, rel_gap=rel_gap)
             asg, exhaustive, bound = out.assignment, out.exhaustive, out.lower_bound
             fallback = out.fallback
         else:

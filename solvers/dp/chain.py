@@ -190,8 +190,11 @@ class ChainDP:
         """Completion bounds, built on first use (within the deadline: raises
         :class:`DPTimeout` when it passes before the unweighted ones are built)."""
         if self._bounds is None:
+            # a restriction (a target's key family) with few strategies per layer builds the
+            # unweighted tables only: the stage-weighted ones cost pp times as much
+            few = sum(len(a) for a in self.allowed) <= 4 * self.n
             self._bounds = CompletionBounds(self.t, self.mem, self.cap, self.edge_of, self.allowed,
-                                            self.deadline)
+                                            self.deadline, weighted=not few)
         return self._bounds
 
     @property

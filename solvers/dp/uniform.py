@@ -137,25 +137,37 @@ def key_bound(tables: CostTables, allowed: list[np.ndarray]) -> float:
     return total * (1 + (c - 1) / pp) + sync + tables.params.iteration_overhead_s
 
 
-def solve_uniform(tables: CostTables, deadline: float | None = None, beam: int = 4) -> ChainOutcome:
+#: Least share of the time left that the next key family may use (the first families,
+#: with the least bounds, are the likeliest to hold the optimum; what a family does not
+#: use goes to the next one).
+MIN_SHARE = 0.25
+
+
+def solve_uniform(tables: CostTables, deadline: float | None = None, beam: int = 4,
+                  rel_gap: float = 0.0) -> ChainOutcome:
     """The exact DP under the uniformity rule (module docstring): the best runnable
-    plan and a proven bound over every key family."""
+    plan and a proven bound over every key family. With ``rel_gap`` a family whose
+    bound is within that relative gap of the incumbent is closed (the answer is then
+    proven within the gap: ``exhaustive`` False, ``lower_bound`` the least open bound)."""
     families = key_families(tables)
     bounds = [key_bound(tables, f.allowed) for f in families]
     order = sorted(range(len(families)), key=lambda j: bounds[j])
     inc, ub, labels = None, math.inf, 0
     open_bounds: list[float] = []
     fallback = False
+    within = 1.0 - rel_gap
     for pos, j in enumerate(order):
-        if bounds[j] >= ub * (1 - 1e-12):
-            break                       # sorted: every family left is closed by its bound
+        if bounds[j] >= ub * within * (1 - 1e-12):
+            # sorted: every family left is closed by its bound (within the gap)
+            open_bounds += [bounds[k] for k in order[pos:] if bounds[k] < ub]
+            break
         if deadline is not None and time.monotonic() >= deadline:
             open_bounds += [bounds[k] for k in order[pos:] if bounds[k] < ub]
             break
-        live = sum(1 for k in order[pos:] if bounds[k] < ub)
-        share = None if deadline is None else \
-            time.monotonic() + max(deadline - time.monotonic(), 0.0) / max(live, 1)
-        out = solve_chain(tables, share, beam, families[j].allowed, cutoff=ub)
+        live = sum(1 for k in order[pos:] if bounds[k] < ub * within)
+        share = None if deadline is None else time.monotonic() + max(
+            deadline - time.monotonic(), 0.0) * max(1.0 / max(live, 1), MIN_SHARE)
+        out = solve_chain(tables, share, beam, families[j].allowed, cutoff=ub * within)
         labels += out.labels
         if out.assignment is not None and out.value < ub and tables.runnable(out.assignment):
             inc, ub, fallback = out.assignment, out.value, out.fallback
