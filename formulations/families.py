@@ -111,9 +111,12 @@ def uniform_choice(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
     if not key.uniform:
         return
     dims = sorted({d for d, _ in C.uni_index})
-    for d in dims:
+    rows_1, cols_1 = [], []
+    for r, d in enumerate(dims):
         cols = [C.uni(p) for p in C.uni_index if p[0] == d]
-        R.add("uniform_onehot", [(d,)], np.zeros(len(cols)), cols, 1.0, 1.0, 1.0)
+        rows_1 += [r] * len(cols)
+        cols_1 += cols
+    R.add("uniform_onehot", [(d,) for d in dims], rows_1, cols_1, 1.0, 1.0, 1.0)
     index, rows, cols = [], [], []
     for u, keys in enumerate(key.uniform):
         arr = np.asarray(keys, dtype=np.int64).reshape(len(keys), -1)

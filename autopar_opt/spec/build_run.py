@@ -205,6 +205,15 @@ def build_target(value, graph: LayerGraph | None, training: Training, section: S
         target, stated = Target(fw, version if fw == "torchtitan" else "", "target"), True
     if target.free:
         return target, ""
+    if section.stage_devices == "free":
+        if stated:
+            out.add("search.stage_devices", "free", f"{target.framework} gives every pipeline "
+                    "stage the same devices", "use stage_devices: congruent, or target: none")
+            return Target("none", "", "target"), ""
+        return Target("none", "", "training.runtime"), (
+            f"search.stage_devices: free gives stages their own device counts, which "
+            f"{target.framework} (training.runtime {training.runtime.name}) cannot run; the "
+            "search is the free per-layer space (target: none)")
     why = model_problem(graph.layers, graph.is_chain()) if graph is not None else None
     if why and stated:
         out.add("target", target.framework, f"{target.framework} cannot run this model: {why}",
