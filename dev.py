@@ -5,8 +5,11 @@ Needs only Python 3.11+ and pip. Creates ``.venv`` on first use, installs the
 pinned dependencies of ``requirements.lock`` and the package itself
 (editable), then runs the job. Re-installs when ``requirements.lock`` or
 ``pyproject.toml`` changed. The test job also installs ``requirements-learn.lock``
-(PyTorch CPU for the learned searchers; ~40 s and ~0.8 GB the first time) and
-``requirements-ray.lock`` (Ray for ``autopar capacity --engine ray``; ~20 s).
+(PyTorch CPU for the learned searchers; ~40 s and ~0.8 GB the first time),
+``requirements-ray.lock`` (Ray for ``autopar capacity --engine ray``; ~20 s) and
+``requirements-frameworks.lock`` (Megatron-Core, torchtitan, DeepSpeed: the tests
+validate exported launch files with their own code; ~2.5 min and ~1.6 GB the first
+time, DeepSpeed built from source without its CUDA ops).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ STAMP = VENV / ".autopar-installed"
 
 def _fingerprint() -> str:
     h = hashlib.sha256()
-    for name in ("requirements.lock", "requirements-learn.lock", "requirements-ray.lock", "pyproject.toml"):
+    for name in ("requirements.lock", "requirements-learn.lock", "requirements-ray.lock",
+                 "requirements-frameworks.lock", "pyproject.toml"):
         h.update((ROOT / name).read_bytes())
     return h.hexdigest()
 
@@ -50,6 +54,10 @@ def ensure_env(learn: bool = False) -> None:
         subprocess.check_call(pip + ["-r", str(ROOT / "requirements-learn.lock")])
         print("installing Ray for the capacity engine test (requirements-ray.lock) ...", flush=True)
         subprocess.check_call(pip + ["-r", str(ROOT / "requirements-ray.lock")])
+        print("installing Megatron-Core, torchtitan and DeepSpeed for the export validation "
+              "tests (requirements-frameworks.lock) ...", flush=True)
+        subprocess.check_call(pip + ["-r", str(ROOT / "requirements-frameworks.lock")],
+                              env={**os.environ, "DS_BUILD_OPS": "0"})
     subprocess.check_call(pip + ["--no-deps", "-e", str(ROOT)])
     STAMP.write_text(want)
 

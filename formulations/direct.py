@@ -88,8 +88,18 @@ def structure_key(tables: CostTables, symmetry: bool, form: str = "milp") -> tup
     key = StructureKey(n=tables.num_layers, pp=tables.pp, edges=tuple(tables.edges), gid=gid,
                        skip_reshard=tuple(bool(m["in"].max() <= 0) for m in mats),
                        skip_cross=tuple(tuple(bool(m[t].max() <= 0) for t in tiers) for m in mats),
-                       sym_cuts=cuts, tiers=tiers, form=form, forbid=_forbidden(tables))
+                       sym_cuts=cuts, tiers=tiers, form=form, forbid=_forbidden(tables),
+                       uniform=_uniform(tables), fixed=tuple(tables.fixed_stage or ()))
     return key, mats
+
+
+def _uniform(tables: CostTables) -> tuple[tuple[tuple[int, ...], ...], ...]:
+    """The target's uniform keys as a hashable structure (empty: free space)."""
+    if tables.uniform_keys is None:
+        return ()
+    memo: dict[int, tuple] = {}
+    return tuple(memo.setdefault(id(k), tuple(tuple(int(v) for v in row) for row in k))
+                 for k in tables.uniform_keys)
 
 
 def _forbidden(tables: CostTables) -> tuple[tuple[int, int, int], ...]:
@@ -245,6 +255,17 @@ class DirectFormulation(MatrixBacked):
             x[C.work(i)] = max(x[C.work(i)], float(t.working_bytes[u][k]) / GIB)
         x[C.bottleneck] = max(p + o)
         x[C.sync_max] = max(g)
+        uniform = self.structure.key.uniform
+        if uniform:                                    # a target's uniform choice
+            chosen: dict[int, int] = {}
+            for u, k in enumerate(ks):
+                for d, v in enumerate(uniform[u][k]):
+                    if v >= 0:
+                        chosen[d] = v
+            for d, v in C.uni_index:                   # a dimension no layer fixes: any value
+                chosen.setdefault(d, v)
+            for d, v in chosen.items():
+                x[C.uni((d, v))] = 1.0
         return x
 
     def start_vector(self, start: Plan | Assignment) -> np.ndarray:

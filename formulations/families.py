@@ -95,6 +95,56 @@ def stage_devices(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
     R.add("stage_devices", key.forbid, rows, cols, vals, -INF, np.asarray(hi))
 
 
+@family(order=27)
+def uniform_choice(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
+    """A target's uniformity rule (:mod:`autopar_opt.ir.target`): one value per
+    uniform dimension (tp, cp, sp, ZeRO, ep, etp, recomputation) for the model.
+
+    ``uni[d,v] in {0,1}``: the model takes value ``v`` in dimension ``d``;
+    ``uniform_onehot[d]``: ``sum_v uni[d,v] = 1``; ``uniform_match[u,d,v]``:
+    ``sum_{k: key[u,k,d] = v} s[u,k] <= uni[d,v]`` (a strategy whose key says
+    "any" in ``d`` is in no such row). Exact at binary ``s``: a layer's strategy
+    of value ``v`` forces ``uni[d,v] = 1``, the one-hot row forbids a second
+    value, and every runnable assignment sets ``uni`` to its values
+    (``key.uniform`` empty: the free space, no rows).
+    """
+    if not key.uniform:
+        return
+    dims = sorted({d for d, _ in C.uni_index})
+    rows_1, cols_1 = [], []
+    for r, d in enumerate(dims):
+        cols = [C.uni(p) for p in C.uni_index if p[0] == d]
+        rows_1 += [r] * len(cols)
+        cols_1 += cols
+    R.add("uniform_onehot", [(d,) for d in dims], rows_1, cols_1, 1.0, 1.0, 1.0)
+    index, rows, cols = [], [], []
+    for u, keys in enumerate(key.uniform):
+        arr = np.asarray(keys, dtype=np.int64).reshape(len(keys), -1)
+        for d in range(arr.shape[1]):
+            for v in sorted({int(x) for x in arr[:, d] if x >= 0}):
+                ks = np.flatnonzero(arr[:, d] == v)
+                r = len(index)
+                index.append((u, d, v))
+                rows += [r] * (len(ks) + 1)
+                cols += C.s(u, ks).tolist() + [C.uni((d, v))]
+    if index:
+        vals = np.ones(len(cols))
+        ends = np.cumsum(np.bincount(np.asarray(rows), minlength=len(index))) - 1
+        vals[ends] = -1.0          # the uni column is each row's last entry
+        R.add("uniform_match", index, rows, cols, vals, -INF, 0.0)
+
+
+@family(order=28)
+def fixed_split(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
+    """A target that splits the stages itself (DeepSpeed's uniform partition):
+    ``fixed_stage[u,i]``: ``a[u,i] = [fixed(u) <= i]`` for ``i < P-1``."""
+    if not key.fixed or C.pp < 2:
+        return
+    u, i = grid(C.n, C.pp - 1)
+    val = (np.asarray(key.fixed)[u] <= i).astype(float)
+    R.add("fixed_stage", zip(u.tolist(), i.tolist()), np.arange(len(u)), C.a(u, i), 1.0, val, val)
+
+
 @family(order=30)
 def symmetry_order(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
     """Exact symmetry breaking between identical neighbouring layers (optional:

@@ -27,14 +27,16 @@ INF = np.inf
 
 #: Variable blocks of each form, in column order.
 BLOCKS: dict[str, tuple[str, ...]] = {
-    "milp": ("p", "o", "bottleneck", "sync_max", "a", "s", "y", "w", "el", "r", "q", "g", "work"),
-    "miqp": ("p", "o", "bottleneck", "sync_max", "a", "s", "y", "g", "rho", "rho_x", "work"),
+    "milp": ("p", "o", "bottleneck", "sync_max", "a", "s", "y", "w", "el", "r", "q", "g", "work",
+             "uni"),
+    "miqp": ("p", "o", "bottleneck", "sync_max", "a", "s", "y", "g", "rho", "rho_x", "work", "uni"),
 }
 #: Blocks whose columns are binary; ``y`` lies in [0, 1]; every other block is >= 0.
-BINARY = frozenset({"a", "s"})
+BINARY = frozenset({"a", "s", "uni"})
 #: Index dimension of every block (0: a scalar), as :meth:`ColumnLayout.index` spells it.
 DIMS: dict[str, int] = {"p": 1, "o": 1, "bottleneck": 0, "sync_max": 0, "a": 2, "s": 2, "y": 2,
-                        "w": 3, "el": 3, "r": 2, "q": 2, "g": 1, "rho": 1, "rho_x": 2, "work": 1}
+                        "w": 3, "el": 3, "r": 2, "q": 2, "g": 1, "rho": 1, "rho_x": 2, "work": 1,
+                        "uni": 2}
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,11 @@ class StructureKey:
     form: str = "milp"
     #: (u, i, k): strategy k of layer u may not run in stage i (free stage sizes)
     forbid: tuple[tuple[int, int, int], ...] = ()
+    #: a target's uniform keys: per layer, per strategy, one value per dimension
+    #: (-1: any; :mod:`autopar_opt.ir.target`); empty: the free space
+    uniform: tuple[tuple[tuple[int, ...], ...], ...] = ()
+    #: the stage of every layer when the target fixes the split; empty: free split
+    fixed: tuple[int, ...] = ()
 
 
 class ColumnLayout:
@@ -70,11 +77,14 @@ class ColumnLayout:
         self.edges = key.edges
         self.num_edges = len(key.edges)
         self.tier_names = tuple(sorted(set(key.tiers)))
+        #: the (dimension, value) pairs of the uniform-choice columns ``uni[d,v]``
+        self.uni_index = uniform_values(key.uniform)
+        self.uni_pos = {p: j for j, p in enumerate(self.uni_index)}
         n, pp, E, K = self.n, self.pp, self.num_edges, int(self.koff[-1])
         sizes = {"p": pp, "o": pp - 1, "bottleneck": 1, "sync_max": 1, "a": n * (pp - 1), "s": K,
                  "y": E * pp, "w": K * pp, "el": int(self.eloff[-1]), "r": E * pp,
                  "q": E * (pp - 1), "g": pp, "rho": E, "rho_x": E * len(self.tier_names),
-                 "work": pp}
+                 "work": pp, "uni": len(self.uni_index)}
         self.off: dict[str, int] = {}
         start = 0
         for name in BLOCKS[key.form]:
@@ -131,6 +141,10 @@ class ColumnLayout:
         """``work[i]``: stage ``i``'s working set (GiB), ``>= X[u,k]`` of its layers."""
         return self.off["work"] + i
 
+    def uni(self, pair: tuple[int, int]) -> int:
+        """``uni[d,v]``: the model takes value ``v`` in uniform dimension ``d``."""
+        return self.off["uni"] + self.uni_pos[pair]
+
     def rho(self, e):
         return self.off["rho"] + e
 
@@ -160,6 +174,7 @@ class ColumnLayout:
             "rho": lambda: [(e,) for e in range(E)],
             "rho_x": lambda: [(e, t) for e in range(E) for t in self.tier_names],
             "work": lambda: [(i,) for i in range(pp)],
+            "uni": lambda: [(d, v) for d, v in self.uni_index],
         }[name]()
 
     def names(self) -> list[str]:
@@ -175,6 +190,12 @@ class ColumnLayout:
         for name in BINARY:
             integ[self.block(name)] = True
         return lo, hi, integ
+
+
+def uniform_values(uniform: tuple) -> list[tuple[int, int]]:
+    """Every (dimension, value) that some strategy of some layer states, sorted."""
+    pairs = {(d, v) for layer in uniform for key in layer for d, v in enumerate(key) if v >= 0}
+    return sorted(pairs)
 
 
 def index_name(component: str, index: tuple) -> str:

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from autopar_opt.ir.arch import ModelArch
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.model_zoo.cnn import build_inception_v3
 from autopar_opt.model_zoo.encoders import build_encoder_decoder, build_encoder_lm
@@ -33,13 +34,23 @@ class Family:
 
 def _decoder(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
     """Decoder-only LM (GPT, Llama): embedding, ``num_layers`` blocks, head."""
-    return decoder_lm(name, dims["num_layers"], dims["seq_len"], dims["hidden"], dims["heads"],
-                      dims["ffn_hidden"], dims["vocab"], kv_heads=dims.get("kv_heads"),
-                      gated_mlp=dims.get("gated_mlp", False),
-                      flash_attention=dims.get("flash_attention", False),
-                      learned_positions=dims.get("learned_positions", False),
-                      tied=dims.get("tied", True), biases=dims.get("biases", True),
-                      source=source)
+    graph = decoder_lm(name, dims["num_layers"], dims["seq_len"], dims["hidden"], dims["heads"],
+                       dims["ffn_hidden"], dims["vocab"], kv_heads=dims.get("kv_heads"),
+                       gated_mlp=dims.get("gated_mlp", False),
+                       flash_attention=dims.get("flash_attention", False),
+                       learned_positions=dims.get("learned_positions", False),
+                       tied=dims.get("tied", True), biases=dims.get("biases", True),
+                       source=source)
+    gated = bool(dims.get("gated_mlp", False))
+    graph.arch = ModelArch(
+        family="llama" if gated else "gpt", num_layers=dims["num_layers"], hidden=dims["hidden"],
+        heads=dims["heads"], kv_heads=dims.get("kv_heads") or dims["heads"],
+        head_dim=dims["hidden"] // dims["heads"], ffn_hidden=dims["ffn_hidden"],
+        vocab=dims["vocab"], max_positions=dims["seq_len"], gated=gated,
+        norm="rmsnorm" if gated else "layernorm", tied=bool(dims.get("tied", True)),
+        biases=bool(dims.get("biases", True)),
+        learned_positions=bool(dims.get("learned_positions", False)))
+    return graph
 
 
 def _hf(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
@@ -70,7 +81,14 @@ def _moe(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
                              flash_attention=dims.get("flash_attention", True))
                for i in range(dims["num_layers"])]
     layers.append(lm_head("head", s, h, dims["vocab"], tied=dims.get("tied", True)))
-    return LayerGraph.chain(name, layers, seq_len=s, source=source, causal=True)
+    graph = LayerGraph.chain(name, layers, seq_len=s, source=source, causal=True)
+    graph.arch = ModelArch(
+        family="mixtral", num_layers=dims["num_layers"], hidden=h, heads=a,
+        kv_heads=dims.get("kv_heads", a), head_dim=h // a, ffn_hidden=dims["ffn_hidden"],
+        vocab=dims["vocab"], max_positions=s, tied=bool(dims.get("tied", True)),
+        num_experts=dims["num_experts"], top_k=dims["top_k"], moe_ffn_hidden=dims["ffn_hidden"],
+        shared_ffn=dims.get("shared_ffn", 0), moe_layers=tuple(range(dims["num_layers"])))
+    return graph
 
 
 #: family name -> :class:`Family`.

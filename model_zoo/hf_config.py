@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from autopar_opt.core import limits
+from autopar_opt.ir.arch import ModelArch
 from autopar_opt.ir.graph import Layer, LayerGraph, LayerKind
 from autopar_opt.model_zoo.blocks import AttentionDims, MlpDims, MoeDims, decoder_block
 from autopar_opt.model_zoo.encoders import build_encoder_decoder, build_encoder_lm
@@ -450,8 +451,48 @@ def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | Non
     opts = dict(flash_attention=flash_attention, causal_flops=False)
     if mt in _MOE:
         moe_opts = dict(capacity_factor=capacity_factor, load_imbalance=load_imbalance)
-        return _MOE[mt](c, name, seq_len, opts, source, moe_opts)
-    return _DENSE[mt](c, name, seq_len, opts, source)
+        graph = _MOE[mt](c, name, seq_len, opts, source, moe_opts)
+    else:
+        graph = _DENSE[mt](c, name, seq_len, opts, source)
+    graph.arch = hf_arch(config, graph)
+    return graph
+
+
+def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
+    """The launch-time architecture of a decoder-only HF config (None for the
+    encoder, encoder-decoder and vision families, which the launchers' exports do
+    not cover). The MoE layers are read off the built graph (the same rules
+    that built it: ``first_k_dense_replace``, ``moe_layer_freq``,
+    ``mlp_only_layers``, ``decoder_sparse_step``)."""
+    mt = config.get("model_type")
+    if mt not in ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe",
+                  "deepseek_v2", "deepseek_v3"):
+        return None
+    g = config.get
+    h, a = int(g("hidden_size")), int(g("num_attention_heads"))
+    blocks = [layer for layer in graph.layers if layer.kind in (LayerKind.transformer_block,
+                                                                LayerKind.moe_block)]
+    moe = tuple(i for i, layer in enumerate(blocks) if layer.is_moe)
+    experts = int(g("num_local_experts") or g("num_experts") or g("n_routed_experts") or 0)
+    expert_ffn = int(g("moe_intermediate_size") or (g("intermediate_size") if mt == "mixtral" else 0)
+                     or 0)
+    shared = int(g("shared_expert_intermediate_size") or 0) if mt == "qwen2_moe" else \
+        int(g("n_shared_experts") or 0) * expert_ffn if mt.startswith("deepseek") else 0
+    mla = None
+    if mt.startswith("deepseek"):
+        mla = (int(g("q_lora_rank") or 0), int(g("kv_lora_rank")), int(g("qk_nope_head_dim")),
+               int(g("qk_rope_head_dim")), int(g("v_head_dim")))
+    return ModelArch(
+        family=str(mt), num_layers=len(blocks), hidden=h, heads=a,
+        kv_heads=int(g("num_key_value_heads") or a) if not mla else a,
+        head_dim=int(g("head_dim") or h // a), ffn_hidden=int(g("intermediate_size") or 0),
+        vocab=int(g("vocab_size")), max_positions=int(g("max_position_embeddings") or 0),
+        gated=True, norm="rmsnorm", tied=bool(g("tie_word_embeddings", False)), biases=False,
+        qk_norm=mt in ("qwen3", "qwen3_moe"), qkv_bias=mt in ("qwen2", "qwen2_moe"),
+        rope_theta=float(g("rope_theta")) if g("rope_theta") else None,
+        num_experts=experts if moe else 0, top_k=int(g("num_experts_per_tok") or 0) if moe else 0,
+        moe_ffn_hidden=expert_ffn if moe else 0, shared_ffn=shared if moe else 0,
+        moe_layers=moe, mla=mla, hf_id=str(g("_name_or_path") or ""))
 
 
 def layer_kinds(graph: LayerGraph) -> dict[str, int]:

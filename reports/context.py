@@ -27,7 +27,7 @@ from typing import Any
 from autopar_opt.reports.document import ReportInputError, is_finite, to_float, validate_document
 from autopar_opt.reports.formatting import (fmt_gib, fmt_pct, fmt_pct_up, fmt_rate, fmt_time,
                                             fmt_value)
-from autopar_opt.reports.sections import (baselines_section, breakdown_section,
+from autopar_opt.reports.sections import (plan_degree_lines, baselines_section, breakdown_section,
                                           infeasibility_section, memory_section,
                                           plan_section, solver_section, space_section,
                                           timeline_left_out, timeline_section)
@@ -145,6 +145,7 @@ def answer_section(doc: dict) -> dict | None:
                      if doc["plan"].get("stage_devices") else "")
                   + f", {doc['plan']['microbatches']} micro-batches, {doc['plan']['schedule']}",
         "interval": _interval(m.get("interval")),
+        "degrees": plan_degree_lines(doc["plan"]),
     }
 
 
@@ -203,6 +204,7 @@ def certificate_section(doc: dict, warnings: list[str]) -> dict:
     if bounds and not _same(min(bounds), lb):
         warnings.append(f"the global lower bound {fmt_time(lb)} is not the minimum of the "
                         f"per-configuration bounds ({fmt_time(min(bounds))}).")
+    shown, groups = compact_rows(rows, primal)
     for r in rows:
         del r["lower_bound_s"]
     speedup = (primal - lb) / lb if primal is not None and is_finite(lb) and lb > 0 else math.inf
@@ -210,8 +212,46 @@ def certificate_section(doc: dict, warnings: list[str]) -> dict:
             "gap_value": gap if math.isfinite(gap) else "inf",
             "speedup_bound": fmt_pct_up(speedup) if math.isfinite(speedup) else "∞",
             "speedup_value": speedup if math.isfinite(speedup) else "inf",
-            "exact": bool(cert["exact"]), "configurations": rows,
-            "min_bound_count": sum(r["is_min_bound"] for r in rows)}
+            "exact": bool(cert["exact"]), "configurations": shown, "groups": groups,
+            "total": len(rows), "min_bound_count": sum(r["is_min_bound"] for r in rows)}
+
+
+#: Above this many configurations the report's table shows the ones that decide the
+#: certificate and groups the rest (issue 29: a 300-configuration search stays readable).
+COMPACT_ABOVE = 40
+
+_OPEN = ("not_solved", "feasible", "error", "heuristic")
+
+
+def compact_rows(rows: list[dict], primal: float | None) -> tuple[list[dict], list[dict]]:
+    """``(rows shown one by one, groups of the rest)``. Shown: the winner (its
+    primal is the answer), the rows at the global bound, the open ones (not
+    solved, feasible, error, heuristic); every row when there are at most
+    :data:`COMPACT_ABOVE`. The rest are grouped by status and pipeline degree with
+    their count and the range of their bounds (each at or above the answer, or
+    proven infeasible: what closes them)."""
+    if len(rows) <= COMPACT_ABOVE:
+        return rows, []
+
+    def decides(r: dict) -> bool:
+        mine = r["lower_bound_s"]
+        won = primal is not None and r["primal"] == fmt_time(primal)
+        return won or r["is_min_bound"] or r["status"] in _OPEN or mine is None
+    shown = [r for r in rows if decides(r)]
+    groups: dict[tuple, dict] = {}
+    for r in rows:
+        if decides(r):
+            continue
+        g = groups.setdefault((r["status"], str(r["pp"])), {
+            "status": r["status"], "pp": r["pp"], "count": 0, "lo": math.inf, "hi": -math.inf})
+        g["count"] += 1
+        g["lo"], g["hi"] = min(g["lo"], r["lower_bound_s"]), max(g["hi"], r["lower_bound_s"])
+    out = []
+    for g in sorted(groups.values(), key=lambda g: (g["status"], g["lo"])):
+        bound = fmt_time(g["lo"]) if _same(g["lo"], g["hi"]) else \
+            f"{fmt_time(g['lo'])} – {fmt_time(g['hi'])}"
+        out.append({"status": g["status"], "pp": g["pp"], "count": g["count"], "bounds": bound})
+    return shown, out
 
 
 def _close_or_both_inf(a: float, b: float) -> bool:

@@ -315,3 +315,29 @@ def infeasibility_section(doc: dict) -> dict | None:
     return {"reason": str(inf["reason"]), "least_memory": fmt_gib(least), "capacity": fmt_gib(cap),
             "ratio": f"{least / cap:.2f}×" if least is not None and cap else "—",
             "advice": [str(a) for a in inf["advice"]]}
+
+
+def plan_degree_lines(plan: dict) -> list[str]:
+    """The parallel degrees of a plan, one line per run of stages with the same
+    settings: ``stages 0-15 (126 layers): dp8 tp4 cp2 ep8 etp1 sp ZeRO-1 recompute full``;
+    a stage whose layers differ lists each distinct strategy with its layer count."""
+    rows = []
+    for i, st in enumerate(plan.get("stages") or []):
+        seen: dict[str, int] = {}
+        for data in st["strategies"]:
+            s = Strategy.from_dict(data)
+            text = f"dp{s.dp} tp{s.tp} cp{s.cp}" + (f" ep{s.ep}" if s.ep > 1 else "") + \
+                (f" etp{s.expert_tp}" if s.etp else "") + (" sp" if s.sp else "") + \
+                f" ZeRO-{s.zero} recompute {s.recompute.value}"
+            seen[text] = seen.get(text, 0) + 1
+        label = "; ".join(t if len(seen) == 1 else f"{n} x {t}" for t, n in seen.items())
+        rows.append((i, len(st["layers"]), label))
+    out, k = [], 0
+    while k < len(rows):
+        j = k
+        while j + 1 < len(rows) and rows[j + 1][2] == rows[k][2]:
+            j += 1
+        stages = f"stage {k}" if j == k else f"stages {k}-{j}"
+        out.append(f"{stages} ({sum(r[1] for r in rows[k:j + 1])} layers): {rows[k][2]}")
+        k = j + 1
+    return out

@@ -237,17 +237,22 @@ def model(path: str = typer.Argument(..., metavar="SPEC_OR_CONFIG",
 @guarded
 def export(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="plan.json of `autopar solve` "
                                            "(or the JSON of `autopar estimate --json`)."),
-           target: str = typer.Option(..., "--to", help="megatron | torchtitan | deepspeed"),
+           target: str = typer.Option(..., "--to", help="megatron | megatron-bridge | torchtitan "
+                                      "| deepspeed"),
            output: Optional[str] = typer.Option(None, "-o", "--output", help="File to write "
                                                 "(default: stdout)."),
            spec_path: Optional[str] = typer.Option(None, "--spec", help="The spec the plan was "
-                                                   "solved from (default: the path in plan.json).")
+                                                   "solved from (default: the path in plan.json)."),
+           version: Optional[str] = typer.Option(None, "--framework-version", help="torchtitan: "
+                                                 "0.3 (Python config module, default) or 0.2 "
+                                                 "(TOML job file); default: the plan's target")
            ) -> int:
-    """Write the plan as Megatron-LM arguments, a torchtitan TOML or a DeepSpeed JSON config."""
+    """Write the plan as Megatron-LM arguments, Megatron-Bridge overrides, a torchtitan
+    job config or a DeepSpeed JSON config."""
     from autopar_opt.cli.export import export_command
 
     with locked_out(output, "--output", single_file=True):
-        return export_command(plan_json, target, output, spec_path)
+        return export_command(plan_json, target, output, spec_path, version)
 
 
 @app.command("calibrate")
@@ -307,9 +312,11 @@ def solve(ctx: typer.Context,
                                              help="Write every solved sub-model as MPS under "
                                                   "OUT/models/ and record its sha256 in plan.json."),
           runnable_by: Optional[str] = typer.Option(
-              None, "--runnable-by", help="megatron | torchtitan | deepspeed: search only plans "
-              "that framework can run (one tp/cp/ep/ZeRO/recompute setting for the whole model; "
-              "DeepSpeed: its uniform stage partition), so the certificate holds for them."),
+              None, "--runnable-by", help="megatron | torchtitan | torchtitan-0.2 | deepspeed | "
+              "none: the target that will run the plan, instead of the spec's (target:, default "
+              "the framework of training.runtime); the search covers exactly what it can run "
+              "(one tp/cp/sp/ZeRO/ep/etp/recompute setting for the model, its schedules; "
+              "DeepSpeed: its uniform stage partition). none: the free per-layer space."),
           warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start",
                                           help="Start every MIP from the DP's plan (or the best uniform "
                                                "plan) and use the DP's proven bound; off: the MIP "
@@ -336,9 +343,9 @@ def solve(ctx: typer.Context,
     if runnable_by is not None:
         from autopar_opt.search.runnable import FRAMEWORKS
 
-        if runnable_by not in FRAMEWORKS:
+        if runnable_by not in FRAMEWORKS + ("torchtitan-0.2", "none"):
             _fail(f"--runnable-by {runnable_by!r}: unknown framework; use one of "
-                  f"{', '.join(FRAMEWORKS)}")
+                  f"{', '.join(FRAMEWORKS + ('torchtitan-0.2', 'none'))}")
         extra["runnable_by"] = runnable_by
     if not warm_start:
         extra["warm_start"] = False

@@ -27,7 +27,8 @@ def _write_atomic(path: Path, text: str) -> None:
     write_atomic(path, text)
 
 
-def export_command(plan_json: str, target: str, output: str | None, spec_path: str | None) -> int:
+def export_command(plan_json: str, target: str, output: str | None, spec_path: str | None,
+                   version: str | None = None) -> int:
     """Load the plan and its spec, export, write atomically; returns the exit code."""
     from autopar_opt.spec import load_spec
 
@@ -110,11 +111,19 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
     except PlanError as exc:      # the plan was solved from another spec (or edited)
         return _fail(f"invalid plan: {path}: the plan does not fit the spec {spec_file} ({exc}); pass the "
                      "spec it was solved from with --spec SPEC")
+    if version is None:        # the version the plan was searched for, else the current one
+        space = doc.get("search_space") if isinstance(doc.get("search_space"), dict) else {}
+        tgt = space.get("target") if isinstance(space.get("target"), dict) else {}
+        version = tgt.get("version") if tgt.get("framework") == target else ""
+    if version not in ("", None, "0.3", "0.2") or (version and target != "torchtitan"):
+        return _fail(f"--framework-version {version!r}: torchtitan takes 0.3 or 0.2; the other "
+                     "targets take none")
+    fw = "megatron" if target == "megatron-bridge" else target
     try:
-        result = export_plan(plan, spec.graph, spec.cluster, spec.training, target)
+        result = export_plan(plan, spec.graph, spec.cluster, spec.training, target, version or "")
     except ExportError as exc:
-        return _fail(f"{path}: {exc}\n(fix: solve again with --runnable-by {target}, which "
-                     "searches only plans this framework can run)")
+        return _fail(f"{path}: {exc}\n(fix: solve again with target: {fw} in the spec (or "
+                     f"--runnable-by {fw}), which searches only plans this framework can run)")
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
     if output:

@@ -107,7 +107,15 @@ def _summary(doc: dict, console: Console) -> None:
         sizes = plan.get("stage_devices")
         console.print(f"  plan: pp={plan['pp']} micro-batches={plan['microbatches']} "
                       f"schedule={plan['schedule']}"
-                      + (f" stage devices={'+'.join(map(str, sizes))}" if sizes else ""))
+                      + (f" stage devices={'+'.join(map(str, sizes))}" if sizes else ""),
+                      markup=False, highlight=False)
+        from autopar_opt.reports.sections import plan_degree_lines
+
+        for line in plan_degree_lines(plan):
+            console.print(f"    {line}", markup=False, highlight=False)
+    run = doc.get("runnability")
+    if run:
+        console.print("  " + runnability_line(run), markup=False, highlight=False)
     gap = cert["gap"]
     gap_text = f"{100 * gap:.3f}%" if isinstance(gap, float) else str(gap)
     if doc["status"] == "infeasible":
@@ -129,6 +137,21 @@ def _summary(doc: dict, console: Console) -> None:
         console.print(f"[red]{doc['infeasibility']['reason']}[/]")
     for notice in doc.get("notices") or []:
         console.print(f"  note: {notice}", style="yellow", markup=False, highlight=False)
+
+
+def runnability_line(run: dict) -> str:
+    """``runnable by megatron: price of runnability 0.00% to 0.01% (free optimum ...)``."""
+    t = run["target"]
+    lo, hi = run.get("price_low"), run.get("price_high")
+    if isinstance(lo, float) and isinstance(hi, float):
+        pct = lambda x: f"{100 * x:.3g}%"
+        price = pct(lo) if abs(hi - lo) <= 1e-3 * max(abs(hi), 1e-12) else f"{pct(lo)} to {pct(hi)}"
+        return (f"runnable by {t['framework']}{' ' + t['version'] if t['version'] else ''}: price "
+                f"of runnability {price} against the free per-layer space (its plan "
+                f"{_fmt(run['free_primal'])} s, bound {_fmt(run['free_lower_bound'])} s, "
+                f"{run['free_status']})")
+    return (f"runnable by {t['framework']}: price of runnability not priced"
+            + (f" ({run['note']})" if run.get("note") else ""))
 
 
 def _peer_spec(spec_path: str):
@@ -206,6 +229,9 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     from autopar_opt.spec import load_spec      # after the peer route: it needs none of it
 
     spec = load_spec(spec_path)
+    if runnable_by:
+        from autopar_opt.search.runnable import runnable_space
+        spec.space = runnable_space(spec.space, runnable_by)
     if export_models and (solver or spec.solver.name).strip().lower() == "dp":
         from autopar_opt.core.files import COMMAND_LINE
         from autopar_opt.core.errors import SpecProblem
@@ -239,12 +265,14 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         options.should_stop, options.stop_signal = guard.should_stop, lambda: guard.signum
         seed = found.plan if found is not None and found.feasible else None
         cpu_began = time.process_time()
+        if spec.space.runs_on is not None:
+            seed = None      # a searcher searches the free space: its plan may not be runnable
         with stdout_to_stderr():          # solver chatter never on stdout (--json)
-            result = _search(spec, options, err, show=not (quiet or json_output), incumbent=seed,
-                             runnable_by=runnable_by)
-        search_cpu_s = time.process_time() - cpu_began
+            result = _search(spec, options, err, show=not (quiet or json_output), incumbent=seed)
         if result is None:
             return 2
+        result, runnability = result
+        search_cpu_s = time.process_time() - cpu_began
         began = _now()
         baselines = [] if guard.interrupted else _baselines(spec, result, budget.deadline - reserve)
         baselines_s = _now() - began
@@ -260,6 +288,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
             doc["status"] = "interrupted"
         if runnable_by:
             doc["search_space"]["runnable_by"] = runnable_by
+        doc["runnability"] = runnability.to_dict() if runnability is not None else None
+        doc["notices"] = list(spec.notices) + doc["notices"]
         if found is not None:
             cert = result.certificate
             optimum = cert.primal if doc["status"] == "optimal" else None
@@ -355,22 +385,32 @@ def _now() -> float:
     return time.perf_counter()
 
 
-def _search(spec, options: SearchOptions, err: Console, show: bool, incumbent=None,
-            runnable_by: str | None = None):
-    """Run the search with a progress bar; None (after a message) when the backend
-    is unusable."""
-    from autopar_opt.search.engine import run_search
+def _search(spec, options: SearchOptions, err: Console, show: bool, incumbent=None):
+    """Run the search with a progress bar: ``(result, runnability)``, the second
+    None without a target (:func:`~autopar_opt.search.runnable.price_of_runnability`:
+    under a target the free space is searched on the time the target's search
+    hands back, at least ``1 - TARGET_SHARE`` of the limit); None (after a
+    message) when the backend is unusable."""
+    from dataclasses import replace as _replace
 
+    from autopar_opt.search.engine import run_search
     from autopar_opt.solvers.base import SolverMismatch, SolverUnavailable
 
     def run(progress):
-        if runnable_by:
-            from autopar_opt.search.runnable import run_runnable_search
+        if spec.space.runs_on is None:
+            return run_search(spec.graph, spec.cluster, spec.training, spec.space,
+                              spec.cost_params, options, progress, incumbent=incumbent), None
+        from autopar_opt.search.runnable import TARGET_SHARE, price_of_runnability
 
-            return run_runnable_search(runnable_by, spec.graph, spec.cluster, spec.training,
-                                       spec.space, spec.cost_params, options, progress)
-        return run_search(spec.graph, spec.cluster, spec.training, spec.space,
-                          spec.cost_params, options, progress, incumbent=incumbent)
+        began = _now()
+        result = run_search(spec.graph, spec.cluster, spec.training, spec.space, spec.cost_params,
+                            _replace(options, time_limit_s=TARGET_SHARE * options.time_limit_s),
+                            progress, incumbent=incumbent)
+        left = options.time_limit_s - (_now() - began)
+        if result.interrupted_by is not None:
+            left = 0.0
+        return result, price_of_runnability(result, spec.graph, spec.cluster, spec.training,
+                                            spec.space, spec.cost_params, options, left)
 
     try:
         if not show:          # --json / --quiet: no bar to draw, rich is not imported for one

@@ -353,6 +353,11 @@ class PlanDocument(_Doc):
     baselines: list[BaselineDoc] = _f("Megatron-style and pure data-parallel plans, priced.")
     infeasibility: Optional[InfeasibilityDoc] = _f("Why there is no plan, when there is none.",
                                                    default=None)
+    runnability: Optional[dict[str, Any]] = _f(
+        "Under a target (the framework that will run the plan): the runnable optimum against "
+        "the certified bound of the free per-layer space (free_primal, free_lower_bound, "
+        "free_status) and the price of runnability as an interval (price_low, price_high).",
+        default=None)
 
     @field_validator("schema_version")
     @classmethod

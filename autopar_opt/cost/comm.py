@@ -65,10 +65,25 @@ def tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     (Korthikanti et al. 2022, Sec. 4.2.2). Full recomputation repeats the
     forward ones.
     """
-    if s.tp <= 1 or layer.tp_comm_bytes <= 0:
+    if layer.tp_comm_bytes <= 0:
         return 0.0
     nbytes = layer.tp_comm_bytes * ctx.microbatch_samples / (s.dp * s.cp)
     passes = 3 if s.recompute is Recompute.full else 2
+    if layer.is_moe and s.etp:
+        # expert TP apart from TP: the block's attention half stays on the tp group, its
+        # MoE half (the experts' gather/scatter of sequence-parallel tokens) runs over the
+        # etp group, none at etp = 1 (Megatron-Core MoEAlltoAllTokenDispatcher: the tokens
+        # are gathered over the expert-TP group only). The zoo's blocks split tp_comm_bytes
+        # evenly between the two (model_zoo/blocks.py: 2·s·h each).
+        half = nbytes / 2
+        out = 0.0
+        for group, share in ((s.tp, half), (s.expert_tp, half)):
+            if group > 1:
+                tier, eff = ring_link(ctx, group, 1)
+                out += allreduce_time(group, share, tier, eff)
+        return passes * out
+    if s.tp <= 1:
+        return 0.0
     tier, eff = ring_link(ctx, s.tp, 1)
     return passes * allreduce_time(s.tp, nbytes, tier, eff)
 
@@ -110,7 +125,7 @@ def zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     w_bytes, g_bytes = zero3_bytes(ctx.training)
     dense, expert = moe.split_params(layer, s)   # MoE: experts gather over edp only
     tier, eff = ring_link(ctx, s.dp * s.cp, s.tp)
-    etier, eeff = ring_link(ctx, s.edp, s.tp * s.ep) if expert else (tier, eff)
+    etier, eeff = ring_link(ctx, s.edp, moe.expert_stride(s)) if expert else (tier, eff)
 
     def ring(nbytes_per_param: float) -> float:
         t = allgather_time(s.dp * s.cp, dense * nbytes_per_param, tier, eff)
@@ -145,7 +160,7 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     comm = raw = shard = 0.0
     bwd_window = comp.bwd_s if rt.grad_reduce_overlap else 0.0
     fwd_window = comp.fwd_s if rt.param_gather_overlap else 0.0
-    for local, group, stride in ((dense, s.dp * s.cp, s.tp), (expert, s.edp, s.tp * s.ep)):
+    for local, group, stride in ((dense, s.dp * s.cp, s.tp), (expert, s.edp, moe.expert_stride(s))):
         if local <= 0:
             continue
         if s.zero < 3 and group > 1:

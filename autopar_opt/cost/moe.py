@@ -4,8 +4,9 @@ Kept apart from :mod:`autopar_opt.cost.layer_cost` so the dense model reads
 unchanged; :func:`~autopar_opt.cost.layer_cost.layer_cost` calls these for
 layers with routed experts (``Layer.is_moe``). Conventions
 (:mod:`autopar_opt.ir.strategies`): the ``ep`` group is ``ep`` ranks spaced
-``tp`` apart inside the stage; the experts' tensor-parallel degree is ``tp``;
-each expert is replicated over ``edp = dp·cp/ep`` ranks.
+``etp`` apart inside the stage; the experts' tensor-parallel degree is
+``etp`` (``Strategy.expert_tp``, ``tp`` unless set); each expert is
+replicated over ``edp = tp·cp·dp/(etp·ep)`` ranks.
 
 Sources
 -------
@@ -96,10 +97,16 @@ def alltoall_comm_time(layer: Layer, s: Strategy, ctx: "StageContext") -> float:
     share = ctx.microbatch_samples / (s.dp * s.cp)
     nbytes = layer.a2a_bytes * share * layer.expert_load / s.tp
     passes = 6 if s.recompute is Recompute.full else 4
-    return passes * alltoall_tiers_time(ctx, s.ep, s.tp, nbytes)
+    return passes * alltoall_tiers_time(ctx, s.ep, s.expert_tp, nbytes)
 
 
 def split_params(layer: Layer, s: Strategy) -> tuple[float, float]:
-    """Parameters per device: (dense part over ``tp``, routed experts over ``tp·ep``)."""
+    """Parameters per device: (dense part over ``tp``, routed experts over ``etp·ep``)."""
     expert = layer.expert_params if layer.is_moe else 0
-    return (layer.params - expert) / s.tp, expert / (s.tp * s.ep)
+    return (layer.params - expert) / s.tp, expert / (s.expert_tp * s.ep)
+
+
+def expert_stride(s: Strategy) -> int:
+    """Rank stride of the expert-data-parallel group: ``etp·ep`` (expert ranks are
+    ordered etp, then ep, then edp; Megatron-Core's expert rank generator)."""
+    return s.expert_tp * s.ep

@@ -41,6 +41,7 @@ from autopar_opt.ir.pipeline import (boundaries_intra, boundary_is_intra, inflig
                                   microbatch_rule_broken, pipeline_rule_broken, stage_devices_problem,
                                   tie_tier)
 from autopar_opt.ir.strategies import Strategy, enumerate_strategies
+from autopar_opt.ir.target import UNIFORM_DIMS, uniform_key
 from autopar_opt.ir.training import Schedule, SearchSpace, Training
 
 
@@ -105,10 +106,30 @@ class CostTables:
     space: SearchSpace | None = None
     #: per-stage device counts of a free-size configuration (None: congruent, N/pp each)
     stage_devices: tuple[int, ...] | None = None
+    #: under a target (:mod:`autopar_opt.ir.target`): per layer, the ``[K_u, D]`` uniform
+    #: keys of its strategies (:func:`~autopar_opt.ir.target.uniform_key`; -1 = any value);
+    #: a plan is runnable iff one value per column matches every layer (None: free space)
+    uniform_keys: list[np.ndarray] | None = None
+    #: the stage of every layer when the target fixes the split (DeepSpeed's uniform
+    #: partition), else None
+    fixed_stage: list[int] | None = None
 
     def __post_init__(self) -> None:
         if not self.working_bytes:   # hand-built tables (tests): no working set
             self.working_bytes = [np.zeros(len(s)) for s in self.strategies]
+
+    def runnable(self, asg: Assignment) -> bool:
+        """Whether an assignment satisfies the target's rules: one value per uniform
+        dimension across every layer (:attr:`uniform_keys`) and the fixed split."""
+        if self.fixed_stage is not None and list(asg.stage) != self.fixed_stage:
+            return False
+        if self.uniform_keys is None:
+            return True
+        rows = np.array([self.uniform_keys[u][k] for u, k in enumerate(asg.choice)])
+        for col in rows.T:
+            if len(set(col[col >= 0].tolist())) > 1:
+                return False
+        return True
 
     def allowed_in_stage(self, stage: int) -> list[np.ndarray] | None:
         """Per layer, the strategies stage ``stage`` may use (boolean masks);
@@ -244,9 +265,11 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
             raise ValueError(str(broken))
         sizes = (n // pp,) * pp
     b = training.global_batch_size // microbatches
+    runs_on = space.runs_on
     tie = tie_tier(cluster, sizes)
     ctxs = {d: StageContext(cluster, training, params, d, b, tie_tier=tie) for d in sorted(set(sizes))}
     strategies, time, sync, wbytes, abytes, xbytes, classes = [], [], [], [], [], [], []
+    ukeys: list[np.ndarray | None] = []
     cache: dict[int, tuple] = {}
     for layer, key in zip(graph.layers, graph.cost_classes):   # classes computed once per graph
         if key not in cache:
@@ -254,14 +277,22 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
             for d, ctx in ctxs.items():
                 got = enumerate_strategies(layer, d, b, space, cluster.gpus_per_node, training.seq_len,
                                            training.autocast)
+                if runs_on is not None:     # what the framework cannot run is not in the space
+                    got = [s for s in got if runs_on.strategy_problem(layer, s, pp) is None]
                 strats += got
                 costs += [layer_cost(layer, s, ctx) for s in got]
-            if prune_dominated:
+            keys = None if runs_on is None else np.array(
+                [uniform_key(layer, s) for s in strats], dtype=np.int64).reshape(
+                    len(strats), len(UNIFORM_DIMS))
+            if prune_dominated and keys is None:
                 strats, costs = prune_layer_strategies(strats, costs)
-            cache[key] = (len(cache), strats, _arrays(costs))
-        cls, strats, arrays = cache[key]
+            elif prune_dominated:
+                strats, costs, keys = prune_layer_strategies(strats, costs, keys)
+            cache[key] = (len(cache), strats, _arrays(costs), keys)
+        cls, strats, arrays, keys = cache[key]
         classes.append(cls)
         strategies.append(strats)
+        ukeys.append(keys)
         for target, arr in zip((time, sync, wbytes, abytes, xbytes), arrays):   # DOMINANCE_FIELDS order
             target.append(arr)
     edges = graph.edge_indices()
@@ -278,7 +309,20 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
                         [boundary_is_intra(i, sizes[0], cluster.gpus_per_node) for i in range(pp - 1)]),
         inflight=[inflight_microbatches(schedule, pp, microbatches, i) for i in range(pp)],
         capacity_bytes=first.capacity_bytes, layer_class=classes, working_bytes=xbytes, space=space,
-        stage_devices=None if congruent else sizes)
+        stage_devices=None if congruent else sizes,
+        uniform_keys=None if runs_on is None else ukeys,
+        fixed_stage=_fixed_stage(len(graph.layers), pp) if runs_on is not None
+        and runs_on.fixed_split() else None)
+
+
+def _fixed_stage(n: int, pp: int) -> list[int]:
+    """Stage of every layer under DeepSpeed's ``partition_method="uniform"``
+    (``ds_utils.partition_uniform``: the first ``n mod pp`` stages one layer more)."""
+    base, extra = divmod(n, pp)
+    out: list[int] = []
+    for i in range(pp):
+        out += [i] * (base + (1 if i < extra else 0))
+    return out
 
 
 def stage_memory(tables: CostTables, stage: list[int], choice: list[int]) -> list[float]:
@@ -329,25 +373,35 @@ def _arrays(costs: list[LayerCost]) -> tuple[np.ndarray, ...]:
     return tuple(np.array(col) for col in dominance_vectors(costs).T)
 
 
-def prune_layer_strategies(strats: list[Strategy], costs: list[LayerCost]) -> tuple[list[Strategy], list[LayerCost]]:
+def prune_layer_strategies(strats: list[Strategy], costs: list[LayerCost],
+                           keys: np.ndarray | None = None):
     """Drop every strategy that another of the same layout dominates: no worse
     (to 1e-12 relative) in each of :data:`DOMINANCE_FIELDS` (time, sync,
     weights, activations, working set; why those five: there), and strictly
     better in one of them or earlier in the list (of two equal ones the first
     stays). All pairs at once as numpy comparisons: the pairwise Python loop
-    was half of table building on the 1,024-GPU instances (issue 18 profile)."""
+    was half of table building on the 1,024-GPU instances (issue 18 profile).
+
+    With ``keys`` (a target's uniform keys, one row per strategy) a strategy
+    competes only with those of the same key: one of another key may be the only
+    one a runnable plan can use here. Returns ``(strategies, costs)``, and the
+    kept keys as a third item when ``keys`` is given."""
     n = len(strats)
     if n < 2:
-        return list(strats), list(costs)
+        return (list(strats), list(costs)) if keys is None else (list(strats), list(costs), keys)
     vec = dominance_vectors(costs)
     seen: dict = {}
-    layout = np.array([seen.setdefault(s.layout, len(seen)) for s in strats])
+    group = [s.layout for s in strats] if keys is None else \
+        [(s.layout, tuple(k)) for s, k in zip(strats, keys.tolist())]
+    layout = np.array([seen.setdefault(g, len(seen)) for g in group])
     no_worse = (vec[:, None, :] <= (vec * (1 + 1e-12) + 1e-18)[None, :, :]).all(axis=2)  # [j, i]
     better = (vec[:, None, :] < (vec * (1 - 1e-12) - 1e-18)[None, :, :]).any(axis=2)
     idx = np.arange(n)
     rival = (layout[:, None] == layout[None, :]) & (idx[:, None] != idx[None, :])
     dominated = (rival & no_worse & (better | (idx[:, None] < idx[None, :]))).any(axis=0)
     keep = np.flatnonzero(~dominated).tolist()
+    if keys is not None:
+        return [strats[i] for i in keep], [costs[i] for i in keep], keys[keep]
     return [strats[i] for i in keep], [costs[i] for i in keep]
 
 

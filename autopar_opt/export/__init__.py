@@ -19,7 +19,10 @@ from autopar_opt.ir.plan import Plan
 from autopar_opt.ir.training import Training
 
 #: Export targets, in the order the CLI lists them.
-TARGETS = ("megatron", "torchtitan", "deepspeed")
+TARGETS = ("megatron", "megatron-bridge", "torchtitan", "deepspeed")
+
+_NAMES = {"megatron": "Megatron-LM", "megatron-bridge": "Megatron-Bridge",
+          "torchtitan": "torchtitan", "deepspeed": "DeepSpeed"}
 
 
 @dataclass
@@ -30,37 +33,44 @@ class Exported:
     notes: list[str] = field(default_factory=list)
 
 
-def rules_for(target: str, view: PlanView, chain: bool) -> list[str]:
-    """Every reason ``target`` cannot run the plan of ``view``."""
+def rules_for(target: str, view: PlanView, chain: bool, version: str = "") -> list[str]:
+    """Every reason ``target`` cannot run the plan of ``view`` (``version``: torchtitan's,
+    0.3 by default)."""
     from autopar_opt.export.deepspeed import deepspeed_rules
     from autopar_opt.export.megatron import megatron_rules
     from autopar_opt.export.torchtitan import torchtitan_rules
 
-    return {"megatron": megatron_rules, "torchtitan": torchtitan_rules,
+    if target == "torchtitan":
+        return torchtitan_rules(view, chain, version or "0.3")
+    return {"megatron": megatron_rules, "megatron-bridge": megatron_rules,
             "deepspeed": deepspeed_rules}[target](view, chain)
 
 
 def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training,
-                target: str) -> Exported:
-    """The launch configuration of ``plan`` for ``target``; raises ExportError."""
+                target: str, version: str = "") -> Exported:
+    """The launch configuration of ``plan`` for ``target``; raises ExportError.
+
+    ``version``: torchtitan ``0.3`` (its current Python configs, the default) or
+    ``0.2`` (the TOML job file)."""
     if target not in TARGETS:
         raise ValueError(f"unknown export target {target!r}; use one of {', '.join(TARGETS)}")
     if plan.stage_devices is not None and len(set(plan.stage_devices)) > 1:
-        raise ExportError({"megatron": "Megatron-LM", "torchtitan": "torchtitan",
-                           "deepspeed": "DeepSpeed"}[target],
+        raise ExportError(_NAMES[target],
                           [f"its stages have different device counts ({'+'.join(map(str, plan.stage_devices))}); "
                            "the framework gives every pipeline stage the same devices "
                            "(search with stage_devices: congruent)"])
     view = plan_view(plan, graph, cluster, training)
-    reasons = rules_for(target, view, graph.is_chain())
+    reasons = rules_for(target, view, graph.is_chain(), version)
     if reasons:
-        raise ExportError({"megatron": "Megatron-LM", "torchtitan": "torchtitan",
-                           "deepspeed": "DeepSpeed"}[target], reasons)
+        raise ExportError(_NAMES[target], reasons)
     header = (f"autopar-opt plan for {graph.name} on {cluster.name} ({cluster.num_devices} "
               f"x {cluster.device.name}): pp={view.pp} tp={view.tp} cp={view.cp} dp={view.dp}"
-              + (f" ep={view.ep}" if view.has_moe else ""))
+              + (f" ep={view.ep} etp={view.etp}" if view.has_moe else ""))
+    notes = [] if view.arch is not None else [
+        "the model has no recorded architecture (a layer list): the model's own flags "
+        "(layers, hidden size, heads, ...) are not written; add them"]
     if target == "megatron":
-        from autopar_opt.export.megatron import megatron_args
+        from autopar_opt.export.megatron import megatron_args, megatron_env
 
         args = megatron_args(view)
         pairs, i = [], 0
@@ -68,18 +78,43 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
             takes = i + 1 < len(args) and not args[i + 1].startswith("--")
             pairs.append(f"{args[i]} {shlex.quote(args[i + 1])}" if takes else args[i])
             i += 2 if takes else 1
-        body = " \\\n".join(pairs)
-        return Exported(f"# Megatron-LM arguments, {header}\n{body}\n")
-    if target == "torchtitan":
-        from autopar_opt.export.torchtitan import to_toml, torchtitan_config
+        env = megatron_env(view)
+        lines = [f"# Megatron-LM arguments, {header}",
+                 f"# launch: {' '.join(f'{k}={v}' for k, v in env.items())}"
+                 f"{' ' if env else ''}torchrun --nnodes {cluster.nodes} --nproc-per-node "
+                 f"{cluster.gpus_per_node} pretrain_gpt.py $(grep -v '^#' THIS_FILE) --data-path ..."]
+        lines += [f"# env: {k}={v}" for k, v in env.items()]
+        if view.arch is not None:
+            lines.append("# --tokenizer-type NullTokenizer --vocab-size: replace with your tokenizer")
+        return Exported("\n".join(lines) + "\n" + " \\\n".join(pairs) + "\n", notes)
+    if target == "megatron-bridge":
+        from autopar_opt.export.megatron import bridge_overrides
 
-        return Exported(to_toml(torchtitan_config(view), f"torchtitan job config, {header}"))
+        body = yaml_dump(bridge_overrides(view))
+        text = (f"# Megatron-Bridge ConfigContainer overrides, {header}\n"
+                "# merge into a recipe: process_config_with_overrides(cfg, config_filepath=THIS_FILE)\n"
+                f"# (megatron.bridge.training.utils.omegaconf_utils); world size {cluster.num_devices}\n"
+                + body)
+        return Exported(text, notes)
+    if target == "torchtitan":
+        from autopar_opt.export.torchtitan import torchtitan_module, torchtitan_toml
+
+        if (version or "0.3") == "0.2":
+            return Exported(torchtitan_toml(view, f"torchtitan 0.2 job config, {header}"), notes)
+        return Exported(torchtitan_module(view, f"torchtitan job config, {header}"), notes)
     from autopar_opt.export.deepspeed import deepspeed_config
 
     config, launch = deepspeed_config(view, training.dtype)
-    notes = [f"set in code: {name}({', '.join(f'{k}={v!r}' for k, v in kw.items())})"
-             for name, kw in launch.items()]
+    notes += [f"set in code: {name}({', '.join(f'{k}={v!r}' for k, v in kw.items())})"
+              for name, kw in launch.items()]
     return Exported(json.dumps(config, indent=2) + "\n", notes)
+
+
+def yaml_dump(data: dict) -> str:
+    """Block-style YAML of nested dicts of scalars and lists (the Bridge overrides)."""
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None)
 
 
 __all__ = ["TARGETS", "ExportError", "Exported", "export_plan", "plan_view", "rules_for"]

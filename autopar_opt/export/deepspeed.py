@@ -1,21 +1,23 @@
 """DeepSpeed: plan → JSON config (+ the settings DeepSpeed takes in code), and back.
 
-Config keys (DeepSpeed configuration JSON docs): ``train_batch_size``,
-``train_micro_batch_size_per_gpu``, ``gradient_accumulation_steps`` (DeepSpeed
-asserts ``train_batch_size = micro · gas · dp``), ``bf16``/``fp16``,
-``zero_optimization.stage``, ``tensor_parallel.autotp_size`` (AutoTP
-training). Pipeline degree, partition and activation checkpointing are
-``PipelineModule(num_stages=, partition_method=, activation_checkpoint_interval=)``
-arguments and the expert-parallel degree is ``deepspeed.moe.layer.MoE(ep_size=)``:
-they come back as ``launch`` notes.
+Config keys (DeepSpeed 0.19 configuration JSON): ``train_batch_size``,
+``train_micro_batch_size_per_gpu``, ``gradient_accumulation_steps``
+(``DeepSpeedConfig._batch_assertion``: ``train_batch_size = micro · gas · dp``),
+``bf16``/``fp16``, ``zero_optimization.stage``, ``tensor_parallel.autotp_size``
+(AutoTP), ``expert_parallel`` (AutoEP, ``deepspeed/module_inject/auto_ep_config.py``:
+``enabled``, ``autoep_size``, ``expert_tensor_parallel_size``, ``preset_model``),
+``activation_checkpointing``. The pipeline degree, partition and checkpointed
+layers are ``PipelineModule(num_stages=, partition_method=,
+activation_checkpoint_interval=)`` arguments in the user's code: they come back as
+``launch`` notes.
 
-Rules: ZeRO-2/3 cannot be combined with pipeline parallelism (DeepSpeed's
-pipeline engine supports ZeRO stage 0/1 only); the stage split must be
-``partition_method="uniform"`` (``partition_uniform`` over all layer specs:
-the first ``L mod pp`` stages get one layer more); no context parallelism
-and no Megatron sequence parallelism (AutoTP shards weights only); experts
-are partitioned inside the data-parallel group (``ep`` divides dp);
-recomputation all-or-nothing (``activation_checkpoint_interval`` 1 or 0).
+Rules: ZeRO-2/3 cannot be combined with pipeline parallelism (the pipeline engine
+supports ZeRO stage 0/1); the stage split is ``partition_method="uniform"``
+(``partition_uniform`` over the layer specs: the first ``L mod pp`` stages get
+one layer more); no context parallelism and no Megatron sequence parallelism
+(AutoTP shards weights only); AutoEP: ``expert_tensor_parallel_size`` 1
+(``validate_folding_global``), with AutoTP folding only ``pp = 1``, the expert
+width ``ep`` tiling a stage's ``dp·tp`` ranks; recomputation all or nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ def uniform_partition(num_layers: int, pp: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(pp)]
 
 
+#: AutoEP presets (``deepspeed/module_inject/auto_ep_presets``) by HF model_type.
+AUTOEP_PRESETS = {"mixtral": "mixtral", "qwen3_moe": "qwen3_moe", "deepseek_v3": "deepseek_v3",
+                  "deepseek_v2": "deepseek_v2"}
+
+
 def deepspeed_rules(view: PlanView, chain: bool) -> list[str]:
     """Every reason DeepSpeed cannot run the plan (empty: it can)."""
     out = common_rules(view, "DeepSpeed", chain)
@@ -46,8 +53,17 @@ def deepspeed_rules(view: PlanView, chain: bool) -> list[str]:
         out.append("context parallelism (DeepSpeed-Ulysses is a different scheme)")
     if view.sp and view.tp > 1:
         out.append("Megatron-style sequence parallelism (AutoTP shards weights only)")
-    if view.ep > 1 and view.dp % view.ep:
-        out.append(f"ep={view.ep} must divide dp={view.dp}")
+    if view.has_moe and view.ep == 1 and view.etp != view.tp:
+        out.append(f"etp={view.etp} without AutoEP: the experts are sharded like the dense "
+                   f"layers (tp={view.tp})")
+    elif view.has_moe and view.ep > 1:
+        if view.etp != 1:
+            out.append(f"etp={view.etp}: AutoEP runs experts without tensor parallelism "
+                       "(expert_tensor_parallel_size = 1)")
+        if view.ep > 1 and view.tp > 1 and view.pp > 1:
+            out.append("AutoEP with AutoTP folding supports pp = 1 only")
+        if view.ep > 1 and (view.dp * view.tp) % view.ep:
+            out.append(f"ep={view.ep} must divide dp*tp = {view.dp * view.tp}")
     if view.pp > 1 and view.schedule is not Schedule.one_f_one_b:
         out.append(f"the {view.schedule.value} schedule (DeepSpeed's pipeline engine runs 1F1B)")
     sizes = [len(s) for s in view.stage_layers]
@@ -71,13 +87,23 @@ def deepspeed_config(view: PlanView, dtype: str = "bf16") -> tuple[dict[str, Any
     }
     if dtype in ("bf16", "fp16"):
         config[dtype] = {"enabled": True}
+    elif dtype == "fp8":      # FP8 GEMMs come from Transformer Engine modules in the model code
+        config["bf16"] = {"enabled": True}
     if view.tp > 1:
         config["tensor_parallel"] = {"autotp_size": view.tp}
+    if view.has_moe:
+        ep: dict[str, Any] = {"enabled": view.ep > 1, "autoep_size": view.ep,
+                              "expert_tensor_parallel_size": 1}   # AutoEP: 1 only
+        preset = AUTOEP_PRESETS.get(view.arch.family) if view.arch is not None else None
+        if preset:
+            ep["preset_model"] = preset
+        config["expert_parallel"] = ep
+    if view.recompute is Recompute.full:
+        config["activation_checkpointing"] = {"partition_activations": False,
+                                              "contiguous_memory_optimization": False}
     launch = {"PipelineModule": {"num_stages": view.pp, "partition_method": "uniform",
                                  "activation_checkpoint_interval":
                                      1 if view.recompute is Recompute.full else 0}}
-    if view.has_moe:
-        launch["MoE"] = {"ep_size": view.ep}
     return config, launch
 
 
@@ -97,10 +123,12 @@ def plan_from_deepspeed(config: dict[str, Any], launch: dict[str, Any], graph: L
     names = [layer.name for layer in graph.layers]
     plan = uniform_plan(names, pp, base, gas, Schedule.one_f_one_b,
                         stage_sizes=uniform_partition(len(names), pp))
-    ep = launch.get("MoE", {}).get("ep_size", 1)
+    ep = config.get("expert_parallel", {}).get("autoep_size", 1) or \
+        launch.get("MoE", {}).get("ep_size", 1)
     layers = {layer.name: layer for layer in graph.layers}
     for st in plan.stages:
         st.strategies = [replace(s, recompute=rc if layers[n].kind.value.endswith("block")
-                                 else Recompute.none, ep=ep if layers[n].is_moe else 1)
+                                 else Recompute.none, ep=ep if layers[n].is_moe else 1,
+                                 etp=1 if layers[n].is_moe else 0)
                          for n, s in zip(st.layers, st.strategies)]
     return plan

@@ -1,31 +1,48 @@
-"""Megatron-LM: plan → command-line arguments, and arguments → plan.
+"""Megatron-LM / Megatron-Core / Megatron-Bridge: plan → launch arguments, and arguments → plan.
 
 Argument names and rules are Megatron-LM's (``megatron/training/arguments.py``
-and the Megatron-Core user guide):
+``parse_args`` / ``validate_args``, Megatron-Core 0.16; checked by running
+them on every golden export, tests/unit/export/test_framework_validation.py):
 
-* ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size``,
-  ``--context-parallel-size``, ``--expert-model-parallel-size`` (expert TP
-  defaults to TP, ``--expert-tensor-parallel-size``); data parallelism is the
-  rest of the world size: ``world = tp·pp·cp·dp``.
-* ``--sequence-parallel``; with MoE and ``tp > 1`` it is required ("When using
-  MoE and tensor parallelism, sequence parallelism must be used").
-* ``--micro-batch-size`` (per data-parallel replica), ``--global-batch-size``:
-  ``global = micro · dp · num_microbatches``; ``--seq-length`` divisible by
-  ``2·cp`` (load-balanced context parallelism splits it in ``2·cp`` chunks).
-* ZeRO: ``--use-distributed-optimizer`` (optimizer state sharded over the
-  data-parallel ranks, ZeRO-1); ZeRO-2/3 through Megatron FSDP
+* model: ``--num-layers --hidden-size --ffn-hidden-size --num-attention-heads``,
+  GQA ``--group-query-attention --num-query-groups``, ``--kv-channels``,
+  ``--seq-length --max-position-embeddings``, ``--vocab-size`` (with the
+  ``NullTokenizer``; give your tokenizer instead), ``--swiglu``,
+  ``--normalization RMSNorm``, ``--position-embedding-type rope|learned_absolute``,
+  ``--untie-embeddings-and-output-weights``, ``--disable-bias-linear``,
+  ``--qk-layernorm``, ``--add-qkv-bias``; MoE ``--num-experts --moe-router-topk
+  --moe-ffn-hidden-size --moe-shared-expert-intermediate-size --moe-layer-freq``;
+  MLA ``--multi-latent-attention --q-lora-rank --kv-lora-rank --qk-head-dim
+  --qk-pos-emb-head-dim --v-head-dim``;
+* parallelism: ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size``,
+  ``--context-parallel-size``, ``--expert-model-parallel-size``,
+  ``--expert-tensor-parallel-size`` (expert grid ``etp·ep·edp = tp·cp·dp`` per
+  stage, ``parallel_state.initialize_model_parallel``), ``--sequence-parallel``;
+  data parallelism is the rest of the world size;
+* batch: ``--micro-batch-size`` (per data-parallel replica), ``--global-batch-size``
+  (``global = micro · dp · num_microbatches``); ``--seq-length`` divisible by
+  ``2·cp`` (load-balanced context parallelism);
+* precision ``--bf16`` / ``--fp16`` / ``--bf16 --fp8-format hybrid``;
+* ZeRO: ``--use-distributed-optimizer`` (ZeRO-1); ZeRO-2/3 through Megatron-FSDP
   ``--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads`` /
-  ``optim_grads_params``.
-* Recomputation: ``--recompute-granularity full|selective``,
-  ``--recompute-method uniform|block``, ``--recompute-num-layers N`` (block:
-  the first N layers of every pipeline stage are recomputed).
-* Pipeline split: even by default (``num_layers`` divisible by ``pp``), else
-  ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers``
-  (the middle stages even), else ``--pipeline-model-parallel-layout`` (stages
-  separated by ``|``: ``E`` embedding, ``t`` transformer layer, ``L`` loss/head,
-  ``x*N`` repeats; Megatron-Core custom pipeline layout, MCore 0.13).
-* Schedules: 1F1B, or interleaved with
-  ``--num-virtual-stages-per-pipeline-rank``; no GPipe.
+  ``optim_grads_params``, which needs ``--ckpt-format fsdp_dtensor`` ("Megatron
+  FSDP only supports fsdp_dtensor checkpoint format") and
+  ``CUDA_DEVICE_MAX_CONNECTIONS`` other than 1 ("FSDP always requires
+  CUDA_DEVICE_MAX_CONNECTIONS value large than one"); tensor or context
+  parallelism without FSDP needs it set to 1 on Hopper and earlier;
+* recomputation ``--recompute-granularity full|selective``, ``--recompute-method
+  uniform|block``, ``--recompute-num-layers N`` (block: the first N layers of every
+  pipeline stage);
+* pipeline split: even by default, else ``--decoder-first-pipeline-num-layers`` /
+  ``--decoder-last-pipeline-num-layers``, else ``--pipeline-model-parallel-layout``
+  (``E`` embedding, ``t`` transformer layer, ``L`` loss/head, ``|`` between stages);
+* schedules: 1F1B, or interleaved with ``--num-virtual-stages-per-pipeline-rank``.
+
+Megatron-Bridge takes the same settings as overrides of its ``ConfigContainer``
+(``model.*`` is the ``GPTModelProvider``, a Megatron-Core ``TransformerConfig``;
+``train``, ``ddp``, ``optimizer``, ``checkpoint``), merged into a recipe with
+``process_config_with_overrides(config, config_filepath=...)``
+(:func:`bridge_overrides`).
 """
 
 from __future__ import annotations
@@ -45,8 +62,6 @@ def megatron_rules(view: PlanView, chain: bool) -> list[str]:
     out = common_rules(view, "Megatron-LM", chain)
     if view.schedule is Schedule.gpipe:
         out.append("the GPipe schedule: Megatron-LM runs 1F1B or interleaved 1F1B")
-    if view.has_moe and view.tp > 1 and not view.sp:
-        out.append("MoE with tp > 1 needs sequence parallelism (Megatron-LM asserts it)")
     if view.cp > 1 and view.seq_len and view.seq_len % (2 * view.cp):
         out.append(f"seq_len {view.seq_len} must be divisible by 2*cp = {2 * view.cp}")
     odd = sorted({k for kinds in view.stage_kinds for k in kinds if k == "?"})
@@ -122,29 +137,177 @@ def _split_args(view: PlanView) -> list[str]:
     return ["--pipeline-model-parallel-layout", _layout(view)]
 
 
+def model_args(view: PlanView) -> list[str]:
+    """The architecture flags (empty when the model has no recorded architecture)."""
+    a = view.arch
+    if a is None:
+        return []
+    args = ["--num-layers", str(a.num_layers), "--hidden-size", str(a.hidden),
+            "--ffn-hidden-size", str(a.ffn_hidden or 4 * a.hidden),
+            "--num-attention-heads", str(a.heads)]
+    if a.mla is None and a.kv_heads != a.heads:
+        args += ["--group-query-attention", "--num-query-groups", str(a.kv_heads)]
+    if a.mla is None and a.head_dim and a.head_dim * a.heads != a.hidden:
+        args += ["--kv-channels", str(a.head_dim)]
+    seq = view.seq_len or a.max_positions
+    args += ["--seq-length", str(seq), "--max-position-embeddings", str(max(seq, a.max_positions)),
+             "--tokenizer-type", "NullTokenizer", "--vocab-size", str(a.vocab)]
+    if a.gated:
+        args.append("--swiglu")
+    if a.norm == "rmsnorm":
+        args += ["--normalization", "RMSNorm"]
+    if a.learned_positions:
+        args += ["--position-embedding-type", "learned_absolute"]
+    else:
+        args += ["--position-embedding-type", "rope"]
+        if a.rope_theta:          # an int in Megatron-LM's parser (type=int)
+            args += ["--rotary-base", str(int(round(a.rope_theta)))]
+    if not a.tied:
+        args.append("--untie-embeddings-and-output-weights")
+    if not a.biases:
+        args.append("--disable-bias-linear")
+    if a.qkv_bias:
+        args.append("--add-qkv-bias")
+    if a.qk_norm:
+        args.append("--qk-layernorm")
+    if a.mla is not None:
+        q, kv, nope, rope, v = a.mla
+        args += ["--multi-latent-attention", "--kv-lora-rank", str(kv), "--qk-head-dim", str(nope),
+                 "--qk-pos-emb-head-dim", str(rope), "--v-head-dim", str(v)]
+        if q:
+            args += ["--q-lora-rank", str(q)]
+    if a.is_moe:
+        args += ["--num-experts", str(a.num_experts), "--moe-router-topk", str(a.top_k),
+                 "--moe-ffn-hidden-size", str(a.moe_ffn_hidden),
+                 "--moe-token-dispatcher-type", "alltoall", "--moe-grouped-gemm"]
+        if a.shared_ffn:
+            args += ["--moe-shared-expert-intermediate-size", str(a.shared_ffn)]
+        if len(a.moe_layers) != a.num_layers:
+            pattern = [1 if i in set(a.moe_layers) else 0 for i in range(a.num_layers)]
+            args += ["--moe-layer-freq", _pattern_expr(pattern)]
+    return args
+
+
+def _pattern_expr(pattern: list[int]) -> str:
+    """``--moe-layer-freq`` as Megatron's list expression: ``([0]*3+[1]*58)``."""
+    runs: list[list[int]] = []
+    for x in pattern:
+        if runs and runs[-1][0] == x:
+            runs[-1][1] += 1
+        else:
+            runs.append([x, 1])
+    return "(" + "+".join(f"[{x}]*{n}" for x, n in runs) + ")"
+
+
+def precision_args(dtype: str) -> list[str]:
+    """Megatron-LM's precision flags for the plan's compute dtype."""
+    return {"bf16": ["--bf16"], "fp16": ["--fp16"],
+            "fp8": ["--bf16", "--fp8-format", "hybrid"]}.get(dtype, [])
+
+
+def megatron_env(view: PlanView) -> dict[str, str]:
+    """Environment the arguments need (``validate_args``): FSDP wants
+    ``CUDA_DEVICE_MAX_CONNECTIONS`` other than 1, tensor or context parallelism
+    without it wants 1 (Hopper and earlier)."""
+    if view.zero >= 2 and view.dp * view.cp > 1:
+        return {"CUDA_DEVICE_MAX_CONNECTIONS": "8"}
+    if view.tp > 1 or view.cp > 1:
+        return {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    return {}
+
+
 def megatron_args(view: PlanView) -> list[str]:
-    """The Megatron-LM parallelism/batch arguments of a runnable plan."""
-    args = ["--tensor-model-parallel-size", str(view.tp),
-            "--pipeline-model-parallel-size", str(view.pp),
-            "--context-parallel-size", str(view.cp)]
+    """The complete Megatron-LM arguments of a runnable plan (architecture,
+    parallelism, batch, precision, sharding, recomputation, pipeline split)."""
+    args = model_args(view)
+    args += ["--tensor-model-parallel-size", str(view.tp),
+             "--pipeline-model-parallel-size", str(view.pp),
+             "--context-parallel-size", str(view.cp)]
     if view.has_moe:
         args += ["--expert-model-parallel-size", str(view.ep),
-                 "--expert-tensor-parallel-size", str(view.tp)]
+                 "--expert-tensor-parallel-size", str(view.etp)]
     if view.sp and view.tp > 1:
         args.append("--sequence-parallel")
     args += ["--micro-batch-size", str(view.micro_batch_size),
              "--global-batch-size", str(view.global_batch_size)]
-    if view.seq_len:
+    if view.seq_len and view.arch is None:
         args += ["--seq-length", str(view.seq_len)]
+    args += precision_args(view.dtype)
     if view.zero == 1:
         args.append("--use-distributed-optimizer")
     elif view.zero >= 2:
-        args += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", _FSDP[view.zero]]
+        args += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", _FSDP[view.zero],
+                 "--ckpt-format", "fsdp_dtensor"]
     args += _recompute_args(view) or []
     args += _split_args(view)
     if view.vp_chunks > 1:
         args += ["--num-virtual-stages-per-pipeline-rank", str(view.vp_chunks)]
     return args
+
+
+def bridge_overrides(view: PlanView) -> dict[str, dict]:
+    """The plan as Megatron-Bridge ``ConfigContainer`` overrides (YAML mapping of
+    sections), the same settings as :func:`megatron_args` under Bridge's names."""
+    model: dict = {}
+    a = view.arch
+    if a is not None:
+        model.update(num_layers=a.num_layers, hidden_size=a.hidden,
+                     ffn_hidden_size=a.ffn_hidden or 4 * a.hidden, num_attention_heads=a.heads,
+                     seq_length=view.seq_len or a.max_positions,
+                     gated_linear_unit=a.gated, add_bias_linear=a.biases,
+                     normalization="RMSNorm" if a.norm == "rmsnorm" else "LayerNorm",
+                     share_embeddings_and_output_weights=a.tied)
+        if a.mla is None:
+            model["num_query_groups"] = a.kv_heads
+            if a.head_dim and a.head_dim * a.heads != a.hidden:
+                model["kv_channels"] = a.head_dim
+        if a.qk_norm:
+            model["qk_layernorm"] = True
+        if a.is_moe:
+            model.update(num_moe_experts=a.num_experts, moe_router_topk=a.top_k,
+                         moe_ffn_hidden_size=a.moe_ffn_hidden)
+            if a.shared_ffn:
+                model["moe_shared_expert_intermediate_size"] = a.shared_ffn
+            if len(a.moe_layers) != a.num_layers:
+                model["moe_layer_freq"] = [1 if i in set(a.moe_layers) else 0
+                                           for i in range(a.num_layers)]
+    elif view.seq_len:
+        model["seq_length"] = view.seq_len
+    model.update(tensor_model_parallel_size=view.tp, pipeline_model_parallel_size=view.pp,
+                 context_parallel_size=view.cp, sequence_parallel=bool(view.sp and view.tp > 1))
+    if view.has_moe:
+        model.update(expert_model_parallel_size=view.ep, expert_tensor_parallel_size=view.etp)
+    rc = _recompute_args(view) or []
+    if rc:
+        model["recompute_granularity"] = rc[1]
+        if len(rc) > 2:
+            model["recompute_method"], model["recompute_num_layers"] = rc[3], int(rc[5])
+    split = _split_args(view)
+    if split and split[0] == "--pipeline-model-parallel-layout":
+        model["pipeline_model_parallel_layout"] = split[1]
+    elif split:
+        model["num_layers_in_first_pipeline_stage"] = int(split[1])
+        model["num_layers_in_last_pipeline_stage"] = int(split[3])
+    if view.vp_chunks > 1:
+        model["virtual_pipeline_model_parallel_size"] = view.vp_chunks
+    out: dict[str, dict] = {
+        "model": model,
+        "train": {"micro_batch_size": view.micro_batch_size,
+                  "global_batch_size": view.global_batch_size},
+        # ConfigContainer.validate: the dataset's sequence length must equal the model's
+        **({"dataset": {"seq_length": model["seq_length"]}} if "seq_length" in model else {}),
+        "ddp": {"use_distributed_optimizer": view.zero == 1},
+        "optimizer": {"use_distributed_optimizer": view.zero == 1},
+    }
+    if view.zero >= 2:
+        out["ddp"].update(use_megatron_fsdp=True, data_parallel_sharding_strategy=_FSDP[view.zero])
+        out["checkpoint"] = {"ckpt_format": "fsdp_dtensor"}
+    if view.dtype in ("bf16", "fp16", "fp8"):
+        # Bridge's registered recipes (training/mixed_precision.py); FP8 as its
+        # performance recipes run it (current scaling)
+        out["mixed_precision"] = {"bf16": "bf16_mixed", "fp16": "fp16_mixed",
+                                  "fp8": "bf16_with_fp8_current_scaling_mixed"}[view.dtype]
+    return out
 
 
 # --------------------------------------------------------------------- import

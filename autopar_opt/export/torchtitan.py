@@ -1,24 +1,26 @@
-"""torchtitan: plan → TOML job config, and back.
+"""torchtitan: plan → job configuration (current Python configs, or the 0.2 TOML), and back.
 
-Keys are torchtitan's ``JobConfig`` sections (``torchtitan/config/job_config.py``):
-``[parallelism]`` ``data_parallel_replicate_degree``,
-``data_parallel_shard_degree``, ``fsdp_reshard_after_forward``,
-``tensor_parallel_degree``, ``context_parallel_degree``,
-``pipeline_parallel_degree``, ``pipeline_parallel_schedule``,
-``pipeline_parallel_microbatch_size``, ``module_fqns_per_model_part``,
-``expert_parallel_degree``, ``expert_tensor_parallel_degree``;
-``[training]`` ``local_batch_size``, ``global_batch_size``, ``seq_len``;
-``[activation_checkpoint]`` ``mode``.
+torchtitan 0.3 (its current configuration system, ``torchtitan/config/manager.py``)
+takes ``--module M --config F``: ``F`` a function of module ``M`` returning a
+``Trainer.Config`` (the ``config_registry`` functions), with command-line
+overrides. The export is such a module (:func:`torchtitan_module`): it starts
+from the family's registered config function, sets the model flavour
+(``model_registry(flavor)``), and the ``parallelism``, ``training`` and
+``activation_checkpoint`` sections. torchtitan 0.2 read a TOML job file
+(``--job.config_file``, ``torchtitan/config/job_config.py``) with
+``[model] name, flavor`` (:func:`torchtitan_toml`).
 
-Rules (torchtitan ``ParallelDims``): ``dp_replicate · dp_shard · cp · tp · pp``
-= world size; with expert TP = TP, ``ep`` divides ``dp_shard · cp``. Data
-parallelism is DDP (``dp_replicate``, ZeRO-0) or FSDP2 (``dp_shard``):
-parameters resharded after forward = ZeRO-3, kept (``"never"``) = ZeRO-2;
-optimizer-only sharding (ZeRO-1) has no torchtitan form. Tensor parallelism
-always shards the norms' sequence (sequence parallelism on). The pipeline
-split is given module by module (``module_fqns_per_model_part``: one list of
-module names per stage, ``tok_embeddings``, ``layers.N``, ``norm``,
-``output``), so any contiguous split can be expressed.
+Rules (``ParallelDims._validate``: ``dp_replicate·dp_shard·cp·tp·pp`` = world
+size): data parallelism is DDP (``data_parallel_replicate_degree``, ZeRO-0) or
+FSDP2 (``data_parallel_shard_degree``; parameters resharded after forward =
+ZeRO-3, kept, ``fsdp_reshard_after_forward = "never"``, = ZeRO-2); no ZeRO-1
+form; activation checkpointing full or none per model. Experts: 0.3 builds the
+expert mesh ``(pp, dp_replicate, efsdp, ep)`` with ``efsdp = fsdp·tp/ep`` (no
+expert TP, ``ep`` divides ``dp_shard·cp·tp``); 0.2 ``(pp, dp_replicate, efsdp,
+ep, etp)`` with ``etp`` 1 or ``tp``. A tied output layer cannot be pipelined
+(decoder ``update_from_config``: "Weight tying is not supported with Pipeline
+Parallel"). Models: the flavours torchtitan registers (:data:`FLAVOURS`); the
+pipeline split is given module by module (``module_fqns_per_model_part``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from autopar_opt.export.view import PlanView, common_rules
+from autopar_opt.export.view import ExportError, PlanView, common_rules
+from autopar_opt.ir.arch import ModelArch
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.plan import Plan, StagePlan
 from autopar_opt.ir.strategies import Strategy
@@ -34,25 +37,66 @@ from autopar_opt.ir.training import Recompute, Schedule
 
 _SCHEDULES = {Schedule.one_f_one_b: "1F1B", Schedule.gpipe: "GPipe"}
 
+#: torchtitan model flavours: (HF family, hidden, heads, kv heads, vocab, experts) ->
+#: (module, flavour, its registered config function, layers). The test suite checks
+#: every entry against torchtitan's own model configs (test_framework_validation.py).
+FLAVOURS: dict[tuple, tuple[str, str, str, int]] = {
+    ("llama", 4096, 32, 8, 128256, 0): ("llama3", "8B", "llama3_8b", 32),
+    ("llama", 8192, 64, 8, 128256, 0): ("llama3", "70B", "llama3_70b", 80),
+    ("llama", 16384, 128, 8, 128256, 0): ("llama3", "405B", "llama3_405b", 126),
+    ("qwen3_moe", 2048, 32, 4, 151936, 128): ("qwen3", "30B-A3B", "qwen3_30b_a3b", 48),
+    ("qwen3_moe", 4096, 64, 4, 151936, 128): ("qwen3", "235B-A22B", "qwen3_30b_a3b", 94),
+    ("deepseek_v3", 7168, 128, 128, 129280, 256): ("deepseek_v3", "671B", "deepseek_v3_671b", 61),
+}
 
-def torchtitan_rules(view: PlanView, chain: bool) -> list[str]:
-    """Every reason torchtitan cannot run the plan (empty: it can)."""
+
+def flavour(arch: ModelArch | None) -> tuple[str, str, str, int] | None:
+    """torchtitan's (module, flavour, config function, layers) for ``arch``, or None.
+    A model with fewer layers than the flavour is that flavour's first layers."""
+    if arch is None:
+        return None
+    key = ("llama" if arch.family in ("llama", "mistral") else arch.family, arch.hidden,
+           arch.heads, arch.kv_heads, arch.vocab, arch.num_experts)
+    found = FLAVOURS.get(key)
+    if found is None or arch.num_layers > found[3]:
+        return None
+    return found
+
+
+def torchtitan_rules(view: PlanView, chain: bool, version: str = "0.3") -> list[str]:
+    """Every reason torchtitan (``version`` 0.3 or 0.2) cannot run the plan (empty: it can)."""
     out = common_rules(view, "torchtitan", chain)
     if view.zero == 1 and view.dp * view.cp > 1:
         out.append("ZeRO-1 (optimizer-state sharding only): torchtitan shards with FSDP2 "
                    "(ZeRO-2 or ZeRO-3) or replicates (DDP)")
-    if view.tp > 1 and not view.sp:
-        out.append("tp > 1 without sequence parallelism: torchtitan's tensor parallelism "
+    if version == "0.2" and view.tp > 1 and not view.sp:
+        out.append("tp > 1 without sequence parallelism: torchtitan 0.2's tensor parallelism "
                    "always shards the norms' sequence")
     shard = _shard(view)
-    if view.ep > 1 and (shard * view.cp) % view.ep:
-        out.append(f"ep={view.ep} must divide dp_shard*cp = {shard * view.cp}")
+    if view.has_moe and view.ep > 1:
+        if version == "0.2":
+            if view.etp not in (1, view.tp):
+                out.append(f"etp={view.etp}: torchtitan 0.2 supports ETP = TP or ETP = 1")
+            elif (shard * view.cp * view.tp) % (view.etp * view.ep):
+                out.append(f"etp*ep = {view.etp * view.ep} must divide dp_shard*cp*tp = "
+                           f"{shard * view.cp * view.tp}")
+        else:
+            if view.etp != 1:
+                out.append(f"etp={view.etp}: torchtitan 0.3 does not shard experts by tensor "
+                           "parallelism (expert mesh pp, dp_replicate, efsdp, ep)")
+            if (shard * view.cp * view.tp) % view.ep:
+                out.append(f"ep={view.ep} must divide dp_shard*cp*tp = {shard * view.cp * view.tp}")
+    elif view.has_moe and view.etp != view.tp:
+        out.append(f"etp={view.etp} with ep = 1: the experts take the model's tp={view.tp}")
     modes = {m for stage in view.block_recompute for m in stage}
     if len(modes) > 1 or Recompute.selective in modes:
         out.append("per-layer or selective recomputation: torchtitan's activation_checkpoint "
-                   "mode is 'none' or 'full' for every layer here")
+                   "is full or none for every layer here")
     if view.vp_chunks > 1:
         out.append("interleaved virtual stages")
+    if view.tied_pipeline:
+        out.append("an output layer tied to the embedding cannot be pipelined (torchtitan: "
+                   "'Weight tying is not supported with Pipeline Parallel')")
     if any(k == "?" for kinds in view.stage_kinds for k in kinds):
         out.append("layers other than embedding, transformer blocks and head")
     return out
@@ -62,8 +106,25 @@ def _shard(view: PlanView) -> int:
     return view.dp if view.zero >= 2 else 1
 
 
+def _parts(view: PlanView) -> list[list[str]]:
+    """``module_fqns_per_model_part``: module names per pipeline stage."""
+    parts, block = [], 0
+    for kinds in view.stage_kinds:
+        names = []
+        for k in kinds:
+            if k == "E":
+                names.append("tok_embeddings")
+            elif k == "t":
+                names.append(f"layers.{block}")
+                block += 1
+            else:
+                names += ["norm", "output"]
+        parts.append(names)
+    return parts
+
+
 def torchtitan_config(view: PlanView) -> dict[str, Any]:
-    """The TOML tables of a runnable plan (as nested dicts)."""
+    """The sections of a runnable plan (as nested dicts, torchtitan's key names)."""
     shard = _shard(view)
     par: dict[str, Any] = {
         "data_parallel_replicate_degree": view.dp // shard,
@@ -77,22 +138,11 @@ def torchtitan_config(view: PlanView) -> dict[str, Any]:
     if view.pp > 1:
         par["pipeline_parallel_schedule"] = _SCHEDULES[view.schedule]
         par["pipeline_parallel_microbatch_size"] = view.micro_batch_size
-        parts, block = [], 0
-        for kinds in view.stage_kinds:
-            names = []
-            for k in kinds:
-                if k == "E":
-                    names.append("tok_embeddings")
-                elif k == "t":
-                    names.append(f"layers.{block}")
-                    block += 1
-                else:
-                    names += ["norm", "output"]
-            parts.append(names)
-        par["module_fqns_per_model_part"] = parts
+        par["module_fqns_per_model_part"] = _parts(view)
     if view.has_moe:
         par["expert_parallel_degree"] = view.ep
-        par["expert_tensor_parallel_degree"] = view.tp
+    # per data-parallel rank and accumulation step; with pp > 1 it is split into the
+    # pipeline's micro-batches, with pp = 1 the micro-batches are accumulation steps
     local = view.micro_batch_size * (view.microbatches if view.pp > 1 else 1)
     training: dict[str, Any] = {"global_batch_size": view.global_batch_size,
                                 "local_batch_size": local}
@@ -100,6 +150,73 @@ def torchtitan_config(view: PlanView) -> dict[str, Any]:
         training["seq_len"] = view.seq_len
     mode = "full" if view.recompute is Recompute.full else "none"
     return {"training": training, "parallelism": par, "activation_checkpoint": {"mode": mode}}
+
+
+def _model_of(view: PlanView) -> tuple[str, str, str, int]:
+    found = flavour(view.arch)
+    if found is None:
+        what = view.arch.family if view.arch is not None else "this model"
+        raise ExportError("torchtitan", [
+            f"torchtitan registers no model flavour with the architecture of {what} "
+            f"(its flavours: {', '.join(sorted({f'{m} {f}' for m, f, _, _ in FLAVOURS.values()}))}); "
+            "add one to its model registry, or export to megatron or deepspeed"])
+    return found
+
+
+def torchtitan_module(view: PlanView, header: str) -> str:
+    """torchtitan 0.3: a Python config module (``--module autopar_job --config autopar_plan``)."""
+    module, flav, base, layers = _model_of(view)
+    cfg = torchtitan_config(view)
+    par, tr = cfg["parallelism"], cfg["training"]
+    if view.tp > 1:
+        par["enable_sequence_parallel"] = bool(view.sp)
+    lines = [f'"""{header}', "",
+             "torchtitan 0.3 job configuration written by autopar-opt. Run it from the folder of",
+             "this file (on PYTHONPATH) as",
+             "    torchrun ... -m torchtitan.train --module autopar_job --config autopar_plan",
+             f"(the file saved as autopar_job.py). Model: torchtitan's {module} {flav} flavour.",
+             '"""', "",
+             f"from torchtitan.models.{module} import model_registry",
+             f"from torchtitan.models.{module}.config_registry import {base} as _base"]
+    if cfg["activation_checkpoint"]["mode"] == "full":
+        lines.append("from torchtitan.distributed.activation_checkpoint import FullAC")
+    lines += ["", "", "def autopar_plan():", "    config = _base()",
+              f"    config.model_spec = model_registry({flav!r})"]
+    if view.arch is not None and view.arch.num_layers < layers:
+        lines.append(f"    config.model_spec.model.layers = config.model_spec.model.layers"
+                     f"[:{view.arch.num_layers}]   # the model's first {view.arch.num_layers} layers")
+    for k, v in par.items():
+        lines.append(f"    config.parallelism.{k} = {v!r}")
+    for k, v in tr.items():
+        lines.append(f"    config.training.{k} = {v!r}")
+    # Trainer.Config: "CUDA graphs do not support pipeline parallelism yet"; with expert
+    # parallelism they need a dispatcher without CPU synchronization (HybridEP, MinimalAsyncEP)
+    if view.pp > 1 or (view.has_moe and view.ep > 1):
+        lines.append("    config.training.disable_cuda_graphs = True")
+    if view.dtype == "bf16":
+        lines.append('    config.training.mixed_precision_param = "bfloat16"')
+    if cfg["activation_checkpoint"]["mode"] == "full":
+        lines.append("    config.activation_checkpoint = FullAC.Config()")
+    else:
+        lines.append("    config.activation_checkpoint = None")
+    lines.append("    return config")
+    return "\n".join(lines) + "\n"
+
+
+def torchtitan_toml(view: PlanView, header: str) -> str:
+    """torchtitan 0.2: the TOML job file, ``[model]`` included."""
+    module, flav, _, layers = _model_of(view)
+    if view.arch is not None and view.arch.num_layers < layers:
+        raise ExportError("torchtitan", [f"torchtitan 0.2's {module} {flav} has {layers} layers; "
+                                         "a TOML job file cannot cut it to "
+                                         f"{view.arch.num_layers}"])
+    cfg = torchtitan_config(view)
+    cfg["parallelism"]["expert_tensor_parallel_degree"] = view.etp if view.has_moe else 1
+    if not view.has_moe:
+        del cfg["parallelism"]["expert_tensor_parallel_degree"]
+    out = {"model": {"name": module, "flavor": flav}}
+    out.update(cfg)
+    return to_toml(out, header)
 
 
 def to_toml(config: dict[str, Any], header: str) -> str:
@@ -119,7 +236,7 @@ def to_toml(config: dict[str, Any], header: str) -> str:
 
 
 def plan_from_torchtitan(config: dict[str, Any], graph: LayerGraph, world: int) -> Plan:
-    """Read a torchtitan job config back into a plan (for round trips)."""
+    """Read a torchtitan job config (the sections as dicts) back into a plan (round trips)."""
     par, tr = config["parallelism"], config["training"]
     rep, shard = par.get("data_parallel_replicate_degree", 1), par.get("data_parallel_shard_degree", 1)
     tp, cp, pp = (par.get(k, 1) for k in ("tensor_parallel_degree", "context_parallel_degree",
@@ -130,12 +247,13 @@ def plan_from_torchtitan(config: dict[str, Any], graph: LayerGraph, world: int) 
     zero = 0 if shard == 1 else (3 if par.get("fsdp_reshard_after_forward") == "always" else 2)
     rc = Recompute.full if config.get("activation_checkpoint", {}).get("mode") == "full" \
         else Recompute.none
-    base = Strategy(rep * shard, tp, cp, tp > 1, zero)
+    base = Strategy(rep * shard, tp, cp, tp > 1 and par.get("enable_sequence_parallel", True), zero)
     mbs = par.get("pipeline_parallel_microbatch_size", tr["local_batch_size"]) if pp > 1 \
         else tr["local_batch_size"]
     c = tr["global_batch_size"] // (mbs * rep * shard)
     parts = par.get("module_fqns_per_model_part") or [
         ["tok_embeddings"] + [f"layers.{i}" for i in range(len(graph) - 2)] + ["norm", "output"]]
+    ep, etp = par.get("expert_parallel_degree", 1), par.get("expert_tensor_parallel_degree", 1)
     stages = []
     for fqns in parts:
         names, strats = [], []
@@ -144,8 +262,8 @@ def plan_from_torchtitan(config: dict[str, Any], graph: LayerGraph, world: int) 
                 layer, s = graph.layers[0], base
             elif fqn.startswith("layers."):
                 layer = graph.layers[1 + int(fqn.split(".")[1])]
-                s = replace(base, recompute=rc,
-                            ep=par.get("expert_parallel_degree", 1) if layer.is_moe else 1)
+                s = replace(base, recompute=rc, ep=ep if layer.is_moe else 1,
+                            etp=etp if layer.is_moe and ep > 1 else 0)
             elif fqn == "output":
                 layer, s = graph.layers[-1], base
             else:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from autopar_opt.ir.arch import ModelArch
 from autopar_opt.ir.graph import Layer, LayerGraph, LayerKind
 from autopar_opt.ir.hardware import Cluster
 from autopar_opt.ir.plan import Plan
@@ -62,6 +63,10 @@ class PlanView:
     max_tp: int                    # gcd-like bound: tp must divide every layer's max_tp
     num_experts: int
     problems: list[str] = field(default_factory=list)
+    etp: int = 1                   # expert tensor-parallel degree (the MoE layers')
+    dtype: str = "bf16"
+    arch: ModelArch | None = None
+    tied_pipeline: bool = False    # an output layer tied to the embedding, pp > 1
 
     @property
     def blocks_per_stage(self) -> list[int]:
@@ -110,6 +115,11 @@ def plan_view(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Trainin
     sp = pick("sequence parallelism", lambda l, s: s.tp > 1 and l.supports_sp, lambda s: s.sp, False)
     zero = pick("ZeRO level", lambda l, s: l.params > 0 and s.dp * s.cp > 1, lambda s: s.zero, 0)
     ep = pick("ep", lambda l, s: l.is_moe, lambda s: s.ep, 1)
+    etp = pick("etp (expert tensor parallelism)", lambda l, s: l.is_moe, lambda s: s.expert_tp, tp)
+    odd = [n for n, l, s in rows if l.kind not in BLOCK_KINDS and s.recompute is not Recompute.none]
+    if odd:
+        problems.append(f"recomputation of {_ranges(odd)}: the frameworks recompute transformer "
+                        "layers only")
     # recomputation may vary per block (Megatron's block method); each target judges it
     rc = _uniform("recomputation", [(n, s.recompute) for n, l, s in rows
                                     if l.kind in BLOCK_KINDS], [], Recompute.none)
@@ -130,7 +140,8 @@ def plan_view(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Trainin
         max_tp=min((layer.max_tp for layer in graph.layers if layer.kind in BLOCK_KINDS),
                    default=1),
         num_experts=max((layer.num_experts for layer in graph.layers), default=0),
-        problems=problems)
+        problems=problems, etp=etp, dtype=training.dtype, arch=graph.arch,
+        tied_pipeline=plan.pp > 1 and any(layer.tied_to for layer in graph.layers))
 
 
 def common_rules(view: PlanView, target: str, chain: bool) -> list[str]:
@@ -148,6 +159,9 @@ def common_rules(view: PlanView, target: str, chain: bool) -> list[str]:
                    f"world size {view.world}")
     if view.ep > 1 and view.num_experts % view.ep:
         out.append(f"ep={view.ep} must divide the {view.num_experts} experts")
+    if view.has_moe and (view.dp * view.tp * view.cp) % (view.etp * view.ep):
+        out.append(f"etp*ep = {view.etp * view.ep} must divide tp*cp*dp = "
+                   f"{view.dp * view.tp * view.cp} (the experts fold into a stage's ranks)")
     if not view.micro_batch_size:
         out.append("the micro-batch does not split evenly over the data-parallel replicas")
     return out

@@ -26,6 +26,7 @@ from typing import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:         # networkx is imported on first use of LayerGraph.nx
+    from autopar_opt.ir.arch import ModelArch
     import networkx as nx
 
 
@@ -291,6 +292,9 @@ class LayerGraph:
     source: str = ""
     causal: bool | None = field(default=None, compare=False)
     fixed_tokens: str = field(default="", compare=False)
+    #: the architecture as launchers spell it (:class:`~autopar_opt.ir.arch.ModelArch`);
+    #: None for models built from a layer list; read by exports only
+    arch: "ModelArch | None" = field(default=None, compare=False)
     _graph: "nx.DiGraph | None" = field(init=False, repr=False, default=None, compare=False)
 
     def __post_init__(self) -> None:

@@ -267,7 +267,11 @@ def validate_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Tra
                 raise PlanError(f"layer {name}: dp*tp*cp = {s.devices} must equal the {d} devices of its stage")
             if b % s.dp:
                 raise PlanError(f"layer {name}: dp={s.dp} must divide the {b} samples per micro-batch")
-            if not ep_degree_ok(layers[name], s.dp, s.cp, s.ep):
+            if not ep_degree_ok(layers[name], s.dp, s.cp, s.ep, s.tp, s.etp):
+                if s.etp:
+                    raise PlanError(f"layer {name}: etp={s.etp} x ep={s.ep} needs an MoE layer whose "
+                                    f"experts ep divides and whose tp*cp*dp = {s.devices} "
+                                    "etp*ep divides")
                 raise PlanError(f"layer {name}: ep={s.ep} needs an MoE layer whose experts and "
                                 f"dp*cp = {s.dp * s.cp} it divides")
         if len(st.strategies) != len(st.layers):

@@ -6,16 +6,18 @@ Rajbhandari et al. 2020) and an activation-recomputation mode (Korthikanti et
 al. 2022). Ranks inside a stage are ordered tp-innermost, then cp, then dp
 (Megatron-LM's default order), so a tp group is ``tp`` consecutive ranks.
 
-Mixture-of-Experts layers add an expert-parallel degree ``ep``: the routed
-experts are split over ``ep`` ranks carved out of the ``dp × cp`` ranks,
-with the experts' tensor-parallel degree equal to ``tp`` (Megatron-Core
-``initialize_model_parallel``: ``expert_tensor_parallel_size ×
-expert_model_parallel_size × expert_data_parallel_size = tp × cp × dp`` of
-the attention layers, "MoE parallel folding", Liu et al. 2025, arXiv
-2504.14960; ETP defaults to TP). Expert ranks are ordered etp-innermost, then
-ep, so an ep group is ``ep`` ranks spaced ``tp`` apart. ``ep`` must divide
-the number of experts (``--num-experts`` divisible by
-``--expert-model-parallel-size``).
+Mixture-of-Experts layers add an expert-parallel degree ``ep`` and an
+expert tensor-parallel degree ``etp`` (``Strategy.expert_tp``; ``etp = 0``
+stores "equal to tp", Megatron-Core's default): the routed experts are laid
+over the stage's ``tp × cp × dp`` ranks as ``etp × ep × edp`` (Megatron-Core
+``parallel_state.initialize_model_parallel``: the expert rank generator takes
+``tp=expert_tensor_parallel_size, ep=expert_model_parallel_size,
+dp=world/(etp·ep·pp)``, order tp-ep-dp-pp; "MoE parallel folding", Liu et
+al. 2025, arXiv 2504.14960). Expert ranks are ordered etp-innermost, then ep,
+so an ep group is ``ep`` ranks spaced ``etp`` apart: with ``etp < tp`` it
+spans tensor-parallel ranks as well as data/context-parallel ones.
+``etp·ep`` must divide the stage's devices and ``ep`` the number of experts
+(``--num-experts`` divisible by ``--expert-model-parallel-size``).
 """
 
 from __future__ import annotations
@@ -62,15 +64,27 @@ class Strategy:
     zero: int = 0
     recompute: Recompute = Recompute.none
     ep: int = 1
+    #: expert tensor-parallel degree; 0 = equal to ``tp`` (stored as 0 whenever it is)
+    etp: int = 0
+
+    def __post_init__(self) -> None:
+        if self.etp == self.tp:
+            object.__setattr__(self, "etp", 0)
 
     @property
     def devices(self) -> int:
         return self.dp * self.tp * self.cp
 
     @property
+    def expert_tp(self) -> int:
+        """Tensor-parallel degree of the routed experts (``etp``, or ``tp``)."""
+        return self.etp or self.tp
+
+    @property
     def edp(self) -> int:
-        """Expert data-parallel degree: replicas of each expert, ``dp·cp/ep``."""
-        return self.dp * self.cp // self.ep
+        """Expert data-parallel degree: replicas of each expert,
+        ``tp·cp·dp / (etp·ep)`` (``dp·cp/ep`` when ``etp = tp``)."""
+        return self.dp * self.cp * self.tp // (self.expert_tp * self.ep)
 
     def zero_divisors(self, group: int) -> tuple[int, int, int]:
         """What ZeRO divides (weights, gradients, optimizer state) by over ``group``
@@ -88,6 +102,8 @@ class Strategy:
         text = self.layout.label()
         if self.ep > 1:
             text += f"·ep{self.ep}"
+        if self.etp:
+            text += f"·etp{self.etp}"
         if self.zero:
             text += f"·z{self.zero}"
         if self.recompute is not Recompute.none:
@@ -95,11 +111,14 @@ class Strategy:
         return text
 
     def to_dict(self) -> dict:
-        """JSON form; ``ep`` appears only when > 1 (dense plans keep their old form)."""
+        """JSON form; ``ep`` appears only when > 1 and ``etp`` only when it differs
+        from ``tp`` (dense plans keep their old form)."""
         data = {"dp": self.dp, "tp": self.tp, "cp": self.cp, "sp": self.sp,
                 "zero": self.zero, "recompute": self.recompute.value}
         if self.ep > 1:
             data["ep"] = self.ep
+        if self.etp:
+            data["etp"] = self.etp
         return data
 
     @classmethod
@@ -107,7 +126,7 @@ class Strategy:
         return cls(dp=int(data["dp"]), tp=int(data["tp"]), cp=int(data.get("cp", 1)),
                    sp=bool(data.get("sp", False)), zero=int(data.get("zero", 0)),
                    recompute=Recompute(data.get("recompute", "none")),
-                   ep=int(data.get("ep", 1)))
+                   ep=int(data.get("ep", 1)), etp=int(data.get("etp", 0)))
 
 
 def layout_ids(strats: list[Strategy]) -> list[int]:
@@ -154,13 +173,15 @@ def cp_degrees_for(seq_len: int) -> list[int]:
     return divisors(seq_len // 2) if seq_len % 2 == 0 else [1]
 
 
-def ep_degree_ok(layer: Layer, dp: int, cp: int, ep: int) -> bool:
-    """Megatron-Core's rules for an expert-parallel degree: ``ep`` divides
-    ``dp·cp`` (experts fold into the data/context-parallel ranks, ETP = TP)
-    and the number of routed experts; dense layers only take ``ep = 1``."""
-    if ep == 1:
+def ep_degree_ok(layer: Layer, dp: int, cp: int, ep: int, tp: int = 1, etp: int = 0) -> bool:
+    """Megatron-Core's rules for an expert-parallel degree: ``etp·ep`` divides
+    the ``tp·cp·dp`` ranks (``etp = 0``: equal to ``tp``, then ``ep`` divides
+    ``dp·cp``), ``etp`` divides ``tp·cp·dp``, and ``ep`` divides the number of
+    routed experts; dense layers only take ``ep = 1`` and ``etp = tp``."""
+    etp = etp or tp
+    if ep == 1 and etp == tp:
         return True
-    return layer.is_moe and (dp * cp) % ep == 0 and layer.num_experts % ep == 0
+    return layer.is_moe and (tp * cp * dp) % (etp * ep) == 0 and layer.num_experts % ep == 0
 
 
 def enumerate_strategies(layer: Layer, devices: int, microbatch_samples: int,
@@ -198,20 +219,33 @@ def enumerate_strategies(layer: Layer, devices: int, microbatch_samples: int,
             dp = devices // (tp * cp)
             if microbatch_samples % dp:
                 continue
-            for ep in _ep_options(layer, dp, cp, space):
+            for ep, etp in _ep_options(layer, dp, cp, tp, space):
                 for sp in _sp_options(layer, tp, space):
                     for zero in _zero_options(layer, dp, space):
                         for rc in _recompute_options(layer, space, autocast and zero >= 3):
-                            out.append(Strategy(dp, tp, cp, sp, zero, rc, ep))
+                            out.append(Strategy(dp, tp, cp, sp, zero, rc, ep, etp))
     return out
 
 
-def _ep_options(layer: Layer, dp: int, cp: int, space: SearchSpace) -> list[int]:
+def _ep_options(layer: Layer, dp: int, cp: int, tp: int, space: SearchSpace) -> list[tuple[int, int]]:
+    """(ep, etp) pairs of a layer: ``(1, tp)`` for dense layers; for MoE layers
+    every ``etp`` of ``space.etp_degrees`` (None: ``tp`` and 1, the two forms
+    the frameworks use: ETP = TP, Megatron-Core's default, and experts without
+    tensor parallelism, as the published MoE recipes run them) and every ``ep``
+    of ``space.ep_degrees`` with :func:`ep_degree_ok` (a 0 in ``etp_degrees``
+    stands for ``tp``)."""
     if not layer.is_moe:
-        return [1]
+        return [(1, tp)]
     allowed = space.ep_degrees     # a stated list is binding: it may leave no option
-    return [ep for ep in divisors(dp * cp)
-            if (allowed is None or ep in allowed) and ep_degree_ok(layer, dp, cp, ep)]
+    etps = space.etp_degrees if space.etp_degrees is not None else (0, 1)
+    out = []
+    for etp in sorted({e or tp for e in etps}):      # 0 in etp_degrees: equal to tp
+        if (tp * cp * dp) % etp:
+            continue
+        for ep in divisors(tp * cp * dp // etp):
+            if (allowed is None or ep in allowed) and ep_degree_ok(layer, dp, cp, ep, tp, etp):
+                out.append((ep, etp))
+    return out
 
 
 def _sp_options(layer: Layer, tp: int, space: SearchSpace) -> list[bool]:

@@ -7,6 +7,7 @@ from enum import Enum
 
 from autopar_opt.ir.graph import Layer, LayerKind
 from autopar_opt.ir.runtime import RUNTIMES, Runtime
+from autopar_opt.ir.target import Target
 
 
 class Schedule(str, Enum):
@@ -151,6 +152,17 @@ class SearchSpace:
     #: "congruent": every stage N/pp devices; "free": each stage its own count
     #: (whole nodes or a divisor of a node's GPUs, summing to at most the cluster)
     stage_devices: str = "congruent"
+    #: expert tensor-parallel degrees of MoE layers (None: ``tp`` and 1; a 0 stands
+    #: for ``tp``; :func:`autopar_opt.ir.strategies.enumerate_strategies`)
+    etp_degrees: tuple[int, ...] | None = None
+    #: the framework that will run the plan (:mod:`autopar_opt.ir.target`); None or
+    #: ``Target("none")``: the free per-layer space
+    target: "Target | None" = None
+
+    @property
+    def runs_on(self) -> "Target | None":
+        """The target whose rules restrict the space (None: the free space)."""
+        return None if self.target is None or self.target.free else self.target
 
 
 def autocast_casts_weights(layer: Layer) -> bool:

@@ -69,4 +69,23 @@ def analytic_lower_bound(tables: CostTables) -> ConfigBound:
     total = sum(float(np.min(a)) for a in tables.time)
     sync = max(float(np.min(g)) for g in tables.sync)
     value = total * (1 + (c - 1) / pp) + sync + tables.params.iteration_overhead_s
+    if tables.uniform_keys is not None:
+        return _keyed(tables, value, least)
     return ConfigBound(value, "", least)
+
+
+def _keyed(tables: CostTables, free_value: float, least: float) -> ConfigBound:
+    """Under a target: the least bound over its key families
+    (:func:`autopar_opt.solvers.dp.uniform.key_bound`, the same rule per family);
+    ``+inf`` when no family has a plan that fits."""
+    from autopar_opt.solvers.dp.uniform import key_bound, key_families
+
+    families = key_families(tables)
+    value = min((key_bound(tables, f.allowed) for f in families), default=math.inf)
+    if math.isinf(value):
+        who = tables.space.runs_on.framework if tables.space and tables.space.runs_on else "the target"
+        why = ("no setting " + who + " accepts gives every layer a strategy" if not families else
+               f"no plan {who} can run fits: every uniform tp/cp/sp/ZeRO/ep/etp/recompute setting "
+               "has a layer that fits alone in no strategy, or needs more memory than the stages hold")
+        return ConfigBound(math.inf, why, least)
+    return ConfigBound(max(value, free_value), "", least)

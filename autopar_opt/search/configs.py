@@ -69,12 +69,20 @@ def outer_configs(graph: LayerGraph, cluster: Cluster, training: Training,
     """Every outer configuration the spec allows, in a stable order.
 
     A pipeline with one stage has no bubble, so only one schedule is kept for
-    ``pp == 1`` (1F1B when allowed): the others are the same plan.
+    ``pp == 1`` (1F1B when allowed): the others are the same plan. Under a
+    target (``space.runs_on``) stages are congruent and pipeline degrees the
+    framework refuses for this model are not in the space
+    (:meth:`~autopar_opt.ir.target.Target.config_problem`).
     """
     configs = []
     schedules = [Schedule(s) for s in space.schedules]
-    free = space.stage_devices == "free"
+    target = space.runs_on
+    # the frameworks give every pipeline stage the same devices (ir/target.py)
+    free = space.stage_devices == "free" and target is None
+    tied = any(layer.tied_to for layer in graph.layers)
     for pp in pipeline_degrees(graph, cluster, space):
+        if target is not None and target.config_problem(pp, tied):
+            continue
         n = cluster.num_devices
         shapes: list[tuple[int, ...] | None] = []
         if pipeline_rule_broken(pp, n, cluster.gpus_per_node) is None:

@@ -51,6 +51,9 @@ DP_AUTO_FRACTION, DP_AUTO_MAX_S = 0.6, 60.0
 #: ``auto`` on a chain of identical blocks: the first time slice of the DP / block
 #: MILP race (:meth:`InnerSolver._race`), doubled every round (s).
 RACE_FIRST_S = 0.25
+#: The same under a target's uniformity rule (solvers/dp/uniform.py): there the DP's
+#: key families are small label searches and the DP is the main method.
+DP_TARGET_FRACTION, DP_TARGET_MAX_S = 0.75, 45.0
 #: MIP budget after the DP has proven optimality: max(CHECK_FACTOR × DP time, CHECK_MIN_S).
 CHECK_FACTOR, CHECK_MIN_S = 2.0, 1.0
 
@@ -213,6 +216,8 @@ class InnerSolver:
         if not (self._matrix_input and getattr(self.options, "blocks", True)
                 and self.options.export_dir is None):
             return False
+        if tables.uniform_keys is not None or tables.fixed_stage is not None:
+            return False        # a target's rules are rows of the per-layer matrix only
         from autopar_opt.formulations.block_solve import block_applicable
         return block_applicable(tables)
 
@@ -355,10 +360,18 @@ class InnerSolver:
         from autopar_opt.solvers.dp import solve_dp
         from autopar_opt.search.baselines import best_uniform_assignment
 
-        share, cap = ((DP_AUTO_FRACTION, DP_AUTO_MAX_S) if self.auto and tables.graph.is_chain()
-                      else (DP_WARM_FRACTION, DP_WARM_MAX_S))
-        dp = solve_dp(tables, min(share * remaining_s, cap))
+        keyed = tables.uniform_keys is not None or tables.fixed_stage is not None
+        if keyed:
+            share, cap = DP_TARGET_FRACTION, DP_TARGET_MAX_S
+        elif self.auto and tables.graph.is_chain():
+            share, cap = DP_AUTO_FRACTION, DP_AUTO_MAX_S
+        else:
+            share, cap = DP_WARM_FRACTION, DP_WARM_MAX_S
+        dp = solve_dp(tables, min(share * remaining_s, cap),
+                      rel_gap=self.options.rel_gap if keyed else 0.0)
         uniform = best_uniform_assignment(tables)
+        if uniform is not None and not tables.runnable(uniform[0]):
+            uniform = None          # outside the target's rules: not a start for its space
         if dp.has_solution and (uniform is None or dp.primal <= uniform[1]):
             return dp.solution, dp.primal, dp   # the DP's primal is the same tables objective
         if uniform is None:

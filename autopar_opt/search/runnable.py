@@ -1,218 +1,119 @@
-"""``solve --runnable-by FRAMEWORK``: search only plans that framework can run.
+"""Runnable plans: the target's space and the price of runnability (issue 29).
 
-Megatron-LM, torchtitan and DeepSpeed take one tp/cp/ep/sp/ZeRO/recompute
-setting for the whole model (:mod:`autopar_opt.export`). The runnable space is
-therefore the union, over every *uniform choice* the framework accepts, of
-the spec's space restricted to that choice (one strategy per layer: the
-solver still chooses ``pp``, the micro-batches and, for Megatron-LM and
-torchtitan, the stage split, which both can express for any contiguous
-split). DeepSpeed's ``partition_method="uniform"`` fixes the split too, so
-its space is finite and small: every plan is evaluated (an exhaustive
-search, exact by construction). Every sub-search's records form one
-certificate, so the proven bound and gap hold for runnable plans only.
+The space a framework can run is not searched here by enumerating its uniform
+settings: a target (:class:`~autopar_opt.ir.target.Target`) restricts the
+one formulation (strategies it cannot run are not enumerated; its uniformity
+rule is rows of the MILP/MIQP, ``formulations/families.py::uniform_choice``,
+and a label rule of the DP, ``solvers/dp/uniform.py``), so
+:func:`~autopar_opt.search.engine.run_search` on a target's space is the
+runnable search, with the engine's time shares, second pass and certificate.
+
+This module names the frameworks of ``solve --runnable-by``, builds the
+target's space, and prices runnability: the certified runnable optimum
+against the certified bound of the free per-layer space (``target: none``),
+``price = runnable / free - 1`` as an interval from the two certificates.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from dataclasses import dataclass, replace
 
-from autopar_opt.core.bounds import Status
+from autopar_opt.core.bounds import SearchStatus
 from autopar_opt.cost.params import CostParams
-from autopar_opt.cost.evaluate import evaluate
-from autopar_opt.export import rules_for
-from autopar_opt.export.deepspeed import uniform_partition
-from autopar_opt.export.view import plan_view
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
-from autopar_opt.core.interrupts import SearchInterrupted
-from autopar_opt.ir.plan import uniform_plan
-from autopar_opt.search.certificate import Certificate, ConfigRecord
-from autopar_opt.search.configs import outer_configs
+from autopar_opt.ir.target import Target
+from autopar_opt.ir.training import SearchSpace, Training
+from autopar_opt.search.certificate import json_float
 from autopar_opt.search.engine import SearchOptions, SearchResult, run_search
-from autopar_opt.ir.strategies import Strategy, divisors
-from autopar_opt.ir.training import Recompute, Schedule, SearchSpace, Training
 
+#: The frameworks ``solve --runnable-by`` names.
 FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
 
-
-@dataclass(frozen=True)
-class UniformChoice:
-    """One whole-model setting: the same tp, cp, sp, ZeRO, recompute and ep everywhere."""
-
-    tp: int
-    cp: int
-    sp: bool
-    zero: int
-    recompute: Recompute
-    ep: int
-
-    def label(self) -> str:
-        return (f"tp{self.tp} cp{self.cp}{' sp' if self.sp else ''} z{self.zero} "
-                f"rc-{self.recompute.value} ep{self.ep}")
-
-    def restrict(self, space: SearchSpace) -> SearchSpace:
-        """``space`` with every intra-layer dimension pinned to this choice."""
-        return replace(space, tp_degrees=(self.tp,), cp_degrees=(self.cp,),
-                       sequence_parallel=(self.sp,), zero_levels=(self.zero,),
-                       recompute=(self.recompute,), ep_degrees=(self.ep,))
+#: Share of the search time the target's own search may take before the free
+#: search for the price of runnability starts (it hands back what it does not use).
+TARGET_SHARE = 0.7
 
 
-def _framework_ok(framework: str, c: UniformChoice, has_moe: bool, seq_len: int | None) -> bool:
-    """Choices a framework refuses whatever the pipeline (the rules of autopar_opt.export)."""
-    if framework == "megatron":
-        cp_ok = c.cp == 1 or not seq_len or seq_len % (2 * c.cp) == 0
-        return not (has_moe and c.tp > 1 and not c.sp) and cp_ok
-    if framework == "torchtitan":
-        ep_ok = c.ep == 1 or c.zero >= 2 or c.cp % c.ep == 0   # ep | dp_shard*cp
-        return c.zero != 1 and (c.tp == 1 or c.sp) and c.recompute is not Recompute.selective \
-            and ep_ok
-    return c.cp == 1 and not c.sp and c.recompute is not Recompute.selective
-
-
-def uniform_choices(framework: str, graph: LayerGraph, space: SearchSpace,
-                    seq_len: int | None = None) -> list[UniformChoice]:
-    """Every uniform choice of ``space`` that ``framework`` accepts."""
-    has_moe = any(layer.is_moe for layer in graph.layers)
-    tps = space.tp_degrees or divisors(1024)
-    eps = (space.ep_degrees or divisors(max((l.num_experts for l in graph.layers), default=1))) \
-        if has_moe else (1,)
-    out = []
-    for tp, cp, sp, zero, rc, ep in itertools.product(
-            tps, space.cp_degrees, sorted(set(space.sequence_parallel)),
-            sorted(set(space.zero_levels)), space.recompute, eps):
-        c = UniformChoice(tp, cp, bool(sp and tp > 1), zero, Recompute(rc), ep)
-        if (sp and tp == 1) or not _framework_ok(framework, c, has_moe, seq_len):
-            continue
-        out.append(c)
-    return list(dict.fromkeys(out))
-
-
-def _valid_for(choice: UniformChoice, d: int, b: int, graph: LayerGraph) -> bool:
-    """Whether the choice is a strategy of every layer with ``d`` devices per stage."""
-    if d % (choice.tp * choice.cp):
-        return False
-    dp = d // (choice.tp * choice.cp)
-    if b % dp:
-        return False
-    for layer in graph.layers:
-        if layer.max_tp % choice.tp and not layer.measured:
-            return False
-        if layer.is_moe and ((dp * choice.cp) % choice.ep or layer.num_experts % choice.ep):
-            return False
-    return choice.ep == 1 or any(layer.is_moe for layer in graph.layers)
-
-
-def run_runnable_search(framework: str, graph: LayerGraph, cluster: Cluster, training: Training,
-                        space: SearchSpace, params: CostParams, options: SearchOptions,
-                        progress=None) -> SearchResult:
-    """The certified best plan among those ``framework`` can run (see module docstring)."""
+def runnable_space(space: SearchSpace, framework: str, version: str = "",
+                   source: str = "--runnable-by") -> SearchSpace:
+    """``space`` restricted to what ``framework`` can run (``none``: the free space;
+    ``torchtitan-0.2``: torchtitan's previous version)."""
+    if framework == "none":
+        return replace(space, target=Target("none", "", source))
+    if framework == "torchtitan-0.2":
+        framework, version = "torchtitan", "0.2"
     if framework not in FRAMEWORKS:
         raise ValueError(f"unknown framework {framework!r}; use one of {', '.join(FRAMEWORKS)}")
-    start = time.perf_counter()
-    if framework == "megatron":
-        space = replace(space, schedules=tuple(s for s in space.schedules
-                                               if s is not Schedule.gpipe) or space.schedules)
-    choices = uniform_choices(framework, graph, space, training.seq_len)
-    if framework == "deepspeed":
-        return _exhaustive(choices, graph, cluster, training, space, params, options, start)
-    records, best, last, tables, stopped = [], None, None, [], None
-    for k, choice in enumerate(choices):
-        remaining = options.time_limit_s - (time.perf_counter() - start)
-        # no time left, or a stop signal: the sub-search only records its configurations,
-        # unsolved and without a bound (a floor here let every choice build tables, issue 15)
-        share = 0.0 if stopped is not None else max(remaining / (len(choices) - k), 0.0)
-        result = run_search(graph, cluster, training, choice.restrict(space), params,
-                            replace(options, time_limit_s=share))
-        stopped = stopped or result.interrupted_by
-        last = result
-        tables += result.tables
-        for r in result.certificate.configurations:
-            r.message = "; ".join(m for m in (f"[{framework}: {choice.label()}]", r.message) if m)
-        records += result.certificate.configurations
-        if result.plan is not None and rules_for(framework, plan_view(
-                result.plan, graph, cluster, training), graph.is_chain()):
-            raise AssertionError(f"runnable search produced a plan {framework} refuses")
-        if result.metrics is not None and (best is None or result.metrics.iteration_time_s
-                                           < best.metrics.iteration_time_s):
-            best = result
-    base = best or last
-    if base is None:
-        raise ValueError(f"no uniform choice of the search space can run on {framework}")
-    return replace(base, certificate=Certificate(records), tables=tables, interrupted_by=stopped,
-                   wall_time_s=time.perf_counter() - start,
-                   infeasible_reasons=sorted({r.message for r in records
-                                              if r.status == "infeasible" and r.message}))
+    version = version or ("0.3" if framework == "torchtitan" else "")
+    return replace(space, target=Target(framework, version, source))
 
 
-def _exhaustive(choices, graph, cluster, training, space, params, options, start) -> SearchResult:
-    """DeepSpeed: price every (pp, c, choice) plan with the uniform partition, one
-    configuration at a time while ``options.time_limit_s`` lasts (issue 15: the time
-    limit covers the whole command); a configuration the limit leaves out is
-    recorded unsolved, without a bound; so is every configuration after a stop
-    signal (:class:`~autopar_opt.core.interrupts.SearchInterrupted` or ``options.should_stop``),
-    and the result keeps the best plan priced before it."""
-    records, best, stopped = [], None, None
-    configs = [cfg for cfg in outer_configs(graph, cluster, training, space)
-               if cfg.schedule is Schedule.one_f_one_b and cfg.stage_devices is None]
-    names = [layer.name for layer in graph.layers]
-    for cfg in configs:
-        if stopped is None and options.should_stop is not None and options.should_stop():
-            stopped = (options.stop_signal() if options.stop_signal else None) or 2
-        if stopped is not None or time.perf_counter() - start >= options.time_limit_s:
-            why = (f"interrupted (signal {stopped})" if stopped is not None
-                   else "time limit reached")
-            records.append(ConfigRecord(cfg, Status.not_solved, None, -math.inf, 0.0,
-                                        message=f"[deepspeed] {why} before this configuration; "
-                                                "no bound"))
-            continue
-        try:
-            priced = _price_config(cfg, choices, names, graph, cluster, training, params)
-        except SearchInterrupted as exc:
-            stopped = exc.signum
-            records.append(ConfigRecord(cfg, Status.not_solved, None, -math.inf, 0.0,
-                                        message=f"[deepspeed] interrupted (signal {stopped}) "
-                                                "before this configuration finished; no bound"))
-            continue
-        records.append(priced[0])
-        if priced[1] and (best is None or priced[1][1].iteration_time_s < best[1].iteration_time_s):
-            best = (priced[1][0], priced[1][1], cfg)
-    return SearchResult(plan=best[0] if best else None, metrics=best[1] if best else None,
-                        certificate=Certificate(records), best_config=best[2] if best else None,
-                        solver_name="enumeration", solver_version="", form="exhaustive",
-                        wall_time_s=time.perf_counter() - start, interrupted_by=stopped)
+@dataclass
+class Runnability:
+    """The runnable optimum against the free space's certified bound."""
+
+    target: Target
+    runnable_primal: float | None
+    runnable_lower: float
+    free_primal: float | None
+    free_lower: float
+    free_status: str
+    free_time_s: float
+    note: str = ""
+
+    @property
+    def price(self) -> tuple[float, float]:
+        """``(low, high)`` of ``runnable optimum / free optimum - 1``: the runnable
+        bound against the free plan, and the runnable plan against the free bound
+        (``nan`` where a side is unknown)."""
+        lo = _ratio(self.runnable_lower, self.free_primal)
+        hi = _ratio(self.runnable_primal, self.free_lower)
+        return (max(lo, 0.0) if not math.isnan(lo) else lo, hi)
+
+    def to_dict(self) -> dict:
+        lo, hi = self.price
+        return {"target": self.target.to_dict(),
+                "runnable_primal": json_float(self.runnable_primal),
+                "runnable_lower_bound": json_float(self.runnable_lower),
+                "free_primal": json_float(self.free_primal),
+                "free_lower_bound": json_float(self.free_lower),
+                "free_status": self.free_status, "free_time_s": round(self.free_time_s, 3),
+                "price_low": json_float(lo), "price_high": json_float(hi), "note": self.note}
 
 
-def _price_config(cfg, choices, names, graph, cluster, training, params):
-    """One configuration of :func:`_exhaustive`: its record and its best ``(plan, metrics)``
-    (None when no uniform plan fits)."""
-    d = cluster.num_devices // cfg.pp
-    b = training.global_batch_size // cfg.microbatches
-    t0, value, plan_best = time.perf_counter(), math.inf, None
-    for choice in choices:
-        if not _valid_for(choice, d, b, graph) or (cfg.pp > 1 and choice.zero >= 2):
-            continue
-        plan = _deepspeed_plan(names, graph, cfg, choice, d)
-        m = evaluate(plan, graph, cluster, training, params)
-        if m.feasible and m.iteration_time_s < value:
-            value, plan_best = m.iteration_time_s, (plan, m)
-    status = "optimal" if plan_best else "infeasible"
-    return ConfigRecord(cfg, status, value if plan_best else None, value,
-                        time.perf_counter() - t0, exhaustive=True,
-                        message="[deepspeed] every uniform plan evaluated "
-                                "(partition_method='uniform')"), plan_best
+def _ratio(a: float | None, b: float | None) -> float:
+    if a is None or b is None or not math.isfinite(a) or not math.isfinite(b) or b <= 0:
+        return math.nan
+    return a / b - 1.0
 
 
-def _deepspeed_plan(names, graph, cfg, choice: UniformChoice, d: int):
-    dp = d // (choice.tp * choice.cp)
-    base = Strategy(dp, choice.tp, choice.cp, choice.sp, choice.zero if dp > 1 else 0)
-    plan = uniform_plan(names, cfg.pp, base, cfg.microbatches, Schedule.one_f_one_b,
-                        stage_sizes=uniform_partition(len(names), cfg.pp))
-    layers = {layer.name: layer for layer in graph.layers}
-    for st in plan.stages:
-        st.strategies = [replace(s, recompute=choice.recompute if layers[n].kind.value.endswith(
-            "block") else Recompute.none, ep=choice.ep if layers[n].is_moe else 1)
-                         for n, s in zip(st.layers, st.strategies)]
-    return plan
+def price_of_runnability(result: SearchResult, graph: LayerGraph, cluster: Cluster,
+                         training: Training, space: SearchSpace, params: CostParams,
+                         options: SearchOptions, time_left_s: float) -> Runnability | None:
+    """Search the free per-layer space (``target: none``) in ``time_left_s`` seconds
+    and set its certificate beside the runnable one; None without a target."""
+    target = space.runs_on
+    if target is None:
+        return None
+    cert = result.certificate
+    base = Runnability(target, cert.primal, cert.lower_bound, None, -math.inf, "not_solved", 0.0)
+    if time_left_s <= 0.05:
+        base.note = "no time was left for the free space's search; a longer --time-limit prices it"
+        return base
+    began = time.perf_counter()
+    free = run_search(graph, cluster, training, replace(space, target=None), params,
+                      replace(options, time_limit_s=time_left_s))
+    fc = free.certificate
+    status = free.status(options.rel_gap)
+    base.free_primal, base.free_lower = fc.primal, fc.lower_bound
+    base.free_status = status.value if isinstance(status, SearchStatus) else str(status)
+    base.free_time_s = time.perf_counter() - began
+    if free.interrupted_by is not None:
+        base.note = "the free space's search was interrupted"
+    return base
+
+
+__all__ = ["FRAMEWORKS", "TARGET_SHARE", "Runnability", "price_of_runnability", "runnable_space"]

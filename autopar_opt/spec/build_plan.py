@@ -28,12 +28,14 @@ from autopar_opt.spec.cp_rule import cp_refusal
 from autopar_opt.core.errors import ProblemList, did_you_mean
 from autopar_opt.spec.schema import (ExplicitPlanSpec, MegatronArgsPlanSpec, MegatronPlanSpec,
                                      StrategySpec)
+from autopar_opt.ir.target import BLOCK_KINDS
 from autopar_opt.ir.strategies import Strategy, divisors, ep_degree_ok, tp_degree_ok
-from autopar_opt.ir.training import Schedule, Training
+from autopar_opt.ir.training import Recompute, Schedule, Training
 
 
 def _strategy(spec: StrategySpec) -> Strategy:
-    return Strategy(spec.dp, spec.tp, spec.cp, spec.sp, spec.zero, spec.recompute, spec.ep)
+    return Strategy(spec.dp, spec.tp, spec.cp, spec.sp, spec.zero, spec.recompute, spec.ep,
+                    spec.etp or 0)
 
 
 def _check_pp(pp: int, n: int, cluster: Cluster, graph: LayerGraph, key: str,
@@ -228,7 +230,7 @@ def _megatron(spec: MegatronPlanSpec, graph: LayerGraph, cluster: Cluster, train
     c = _microbatches(spec, dp, training.global_batch_size, out) if dp is not None else None
     if not ok or c is None:
         return None
-    if not _check_ep(graph, dp, spec.cp, spec.ep, "plan.ep", out):
+    if not _check_ep(graph, dp, spec.cp, spec.ep, "plan.ep", out, spec.tp, spec.etp or 0):
         return None
     sizes = list(spec.stage_layers) if spec.stage_layers else None
     if sizes is None and spec.vp_chunks > 1:        # interleaved: Megatron's own split
@@ -240,29 +242,49 @@ def _megatron(spec: MegatronPlanSpec, graph: LayerGraph, cluster: Cluster, train
     names = [layer.name for layer in graph.layers]
     plan = uniform_plan(names, spec.pp, strategy, c, spec.schedule, spec.vp_chunks, sizes)
     moe = {layer.name for layer in graph.layers if layer.is_moe}
+    # Megatron recomputes transformer layers only (--recompute-granularity acts on the
+    # TransformerBlock): the embedding and the head keep their activations
+    blocks = {layer.name for layer in graph.layers if layer.kind in BLOCK_KINDS} \
+        if any(layer.kind in BLOCK_KINDS for layer in graph.layers) else None
     for st in plan.stages:
-        st.strategies = [replace(s, ep=spec.ep) if name in moe else s
+        st.strategies = [replace(s, ep=spec.ep, etp=spec.etp or 0) if name in moe else s
                          for name, s in zip(st.layers, st.strategies)]
+        if blocks is not None:
+            st.strategies = [s if name in blocks else replace(s, recompute=Recompute.none)
+                             for name, s in zip(st.layers, st.strategies)]
     split = vp_split(graph, spec.pp, spec.vp_chunks)
     fix = f"set stage_layers: {split}" if split else \
         "give stage_layers so that every stage holds a multiple of vp_chunks of them"
     return plan if _check_vp(plan, graph, "plan.vp_chunks", fix, out) else None
 
 
-def _check_ep(graph: LayerGraph, dp: int, cp: int, ep: int, key: str, out: ProblemList) -> bool:
-    """Megatron-Core's expert-parallel rules for the MoE layers of ``graph``."""
-    if ep == 1:
+def _check_ep(graph: LayerGraph, dp: int, cp: int, ep: int, key: str, out: ProblemList,
+              tp: int = 1, etp: int = 0) -> bool:
+    """Megatron-Core's expert-parallel rules for the MoE layers of ``graph``:
+    ``etp·ep`` divides ``tp·cp·dp`` (``etp`` 0: equal to ``tp``, then ``ep``
+    divides ``dp·cp``) and ``ep`` the experts."""
+    if ep == 1 and etp in (0, tp):
         return True
     moe = [layer for layer in graph.layers if layer.is_moe]
     if not moe:
         out.add(key, ep, "expert parallelism needs MoE layers; the model has none",
-                "set ep: 1")
+                "set ep: 1 (and no etp)")
         return False
-    bad = [layer for layer in moe if not ep_degree_ok(layer, dp, cp, ep)]
+    bad = [layer for layer in moe if not ep_degree_ok(layer, dp, cp, ep, tp, etp)]
     if bad:
-        out.add(key, ep, f"must divide dp*cp = {dp * cp} and the {bad[0].num_experts} experts "
-                f"of {bad[0].name} (Megatron-Core: experts fold into the dp*cp ranks)",
-                f"use one of: {', '.join(str(e) for e in divisors(dp * cp) if ep_degree_ok(bad[0], dp, cp, e))}")
+        e = etp or tp
+        ok = [x for x in divisors(tp * cp * dp // e) if ep_degree_ok(bad[0], dp, cp, x, tp, etp)] \
+            if (tp * cp * dp) % e == 0 else []
+        if not etp:
+            out.add(key, ep, f"must divide dp*cp = {dp * cp} and the {bad[0].num_experts} experts "
+                    f"of {bad[0].name} (Megatron-Core: experts fold into the dp*cp ranks)",
+                    f"use one of: {', '.join(str(x) for x in divisors(dp * cp) if ep_degree_ok(bad[0], dp, cp, x))}")
+            return False
+        out.add(key, ep, f"etp*ep = {e}*{ep} must divide tp*cp*dp = {tp * cp * dp} and ep the "
+                f"{bad[0].num_experts} experts of {bad[0].name} (Megatron-Core: the experts fold "
+                "into the stage's ranks as etp x ep x edp)",
+                f"use ep one of: {', '.join(map(str, ok))}" if ok else
+                "use an etp that divides tp*cp*dp")
         return False
     return True
 
@@ -300,9 +322,15 @@ def _explicit_stage(i: int, stage, names: list[str], seen: set[str], d: int, b: 
             ok = False
         elif not _check_cp(s.cp, seq_len, graph, f"{key}.cp", out):
             ok = False
-        elif s.ep > 1 and (s.dp * s.cp) % s.ep:
+        elif s.ep > 1 and not s.etp and (s.dp * s.cp) % s.ep:
             out.add(f"{key}.ep", s.ep, f"does not divide dp*cp = {s.dp * s.cp}",
                     "use an ep that divides dp*cp (experts fold into the data-parallel ranks)")
+            ok = False
+        elif s.etp and (s.dp * s.cp * s.tp) % (s.etp * s.ep):
+            out.add(f"{key}.ep", s.ep, f"etp*ep = {(s.etp or s.tp) * s.ep} does not divide "
+                    f"tp*cp*dp = {s.dp * s.cp * s.tp}",
+                    "use an ep (and etp) whose product divides the stage's devices (experts "
+                    "fold into the stage's ranks)")
             ok = False
     return StagePlan(list(stage.layers), strategies) if ok else None
 

@@ -21,6 +21,7 @@ from autopar_opt.spec.schema import (CostModelSection, ExplicitClusterSpec, Link
 from autopar_opt.spec.cp_rule import cp_refusal
 from autopar_opt.ir.strategies import divisors, tp_degree_ok
 from autopar_opt.ir.runtime import CAPABILITIES, RUNTIMES, Runtime, runtime_named
+from autopar_opt.ir.target import TORCHTITAN_VERSIONS, Target, model_problem, target_for_runtime
 from autopar_opt.ir.training import (AUTOCAST_DTYPES, Recompute, Schedule, SearchSpace, Training,
                                   autocast_problem)
 
@@ -176,8 +177,68 @@ def _check_free(section: SearchSection, cluster: Cluster, graph: LayerGraph | No
                 "stage_devices: congruent")
 
 
+def build_target(value, graph: LayerGraph | None, training: Training, section: SearchSection,
+                 out: ProblemList) -> tuple[Target, str]:
+    """The target (:mod:`autopar_opt.ir.target`) and a notice (empty when none).
+
+    ``value`` is the spec's ``target`` (None: the framework of
+    ``training.runtime``). A model no framework can build (a DAG, convolutions)
+    keeps the free space when the target was only derived from the runtime,
+    and says so; a stated target is then an error."""
+    if value is None:
+        target = target_for_runtime(training.runtime.name)
+        stated = False
+    else:
+        fw = value if isinstance(value, str) else value.framework
+        version = "" if isinstance(value, str) else (value.version or "")
+        if fw == "torchtitan":
+            version = version or "0.3"
+            if version not in TORCHTITAN_VERSIONS:
+                out.add("target.version", version, "unknown torchtitan version",
+                        f"use one of: {', '.join(TORCHTITAN_VERSIONS)}")
+                version = "0.3"
+        elif version:
+            out.add("target.version", version, f"{fw} takes no version here",
+                    "remove target.version")
+        target, stated = Target(fw, version if fw == "torchtitan" else "", "target"), True
+    if target.free:
+        return target, ""
+    if section.stage_devices == "free":
+        if stated:
+            out.add("search.stage_devices", "free", f"{target.framework} gives every pipeline "
+                    "stage the same devices", "use stage_devices: congruent, or target: none")
+            return Target("none", "", "target"), ""
+        return Target("none", "", "training.runtime"), (
+            f"search.stage_devices: free gives stages their own device counts, which "
+            f"{target.framework} (training.runtime {training.runtime.name}) cannot run; the "
+            "search is the free per-layer space (target: none)")
+    why = model_problem(graph.layers, graph.is_chain()) if graph is not None else None
+    if why and stated:
+        out.add("target", target.framework, f"{target.framework} cannot run this model: {why}",
+                "use target: none (the free per-layer space)")
+        return Target("none", "", "target"), ""
+    if why:
+        return Target("none", "", "training.runtime"), (
+            f"training.runtime {training.runtime.name} names {target.framework}, which cannot run "
+            f"this model ({why}); the search is the free per-layer space (target: none)")
+    allowed = target.schedules()
+    dropped = [Schedule(x).value for x in section.schedules
+               if allowed is not None and Schedule(x).value not in allowed]
+    if dropped and (stated or len(dropped) == len(section.schedules)):
+        for i, sched in enumerate(section.schedules):
+            if Schedule(sched).value in dropped:
+                out.add(f"search.schedules[{i}]", sched, f"{target.framework} does not run the "
+                        f"{sched} schedule", f"use {' / '.join(a for a in allowed if a != 'interleaved')}, "
+                        "or target: none")
+    if dropped and not stated:
+        return target, (f"training.runtime {training.runtime.name} runs on {target.framework}, "
+                        f"which does not run the {', '.join(dropped)} schedule: searched without "
+                        "it (target: none searches the free per-layer space)")
+    return target, ""
+
+
 def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGraph | None,
-                training: Training, out: ProblemList) -> SearchSpace:
+                training: Training, out: ProblemList, target: Target | None = None) -> SearchSpace:
     """The search space; degrees must divide the devices, micro-batches the batch."""
     if cluster is not None:
         n = cluster.num_devices
@@ -204,10 +265,19 @@ def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGra
         cp_degrees=tuple(section.cp_degrees), sequence_parallel=tuple(section.sequence_parallel),
         zero_levels=tuple(section.zero_levels),
         recompute=tuple(Recompute(r) for r in section.recompute),
-        schedules=tuple(Schedule(s) for s in section.schedules),
+        schedules=_target_schedules(section, target),
         microbatches=tup(section.microbatches), max_microbatches=section.max_microbatches,
         tp_within_node=section.tp_within_node, ep_degrees=tup(section.ep_degrees),
-        stage_devices=section.stage_devices)
+        stage_devices=section.stage_devices, etp_degrees=tup(section.etp_degrees), target=target)
+
+
+def _target_schedules(section: SearchSection, target: Target | None) -> tuple[Schedule, ...]:
+    """The spec's schedules less those the target does not run (:func:`build_target`
+    reports them)."""
+    listed = tuple(Schedule(x) for x in section.schedules)
+    allowed = None if target is None or target.free else target.schedules()
+    kept = tuple(x for x in listed if allowed is None or x.value in allowed)
+    return kept or listed
 
 
 def build_solver(section: SolverSection, out: ProblemList) -> SolverOptions:

@@ -259,6 +259,20 @@ class SearchSection(Section):
         "Devices per pipeline stage: congruent (every stage N/pp) or free (each stage its own "
         "count: whole nodes, or a divisor of a node's GPUs inside one node; at most the "
         "cluster in all).", "free", default="congruent")
+    etp_degrees: Optional[list[Degree]] = documented_field(
+        "Expert tensor-parallel degrees of MoE layers (Megatron --expert-tensor-parallel-size; "
+        "etp*ep divides tp*cp*dp); default: tp and 1.", [1], default=None, min_length=1)
+
+
+class TargetSection(Section):
+    """The framework that will launch the plan (autopar_opt.ir.target)."""
+
+    framework: Literal["megatron", "torchtitan", "deepspeed", "none"] = documented_field(
+        "megatron (Megatron-LM, Megatron-Core, Megatron-Bridge), torchtitan, deepspeed, or none "
+        "(the free per-layer space).", "megatron")
+    version: Optional[str] = documented_field(
+        "torchtitan: 0.3 (its current Python configs + command line, default) or 0.2 (the TOML "
+        "job files); unused for the others.", "0.3", default=None)
 
 
 class _CostModelFile(Section):
@@ -304,7 +318,9 @@ class MegatronPlanSpec(Section):
     dp: Optional[Degree] = documented_field("Data-parallel degree; default: devices / (tp*pp*cp).", 4, default=None)
     cp: Degree = documented_field("Context-parallel degree.", 1, default=1)
     ep: Degree = documented_field("Expert-parallel degree of the MoE layers (Megatron "
-                    "--expert-model-parallel-size); divides dp*cp.", 8, default=1)
+                    "--expert-model-parallel-size); etp*ep divides tp*cp*dp.", 8, default=1)
+    etp: Optional[Degree] = documented_field("Expert tensor-parallel degree of the MoE layers "
+                    "(Megatron --expert-tensor-parallel-size); default: tp.", 1, default=None)
     sequence_parallel: bool = documented_field("Megatron sequence parallelism (needs tp > 1).", True, default=False)
     zero: ZeroLevel = documented_field("ZeRO level (0-3).", 1, default=0)
     recompute: Recompute = documented_field("Activation recomputation.", "selective", default=Recompute.none)
@@ -327,7 +343,10 @@ class StrategySpec(Section):
     dp: Degree = documented_field("Data-parallel degree.", 2)
     tp: Degree = documented_field("Tensor-parallel degree.", 4, default=1)
     cp: Degree = documented_field("Context-parallel degree.", 1, default=1)
-    ep: Degree = documented_field("Expert-parallel degree (MoE layers only); divides dp*cp.", 1, default=1)
+    ep: Degree = documented_field("Expert-parallel degree (MoE layers only); etp*ep divides "
+                    "tp*cp*dp.", 1, default=1)
+    etp: Optional[Degree] = documented_field("Expert tensor-parallel degree (MoE layers only); "
+                    "default: tp.", 1, default=None)
     sp: bool = documented_field("Sequence parallelism.", False, default=False)
     zero: ZeroLevel = documented_field("ZeRO level (0-3).", 0, default=0)
     recompute: Recompute = documented_field("Activation recomputation.", "none", default=Recompute.none)
@@ -407,6 +426,13 @@ class SpecFile(Section):
         "Training settings, or a path to a file holding them.", {"global_batch_size": 64})
     search: SearchSection = documented_field("Search space (defaults mirror SearchSpace).", {"pp_degrees": [1, 2]},
                                default_factory=SearchSection)
+    target: Optional[Union[Literal["megatron", "torchtitan", "deepspeed", "none"], TargetSection]] = \
+        documented_field(
+            "The framework that will run the plan: the search space is exactly what it can run "
+            "(one tp/cp/sp/ZeRO/ep/etp/recompute setting for the model, its schedules and stage "
+            "splits). Default: the framework of training.runtime (megatron-*: megatron, "
+            "torchtitan, deepspeed; pytorch-*: none). none: the free per-layer space.",
+            "megatron", default=None)
     solver: SolverSection = documented_field("Solver options.", {"name": "highs"}, default_factory=SolverSection)
     cost_model: Optional[Annotated[Union[Annotated[str, Tag("#file")],
                                          Annotated[CostModelSection, Tag("#inline")]],

@@ -21,6 +21,7 @@ from autopar_opt.ir.plan import Plan
 from autopar_opt.spec.build_model import build_graph
 from autopar_opt.spec.build_plan import build_plan
 from autopar_opt.spec.build_run import (SolverOptions, build_cluster, build_cost_params, build_space,
+                                        build_target,
                                         build_solver, build_training)
 from autopar_opt.spec.doc_kinds import wrong_input
 from autopar_opt.core.errors import ProblemList, SpecError
@@ -48,6 +49,9 @@ class Spec:
     cost_params: CostParams
     plan: Plan | None
     raw: dict[str, Any] = field(default_factory=dict)
+    #: what the spec's reading assumed and the outputs say (e.g. a runtime's target
+    #: that cannot run the model, so the free space is searched)
+    notices: list[str] = field(default_factory=list)
 
     def _key(self) -> tuple:
         g = self.graph
@@ -88,12 +92,14 @@ def build_spec(data: dict[str, Any], path: Path, section_files: dict[str, str] |
     graph = build_graph(model.model, section.seq_len, out)
     cluster = build_cluster(model.cluster, out)
     training = build_training(section, graph, cluster, out)
-    space = build_space(model.search, cluster, graph, training, out)
+    target, notice = build_target(model.target, graph, training, model.search, out)
+    space = build_space(model.search, cluster, graph, training, out, target)
     solver = build_solver(model.solver, out)
     cost = build_cost_params(model.cost_model, cluster, out, Path(path).parent)
     plan = build_plan(model.plan, graph, cluster, training, out)
     out.raise_if_any()
-    return Spec(Path(path), graph, cluster, training, space, solver, cost, plan, data)
+    return Spec(Path(path), graph, cluster, training, space, solver, cost, plan, data,
+                [notice] if notice else [])
 
 
 def load_spec(path: str | Path) -> Spec:

@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE.parent))
 from clitime import commit, load_average, run_cli  # noqa: E402
 
 EXAMPLES = ["llama31_405b_16384_h100", "deepseek_v3_2048_h800", "gpt3_175b_3072_a100",
-            "llama3_70b_1024_h100", "mixtral_8x22b_128_h100", "qwen3_235b_a22b_256_h100"]
+            "llama3_70b_1024_h100", "mixtral_8x22b_128_h100_hf", "qwen3_235b_a22b_256_h100"]
 
 
 def one(name: str) -> dict:

@@ -31,8 +31,11 @@ def _version() -> str:
     return f"autopar-dp {__version__}"
 
 
-def solve_dp(tables: CostTables, time_limit_s: float | None = None) -> SolveResult:
-    """Solve one outer configuration's tables; never raises on infeasible or timeout."""
+def solve_dp(tables: CostTables, time_limit_s: float | None = None,
+             rel_gap: float = 0.0) -> SolveResult:
+    """Solve one outer configuration's tables; never raises on infeasible or timeout.
+    ``rel_gap`` (under a target's uniformity rule only) lets the key families close
+    within that relative gap (:func:`~autopar_opt.solvers.dp.uniform.solve_uniform`)."""
     start = time.monotonic()
     deadline = None if time_limit_s is None else start + time_limit_s
     chain = tables.graph.is_chain()
@@ -63,6 +66,12 @@ def solve_dp(tables: CostTables, time_limit_s: float | None = None) -> SolveResu
         if not chain and tables.pp == 1:
             asg, _ = solve_dag_single_stage(tables, deadline)
             exhaustive, bound = True, -math.inf
+        elif tables.uniform_keys is not None or tables.fixed_stage is not None:
+            from autopar_opt.solvers.dp.uniform import solve_uniform
+            method = "chain-label-dp (uniform keys)"
+            out = solve_uniform(tables, deadline, rel_gap=rel_gap)
+            asg, exhaustive, bound = out.assignment, out.exhaustive, out.lower_bound
+            fallback = out.fallback
         else:
             out = solve_chain(tables, deadline)
             asg, exhaustive, bound = out.assignment, out.exhaustive, out.lower_bound
@@ -73,6 +82,12 @@ def solve_dp(tables: CostTables, time_limit_s: float | None = None) -> SolveResu
                       simple_lower_bound(tables) if (chain or tables.pp == 1) else -math.inf,
                       f"time limit {time_limit_s} s reached before a plan was found")
     if asg is None:
+        if exhaustive and (tables.uniform_keys is not None or tables.fixed_stage is not None):
+            target = tables.space.runs_on if tables.space is not None else None
+            who = target.framework if target is not None else "the target"
+            return result(Termination.infeasible, None, math.inf,
+                          f"no plan {who} can run fits in memory (one tp/cp/sp/ZeRO/ep/etp/"
+                          f"recompute setting for the model{', its fixed stage split' if tables.fixed_stage else ''})")
         if exhaustive:
             return result(Termination.infeasible, None, math.inf, infeasible_message(tables))
         return result(Termination.time_limit_no_solution, None,

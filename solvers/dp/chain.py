@@ -190,8 +190,11 @@ class ChainDP:
         """Completion bounds, built on first use (within the deadline: raises
         :class:`DPTimeout` when it passes before the unweighted ones are built)."""
         if self._bounds is None:
+            # a restriction (a target's key family) with few strategies per layer builds the
+            # unweighted tables only: the stage-weighted ones cost pp times as much
+            few = sum(len(a) for a in self.allowed) <= 4 * self.n
             self._bounds = CompletionBounds(self.t, self.mem, self.cap, self.edge_of, self.allowed,
-                                            self.deadline)
+                                            self.deadline, weighted=not few)
         return self._bounds
 
     @property
@@ -202,6 +205,9 @@ class ChainDP:
         return self._cover
 
     def stage_range(self, u: int) -> range:
+        fixed = self.t.fixed_stage
+        if fixed is not None:          # the target fixes the split (DeepSpeed's uniform partition)
+            return range(fixed[u], fixed[u] + 1)
         return range(max(0, self.pp - self.n + u), min(u, self.pp - 1) + 1)
 
     def lower(self, lab: np.ndarray, u: int, i: int, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -420,15 +426,18 @@ def _sorted_pairs(tables: CostTables, layout_id: list[np.ndarray]) -> list[np.nd
     return order
 
 
-def _layout_restrictions(tables: CostTables) -> list[list[np.ndarray]]:
+def _layout_restrictions(tables: CostTables, base: list[np.ndarray] | None = None
+                         ) -> list[list[np.ndarray]]:
     """Every layout on every layer that has it (all strategies elsewhere): the
-    "uniform tp/sp, free ZeRO and recomputation per layer" plans."""
+    "uniform tp/sp, free ZeRO and recomputation per layer" plans; inside
+    ``base`` (a restriction already in force, e.g. a target's uniform key)."""
     out: dict[tuple, list[np.ndarray]] = {}
     for lay in sorted({s.layout for strats in tables.strategies for s in strats}):
         allowed = []
-        for strats in tables.strategies:
-            ks = [j for j, s in enumerate(strats) if s.layout == lay]
-            allowed.append(np.array(ks or range(len(strats))))
+        for u, strats in enumerate(tables.strategies):
+            pool = range(len(strats)) if base is None else base[u].tolist()
+            ks = [j for j in pool if strats[j].layout == lay]
+            allowed.append(np.array(ks or list(pool), dtype=int))
         out.setdefault(tuple(tuple(a) for a in allowed), allowed)
     return list(out.values())
 
@@ -440,8 +449,8 @@ def _incumbent(tables: CostTables, beam: int, shared: ChainDP, restricted: bool,
     the constant overhead. Every pass stops at the deadline (issue 15: the first
     one too, which on the largest models took longer than the whole time limit);
     ``best`` is then returned as it stands (None when no pass finished)."""
-    runs = ([(allowed, 4 * beam) for allowed in _layout_restrictions(tables)] if restricted
-            else [(None, beam)])
+    runs = ([(allowed, 4 * beam) for allowed in _layout_restrictions(tables, shared.allowed)]
+            if restricted else [(shared.allowed, beam)])
     for allowed, width in runs:
         if past(shared.deadline):
             return best
@@ -462,7 +471,8 @@ def _incumbent(tables: CostTables, beam: int, shared: ChainDP, restricted: bool,
 _FIRST_STEP = 0.002
 
 
-def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4) -> ChainOutcome:
+def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4,
+                allowed: list[np.ndarray] | None = None, cutoff: float = math.inf) -> ChainOutcome:
     """Label DP over the layer order (exact for chains; see module docstring).
 
     1. Incumbent ``UB``: a beam pass over the full space (:func:`_incumbent`).
@@ -481,16 +491,25 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
     the least-memory plan when no pass has found one (:func:`_cut_short`), is
     returned with ``exhaustive=False`` and the best bound proven so far (``-inf``
     when the deadline came before the root bound).
+
+    ``allowed`` restricts every layer to some strategies (a target's uniform key,
+    :mod:`~autopar_opt.solvers.dp.uniform`); ``cutoff`` is a value the caller
+    already holds a plan for: once this search proves that nothing here is
+    better, it stops and answers ``exhaustive=False`` with ``lower_bound >=
+    cutoff`` (and whatever plan it has).
     """
     const = tables.params.iteration_overhead_s
-    dp = ChainDP(tables, deadline)
+    dp = ChainDP(tables, deadline, allowed)
     inc, ub, lb = None, math.inf, -math.inf
     try:
         set_bottleneck_floor(dp, math.inf)
         inc, ub, lb = stage_decomposition(dp)
-        lb = max(lb, dp.root_bound() + const)
+        if not (inc is not None and lb >= ub * (1 - 1e-9)) and lb < cutoff:
+            lb = max(lb, dp.root_bound() + const)    # the decomposition did not close it
     except DPTimeout:
-        return _cut_short(tables, inc, ub, dp.labels, lb, inc is not None)
+        return _cut_short(tables, inc, ub, dp.labels, lb, inc is not None, dp.allowed)
+    if lb >= cutoff:
+        return ChainOutcome(inc, ub, False, dp.labels, lb, decomposition=inc is not None)
     first = inc
     if inc is not None and lb >= ub * (1 - 1e-9):
         return ChainOutcome(inc, ub, True, dp.labels, ub, decomposition=True)
@@ -524,6 +543,8 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
             if lb >= ub * (1 - 1e-9):
                 return ChainOutcome(inc, ub, True, dp.labels, ub)
         tau = min(ub, lb * (1 + step)) if math.isfinite(lb) else ub
+        if cutoff < ub:
+            tau = min(tau, cutoff)
         room = math.inf if deadline is None else deadline - time.monotonic()
         if passes and not cheap and math.isfinite(tau) and tau < ub and room > 3 * t_beam:
             inc, ub = _guided_beam(dp, beam, tau, inc, ub)
@@ -532,13 +553,16 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
         try:
             found = dp.run(None, tau - const)
         except DPTimeout:
-            return _cut_short(tables, inc, ub, dp.labels, lb, inc is not None and inc is first)
+            return _cut_short(tables, inc, ub, dp.labels, lb, inc is not None and inc is first,
+                              dp.allowed)
         passes += 1
         cheap = dp.labels - before < dp.n * dp.pp
         if found is not None:
             val = iteration_time(tables, found[1])
             if val < ub:
                 return ChainOutcome(found[1], val, True, dp.labels, val)
+        elif tau >= cutoff:      # nothing here beats the caller's plan
+            return ChainOutcome(inc, ub, False, dp.labels, max(lb, tau))
         if tau >= ub or not math.isfinite(tau):
             # no plan strictly better than the incumbent: it is optimal (or none exists)
             return ChainOutcome(inc, ub, True, dp.labels, ub)
@@ -547,13 +571,16 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
 
 
 def _cut_short(tables: CostTables, inc: Assignment | None, ub: float, labels: int,
-               lb: float, decomposition: bool = False) -> ChainOutcome:
+               lb: float, decomposition: bool = False,
+               allowed: list[np.ndarray] | None = None) -> ChainOutcome:
     """The outcome when the deadline passed: the incumbent, or the least-memory plan
     (:func:`~autopar_opt.solvers.dp.common.least_memory_plan`, feasible whenever a
     plan is, milliseconds to build) when no pass finished; the bound ``lb`` as proven."""
     fallback = inc is None
     if fallback:
         inc = least_memory_plan(tables)
+        if inc is not None and not _admissible(tables, inc, allowed):
+            inc = None          # outside the restriction or the target's rules: no plan
         ub = iteration_time(tables, inc) if inc is not None else math.inf
     return ChainOutcome(inc, ub, False, labels, lb, fallback=fallback and inc is not None,
                         decomposition=decomposition)
@@ -604,6 +631,14 @@ def _guided_beam(dp: ChainDP, beam: int, tau: float, inc: Assignment | None,
         if val < ub:
             return found[1], val
     return inc, ub
+
+
+def _admissible(tables: CostTables, asg: Assignment, allowed: list[np.ndarray] | None) -> bool:
+    """Whether ``asg`` uses only ``allowed`` strategies and keeps the target's rules
+    (:meth:`~autopar_opt.cost.tables.CostTables.runnable`)."""
+    if allowed is not None and not all(k in ok for k, ok in zip(asg.choice, allowed)):
+        return False
+    return tables.runnable(asg)
 
 
 def stage_decomposition(dp: ChainDP) -> tuple[Assignment | None, float, float]:
@@ -664,8 +699,8 @@ def stage_decomposition(dp: ChainDP) -> tuple[Assignment | None, float, float]:
                 for v, k in zip(range(s, e), sub.stage_choice(j, s, e)):
                     stage[v], choice[v] = j, k
             plan = Assignment(stage, choice)
-    if plan is None:
-        return None, math.inf, lb
+    if plan is None or not _admissible(dp.t, plan, dp.allowed):
+        return None, math.inf, lb       # (a fixed split: the decomposition's bound only)
     return plan, iteration_time(dp.t, plan), lb
 
 

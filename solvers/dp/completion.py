@@ -68,7 +68,7 @@ class CompletionBounds:
 
     def __init__(self, tables: CostTables, mem: list[list[np.ndarray]], cap: float,
                  edge_of: dict[tuple[int, int], int], allowed: list[np.ndarray],
-                 deadline: float | None = None) -> None:
+                 deadline: float | None = None, weighted: bool = True) -> None:
         self.n, self.pp, self.cap = tables.num_layers, tables.pp, cap
         self.lambdas = _multipliers(tables, mem, cap, allowed)
         lam = np.array(self.lambdas)                      # (J, P): λ_j per stage
@@ -81,7 +81,7 @@ class CompletionBounds:
         # Hw[u][i]: the stage-weighted completion of a label in stage i (w uniform over i..P-1)
         self.Hw = [[None] * self.pp for _ in range(self.n)]
         self.c1 = float(tables.microbatches - 1)
-        if self.pp <= WEIGHTED_MAX_PP:
+        if weighted and self.pp <= WEIGHTED_MAX_PP:
             for i in range(self.pp):
                 w = np.zeros(self.pp)
                 w[i:] = 1.0 / (self.pp - i)
@@ -238,6 +238,12 @@ def _backward(tables: CostTables, mem, lam: np.ndarray, edge_of, allowed,
         v = u + 1
         e = edge_of.get((u, v))
         ku, kv = len(tables.time[u]), len(tables.time[v])
+        if len(allowed[u]) < ku or len(allowed[v]) < kv:
+            h_u = _backward_restricted(tables, mem, lam, u, e, allowed[u], allowed[v], h[v],
+                                       wp, wo, wg)
+            for i in range(pp):
+                h[u][i] = h_u[i]
+            continue
         mask = np.full(kv, np.inf)
         mask[allowed[v]] = 0.0
         own = [(wp[j] * tables.time[v] + wg[j] * tables.sync[v] + mask)[None, :]
@@ -257,3 +263,35 @@ def _backward(tables: CostTables, mem, lam: np.ndarray, edge_of, allowed,
                     best = np.minimum(best, nxt.min(axis=1, keepdims=True))
             h[u][i] = best
     return h
+
+
+def _backward_restricted(tables: CostTables, mem, lam: np.ndarray, u: int, e: int | None,
+                         au: np.ndarray, av: np.ndarray, h_v: list[np.ndarray], wp: np.ndarray,
+                         wo: float, wg: np.ndarray) -> list[np.ndarray]:
+    """One step ``u <- v = u+1`` of :func:`_backward` over the allowed strategies only (a
+    restriction, e.g. a target's key family: :mod:`~autopar_opt.solvers.dp.uniform`): the
+    same minima over ``|au|·|av|`` pairs instead of ``ku·kv``; the entries of
+    strategies outside ``au`` are ``inf``, as the full step's mask makes them."""
+    v, pp, nj = u + 1, tables.pp, lam.shape[0]
+    ku = len(tables.time[u])
+    own = [(wp[j] * tables.time[v][av] + wg[j] * tables.sync[v][av])[None, :]
+           + _priced(lam[:, j:j + 1], mem[j][v][av]) for j in range(pp)]
+    out = []
+    for i in range(pp):
+        stay = own[i] + h_v[i][:, av]                                   # (J, |av|)
+        if e is not None:
+            r = tables.reshard[e][np.ix_(au, av)]
+            best = (wp[i] * r[None, :, :] + stay[:, None, :]).min(axis=2)
+        else:
+            best = np.repeat(stay.min(axis=1, keepdims=True), len(au), axis=1)
+        if i + 1 < pp:
+            nxt = own[i + 1] + h_v[i + 1][:, av]
+            if e is not None and wo:
+                x = tables.cross(e, i)[np.ix_(au, av)]
+                best = np.minimum(best, (wo * x[None, :, :] + nxt[:, None, :]).min(axis=2))
+            else:
+                best = np.minimum(best, nxt.min(axis=1, keepdims=True))
+        full = np.full((nj, ku), np.inf)
+        full[:, au] = best
+        out.append(full)
+    return out

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Callable
 
 import numpy as np
 
@@ -98,7 +99,8 @@ def _price_split(stage: tuple[int, ...], costs, edges, cross, pp: int, c: int,
 
 def brute_force(graph: LayerGraph, cluster: Cluster, training: Training, space: SearchSpace,
                 pp: int, c: int, schedule: Schedule = Schedule.one_f_one_b,
-                params: CostParams | None = None) -> tuple[float, Plan] | None:
+                params: CostParams | None = None,
+                accept: "Callable[[Plan], bool] | None" = None) -> tuple[float, Plan] | None:
     """Optimal iteration time and plan for one outer configuration, or None.
 
     Parameters
@@ -107,6 +109,8 @@ def brute_force(graph: LayerGraph, cluster: Cluster, training: Training, space: 
         is exhaustive, ``MAX_COMBINATIONS`` plans per split at most).
     pp, c, schedule : the outer configuration (stages, micro-batches, schedule).
     params : cost parameters (``default_params()`` when None).
+    accept : only plans it accepts count (e.g. those a framework's exporter takes):
+        the plans of each split are tried cheapest first until one is accepted.
 
     Returns
     -------
@@ -151,10 +155,19 @@ def brute_force(graph: LayerGraph, cluster: Cluster, training: Training, space: 
     best: tuple[float, tuple[int, ...], tuple[int, ...]] | None = None
     for stage in stage_splits(n, pp):
         total = _price_split(stage, costs, edges, cross, pp, c, inflight, ctx.capacity_bytes)
-        idx = np.unravel_index(int(np.argmin(total)), total.shape)
-        value = float(total[idx])
-        if math.isfinite(value) and (best is None or value < best[0]):
-            best = (value, stage, tuple(int(k) for k in idx))
+        if accept is None:
+            flat = [int(np.argmin(total))]
+        else:
+            flat = np.argsort(total, axis=None, kind="stable")
+        for pos in flat:
+            idx = np.unravel_index(int(pos), total.shape)
+            value = float(total[idx])
+            if not math.isfinite(value) or (best is not None and value >= best[0]):
+                break
+            ks = tuple(int(k) for k in idx)
+            if accept is None or accept(_plan(graph, strats, stage, ks, pp, c, schedule)):
+                best = (value, stage, ks)
+                break
     if best is None:
         return None
     value, stage, ks = best

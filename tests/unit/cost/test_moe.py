@@ -54,14 +54,19 @@ def _ctx(nodes=2, gpn=8, d=16, b=16, intra=100.0, inter=10.0) -> StageContext:
 
 # ---------------------------------------------------------------- rules
 def test_ep_rules_follow_megatron_core():
-    """ep divides dp*cp (experts fold into the dp*cp ranks, ETP = TP) and the
-    expert count; dense layers only take ep = 1."""
+    """With ETP = TP, ep divides dp*cp (experts fold into the dp*cp ranks); with
+    ETP = 1, etp*ep divides tp*cp*dp (parallel_state.initialize_model_parallel's
+    expert rank generator); ep divides the expert count; dense layers only take
+    ep = 1."""
     layer = _moe_layer(num_experts=4)
     strats = enumerate_strategies(layer, 8, 8, SearchSpace(zero_levels=(0,), recompute=(
         Recompute.none,), sequence_parallel=(False,)), 8)
-    pairs = {(s.dp, s.tp, s.ep) for s in strats}
+    pairs = {(s.dp, s.tp, s.ep) for s in strats if s.expert_tp == s.tp}
     assert pairs == {(8, 1, 1), (8, 1, 2), (8, 1, 4), (4, 2, 1), (4, 2, 2), (4, 2, 4),
                      (2, 4, 1), (2, 4, 2), (1, 8, 1)}
+    folded = {(s.dp, s.tp, s.ep) for s in strats if s.expert_tp == 1 and s.tp > 1}
+    assert folded == {(dp, tp, ep) for dp, tp in ((4, 2), (2, 4), (1, 8)) for ep in (1, 2, 4)}
+    assert {s.etp for s in strats} == {0, 1}
     dense = replace(layer, kind=LayerKind.transformer_block, num_experts=0, expert_params=0)
     assert {s.ep for s in enumerate_strategies(dense, 8, 8, SPACE, 8)} == {1}
     only = SearchSpace(zero_levels=(0,), recompute=(Recompute.none,), sequence_parallel=(False,),
@@ -163,12 +168,18 @@ def _instance(seed: int):
     schedule = rng.choice([Schedule.gpipe, Schedule.one_f_one_b])
     training = Training(global_batch_size=8 * c, seq_len=1024)
     graph = random_moe_chain(seed, n)
-    tables = build_cost_tables(graph, cluster, training, SPACE, default_params(), pp, c, schedule)
+    space = _space(seed)
+    tables = build_cost_tables(graph, cluster, training, space, default_params(), pp, c, schedule)
     cap = least_memory(tables) / GIB * rng.choice([1.0001, 1.3, 50.0])
     reserve = user_reserve_for(cap, cluster.device.hbm_gib, default_params())
     training = Training(global_batch_size=8 * c, seq_len=1024, memory_reserve_gib=reserve)
-    tables = build_cost_tables(graph, cluster, training, SPACE, default_params(), pp, c, schedule)
+    tables = build_cost_tables(graph, cluster, training, space, default_params(), pp, c, schedule)
     return graph, cluster, training, pp, c, schedule, tables
+
+
+def _space(seed: int) -> SearchSpace:
+    """Even seeds: experts split like the rest (ETP = TP); odd: experts without TP (ETP = 1)."""
+    return replace(SPACE, etp_degrees=((0,), (1,))[seed % 2])
 
 
 @functools.lru_cache(maxsize=None)
@@ -181,7 +192,7 @@ def _dp(seed: int):
 def test_dp_equals_brute_force_on_moe_chains(seed):
     (graph, cluster, training, pp, c, schedule, tables), res = _dp(seed)
     assert any(s.ep > 1 for ss in tables.strategies for s in ss)
-    ref = brute_force(graph, cluster, training, SPACE, pp, c, schedule)
+    ref = brute_force(graph, cluster, training, _space(seed), pp, c, schedule)
     assert ref is not None and res.termination is Termination.optimal
     assert res.primal == pytest.approx(ref[0], rel=1e-9)
     assert evaluate(tables.plan_of(res.solution), graph, cluster, training).iteration_time_s == \
@@ -194,7 +205,7 @@ def test_milp_equals_dp_and_brute_force_on_moe_chains(seed):
     form = build_formulation(tables, "milp")
     res = get_backend("highs").solve_model(form.matrix(), ProblemClass.milp, time_limit_s=30,
                                            rel_gap=1e-9)
-    ref = brute_force(graph, cluster, training, SPACE, pp, c, schedule)
+    ref = brute_force(graph, cluster, training, _space(seed), pp, c, schedule)
     assert res.termination is Termination.optimal
     assert res.primal == pytest.approx(ref[0], rel=1e-7)
     assert res.primal == pytest.approx(_dp(seed)[1].primal, rel=1e-7)

@@ -26,6 +26,7 @@ from autopar_opt.export.megatron import (MegatronArgsError, expand_layout, megat
                                          parse_megatron_args)
 from autopar_opt.export.megatron_import import plan_from_megatron
 from autopar_opt.export.torchtitan import plan_from_torchtitan, torchtitan_config
+from autopar_opt.model_zoo.hf_config import build_hf_graph
 from autopar_opt.model_zoo.registry import build_model, get_cluster
 from autopar_opt.ir.plan import Plan, StagePlan
 from autopar_opt.spec import SpecError, load_spec
@@ -35,16 +36,19 @@ from support import paths
 
 GOLDEN = paths.DATA / "export"
 GRAPH = build_model("debug-moe", overrides={"num_layers": 6})   # embed, 6 MoE blocks, head
+# Qwen3-30B-A3B's first 6 layers: torchtitan's qwen3 30B-A3B flavour, cut (its config is Python)
+QWEN = build_hf_graph({**json.loads((paths.REPO / "model_zoo" / "hf" / "qwen3-30b-a3b.json")
+                                    .read_text()), "num_hidden_layers": 6}, 128, name="qwen3-6")
 CLUSTER = get_cluster("debug-2x4")          # 8 x A100-40GB
 TRAINING = Training(global_batch_size=16, seq_len=128)
 
 
 def make_plan(stage_sizes, dp, tp, *, sp=False, zero=0, rc=Recompute.none, ep=1, c=4,
-              schedule=Schedule.one_f_one_b, block_rc=None) -> Plan:
+              schedule=Schedule.one_f_one_b, block_rc=None, etp=0, graph=GRAPH) -> Plan:
     """Embedding/head take the base strategy (no recomputation), blocks take ``rc``
-    (or ``block_rc[i]``) and ``ep`` — the convention every importer follows."""
+    (or ``block_rc[i]``), ``ep`` and ``etp`` — the convention every importer follows."""
     base = Strategy(dp, tp, 1, sp, zero)
-    names = [layer.name for layer in GRAPH.layers]
+    names = [layer.name for layer in graph.layers]
     stages, start, block = [], 0, 0
     for size in stage_sizes:
         part = names[start:start + size]
@@ -52,7 +56,7 @@ def make_plan(stage_sizes, dp, tp, *, sp=False, zero=0, rc=Recompute.none, ep=1,
         for name in part:
             if name.startswith("block"):
                 mode = block_rc[block] if block_rc else rc
-                strats.append(replace(base, recompute=mode, ep=ep))
+                strats.append(replace(base, recompute=mode, ep=ep, etp=etp))
                 block += 1
             else:
                 strats.append(base)
@@ -62,8 +66,9 @@ def make_plan(stage_sizes, dp, tp, *, sp=False, zero=0, rc=Recompute.none, ep=1,
 
 
 MEGATRON_PLAN = make_plan([5, 3], dp=2, tp=2, sp=True, zero=1, rc=Recompute.full, ep=2)
-TITAN_PLAN = make_plan([3, 5], dp=2, tp=2, sp=True, zero=3, rc=Recompute.full, ep=2)
-DS_PLAN = make_plan([4, 4], dp=2, tp=2, zero=1, rc=Recompute.full, ep=2)
+TITAN_PLAN = make_plan([3, 5], dp=2, tp=2, sp=True, zero=3, rc=Recompute.full, ep=2, etp=1,
+                       graph=QWEN)
+DS_PLAN = make_plan([4, 4], dp=4, tp=1, zero=1, rc=Recompute.full, ep=2)
 
 
 def _golden(name: str, text: str) -> None:
@@ -73,13 +78,15 @@ def _golden(name: str, text: str) -> None:
     assert text == path.read_text(), f"{name} changed; regenerate if intended"
 
 
-@pytest.mark.parametrize("target,plan,name", [
-    ("megatron", MEGATRON_PLAN, "megatron_debug_moe.txt"),
-    ("torchtitan", TITAN_PLAN, "torchtitan_debug_moe.toml"),
-    ("deepspeed", DS_PLAN, "deepspeed_debug_moe.json")])
-def test_golden_files(target, plan, name):
-    evaluate(plan, GRAPH, CLUSTER, TRAINING)            # a valid plan
-    _golden(name, export_plan(plan, GRAPH, CLUSTER, TRAINING, target).text)
+@pytest.mark.parametrize("target,plan,name,graph", [
+    ("megatron", MEGATRON_PLAN, "megatron_debug_moe.txt", GRAPH),
+    ("megatron-bridge", MEGATRON_PLAN, "megatron_bridge_debug_moe.yaml", GRAPH),
+    ("torchtitan", TITAN_PLAN, "torchtitan_qwen3_6.py", QWEN),
+    ("deepspeed", DS_PLAN, "deepspeed_debug_moe.json", GRAPH)])
+def test_golden_files(target, plan, name, graph):
+    """What the files say; that the frameworks accept them is test_framework_validation.py."""
+    evaluate(plan, graph, CLUSTER, TRAINING)            # a valid plan
+    _golden(name, export_plan(plan, graph, CLUSTER, TRAINING, target).text)
 
 
 def test_megatron_arguments_by_hand():
@@ -122,12 +129,30 @@ def test_block_recompute_is_the_first_n_blocks_per_stage():
     assert "--recompute-method block" in text and "--recompute-num-layers 1" in text
 
 
-@pytest.mark.parametrize("plan", [TITAN_PLAN, make_plan([8], dp=8, tp=1, c=2),
-                                  make_plan([1, 7], dp=2, tp=2, sp=True, zero=0, c=4)])
+@pytest.mark.parametrize("plan", [TITAN_PLAN, make_plan([8], dp=8, tp=1, c=2, graph=QWEN),
+                                  make_plan([1, 7], dp=2, tp=2, sp=True, zero=0, c=4, graph=QWEN)])
 def test_torchtitan_round_trip(plan):
-    text = export_plan(plan, GRAPH, CLUSTER, TRAINING, "torchtitan").text
-    back = plan_from_torchtitan(tomllib.loads(text), GRAPH, CLUSTER.num_devices)
+    """plan → torchtitan's sections → plan (the 0.2 TOML carries them as tables; the 0.3
+    module sets the same fields)."""
+    text = export_plan(plan, QWEN, CLUSTER, TRAINING, "torchtitan", "0.3").text
+    sections = torchtitan_config(plan_view(plan, QWEN, CLUSTER, TRAINING))
+    for key, value in sections["parallelism"].items():
+        assert f"config.parallelism.{key} = {value!r}" in text
+    sections["parallelism"]["expert_tensor_parallel_degree"] = 1
+    back = plan_from_torchtitan(sections, QWEN, CLUSTER.num_devices)
     assert back.to_dict() == plan.to_dict()
+
+
+def test_torchtitan_toml_of_the_previous_version_names_the_model():
+    llama = build_hf_graph(json.loads((paths.REPO / "model_zoo" / "hf" / "llama-3.1-8b.json")
+                                      .read_text()), 128, name="llama3-8b")
+    plan = make_plan([34], dp=4, tp=2, sp=True, zero=3, c=2, graph=llama)
+    text = export_plan(plan, llama, CLUSTER, TRAINING, "torchtitan", "0.2").text
+    toml = tomllib.loads(text)
+    assert toml["model"] == {"name": "llama3", "flavor": "8B"}
+    assert toml["parallelism"]["data_parallel_shard_degree"] == 4
+    assert "torchtitan registers no model flavour" in _refusal(
+        make_plan([8], dp=4, tp=2, sp=True, zero=3, ep=2, etp=1, c=2), "torchtitan")
 
 
 @pytest.mark.parametrize("plan", [DS_PLAN, make_plan([8], dp=8, tp=1, zero=3, ep=8, c=2)])
@@ -142,9 +167,10 @@ def test_deepspeed_round_trip(plan):
     assert any("PipelineModule" in note for note in result.notes)
 
 
-def _refusal(plan, target, graph=GRAPH, cluster=CLUSTER, training=TRAINING) -> str:
+def _refusal(plan, target, graph=GRAPH, cluster=CLUSTER, training=TRAINING,
+             version: str = "") -> str:
     with pytest.raises(ExportError) as info:
-        export_plan(plan, graph, cluster, training, target)
+        export_plan(plan, graph, cluster, training, target, version)
     return str(info.value)
 
 
@@ -159,8 +185,12 @@ def test_non_uniform_plan_is_refused_by_every_target():
 def test_megatron_rules():
     gpipe = replace(MEGATRON_PLAN, schedule=Schedule.gpipe)
     assert "GPipe" in _refusal(gpipe, "megatron")
-    no_sp = make_plan([5, 3], dp=2, tp=2, sp=False, c=4, ep=2)
-    assert "MoE with tp > 1 needs sequence parallelism" in _refusal(no_sp, "megatron")
+    no_sp = make_plan([5, 3], dp=2, tp=2, sp=False, c=4, ep=2)   # Megatron-Core 0.16 allows it
+    assert "--sequence-parallel" not in export_plan(no_sp, GRAPH, CLUSTER, TRAINING,
+                                                    "megatron").text
+    head = make_plan([5, 3], dp=2, tp=2, sp=True, c=4, ep=2)
+    head.stages[1].strategies[-1] = replace(head.stages[1].strategies[-1], recompute=Recompute.full)
+    assert "recompute transformer layers only" in _refusal(head, "megatron")
     odd = make_plan([4, 4], dp=4, tp=1, c=4, block_rc=[Recompute.none, Recompute.full] +
                     [Recompute.none] * 4)
     assert "first N blocks" in _refusal(odd, "megatron")
@@ -169,9 +199,13 @@ def test_megatron_rules():
 def test_torchtitan_and_deepspeed_rules():
     assert "ZeRO-1" in _refusal(MEGATRON_PLAN, "torchtitan")
     assert "always shards the norms' sequence" in _refusal(
-        make_plan([8], dp=4, tp=2, zero=3, c=2), "torchtitan")
-    assert "ep=2 must divide dp_shard*cp = 1" in _refusal(
+        make_plan([8], dp=4, tp=2, zero=3, c=2), "torchtitan", version="0.2")
+    assert "ep=2 must divide dp_shard*cp*tp = 1" in _refusal(
         make_plan([8], dp=8, tp=1, zero=0, ep=2, c=2), "torchtitan")
+    assert "etp=2: torchtitan 0.3 does not shard experts" in _refusal(
+        make_plan([8], dp=4, tp=2, sp=True, zero=3, ep=2, c=2), "torchtitan")
+    assert "AutoEP runs experts without tensor parallelism" in _refusal(
+        make_plan([8], dp=4, tp=2, zero=1, ep=2, c=2), "deepspeed")
     assert "ZeRO-2 with pipeline parallelism" in _refusal(
         make_plan([4, 4], dp=2, tp=2, zero=2, c=4), "deepspeed")
     assert "partition_method='uniform' gives [4, 4]" in _refusal(
@@ -228,20 +262,25 @@ def test_megatron_command_line_errors(tmp_path):
 # ------------------------------------------------------------------ CLI
 def test_cli_export_writes_file_or_refuses_without_writing(tmp_path):
     spec = _spec(tmp_path, "", layers=6)
-    doc = {"spec": {"path": str(spec)}, "plan": TITAN_PLAN.to_dict()}
+    doc = {"spec": {"path": str(spec)}, "plan": MEGATRON_PLAN.to_dict()}
     plan_json = tmp_path / "plan.json"
     plan_json.write_text(json.dumps(doc))
-    out = tmp_path / "job.toml"
-    res = CliRunner().invoke(app, ["export", str(plan_json), "--to", "torchtitan", "-o", str(out)])
+    out = tmp_path / "bridge.yaml"
+    res = CliRunner().invoke(app, ["export", str(plan_json), "--to", "megatron-bridge", "-o",
+                                   str(out)])
     assert res.exit_code == 0, res.output
-    assert tomllib.loads(out.read_text())["parallelism"]["expert_parallel_degree"] == 2
+    import yaml
+    assert yaml.safe_load(out.read_text())["model"]["expert_model_parallel_size"] == 2
+    res = CliRunner().invoke(app, ["export", str(plan_json), "--to", "torchtitan", "-o",
+                                   str(tmp_path / "job.py")])
+    assert res.exit_code == 2 and "ZeRO-1" in res.output and not (tmp_path / "job.py").exists()
     bad = tmp_path / "args.txt"
     res = CliRunner().invoke(app, ["export", str(plan_json), "--to", "megatron", "-o", str(bad)])
     assert res.exit_code == 0
     res = CliRunner().invoke(app, ["export", str(plan_json), "--to", "deepspeed", "-o",
                                    str(tmp_path / "ds.json")])
     assert res.exit_code == 2 and "DeepSpeed cannot run this plan" in res.output
-    assert "--runnable-by deepspeed" in res.output and not (tmp_path / "ds.json").exists()
+    assert "target: deepspeed" in res.output and not (tmp_path / "ds.json").exists()
     res = CliRunner().invoke(app, ["export", str(plan_json), "--to", "jax"])
     assert res.exit_code == 2 and "unknown target" in res.output
     res = CliRunner().invoke(app, ["export", str(plan_json), "--to", "megatron", "--spec",

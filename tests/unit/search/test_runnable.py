@@ -1,167 +1,203 @@
-"""``solve --runnable-by``: the search covers exactly the plans a framework can run.
+"""A target runtime decides the search space (issue 29): the runnable optimum is the
+best plan the framework can run, proven by the one formulation.
 
-Oracle for Megatron-LM and torchtitan: the union of the uniform choices the
-framework accepts, each solved by brute force over every stage split
-(tests/support/bruteforce.py, independent of the cost tables, the DP and the MIP); the
-runnable search must find that optimum and prove it. DeepSpeed: its space is
-the uniform partition, priced by evaluate() for every choice.
+Oracle: brute force over the *free* per-layer space of every outer configuration
+(tests/support/bruteforce.py: every split times every strategy combination,
+priced without the cost tables, the DP or the MIP), keeping only the plans the
+framework's exporter accepts (autopar_opt.export: its rules are written apart
+from ir/target.py's, from the frameworks' documented rules). For Megatron the
+oracle also keeps one recomputation mode for the model: the exporter accepts
+``--recompute-method block`` plans (the first N blocks of each stage), which the
+target's space does not search (stated in ir/target.py and docs/DESIGN.md).
+The search's answer must equal that optimum, be proven (bound = value), export,
+and its exported file pass the framework's own validation where it is installed
+(tests/support/frameworks.py).
 """
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import replace
 
 import pytest
 
 from support.bruteforce import brute_force
 from autopar_opt.cost.params import default_params
-from autopar_opt.export import export_plan
+from autopar_opt.cost.tables import build_cost_tables
+from autopar_opt.export import ExportError, export_plan, plan_view
 from autopar_opt.export.deepspeed import uniform_partition
+from autopar_opt.ir.target import BLOCK_KINDS, Target
+from autopar_opt.ir.training import Recompute, Schedule, SearchSpace, Training
 from autopar_opt.model_zoo.registry import build_model, get_cluster
 from autopar_opt.search.configs import outer_configs
 from autopar_opt.search.engine import SearchOptions, run_search
-from autopar_opt.search.runnable import run_runnable_search, uniform_choices
-from autopar_opt.ir.training import Recompute, Schedule, SearchSpace, Training
+from autopar_opt.search.runnable import price_of_runnability, runnable_space
 
 GRAPH = build_model("debug-moe", overrides={"num_layers": 2})
+KIND = {layer.name: layer.kind for layer in GRAPH.layers}
 CLUSTER = get_cluster("debug-2x4")
 TRAINING = Training(global_batch_size=8, seq_len=128)
 SPACE = SearchSpace(pp_degrees=(1, 2), tp_degrees=(1, 2), zero_levels=(0, 1, 3),
-                    recompute=(Recompute.none, Recompute.full), ep_degrees=(1, 2, 4),
-                    schedules=(Schedule.one_f_one_b,), microbatches=(1, 2, 4))
-OPTIONS = SearchOptions(solver="dp", time_limit_s=60, rel_gap=0.0)
+                    recompute=(Recompute.none, Recompute.full), ep_degrees=(1, 2),
+                    etp_degrees=(0, 1), schedules=(Schedule.one_f_one_b,), microbatches=(1, 2, 4))
+TARGETS = [Target("megatron"), Target("torchtitan", "0.3"), Target("torchtitan", "0.2"),
+           Target("deepspeed")]
 
 
-def _oracle(framework: str) -> float:
+def _accepts(target: Target):
+    fw = target.framework
+
+    def accept(plan) -> bool:
+        try:
+            export_plan(plan, GRAPH, CLUSTER, TRAINING, fw, target.version)
+        except ExportError as exc:
+            # torchtitan has no flavour for this toy model: that refusal is about the
+            # model, not the plan's parallelism; every other reason counts
+            return "registers no model flavour" in str(exc) and len(exc.reasons) == 1
+        if fw == "megatron":        # the target searches one recomputation mode (docstring)
+            modes = {s.recompute for st in plan.stages for n, s in zip(st.layers, st.strategies)
+                     if KIND[n] in BLOCK_KINDS}
+            return len(modes) == 1
+        return True
+    return accept
+
+
+def _oracle(target: Target) -> float:
     best = math.inf
-    for choice in uniform_choices(framework, GRAPH, SPACE, TRAINING.seq_len):
-        space = choice.restrict(SPACE)
-        for cfg in outer_configs(GRAPH, CLUSTER, TRAINING, space):
-            ref = brute_force(GRAPH, CLUSTER, TRAINING, space, cfg.pp, cfg.microbatches,
-                              cfg.schedule)
-            if ref is not None and export_ok(framework, ref[1]):
-                best = min(best, ref[0])
+    space = runnable_space(SPACE, target.framework, target.version)
+    for cfg in outer_configs(GRAPH, CLUSTER, TRAINING, space):
+        ref = brute_force(GRAPH, CLUSTER, TRAINING, SPACE, cfg.pp, cfg.microbatches,
+                          cfg.schedule, accept=_accepts(target))
+        if ref is not None:
+            best = min(best, ref[0])
     return best
 
 
-def export_ok(framework, plan) -> bool:
-    try:
-        export_plan(plan, GRAPH, CLUSTER, TRAINING, framework)
-        return True
-    except ValueError:
-        return False
-
-
-@pytest.mark.parametrize("framework", ["megatron", "torchtitan"])
-def test_runnable_optimum_equals_brute_force_and_exports(framework):
-    res = run_runnable_search(framework, GRAPH, CLUSTER, TRAINING, SPACE, default_params(),
-                              OPTIONS)
+@pytest.mark.parametrize("solver", ["dp", "highs"])
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.label())
+def test_runnable_optimum_equals_brute_force_over_exportable_plans(target, solver):
+    space = runnable_space(SPACE, target.framework, target.version)
+    res = run_search(GRAPH, CLUSTER, TRAINING, space, default_params(),
+                     SearchOptions(solver=solver, time_limit_s=60, rel_gap=0.0,
+                                   warm_start=solver != "highs"))
     assert res.plan is not None
-    export_plan(res.plan, GRAPH, CLUSTER, TRAINING, framework)      # runnable
-    assert res.metrics.iteration_time_s == pytest.approx(_oracle(framework), rel=1e-9)
+    assert res.metrics.iteration_time_s == pytest.approx(_oracle(target), rel=1e-9)
     assert res.certificate.lower_bound == pytest.approx(res.metrics.iteration_time_s, rel=1e-9)
-    free = run_search(GRAPH, CLUSTER, TRAINING, SPACE, default_params(), OPTIONS)
+    assert _accepts(target)(res.plan)
+    free = run_search(GRAPH, CLUSTER, TRAINING, SPACE, default_params(),
+                      SearchOptions(solver="dp", time_limit_s=60, rel_gap=0.0))
     assert free.metrics.iteration_time_s <= res.metrics.iteration_time_s * (1 + 1e-12)
 
 
-def test_torchtitan_choices_exclude_what_it_cannot_run():
-    choices = uniform_choices("torchtitan", GRAPH, SPACE, 128)
-    assert choices and all(c.zero != 1 and (c.tp == 1 or c.sp) for c in choices)
-    assert all(c.ep == 1 or c.zero >= 2 for c in choices)       # ep | dp_shard*cp, cp = 1
+def test_the_certificate_has_one_row_per_outer_configuration():
+    """No enumeration of uniform settings: the target's search lists the same outer
+    configurations as the free one (issue 29: 15k-35k rows before)."""
+    space = runnable_space(SPACE, "megatron")
+    res = run_search(GRAPH, CLUSTER, TRAINING, space, default_params(),
+                     SearchOptions(solver="dp", time_limit_s=60, rel_gap=0.0))
+    assert len(res.certificate.configurations) == len(outer_configs(GRAPH, CLUSTER, TRAINING, space))
 
 
-def test_deepspeed_is_exhaustive_over_the_uniform_partition():
-    res = run_runnable_search("deepspeed", GRAPH, CLUSTER, TRAINING, SPACE, default_params(),
-                              OPTIONS)
-    export_plan(res.plan, GRAPH, CLUSTER, TRAINING, "deepspeed")
+def test_deepspeed_keeps_its_uniform_partition():
+    space = runnable_space(SPACE, "deepspeed")
+    res = run_search(GRAPH, CLUSTER, TRAINING, space, default_params(),
+                     SearchOptions(solver="dp", time_limit_s=60, rel_gap=0.0))
     sizes = [len(st.layers) for st in res.plan.stages]
     assert sizes == uniform_partition(len(GRAPH), res.plan.pp)
     assert res.certificate.exact and res.certificate.gap == 0.0
-    assert all(r.exhaustive for r in res.certificate.configurations)
 
 
-def test_deepspeed_enumeration_stops_at_the_time_limit():
-    """The exhaustive DeepSpeed search prices configurations only while its time limit
-    lasts (issue 15); the ones left out are unsolved, without a bound, so nothing is
-    claimed for them."""
-    from dataclasses import replace
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.label())
+def test_milp_rows_equal_the_dp_label_rule(target):
+    """formulations' uniform_choice/fixed_split rows and the DP's key families give
+    the same optimum on every configuration (the differential check of the two)."""
+    from autopar_opt.formulations.direct import DirectBuilder
+    from autopar_opt.solvers.dp import solve_dp
+    from autopar_opt.solvers.registry import get_backend
 
-    res = run_runnable_search("deepspeed", GRAPH, CLUSTER, TRAINING, SPACE, default_params(),
-                              replace(OPTIONS, time_limit_s=0.0))
-    records = res.certificate.configurations
-    assert records and res.plan is None
-    assert all(r.status == "not_solved" and r.lower_bound == -math.inf for r in records)
-    assert not res.certificate.exact
-
-
-def test_megatron_choices_past_the_time_limit_are_recorded_without_a_bound():
-    from dataclasses import replace
-
-    res = run_runnable_search("megatron", GRAPH, CLUSTER, TRAINING, SPACE, default_params(),
-                              replace(OPTIONS, time_limit_s=0.0))
-    records = res.certificate.configurations
-    assert records and res.plan is None
-    assert all(r.status == "not_solved" and r.lower_bound == -math.inf for r in records)
-
-
-def test_stop_signal_in_a_megatron_choice_leaves_the_later_choices_unsolved():
-    polls = []
-
-    def should_stop() -> bool:       # the stop arrives once the first configuration is done
-        polls.append(1)
-        return len(polls) >= 2
-    from dataclasses import replace
-
-    res = run_runnable_search("megatron", GRAPH, CLUSTER, TRAINING, SPACE, default_params(),
-                              replace(OPTIONS, should_stop=should_stop, stop_signal=lambda: 15))
-    assert res.interrupted_by == 15 and res.status(0.0) == "interrupted"
-    records = res.certificate.configurations
-    assert records[0].status != "not_solved"         # solved before the stop
-    first = records[0].message.split("]")[0]         # "[megatron: <first choice>"
-    later = [r for r in records if not r.message.startswith(first)]
-    assert later and all(r.status == "not_solved" and r.lower_bound == -math.inf for r in later)
+    space = runnable_space(SPACE, target.framework, target.version)
+    highs = get_backend("highs")
+    for cfg in outer_configs(GRAPH, CLUSTER, TRAINING, space):
+        tables = build_cost_tables(GRAPH, CLUSTER, TRAINING, space, default_params(), cfg.pp,
+                                   cfg.microbatches, cfg.schedule)
+        if any(not s for s in tables.strategies):
+            continue                  # no strategy at all (the micro-batch is too small)
+        dp = solve_dp(tables)
+        problem = DirectBuilder().build(tables)
+        mip = highs.solve(problem.model, problem.problem_class, time_limit_s=30, rel_gap=1e-9)
+        if dp.primal is None:
+            assert mip.primal is None
+            continue
+        assert mip.primal == pytest.approx(dp.primal, rel=1e-7)
+        assert tables.runnable(problem.invert(mip))
 
 
-def test_sigint_during_the_deepspeed_enumeration_writes_an_interrupted_plan(tmp_path, monkeypatch):
-    """A real SIGINT while the second configuration is priced: exit 130, plan.json and
-    the report written, status interrupted, the configurations from the second on
-    unsolved without a bound, the answer (if any) the first configuration's plan."""
-    import json
-    import os
-    import signal
-
-    from autopar_opt.search import runnable
-    from autopar_opt.cli.solve import solve_command
-
-    calls = []
-    real = runnable._price_config
-
-    def price(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:
-            os.kill(os.getpid(), signal.SIGINT)     # handled at the next bytecode
-        return real(*args, **kwargs)
-    monkeypatch.setattr(runnable, "_price_config", price)
-    spec = tmp_path / "spec.yaml"
-    spec.write_text("model: {zoo: debug-moe, overrides: {num_layers: 2}}\n"
-                    "cluster: {zoo: debug-2x4}\ntraining: {global_batch_size: 8}\n"
-                    "search: {pp_degrees: [1, 2], tp_degrees: [1, 2], zero_levels: [0, 1], "
-                    "recompute: [none], microbatches: [1, 2]}\nsolver: {name: dp}\n")
-    out = tmp_path / "out"
-    assert solve_command(str(spec), out_dir=str(out), quiet=True, runnable_by="deepspeed") == 130
-    doc = json.loads((out / "plan.json").read_text())
-    assert doc["status"] == "interrupted" and (out / "report.html").exists()
-    first, *rest = doc["certificate"]["configurations"]
-    assert first["status"] in ("optimal", "infeasible") and rest
-    assert all(r["status"] == "not_solved" and "interrupted" in r["message"] for r in rest)
-    if first["status"] == "optimal":
-        assert doc["certificate"]["primal"] == pytest.approx(first["primal"], rel=1e-12)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+def test_price_of_runnability_brackets_the_two_optima():
+    space = runnable_space(SPACE, "deepspeed")
+    options = SearchOptions(solver="dp", time_limit_s=60, rel_gap=0.0)
+    res = run_search(GRAPH, CLUSTER, TRAINING, space, default_params(), options)
+    price = price_of_runnability(res, GRAPH, CLUSTER, TRAINING, space, default_params(), options, 30.0)
+    lo, hi = price.price
+    free = run_search(GRAPH, CLUSTER, TRAINING, SPACE, default_params(), options)
+    exact = res.metrics.iteration_time_s / free.metrics.iteration_time_s - 1
+    assert price.free_status == "optimal" and lo == pytest.approx(exact) == pytest.approx(hi)
+    assert exact >= 0
+    assert price_of_runnability(res, GRAPH, CLUSTER, TRAINING, space, default_params(), options,
+                                0.0).note.startswith("no time")
 
 
-def test_cli_solve_runnable_by_records_the_restriction(tmp_path):
-    import json
+@pytest.mark.parametrize("framework", ["megatron", "deepspeed"])
+def test_exported_optimum_passes_the_framework(framework, tmp_path):
+    """The runnable optimum's launch file passes the framework's own validation."""
+    from support.frameworks import validate_deepspeed, validate_megatron
 
+    pytest.importorskip("megatron.core" if framework == "megatron" else "deepspeed")
+    space = runnable_space(SPACE, framework)
+    res = run_search(GRAPH, CLUSTER, TRAINING, space, default_params(),
+                     SearchOptions(solver="dp", time_limit_s=60, rel_gap=0.0))
+    text = export_plan(res.plan, GRAPH, CLUSTER, TRAINING, framework).text
+    view = plan_view(res.plan, GRAPH, CLUSTER, TRAINING)
+    if framework == "megatron":
+        assert validate_megatron(text, CLUSTER.num_devices)["dp"] == view.dp
+    else:
+        ds = validate_deepspeed(text, CLUSTER.num_devices, view.pp, view.num_experts)
+        assert ds.train_batch_size == TRAINING.global_batch_size
+
+
+def test_spec_target_defaults_to_the_runtime_and_none_keeps_the_free_space(tmp_path):
+    from autopar_opt.spec import load_spec
+
+    base = ("model: {zoo: debug-moe, overrides: {num_layers: 2}}\ncluster: {zoo: debug-2x4}\n"
+            "training: {global_batch_size: 8, runtime: RT}\n")
+    for runtime, fw in (("megatron-core", "megatron"), ("torchtitan", "torchtitan"),
+                        ("deepspeed", "deepspeed"), ("pytorch-fsdp", "none")):
+        path = tmp_path / f"{runtime}.yaml"
+        path.write_text(base.replace("RT", runtime))
+        assert load_spec(path).space.target.framework == fw
+    path.write_text(base.replace("RT", "megatron-core") + "target: none\n")
+    assert load_spec(path).space.runs_on is None
+    path.write_text(base.replace("RT", "megatron-core") +
+                    "target: {framework: torchtitan, version: '0.2'}\n")
+    assert load_spec(path).space.target == Target("torchtitan", "0.2", "target")
+
+
+def test_spec_target_errors_name_the_key(tmp_path):
+    from autopar_opt.spec import SpecError, load_spec
+
+    path = tmp_path / "s.yaml"
+    path.write_text("model: {zoo: inception-v3}\ncluster: {zoo: debug-2x4}\n"
+                    "training: {global_batch_size: 8}\ntarget: megatron\n")
+    with pytest.raises(SpecError, match=r"target = 'megatron': megatron cannot run this model"):
+        load_spec(path)
+    path.write_text("model: {zoo: debug-moe}\ncluster: {zoo: debug-2x4}\n"
+                    "training: {global_batch_size: 8}\ntarget: megatron\n"
+                    "search: {schedules: [gpipe]}\n")
+    with pytest.raises(SpecError, match=r"search.schedules\[0\] = 'gpipe': megatron does not run"):
+        load_spec(path)
+
+
+def test_cli_solve_reports_the_target_and_the_price(tmp_path):
     from typer.testing import CliRunner
 
     from autopar_opt.cli.commands import app
@@ -171,14 +207,20 @@ def test_cli_solve_runnable_by_records_the_restriction(tmp_path):
                     "cluster: {zoo: debug-2x4}\ntraining: {global_batch_size: 8}\n"
                     "search: {pp_degrees: [1, 2], tp_degrees: [1, 2], zero_levels: [0, 1], "
                     "recompute: [none], microbatches: [1, 2]}\nsolver: {name: dp}\n")
-    res = CliRunner().invoke(app, ["solve", str(spec), "--runnable-by", "megatron", "--json",
-                                   "--out", str(tmp_path / "out")])
+    res = CliRunner().invoke(app, ["solve", str(spec), "--json", "--out", str(tmp_path / "out")])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert doc["search_space"]["runnable_by"] == "megatron"
-    assert all("[megatron:" in r["message"] for r in doc["certificate"]["configurations"])
+    assert doc["search_space"]["target"]["framework"] == "megatron"
+    run = doc["runnability"]
+    assert run["free_status"] == "optimal" and run["price_low"] >= 0
+    assert run["free_lower_bound"] <= doc["certificate"]["primal"]
     res = CliRunner().invoke(app, ["export", str(tmp_path / "out" / "plan.json"), "--to",
                                    "megatron"])
     assert res.exit_code == 0 and "--tensor-model-parallel-size" in res.stdout
+    res = CliRunner().invoke(app, ["solve", str(spec), "--runnable-by", "deepspeed", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["search_space"]["runnable_by"] == "deepspeed"
     res = CliRunner().invoke(app, ["solve", str(spec), "--runnable-by", "alpa"])
     assert res.exit_code == 2 and "unknown framework" in res.output
+    res = CliRunner().invoke(app, ["solve", str(spec)])
+    assert res.exit_code == 0 and "runnable by megatron: price of runnability" in res.stdout
+    assert "stages 0" in res.stdout or "stage 0" in res.stdout        # the degrees are named

@@ -1,0 +1,237 @@
+"""The framework that will launch the plan, and what it can run (issue 29).
+
+A :class:`Target` names the training framework and version that will run the
+plan. The search space is then exactly what that framework can express,
+written as rules on the one formulation (not as an outer enumeration of
+uniform settings):
+
+* **admission** (:meth:`Target.strategy_problem`): a strategy the framework
+  cannot run on a layer at all is not enumerated (torchtitan has no ZeRO-1
+  form; DeepSpeed has no context or Megatron-style sequence parallelism; a
+  Megatron MoE layer with ``tp > 1`` needs sequence parallelism; ...);
+* **uniformity** (:func:`uniform_key`): the frameworks take *one*
+  tensor-, context-, expert- and expert-tensor-parallel degree, one sequence
+  parallelism switch, one ZeRO/FSDP form and one recomputation setting for the
+  whole model. Every strategy has a key per :data:`UNIFORM_DIMS`, with
+  :data:`ANY` where the setting changes nothing on that layer (ZeRO on a layer
+  without parameters or without data parallelism, sequence parallelism at
+  ``tp = 1``, expert settings on dense layers, recomputation outside the
+  transformer blocks: the same rule as :func:`autopar_opt.export.view.plan_view`).
+  A plan is runnable iff one value per dimension matches every layer's key;
+  the MILP/MIQP state it as rows (``formulations/families.py::uniform_choice``),
+  the DP as a label rule (``solvers/dp/uniform.py``);
+* **pipeline rules**: schedules (:meth:`Target.schedules`), whether the stage
+  split is fixed (DeepSpeed ``partition_method="uniform"``,
+  :meth:`Target.fixed_split`), whether ``pp > 1`` is allowed with a tied
+  embedding (torchtitan raises ``NotImplementedError``).
+
+Sources for every rule are cited where it is stated. ``target: none`` keeps
+the free per-layer space.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autopar_opt.ir.graph import Layer, LayerKind
+
+#: Frameworks a target may name (``none``: the free per-layer space).
+FRAMEWORKS = ("megatron", "torchtitan", "deepspeed", "none")
+
+#: torchtitan versions: "0.3" the current configuration system (Python
+#: ``config_registry`` + command-line overrides, torchtitan 0.3.0), "0.2" the
+#: previous TOML job files (``--job.config_file``, torchtitan 0.2.2).
+TORCHTITAN_VERSIONS = ("0.3", "0.2")
+
+#: Runtime name -> framework of the default target.
+RUNTIME_FRAMEWORK = {"megatron-lm": "megatron", "megatron-core": "megatron",
+                     "megatron-bridge": "megatron", "torchtitan": "torchtitan",
+                     "deepspeed": "deepspeed"}
+
+#: The settings every framework takes once for the whole model, in key order.
+UNIFORM_DIMS = ("tp", "cp", "sp", "zero", "ep", "etp", "recompute")
+
+#: Key value of a setting that changes nothing on a layer (matches any value).
+ANY = -1
+
+#: Layer kinds the frameworks build as transformer layers (their layer counts).
+BLOCK_KINDS = (LayerKind.transformer_block, LayerKind.moe_block)
+
+#: Layer kinds a framework pipeline can hold: embedding, transformer layers, head.
+RUNNABLE_KINDS = BLOCK_KINDS + (LayerKind.embedding, LayerKind.lm_head)
+
+_RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2}
+
+
+@dataclass(frozen=True)
+class Target:
+    """The framework (and version) that will launch the plan.
+
+    ``source`` says where the choice came from (``target``,
+    ``training.runtime``, ``--runnable-by``), for the outputs.
+    """
+
+    framework: str = "none"
+    version: str = ""
+    source: str = "target"
+
+    @property
+    def free(self) -> bool:
+        """The free per-layer space (no framework rules)."""
+        return self.framework == "none"
+
+    def label(self) -> str:
+        if self.free:
+            return "none (free per-layer space)"
+        return self.framework + (f" {self.version}" if self.version else "")
+
+    def to_dict(self) -> dict:
+        return {"framework": self.framework, "version": self.version, "source": self.source}
+
+    # ------------------------------------------------------------------ rules
+    def schedules(self) -> tuple[str, ...] | None:
+        """Pipeline schedules the framework runs (None: no restriction). Megatron-LM:
+        1F1B and interleaved 1F1B, no GPipe (``megatron/core/pipeline_parallel/
+        schedules.py``: ``forward_backward_pipelining_without_interleaving`` /
+        ``..._with_interleaving``); DeepSpeed's ``PipelineEngine`` runs 1F1B
+        (``TrainSchedule``); torchtitan takes any ``torch.distributed.pipelining``
+        schedule (``ScheduleGPipe``, ``Schedule1F1B``, ...)."""
+        return {"megatron": ("1f1b", "interleaved"), "deepspeed": ("1f1b",)}.get(self.framework)
+
+    def fixed_split(self) -> bool:
+        """Whether the framework decides the stage split itself: DeepSpeed's
+        ``PipelineModule(partition_method="uniform")`` balances layer counts
+        (``deepspeed/runtime/pipe/module.py``, ``ds_utils.partition_uniform``).
+        Megatron-LM (``--pipeline-model-parallel-layout``) and torchtitan
+        (``module_fqns_per_model_part``) take any contiguous split."""
+        return self.framework == "deepspeed"
+
+    def config_problem(self, pp: int, tied: bool) -> str | None:
+        """Why no plan with ``pp`` stages runs (None: some may). torchtitan's
+        decoder raises ``NotImplementedError("Weight tying is not supported with
+        Pipeline Parallel.")`` (``torchtitan/models/common/decoder.py``,
+        ``update_from_config``)."""
+        if self.framework == "torchtitan" and tied and pp > 1:
+            return "torchtitan does not pipeline a model whose output layer is tied to its embedding"
+        return None
+
+    def strategy_problem(self, layer: Layer, s, pp: int) -> str | None:
+        """Why the framework cannot run strategy ``s`` on ``layer`` in a pipeline
+        of ``pp`` stages (None: it can). The degrees' divisibility (``tp`` of
+        the heads, ``ep`` of the experts, ``etp·ep`` of the stage's devices) is
+        the enumeration's (:func:`autopar_opt.ir.strategies.enumerate_strategies`)."""
+        fw = self.framework
+        if fw == "none":
+            return None
+        etp = s.expert_tp
+        sharded = layer.params > 0 and s.dp * s.cp > 1
+        if s.recompute.value != "none" and layer.kind not in BLOCK_KINDS:
+            # Megatron --recompute-*, torchtitan activation_checkpoint and DeepSpeed's
+            # activation_checkpoint_interval all act on transformer layers only
+            return "only transformer layers are recomputed"
+        if fw == "megatron":
+            # TransformerConfig.__post_init__: "When using MoE and tensor parallelism,
+            # sequence parallelism must be used" (expert TP > 1 or TP > 1)
+            if layer.is_moe and s.tp > 1 and not s.sp:
+                return "MoE with tp > 1 needs sequence parallelism"
+            return None
+        if fw == "torchtitan":
+            if sharded and s.zero == 1:
+                return "no ZeRO-1 form (FSDP2 shards parameters, gradients and state, or DDP)"
+            if s.recompute.value == "selective":
+                return "activation checkpointing is 'full' or 'none' here (its 'selective' is op-level)"
+            if layer.is_moe and s.ep == 1 and etp != s.tp:
+                # expert parallelism off: the experts are sharded like the dense layers
+                # ("No effect for non-MoE models, or when ep = 1", job_config.py)
+                return "with ep = 1 the experts take the model's tp"
+            if self.version == "0.2":
+                if s.tp > 1 and not s.sp:
+                    return "torchtitan 0.2 always shards the norms' sequence with tensor parallelism"
+                if layer.is_moe and s.ep > 1 and etp not in (1, s.tp):
+                    # ParallelDims._validate: "Currently we only support ETP=TP or ETP=1"
+                    return "expert TP must be 1 or tp"
+                shard = s.dp if s.zero >= 2 else 1
+                if layer.is_moe and s.ep > 1:
+                    # expert mesh (pp, dp_replicate, efsdp, ep, etp), efsdp = fsdp*tp/(etp*ep)
+                    if (shard * s.cp * s.tp) % (etp * s.ep):
+                        return "etp*ep must divide dp_shard*cp*tp"
+                return None
+            if layer.is_moe and s.ep > 1 and etp != 1:
+                # 0.3 expert mesh (pp, dp_replicate, efsdp, ep): experts are not TP-sharded
+                return "torchtitan 0.3 does not shard experts by tensor parallelism (etp = 1)"
+            shard = s.dp if s.zero >= 2 else 1
+            if layer.is_moe and s.ep > 1 and (shard * s.cp * s.tp) % s.ep:
+                return "ep must divide dp_shard*cp*tp (efsdp = fsdp*tp/ep)"
+            return None
+        # DeepSpeed: PipelineModule + ZeRO + AutoTP + AutoEP
+        if s.cp > 1:
+            return "no context parallelism (DeepSpeed-Ulysses is a different scheme)"
+        if s.tp > 1 and s.sp:
+            return "no Megatron-style sequence parallelism (AutoTP shards weights only)"
+        if s.recompute.value == "selective":
+            return "activation checkpointing is per layer, all or nothing"
+        if pp > 1 and sharded and s.zero >= 2:
+            return "the pipeline engine supports ZeRO stage 0 and 1 only"
+        if layer.is_moe:
+            if s.ep == 1 and etp != s.tp:
+                return "without AutoEP the experts are sharded like the dense layers (etp = tp)"
+            if s.ep > 1 and etp != 1:
+                # auto_ep_folding.validate_folding_global: "expert_tensor_parallel_size=... is not
+                # supported yet"
+                return "AutoEP runs experts without tensor parallelism (expert_tensor_parallel_size = 1)"
+            if s.ep > 1 and s.tp > 1 and pp > 1:
+                return "AutoEP with AutoTP folding supports pp = 1 only"
+            if s.ep > 1 and (s.dp * s.tp) % s.ep:
+                return "ep must divide dp*tp"
+        return None
+
+
+def uniform_key(layer: Layer, s) -> tuple[int, ...]:
+    """The key of strategy ``s`` on ``layer`` per :data:`UNIFORM_DIMS`, :data:`ANY`
+    where the setting changes nothing on this layer (see the module docstring)."""
+    sp = int(s.sp) if s.tp > 1 and layer.supports_sp else ANY
+    zero = s.zero if layer.params > 0 and s.dp * s.cp > 1 else ANY
+    ep = s.ep if layer.is_moe else ANY
+    etp = s.expert_tp if layer.is_moe else ANY
+    rc = _RECOMPUTE_CODE[s.recompute.value] if layer.kind in BLOCK_KINDS else ANY
+    return (s.tp, s.cp, sp, zero, ep, etp, rc)
+
+
+def describe_key(key: tuple[int, ...]) -> str:
+    """``tp4 cp1 sp z1 ep8 etp1 rc-full`` (settings that matter nowhere left out)."""
+    names = {v: k for k, v in _RECOMPUTE_CODE.items()}
+    parts = []
+    for dim, value in zip(UNIFORM_DIMS, key):
+        if value == ANY:
+            continue
+        if dim == "sp":
+            parts.append("sp" if value else "no-sp")
+        elif dim == "zero":
+            parts.append(f"z{value}")
+        elif dim == "recompute":
+            parts.append(f"rc-{names[value]}")
+        else:
+            parts.append(f"{dim}{value}")
+    return " ".join(parts)
+
+
+def target_for_runtime(runtime_name: str) -> Target:
+    """The default target of a runtime (``training.runtime``): the framework it
+    names, or ``none`` for plain PyTorch stacks (``pytorch-ddp``,
+    ``pytorch-fsdp``), which take per-module settings in user code."""
+    fw = RUNTIME_FRAMEWORK.get(runtime_name)
+    if fw is None:
+        return Target("none", "", "training.runtime")
+    return Target(fw, "0.3" if fw == "torchtitan" else "", "training.runtime")
+
+
+def model_problem(layers: list[Layer], chain: bool) -> str | None:
+    """Why no framework target can run this model (None: a chain of embedding,
+    transformer layers and head, which all three build)."""
+    if not chain:
+        return "it is not a chain of layers (the frameworks pipeline decoder/encoder chains)"
+    odd = sorted({layer.kind.value for layer in layers if layer.kind not in RUNNABLE_KINDS})
+    if odd:
+        return (f"it has {', '.join(odd)} layers (the frameworks build embedding, transformer "
+                "layers and head)")
+    return None

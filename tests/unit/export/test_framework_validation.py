@@ -1,0 +1,186 @@
+"""Exports checked by the frameworks' own code (issue 29), not by string comparison.
+
+Every golden plan below is exported for each framework that accepts it, and the
+file is handed to that framework's validation (tests/support/frameworks.py:
+Megatron-Core's ``initialize_model_parallel`` / ``TransformerConfig`` /
+``DistributedDataParallelConfig``, torchtitan's ``ConfigManager`` /
+``ParallelDims`` / mesh, DeepSpeed's ``DeepSpeedConfig`` / AutoEP validation).
+The frameworks come from the ``frameworks`` test extra
+(``requirements-frameworks.lock``); without it these tests skip. The plans are
+the published recipes of the zoo's models (examples/*.yaml) and hand-written
+plans covering what the exporters write: FSDP, uneven pipeline layouts,
+recomputation, expert TP apart from TP, MLA.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from support.frameworks import read_megatron, validate_deepspeed, validate_megatron, validate_torchtitan
+from support.paths import REPO
+from autopar_opt.export import ExportError, export_plan, plan_view, rules_for
+from autopar_opt.spec import load_spec
+
+EXAMPLES = ["qwen3_235b_256_h100.yaml", "mixtral_8x22b_128_h100.yaml", "deepseek_v3_2048_h800.yaml",
+            "llama31_405b_16384_h100.yaml", "mixtral_8x7b_2x8_h100.yaml"]
+
+HAND = {
+    # Llama-3 8B with FSDP (ZeRO-3), tp 2, full recomputation: Megatron-FSDP / FSDP2
+    "llama3_8b_fsdp": """
+model: {hf_config: MODEL_ZOO/hf/llama-3.1-8b.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 64, seq_len: 8192}
+plan: {tp: 2, pp: 1, zero: 3, sequence_parallel: true, recompute: full, micro_batch_size: 1}
+""",
+    # Llama-3 8B pipelined with an uneven split (Megatron's first/last stage sizes)
+    "llama3_8b_pp4": """
+model: {hf_config: MODEL_ZOO/hf/llama-3.1-8b.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 64, seq_len: 8192}
+plan: {tp: 2, pp: 4, zero: 0, sequence_parallel: true, micro_batch_size: 1,
+       stage_layers: [7, 9, 9, 9]}
+""",
+    # Qwen3-30B-A3B with experts unsplit by TP (etp 1, ep spanning tp ranks), ZeRO-3 on 16 GPUs
+    "qwen3_30b_etp1": """
+model: {hf_config: MODEL_ZOO/hf/qwen3-30b-a3b.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 32, seq_len: 4096}
+plan: {tp: 2, pp: 1, ep: 16, etp: 1, zero: 3, sequence_parallel: true, micro_batch_size: 1}
+""",
+    # Qwen3-30B-A3B, DDP-style data parallelism with experts over the data ranks: DeepSpeed
+    "qwen3_30b_ds": """
+model: {hf_config: MODEL_ZOO/hf/qwen3-30b-a3b.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 32, seq_len: 4096}
+plan: {tp: 1, pp: 1, ep: 8, etp: 1, zero: 2, micro_batch_size: 2}
+""",
+}
+
+
+def _spec(name: str, tmp_path):
+    if name in HAND:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(HAND[name].replace("MODEL_ZOO", str(REPO / "model_zoo")))
+        return load_spec(path)
+    return load_spec(REPO / "examples" / name)
+
+
+def _export(spec, target: str, version: str = ""):
+    view = plan_view(spec.plan, spec.graph, spec.cluster, spec.training)
+    if rules_for(target, view, spec.graph.is_chain(), version):
+        return None
+    try:
+        return export_plan(spec.plan, spec.graph, spec.cluster, spec.training, target, version)
+    except ExportError:          # no torchtitan flavour for this model
+        return None
+
+
+CASES = EXAMPLES + sorted(HAND)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_megatron_core_accepts_the_megatron_arguments(name, tmp_path):
+    pytest.importorskip("megatron.core")
+    spec = _spec(name, tmp_path)
+    out = _export(spec, "megatron")
+    if out is None:
+        pytest.skip("Megatron-LM refuses this plan (its rules are tested in test_export.py)")
+    got = validate_megatron(out.text, spec.cluster.num_devices)
+    view = plan_view(spec.plan, spec.graph, spec.cluster, spec.training)
+    assert got["dp"] == view.dp and got["microbatches"] == view.microbatches
+    if view.has_moe:   # Megatron-Core's expert grid: etp * ep * edp = tp * cp * dp
+        assert got["edp"] * view.ep * view.etp == view.tp * view.cp * view.dp
+    args, env = read_megatron(out.text)
+    if view.zero >= 2:     # Megatron-LM validate_args: FSDP needs fsdp_dtensor, connections != 1
+        assert args["ckpt_format"] == "fsdp_dtensor" and env["CUDA_DEVICE_MAX_CONNECTIONS"] != "1"
+    assert int(args["num_layers"]) == spec.graph.arch.num_layers
+
+
+def test_megatron_core_refuses_what_the_rules_refuse(tmp_path):
+    """The validator can fail: the Qwen3 recipe with ep 32 (etp*ep*pp = 512 > 256 GPUs)."""
+    pytest.importorskip("megatron.core")
+    spec = _spec("qwen3_235b_256_h100.yaml", tmp_path)
+    text = export_plan(spec.plan, spec.graph, spec.cluster, spec.training, "megatron").text
+    bad = text.replace("--expert-model-parallel-size 8", "--expert-model-parallel-size 32")
+    with pytest.raises(RuntimeError, match="not divisible"):
+        validate_megatron(bad, spec.cluster.num_devices)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_deepspeed_accepts_its_config(name, tmp_path):
+    pytest.importorskip("deepspeed")
+    spec = _spec(name, tmp_path)
+    out = _export(spec, "deepspeed")
+    if out is None:
+        pytest.skip("DeepSpeed refuses this plan")
+    view = plan_view(spec.plan, spec.graph, spec.cluster, spec.training)
+    ds = validate_deepspeed(out.text, spec.cluster.num_devices, view.pp, view.num_experts)
+    assert ds.train_batch_size == spec.training.global_batch_size
+    assert ds.zero_optimization_stage == view.zero
+    if view.has_moe:
+        assert ds.expert_parallel_config.autoep_size == view.ep
+
+
+def test_deepspeed_golden_plans_include_expert_parallelism(tmp_path):
+    """At least one golden plan exercises AutoEP (the expert_parallel key)."""
+    spec = _spec("qwen3_30b_ds", tmp_path)
+    assert '"autoep_size": 8' in _export(spec, "deepspeed").text
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_torchtitan_loads_and_checks_its_config(name, tmp_path):
+    pytest.importorskip("torchtitan")
+    spec = _spec(name, tmp_path)
+    out = _export(spec, "torchtitan", "0.3")
+    if out is None:
+        pytest.skip("torchtitan refuses this plan or has no flavour for the model")
+    view = plan_view(spec.plan, spec.graph, spec.cluster, spec.training)
+    config = validate_torchtitan(out.text, spec.cluster.num_devices, tmp_path)
+    p = config.parallelism
+    assert p.tensor_parallel_degree == view.tp and p.pipeline_parallel_degree == view.pp
+    assert p.expert_parallel_degree == (view.ep if view.has_moe else 1)
+    model = config.model_spec.model        # the flavour is the model's architecture
+    assert len(model.layers) == spec.graph.arch.num_layers
+    assert model.dim == spec.graph.arch.hidden
+
+
+def test_torchtitan_flavours_match_its_model_registry():
+    """Every entry of the exporter's flavour table is torchtitan's own model config."""
+    pytest.importorskip("torchtitan")
+    import importlib
+
+    from autopar_opt.export.torchtitan import FLAVOURS
+
+    for (family, hidden, heads, kv, vocab, experts), (module, flav, base, layers) in FLAVOURS.items():
+        registry = importlib.import_module(f"torchtitan.models.{module}").model_registry
+        model = registry(flav).model
+        assert model.dim == hidden and len(model.layers) == layers and model.vocab_size == vocab
+        assert callable(getattr(importlib.import_module(
+            f"torchtitan.models.{module}.config_registry"), base))
+
+
+def test_some_golden_plan_reaches_every_framework(tmp_path):
+    """The golden set is not vacuous: each framework validates at least one plan."""
+    reached = {t: [] for t in ("megatron", "torchtitan", "deepspeed")}
+    for name in CASES:
+        spec = _spec(name, tmp_path)
+        for t in reached:
+            if _export(spec, t, "0.3" if t == "torchtitan" else "") is not None:
+                reached[t].append(name)
+    assert all(reached.values()), reached
+
+
+@pytest.mark.parametrize("name", ["megatron_debug_moe.txt", "torchtitan_qwen3_6.py",
+                                  "deepspeed_debug_moe.json"])
+def test_golden_files_pass_their_framework(name, tmp_path):
+    """The golden files of test_export.py (8 GPUs, 16 samples) pass the framework's checks."""
+    text = (REPO / "tests" / "data" / "export" / name).read_text()
+    if name.startswith("megatron"):
+        pytest.importorskip("megatron.core")
+        validate_megatron(text, 8)
+    elif name.startswith("torchtitan"):
+        pytest.importorskip("torchtitan")
+        validate_torchtitan(text, 8, tmp_path)
+    else:
+        pytest.importorskip("deepspeed")
+        assert validate_deepspeed(text, 8, 2, 8).expert_parallel_config.autoep_size == 2
