@@ -40,11 +40,11 @@ from autopar_opt.calibration.reading.records import (
     DEFAULT_GPUS_PER_NODE, ModeledRun, Unmodelable, autocast_of, default_sequence_parallel,
     family_of,
     fp16_grad_dtype, fsdp_reduce_dtype, integer,
-    map_device,
+    record_device,
     map_precision, map_recompute, map_zero, number, runtime_of, section, text, tied_embeddings)
 from autopar_opt.ir.graph import LayerKind
 from autopar_opt.ir.pipeline import pipeline_rule_broken
-from autopar_opt.ir.hardware import DEFAULT_INTER_NODE, NVLINK_DOMAIN, LinkTier, make_cluster
+from autopar_opt.ir.hardware import DEFAULT_INTER_NODE, NVLINK_DOMAIN, DeviceType, LinkTier, make_cluster
 from autopar_opt.ir.runtime import Runtime
 from autopar_opt.ir.plan import uniform_plan
 from autopar_opt.ir.strategies import Strategy
@@ -179,8 +179,9 @@ def _parallelism(rec: dict, n: int, runtime: Runtime, notes: list[str]) -> dict:
             "zero": zero}
 
 
-def _cluster(rec: dict, device: str, n: int, notes: list[str]):
+def _cluster(rec: dict, dev: DeviceType, n: int, notes: list[str]):
     hw = section(rec, "hardware")
+    device = dev.name
     gpn = integer(hw, "gpus_per_node", "hardware")
     if gpn is None and device in NVLINK_DOMAIN:
         trays = [g for g in range(4, NVLINK_DOMAIN[device] + 1, 4) if n % g == 0]
@@ -200,8 +201,9 @@ def _cluster(rec: dict, device: str, n: int, notes: list[str]):
     elif n > gpn:
         notes.append(f"inter-node bandwidth not stated: catalog {DEFAULT_INTER_NODE[device].name} "
                      f"{DEFAULT_INTER_NODE[device].bandwidth_gb_per_s:g} GB/s per GPU")
-    return make_cluster(str(rec["id"]), n // gpn, gpn, device, inter_node=inter,
-                        source=text(hw, "system"))
+    nics = integer(hw, "nics_per_node", "hardware")
+    return make_cluster(str(rec["id"]), n // gpn, gpn, dev, inter_node=inter,
+                        source=text(hw, "system"), nics_per_node=nics)
 
 
 def _stage_sizes(num_blocks: int, pp: int, embed_slots: bool) -> list[int]:
@@ -254,14 +256,16 @@ def build_run(rec: dict) -> ModeledRun:
     framework = text(tr, "framework")
     family = family_of(str(rec["id"]), framework)
     runtime = runtime_of(framework, notes, rec)
-    device = map_device(text(hw, "gpu_type"), number(hw, "gpu_memory_gb", "hardware"), notes)
+    dev = record_device(text(hw, "gpu_type"), number(hw, "gpu_memory_gb", "hardware"), notes,
+                        number(hw, "power_limit_w", "hardware"))
+    device = dev.name
     n = integer(hw, "num_gpus", "hardware", True)
     graph, dims, moe = _model(rec, runtime, notes)
     rec, ep = moe_build.expert_parallel(rec, n, moe, notes)
     par = _parallelism(rec, n, runtime, notes)
     if moe is not None:
         moe_build.check_ep(ep, par["dp"], par["cp"], moe)
-    cluster = _cluster(rec, device, n, notes)
+    cluster = _cluster(rec, dev, n, notes)
     broken = pipeline_rule_broken(par["pp"], n, cluster.gpus_per_node)
     if broken:
         raise Unmodelable(f"the published plan breaks a pipeline rule: {broken}")

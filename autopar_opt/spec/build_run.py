@@ -7,7 +7,7 @@ divide the device count, HiGHS asked for an MIQP, ...) with their fix.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -70,9 +70,14 @@ def build_cluster(section: ZooClusterSpec | ExplicitClusterSpec, out: ProblemLis
                 f"GPUs = {section.nodes * section.gpus_per_node:,} devices exceed the limit of "
                 f"{limits.MAX_DEVICES:,} devices", "use fewer nodes or GPUs per node")
         return None
+    if section.device_memory_gib is not None:
+        dev = replace(dev, hbm_gib=float(section.device_memory_gib),
+                      memory_gb=float(section.device_memory_gib))
+    if section.power_limit_w is not None:
+        dev = replace(dev, power_limit_w=float(section.power_limit_w))
     return make_cluster(section.name, section.nodes, section.gpus_per_node, dev,
                         _link(section.intra_node, "intra"), _link(section.inter_node, "inter"),
-                        source="spec file")
+                        source="spec file", nics_per_node=section.nics_per_node)
 
 
 def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: Cluster | None,

@@ -236,8 +236,20 @@ class ExplicitClusterSpec(Section):
                              "A100-80GB")
     intra_node: Optional[LinkSpec] = documented_field("Intra-node link; default from the device.",
                                         {"bandwidth_gb_per_s": 300.0, "latency_us": 5.0}, default=None)
-    inter_node: Optional[LinkSpec] = documented_field("Inter-node link; default from the device.",
-                                        {"bandwidth_gb_per_s": 25.0, "latency_us": 10.0}, default=None)
+    inter_node: Optional[LinkSpec] = documented_field(
+        "Inter-node link: one NIC's line rate per direction; default from the device (one "
+        "400 Gb/s NIC per Hopper or Blackwell GPU).",
+        {"bandwidth_gb_per_s": 25.0, "latency_us": 10.0}, default=None)
+    nics_per_node: Optional[PosInt] = documented_field(
+        "Network interfaces per node (each at inter_node's rate); default one per GPU. A group "
+        "of ranks gets the NICs of its own members only.", 4, default=None,
+        le=limits.MAX_GPUS_PER_NODE * 4)
+    device_memory_gib: Optional[float] = documented_field(
+        "Memory per GPU when it differs from the catalog part (e.g. a 94 or 96 GB Hopper): the "
+        "device keeps its compute and takes this capacity.", 96.0, default=None, gt=0, le=4096)
+    power_limit_w: Optional[float] = documented_field(
+        "Board power cap per GPU, W (nvidia-smi -pl): below the part's rated power the sustained "
+        "tensor clock falls as (cap / rated)^(1/3).", 500.0, default=None, gt=0, le=10000)
 
 
 ClusterSection = Annotated[Union[Annotated[ZooClusterSpec, Tag("#zoo")],

@@ -22,7 +22,7 @@ from typing import Any
 
 from autopar_opt.calibration.reading import stacks
 from autopar_opt.ir.graph import Layer, LayerGraph
-from autopar_opt.ir.hardware import DEVICE_CATALOG, Cluster
+from autopar_opt.ir.hardware import DEVICE_CATALOG, Cluster, DeviceType, resolve_device
 from autopar_opt.ir.plan import Plan
 from autopar_opt.ir.runtime import Runtime, runtime_named
 from autopar_opt.ir.strategies import Strategy
@@ -368,35 +368,23 @@ def fp16_grad_dtype(runtime: Runtime, dtype: str, framework: str, precision: str
     return runtime
 
 
+def record_device(gpu_type: str, memory_gb: float | None, notes: list[str],
+                  power_limit_w: float | None = None) -> DeviceType:
+    """The device a record's ``hardware`` section states: the catalog variant its
+    ``gpu_type`` text and ``gpu_memory_gb`` pick, with a stated memory and power
+    cap applied (:func:`autopar_opt.ir.hardware.resolve_device`; what it assumed
+    goes to ``notes``). Raises :class:`Unmodelable` when no catalog chip matches."""
+    try:
+        dev, said = resolve_device(gpu_type, memory_gb, power_limit_w)
+    except ValueError as exc:
+        raise Unmodelable(f"hardware.gpu_type {gpu_type!r}: {exc}") from None
+    notes.extend(said)
+    return dev
+
+
 def map_device(gpu_type: str, memory_gb: float | None, notes: list[str]) -> str:
-    """Catalog device for a free-text ``gpu_type`` (A100 40/80 by memory; the
-    A800 SXM4 80GB when the text names it and not the A100)."""
-    t = gpu_type.lower().replace(" ", "")
-    if not t:
-        raise Unmodelable("hardware.gpu_type is not stated")
-    if "h100" in t and ("pcie" in t or "nvl" in t):
-        raise Unmodelable(f"hardware.gpu_type {gpu_type!r}: H100 PCIe/NVL (756/835 dense bf16 "
-                          "TFLOP/s) is not in the device catalog, only H100 SXM (989)")
-    if "a800" in t and "a100" not in t:   # a text naming both ("A100 or A800") keeps the A100
-        mem = memory_gb or (80.0 if "80g" in t else 40.0 if "40g" in t else None)
-        if "pcie" in t or "active" in t or (mem is not None and mem < 60):
-            raise Unmodelable(f"hardware.gpu_type {gpu_type!r}: only the A800 SXM4 80GB is in the "
-                              "device catalog (A800 PCIe / 40GB Active: other HBM and power)")
-        return "A800-SXM4-80GB"
-    for key, name in (("h200", "H200-141GB"), ("h100", "H100-SXM-80GB"), ("h800", "H800-SXM-80GB"),
-                      ("gb200", "GB200"),
-                      ("b200", "B200"), ("v100", "V100-32GB")):
-        if key in t:
-            return name
-    if "a100" in t:
-        mem = memory_gb or (80.0 if "80gb" in t else 40.0 if "40gb" in t else None)
-        if mem is None:
-            notes.append("gpu memory not stated: A100 taken as the 40 GB part (the only DGX A100 "
-                         "model in 2020)")
-            mem = 40.0
-        return "A100-80GB" if mem >= 60 else "A100-40GB"
-    raise Unmodelable(f"hardware.gpu_type {gpu_type!r} matches no catalog device "
-                      f"({', '.join(DEVICE_CATALOG)})")
+    """Catalog name of :func:`record_device`'s device."""
+    return record_device(gpu_type, memory_gb, notes).name
 
 
 #: FP8 training named in a precision text: ``fp8``, ``float8`` (torchao /

@@ -69,11 +69,15 @@ def test_map_device_reads_the_a800(text, memory, device):
     assert map_device(text, memory, []) == device
 
 
-@pytest.mark.parametrize("text, memory", [("A800 PCIe 80GB", 80), ("A800 40GB Active", 40),
-                                          ("NVIDIA A800", 40)])
+@pytest.mark.parametrize("text, memory", [("A800 40GB Active", 40), ("NVIDIA A800", 40)])
 def test_map_device_refuses_the_other_a800_parts(text, memory):
     with pytest.raises(Unmodelable, match="A800"):
         map_device(text, memory, [])
+
+
+def test_map_device_reads_the_a800_pcie_card():
+    """The A800 PCIe 80GB is a catalog device now (issue 28, point 4)."""
+    assert map_device("A800 PCIe 80GB", 80, []) == "A800-PCIe-80GB"
 
 
 def test_a800_takes_the_a100_fitted_efficiency():
