@@ -113,6 +113,7 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
         flops_recompute_selective=score,   # the attention core (fused under FlashAttention)
         input_bytes=2 * s * h * e, output_bytes=2 * s * h * e,
         tp_comm_bytes=(6 if cross_attention_len else 4) * s * h * e,
+        tp_collectives=3 if cross_attention_len else 2,
         cp_comm_bytes=4 * s * h_kv * e,
         max_tp=kv, supports_sp=True, supports_cp=True,
         # cross-attention adds its Q, fused KV and output projections to the 4 GEMMs

@@ -66,7 +66,8 @@ class CostParams:
         relative to the 16-bit GEMM efficiency (FlashAttention-2, Dao 2023,
         Sec. 4.1; FlashAttention-3, Shah et al. 2024, Sec. 1).
     comm_efficiency, inter_comm_efficiency : NCCL bus bandwidth as a fraction
-        of the NVLink / network datasheet bandwidth.
+        of the NVLink / network datasheet bandwidth, pinned by published
+        nccl-tests figures (not fitted: issue 28, point 2).
     comm_interference : compute slowdown per second of hidden (overlapped)
         communication (NCCL kernels hold SMs and HBM bandwidth).
     elementwise_passes : memory-bound element-wise traffic, in passes over a
@@ -102,12 +103,15 @@ class CostParams:
         0.3, 1.0, "attention-kernel efficiency relative to large GEMMs; PyTorch SDPA "
         "fwd+bwd measured 0.56-0.80 of the GEMM efficiency on H100 (benchmarks/kernels; "
         "SDPA backend not pinned)"))
-    comm_efficiency: float = _param(0.8, valid=FRACTION, plausible=(
-        0.5, 0.95, "NCCL bus bandwidth / NVLink datasheet bandwidth (nccl-tests "
-        "all_reduce_perf reach 0.7-0.9 of NVLink)"))
-    inter_comm_efficiency: float = _param(0.85, valid=FRACTION, plausible=(
-        0.5, 0.95, "NCCL bus bandwidth / NIC line rate (InfiniBand all-reduce reaches "
-        "0.8-0.95 of line rate)"))
+    comm_efficiency: float = _param(0.80, valid=FRACTION, plausible=(
+        0.5, 0.95, "NCCL ring bus bandwidth / per-direction intra-node datasheet bandwidth, "
+        "pinned by nccl-tests all_reduce_perf, not fitted: NVLink2 122/150, NVLink3 232/300, "
+        "NVLink4 370/450, NVLink5 700/900 (NVIDIA GTC 2024 S62129 and GTC 2025 S72583, 'NCCL "
+        "Tests Allreduce Bus Bandwidth'), 0.77-0.82; tests/data/microbench/nccl_tests.yaml"))
+    inter_comm_efficiency: float = _param(0.95, valid=FRACTION, plausible=(
+        0.5, 0.97, "NCCL bus bandwidth / NIC line rate across nodes, pinned by nccl-tests, not "
+        "fitted: 24/25 (200 Gb/s), 48/50 (400 Gb/s), DGX A100 192/200, DGX H100 380/400 and "
+        "370/400 GB/s (NVIDIA GTC 2024 S62129, GTC 2025 S72583): 0.925-0.96"))
     comm_interference: float = _param(0.0, valid={"ge": 0, "le": 1}, plausible=(
         0.0, 0.3, "compute slowdown per second of hidden communication: share of SMs/HBM "
         "bandwidth NCCL kernels hold while they overlap compute (16-32 channels of 132 SMs "

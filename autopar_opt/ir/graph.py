@@ -146,6 +146,10 @@ class Layer:
         separate GEMMs, e.g. Hugging Face ``modeling_llama.py`` and torchtitan's
         Llama); ``None``: the same as the fused count. Builders set it from the
         model's structure (a Llama block: 7 against 4).
+    tp_collectives : tensor-parallel collectives per pass that share
+        ``tp_comm_bytes`` (each a separate message, so each pays the
+        collective's latency); 0: the kind's count
+        (:func:`autopar_opt.cost.comm.tp_collectives`: 2 for a transformer block).
     pool_index_bytes : bytes per sample of the arg-max indices a max pool
         writes in the forward pass and reads in the backward pass: one int64
         per output element (PyTorch ``max_pool2d_with_indices``,
@@ -191,6 +195,7 @@ class Layer:
     gemm_kernels: int | None = None
     gemm_kernels_unfused: int | None = None
     pool_index_bytes: float = 0.0
+    tp_collectives: int = 0
 
     @property
     def holds_tied_copy(self) -> bool:

@@ -412,6 +412,15 @@ class Cluster:
         rail-optimised design, NVIDIA DGX H100 SuperPOD reference architecture)."""
         return members_per_node * self.nics / self.gpus_per_node * self.inter_node.bandwidth_gb_per_s
 
+    @property
+    def inter_node_per_gpu(self) -> LinkTier:
+        """The inter-node tier as one GPU sees it when every GPU of its node sends at
+        once (pipeline sends, all-to-alls): ``nics/gpus`` of a NIC
+        (:meth:`nic_share_gb_per_s`); the tier itself with one NIC per GPU."""
+        if self.nics == self.gpus_per_node:
+            return self.inter_node
+        return LinkTier(self.inter_node.name, self.nic_share_gb_per_s(1.0), self.inter_node.latency_us)
+
     def tier_for_span(self, first_rank: int, last_rank: int) -> LinkTier:
         """The tier binding a group whose ranks lie in [first_rank, last_rank]."""
         same_node = first_rank // self.gpus_per_node == last_rank // self.gpus_per_node
