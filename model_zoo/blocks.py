@@ -254,4 +254,5 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
         input_bytes=2 * s * h * e, output_bytes=2 * s * h * e,
         tp_comm_bytes=4 * s * h * e, cp_comm_bytes=2 * s * attn.kv_width() * e,
         max_tp=attn.heads if attn.mla else attn.kv_heads, supports_sp=True, supports_cp=True,
-        gemm_kernels=kernels, gemm_kernels_unfused=unfused, **fields)
+        gemm_kernels=kernels, gemm_kernels_unfused=unfused,
+        head_dim=attn.qk_dim, attn_causal=True, attn_flops_halved=causal_flops, **fields)

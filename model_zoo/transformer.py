@@ -32,8 +32,16 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
                       flash_attention: bool = False, causal_flops: bool = False,
                       cross_attention_len: int | None = None, act_dtype_bytes: int = 2,
                       biases: bool = True, fused_gated: bool = False,
-                      dropout: bool = True, model_fuses_qkv: bool = False) -> Layer:
+                      dropout: bool = True, model_fuses_qkv: bool = False,
+                      causal: bool = True) -> Layer:
     """One transformer block (attention + MLP + 2 norms), per sample.
+
+    ``causal``: a decoder's masked self-attention (False for encoders); with
+    ``causal_flops`` the counted core FLOPs are already halved. The block
+    records its head dimension, mask and the forward GEMM FLOPs of its four
+    tensor-parallel collective-GEMM pairs (QKV, output projection, MLP up, MLP
+    down) for the attention-kernel and overlap models (``Layer.head_dim``,
+    ``attn_causal``, ``attn_flops_halved``, ``tp_gemm_shares``).
 
     ``cross_attention_len`` adds an encoder-decoder cross-attention sub-layer
     over that many encoder tokens (T5/Transformer decoders).
@@ -114,6 +122,10 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
         input_bytes=2 * s * h * e, output_bytes=2 * s * h * e,
         tp_comm_bytes=(6 if cross_attention_len else 4) * s * h * e,
         tp_collectives=3 if cross_attention_len else 2,
+        head_dim=h // a, attn_causal=causal, attn_flops_halved=causal_flops and causal,
+        tp_gemm_shares=() if cross_attention_len else (
+            2.0 * s * h * (h + 2 * h_kv), 2.0 * s * h * h, (4.0 if gated_mlp else 2.0) * s * h * f,
+            2.0 * s * h * f),
         cp_comm_bytes=4 * s * h_kv * e,
         max_tp=kv, supports_sp=True, supports_cp=True,
         # cross-attention adds its Q, fused KV and output projections to the 4 GEMMs

@@ -17,9 +17,11 @@ Throughput parameters:
   40/80 GB and the A800, the same GA100 die with fewer NVLinks, share one, H100/H200 share the GH100 die, B200/GB200 the
   Blackwell die);
 * ``fp8:<chip>`` – the same in FP8 against the FP8 peak;
-* ``efficiency_half_us``, ``attention_efficiency``, ``elementwise_passes``,
-  ``iteration_overhead_s`` (``comm_efficiency`` and ``inter_comm_efficiency`` are
-  pinned by nccl-tests figures, not fitted: issue 28, point 2, ``cost/params.py``;
+* ``efficiency_half_us``, ``elementwise_passes``, ``iteration_overhead_s``
+  (``comm_efficiency`` and ``inter_comm_efficiency`` are pinned by nccl-tests
+  figures, not fitted: issue 28, point 2, ``cost/params.py``; the attention
+  kernels' efficiencies are published microbenchmarks, read from
+  ``cost/data/attention_kernels.yaml``, point 1;
   ``optimizer_bytes_per_param`` stays at the measured fused-Adam 36: fitted,
   it went to its lower bound 28; ``layer_overhead_us`` stays at its prior 0:
   kernels are queued asynchronously, launch latency overlaps the previous
@@ -65,8 +67,7 @@ CHIP_GROUPS: dict[str, tuple[str, ...]] = {
 #: (medians 0.614 / 0.708 of the respective dense peaks, benchmarks/kernels).
 FP8_OVER_BF16 = 0.614 / 0.708
 #: Scalars fitted on throughput.
-SCALARS = ("efficiency_half_us", "attention_efficiency", "elementwise_passes",
-           "iteration_overhead_s")
+SCALARS = ("efficiency_half_us", "elementwise_passes", "iteration_overhead_s")
 
 
 @dataclass
@@ -96,8 +97,6 @@ def _used(name: str, runs: list[ModeledRun]) -> bool:
         return _chip_used(chip, runs, False)
     if kind == "fp8":
         return _chip_used(chip, runs, True)
-    if name == "attention_efficiency":
-        return any(r.training.runtime.flash_attention for r in runs)
     return True
 
 

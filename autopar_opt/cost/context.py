@@ -129,6 +129,8 @@ class Compute:
     attn_s: float         # attention-core part (the CP window)
     flops: float
     hw_flops: float
+    gemm_fwd_s: float = 0.0   # GEMM part of the forward pass (overlap pairs, cost.overlap)
+    attn_fwd_s: float = 0.0   # attention-core part of the forward pass (context-parallel ring)
 
     @property
     def total_s(self) -> float:

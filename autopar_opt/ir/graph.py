@@ -150,6 +150,19 @@ class Layer:
         ``tp_comm_bytes`` (each a separate message, so each pays the
         collective's latency); 0: the kind's count
         (:func:`autopar_opt.cost.comm.tp_collectives`: 2 for a transformer block).
+    head_dim : width of one attention head (the attention kernel's efficiency
+        depends on it: :mod:`autopar_opt.cost.attention`); 0: not known (128
+        taken, stated).
+    attn_causal : whether the attention core has a causal mask (decoders: True;
+        encoders: False); None: not known (causal taken, stated).
+    attn_flops_halved : ``flops_recompute_selective`` already counts the
+        causal core at half (the masked half skipped, as fused kernels
+        execute it); False with a causal mask: the kernel executes half of the
+        counted attention FLOPs.
+    tp_gemm_shares : the forward GEMM FLOPs of the four tensor-parallel
+        collective-GEMM pairs of a block (QKV, output projection, MLP up, MLP
+        down), which overlap mechanisms pair collectives with
+        (:mod:`autopar_opt.cost.overlap`); empty: an even split.
     pool_index_bytes : bytes per sample of the arg-max indices a max pool
         writes in the forward pass and reads in the backward pass: one int64
         per output element (PyTorch ``max_pool2d_with_indices``,
@@ -196,6 +209,10 @@ class Layer:
     gemm_kernels_unfused: int | None = None
     pool_index_bytes: float = 0.0
     tp_collectives: int = 0
+    head_dim: int = 0
+    attn_causal: bool | None = None
+    attn_flops_halved: bool = False
+    tp_gemm_shares: tuple[float, ...] = ()
 
     @property
     def holds_tied_copy(self) -> bool:

@@ -22,7 +22,7 @@ from autopar_opt.spec.schema import (CostModelSection, ExplicitClusterSpec, Link
                                      SolverSection, TrainingSection, ZooClusterSpec)
 from autopar_opt.spec.cp_rule import cp_refusal
 from autopar_opt.ir.strategies import divisors, tp_degree_ok
-from autopar_opt.ir.runtime import CAPABILITIES, RUNTIMES, Runtime, runtime_named
+from autopar_opt.ir.runtime import CAPABILITIES, CHOICES, RUNTIMES, Runtime, runtime_named
 from autopar_opt.ir.training import (AUTOCAST_DTYPES, Recompute, Schedule, SearchSpace, Training,
                                   autocast_problem)
 
@@ -119,7 +119,18 @@ def _runtime(section: TrainingSection, out: ProblemList) -> Runtime:
     for k in bad:
         out.add(f"training.runtime_options.{k}", k, "unknown runtime capability",
                 f"use one of: {', '.join(CAPABILITIES)}{did_you_mean(k, list(CAPABILITIES))}")
-    good = {k: v for k, v in section.runtime_options.items() if k not in bad}
+    good = {}
+    for k, v in section.runtime_options.items():
+        if k in bad:
+            continue
+        if k in CHOICES and v not in CHOICES[k]:
+            out.add(f"training.runtime_options.{k}", v, f"not a value of {k}",
+                    f"use one of: {', '.join(CHOICES[k])}")
+        elif k not in CHOICES and not isinstance(v, bool):
+            out.add(f"training.runtime_options.{k}", v, "must be true or false",
+                    "write true or false")
+        else:
+            good[k] = v
     return runtime_named(key, **good)
 
 

@@ -17,7 +17,8 @@ import typing
 
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag, ValidationInfo,
+                      field_validator)
 from pydantic_core import PydanticCustomError
 
 from autopar_opt.cost.params import CostParams
@@ -274,8 +275,10 @@ class TrainingSection(Section):
     runtime: str = documented_field("Software stack (sets overlaps, fused attention, sharded optimizer): "
                       "megatron-lm, megatron-core, megatron-bridge, deepspeed, pytorch-fsdp, "
                       "torchtitan, pytorch-ddp.", "megatron-core", default="megatron-core")
-    runtime_options: dict[str, bool] = documented_field(
-        "Capability overrides of the runtime (e.g. {tp_comm_overlap: false}).",
+    runtime_options: dict[str, Union[StrictBool, str]] = documented_field(
+        "Capability overrides of the runtime (e.g. {tp_comm_overlap: false}); the string "
+        "options attention_kernel, tp_overlap, cp_comm_type, reshard_after_forward take one of "
+        "their values (autopar_opt.ir.runtime.CHOICES).",
         {"tp_comm_overlap": False}, default_factory=dict)
     activation_offload: float = documented_field(
         "Fraction of each transformer layer's saved activations offloaded to host memory "

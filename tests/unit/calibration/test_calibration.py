@@ -110,7 +110,7 @@ def test_single_gpu_pure_compute_matches_hand_derivation(tmp_path):
     Measured 1e-7 s gives rel. error 1e-7 / 7.5618e-8 - 1 = +32.24%.
     """
     params = replace(CostParams(), gemm_efficiency={"A100-80GB": 0.5}, efficiency_half_us=0.0,
-                     attention_efficiency=1.0, layer_overhead_us=0.0, elementwise_passes=0.0,
+                     layer_overhead_us=0.0, elementwise_passes=0.0,
                      iteration_overhead_s=0.0, optimizer_bytes_per_param=0.0)
     report = calibrate_file(_write(tmp_path, [_record("one_gpu")]), params=params)
     (c,) = report.comparisons

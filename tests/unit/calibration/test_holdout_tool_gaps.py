@@ -85,9 +85,8 @@ def test_a800_takes_the_a100_fitted_efficiency():
     assert "A800-SXM4-80GB" in CHIP_GROUPS["A100"]
     prior = CostParams()
     theta = {f"eff:{c}": 0.5 for c in CHIP_GROUPS} | {f"fp8:{c}": 0.4 for c in CHIP_GROUPS}
-    theta |= {k: getattr(prior, k) for k in ("efficiency_half_us", "attention_efficiency",
-                                             "comm_efficiency", "inter_comm_efficiency",
-                                             "elementwise_passes", "iteration_overhead_s")}
+    theta |= {k: getattr(prior, k) for k in ("efficiency_half_us", "elementwise_passes",
+                                             "iteration_overhead_s")}
     theta["eff:A100"] = 0.61
     fitted = assemble(prior, theta, ["eff:A100", "eff:V100"])
     assert fitted.efficiency_for("A800-SXM4-80GB") == fitted.efficiency_for("A100-80GB") == 0.61

@@ -53,7 +53,7 @@ def test_good_spec_builds_the_stated_objects():
     assert spec.space.tp_degrees == SearchSpace().tp_degrees      # omitted -> SearchSpace default
     assert spec.solver.name == "dp" and spec.solver.rel_gap == 0.01 and spec.solver.form == "auto"
     assert spec.cost_params.comm_efficiency == 0.7
-    assert spec.cost_params.attention_efficiency == default_params().attention_efficiency
+    assert spec.cost_params.elementwise_passes == default_params().elementwise_passes
     assert spec.training.runtime.name == "megatron-core"
 
 
