@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 
-from autopar_opt.cost import moe, nccl
+from autopar_opt.cost import moe, nccl, overlap
+from autopar_opt.cost.collectives import p2p_time
 from autopar_opt.cost.context import Compute, StageContext
 from autopar_opt.cost.state import reduced_grad_bytes, state_bytes
 from autopar_opt.ir.graph import Layer, LayerKind
@@ -140,13 +141,51 @@ def tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     return passes * collective(ctx, "all_reduce", s.tp, 1, nbytes, n)
 
 
-def cp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
-    """Context parallelism: all-gather K/V forward, all-gather + reduce-scatter of
-    their gradients backward (ring attention; Liu et al. 2023; Megatron CP)."""
+def cp_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
+            ) -> tuple[float, float, float]:
+    """Context parallelism for one micro-batch: (K/V communication time, its
+    exposed part, the partial-output merge time on the critical path).
+
+    ``p2p`` (ring attention: Liu et al. 2023; Transformer Engine
+    ``AttnFuncWithCPAndKVP2P``, Megatron-Core's default): ``cp`` steps, each
+    computing one K/V chunk's attention while the next chunk travels to the
+    neighbour (``Layer.cp_comm_bytes``: the K/V of the whole sequence per
+    sample; a rank's chunk is ``1/cp`` of the rank's samples' share), and the
+    backward sending K/V and dK/dV (twice the bytes); exposed per step
+    :func:`~autopar_opt.cost.overlap.cp_ring_exposed`. Each step's partial
+    output is merged by its log-sum-exp (``CP_MERGE_BYTES`` per output element
+    and step at HBM bandwidth, forward and backward), and each step's kernel
+    runs on the chunk (the attention efficiency at ``s/cp``:
+    :func:`~autopar_opt.cost.compute.attention_lookup`). A hop across nodes runs
+    at one GPU's NIC share (every rank of the ring sends at once).
+
+    ``all_gather`` (Transformer Engine ``cp_comm_type="all_gather"``; the Llama
+    3 paper's context parallelism; torchtitan's default rotation): all-gather
+    K/V before the local attention, again in the backward pass (not kept),
+    and reduce-scatter dK/dV, nothing overlapped (the attention waits for its
+    K/V). Full recomputation repeats the forward exchange."""
     if s.cp <= 1 or layer.cp_comm_bytes <= 0:
-        return 0.0
-    nbytes = layer.cp_comm_bytes / s.tp * ctx.microbatch_samples / s.dp
-    return 3 * collective(ctx, "all_gather", s.cp, s.tp, nbytes)
+        return 0.0, 0.0, 0.0
+    kv = layer.cp_comm_bytes / s.tp * ctx.microbatch_samples / s.dp
+    fwd_passes = 2 if s.recompute is Recompute.full else 1
+    if ctx.training.runtime.cp_comm_type == "all_gather":
+        ag = collective(ctx, "all_gather", s.cp, s.tp, kv)
+        rs = collective(ctx, "reduce_scatter", s.cp, s.tp, kv)
+        raw = (fwd_passes + 1) * ag + rs
+        return raw, raw, 0.0
+    cl = ctx.cluster
+    if ctx.tier(s.cp * s.tp) is cl.intra_node:
+        hop, eff = cl.intra_node, ctx.params.comm_efficiency
+    else:
+        hop, eff = cl.inter_node_per_gpu, ctx.params.inter_comm_efficiency
+    chunk = kv / s.cp
+    c_fwd, c_bwd = p2p_time(chunk, hop, eff), p2p_time(2 * chunk, hop, eff)
+    raw, exp = overlap.cp_ring_exposed(c_fwd, c_bwd, comp.attn_fwd_s,
+                                       comp.attn_s - comp.attn_fwd_s, s.cp, fwd_passes)
+    out_elems = layer.input_bytes / 2.0 / s.tp * ctx.microbatch_samples / (s.dp * s.cp)
+    merge = (fwd_passes + 1) * s.cp * overlap.CP_MERGE_BYTES * out_elems \
+        / (cl.device.hbm_gb_per_s * 1e9)
+    return raw, exp, merge
 
 
 def zero3_bytes(training: Training) -> tuple[float, float]:
@@ -171,7 +210,7 @@ def zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     reduce-scatter behind its backward (Zhao et al. 2023, Sec. 3.3); the
     neighbour is priced as this layer (a stack of equal layers). Returns
     (all gather/scatter time, exposed part)."""
-    if s.zero < 3 or s.dp <= 1 or layer.params <= 0:
+    if s.zero < 3 or s.dp * s.cp <= 1 or layer.params <= 0:
         return 0.0, 0.0
     w_bytes, g_bytes = zero3_bytes(ctx.training)
     dense, expert = moe.split_params(layer, s)   # MoE: experts gather over edp only
@@ -182,9 +221,51 @@ def zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
                     if expert else 0.0)
 
     gather, rs = unit(w_bytes, "all_gather"), unit(g_bytes, "reduce_scatter")
+    prefetch = ctx.training.runtime.fsdp_prefetch
+    if reshards_after_forward(ctx):
+        raw = 2 * gather + rs
+        if not prefetch:
+            return raw, raw
+        return raw, exposed(gather, comp.fwd_s) + exposed(gather + rs, comp.bwd_s)
+    if ctx.pipelined:               # gathered once per iteration: zero3_sync
+        return 0.0, 0.0
+    raw = gather + rs               # kept from forward to backward: no backward gather
+    if not prefetch:
+        return raw, raw
+    return raw, exposed(gather, comp.fwd_s) + exposed(rs, comp.bwd_s)
+
+
+def reshards_after_forward(ctx: StageContext) -> bool:
+    """Whether ZeRO-3/FSDP reshards after the forward pass in this stage context
+    (:meth:`~autopar_opt.ir.runtime.Runtime.reshards_after_forward`)."""
+    return ctx.training.runtime.reshards_after_forward(ctx.pipelined)
+
+
+def zero3_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
+               ) -> tuple[float, float]:
+    """ZeRO-3/FSDP under pipelining without resharding (:func:`reshards_after_forward`
+    False, ``pp > 1``): the pipeline schedule keeps the parameters unsharded
+    and the gradients unreduced across the micro-batches (PyTorch pipelining
+    sets ``set_reshard_after_backward(False)`` and
+    ``set_requires_gradient_sync(False)`` on FSDP modules until the last
+    micro-batch, ``torch/distributed/pipelining/stage.py``), so each layer
+    gathers once per iteration (behind its first forward with prefetch) and
+    reduce-scatters once (behind its last backward). Returns (once-per-iteration
+    exposed time, hidden part); (0, 0) in every other case (:func:`zero3_comm`)."""
+    if s.zero < 3 or s.dp * s.cp <= 1 or layer.params <= 0 or not ctx.pipelined \
+            or reshards_after_forward(ctx):
+        return 0.0, 0.0
+    w_bytes, g_bytes = zero3_bytes(ctx.training)
+    dense, expert = moe.split_params(layer, s)
+    gather = collective(ctx, "all_gather", s.dp * s.cp, s.tp, dense * w_bytes)
+    rs = collective(ctx, "reduce_scatter", s.dp * s.cp, s.tp, dense * g_bytes)
+    if expert:
+        gather += collective(ctx, "all_gather", s.edp, s.tp * s.ep, expert * w_bytes)
+        rs += collective(ctx, "reduce_scatter", s.edp, s.tp * s.ep, expert * g_bytes)
     if not ctx.training.runtime.fsdp_prefetch:
-        return 2 * gather + rs, 2 * gather + rs
-    return 2 * gather + rs, exposed(gather, comp.fwd_s) + exposed(gather + rs, comp.bwd_s)
+        return gather + rs, 0.0
+    exp = exposed(gather, comp.fwd_s) + exposed(rs, comp.bwd_s)
+    return exp, gather + rs - exp
 
 
 def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute

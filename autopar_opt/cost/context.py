@@ -34,6 +34,12 @@ class StageContext:
         return self.cluster.tier_for_span(self.first_rank, last)
 
     @property
+    def pipelined(self) -> bool:
+        """Whether the plan has more than one pipeline stage (``tie_tier`` is
+        set exactly then: :func:`autopar_opt.ir.pipeline.tie_tier`)."""
+        return self.tie_tier is not None
+
+    @property
     def stage_tier(self) -> LinkTier:
         return self.tier(self.devices)
 

@@ -215,7 +215,11 @@ def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
       is still in use"; FSDP2, pytorch PR #128884: two all-gather outputs
       alive at once; Rajbhandari et al. 2020, ZeRO, Sec. 7.2.2: parameters
       gathered per layer and released after use). Without prefetch one unit
-      is in flight. The shards themselves are in :func:`weight_bytes`.
+      is in flight. The shards themselves are in :func:`weight_bytes`. A layer
+      that does not reshard after its forward pass holds its own gather with
+      the stored bytes (:func:`autopar_opt.cost.layer_cost.unsharded_held_bytes`):
+      here only the prefetched neighbour and the unsharded gradient, or, under
+      pipelining, nothing (all of it is held for the iteration).
 
     * The output layer's cross-entropy: the 16-bit copy of the fp32 logits'
       gradient of Megatron's loss (:func:`loss_grad_cast_bytes`), or the two
@@ -261,7 +265,11 @@ def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
         dense, expert = moe.split_params(layer, s)   # MoE: experts sharded over edp only
         gathered = dense + (expert if s.edp > 1 else 0.0)
         units = 2 if training.runtime.fsdp_prefetch else 1
-        out += gathered * (units * w_bytes + g_bytes)
+        if training.runtime.reshards_after_forward(tie_active):
+            out += gathered * (units * w_bytes + g_bytes)
+        elif not tie_active:      # its own gather is held per micro-batch (layer_cost)
+            out += gathered * ((units - 1) * w_bytes + g_bytes)
+        # under pipelining without resharding everything is held for the iteration
     if training.autocast and s.zero >= 3 and s.recompute is Recompute.full:
         out += AUTOCAST_CACHE_BYTES * autocast_cast_params(declared, s)
     return out + loss_grad_cast_bytes(layer, s, microbatch_samples, training) \

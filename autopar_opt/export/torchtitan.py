@@ -14,6 +14,9 @@ Rules (torchtitan ``ParallelDims``): ``dp_replicate · dp_shard · cp · tp · p
 = world size; with expert TP = TP, ``ep`` divides ``dp_shard · cp``. Data
 parallelism is DDP (``dp_replicate``, ZeRO-0) or FSDP2 (``dp_shard``):
 parameters resharded after forward = ZeRO-3, kept (``"never"``) = ZeRO-2;
+a ZeRO-3 plan carries the policy the cost model priced (``"always"``, or
+``"default"`` where the runtime keeps parameters under a pipeline, as
+torchtitan's own default does);
 optimizer-only sharding (ZeRO-1) has no torchtitan form. Tensor parallelism
 always shards the norms' sequence (sequence parallelism on). The pipeline
 split is given module by module (``module_fqns_per_model_part``: one list of
@@ -73,7 +76,12 @@ def torchtitan_config(view: PlanView) -> dict[str, Any]:
         "pipeline_parallel_degree": view.pp,
     }
     if shard > 1:
-        par["fsdp_reshard_after_forward"] = "always" if view.zero >= 3 else "never"
+        # ZeRO-3 keeps what the cost model priced (Runtime.reshards_after_forward):
+        # resharding is "always"; kept under a pipeline is torchtitan's "default"
+        # ("not pp_enabled"); kept without one is "never" (read back as ZeRO-2)
+        keep = "default" if view.pp > 1 else "never"
+        policy = "always" if view.reshard_after_forward else keep
+        par["fsdp_reshard_after_forward"] = policy if view.zero >= 3 else "never"
     if view.pp > 1:
         par["pipeline_parallel_schedule"] = _SCHEDULES[view.schedule]
         par["pipeline_parallel_microbatch_size"] = view.micro_batch_size
@@ -127,7 +135,8 @@ def plan_from_torchtitan(config: dict[str, Any], graph: LayerGraph, world: int) 
     if rep * shard * tp * cp * pp != world:
         raise ValueError(f"dp_replicate*dp_shard*cp*tp*pp = {rep * shard * tp * cp * pp} "
                          f"!= world size {world}")
-    zero = 0 if shard == 1 else (3 if par.get("fsdp_reshard_after_forward") == "always" else 2)
+    zero = 0 if shard == 1 else (
+        3 if par.get("fsdp_reshard_after_forward", "default") in ("always", "default") else 2)
     rc = Recompute.full if config.get("activation_checkpoint", {}).get("mode") == "full" \
         else Recompute.none
     base = Strategy(rep * shard, tp, cp, tp > 1, zero)

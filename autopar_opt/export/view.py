@@ -62,6 +62,9 @@ class PlanView:
     max_tp: int                    # gcd-like bound: tp must divide every layer's max_tp
     num_experts: int
     problems: list[str] = field(default_factory=list)
+    #: ZeRO-3/FSDP frees gathered parameters after the forward pass, as the cost
+    #: model priced it (:meth:`~autopar_opt.ir.runtime.Runtime.reshards_after_forward`)
+    reshard_after_forward: bool = True
 
     @property
     def blocks_per_stage(self) -> list[int]:
@@ -130,7 +133,8 @@ def plan_view(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Trainin
         max_tp=min((layer.max_tp for layer in graph.layers if layer.kind in BLOCK_KINDS),
                    default=1),
         num_experts=max((layer.num_experts for layer in graph.layers), default=0),
-        problems=problems)
+        problems=problems,
+        reshard_after_forward=training.runtime.reshards_after_forward(plan.pp > 1))
 
 
 def common_rules(view: PlanView, target: str, chain: bool) -> list[str]:

@@ -285,6 +285,19 @@ class Runtime:
         """The string options by name (:data:`CHOICES`)."""
         return {name: getattr(self, name) for name in CHOICES}
 
+    def reshards_after_forward(self, pipelined: bool) -> bool:
+        """Whether ZeRO-3/FSDP frees a layer's gathered parameters after its
+        forward pass (and gathers them again for the backward): the
+        ``reshard_after_forward`` option (``always``/``never``), else the
+        framework's default: torchtitan ``not pp_enabled``
+        (``torchtitan/distributed/fsdp.py`` ``get_fsdp_reshard_after_forward_policy``:
+        "For PP, by default do not reshard after forward to avoid per-microbatch
+        all-gathers"), True for every other stack (FSDP ``FULL_SHARD``, DeepSpeed
+        ZeRO-3)."""
+        if self.reshard_after_forward != "default":
+            return self.reshard_after_forward == "always"
+        return not (self.name == "torchtitan" and pipelined)
+
 
 #: Named runtimes with their documented defaults.
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in [

@@ -174,7 +174,7 @@ def enumerate_strategies(layer: Layer, devices: int, microbatch_samples: int,
     samples; ``seq_len`` is a multiple of ``2·cp`` (:func:`cp_degree_ok`) and
     cp needs a layer that supports it; sp needs
     ``tp > 1`` and a layer that supports it; ZeRO levels collapse to the first
-    allowed one when there is nothing to shard (``dp == 1`` or no parameters);
+    allowed one when there is nothing to shard (``dp·cp == 1`` or no parameters);
     recomputation modes that change nothing for this layer are dropped
     (full recomputation is kept under ZeRO-3 with ``autocast``, PyTorch AMP:
     it also drops the 16-bit weight casts a micro-batch keeps,
@@ -200,7 +200,7 @@ def enumerate_strategies(layer: Layer, devices: int, microbatch_samples: int,
                 continue
             for ep in _ep_options(layer, dp, cp, space):
                 for sp in _sp_options(layer, tp, space):
-                    for zero in _zero_options(layer, dp, space):
+                    for zero in _zero_options(layer, dp * cp, space):
                         for rc in _recompute_options(layer, space, autocast and zero >= 3):
                             out.append(Strategy(dp, tp, cp, sp, zero, rc, ep))
     return out
@@ -220,9 +220,13 @@ def _sp_options(layer: Layer, tp: int, space: SearchSpace) -> list[bool]:
     return sorted(set(space.sequence_parallel))
 
 
-def _zero_options(layer: Layer, dp: int, space: SearchSpace) -> list[int]:
+def _zero_options(layer: Layer, shard_group: int, space: SearchSpace) -> list[int]:
+    """ZeRO levels for a layer whose parameters can be sharded over
+    ``shard_group = dp·cp`` ranks (FSDP and ZeRO shard over the data- and
+    context-parallel ranks together: torchtitan ``dp_shard_cp`` mesh,
+    Megatron-Core's distributed optimizer over the dp×cp group)."""
     levels = sorted(set(space.zero_levels))
-    if dp == 1 or layer.params == 0:
+    if shard_group == 1 or layer.params == 0:
         return levels[:1]
     return levels
 

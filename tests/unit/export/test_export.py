@@ -28,6 +28,7 @@ from autopar_opt.export.megatron_import import plan_from_megatron
 from autopar_opt.export.torchtitan import plan_from_torchtitan, torchtitan_config
 from autopar_opt.model_zoo.registry import build_model, get_cluster
 from autopar_opt.ir.plan import Plan, StagePlan
+from autopar_opt.ir.runtime import runtime_named
 from autopar_opt.spec import SpecError, load_spec
 from autopar_opt.ir.strategies import Strategy
 from autopar_opt.ir.training import Recompute, Schedule, Training
@@ -128,6 +129,17 @@ def test_torchtitan_round_trip(plan):
     text = export_plan(plan, GRAPH, CLUSTER, TRAINING, "torchtitan").text
     back = plan_from_torchtitan(tomllib.loads(text), GRAPH, CLUSTER.num_devices)
     assert back.to_dict() == plan.to_dict()
+
+
+def test_torchtitan_keeps_the_reshard_policy_the_cost_model_priced():
+    """Under torchtitan's runtime a pipelined ZeRO-3 plan was priced without
+    resharding after forward (torchtitan's own default for PP), so the export
+    says "default", not "always"; it still reads back as ZeRO-3."""
+    titan = replace(TRAINING, runtime=runtime_named("torchtitan"))
+    text = export_plan(TITAN_PLAN, GRAPH, CLUSTER, titan, "torchtitan").text
+    assert tomllib.loads(text)["parallelism"]["fsdp_reshard_after_forward"] == "default"
+    back = plan_from_torchtitan(tomllib.loads(text), GRAPH, CLUSTER.num_devices)
+    assert back.to_dict() == TITAN_PLAN.to_dict()
 
 
 @pytest.mark.parametrize("plan", [DS_PLAN, make_plan([8], dp=8, tp=1, zero=3, ep=8, c=2)])
