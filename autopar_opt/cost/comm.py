@@ -22,7 +22,7 @@ from autopar_opt.cost.context import Compute, StageContext
 from autopar_opt.cost.state import reduced_grad_bytes, state_bytes
 from autopar_opt.ir.graph import Layer, LayerKind
 from autopar_opt.ir.hardware import LinkTier
-from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.strategies import Strategy, effective_recompute
 from autopar_opt.ir.training import Recompute, Training, param_state_bytes
 
 
@@ -128,16 +128,21 @@ def tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     (Korthikanti et al. 2022, Sec. 4.2.2). ``Layer.tp_comm_bytes`` is the
     forward volume, split into :func:`tp_collectives` messages (each priced by
     NCCL's model: the latency per message counts). Full recomputation repeats
-    the forward ones.
+    the forward ones. Op-level selective checkpointing (:attr:`Recompute.op`)
+    keeps the reduce-scatters' outputs (``_c10d_functional.reduce_scatter_tensor``
+    is in torchtitan's save list) and repeats the rest: the all-gathers, or
+    the all-reduces without sequence parallelism.
     """
     if s.tp <= 1 or layer.tp_comm_bytes <= 0:
         return 0.0
     nbytes = layer.tp_comm_bytes * ctx.microbatch_samples / (s.dp * s.cp)
-    passes = 3 if s.recompute is Recompute.full else 2
+    repeat = effective_recompute(layer, s.recompute) in (Recompute.full, Recompute.op)
+    passes = 3 if repeat else 2
     n = tp_collectives(layer)
     if s.sp:
-        return passes * (collective(ctx, "reduce_scatter", s.tp, 1, nbytes, n)
-                         + collective(ctx, "all_gather", s.tp, 1, nbytes, n))
+        rs_passes = 3 if s.recompute is Recompute.full else 2
+        return rs_passes * collective(ctx, "reduce_scatter", s.tp, 1, nbytes, n) \
+            + passes * collective(ctx, "all_gather", s.tp, 1, nbytes, n)
     return passes * collective(ctx, "all_reduce", s.tp, 1, nbytes, n)
 
 

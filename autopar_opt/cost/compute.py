@@ -16,7 +16,7 @@ from autopar_opt.cost.memory import activation_bytes, eager_logp_bytes, kept_log
 from autopar_opt.cost.state import FP8_KINDS, hp_grad_accumulate_bytes
 from autopar_opt.ir.graph import Layer, LayerKind
 from autopar_opt.ir.runtime import Runtime
-from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.strategies import Strategy, effective_recompute
 from autopar_opt.ir.training import DTYPE_BYTES, Recompute, Training
 
 
@@ -283,7 +283,11 @@ def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
     element-wise traffic at HBM bandwidth; a fixed launch overhead per layer.
     Memory-bound layers (pooling, norms) are HBM traffic only
     (:func:`_memory_bound_compute`). Recomputation re-runs (part of) the
-    forward inside the backward pass.
+    forward inside the backward pass: all of it (full), the attention core
+    (selective), or, op-level (:attr:`Recompute.op`, torchtitan), the
+    GEMMs whose outputs the save list drops (``flops_recompute_op``: every
+    second of the forward's GEMM kernels) with all element-wise kernels, the
+    attention kernel's output being kept.
     """
     share = ctx.microbatch_samples / (s.dp * s.cp)   # samples (x sequence share) per device
     measured = layer.measured_for(s.tp) if layer.measured else None
@@ -300,15 +304,19 @@ def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
     f_fwd = fwd * per_dev
     f_bwd = bwd * per_dev
     core = min(layer.flops_recompute_selective * per_dev, f_fwd)   # attention core, forward
+    rc = effective_recompute(layer, s.recompute)
     if s.recompute is Recompute.full:
         f_re, core_re = f_fwd, core
     elif s.recompute is Recompute.selective:
         f_re, core_re = core, core
+    elif rc is Recompute.op:
+        f_re, core_re = min(layer.flops_recompute_op * per_dev, f_fwd - core), 0.0
     else:
         f_re, core_re = 0.0, 0.0
     k = gemm_kernels(layer, ctx.training.runtime)
+    k_re = max(k // 2, 1) if rc is Recompute.op else k    # every second GEMM
     g_fwd = _gemm_time(f_fwd - core, layer, ctx, k)
-    g_bwd = _gemm_time(f_bwd - 2 * core, layer, ctx, 2 * k) + _gemm_time(f_re - core_re, layer, ctx, k)
+    g_bwd = _gemm_time(f_bwd - 2 * core, layer, ctx, 2 * k) + _gemm_time(f_re - core_re, layer, ctx, k_re)
     look = attention_lookup(layer, s, ctx) if core > 0 else None
     if look is None:
         a_fwd = _unfused_attn_time(core, ctx)
@@ -318,7 +326,7 @@ def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
         a_fwd = run * core / (peak * look.fwd)
         a_bwd = run * (2 * core / (peak * look.bwd) + core_re / (peak * look.fwd))
     elem = _elementwise_time(layer, s, ctx) if layer.flops_fwd > 0 or layer.act_bytes > 0 else 0.0
-    elem_re = elem / 3.0 if s.recompute is Recompute.full else 0.0
+    elem_re = elem / 3.0 if rc in (Recompute.full, Recompute.op) else 0.0
     launch = ctx.params.layer_overhead_us * 1e-6
     fwd = g_fwd + a_fwd + elem / 3.0 + launch / 3.0
     bwd = g_bwd + a_bwd + 2.0 * elem / 3.0 + elem_re + 2.0 * launch / 3.0

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from autopar_opt.cost.context import Compute, StageContext
 from autopar_opt.ir.graph import Layer
-from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.strategies import Strategy, effective_recompute
 from autopar_opt.ir.training import Recompute
 
 #: Transformer Engine ``initialize_ub`` defaults: splits of a ``pipeline``
@@ -91,26 +91,33 @@ def bulk_exposed(c: float, g: float) -> float:
 def tp_exposed(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute, raw: float) -> float:
     """Exposed tensor-parallel time of one micro-batch under the runtime's
     overlap mechanism (module docstring); ``raw`` is the collectives' time
-    (:func:`autopar_opt.cost.comm.tp_comm_time`). No overlap: all of it."""
+    (:func:`autopar_opt.cost.comm.tp_comm_time`). No overlap: all of it. A
+    recomputed forward (full recomputation) is priced as the forward; op-level
+    checkpointing repeats only the forward all-gathers, each paired with its
+    forward GEMM as in the forward pass."""
     rt = ctx.training.runtime
     if raw <= 0 or not rt.tp_comm_overlap:
         return raw
-    passes = 3 if s.recompute is Recompute.full else 2
-    fwd_passes = passes - 1
+    # op-level checkpointing with sequence parallelism repeats the forward
+    # all-gathers only (comm.tp_comm_time): half a pass more
+    rc = effective_recompute(layer, s.recompute)
+    gathers_only = rc is Recompute.op and s.sp
+    passes = 3 if rc is Recompute.full or (rc is Recompute.op and not s.sp) \
+        else 2.5 if gathers_only else 2
     c = raw / passes / PAIRS                      # one collective
     g = [comp.gemm_fwd_s * x for x in _shares(layer)]   # forward GEMM of each pair
     n = s.tp
+    qkv, proj, fc1, fc2 = g
+    gathers = ring_exchange_exposed(c, qkv, n) + ring_exchange_exposed(c, fc1, n)
     if rt.tp_overlap == "async_tp":
         per_pass = sum(ring_exchange_exposed(c, gi, n) for gi in g)
-        return per_pass * passes
+        return per_pass * 2 + (gathers if gathers_only else per_pass * (passes - 2))
     sms = ctx.cluster.device.sms or DEFAULT_SMS
     margin = TE_COMM_SMS / max(sms - TE_COMM_SMS, 1)
-    qkv, proj, fc1, fc2 = g
-    fwd = (ring_exchange_exposed(c, qkv, n) + ring_exchange_exposed(c, fc1, n)
-           + pipeline_exposed(c, proj) + pipeline_exposed(c, fc2) + margin * (proj + fc2))
+    fwd = (gathers + pipeline_exposed(c, proj) + pipeline_exposed(c, fc2) + margin * (proj + fc2))
     bwd = (ring_exchange_exposed(c, proj, n) + ring_exchange_exposed(c, fc2, n)
            + bulk_exposed(c, qkv) + bulk_exposed(c, fc1) + margin * (qkv + fc1))
-    return fwd * fwd_passes + bwd
+    return fwd * (passes - 1) + bwd if not gathers_only else fwd + gathers + bwd
 
 
 #: Bytes of HBM traffic per output element and ring step of the context-parallel

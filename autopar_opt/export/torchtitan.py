@@ -8,7 +8,9 @@ Keys are torchtitan's ``JobConfig`` sections (``torchtitan/config/job_config.py`
 ``pipeline_parallel_microbatch_size``, ``module_fqns_per_model_part``,
 ``expert_parallel_degree``, ``expert_tensor_parallel_degree``;
 ``[training]`` ``local_batch_size``, ``global_batch_size``, ``seq_len``;
-``[activation_checkpoint]`` ``mode``.
+``[activation_checkpoint]`` ``mode``, ``selective_ac_option`` (``op``:
+op-level selective checkpointing, :attr:`Recompute.op`; an integer ``N``:
+full checkpointing on every N-th block of each stage, :func:`layer_sac_pattern`).
 
 Rules (torchtitan ``ParallelDims``): ``dp_replicate · dp_shard · cp · tp · pp``
 = world size; with expert TP = TP, ``ep`` divides ``dp_shard · cp``. Data
@@ -50,10 +52,11 @@ def torchtitan_rules(view: PlanView, chain: bool) -> list[str]:
     shard = _shard(view)
     if view.ep > 1 and (shard * view.cp) % view.ep:
         out.append(f"ep={view.ep} must divide dp_shard*cp = {shard * view.cp}")
-    modes = {m for stage in view.block_recompute for m in stage}
-    if len(modes) > 1 or Recompute.selective in modes:
-        out.append("per-layer or selective recomputation: torchtitan's activation_checkpoint "
-                   "mode is 'none' or 'full' for every layer here")
+    if activation_checkpoint(view) is None:
+        out.append("this recomputation: torchtitan's activation_checkpoint is 'none', 'full', "
+                   "op-level selective ('op') or full on every N-th block of each stage "
+                   "(selective_ac_option N); Megatron's selective (attention-core) mode has no "
+                   "torchtitan form")
     if view.vp_chunks > 1:
         out.append("interleaved virtual stages")
     if any(k == "?" for kinds in view.stage_kinds for k in kinds):
@@ -106,8 +109,42 @@ def torchtitan_config(view: PlanView) -> dict[str, Any]:
                                 "local_batch_size": local}
     if view.seq_len:
         training["seq_len"] = view.seq_len
-    mode = "full" if view.recompute is Recompute.full else "none"
-    return {"training": training, "parallelism": par, "activation_checkpoint": {"mode": mode}}
+    return {"training": training, "parallelism": par,
+            "activation_checkpoint": activation_checkpoint(view) or {"mode": "none"}}
+
+
+def layer_sac_pattern(blocks: int, every: int) -> list[Recompute]:
+    """The blocks of one stage torchtitan checkpoints under ``selective_ac_option
+    = every`` (an integer): ``_apply_ac_to_transformer_block`` counts the
+    blocks it wraps (``ptd_checkpoint_wrapper._count``, from 1 in each
+    process, i.e. per pipeline stage) and wraps those with ``_count % every ==
+    0`` in full checkpointing, leaving the others without
+    (``torchtitan/models/llama3/infra/parallelize.py`` at 9a8cb98)."""
+    return [Recompute.full if (i + 1) % every == 0 else Recompute.none for i in range(blocks)]
+
+
+def activation_checkpoint(view: PlanView) -> dict[str, Any] | None:
+    """torchtitan's ``[activation_checkpoint]`` table for the plan's block
+    recomputation, or None when torchtitan has no form for it: ``none``,
+    ``full``, ``selective`` with ``selective_ac_option = "op"``
+    (:attr:`Recompute.op` on every block) or with an integer ``N`` (full on
+    every N-th block of each stage: :func:`layer_sac_pattern`)."""
+    modes = {m for stage in view.block_recompute for m in stage}
+    if not modes or modes == {Recompute.none}:
+        return {"mode": "none"}
+    if modes == {Recompute.full}:
+        return {"mode": "full"}
+    if modes == {Recompute.op}:
+        return {"mode": "selective", "selective_ac_option": "op"}
+    if modes != {Recompute.full, Recompute.none}:
+        return None
+    firsts = [stage.index(Recompute.full) + 1 for stage in view.block_recompute
+              if Recompute.full in stage]
+    every = min(firsts)
+    if every < 2 or any(stage != layer_sac_pattern(len(stage), every)
+                        for stage in view.block_recompute):
+        return None
+    return {"mode": "selective", "selective_ac_option": str(every)}
 
 
 def to_toml(config: dict[str, Any], header: str) -> str:
@@ -137,8 +174,10 @@ def plan_from_torchtitan(config: dict[str, Any], graph: LayerGraph, world: int) 
                          f"!= world size {world}")
     zero = 0 if shard == 1 else (
         3 if par.get("fsdp_reshard_after_forward", "default") in ("always", "default") else 2)
-    rc = Recompute.full if config.get("activation_checkpoint", {}).get("mode") == "full" \
-        else Recompute.none
+    ac = config.get("activation_checkpoint", {})
+    option = str(ac.get("selective_ac_option", "2"))   # torchtitan's default option
+    rc = {"full": Recompute.full, "selective": Recompute.op if option == "op" else None}.get(
+        ac.get("mode"), Recompute.none)
     base = Strategy(rep * shard, tp, cp, tp > 1, zero)
     mbs = par.get("pipeline_parallel_microbatch_size", tr["local_batch_size"]) if pp > 1 \
         else tr["local_batch_size"]
@@ -148,12 +187,14 @@ def plan_from_torchtitan(config: dict[str, Any], graph: LayerGraph, world: int) 
     stages = []
     for fqns in parts:
         names, strats = [], []
+        blocks = sum(1 for fqn in fqns if fqn.startswith("layers."))
+        modes = iter([rc] * blocks if rc is not None else layer_sac_pattern(blocks, int(option)))
         for fqn in fqns:
             if fqn == "tok_embeddings":
                 layer, s = graph.layers[0], base
             elif fqn.startswith("layers."):
                 layer = graph.layers[1 + int(fqn.split(".")[1])]
-                s = replace(base, recompute=rc,
+                s = replace(base, recompute=next(modes),
                             ep=par.get("expert_parallel_degree", 1) if layer.is_moe else 1)
             elif fqn == "output":
                 layer, s = graph.layers[-1], base

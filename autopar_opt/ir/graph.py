@@ -163,6 +163,19 @@ class Layer:
         collective-GEMM pairs of a block (QKV, output projection, MLP up, MLP
         down), which overlap mechanisms pair collectives with
         (:mod:`autopar_opt.cost.overlap`); empty: an even split.
+    act_op_saved_bytes : bytes per sample a block keeps under op-level
+        selective checkpointing (:attr:`~autopar_opt.ir.training.Recompute.op`:
+        its input, the attention kernel's output and log-sum-exp, every
+        odd-numbered GEMM's output; ``model_zoo/transformer.py``
+        ``op_sac_terms``) with no tensor parallelism; 0: the mode is not
+        offered for this layer.
+    act_op_saved_replicated_bytes : the part of ``act_op_saved_bytes`` that
+        tensor parallelism splits only under sequence parallelism (the input).
+    act_op_saved_unsplit_bytes : the part of ``act_op_saved_bytes`` every
+        tensor-parallel rank keeps whole (a row-parallel GEMM's partial sums).
+    flops_recompute_op : forward GEMM FLOPs per sample re-run in the backward
+        pass under op-level selective checkpointing (the even-numbered GEMMs;
+        the element-wise forward re-runs too).
     pool_index_bytes : bytes per sample of the arg-max indices a max pool
         writes in the forward pass and reads in the backward pass: one int64
         per output element (PyTorch ``max_pool2d_with_indices``,
@@ -213,6 +226,10 @@ class Layer:
     attn_causal: bool | None = None
     attn_flops_halved: bool = False
     tp_gemm_shares: tuple[float, ...] = ()
+    act_op_saved_bytes: float = 0.0
+    act_op_saved_replicated_bytes: float = 0.0
+    act_op_saved_unsplit_bytes: float = 0.0
+    flops_recompute_op: float = 0.0
 
     @property
     def holds_tied_copy(self) -> bool:

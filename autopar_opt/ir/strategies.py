@@ -175,10 +175,12 @@ def enumerate_strategies(layer: Layer, devices: int, microbatch_samples: int,
     cp needs a layer that supports it; sp needs
     ``tp > 1`` and a layer that supports it; ZeRO levels collapse to the first
     allowed one when there is nothing to shard (``dp·cp == 1`` or no parameters);
-    recomputation modes that change nothing for this layer are dropped
-    (full recomputation is kept under ZeRO-3 with ``autocast``, PyTorch AMP:
-    it also drops the 16-bit weight casts a micro-batch keeps,
-    :func:`autopar_opt.cost.state.autocast_saved_cast_bytes`); MoE layers take every ``ep`` of ``space.ep_degrees`` allowed by
+    recomputation modes that change nothing for this layer are dropped (full
+    recomputation is kept under ZeRO-3 with ``autocast``, PyTorch AMP: it also
+    drops the 16-bit weight casts a micro-batch keeps,
+    :func:`autopar_opt.cost.state.autocast_saved_cast_bytes`), and op-level
+    checkpointing is offered only where the builder priced its save list
+    (``Layer.act_op_saved_bytes``); MoE layers take every ``ep`` of ``space.ep_degrees`` allowed by
     :func:`ep_degree_ok`.
     """
     out: list[Strategy] = []
@@ -237,11 +239,24 @@ def _casts_weights(layer: Layer) -> bool:
     return (layer.params > 0 or layer.holds_tied_copy) and autocast_casts_weights(layer)
 
 
+def effective_recompute(layer: Layer, mode: Recompute) -> Recompute:
+    """The recomputation ``mode`` does on ``layer``: op-level selective
+    checkpointing wraps transformer blocks only (torchtitan
+    ``apply_ac``: ``for layer_id, transformer_block in model.layers.named_children()``),
+    so on a layer the builder gave no save list (``act_op_saved_bytes`` 0) it
+    recomputes nothing."""
+    if mode is Recompute.op and layer.act_op_saved_bytes <= 0:
+        return Recompute.none
+    return mode
+
+
 def _recompute_options(layer: Layer, space: SearchSpace, casts_saved: bool = False) -> list[Recompute]:
     modes = []
     for rc in space.recompute:
         rc = Recompute(rc)
         if rc is Recompute.selective and layer.act_attn_bytes <= 0:
+            continue
+        if rc is Recompute.op and layer.act_op_saved_bytes <= 0:
             continue
         if rc is Recompute.full and layer.act_bytes <= layer.input_bytes \
                 and not (casts_saved and _casts_weights(layer)):

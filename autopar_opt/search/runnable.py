@@ -64,12 +64,12 @@ def _framework_ok(framework: str, c: UniformChoice, has_moe: bool, seq_len: int 
     """Choices a framework refuses whatever the pipeline (the rules of autopar_opt.export)."""
     if framework == "megatron":
         cp_ok = c.cp == 1 or not seq_len or seq_len % (2 * c.cp) == 0
-        return not (has_moe and c.tp > 1 and not c.sp) and cp_ok
+        return not (has_moe and c.tp > 1 and not c.sp) and cp_ok and c.recompute is not Recompute.op
     if framework == "torchtitan":
         ep_ok = c.ep == 1 or c.zero >= 2 or c.cp % c.ep == 0   # ep | dp_shard*cp
         return c.zero != 1 and (c.tp == 1 or c.sp) and c.recompute is not Recompute.selective \
             and ep_ok
-    return c.cp == 1 and not c.sp and c.recompute is not Recompute.selective
+    return c.cp == 1 and not c.sp and c.recompute not in (Recompute.selective, Recompute.op)
 
 
 def uniform_choices(framework: str, graph: LayerGraph, space: SearchSpace,
