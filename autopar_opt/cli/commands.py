@@ -121,6 +121,8 @@ def schema(plan: bool = typer.Option(False, "--plan", help="The JSON Schema of p
 
 
 def _estimate_text(spec: Any, metrics: Any) -> list[str]:
+    from autopar_opt.cost.assumptions import cost_assumptions
+
     plan = spec.plan
     labels = list(dict.fromkeys(s.label() for st in plan.stages for s in st.strategies))
     lines = [f"spec:             {spec.path}",
@@ -158,6 +160,8 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
                      f"{mark}")
     lines.append(f"runtime:          {spec.training.runtime.name} ("
                  + ", ".join(k for k, v in spec.training.runtime.capabilities().items() if v) + ")")
+    lines.append("assumed:")
+    lines += [f"  - {line}" for line in cost_assumptions(spec.graph, spec.cluster, spec.training)]
     return lines
 
 
@@ -166,6 +170,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
 def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file with a plan."),
              json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> int:
     """Evaluate the spec's plan under the cost model (no solver)."""
+    from autopar_opt.cost.assumptions import cost_assumptions
     from autopar_opt.cost.evaluate import evaluate
     from autopar_opt.spec import load_spec
 
@@ -176,7 +181,9 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
     metrics = evaluate(spec.plan, spec.graph, spec.cluster, spec.training, spec.cost_params)
     if json_output:
         typer.echo(json.dumps({"spec": str(spec.path), "plan": spec.plan.to_dict(),
-                               "metrics": metrics.to_dict()}, indent=2))
+                               "metrics": metrics.to_dict(),
+                               "assumed": cost_assumptions(spec.graph, spec.cluster,
+                                                           spec.training)}, indent=2))
     else:
         typer.echo("\n".join(_estimate_text(spec, metrics)))
     if not metrics.feasible:

@@ -57,7 +57,10 @@ def collective_group(ctx: StageContext, group: int, stride: int) -> nccl.Group:
     communicates at once) at ``inter_comm_efficiency`` of the line rate (nccl-tests
     all-reduce across DGX nodes: 192/200 GB/s A100, 380/400 H100, NVIDIA GTC 2024
     S62129). One member per node (a data-parallel ring of a tp=8 model) sees its
-    own NIC share alone. The figure nccl-tests report as bus bandwidth
+    own NIC share alone. A group spanning more nodes than one leaf switch serves
+    gets the blocking fabric's share above the leaves
+    (:meth:`~autopar_opt.ir.hardware.Cluster.fabric_share`).
+    The figure nccl-tests report as bus bandwidth
     (tests/data/microbench/nccl_tests.yaml; :mod:`autopar_opt.cost.nccl` adds the
     latencies and the algorithm choice).
     """
@@ -69,7 +72,8 @@ def collective_group(ctx: StageContext, group: int, stride: int) -> nccl.Group:
         return nccl.Group(max(group, 1), 1, intra, kind, gen)
     per_node = max(1, min(group, cl.gpus_per_node // max(stride, 1)))
     nodes = -(-group // per_node)
-    net = cl.nic_share_gb_per_s(per_node) * ctx.params.inter_comm_efficiency
+    net = cl.nic_share_gb_per_s(per_node) * ctx.params.inter_comm_efficiency \
+        * cl.fabric_share(nodes)
     bus = net if per_node == 1 else min(intra, net)
     return nccl.Group(group, nodes, bus, kind, gen)
 
@@ -213,8 +217,14 @@ def zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     With prefetch the forward gather hides behind the forward
     compute of the neighbouring layer and the backward gather +
     reduce-scatter behind its backward (Zhao et al. 2023, Sec. 3.3); the
-    neighbour is priced as this layer (a stack of equal layers). Returns
-    (all gather/scatter time, exposed part)."""
+    neighbour is priced as this layer (a stack of equal layers). In such a
+    stack the exposed part is the same for any prefetch depth >= 1 (FSDP2's
+    implicit one-layer prefetch, ``set_modules_to_forward_prefetch`` deeper,
+    DeepSpeed's ``stage3_prefetch_bucket_size``): in steady state one layer's
+    gathers run per layer of compute, so a deeper queue absorbs jitter, not a
+    bandwidth deficit; it costs memory (the gathered units in flight:
+    :func:`~autopar_opt.cost.memory.working_set_bytes`, two with prefetch).
+    Returns (all gather/scatter time, exposed part)."""
     if s.zero < 3 or s.dp * s.cp <= 1 or layer.params <= 0:
         return 0.0, 0.0
     w_bytes, g_bytes = zero3_bytes(ctx.training)

@@ -390,6 +390,34 @@ class Cluster:
     #: network interfaces per node; the inter-node tier's bandwidth is one NIC's
     #: line rate. None: one per GPU (DGX/HGX design: 8 ConnectX-7 for 8 GPUs)
     nics_per_node: int | None = None
+    #: nodes below one leaf switch (a rail-optimised scalable unit: the rail's
+    #: leaf takes the same-index NIC of each of its nodes; a fat tree's leaf: all
+    #: NICs of its nodes); None: every node under one non-blocking fabric
+    nodes_per_leaf: int | None = None
+    #: blocking factor of the fabric above the leaves (uplink over downlink
+    #: capacity inverted: 2.0 = 2:1 oversubscribed); 1.0 non-blocking
+    oversubscription: float = 1.0
+
+    def fabric_share(self, nodes: int) -> float:
+        """Share of its NICs' line rate a group spanning ``nodes`` nodes gets from
+        the fabric: 1 inside one leaf group or on a non-blocking fabric, else
+        ``1/oversubscription`` (every group of the cluster communicates at once,
+        so the uplinks carry ``oversubscription`` times their capacity).
+
+        Rail-optimised and fat-tree fabrics price alike here: NVIDIA's
+        reference designs build both as "a full non-blocking fat tree topology
+        ... where the GPUs are connected using a rail-optimized network
+        topology" (NVIDIA Enterprise Reference Architecture, HGX AI Factory,
+        "Networking Physical Topologies"), and NCCL keeps each channel on its
+        NIC's rail, relaying through NVLink to the GPU on the right rail (PXN,
+        NCCL 2.12+), so a ring or tree does not cross rails in the network. The
+        difference that matters is the leaf group (``nodes_per_leaf``: 32 DGX
+        H100 per scalable unit, DGX SuperPOD reference architecture RA-11333-001)
+        and the blocking above it. Nodes are taken consecutive and aligned to
+        leaf groups (stated: a scheduler that scatters a job pays more)."""
+        if self.nodes_per_leaf is None or nodes <= self.nodes_per_leaf:
+            return 1.0
+        return 1.0 / self.oversubscription
 
     @property
     def num_devices(self) -> int:
@@ -429,9 +457,11 @@ class Cluster:
 
 def make_cluster(name: str, nodes: int, gpus_per_node: int, device: str | DeviceType,
                  intra_node: LinkTier | None = None, inter_node: LinkTier | None = None,
-                 source: str = "", nics_per_node: int | None = None) -> Cluster:
+                 source: str = "", nics_per_node: int | None = None,
+                 nodes_per_leaf: int | None = None, oversubscription: float = 1.0) -> Cluster:
     """Build a cluster, filling link tiers from the device's defaults."""
     dev = DEVICE_CATALOG[device] if isinstance(device, str) else device
     intra = intra_node or DEFAULT_INTRA_NODE.get(dev.name, LinkTier("intra", 300.0, 5.0))
     inter = inter_node or DEFAULT_INTER_NODE.get(dev.name, LinkTier("inter", 25.0, 10.0))
-    return Cluster(name, nodes, gpus_per_node, dev, intra, inter, source, nics_per_node)
+    return Cluster(name, nodes, gpus_per_node, dev, intra, inter, source, nics_per_node,
+                   nodes_per_leaf, oversubscription)

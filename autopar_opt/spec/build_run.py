@@ -77,7 +77,9 @@ def build_cluster(section: ZooClusterSpec | ExplicitClusterSpec, out: ProblemLis
         dev = replace(dev, power_limit_w=float(section.power_limit_w))
     return make_cluster(section.name, section.nodes, section.gpus_per_node, dev,
                         _link(section.intra_node, "intra"), _link(section.inter_node, "inter"),
-                        source="spec file", nics_per_node=section.nics_per_node)
+                        source="spec file", nics_per_node=section.nics_per_node,
+                        nodes_per_leaf=section.nodes_per_leaf,
+                        oversubscription=float(section.oversubscription))
 
 
 def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: Cluster | None,

@@ -245,6 +245,14 @@ class ExplicitClusterSpec(Section):
         "Network interfaces per node (each at inter_node's rate); default one per GPU. A group "
         "of ranks gets the NICs of its own members only.", 4, default=None,
         le=limits.MAX_GPUS_PER_NODE * 4)
+    nodes_per_leaf: Optional[PosInt] = documented_field(
+        "Nodes under one leaf switch (a rail-optimised scalable unit, e.g. 32 DGX H100, or a "
+        "fat tree's leaf); default: one non-blocking fabric.", 32, default=None,
+        le=limits.MAX_NODES)
+    oversubscription: float = documented_field(
+        "Blocking factor of the fabric above the leaves (2.0 = 2:1): a collective spanning more "
+        "than nodes_per_leaf nodes gets this fraction less of its NICs' rate.", 2.0, default=1.0,
+        ge=1.0, le=64.0)
     device_memory_gib: Optional[float] = documented_field(
         "Memory per GPU when it differs from the catalog part (e.g. a 94 or 96 GB Hopper): the "
         "device keeps its compute and takes this capacity.", 96.0, default=None, gt=0, le=4096)

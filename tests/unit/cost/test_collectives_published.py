@@ -83,3 +83,18 @@ def test_efa_sweep_is_recorded_not_fitted():
             assert ratio == pytest.approx(1.0, abs=0.10)
         elif r["bytes"] >= 2**20:
             assert 1.0 <= ratio < 6.0
+
+
+def test_a_group_beyond_one_leaf_shares_the_blocking_fabric():
+    """Hand case: 8 nodes of 8 H100, one 50 GB/s NIC per GPU, 4 nodes per leaf,
+    2:1 above. A data-parallel ring of one rank per node (stride 8) inside one leaf
+    (4 nodes) sees its own NIC at 0.95: 47.5 GB/s; across two leaves (8 nodes) half
+    of it; non-blocking (no leaf stated) the full 47.5."""
+    def bus(ranks, **fabric):
+        cl = make_cluster("c", 8, 8, "H100-SXM-80GB", inter_node=LinkTier("net", 50.0, 10.0),
+                          **fabric)
+        ctx = StageContext(cl, Training(global_batch_size=1), CostParams(), 64, 1)
+        return collective_group(ctx, ranks, 8).bus_gb_per_s
+    assert bus(4, nodes_per_leaf=4, oversubscription=2.0) == pytest.approx(47.5)
+    assert bus(8, nodes_per_leaf=4, oversubscription=2.0) == pytest.approx(23.75)
+    assert bus(8) == pytest.approx(47.5)
