@@ -25,8 +25,10 @@ Throughput parameters:
   ``optimizer_bytes_per_param`` stays at the measured fused-Adam 36: fitted,
   it went to its lower bound 28; ``layer_overhead_us`` stays at its prior 0:
   kernels are queued asynchronously, launch latency overlaps the previous
-  kernel; ``comm_interference`` stays at 0: an earlier fit drove it to its
-  lower bound, the published runs do not resolve it).
+  kernel; ``comm_interference`` is pinned at 0.189, the measured compute
+  slowdown under overlapped NCCL collectives of Lee et al. 2025, arXiv
+  2507.03114: an earlier fit drove it to its lower bound, the published runs
+  do not resolve it).
 
 A chip no training run uses takes the median of the fitted chips' 16-bit
 efficiencies, and an unseen FP8 efficiency that chip's 16-bit efficiency times
@@ -50,7 +52,7 @@ import numpy as np
 
 from autopar_opt.calibration.compare import log_residuals
 from autopar_opt.calibration.memory import MEASURES, modelled_gib
-from autopar_opt.calibration.reading.records import ModeledRun
+from autopar_opt.calibration.modeled import ModeledRun
 from autopar_opt.cost.params import EFFICIENCY_RANGE, RANGES, CostParams
 from autopar_opt.ir.hardware import DEVICE_CATALOG
 

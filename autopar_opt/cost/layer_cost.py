@@ -75,7 +75,14 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     bandwidth while they overlap compute, which slows the compute by
     ``comm_interference`` x the hidden time (NCCL runs one CTA per channel on
     its own SMs; Jeaugey, NCCL 2.0, GTC 2017; the slowdown of overlapped
-    GEMMs is measured in Rashidi et al. 2021 and Wang et al. 2022). MoE
+    GEMMs is measured in Rashidi et al. 2021 and Wang et al. 2022; the value,
+    18.9%, is Lee et al. 2025's average, :attr:`CostParams.comm_interference`).
+    It applies to the NCCL collectives hidden here (ZeRO-3/FSDP gathers and
+    reduce-scatters, context-parallel sends, the data-parallel reduction in
+    ``sync_s``), not to tensor-parallel overlap, whose mechanism prices its
+    own SM share (Transformer Engine's SM margin) or runs on copy engines
+    (async TP, :mod:`autopar_opt.cost.overlap`), nor to offload copies (copy
+    engines). MoE
     token all-to-alls (:func:`autopar_opt.cost.moe.alltoall_comm_time`) are
     exposed: they sit between the router and the experts. With ``pp > 1``
     (``ctx.tie_tier``) an output layer tied to the input embedding keeps its
@@ -106,7 +113,7 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     f_off = offload.offloaded_fraction(layer, ctx.training)
     off_raw, off = offload.transfer_time(f_off * act, ctx.cluster.device, comp.fwd_s, comp.bwd_s)
     held = unsharded_held_bytes(layer, s, ctx)
-    hidden = (tp_raw - tp) + (cp_raw - cp_exp) + (z3_raw - z3) + (off_raw - off)
+    hidden = (cp_raw - cp_exp) + (z3_raw - z3)      # NCCL kernels on SMs (docstring)
     comm = tp + cp + z3 + ep + off + k * hidden
     return LayerCost(
         time_s=comp.total_s + accum + comm,

@@ -24,6 +24,7 @@ from autopar_opt.ir.strategies import Strategy
 from autopar_opt.ir.training import Training
 
 IDEAL = CostParams(gemm_efficiency={}, efficiency_default=1.0, fp8_efficiency={},
+                   comm_interference=0.0,
                    fp8_efficiency_default=1.0, efficiency_half_us=0.0, comm_efficiency=1.0,
                    inter_comm_efficiency=1.0, elementwise_passes=0.0,
                    optimizer_bytes_per_param=0.0, memory_reserve_gib=0.0,
@@ -200,11 +201,13 @@ def test_deepspeed_reduces_gradients_after_the_backward_pass():
     buckets: :func:`_dp_allreduce`) is exposed, where Megatron-LM's DDP hides the
     backward (2.022 ms) of it. A Megatron-DeepSpeed record maps to that runtime and says
     why."""
-    from autopar_opt.calibration.reading.records import runtime_of
+    from autopar_opt.calibration.reading import RawRecord
+    from autopar_opt.calibration.reading.runtime import runtime_of
     ar = _dp_allreduce("deepspeed")
     ds = layer_cost(_block(), Strategy(dp=8, tp=1), _ctx("deepspeed"))
     assert ds.dp_exposed_s == pytest.approx(ar, rel=1e-12)
     notes: list[str] = []
-    rt = runtime_of("Megatron-DeepSpeed", notes, {"parallelism": {"zero_stage": 1}})
+    rt = runtime_of("Megatron-DeepSpeed", notes,
+                    RawRecord.read({"parallelism": {"zero_stage": 1}}))
     assert rt.name == "deepspeed" and not rt.grad_reduce_overlap
     assert any("ReduceGrads" in n for n in notes)

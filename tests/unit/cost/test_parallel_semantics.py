@@ -24,6 +24,7 @@ from autopar_opt.ir.strategies import Strategy, enumerate_strategies
 from autopar_opt.ir.training import Recompute, SearchSpace, Training
 
 IDEAL = CostParams(gemm_efficiency={}, efficiency_default=1.0, fp8_efficiency={},
+                   comm_interference=0.0,
                    fp8_efficiency_default=1.0, efficiency_half_us=0.0, comm_efficiency=1.0,
                    inter_comm_efficiency=1.0, elementwise_passes=0.0,
                    optimizer_bytes_per_param=0.0, memory_reserve_gib=0.0, memory_fragmentation=0.0)
