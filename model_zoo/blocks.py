@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autopar_opt.ir.graph import Layer, LayerKind
+from autopar_opt.model_zoo.transformer import op_sac_terms
 
 
 @dataclass(frozen=True)
@@ -254,4 +255,16 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
         input_bytes=2 * s * h * e, output_bytes=2 * s * h * e,
         tp_comm_bytes=4 * s * h * e, cp_comm_bytes=2 * s * attn.kv_width() * e,
         max_tp=attn.heads if attn.mla else attn.kv_heads, supports_sp=True, supports_cp=True,
-        gemm_kernels=kernels, gemm_kernels_unfused=unfused, **fields)
+        gemm_kernels=kernels, gemm_kernels_unfused=unfused,
+        head_dim=attn.qk_dim, attn_causal=True, attn_flops_halved=causal_flops, **fields,
+        **_op_sac(s, attn, mlp, e))
+
+
+def _op_sac(s: int, attn: AttentionDims, mlp: MlpDims | None, e: float) -> dict[str, float]:
+    """Op-level selective checkpointing fields of a dense, bias-free GQA block
+    (:func:`~autopar_opt.model_zoo.transformer.op_sac_terms`); none for MoE,
+    MLA or biased blocks (not offered)."""
+    if mlp is None or attn.mla or attn.qkv_bias or attn.out_bias or mlp.bias:
+        return {}
+    return op_sac_terms(s, attn.hidden, attn.heads * attn.head_dim, attn.kv_heads * attn.head_dim,
+                        mlp.ffn, attn.heads, mlp.gated, attn.model_fuses_qkv, e)

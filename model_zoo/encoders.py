@@ -25,7 +25,7 @@ def build_encoder_lm(name: str, dims: dict[str, Any], source: str) -> LayerGraph
     s, h, a, f, v = (dims[k] for k in ("seq_len", "hidden", "heads", "ffn_hidden", "vocab"))
     layers = [embedding("embed", s, h, v, learned_positions=True)]
     layers += [transformer_block(f"block{i:03d}", s, h, a, f,
-                                 flash_attention=dims.get("flash_attention", False))
+                                 flash_attention=dims.get("flash_attention", False), causal=False)
                for i in range(dims["num_layers"])]
     layers.append(lm_head("head", s, h, v, tied=True))
     return LayerGraph.chain(name, layers, seq_len=s, source=source, causal=False)
@@ -49,7 +49,8 @@ def build_encoder_decoder(name: str, dims: dict[str, Any], source: str) -> Layer
     n_enc, n_dec = dims["encoder_layers"], dims["decoder_layers"]
     flash = dims.get("flash_attention", False)
     enc = [embedding("enc_embed", s, h, v)]
-    enc += [transformer_block(f"enc{i:03d}", s, h, a, f, flash_attention=flash, biases=False)
+    enc += [transformer_block(f"enc{i:03d}", s, h, a, f, flash_attention=flash, biases=False,
+                              causal=False)
             for i in range(n_enc)]
     dec_embed = embedding("dec_embed", s, h, v)
     dec = [_without_params(dec_embed)]

@@ -32,8 +32,16 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
                       flash_attention: bool = False, causal_flops: bool = False,
                       cross_attention_len: int | None = None, act_dtype_bytes: int = 2,
                       biases: bool = True, fused_gated: bool = False,
-                      dropout: bool = True, model_fuses_qkv: bool = False) -> Layer:
+                      dropout: bool = True, model_fuses_qkv: bool = False,
+                      causal: bool = True) -> Layer:
     """One transformer block (attention + MLP + 2 norms), per sample.
+
+    ``causal``: a decoder's masked self-attention (False for encoders); with
+    ``causal_flops`` the counted core FLOPs are already halved. The block
+    records its head dimension, mask and the forward GEMM FLOPs of its four
+    tensor-parallel collective-GEMM pairs (QKV, output projection, MLP up, MLP
+    down) for the attention-kernel and overlap models (``Layer.head_dim``,
+    ``attn_causal``, ``attn_flops_halved``, ``tp_gemm_shares``).
 
     ``cross_attention_len`` adds an encoder-decoder cross-attention sub-layer
     over that many encoder tokens (T5/Transformer decoders).
@@ -113,10 +121,67 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
         flops_recompute_selective=score,   # the attention core (fused under FlashAttention)
         input_bytes=2 * s * h * e, output_bytes=2 * s * h * e,
         tp_comm_bytes=(6 if cross_attention_len else 4) * s * h * e,
+        tp_collectives=3 if cross_attention_len else 2,
+        head_dim=h // a, attn_causal=causal, attn_flops_halved=causal_flops and causal,
+        tp_gemm_shares=() if cross_attention_len else (
+            2.0 * s * h * (h + 2 * h_kv), 2.0 * s * h * h, (4.0 if gated_mlp else 2.0) * s * h * f,
+            2.0 * s * h * f),
         cp_comm_bytes=4 * s * h_kv * e,
         max_tp=kv, supports_sp=True, supports_cp=True,
         # cross-attention adds its Q, fused KV and output projections to the 4 GEMMs
-        gemm_kernels=7 if cross_attention_len else None, gemm_kernels_unfused=unfused_kernels)
+        gemm_kernels=7 if cross_attention_len else None, gemm_kernels_unfused=unfused_kernels,
+        **({} if biases or cross_attention_len else
+           op_sac_terms(s, h, h, h_kv, f, a, gated_mlp, model_fuses_qkv, e)))
+
+
+def op_sac_terms(s: int, h: int, q_width: int, kv_width: int, ffn: int, heads: int,
+                 gated_mlp: bool, fuses_qkv: bool, e: float) -> dict[str, float]:
+    """The :class:`~autopar_opt.ir.graph.Layer` fields of op-level selective
+    checkpointing for a bias-free block (``act_op_saved_bytes``, its
+    replicated and unsplit parts, ``flops_recompute_op``), per sample.
+
+    torchtitan ``activation_checkpoint.mode = "selective"``,
+    ``selective_ac_option = "op"`` (``torchtitan/models/llama3/infra/parallelize.py``
+    at 9a8cb98, ``_apply_ac_to_transformer_block``): the policy saves the
+    output of every op in ``_save_list`` (``aten.mm``,
+    ``_scaled_dot_product_flash_attention``/``_efficient_attention``,
+    ``_c10d_functional.reduce_scatter_tensor``, ``aten.max``) "except every
+    second mm" (the count restarts per block call), and re-runs everything
+    else in the backward pass. torchtitan's Llama runs ``wq, wk, wv``
+    (``model.py``: ``self.wq(x), self.wk(x), self.wv(x)``), ``wo``, then ``w1,
+    w3, w2`` (``self.w2(F.silu(self.w1(x)) * self.w3(x))``), so wq, wv, w1 and
+    w2 are kept and wk, wo and w3 re-run with every element-wise op; a plain
+    MLP (up, down) keeps up and re-runs down; a model that fuses QKV keeps
+    QKV and the MLP's first GEMM. Kept besides: the block input (the
+    checkpoint's input: split only under sequence parallelism) and the
+    attention kernel's 16-bit output with its fp32 log-sum-exp per head and
+    token (``4·heads·s`` bytes). A column-parallel output splits by ``tp``; a
+    row-parallel GEMM's output (wo, w2: the partial sums before the
+    reduce-scatter) is whole on every tensor-parallel rank (``unsplit``). Left
+    out: the reduce-scatter outputs kept under ``tp > 1`` (``2·s·h/tp`` bytes
+    each). A biased projection runs ``aten.addmm``, not in the save list, so
+    the builders give these fields only to bias-free blocks (0: not offered).
+    """
+    mm = [(2.0 * s * h * (q_width + 2 * kv_width), 2.0 * s * (q_width + 2 * kv_width) * e, False)] \
+        if fuses_qkv else [(2.0 * s * h * q_width, 2.0 * s * q_width * e, False),
+                           (2.0 * s * h * kv_width, 2.0 * s * kv_width * e, False),
+                           (2.0 * s * h * kv_width, 2.0 * s * kv_width * e, False)]
+    mm.append((2.0 * s * q_width * h, 2.0 * s * h * e, True))            # wo
+    mm += [(2.0 * s * h * ffn, 2.0 * s * ffn * e, False)] * (2 if gated_mlp else 1)
+    mm.append((2.0 * s * ffn * h, 2.0 * s * h * e, True))                # w2
+    split = unsplit = flops = 0.0
+    for i, (gemm_flops, out, row_parallel) in enumerate(mm, start=1):
+        if i % 2 == 0:
+            flops += gemm_flops
+        elif row_parallel:
+            unsplit += out
+        else:
+            split += out
+    block_input = 2.0 * s * h * e
+    split += 2.0 * s * q_width * e + 4.0 * heads * s      # SDPA output + fp32 log-sum-exp
+    return {"act_op_saved_bytes": split + unsplit + block_input,
+            "act_op_saved_replicated_bytes": block_input,
+            "act_op_saved_unsplit_bytes": unsplit, "flops_recompute_op": flops}
 
 
 def embedding(name: str, seq_len: int, hidden: int, vocab: int, learned_positions: bool = False,

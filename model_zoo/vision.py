@@ -51,7 +51,7 @@ def build_vit(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
     s = n + 1
     layers = [patch_embed("patch_embed", n, dims["patch_size"], 3, h, extra_params=(s + 1) * h)]
     layers += [transformer_block(f"block{i:03d}", s, h, a, f,
-                                 flash_attention=dims.get("flash_attention", False))
+                                 flash_attention=dims.get("flash_attention", False), causal=False)
                for i in range(dims["num_layers"])]
     layers.append(replace(lm_head("head", 1, h, dims["num_classes"], tied=False),
                           kind=LayerKind.linear, input_bytes=2.0 * s * h))
@@ -76,7 +76,7 @@ def window_block(name: str, tokens: int, window: int, hidden: int, heads: int) -
     if tokens % m2:
         raise ValueError(f"Swin block {name!r}: {tokens} tokens are not a whole number of "
                          f"{window}x{window} windows (fix: change image_size or window)")
-    one = transformer_block(name, m2, hidden, heads, 4 * hidden)
+    one = transformer_block(name, m2, hidden, heads, 4 * hidden, causal=False)
     k = tokens // m2
     scaled = {f: getattr(one, f) * k for f in (
         "flops_fwd", "flops_bwd", "act_bytes", "act_replicated_bytes", "act_attn_bytes",

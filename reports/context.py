@@ -62,6 +62,7 @@ def build_context(plan_doc: dict, draw_timeline: bool = True) -> dict:
         "certificate": cert,
         "search_space": space_section(doc),
         "cost_model": {"assumptions": [str(a) for a in doc["cost_model"]["assumptions"]],
+                       "case": [str(a) for a in doc["cost_model"].get("case") or []],
                        "params": [{"name": k, "value": fmt_value(v)}
                                   for k, v in (doc["cost_model"].get("params") or {}).items()]},
         "plan": plan_section(doc),

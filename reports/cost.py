@@ -21,7 +21,6 @@ are upper envelopes of the ratios measured by
 
 from __future__ import annotations
 
-import math
 import time
 
 #: Cost of everything but the timeline, in probe units: a fixed part (the

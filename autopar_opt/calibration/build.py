@@ -44,7 +44,7 @@ from autopar_opt.calibration.reading.model import resolve_tying
 from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.ir.hardware import DEFAULT_INTER_NODE, LinkTier, Cluster, make_cluster
 from autopar_opt.model_zoo.transformer import decoder_lm
-from autopar_opt.ir.plan import Plan, uniform_plan
+from autopar_opt.ir.plan import uniform_plan
 from autopar_opt.ir.strategies import Strategy
 from autopar_opt.ir.training import Recompute, Schedule, Training
 
@@ -139,8 +139,9 @@ def _cluster(rec: RunRecord) -> Cluster:
     if c.inter_node_gbps_per_gpu:
         inter = LinkTier("inter", c.inter_node_gbps_per_gpu / 8.0,
                          DEFAULT_INTER_NODE[c.device].latency_us)
-    return make_cluster(rec.id, c.num_gpus // c.gpus_per_node, c.gpus_per_node, c.device,
-                        inter_node=inter, source=c.system)
+    return make_cluster(rec.id, c.num_gpus // c.gpus_per_node, c.gpus_per_node,
+                        c.device_type or c.device, inter_node=inter, source=c.system,
+                        nics_per_node=c.nics_per_node)
 
 
 def build_run(rec: RunRecord) -> ModeledRun:

@@ -10,7 +10,7 @@ without a traceback and without writing anything.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import typer
 
@@ -131,6 +131,7 @@ def schema(plan: bool = typer.Option(False, "--plan", help="The JSON Schema of p
 def _estimate_text(spec: Any, metrics: Any) -> list[str]:
     from autopar_opt.cost.interval import plan_interval
     from autopar_opt.ir.graph import params_summary
+    from autopar_opt.cost.assumptions import cost_assumptions
 
     plan = spec.plan
     labels = list(dict.fromkeys(s.label() for st in plan.stages for s in st.strategies))
@@ -173,6 +174,8 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
                      f"{mark}")
     lines.append(f"runtime:          {spec.training.runtime.name} ("
                  + ", ".join(k for k, v in spec.training.runtime.capabilities().items() if v) + ")")
+    lines.append("assumed:")
+    lines += [f"  - {line}" for line in cost_assumptions(spec.graph, spec.cluster, spec.training)]
     return lines
 
 
@@ -181,6 +184,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
 def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file with a plan."),
              json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> int:
     """Evaluate the spec's plan under the cost model (no solver)."""
+    from autopar_opt.cost.assumptions import cost_assumptions
     from autopar_opt.cost.evaluate import evaluate
     from autopar_opt.spec import load_spec
 
@@ -194,7 +198,9 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
 
         typer.echo(json.dumps({"spec": str(spec.path), "plan": spec.plan.to_dict(),
                                "metrics": metrics_dict(metrics, spec.graph, spec.cluster,
-                                                       spec.training, spec.plan)}, indent=2))
+                                                       spec.training, spec.plan),
+                               "assumed": cost_assumptions(spec.graph, spec.cluster,
+                                                           spec.training)}, indent=2))
     else:
         typer.echo("\n".join(_estimate_text(spec, metrics)))
     if not metrics.feasible:

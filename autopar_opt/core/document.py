@@ -300,6 +300,9 @@ class SpecSummaryDoc(_Doc):
 class CostModelDoc(_Doc):
     params: dict[str, Any] = _f("CostParams in use.", default_factory=dict)
     assumptions: list[str] = _f("The model's stated assumptions.")
+    case: list[str] = _f("What the model assumed for this case: attention kernel and fallbacks, "
+                         "device variant and power cap, NICs, framework rules "
+                         "(autopar_opt.cost.assumptions).", default_factory=list)
     runtime: dict[str, Any] = _f("The software stack's capabilities (autopar_opt.ir.runtime).",
                                  default_factory=dict)
 
@@ -386,6 +389,8 @@ class EstimateDocument(_Doc):
     spec: str = _f("The spec file.")
     plan: EstimatePlanDoc = _f("The plan of the spec.")
     metrics: MetricsDoc = _f("Its metrics.")
+    assumed: list[str] = _f("What the model assumed for this case (autopar_opt.cost.assumptions).",
+                            default_factory=list)
 
     @model_validator(mode="after")
     def _consistent(self) -> "EstimateDocument":

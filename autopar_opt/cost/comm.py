@@ -6,18 +6,23 @@ behind a named compute window, ``exposed = max(0, comm - window)``
 (:mod:`autopar_opt.ir.runtime`). Tensor-parallel and context-parallel collectives
 per micro-batch, ZeRO-3/FSDP gathers and reduce-scatters, the once-per-iteration
 gradient synchronisation with the optimizer step (:func:`gradient_sync`), and the
-tied-parameter synchronisation between the first and last stage. The α-β times of
-the collectives themselves are in :mod:`autopar_opt.cost.collectives`."""
+tied-parameter synchronisation between the first and last stage. A collective is
+priced by NCCL's own cost model (:mod:`autopar_opt.cost.nccl`: ring and tree, LL,
+LL128 and Simple, hop latencies) on the group :func:`collective_group` forms from
+the cluster's topology; point-to-point transfers keep the α-β times of
+:mod:`autopar_opt.cost.collectives`."""
 
 from __future__ import annotations
 
-from autopar_opt.cost import moe
-from autopar_opt.cost.collectives import allgather_time, allreduce_time
+import math
+
+from autopar_opt.cost import moe, nccl, overlap
+from autopar_opt.cost.collectives import p2p_time
 from autopar_opt.cost.context import Compute, StageContext
 from autopar_opt.cost.state import reduced_grad_bytes, state_bytes
-from autopar_opt.ir.graph import Layer
+from autopar_opt.ir.graph import Layer, LayerKind
 from autopar_opt.ir.hardware import LinkTier
-from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.strategies import Strategy, effective_recompute
 from autopar_opt.ir.training import Recompute, Training, param_state_bytes
 
 
@@ -28,32 +33,94 @@ def exposed(comm: float, window: float) -> float:
     return max(0.0, comm - window)
 
 
-def group_tier(ctx: StageContext, group: int, stride: int) -> LinkTier:
-    """Link tier seen by a ring collective over ``group`` ranks spaced ``stride`` apart.
+#: GPU generation index of NCCL's tuning tables (``llMaxBws``, the ring plateau).
+GENERATION = {"volta": 0, "ampere": 1, "hopper": 2, "blackwell": 3}
 
-    Inside a node: the intra-node tier. Across nodes, NCCL runs one ring per
-    NIC ("channels", Jeaugey, NCCL 2.0, GTC 2017; rail-optimised DGX SuperPOD
-    topology, NVIDIA DGX A100 SuperPOD reference architecture 2020), so ``k``
-    group members per node drive ``k`` NICs in parallel and each inter-node
-    hop carries ``1/k`` of the ring's data: the per-rank ring bandwidth is
-    ``min(intra, k · inter)``, the figure nccl-tests report as bus bandwidth
-    (hierarchical all-reduce: Jia et al. 2018, Sec. 3.3). One member per node
-    (e.g. the data-parallel ring of a tp=8 model) sees the plain NIC.
+
+def link_kind(tier: LinkTier) -> str:
+    """NCCL's hardware class of an intra-node tier: ``pci`` for a PCIe tier (its
+    name starts with ``pcie``), ``nvlink`` otherwise."""
+    return "pci" if tier.name.lower().startswith("pcie") else "nvlink"
+
+
+def collective_group(ctx: StageContext, group: int, stride: int) -> nccl.Group:
+    """What NCCL sees for ``group`` ranks spaced ``stride`` apart in the stage.
+
+    Inside one node: the intra-node tier at its measured nccl-tests efficiency
+    (``comm_efficiency``: bus bandwidth of an NVLink ring over the datasheet's
+    per-direction bandwidth). Across nodes: ``k = min(group, gpus/stride)``
+    members per node, ``ceil(group/k)`` nodes; NCCL runs one ring per channel and
+    each channel crosses the network on one NIC, so the group's bus bandwidth is
+    ``min(intra·η, C·NIC·η_net)`` with ``C`` the NICs of its own members
+    (:meth:`~autopar_opt.ir.hardware.Cluster.nic_share_gb_per_s`: one per member
+    with one NIC per GPU, fewer with fewer NICs; every group of the node
+    communicates at once) at ``inter_comm_efficiency`` of the line rate (nccl-tests
+    all-reduce across DGX nodes: 192/200 GB/s A100, 380/400 H100, NVIDIA GTC 2024
+    S62129). One member per node (a data-parallel ring of a tp=8 model) sees its
+    own NIC share alone. A group spanning more nodes than one leaf switch serves
+    gets the blocking fabric's share above the leaves
+    (:meth:`~autopar_opt.ir.hardware.Cluster.fabric_share`).
+    The figure nccl-tests report as bus bandwidth
+    (tests/data/microbench/nccl_tests.yaml; :mod:`autopar_opt.cost.nccl` adds the
+    latencies and the algorithm choice).
     """
-    tier = ctx.tier(group * stride)
     cl = ctx.cluster
-    if tier is cl.intra_node or group <= 1:
-        return tier
-    per_node = min(group, max(1, cl.gpus_per_node // max(stride, 1)))
-    if per_node <= 1:
-        return tier
-    bw = min(cl.intra_node.bandwidth_gb_per_s, per_node * tier.bandwidth_gb_per_s)
-    return LinkTier(f"{tier.name}x{per_node}", bw, tier.latency_us)
+    gen = GENERATION.get(cl.device.arch, 2)
+    intra = cl.intra_node.bandwidth_gb_per_s * ctx.params.comm_efficiency
+    kind = link_kind(cl.intra_node)
+    if group <= 1 or ctx.tier(group * stride) is cl.intra_node:
+        return nccl.Group(max(group, 1), 1, intra, kind, gen)
+    per_node = max(1, min(group, cl.gpus_per_node // max(stride, 1)))
+    nodes = -(-group // per_node)
+    net = cl.nic_share_gb_per_s(per_node) * ctx.params.inter_comm_efficiency \
+        * cl.fabric_share(nodes)
+    bus = net if per_node == 1 else min(intra, net)
+    return nccl.Group(group, nodes, bus, kind, gen)
 
 
-def ring_link(ctx: StageContext, group: int, stride: int) -> tuple[LinkTier, float]:
-    tier = group_tier(ctx, group, stride)
-    return tier, ctx.link_efficiency(tier)
+def collective(ctx: StageContext, kind: str, group: int, stride: int, nbytes: float,
+               messages: float = 1.0) -> float:
+    """Seconds of ``messages`` collectives ``kind`` that together move ``nbytes``
+    (each ``nbytes/messages``) over the group of :func:`collective_group`. A
+    fractional ``messages`` below 1 is a share of one larger message (a layer's
+    part of a gradient bucket it shares with other layers): that share of the
+    bucket's time."""
+    if group <= 1 or nbytes <= 0:
+        return 0.0
+    return messages * nccl.collective_time(kind, nbytes / messages, collective_group(ctx, group, stride))
+
+
+def grad_bucket_messages(nbytes: float, runtime_name: str, group: int, elem_bytes: float) -> float:
+    """Messages one layer's gradient reduction is sent as: ``ceil(bytes/bucket)``
+    when the layer fills buckets, else its share ``bytes/bucket`` of one bucket
+    (buckets pack consecutive layers; each bucket pays the collective's latency
+    once). Bucket sizes, the frameworks' defaults:
+
+    * Megatron-Core / Megatron-Bridge ``DistributedDataParallelConfig.bucket_size =
+      max(40,000,000, 1,000,000 · dp)`` parameters
+      (``megatron/core/distributed/distributed_data_parallel.py``);
+    * DeepSpeed ``reduce_bucket_size`` 5e8 elements (ZeRO config docs);
+    * PyTorch DDP ``bucket_cap_mb = 25`` (Megatron-LM's torch DDP, Lightning DDP);
+      FSDP reduces per unit (one layer: :func:`zero3_comm`).
+    """
+    if runtime_name in ("megatron-core", "megatron-bridge"):
+        bucket = max(40e6, 1e6 * group) * elem_bytes
+    elif runtime_name.startswith("deepspeed"):
+        bucket = 5e8 * elem_bytes
+    else:
+        bucket = 25.0 * 2**20
+    if nbytes <= bucket:
+        return nbytes / bucket
+    return float(math.ceil(nbytes / bucket))
+
+
+def tp_collectives(layer: Layer) -> float:
+    """Tensor-parallel collectives per pass of ``layer``: ``Layer.tp_collectives``
+    where its builder set it, else 2 for a transformer or MoE block (after the
+    attention and after the MLP, Shoeybi et al. 2019, Fig. 4), 1 otherwise."""
+    if layer.tp_collectives:
+        return float(layer.tp_collectives)
+    return 2.0 if layer.kind in (LayerKind.transformer_block, LayerKind.moe_block) else 1.0
 
 
 def tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
@@ -61,41 +128,87 @@ def tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
 
     Megatron: two all-reduces forward and two backward per block of
     ``2·b·s·h`` bytes (Shoeybi et al. 2019, Fig. 4); with sequence parallelism
-    they become reduce-scatter + all-gather of the same total volume
-    (Korthikanti et al. 2022, Sec. 4.2.2). Full recomputation repeats the
-    forward ones.
+    each becomes a reduce-scatter and an all-gather of the same tensor
+    (Korthikanti et al. 2022, Sec. 4.2.2). ``Layer.tp_comm_bytes`` is the
+    forward volume, split into :func:`tp_collectives` messages (each priced by
+    NCCL's model: the latency per message counts). Full recomputation repeats
+    the forward ones. Op-level selective checkpointing (:attr:`Recompute.op`)
+    keeps the reduce-scatters' outputs (``_c10d_functional.reduce_scatter_tensor``
+    is in torchtitan's save list) and repeats the rest: the all-gathers, or
+    the all-reduces without sequence parallelism.
     """
     if layer.tp_comm_bytes <= 0:
         return 0.0
     nbytes = layer.tp_comm_bytes * ctx.microbatch_samples / (s.dp * s.cp)
-    passes = 3 if s.recompute is Recompute.full else 2
+    repeat = effective_recompute(layer, s.recompute) in (Recompute.full, Recompute.op)
+    passes = 3 if repeat else 2
+    rs_passes = 3 if s.recompute is Recompute.full else 2
+    n = tp_collectives(layer)
+
+    def on(group: int, share: float, messages: float) -> float:
+        if group <= 1:
+            return 0.0
+        if s.sp:
+            return rs_passes * collective(ctx, "reduce_scatter", group, 1, share, messages) \
+                + passes * collective(ctx, "all_gather", group, 1, share, messages)
+        return passes * collective(ctx, "all_reduce", group, 1, share, messages)
+
     if layer.is_moe and s.etp:
         # expert TP apart from TP: the block's attention half stays on the tp group, its
         # MoE half (the experts' gather/scatter of sequence-parallel tokens) runs over the
         # etp group, none at etp = 1 (Megatron-Core MoEAlltoAllTokenDispatcher: the tokens
         # are gathered over the expert-TP group only). The zoo's blocks split tp_comm_bytes
-        # evenly between the two (model_zoo/blocks.py: 2·s·h each).
-        half = nbytes / 2
-        out = 0.0
-        for group, share in ((s.tp, half), (s.expert_tp, half)):
-            if group > 1:
-                tier, eff = ring_link(ctx, group, 1)
-                out += allreduce_time(group, share, tier, eff)
-        return passes * out
-    if s.tp <= 1:
-        return 0.0
-    tier, eff = ring_link(ctx, s.tp, 1)
-    return passes * allreduce_time(s.tp, nbytes, tier, eff)
+        # and the messages evenly between the two (model_zoo/blocks.py: 2·s·h each).
+        half, msgs = nbytes / 2, max(1.0, n / 2)
+        return on(s.tp, half, msgs) + on(s.expert_tp, half, msgs)
+    return on(s.tp, nbytes, n)
 
 
-def cp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
-    """Context parallelism: all-gather K/V forward, all-gather + reduce-scatter of
-    their gradients backward (ring attention; Liu et al. 2023; Megatron CP)."""
+def cp_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
+            ) -> tuple[float, float, float]:
+    """Context parallelism for one micro-batch: (K/V communication time, its
+    exposed part, the partial-output merge time on the critical path).
+
+    ``p2p`` (ring attention: Liu et al. 2023; Transformer Engine
+    ``AttnFuncWithCPAndKVP2P``, Megatron-Core's default): ``cp`` steps, each
+    computing one K/V chunk's attention while the next chunk travels to the
+    neighbour (``Layer.cp_comm_bytes``: the K/V of the whole sequence per
+    sample; a rank's chunk is ``1/cp`` of the rank's samples' share), and the
+    backward sending K/V and dK/dV (twice the bytes); exposed per step
+    :func:`~autopar_opt.cost.overlap.cp_ring_exposed`. Each step's partial
+    output is merged by its log-sum-exp (``CP_MERGE_BYTES`` per output element
+    and step at HBM bandwidth, forward and backward), and each step's kernel
+    runs on the chunk (the attention efficiency at ``s/cp``:
+    :func:`~autopar_opt.cost.compute.attention_lookup`). A hop across nodes runs
+    at one GPU's NIC share (every rank of the ring sends at once).
+
+    ``all_gather`` (Transformer Engine ``cp_comm_type="all_gather"``; the Llama
+    3 paper's context parallelism; torchtitan's default rotation): all-gather
+    K/V before the local attention, again in the backward pass (not kept),
+    and reduce-scatter dK/dV, nothing overlapped (the attention waits for its
+    K/V). Full recomputation repeats the forward exchange."""
     if s.cp <= 1 or layer.cp_comm_bytes <= 0:
-        return 0.0
-    nbytes = layer.cp_comm_bytes / s.tp * ctx.microbatch_samples / s.dp
-    tier, eff = ring_link(ctx, s.cp, s.tp)
-    return 3 * allgather_time(s.cp, nbytes, tier, eff)
+        return 0.0, 0.0, 0.0
+    kv = layer.cp_comm_bytes / s.tp * ctx.microbatch_samples / s.dp
+    fwd_passes = 2 if s.recompute is Recompute.full else 1
+    if ctx.training.runtime.cp_comm_type == "all_gather":
+        ag = collective(ctx, "all_gather", s.cp, s.tp, kv)
+        rs = collective(ctx, "reduce_scatter", s.cp, s.tp, kv)
+        raw = (fwd_passes + 1) * ag + rs
+        return raw, raw, 0.0
+    cl = ctx.cluster
+    if ctx.tier(s.cp * s.tp) is cl.intra_node:
+        hop, eff = cl.intra_node, ctx.params.comm_efficiency
+    else:
+        hop, eff = cl.inter_node_per_gpu, ctx.params.inter_comm_efficiency
+    chunk = kv / s.cp
+    c_fwd, c_bwd = p2p_time(chunk, hop, eff), p2p_time(2 * chunk, hop, eff)
+    raw, exp = overlap.cp_ring_exposed(c_fwd, c_bwd, comp.attn_fwd_s,
+                                       comp.attn_s - comp.attn_fwd_s, s.cp, fwd_passes)
+    out_elems = layer.input_bytes / 2.0 / s.tp * ctx.microbatch_samples / (s.dp * s.cp)
+    merge = (fwd_passes + 1) * s.cp * overlap.CP_MERGE_BYTES * out_elems \
+        / (cl.device.hbm_gb_per_s * 1e9)
+    return raw, exp, merge
 
 
 def zero3_bytes(training: Training) -> tuple[float, float]:
@@ -113,37 +226,85 @@ def zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     backward, reduce-scatter gradients (Rajbhandari et al. 2020, Sec. 7.2.2:
     3x the parameter volume). The reduce-scatter moves the gradient dtype:
     the weight bytes, or 4 with ``fp32_grad_reduce`` (FSDP
-    ``reduce_dtype=float32``), priced as a ring all-gather of that many
-    bytes (a ring reduce-scatter moves the same volume, Thakur et al. 2005).
+    ``reduce_dtype=float32``). One message per layer (an FSDP unit; ZeRO-3 gathers
+    a layer's parameters together), priced by NCCL's model.
     With prefetch the forward gather hides behind the forward
     compute of the neighbouring layer and the backward gather +
     reduce-scatter behind its backward (Zhao et al. 2023, Sec. 3.3); the
-    neighbour is priced as this layer (a stack of equal layers). Returns
-    (all gather/scatter time, exposed part)."""
-    if s.zero < 3 or s.dp <= 1 or layer.params <= 0:
+    neighbour is priced as this layer (a stack of equal layers). In such a
+    stack the exposed part is the same for any prefetch depth >= 1 (FSDP2's
+    implicit one-layer prefetch, ``set_modules_to_forward_prefetch`` deeper,
+    DeepSpeed's ``stage3_prefetch_bucket_size``): in steady state one layer's
+    gathers run per layer of compute, so a deeper queue absorbs jitter, not a
+    bandwidth deficit; it costs memory (the gathered units in flight:
+    :func:`~autopar_opt.cost.memory.working_set_bytes`, two with prefetch).
+    Returns (all gather/scatter time, exposed part)."""
+    if s.zero < 3 or s.dp * s.cp <= 1 or layer.params <= 0:
         return 0.0, 0.0
     w_bytes, g_bytes = zero3_bytes(ctx.training)
     dense, expert = moe.split_params(layer, s)   # MoE: experts gather over edp only
-    tier, eff = ring_link(ctx, s.dp * s.cp, s.tp)
-    etier, eeff = ring_link(ctx, s.edp, moe.expert_stride(s)) if expert else (tier, eff)
 
-    def ring(nbytes_per_param: float) -> float:
-        t = allgather_time(s.dp * s.cp, dense * nbytes_per_param, tier, eff)
-        return t + (allgather_time(s.edp, expert * nbytes_per_param, etier, eeff) if expert else 0.0)
+    def unit(nbytes_per_param: float, kind: str) -> float:
+        t = collective(ctx, kind, s.dp * s.cp, s.tp, dense * nbytes_per_param)
+        return t + (collective(ctx, kind, s.edp, moe.expert_stride(s), expert * nbytes_per_param)
+                    if expert else 0.0)
 
-    gather, rs = ring(w_bytes), ring(g_bytes)
+    gather, rs = unit(w_bytes, "all_gather"), unit(g_bytes, "reduce_scatter")
+    prefetch = ctx.training.runtime.fsdp_prefetch
+    if reshards_after_forward(ctx):
+        raw = 2 * gather + rs
+        if not prefetch:
+            return raw, raw
+        return raw, exposed(gather, comp.fwd_s) + exposed(gather + rs, comp.bwd_s)
+    if ctx.pipelined:               # gathered once per iteration: zero3_sync
+        return 0.0, 0.0
+    raw = gather + rs               # kept from forward to backward: no backward gather
+    if not prefetch:
+        return raw, raw
+    return raw, exposed(gather, comp.fwd_s) + exposed(rs, comp.bwd_s)
+
+
+def reshards_after_forward(ctx: StageContext) -> bool:
+    """Whether ZeRO-3/FSDP reshards after the forward pass in this stage context
+    (:meth:`~autopar_opt.ir.runtime.Runtime.reshards_after_forward`)."""
+    return ctx.training.runtime.reshards_after_forward(ctx.pipelined)
+
+
+def zero3_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
+               ) -> tuple[float, float]:
+    """ZeRO-3/FSDP under pipelining without resharding (:func:`reshards_after_forward`
+    False, ``pp > 1``): the pipeline schedule keeps the parameters unsharded
+    and the gradients unreduced across the micro-batches (PyTorch pipelining
+    sets ``set_reshard_after_backward(False)`` and
+    ``set_requires_gradient_sync(False)`` on FSDP modules until the last
+    micro-batch, ``torch/distributed/pipelining/stage.py``), so each layer
+    gathers once per iteration (behind its first forward with prefetch) and
+    reduce-scatters once (behind its last backward). Returns (once-per-iteration
+    exposed time, hidden part); (0, 0) in every other case (:func:`zero3_comm`)."""
+    if s.zero < 3 or s.dp * s.cp <= 1 or layer.params <= 0 or not ctx.pipelined \
+            or reshards_after_forward(ctx):
+        return 0.0, 0.0
+    w_bytes, g_bytes = zero3_bytes(ctx.training)
+    dense, expert = moe.split_params(layer, s)
+    gather = collective(ctx, "all_gather", s.dp * s.cp, s.tp, dense * w_bytes)
+    rs = collective(ctx, "reduce_scatter", s.dp * s.cp, s.tp, dense * g_bytes)
+    if expert:
+        gather += collective(ctx, "all_gather", s.edp, moe.expert_stride(s), expert * w_bytes)
+        rs += collective(ctx, "reduce_scatter", s.edp, moe.expert_stride(s), expert * g_bytes)
     if not ctx.training.runtime.fsdp_prefetch:
-        return 2 * gather + rs, 2 * gather + rs
-    return 2 * gather + rs, exposed(gather, comp.fwd_s) + exposed(gather + rs, comp.bwd_s)
+        return gather + rs, 0.0
+    exp = exposed(gather, comp.fwd_s) + exposed(rs, comp.bwd_s)
+    return exp, gather + rs - exp
 
 
 def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
           ) -> tuple[float, float, float]:
     """(exposed gradient reduction, its hidden part, optimizer step), once per iteration.
 
-    Gradient reduction over the dp×cp group: a ring all-reduce, or with
-    ZeRO-1/2 a reduce-scatter + all-gather of the same total volume (ZeRO-3
-    reduced per micro-batch already). With ``grad_reduce_overlap`` the
+    Gradient reduction over the dp×cp group: an all-reduce, or with ZeRO-1/2 a
+    reduce-scatter + all-gather of the same total volume (ZeRO-3 reduced per
+    micro-batch already), sent in the framework's gradient buckets
+    (:func:`grad_bucket_messages`) and priced by NCCL's model. With ``grad_reduce_overlap`` the
     reduction of a layer's gradient bucket runs while the last micro-batch's
     backward continues: window = the layer's backward (one bucket per layer;
     PyTorch DDP, Li et al. 2020, Sec. 3.2.3; Megatron-Core
@@ -164,14 +325,14 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
         if local <= 0:
             continue
         if s.zero < 3 and group > 1:
-            tier, eff = ring_link(ctx, group, stride)
+            msgs = grad_bucket_messages(local * g_bytes, rt.name, group, g_bytes)
             if s.zero == 0:
-                ar = allreduce_time(group, local * g_bytes, tier, eff)
+                ar = collective(ctx, "all_reduce", group, stride, local * g_bytes, msgs)
                 raw += ar
                 comm += exposed(ar, bwd_window)
             else:
-                rs = allgather_time(group, local * g_bytes, tier, eff)
-                ag = allgather_time(group, local * w_bytes, tier, eff)
+                rs = collective(ctx, "reduce_scatter", group, stride, local * g_bytes, msgs)
+                ag = collective(ctx, "all_gather", group, stride, local * w_bytes, msgs)
                 raw += rs + ag
                 comm += exposed(rs, bwd_window) + exposed(ag, fwd_window)
         shard += local / s.zero_divisors(group)[2]
@@ -194,8 +355,8 @@ def tie_sync_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     ``PipelineEngine._exec_reduce_tied_grads``). Nothing overlaps it: the
     optimizer step waits for it. Bytes: the layer's own tensor-parallel shard
     of the tied parameters in the gradient-reduction dtype
-    (:func:`~autopar_opt.cost.state.reduced_grad_bytes`); the ring all-reduce
-    of ``allreduce_time`` with 2 ranks over ``ctx.tie_tier``. Both ends of the
+    (:func:`~autopar_opt.cost.state.reduced_grad_bytes`); a 2-rank all-reduce
+    (NCCL's model) over ``ctx.tie_tier`` (across nodes: one GPU's NIC share). Both ends of the
     tie pay it (the copy holder on the last stage, the owner on the first):
     the collective completes for both once the later of the two arrives, which
     is what adding it to each stage's once-per-iteration term gives under the
@@ -205,4 +366,12 @@ def tie_sync_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     if tier is None or layer.tied_params <= 0:
         return 0.0
     nbytes = layer.tied_params / s.tp * reduced_grad_bytes(ctx.training, s.zero)
-    return allreduce_time(2, nbytes, tier, ctx.link_efficiency(tier))
+    cl = ctx.cluster
+    gen = GENERATION.get(cl.device.arch, 2)
+    if tier is cl.intra_node or tier.name == cl.intra_node.name:
+        g = nccl.Group(2, 1, tier.bandwidth_gb_per_s * ctx.params.comm_efficiency,
+                       link_kind(tier), gen)
+    else:
+        g = nccl.Group(2, 2, cl.nic_share_gb_per_s(1.0) * ctx.params.inter_comm_efficiency,
+                       link_kind(cl.intra_node), gen)
+    return nccl.collective_time("all_reduce", nbytes, g)

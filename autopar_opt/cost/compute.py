@@ -1,7 +1,8 @@
 """Compute time of one layer under one strategy, for one micro-batch on one device.
 
 GEMMs at a size-dependent efficiency (:func:`kernel_time`, one launch per kernel,
-:data:`GEMM_KERNELS`), the attention core at its kernel's efficiency, element-wise
+:data:`GEMM_KERNELS`), the attention core at its kernel's measured efficiency
+(:func:`attention_lookup`, :mod:`autopar_opt.cost.attention`), element-wise
 and memory-bound layers as HBM traffic, recomputation, and the low-precision
 gradient accumulation pass of runtimes that keep one
 (:func:`grad_accumulate_time`). Returns a :class:`~autopar_opt.cost.context.Compute`
@@ -9,36 +10,19 @@ split into the windows :mod:`autopar_opt.cost.comm` hides communication behind."
 
 from __future__ import annotations
 
-from autopar_opt.cost import moe
+from autopar_opt.cost import attention, moe
 from autopar_opt.cost.context import Compute, StageContext
 from autopar_opt.cost.memory import activation_bytes, eager_logp_bytes, kept_logit_bytes, logits_per_device
 from autopar_opt.cost.state import FP8_KINDS, hp_grad_accumulate_bytes
 from autopar_opt.ir.graph import Layer, LayerKind
 from autopar_opt.ir.runtime import Runtime
-from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.strategies import Strategy, effective_recompute
 from autopar_opt.ir.training import DTYPE_BYTES, Recompute, Training
 
 
-#: Devices with Hopper/Blackwell tensor-core instructions (wgmma/TMA, tcgen05).
-HOPPER_OR_LATER = frozenset({"H100-SXM-80GB", "H200-141GB", "B200", "GB200"})
-
-
-#: FlashAttention-2-class kernels on Hopper reach ~35% of peak where
-#: Hopper-native ones (FlashAttention-3) reach up to 75% (Shah et al. 2024,
-#: Sec. 1, 4.1): about half (see autopar_opt.ir.runtime, ``hopper_attention``).
-FA2_ON_HOPPER = 0.5
-
-
-#: A FlashAttention-1-class kernel (FlashAttention-1 CUDA, or the pre-MLIR
-#: Triton kernel ``flash_attn_triton``: "Overall Triton forward + backward is
-#: slightly slower than CUDA forward + backward", flash-attention
-#: ``flash_attn/flash_attn_triton.py`` docstring, not quantified) against a
-#: FlashAttention-2-class one: FlashAttention-2 is "around 2x speedup compared
-#: to FlashAttention" (Dao 2023, abstract; Sec. 4.1 "around 2x faster than
-#: FlashAttention", forward + backward on A100, Fig. 4; Sec. 4 gives the range
-#: 1.7-3.0x; Sec. 5 "2x faster than FlashAttention"): 1/2, the paper's own
-#: headline figure (see autopar_opt.ir.runtime, ``flash_v2_attention``).
-FA1_VS_FA2 = 1 / 2
+#: Head dimension and length taken when a layer or the training does not state
+#: them (said in the plan's assumptions).
+DEFAULT_HEAD_DIM, DEFAULT_SEQ = 128, 2048
 
 
 def kernel_time(flops: float, peak: float, eff_max: float, half_us: float) -> float:
@@ -148,37 +132,43 @@ def _gemm_time(flops: float, layer: Layer, ctx: StageContext, kernels: int = 1) 
     return kernel_time(flops, ctx.half_peak_flops, p.efficiency_for(dev), half)
 
 
-def _attn_time(flops: float, ctx: StageContext) -> float:
-    """Attention core (scores, softmax, ·V) in 16-bit.
+def attention_lookup(layer: Layer, s: Strategy, ctx: StageContext) -> attention.Lookup | None:
+    """The measured efficiency of the fused attention kernel the runtime runs
+    for ``layer`` under ``s`` (:mod:`autopar_opt.cost.attention`), None for
+    unfused attention. The kernel call's query length is the sequence a rank
+    holds, ``seq_len/cp`` (a context-parallel ring step processes one chunk
+    pair of that size; the all-gather variant the local queries against the
+    whole sequence: taken at the same length, stated in
+    :mod:`autopar_opt.cost.overlap`)."""
+    rt, dev = ctx.training.runtime, ctx.cluster.device
+    arch = dev.arch or attention.UNKNOWN_ARCH
+    kernel = attention.kernel_for(rt.attention_kernel, rt.flash_attention, rt.flash_v2_attention,
+                                  rt.hopper_attention, arch)
+    if kernel is None:
+        return None
+    seq = (ctx.training.seq_len or DEFAULT_SEQ) / max(s.cp, 1)
+    causal = True if layer.attn_causal is None else layer.attn_causal
+    return attention.lookup(kernel, arch, causal, layer.head_dim or DEFAULT_HEAD_DIM, seq)
 
-    Fused (flash) kernels run at ``attention_efficiency`` x the GEMM
-    efficiency (FlashAttention-2 reaches 50-73% of A100 peak forward, less
-    backward, Dao 2023 Sec. 4.1), times :data:`FA1_VS_FA2` for a
-    FlashAttention-1-class kernel (runtime ``flash_v2_attention`` off; Dao
-    2023: FlashAttention-2 is "around 2x" faster), times
-    :data:`FA2_ON_HOPPER` for a kernel that is not Hopper-native on Hopper or
-    later (~35% of H100 peak before FlashAttention-3, Shah et al. 2024; a
-    FlashAttention-1-class kernel never is, whatever ``hopper_attention``
-    says). The FlashAttention-1/2 ratio was measured on A100 and is applied
-    on every device (no published H100 measurement of FlashAttention-1).
-    Unfused attention is two batched GEMMs at the GEMM efficiency; its
-    softmax/mask/dropout traffic over the stored ``5·a·s²`` scores is priced
-    with the other element-wise kernels (:func:`_elementwise_time`).
-    Priced as one kernel per pass (``τ_half``
-    once): a fused kernel is one forward and one backward launch; the unfused
-    core's batched GEMMs are large (``τ ≫ τ_half``), so their count is not
-    resolved.
-    """
-    p, rt = ctx.params, ctx.training.runtime
-    eff = p.efficiency_for(ctx.cluster.device.name)
-    if rt.flash_attention:
-        eff *= p.attention_efficiency
-        if not rt.flash_v2_attention:
-            eff *= FA1_VS_FA2
-        hopper_native = rt.hopper_attention and rt.flash_v2_attention
-        if not hopper_native and ctx.cluster.device.name in HOPPER_OR_LATER:
-            eff *= FA2_ON_HOPPER
-    return kernel_time(flops, ctx.half_peak_flops, eff, p.efficiency_half_us)
+
+def executed_core(layer: Layer) -> float:
+    """Share of the counted attention-core FLOPs a fused kernel executes: 1/2
+    for a causal core counted whole (fused kernels skip the masked blocks; the
+    FlashAttention benchmarks count causal FLOPs at half, ``flops()`` in
+    ``benchmarks/benchmark_flash_attention.py``), else 1."""
+    causal = True if layer.attn_causal is None else layer.attn_causal
+    return 0.5 if causal and not layer.attn_flops_halved else 1.0
+
+
+def _unfused_attn_time(flops: float, ctx: StageContext) -> float:
+    """Unfused attention core: two batched GEMMs at the GEMM efficiency (one
+    kernel's ``τ_half`` per pass: the batched GEMMs are large, their count is
+    not resolved); its softmax/mask/dropout traffic over the stored
+    ``5·a·s²`` scores is priced with the other element-wise kernels
+    (:func:`_elementwise_time`)."""
+    p = ctx.params
+    return kernel_time(flops, ctx.half_peak_flops, p.efficiency_for(ctx.cluster.device.name),
+                       p.efficiency_half_us)
 
 
 def _elementwise_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
@@ -293,7 +283,11 @@ def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
     element-wise traffic at HBM bandwidth; a fixed launch overhead per layer.
     Memory-bound layers (pooling, norms) are HBM traffic only
     (:func:`_memory_bound_compute`). Recomputation re-runs (part of) the
-    forward inside the backward pass.
+    forward inside the backward pass: all of it (full), the attention core
+    (selective), or, op-level (:attr:`Recompute.op`, torchtitan), the
+    GEMMs whose outputs the save list drops (``flops_recompute_op``: every
+    second of the forward's GEMM kernels) with all element-wise kernels, the
+    attention kernel's output being kept.
     """
     share = ctx.microbatch_samples / (s.dp * s.cp)   # samples (x sequence share) per device
     measured = layer.measured_for(s.tp) if layer.measured else None
@@ -310,24 +304,35 @@ def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
     f_fwd = fwd * per_dev
     f_bwd = bwd * per_dev
     core = min(layer.flops_recompute_selective * per_dev, f_fwd)   # attention core, forward
+    rc = effective_recompute(layer, s.recompute)
     if s.recompute is Recompute.full:
         f_re, core_re = f_fwd, core
     elif s.recompute is Recompute.selective:
         f_re, core_re = core, core
+    elif rc is Recompute.op:
+        f_re, core_re = min(layer.flops_recompute_op * per_dev, f_fwd - core), 0.0
     else:
         f_re, core_re = 0.0, 0.0
     k = gemm_kernels(layer, ctx.training.runtime)
+    k_re = max(k // 2, 1) if rc is Recompute.op else k    # every second GEMM
     g_fwd = _gemm_time(f_fwd - core, layer, ctx, k)
-    g_bwd = _gemm_time(f_bwd - 2 * core, layer, ctx, 2 * k) + _gemm_time(f_re - core_re, layer, ctx, k)
-    a_fwd = _attn_time(core, ctx)
-    a_bwd = _attn_time(2 * core, ctx) + _attn_time(core_re, ctx)
+    g_bwd = _gemm_time(f_bwd - 2 * core, layer, ctx, 2 * k) + _gemm_time(f_re - core_re, layer, ctx, k_re)
+    look = attention_lookup(layer, s, ctx) if core > 0 else None
+    if look is None:
+        a_fwd = _unfused_attn_time(core, ctx)
+        a_bwd = _unfused_attn_time(2 * core, ctx) + _unfused_attn_time(core_re, ctx)
+    else:
+        peak, run = ctx.half_peak_flops, executed_core(layer)
+        a_fwd = run * core / (peak * look.fwd)
+        a_bwd = run * (2 * core / (peak * look.bwd) + core_re / (peak * look.fwd))
     elem = _elementwise_time(layer, s, ctx) if layer.flops_fwd > 0 or layer.act_bytes > 0 else 0.0
-    elem_re = elem / 3.0 if s.recompute is Recompute.full else 0.0
+    elem_re = elem / 3.0 if rc in (Recompute.full, Recompute.op) else 0.0
     launch = ctx.params.layer_overhead_us * 1e-6
     fwd = g_fwd + a_fwd + elem / 3.0 + launch / 3.0
     bwd = g_bwd + a_bwd + 2.0 * elem / 3.0 + elem_re + 2.0 * launch / 3.0
     model = (layer.flops_fwd + layer.flops_bwd) * per_dev   # MoE: mean expert load
-    return Compute(fwd, bwd, g_fwd + g_bwd, a_fwd + a_bwd, model, model + f_re)
+    return Compute(fwd, bwd, g_fwd + g_bwd, a_fwd + a_bwd, model, model + f_re,
+                   gemm_fwd_s=g_fwd, attn_fwd_s=a_fwd)
 
 
 def grad_accumulate_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:

@@ -34,6 +34,12 @@ class StageContext:
         return self.cluster.tier_for_span(self.first_rank, last)
 
     @property
+    def pipelined(self) -> bool:
+        """Whether the plan has more than one pipeline stage (``tie_tier`` is
+        set exactly then: :func:`autopar_opt.ir.pipeline.tie_tier`)."""
+        return self.tie_tier is not None
+
+    @property
     def stage_tier(self) -> LinkTier:
         return self.tier(self.devices)
 
@@ -129,6 +135,8 @@ class Compute:
     attn_s: float         # attention-core part (the CP window)
     flops: float
     hw_flops: float
+    gemm_fwd_s: float = 0.0   # GEMM part of the forward pass (overlap pairs, cost.overlap)
+    attn_fwd_s: float = 0.0   # attention-core part of the forward pass (context-parallel ring)
 
     @property
     def total_s(self) -> float:

@@ -203,7 +203,7 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training
                 acc[key][stage_of[u]] += r
             continue
         for k in range(stage_of[u], stage_of[v]):   # relayed across every boundary crossed
-            tier = cluster.intra_node if intra[k] else cluster.inter_node
+            tier = cluster.intra_node if intra[k] else cluster.inter_node_per_gpu
             o[k] += cross_stage_time(su, sv, nbytes, tier, cluster.intra_node,
                                      ctxs[0].link_efficiency(tier))
     p, g = acc["p"], acc["g"]

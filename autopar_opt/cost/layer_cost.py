@@ -34,13 +34,38 @@ cost tables unchanged and ``evaluate(plan)`` equals their objective exactly.
 from __future__ import annotations
 
 from autopar_opt.cost import moe, offload
-from autopar_opt.cost.comm import cp_comm_time, exposed, gradient_sync, tie_sync_time, tp_comm_time, zero3_comm
+from autopar_opt.cost import overlap
+from autopar_opt.cost.comm import (cp_comm, gradient_sync, reshards_after_forward, tie_sync_time,
+                                   tp_comm_time, zero3_bytes, zero3_comm, zero3_sync)
 from autopar_opt.cost.compute import compute_time, grad_accumulate_time
 from autopar_opt.cost.context import LayerCost, StageContext
 from autopar_opt.cost.memory import activation_bytes, working_set_bytes
 from autopar_opt.cost.state import autocast_saved_cast_bytes, held_layer, weight_bytes
 from autopar_opt.ir.graph import Layer
 from autopar_opt.ir.strategies import Strategy
+
+
+def unsharded_held_bytes(layer: Layer, s: Strategy, ctx: StageContext) -> tuple[float, float]:
+    """(stored once per stage, stored per in-flight micro-batch) bytes of a
+    ZeRO-3/FSDP layer that does not reshard after its forward pass
+    (:func:`~autopar_opt.cost.comm.reshards_after_forward` False): its gathered
+    parameters stay on the device from the forward to the backward pass of
+    each micro-batch (FSDP2 ``reshard_after_forward=False``: "the parameters are
+    not resharded after forward ... the backward does not all-gather",
+    ``torch.distributed.fsdp.fully_shard`` docstring), so with one pipeline
+    stage they are held per micro-batch in flight; under pipelining they stay
+    unsharded for the whole iteration together with the unsharded gradients
+    accumulated over the micro-batches (:func:`~autopar_opt.cost.comm.zero3_sync`),
+    held once. (0, 0) for a layer that reshards (its transient gather is in the
+    working set, :func:`~autopar_opt.cost.memory.working_set_bytes`)."""
+    if s.zero < 3 or s.dp * s.cp <= 1 or layer.params <= 0 or reshards_after_forward(ctx):
+        return 0.0, 0.0
+    w_bytes, g_bytes = zero3_bytes(ctx.training)
+    dense, expert = moe.split_params(layer, s)
+    gathered = dense + (expert if s.edp > 1 else 0.0)
+    if ctx.pipelined:
+        return gathered * (w_bytes + g_bytes), 0.0
+    return 0.0, gathered * w_bytes
 
 
 def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
@@ -50,7 +75,14 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     bandwidth while they overlap compute, which slows the compute by
     ``comm_interference`` x the hidden time (NCCL runs one CTA per channel on
     its own SMs; Jeaugey, NCCL 2.0, GTC 2017; the slowdown of overlapped
-    GEMMs is measured in Rashidi et al. 2021 and Wang et al. 2022). MoE
+    GEMMs is measured in Rashidi et al. 2021 and Wang et al. 2022; the value,
+    18.9%, is Lee et al. 2025's average, :attr:`CostParams.comm_interference`).
+    It applies to the NCCL collectives hidden here (ZeRO-3/FSDP gathers and
+    reduce-scatters, context-parallel sends, the data-parallel reduction in
+    ``sync_s``), not to tensor-parallel overlap, whose mechanism prices its
+    own SM share (Transformer Engine's SM margin) or runs on copy engines
+    (async TP, :mod:`autopar_opt.cost.overlap`), nor to offload copies (copy
+    engines). MoE
     token all-to-alls (:func:`autopar_opt.cost.moe.alltoall_comm_time`) are
     exposed: they sit between the router and the experts. With ``pp > 1``
     (``ctx.tie_tier``) an output layer tied to the input embedding keeps its
@@ -66,27 +98,30 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     layer = held_layer(layer, tie_active)
     rt, k = ctx.training.runtime, ctx.params.comm_interference
     tp_raw = tp_comm_time(layer, s, ctx)
-    tp = exposed(tp_raw, comp.gemm_s) if rt.tp_comm_overlap else tp_raw
-    cp_raw = cp_comm_time(layer, s, ctx)
-    cp = exposed(cp_raw, comp.attn_s)
+    tp = overlap.tp_exposed(layer, s, ctx, comp, tp_raw)
+    cp_raw, cp_exp, cp_merge = cp_comm(layer, s, ctx, comp)
+    cp = cp_exp + cp_merge
     z3_raw, z3 = zero3_comm(layer, s, ctx, comp)
     ep = moe.alltoall_comm_time(layer, s, ctx)
     dp, dp_hidden, step = gradient_sync(layer, s, ctx, comp)
-    dp += tie_sync_time(layer, s, ctx)
+    z3_once, z3_once_hidden = zero3_sync(layer, s, ctx, comp)
+    dp += tie_sync_time(layer, s, ctx) + z3_once
+    dp_hidden += z3_once_hidden
     accum = grad_accumulate_time(layer, s, ctx)
     act = activation_bytes(layer, s, ctx.microbatch_samples, training=ctx.training)
     casts = autocast_saved_cast_bytes(declared, s, ctx.training)
     f_off = offload.offloaded_fraction(layer, ctx.training)
     off_raw, off = offload.transfer_time(f_off * act, ctx.cluster.device, comp.fwd_s, comp.bwd_s)
-    hidden = (tp_raw - tp) + (cp_raw - cp) + (z3_raw - z3) + (off_raw - off)
+    held = unsharded_held_bytes(layer, s, ctx)
+    hidden = (cp_raw - cp_exp) + (z3_raw - z3)      # NCCL kernels on SMs (docstring)
     comm = tp + cp + z3 + ep + off + k * hidden
     return LayerCost(
         time_s=comp.total_s + accum + comm,
         compute_s=comp.total_s + accum,
         comm_s=comm,
         sync_s=dp + k * dp_hidden + step,
-        weight_bytes=weight_bytes(declared, s, ctx.training, tie_active),
-        act_bytes=act * (1.0 - f_off) + casts,
+        weight_bytes=weight_bytes(declared, s, ctx.training, tie_active) + held[0],
+        act_bytes=act * (1.0 - f_off) + casts + held[1],
         flops=comp.flops,
         hw_flops=comp.hw_flops,
         tp_exposed_s=tp, cp_exposed_s=cp, zero_exposed_s=z3 + k * hidden, ep_exposed_s=ep,

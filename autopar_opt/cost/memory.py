@@ -9,7 +9,7 @@ from autopar_opt.cost import moe
 from autopar_opt.cost.comm import zero3_bytes
 from autopar_opt.cost.state import FP8_KINDS, autocast_cast_params, held_layer
 from autopar_opt.ir.graph import Layer, LayerKind
-from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.strategies import Strategy, effective_recompute
 from autopar_opt.ir.training import AUTOCAST_CACHE_BYTES, DTYPE_BYTES, Recompute, Training
 
 
@@ -31,7 +31,11 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
     whole), Eq. 4 (sequence parallel: everything split by t), Sec. 5 (selective
     recomputation drops the attention-core term), Sec. 4.1 (full
     recomputation keeps only the layer input, split by t under sequence
-    parallelism). Context parallelism splits the sequence by ``cp``. A
+    parallelism). Op-level selective checkpointing (:attr:`Recompute.op`)
+    keeps ``act_op_saved_bytes`` (torchtitan's save list:
+    ``model_zoo/transformer.py`` ``op_sac_terms``): the column-parallel
+    outputs split by t, the input by t under sequence parallelism, a
+    row-parallel GEMM's partial sums whole. Context parallelism splits the sequence by ``cp``. A
     runtime with fused (flash) attention never stores the ``5·a·s²`` scores
     (Dao et al. 2022). In FP8 training the GEMM inputs kept for the weight
     gradients are their FP8 casts (Transformer Engine ``Linear`` and
@@ -44,7 +48,7 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
     element-wise kernels read and write (the FP8 casts are extra copies for
     the GEMMs, not smaller element-wise traffic).
     """
-    mode = s.recompute if recompute is None else recompute
+    mode = effective_recompute(layer, s.recompute if recompute is None else recompute)
     share = microbatch_samples / (s.dp * s.cp)
     measured = layer.measured_for(s.tp) if layer.measured else None
     if measured is not None and measured.act_bytes_per_sample is not None \
@@ -53,6 +57,10 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
     if mode is Recompute.full:
         per = layer.input_bytes / (s.tp if s.sp else 1)
         return per * share
+    if mode is Recompute.op:
+        repl, whole = layer.act_op_saved_replicated_bytes, layer.act_op_saved_unsplit_bytes
+        split = layer.act_op_saved_bytes - repl - whole
+        return (split / s.tp + repl / (s.tp if s.sp else 1) + whole) * share
     act = moe.busiest_act_bytes(layer)        # = act_bytes for dense layers
     flash = training is not None and training.runtime.flash_attention
     if mode is Recompute.selective or flash:
@@ -215,7 +223,11 @@ def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
       is still in use"; FSDP2, pytorch PR #128884: two all-gather outputs
       alive at once; Rajbhandari et al. 2020, ZeRO, Sec. 7.2.2: parameters
       gathered per layer and released after use). Without prefetch one unit
-      is in flight. The shards themselves are in :func:`weight_bytes`.
+      is in flight. The shards themselves are in :func:`weight_bytes`. A layer
+      that does not reshard after its forward pass holds its own gather with
+      the stored bytes (:func:`autopar_opt.cost.layer_cost.unsharded_held_bytes`):
+      here only the prefetched neighbour and the unsharded gradient, or, under
+      pipelining, nothing (all of it is held for the iteration).
 
     * The output layer's cross-entropy: the 16-bit copy of the fp32 logits'
       gradient of Megatron's loss (:func:`loss_grad_cast_bytes`), or the two
@@ -261,7 +273,11 @@ def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
         dense, expert = moe.split_params(layer, s)   # MoE: experts sharded over edp only
         gathered = dense + (expert if s.edp > 1 else 0.0)
         units = 2 if training.runtime.fsdp_prefetch else 1
-        out += gathered * (units * w_bytes + g_bytes)
+        if training.runtime.reshards_after_forward(tie_active):
+            out += gathered * (units * w_bytes + g_bytes)
+        elif not tie_active:      # its own gather is held per micro-batch (layer_cost)
+            out += gathered * ((units - 1) * w_bytes + g_bytes)
+        # under pipelining without resharding everything is held for the iteration
     if training.autocast and s.zero >= 3 and s.recompute is Recompute.full:
         out += AUTOCAST_CACHE_BYTES * autocast_cast_params(declared, s)
     return out + loss_grad_cast_bytes(layer, s, microbatch_samples, training) \

@@ -63,7 +63,9 @@ def alltoall_tiers_time(ctx: "StageContext", group: int, stride: int, nbytes: fl
 
     Inside a node: ``(p−1)·α + (p−1)/p · m / β_intra``. Across nodes with
     ``k`` members per node: ``(p−1)·α_inter + max((k−1)/p · m / β_intra,
-    (p−k)/p · m / β_inter)`` (see the module docstring).
+    (p−k)/p · m / β_inter)`` (see the module docstring); ``β_inter`` is one GPU's
+    share of its node's NICs (every rank sends at once:
+    :attr:`~autopar_opt.ir.hardware.Cluster.inter_node_per_gpu`).
     """
     if group <= 1 or nbytes <= 0:
         return 0.0
@@ -74,7 +76,7 @@ def alltoall_tiers_time(ctx: "StageContext", group: int, stride: int, nbytes: fl
         return _pairwise(group, group, nbytes, tier, eff)
     per_node = max(1, min(group, cl.gpus_per_node // max(stride, 1)))
     intra = (per_node - 1) / group * nbytes / (cl.intra_node.bytes_per_s * eff)
-    inter = (group - per_node) / group * nbytes / (cl.inter_node.bytes_per_s * eff_inter)
+    inter = (group - per_node) / group * nbytes / (cl.inter_node_per_gpu.bytes_per_s * eff_inter)
     return (group - 1) * cl.inter_node.latency_s + max(intra, inter)
 
 

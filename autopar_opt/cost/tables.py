@@ -445,7 +445,7 @@ def _edge_tables(graph: LayerGraph, strategies: list[list[Strategy]],
                 [[in_stage(a, b, nbytes) for b in lv] for a in lu],
                 [[cross_stage_time(a, b, nbytes, cl.intra_node, cl.intra_node, eff_intra)
                   for b in lv] for a in lu],
-                [[cross_stage_time(a, b, nbytes, cl.inter_node, cl.intra_node, eff_inter)
+                [[cross_stage_time(a, b, nbytes, cl.inter_node_per_gpu, cl.intra_node, eff_inter)
                   for b in lv] for a in lu])
             memo[key] = tuple(np.array(m, dtype=float).reshape(len(lu), len(lv))[np.ix_(iu, iv)]
                               for m in small)

@@ -71,7 +71,7 @@ def deepspeed_rules(view: PlanView, chain: bool) -> list[str]:
         out.append(f"stage sizes {sizes}: PipelineModule's partition_method='uniform' gives "
                    f"{uniform_partition(sum(sizes), view.pp)}")
     modes = {m for stage in view.block_recompute for m in stage}
-    if len(modes) > 1 or Recompute.selective in modes:
+    if len(modes) > 1 or Recompute.selective in modes or Recompute.op in modes:
         out.append("per-layer or selective recomputation (activation_checkpoint_interval is 0 "
                    "or 1 for every layer here)")
     return out

@@ -68,7 +68,10 @@ def megatron_rules(view: PlanView, chain: bool) -> list[str]:
     if odd:
         out.append("layers other than embedding, transformer blocks and head have no place "
                    "in a Megatron-LM pipeline layout")
-    if _recompute_args(view) is None:
+    if any(m is Recompute.op for stage in view.block_recompute for m in stage):
+        out.append("op-level selective checkpointing (torchtitan's save list): Megatron-LM's "
+                   "--recompute-granularity selective recomputes the attention core only")
+    elif _recompute_args(view) is None:
         out.append("per-layer recomputation other than 'the first N blocks of every stage' "
                    "(--recompute-method block)")
     if view.vp_chunks > 1 and _split_args(view):

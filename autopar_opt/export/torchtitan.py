@@ -21,6 +21,15 @@ ep, etp)`` with ``etp`` 1 or ``tp``. A tied output layer cannot be pipelined
 (decoder ``update_from_config``: "Weight tying is not supported with Pipeline
 Parallel"). Models: the flavours torchtitan registers (:data:`FLAVOURS`); the
 pipeline split is given module by module (``module_fqns_per_model_part``).
+
+Recomputation (``activation_checkpoint``): ``none``, ``full``, op-level selective
+checkpointing (:attr:`Recompute.op`: 0.3 ``SelectiveAC``, 0.2 ``mode = "selective"``,
+``selective_ac_option = "op"``) and, in 0.2 only, full checkpointing on every N-th
+block of each stage (``selective_ac_option = N``, :func:`layer_sac_pattern`; 0.3's
+``SelectiveAC`` is per-op only, ``torchtitan/distributed/activation_checkpoint.py``).
+A ZeRO-3 plan carries the resharding policy the cost model priced
+(``fsdp_reshard_after_forward``: ``"always"``, or ``"default"`` where the runtime
+keeps parameters under a pipeline, as torchtitan's own default does).
 """
 
 from __future__ import annotations
@@ -88,10 +97,15 @@ def torchtitan_rules(view: PlanView, chain: bool, version: str = "0.3") -> list[
                 out.append(f"ep={view.ep} must divide dp_shard*cp*tp = {shard * view.cp * view.tp}")
     elif view.has_moe and view.etp != view.tp:
         out.append(f"etp={view.etp} with ep = 1: the experts take the model's tp={view.tp}")
-    modes = {m for stage in view.block_recompute for m in stage}
-    if len(modes) > 1 or Recompute.selective in modes:
-        out.append("per-layer or selective recomputation: torchtitan's activation_checkpoint "
-                   "is full or none for every layer here")
+    ac = activation_checkpoint(view)
+    if ac is None:
+        out.append("this recomputation: torchtitan's activation_checkpoint is 'none', 'full', "
+                   "op-level selective ('op') or, in 0.2, full on every N-th block of each "
+                   "stage (selective_ac_option N); Megatron's selective (attention-core) mode "
+                   "has no torchtitan form")
+    elif version != "0.2" and ac.get("selective_ac_option", "op") != "op":
+        out.append(f"full recomputation on every {ac['selective_ac_option']}-th block: torchtitan "
+                   "0.3's SelectiveAC is per-op only (export with --framework-version 0.2)")
     if view.vp_chunks > 1:
         out.append("interleaved virtual stages")
     if view.tied_pipeline:
@@ -134,7 +148,12 @@ def torchtitan_config(view: PlanView) -> dict[str, Any]:
         "pipeline_parallel_degree": view.pp,
     }
     if shard > 1:
-        par["fsdp_reshard_after_forward"] = "always" if view.zero >= 3 else "never"
+        # ZeRO-3 keeps what the cost model priced (Runtime.reshards_after_forward):
+        # resharding is "always"; kept under a pipeline is torchtitan's "default"
+        # ("not pp_enabled"); kept without one is "never" (read back as ZeRO-2)
+        keep = "default" if view.pp > 1 else "never"
+        policy = "always" if view.reshard_after_forward else keep
+        par["fsdp_reshard_after_forward"] = policy if view.zero >= 3 else "never"
     if view.pp > 1:
         par["pipeline_parallel_schedule"] = _SCHEDULES[view.schedule]
         par["pipeline_parallel_microbatch_size"] = view.micro_batch_size
@@ -148,8 +167,42 @@ def torchtitan_config(view: PlanView) -> dict[str, Any]:
                                 "local_batch_size": local}
     if view.seq_len:
         training["seq_len"] = view.seq_len
-    mode = "full" if view.recompute is Recompute.full else "none"
-    return {"training": training, "parallelism": par, "activation_checkpoint": {"mode": mode}}
+    return {"training": training, "parallelism": par,
+            "activation_checkpoint": activation_checkpoint(view) or {"mode": "none"}}
+
+
+def layer_sac_pattern(blocks: int, every: int) -> list[Recompute]:
+    """The blocks of one stage torchtitan checkpoints under ``selective_ac_option
+    = every`` (an integer): ``_apply_ac_to_transformer_block`` counts the
+    blocks it wraps (``ptd_checkpoint_wrapper._count``, from 1 in each
+    process, i.e. per pipeline stage) and wraps those with ``_count % every ==
+    0`` in full checkpointing, leaving the others without
+    (``torchtitan/models/llama3/infra/parallelize.py`` at 9a8cb98)."""
+    return [Recompute.full if (i + 1) % every == 0 else Recompute.none for i in range(blocks)]
+
+
+def activation_checkpoint(view: PlanView) -> dict[str, Any] | None:
+    """torchtitan's ``[activation_checkpoint]`` table for the plan's block
+    recomputation, or None when torchtitan has no form for it: ``none``,
+    ``full``, ``selective`` with ``selective_ac_option = "op"``
+    (:attr:`Recompute.op` on every block) or with an integer ``N`` (full on
+    every N-th block of each stage: :func:`layer_sac_pattern`)."""
+    modes = {m for stage in view.block_recompute for m in stage}
+    if not modes or modes == {Recompute.none}:
+        return {"mode": "none"}
+    if modes == {Recompute.full}:
+        return {"mode": "full"}
+    if modes == {Recompute.op}:
+        return {"mode": "selective", "selective_ac_option": "op"}
+    if modes != {Recompute.full, Recompute.none}:
+        return None
+    firsts = [stage.index(Recompute.full) + 1 for stage in view.block_recompute
+              if Recompute.full in stage]
+    every = min(firsts)
+    if every < 2 or any(stage != layer_sac_pattern(len(stage), every)
+                        for stage in view.block_recompute):
+        return None
+    return {"mode": "selective", "selective_ac_option": str(every)}
 
 
 def _model_of(view: PlanView) -> tuple[str, str, str, int]:
@@ -178,8 +231,11 @@ def torchtitan_module(view: PlanView, header: str) -> str:
              '"""', "",
              f"from torchtitan.models.{module} import model_registry",
              f"from torchtitan.models.{module}.config_registry import {base} as _base"]
-    if cfg["activation_checkpoint"]["mode"] == "full":
+    ac_mode = cfg["activation_checkpoint"]["mode"]
+    if ac_mode == "full":
         lines.append("from torchtitan.distributed.activation_checkpoint import FullAC")
+    elif ac_mode == "selective":
+        lines.append("from torchtitan.distributed.activation_checkpoint import SelectiveAC")
     lines += ["", "", "def autopar_plan():", "    config = _base()",
               f"    config.model_spec = model_registry({flav!r})"]
     if view.arch is not None and view.arch.num_layers < layers:
@@ -195,8 +251,10 @@ def torchtitan_module(view: PlanView, header: str) -> str:
         lines.append("    config.training.disable_cuda_graphs = True")
     if view.dtype == "bf16":
         lines.append('    config.training.mixed_precision_param = "bfloat16"')
-    if cfg["activation_checkpoint"]["mode"] == "full":
+    if ac_mode == "full":
         lines.append("    config.activation_checkpoint = FullAC.Config()")
+    elif ac_mode == "selective":          # op-level (the rules refuse every-N-th in 0.3)
+        lines.append("    config.activation_checkpoint = SelectiveAC.Config()")
     else:
         lines.append("    config.activation_checkpoint = None")
     lines.append("    return config")
@@ -244,9 +302,12 @@ def plan_from_torchtitan(config: dict[str, Any], graph: LayerGraph, world: int) 
     if rep * shard * tp * cp * pp != world:
         raise ValueError(f"dp_replicate*dp_shard*cp*tp*pp = {rep * shard * tp * cp * pp} "
                          f"!= world size {world}")
-    zero = 0 if shard == 1 else (3 if par.get("fsdp_reshard_after_forward") == "always" else 2)
-    rc = Recompute.full if config.get("activation_checkpoint", {}).get("mode") == "full" \
-        else Recompute.none
+    zero = 0 if shard == 1 else (
+        3 if par.get("fsdp_reshard_after_forward", "default") in ("always", "default") else 2)
+    ac = config.get("activation_checkpoint", {})
+    option = str(ac.get("selective_ac_option", "2"))   # torchtitan's default option
+    rc = {"full": Recompute.full, "selective": Recompute.op if option == "op" else None}.get(
+        ac.get("mode"), Recompute.none)
     base = Strategy(rep * shard, tp, cp, tp > 1 and par.get("enable_sequence_parallel", True), zero)
     mbs = par.get("pipeline_parallel_microbatch_size", tr["local_batch_size"]) if pp > 1 \
         else tr["local_batch_size"]
@@ -257,12 +318,14 @@ def plan_from_torchtitan(config: dict[str, Any], graph: LayerGraph, world: int) 
     stages = []
     for fqns in parts:
         names, strats = [], []
+        blocks = sum(1 for fqn in fqns if fqn.startswith("layers."))
+        modes = iter([rc] * blocks if rc is not None else layer_sac_pattern(blocks, int(option)))
         for fqn in fqns:
             if fqn == "tok_embeddings":
                 layer, s = graph.layers[0], base
             elif fqn.startswith("layers."):
                 layer = graph.layers[1 + int(fqn.split(".")[1])]
-                s = replace(base, recompute=rc, ep=ep if layer.is_moe else 1,
+                s = replace(base, recompute=next(modes), ep=ep if layer.is_moe else 1,
                             etp=etp if layer.is_moe and ep > 1 else 0)
             elif fqn == "output":
                 layer, s = graph.layers[-1], base

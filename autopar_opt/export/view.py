@@ -67,6 +67,9 @@ class PlanView:
     dtype: str = "bf16"
     arch: ModelArch | None = None
     tied_pipeline: bool = False    # an output layer tied to the embedding, pp > 1
+    #: ZeRO-3/FSDP frees gathered parameters after the forward pass, as the cost
+    #: model priced it (:meth:`~autopar_opt.ir.runtime.Runtime.reshards_after_forward`)
+    reshard_after_forward: bool = True
 
     @property
     def blocks_per_stage(self) -> list[int]:
@@ -141,7 +144,8 @@ def plan_view(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Trainin
                    default=1),
         num_experts=max((layer.num_experts for layer in graph.layers), default=0),
         problems=problems, etp=etp, dtype=training.dtype, arch=graph.arch,
-        tied_pipeline=plan.pp > 1 and any(layer.tied_to for layer in graph.layers))
+        tied_pipeline=plan.pp > 1 and any(layer.tied_to for layer in graph.layers),
+        reshard_after_forward=training.runtime.reshards_after_forward(plan.pp > 1))
 
 
 def common_rules(view: PlanView, target: str, chain: bool) -> list[str]:

@@ -147,6 +147,36 @@ class Layer:
         separate GEMMs, e.g. Hugging Face ``modeling_llama.py`` and torchtitan's
         Llama); ``None``: the same as the fused count. Builders set it from the
         model's structure (a Llama block: 7 against 4).
+    tp_collectives : tensor-parallel collectives per pass that share
+        ``tp_comm_bytes`` (each a separate message, so each pays the
+        collective's latency); 0: the kind's count
+        (:func:`autopar_opt.cost.comm.tp_collectives`: 2 for a transformer block).
+    head_dim : width of one attention head (the attention kernel's efficiency
+        depends on it: :mod:`autopar_opt.cost.attention`); 0: not known (128
+        taken, stated).
+    attn_causal : whether the attention core has a causal mask (decoders: True;
+        encoders: False); None: not known (causal taken, stated).
+    attn_flops_halved : ``flops_recompute_selective`` already counts the
+        causal core at half (the masked half skipped, as fused kernels
+        execute it); False with a causal mask: the kernel executes half of the
+        counted attention FLOPs.
+    tp_gemm_shares : the forward GEMM FLOPs of the four tensor-parallel
+        collective-GEMM pairs of a block (QKV, output projection, MLP up, MLP
+        down), which overlap mechanisms pair collectives with
+        (:mod:`autopar_opt.cost.overlap`); empty: an even split.
+    act_op_saved_bytes : bytes per sample a block keeps under op-level
+        selective checkpointing (:attr:`~autopar_opt.ir.training.Recompute.op`:
+        its input, the attention kernel's output and log-sum-exp, every
+        odd-numbered GEMM's output; ``model_zoo/transformer.py``
+        ``op_sac_terms``) with no tensor parallelism; 0: the mode is not
+        offered for this layer.
+    act_op_saved_replicated_bytes : the part of ``act_op_saved_bytes`` that
+        tensor parallelism splits only under sequence parallelism (the input).
+    act_op_saved_unsplit_bytes : the part of ``act_op_saved_bytes`` every
+        tensor-parallel rank keeps whole (a row-parallel GEMM's partial sums).
+    flops_recompute_op : forward GEMM FLOPs per sample re-run in the backward
+        pass under op-level selective checkpointing (the even-numbered GEMMs;
+        the element-wise forward re-runs too).
     pool_index_bytes : bytes per sample of the arg-max indices a max pool
         writes in the forward pass and reads in the backward pass: one int64
         per output element (PyTorch ``max_pool2d_with_indices``,
@@ -192,6 +222,15 @@ class Layer:
     gemm_kernels: int | None = None
     gemm_kernels_unfused: int | None = None
     pool_index_bytes: float = 0.0
+    tp_collectives: int = 0
+    head_dim: int = 0
+    attn_causal: bool | None = None
+    attn_flops_halved: bool = False
+    tp_gemm_shares: tuple[float, ...] = ()
+    act_op_saved_bytes: float = 0.0
+    act_op_saved_replicated_bytes: float = 0.0
+    act_op_saved_unsplit_bytes: float = 0.0
+    flops_recompute_op: float = 0.0
 
     @property
     def holds_tied_copy(self) -> bool:

@@ -6,7 +6,8 @@ Catalog figures are vendor datasheet numbers for *dense* math (no sparsity).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, replace
 
 GIB = 1024**3
 
@@ -29,11 +30,48 @@ class DeviceType:
     hbm_gib: float
     hbm_gb_per_s: float
     source: str = ""
+    #: GPU generation: ``volta``, ``ampere``, ``hopper``, ``blackwell`` ("" unknown)
+    arch: str = ""
+    #: form factor: ``sxm``, ``pcie``, ``nvl`` (PCIe card with an NVLink bridge), ``superchip``
+    form: str = ""
+    #: rated board power (W) at which the datasheet peaks hold (0 unknown)
+    tdp_w: float = 0.0
+    #: a stated power cap below ``tdp_w`` (W; None: none stated)
+    power_limit_w: float | None = None
+    #: streaming multiprocessors (what a communication kernel's SM reservation is a share of)
+    sms: int = 0
+    #: the memory the vendor names the part by, GB (0: ``hbm_gib``); a record or spec states
+    #: memory in these units (B200 "180 GB" is 179 GiB usable)
+    memory_gb: float = 0.0
+
+    @property
+    def nominal_memory_gb(self) -> float:
+        return self.memory_gb or self.hbm_gib
+
+    @property
+    def clock_factor(self) -> float:
+        """Sustained tensor-core clock under :attr:`power_limit_w` over the rated
+        one: ``(P_cap / P_rated)^(1/3)`` below the rated power, else 1.
+
+        Dynamic power is ``C·V²·f`` and, in the voltage-frequency range DVFS
+        works in, the voltage scales with the clock, so power ∝ ``f³`` and a cap
+        lowers the sustained clock by the cube root of the power ratio (the
+        "cube law" of CMOS DVFS: Mudge 2001, "Power: a first-class
+        architectural design constraint", IEEE Computer 34(4), Sec. "Power
+        equations"). Static power is not subtracted, so the penalty is a lower
+        bound. No published GPU measurement found pins the exponent: stated in
+        the plan's assumptions (:func:`autopar_opt.cost.assumptions.cost_assumptions`).
+        Applied to the FLOP peaks, not to HBM bandwidth (the memory clock is
+        not capped)."""
+        if self.power_limit_w is None or not self.tdp_w or self.power_limit_w >= self.tdp_w:
+            return 1.0
+        return (self.power_limit_w / self.tdp_w) ** (1.0 / 3.0)
 
     def peak_flops(self, dtype: str) -> float:
-        """Peak FLOP/s for ``dtype``; raises KeyError naming the known dtypes."""
+        """Peak FLOP/s for ``dtype`` (sustained under a stated power cap:
+        :attr:`clock_factor`); raises KeyError naming the known dtypes."""
         try:
-            return self.peak_tflops[dtype] * 1e12
+            return self.peak_tflops[dtype] * 1e12 * self.clock_factor
         except KeyError:
             known = ", ".join(sorted(self.peak_tflops))
             raise KeyError(f"device {self.name} has no peak for dtype {dtype!r} (known: {known})") from None
@@ -60,21 +98,38 @@ class LinkTier:
         return self.latency_us * 1e-6
 
 
-def _dev(name, bf16, fp16, tf32, fp32, hbm_gib, hbm_gbs, source, fp8=None):
+def _dev(name, bf16, fp16, tf32, fp32, hbm_gib, hbm_gbs, source, fp8=None, *, arch="", form="sxm",
+         tdp_w=0.0, sms=0, memory_gb=0.0):
     peaks = {"bf16": bf16, "fp16": fp16, "tf32": tf32, "fp32": fp32}
     if fp8:
         peaks["fp8"] = fp8
-    return DeviceType(name, {k: v for k, v in peaks.items() if v}, hbm_gib, hbm_gbs, source)
+    return DeviceType(name, {k: v for k, v in peaks.items() if v}, hbm_gib, hbm_gbs, source,
+                      arch=arch, form=form, tdp_w=tdp_w, sms=sms, memory_gb=memory_gb)
 
+
+#: The H100 datasheet (NVIDIA "H100 Tensor Core GPU" datasheet, 2023-2024
+#: revisions, columns H100 SXM / H100 NVL; the 2022 revision's H100 PCIe
+#: column). Sparse figures there are halved to the dense ones used here.
+_H100_SHEET = "NVIDIA H100 Tensor Core GPU datasheet"
 
 #: Device catalog: vendor datasheets, dense (non-sparse) tensor-core peaks.
 DEVICE_CATALOG: dict[str, DeviceType] = {d.name: d for d in [
     _dev("V100-32GB", None, 125.0, None, 15.7, 32.0, 900.0,
-         "NVIDIA V100 datasheet (SXM2): 125 TFLOP/s fp16 tensor, 900 GB/s HBM2"),
+         "NVIDIA V100 datasheet (SXM2): 125 TFLOP/s fp16 tensor, 900 GB/s HBM2, 300 W",
+         arch="volta", tdp_w=300.0, sms=80),
     _dev("A100-40GB", 312.0, 312.0, 156.0, 19.5, 40.0, 1555.0,
-         "NVIDIA A100 datasheet (SXM4 40GB): 312 TFLOP/s bf16 dense, 1,555 GB/s"),
+         "NVIDIA A100 datasheet (SXM4 40GB): 312 TFLOP/s bf16 dense, 1,555 GB/s, 400 W",
+         arch="ampere", tdp_w=400.0, sms=108),
     _dev("A100-80GB", 312.0, 312.0, 156.0, 19.5, 80.0, 2039.0,
-         "NVIDIA A100 datasheet (SXM4 80GB): 312 TFLOP/s bf16 dense, 2,039 GB/s"),
+         "NVIDIA A100 datasheet (SXM4 80GB): 312 TFLOP/s bf16 dense, 2,039 GB/s, 400 W",
+         arch="ampere", tdp_w=400.0, sms=108),
+    _dev("A100-PCIe-80GB", 312.0, 312.0, 156.0, 19.5, 80.0, 1935.0,
+         "NVIDIA A100 datasheet (PCIe 80GB): 312 TFLOP/s bf16 dense, 1,935 GB/s, 300 W; "
+         "NVLink bridge for 2 GPUs (600 GB/s), PCIe Gen4 otherwise",
+         arch="ampere", form="pcie", tdp_w=300.0, sms=108),
+    _dev("A100-PCIe-40GB", 312.0, 312.0, 156.0, 19.5, 40.0, 1555.0,
+         "NVIDIA A100 datasheet (PCIe 40GB): 312 TFLOP/s bf16 dense, 1,555 GB/s, 250 W",
+         arch="ampere", form="pcie", tdp_w=250.0, sms=108),
     _dev("A800-SXM4-80GB", 312.0, 312.0, 156.0, 19.5, 80.0, 2039.0,
          "NVIDIA A800 SXM4 80GB: China export variant of the A100 SXM4 80GB, the same GA100 "
          "compute and 80 GB HBM2e (312 TFLOP/s bf16 dense, 2,039 GB/s as the A100 80GB "
@@ -85,24 +140,159 @@ DEVICE_CATALOG: dict[str, DeviceType] = {d.name: d for d in [
          "eeNews Europe 2022-11 (Omnisky A800 specification: A100-compatible, 400 GB/s); NVIDIA's "
          "A800 40GB Active product page (same GA100 peaks, 623.8 TFLOP/s sparse = 312 dense, "
          "NVLink 400 GB/s); FlagPerf llama3_8B README (nvidia-smi 'NVIDIA_A800-SXM4-80GB', "
-         "'NVLink (A800: 400 GB/s)')"),
+         "'NVLink (A800: 400 GB/s)')", arch="ampere", tdp_w=400.0, sms=108),
+    _dev("A800-PCIe-80GB", 312.0, 312.0, 156.0, 19.5, 80.0, 1935.0,
+         "NVIDIA A800 PCIe 80GB: the A100 PCIe 80GB's GA100 compute and memory (312 TFLOP/s bf16 "
+         "dense, 1,935 GB/s, 300 W) with a 400 GB/s NVLink bridge (A800 40GB Active product page "
+         "for the export variant's peaks)", arch="ampere", form="pcie", tdp_w=300.0, sms=108),
     _dev("H100-SXM-80GB", 989.0, 989.0, 495.0, 67.0, 80.0, 3350.0,
-         "NVIDIA H100 datasheet (SXM5): 989 TFLOP/s bf16 dense, 1,979 FP8 dense (3,958 sparse), 3.35 TB/s", fp8=1979.0),
+         f"{_H100_SHEET} (H100 SXM): 989 TFLOP/s bf16 dense, 1,979 FP8 dense (3,958 sparse), "
+         "3.35 TB/s, up to 700 W", fp8=1979.0, arch="hopper", tdp_w=700.0, sms=132),
+    _dev("H100-PCIe-80GB", 756.0, 756.0, 378.0, 51.0, 80.0, 2000.0,
+         f"{_H100_SHEET} (H100 PCIe, 2022 revision): 1,513 TFLOP/s bf16 and 3,026 FP8 with "
+         "sparsity (756 / 1,513 dense), 80 GB HBM2e, 2 TB/s, 300-350 W, NVLink bridge 600 GB/s "
+         "for 2 GPUs, PCIe Gen5 otherwise", fp8=1513.0, arch="hopper", form="pcie", tdp_w=350.0, sms=114),
+    _dev("H100-NVL-94GB", 835.0, 835.0, 418.0, 60.0, 94.0, 3900.0,
+         f"{_H100_SHEET} (H100 NVL): 1,671 TFLOP/s bf16 and 3,341 FP8 with sparsity (835 / 1,671 "
+         "dense), 94 GB HBM3, 3.9 TB/s, 350-400 W, NVLink bridge 600 GB/s for 2 GPUs",
+         fp8=1671.0, arch="hopper", form="nvl", tdp_w=400.0, sms=132),
     _dev("H800-SXM-80GB", 989.0, 989.0, 495.0, 67.0, 80.0, 3350.0,
          "NVIDIA H800 SXM5 (export variant of the H100 SXM5: same compute and HBM3, NVLink "
          "limited to 400 GB/s bidirectional); DeepSeek-V3 report arXiv 2412.19437 Sec. 3.1",
-         fp8=1979.0),
+         fp8=1979.0, arch="hopper", tdp_w=700.0, sms=132),
+    _dev("H800-PCIe-80GB", 756.0, 756.0, 378.0, 51.0, 80.0, 2000.0,
+         "NVIDIA H800 PCIe 80GB: export variant of the H100 PCIe (same compute and 2 TB/s HBM2e, "
+         "350 W; NVLink bridge 400 GB/s); peaks of the H100 PCIe column of the H100 datasheet",
+         fp8=1513.0, arch="hopper", form="pcie", tdp_w=350.0, sms=114),
+    _dev("H20-96GB", 148.0, 148.0, 74.0, 44.0, 96.0, 4000.0,
+         "NVIDIA H20 (China export Hopper part): 148 TFLOP/s bf16 and 296 FP8 dense, 96 GB HBM3, "
+         "4.0 TB/s, NVLink 900 GB/s bidirectional, 400 W. NVIDIA publishes no datasheet: figures "
+         "of the partner specification sheets reported in the trade press (e.g. SemiAnalysis, "
+         "'Nvidia's New China AI Chips Circumvent US Restrictions: H20 Faster Than H100 for LLM "
+         "inference', 2023-11-09); stated as not from NVIDIA", fp8=296.0, arch="hopper",
+         tdp_w=400.0, sms=78),
+    _dev("GH200-96GB", 989.0, 989.0, 494.0, 67.0, 96.0, 4000.0,
+         "NVIDIA GH200 Grace Hopper Superchip datasheet: H100 GPU with 96 GB HBM3 at 4 TB/s, 989 "
+         "TFLOP/s bf16 and 1,979 FP8 dense, NVLink-C2C 900 GB/s to the Grace CPU; module power "
+         "450-1,000 W configurable (CPU + GPU + memory)", fp8=1979.0, arch="hopper",
+         form="superchip", tdp_w=1000.0, sms=132),
+    _dev("GH200-144GB", 989.0, 989.0, 494.0, 67.0, 144.0, 4900.0,
+         "NVIDIA GH200 Grace Hopper Superchip datasheet (HBM3e version): 144 GB at 4.9 TB/s, "
+         "989 TFLOP/s bf16 and 1,979 FP8 dense", fp8=1979.0, arch="hopper", form="superchip",
+         tdp_w=1000.0, sms=132),
     _dev("H200-141GB", 989.0, 989.0, 495.0, 67.0, 141.0, 4800.0,
-         "NVIDIA H200 datasheet (SXM): 989 TFLOP/s bf16 dense, 1,979 FP8 dense, 141 GB, 4.8 TB/s", fp8=1979.0),
+         "NVIDIA H200 datasheet (SXM): 989 TFLOP/s bf16 dense, 1,979 FP8 dense, 141 GB, 4.8 TB/s, "
+         "up to 700 W", fp8=1979.0, arch="hopper", tdp_w=700.0, sms=132),
+    _dev("H200-NVL-141GB", 835.0, 835.0, 418.0, 60.0, 141.0, 4800.0,
+         "NVIDIA H200 datasheet (H200 NVL): 1,671 TFLOP/s bf16 and 3,341 FP8 with sparsity (835 / "
+         "1,671 dense), 141 GB HBM3e, 4.8 TB/s, up to 600 W, 2- or 4-way NVLink bridge 900 GB/s",
+         fp8=1671.0, arch="hopper", form="nvl", tdp_w=600.0, sms=132),
     _dev("B200", 2250.0, 2250.0, 1100.0, 75.0, 179.0, 8000.0,
          "NVIDIA DGX B200 datasheet (8 GPUs: 72 PFLOP/s FP8 training, 1,440 GB HBM3e, "
          "64 TB/s) and HGX B200 datasheet: per GPU 2.25 PFLOP/s bf16 dense, 4.5 PFLOP/s FP8 "
-         "dense, 180 GB (179 GiB usable), 8 TB/s", fp8=4500.0),
+         "dense, 180 GB (179 GiB usable), 8 TB/s, 1,000 W", fp8=4500.0, arch="blackwell",
+         tdp_w=1000.0, sms=148, memory_gb=180.0),
     _dev("GB200", 2500.0, 2500.0, 1250.0, 80.0, 184.0, 8000.0,
          "NVIDIA GB200 NVL72 datasheet (72 GPUs: 360 PFLOP/s FP16/BF16 and 720 PFLOP/s FP8 with "
          "sparsity, 13.4 TB HBM3e, 576 TB/s): per GPU 2.5 PFLOP/s bf16 dense, 5 PFLOP/s FP8 "
-         "dense, 186 GB (184 GiB usable), 8 TB/s", fp8=5000.0),
+         "dense, 186 GB (184 GiB usable), 8 TB/s", fp8=5000.0, arch="blackwell",
+         form="superchip", tdp_w=1200.0, sms=148, memory_gb=186.0),
 ]}
+
+#: A stated memory this far (GB) from a variant's is a different memory size.
+MEMORY_MATCH_GB = 1.0
+
+
+def _chip_of(t: str) -> str | None:
+    """The chip a lower-cased, space-free GPU text names (None: no catalog chip)."""
+    for pattern, chip in ((r"gh200", "gh200"), (r"gb200", "gb200"), (r"(?<![a-z0-9])b200", "b200"),
+                          (r"h200", "h200"), (r"h800", "h800"), (r"h100", "h100"),
+                          (r"(?<![a-z0-9])h20(?![0-9])", "h20"), (r"a100", "a100"),
+                          (r"a800", "a800"), (r"v100", "v100")):
+        if re.search(pattern, t):
+            return chip
+    return None
+
+
+def _variant(chip: str, t: str, mem: float | None, notes: list[str]) -> str:
+    """Catalog name of ``chip``'s variant that the text's form factor and the
+    stated memory pick."""
+    pcie = "pcie" in t
+    nvl = bool(re.search(r"nvl(?!72|36|32|2)", t)) or "nvl94" in t
+    if chip == "h100":
+        if nvl or (mem is not None and abs(mem - 94) <= MEMORY_MATCH_GB and not pcie):
+            return "H100-NVL-94GB"
+        return "H100-PCIe-80GB" if pcie else "H100-SXM-80GB"
+    if chip == "h800":
+        return "H800-PCIe-80GB" if pcie else "H800-SXM-80GB"
+    if chip == "h200":
+        return "H200-NVL-141GB" if nvl or pcie else "H200-141GB"
+    if chip == "gh200":
+        return "GH200-144GB" if (mem or 0) > 120 or "144" in t or "hbm3e" in t else "GH200-96GB"
+    if chip == "a100":
+        if mem is None:
+            mem = 80.0 if "80g" in t else 40.0 if "40g" in t else None
+        if mem is None:
+            notes.append("gpu memory not stated: A100 taken as the 40 GB part (the only DGX A100 "
+                         "model in 2020)")
+            mem = 40.0
+        big = mem >= 60
+        if pcie:
+            return "A100-PCIe-80GB" if big else "A100-PCIe-40GB"
+        return "A100-80GB" if big else "A100-40GB"
+    if chip == "a800":
+        if mem is None:
+            mem = 80.0 if "80g" in t else 40.0 if "40g" in t else None
+        if "active" in t or (mem is not None and mem < 60):
+            raise ValueError("only the A800 80GB (SXM4 or PCIe) is in the device catalog (the A800 "
+                             "40GB Active has other memory and power)")
+        return "A800-PCIe-80GB" if pcie else "A800-SXM4-80GB"
+    return {"h20": "H20-96GB", "b200": "B200", "gb200": "GB200", "v100": "V100-32GB"}[chip]
+
+
+def resolve_device(gpu_type: str, memory_gb: float | None = None,
+                   power_limit_w: float | None = None) -> tuple[DeviceType, list[str]]:
+    """The device a stated GPU is: the catalog variant its text and memory name,
+    with a stated memory and power cap applied, and what was assumed.
+
+    The chip comes from the text (``H100``, ``H800``, ``H20``, ``GH200``,
+    ``H200``, ``A100``, ``A800``, ``B200``, ``GB200``, ``V100``); the variant
+    from the form factor it names (``PCIe``, ``NVL``; SXM otherwise) and the
+    stated memory (an H100 with 94 GB is the H100 NVL; an A100 with 80 GB the
+    80 GB part). A stated memory is never ignored: when no variant of the chip
+    has it (e.g. an "H100 96GB"), the variant keeps its compute and HBM
+    bandwidth and takes the stated capacity, and the notes say so. A stated
+    power cap below the variant's rated power lowers its sustained clock
+    (:attr:`DeviceType.clock_factor`); one at or above it changes nothing.
+
+    Raises ValueError naming the reason when no catalog chip matches.
+    """
+    notes: list[str] = []
+    t = gpu_type.lower().replace(" ", "").replace("_", "-")
+    if not t:
+        raise ValueError("the GPU type is not stated")
+    chip = _chip_of(t)
+    if chip is None:
+        raise ValueError(f"GPU type {gpu_type!r} matches no catalog device "
+                         f"(known: {', '.join(DEVICE_CATALOG)})")
+    dev = DEVICE_CATALOG[_variant(chip, t, memory_gb, notes)]
+    if memory_gb is not None and abs(memory_gb - dev.nominal_memory_gb) > MEMORY_MATCH_GB:
+        notes.append(f"stated memory {memory_gb:g} GB: no {dev.name.split('-')[0]} variant of the "
+                     f"catalog has it; {dev.name}'s compute and {dev.hbm_gb_per_s:g} GB/s HBM "
+                     f"bandwidth with the stated {memory_gb:g} GB")
+        dev = replace(dev, hbm_gib=float(memory_gb) * dev.hbm_gib / dev.nominal_memory_gb,
+                      memory_gb=float(memory_gb))
+    if power_limit_w is not None:
+        if dev.tdp_w and power_limit_w < dev.tdp_w:
+            dev = replace(dev, power_limit_w=float(power_limit_w))
+            notes.append(f"power limit {power_limit_w:g} W below the rated {dev.tdp_w:g} W: "
+                         f"sustained tensor clock (P/P_rated)^(1/3) = {dev.clock_factor:.3f} of the "
+                         "datasheet peaks (DVFS cube law; not measured for this GPU)")
+        else:
+            notes.append(f"power limit {power_limit_w:g} W at or above the rated "
+                         f"{dev.tdp_w:g} W: datasheet peaks kept")
+    return dev, notes
+
 
 #: Default intra-node link per device: per-GPU unidirectional NVLink bandwidth.
 DEFAULT_INTRA_NODE: dict[str, LinkTier] = {
@@ -110,8 +300,18 @@ DEFAULT_INTRA_NODE: dict[str, LinkTier] = {
     "A100-40GB": LinkTier("nvlink3", 300.0, 5.0),   # 12 links x 25 GB/s (A100 whitepaper)
     "A100-80GB": LinkTier("nvlink3", 300.0, 5.0),
     "A800-SXM4-80GB": LinkTier("nvlink3-a800", 200.0, 5.0),  # 400 GB/s bidirectional: 8 of A100's 12 links
+    "A100-PCIe-80GB": LinkTier("pcie4", 32.0, 5.0),   # PCIe Gen4 x16 (bridge pairs only 2 GPUs)
+    "A100-PCIe-40GB": LinkTier("pcie4", 32.0, 5.0),
+    "A800-PCIe-80GB": LinkTier("pcie4", 32.0, 5.0),
     "H100-SXM-80GB": LinkTier("nvlink4", 450.0, 5.0),  # 18 links x 25 GB/s (H100 whitepaper)
+    "H100-PCIe-80GB": LinkTier("pcie5", 64.0, 5.0),   # PCIe Gen5 x16 (bridge pairs only 2 GPUs)
+    "H100-NVL-94GB": LinkTier("pcie5", 64.0, 5.0),    # NVLink bridge pairs 2 GPUs; PCIe Gen5 beyond
+    "H800-PCIe-80GB": LinkTier("pcie5", 64.0, 5.0),
+    "H20-96GB": LinkTier("nvlink4", 450.0, 5.0),      # NVLink 900 GB/s bidirectional (HGX H20)
+    "GH200-96GB": LinkTier("nvlink4", 450.0, 5.0),    # GH200 NVL2/NVL32: NVLink 900 GB/s bidirectional
+    "GH200-144GB": LinkTier("nvlink4", 450.0, 5.0),
     "H200-141GB": LinkTier("nvlink4", 450.0, 5.0),
+    "H200-NVL-141GB": LinkTier("pcie5", 64.0, 5.0),   # 2/4-way NVLink bridge; PCIe Gen5 across 8
     "H800-SXM-80GB": LinkTier("nvlink4-h800", 200.0, 5.0),  # 400 GB/s bidirectional (H800)
     "B200": LinkTier("nvlink5", 900.0, 5.0),        # 1.8 TB/s bidirectional (Blackwell datasheet)
     "GB200": LinkTier("nvlink5-nvl72", 900.0, 5.0),  # one 72-GPU NVLink domain (GB200 NVL72)
@@ -123,8 +323,18 @@ DEFAULT_INTER_NODE: dict[str, LinkTier] = {
     "A100-40GB": LinkTier("ib-hdr", 25.0, 10.0),    # 200 Gb/s HDR (DGX A100)
     "A100-80GB": LinkTier("ib-hdr", 25.0, 10.0),
     "A800-SXM4-80GB": LinkTier("ib-hdr", 25.0, 10.0),  # 200 Gb/s HDR (DGX A800, FlagPerf README)
+    "A100-PCIe-80GB": LinkTier("ib-hdr", 25.0, 10.0),
+    "A100-PCIe-40GB": LinkTier("ib-hdr", 25.0, 10.0),
+    "A800-PCIe-80GB": LinkTier("ib-hdr", 25.0, 10.0),
     "H100-SXM-80GB": LinkTier("ib-ndr", 50.0, 10.0),  # 400 Gb/s NDR (DGX H100)
+    "H100-PCIe-80GB": LinkTier("ib-ndr", 50.0, 10.0),
+    "H100-NVL-94GB": LinkTier("ib-ndr", 50.0, 10.0),
+    "H800-PCIe-80GB": LinkTier("ib-ndr", 50.0, 10.0),
+    "H20-96GB": LinkTier("ib-ndr", 50.0, 10.0),
+    "GH200-96GB": LinkTier("ib-ndr", 50.0, 10.0),     # one ConnectX-7 400 Gb/s per superchip
+    "GH200-144GB": LinkTier("ib-ndr", 50.0, 10.0),
     "H200-141GB": LinkTier("ib-ndr", 50.0, 10.0),
+    "H200-NVL-141GB": LinkTier("ib-ndr", 50.0, 10.0),
     "H800-SXM-80GB": LinkTier("ib-ndr", 50.0, 10.0),  # 400 Gb/s IB per GPU (DeepSeek-V3 Sec. 3.2.2)
     "B200": LinkTier("ib-ndr", 50.0, 10.0),          # 8x ConnectX-7 400 Gb/s (DGX B200)
     "GB200": LinkTier("ib-ndr", 50.0, 10.0),         # ConnectX-7 400 Gb/s per GPU (NVL72 compute tray)
@@ -139,7 +349,10 @@ DEFAULT_INTER_NODE: dict[str, LinkTier] = {
 #: NVL72 datasheet: "NVLink-C2C 900 GB/s" bidirectional Grace-Blackwell link).
 HOST_LINK_GB_PER_S: dict[str, float] = {
     "V100-32GB": 16.0, "A100-40GB": 32.0, "A100-80GB": 32.0, "A800-SXM4-80GB": 32.0,
-    "H100-SXM-80GB": 64.0,
+    "A100-PCIe-80GB": 32.0, "A100-PCIe-40GB": 32.0, "A800-PCIe-80GB": 32.0,
+    "H100-SXM-80GB": 64.0, "H100-PCIe-80GB": 64.0, "H100-NVL-94GB": 64.0, "H800-PCIe-80GB": 64.0,
+    "H20-96GB": 64.0, "H200-NVL-141GB": 64.0,
+    "GH200-96GB": 450.0, "GH200-144GB": 450.0,   # NVLink-C2C 900 GB/s bidirectional (GH200 datasheet)
     "H800-SXM-80GB": 64.0, "H200-141GB": 64.0, "B200": 64.0, "GB200": 450.0,
 }
 #: Host link of a device not in :data:`HOST_LINK_GB_PER_S` (a spec's own
@@ -174,10 +387,67 @@ class Cluster:
     intra_node: LinkTier
     inter_node: LinkTier
     source: str = ""
+    #: network interfaces per node; the inter-node tier's bandwidth is one NIC's
+    #: line rate. None: one per GPU (DGX/HGX design: 8 ConnectX-7 for 8 GPUs)
+    nics_per_node: int | None = None
+    #: nodes below one leaf switch (a rail-optimised scalable unit: the rail's
+    #: leaf takes the same-index NIC of each of its nodes; a fat tree's leaf: all
+    #: NICs of its nodes); None: every node under one non-blocking fabric
+    nodes_per_leaf: int | None = None
+    #: blocking factor of the fabric above the leaves (uplink over downlink
+    #: capacity inverted: 2.0 = 2:1 oversubscribed); 1.0 non-blocking
+    oversubscription: float = 1.0
+
+    def fabric_share(self, nodes: int) -> float:
+        """Share of its NICs' line rate a group spanning ``nodes`` nodes gets from
+        the fabric: 1 inside one leaf group or on a non-blocking fabric, else
+        ``1/oversubscription`` (every group of the cluster communicates at once,
+        so the uplinks carry ``oversubscription`` times their capacity).
+
+        Rail-optimised and fat-tree fabrics price alike here: NVIDIA's
+        reference designs build both as "a full non-blocking fat tree topology
+        ... where the GPUs are connected using a rail-optimized network
+        topology" (NVIDIA Enterprise Reference Architecture, HGX AI Factory,
+        "Networking Physical Topologies"), and NCCL keeps each channel on its
+        NIC's rail, relaying through NVLink to the GPU on the right rail (PXN,
+        NCCL 2.12+), so a ring or tree does not cross rails in the network. The
+        difference that matters is the leaf group (``nodes_per_leaf``: 32 DGX
+        H100 per scalable unit, DGX SuperPOD reference architecture RA-11333-001)
+        and the blocking above it. Nodes are taken consecutive and aligned to
+        leaf groups (stated: a scheduler that scatters a job pays more)."""
+        if self.nodes_per_leaf is None or nodes <= self.nodes_per_leaf:
+            return 1.0
+        return 1.0 / self.oversubscription
 
     @property
     def num_devices(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    @property
+    def nics(self) -> int:
+        """NICs per node (:attr:`nics_per_node`, one per GPU when not stated)."""
+        return self.nics_per_node or self.gpus_per_node
+
+    def nic_share_gb_per_s(self, members_per_node: float = 1.0) -> float:
+        """Inter-node line rate (GB/s) a group with ``members_per_node`` ranks on
+        each node gets from it: the NICs of its own members, ``k·nics/gpus``
+        NICs of ``inter_node.bandwidth_gb_per_s`` each. Every rank of a node
+        communicates at once in a data- or tensor-parallel step (each rank is
+        in some group of the same kind), so a group never gets a NIC the node's
+        other groups use: with one NIC per GPU a group gets ``k`` NICs, with 4
+        NICs for 8 GPUs half as many. NCCL runs one ring per channel and binds
+        each channel to a NIC close to its GPU (NCCL topology search; DGX SuperPOD
+        rail-optimised design, NVIDIA DGX H100 SuperPOD reference architecture)."""
+        return members_per_node * self.nics / self.gpus_per_node * self.inter_node.bandwidth_gb_per_s
+
+    @property
+    def inter_node_per_gpu(self) -> LinkTier:
+        """The inter-node tier as one GPU sees it when every GPU of its node sends at
+        once (pipeline sends, all-to-alls): ``nics/gpus`` of a NIC
+        (:meth:`nic_share_gb_per_s`); the tier itself with one NIC per GPU."""
+        if self.nics == self.gpus_per_node:
+            return self.inter_node
+        return LinkTier(self.inter_node.name, self.nic_share_gb_per_s(1.0), self.inter_node.latency_us)
 
     def tier_for_span(self, first_rank: int, last_rank: int) -> LinkTier:
         """The tier binding a group whose ranks lie in [first_rank, last_rank]."""
@@ -187,9 +457,11 @@ class Cluster:
 
 def make_cluster(name: str, nodes: int, gpus_per_node: int, device: str | DeviceType,
                  intra_node: LinkTier | None = None, inter_node: LinkTier | None = None,
-                 source: str = "") -> Cluster:
+                 source: str = "", nics_per_node: int | None = None,
+                 nodes_per_leaf: int | None = None, oversubscription: float = 1.0) -> Cluster:
     """Build a cluster, filling link tiers from the device's defaults."""
     dev = DEVICE_CATALOG[device] if isinstance(device, str) else device
     intra = intra_node or DEFAULT_INTRA_NODE.get(dev.name, LinkTier("intra", 300.0, 5.0))
     inter = inter_node or DEFAULT_INTER_NODE.get(dev.name, LinkTier("inter", 25.0, 10.0))
-    return Cluster(name, nodes, gpus_per_node, dev, intra, inter, source)
+    return Cluster(name, nodes, gpus_per_node, dev, intra, inter, source, nics_per_node,
+                   nodes_per_leaf, oversubscription)

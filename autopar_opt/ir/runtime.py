@@ -13,9 +13,10 @@ flash_attention
 hopper_attention
     The fused attention kernel uses Hopper/Blackwell-native instructions
     (FlashAttention-3, cuDNN fused attention behind Transformer Engine and
-    PyTorch SDPA on H100). A FlashAttention-2-class kernel reaches about half
-    of that on Hopper: ~35% of H100 peak against up to 75% (Shah et al. 2024,
-    FlashAttention-3, Sec. 1 and 4.1); on earlier GPUs both are the same.
+    PyTorch SDPA on H100): priced as cuDNN fused attention on a Hopper or
+    Blackwell GPU, FlashAttention-2 elsewhere; the efficiencies of both are the
+    published measurements of :mod:`autopar_opt.cost.attention` (FlashAttention-2
+    on H100 runs at 0.14-0.34 of the peak forward+backward, cuDNN at 0.19-0.57).
 flash_v2_attention
     The fused attention kernel is FlashAttention-2-class (FlashAttention-2,
     or a later kernel: FlashAttention-3, cuDNN fused attention, PyTorch SDPA's
@@ -29,14 +30,14 @@ flash_v2_attention
     backward is slightly slower than CUDA forward + backward" (CUDA =
     FlashAttention-1 then; ``flash_attn/flash_attn_triton.py``, vendored by
     llm-foundry as ``llmfoundry/models/layers/flash_attn_triton.py``; the
-    slight difference is not quantified there and not modelled). Such a
-    kernel runs the attention core at :data:`autopar_opt.cost.compute.
-    FA1_VS_FA2` = 1/2 of a FlashAttention-2-class one: "around 2x speedup
-    compared to FlashAttention" (Dao 2023, abstract; Sec. 4.1: "around 2x
-    faster than FlashAttention", forward + backward, Fig. 4, A100; Sec. 4:
-    "1.7-3.0x faster than FlashAttention"; Sec. 5: "2x faster"). A
-    FlashAttention-1-class kernel is never Hopper-native: with this off,
-    ``hopper_attention`` is ignored. Read only with ``flash_attention``.
+    slight difference is not quantified there and not modelled: the
+    FlashAttention-2 paper's A100 figure puts FlashAttention-1 and the Triton
+    kernel within 10% of each other). Such a kernel is priced with the
+    FlashAttention-1 rows of :mod:`autopar_opt.cost.attention` (the
+    FlashAttention-2 paper's A100 and H100 figures: 0.10-0.35 of the peak
+    forward+backward). A FlashAttention-1-class kernel is never Hopper-native:
+    with this off, ``hopper_attention`` is ignored. Read only with
+    ``flash_attention``.
 tp_comm_overlap
     Tensor-parallel all-gather/reduce-scatter split into chunks and pipelined
     with the GEMMs that consume/produce them (Megatron-Core
@@ -210,6 +211,32 @@ ddp_bucket_copy
     DeepSpeed ZeRO reduce their own flat buffers. A spec sets
     ``runtime_options: {ddp_bucket_copy: false}`` for a DDP run with
     ``gradient_as_bucket_view=True``.
+
+Choices (string options, :data:`CHOICES`; cost model v3, issue 28):
+
+attention_kernel
+    The fused attention kernel, priced from published microbenchmarks
+    (:mod:`autopar_opt.cost.attention`): ``auto`` (from the flags above and the
+    GPU: :func:`autopar_opt.cost.attention.kernel_for`), or one of
+    ``flash_attention_1``, ``flash_attention_2``, ``flash_attention_3``,
+    ``cudnn`` as stated.
+tp_overlap
+    The mechanism that overlaps tensor-parallel collectives with GEMMs when
+    ``tp_comm_overlap`` is on (:mod:`autopar_opt.cost.overlap`):
+    ``te_userbuffers`` (Megatron-Core ``--tp-comm-overlap``, Transformer Engine
+    ``initialize_ub`` defaults) or ``async_tp`` (PyTorch micro-pipelining,
+    torchtitan ``enable_async_tensor_parallel``).
+cp_comm_type
+    Context parallelism's K/V exchange: ``p2p`` (ring attention, Megatron-Core /
+    Transformer Engine default ``cp_comm_type="p2p"``) or ``all_gather``
+    (gather K/V, then local attention: Transformer Engine ``all_gather``, the
+    Llama 3 paper's variant; PyTorch ``context_parallel``'s default rotation
+    ``allgather``).
+reshard_after_forward
+    FSDP2/FSDP ``reshard_after_forward``: ``default`` (the framework's own rule:
+    torchtitan ``not pp_enabled``, ``torchtitan/distributed/fsdp.py``
+    ``get_fsdp_reshard_after_forward_policy``; True elsewhere: FSDP
+    ``FULL_SHARD``, DeepSpeed ZeRO-3), ``always`` or ``never``.
 """
 
 from __future__ import annotations
@@ -243,12 +270,33 @@ class Runtime:
     fp8_primary_weights: bool = False
     ddp_bucket_copy: bool = False
     fused_projections: bool = True
+    attention_kernel: str = "auto"
+    tp_overlap: str = "te_userbuffers"
+    cp_comm_type: str = "p2p"
+    reshard_after_forward: str = "default"
     source: str = ""
 
     def capabilities(self) -> dict[str, bool]:
         """The boolean capabilities by name (what reports print)."""
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if f.type in (bool, "bool")}
+
+    def choices(self) -> dict[str, str]:
+        """The string options by name (:data:`CHOICES`)."""
+        return {name: getattr(self, name) for name in CHOICES}
+
+    def reshards_after_forward(self, pipelined: bool) -> bool:
+        """Whether ZeRO-3/FSDP frees a layer's gathered parameters after its
+        forward pass (and gathers them again for the backward): the
+        ``reshard_after_forward`` option (``always``/``never``), else the
+        framework's default: torchtitan ``not pp_enabled``
+        (``torchtitan/distributed/fsdp.py`` ``get_fsdp_reshard_after_forward_policy``:
+        "For PP, by default do not reshard after forward to avoid per-microbatch
+        all-gathers"), True for every other stack (FSDP ``FULL_SHARD``, DeepSpeed
+        ZeRO-3)."""
+        if self.reshard_after_forward != "default":
+            return self.reshard_after_forward == "always"
+        return not (self.name == "torchtitan" and pipelined)
 
 
 #: Named runtimes with their documented defaults.
@@ -300,13 +348,17 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "off: llm-foundry's "
                    "decoupled_adamw is Composer's DecoupledAdamW, a per-parameter Python "
                    "loop (composer/optim/decoupled_weight_decay.py, runtime_of)"),
-    Runtime("torchtitan", flash_attention=True, tp_comm_overlap=False,
+    Runtime("torchtitan", flash_attention=True, tp_comm_overlap=False, tp_overlap="async_tp",
+            cp_comm_type="all_gather",
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
             distributed_optimizer=False, fp32_grad_buffer=False, fp32_grad_reduce=True,
             fused_optimizer=True, fused_projections=False, eager_cross_entropy=True,
             loss_fp32_upcast=True,
             source="torchtitan (Liang et al. 2024): FSDP2 prefetch, SDPA flash attention; "
-                   "async TP off by default (enable_async_tensor_parallel = False); gradients "
+                   "async TP off by default (enable_async_tensor_parallel = False; when on, "
+                   "PyTorch micro-pipelining: tp_overlap async_tp); context parallelism rotates "
+                   "K/V by all-gather (context_parallel_rotate_method = 'allgather', "
+                   "torchtitan/config_manager.py @ 9a8cb98); gradients "
                    "reduce-scattered in fp32 (training.mixed_precision_reduce = 'float32', "
                    "MixedPrecisionPolicy(reduce_dtype=float32)); fused AdamW "
                    "(optimizer.implementation = 'fused'); separate wq/wk/wv and w1/w3 GEMMs "
@@ -321,14 +373,25 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "the default); plain F.cross_entropy loss"),
 ]}
 
-#: Capability names a spec may override.
-CAPABILITIES: tuple[str, ...] = tuple(RUNTIMES["megatron-core"].capabilities())
+#: String options of a runtime and the values each takes (module docstring).
+CHOICES: dict[str, tuple[str, ...]] = {
+    "attention_kernel": ("auto", "flash_attention_1", "flash_attention_2", "flash_attention_3",
+                         "cudnn"),
+    "tp_overlap": ("te_userbuffers", "async_tp"),
+    "cp_comm_type": ("p2p", "all_gather"),
+    "reshard_after_forward": ("default", "always", "never"),
+}
+
+#: Capability names a spec may override (booleans), then the choices.
+CAPABILITIES: tuple[str, ...] = tuple(RUNTIMES["megatron-core"].capabilities()) + tuple(CHOICES)
 
 
-def runtime_named(name: str, **overrides: bool) -> Runtime:
-    """The catalog runtime ``name`` with capability ``overrides``.
+def runtime_named(name: str, **overrides: bool | str) -> Runtime:
+    """The catalog runtime ``name`` with capability ``overrides`` (booleans, or
+    one of :data:`CHOICES`' values for a string option).
 
-    Raises KeyError naming the known runtimes or capabilities.
+    Raises KeyError naming the known runtimes or capabilities, ValueError for a
+    choice outside its values.
     """
     key = name.strip().lower().replace("_", "-")
     if key not in RUNTIMES:
@@ -336,4 +399,9 @@ def runtime_named(name: str, **overrides: bool) -> Runtime:
     bad = sorted(set(overrides) - set(CAPABILITIES))
     if bad:
         raise KeyError(f"unknown runtime capability {bad[0]!r} (known: {', '.join(CAPABILITIES)})")
+    for k, v in overrides.items():
+        if k in CHOICES and v not in CHOICES[k]:
+            raise ValueError(f"runtime option {k} = {v!r} is not one of {', '.join(CHOICES[k])}")
+        if k not in CHOICES and not isinstance(v, bool):
+            raise ValueError(f"runtime option {k} = {v!r} must be true or false")
     return replace(RUNTIMES[key], **overrides) if overrides else RUNTIMES[key]

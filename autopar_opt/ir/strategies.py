@@ -195,11 +195,13 @@ def enumerate_strategies(layer: Layer, devices: int, microbatch_samples: int,
     samples; ``seq_len`` is a multiple of ``2·cp`` (:func:`cp_degree_ok`) and
     cp needs a layer that supports it; sp needs
     ``tp > 1`` and a layer that supports it; ZeRO levels collapse to the first
-    allowed one when there is nothing to shard (``dp == 1`` or no parameters);
-    recomputation modes that change nothing for this layer are dropped
-    (full recomputation is kept under ZeRO-3 with ``autocast``, PyTorch AMP:
-    it also drops the 16-bit weight casts a micro-batch keeps,
-    :func:`autopar_opt.cost.state.autocast_saved_cast_bytes`); MoE layers take every ``ep`` of ``space.ep_degrees`` allowed by
+    allowed one when there is nothing to shard (``dp·cp == 1`` or no parameters);
+    recomputation modes that change nothing for this layer are dropped (full
+    recomputation is kept under ZeRO-3 with ``autocast``, PyTorch AMP: it also
+    drops the 16-bit weight casts a micro-batch keeps,
+    :func:`autopar_opt.cost.state.autocast_saved_cast_bytes`), and op-level
+    checkpointing is offered only where the builder priced its save list
+    (``Layer.act_op_saved_bytes``); MoE layers take every ``ep`` of ``space.ep_degrees`` allowed by
     :func:`ep_degree_ok`.
     """
     out: list[Strategy] = []
@@ -221,7 +223,7 @@ def enumerate_strategies(layer: Layer, devices: int, microbatch_samples: int,
                 continue
             for ep, etp in _ep_options(layer, dp, cp, tp, space):
                 for sp in _sp_options(layer, tp, space):
-                    for zero in _zero_options(layer, dp, space):
+                    for zero in _zero_options(layer, dp * cp, space):
                         for rc in _recompute_options(layer, space, autocast and zero >= 3):
                             out.append(Strategy(dp, tp, cp, sp, zero, rc, ep, etp))
     return out
@@ -254,9 +256,13 @@ def _sp_options(layer: Layer, tp: int, space: SearchSpace) -> list[bool]:
     return sorted(set(space.sequence_parallel))
 
 
-def _zero_options(layer: Layer, dp: int, space: SearchSpace) -> list[int]:
+def _zero_options(layer: Layer, shard_group: int, space: SearchSpace) -> list[int]:
+    """ZeRO levels for a layer whose parameters can be sharded over
+    ``shard_group = dp·cp`` ranks (FSDP and ZeRO shard over the data- and
+    context-parallel ranks together: torchtitan ``dp_shard_cp`` mesh,
+    Megatron-Core's distributed optimizer over the dp×cp group)."""
     levels = sorted(set(space.zero_levels))
-    if dp == 1 or layer.params == 0:
+    if shard_group == 1 or layer.params == 0:
         return levels[:1]
     return levels
 
@@ -267,11 +273,24 @@ def _casts_weights(layer: Layer) -> bool:
     return (layer.params > 0 or layer.holds_tied_copy) and autocast_casts_weights(layer)
 
 
+def effective_recompute(layer: Layer, mode: Recompute) -> Recompute:
+    """The recomputation ``mode`` does on ``layer``: op-level selective
+    checkpointing wraps transformer blocks only (torchtitan
+    ``apply_ac``: ``for layer_id, transformer_block in model.layers.named_children()``),
+    so on a layer the builder gave no save list (``act_op_saved_bytes`` 0) it
+    recomputes nothing."""
+    if mode is Recompute.op and layer.act_op_saved_bytes <= 0:
+        return Recompute.none
+    return mode
+
+
 def _recompute_options(layer: Layer, space: SearchSpace, casts_saved: bool = False) -> list[Recompute]:
     modes = []
     for rc in space.recompute:
         rc = Recompute(rc)
         if rc is Recompute.selective and layer.act_attn_bytes <= 0:
+            continue
+        if rc is Recompute.op and layer.act_op_saved_bytes <= 0:
             continue
         if rc is Recompute.full and layer.act_bytes <= layer.input_bytes \
                 and not (casts_saved and _casts_weights(layer)):

@@ -60,7 +60,7 @@ BLOCK_KINDS = (LayerKind.transformer_block, LayerKind.moe_block)
 #: Layer kinds a framework pipeline can hold: embedding, transformer layers, head.
 RUNNABLE_KINDS = BLOCK_KINDS + (LayerKind.embedding, LayerKind.lm_head)
 
-_RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2}
+_RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2, "op": 3}
 
 
 @dataclass(frozen=True)
@@ -134,6 +134,10 @@ class Target:
             # sequence parallelism must be used" (expert TP > 1 or TP > 1)
             if layer.is_moe and s.tp > 1 and not s.sp:
                 return "MoE with tp > 1 needs sequence parallelism"
+            if s.recompute.value == "op":
+                # --recompute-granularity full | selective (attention core, or the
+                # --recompute-modules list); no per-op save list like torchtitan's
+                return "no op-level selective checkpointing (--recompute-granularity full or selective)"
             return None
         if fw == "torchtitan":
             if sharded and s.zero == 1:
@@ -168,7 +172,7 @@ class Target:
             return "no context parallelism (DeepSpeed-Ulysses is a different scheme)"
         if s.tp > 1 and s.sp:
             return "no Megatron-style sequence parallelism (AutoTP shards weights only)"
-        if s.recompute.value == "selective":
+        if s.recompute.value in ("selective", "op"):
             return "activation checkpointing is per layer, all or nothing"
         if pp > 1 and sharded and s.zero >= 2:
             return "the pipeline engine supports ZeRO stage 0 and 1 only"

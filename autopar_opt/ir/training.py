@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 from autopar_opt.ir.graph import Layer, LayerKind
@@ -24,6 +24,10 @@ class Recompute(str, Enum):
     none = "none"
     selective = "selective"  # recompute the attention core only (Sec. 5)
     full = "full"            # keep the layer input, recompute the whole layer (Sec. 4.1)
+    #: op-level selective checkpointing (torchtitan ``activation_checkpoint.mode =
+    #: "selective"``, ``selective_ac_option = "op"``): keep the attention kernel's
+    #: and every other GEMM's outputs, re-run the rest (``Layer.act_op_saved_bytes``)
+    op = "op"
 
 
 #: Bytes per parameter for (weights, gradients, optimizer state) by optimizer.

@@ -12,6 +12,7 @@ import math
 import signal
 
 from autopar_opt import __version__
+from autopar_opt.cost.assumptions import cost_assumptions
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.interval import metrics_dict
 from autopar_opt.cost.params import CostParams
@@ -25,13 +26,16 @@ from autopar_opt.ir.training import SearchSpace, Training
 
 COST_MODEL_ASSUMPTIONS = [
     "Compute: GEMM FLOPs / (dense peak of the dtype x achieved efficiency; FP8 linear layers at "
-    "the FP8 peak), attention core at its kernel efficiency, element-wise kernels at HBM "
-    "bandwidth; physical parameters fitted on published runs within documented ranges "
-    "(benchmarks/calibration/RESULTS.md, leave-one-family-out validated).",
-    "Communication: alpha-beta ring collectives per link tier; a group spanning nodes is bound "
-    "by the inter-node tier. Overlap: exposed = max(0, comm - window); data-parallel reduction "
-    "behind the last micro-batch's backward, ZeRO-3 gathers behind neighbouring compute, TP "
-    "collectives exposed unless the runtime overlaps them, pipeline sends exposed.",
+    "the FP8 peak), attention core at its kernel's published efficiency by sequence length, "
+    "head dim, mask, kernel generation and GPU (cost/data/attention_kernels.yaml), element-wise "
+    "kernels at HBM bandwidth; physical parameters fitted on published runs within documented "
+    "ranges (benchmarks/calibration/RESULTS.md, leave-one-family-out validated).",
+    "Communication: NCCL's ring/tree cost model per collective and message (cost/nccl.py), on "
+    "the group's own NVLink and NICs. Overlap: exposed = max(0, comm - window); data-parallel "
+    "reduction behind the last micro-batch's backward, ZeRO-3 gathers behind neighbouring "
+    "compute, TP collectives per collective-GEMM pair of the runtime's mechanism "
+    "(cost/overlap.py), context-parallel ring steps behind each step's attention, pipeline "
+    "sends exposed. What this case assumed: cost_model.case.",
     "Memory: weights + gradients (fp32 buffers where the runtime keeps them) + optimizer state "
     "after ZeRO sharding, activations per in-flight micro-batch (Korthikanti et al. 2022), fp32 "
     "logits, a calibrated runtime reserve and allocator fragmentation, plus the stated reserve.",
@@ -112,6 +116,7 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
                  "training": dataclasses.asdict(training)},
         "search_space": _space_dict(space),
         "cost_model": {"params": params.to_dict(), "assumptions": COST_MODEL_ASSUMPTIONS,
+                       "case": cost_assumptions(graph, cluster, training),
                        "runtime": {"name": training.runtime.name,
                                    **training.runtime.capabilities()}},
         "status": result.status(options.rel_gap).value,

@@ -7,7 +7,7 @@ divide the device count, HiGHS asked for an MIQP, ...) with their fix.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autopar_opt.cost.params import CostParams, default_params, params_body
@@ -20,7 +20,7 @@ from autopar_opt.spec.schema import (CostModelSection, ExplicitClusterSpec, Link
                                      SolverSection, TrainingSection, ZooClusterSpec)
 from autopar_opt.spec.cp_rule import cp_refusal
 from autopar_opt.ir.strategies import divisors, tp_degree_ok
-from autopar_opt.ir.runtime import CAPABILITIES, RUNTIMES, Runtime, runtime_named
+from autopar_opt.ir.runtime import CAPABILITIES, CHOICES, RUNTIMES, Runtime, runtime_named
 from autopar_opt.ir.target import TORCHTITAN_VERSIONS, Target, model_problem, target_for_runtime
 from autopar_opt.ir.training import (AUTOCAST_DTYPES, Recompute, Schedule, SearchSpace, Training,
                                   autocast_problem)
@@ -69,9 +69,16 @@ def build_cluster(section: ZooClusterSpec | ExplicitClusterSpec, out: ProblemLis
                 f"GPUs = {section.nodes * section.gpus_per_node:,} devices exceed the limit of "
                 f"{limits.MAX_DEVICES:,} devices", "use fewer nodes or GPUs per node")
         return None
+    if section.device_memory_gib is not None:
+        dev = replace(dev, hbm_gib=float(section.device_memory_gib),
+                      memory_gb=float(section.device_memory_gib))
+    if section.power_limit_w is not None:
+        dev = replace(dev, power_limit_w=float(section.power_limit_w))
     return make_cluster(section.name, section.nodes, section.gpus_per_node, dev,
                         _link(section.intra_node, "intra"), _link(section.inter_node, "inter"),
-                        source="spec file")
+                        source="spec file", nics_per_node=section.nics_per_node,
+                        nodes_per_leaf=section.nodes_per_leaf,
+                        oversubscription=float(section.oversubscription))
 
 
 def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: Cluster | None,
@@ -113,7 +120,18 @@ def _runtime(section: TrainingSection, out: ProblemList) -> Runtime:
     for k in bad:
         out.add(f"training.runtime_options.{k}", k, "unknown runtime capability",
                 f"use one of: {', '.join(CAPABILITIES)}{did_you_mean(k, list(CAPABILITIES))}")
-    good = {k: v for k, v in section.runtime_options.items() if k not in bad}
+    good = {}
+    for k, v in section.runtime_options.items():
+        if k in bad:
+            continue
+        if k in CHOICES and v not in CHOICES[k]:
+            out.add(f"training.runtime_options.{k}", v, f"not a value of {k}",
+                    f"use one of: {', '.join(CHOICES[k])}")
+        elif k not in CHOICES and not isinstance(v, bool):
+            out.add(f"training.runtime_options.{k}", v, "must be true or false",
+                    "write true or false")
+        else:
+            good[k] = v
     return runtime_named(key, **good)
 
 

@@ -39,10 +39,10 @@ def is_capacity(doc: object) -> bool:
 
 
 def is_estimate(doc: object) -> bool:
-    """The JSON of ``autopar estimate --json``: the spec's path, its plan and the
-    plan's metrics; no search, certificate or baselines."""
-    return isinstance(doc, dict) and set(doc) == {"spec", "plan", "metrics"} and \
-        isinstance(doc["spec"], str)
+    """The JSON of ``autopar estimate --json``: the spec's path, its plan, the
+    plan's metrics and what the model assumed; no search, certificate or baselines."""
+    return isinstance(doc, dict) and {"spec", "plan", "metrics"} <= set(doc) \
+        <= {"spec", "plan", "metrics", "assumed"} and isinstance(doc["spec"], str)
 
 
 # ------------------------------------------------------------------ input files

@@ -17,7 +17,7 @@ import typing
 
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import Discriminator, Field, StrictBool, Tag
 
 from autopar_opt.cost.params import CostParams
 from autopar_opt.ir.graph import Layer
@@ -191,8 +191,28 @@ class ExplicitClusterSpec(Section):
                              "A100-80GB")
     intra_node: Optional[LinkSpec] = documented_field("Intra-node link; default from the device.",
                                         {"bandwidth_gb_per_s": 300.0, "latency_us": 5.0}, default=None)
-    inter_node: Optional[LinkSpec] = documented_field("Inter-node link; default from the device.",
-                                        {"bandwidth_gb_per_s": 25.0, "latency_us": 10.0}, default=None)
+    inter_node: Optional[LinkSpec] = documented_field(
+        "Inter-node link: one NIC's line rate per direction; default from the device (one "
+        "400 Gb/s NIC per Hopper or Blackwell GPU).",
+        {"bandwidth_gb_per_s": 25.0, "latency_us": 10.0}, default=None)
+    nics_per_node: Optional[PosInt] = documented_field(
+        "Network interfaces per node (each at inter_node's rate); default one per GPU. A group "
+        "of ranks gets the NICs of its own members only.", 4, default=None,
+        le=limits.MAX_GPUS_PER_NODE * 4)
+    nodes_per_leaf: Optional[PosInt] = documented_field(
+        "Nodes under one leaf switch (a rail-optimised scalable unit, e.g. 32 DGX H100, or a "
+        "fat tree's leaf); default: one non-blocking fabric.", 32, default=None,
+        le=limits.MAX_NODES)
+    oversubscription: float = documented_field(
+        "Blocking factor of the fabric above the leaves (2.0 = 2:1): a collective spanning more "
+        "than nodes_per_leaf nodes gets this fraction less of its NICs' rate.", 2.0, default=1.0,
+        ge=1.0, le=64.0)
+    device_memory_gib: Optional[float] = documented_field(
+        "Memory per GPU when it differs from the catalog part (e.g. a 94 or 96 GB Hopper): the "
+        "device keeps its compute and takes this capacity.", 96.0, default=None, gt=0, le=4096)
+    power_limit_w: Optional[float] = documented_field(
+        "Board power cap per GPU, W (nvidia-smi -pl): below the part's rated power the sustained "
+        "tensor clock falls as (cap / rated)^(1/3).", 500.0, default=None, gt=0, le=10000)
 
 
 ClusterSection = Annotated[Union[Annotated[ZooClusterSpec, Tag("#zoo")],
@@ -217,8 +237,10 @@ class TrainingSection(Section):
     runtime: str = documented_field("Software stack (sets overlaps, fused attention, sharded optimizer): "
                       "megatron-lm, megatron-core, megatron-bridge, deepspeed, pytorch-fsdp, "
                       "torchtitan, pytorch-ddp.", "megatron-core", default="megatron-core")
-    runtime_options: dict[str, bool] = documented_field(
-        "Capability overrides of the runtime (e.g. {tp_comm_overlap: false}).",
+    runtime_options: dict[str, Union[StrictBool, str]] = documented_field(
+        "Capability overrides of the runtime (e.g. {tp_comm_overlap: false}); the string "
+        "options attention_kernel, tp_overlap, cp_comm_type, reshard_after_forward take one of "
+        "their values (autopar_opt.ir.runtime.CHOICES).",
         {"tp_comm_overlap": False}, default_factory=dict)
     activation_offload: float = documented_field(
         "Fraction of each transformer layer's saved activations offloaded to host memory "

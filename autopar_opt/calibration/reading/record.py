@@ -152,7 +152,9 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
     hw, tr, meas = raw.hardware, raw.training, raw.measured
     framework = tr.text("framework")
     runtime = runtime_of(framework, notes["runtime"], raw)
-    device = dev.map_device(hw.text("gpu_type"), hw.gpu_memory_gb, notes["device"])
+    device_type = dev.record_device(hw.text("gpu_type"), hw.gpu_memory_gb, notes["device"],
+                                    hw.power_limit_w)
+    device = device_type.name
     n = dev.num_gpus(hw)
     model_notes = notes["model"]
     layers = read_dims(raw.model)[0]
@@ -169,7 +171,7 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
     parallel = read_parallelism(raw.parallelism, n, runtime, par_notes, dp_stated, ep)
     if spec is not None:
         moe_reading.check_ep(ep, parallel.dp, parallel.cp, spec)
-    cluster = dev.read_cluster(hw, device, n, notes["cluster"])
+    cluster = dev.read_cluster(hw, device, n, notes["cluster"], device_type)
     dev.check_pipeline(parallel.pp, cluster)
     tn = notes["training"]
     precision = tr.text("precision")

@@ -155,13 +155,18 @@ class Hardware(_Section):
     """The GPUs and their network."""
 
     WHERE: ClassVar[str] = "hardware"
-    INTEGERS: ClassVar[tuple[str, ...]] = ("num_gpus", "gpus_per_node")
-    NUMBERS: ClassVar[tuple[str, ...]] = ("gpu_memory_gb", "inter_node_gbps_per_gpu")
+    INTEGERS: ClassVar[tuple[str, ...]] = ("num_gpus", "gpus_per_node", "nics_per_node")
+    NUMBERS: ClassVar[tuple[str, ...]] = ("gpu_memory_gb", "inter_node_gbps_per_gpu",
+                                          "power_limit_w")
     gpu_type: Optional[Any] = None
     gpu_memory_gb: Optional[float] = None
     num_gpus: Optional[int] = None
     gpus_per_node: Optional[int] = None
     inter_node_gbps_per_gpu: Optional[float] = None
+    #: network interfaces per node (each at ``inter_node_gbps_per_gpu``); None: one per GPU
+    nics_per_node: Optional[int] = None
+    #: a stated board power cap per GPU, W (lowers the sustained clock)
+    power_limit_w: Optional[float] = None
     system: Optional[Any] = None
 
 

@@ -86,12 +86,14 @@ def map_recompute(value: str, flops_counting: str, notes: list[str]) -> Recomput
     v = value.strip().lower()
     if v.startswith("none") or v in ("no", "false", "off"):
         return Recompute.none
+    if re.search(r"\bop\b|op-level", v):
+        return Recompute.op          # torchtitan selective_ac_option = "op"
     if "selective" in v:
         return Recompute.selective
     if v.startswith("full") or "checkpoint" in v or "recompute" in v:
         return Recompute.full
     if v:
-        raise Unmodelable(f"training.recompute {value!r} is not none/selective/full")
+        raise Unmodelable(f"training.recompute {value!r} is not none/selective/op/full")
     if "96*" in flops_counting.replace(" ", ""):
         notes.append("recompute not stated: full (the record's 96·B·s·l·h² FLOP count "
                      "includes the recomputed forward)")

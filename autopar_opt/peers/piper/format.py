@@ -18,7 +18,6 @@ the key, the value, the rule and the fix, including "at most two TMPCs per
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

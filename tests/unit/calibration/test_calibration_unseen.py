@@ -533,11 +533,14 @@ def test_torchtitan_mfu_divides_by_the_bf16_peak_in_float8_runs():
 
 
 def test_h100_pcie_and_nvl_are_not_read_as_sxm():
+    """Since issue 28 (point 4) both are catalog devices: a record naming them runs on them,
+    with their own peaks (756 / 835 dense bf16 TFLOP/s against the SXM's 989)."""
     rec = next(r for r in load_run_file(SYNTH) if r["id"] == "synth_pytorch_fsdp")
-    for gpu in ("H100 PCIe", "H100 NVL"):
+    for gpu, name, peak in (("H100 PCIe", "H100-PCIe-80GB", 756.0), ("H100 NVL", "H100-NVL-94GB", 835.0)):
         rec["hardware"]["gpu_type"] = gpu
-        with pytest.raises(Unmodelable, match="not in the device catalog"):
-            build_run(read_record(rec))
+        rec["hardware"].pop("gpu_memory_gb", None)
+        run = build_run(read_record(rec))
+        assert run.cluster.device.name == name and run.cluster.device.peak_tflops["bf16"] == peak
 
 
 def test_fsdp_runtimes_shard_by_default_and_megatron_deepspeed_zero3_drops_the_bf16_optimizer():

@@ -72,11 +72,15 @@ def test_map_device_reads_the_a800(text, memory, device):
     assert map_device(text, memory, []) == device
 
 
-@pytest.mark.parametrize("text, memory", [("A800 PCIe 80GB", 80), ("A800 40GB Active", 40),
-                                          ("NVIDIA A800", 40)])
+@pytest.mark.parametrize("text, memory", [("A800 40GB Active", 40), ("NVIDIA A800", 40)])
 def test_map_device_refuses_the_other_a800_parts(text, memory):
     with pytest.raises(Unmodelable, match="A800"):
         map_device(text, memory, [])
+
+
+def test_map_device_reads_the_a800_pcie_card():
+    """The A800 PCIe 80GB is a catalog device now (issue 28, point 4)."""
+    assert map_device("A800 PCIe 80GB", 80, []) == "A800-PCIe-80GB"
 
 
 def test_a800_takes_the_a100_fitted_efficiency():
@@ -84,9 +88,8 @@ def test_a800_takes_the_a100_fitted_efficiency():
     assert "A800-SXM4-80GB" in CHIP_GROUPS["A100"]
     prior = CostParams()
     theta = {f"eff:{c}": 0.5 for c in CHIP_GROUPS} | {f"fp8:{c}": 0.4 for c in CHIP_GROUPS}
-    theta |= {k: getattr(prior, k) for k in ("efficiency_half_us", "attention_efficiency",
-                                             "comm_efficiency", "inter_comm_efficiency",
-                                             "elementwise_passes", "iteration_overhead_s")}
+    theta |= {k: getattr(prior, k) for k in ("efficiency_half_us", "elementwise_passes",
+                                             "iteration_overhead_s")}
     theta["eff:A100"] = 0.61
     fitted = assemble(prior, theta, ["eff:A100", "eff:V100"])
     assert fitted.efficiency_for("A800-SXM4-80GB") == fitted.efficiency_for("A100-80GB") == 0.61

@@ -20,6 +20,7 @@ from autopar_opt.calibration.reading import read_record
 from autopar_opt.calibration.memory import modelled_gib
 from autopar_opt.calibration.reading.training import autocast_of
 from autopar_opt.cost.context import StageContext
+from autopar_opt.cost.comm import collective, grad_bucket_messages
 from autopar_opt.cost.layer_cost import layer_cost
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.state import weight_parts
@@ -71,18 +72,19 @@ def test_ddp_bucket_copy_without_autocast_and_its_override():
 
 def test_autocast_gathers_and_reduces_fp32():
     """Under AMP the DDP all-reduce moves fp32 gradients: the exposed sync of
-    a layer with no backward window (grad_reduce_overlap off) is the ring
-    all-reduce of 4-byte gradients, twice the bytes of 16-bit DDP."""
+    a layer with no backward window (grad_reduce_overlap off) is the all-reduce
+    of 4-byte gradients, twice the bytes of 16-bit DDP, in DDP's 25 MiB buckets:
+    ceil(bytes/25 MiB) messages of NCCL's all-reduce (8 for 2e8 bytes, 16 for 4e8)."""
     rt = runtime_named("pytorch-ddp", grad_reduce_overlap=False)
     s = Strategy(2, 1, 1, False, 0, Recompute.none)
     big = Layer("l", params=10**8, flops_fwd=1.0, flops_bwd=2.0)
-    costs = []
-    for amp in (False, True):
+    for amp, width, buckets in ((False, 2, 8), (True, 4, 16)):
         tr = Training(8, 128, "fp16", runtime=rt, autocast=amp)
         ctx = StageContext(small_cluster(1, 2), tr, default_params(), 2, 8)
-        costs.append(layer_cost(big, s, ctx).dp_exposed_s)
-    lat = 2 * 5e-6
-    assert (costs[1] - lat) == pytest.approx(2 * (costs[0] - lat), rel=1e-9)
+        nbytes = 10**8 * width
+        assert grad_bucket_messages(nbytes, "pytorch-ddp", 2, width) == buckets
+        expect = collective(ctx, "all_reduce", 2, 1, nbytes, buckets)
+        assert layer_cost(big, s, ctx).dp_exposed_s == pytest.approx(expect, rel=1e-12)
 
 
 def _record(rid: str) -> dict:

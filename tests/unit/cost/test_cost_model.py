@@ -23,7 +23,7 @@ from autopar_opt.ir.runtime import runtime_named
 from autopar_opt.ir.training import Recompute, Schedule, Training
 
 IDEAL = CostParams(gemm_efficiency={}, efficiency_default=1.0, efficiency_half_us=0.0,
-                   comm_efficiency=1.0, inter_comm_efficiency=1.0, attention_efficiency=1.0,
+                   comm_efficiency=1.0, inter_comm_efficiency=1.0,
                    elementwise_passes=0.0, optimizer_bytes_per_param=0.0,
                    memory_reserve_gib=0.0, memory_fragmentation=0.0)
 

@@ -10,7 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from autopar_opt.cost.collectives import allreduce_time
+from autopar_opt.cost import nccl
+from autopar_opt.cost.comm import collective, grad_bucket_messages
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.layer_cost import layer_cost
 from autopar_opt.cost.params import CostParams, default_params
@@ -23,8 +24,9 @@ from autopar_opt.ir.strategies import Strategy
 from autopar_opt.ir.training import Training
 
 IDEAL = CostParams(gemm_efficiency={}, efficiency_default=1.0, fp8_efficiency={},
+                   comm_interference=0.0,
                    fp8_efficiency_default=1.0, efficiency_half_us=0.0, comm_efficiency=1.0,
-                   inter_comm_efficiency=1.0, attention_efficiency=1.0, elementwise_passes=0.0,
+                   inter_comm_efficiency=1.0, elementwise_passes=0.0,
                    optimizer_bytes_per_param=0.0, memory_reserve_gib=0.0,
                    memory_fragmentation=0.0)
 F = 1e12          # forward FLOPs per sample
@@ -45,15 +47,25 @@ def _block(**kw) -> Layer:
     return Layer("b", **base)
 
 
+def _dp_allreduce(runtime: str) -> float:
+    """NCCL all-reduce of the 4e9-byte fp32 gradient buffer of P parameters over the 8
+    ranks of one H100 node (NVLink 450 GB/s at efficiency 1), in the runtime's buckets. Its
+    bandwidth term is at least 2·(7/8)·4e9/450e9 = 15.556 ms (the ring's bus bandwidth)."""
+    ctx = _ctx(runtime)
+    msgs = grad_bucket_messages(4.0 * P, ctx.training.runtime.name, 8, 4.0)
+    ar = collective(ctx, "all_reduce", 8, 1, 4.0 * P, msgs)
+    assert ar >= 2 * 7 / 8 * 4e9 / 450e9 * 0.999
+    return ar
+
+
 def test_dp_reduce_hides_only_behind_the_last_backward():
-    """dp = 8 on one H100 node (NVLink 450 GB/s, α = 5 µs), 1e9 params with fp32
-    gradient buffer (4 bytes, Megatron): ring all-reduce
-    AR = 2·7·5 µs + 2·(7/8)·4e9/450e9 = 15.626 ms. One sample per device:
-    backward = 2F/989e12 = 2.022 ms. With grad_reduce_overlap the exposed part is
-    AR − backward (Li et al. 2020); without it all of AR."""
+    """dp = 8 on one H100 node, 1e9 params with fp32 gradient buffer (4 bytes, Megatron):
+    the all-reduce AR (:func:`_dp_allreduce`). One sample per device: backward =
+    2F/989e12 = 2.022 ms. With grad_reduce_overlap the exposed part is AR − backward
+    (Li et al. 2020); without it all of AR."""
     layer = _block()
     s = Strategy(dp=8, tp=1)
-    ar = allreduce_time(8, 4.0 * P, LinkTier("nvlink4", 450.0, 5.0))
+    ar = _dp_allreduce("megatron-lm")
     bwd = 2 * F / 989e12
     on = layer_cost(layer, s, _ctx("megatron-lm"))
     off = layer_cost(layer, s, _ctx("megatron-lm", grad_reduce_overlap=False))
@@ -78,26 +90,31 @@ def test_inter_node_bandwidth_changes_the_iteration_time():
 
 
 def test_tp_collectives_exposed_unless_the_runtime_overlaps_them():
-    """tp = 8, 2 all-reduces' worth of bytes forward + backward (Shoeybi 2019):
-    exposed = TP without overlap; max(0, TP − GEMM time) with tp_comm_overlap."""
+    """tp = 8, 2 all-reduces (one message each, half of the 4e8·8 bytes) forward and 2
+    backward (Shoeybi 2019), each a Simple ring all-reduce of 1.6e9 bytes on one NVLink node
+    by NCCL's model: 8.4 µs + 14 x 3.4 µs + 1.6e9·14/(8·450e9) s. Exposed = TP without
+    overlap; max(0, TP − GEMM time) with tp_comm_overlap."""
     layer = _block(tp_comm_bytes=4e8, max_tp=8)
     s = Strategy(dp=1, tp=8)
-    tp = 2 * allreduce_time(8, 4e8 * 8, LinkTier("nvlink4", 450.0, 5.0))
-    gemm = 3 * F * 8 / 8 / 989e12
+    one = (8.4 + 14 * 3.4) * 1e-6 + 1.6e9 * 14 / (8 * 450e9)
+    assert nccl.collective_time("all_reduce", 1.6e9, nccl.Group(8, 1, 450.0)) == pytest.approx(one)
+    tp = 2 * 2 * one
+    g = F * 8 / 8 / 989e12 / 4
     off = layer_cost(layer, s, _ctx("megatron-lm"))
     on = layer_cost(layer, s, _ctx("megatron-core"))
     assert off.tp_exposed_s == pytest.approx(tp, rel=1e-12)
-    assert on.tp_exposed_s == pytest.approx(max(0.0, tp - gemm), rel=1e-12, abs=1e-15)
+    assert on.tp_exposed_s == pytest.approx(tp - 7 * g + 4 * 16 / 116 * g, rel=1e-12)
     assert on.time_s < off.time_s
 
 
 def test_zero3_gathers_hide_behind_compute_with_prefetch():
-    """ZeRO-3, dp = 8: gather G of 2-byte weights. Prefetch (Zhao et al. 2023):
-    exposed = max(0, G − fwd) + max(0, 2G − bwd); without prefetch 3G."""
+    """ZeRO-3, dp = 8: gather G of 2-byte weights, one message per layer: a Simple ring
+    all-gather of 2e9 bytes on one NVLink node by NCCL's model, 8.4 µs + 7 x 3.4 µs +
+    (7/8)·2e9/450e9 s; the reduce-scatter of the 2-byte gradients the same. Prefetch
+    (Zhao et al. 2023): exposed = max(0, G − fwd) + max(0, 2G − bwd); without prefetch 3G."""
     layer = _block(flops_fwd=1e9, flops_bwd=2e9)
     s = Strategy(dp=8, tp=1, zero=3)
-    from autopar_opt.cost.collectives import allgather_time
-    g = allgather_time(8, 2.0 * P, LinkTier("nvlink4", 450.0, 5.0))
+    g = (8.4 + 7 * 3.4) * 1e-6 + 7 / 8 * 2.0 * P / 450e9
     fwd, bwd = 1e9 / 989e12, 2e9 / 989e12
     pre = layer_cost(layer, s, _ctx("pytorch-fsdp"))
     nopre = layer_cost(layer, s, _ctx("pytorch-fsdp", fsdp_prefetch=False))
@@ -106,13 +123,19 @@ def test_zero3_gathers_hide_behind_compute_with_prefetch():
 
 
 def test_fp8_gemms_run_at_the_fp8_peak_attention_in_bf16():
-    """FP8 (Micikevicius et al. 2022): block GEMMs at 1,979 TFLOP/s x fp8 eff, the
-    attention core (here 10% of forward FLOPs) at the bf16 peak 989; eff = 1:
-    t = (0.9F + 1.8F)/1979e12 + (0.1F + 0.2F)/989e12 per sample."""
+    """FP8 (Micikevicius et al. 2022): block GEMMs at 1,979 TFLOP/s x fp8 eff (= 1 here),
+    the attention core (here 10% of forward FLOPs) in bf16 on the cuDNN kernel, whose
+    efficiency is a fraction of the bf16 peak 989 (cost.attention; half of the causal core
+    counted whole is executed): t = (0.9F + 1.8F)/1979e12 + attention."""
+    from autopar_opt.cost.compute import attention_lookup, executed_core
     layer = _block(flops_recompute_selective=0.1 * F)
     s = Strategy(dp=1, tp=1)
-    c = layer_cost(layer, s, _ctx("megatron-core", dtype="fp8", devices=1, samples=1))
-    assert c.compute_s == pytest.approx(2.7 * F / 1979e12 + 0.3 * F / 989e12, rel=1e-12)
+    ctx = _ctx("megatron-core", dtype="fp8", devices=1, samples=1)
+    c = layer_cost(layer, s, ctx)
+    look = attention_lookup(layer, s, ctx)
+    assert look.kernel == "cudnn" and executed_core(layer) == 0.5
+    attn = 0.5 * (0.1 * F / (989e12 * look.fwd) + 0.2 * F / (989e12 * look.bwd))
+    assert c.compute_s == pytest.approx(2.7 * F / 1979e12 + attn, rel=1e-12)
     head = Layer("h", kind=LayerKind.lm_head, flops_fwd=F, flops_bwd=2 * F)
     ch = layer_cost(head, s, _ctx("megatron-core", dtype="fp8", devices=1, samples=1))
     assert ch.compute_s == pytest.approx(3 * F / 989e12, rel=1e-12)   # output layer stays bf16
@@ -174,13 +197,13 @@ def test_deepspeed_reduces_gradients_after_the_backward_pass():
     """DeepSpeed's PipelineEngine disables the backward all-reduce and runs
     ``ReduceGrads`` after the last micro-batch (``deepspeed/runtime/pipe/
     schedule.py`` ``TrainSchedule.steps``); ``overlap_comm`` defaults to false
-    below ZeRO-3. So the whole ring all-reduce of the fp32 gradient buffer
-    (2·7·5 µs + 2·(7/8)·4e9/450e9 = 15.626 ms, as above) is exposed, where
-    Megatron-LM's DDP hides the backward (2.022 ms) of it. A Megatron-DeepSpeed
-    record maps to that runtime and says why."""
+    below ZeRO-3. So the whole all-reduce of the fp32 gradient buffer (in DeepSpeed's
+    buckets: :func:`_dp_allreduce`) is exposed, where Megatron-LM's DDP hides the
+    backward (2.022 ms) of it. A Megatron-DeepSpeed record maps to that runtime and says
+    why."""
     from autopar_opt.calibration.reading import RawRecord
     from autopar_opt.calibration.reading.runtime import runtime_of
-    ar = allreduce_time(8, 4.0 * P, LinkTier("nvlink4", 450.0, 5.0))
+    ar = _dp_allreduce("deepspeed")
     ds = layer_cost(_block(), Strategy(dp=8, tp=1), _ctx("deepspeed"))
     assert ds.dp_exposed_s == pytest.approx(ar, rel=1e-12)
     notes: list[str] = []

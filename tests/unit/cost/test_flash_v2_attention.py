@@ -1,11 +1,16 @@
-"""Runtime capability ``flash_v2_attention``: a FlashAttention-1-class kernel
-(FlashAttention-1, or llm-foundry's pre-MLIR Triton kernel) runs the attention
-core at ``FA1_VS_FA2`` = 1/2 of a FlashAttention-2-class one (Dao 2023: FA2 is
-"around 2x" faster than FlashAttention, abstract and Sec. 4.1).
+"""Runtime capability ``flash_v2_attention`` and the attention kernel a runtime runs.
 
-Oracle: ``kernel_time`` by hand, ``t = (τ + τ_half) / eff`` with ``τ = f /
-peak`` (its docstring), so halving ``eff`` doubles the time exactly, whatever
-``τ_half``; the GEMMs do not move.
+A FlashAttention-1-class kernel (FlashAttention-1, or llm-foundry's pre-MLIR Triton
+kernel) and a FlashAttention-2-class one are priced by their own published
+rows (autopar_opt/cost/data/attention_kernels.yaml, cost.attention); a Hopper-
+native stack on an H100 runs cuDNN fused attention.
+
+Oracle: the rows by hand. The layer below states no head dimension (128 taken)
+and no mask (causal taken) and counts its core whole, so a fused kernel executes
+half of ``CORE``; the training's sequence (1 token) is below the shortest measured
+length, so the 512-token rows hold. A row of forward+backward TFLOP/s ``R_fb``
+prices each pass at ``(3/3.5)·R_fb/peak`` of the peak; separate forward ``R_f`` and
+backward ``R_b`` rows at ``R_f/peak`` and ``(2/2.5)·R_b/peak``.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import yaml
 
 from autopar_opt.calibration.reading import RawRecord, load_run_file
 from autopar_opt.calibration.reading.runtime import runtime_of
-from autopar_opt.cost.compute import FA1_VS_FA2, FA2_ON_HOPPER, compute_time
+from autopar_opt.cost.compute import compute_time
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.evaluate import evaluate
@@ -43,42 +48,45 @@ def _compute(device: str, runtime: str, **caps):
     return compute_time(layer, Strategy(dp=1, tp=1), ctx)
 
 
-def _attn_by_hand(device: str, eff: float) -> float:
-    """Forward core + backward 2·core, each ``(τ + τ_half) / eff`` (kernel_time)."""
-    p = default_params()
-    peak = make_cluster("c", 1, 8, device).device.peak_tflops["bf16"] * 1e12
-    half = p.efficiency_half_us * 1e-6
-    return sum((f / peak + half) / eff for f in (CORE, 2 * CORE))
+def _fb(r_fb: float, peak: float) -> float:
+    """Attention time from one forward+backward row: half the core executed, F + 2F."""
+    eff = 3 / 3.5 * r_fb / peak
+    return 0.5 * 3 * CORE / (peak * 1e12 * eff)
 
 
-def test_fa1_class_kernel_on_a100_takes_twice_the_attention_time():
-    """A100 (not Hopper): eff = gemm_eff x attention_efficiency, x 1/2 when off."""
-    p = default_params()
-    eff = p.efficiency_for("A100-80GB") * p.attention_efficiency
+def _split(r_f: float, r_b: float, peak: float) -> float:
+    """From forward and backward rows."""
+    return 0.5 * (CORE / (r_f * 1e12) + 2 * CORE / (2 / 2.5 * r_b * 1e12))
+
+
+def test_fa1_class_kernel_on_a100():
+    """A100, causal, head dim 128, 512 tokens (FlashAttention-2 paper A100 figure, panel d):
+    FlashAttention-2 99 TFLOP/s, FlashAttention-1 55."""
     on = _compute("A100-80GB", "pytorch-fsdp")
     off = _compute("A100-80GB", "pytorch-fsdp", flash_v2_attention=False)
-    assert FA1_VS_FA2 == 0.5
-    assert on.attn_s == pytest.approx(_attn_by_hand("A100-80GB", eff), rel=1e-12)
-    assert off.attn_s == pytest.approx(_attn_by_hand("A100-80GB", eff * FA1_VS_FA2), rel=1e-12)
-    assert off.attn_s == pytest.approx(on.attn_s / FA1_VS_FA2, rel=1e-12)
+    assert on.attn_s == pytest.approx(_fb(99, 312), rel=1e-9)
+    assert off.attn_s == pytest.approx(_fb(55, 312), rel=1e-9)
     assert off.gemm_s == on.gemm_s
     assert off.total_s - on.total_s == pytest.approx(off.attn_s - on.attn_s, rel=1e-9)
 
 
-def test_fa1_class_kernel_is_never_hopper_native():
-    """megatron-core is Hopper-native on H100; a FlashAttention-1-class kernel is
-    not, so it also pays FA2_ON_HOPPER: 1/(1/2 x 1/2) = 4x the attention time."""
-    p = default_params()
-    eff = p.efficiency_for("H100-SXM-80GB") * p.attention_efficiency
-    on = _compute("H100-SXM-80GB", "megatron-core")
-    off = _compute("H100-SXM-80GB", "megatron-core", flash_v2_attention=False)
-    assert on.attn_s == pytest.approx(_attn_by_hand("H100-SXM-80GB", eff), rel=1e-12)
-    assert off.attn_s == pytest.approx(
-        _attn_by_hand("H100-SXM-80GB", eff * FA1_VS_FA2 * FA2_ON_HOPPER), rel=1e-12)
-    # pytorch-fsdp is not Hopper-native either way: only the 1/2 of FA1_VS_FA2 differs
-    fsdp_on = _compute("H100-SXM-80GB", "pytorch-fsdp")
-    fsdp_off = _compute("H100-SXM-80GB", "pytorch-fsdp", flash_v2_attention=False)
-    assert fsdp_off.attn_s == pytest.approx(fsdp_on.attn_s / FA1_VS_FA2, rel=1e-12)
+def test_hopper_native_fa2_and_fa1_kernels_on_h100():
+    """H100, causal, head dim 128, 512 tokens. megatron-core (Hopper-native): cuDNN, forward
+    315 (FlashAttention-3 paper forward figure, panel d), backward not published causal: the
+    non-causal 305 x 315/497 (the forward's causal/non-causal ratio). pytorch-fsdp (not
+    Hopper-native): FlashAttention-2, forward 191 (same figure), forward+backward 163
+    (FlashAttention-2 H100 figure, panel d), so R_b = 2.5/(3.5/163 - 1/191). A
+    FlashAttention-1-class kernel is never Hopper-native: 98 forward+backward (panel d)."""
+    cudnn = _compute("H100-SXM-80GB", "megatron-core")
+    assert cudnn.attn_s == pytest.approx(_split(315, 305 * 315 / 497, 989), rel=1e-9)
+    fa1 = _compute("H100-SXM-80GB", "megatron-core", flash_v2_attention=False)
+    assert fa1.attn_s == pytest.approx(_fb(98, 989), rel=1e-9)
+    fa2 = _compute("H100-SXM-80GB", "pytorch-fsdp")
+    assert fa2.attn_s == pytest.approx(_split(191, 2.5 / (3.5 / 163 - 1 / 191), 989), rel=1e-9)
+    assert _compute("H100-SXM-80GB", "pytorch-fsdp", flash_v2_attention=False).attn_s == \
+        pytest.approx(fa1.attn_s, rel=1e-12)
+    named = _compute("H100-SXM-80GB", "pytorch-fsdp", attention_kernel="flash_attention_3")
+    assert named.attn_s < fa2.attn_s
 
 
 def test_unfused_attention_ignores_the_capability():
@@ -115,7 +123,7 @@ def test_spec_runtime_option_is_read(tmp_path):
 
 def test_spec_runtime_option_rejects_a_non_boolean(tmp_path):
     with pytest.raises(SpecError, match=r"training\.runtime_options\.flash_v2_attention"
-                                        r"[^\n]*valid boolean"):
+                                        r"[^\n]*true or false"):
         load_spec(_spec(tmp_path, {"flash_v2_attention": "maybe"}))
 
 

@@ -24,7 +24,7 @@ from dataclasses import replace
 import pytest
 
 from autopar_opt.calibration.reading.runtime import fp16_grad_dtype
-from autopar_opt.cost.comm import gradient_sync, ring_link
+from autopar_opt.cost.comm import collective, grad_bucket_messages, gradient_sync
 from autopar_opt.cost.compute import compute_time
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.params import default_params
@@ -89,9 +89,10 @@ def test_runtimes_without_fp32_buffer_unchanged():
 
 
 @pytest.mark.parametrize("rt", ["megatron-lm", "megatron-core", "deepspeed"])
-def test_dp_reduction_bandwidth_term_halves(rt):
-    """dp = 8 all-reduce, overlap off so all of it is exposed: time minus the
-    ring latency 2(n-1)·α halves from bf16 (4 B) to fp16 (2 B)."""
+def test_dp_reduction_moves_half_the_bytes(rt):
+    """dp = 8 all-reduce, overlap off so all of it is exposed: the reduction is the
+    all-reduce of the block's parameters at 4 bytes (bf16 on these runtimes: fp32 gradient
+    buffer) and at 2 bytes (fp16 gradients), sent in the runtime's gradient buckets."""
     block, s = _block(), Strategy(dp=8, tp=1, recompute=Recompute.full)
     cl = make_cluster("c", 1, 8, "A100-80GB")
 
@@ -100,13 +101,15 @@ def test_dp_reduction_bandwidth_term_halves(rt):
         ctx = StageContext(cl, tr, default_params(), 8, 1)
         exposed, hidden, _ = gradient_sync(block, s, ctx, compute_time(block, s, ctx))
         assert hidden == 0.0
-        tier, _eff = ring_link(ctx, 8, 1)
-        return exposed, 2 * 7 * tier.latency_s
+        width = 4.0 if dtype == "bf16" else 2.0
+        nbytes = block.params * width
+        expect = collective(ctx, "all_reduce", 8, 1, nbytes,
+                            grad_bucket_messages(nbytes, tr.runtime.name, 8, width))
+        return exposed, expect
 
-    bf16, lat = reduction("bf16")
-    fp16, lat16 = reduction("fp16")
-    assert lat == lat16 and bf16 > lat
-    assert fp16 - lat == pytest.approx((bf16 - lat) / 2, rel=1e-12)
+    for dtype in ("bf16", "fp16"):
+        got, expect = reduction(dtype)
+        assert got == pytest.approx(expect, rel=1e-12) and got > 0
 
 
 def test_record_flag_reads_fp32_accumulation():

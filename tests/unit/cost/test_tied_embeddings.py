@@ -98,18 +98,22 @@ def test_copy_is_sharded_like_the_layer():
 
 @pytest.mark.parametrize("nodes,gpus,tp", [(2, 1, 1), (1, 2, 1), (2, 2, 2)])
 def test_tied_gradient_allreduce_time_by_hand(nodes, gpus, tp):
-    """Ring all-reduce over the 2 ranks of the tie: ``2(n-1)α + 2(n-1)/n · m/β``
-    = ``2α + m/β`` with ``m`` = 1600/tp parameters x 4 bytes (Megatron's fp32
-    main_grad), over the link between the first and last stage: the inter-node
-    tier (25 GB/s, 10 µs, inter efficiency) when the two stages are on two
-    nodes, NVLink (300 GB/s, 5 µs, intra efficiency) on one. With dp=1 the
-    blocks reduce nothing, so each end's exposed DP time is exactly the tie."""
+    """All-reduce over the 2 ranks of the tie, ``m`` = 1600/tp parameters x 4 bytes
+    (Megatron's fp32 main_grad), priced by NCCL's model (NVIDIA/nccl tuning.cc): a message
+    this small takes the ring with the LL protocol. On one node: baseLat 6.6 µs + 2 steps
+    x hwLat[NVLINK][RING][LL] 0.6 µs, at min(llMaxBw Ampere 87.7, 0.5 x 300 x intra
+    efficiency) GB/s. On two nodes (one rank each): 6.6 + 2 x hwLat[NET][TREE][LL] 5.0 µs,
+    at min(llMaxBw across 2 nodes 39, 0.5 x 25 x inter efficiency) GB/s. The ring's
+    algorithm bandwidth is the bus bandwidth x n / nsteps = x 1. With dp=1 the blocks reduce
+    nothing, so each end's exposed DP time is exactly the tie."""
     cluster = small_cluster(nodes, gpus)
     params = default_params()
-    two_nodes = nodes == 2
-    bw, lat = (25.0, 10.0) if two_nodes else (300.0, 5.0)
-    eff = params.inter_comm_efficiency if two_nodes else params.comm_efficiency
-    expected = 2 * lat * 1e-6 + (TIED / tp * 4) / (bw * 1e9 * eff)
+    m = TIED / tp * 4
+    if nodes == 2:
+        lat, bw = 6.6 + 2 * 5.0, min(39.0, 0.5 * 25.0 * params.inter_comm_efficiency)
+    else:
+        lat, bw = 6.6 + 2 * 0.6, min(87.7, 0.5 * 300.0 * params.comm_efficiency)
+    expected = lat * 1e-6 + m / (bw * 1e9)
     g = tiny()
     names = [layer.name for layer in g.layers]
     s = Strategy(1, tp, 1, False, 0, Recompute.none)

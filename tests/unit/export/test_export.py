@@ -29,6 +29,7 @@ from autopar_opt.export.torchtitan import plan_from_torchtitan, torchtitan_confi
 from autopar_opt.model_zoo.hf_config import build_hf_graph
 from autopar_opt.model_zoo.registry import build_model, get_cluster
 from autopar_opt.ir.plan import Plan, StagePlan
+from autopar_opt.ir.runtime import runtime_named
 from autopar_opt.spec import SpecError, load_spec
 from autopar_opt.ir.strategies import Strategy
 from autopar_opt.ir.training import Recompute, Schedule, Training
@@ -153,6 +154,17 @@ def test_torchtitan_toml_of_the_previous_version_names_the_model():
     assert toml["parallelism"]["data_parallel_shard_degree"] == 4
     assert "torchtitan registers no model flavour" in _refusal(
         make_plan([8], dp=4, tp=2, sp=True, zero=3, ep=2, etp=1, c=2), "torchtitan")
+
+
+def test_torchtitan_keeps_the_reshard_policy_the_cost_model_priced():
+    """Under torchtitan's runtime a pipelined ZeRO-3 plan was priced without
+    resharding after forward (torchtitan's own default for PP), so the export
+    says "default", not "always"; it still reads back as ZeRO-3."""
+    titan = replace(TRAINING, runtime=runtime_named("torchtitan"))
+    text = export_plan(TITAN_PLAN, GRAPH, CLUSTER, titan, "torchtitan", "0.2").text
+    assert tomllib.loads(text)["parallelism"]["fsdp_reshard_after_forward"] == "default"
+    back = plan_from_torchtitan(tomllib.loads(text), GRAPH, CLUSTER.num_devices)
+    assert back.to_dict() == TITAN_PLAN.to_dict()
 
 
 @pytest.mark.parametrize("plan", [DS_PLAN, make_plan([8], dp=8, tp=1, zero=3, ep=8, c=2)])

@@ -17,9 +17,12 @@ from autopar_opt.spec.derive import doc_entries
 from autopar_opt.spec.schema import CostModelSection, LayerSpec, SolverSection
 
 
-def test_cost_model_section_accepts_attention_efficiency():
-    """The drift issue 9 was filed for: attention_efficiency was rejected in a spec."""
-    assert CostModelSection(attention_efficiency=0.7).attention_efficiency == 0.7
+def test_cost_model_section_accepts_every_parameter():
+    """The drift issue 9 was filed for: a CostParams field was rejected in a spec. The
+    attention kernels' efficiencies are measured rows now (issue 28), not a parameter."""
+    assert CostModelSection(elementwise_passes=4.0).elementwise_passes == 4.0
+    with pytest.raises(ValueError):
+        CostModelSection(attention_efficiency=0.7)
     with pytest.raises(ValueError):
         CostModelSection(comm_efficiency=1.5)          # a fraction of link bandwidth
     with pytest.raises(ValueError):
@@ -28,7 +31,7 @@ def test_cost_model_section_accepts_attention_efficiency():
 
 def test_docstring_entries_are_read():
     docs = doc_entries(CostParams)
-    assert "attention_efficiency" in docs and docs["attention_efficiency"]
+    assert "elementwise_passes" in docs and docs["elementwise_passes"]
 
 
 def test_layer_spec_has_every_layer_field():

@@ -176,8 +176,8 @@ CASES = [
     ("cluster_missing", _set("cluster", None), r"cluster", r"add 'cluster'"),
     ("runtime_unknown", _set("training.runtime", "megatron_cor"), r"training\.runtime",
      r"did you mean 'megatron-core'"),
-    ("runtime_capability_unknown", _set("training.runtime_options", {"tp_overlap": True}),
-     r"training\.runtime_options\.tp_overlap", r"did you mean 'tp_comm_overlap'"),
+    ("runtime_capability_unknown", _set("training.runtime_options", {"tp_comm_overlp": True}),
+     r"training\.runtime_options\.tp_comm_overlp", r"did you mean 'tp_comm_overlap'"),
     ("dp_overlap_fraction_is_gone", _set("cost_model.dp_overlap", 1.0),
      r"cost_model\.dp_overlap", r"remove"),
 ]

@@ -53,7 +53,7 @@ def test_good_spec_builds_the_stated_objects():
     assert spec.space.tp_degrees == SearchSpace().tp_degrees      # omitted -> SearchSpace default
     assert spec.solver.name == "dp" and spec.solver.rel_gap == 0.01 and spec.solver.form == "auto"
     assert spec.cost_params.comm_efficiency == 0.7
-    assert spec.cost_params.attention_efficiency == default_params().attention_efficiency
+    assert spec.cost_params.elementwise_passes == default_params().elementwise_passes
     assert spec.training.runtime.name == "megatron-core"
 
 
@@ -134,3 +134,16 @@ def test_inception_example_is_a_single_stage_dag():
     spec = load_spec(ROOT / "examples" / "inception_v3_8gpu.yaml")
     assert not spec.graph.is_chain() and spec.space.pp_degrees == (1,)
     assert spec.cluster.num_devices == 8
+
+
+def test_cluster_states_nics_memory_and_power_cap(tmp_path):
+    """cluster.nics_per_node, device_memory_gib and power_limit_w (issue 28, points 2 and 4)
+    reach the built cluster: 4 NICs for 8 GPUs, a 96 GB H100 with its compute, a 500 W cap
+    lowering the FLOP peak by (500/700)^(1/3)."""
+    data = yaml.safe_load((GOOD / "spec.yaml").read_text())
+    data["cluster"] = {"nodes": 2, "gpus_per_node": 8, "device": "H100-SXM-80GB",
+                       "nics_per_node": 4, "device_memory_gib": 96, "power_limit_w": 500}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    cluster = load_spec(tmp_path / "s.yaml").cluster
+    assert cluster.nics == 4 and cluster.device.hbm_gib == 96.0
+    assert cluster.device.peak_flops("bf16") == pytest.approx(989e12 * (500 / 700) ** (1 / 3))

@@ -1,0 +1,118 @@
+"""What the cost model assumed for one case, one sentence each (issue 28,
+point 1: "say in outputs what was assumed").
+
+Every figure a plan is priced with either comes from the case (the spec or
+the record: the device, its memory and power cap, the NICs, the runtime's
+options) or from a documented default of the cost model: the attention
+kernel's published efficiency and the fallbacks that found it
+(:mod:`autopar_opt.cost.attention`), the NCCL model and its pinned
+efficiencies (:mod:`autopar_opt.cost.nccl`), the framework's gradient buckets,
+the overlap mechanism (:mod:`autopar_opt.cost.overlap`), the context-parallel
+variant and the FSDP resharding rule. :func:`cost_assumptions` lists them for
+``plan.json`` (``cost_model.case``), ``autopar estimate`` and the report.
+"""
+
+from __future__ import annotations
+
+from autopar_opt.cost import attention
+from autopar_opt.cost.compute import DEFAULT_HEAD_DIM, DEFAULT_SEQ
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.hardware import Cluster
+from autopar_opt.ir.training import Training
+
+#: Runtime names whose gradient buckets follow Megatron-Core's rule.
+_MCORE = ("megatron-core", "megatron-bridge")
+
+
+def _device(cluster: Cluster) -> list[str]:
+    dev = cluster.device
+    out = [f"device {dev.name}" + (f" ({dev.arch}, {dev.form})" if dev.arch and dev.form else "")
+           + f": {dev.hbm_gib:g} GiB, datasheet peaks"
+           + (f" ({dev.source})" if dev.source else "")]
+    if dev.power_limit_w and dev.tdp_w and dev.power_limit_w < dev.tdp_w:
+        out.append(f"power cap {dev.power_limit_w:g} W of {dev.tdp_w:g} W rated: sustained clock "
+                   f"and peaks x{dev.clock_factor:.3f} ((P_cap/P_rated)^(1/3), exponent not "
+                   "measured: ir.hardware.DeviceType.clock_factor)")
+    if not dev.arch:
+        out.append(f"architecture of {dev.name} not known: attention priced as "
+                   f"{attention.UNKNOWN_ARCH}, NCCL constants of the newest NVLink generation")
+    return out
+
+
+def _attention(graph: LayerGraph, training: Training, arch: str) -> list[str]:
+    rt = training.runtime
+    kernel = attention.kernel_for(rt.attention_kernel, rt.flash_attention, rt.flash_v2_attention,
+                                  rt.hopper_attention, arch)
+    cores = sorted({(layer.head_dim, layer.attn_causal) for layer in graph.layers
+                    if layer.flops_recompute_selective > 0}, key=str)
+    if not cores:
+        return []
+    if kernel is None:
+        return ["attention core unfused (no fused kernel on this runtime/GPU): two batched "
+                "GEMMs at the GEMM efficiency, scores stored"]
+    seq = training.seq_len or DEFAULT_SEQ
+    out = []
+    for head_dim, causal in cores:
+        look = attention.lookup(kernel, arch, True if causal is None else causal,
+                                head_dim or DEFAULT_HEAD_DIM, seq)
+        mask = "causal" if causal or causal is None else "non-causal"
+        line = (f"attention core: {look.kernel} on {look.arch} ({mask}, head dim "
+                f"{head_dim or DEFAULT_HEAD_DIM}, {seq:g} tokens per rank at cp=1): "
+                f"{look.fwd:.0%} forward, {look.bwd:.0%} backward of the 16-bit peak "
+                "(cost/data/attention_kernels.yaml)")
+        notes = list(look.notes)
+        if not head_dim:
+            notes.append(f"head dim not known: {DEFAULT_HEAD_DIM} taken")
+        if causal is None:
+            notes.append("mask not known: causal taken")
+        if not training.seq_len:
+            notes.append(f"sequence length not stated: {DEFAULT_SEQ} taken")
+        out.append(line + ("; " + "; ".join(notes) if notes else ""))
+    return out
+
+
+def _communication(cluster: Cluster, training: Training) -> list[str]:
+    rt = training.runtime
+    nics = (f"{cluster.nics_per_node} NICs per node (stated)" if cluster.nics_per_node
+            else f"one NIC per GPU ({cluster.gpus_per_node} per node; not stated)")
+    out = ["collectives: NCCL's own cost model (ring and tree, LL/LL128/Simple, tuning.cc "
+           "latencies per hop), bus bandwidth at 0.80 of NVLink and 0.95 of the NIC line rate "
+           "(nccl-tests, pinned: cost/nccl.py)"]
+    if cluster.nodes > 1:
+        fabric = ("one non-blocking fabric (not stated)" if cluster.nodes_per_leaf is None
+                  else f"{cluster.nodes_per_leaf} nodes per leaf, {cluster.oversubscription:g}:1 "
+                       "above (stated; groups taken on consecutive nodes)")
+        out.append(f"inter-node: {cluster.inter_node.bandwidth_gb_per_s:g} GB/s per NIC, {nics}; "
+                   f"{fabric}; a group uses only its own members' NICs; NVLink SHARP/SHARP "
+                   "in-network reductions not modelled")
+    if rt.name in _MCORE:
+        bucket = "Megatron-Core buckets of max(40M, 1M x dp) parameters"
+    elif rt.name.startswith("deepspeed"):
+        bucket = "DeepSpeed reduce_bucket_size 5e8 elements"
+    else:
+        bucket = "PyTorch DDP 25 MiB buckets (FSDP: one unit per layer)"
+    out.append(f"gradient reduction in {bucket}, each bucket paying the collective latency")
+    if rt.tp_comm_overlap:
+        mech = {"te_userbuffers": "Transformer Engine userbuffers (ring-exchange, 4-split "
+                                  "pipeline, bulk; 16 SMs to communication)",
+                "async_tp": "PyTorch async TP (per-rank micro-pipelined collective matmuls)"}
+        out.append(f"tensor-parallel overlap: {mech.get(rt.tp_overlap, rt.tp_overlap)}, exposed "
+                   "time computed per collective-GEMM pair (cost/overlap.py)")
+    else:
+        out.append("tensor-parallel collectives not overlapped (runtime)")
+    cp = {"p2p": "ring K/V exchange per step behind the step's attention, log-sum-exp merges "
+                 "at HBM bandwidth", "all_gather": "K/V all-gathered (and the gradients "
+                 "reduce-scattered) before the local attention, exposed"}
+    out.append(f"context parallelism (if used): {rt.cp_comm_type}: {cp.get(rt.cp_comm_type, '')}")
+    policy = {"default": "the framework's default" + (
+        " (torchtitan: kept under pipelining)" if rt.name == "torchtitan" else " (always)"),
+        "always": "always", "never": "never"}[rt.reshard_after_forward]
+    out.append(f"ZeRO-3/FSDP reshards after forward: {policy}; sharded over dp x cp")
+    return out
+
+
+def cost_assumptions(graph: LayerGraph, cluster: Cluster, training: Training) -> list[str]:
+    """The case's assumptions, one sentence each (module docstring)."""
+    arch = cluster.device.arch or attention.UNKNOWN_ARCH
+    return (_device(cluster) + _attention(graph, training, arch)
+            + _communication(cluster, training))

@@ -1,0 +1,145 @@
+"""How much tensor- and context-parallel communication an overlap mechanism hides.
+
+Overlap is computed, never assumed (issue 28, point 5): each mechanism
+decomposes a collective and the GEMM or attention kernel it overlaps into
+chunks, and a software pipeline of ``n`` chunks of communication ``c/n`` and
+compute ``g/n`` leaves ``max(0, c/n - g/n)`` exposed per overlapped chunk plus
+whatever chunk has nothing to hide behind. The chunk counts, the pairing of
+collectives with GEMMs and the SMs the communication kernels take are the
+mechanisms' documented defaults, cited below; nothing is fitted.
+
+Tensor parallelism with sequence parallelism runs, per transformer block and
+pass, four collectives of one activation each (Korthikanti et al. 2022,
+Sec. 4.2.2): an all-gather before the QKV and the first MLP GEMM, a
+reduce-scatter after the attention output projection and the second MLP
+GEMM; the backward pass mirrors them (:func:`autopar_opt.cost.comm.tp_comm_time`
+prices their volume).
+
+* Transformer Engine user buffers (Megatron-Core ``--tp-comm-overlap``;
+  TransformerEngine ``transformer_engine/pytorch/module/base.py``
+  ``initialize_ub`` defaults): ``ring_exchange`` for ``qkv_fprop``,
+  ``fc1_fprop``, ``proj_dgrad``, ``fc2_dgrad`` (``num_splits = tp``, copy
+  engines, no SM margin): the local chunk's GEMM needs no communication, so
+  ``(tp-1)·max(0, c/(tp-1) - g/tp)`` stays exposed; ``pipeline`` for
+  ``proj_fprop``, ``fc2_fprop`` (``num_splits = 4``, ``num_sm = 16``,
+  ``set_sm_margin``): the last chunk's reduce-scatter has nothing after it,
+  ``c/4 + 3·max(0, c/4 - g/4)``; ``bulk`` for ``qkv_dgrad``/``fc1_dgrad``
+  (the input-gradient reduce-scatter behind the weight-gradient GEMM) and
+  ``qkv_wgrad``/``fc1_wgrad``: ``max(0, c - g)``. Where the communication
+  kernels hold ``num_sm`` SMs (``set_sm_margin``: the GEMM is launched on the
+  others), the GEMM runs ``num_sm/(SMs - num_sm)`` longer.
+* Async tensor parallelism (PyTorch ``torch.distributed._symmetric_memory``
+  micro-pipelining, torchtitan ``enable_async_tensor_parallel``): every
+  all-gather-matmul and matmul-reduce-scatter pair decomposed per rank
+  (``n = tp``), copy-engine transfers: the ring-exchange remainder for each
+  pair, no SM margin.
+
+The GEMM of each pair is the block's own (QKV, projection, first and second
+MLP GEMM) by its share of the block's forward GEMM FLOPs
+(``Layer.tp_gemm_shares``, set by the transformer builders; an even split for a
+layer without them, stated); a backward GEMM pair (input or weight gradient)
+takes the forward GEMM's time (each backward GEMM has the forward's FLOPs,
+Narayanan et al. 2021, Sec. 5.1).
+"""
+
+from __future__ import annotations
+
+from autopar_opt.cost.context import Compute, StageContext
+from autopar_opt.ir.graph import Layer
+from autopar_opt.ir.strategies import Strategy, effective_recompute
+from autopar_opt.ir.training import Recompute
+
+#: Transformer Engine ``initialize_ub`` defaults: splits of a ``pipeline``
+#: overlap and SMs its communication kernels (and a ``bulk`` overlap's) hold.
+TE_PIPELINE_SPLITS = 4
+TE_COMM_SMS = 16
+#: Collective-GEMM pairs per pass of a tensor-parallel block (QKV, projection,
+#: MLP up, MLP down).
+PAIRS = 4
+#: SMs of a device the catalog does not describe (an H100 SXM's 132).
+DEFAULT_SMS = 132
+
+
+def _shares(layer: Layer) -> tuple[float, ...]:
+    shares = layer.tp_gemm_shares
+    if len(shares) == PAIRS and sum(shares) > 0:
+        total = sum(shares)
+        return tuple(x / total for x in shares)
+    return (1.0 / PAIRS,) * PAIRS
+
+
+def ring_exchange_exposed(c: float, g: float, n: int) -> float:
+    """A ``ring_exchange`` (or per-rank micro-pipelined) collective ``c``
+    overlapped with its GEMM ``g`` in ``n`` chunks: the first chunk's GEMM is
+    local, each of the ``n-1`` transfers hides behind the next chunk's GEMM."""
+    if n <= 1:
+        return 0.0
+    return (n - 1) * max(0.0, c / (n - 1) - g / n)
+
+
+def pipeline_exposed(c: float, g: float, splits: int = TE_PIPELINE_SPLITS) -> float:
+    """A ``pipeline`` GEMM then reduce-scatter in ``splits`` chunks: chunk ``i``'s
+    reduce-scatter overlaps chunk ``i+1``'s GEMM; the last one is exposed."""
+    return c / splits + (splits - 1) * max(0.0, c / splits - g / splits)
+
+
+def bulk_exposed(c: float, g: float) -> float:
+    """A ``bulk`` overlap: the whole collective behind one independent GEMM."""
+    return max(0.0, c - g)
+
+
+def tp_exposed(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute, raw: float) -> float:
+    """Exposed tensor-parallel time of one micro-batch under the runtime's
+    overlap mechanism (module docstring); ``raw`` is the collectives' time
+    (:func:`autopar_opt.cost.comm.tp_comm_time`). No overlap: all of it. A
+    recomputed forward (full recomputation) is priced as the forward; op-level
+    checkpointing repeats only the forward all-gathers, each paired with its
+    forward GEMM as in the forward pass."""
+    rt = ctx.training.runtime
+    if raw <= 0 or not rt.tp_comm_overlap:
+        return raw
+    # op-level checkpointing with sequence parallelism repeats the forward
+    # all-gathers only (comm.tp_comm_time): half a pass more
+    rc = effective_recompute(layer, s.recompute)
+    gathers_only = rc is Recompute.op and s.sp
+    passes = 3 if rc is Recompute.full or (rc is Recompute.op and not s.sp) \
+        else 2.5 if gathers_only else 2
+    c = raw / passes / PAIRS                      # one collective
+    g = [comp.gemm_fwd_s * x for x in _shares(layer)]   # forward GEMM of each pair
+    n = s.tp
+    qkv, proj, fc1, fc2 = g
+    gathers = ring_exchange_exposed(c, qkv, n) + ring_exchange_exposed(c, fc1, n)
+    if rt.tp_overlap == "async_tp":
+        per_pass = sum(ring_exchange_exposed(c, gi, n) for gi in g)
+        return per_pass * 2 + (gathers if gathers_only else per_pass * (passes - 2))
+    sms = ctx.cluster.device.sms or DEFAULT_SMS
+    margin = TE_COMM_SMS / max(sms - TE_COMM_SMS, 1)
+    fwd = (gathers + pipeline_exposed(c, proj) + pipeline_exposed(c, fc2) + margin * (proj + fc2))
+    bwd = (ring_exchange_exposed(c, proj, n) + ring_exchange_exposed(c, fc2, n)
+           + bulk_exposed(c, qkv) + bulk_exposed(c, fc1) + margin * (qkv + fc1))
+    return fwd * (passes - 1) + bwd if not gathers_only else fwd + gathers + bwd
+
+
+#: Bytes of HBM traffic per output element and ring step of the context-parallel
+#: partial-output merge: read the step's 16-bit output and read-modify-write the
+#: 16-bit accumulator (TransformerEngine ``flash_attn_fwd_out_correction``:
+#: ``out.add_(out_per_step * exp(lse_per_step - lse))``, and the log-sum-exp
+#: correction ``flash_attn_fwd_softmax_lse_correction``, one fp32 per row:
+#: negligible); the backward accumulates dQ and dK/dV the same way.
+CP_MERGE_BYTES = 6.0
+
+
+def cp_ring_exposed(c_fwd: float, c_bwd: float, a_fwd: float, a_bwd: float, cp: int,
+                    fwd_passes: int = 1) -> tuple[float, float]:
+    """(raw, exposed) K/V exchange of ring context parallelism (TE
+    ``AttnFuncWithCPAndKVP2P``; Liu et al. 2023, ring attention) for one
+    micro-batch: ``cp`` steps, each computing attention on one K/V chunk while
+    the next chunk travels; ``cp - 1`` transfers of ``c_fwd`` (forward, K and V)
+    and ``c_bwd`` (backward, K/V and dK/dV) each hide behind one step's
+    attention (``a/cp``, the load-balanced split makes steps equal). A full
+    recomputation runs the forward ring again (``fwd_passes = 2``)."""
+    if cp <= 1:
+        return 0.0, 0.0
+    raw = (cp - 1) * (fwd_passes * c_fwd + c_bwd)
+    exp = (cp - 1) * (fwd_passes * max(0.0, c_fwd - a_fwd / cp) + max(0.0, c_bwd - a_bwd / cp))
+    return raw, exp

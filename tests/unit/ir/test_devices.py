@@ -1,0 +1,96 @@
+"""Device variants (issue 28, point 4): what a spec or record states picks the part.
+
+Oracles: the datasheet figures written in each catalog entry's source, and the
+cube law of the power cap computed by hand.
+"""
+
+import math
+
+import pytest
+
+from autopar_opt.calibration.fit import CHIP_GROUPS
+from autopar_opt.ir.hardware import (DEFAULT_INTER_NODE, DEFAULT_INTRA_NODE, DEVICE_CATALOG,
+                                     HOST_LINK_GB_PER_S, make_cluster, resolve_device)
+
+
+@pytest.mark.parametrize("text, memory, name", [
+    ("H100-SXM 80GB", 80, "H100-SXM-80GB"),
+    ("H100 (SXM assumed by MFU vs ~989 TFLOP/s; not stated)", None, "H100-SXM-80GB"),
+    ("NVIDIA H100 PCIe", 80, "H100-PCIe-80GB"),
+    ("H100 NVL", None, "H100-NVL-94GB"),
+    ("H100", 94, "H100-NVL-94GB"),              # the 94 GB Hopper part is the NVL
+    ("NVIDIA GH200 Grace Hopper", 96, "GH200-96GB"),
+    ("GH200", 144, "GH200-144GB"),
+    ("H20", 96, "H20-96GB"),
+    ("H800", None, "H800-SXM-80GB"),
+    ("H800 PCIe", 80, "H800-PCIe-80GB"),
+    ("H200 NVL", None, "H200-NVL-141GB"),
+    ("A100 PCIe 40GB", None, "A100-PCIe-40GB"),
+    ("A800 PCIe 80GB", 80, "A800-PCIe-80GB"),
+    ("NVIDIA Ampere, A100-class (A100 or A800 is not stated)", 80, "A100-80GB"),
+    ("GB200", 186, "GB200"),                   # 186 GB nominal = the catalog part (184 GiB usable)
+    ("B200", 180, "B200"),
+])
+def test_the_stated_text_and_memory_pick_the_variant(text, memory, name):
+    dev, notes = resolve_device(text, memory)
+    assert dev.name == name and dev.power_limit_w is None
+    assert not any("stated memory" in n for n in notes)
+
+
+def test_a_stated_memory_is_never_ignored():
+    """An "H100 96GB" matches no catalog H100 variant: the SXM part's compute and HBM
+    bandwidth with 96 GB, and the notes say so."""
+    dev, notes = resolve_device("H100", 96)
+    assert dev.name == "H100-SXM-80GB" and dev.hbm_gib == 96.0
+    assert dev.peak_tflops == DEVICE_CATALOG["H100-SXM-80GB"].peak_tflops
+    assert any("stated memory 96 GB" in n for n in notes)
+
+
+def test_power_cap_lowers_the_sustained_clock_by_the_cube_root():
+    """H100 SXM rated 700 W capped at 500 W: (500/700)^(1/3) = 0.8939 of every FLOP peak,
+    HBM bandwidth unchanged; a cap at or above the rating changes nothing."""
+    dev, notes = resolve_device("H100 80GB", 80, power_limit_w=500)
+    factor = (500 / 700) ** (1 / 3)
+    assert dev.clock_factor == pytest.approx(factor) == pytest.approx(0.8939, abs=1e-4)
+    assert dev.peak_flops("bf16") == pytest.approx(989e12 * factor)
+    assert dev.peak_flops("fp8") == pytest.approx(1979e12 * factor)
+    assert dev.hbm_gb_per_s == 3350.0 and any("500 W" in n for n in notes)
+    same, notes = resolve_device("H100 80GB", 80, power_limit_w=700)
+    assert same.clock_factor == 1.0 and any("at or above" in n for n in notes)
+
+
+def test_pcie_nvl_and_export_parts_carry_their_datasheet_figures():
+    """Dense = sparse / 2 from the datasheets quoted in the sources."""
+    pcie, nvl, h20 = (DEVICE_CATALOG[n] for n in ("H100-PCIe-80GB", "H100-NVL-94GB", "H20-96GB"))
+    assert (pcie.peak_tflops["bf16"], pcie.hbm_gb_per_s, pcie.tdp_w) == (1513 / 2 - 0.5, 2000.0, 350.0)
+    assert (nvl.peak_tflops["bf16"], nvl.hbm_gib, nvl.hbm_gb_per_s) == (1671 // 2, 94.0, 3900.0)
+    assert (h20.peak_tflops["bf16"], h20.peak_tflops["fp8"], h20.hbm_gib) == (148.0, 296.0, 96.0)
+    assert "not from NVIDIA" in h20.source
+    assert DEFAULT_INTRA_NODE["H100-PCIe-80GB"].name == "pcie5"
+
+
+def test_every_catalog_device_has_links_a_chip_group_and_an_architecture():
+    grouped = {d for devs in CHIP_GROUPS.values() for d in devs}
+    for name, dev in DEVICE_CATALOG.items():
+        assert name in DEFAULT_INTRA_NODE and name in DEFAULT_INTER_NODE and name in HOST_LINK_GB_PER_S
+        assert name in grouped
+        assert dev.arch in ("volta", "ampere", "hopper", "blackwell") and dev.tdp_w > 0 and dev.sms > 0
+
+
+def test_unknown_chips_are_refused_with_the_reason():
+    with pytest.raises(ValueError, match="matches no catalog device"):
+        resolve_device("MI300X", 192)
+    with pytest.raises(ValueError, match="A800"):
+        resolve_device("A800 40GB Active", 40)
+
+
+def test_a_group_gets_only_its_members_nics():
+    """8 GPUs and 4 NICs of 50 GB/s per node: a group with 8 members per node gets 4 NICs
+    (200 GB/s), one with a single member half a NIC (25 GB/s: the other rank on its NIC
+    communicates at the same time); with one NIC per GPU (the default) 8 and 1 NICs."""
+    four = make_cluster("c", 2, 8, "H100-SXM-80GB", nics_per_node=4)
+    assert four.nic_share_gb_per_s(8) == pytest.approx(200.0)
+    assert four.nic_share_gb_per_s(1) == pytest.approx(25.0)
+    dgx = make_cluster("c", 2, 8, "H100-SXM-80GB")
+    assert dgx.nics == 8 and dgx.nic_share_gb_per_s(8) == pytest.approx(400.0)
+    assert math.isclose(dgx.nic_share_gb_per_s(1), 50.0)
