@@ -11,8 +11,9 @@ one 1-D mesh under the ``pase`` rule) the tables are built and solved:
   label limit — the unconstrained optimum stays as a proven lower bound.
 * ``highs`` / ``gurobi`` / ``scip`` — the MILP with Alpa's edge variables and the memory
   row (:mod:`autopar_opt.formulations.opspace`), through the solver registry.
-* ``auto`` (default) — the DP, then the MILP (HiGHS, warm-started) only where the DP
-  could not prove the constrained optimum.
+* ``auto`` (default) — the DP; where memory binds, its Pareto form on small tables
+  (:data:`PARETO_AUTO_WIDEST`), else the MILP (HiGHS) with the DP's optimum as the
+  lower bound it starts from.
 
 Before a mesh's edges are priced, ``Σ_v min A_v`` bounds its optimum from below; a
 mesh whose bound is no better than the incumbent is skipped (``pruned``, the bound
@@ -40,6 +41,10 @@ from autopar_opt.cost.operators.tables import OpTables, TableBuilder, unary_boun
 SOLVERS = ("auto", "dp", "highs", "gurobi", "scip")
 #: Tolerance of "fits in memory" (round-off of sums of per-operator bytes).
 MEM_RTOL = 1e-9
+#: ``auto``: the Pareto-label DP runs when memory binds only if the unconstrained
+#: elimination's widest table is at most this (its labels are handled one table entry at a
+#: time in Python; past this the MILP with its memory row is faster).
+PARETO_AUTO_WIDEST = 20_000
 
 
 @dataclass
@@ -150,6 +155,9 @@ def solve_tables(tables: OpTables, solver: str = "auto", time_limit_s: float | N
             if _fits(tables, res.choice):
                 choice = res.choice
                 message = "variable elimination (memory does not bind)"
+            elif solver == "auto" and res.widest_entries > PARETO_AUTO_WIDEST:
+                message = (f"memory binds (the unconstrained optimum needs "
+                           f"{tables.memory_of(res.choice) / 2**30:.3g} GiB); MILP with the memory row")
             else:
                 try:
                     pr = eliminate_capacity(tables, deadline)
