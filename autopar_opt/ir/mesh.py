@@ -50,6 +50,8 @@ class Mesh:
 
     shape: tuple[int, int]
     gpus_per_node: int
+    #: the cluster rank of the mesh's rank 0 (a pipeline stage's first device)
+    first_rank: int = 0
 
     @property
     def devices(self) -> int:
@@ -66,8 +68,10 @@ class Mesh:
 
     @cached_property
     def node(self) -> np.ndarray:
-        """Node of every rank (ranks are numbered node-major)."""
-        return np.arange(self.devices) // self.gpus_per_node
+        """Node of every rank, numbered from 0 within the mesh (cluster ranks are
+        numbered node-major)."""
+        nodes = (self.first_rank + np.arange(self.devices)) // self.gpus_per_node
+        return nodes - nodes[0]
 
 
 @dataclass(frozen=True, order=True)

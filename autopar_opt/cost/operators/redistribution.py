@@ -186,3 +186,28 @@ def redistribution_time(P: np.ndarray, Pf: tuple[int, ...], C: np.ndarray, Cf: t
         bw, lat = (links.intra_bps, links.intra_lat_s) if local else (links.inter_bps, links.inter_lat_s)
         worst = max(worst, len(wanted) * lat + missing * nbytes / bw)
     return worst
+
+
+def transfer_matrix(P: np.ndarray, Pf: np.ndarray, C: np.ndarray, Cf: np.ndarray, nbytes: float,
+                    bps: float, lat_s: float) -> np.ndarray:
+    """Seconds to send a tensor from a producer layout on one device set to a consumer
+    layout on another (a pipeline stage boundary), forward + backward, ``[Gp, Gc]``.
+
+    No device holds any part of what it needs: each consumer device receives its whole
+    block, one message per producer block that intersects it (forward); each producer
+    device receives its block of the gradient likewise (backward); ``(α, β)`` of the link
+    between the two stages; the slowest device bounds each direction."""
+    return _send(P, Pf, C, Cf, nbytes, bps, lat_s) + _send(C, Cf, P, Pf, nbytes, bps, lat_s).T
+
+
+def _send(P: np.ndarray, Pf: np.ndarray, C: np.ndarray, Cf: np.ndarray, nbytes: float, bps: float,
+          lat_s: float) -> np.ndarray:
+    Gp, _, A = P.shape
+    Gc = C.shape[0]
+    if A == 0 or nbytes <= 0 or Gp == 0 or Gc == 0:
+        return np.zeros((Gp, Gc))
+    need = nbytes / np.prod(Cf, axis=1)                                   # [Gc]
+    lo = (C[None] * Pf[:, None, None, :]) // Cf[None, :, None, :]          # [Gp, Gc, N, A]
+    hi = ((C[None] + 1) * Pf[:, None, None, :] - 1) // Cf[None, :, None, :]
+    steps = np.prod(hi - lo + 1, axis=3)                                  # [Gp, Gc, N]
+    return (steps * lat_s + need[None, :, None] / bps).max(axis=2)
