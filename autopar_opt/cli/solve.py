@@ -122,6 +122,36 @@ def _summary(doc: dict, console: Console) -> None:
         console.print(f"  note: {notice}", style="yellow", markup=False, highlight=False)
 
 
+def _opspace_spec(spec_path: str):
+    """The loaded operator-sharding spec when the file holds ``problem: {format:
+    operator_sharding}``, else None."""
+    from autopar_opt.opspace.spec import build_op_spec, is_operator_sharding
+    from autopar_opt.spec.loader import read_mapping
+    data = read_mapping(spec_path)
+    return build_op_spec(data, Path(spec_path)) if is_operator_sharding(data) else None
+
+
+def _opspace_command(spec_path: str, solver, time_limit_s, gap, out_dir, json_output, quiet, form,
+                     runnable_by, searcher, export_models, warm_start) -> int | None:
+    """Solve an operator-sharding spec (None: the spec is not one). Its solver names
+    include ``auto`` (the default: the DP, the MILP where memory binds on large tables)."""
+    from autopar_opt.cli import options as opt
+    from autopar_opt.core.files import check_output_dir
+
+    spec = _opspace_spec(spec_path)
+    if spec is None:
+        return None
+    from autopar_opt.cli.opspace import opspace_solve_command, unused_options
+    given = None if solver is None else solver.strip().lower()
+    problems = [*(opt.check_solver(solver) if given not in (None, "auto") else []),
+                *opt.check_time_limit(time_limit_s), *opt.check_gap(gap),
+                *(check_output_dir(out_dir, "--out") if out_dir is not None else []),
+                *unused_options(form, runnable_by, searcher, export_models, warm_start)]
+    opt.raise_if_any(problems)
+    opt.raise_if_any(opt.check_solver_available(given))
+    return opspace_solve_command(spec, solver, time_limit_s, gap, out_dir, json_output, quiet)
+
+
 def _peer_spec(spec_path: str):
     """The loaded peer spec when the file holds ``problem:`` (Piper/PaSE instance), else None."""
     from autopar_opt.spec.loader import read_mapping
@@ -176,6 +206,10 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     from autopar_opt.core.files import check_output_dir
     from autopar_opt.spec import load_spec
 
+    code = _opspace_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, form,
+                            runnable_by, searcher, export_models, warm_start)
+    if code is not None:          # problem: {format: operator_sharding}: solved by opspace/
+        return code
     opt.raise_if_any([*opt.check_solver(solver), *opt.check_form(form),
                       *opt.check_time_limit(time_limit_s), *opt.check_gap(gap),
                       *(check_output_dir(out_dir, "--out") if out_dir is not None else [])])

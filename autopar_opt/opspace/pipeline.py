@@ -264,3 +264,55 @@ def solve_pipeline(graph_for, ctx: StageContext, pp_degrees: list[int], microbat
         if out.value is not None and (best is None or out.value < best.value):
             best = out
     return PipelineSearch(outcomes, pruned, best, time.monotonic() - start)
+
+
+@dataclass
+class PipelineMetrics:
+    """A pipeline plan's iteration time (the tables' formula) and each stage's memory."""
+
+    time_s: float
+    stage_memory_bytes: list[float]
+    capacity_bytes: float
+
+    @property
+    def fits(self) -> bool:
+        return max(self.stage_memory_bytes) <= self.capacity_bytes * (1 + 1e-9)
+
+    def to_dict(self) -> dict:
+        return {"time_s": self.time_s, "stage_memory_bytes": self.stage_memory_bytes,
+                "memory_bytes": max(self.stage_memory_bytes), "capacity_bytes": self.capacity_bytes,
+                "fits_memory": self.fits}
+
+
+def pipeline_document(search: PipelineSearch, rel_gap: float) -> tuple[dict, PipelineMetrics | None]:
+    """The plan, certificate rows, bound and status of a pipeline search for plan.json."""
+    rows = [{"pp": o.tables.split.pp, "microbatches": o.tables.split.microbatches,
+             "schedule": o.tables.split.schedule.value, "mesh": list(o.tables.shape),
+             "stages": _stage_sizes(o.tables.split), "status": o.status, "value": o.value,
+             "lower_bound": o.lower_bound, "wall_time_s": round(o.wall_time_s, 4)} for o in search.outcomes]
+    rows += [{"pp": s.pp, "microbatches": s.microbatches, "schedule": s.schedule.value, "mesh": list(shape),
+              "stages": _stage_sizes(s), "status": "pruned", "value": None, "lower_bound": lb,
+              "wall_time_s": 0.0} for s, shape, lb in search.pruned]
+    best = search.best
+    bound = search.lower_bound
+    if best is None:
+        status = "infeasible" if math.isinf(bound) and bound > 0 else "no_plan"
+        return {"plan": None, "lower_bound": bound, "status": status, "configurations": rows}, None
+    t = best.tables
+    value, mem = pipeline_objective(t, best.choice)
+    gap = (value - bound) / value if value else 0.0
+    status = "optimal" if gap <= rel_gap + 1e-12 else "feasible"
+    stages = []
+    for i in range(t.split.pp):
+        stages.append({"stage": i, "operators": [
+                {"name": op.name, "layer": op.layer, "role": op.role,
+                 **t.configs[v][best.choice[v]].to_dict(op)}
+                for v, op in enumerate(t.graph.ops) if t.split.stage[v] == i]})
+    plan = {"pp": t.split.pp, "microbatches": t.split.microbatches, "schedule": t.split.schedule.value,
+            "mesh": list(t.shape), "stages": stages}
+    return ({"plan": plan, "lower_bound": bound, "status": status, "configurations": rows},
+            PipelineMetrics(value, mem, t.capacity_bytes))
+
+
+def _stage_sizes(split: StageSplit) -> list[int]:
+    return [sum(1 for s in split.stage if s == i) for i in range(split.pp)]

@@ -47,7 +47,7 @@ TP_DIM: dict[str, str] = {"qkv": "h", "q": "h", "kv": "h", "scores": "h", "softm
                           "context": "h", "out": "h", "fc1": "f", "gelu": "f", "fc2": "f",
                           "embedding": "v", "lm_head": "v", "loss": "v"}
 #: roles replicated in the tensor-parallel group (sequence-split with sequence parallelism)
-NORM_ROLES = frozenset({"ln1", "ln2", "add1", "add2", "ln"})
+NORM_ROLES = frozenset({"ln1", "ln2", "add1", "add2", "ln", "add", "norm"})
 #: roles whose tensor-parallel split is a reduction: reduce-scattered onto the sequence under sp
 ROW_ROLES = frozenset({"out", "fc2", "embedding"})
 
