@@ -25,6 +25,14 @@ def peer_format(doc: object) -> str | None:
     return fmt if fmt in PEER_FORMATS else None
 
 
+def is_operator_sharding(doc: object) -> bool:
+    """A plan.json of an operator-sharding solve (:mod:`autopar_opt.opspace.document`):
+    ``spec.problem.format`` is ``operator_sharding``."""
+    spec = doc.get("spec") if isinstance(doc, dict) else None
+    problem = spec.get("problem") if isinstance(spec, dict) else None
+    return isinstance(problem, dict) and problem.get("format") == "operator_sharding"
+
+
 def is_placement(doc: object) -> bool:
     """A placement.json of ``autopar place`` (:func:`autopar_opt.cli.place.placement_document`):
     an operator graph's nodes on devices, with its bound; no training plan."""

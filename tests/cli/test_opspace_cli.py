@@ -87,3 +87,11 @@ def test_unknown_graph_and_layer_search_options_are_refused(tmp_path):
     assert code == 2 and "problem.graph.zoo" in out and "alexnet" in out
     code, out = run_cli("solve", _spec(tmp_path, ALEX.format(extra=""), "b.yaml"), "--form", "miqp")
     assert code == 2 and "--form" in out
+
+
+def test_report_command_renders_the_plan_json(tmp_path):
+    spec = _spec(tmp_path, ALEX.format(extra=""))
+    assert run_cli("solve", spec, "--quiet", "--out", tmp_path / "out")[0] == 0
+    code, out = run_cli("report", tmp_path / "out" / "plan.json", "-o", tmp_path / "again.html")
+    assert code == 0, out
+    assert (tmp_path / "again.html").read_text() == (tmp_path / "out" / "report.html").read_text()
