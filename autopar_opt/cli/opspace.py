@@ -17,13 +17,12 @@ from pathlib import Path
 EXIT = {"optimal": 0, "feasible": 0, "infeasible": 3, "no_plan": 4}
 
 
-def unused_options(form, runnable_by, searcher, export_models: bool, warm_start: bool) -> list:
+def unused_options(form, runnable_by, export_models: bool, warm_start: bool) -> list:
     """Options of the layer search an operator-sharding solve has no use for: refused."""
     from autopar_opt.core.errors import SpecProblem
     from autopar_opt.core.files import COMMAND_LINE
 
     given = [("--form", form, form is not None), ("--runnable-by", runnable_by, runnable_by is not None),
-             ("--searcher", getattr(searcher, "name", searcher), searcher is not None),
              ("--export-models", True, export_models), ("--no-warm-start", True, not warm_start)]
     return [SpecProblem(COMMAND_LINE, option, value, "applies to the layer search; an operator-sharding "
                         "problem is solved by its own DP or MILP without it",
@@ -33,8 +32,12 @@ def unused_options(form, runnable_by, searcher, export_models: bool, warm_start:
 
 
 def opspace_solve_command(spec, solver: str | None, time_limit_s: float | None, gap: float | None,
-                          out_dir: str | None, json_output: bool, quiet: bool) -> int:
-    """The whole job for a loaded :class:`~autopar_opt.opspace.spec.OpSpec`; the exit code."""
+                          out_dir: str | None, json_output: bool, quiet: bool, searcher=None) -> int:
+    """The whole job for a loaded :class:`~autopar_opt.opspace.spec.OpSpec`; the exit code.
+
+    ``searcher`` (a :class:`~autopar_opt.cli.searcher.SearcherHook`) runs first on the same
+    space (:class:`~autopar_opt.learn.op_space.OpSearchSpace`, within its budget); the
+    document gains its ``searcher`` entry against the exact side's bound and optimum."""
     from autopar_opt import __version__
     from autopar_opt.cost.operators.evaluate import OpPlan, evaluate_plan
     from autopar_opt.opspace import baselines as bl
@@ -48,6 +51,16 @@ def opspace_solve_command(spec, solver: str | None, time_limit_s: float | None, 
     limit = time_limit_s if time_limit_s is not None else spec.solver.time_limit_s
     rel = gap if gap is not None else spec.solver.rel_gap
     graph, ctx = spec.graph, spec.context
+    found = None
+    if searcher is not None:
+        import time
+
+        from rich.console import Console
+        t0 = time.monotonic()
+        found = searcher.run_operator(spec, Console(stderr=True))
+        if found is None:
+            return 2
+        limit = max(0.1, limit - (time.monotonic() - t0))
     pipeline_part = None
     if spec.pipeline is not None and (spec.pipeline.pp != [1] or spec.pipeline.microbatches != [1]):
         from autopar_opt.opspace.pipeline import pipeline_document, solve_pipeline
@@ -75,6 +88,10 @@ def opspace_solve_command(spec, solver: str | None, time_limit_s: float | None, 
         base += [b for b in (trick, template) if b is not None]
     doc = build_document(spec, result, plan, metrics, base, template, name, limit, rel, __version__,
                          pipeline_part)
+    if found is not None:
+        cert = doc["certificate"]
+        bound = cert["lower_bound"] if isinstance(cert["lower_bound"], float) else None
+        doc["searcher"] = searcher.block(found, bound, cert["primal"] if cert["exact"] else None)
     text = json.dumps(doc, indent=2)
     if out_dir:
         from autopar_opt.core.files import write_atomic
@@ -87,6 +104,9 @@ def opspace_solve_command(spec, solver: str | None, time_limit_s: float | None, 
         sys.stdout.write(text + "\n")
     elif not quiet:
         _summary(doc)
+        if found is not None:
+            from rich.console import Console
+            searcher.summary(doc["searcher"], Console())
     return EXIT[doc["status"]]
 
 

@@ -146,10 +146,12 @@ def _opspace_command(spec_path: str, solver, time_limit_s, gap, out_dir, json_ou
     problems = [*(opt.check_solver(solver) if given not in (None, "auto") else []),
                 *opt.check_time_limit(time_limit_s), *opt.check_gap(gap),
                 *(check_output_dir(out_dir, "--out") if out_dir is not None else []),
-                *unused_options(form, runnable_by, searcher, export_models, warm_start)]
+                *unused_options(form, runnable_by, export_models, warm_start)]
     opt.raise_if_any(problems)
     opt.raise_if_any(opt.check_solver_available(given))
-    return opspace_solve_command(spec, solver, time_limit_s, gap, out_dir, json_output, quiet)
+    if searcher is not None:
+        searcher = _searcher_within_limit(searcher, time_limit_s, spec.solver.time_limit_s)
+    return opspace_solve_command(spec, solver, time_limit_s, gap, out_dir, json_output, quiet, searcher)
 
 
 def _peer_spec(spec_path: str):

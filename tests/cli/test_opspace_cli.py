@@ -95,3 +95,13 @@ def test_report_command_renders_the_plan_json(tmp_path):
     code, out = run_cli("report", tmp_path / "out" / "plan.json", "-o", tmp_path / "again.html")
     assert code == 0, out
     assert (tmp_path / "again.html").read_text() == (tmp_path / "out" / "report.html").read_text()
+
+
+def test_searcher_runs_on_the_same_space_and_is_judged_by_the_optimum(tmp_path):
+    spec = _spec(tmp_path, ALEX.format(extra=""))
+    code, out = run_cli("solve", spec, "--json", "--searcher", "random", "--budget-s", "1")
+    assert code == 0, out
+    doc = json.loads(out[out.index("{"):])
+    s = doc["searcher"]
+    assert s["name"] == "random" and s["optimum"] == doc["certificate"]["primal"]
+    assert s["value"] >= s["optimum"] * (1 - 1e-9) and s["ratio_to_optimum"] >= 1 - 1e-9
