@@ -118,7 +118,7 @@ def wrong_input(data: object, path: object, reads: str, accepted: tuple[str, ...
         problem = data["problem"]
         fmt = problem.get("format") if isinstance(problem, dict) else None
         return SpecProblem(str(path), "problem", fmt, f"a peer-problem spec (problem: "
-                           f"{fmt or '...'}) holds a Piper or PaSE instance, not {reads}; only "
+                           f"{fmt or '...'}) holds a Piper or PaSE instance or an operator-sharding problem, not {reads}; only "
                            "`autopar solve` reads it", f"run `autopar solve {path}`, or give {reads}")
     what, command = INPUT_KINDS[kind]
     return SpecProblem(str(path), "", None, f"this is {what}, not {reads}",
