@@ -52,13 +52,18 @@ class Mesh:
     gpus_per_node: int
     #: the cluster rank of the mesh's rank 0 (a pipeline stage's first device)
     first_rank: int = 0
+    #: copies of the whole mesh that run the same plan on the remaining devices (a plan
+    #: that uses ``N / replicas`` devices: PaSE's "product ≤ p"; replicas compute the same
+    #: blocks, so they add no communication and no memory)
+    replicas: int = 1
 
     @property
     def devices(self) -> int:
         return self.shape[0] * self.shape[1]
 
     def label(self) -> str:
-        return f"{self.shape[0]}x{self.shape[1]}"
+        text = f"{self.shape[0]}x{self.shape[1]}"
+        return text if self.replicas == 1 else f"{self.replicas}x({text})"
 
     @cached_property
     def coords(self) -> tuple[np.ndarray, np.ndarray]:
@@ -257,11 +262,24 @@ def _group_ranks(names: tuple[str, ...], cfg: Config, mesh: Mesh, dims: tuple[st
     return np.flatnonzero(same)
 
 
-def logical_meshes(devices: int, gpus_per_node: int, one_d_only: bool = False) -> list[Mesh]:
+def logical_meshes(devices: int, gpus_per_node: int, one_d_only: bool = False,
+                   submeshes: bool = True) -> list[Mesh]:
     """Every logical 2-D shape ``(m0, m1)`` of ``devices`` (Alpa enumerates the logical
     shapes of a device mesh, Sec. 5.2), 1-D ``(1, N)`` first (``(N, 1)`` is the same mesh);
-    ``one_d_only``: just that one."""
+    ``one_d_only``: just that one.
+
+    ``submeshes``: also every 2-D shape ``(a, b)``, ``a, b > 1``, of a proper divisor ``d``
+    of the devices, on ranks ``0..d-1`` and replicated ``N/d`` times (a plan that leaves
+    devices to replicas, as PaSE's configurations with a product below ``p`` do). Without
+    them a plan of ``d`` devices on a 2-D mesh could not be used on ``N`` devices (it would
+    need a third mesh axis), and more devices could give a worse optimum. A 1-D shape of
+    ``d`` devices needs no entry: it is ``(N/d, d)`` with mesh axis 0 unused."""
     if one_d_only:
         return [Mesh((1, devices), gpus_per_node)]
-    return [Mesh((devices // m1, m1), gpus_per_node) for m1 in reversed(divisors(devices))
-            if m1 > 1 or devices == 1]
+    out = [Mesh((devices // m1, m1), gpus_per_node) for m1 in reversed(divisors(devices))
+           if m1 > 1 or devices == 1]
+    if submeshes:
+        for d in divisors(devices)[:-1]:
+            out += [Mesh((d // m1, m1), gpus_per_node, 0, devices // d) for m1 in reversed(divisors(d))
+                    if 1 < m1 < d]
+    return out

@@ -45,9 +45,12 @@ class Outer:
     microbatches: int
     stage: tuple[int, ...]
     shape: tuple[int, int]
+    replicas: int = 1
 
     def label(self) -> str:
-        return f"pp={self.pp} c={self.microbatches} mesh={self.shape[0]}x{self.shape[1]}"
+        mesh = f"{self.shape[0]}x{self.shape[1]}"
+        return f"pp={self.pp} c={self.microbatches} mesh=" + (mesh if self.replicas == 1 else
+                                                               f"{self.replicas}x({mesh})")
 
 
 @dataclass
@@ -114,8 +117,9 @@ class OpSearchSpace:
                 g = self._graph(batch // c)
                 splits = [tuple([0] * len(g.ops))] if pp == 1 else layer_splits(g, pp)
                 for st in splits:
-                    for mesh in logical_meshes(n // pp, ctx.cluster.gpus_per_node, one_d_only=rule == "pase"):
-                        self.outers.append(Outer(pp, c, st, mesh.shape))
+                    for mesh in logical_meshes(n // pp, ctx.cluster.gpus_per_node, one_d_only=rule == "pase",
+                                               submeshes=pp == 1):
+                        self.outers.append(Outer(pp, c, st, mesh.shape, mesh.replicas))
         self._tables: dict[int, PipelineTables] = {}
         self._kept: dict[int, list[np.ndarray]] = {}
         self.num_ops = len(self._graph(batch).ops)
@@ -134,7 +138,7 @@ class OpSearchSpace:
             o = self.outers[i]
             g = self._graph(self.ctx.training.global_batch_size // o.microbatches)
             self._tables[i] = pipeline_tables(g, self.ctx, StageSplit(o.stage, o.pp, o.microbatches, self.schedule),
-                                              o.shape, self.rule, self.rs)
+                                              o.shape, self.rule, self.rs, o.replicas)
         return self._tables[i]
 
     def max_actions(self) -> int:
@@ -143,7 +147,7 @@ class OpSearchSpace:
 
         most = len(self)
         for o in self.outers:
-            mesh = Mesh(o.shape, self.ctx.cluster.gpus_per_node)
+            mesh = Mesh(o.shape, self.ctx.cluster.gpus_per_node, 0, o.replicas)
             g = self._graph(self.ctx.training.global_batch_size // o.microbatches)
             seen = set()
             for op in g.ops:
@@ -174,7 +178,8 @@ class OpSearchSpace:
                 "operators": [c.label(op) for op, c in zip(t.graph.ops, cfgs)]}
         if o.pp == 1 and o.microbatches == 1:
             from autopar_opt.ir.mesh import Mesh
-            m = evaluate_plan(t.graph, self.ctx, OpPlan(Mesh(o.shape, self.ctx.cluster.gpus_per_node), cfgs))
+            m = evaluate_plan(t.graph, self.ctx, OpPlan(Mesh(o.shape, self.ctx.cluster.gpus_per_node, 0,
+                                                             o.replicas), cfgs))
             return plan, m.time_s, m.fits, m.to_dict()
         priced = self.price(cand)
         return plan, priced.time_s, priced.feasible, {"time_s": priced.time_s,

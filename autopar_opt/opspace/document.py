@@ -81,7 +81,7 @@ def build_document(spec: Any, result: Any, plan: Any, metrics: Any, baselines: l
         "spec": {"path": str(spec.path), "problem": {"format": "operator_sharding", **spec.settings}},
         "status": status,
         "plan": None if plan is None else (pipeline["plan"] if pipeline else
-                                          {"mesh": list(plan.mesh.shape),
+                                          {"mesh": list(plan.mesh.shape), "replicas": plan.mesh.replicas,
                                            "operators": operator_rows(spec.graph, plan, metrics)}),
         "metrics": None if metrics is None else _metrics(metrics, batch),
         "certificate": {"primal": json_float(value), "lower_bound": json_float(bound),

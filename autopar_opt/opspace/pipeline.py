@@ -74,6 +74,7 @@ class PipelineTables:
     inflight: list[int]
     capacity_bytes: float
     timings: dict = field(default_factory=dict)
+    replicas: int = 1
 
 
 def stage_link(ctx: StageContext, a: int, b: int, d: int) -> tuple[float, float]:
@@ -85,17 +86,20 @@ def stage_link(ctx: StageContext, a: int, b: int, d: int) -> tuple[float, float]
 
 
 def pipeline_tables(graph: OperatorGraph, ctx: StageContext, split: StageSplit, shape: tuple[int, int],
-                    rule: str = "alpa", reduce_scatter: bool = True) -> PipelineTables:
-    """Price ``split`` with every stage on a logical mesh of ``shape`` (module docstring)."""
+                    rule: str = "alpa", reduce_scatter: bool = True, replicas: int = 1) -> PipelineTables:
+    """Price ``split`` with every stage on a logical mesh of ``shape`` (module docstring);
+    ``replicas`` (one stage only): the mesh uses ``N / replicas`` devices, replicated."""
     start = time.perf_counter()
-    d = ctx.cluster.num_devices // split.pp
+    if replicas > 1 and split.pp > 1:
+        raise ValueError("replicated sub-meshes are for one stage")
+    d = ctx.cluster.num_devices // split.pp // replicas
     if shape[0] * shape[1] != d:
         raise ValueError(f"mesh {shape} does not have the {d} devices of a stage")
     gpn = ctx.cluster.gpus_per_node
     builders = []
     for i in range(split.pp):
         sctx = replace(ctx, devices=d, first_rank=i * d)
-        builders.append(TableBuilder(sctx, Mesh(shape, gpn, i * d), rule, reduce_scatter))
+        builders.append(TableBuilder(sctx, Mesh(shape, gpn, i * d, replicas), rule, reduce_scatter))
     ops = graph.ops
     configs = [builders[split.stage[v]].configs(op) for v, op in enumerate(ops)]
     costs = [builders[split.stage[v]].costs(op) for v, op in enumerate(ops)]
@@ -122,7 +126,7 @@ def pipeline_tables(graph: OperatorGraph, ctx: StageContext, split: StageSplit, 
                           [np.array([c.param_bytes for c in cs]) for cs in costs],
                           [np.array([c.act_bytes for c in cs]) for cs in costs],
                           edges, [merged[e] for e in edges], boundary, inflight, ctx.capacity_bytes,
-                          {"tables_s": time.perf_counter() - start})
+                          {"tables_s": time.perf_counter() - start}, replicas)
 
 
 def pipeline_objective(t: PipelineTables, choice: list[int]) -> tuple[float, list[float]]:
@@ -211,7 +215,7 @@ class PipelineSearch:
     """Every (pp, micro-batches, split, mesh shape) tried: its outcome or the bound that pruned it."""
 
     outcomes: list[SplitOutcome]
-    pruned: list[tuple[StageSplit, tuple[int, int], float]]
+    pruned: list[tuple[StageSplit, tuple[int, int], float]]   # (split, mesh shape, bound)
     best: SplitOutcome | None
     wall_time_s: float
 
@@ -248,9 +252,10 @@ def solve_pipeline(graph_for, ctx: StageContext, pp_degrees: list[int], microbat
             g = graph_for(batch // c)
             splits = [tuple([0] * len(g.ops))] if pp == 1 else layer_splits(g, pp)
             for st in splits:
-                for mesh in logical_meshes(d, ctx.cluster.gpus_per_node, one_d_only=rule == "pase"):
+                for mesh in logical_meshes(d, ctx.cluster.gpus_per_node, one_d_only=rule == "pase",
+                                           submeshes=pp == 1):
                     t = pipeline_tables(g, ctx, StageSplit(st, pp, c, schedule), mesh.shape, rule,
-                                        reduce_scatter)
+                                        reduce_scatter, mesh.replicas)
                     candidates.append((split_lower_bound(t), len(candidates), t))
     candidates.sort(key=lambda x: (x[0], x[1]))
     outcomes, pruned, best = [], [], None
@@ -288,6 +293,7 @@ def pipeline_document(search: PipelineSearch, rel_gap: float) -> tuple[dict, Pip
     """The plan, certificate rows, bound and status of a pipeline search for plan.json."""
     rows = [{"pp": o.tables.split.pp, "microbatches": o.tables.split.microbatches,
              "schedule": o.tables.split.schedule.value, "mesh": list(o.tables.shape),
+             "replicas": o.tables.replicas,
              "stages": _stage_sizes(o.tables.split), "status": o.status, "value": o.value,
              "lower_bound": o.lower_bound, "wall_time_s": round(o.wall_time_s, 4)} for o in search.outcomes]
     rows += [{"pp": s.pp, "microbatches": s.microbatches, "schedule": s.schedule.value, "mesh": list(shape),
@@ -309,7 +315,7 @@ def pipeline_document(search: PipelineSearch, rel_gap: float) -> tuple[dict, Pip
                  **t.configs[v][best.choice[v]].to_dict(op)}
                 for v, op in enumerate(t.graph.ops) if t.split.stage[v] == i]})
     plan = {"pp": t.split.pp, "microbatches": t.split.microbatches, "schedule": t.split.schedule.value,
-            "mesh": list(t.shape), "stages": stages}
+            "mesh": list(t.shape), "replicas": t.replicas, "stages": stages}
     return ({"plan": plan, "lower_bound": bound, "status": status, "configurations": rows},
             PipelineMetrics(value, mem, t.capacity_bytes))
 

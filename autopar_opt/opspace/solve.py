@@ -35,7 +35,7 @@ from autopar_opt.core.result import relative_gap
 from autopar_opt.cost.context import StageContext
 from autopar_opt.ir.operators import OperatorGraph
 from autopar_opt.ir.mesh import Mesh, logical_meshes
-from autopar_opt.cost.operators.tables import OpTables, TableBuilder, unary_bound
+from autopar_opt.cost.operators.tables import OpTables, TableBuilder, bound_fixing, unary_bound
 
 #: Solver names an operator-sharding solve accepts.
 SOLVERS = ("auto", "dp", "highs", "gurobi", "scip")
@@ -64,7 +64,7 @@ class MeshOutcome:
 
     def to_dict(self) -> dict:
         from autopar_opt.opspace.document import json_float
-        return {"mesh": list(self.mesh.shape), "status": self.status, "value": json_float(self.value),
+        return {"mesh": list(self.mesh.shape), "replicas": self.mesh.replicas, "status": self.status, "value": json_float(self.value),
                 "lower_bound": json_float(self.lower_bound), "wall_time_s": round(self.wall_time_s, 4),
                 "method": self.method, "message": self.message, "stats": self.stats}
 
@@ -137,8 +137,31 @@ def _fits(tables: OpTables, choice: list[int]) -> bool:
 
 
 def solve_tables(tables: OpTables, solver: str = "auto", time_limit_s: float | None = None,
-                 rel_gap: float = 1e-9) -> MeshOutcome:
-    """Solve one mesh's tables exactly (module docstring)."""
+                 rel_gap: float = 1e-9, incumbent: float | None = None) -> MeshOutcome:
+    """Solve one mesh's tables exactly (module docstring). With ``incumbent`` (a plan's
+    value from another mesh) configurations that cannot beat it are fixed out first
+    (:func:`~autopar_opt.cost.operators.tables.bound_fixing`); the mesh is then either
+    solved exactly (its optimum is below the incumbent) or proven no better (status
+    ``pruned``, bound ``min(restricted optimum, incumbent)``)."""
+    if incumbent is not None and math.isfinite(incumbent):
+        keep = bound_fixing(tables, incumbent)
+        floor = unary_bound(tables)
+        if any(len(k) == 0 for k in keep):
+            return MeshOutcome(tables.mesh, "pruned", None, max(floor, incumbent), 0.0, "bound",
+                               "no configuration of some operator can beat the incumbent", tables=tables)
+        if sum(map(len, keep)) < sum(tables.sizes):
+            out = solve_tables(tables.subset(keep), solver, time_limit_s, rel_gap)
+            out.stats["configs_fixed_out"] = sum(tables.sizes) - sum(map(len, keep))
+            out.tables = tables
+            if out.choice is not None:
+                out.choice = [int(k[c]) for k, c in zip(keep, out.choice)]
+            if out.status in ("optimal", "infeasible") and (out.value is None or out.value >= incumbent):
+                bound = max(floor, incumbent if out.value is None else min(out.value, incumbent))
+                return MeshOutcome(tables.mesh, "pruned", None, bound, out.wall_time_s, out.method + "+fixing",
+                                   "cannot beat the incumbent once configurations that cannot are fixed out",
+                                   tables=tables, stats=out.stats)
+            out.method += "+fixing"
+            return out
     start = time.monotonic()
     deadline = None if time_limit_s is None else start + time_limit_s
     stats: dict = {"operators": len(tables.time), "edges": len(tables.edges),
@@ -220,7 +243,7 @@ def solve_operator_space(graph: OperatorGraph, ctx: StageContext, devices: int, 
             continue
         left = None if time_limit_s is None else max(0.1, time_limit_s - (time.monotonic() - start))
         tables = builders[i].build(graph)
-        out = solve_tables(tables, solver, left, rel_gap)
+        out = solve_tables(tables, solver, left, rel_gap, None if best is None else best.value)
         out.stats["tables_s"] = round(sum(tables.timings.values()), 4)
         outcomes[i] = out
         if out.value is not None and (best is None or out.value < best.value):

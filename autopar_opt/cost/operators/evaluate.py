@@ -31,7 +31,7 @@ class OpPlan:
     configs: list[Config]
 
     def to_dict(self, graph: OperatorGraph) -> dict:
-        return {"mesh": list(self.mesh.shape),
+        return {"mesh": list(self.mesh.shape), "replicas": self.mesh.replicas,
                 "operators": [{"name": op.name, "layer": op.layer, "role": op.role, **c.to_dict(op)}
                               for op, c in zip(graph.ops, self.configs)]}
 

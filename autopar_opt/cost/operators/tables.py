@@ -87,6 +87,16 @@ class OpTables:
     def index_of(self, v: int, cfg: Config) -> int:
         return self.configs[v].index(cfg)
 
+    def subset(self, keep: list[np.ndarray]) -> "OpTables":
+        """The tables restricted to the configurations ``keep[v]`` of every operator
+        (indices into this table; the caller maps choices back)."""
+        return OpTables(self.graph, self.mesh, self.rule, [[c[k] for k in ks] for c, ks in zip(self.configs, keep)],
+                        [[c[k] for k in ks] for c, ks in zip(self.costs, keep)],
+                        [a[ks] for a, ks in zip(self.time, keep)], [m[ks] for m, ks in zip(self.memory, keep)],
+                        list(self.edges), list(self.operands),
+                        [r[np.ix_(keep[u], keep[v])] for (u, v), r in zip(self.edges, self.redistribution)],
+                        self.capacity_bytes, dict(self.timings))
+
 
 class TableBuilder:
     """Builds :class:`OpTables`; caches costs and layouts by operator signature."""
@@ -185,6 +195,17 @@ class TableBuilder:
 def unary_bound(tables: OpTables) -> float:
     """``Σ_v min_k A_v[k]``: a lower bound on ``T`` (redistribution is never negative)."""
     return math.fsum(float(a.min()) for a in tables.time if len(a))
+
+
+def bound_fixing(tables: OpTables, incumbent: float) -> list[np.ndarray]:
+    """Per operator, the configurations that can appear in a plan better than ``incumbent``.
+
+    A plan with ``v`` in configuration ``k`` costs at least ``Σ_w min A_w − min A_v +
+    A_v[k]`` (every other term at its least, redistribution never negative); when that
+    exceeds the incumbent, ``k`` is in no better plan and is dropped (reduced-cost fixing
+    with the unary bound; ties are kept)."""
+    slack = incumbent - unary_bound(tables)
+    return [np.flatnonzero(a - a.min() <= slack + 1e-12 * max(abs(incumbent), 1e-30)) for a in tables.time]
 
 
 def build_tables(graph: OperatorGraph, ctx: StageContext, mesh: Mesh, rule: str = "alpa",
