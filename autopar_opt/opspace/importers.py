@@ -274,11 +274,10 @@ def graph_from_file(kind: str, ref: str, inputs: list[list[int]] | None, kwargs:
         if not path.is_file():
             raise bad("problem.graph.onnx", ref, f"{path} does not exist", "give the ONNX file's path "
                       "relative to the spec")
-        try:
-            import onnx  # noqa: F401
-        except ImportError:
+        import importlib.util
+        if importlib.util.find_spec("onnx") is None:
             raise bad("problem.graph.onnx", ref, "the ONNX importer needs the optional 'onnx' package",
-                      "pip install 'autopar-opt[onnx]'") from None
+                      "pip install 'autopar-opt[onnx]'")
         return onnx_operator_graph(path)
     from autopar_opt.placement.importers.torch_fx import load_callable, trace_reason
     if not inputs:

@@ -29,8 +29,6 @@ import math
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from autopar_opt.core.result import relative_gap
 from autopar_opt.cost.context import StageContext
 from autopar_opt.ir.operators import OperatorGraph
@@ -44,7 +42,9 @@ MEM_RTOL = 1e-9
 #: ``auto``: the Pareto-label DP runs when memory binds only if the unconstrained
 #: elimination's widest table is at most this (its labels are handled one table entry at a
 #: time in Python; past this the MILP with its memory row is faster).
-PARETO_AUTO_WIDEST = 20_000
+PARETO_AUTO_WIDEST = 200_000
+#: ``auto``: the label limit of that attempt (past it the MILP takes over at once).
+PARETO_AUTO_LABELS = 1_000_000
 
 
 @dataclass
@@ -104,11 +104,11 @@ def eliminate(tables: OpTables, deadline: float | None = None):
     return solve_min_sum(tables.time, tables.edges, tables.redistribution, deadline)
 
 
-def eliminate_capacity(tables: OpTables, deadline: float | None = None):
+def eliminate_capacity(tables: OpTables, deadline: float | None = None, max_labels: int | None = None):
     """The same DP with Pareto labels under the memory knapsack."""
-    from autopar_opt.solvers.dp.pareto_elimination import solve_min_sum_capacity
+    from autopar_opt.solvers.dp.pareto_elimination import MAX_LABELS, solve_min_sum_capacity
     return solve_min_sum_capacity(tables.time, tables.memory, tables.edges, tables.redistribution,
-                                  tables.capacity_bytes, deadline)
+                                  tables.capacity_bytes, deadline, max_labels or MAX_LABELS)
 
 
 def solve_mip(tables: OpTables, solver: str, time_limit_s: float | None, rel_gap: float,
@@ -183,7 +183,8 @@ def solve_tables(tables: OpTables, solver: str = "auto", time_limit_s: float | N
                            f"{tables.memory_of(res.choice) / 2**30:.3g} GiB); MILP with the memory row")
             else:
                 try:
-                    pr = eliminate_capacity(tables, deadline)
+                    pr = eliminate_capacity(tables, deadline,
+                                            PARETO_AUTO_LABELS if solver == "auto" else None)
                     stats["pareto_labels_peak"] = pr.peak_labels
                     method = "dp-pareto"
                     if pr.choice is None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional
 
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
 from autopar_opt.core.errors import ProblemList, SpecError, SpecProblem, did_you_mean, one_of
 from autopar_opt.cost.context import StageContext, user_reserve_for

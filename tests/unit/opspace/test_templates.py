@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from autopar_opt.cost.operators.tables import build_tables
-from autopar_opt.ir.mesh import Mesh, logical_meshes
+from autopar_opt.ir.mesh import Mesh
 from autopar_opt.model_zoo.operator_graphs import transformer_lm
 from autopar_opt.opspace.solve import solve_mip, solve_operator_space, solve_tables
 from autopar_opt.opspace.templates import (Template, template_config, template_search, template_space,
