@@ -1,7 +1,8 @@
 """Plans the optimum is compared with, priced by the same model (and in the same space).
 
-* **data parallelism**: on the 1-D mesh every operator splits its batch dimension ``b``
-  over all devices (replicated where ``b`` is not a dimension or does not divide);
+* **data parallelism**: every operator splits its batch dimension ``b`` over the largest
+  number of devices that divides both the device count and the batch (the rest of the
+  devices hold replicas), replicated where an operator has no ``b``;
 * **"one weird trick"** (Krizhevsky, arXiv 1404.5997, 2014, Sec. 3): data parallelism in
   the convolutional layers, model parallelism in the fully connected ones (every FC
   layer split on its output units over all devices, the batch gathered), the loss split
@@ -46,10 +47,14 @@ def _split_on(op: Operator, dim: str | None, mesh: Mesh) -> Config:
 
 
 def data_parallel(graph: OperatorGraph, ctx: StageContext) -> Baseline:
-    """Every operator split on ``b`` over all devices (module docstring)."""
-    mesh = Mesh((1, ctx.cluster.num_devices), ctx.cluster.gpus_per_node)
+    """Every operator split on ``b`` (module docstring)."""
+    n = ctx.cluster.num_devices
+    batch = next((op.sizes["b"] for op in graph.ops if "b" in op.sizes), n)
+    dp = max(d for d in range(1, n + 1) if n % d == 0 and batch % d == 0)
+    mesh = Mesh((1, dp), ctx.cluster.gpus_per_node, 0, n // dp)
     plan = OpPlan(mesh, [_split_on(op, "b", mesh) for op in graph.ops])
-    return Baseline("data parallel", plan, evaluate_plan(graph, ctx, plan))
+    note = "" if dp == n else f"the batch of {batch} splits over {dp} devices; the other devices hold replicas"
+    return Baseline("data parallel", plan, evaluate_plan(graph, ctx, plan), note)
 
 
 def one_weird_trick(graph: OperatorGraph, ctx: StageContext) -> Baseline | None:

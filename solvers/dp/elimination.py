@@ -142,11 +142,11 @@ def solve_min_sum(unary: list[np.ndarray], pairs: list[tuple[int, int]], tables:
         total = np.zeros([sizes[x] for x in full])
         for f in fids:
             fscope, arr = factors.pop(f)
-            total = total + _expand(arr, fscope, full, sizes)
+            total += _expand(arr, fscope, full, sizes)      # in place: the same sums, no copies
             for x in fscope:
                 touching[x].discard(f)
         arg = np.argmin(total, axis=-1)
-        best = np.take_along_axis(total, arg[..., None], axis=-1)[..., 0]
+        best = total.min(axis=-1)                           # the argmin's value
         backs.append((v, tuple(scope), arg.astype(np.int32)))
         if scope:
             add(tuple(scope), best)
