@@ -125,10 +125,13 @@ def _summary(doc: dict, console: Console) -> None:
 def _opspace_spec(spec_path: str):
     """The loaded operator-sharding spec when the file holds ``problem: {format:
     operator_sharding}``, else None."""
-    from autopar_opt.opspace.spec import build_op_spec, is_operator_sharding
     from autopar_opt.spec.loader import read_mapping
     data = read_mapping(spec_path)
-    return build_op_spec(data, Path(spec_path)) if is_operator_sharding(data) else None
+    problem = data.get("problem") if isinstance(data, dict) else None
+    if not (isinstance(problem, dict) and problem.get("format") == "operator_sharding"):
+        return None                       # opspace is imported only for its own specs
+    from autopar_opt.opspace.spec import build_op_spec
+    return build_op_spec(data, Path(spec_path))
 
 
 def _opspace_command(spec_path: str, solver, time_limit_s, gap, out_dir, json_output, quiet, form,

@@ -143,12 +143,6 @@ class OpSpec:
         return self.graph_for(self.batch)
 
 
-def is_operator_sharding(data: Any) -> bool:
-    """Whether a parsed spec is an operator-sharding problem."""
-    problem = data.get("problem") if isinstance(data, dict) else None
-    return isinstance(problem, dict) and problem.get("format") == FORMAT
-
-
 def _cluster(sec: ClusterSection, devices: int | None, out: ProblemList) -> Cluster | None:
     from autopar_opt.model_zoo.registry import cluster_names, get_cluster
 
