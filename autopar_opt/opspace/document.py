@@ -60,16 +60,19 @@ def template_comparison(graph: Any, plan: Any, value: float, template: Any | Non
 
 def build_document(spec: Any, result: Any, plan: Any, metrics: Any, baselines: list, template: Any,
                    solver: str, time_limit_s: float, rel_gap: float, version: str,
-                   pipeline: dict | None = None) -> dict:
+                   pipeline: dict | None = None, source: str = "solver") -> dict:
     """The whole plan.json (module docstring). ``result`` is an
     :class:`~autopar_opt.opspace.solve.OpSolveResult` or a pipeline search (``pipeline``
-    then holds its plan and certificate)."""
+    then holds its plan and certificate); ``source`` says where the plan comes from (the
+    solver, or a baseline that beat the solver's incumbent within its limits)."""
     value = None if metrics is None else metrics.time_s
     if pipeline is not None:
         bound, status, cert_rows = pipeline["lower_bound"], pipeline["status"], pipeline["configurations"]
         method = "milp"
     else:
         bound, status = result.lower_bound, result.status(rel_gap)
+        if value is not None:
+            status = "optimal" if relative_gap(value, bound) <= rel_gap + 1e-12 else "feasible"
         cert_rows = [o.to_dict() for o in result.outcomes]
         method = result.best.method if result.best is not None else None
     exact = value is not None and math.isfinite(bound) and bound >= value * (1 - max(rel_gap, 1e-9)) - 1e-15
@@ -83,6 +86,7 @@ def build_document(spec: Any, result: Any, plan: Any, metrics: Any, baselines: l
         "plan": None if plan is None else (pipeline["plan"] if pipeline else
                                           {"mesh": list(plan.mesh.shape), "replicas": plan.mesh.replicas,
                                            "operators": operator_rows(spec.graph, plan, metrics)}),
+        "plan_source": source,
         "metrics": None if metrics is None else _metrics(metrics, batch),
         "certificate": {"primal": json_float(value), "lower_bound": json_float(bound),
                         "gap": json_float(relative_gap(value, bound)), "exact": exact, "status": status,

@@ -124,7 +124,15 @@ def dqn(budget: float, only: str | None, devices: tuple[int, ...]) -> None:
 
 
 def _f(x, fmt="{:.4g}") -> str:
-    return "-" if x is None else fmt.format(x)
+    if x is None:
+        return "-"
+    return x if isinstance(x, str) else fmt.format(x)
+
+
+def _mesh(r: dict) -> str:
+    """The optimum's logical mesh (with its replicas) from the certificate rows."""
+    m = r.get("plan_mesh")
+    return "-" if not m else f"{m[0]}x{m[1]}"
 
 
 def report() -> None:
@@ -142,7 +150,7 @@ def report() -> None:
         rows = json.loads(path.read_text())
         lines += [f"## Exact solve, {rule} rule", "",
                   "| instance | devices | status | optimum s | gap | method | wall s | cpu s | peak MiB | load | "
-                  "data parallel s (× opt) | expert s (× opt) |", "|" + "---|" * 12]
+                  "data parallel s (× opt) | expert s (× opt) | mesh |", "|" + "---|" * 13]
         for r in rows:
             opt = r["optimum"]
             dp = r["data_parallel"]
@@ -152,7 +160,8 @@ def report() -> None:
                          f"{r['load_before']} | {_f(dp)} ({_f(dp / opt if dp and opt else None, '{:.3f}')}"
                          f"{'' if r['data_parallel_fits'] in (True, None) else ', OOM'}) | "
                          + (f"{r['expert']}: {_f(ex)} ({_f(ex / opt if ex and opt else None, '{:.3f}')}"
-                            f"{'' if r['expert_fits'] in (True, None) else ', OOM'})" if ex else "-") + " |")
+                            f"{'' if r['expert_fits'] in (True, None) else ', OOM'})" if ex else "-")
+                         + f" | {_mesh(r)} |")
         lines.append("")
     path = HERE / "dqn.json"
     if path.exists():
