@@ -29,6 +29,8 @@ import math
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from autopar_opt.core.result import relative_gap
 from autopar_opt.cost.context import StageContext
 from autopar_opt.ir.operators import OperatorGraph
@@ -45,6 +47,9 @@ MEM_RTOL = 1e-9
 PARETO_AUTO_WIDEST = 200_000
 #: ``auto``: the label limit of that attempt (past it the MILP takes over at once).
 PARETO_AUTO_LABELS = 1_000_000
+#: Largest MILP built (columns: configurations plus grouped edge variables); past it the
+#: mesh keeps the DP's or the unary bound and no plan (HiGHS would need gigabytes).
+MAX_MILP_COLUMNS = 2_000_000
 
 
 @dataclass
@@ -166,7 +171,7 @@ def solve_tables(tables: OpTables, solver: str = "auto", time_limit_s: float | N
     deadline = None if time_limit_s is None else start + time_limit_s
     stats: dict = {"operators": len(tables.time), "edges": len(tables.edges),
                    "configs_max": max(tables.sizes, default=0), "configs_total": sum(tables.sizes)}
-    choice, bound, method, message = None, -math.inf, solver, ""
+    choice, bound, method, message = None, unary_bound(tables), solver, ""
     if solver in ("auto", "dp"):
         from autopar_opt.solvers.dp.elimination import EliminationTimeout, EliminationTooWide
         from autopar_opt.solvers.dp.pareto_elimination import ParetoTooLarge
@@ -200,6 +205,13 @@ def solve_tables(tables: OpTables, solver: str = "auto", time_limit_s: float | N
             status = "optimal" if choice is not None else "no_plan"
             return _outcome(tables, status, choice, bound, start, method, message, stats)
     mip = "highs" if solver == "auto" else solver
+    columns = sum(tables.sizes) + sum(len(np.unique(r, axis=0)) * len(np.unique(r, axis=1))
+                                      for r in tables.redistribution)
+    if columns > MAX_MILP_COLUMNS:
+        stats["milp_columns"] = columns
+        return _outcome(tables, "no_plan", None, bound, start, method,
+                        "; ".join(m for m in (message, f"the MILP would have {columns:,} columns "
+                                              f"(limit {MAX_MILP_COLUMNS:,})") if m), stats)
     left = None if deadline is None else max(0.1, deadline - time.monotonic())
     term, mchoice, mbound, mmsg, mstats = solve_mip(tables, mip, left, rel_gap)
     stats.update(mstats)
