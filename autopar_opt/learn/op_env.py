@@ -49,9 +49,10 @@ class OpEnv:
             self.outer_feats[i, :5] = (0.0, o.pp / self.max_pp, np.log2(o.microbatches + 1) /
                                        np.log2(self.max_c + 1), o.shape[0] / n_dev, o.shape[1] / n_dev)
         self.config: int | None = None
+        self._next: Step | None = None
 
     def reset(self) -> Step:
-        self.config, self.u = None, 0
+        self.config, self.u, self._next = None, 0, None
         return Step(np.zeros(OP_STATE_DIM), self.outer_feats.copy(), [(i, 0) for i in range(len(self.space))])
 
     def _begin(self, i: int) -> None:
@@ -82,6 +83,10 @@ class OpEnv:
         return total
 
     def observe(self) -> Step:
+        """The next decision (computed by :meth:`step`, which skips forced moves)."""
+        return self._next if self._next is not None else self._observe()
+
+    def _observe(self) -> Step:
         u, t = self.u, self.t
         st = t.split.stage[u]
         ks = self.kept[u]
@@ -120,6 +125,21 @@ class OpEnv:
         return Step(state, f[mask], [(int(k), 0) for k in ks[mask]])
 
     def step(self, action: tuple[int, int]) -> tuple[float, bool]:
+        """Apply ``action``, then every following decision that has one legal action only
+        (a forced move: the agent learns nothing from it; its reward is added to this
+        step's, a semi-MDP step with no discount). Returns (reward, episode finished)."""
+        self._next = None
+        reward, done = self._apply(action)
+        while not done:
+            nxt = self._observe()
+            if len(nxt.meaning) != 1:
+                self._next = nxt
+                break
+            r, done = self._apply(nxt.meaning[0])
+            reward += r
+        return reward, done
+
+    def _apply(self, action: tuple[int, int]) -> tuple[float, bool]:
         if self.config is None:
             self._begin(action[0])
             return 0.0, False
