@@ -69,7 +69,7 @@ def opspace_solve_command(spec, solver: str | None, time_limit_s: float | None, 
         mip = "highs" if name in ("auto", "dp") else name
         result = solve_pipeline(spec.graph_for, ctx, spec.pipeline.pp, spec.pipeline.microbatches,
                                 schedule_of(spec.pipeline), spec.rule, spec.reduce_scatter, mip, limit)
-        pipeline_part, metrics = pipeline_document(result, rel)
+        pipeline_part, metrics = pipeline_document(result, rel, ctx)
         plan = metrics and pipeline_part["plan"]
         base, template = [], None
     else:

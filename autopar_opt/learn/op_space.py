@@ -9,8 +9,8 @@ partition task). Every outer choice's tables are the exact solver's
 with one micro-batch is the single-stage objective exactly. Candidates are priced from
 the tables (:func:`~autopar_opt.opspace.pipeline.pipeline_objective`); the value a
 searcher reports is the independent evaluator's
-(:func:`~autopar_opt.cost.operators.evaluate.evaluate_plan`) for one stage, the tables'
-formula for pipelines (there is no independent pipeline evaluator yet).
+(:func:`~autopar_opt.cost.operators.evaluate.evaluate_plan` for one stage,
+:func:`~autopar_opt.opspace.pipeline.evaluate_pipeline` for pipelines).
 
 Pruning of the partition task (Wang et al. 2020, Auto-MAP, Sec. 4 "task-specific
 pruning"): per operator, of the configurations with the same layouts on every edge
@@ -181,9 +181,10 @@ class OpSearchSpace:
             m = evaluate_plan(t.graph, self.ctx, OpPlan(Mesh(o.shape, self.ctx.cluster.gpus_per_node, 0,
                                                              o.replicas), cfgs))
             return plan, m.time_s, m.fits, m.to_dict()
-        priced = self.price(cand)
-        return plan, priced.time_s, priced.feasible, {"time_s": priced.time_s,
-                                                      "memory_ratio": priced.memory_ratio}
+        from autopar_opt.opspace.pipeline import evaluate_pipeline
+        value, mem = evaluate_pipeline(t.graph, self.ctx, t.split, o.shape, cfgs)
+        fits = max(mem) <= t.capacity_bytes * (1 + 1e-9)
+        return plan, value, fits, {"time_s": value, "stage_memory_bytes": mem, "fits_memory": fits}
 
     # ---------------------------------------------------------------- moves
     def random_candidate(self, rng: np.random.Generator, config: int | None = None) -> OpCandidate:

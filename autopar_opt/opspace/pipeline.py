@@ -12,7 +12,8 @@ stages is sent directly, once). :func:`solve_split` solves the MILP of
 :mod:`autopar_opt.formulations.opspace_pipeline` (exact, with its bound);
 :func:`pipeline_objective` prices a choice from the tables with the same formula
 (docs/DESIGN.md §3: ``Σp + Σo + (c−1)·max(p, o) + max g``; per-stage memory with the
-schedule's in-flight micro-batches, :func:`~autopar_opt.ir.pipeline.inflight_microbatches`).
+schedule's in-flight micro-batches, :func:`~autopar_opt.ir.pipeline.inflight_microbatches`);
+:func:`evaluate_pipeline` prices a plan again without the tables (the independent check).
 
 What is not here: the DP for ``pp > 1`` (the max terms break the min-sum; only the MILP
 is exact), and the choice of the split itself beyond enumerating candidate splits
@@ -289,8 +290,10 @@ class PipelineMetrics:
                 "fits_memory": self.fits}
 
 
-def pipeline_document(search: PipelineSearch, rel_gap: float) -> tuple[dict, PipelineMetrics | None]:
-    """The plan, certificate rows, bound and status of a pipeline search for plan.json."""
+def pipeline_document(search: PipelineSearch, rel_gap: float, ctx: StageContext
+                      ) -> tuple[dict, PipelineMetrics | None]:
+    """The plan, certificate rows, bound and status of a pipeline search for plan.json; the
+    plan re-priced by :func:`evaluate_pipeline`."""
     rows = [{"pp": o.tables.split.pp, "microbatches": o.tables.split.microbatches,
              "schedule": o.tables.split.schedule.value, "mesh": list(o.tables.shape),
              "replicas": o.tables.replicas,
@@ -305,7 +308,8 @@ def pipeline_document(search: PipelineSearch, rel_gap: float) -> tuple[dict, Pip
         status = "infeasible" if math.isinf(bound) and bound > 0 else "no_plan"
         return {"plan": None, "lower_bound": bound, "status": status, "configurations": rows}, None
     t = best.tables
-    value, mem = pipeline_objective(t, best.choice)
+    value, mem = evaluate_pipeline(t.graph, ctx, t.split, t.shape,
+                                   [t.configs[v][k] for v, k in enumerate(best.choice)])
     gap = (value - bound) / value if value else 0.0
     status = "optimal" if gap <= rel_gap + 1e-12 else "feasible"
     stages = []
@@ -322,3 +326,44 @@ def pipeline_document(search: PipelineSearch, rel_gap: float) -> tuple[dict, Pip
 
 def _stage_sizes(split: StageSplit) -> list[int]:
     return [sum(1 for s in split.stage if s == i) for i in range(split.pp)]
+
+
+def evaluate_pipeline(graph: OperatorGraph, ctx: StageContext, split: StageSplit, shape: tuple[int, int],
+                      configs: list[Config]) -> tuple[float, list[float]]:
+    """Price a pipeline plan from scratch (no tables): every operator with a fresh
+    :class:`~autopar_opt.cost.operators.pricing.OpPricer` on its stage's mesh, every edge
+    inside a stage with the device-by-device redistribution and every edge across stages
+    with the device-by-device transfer, then docs/DESIGN.md §3's latency; returns the
+    iteration time and each stage's memory (the independent check of
+    :func:`pipeline_objective`)."""
+    from autopar_opt.cost.operators.pricing import OpPricer
+    from autopar_opt.cost.operators.redistribution import links_of, redistribution_time, transfer_time
+    from autopar_opt.ir.mesh import output_blocks, tensor_blocks
+
+    pp, st, c = split.pp, split.stage, split.microbatches
+    d = ctx.cluster.num_devices // pp
+    gpn = ctx.cluster.gpus_per_node
+    meshes = [Mesh(shape, gpn, i * d) for i in range(pp)]
+    pricers = [OpPricer(replace(ctx, devices=d, first_rank=i * d), meshes[i]) for i in range(pp)]
+    inflight = [inflight_microbatches(split.schedule, pp, c, i) for i in range(pp)]
+    dtype = DTYPE_BYTES.get(ctx.training.dtype, 2)
+    p, g, mem = [0.0] * pp, [0.0] * pp, [0.0] * pp
+    o = [0.0] * max(pp - 1, 0)
+    for v, (op, cfg) in enumerate(zip(graph.ops, configs)):
+        cost = pricers[st[v]].cost(op, cfg)
+        p[st[v]] += cost.step_s
+        g[st[v]] += cost.sync_s
+        mem[st[v]] += cost.param_bytes + inflight[st[v]] * cost.act_bytes
+    for u, v, i in graph.edges():
+        x = graph.ops[v].inputs[i]
+        P, Pf = output_blocks(graph.ops[u], configs[u], meshes[st[u]], x.take)
+        C, Cf = tensor_blocks(graph.ops[v], configs[v], meshes[st[v]], x.axes)
+        nbytes = float(x.elements * dtype)
+        if st[u] == st[v]:
+            links = links_of(ctx, meshes[st[u]])
+            p[st[u]] += redistribution_time(P, Pf, C, Cf, nbytes, links) + \
+                redistribution_time(C, Cf, P, Pf, nbytes, links)
+        else:
+            bps, lat = stage_link(ctx, st[u], st[v], d)
+            o[st[v] - 1] += transfer_time(P, Pf, C, Cf, nbytes, bps, lat)
+    return math.fsum(p) + math.fsum(o) + (c - 1) * max(p + o) + max(g), mem

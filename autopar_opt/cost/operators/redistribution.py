@@ -211,3 +211,21 @@ def _send(P: np.ndarray, Pf: np.ndarray, C: np.ndarray, Cf: np.ndarray, nbytes: 
     hi = ((C[None] + 1) * Pf[:, None, None, :] - 1) // Cf[None, :, None, :]
     steps = np.prod(hi - lo + 1, axis=3)                                  # [Gp, Gc, N]
     return (steps * lat_s + need[None, :, None] / bps).max(axis=2)
+
+
+def transfer_time(P: np.ndarray, Pf: tuple[int, ...], C: np.ndarray, Cf: tuple[int, ...], nbytes: float,
+                  bps: float, lat_s: float) -> float:
+    """One pair of :func:`transfer_matrix`, device by device (its reference)."""
+    def one_way(src, sf, dst, df) -> float:
+        worst = 0.0
+        for r in range(dst.shape[0]):
+            blocks, need = 1, 1.0
+            for a in range(dst.shape[1]):
+                lo, hi = dst[r, a] / df[a], (dst[r, a] + 1) / df[a]
+                need *= hi - lo
+                blocks *= sum(1 for q in range(sf[a]) if min(hi, (q + 1) / sf[a]) - max(lo, q / sf[a]) > 0)
+            worst = max(worst, blocks * lat_s + need * nbytes / bps)
+        return worst
+    if P.shape[1] == 0 or nbytes <= 0:
+        return 0.0
+    return one_way(P, Pf, C, Cf) + one_way(C, Cf, P, Pf)
