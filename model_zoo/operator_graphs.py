@@ -314,12 +314,22 @@ class _Tx:
                         Operand((a, d, e), ("h", "d", "e"), None, True)],
                        ("b", "l", "e"), n, "out")
 
-    def mlp(self, x: int, n: str) -> int:
+    def mlp(self, x: int, n: str, gated: bool = False) -> int:
+        """fc1, GELU, fc2; ``gated``: SwiGLU (Shazeer 2020): fc1 makes the gate and the up
+        projection at once (a fixed dimension ``t`` of size 2, Megatron's fused
+        ``linear_fc1``) and the activation multiplies the two slices."""
         b, s, e, f = self.b, self.s, self.e, self.ff
-        f1 = self.op(n + ".fc1", OpKind.gemm, dict(b=b, l=s, f=f, e=e),
-                     [self.act(x), Operand((e, f), ("e", "f"), None, True)], ("b", "l", "f"), n, "fc1")
-        ge = self.op(n + ".gelu", OpKind.elementwise, dict(b=b, l=s, f=f),
-                     [Operand((b, s, f), ("b", "l", "f"), f1)], ("b", "l", "f"), n, "gelu",
+        if gated:
+            f1 = self.op(n + ".fc1", OpKind.gemm, dict(b=b, l=s, t=2, f=f, e=e),
+                         [self.act(x), Operand((e, 2, f), ("e", "t", "f"), None, True)],
+                         ("b", "l", "t", "f"), n, "fc1", fixed=frozenset({"t"}))
+            ins = [Operand((b, s, f), ("b", "l", "f"), f1, take=(2, 0)),
+                   Operand((b, s, f), ("b", "l", "f"), f1, take=(2, 1))]
+        else:
+            f1 = self.op(n + ".fc1", OpKind.gemm, dict(b=b, l=s, f=f, e=e),
+                         [self.act(x), Operand((e, f), ("e", "f"), None, True)], ("b", "l", "f"), n, "fc1")
+            ins = [Operand((b, s, f), ("b", "l", "f"), f1)]
+        ge = self.op(n + ".gelu", OpKind.elementwise, dict(b=b, l=s, f=f), ins, ("b", "l", "f"), n, "gelu",
                      flops=8.0 * b * s * f)
         return self.op(n + ".fc2", OpKind.gemm, dict(b=b, l=s, e=e, f=f),
                        [Operand((b, s, f), ("b", "l", "f"), ge), Operand((f, e), ("f", "e"), None, True)],
@@ -368,10 +378,10 @@ def transformer(batch: int = 64, seq: int = 256, vocab: int = 50_000, hidden: in
 
 def transformer_lm(batch: int, seq_len: int, hidden: int, heads: int, ffn_hidden: int, vocab: int,
                    num_layers: int, name: str = "transformer_lm", embeddings: bool = True,
-                   source: str = "") -> OperatorGraph:
+                   source: str = "", gated_mlp: bool = False) -> OperatorGraph:
     """A pre-LN decoder/encoder LM at operator granularity (module docstring): blocks named
     ``block{i}``, operators with roles ln1, qkv, scores, softmax, context, out, add1,
-    ln2, fc1, gelu, fc2, add2."""
+    ln2, fc1, gelu (SwiGLU with ``gated_mlp``), fc2, add2."""
     g = OperatorGraph(name, source=source)
     t = _Tx(g, batch, seq_len, hidden, heads, ffn_hidden)
     if embeddings:
@@ -390,7 +400,7 @@ def transformer_lm(batch: int, seq_len: int, hidden: int, heads: int, ffn_hidden
             ln = t.norm(n + ".ln1", x, n, "ln1")
             res = x
         a1 = t.add(n + ".add1", res, t.attention(ln, ln, n), n, "add1")
-        x = t.add(n + ".add2", a1, t.mlp(t.norm(n + ".ln2", a1, n, "ln2"), n), n, "add2")
+        x = t.add(n + ".add2", a1, t.mlp(t.norm(n + ".ln2", a1, n, "ln2"), n, gated_mlp), n, "add2")
     if embeddings:
         t.head(t.norm("final_ln", x, "final_ln", "ln"), vocab)
     return g

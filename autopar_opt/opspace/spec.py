@@ -201,13 +201,19 @@ def _graph_for(sec: GraphSection, base: Path, file: str, out: ProblemList):
                     f"use one of {one_of(lms)}{did_you_mean(sec.model, lms)}")
             return None
         d = model_dims(sec.model)
+        if int(d.get("kv_heads", d["heads"])) != int(d["heads"]):
+            out.add("problem.graph.model", sec.model, f"grouped-query attention ({d['kv_heads']} key/value "
+                    f"heads for {d['heads']} query heads) is not built at operator granularity",
+                    "use a model with as many key/value heads as query heads (gpt-*, bert-*, llama-7b)")
+            return None
         layers = sec.layers or int(d["num_layers"])
         seq = sec.seq_len or int(d["seq_len"])
 
         def build(b: int) -> OperatorGraph:
             return og.transformer_lm(b, seq, int(d["hidden"]), int(d["heads"]), int(d["ffn_hidden"]),
                                      int(d["vocab"]), layers, name=sec.model, embeddings=sec.embeddings,
-                                     source=f"model_zoo/models/{sec.model}.yaml")
+                                     source=f"model_zoo/models/{sec.model}.yaml",
+                                     gated_mlp=bool(d.get("gated_mlp", False)))
         return build, 8, sec.model
     from autopar_opt.opspace.importers import graph_from_file
     g = graph_from_file(kind, getattr(sec, kind), sec.inputs, sec.kwargs, base, file)

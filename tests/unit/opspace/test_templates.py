@@ -81,3 +81,15 @@ def test_template_search_equals_operator_space_restricted_to_templates(mesh, rs,
     assert term == "optimal"
     assert t.objective(choice) == pytest.approx(found.value, rel=1e-7)
     assert free.value <= found.value * (1 + 1e-9)
+
+
+def test_swiglu_block_keeps_megatron_templates():
+    """A gated MLP (fc1 makes gate and up at once, the activation reads both slices) is still
+    column/row parallel: every template applies to every operator of the block."""
+    g = transformer_lm(**{**BLOCK, "gated_mlp": True})
+    assert g.problems() == []
+    t = build_tables(g, context(4, batch=16), Mesh((2, 2), 4), "alpa", False)
+    space = template_space(t)
+    assert all(len(ts) == 4 for ts in space.templates)        # dp axes (), (0,), (1,), (0, 1)
+    found = template_search(t, space)
+    assert found is not None and solve_tables(t, "dp").value <= found.value * (1 + 1e-9)
