@@ -74,3 +74,23 @@ def test_searchers_report_the_evaluators_value(name):
     cand_value = space.price(space.random_candidate(np.random.default_rng(0))).time_s
     assert cand_value >= optimum * (1 - 1e-9)
     assert res.metrics["time_s"] == pytest.approx(res.value, rel=1e-12)
+
+
+def test_pipeline_task_outer_choices_are_priced_by_the_pipeline_evaluator():
+    """With pp ∈ {1, 2} and c ∈ {1, 2} the outer choices include stage splits at layer
+    boundaries; a candidate's table price equals the independent pipeline evaluator's."""
+    from autopar_opt.model_zoo.operator_graphs import transformer_lm
+
+    def graph_for(mb):
+        return transformer_lm(mb, 64, 128, 4, 512, 100, 2, embeddings=False)
+
+    space = OpSearchSpace(graph_for, context(4, batch=4), pp_degrees=(1, 2), microbatches=(1, 2))
+    assert {o.pp for o in space.outers} == {1, 2} and {o.microbatches for o in space.outers} == {1, 2}
+    rng = np.random.default_rng(1)
+    for i, o in enumerate(space.outers):
+        if o.pp == 2:
+            cand = space.random_candidate(rng, config=i)
+            _, value, _, _ = space.plan_value(cand)
+            assert value == pytest.approx(space.price(cand).time_s, rel=1e-12)
+    res = run_searcher("random", space, 30.0, seed=0, max_samples=40)
+    assert res.feasible and res.value > 0
