@@ -139,18 +139,13 @@ def _opspace_command(spec_path: str, solver, time_limit_s, gap, out_dir, json_ou
     """Solve an operator-sharding spec (None: the spec is not one). Its solver names
     include ``auto`` (the default: the DP, the MILP where memory binds on large tables)."""
     from autopar_opt.cli import options as opt
-    from autopar_opt.core.files import check_output_dir
 
     spec = _opspace_spec(spec_path)
     if spec is None:
         return None
     from autopar_opt.cli.opspace import opspace_solve_command, unused_options
     given = None if solver is None else solver.strip().lower()
-    problems = [*(opt.check_solver(solver) if given not in (None, "auto") else []),
-                *opt.check_time_limit(time_limit_s), *opt.check_gap(gap),
-                *(check_output_dir(out_dir, "--out") if out_dir is not None else []),
-                *unused_options(form, runnable_by, export_models, warm_start)]
-    opt.raise_if_any(problems)
+    opt.raise_if_any(unused_options(form, runnable_by, export_models, warm_start))
     opt.raise_if_any(opt.check_solver_available(given))
     if searcher is not None:
         searcher = _searcher_within_limit(searcher, time_limit_s, spec.solver.time_limit_s)
@@ -211,13 +206,17 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     from autopar_opt.core.files import check_output_dir
     from autopar_opt.spec import load_spec
 
+    # every option is checked before the spec is read; ``--solver auto`` only exists for an
+    # operator-sharding spec, so its check waits until the spec's kind is known
+    auto = solver is not None and solver.strip().lower() == "auto"
+    opt.raise_if_any([*([] if auto else opt.check_solver(solver)), *opt.check_form(form),
+                      *opt.check_time_limit(time_limit_s), *opt.check_gap(gap),
+                      *(check_output_dir(out_dir, "--out") if out_dir is not None else [])])
     code = _opspace_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, form,
                             runnable_by, searcher, export_models, warm_start)
     if code is not None:          # problem: {format: operator_sharding}: solved by opspace/
         return code
-    opt.raise_if_any([*opt.check_solver(solver), *opt.check_form(form),
-                      *opt.check_time_limit(time_limit_s), *opt.check_gap(gap),
-                      *(check_output_dir(out_dir, "--out") if out_dir is not None else [])])
+    opt.raise_if_any(opt.check_solver(solver) if auto else [])
     peer = _peer_spec(spec_path)
     if peer is not None:          # a Piper/PaSE instance (problem:): solved by peers/
         from autopar_opt.cli.peers import peer_solve_command

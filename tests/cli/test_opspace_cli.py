@@ -109,7 +109,7 @@ def test_searcher_runs_on_the_same_space_and_is_judged_by_the_optimum(tmp_path):
 
 def test_shipped_alexnet_example_is_proven_optimal():
     from support.paths import REPO
-    code, out = run_cli("solve", REPO / "examples" / "operator_sharding_alexnet.yaml", "--json")
+    code, out = run_cli("solve", REPO / "examples" / "operator_sharding" / "alexnet.yaml", "--json")
     assert code == 0, out
     doc = json.loads(out[out.index("{"):])
     assert doc["status"] == "optimal" and doc["certificate"]["exact"]
