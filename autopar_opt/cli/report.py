@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from autopar_opt.spec.doc_kinds import is_capacity, is_estimate, is_placement, peer_format
+from autopar_opt.spec.doc_kinds import (is_capacity, is_estimate, is_operator_sharding, is_placement,
+                                        peer_format)
 from autopar_opt.reports.document import ReportInputError
 from autopar_opt.reports.render import render_html, write_atomic
 
@@ -94,6 +95,14 @@ def report_command(plan_json: str, output: str, quiet: bool = False) -> int:
     peer = peer_format(doc)
     if peer:
         return _peer_report(plan_json, doc, peer, output, quiet)
+    if is_operator_sharding(doc):
+        from autopar_opt.reports.opspace import render_opspace_report
+        try:
+            html = render_opspace_report(doc)
+        except Exception as exc:  # noqa: BLE001 - a hand-edited document: say what broke
+            return _fail(plan_json, f"an operator-sharding plan.json, but not one the report can read "
+                         f"({type(exc).__name__}: {exc}); give the plan.json `autopar solve --out DIR` wrote")
+        return _write(plan_json, html, output, "operator sharding", quiet)
     if is_placement(doc):
         return _own_report(plan_json, doc, output, "placement", quiet)
     if is_capacity(doc):

@@ -44,6 +44,23 @@ class SearcherHook:
             err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
             return None
 
+    def run_operator(self, spec: Any, err: Console) -> SearcherResult | None:
+        """Run the searcher on an operator-sharding spec's space; None when it cannot run."""
+        from autopar_opt.learn.op_space import OpSearchSpace
+        from autopar_opt.opspace.spec import schedule_of
+
+        from autopar_opt.ir.training import Schedule
+
+        pipe = spec.pipeline
+        space = OpSearchSpace(spec.graph_for, spec.context, spec.rule, spec.reduce_scatter,
+                              tuple(pipe.pp) if pipe else (1,), tuple(pipe.microbatches) if pipe else (1,),
+                              schedule_of(pipe) if pipe else Schedule.one_f_one_b)
+        try:
+            return run_searcher(self.name, space, self.budget_s, seed=self.seed)
+        except (SearcherUnavailable, SearcherUnknown, ValueError) as exc:
+            err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+            return None
+
     def block(self, result: SearcherResult, lower_bound: float | None,
               optimum: float | None) -> dict:
         return searcher_block(result, lower_bound, optimum)
@@ -56,8 +73,8 @@ class SearcherHook:
             console.print(text + "no feasible plan found")
             return
         gap, plan = block["gap"], block["plan"]
-        where = (f"pp={plan['pp']} c={plan['microbatches']}" if "pp" in plan
-                 else f"{len(set(plan['assignment']))} devices used")
+        where = (plan["outer"] if "outer" in plan else f"pp={plan['pp']} c={plan['microbatches']}"
+                 if "pp" in plan else f"{len(set(plan['assignment']))} devices used")
         text += (f"{block['value']:.6g} (evaluator), {where}; "
                  f"proven lower bound {_fmt(block['lower_bound'])}, gap "
                  + (f"{100 * gap:.3f}%" if isinstance(gap, float) else str(gap)))

@@ -152,6 +152,34 @@ def runnability_line(run: dict) -> str:
                 f"{run['free_status']})")
     return (f"runnable by {t['framework']}: price of runnability not priced"
             + (f" ({run['note']})" if run.get("note") else ""))
+def _opspace_spec(spec_path: str):
+    """The loaded operator-sharding spec when the file holds ``problem: {format:
+    operator_sharding}``, else None."""
+    from autopar_opt.spec.loader import read_mapping
+    data = read_mapping(spec_path)
+    problem = data.get("problem") if isinstance(data, dict) else None
+    if not (isinstance(problem, dict) and problem.get("format") == "operator_sharding"):
+        return None                       # opspace is imported only for its own specs
+    from autopar_opt.opspace.spec import build_op_spec
+    return build_op_spec(data, Path(spec_path))
+
+
+def _opspace_command(spec_path: str, solver, time_limit_s, gap, out_dir, json_output, quiet, form,
+                     runnable_by, searcher, export_models, warm_start) -> int | None:
+    """Solve an operator-sharding spec (None: the spec is not one). Its solver names
+    include ``auto`` (the default: the DP, the MILP where memory binds on large tables)."""
+    from autopar_opt.cli import options as opt
+
+    spec = _opspace_spec(spec_path)
+    if spec is None:
+        return None
+    from autopar_opt.cli.opspace import opspace_solve_command, unused_options
+    given = None if solver is None else solver.strip().lower()
+    opt.raise_if_any(unused_options(form, runnable_by, export_models, warm_start))
+    opt.raise_if_any(opt.check_solver_available(given))
+    if searcher is not None:
+        searcher = _searcher_within_limit(searcher, time_limit_s, spec.solver.time_limit_s)
+    return opspace_solve_command(spec, solver, time_limit_s, gap, out_dir, json_output, quiet, searcher)
 
 
 def _peer_spec(spec_path: str):
@@ -208,10 +236,18 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     from autopar_opt.cli import options as opt
     from autopar_opt.core.files import check_output_dir
 
-    opt.raise_if_any([*opt.check_solver(solver), *opt.check_form(form),
+    # every option is checked before the spec is read; ``--solver auto`` only exists for an
+    # operator-sharding spec, so its check waits until the spec's kind is known
+    auto = solver is not None and solver.strip().lower() == "auto"
+    opt.raise_if_any([*([] if auto else opt.check_solver(solver)), *opt.check_form(form),
                       *opt.check_time_limit(time_limit_s), *opt.check_gap(gap),
                       *opt.check_memory_limit(memory_limit_gib),
                       *(check_output_dir(out_dir, "--out") if out_dir is not None else [])])
+    code = _opspace_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, form,
+                            runnable_by, searcher, export_models, warm_start)
+    if code is not None:          # problem: {format: operator_sharding}: solved by opspace/
+        return code
+    opt.raise_if_any(opt.check_solver(solver) if auto else [])
     peer = _peer_spec(spec_path)
     if peer is not None:          # a Piper/PaSE instance (problem:): solved by peers/
         from autopar_opt.cli.peers import peer_solve_command

@@ -1,10 +1,11 @@
-"""Deep Q-learning over layer strategies and stage boundaries (Auto-MAP style).
+"""Deep Q-learning over layer strategies and stage boundaries, or operator configurations (Auto-MAP style).
 
 Wang et al. 2020, "Auto-MAP: A DQN Framework for Exploring Distributed
 Execution Plans for DNN Workloads": a DQN walks the model's IR and picks a
 parallelisation choice per operator (here: per layer, plus whether the layer
 opens a new pipeline stage, after the outer configuration), with the action
-space pruned of infeasible choices (:mod:`autopar_opt.learn.layer_env`).
+space pruned of infeasible choices (:mod:`autopar_opt.learn.layer_env`); on the operator
+space an action is one operator's configuration (:mod:`autopar_opt.learn.op_env`).
 
 The Q-network scores a (state, action) pair from features of both (Q(s, a)
 with action features, so the same network serves any number of strategies
@@ -43,9 +44,9 @@ def seed_everything(seed: int) -> np.random.Generator:
 class QNet(nn.Module):
     """Q(s, a) = MLP([state features, action features])."""
 
-    def __init__(self, hidden: int = 64) -> None:
+    def __init__(self, hidden: int = 64, state_dim: int = STATE_DIM, action_dim: int = ACTION_DIM) -> None:
         super().__init__()
-        self.body = nn.Sequential(nn.Linear(STATE_DIM + ACTION_DIM, hidden), nn.ReLU(),
+        self.body = nn.Sequential(nn.Linear(state_dim + action_dim, hidden), nn.ReLU(),
                                   nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
 
     def forward(self, state: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
@@ -57,14 +58,15 @@ class QNet(nn.Module):
 class Replay:
     """Fixed-size ring buffer of transitions with padded next-action sets."""
 
-    def __init__(self, size: int, max_actions: int) -> None:
+    def __init__(self, size: int, max_actions: int, state_dim: int = STATE_DIM,
+                 action_dim: int = ACTION_DIM) -> None:
         self.size, self.n, self.pos = size, 0, 0
-        self.s = np.zeros((size, STATE_DIM), np.float32)
-        self.a = np.zeros((size, ACTION_DIM), np.float32)
+        self.s = np.zeros((size, state_dim), np.float32)
+        self.a = np.zeros((size, action_dim), np.float32)
         self.r = np.zeros(size, np.float32)
         self.done = np.zeros(size, np.float32)
-        self.ns = np.zeros((size, STATE_DIM), np.float32)
-        self.na = np.zeros((size, max_actions, ACTION_DIM), np.float32)
+        self.ns = np.zeros((size, state_dim), np.float32)
+        self.na = np.zeros((size, max_actions, action_dim), np.float32)
         self.nmask = np.zeros((size, max_actions), bool)
 
     def add(self, s, a, r: float, nxt: Step | None) -> None:
@@ -108,7 +110,7 @@ def _update(net: QNet, target: QNet, opt: torch.optim.Optimizer, replay: Replay,
     return float(loss.detach())
 
 
-def _episode(env: LayerEnv, net: QNet, eps: float, rng: np.random.Generator,
+def _episode(env: Any, net: QNet, eps: float, rng: np.random.Generator,
              replay: Replay) -> tuple[Any | None, int]:
     """Play one episode; store its transitions; return (candidate or None, steps)."""
     obs = env.reset()
@@ -137,14 +139,23 @@ def dqn_search(problem: Any, budget_s: float, seed: int = 0, max_samples: int | 
     Every ``greedy_every``-th episode is played greedily (epsilon 0), so the
     trace also holds what the current policy itself proposes.
     """
-    if getattr(problem, "kind", "") != "layer":
-        raise ValueError("the dqn searcher works on the layer-strategy space "
-                         "(its actions are a layer's strategy and stage boundary)")
+    kind = getattr(problem, "kind", "")
+    if kind not in ("layer", "operator"):
+        raise ValueError("the dqn searcher works on the layer-strategy space (a layer's strategy and "
+                         "stage boundary) or the operator space (an operator's configuration)")
     rng = seed_everything(seed)
-    env = LayerEnv(problem)
-    k_max = max(int(a.num_choices.max()) for a in problem.arrays)
-    replay = Replay(replay_size, max(2 * k_max, len(problem)))
-    net, target = QNet(), QNet()
+    if kind == "layer":
+        env: Any = LayerEnv(problem)
+        k_max = max(int(a.num_choices.max()) for a in problem.arrays)
+        dims = (STATE_DIM, ACTION_DIM)
+        max_actions = max(2 * k_max, len(problem))
+    else:
+        from autopar_opt.learn.op_env import OP_ACTION_DIM, OP_STATE_DIM, OpEnv
+        env = OpEnv(problem)
+        dims = (OP_STATE_DIM, OP_ACTION_DIM)
+        max_actions = problem.max_actions()
+    replay = Replay(replay_size, max_actions, *dims)
+    net, target = QNet(64, *dims), QNet(64, *dims)
     target.load_state_dict(net.state_dict())
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     tracker = Tracker(budget_s, max_samples)

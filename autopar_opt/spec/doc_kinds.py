@@ -25,6 +25,14 @@ def peer_format(doc: object) -> str | None:
     return fmt if fmt in PEER_FORMATS else None
 
 
+def is_operator_sharding(doc: object) -> bool:
+    """A plan.json of an operator-sharding solve (:mod:`autopar_opt.opspace.document`):
+    ``spec.problem.format`` is ``operator_sharding``."""
+    spec = doc.get("spec") if isinstance(doc, dict) else None
+    problem = spec.get("problem") if isinstance(spec, dict) else None
+    return isinstance(problem, dict) and problem.get("format") == "operator_sharding"
+
+
 def is_placement(doc: object) -> bool:
     """A placement.json of ``autopar place`` (:func:`autopar_opt.cli.place.placement_document`):
     an operator graph's nodes on devices, with its bound; no training plan."""
@@ -110,7 +118,7 @@ def wrong_input(data: object, path: object, reads: str, accepted: tuple[str, ...
         problem = data["problem"]
         fmt = problem.get("format") if isinstance(problem, dict) else None
         return SpecProblem(str(path), "problem", fmt, f"a peer-problem spec (problem: "
-                           f"{fmt or '...'}) holds a Piper or PaSE instance, not {reads}; only "
+                           f"{fmt or '...'}) holds a Piper or PaSE instance or an operator-sharding problem, not {reads}; only "
                            "`autopar solve` reads it", f"run `autopar solve {path}`, or give {reads}")
     what, command = INPUT_KINDS[kind]
     return SpecProblem(str(path), "", None, f"this is {what}, not {reads}",

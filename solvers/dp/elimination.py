@@ -146,7 +146,7 @@ def solve_min_sum(unary: list[np.ndarray], pairs: list[tuple[int, int]], tables:
             for x in fscope:
                 touching[x].discard(f)
         arg = np.argmin(total, axis=-1)
-        best = np.take_along_axis(total, arg[..., None], axis=-1)[..., 0]
+        best = total.min(axis=-1)                           # the argmin's value
         backs.append((v, tuple(scope), arg.astype(np.int32)))
         if scope:
             add(tuple(scope), best)

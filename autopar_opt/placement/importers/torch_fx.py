@@ -109,7 +109,7 @@ def fx_op_graph(module: Any, *example_inputs: Any) -> OpGraph:
     return g
 
 
-def _load_callable(ref: str, base: Path, file: str) -> Any:
+def load_callable(ref: str, base: Path, file: str, key: str = "placement.graph.torch") -> Any:
     """``pkg.module:name`` or ``file.py:name`` (relative to the spec's folder) -> the object."""
     import importlib
     import importlib.util
@@ -117,7 +117,7 @@ def _load_callable(ref: str, base: Path, file: str) -> Any:
     from autopar_opt.core.errors import SpecError, SpecProblem
 
     mod_name, _, attr = ref.partition(":")
-    bad = lambda rule, fix: SpecError([SpecProblem(file, "placement.graph.torch", ref, rule, fix)])  # noqa: E731
+    bad = lambda rule, fix: SpecError([SpecProblem(file, key, ref, rule, fix)])  # noqa: E731
     if not mod_name or not attr:
         raise bad("must be 'package.module:callable' or 'file.py:callable'",
                   "write torch: torchvision.models:resnet18 or torch: model.py:Net")
@@ -141,7 +141,7 @@ def _load_callable(ref: str, base: Path, file: str) -> Any:
     return getattr(module, attr)
 
 
-def _reason(exc: BaseException) -> str:
+def trace_reason(exc: BaseException) -> str:
     """One line on why user code failed (the root cause; fx wraps it with a traceback text)."""
     root = exc
     while root.__cause__ is not None:
@@ -179,7 +179,7 @@ def spec_op_graph(graph: dict, base: Path, file: str) -> tuple[OpGraph, str]:
     if probs:
         raise SpecError(probs)
     ref = graph["torch"]
-    factory = _load_callable(ref, base, file)
+    factory = load_callable(ref, base, file)
     try:
         module = factory(**kwargs)
         module.eval()
@@ -189,7 +189,7 @@ def spec_op_graph(graph: dict, base: Path, file: str) -> tuple[OpGraph, str]:
         raise
     except Exception as exc:  # noqa: BLE001 - tracing user code
         raise SpecError([SpecProblem(file, "placement.graph.torch", ref,
-                                     f"cannot be built and traced by torch.fx ({_reason(exc)})",
+                                     f"cannot be built and traced by torch.fx ({trace_reason(exc)})",
                                      "check kwargs/inputs; fx needs a module without data-dependent "
                                      "control flow")]) from None
     if not g.names:

@@ -1,0 +1,134 @@
+"""``autopar solve SPEC`` for a spec with ``problem: {format: operator_sharding}``.
+
+Loads the spec (:mod:`autopar_opt.opspace.spec`), solves the operator space exactly
+(:func:`~autopar_opt.opspace.solve.solve_operator_space`; with ``pipeline:`` the joint
+stage search of :mod:`autopar_opt.opspace.pipeline`), prices the plan and the baselines
+with the independent evaluator, writes ``plan.json`` and ``report.html`` under ``--out``,
+prints a summary or the JSON. Exit codes as every solve: 0 plan found, 2 bad input,
+3 proven infeasible, 4 no plan within the limits.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+EXIT = {"optimal": 0, "feasible": 0, "infeasible": 3, "no_plan": 4}
+
+
+def unused_options(form, runnable_by, export_models: bool, warm_start: bool) -> list:
+    """Options of the layer search an operator-sharding solve has no use for: refused."""
+    from autopar_opt.core.errors import SpecProblem
+    from autopar_opt.core.files import COMMAND_LINE
+
+    given = [("--form", form, form is not None), ("--runnable-by", runnable_by, runnable_by is not None),
+             ("--export-models", True, export_models), ("--no-warm-start", True, not warm_start)]
+    return [SpecProblem(COMMAND_LINE, option, value, "applies to the layer search; an operator-sharding "
+                        "problem is solved by its own DP or MILP without it",
+                        f"drop {option} (an operator-sharding solve takes --solver, --time-limit, --gap, "
+                        "--out, --json, --quiet)")
+            for option, value, on in given if on]
+
+
+def opspace_solve_command(spec, solver: str | None, time_limit_s: float | None, gap: float | None,
+                          out_dir: str | None, json_output: bool, quiet: bool, searcher=None) -> int:
+    """The whole job for a loaded :class:`~autopar_opt.opspace.spec.OpSpec`; the exit code.
+
+    ``searcher`` (a :class:`~autopar_opt.cli.searcher.SearcherHook`) runs first on the same
+    space (:class:`~autopar_opt.learn.op_space.OpSearchSpace`, within its budget); the
+    document gains its ``searcher`` entry against the exact side's bound and optimum."""
+    from autopar_opt import __version__
+    from autopar_opt.cost.operators.evaluate import OpPlan, evaluate_plan
+    from autopar_opt.opspace import baselines as bl
+    from autopar_opt.opspace.document import build_document
+
+    name = (solver or spec.solver.name).strip().lower()
+    if name not in ("auto", "dp", "highs", "gurobi", "scip"):
+        from autopar_opt.cli.options import OptionError
+        raise OptionError(f"--solver {name!r}: an operator-sharding problem takes auto, dp, highs, "
+                          "gurobi or scip")
+    limit = time_limit_s if time_limit_s is not None else spec.solver.time_limit_s
+    rel = gap if gap is not None else spec.solver.rel_gap
+    graph, ctx = spec.graph, spec.context
+    found, source = None, "solver"
+    if searcher is not None:
+        import time
+
+        from rich.console import Console
+        t0 = time.monotonic()
+        found = searcher.run_operator(spec, Console(stderr=True))
+        if found is None:
+            return 2
+        limit = max(0.1, limit - (time.monotonic() - t0))
+    pipeline_part = None
+    if spec.pipeline is not None and (spec.pipeline.pp != [1] or spec.pipeline.microbatches != [1]):
+        from autopar_opt.opspace.pipeline import pipeline_document, solve_pipeline
+        from autopar_opt.opspace.spec import schedule_of
+
+        mip = "highs" if name in ("auto", "dp") else name
+        result = solve_pipeline(spec.graph_for, ctx, spec.pipeline.pp, spec.pipeline.microbatches,
+                                schedule_of(spec.pipeline), spec.rule, spec.reduce_scatter, mip, limit)
+        pipeline_part, metrics = pipeline_document(result, rel, ctx)
+        plan = metrics and pipeline_part["plan"]
+        base, template = [], None
+    else:
+        from autopar_opt.opspace.solve import solve_operator_space
+
+        result = solve_operator_space(graph, ctx, ctx.cluster.num_devices, spec.rule, spec.reduce_scatter,
+                                      name, limit, rel)
+        plan = metrics = None
+        if result.best is not None:
+            b = result.best
+            plan = OpPlan(b.mesh, [b.tables.configs[v][k] for v, k in enumerate(b.choice)])
+            metrics = evaluate_plan(graph, ctx, plan)
+        base = [bl.data_parallel(graph, ctx)]
+        trick = bl.one_weird_trick(graph, ctx)
+        template = bl.megatron(graph, ctx, spec.rule, spec.reduce_scatter)
+        base += [b for b in (trick, template) if b is not None]
+        # the baselines are plans of the space: one that beats what the solver found within
+        # its limits (or finds a plan where it found none) is the answer, bound unchanged
+        fitting = [b for b in base if b.metrics.fits]
+        better = min(fitting, key=lambda b: b.metrics.time_s, default=None)
+        if better is not None and (metrics is None or better.metrics.time_s < metrics.time_s * (1 - 1e-12)):
+            plan, metrics, source = better.plan, better.metrics, f"baseline: {better.name}"
+    doc = build_document(spec, result, plan, metrics, base, template, name, limit, rel, __version__,
+                         pipeline_part, source)
+    if found is not None:
+        cert = doc["certificate"]
+        bound = cert["lower_bound"] if isinstance(cert["lower_bound"], float) else None
+        doc["searcher"] = searcher.block(found, bound, cert["primal"] if cert["exact"] else None)
+    text = json.dumps(doc, indent=2)
+    if out_dir:
+        from autopar_opt.core.files import write_atomic
+        from autopar_opt.reports.opspace import write_opspace_report
+
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        write_atomic(Path(out_dir) / "plan.json", text + "\n")
+        write_opspace_report(doc, Path(out_dir) / "report.html")
+    if json_output:
+        sys.stdout.write(text + "\n")
+    elif not quiet:
+        _summary(doc)
+        if found is not None:
+            from rich.console import Console
+            searcher.summary(doc["searcher"], Console())
+    return EXIT[doc["status"]]
+
+
+def _summary(doc: dict) -> None:
+    p, c = doc["spec"]["problem"], doc["certificate"]
+    print(f"operator sharding {p['graph']} ({p['operators']} operators) on {p['devices']} x {p['device']}, "
+          f"split rule {p['split']}: {doc['status']}")
+    if doc["metrics"]:
+        m = doc["metrics"]
+        print(f"  iteration {m['time_s']:.6g} s ({m['samples_per_s'] or 0:.4g} samples/s), memory "
+              f"{m['memory_bytes'] / 2**30:.3g} of {m['capacity_bytes'] / 2**30:.3g} GiB per device")
+    print(f"  certificate: primal {c['primal']} lower bound {c['lower_bound']} gap {c['gap']} "
+          f"({c['method']}, {doc['wall_time_s']:.2f} s)")
+    if doc.get("plan_source", "solver") != "solver":
+        print(f"  plan: the {doc['plan_source']} (better than what the solver found within its limits)")
+    for b in doc["baselines"]:
+        r = b["ratio_to_optimum"]
+        print(f"  {b['name']}: {b['metrics']['time_s']:.6g} s" + (f" ({r:.3f}x the optimum)" if r else "")
+              + ("" if b["metrics"]["fits_memory"] else " (does not fit the memory)"))

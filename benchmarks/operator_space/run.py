@@ -1,0 +1,199 @@
+"""Operator-level sharding benchmark (issue 31): PaSE's four graphs and the zoo's BERT/GPT blocks.
+
+For every instance (graph × devices) it writes an ``operator_sharding`` spec and times
+the whole ``autopar solve SPEC --json`` command as a subprocess (benchmarks/clitime.py:
+wall clock, CPU, peak RSS), then records the optimum, the bound and gap, the method,
+the data-parallel plan's cost and the expert strategy's (one weird trick for AlexNet,
+the best Megatron template plan for transformers) under the same model. ``--dqn`` runs
+Auto-MAP's DQN (learn/dqn.py on learn/op_space.py) in-process for 60 s per instance and
+reads its value at 10 s and 60 s from the trace (schedules count samples, not seconds).
+
+    python benchmarks/operator_space/run.py --solve [--only NAME] [--rule alpa|pase]
+    python benchmarks/operator_space/run.py --dqn [--budget 60]
+    python benchmarks/operator_space/run.py --report          # RESULTS.md from the JSON files
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from clitime import commit, load_average, run_cli  # noqa: E402
+
+DEVICES = (4, 8, 16, 32, 64)
+#: name -> (graph section, extra problem keys)
+GRAPHS = {
+    "alexnet": ({"zoo": "alexnet", "batch": 128}, {}),
+    "inception3": ({"zoo": "inception3", "batch": 128}, {}),
+    "rnnlm": ({"zoo": "rnnlm", "batch": 64}, {}),
+    "transformer": ({"zoo": "transformer", "batch": 64}, {}),
+    "bert-huge-32 x4 blocks": ({"model": "bert-huge-32", "layers": 4, "batch": 64, "embeddings": False}, {}),
+    "gpt-1.7b x4 blocks, 6 GiB": ({"model": "gpt-1.7b", "layers": 4, "batch": 16, "embeddings": False},
+                                 {"memory_gib": 6}),
+}
+PASE_DEVICES = (4, 8, 16)
+
+
+def cluster(devices: int) -> dict:
+    return {"nodes": max(1, devices // 8), "gpus_per_node": min(8, devices), "device": "A100-80GB"}
+
+
+def spec_text(graph: dict, extra: dict, devices: int, rule: str) -> str:
+    problem = {"format": "operator_sharding", "graph": graph, "cluster": cluster(devices),
+               "space": {"split": rule}, **extra}
+    return json.dumps({"problem": problem, "solver": {"name": "auto", "time_limit_s": 120}}, indent=1)
+
+
+def instances(rule: str, only: str | None):
+    for name, (graph, extra) in GRAPHS.items():
+        if only and only not in name:
+            continue
+        if rule == "pase" and "model" in graph:
+            continue
+        for n in (PASE_DEVICES if rule == "pase" else DEVICES):
+            yield name, graph, extra, n
+
+
+def solve(rule: str, only: str | None) -> None:
+    out_path = HERE / f"solve_{rule}.json"
+    rows = json.loads(out_path.read_text()) if (only and out_path.exists()) else []
+    rows = [r for r in rows if not (only and only in r["instance"])]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, graph, extra, n in instances(rule, only):
+            spec = Path(tmp) / "spec.json"
+            spec.write_text(spec_text(graph, extra, n, rule))
+            res = run_cli(["solve", str(spec), "--json"], timeout_s=600)
+            doc = res["json"] or {}
+            cert = doc.get("certificate", {})
+            base = {b["name"]: b for b in doc.get("baselines", [])}
+            expert = base.get("one weird trick") or base.get("Megatron")
+            row = {"instance": name, "devices": n, "rule": rule, "exit_code": res["exit_code"],
+                   "status": doc.get("status"), "optimum": cert.get("primal"), "lower_bound": cert.get("lower_bound"),
+                   "gap": cert.get("gap"), "method": cert.get("method"),
+                   "meshes": [(c["mesh"], c["status"]) for c in cert.get("configurations", [])],
+                   "plan_mesh": (doc.get("plan") or {}).get("mesh"),
+                   "wall_s": res["wall_s"], "cpu_s": res["cpu_s"], "peak_rss_mib": res["peak_rss_mib"],
+                   "load_before": res["load_before"],
+                   "data_parallel": base.get("data parallel", {}).get("metrics", {}).get("time_s"),
+                   "data_parallel_fits": base.get("data parallel", {}).get("metrics", {}).get("fits_memory"),
+                   "expert": expert and expert["name"], "expert_value": expert and expert["metrics"]["time_s"],
+                   "expert_fits": expert and expert["metrics"]["fits_memory"],
+                   "templates": doc.get("templates"), "samples_per_s": (doc.get("metrics") or {}).get("samples_per_s"),
+                   "operators": doc.get("spec", {}).get("problem", {}).get("operators")}
+            rows.append(row)
+            print(f"{name:28s} {n:3d} {row['status']} {row['optimum']} gap {row['gap']} "
+                  f"wall {res['wall_s']:.2f}s cpu {res['cpu_s']:.2f}s load {res['load_before']}", flush=True)
+            out_path.write_text(json.dumps(rows, indent=1))
+
+
+def dqn(budget: float, only: str | None, devices: tuple[int, ...]) -> None:
+    from autopar_opt.learn.base import run_searcher
+    from autopar_opt.learn.op_space import OpSearchSpace
+    from autopar_opt.opspace.spec import build_op_spec
+
+    solved = {(r["instance"], r["devices"]): r for r in json.loads((HERE / "solve_alpa.json").read_text())}
+    out_path = HERE / "dqn.json"
+    rows = json.loads(out_path.read_text()) if out_path.exists() else []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, graph, extra, n in instances("alpa", only):
+            if n not in devices:
+                continue
+            spec = Path(tmp) / "spec.json"
+            spec.write_text(spec_text(graph, extra, n, "alpa"))
+            s = build_op_spec(json.loads(spec.read_text()), spec)
+            space = OpSearchSpace(s.graph_for, s.context, s.rule, s.reduce_scatter)
+            t0 = time.perf_counter()
+            res = run_searcher("dqn", space, budget, seed=0)
+            opt = solved[(name, n)]["optimum"]
+            v10, v60 = res.value_at(10.0), res.value_at(budget)
+            row = {"instance": name, "devices": n, "budget_s": budget, "optimum": opt,
+                   "value_10s": v10, "value_60s": v60, "final": res.value,
+                   "ratio_10s": v10 / opt if v10 else None, "ratio_60s": v60 / opt if v60 else None,
+                   "episodes": res.info.get("episodes"), "wall_s": time.perf_counter() - t0,
+                   "load": load_average()}
+            rows = [r for r in rows if (r["instance"], r["devices"]) != (name, n)] + [row]
+            out_path.write_text(json.dumps(rows, indent=1))
+            print(f"{name:28s} {n:3d} dqn ratio 10s {row['ratio_10s']} 60s {row['ratio_60s']} "
+                  f"({row['episodes']} episodes)", flush=True)
+
+
+def _f(x, fmt="{:.4g}") -> str:
+    if x is None:
+        return "-"
+    return x if isinstance(x, str) else fmt.format(x)
+
+
+def _mesh(r: dict) -> str:
+    """The optimum's logical mesh (with its replicas) from the certificate rows."""
+    m = r.get("plan_mesh")
+    return "-" if not m else f"{m[0]}x{m[1]}"
+
+
+def report() -> None:
+    lines = ["# Operator-level sharding: PaSE's graphs and the zoo's BERT/GPT blocks (issue 31)", "",
+             f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit()}, on the shared "
+             "2-core development machine (the load average before each command is in the table; wall "
+             "clocks are inflated by the load, `cpu_s` is the honest cost of the command).", "",
+             "Commands: `python benchmarks/operator_space/run.py --solve` (each row: `autopar solve SPEC "
+             "--json` as a subprocess, specs written by the runner: A100-80GB, 8 per node), "
+             "`--solve --rule pase`, `--dqn`, `--report`.", ""]
+    for rule in ("alpa", "pase"):
+        path = HERE / f"solve_{rule}.json"
+        if not path.exists():
+            continue
+        rows = json.loads(path.read_text())
+        lines += [f"## Exact solve, {rule} rule", "",
+                  "| instance | devices | status | optimum s | gap | method | wall s | cpu s | peak MiB | load | "
+                  "data parallel s (× opt) | expert s (× opt) | mesh |", "|" + "---|" * 13]
+        for r in rows:
+            opt = r["optimum"]
+            dp = r["data_parallel"]
+            ex = r["expert_value"]
+            lines.append(f"| {r['instance']} | {r['devices']} | {r['status']} | {_f(opt)} | {_f(r['gap'], '{:.1e}')} | "
+                         f"{r['method']} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {r['peak_rss_mib']:.0f} | "
+                         f"{r['load_before']} | {_f(dp)} ({_f(dp / opt if dp and opt else None, '{:.3f}')}"
+                         f"{'' if r['data_parallel_fits'] in (True, None) else ', OOM'}) | "
+                         + (f"{r['expert']}: {_f(ex)} ({_f(ex / opt if ex and opt else None, '{:.3f}')}"
+                            f"{'' if r['expert_fits'] in (True, None) else ', OOM'})" if ex else "-")
+                         + f" | {_mesh(r)} |")
+        lines.append("")
+    path = HERE / "dqn.json"
+    if path.exists():
+        lines += ["## Auto-MAP's DQN (one seed, 60 s per instance, in-process)", "",
+                  "| instance | devices | optimum s | DQN at 10 s (× opt) | DQN at 60 s (× opt) | episodes | load |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in json.loads(path.read_text()):
+            lines.append(f"| {r['instance']} | {r['devices']} | {_f(r['optimum'])} | {_f(r['value_10s'])} "
+                         f"({_f(r['ratio_10s'], '{:.4f}')}) | {_f(r['value_60s'])} ({_f(r['ratio_60s'], '{:.4f}')}) | "
+                         f"{r['episodes']} | {r['load']} |")
+        lines.append("")
+    (HERE / "RESULTS.md").write_text("\n".join(lines) + "\n")
+    print((HERE / "RESULTS.md").read_text())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--solve", action="store_true")
+    ap.add_argument("--dqn", action="store_true")
+    ap.add_argument("--report", action="store_true")
+    ap.add_argument("--rule", default="alpa", choices=("alpa", "pase"))
+    ap.add_argument("--only")
+    ap.add_argument("--budget", type=float, default=60.0)
+    ap.add_argument("--dqn-devices", default="8,64")
+    a = ap.parse_args()
+    if a.solve:
+        solve(a.rule, a.only)
+    if a.dqn:
+        dqn(a.budget, a.only, tuple(int(x) for x in a.dqn_devices.split(",")))
+    if a.report:
+        report()
+
+
+if __name__ == "__main__":
+    main()

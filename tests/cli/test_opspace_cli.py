@@ -1,0 +1,115 @@
+"""``autopar solve`` with ``problem: {format: operator_sharding}``: plan.json with the
+certificate, the report, exit codes, bad input refused with the key and the fix."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from support.cli import run_cli
+
+ALEX = """problem:
+  format: operator_sharding
+  graph: {{zoo: alexnet, batch: 32}}
+  cluster: {{nodes: 1, gpus_per_node: 4, device: A100-80GB}}
+{extra}"""
+
+
+def _spec(tmp_path, text, name="spec.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_solve_writes_plan_certificate_and_report(tmp_path):
+    spec = _spec(tmp_path, ALEX.format(extra=""))
+    code, out = run_cli("solve", spec, "--json", "--out", tmp_path / "out")
+    assert code == 0, out
+    doc = json.loads(out[out.index("{"):])
+    assert doc["status"] == "optimal" and doc["certificate"]["exact"]
+    cert = doc["certificate"]
+    assert cert["primal"] == pytest.approx(doc["metrics"]["time_s"], rel=1e-12)
+    assert cert["lower_bound"] <= cert["primal"] * (1 + 1e-12)
+    assert len(doc["plan"]["operators"]) == doc["spec"]["problem"]["operators"] == 13
+    names = {b["name"] for b in doc["baselines"]}
+    assert names == {"data parallel", "one weird trick"}
+    assert all(b["ratio_to_optimum"] >= 1 - 1e-9 for b in doc["baselines"])
+    assert json.loads((tmp_path / "out" / "plan.json").read_text())["certificate"] == cert
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "Certificate" in html and "one weird trick" in html
+
+
+def test_dp_and_highs_give_the_same_optimum(tmp_path):
+    spec = _spec(tmp_path, ALEX.format(extra=""))
+    values = []
+    for solver in ("dp", "highs"):
+        code, out = run_cli("solve", spec, "--json", "--solver", solver)
+        assert code == 0, out
+        values.append(json.loads(out[out.index("{"):])["certificate"]["primal"])
+    assert values[0] == pytest.approx(values[1], rel=1e-7)
+
+
+def test_memory_too_small_is_proven_infeasible(tmp_path):
+    spec = _spec(tmp_path, ALEX.format(extra="  memory_gib: 0.001\n"))
+    code, out = run_cli("solve", spec, "--quiet")
+    assert code == 3, out
+
+
+def test_pipeline_stages(tmp_path):
+    text = """problem:
+  format: operator_sharding
+  graph: {model: debug, layers: 2, batch: 4, embeddings: false, seq_len: 64}
+  cluster: {nodes: 1, gpus_per_node: 4, device: A100-80GB}
+  pipeline: {pp: [1, 2], microbatches: [1, 2]}
+"""
+    code, out = run_cli("solve", _spec(tmp_path, text), "--json")
+    assert code == 0, out
+    doc = json.loads(out[out.index("{"):])
+    plan = doc["plan"]
+    assert plan["pp"] in (1, 2) and sum(len(s["operators"]) for s in plan["stages"]) == 24
+    assert doc["certificate"]["lower_bound"] <= doc["certificate"]["primal"] * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("extra, key", [
+    ("  pipeline: {pp: [3]}\n", "problem.pipeline.pp"),
+    ("  devices: 3\n", "problem.devices"),
+    ("  space: {split: zigzag}\n", "problem.space.split"),
+])
+def test_bad_input_names_the_key(tmp_path, extra, key):
+    code, out = run_cli("solve", _spec(tmp_path, ALEX.format(extra=extra)))
+    assert code == 2 and key in out, out
+
+
+def test_unknown_graph_and_layer_search_options_are_refused(tmp_path):
+    spec = _spec(tmp_path, ALEX.format(extra="").replace("alexnet", "alexnett"))
+    code, out = run_cli("solve", spec)
+    assert code == 2 and "problem.graph.zoo" in out and "alexnet" in out
+    code, out = run_cli("solve", _spec(tmp_path, ALEX.format(extra=""), "b.yaml"), "--form", "miqp")
+    assert code == 2 and "--form" in out
+
+
+def test_report_command_renders_the_plan_json(tmp_path):
+    spec = _spec(tmp_path, ALEX.format(extra=""))
+    assert run_cli("solve", spec, "--quiet", "--out", tmp_path / "out")[0] == 0
+    code, out = run_cli("report", tmp_path / "out" / "plan.json", "-o", tmp_path / "again.html")
+    assert code == 0, out
+    assert (tmp_path / "again.html").read_text() == (tmp_path / "out" / "report.html").read_text()
+
+
+def test_searcher_runs_on_the_same_space_and_is_judged_by_the_optimum(tmp_path):
+    spec = _spec(tmp_path, ALEX.format(extra=""))
+    code, out = run_cli("solve", spec, "--json", "--searcher", "random", "--budget-s", "1")
+    assert code == 0, out
+    doc = json.loads(out[out.index("{"):])
+    s = doc["searcher"]
+    assert s["name"] == "random" and s["optimum"] == doc["certificate"]["primal"]
+    assert s["value"] >= s["optimum"] * (1 - 1e-9) and s["ratio_to_optimum"] >= 1 - 1e-9
+
+
+def test_shipped_alexnet_example_is_proven_optimal():
+    from support.paths import REPO
+    code, out = run_cli("solve", REPO / "examples" / "operator_sharding" / "alexnet.yaml", "--json")
+    assert code == 0, out
+    doc = json.loads(out[out.index("{"):])
+    assert doc["status"] == "optimal" and doc["certificate"]["exact"]
