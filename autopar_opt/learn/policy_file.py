@@ -26,7 +26,13 @@ FIX = "write a policy with: autopar pretrain SPEC... --out FILE"
 
 
 class PolicyFileError(ValueError):
-    """A policy file that cannot be used (the message says why and how to fix it)."""
+    """A policy file that cannot be used: ``path``, ``key`` (empty: the whole file),
+    ``value``, ``rule``; the message adds the fix (:data:`FIX`)."""
+
+    def __init__(self, path: Path, key: str, value: Any, rule: str) -> None:
+        self.path, self.key, self.value, self.rule = path, key, value, rule
+        where = f"{path}: {key} = {value!r}" if key else str(path)
+        super().__init__(f"{where}: {rule}; {FIX}")
 
 
 def save_policy(policy: PlacementPolicy, path: str | Path, meta: dict | None = None) -> None:
@@ -41,7 +47,7 @@ def save_policy(policy: PlacementPolicy, path: str | Path, meta: dict | None = N
 
 def _refuse(path: Path, key: str, value: Any, rule: str) -> PolicyFileError:
     shown = value if isinstance(value, (int, float, str, type(None))) else type(value).__name__
-    return PolicyFileError(f"{path}: {key} = {shown!r}: {rule}; {FIX}")
+    return PolicyFileError(path, key, shown, rule)
 
 
 def load_policy(path: str | Path) -> tuple[PlacementPolicy, dict]:
@@ -50,12 +56,13 @@ def load_policy(path: str | Path) -> tuple[PlacementPolicy, dict]:
     try:
         doc = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
-        raise PolicyFileError(f"{path}: file not found; {FIX}") from None
+        raise PolicyFileError(path, "", None, "file not found") from None
     except IsADirectoryError:
-        raise PolicyFileError(f"{path}: is a directory, not a policy file; {FIX}") from None
+        raise PolicyFileError(path, "", None, "is a directory, not a policy file") from None
     except Exception as exc:           # not a torch file, truncated, or holds objects
-        raise PolicyFileError(f"{path}: not a readable policy file ({type(exc).__name__}: "
-                              f"{str(exc).splitlines()[0][:160] if str(exc) else ''}); {FIX}") from None
+        first = str(exc).splitlines()[0][:160] if str(exc) else ""
+        raise PolicyFileError(path, "", None, f"not a readable policy file "
+                              f"({type(exc).__name__}: {first})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         got = doc.get("format") if isinstance(doc, dict) else doc
         raise _refuse(path, "format", got, f"must be {FORMAT!r}")
