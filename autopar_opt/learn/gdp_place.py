@@ -117,7 +117,8 @@ class PlaceAgent:
     """Policy weights + optimiser (see the module docstring)."""
 
     def __init__(self, policy: PlacementPolicy | None = None, seed: int = 0,
-                 ppo: PlacePPO | None = None, finetune: str = "all") -> None:
+                 ppo: PlacePPO | None = None, finetune: str = "all",
+                 temperature: float = 1.0) -> None:
         from autopar_opt.learn.dqn import seed_everything
 
         if finetune not in ("all", "superposition"):
@@ -129,6 +130,7 @@ class PlaceAgent:
         params = (self.policy.conditioning_parameters() if finetune == "superposition"
                   else list(self.policy.parameters()))
         self.opt = torch.optim.Adam(params, lr=self.ppo.lr)
+        self.temperature = temperature   # logits are divided by it (exploration when > 1)
         self.iterations = 0
         self.decoded = 0          # placements sampled (greedy ones included)
         self.dead_ends = 0        # of which met a dead end (module docstring of node_decoder)
@@ -137,14 +139,17 @@ class PlaceAgent:
     def _state_weights(self, task: PlaceTask) -> np.ndarray | None:
         if not self.policy.config.state_terms:
             return None
-        return self.policy.state_weights.detach().numpy().astype(float) * task.sharpness
+        return self.policy.state_weights.detach().numpy().astype(float) * self._scale(task)
+
+    def _scale(self, task: PlaceTask) -> float:
+        return task.sharpness / self.temperature
 
     def sample(self, task: PlaceTask, count: int, greedy: bool = False
                ) -> tuple[Decoded, np.ndarray, np.ndarray]:
         """``count`` placements (greedy: the mode, ``count`` copies); (decoded, max-load,
         memory ratio)."""
         with torch.no_grad():
-            logits = self.policy(task.inputs).numpy().astype(float) * task.sharpness
+            logits = self.policy(task.inputs).numpy().astype(float) * self._scale(task)
         scores = np.broadcast_to(logits, (count, *logits.shape))
         dec = decode(task.graph, scores, self.rng, greedy=greedy,
                      state_weights=self._state_weights(task), fair=task.fair)
@@ -153,9 +158,10 @@ class PlaceAgent:
 
     def log_prob(self, task: PlaceTask, dec: Decoded) -> tuple[torch.Tensor, torch.Tensor]:
         """Exact log-probability of each sample and the mean per-unit entropy."""
-        z = (self.policy(task.inputs) * task.sharpness).unsqueeze(0)
+        scale = self._scale(task)
+        z = (self.policy(task.inputs) * scale).unsqueeze(0)
         if dec.state is not None:
-            z = z + torch.from_numpy(dec.state) @ (self.policy.state_weights * task.sharpness)
+            z = z + torch.from_numpy(dec.state) @ (self.policy.state_weights * scale)
         masks = torch.from_numpy(dec.masks)
         logp = torch.log_softmax(z.masked_fill(~masks, -1e9), dim=-1)
         dev = torch.from_numpy(dec.dev).unsqueeze(2)
@@ -244,7 +250,8 @@ def pretrain(problems: list[Any], *, budget_s: float | None = None, iterations: 
 def gdp_place_search(space: Any, budget_s: float, seed: int = 0,
                      max_samples: int | None = None, policy: PlacementPolicy | None = None,
                      finetune: str = "all", zero_shot_samples: int = 64,
-                     greedy_every: int = 5, ppo: PlacePPO | None = None) -> SearcherResult:
+                     greedy_every: int = 5, ppo: PlacePPO | None = None,
+                     temperature: float = 1.0) -> SearcherResult:
     """The ``gdp`` searcher with the per-node decoder on a placement ``space`` (a
     :class:`~autopar_opt.learn.placement_space.PlacementSpace`: its problem and
     contiguity are used). A pre-trained ``policy`` is copied, used zero-shot, then
@@ -255,7 +262,8 @@ def gdp_place_search(space: Any, budget_s: float, seed: int = 0,
     task = PlaceTask(space.problem, space.contiguous)
     pretrained = policy is not None
     net = copy.deepcopy(policy) if pretrained else None
-    agent = PlaceAgent(net, seed, ppo, finetune=finetune if pretrained else "all")
+    agent = PlaceAgent(net, seed, ppo, finetune=finetune if pretrained else "all",
+                       temperature=temperature)
     zero_best = None
     if pretrained:
         agent.zero_shot(task, zero_shot_samples, tracker)
