@@ -42,6 +42,9 @@ from autopar_opt.learn.space import Priced
 #: compare samples by it; it is never reported).
 OVERFLOW_PENALTY = 4.0
 DEAD_END_FACTOR = 2.0
+#: Above this many units an iteration samples 8 placements and takes 2 PPO epochs (not 16
+#: and 3): at 26,000 units (GNMT) one iteration is tens of seconds on a loaded 2-core machine.
+LARGE_UNITS = 5000
 
 
 @dataclass
@@ -260,6 +263,8 @@ def gdp_place_search(space: Any, budget_s: float, seed: int = 0,
 
     tracker = Tracker(budget_s, max_samples)
     task = PlaceTask(space.problem, space.contiguous)
+    if ppo is None and task.graph.num_units > LARGE_UNITS:
+        ppo = PlacePPO(samples=8, epochs=2)
     pretrained = policy is not None
     net = copy.deepcopy(policy) if pretrained else None
     agent = PlaceAgent(net, seed, ppo, finetune=finetune if pretrained else "all",

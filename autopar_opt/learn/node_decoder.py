@@ -92,61 +92,83 @@ def decode(g: UnitGraph, scores: np.ndarray, rng: np.random.Generator | None = N
     if forced is None and not greedy:
         scores = scores + rng.gumbel(size=(B, m, D))
     runs = np.isfinite(g.time)
+    runs_all = runs.all(axis=1).tolist()
     t_fin = np.where(runs, g.time, 0.0)
+    t_over = (t_fin / fair - 1.0).tolist() if state_weights is not None else None
     check_memory = _memory_binds(g)
     free = np.broadcast_to(g.cap, (B, D)).copy()
     slack = np.where(np.isfinite(g.cap), g.cap * MEM_RTOL, 0.0)   # evaluate_placement's tolerance
+    size = g.size.tolist()
     bit = np.left_shift(np.int64(1), np.arange(D, dtype=np.int64))
+    nbit = ~bit
     reach = np.zeros((B, D), dtype=np.int64)        # strict reachability, bit per device
     dev = np.zeros((B, m), dtype=np.int64)
     masks = np.zeros((B, m, D), dtype=bool)
     dead = np.zeros(B, dtype=bool)
     rows = np.arange(B)
+    devices = np.arange(D)
     load = np.zeros((B, D))
-    state = None if state_weights is None else np.zeros((B, m, D, STATE_TERMS), dtype=np.float32)
-    w = None if state_weights is None else np.asarray(state_weights, dtype=float)
+    # (terms, m, B, D) while decoding: each step writes contiguous (B, D) blocks
+    state = None if state_weights is None else np.zeros((STATE_TERMS, m, B, D), dtype=np.float32)
+    w0, w1, w2 = (0.0, 0.0, 0.0) if state_weights is None else \
+        (float(x) for x in np.asarray(state_weights, dtype=float))
+    pred_ptr, pred_pos = g.pred_ptr.tolist(), g.pred_pos.tolist()
+    in_ptr, in_pos, in_w = g.in_ptr.tolist(), g.in_pos.tolist(), g.in_w.tolist()
+    in_w_arr = g.in_w
+    in_w_total = np.add.reduceat(np.r_[g.in_w, 0.0], g.in_ptr[:-1]).tolist() if m else []
+    inv_fair = 1.0 / fair
     for i in range(m):
-        preds = g.pred_pos[g.pred_ptr[i]:g.pred_ptr[i + 1]]
-        allowed = np.broadcast_to(runs[i], (B, D))
+        preds = pred_pos[pred_ptr[i]:pred_ptr[i + 1]]
+        allowed = runs[i] if runs_all[i] else np.broadcast_to(runs[i], (B, D))
+        allowed = np.broadcast_to(allowed, (B, D))
         acyclic = None
-        if len(preds):
-            pbits = np.bitwise_or.reduce(bit[dev[:, preds]], axis=1)
-            acyclic = ((reach & pbits[:, None]) & ~bit) == 0
+        if preds:
+            pbits = bit[dev[:, preds[0]]]
+            for p in preds[1:]:
+                pbits = pbits | bit[dev[:, p]]
+            acyclic = (reach & (pbits[:, None] & nbit)) == 0
             allowed = allowed & acyclic
         if check_memory:
-            allowed = allowed & (free + slack >= g.size[i])
-        ok = allowed.any(axis=1)
-        if not ok.all():
-            dead |= ~ok
-            relaxed = runs[i] & (acyclic if acyclic is not None else True)
-            relaxed = np.broadcast_to(relaxed, (B, D))
-            relaxed = np.where(relaxed.any(axis=1)[:, None], relaxed, runs[i])
-            allowed = np.where(ok[:, None], allowed, relaxed)
+            allowed = allowed & (free + slack >= size[i])
+        if check_memory or not runs_all[i]:       # else a maximal predecessor device is open
+            ok = allowed.any(axis=1)
+            if not ok.all():
+                dead |= ~ok
+                relaxed = runs[i] & (acyclic if acyclic is not None else True)
+                relaxed = np.broadcast_to(relaxed, (B, D))
+                relaxed = np.where(relaxed.any(axis=1)[:, None], relaxed, runs[i])
+                allowed = np.where(ok[:, None], allowed, relaxed)
         masks[:, i] = allowed
         sc = scores[:, i]
-        if w is not None:
-            lo, hi = g.in_ptr[i], g.in_ptr[i + 1]
-            switch = np.zeros((B, D))
-            if hi > lo:
-                other = dev[:, g.in_pos[lo:hi]][:, :, None] != np.arange(D)
-                switch = (other * g.in_w[lo:hi][None, :, None]).sum(axis=1)
-            st = state_terms(switch, load, t_fin[i], fair)
-            state[:, i] = st
-            sc = sc + st @ w
+        if state is not None:
+            lo, hi = in_ptr[i], in_ptr[i + 1]
+            if hi == lo:
+                switch = 0.0
+            elif hi == lo + 1:
+                switch = (dev[:, in_pos[lo], None] != devices) * (in_w[lo] * inv_fair)
+            else:
+                same = dev[:, in_pos[lo:hi], None] == devices
+                switch = (in_w_total[i] - in_w_arr[lo:hi] @ same) * inv_fair
+            s2 = load * inv_fair
+            s3 = np.maximum(s2 + t_over[i], 0.0)
+            state[0, i], state[1, i], state[2, i] = switch, s2, s3
+            sc = sc + (w0 * switch + w1 * s2 + w2 * s3)
         if forced is not None:
             d = np.asarray(forced[:, i], dtype=np.int64)
             dead |= ~allowed[rows, d]
         else:
-            d = np.argmax(np.where(allowed, sc, -np.inf), axis=1)
+            d = np.where(allowed, sc, -np.inf).argmax(axis=1)
         dev[:, i] = d
         load[rows, d] += t_fin[i, d]
         if check_memory:
-            free[rows, d] -= g.size[i]
-        if len(preds):
-            new = pbits & ~bit[d]                          # edges dev(p) -> d, p off d
+            free[rows, d] -= size[i]
+        if preds:
+            new = pbits & nbit[d]                          # edges dev(p) -> d, p off d
             if new.any():
                 into = ((reach | bit) & new[:, None]) != 0      # devices reaching a new source
                 reach |= np.where(into, (bit[d] | reach[rows, d])[:, None], 0)
+    if state is not None:
+        state = np.ascontiguousarray(state.transpose(2, 1, 3, 0))      # (B, m, D, terms)
     return Decoded(dev, masks, dead, state)
 
 
@@ -162,16 +184,15 @@ def price(g: UnitGraph, dev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     compute = np.bincount(flat, weights=g.time[np.arange(m)[None, :], dev].ravel(),
                           minlength=B * D).reshape(B, D)
     memory = np.bincount(flat, weights=np.tile(g.size, B), minlength=B * D).reshape(B, D)
-    comm = np.zeros(B * D)
-    H = len(g.h_w)
-    if H:
-        hid = np.repeat(np.arange(H), np.diff(g.h_ptr))
-        key = np.unique(((np.arange(B)[:, None] * H + hid) * D + dev[:, g.h_pos]).ravel())
-        bh = key // D
-        cut = np.bincount(bh, minlength=B * H)[bh] > 1
-        comm = np.bincount((bh // H * D + key % D)[cut], weights=g.h_w[bh[cut] % H],
-                           minlength=B * D)
-    loads = compute + np.where(g.pays, comm.reshape(B, D), 0.0)
+    comm = np.zeros((B, D))
+    if len(g.h_w):
+        # devices each hyperedge touches, as bits; cut when more than one
+        held = np.bitwise_or.reduceat(np.left_shift(np.int64(1), dev[:, g.h_pos]), g.h_ptr[:-1],
+                                      axis=1)
+        cut = (held & (held - 1)) != 0
+        for d in range(D):
+            comm[:, d] = (cut & ((held >> d) & 1).astype(bool)) @ g.h_w
+    loads = compute + np.where(g.pays, comm, 0.0)
     finite = np.isfinite(g.cap)
     ratio = (memory[:, finite] / g.cap[finite]).max(axis=1) if finite.any() else np.zeros(B)
     value = np.where(np.isfinite(loads).all(axis=1), loads.max(axis=1), np.inf)
