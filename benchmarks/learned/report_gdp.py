@@ -132,4 +132,17 @@ def write_report(here: Path) -> None:
                          f"{r['build_s']:.1f} | {r['first_feasible_s'] or float('nan'):.1f} | {it} | "
                          + (f"{per:.2f} | {1000 * per / max(units, 1):.3f}" if per else "- | -")
                          + f" | {r['peak_rss_mib']:.0f} | {r['load']:.1f} |")
+    if (here / "scaling_gdp.json").exists():
+        sc = json.loads((here / "scaling_gdp.json").read_text())
+        lines += ["", "## Cost per iteration against graph size (GNMT unrolled over 12-100 steps)",
+                  "", f"{sc['machine']}. One PPO iteration = 8 sampled placements, pricing, 2 "
+                  "epochs; each size in a fresh process.", "",
+                  "| steps | nodes | units | prepare s | forward s | iteration s | "
+                  "iteration ms per 1k units | peak RSS MiB | load |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in sc["rows"]:
+            lines.append(f"| {r['seq']} | {r['nodes']:,} | {r['units']:,} | {r['prepare_s']:.1f} | "
+                         f"{r['forward_s']:.2f} | {r['iteration_s']:.1f} | "
+                         f"{1e6 * r['iteration_s'] / r['units']:.0f} | {r['peak_rss_mib']:.0f} | "
+                         f"{r['load']:.1f} |")
     (here / "RESULTS_gdp.md").write_text("\n".join(lines) + "\n")

@@ -252,12 +252,49 @@ def runs_step(out: Path, workers: int, full: bool) -> None:
             print(r["instance"], r["mode"], r["seed"], r["value"], flush=True)
 
 
+def _scaling_job(seq: int) -> dict:
+    """One GDP iteration on GNMT unrolled over ``seq`` steps: time and memory per phase."""
+    import resource
+
+    import torch
+
+    from autopar_opt.learn.gdp_place import PlaceAgent, PlacePPO, PlaceTask
+    from autopar_opt.placement.importers.zoo import build_op_graph
+
+    p = build_op_graph("gnmt", A100, seq=seq)
+    t0 = time.perf_counter()
+    task = PlaceTask(p, True)
+    prep = time.perf_counter() - t0
+    agent = PlaceAgent(seed=0, ppo=PlacePPO(samples=8, epochs=2))
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        agent.policy(task.inputs)
+    forward = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    agent.iteration([task])
+    return {"seq": seq, "nodes": p.num_nodes, "units": task.graph.num_units, "prepare_s": prep,
+            "forward_s": forward, "iteration_s": time.perf_counter() - t0,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "load": os.getloadavg()[0]}
+
+
+def scaling_step(out: Path) -> None:
+    """Per-iteration cost against graph size (GNMT, 12-100 steps), one process per size."""
+    rows = []
+    for seq in (12, 25, 50, 100):
+        with ProcessPoolExecutor(1, initializer=worker_init) as pool:
+            rows.append(pool.submit(_scaling_job, seq).result())
+        print(rows[-1], flush=True)
+    out.write_text(json.dumps({"machine": machine_line(), "rows": rows}, indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--exact", action="store_true")
     ap.add_argument("--pretrain", action="store_true")
     ap.add_argument("--runs", action="store_true")
     ap.add_argument("--report", action="store_true")
+    ap.add_argument("--scaling", action="store_true")
     ap.add_argument("--full", action="store_true", help="300 s runs on TEST (seed 0)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--pretrain-s", type=float, default=300.0)
@@ -269,6 +306,8 @@ def main() -> None:
         pretrain_step(HERE / "pretrain_gdp.json", args.pretrain_s)
     if args.runs:
         runs_step(HERE / "runs_gdp.json", args.workers, args.full)
+    if args.scaling:
+        scaling_step(HERE / "scaling_gdp.json")
     if args.report:
         from report_gdp import write_report
 

@@ -108,3 +108,22 @@ def test_lifo_order_is_topological_and_follows_chains():
     assert order in ([0, 1, 2, 3, 4, 5, 6], [3, 4, 5, 0, 1, 2, 6])
     with pytest.raises(ValueError, match="cycle"):
         lifo_topological_order(2, np.array([(0, 1), (1, 0)]))
+
+
+def test_recorded_state_terms_reproduce_every_greedy_choice():
+    """The state terms the decoder records are the ones it scored with: the masked argmax
+    of ``scores + state · W`` is the chosen device at every step (so the PPO
+    log-probabilities computed from them are the sampling distribution's)."""
+    from autopar_opt.placement import load_public
+
+    p = load_public(DATA / "placement" / "throughput" / "OperatorGraphs_bert_l-6_training.json")
+    g = unit_graph(p, True)
+    rng = np.random.default_rng(1)
+    scores = rng.normal(size=(4, *g.time.shape))
+    w = np.array([-2.0, 0.5, -6.0])
+    dec = decode(g, scores, greedy=True, state_weights=w, fair=3.0)
+    z = scores + dec.state @ w
+    assert np.array_equal(np.where(dec.masks, z, -np.inf).argmax(axis=2), dec.dev)
+    assert dec.state.shape == (4, g.num_units, g.num_devices, 3)
+    assert (dec.state[..., 2] >= 0).all() and np.allclose(
+        dec.state[..., 2], np.maximum(dec.state[..., 1] + g.time / 3.0 - 1, 0), atol=1e-6)
