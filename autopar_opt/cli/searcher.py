@@ -109,4 +109,7 @@ class SearcherHook:
                  + (f"{100 * gap:.3f}%" if isinstance(gap, float) else str(gap)))
         if block["ratio_to_optimum"] is not None:
             text += f"; {block['ratio_to_optimum']:.4f} x the proven optimum {_fmt(block['optimum'])}"
+        if block.get("ratio_to_ceiling") is not None and block.get("ceiling") != block["optimum"]:
+            text += (f"; {block['ratio_to_ceiling']:.4f} x its decoder's ceiling "
+                     f"{_fmt(block['ceiling'])} (the best plan its space holds)")
         console.print(text)

@@ -286,5 +286,11 @@ def gdp_search(problem: Any, budget_s: float, seed: int = 0, max_samples: int | 
     info = {"iterations": iterations, "tasks": len(tasks),
             "final_task": tasks[alive[0]].name if alive else None}
     if placement:
+        from autopar_opt.learn.block_ceiling import block_ceiling
+
         info["decoder"] = "block"
+        try:
+            info["ceiling"] = block_ceiling(problem)
+        except ValueError as exc:              # cycles of classes, host-only classes, size
+            info["ceiling"], info["ceiling_note"] = None, str(exc)
     return tracker.result("gdp", seed, problem, info)

@@ -279,7 +279,8 @@ def gdp_place_search(space: Any, budget_s: float, seed: int = 0,
         agent.iteration([task], tracker)
         if greedy_every and agent.iterations % greedy_every == 0 and not tracker.done():
             agent.offer(tracker, task, *agent.sample(task, 1, greedy=True))
-    info = {"decoder": "node", "iterations": agent.iterations, "units": task.graph.num_units,
+    info = {"decoder": "node", "ceiling": "optimum", "iterations": agent.iterations,
+            "units": task.graph.num_units,
             "pretrained": pretrained, "finetune": finetune if pretrained else None,
             "zero_shot_value": zero_best, "decoded": agent.decoded, "dead_ends": agent.dead_ends}
     return tracker.result("gdp", seed, NodeSpace(task), info)

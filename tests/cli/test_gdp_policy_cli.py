@@ -37,13 +37,19 @@ def test_place_with_a_pretrained_policy_reports_zero_shot_and_the_bound(policy):
     block = json.loads(out)["searcher"]
     assert block["info"]["pretrained"] and block["info"]["decoder"] == "node"
     assert block["info"]["zero_shot_value"] >= block["value"] >= block["lower_bound"] * (1 - 1e-9)
+    # the per-node decoder's ceiling is the proven optimum
+    assert block["ceiling"] == block["optimum"] and block["ratio_to_ceiling"] == block["ratio_to_optimum"]
 
 
 def test_decoder_block_is_labelled(policy):
     code, out = run_cli("place", BERT24, "--searcher", "gdp", "--decoder", "block",
                         "--budget-s", "1", "--json")
     assert code == 0, out
-    assert json.loads(out)["searcher"]["info"]["decoder"] == "block"
+    block = json.loads(out)["searcher"]
+    assert block["info"]["decoder"] == "block"
+    # bert24's block ceiling is its optimum (the DP's figure; RESULTS_place.md)
+    assert block["ceiling"] == pytest.approx(17.7899, rel=1e-4)
+    assert block["ratio_to_ceiling"] == pytest.approx(block["value"] / block["ceiling"])
 
 
 @pytest.mark.parametrize("args, message", [
