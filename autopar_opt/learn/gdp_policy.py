@@ -15,9 +15,12 @@ for Dataflow Graphs", §3), for the per-node decoder.
   weights serves many graphs and fine-tuning can adapt ``c`` to one graph.
 * **Head**: one logit per (unit, device) from ``[h_u, e_d, pair_ud]`` (an MLP whose first
   layer is split per input, so the cost is ``O(m·D·H)``), plus a **prior** with two
-  learned scales (initialised at 3): ``−2·|pair_0|`` (distance from a compute-balanced
-  split along ``σ``) and ``−pair_1`` (log slowdown on that device). The MLP's last layer
-  starts at a tenth of its default scale, so an untrained policy is a balanced split.
+  learned scales: ``−2·|pair_0|`` (distance from a compute-balanced split along ``σ``;
+  scale 3 at first) and ``−pair_1`` (log slowdown on that device; scale 0.5 at first: a
+  slow host is still worth filling under max-load while it stays below the others, which
+  the state term ``s3`` watches; at 3 the policy never tried the host, and on bert_l-6
+  the optimum puts 18 units there). The MLP's last layer starts at a tenth of its
+  default scale, so an untrained policy is a balanced split.
 * **State weights** ``W`` (3 numbers, see :func:`autopar_opt.learn.node_decoder.state_terms`),
   used by the decoder when ``state_terms`` is on (our addition to the paper's placer).
 """
@@ -107,7 +110,7 @@ class PlacementPolicy(nn.Module):
         self.head_device = nn.Linear(h, h, bias=False)
         self.head_pair = nn.Linear(PAIR_DIM, h, bias=False)
         self.head_out = nn.Linear(h, 1)
-        self.prior = nn.Parameter(torch.tensor([3.0, 3.0]))
+        self.prior = nn.Parameter(torch.tensor([3.0, 0.5]))
         self.state_weights = nn.Parameter(torch.tensor([-2.0, 0.0, -6.0]))
         with torch.no_grad():
             self.head_out.weight.mul_(0.1)
