@@ -59,6 +59,12 @@ def build_op_graph(name: str, devices: list[dict], *, file: str = "<spec>",
                                      "not in the device catalog",
                                      f"choose one of {', '.join(DEVICE_CATALOG)}"
                                      f"{did_you_mean(d['type'], DEVICE_CATALOG)}"))
+        elif "bf16" not in DEVICE_CATALOG[d["type"]].peak_tflops:
+            with_bf16 = [k for k, v in DEVICE_CATALOG.items() if "bf16" in v.peak_tflops]
+            probs.append(SpecProblem(file, f"placement.devices[{i}].type", d["type"],
+                                     "has no bf16 peak, and the zoo's operator graphs are costed "
+                                     "in bf16",
+                                     f"choose one of {', '.join(with_bf16)}"))
     if not _check_only and name in OP_GRAPHS:
         probs.extend(_param_problems(name, params, file))
     if probs:

@@ -74,3 +74,8 @@ def test_zoo_problem_keeps_colour_classes_and_refuses_huge_unrolls():
         build_op_graph("gnmt", A100, seq=100_000)
     with pytest.raises(SpecError, match=r"placement\.graph\.segments"):
         build_op_graph("transformer_xl", A100, segments=100_000, training=True)
+
+
+def test_a_device_without_bf16_is_refused_with_the_choices():
+    with pytest.raises(SpecError, match=r"devices\[0\]\.type = 'V100-32GB': has no bf16 peak.*A100"):
+        build_op_graph("transformer", [{"type": "V100-32GB", "count": 2}], layers=2)
