@@ -23,9 +23,12 @@ packing, so it is not attempted. The unit then goes to the best device that igno
 failing rule, and the sample is flagged ``dead`` (infeasible, never reported).
 
 A sample draws ``argmax_d (score[i, d] + gumbel)`` over the allowed devices (Gumbel-max:
-a draw from the masked softmax). ``state_weights`` adds GDP-optional state terms
-``s(i, d) · W`` computed on the way (our addition; see :func:`state_terms`), recorded so that
-the log-probability of a sample can be recomputed exactly.
+a draw from the masked softmax). ``state_weights`` ``W`` adds state terms ``s(i, d) · W``
+computed on the way (our addition to GDP's placer), recorded so that the log-probability
+of a sample can be recomputed exactly. All three are divided by the fair share (total
+accelerator time / accelerators): ``s1`` the transfer weight unit ``i`` reads from units
+on devices other than ``d`` (the cost of switching), ``s2`` the compute already on ``d``,
+``s3 = max(0, s2 + t(i, d)/fair − 1)`` how far ``d`` would go past its fair share.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import numpy as np
 from autopar_opt.learn.place_graph import UnitGraph
 from autopar_opt.placement.evaluate import MEM_RTOL
 
-#: Number of state terms per (unit, device) (see :func:`state_terms`).
+#: Number of state terms per (unit, device) (module docstring).
 STATE_TERMS = 3
 
 
@@ -57,17 +60,6 @@ class Decoded:
     masks: np.ndarray
     dead: np.ndarray
     state: np.ndarray | None
-
-
-def state_terms(switch_w: np.ndarray, load: np.ndarray, unit_time: np.ndarray,
-                fair: float) -> np.ndarray:
-    """``(B, D, 3)`` state terms of one unit, all divided by the fair share (total
-    accelerator time / accelerators): the transfer weight it reads from units on other
-    devices than ``d`` (switch cost), the compute already on ``d``, and how far ``d``
-    would go past its fair share with the unit."""
-    s2 = load / fair
-    s3 = np.maximum(s2 + unit_time[None, :] / fair - 1.0, 0.0)
-    return np.stack([switch_w / fair, s2, s3], axis=2)
 
 
 def _memory_binds(g: UnitGraph) -> bool:
