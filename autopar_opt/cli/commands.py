@@ -57,6 +57,7 @@ COMMON_FLAGS: dict[str, tuple[str, ...]] = {
     "report": ("--quiet",),
     "export": (),
     "schema": (),
+    "pretrain": ("--json", "--out", "--seed"),      # --out: the policy file it writes
 }
 
 
@@ -417,7 +418,16 @@ def place(ctx: typer.Context,
               "--time-limit; more than --time-limit is refused)."),
           seed: int = typer.Option(0, "--seed", min=0, help="Searcher seed (runs are reproducible)."),
           quiet: bool = typer.Option(False, "--quiet", help="No summary (the outputs and the exit "
-                                     "code only; --json still prints its JSON).")
+                                     "code only; --json still prints its JSON)."),
+          policy: Optional[str] = typer.Option(None, "--policy",
+                                               help="gdp: start from this pre-trained policy "
+                                                    "(written by `autopar pretrain`): its zero-shot "
+                                                    "plans, then fine-tuning within --budget-s."),
+          decoder: Optional[str] = typer.Option(None, "--decoder",
+                                                help="gdp: node (default: a device per node, the "
+                                                     "exact search's space) | block (k-1 "
+                                                     "boundaries over one order; its best plan is "
+                                                     "its ceiling, often above the optimum).")
           ) -> int:
     """Place an operator graph on devices, with a proven lower bound and gap.
 
@@ -427,15 +437,47 @@ def place(ctx: typer.Context,
 
     _refuse_unused_options(budget_s if searcher is None else None, False)
     hook = None
-    if searcher is not None:
+    if searcher is not None or policy is not None or decoder is not None:
         from autopar_opt.cli.searcher import SearcherHook
 
-        hook = SearcherHook(searcher, budget_s, seed)
+        if searcher is None:
+            from autopar_opt.cli.options import OptionError
+            from autopar_opt.core.errors import SpecProblem
+            from autopar_opt.core.files import COMMAND_LINE
+
+            raise OptionError([SpecProblem(COMMAND_LINE, "--policy" if policy else "--decoder",
+                                           policy or decoder, "is an option of the gdp searcher",
+                                           "add --searcher gdp, or drop it")])
+        hook = SearcherHook(searcher, budget_s, seed, policy=policy, decoder=decoder)
     started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
     with locked_out(out_dir):
         return place_command(spec_path, solver, objective, contiguous, time_limit_s, out_dir,
                              json_output, expert, gap, searcher=hook, quiet=quiet,
                              started_at=started_at)
+
+
+@app.command("pretrain")
+@guarded
+def pretrain(graphs: list[str] = typer.Argument(..., metavar="SPEC...",
+                                                 help="Placement specs or public-format JSON "
+                                                      "graphs to train on."),
+             out: str = typer.Option(..., "--out", help="Policy file to write."),
+             budget_s: float = typer.Option(60.0, "--budget-s", help="Training time, s."),
+             iterations: Optional[int] = typer.Option(None, "--iterations", min=1,
+                                                      help="Stop after this many PPO updates."),
+             seed: int = typer.Option(0, "--seed", min=0, help="Seed (runs are reproducible "
+                                      "with --iterations)."),
+             contiguous: Optional[bool] = typer.Option(None, "--contiguous/--no-contiguous",
+                                                       help="Placement variant (default: each "
+                                                            "spec's, else contiguous)."),
+             json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON.")
+             ) -> int:
+    """Pre-train GDP's placement policy on several graphs (batch training) and write it,
+    for `autopar place --searcher gdp --policy FILE` (needs the learn extra)."""
+    from autopar_opt.cli.pretrain import pretrain_command
+
+    with locked_out(out, "--out", single_file=True):
+        return pretrain_command(graphs, out, budget_s, iterations, seed, contiguous, json_output)
 
 
 @app.command("capacity")

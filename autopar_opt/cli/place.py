@@ -214,6 +214,7 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
     limit = time_limit_s if time_limit_s is not None and math.isfinite(time_limit_s) else math.inf
     opt.raise_if_any([*opt.check_time_limit(time_limit_s),
                       *(opt.check_budget(searcher.budget_s, limit) if searcher else []),
+                      *(searcher.problems() if searcher else []),
                       *(check_output_dir(out_dir, "--out", ("placement.json", "report.html"))
                         if out_dir is not None else [])])           # before any work (issue 15)
     if searcher is not None:      # inside the time limit, as solve's (before: 100 s under 5)

@@ -19,11 +19,57 @@ def _fmt(x: Any) -> str:
 
 @dataclass
 class SearcherHook:
-    """What ``autopar solve --searcher`` hands to the search command."""
+    """What ``autopar solve --searcher`` hands to the search command.
+
+    ``policy`` (a policy file) and ``decoder`` (``node`` | ``block``) are GDP's options on
+    a placement; :meth:`problems` checks them (and reads the policy) before any work."""
 
     name: str
     budget_s: float
     seed: int = 0
+    policy: str | None = None
+    decoder: str | None = None
+    loaded_policy: Any = None
+
+    def problems(self) -> list:
+        """Option problems of ``--policy``/``--decoder`` (empty when fine); reads the policy."""
+        from autopar_opt.core.errors import SpecProblem
+        from autopar_opt.core.files import COMMAND_LINE
+
+        out = []
+        if (self.policy is not None or self.decoder is not None) and self.name != "gdp":
+            out.append(SpecProblem(COMMAND_LINE, "--policy" if self.policy else "--decoder",
+                                   self.policy or self.decoder, "is an option of the gdp searcher",
+                                   "add --searcher gdp, or drop it"))
+        if self.decoder not in (None, "node", "block"):
+            out.append(SpecProblem(COMMAND_LINE, "--decoder", self.decoder, "must be node or block",
+                                   "use --decoder node (every feasible placement) or block"))
+        if self.policy is not None and self.decoder == "block":
+            out.append(SpecProblem(COMMAND_LINE, "--policy", self.policy, "drives the per-node "
+                                   "decoder, not the block decoder", "drop --decoder block"))
+        if out or self.policy is None:
+            return out
+        from autopar_opt.learn.base import INSTALL_HINT, torch_available
+
+        if not torch_available():
+            return [SpecProblem(COMMAND_LINE, "--policy", self.policy, "needs PyTorch",
+                                INSTALL_HINT)]
+        from autopar_opt.learn.policy_file import FIX, PolicyFileError, load_policy
+
+        try:
+            self.loaded_policy = load_policy(self.policy)[0]
+        except PolicyFileError as exc:
+            return [SpecProblem(str(exc.path), exc.key, exc.value, exc.rule, FIX)]
+        return []
+
+    def options(self) -> dict:
+        """Keyword options for the searcher (GDP's decoder and pre-trained policy)."""
+        opts: dict = {}
+        if self.decoder is not None:
+            opts["decoder"] = self.decoder
+        if self.loaded_policy is not None:
+            opts["policy"] = self.loaded_policy
+        return opts
 
     def run(self, spec: Any, err: Console) -> SearcherResult | None:
         """Run the searcher; None (and the reason on stderr) when it cannot run."""
@@ -39,7 +85,7 @@ class SearcherHook:
 
         try:
             return run_searcher(self.name, PlacementSpace(problem, contiguous), self.budget_s,
-                                seed=self.seed)
+                                seed=self.seed, **self.options())
         except (SearcherUnavailable, SearcherUnknown, ValueError) as exc:
             err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
             return None
@@ -80,4 +126,7 @@ class SearcherHook:
                  + (f"{100 * gap:.3f}%" if isinstance(gap, float) else str(gap)))
         if block["ratio_to_optimum"] is not None:
             text += f"; {block['ratio_to_optimum']:.4f} x the proven optimum {_fmt(block['optimum'])}"
+        if block.get("ratio_to_ceiling") is not None and block.get("ceiling") != block["optimum"]:
+            text += (f"; {block['ratio_to_ceiling']:.4f} x its decoder's ceiling "
+                     f"{_fmt(block['ceiling'])} (the best plan its space holds)")
         console.print(text)

@@ -39,8 +39,9 @@ def current_umask() -> int:
     return mask
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` atomically, with umask-respecting permissions.
+def write_atomic(path: str | os.PathLike, text: str | bytes) -> None:
+    """Write ``text`` (or ``bytes``, e.g. a saved policy) to ``path`` atomically, with
+    umask-respecting permissions.
 
     The folder is created if missing. On any failure (or an interrupt) the
     temporary file is removed and ``path`` is left as it was.
@@ -49,7 +50,8 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        binary = isinstance(text, bytes)
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")) as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())

@@ -1,8 +1,10 @@
 """Searchers beside the exact solvers: random, annealing, Auto-MAP's DQN, GDP's graph policy.
 
-They search the same space as the exact method (:class:`LayerSpace`), report
-plans priced by :func:`autopar_opt.cost.evaluate.evaluate`, and are measured
-against the proven optimum (benchmarks/learned/). ``dqn`` and ``gdp`` need
+They search the exact method's space or a stated part of it (which, for each
+searcher: :mod:`autopar_opt.learn.base`), report plans priced by the independent
+evaluator (:func:`autopar_opt.cost.evaluate.evaluate`,
+:func:`autopar_opt.placement.evaluate.evaluate_placement`), and are measured against
+the proven optimum and their own ceiling (benchmarks/learned/). ``dqn`` and ``gdp`` need
 PyTorch (``pip install 'autopar-opt[learn]'``); importing this package does not.
 """
 

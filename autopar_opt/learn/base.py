@@ -1,8 +1,22 @@
 """The searcher interface: a budget, a seed, a problem in; a priced plan and a trace out.
 
-A searcher (``random``, ``anneal``, ``dqn``, ``gdp``) explores the same space
-as the exact search (a :class:`~autopar_opt.learn.space.LayerSpace`, or a
-placement space) and returns a :class:`SearcherResult`. The value it reports
+A searcher (``random``, ``anneal``, ``dqn``, ``gdp``) explores a space of plans and
+returns a :class:`SearcherResult`. Which space, exactly (a searcher's best possible plan,
+its *ceiling*, is the best plan of its space):
+
+* layer strategies (:class:`~autopar_opt.learn.space.LayerSpace`): every searcher moves
+  over the exact search's space, less the free stage-size configurations
+  (``search.stage_devices: free``), which the searchers leave out;
+* placement: ``gdp`` with its default per-node decoder
+  (:mod:`autopar_opt.learn.node_decoder`) can emit every feasible placement, so its
+  ceiling is the proven optimum; ``random`` and ``gdp --decoder block`` emit interval
+  partitions of one class order only, whose best plan
+  (:func:`autopar_opt.learn.block_ceiling.block_ceiling`) is 1.15-1.63x the optimum on
+  four of the ten public instances; ``anneal`` starts from such partitions and moves
+  single classes between accelerators, so it can reach every placement that keeps the
+  host for host-only classes (not one that moves other work to the host).
+
+The value it reports
 is the one the problem's independent evaluator gives its best plan
 (:func:`autopar_opt.cost.evaluate.evaluate` for layer plans), never the searcher's
 own estimate. The trace records the best value found against wall time and

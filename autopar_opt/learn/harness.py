@@ -43,4 +43,11 @@ def searcher_block(result: SearcherResult, lower_bound: float | None, optimum: f
         lower_bound is not None else None
     data["optimum"] = json_float(optimum)
     data["ratio_to_optimum"] = (value / optimum) if value is not None and optimum else None
+    # the best plan the searcher's space holds (GDP's decoders say theirs, see learn/base.py)
+    ceiling = result.info.get("ceiling")
+    if ceiling == "optimum":
+        ceiling = optimum
+    data["ceiling"] = json_float(ceiling) if isinstance(ceiling, (int, float)) else None
+    data["ratio_to_ceiling"] = (value / ceiling) if value is not None and \
+        isinstance(ceiling, (int, float)) and ceiling > 0 else None
     return data

@@ -38,7 +38,9 @@ def op_problem(g: OpGraph, devices: list[dict], name: str) -> PlacementProblem:
     return PlacementProblem(name=name, node_names=list(g.names), node_ids=list(range(n)),
                             edges=np.array(g.edges, dtype=np.int64).reshape(-1, 2), time=times,
                             size_bytes=np.array(g.param_bytes) + np.array(g.out_bytes),
-                            comm=comm, color=np.arange(n), is_backward=np.zeros(n, bool),
+                            comm=comm,
+                            color=np.array(g.color) if g.color else np.arange(n),
+                            is_backward=np.array(g.backward, bool) if g.backward else np.zeros(n, bool),
                             device_types=types, meta={"format": "zoo", "units": "ms"})
 
 
@@ -57,6 +59,12 @@ def build_op_graph(name: str, devices: list[dict], *, file: str = "<spec>",
                                      "not in the device catalog",
                                      f"choose one of {', '.join(DEVICE_CATALOG)}"
                                      f"{did_you_mean(d['type'], DEVICE_CATALOG)}"))
+        elif "bf16" not in DEVICE_CATALOG[d["type"]].peak_tflops:
+            with_bf16 = [k for k, v in DEVICE_CATALOG.items() if "bf16" in v.peak_tflops]
+            probs.append(SpecProblem(file, f"placement.devices[{i}].type", d["type"],
+                                     "has no bf16 peak, and the zoo's operator graphs are costed "
+                                     "in bf16",
+                                     f"choose one of {', '.join(with_bf16)}"))
     if not _check_only and name in OP_GRAPHS:
         probs.extend(_param_problems(name, params, file))
     if probs:
@@ -110,4 +118,27 @@ def _param_problems(name: str, params: dict, file: str) -> list:
                                          f"write e.g. {key}: {default}"))
         elif isinstance(default, str) and not isinstance(val, str):
             probs.append(SpecProblem(file, where, val, "must be text", f"write {key}: {default}"))
+    if not probs:
+        probs.extend(_size_problems(name, {**defaults, **params}, file))
     return probs
+
+
+def _size_problems(name: str, args: dict, file: str) -> list:
+    """Unrolled graphs (GNMT's steps, Transformer-XL's segments) grow with the product
+    of their arguments: refuse one estimated above ``limits.MAX_OP_NODES`` operators
+    before building it (``seq: 10**6`` would otherwise run for hours)."""
+    from autopar_opt.core import limits
+    from autopar_opt.core.errors import SpecProblem
+
+    factor = 2 if args.get("training") else 1
+    if name == "gnmt":
+        ops, key = 2 * args["seq"] * (33 * args["layers"] + 12) * factor, "seq"
+    elif name == "transformer_xl":
+        ops, key = args["segments"] * args["layers"] * 20 * factor, "segments"
+    else:
+        return []
+    if ops <= limits.MAX_OP_NODES:
+        return []
+    return [SpecProblem(file, f"placement.graph.{key}", args[key],
+                        f"gives about {ops:,} operators, above the limit of "
+                        f"{limits.MAX_OP_NODES:,}", f"use a smaller {key} or fewer layers")]
