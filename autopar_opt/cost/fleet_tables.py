@@ -136,7 +136,7 @@ def _priced(cache: FleetTableCache, layer, cls: int, g: int, d: int, b: int, tie
             fleet: Fleet, training: Training, space: SearchSpace, prune: bool):
     """A layer's (pruned) strategies on ``(g, d)`` tagged with ``g``, and their cost
     arrays in DOMINANCE_FIELDS order (true bytes), from the cache when priced before."""
-    key = (cls, g, d, b, _tier_key(tie), prune)
+    key = (cls, g, d, b, _tier_key(tie) if layer.tied_params > 0 else None, prune)   # only tied layers see it
     if key not in cache.layers:
         got = [replace(s, group=g) for s in enumerate_strategies(
             layer, d, b, space, fleet.groups[g].gpus_per_node, training.seq_len, training.autocast)]
