@@ -19,7 +19,7 @@ from autopar_opt.cost.evaluate import PlanMetrics
 from autopar_opt.cost.fleet_tables import FleetTableCache
 from autopar_opt.cost.params import CostParams
 from autopar_opt.cost.replicas import ReplicaMetrics
-from autopar_opt.core.bounds import SearchStatus, search_status
+from autopar_opt.core.bounds import SearchStatus, Status, search_status
 from autopar_opt.ir.fleet import Fleet
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.plan import Plan
@@ -63,10 +63,11 @@ class FleetResult:
 def run_fleet_search(graph: LayerGraph, fleet: Fleet, training: Training, space: SearchSpace,
                      params: CostParams, options: SearchOptions, progress: ProgressFn | None = None,
                      split_parts: int = DEFAULT_SPLIT_PARTS) -> FleetResult:
-    """Certified best plan on ``fleet`` over both shapes, in three phases that
-    share one incumbent: pipelines on one group (today's homogeneous searches,
-    cheap, good incumbents), replica classes (:class:`ReplicaSearch`), then
-    pipelines over several groups, pruned by everything found before."""
+    """Certified best plan on ``fleet`` over both shapes, in phases that share one
+    incumbent: pipelines on one group (today's homogeneous searches, cheap, good
+    incumbents), replica classes (:class:`ReplicaSearch`, then its second pass on
+    splits not closed), pipelines over several groups pruned by everything found
+    before, and a last pass on the splits still open with the time left."""
     start = time.perf_counter()
     deadline = start + options.time_limit_s
     cache = FleetTableCache()
@@ -82,23 +83,36 @@ def run_fleet_search(graph: LayerGraph, fleet: Fleet, training: Training, space:
     if single.plan is not None:
         best = (single.metrics.iteration_time_s, single.plan, single.metrics, single.best_config.label())
     n_rep = 0
+    rep_records: list = []
+    search: ReplicaSearch | None = None
     stopped = single.interrupted_by is not None
     if partitions and not stopped:
         search = ReplicaSearch(graph, fleet, training, space, params, options, split_parts, cache)
         cut = deadline - (deadline - time.perf_counter()) * (1 - REPLICA_SHARE)
         rep_records, found = search.run(best[0] if best else None, cut)
-        records += rep_records
         n_rep = len(rep_records)
         if found is not None and (best is None or found.metrics.iteration_time_s < best[0]):
             best = (found.metrics.iteration_time_s, found.plan, found.metrics, found.config.label())
+        found = search.second_pass(rep_records, best[0] if best else None,
+                                   deadline - (deadline - time.perf_counter()) * (1 - REPLICA_SHARE))
+        if found is not None and found.metrics.iteration_time_s < best[0]:
+            best = (found.metrics.iteration_time_s, found.plan, found.metrics, found.config.label())
     pipe = single
     if len(fleet.groups) > 1 and not stopped:
-        pipe = FleetSearch(graph, fleet, training, space, params, left(1.0), progress, cache=cache,
+        open_splits = any(r.status in (Status.feasible, Status.not_solved) for r in rep_records)
+        pipe = FleetSearch(graph, fleet, training, space, params, left(0.6 if open_splits else 1.0),
+                           progress, cache=cache,
                            mixed=True, cutoff=best[0] if best else None,
                            cutoff_source=f"the plan of {best[3]}" if best else "").run()
-        records += pipe.certificate.configurations
         if pipe.plan is not None and (best is None or pipe.metrics.iteration_time_s < best[0]):
             best = (pipe.metrics.iteration_time_s, pipe.plan, pipe.metrics, pipe.best_config.label())
+    if search is not None and time.perf_counter() < deadline - 1.0 and not stopped:
+        found = search.second_pass(rep_records, best[0] if best else None, deadline)
+        if found is not None and (best is None or found.metrics.iteration_time_s < best[0]):
+            best = (found.metrics.iteration_time_s, found.plan, found.metrics, found.config.label())
+    records += rep_records
+    if pipe is not single:
+        records += pipe.certificate.configurations
     plan, metrics, label = (best[1], best[2], best[3]) if best else (None, None, None)
     return FleetResult(plan, metrics, Certificate(records), label, pipe,
                        time.perf_counter() - start, n_rep)

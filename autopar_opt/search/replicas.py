@@ -158,20 +158,32 @@ class ReplicaSearch:
             self.bounds[key] = best
         return self.bounds[key]
 
-    def class_solve(self, cls: tuple[int, ...], batch: int, time_limit_s: float) -> ClassOutcome:
-        """The class's pipeline search at ``batch`` (cached)."""
+    def class_solve(self, cls: tuple[int, ...], batch: int, time_limit_s: float,
+                    again: bool = False) -> ClassOutcome:
+        """The class's pipeline search at ``batch`` (cached; ``again``: search once more with
+        this time when the cached one did not close, keeping the better plan and the larger
+        bound of the two)."""
         key = (cls, batch)
-        if key not in self.outcomes:
-            opts = replace(self.options, time_limit_s=max(time_limit_s, 0.1), export_dir=None)
-            tr = class_training(self.training, batch)
-            res = FleetSearch(self.graph, self.fleet, tr, self.space, self.params, opts,
-                              groups=cls, cache=self.cache).run()
-            cert = res.certificate
-            lower = max(cert.lower_bound, self.class_bound(cls, batch))
-            self.outcomes[key] = ClassOutcome(cert.primal if res.plan is not None else None, lower,
-                                              res.plan, res.metrics, res.wall_time_s,
-                                              str(res.status(self.options.rel_gap)))
-        return self.outcomes[key]
+        old = self.outcomes.get(key)
+        if old is not None and not (again and old.status != "optimal"):
+            return old
+        opts = replace(self.options, time_limit_s=max(time_limit_s, 0.1), export_dir=None)
+        tr = class_training(self.training, batch)
+        res = FleetSearch(self.graph, self.fleet, tr, self.space, self.params, opts,
+                          groups=cls, cache=self.cache).run()
+        cert = res.certificate
+        new = ClassOutcome(cert.primal if res.plan is not None else None,
+                           max(cert.lower_bound, self.class_bound(cls, batch)), res.plan, res.metrics,
+                           res.wall_time_s, str(res.status(self.options.rel_gap)))
+        if old is not None:
+            if old.primal is not None and (new.primal is None or old.primal < new.primal):
+                new.primal, new.plan, new.metrics = old.primal, old.plan, old.metrics
+            new.lower = max(new.lower, old.lower)
+            new.time_s += old.time_s
+            closed = new.primal is not None and new.primal - new.lower <= self.options.rel_gap * new.primal
+            new.status = "optimal" if closed else new.status
+        self.outcomes[key] = new
+        return new
 
     def run(self, incumbent: float | None, deadline: float) -> tuple[list[ConfigRecord], ReplicaBest | None]:
         """Every split of every partition: one record each, and the best replica plan
@@ -195,14 +207,47 @@ class ReplicaSearch:
         for n, (bound, cfg, sync) in enumerate(items):
             inc = incumbent if best is None else min(incumbent or math.inf, best.metrics.iteration_time_s)
             inc = None if inc is None or math.isinf(inc) else inc
-            record, found = self._decide(cfg, bound, sync, inc, deadline, len(items) - n)
+            still = sum(1 for b, _, _ in items[n:] if inc is None or b < inc * (1 - self.options.rel_gap))
+            record, found = self._decide(cfg, bound, sync, inc, deadline, max(still, 1))
             records.append(record)
             if found is not None and (inc is None or found.metrics.iteration_time_s < inc):
                 best = found
+        self.items = {cfg: (bound, sync) for bound, cfg, sync in items}
         return records, best
 
+    def second_pass(self, records: list[ConfigRecord], incumbent: float | None,
+                    deadline: float) -> ReplicaBest | None:
+        """Spend the time left on the splits not closed (a class search that ran out of
+        its share: status feasible, bound below the incumbent by more than the target
+        gap), lowest bound first; a record is replaced in place when the new search
+        proves more or finds a better plan. Returns a better replica plan, if found."""
+        best = None
+        for _ in range(2):
+            inc = incumbent if best is None else min(incumbent or math.inf, best.metrics.iteration_time_s)
+            todo = sorted((k for k, r in enumerate(records)
+                           if r.status in (Status.feasible, Status.not_solved) and r.lower_bound > -math.inf
+                           and (inc is None or r.lower_bound < inc * (1 - self.options.rel_gap))),
+                          key=lambda k: records[k].lower_bound)
+            if not todo:
+                return best
+            for n, k in enumerate(todo):
+                left = deadline - time.perf_counter()
+                if left < 1.0:
+                    return best
+                cfg = records[k].config
+                bound, sync = self.items[cfg]
+                record, found = self._decide(cfg, max(bound, records[k].lower_bound), sync, inc,
+                                             deadline, len(todo) - n, again=True)
+                if record.lower_bound > records[k].lower_bound or record.primal is not None:
+                    record.time_s += records[k].time_s
+                    records[k] = record
+                if found is not None and (best is None or found.metrics.iteration_time_s
+                                          < best.metrics.iteration_time_s):
+                    best = found
+        return best
+
     def _decide(self, cfg: SplitConfig, bound: float, sync: float, incumbent: float | None,
-                deadline: float, left: int) -> tuple[ConfigRecord, ReplicaBest | None]:
+                deadline: float, left: int, again: bool = False) -> tuple[ConfigRecord, ReplicaBest | None]:
         """One split: infeasible, pruned, out of time, within the gap, or solved."""
         if math.isinf(bound) and bound > 0:
             return ConfigRecord(cfg, Status.infeasible, None, math.inf, 0.0, exhaustive=True,
@@ -225,7 +270,8 @@ class ReplicaSearch:
         outcomes: dict[int, ClassOutcome] = {}
         lower = bound
         for t in order:
-            out = self.class_solve(cfg.classes[t], cfg.batches[t], max(share, min(1.0, remaining)))
+            out = self.class_solve(cfg.classes[t], cfg.batches[t], max(share, min(1.0, remaining)),
+                                   again=again)
             outcomes[t] = out
             lower = max(lower, out.lower + sync)
             if reaches(lower, incumbent) or out.plan is None:
