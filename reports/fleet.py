@@ -86,6 +86,17 @@ def fleet_svg(doc: dict) -> str:
     return "".join(parts)
 
 
+def _ratio(alone: dict, primal: float | None) -> str:
+    """How much slower a group alone is than the fleet's plan: its plan's ratio, or, when
+    no plan of it was searched, at least its bound's ratio."""
+    if not primal:
+        return "—"
+    if alone["primal"] is not None:
+        return f"{_num(alone['primal']) / primal:.3f}x"
+    bound = _num(alone["lower_bound"])
+    return f"≥ {bound / primal:.3f}x" if bound is not None and math.isfinite(bound) else "—"
+
+
 def build_context(doc: dict) -> dict:
     """The template's context from a fleet plan.json."""
     cert = doc["certificate"]
@@ -114,9 +125,10 @@ def build_context(doc: dict) -> dict:
                     + "+".join(r.get("stage_groups", [])))
         rows.append({"what": what, "status": r["status"], "primal": _fmt(r["primal"]),
                      "bound": _fmt(r["lower_bound"]), "time": f"{r['time_s']:.2f}"})
-    homo = [{"group": h["group"], "devices": h["devices"], "primal": _fmt(h["primal"]),
-             "bound": _fmt(h["lower_bound"]),
-             "ratio": (f"{_num(h['primal']) / primal:.3f}x" if h["primal"] is not None and primal else "—")}
+    homo = [{"group": h["group"], "devices": h["devices"],
+             "primal": _fmt(h["primal"]) if h["primal"] is not None else "— (no plan searched: its bound "
+                                                                         "already exceeds the fleet's plan)",
+             "bound": _fmt(h["lower_bound"]), "ratio": _ratio(h, primal)}
             for h in doc["homogeneous"]]
     m = doc["metrics"] or {}
     return {"model": doc["spec"]["model"]["name"], "fleet": doc["fleet"], "status": status,
