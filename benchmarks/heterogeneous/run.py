@@ -71,8 +71,12 @@ def specs(limit: float) -> list[tuple[str, Path, list[Path]]]:
             path.write_text(yaml.safe_dump(fleet, sort_keys=False))
             alone = []
             for g in groups:
-                one = {**base, "cluster": {"name": f"{g['name']}x{g['nodes']}", "device": g["device"],
-                                           "nodes": g["nodes"], "gpus_per_node": 8}, "solver": solver}
+                gpus = g["nodes"] * 8       # the fleet's one-group space: pp dividing the group
+                search = {**base["search"], "pp_degrees": [p for p in base["search"]["pp_degrees"]
+                                                           if gpus % p == 0]}
+                one = {**base, "search": search,
+                       "cluster": {"name": f"{g['name']}x{g['nodes']}", "device": g["device"],
+                                   "nodes": g["nodes"], "gpus_per_node": 8}, "solver": solver}
                 p = HERE / "specs" / f"{model}_{g['name']}x{g['nodes']}.yaml"
                 p.write_text(yaml.safe_dump(one, sort_keys=False))
                 alone.append(p)
