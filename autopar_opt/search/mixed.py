@@ -50,10 +50,12 @@ class FleetResult:
     wall_time_s: float
     replica_records: int = 0
     notes: list[str] = field(default_factory=list)
+    #: the signal that stopped any phase of the search (None: it ran to its end)
+    interrupted_by: int | None = None
 
     def status(self, rel_gap: float) -> SearchStatus:
         """The one status rule (:func:`~autopar_opt.core.bounds.search_status`)."""
-        if self.pipeline.interrupted_by is not None:
+        if self.interrupted_by is not None:
             return SearchStatus.interrupted
         cert = self.certificate
         return search_status(self.plan is not None, cert.primal, cert.lower_bound, cert.exact,
@@ -97,6 +99,7 @@ def run_fleet_search(graph: LayerGraph, fleet: Fleet, training: Training, space:
                                    deadline - (deadline - time.perf_counter()) * (1 - REPLICA_SHARE))
         if found is not None and found.metrics.iteration_time_s < best[0]:
             best = (found.metrics.iteration_time_s, found.plan, found.metrics, found.config.label())
+    stopped = stopped or (search is not None and search.stopped())
     pipe = single
     if len(fleet.groups) > 1 and not stopped:
         open_splits = any(r.status in (Status.feasible, Status.not_solved) for r in rep_records)
@@ -106,6 +109,7 @@ def run_fleet_search(graph: LayerGraph, fleet: Fleet, training: Training, space:
                            cutoff_source=f"the plan of {best[3]}" if best else "").run()
         if pipe.plan is not None and (best is None or pipe.metrics.iteration_time_s < best[0]):
             best = (pipe.metrics.iteration_time_s, pipe.plan, pipe.metrics, pipe.best_config.label())
+    stopped = stopped or pipe.interrupted_by is not None
     if search is not None and time.perf_counter() < deadline - 1.0 and not stopped:
         found = search.second_pass(rep_records, best[0] if best else None, deadline)
         if found is not None and (best is None or found.metrics.iteration_time_s < best[0]):
@@ -114,5 +118,7 @@ def run_fleet_search(graph: LayerGraph, fleet: Fleet, training: Training, space:
     if pipe is not single:
         records += pipe.certificate.configurations
     plan, metrics, label = (best[1], best[2], best[3]) if best else (None, None, None)
+    signal = next((x for x in (single.interrupted_by, search and search.interrupted_by,
+                               pipe.interrupted_by) if x is not None), None)
     return FleetResult(plan, metrics, Certificate(records), label, pipe,
-                       time.perf_counter() - start, n_rep)
+                       time.perf_counter() - start, n_rep, interrupted_by=signal)

@@ -142,6 +142,16 @@ class ReplicaSearch:
         self.cache = cache if cache is not None else FleetTableCache()
         self.bounds: dict[tuple, float] = {}
         self.outcomes: dict[tuple, ClassOutcome] = {}
+        #: the signal that stopped the search (``options.should_stop``), None while running
+        self.interrupted_by: int | None = None
+
+    def stopped(self) -> bool:
+        """True (and the signal recorded) once ``options.should_stop`` says so."""
+        stop = self.options.should_stop
+        if self.interrupted_by is None and stop is not None and stop():
+            signum = self.options.stop_signal() if self.options.stop_signal else None
+            self.interrupted_by = signum or 2
+        return self.interrupted_by is not None
 
     def class_bound(self, cls: tuple[int, ...], batch: int) -> float:
         """Least analytic bound over the class's configurations at ``batch`` (+inf:
@@ -196,7 +206,7 @@ class ReplicaSearch:
                 continue
             sync = cross_class_sync(self.graph, self.fleet, self.training, self.params, classes).time_s
             for split in batch_splits(batch, q, len(classes)):
-                if time.perf_counter() > deadline:
+                if time.perf_counter() > deadline or self.stopped():
                     items.append((-math.inf, SplitConfig(classes, split), sync))
                     continue
                 bound = max(self.class_bound(c, b) for c, b in zip(classes, split)) + sync
@@ -205,6 +215,12 @@ class ReplicaSearch:
         records: list[ConfigRecord] = []
         best: ReplicaBest | None = None
         for n, (bound, cfg, sync) in enumerate(items):
+            if self.stopped():
+                records.append(ConfigRecord(cfg, Status.not_solved, None, bound, 0.0,
+                                            message=f"the search was interrupted (signal "
+                                                    f"{self.interrupted_by}) before this split; "
+                                                    "its bound is recorded"))
+                continue
             inc = incumbent if best is None else min(incumbent or math.inf, best.metrics.iteration_time_s)
             inc = None if inc is None or math.isinf(inc) else inc
             still = sum(1 for b, _, _ in items[n:] if inc is None or b < inc * (1 - self.options.rel_gap))
@@ -232,7 +248,7 @@ class ReplicaSearch:
                 return best
             for n, k in enumerate(todo):
                 left = deadline - time.perf_counter()
-                if left < 1.0:
+                if left < 1.0 or self.stopped():
                     return best
                 cfg = records[k].config
                 bound, sync = self.items[cfg]

@@ -98,3 +98,26 @@ def test_fleet_search_certifies_on_a_plain_one_group_fleet() -> None:
     ref = run_search(graph, fleet.groups[1], training, SPACE, params, SearchOptions(solver="dp", rel_gap=0.0))
     assert res.certificate.primal == pytest.approx(ref.certificate.primal, rel=1e-12)
     assert res.certificate.lower_bound == pytest.approx(ref.certificate.lower_bound, rel=1e-12)
+
+
+def test_a_stop_signal_ends_every_phase_with_its_bounds() -> None:
+    """A stop request during the fleet search (Ctrl-C): the result says interrupted, keeps
+    the best plan found so far, and every record that was not decided keeps its bound."""
+    from autopar_opt.core.bounds import SearchStatus
+    from autopar_opt.search.mixed import run_fleet_search
+
+    fleet = two_groups(slow=(1, 2), fast=(1, 2))
+    graph, params = random_chain(4, 3), default_params()
+    training = Training(global_batch_size=8, seq_len=1024)
+    calls = {"n": 0}
+
+    def stop() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 12
+
+    options = SearchOptions(solver="dp", rel_gap=0.0, should_stop=stop, stop_signal=lambda: 15)
+    res = run_fleet_search(graph, fleet, training, SPACE, params, options, split_parts=4)
+    assert res.interrupted_by == 15 and res.status(0.0) is SearchStatus.interrupted
+    assert res.certificate.configurations
+    assert all(r.lower_bound > -math.inf or "interrupted" in r.message or r.status is Status.not_solved
+               for r in res.certificate.configurations)
