@@ -24,7 +24,7 @@ from autopar_opt.ir.fleet_pipeline import fleet_shapes
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.training import Schedule, SearchSpace, Training
 from autopar_opt.search.bounds import ConfigBound, analytic_lower_bound
-from autopar_opt.search.fleet_bounds import load_balance_bound
+from autopar_opt.search.fleet_bounds import knapsack_lp_bound, load_balance_bound
 from autopar_opt.search.certificate import ConfigRecord
 from autopar_opt.search.configs import OuterConfig, microbatch_counts
 from autopar_opt.search.engine import ProgressFn, Search, SearchOptions, SearchResult
@@ -91,13 +91,29 @@ class FleetSearch(Search):
         return self.cutoff
 
     def solve(self, k: int, share: float) -> ConfigRecord:
-        """The engine's decision, after pruning by the cutoff (class doc)."""
-        cfg, _, bound = self.prepared[k]
+        """The engine's decision, after pruning by the cutoff (class doc). Before a
+        configuration is decided its bound is raised to the stage-knapsack LP bound
+        (:func:`~autopar_opt.search.fleet_bounds.knapsack_lp_bound`). A configuration
+        whose bound is already within the target gap of the incumbent is not solved: it
+        cannot move the certificate's gap above the target, and its bound is recorded."""
+        cfg, tables, bound = self.prepared[k]
+        if not math.isinf(bound.value) and (self.incumbent is None or not reaches(bound.value, self.incumbent)):
+            strong = knapsack_lp_bound(tables)      # lazily: only configurations that may be solved
+            if strong > bound.value:
+                bound = replace(bound, value=strong)
+                self.prepared[k] = (cfg, tables, bound)
         own = super().incumbent
         if self.cutoff is not None and (own is None or self.cutoff < own) \
                 and not math.isinf(bound.value) and reaches(bound.value, self.cutoff):
             why = f"lower bound {bound.value:.6g} s >= {self.cutoff:.6g} s ({self.cutoff_source})"
             return ConfigRecord(cfg, Status.pruned, None, bound.value, 0.0, pruned_by=why)
+        inc = self.incumbent
+        if inc is not None and not math.isinf(bound.value) and not reaches(bound.value, inc) \
+                and bound.value >= inc * (1 - self.options.rel_gap):
+            return ConfigRecord(cfg, Status.not_solved, None, bound.value, 0.0,
+                                message=f"its bound {bound.value:.6g} s is within the target gap "
+                                        f"({100 * self.options.rel_gap:.3g}%) of the incumbent "
+                                        f"{inc:.6g} s; not solved")
         return super().solve(k, share)
 
     def _prepare(self, space: SearchSpace) -> None:

@@ -22,7 +22,7 @@ from autopar_opt.model_zoo.synthetic import random_chain
 from autopar_opt.search.bounds import analytic_lower_bound
 from autopar_opt.search.engine import SearchOptions
 from autopar_opt.search.fleet import FleetSearch, fleet_outer_configs
-from autopar_opt.search.fleet_bounds import load_balance_bound
+from autopar_opt.search.fleet_bounds import knapsack_lp_bound, load_balance_bound
 from autopar_opt.search.replicas import batch_quantum, batch_splits, replica_partitions
 from support.fleet_bruteforce import shape_optimum
 from support.fleets import SPACE, two_groups
@@ -49,7 +49,7 @@ def test_partitions_need_links_between_classes() -> None:
     assert replica_partitions(Fleet.of(c)) == []
 
 
-def test_load_balance_bound_is_a_valid_and_stronger_bound() -> None:
+def test_lp_bounds_are_valid_and_ordered() -> None:
     fleet = two_groups(slow=(1, 2), fast=(1, 4), slow_device="A100-40GB")
     graph, params = random_chain(4, 5), default_params()
     training = Training(global_batch_size=8, seq_len=1024, memory_reserve_gib=20.0)
@@ -60,11 +60,15 @@ def test_load_balance_bound_is_a_valid_and_stronger_bound() -> None:
         if any(not s for s in t.strategies):
             continue
         lp, analytic = load_balance_bound(t), analytic_lower_bound(t).value
+        knap = knapsack_lp_bound(t)
         ref = shape_optimum(graph, fleet, training, SPACE, params, cfg.stage_groups,
                             cfg.stage_devices, cfg.microbatches, cfg.schedule)
         if ref is not None:
             assert lp <= ref[0] * (1 + 1e-9), cfg.label()
+            assert knap <= ref[0] * (1 + 1e-9), cfg.label()
             checked += 1
+        if math.isfinite(lp) and math.isfinite(knap):
+            assert knap >= lp * (1 - 1e-6), cfg.label()      # keeps each stage's strategy choice
         if math.isfinite(analytic) and math.isfinite(lp):
             assert lp >= analytic * (1 - 1e-6) or lp == -math.inf
     assert checked >= 4
