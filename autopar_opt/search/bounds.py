@@ -71,7 +71,12 @@ def analytic_lower_bound(tables: CostTables) -> ConfigBound:
         return ConfigBound(math.inf, f"the layers need at least {(sum(stored) + held) / 2**30:.2f} GiB "
                                      f"over {pp} stage(s), more than {pp} x {cap / 2**30:.2f} GiB", least)
     fast: dict[int, float] = {}
-    total = sum(fast.setdefault(id(a), float(np.min(a))) for a in tables.time)
-    sync = max(fast.setdefault(id(g), float(np.min(g))) for g in tables.sync)
+
+    def least(a) -> float:
+        if id(a) not in fast:
+            fast[id(a)] = float(np.min(a))
+        return fast[id(a)]
+    total = sum(least(a) for a in tables.time)
+    sync = max(least(g) for g in tables.sync)
     value = total * (1 + (c - 1) / pp) + sync + tables.params.iteration_overhead_s
     return ConfigBound(value, "", least)
