@@ -72,11 +72,11 @@ def analytic_lower_bound(tables: CostTables) -> ConfigBound:
                                      f"over {pp} stage(s), more than {pp} x {cap / 2**30:.2f} GiB", least)
     fast: dict[int, float] = {}
 
-    def least(a) -> float:
+    def smallest(a) -> float:
         if id(a) not in fast:
             fast[id(a)] = float(np.min(a))
         return fast[id(a)]
-    total = sum(least(a) for a in tables.time)
-    sync = max(least(g) for g in tables.sync)
+    total = sum(smallest(a) for a in tables.time)
+    sync = max(smallest(g) for g in tables.sync)
     value = total * (1 + (c - 1) / pp) + sync + tables.params.iteration_overhead_s
     return ConfigBound(value, "", least)
