@@ -125,3 +125,20 @@ def test_a_stop_signal_ends_every_phase_with_its_bounds() -> None:
     assert res.certificate.configurations
     assert all(r.lower_bound > -math.inf or "interrupted" in r.message or r.status is Status.not_solved
                for r in res.certificate.configurations)
+
+
+def test_analytic_bound_reports_the_least_memory_as_a_number() -> None:
+    """The bound's least memory (the infeasibility messages' figure) is the larger of the
+    largest single-layer need and the stored bytes spread over the stages, by hand."""
+    import numpy as np
+
+    fleet = two_groups(slow=(1, 2), fast=(1, 4))
+    graph, params = random_chain(4, 4), default_params()
+    t = build_fleet_tables(graph, fleet, Training(global_batch_size=8, seq_len=1024), SPACE, params,
+                           2, fleet_outer_configs(graph, fleet, Training(global_batch_size=8, seq_len=1024),
+                                                  SPACE, mixed=True)[0].schedule, (0, 1), (2, 4))
+    m = min(t.inflight)
+    per = [float(np.min(w + m * h + x)) for w, h, x in zip(t.weight_bytes, t.act_bytes, t.working_bytes)]
+    stored = sum(float(np.min(w + m * h)) for w, h in zip(t.weight_bytes, t.act_bytes))
+    held = max(float(np.min(x)) for x in t.working_bytes)
+    assert analytic_lower_bound(t).least_memory_bytes == pytest.approx(max(max(per), (stored + held) / 2))
