@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 from autopar_opt.cli.budget import Budget
@@ -115,7 +114,3 @@ def summary(doc: dict) -> str:
     lines.append(f"  {len(rows)} configurations ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})")
     lines += [f"  note: {n}" for n in doc["notices"]]
     return "\n".join(lines)
-
-
-def _now() -> float:
-    return time.perf_counter()

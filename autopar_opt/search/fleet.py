@@ -27,7 +27,7 @@ from autopar_opt.search.bounds import ConfigBound, analytic_lower_bound
 from autopar_opt.search.fleet_bounds import knapsack_lp_bound, load_balance_bound
 from autopar_opt.search.certificate import ConfigRecord
 from autopar_opt.search.configs import OuterConfig, microbatch_counts
-from autopar_opt.search.engine import ProgressFn, Search, SearchOptions, SearchResult
+from autopar_opt.search.engine import ProgressFn, Search, SearchOptions
 
 
 def fleet_outer_configs(graph: LayerGraph, fleet: Fleet, training: Training, space: SearchSpace,

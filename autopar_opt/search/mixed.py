@@ -11,7 +11,6 @@ all, so it bounds the whole space (docs/DESIGN.md §4).
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field, replace
 
