@@ -86,3 +86,23 @@ def test_bad_group_axes_are_refused(tmp_path) -> None:
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(SweepError, match="need a base cluster of groups"):
         load_sweep(path)
+
+
+def test_group_matches_follow_the_intervals() -> None:
+    """Hand-made intervals: 2 A100 nodes are within the gap of the H100 node, 4 are proven at
+    least as fast, 1 is proven slower; so 4 is the answer, not proven minimal (2 is open)."""
+    from autopar_opt.capacity.fleet_answers import group_matches
+
+    def entry(sid, groups, days):
+        return {"id": sid, "groups": groups, "primal": 1.0, "status": "optimal",
+                "time_to_train_days": list(days)}
+
+    entries = [entry("h1", {"a100": 0, "h100": 1}, (10.0, 10.5)),
+               entry("a1", {"a100": 1, "h100": 0}, (30.0, 31.0)),
+               entry("a2", {"a100": 2, "h100": 0}, (10.2, 10.8)),
+               entry("a4", {"a100": 4, "h100": 0}, (5.0, 9.9))]
+    ans = {(m["group"], m["reference"]): m for m in group_matches(entries)}
+    m = ans[("a100", "h1")]
+    assert m["nodes"] == 4 and m["scenario"] == "a4" and not m["proven"] and m["within_gap"] == [2]
+    assert ans[("h100", "a1")]["nodes"] == 1 and ans[("h100", "a1")]["proven"]
+    assert ans[("h100", "a4")]["nodes"] is None        # one H100 node is proven slower than 4 A100
