@@ -128,10 +128,17 @@ class CostTables:
         strategy fits every stage (congruent stages on one group)."""
         if self.stage_devices is None or len({self.stage_key(i) for i in range(self.pp)}) == 1:
             return None
-        d = self.stage_devices[stage]
-        g = 0 if self.stage_groups is None else self.stage_groups[stage]
-        return [np.array([s.devices == d and s.group == g for s in strats], dtype=bool)
-                for strats in self.strategies]
+        key = self.stage_key(stage)
+        cache = self.__dict__.setdefault("_allowed", {})   # per (group, devices): read-only masks
+        if key not in cache:
+            g, d = key
+            per_list: dict[int, np.ndarray] = {}            # layers of one class share their list
+            for strats in self.strategies:
+                if id(strats) not in per_list:
+                    per_list[id(strats)] = np.array([s.devices == d and s.group == g for s in strats],
+                                                    dtype=bool)
+            cache[key] = [per_list[id(strats)] for strats in self.strategies]
+        return cache[key]
 
     def stage_key(self, stage: int) -> tuple[int, int]:
         """``(group, devices)`` of a stage: two stages with equal keys (and equal

@@ -114,10 +114,21 @@ class FleetSearch(Search):
                                 message=f"its bound {bound.value:.6g} s is within the target gap "
                                         f"({100 * self.options.rel_gap:.3g}%) of the incumbent "
                                         f"{inc:.6g} s; not solved")
+        if not math.isinf(bound.value) and not reaches(bound.value, own) and \
+                len(tables.reshard) != len(tables.edges):      # it will be solved: its edge matrices
+            tables = self._full_tables(cfg)
+            self.prepared[k] = (cfg, tables, bound)
         return super().solve(k, share)
 
+    def _full_tables(self, cfg: OuterConfig) -> CostTables:
+        return build_fleet_tables(self.graph, self.fleet, self.training, self.space, self.params,
+                                  cfg.microbatches, cfg.schedule, cfg.stage_groups, cfg.stage_devices,
+                                  cache=self.cache)
+
     def _prepare(self, space: SearchSpace) -> None:
-        """Tables and analytic bound of every fleet configuration, within the time limit."""
+        """Tables (without edge matrices: a configuration gets them only when it is
+        solved, :meth:`solve`) and bound of every fleet configuration, within the time limit."""
+        self.space = space
         configs = fleet_outer_configs(self.graph, self.fleet, self.training, space, self.groups,
                                       self.mixed)
         try:
@@ -127,7 +138,7 @@ class FleetSearch(Search):
                     continue
                 tables = build_fleet_tables(self.graph, self.fleet, self.training, space, self.params,
                                             cfg.microbatches, cfg.schedule, cfg.stage_groups,
-                                            cfg.stage_devices, cache=self.cache)
+                                            cfg.stage_devices, cache=self.cache, with_edges=False)
                 self.prepared.append((cfg, tables, fleet_config_bound(tables)))
         except SearchInterrupted as exc:
             self.interrupted_by = exc.signum
