@@ -5,7 +5,7 @@ Qwen-MoE's ``mlp_only_layers`` (``transformers`` ``Qwen2MoeConfig`` /
 block"; the modelling code tests ``layer_idx not in config.mlp_only_layers`` with
 ``layer_idx`` from 0 to ``num_hidden_layers - 1``) is read by the Hugging Face
 importer (:mod:`.hf_config`) and by the calibration records
-(``autopar_opt.calibration.reading.moe_fields``). An entry that is not such an index
+(``autopar_opt.calibration.reading.moe``). An entry that is not such an index
 matches no layer in ``transformers``, so a typo (``"3"``, ``-1``, ``64`` of 48
 layers) silently leaves the layer MoE; a repeated entry says the list was not
 written as meant. Both readers refuse them with this module's rule and fix.

@@ -27,7 +27,8 @@ from autopar_opt.calibration.build import build_run
 from autopar_opt.calibration.compare import (Comparison, MemoryComparison, compare,
                                              compare_memory, summarize)
 from autopar_opt.calibration.fit import FitResult, fit
-from autopar_opt.calibration.reading.records import ModeledRun, Unmodelable, load_run_file
+from autopar_opt.calibration.modeled import ModeledRun
+from autopar_opt.calibration.reading import Unmodelable, load_run_file, read_record
 from autopar_opt.cost.params import CostParams, default_params
 from autopar_opt.cost.evaluate import PlanError
 
@@ -95,7 +96,7 @@ def model_records(records: list[dict]) -> tuple[list[ModeledRun], list[tuple[str
     runs, skipped = [], []
     for rec in records:
         try:
-            runs.append(build_run(rec))
+            runs.append(build_run(read_record(rec)))
         except KeyError as exc:        # e.g. a dtype the device has no peak for
             skipped.append((str(rec["id"]), str(exc.args[0]) if exc.args else "KeyError"))
         except (Unmodelable, PlanError, ValueError) as exc:

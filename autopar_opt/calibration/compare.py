@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autopar_opt.calibration.memory import MemoryComparison, modelled_gib, on_measure
-from autopar_opt.calibration.reading.records import ModeledRun
+from autopar_opt.calibration.modeled import ModeledRun
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.layer_cost import layer_cost
 from autopar_opt.cost.params import CostParams
@@ -46,6 +46,11 @@ class Comparison:
     #: That stage's device peak and capacity, GiB (None for a per-layer record).
     device_peak_gib: float | None = None
     capacity_gib: float | None = None
+    #: The built model's parameters (all of them; those a token uses) and the
+    #: architecture facts no field, known family or text stated (assumed).
+    params_total: int = 0
+    params_active: int = 0
+    architecture_assumed: tuple[str, ...] = ()
 
     @property
     def rel_error(self) -> float:
@@ -68,7 +73,9 @@ class Comparison:
                 "measured_memory_gib": self.measured_memory_gib,
                 "memory_rel_error": mem_err, "assumptions": list(self.assumptions),
                 "memory_status": self.memory_status, "device_peak_gib": self.device_peak_gib,
-                "capacity_gib": self.capacity_gib}
+                "capacity_gib": self.capacity_gib, "params_total": self.params_total,
+                "params_active": self.params_active,
+                "architecture_assumed": list(self.architecture_assumed)}
 
 
 #: Worst first: the status a plan reports is its worst stage's.
@@ -108,14 +115,17 @@ def compare(run: ModeledRun, params: CostParams) -> Comparison:
                       run.measured_basis, mem, run.measured_memory_gib, run.assumptions,
                       memory_status=st.memory_status if st else None,
                       device_peak_gib=st.peak_memory_gib if st else None,
-                      capacity_gib=st.capacity_gib if st else None)
+                      capacity_gib=st.capacity_gib if st else None,
+                      params_total=run.params_total, params_active=run.params_active,
+                      architecture_assumed=run.architecture_assumed)
 
 
 def compare_memory(run: ModeledRun, params: CostParams) -> MemoryComparison:
     """Predicted vs published memory of a memory-only run, on its measure."""
     _, mem = predict(run, params)
     return MemoryComparison(run.id, run.family, run.memory_measure, run.memory_rank, mem,
-                            run.measured_memory_gib, run.assumptions)
+                            run.measured_memory_gib, run.assumptions, run.params_total,
+                            run.params_active, run.architecture_assumed)
 
 
 def summarize(comparisons: list[Comparison], total: int,
@@ -141,6 +151,12 @@ def summarize(comparisons: list[Comparison], total: int,
             if comparisons else None,
             "memory_compared": int(mem.size), "memory_median_abs_rel_error": stat(mem, 50),
             "memory_max_abs_rel_error": float(mem.max()) if mem.size else None}
+
+
+def params_text(total: int, active: int) -> str:
+    """Built parameters in billions, ``total (active)`` when an MoE's differ."""
+    text = f"{total / 1e9:.3g}"
+    return text if active == total else f"{text} ({active / 1e9:.3g} active)"
 
 
 def device_fit(c: Comparison) -> str:
@@ -177,4 +193,5 @@ def log_residuals(runs: list[ModeledRun], params: CostParams) -> np.ndarray:
 
 
 __all__ = ["Comparison", "MemoryComparison", "PlanError", "compare", "compare_memory",
-           "device_fit", "log_residuals", "over_capacity_line", "predict", "summarize"]
+           "device_fit", "log_residuals", "over_capacity_line", "params_text", "predict",
+           "summarize"]

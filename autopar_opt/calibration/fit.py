@@ -47,7 +47,7 @@ import numpy as np
 
 from autopar_opt.calibration.compare import log_residuals
 from autopar_opt.calibration.memory import MEASURES, modelled_gib
-from autopar_opt.calibration.reading.records import ModeledRun
+from autopar_opt.calibration.modeled import ModeledRun
 from autopar_opt.cost.params import EFFICIENCY_RANGE, RANGES, CostParams
 from autopar_opt.ir.hardware import DEVICE_CATALOG
 

@@ -30,25 +30,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopar_opt.calibration.reading.records import Unmodelable
+from autopar_opt.calibration.reading.measured import MEASURES, RANKS, memory_fields
 
-#: measure -> (fragmentation coefficient, reserve coefficient) of the prediction.
-MEASURES: dict[str, tuple[float, float]] = {
-    "device": (1.0, 1.0), "reserved": (1.0, 0.0), "allocated": (0.0, 0.0)}
-RANKS = ("max", "last")
-
-
-def memory_fields(meas: dict) -> tuple[str, str]:
-    """(measure, rank) of a record's ``measured`` section (defaults
-    ``device``/``max``); an unknown value is unmodelable, naming the key."""
-    measure = str(meas.get("memory_measure") or "device").strip().lower()
-    rank = str(meas.get("memory_rank") or "max").strip().lower()
-    if measure not in MEASURES:
-        raise Unmodelable(f"measured.memory_measure = {measure!r} is not one of "
-                          f"{', '.join(MEASURES)}")
-    if rank not in RANKS:
-        raise Unmodelable(f"measured.memory_rank = {rank!r} is not one of {', '.join(RANKS)}")
-    return measure, rank
+__all__ = ["MEASURES", "RANKS", "MemoryComparison", "memory_fields", "modelled_gib", "on_measure"]
 
 
 def modelled_gib(stages, rank: str) -> float:
@@ -78,6 +62,9 @@ class MemoryComparison:
     predicted_memory_gib: float
     measured_memory_gib: float
     assumptions: list[str]
+    params_total: int = 0
+    params_active: int = 0
+    architecture_assumed: tuple[str, ...] = ()
 
     @property
     def memory_rel_error(self) -> float:
@@ -89,4 +76,6 @@ class MemoryComparison:
                 "predicted_memory_gib": self.predicted_memory_gib,
                 "measured_memory_gib": self.measured_memory_gib,
                 "memory_rel_error": self.memory_rel_error,
-                "assumptions": list(self.assumptions)}
+                "assumptions": list(self.assumptions), "params_total": self.params_total,
+                "params_active": self.params_active,
+                "architecture_assumed": list(self.architecture_assumed)}

@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from autopar_opt.calibration.calibrate import CalibrationReport, calibrate_file, write_params
-from autopar_opt.calibration.reading.records import RunFileError
+from autopar_opt.calibration.compare import params_text
+from autopar_opt.calibration.reading import RunFileError
 
 
 def _fmt(x: float | None, spec: str = ".3g") -> str:
@@ -25,15 +26,17 @@ def _fmt(x: float | None, spec: str = ".3g") -> str:
 
 
 def render_table(report: CalibrationReport, console: Console) -> None:
-    """Per-record table, skipped records with reasons, summary."""
+    """Per-record table (with the built model's parameters, total and active,
+    and the architecture facts assumed), skipped records with reasons, summary."""
     table = Table(title=f"Cost model vs published runs ({report.path})")
-    for col in ("id", "kind", "predicted samples/s", "measured samples/s", "rel. error",
-                "mem pred GiB", "mem meas GiB"):
+    for col in ("id", "kind", "params B", "arch assumed", "predicted samples/s",
+                "measured samples/s", "rel. error", "mem pred GiB", "mem meas GiB"):
         table.add_column(col, overflow="fold")
     for c in report.comparisons:
-        table.add_row(c.id, c.kind, _fmt(c.predicted, ".4g"), _fmt(c.measured, ".4g"),
-                      f"{c.rel_error:+.1%}", _fmt(c.predicted_memory_gib, ".1f"),
-                      _fmt(c.measured_memory_gib, ".1f"))
+        table.add_row(c.id, c.kind, params_text(c.params_total, c.params_active),
+                      ", ".join(c.architecture_assumed) or "none", _fmt(c.predicted, ".4g"),
+                      _fmt(c.measured, ".4g"), f"{c.rel_error:+.1%}",
+                      _fmt(c.predicted_memory_gib, ".1f"), _fmt(c.measured_memory_gib, ".1f"))
     console.print(table)
     for c in report.comparisons:
         if c.assumptions:
@@ -41,11 +44,14 @@ def render_table(report: CalibrationReport, console: Console) -> None:
                           highlight=False)
     if report.memory_only:
         mem = Table(title="Memory only (no published throughput; not in the throughput statistics)")
-        for col in ("id", "measure", "GPU", "mem pred GiB", "mem meas GiB", "rel. error"):
+        for col in ("id", "params B", "arch assumed", "measure", "GPU", "mem pred GiB",
+                    "mem meas GiB", "rel. error"):
             mem.add_column(col, overflow="fold")
         for m in report.memory_only:
-            mem.add_row(m.id, m.measure, m.rank, _fmt(m.predicted_memory_gib, ".1f"),
-                        _fmt(m.measured_memory_gib, ".1f"), f"{m.memory_rel_error:+.1%}")
+            mem.add_row(m.id, params_text(m.params_total, m.params_active),
+                        ", ".join(m.architecture_assumed) or "none", m.measure, m.rank,
+                        _fmt(m.predicted_memory_gib, ".1f"), _fmt(m.measured_memory_gib, ".1f"),
+                        f"{m.memory_rel_error:+.1%}")
         console.print(mem)
     for rid, why in report.skipped:
         console.print(f"[yellow]skipped[/yellow] {rid}: {why}")

@@ -44,7 +44,7 @@ from autopar_opt.calibration import fit as fitmod
 from autopar_opt.calibration.calibrate import model_records
 from autopar_opt.calibration.memory import MEASURES, modelled_gib, on_measure
 from autopar_opt.calibration.compare import log_residuals
-from autopar_opt.calibration.reading.records import load_run_file
+from autopar_opt.calibration.reading import load_run_file
 from autopar_opt.cost.params import RANGES
 from autopar_opt.cost.evaluate import evaluate
 from autopar_opt.ir.training import Recompute

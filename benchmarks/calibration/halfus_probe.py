@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import autopar_opt.calibration.fit as fitmod
 from autopar_opt.calibration.calibrate import leave_one_family_out, model_records
 from autopar_opt.calibration.compare import log_residuals
-from autopar_opt.calibration.reading.records import load_run_file
+from autopar_opt.calibration.reading import load_run_file
 from autopar_opt.cost import compute
 from autopar_opt.cost.params import default_params
 

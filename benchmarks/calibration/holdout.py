@@ -36,8 +36,9 @@ import yaml
 
 from autopar_opt.calibration.build import PARAM_COUNT_TOLERANCE, param_count_warnings
 from autopar_opt.calibration.calibrate import calibrate_file, model_records
-from autopar_opt.calibration.compare import device_fit, over_capacity_line, summarize
-from autopar_opt.calibration.reading.records import load_run_file
+from autopar_opt.calibration.compare import (device_fit, over_capacity_line, params_text,
+                                             summarize)
+from autopar_opt.calibration.reading import load_run_file
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.evaluate import evaluate
 
@@ -497,10 +498,11 @@ def main() -> str:
         "(optimizer step, ZeRO/CP/EP, offload) as other). `device fit`: the priced plan's "
         "busiest stage on the whole device (modelled bytes x (1 + fragmentation) + reserve "
         "against the device's memory): fits, tight (headroom below 5%) or **over**.\n",
-        "| id | family | runtime | predicted | measured | rel. error | pred. iter s | "
+        "| id | family | runtime | params B | arch assumed | predicted | measured | rel. error | "
+        "pred. iter s | "
         + " | ".join(lbl for _, lbl in SHOWN) + " | other | mem pred GiB | mem meas | mem error | "
         "device fit | measured basis |",
-        "|---|---|---|---|---|---|---|" + "---|" * (len(SHOWN) + 1) + "---|---|---|---|---|"]
+        "|---|---|---|---|---|---|---|---|---|" + "---|" * (len(SHOWN) + 1) + "---|---|---|---|---|"]
     for c in report.comparisons:
         _, br, it, rt = parts.get(c.id, (None, {}, None, "-"))
         shares = [br.get(k, 0.0) / it for k, _ in SHOWN] if it else []
@@ -510,7 +512,8 @@ def main() -> str:
         mm = "-" if c.measured_memory_gib is None else f"{c.measured_memory_gib:g}"
         me = ("-" if c.predicted_memory_gib is None or not c.measured_memory_gib
               else f"{c.predicted_memory_gib / c.measured_memory_gib - 1:+.1%}")
-        lines.append(f"| {c.id} | {c.family} | {rt} | {c.predicted:.4g} | {c.measured:.4g} | "
+        lines.append(f"| {c.id} | {c.family} | {rt} | {params_text(c.params_total, c.params_active)} | "
+                     f"{', '.join(c.architecture_assumed) or 'none'} | {c.predicted:.4g} | {c.measured:.4g} | "
                      f"{c.rel_error:+.1%} | {it:.3g} | {cols} | {_pct(other)} | {mp} | {mm} | {me} | "
                      f"{device_fit(c)} | {c.measured_basis} |")
     lines.append("\n## Not modelled (with the reason)\n")

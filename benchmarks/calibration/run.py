@@ -22,7 +22,7 @@ from pathlib import Path
 
 from autopar_opt.calibration.build import PARAM_COUNT_TOLERANCE, param_count_warnings
 from autopar_opt.calibration.calibrate import calibrate_file, write_params
-from autopar_opt.calibration.compare import device_fit, over_capacity_line
+from autopar_opt.calibration.compare import device_fit, over_capacity_line, params_text
 from autopar_opt.cost.params import RANGES
 
 HERE = Path(__file__).resolve().parent
@@ -65,7 +65,7 @@ def main(path: Path) -> str:
         "Throughput basis: samples/s (`rel_error = predicted/measured - 1`). No framework "
         "factor, no overlap fraction: the runtime of each record (Megatron-LM, Megatron-Core, "
         "Megatron-Bridge, DeepSpeed, PyTorch FSDP) is a setting read from its framework text "
-        "(`autopar_opt/calibration/reading/records.py::runtime_of`).\n",
+        "(`autopar_opt/calibration/reading/runtime.py::runtime_of`).\n",
         "## Targets (issue 10, point 6)\n",
         "| figure | target | measured |", "|---|---|---|",
         f"| leave-one-family-out median abs error | <= 10% | **{_pct(s['lofo_median_abs_rel_error'])}** |",
@@ -96,29 +96,33 @@ def main(path: Path) -> str:
               f"`python benchmarks/calibration/bounds.py`).\n"]
     lines += _params_lines(report)
     lines += ["", over_capacity_line(report.comparisons),
-              "| id | family | predicted | measured | rel. error | LOFO rel. error | "
-              "mem pred GiB | mem meas GiB | device fit | measured basis |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "| id | family | params B | arch assumed | predicted | measured | rel. error | "
+              "LOFO rel. error | mem pred GiB | mem meas GiB | device fit | measured basis |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     lofo = {c.id: c.rel_error for c in report.lofo_comparisons()}
     for c in report.comparisons:
         mp = "-" if c.predicted_memory_gib is None else f"{c.predicted_memory_gib:.1f}"
         mm = "-" if c.measured_memory_gib is None else f"{c.measured_memory_gib:.1f}"
         lo = f"{lofo[c.id]:+.1%}" if c.id in lofo else "-"
-        lines.append(f"| {c.id} | {c.family} | {c.predicted:.4g} | {c.measured:.4g} | "
-                     f"{c.rel_error:+.1%} | {lo} | {mp} | {mm} | {device_fit(c)} | "
-                     f"{c.measured_basis} |")
+        lines.append(f"| {c.id} | {c.family} | {params_text(c.params_total, c.params_active)} | "
+                     f"{', '.join(c.architecture_assumed) or 'none'} | {c.predicted:.4g} | "
+                     f"{c.measured:.4g} | {c.rel_error:+.1%} | {lo} | {mp} | {mm} | "
+                     f"{device_fit(c)} | {c.measured_basis} |")
     lines += ["\nMemory-only records (memory published, no throughput: in the memory statistics "
               "and the memory fit, not in the throughput statistics or leave-one-family-out; "
               "measures: `autopar_opt/calibration/memory.py`):\n",
-              "| id | family | measure | GPU | mem pred GiB | mem meas GiB | rel. error |",
-              "|---|---|---|---|---|---|---|"]
-    lines += [f"| {m.id} | {m.family} | {m.measure} | {m.rank} | {m.predicted_memory_gib:.1f} | "
-              f"{m.measured_memory_gib:.1f} | {m.memory_rel_error:+.1%} |"
-              for m in report.memory_only]
+              "| id | family | params B | arch assumed | measure | GPU | mem pred GiB | "
+              "mem meas GiB | rel. error |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {m.id} | {m.family} | {params_text(m.params_total, m.params_active)} | "
+              f"{', '.join(m.architecture_assumed) or 'none'} | {m.measure} | {m.rank} | "
+              f"{m.predicted_memory_gib:.1f} | {m.measured_memory_gib:.1f} | "
+              f"{m.memory_rel_error:+.1%} |" for m in report.memory_only]
     lines.append("\nNot modelled (with the reason):\n")
     lines += [f"- `{rid}`: {why}" for rid, why in report.skipped]
     lines.append("\nParameter-count check (a built model more than "
-                 f"{PARAM_COUNT_TOLERANCE:.0%} from the record's stated param_count_b):\n")
+                 f"{PARAM_COUNT_TOLERANCE:.0%} from its published count: the record's "
+                 "param_count_b, else its known family's, model_zoo/families.yaml):\n")
     lines += param_count_warnings([*report.comparisons, *report.memory_only]) or [
         "- none: every priced record's built model is within the tolerance"]
     lines.append("\nAssumptions taken for fields a record does not state:\n")

@@ -37,7 +37,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from autopar_opt.calibration.calibrate import model_records
-from autopar_opt.calibration.reading.records import load_run_file
+from autopar_opt.calibration.reading import load_run_file
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.evaluate import evaluate
 from autopar_opt.search import SearchOptions, run_search

@@ -1,60 +1,38 @@
-"""Measured throughput of a published run on one common basis: samples per second.
+"""What a record measured: the throughput figure it is compared on, its
+per-layer time, its per-GPU memory and what that memory measures.
 
-Records publish different metrics. In order of preference (measured rates
-first, FLOP-derived figures last): ``iteration_time_s``,
-``tokens_per_sec_per_gpu``, a total token rate (``tokens_per_sec_total`` /
-``tokens_per_sec``, top level or under ``other``: divided by the sequence
-length), ``samples_per_sec`` (or ``other.samples_per_sec_from_log`` /
-``sequences_per_sec``), ``mfu_pct``, ``tflops_per_gpu`` and
-``aggregate_pflops`` (the whole job's rate: ``1000·P / n`` TFLOP/s per GPU).
-The FLOP figures are inverted with the FLOP formula the record says it used
-(its ``flops_counting`` text):
-
-* Narayanan et al. 2021, Eq. 3 (recompute-inclusive, "96" form):
-  ``F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))``.
-* Korthikanti et al. 2022, App. A, Eq. 7 (model FLOPs, "72" form), which is
-  also Megatron-Core's ``num_floating_point_operations`` for a 4h MLP with
-  multi-head attention: ``F = 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h))``.
-* llm-foundry (``callbacks/speed_monitor`` / MPT ``flops_per_batch``):
-  ``F = B·(6·N·s + 3·4·l·h·s²)`` with ``N`` the parameter count
-  (embeddings included); HFU uses 8 and 4 instead of 6 and 3.
-* BigScience pre-2022-02-21 estimate: ``F = 8·N·s·B``.
-* PaLM (Chowdhery et al. 2022, App. B) / torchtitan ``get_num_flop_per_token``:
-  ``F = B·s·(6·N' + 12·l·h·s)``; torchtitan passes
-  ``get_num_params(model, exclude_embedding=True)``: ``N' = N − V·h`` (the
-  token embedding excluded, the output projection kept).
-* Megatron-Core ``num_floating_point_operations`` (``megatron/training/
-  training.py``): ``F = 12·B·s·l·h²·((1 + g/a + s/h)·(a·d/h) + (f/h)·k·m +
-  V/(2·l·h))`` with ``g`` KV groups, ``a`` heads of width ``d``, MLP width
-  ``f``, ``m`` = 3/2 for gated (SwiGLU) MLPs, ``k`` experts per token; the
-  causal variant (Megatron-Bridge, Megatron-LM 2025) halves ``s/h``. For
-  ``g = a``, ``f = 4h``, ``k = m = 1`` it is Eq. 7.
-* ``6·N·D`` (Kaplan et al. 2020, Sec. 2.1: ``C ≈ 6·N`` per token): ``F =
-  6·N·B·s`` with ``N`` the parameter count as published (Kaplan's
-  non-embedding ``N`` when the text says "non-embedding").
-
-A formula that the text does not name falls back to Eq. 7 and says so.
+Records publish different metrics. :func:`pick_throughput` takes, in order of
+preference (measured rates first, FLOP-derived figures last):
+``iteration_time_s``, ``tokens_per_sec_per_gpu``, a total token rate
+(``tokens_per_sec_total`` / ``tokens_per_sec`` / ``tokens_per_second``, top
+level or under ``other``), ``samples_per_sec`` (or ``samples_per_sec_from_log``
+/ ``sequences_per_sec``, top level or under ``other``), ``mfu_pct``,
+``tflops_per_gpu``, ``aggregate_pflops``. The conversion to samples per second
+(which needs the built model's FLOP count) is
+:func:`autopar_opt.calibration.flops.measured_samples_per_s`.
 
 A throughput key that is stated (not null) must be usable: a positive finite
 number in its unit (:data:`THROUGHPUT_UNITS`; ``mfu_pct`` at most 100). A text
 ("150 TFLOP/s"), a boolean, zero, a negative value or an MFU above 100 % makes
 the record unmodelable, naming the key and the value
-(:func:`unusable_throughput`), instead of leaving it to a lower-ranked key or, with
-memory published, to a memory-only record. A record is memory-only when it
-says so the way the shipped ones do: every throughput key null
+(:func:`unusable_throughput`), instead of leaving it to a lower-ranked key or,
+with memory published, to a memory-only record. A record is memory-only when
+it says so the way the shipped ones do: every throughput key null
 (:class:`NoThroughput`).
+
+Memory (``measured.memory_measure``, ``measured.memory_rank``): see
+:mod:`autopar_opt.calibration.memory`.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
-from autopar_opt.calibration.reading.records import Unmodelable
-from autopar_opt.ir.hardware import DEVICE_CATALOG
+from autopar_opt.calibration.reading.errors import Unmodelable
+from autopar_opt.calibration.reading.schema import Measured
 
-#: Every throughput key :func:`measured_samples_per_s` reads, with its unit.
+#: Every throughput key :func:`pick_throughput` reads, with its unit.
 THROUGHPUT_UNITS: dict[str, str] = {
     "iteration_time_s": "seconds per iteration", "tokens_per_sec_per_gpu": "tokens/s per GPU",
     "tokens_per_sec_total": "tokens/s of all GPUs", "tokens_per_sec": "tokens/s of all GPUs",
@@ -65,6 +43,12 @@ THROUGHPUT_UNITS: dict[str, str] = {
 #: The keys also read under ``measured.other`` (the others at the top level only).
 OTHER_TOO = ("tokens_per_sec_total", "tokens_per_sec", "tokens_per_second",
              "samples_per_sec_from_log", "sequences_per_sec")
+#: What a published memory figure measures -> (fragmentation coefficient, reserve
+#: coefficient) of the prediction (:mod:`autopar_opt.calibration.memory`).
+MEASURES: dict[str, tuple[float, float]] = {
+    "device": (1.0, 1.0), "reserved": (1.0, 0.0), "allocated": (0.0, 0.0)}
+#: Which GPU a published memory figure is from.
+RANKS = ("max", "last")
 
 
 class NoThroughput(ValueError):
@@ -72,16 +56,32 @@ class NoThroughput(ValueError):
     record is memory-only, else unmodelable."""
 
 
-def unusable_throughput(measured: dict) -> str | None:
+@dataclass(frozen=True)
+class Throughput:
+    """The measured figure a record is compared on: ``key`` as found (``other.``
+    in front for one under ``measured.other``) and its value, a positive
+    number in the unit :data:`THROUGHPUT_UNITS` gives for the key."""
+
+    key: str
+    value: float
+
+    @property
+    def name(self) -> str:
+        """The key without ``other.``."""
+        return self.key.removeprefix("other.")
+
+
+def unusable_throughput(measured: Measured) -> str | None:
     """The reason a stated throughput key cannot be used (the first such key, in
     :data:`THROUGHPUT_UNITS` order, top level before ``other``), naming the key,
     the value, the rule and the fix; None when every stated one is usable."""
-    other = measured.get("other") if isinstance(measured.get("other"), dict) else {}
+    other = measured.other()
     for key, unit in THROUGHPUT_UNITS.items():
-        for where, sec in (("measured.", measured), ("measured.other.", other)):
+        for where, value in (("measured.", measured.extra(key)),
+                             ("measured.other.", other.get(key))):
             if where == "measured.other." and key not in OTHER_TOO:
                 continue
-            v = sec.get(key)
+            v = value
             if v is None:
                 continue
             number = isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -99,221 +99,76 @@ def unusable_throughput(measured: dict) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Dims:
-    """What the FLOP formulas need: batch, sequence, layers, hidden, vocab,
-    params; for Megatron-Core's generalised count also heads, KV heads, MLP
-    width, gated MLP and experts per token (0 = not stated: MHA, ``4h``)."""
-
-    batch: int
-    seq: int
-    layers: int
-    hidden: int
-    vocab: int
-    params: float
-    heads: int = 0
-    kv_heads: int = 0
-    ffn: int = 0
-    gated: bool = False
-    topk: int = 1
+def _positive(value: object) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    return float(value) if ok else None
 
 
-#: A gated MLP named in an ``arch`` text: the GLU family (Shazeer 2020, "GLU
-#: Variants Improve Transformer", Eq. 5-6: GLU, ReGLU, GEGLU, SwiGLU each have
-#: three weight matrices, gate and up ``h x f`` and down ``f x h``) or "gated".
-#: GLM-130B's "GeGLU MLP" is one (Zeng et al. 2023, App. B.3).
-_GATED_MLP = re.compile(r"glu(?![a-z])|gated")
-
-
-def gated_mlp(arch: str) -> bool:
-    """Whether a record's ``arch`` text names a gated (GLU-family) MLP:
-    SwiGLU, GeGLU, ReGLU, GLU or "gated" (:data:`_GATED_MLP`); "GeLU" is not one."""
-    return bool(_GATED_MLP.search(arch.lower()))
-
-
-def arch_dims(model: dict) -> dict:
-    """The :class:`Dims` fields of Megatron-Core's generalised FLOP count
-    from a record's ``model`` section (``num_attention_heads``,
-    ``num_kv_heads``, ``ffn_hidden_size``, SwiGLU/gated in ``arch``, MoE
-    experts per token ``moe_router_topk`` / ``num_experts_per_tok``)."""
-    def pos_int(key: str) -> int:
-        v = model.get(key)
-        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else 0
-
-    arch = str(model.get("arch") or "").lower()
-    return {"heads": pos_int("num_attention_heads"), "kv_heads": pos_int("num_kv_heads"),
-            "ffn": pos_int("ffn_hidden_size"), "gated": gated_mlp(arch),
-            "topk": pos_int("moe_router_topk") or pos_int("num_experts_per_tok") or 1}
-
-
-def eq3_flops(d: Dims) -> float:
-    """Narayanan et al. 2021, Eq. 3 (includes one recomputed forward)."""
-    b, s, l, h, v = d.batch, d.seq, d.layers, d.hidden, d.vocab
-    return 96.0 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
-
-
-def eq7_flops(d: Dims) -> float:
-    """Korthikanti et al. 2022, App. A, Eq. 7 (model FLOPs, no recomputation)."""
-    b, s, l, h, v = d.batch, d.seq, d.layers, d.hidden, d.vocab
-    return 72.0 * b * s * l * h * h * (1 + s / (6 * h) + v / (12 * l * h))
-
-
-def foundry_flops(d: Dims) -> float:
-    """llm-foundry model FLOPs: ``B·(6·N·s + 12·l·h·s²)``."""
-    return d.batch * (6.0 * d.params * d.seq + 12.0 * d.layers * d.hidden * d.seq ** 2)
-
-
-def bigscience_old_flops(d: Dims) -> float:
-    """BigScience estimate before 2022-02-21: ``8·N·s·B``."""
-    return 8.0 * d.params * d.seq * d.batch
-
-
-def palm_flops(d: Dims) -> float:
-    """PaLM App. B / torchtitan: ``B·s·(6·(N − V·h) + 12·l·h·s)`` (torchtitan's
-    ``get_num_flop_per_token`` with ``get_num_params(exclude_embedding=True)``;
-    non-causal attention, no recomputation)."""
-    n = d.params - d.vocab * d.hidden
-    return d.batch * d.seq * (6.0 * n + 12.0 * d.layers * d.hidden * d.seq)
-
-
-def mcore_flops(d: Dims, causal: bool = False) -> float:
-    """Megatron-Core ``num_floating_point_operations`` (module docstring); the
-    query projection is ``a·(h/a) = h`` wide (``kv_channels = h/a``)."""
-    b, s, l, h, v = d.batch, d.seq, d.layers, d.hidden, d.vocab
-    groups = (d.kv_heads / d.heads) if d.heads and d.kv_heads else 1.0
-    ffn = d.ffn or 4 * h
-    gate = 1.5 if d.gated else 1.0
-    attn = 1 + groups + (s / h) * (0.5 if causal else 1.0)
-    return 12.0 * b * s * l * h * h * (attn + ffn / h * d.topk * gate + v / (2 * l * h))
-
-
-def mcore_causal_flops(d: Dims) -> float:
-    """:func:`mcore_flops` with the causal (halved) attention term."""
-    return mcore_flops(d, causal=True)
-
-
-def six_nd_flops(d: Dims, non_embedding: bool = False) -> float:
-    """``6·N·D`` (Kaplan et al. 2020, Sec. 2.1) with ``D = B·s`` tokens."""
-    n = d.params - (d.vocab * d.hidden if non_embedding else 0.0)
-    return 6.0 * n * d.batch * d.seq
-
-
-_SIX_ND = re.compile(r"6\s*[·*x×]?\s*n\s*[·*x×]?\s*d\b|6\s*[·*x×]\s*(n_?)?params?\s*[·*x×]\s*tokens"
-                     r"|kaplan")
-_PALM = re.compile(r"palm|torchtitan|12\s*[·*]?\s*l\s*[·*]?\s*h\s*[·*]?\s*q\s*[·*]?\s*t"
-                   r"|6\s*[·*]?\s*n\s*\+\s*12")
-_MCORE = re.compile(r"num_floating_point_operations|megatron-core|megatron-bridge|mcore")
-
-
-def flop_formula(counting: str, for_mfu: bool):
-    """(function, label) of the FLOP count a record's text names (module
-    docstring). A named convention wins wherever the text also says "not
-    stated" (e.g. "the paper's formula is not stated; MFU per PaLM App. B"):
-    the assumption applies only to a text that names none, which is read as
-    Eq. 7 with the assumption in the label."""
-    t = counting.replace(" ", "").lower()
-    low = counting.lower()
-    if "llm-foundry" in t:
-        return foundry_flops, "llm-foundry 6·N·s + 12·l·h·s²"
-    if "model_size_b*4*2" in t:
-        return bigscience_old_flops, "BigScience 8·N·s·B"
-    if "96*" in t and not for_mfu:
-        return eq3_flops, "Narayanan 2021 Eq. 3 (96·B·s·l·h²…)"
-    if "72*" not in t and "eq.7" not in t:
-        if _PALM.search(low):
-            return palm_flops, "PaLM App. B / torchtitan 6·(N−V·h) + 12·l·h·s per token"
-        if _MCORE.search(low):
-            if "causal" in low or "halve" in low:
-                return mcore_causal_flops, "Megatron-Core num_floating_point_operations (causal)"
-            return mcore_flops, "Megatron-Core num_floating_point_operations"
-        if _SIX_ND.search(low):
-            if "non-embedding" in low or "nonembedding" in t:
-                return (lambda d: six_nd_flops(d, True)), "6·N·D (N non-embedding)"
-            return six_nd_flops, "6·N·D (N as published)"
-    return eq7_flops, "Korthikanti 2022 Eq. 7 (72·B·s·l·h²…)" + (
-        "" if "72*" in t or "eq.7" in t else " [formula not stated: assumed]")
-
-
-def mfu_peak_dtype(counting: str, device: str, dtype: str) -> str:
-    """The peak an MFU figure divides by: the one the text names ("FP8
-    peak", "bf16 (dense) peak"; torchtitan's ``get_peak_flops`` is the bf16
-    dense peak in float8 runs too), else the compute dtype's."""
-    low = counting.lower()
-    has = DEVICE_CATALOG[device].peak_tflops
-    if re.search(r"fp8 (dense )?peak|vs\.? (the )?fp8", low) and "fp8" in has:
-        return "fp8"
-    if re.search(r"(bf16|16-bit)[ -](dense )?peak|bf16 dense\)? peak", low) and "bf16" in has:
-        return "bf16"
-    return dtype
-
-
-def measured_samples_per_s(measured: dict, dims: Dims, num_gpus: int, device: str,
-                           dtype: str, counting: str,
-                           flops: tuple[float, str] | None = None) -> tuple[float, str]:
-    """(samples/s, how it was obtained). Raises :class:`Unmodelable` when a stated
-    throughput key is unusable (:func:`unusable_throughput`), :class:`NoThroughput`
-    when none is stated.
-
-    ``flops``: (FLOPs of one iteration, label) to invert the FLOP-derived
-    figures with, in place of the dense :func:`flop_formula` (MoE records:
-    ``moe_build.moe_flop_count``)."""
+def pick_throughput(measured: Measured) -> Throughput:
+    """The figure to compare on (module docstring). Raises :class:`Unmodelable`
+    when a stated key is unusable (:func:`unusable_throughput`),
+    :class:`NoThroughput` when none is stated."""
     bad = unusable_throughput(measured)
     if bad:
         raise Unmodelable(bad)
+    other = measured.other()
 
-    def count(for_mfu: bool) -> tuple[float, str]:
-        if flops is not None:
-            return flops
-        fn, label = flop_formula(counting, for_mfu=for_mfu)
-        return fn(dims), label
+    def top(key: str) -> Throughput | None:
+        v = _positive(measured.extra(key))
+        return None if v is None else Throughput(key, v)
 
-    def positive(sec: dict, key: str) -> float | None:
-        v = sec.get(key)
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-        return float(v) if ok else None
-
-    def get(key: str) -> float | None:
-        return positive(measured, key)
-
-    other = measured.get("other") if isinstance(measured.get("other"), dict) else {}
-
-    def first(*keys: str) -> tuple[str, float] | tuple[None, None]:
+    def first(*keys: str) -> Throughput | None:
         for key in keys:
-            for where, sec in (("", measured), ("other.", other)):
-                if (v := positive(sec, key)) is not None:
-                    return where + key, v
-        return None, None
+            for prefix, sec in (("", measured.model_extra or {}), ("other.", other)):
+                if (v := _positive(sec.get(key))) is not None:
+                    return Throughput(prefix + key, v)
+        return None
 
-    if (t := get("iteration_time_s")) is not None:
-        return dims.batch / t, f"iteration_time_s = {t:g} s"
-    if (tok := get("tokens_per_sec_per_gpu")) is not None:
-        return tok * num_gpus / dims.seq, f"tokens_per_sec_per_gpu = {tok:g}"
-    key, tot = first("tokens_per_sec_total", "tokens_per_sec", "tokens_per_second")
-    if key is not None:
-        return tot / dims.seq, f"{key} = {tot:g} (all GPUs) / seq {dims.seq}"
-    if (sps := get("samples_per_sec")) is not None:
-        return sps, f"samples_per_sec = {sps:g}"
-    key, sps = first("samples_per_sec_from_log", "sequences_per_sec")
-    if key is not None:
-        return sps, f"{key} = {sps:g}"
-    if (mfu := get("mfu_pct")) is not None:
-        peak_dtype = mfu_peak_dtype(counting, device, dtype)
-        peak = DEVICE_CATALOG[device].peak_flops(peak_dtype)
-        f, label = count(for_mfu=True)
-        t = f / (mfu / 100.0 * peak * num_gpus)
-        return dims.batch / t, (f"mfu_pct = {mfu:g} inverted with {label}, peak {peak / 1e12:g} "
-                                f"TFLOP/s" + (f" ({peak_dtype} peak)" if peak_dtype != dtype else ""))
-    if (tf := get("tflops_per_gpu")) is not None:
-        f, label = count(for_mfu=False)
-        t = f / (tf * 1e12 * num_gpus)
-        return dims.batch / t, f"tflops_per_gpu = {tf:g} inverted with {label}"
-    if (agg := get("aggregate_pflops")) is not None:
-        f, label = count(for_mfu=False)
-        t = f / (agg * 1e15)
-        return dims.batch / t, (f"aggregate_pflops = {agg:g} (= {agg * 1e3 / num_gpus:.4g} "
-                                f"TFLOP/s per GPU) inverted with {label}")
+    found = (top("iteration_time_s") or top("tokens_per_sec_per_gpu")
+             or first("tokens_per_sec_total", "tokens_per_sec", "tokens_per_second")
+             or top("samples_per_sec") or first("samples_per_sec_from_log", "sequences_per_sec")
+             or top("mfu_pct") or top("tflops_per_gpu") or top("aggregate_pflops"))
+    if found is not None:
+        return found
     hfu = (" (hfu_pct alone is not used: hardware FLOPs count the recomputation each framework "
-           "counts its own way)") if get("hfu_pct") is not None else ""
+           "counts its own way)") if _positive(measured.extra("hfu_pct")) is not None else ""
     raise NoThroughput("no usable measured throughput (iteration_time_s, tokens_per_sec_per_gpu, "
-                     "tokens_per_sec_total, samples_per_sec, mfu_pct, tflops_per_gpu, "
-                     "aggregate_pflops all null)" + hfu)
+                       "tokens_per_sec_total, samples_per_sec, mfu_pct, tflops_per_gpu, "
+                       "aggregate_pflops all null)" + hfu)
+
+
+def per_layer_ms(measured: Measured) -> float:
+    """A per-layer record's forward + backward time of one layer, ms
+    (``other.combined_ms`` or ``other.forward_ms + other.backward_ms``)."""
+    from autopar_opt.calibration.reading.schema import number_problem
+
+    other = measured.other()
+
+    def ms(key: str) -> float | None:
+        bad = number_problem(other.get(key), "measured.other", key)
+        if bad:
+            raise Unmodelable(bad)
+        return None if other.get(key) is None else float(other[key])
+
+    total = ms("combined_ms")
+    if total is None:
+        fwd, bwd = ms("forward_ms"), ms("backward_ms")
+        if fwd is None or bwd is None:
+            raise Unmodelable("per-layer record without combined_ms or forward_ms + backward_ms")
+        total = fwd + bwd
+    if total <= 0:
+        raise Unmodelable(f"per-layer time {total} ms is not positive")
+    return total
+
+
+def memory_fields(measured: Measured) -> tuple[str, str]:
+    """(measure, rank) of a record's ``measured`` section (defaults
+    ``device``/``max``); an unknown value is unmodelable, naming the key."""
+    measure = str(measured.memory_measure or "device").strip().lower()
+    rank = str(measured.memory_rank or "max").strip().lower()
+    if measure not in MEASURES:
+        raise Unmodelable(f"measured.memory_measure = {measure!r} is not one of "
+                          f"{', '.join(MEASURES)}")
+    if rank not in RANKS:
+        raise Unmodelable(f"measured.memory_rank = {rank!r} is not one of {', '.join(RANKS)}")
+    return measure, rank

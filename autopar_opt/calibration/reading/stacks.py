@@ -129,6 +129,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from autopar_opt.calibration.reading.schema import RawRecord
 from autopar_opt.ir.runtime import Runtime, runtime_named
 
 
@@ -154,31 +155,43 @@ def flag_stated(fw: str, *keys: str) -> bool | None:
     return None
 
 
-def _zero_field(rec: dict | None) -> tuple[int | None, str]:
+def _zero_field(rec: RawRecord | None) -> tuple[int | None, str]:
     """(ZeRO stage, FSDP text) as the record's ``parallelism`` states them."""
-    par = (rec or {}).get("parallelism") or {}
-    z = par.get("zero_stage") if isinstance(par, dict) else None
-    fsdp = str(par.get("fsdp") or "").lower() if isinstance(par, dict) else ""
+    if rec is None:
+        return None, ""
+    z = rec.parallelism.zero_stage
+    fsdp = str(rec.parallelism.fsdp or "").lower()
     stage = int(z) if isinstance(z, (int, float)) and not isinstance(z, bool) else None
     return stage, fsdp
 
 
-def shards_weights(rec: dict | None) -> bool:
-    """The record states ZeRO-3/FSDP sharding (stage 3 or an FSDP text that is
-    not a negation)."""
+def _precision(rec: RawRecord | None) -> str:
+    """The record's ``training.precision`` text ("" when not stated)."""
+    return "" if rec is None else str(rec.training.precision or "")
+
+
+def shards_weights(rec: RawRecord | None) -> bool:
+    """The record states ZeRO-3/FSDP sharding: ``zero_stage`` 3, or, with no
+    stage stated, an FSDP text that is not a negation (an explicit field
+    beats the text)."""
     stage, fsdp = _zero_field(rec)
-    return stage == 3 or (bool(fsdp) and not re.match(r"\s*(none|no\b|false|off|0\b|ddp)", fsdp)
-                          and "no_shard" not in fsdp)
+    if stage is not None:
+        return stage == 3
+    return bool(fsdp) and not re.match(r"\s*(none|no\b|false|off|0\b|ddp)", fsdp) \
+        and "no_shard" not in fsdp
 
 
-def zero_stage_of(rec: dict | None) -> int:
-    """ZeRO stage the record states (3 for an FSDP text that shards; 0 if none)."""
-    return 3 if shards_weights(rec) else (_zero_field(rec)[0] or 0)
+def zero_stage_of(rec: RawRecord | None) -> int:
+    """ZeRO stage the record states (its ``zero_stage``; else 3 for an FSDP
+    text that shards; else 0)."""
+    stage, _ = _zero_field(rec)
+    if stage is not None:
+        return stage
+    return 3 if shards_weights(rec) else 0
 
 
-def _tp_or_pp(rec: dict | None) -> bool:
-    par = (rec or {}).get("parallelism") or {}
-    return any(isinstance(par.get(k), (int, float)) and par.get(k, 1) > 1 for k in ("tp", "pp"))
+def _tp_or_pp(rec: RawRecord | None) -> bool:
+    return rec is not None and any((v or 1) > 1 for v in (rec.parallelism.tp, rec.parallelism.pp))
 
 
 def nemo(fw: str, notes: list[str]) -> Runtime:
@@ -224,11 +237,12 @@ LLMFOUNDRY_TRITON_SECTIONS = ('"H100 80GB BF16"', '"H100 80GB FP8"', '"A100 80GB
                               '"A100 40GB with 1600 Gbps')
 
 
-def llmfoundry_triton_table(rec: dict | None) -> bool:
+def llmfoundry_triton_table(rec: RawRecord | None) -> bool:
     """Whether ``rec`` comes from one of llm-foundry's 2023 benchmark tables,
     which ran the FlashAttention-1-class Triton kernel (module docstring)."""
-    src = (rec or {}).get("source") or {}
-    citation, locator = str(src.get("citation") or ""), str(src.get("locator") or "")
+    if rec is None:
+        return False
+    citation, locator = str(rec.source.citation or ""), str(rec.source.locator or "")
     return ("llm-foundry" in citation and "benchmarking/README.md" in citation
             and any(s in locator for s in LLMFOUNDRY_TRITON_SECTIONS))
 
@@ -259,18 +273,18 @@ def fairscale(notes: list[str]) -> Runtime:
 _GRAD_ACCUM = re.compile(r"gradaccumdtype[=:\"']*(bf16|bfloat16|fp16|float16|fp32|float32)")
 
 
-def grad_accum_dtype(fw: str, rec: dict | None) -> str | None:
+def grad_accum_dtype(fw: str, rec: RawRecord | None) -> str | None:
     """``"fp32"``/``"16"`` for the DeepSpeed ``grad_accum_dtype`` the framework
     text or the record's precision text states, else ``None``."""
-    precision = str(((rec or {}).get("training") or {}).get("precision") or "")
+    precision = _precision(rec)
     m = _GRAD_ACCUM.search(_flat(fw + " " + precision))
     return None if m is None else ("fp32" if "32" in m.group(1) else "16")
 
 
-def states_ds_config(fw: str, rec: dict | None) -> bool:
+def states_ds_config(fw: str, rec: RawRecord | None) -> bool:
     """The framework or precision text states the DeepSpeed config it ran
     (names ``ds_config`` or a ``grad_accum_dtype``)."""
-    precision = str(((rec or {}).get("training") or {}).get("precision") or "")
+    precision = _precision(rec)
     return "dsconfig" in _flat(fw + " " + precision) or grad_accum_dtype(fw, rec) is not None
 
 
@@ -294,12 +308,12 @@ def bf16_optimizer_runs(stage: int, accum: str | None) -> bool:
     return accum == "fp32" and stage <= 1
 
 
-def deepspeed_zero(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
+def deepspeed_zero(fw: str, rec: RawRecord | None, notes: list[str]) -> Runtime:
     """DeepSpeed ZeRO without Megatron (see the module docstring)."""
     stage = zero_stage_of(rec)
     overlap = flag_stated(fw, "overlap_comm", "overlap-comm")
     overlap = (stage == 3) if overlap is None else overlap
-    precision = str(((rec or {}).get("training") or {}).get("precision") or "").lower()
+    precision = _precision(rec).lower()
     fp16 = "fp16" in precision and "bf16" not in precision
     if stage <= 1 and fp16:
         rt = runtime_named("deepspeed", grad_reduce_overlap=overlap, lp_grad_copy=False,
@@ -340,7 +354,7 @@ def colossal(fw: str, notes: list[str]) -> Runtime:
                                  fsdp_prefetch=False), name="colossalai")
 
 
-def huggingface(fw: str, rec: dict | None, notes: list[str]) -> Runtime:
+def huggingface(fw: str, rec: RawRecord | None, notes: list[str]) -> Runtime:
     """HF Trainer / accelerate: the backend its fields (or text) name, running
     the Transformers modeling code, whose Llama-family attention and MLP keep
     Q, K, V and gate, up as separate GEMMs (``fused_projections`` off:
@@ -392,15 +406,13 @@ _SM90_PLUS = re.compile(r"(?<![a-z0-9])g?(?:h(?:100|200|800|20)|b(?:100|200|300)
                         r"|hopper|blackwell")
 
 
-def sm90_plus(rec: dict | None) -> bool:
+def sm90_plus(rec: RawRecord | None) -> bool:
     """Whether the record's ``hardware.gpu_type`` names a GPU of compute
     capability 9.0 or later (:data:`_SM90_PLUS`)."""
-    hw = (rec or {}).get("hardware") or {}
-    return bool(_SM90_PLUS.search(str(hw.get("gpu_type") or "").lower())) \
-        if isinstance(hw, dict) else False
+    return rec is not None and bool(_SM90_PLUS.search(str(rec.hardware.gpu_type or "").lower()))
 
 
-def te_picks_fused_attention(fw: str, rec: dict | None) -> bool:
+def te_picks_fused_attention(fw: str, rec: RawRecord | None) -> bool:
     """Transformer Engine on an sm90+ GPU runs cuDNN's fused attention, whatever
     flash-attn package is installed: ``get_attention_backend`` turns
     FlashAttention off when the cuDNN ``F16_arbitrary_seqlen`` backend is also
@@ -426,7 +438,7 @@ def named_flash_attention(fw: str, runtime: Runtime, notes: list[str]) -> Runtim
     return replace(runtime, flash_attention=True, flash_v2_attention=True, hopper_attention=False)
 
 
-def megatron_core(fw: str, notes: list[str], rec: dict | None = None) -> Runtime:
+def megatron_core(fw: str, notes: list[str], rec: RawRecord | None = None) -> Runtime:
     """Megatron-Core with the overlap flags the text names (r0.8: all off by
     default). Two settings a text may turn off: the distributed optimizer
     (``without --use-distributed-optimizer``: Adam state replicated over data
@@ -461,7 +473,7 @@ def megatron_core(fw: str, notes: list[str], rec: dict | None = None) -> Runtime
 _JAX = re.compile(r"maxtext|\bjax\b|\bpax(ml)?\b|\bt5x\b|\bflax\b|\bxla\b|\bpraxis\b")
 
 
-def other_stack(framework: str, rec: dict | None, notes: list[str]) -> Runtime:
+def other_stack(framework: str, rec: RawRecord | None, notes: list[str]) -> Runtime:
     """The runtime of a framework text the original five families do not use.
 
     Raises :class:`UnmodelledStack` for JAX stacks.
@@ -500,7 +512,7 @@ def megatron_lm_is_core(fw: str) -> bool:
                           "transformer_engine", "--transformer-impl"))
 
 
-def by_fields(framework: str, rec: dict | None, notes: list[str]) -> Runtime:
+def by_fields(framework: str, rec: RawRecord | None, notes: list[str]) -> Runtime:
     """Fallback for a text that names no known stack: by the record's fields."""
     what = f"framework {framework or 'not stated'!r} names no catalog stack"
     stage, _ = _zero_field(rec)
@@ -521,14 +533,14 @@ def by_fields(framework: str, rec: dict | None, notes: list[str]) -> Runtime:
 def counting_of(runtime: Runtime, stated: str, notes: list[str]) -> str:
     """The FLOP convention of a record: its ``flops_counting`` text, or, when
     that is empty, the convention the stack's own logger uses (a text
-    :func:`~autopar_opt.calibration.reading.measured.flop_formula` recognises):
+    :func:`~autopar_opt.calibration.flops.flop_formula` recognises):
     torchtitan ``get_num_flop_per_token``; Megatron-Core / NeMo
     ``num_floating_point_operations`` (Megatron-Bridge: its causal variant);
     Composer/llm-foundry ``flops_per_batch``; other stacks: empty (Eq. 7,
     stated as assumed). torchtitan's MFU divides by the bf16 dense peak
     whatever the precision (``torchtitan/tools/utils.py::get_peak_flops``:
     989e12 for H100 SXM, also in float8 runs); that is appended for
-    :func:`~autopar_opt.calibration.reading.measured.mfu_peak_dtype`."""
+    :func:`~autopar_opt.calibration.flops.mfu_peak_dtype`."""
     text = stated
     if not text:
         text = {"torchtitan": "torchtitan get_num_flop_per_token",

@@ -13,10 +13,11 @@ import pytest
 import yaml
 
 from autopar_opt.calibration.build import build_run
+from autopar_opt.calibration.reading import read_record
 from autopar_opt.calibration.calibrate import calibrate_file
 from autopar_opt.calibration.fit import reserve_and_fragmentation
 from autopar_opt.calibration.memory import memory_fields, on_measure
-from autopar_opt.calibration.reading.records import Unmodelable, load_run_file
+from autopar_opt.calibration.reading import RawRecord, Unmodelable, load_run_file
 from autopar_opt.cost.evaluate import evaluate
 from autopar_opt.ir.pipeline import interleaved_inflight
 from autopar_opt.ir.training import Schedule
@@ -49,11 +50,12 @@ def test_measure_mapping_by_hand():
     assert on_measure(40.0, "device", 3.0, 0.1) == pytest.approx(47.0)
     assert on_measure(40.0, "reserved", 3.0, 0.1) == pytest.approx(44.0)
     assert on_measure(40.0, "allocated", 3.0, 0.1) == pytest.approx(40.0)
-    assert memory_fields({}) == ("device", "max")
-    assert memory_fields({"memory_measure": "Allocated", "memory_rank": "last"}) == \
+    assert memory_fields(RawRecord.read({}).measured) == ("device", "max")
+    stated = {"measured": {"memory_measure": "Allocated", "memory_rank": "last"}}
+    assert memory_fields(RawRecord.read(stated).measured) == \
         ("allocated", "last")
     with pytest.raises(Unmodelable, match="memory_measure"):
-        memory_fields({"memory_measure": "nvml"})
+        memory_fields(RawRecord.read({"measured": {"memory_measure": "nvml"}}).measured)
 
 
 def test_fit_with_mixed_measures_by_hand():
@@ -87,7 +89,7 @@ def test_interleaved_activation_memory_in_evaluate():
     1 (ratio 3.625), stage 0 holds 4 in both, and the last stage's logits are
     those of one micro-batch in both."""
     rec = next(r for r in load_run_file(RUNS) if r["id"] == CI_PP4)
-    run = build_run(rec)
+    run = build_run(read_record(rec))
     assert run.plan.schedule is Schedule.interleaved and run.plan.vp_chunks == 8
     inter = evaluate(run.plan, run.graph, run.cluster, run.training).stages
     plain = evaluate(replace(run.plan, schedule=Schedule.one_f_one_b, vp_chunks=1), run.graph,
@@ -124,7 +126,7 @@ def test_memory_only_record_counts_for_memory_alone(tmp_path):
         assert s[key] == pytest.approx(b[key])
     assert {c.id for c in rep.lofo_comparisons()} == {"alpha_a", "beta_b"}
     (m,) = rep.memory_only
-    run = build_run(mem_only)
+    run = build_run(read_record(mem_only))
     st = evaluate(run.plan, run.graph, run.cluster, run.training, rep.params).stages[0]
     assert m.predicted_memory_gib == pytest.approx(st.peak_memory_gib - st.reserve_gib)
     full_err = abs(rep.comparisons[0].predicted_memory_gib / 5.0 - 1)
@@ -155,9 +157,9 @@ def test_full_recompute_of_a_record_checkpoints_the_blocks_only():
     (1 sample x 4·s·V = 4·32·128 bytes of fp32 logits, plus the head input)."""
     rec = _record("alpha_a", {"iteration_time_s": 0.01})
     rec["training"]["recompute"] = "full"
-    full = build_run(rec)
+    full = build_run(read_record(rec))
     rec["training"]["recompute"] = "none"
-    plain = build_run(rec)
+    plain = build_run(read_record(rec))
     modes = {name: s.recompute.value for name, s in full.plan.strategy_of().items()}
     assert modes == {"embed": "none", "block000": "full", "block001": "full", "head": "none"}
     lf = evaluate(full.plan, full.graph, full.cluster, full.training).stages[0].logits_gib
@@ -169,7 +171,7 @@ def test_the_memory_only_records_map_to_their_stacks():
     """Megatron-Core CI: distributed optimizer (ZeRO-1 over dp), grad-reduce and
     param-gather overlap named, no TP overlap; Lightning + DeepSpeed: ZeRO-3 from
     the record's zero_stage; Lightning DDP: PyTorch DDP, no sharding."""
-    runs = {r["id"]: build_run(r) for r in load_run_file(RUNS)
+    runs = {r["id"]: build_run(read_record(r)) for r in load_run_file(RUNS)
             if r["id"].startswith(("megatron_ci_", "colossallightning_"))}
     ci = runs[CI_PP4]
     rt = ci.training.runtime
@@ -188,8 +190,9 @@ def test_implausible_memory_is_refused_with_its_reason(mem):
     (A100-80GB: 80 GiB catalog, so 88 GiB) cannot be a measurement of this plan:
     the record is skipped naming the key (review 7: -5 was modelled at -387%)."""
     with pytest.raises(Unmodelable, match="memory_gib_per_gpu"):
-        build_run(_record("eps_e", {"memory_gib_per_gpu": mem}))
-    assert build_run(_record("eps_e", {"memory_gib_per_gpu": 20.0})).measured_memory_gib == 20.0
+        build_run(read_record(_record("eps_e", {"memory_gib_per_gpu": mem})))
+    run = build_run(read_record(_record("eps_e", {"memory_gib_per_gpu": 20.0})))
+    assert run.measured_memory_gib == 20.0
 
 
 _NULL_THROUGHPUT = {"iteration_time_s": None, "tokens_per_sec_per_gpu": None, "samples_per_sec": None,
@@ -231,7 +234,7 @@ def test_unusable_throughput_skips_the_record_naming_key_and_value(tmp_path, key
 def test_non_finite_throughput_is_refused_too():
     meas = {"iteration_time_s": float("nan"), "memory_gib_per_gpu": 6.0}
     with pytest.raises(Unmodelable, match=r"measured\.iteration_time_s = nan is not a positive"):
-        build_run(_record("eps_e", meas))
+        build_run(read_record(_record("eps_e", meas)))
 
 
 def test_a_record_with_every_throughput_key_null_stays_memory_only(tmp_path):
@@ -260,12 +263,12 @@ def test_megatron_core_text_turns_off_the_distributed_optimizer_and_fused_attent
     tp = 4, b = 4."""
     from autopar_opt.cost.memory import activation_bytes
     rec = next(r for r in load_run_file(RUNS) if r["id"] == CI_SMALL_TP4)
-    unfused = build_run(rec)
+    unfused = build_run(read_record(rec))
     assert unfused.strategy.zero == 1 and not unfused.training.runtime.flash_attention
     flash_rec = copy.deepcopy(rec)
     flash_rec["training"]["framework"] = rec["training"]["framework"].replace(
         "--attention-backend unfused", "--attention-backend flash")
-    flash = build_run(flash_rec)
+    flash = build_run(read_record(flash_rec))
     assert flash.training.runtime.flash_attention
     diff = (activation_bytes(unfused.block, unfused.strategy, 8, training=unfused.training)
             - activation_bytes(flash.block, flash.strategy, 8, training=flash.training))
@@ -273,7 +276,7 @@ def test_megatron_core_text_turns_off_the_distributed_optimizer_and_fused_attent
     no_do = copy.deepcopy(rec)
     no_do["training"]["framework"] = ("Megatron-Core (functional test, transformer_engine) "
                                       "without --use-distributed-optimizer")
-    plain = build_run(no_do)
+    plain = build_run(read_record(no_do))
     assert plain.strategy.zero == 0 and not plain.training.runtime.distributed_optimizer
 
 
@@ -288,7 +291,7 @@ def test_the_new_memory_only_records_are_modelled_on_their_measure():
            "megatron_ci_gptsmall_tp1pp1_fullrecompute_h100": (1, 1, 8, 1, 0),
            "megatron_ci_gptsmall_tp2pp2cp2_sp_h100": (2, 2, 1, 2, 0),
            "colossallightning_gpt2xl_colossalai_gemini_4xa100": (1, 1, 4, 1, 3)}
-    runs = {r["id"]: build_run(r) for r in load_run_file(RUNS) if r["id"] in ids}
+    runs = {r["id"]: build_run(read_record(r)) for r in load_run_file(RUNS) if r["id"] in ids}
     assert set(runs) == set(ids)
     for rid, (tp, pp, dp, cp, zero) in ids.items():
         run = runs[rid]

@@ -14,11 +14,12 @@ import copy
 import pytest
 
 from autopar_opt.calibration.build import build_run
+from autopar_opt.calibration.reading import read_record
 from autopar_opt.calibration.calibrate import calibrate_file
-from autopar_opt.calibration.reading.measured import Dims
-from autopar_opt.calibration.moe_build import attention_dims, megatron_moe_flops
-from autopar_opt.calibration.reading.moe_fields import names_moe, read_moe
-from autopar_opt.calibration.reading.records import Unmodelable, load_run_file
+from autopar_opt.calibration.flops import Dims
+from autopar_opt.calibration.moe_build import megatron_moe_flops
+from autopar_opt.calibration.reading.moe import attention_dims, names_moe, read_moe
+from autopar_opt.calibration.reading import RawRecord, Unmodelable, load_run_file
 from autopar_opt.cost.compute import compute_time
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.layer_cost import layer_cost
@@ -72,7 +73,7 @@ def test_mixtral_parameters_and_flops_by_hand():
     6·4096·3·28672·32 = 67,645,734,912 (MLP) + 32·6·(4096·6144 + 2·4096²)
     = 11,274,289,152 (attention, s = 4096) + 786,432,000 = 79,706,456,064.
     """
-    run = build_run(mixtral())
+    run = build_run(read_record(mixtral()))
     block = 41_943_040 + 32_768 + 8_192 + 1_409_286_144
     assert _block(run).params == block
     assert _block(run).expert_params == 1_409_286_144
@@ -80,8 +81,8 @@ def test_mixtral_parameters_and_flops_by_hand():
     assert run.graph.active_params() == pytest.approx(46_702_792_704 - 32 * 6 * 3 * H * F)
     per_token = 67_645_734_912 + 11_274_289_152 + 786_432_000
     assert per_token == 79_706_456_064
-    spec = read_moe(mixtral(), L, [])
-    attn = attention_dims(mixtral()["model"], spec, H, A, KV, False)
+    spec = read_moe(RawRecord.read(mixtral()), L, [])
+    attn = attention_dims(RawRecord.read(mixtral()).model, spec, H, A, KV, False)
     flops = megatron_moe_flops(Dims(1, S, L, H, V, 0.0), attn, spec, True, causal=True)
     assert flops == S * per_token
     router = 3 * 2 * S * H * E * L
@@ -103,14 +104,14 @@ def test_mixtral_memory_terms_by_hand():
     all split by tp = 2 under sequence parallelism.
     """
     for ep, expect in ((8, 157_440_000 + 1_585_446_912), (1, 157_440_000 + 5_284_823_040)):
-        run = build_run(mixtral(ep=ep))
+        run = build_run(read_record(mixtral(ep=ep)))
         st = run.plan.stages[1].strategies[0]
         assert state_bytes(run.training, st.zero) == (2, 4, 12)
         assert (st.ep, st.zero, st.tp, st.dp) == (ep, 1, 2, 8)
         assert weight_bytes(_block(run), st, run.training) == pytest.approx(expect, rel=1e-12)
         act = activation_bytes(_block(run), st, 8, training=run.training)
         assert act == pytest.approx(4096 * 258_080 / 2, rel=1e-12)
-    dense_ep = [s.ep for st in build_run(mixtral()).plan.stages for s in st.strategies]
+    dense_ep = [s.ep for st in build_run(read_record(mixtral())).plan.stages for s in st.strategies]
     assert dense_ep[0] == dense_ep[-1] == 1 and set(dense_ep[1:-1]) == {8}   # embed/head ep 1
 
 
@@ -123,14 +124,14 @@ def test_expert_parallelism_adds_the_all_to_all_of_cost_moe():
     with m' = m/2; ep = 1: none."""
     p = default_params()
     m = 2 * S * K * H
-    run = build_run(mixtral(tp=1, dp=16, ep=8))
+    run = build_run(read_record(mixtral(tp=1, dp=16, ep=8)))
     block, st = _block(run), run.plan.stages[1].strategies[0]
     ctx = StageContext(run.cluster, run.training, p, st.devices, st.dp)
     intra = run.cluster.intra_node
     hand = 4 * (7 * intra.latency_s + 7 / 8 * m / (intra.bytes_per_s * p.comm_efficiency))
     assert layer_cost(block, st, ctx).ep_exposed_s == pytest.approx(hand, rel=1e-12)
 
-    run = build_run(mixtral(tp=2, dp=8, ep=8))
+    run = build_run(read_record(mixtral(tp=2, dp=8, ep=8)))
     block, st = _block(run), run.plan.stages[1].strategies[0]
     ctx = StageContext(run.cluster, run.training, p, st.devices, st.dp)
     inter = run.cluster.inter_node
@@ -139,7 +140,7 @@ def test_expert_parallelism_adds_the_all_to_all_of_cost_moe():
                                           4 / 8 * half / (inter.bytes_per_s
                                                           * p.inter_comm_efficiency)))
     assert layer_cost(block, st, ctx).ep_exposed_s == pytest.approx(hand, rel=1e-12)
-    one = build_run(mixtral(tp=2, dp=8, ep=1))
+    one = build_run(read_record(mixtral(tp=2, dp=8, ep=1)))
     st1 = one.plan.stages[1].strategies[0]
     assert layer_cost(_block(one), st1, ctx).ep_exposed_s == 0.0
     m8 = evaluate(run.plan, run.graph, run.cluster, run.training, p)
@@ -157,7 +158,7 @@ def test_fp8_moe_block_runs_gemms_at_the_fp8_peak_and_keeps_fp8_weight_copies():
     experts 88,080,384 x (4 + 4 + 12) = 199,424,000 + 1,761,607,680 B."""
     rec = mixtral()
     rec["training"]["precision"] = "fp8 (delayed scaling)"
-    run = build_run(rec)
+    run = build_run(read_record(rec))
     assert run.training.dtype == "fp8" and not run.training.runtime.fp8_primary_weights
     block, st = _block(run), run.plan.stages[1].strategies[0]
     assert weight_bytes(block, st, run.training) == pytest.approx(199_424_000 + 1_761_607_680,
@@ -179,13 +180,13 @@ def test_spellings_of_other_configs_give_the_same_model():
     """Hugging Face (num_local_experts, num_experts_per_tok,
     moe_intermediate_size) and Megatron-Core (num_moe_experts, top_k)
     spellings read to the same graph."""
-    base = build_run(mixtral()).graph
+    base = build_run(read_record(mixtral())).graph
     hf = mixtral(num_experts=None, moe_router_topk=None, num_local_experts=E,
                  num_experts_per_tok=K, moe_intermediate_size=F)
     mc = mixtral(num_experts=None, moe_router_topk=None, num_moe_experts=E, top_k=K,
                  moe_ffn_hidden_size=F)
     for rec in (hf, mc):
-        assert [layer.signature() for layer in build_run(rec).graph.layers] == \
+        assert [layer.signature() for layer in build_run(read_record(rec)).graph.layers] == \
             [layer.signature() for layer in base.layers]
 
 
@@ -203,7 +204,7 @@ def test_dense_first_layers_shared_experts_and_mla():
                  qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64,
                  arch="DeepSeek-V3-like MoE with MLA, SwiGLU, RMSNorm, no bias, no dropout")
     rec = mixtral(tp=1, pp=1, dp=64, ep=16, **model)
-    run = build_run(rec)
+    run = build_run(read_record(rec))
     kinds = [layer.is_moe for layer in run.graph.layers[1:-1]]
     assert kinds == [False, True, True, True]
     moe = _block(run)
@@ -212,10 +213,10 @@ def test_dense_first_layers_shared_experts_and_mla():
     alt = copy.deepcopy(rec)
     del alt["model"]["first_k_dense_replace"]
     alt["model"]["moe_layer_freq"] = "([0]*1+[1]*3)"
-    assert [x.signature() for x in build_run(alt).graph.layers] == \
+    assert [x.signature() for x in build_run(read_record(alt)).graph.layers] == \
         [x.signature() for x in run.graph.layers]
-    spec = read_moe(rec, 4, [])
-    attn = attention_dims(rec["model"], spec, 1024, 16, 16, False)
+    spec = read_moe(RawRecord.read(rec), 4, [])
+    attn = attention_dims(RawRecord.read(rec).model, spec, 1024, 16, 16, False)
     mega = megatron_moe_flops(Dims(1, 512, 4, 1024, 1000, 0.0), attn, spec, True, causal=True)
     extra = 3 * (2 * 512 * 1024 * 16 * 3) - 4 * 6 * 512 * (192 + 128)
     assert run.graph.flops_per_sample() == pytest.approx(mega + extra, rel=1e-12)
@@ -224,7 +225,7 @@ def test_dense_first_layers_shared_experts_and_mla():
 def test_stated_dp_counting_expert_replicas_is_read_as_megatron_core_does():
     """tp·pp·dp·cp·ep = 64 with dp = 1: the stated dp counts expert replicas;
     the attention layers' dp is dp·ep = 8 (ep carved out of dp)."""
-    run = build_run(mixtral(dp=1, ep=8))
+    run = build_run(read_record(mixtral(dp=1, ep=8)))
     st = run.plan.stages[1].strategies[0]
     assert (st.dp, st.ep, st.edp) == (8, 8, 1)
     assert any("counts expert replicas" in n for n in run.assumptions)
@@ -243,7 +244,7 @@ def test_mfu_is_inverted_with_the_moe_flop_count(counting, per_token):
     rec = mixtral()
     rec["measured"] = {"mfu_pct": 40.0}
     rec["flops_counting"] = counting
-    run = build_run(rec)
+    run = build_run(read_record(rec))
     peak = DEVICE_CATALOG["H100-SXM-80GB"].peak_flops("bf16")
     t = 256 * S * per_token / (0.40 * peak * 64)
     assert run.measured_samples_per_s == pytest.approx(256 / t, rel=1e-12)
@@ -267,16 +268,16 @@ def test_missing_or_inconsistent_fields_give_the_reason(mutate, reason):
     rec = mixtral()
     mutate(rec)
     with pytest.raises(Unmodelable, match=reason.replace("·", ".").replace("(", r"\(")):
-        build_run(rec)
+        build_run(read_record(rec))
 
 
 def test_dense_record_with_ep_or_moe_words_is_never_priced_dense(tmp_path):
     rec = mixtral(num_experts=None, moe_router_topk=None, name="GPT", arch="dense decoder")
     with pytest.raises(Unmodelable, match="parallelism.ep = 8 but the model states no routed"):
-        build_run(rec)
+        build_run(read_record(rec))
     rec = mixtral(num_experts=None, moe_router_topk=None, name="Qwen3-30B-A3B", arch="decoder")
     with pytest.raises(Unmodelable, match="no expert count"):
-        build_run(rec)
+        build_run(read_record(rec))
     rec["id"] = "synthetic_qwen_moe_no_experts"
     report = calibrate_file(_write(tmp_path, [mixtral(), rec]))
     assert [c.id for c in report.comparisons] == ["synthetic_mixtral_8x7b"]
@@ -289,24 +290,24 @@ def test_placeholder_texts_are_unstated_and_digit_texts_are_numbers():
     before); ``num_experts: "8"`` reads as 8."""
     dense = mixtral(num_experts=None, moe_router_topk=None, name="GPT", arch="dense decoder")
     dense["parallelism"]["ep"] = "none"
-    assert not any(layer.is_moe for layer in build_run(dense).graph.layers)
+    assert not any(layer.is_moe for layer in build_run(read_record(dense)).graph.layers)
     text = mixtral(num_experts="8")
-    assert build_run(text).graph.total_params() == 46_702_792_704
+    assert build_run(read_record(text)).graph.total_params() == 46_702_792_704
 
 
 def test_published_records_are_all_dense():
     """None of the 96 shipped records is read as MoE, so their figures
     (benchmarks/calibration/RESULTS.md) are unchanged by this path."""
     records = load_run_file(RUNS)
-    assert not any(names_moe(r["model"]) for r in records)
-    assert all(read_moe(r, 1, []) is None for r in records)
+    assert not any(names_moe(RawRecord.read(r).model) for r in records)
+    assert all(read_moe(RawRecord.read(r), 1, []) is None for r in records)
 
 
 def test_mlp_only_layers_valid_list_makes_those_layers_dense():
     """Qwen-MoE's dense-layer list: layers 0 and 31 of 32 dense, the other 30 MoE."""
-    spec = read_moe(mixtral(mlp_only_layers=[0, 31]), L, [])
+    spec = read_moe(RawRecord.read(mixtral(mlp_only_layers=[0, 31])), L, [])
     assert [i for i, moe in enumerate(spec.pattern) if not moe] == [0, 31]
-    assert read_moe(mixtral(mlp_only_layers=None), L, []).moe_layers == L
+    assert read_moe(RawRecord.read(mixtral(mlp_only_layers=None)), L, []).moe_layers == L
 
 
 @pytest.mark.parametrize("value, rule", [
@@ -323,7 +324,7 @@ def test_invalid_mlp_only_layers_skip_the_record_with_key_value_rule_and_fix(tmp
     record is skipped (before: ignored, the layer silently stayed MoE)."""
     rec = mixtral(mlp_only_layers=value)
     with pytest.raises(Unmodelable) as err:
-        read_moe(rec, L, [])
+        read_moe(RawRecord.read(rec), L, [])
     why = str(err.value)
     assert why.startswith(f"model.mlp_only_layers = {value!r}: ") and rule in why and "(fix: " in why
     report = calibrate_file(_write(tmp_path, [rec]))

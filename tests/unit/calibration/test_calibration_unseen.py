@@ -17,13 +17,19 @@ from pathlib import Path
 import pytest
 
 from autopar_opt.calibration.build import build_run
+from autopar_opt.calibration.reading import read_record
 from autopar_opt.calibration.calibrate import calibrate_file
 from autopar_opt.cli.calibrate import calibrate_command
-from autopar_opt.calibration.reading.measured import (
-    Dims, eq7_flops, flop_formula, mcore_causal_flops, mcore_flops, measured_samples_per_s,
-    palm_flops, six_nd_flops)
-from autopar_opt.calibration.reading.records import (
-    Unmodelable, load_run_file, map_precision, map_zero, runtime_of)
+from autopar_opt.calibration.flops import (
+    Dims, eq7_flops, mcore_causal_flops, mcore_flops, measured_samples_per_s, palm_flops,
+    six_nd_flops)
+from autopar_opt.calibration.reading.counting import flop_formula, read_counting
+from autopar_opt.calibration.reading import RawRecord, Unmodelable, load_run_file
+from autopar_opt.calibration.reading.measured import pick_throughput
+from autopar_opt.calibration.reading.parallel import map_zero
+from autopar_opt.calibration.reading.runtime import runtime_of
+from autopar_opt.calibration.reading.schema import Measured, Parallelism
+from autopar_opt.calibration.reading.training import map_precision
 from autopar_opt.cost.memory import kept_logit_bytes
 from autopar_opt.ir.runtime import RUNTIMES, runtime_named
 from autopar_opt.ir.training import Training
@@ -35,7 +41,17 @@ SYNTH = DATA / "synthetic_unseen_runs.yaml"
 
 def _rt(framework: str, rec: dict | None = None):
     notes: list[str] = []
-    return runtime_of(framework, notes, rec), notes
+    return runtime_of(framework, notes, None if rec is None else RawRecord.read(rec)), notes
+
+
+def _tp(measured: dict):
+    """The throughput figure the reading picks from a ``measured`` section."""
+    return pick_throughput(Measured(**measured))
+
+
+def _count(text: str):
+    """The FLOP convention the reading takes from a counting text (H100, bf16)."""
+    return read_counting(text, "H100-SXM-80GB", "bf16")
 
 
 def _par(**kw) -> dict:
@@ -78,8 +94,7 @@ def test_every_framework_text_of_the_file_is_one_of_those_above():
         "Megatron-Core r0.8.0 with --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap, "
         "PP comm overlap", "Megatron-Core r0.8.0", "Composer / llm-foundry (PyTorch FSDP)",
         "Megatron-DeepSpeed (bigscience fork) + DeepSpeed", "Megatron-DeepSpeed",
-        "Megatron-Bridge / NeMo 25.11", "Megatron-Bridge / NeMo 26.04.01",
-        "Megatron-Bridge / NeMo 26.06",
+        # (the Megatron-Bridge performance-summary records left the file: issue 28 point 8)
         # memory-only records (tests/unit/calibration/test_calibration_memory.py checks their mapping)
         "Megatron-Core (functional test, transformer_engine) with --use-distributed-optimizer "
         "--overlap-grad-reduce --overlap-param-gather",
@@ -92,7 +107,16 @@ def test_every_framework_text_of_the_file_is_one_of_those_above():
         "Megatron-Core (functional test, transformer_engine) without --use-distributed-optimizer",
         "Colossal-AI Gemini (PyTorch Lightning ColossalAIStrategy placement_policy=cuda: ZeroDDP "
         "with chunk-based fp16 parameters and enable_distributed_storage=True, ZeroOptimizer over "
-        "HybridAdam, no offload)"}
+        "HybridAdam, no offload)",
+        # issue 28's new families (their reading: tests/unit/calibration/test_new_runs.py)
+        "KempnerForge (PyTorch FSDP2 fully_shard + DTensor tensor parallel with SequenceParallel, "
+        "torch SDPA attention, fused AdamW)",
+        "KempnerForge (PyTorch FSDP2 fully_shard + DTensor tensor parallel with SequenceParallel, "
+        "torch SDPA attention, fused AdamW), torch.compile enabled",
+        "fms-fsdp (PyTorch FSDP, SDPA FlashAttention-2, overlapped communication)",
+        "InternEvo (hybrid ZeRO-1 optimizer over all data-parallel ranks, gradient reduce "
+        "overlapped with the backward pass: overlap_sync_grad=True, parameter all-gather not "
+        "overlapped; FlashAttention-2, Apex fused kernels)"}
 
 
 def test_torchtitan_is_its_catalog_runtime_with_fsdp2_defaults():
@@ -345,16 +369,17 @@ def test_unknown_framework_falls_back_by_the_records_fields_and_says_so(rec, nam
     ({"fsdp": "FULL_SHARD (PyTorch FSDP, ZeRO-3 equivalent)", "zero_stage": 3}, 3),
 ])
 def test_fsdp_texts(par, zero):
-    assert map_zero(par) == zero
+    assert map_zero(Parallelism(**par)) == zero
 
 
 def test_torchtitan_shards_by_default_and_hybrid_sharding_is_refused():
     notes: list[str] = []
-    assert map_zero({}, RUNTIMES["torchtitan"], notes) == 3 and "data_parallel_shard_degree" in notes[0]
-    assert map_zero({"zero_stage": 0}, RUNTIMES["torchtitan"]) == 0    # stated: kept
+    assert map_zero(Parallelism(), RUNTIMES["torchtitan"], notes) == 3
+    assert "data_parallel_shard_degree" in notes[0]
+    assert map_zero(Parallelism(zero_stage=0), RUNTIMES["torchtitan"]) == 0    # stated: kept
     for par in ({"fsdp": "HYBRID_SHARD"}, {"fsdp": "HSDP"}, {"dp_replicate": 2}):
         with pytest.raises(Unmodelable, match="hybrid sharding"):
-            map_zero(par)
+            map_zero(Parallelism(**par))
 
 
 # ----------------------------------------------------------------------------- precision
@@ -436,12 +461,12 @@ def test_total_token_rate_and_aggregate_pflops():
     V = 24576 (s/6h = V/12lh = 1): F = 72·8·6144·2·1024²·3 = 2.2265110462464e13,
     samples/s = 8·0.5e15/F."""
     d = Dims(8, 8192, 2, 1024, 24576, 0)
-    sps, basis = measured_samples_per_s({"other": {"tokens_per_sec_total": 190000}}, d, 64,
-                                        "H100-SXM-80GB", "bf16", "")
+    sps, basis = measured_samples_per_s(_tp({"other": {"tokens_per_sec_total": 190000}}), d, 64,
+                                        "H100-SXM-80GB", "bf16", _count(""))
     assert sps == pytest.approx(23.193359375) and "all GPUs" in basis
     d = Dims(8, 6144, 2, 1024, 24576, 0)
-    sps, basis = measured_samples_per_s({"aggregate_pflops": 0.5}, d, 64, "H100-SXM-80GB", "bf16",
-                                        "72*B*s*l*h^2 (Eq.7)")
+    sps, basis = measured_samples_per_s(_tp({"aggregate_pflops": 0.5}), d, 64, "H100-SXM-80GB",
+                                        "bf16", _count("72*B*s*l*h^2 (Eq.7)"))
     assert sps == pytest.approx(8 * 0.5e15 / 22265110462464.0, rel=1e-12)
     assert "7.812 TFLOP/s per GPU" in basis          # 500 TFLOP/s / 64 GPUs
 
@@ -450,13 +475,13 @@ def test_per_gpu_figures_keep_precedence_over_the_new_keys():
     d = Dims(8, 6144, 2, 1024, 24576, 0)
     both = {"tflops_per_gpu": 100.0, "aggregate_pflops": 99.0,
             "tokens_per_sec_per_gpu": 1000.0, "other": {"tokens_per_sec_total": 5.0}}
-    assert measured_samples_per_s(both, d, 64, "H100-SXM-80GB", "bf16", "")[1] \
+    assert measured_samples_per_s(_tp(both), d, 64, "H100-SXM-80GB", "bf16", _count(""))[1] \
         .startswith("tokens_per_sec_per_gpu")
     del both["tokens_per_sec_per_gpu"]
-    assert measured_samples_per_s(both, d, 64, "H100-SXM-80GB", "bf16", "")[1] \
+    assert measured_samples_per_s(_tp(both), d, 64, "H100-SXM-80GB", "bf16", _count(""))[1] \
         .startswith("other.tokens_per_sec_total")
     del both["other"]
-    assert measured_samples_per_s(both, d, 64, "H100-SXM-80GB", "bf16", "")[1] \
+    assert measured_samples_per_s(_tp(both), d, 64, "H100-SXM-80GB", "bf16", _count(""))[1] \
         .startswith("tflops_per_gpu")
 
 
@@ -476,7 +501,7 @@ def test_synthetic_unseen_stacks_end_to_end(capsys):
 
 
 def test_synthetic_records_map_to_their_stacks():
-    runs = {r["id"]: build_run(r) for r in load_run_file(SYNTH)
+    runs = {r["id"]: build_run(read_record(r)) for r in load_run_file(SYNTH)
             if r["id"] not in ("synth_maxtext", "synth_hsdp", "synth_fp8_a100")}
     tt = runs["synth_torchtitan_fsdp2_tp"]
     assert tt.training.runtime.name == "torchtitan"
@@ -500,10 +525,10 @@ def test_torchtitan_mfu_divides_by_the_bf16_peak_in_float8_runs():
     FP8-peak reading would give."""
     rec = next(r for r in load_run_file(SYNTH) if r["id"] == "synth_torchtitan_float8")
     rec["measured"] = {"mfu_pct": 40.0}
-    run = build_run(rec)
+    run = build_run(read_record(rec))
     assert run.training.dtype == "fp8" and "(bf16 peak)" in run.measured_basis
     rec["flops_counting"] = "PaLM appendix B, MFU vs the FP8 peak"
-    fp8 = build_run(rec)
+    fp8 = build_run(read_record(rec))
     assert run.measured_samples_per_s / fp8.measured_samples_per_s == pytest.approx(989 / 1979)
 
 
@@ -512,7 +537,7 @@ def test_h100_pcie_and_nvl_are_not_read_as_sxm():
     for gpu in ("H100 PCIe", "H100 NVL"):
         rec["hardware"]["gpu_type"] = gpu
         with pytest.raises(Unmodelable, match="not in the device catalog"):
-            build_run(rec)
+            build_run(read_record(rec))
 
 
 def test_fsdp_runtimes_shard_by_default_and_megatron_deepspeed_zero3_drops_the_bf16_optimizer():
@@ -522,8 +547,8 @@ def test_fsdp_runtimes_shard_by_default_and_megatron_deepspeed_zero3_drops_the_b
     stage-0/1 BF16_Optimizer (no 16-bit gradient copy beside fp32 buffers)."""
     for fw in ("PyTorch FSDP", "metaseq (fairscale FSDP)"):
         rt, _ = _rt(fw)
-        assert map_zero({}, rt) == 3
-    assert map_zero({}, RUNTIMES["pytorch-ddp"]) == 0
+        assert map_zero(Parallelism(), rt) == 3
+    assert map_zero(Parallelism(), RUNTIMES["pytorch-ddp"]) == 0
     rt, _ = _rt("Megatron-DeepSpeed", _par(zero_stage=3))
     assert rt.name == "deepspeed-zero" and not rt.lp_grad_copy and rt.grad_reduce_overlap
     assert _rt("Megatron-DeepSpeed", _par(zero_stage=1))[0] == RUNTIMES["deepspeed"]
@@ -539,8 +564,7 @@ def test_deepspeed_fp16_reduces_in_fp16_and_hfu_alone_is_refused_with_the_reason
     rt, _ = _rt("DeepSpeed", rec)
     assert not rt.fp32_grad_buffer and not rt.lp_grad_copy
     with pytest.raises(ValueError, match="hfu_pct alone"):
-        measured_samples_per_s({"hfu_pct": 50.0}, Dims(8, 2048, 2, 1024, 50000, 1e9), 8,
-                               "H100-SXM-80GB", "bf16", "")
+        pick_throughput(Measured(hfu_pct=50.0))
 
 
 def test_nemo_overrides_stated_with_the_precision_are_read():

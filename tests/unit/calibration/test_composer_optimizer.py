@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from autopar_opt.calibration.reading.records import load_run_file, runtime_of
+from autopar_opt.calibration.reading import RawRecord, load_run_file
+from autopar_opt.calibration.reading.runtime import runtime_of
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.layer_cost import layer_cost
 from autopar_opt.cost.params import default_params
@@ -43,7 +44,7 @@ def test_every_composer_record_runs_decoupled_adamw_unfused():
     for rec in recs:
         for variant in (rec, _later_table(rec)):
             notes: list[str] = []
-            rt = runtime_of(variant["training"]["framework"], notes, variant)
+            rt = runtime_of(variant["training"]["framework"], notes, RawRecord.read(variant))
             assert rt.name == "pytorch-fsdp" and rt.fused_optimizer is False, rec["id"]
             assert any("decoupled_weight_decay.py" in n and "fused_optimizer off" in n
                        for n in notes), rec["id"]
@@ -61,7 +62,8 @@ def test_the_unfused_step_costs_the_measured_factor_more():
     cl = make_cluster("c", 1, 8, "A100-80GB")
     layer = Layer("l", LayerKind.linear, flops_fwd=1e9, flops_bwd=2e9, params=10_000_000,
                   act_bytes=1e6, input_bytes=1e6, output_bytes=1e6)
-    rt = runtime_of("Composer / llm-foundry (PyTorch FSDP)", [], _composer_records()[0])
+    rt = runtime_of("Composer / llm-foundry (PyTorch FSDP)", [],
+                    RawRecord.read(_composer_records()[0]))
     steps = []
     for runtime in (replace(rt, fused_optimizer=True), rt):
         ctx = StageContext(cl, Training(64, None, "bf16", runtime=runtime), p, 1, 8)

@@ -16,8 +16,9 @@ import pytest
 import yaml
 
 from autopar_opt.calibration.build import build_run
+from autopar_opt.calibration.reading import read_record
 from autopar_opt.calibration.memory import modelled_gib
-from autopar_opt.calibration.reading.records import autocast_of
+from autopar_opt.calibration.reading.training import autocast_of
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.layer_cost import layer_cost
 from autopar_opt.cost.params import default_params
@@ -111,7 +112,7 @@ def test_gpt2xl_ddp_amp_record():
     the modelled tensors fall short of the published figure by no more than
     :data:`AMP_RECORD_SHORTFALL` (was -31.7% with 16-bit weights and no DDP
     buckets)."""
-    run = build_run(_record("colossallightning_gpt2xl_ddp_amp_4xa100"))
+    run = build_run(read_record(_record("colossallightning_gpt2xl_ddp_amp_4xa100")))
     assert run.training.autocast and run.training.runtime.ddp_bucket_copy
     n = run.graph.total_params()
     assert n == 1_557_611_200

@@ -178,11 +178,13 @@ def test_deepspeed_reduces_gradients_after_the_backward_pass():
     (2·7·5 µs + 2·(7/8)·4e9/450e9 = 15.626 ms, as above) is exposed, where
     Megatron-LM's DDP hides the backward (2.022 ms) of it. A Megatron-DeepSpeed
     record maps to that runtime and says why."""
-    from autopar_opt.calibration.reading.records import runtime_of
+    from autopar_opt.calibration.reading import RawRecord
+    from autopar_opt.calibration.reading.runtime import runtime_of
     ar = allreduce_time(8, 4.0 * P, LinkTier("nvlink4", 450.0, 5.0))
     ds = layer_cost(_block(), Strategy(dp=8, tp=1), _ctx("deepspeed"))
     assert ds.dp_exposed_s == pytest.approx(ar, rel=1e-12)
     notes: list[str] = []
-    rt = runtime_of("Megatron-DeepSpeed", notes, {"parallelism": {"zero_stage": 1}})
+    rt = runtime_of("Megatron-DeepSpeed", notes,
+                    RawRecord.read({"parallelism": {"zero_stage": 1}}))
     assert rt.name == "deepspeed" and not rt.grad_reduce_overlap
     assert any("ReduceGrads" in n for n in notes)

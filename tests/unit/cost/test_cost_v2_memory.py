@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from autopar_opt.calibration.fit import CENSOR_MARGIN_GIB, reserve_and_fragmentation
-from autopar_opt.calibration.reading.records import map_zero
+from autopar_opt.calibration.reading.parallel import map_zero
+from autopar_opt.calibration.reading.schema import Parallelism
 from autopar_opt.cost.memory import activation_bytes
 from autopar_opt.cost.state import weight_bytes
 from autopar_opt.ir.graph import Layer, LayerKind
@@ -81,7 +82,7 @@ def test_fp8_primary_weights_replace_the_16bit_weight():
 def test_fsdp_text_maps_to_its_zero_stage(text, stage):
     """Megatron-Bridge turns ``use_megatron_fsdp`` into
     ``data_parallel_sharding_strategy = "optim_grads_params"`` (ZeRO-3)."""
-    assert map_zero({"fsdp": text}) == stage
+    assert map_zero(Parallelism(fsdp=text)) == stage
 
 
 def test_a_model_without_dropout_keeps_no_masks():

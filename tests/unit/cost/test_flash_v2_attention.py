@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autopar_opt.calibration.reading.records import load_run_file, runtime_of
+from autopar_opt.calibration.reading import RawRecord, load_run_file
+from autopar_opt.calibration.reading.runtime import runtime_of
 from autopar_opt.cost.compute import FA1_VS_FA2, FA2_ON_HOPPER, compute_time
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.params import default_params
@@ -123,7 +124,7 @@ RUNS = paths.DATA / "published_runs.yaml"
 
 def test_llmfoundry_2023_tables_run_the_fa1_class_triton_kernel():
     """All 28 llm-foundry records come from the four 2023 README tables, whose
-    scripts default to attn_impl: triton (calibration.stacks docstring): the
+    scripts default to attn_impl: triton (calibration.reading.stacks docstring): the
     kernel is FlashAttention-1-class and the record's notes say so. A record
     from another section (the later "Large Scale" table ran attn_impl: flash
     with FlashAttention-2) keeps the FlashAttention-2-class kernel."""
@@ -131,10 +132,10 @@ def test_llmfoundry_2023_tables_run_the_fa1_class_triton_kernel():
     assert len(foundry) == 28
     for rec in foundry:
         notes: list[str] = []
-        rt = runtime_of(rec["training"]["framework"], notes, rec)
+        rt = runtime_of(rec["training"]["framework"], notes, RawRecord.read(rec))
         assert rt.name == "pytorch-fsdp" and rt.flash_attention and not rt.flash_v2_attention
         assert any("flash_attn_triton" in n and "flash_v2_attention off" in n for n in notes)
     later = copy.deepcopy(foundry[0])
     later["source"]["locator"] = 'README.md section "Large Scale"'
-    rt = runtime_of(later["training"]["framework"], [], later)
+    rt = runtime_of(later["training"]["framework"], [], RawRecord.read(later))
     assert rt.flash_v2_attention

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import pytest
 
-from autopar_opt.calibration.reading.records import fp16_grad_dtype
+from autopar_opt.calibration.reading.runtime import fp16_grad_dtype
 from autopar_opt.cost.comm import gradient_sync, ring_link
 from autopar_opt.cost.compute import compute_time
 from autopar_opt.cost.context import StageContext

@@ -163,7 +163,7 @@ def test_hf_imports_and_stacks_set_the_capability():
     """The HF importer marks GPT-2 (c_attn) fused and Llama split; the HF
     Trainer/accelerate stacks (DDP, FSDP, DeepSpeed) and torchtitan turn the
     capability off, Megatron stacks keep it on."""
-    from autopar_opt.calibration.reading import stacks
+    from autopar_opt.calibration.reading import RawRecord, stacks
     from autopar_opt.model_zoo.hf_config import build_hf_graph, load_hf_config
     from pathlib import Path
     hf = paths.REPO / "model_zoo" / "hf"
@@ -175,7 +175,8 @@ def test_hf_imports_and_stacks_set_the_capability():
     assert [gemm_kernels(b, split) for b in blocks] == [4, 7]
     notes: list[str] = []
     for rec in (None, {"parallelism": {"fsdp": "full_shard"}}, {"parallelism": {"zero_stage": 2}}):
-        assert not stacks.huggingface("hf trainer", rec, notes).fused_projections
+        raw = None if rec is None else RawRecord.read(rec)
+        assert not stacks.huggingface("hf trainer", raw, notes).fused_projections
     assert not stacks.torchtitan("torchtitan", notes).fused_projections
     assert stacks.megatron_core("megatron-core", notes).fused_projections
     assert stacks.nemo("nemo 24.05", notes).fused_projections

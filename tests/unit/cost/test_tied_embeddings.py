@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from autopar_opt.calibration.build import build_run
+from autopar_opt.calibration.reading import read_record
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.layer_cost import layer_cost
 from autopar_opt.cost.params import default_params
@@ -183,7 +184,7 @@ def test_dense_records_read_tying_from_stated_fields(key, value, tied):
     rec = _record("colossallightning_gpt2xl_ddp_amp_4xa100")
     assert "tied embeddings" in rec["model"]["arch"]
     rec["model"][key] = value
-    head = build_run(rec).graph.layers[-1]
+    head = build_run(read_record(rec)).graph.layers[-1]
     v, h = rec["model"]["vocab_size"], rec["model"]["hidden_size"]
     assert head.params == (2 * h if tied else v * h + 2 * h)
     assert head.tied_params == (v * h if tied else 0)

@@ -1,4 +1,4 @@
-"""Mixture-of-Experts records: read the expert fields, build the MoE graph.
+"""Mixture-of-Experts records: the expert fields, read once.
 
 A published run of an MoE model (Mixtral, DeepSeek-V2/V3, Qwen-MoE, DBRX,
 ...) priced as a dense decoder is wrong in every term: parameters (all
@@ -6,8 +6,10 @@ experts), FLOPs (only ``top_k`` experts per token), memory (expert state
 sharded over the expert-data-parallel group) and the token all-to-alls.
 This module reads what an MoE record states, in the spellings real configs
 use, and says precisely what is missing (:class:`Unmodelable`) instead of
-falling back to a dense model. :mod:`autopar_opt.calibration.build` calls it
-through small hooks; a dense record is untouched.
+falling back to a dense model. The record reading
+(:func:`autopar_opt.calibration.reading.read_record`) calls it; the graph, the
+plan's ``ep`` and the MoE FLOP count are :mod:`autopar_opt.calibration.moe_build`'s.
+A dense record is untouched.
 
 Spellings accepted in the record's ``model`` section (first stated wins; two
 spellings with different values are refused):
@@ -50,8 +52,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from autopar_opt.calibration.reading.records import Unmodelable, number, section, text
-from autopar_opt.model_zoo.blocks import MoeDims
+from autopar_opt.calibration.reading.errors import Unmodelable
+from autopar_opt.calibration.reading.model import gated_mlp
+from autopar_opt.calibration.reading.schema import Model, Parallelism, RawRecord, number_problem
+from autopar_opt.model_zoo.blocks import AttentionDims, MoeDims
 from autopar_opt.model_zoo.layer_index import layer_index_problem
 
 _EXPERTS = ("num_experts", "num_moe_experts", "num_local_experts", "n_routed_experts",
@@ -90,9 +94,11 @@ class MoeSpec:
         return sum(self.pattern)
 
 
-def first_stated(sec: dict, keys: tuple[str, ...], where: str) -> tuple[str | None, int | None]:
-    """(key, positive integer) of the first stated spelling; differing spellings are refused."""
-    found = [(k, _positive(sec, k, where)) for k in keys if not _unstated(sec.get(k))]
+def first_stated(sec, keys: tuple[str, ...], where: str) -> tuple[str | None, int | None]:
+    """(key, positive integer) of the first stated spelling of a record section
+    (:class:`~autopar_opt.calibration.reading.schema.Model` or ``Parallelism``);
+    differing spellings are refused."""
+    found = [(k, _positive(sec, k, where)) for k in keys if not _unstated(sec.raw(k))]
     if len({v for _, v in found}) > 1:
         shown = ", ".join(f"{where}.{k} = {v}" for k, v in found)
         raise Unmodelable(f"{shown} disagree: state the value once")
@@ -105,34 +111,44 @@ def _unstated(value: object) -> bool:
                              and value.strip().lower() in ("", "none", "n/a", "na", "-", "null"))
 
 
-def _positive(sec: dict, key: str, where: str) -> int:
-    raw = sec.get(key)
+def _positive(sec, key: str, where: str) -> int:
+    raw = sec.raw(key)
     if isinstance(raw, str) and raw.strip().isdigit():
         return int(raw.strip())
-    value = number(sec, key, where)
+    value = _number(sec, key, where)
     if value is None or value != int(value) or value < 0:
-        raise Unmodelable(f"{where}.{key} = {sec.get(key)!r} must be a non-negative integer")
+        raise Unmodelable(f"{where}.{key} = {sec.raw(key)!r} must be a non-negative integer")
     return int(value)
 
 
-def names_moe(m: dict) -> bool:
+def _number(sec, key: str, where: str) -> float | None:
+    """A numeric field as :func:`~autopar_opt.calibration.reading.schema.number_problem`
+    reads it (``None`` when null)."""
+    bad = number_problem(sec.raw(key), where, key)
+    if bad:
+        raise Unmodelable(bad)
+    value = sec.raw(key)
+    return None if value is None else float(value)
+
+
+def names_moe(m: Model) -> bool:
     """Whether the record's model name or ``arch`` text says Mixture-of-Experts."""
-    return bool(MOE_WORDS.search(f"{text(m, 'name')} {text(m, 'arch')}"))
+    return bool(MOE_WORDS.search(f"{m.text('name')} {m.text('arch')}"))
 
 
-def read_moe(rec: dict, layers: int, notes: list[str]) -> MoeSpec | None:
+def read_moe(rec: RawRecord, layers: int, notes: list[str]) -> MoeSpec | None:
     """The record's MoE description, or None for a dense record.
 
     Raises :class:`Unmodelable` when the text says MoE (or ``parallelism.ep``
     > 1) but no expert count is stated, or when a needed field is missing.
     """
-    m = section(rec, "model")
+    m = rec.model
     key, experts = first_stated(m, _EXPERTS, "model")
     if not experts:
-        ep = first_stated(section(rec, "parallelism"), EP_KEYS, "parallelism")[1]
+        ep = first_stated(rec.parallelism, EP_KEYS, "parallelism")[1]
         if names_moe(m):
             raise Unmodelable(
-                f"model {text(m, 'name') or text(m, 'arch')!r} is a Mixture-of-Experts model but "
+                f"model {m.text('name') or m.text('arch')!r} is a Mixture-of-Experts model but "
                 f"no expert count is stated (model.{' / '.join(_EXPERTS)}): pricing it as dense "
                 "would be wrong in parameters, FLOPs, memory and all-to-all")
         if ep and ep > 1:
@@ -166,7 +182,7 @@ def read_moe(rec: dict, layers: int, notes: list[str]) -> MoeSpec | None:
     return MoeSpec(dims, pattern, ffn, _mla(m))
 
 
-def _shared_width(m: dict, f_e: int, notes: list[str]) -> int:
+def _shared_width(m: Model, f_e: int, notes: list[str]) -> int:
     width = first_stated(m, _SHARED_WIDTH, "model")[1]
     count = first_stated(m, _SHARED_COUNT, "model")[1]
     if width is not None and count is not None and width != count * f_e:
@@ -177,15 +193,15 @@ def _shared_width(m: dict, f_e: int, notes: list[str]) -> int:
     return width if width is not None else count * f_e
 
 
-def _pattern(m: dict, layers: int, notes: list[str]) -> tuple[bool, ...]:
+def _pattern(m: Model, layers: int, notes: list[str]) -> tuple[bool, ...]:
     """Which layers are MoE (see the module docstring for the keys)."""
     first = first_stated(m, _FIRST_DENSE, "model")[1] or 0
-    freq = m.get("moe_layer_freq")
+    freq = m.raw("moe_layer_freq")
     if isinstance(freq, str):
         freq = _parse_pattern(freq)
     if isinstance(freq, list):
         if len(freq) != layers or any(v not in (0, 1) for v in freq):
-            raise Unmodelable(f"model.moe_layer_freq {m['moe_layer_freq']!r} is not a 0/1 list "
+            raise Unmodelable(f"model.moe_layer_freq {m.raw('moe_layer_freq')!r} is not a 0/1 list "
                               f"of {layers} layers")
         pat = [bool(v) for v in freq]
     elif freq is None:
@@ -193,8 +209,8 @@ def _pattern(m: dict, layers: int, notes: list[str]) -> tuple[bool, ...]:
     else:
         step = _positive(m, "moe_layer_freq", "model")
         pat = [i % step == 0 for i in range(layers)] if step else [True] * layers
-    sparse = _positive(m, "decoder_sparse_step", "model") if m.get("decoder_sparse_step") else 1
-    only = None if _unstated(m.get("mlp_only_layers")) else m.get("mlp_only_layers")
+    sparse = _positive(m, "decoder_sparse_step", "model") if m.raw("decoder_sparse_step") else 1
+    only = None if _unstated(m.raw("mlp_only_layers")) else m.raw("mlp_only_layers")
     problem = layer_index_problem(only, layers)
     if problem is not None:
         rule, fix = problem
@@ -219,19 +235,19 @@ def _parse_pattern(value: str) -> list[int]:
     return [int(v) for a, n in terms for _ in range(int(n or 1)) for v in a.split(",")]
 
 
-def _capacity(m: dict, notes: list[str]) -> float | None:
-    cf = number(m, "moe_expert_capacity_factor", "model")
+def _capacity(m: Model, notes: list[str]) -> float | None:
+    cf = _number(m, "moe_expert_capacity_factor", "model")
     if cf is None:
         return None
-    if m.get("moe_pad_expert_input_to_capacity"):
+    if m.raw("moe_pad_expert_input_to_capacity"):
         return cf
     notes.append(f"capacity factor {cf:g} without padding: each expert takes at most that share "
                  "(drops); load priced as balanced")
     return None
 
 
-def _imbalance(m: dict, notes: list[str]) -> float:
-    load = number(m, "moe_load_imbalance", "model")
+def _imbalance(m: Model, notes: list[str]) -> float:
+    load = _number(m, "moe_load_imbalance", "model")
     if load is None:
         notes.append("MoE load imbalance not stated: 1.0 (balanced router)")
         return 1.0
@@ -240,12 +256,12 @@ def _imbalance(m: dict, notes: list[str]) -> float:
     return load
 
 
-def _mla(m: dict) -> dict:
+def _mla(m: Model) -> dict:
     """MLA dimensions (DeepSeek-V2/V3 names or Megatron-Core's), {} when not MLA."""
-    vals = {k: _positive(m, k, "model") for k in _MLA if m.get(k) is not None}
+    vals = {k: _positive(m, k, "model") for k in _MLA if m.raw(k) is not None}
     if "kv_lora_rank" not in vals:
-        if "mla" in re.findall(r"[a-z]+", text(m, "arch").lower()) \
-                or "latent attention" in text(m, "arch").lower():
+        if "mla" in re.findall(r"[a-z]+", m.text("arch").lower()) \
+                or "latent attention" in m.text("arch").lower():
             raise Unmodelable("multi-head latent attention (MLA) named but model.kv_lora_rank "
                               "is not stated")
         return {}
@@ -257,3 +273,94 @@ def _mla(m: dict) -> dict:
     if missing:
         raise Unmodelable(f"MLA attention: model.{', '.join(missing)} not stated")
     return out
+
+
+def moe_mlp_gated(arch: str, notes: list[str]) -> bool:
+    """Dense-layer MLP gating of an MoE model (``arch`` lower case); refuses
+    non-gated experts (the zoo's are SwiGLU)."""
+    if gated_mlp(arch) or "silu" in arch:
+        return True
+    if "gelu" in arch or "relu" in arch:
+        raise Unmodelable("non-gated (GeLU/ReLU) experts: the zoo's MoE block prices SwiGLU "
+                          "experts only")
+    notes.append("MoE MLP activation not stated: SwiGLU (Mixtral, DeepSeek, Qwen-MoE, DBRX)")
+    return True
+
+
+def attention_dims(m: Model, spec: MoeSpec, h: int, a: int, kv: int,
+                   biases: bool) -> AttentionDims:
+    """GQA attention (``head_dim`` / ``kv_channels`` if stated, else ``h/a``) or MLA."""
+    if spec.mla:
+        x = spec.mla
+        return AttentionDims(hidden=h, heads=a, kv_heads=a, head_dim=0,
+                             q_lora_rank=x["q_lora_rank"], kv_lora_rank=x["kv_lora_rank"],
+                             qk_nope_dim=x["qk_nope_dim"], qk_rope_dim=x["qk_rope_dim"],
+                             v_head_dim=x["v_head_dim"])
+    d = first_stated(m, ("head_dim", "kv_channels"), "model")[1]
+    if not d:
+        if h % a:
+            raise Unmodelable(f"hidden_size {h} is not a multiple of {a} heads and "
+                              "model.head_dim is not stated")
+        d = h // a
+    if a % kv:
+        raise Unmodelable(f"num_kv_heads = {kv} does not divide num_attention_heads = {a}")
+    return AttentionDims(hidden=h, heads=a, kv_heads=kv, head_dim=d, qkv_bias=biases,
+                         out_bias=biases)
+
+
+def expert_parallel(par: Parallelism, n: int, spec: MoeSpec | None,
+                    notes: list[str]) -> tuple[int | None, int]:
+    """(the attention layers' ``dp`` when the record's ``dp`` counts expert
+    replicas, else ``None``; ``ep``).
+
+    ``ep`` is carved out of ``dp·cp`` (``tp·pp·dp·cp = num_gpus``). A record
+    whose stated ``dp`` satisfies ``tp·pp·dp·cp·ep = num_gpus`` instead counts
+    the expert-data-parallel replicas: the attention layers' ``dp`` is then
+    ``dp·ep``. ``ep`` unstated: 1 (Megatron-Core's default). The experts'
+    tensor-parallel degree must equal ``tp``.
+    """
+    if spec is None:
+        return None, 1
+    ep = first_stated(par, EP_KEYS, "parallelism")[1]
+    if not ep:
+        notes.append("parallelism.ep not stated: 1 (Megatron-Core --expert-model-parallel-size "
+                     "default)")
+        return None, 1
+    tp, etp = par.tp, first_stated(par, ETP_KEYS, "parallelism")[1]
+    if etp and tp and etp != tp:
+        raise Unmodelable(f"expert tensor parallelism {etp} != tp {tp:g}: the cost model keeps "
+                          "the experts' tp equal to tp (Megatron-Core's default ETP = TP)")
+    vals = [par.tp, par.pp, par.dp]
+    cp = par.cp or 1
+    if all(vals):
+        tp, pp, dp = vals
+        if tp * pp * dp * cp != n and tp * pp * dp * cp * ep == n:
+            notes.append(f"stated dp = {dp:g} counts expert replicas (tp·pp·dp·cp·ep = {n}): "
+                         f"attention dp = dp·ep = {dp * ep:g} (Megatron-Core carves ep out of dp)")
+            return int(dp * ep), ep
+    return None, ep
+
+
+def check_ep(ep: int, dp: int, cp: int, spec: MoeSpec) -> None:
+    """Megatron-Core's rules: ``ep`` divides ``dp·cp`` and the number of experts."""
+    if (dp * cp) % ep:
+        raise Unmodelable(f"parallelism.ep = {ep} does not divide dp·cp = {dp * cp} "
+                          "(Megatron-Core carves expert parallelism out of data parallelism)")
+    if spec.dims.num_experts % ep:
+        raise Unmodelable(f"parallelism.ep = {ep} does not divide the {spec.dims.num_experts} "
+                          "routed experts (--num-experts % --expert-model-parallel-size)")
+
+
+#: FLOP conventions with no stated MoE form (text key, label).
+DENSE_ONLY_COUNTS = (("llm-foundry", "llm-foundry 6·N·s"), ("model_size_b*4*2", "BigScience 8·N·s·B"),
+                     ("96*", "Narayanan 2021 Eq. 3"))
+
+
+def check_counting(counting: str) -> None:
+    """Refuse an MoE record whose FLOP convention (``flops_counting`` text) is a
+    dense formula with no stated MoE form (:data:`DENSE_ONLY_COUNTS`)."""
+    flat = counting.replace(" ", "").lower()
+    for key, label in DENSE_ONLY_COUNTS:
+        if key in flat:
+            raise Unmodelable(f"flops_counting names {label}, a dense formula with no stated MoE "
+                              "form: give iteration_time_s or tokens_per_sec_per_gpu")

@@ -1,0 +1,52 @@
+"""A run file: a YAML (or JSON) list of record mappings, each with a unique ``id``.
+
+Only the file's shape is checked here (:class:`RunFileError`, naming the file
+and, where it applies, the record and key); what each record states is read
+by :func:`autopar_opt.calibration.reading.record.read_record`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autopar_opt.calibration.reading.errors import RunFileError
+
+
+def load_run_file(path: str | Path) -> list[dict]:
+    """Read a run file into a list of record mappings.
+
+    Raises :class:`RunFileError` naming the file and, where it applies, the
+    record index and key: missing file, YAML error, not a list, an entry that
+    is not a mapping, a missing or repeated ``id``.
+    """
+    from autopar_opt.spec import SpecError
+    from autopar_opt.spec.loader import read_document
+
+    p = Path(path)
+    try:
+        data = read_document(p)     # size, nesting, duplicate keys, numbers: spec limits
+    except SpecError as exc:
+        raise RunFileError("; ".join(q.format() for q in exc.problems)) from None
+    from autopar_opt.spec.doc_kinds import wrong_input
+
+    wrong = wrong_input(data, p, "a list of run records (as in tests/data/published_runs.yaml)",
+                        ())
+    if wrong:
+        raise RunFileError(wrong.format())
+    if not isinstance(data, list):
+        kind = type(data).__name__ if data is not None else "an empty file"
+        raise RunFileError(f"{p}: expected a list of run records at the top level, got {kind}")
+    if not data:          # else a table of nothing and exit 0
+        raise RunFileError(f"{p}: the list of run records is empty; add records (see "
+                           "tests/data/published_runs.yaml for the format)")
+    seen: set[str] = set()
+    for i, rec in enumerate(data):
+        if not isinstance(rec, dict):
+            raise RunFileError(f"{p}: record #{i} is a {type(rec).__name__}, expected a mapping")
+        rid = rec.get("id")
+        if rid is None or str(rid).strip() == "":
+            raise RunFileError(f"{p}: record #{i} has no 'id' key (every record needs a unique id)")
+        if str(rid) in seen:
+            raise RunFileError(f"{p}: record #{i}: id {rid!r} is repeated")
+        seen.add(str(rid))
+    return data

@@ -1,0 +1,256 @@
+"""A published-run record as written in the run file: typed, validated, not interpreted.
+
+One pydantic model per section of ``tests/data/published_runs.yaml``
+(``source``, ``model``, ``hardware``, ``parallelism``, ``training``,
+``measured``). Each field the cost model reads has its type here, and a stated
+value of the wrong type or out of range is refused with the rule that has
+always applied to run records: a number is a finite int or float (not
+``true``/``false``, not a text), a count is a positive integer at most its
+limit in :mod:`autopar_opt.core.limits` (the spec's own limits; a record with
+``num_layers: 1e9`` once hung the calibration building a billion layers).
+Keys the cost model does not read (``derived``, ``intra_node``, the many
+spellings of Mixture-of-Experts fields, ``measured.other``) are kept as
+given: :mod:`.moe` and :mod:`.measured` read them once, with their own rules.
+
+Nothing here reads free text; :mod:`.record` turns a :class:`RawRecord` into a
+:class:`~autopar_opt.calibration.reading.record.RunRecord`, the typed reading
+the builders take.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Optional
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
+
+from autopar_opt.core import limits
+from autopar_opt.calibration.reading.errors import Unmodelable
+
+#: Upper bounds of a record's integers (:mod:`autopar_opt.core.limits`); any other
+#: integer is a model dimension, at most ``MAX_SEQ_LEN``.
+INT_LIMITS = {"num_layers": "MAX_LAYERS", "cpu_offloading_num_layers": "MAX_LAYERS",
+              "global_batch_size": "MAX_GLOBAL_BATCH", "micro_batch_size": "MAX_GLOBAL_BATCH",
+              "gpus_per_node": "MAX_GPUS_PER_NODE", "num_gpus": "MAX_DEVICES",
+              "tp": "MAX_DEGREE", "pp": "MAX_DEGREE", "dp": "MAX_DEGREE", "cp": "MAX_DEGREE",
+              "vp_chunks": "MAX_DEGREE", "dp_replicate": "MAX_DEGREE"}
+
+
+def number_problem(value: Any, where: str, key: str) -> str | None:
+    """Why a stated value is not a number (None: it is one, or it is null)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return f"{where}.{key} = {value!r} is not a number"
+    return None
+
+
+def integer_problem(value: Any, where: str, key: str) -> str | None:
+    """Why a stated value is not a positive integer within its limit."""
+    bad = number_problem(value, where, key)
+    if bad or value is None:
+        return bad
+    if value != int(value) or value <= 0:
+        return f"{where}.{key} = {float(value)!r} must be a positive integer"
+    name = INT_LIMITS.get(key, "MAX_SEQ_LEN")
+    cap = getattr(limits, name)
+    if value > cap:
+        return (f"{where}.{key} = {int(value)} exceeds the limit of {cap:,} "
+                f"(autopar_opt.core.limits.{name}); state the run's real value")
+    return None
+
+
+def _fail(message: str) -> PydanticCustomError:
+    return PydanticCustomError("run_record", "{message}", {"message": message})
+
+
+class _Section(BaseModel):
+    """A record section: every stated key is kept (unknown ones as extras);
+    the declared ones are checked by :meth:`_checked`."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    #: This section's name in error messages (``model.num_layers = ...``).
+    WHERE: ClassVar[str] = ""
+    #: Fields read as numbers / as positive integers.
+    NUMBERS: ClassVar[tuple[str, ...]] = ()
+    INTEGERS: ClassVar[tuple[str, ...]] = ()
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _checked(cls, value: Any, info) -> Any:
+        name = info.field_name or ""
+        where = cls.WHERE
+        if name in cls.INTEGERS:
+            bad = integer_problem(value, where, name)
+            if bad:
+                raise _fail(bad)
+            return None if value is None else int(value)
+        if name in cls.NUMBERS:
+            bad = number_problem(value, where, name)
+            if bad:
+                raise _fail(bad)
+            return None if value is None else float(value)
+        return value
+
+    def extra(self, key: str) -> Any:
+        """A key this section does not declare (``None`` when absent)."""
+        return (self.model_extra or {}).get(key)
+
+    def raw(self, key: str) -> Any:
+        """A key's value as stated, declared or not."""
+        if key in type(self).model_fields:
+            return getattr(self, key)
+        return self.extra(key)
+
+    def text(self, key: str) -> str:
+        """A key as text ("" when null or absent)."""
+        value = self.raw(key)
+        return "" if value is None else str(value)
+
+
+class Source(_Section):
+    """Where the run was published."""
+
+    WHERE: ClassVar[str] = "source"
+    citation: Optional[Any] = None
+    locator: Optional[Any] = None
+    url: Optional[Any] = None
+
+
+class Model(_Section):
+    """The model trained (architecture fields; MoE and MLA spellings as extras).
+
+    Optional architecture fields, each beating a known family and the ``arch``
+    text (:mod:`autopar_opt.calibration.reading.architecture`): ``family`` (a
+    key of ``model_zoo/families.yaml``), ``mlp`` (gated / plain, or an
+    activation: swiglu, geglu, gelu, relu, squared_relu), ``biases`` (none /
+    qkv / all, or true / false), ``dropout`` (true / false), ``positions``
+    (learned / rope / alibi / relative / none), ``norm`` (layernorm / rmsnorm)."""
+
+    WHERE: ClassVar[str] = "model"
+    INTEGERS: ClassVar[tuple[str, ...]] = (
+        "num_layers", "hidden_size", "num_attention_heads", "seq_len", "vocab_size",
+        "ffn_hidden_size", "num_kv_heads")
+    NUMBERS: ClassVar[tuple[str, ...]] = ("param_count_b",)
+    name: Optional[Any] = None
+    arch: Optional[Any] = None
+    num_layers: Optional[int] = None
+    hidden_size: Optional[int] = None
+    num_attention_heads: Optional[int] = None
+    num_kv_heads: Optional[int] = None
+    ffn_hidden_size: Optional[int] = None
+    vocab_size: Optional[int] = None
+    seq_len: Optional[int] = None
+    param_count_b: Optional[float] = None
+    family: Optional[Any] = None
+    mlp: Optional[Any] = None
+    biases: Optional[Any] = None
+    dropout: Optional[Any] = None
+    positions: Optional[Any] = None
+    norm: Optional[Any] = None
+
+
+class Hardware(_Section):
+    """The GPUs and their network."""
+
+    WHERE: ClassVar[str] = "hardware"
+    INTEGERS: ClassVar[tuple[str, ...]] = ("num_gpus", "gpus_per_node")
+    NUMBERS: ClassVar[tuple[str, ...]] = ("gpu_memory_gb", "inter_node_gbps_per_gpu")
+    gpu_type: Optional[Any] = None
+    gpu_memory_gb: Optional[float] = None
+    num_gpus: Optional[int] = None
+    gpus_per_node: Optional[int] = None
+    inter_node_gbps_per_gpu: Optional[float] = None
+    system: Optional[Any] = None
+
+
+class Parallelism(_Section):
+    """The published layout. ``zero_stage`` keeps its stated value: 0 and
+    ``false`` mean no ZeRO, any other value must be a positive integer
+    (checked where the stage is read, :func:`.parallel.map_zero`)."""
+
+    WHERE: ClassVar[str] = "parallelism"
+    INTEGERS: ClassVar[tuple[str, ...]] = ("tp", "pp", "dp", "cp", "vp_chunks", "dp_replicate")
+    tp: Optional[int] = None
+    pp: Optional[int] = None
+    dp: Optional[int] = None
+    cp: Optional[int] = None
+    vp_chunks: Optional[int] = None
+    dp_replicate: Optional[int] = None
+    sequence_parallel: Optional[Any] = None
+    zero_stage: Optional[Any] = None
+    fsdp: Optional[Any] = None
+
+
+class Training(_Section):
+    """Batch, precision, recomputation and the framework text."""
+
+    WHERE: ClassVar[str] = "training"
+    INTEGERS: ClassVar[tuple[str, ...]] = (
+        "global_batch_size", "micro_batch_size", "cpu_offloading_num_layers")
+    framework: Optional[Any] = None
+    precision: Optional[Any] = None
+    recompute: Optional[Any] = None
+    global_batch_size: Optional[int] = None
+    micro_batch_size: Optional[int] = None
+    cpu_offloading_num_layers: Optional[int] = None
+
+
+class Measured(_Section):
+    """What was measured: throughput keys (read by :mod:`.measured`, which
+    checks a stated one is usable), memory and ``other``."""
+
+    WHERE: ClassVar[str] = "measured"
+    NUMBERS: ClassVar[tuple[str, ...]] = ("memory_gib_per_gpu",)
+    memory_gib_per_gpu: Optional[float] = None
+    memory_measure: Optional[Any] = None
+    memory_rank: Optional[Any] = None
+
+    def other(self) -> dict:
+        """``measured.other`` as a mapping ({} when absent or not a mapping)."""
+        value = self.extra("other")
+        return value if isinstance(value, dict) else {}
+
+
+_SECTIONS: dict[str, type[_Section]] = {
+    "source": Source, "model": Model, "hardware": Hardware, "parallelism": Parallelism,
+    "training": Training, "measured": Measured}
+
+
+class RawRecord(BaseModel):
+    """One run record as stated in the file (types checked, nothing read from
+    text). ``id`` is empty only for the partial records tests build."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    id: str = ""
+    record_type: str = ""
+    flops_counting: str = ""
+    notes: str = ""
+    source: Source = Source()
+    model: Model = Model()
+    hardware: Hardware = Hardware()
+    parallelism: Parallelism = Parallelism()
+    training: Training = Training()
+    measured: Measured = Measured()
+
+    @classmethod
+    def read(cls, rec: dict) -> "RawRecord":
+        """Validate one record mapping; raises :class:`Unmodelable` with every
+        problem of its stated fields (joined by "; ")."""
+        problems = []
+        for name in _SECTIONS:
+            value = rec.get(name)
+            if value is not None and not isinstance(value, dict):
+                problems.append(f"'{name}' is a {type(value).__name__}, expected a mapping")
+        if problems:
+            raise Unmodelable("; ".join(problems))
+        data = {k: v for k, v in rec.items() if not (k in _SECTIONS and v is None)}
+        for key in ("id", "record_type", "flops_counting", "notes"):
+            if key in data:
+                data[key] = "" if data[key] is None else str(data[key])
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise Unmodelable("; ".join(e["msg"] for e in exc.errors())) from None
