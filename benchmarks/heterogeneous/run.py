@@ -47,7 +47,11 @@ MODELS = {
                              "sequence_parallel": [True], "zero_levels": [0, 1],
                              "recompute": ["none", "selective", "full"], "max_microbatches": 128}},
 }
+MODELS["llama3-70b-b2048"] = {**MODELS["llama3-70b"],
+                              "training": {**MODELS["llama3-70b"]["training"], "global_batch_size": 2048}}
 MIXES = {"64+64": (64, 64), "128+256": (128, 256)}
+#: Mixes per model (default: all); Llama-3's own 16M-token batch (2048 x 8192) only on the large mix.
+MODEL_MIXES = {"llama3-70b-b2048": ("128+256",)}
 
 
 def group(name: str, device: str, nodes: int) -> dict:
@@ -60,6 +64,8 @@ def specs(limit: float) -> list[tuple[str, Path, list[Path]]]:
     (HERE / "specs").mkdir(exist_ok=True)
     for model, base in MODELS.items():
         for mix, (na, nh) in MIXES.items():
+            if mix not in MODEL_MIXES.get(model, tuple(MIXES)):
+                continue
             name = f"{model}_a100x{na}_h100x{nh}"
             groups = [group("a100", "A100-80GB", na), group("h100", "H100-SXM-80GB", nh)]
             solver = {"name": "highs", "time_limit_s": limit, "rel_gap": 0.01}
@@ -127,12 +133,31 @@ def main() -> None:
         rows.append({"instance": name, "command": f"autopar solve {rel} --json",
                      "status": doc.get("status"), "gap": cert.get("gap"), "primal": cert.get("primal"),
                      "lower_bound": cert.get("lower_bound"), "shape": doc.get("shape"),
-                     "best": doc.get("best_configuration"), "wall_s": round(run["wall_s"], 2),
+                     "best": describe(doc), "wall_s": round(run["wall_s"], 2),
                      "cpu_s": round(run["cpu_s"], 2), "peak_rss_mib": run["peak_rss_mib"],
                      "load_before": run["load_before"], "exit_code": run["exit_code"],
                      "alone": solo, "metis": m})
         print(json.dumps(rows[-1]), flush=True)
     write(rows, started, args)
+
+
+def describe(doc: dict) -> str:
+    """The chosen plan in words: each class's groups and batch, or the pipeline's stages per group."""
+    plan = doc.get("plan")
+    if not plan:
+        return "-"
+    if doc.get("shape") == "replicas":
+        return " + ".join(f"{'+'.join(c['groups'])} batch {c['batch']} "
+                          f"(pp={c['plan']['pp']} c={c['plan']['microbatches']})" for c in plan["classes"])
+    groups = plan["stage_groups"]
+    runs = []
+    for g in groups:
+        if runs and runs[-1][0] == g:
+            runs[-1][1] += 1
+        else:
+            runs.append([g, 1])
+    return (" then ".join(f"{n} stage{'s' if n > 1 else ''} on {g}" for g, n in runs)
+            + f", c={plan['microbatches']}")
 
 
 def _f(x, fmt="{:.4g}") -> str:
@@ -166,7 +191,7 @@ def write(rows: list[dict], started, args) -> None:
         lines.append(
             f"| {r['instance']} | {r['status']} | {_f(r['gap'], '{:.2%}')} | **{r['wall_s']}** "
             f"{'(met)' if met else '(missed)'} | {r['cpu_s']} | {_f(r['peak_rss_mib'], '{:.0f}')} | "
-            f"{r['shape']} ({r['best']}) | {_f(r['primal'])} | "
+            f"{r['shape']}: {r['best']} | {_f(r['primal'])} | "
             f"{_f(best['primal']) if best else '-'} ({best['spec'] if best else '-'}) | "
             f"{_f(speed, '{:.3f}x')} | {_f(m['value'])} ({m['wall_s']}{', cap hit' if m['hit_limit'] else ''}) | "
             f"{_f(vs, '{:.3f}x')} | {r['load_before']} |")
