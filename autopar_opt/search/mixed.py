@@ -25,7 +25,7 @@ from autopar_opt.ir.plan import Plan
 from autopar_opt.ir.replicas import ReplicaPlan
 from autopar_opt.ir.training import SearchSpace, Training
 from autopar_opt.search.certificate import Certificate
-from autopar_opt.search.engine import ProgressFn, SearchOptions, SearchResult
+from autopar_opt.search.engine import SECOND_PASS_MIN_S, ProgressFn, SearchOptions, SearchResult
 from autopar_opt.search.fleet import FleetSearch
 from autopar_opt.search.replicas import DEFAULT_SPLIT_PARTS, ReplicaSearch, replica_partitions
 
@@ -68,22 +68,28 @@ def run_fleet_search(graph: LayerGraph, fleet: Fleet, training: Training, space:
     incumbent: pipelines on one group (today's homogeneous searches, cheap, good
     incumbents), replica classes (:class:`ReplicaSearch`, then its second pass on
     splits not closed), pipelines over several groups pruned by everything found
-    before, and a last pass on the splits still open with the time left."""
+    before, then, while time is left, another pass on what each phase left open."""
     start = time.perf_counter()
     deadline = start + options.time_limit_s
     cache = FleetTableCache()
     partitions = replica_partitions(fleet)
+    best: list = []                       # [value, plan, metrics, label] of the incumbent
 
     def left(share: float) -> SearchOptions:
         return replace(options, time_limit_s=max((deadline - time.perf_counter()) * share, 0.0))
 
-    single = FleetSearch(graph, fleet, training, space, params, left(SINGLE_SHARE), progress,
-                         cache=cache, mixed=False).run()
-    records = list(single.certificate.configurations)
-    best: tuple[float, Plan | ReplicaPlan, object, str] | None = None
-    if single.plan is not None:
-        best = (single.metrics.iteration_time_s, single.plan, single.metrics, single.best_config.label())
-    n_rep = 0
+    def offer(value: float | None, plan, metrics, label: str) -> None:
+        if value is not None and (not best or value < best[0]):
+            best[:] = [value, plan, metrics, label]
+
+    def take(res) -> None:
+        if res.plan is not None:
+            offer(res.metrics.iteration_time_s, res.plan, res.metrics, res.best_config.label())
+
+    single_search = FleetSearch(graph, fleet, training, space, params, left(SINGLE_SHARE), progress,
+                                cache=cache, mixed=False)
+    single = single_search.run()
+    take(single)
     rep_records: list = []
     search: ReplicaSearch | None = None
     stopped = single.interrupted_by is not None
@@ -91,33 +97,49 @@ def run_fleet_search(graph: LayerGraph, fleet: Fleet, training: Training, space:
         search = ReplicaSearch(graph, fleet, training, space, params, options, split_parts, cache)
         cut = deadline - (deadline - time.perf_counter()) * (1 - REPLICA_SHARE)
         rep_records, found = search.run(best[0] if best else None, cut)
-        n_rep = len(rep_records)
-        if found is not None and (best is None or found.metrics.iteration_time_s < best[0]):
-            best = (found.metrics.iteration_time_s, found.plan, found.metrics, found.config.label())
+        if found is not None:
+            offer(found.metrics.iteration_time_s, found.plan, found.metrics, found.config.label())
         found = search.second_pass(rep_records, best[0] if best else None,
                                    deadline - (deadline - time.perf_counter()) * (1 - REPLICA_SHARE))
-        if found is not None and found.metrics.iteration_time_s < best[0]:
-            best = (found.metrics.iteration_time_s, found.plan, found.metrics, found.config.label())
-    stopped = stopped or (search is not None and search.stopped())
+        if found is not None:
+            offer(found.metrics.iteration_time_s, found.plan, found.metrics, found.config.label())
+        stopped = search.stopped()
+    mixed_search: FleetSearch | None = None
     pipe = single
     if len(fleet.groups) > 1 and not stopped:
         open_splits = any(r.status in (Status.feasible, Status.not_solved) for r in rep_records)
-        pipe = FleetSearch(graph, fleet, training, space, params, left(0.6 if open_splits else 1.0),
-                           progress, cache=cache,
-                           mixed=True, cutoff=best[0] if best else None,
-                           cutoff_source=f"the plan of {best[3]}" if best else "").run()
-        if pipe.plan is not None and (best is None or pipe.metrics.iteration_time_s < best[0]):
-            best = (pipe.metrics.iteration_time_s, pipe.plan, pipe.metrics, pipe.best_config.label())
-    stopped = stopped or pipe.interrupted_by is not None
+        mixed_search = FleetSearch(graph, fleet, training, space, params,
+                                   left(0.6 if open_splits else 1.0), progress, cache=cache, mixed=True,
+                                   cutoff=best[0] if best else None,
+                                   cutoff_source=f"the plan of {best[3]}" if best else "")
+        pipe = mixed_search.run()
+        take(pipe)
+        stopped = pipe.interrupted_by is not None
     if search is not None and time.perf_counter() < deadline - 1.0 and not stopped:
         found = search.second_pass(rep_records, best[0] if best else None, deadline)
-        if found is not None and (best is None or found.metrics.iteration_time_s < best[0]):
-            best = (found.metrics.iteration_time_s, found.plan, found.metrics, found.config.label())
-    records += rep_records
+        if found is not None:
+            offer(found.metrics.iteration_time_s, found.plan, found.metrics, found.config.label())
+    results = {id(single_search): single}
+    if mixed_search is not None:
+        results[id(mixed_search)] = pipe
+    for phase in (mixed_search, single_search):    # the time left: what each phase left open
+        if phase is None or stopped or deadline - time.perf_counter() < SECOND_PASS_MIN_S:
+            continue
+        phase.cutoff = best[0] if best else phase.cutoff
+        phase.cutoff_source = f"the plan of {best[3]}" if best else phase.cutoff_source
+        phase.options = replace(phase.options, time_limit_s=deadline - phase.start)
+        phase.second_pass()
+        results[id(phase)] = phase.result()
+        take(results[id(phase)])
+        stopped = results[id(phase)].interrupted_by is not None
+    single = results[id(single_search)]
+    if mixed_search is not None:
+        pipe = results[id(mixed_search)]
+    records = list(single.certificate.configurations) + rep_records
     if pipe is not single:
         records += pipe.certificate.configurations
     plan, metrics, label = (best[1], best[2], best[3]) if best else (None, None, None)
     signal = next((x for x in (single.interrupted_by, search and search.interrupted_by,
                                pipe.interrupted_by) if x is not None), None)
     return FleetResult(plan, metrics, Certificate(records), label, pipe,
-                       time.perf_counter() - start, n_rep, interrupted_by=signal)
+                       time.perf_counter() - start, len(rep_records), interrupted_by=signal)
