@@ -46,7 +46,8 @@ def _rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
                      "cost": _interval(e["cost"], ",.0f"),
                      "tokens": _interval(e["throughput_tokens_per_s"], ".3g"),
                      "meets": e["meets"], "frontier": e["id"] in front,
-                     "plan": (f"pp={plan['pp']} c={plan['microbatches']}; {plan['strategies']}"
+                     "plan": (f"{plan['shape']}: {plan['configuration']}" if "shape" in plan else
+                              f"pp={plan['pp']} c={plan['microbatches']}; {plan['strategies']}"
                               if plan else (e["reason"] or "")),
                      "report": e.get("report")})
     return rows

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from autopar_opt.capacity.fleet_axes import is_group_axis, scenario_groups
 from autopar_opt.capacity.schema import PlanningSection
 
 SECONDS_PER_DAY = 86400.0
@@ -54,9 +55,11 @@ def price_scenario(scenario, row: dict[str, Any], planning: PlanningSection) -> 
     primal = row["primal"] if row["primal"] is not None else math.inf
     lower = row["lower_bound"] if row["status"] != "infeasible" else math.inf   # None: no bound
     lower = max(0.0, lower if lower is not None else 0.0)
-    price = planning.prices.per_gpu_hour[scenario.device]
+    prices = planning.prices.per_gpu_hour
+    hourly = sum(n * prices[d] for d, n in scenario.devices.items())   # a fleet: every group's GPUs
+    price = prices.get(scenario.device)
     time_s = (steps * lower, steps * primal)
-    cost = tuple(t / 3600.0 * scenario.gpus * price for t in time_s)
+    cost = tuple(t / 3600.0 * hourly for t in time_s)
     thr = (tpi / primal if primal > 0 else math.inf, tpi / lower if lower > 0 else math.inf)
     entry = {"id": scenario.id, "device": scenario.device, "gpus": scenario.gpus,
              "nodes": scenario.spec.cluster.nodes, "axes": dict(scenario.axes),
@@ -71,6 +74,10 @@ def price_scenario(scenario, row: dict[str, Any], planning: PlanningSection) -> 
              "price_per_gpu_hour": price, "plan": row["plan"], "mfu": row["mfu"],
              "peak_memory_gib": row["peak_memory_gib"], "reason": row["reason"],
              "key": scenario.key}
+    if scenario.spec.fleet is not None or any(is_group_axis(k) for k in scenario.axes):
+        spec = scenario.spec                        # a group alone is a plain cluster of its name
+        entry["groups"] = scenario_groups(spec) or {spec.cluster.name: spec.cluster.nodes}
+        entry["price_per_hour"] = hourly
     if row["status"] == "infeasible":
         for name in ("time_to_train_days", "cost", "throughput_tokens_per_s"):
             entry[name] = [None, None]
@@ -257,8 +264,14 @@ def pareto(entries: list[dict]) -> dict[str, Any]:
 
 
 def answers(entries: list[dict], planning: PlanningSection) -> dict[str, Any]:
-    """Every answer of the capacity document."""
-    return {"requirement": requirement_text(planning),
-            "cheapest_meeting_requirement": cheapest(entries, planning),
-            "fewest_gpus_per_device": fewest_gpus(entries, planning),
-            "pareto_time_cost": pareto(entries)}
+    """Every answer of the capacity document (with group axes, also which node count
+    of each group matches each other scenario: :func:`~autopar_opt.capacity.fleet_answers.group_matches`)."""
+    out = {"requirement": requirement_text(planning),
+           "cheapest_meeting_requirement": cheapest(entries, planning),
+           "fewest_gpus_per_device": fewest_gpus(entries, planning),
+           "pareto_time_cost": pareto(entries)}
+    if any(e.get("groups") for e in entries):
+        from autopar_opt.capacity.fleet_answers import group_matches
+
+        out["group_matches"] = group_matches(entries)
+    return out

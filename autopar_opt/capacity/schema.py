@@ -50,6 +50,10 @@ class AxesSection(Section):
                                          default=None, min_length=1)
     dtype: Optional[list[Dtype]] = documented_field("Compute precisions (training.dtype).",  # type: ignore[valid-type]
                                       ["bf16", "fp8"], default=None, min_length=1)
+    group_nodes: Optional[dict[str, list[Annotated[int, Field(ge=0)]]]] = documented_field(
+        "Node counts per group of a fleet base spec (cluster.groups[NAME].nodes); 0 leaves the "
+        "group out. One scenario dimension per group.", {"a100": [0, 32, 64], "h100": [0, 64]},
+        default=None, min_length=1)
     runtime: Optional[list[Any]] = documented_field("Training runtimes (training.runtime, when the spec "
                                       "schema has that setting).", ["megatron"], default=None,
                                       min_length=1)

@@ -33,6 +33,9 @@ from pydantic import ValidationError
 
 from autopar_opt import __version__
 from autopar_opt.core import limits
+from autopar_opt.capacity.fleet_axes import (apply_group_nodes, base_devices, drop_empty, group_axis_names,
+                                             group_axis_problems, group_label, is_group_axis,
+                                             scenario_devices)
 from autopar_opt.capacity.schema import PlanningSection, SweepFile
 from autopar_opt.ir.hardware import DEVICE_CATALOG
 from autopar_opt.spec import Spec, SpecError, SpecProblem, build_spec
@@ -65,12 +68,18 @@ class Scenario:
     key: str
 
     @property
+    def devices(self) -> dict[str, int]:
+        """GPUs per device type (a fleet scenario's groups added up)."""
+        return scenario_devices(self.spec)
+
+    @property
     def device(self) -> str:
-        return self.spec.cluster.device.name
+        """The device type, or the types of a fleet scenario joined by '+'."""
+        return "+".join(sorted(self.devices))
 
     @property
     def gpus(self) -> int:
-        return self.spec.cluster.num_devices
+        return sum(self.devices.values())
 
     @property
     def tokens_per_iteration(self) -> int:
@@ -131,6 +140,8 @@ def scenario_key(spec: Spec) -> str:
                             "seq_len": g.seq_len},
                   "cluster": _jsonable(spec.cluster), "training": _jsonable(spec.training),
                   "space": _jsonable(spec.space), "solver": _jsonable(spec.solver)}
+    if spec.fleet is not None:          # homogeneous keys stay as they were (stored rows reused)
+        normalised["fleet"] = _jsonable(spec.fleet)
     payload = {"scenario": normalised, "tool_version": __version__, "source": source_fingerprint(),
                "cost_model": _jsonable(spec.cost_params.to_dict())}
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
@@ -139,6 +150,8 @@ def scenario_key(spec: Spec) -> str:
 
 def _label(axis: str, value: Any) -> str:
     """Short, file-name-safe label of one axis value (scenario ids join them)."""
+    if is_group_axis(axis):
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", group_label(axis, value)).strip("-") or "x"
     text = {"gpus": f"{value}gpu", "nodes": f"{value}node", "global_batch_size": f"gbs{value}",
             "seq_len": f"seq{value}", "interconnect": getattr(value, "name", str(value)),
             "runtime": f"rt-{value}"}.get(axis, str(value))
@@ -147,6 +160,9 @@ def _label(axis: str, value: Any) -> str:
 
 def _apply(base: dict[str, Any], axis: str, value: Any) -> None:
     """Set the spec key(s) of ``axis`` to ``value`` in ``base`` (mutated)."""
+    if is_group_axis(axis):
+        apply_group_nodes(base, axis, value)
+        return
     cluster, training = base.setdefault("cluster", {}), base.setdefault("training", {})
     if axis == "device":
         cluster["device"] = value
@@ -262,6 +278,11 @@ def _read(path: Path) -> tuple[SweepFile | None, dict[str, Any], list[SpecProble
     return sweep, base, problems
 
 
+def is_group_axis_scenario(axes: dict[str, Any]) -> bool:
+    """Whether a scenario's axes include a group node count."""
+    return any(is_group_axis(n) for n in axes)
+
+
 class SweepError(SpecError):
     """A sweep file that cannot be used; carries every problem (exit code 2 in the CLI)."""
 
@@ -283,6 +304,8 @@ def _sweep_devices(sweep: SweepFile, base: dict[str, Any]) -> set[str]:
     """Catalog devices the scenarios run on (the axis, else the base cluster's)."""
     if sweep.axes.device is not None:
         return {d for d in sweep.axes.device if d in DEVICE_CATALOG}
+    if base_devices(base):
+        return base_devices(base)
     cluster = base.get("cluster")
     device = cluster.get("device") if isinstance(cluster, dict) else None
     return {device} if isinstance(device, str) else set()
@@ -299,12 +322,17 @@ def load_sweep(path: str | Path) -> Sweep:
     if sweep is None or problems:
         raise SweepError(problems)
     problems.extend(_axis_problems(sweep, base, file))
-    if any(p.key == "base.cluster" for p in problems):
+    problems.extend(group_axis_problems(sweep.axes.group_nodes, base, file))
+    if any(p.key in ("base.cluster", "axes.group_nodes") for p in problems):
         raise SweepError(problems)
     problems.extend(_price_problems(sweep, _sweep_devices(sweep, base), file))
     bad = _bad_values(problems)
     names = [name for name in AXIS_KEYS if getattr(sweep.axes, name) is not None]
     values = [list(enumerate(getattr(sweep.axes, name))) for name in names]
+    for name, counts in zip(group_axis_names(sweep.axes.group_nodes),
+                            (sweep.axes.group_nodes or {}).values()):
+        names.append(name)
+        values.append(list(enumerate(counts)))
     count = math.prod(len(v) for v in values)
     if count > limits.MAX_SCENARIOS:         # checked before any scenario is built
         sizes = " x ".join(f"{len(v)} {n}" for n, v in zip(names, values))
@@ -322,6 +350,8 @@ def load_sweep(path: str | Path) -> Sweep:
         data = copy.deepcopy(base)
         for name, value in axes.items():
             _apply(data, name, value)
+        if is_group_axis_scenario(axes) and drop_empty(data):
+            continue                             # every group left out: no GPU, no scenario
         sid = "_".join(_label(n, v) for n, v in axes.items()) or "base"
         try:
             spec = build_spec(data, path)

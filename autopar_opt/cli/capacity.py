@@ -77,6 +77,8 @@ def _summary(doc: dict[str, Any], console: Console) -> None:
     for device, a in ans["fewest_gpus_per_device"].items():
         console.print(f"[bold]fewest {device}:[/] {a['statement']}")
     console.print(f"[bold]Pareto:[/] {ans['pareto_time_cost']['statement']}")
+    for m in ans.get("group_matches", []):
+        console.print(f"[bold]match:[/] {m['statement']}", highlight=False)
     run = doc["run"]
     console.print(f"{len(doc['scenarios'])} scenarios ({run['computed']} solved, {run['reused']} "
                   f"from the store {run['store']}) in {doc['wall_time_s']:.1f} s")

@@ -190,6 +190,10 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
     from autopar_opt.spec import load_spec
 
     spec = load_spec(spec_path)
+    if spec.fleet is not None:
+        _fail(f"{spec_path}: a cluster of several groups (cluster.groups) has no hand-written plan "
+              "to estimate (a plan would name every stage's group); `autopar solve` prices every "
+              "plan it searches, or estimate a plan on one group's cluster")
     if spec.plan is None:
         _fail(f"{spec_path}: no 'plan' section to estimate; add one, e.g. plan: {{tp: 8, pp: 1, "
               "microbatches: 8} (or run `autopar solve` to find a plan)")

@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from autopar_opt.export import TARGETS, ExportError, export_plan
-from autopar_opt.spec.doc_kinds import PEER_FORMATS, is_capacity, is_placement, peer_format
+from autopar_opt.spec.doc_kinds import PEER_FORMATS, is_capacity, is_fleet, is_placement, peer_format
 from autopar_opt.ir.plan import Plan
 
 
@@ -68,6 +68,10 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
         return _fail(f"{path}: a capacity.json of `autopar capacity`: a sweep of scenarios, each "
                      "with its own plan; export one of them: its plan.json is under "
                      f"{path.parent / 'scenarios'}/ID/ (ID = the scenario's id)")
+    if is_fleet(doc):
+        return _fail(f"{path}: the plan.json of a fleet of several groups: its stages run on "
+                     f"different device types, which no --to {target} configuration states in one "
+                     f"file; see it with `autopar report {path} -o report.html`")
     if isinstance(doc, dict) and doc.get("plan") is None and doc.get("status") is not None:
         why = doc.get("infeasibility") if isinstance(doc.get("infeasibility"), dict) else {}
         advice = why.get("advice") if isinstance(why.get("advice"), list) else []

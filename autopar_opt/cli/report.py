@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from autopar_opt.spec.doc_kinds import (is_capacity, is_estimate, is_operator_sharding, is_placement,
-                                        peer_format)
+from autopar_opt.spec.doc_kinds import (is_capacity, is_estimate, is_fleet, is_operator_sharding,
+                                        is_placement, peer_format)
 from autopar_opt.reports.document import ReportInputError
 from autopar_opt.reports.render import render_html, write_atomic
 
@@ -58,16 +58,24 @@ def _own_report(plan_json: str, doc: dict, output: str, kind: str, quiet: bool) 
     if kind == "placement":
         from autopar_opt.reports.placement import render_placement_html as render
         command, html_name = "place", "report.html"
+    elif kind == "fleet":
+        from autopar_opt.reports.fleet import render_fleet_html as render
+        command, html_name = "solve", "report.html"
     else:
         from autopar_opt.reports.capacity import render_capacity_html as render
         command, html_name = "capacity", "capacity.html"
     try:
         html = render(doc)
     except (TemplateError, KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
-        return _fail(plan_json, f"a {kind}.json, but not one the {kind} report can read "
-                     f"({type(exc).__name__}: {exc}); give the {kind}.json of `autopar {command} "
-                     f"... --out DIR`, or use DIR/{html_name}, which that command writes beside it")
+        return _fail(plan_json, f"a {_file_of(kind)}, but not one the {kind} report can read "
+                     f"({type(exc).__name__}: {exc}); give the {_file_of(kind)} of `autopar "
+                     f"{command} ... --out DIR`, or use DIR/{html_name}, which that command writes "
+                     "beside it")
     return _write(plan_json, html, output, kind, quiet)
+
+
+def _file_of(kind: str) -> str:
+    return "plan.json" if kind == "fleet" else f"{kind}.json"
 
 
 def report_command(plan_json: str, output: str, quiet: bool = False) -> int:
@@ -107,6 +115,8 @@ def report_command(plan_json: str, output: str, quiet: bool = False) -> int:
         return _own_report(plan_json, doc, output, "placement", quiet)
     if is_capacity(doc):
         return _own_report(plan_json, doc, output, "capacity", quiet)
+    if is_fleet(doc):
+        return _own_report(plan_json, doc, output, "fleet", quiet)
     if is_estimate(doc):
         return _fail(plan_json, "this is the JSON of `autopar estimate --json`: one plan priced, "
                      "without the search, certificate and baselines a report shows; run "

@@ -275,6 +275,9 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                                       "models the search solves, and the dp solver builds none",
                                       "use --solver highs (or scip, gurobi), or drop "
                                       "--export-models")])
+    if spec.fleet is not None:       # a cluster of several groups (cluster.groups): cli/fleet.py
+        return _fleet_solve(spec, spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet,
+                            warm_start, form, started_at, searcher, runnable_by, export_models)
     err = LazyConsole(stderr=True)
     found = None
     if searcher is not None:
@@ -335,6 +338,23 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         if guard.interrupted:
             return exit_code(guard.signum)
         return code
+
+
+def _fleet_solve(spec, spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, warm_start,
+                 form, started_at, searcher, runnable_by, export_models) -> int:
+    """The fleet search (:mod:`autopar_opt.cli.fleet`) with the options and budget of this command."""
+    from autopar_opt.cli import options as opt
+    from autopar_opt.cli.fleet import fleet_solve_command, unused_fleet_options
+
+    opt.raise_if_any(unused_fleet_options(searcher, runnable_by, export_models))
+    so = spec.solver
+    budget = Budget(time_limit_s if time_limit_s is not None else so.time_limit_s,
+                    started_at if started_at is not None else _now())
+    options = SearchOptions(solver=(solver or so.name).strip().lower(),
+                            form=form or getattr(so, "form", "auto") or "auto",
+                            time_limit_s=budget.remaining(),
+                            rel_gap=gap if gap is not None else so.rel_gap, warm_start=warm_start)
+    return fleet_solve_command(spec, spec_path, options, budget, out_dir, json_output, quiet)
 
 
 def _searcher_within_limit(searcher, time_limit_s: float | None, spec_limit_s: float):

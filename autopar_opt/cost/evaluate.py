@@ -16,7 +16,10 @@ from autopar_opt.cost.state import weight_parts
 from autopar_opt.cost.params import CostParams, default_params
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
 from autopar_opt.ir.graph import LayerGraph, LayerKind
-from autopar_opt.ir.hardware import GIB, MEM_EPS, Cluster
+from autopar_opt.ir.fleet import Fleet
+from autopar_opt.ir.fleet_pipeline import (boundary_tier, fleet_boundaries_intra, fleet_tie_tier,
+                                           validate_fleet_plan)
+from autopar_opt.ir.hardware import GIB, MEM_EPS, Cluster, LinkTier
 from autopar_opt.ir.pipeline import (  # noqa: F401 (PlanError: evaluate's error type)
     PlanError, boundaries_intra, inflight_microbatches, interleaved_inflight, tie_tier,
     validate_plan)
@@ -144,17 +147,60 @@ def pipeline_latency(stage_times: list[float], transfer_times: list[float],
     return fill + (microbatches - 1) * bottleneck + sync
 
 
-def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training,
+@dataclass(frozen=True)
+class _Placement:
+    """Where a plan's stages run: devices and context of every stage, the tie tier,
+    per boundary whether both stages share a node, and the peak FLOP/s of the
+    devices the plan is measured against (MFU)."""
+
+    sizes: list[int]
+    ctxs: list[StageContext]
+    tie: LinkTier | None
+    intra: list[bool]
+    peak_total: float
+    fleet: Fleet | None
+    #: the cluster of a plan on one group (None on a fleet)
+    cluster: Cluster | None = None
+
+
+def _placement(plan: Plan, graph: LayerGraph, cluster: Cluster | Fleet, training: Training,
+               params: CostParams) -> _Placement:
+    """A plan's stages on a cluster (today's rules) or on a mixed fleet, every
+    stage priced on its own group (:mod:`autopar_opt.ir.fleet_pipeline`)."""
+    b = training.global_batch_size // max(plan.microbatches, 1)
+    if isinstance(cluster, Fleet) and plan.stage_groups is None and len(cluster.groups) == 1:
+        cluster = cluster.groups[0]
+    if not isinstance(cluster, Fleet) and plan.stage_groups is None:
+        sizes = validate_plan(plan, graph, cluster, training)
+        memo: dict[int, StageContext] = {}
+        tie = tie_tier(cluster, sizes)
+        ctxs = [memo.setdefault(d, StageContext(cluster, training, params, d, b, tie_tier=tie))
+                for d in sizes]
+        return _Placement(sizes, ctxs, tie, boundaries_intra(sizes, cluster.gpus_per_node),
+                          cluster.device.peak_flops(training.dtype) * cluster.num_devices, None,
+                          cluster)
+    fleet = cluster if isinstance(cluster, Fleet) else Fleet.of(cluster)
+    sizes = validate_fleet_plan(plan, graph, fleet, training)
+    groups = list(plan.stage_groups or [])
+    tie = fleet_tie_tier(fleet, groups, sizes)
+    keyed: dict[tuple[int, int], StageContext] = {}
+    ctxs = [keyed.setdefault((g, d), StageContext(fleet.groups[g], training, params, d, b, tie_tier=tie))
+            for g, d in zip(groups, sizes)]
+    peak = sum(d * fleet.groups[g].device.peak_flops(training.dtype) for g, d in zip(groups, sizes))
+    return _Placement(sizes, ctxs, tie, fleet_boundaries_intra(groups, sizes, fleet), peak, fleet)
+
+
+def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster | Fleet, training: Training,
              params: CostParams | None = None) -> PlanMetrics:
-    """Price ``plan`` with the cost model alone. Raises :class:`PlanError`
-    (:func:`autopar_opt.ir.pipeline.validate_plan`)."""
+    """Price ``plan`` with the cost model alone, on a cluster or a mixed fleet
+    (a plan with ``stage_groups``: every stage on its group, boundaries on their
+    tier, :func:`~autopar_opt.ir.fleet_pipeline.boundary_tier`). Raises
+    :class:`PlanError` (:func:`autopar_opt.ir.pipeline.validate_plan`,
+    :func:`~autopar_opt.ir.fleet_pipeline.validate_fleet_plan`)."""
     params = params or default_params()
-    sizes = validate_plan(plan, graph, cluster, training)
+    where = _placement(plan, graph, cluster, training, params)
+    sizes, ctxs, tie = where.sizes, where.ctxs, where.tie
     b = training.global_batch_size // plan.microbatches
-    memo: dict[int, StageContext] = {}
-    tie = tie_tier(cluster, sizes)
-    ctxs = [memo.setdefault(d, StageContext(cluster, training, params, d, b, tie_tier=tie))
-            for d in sizes]
     layers = {layer.name: layer for layer in graph.layers}
     stage_of, strat = plan.stage_of(), plan.strategy_of()
     pp, c = plan.pp, plan.microbatches
@@ -186,7 +232,7 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training
         flops += n * cost.flops * d
         hw_flops += n * cost.hw_flops * d
     o = [0.0] * max(pp - 1, 0)
-    intra = boundaries_intra(sizes, cluster.gpus_per_node)
+    intra = where.intra
     for u, v in graph.edges:
         same_stage = stage_of[u] == stage_of[v]
         if same_stage and strat[u] is strat[v]:
@@ -203,14 +249,20 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training
                 acc[key][stage_of[u]] += r
             continue
         for k in range(stage_of[u], stage_of[v]):   # relayed across every boundary crossed
-            tier = cluster.intra_node if intra[k] else cluster.inter_node_per_gpu
-            o[k] += cross_stage_time(su, sv, nbytes, tier, cluster.intra_node,
-                                     ctxs[0].link_efficiency(tier))
+            if where.fleet is None:
+                cl = where.cluster
+                tier, recv, eff_ctx = (cl.intra_node if intra[k] else cl.inter_node_per_gpu, cl.intra_node,
+                                       ctxs[0])
+            else:           # the pair's groups decide the link (fleet_pipeline.boundary_tier)
+                gu, gv = strat[u].group, strat[v].group
+                tier = boundary_tier(where.fleet, gu, gv, intra[k])
+                recv, eff_ctx = where.fleet.groups[gv].intra_node, ctxs[stage_of[u]]
+            o[k] += cross_stage_time(su, sv, nbytes, tier, recv, eff_ctx.link_efficiency(tier))
     p, g = acc["p"], acc["g"]
     t = pipeline_latency(p, o, g, c, plan.schedule, plan.vp_chunks) + params.iteration_overhead_s
     stages = [_stage_metrics(i, plan, acc, o, ctxs[i], pp, c) for i in range(pp)]
     breakdown = iteration_breakdown(stages, c, t, params.iteration_overhead_s)
-    peak_total = cluster.device.peak_flops(training.dtype) * cluster.num_devices
+    peak_total = where.peak_total
     model_flops = flops * c  # FLOPs of one micro-batch over all devices, times c
     samples = training.global_batch_size
     return PlanMetrics(

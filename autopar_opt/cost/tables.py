@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,6 +45,8 @@ from autopar_opt.ir.strategies import Strategy, enumerate_strategies
 from autopar_opt.ir.target import UNIFORM_DIMS, uniform_key
 from autopar_opt.ir.training import Schedule, SearchSpace, Training
 
+if TYPE_CHECKING:
+    from autopar_opt.ir.fleet import Fleet
 
 #: What a strategy is judged on when another of the same layout may replace
 #: it, as (:class:`~autopar_opt.cost.context.LayerCost` field,
@@ -113,6 +116,15 @@ class CostTables:
     #: the stage of every layer when the target fixes the split (DeepSpeed's uniform
     #: partition), else None
     fixed_stage: list[int] | None = None
+    #: per-stage fleet group of a configuration on a mixed fleet (None: one group;
+    #: :func:`autopar_opt.cost.fleet_tables.build_fleet_tables`); ``cluster`` is then
+    #: the reference group whose capacity ``capacity_bytes`` is
+    stage_groups: tuple[int, ...] | None = None
+    #: the fleet of a mixed configuration (None: ``cluster`` alone)
+    fleet: "Fleet | None" = None
+    #: per fleet group, the factor ``C_ref / C_g`` its strategies' W, H and X are
+    #: stored in (docs/DESIGN.md §3, mixed fleets); empty: 1
+    memory_scale: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.working_bytes:   # hand-built tables (tests): no working set
@@ -132,12 +144,28 @@ class CostTables:
         return True
 
     def allowed_in_stage(self, stage: int) -> list[np.ndarray] | None:
-        """Per layer, the strategies stage ``stage`` may use (boolean masks);
-        None when every strategy fits every stage (congruent stages)."""
-        if self.stage_devices is None or len(set(self.stage_devices)) == 1:
+        """Per layer, the strategies stage ``stage`` may use (boolean masks): those
+        of its device count and, on a mixed fleet, of its group; None when every
+        strategy fits every stage (congruent stages on one group)."""
+        if self.stage_devices is None or len({self.stage_key(i) for i in range(self.pp)}) == 1:
             return None
-        d = self.stage_devices[stage]
-        return [np.array([s.devices == d for s in strats], dtype=bool) for strats in self.strategies]
+        key = self.stage_key(stage)
+        cache = self.__dict__.setdefault("_allowed", {})   # per (group, devices): read-only masks
+        if key not in cache:
+            g, d = key
+            per_list: dict[int, np.ndarray] = {}            # layers of one class share their list
+            for strats in self.strategies:
+                if id(strats) not in per_list:
+                    per_list[id(strats)] = np.array([s.devices == d and s.group == g for s in strats],
+                                                    dtype=bool)
+            cache[key] = [per_list[id(strats)] for strats in self.strategies]
+        return cache[key]
+
+    def stage_key(self, stage: int) -> tuple[int, int]:
+        """``(group, devices)`` of a stage: two stages with equal keys (and equal
+        in-flight counts) have the same strategies and memory rows."""
+        d = self.devices_per_stage if self.stage_devices is None else self.stage_devices[stage]
+        return (0 if self.stage_groups is None else self.stage_groups[stage], d)
 
     @property
     def num_layers(self) -> int:
@@ -155,7 +183,8 @@ class CostTables:
             stages[i].layers.append(self.graph.layers[u].name)
             stages[i].strategies.append(self.strategies[u][k])
         sizes = None if self.stage_devices is None else list(self.stage_devices)
-        return Plan(stages, self.microbatches, self.schedule, stage_devices=sizes)
+        groups = None if self.stage_groups is None else list(self.stage_groups)
+        return Plan(stages, self.microbatches, self.schedule, stage_devices=sizes, stage_groups=groups)
 
     def assignment_of(self, plan: Plan) -> Assignment:
         """Inverse of :meth:`plan_of` (warm starts). A strategy pruned as dominated
@@ -171,6 +200,9 @@ class CostTables:
         mine = None if self.stage_devices is None else list(self.stage_devices)
         if plan.stage_devices != mine:
             raise ValueError(f"warm start has stage devices {plan.stage_devices}; the model has {mine}")
+        groups = None if self.stage_groups is None else list(self.stage_groups)
+        if plan.stage_groups != groups:
+            raise ValueError(f"warm start has stage groups {plan.stage_groups}; the model has {groups}")
         stage_of, strat_of = plan.stage_of(), plan.strategy_of()
         stage, ks = [], []
         for u, layer in enumerate(self.graph.layers):
@@ -199,9 +231,12 @@ class CostTables:
         :data:`DOMINANCE_CHAIN_TOL` relative: a pruned strategy may be dominated
         only through a chain of pruned ones, each step within :func:`prune_layer_strategies`'s
         1e-12, and every link is a kept strategy's dominance too (transitivity)."""
-        ctx = StageContext(self.cluster, self.training, self.params, strategy.devices,
+        cluster = self.cluster if self.fleet is None else self.fleet.groups[strategy.group]
+        ctx = StageContext(cluster, self.training, self.params, strategy.devices,
                            self.microbatch_samples, tie_tier=self.tie_tier)
         mine = dominance_vectors([layer_cost(self.graph.layers[u], strategy, ctx)])[0]
+        if self.memory_scale:                           # W, H, X in reference bytes
+            mine[2:] *= self.memory_scale[strategy.group]
         limit = mine * (1 + DOMINANCE_CHAIN_TOL) + 1e-18
         theirs = self.dominance_vectors(u)
         best = None
@@ -224,6 +259,10 @@ class CostTables:
         """The first-to-last-stage link tied parameters are reduced over (None
         with one stage): the build's :func:`~autopar_opt.ir.pipeline.tie_tier`."""
         sizes = self.stage_devices or (self.devices_per_stage,) * self.pp
+        if self.fleet is not None and self.stage_groups is not None:
+            from autopar_opt.ir.fleet_pipeline import fleet_tie_tier
+
+            return fleet_tie_tier(self.fleet, self.stage_groups, sizes)
         return tie_tier(self.cluster, sizes)
 
     def stage_context(self) -> StageContext:

@@ -242,6 +242,14 @@ def validate_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Tra
     micro-batch, every expert-parallel degree follows
     :func:`~autopar_opt.ir.strategies.ep_degree_ok`. Raises :class:`PlanError` naming the first rule broken.
     """
+    check_placement(plan, graph)
+    sizes = _check_stage_devices(plan, cluster)
+    check_plan_layers(plan, graph, training, sizes)
+    return sizes
+
+
+def check_placement(plan: Plan, graph: LayerGraph) -> None:
+    """Every layer placed exactly once and no empty stage (:class:`PlanError` otherwise)."""
     names = [layer.name for layer in graph.layers]
     planned = [n for st in plan.stages for n in st.layers]
     if sorted(planned) != sorted(names):
@@ -251,7 +259,12 @@ def validate_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Tra
                         f"unknown or repeated: {extra[:5] or 'none'})")
     if any(not st.layers for st in plan.stages):
         raise PlanError("every stage must hold at least one layer")
-    sizes = _check_stage_devices(plan, cluster)
+
+
+def check_plan_layers(plan: Plan, graph: LayerGraph, training: Training, sizes: list[int]) -> None:
+    """The rules of :func:`validate_plan` after the stage devices (``sizes``): micro-batches,
+    edges forward, every strategy on its stage's devices with its ``dp`` dividing the
+    micro-batch, expert-parallel degrees. Raises :class:`PlanError`."""
     broken = microbatch_rule_broken(plan.microbatches, training.global_batch_size)
     if broken:
         raise PlanError(str(broken))
@@ -276,7 +289,6 @@ def validate_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Tra
                                 f"dp*cp = {s.dp * s.cp} it divides")
         if len(st.strategies) != len(st.layers):
             raise PlanError("each stage needs one strategy per layer")
-    return sizes
 
 
 def _check_stage_devices(plan: Plan, cluster: Cluster) -> list[int]:

@@ -33,6 +33,12 @@ class Plan:
 
     ``vp_chunks`` > 1 only with the interleaved schedule (each device holds
     ``vp_chunks`` model chunks; evaluation only, not searched).
+
+    On a mixed fleet (:mod:`autopar_opt.ir.fleet`) ``stage_groups[i]`` is the
+    group stage ``i`` runs on (None: one group, a homogeneous cluster); the
+    stages of one group take consecutive ranks of that group in pipeline order
+    (:func:`autopar_opt.ir.fleet_pipeline.fleet_stage_problem`), and
+    ``stage_devices`` is then always given.
     """
 
     stages: list[StagePlan]
@@ -41,6 +47,7 @@ class Plan:
     vp_chunks: int = 1
     notes: dict = field(default_factory=dict)
     stage_devices: list[int] | None = None
+    stage_groups: list[int] | None = None
 
     @property
     def pp(self) -> int:
@@ -60,6 +67,8 @@ class Plan:
                 "stages": [st.to_dict() for st in self.stages]}
         if self.stage_devices is not None:
             data["stage_devices"] = list(self.stage_devices)
+        if self.stage_groups is not None:
+            data["stage_groups"] = list(self.stage_groups)
         return data
 
     @classmethod
@@ -69,7 +78,9 @@ class Plan:
                    schedule=Schedule(data.get("schedule", "1f1b")),
                    vp_chunks=int(data.get("vp_chunks", 1)),
                    stage_devices=(None if data.get("stage_devices") is None
-                                  else [int(d) for d in data["stage_devices"]]))
+                                  else [int(d) for d in data["stage_devices"]]),
+                   stage_groups=(None if data.get("stage_groups") is None
+                                 else [int(g) for g in data["stage_groups"]]))
 
 
 def uniform_plan(layer_names: list[str], pp: int, strategy: Strategy, microbatches: int,

@@ -43,6 +43,10 @@ class Layout:
     tp: int
     cp: int = 1
     sp: bool = False
+    #: the fleet group (device type) of the stage (:mod:`autopar_opt.ir.fleet`);
+    #: 0 on a homogeneous cluster. Part of the layout: two groups never reshard
+    #: inside one stage, and their strategies never prune one another.
+    group: int = 0
 
     def label(self) -> str:
         parts = [f"dp{self.dp}", f"tp{self.tp}"]
@@ -50,7 +54,8 @@ class Layout:
             parts.append(f"cp{self.cp}")
         if self.sp:
             parts.append("sp")
-        return "·".join(parts)
+        text = "·".join(parts)
+        return f"{text}@g{self.group}" if self.group else text
 
 
 @dataclass(frozen=True, order=True)
@@ -66,6 +71,8 @@ class Strategy:
     ep: int = 1
     #: expert tensor-parallel degree; 0 = equal to ``tp`` (stored as 0 whenever it is)
     etp: int = 0
+    #: fleet group of the stage running it (0 on a homogeneous cluster; see :class:`Layout`)
+    group: int = 0
 
     def __post_init__(self) -> None:
         if self.etp == self.tp:
@@ -95,7 +102,7 @@ class Strategy:
 
     @property
     def layout(self) -> Layout:
-        return Layout(self.dp, self.tp, self.cp, self.sp)
+        return Layout(self.dp, self.tp, self.cp, self.sp, self.group)
 
     def label(self) -> str:
         """Short human label, e.g. ``dp2·tp4·sp·z1·rc-full``."""
@@ -119,6 +126,8 @@ class Strategy:
             data["ep"] = self.ep
         if self.etp:
             data["etp"] = self.etp
+        if self.group:
+            data["group"] = self.group
         return data
 
     @classmethod
@@ -126,7 +135,8 @@ class Strategy:
         return cls(dp=int(data["dp"]), tp=int(data["tp"]), cp=int(data.get("cp", 1)),
                    sp=bool(data.get("sp", False)), zero=int(data.get("zero", 0)),
                    recompute=Recompute(data.get("recompute", "none")),
-                   ep=int(data.get("ep", 1)), etp=int(data.get("etp", 0)))
+                   ep=int(data.get("ep", 1)), etp=int(data.get("etp", 0)),
+                   group=int(data.get("group", 0)))
 
 
 def layout_ids(strats: list[Strategy]) -> list[int]:

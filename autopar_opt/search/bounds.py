@@ -45,11 +45,19 @@ def analytic_lower_bound(tables: CostTables) -> ConfigBound:
     m = min(tables.inflight)
     cap = tables.capacity_bytes
     lim = fit_limit(tables)   # the allowance of `fits`: what it accepts is never proven infeasible
-    per_layer_mem = [float(np.min(w + m * h + x)) if len(w) else math.inf
-                     for w, h, x in zip(tables.weight_bytes, tables.act_bytes, tables.working_bytes)]
-    stored = [float(np.min(w + m * h)) if len(w) else math.inf
-              for w, h in zip(tables.weight_bytes, tables.act_bytes)]
-    held = max((float(np.min(x)) for x in tables.working_bytes if len(x)), default=0.0)
+    seen: dict[tuple, tuple[float, float, float]] = {}   # layers of one class share their arrays
+
+    def minima(w, h, x) -> tuple[float, float, float]:
+        key = (id(w), id(h), id(x))
+        if key not in seen:
+            seen[key] = ((float(np.min(w + m * h + x)), float(np.min(w + m * h)), float(np.min(x)))
+                         if len(w) else (math.inf, math.inf, -math.inf))
+        return seen[key]
+    mins = [minima(w, h, x) for w, h, x in zip(tables.weight_bytes, tables.act_bytes,
+                                               tables.working_bytes)]
+    per_layer_mem = [v[0] for v in mins]
+    stored = [v[1] for v in mins]
+    held = max((v[2] for v in mins if v[2] > -math.inf), default=0.0)
     if any(len(s) == 0 for s in tables.strategies):
         bad = [tables.graph.layers[u].name for u, s in enumerate(tables.strategies) if not s][:3]
         # no amount of memory makes this configuration feasible: no memory figure (inf),
@@ -66,8 +74,14 @@ def analytic_lower_bound(tables: CostTables) -> ConfigBound:
     if sum(stored) + held > pp * lim:
         return ConfigBound(math.inf, f"the layers need at least {(sum(stored) + held) / 2**30:.2f} GiB "
                                      f"over {pp} stage(s), more than {pp} x {cap / 2**30:.2f} GiB", least)
-    total = sum(float(np.min(a)) for a in tables.time)
-    sync = max(float(np.min(g)) for g in tables.sync)
+    fast: dict[int, float] = {}
+
+    def smallest(a) -> float:
+        if id(a) not in fast:
+            fast[id(a)] = float(np.min(a))
+        return fast[id(a)]
+    total = sum(smallest(a) for a in tables.time)
+    sync = max(smallest(g) for g in tables.sync)
     value = total * (1 + (c - 1) / pp) + sync + tables.params.iteration_overhead_s
     if tables.uniform_keys is not None:
         return _keyed(tables, value, least)

@@ -16,27 +16,33 @@ class OuterConfig:
     """One outer configuration; the inner problem is a MILP/MIQP or a DP.
 
     ``stage_devices`` is every stage's device count with free stage sizes
-    (None: congruent stages of ``N/pp`` devices each)."""
+    (None: congruent stages of ``N/pp`` devices each); ``stage_groups`` every
+    stage's group on a mixed fleet (None: one group; :mod:`autopar_opt.search.fleet`)."""
 
     pp: int
     microbatches: int
     schedule: Schedule
     stage_devices: tuple[int, ...] | None = None
+    stage_groups: tuple[int, ...] | None = None
 
     def _key(self) -> tuple:
-        return (self.pp, self.microbatches, self.schedule.value, self.stage_devices or ())
+        return (self.pp, self.microbatches, self.schedule.value, self.stage_devices or (),
+                self.stage_groups or ())
 
     def __lt__(self, other: "OuterConfig") -> bool:
         return self._key() < other._key()
 
     def label(self) -> str:
         sizes = "" if self.stage_devices is None else " devices=" + "+".join(map(str, self.stage_devices))
-        return f"pp={self.pp} c={self.microbatches} {self.schedule.value}{sizes}"
+        groups = "" if self.stage_groups is None else " groups=" + "+".join(map(str, self.stage_groups))
+        return f"pp={self.pp} c={self.microbatches} {self.schedule.value}{sizes}{groups}"
 
     def to_dict(self) -> dict:
         out = {"pp": self.pp, "microbatches": self.microbatches, "schedule": self.schedule.value}
         if self.stage_devices is not None:
             out["stage_devices"] = list(self.stage_devices)
+        if self.stage_groups is not None:
+            out["stage_groups"] = list(self.stage_groups)
         return out
 
 

@@ -40,6 +40,13 @@ def is_placement(doc: object) -> bool:
         all(k in doc for k in ("instance", "objective", "devices", "lower_bound"))
 
 
+def is_fleet(doc: object) -> bool:
+    """A plan.json of ``autopar solve`` on a fleet of several groups
+    (:mod:`autopar_opt.search.fleet_document`): groups, links, a plan whose stages
+    or replica classes run on them."""
+    return isinstance(doc, dict) and "fleet" in doc and "shape" in doc
+
+
 def is_capacity(doc: object) -> bool:
     """A capacity.json of ``autopar capacity`` (:mod:`autopar_opt.capacity.run`): many
     scenarios, each with its own plan.json under ``scenarios/ID/``."""

@@ -215,9 +215,65 @@ class ExplicitClusterSpec(Section):
         "tensor clock falls as (cap / rated)^(1/3).", 500.0, default=None, gt=0, le=10000)
 
 
+class GroupSpec(Section):
+    """One group of a mixed fleet: ``nodes`` identical nodes of one device type."""
+
+    name: str = documented_field("Group name (unique; links and reports use it).", "h100")
+    nodes: PosInt = documented_field("Number of nodes.", 64, le=limits.MAX_NODES)
+    gpus_per_node: PosInt = documented_field("GPUs per node.", 8, le=limits.MAX_GPUS_PER_NODE)
+    device: DeviceField = documented_field("Catalog device name (H100-SXM-80GB, ...) or a custom device mapping.",
+                             "H100-SXM-80GB")
+    intra_node: Optional[LinkSpec] = documented_field("Intra-node link; default from the device.",
+                                        {"bandwidth_gb_per_s": 450.0, "latency_us": 5.0}, default=None)
+    nics_per_node: Optional[PosInt] = documented_field(
+        "Network cards per node; the inter-node tier gets nics_per_node x nic_gb_per_s / "
+        "gpus_per_node per GPU. Default: one per GPU (the catalog's DGX design).", 8, default=None)
+    nic_gb_per_s: Optional[float] = documented_field(
+        "Bandwidth of one network card, GB/s (400 Gb/s NDR = 50). Default: the catalog's "
+        "per-GPU inter-node link of the device.", 50.0, default=None, gt=0)
+    inter_node: Optional[LinkSpec] = documented_field(
+        "Inter-node link per GPU, instead of nics_per_node / nic_gb_per_s.",
+        {"bandwidth_gb_per_s": 50.0, "latency_us": 10.0}, default=None)
+
+
+class GroupLinkSpec(Section):
+    """The link between two groups of a fleet (per-GPU bandwidth, as every tier)."""
+
+    between: list[str] = documented_field("The two group names.", ["a100", "h100"], min_length=2, max_length=2)
+    bandwidth_gb_per_s: float = documented_field(
+        "Per-GPU bandwidth of traffic crossing this link, GB/s (a path between the groups gets "
+        "the least of it and the two groups' inter-node tiers).", 25.0, gt=0)
+    latency_us: float = documented_field("Latency of the link, µs (added to the larger inter-node latency).",
+                           20.0, ge=0)
+    name: Optional[str] = documented_field("Label of the link.", "spine", default=None)
+
+
+class FleetClusterSpec(Section):
+    """A mixed fleet: groups of nodes of different device types, and the links between them."""
+
+    name: str = documented_field("Fleet name.", "a100+h100", default="fleet")
+    groups: list[GroupSpec] = documented_field("The groups (at least one).", [{"name": "h100", "nodes": 64,
+                                                                  "gpus_per_node": 8,
+                                                                  "device": "H100-SXM-80GB"}],
+                                 min_length=1)
+    links: list[GroupLinkSpec] = documented_field("One link per pair of groups.",
+                                    [{"between": ["a100", "h100"], "bandwidth_gb_per_s": 25.0,
+                                      "latency_us": 20.0}], default_factory=list)
+
+
+def _cluster_kind(value: Any) -> str:
+    """Tag of a cluster mapping: zoo name, fleet of groups, or explicit nodes."""
+    if isinstance(value, dict) and "zoo" in value:
+        return "#zoo"
+    if isinstance(value, dict) and "groups" in value:
+        return "#fleet"
+    return "#explicit"
+
+
 ClusterSection = Annotated[Union[Annotated[ZooClusterSpec, Tag("#zoo")],
+                                 Annotated[FleetClusterSpec, Tag("#fleet")],
                                  Annotated[ExplicitClusterSpec, Tag("#explicit")]],
-                           _pick("zoo", "#zoo", "#explicit")]
+                           Discriminator(_cluster_kind)]
 
 
 # ------------------------------------------------------------ training, search

@@ -16,7 +16,9 @@ from pydantic import ValidationError
 
 from autopar_opt.cost.params import CostParams
 from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.fleet import Fleet
 from autopar_opt.ir.hardware import Cluster
+from autopar_opt.ir.target import Target
 from autopar_opt.ir.plan import Plan
 from autopar_opt.spec.build_model import build_graph
 from autopar_opt.spec.build_plan import build_plan
@@ -26,7 +28,8 @@ from autopar_opt.spec.build_run import (SolverOptions, build_cluster, build_cost
 from autopar_opt.spec.doc_kinds import wrong_input
 from autopar_opt.core.errors import ProblemList, SpecError
 from autopar_opt.spec.loader import INCLUDABLE, read_mapping, resolve_includes
-from autopar_opt.spec.schema import SpecFile
+from autopar_opt.spec.schema import FleetClusterSpec, SpecFile
+from autopar_opt.spec.build_fleet import build_fleet
 from autopar_opt.spec.translate import problems_from_validation
 from autopar_opt.ir.training import SearchSpace, Training
 
@@ -52,12 +55,17 @@ class Spec:
     #: what the spec's reading assumed and the outputs say (e.g. a runtime's target
     #: that cannot run the model, so the free space is searched)
     notices: list[str] = field(default_factory=list)
+    #: the mixed fleet of a ``cluster: {groups: [...]}`` with two groups or more
+    #: (``cluster`` is then its first group, for what needs one device type);
+    #: None for one cluster, which a one-group fleet is
+    fleet: Fleet | None = None
 
     def _key(self) -> tuple:
         g = self.graph
         plan = self.plan.to_dict() if self.plan is not None else None
         return (g.name, tuple(g.layers), tuple(map(tuple, g.edges)), g.seq_len, self.cluster,
-                self.training, self.space, self.solver, self.cost_params, repr(plan), self.raw)
+                self.training, self.space, self.solver, self.cost_params, repr(plan), self.raw,
+                self.fleet)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Spec):
@@ -90,6 +98,8 @@ def build_spec(data: dict[str, Any], path: Path, section_files: dict[str, str] |
         raise SpecError(out.items)  # unreachable: validation failed, so problems exist
     section = model.training
     graph = build_graph(model.model, section.seq_len, out)
+    if isinstance(model.cluster, FleetClusterSpec):
+        return _build_fleet_spec(model, data, path, graph, out)
     cluster = build_cluster(model.cluster, out)
     training = build_training(section, graph, cluster, out)
     target, notice = build_target(model.target, graph, training, model.search, out)
@@ -100,6 +110,50 @@ def build_spec(data: dict[str, Any], path: Path, section_files: dict[str, str] |
     out.raise_if_any()
     return Spec(Path(path), graph, cluster, training, space, solver, cost, plan, data,
                 [notice] if notice else [])
+
+
+def _build_fleet_spec(model: SpecFile, data: dict[str, Any], path: Path, graph: LayerGraph | None,
+                      out: ProblemList) -> Spec:
+    """A spec whose cluster is a fleet of groups (:mod:`autopar_opt.spec.build_fleet`).
+    One group is a plain cluster (everything as today). With several, the training
+    is checked against every group's device, the search space without a device
+    count (stages are placed per group), and a hand-written plan is refused."""
+    fleet = build_fleet(model.cluster, out)
+    groups = list(fleet.groups) if fleet is not None else []
+    first = groups[0] if groups else None
+    training = build_training(model.training, graph, first, out)
+    for g in groups[1:]:
+        build_training(model.training, graph, g, out)
+    several = len(model.cluster.groups) > 1      # as written: every problem in one pass
+    if several:
+        # no framework runs one pipeline over groups of different devices, and export
+        # refuses a fleet plan: the free per-layer space is searched
+        target, notice = Target("none", "", "cluster.groups"), (
+            "a plan on a fleet of several groups is not exported to a framework; the search is "
+            "the free per-layer space (target: none)")
+        if model.target is not None and (model.target if isinstance(model.target, str)
+                                         else model.target.framework) != "none":
+            out.add("target", model.target if isinstance(model.target, str)
+                    else model.target.framework, "a fleet of several groups has no framework "
+                    "target (export refuses fleet plans)", "use target: none, or one group")
+    else:
+        target, notice = build_target(model.target, graph, training, model.search, out)
+    space = build_space(model.search, None if several else first, graph, training, out, target)
+    if several and model.search.stage_devices != "congruent":
+        out.add("search.stage_devices", model.search.stage_devices, "free stage sizes are not "
+                "searched on a fleet of several groups (each group is split into congruent stages)",
+                "drop search.stage_devices, or use one group")
+    solver = build_solver(model.solver, out)
+    cost = build_cost_params(model.cost_model, first, out, Path(path).parent)
+    plan = None
+    if several and model.plan is not None:
+        out.add("plan", "given", "a hand-written plan on a fleet of several groups is not "
+                "supported (a plan would need every stage's group)", "drop the plan section")
+    elif model.plan is not None:
+        plan = build_plan(model.plan, graph, first, training, out)
+    out.raise_if_any()
+    return Spec(Path(path), graph, first, training, space, solver, cost, plan, data,
+                [notice] if notice else [], fleet if several else None)
 
 
 def load_spec(path: str | Path) -> Spec:

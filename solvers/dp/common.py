@@ -189,10 +189,10 @@ def _least_memory_partition(tables: CostTables
     best = np.full(n + 1, np.inf)
     best[0] = 0.0
     parent = []
-    memo: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}   # equal in-flight count and devices agree
+    memo: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}   # equal in-flight count, group and devices agree
     keys = []
     for i in range(pp):
-        key = (tables.inflight[i], None if tables.stage_devices is None else tables.stage_devices[i])
+        key = (tables.inflight[i], None if tables.stage_devices is None else tables.stage_key(i))
         if key not in memo:
             memo[key] = least_range_memory(tables, i)
         keys.append(key)

@@ -1,0 +1,116 @@
+"""``autopar solve SPEC`` on a mixed fleet (a cluster of several groups; issue 34).
+
+Runs :func:`~autopar_opt.search.mixed.run_fleet_search` inside the command's
+time limit, writes ``plan.json`` (:mod:`autopar_opt.search.fleet_document`)
+and the fleet report, and prints the summary: the plan's shape, where each
+stage or class runs, every group alone, the certificate. Same exit codes as
+``autopar solve``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from autopar_opt.cli.budget import Budget
+from autopar_opt.core.files import write_atomic
+from autopar_opt.core.interrupts import InterruptGuard, exit_code
+from autopar_opt.search.engine import SearchOptions
+
+EXIT_CODES = {"optimal": 0, "feasible": 0, "infeasible": 3, "no_plan": 4}
+
+#: Seconds kept from the search for writing plan.json and the report.
+OUTPUT_RESERVE_S = 1.0
+
+
+def unused_fleet_options(searcher, runnable_by: str | None, export_models: bool) -> list:
+    """Options a fleet search does not take: refused with the fix, never dropped."""
+    from autopar_opt.core.errors import SpecProblem
+    from autopar_opt.core.files import COMMAND_LINE
+
+    given = [("--searcher", getattr(searcher, "name", searcher), searcher is not None),
+             ("--runnable-by", runnable_by, runnable_by is not None),
+             ("--export-models", True, export_models)]
+    return [SpecProblem(COMMAND_LINE, option, value, "is not available for a cluster of several "
+                        "groups (cluster.groups)", f"drop {option}, or solve one group's cluster")
+            for option, value, on in given if on]
+
+
+def fleet_solve_command(spec, spec_path: str, options: SearchOptions, budget: Budget,
+                        out_dir: str | None, json_output: bool, quiet: bool) -> int:
+    """Search the fleet of ``spec`` (``spec.fleet``), emit, return the exit code."""
+    from autopar_opt.search.fleet_document import build_fleet_document
+    from autopar_opt.search.mixed import run_fleet_search
+    from autopar_opt.search.replicas import DEFAULT_SPLIT_PARTS, batch_quantum
+
+    parts = DEFAULT_SPLIT_PARTS
+    with InterruptGuard() as guard:
+        options.should_stop, options.stop_signal = guard.should_stop, lambda: guard.signum
+        options.time_limit_s = max(budget.remaining() - OUTPUT_RESERVE_S, 0.0)
+        result = run_fleet_search(spec.graph, spec.fleet, spec.training, spec.space,
+                                  spec.cost_params, options, split_parts=parts)
+        guard.defer()
+        options.time_limit_s = budget.total_s
+        doc = build_fleet_document(str(spec_path), spec.graph, spec.fleet, spec.training, spec.space,
+                                   spec.cost_params, options, result,
+                                   batch_quantum(spec.training.global_batch_size, parts))
+        doc["solver"]["timings"] = {"command_s": round(budget.elapsed(), 3)}
+        if guard.interrupted:
+            doc["status"] = "interrupted"
+        code = _emit(doc, out_dir, json_output, quiet)
+        return exit_code(guard.signum) if guard.interrupted else code
+
+
+def _emit(doc: dict, out_dir: str | None, json_output: bool, quiet: bool) -> int:
+    text = json.dumps(doc, indent=2)
+    if out_dir:
+        out = Path(out_dir)
+        try:
+            write_atomic(out / "plan.json", text + "\n")
+            from autopar_opt.reports.fleet import render_fleet_html
+
+            write_atomic(out / "report.html", render_fleet_html(doc))
+        except OSError as exc:
+            print(f"error: cannot write to {out} ({exc})", file=sys.stderr)
+            return 2
+    if json_output:
+        sys.stdout.write(text + "\n")
+    elif not quiet:
+        print(summary(doc))
+        if out_dir:
+            print(f"  wrote {Path(out_dir) / 'plan.json'} and {Path(out_dir) / 'report.html'}")
+    return EXIT_CODES.get(doc["status"], 0)
+
+
+def _fmt(x) -> str:
+    return "-" if x is None else (x if isinstance(x, str) else f"{x:.6g}")
+
+
+def summary(doc: dict) -> str:
+    """The terminal summary of a fleet plan.json."""
+    fl, cert, m = doc["fleet"], doc["certificate"], doc["metrics"]
+    groups = " + ".join(f"{g['name']} {g['nodes']}x{g['gpus_per_node']} {g['device']}" for g in fl["groups"])
+    lines = [f"{doc['spec']['model']['name']} on {fl['name']} ({groups}): {doc['status']}"]
+    if m:
+        lines.append(f"  iteration {m['iteration_time_s']:.4f} s | {m['samples_per_s']:.2f} samples/s | "
+                     f"{m['tokens_per_s']:.0f} tokens/s | MFU {100 * m['mfu']:.1f}%")
+        lines.append(f"  shape: {doc['shape']} ({doc['best_configuration']})")
+        for row in doc["placement"]:
+            who = f"class {row['class']} (batch {row['batch']}) " if row["class"] is not None else ""
+            lines.append(f"    {who}stage {row['index']} on {row['group']} ranks {row['first_rank']}-"
+                         f"{row['last_rank']}: {row['layers']} layers {row['first_layer']}..{row['last_layer']}"
+                         f" [{', '.join(row['strategies'][:3])}]")
+        if doc["shape"] == "replicas":
+            lines.append(f"  cross-group gradient all-reduce: {m['sync_s']:.4f} s")
+    for h in doc["homogeneous"]:
+        lines.append(f"  {h['group']} alone: best {_fmt(h['primal'])} s, proven >= {_fmt(h['lower_bound'])} s")
+    gap = cert["gap"]
+    lines.append(f"  certificate: primal {_fmt(cert['primal'])} s, lower bound {_fmt(cert['lower_bound'])} s, "
+                 f"gap {100 * gap:.3f}%" if isinstance(gap, float) else f"  certificate: gap {gap}")
+    rows = cert["configurations"]
+    from collections import Counter
+    counts = Counter(r["status"] for r in rows)
+    lines.append(f"  {len(rows)} configurations ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})")
+    lines += [f"  note: {n}" for n in doc["notices"]]
+    return "\n".join(lines)

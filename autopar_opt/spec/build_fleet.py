@@ -1,0 +1,102 @@
+"""Build a mixed fleet from a spec's ``cluster: {groups: [...], links: [...]}`` (issue 34).
+
+Each group becomes a :class:`~autopar_opt.ir.hardware.Cluster` (device from the
+catalog or a custom mapping, link tiers from the device's defaults unless
+stated); with ``nics_per_node`` / ``nic_gb_per_s`` its inter-node tier is one
+NIC's rate and the cluster has that many NICs per node (a GPU of a busy node
+gets ``nics_per_node × nic_gb_per_s / gpus_per_node``, ``Cluster.inter_node_per_gpu``). Every
+pair of groups needs a stated link: a fleet whose groups cannot talk is an
+error with its fix, never a guessed link.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from autopar_opt.core import limits
+from autopar_opt.core.errors import ProblemList, did_you_mean
+from autopar_opt.ir.fleet import Fleet, GroupLink
+from autopar_opt.ir.hardware import (DEFAULT_INTER_NODE, DEVICE_CATALOG, Cluster, DeviceType, LinkTier,
+                                     make_cluster)
+from autopar_opt.spec.schema import FleetClusterSpec, GroupSpec, LinkSpec
+
+
+def _device(spec, key: str, out: ProblemList) -> DeviceType | None:
+    if isinstance(spec, str):
+        if spec not in DEVICE_CATALOG:
+            out.add(key, spec, "unknown catalog device",
+                    f"use one of: {', '.join(DEVICE_CATALOG)}{did_you_mean(spec, DEVICE_CATALOG)}"
+                    ", or give {name, peak_tflops, hbm_gib, hbm_gb_per_s}")
+            return None
+        return DEVICE_CATALOG[spec]
+    return DeviceType(spec.name, dict(spec.peak_tflops), spec.hbm_gib, spec.hbm_gb_per_s,
+                      source="spec file")
+
+
+def _tier(spec: LinkSpec | None, name: str) -> LinkTier | None:
+    return None if spec is None else LinkTier(spec.name or name, spec.bandwidth_gb_per_s, spec.latency_us)
+
+
+def _group(g: GroupSpec, key: str, out: ProblemList) -> Cluster | None:
+    dev = _device(g.device, f"{key}.device", out)
+    if dev is None:
+        return None
+    inter = _tier(g.inter_node, "inter")
+    nics = None
+    if g.inter_node is not None and (g.nics_per_node is not None or g.nic_gb_per_s is not None):
+        out.add(f"{key}.inter_node", "given", "states the inter-node link twice (inter_node and "
+                "nics_per_node / nic_gb_per_s)", "keep one of the two")
+    elif g.nics_per_node is not None or g.nic_gb_per_s is not None:
+        base = DEFAULT_INTER_NODE.get(dev.name, LinkTier("inter", 25.0, 10.0))
+        nic = g.nic_gb_per_s if g.nic_gb_per_s is not None else base.bandwidth_gb_per_s
+        nics = g.nics_per_node if g.nics_per_node is not None else g.gpus_per_node
+        # the tier is one NIC's line rate and the cluster knows its NICs per node, as a
+        # plain cluster's (Cluster.nics_per_node): a group of ranks gets the NICs of its
+        # own members, one GPU of a busy node nics/gpus of one (inter_node_per_gpu)
+        inter = LinkTier(f"{nic:g}GBps-nic", nic, base.latency_us)
+    return make_cluster(g.name, g.nodes, g.gpus_per_node, dev, _tier(g.intra_node, "intra"), inter,
+                        source="spec file", nics_per_node=nics)
+
+
+def build_fleet(section: FleetClusterSpec, out: ProblemList) -> Fleet | None:
+    """The fleet of ``section``; every problem recorded in ``out`` (None when any)."""
+    names = [g.name for g in section.groups]
+    before = len(out.items)
+    for i, name in enumerate(names):
+        if names.index(name) != i:
+            out.add(f"cluster.groups[{i}].name", name, "repeats the name of another group",
+                    "give every group its own name")
+    total = sum(g.nodes * g.gpus_per_node for g in section.groups)
+    if total > limits.MAX_DEVICES:
+        out.add("cluster.groups", f"{total:,} devices", f"exceed the limit of {limits.MAX_DEVICES:,}",
+                "use fewer nodes")
+    groups = [_group(g, f"cluster.groups[{i}]", out) for i, g in enumerate(section.groups)]
+    links: list[GroupLink] = []
+    seen: set[frozenset] = set()
+    for i, link in enumerate(section.links):
+        key = f"cluster.links[{i}].between"
+        bad = [n for n in link.between if n not in names]
+        for n in bad:
+            out.add(key, n, "names no group of the fleet", f"use group names: {', '.join(dict.fromkeys(names))}"
+                    f"{did_you_mean(n, names)}")
+        if bad:
+            continue
+        a, b = link.between
+        if a == b:
+            out.add(key, link.between, "links a group to itself (its own links are intra_node / "
+                    "inter_node)", "name two different groups")
+            continue
+        if frozenset((a, b)) in seen:
+            out.add(key, link.between, "states the link between these groups twice", "keep one")
+            continue
+        seen.add(frozenset((a, b)))
+        links.append(GroupLink(a, b, LinkTier(link.name or f"link:{a}-{b}", link.bandwidth_gb_per_s,
+                                              link.latency_us)))
+    for a, b in combinations(list(dict.fromkeys(names)), 2):
+        if frozenset((a, b)) not in seen:
+            out.add("cluster.links", f"{a} - {b}", "no link between these groups (a plan spanning "
+                    "them would move data over an unknown network)",
+                    f"add {{between: [{a}, {b}], bandwidth_gb_per_s: ..., latency_us: ...}}")
+    if len(out.items) > before or any(g is None for g in groups):
+        return None
+    return Fleet(section.name, tuple(groups), tuple(links), "spec file")

@@ -1,0 +1,99 @@
+"""``autopar solve`` on a cluster of several groups (issue 34), end to end.
+
+A debug model on two one-node groups: the command exits 0 with a certified
+plan, writes a fleet plan.json and a report drawing the groups; ``autopar
+report`` renders the same page from the plan.json alone; ``export`` and the
+options a fleet search does not take are refused (exit 2); spec mistakes are
+listed with key and fix; a one-group fleet is exactly the plain cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from autopar_opt.spec import SpecError, load_spec
+from support.cli import run_cli
+
+import pytest
+
+BASE = {"model": {"zoo": "debug"},
+        "cluster": {"name": "tiny-mix", "groups": [
+            {"name": "a100", "device": "A100-40GB", "nodes": 1, "gpus_per_node": 2},
+            {"name": "h100", "device": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 2,
+             "nics_per_node": 1, "nic_gb_per_s": 50.0}],
+            "links": [{"between": ["a100", "h100"], "bandwidth_gb_per_s": 12.5, "latency_us": 20}]},
+        "training": {"global_batch_size": 16},
+        "search": {"zero_levels": [0, 3], "recompute": ["none", "full"]},
+        "solver": {"name": "dp", "time_limit_s": 60, "rel_gap": 0.001}}
+
+
+def _write(tmp_path: Path, data: dict, name: str = "fleet.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_solve_writes_a_certified_fleet_plan_and_report(tmp_path: Path) -> None:
+    spec = _write(tmp_path, BASE)
+    code, text = run_cli("solve", spec, "--out", tmp_path / "out")
+    assert code == 0, text
+    assert "a100 alone" in text and "h100 alone" in text and "certificate" in text
+    doc = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert doc["status"] == "optimal" and doc["shape"] in ("pipeline", "replicas")
+    assert [g["name"] for g in doc["fleet"]["groups"]] == ["a100", "h100"]
+    assert doc["fleet"]["groups"][1]["inter_node"]["bandwidth_gb_per_s"] == 25.0   # 1 NIC x 50 / 2 GPUs
+    assert doc["placement"] and {p["group"] for p in doc["placement"]} <= {"a100", "h100"}
+    assert doc["certificate"]["exact"] and doc["certificate"]["gap"] <= 0.001
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "<svg" in html and "a100" in html and "h100" in html and "<script" not in html
+    code, text = run_cli("report", tmp_path / "out" / "plan.json", "-o", tmp_path / "again.html")
+    assert code == 0 and "fleet" in text
+    assert (tmp_path / "again.html").read_text() == html
+    code, text = run_cli("export", tmp_path / "out" / "plan.json", "--to", "megatron")
+    assert code == 2 and "fleet of several groups" in text
+
+
+def test_options_a_fleet_search_does_not_take_are_refused(tmp_path: Path) -> None:
+    spec = _write(tmp_path, BASE)
+    code, text = run_cli("solve", spec, "--runnable-by", "megatron")
+    assert code == 2 and "--runnable-by" in text and "several groups" in text
+
+
+def test_spec_mistakes_are_listed_with_their_fix(tmp_path: Path) -> None:
+    bad = json.loads(json.dumps(BASE))
+    bad["cluster"]["groups"][1]["name"] = "a100"
+    bad["cluster"]["groups"].append({"name": "v100", "device": "V100-32GB", "nodes": 1,
+                                     "gpus_per_node": 2, "inter_node": {"bandwidth_gb_per_s": 5,
+                                                                        "latency_us": 10},
+                                     "nics_per_node": 1})
+    bad["cluster"]["links"][0]["between"] = ["a100", "b100"]
+    bad["search"]["stage_devices"] = "free"
+    with pytest.raises(SpecError) as err:
+        load_spec(_write(tmp_path, bad))
+    text = str(err.value)
+    assert "repeats the name of another group" in text
+    assert "names no group of the fleet" in text and "did you mean" in text
+    assert "states the inter-node link twice" in text
+    assert "no link between these groups" in text and "add {between: [a100, v100]" in text
+    assert "free stage sizes are not searched" in text
+    code, out = run_cli("solve", _write(tmp_path, bad, "bad.yaml"))
+    assert code == 2 and "Traceback" not in out
+
+
+def test_one_group_fleet_is_the_plain_cluster(tmp_path: Path) -> None:
+    one = json.loads(json.dumps(BASE))
+    one["cluster"] = {"name": "h", "groups": [{"name": "h", "device": "H100-SXM-80GB", "nodes": 1,
+                                                "gpus_per_node": 2}]}
+    plain = json.loads(json.dumps(BASE))
+    plain["cluster"] = {"name": "h", "device": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 2}
+    a, b = load_spec(_write(tmp_path, one, "one.yaml")), load_spec(_write(tmp_path, plain, "plain.yaml"))
+    assert a.fleet is None and a.cluster == b.cluster
+    code_a, _ = run_cli("solve", tmp_path / "one.yaml", "--out", tmp_path / "o1")
+    code_b, _ = run_cli("solve", tmp_path / "plain.yaml", "--out", tmp_path / "o2")
+    da = json.loads((tmp_path / "o1" / "plan.json").read_text())
+    db = json.loads((tmp_path / "o2" / "plan.json").read_text())
+    assert code_a == code_b == 0 and da["plan"] == db["plan"] and "fleet" not in da
+    assert da["certificate"]["primal"] == db["certificate"]["primal"]

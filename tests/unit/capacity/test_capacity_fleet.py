@@ -1,0 +1,108 @@
+"""Capacity sweeps over group node counts (issue 34).
+
+The tiny fleet sweep (tests/data/capacity/fleet.yaml): A100 and H100 nodes of 2
+GPUs, each group 0-2 / 0-1 nodes. Oracles: the scenario ids and specs follow
+the axes (0 drops a group, both 0 is no scenario); a mixed scenario costs the
+sum of its groups' GPU-hours; every "match" verdict is re-derived from the
+time intervals; the cheapest answer sees the mixes; bad group axes are refused.
+The combination with every group at 0 nodes is no scenario.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from autopar_opt.capacity import load_sweep
+from autopar_opt.capacity.sweep import SweepError
+from autopar_opt.cli.commands import app
+from support import paths
+
+FLEET = paths.DATA / "capacity" / "fleet.yaml"
+
+
+@pytest.fixture(scope="module")
+def fleet_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("capacity_fleet")
+    result = CliRunner().invoke(app, ["capacity", str(FLEET), "--out", str(out / "run"), "--json",
+                                      "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout), out / "run"
+
+
+def test_group_axes_expand_into_scenarios() -> None:
+    sweep = load_sweep(FLEET)
+    ids = [s.id for s in sweep.scenarios]
+    assert ids == ["a100x0n_h100x1n", "a100x1n_h100x0n", "a100x1n_h100x1n", "a100x2n_h100x0n",
+                   "a100x2n_h100x1n"]
+    mixed = sweep.scenarios[2]
+    assert mixed.spec.fleet is not None and mixed.devices == {"A100-80GB": 2, "H100-SXM-80GB": 2}
+    alone = sweep.scenarios[1]
+    assert alone.spec.fleet is None and alone.spec.cluster.name == "a100" and alone.gpus == 2
+    assert len({s.key for s in sweep.scenarios}) == 5
+
+
+def test_answers_across_fleets(fleet_run) -> None:
+    doc, out = fleet_run
+    entries = {e["id"]: e for e in doc["scenarios"]}
+    mixed = entries["a100x1n_h100x1n"]
+    assert mixed["groups"] == {"a100": 1, "h100": 1}
+    assert mixed["price_per_hour"] == pytest.approx(2 * 1.5 + 2 * 3.0)
+    days = mixed["time_to_train_days"][1]
+    assert mixed["cost"][1] == pytest.approx(days * 24 * 9.0, rel=1e-9)
+    assert mixed["status"] in ("optimal", "feasible") and mixed["plan"]["shape"] in ("pipeline", "replicas")
+    matches = doc["answers"]["group_matches"]
+    assert {m["group"] for m in matches} == {"a100", "h100"}
+    for m in matches:
+        ref = entries[m["reference"]]
+        if m["nodes"] is not None:
+            cand = entries[m["scenario"]]
+            assert cand["time_to_train_days"][1] <= ref["time_to_train_days"][0]
+    cheapest = doc["answers"]["cheapest_meeting_requirement"]
+    if cheapest["scenario"] is not None:
+        win = entries[cheapest["scenario"]]
+        assert all(e["cost"][0] >= win["cost"][1] * (1 - 1e-9) or e["id"] in cheapest["within_gap"]
+                   or e["meets"] != "yes" for e in doc["scenarios"] if e["id"] != win["id"])
+    assert (out / "scenarios" / "a100x1n_h100x1n" / "report.html").read_text().count("<svg") >= 1
+    assert "Node counts of one group" in (out / "capacity.html").read_text()
+
+
+def test_bad_group_axes_are_refused(tmp_path) -> None:
+    data = yaml.safe_load(FLEET.read_text())
+    data["axes"]["group_nodes"] = {"b100": [1]}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError, match="names no group of the base cluster"):
+        load_sweep(path)
+    data["axes"]["group_nodes"] = {"a100": [0], "h100": [0]}
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError, match="every group is always 0"):
+        load_sweep(path)
+    data["base"]["cluster"] = {"nodes": 1, "gpus_per_node": 2, "device": "A100-80GB"}
+    data["axes"]["group_nodes"] = {"a100": [1]}
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError, match="need a base cluster of groups"):
+        load_sweep(path)
+
+
+def test_group_matches_follow_the_intervals() -> None:
+    """Hand-made intervals: 2 A100 nodes are within the gap of the H100 node, 4 are proven at
+    least as fast, 1 is proven slower; so 4 is the answer, not proven minimal (2 is open)."""
+    from autopar_opt.capacity.fleet_answers import group_matches
+
+    def entry(sid, groups, days):
+        return {"id": sid, "groups": groups, "primal": 1.0, "status": "optimal",
+                "time_to_train_days": list(days)}
+
+    entries = [entry("h1", {"a100": 0, "h100": 1}, (10.0, 10.5)),
+               entry("a1", {"a100": 1, "h100": 0}, (30.0, 31.0)),
+               entry("a2", {"a100": 2, "h100": 0}, (10.2, 10.8)),
+               entry("a4", {"a100": 4, "h100": 0}, (5.0, 9.9))]
+    ans = {(m["group"], m["reference"]): m for m in group_matches(entries)}
+    m = ans[("a100", "h1")]
+    assert m["nodes"] == 4 and m["scenario"] == "a4" and not m["proven"] and m["within_gap"] == [2]
+    assert ans[("h100", "a1")]["nodes"] == 1 and ans[("h100", "a1")]["proven"]
+    assert ans[("h100", "a4")]["nodes"] is None        # one H100 node is proven slower than 4 A100

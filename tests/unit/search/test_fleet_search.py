@@ -1,0 +1,144 @@
+"""The fleet search's pieces (issue 34): batch grid, class partitions, the load-balancing
+bound, the cutoff, and what a fleet search certifies.
+
+Oracles: hand-counted grids and partitions; the LP bound is at most every
+configuration's brute-force optimum and at least the analytic bound; a
+configuration pruned by the cutoff carries a bound at or above it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from autopar_opt.core.bounds import Status
+from autopar_opt.cost.fleet_tables import build_fleet_tables
+from autopar_opt.cost.params import default_params
+from autopar_opt.ir.fleet import Fleet, GroupLink
+from autopar_opt.ir.hardware import LinkTier, make_cluster
+from autopar_opt.ir.training import Training
+from autopar_opt.model_zoo.synthetic import random_chain
+from autopar_opt.search.bounds import analytic_lower_bound
+from autopar_opt.search.engine import SearchOptions
+from autopar_opt.search.fleet import FleetSearch, fleet_outer_configs
+from autopar_opt.search.fleet_bounds import knapsack_lp_bound, load_balance_bound
+from autopar_opt.search.replicas import batch_quantum, batch_splits, replica_partitions
+from support.fleet_bruteforce import shape_optimum
+from support.fleets import SPACE, two_groups
+
+
+def test_batch_grid() -> None:
+    assert batch_quantum(1024, 16) == 64
+    assert batch_quantum(1000, 16) == 50          # the largest divisor not above 62.5
+    assert batch_quantum(8, 16) == 1
+    assert batch_splits(8, 2, 2) == [(2, 6), (4, 4), (6, 2)]
+    assert batch_splits(6, 2, 3) == [(2, 2, 2)]
+    assert len(batch_splits(1024, 64, 2)) == 15
+
+
+def test_partitions_need_links_between_classes() -> None:
+    c = make_cluster("x", 1, 2, "A100-80GB")
+    groups = tuple(make_cluster(n, 1, 2, "A100-80GB") for n in ("a", "b", "c"))
+    tier = LinkTier("l", 10.0, 1.0)
+    full = Fleet("f", groups, (GroupLink("a", "b", tier), GroupLink("a", "c", tier),
+                               GroupLink("b", "c", tier)))
+    assert len(replica_partitions(full)) == 7      # a|b a|c b|c a|b|c ab|c ac|b bc|a
+    part = Fleet("f", groups, (GroupLink("a", "b", tier), GroupLink("b", "c", tier)))
+    assert replica_partitions(part) == [((0,), (1,)), ((0, 2), (1,)), ((1,), (2,))]
+    assert replica_partitions(Fleet.of(c)) == []
+
+
+def test_lp_bounds_are_valid_and_ordered() -> None:
+    fleet = two_groups(slow=(1, 2), fast=(1, 4), slow_device="A100-40GB")
+    graph, params = random_chain(4, 5), default_params()
+    training = Training(global_batch_size=8, seq_len=1024, memory_reserve_gib=20.0)
+    checked = 0
+    for cfg in fleet_outer_configs(graph, fleet, training, SPACE, mixed=True)[:12]:
+        t = build_fleet_tables(graph, fleet, training, SPACE, params, cfg.microbatches, cfg.schedule,
+                               cfg.stage_groups, cfg.stage_devices)
+        if any(not s for s in t.strategies):
+            continue
+        lp, analytic = load_balance_bound(t), analytic_lower_bound(t).value
+        knap = knapsack_lp_bound(t)
+        ref = shape_optimum(graph, fleet, training, SPACE, params, cfg.stage_groups,
+                            cfg.stage_devices, cfg.microbatches, cfg.schedule)
+        if ref is not None:
+            assert lp <= ref[0] * (1 + 1e-9), cfg.label()
+            assert knap <= ref[0] * (1 + 1e-9), cfg.label()
+            checked += 1
+        if math.isfinite(lp) and math.isfinite(knap):
+            assert knap >= lp * (1 - 1e-6), cfg.label()      # keeps each stage's strategy choice
+        if math.isfinite(analytic) and math.isfinite(lp):
+            assert lp >= analytic * (1 - 1e-6) or lp == -math.inf
+    assert checked >= 4
+
+
+def test_cutoff_prunes_with_a_valid_bound() -> None:
+    fleet = two_groups(slow=(1, 2), fast=(1, 4))
+    graph, params = random_chain(4, 4), default_params()
+    training = Training(global_batch_size=8, seq_len=1024)
+    free = FleetSearch(graph, fleet, training, SPACE, params, SearchOptions(solver="dp", rel_gap=0.0),
+                       mixed=True).run()
+    cut = free.certificate.primal * 0.99          # pretend a 1 % better plan of another shape exists
+    res = FleetSearch(graph, fleet, training, SPACE, params, SearchOptions(solver="dp", rel_gap=0.0),
+                      mixed=True, cutoff=cut, cutoff_source="a test").run()
+    pruned = [r for r in res.certificate.configurations if r.pruned_by and "a test" in r.pruned_by]
+    assert pruned and all(r.lower_bound >= cut for r in pruned)
+    assert res.plan is None or res.metrics.iteration_time_s < cut
+    assert all(r.status in (Status.pruned, Status.infeasible, Status.optimal)
+               for r in res.certificate.configurations)
+
+
+def test_fleet_search_certifies_on_a_plain_one_group_fleet() -> None:
+    """A one-group fleet searched by the fleet search gives today's optimum."""
+    from autopar_opt.search.engine import run_search
+
+    fleet = two_groups(slow=(1, 2), fast=(1, 4))
+    graph, params = random_chain(4, 4), default_params()
+    training = Training(global_batch_size=8, seq_len=1024)
+    one = Fleet.of(fleet.groups[1])
+    res = FleetSearch(graph, one, training, SPACE, params, SearchOptions(solver="dp", rel_gap=0.0)).run()
+    ref = run_search(graph, fleet.groups[1], training, SPACE, params, SearchOptions(solver="dp", rel_gap=0.0))
+    assert res.certificate.primal == pytest.approx(ref.certificate.primal, rel=1e-12)
+    assert res.certificate.lower_bound == pytest.approx(ref.certificate.lower_bound, rel=1e-12)
+
+
+def test_a_stop_signal_ends_every_phase_with_its_bounds() -> None:
+    """A stop request during the fleet search (Ctrl-C): the result says interrupted, keeps
+    the best plan found so far, and every record that was not decided keeps its bound."""
+    from autopar_opt.core.bounds import SearchStatus
+    from autopar_opt.search.mixed import run_fleet_search
+
+    fleet = two_groups(slow=(1, 2), fast=(1, 2))
+    graph, params = random_chain(4, 3), default_params()
+    training = Training(global_batch_size=8, seq_len=1024)
+    calls = {"n": 0}
+
+    def stop() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 12
+
+    options = SearchOptions(solver="dp", rel_gap=0.0, should_stop=stop, stop_signal=lambda: 15)
+    res = run_fleet_search(graph, fleet, training, SPACE, params, options, split_parts=4)
+    assert res.interrupted_by == 15 and res.status(0.0) is SearchStatus.interrupted
+    assert res.certificate.configurations
+    assert all(r.lower_bound > -math.inf or "interrupted" in r.message or r.status is Status.not_solved
+               for r in res.certificate.configurations)
+
+
+def test_analytic_bound_reports_the_least_memory_as_a_number() -> None:
+    """The bound's least memory (the infeasibility messages' figure) is the larger of the
+    largest single-layer need and the stored bytes spread over the stages, by hand."""
+    import numpy as np
+
+    fleet = two_groups(slow=(1, 2), fast=(1, 4))
+    graph, params = random_chain(4, 4), default_params()
+    t = build_fleet_tables(graph, fleet, Training(global_batch_size=8, seq_len=1024), SPACE, params,
+                           2, fleet_outer_configs(graph, fleet, Training(global_batch_size=8, seq_len=1024),
+                                                  SPACE, mixed=True)[0].schedule, (0, 1), (2, 4))
+    m = min(t.inflight)
+    per = [float(np.min(w + m * h + x)) for w, h, x in zip(t.weight_bytes, t.act_bytes, t.working_bytes)]
+    stored = sum(float(np.min(w + m * h)) for w, h in zip(t.weight_bytes, t.act_bytes))
+    held = max(float(np.min(x)) for x in t.working_bytes)
+    assert analytic_lower_bound(t).least_memory_bytes == pytest.approx(max(max(per), (stored + held) / 2))
