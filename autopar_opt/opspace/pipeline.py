@@ -162,7 +162,7 @@ class SplitOutcome:
     message: str = ""
 
 
-def solve_split(t: PipelineTables, solver: str = "highs", time_limit_s: float | None = None,
+def solve_split(t: PipelineTables, solver: str = "auto", time_limit_s: float | None = None,
                 rel_gap: float = 1e-9) -> SplitOutcome:
     """The MILP of the split (exact); value re-priced by :func:`pipeline_objective`."""
     from autopar_opt.formulations.opspace import decode
@@ -229,7 +229,7 @@ class PipelineSearch:
 
 def solve_pipeline(graph_for, ctx: StageContext, pp_degrees: list[int], microbatches: list[int],
                    schedule: Schedule = Schedule.one_f_one_b, rule: str = "alpa",
-                   reduce_scatter: bool = True, solver: str = "highs",
+                   reduce_scatter: bool = True, solver: str = "auto",
                    time_limit_s: float | None = None) -> PipelineSearch:
     """Joint inter/intra search over stage splits at layer boundaries (module docstring).
 

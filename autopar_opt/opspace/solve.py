@@ -205,7 +205,10 @@ def solve_tables(tables: OpTables, solver: str = "auto", time_limit_s: float | N
         if choice is not None or solver == "dp":
             status = "optimal" if choice is not None else "no_plan"
             return _outcome(tables, status, choice, bound, start, method, message, stats)
-    mip = "highs" if solver == "auto" else solver
+    from autopar_opt.solvers.matrix import matrix_backend
+
+    # auto: the first installed backend that takes a matrix, chosen by its features
+    mip = matrix_backend(None if solver == "auto" else solver).name
     columns = sum(tables.sizes) + sum(len(np.unique(r, axis=0)) * len(np.unique(r, axis=1))
                                       for r in tables.redistribution)
     if columns > MAX_MILP_COLUMNS:
