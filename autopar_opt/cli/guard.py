@@ -46,10 +46,16 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
                                                  "writes or documents it (a few levels of nesting)")],
                                     "invalid input"), as_json)
         except MemoryError:
+            # solve checks every model's size against --memory-limit before
+            # building it (core/memory_budget.py); this is what is left (numpy tables, a
+            # solver's own allocation)
             _fail_with(CommandError([SpecProblem("input", "", None, "the command ran out of "
                                                  "memory; nothing was written", "give a smaller "
-                                                 "input or more memory; see the limits in the "
-                                                 "README ('Limits, interrupts and bad input')")],
+                                                 "input or more memory, or (solve) a "
+                                                 "lower --memory-limit so larger models are "
+                                                 "refused before they are built; see the limits "
+                                                 "in the README ('Limits, interrupts and bad "
+                                                 "input')")],
                                     "out of memory", EXIT_NO_RESULT), as_json)
         except Exception as exc:
             # a PlanError exists only if its module (autopar_opt.ir.pipeline, which

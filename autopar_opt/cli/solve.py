@@ -330,9 +330,7 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         doc["runnability"] = runnability.to_dict() if runnability is not None else None
         doc["notices"] = list(spec.notices) + doc["notices"]
         if found is not None:
-            cert = result.certificate
-            optimum = cert.primal if doc["status"] == "optimal" else None
-            doc["searcher"] = searcher.block(found, cert.lower_bound, optimum)
+            doc["searcher"] = _searcher_against_its_space(searcher, found, result, doc, runnability)
         code = _emit(doc, out_dir, json_output, quiet, err, searcher,
                      timeline_fits(doc, budget.deadline - _now(), unit_s))
         if guard.interrupted:
@@ -355,6 +353,24 @@ def _fleet_solve(spec, spec_path, solver, time_limit_s, gap, out_dir, json_outpu
                             time_limit_s=budget.remaining(),
                             rel_gap=gap if gap is not None else so.rel_gap, warm_start=warm_start)
     return fleet_solve_command(spec, spec_path, options, budget, out_dir, json_output, quiet)
+
+
+def _searcher_against_its_space(searcher, found, result, doc: dict, runnability) -> dict:
+    """The searcher's block against the certificate of the space it searched: the
+    searchers search the free per-layer space, so under a framework target they are
+    measured against the free space's bound and optimum (``runnability``), never the
+    runnable certificate (a free plan may beat the runnable optimum)."""
+    import math
+
+    if runnability is None:
+        cert = result.certificate
+        optimum = cert.primal if doc["status"] == "optimal" else None
+        return searcher.block(found, cert.lower_bound, optimum)
+    lower = runnability.free_lower if math.isfinite(runnability.free_lower) else None
+    optimum = runnability.free_primal if runnability.free_status == "optimal" else None
+    block = searcher.block(found, lower, optimum)
+    block["measured_against"] = "the free per-layer space (target: none)"
+    return block
 
 
 def _searcher_within_limit(searcher, time_limit_s: float | None, spec_limit_s: float):

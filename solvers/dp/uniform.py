@@ -33,9 +33,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autopar_opt.cost.tables import CostTables
+from autopar_opt.core.assignment import Assignment
+from autopar_opt.cost.tables import CostTables, fits
 from autopar_opt.solvers.dp.chain import ChainOutcome, solve_chain
-from autopar_opt.solvers.dp.common import fit_limit
+from autopar_opt.solvers.dp.common import (_least_memory_partition, fit_limit, iteration_time,
+                                           layer_memory)
 
 
 @dataclass(frozen=True)
@@ -176,8 +178,45 @@ def solve_uniform(tables: CostTables, deadline: float | None = None, beam: int =
     open_bounds = [b for b in open_bounds if b < ub]
     if inc is None and not open_bounds:
         return ChainOutcome(None, math.inf, True, labels, math.inf)   # no runnable plan fits
+    if inc is None:
+        # cut before any family found a plan: a runnable least-memory plan, as the free
+        # DP answers with the least-memory plan (milliseconds; never a proof)
+        inc = least_memory_runnable(tables, [families[j] for j in order])
+        if inc is not None:
+            ub, fallback = iteration_time(tables, inc), True
     lower = min([ub] + open_bounds)
     return ChainOutcome(inc, ub, not open_bounds, labels, lower, fallback=fallback)
 
 
-__all__ = ["KeyFamily", "key_bound", "key_families", "solve_uniform"]
+def least_memory_runnable(tables: CostTables, families: list[KeyFamily]) -> Assignment | None:
+    """The first family (in the order given) whose least-memory plan fits: the
+    stages of the least-memory partition of the whole space (or the target's fixed
+    split), each layer on its least-memory strategy of the family. None when no
+    family's does (a fallback only: not a proof that no runnable plan fits)."""
+    n = tables.num_layers
+    if tables.fixed_stage is not None:
+        stage = list(tables.fixed_stage)
+    else:
+        _, cuts, _ = _least_memory_partition(tables)
+        if cuts is None:
+            return None
+        stage = [0] * n
+        for i, (lo, hi) in enumerate(zip(cuts, cuts[1:])):
+            for u in range(lo, hi):
+                stage[u] = i
+    mems = {i: layer_memory(tables, i) for i in set(stage)}
+    for fam in families:
+        choice = []
+        for u, ks in enumerate(fam.allowed):
+            if not len(ks):
+                break
+            m = mems[stage[u]][u][ks]
+            choice.append(int(ks[int(np.argmin(m))]))
+        else:
+            asg = Assignment(stage, choice)
+            if fits(tables, asg) and tables.runnable(asg):
+                return asg
+    return None
+
+
+__all__ = ["KeyFamily", "key_bound", "key_families", "least_memory_runnable", "solve_uniform"]

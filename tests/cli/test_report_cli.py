@@ -56,7 +56,7 @@ def test_report_is_self_contained(fixture):
 def test_feasible_report_has_every_section_in_order():
     html = render_html(load("plan_feasible.json"))
     ids = re.findall(r'<section id="([a-z]+)"', html)
-    assert ids == ["answer", "certificate", "space", "plan", "timeline", "memory", "baselines", "solver"]
+    assert ids == ["answer", "plan", "certificate", "space", "timeline", "memory", "baselines", "solver"]
     assert html.count("<svg") == 2
     assert "embed</code>: dp4·tp1" in html
     assert "block000–block007</code>: dp4·tp1·rc-selective" in html

@@ -57,7 +57,7 @@ def _small_spec(tmp_path: Path, solver: str = "highs", **search) -> Path:
 
 # ------------------------------------------------------------------ options
 @pytest.mark.parametrize("args,pattern", [
-    (["--solver", "cplex"], r"--solver = 'cplex': unknown solver; use one of 'highs', 'dp', "
+    (["--solver", "cplex"], r"--solver = 'cplex': unknown solver; use one of 'auto', 'highs', 'dp', "
                             r"'gurobi' or 'scip'"),
     (["--solver", "gurobbi"], r"unknown solver.*\(did you mean 'gurobi'\?\)"),
     (["--time-limit", "-5"], r"--time-limit = -5\.0: must be a positive, finite number"),

@@ -60,7 +60,7 @@ def _strip(doc):
     """``doc`` without the figures that differ from run to run (times, date)."""
     if isinstance(doc, dict):
         return {k: _strip(v) for k, v in doc.items()
-                if k not in ("timings", "wall_time_s", "time_s", "created_utc")}
+                if k not in ("timings", "wall_time_s", "time_s", "free_time_s", "created_utc")}
     if isinstance(doc, list):
         return [_strip(v) for v in doc]
     return doc

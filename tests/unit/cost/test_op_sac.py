@@ -142,17 +142,27 @@ def _plan(modes_per_stage, dp=4):
 
 
 def test_torchtitan_export_of_op_and_every_nth_block():
+    """Op-level checkpointing is torchtitan 0.3's SelectiveAC (and 0.2's selective
+    'op'); full checkpointing on every N-th block is 0.2's selective_ac_option N only
+    (0.3's SelectiveAC is per-op). The sections round-trip to the same plan."""
+    from autopar_opt.export.torchtitan import torchtitan_config
+    from autopar_opt.export.view import plan_view
+
     op = _plan([[Recompute.op] * 3, [Recompute.op] * 3])
     evaluate(op, GRAPH, CLUSTER, TITAN)
-    cfg = tomllib.loads(export_plan(op, GRAPH, CLUSTER, TITAN, "torchtitan").text)
+    text = export_plan(op, GRAPH, CLUSTER, TITAN, "torchtitan").text
+    assert "config.activation_checkpoint = SelectiveAC.Config()" in text
+    cfg = torchtitan_config(plan_view(op, GRAPH, CLUSTER, TITAN))
     assert cfg["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "op"}
     assert plan_from_torchtitan(cfg, GRAPH, 8).to_dict() == op.to_dict()
     # every 2nd block of each stage: torchtitan counts from 1 per process
     assert layer_sac_pattern(3, 2) == [Recompute.none, Recompute.full, Recompute.none]
     every2 = _plan([layer_sac_pattern(3, 2), layer_sac_pattern(3, 2)])
-    cfg = tomllib.loads(export_plan(every2, GRAPH, CLUSTER, TITAN, "torchtitan").text)
+    cfg = torchtitan_config(plan_view(every2, GRAPH, CLUSTER, TITAN))
     assert cfg["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "2"}
     assert plan_from_torchtitan(cfg, GRAPH, 8).to_dict() == every2.to_dict()
+    with pytest.raises(ExportError, match="per-op only"):
+        export_plan(every2, GRAPH, CLUSTER, TITAN, "torchtitan", "0.3")
     # a pattern torchtitan has no form for, and Megatron-LM without op-level checkpointing
     with pytest.raises(ExportError, match="N-th block"):
         export_plan(_plan([[Recompute.full, Recompute.none, Recompute.none],

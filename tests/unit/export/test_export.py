@@ -161,9 +161,12 @@ def test_torchtitan_keeps_the_reshard_policy_the_cost_model_priced():
     resharding after forward (torchtitan's own default for PP), so the export
     says "default", not "always"; it still reads back as ZeRO-3."""
     titan = replace(TRAINING, runtime=runtime_named("torchtitan"))
-    text = export_plan(TITAN_PLAN, GRAPH, CLUSTER, titan, "torchtitan", "0.2").text
-    assert tomllib.loads(text)["parallelism"]["fsdp_reshard_after_forward"] == "default"
-    back = plan_from_torchtitan(tomllib.loads(text), GRAPH, CLUSTER.num_devices)
+    text = export_plan(TITAN_PLAN, QWEN, CLUSTER, titan, "torchtitan").text
+    assert "config.parallelism.fsdp_reshard_after_forward = 'default'" in text
+    sections = torchtitan_config(plan_view(TITAN_PLAN, QWEN, CLUSTER, titan))
+    assert sections["parallelism"]["fsdp_reshard_after_forward"] == "default"
+    sections["parallelism"]["expert_tensor_parallel_degree"] = 1
+    back = plan_from_torchtitan(sections, QWEN, CLUSTER.num_devices)
     assert back.to_dict() == TITAN_PLAN.to_dict()
 
 

@@ -154,10 +154,10 @@ def test_solve_gives_the_search_what_the_reserve_leaves(monkeypatch, tmp_path):
     real = engine.run_search
 
     def spy(*args, **kwargs):
-        seen["limit"] = args[5].time_limit_s
+        seen.setdefault("limit", args[5].time_limit_s)     # the first search: the plan's
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(search_cli, "run_search", spy)
+    monkeypatch.setattr(engine, "run_search", spy)
     monkeypatch.setattr(cost_module, "probe_s", lambda: 1000.0)
     out = tmp_path / "out"
     code = search_cli.solve_command(str(EXAMPLES / "quickstart.yaml"), time_limit_s=30.0,
