@@ -66,7 +66,7 @@ def opspace_solve_command(spec, solver: str | None, time_limit_s: float | None, 
         from autopar_opt.opspace.pipeline import pipeline_document, solve_pipeline
         from autopar_opt.opspace.spec import schedule_of
 
-        mip = "highs" if name in ("auto", "dp") else name
+        mip = "auto" if name in ("auto", "dp") else name     # the backend by its features
         result = solve_pipeline(spec.graph_for, ctx, spec.pipeline.pp, spec.pipeline.microbatches,
                                 schedule_of(spec.pipeline), spec.rule, spec.reduce_scatter, mip, limit)
         pipeline_part, metrics = pipeline_document(result, rel, ctx)

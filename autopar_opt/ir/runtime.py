@@ -343,7 +343,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "triton (the pre-MLIR Triton kernel flash_attn_triton, FlashAttention-1-"
                    "class: scripts/train/benchmarking/submit_benchmarks.py @a7c75677, "
                    "llm-foundry v0.3.0, and the MosaicGPT-era script before it); their records "
-                   "set flash_v2_attention off (calibration.records.runtime_of). "
+                   "set flash_v2_attention off (calibration.reading.runtime.runtime_of). "
                    "fused_optimizer stays on for other FSDP stacks; Composer records turn it "
                    "off: llm-foundry's "
                    "decoupled_adamw is Composer's DecoupledAdamW, a per-parameter Python "
