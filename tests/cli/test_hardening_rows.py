@@ -193,6 +193,23 @@ def test_row8_every_plan_field_export_reads_is_checked(tmp_path, runnable_plan, 
     assert "KeyError" not in text and "ValueError" not in text and "--spec" not in text
 
 
+@pytest.mark.parametrize("edit,words", [
+    (lambda plan: plan["stages"][0]["strategies"][0].update(tp=-2), "'plan.stages[0].strategies[0].tp'"),
+    (lambda plan: plan.pop("stages"), "missing key 'plan.stages'"),
+], ids=["tp_minus_2", "no_stages"])
+def test_message_malformed_plan_is_named_before_an_unreadable_spec(tmp_path, edit, words):
+    """The spec path inside plan.json is not on disk (the plan was copied from another
+    machine): a malformed plan is still reported on its own key, not as a missing spec."""
+    doc = json.loads((paths.DATA / "report" / "plan_feasible.json").read_text())
+    assert not Path(doc["spec"]["path"]).exists()       # 'specs/debug.yaml', relative
+    edit(doc["plan"])
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    code, text = run_cli("export", path, "--to", "megatron")
+    assert code == 2 and "the plan is malformed" in text and words in text, text
+    assert "--spec" not in text and "not readable" not in text
+
+
 def test_row9_a_plan_json_above_the_document_limit_is_refused_unread(tmp_path):
     path = tmp_path / "plan.json"
     with open(path, "wb") as f:               # sparse: the size is refused on stat
