@@ -82,6 +82,15 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
     if not isinstance(doc, dict) or not isinstance(doc.get("plan"), dict):
         return _fail(f"{path}: no 'plan' in this file (the solve found none, or it is not a "
                      "plan.json of `autopar solve`)")
+    from autopar_opt.core.document import plan_problems
+
+    stages = doc["plan"].get("stages")
+    ranked = isinstance(stages, list) and any(isinstance(st, dict) and "first_rank" in st
+                                              for st in stages)   # plan.json; else a bare plan
+    malformed = plan_problems(doc["plan"], ranked=ranked)
+    if malformed:       # the plan's own fields, before any spec is looked for or blamed (issue 33)
+        return _fail(f"{path}: the plan is malformed: " + "; ".join(malformed[:8])
+                     + "; give the plan.json written by `autopar solve --out DIR`")
     spec_doc = doc.get("spec")      # solve: {"path": ...}; estimate --json: the path itself
     spec_file = spec_path or (spec_doc.get("path") if isinstance(spec_doc, dict) else spec_doc)
     if spec_path and ("\x00" in spec_path or not Path(spec_path).is_file()):
@@ -99,15 +108,6 @@ def export_command(plan_json: str, target: str, output: str | None, spec_path: s
         return _fail("; ".join(p.format() for p in problems))
     from autopar_opt.ir.pipeline import PlanError, validate_plan
 
-    from autopar_opt.core.document import plan_problems
-
-    stages = doc["plan"].get("stages")
-    ranked = isinstance(stages, list) and any(isinstance(st, dict) and "first_rank" in st
-                                              for st in stages)   # plan.json; else a bare plan
-    malformed = plan_problems(doc["plan"], ranked=ranked)
-    if malformed:       # the plan's own fields, before any spec is blamed (issue 33)
-        return _fail(f"{path}: the plan is malformed: " + "; ".join(malformed[:8])
-                     + "; give the plan.json written by `autopar solve --out DIR`")
     spec = load_spec(spec_file)
     plan = Plan.from_dict(doc["plan"])
     try:

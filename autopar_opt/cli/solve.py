@@ -343,6 +343,7 @@ def _fleet_solve(spec, spec_path, solver, time_limit_s, gap, out_dir, json_outpu
     """The fleet search (:mod:`autopar_opt.cli.fleet`) with the options and budget of this command."""
     from autopar_opt.cli import options as opt
     from autopar_opt.cli.fleet import fleet_solve_command, unused_fleet_options
+    from autopar_opt.search.engine import SearchOptions
 
     opt.raise_if_any(unused_fleet_options(searcher, runnable_by, export_models))
     so = spec.solver

@@ -80,6 +80,18 @@ EXPERT_SPLIT = ReadLimits("expert split", 64 * MIB, 'a split as the public forma
 DOCUMENT = ReadLimits("result document", 64 * MIB, "the plan.json, placement.json or "
                       "capacity.json an autopar command wrote (usually well under 1 MB)")
 
+#: An ONNX model: protobuf serialises no message over 2 GiB (``2**31 - 1`` bytes, its
+#: signed 32-bit sizes), which is why ONNX keeps the weights of larger models in external
+#: data files (onnx/docs/ExternalData.md). Only the graph is read: external data never is.
+ONNX = ReadLimits("ONNX model", (2 << 30) - 1, "an .onnx model as torch.onnx.export or onnx.save "
+                  "writes it, under protobuf's 2 GiB limit (save a larger model's weights as "
+                  "external data: onnx.save(model, path, save_as_external_data=True); only the "
+                  "graph is read)")
+#: A GDP policy of ``autopar pretrain`` (the default network, hidden 64: 477 KB measured;
+#: 64 MiB holds the weights of hidden 512, 27 MiB, but not of hidden 1024, 108 MiB).
+POLICY = ReadLimits("GDP policy", 64 * MIB, "a policy file written by "
+                    "`autopar pretrain SPEC... --out FILE` (the default network: well under 1 MB)")
+
 
 def _problem(path: Path | str, rule: str, fix: str) -> SpecError:
     return SpecError([SpecProblem(_shown(path), "", None, rule, fix)])
@@ -153,8 +165,9 @@ def read_bytes(path: Path | str, limits: ReadLimits) -> bytes:
 
 
 def _too_big(path: Path, size: int, limits: ReadLimits) -> SpecError:
+    article = "an" if limits.kind[:1].lower() in "aeiou" else "a"
     return _problem(path, f"the file has {size:,} bytes, over the limit of {limits.max_bytes:,} "
-                    f"bytes for a {limits.kind}", f"give {limits.what}")
+                    f"bytes for {article} {limits.kind}", f"give {limits.what}")
 
 
 def unpack_gzip(raw: bytes, path: Path | str, limits: ReadLimits) -> bytes:

@@ -7,7 +7,8 @@ The file is ``torch.save`` of a plain dictionary: ``format`` (``"autopar-gdp-pol
 seed). It is read with ``weights_only=True``: no code in the file is ever run. A file
 that is not such a dictionary, or whose version, configuration or weights do not match
 this code, is refused with a :class:`PolicyFileError` naming the file, the key, the rule
-and the fix.
+and the fix. The bytes are read within :data:`autopar_opt.core.reading.POLICY` (64 MiB; a
+directory, a device such as ``/dev/zero`` or a FIFO is refused before any read).
 """
 
 from __future__ import annotations
@@ -52,13 +53,18 @@ def _refuse(path: Path, key: str, value: Any, rule: str) -> PolicyFileError:
 
 def load_policy(path: str | Path) -> tuple[PlacementPolicy, dict]:
     """Read a policy file; returns the network (in eval mode) and its ``meta``."""
+    from autopar_opt.core import reading
+    from autopar_opt.core.errors import SpecError
+
     path = Path(path)
+    if reading.describe_path(path) == "does not exist":
+        raise PolicyFileError(path, "", None, "file not found")
+    try:        # size, directories, devices, FIFOs: autopar_opt.core.reading's POLICY limits
+        raw = reading.read_bytes(path, reading.POLICY)
+    except SpecError as exc:
+        raise PolicyFileError(path, "", None, "; ".join(p.rule for p in exc.problems)) from None
     try:
-        doc = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise PolicyFileError(path, "", None, "file not found") from None
-    except IsADirectoryError:
-        raise PolicyFileError(path, "", None, "is a directory, not a policy file") from None
+        doc = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
     except Exception as exc:           # not a torch file, truncated, or holds objects
         first = str(exc).splitlines()[0][:160] if str(exc) else ""
         raise PolicyFileError(path, "", None, f"not a readable policy file "

@@ -205,15 +205,16 @@ def fx_operator_graph(module: Any, *inputs: Any, name: str = "module") -> Operat
 def onnx_operator_graph(path: str | Path) -> OperatorGraph:
     """Read and shape-infer an ONNX file into an operator graph."""
     import onnx
-    from onnx import numpy_helper
 
-    model = onnx.shape_inference.infer_shapes(onnx.load(str(path)))
+    from autopar_opt.placement.importers.onnx import read_model
+
+    model = onnx.shape_inference.infer_shapes(read_model(path))   # within reading.ONNX
     shapes: dict[str, tuple[int, ...]] = {}
     for vi in list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output):
         t = vi.type.tensor_type
         if t.HasField("shape"):
             shapes[vi.name] = tuple(d.dim_value if d.dim_value > 0 else 1 for d in t.shape.dim)
-    inits = {i.name: tuple(numpy_helper.to_array(i).shape) for i in model.graph.initializer}
+    inits = {i.name: tuple(int(d) for d in i.dims) for i in model.graph.initializer}
     b = GraphBuilder(Path(str(path)).stem, f"ONNX {Path(str(path)).name}")
     for inp in model.graph.input:
         if inp.name not in inits and inp.name in shapes:
@@ -270,15 +271,29 @@ def graph_from_file(kind: str, ref: str, inputs: list[list[int]] | None, kwargs:
         return SpecError([SpecProblem(file, key, value, rule, fix)])
 
     if kind == "onnx":
+        from autopar_opt.core.reading import describe_path
+
         path = base / ref
-        if not path.is_file():
+        if describe_path(path) == "does not exist":       # a FIFO or a device: reading.ONNX's
             raise bad("problem.graph.onnx", ref, f"{path} does not exist", "give the ONNX file's path "
                       "relative to the spec")
         import importlib.util
         if importlib.util.find_spec("onnx") is None:
             raise bad("problem.graph.onnx", ref, "the ONNX importer needs the optional 'onnx' package",
                       "pip install 'autopar-opt[onnx]'")
-        return onnx_operator_graph(path)
+        try:        # a directory, a device, a FIFO, over 2 GiB: refused by reading.ONNX
+            graph = onnx_operator_graph(path)
+        except SpecError as exc:
+            raise SpecError([SpecProblem(file, "problem.graph.onnx", ref, f"{path}: {p.rule}", p.fix)
+                             for p in exc.problems]) from None
+        except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError, onnx's InferenceError
+            raise bad("problem.graph.onnx", ref, f"{path} is not a readable ONNX model "
+                      f"({exc.__class__.__name__}: {str(exc)[:160]})",
+                      "give an .onnx model file as torch.onnx.export or onnx.save writes it") from None
+        if not graph.ops:           # an empty file parses as an empty model
+            raise bad("problem.graph.onnx", ref, f"{path} holds no operator nodes",
+                      "give an .onnx model file as torch.onnx.export or onnx.save writes it")
+        return graph
     from autopar_opt.placement.importers.torch_fx import load_callable, trace_reason
     if not inputs:
         raise bad("problem.graph.inputs", inputs, "a torch graph needs its input shapes",

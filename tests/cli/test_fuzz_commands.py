@@ -2,7 +2,8 @@
 
 The strategies of :mod:`support.fuzz_inputs` mutate shipped Piper and PaSE files,
 placement graphs and specs, expert splits, run files, capacity sweeps, plan.json
-documents and Hugging Face configs; each case runs its command in-process. The
+documents, Hugging Face configs, fleet specs (cluster groups and links) and
+operator-sharding specs; each case runs its command in-process. The
 oracle for every run: no exception but ``SystemExit`` (no traceback), and an exit
 code the command may answer with (:data:`support.fuzz_inputs.ALLOWED`: 0, 2 for bad
 input, 3 infeasible, 4 no result within the limits; never 1).

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -193,6 +194,23 @@ def test_row8_every_plan_field_export_reads_is_checked(tmp_path, runnable_plan, 
     assert "KeyError" not in text and "ValueError" not in text and "--spec" not in text
 
 
+@pytest.mark.parametrize("edit,words", [
+    (lambda plan: plan["stages"][0]["strategies"][0].update(tp=-2), "'plan.stages[0].strategies[0].tp'"),
+    (lambda plan: plan.pop("stages"), "missing key 'plan.stages'"),
+], ids=["tp_minus_2", "no_stages"])
+def test_message_malformed_plan_is_named_before_an_unreadable_spec(tmp_path, edit, words):
+    """The spec path inside plan.json is not on disk (the plan was copied from another
+    machine): a malformed plan is still reported on its own key, not as a missing spec."""
+    doc = json.loads((paths.DATA / "report" / "plan_feasible.json").read_text())
+    assert not Path(doc["spec"]["path"]).exists()       # 'specs/debug.yaml', relative
+    edit(doc["plan"])
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    code, text = run_cli("export", path, "--to", "megatron")
+    assert code == 2 and "the plan is malformed" in text and words in text, text
+    assert "--spec" not in text and "not readable" not in text
+
+
 def test_row9_a_plan_json_above_the_document_limit_is_refused_unread(tmp_path):
     path = tmp_path / "plan.json"
     with open(path, "wb") as f:               # sparse: the size is refused on stat
@@ -200,6 +218,78 @@ def test_row9_a_plan_json_above_the_document_limit_is_refused_unread(tmp_path):
     code, text = run_cli("report", path, "-o", tmp_path / "r.html")
     assert code == 2 and "over the limit of 67,108,864 bytes" in text
     assert not (tmp_path / "r.html").exists()
+
+
+# ------------------------------------------------- files of later merges: ONNX graphs, GDP policies
+def _special(tmp_path: Path, kind: str, name: str, too_big: int) -> str:
+    """A path that is not a usable file of its kind: too large (sparse: refused on stat,
+    never read), a directory, a device, a FIFO (opening it would block forever)."""
+    if kind == "device":
+        return "/dev/zero"
+    path = tmp_path / name
+    if kind == "too_large":
+        with open(path, "wb") as f:
+            f.truncate(too_big)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        os.mkfifo(path)
+    return name
+
+
+#: kind -> words of the rule (the limits: reading.ONNX 2 GiB - 1 byte, reading.POLICY 64 MiB).
+SPECIAL = {"too_large": "over the limit of", "directory": "is a directory",
+           "device": "is a device file", "fifo": "is a pipe (FIFO)"}
+ONNX_TOO_BIG = 2 << 30                          # protobuf's limit + 1 byte
+
+
+@pytest.mark.parametrize("kind", SPECIAL)
+def test_files_onnx_graph_of_place_is_read_within_its_limits(tmp_path, kind):
+    pytest.importorskip("onnx")
+    ref = _special(tmp_path, kind, "m.onnx", ONNX_TOO_BIG)
+    spec = tmp_path / "p.yaml"
+    spec.write_text(yaml.safe_dump({"placement": {"graph": {"onnx": ref},
+                                                  "devices": [{"type": "A100-80GB", "count": 2}]}}))
+    code, text = run_cli("place", spec, "--out", tmp_path / "o")
+    assert code == 2 and "p.yaml: placement.graph.onnx" in text and SPECIAL[kind] in text, text
+    assert "ONNX model" in text and "does not exist" not in text
+    if kind == "too_large":
+        assert "2,147,483,648 bytes, over the limit of 2,147,483,647 bytes for an ONNX model" in text
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("kind", [*SPECIAL, "corrupt", "empty"])
+def test_files_onnx_graph_of_an_operator_sharding_spec_is_read_within_its_limits(tmp_path, kind):
+    """Before: a FIFO or device was 'does not exist', a corrupt file a DecodeError
+    traceback, an empty file an empty graph solved with exit 0."""
+    pytest.importorskip("onnx")
+    if kind in ("corrupt", "empty"):
+        (tmp_path / "m.onnx").write_bytes(b"garbage" if kind == "corrupt" else b"")
+        ref = "m.onnx"
+    else:
+        ref = _special(tmp_path, kind, "m.onnx", ONNX_TOO_BIG)
+    spec = tmp_path / "op.yaml"
+    spec.write_text(yaml.safe_dump({"problem": {
+        "format": "operator_sharding", "graph": {"onnx": ref},
+        "cluster": {"nodes": 1, "gpus_per_node": 8, "device": "A100-80GB"}}}))
+    code, text = run_cli("solve", spec, "--out", tmp_path / "o")
+    words = {"corrupt": "is not a readable ONNX model", "empty": "holds no operator nodes", **SPECIAL}
+    assert code == 2 and "op.yaml: problem.graph.onnx" in text and words[kind] in text, text
+    assert "does not exist" not in text and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("kind", SPECIAL)
+def test_files_gdp_policy_is_read_within_its_limits(tmp_path, kind):
+    pytest.importorskip("torch")
+    ref = _special(tmp_path, kind, "policy.pt", (64 << 20) + 1)
+    code, text = run_cli("place", paths.DATA / "placement" / "throughput" /
+                         "OperatorGraphs_bert_l-3_training.json", "--searcher", "gdp",
+                         "--policy", ref if kind == "device" else tmp_path / ref,
+                         "--out", tmp_path / "o")
+    assert code == 2 and "GDP policy" in text and SPECIAL[kind] in text, text
+    assert "autopar pretrain" in text and not (tmp_path / "o").exists()
+    if kind == "too_large":
+        assert "67,108,865 bytes, over the limit of 67,108,864 bytes for a GDP policy" in text
 
 
 # ------------------------------------------------------------------ rows 10, 12: resources

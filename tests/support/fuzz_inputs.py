@@ -13,7 +13,11 @@ deleted or added, the text damaged), plus the hostile forms each kind invites:
 * ``runs``: a run file of two published records (``calibrate``, sometimes ``--fit``);
 * ``sweep``: a capacity sweep of the debug model (``capacity``);
 * ``plan``: a plan.json (``report``, ``export``);
-* ``hf``: a Hugging Face config.json (``model``).
+* ``hf``: a Hugging Face config.json (``model``);
+* ``fleet``: a spec whose cluster is several groups joined by links (``solve``);
+* ``opspace``: an operator-sharding spec (``problem: {format: operator_sharding}``) of a
+  zoo CNN, a zoo transformer with pipeline stages, or an ONNX file that is damaged bytes,
+  a directory, a device or missing (``solve``).
 
 ``tests/cli/test_fuzz_commands.py`` runs them in-process (fast profile) and
 ``benchmarks/robustness/fuzz_commands.py`` as subprocesses with their peak memory.
@@ -33,7 +37,7 @@ from hypothesis import strategies as st
 from support import paths
 from support.fuzz_specs import EXTREMES, key_paths, set_at, text_damage
 
-KINDS = ("piper", "pase", "placement", "expert", "runs", "sweep", "plan", "hf")
+KINDS = ("piper", "pase", "placement", "expert", "runs", "sweep", "plan", "hf", "fleet", "opspace")
 #: The exit codes each command may answer with (2 bad input, 3 infeasible, 4 no result
 #: within the limits); anything else, or a traceback, is a failure.
 ALLOWED = {"solve": {0, 2, 3, 4}, "place": {0, 2, 3, 4}, "calibrate": {0, 2, 4},
@@ -83,6 +87,20 @@ BASES = {
     "hf": _load(paths.REPO / "model_zoo" / "hf" / "llama-3.1-8b.json"),
 }
 PLACEMENT_FILE = "LayerGraphs_bert24_inference.json"
+#: Two one-node groups of the debug model (as tests/cli/test_fleet_cli.py; a solve: ~1 s).
+BASES["fleet"] = {
+    "model": {"zoo": "debug"},
+    "cluster": {"name": "tiny-mix", "groups": [
+        {"name": "a100", "device": "A100-40GB", "nodes": 1, "gpus_per_node": 2},
+        {"name": "h100", "device": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 2,
+         "nics_per_node": 1, "nic_gb_per_s": 50.0}],
+        "links": [{"between": ["a100", "h100"], "bandwidth_gb_per_s": 12.5, "latency_us": 20}]},
+    "training": {"global_batch_size": 16},
+    "search": {"zero_levels": [0, 3], "recompute": ["none", "full"]},
+    "solver": {"name": "dp", "time_limit_s": 3}}
+#: Operator-sharding graphs small enough for a fuzz run (as tests/cli/test_opspace_cli.py).
+OPSPACE_GRAPHS = ({"zoo": "alexnet", "batch": 32},
+                  {"model": "debug", "layers": 2, "batch": 4, "embeddings": False, "seq_len": 64})
 
 
 def _copy(tree: Any) -> Any:
@@ -209,9 +227,34 @@ def hf_case(draw) -> FuzzCase:
                     ["model", "{dir}/config.json"])
 
 
+@st.composite
+def fleet_case(draw) -> FuzzCase:
+    spec = draw(mutated(BASES["fleet"]))
+    text = draw(text_damage(yaml.safe_dump(spec, width=10**9, allow_unicode=True)))
+    return FuzzCase("fleet", {"fleet.yaml": text.encode("utf-8", "surrogatepass")},
+                    ["solve", "{dir}/fleet.yaml", "--time-limit", "3", "--quiet"], 3.0)
+
+
+@st.composite
+def opspace_case(draw) -> FuzzCase:
+    graph = _copy(draw(st.sampled_from([*OPSPACE_GRAPHS, {"onnx": "m.onnx"}])))
+    problem: dict[str, Any] = {"format": "operator_sharding", "graph": graph,
+                               "cluster": {"nodes": 1, "gpus_per_node": 4, "device": "A100-80GB"}}
+    if "model" in graph:
+        problem["pipeline"] = {"pp": [1, 2], "microbatches": [1, 2]}
+    files: dict[str, bytes] = {}
+    if "onnx" in graph:      # never a model: bytes, or a path that is no file (reading.ONNX)
+        graph["onnx"] = draw(st.sampled_from(["m.onnx", "m.onnx", "/dev/zero", ".", "missing.onnx"]))
+        files["m.onnx"] = draw(st.binary(max_size=64))
+    spec = draw(mutated({"problem": problem, "solver": {"name": "auto", "time_limit_s": 3}}))
+    text = draw(text_damage(yaml.safe_dump(spec, width=10**9, allow_unicode=True)))
+    files["op.yaml"] = text.encode("utf-8", "surrogatepass")
+    return FuzzCase("opspace", files, ["solve", "{dir}/op.yaml", "--time-limit", "3", "--quiet"], 3.0)
+
+
 STRATEGIES = {"piper": piper_case, "pase": pase_case, "placement": placement_case,
               "expert": expert_case, "runs": runs_case, "sweep": sweep_case, "plan": plan_case,
-              "hf": hf_case}
+              "hf": hf_case, "fleet": fleet_case, "opspace": opspace_case}
 
 
 def any_case() -> st.SearchStrategy[FuzzCase]:

@@ -13,10 +13,14 @@ named in the spec.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from autopar_opt.model_zoo.op_graphs import OpGraph
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 GEMM_OPS = {"MatMul", "Gemm", "Conv", "ConvTranspose", "MatMulInteger", "QLinearMatMul"}
 
@@ -26,6 +30,19 @@ def _require_onnx():
     return require_module(("onnx",), "<onnx>", "placement.graph.onnx",
                           "the ONNX importer needs the optional 'onnx' package",
                           "pip install 'autopar-opt[onnx]'")
+
+
+def read_model(path: str | Path) -> ModelProto:
+    """The ONNX ``ModelProto`` in ``path``, read within
+    :data:`autopar_opt.core.reading.ONNX` (protobuf's 2 GiB; a directory, a device such as
+    ``/dev/zero`` or a FIFO refused before any read) and parsed from those bytes. External
+    weight files are never opened: the importers need the graph and the initializers'
+    ``dims``, not their values. Raises SpecError (naming ``path``) for the read; protobuf's
+    DecodeError for bytes that are not a model."""
+    onnx = _require_onnx()
+    from autopar_opt.core import reading
+
+    return onnx.load_model_from_string(reading.read_bytes(path, reading.ONNX))
 
 
 def _shapes(model) -> dict[str, tuple[list[int], int]]:
@@ -73,7 +90,7 @@ def _attr(node, name: str) -> int:
 def onnx_op_graph(path: str | Path) -> OpGraph:
     """Read and shape-infer an ONNX file; one operator per ONNX node."""
     onnx = _require_onnx()
-    model = onnx.shape_inference.infer_shapes(onnx.load(str(path)))
+    model = onnx.shape_inference.infer_shapes(read_model(path))
     shapes = _shapes(model)
     params = {init.name for init in model.graph.initializer}
     producer: dict[str, int] = {}

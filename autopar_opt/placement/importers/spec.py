@@ -114,9 +114,11 @@ def _read_onnx(reader: Any, onnx_path: Path, path: Path, shown: Any) -> Any:
                                       "onnx.save writes it")])
     try:
         graph = reader(onnx_path)
-    except SpecError as exc:      # the importer's own (onnx not installed) names no file
-        raise SpecError([p if p.file != "<onnx>" else SpecProblem(str(path), p.key, shown, p.rule,
-                                                                 p.fix) for p in exc.problems]) from None
+    except SpecError as exc:      # onnx not installed ('<onnx>'), or the read (reading.ONNX)
+        raise SpecError([SpecProblem(str(path), p.key, shown, p.rule, p.fix) if p.file == "<onnx>"
+                         else SpecProblem(str(path), "placement.graph.onnx", shown,
+                                          f"{p.file}: {p.rule}", p.fix)
+                         for p in exc.problems]) from None
     except Exception as exc:   # protobuf DecodeError, onnx's InferenceError: not a model
         raise problem(f"{onnx_path} is not a readable ONNX model ({exc.__class__.__name__}: "
                       f"{str(exc)[:160]})") from None

@@ -53,3 +53,23 @@ def test_place_onnx_spec(tmp_path: Path) -> None:
     doc = json.loads(res.output)
     assert doc["status"] == "optimal"
     assert sorted(n for d in doc["devices"] for n in d["nodes"]) == [0, 1, 2, 3]
+
+
+def test_weights_in_external_data_are_never_read(tmp_path: Path) -> None:
+    """Both ONNX importers read the graph within reading.ONNX and never open external
+    weight files: a model whose weights were moved to external data, then deleted, gives
+    the same graph as the same model with its weights inside (oracle: that model)."""
+    from autopar_opt.opspace.importers import onnx_operator_graph
+
+    inside = tmp_path / "inside.onnx"
+    _model(inside)
+    model = onnx.load(str(inside))
+    outside = tmp_path / "outside.onnx"
+    onnx.save(model, str(outside), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="weights.bin", size_threshold=0)
+    assert outside.stat().st_size < inside.stat().st_size       # the weights did move out
+    (tmp_path / "weights.bin").unlink()
+    a, b = onnx_op_graph(inside), onnx_op_graph(outside)
+    assert a.param_bytes[0] == 8 * 16 * 4 and a == b     # W1's bytes, from its dims
+    ops = onnx_operator_graph(inside).ops
+    assert ops and ops == onnx_operator_graph(outside).ops
