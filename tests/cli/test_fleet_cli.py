@@ -44,7 +44,12 @@ def test_solve_writes_a_certified_fleet_plan_and_report(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "out" / "plan.json").read_text())
     assert doc["status"] == "optimal" and doc["shape"] in ("pipeline", "replicas")
     assert [g["name"] for g in doc["fleet"]["groups"]] == ["a100", "h100"]
-    assert doc["fleet"]["groups"][1]["inter_node"]["bandwidth_gb_per_s"] == 25.0   # 1 NIC x 50 / 2 GPUs
+    # the tier is one NIC's line rate, the group knows its NICs (as a plain cluster does):
+    # a GPU of a busy node gets 1 NIC x 50 / 2 GPUs
+    assert doc["fleet"]["groups"][1]["inter_node"]["bandwidth_gb_per_s"] == 50.0
+    from autopar_opt.spec import load_spec
+    h100 = load_spec(spec).fleet.groups[1]
+    assert h100.nics == 1 and h100.inter_node_per_gpu.bandwidth_gb_per_s == 25.0
     assert doc["placement"] and {p["group"] for p in doc["placement"]} <= {"a100", "h100"}
     assert doc["certificate"]["exact"] and doc["certificate"]["gap"] <= 0.001
     html = (tmp_path / "out" / "report.html").read_text()
