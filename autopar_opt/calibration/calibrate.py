@@ -141,7 +141,7 @@ def calibrate_file(path: str | Path, params: CostParams | None = None, do_fit: b
                    ) -> CalibrationReport:
     """Model, (optionally fit and cross-validate) and compare every record of ``path``.
 
-    Raises :class:`~autopar_opt.calibration.reading.records.RunFileError` for a file
+    Raises :class:`~autopar_opt.calibration.reading.errors.RunFileError` for a file
     that is not a list of records with ids. ``deadline`` (``time.perf_counter()``):
     the fit and the cross-validation stop there (:attr:`CalibrationReport.complete`).
     """

@@ -180,7 +180,7 @@ def compute_lower_bound(cond: Condensed, deadline: float | None = None) -> float
     left = None if deadline is None else deadline - time.perf_counter()
     if left is not None and left <= 0:
         return unit_lb
-    return max(unit_lb, lp_bound_highs(times, [t.count for t in types], left))
+    return max(unit_lb, lp_bound(times, [t.count for t in types], left))
 
 
 def two_type_lp(ta: np.ndarray, tb: np.ndarray, a: int, b: int) -> float:
@@ -213,45 +213,47 @@ def two_type_lp(ta: np.ndarray, tb: np.ndarray, a: int, b: int) -> float:
     return float((wa[k] + theta * x[k]) / a)
 
 
-def lp_bound_highs(times: np.ndarray, counts: list[int], time_limit_s: float | None = None
-                   ) -> float:
-    """The LP of :func:`compute_lower_bound` solved by HiGHS (any number of types) within
-    ``time_limit_s``; 0 when HiGHS does not report an optimum (0 is always a bound)."""
-    import highspy
+def lp_bound(times: np.ndarray, counts: list[int], time_limit_s: float | None = None) -> float:
+    """The LP of :func:`compute_lower_bound` (any number of device types) within
+    ``time_limit_s``, solved through :func:`autopar_opt.solvers.matrix.solve_matrix`
+    by the first installed backend that takes a matrix (chosen by its declared
+    features, issue 30); 0 when no backend reports an optimum (0 is always a bound)."""
+    import scipy.sparse as sp
+
+    from autopar_opt.core.matrix import MatrixForm
+    from autopar_opt.core.result import Termination
+    from autopar_opt.solvers.base import SolverUnavailable
+    from autopar_opt.solvers.matrix import matrix_backend, solve_matrix
+
     nt, nu = times.shape
     ok = np.isfinite(times)
-    # columns: f[τ,u] (only finite), then L
+    # columns: f[τ,u] (only finite), then L; rows: one assignment row per unit, one
+    # capacity row per type. Column (τ,u) has 1 in row u and t in row nu+τ, column L
+    # has -count_τ in rows nu+τ
     cols = np.flatnonzero(ok.ravel())
     ncol = cols.size + 1
     tau, unit = np.divmod(cols, nu)
-    rows_assign = unit
-    rows_cap = nu + tau
-    # CSC by hand (no scipy import at start-up): column (τ,u) has 1 in row u and t in row
-    # nu+τ (rows ascending), column L has -count_τ in rows nu+τ
     indptr = np.r_[np.arange(0, 2 * cols.size + 1, 2), 2 * cols.size + nt]
-    indices = np.r_[np.stack([rows_assign, rows_cap], axis=1).ravel(), nu + np.arange(nt)]
+    indices = np.r_[np.stack([unit, nu + tau], axis=1).ravel(), nu + np.arange(nt)]
     data = np.r_[np.stack([np.ones(cols.size), times.ravel()[cols]], axis=1).ravel(),
                  -np.array(counts, dtype=float)]
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    if time_limit_s is not None:
-        h.setOptionValue("time_limit", max(float(time_limit_s), 0.01))
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = ncol, nu + nt
-    lp.col_cost_ = np.r_[np.zeros(cols.size), 1.0]
-    lp.col_lower_, lp.col_upper_ = np.zeros(ncol), np.r_[np.ones(cols.size), np.inf]
-    lp.row_lower_ = np.r_[np.ones(nu), np.full(nt, -np.inf)]
-    lp.row_upper_ = np.r_[np.ones(nu), np.zeros(nt)]
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = indptr, indices, data
-    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = ncol, nu + nt
-    h.passModel(lp)
-    h.run()
-    if h.getModelStatus().name.split(".")[-1] != "kOptimal":
+    a = sp.csc_array((data, indices, indptr), shape=(nu + nt, ncol)).tocsr()
+    form = MatrixForm(c=np.r_[np.zeros(cols.size), 1.0], A=a,
+                      row_lo=np.r_[np.ones(nu), np.full(nt, -np.inf)],
+                      row_hi=np.r_[np.ones(nu), np.zeros(nt)],
+                      col_lo=np.zeros(ncol), col_hi=np.r_[np.ones(cols.size), np.inf],
+                      integrality=np.zeros(ncol, dtype=bool), offset=0.0,
+                      columns=[f"f{j}" for j in range(cols.size)] + ["L"])
+    try:
+        res, _ = solve_matrix(form, matrix_backend(None), rel_gap=0.0,
+                              time_limit_s=None if time_limit_s is None
+                              else max(float(time_limit_s), 0.01))
+    except SolverUnavailable:
         return 0.0
-    # a dual-feasible bound would be safer than the primal value; HiGHS' LP optimum is exact
-    # up to its tolerances, so take it with a relative safety margin of 1e-7
-    return float(h.getInfo().objective_function_value) * (1 - 1e-7)
+    if res.termination is not Termination.optimal or res.primal is None:
+        return 0.0
+    # the LP optimum is exact up to the backend's tolerances: a relative safety margin
+    return float(res.primal) * (1 - 1e-7)
 
 
 def critical_path_bound(problem, check: Callable[[], None] | None = None) -> float:

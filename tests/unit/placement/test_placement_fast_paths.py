@@ -17,7 +17,7 @@ from autopar_opt.placement import evaluate_placement
 from autopar_opt.placement.exact import dp as dp_mod
 from autopar_opt.placement import solve as solve_mod
 from autopar_opt.placement.condense import condense
-from autopar_opt.placement.heuristics import lp_bound_highs, two_type_lp
+from autopar_opt.placement.heuristics import lp_bound, two_type_lp
 
 
 def test_two_type_lp_equals_highs() -> None:
@@ -30,7 +30,7 @@ def test_two_type_lp_equals_highs() -> None:
         ta[rng.random(n) < 0.05] = 0.0
         a, b = int(rng.integers(1, 7)), int(rng.integers(1, 4))
         closed = two_type_lp(ta, tb, a, b)
-        highs = lp_bound_highs(np.array([ta, tb]), [a, b]) / (1 - 1e-7)
+        highs = lp_bound(np.array([ta, tb]), [a, b]) / (1 - 1e-7)
         assert closed == pytest.approx(highs, rel=1e-7, abs=1e-12)
 
 
