@@ -317,7 +317,7 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
                 got = enumerate_strategies(layer, d, b, space, cluster.gpus_per_node, training.seq_len,
                                            training.autocast)
                 if runs_on is not None:     # what the framework cannot run is not in the space
-                    got = [s for s in got if runs_on.strategy_problem(layer, s, pp) is None]
+                    got = runs_on.admitted(layer, got, pp)
                 strats += got
                 costs += [layer_cost(layer, s, ctx) for s in got]
             keys = None if runs_on is None else np.array(

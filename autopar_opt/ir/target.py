@@ -31,7 +31,7 @@ the free per-layer space.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autopar_opt.ir.graph import Layer, LayerKind
 
@@ -114,6 +114,18 @@ class Target:
         if self.framework == "torchtitan" and tied and pp > 1:
             return "torchtitan does not pipeline a model whose output layer is tied to its embedding"
         return None
+
+    def admitted(self, layer: Layer, strategies: list, pp: int) -> list:
+        """The strategies of ``layer`` the framework runs, in order: on a layer that is
+        not a transformer block, recomputation becomes none (every framework recomputes
+        transformer layers only, so such a layer runs without it: a space that lists
+        only ``recompute: [full]`` still has its embedding and head), then
+        :meth:`strategy_problem` filters."""
+        if layer.kind not in BLOCK_KINDS:
+            strategies = list(dict.fromkeys(
+                s if s.recompute.value == "none" else replace(s, recompute=type(s.recompute)("none"))
+                for s in strategies))
+        return [s for s in strategies if self.strategy_problem(layer, s, pp) is None]
 
     def strategy_problem(self, layer: Layer, s, pp: int) -> str | None:
         """Why the framework cannot run strategy ``s`` on ``layer`` in a pipeline
