@@ -84,7 +84,8 @@ def runnability_section(doc: dict) -> dict | None:
         "price": _price_text(lo, hi) if priced else "not priced",
         "price_low": _pct(lo),
         "price_high": _pct(hi),
-        "note": str(run.get("note") or "") or ("" if priced else _why_not_priced(num, status)),
+        "note": str(run.get("note") or "") or (_why_wide(num, status) if priced
+                                                  else _why_not_priced(num, status)),
     }
 
 
@@ -97,6 +98,17 @@ def _price_text(lo: float, hi: float) -> str:
     if abs(hi - lo) <= SAME_ENDS * max(abs(hi), 1e-12):
         return _pct(lo)
     return f"{_pct(lo)} – {_pct(hi)}"
+
+
+def _why_wide(num: dict, status: str) -> str:
+    """Why a priced range is wide when the free search's plan is slower than the
+    runnable one (the free space holds every runnable plan, so its search stopped
+    before reaching them); empty otherwise."""
+    free, runnable = num["free_primal"], num["runnable_primal"]
+    if status != "optimal" and _known(free) and _known(runnable) and free > runnable:
+        return (f"the free space's search ended {status} with a plan slower than the runnable "
+                "one, so the low end is 0; a longer --time-limit narrows the range")
+    return ""
 
 
 def _why_not_priced(num: dict, status: str) -> str:

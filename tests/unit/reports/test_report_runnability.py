@@ -133,3 +133,16 @@ def test_a_malformed_figure_names_its_key(solved):
     with pytest.raises(ReportInputError, match=r"runnability\.target"):
         build_context(doc)
     assert math.isfinite(solved[0]["runnability"]["price_low"])
+
+
+def test_a_free_plan_slower_than_the_runnable_one_is_explained(solved):
+    """The free space holds every runnable plan: a slower free plan means its search
+    stopped early (the Mixtral example at --time-limit 30 does this)."""
+    doc = copy.deepcopy(solved[0])
+    run = doc["runnability"]
+    run.update(free_primal=run["runnable_primal"] * 1.3, free_status="feasible",
+               price_low=0.0, note="")
+    text = _section(render_html(doc))
+    assert "slower than the runnable one" in text and "--time-limit" in text
+    run.update(free_status="optimal", free_primal=run["runnable_primal"] * 0.9)
+    assert "slower than the runnable one" not in _section(render_html(doc))
