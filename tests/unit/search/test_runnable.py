@@ -249,3 +249,24 @@ def test_runnable_by_a_framework_that_cannot_run_the_spec_names_option_value_rul
     assert "--runnable-by = 'deepspeed': deepspeed gives every pipeline stage the same devices" in text
     assert "set search.stage_devices: congruent" in text
     assert "deepspeed does not run the gpipe schedule" in text and "list only 1f1b" in text
+
+
+def test_a_stated_target_that_cannot_run_or_does_not_exist_is_one_clear_problem(tmp_path):
+    """``target:`` errors name the file, key, value, rule and fix, one line each (a
+    wrong name was two lines naming pydantic's union members, 'target.literal[...]'
+    and 'target.TargetSection')."""
+    from support.cli import run_cli
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("model: {zoo: inception-v3}\ncluster: {zoo: debug-2x4}\n"
+                    "training: {global_batch_size: 8}\ntarget: megatron\n")
+    code, text = run_cli("solve", spec)
+    assert code == 2 and f"{spec}: target = 'megatron': megatron cannot run this model" in text
+    assert "use target: none (the free per-layer space)" in text
+    for value, key in (("alpa", "target"), ("3", "target"), ("{framework: megatorn}", "target.framework")):
+        spec.write_text("model: {zoo: debug}\ncluster: {zoo: debug-2x4}\n"
+                        f"training: {{global_batch_size: 8}}\ntarget: {value}\n")
+        code, text = run_cli("solve", spec)
+        assert code == 2 and "1 problem" in text, text
+        assert f"{spec}: {key} = " in text and "must be 'megatron', 'torchtitan', 'deepspeed' or 'none'" in text
+        assert "literal[" not in text and "TargetSection" not in text
