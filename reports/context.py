@@ -27,6 +27,7 @@ from typing import Any
 from autopar_opt.reports.document import ReportInputError, is_finite, to_float, validate_document
 from autopar_opt.reports.formatting import (fmt_gib, fmt_pct, fmt_pct_up, fmt_rate, fmt_time,
                                             fmt_value)
+from autopar_opt.reports.runnability import runnability_section
 from autopar_opt.reports.sections import (plan_degree_lines, baselines_section, breakdown_section,
                                           infeasibility_section, memory_section,
                                           plan_section, solver_section, space_section,
@@ -58,6 +59,7 @@ def build_context(plan_doc: dict, draw_timeline: bool = True) -> dict:
         "status": doc["status"],
         "spec": spec_section(doc),
         "answer": answer_section(doc),
+        "runnability": runnability_section(doc),
         "claim": claim_section(doc, cert),
         "certificate": cert,
         "search_space": space_section(doc),

@@ -266,8 +266,10 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
 
     spec = load_spec(spec_path)
     if runnable_by:
-        from autopar_opt.search.runnable import runnable_space
+        from autopar_opt.search.runnable import runnable_problems, runnable_space
         spec.space = runnable_space(spec.space, runnable_by)
+        if spec.fleet is None:       # a fleet refuses --runnable-by itself (cli/fleet.py)
+            opt.raise_if_any(runnable_problems(spec.space, spec.graph, value=runnable_by))
     if export_models and (solver or spec.solver.name).strip().lower() == "dp":
         from autopar_opt.core.files import COMMAND_LINE
         from autopar_opt.core.errors import SpecProblem

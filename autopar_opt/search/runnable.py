@@ -21,10 +21,12 @@ import time
 from dataclasses import dataclass, replace
 
 from autopar_opt.core.bounds import SearchStatus
+from autopar_opt.core.errors import SpecProblem
+from autopar_opt.core.files import COMMAND_LINE
 from autopar_opt.cost.params import CostParams
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
-from autopar_opt.ir.target import Target
+from autopar_opt.ir.target import Target, model_problem
 from autopar_opt.ir.training import SearchSpace, Training
 from autopar_opt.search.certificate import json_float
 from autopar_opt.search.engine import SearchOptions, SearchResult, run_search
@@ -49,6 +51,37 @@ def runnable_space(space: SearchSpace, framework: str, version: str = "",
         raise ValueError(f"unknown framework {framework!r}; use one of {', '.join(FRAMEWORKS)}")
     version = version or ("0.3" if framework == "torchtitan" else "")
     return replace(space, target=Target(framework, version, source))
+
+
+def runnable_problems(space: SearchSpace, graph: LayerGraph, option: str = "--runnable-by",
+                      value: str | None = None) -> list[SpecProblem]:
+    """Why the target ``option`` named cannot run this spec (empty: it can): the
+    rules the spec's stated ``target:`` is held to (``spec/build_run.py::build_target``),
+    for a target named on the command line. A model the framework cannot build, free
+    stage sizes, or a listed schedule it does not run would otherwise be searched
+    and the answer called runnable."""
+    target = space.runs_on
+    if target is None:
+        return []
+    fw, shown = target.label(), value if value is not None else target.framework
+    drop = f"drop {option} (the spec's own space is searched)"
+    why = model_problem(graph.layers, graph.is_chain())
+    if why:
+        return [SpecProblem(COMMAND_LINE, option, shown, f"{fw} cannot run this model: {why}",
+                            drop)]
+    out = []
+    if space.stage_devices == "free":
+        out.append(SpecProblem(COMMAND_LINE, option, shown, f"{fw} gives every pipeline stage "
+                               "the same devices, and the spec has search.stage_devices: free",
+                               f"set search.stage_devices: congruent, or {drop}"))
+    allowed = target.schedules()
+    dropped = [x.value for x in space.schedules if allowed is not None and x.value not in allowed]
+    if dropped:
+        runs = " / ".join(a for a in allowed if a != "interleaved")
+        out.append(SpecProblem(COMMAND_LINE, option, shown, f"{fw} does not run the "
+                               f"{', '.join(dropped)} schedule the spec's search.schedules lists",
+                               f"list only {runs} in search.schedules, or {drop}"))
+    return out
 
 
 @dataclass
@@ -116,4 +149,5 @@ def price_of_runnability(result: SearchResult, graph: LayerGraph, cluster: Clust
     return base
 
 
-__all__ = ["FRAMEWORKS", "TARGET_SHARE", "Runnability", "price_of_runnability", "runnable_space"]
+__all__ = ["FRAMEWORKS", "TARGET_SHARE", "Runnability", "price_of_runnability",
+           "runnable_problems", "runnable_space"]

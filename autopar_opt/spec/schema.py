@@ -504,7 +504,11 @@ class SpecFile(Section):
         "Training settings, or a path to a file holding them.", {"global_batch_size": 64})
     search: SearchSection = documented_field("Search space (defaults mirror SearchSpace).", {"pp_degrees": [1, 2]},
                                default_factory=SearchSection)
-    target: Optional[Union[Literal["megatron", "torchtitan", "deepspeed", "none"], TargetSection]] = \
+    # tagged like cost_model: a wrong name is one problem at `target` (not one per union member)
+    target: Optional[Annotated[Union[
+        Annotated[Literal["megatron", "torchtitan", "deepspeed", "none"], Tag("#name")],
+        Annotated[TargetSection, Tag("#mapping")]],
+        Discriminator(lambda v: "#mapping" if isinstance(v, (dict, TargetSection)) else "#name")]] = \
         documented_field(
             "The framework that will run the plan: the search space is exactly what it can run "
             "(one tp/cp/sp/ZeRO/ep/etp/recompute setting for the model, its schedules and stage "

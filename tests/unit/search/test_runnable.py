@@ -224,3 +224,49 @@ def test_cli_solve_reports_the_target_and_the_price(tmp_path):
     res = CliRunner().invoke(app, ["solve", str(spec)])
     assert res.exit_code == 0 and "runnable by megatron: price of runnability" in res.stdout
     assert "stages 0" in res.stdout or "stage 0" in res.stdout        # the degrees are named
+
+
+def test_runnable_by_a_framework_that_cannot_run_the_spec_names_option_value_rule_and_fix(tmp_path):
+    """--runnable-by is held to the rules of a stated ``target:``: a model the framework
+    cannot build (inception-v3 is not a chain), free stage sizes or a listed schedule it
+    does not run is exit 2 naming the option, its value, the rule and the fix; before,
+    the search ran and called its answer runnable."""
+    from support.cli import run_cli
+
+    spec = tmp_path / "inception.yaml"
+    spec.write_text("model: {zoo: inception-v3}\ncluster: {zoo: debug-2x4}\n"
+                    "training: {global_batch_size: 8}\n")
+    code, text = run_cli("solve", spec, "--runnable-by", "megatron", "--out", tmp_path / "out")
+    assert code == 2, text
+    assert "--runnable-by = 'megatron': megatron cannot run this model: it is not a chain" in text
+    assert "drop --runnable-by" in text and not (tmp_path / "out" / "plan.json").exists()
+    spec = tmp_path / "moe.yaml"
+    spec.write_text("model: {zoo: debug-moe, overrides: {num_layers: 2}}\n"
+                    "cluster: {zoo: debug-2x4}\ntraining: {global_batch_size: 8, runtime: torchtitan}\n"
+                    "search: {schedules: [gpipe, 1f1b], stage_devices: free}\n")
+    code, text = run_cli("solve", spec, "--runnable-by", "deepspeed")
+    assert code == 2, text
+    assert "--runnable-by = 'deepspeed': deepspeed gives every pipeline stage the same devices" in text
+    assert "set search.stage_devices: congruent" in text
+    assert "deepspeed does not run the gpipe schedule" in text and "list only 1f1b" in text
+
+
+def test_a_stated_target_that_cannot_run_or_does_not_exist_is_one_clear_problem(tmp_path):
+    """``target:`` errors name the file, key, value, rule and fix, one line each (a
+    wrong name was two lines naming pydantic's union members, 'target.literal[...]'
+    and 'target.TargetSection')."""
+    from support.cli import run_cli
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("model: {zoo: inception-v3}\ncluster: {zoo: debug-2x4}\n"
+                    "training: {global_batch_size: 8}\ntarget: megatron\n")
+    code, text = run_cli("solve", spec)
+    assert code == 2 and f"{spec}: target = 'megatron': megatron cannot run this model" in text
+    assert "use target: none (the free per-layer space)" in text
+    for value, key in (("alpa", "target"), ("3", "target"), ("{framework: megatorn}", "target.framework")):
+        spec.write_text("model: {zoo: debug}\ncluster: {zoo: debug-2x4}\n"
+                        f"training: {{global_batch_size: 8}}\ntarget: {value}\n")
+        code, text = run_cli("solve", spec)
+        assert code == 2 and "1 problem" in text, text
+        assert f"{spec}: {key} = " in text and "must be 'megatron', 'torchtitan', 'deepspeed' or 'none'" in text
+        assert "literal[" not in text and "TargetSection" not in text
