@@ -464,7 +464,7 @@ def _search(spec, options: SearchOptions, err: Console, show: bool, incumbent=No
     """Run the search with a progress bar: ``(result, runnability)``, the second
     None without a target (:func:`~autopar_opt.search.runnable.price_of_runnability`:
     under a target the free space is searched on the time the target's search
-    hands back, at least ``1 - TARGET_SHARE`` of the limit); None (after a
+    hands back, at most ``max(FREE_MIN_S, FREE_FACTOR x`` the target search's time)); None (after a
     message) when the backend is unusable."""
     from dataclasses import replace as _replace
 
@@ -481,11 +481,13 @@ def _search(spec, options: SearchOptions, err: Console, show: bool, incumbent=No
         result = run_search(spec.graph, spec.cluster, spec.training, spec.space, spec.cost_params,
                             _replace(options, time_limit_s=TARGET_SHARE * options.time_limit_s),
                             progress, incumbent=incumbent)
-        left = options.time_limit_s - (_now() - began)
+        took = _now() - began
+        left = options.time_limit_s - took
         if result.interrupted_by is not None:
             left = 0.0
         return result, price_of_runnability(result, spec.graph, spec.cluster, spec.training,
-                                            spec.space, spec.cost_params, options, left)
+                                            spec.space, spec.cost_params, options, left,
+                                            target_time_s=took)
 
     try:
         if not show:          # --json / --quiet: no bar to draw, rich is not imported for one

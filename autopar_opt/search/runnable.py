@@ -37,6 +37,13 @@ FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
 #: Share of the search time the target's own search may take before the free
 #: search for the price of runnability starts (it hands back what it does not use).
 TARGET_SHARE = 0.7
+#: The free space's search only prices the runnable answer (a side figure): it gets at
+#: most ``FREE_FACTOR`` times the runnable search's own time and at least ``FREE_MIN_S``
+#: seconds, within what the limit leaves, so a runnable optimum proven in seconds is not
+#: held back by a free space that is harder to prove (DeepSeek-V3 on 2,048 H800: the
+#: runnable search proved its optimum in 2.2 s, the uncapped free search then ran to
+#: the 120 s limit).
+FREE_MIN_S, FREE_FACTOR = 5.0, 1.0
 
 
 def runnable_space(space: SearchSpace, framework: str, version: str = "",
@@ -125,9 +132,12 @@ def _ratio(a: float | None, b: float | None) -> float:
 
 def price_of_runnability(result: SearchResult, graph: LayerGraph, cluster: Cluster,
                          training: Training, space: SearchSpace, params: CostParams,
-                         options: SearchOptions, time_left_s: float) -> Runnability | None:
-    """Search the free per-layer space (``target: none``) in ``time_left_s`` seconds
-    and set its certificate beside the runnable one; None without a target."""
+                         options: SearchOptions, time_left_s: float,
+                         target_time_s: float | None = None) -> Runnability | None:
+    """Search the free per-layer space (``target: none``) within ``time_left_s`` seconds
+    (and, given the runnable search's own time ``target_time_s``, within
+    ``max(FREE_MIN_S, FREE_FACTOR * target_time_s)``) and set its certificate beside
+    the runnable one; None without a target."""
     target = space.runs_on
     if target is None:
         return None
@@ -136,9 +146,11 @@ def price_of_runnability(result: SearchResult, graph: LayerGraph, cluster: Clust
     if time_left_s <= 0.05:
         base.note = "no time was left for the free space's search; a longer --time-limit prices it"
         return base
+    budget = time_left_s if target_time_s is None else min(
+        time_left_s, max(FREE_MIN_S, FREE_FACTOR * target_time_s))
     began = time.perf_counter()
     free = run_search(graph, cluster, training, replace(space, target=None), params,
-                      replace(options, time_limit_s=time_left_s))
+                      replace(options, time_limit_s=budget))
     fc = free.certificate
     status = free.status(options.rel_gap)
     base.free_primal, base.free_lower = fc.primal, fc.lower_bound
@@ -146,8 +158,12 @@ def price_of_runnability(result: SearchResult, graph: LayerGraph, cluster: Clust
     base.free_time_s = time.perf_counter() - began
     if free.interrupted_by is not None:
         base.note = "the free space's search was interrupted"
+    elif budget < time_left_s and base.free_status != "optimal":
+        base.note = (f"the free space's search was given {budget:.3g} s (a side figure: at most "
+                     f"the runnable search's time, at least {FREE_MIN_S:g} s); solve with "
+                     "target: none to certify the free space itself")
     return base
 
 
-__all__ = ["FRAMEWORKS", "TARGET_SHARE", "Runnability", "price_of_runnability",
+__all__ = ["FREE_FACTOR", "FREE_MIN_S", "FRAMEWORKS", "TARGET_SHARE", "Runnability", "price_of_runnability",
            "runnable_problems", "runnable_space"]
