@@ -248,7 +248,7 @@ def report(out: Path) -> None:
              "bert_l-6 and the ResNet-50 operator graph are exactly those ceilings). `anneal` "
              "also moves single classes between accelerators, so it is not bound by the block "
              "ceiling. GDP's per-node decoder (the default since issue 32), whose ceiling is the "
-             "optimum, is benchmarked in RESULTS_gdp.md.", "",
+             "optimum, is benchmarked by run_gdp.py (RESULTS_gdp.md).", "",
              "| instance | nodes | optimum (exact time) | searcher | ceiling / optimum | "
              "ratio @10 s | ratio @60 s | @60 s / ceiling | samples in 60 s |",
              "|---|---|---|---|---|---|---|---|---|"]
