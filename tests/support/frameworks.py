@@ -20,8 +20,10 @@ What each covers, and what it cannot:
   fields by their destinations (dashes to underscores, Megatron-LM's renames
   ``--num-experts`` → ``num_moe_experts``, ``--swiglu`` → ``gated_linear_unit``,
   ...). Not verified here: ``validate_args``' own rules (``--ckpt-format
-  fsdp_dtensor`` with Megatron-FSDP, ``CUDA_DEVICE_MAX_CONNECTIONS``); they are
-  checked once against a Megatron-LM checkout (benchmarks/runnable/VALIDATION.md).
+  fsdp_dtensor`` with Megatron-FSDP, ``CUDA_DEVICE_MAX_CONNECTIONS``): the exporter
+  follows them as read in Megatron-LM's ``megatron/training/arguments.py`` (cited in
+  autopar_opt/export/megatron.py), but Megatron-LM is not on PyPI and no test runs
+  them.
 * **torchtitan** (0.3.0): the exported config module is loaded by torchtitan's
   ``ConfigManager.parse_args(["--module", ..., "--config", ...])``; then
   ``ParallelDims.from_config`` (world size), the model config's
