@@ -1,8 +1,10 @@
 """Megatron-LM / Megatron-Core / Megatron-Bridge: plan → launch arguments, and arguments → plan.
 
 Argument names and rules are Megatron-LM's (``megatron/training/arguments.py``
-``parse_args`` / ``validate_args``, Megatron-Core 0.16; checked by running
-them on every golden export, tests/unit/export/test_framework_validation.py):
+``parse_args`` / ``validate_args``, read at NVIDIA/Megatron-LM main, 2026-11; Megatron-Core
+0.16's own configuration classes run on every golden export in
+tests/unit/export/test_framework_validation.py, ``validate_args`` itself does not: it is
+not on PyPI):
 
 * model: ``--num-layers --hidden-size --ffn-hidden-size --num-attention-heads``,
   GQA ``--group-query-attention --num-query-groups``, ``--kv-channels``,
@@ -25,8 +27,8 @@ them on every golden export, tests/unit/export/test_framework_validation.py):
 * precision ``--bf16`` / ``--fp16`` / ``--bf16 --fp8-format hybrid``;
 * ZeRO: ``--use-distributed-optimizer`` (ZeRO-1); ZeRO-2/3 through Megatron-FSDP
   ``--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads`` /
-  ``optim_grads_params``, which needs ``--ckpt-format fsdp_dtensor`` ("Megatron
-  FSDP only supports fsdp_dtensor checkpoint format") and
+  ``optim_grads_params``, which needs ``--ckpt-format fsdp_dtensor`` ("Megatron-FSDP
+  requires the `fsdp_dtensor` checkpointing format.", arguments.py) and
   ``CUDA_DEVICE_MAX_CONNECTIONS`` other than 1 ("FSDP always requires
   CUDA_DEVICE_MAX_CONNECTIONS value large than one"); tensor or context
   parallelism without FSDP needs it set to 1 on Hopper and earlier;
