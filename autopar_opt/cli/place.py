@@ -260,37 +260,59 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
     budget = None if time_limit_s is None else Budget(
         time_limit_s, started_at if started_at is not None else time.perf_counter())
     reserve = output_reserve_s(problem.num_nodes)
+    from autopar_opt.core.interrupts import InterruptGuard, SearchInterrupted, exit_code
     from autopar_opt.core.streams import stdout_to_stderr
 
-    with stdout_to_stderr():              # solver chatter never on stdout (--json)
-        result = solve_placement(problem, objective=objective, contiguous=cont, solver=name,
-                                 time_limit_s=None if budget is None
-                                 else max(0.0, budget.remaining() - reserve),
-                                 rel_gap=1e-6 if gap is None else gap)
-    result = keep_better(result, found)
-    doc = placement_document(result, expert, None if budget is None
-                             else budget.deadline - 0.5 * reserve)
-    if found is not None:
-        optimum = result.value if result.status == "optimal" else None
-        doc["searcher"] = searcher.block(found, result.lower_bound, optimum)
-    if out_dir:
+    began = time.perf_counter()
+    with InterruptGuard() as guard:       # Ctrl-C, SIGTERM, SIGHUP: the document is still written
         try:
-            _write_outputs(doc, Path(out_dir))
-        except OSError as exc:
-            typer.echo(f"error: cannot write to {out_dir} ({exc})", err=True)
-            return 2
-    if json_output:
-        summary = _json_summary(doc)
-        if "searcher" in doc:
-            summary["searcher"] = doc["searcher"]
-        typer.echo(json.dumps(summary, indent=2))
-    elif not quiet:
-        typer.echo(_text(doc))
-        if "searcher" in doc:
-            from rich.console import Console
+            with stdout_to_stderr():      # solver chatter never on stdout (--json)
+                result = solve_placement(problem, objective=objective, contiguous=cont,
+                                         solver=name, time_limit_s=None if budget is None
+                                         else max(0.0, budget.remaining() - reserve),
+                                         rel_gap=1e-6 if gap is None else gap)
+        except SearchInterrupted:
+            result = interrupted_result(problem, objective, cont, guard.signum,
+                                        time.perf_counter() - began)
+        guard.defer()                     # a second signal must not cut the outputs short
+        result = keep_better(result, found)
+        doc = placement_document(result, expert, None if budget is None
+                                 else budget.deadline - 0.5 * reserve)
+        if found is not None:
+            optimum = result.value if result.status == "optimal" else None
+            doc["searcher"] = searcher.block(found, result.lower_bound, optimum)
+        if out_dir:
+            try:
+                _write_outputs(doc, Path(out_dir))
+            except OSError as exc:
+                typer.echo(f"error: cannot write to {out_dir} ({exc})", err=True)
+                return 2
+        if json_output:
+            summary = _json_summary(doc)
+            if "searcher" in doc:
+                summary["searcher"] = doc["searcher"]
+            typer.echo(json.dumps(summary, indent=2))
+        elif not quiet:
+            typer.echo(_text(doc))
+            if "searcher" in doc:
+                from rich.console import Console
 
-            searcher.summary(doc["searcher"], Console())
+                searcher.summary(doc["searcher"], Console())
+    if guard.interrupted:
+        return exit_code(guard.signum)
     return EXIT_CODES.get(result.status, 4)
+
+
+def interrupted_result(problem, objective: str, contiguous: bool, signum: int | None,
+                       wall_time_s: float) -> PlacementResult:
+    """The answer of a placement a stop signal cut before it returned: no placement
+    from the exact side (a searcher's, if any, is kept by :func:`keep_better`) and the
+    bound every placement has (0: loads and latencies are non-negative)."""
+    return PlacementResult(problem, objective, contiguous, math.inf, 0.0, "no_solution",
+                           "interrupted", None, None, wall_time_s,
+                           {"stopped": f"interrupted by signal {signum} before the placement "
+                                       "search answered; run it again (with --time-limit to "
+                                       "get its best placement within a budget)"})
 
 
 def _write_outputs(doc: dict, out: Path) -> None:

@@ -1,0 +1,42 @@
+"""A stop signal during `autopar place` still answers (issue 35 point 2): the exit code
+is 128 + the signal, placement.json and the report are written, the JSON is printed,
+and the bound stays valid. A placement that was still searching when the signal came
+answers with no placement and the bound 0 (loads are non-negative), saying why."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from support.cli import run_cli
+from support.paths import DATA
+
+BERT24 = DATA / "placement" / "throughput" / "LayerGraphs_bert24_inference.json"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_mid_search_still_writes_the_document(sig, tmp_path, monkeypatch):
+    def slow_search(*args, **kwargs):
+        os.kill(os.getpid(), sig)
+        time.sleep(30)                    # the handler interrupts this
+        pytest.fail("the search went on after the stop signal")
+    monkeypatch.setattr("autopar_opt.cli.place.solve_placement", slow_search)
+    out = tmp_path / "out"
+    code, text = run_cli("place", BERT24, "--json", "--out", out)
+    assert code == 128 + sig
+    doc = json.loads((out / "placement.json").read_text())
+    assert doc["status"] == "no_solution" and doc["lower_bound"] == 0.0
+    assert f"interrupted by signal {int(sig)}" in doc["details"]["stopped"]
+    assert (out / "report.html").stat().st_size > 0
+    summary = json.loads(text[text.index("{"):])
+    assert summary["status"] == "no_solution"
+
+
+def test_without_a_signal_place_answers_as_before(tmp_path):
+    code, text = run_cli("place", BERT24, "--json", "--out", tmp_path / "out")
+    assert code == 0
+    assert json.loads(text[text.index("{"):])["status"] == "optimal"
