@@ -72,7 +72,7 @@ def main() -> int:
                 "free_status": run.get("free_status", "-"),
                 "price": (run.get("price_low"), run.get("price_high")),
                 "plan": _degrees(doc.get("plan")), "load": load,
-                "command": r["command"],
+                "command": r["command"].replace(f"{ROOT}/", ""),   # no machine path in the record
                 "configs": len(cert.get("configurations") or []),
             })
             print(rows[-1]["example"], target, rows[-1]["status"], _f(rows[-1]["gap"]),
