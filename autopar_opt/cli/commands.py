@@ -57,7 +57,7 @@ COMMON_FLAGS: dict[str, tuple[str, ...]] = {
     "report": ("--quiet",),
     "export": (),
     "schema": (),
-    "pretrain": ("--json", "--out", "--seed"),      # --out: the policy file it writes
+    "pretrain": ("--json", "--quiet", "--out", "--seed"),   # --out: the policy file it writes
 }
 
 
@@ -474,14 +474,17 @@ def pretrain(graphs: list[str] = typer.Argument(..., metavar="SPEC...",
              contiguous: Optional[bool] = typer.Option(None, "--contiguous/--no-contiguous",
                                                        help="Placement variant (default: each "
                                                             "spec's, else contiguous)."),
-             json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON.")
+             json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+             quiet: bool = typer.Option(False, "--quiet", help="No summary (the policy file and "
+                                        "the exit code only; --json still prints its JSON).")
              ) -> int:
     """Pre-train GDP's placement policy on several graphs (batch training) and write it,
     for `autopar place --searcher gdp --policy FILE` (needs the learn extra)."""
     from autopar_opt.cli.pretrain import pretrain_command
 
     with locked_out(out, "--out", single_file=True):
-        return pretrain_command(graphs, out, budget_s, iterations, seed, contiguous, json_output)
+        return pretrain_command(graphs, out, budget_s, iterations, seed, contiguous, json_output,
+                                quiet)
 
 
 @app.command("capacity")

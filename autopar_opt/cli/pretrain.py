@@ -11,7 +11,8 @@ import typer
 
 
 def pretrain_command(graphs: list[str], out: str, budget_s: float, iterations: int | None,
-                     seed: int, contiguous: bool | None, json_output: bool) -> int:
+                     seed: int, contiguous: bool | None, json_output: bool,
+                     quiet: bool = False) -> int:
     """The body of ``autopar pretrain`` (option and spec errors: exit code 2, before any work)."""
     from autopar_opt.cli import options as opt
     from autopar_opt.core.errors import SpecProblem
@@ -48,7 +49,7 @@ def pretrain_command(graphs: list[str], out: str, budget_s: float, iterations: i
         return 2
     if json_output:
         typer.echo(json.dumps({"policy": out, **summary}, indent=2))
-    else:
+    elif not quiet:
         typer.echo(f"pre-trained GDP's placement policy on {len(loaded)} graphs "
                    f"({', '.join(summary['trained_on'])}): {summary['iterations']} PPO iterations "
                    f"in {summary['wall_s']:.1f} s, seed {seed}\nwrote {out}")

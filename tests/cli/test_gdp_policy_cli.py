@@ -76,3 +76,10 @@ def test_pretrain_refuses_a_bad_output_and_a_bad_graph(tmp_path):
     assert code == 2 and "nope.json" in out and not (tmp_path / "p.pt").exists()
     code, out = run_cli("pretrain", BERT24, "--out", BERT24, "--iterations", "1")
     assert code == 2 and "overwrite" in out
+
+
+def test_pretrain_quiet_writes_the_policy_and_prints_nothing(tmp_path):
+    """--quiet, a common flag (COMMON_FLAGS): the policy file and the exit code only."""
+    path = tmp_path / "quiet.pt"
+    code, out = run_cli("pretrain", BERT24, "--out", path, "--iterations", "1", "--quiet")
+    assert code == 0 and out.strip() == "" and path.stat().st_size > 0
