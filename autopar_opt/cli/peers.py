@@ -20,18 +20,9 @@ from autopar_opt import __version__
 from autopar_opt.peers.outcome import PeerOutcome
 from autopar_opt.peers.pase.format import pase_objective
 from autopar_opt.peers.spec import PeerSpec
-from autopar_opt.core.result import Termination, relative_gap
+from autopar_opt.core.result import Termination, json_float, relative_gap
 
 EXIT = {"optimal": 0, "feasible": 0, "infeasible": 3, "no_plan": 4}
-
-
-def json_float(x: float | None) -> float | str | None:
-    """JSON has no infinity: ±inf as the strings "inf"/"-inf" (as in our own plan.json)."""
-    if x is None:
-        return None
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return float(x)
 
 
 def _status(res: PeerOutcome, rel_gap: float) -> str:

@@ -10,7 +10,7 @@ break an older reader.
 Non-finite numbers have one encoding (docs/DESIGN.md §4): JSON has no
 infinity, so ``±inf`` and NaN are written as the strings ``"inf"``,
 ``"-inf"`` and ``"nan"`` (:data:`JsonFloat`; the search writes them with
-``autopar_opt.search.certificate.json_float``).
+``autopar_opt.core.result.json_float``).
 """
 
 from __future__ import annotations

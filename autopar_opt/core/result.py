@@ -15,6 +15,19 @@ from enum import Enum
 from typing import Any
 
 
+def json_float(x: float | None) -> float | str | None:
+    """JSON has no infinity: write ±inf as the strings ``"inf"``/``"-inf"`` (and NaN
+    as ``"nan"``); the one encoding of every JSON document the tool writes
+    (plan.json, placement.json, peer and operator-sharding documents; docs/DESIGN.md §4)."""
+    if x is None:
+        return None
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if math.isnan(x):
+        return "nan"
+    return float(x)
+
+
 class ProblemClass(str, Enum):
     """What a backend accepts (declared as data; the registry checks it)."""
 

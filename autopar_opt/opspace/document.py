@@ -8,16 +8,7 @@ import datetime as _dt
 import math
 from typing import Any
 
-from autopar_opt.core.result import relative_gap
-
-
-def json_float(x: float | None) -> float | str | None:
-    """JSON has no infinity: ±inf as the strings "inf"/"-inf" (as in every plan.json)."""
-    if x is None:
-        return None
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return float(x)
+from autopar_opt.core.result import json_float, relative_gap
 
 
 def _metrics(m: Any, batch: int) -> dict:

@@ -68,7 +68,7 @@ class MeshOutcome:
     stats: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        from autopar_opt.opspace.document import json_float
+        from autopar_opt.core.result import json_float
         return {"mesh": list(self.mesh.shape), "replicas": self.mesh.replicas, "status": self.status, "value": json_float(self.value),
                 "lower_bound": json_float(self.lower_bound), "wall_time_s": round(self.wall_time_s, 4),
                 "method": self.method, "message": self.message, "stats": self.stats}

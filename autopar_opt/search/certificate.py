@@ -14,20 +14,10 @@ import math
 from dataclasses import dataclass, field
 
 from autopar_opt.core.bounds import Bounds, Status, clamp_to_primal
-from autopar_opt.core.result import relative_gap
+from autopar_opt.core.result import json_float, relative_gap  # noqa: F401 (json_float: this module's name for it)
 from autopar_opt.search.configs import OuterConfig
 
 
-def json_float(x: float | None) -> float | str | None:
-    """JSON has no infinity: write ±inf as the strings ``"inf"``/``"-inf"`` (and NaN
-    as ``"nan"``); the one encoding of ``plan.json`` (docs/DESIGN.md §4)."""
-    if x is None:
-        return None
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    if math.isnan(x):
-        return "nan"
-    return float(x)
 
 
 @dataclass
