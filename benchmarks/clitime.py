@@ -51,19 +51,17 @@ def commit() -> str:
     return head + ("-dirty" if dirty else "")
 
 
-def run_cli(args: list, timeout_s: float = 900.0, cwd: Path | None = None) -> dict:
-    """Run ``autopar ARGS`` and measure it.
-
-    Returns ``{"command", "exit_code", "timed_out", "wall_s", "cpu_s",
-    "peak_rss_mib", "load_before", "json", "stderr_tail"}``; ``json`` is the
-    parsed stdout when it is one JSON document (``--json``), else None. A
-    command still running after ``timeout_s`` is killed (``timed_out`` true).
-    """
-    cmd = [str(AUTOPAR), *map(str, args)]
-    load = load_average()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+def run_process(cmd: list, timeout_s: float, cwd: Path | None = None,
+                stdin: Path | None = None) -> dict:
+    """Run ``cmd`` (its input read from the file ``stdin``, if given) and measure it:
+    ``{"exit_code", "timed_out", "wall_s", "cpu_s", "peak_rss_mib", "stdout",
+    "stderr"}`` (the two outputs as bytes). The child's own CPU and peak memory
+    (``os.wait4``); a process still running after ``timeout_s`` is killed."""
+    with open(stdin, "rb") if stdin is not None else open(os.devnull, "rb") as inp, \
+            tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=str(cwd or ROOT))
+        proc = subprocess.Popen([str(c) for c in cmd], stdin=inp, stdout=out, stderr=err,
+                                cwd=None if cwd is None else str(cwd))
         killer = threading.Timer(timeout_s, proc.kill)
         killer.start()
         try:
@@ -71,16 +69,28 @@ def run_cli(args: list, timeout_s: float = 900.0, cwd: Path | None = None) -> di
         finally:
             killer.cancel()
         wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
+    return {"exit_code": os.waitstatus_to_exitcode(status), "timed_out": wall >= timeout_s,
+            "wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "stdout": stdout, "stderr": stderr}
+
+
+def run_cli(args: list, timeout_s: float = 900.0, cwd: Path | None = None) -> dict:
+    """Run ``autopar ARGS`` and measure it (:func:`run_process`).
+
+    Returns ``{"command", "exit_code", "timed_out", "wall_s", "cpu_s",
+    "peak_rss_mib", "load_before", "json", "stderr_tail"}``; ``json`` is the
+    parsed stdout when it is one JSON document (``--json``), else None. A
+    command still running after ``timeout_s`` is killed (``timed_out`` true).
+    """
+    load = load_average()
+    r = run_process([AUTOPAR, *args], timeout_s, cwd or ROOT)
+    stdout, stderr = r.pop("stdout"), r.pop("stderr")
     try:
         doc = json.loads(stdout.decode()) if stdout.lstrip().startswith(b"{") else None
     except ValueError:
         doc = None
-    return {"command": "autopar " + " ".join(map(str, args)), "exit_code": proc.returncode,
-            "timed_out": wall >= timeout_s, "wall_s": round(wall, 3),
-            "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "load_before": load,
+    return {"command": "autopar " + " ".join(map(str, args)), **r, "load_before": load,
             "json": doc, "stderr_tail": stderr.decode(errors="replace")[-400:]}

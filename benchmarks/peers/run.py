@@ -42,14 +42,13 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
-from clitime import commit, load_average, run_cli  # noqa: E402
+from clitime import commit, load_average, run_cli, run_process  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "peers"
 PIPER_K = [2, 4, 8, 16, 32, 64, 128, 512, 1024]
@@ -83,21 +82,10 @@ int main(int argc, char **argv) {
 
 def timed(cmd: list[str], limit_s: float, cwd: Path | None = None) -> dict:
     """Wall clock, CPU and peak memory of one process (killed after ``limit_s``)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd)
-        killer = threading.Timer(limit_s, proc.kill)
-        killer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            killer.cancel()
-        wall = time.perf_counter() - start
-        out.seek(0)
-        text = out.read().decode(errors="replace")
-    return {"wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "timed_out": wall >= limit_s,
-            "exit_code": os.waitstatus_to_exitcode(status), "stdout": text[-2000:]}
+    r = run_process(cmd, limit_s, cwd)
+    r["stdout"] = r["stdout"].decode(errors="replace")[-2000:]
+    del r["stderr"]
+    return r
 
 
 def build_piper(src: Path, work: Path) -> Path:

@@ -23,41 +23,28 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
-from clitime import commit, load_average, run_cli  # noqa: E402
+from clitime import commit, load_average, run_cli, run_process  # noqa: E402
 
 SHIPPED = ROOT / "tests" / "data" / "placement"
 
 
 def timed(cmd: list[str], stdin: Path, limit_s: float) -> dict:
-    with open(stdin, "rb") as inp, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdin=inp, stdout=out, stderr=err)
-        killer = threading.Timer(limit_s, proc.kill)
-        killer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            killer.cancel()
-        wall = time.perf_counter() - start
-        out.seek(0)
-        text = out.read().decode(errors="replace")
+    """The C++ DP on ``stdin`` (:func:`clitime.run_process`) and the max load it prints."""
+    r = run_process(cmd, limit_s, stdin=stdin)
+    text = r.pop("stdout").decode(errors="replace")
+    del r["stderr"]
     value = re.findall(r'"maxLoad"\s*:\s*([0-9.eE+-]+)', text)
-    return {"wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "timed_out": wall >= limit_s,
-            "exit_code": os.waitstatus_to_exitcode(status),
-            "max_load": float(value[0]) if value else None}
+    return {**r, "max_load": float(value[0]) if value else None}
 
 
 def instances(dp_src: Path | None) -> list[tuple[Path, bool]]:
