@@ -1,4 +1,4 @@
-"""``autopar calibrate RUNS.yaml [--json] [--fit --output FILE] [--cross-validate family]``.
+"""``autopar calibrate RUNS.yaml [--json] [--fit --out FILE] [--cross-validate family]``.
 
 Prints one row per record (predicted vs measured samples/s, relative error,
 memory) and summary statistics, the leave-one-family-out table with
@@ -102,21 +102,21 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
 
     if fit and not output:
         refuse("autopar calibrate: --fit writes the fitted parameters to a file you name: add "
-               "--output FILE (then point a spec's `cost_model:` at it)", COMMAND_LINE,
+               "--out FILE (then point a spec's `cost_model:` at it)", COMMAND_LINE,
                "--fit writes the fitted parameters to a file you name",
-               "add --output FILE (then point a spec's `cost_model:` at it)", key="--fit",
+               "add --out FILE (then point a spec's `cost_model:` at it)", key="--fit",
                value=True, kind="invalid option")
     if output and not fit:
-        refuse(f"autopar calibrate: --output {output}: only --fit writes a file (the fitted "
-               "parameters); add --fit, or drop --output to compare only", COMMAND_LINE,
+        refuse(f"autopar calibrate: --out {output}: only --fit writes a file (the fitted "
+               "parameters); add --fit, or drop --out to compare only", COMMAND_LINE,
                "only --fit writes a file (the fitted parameters)",
-               "add --fit, or drop --output to compare only", key="--output", value=output,
+               "add --fit, or drop --out to compare only", key="--out", value=output,
                kind="invalid option")
     if fit:                                      # before the fit, not after it (issue 15)
         from autopar_opt.cli import options as opt
         from autopar_opt.core.files import check_output_file
 
-        opt.raise_if_any(check_output_file(output, "--output", (runs_path,)))
+        opt.raise_if_any(check_output_file(output, "--out", (runs_path,)))
     if cross_validate is not None and cross_validate != "family":
         refuse(f"autopar calibrate: --cross-validate {cross_validate!r} is not supported; the "
                "only grouping is 'family' (leave one source family out)", COMMAND_LINE,
@@ -165,9 +165,9 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
         try:
             written = write_params(report, output)
         except OSError as exc:
-            refuse(f"autopar calibrate: --output {output}: cannot write ({exc.strerror or exc})",
+            refuse(f"autopar calibrate: --out {output}: cannot write ({exc.strerror or exc})",
                    COMMAND_LINE, f"cannot write ({exc.strerror or exc})",
-                   "choose a file in a directory you can write to", key="--output", value=output)
+                   "choose a file in a directory you can write to", key="--out", value=output)
     code = 0 if report.complete else EXIT_INCOMPLETE
     if report.families_left_out:
         print(f"autopar calibrate: --time-limit {time_limit_s:g} ran out before the "

@@ -42,7 +42,8 @@ EXIT_USAGE = 2
 #: The common flags, with the same meaning wherever they appear, and the commands that
 #: honour them (README "Common flags"; tests/cli check every command declares its own):
 #: ``--json`` machine-readable output (errors too, as {"error": ...} on stdout),
-#: ``--quiet`` no display or summary, ``--out`` an output folder, ``--time-limit`` a
+#: ``--quiet`` no display or summary, ``--out`` what the command writes (a folder, or the
+#: one file of export, report, calibrate --fit and pretrain), ``--time-limit`` a
 #: wall-clock budget for the whole command, ``--seed`` the seed of a randomised searcher.
 #: A command not listed for a flag has nothing it could do with it (``estimate`` writes
 #: no files and has no search to limit; ``capacity`` has no randomised searcher).
@@ -50,14 +51,24 @@ COMMON_FLAGS: dict[str, tuple[str, ...]] = {
     "solve": ("--json", "--quiet", "--out", "--time-limit", "--seed"),
     "place": ("--json", "--quiet", "--out", "--time-limit", "--seed"),
     "capacity": ("--json", "--quiet", "--out", "--time-limit"),
-    "calibrate": ("--json", "--quiet", "--time-limit"),
+    "calibrate": ("--json", "--quiet", "--out", "--time-limit"),   # --out: the fit (--fit)
     "estimate": ("--json",),
     "model": ("--json",),
     "zoo list": ("--json",),
-    "report": ("--quiet",),
-    "export": (),
+    "report": ("--json", "--quiet", "--out"),                   # --out: the HTML file
+    "export": ("--json", "--out"),                              # --out: the configuration file
     "schema": (),
-    "pretrain": ("--json", "--quiet", "--out", "--seed"),   # --out: the policy file it writes
+    "pretrain": ("--json", "--quiet", "--out", "--time-limit", "--seed"),   # --out: the policy
+}
+
+#: Older spellings kept as aliases of a common flag, by command: the output file of
+#: ``export``, ``report`` and ``calibrate`` was ``-o/--output`` (same option, same value);
+#: ``pretrain --budget-s`` is a deprecated alias of its ``--time-limit`` (it says so).
+FLAG_ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
+    "export": {"--out": ("-o", "--output")},
+    "report": {"--out": ("-o", "--output")},
+    "calibrate": {"--out": ("-o", "--output")},
+    "pretrain": {"--time-limit": ("--budget-s",)},
 }
 
 
@@ -244,61 +255,6 @@ def model(path: str = typer.Argument(..., metavar="SPEC_OR_CONFIG",
     return 0
 
 
-@app.command("export")
-@guarded
-def export(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="plan.json of `autopar solve` "
-                                           "(or the JSON of `autopar estimate --json`)."),
-           target: str = typer.Option(..., "--to", help="megatron | megatron-bridge | torchtitan "
-                                      "| deepspeed"),
-           output: Optional[str] = typer.Option(None, "-o", "--output", help="File to write "
-                                                "(default: stdout)."),
-           spec_path: Optional[str] = typer.Option(None, "--spec", help="The spec the plan was "
-                                                   "solved from (default: the path in plan.json)."),
-           version: Optional[str] = typer.Option(None, "--framework-version", help="torchtitan: "
-                                                 "0.3 (Python config module, default) or 0.2 "
-                                                 "(TOML job file); default: the plan's target")
-           ) -> int:
-    """Write the plan as Megatron-LM arguments, Megatron-Bridge overrides, a torchtitan
-    job config or a DeepSpeed JSON config."""
-    from autopar_opt.cli.export import export_command
-
-    with locked_out(output, "--output", single_file=True):
-        return export_command(plan_json, target, output, spec_path, version)
-
-
-@app.command("calibrate")
-@guarded
-def calibrate(ctx: typer.Context,
-              runs_path: str = typer.Argument(..., metavar="RUNS.yaml",
-                                              help="Measured runs to compare with."),
-              json_output: bool = typer.Option(False, "--json", help="Print JSON."),
-              fit: bool = typer.Option(False, "--fit", help="Fit the cost-model parameters "
-                                       "(needs --output)."),
-              output: Optional[str] = typer.Option(None, "--output", "-o",
-                                                   help="File the fitted parameters are written "
-                                                        "to (a spec's cost_model: can name it)."),
-              cross_validate: Optional[str] = typer.Option(
-                  None, "--cross-validate", metavar="family",
-                  help="Leave one source family out: fit on the others, predict it, for every "
-                       "family."),
-              time_limit_s: Optional[float] = typer.Option(
-                  None, "--time-limit", help="Wall-clock budget of the whole command, s; a fit it "
-                  "stops writes nothing, a cross-validation it cuts lists the families left out "
-                  "(exit 4)."),
-              quiet: bool = typer.Option(False, "--quiet", help="No table (messages and the exit "
-                                         "code only; --json still prints its JSON).")) -> int:
-    """Compare the cost model with measured runs (optionally fit it, validate out of sample).
-
-    Exit codes: 0 done, 2 bad input, 4 the time limit stopped the fit or the
-    cross-validation."""
-    from autopar_opt.cli.calibrate import calibrate_command
-
-    started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
-    with locked_out(output if fit else None, "--output", single_file=True):
-        return calibrate_command(runs_path, json_output, fit, output, cross_validate,
-                                 time_limit_s, started_at, quiet)
-
-
 @app.command("solve")
 @guarded
 def solve(ctx: typer.Context,
@@ -460,33 +416,6 @@ def place(ctx: typer.Context,
                              started_at=started_at)
 
 
-@app.command("pretrain")
-@guarded
-def pretrain(graphs: list[str] = typer.Argument(..., metavar="SPEC...",
-                                                 help="Placement specs or public-format JSON "
-                                                      "graphs to train on."),
-             out: str = typer.Option(..., "--out", help="Policy file to write."),
-             budget_s: float = typer.Option(60.0, "--budget-s", help="Training time, s."),
-             iterations: Optional[int] = typer.Option(None, "--iterations", min=1,
-                                                      help="Stop after this many PPO updates."),
-             seed: int = typer.Option(0, "--seed", min=0, help="Seed (runs are reproducible "
-                                      "with --iterations)."),
-             contiguous: Optional[bool] = typer.Option(None, "--contiguous/--no-contiguous",
-                                                       help="Placement variant (default: each "
-                                                            "spec's, else contiguous)."),
-             json_output: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
-             quiet: bool = typer.Option(False, "--quiet", help="No summary (the policy file and "
-                                        "the exit code only; --json still prints its JSON).")
-             ) -> int:
-    """Pre-train GDP's placement policy on several graphs (batch training) and write it,
-    for `autopar place --searcher gdp --policy FILE` (needs the learn extra)."""
-    from autopar_opt.cli.pretrain import pretrain_command
-
-    with locked_out(out, "--out", single_file=True):
-        return pretrain_command(graphs, out, budget_s, iterations, seed, contiguous, json_output,
-                                quiet)
-
-
 @app.command("capacity")
 @guarded
 def capacity(ctx: typer.Context,
@@ -516,19 +445,6 @@ def capacity(ctx: typer.Context,
     with locked_out(out_dir):
         return capacity_command(sweep_path, engine, workers, out_dir, json_output, quiet, store,
                                 time_limit_s, started_at)
-
-
-@app.command("report")
-@guarded
-def report(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="Result JSON of solve."),
-           output: str = typer.Option(..., "-o", "--output", help="HTML file to write."),
-           quiet: bool = typer.Option(False, "--quiet", help="No 'wrote ...' line.")) -> int:
-    """Render a solve result as an HTML report (a peer problem's plan.json or a
-    placement.json: their own report)."""
-    from autopar_opt.cli.report import report_command
-
-    with locked_out(output, "--output", single_file=True):
-        return report_command(plan_json, output, quiet)
 
 
 def main() -> None:
@@ -564,6 +480,13 @@ def _skip_exit_collection() -> None:
     import gc
 
     gc.freeze()
+
+
+# The commands that write one file (export, report, calibrate --fit, pretrain), in their own
+# module (kept apart so that this one stays small), registered on this module's ``app``.
+from autopar_opt.cli.file_commands import register as _register_file_commands  # noqa: E402
+
+_register_file_commands(app)
 
 
 if __name__ == "__main__":

@@ -78,6 +78,18 @@ def _json_value(value: Any) -> Any:
     return value if len(text) <= 400 else repr(value)[:200]
 
 
+def emit(exc: CommandError, as_json: bool) -> int:
+    """Print ``exc`` as :func:`autopar_opt.cli.guard.guarded` does (its text on stderr and,
+    with ``--json``, its JSON object on stdout) and return its exit code: for the command
+    bodies that return their code instead of raising (``export``, ``report``)."""
+    import typer
+
+    typer.echo(exc.text(), err=True)
+    if as_json:
+        typer.echo(json.dumps(exc.document(), indent=2))
+    return exc.exit_code
+
+
 def fail(file: str, rule: str, fix: str, *, key: str = "", value: Any = None,
          kind: str = "error", exit_code: int = EXIT_USAGE) -> NoReturn:
     """Raise a :class:`CommandError` with one problem."""

@@ -6,23 +6,53 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import typer
 
+from autopar_opt.cli.budget import Budget
 
-def pretrain_command(graphs: list[str], out: str, budget_s: float, iterations: int | None,
+
+#: The training budget when neither --time-limit nor the deprecated --budget-s is given, s.
+DEFAULT_TIME_LIMIT_S = 60.0
+
+
+def training_budget(time_limit_s: float | None, budget_s: float | None,
+                    started_at: float | None) -> Budget:
+    """The command's wall-clock budget from ``--time-limit`` (or the deprecated ``--budget-s``,
+    which says so on stderr), counted from ``started_at`` (the process's start; now if
+    unknown). Both given, or a value that is not a positive number of seconds: exit 2."""
+    from autopar_opt.cli import options as opt
+    from autopar_opt.core.errors import SpecProblem
+    from autopar_opt.core.files import COMMAND_LINE
+
+    if time_limit_s is not None and budget_s is not None:
+        raise opt.OptionError([SpecProblem(COMMAND_LINE, "--budget-s", budget_s, "is the "
+                                           "deprecated spelling of --time-limit, and both are "
+                                           "given", "give --time-limit only")])
+    key = "--time-limit"
+    if budget_s is not None:
+        typer.echo("note: pretrain's --budget-s is deprecated; use --time-limit (the same "
+                   "budget, the common flag of the commands that search)", err=True)
+        key, time_limit_s = "--budget-s", budget_s
+    total = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
+    if not (math.isfinite(total) and total > 0):
+        raise opt.OptionError([SpecProblem(COMMAND_LINE, key, total, "must be a positive "
+                                           "number of seconds", "use e.g. --time-limit 60")])
+    return Budget(total, time.perf_counter() if started_at is None else started_at)
+
+
+def pretrain_command(graphs: list[str], out: str, budget: Budget, iterations: int | None,
                      seed: int, contiguous: bool | None, json_output: bool,
                      quiet: bool = False) -> int:
-    """The body of ``autopar pretrain`` (option and spec errors: exit code 2, before any work)."""
+    """The body of ``autopar pretrain`` (option and spec errors: exit code 2, before any work).
+    Training gets what is left of ``budget`` once the specs are read."""
     from autopar_opt.cli import options as opt
     from autopar_opt.core.errors import SpecProblem
     from autopar_opt.core.files import COMMAND_LINE, check_output_file
     from autopar_opt.learn.base import INSTALL_HINT, torch_available
 
     problems = [*check_output_file(out, "--out", inputs=tuple(graphs))]
-    if not (math.isfinite(budget_s) and budget_s > 0):
-        problems.append(SpecProblem(COMMAND_LINE, "--budget-s", budget_s,
-                                    "must be a positive number of seconds", "use e.g. --budget-s 60"))
     if not torch_available():
         problems.append(SpecProblem(COMMAND_LINE, "pretrain", None, "needs PyTorch", INSTALL_HINT))
     opt.raise_if_any(problems)
@@ -39,9 +69,17 @@ def pretrain_command(graphs: list[str], out: str, budget_s: float, iterations: i
     from autopar_opt.learn.policy_file import save_policy
 
     cont = variants.pop()
-    agent, summary = pretrain([p for p, _ in loaded], budget_s=budget_s, iterations=iterations,
+    agent, summary = pretrain([p for p, _ in loaded], budget_s=max(0.0, budget.remaining()),
+                              iterations=iterations,
                               seed=seed, contiguous=cont)
     summary["contiguous"] = cont
+    if summary["iterations"] == 0:         # the limit was spent before one update: no policy
+        from autopar_opt.cli.errors import EXIT_NO_RESULT, fail
+
+        fail(COMMAND_LINE, f"the time limit ({budget.total_s:g} s from the command's start) was "
+             "spent before the first PPO update; nothing was written", "give a longer "
+             "--time-limit", key="--time-limit", value=budget.total_s, kind="no result",
+             exit_code=EXIT_NO_RESULT)
     try:
         save_policy(agent.policy, out, meta=summary)
     except OSError as exc:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-import sys
+import json
+from typing import Any
 
+from autopar_opt.cli.errors import CommandError, emit
+from autopar_opt.core.errors import SpecProblem
 from autopar_opt.spec.doc_kinds import (is_capacity, is_estimate, is_fleet, is_operator_sharding,
                                         is_placement, peer_format)
 from autopar_opt.reports.document import ReportInputError
@@ -13,24 +16,40 @@ EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 
 
-def _fail(plan_json: str, message: str) -> int:
-    print(f"autopar report: {plan_json}: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+class _Refused(CommandError):
+    """A refusal of ``report``: its text (``autopar report: FILE: rule; fix``) on stderr,
+    its fields in the JSON error object of ``--json``."""
 
 
-def _write(plan_json: str, html: str, output: str, what: str = "", quiet: bool = False) -> int:
+def _fail(plan_json: str, rule: str, fix: str = "", key: str = "", value: Any = None,
+          problems: list[SpecProblem] | None = None) -> Any:
+    """Raise the refusal of ``plan_json`` (``problems``: a reader's own, else one from
+    ``rule`` and ``fix``)."""
+    err = _Refused(problems or [SpecProblem(plan_json, key, value, rule, fix)], "invalid input",
+                   EXIT_BAD_INPUT)
+    err.message = f"autopar report: {plan_json}: {rule}" + (f"; {fix}" if fix else "")
+    raise err
+
+
+def _write(plan_json: str, html: str, output: str, what: str = "", quiet: bool = False,
+           json_output: bool = False) -> int:
     """Write ``html`` to ``output`` atomically and say so (``what``: the kind
-    of document, printed after the path); exit 2 naming the file if it cannot."""
+    of document, printed after the path; with ``json_output`` as one JSON object
+    ``{"wrote", "kind", "bytes", "input"}``); exit 2 naming the file if it cannot."""
     try:
         write_atomic(html, output)
     except OSError as exc:
-        return _fail(plan_json, f"cannot write the report to {output} ({exc})")
-    if not quiet:
+        _fail(plan_json, f"cannot write the report to {output} ({exc})",
+              "choose a file in a directory you can write to", key="--out", value=output)
+    if json_output:
+        print(json.dumps({"wrote": output, "kind": what or "plan", "input": plan_json,
+                          "bytes": len(html.encode("utf-8"))}, indent=2))
+    elif not quiet:
         print(f"wrote {output}" + (f" ({what})" if what else ""))
     return EXIT_OK
 
 
-def _peer_report(plan_json: str, doc: dict, peer: str, output: str, quiet: bool) -> int:
+def _peer_report(plan_json: str, doc: dict, peer: str, output: str, say: tuple[bool, bool]) -> int:
     """A peer problem's plan.json gets the peer report, the one ``autopar solve
     SPEC --out DIR`` writes as DIR/report.html (:mod:`autopar_opt.reports.peer`);
     our plan report needs a model, cluster and cost model such a problem lacks."""
@@ -41,14 +60,14 @@ def _peer_report(plan_json: str, doc: dict, peer: str, output: str, quiet: bool)
     try:
         html = render_peer_report(doc)
     except (TemplateError, KeyError, TypeError, AttributeError) as exc:
-        return _fail(plan_json, f"a {peer} peer-problem plan.json, but not one the peer report can "
-                     f"read ({type(exc).__name__}: {exc}); give the plan.json of `autopar solve "
-                     "SPEC --out DIR` for a spec with problem:, or use DIR/report.html, which that "
-                     "command writes beside it")
-    return _write(plan_json, html, output, f"peer problem: {peer}", quiet)
+        _fail(plan_json, f"a {peer} peer-problem plan.json, but not one the peer report can "
+              f"read ({type(exc).__name__}: {exc})", "give the plan.json of `autopar solve "
+              "SPEC --out DIR` for a spec with problem:, or use DIR/report.html, which that "
+              "command writes beside it")
+    return _write(plan_json, html, output, f"peer problem: {peer}", *say)
 
 
-def _own_report(plan_json: str, doc: dict, output: str, kind: str, quiet: bool) -> int:
+def _own_report(plan_json: str, doc: dict, output: str, kind: str, say: tuple[bool, bool]) -> int:
     """A placement.json or capacity.json gets its own report, the one ``autopar
     place --out DIR`` (report.html) or ``autopar capacity --out DIR``
     (capacity.html) writes beside it (:mod:`autopar_opt.reports.placement`,
@@ -67,18 +86,19 @@ def _own_report(plan_json: str, doc: dict, output: str, kind: str, quiet: bool) 
     try:
         html = render(doc)
     except (TemplateError, KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
-        return _fail(plan_json, f"a {_file_of(kind)}, but not one the {kind} report can read "
-                     f"({type(exc).__name__}: {exc}); give the {_file_of(kind)} of `autopar "
-                     f"{command} ... --out DIR`, or use DIR/{html_name}, which that command writes "
-                     "beside it")
-    return _write(plan_json, html, output, kind, quiet)
+        _fail(plan_json, f"a {_file_of(kind)}, but not one the {kind} report can read "
+              f"({type(exc).__name__}: {exc})", f"give the {_file_of(kind)} of `autopar "
+              f"{command} ... --out DIR`, or use DIR/{html_name}, which that command writes "
+              "beside it")
+    return _write(plan_json, html, output, kind, *say)
 
 
 def _file_of(kind: str) -> str:
     return "plan.json" if kind == "fleet" else f"{kind}.json"
 
 
-def report_command(plan_json: str, output: str, quiet: bool = False) -> int:
+def report_command(plan_json: str, output: str, quiet: bool = False,
+                   json_output: bool = False) -> int:
     """Render ``plan_json`` to ``output``; 0 on success, 2 on bad input.
 
     A missing, unreadable or malformed file, or one missing keys the report
@@ -86,43 +106,53 @@ def report_command(plan_json: str, output: str, quiet: bool = False) -> int:
     and writes nothing. The output is written atomically (temp file + rename).
     A peer problem's plan.json (Piper, PaSE) gets the peer report instead, a
     placement.json or capacity.json its own report; the JSON of ``estimate`` is refused
-    with the command that writes a plan.json.
+    with the command that writes a plan.json. With ``json_output``: success is one JSON
+    object naming the file written, a refusal the JSON error object of the other
+    commands (:mod:`autopar_opt.cli.errors`), both on stdout.
     """
+    try:
+        return _report(plan_json, output, (quiet, json_output))
+    except CommandError as exc:
+        return emit(exc, json_output)
+
+
+def _report(plan_json: str, output: str, say: tuple[bool, bool]) -> int:
     from autopar_opt.core.files import check_output_file
 
-    problems = check_output_file(output, "--output", (plan_json,))
+    problems = check_output_file(output, "--out", (plan_json,))
     if problems:
-        return _fail(plan_json, "; ".join(p.format() for p in problems))
+        _fail(plan_json, "; ".join(p.format() for p in problems), problems=problems)
     from autopar_opt.core import reading
     from autopar_opt.core.errors import SpecError
 
     try:          # size, special files, nesting, syntax: autopar_opt.core.reading's limits
         doc = reading.read_json(plan_json, reading.DOCUMENT)
     except SpecError as exc:
-        return _fail(plan_json, "; ".join(f"{p.rule}; {p.fix}" for p in exc.problems))
+        _fail(plan_json, "; ".join(f"{p.rule}; {p.fix}" for p in exc.problems),
+              problems=exc.problems)
     peer = peer_format(doc)
     if peer:
-        return _peer_report(plan_json, doc, peer, output, quiet)
+        return _peer_report(plan_json, doc, peer, output, say)
     if is_operator_sharding(doc):
         from autopar_opt.reports.opspace import render_opspace_report
         try:
             html = render_opspace_report(doc)
         except Exception as exc:  # noqa: BLE001 - a hand-edited document: say what broke
-            return _fail(plan_json, f"an operator-sharding plan.json, but not one the report can read "
-                         f"({type(exc).__name__}: {exc}); give the plan.json `autopar solve --out DIR` wrote")
-        return _write(plan_json, html, output, "operator sharding", quiet)
-    if is_placement(doc):
-        return _own_report(plan_json, doc, output, "placement", quiet)
-    if is_capacity(doc):
-        return _own_report(plan_json, doc, output, "capacity", quiet)
-    if is_fleet(doc):
-        return _own_report(plan_json, doc, output, "fleet", quiet)
+            _fail(plan_json, f"an operator-sharding plan.json, but not one the report can read "
+                  f"({type(exc).__name__}: {exc})", "give the plan.json `autopar solve --out DIR` "
+                  "wrote")
+        return _write(plan_json, html, output, "operator sharding", *say)
+    for kind, test in (("placement", is_placement), ("capacity", is_capacity),
+                       ("fleet", is_fleet)):
+        if test(doc):
+            return _own_report(plan_json, doc, output, kind, say)
     if is_estimate(doc):
-        return _fail(plan_json, "this is the JSON of `autopar estimate --json`: one plan priced, "
-                     "without the search, certificate and baselines a report shows; run "
-                     "`autopar solve SPEC --out DIR` for a plan.json and its report.html")
+        _fail(plan_json, "this is the JSON of `autopar estimate --json`: one plan priced, "
+              "without the search, certificate and baselines a report shows", "run "
+              "`autopar solve SPEC --out DIR` for a plan.json and its report.html")
     try:
         html = render_html(doc)
     except ReportInputError as exc:
-        return _fail(plan_json, "not a plan document the report can read: " + "; ".join(exc.problems))
-    return _write(plan_json, html, output, quiet=quiet)
+        _fail(plan_json, "not a plan document the report can read: " + "; ".join(exc.problems),
+              "give the plan.json written by `autopar solve --out DIR`")
+    return _write(plan_json, html, output, "", *say)

@@ -367,7 +367,7 @@ def build_cost_params(section: CostModelSection | str | None, cluster: Cluster |
         except ValueError as exc:
             out.add("cost_model.file", file, f"cannot read cost-model parameters from {target} "
                     f"({getattr(exc, 'strerror', None) or exc})",
-                    "name a file written by `autopar calibrate RUNS --fit --output FILE` "
+                    "name a file written by `autopar calibrate RUNS --fit --out FILE` "
                     "(relative to the spec file)")
             return default_params()
         bad = _file_param_problems(body, target)

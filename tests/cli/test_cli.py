@@ -128,7 +128,11 @@ def test_calibrate_and_report_delegate(monkeypatch):
                 "--cross-validate", "family").exit_code == 0
     assert cal == [("runs.yaml", False, True, "fit.yaml", "family", None, None, False)]
     assert _cli("report", "plan.json", "-o", "out.html").exit_code == 4
-    assert rep == [("plan.json", "out.html", False)]
+    assert rep == [("plan.json", "out.html", False, False)]
+    # --out is the common spelling; -o and --output stay as aliases of the same option
+    assert _cli("report", "plan.json", "--out", "b.html", "--json").exit_code == 4
+    assert _cli("calibrate", "runs.yaml", "--fit", "--out", "f2.yaml").exit_code == 0
+    assert rep[-1] == ("plan.json", "b.html", False, True) and cal[-1][3] == "f2.yaml"
 
 
 @pytest.mark.parametrize("error", [

@@ -192,7 +192,7 @@ def test_calibrate_fit_output_is_checked_before_the_fit_and_leaves_nothing(tmp_p
     runs.write_text(yaml.safe_dump([_run_record()]))
     (tmp_path / "d").mkdir()
     code, text = _cli("calibrate", runs, "--fit", "--output", tmp_path / "d")
-    assert code == 2 and "--output" in text and "is a directory" in text and "name a file" in text
+    assert code == 2 and "--out = " in text and "is a directory" in text and "name a file" in text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "runs.yaml"]
     assert list((tmp_path / "d").iterdir()) == []
 
@@ -202,7 +202,7 @@ def test_calibrate_output_without_fit_is_refused(tmp_path):
     runs = tmp_path / "runs.yaml"
     runs.write_text(yaml.safe_dump([_run_record()]))
     code, text = _cli("calibrate", runs, "--output", tmp_path / "fit.yaml")
-    assert code == 2 and "--output" in text and "add --fit" in text
+    assert code == 2 and "--out " in text and "add --fit" in text
     assert not (tmp_path / "fit.yaml").exists()
 
 
@@ -278,7 +278,7 @@ TINY = ROOT / "tests" / "data" / "capacity" / "tiny.yaml"
     (["place", BERT, "--out", ""], "--out"),
     (["capacity", TINY, "--out", ""], "--out"),
     (["capacity", TINY, "--store", ""], "--store"),
-    (["export", FEASIBLE_PLAN, "--to", "megatron", "-o", ""], "--output"),
+    (["export", FEASIBLE_PLAN, "--to", "megatron", "-o", ""], "--out"),
 ], ids=["solve_out", "place_out", "capacity_out", "capacity_store", "export_output"])
 def test_empty_output_path_is_refused_before_any_work(args, option, monkeypatch):
     """Before: an empty --out / --store / -o was taken for "not given": the

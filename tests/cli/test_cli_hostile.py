@@ -89,7 +89,7 @@ def test_output_checks_leave_nothing_behind(tmp_path):
 def test_export_to_an_unwritable_place(tmp_path):
     code, text = _run("export", PLACE, "--to",
                       "megatron", "-o", "/proc/autopar-nope")
-    assert code == 2 and "--output" in text
+    assert code == 2 and "--out = " in text
 
 
 def test_capacity_store_that_is_a_directory(tmp_path):

@@ -116,7 +116,7 @@ def test_unwritable_output(tmp_path, capsys):
     (tmp_path / "afile").write_text("x")
     rc = report_command(str(DATA / "plan_feasible.json"), str(tmp_path / "afile" / "r.html"))
     err = capsys.readouterr().err
-    assert rc == 2 and "--output" in err and "is a file, not a directory" in err
+    assert rc == 2 and "--out = " in err and "is a file, not a directory" in err
     assert (tmp_path / "afile").read_text() == "x"
     rc = report_command(str(DATA / "plan_feasible.json"), str(tmp_path))
     assert rc == 2 and "is a directory" in capsys.readouterr().err

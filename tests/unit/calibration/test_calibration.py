@@ -237,7 +237,7 @@ def test_fit_writes_only_the_named_file_and_a_spec_reads_it(tmp_path, capsys):
     shipped = (Path(cost_pkg.__file__).parent / "calibrated.yaml").read_bytes()
     records = [_record("r1", layers=2), _record("r2", layers=4, recompute="full")]
     runs = _write(tmp_path, records)
-    with pytest.raises(CommandError, match="--output FILE") as refused:   # exit 2 in the CLI
+    with pytest.raises(CommandError, match="--out FILE") as refused:   # exit 2 in the CLI
         calibrate_command(str(runs), json_output=False, fit=True)
     assert refused.value.exit_code == 2
     out = tmp_path / "my_fit.yaml"
