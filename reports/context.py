@@ -179,7 +179,7 @@ def _config_rows(cert: dict, global_lb: float) -> list[dict]:
             "pruned_by": str(row["pruned_by"]) if row["pruned_by"] is not None else "",
             "model_hash": str(row.get("model_hash") or ""),
             "is_min_bound": lb is not None and _same(lb, global_lb),
-            "lower_bound_s": lb,
+            "lower_bound_s": lb, "pp_degree": row["pp"],
         })
     return rows
 
@@ -209,52 +209,99 @@ def certificate_section(doc: dict, warnings: list[str]) -> dict:
                         f"per-configuration bounds ({fmt_time(min(bounds))}).")
     shown, groups = compact_rows(rows, primal)
     for r in rows:
-        del r["lower_bound_s"]
+        del r["lower_bound_s"], r["pp_degree"]
     speedup = (primal - lb) / lb if primal is not None and is_finite(lb) and lb > 0 else math.inf
     return {"primal": fmt_time(primal), "lower_bound": fmt_time(lb), "gap": fmt_pct(gap),
             "gap_value": gap if math.isfinite(gap) else "inf",
             "speedup_bound": fmt_pct_up(speedup) if math.isfinite(speedup) else "∞",
             "speedup_value": speedup if math.isfinite(speedup) else "inf",
             "exact": bool(cert["exact"]), "configurations": shown, "groups": groups,
-            "total": len(rows), "min_bound_count": sum(r["is_min_bound"] for r in rows)}
+            "total": len(rows), "min_bound_count": sum(r["is_min_bound"] for r in rows),
+            "listed_at_most": LISTED_AT_MOST}
 
 
 #: Above this many configurations the report's table shows the ones that decide the
 #: certificate and groups the rest (issue 29: a 300-configuration search stays readable).
 COMPACT_ABOVE = 40
 
+#: At most this many configurations are listed one by one in a compacted table (issue 33:
+#: a time-limited search of 15,000 configurations, most of them left open, gave a 15,000-row
+#: table); the rest, open ones included, are grouped.
+LISTED_AT_MOST = 40
+
+#: At most this many groups are listed by status and pipeline degree; beyond it, by status
+#: alone (the pipeline degrees as a range).
+GROUPS_AT_MOST = 40
+
 _OPEN = ("not_solved", "feasible", "error", "heuristic")
 
 
 def compact_rows(rows: list[dict], primal: float | None) -> tuple[list[dict], list[dict]]:
-    """``(rows shown one by one, groups of the rest)``. Shown: the winner (its
-    primal is the answer), the rows at the global bound, the open ones (not
-    solved, feasible, error, heuristic); every row when there are at most
-    :data:`COMPACT_ABOVE`. The rest are grouped by status and pipeline degree with
-    their count and the range of their bounds (each at or above the answer, or
-    proven infeasible: what closes them)."""
+    """``(rows shown one by one, groups of the rest)``; every row when there are at most
+    :data:`COMPACT_ABOVE`. Otherwise the rows listed are the ones that decide the
+    certificate: the winner (its primal is the answer), then the rows at the global
+    bound, at most :data:`LISTED_AT_MOST` in all. The rest are grouped by status and
+    pipeline degree (by status alone above :data:`GROUPS_AT_MOST` groups) with their count
+    and the range of their bounds: closed ones (each bound at or above the answer, or
+    proven infeasible) and open ones (not solved, feasible, error, heuristic: their bounds
+    are what the global bound is the minimum of) alike; plan.json keeps every row."""
     if len(rows) <= COMPACT_ABOVE:
         return rows, []
-
-    def decides(r: dict) -> bool:
-        mine = r["lower_bound_s"]
-        won = primal is not None and r["primal"] == fmt_time(primal)
-        return won or r["is_min_bound"] or r["status"] in _OPEN or mine is None
-    shown = [r for r in rows if decides(r)]
-    groups: dict[tuple, dict] = {}
-    for r in rows:
-        if decides(r):
-            continue
-        g = groups.setdefault((r["status"], str(r["pp"])), {
-            "status": r["status"], "pp": r["pp"], "count": 0, "lo": math.inf, "hi": -math.inf})
-        g["count"] += 1
-        g["lo"], g["hi"] = min(g["lo"], r["lower_bound_s"]), max(g["hi"], r["lower_bound_s"])
+    answer = fmt_time(primal) if primal is not None else None
+    winners = [r for r in rows if answer is not None and r["primal"] == answer]
+    at_bound = [r for r in rows if r["is_min_bound"] and not (answer is not None
+                                                               and r["primal"] == answer)]
+    shown = (winners + at_bound)[:LISTED_AT_MOST]
+    listed = {id(r) for r in shown}
+    rest = [r for r in rows if id(r) not in listed]
+    groups = _groups(rest, by_pp=True)
+    if len(groups) > GROUPS_AT_MOST:
+        groups = _groups(rest, by_pp=False)
     out = []
-    for g in sorted(groups.values(), key=lambda g: (g["status"], g["lo"])):
-        bound = fmt_time(g["lo"]) if _same(g["lo"], g["hi"]) else \
-            f"{fmt_time(g['lo'])} – {fmt_time(g['hi'])}"
+    for g in sorted(groups.values(), key=lambda g: (g["status"], g["lo"] is None, g["lo"] or 0.0,
+                                                  _first_degree(g["pp"]), str(g["pp"]))):
+        if g["lo"] is None:
+            bound = "none"
+        else:
+            bound = fmt_time(g["lo"]) if _same(g["lo"], g["hi"]) else \
+                f"{fmt_time(g['lo'])} – {fmt_time(g['hi'])}"
         out.append({"status": g["status"], "pp": g["pp"], "count": g["count"], "bounds": bound})
     return shown, out
+
+
+def _first_degree(pp: object) -> int:
+    """The (first) pipeline degree of a group, for ordering ("4", 4 or "2–32": 4, 4, 2)."""
+    head = str(pp).split("–")[0]
+    return int(head) if head.isdigit() else 1 << 30
+
+
+def _groups(rows: list[dict], by_pp: bool) -> dict[tuple, dict]:
+    """Rows grouped by status (and pipeline degree): count, bound range (``lo`` None when
+    no row of the group has a bound), the pipeline degrees (a range when not ``by_pp``)."""
+    groups: dict[tuple, dict] = {}
+    for r in rows:
+        degree = r.get("pp_degree", r["pp"])
+        if not isinstance(degree, (int, str)):     # a hand-edited document: keep it hashable
+            degree = str(degree)
+        key = (r["status"], str(degree)) if by_pp else (r["status"],)
+        g = groups.setdefault(key, {"status": r["status"], "count": 0, "lo": None, "hi": None,
+                                    "degrees": set()})
+        g["count"] += 1
+        g["degrees"].add(degree)
+        mine = r["lower_bound_s"]
+        if mine is not None:
+            g["lo"] = mine if g["lo"] is None else min(g["lo"], mine)
+            g["hi"] = mine if g["hi"] is None else max(g["hi"], mine)
+    for g in groups.values():
+        degrees = g.pop("degrees")
+        numbers = sorted(d for d in degrees if isinstance(d, int) and not isinstance(d, bool))
+        if len(degrees) == 1:
+            g["pp"] = next(iter(degrees))
+        elif len(numbers) == len(degrees):
+            g["pp"] = f"{numbers[0]}–{numbers[-1]}"
+        else:
+            g["pp"] = ", ".join(sorted(map(str, degrees)))[:60]
+    return groups
 
 
 def _close_or_both_inf(a: float, b: float) -> bool:

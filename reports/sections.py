@@ -289,20 +289,36 @@ def baselines_section(doc: dict) -> list[dict]:
     return rows
 
 
+#: At most this many sub-model hashes are listed in the report (plan.json keeps every one):
+#: a search of 15,000 configurations with --export-models gave a 15,000-row table (issue 33).
+HASHES_LISTED = 40
+
+#: The report shows at most this many characters of the end of the solver log.
+LOG_TAIL_CHARS = 4_000
+
+
 def solver_section(doc: dict) -> dict:
-    """Solver identity, settings, log tail and the hashes of exported sub-models."""
+    """Solver identity, settings, the end of its log and the hashes of exported sub-models
+    (those of the configurations with a plan first; at most :data:`HASHES_LISTED`, the
+    number left out said)."""
     s = doc["solver"]
+    rows = [r for r in doc["certificate"]["configurations"] if r.get("model_hash")]
+    if len(rows) > HASHES_LISTED:               # those with a plan first (a stable sort)
+        rows.sort(key=lambda r: r.get("primal") is None)
     hashes = [{"config": f"pp={r['pp']}"
                + (f" (stage devices {'+'.join(map(str, r['stage_devices']))})" if r.get("stage_devices") else "")
                + f", c={r['microbatches']}, {r['schedule']}",
                "hash": str(r["model_hash"])}
-              for r in doc["certificate"]["configurations"] if r.get("model_hash")]
+              for r in rows[:HASHES_LISTED]]
     limit = to_float(s["time_limit_s"], "solver.time_limit_s")
     rel_gap = to_float(s["rel_gap"], "solver.rel_gap")
+    log = str(s.get("log_tail") or "")
+    if len(log) > LOG_TAIL_CHARS:
+        log = f"[{len(log) - LOG_TAIL_CHARS:,} earlier characters in plan.json]\n" + log[-LOG_TAIL_CHARS:]
     return {"name": str(s["name"]), "version": str(s["version"]), "form": str(s["form"]),
             "time_limit": "none" if limit is None or limit == float("inf") else f"{limit:g} s",
-            "rel_gap": fmt_pct(rel_gap), "log_tail": str(s.get("log_tail") or ""),
-            "hashes": hashes}
+            "rel_gap": fmt_pct(rel_gap), "log_tail": log,
+            "hashes": hashes, "hashes_left_out": max(0, len(rows) - HASHES_LISTED)}
 
 
 def infeasibility_section(doc: dict) -> dict | None:
