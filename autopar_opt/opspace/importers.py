@@ -294,10 +294,16 @@ def graph_from_file(kind: str, ref: str, inputs: list[list[int]] | None, kwargs:
             raise bad("problem.graph.onnx", ref, f"{path} holds no operator nodes",
                       "give an .onnx model file as torch.onnx.export or onnx.save writes it")
         return graph
-    from autopar_opt.placement.importers.torch_fx import load_callable, trace_reason
+    from autopar_opt.placement.importers.torch_fx import (TOO_LARGE_FIX, load_callable,
+                                                          too_large, trace_reason)
     if not inputs:
         raise bad("problem.graph.inputs", inputs, "a torch graph needs its input shapes",
                   "write inputs: [[8, 16]] (batch first)")
+    if any(d < 1 for shape in inputs for d in shape) or any(not shape for shape in inputs):
+        raise bad("problem.graph.inputs", inputs, "every input shape must be a non-empty list of "
+                  "positive integers", "write inputs: [[8, 16]] (batch first)")
+    if too_large(inputs):          # torch.zeros of each shape is allocated before the trace
+        raise bad("problem.graph.inputs", inputs, too_large(inputs) or "", TOO_LARGE_FIX)
     try:
         import torch
     except ImportError:

@@ -27,11 +27,33 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import operator
 from pathlib import Path
 from typing import Any
 
 from autopar_opt.model_zoo.op_graphs import OpGraph
+
+
+#: The most elements the example inputs of a trace may hold together: ``torch.zeros`` of
+#: each shape is allocated and the module run on it (ShapeProp), so a spec's shape of
+#: 10^9 would take gigabytes before any check could run (issue 33, every reader bounded).
+INPUT_ELEMENTS_AT_MOST = 2**27
+
+
+TOO_LARGE_FIX = ("trace with a small example (batch 1 or 2): the operator graph and its FLOPs "
+                 "scale with the shapes you then set in the spec")
+
+
+def too_large(inputs: list[list[int]]) -> str | None:
+    """Why the example inputs are too large to trace (None when they are not): more than
+    :data:`INPUT_ELEMENTS_AT_MOST` elements together."""
+    total = sum(math.prod(shape) for shape in inputs)
+    if total <= INPUT_ELEMENTS_AT_MOST:
+        return None
+    shown = f"{total:.3g}" if total < 10**300 else "over 10^300"
+    return (f"holds {shown} elements, more than the {INPUT_ELEMENTS_AT_MOST:,} (512 MiB of "
+            "float32 zeros) the trace allocates at most")
 
 
 def _require_torch():
@@ -170,6 +192,9 @@ def spec_op_graph(graph: dict, base: Path, file: str) -> tuple[OpGraph, str]:
         probs.append(SpecProblem(file, "placement.graph.inputs", inputs,
                                  "must be a list of input shapes (lists of positive integers)",
                                  "write inputs: [[1, 3, 224, 224]]"))
+    elif too_large(inputs):
+        probs.append(SpecProblem(file, "placement.graph.inputs", inputs, too_large(inputs) or "",
+                                 TOO_LARGE_FIX))
     if not isinstance(kwargs, dict):
         probs.append(SpecProblem(file, "placement.graph.kwargs", kwargs, "must be a mapping",
                                  "write kwargs: {num_classes: 10} or leave it out"))

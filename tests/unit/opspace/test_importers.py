@@ -99,3 +99,15 @@ def test_spec_with_a_torch_graph(nets, tmp_path):
         "  cluster: {nodes: 1, gpus_per_node: 4, device: A100-80GB}\n")
     code, out = run_cli("solve", tmp_path / "bad.yaml")
     assert code == 2 and "problem.graph.torch" in out
+
+
+@pytest.mark.parametrize("inputs, words", [
+    ("[[1000000000, 128, 1024]]", "more than the 134,217,728"),   # 0.5 PB of zeros, refused unread
+    ("[[8, 0, 1024]]", "positive integers"),
+])
+def test_spec_with_a_torch_graph_too_large_or_empty_to_trace(nets, tmp_path, inputs, words):
+    (tmp_path / "big.yaml").write_text(
+        f"problem:\n  format: operator_sharding\n  graph: {{torch: nets.py:MLP, inputs: {inputs}}}\n"
+        "  cluster: {nodes: 1, gpus_per_node: 4, device: A100-80GB}\n")
+    code, out = run_cli("solve", tmp_path / "big.yaml")
+    assert code == 2 and "problem.graph.inputs" in out and words in out

@@ -104,6 +104,11 @@ def test_place_cli_takes_a_torch_module_from_a_spec(tmp_path) -> None:
     ({"torch": "missing.py:Net", "inputs": [[2, 8]]}, "placement.graph.torch", "file not found"),
     ({"torch": "model.py:Branchy", "inputs": [[2, 9]]}, "placement.graph.torch", "cannot be built"),
     ({"torch": "model.py:Branchy", "inputs": "2x8"}, "placement.graph.inputs", "list of input shapes"),
+    # 10^9 x 8 float32 zeros (32 GB) would be allocated before the trace: refused unread
+    ({"torch": "model.py:Branchy", "inputs": [[10**9, 8]]}, "placement.graph.inputs",
+     "more than the 134,217,728"),
+    ({"torch": "model.py:Branchy", "inputs": [[2**26, 1], [2**26, 1], [2, 8]]},
+     "placement.graph.inputs", "elements"),
 ])
 def test_place_cli_torch_spec_errors_exit_2(tmp_path, graph, key, words) -> None:
     from typer.testing import CliRunner
