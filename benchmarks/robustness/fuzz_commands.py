@@ -1,7 +1,8 @@
 """Long fuzz profile over every input kind and every command (issue 33), as subprocesses.
 
 Each case of ``tests/support/fuzz_inputs.py`` (Piper, PaSE, placement graphs and
-specs, expert splits, run files, capacity sweeps, plan.json, Hugging Face configs)
+specs, expert splits, run files, capacity sweeps, plan.json, Hugging Face configs,
+fleet and operator-sharding specs, torch.fx graphs, capacity.json and placement.json)
 is written to a fresh folder and its command run as ``autopar ...`` in a child
 process, reaped with ``os.wait4``: wall clock, CPU time, peak resident memory of the
 child. Counted: runs, tracebacks, bad exit codes (not in the command's set),

@@ -2,8 +2,10 @@
 
 The strategies of :mod:`support.fuzz_inputs` mutate shipped Piper and PaSE files,
 placement graphs and specs, expert splits, run files, capacity sweeps, plan.json
-documents, Hugging Face configs, fleet specs (cluster groups and links) and
-operator-sharding specs; each case runs its command in-process. The
+documents, Hugging Face configs, fleet specs (cluster groups and links),
+operator-sharding specs, torch.fx graphs (a spec's ``graph: {torch: model.py:Net}``
+beside its module file) and the capacity.json / placement.json documents ``report``
+reads; each case runs its command in-process. The
 oracle for every run: no exception but ``SystemExit`` (no traceback), and an exit
 code the command may answer with (:data:`support.fuzz_inputs.ALLOWED`: 0, 2 for bad
 input, 3 infeasible, 4 no result within the limits; never 1).

@@ -17,7 +17,13 @@ deleted or added, the text damaged), plus the hostile forms each kind invites:
 * ``fleet``: a spec whose cluster is several groups joined by links (``solve``);
 * ``opspace``: an operator-sharding spec (``problem: {format: operator_sharding}``) of a
   zoo CNN, a zoo transformer with pipeline stages, or an ONNX file that is damaged bytes,
-  a directory, a device or missing (``solve``).
+  a directory, a device or missing (``solve``);
+* ``torch``: a torch.fx graph, the file kind the CLI reads for it: a placement spec
+  ``graph: {torch: model.py:Net, inputs, kwargs}`` (``place``) or an operator-sharding spec
+  with the same entry (``solve``), beside a small module file that is sometimes damaged
+  (its shapes and arguments mutated; without PyTorch, the "needs PyTorch" refusal);
+* ``documents``: a capacity.json of ``autopar capacity`` and a placement.json of
+  ``autopar place`` (``report``, sometimes ``--json``; and ``export``, which refuses them).
 
 ``tests/cli/test_fuzz_commands.py`` runs them in-process (fast profile) and
 ``benchmarks/robustness/fuzz_commands.py`` as subprocesses with their peak memory.
@@ -37,7 +43,8 @@ from hypothesis import strategies as st
 from support import paths
 from support.fuzz_specs import EXTREMES, key_paths, set_at, text_damage
 
-KINDS = ("piper", "pase", "placement", "expert", "runs", "sweep", "plan", "hf", "fleet", "opspace")
+KINDS = ("piper", "pase", "placement", "expert", "runs", "sweep", "plan", "hf", "fleet", "opspace",
+         "torch", "documents")
 #: The exit codes each command may answer with (2 bad input, 3 infeasible, 4 no result
 #: within the limits); anything else, or a traceback, is a failure.
 ALLOWED = {"solve": {0, 2, 3, 4}, "place": {0, 2, 3, 4}, "calibrate": {0, 2, 4},
@@ -85,6 +92,8 @@ BASES = {
     "sweep": _load(paths.DATA / "capacity" / "tiny.yaml"),
     "plan": _load(paths.DATA / "report" / "plan_feasible.json"),
     "hf": _load(paths.REPO / "model_zoo" / "hf" / "llama-3.1-8b.json"),
+    "capacity": _load(paths.DATA / "report" / "capacity_tiny.json"),      # capacity tiny.yaml
+    "placement.json": _load(paths.DATA / "report" / "placement_bert24.json"),  # place bert24
 }
 PLACEMENT_FILE = "LayerGraphs_bert24_inference.json"
 #: Two one-node groups of the debug model (as tests/cli/test_fleet_cli.py; a solve: ~1 s).
@@ -192,7 +201,7 @@ def expert_case(draw) -> FuzzCase:
 def runs_case(draw) -> FuzzCase:
     runs = draw(mutated(BASES["runs"]))
     text = draw(text_damage(yaml.safe_dump(runs, width=10**9, allow_unicode=True)))
-    extra = draw(st.sampled_from([[], [], ["--fit", "--output", "{dir}/fit.yaml"]]))
+    extra = draw(st.sampled_from([[], [], ["--fit", "--out", "{dir}/fit.yaml"]]))
     return FuzzCase("runs", {"runs.yaml": text.encode("utf-8", "surrogatepass")},
                     ["calibrate", "{dir}/runs.yaml", "--time-limit", "4", "--quiet", *extra], 4.0)
 
@@ -213,7 +222,7 @@ def sweep_case(draw) -> FuzzCase:
 def plan_case(draw) -> FuzzCase:
     doc = draw(mutated(BASES["plan"], 2))
     text = draw(text_damage(_json(doc)))
-    args = draw(st.sampled_from([["report", "{dir}/plan.json", "-o", "{dir}/r.html"],
+    args = draw(st.sampled_from([["report", "{dir}/plan.json", "--out", "{dir}/r.html"],
                                  ["export", "{dir}/plan.json", "--to", "megatron"],
                                  ["export", "{dir}/plan.json", "--to", "deepspeed"]]))
     return FuzzCase("plan", {"plan.json": text.encode("utf-8", "surrogatepass")}, args)
@@ -252,9 +261,63 @@ def opspace_case(draw) -> FuzzCase:
     return FuzzCase("opspace", files, ["solve", "{dir}/op.yaml", "--time-limit", "3", "--quiet"], 3.0)
 
 
+#: A module torch.fx traces in well under a second (two Linear layers, a residual add).
+TORCH_MODULE = """import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self, hidden=16):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, hidden)
+        self.fc2 = torch.nn.Linear(hidden, 8)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x))) + x
+"""
+
+
+@st.composite
+def torch_case(draw) -> FuzzCase:
+    graph: dict[str, Any] = {"torch": "model.py:Net", "inputs": [[2, 8]]}
+    module = TORCH_MODULE
+    if draw(st.booleans()):
+        module = draw(text_damage(TORCH_MODULE))
+    if draw(st.booleans()):
+        spec: dict[str, Any] = {"placement": {"graph": graph, "devices": [
+            {"type": "A100-80GB", "count": 2}]}}
+        args = ["place", "{dir}/t.yaml", "--time-limit", "3", "--quiet"]
+    else:
+        spec = {"problem": {"format": "operator_sharding", "graph": graph,
+                            "cluster": {"nodes": 1, "gpus_per_node": 2, "device": "A100-80GB"}},
+                "solver": {"name": "auto", "time_limit_s": 3}}
+        args = ["solve", "{dir}/t.yaml", "--time-limit", "3", "--quiet"]
+    spec = draw(mutated(spec))
+    # the module's own arguments stay small: what the named code allocates is the user's
+    # (the importer runs it, as loading any PyTorch model does), not an input to bound
+    entry = (spec.get("placement") or spec.get("problem") or {}) if isinstance(spec, dict) else {}
+    if isinstance(entry, dict) and isinstance(entry.get("graph"), dict):
+        entry["graph"]["kwargs"] = {"hidden": draw(st.sampled_from([16, 4, 1]))}
+    text = draw(text_damage(yaml.safe_dump(spec, width=10**9, allow_unicode=True)))
+    return FuzzCase("torch", {"t.yaml": text.encode("utf-8", "surrogatepass"),
+                              "model.py": module.encode("utf-8", "surrogatepass")}, args, 3.0)
+
+
+@st.composite
+def documents_case(draw) -> FuzzCase:
+    which = draw(st.sampled_from(["capacity", "placement.json"]))
+    doc = draw(mutated(BASES[which], 3))
+    text = draw(text_damage(_json(doc)))
+    name = "capacity.json" if which == "capacity" else "placement.json"
+    args = draw(st.sampled_from([["report", "{dir}/" + name, "--out", "{dir}/r.html"],
+                                 ["report", "{dir}/" + name, "--out", "{dir}/r.html", "--json"],
+                                 ["export", "{dir}/" + name, "--to", "megatron", "--json"]]))
+    return FuzzCase("documents", {name: text.encode("utf-8", "surrogatepass")}, args)
+
+
 STRATEGIES = {"piper": piper_case, "pase": pase_case, "placement": placement_case,
               "expert": expert_case, "runs": runs_case, "sweep": sweep_case, "plan": plan_case,
-              "hf": hf_case, "fleet": fleet_case, "opspace": opspace_case}
+              "hf": hf_case, "fleet": fleet_case, "opspace": opspace_case, "torch": torch_case,
+              "documents": documents_case}
 
 
 def any_case() -> st.SearchStrategy[FuzzCase]:
