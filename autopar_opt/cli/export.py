@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 import typer
 
 from autopar_opt.cli.errors import CommandError, emit, refuse
+from autopar_opt.core.errors import SpecProblem
 from autopar_opt.core.files import COMMAND_LINE
 
 from autopar_opt.export import TARGETS, ExportError, export_plan
@@ -116,9 +117,11 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
                                               for st in stages)   # plan.json; else a bare plan
     malformed = plan_problems(doc["plan"], ranked=ranked)
     if malformed:       # the plan's own fields, before any spec is looked for or blamed (issue 33)
-        rule = "the plan is malformed: " + "; ".join(malformed[:8])
         fix = "give the plan.json written by `autopar solve --out DIR`"
-        _fail(f"{path}: {rule}; {fix}", file, rule, fix, key="plan")
+        err = CommandError([SpecProblem(file, _key_of(m), None, m, fix) for m in malformed[:8]],
+                           "invalid plan")
+        err.message = f"{path}: the plan is malformed: " + "; ".join(malformed[:8]) + f"; {fix}"
+        raise err
     spec_doc = doc.get("spec")      # solve: {"path": ...}; estimate --json: the path itself
     spec_file = spec_path or (spec_doc.get("path") if isinstance(spec_doc, dict) else spec_doc)
     if spec_path and ("\x00" in spec_path or not Path(spec_path).is_file()):
@@ -177,6 +180,15 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
     elif not output:
         typer.echo(result.text, nl=False)
     return 0
+
+
+def _key_of(problem: str) -> str:
+    """The key a plan problem names (``'plan.stages[0].strategies[0].tp' input should ...``:
+    that key), else ``plan``."""
+    import re
+
+    found = re.search(r"'(plan(?:[.\[][^']*)?)'", problem)
+    return found.group(1) if found else "plan"
 
 
 def _refuse_options(problems: list[Any]) -> None:

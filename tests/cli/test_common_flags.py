@@ -96,7 +96,7 @@ def test_export_json_error_of_a_malformed_plan_names_the_file_and_key(tmp_path):
     plan.write_text(json.dumps(doc))
     code, out, err = _invoke("export", plan, "--to", "megatron", "--json")
     problem = json.loads(out)["error"]["problems"][0]
-    assert code == 2 and problem["file"] == str(plan) and problem["key"] == "plan"
+    assert code == 2 and problem["file"] == str(plan) and problem["key"] == "plan.pp"
     assert "plan.pp" in problem["rule"] and "autopar solve" in problem["fix"]
 
 
