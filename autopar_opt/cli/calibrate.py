@@ -156,6 +156,8 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
             print(f"autopar calibrate: --time-limit {time_limit_s:g} ran out before any record "
                   f"was modeled; nothing was written to {output}; a longer --time-limit fits",
                   file=sys.stderr)
+            if json_output:        # --json prints its document whatever the outcome
+                print(json.dumps(report.to_dict(), default=float))
             return EXIT_INCOMPLETE
         if report.fit is None:
             refuse(f"autopar calibrate: {runs_path}: no record could be modeled, nothing to fit",

@@ -209,6 +209,14 @@ def test_message_malformed_plan_is_named_before_an_unreadable_spec(tmp_path, edi
     code, text = run_cli("export", path, "--to", "megatron")
     assert code == 2 and "the plan is malformed" in text and words in text, text
     assert "--spec" not in text and "not readable" not in text
+    # with --json, the error object names the same key (not the spec)
+    from typer.testing import CliRunner
+
+    from autopar_opt.cli.commands import app
+
+    result = CliRunner().invoke(app, ["export", str(path), "--to", "megatron", "--json"])
+    problems = json.loads(result.stdout)["error"]["problems"]
+    assert result.exit_code == 2 and [p["key"] for p in problems] == [words.split("'")[1]]
 
 
 def test_row9_a_plan_json_above_the_document_limit_is_refused_unread(tmp_path):
