@@ -23,7 +23,6 @@ stray from the policy's mode so often that most samples break contiguity or memo
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from autopar_opt.learn.base import SearcherResult, Tracker
+from autopar_opt.learn.base import SearcherResult, Tracker, clock
 from autopar_opt.learn.gdp_policy import GraphInput, PlacementPolicy, PolicyConfig
 from autopar_opt.learn.node_decoder import Decoded, decode, price
 from autopar_opt.learn.place_features import place_features
@@ -231,21 +230,21 @@ def pretrain(problems: list[Any], *, budget_s: float | None = None, iterations: 
     agent and a summary (graphs, iterations, seconds)."""
     if budget_s is None and iterations is None:
         raise ValueError("pretrain needs budget_s or iterations")
-    start = time.perf_counter()
+    start = clock()
     agent = PlaceAgent(PlacementPolicy(config), seed, ppo)
     tasks = [PlaceTask(p, contiguous) for p in problems]
     rng = np.random.default_rng(seed)
     per = min(agent.ppo.graphs_per_batch, len(tasks))
     done = 0
     while (iterations is None or done < iterations) and \
-            (budget_s is None or time.perf_counter() - start < budget_s):
+            (budget_s is None or clock() - start < budget_s):
         pick = rng.choice(len(tasks), size=per, replace=False)
         agent.iteration([tasks[i] for i in pick])
         done += 1
         if log is not None and done % 10 == 0:
-            log(f"pretrain: {done} iterations, {time.perf_counter() - start:.0f} s")
+            log(f"pretrain: {done} iterations, {clock() - start:.0f} s")
     summary = {"trained_on": [t.name for t in tasks], "iterations": done,
-               "wall_s": round(time.perf_counter() - start, 3), "seed": seed,
+               "wall_s": round(clock() - start, 3), "seed": seed,
                "units": [t.graph.num_units for t in tasks]}
     return agent, summary
 

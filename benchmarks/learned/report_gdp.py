@@ -51,7 +51,11 @@ def write_report(here: Path) -> None:
         return [(r["at"].get(budget) / ref) if r["at"].get(budget) else None
                 for r in rs if budget in r["at"]]
 
-    machines = json.loads((here / "runs_gdp.json").read_text()).get("machines", []) if runs else []
+    runs_doc = json.loads((here / "runs_gdp.json").read_text()) if runs else {}
+    machines = runs_doc.get("machines", [])
+    clock = ("CPU seconds of the run's process (one compute thread), which are wall seconds on "
+             "an idle core: on this shared machine each run gets the compute of an idle core"
+             if runs_doc.get("clock") == "cpu" else "wall clock, under the load above")
     lines = ["# GDP as published: per-node decoder, pre-training, zero-shot, fine-tuning "
              "(issue 32)", "",
              f"Exact side and baselines: {ex['machine']}.", ""]
@@ -63,7 +67,7 @@ def write_report(here: Path) -> None:
               "emit every feasible placement (tests/unit/learn/test_node_decoder.py), so its "
               "ceiling is the optimum: its ratio to its ceiling is its ratio to the optimum. "
               "Mean ± sd over seeds 0, 1, 2 unless [n=...] says otherwise; the values at "
-              "10/60/300 s are read from one run's trace (wall clock, under the load above).", "",
+              f"10/60/300 s are read from one run's trace ({clock}).", "",
               "## Exact side and baselines", "",
               "| instance | nodes | reference (status, s) | block-decoder ceiling | METIS best "
               "(first partition) | greedy split | single device | experts |",

@@ -203,15 +203,17 @@ def exact_step(out: Path, time_limit: float) -> None:
         out.write_text(json.dumps(doc, indent=1, default=float))
 
 
-def pretrain_step(out: Path, seconds: float) -> None:
+def pretrain_step(out: Path, seconds: float, seeds: list[int] = SEEDS,
+                  cpu_clock: bool = False) -> None:
     from autopar_opt.learn.gdp_place import pretrain
     from autopar_opt.learn.policy_file import save_policy
 
     doc = json.loads(out.read_text()) if out.exists() else {"seeds": {}}
     doc["machine"] = machine_line()
+    doc["clock"] = "cpu" if cpu_clock else "wall"
     (HERE / "policies").mkdir(exist_ok=True)
     probs = train_problems()
-    for seed in SEEDS:
+    for seed in seeds:
         if str(seed) in doc["seeds"]:
             continue
         agent, summary = pretrain(probs, budget_s=seconds, seed=seed)
@@ -247,10 +249,10 @@ def _job(job: tuple) -> dict:
             "peak_rss_mib": peak_rss_mib(), "load": os.getloadavg()[0]}
 
 
-def jobs(full: bool) -> list[tuple]:
+def jobs(full: bool, seeds: list[int] = SEEDS, large_budget: float = 300.0) -> list[tuple]:
     long_b, short_b = (300.0, 60.0)
     out = []
-    for seed in SEEDS:
+    for seed in seeds:
         for name in PUBLIC:
             out.append((name, "scratch", seed, long_b if (full and name in TEST and seed == 0)
                         else short_b))
@@ -259,18 +261,31 @@ def jobs(full: bool) -> list[tuple]:
             out.append((name, "finetune", seed, long_b if (full and seed == 0) else short_b))
     for name in LARGE:
         for mode in ("scratch", "finetune"):
-            out.append((name, mode, 0, long_b))
+            out.append((name, mode, 0, large_budget))
     return out
 
 
-def runs_step(out: Path, workers: int, full: bool) -> None:
+def _init(cpu_clock: bool) -> None:
+    worker_init()
+    if cpu_clock:
+        from autopar_opt.learn.base import use_cpu_clock
+
+        use_cpu_clock()
+
+
+def runs_step(out: Path, workers: int, full: bool, seeds: list[int] = SEEDS,
+              large_budget: float = 300.0, cpu_clock: bool = False) -> None:
     doc = json.loads(out.read_text()) if out.exists() else {"runs": []}
     doc.setdefault("machines", []).append(machine_line())
+    clock = "cpu" if cpu_clock else "wall"
+    if doc.setdefault("clock", clock) != clock:
+        raise SystemExit(f"{out} holds runs on the {doc['clock']} clock; this run asks for {clock}")
     done = {(r["instance"], r["mode"], r["seed"], r["budget_s"]) for r in doc["runs"]}
-    todo = [j for j in jobs(full) if j not in done]
+    todo = [j for j in jobs(full, seeds, large_budget) if j not in done]
     todo.sort(key=lambda j: -j[3])                 # long jobs first
     # one process per job: peak memory is per run, not the worker's history
-    with ProcessPoolExecutor(workers, initializer=worker_init, max_tasks_per_child=1) as pool:
+    with ProcessPoolExecutor(workers, initializer=_init, initargs=(cpu_clock,),
+                             max_tasks_per_child=1) as pool:
         futures = [pool.submit(_job, j) for j in todo]
         for f in as_completed(futures):
             doc["runs"].append(f.result())
@@ -327,13 +342,25 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--pretrain-s", type=float, default=300.0)
     ap.add_argument("--time-limit", type=float, default=120.0)
+    ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds of the runs and policies")
+    ap.add_argument("--large-budget", type=float, default=300.0,
+                    help="seconds per run on the two large graphs")
+    ap.add_argument("--cpu-clock", action="store_true",
+                    help="budgets (runs and pre-training) in the process's CPU seconds, so a "
+                         "shared machine gives each run an idle core's compute")
     args = ap.parse_args()
+    seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+    if args.cpu_clock:
+        from autopar_opt.learn.base import use_cpu_clock
+
+        use_cpu_clock()
     if args.exact:
         exact_step(HERE / "exact_gdp.json", args.time_limit)
     if args.pretrain:
-        pretrain_step(HERE / "pretrain_gdp.json", args.pretrain_s)
+        pretrain_step(HERE / "pretrain_gdp.json", args.pretrain_s, seeds, args.cpu_clock)
     if args.runs:
-        runs_step(HERE / "runs_gdp.json", args.workers, args.full)
+        runs_step(HERE / "runs_gdp.json", args.workers, args.full, seeds, args.large_budget,
+                  args.cpu_clock)
     if args.baselines:
         refresh_baselines(HERE / "exact_gdp.json")
     if args.scaling:
