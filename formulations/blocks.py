@@ -446,7 +446,13 @@ class _Builder:
             q = q + float(np.min(t.time[self.n - 1]))
         rest = (N - np.arange(N + 1)) * float(np.min(t.time[self.b]))
         top = np.maximum(q, rest / (pp - 1)) if pp > 1 else q
-        return float(t.params.iteration_overhead_s) + q + rest + (t.microbatches - 1) * top
+        # sizes the stage cannot hold have q = inf: their bound is inf (with one
+        # micro-batch 0 * inf would be NaN and print a RuntimeWarning on the user's stderr)
+        finite = np.isfinite(q)
+        top = np.where(finite, top, 0.0)
+        bound = float(t.params.iteration_overhead_s) + np.where(finite, q, 0.0) + rest \
+            + (t.microbatches - 1) * top
+        return np.where(finite, bound, np.inf)
 
     def _patterns(self, i: int, UB: np.ndarray) -> dict[int, int]:
         """Pattern columns of stage ``i``: those whose least block counts fit

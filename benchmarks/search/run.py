@@ -95,6 +95,10 @@ def spec_text(model: str, cluster: str, batch: int, seq_len: int | None, limit: 
 def measure(spec: Path, extra: list[str], name: str, group: str) -> dict:
     """One ``autopar solve`` subprocess and the inner split of its plan.json."""
     run = run_cli(["solve", str(spec), "--json", *extra], timeout_s=900)
+    # the record names the spec as the repository does (examples/...), or by its file name
+    # for the specs this script writes to a temporary folder: no machine path in the record
+    shown = spec.relative_to(ROOT) if spec.is_relative_to(ROOT) else Path(spec.name)
+    run["command"] = run["command"].replace(str(spec), str(shown))
     doc = run.pop("json") or {}
     solver, cert = doc.get("solver", {}), doc.get("certificate", {})
     split: dict[str, float] = {}

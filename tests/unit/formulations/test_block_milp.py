@@ -307,3 +307,31 @@ def test_a_bound_above_a_plan_is_refused_not_clamped() -> None:
     with pytest.raises(UnsoundBoundError):
         Bounds(1.0, -math.inf, False, "a").merge(Bounds(None, 1.02, True, "b"))
     assert Bounds(1.0, -math.inf, False, "a").merge(Bounds(None, 1.0 + 1e-13, True, "b")).lower == 1.0
+
+
+def test_sizes_a_stage_cannot_hold_get_an_infinite_bound_without_a_warning() -> None:
+    """With one micro-batch and an incumbent (``ub``), a stage size whose floor is infinite
+    (it does not fit) gets an infinite size bound, and no 0 * inf NaN reaches the user's
+    stderr as a RuntimeWarning (seen on the Mixtral-8x7B example)."""
+    import warnings
+
+    graph = decoder_lm("tiny", 3, 256, 256, 4, 1024, 1000)
+    cluster = small_cluster(1, 4)
+    pp, mb = 2, 1
+    tables = build_cost_tables(graph, cluster, Training(global_batch_size=16, seq_len=256), SPACE,
+                               default_params(), pp, mb, Schedule.one_f_one_b)
+    # capacity just above the least memory of the whole model's share: big stages do not fit
+    reserve = user_reserve_for(least_memory(tables) / GIB * 1.02, cluster.device.hbm_gib,
+                               default_params())
+    training = Training(global_batch_size=16, seq_len=256, memory_reserve_gib=reserve)
+    tables = build_cost_tables(graph, cluster, training, SPACE, default_params(), pp, mb,
+                               Schedule.one_f_one_b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        form = build_blocks(tables, ub=10.0)
+    res = _solve(form.matrix)
+    ref = brute_force(graph, cluster, training, SPACE, pp, mb, Schedule.one_f_one_b)
+    if ref is None:
+        assert res.termination is Termination.infeasible
+    else:
+        assert res.primal == pytest.approx(ref[0], rel=HIGHS_REL)
