@@ -32,6 +32,8 @@ class ParallelFacts:
     vp: int
     zero: int
     ep: int = 1
+    #: the experts' tensor-parallel degree when it differs from ``tp`` (0: equal)
+    etp: int = 0
 
 
 #: Runtimes whose data parallelism shards everything unless told otherwise.

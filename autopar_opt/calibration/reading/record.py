@@ -15,7 +15,7 @@ without reading the record's text again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from autopar_opt.calibration.reading import device as dev
 from autopar_opt.calibration.reading import moe as moe_reading
@@ -170,8 +170,10 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
     par_notes = notes["parallelism"]
     dp_stated, ep = moe_reading.expert_parallel(raw.parallelism, n, spec, par_notes)
     parallel = read_parallelism(raw.parallelism, n, runtime, par_notes, dp_stated, ep)
+    etp = moe_reading.expert_tp(raw.parallelism, spec, par_notes)
     if spec is not None:
-        moe_reading.check_ep(ep, parallel.dp, parallel.cp, spec)
+        moe_reading.check_ep(ep, parallel.dp, parallel.cp, spec, parallel.tp, etp)
+        parallel = replace(parallel, etp=etp)
     cluster = dev.read_cluster(hw, device, n, notes["cluster"], device_type)
     dev.check_pipeline(parallel.pp, cluster)
     tn = notes["training"]
