@@ -173,7 +173,7 @@ def build_run(rec: RunRecord) -> ModeledRun:
         dims = replace(dims, batch=b.global_batch, **rec.model.flop_dims)
         flops = None
         if rec.moe is not None:
-            plan = moe_build.with_ep(plan, graph, par.ep)
+            plan = moe_build.with_ep(plan, graph, par.ep, par.etp)
             flops = moe_build.moe_flop_count(rec.flops.moe, dims, rec.moe.attention, rec.moe.spec,
                                              graph)
         if rec.throughput is None:

@@ -61,10 +61,11 @@ def moe_graph(rec: RunRecord, stated_params: float, notes: list[str]) -> LayerGr
     return LayerGraph.chain(rec.id, [embed, *blocks, head], seq_len=s, source=rec.id)
 
 
-def with_ep(plan: Plan, graph: LayerGraph, ep: int) -> Plan:
-    """``plan`` with expert parallelism ``ep`` on its MoE layers."""
+def with_ep(plan: Plan, graph: LayerGraph, ep: int, etp: int = 0) -> Plan:
+    """``plan`` with expert parallelism ``ep`` (and expert tensor parallelism
+    ``etp``, 0: equal to ``tp``) on its MoE layers."""
     moe = {layer.name for layer in graph.layers if layer.is_moe}
-    stages = [StagePlan(list(st.layers), [replace(s, ep=ep) if name in moe else s
+    stages = [StagePlan(list(st.layers), [replace(s, ep=ep, etp=etp) if name in moe else s
                                           for name, s in zip(st.layers, st.strategies)])
               for st in plan.stages]
     return replace(plan, stages=stages)

@@ -43,8 +43,11 @@ spellings with different values are refused):
 Parallelism: ``parallelism.ep`` (or ``expert_model_parallel_size``) is carved
 out of ``dp·cp`` as in Megatron-Core (:mod:`autopar_opt.ir.strategies`), so
 ``tp·pp·dp·cp = num_gpus`` still holds; the experts' tensor-parallel degree
-is ``tp`` (``etp`` / ``expert_tensor_parallel_size`` other than ``tp`` is
-refused).
+is ``etp`` / ``expert_tensor_parallel_size`` where stated (MoE parallel
+folding, Liu et al. 2025, arXiv 2504.14960: the expert ranks of a stage are
+its ``tp·cp·dp`` ranks regrouped as ``etp·ep·edp``,
+:attr:`autopar_opt.ir.strategies.Strategy.edp`), else ``tp`` (Megatron-Core's
+default ``expert_tensor_parallel_size`` = ``tensor_model_parallel_size``).
 """
 
 from __future__ import annotations
@@ -308,6 +311,17 @@ def attention_dims(m: Model, spec: MoeSpec, h: int, a: int, kv: int,
                          out_bias=biases)
 
 
+def expert_tp(par: Parallelism, spec: MoeSpec | None, notes: list[str]) -> int:
+    """The experts' tensor-parallel degree: ``etp`` where stated, else ``tp``
+    (Megatron-Core's default); 0 when equal to ``tp`` or the model is dense."""
+    etp = first_stated(par, ETP_KEYS, "parallelism")[1]
+    if spec is None or not etp or etp == par.tp:
+        return 0
+    notes.append(f"expert tensor parallelism {etp:g} apart from tp {par.tp:g} (MoE parallel "
+                 f"folding: the stage's tp·cp·dp ranks regrouped as etp·ep·edp for the experts)")
+    return int(etp)
+
+
 def expert_parallel(par: Parallelism, n: int, spec: MoeSpec | None,
                     notes: list[str]) -> tuple[int | None, int]:
     """(the attention layers' ``dp`` when the record's ``dp`` counts expert
@@ -316,8 +330,7 @@ def expert_parallel(par: Parallelism, n: int, spec: MoeSpec | None,
     ``ep`` is carved out of ``dp·cp`` (``tp·pp·dp·cp = num_gpus``). A record
     whose stated ``dp`` satisfies ``tp·pp·dp·cp·ep = num_gpus`` instead counts
     the expert-data-parallel replicas: the attention layers' ``dp`` is then
-    ``dp·ep``. ``ep`` unstated: 1 (Megatron-Core's default). The experts'
-    tensor-parallel degree must equal ``tp``.
+    ``dp·ep``. ``ep`` unstated: 1 (Megatron-Core's default).
     """
     if spec is None:
         return None, 1
@@ -326,10 +339,6 @@ def expert_parallel(par: Parallelism, n: int, spec: MoeSpec | None,
         notes.append("parallelism.ep not stated: 1 (Megatron-Core --expert-model-parallel-size "
                      "default)")
         return None, 1
-    tp, etp = par.tp, first_stated(par, ETP_KEYS, "parallelism")[1]
-    if etp and tp and etp != tp:
-        raise Unmodelable(f"expert tensor parallelism {etp} != tp {tp:g}: the cost model keeps "
-                          "the experts' tp equal to tp (Megatron-Core's default ETP = TP)")
     vals = [par.tp, par.pp, par.dp]
     cp = par.cp or 1
     if all(vals):
@@ -341,9 +350,13 @@ def expert_parallel(par: Parallelism, n: int, spec: MoeSpec | None,
     return None, ep
 
 
-def check_ep(ep: int, dp: int, cp: int, spec: MoeSpec) -> None:
-    """Megatron-Core's rules: ``ep`` divides ``dp·cp`` and the number of experts."""
-    if (dp * cp) % ep:
+def check_ep(ep: int, dp: int, cp: int, spec: MoeSpec, tp: int = 1, etp: int = 0) -> None:
+    """Megatron-Core's rules: ``etp·ep`` divides the stage's ``tp·cp·dp`` ranks
+    (``ep`` divides ``dp·cp`` when ``etp = tp``) and ``ep`` the number of experts."""
+    if etp and (tp * cp * dp) % (etp * ep):
+        raise Unmodelable(f"etp·ep = {etp}·{ep} does not divide tp·cp·dp = {tp * cp * dp} "
+                          "(Megatron-Core regroups a stage's ranks as etp·ep·edp)")
+    if not etp and (dp * cp) % ep:
         raise Unmodelable(f"parallelism.ep = {ep} does not divide dp·cp = {dp * cp} "
                           "(Megatron-Core carves expert parallelism out of data parallelism)")
     if spec.dims.num_experts % ep:

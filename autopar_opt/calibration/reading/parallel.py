@@ -32,6 +32,8 @@ class ParallelFacts:
     vp: int
     zero: int
     ep: int = 1
+    #: the experts' tensor-parallel degree when it differs from ``tp`` (0: equal)
+    etp: int = 0
 
 
 #: Runtimes whose data parallelism shards everything unless told otherwise.
@@ -124,6 +126,25 @@ def default_sequence_parallel(runtime: Runtime) -> bool:
     return runtime.tp_comm_overlap or runtime.name == "torchtitan"
 
 
+#: Why an unstated interleaving is non-interleaved 1F1B, per runtime: each
+#: framework's default schedule (issue 28 point 5).
+_INTERLEAVING_DEFAULT = {
+    "megatron": "Megatron-Core's default virtual_pipeline_model_parallel_size is None "
+                "(megatron/core/model_parallel_config.py), interleaving only when given",
+    "deepspeed": "DeepSpeed's PipelineEngine trains with TrainSchedule by default, one model "
+                 "chunk per stage (deepspeed/runtime/pipe/schedule.py)",
+    "torchtitan": "torchtitan's default pipeline_parallel_schedule is '1F1B' "
+                  "(torchtitan/config/configs.py)",
+}
+
+
+def interleaving_default(runtime: Runtime) -> str:
+    """The documented default schedule of ``runtime`` (or that none is read)."""
+    key = "megatron" if runtime.name.startswith("megatron") else runtime.name
+    return _INTERLEAVING_DEFAULT.get(key, f"assumed: no documented default of {runtime.name} "
+                                          "read")
+
+
 def read_parallelism(par: Parallelism, n: int, runtime: Runtime, notes: list[str],
                      dp_stated: int | None = None, ep: int = 1) -> ParallelFacts:
     """The record's layout on ``n`` GPUs. ``dp_stated`` replaces
@@ -156,7 +177,8 @@ def read_parallelism(par: Parallelism, n: int, runtime: Runtime, notes: list[str
     if vp is None:
         vp = 1
         if pp > 1:
-            notes.append("vp_chunks not stated: 1 (non-interleaved 1F1B)")
+            notes.append(f"vp_chunks not stated: 1 (non-interleaved 1F1B; "
+                         f"{interleaving_default(runtime)})")
     zero = map_zero(par, runtime, notes)
     if zero == 0 and dp * cp > 1 and runtime.distributed_optimizer:
         zero = 1

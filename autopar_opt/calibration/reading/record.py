@@ -15,7 +15,7 @@ without reading the record's text again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from autopar_opt.calibration.reading import device as dev
 from autopar_opt.calibration.reading import moe as moe_reading
@@ -27,11 +27,12 @@ from autopar_opt.calibration.reading.measured import (
     NoThroughput, Throughput, memory_fields, per_layer_ms, pick_throughput)
 from autopar_opt.calibration.reading.model import ModelFacts, read_dims, read_model
 from autopar_opt.calibration.reading.moe import MoeSpec
+from autopar_opt.calibration.reading.batching import Batches, read_batches
 from autopar_opt.calibration.reading.parallel import ParallelFacts, read_parallelism
 from autopar_opt.calibration.reading.runtime import fp16_grad_dtype, fsdp_reduce_dtype, runtime_of
 from autopar_opt.calibration.reading.schema import RawRecord
 from autopar_opt.calibration.reading.training import (
-    Batches, autocast_of, map_precision, map_recompute, read_batches, read_offload)
+    autocast_of, map_precision, map_recompute, read_offload)
 from autopar_opt.ir.hardware import DEVICE_CATALOG
 from autopar_opt.model_zoo.blocks import AttentionDims
 from autopar_opt.ir.runtime import Runtime
@@ -169,8 +170,10 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
     par_notes = notes["parallelism"]
     dp_stated, ep = moe_reading.expert_parallel(raw.parallelism, n, spec, par_notes)
     parallel = read_parallelism(raw.parallelism, n, runtime, par_notes, dp_stated, ep)
+    etp = moe_reading.expert_tp(raw.parallelism, spec, par_notes)
     if spec is not None:
-        moe_reading.check_ep(ep, parallel.dp, parallel.cp, spec)
+        moe_reading.check_ep(ep, parallel.dp, parallel.cp, spec, parallel.tp, etp)
+        parallel = replace(parallel, etp=etp)
     cluster = dev.read_cluster(hw, device, n, notes["cluster"], device_type)
     dev.check_pipeline(parallel.pp, cluster)
     tn = notes["training"]
@@ -180,7 +183,8 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
     runtime = fp16_grad_dtype(runtime, dtype, framework, precision, tn)
     counting = stacks.counting_of(runtime, raw.flops_counting, tn)
     recompute = map_recompute(tr.text("recompute"), counting, tn)
-    batches = read_batches(tr, parallel.dp, tn)
+    batches = read_batches(tr, parallel.dp, tn, pp=parallel.pp, runtime=runtime,
+                           framework=framework)
     offload = read_offload(tr, model.layers, parallel.pp, tn)
     autocast = autocast_of(precision, runtime, tn)
     per_layer = raw.record_type.startswith("per_layer")

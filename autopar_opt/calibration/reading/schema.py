@@ -32,6 +32,7 @@ from autopar_opt.calibration.reading.errors import Unmodelable
 #: integer is a model dimension, at most ``MAX_SEQ_LEN``.
 INT_LIMITS = {"num_layers": "MAX_LAYERS", "cpu_offloading_num_layers": "MAX_LAYERS",
               "global_batch_size": "MAX_GLOBAL_BATCH", "micro_batch_size": "MAX_GLOBAL_BATCH",
+              "grad_accum_steps": "MAX_GLOBAL_BATCH",
               "gpus_per_node": "MAX_GPUS_PER_NODE", "num_gpus": "MAX_DEVICES",
               "tp": "MAX_DEGREE", "pp": "MAX_DEGREE", "dp": "MAX_DEGREE", "cp": "MAX_DEGREE",
               "vp_chunks": "MAX_DEGREE", "dp_replicate": "MAX_DEGREE"}
@@ -193,12 +194,14 @@ class Training(_Section):
 
     WHERE: ClassVar[str] = "training"
     INTEGERS: ClassVar[tuple[str, ...]] = (
-        "global_batch_size", "micro_batch_size", "cpu_offloading_num_layers")
+        "global_batch_size", "micro_batch_size", "grad_accum_steps", "cpu_offloading_num_layers")
     framework: Optional[Any] = None
     precision: Optional[Any] = None
     recompute: Optional[Any] = None
     global_batch_size: Optional[int] = None
     micro_batch_size: Optional[int] = None
+    #: micro-batches per iteration per data-parallel rank (gradient accumulation steps)
+    grad_accum_steps: Optional[int] = None
     cpu_offloading_num_layers: Optional[int] = None
 
 

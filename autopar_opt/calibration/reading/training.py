@@ -8,7 +8,6 @@ default it takes into the notes.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from autopar_opt.calibration.reading.errors import Unmodelable
 from autopar_opt.calibration.reading.schema import Training as TrainingSection
@@ -100,33 +99,6 @@ def map_recompute(value: str, flops_counting: str, notes: list[str]) -> Recomput
         return Recompute.full
     notes.append("recompute not stated: none")
     return Recompute.none
-
-
-@dataclass(frozen=True)
-class Batches:
-    """Global batch, micro-batch (samples) and micro-batches per iteration."""
-
-    global_batch: int
-    micro_batch: int
-    microbatches: int
-
-
-def read_batches(tr: TrainingSection, dp: int, notes: list[str]) -> Batches:
-    """``c = B / (b·dp)`` micro-batches (gradient accumulation); a global batch
-    that is not a multiple of ``b·dp`` is priced as the nearest whole count."""
-    gbs = tr.global_batch_size
-    if gbs is None:
-        raise Unmodelable("training.global_batch_size is not stated (null)")
-    mbs = tr.micro_batch_size
-    if mbs is None:
-        mbs = 1
-        notes.append("micro_batch_size not stated: 1")
-    per = mbs * dp
-    c = max(1, round(gbs / per))
-    if c * per != gbs:
-        notes.append(f"global batch {gbs} is not a multiple of mbs·dp = {per}: priced as "
-                     f"{c} micro-batches ({c * per} samples), throughput compared per sample")
-    return Batches(gbs, mbs, c)
 
 
 def read_offload(tr: TrainingSection, layers: int, pp: int, notes: list[str]) -> float:

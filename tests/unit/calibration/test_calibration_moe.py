@@ -258,7 +258,7 @@ def test_mfu_is_inverted_with_the_moe_flop_count(counting, per_token):
     (lambda r: r["model"].update(num_local_experts=16), "disagree"),
     (lambda r: r["parallelism"].update(ep=3), "does not divide dp·cp"),
     (lambda r: r["parallelism"].update(ep=16, dp=16, tp=1), "does not divide the 8 routed"),
-    (lambda r: r["parallelism"].update(etp=1), "expert tensor parallelism 1 != tp 2"),
+    (lambda r: r["parallelism"].update(etp=3), "etp·ep = 3·8 does not divide tp·cp·dp = 16"),
     (lambda r: r["model"].update(arch="MoE with MLA attention"), "kv_lora_rank"),
     (lambda r: r["model"].update(arch="MoE with GeLU experts"), "non-gated"),
     (lambda r: r.update(measured={"mfu_pct": 40.0}, flops_counting="llm-foundry 6*N*s"),
@@ -269,6 +269,27 @@ def test_missing_or_inconsistent_fields_give_the_reason(mutate, reason):
     mutate(rec)
     with pytest.raises(Unmodelable, match=reason.replace("·", ".").replace("(", r"\(")):
         build_run(read_record(rec))
+
+
+def test_expert_tensor_parallelism_apart_from_tp_is_read_into_the_plan():
+    """MoE parallel folding (Liu et al. 2025): tp 2, ep 8, etp 1 on a stage of
+    tp·dp = 2·8 = 16 ranks gives each expert edp = 16 / (1·8) = 2 replicas; the
+    dense layers keep tp 2; a stated etp equal to tp is the default (0)."""
+    rec = mixtral()
+    rec["parallelism"]["etp"] = 1
+    r = read_record(rec)
+    assert (r.parallel.tp, r.parallel.ep, r.parallel.etp) == (2, 8, 1)
+    assert any("expert tensor parallelism 1 apart from tp 2" in a.text for a in r.assumptions)
+    run = build_run(r)
+    is_moe = {layer.name: layer.is_moe for layer in run.graph.layers}
+    moe = [s for st in run.plan.stages for name, s in zip(st.layers, st.strategies)
+           if is_moe[name]]
+    dense = [s for st in run.plan.stages for name, s in zip(st.layers, st.strategies)
+             if not is_moe[name]]
+    assert moe and all((s.tp, s.ep, s.expert_tp, s.edp) == (2, 8, 1, 2) for s in moe)
+    assert all((s.ep, s.expert_tp) == (1, 2) for s in dense)
+    rec["parallelism"]["etp"] = 2
+    assert read_record(rec).parallel.etp == 0
 
 
 def test_dense_record_with_ep_or_moe_words_is_never_priced_dense(tmp_path):

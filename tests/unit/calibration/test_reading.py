@@ -89,7 +89,8 @@ def test_every_default_is_an_assumption_with_its_topic_in_reading_order():
     assert texts["num_kv_heads not stated: = heads (multi-head attention)"] == "model"
     assert texts["dp not stated: num_gpus/(tp·pp·cp) = 1"] == "parallelism"
     assert texts["gpus_per_node not stated: 8"] == "cluster"
-    assert texts["micro_batch_size not stated: 1"] == "training"
+    assert texts["micro_batch_size not stated: 1 (assumed: Megatron-LM's --micro-batch-size "
+                 "has no default, megatron/training/arguments.py)"] == "training"
     assert rec.model.ffn == 256 and rec.model.kv_heads == 4 and rec.parallel.dp == 1
     run = build_run(rec)
     model_end = max(i for i, a in enumerate(rec.assumptions) if a.topic == "model")
