@@ -266,7 +266,9 @@ def main(path: Path) -> str:
 
 
 if __name__ == "__main__":
-    if hasattr(layer_cost, "GEMM_KERNELS"):
+    from autopar_opt.cost import compute
+
+    if hasattr(compute, "GEMM_KERNELS"):
         sys.exit("halfus_probe.py diagnoses the model before compute.GEMM_KERNELS (GEMMs once "
                  "per pass); this model already prices GEMMs per kernel: nothing to probe")
     print(main(Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_RUNS))

@@ -24,7 +24,6 @@ records (memory published, no throughput) are not predicted out of sample.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from autopar_opt.calibration.calibrate import calibrate_file
 from support import paths

@@ -41,7 +41,6 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from pathlib import Path
 
 import pytest
 import yaml

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
