@@ -140,7 +140,7 @@ class FleetSearch(Search):
         strong bound leaves open, and the most promising one is solved first; with the
         analytic bound alone, configurations that the LP disproves on sight split the
         time and took it from the one that holds the optimum (benchmarks/heterogeneous:
-        GPT-3 175B on 128 A100 + 256 H100 nodes, 27 configurations open by the analytic
+        GPT-3 175B on 128 A100 + 256 H100 nodes, 26 configurations open by the analytic
         bound against 6 by the LP)."""
         if self.incumbent is None:
             return
