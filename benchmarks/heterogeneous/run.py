@@ -186,11 +186,12 @@ def _f(x, fmt="{:.4g}") -> str:
 
 
 def write(rows: list[dict], started, args) -> None:
+    head = commit()             # before results.json changes the tree (else always "-dirty")
     (HERE / "results.json").write_text(json.dumps(rows, indent=1) + "\n")
     lines = [
         "# Mixed fleets (issue 34): A100 + H100, the whole command", "",
         f"Machine: 2 cores shared with other sessions; run started {started:%Y-%m-%d %H:%M} UTC, "
-        f"finished {dt.datetime.now(dt.timezone.utc):%H:%M} UTC at commit {commit()}; load average after: "
+        f"finished {dt.datetime.now(dt.timezone.utc):%H:%M} UTC at commit {head}; load average after: "
         f"{load_average()}. Each row's load before its fleet command is in its last column.", "",
         f"Command per instance: `autopar solve benchmarks/heterogeneous/specs/NAME.yaml --json` "
         f"(time limit {args.time_limit:g} s and gap 1% from the spec; solver: "
