@@ -249,11 +249,14 @@ class Search:
         return self.result()
 
     def first_pass(self) -> None:
-        """Every configuration in bound order, each with its share of the time left."""
+        """Every configuration in bound order, each with its share of the time left
+        (:func:`_time_share`: counted over the configurations still to be solved, after
+        :meth:`tighten` has raised their bounds)."""
         for k in range(len(self.prepared)):
             if k and self._stop_requested():
                 return
-            share = _time_share(self.remaining_s(), self.prepared[k:], self.incumbent)
+            self.tighten(k)
+            share = _time_share(self.remaining_s(), self.prepared[k:], self.solve_below())
             self.records.append(self.solve(k, share))
             if self.progress:
                 self.progress(k + 1, len(self.prepared), self.records[-1], self.incumbent,
@@ -290,6 +293,16 @@ class Search:
             new.message = "; ".join(m for m in (new.message, "solved again with the time the "
                                                 "first pass left over") if m)
             self.records[k] = new
+
+    def tighten(self, k: int) -> None:
+        """Raise the bounds of the configurations not yet decided (``prepared[k:]``) and
+        keep them in bound order. Here the analytic bounds are final: nothing to do
+        (:class:`~autopar_opt.search.fleet.FleetSearch` has a stronger, costlier bound)."""
+
+    def solve_below(self) -> float | None:
+        """A configuration whose bound is at or above this is not solved (None: every
+        finite one is): here the incumbent, which prunes it."""
+        return self.incumbent
 
     def _open(self) -> list[int]:
         inc = self.incumbent if self.incumbent is not None else math.inf
@@ -354,14 +367,15 @@ def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: S
     return Search(graph, cluster, training, space, params, options, progress, incumbent).run()
 
 
-def _time_share(remaining: float, rest: list, incumbent: float | None) -> float:
+def _time_share(remaining: float, rest: list, below: float | None) -> float:
     """Time for the next configuration: an equal share of what is left among the
-    configurations that may still need solving (bound below the incumbent), so
-    one hard configuration cannot starve the others of their bounds."""
+    configurations that may still need solving (bound below ``below``, the value at
+    which the search stops solving one: :meth:`Search.solve_below`), so one hard
+    configuration cannot starve the others of their bounds."""
     if remaining <= 0:
         return remaining
     open_configs = sum(1 for _, _, b in rest
-                       if not math.isinf(b.value) and (incumbent is None or b.value < incumbent))
+                       if not math.isinf(b.value) and (below is None or b.value < below))
     return max(remaining / max(open_configs, 1), min(1.0, remaining))
 
 

@@ -80,6 +80,8 @@ class FleetSearch(Search):
         self.fleet, self.groups, self.mixed = fleet, groups, mixed
         self.cutoff, self.cutoff_source = cutoff, cutoff_source
         self.cache = cache if cache is not None else FleetTableCache()
+        #: configurations whose bound has been raised to the knapsack LP bound
+        self.tightened: set[OuterConfig] = set()
         super().__init__(graph, fleet, training, space, params, options, progress, None)
 
     @property
@@ -96,12 +98,8 @@ class FleetSearch(Search):
         (:func:`~autopar_opt.search.fleet_bounds.knapsack_lp_bound`). A configuration
         whose bound is already within the target gap of the incumbent is not solved: it
         cannot move the certificate's gap above the target, and its bound is recorded."""
+        self._raise(k)
         cfg, tables, bound = self.prepared[k]
-        if not math.isinf(bound.value) and (self.incumbent is None or not reaches(bound.value, self.incumbent)):
-            strong = knapsack_lp_bound(tables)      # lazily: only configurations that may be solved
-            if strong > bound.value:
-                bound = replace(bound, value=strong)
-                self.prepared[k] = (cfg, tables, bound)
         own = super().incumbent
         if self.cutoff is not None and (own is None or self.cutoff < own) \
                 and not math.isinf(bound.value) and reaches(bound.value, self.cutoff):
@@ -119,6 +117,41 @@ class FleetSearch(Search):
             tables = self._full_tables(cfg)
             self.prepared[k] = (cfg, tables, bound)
         return super().solve(k, share)
+
+    def _raise(self, k: int) -> bool:
+        """Raise configuration ``k``'s bound to the knapsack LP bound, once, and only
+        if it may be solved (its bound below the incumbent): the LP costs a few
+        hundredths of a second, the pruned majority never needs it. True if it rose."""
+        cfg, tables, bound = self.prepared[k]
+        if cfg in self.tightened or math.isinf(bound.value) or reaches(bound.value, self.incumbent):
+            return False
+        self.tightened.add(cfg)
+        strong = knapsack_lp_bound(tables)
+        if strong <= bound.value:
+            return False
+        self.prepared[k] = (cfg, tables, replace(bound, value=strong))
+        return True
+
+    def tighten(self, k: int) -> None:
+        """Before the first pass decides configuration ``k``: once there is an incumbent,
+        every configuration still to be decided whose bound is below it gets the knapsack
+        LP bound (:meth:`_raise`), and they are put back in bound order. So the time share
+        (:func:`~autopar_opt.search.engine._time_share`) counts only the configurations the
+        strong bound leaves open, and the most promising one is solved first; with the
+        analytic bound alone, configurations that the LP disproves on sight split the
+        time and took it from the one that holds the optimum (benchmarks/heterogeneous:
+        GPT-3 175B on 128 A100 + 256 H100 nodes, 26 configurations open by the analytic
+        bound against 6 by the LP)."""
+        if self.incumbent is None:
+            return
+        if any([self._raise(i) for i in range(k, len(self.prepared))]):
+            self.prepared[k:] = sorted(self.prepared[k:], key=lambda item: (item[2].value, item[0]))
+
+    def solve_below(self) -> float | None:
+        """A configuration whose bound is within the target gap of the incumbent is not
+        solved (:meth:`solve`): the share counts only those below that."""
+        inc = self.incumbent
+        return None if inc is None else inc * (1 - self.options.rel_gap)
 
     def _full_tables(self, cfg: OuterConfig) -> CostTables:
         return build_fleet_tables(self.graph, self.fleet, self.training, self.space, self.params,

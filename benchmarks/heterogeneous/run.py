@@ -14,7 +14,8 @@ spec under ``specs/``, then records:
   how long it took, in this process.
 
 Writes RESULTS.md (date, load, commit, command lines) and results.json.
-Usage: ``python benchmarks/heterogeneous/run.py [--only NAME] [--time-limit S] [--metis-limit S]``.
+Usage: ``python benchmarks/heterogeneous/run.py [--only NAME] [--time-limit S] [--metis-limit S]
+[--solver NAME]`` (the specs name no solver unless ``--solver`` forces one: the default route).
 """
 
 from __future__ import annotations
@@ -58,8 +59,10 @@ def group(name: str, device: str, nodes: int) -> dict:
     return {"name": name, "device": device, "nodes": nodes, "gpus_per_node": 8}
 
 
-def specs(limit: float) -> list[tuple[str, Path, list[Path]]]:
-    """(instance, fleet spec, one spec per group alone), written under specs/."""
+def specs(limit: float, solver_name: str | None = None) -> list[tuple[str, Path, list[Path]]]:
+    """(instance, fleet spec, one spec per group alone), written under specs/. The specs
+    name no solver (the default route, ``auto``, as a user who writes none gets) unless
+    ``solver_name`` forces one."""
     out = []
     (HERE / "specs").mkdir(exist_ok=True)
     for model, base in MODELS.items():
@@ -68,7 +71,8 @@ def specs(limit: float) -> list[tuple[str, Path, list[Path]]]:
                 continue
             name = f"{model}_a100x{na}_h100x{nh}"
             groups = [group("a100", "A100-80GB", na), group("h100", "H100-SXM-80GB", nh)]
-            solver = {"name": "highs", "time_limit_s": limit, "rel_gap": 0.01}
+            solver = {**({"name": solver_name} if solver_name else {}), "time_limit_s": limit,
+                      "rel_gap": 0.01}
             fleet = {"description": f"{model} on {na} A100 + {nh} H100 nodes (issue 34 benchmark)",
                      **base, "cluster": {"name": f"a100x{na}+h100x{nh}", "groups": groups,
                                          "links": [{"between": ["a100", "h100"], **LINK}]},
@@ -111,10 +115,12 @@ def main() -> None:
     ap.add_argument("--only", default=None)
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--metis-limit", type=float, default=300.0)
+    ap.add_argument("--solver", default=None, help="force a backend in the specs (default: none "
+                    "named, the default route auto)")
     args = ap.parse_args()
     rows = []
     started = dt.datetime.now(dt.timezone.utc)
-    for name, path, alone in specs(args.time_limit):
+    for name, path, alone in specs(args.time_limit, args.solver):
         if args.only and args.only not in name:
             continue
         rel = path.relative_to(HERE.parents[1])
@@ -151,7 +157,7 @@ def main() -> None:
         old = json.loads((HERE / "results.json").read_text())
         mine = {r["instance"] for r in rows}
         rows = [r for r in old if r["instance"] not in mine] + rows
-        order = [n for n, _, _ in specs(args.time_limit)]
+        order = [n for n, _, _ in specs(args.time_limit, args.solver)]
         rows.sort(key=lambda r: order.index(r["instance"]) if r["instance"] in order else len(order))
     write(rows, started, args)
 
@@ -180,14 +186,17 @@ def _f(x, fmt="{:.4g}") -> str:
 
 
 def write(rows: list[dict], started, args) -> None:
+    head = commit()             # before results.json changes the tree (else always "-dirty")
     (HERE / "results.json").write_text(json.dumps(rows, indent=1) + "\n")
     lines = [
         "# Mixed fleets (issue 34): A100 + H100, the whole command", "",
         f"Machine: 2 cores shared with other sessions; run started {started:%Y-%m-%d %H:%M} UTC, "
-        f"finished {dt.datetime.now(dt.timezone.utc):%H:%M} UTC at commit {commit()}; load average after: "
+        f"finished {dt.datetime.now(dt.timezone.utc):%H:%M} UTC at commit {head}; load average after: "
         f"{load_average()}. Each row's load before its fleet command is in its last column.", "",
         f"Command per instance: `autopar solve benchmarks/heterogeneous/specs/NAME.yaml --json` "
-        f"(time limit {args.time_limit:g} s and gap 1% from the spec); each group alone: the same "
+        f"(time limit {args.time_limit:g} s and gap 1% from the spec; solver: "
+        f"{'`' + args.solver + '`, forced in the spec' if args.solver else 'none named, so the default route `auto`'})"
+        "; each group alone: the same "
         "search space on that group's cluster (`specs/MODEL_GROUPxNODES.yaml`); Metis-style: "
         "`autopar_opt.search.metis_baseline.metis_plan` in this process, capped at "
         f"{args.metis_limit:g} s. Link between the pods: 25 GB/s per GPU, 20 µs.", "",

@@ -142,3 +142,49 @@ def test_analytic_bound_reports_the_least_memory_as_a_number() -> None:
     stored = sum(float(np.min(w + m * h)) for w, h in zip(t.weight_bytes, t.act_bytes))
     held = max(float(np.min(x)) for x in t.working_bytes)
     assert analytic_lower_bound(t).least_memory_bytes == pytest.approx(max(max(per), (stored + held) / 2))
+
+
+def test_time_is_shared_among_the_configurations_the_strong_bound_leaves_open(monkeypatch) -> None:
+    """The first pass shares the time left among the configurations still open by the
+    bound each will be decided on (the knapsack LP, not the analytic bound), and decides
+    them in the order of that bound. Oracle: every configuration's strong bound computed
+    here (the larger of its analytic/load-balance and knapsack LP bounds), the engine's
+    rule ``share = max(R / open, min(1, R))`` with the time left ``R`` held at 100 s (no
+    clock: the check is exact). Counted by the analytic bound, 12 configurations were open
+    here against 8, and in analytic order the strong bounds are not sorted."""
+    from autopar_opt.search.fleet import fleet_config_bound
+
+    fleet = two_groups(slow=(1, 2), fast=(1, 4), slow_device="A100-40GB")
+    graph, params = random_chain(4, 3), default_params()
+    training = Training(global_batch_size=8, seq_len=1024)
+    strong, analytic = {}, {}
+    for cfg in fleet_outer_configs(graph, fleet, training, SPACE, mixed=True):
+        t = build_fleet_tables(graph, fleet, training, SPACE, params, cfg.microbatches, cfg.schedule,
+                               cfg.stage_groups, cfg.stage_devices, with_edges=False)
+        analytic[cfg] = fleet_config_bound(t).value
+        strong[cfg] = analytic[cfg] if math.isinf(analytic[cfg]) else max(analytic[cfg], knapsack_lp_bound(t))
+    finite = sorted(v for v in strong.values() if math.isfinite(v))
+    cut = (finite[7] + finite[8]) / 2              # 8 configurations below it by the strong bound
+    assert sum(v < cut for v in strong.values()) == 8
+    assert sum(v < cut for v in analytic.values()) == 12        # the analytic bound leaves 4 more
+
+    monkeypatch.setattr(FleetSearch, "remaining_s", lambda self: 100.0)
+    seen: list[tuple[float, int, float]] = []
+    solve = FleetSearch.solve
+
+    def spy(self, k, share):
+        rest = [c for c, _, _ in self.prepared[k:]]
+        below = self.incumbent * (1 - self.options.rel_gap)
+        seen.append((share, sum(strong[c] < below for c in rest), strong[rest[0]]))
+        return solve(self, k, share)
+
+    monkeypatch.setattr(FleetSearch, "solve", spy)
+    search = FleetSearch(graph, fleet, training, SPACE, params,
+                         SearchOptions(solver="dp", rel_gap=0.01, time_limit_s=100.0), mixed=True,
+                         cutoff=cut, cutoff_source="a test")
+    search.first_pass()
+    assert len(seen) == len(strong)
+    for share, still_open, _ in seen:
+        assert share == pytest.approx(max(100.0 / max(still_open, 1), 1.0), rel=1e-12)
+    decided = [b for _, _, b in seen if b < cut]
+    assert len(decided) == 8 and decided == sorted(decided)     # the most promising first
