@@ -5,11 +5,11 @@ the whole ``autopar solve SPEC --json`` command as a subprocess (benchmarks/clit
 wall clock, CPU, peak RSS), then records the optimum, the bound and gap, the method,
 the data-parallel plan's cost and the expert strategy's (one weird trick for AlexNet,
 the best Megatron template plan for transformers) under the same model. ``--dqn`` runs
-Auto-MAP's DQN (learn/dqn.py on learn/op_space.py) in-process for 60 s per instance and
-reads its value at 10 s and 60 s from the trace (schedules count samples, not seconds).
+Auto-MAP's DQN (learn/dqn.py on learn/op_space.py) in-process, one separate run per budget
+(10 s, 60 s) and seed, and records each run's final plan against the proven optimum.
 
     python benchmarks/operator_space/run.py --solve [--only NAME] [--rule alpa|pase]
-    python benchmarks/operator_space/run.py --dqn [--budget 60]
+    python benchmarks/operator_space/run.py --dqn [--budgets 10,60] [--seeds 0,1,2] [--dqn-devices 8,64]
     python benchmarks/operator_space/run.py --report          # RESULTS.md from the JSON files
 """
 
@@ -92,7 +92,9 @@ def solve(rule: str, only: str | None) -> None:
             out_path.write_text(json.dumps(rows, indent=1))
 
 
-def dqn(budget: float, only: str | None, devices: tuple[int, ...]) -> None:
+def dqn(budgets: tuple[float, ...], seeds: tuple[int, ...], only: str | None, devices: tuple[int, ...]) -> None:
+    """One separate run per (instance, budget, seed): the value at 10 s is a 10-s run's
+    final plan, not read from a longer run's trace."""
     from autopar_opt.learn.base import run_searcher
     from autopar_opt.learn.op_space import OpSearchSpace
     from autopar_opt.opspace.spec import build_op_spec
@@ -100,6 +102,7 @@ def dqn(budget: float, only: str | None, devices: tuple[int, ...]) -> None:
     solved = {(r["instance"], r["devices"]): r for r in json.loads((HERE / "solve_alpa.json").read_text())}
     out_path = HERE / "dqn.json"
     rows = json.loads(out_path.read_text()) if out_path.exists() else []
+    rows = [r for r in rows if "seed" in r]          # rows of the one-seed format are replaced
     with tempfile.TemporaryDirectory() as tmp:
         for name, graph, extra, n in instances("alpa", only):
             if n not in devices:
@@ -108,19 +111,21 @@ def dqn(budget: float, only: str | None, devices: tuple[int, ...]) -> None:
             spec.write_text(spec_text(graph, extra, n, "alpa"))
             s = build_op_spec(json.loads(spec.read_text()), spec)
             space = OpSearchSpace(s.graph_for, s.context, s.rule, s.reduce_scatter)
-            t0 = time.perf_counter()
-            res = run_searcher("dqn", space, budget, seed=0)
             opt = solved[(name, n)]["optimum"]
-            v10, v60 = res.value_at(10.0), res.value_at(budget)
-            row = {"instance": name, "devices": n, "budget_s": budget, "optimum": opt,
-                   "value_10s": v10, "value_60s": v60, "final": res.value,
-                   "ratio_10s": v10 / opt if v10 else None, "ratio_60s": v60 / opt if v60 else None,
-                   "episodes": res.info.get("episodes"), "wall_s": time.perf_counter() - t0,
-                   "load": load_average()}
-            rows = [r for r in rows if (r["instance"], r["devices"]) != (name, n)] + [row]
-            out_path.write_text(json.dumps(rows, indent=1))
-            print(f"{name:28s} {n:3d} dqn ratio 10s {row['ratio_10s']} 60s {row['ratio_60s']} "
-                  f"({row['episodes']} episodes)", flush=True)
+            for budget in budgets:
+                for seed in seeds:
+                    load = load_average()
+                    t0 = time.perf_counter()
+                    res = run_searcher("dqn", space, budget, seed=seed)
+                    row = {"instance": name, "devices": n, "budget_s": budget, "seed": seed, "optimum": opt,
+                           "value": res.value, "ratio": res.value / opt if res.value else None,
+                           "episodes": res.info.get("episodes"), "wall_s": round(time.perf_counter() - t0, 2),
+                           "load": load, "commit": commit()}
+                    rows = [r for r in rows if (r["instance"], r["devices"], r["budget_s"], r["seed"])
+                            != (name, n, budget, seed)] + [row]
+                    out_path.write_text(json.dumps(rows, indent=1))
+                    print(f"{name:28s} {n:3d} dqn {budget:g}s seed {seed}: ratio {row['ratio']} "
+                          f"({row['episodes']} episodes, load {load})", flush=True)
 
 
 def _f(x, fmt="{:.4g}") -> str:
@@ -184,13 +189,15 @@ def main() -> None:
     ap.add_argument("--report", action="store_true")
     ap.add_argument("--rule", default="alpa", choices=("alpa", "pase"))
     ap.add_argument("--only")
-    ap.add_argument("--budget", type=float, default=60.0)
+    ap.add_argument("--budgets", default="10,60", help="DQN budgets in seconds, one run each")
+    ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--dqn-devices", default="8,64")
     a = ap.parse_args()
     if a.solve:
         solve(a.rule, a.only)
     if a.dqn:
-        dqn(a.budget, a.only, tuple(int(x) for x in a.dqn_devices.split(",")))
+        dqn(tuple(float(x) for x in a.budgets.split(",")), tuple(int(x) for x in a.seeds.split(",")), a.only,
+            tuple(int(x) for x in a.dqn_devices.split(",")))
     if a.report:
         report()
 
