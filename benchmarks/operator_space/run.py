@@ -37,7 +37,7 @@ GRAPHS = {
     "gpt-1.7b x4 blocks, 6 GiB": ({"model": "gpt-1.7b", "layers": 4, "batch": 16, "embeddings": False},
                                  {"memory_gib": 6}),
 }
-PASE_DEVICES = (4, 8, 16)
+PASE_DEVICES = DEVICES
 
 
 def cluster(devices: int) -> dict:
@@ -60,7 +60,7 @@ def instances(rule: str, only: str | None):
             yield name, graph, extra, n
 
 
-def solve(rule: str, only: str | None) -> None:
+def solve(rule: str, only: str | None, timeout_s: float = 600.0) -> None:
     out_path = HERE / f"solve_{rule}.json"
     rows = json.loads(out_path.read_text()) if (only and out_path.exists()) else []
     rows = [r for r in rows if not (only and only in r["instance"])]
@@ -68,13 +68,14 @@ def solve(rule: str, only: str | None) -> None:
         for name, graph, extra, n in instances(rule, only):
             spec = Path(tmp) / "spec.json"
             spec.write_text(spec_text(graph, extra, n, rule))
-            res = run_cli(["solve", str(spec), "--json"], timeout_s=600)
+            res = run_cli(["solve", str(spec), "--json"], timeout_s=timeout_s)
             doc = res["json"] or {}
             cert = doc.get("certificate", {})
             base = {b["name"]: b for b in doc.get("baselines", [])}
             expert = base.get("one weird trick") or base.get("Megatron")
             row = {"instance": name, "devices": n, "rule": rule, "exit_code": res["exit_code"],
-                   "status": doc.get("status"), "optimum": cert.get("primal"), "lower_bound": cert.get("lower_bound"),
+                   "status": doc.get("status") or ("killed at the time limit" if res["timed_out"] else None),
+                   "timed_out": res["timed_out"], "optimum": cert.get("primal"), "lower_bound": cert.get("lower_bound"),
                    "gap": cert.get("gap"), "method": cert.get("method"),
                    "meshes": [(c["mesh"], c["status"]) for c in cert.get("configurations", [])],
                    "plan_mesh": (doc.get("plan") or {}).get("mesh"),
@@ -189,12 +190,13 @@ def main() -> None:
     ap.add_argument("--report", action="store_true")
     ap.add_argument("--rule", default="alpa", choices=("alpa", "pase"))
     ap.add_argument("--only")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds before a solve command is killed")
     ap.add_argument("--budgets", default="10,60", help="DQN budgets in seconds, one run each")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--dqn-devices", default="8,64")
     a = ap.parse_args()
     if a.solve:
-        solve(a.rule, a.only)
+        solve(a.rule, a.only, a.timeout)
     if a.dqn:
         dqn(tuple(float(x) for x in a.budgets.split(",")), tuple(int(x) for x in a.seeds.split(",")), a.only,
             tuple(int(x) for x in a.dqn_devices.split(",")))
