@@ -60,12 +60,14 @@ def instances(rule: str, only: str | None):
             yield name, graph, extra, n
 
 
-def solve(rule: str, only: str | None, timeout_s: float = 600.0) -> None:
+def solve(rule: str, only: str | None, timeout_s: float = 600.0, devices: tuple[int, ...] | None = None) -> None:
     out_path = HERE / f"solve_{rule}.json"
     rows = json.loads(out_path.read_text()) if (only and out_path.exists()) else []
-    rows = [r for r in rows if not (only and only in r["instance"])]
+    rows = [r for r in rows if not (only and only in r["instance"] and (devices is None or r["devices"] in devices))]
     with tempfile.TemporaryDirectory() as tmp:
         for name, graph, extra, n in instances(rule, only):
+            if devices is not None and n not in devices:
+                continue
             spec = Path(tmp) / "spec.json"
             spec.write_text(spec_text(graph, extra, n, rule))
             res = run_cli(["solve", str(spec), "--json"], timeout_s=timeout_s)
@@ -88,6 +90,7 @@ def solve(rule: str, only: str | None, timeout_s: float = 600.0) -> None:
                    "templates": doc.get("templates"), "samples_per_s": (doc.get("metrics") or {}).get("samples_per_s"),
                    "operators": doc.get("spec", {}).get("problem", {}).get("operators")}
             rows.append(row)
+            rows.sort(key=lambda r: (list(GRAPHS).index(r["instance"]), r["devices"]))
             print(f"{name:28s} {n:3d} {row['status']} {row['optimum']} gap {row['gap']} "
                   f"wall {res['wall_s']:.2f}s cpu {res['cpu_s']:.2f}s load {res['load_before']}", flush=True)
             out_path.write_text(json.dumps(rows, indent=1))
@@ -171,13 +174,32 @@ def report() -> None:
         lines.append("")
     path = HERE / "dqn.json"
     if path.exists():
-        lines += ["## Auto-MAP's DQN (one seed, 60 s per instance, in-process)", "",
-                  "| instance | devices | optimum s | DQN at 10 s (× opt) | DQN at 60 s (× opt) | episodes | load |",
-                  "|---|---|---|---|---|---|---|"]
-        for r in json.loads(path.read_text()):
-            lines.append(f"| {r['instance']} | {r['devices']} | {_f(r['optimum'])} | {_f(r['value_10s'])} "
-                         f"({_f(r['ratio_10s'], '{:.4f}')}) | {_f(r['value_60s'])} ({_f(r['ratio_60s'], '{:.4f}')}) | "
-                         f"{r['episodes']} | {r['load']} |")
+        rows = json.loads(path.read_text())
+        seeds = sorted({r["seed"] for r in rows})
+        lines += [f"## Auto-MAP's DQN (seeds {', '.join(map(str, seeds))}; one separate in-process run per "
+                  "budget and seed, wall-clock budgets)", "",
+                  "Each cell: the ratio of the DQN's plan to the proven optimum (alpa rule), per seed, then "
+                  "the median (\"no plan\": no plan that fits the memory found in the budget; the median "
+                  "is then not given); episodes per run; the load average when each run started.", "",
+                  "| instance | devices | optimum s | at 10 s: per seed (median) | episodes | at 60 s: per seed "
+                  "(median) | episodes | load |", "|---|---|---|---|---|---|---|---|"]
+        keys = list(dict.fromkeys((r["instance"], r["devices"]) for r in rows))
+        for name, n in keys:
+            cells = []
+            for b in (10.0, 60.0):
+                rs = sorted((r for r in rows if (r["instance"], r["devices"], r["budget_s"]) == (name, n, b)),
+                            key=lambda r: r["seed"])
+                ratios = [r["ratio"] for r in rs if r["ratio"] is not None]
+                med = sorted(ratios)[(len(ratios) - 1) // 2] if len(ratios) == len(rs) and ratios else None
+                cells.append((" / ".join("no plan" if r["ratio"] is None else _f(r["ratio"], "{:.4f}") for r in rs)
+                              + f" ({_f(med, '{:.4f}')})"
+                              if rs else "not run",
+                              " / ".join(str(r["episodes"]) for r in rs) or "-",
+                              [r["load"].split()[0] for r in rs]))
+            opt = next(r["optimum"] for r in rows if (r["instance"], r["devices"]) == (name, n))
+            loads = [float(x) for c in cells for x in c[2]]
+            lines.append(f"| {name} | {n} | {_f(opt)} | {cells[0][0]} | {cells[0][1]} | {cells[1][0]} | "
+                         f"{cells[1][1]} | {min(loads):.1f}-{max(loads):.1f} |")
         lines.append("")
     (HERE / "RESULTS.md").write_text("\n".join(lines) + "\n")
     print((HERE / "RESULTS.md").read_text())
@@ -190,13 +212,14 @@ def main() -> None:
     ap.add_argument("--report", action="store_true")
     ap.add_argument("--rule", default="alpa", choices=("alpa", "pase"))
     ap.add_argument("--only")
+    ap.add_argument("--devices", help="--solve: only these device counts (comma-separated)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds before a solve command is killed")
     ap.add_argument("--budgets", default="10,60", help="DQN budgets in seconds, one run each")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--dqn-devices", default="8,64")
     a = ap.parse_args()
     if a.solve:
-        solve(a.rule, a.only, a.timeout)
+        solve(a.rule, a.only, a.timeout, tuple(int(x) for x in a.devices.split(",")) if a.devices else None)
     if a.dqn:
         dqn(tuple(float(x) for x in a.budgets.split(",")), tuple(int(x) for x in a.seeds.split(",")), a.only,
             tuple(int(x) for x in a.dqn_devices.split(",")))
