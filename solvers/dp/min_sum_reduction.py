@@ -47,6 +47,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+#: Largest ``Σ_e K_v² · K_w`` the dominance test of one variable may cost; a variable above it
+#: is left whole (skipping a variable is always safe, a partial sum of the edges is not).
+DOMINANCE_MAX_WORK = 30_000_000
 #: Relative tolerance of fixing (a configuration is removed only when its bound exceeds the
 #: incumbent by more than this: round-off of sums never removes an optimal one).
 FIX_RTOL = 1e-9
@@ -245,8 +248,8 @@ def reduce_domains(unary: list[np.ndarray], pairs: list[tuple[int, int]], tables
                 inc[b].append((e, 1))
             drops = []
             for v in range(n):
-                if len(keep[v]) > 1:
-                    xs = [t_sub[e] if side == 0 else t_sub[e].T for e, side in inc[v]]
+                xs = [t_sub[e] if side == 0 else t_sub[e].T for e, side in inc[v]]
+                if 1 < len(keep[v]) and sum(x.shape[0] ** 2 * x.shape[1] for x in xs) <= DOMINANCE_MAX_WORK:
                     drops.append(dominated(u_sub[v], xs, memory[v][keep[v]] if may_bind else None))
                 else:
                     drops.append(np.zeros(len(keep[v]), dtype=bool))
