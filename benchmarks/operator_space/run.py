@@ -146,12 +146,14 @@ def _mesh(r: dict) -> str:
 
 def report() -> None:
     lines = ["# Operator-level sharding: PaSE's graphs and the zoo's BERT/GPT blocks (issue 31)", "",
-             f"Recorded {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit()}, on the shared "
-             "2-core development machine (the load average before each command is in the table; wall "
-             "clocks are inflated by the load, `cpu_s` is the honest cost of the command).", "",
+             f"Report written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at commit {commit()} from the "
+             "JSON files; the rows were measured on the shared 2-core development machine at the times and "
+             "commits listed in README.md (provenance). The load average before each command is in the "
+             "tables; wall clocks are inflated by the load, `cpu_s` is the honest cost of the command.", "",
              "Commands: `python benchmarks/operator_space/run.py --solve` (each row: `autopar solve SPEC "
-             "--json` as a subprocess, specs written by the runner: A100-80GB, 8 per node), "
-             "`--solve --rule pase`, `--dqn`, `--report`.", ""]
+             "--json` as a subprocess, specs written by the runner: A100-80GB, 8 per node; `--only transformer` "
+             "re-records one graph), `--solve --rule pase --timeout 300`, `--dqn --dqn-devices 8` and "
+             "`--dqn-devices 64` (budgets 10 and 60 s, seeds 0-2), `--report`.", ""]
     for rule in ("alpa", "pase"):
         path = HERE / f"solve_{rule}.json"
         if not path.exists():
