@@ -9,6 +9,11 @@ one 1-D mesh under the ``pase`` rule) the tables are built and solved:
   optimum too; otherwise the Pareto-label elimination under the memory knapsack
   (:mod:`autopar_opt.solvers.dp.pareto_elimination`) solves it exactly, or — past its
   label limit — the unconstrained optimum stays as a proven lower bound.
+* before either DP, where the min-weight order would build a table wider than
+  :data:`REDUCE_WIDEST` (the PaSE rule's Transformer: 1.4e9 entries at 16 devices), the exact
+  domain reduction of :mod:`autopar_opt.solvers.dp.min_sum_reduction` (spanning-forest
+  min-marginals fix out what cannot beat its own incumbent; dominated configurations go)
+  leaves a problem with the same optimum, which the DP then solves (``reduce+dp``).
 * ``highs`` / ``gurobi`` / ``scip`` — the MILP with Alpa's edge variables and the memory
   row (:mod:`autopar_opt.formulations.opspace`), through the solver registry.
 * ``auto`` (default) — the DP; where memory binds, its Pareto form on small tables
@@ -47,6 +52,10 @@ MEM_RTOL = 1e-9
 PARETO_AUTO_WIDEST = 200_000
 #: ``auto``: the label limit of that attempt (past it the MILP takes over at once).
 PARETO_AUTO_LABELS = 1_000_000
+#: ``auto``/``dp``: tables whose min-weight elimination order builds a table wider than this
+#: are first reduced exactly (:func:`_solve_reduced`); below it the reduction costs more than
+#: it saves.
+REDUCE_WIDEST = 2_000_000
 #: Largest MILP built (columns: configurations plus grouped edge variables); past it the
 #: mesh keeps the DP's or the unary bound and no plan (HiGHS would need gigabytes).
 MAX_MILP_COLUMNS = 2_000_000
@@ -142,8 +151,42 @@ def _fits(tables: OpTables, choice: list[int]) -> bool:
     return tables.memory_of(choice) <= tables.capacity_bytes * (1 + MEM_RTOL)
 
 
+def _solve_reduced(tables: OpTables, solver: str, time_limit_s: float | None,
+                   rel_gap: float) -> MeshOutcome | None:
+    """Where PaSE's elimination order would build a table wider than :data:`REDUCE_WIDEST`:
+    the exact domain reduction of :mod:`autopar_opt.solvers.dp.min_sum_reduction` (forest
+    min-marginals against its own incumbent, dominance), then the same solve on what is
+    left, mapped back. ``None`` when the tables are narrow enough or nothing was removed."""
+    from autopar_opt.solvers.dp.elimination import greedy_order
+    from autopar_opt.solvers.dp.min_sum_reduction import reduce_domains
+
+    _, widest = greedy_order(tables.sizes, tables.edges)
+    if widest <= REDUCE_WIDEST:
+        return None
+    t0 = time.monotonic()
+    red = reduce_domains(tables.time, tables.edges, tables.redistribution, tables.memory, tables.capacity_bytes)
+    removed = sum(tables.sizes) - sum(map(len, red.keep))
+    if removed == 0:
+        return None
+    left = None if time_limit_s is None else max(0.1, time_limit_s - (time.monotonic() - t0))
+    out = solve_tables(tables.subset(red.keep), solver, left, rel_gap, reduce=False)
+    if out.choice is not None:
+        out.choice = [int(k[c]) for k, c in zip(red.keep, out.choice)]
+    elif red.incumbent:                  # the reduction's own plan, with the bounds it has
+        out.choice, out.value, out.status = red.incumbent, red.incumbent_value, "feasible"
+    out.stats.update({"reduction_s": round(time.monotonic() - t0 - out.wall_time_s, 4),
+                      "widest_before_reduction": widest, "configs_before_reduction": sum(tables.sizes),
+                      "configs_removed": removed, "forest_bound": red.lower_bound})
+    if out.status != "infeasible":
+        out.lower_bound = max(out.lower_bound, min(red.lower_bound, out.value if out.value is not None else math.inf))
+    out.wall_time_s = time.monotonic() - t0
+    out.method = "reduce+" + out.method
+    out.tables = tables
+    return out
+
+
 def solve_tables(tables: OpTables, solver: str = "auto", time_limit_s: float | None = None,
-                 rel_gap: float = 1e-9, incumbent: float | None = None) -> MeshOutcome:
+                 rel_gap: float = 1e-9, incumbent: float | None = None, reduce: bool = True) -> MeshOutcome:
     """Solve one mesh's tables exactly (module docstring). With ``incumbent`` (a plan's
     value from another mesh) configurations that cannot beat it are fixed out first
     (:func:`~autopar_opt.cost.operators.tables.bound_fixing`); the mesh is then either
@@ -168,6 +211,10 @@ def solve_tables(tables: OpTables, solver: str = "auto", time_limit_s: float | N
                                    tables=tables, stats=out.stats)
             out.method += "+fixing"
             return out
+    if solver in ("auto", "dp") and reduce:
+        reduced = _solve_reduced(tables, solver, time_limit_s, rel_gap)
+        if reduced is not None:
+            return reduced
     start = time.monotonic()
     deadline = None if time_limit_s is None else start + time_limit_s
     stats: dict = {"operators": len(tables.time), "edges": len(tables.edges),

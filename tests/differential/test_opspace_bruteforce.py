@@ -75,3 +75,45 @@ def test_memory_limit_pareto_dp_milp_and_brute_force_agree(seed, n_ops, mesh, ru
         assert dp.method == "dp-pareto"
     for out in (dp, mip):
         assert t.memory_of(out.choice) <= t.capacity_bytes * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("seed, n_ops, mesh, rule, rs", CASES[1::2])
+def test_exact_reduction_before_the_dp_keeps_the_optimum(seed, n_ops, mesh, rule, rs, monkeypatch):
+    """With the reduction forced on every table (solvers/dp/min_sum_reduction.py: forest
+    min-marginal fixing and dominance), the DP on what is left finds the brute-force optimum
+    and the plan maps back to the full tables."""
+    import autopar_opt.opspace.solve as opsolve
+
+    g, ctx, t = _tables(seed, n_ops, mesh, rule, rs)
+    if space_size(t) > LIMIT:
+        pytest.skip(f"{space_size(t):,} plans: too many to enumerate")
+    best, _ = brute_force(t)
+    monkeypatch.setattr(opsolve, "REDUCE_WIDEST", 0)
+    out = solve_tables(t, "auto")
+    assert out.status == "optimal" and out.value == pytest.approx(best, rel=1e-9)
+    assert t.objective(out.choice) == pytest.approx(best, rel=1e-9)
+    if sum(t.sizes) > len(t.sizes):                      # something to choose: it reduced
+        assert out.method.startswith("reduce+") and out.stats["configs_removed"] > 0
+
+
+@pytest.mark.parametrize("seed, n_ops, mesh, rule, rs", CASES[::3])
+def test_exact_reduction_keeps_the_memory_constrained_optimum(seed, n_ops, mesh, rule, rs, monkeypatch):
+    """The same under a binding memory limit (dominance then also compares memory; fixing
+    only against a plan that fits)."""
+    import autopar_opt.opspace.solve as opsolve
+
+    g, ctx, t = _tables(seed, n_ops, mesh, rule, rs)
+    if space_size(t) > LIMIT:
+        pytest.skip(f"{space_size(t):,} plans: too many to enumerate")
+    _, free = brute_force(t)
+    least = sum(float(m.min()) for m in t.memory)
+    _, _, t = _tables(seed, n_ops, mesh, rule, rs,
+                      capacity_gib=(least + 0.5 * (t.memory_of(free) - least)) / 2**30)
+    best, arg = brute_force(t, t.capacity_bytes)
+    monkeypatch.setattr(opsolve, "REDUCE_WIDEST", 0)
+    out = solve_tables(t, "auto")
+    if arg is None:
+        assert out.status == "infeasible"
+        return
+    assert out.value == pytest.approx(best, rel=1e-9)
+    assert t.memory_of(out.choice) <= t.capacity_bytes * (1 + 1e-9)
