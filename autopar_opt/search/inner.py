@@ -171,10 +171,11 @@ class InnerSolver:
         if self._use_blocks(tables):
             return self._solve_blocks(tables, warm, dp, limit, remaining_s - (time.perf_counter() - began),
                                       cutoff)
-        problem, model_hash = self._formulate(tables, cfg)
-        refused = self._over_budget(problem)
-        if refused is not None:
-            return merge_outcomes(InnerOutcome(refused, None, model_hash), dp,
+        from autopar_opt.core.memory_budget import OverBudget
+        try:
+            problem, model_hash = self._formulate(tables, cfg)
+        except OverBudget as exc:           # counted, not built: the DP's result stands
+            return merge_outcomes(InnerOutcome(self._refused(exc), None), dp,
                                   opts.rel_gap).derive(opts.rel_gap)
         if warm is not None:
             problem.set_warm_start(warm)
@@ -190,24 +191,13 @@ class InnerSolver:
         outcome = InnerOutcome(res, problem.invert(res), model_hash)
         return merge_outcomes(outcome, dp, opts.rel_gap).derive(opts.rel_gap)
 
-    def _over_budget(self, problem) -> SolveResult | None:
-        """A result saying the model is not solved, when the matrix handed to the
-        backend (rows, columns and non-zeros, known once built; HiGHS's copy and
-        presolve take about 5x the built matrix, so this check comes before the
-        bulk of the memory) would exceed ``options.memory_budget``; else None."""
-        budget = getattr(self.options, "memory_budget", None)
-        matrix = getattr(problem, "matrix", None)
-        if budget is None or matrix is None:
-            return None
-        from autopar_opt.core.memory_budget import ModelSize
-
-        size = ModelSize(matrix.num_rows, matrix.num_cols, int(matrix.A.nnz))
-        if budget.admits(size.bytes()):
-            return None
+    def _refused(self, exc) -> SolveResult:
+        """The result of a MILP the memory budget refused before it was built
+        (:meth:`DirectBuilder.build <autopar_opt.formulations.direct.DirectBuilder.build>`
+        counts a new structure's rows, columns and entries first)."""
         return SolveResult(termination=Termination.time_limit_no_solution, primal=None,
                            lower_bound=float("-inf"), wall_time_s=0.0, solver=self.name,
-                           solver_version=self.version,
-                           message=budget.refusal(f"the MILP ({size.describe()})", size.bytes()))
+                           solver_version=self.version, message=str(exc))
 
     def _use_blocks(self, tables: CostTables) -> bool:
         """Whether this configuration takes the block MILP: the HiGHS matrix path on
@@ -327,19 +317,21 @@ class InnerSolver:
     def _formulate(self, tables: CostTables, cfg):
         """The problem the backend solves (:class:`TablesProblem` for the DP, the
         direct matrix for HiGHS, the Pyomo model otherwise) and the exported
-        model's sha256 when ``--export-models`` asks for it."""
+        model's sha256 when ``--export-models`` asks for it. A matrix past
+        ``options.memory_budget`` is counted, not built (:class:`OverBudget`)."""
         from autopar_opt.formulations import TablesProblem, build_formulation
         if self.form_name == "tables":
             return TablesProblem(tables), None
+        budget = getattr(self.options, "memory_budget", None)
         if self._matrix_input:
             if self._direct is None:
                 from autopar_opt.formulations.direct import DirectBuilder
                 self._direct = DirectBuilder(symmetry=self.symmetry)
-            problem = self._direct.build(tables)
-            exported = (build_formulation(tables, "milp", symmetry=self.symmetry)
+            problem = self._direct.build(tables, budget)
+            exported = (build_formulation(tables, "milp", symmetry=self.symmetry, budget=budget)
                         if self.options.export_dir is not None else None)
             return problem, self._export(exported, cfg) if exported is not None else None
-        problem = build_formulation(tables, self.form_name, symmetry=self.symmetry)
+        problem = build_formulation(tables, self.form_name, symmetry=self.symmetry, budget=budget)
         return problem, self._export(problem, cfg)
 
     def _export(self, form, cfg) -> str | None:
