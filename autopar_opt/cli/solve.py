@@ -165,7 +165,8 @@ def _opspace_spec(spec_path: str):
 
 
 def _opspace_command(spec_path: str, solver, time_limit_s, gap, out_dir, json_output, quiet, form,
-                     runnable_by, searcher, export_models, warm_start) -> int | None:
+                     runnable_by, searcher, export_models, warm_start, started_at=None,
+                     memory_limit_gib=None) -> int | None:
     """Solve an operator-sharding spec (None: the spec is not one). Its solver names
     include ``auto`` (the default: the DP, the MILP where memory binds on large tables)."""
     from autopar_opt.cli import options as opt
@@ -179,7 +180,8 @@ def _opspace_command(spec_path: str, solver, time_limit_s, gap, out_dir, json_ou
     opt.raise_if_any(opt.check_solver_available(given))
     if searcher is not None:
         searcher = _searcher_within_limit(searcher, time_limit_s, spec.solver.time_limit_s)
-    return opspace_solve_command(spec, solver, time_limit_s, gap, out_dir, json_output, quiet, searcher)
+    return opspace_solve_command(spec, solver, time_limit_s, gap, out_dir, json_output, quiet, searcher,
+                                 started_at, memory_limit_gib)
 
 
 def _peer_spec(spec_path: str):
@@ -244,7 +246,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                       *opt.check_memory_limit(memory_limit_gib),
                       *(check_output_dir(out_dir, "--out") if out_dir is not None else [])])
     code = _opspace_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, form,
-                            runnable_by, searcher, export_models, warm_start)
+                            runnable_by, searcher, export_models, warm_start, started_at,
+                            memory_limit_gib)
     if code is not None:          # problem: {format: operator_sharding}: solved by opspace/
         return code
     opt.raise_if_any(opt.check_solver(solver) if auto else [])

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from autopar_opt.core.interrupts import SearchInterrupted
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.operators.redistribution import transfer_matrix
 from autopar_opt.cost.operators.tables import TableBuilder
@@ -220,6 +221,8 @@ class PipelineSearch:
     pruned: list[tuple[StageSplit, tuple[int, int], float]]   # (split, mesh shape, bound)
     best: SplitOutcome | None
     wall_time_s: float
+    #: the stop signal that ended the search early (None: it ran to the end or the time limit)
+    interrupted: int | None = None
 
     @property
     def lower_bound(self) -> float:
@@ -261,16 +264,32 @@ def solve_pipeline(graph_for, ctx: StageContext, pp_degrees: list[int], microbat
                     candidates.append((split_lower_bound(t), len(candidates), t))
     candidates.sort(key=lambda x: (x[0], x[1]))
     outcomes, pruned, best = [], [], None
+    stopped: str | None = None
+    interrupted: int | None = None
+    tried = False
     for lb, _, t in candidates:
         if best is not None and lb >= best.value * (1 - 1e-12):
             pruned.append((t.split, t.shape, lb))
             continue
+        out_of_time = time_limit_s is not None and (best is not None or tried or time_limit_s <= 0) \
+            and time.monotonic() - start >= time_limit_s
+        if stopped is None and out_of_time:
+            stopped = "not solved: the time limit was spent"
+        if stopped is not None:            # its bound keeps the certificate valid
+            outcomes.append(SplitOutcome(t, "no_plan", None, lb, None, 0.0, stopped))
+            continue
         left = None if time_limit_s is None else max(0.1, time_limit_s - (time.monotonic() - start))
-        out = solve_split(t, solver, left)
+        try:
+            out = solve_split(t, solver, left)
+        except SearchInterrupted as exc:   # a stop signal: keep what is proven, answer now
+            interrupted, stopped = exc.signum, f"not solved: stopped by signal {exc.signum}"
+            outcomes.append(SplitOutcome(t, "no_plan", None, lb, None, 0.0, stopped))
+            continue
         outcomes.append(out)
+        tried = True
         if out.value is not None and (best is None or out.value < best.value):
             best = out
-    return PipelineSearch(outcomes, pruned, best, time.monotonic() - start)
+    return PipelineSearch(outcomes, pruned, best, time.monotonic() - start, interrupted)
 
 
 @dataclass
