@@ -282,7 +282,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                                       "--export-models")])
     if spec.fleet is not None:       # a cluster of several groups (cluster.groups): cli/fleet.py
         return _fleet_solve(spec, spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet,
-                            warm_start, form, started_at, searcher, runnable_by, export_models)
+                            warm_start, form, started_at, searcher, runnable_by, export_models,
+                            memory_limit_gib)
     err = LazyConsole(stderr=True)
     found = None
     if searcher is not None:
@@ -344,8 +345,10 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
 
 
 def _fleet_solve(spec, spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, warm_start,
-                 form, started_at, searcher, runnable_by, export_models) -> int:
-    """The fleet search (:mod:`autopar_opt.cli.fleet`) with the options and budget of this command."""
+                 form, started_at, searcher, runnable_by, export_models,
+                 memory_limit_gib: float | None = None) -> int:
+    """The fleet search (:mod:`autopar_opt.cli.fleet`) with the options, time budget and
+    memory budget (``--memory-limit``: every MILP counted before it is built) of this command."""
     from autopar_opt.cli import options as opt
     from autopar_opt.cli.fleet import fleet_solve_command, unused_fleet_options
     from autopar_opt.search.engine import SearchOptions
@@ -357,7 +360,8 @@ def _fleet_solve(spec, spec_path, solver, time_limit_s, gap, out_dir, json_outpu
     options = SearchOptions(solver=(solver or so.name).strip().lower(),
                             form=form or getattr(so, "form", "auto") or "auto",
                             time_limit_s=budget.remaining(),
-                            rel_gap=gap if gap is not None else so.rel_gap, warm_start=warm_start)
+                            rel_gap=gap if gap is not None else so.rel_gap, warm_start=warm_start,
+                            memory_budget=MemoryBudget.of(memory_limit_gib))
     return fleet_solve_command(spec, spec_path, options, budget, out_dir, json_output, quiet)
 
 

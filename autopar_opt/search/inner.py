@@ -253,7 +253,7 @@ class InnerSolver:
                                                                                MIN_MIP_S),
                                         rel_gap=_mip_gap(opts.rel_gap, cutoff),
                                         start=uniform[0] if uniform is not None else None,
-                                        cutoff=cutoff)
+                                        cutoff=cutoff, budget=getattr(opts, "memory_budget", None))
                 mip = InnerOutcome(res, asg, None).derive(opts.rel_gap)
                 if mip.status in (Status.optimal, Status.infeasible) or reaches_gap(res.lower_bound) \
                         or deadline - time.perf_counter() <= MIN_MIP_S:
@@ -286,7 +286,8 @@ class InnerSolver:
                     and (value is None or mip.result.primal < value):
                 plan = mip.assignment
             res, asg = solve_blocks(tables, self.backend, time_limit_s=max(min(span, left), MIN_MIP_S),
-                                    rel_gap=_mip_gap(opts.rel_gap, cutoff), start=plan, cutoff=cutoff)
+                                    rel_gap=_mip_gap(opts.rel_gap, cutoff), start=plan, cutoff=cutoff,
+                                    budget=getattr(opts, "memory_budget", None))
             new = merge_outcomes(InnerOutcome(res, asg, None), dp_best, opts.rel_gap).derive(opts.rel_gap)
             mip = new if mip is None else _merge_inner(mip, new, opts.rel_gap)
             if mip.status in (Status.optimal, Status.infeasible) or (
@@ -311,7 +312,8 @@ class InnerSolver:
 
         opts = self.options
         res, asg = solve_blocks(tables, self.backend, time_limit_s=max(min(limit, left), MIN_MIP_S),
-                                rel_gap=_mip_gap(opts.rel_gap, cutoff), start=warm, cutoff=cutoff)
+                                rel_gap=_mip_gap(opts.rel_gap, cutoff), start=warm, cutoff=cutoff,
+                                budget=getattr(opts, "memory_budget", None))
         return merge_outcomes(InnerOutcome(res, asg, None), dp, opts.rel_gap).derive(opts.rel_gap)
 
     def _formulate(self, tables: CostTables, cfg):
