@@ -73,6 +73,13 @@ class InnerOutcome:
     model_hash: str | None = None
     bounds: Bounds | None = None
     status: Status | None = None
+    #: the method that answered (``dp``, ``block-milp:highs``, ``dp+milp:highs``, ...):
+    #: ``certificate.methods`` of plan.json says which method proved what
+    method: str = ""
+
+    def by(self, method: str) -> "InnerOutcome":
+        self.method = method
+        return self
 
     def derive(self, rel_gap: float) -> "InnerOutcome":
         """Fill :attr:`bounds` (from the result) and :attr:`status` when unset."""
@@ -164,19 +171,19 @@ class InnerSolver:
                 and within_gap(warm_value, dp.lower_bound, opts.rel_gap))
             if closed and warm is not None and not (
                     getattr(opts, "dp_check", False) or opts.export_dir is not None):
-                return _dp_closed(dp, opts.rel_gap, warm, warm_value)
+                return _dp_closed(dp, opts.rel_gap, warm, warm_value).by("dp")
             if dp.termination is Termination.optimal:
                 limit = min(limit, max(CHECK_FACTOR * dp.wall_time_s, CHECK_MIN_S))
         _load_mip_modules()        # its import time is taken off the limit below
         if self._use_blocks(tables):
             return self._solve_blocks(tables, warm, dp, limit, remaining_s - (time.perf_counter() - began),
-                                      cutoff)
+                                      cutoff).by(("dp+" if dp is not None else "") + f"block-milp:{self.name}")
         from autopar_opt.core.memory_budget import OverBudget
         try:
             problem, model_hash = self._formulate(tables, cfg)
         except OverBudget as exc:           # counted, not built: the DP's result stands
             return merge_outcomes(InnerOutcome(self._refused(exc), None), dp,
-                                  opts.rel_gap).derive(opts.rel_gap)
+                                  opts.rel_gap).derive(opts.rel_gap).by(f"milp:{self.name} (refused)")
         if warm is not None:
             problem.set_warm_start(warm)
         # the warm start, the first import of the formulations and building the model
@@ -189,7 +196,8 @@ class InnerSolver:
         if problem.build_s and not res.timings.get("build"):
             res = res.with_(timings={**res.timings, "build": problem.build_s})
         outcome = InnerOutcome(res, problem.invert(res), model_hash)
-        return merge_outcomes(outcome, dp, opts.rel_gap).derive(opts.rel_gap)
+        return merge_outcomes(outcome, dp, opts.rel_gap).derive(opts.rel_gap).by(
+            ("dp+" if dp is not None else "") + f"{self.form_name}:{self.name}")
 
     def _refused(self, exc) -> SolveResult:
         """The result of a MILP the memory budget refused before it was built
@@ -271,13 +279,13 @@ class InnerSolver:
                     plan is not None and (dp_best.termination is Termination.optimal
                                           or within_gap(value, dp_best.lower_bound, opts.rel_gap))):
                 if dp_best.termination is Termination.infeasible:
-                    return InnerOutcome(dp_best, None).derive(opts.rel_gap)
+                    return InnerOutcome(dp_best, None).derive(opts.rel_gap).by("dp")
                 out = _dp_closed(dp_best, opts.rel_gap, plan, value)
                 out.result = out.result.with_(wall_time_s=time.perf_counter() - began)
                 if mip is not None:
                     out.result = out.result.with_(message=f"{out.result.message}; after {rounds} "
                                                   "rounds of the DP / block MILP race")
-                return out
+                return out.by("dp" if mip is None else "dp (DP / block-MILP race)")
             left = deadline - time.perf_counter()
             if left <= MIN_MIP_S:
                 break
@@ -299,10 +307,10 @@ class InnerSolver:
                 cutoff = None           # this configuration beats the incumbent: the full gap
             span *= 2
         if mip is None:
-            return InnerOutcome(dp_best, dp_best.solution).derive(opts.rel_gap)
+            return InnerOutcome(dp_best, dp_best.solution).derive(opts.rel_gap).by("dp")
         mip.result = mip.result.with_(wall_time_s=time.perf_counter() - began, message="; ".join(
             m for m in (mip.result.message, f"DP / block MILP race, {rounds} round(s)") if m))
-        return mip
+        return mip.by(f"dp / block-milp:{self.name} race")
 
     def _solve_blocks(self, tables: CostTables, warm, dp, limit: float, left: float,
                       cutoff: float | None = None) -> InnerOutcome:
