@@ -112,7 +112,7 @@ def _solve(spec, name: str, gap: float | None, searcher, budget, memory, guard) 
         mip = "auto" if name in ("auto", "dp") else name     # the backend by its features
         result = solve_pipeline(spec.graph_for, ctx, spec.pipeline.pp, spec.pipeline.microbatches,
                                 schedule_of(spec.pipeline), spec.rule, spec.reduce_scatter, mip,
-                                0.0 if guard.interrupted else left)
+                                0.0 if guard.interrupted else left, memory_budget=memory)
         pipeline_part, metrics = pipeline_document(result, rel, ctx)
         plan = metrics and pipeline_part["plan"]
         base, template = [], None
@@ -168,7 +168,7 @@ def methods_of(result) -> list[dict]:
             s = o.tables.split
             where, method = f"pp {s.pp}, c {s.microbatches}, mesh {'x'.join(map(str, o.tables.shape))}", "milp"
         status = "skipped" if o.status == "pruned" else o.status
-        if (getattr(o, "stats", None) or {}).get("milp_refused"):
+        if (getattr(o, "stats", None) or {}).get("milp_refused") or o.message.startswith("not built:"):
             status = "refused"
         out.append(MethodRecord(f"{method} ({where})", status, o.value, o.lower_bound,
                                 o.wall_time_s, o.message,

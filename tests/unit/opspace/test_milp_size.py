@@ -57,3 +57,31 @@ def test_a_budget_below_the_count_refuses_the_milp_and_builds_nothing(monkeypatc
     assert out.status == "no_plan" and out.value is None
     assert "not built" in out.message and "--memory-limit" in out.message
     assert out.stats["milp_nonzeros"] > 0
+
+
+@pytest.mark.parametrize("seed,pp,stage", [(0, 2, (0, 0, 1, 1)), (1, 2, (0, 1, 1, 1)), (2, 3, (0, 1, 2, 2))])
+@pytest.mark.parametrize("capacity", [None, 1e12])
+def test_the_pipeline_count_equals_the_built_matrix(seed, pp, stage, capacity):
+    from autopar_opt.formulations.opspace_pipeline import build_pipeline_matrix, pipeline_matrix_size
+    from autopar_opt.ir.training import Schedule
+    from autopar_opt.opspace.pipeline import StageSplit, pipeline_tables
+
+    g = random_graph(np.random.default_rng(seed), 4)
+    t = pipeline_tables(g, context(8 if pp == 3 else 4, gpus_per_node=2),
+                        StageSplit(stage, pp, 2, Schedule.one_f_one_b), (1, 2))
+    size = pipeline_matrix_size([len(a) for a in t.step], list(stage), t.edges, t.mats, t.boundary, pp,
+                                capacity)
+    form, _, _, _ = build_pipeline_matrix(t.step, t.sync, t.weight, t.act, list(stage), t.edges, t.mats,
+                                          t.boundary, pp, 2, t.inflight, capacity)
+    assert (size.rows, size.cols, size.nonzeros) == (form.num_rows, form.num_cols, form.A.nnz)
+
+
+def test_a_budget_below_the_pipeline_count_keeps_the_split_bound():
+    from autopar_opt.ir.training import Schedule
+    from autopar_opt.opspace.pipeline import StageSplit, pipeline_tables, solve_split, split_lower_bound
+
+    g = random_graph(np.random.default_rng(0), 4)
+    t = pipeline_tables(g, context(4, gpus_per_node=2), StageSplit((0, 0, 1, 1), 2, 2, Schedule.gpipe), (1, 2))
+    out = solve_split(t, memory_budget=MemoryBudget(1.0, "--memory-limit test"))
+    assert out.status == "no_plan" and out.choice is None and "not built" in out.message
+    assert out.lower_bound == split_lower_bound(t)
