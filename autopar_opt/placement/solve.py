@@ -221,7 +221,8 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
                                   rel_gap, assign, memory_budget)
         details.update(info)
         records.append(_milp_record(info, v, lb, time.perf_counter() - began))
-        method = f"milp:{info.get('milp_solver', solver)}"
+        if "milp_refused" not in info:          # a refused MILP answered nothing
+            method = f"milp:{info.get('milp_solver', solver)}"
         lower = max(lower, lb)
         if v < value:
             value, assign = v, a
