@@ -38,8 +38,9 @@ def unused_options(form, runnable_by, export_models: bool, warm_start: bool) -> 
             for option, value, on in given if on]
 
 
-#: Seconds kept back from the time limit for the baselines and the outputs.
-OUTPUT_RESERVE_S = 0.5
+#: Seconds kept back from the time limit for the outputs, and the share of what is left
+#: kept for the baselines (the Megatron template search stops at the limit).
+OUTPUT_RESERVE_S, BASELINE_SHARE = 0.5, 0.2
 
 
 def opspace_solve_command(spec, solver: str | None, time_limit_s: float | None, gap: float | None,
@@ -103,7 +104,8 @@ def _solve(spec, name: str, gap: float | None, searcher, budget, memory, guard) 
             found = None
         if found is None and not guard.interrupted:
             raise _SearcherFailed()
-    left = max(0.1, budget.remaining() - OUTPUT_RESERVE_S)
+    left = budget.remaining() - OUTPUT_RESERVE_S
+    left = max(0.1, left - BASELINE_SHARE * max(left, 0.0))
     pipeline_part = None
     if spec.pipeline is not None and (spec.pipeline.pp != [1] or spec.pipeline.microbatches != [1]):
         from autopar_opt.opspace.pipeline import pipeline_document, solve_pipeline
@@ -129,7 +131,8 @@ def _solve(spec, name: str, gap: float | None, searcher, budget, memory, guard) 
             metrics = evaluate_plan(graph, ctx, plan)
         base = [bl.data_parallel(graph, ctx)]
         trick = bl.one_weird_trick(graph, ctx)
-        template = bl.megatron(graph, ctx, spec.rule, spec.reduce_scatter)
+        template = bl.megatron(graph, ctx, spec.rule, spec.reduce_scatter,
+                               budget.deadline - OUTPUT_RESERVE_S)
         base += [b for b in (trick, template) if b is not None]
         # the baselines are plans of the space: one that beats what the solver found within
         # its limits (or finds a plan where it found none) is the answer, bound unchanged
