@@ -28,6 +28,7 @@ from typing import Any
 
 from autopar_opt.core.assignment import Assignment
 from autopar_opt.core.bounds import clamp_to_primal
+from autopar_opt.core.memory_budget import OverBudget
 from autopar_opt.core.result import ProblemClass, SolveResult, Termination
 from autopar_opt.cost.tables import CostTables, fits
 from autopar_opt.formulations.base import FormulationError, price_assignment, start_assignment
@@ -55,13 +56,16 @@ def block_applicable(tables: CostTables) -> bool:
 def solve_blocks(tables: CostTables, backend, *, time_limit_s: float | None, rel_gap: float,
                  start: "Assignment | Plan | None" = None, exact_start: int = EXACT_START,
                  solver_options: dict[str, Any] | None = None,
-                 cutoff: float | None = None) -> tuple[SolveResult, Assignment | None]:
+                 cutoff: float | None = None, budget=None) -> tuple[SolveResult, Assignment | None]:
     """The block MILP of ``tables`` on ``backend`` (a matrix-input MILP backend):
     the best plan found with its exact time, and the best proven bound.
 
     ``cutoff``: only plans below it matter (the search's incumbent); a backend
     that declares an objective cutoff stops once its bound reaches it, and the
-    rounds stop there too (the configuration is disproved)."""
+    rounds stop there too (the configuration is disproved). ``budget`` (a
+    :class:`~autopar_opt.core.memory_budget.MemoryBudget`): a model past it is not made
+    (:class:`~autopar_opt.core.memory_budget.OverBudget`); the rounds stop there with the
+    best plan and bound so far, and the message says why."""
     if cutoff is not None:
         solver_options = {**backend.cutoff_options(cutoff), **(solver_options or {})}
     t0 = time.perf_counter()
@@ -89,9 +93,20 @@ def solve_blocks(tables: CostTables, backend, *, time_limit_s: float | None, rel
                            message="block MILP: time limit reached before the model was solved",
                            timings=timings), best
     proven = False
+    refused = ""
     while True:
         rounds += 1
-        form = build_blocks(tables, exact_upto=exact, floors=floors, ub=best_t)
+        try:
+            form = build_blocks(tables, exact_upto=exact, floors=floors, ub=best_t, budget=budget)
+        except OverBudget as exc:
+            if res is None:            # not even the first model: the best plan, no bound
+                term = Termination.feasible if best is not None else Termination.time_limit_no_solution
+                return SolveResult(termination=term, primal=None if best is None else best_t,
+                                   lower_bound=float("-inf"), wall_time_s=time.perf_counter() - t0,
+                                   solver=backend.name, solver_version=backend.version(),
+                                   message=str(exc), timings=timings), best
+            refused = str(exc)
+            break
         if best is not None:
             form.set_warm_start(best)
         left = None if time_limit_s is None else max(time_limit_s - (time.perf_counter() - t0), 0.05)
@@ -126,7 +141,7 @@ def solve_blocks(tables: CostTables, backend, *, time_limit_s: float | None, rel
     else:
         term = Termination.optimal if proven or _closed(best_t, bound, rel_gap) else Termination.feasible
     msg = "; ".join(m for m in (f"block MILP: {rounds} model(s), exact patterns up to {exact} "
-                                f"layouts", res.message) if m)
+                                f"layouts", res.message, refused) if m)
     return res.with_(termination=term, primal=None if best is None else best_t, lower_bound=bound,
                      wall_time_s=time.perf_counter() - t0, message=msg, solution=None,
                      timings=timings), best

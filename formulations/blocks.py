@@ -79,6 +79,7 @@ from autopar_opt.formulations.chain_blocks import (BlockChain, Pattern, best_pat
 from autopar_opt.ir.hardware import GIB, MEM_EPS
 from autopar_opt.ir.plan import Plan
 from autopar_opt.ir.strategies import layout_ids
+from autopar_opt.core.memory_budget import MemoryBudget, ModelSize, OverBudget
 
 EMPTY = -1   #: the pattern of a stage without body blocks
 
@@ -109,6 +110,11 @@ class _Model:
         self.rnames.append(name)
         self.rlo.append(lo)
         self.rhi.append(hi)
+
+    def size(self) -> ModelSize:
+        """Rows, columns and entries of :meth:`matrix` (an upper bound on its non-zeros:
+        terms that sum to zero are dropped there)."""
+        return ModelSize(len(self.rows), len(self.names), sum(len(t) for t in self.rows))
 
     def matrix(self, offset: float) -> MatrixForm:
         r = [i for i, t in enumerate(self.rows) for a in t.values() if a != 0.0]
@@ -273,13 +279,17 @@ def _sequence(pat: Pattern, counts: np.ndarray, ch: BlockChain) -> list[int]:
 
 
 def build_blocks(tables: CostTables, exact_upto: int | None = None,
-                 floors: list[StageFloor] | None = None, ub: float = math.inf) -> BlockFormulation:
+                 floors: list[StageFloor] | None = None, ub: float = math.inf,
+                 budget: MemoryBudget | None = None) -> BlockFormulation:
     """The aggregated MILP of ``tables`` (FormulationError when it is not a block
     chain); with ``exact_upto``, stages of more layouts than that take relaxed
     patterns (:func:`~.chain_blocks.layout_patterns`); with ``ub`` (the time of a
     plan the caller keeps), stage sizes that cannot beat it are left out
     (:meth:`_Builder._size_bound`): the model then finds every plan better than
-    ``ub``, and its bound is valid for ``min(optimum, ub)``."""
+    ``ub``, and its bound is valid for ``min(optimum, ub)``. ``budget``: the model is
+    counted once its rows are listed, before the matrix and the solver's copy
+    (:class:`OverBudget` past it; the block model's size does not grow with the number
+    of layers, only with the layouts' patterns)."""
     check_tables(tables)
     t0 = time.perf_counter()
     chain, why = block_chain(tables)
@@ -287,13 +297,18 @@ def build_blocks(tables: CostTables, exact_upto: int | None = None,
         raise FormulationError(f"the block MILP needs a chain of identical blocks: {why}")
     if floors is None:
         floors = stage_floors(tables, chain)
-    form = _Builder(tables, chain, layout_patterns(chain.reshard, exact_upto), floors, ub).build()
+    builder = _Builder(tables, chain, layout_patterns(chain.reshard, exact_upto), floors, ub)
+    builder.budget = budget
+    form = builder.build()
     form.matrix.compile_s = time.perf_counter() - t0
     return form
 
 
 class _Builder:
     """Columns and rows of :class:`BlockFormulation` (the rows of the module doc)."""
+
+    #: the memory budget checked before the matrix is made (None: no check)
+    budget: MemoryBudget | None = None
 
     def __init__(self, tables: CostTables, chain: BlockChain, patterns: list[Pattern],
                  floors: list[StageFloor], ub: float = math.inf) -> None:
@@ -384,6 +399,11 @@ class _Builder:
             m.cost[j] = 1.0 / self.S
         m.cost[bott] = float(t.microbatches - 1) / self.S
         m.cost[smax] = 1.0 / self.S
+        if self.budget is not None:        # counted from the row dicts, before the matrix
+            size = m.size()
+            if not self.budget.admits(size.bytes()):
+                raise OverBudget(size, self.budget.refusal(f"the block MILP ({size.describe()})",
+                                                           size.bytes()))
         matrix = m.matrix(float(t.params.iteration_overhead_s))
         return BlockFormulation(t, ch, self.pats, matrix, pi, c, sp_cols, ss_cols, Tp, Ts, Q,
                                 defs=defs, tops=(bott, smax), times=p + o, syncs=g, sizes=self.sizes,

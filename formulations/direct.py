@@ -40,7 +40,8 @@ from autopar_opt.formulations.families import sort_symmetric_runs, symmetry_cuts
 from autopar_opt.formulations.base import (FormulationError, MatrixBacked, check_tables, price_assignment,
                                             start_assignment)
 from autopar_opt.formulations.layout import ColumnLayout, StructureKey
-from autopar_opt.formulations.rows import Fill, collect, families_of
+from autopar_opt.formulations.rows import Fill, collect, count, families_of
+from autopar_opt.core.memory_budget import MemoryBudget, ModelSize, OverBudget
 from autopar_opt.ir.hardware import GIB
 from autopar_opt.ir.plan import Plan
 from autopar_opt.ir.strategies import layout_ids
@@ -158,6 +159,16 @@ def build_structure(key: StructureKey) -> MatrixStructure:
                            order=order, csr_rows=rs, csr_cols=cs, indptr=indptr, slots=got.slots,
                            integrality=integ, col_lo=lo, col_hi=hi,
                            build_s=time.perf_counter() - start)
+
+
+def structure_size(key: StructureKey) -> ModelSize:
+    """Rows, columns and structural entries of :func:`build_structure` ``(key)``, counted
+    without building it (:func:`~.rows.count`): the memory budget's check before the
+    build. The filled matrix drops entries whose cost is zero, so its ``nnz`` is at
+    most this count; the structure's arrays hold every entry."""
+    C = ColumnLayout(key)
+    rows, entries = count(C, key)
+    return ModelSize(rows, C.num_cols, entries)
 
 
 def fill(struct: MatrixStructure, tables: CostTables, mats: list[dict]) -> tuple[MatrixForm, np.ndarray]:
@@ -294,13 +305,20 @@ class DirectBuilder:
         self.hits = 0
         self.misses = 0
 
-    def build(self, tables: CostTables) -> DirectFormulation:
-        """The formulation of ``tables``; FormulationError as ``build_formulation``."""
+    def build(self, tables: CostTables, budget: MemoryBudget | None = None) -> DirectFormulation:
+        """The formulation of ``tables``; FormulationError as ``build_formulation``.
+        With ``budget``, a structure not in the cache is counted first
+        (:func:`structure_size`) and :class:`OverBudget` raised, nothing built,
+        when it would exceed the budget."""
         check_tables(tables)
         start = time.perf_counter()
         key, mats = structure_key(tables, self.symmetry, self.form)
         struct = self._cache.get(key)
         cached = struct is not None
+        if struct is None and budget is not None:
+            size = structure_size(key)
+            if not budget.admits(size.bytes()):
+                raise OverBudget(size, budget.refusal(f"the MILP ({size.describe()})", size.bytes()))
         if struct is None:
             self.misses += 1
             struct = build_structure(key)
@@ -316,6 +334,7 @@ class DirectBuilder:
                                  problem_class=ProblemClass(self.form.upper()), entries=entries)
 
 
-def build_direct(tables: CostTables, symmetry: bool = True, form: str = "milp") -> DirectFormulation:
+def build_direct(tables: CostTables, symmetry: bool = True, form: str = "milp",
+                 budget: MemoryBudget | None = None) -> DirectFormulation:
     """The formulation of ``tables`` without a cache (see :class:`DirectBuilder`)."""
-    return DirectBuilder(symmetry, max_structures=1, form=form).build(tables)
+    return DirectBuilder(symmetry, max_structures=1, form=form).build(tables, budget)

@@ -128,11 +128,16 @@ class TablesProblem:
         return result.solution if result.has_solution else None
 
 
-def build_formulation(tables: CostTables, form: str = "milp", symmetry: bool = True) -> Formulation:
+def build_formulation(tables: CostTables, form: str = "milp", symmetry: bool = True,
+                      budget=None) -> Formulation:
     """Build the MILP (exact linearisation) or the MIQP for ``tables`` as a Pyomo model.
 
     ``symmetry`` adds the exact symmetry-breaking cuts between identical
-    neighbouring layers (:func:`~.families.symmetry_order`).
+    neighbouring layers (:func:`~.families.symmetry_order`). ``budget`` (a
+    :class:`~autopar_opt.core.memory_budget.MemoryBudget`): the matrix is counted first and
+    :class:`~autopar_opt.core.memory_budget.OverBudget` raised past it; the Pyomo model
+    built from it takes more than the matrix path's measured bytes, so on this path the
+    check is a floor (the Pyomo overhead is not measured).
 
     Raises
     ------
@@ -143,7 +148,7 @@ def build_formulation(tables: CostTables, form: str = "milp", symmetry: bool = T
         raise FormulationError(f"form must be one of {sorted(FORMS)}, got {form!r}")
     check_tables(tables)
     start = time.perf_counter()
-    core = build_direct(tables, symmetry=symmetry, form=form)
+    core = build_direct(tables, symmetry=symmetry, form=form, budget=budget)
     m = pyomo_model(core, name=f"autopar_{form}_pp{tables.pp}_c{tables.microbatches}")
     if form == "miqp":
         add_miqp_families(m, tables)

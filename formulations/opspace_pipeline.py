@@ -23,7 +23,31 @@ import numpy as np
 import scipy.sparse as sp
 
 from autopar_opt.core.matrix import MatrixForm
+from autopar_opt.core.memory_budget import ModelSize
 from autopar_opt.formulations.opspace import _Rows, add_choice_rows, equal_groups
+
+
+def pipeline_matrix_size(sizes: list[int], stage: list[int], edges: list[tuple[int, int]],
+                         mats: list[np.ndarray], boundary: list[int | None], pp: int,
+                         capacity: float | None) -> ModelSize:
+    """Rows, columns and non-zeros of :func:`build_pipeline_matrix` with the same arguments,
+    counted without building it (the memory budget): the choice rows, per edge the grouped
+    marginal rows (``ng + nh`` rows, ``2·ng·nh + |u| + |v|`` entries) and its ``ng·nh``
+    terms in one bottleneck or transfer row, the ``z``/``y`` epigraph rows with every
+    configuration once in a stage's time row and once in its sync row, the memory rows."""
+    ns = sum(sizes)
+    rows, cols, nnz = len(sizes), ns, ns
+    for (u, v), mat in zip(edges, mats):
+        ng, nh = len(np.unique(mat, axis=0)), len(np.unique(mat, axis=1).T)
+        rows += ng + nh
+        cols += ng * nh
+        nnz += 3 * ng * nh + sizes[u] + sizes[v]
+    rows += pp + max(pp - 1, 0) + pp
+    nnz += pp + max(pp - 1, 0) + ns + pp + ns
+    if capacity is not None and np.isfinite(capacity):
+        rows += pp
+        nnz += ns
+    return ModelSize(rows, cols + 2, nnz)
 
 
 def build_pipeline_matrix(step: list[np.ndarray], sync: list[np.ndarray], weight: list[np.ndarray],

@@ -78,6 +78,21 @@ class Rows:
                 cat(self.lo, float), cat(self.hi, float))
 
 
+class CountingRows(Rows):
+    """The same family API that only counts rows and entries (the memory budget: a
+    structure's size is known before it is built; :func:`count`). Nothing is stored,
+    so the count's peak is one family block's index arrays, not the matrix."""
+
+    def add(self, component: str, index, rows, cols, vals, lo, hi,
+            slot: str | None = None) -> tuple[slice, slice]:
+        m = len(index) if hasattr(index, "__len__") else sum(1 for _ in index)
+        k = int(np.size(cols))
+        out = slice(self.num_rows, self.num_rows + m), slice(self.nnz, self.nnz + k)
+        self.num_rows += m
+        self.nnz += k
+        return out
+
+
 @dataclass
 class Fill:
     """One configuration's coefficients, written into a copy of the structure.
@@ -164,6 +179,14 @@ def collect(C: ColumnLayout, key: StructureKey) -> RowsResult:
         fam.rows(R, C, key)
     rows, cols, vals, lo, hi = R.stack()
     return RowsResult(rows, cols, vals, lo, hi, R.blocks, R.slots, R.names())
+
+
+def count(C: ColumnLayout, key: StructureKey) -> tuple[int, int]:
+    """Rows and structural entries :func:`collect` would make, without making them."""
+    R = CountingRows()
+    for fam in families_of(key.form):
+        fam.rows(R, C, key)
+    return R.num_rows, R.nnz
 
 
 def grid(*sizes: int) -> list[np.ndarray]:

@@ -363,6 +363,10 @@ def place(ctx: typer.Context,
           gap: Optional[float] = typer.Option(None, "--gap",
                                               help="Stop at this relative gap (default: prove "
                                                    "optimality, 1e-6)."),
+          memory_limit_gib: Optional[float] = typer.Option(
+              None, "--memory-limit", help="Memory budget of the MILP, GiB (default: half of "
+              "the machine's memory); a MILP that would exceed it is counted, not built, and "
+              "the best placement of the other methods is the answer."),
           out_dir: Optional[str] = typer.Option(None, "--out",
                                                 help="Write placement.json and report.html here."),
           json_output: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -413,7 +417,7 @@ def place(ctx: typer.Context,
     with locked_out(out_dir):
         return place_command(spec_path, solver, objective, contiguous, time_limit_s, out_dir,
                              json_output, expert, gap, searcher=hook, quiet=quiet,
-                             started_at=started_at)
+                             started_at=started_at, memory_limit_gib=memory_limit_gib)
 
 
 @app.command("capacity")

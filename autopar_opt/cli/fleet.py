@@ -16,6 +16,7 @@ from pathlib import Path
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.files import write_atomic
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
+from autopar_opt.core.streams import stdout_to_stderr
 from autopar_opt.search.engine import SearchOptions
 
 EXIT_CODES = {"optimal": 0, "feasible": 0, "infeasible": 3, "no_plan": 4}
@@ -48,14 +49,17 @@ def fleet_solve_command(spec, spec_path: str, options: SearchOptions, budget: Bu
     with InterruptGuard() as guard:
         options.should_stop, options.stop_signal = guard.should_stop, lambda: guard.signum
         options.time_limit_s = max(budget.remaining() - OUTPUT_RESERVE_S, 0.0)
-        result = run_fleet_search(spec.graph, spec.fleet, spec.training, spec.space,
-                                  spec.cost_params, options, split_parts=parts)
+        with stdout_to_stderr():          # solver chatter never on stdout (--json)
+            result = run_fleet_search(spec.graph, spec.fleet, spec.training, spec.space,
+                                      spec.cost_params, options, split_parts=parts)
         guard.defer()
         options.time_limit_s = budget.total_s
         doc = build_fleet_document(str(spec_path), spec.graph, spec.fleet, spec.training, spec.space,
                                    spec.cost_params, options, result,
                                    batch_quantum(spec.training.global_batch_size, parts))
         doc["solver"]["timings"] = {"command_s": round(budget.elapsed(), 3)}
+        if options.memory_budget is not None:
+            doc["solver"]["memory_budget"] = options.memory_budget.describe()
         if guard.interrupted:
             doc["status"] = "interrupted"
         code = _emit(doc, out_dir, json_output, quiet)

@@ -5,7 +5,14 @@ Loads the spec (:mod:`autopar_opt.opspace.spec`), solves the operator space exac
 stage search of :mod:`autopar_opt.opspace.pipeline`), prices the plan and the baselines
 with the independent evaluator, writes ``plan.json`` and ``report.html`` under ``--out``,
 prints a summary or the JSON. Exit codes as every solve: 0 plan found, 2 bad input,
-3 proven infeasible, 4 no plan within the limits.
+3 proven infeasible, 4 no plan within the limits, 128 + signal when a stop signal
+(SIGINT, SIGTERM, SIGHUP) ended the solve (the document is still written, status
+``interrupted``, with everything proven before the signal).
+
+Limits as on every route (issue 35): ``--time-limit`` counts from process start
+(:class:`~autopar_opt.cli.budget.Budget`), solver output on file descriptor 1 goes to
+stderr while the solve runs (``--json`` stays pure JSON), and every MILP is counted
+before it is built against ``--memory-limit`` (default: half the RAM).
 """
 
 from __future__ import annotations
@@ -27,21 +34,30 @@ def unused_options(form, runnable_by, export_models: bool, warm_start: bool) -> 
     return [SpecProblem(COMMAND_LINE, option, value, "applies to the layer search; an operator-sharding "
                         "problem is solved by its own DP or MILP without it",
                         f"drop {option} (an operator-sharding solve takes --solver, --time-limit, --gap, "
-                        "--out, --json, --quiet)")
+                        "--memory-limit, --out, --json, --quiet)")
             for option, value, on in given if on]
 
 
+#: Seconds kept back from the time limit for the outputs, and the share of what is left
+#: kept for the baselines (the Megatron template search stops at the limit).
+OUTPUT_RESERVE_S, BASELINE_SHARE = 0.5, 0.2
+
+
 def opspace_solve_command(spec, solver: str | None, time_limit_s: float | None, gap: float | None,
-                          out_dir: str | None, json_output: bool, quiet: bool, searcher=None) -> int:
+                          out_dir: str | None, json_output: bool, quiet: bool, searcher=None,
+                          started_at: float | None = None,
+                          memory_limit_gib: float | None = None) -> int:
     """The whole job for a loaded :class:`~autopar_opt.opspace.spec.OpSpec`; the exit code.
 
     ``searcher`` (a :class:`~autopar_opt.cli.searcher.SearcherHook`) runs first on the same
     space (:class:`~autopar_opt.learn.op_space.OpSearchSpace`, within its budget); the
     document gains its ``searcher`` entry against the exact side's bound and optimum."""
-    from autopar_opt import __version__
-    from autopar_opt.cost.operators.evaluate import OpPlan, evaluate_plan
-    from autopar_opt.opspace import baselines as bl
-    from autopar_opt.opspace.document import build_document
+    import time
+
+    from autopar_opt.cli.budget import Budget
+    from autopar_opt.core.interrupts import InterruptGuard, exit_code
+    from autopar_opt.core.memory_budget import MemoryBudget
+    from autopar_opt.core.streams import stdout_to_stderr
 
     name = (solver or spec.solver.name).strip().lower()
     if name not in ("auto", "dp", "highs", "gurobi", "scip"):
@@ -49,18 +65,47 @@ def opspace_solve_command(spec, solver: str | None, time_limit_s: float | None, 
         raise OptionError(f"--solver {name!r}: an operator-sharding problem takes auto, dp, highs, "
                           "gurobi or scip")
     limit = time_limit_s if time_limit_s is not None else spec.solver.time_limit_s
+    budget = Budget(limit, started_at if started_at is not None else time.perf_counter())
+    memory = MemoryBudget.of(memory_limit_gib)
+    with InterruptGuard() as guard:
+        try:
+            with stdout_to_stderr():      # solver chatter never on stdout (--json)
+                doc, found = _solve(spec, name, gap, searcher, budget, memory, guard)
+        except _SearcherFailed:
+            return 2
+        guard.defer()                     # a second signal must not cut the outputs short
+        signum = guard.signum or doc.pop("_interrupted", None)
+        if signum is not None:
+            doc["status"] = doc["certificate"]["status"] = "interrupted"
+        _emit(doc, found, searcher, out_dir, json_output, quiet)
+    if signum is not None:
+        return exit_code(signum)
+    return EXIT[doc["status"]]
+
+
+def _solve(spec, name: str, gap: float | None, searcher, budget, memory, guard) -> tuple[dict, object]:
+    """The solve and its document (:func:`opspace_solve_command`); a stop signal inside the
+    searcher or the exact solve ends it with what is proven."""
+    from autopar_opt import __version__
+    from autopar_opt.core.interrupts import SearchInterrupted
+    from autopar_opt.cost.operators.evaluate import OpPlan, evaluate_plan
+    from autopar_opt.opspace import baselines as bl
+    from autopar_opt.opspace.document import build_document
+
+    limit = budget.total_s
     rel = gap if gap is not None else spec.solver.rel_gap
     graph, ctx = spec.graph, spec.context
     found, source = None, "solver"
     if searcher is not None:
-        import time
-
         from rich.console import Console
-        t0 = time.monotonic()
-        found = searcher.run_operator(spec, Console(stderr=True))
-        if found is None:
-            return 2
-        limit = max(0.1, limit - (time.monotonic() - t0))
+        try:
+            found = searcher.run_operator(spec, Console(stderr=True))
+        except SearchInterrupted:
+            found = None
+        if found is None and not guard.interrupted:
+            raise _SearcherFailed()
+    left = budget.remaining() - OUTPUT_RESERVE_S
+    left = max(0.1, left - BASELINE_SHARE * max(left, 0.0))
     pipeline_part = None
     if spec.pipeline is not None and (spec.pipeline.pp != [1] or spec.pipeline.microbatches != [1]):
         from autopar_opt.opspace.pipeline import pipeline_document, solve_pipeline
@@ -68,7 +113,8 @@ def opspace_solve_command(spec, solver: str | None, time_limit_s: float | None, 
 
         mip = "auto" if name in ("auto", "dp") else name     # the backend by its features
         result = solve_pipeline(spec.graph_for, ctx, spec.pipeline.pp, spec.pipeline.microbatches,
-                                schedule_of(spec.pipeline), spec.rule, spec.reduce_scatter, mip, limit)
+                                schedule_of(spec.pipeline), spec.rule, spec.reduce_scatter, mip,
+                                0.0 if guard.interrupted else left, memory_budget=memory)
         pipeline_part, metrics = pipeline_document(result, rel, ctx)
         plan = metrics and pipeline_part["plan"]
         base, template = [], None
@@ -76,7 +122,8 @@ def opspace_solve_command(spec, solver: str | None, time_limit_s: float | None, 
         from autopar_opt.opspace.solve import solve_operator_space
 
         result = solve_operator_space(graph, ctx, ctx.cluster.num_devices, spec.rule, spec.reduce_scatter,
-                                      name, limit, rel)
+                                      name, 0.0 if guard.interrupted else left, rel,
+                                      memory_budget=memory)
         plan = metrics = None
         if result.best is not None:
             b = result.best
@@ -84,7 +131,8 @@ def opspace_solve_command(spec, solver: str | None, time_limit_s: float | None, 
             metrics = evaluate_plan(graph, ctx, plan)
         base = [bl.data_parallel(graph, ctx)]
         trick = bl.one_weird_trick(graph, ctx)
-        template = bl.megatron(graph, ctx, spec.rule, spec.reduce_scatter)
+        template = bl.megatron(graph, ctx, spec.rule, spec.reduce_scatter,
+                               budget.deadline - OUTPUT_RESERVE_S)
         base += [b for b in (trick, template) if b is not None]
         # the baselines are plans of the space: one that beats what the solver found within
         # its limits (or finds a plan where it found none) is the answer, bound unchanged
@@ -94,10 +142,45 @@ def opspace_solve_command(spec, solver: str | None, time_limit_s: float | None, 
             plan, metrics, source = better.plan, better.metrics, f"baseline: {better.name}"
     doc = build_document(spec, result, plan, metrics, base, template, name, limit, rel, __version__,
                          pipeline_part, source)
+    doc["solver"]["memory_budget"] = memory.describe()
+    doc["certificate"]["methods"] = methods_of(result)
     if found is not None:
         cert = doc["certificate"]
         bound = cert["lower_bound"] if isinstance(cert["lower_bound"], float) else None
         doc["searcher"] = searcher.block(found, bound, cert["primal"] if cert["exact"] else None)
+    if result.interrupted is not None:
+        doc["_interrupted"] = result.interrupted
+    return doc, found
+
+
+class _SearcherFailed(Exception):
+    """The searcher reported its own error (exit 2)."""
+
+
+def methods_of(result) -> list[dict]:
+    """``certificate.methods``: which method proved what, one record per logical mesh (or
+    pipeline configuration), in the certificate's order (:class:`~autopar_opt.core.portfolio.MethodRecord`;
+    this route keeps its own order: the DP, its Pareto form, the MILP)."""
+    from autopar_opt.core.portfolio import MethodRecord
+
+    out = []
+    for o in result.outcomes:
+        if hasattr(o, "mesh"):
+            where, method = f"mesh {'x'.join(map(str, o.mesh.shape))}", o.method
+        else:
+            s = o.tables.split
+            where, method = f"pp {s.pp}, c {s.microbatches}, mesh {'x'.join(map(str, o.tables.shape))}", "milp"
+        status = "skipped" if o.status == "pruned" else o.status
+        if (getattr(o, "stats", None) or {}).get("milp_refused") or o.message.startswith("not built:"):
+            status = "refused"
+        out.append(MethodRecord(f"{method} ({where})", status, o.value, o.lower_bound,
+                                o.wall_time_s, o.message,
+                                dict(getattr(o, "stats", {}) or {})).to_dict())
+    return out
+
+
+def _emit(doc: dict, found, searcher, out_dir: str | None, json_output: bool, quiet: bool) -> None:
+    """Write plan.json and the report (``--out``), print the JSON or the summary."""
     text = json.dumps(doc, indent=2)
     if out_dir:
         from autopar_opt.core.files import write_atomic
@@ -113,7 +196,6 @@ def opspace_solve_command(spec, solver: str | None, time_limit_s: float | None, 
         if found is not None:
             from rich.console import Console
             searcher.summary(doc["searcher"], Console())
-    return EXIT[doc["status"]]
 
 
 def _summary(doc: dict) -> None:
@@ -126,6 +208,9 @@ def _summary(doc: dict) -> None:
               f"{m['memory_bytes'] / 2**30:.3g} of {m['capacity_bytes'] / 2**30:.3g} GiB per device")
     print(f"  certificate: primal {c['primal']} lower bound {c['lower_bound']} gap {c['gap']} "
           f"({c['method']}, {doc['wall_time_s']:.2f} s)")
+    for m in c.get("methods", []):
+        if m["status"] in ("refused", "no_plan", "interrupted"):
+            print(f"  {m['method']}: {m['status']} ({m['message']})")
     if doc.get("plan_source", "solver") != "solver":
         print(f"  plan: the {doc['plan_source']} (better than what the solver found within its limits)")
     for b in doc["baselines"]:

@@ -155,7 +155,8 @@ def _json_summary(doc: dict) -> dict:
                                           "serial_dp_value", "serial_dp", "milp_start",
                                           "milp_status", "milp_bound", "milp_time_s",
                                           "contiguous_optimum", "infeasible", "stopped",
-                                          "milp_skipped") if k in det}
+                                          "milp_skipped", "milp_refused") if k in det}
+    out["methods"] = det.get("methods", [])
     return out
 
 
@@ -195,7 +196,8 @@ def output_reserve_s(num_nodes: int) -> float:
 def place_command(spec_path: str, solver: str | None, objective: str | None,
                   contiguous: bool | None, time_limit_s: float | None, out_dir: str | None,
                   json_output: bool, expert: str | None, gap: float | None = None,
-                  searcher=None, quiet: bool = False, started_at: float | None = None) -> int:
+                  searcher=None, quiet: bool = False, started_at: float | None = None,
+                  memory_limit_gib: float | None = None) -> int:
     """The body of ``autopar place`` (errors become exit code 2 in the caller).
 
     ``--time-limit`` is a wall-clock budget for the whole command, counted from
@@ -212,7 +214,7 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
     from autopar_opt.placement.importers.spec import load_placement
     from autopar_opt.core.errors import SpecProblem
     limit = time_limit_s if time_limit_s is not None and math.isfinite(time_limit_s) else math.inf
-    opt.raise_if_any([*opt.check_time_limit(time_limit_s),
+    opt.raise_if_any([*opt.check_time_limit(time_limit_s), *opt.check_memory_limit(memory_limit_gib),
                       *(opt.check_budget(searcher.budget_s, limit) if searcher else []),
                       *(searcher.problems() if searcher else []),
                       *(check_output_dir(out_dir, "--out", ("placement.json", "report.html"))
@@ -261,6 +263,7 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
         time_limit_s, started_at if started_at is not None else time.perf_counter())
     reserve = output_reserve_s(problem.num_nodes)
     from autopar_opt.core.interrupts import InterruptGuard, SearchInterrupted, exit_code
+    from autopar_opt.core.memory_budget import MemoryBudget
     from autopar_opt.core.streams import stdout_to_stderr
 
     began = time.perf_counter()
@@ -270,7 +273,8 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
                 result = solve_placement(problem, objective=objective, contiguous=cont,
                                          solver=name, time_limit_s=None if budget is None
                                          else max(0.0, budget.remaining() - reserve),
-                                         rel_gap=1e-6 if gap is None else gap)
+                                         rel_gap=1e-6 if gap is None else gap,
+                                         memory_budget=MemoryBudget.of(memory_limit_gib))
         except SearchInterrupted:
             result = interrupted_result(problem, objective, cont, guard.signum,
                                         time.perf_counter() - began)
@@ -333,7 +337,7 @@ def _text(doc: dict) -> str:
              f"gap:          {gap}",
              f"status:       {doc['status']} ({doc['method']}, {doc['wall_time_s']:.3f} s)"]
     why = {k: v for k, v in doc.get("details", {}).items()
-           if k in ("infeasible", "stopped", "milp_skipped")}
+           if k in ("infeasible", "stopped", "milp_skipped", "milp_refused")}
     lines += [f"why:          {k.replace('_', ' ')}: {v}" for k, v in why.items()]
     for d in doc["devices"]:
         lines.append(f"  {d['device']:>14}: {len(d['nodes']):6d} nodes  load {d['load']:.6g}  "

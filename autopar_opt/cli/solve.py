@@ -165,7 +165,8 @@ def _opspace_spec(spec_path: str):
 
 
 def _opspace_command(spec_path: str, solver, time_limit_s, gap, out_dir, json_output, quiet, form,
-                     runnable_by, searcher, export_models, warm_start) -> int | None:
+                     runnable_by, searcher, export_models, warm_start, started_at=None,
+                     memory_limit_gib=None) -> int | None:
     """Solve an operator-sharding spec (None: the spec is not one). Its solver names
     include ``auto`` (the default: the DP, the MILP where memory binds on large tables)."""
     from autopar_opt.cli import options as opt
@@ -179,7 +180,8 @@ def _opspace_command(spec_path: str, solver, time_limit_s, gap, out_dir, json_ou
     opt.raise_if_any(opt.check_solver_available(given))
     if searcher is not None:
         searcher = _searcher_within_limit(searcher, time_limit_s, spec.solver.time_limit_s)
-    return opspace_solve_command(spec, solver, time_limit_s, gap, out_dir, json_output, quiet, searcher)
+    return opspace_solve_command(spec, solver, time_limit_s, gap, out_dir, json_output, quiet, searcher,
+                                 started_at, memory_limit_gib)
 
 
 def _peer_spec(spec_path: str):
@@ -244,7 +246,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                       *opt.check_memory_limit(memory_limit_gib),
                       *(check_output_dir(out_dir, "--out") if out_dir is not None else [])])
     code = _opspace_command(spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, form,
-                            runnable_by, searcher, export_models, warm_start)
+                            runnable_by, searcher, export_models, warm_start, started_at,
+                            memory_limit_gib)
     if code is not None:          # problem: {format: operator_sharding}: solved by opspace/
         return code
     opt.raise_if_any(opt.check_solver(solver) if auto else [])
@@ -279,7 +282,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                                       "--export-models")])
     if spec.fleet is not None:       # a cluster of several groups (cluster.groups): cli/fleet.py
         return _fleet_solve(spec, spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet,
-                            warm_start, form, started_at, searcher, runnable_by, export_models)
+                            warm_start, form, started_at, searcher, runnable_by, export_models,
+                            memory_limit_gib)
     err = LazyConsole(stderr=True)
     found = None
     if searcher is not None:
@@ -341,8 +345,10 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
 
 
 def _fleet_solve(spec, spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, warm_start,
-                 form, started_at, searcher, runnable_by, export_models) -> int:
-    """The fleet search (:mod:`autopar_opt.cli.fleet`) with the options and budget of this command."""
+                 form, started_at, searcher, runnable_by, export_models,
+                 memory_limit_gib: float | None = None) -> int:
+    """The fleet search (:mod:`autopar_opt.cli.fleet`) with the options, time budget and
+    memory budget (``--memory-limit``: every MILP counted before it is built) of this command."""
     from autopar_opt.cli import options as opt
     from autopar_opt.cli.fleet import fleet_solve_command, unused_fleet_options
     from autopar_opt.search.engine import SearchOptions
@@ -354,7 +360,8 @@ def _fleet_solve(spec, spec_path, solver, time_limit_s, gap, out_dir, json_outpu
     options = SearchOptions(solver=(solver or so.name).strip().lower(),
                             form=form or getattr(so, "form", "auto") or "auto",
                             time_limit_s=budget.remaining(),
-                            rel_gap=gap if gap is not None else so.rel_gap, warm_start=warm_start)
+                            rel_gap=gap if gap is not None else so.rel_gap, warm_start=warm_start,
+                            memory_budget=MemoryBudget.of(memory_limit_gib))
     return fleet_solve_command(spec, spec_path, options, budget, out_dir, json_output, quiet)
 
 

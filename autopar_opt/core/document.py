@@ -269,6 +269,9 @@ class CertificateDoc(_BoundsDoc):
 
     exact: bool = _f("The global bound is a proof (finite and <= primal, or every "
                      "configuration proven infeasible).")
+    methods: list[dict] = _f("Which method proved what (issue 35): per method, the "
+                             "configurations it answered, its best plan, the least bound it "
+                             "proved, its time (core/portfolio.MethodRecord).", default_factory=list)
     configurations: list[ConfigRowDoc] = _f("Every outer configuration.")
 
 

@@ -16,6 +16,10 @@ from autopar_opt.core.matrix import MatrixForm
 class MatrixBuilder:
     """Accumulates columns and rows; :meth:`build` returns the ``MatrixForm``."""
 
+    #: True for :class:`MatrixCounter`: a build function may skip work that only sets
+    #: coefficients or bounds (never rows or columns) when only the size is wanted
+    counting = False
+
     def __init__(self) -> None:
         self.lo: list[np.ndarray] = []
         self.hi: list[np.ndarray] = []
@@ -80,3 +84,44 @@ class MatrixBuilder:
                           col_lo=np.concatenate(self.lo), col_hi=np.concatenate(self.hi),
                           integrality=np.concatenate(self.integer), offset=0.0,
                           columns=self.names, start=start)
+
+
+class MatrixCounter(MatrixBuilder):
+    """The same builder API that only counts: rows, columns and entries of the model a
+    build function would make, known before the matrix exists (the memory budget,
+    :mod:`autopar_opt.core.memory_budget`).
+
+    Column bounds are kept (build functions write into ``lo``/``hi`` blocks and they are
+    one number per column); entries and column names are not stored, so the count's
+    peak is the largest single :meth:`add_rows` call, not the model. The entry count is
+    exact when no ``(row, column)`` pair repeats and never below the built matrix's
+    ``nnz`` (:meth:`MatrixBuilder.build` merges repeats)."""
+
+    counting = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries = 0
+
+    def add_vars(self, name: str, shape: tuple[int, ...], lo: float = 0.0, hi: float = 1.0,
+                 integer: bool = False) -> np.ndarray:
+        count = int(np.prod(shape)) if shape else 1
+        idx = np.arange(self.ncols, self.ncols + count).reshape(shape)
+        self.lo.append(np.full(count, lo, dtype=float))
+        self.hi.append(np.full(count, hi, dtype=float))
+        self.ncols += count
+        return idx
+
+    def add_rows(self, row: np.ndarray, col: np.ndarray, val: np.ndarray, lo: np.ndarray,
+                 hi: np.ndarray) -> None:
+        self.entries += int(np.size(col))
+        self.nrows += int(np.atleast_1d(np.asarray(lo)).size)
+
+    def build(self, start: np.ndarray | None = None) -> None:  # type: ignore[override]
+        """Nothing is built: read :meth:`size`."""
+        return None
+
+    def size(self):
+        """The counted :class:`~autopar_opt.core.memory_budget.ModelSize`."""
+        from autopar_opt.core.memory_budget import ModelSize
+        return ModelSize(self.nrows, self.ncols, self.entries)

@@ -91,9 +91,23 @@ class MemoryBudget:
         return need_bytes <= self.bytes
 
     def describe(self) -> str:
-        return f"{self.bytes / GIB:.2f} GiB ({self.source})"
+        return f"{_size(self.bytes)} ({self.source})"
 
     def refusal(self, what: str, need_bytes: float) -> str:
         """Why a model is not built, with the fix."""
-        return (f"not built: {what} would take about {need_bytes / GIB:.2f} GiB, over the memory "
+        return (f"not built: {what} would take about {_size(need_bytes)}, over the memory "
                 f"budget of {self.describe()}; raise --memory-limit if the machine has the memory")
+
+
+def _size(nbytes: float) -> str:
+    """GiB with two decimals; MiB below 0.01 GiB (a tiny --memory-limit still reads)."""
+    return f"{nbytes / GIB:.2f} GiB" if nbytes >= 0.01 * GIB else f"{nbytes / 2**20:.3g} MiB"
+
+
+class OverBudget(Exception):
+    """A model was counted and not built: it would exceed the memory budget.
+    ``size`` is the count, ``str(exc)`` the refusal (:meth:`MemoryBudget.refusal`)."""
+
+    def __init__(self, size: ModelSize, message: str) -> None:
+        super().__init__(message)
+        self.size = size

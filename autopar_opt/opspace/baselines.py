@@ -80,15 +80,24 @@ def one_weird_trick(graph: OperatorGraph, ctx: StageContext) -> Baseline | None:
 
 
 def megatron(graph: OperatorGraph, ctx: StageContext, rule: str = "alpa",
-             reduce_scatter: bool = True) -> Baseline | None:
+             reduce_scatter: bool = True, deadline: float | None = None) -> Baseline | None:
     """The best Megatron template plan over every logical mesh (None: no operator roles,
-    or no template plan fits the memory)."""
+    or no template plan fits the memory). ``deadline`` (a ``time.perf_counter()`` value,
+    the command's limit): no further mesh is searched past it; the note then says over
+    how many meshes the plan is the best."""
+    import time
+
     from autopar_opt.opspace.templates import template_search, template_space
 
     if any(not op.layer for op in graph.ops) or not any(op.role in ("qkv", "fc1") for op in graph.ops):
         return None
     best = None
-    for mesh in logical_meshes(ctx.cluster.num_devices, ctx.cluster.gpus_per_node, one_d_only=rule == "pase"):
+    meshes = logical_meshes(ctx.cluster.num_devices, ctx.cluster.gpus_per_node, one_d_only=rule == "pase")
+    searched = 0
+    for mesh in meshes:
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
+        searched += 1
         tables = TableBuilder(ctx, mesh, rule, reduce_scatter).build(graph)
         try:
             space = template_space(tables)
@@ -102,5 +111,7 @@ def megatron(graph: OperatorGraph, ctx: StageContext, rule: str = "alpa",
     found, tables = best
     plan = OpPlan(tables.mesh, [tables.configs[v][k] for v, k in enumerate(found.choice)])
     labels = sorted({t.label(tables.mesh.shape) for t in found.templates})
+    cut = "" if searched == len(meshes) else (
+        f" (over {searched} of {len(meshes)} logical meshes: the time limit ran out)")
     return Baseline("Megatron", plan, evaluate_plan(graph, ctx, plan),
-                    "best per-layer template plan: " + "; ".join(labels))
+                    "best per-layer template plan: " + "; ".join(labels) + cut)

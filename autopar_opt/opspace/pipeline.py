@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from autopar_opt.core.interrupts import SearchInterrupted
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.operators.redistribution import transfer_matrix
 from autopar_opt.cost.operators.tables import TableBuilder
@@ -163,13 +164,22 @@ class SplitOutcome:
 
 
 def solve_split(t: PipelineTables, solver: str = "auto", time_limit_s: float | None = None,
-                rel_gap: float = 1e-9) -> SplitOutcome:
-    """The MILP of the split (exact); value re-priced by :func:`pipeline_objective`."""
+                rel_gap: float = 1e-9, memory_budget=None) -> SplitOutcome:
+    """The MILP of the split (exact); value re-priced by :func:`pipeline_objective`. The
+    MILP is counted first (:func:`pipeline_matrix_size`) and not built past
+    ``memory_budget`` (default half the RAM): the split keeps ``bound`` and no plan."""
+    from autopar_opt.core.memory_budget import MemoryBudget
     from autopar_opt.formulations.opspace import decode
-    from autopar_opt.formulations.opspace_pipeline import build_pipeline_matrix
+    from autopar_opt.formulations.opspace_pipeline import build_pipeline_matrix, pipeline_matrix_size
     from autopar_opt.solvers.matrix import matrix_backend, solve_matrix
 
     start = time.monotonic()
+    size = pipeline_matrix_size([len(a) for a in t.step], list(t.split.stage), t.edges, t.mats,
+                                t.boundary, t.split.pp, t.capacity_bytes)
+    budget = memory_budget if memory_budget is not None else MemoryBudget.default()
+    if not budget.admits(size.bytes()):
+        return SplitOutcome(t, "no_plan", None, split_lower_bound(t), None, time.monotonic() - start,
+                            budget.refusal(f"the MILP ({size.describe()})", size.bytes()))
     form, offs, _, scale = build_pipeline_matrix(
         t.step, t.sync, t.weight, t.act, list(t.split.stage), t.edges, t.mats, t.boundary, t.split.pp,
         t.split.microbatches, t.inflight, t.capacity_bytes)
@@ -220,6 +230,8 @@ class PipelineSearch:
     pruned: list[tuple[StageSplit, tuple[int, int], float]]   # (split, mesh shape, bound)
     best: SplitOutcome | None
     wall_time_s: float
+    #: the stop signal that ended the search early (None: it ran to the end or the time limit)
+    interrupted: int | None = None
 
     @property
     def lower_bound(self) -> float:
@@ -230,7 +242,7 @@ class PipelineSearch:
 def solve_pipeline(graph_for, ctx: StageContext, pp_degrees: list[int], microbatches: list[int],
                    schedule: Schedule = Schedule.one_f_one_b, rule: str = "alpa",
                    reduce_scatter: bool = True, solver: str = "auto",
-                   time_limit_s: float | None = None) -> PipelineSearch:
+                   time_limit_s: float | None = None, memory_budget=None) -> PipelineSearch:
     """Joint inter/intra search over stage splits at layer boundaries (module docstring).
 
     ``graph_for(microbatch_samples)`` builds the graph at a micro-batch size; every
@@ -261,16 +273,32 @@ def solve_pipeline(graph_for, ctx: StageContext, pp_degrees: list[int], microbat
                     candidates.append((split_lower_bound(t), len(candidates), t))
     candidates.sort(key=lambda x: (x[0], x[1]))
     outcomes, pruned, best = [], [], None
+    stopped: str | None = None
+    interrupted: int | None = None
+    tried = False
     for lb, _, t in candidates:
         if best is not None and lb >= best.value * (1 - 1e-12):
             pruned.append((t.split, t.shape, lb))
             continue
+        out_of_time = time_limit_s is not None and (best is not None or tried or time_limit_s <= 0) \
+            and time.monotonic() - start >= time_limit_s
+        if stopped is None and out_of_time:
+            stopped = "not solved: the time limit was spent"
+        if stopped is not None:            # its bound keeps the certificate valid
+            outcomes.append(SplitOutcome(t, "no_plan", None, lb, None, 0.0, stopped))
+            continue
         left = None if time_limit_s is None else max(0.1, time_limit_s - (time.monotonic() - start))
-        out = solve_split(t, solver, left)
+        try:
+            out = solve_split(t, solver, left, memory_budget=memory_budget)
+        except SearchInterrupted as exc:   # a stop signal: keep what is proven, answer now
+            interrupted, stopped = exc.signum, f"not solved: stopped by signal {exc.signum}"
+            outcomes.append(SplitOutcome(t, "no_plan", None, lb, None, 0.0, stopped))
+            continue
         outcomes.append(out)
+        tried = True
         if out.value is not None and (best is None or out.value < best.value):
             best = out
-    return PipelineSearch(outcomes, pruned, best, time.monotonic() - start)
+    return PipelineSearch(outcomes, pruned, best, time.monotonic() - start, interrupted)
 
 
 @dataclass

@@ -20,6 +20,10 @@ one 1-D mesh under the ``pase`` rule) the tables are built and solved:
   (:data:`PARETO_AUTO_WIDEST`), else the MILP (HiGHS) with the DP's optimum as the
   lower bound it starts from.
 
+The MILP is counted before it is built (:func:`~autopar_opt.formulations.opspace.matrix_size`):
+past the memory budget (``--memory-limit``, default half the RAM) it is refused and the
+mesh keeps the DP's or the unary bound, with the refusal in its message.
+
 Before a mesh's edges are priced, ``Σ_v min A_v`` bounds its optimum from below; a
 mesh whose bound is no better than the incumbent is skipped (``pruned``, the bound
 recorded). The certificate lists every mesh: status, value, bound, time, method; the
@@ -34,8 +38,9 @@ import math
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 
+from autopar_opt.core.interrupts import SearchInterrupted
+from autopar_opt.core.memory_budget import MemoryBudget
 from autopar_opt.core.result import relative_gap
 from autopar_opt.cost.context import StageContext
 from autopar_opt.ir.operators import OperatorGraph
@@ -56,9 +61,6 @@ PARETO_AUTO_LABELS = 1_000_000
 #: are first reduced exactly (:func:`_solve_reduced`); below it the reduction costs more than
 #: it saves.
 REDUCE_WIDEST = 2_000_000
-#: Largest MILP built (columns: configurations plus grouped edge variables); past it the
-#: mesh keeps the DP's or the unary bound and no plan (HiGHS would need gigabytes).
-MAX_MILP_COLUMNS = 2_000_000
 
 
 @dataclass
@@ -90,6 +92,8 @@ class OpSolveResult:
     outcomes: list[MeshOutcome]
     best: MeshOutcome | None
     wall_time_s: float
+    #: the stop signal that ended the solve early (None: it ran to the end or the time limit)
+    interrupted: int | None = None
 
     @property
     def value(self) -> float | None:
@@ -152,7 +156,7 @@ def _fits(tables: OpTables, choice: list[int]) -> bool:
 
 
 def _solve_reduced(tables: OpTables, solver: str, time_limit_s: float | None,
-                   rel_gap: float) -> MeshOutcome | None:
+                   rel_gap: float, memory_budget: MemoryBudget | None = None) -> MeshOutcome | None:
     """Where PaSE's elimination order would build a table wider than :data:`REDUCE_WIDEST`:
     the exact domain reduction of :mod:`autopar_opt.solvers.dp.min_sum_reduction` (forest
     min-marginals against its own incumbent, dominance), then the same solve on what is
@@ -169,7 +173,8 @@ def _solve_reduced(tables: OpTables, solver: str, time_limit_s: float | None,
     if removed == 0:
         return None
     left = None if time_limit_s is None else max(0.1, time_limit_s - (time.monotonic() - t0))
-    out = solve_tables(tables.subset(red.keep), solver, left, rel_gap, reduce=False)
+    out = solve_tables(tables.subset(red.keep), solver, left, rel_gap,
+                       memory_budget=memory_budget, reduce=False)
     if out.choice is not None:
         out.choice = [int(k[c]) for k, c in zip(red.keep, out.choice)]
     elif red.incumbent:                  # the reduction's own plan, with the bounds it has
@@ -186,7 +191,8 @@ def _solve_reduced(tables: OpTables, solver: str, time_limit_s: float | None,
 
 
 def solve_tables(tables: OpTables, solver: str = "auto", time_limit_s: float | None = None,
-                 rel_gap: float = 1e-9, incumbent: float | None = None, reduce: bool = True) -> MeshOutcome:
+                 rel_gap: float = 1e-9, incumbent: float | None = None,
+                 memory_budget: MemoryBudget | None = None, reduce: bool = True) -> MeshOutcome:
     """Solve one mesh's tables exactly (module docstring). With ``incumbent`` (a plan's
     value from another mesh) configurations that cannot beat it are fixed out first
     (:func:`~autopar_opt.cost.operators.tables.bound_fixing`); the mesh is then either
@@ -199,7 +205,8 @@ def solve_tables(tables: OpTables, solver: str = "auto", time_limit_s: float | N
             return MeshOutcome(tables.mesh, "pruned", None, max(floor, incumbent), 0.0, "bound",
                                "no configuration of some operator can beat the incumbent", tables=tables)
         if sum(map(len, keep)) < sum(tables.sizes):
-            out = solve_tables(tables.subset(keep), solver, time_limit_s, rel_gap)
+            out = solve_tables(tables.subset(keep), solver, time_limit_s, rel_gap,
+                               memory_budget=memory_budget)
             out.stats["configs_fixed_out"] = sum(tables.sizes) - sum(map(len, keep))
             out.tables = tables
             if out.choice is not None:
@@ -212,7 +219,7 @@ def solve_tables(tables: OpTables, solver: str = "auto", time_limit_s: float | N
             out.method += "+fixing"
             return out
     if solver in ("auto", "dp") and reduce:
-        reduced = _solve_reduced(tables, solver, time_limit_s, rel_gap)
+        reduced = _solve_reduced(tables, solver, time_limit_s, rel_gap, memory_budget)
         if reduced is not None:
             return reduced
     start = time.monotonic()
@@ -252,17 +259,19 @@ def solve_tables(tables: OpTables, solver: str = "auto", time_limit_s: float | N
         if choice is not None or solver == "dp":
             status = "optimal" if choice is not None else "no_plan"
             return _outcome(tables, status, choice, bound, start, method, message, stats)
+    from autopar_opt.formulations.opspace import matrix_size
     from autopar_opt.solvers.matrix import matrix_backend
 
     # auto: the first installed backend that takes a matrix, chosen by its features
     mip = matrix_backend(None if solver == "auto" else solver).name
-    columns = sum(tables.sizes) + sum(len(np.unique(r, axis=0)) * len(np.unique(r, axis=1))
-                                      for r in tables.redistribution)
-    if columns > MAX_MILP_COLUMNS:
-        stats["milp_columns"] = columns
+    size = matrix_size(tables.time, tables.edges, tables.redistribution, tables.capacity_bytes)
+    budget = memory_budget if memory_budget is not None else MemoryBudget.default()
+    if not budget.admits(size.bytes()):          # counted, nothing built
+        stats.update(milp_rows=size.rows, milp_columns=size.cols, milp_nonzeros=size.nonzeros,
+                     milp_refused=True)
+        refusal = budget.refusal(f"the MILP ({size.describe()})", size.bytes())
         return _outcome(tables, "no_plan", None, bound, start, method,
-                        "; ".join(m for m in (message, f"the MILP would have {columns:,} columns "
-                                              f"(limit {MAX_MILP_COLUMNS:,})") if m), stats)
+                        "; ".join(m for m in (message, refusal) if m), stats)
     left = None if deadline is None else max(0.1, deadline - time.monotonic())
     term, mchoice, mbound, mmsg, mstats = solve_mip(tables, mip, left, rel_gap)
     stats.update(mstats)
@@ -290,7 +299,8 @@ def _outcome(tables: OpTables, status: str, choice: list[int] | None, bound: flo
 def solve_operator_space(graph: OperatorGraph, ctx: StageContext, devices: int, rule: str = "alpa",
                          reduce_scatter: bool = True, solver: str = "auto",
                          time_limit_s: float | None = None, rel_gap: float = 1e-9,
-                         meshes: list[Mesh] | None = None) -> OpSolveResult:
+                         meshes: list[Mesh] | None = None,
+                         memory_budget: MemoryBudget | None = None) -> OpSolveResult:
     """Every mesh, solved exactly, with lower-bound pruning (module docstring)."""
     start = time.monotonic()
     gpn = ctx.cluster.gpus_per_node
@@ -300,16 +310,34 @@ def solve_operator_space(graph: OperatorGraph, ctx: StageContext, devices: int, 
     firsts = [(unary_bound(b.build(graph, edges=False)), i) for i, b in enumerate(builders)]
     outcomes: list[MeshOutcome | None] = [None] * len(meshes)
     best: MeshOutcome | None = None
+    stopped: str | None = None
+    interrupted: int | None = None
+    tried = False
     for lb, i in sorted(firsts):
         if best is not None and best.value is not None and lb >= best.value * (1 - 1e-12):
             outcomes[i] = MeshOutcome(meshes[i], "pruned", None, lb, 0.0, "bound",
                                       f"Σ min A = {lb:.6g} s ≥ incumbent {best.value:.6g} s")
             continue
+        out_of_time = time_limit_s is not None and (best is not None or tried or time_limit_s <= 0) \
+            and time.monotonic() - start >= time_limit_s
+        if stopped is None and out_of_time:
+            stopped = "not solved: the time limit was spent"
+        if stopped is not None:           # Σ min A keeps the certificate's bound valid
+            outcomes[i] = MeshOutcome(meshes[i], "no_plan", None, lb, 0.0, "bound", stopped)
+            continue
         left = None if time_limit_s is None else max(0.1, time_limit_s - (time.monotonic() - start))
-        tables = builders[i].build(graph)
-        out = solve_tables(tables, solver, left, rel_gap, None if best is None else best.value)
+        try:
+            tables = builders[i].build(graph)
+            out = solve_tables(tables, solver, left, rel_gap, None if best is None else best.value,
+                               memory_budget)
+        except SearchInterrupted as exc:  # a stop signal: keep what is proven, answer now
+            interrupted, stopped = exc.signum, f"not solved: stopped by signal {exc.signum}"
+            outcomes[i] = MeshOutcome(meshes[i], "no_plan", None, lb, 0.0, "bound", stopped)
+            continue
         out.stats["tables_s"] = round(sum(tables.timings.values()), 4)
         outcomes[i] = out
+        tried = True
         if out.value is not None and (best is None or out.value < best.value):
             best = out
-    return OpSolveResult([o for o in outcomes if o is not None], best, time.monotonic() - start)
+    return OpSolveResult([o for o in outcomes if o is not None], best, time.monotonic() - start,
+                         interrupted)

@@ -28,10 +28,12 @@ from autopar_opt.core.portfolio import Method, Shared, run_portfolio
 from autopar_opt.peers.outcome import PeerOutcome
 from autopar_opt.peers.spec import PeerSpec
 
-#: Bytes per entry of the widest elimination table: the float64 table itself,
+#: Bytes per entry of the widest elimination table: the float64 table itself (8),
 #: and up to as much again for a factor's transposed copy, the minimum and the
-#: arg-minimum taken from it (PaSE transformer p64: widest 49.8M entries, peak
-#: RSS 0.84 GB with the instance loaded, benchmarks/peers/RESULTS.md).
+#: arg-minimum taken from it. A single measurement, recorded only in the message of
+#: commit 8ee171e (no benchmark file holds it): PaSE transformer p64, widest table
+#: 49.8M entries, peak RSS 0.84 GB with the instance loaded, i.e. at most about 17 B
+#: per widest entry, the instance included.
 ELIMINATION_BYTES_PER_ENTRY = 16.0
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from autopar_opt.core.deadline import PhaseDeadline, deadline_check
 from autopar_opt.core.ideals import TooManyIdeals
+from autopar_opt.core.portfolio import MethodRecord
 from autopar_opt.placement.coarsen import coarsen_chains
 from autopar_opt.placement.condense import Condensed, condense
 from autopar_opt.placement.evaluate import PlacementMetrics, evaluate_placement
@@ -109,7 +110,7 @@ def _heuristics(problem: PlacementProblem, cond: Condensed, objective: str, cont
 def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
                     contiguous: bool = True, solver: str = "auto",
                     time_limit_s: float | None = None, rel_gap: float = 1e-6,
-                    coarsen: bool = True) -> PlacementResult:
+                    coarsen: bool = True, memory_budget=None) -> PlacementResult:
     """Place ``problem``'s nodes; see the module docstring for the method choice.
 
     ``rel_gap``: stop as soon as the proven gap is at most this (status
@@ -117,6 +118,12 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
     ``coarsen``: for max-load, contract the dominated chain edges first
     (:mod:`autopar_opt.placement.coarsen`; keeps the optimum, so every method and
     bound below stays exact/valid for the original problem).
+    ``memory_budget`` (a :class:`~autopar_opt.core.memory_budget.MemoryBudget`; default
+    half the RAM): the MILP is counted before it is built and refused past it.
+
+    ``details["methods"]`` records which method proved what, in order (the records of
+    :class:`autopar_opt.core.portfolio.MethodRecord`: the route keeps its own order, the
+    heuristics and the LP bound, the DP over ideals, the MILP).
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
@@ -155,6 +162,11 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
         lower, value, assign = _latency_start(problem, cond, contiguous, deadline, value, assign,
                                               details)
     details["units"] = cond.num_units
+    records = [MethodRecord("heuristics+bound", "feasible" if np.isfinite(value) else "no_plan",
+                            _num(value), lower, time.perf_counter() - start,
+                            "the best baseline placement; the bound: "
+                            + ("the LP relaxation" if objective == "max-load"
+                               else "critical path and path segmentation"))]
     method = "heuristic"
     if relative_gap(value if np.isfinite(value) else None, lower) <= rel_gap:
         solver = "none"                # the heuristic is already within the requested gap
@@ -173,6 +185,7 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
         details.pop("_dp_assign", None)
     if objective == "max-load" and contiguous and solver in ("auto", "dp"):
         from autopar_opt.placement.exact.dp import DPTooLarge, solve_dp
+        began = time.perf_counter()
         try:
             res = solve_dp(cond, deadline=deadline, upper_bound=value)
             details.update(ideals=res.num_ideals, ideal_pairs=res.num_pairs,
@@ -185,8 +198,17 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
                 lower = max(lower, min(res.value, value))
                 if v < value:
                     value, assign = v, a
+            records.append(MethodRecord(
+                "dp", "feasible" if res.deadline_hit else "optimal",
+                None if res.deadline_hit else _num(min(res.value, value)),
+                -np.inf if res.deadline_hit else lower, time.perf_counter() - began,
+                "stopped at the time limit" if res.deadline_hit else
+                "exact DP over the ideals (pruned at the incumbent)",
+                {"ideals": res.num_ideals, "ideal_pairs": res.num_pairs}))
         except (DPTooLarge, TooManyIdeals) as exc:
             details["dp_skipped"] = str(exc)
+            records.append(MethodRecord("dp", "refused", message=str(exc),
+                                        time_s=time.perf_counter() - began))
             if solver == "dp":
                 raise
     remaining = None if deadline is None else deadline - time.perf_counter()
@@ -194,15 +216,27 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
         solver != "auto" or cond.num_units * problem.num_devices <= MILP_AUTO_LIMIT)
     if milp_wanted and (remaining is None or remaining >= MILP_MIN_S):
         from autopar_opt.placement.exact.solve_milp import run_milp
+        began = time.perf_counter()
         v, a, lb, info = run_milp(problem, cond, objective, contiguous, solver, remaining,
-                                  rel_gap, assign)
+                                  rel_gap, assign, memory_budget)
         details.update(info)
-        method = f"milp:{info.get('milp_solver', solver)}"
+        records.append(_milp_record(info, v, lb, time.perf_counter() - began))
+        if "milp_refused" not in info:          # a refused MILP answered nothing
+            method = f"milp:{info.get('milp_solver', solver)}"
         lower = max(lower, lb)
         if v < value:
             value, assign = v, a
     elif milp_wanted:
         details["milp_skipped"] = f"{max(remaining, 0.0):.2f} s left of the time limit"
+        records.append(MethodRecord("milp", "skipped", message=details["milp_skipped"]))
+    elif method == "heuristic" and solver not in ("dp", "none"):
+        records.append(MethodRecord("milp", "skipped", message=(
+            f"units x devices = {cond.num_units * problem.num_devices:,} is over the auto "
+            f"route's MILP limit {MILP_AUTO_LIMIT:,}; name a MILP solver to try it")))
+    elif solver == "none":
+        records.append(MethodRecord("exact methods", "skipped",
+                                    message="the heuristic is already within the requested gap"))
+    details["methods"] = [r.to_dict() for r in records]
     lower = min(lower, value) if np.isfinite(value) else lower
     if np.isfinite(value) and value - lower <= 1e-9 * abs(value):
         lower = value                 # round-off between the DP's sums and evaluate's
@@ -316,7 +350,10 @@ def _small_dp(problem: PlacementProblem, cond: Condensed, start: float
     if value - lower <= 1e-9 * abs(value):
         lower = value                 # round-off between the DP's sums and evaluate's
     details = {"units": cond.num_units, "ideals": res.num_ideals, "ideal_pairs": res.num_pairs,
-               "dp_time_s": res.wall_time_s, "path": "small lattice: exact DP only"}
+               "dp_time_s": res.wall_time_s, "path": "small lattice: exact DP only",
+               "methods": [MethodRecord("dp", "optimal", value, lower, res.wall_time_s,
+                                        "exact DP over the ideals of a small lattice",
+                                        {"ideals": res.num_ideals}).to_dict()]}
     return PlacementResult(problem=problem, objective="max-load", contiguous=True, value=value,
                            lower_bound=lower, status=_status(value, lower, 1e-6), method="dp",
                            assignment=assign, metrics=metrics,
@@ -336,6 +373,21 @@ def _contiguous_start(problem: PlacementProblem, details: dict) -> None:
     if res.unit_device is not None:
         details["contiguous_optimum"] = _num(res.value)
         details["_dp_assign"] = cond.expand(res.unit_device)
+
+
+def _milp_record(info: dict, value: float, bound: float, wall_s: float) -> MethodRecord:
+    """The MILP's part (``info`` from :func:`~.exact.solve_milp.run_milp`)."""
+    name = f"milp:{info.get('milp_solver', '?')}"
+    size = {k: info[k] for k in ("milp_rows", "milp_columns", "milp_nonzeros") if k in info}
+    if "milp_refused" in info:
+        return MethodRecord(name, "refused", message=info["milp_refused"], time_s=wall_s,
+                            stats=size)
+    status = info.get("milp_status", "error")
+    status = {"heuristic": "feasible", "time_limit_no_solution": "no_plan"}.get(status, status)
+    if status == "optimal" and not np.isfinite(value):
+        status = "no_plan"
+    return MethodRecord(name, status, _num(value), bound, wall_s,
+                        str(info.get("milp_message") or ""), size)
 
 
 def _status(value: float, lower: float, rel_gap: float) -> str:

@@ -34,6 +34,9 @@ class ConfigRecord:
     message: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     exhaustive: bool = False  # the method behind ``lower_bound`` finished its search
+    #: the method that answered this configuration (``dp``, ``block-milp:highs``, ...; empty
+    #: when none ran: pruned by its analytic bound, or no time left)
+    method: str = ""
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -100,4 +103,53 @@ class Certificate:
     def to_dict(self) -> dict:
         return {"primal": json_float(self.primal), "lower_bound": json_float(self.lower_bound),
                 "gap": json_float(self.gap), "exact": self.exact,
+                "methods": method_records(self.configurations),
                 "configurations": [r.to_dict() for r in self.configurations]}
+
+
+#: how a configuration no method solved is recorded in ``certificate.methods``
+_NO_METHOD = {Status.pruned: "analytic bound", Status.infeasible: "memory bound"}
+
+
+def method_records(configurations: list[ConfigRecord]) -> list[dict]:
+    """``certificate.methods``: which method proved what (issue 35), one record per method
+    in the order the methods first answered (:class:`~autopar_opt.core.portfolio.MethodRecord`):
+    the configurations it answered (``stats``), the best plan it found, the least bound
+    it proved over them, its total time; ``status`` is ``optimal`` when it closed all of
+    them (optimal, infeasible or pruned at the incumbent), ``refused`` when the memory
+    budget refused its model, else ``feasible`` with a plan and ``no_plan`` without.
+    The message says whether it found the search's incumbent and proved its bound."""
+    from autopar_opt.core.portfolio import MethodRecord
+
+    groups: dict[str, list[ConfigRecord]] = {}
+    for r in configurations:
+        name = r.method or _NO_METHOD.get(r.status, "none (no time left)")
+        groups.setdefault(name, []).append(r)
+    primal = min((r.primal for r in configurations if r.primal is not None), default=None)
+    least = min((r.lower_bound for r in configurations), default=math.inf)
+    out = []
+    for name, rs in groups.items():
+        counts: dict[str, int] = {}
+        for r in rs:
+            counts[r.status.value] = counts.get(r.status.value, 0) + 1
+        plans = [r.primal for r in rs if r.primal is not None]
+        closed = all(r.status in (Status.optimal, Status.infeasible, Status.pruned) for r in rs)
+        refused = any(r.message.startswith("not built:") or "; not built:" in r.message for r in rs)
+        status = ("optimal" if closed else "refused" if refused and not plans
+                  else "feasible" if plans else "no_plan")
+        if not rs[0].method and all(r.status is Status.pruned for r in rs):
+            status = "skipped"          # no method ran: the bound reaches the incumbent
+        elif not rs[0].method and all(r.status is Status.infeasible for r in rs):
+            status = "infeasible"
+        lower = min(r.lower_bound for r in rs)
+        notes = []
+        if primal is not None and plans and min(plans) == primal:
+            notes.append("found the incumbent")
+        if lower == least:
+            notes.append("proved the global lower bound")
+        if refused:
+            notes.append(next(r.message for r in rs if "not built:" in r.message))
+        out.append(MethodRecord(name, status, min(plans) if plans else None, lower,
+                                sum(r.time_s for r in rs), "; ".join(notes),
+                                {"configurations": len(rs), **counts}).to_dict())
+    return out

@@ -403,7 +403,8 @@ def _handle_config(cfg: OuterConfig, tables: CostTables, bound: ConfigBound, bes
     bounds = outcome.bounds.merge(Bounds(None, bound.value, False, "analytic"))
     record = ConfigRecord(cfg, outcome.status, bounds.primal, bounds.lower, result.wall_time_s,
                           model_hash=outcome.model_hash, message=result.message,
-                          timings=dict(result.timings), exhaustive=bounds.exhaustive)
+                          timings=dict(result.timings), exhaustive=bounds.exhaustive,
+                          method=outcome.method or result.solver)
     if incumbent is not None and record.status in (Status.not_solved, Status.feasible) \
             and record.lower_bound >= incumbent * (1 - inner.options.rel_gap):
         # the solver stopped at the incumbent (its cutoff): this configuration cannot

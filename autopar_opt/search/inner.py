@@ -73,6 +73,13 @@ class InnerOutcome:
     model_hash: str | None = None
     bounds: Bounds | None = None
     status: Status | None = None
+    #: the method that answered (``dp``, ``block-milp:highs``, ``dp+milp:highs``, ...):
+    #: ``certificate.methods`` of plan.json says which method proved what
+    method: str = ""
+
+    def by(self, method: str) -> "InnerOutcome":
+        self.method = method
+        return self
 
     def derive(self, rel_gap: float) -> "InnerOutcome":
         """Fill :attr:`bounds` (from the result) and :attr:`status` when unset."""
@@ -164,18 +171,19 @@ class InnerSolver:
                 and within_gap(warm_value, dp.lower_bound, opts.rel_gap))
             if closed and warm is not None and not (
                     getattr(opts, "dp_check", False) or opts.export_dir is not None):
-                return _dp_closed(dp, opts.rel_gap, warm, warm_value)
+                return _dp_closed(dp, opts.rel_gap, warm, warm_value).by("dp")
             if dp.termination is Termination.optimal:
                 limit = min(limit, max(CHECK_FACTOR * dp.wall_time_s, CHECK_MIN_S))
         _load_mip_modules()        # its import time is taken off the limit below
         if self._use_blocks(tables):
             return self._solve_blocks(tables, warm, dp, limit, remaining_s - (time.perf_counter() - began),
-                                      cutoff)
-        problem, model_hash = self._formulate(tables, cfg)
-        refused = self._over_budget(problem)
-        if refused is not None:
-            return merge_outcomes(InnerOutcome(refused, None, model_hash), dp,
-                                  opts.rel_gap).derive(opts.rel_gap)
+                                      cutoff).by(("dp+" if dp is not None else "") + f"block-milp:{self.name}")
+        from autopar_opt.core.memory_budget import OverBudget
+        try:
+            problem, model_hash = self._formulate(tables, cfg)
+        except OverBudget as exc:           # counted, not built: the DP's result stands
+            return merge_outcomes(InnerOutcome(self._refused(exc), None), dp,
+                                  opts.rel_gap).derive(opts.rel_gap).by(f"milp:{self.name} (refused)")
         if warm is not None:
             problem.set_warm_start(warm)
         # the warm start, the first import of the formulations and building the model
@@ -188,26 +196,16 @@ class InnerSolver:
         if problem.build_s and not res.timings.get("build"):
             res = res.with_(timings={**res.timings, "build": problem.build_s})
         outcome = InnerOutcome(res, problem.invert(res), model_hash)
-        return merge_outcomes(outcome, dp, opts.rel_gap).derive(opts.rel_gap)
+        return merge_outcomes(outcome, dp, opts.rel_gap).derive(opts.rel_gap).by(
+            ("dp+" if dp is not None else "") + f"{self.form_name}:{self.name}")
 
-    def _over_budget(self, problem) -> SolveResult | None:
-        """A result saying the model is not solved, when the matrix handed to the
-        backend (rows, columns and non-zeros, known once built; HiGHS's copy and
-        presolve take about 5x the built matrix, so this check comes before the
-        bulk of the memory) would exceed ``options.memory_budget``; else None."""
-        budget = getattr(self.options, "memory_budget", None)
-        matrix = getattr(problem, "matrix", None)
-        if budget is None or matrix is None:
-            return None
-        from autopar_opt.core.memory_budget import ModelSize
-
-        size = ModelSize(matrix.num_rows, matrix.num_cols, int(matrix.A.nnz))
-        if budget.admits(size.bytes()):
-            return None
+    def _refused(self, exc) -> SolveResult:
+        """The result of a MILP the memory budget refused before it was built
+        (:meth:`DirectBuilder.build <autopar_opt.formulations.direct.DirectBuilder.build>`
+        counts a new structure's rows, columns and entries first)."""
         return SolveResult(termination=Termination.time_limit_no_solution, primal=None,
                            lower_bound=float("-inf"), wall_time_s=0.0, solver=self.name,
-                           solver_version=self.version,
-                           message=budget.refusal(f"the MILP ({size.describe()})", size.bytes()))
+                           solver_version=self.version, message=str(exc))
 
     def _use_blocks(self, tables: CostTables) -> bool:
         """Whether this configuration takes the block MILP: the HiGHS matrix path on
@@ -263,7 +261,7 @@ class InnerSolver:
                                                                                MIN_MIP_S),
                                         rel_gap=_mip_gap(opts.rel_gap, cutoff),
                                         start=uniform[0] if uniform is not None else None,
-                                        cutoff=cutoff)
+                                        cutoff=cutoff, budget=getattr(opts, "memory_budget", None))
                 mip = InnerOutcome(res, asg, None).derive(opts.rel_gap)
                 if mip.status in (Status.optimal, Status.infeasible) or reaches_gap(res.lower_bound) \
                         or deadline - time.perf_counter() <= MIN_MIP_S:
@@ -281,13 +279,13 @@ class InnerSolver:
                     plan is not None and (dp_best.termination is Termination.optimal
                                           or within_gap(value, dp_best.lower_bound, opts.rel_gap))):
                 if dp_best.termination is Termination.infeasible:
-                    return InnerOutcome(dp_best, None).derive(opts.rel_gap)
+                    return InnerOutcome(dp_best, None).derive(opts.rel_gap).by("dp")
                 out = _dp_closed(dp_best, opts.rel_gap, plan, value)
                 out.result = out.result.with_(wall_time_s=time.perf_counter() - began)
                 if mip is not None:
                     out.result = out.result.with_(message=f"{out.result.message}; after {rounds} "
                                                   "rounds of the DP / block MILP race")
-                return out
+                return out.by("dp" if mip is None else "dp (DP / block-MILP race)")
             left = deadline - time.perf_counter()
             if left <= MIN_MIP_S:
                 break
@@ -296,7 +294,8 @@ class InnerSolver:
                     and (value is None or mip.result.primal < value):
                 plan = mip.assignment
             res, asg = solve_blocks(tables, self.backend, time_limit_s=max(min(span, left), MIN_MIP_S),
-                                    rel_gap=_mip_gap(opts.rel_gap, cutoff), start=plan, cutoff=cutoff)
+                                    rel_gap=_mip_gap(opts.rel_gap, cutoff), start=plan, cutoff=cutoff,
+                                    budget=getattr(opts, "memory_budget", None))
             new = merge_outcomes(InnerOutcome(res, asg, None), dp_best, opts.rel_gap).derive(opts.rel_gap)
             mip = new if mip is None else _merge_inner(mip, new, opts.rel_gap)
             if mip.status in (Status.optimal, Status.infeasible) or (
@@ -308,10 +307,10 @@ class InnerSolver:
                 cutoff = None           # this configuration beats the incumbent: the full gap
             span *= 2
         if mip is None:
-            return InnerOutcome(dp_best, dp_best.solution).derive(opts.rel_gap)
+            return InnerOutcome(dp_best, dp_best.solution).derive(opts.rel_gap).by("dp")
         mip.result = mip.result.with_(wall_time_s=time.perf_counter() - began, message="; ".join(
             m for m in (mip.result.message, f"DP / block MILP race, {rounds} round(s)") if m))
-        return mip
+        return mip.by(f"dp / block-milp:{self.name} race")
 
     def _solve_blocks(self, tables: CostTables, warm, dp, limit: float, left: float,
                       cutoff: float | None = None) -> InnerOutcome:
@@ -321,25 +320,28 @@ class InnerSolver:
 
         opts = self.options
         res, asg = solve_blocks(tables, self.backend, time_limit_s=max(min(limit, left), MIN_MIP_S),
-                                rel_gap=_mip_gap(opts.rel_gap, cutoff), start=warm, cutoff=cutoff)
+                                rel_gap=_mip_gap(opts.rel_gap, cutoff), start=warm, cutoff=cutoff,
+                                budget=getattr(opts, "memory_budget", None))
         return merge_outcomes(InnerOutcome(res, asg, None), dp, opts.rel_gap).derive(opts.rel_gap)
 
     def _formulate(self, tables: CostTables, cfg):
         """The problem the backend solves (:class:`TablesProblem` for the DP, the
         direct matrix for HiGHS, the Pyomo model otherwise) and the exported
-        model's sha256 when ``--export-models`` asks for it."""
+        model's sha256 when ``--export-models`` asks for it. A matrix past
+        ``options.memory_budget`` is counted, not built (:class:`OverBudget`)."""
         from autopar_opt.formulations import TablesProblem, build_formulation
         if self.form_name == "tables":
             return TablesProblem(tables), None
+        budget = getattr(self.options, "memory_budget", None)
         if self._matrix_input:
             if self._direct is None:
                 from autopar_opt.formulations.direct import DirectBuilder
                 self._direct = DirectBuilder(symmetry=self.symmetry)
-            problem = self._direct.build(tables)
-            exported = (build_formulation(tables, "milp", symmetry=self.symmetry)
+            problem = self._direct.build(tables, budget)
+            exported = (build_formulation(tables, "milp", symmetry=self.symmetry, budget=budget)
                         if self.options.export_dir is not None else None)
             return problem, self._export(exported, cfg) if exported is not None else None
-        problem = build_formulation(tables, self.form_name, symmetry=self.symmetry)
+        problem = build_formulation(tables, self.form_name, symmetry=self.symmetry, budget=budget)
         return problem, self._export(problem, cfg)
 
     def _export(self, form, cfg) -> str | None:

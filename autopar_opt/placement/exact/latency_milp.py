@@ -55,9 +55,10 @@ def _rows_le(b: MatrixBuilder, cols: list[np.ndarray], vals: list[np.ndarray], r
                np.full(n, -np.inf), np.broadcast_to(rhs, (n,)).astype(float))
 
 
-def build_latency_milp(cond: Condensed, *, contiguous: bool = True, big_m: float | None = None
-                       ) -> LatencyMILP:
-    """The MILP of the module docstring (``contiguous`` must be True: blocks are convex)."""
+def build_latency_milp(cond: Condensed, *, contiguous: bool = True, big_m: float | None = None,
+                       builder: MatrixBuilder | None = None) -> LatencyMILP:
+    """The MILP of the module docstring (``contiguous`` must be True: blocks are convex).
+    ``builder``: a :class:`~autopar_opt.core.matrix_builder.MatrixCounter` counts it instead."""
     if not contiguous:
         raise ValueError("the latency objective runs each device's nodes as one block, which "
                          "needs contiguous parts; use --contiguous (or --objective max-load)")
@@ -70,7 +71,7 @@ def build_latency_milp(cond: Condensed, *, contiguous: bool = True, big_m: float
     if big_m is None:
         big_m = _sequential_bound(p)
     big_m = float(big_m) * (1 + 1e-9) + 1e-9
-    b = MatrixBuilder()
+    b = MatrixBuilder() if builder is None else builder
     nd = len(comm_devs)
     x = b.add_vars("x", (n, nd + 1), 0.0, 1.0, integer=True)
     if host is None:

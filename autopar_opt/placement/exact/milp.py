@@ -95,11 +95,14 @@ def _hyper_rows(b: MatrixBuilder, cond: Condensed, x: np.ndarray, slots: np.ndar
     return y, z
 
 
-def build_maxload_milp(cond: Condensed, *, contiguous: bool) -> PlacementMILP:
-    """The MILP of the module docstring."""
+def build_maxload_milp(cond: Condensed, *, contiguous: bool,
+                       builder: MatrixBuilder | None = None) -> PlacementMILP:
+    """The MILP of the module docstring. ``builder``: a
+    :class:`~autopar_opt.core.matrix_builder.MatrixCounter` counts the model instead
+    (its ``form`` is then None; :func:`autopar_opt.placement.exact.solve_milp.milp_size`)."""
     types = cond.problem.device_types
     nu, k = cond.num_units, sum(t.count for t in types)
-    b = MatrixBuilder()
+    b = MatrixBuilder() if builder is None else builder
     x = b.add_vars("x", (nu, k), 0.0, 1.0, integer=True)
     r = np.repeat(np.arange(nu), k)
     b.add_rows(r, x.ravel(), np.ones(nu * k), np.ones(nu), np.ones(nu))     # Σ_j x = 1
@@ -118,7 +121,8 @@ def build_maxload_milp(cond: Condensed, *, contiguous: bool) -> PlacementMILP:
         for u, v in cond.prec:
             b.pairwise_le(a[v, :-1], a[u, :-1])
     load = b.add_vars("L", (), 0.0, np.inf)
-    b.lo[-1][:] = load_floor(cond, contiguous=contiguous)
+    if not b.counting:          # a bound, not a row: the count skips its min-cut work
+        b.lo[-1][:] = load_floor(cond, contiguous=contiguous)
     b.set_cost(int(load), 1.0)
     slot_type = None
     q = None

@@ -12,8 +12,24 @@ import numpy as np
 from autopar_opt.placement.condense import Condensed
 from autopar_opt.placement.evaluate import evaluate_placement
 from autopar_opt.placement.problem import PlacementProblem
+from autopar_opt.core.matrix_builder import MatrixCounter
 from autopar_opt.core.memory_budget import MemoryBudget, ModelSize
 from autopar_opt.solvers.matrix import matrix_backend, solve_matrix
+
+
+def milp_size(cond: Condensed, objective: str, contiguous: bool, big_m: float | None = None
+              ) -> ModelSize:
+    """Rows, columns and non-zeros of the MILP :func:`run_milp` would build, counted by
+    running the same build function on a :class:`MatrixCounter` (nothing is stored)."""
+    from autopar_opt.placement.exact.milp import build_maxload_milp
+
+    counter = MatrixCounter()
+    if objective == "latency":
+        from autopar_opt.placement.exact.latency_milp import build_latency_milp
+        build_latency_milp(cond, contiguous=contiguous, big_m=big_m, builder=counter)
+    else:
+        build_maxload_milp(cond, contiguous=contiguous, builder=counter)
+    return counter.size()
 
 
 def run_milp(problem: PlacementProblem, cond: Condensed, objective: str, contiguous: bool,
@@ -21,34 +37,38 @@ def run_milp(problem: PlacementProblem, cond: Condensed, objective: str, contigu
              start_assign: np.ndarray | None, memory_budget: MemoryBudget | None = None
              ) -> tuple[float, np.ndarray | None, float, dict]:
     """Solve; returns (value of the evaluated placement, assignment, proven bound, info).
-    A model past ``memory_budget`` (default: :meth:`MemoryBudget.default`) is not
-    solved (``info["milp_refused"]`` says why)."""
+    The model's size is counted before it is built (:func:`milp_size`); past
+    ``memory_budget`` (default: :meth:`MemoryBudget.default`) it is not built
+    (``info["milp_refused"]`` says why)."""
     from autopar_opt.placement.exact.milp import build_maxload_milp, start_vector
     if objective == "latency":
         from autopar_opt.placement.exact.latency_milp import build_latency_milp as build
     else:
         build = build_maxload_milp
     backend = matrix_backend(solver)
+    big = None
+    if objective == "latency" and start_assign is not None:
+        big = evaluate_placement(problem, start_assign, objective="latency").latency
+    big = big if big and np.isfinite(big) else None
+    budget = MemoryBudget.default() if memory_budget is None else memory_budget
+    size = milp_size(cond, objective, contiguous, big)
+    info: dict = {"milp_solver": backend.name, "milp_columns": size.cols, "milp_rows": size.rows,
+                  "milp_nonzeros": size.nonzeros}
+    if not budget.admits(size.bytes()):      # counted, nothing built
+        info["milp_refused"] = budget.refusal(f"the MILP ({size.describe()})", size.bytes())
+        return np.inf, None, -np.inf, info
     if objective == "latency":
-        big = None
-        if start_assign is not None:
-            big = evaluate_placement(problem, start_assign, objective="latency").latency
-        milp = build(cond, contiguous=contiguous, big_m=big if big and np.isfinite(big) else None)
+        milp = build(cond, contiguous=contiguous, big_m=big)
     else:
         milp = build(cond, contiguous=contiguous)
     if start_assign is not None and objective == "max-load":
         unit_dev = start_assign[np.array([mem[0] for mem in cond.members])]
         milp.form.start = start_vector(milp, cond, unit_dev)
-    elif start_assign is not None and big is not None and np.isfinite(big):
+    elif start_assign is not None and big is not None:
         from autopar_opt.placement.exact.latency_milp import latency_start
         milp.form.start = latency_start(milp, problem, start_assign)
-    info: dict = {"milp_solver": backend.name, "milp_columns": milp.form.num_cols,
-                  "milp_rows": milp.form.num_rows}
-    budget = MemoryBudget.default() if memory_budget is None else memory_budget
-    size = ModelSize(milp.form.num_rows, milp.form.num_cols, int(milp.form.A.nnz))
-    if not budget.admits(size.bytes()):      # before the backend copies it (the bulk)
-        info["milp_refused"] = budget.refusal(f"the MILP ({size.describe()})", size.bytes())
-        return np.inf, None, -np.inf, info
+    info.update(milp_columns=milp.form.num_cols, milp_rows=milp.form.num_rows,
+                milp_nonzeros=int(milp.form.A.nnz))
     res, sol = solve_matrix(milp.form, backend, time_limit_s=time_limit_s, rel_gap=rel_gap)
     info.update(milp_status=res.termination.value, milp_primal=res.primal,
                 milp_bound=res.lower_bound, milp_time_s=res.wall_time_s, milp_message=res.message)

@@ -37,3 +37,15 @@ def test_megatron_baseline_is_the_best_template_plan():
     assert meg is not None and meg.note.startswith("best per-layer template plan")
     assert meg.metrics.time_s >= solve_operator_space(g, ctx, 4).value * (1 - 1e-12)
     assert bl.megatron(alexnet(8), context(4, batch=8)) is None           # no transformer roles
+
+
+def test_megatron_baseline_stops_at_the_deadline():
+    """Past the command's deadline no mesh is searched (no baseline); far from it the
+    plan is the one without a deadline, with no note of a cut search."""
+    import time
+
+    g = transformer_lm(8, 128, 256, 4, 1024, 100, 2, embeddings=False)
+    ctx = context(4, batch=8)
+    assert bl.megatron(g, ctx, deadline=time.perf_counter() - 1.0) is None
+    far = bl.megatron(g, ctx, deadline=time.perf_counter() + 3600.0)
+    assert far.metrics.time_s == bl.megatron(g, ctx).metrics.time_s and "time limit" not in far.note
