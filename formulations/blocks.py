@@ -382,7 +382,7 @@ class _Builder:
                 m.row(f"{name}[{m.names[j]}]", {top: 1.0, j: -1.0}, 0.0, math.inf)
         for j in p + o:
             m.cost[j] = 1.0 / self.S
-        m.cost[bott] = float(t.microbatches - 1) / self.S
+        m.cost[bott] = float(t.rounds - 1) / self.S
         m.cost[smax] = 1.0 / self.S
         matrix = m.matrix(float(t.params.iteration_overhead_s))
         return BlockFormulation(t, ch, self.pats, matrix, pi, c, sp_cols, ss_cols, Tp, Ts, Q,
@@ -446,7 +446,7 @@ class _Builder:
             q = q + float(np.min(t.time[self.n - 1]))
         rest = (N - np.arange(N + 1)) * float(np.min(t.time[self.b]))
         top = np.maximum(q, rest / (pp - 1)) if pp > 1 else q
-        return float(t.params.iteration_overhead_s) + q + rest + (t.microbatches - 1) * top
+        return float(t.params.iteration_overhead_s) + q + rest + (t.rounds - 1) * top
 
     def _patterns(self, i: int, UB: np.ndarray) -> dict[int, int]:
         """Pattern columns of stage ``i``: those whose least block counts fit
