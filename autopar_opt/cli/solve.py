@@ -116,6 +116,9 @@ def _summary(doc: dict, console: Console) -> None:
     run = doc.get("runnability")
     if run:
         console.print("  " + runnability_line(run), markup=False, highlight=False)
+    for b in doc.get("baselines") or []:
+        if b.get("comparison"):
+            console.print("  " + b["comparison"]["text"], markup=False, highlight=False)
     gap = cert["gap"]
     gap_text = f"{100 * gap:.3f}%" if isinstance(gap, float) else str(gap)
     if doc["status"] == "infeasible":

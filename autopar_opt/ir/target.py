@@ -101,9 +101,13 @@ class Target:
         1F1B and interleaved 1F1B, no GPipe (``megatron/core/pipeline_parallel/
         schedules.py``: ``forward_backward_pipelining_without_interleaving`` /
         ``..._with_interleaving``); DeepSpeed's ``PipelineEngine`` runs 1F1B
-        (``TrainSchedule``); torchtitan takes any ``torch.distributed.pipelining``
-        schedule (``ScheduleGPipe``, ``Schedule1F1B``, ...)."""
-        return {"megatron": ("1f1b", "interleaved"), "deepspeed": ("1f1b",)}.get(self.framework)
+        (``TrainSchedule``); torchtitan takes the single-stage-per-rank
+        ``torch.distributed.pipelining`` schedules (``ScheduleGPipe``,
+        ``Schedule1F1B``); its multi-stage ones (``ScheduleInterleaved1F1B``) place
+        stages by its own rules, which the exporter does not write, so the interleaved
+        schedule is not in its space."""
+        return {"megatron": ("1f1b", "interleaved"), "deepspeed": ("1f1b",),
+                "torchtitan": ("gpipe", "1f1b")}.get(self.framework)
 
     def fixed_split(self) -> bool:
         """Whether the framework decides the stage split itself: DeepSpeed's

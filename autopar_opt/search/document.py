@@ -128,10 +128,24 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
                    "rel_gap": options.rel_gap, "wall_time_s": round(result.wall_time_s, 3),
                    "log_tail": result.log_tail},
         "baselines": [{**b.to_dict(), "metrics": metrics_dict(b.metrics, graph, cluster, training,
-                                                              b.plan)} for b in baselines],
+                                                              b.plan),
+                       **_comparison(result, b)} for b in baselines],
         "infeasibility": _infeasibility(result, cluster, training, params),
         "notices": notices(result, options),
     }
+
+
+def _comparison(result: SearchResult, baseline: Baseline) -> dict:
+    """The spec's own plan (a published recipe, say) against the optimum, term by
+    term from the two cost breakdowns (:mod:`autopar_opt.search.compare`); empty
+    for the other baselines or when either plan has no feasible price."""
+    if baseline.name != "user plan" or baseline.metrics is None or result.metrics is None \
+            or not baseline.metrics.feasible or not result.metrics.feasible:
+        return {}
+    from autopar_opt.search.compare import compare
+
+    cmp = compare(result.metrics, baseline.metrics)
+    return {"comparison": {**cmp.to_dict(), "text": cmp.text("the spec's plan")}}
 
 
 def notices(result: SearchResult, options: SearchOptions) -> list[str]:
