@@ -270,7 +270,12 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     spec = load_spec(spec_path)
     if runnable_by:
         from autopar_opt.search.runnable import runnable_problems, runnable_space
+        listed = spec.space.schedules
         spec.space = runnable_space(spec.space, runnable_by)
+        gone = [x.value for x in listed if x not in spec.space.schedules]
+        if gone:
+            spec.notices = [*spec.notices, f"--runnable-by {runnable_by}: {runnable_by} does not "
+                            f"run the {', '.join(gone)} schedule the spec lists; searched without it"]
         if spec.fleet is None:       # a fleet refuses --runnable-by itself (cli/fleet.py)
             opt.raise_if_any(runnable_problems(spec.space, spec.graph, value=runnable_by))
     if export_models and (solver or spec.solver.name).strip().lower() == "dp":

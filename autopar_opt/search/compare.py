@@ -87,17 +87,17 @@ class Comparison:
         rows = sorted(self.terms.items(), key=lambda kv: -abs(kv[1][1] - kv[1][0]))
         return [(names[k], a, b) for k, (a, b) in rows[:MAX_TERMS] if abs(b - a) > 0.0]
 
-    def text(self, other_name: str = "the plan") -> str:
+    def text(self, other_name: str = "the plan", best_name: str = "the optimum") -> str:
         """One sentence: the difference and, above :data:`EXPLAIN_ABOVE`, why."""
         pct = 100.0 * self.relative
-        head = (f"{other_name} takes {self.other_s:.4g} s against the optimum's {self.best_s:.4g} s "
+        head = (f"{other_name} takes {self.other_s:.4g} s against {best_name}'s {self.best_s:.4g} s "
                 f"({pct:+.1f}%)")
         if not self.explained:
             return head + f", within {100 * EXPLAIN_ABOVE:.0f}%"
         parts = [f"{name} {b:.3g} s vs {a:.3g} s ({b - a:+.3g} s)" for name, a, b in self.largest()]
         mem = (f"least memory headroom {100 * self.other_headroom:.0f}% vs "
                f"{100 * self.best_headroom:.0f}%")
-        return head + f"; {other_name} vs the optimum: " + "; ".join(parts + [mem])
+        return head + f"; {other_name} vs {best_name}: " + "; ".join(parts + [mem])
 
     def to_dict(self) -> dict:
         return {"optimum_s": self.best_s, "other_s": self.other_s,

@@ -130,13 +130,13 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
                    "log_tail": result.log_tail},
         "baselines": [{**b.to_dict(), "metrics": metrics_dict(b.metrics, graph, cluster, training,
                                                               b.plan),
-                       **_comparison(result, b)} for b in baselines],
+                       **_comparison(result, b, options)} for b in baselines],
         "infeasibility": _infeasibility(result, cluster, training, params),
         "notices": notices(result, options),
     }
 
 
-def _comparison(result: SearchResult, baseline: Baseline) -> dict:
+def _comparison(result: SearchResult, baseline: Baseline, options: SearchOptions) -> dict:
     """The spec's own plan (a published recipe, say) against the optimum, term by
     term from the two cost breakdowns (:mod:`autopar_opt.search.compare`); empty
     for the other baselines or when either plan has no feasible price."""
@@ -146,7 +146,8 @@ def _comparison(result: SearchResult, baseline: Baseline) -> dict:
     from autopar_opt.search.compare import compare
 
     cmp = compare(result.metrics, baseline.metrics)
-    return {"comparison": {**cmp.to_dict(), "text": cmp.text("the spec's plan")}}
+    best = "the optimum" if result.status(options.rel_gap).value == "optimal" else "the plan found"
+    return {"comparison": {**cmp.to_dict(), "text": cmp.text("the spec's plan", best)}}
 
 
 def notices(result: SearchResult, options: SearchOptions) -> list[str]:
