@@ -44,7 +44,7 @@ EXACT_START = 2
 def plan_time(tables: CostTables, asg: Assignment) -> float:
     """The iteration time of an assignment from the tables (``evaluate``'s semantics)."""
     p, o, g, _, _ = price_assignment(tables, asg.stage, asg.choice)
-    return (sum(p) + sum(o) + (tables.microbatches - 1) * max(p + o) + max(g)
+    return (sum(p) + sum(o) + (tables.rounds - 1) * max(p + o) + max(g)
             + float(tables.params.iteration_overhead_s))
 
 

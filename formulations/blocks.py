@@ -397,7 +397,7 @@ class _Builder:
                 m.row(f"{name}[{m.names[j]}]", {top: 1.0, j: -1.0}, 0.0, math.inf)
         for j in p + o:
             m.cost[j] = 1.0 / self.S
-        m.cost[bott] = float(t.microbatches - 1) / self.S
+        m.cost[bott] = float(t.rounds - 1) / self.S
         m.cost[smax] = 1.0 / self.S
         if self.budget is not None:        # counted from the row dicts, before the matrix
             size = m.size()
@@ -471,7 +471,7 @@ class _Builder:
         finite = np.isfinite(q)
         top = np.where(finite, top, 0.0)
         bound = float(t.params.iteration_overhead_s) + np.where(finite, q, 0.0) + rest \
-            + (t.microbatches - 1) * top
+            + (t.rounds - 1) * top
         return np.where(finite, bound, np.inf)
 
     def _patterns(self, i: int, UB: np.ndarray) -> dict[int, int]:

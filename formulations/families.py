@@ -222,12 +222,12 @@ def same_stage(R: Rows, C: ColumnLayout, key: StructureKey) -> None:
 
 
 def _objective_fill(F: Fill) -> None:
-    """``c``: 1 on every ``p`` and ``o``, ``c - 1`` on ``bottleneck``, 1 on
+    """``c``: 1 on every ``p`` and ``o``, ``rounds - 1`` (``c - 1``; CostTables.rounds) on ``bottleneck``, 1 on
     ``sync_max``; the constant ``T0`` as the offset."""
     C = F.C
     F.c[C.block("p")] = 1.0
     F.c[C.block("o")] = 1.0
-    F.c[C.bottleneck] = F.tables.microbatches - 1
+    F.c[C.bottleneck] = F.tables.rounds - 1
     F.c[C.sync_max] = 1.0
     F.offset = float(F.tables.params.iteration_overhead_s)
 

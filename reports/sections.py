@@ -273,7 +273,9 @@ def baselines_section(doc: dict) -> list[dict]:
     rows = []
     for i, b in enumerate(doc["baselines"]):
         m = b["metrics"]
-        row = {"name": str(b["name"]), "note": str(b["note"] or ""), "plan": _plan_summary(b.get("plan")),
+        why = (b.get("comparison") or {}).get("text")
+        note = "; ".join(x for x in (str(b["note"] or ""), str(why or "")) if x)
+        row = {"name": str(b["name"]), "note": note, "plan": _plan_summary(b.get("plan")),
                "has_metrics": m is not None, "iteration_time": "—", "samples_per_s": "—",
                "mfu": "—", "ratio": "—", "fits": None}
         if m is not None:

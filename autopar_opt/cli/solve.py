@@ -116,6 +116,9 @@ def _summary(doc: dict, console: Console) -> None:
     run = doc.get("runnability")
     if run:
         console.print("  " + runnability_line(run), markup=False, highlight=False)
+    for b in doc.get("baselines") or []:
+        if b.get("comparison"):
+            console.print("  " + b["comparison"]["text"], markup=False, highlight=False)
     gap = cert["gap"]
     gap_text = f"{100 * gap:.3f}%" if isinstance(gap, float) else str(gap)
     if doc["status"] == "infeasible":
@@ -270,7 +273,12 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
     spec = load_spec(spec_path)
     if runnable_by:
         from autopar_opt.search.runnable import runnable_problems, runnable_space
+        listed = spec.space.schedules
         spec.space = runnable_space(spec.space, runnable_by)
+        gone = [x.value for x in listed if x not in spec.space.schedules]
+        if gone:
+            spec.notices = [*spec.notices, f"--runnable-by {runnable_by}: {runnable_by} does not "
+                            f"run the {', '.join(gone)} schedule the spec lists; searched without it"]
         if spec.fleet is None:       # a fleet refuses --runnable-by itself (cli/fleet.py)
             opt.raise_if_any(runnable_problems(spec.space, spec.graph, value=runnable_by))
     if export_models and (solver or spec.solver.name).strip().lower() == "dp":

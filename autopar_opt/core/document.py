@@ -326,11 +326,27 @@ class SolverDoc(_Doc):
         default_factory=dict)
 
 
+class ComparisonDoc(_Doc):
+    optimum_s: float = _f("The optimum's iteration time, s.")
+    other_s: float = _f("The spec's plan's iteration time, s.")
+    relative: float = _f("other_s / optimum_s - 1.")
+    explained: bool = _f("Whether the difference exceeds 5% (then text names the terms that differ).")
+    terms: dict[str, dict[str, float]] = _f(
+        "Per breakdown term (compute, recompute_s = compute x (1 - MFU/HFU), exposed TP/CP/MoE/"
+        "ZeRO-3/gradient communication, optimizer, bubble, ...): optimum_s and other_s.")
+    optimum_least_headroom: float = _f("The optimum's least free-memory fraction over its stages.")
+    other_least_headroom: float = _f("The spec's plan's least free-memory fraction.")
+    text: str = _f("The comparison in one sentence, generated from the two breakdowns.")
+
+
 class BaselineDoc(_Doc):
     name: str = _f("Baseline name.")
     plan: Optional[EstimatePlanDoc] = _f("The baseline plan (null: none fits).", default=None)
     metrics: Optional[MetricsDoc] = _f("Its metrics (null: no such plan fits).")
     note: str = _f("How it was built.")
+    comparison: Optional[ComparisonDoc] = _f(
+        "The spec's own plan (user plan) against the optimum, term by term "
+        "(autopar_opt.search.compare); absent for the other baselines.", default=None)
 
 
 class InfeasibilityDoc(_Doc):

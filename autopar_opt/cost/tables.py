@@ -20,6 +20,19 @@ stage sizes (``search.stage_devices: free``) an outer configuration also
 fixes every stage's device count ``d_i``: a layer's strategies are then the
 union of its strategies on each distinct ``d_i`` (each priced on its own
 device count), and :meth:`CostTables.allowed_in_stage` says which of them stage ``i`` may use (those with ``dp·tp·cp = d_i``).
+
+The interleaved schedule with ``v`` virtual stages per rank (Megatron's
+virtual pipeline) is the 1F1B objective over ``v·c`` chunk micro-batches of
+``1/v`` of every stage's work: evaluate()'s ``c·B + (F - B)/v + G``
+(:func:`~autopar_opt.cost.evaluate.pipeline_latency`, ``F`` the fill, ``B`` the
+bottleneck) is ``F/v + (v·c - 1)·B/v + G``. So its tables store ``A``, ``R``
+and ``R'`` divided by ``v`` and every formulation reads ``c - 1`` as
+:attr:`CostTables.rounds` ``- 1`` (:meth:`CostTables.latency`); its in-flight
+activations are :func:`~autopar_opt.ir.pipeline.interleaved_inflight`'s (a
+fraction of whole-stage micro-batches; the output layer's logits by the last
+chunk's count, folded into that layer's ``H``, as the output layer is always
+on the last stage of Megatron's even split, which an interleaved configuration
+fixes: :attr:`CostTables.fixed_stage`).
 """
 
 from __future__ import annotations
@@ -35,14 +48,14 @@ from autopar_opt.cost.context import LayerCost, StageContext
 from autopar_opt.cost.layer_cost import layer_cost
 from autopar_opt.cost.params import CostParams
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
-from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.ir.hardware import GIB, MEM_EPS, Cluster
 from autopar_opt.ir.plan import Plan, StagePlan
 from autopar_opt.ir.pipeline import (boundaries_intra, boundary_is_intra, inflight_microbatches,
-                                  microbatch_rule_broken, pipeline_rule_broken, stage_devices_problem,
-                                  tie_tier)
+                                  interleaved_inflight, microbatch_rule_broken, pipeline_rule_broken,
+                                  stage_devices_problem, tie_tier)
 from autopar_opt.ir.strategies import Strategy, enumerate_strategies
-from autopar_opt.ir.target import UNIFORM_DIMS, uniform_key
+from autopar_opt.ir.target import UNIFORM_DIMS, interleaved_split, uniform_key, vp_problem
 from autopar_opt.ir.training import Schedule, SearchSpace, Training
 
 if TYPE_CHECKING:
@@ -101,7 +114,9 @@ class CostTables:
     cross_intra: list[np.ndarray]
     cross_inter: list[np.ndarray]
     boundary_intra: list[bool]
-    inflight: list[int]
+    #: activations a stage holds at its peak, in whole-stage micro-batches (a fraction
+    #: under the interleaved schedule)
+    inflight: list[float]
     capacity_bytes: float
     layer_class: list[int] = field(default_factory=list)
     #: X: per layer and strategy, the transient working set (bytes) of the layer in flight
@@ -125,6 +140,22 @@ class CostTables:
     #: per fleet group, the factor ``C_ref / C_g`` its strategies' W, H and X are
     #: stored in (docs/DESIGN.md §3, mixed fleets); empty: 1
     memory_scale: tuple[float, ...] = ()
+    #: virtual stages per rank of the interleaved schedule (1 otherwise); the time
+    #: tables then hold ``1/vp_chunks`` of each layer's and transfer's time (module docstring)
+    vp_chunks: int = 1
+
+    @property
+    def rounds(self) -> int:
+        """Micro-batch passes through the bottleneck stage: ``c``, or ``v·c`` chunk
+        micro-batches under the interleaved schedule; the objective is
+        ``Σp + Σo + (rounds - 1)·max(p, o) + max g`` on the stored times."""
+        return self.microbatches * self.vp_chunks
+
+    def latency(self, p: list[float], o: list[float], g: list[float]) -> float:
+        """The pipeline latency of stage times ``p``, transfers ``o`` and syncs ``g``
+        read from these tables (equal to evaluate()'s pipeline_latency of the plan)."""
+        bottleneck = max(max(p), max(o, default=0.0))
+        return sum(p) + sum(o) + (self.rounds - 1) * bottleneck + max(g, default=0.0)
 
     def __post_init__(self) -> None:
         if not self.working_bytes:   # hand-built tables (tests): no working set
@@ -184,7 +215,8 @@ class CostTables:
             stages[i].strategies.append(self.strategies[u][k])
         sizes = None if self.stage_devices is None else list(self.stage_devices)
         groups = None if self.stage_groups is None else list(self.stage_groups)
-        return Plan(stages, self.microbatches, self.schedule, stage_devices=sizes, stage_groups=groups)
+        return Plan(stages, self.microbatches, self.schedule, self.vp_chunks, stage_devices=sizes,
+                    stage_groups=groups)
 
     def assignment_of(self, plan: Plan) -> Assignment:
         """Inverse of :meth:`plan_of` (warm starts). A strategy pruned as dominated
@@ -194,9 +226,11 @@ class CostTables:
         dominates (outside the search space's options) maps to the fastest kept
         strategy of its layout. Raises ValueError when the plan does not belong to
         this configuration or space."""
-        if plan.pp != self.pp or plan.microbatches != self.microbatches:
-            raise ValueError(f"warm start has pp={plan.pp}, c={plan.microbatches}; the model "
-                             f"has pp={self.pp}, c={self.microbatches}")
+        if plan.pp != self.pp or plan.microbatches != self.microbatches \
+                or (plan.vp_chunks if plan.schedule is Schedule.interleaved else 1) != self.vp_chunks:
+            raise ValueError(f"warm start has pp={plan.pp}, c={plan.microbatches}, "
+                             f"vp={plan.vp_chunks}; the model has pp={self.pp}, "
+                             f"c={self.microbatches}, vp={self.vp_chunks}")
         mine = None if self.stage_devices is None else list(self.stage_devices)
         if plan.stage_devices != mine:
             raise ValueError(f"warm start has stage devices {plan.stage_devices}; the model has {mine}")
@@ -275,14 +309,15 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
                       space: SearchSpace, params: CostParams, pp: int,
                       microbatches: int, schedule: Schedule,
                       prune_dominated: bool = True,
-                      stage_devices: tuple[int, ...] | None = None) -> CostTables:
+                      stage_devices: tuple[int, ...] | None = None, vp: int = 1) -> CostTables:
     """Enumerate strategies and price them for one outer configuration.
 
     With ``prune_dominated`` a strategy is dropped when another of the same
     layout is no worse in time, sync, weights, activations and working set: resharding
     depends on layouts only, so this never changes the optimum.
     ``stage_devices`` gives every stage its own device count (free stage
-    sizes; None: congruent stages of ``N/pp`` devices).
+    sizes; None: congruent stages of ``N/pp`` devices). ``vp`` is the virtual stages
+    per rank of the interleaved schedule (module docstring; 1 otherwise).
 
     Raises ValueError when the configuration is not well formed (pp does not
     divide the devices, c does not divide the batch, stages not congruent,
@@ -303,6 +338,14 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
         if broken:
             raise ValueError(str(broken))
         sizes = (n // pp,) * pp
+    vp = vp if schedule is Schedule.interleaved else 1
+    split = None
+    if vp > 1:
+        why = vp_problem(graph.layers, pp, vp, microbatches)
+        if why or stage_devices is not None:
+            raise ValueError(f"interleaving with {vp} virtual stages: "
+                             f"{why or 'the stages must be congruent'}")
+        split = interleaved_split(graph.layers, pp)
     b = training.global_batch_size // microbatches
     runs_on = space.runs_on
     tie = tie_tier(cluster, sizes)
@@ -327,7 +370,10 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
                 strats, costs = prune_layer_strategies(strats, costs)
             elif prune_dominated:
                 strats, costs, keys = prune_layer_strategies(strats, costs, keys)
-            cache[key] = (len(cache), strats, _arrays(costs), keys)
+            arrays = _arrays(costs)
+            if vp > 1:          # the stored time is one chunk micro-batch's (module docstring)
+                arrays = (arrays[0] / vp,) + tuple(arrays[1:])
+            cache[key] = (len(cache), strats, arrays, keys)
         cls, strats, arrays, keys = cache[key]
         classes.append(cls)
         strategies.append(strats)
@@ -336,6 +382,15 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
             target.append(arr)
     edges = graph.edge_indices()
     reshard, cross_intra, cross_inter = _edge_tables(graph, strategies, edges, ctxs)
+    inflight: list[float] = [inflight_microbatches(schedule, pp, microbatches, i) for i in range(pp)]
+    if vp > 1:
+        reshard, cross_intra, cross_inter = ([m / vp for m in mats]
+                                             for mats in (reshard, cross_intra, cross_inter))
+        held = [interleaved_inflight(pp, microbatches, vp, i) for i in range(pp)]
+        inflight = [h for h, _ in held]
+        for u, layer in enumerate(graph.layers):
+            if layer.kind is LayerKind.lm_head:         # on the last stage (the even split)
+                abytes[u] = abytes[u] * (held[-1][1] / inflight[-1])
     congruent = stage_devices is None
     first = ctxs[sizes[0]]
     return CostTables(
@@ -346,12 +401,12 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
         cross_intra=cross_intra, cross_inter=cross_inter,
         boundary_intra=(boundaries_intra(sizes, cluster.gpus_per_node) if not congruent else
                         [boundary_is_intra(i, sizes[0], cluster.gpus_per_node) for i in range(pp - 1)]),
-        inflight=[inflight_microbatches(schedule, pp, microbatches, i) for i in range(pp)],
+        inflight=inflight,
         capacity_bytes=first.capacity_bytes, layer_class=classes, working_bytes=xbytes, space=space,
         stage_devices=None if congruent else sizes,
         uniform_keys=None if runs_on is None else ukeys,
-        fixed_stage=_fixed_stage(len(graph.layers), pp) if runs_on is not None
-        and runs_on.fixed_split() else None)
+        fixed_stage=split if split is not None else _fixed_stage(len(graph.layers), pp)
+        if runs_on is not None and runs_on.fixed_split() else None, vp_chunks=vp)
 
 
 def _fixed_stage(n: int, pp: int) -> list[int]:

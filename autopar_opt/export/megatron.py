@@ -76,8 +76,31 @@ def megatron_rules(view: PlanView, chain: bool) -> list[str]:
     elif _recompute_args(view) is None:
         out.append("per-layer recomputation other than 'the first N blocks of every stage' "
                    "(--recompute-method block)")
-    if view.vp_chunks > 1 and _split_args(view):
+    if view.vp_chunks > 1 and view.schedule is Schedule.interleaved:
+        out += _vp_rules(view)
+    return out
+
+
+def _vp_rules(view: PlanView) -> list[str]:
+    """Megatron-Core 0.16.1's rules for virtual pipeline stages: ``validate_args``
+    (pp > 1), ``TransformerConfig.__post_init__`` (every rank's layers divisible by
+    ``virtual_pipeline_model_parallel_size``) and
+    ``forward_backward_pipelining_with_interleaving`` (``microbatch_group_size_per_vp_stage``,
+    default pp, within ``[pp, M]`` and ``M mod pp`` 0 or at least pp: M a multiple of
+    pp). An uneven split with virtual stages is not written (the exporter writes
+    the default even split only)."""
+    out = []
+    if view.pp < 2:
+        out.append("virtual pipeline stages with one pipeline stage")
+    if _split_args(view):
         out.append("interleaving (virtual stages) with an uneven stage split")
+    bad = sorted({n for n in view.blocks_per_stage if n % view.vp_chunks})
+    if bad:
+        out.append(f"{bad[0]} transformer layers on a pipeline rank do not divide into "
+                   f"{view.vp_chunks} virtual stages")
+    if view.microbatches % max(view.pp, 1):
+        out.append(f"interleaving needs the micro-batches ({view.microbatches}) to be a "
+                   f"multiple of the pipeline stages ({view.pp})")
     return out
 
 

@@ -23,7 +23,14 @@ uniform settings):
 * **pipeline rules**: schedules (:meth:`Target.schedules`), whether the stage
   split is fixed (DeepSpeed ``partition_method="uniform"``,
   :meth:`Target.fixed_split`), whether ``pp > 1`` is allowed with a tied
-  embedding (torchtitan raises ``NotImplementedError``).
+  embedding (torchtitan raises ``NotImplementedError``);
+* **interleaving** (Megatron's virtual pipeline, :func:`vp_problem`,
+  :func:`interleaved_split`): ``v`` model chunks per pipeline rank on
+  Megatron's default even split, every rank's transformer layers divisible
+  by ``v`` and the micro-batches a multiple of ``pp``. An interleaved outer
+  configuration fixes its stage split to that one, in every space (the free
+  space's interleaved configurations too, so the free bound stays a bound on
+  the runnable space).
 
 Sources for every rule are cited where it is stated. ``target: none`` keeps
 the free per-layer space.
@@ -94,9 +101,13 @@ class Target:
         1F1B and interleaved 1F1B, no GPipe (``megatron/core/pipeline_parallel/
         schedules.py``: ``forward_backward_pipelining_without_interleaving`` /
         ``..._with_interleaving``); DeepSpeed's ``PipelineEngine`` runs 1F1B
-        (``TrainSchedule``); torchtitan takes any ``torch.distributed.pipelining``
-        schedule (``ScheduleGPipe``, ``Schedule1F1B``, ...)."""
-        return {"megatron": ("1f1b", "interleaved"), "deepspeed": ("1f1b",)}.get(self.framework)
+        (``TrainSchedule``); torchtitan takes the single-stage-per-rank
+        ``torch.distributed.pipelining`` schedules (``ScheduleGPipe``,
+        ``Schedule1F1B``); its multi-stage ones (``ScheduleInterleaved1F1B``) place
+        stages by its own rules, which the exporter does not write, so the interleaved
+        schedule is not in its space."""
+        return {"megatron": ("1f1b", "interleaved"), "deepspeed": ("1f1b",),
+                "torchtitan": ("gpipe", "1f1b")}.get(self.framework)
 
     def fixed_split(self) -> bool:
         """Whether the framework decides the stage split itself: DeepSpeed's
@@ -200,6 +211,69 @@ class Target:
             if s.ep > 1 and (s.dp * s.tp) % s.ep:
                 return "ep must divide dp*tp"
         return None
+
+
+def block_count(layers: list[Layer]) -> int:
+    """The transformer layers of a model (Megatron's ``--num-layers``)."""
+    return sum(1 for layer in layers if layer.kind in BLOCK_KINDS)
+
+
+def interleaved_split(layers: list[Layer], pp: int) -> list[int] | None:
+    """The stage of every layer under Megatron's default split, the one it takes
+    with virtual pipeline stages (``TransformerConfig`` without
+    ``num_layers_in_first/last_pipeline_stage`` or a layout: ``num_layers / pp``
+    transformer layers per rank, the embedding with the first, the output layer
+    with the last; ``megatron/core/transformer/transformer_block.py``
+    ``get_num_layers_to_build``); None when the model is not embedding, blocks,
+    head in that order or the blocks do not divide by ``pp``."""
+    kinds = [layer.kind for layer in layers]
+    blocks = block_count(layers)
+    if pp < 1 or not blocks or blocks % pp:
+        return None
+    per = blocks // pp
+    out, seen = [], 0
+    for pos, kind in enumerate(kinds):
+        if kind in BLOCK_KINDS:
+            out.append(seen // per)
+            seen += 1
+        elif kind is LayerKind.embedding and seen == 0:
+            out.append(0)
+        elif kind is LayerKind.lm_head and seen == blocks and pos == len(kinds) - 1:
+            out.append(pp - 1)
+        else:
+            return None
+    return out
+
+
+def vp_problem(layers: list[Layer], pp: int, vp: int, microbatches: int) -> str | None:
+    """Why Megatron-Core cannot run ``vp`` virtual stages per rank here (None: it
+    can). Megatron-Core 0.16.1: ``TransformerConfig.__post_init__`` wants every
+    rank's layers divisible by ``virtual_pipeline_model_parallel_size``;
+    ``forward_backward_pipelining_with_interleaving`` wants
+    ``microbatch_group_size_per_vp_stage`` (default ``pp``) in ``[pp, M]`` and
+    ``M mod pp`` 0 or at least ``pp`` ("dependency bubbles"), i.e. ``M`` a
+    multiple of ``pp``; Megatron-LM ``validate_args``: interleaving needs ``pp > 1``."""
+    if vp < 2:
+        return None
+    if pp < 2:
+        return "interleaving needs more than one pipeline stage"
+    if interleaved_split(layers, pp) is None:
+        return f"the {block_count(layers)} transformer layers are not split evenly over {pp} stages"
+    if (block_count(layers) // pp) % vp:
+        return (f"{block_count(layers) // pp} transformer layers per stage do not divide into "
+                f"{vp} virtual stages")
+    if microbatches % pp:
+        return f"{microbatches} micro-batches are not a multiple of pp = {pp}"
+    return None
+
+
+def vp_degrees(layers: list[Layer], pp: int, allowed: tuple[int, ...] | None) -> list[int]:
+    """Virtual stages per rank (``>= 2``) the split allows at ``pp`` stages (the
+    micro-batch rule aside): divisors of the layers per rank, within ``allowed``."""
+    if pp < 2 or interleaved_split(layers, pp) is None:
+        return []
+    per = block_count(layers) // pp
+    return [v for v in range(2, per + 1) if per % v == 0 and (allowed is None or v in allowed)]
 
 
 def uniform_key(layer: Layer, s) -> tuple[int, ...]:

@@ -15,7 +15,7 @@ class Schedule(str, Enum):
 
     gpipe = "gpipe"          # Huang et al. 2019: all forwards, then all backwards
     one_f_one_b = "1f1b"     # Narayanan et al. 2019 (PipeDream-Flush), Megatron default
-    interleaved = "interleaved"  # Narayanan et al. 2021 Sec. 2.2.2 (evaluation of manual plans)
+    interleaved = "interleaved"  # Narayanan et al. 2021 Sec. 2.2.2 (Megatron's virtual pipeline)
 
 
 class Recompute(str, Enum):
@@ -159,6 +159,9 @@ class SearchSpace:
     #: expert tensor-parallel degrees of MoE layers (None: ``tp`` and 1; a 0 stands
     #: for ``tp``; :func:`autopar_opt.ir.strategies.enumerate_strategies`)
     etp_degrees: tuple[int, ...] | None = None
+    #: virtual stages per rank of the interleaved schedule (None: every ``v >= 2``
+    #: dividing the transformer layers per stage, :func:`autopar_opt.ir.target.vp_degrees`)
+    vp_chunks: tuple[int, ...] | None = None
     #: the framework that will run the plan (:mod:`autopar_opt.ir.target`); None or
     #: ``Target("none")``: the free per-layer space
     target: "Target | None" = None

@@ -178,14 +178,12 @@ def _price(tables, stage: list[int], choice: tuple[int, ...]) -> float | None:
     """Iteration time of one assignment from the tables (docs/DESIGN.md §3, the
     DP's pricing, equal to evaluate()); None when a stage exceeds its memory."""
     from autopar_opt.core.assignment import Assignment
-    from autopar_opt.cost.evaluate import pipeline_latency
     from autopar_opt.solvers.dp.common import MEM_EPS, stage_terms
 
     p, o, g, mem = stage_terms(tables, Assignment(stage, list(choice)))
     if any(m > tables.capacity_bytes + MEM_EPS * GIB for m in mem):
         return None
-    return (pipeline_latency(p, o, g, tables.microbatches, tables.schedule)
-            + tables.params.iteration_overhead_s)
+    return tables.latency(p, o, g) + tables.params.iteration_overhead_s
 
 
 def best_uniform_assignment(tables, dp_only: bool = False):
@@ -211,7 +209,8 @@ def _best_uniform(tables, dp_only: bool):
 
     if tables.space is None or tables.stage_devices is not None or (dp_only and tables.pp != 1):
         return None, 0
-    stage = _even_stages(tables.num_layers, tables.pp)
+    stage = (list(tables.fixed_stage) if tables.fixed_stage is not None
+             else _even_stages(tables.num_layers, tables.pp))
     best = None
     choices = _uniform_choices(tables, dp_only)
     for choice in choices:

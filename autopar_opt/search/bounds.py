@@ -41,7 +41,7 @@ def analytic_lower_bound(tables: CostTables) -> ConfigBound:
     holds at least ``min_k X[u]``, ``Σ_u min_k (W + m·H) + max_u min_k X ≤
     pp·capacity``. Either violation proves infeasibility (bound ``+inf``).
     """
-    pp, c = tables.pp, tables.microbatches
+    pp, c = tables.pp, tables.rounds
     m = min(tables.inflight)
     cap = tables.capacity_bytes
     lim = fit_limit(tables)   # the allowance of `fits`: what it accepts is never proven infeasible

@@ -1,4 +1,5 @@
-"""Outer configurations of the search: (pipeline degree, micro-batches, schedule)."""
+"""Outer configurations of the search: (pipeline degree, micro-batches, schedule,
+virtual stages per rank of the interleaved schedule)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from autopar_opt.ir.pipeline import free_shapes, pipeline_rule_broken
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
 from autopar_opt.ir.strategies import divisors
+from autopar_opt.ir.target import vp_degrees, vp_problem
 from autopar_opt.ir.training import Schedule, SearchSpace, Training
 
 
@@ -24,10 +26,12 @@ class OuterConfig:
     schedule: Schedule
     stage_devices: tuple[int, ...] | None = None
     stage_groups: tuple[int, ...] | None = None
+    #: virtual stages per rank (interleaved schedule; 1 otherwise)
+    vp: int = 1
 
     def _key(self) -> tuple:
         return (self.pp, self.microbatches, self.schedule.value, self.stage_devices or (),
-                self.stage_groups or ())
+                self.stage_groups or (), self.vp)
 
     def __lt__(self, other: "OuterConfig") -> bool:
         return self._key() < other._key()
@@ -35,10 +39,13 @@ class OuterConfig:
     def label(self) -> str:
         sizes = "" if self.stage_devices is None else " devices=" + "+".join(map(str, self.stage_devices))
         groups = "" if self.stage_groups is None else " groups=" + "+".join(map(str, self.stage_groups))
-        return f"pp={self.pp} c={self.microbatches} {self.schedule.value}{sizes}{groups}"
+        vp = f" vp={self.vp}" if self.vp > 1 else ""
+        return f"pp={self.pp} c={self.microbatches} {self.schedule.value}{vp}{sizes}{groups}"
 
     def to_dict(self) -> dict:
         out = {"pp": self.pp, "microbatches": self.microbatches, "schedule": self.schedule.value}
+        if self.vp > 1:
+            out["vp_chunks"] = self.vp
         if self.stage_devices is not None:
             out["stage_devices"] = list(self.stage_devices)
         if self.stage_groups is not None:
@@ -78,7 +85,9 @@ def outer_configs(graph: LayerGraph, cluster: Cluster, training: Training,
     ``pp == 1`` (1F1B when allowed): the others are the same plan. Under a
     target (``space.runs_on``) stages are congruent and pipeline degrees the
     framework refuses for this model are not in the space
-    (:meth:`~autopar_opt.ir.target.Target.config_problem`).
+    (:meth:`~autopar_opt.ir.target.Target.config_problem`). The interleaved
+    schedule at ``pp > 1`` gives one configuration per virtual-stage count
+    (:func:`_interleaved`).
     """
     configs = []
     schedules = [Schedule(s) for s in space.schedules]
@@ -100,5 +109,20 @@ def outer_configs(graph: LayerGraph, cluster: Cluster, training: Training,
             if pp == 1:
                 scheds = [Schedule.one_f_one_b] if Schedule.one_f_one_b in schedules else schedules[:1]
             for sched in scheds:
+                if sched is Schedule.interleaved and pp > 1:
+                    configs += _interleaved(graph, space, pp, c, schedules)
+                    continue
                 configs += [OuterConfig(pp, c, sched, shape) for shape in shapes]
     return configs
+
+
+def _interleaved(graph: LayerGraph, space: SearchSpace, pp: int, c: int,
+                 schedules: list[Schedule]) -> list[OuterConfig]:
+    """The interleaved configurations of ``(pp, c)``: one per virtual-stage count
+    Megatron-Core runs here (:func:`~autopar_opt.ir.target.vp_problem`), on
+    congruent stages; ``vp = 1`` (plain 1F1B) only when 1F1B is not listed."""
+    vps = [v for v in vp_degrees(graph.layers, pp, space.vp_chunks)
+           if vp_problem(graph.layers, pp, v, c) is None]
+    if Schedule.one_f_one_b not in schedules and (space.vp_chunks is None or 1 in space.vp_chunks):
+        vps = [1] + vps
+    return [OuterConfig(pp, c, Schedule.interleaved, None, None, v) for v in vps]

@@ -20,6 +20,7 @@ from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
 from autopar_opt.ir.pipeline import plan_stage_devices, stage_offsets
 from autopar_opt.search.baselines import Baseline
+from autopar_opt.core.bounds import Status
 from autopar_opt.search.certificate import json_float
 from autopar_opt.search.engine import SearchOptions, SearchResult
 from autopar_opt.ir.training import SearchSpace, Training
@@ -128,10 +129,25 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
                    "rel_gap": options.rel_gap, "wall_time_s": round(result.wall_time_s, 3),
                    "log_tail": result.log_tail},
         "baselines": [{**b.to_dict(), "metrics": metrics_dict(b.metrics, graph, cluster, training,
-                                                              b.plan)} for b in baselines],
+                                                              b.plan),
+                       **_comparison(result, b, options)} for b in baselines],
         "infeasibility": _infeasibility(result, cluster, training, params),
         "notices": notices(result, options),
     }
+
+
+def _comparison(result: SearchResult, baseline: Baseline, options: SearchOptions) -> dict:
+    """The spec's own plan (a published recipe, say) against the optimum, term by
+    term from the two cost breakdowns (:mod:`autopar_opt.search.compare`); empty
+    for the other baselines or when either plan has no feasible price."""
+    if baseline.name != "user plan" or baseline.metrics is None or result.metrics is None \
+            or not baseline.metrics.feasible or not result.metrics.feasible:
+        return {}
+    from autopar_opt.search.compare import compare
+
+    cmp = compare(result.metrics, baseline.metrics)
+    best = "the optimum" if result.status(options.rel_gap).value == "optimal" else "the plan found"
+    return {"comparison": {**cmp.to_dict(), "text": cmp.text("the spec's plan", best)}}
 
 
 def notices(result: SearchResult, options: SearchOptions) -> list[str]:
@@ -152,6 +168,9 @@ def notices(result: SearchResult, options: SearchOptions) -> list[str]:
         out.append(f"Not certified to the requested gap of {100 * options.rel_gap:.3g}%: the "
                    f"certificate gap is {gap} (configurations {', '.join(causes) or 'open'}); "
                    "raise --time-limit, or use --gap to accept a larger gap.")
+        more = more_time(result, options)
+        if more:
+            out.append(more)
     errors = [r for r in cert.configurations if r.status == "error"]
     if errors:
         out.append(f"{len(errors)} configuration(s) ended in a solver error: {errors[0].message}")
@@ -163,6 +182,48 @@ def notices(result: SearchResult, options: SearchOptions) -> list[str]:
         out.append(f"{len(late)} configuration(s) got no bound: the time limit was reached before "
                    "their cost tables were built; raise --time-limit.")
     return out
+
+
+def more_time(result: SearchResult, options: SearchOptions) -> str | None:
+    """When the time limit ended the search above the requested gap (configurations
+    left open, no interrupt: the engine stops with open ones only at its limit): which
+    configurations keep the gap open and about how much more time would close it,
+    estimated from this run's own solve rates (None otherwise).
+
+    Open: the configurations whose proven bound is below the incumbent by more
+    than the gap (the certificate's bound is their least). Closed: those the
+    search proved (optimal, infeasible) with a solve of their own. The estimate
+    gives each open configuration at least as much time again as it has had,
+    and no less than the median time a closed configuration took:
+    ``Σ_open max(t_i, median closed)`` (each open one stayed open in ``t_i``; a
+    configuration needing at most twice its time, the engine's doubling, closes
+    in that). An estimate from rates, not a bound: the text says so."""
+    cert = result.certificate
+    if result.interrupted_by is not None or result.plan is None or cert.primal is None:
+        return None
+    cutoff = cert.primal * (1.0 - options.rel_gap)
+    open_ = [r for r in cert.configurations if r.lower_bound < cutoff * (1 - 1e-12)
+             and r.status in (Status.feasible, Status.not_solved, Status.heuristic, Status.error)]
+    if not open_:
+        return None
+    closed = sorted(r.time_s for r in cert.configurations
+                    if r.status in (Status.optimal, Status.infeasible) and r.time_s > 0)
+    median = closed[len(closed) // 2] if closed else 0.0
+    need = sum(max(r.time_s, median) for r in open_)
+    bound = [r for r in open_ if math.isfinite(r.lower_bound)]
+    worst = min(open_, key=lambda r: r.lower_bound)
+    rate = (f"the {len(closed)} configuration(s) proven here took a median of {median:.3g} s each"
+            if closed else "no configuration was proven by a solve of its own")
+    return (f"More time would close the gap: {len(open_)} configuration(s) keep it open "
+            f"({len(bound)} with a proven bound, the least {_fmt_s(worst.lower_bound)} at "
+            f"{worst.config.label()}); they had {sum(r.time_s for r in open_):.3g} s in all, and "
+            f"{rate}. Estimate from these rates (each open configuration given at least its "
+            f"time again; harder ones may need more): about {need:.3g} s more search time, "
+            f"i.e. --time-limit {math.ceil(options.time_limit_s + need)} or more.")
+
+
+def _fmt_s(x: float) -> str:
+    return f"{x:.4g} s" if math.isfinite(x) else "none"
 
 
 def _signal_name(signum: int) -> str:

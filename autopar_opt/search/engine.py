@@ -39,7 +39,7 @@ from autopar_opt.search.bounds import ConfigBound, analytic_lower_bound
 from autopar_opt.search.certificate import Certificate, ConfigRecord
 from autopar_opt.search.configs import OuterConfig, outer_configs
 from autopar_opt.search.inner import InnerSolver
-from autopar_opt.ir.training import SearchSpace, Training
+from autopar_opt.ir.training import Schedule, SearchSpace, Training
 
 #: Relative tolerance when comparing a solver objective to evaluate().
 CONSISTENCY_RTOL = 1e-6
@@ -165,7 +165,7 @@ class Search:
                     continue
                 tables = build_cost_tables(self.graph, self.cluster, self.training, space,
                                            self.params, cfg.pp, cfg.microbatches, cfg.schedule,
-                                           stage_devices=cfg.stage_devices)
+                                           stage_devices=cfg.stage_devices, vp=cfg.vp)
                 self.prepared.append((cfg, tables, analytic_lower_bound(tables)))
         except SearchInterrupted as exc:
             self.interrupted_by = exc.signum
@@ -185,7 +185,8 @@ class Search:
         if plan is None:
             return None
         sizes = None if plan.stage_devices is None else tuple(plan.stage_devices)
-        cfg = OuterConfig(plan.pp, plan.microbatches, plan.schedule, sizes)
+        vp = plan.vp_chunks if plan.schedule is Schedule.interleaved and plan.pp > 1 else 1
+        cfg = OuterConfig(plan.pp, plan.microbatches, plan.schedule, sizes, vp=vp)
         if cfg not in {c for c, _, _ in self.prepared} | set(self.late):   # in the space
             return None
         metrics = evaluate(plan, self.graph, self.cluster, self.training, self.params)

@@ -351,7 +351,8 @@ class InnerSolver:
             return None
         opts.export_dir.mkdir(parents=True, exist_ok=True)
         sizes = "" if cfg.stage_devices is None else "_d" + "-".join(map(str, cfg.stage_devices))
-        name = f"pp{cfg.pp}{sizes}_c{cfg.microbatches}_{cfg.schedule.value}.{opts.export_format}"
+        vp = f"_vp{cfg.vp}" if cfg.vp > 1 else ""
+        name = f"pp{cfg.pp}{sizes}_c{cfg.microbatches}_{cfg.schedule.value}{vp}.{opts.export_format}"
         return form.export(str(opts.export_dir / name), opts.export_format)
 
     def _warm(self, tables: CostTables, remaining_s: float

@@ -57,7 +57,20 @@ def runnable_space(space: SearchSpace, framework: str, version: str = "",
     if framework not in FRAMEWORKS:
         raise ValueError(f"unknown framework {framework!r}; use one of {', '.join(FRAMEWORKS)}")
     version = version or ("0.3" if framework == "torchtitan" else "")
-    return replace(space, target=Target(framework, version, source))
+    target = Target(framework, version, source)
+    return replace(space, target=target, schedules=_schedules(space, target))
+
+
+def _schedules(space: SearchSpace, target: Target) -> tuple:
+    """The space's schedules less Megatron's interleaved one where the target does
+    not run it and another listed schedule remains (a spec that lists interleaved
+    asks for Megatron's virtual pipeline where it exists; the command's notices
+    say it was left out); any other schedule the target does not run stays, and
+    :func:`runnable_problems` refuses it."""
+    allowed = target.schedules()
+    kept = tuple(x for x in space.schedules if allowed is None or x.value != "interleaved"
+                 or "interleaved" in allowed)
+    return kept or space.schedules
 
 
 def runnable_problems(space: SearchSpace, graph: LayerGraph, option: str = "--runnable-by",

@@ -270,6 +270,10 @@ def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGra
     _check_cp_seq(section.cp_degrees, training.seq_len, graph, out)
     _check_divides("search.microbatches", section.microbatches, training.global_batch_size,
                    "samples of the global batch", out)
+    if section.vp_chunks is not None and "interleaved" not in section.schedules:
+        out.add("search.vp_chunks", section.vp_chunks, "virtual stages are the interleaved "
+                "schedule's, and search.schedules does not list it",
+                "add interleaved to search.schedules, or remove search.vp_chunks")
     if graph is not None and section.ep_degrees and not any(l.is_moe for l in graph.layers):
         for i, ep in enumerate(section.ep_degrees):      # else dropped silently by the search
             if ep > 1:
@@ -286,7 +290,8 @@ def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGra
         schedules=_target_schedules(section, target),
         microbatches=tup(section.microbatches), max_microbatches=section.max_microbatches,
         tp_within_node=section.tp_within_node, ep_degrees=tup(section.ep_degrees),
-        stage_devices=section.stage_devices, etp_degrees=tup(section.etp_degrees), target=target)
+        stage_devices=section.stage_devices, etp_degrees=tup(section.etp_degrees),
+        vp_chunks=tup(section.vp_chunks), target=target)
 
 
 def _target_schedules(section: SearchSection, target: Target | None) -> tuple[Schedule, ...]:

@@ -324,8 +324,13 @@ class SearchSection(Section):
     zero_levels: list[ZeroLevel] = documented_field("ZeRO levels (0-3).", [0, 1], default=[0, 1, 2, 3], min_length=1)
     recompute: list[Recompute] = documented_field("Recomputation modes.", ["none", "full"],
                                     default=[Recompute.none, Recompute.full], min_length=1)
-    schedules: list[Literal["gpipe", "1f1b"]] = documented_field("Pipeline schedules searched.", ["1f1b"],
-                                                   default=["1f1b"], min_length=1)
+    schedules: list[Literal["gpipe", "1f1b", "interleaved"]] = documented_field(
+        "Pipeline schedules searched (interleaved: Megatron's virtual pipeline on its even "
+        "split, every vp_chunks value the layers allow).", ["1f1b", "interleaved"],
+        default=["1f1b"], min_length=1)
+    vp_chunks: Optional[list[Degree]] = documented_field(
+        "Virtual stages per pipeline rank tried with the interleaved schedule; default: every "
+        "v >= 2 dividing the transformer layers per stage.", [2, 4], default=None, min_length=1)
     microbatches: Optional[list[Degree]] = documented_field("Micro-batch counts; default: divisors of the batch.",
                                               [4, 8, 16], default=None, min_length=1)
     max_microbatches: Degree = documented_field("Largest micro-batch count tried.", 64, default=64)

@@ -10,9 +10,13 @@ space's certified bound and the price of runnability (plan.json's
 
 Then plan quality: each example's published recipe (its spec ``plan:``) priced
 by ``autopar estimate --json`` beside the runnable optimum of the recipe's own
-framework, on the same cluster and batch.
+framework, on the same cluster and batch, with the comparison ``solve`` itself
+writes (plan.json ``baselines[].comparison``, generated from the two cost
+breakdowns by autopar_opt/search/compare.py: which terms differ).
 
     python benchmarks/runnable/run.py            # writes benchmarks/runnable/RESULTS.md
+    python benchmarks/runnable/run.py mixtral_8x22b_128_h100.yaml   # only these rows
+                                                 # (the other rows are kept from RESULTS.md)
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ EXAMPLES = [
     ("mixtral_8x22b_128_h100.yaml", "megatron", "NeMo 2.0 recipe mixtral_8x22b (TP2 PP4 VP14 CP2 EP8)"),
     ("qwen3_235b_256_h100.yaml", "megatron",
      "Megatron-Bridge qwen3_235b_a22b_pretrain_config (TP4 PP16 CP2 EP8 ETP1)"),
+    ("mixtral_8x7b_2x8_h100.yaml", "megatron",
+     "hand-chosen MoE starting point in the spec (TP2 PP2 EP4 SP ZeRO-1 full recompute)"),
 ]
 TARGETS = ["megatron", "torchtitan", "deepspeed", "none"]
 
@@ -51,10 +57,12 @@ def _f(x, fmt="{:.4g}") -> str:
     return fmt.format(x) if isinstance(x, (int, float)) else str(x)
 
 
-def main() -> int:
+def main(only: list[str]) -> int:
     started = dt.datetime.now(dt.timezone.utc)
     rows, quality = [], []
     for example, recipe_fw, recipe_src in EXAMPLES:
+        if only and example not in only:
+            continue
         spec = ROOT / "examples" / example
         best: dict[str, dict] = {}
         for target in TARGETS:
@@ -81,20 +89,49 @@ def main() -> int:
         m = (est["json"] or {}).get("metrics") or {}
         opt = best[recipe_fw]
         value = (opt.get("certificate") or {}).get("primal")
+        user = next((b for b in opt.get("baselines") or [] if b.get("name") == "user plan"), {})
+        why = (user.get("comparison") or {}).get("text", "-")
         quality.append({"example": example, "recipe": recipe_src, "framework": recipe_fw,
                         "recipe_s": m.get("iteration_time_s"), "recipe_fits": m.get("feasible"),
                         "recipe_peak": max(m.get("peak_memory_gib") or [0.0]),
                         "optimum_s": value, "optimum_plan": _degrees(opt.get("plan")),
-                        "status": opt.get("status")})
-    _write(rows, quality, started)
+                        "status": opt.get("status"), "why": why, "load": load_average()})
+    _write(rows, quality, started, only)
     return 0
 
 
-def _write(rows: list[dict], quality: list[dict], started: dt.datetime) -> None:
+def _kept(only: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """The previous record's result rows, plan-quality rows and commands of the
+    examples not re-run (``only``), so a partial run keeps them (their own
+    date and commit are in the record's header list)."""
+    path = HERE / "RESULTS.md"
+    if not only or not path.exists():
+        return [], [], []
+    text = path.read_text().splitlines()
+    keep = lambda line: line.startswith("| ") and not any(f"| {ex} |" in line for ex in only) \
+        and not line.startswith("| example")
+    quality_at = next((i for i, line in enumerate(text) if line.startswith("## Plan quality")),
+                      len(text))
+    rows = [line for line in text[:quality_at] if keep(line)]
+    qual = [line for line in text[quality_at:] if keep(line)]
+    cmds = [line for line in text if line.startswith("    autopar ")
+            and not any(ex in line for ex in only)]
+    return rows, qual, cmds
+
+
+def _write(rows: list[dict], quality: list[dict], started: dt.datetime, only: list[str]) -> None:
+    old_rows, old_quality, old_cmds = _kept(only)
+    history = []
+    path = HERE / "RESULTS.md"
+    if only and path.exists():
+        history = [line for line in path.read_text().splitlines() if line.startswith("Recorded ")]
+    this = (f"Recorded {started:%Y-%m-%d %H:%M} UTC, commit {commit()}, by "
+            f"`python benchmarks/runnable/run.py{' ' + ' '.join(only) if only else ''}` on a 2-core "
+            "machine shared with other jobs (load average before each command in the table: "
+            "timings are noisy)" + (f"; rows of {', '.join(only)} only, the others kept from the "
+                                    "earlier record(s) below." if only else "."))
     out = [f"# Runnable plans: targets on the frontier and MoE examples (issue 29)", "",
-           f"Recorded {started:%Y-%m-%d %H:%M} UTC, commit {commit()}, by "
-           "`python benchmarks/runnable/run.py` on a 2-core machine shared with other jobs "
-           "(load average before each command in the table: timings are noisy).", "",
+           this, ""] + [x for h in history if h != this for x in (h, "")] + [
            "Each row is the command a user types, timed from start-up to exit as a subprocess "
            "(benchmarks/clitime.py), under the spec's own time limit: "
            "`autopar solve examples/X.yaml --runnable-by T --json`. `none` is the free per-layer "
@@ -102,7 +139,7 @@ def _write(rows: list[dict], quality: list[dict], started: dt.datetime) -> None:
            "certified bound (an interval from the two certificates: runnable bound / free plan - 1 "
            "to runnable plan / free bound - 1). Target: proven within 1% in <= 60 s.", "",
            "| example | target | status | gap | wall s | CPU s | peak MiB | configs | runnable optimum s | free bound s | price of runnability | plan | load |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"] + old_rows
     for r in rows:
         lo, hi = r["price"]
         price = "-" if r["target"] == "none" or not isinstance(lo, float) else \
@@ -116,17 +153,21 @@ def _write(rows: list[dict], quality: list[dict], started: dt.datetime) -> None:
             "`autopar estimate examples/X.yaml --json` prices the example's `plan:` (the published "
             "recipe, as written in the spec's description) on the same cluster and batch as the "
             "search; beside it the certified runnable optimum of the recipe's framework.", "",
-            "| example | recipe | recipe s/iter | fits | recipe peak GiB | runnable optimum s/iter | optimum / recipe | optimum plan |",
-            "|---|---|---|---|---|---|---|---|"]
+            "Why: `solve`'s own comparison of the spec's plan with its answer (plan.json "
+            "`baselines[].comparison.text`), generated from the two cost breakdowns: above 5% it "
+            "names the three terms that differ most (recipe vs optimum) and the least memory "
+            "headroom of each.", "",
+            "| example | recipe | recipe s/iter | fits | recipe peak GiB | runnable optimum s/iter | optimum / recipe | optimum plan | why (generated) |",
+            "|---|---|---|---|---|---|---|---|---|"] + old_quality
     for q in quality:
         ratio = (q["optimum_s"] / q["recipe_s"]) if isinstance(q["optimum_s"], float) and \
             isinstance(q["recipe_s"], float) and q["recipe_s"] > 0 else None
         out.append(f"| {q['example']} | {q['recipe']} | {_f(q['recipe_s'])} | {q['recipe_fits']} | "
                    f"{_f(q['recipe_peak'], '{:.1f}')} | {_f(q['optimum_s'])} ({q['status']}) | "
-                   f"{_f(ratio, '{:.3f}')} | {q['optimum_plan']} |")
-    out += ["", "Commands:", ""] + [f"    {r['command']}" for r in rows] + [""]
+                   f"{_f(ratio, '{:.3f}')} | {q['optimum_plan']} | {q.get('why', '-')} |")
+    out += ["", "Commands:", ""] + old_cmds + [f"    {r['command']}" for r in rows] + [""]
     (HERE / "RESULTS.md").write_text("\n".join(out))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -146,7 +146,7 @@ class ChainDP:
     def __init__(self, tables: CostTables, deadline: float | None,
                  allowed: list[np.ndarray] | None = None, shared: "ChainDP | None" = None) -> None:
         self.t = tables
-        self.n, self.pp, self.c1 = tables.num_layers, tables.pp, float(tables.microbatches - 1)
+        self.n, self.pp, self.c1 = tables.num_layers, tables.pp, float(tables.rounds - 1)
         self.cap = tables.capacity_bytes + MEM_EPS * GIB
         self.deadline = deadline
         self.allowed = allowed or [np.arange(len(a)) for a in tables.time]

@@ -20,7 +20,6 @@ import numpy as np
 from autopar_opt.core.assignment import Assignment  # noqa: F401 (the DP's answer type)
 from autopar_opt.cost.tables import (  # noqa: F401 (fits re-exported: the DPs' feasibility test)
     CostTables, fits, stage_memory)
-from autopar_opt.cost.evaluate import pipeline_latency
 from autopar_opt.ir.hardware import GIB, MEM_EPS  # noqa: F401  (MEM_EPS re-exported: the DPs' allowance)
 
 
@@ -45,8 +44,7 @@ def stage_terms(tables: CostTables, a: Assignment) -> tuple[list[float], list[fl
 def iteration_time(tables: CostTables, a: Assignment) -> float:
     """Objective of docs/DESIGN.md §3 (+ the constant overhead) for ``a``."""
     p, o, g, _ = stage_terms(tables, a)
-    return (pipeline_latency(p, o, g, tables.microbatches, tables.schedule)
-            + tables.params.iteration_overhead_s)
+    return tables.latency(p, o, g) + tables.params.iteration_overhead_s
 
 
 def fit_limit(tables: CostTables) -> float:
@@ -220,7 +218,7 @@ def simple_lower_bound(tables: CostTables) -> float:
     """
     total = sum(float(t.min()) for t in tables.time)
     bott = max(total / max(tables.pp, 1), max(float(t.min()) for t in tables.time))
-    return total + (tables.microbatches - 1) * bott + tables.params.iteration_overhead_s
+    return total + (tables.rounds - 1) * bott + tables.params.iteration_overhead_s
 
 
 def infeasible_message(tables: CostTables) -> str:

@@ -80,7 +80,7 @@ class CompletionBounds:
         self.Hp = stacked(1.0, 0.0, 0.0)
         # Hw[u][i]: the stage-weighted completion of a label in stage i (w uniform over i..P-1)
         self.Hw = [[None] * self.pp for _ in range(self.n)]
-        self.c1 = float(tables.microbatches - 1)
+        self.c1 = float(tables.rounds - 1)
         if weighted and self.pp <= WEIGHTED_MAX_PP:
             for i in range(self.pp):
                 w = np.zeros(self.pp)

@@ -59,7 +59,9 @@ def key_families(tables: CostTables) -> list[KeyFamily]:
     """Every full key some runnable plan can take (each layer has a strategy of it),
     with its per-layer strategy sets; keys with identical sets are one family."""
     keys = tables.uniform_keys
-    assert keys is not None, "key_families needs a target's uniform keys"
+    if keys is None:      # a fixed split without a target's rules (interleaving): one family
+        every: dict[int, np.ndarray] = {}       # layers of one class share their array
+        return [KeyFamily((), [every.setdefault(id(s), np.arange(len(s))) for s in tables.strategies])]
     classes: dict[int, np.ndarray] = {}
     for arr in keys:
         classes.setdefault(id(arr), arr)
@@ -135,7 +137,7 @@ def key_bound(tables: CostTables, allowed: list[np.ndarray]) -> float:
         sync = max(sync, g_min)
     if stored + held > tables.pp * lim:
         return math.inf
-    pp, c = tables.pp, tables.microbatches
+    pp, c = tables.pp, tables.rounds
     return total * (1 + (c - 1) / pp) + sync + tables.params.iteration_overhead_s
 
 

@@ -27,9 +27,9 @@ from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.layer_cost import layer_cost
 from autopar_opt.cost.params import CostParams, default_params
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
-from autopar_opt.ir.pipeline import boundary_is_intra, inflight_microbatches, tie_tier
+from autopar_opt.ir.pipeline import boundary_is_intra, inflight_microbatches, interleaved_inflight, tie_tier
 from autopar_opt.cost.evaluate import evaluate
-from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.ir.hardware import Cluster
 from autopar_opt.ir.plan import Plan, StagePlan
 from autopar_opt.ir.strategies import enumerate_strategies
@@ -64,9 +64,13 @@ def _pair(mat: np.ndarray, u: int, v: int, ndim: int) -> np.ndarray:
 
 
 def _price_split(stage: tuple[int, ...], costs, edges, cross, pp: int, c: int,
-                 inflight: list[int], capacity: float) -> np.ndarray:
+                 inflight: list, capacity: float, vp: int = 1,
+                 head: int | None = None) -> np.ndarray:
     """Iteration time of every strategy combination for one split (+inf if
-    any stage exceeds memory); shape = (K_0, ..., K_{n-1})."""
+    any stage exceeds memory); shape = (K_0, ..., K_{n-1}). ``inflight[i]`` is
+    ``(activations held, output-layer logits held)`` of stage ``i`` in whole
+    micro-batches; ``head`` the output layer's index; ``vp`` the interleaved
+    schedule's virtual stages (evaluate()'s ``c·B + (F - B)/v + G``)."""
     n = len(stage)
     p = [0.0] * pp
     g = [0.0] * pp
@@ -78,7 +82,8 @@ def _price_split(stage: tuple[int, ...], costs, edges, cross, pp: int, c: int,
         p[i] = p[i] + _axis(time, u, n)
         g[i] = g[i] + _axis(sync, u, n)
         w[i] = w[i] + _axis(wb, u, n)
-        h[i] = h[i] + _axis(ab, u, n)
+        held, held_logits = inflight[i]
+        h[i] = h[i] + (held_logits if u == head else held) * _axis(ab, u, n)
         x[i] = np.maximum(x[i], _axis(xb, u, n))
     o = [0.0] * (pp - 1)
     for (u, v), (rin, rcross) in zip(edges, cross):
@@ -89,10 +94,13 @@ def _price_split(stage: tuple[int, ...], costs, edges, cross, pp: int, c: int,
     shape = tuple(len(cst[0]) for cst in costs)
     full = [np.broadcast_to(np.asarray(x, dtype=float), shape) for x in p + o]
     bottleneck = np.maximum.reduce(full)
-    total = sum(full) + (c - 1) * bottleneck
+    if vp > 1:
+        total = c * bottleneck + (sum(full) - bottleneck) / vp
+    else:
+        total = sum(full) + (c - 1) * bottleneck
     total = total + np.maximum.reduce([np.broadcast_to(np.asarray(x, dtype=float), shape) for x in g])
     for i in range(pp):
-        over = np.broadcast_to(np.asarray(w[i] + inflight[i] * h[i] + x[i], dtype=float), shape) > capacity
+        over = np.broadcast_to(np.asarray(w[i] + h[i] + x[i], dtype=float), shape) > capacity
         total = np.where(over, np.inf, total)
     return total
 
@@ -100,7 +108,8 @@ def _price_split(stage: tuple[int, ...], costs, edges, cross, pp: int, c: int,
 def brute_force(graph: LayerGraph, cluster: Cluster, training: Training, space: SearchSpace,
                 pp: int, c: int, schedule: Schedule = Schedule.one_f_one_b,
                 params: CostParams | None = None,
-                accept: "Callable[[Plan], bool] | None" = None) -> tuple[float, Plan] | None:
+                accept: "Callable[[Plan], bool] | None" = None,
+                vp: int = 1) -> tuple[float, Plan] | None:
     """Optimal iteration time and plan for one outer configuration, or None.
 
     Parameters
@@ -108,6 +117,9 @@ def brute_force(graph: LayerGraph, cluster: Cluster, training: Training, space: 
     graph, cluster, training, space : the instance (keep it tiny: the search
         is exhaustive, ``MAX_COMBINATIONS`` plans per split at most).
     pp, c, schedule : the outer configuration (stages, micro-batches, schedule).
+    vp : virtual stages per rank of the interleaved schedule (every split is
+        still tried: the exporter's ``accept`` decides which ones a framework runs;
+        in-flight memory by :func:`~autopar_opt.ir.pipeline.interleaved_inflight`).
     params : cost parameters (``default_params()`` when None).
     accept : only plans it accepts count (e.g. those a framework's exporter takes):
         the plans of each split are tried cheapest first until one is accepted.
@@ -151,10 +163,15 @@ def brute_force(graph: LayerGraph, cluster: Cluster, training: Training, space: 
             per_boundary.append(np.array([[cross_stage_time(x, y, nbytes, tier, cluster.intra_node, eff)
                                            for y in lv] for x in lu]))
         cross.append((rin, per_boundary))
-    inflight = [inflight_microbatches(schedule, pp, c, i) for i in range(pp)]
+    vp = vp if schedule is Schedule.interleaved else 1
+    if vp > 1:
+        inflight = [interleaved_inflight(pp, c, vp, i) for i in range(pp)]
+    else:
+        inflight = [(m, m) for m in (inflight_microbatches(schedule, pp, c, i) for i in range(pp))]
+    head = next((u for u, layer in enumerate(graph.layers) if layer.kind is LayerKind.lm_head), None)
     best: tuple[float, tuple[int, ...], tuple[int, ...]] | None = None
     for stage in stage_splits(n, pp):
-        total = _price_split(stage, costs, edges, cross, pp, c, inflight, ctx.capacity_bytes)
+        total = _price_split(stage, costs, edges, cross, pp, c, inflight, ctx.capacity_bytes, vp, head)
         if accept is None:
             flat = [int(np.argmin(total))]
         else:
@@ -165,13 +182,13 @@ def brute_force(graph: LayerGraph, cluster: Cluster, training: Training, space: 
             if not math.isfinite(value) or (best is not None and value >= best[0]):
                 break
             ks = tuple(int(k) for k in idx)
-            if accept is None or accept(_plan(graph, strats, stage, ks, pp, c, schedule)):
+            if accept is None or accept(_plan(graph, strats, stage, ks, pp, c, schedule, vp)):
                 best = (value, stage, ks)
                 break
     if best is None:
         return None
     value, stage, ks = best
-    plan = _plan(graph, strats, stage, ks, pp, c, schedule)
+    plan = _plan(graph, strats, stage, ks, pp, c, schedule, vp)
     metrics = evaluate(plan, graph, cluster, training, params)
     value += params.iteration_overhead_s
     if not metrics.feasible or not math.isclose(metrics.iteration_time_s, value, rel_tol=1e-9):
@@ -181,10 +198,10 @@ def brute_force(graph: LayerGraph, cluster: Cluster, training: Training, space: 
 
 
 def _plan(graph: LayerGraph, strats, stage: tuple[int, ...], ks: tuple[int, ...], pp: int,
-          c: int, schedule: Schedule) -> Plan:
+          c: int, schedule: Schedule, vp: int = 1) -> Plan:
     names = [layer.name for layer in graph.layers]
     stages = [StagePlan([], []) for _ in range(pp)]
     for u, i in enumerate(stage):
         stages[i].layers.append(names[u])
         stages[i].strategies.append(strats[u][ks[u]])
-    return Plan(stages, c, schedule)
+    return Plan(stages, c, schedule, vp)

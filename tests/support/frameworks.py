@@ -15,8 +15,12 @@ What each covers, and what it cannot:
   ``etp·ep·edp``, its RankGenerators and asserts), the batch through
   ``ConstantNumMicroBatchesCalculator``, the model and parallel settings through
   ``TransformerConfig`` / ``MLATransformerConfig.__post_init__`` (heads, GQA groups,
-  MoE, recomputation, pipeline layout, uneven first/last stages) and
-  ``DistributedDataParallelConfig``. The argument names are mapped to those
+  MoE, recomputation, pipeline layout, uneven first/last stages, virtual stages)
+  and ``DistributedDataParallelConfig``; the transformer layers every pipeline
+  rank and virtual stage builds through ``get_num_layers_to_build`` (its
+  divisibility asserts). Not run: the interleaved schedule's micro-batch rule
+  (``forward_backward_pipelining_with_interleaving``: M a multiple of pp), which
+  Megatron-Core checks only after allocating on a GPU; the exporter follows it. The argument names are mapped to those
   fields by their destinations (dashes to underscores, Megatron-LM's renames
   ``--num-experts`` → ``num_moe_experts``, ``--swiglu`` → ``gated_linear_unit``,
   ...). Not verified here: ``validate_args``' own rules (``--ckpt-format
@@ -167,12 +171,20 @@ def validate_megatron(text: str, world: int) -> dict[str, Any]:
                       q_lora_rank=_int(args, "q_lora_rank"))
     config = cls(**{k: v for k, v in fields.items() if v is not None or k in
                     ("pipeline_dtype", "recompute_granularity")})
+    from megatron.core.transformer.transformer_block import get_num_layers_to_build
+
+    # every pipeline rank's layers, summed over its virtual stages (asserts inside)
+    # (a layout string reads the rank from parallel_state: not counted here)
+    per_rank = None if config.pipeline_model_parallel_layout is not None else [
+        sum(get_num_layers_to_build(config, vp_stage=v if vp else None, pp_rank=r)
+            for v in range(vp or 1)) for r in range(pp)]
     fsdp = bool(args.get("use_megatron_fsdp"))
     ddp = DistributedDataParallelConfig(
         use_distributed_optimizer=bool(args.get("use_distributed_optimizer")) or fsdp,
         use_megatron_fsdp=fsdp,
         data_parallel_sharding_strategy=args.get("data_parallel_sharding_strategy", "no_shard"))
-    return {"dp": dp, "edp": edp, "microbatches": calc.get(), "config": config, "ddp": ddp}
+    return {"dp": dp, "edp": edp, "microbatches": calc.get(), "config": config, "ddp": ddp,
+            "layers_per_rank": per_rank}
 
 
 # ------------------------------------------------------------------ torchtitan
