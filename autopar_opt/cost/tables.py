@@ -384,7 +384,7 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
     reshard, cross_intra, cross_inter = _edge_tables(graph, strategies, edges, ctxs)
     inflight: list[float] = [inflight_microbatches(schedule, pp, microbatches, i) for i in range(pp)]
     if vp > 1:
-        reshard, cross_intra, cross_inter = ([m / vp for m in mats]
+        reshard, cross_intra, cross_inter = (_scaled_shared(mats, 1.0 / vp)
                                              for mats in (reshard, cross_intra, cross_inter))
         held = [interleaved_inflight(pp, microbatches, vp, i) for i in range(pp)]
         inflight = [h for h, _ in held]
@@ -497,6 +497,20 @@ def prune_layer_strategies(strats: list[Strategy], costs: list[LayerCost],
     if keys is not None:
         return [strats[i] for i in keep], [costs[i] for i in keep], keys[keep]
     return [strats[i] for i in keep], [costs[i] for i in keep]
+
+
+def _scaled_shared(mats: list, factor: float) -> list:
+    """``[m * factor for m in mats]`` that keeps :func:`_edge_tables`' sharing: edges whose
+    matrices are one object (identical layer pairs) still share one scaled matrix. Scaling
+    each edge's matrix on its own turned a few hundred arrays into one per edge (Mixtral-8x22B
+    with interleaving: 6,180 arrays, 0.76 GiB per configuration, 5 GiB peak)."""
+    done: dict[int, object] = {}
+    out = []
+    for m in mats:
+        if id(m) not in done:
+            done[id(m)] = m * factor
+        out.append(done[id(m)])
+    return out
 
 
 def _edge_tables(graph: LayerGraph, strategies: list[list[Strategy]],
