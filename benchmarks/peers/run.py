@@ -219,7 +219,8 @@ def main() -> None:
            "peer": ("Piper algo.cpp (g++ -O3) via benchmarks/peers/run.py's driver"
                     if args.which == "piper" and args.piper_src else
                     "PaSE scheduler.py" if args.pase_src else "not run"),
-           "argv": sys.argv[1:], "rows": rows}
+           # the peers' source folders are machine paths: recorded by their option name only
+           "argv": [a if not os.path.isabs(a) else "DIR" for a in sys.argv[1:]], "rows": rows}
     name = f"{args.which}{'_' + args.only if args.only else ''}_results.json"
     (HERE / name).write_text(json.dumps(out, indent=1) + "\n")
 
