@@ -121,6 +121,10 @@ def test_memory_exhaustion_is_a_message_not_a_traceback(monkeypatch, tmp_path):
 
     def boom(*args, **kwargs):
         raise MemoryError
+    # search.runnable binds run_search when it is first imported: patch it there too, so
+    # the patch is undone in both places (patched only in the engine, a first import of
+    # runnable under the patch kept `boom` for every later test in this process)
+    monkeypatch.setattr("autopar_opt.search.runnable.run_search", boom)   # first: imports it
     monkeypatch.setattr("autopar_opt.search.engine.run_search", boom)
     code, out = run_cli("solve", REPO / "examples" / "quickstart.yaml", "--json")
     assert code == 4 and "out of memory" in out and "--memory-limit" in out
