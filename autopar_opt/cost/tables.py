@@ -381,11 +381,10 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
         for target, arr in zip((time, sync, wbytes, abytes, xbytes), arrays):   # DOMINANCE_FIELDS order
             target.append(arr)
     edges = graph.edge_indices()
-    reshard, cross_intra, cross_inter = _edge_tables(graph, strategies, edges, ctxs)
+    # one chunk micro-batch's transfers under interleaving (module docstring)
+    reshard, cross_intra, cross_inter = _edge_tables(graph, strategies, edges, ctxs, 1.0 / vp)
     inflight: list[float] = [inflight_microbatches(schedule, pp, microbatches, i) for i in range(pp)]
     if vp > 1:
-        reshard, cross_intra, cross_inter = (_scaled_shared(mats, 1.0 / vp)
-                                             for mats in (reshard, cross_intra, cross_inter))
         held = [interleaved_inflight(pp, microbatches, vp, i) for i in range(pp)]
         inflight = [h for h, _ in held]
         for u, layer in enumerate(graph.layers):
@@ -499,23 +498,11 @@ def prune_layer_strategies(strats: list[Strategy], costs: list[LayerCost],
     return [strats[i] for i in keep], [costs[i] for i in keep]
 
 
-def _scaled_shared(mats: list, factor: float) -> list:
-    """``[m * factor for m in mats]`` that keeps :func:`_edge_tables`' sharing: edges whose
-    matrices are one object (identical layer pairs) still share one scaled matrix. Scaling
-    each edge's matrix on its own turned a few hundred arrays into one per edge (Mixtral-8x22B
-    with interleaving: 6,180 arrays, 0.76 GiB per configuration, 5 GiB peak)."""
-    done: dict[int, object] = {}
-    out = []
-    for m in mats:
-        if id(m) not in done:
-            done[id(m)] = m * factor
-        out.append(done[id(m)])
-    return out
-
-
 def _edge_tables(graph: LayerGraph, strategies: list[list[Strategy]],
-                 edges: list[tuple[int, int]], ctxs: dict[int, StageContext]):
-    """R, R'(intra), R'(inter) per edge. R (resharding inside a stage) is priced
+                 edges: list[tuple[int, int]], ctxs: dict[int, StageContext],
+                 scale: float = 1.0):
+    """R, R'(intra), R'(inter) per edge, each times ``scale`` (``1/v`` under the
+    interleaved schedule). R (resharding inside a stage) is priced
     on the stage's own tier; a pair of strategies on different device counts is
     never in one stage (free stage sizes), so its R entry is 0 and unused.
     All three depend on the two layers' layouts only (a layout fixes its device
@@ -555,8 +542,9 @@ def _edge_tables(graph: LayerGraph, strategies: list[list[Strategy]],
                   for b in lv] for a in lu],
                 [[cross_stage_time(a, b, nbytes, cl.inter_node_per_gpu, cl.intra_node, eff_inter)
                   for b in lv] for a in lu])
-            memo[key] = tuple(np.array(m, dtype=float).reshape(len(lu), len(lv))[np.ix_(iu, iv)]
-                              for m in small)
+            # scaled once per memo entry, so edges that share an array still do
+            memo[key] = tuple((np.array(m, dtype=float) * scale).reshape(len(lu), len(lv))
+                              [np.ix_(iu, iv)] for m in small)
         r, ci, ce = memo[key]
         reshard.append(r)
         cross_intra.append(ci)
