@@ -37,12 +37,17 @@ class MatrixBuilder:
     def add_vars(self, name: str, shape: tuple[int, ...], lo: float = 0.0, hi: float = 1.0,
                  integer: bool = False) -> np.ndarray:
         """A block of variables; returns their column indices with ``shape``."""
+        idx = self._columns(shape, lo, hi)
+        self.integer.append(np.full(idx.size, integer, dtype=bool))
+        self.names.extend(f"{name}[{i}]" for i in range(idx.size))
+        return idx
+
+    def _columns(self, shape: tuple[int, ...], lo: float, hi: float) -> np.ndarray:
+        """Columns and their bounds (what the builder and the counter both keep)."""
         count = int(np.prod(shape)) if shape else 1
         idx = np.arange(self.ncols, self.ncols + count).reshape(shape)
         self.lo.append(np.full(count, lo, dtype=float))
         self.hi.append(np.full(count, hi, dtype=float))
-        self.integer.append(np.full(count, integer, dtype=bool))
-        self.names.extend(f"{name}[{i}]" for i in range(count))
         self.ncols += count
         return idx
 
@@ -105,12 +110,7 @@ class MatrixCounter(MatrixBuilder):
 
     def add_vars(self, name: str, shape: tuple[int, ...], lo: float = 0.0, hi: float = 1.0,
                  integer: bool = False) -> np.ndarray:
-        count = int(np.prod(shape)) if shape else 1
-        idx = np.arange(self.ncols, self.ncols + count).reshape(shape)
-        self.lo.append(np.full(count, lo, dtype=float))
-        self.hi.append(np.full(count, hi, dtype=float))
-        self.ncols += count
-        return idx
+        return self._columns(shape, lo, hi)        # no names or integrality: counted only
 
     def add_rows(self, row: np.ndarray, col: np.ndarray, val: np.ndarray, lo: np.ndarray,
                  hi: np.ndarray) -> None:
