@@ -9,6 +9,7 @@ listed with key and fix; a one-group fleet is exactly the plain cluster.
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -16,15 +17,12 @@ import yaml
 
 from autopar_opt.spec import SpecError, load_spec
 from support.cli import run_cli
+from support.fleets import TINY_MIX_CLUSTER
 
 import pytest
 
 BASE = {"model": {"zoo": "debug"},
-        "cluster": {"name": "tiny-mix", "groups": [
-            {"name": "a100", "device": "A100-40GB", "nodes": 1, "gpus_per_node": 2},
-            {"name": "h100", "device": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 2,
-             "nics_per_node": 1, "nic_gb_per_s": 50.0}],
-            "links": [{"between": ["a100", "h100"], "bandwidth_gb_per_s": 12.5, "latency_us": 20}]},
+        "cluster": copy.deepcopy(TINY_MIX_CLUSTER),
         "training": {"global_batch_size": 16},
         "search": {"zero_levels": [0, 3], "recompute": ["none", "full"]},
         "solver": {"name": "dp", "time_limit_s": 60, "rel_gap": 0.001}}

@@ -5,6 +5,7 @@ stderr)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -13,13 +14,10 @@ from pathlib import Path
 import yaml
 
 from support.cli import run_cli
+from support.fleets import TINY_MIX_CLUSTER
 
 BASE = {"model": {"zoo": "debug"},
-        "cluster": {"name": "tiny-mix", "groups": [
-            {"name": "a100", "device": "A100-40GB", "nodes": 1, "gpus_per_node": 2},
-            {"name": "h100", "device": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 2,
-             "nics_per_node": 1, "nic_gb_per_s": 50.0}],
-            "links": [{"between": ["a100", "h100"], "bandwidth_gb_per_s": 12.5, "latency_us": 20}]},
+        "cluster": copy.deepcopy(TINY_MIX_CLUSTER),
         "training": {"global_batch_size": 16},
         "search": {"zero_levels": [0], "recompute": ["none"]},
         "solver": {"name": "highs", "time_limit_s": 60, "rel_gap": 0.001}}

@@ -10,6 +10,15 @@ from autopar_opt.ir.fleet import Fleet, GroupLink
 from autopar_opt.ir.hardware import LinkTier, make_cluster
 from autopar_opt.ir.training import Recompute, SearchSpace
 
+#: A spec's ``cluster:`` of two one-node groups (2 A100 + 2 H100 joined by a 12.5 GB/s link) that
+#: the fleet command tests and the fuzzer solve with the debug model (a solve: about 1 s). Users
+#: copy it (``copy.deepcopy``) before changing it.
+TINY_MIX_CLUSTER = {"name": "tiny-mix", "groups": [
+    {"name": "a100", "device": "A100-40GB", "nodes": 1, "gpus_per_node": 2},
+    {"name": "h100", "device": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 2,
+     "nics_per_node": 1, "nic_gb_per_s": 50.0}],
+    "links": [{"between": ["a100", "h100"], "bandwidth_gb_per_s": 12.5, "latency_us": 20}]}
+
 #: The space of the brute-force tests: two ZeRO levels, two recompute modes, few micro-batch counts.
 SPACE = SearchSpace(zero_levels=(0, 3), recompute=(Recompute.none, Recompute.full),
                     microbatches=(1, 2, 4), schedules=("1f1b", "gpipe"))

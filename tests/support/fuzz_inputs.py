@@ -31,6 +31,7 @@ deleted or added, the text damaged), plus the hostile forms each kind invites:
 
 from __future__ import annotations
 
+import copy
 import gzip
 import json
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ import yaml
 from hypothesis import strategies as st
 
 from support import paths
+from support.fleets import TINY_MIX_CLUSTER
 from support.fuzz_specs import EXTREMES, key_paths, set_at, text_damage
 
 KINDS = ("piper", "pase", "placement", "expert", "runs", "sweep", "plan", "hf", "fleet", "opspace",
@@ -96,14 +98,10 @@ BASES = {
     "placement.json": _load(paths.DATA / "report" / "placement_bert24.json"),  # place bert24
 }
 PLACEMENT_FILE = "LayerGraphs_bert24_inference.json"
-#: Two one-node groups of the debug model (as tests/cli/test_fleet_cli.py; a solve: ~1 s).
+#: Two one-node groups of the debug model (support.fleets.TINY_MIX_CLUSTER; a solve: ~1 s).
 BASES["fleet"] = {
     "model": {"zoo": "debug"},
-    "cluster": {"name": "tiny-mix", "groups": [
-        {"name": "a100", "device": "A100-40GB", "nodes": 1, "gpus_per_node": 2},
-        {"name": "h100", "device": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 2,
-         "nics_per_node": 1, "nic_gb_per_s": 50.0}],
-        "links": [{"between": ["a100", "h100"], "bandwidth_gb_per_s": 12.5, "latency_us": 20}]},
+    "cluster": copy.deepcopy(TINY_MIX_CLUSTER),
     "training": {"global_batch_size": 16},
     "search": {"zero_levels": [0, 3], "recompute": ["none", "full"]},
     "solver": {"name": "dp", "time_limit_s": 3}}
