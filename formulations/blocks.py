@@ -401,9 +401,9 @@ class _Builder:
         m.cost[smax] = 1.0 / self.S
         if self.budget is not None:        # counted from the row dicts, before the matrix
             size = m.size()
-            if not self.budget.admits(size.bytes()):
-                raise OverBudget(size, self.budget.refusal(f"the block MILP ({size.describe()})",
-                                                           size.bytes()))
+            why = self.budget.refuses(size, "the block MILP")
+            if why:
+                raise OverBudget(size, why)
         matrix = m.matrix(float(t.params.iteration_overhead_s))
         return BlockFormulation(t, ch, self.pats, matrix, pi, c, sp_cols, ss_cols, Tp, Ts, Q,
                                 defs=defs, tops=(bott, smax), times=p + o, syncs=g, sizes=self.sizes,

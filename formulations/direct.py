@@ -317,8 +317,9 @@ class DirectBuilder:
         cached = struct is not None
         if struct is None and budget is not None:
             size = structure_size(key)
-            if not budget.admits(size.bytes()):
-                raise OverBudget(size, budget.refusal(f"the MILP ({size.describe()})", size.bytes()))
+            why = budget.refuses(size, "the MILP")
+            if why:
+                raise OverBudget(size, why)
         if struct is None:
             self.misses += 1
             struct = build_structure(key)

@@ -93,6 +93,14 @@ class MemoryBudget:
     def describe(self) -> str:
         return f"{_size(self.bytes)} ({self.source})"
 
+    def refuses(self, size: ModelSize, what: str) -> str | None:
+        """The refusal of the model ``what`` (e.g. "the MILP") of counted ``size`` when it
+        would exceed this budget (:meth:`refusal`, naming its rows, columns and non-zeros);
+        None when it fits. Every route's check before a build."""
+        if self.admits(size.bytes()):
+            return None
+        return self.refusal(f"{what} ({size.describe()})", size.bytes())
+
     def refusal(self, what: str, need_bytes: float) -> str:
         """Why a model is not built, with the fix."""
         return (f"not built: {what} would take about {_size(need_bytes)}, over the memory "

@@ -177,9 +177,10 @@ def solve_split(t: PipelineTables, solver: str = "auto", time_limit_s: float | N
     size = pipeline_matrix_size([len(a) for a in t.step], list(t.split.stage), t.edges, t.mats,
                                 t.boundary, t.split.pp, t.capacity_bytes)
     budget = memory_budget if memory_budget is not None else MemoryBudget.default()
-    if not budget.admits(size.bytes()):
+    refusal = budget.refuses(size, "the MILP")
+    if refusal:
         return SplitOutcome(t, "no_plan", None, split_lower_bound(t), None, time.monotonic() - start,
-                            budget.refusal(f"the MILP ({size.describe()})", size.bytes()))
+                            refusal)
     form, offs, _, scale = build_pipeline_matrix(
         t.step, t.sync, t.weight, t.act, list(t.split.stage), t.edges, t.mats, t.boundary, t.split.pp,
         t.split.microbatches, t.inflight, t.capacity_bytes)

@@ -266,10 +266,10 @@ def solve_tables(tables: OpTables, solver: str = "auto", time_limit_s: float | N
     mip = matrix_backend(None if solver == "auto" else solver).name
     size = matrix_size(tables.time, tables.edges, tables.redistribution, tables.capacity_bytes)
     budget = memory_budget if memory_budget is not None else MemoryBudget.default()
-    if not budget.admits(size.bytes()):          # counted, nothing built
+    refusal = budget.refuses(size, "the MILP")
+    if refusal:                                  # counted, nothing built
         stats.update(milp_rows=size.rows, milp_columns=size.cols, milp_nonzeros=size.nonzeros,
                      milp_refused=True)
-        refusal = budget.refusal(f"the MILP ({size.describe()})", size.bytes())
         return _outcome(tables, "no_plan", None, bound, start, method,
                         "; ".join(m for m in (message, refusal) if m), stats)
     left = None if deadline is None else max(0.1, deadline - time.monotonic())

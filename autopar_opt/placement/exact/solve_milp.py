@@ -54,8 +54,9 @@ def run_milp(problem: PlacementProblem, cond: Condensed, objective: str, contigu
     size = milp_size(cond, objective, contiguous, big)
     info: dict = {"milp_solver": backend.name, "milp_columns": size.cols, "milp_rows": size.rows,
                   "milp_nonzeros": size.nonzeros}
-    if not budget.admits(size.bytes()):      # counted, nothing built
-        info["milp_refused"] = budget.refusal(f"the MILP ({size.describe()})", size.bytes())
+    refusal = budget.refuses(size, "the MILP")
+    if refusal:                              # counted, nothing built
+        info["milp_refused"] = refusal
         return np.inf, None, -np.inf, info
     if objective == "latency":
         milp = build(cond, contiguous=contiguous, big_m=big)
