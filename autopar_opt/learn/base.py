@@ -35,16 +35,12 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-def _wall() -> float:
-    return time.perf_counter()
-
-
 #: The clock every searcher's budget is measured on (seconds). Wall time by default, as a
 #: user's ``--time-limit`` means; :func:`use_cpu_clock` switches it to the process's CPU
 #: time so that a benchmark on a shared machine gives each run the compute an idle core
 #: would give it in the same wall budget (with one compute thread, CPU seconds never
 #: exceed wall seconds, so a CPU budget never grants more work than the wall budget).
-CLOCK: Callable[[], float] = _wall
+CLOCK: Callable[[], float] = time.perf_counter
 
 
 def use_cpu_clock() -> None:
