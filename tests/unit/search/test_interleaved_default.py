@@ -161,6 +161,9 @@ def test_the_default_command_searches_exports_and_says_the_interleaved_schedule(
     assert doc["certificate"]["primal"] == pytest.approx(best, rel=1e-9)
     assert any(r["schedule"] == "interleaved" and r.get("vp_chunks") == 2
                for r in doc["certificate"]["configurations"])
+    html = (out / "report.html").read_text()
+    assert "default of target megatron (from training.runtime)" in html   # schedules from
+    assert "interleaved vp=2" in html                                      # its configurations
     res = CliRunner().invoke(app, ["export", str(out / "plan.json"), "--to", "megatron"])
     assert res.exit_code == 0, res.output
     assert "--num-virtual-stages-per-pipeline-rank 2" in res.stdout
