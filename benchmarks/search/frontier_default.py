@@ -43,6 +43,7 @@ def one(name: str) -> dict:
     got = run_cli(["solve", ROOT / "examples" / f"{name}.yaml", "--json"], timeout_s=1800)
     doc = got.pop("json")
     row = {"example": name, **got}
+    row["command"] = row["command"].replace(f"{ROOT}/", "")   # no machine path in the record
     if doc:
         cert, solver = doc["certificate"], doc["solver"]
         statuses: dict[str, int] = {}
