@@ -159,6 +159,10 @@ def test_exported_optimum_passes_the_framework(framework, tmp_path):
     view = plan_view(res.plan, GRAPH, CLUSTER, TRAINING)
     if framework == "megatron":
         assert validate_megatron(text, CLUSTER.num_devices)["dp"] == view.dp
+        pytest.importorskip("megatron.training.arguments")
+        from support.frameworks import validate_megatron_lm     # Megatron-LM's validate_args
+        args = validate_megatron_lm(text, CLUSTER.num_devices, CLUSTER.device.arch)
+        assert (args.data_parallel_size, args.pipeline_model_parallel_size) == (view.dp, view.pp)
     else:
         ds = validate_deepspeed(text, CLUSTER.num_devices, view.pp, view.num_experts)
         assert ds.train_batch_size == TRAINING.global_batch_size
