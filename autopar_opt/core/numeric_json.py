@@ -179,10 +179,17 @@ class _Reader:
             value = self._json(s, e, wrap)
             try:
                 parts.append(np.asarray(value, dtype=np.float64))
+                continue
             except (TypeError, ValueError, OverflowError):
-                if len(parts) == 0 and not wrap:
+                if not wrap:
                     return value                # ragged or huge: the caller's checks say so
+            try:                                # a piece of a long matrix whose rows differ
                 parts.append([np.asarray(row, dtype=np.float64) for row in value])
+            except (TypeError, ValueError, OverflowError):
+                line, col = line_col(self.raw, s)
+                raise _problem(self.path, None, f"the array of numbers at line {line}, column "
+                               f"{col} holds a value beyond float64 (over 1.8e308)",
+                               "write costs as numbers of a realistic size") from None
         if len(parts) == 1:
             return parts[0]
         if all(isinstance(p, np.ndarray) and p.ndim == parts[0].ndim

@@ -5,10 +5,13 @@ Problem: one choice ``c_v ∈ {0..K_v-1}`` per variable, minimise
 (Elango, IPDPS 2021, Sec. IV: a DP over a vertex order whose state is the
 assignment of the *dependent set*) written as bucket elimination
 (Dechter, "Bucket elimination: a unifying framework for reasoning", AIJ 1999):
-eliminating ``v`` adds every table that mentions ``v`` into one dense numpy
+eliminating ``v`` adds every table that mentions ``v`` into a dense numpy
 array over ``v`` and its current neighbours, and replaces them by its minimum
-over ``v`` (the argmin is kept for decoding). The cost of a step is the size
-of that array, so the order is chosen greedily by **min-weight** (the product
+over ``v`` (the argmin is kept for decoding). That array is never built whole:
+it is summed and minimised one block of its leading axes at a time
+(:data:`BLOCK_ENTRIES`), so a step keeps only its result, and the memory of a run
+is the tables it creates (:func:`elimination_bytes`, known before it runs). The
+cost of a step is the size of that array, so the order is chosen greedily by **min-weight** (the product
 of the neighbours' domain sizes, i.e. the size of the table created), ties by
 **min-fill** (fewest new interaction edges), then by index — the classical
 heuristics of Kjærulff (1990) for triangulation. The result is exact whatever
@@ -24,7 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Largest dense table (entries, including the eliminated axis) built by default.
+#: Largest step (entries of its sum over the eliminated variable and its neighbours) run by
+#: default: a bound on the time of one step (its memory is one block, see BLOCK_ENTRIES).
 MAX_ENTRIES = 60_000_000
 
 

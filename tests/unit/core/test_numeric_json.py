@@ -128,6 +128,17 @@ def test_an_integer_beyond_a_float_in_a_block_is_json_s_value():
     assert isinstance(out, list) and out[-1] == 10**400
 
 
+def test_a_long_array_with_an_integer_beyond_a_float_is_refused(monkeypatch):
+    """Cut into pieces (too long for one), the array is no one value the caller could name."""
+    monkeypatch.setattr(numeric_json, "PIECE_BYTES", 40)
+    text = '{"cost": [' + ", ".join(["1"] * 40) + ", " + str(10**400) + ", 2, 3]}"
+    with pytest.raises(SpecError, match=r"line 1, column \d+ holds a value beyond float64"):
+        _read(text)
+    rows = '{"cost": [' + ", ".join(["[" + ", ".join(["1"] * (20 + i)) + "]" for i in range(4)]) + "]}"
+    out = _read(rows)["cost"]                      # rows that differ: one array per row
+    assert [len(r) for r in out] == [20, 21, 22, 23]
+
+
 def test_the_count_comes_before_the_parse():
     text = json.dumps({"cost": [0] * 1000})
     with pytest.raises(SpecError, match=r"holds up to 1,00[0-9] JSON values .* over the limit "
