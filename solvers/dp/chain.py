@@ -716,15 +716,26 @@ def _level_ranges(dp: ChainDP, entry) -> list[tuple[float, StageRanges]] | None:
     out = []
     # the levels of the strategies the search may use only (a key family's few): a level
     # no allowed strategy has changes no range, and each costs a decomposition of its own
-    usable = [[_only(m, ok) for m, ok in zip(stage, dp.allowed)] for stage in dp.mem]
+    memo: dict = {}
+    usable = [[_shared(memo, _only, m, ok) for m, ok in zip(stage, dp.allowed)] for stage in dp.mem]
     levels = sorted({float(L) for stage in usable for L in working_levels(dp.t, stage, with_time=True)})
     for level in levels:
-        mem = [[np.where(x <= level, m, np.inf) for m, x in zip(stage, dp.work)] for stage in dp.mem]
+        memo.clear()      # layers of one class keep sharing their arrays (StageRanges works per class)
+        mem = [[_shared(memo, lambda a, b: np.where(b <= level, a, np.inf), m, x)
+                for m, x in zip(stage, dp.work)] for stage in dp.mem]
         sub = StageRanges(dp.t.time, mem, dp.cap - level, dp.allowed, entry, dp.deadline)
         if not sub.f:
             return None
         out.append((float(level), sub))
     return out
+
+
+def _shared(memo: dict, fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``fn(a, b)``, computed once per distinct pair of arrays (identical layers share theirs)."""
+    key = (id(a), id(b))
+    if key not in memo:
+        memo[key] = fn(a, b)
+    return memo[key]
 
 
 def _only(m: np.ndarray, ok: np.ndarray) -> np.ndarray:

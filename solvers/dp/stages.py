@@ -99,12 +99,21 @@ class StageRanges:
         self.time, self.mem, self.allowed = time, mem, allowed
         #: entry[j][s]: least transfer into stage j starting at layer s (0 for stage 0)
         self.entry = entry or [np.zeros(self.n + 1) for _ in range(self.pp)]
-        self.opts = [[self._options(j, v) for v in range(self.n)] for j in range(self.pp)]
+        # layers of one class share their arrays: their options are computed once
+        memo: dict[tuple[int, int, int], tuple] = {}
+        self.opts = [[self._shared_options(j, v, memo) for v in range(self.n)] for j in range(self.pp)]
         #: runfront[j][s]: (memory, time) front of layers [s, s + run[s]) in stage j (None: none fits)
         self.runfront: list[list] = [[None] * self.n for _ in range(self.pp)]
         self._rest: dict[tuple[int, int, int], tuple | None] = {}
         self._cat: dict[tuple[int, int], tuple] = {}
         self.f: list[np.ndarray] = [self._table(j) for j in range(self.pp)] if self.cheap() else []
+
+    def _shared_options(self, j: int, v: int, memo: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_options`, one object per distinct (memory, time, allowed) arrays."""
+        key = (id(self.mem[j][v]), id(self.time[v]), id(self.allowed[v]))
+        if key not in memo:
+            memo[key] = self._options(j, v)
+        return memo[key]
 
     def _options(self, j: int, v: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Layer ``v``'s useful strategies in stage ``j``: (memory, time, index), Pareto-pruned."""
@@ -118,8 +127,10 @@ class StageRanges:
         run = np.ones(self.n + 1, dtype=np.int64)
         run[self.n] = 0
         for v in range(self.n - 2, -1, -1):
-            same = all(np.array_equal(self.opts[j][v][0], self.opts[j][v + 1][0])
-                       and np.array_equal(self.opts[j][v][1], self.opts[j][v + 1][1]) for j in range(self.pp))
+            same = all(self.opts[j][v] is self.opts[j][v + 1]
+                       or (np.array_equal(self.opts[j][v][0], self.opts[j][v + 1][0])
+                           and np.array_equal(self.opts[j][v][1], self.opts[j][v + 1][1]))
+                       for j in range(self.pp))
             run[v] = run[v + 1] + 1 if same else 1
         return run
 
