@@ -162,7 +162,9 @@ class ChainDP:
             self.mem = [layer_memory(tables, i) for i in range(self.pp)]
             self.work = [np.asarray(x, dtype=float) for x in tables.working_bytes]
             self.edge_of = {(u, v): e for e, (u, v) in enumerate(tables.edges)}
-            self.layout_id = [np.array(layout_ids(strats)) for strats in tables.strategies]
+            ids: dict[int, np.ndarray] = {}          # one per layer class (shared lists)
+            self.layout_id = [_memo(ids, id(strats), lambda: np.array(layout_ids(strats)))
+                              for strats in tables.strategies]
             self.order = _sorted_pairs(tables, self.layout_id)
             self._bounds = None
             self._cover = None
@@ -173,9 +175,13 @@ class ChainDP:
         # memory level under which a label's stage can never overflow (whatever
         # working set it holds or takes: the largest of any usable strategy)
         self.safe = []
+        most: dict[tuple[int, int], float] = {}      # identical layers share their arrays
+        held: dict[tuple[int, int, int], float] = {}
         for m in self.mem:
-            tail = np.cumsum([_finite_max(x[ok]) for x, ok in zip(m, self.allowed)][::-1])[::-1]
-            top = max((float(x[ok][np.isfinite(y[ok])].max(initial=0.0))
+            tail = np.cumsum([_memo(most, (id(x), id(ok)), lambda: _finite_max(x[ok]))
+                              for x, ok in zip(m, self.allowed)][::-1])[::-1]
+            top = max((_memo(held, (id(x), id(y), id(ok)),
+                             lambda: float(x[ok][np.isfinite(y[ok])].max(initial=0.0)))
                        for x, y, ok in zip(self.work, m, self.allowed)), default=0.0)
             self.safe.append([self.cap - top - (float(tail[u + 1]) if u + 1 < self.n else 0.0)
                               for u in range(self.n)])
@@ -370,6 +376,13 @@ class ChainDP:
             return np.zeros((0, _COLS)), empty, empty, empty
         return (np.concatenate(blocks), np.concatenate(kk), np.concatenate(pst),
                 np.concatenate(prw))
+
+
+def _memo(memo: dict, key, fn):
+    """``memo[key]``, computed by ``fn()`` on first use."""
+    if key not in memo:
+        memo[key] = fn()
+    return memo[key]
 
 
 def _finite_max(x: np.ndarray) -> float:

@@ -394,12 +394,17 @@ def least_entry(tables, allowed: list[np.ndarray], edge_of: dict[tuple[int, int]
     where the edge does not exist): a lower bound on ``o_{j−1}`` when stage ``j`` starts at ``s``."""
     n, pp = tables.num_layers, tables.pp
     out = [np.zeros(n + 1) for _ in range(pp)]
+    memo: dict[tuple[int, int, int], float] = {}     # edges between identical layers share arrays
     for s in range(1, n):
         e = edge_of.get((s - 1, s))
         if e is None:
             continue
         for j in range(1, pp):
-            out[j][s] = max(float(tables.cross(e, j - 1)[np.ix_(allowed[s - 1], allowed[s])].min()), 0.0)
+            cross = tables.cross(e, j - 1)
+            key = (id(cross), id(allowed[s - 1]), id(allowed[s]))
+            if key not in memo:
+                memo[key] = max(float(cross[np.ix_(allowed[s - 1], allowed[s])].min()), 0.0)
+            out[j][s] = memo[key]
     return out
 
 

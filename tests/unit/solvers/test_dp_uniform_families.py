@@ -122,3 +122,30 @@ def test_the_decomposition_proves_some_family_empty_and_the_others_are_kept() ->
             elif math.isfinite(opt):
                 kept += 1
     assert closed > 0 and kept > 0
+
+
+@pytest.mark.parametrize("pp,c,factor", [(1, 2, 3.0), (2, 1, 1.3), (2, 2, 3.0), (2, 2, 1.3)])
+@pytest.mark.parametrize("rel_gap", [0.0, 0.05])
+def test_a_cutoff_keeps_every_answer_proven(pp: int, c: int, factor: float, rel_gap: float) -> None:
+    """``solve_uniform(cutoff=...)``, the search's incumbent from another configuration:
+    its bound never exceeds the optimum; above the optimum the cutoff changes no answer
+    (optimum found, proven); at or below it the bound reaches ``cutoff·(1 - rel_gap)``
+    (the configuration cannot beat the caller's plan by more than the gap) and any plan
+    it returns is priced by ``iteration_time`` and runnable."""
+    tables = _tables(pp, c, factor)
+    best = min(_family_optimum(tables, f.allowed) for f in key_families(tables))
+    assert math.isfinite(best)
+    free = solve_uniform(tables, rel_gap=rel_gap)
+    for cutoff in (best * 1.2, best * 1.001, best, best * 0.97, best * 0.5):
+        out = solve_uniform(tables, rel_gap=rel_gap, cutoff=cutoff)
+        assert out.lower_bound <= best * (1 + 1e-9), cutoff
+        if out.assignment is not None:
+            assert out.value == pytest.approx(iteration_time(tables, out.assignment), rel=1e-12)
+            assert fits(tables, out.assignment) and tables.runnable(out.assignment)
+        if cutoff > best:
+            assert out.value <= best * (1 + rel_gap) * (1 + 1e-9)
+            assert out.value == pytest.approx(free.value, rel=1e-12)
+            assert out.lower_bound >= out.value * (1 - rel_gap) * (1 - 1e-9)
+        else:
+            assert out.lower_bound >= cutoff * (1 - rel_gap) * (1 - 1e-9), cutoff
+        assert not out.exhaustive or out.value == pytest.approx(best, rel=1e-9)
