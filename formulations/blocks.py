@@ -438,7 +438,7 @@ class _Builder:
         beside the least prefix/suffix memory there (:mod:`.block_floors`: exact
         integer knapsack). Valid: every plan's ``p[i]`` is at least its blocks'
         time (resharding ``>= 0``), and those blocks fit that memory."""
-        t, m, ch, pp = self.t, self.m, self.ch, self.pp
+        m, ch, pp = self.m, self.ch, self.pp
         for i in range(pp):
             F = self.floors[i].F
             lo = 0 if EMPTY in pi[i] else 1

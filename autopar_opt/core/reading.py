@@ -31,7 +31,7 @@ import stat
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from autopar_opt.core.errors import SpecError, SpecProblem
 
@@ -63,10 +63,13 @@ class ReadLimits:
 #: Piper's instance JSON (the shipped ones: 73-161 KB, at most 177 nodes).
 PIPER = ReadLimits("Piper instance", 16 * MIB, "a Piper instance as github.com/msr-fiddle/piper "
                    "ships it (the bundled ones are under 200 KB)")
-#: PaSE's cost tables (the shipped ones: up to 123 KB packed, 4.9 MB unpacked, ratio <= 40).
-PASE = ReadLimits("PaSE table", 64 * MIB, "PaSE cost tables as PaSE's scheduler writes them "
-                  "(the bundled ones: at most 5 MB unpacked, about 40 times their packed size)",
-                  max_unpacked_bytes=128 * MIB, max_ratio=100)
+#: PaSE's cost tables (the shipped ones: up to 123 KB packed, 4.9 MB unpacked, ratio <= 40;
+#: PaSE's Transformer on 64 devices: 5.8 MB packed, 212.8 MB unpacked, ratio 36.6). Their
+#: numbers are read by :mod:`autopar_opt.core.numeric_json` within
+#: :data:`autopar_opt.peers.pase.format.MAX_VALUES`, which bounds the memory of the read.
+PASE = ReadLimits("PaSE table", 256 * MIB, "PaSE cost tables as PaSE's scheduler writes them "
+                  "(its Transformer on 64 devices: 213 MB unpacked, about 37 times its "
+                  "packed size)", max_unpacked_bytes=256 * MIB, max_ratio=100)
 #: A placement graph in the public format (10^6 nodes: about 200 MB).
 PLACEMENT = ReadLimits("placement graph", 256 * MIB, "a graph in the public placement format "
                        "(about 200 bytes per node; the bundled ones are under 3 MB)")
@@ -229,12 +232,18 @@ def huge_integer_line(text: str) -> int | None:
     return None if match is None else text.count("\n", 0, match.start()) + 1
 
 
-def parse_json(text: str, path: Path | str, limits: ReadLimits, **hooks: Any) -> Any:
-    """``json.loads(text, **hooks)`` with every failure a SpecError naming the file."""
+def parse_json(text: str, path: Path | str, limits: ReadLimits,
+               where: Callable[[int], tuple[int, int]] | None = None, **hooks: Any) -> Any:
+    """``json.loads(text, **hooks)`` with every failure a SpecError naming the file.
+
+    ``where`` maps an offset of ``text`` to the (line, column) to report, when
+    ``text`` is not the file itself (:mod:`autopar_opt.core.numeric_json` parses the
+    file with its arrays of numbers lifted out)."""
     try:
         return json.loads(text, **hooks)
     except json.JSONDecodeError as exc:
-        raise _problem(path, f"JSON syntax error at line {exc.lineno}, column {exc.colno}: "
+        line, col = (exc.lineno, exc.colno) if where is None else where(exc.pos)
+        raise _problem(path, f"JSON syntax error at line {line}, column {col}: "
                        f"{exc.msg}", f"fix the JSON syntax, or give {limits.what}") from None
     except RecursionError:          # json's decoder recurses once per nesting level
         raise _problem(path, "nested too deeply to be read (a JSON value inside about 1,000 "
@@ -243,9 +252,14 @@ def parse_json(text: str, path: Path | str, limits: ReadLimits, **hooks: Any) ->
         raise _problem(path, f"too large to hold in memory ({len(text):,} characters)",
                        f"give {limits.what}") from None
     except ValueError as exc:       # an integer of more than 4,300 digits
-        line = huge_integer_line(text)
-        where = f" at line {line}" if line else ""
-        raise _problem(path, f"an integer of more than 4,300 digits{where} "
+        match = _LONG_DIGITS.search(text)
+        if match is None:
+            line = None
+        else:
+            line = (text.count("\n", 0, match.start()) + 1 if where is None
+                    else where(match.start())[0])
+        where_text = f" at line {line}" if line else ""
+        raise _problem(path, f"an integer of more than 4,300 digits{where_text} "
                        f"({str(exc)[:80]})", "write numbers of a realistic size "
                        "(a count, a size in bytes or a time)") from None
 

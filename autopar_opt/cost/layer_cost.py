@@ -96,7 +96,7 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     comp = compute_time(layer, s, ctx)
     declared, tie_active = layer, ctx.tie_tier is not None
     layer = held_layer(layer, tie_active)
-    rt, k = ctx.training.runtime, ctx.params.comm_interference
+    k = ctx.params.comm_interference
     tp_raw = tp_comm_time(layer, s, ctx)
     tp = overlap.tp_exposed(layer, s, ctx, comp, tp_raw)
     cp_raw, cp_exp, cp_merge = cp_comm(layer, s, ctx, comp)

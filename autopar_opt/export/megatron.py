@@ -1,10 +1,19 @@
 """Megatron-LM / Megatron-Core / Megatron-Bridge: plan → launch arguments, and arguments → plan.
 
 Argument names and rules are Megatron-LM's (``megatron/training/arguments.py``
-``parse_args`` / ``validate_args``, read at NVIDIA/Megatron-LM main, 2026-11; Megatron-Core
-0.16's own configuration classes run on every golden export in
-tests/unit/export/test_framework_validation.py, ``validate_args`` itself does not: it is
-not on PyPI):
+``parse_args`` / ``validate_args``). Verified by the frameworks' own code on every golden
+export (tests/unit/export/test_framework_validation.py, tests/support/frameworks.py),
+with the ``megatron-core`` 0.17.1 package, whose wheel ships Megatron-LM's
+``megatron/training``: ``parse_args(ignore_unknown_args=False)`` (every flag's name and
+type) and ``validate_args`` with ``WORLD_SIZE`` the plan's device count, then
+Megatron-Core's ``initialize_model_parallel`` (fake process group), micro-batch
+calculator, ``TransformerConfig`` and ``DistributedDataParallelConfig``. Not verified
+there, for want of a GPU: the two device queries of ``validate_args`` are answered with
+the plan's GPU generation (``torch.cuda.get_device_capability`` for
+``--moe-grouped-gemm``, compute capability 8.0 or more; ``get_device_arch_version`` for
+the ``CUDA_DEVICE_MAX_CONNECTIONS`` rule below, which holds before Blackwell); its
+Transformer Engine version checks see no Transformer Engine; the interleaved schedule's
+micro-batch rule (:func:`_vp_rules`) runs only inside the schedule on a GPU. The flags:
 
 * model: ``--num-layers --hidden-size --ffn-hidden-size --num-attention-heads``,
   GQA ``--group-query-attention --num-query-groups``, ``--kv-channels``,
@@ -82,7 +91,7 @@ def megatron_rules(view: PlanView, chain: bool) -> list[str]:
 
 
 def _vp_rules(view: PlanView) -> list[str]:
-    """Megatron-Core 0.16.1's rules for virtual pipeline stages: ``validate_args``
+    """Megatron-Core 0.17.1's rules for virtual pipeline stages: ``validate_args``
     (pp > 1), ``TransformerConfig.__post_init__`` (every rank's layers divisible by
     ``virtual_pipeline_model_parallel_size``) and
     ``forward_backward_pipelining_with_interleaving`` (``microbatch_group_size_per_vp_stage``,

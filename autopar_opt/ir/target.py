@@ -261,7 +261,7 @@ def interleaved_split(layers: list[Layer], pp: int) -> list[int] | None:
 
 def vp_problem(layers: list[Layer], pp: int, vp: int, microbatches: int) -> str | None:
     """Why Megatron-Core cannot run ``vp`` virtual stages per rank here (None: it
-    can). Megatron-Core 0.16.1: ``TransformerConfig.__post_init__`` wants every
+    can). Megatron-Core 0.17.1: ``TransformerConfig.__post_init__`` wants every
     rank's layers divisible by ``virtual_pipeline_model_parallel_size``;
     ``forward_backward_pipelining_with_interleaving`` wants
     ``microbatch_group_size_per_vp_stage`` (default ``pp``) in ``[pp, M]`` and

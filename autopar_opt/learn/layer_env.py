@@ -152,7 +152,7 @@ class LayerEnv:
             self._begin(action[0])
             return 0.0, False
         k, b = action
-        u, a, t = self.u, self.a, self.t
+        u, a = self.u, self.a
         self.cur += b
         s = self.cur
         self.stage[u], self.choice[u] = s, k

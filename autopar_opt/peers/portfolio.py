@@ -6,9 +6,10 @@ instances first and the MILP only if the gap is still open:
 - **Piper**: the DP over successor-closed sets (exact; refused only beyond its
   ideal guard), then the MILP (:mod:`autopar_opt.peers.piper.milp`), whose
   size is counted before it is built and checked against the memory budget;
-- **PaSE**: variable elimination (exact; its widest table is known from the
-  elimination order before any table is built, and checked against the
-  budget), then the local-marginal MILP (size counted the same way).
+- **PaSE**: variable elimination (exact; the tables it keeps are counted
+  from the elimination order before any is built, and checked against the
+  budget: past it the DP is refused and the MILP runs), then the
+  local-marginal MILP (size counted the same way).
 
 ``--solver dp`` runs the DP alone, ``--solver highs|gurobi|scip`` the MILP
 alone on that backend. Every method's part (what it proved, its time, why
@@ -27,15 +28,6 @@ from autopar_opt.core.memory_budget import MemoryBudget, ModelSize
 from autopar_opt.core.portfolio import Method, Shared, run_portfolio
 from autopar_opt.peers.outcome import PeerOutcome
 from autopar_opt.peers.spec import PeerSpec
-
-#: Bytes per entry of the widest elimination table: the float64 table itself (8),
-#: and up to as much again for a factor's transposed copy, the minimum and the
-#: arg-minimum taken from it. A single measurement, recorded only in the message of
-#: commit 8ee171e (no benchmark file holds it): PaSE transformer p64, widest table
-#: 49.8M entries, peak RSS 0.84 GB with the instance loaded, i.e. at most about 17 B
-#: per widest entry, the instance included.
-ELIMINATION_BYTES_PER_ENTRY = 16.0
-
 
 def _limit(shared: Shared, left: float | None) -> float | None:
     del shared
@@ -76,13 +68,15 @@ def piper_methods(spec: PeerSpec, solver: str, rel_gap: float) -> list[Method]:
 def pase_methods(spec: PeerSpec, solver: str, rel_gap: float) -> list[Method]:
     """The PaSE portfolio (or the one forced method)."""
     inst = spec.instance
-    widest: list[int] = []
+    sized: list[tuple[float, int]] = []
 
     def dp_bytes() -> float:
-        if not widest:
-            from autopar_opt.solvers.dp.elimination import greedy_order
-            widest.append(greedy_order(inst.sizes, inst.edges)[1])
-        return ELIMINATION_BYTES_PER_ENTRY * widest[0]
+        """The elimination's tables, counted from its order before any is built
+        (:func:`~autopar_opt.solvers.dp.elimination.elimination_bytes`)."""
+        if not sized:
+            from autopar_opt.solvers.dp.elimination import elimination_bytes
+            sized.append(elimination_bytes(inst.sizes, inst.edges))
+        return sized[0][0]
 
     def dp(shared: Shared, left: float | None) -> PeerOutcome:
         from autopar_opt.peers.pase.solve import solve_pase_dp
@@ -102,7 +96,8 @@ def pase_methods(spec: PeerSpec, solver: str, rel_gap: float) -> list[Method]:
                               _limit(shared, left), min(rel_gap, 1e-9), cutoff=shared.primal)
 
     methods = [Method("dp", dp, size=dp_bytes,
-                      describe_size=lambda: f"the elimination's widest table ({widest[0]:,} entries)"),
+                      describe_size=lambda: "the elimination's tables (widest step "
+                                              f"{sized[0][1]:,} entries)"),
                Method("milp", milp, size=lambda: milp_size().bytes(),
                       describe_size=lambda: f"the MILP ({milp_size().describe()})")]
     return _forced(methods, solver)

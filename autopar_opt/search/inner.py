@@ -18,6 +18,12 @@ time on the frontier instances); ``SearchOptions.dp_check`` (or
 ``--export-models``, which needs the MIP) still runs the MIP as an independent
 check, on a short budget (:data:`CHECK_FACTOR` × the DP's time, at least
 :data:`CHECK_MIN_S`); the record's message says which method proved the bound.
+Under a target's uniformity rule the DP also takes the search's incumbent (from
+the configurations solved before) as its cutoff (:func:`_dp_cut`): its key families
+close against it, and a configuration it proves unable to beat the incumbent by
+more than the gap is answered without a MIP (the engine records it as pruned,
+"proven by the solver"); Qwen3-235B-A22B's five runner-up configurations took
+1.4-3.5 s each to be proven optimal where the cut proves them in a fraction of that.
 
 Backends declaring :attr:`Feature.matrix_input` (HiGHS) get the MILP as a matrix built
 directly from the cost tables (:mod:`autopar_opt.formulations.direct`): no
@@ -164,7 +170,12 @@ class InnerSolver:
                 and not getattr(opts, "dp_check", False):
             return self._race(tables, remaining_s, cutoff)
         if opts.warm_start and self.form_name != "tables":
-            warm, warm_value, dp = self._warm(tables, remaining_s)
+            warm, warm_value, dp = self._warm(tables, remaining_s, incumbent)
+            if _dp_cut(tables, dp, incumbent, opts.rel_gap) and not (
+                    getattr(opts, "dp_check", False) or opts.export_dir is not None):
+                # the DP proved that this configuration cannot beat the search's incumbent
+                # by more than the gap: no MIP (the engine records it as pruned)
+                return InnerOutcome(dp, dp.solution).derive(opts.rel_gap).by("dp")
             # the better of the DP's plan and the uniform one closes (warm_value is its value)
             closed = dp.termination is Termination.optimal or (
                 dp.termination is Termination.feasible and warm is not None
@@ -355,11 +366,12 @@ class InnerSolver:
         name = f"pp{cfg.pp}{sizes}_c{cfg.microbatches}_{cfg.schedule.value}{vp}.{opts.export_format}"
         return form.export(str(opts.export_dir / name), opts.export_format)
 
-    def _warm(self, tables: CostTables, remaining_s: float
+    def _warm(self, tables: CostTables, remaining_s: float, incumbent: float | None = None
               ) -> tuple[Assignment | None, float | None, SolveResult]:
         """The warm start: the better of the DP's assignment (budgeted) and the best
         uniform (Megatron-style) one of this configuration, its tables objective;
-        and the DP's result."""
+        and the DP's result. Under a target's uniformity rule the search's
+        ``incumbent`` is the DP's cutoff (:func:`_dp_cut`)."""
         from autopar_opt.solvers.dp import solve_dp
         from autopar_opt.search.baselines import best_uniform_assignment
 
@@ -370,8 +382,9 @@ class InnerSolver:
             share, cap = DP_AUTO_FRACTION, DP_AUTO_MAX_S
         else:
             share, cap = DP_WARM_FRACTION, DP_WARM_MAX_S
+        cutoff = incumbent if keyed and incumbent is not None else float("inf")
         dp = solve_dp(tables, min(share * remaining_s, cap),
-                      rel_gap=self.options.rel_gap if keyed else 0.0)
+                      rel_gap=self.options.rel_gap if keyed else 0.0, cutoff=cutoff)
         uniform = best_uniform_assignment(tables)
         if uniform is not None and not tables.runnable(uniform[0]):
             uniform = None          # outside the target's rules: not a start for its space
@@ -408,6 +421,17 @@ def _dp_closed(dp: SolveResult, rel_gap: float, plan: Assignment,
     res = dp.with_(primal=value, solution=plan, timings={"dp_warm": dp.wall_time_s},
                    message="; ".join(m for m in notes if m))
     return InnerOutcome(res, plan).derive(rel_gap)
+
+
+def _dp_cut(tables: CostTables, dp: SolveResult | None, incumbent: float | None,
+            rel_gap: float) -> bool:
+    """Whether the DP warm start, cut off at the search's incumbent (a target's
+    uniformity rule: :func:`~autopar_opt.solvers.dp.uniform.solve_uniform`), proved that
+    this configuration cannot beat the incumbent by more than ``rel_gap``."""
+    if dp is None or incumbent is None or (tables.uniform_keys is None and tables.fixed_stage is None):
+        return False
+    return dp.lower_bound >= incumbent * (1 - rel_gap) * (1 - 1e-12) and (
+        dp.primal is None or dp.primal >= incumbent * (1 - rel_gap))
 
 
 def _mip_gap(rel_gap: float, cutoff: float | None) -> float:

@@ -33,7 +33,6 @@ import os
 import statistics
 import subprocess
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from autopar_opt.calibration.calibrate import model_records

@@ -34,6 +34,17 @@ def _ref(row: dict) -> tuple[float, str]:
     return row["lower_bound"], "lower bound"
 
 
+def longest(runs: list[dict]) -> list[dict]:
+    """One run per (instance, mode, seed): the longest. Its trace gives the shorter budgets'
+    values, so a seed run at both 60 s and 300 s is counted once, not twice."""
+    best: dict[tuple, dict] = {}
+    for r in runs:
+        k = (r["instance"], r["mode"], r["seed"])
+        if k not in best or r["budget_s"] > best[k]["budget_s"]:
+            best[k] = r
+    return list(best.values())
+
+
 def write_report(here: Path) -> None:
     from run_gdp import LARGE, PUBLIC, TEST, TRAIN, ZOO_TRAIN
 
@@ -44,8 +55,10 @@ def write_report(here: Path) -> None:
     runs = json.loads((here / "runs_gdp.json").read_text())["runs"] if \
         (here / "runs_gdp.json").exists() else []
 
+    kept = longest(runs)
+
     def sel(name: str, mode: str) -> list[dict]:
-        return [r for r in runs if r["instance"] == name and r["mode"] == mode]
+        return [r for r in kept if r["instance"] == name and r["mode"] == mode]
 
     def at(rs: list[dict], budget: str, ref: float) -> list[float | None]:
         return [(r["at"].get(budget) / ref) if r["at"].get(budget) else None
@@ -96,7 +109,8 @@ def write_report(here: Path) -> None:
             continue
         ref, _ = _ref(rows[name])
         sc, an = sel(name, "scratch"), sel(name, "anneal")
-        its = [r["info"].get("iterations") for r in sc if r["budget_s"] == 60.0]
+        its = [r["info"].get("iterations") for r in runs if r["instance"] == name
+               and r["mode"] == "scratch" and r["budget_s"] == 60.0]
         lines.append(f"| {name} | {'train' if name in TRAIN else 'test'} | "
                      + " | ".join(_ratio_text(at(sc, b, ref)) for b in BUDGETS) + " | "
                      + " | ".join(_ratio_text(at(an, b, ref)) for b in BUDGETS[:2])
@@ -160,12 +174,24 @@ def _targets(rows: dict, runs: list[dict], test: list[str], large: dict) -> list
     """The issue's targets against the recorded runs, and what the record does not cover."""
     seeds = sorted({r["seed"] for r in runs})
     budgets = sorted({r["budget_s"] for r in runs})
+    by_budget = {b: sorted({r["seed"] for r in runs if r["budget_s"] == b}) for b in budgets}
+    scope = "; ".join(
+        f"{b:g} s: " + ", ".join(
+            f"seed {k} {sum(r['budget_s'] == b and r['seed'] == k for r in runs)} runs"
+            for k in by_budget[b])
+        + (" (" + ", ".join(sorted({f"{r['instance']} {r['mode']}" for r in runs
+                                    if r["budget_s"] == b})) + ")" if b > 60.0 else "")
+        for b in budgets)
+    covered = len(seeds) >= 3 and all(
+        {r["seed"] for r in runs if r["budget_s"] >= 300.0 and r["instance"] == i
+         and r["mode"] == m} >= set(seeds)
+        for i, m in {(r["instance"], r["mode"]) for r in runs if r["mode"] != "anneal"})
     zero, fine = [], []
     for name in test:
         if name not in rows:
             continue
         ref, _ = _ref(rows[name])
-        for r in runs:
+        for r in longest(runs):
             if r["instance"] == name and r["mode"] == "finetune":
                 if r["info"].get("zero_shot_value"):
                     zero.append(r["info"]["zero_shot_value"] / ref)
@@ -186,8 +212,8 @@ def _targets(rows: dict, runs: list[dict], test: list[str], large: dict) -> list
             "- a feasible placement of the 52k-node GNMT in <= 60 s: "
             + (f"first feasible plan after {max(first):.1f} s ({len(first)} runs)" if first
                else "not recorded") + ".",
-            f"- Scope: seeds {', '.join(map(str, seeds)) or 'none'}; run budgets "
-            f"{', '.join(f'{b:g} s' for b in budgets) or 'none'}. The issue asks for 3 seeds and "
-            "10 / 60 / 300 s: " + ("covered." if len(seeds) >= 3 and 300.0 in budgets else
-                                    "not covered by this record (columns marked none or [n=...])."),
+            f"- Scope: seeds {', '.join(map(str, seeds)) or 'none'}; runs by budget: "
+            f"{scope or 'none'}. The issue asks for 3 seeds at 10 / 60 / 300 s: "
+            + ("covered." if covered else "not fully covered by this record (the [n=...] "
+               "counts say how many seeds each figure holds; 'none': not run)."),
             f"- Large graphs: {', '.join(large)} (exact side: lower bounds only where marked >=)."]

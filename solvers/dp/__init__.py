@@ -32,10 +32,13 @@ def _version() -> str:
 
 
 def solve_dp(tables: CostTables, time_limit_s: float | None = None,
-             rel_gap: float = 0.0) -> SolveResult:
+             rel_gap: float = 0.0, cutoff: float = math.inf) -> SolveResult:
     """Solve one outer configuration's tables; never raises on infeasible or timeout.
     ``rel_gap`` (under a target's uniformity rule only) lets the key families close
-    within that relative gap (:func:`~autopar_opt.solvers.dp.uniform.solve_uniform`)."""
+    within that relative gap (:func:`~autopar_opt.solvers.dp.uniform.solve_uniform`);
+    ``cutoff`` (the same rule only) is the value of a plan the caller holds: the key
+    families close against it too, and a configuration that cannot beat it by more
+    than ``rel_gap`` answers with that proven bound (and no plan, or a worse one)."""
     start = time.monotonic()
     deadline = None if time_limit_s is None else start + time_limit_s
     chain = tables.graph.is_chain()
@@ -69,7 +72,7 @@ def solve_dp(tables: CostTables, time_limit_s: float | None = None,
         elif tables.uniform_keys is not None or tables.fixed_stage is not None:
             from autopar_opt.solvers.dp.uniform import solve_uniform
             method = "chain-label-dp (uniform keys)"
-            out = solve_uniform(tables, deadline, rel_gap=rel_gap)
+            out = solve_uniform(tables, deadline, rel_gap=rel_gap, cutoff=cutoff)
             asg, exhaustive, bound = out.assignment, out.exhaustive, out.lower_bound
             fallback = out.fallback
         else:
@@ -90,6 +93,10 @@ def solve_dp(tables: CostTables, time_limit_s: float | None = None,
                           f"recompute setting for the model{', its fixed stage split' if tables.fixed_stage else ''})")
         if exhaustive:
             return result(Termination.infeasible, None, math.inf, infeasible_message(tables))
+        if bound >= cutoff * (1 - rel_gap) * (1 - 1e-12):
+            return result(Termination.time_limit_no_solution, None, bound,
+                          f"no plan of this configuration beats the incumbent {cutoff:.6g} s by "
+                          f"more than the gap (proven bound {bound:.6g} s)")
         return result(Termination.time_limit_no_solution, None,
                       max(simple_lower_bound(tables), bound) if chain else -math.inf,
                       "time limit reached")
@@ -98,6 +105,10 @@ def solve_dp(tables: CostTables, time_limit_s: float | None = None,
     if not chain and tables.pp > 1:
         return result(Termination.heuristic, asg, -math.inf,
                       "DAG with pp > 1: skip edges not searched, plan re-priced exactly; not proven optimal")
+    if not exhaustive and bound >= cutoff * (1 - rel_gap) * (1 - 1e-12):
+        return result(Termination.feasible, asg, bound,
+                      f"no plan of this configuration beats the incumbent {cutoff:.6g} s by more "
+                      f"than the gap (proven bound {bound:.6g} s); its best plan found is kept")
     if not exhaustive:
         source = ("the least-memory plan (no beam pass finished in time)" if fallback
                   else "incumbent from the stage decomposition" if decomposition

@@ -162,7 +162,9 @@ class ChainDP:
             self.mem = [layer_memory(tables, i) for i in range(self.pp)]
             self.work = [np.asarray(x, dtype=float) for x in tables.working_bytes]
             self.edge_of = {(u, v): e for e, (u, v) in enumerate(tables.edges)}
-            self.layout_id = [np.array(layout_ids(strats)) for strats in tables.strategies]
+            ids: dict[int, np.ndarray] = {}          # one per layer class (shared lists)
+            self.layout_id = [_memo(ids, id(strats), lambda: np.array(layout_ids(strats)))
+                              for strats in tables.strategies]
             self.order = _sorted_pairs(tables, self.layout_id)
             self._bounds = None
             self._cover = None
@@ -173,9 +175,13 @@ class ChainDP:
         # memory level under which a label's stage can never overflow (whatever
         # working set it holds or takes: the largest of any usable strategy)
         self.safe = []
+        most: dict[tuple[int, int], float] = {}      # identical layers share their arrays
+        held: dict[tuple[int, int, int], float] = {}
         for m in self.mem:
-            tail = np.cumsum([_finite_max(x[ok]) for x, ok in zip(m, self.allowed)][::-1])[::-1]
-            top = max((float(x[ok][np.isfinite(y[ok])].max(initial=0.0))
+            tail = np.cumsum([_memo(most, (id(x), id(ok)), lambda: _finite_max(x[ok]))
+                              for x, ok in zip(m, self.allowed)][::-1])[::-1]
+            top = max((_memo(held, (id(x), id(y), id(ok)),
+                             lambda: float(x[ok][np.isfinite(y[ok])].max(initial=0.0)))
                        for x, y, ok in zip(self.work, m, self.allowed)), default=0.0)
             self.safe.append([self.cap - top - (float(tail[u + 1]) if u + 1 < self.n else 0.0)
                               for u in range(self.n)])
@@ -372,6 +378,13 @@ class ChainDP:
                 np.concatenate(prw))
 
 
+def _memo(memo: dict, key, fn):
+    """``memo[key]``, computed by ``fn()`` on first use."""
+    if key not in memo:
+        memo[key] = fn()
+    return memo[key]
+
+
 def _finite_max(x: np.ndarray) -> float:
     """Largest finite entry (0 when none): infinite memory marks a strategy the
     stage may not use (free stage sizes), which no label ever takes."""
@@ -508,6 +521,8 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
             lb = max(lb, dp.root_bound() + const)    # the decomposition did not close it
     except DPTimeout:
         return _cut_short(tables, inc, ub, dp.labels, lb, inc is not None, dp.allowed)
+    if lb == math.inf:           # the decomposition proved that nothing fits
+        return ChainOutcome(None, math.inf, True, dp.labels, math.inf)
     if lb >= cutoff:
         return ChainOutcome(inc, ub, False, dp.labels, lb, decomposition=inc is not None)
     first = inc
@@ -645,7 +660,8 @@ def stage_decomposition(dp: ChainDP) -> tuple[Assignment | None, float, float]:
     """Incumbent, its value and a lower bound from the exact stage-range decomposition
     (:mod:`~autopar_opt.solvers.dp.stages`); raises ``dp.bott_floor`` to its floor.
     ``(None, inf, -inf)`` where the tables are too costly to build (no long runs of
-    identical layers) or nothing fits, or when the deadline has passed (building the tables
+    identical layers) or when the deadline has passed; ``(None, inf, inf)`` when they
+    prove that no split fits (no plan fits) (building the tables
     raises :class:`DPTimeout` once it passes).
 
     With working sets the range function is exact too: a stage whose largest working
@@ -678,7 +694,10 @@ def stage_decomposition(dp: ChainDP) -> tuple[Assignment | None, float, float]:
         ranges.f = [st.min(axis=0) for st in stack]       # exact with the working sets
     floor = ranges.least_bottleneck()
     if not math.isfinite(floor):
-        return None, math.inf, -math.inf
+        # the range tables are complete (a cut-short build raised DPTimeout above) and no
+        # split into pp stages fits them, with the working sets or without (a relaxation):
+        # no plan fits the restriction
+        return None, math.inf, math.inf
     dp.cover.use_exact(ranges)
     if dp.c1 > 0:
         dp.bott_floor = max(dp.bott_floor, floor)
@@ -708,13 +727,37 @@ def _level_ranges(dp: ChainDP, entry) -> list[tuple[float, StageRanges]] | None:
     """The decomposition of every working-set level ``L`` (strategies with ``X <= L``,
     capacity less ``L``), or None when one of them is too costly to build."""
     out = []
-    levels = sorted({float(L) for stage in dp.mem for L in working_levels(dp.t, stage, with_time=True)})
+    # the levels of the strategies the search may use only (a key family's few): a level
+    # no allowed strategy has changes no range, and each costs a decomposition of its own
+    memo: dict = {}
+    usable = [[_shared(memo, _only, m, ok) for m, ok in zip(stage, dp.allowed)] for stage in dp.mem]
+    levels = sorted({float(L) for stage in usable for L in working_levels(dp.t, stage, with_time=True)})
     for level in levels:
-        mem = [[np.where(x <= level, m, np.inf) for m, x in zip(stage, dp.work)] for stage in dp.mem]
+        memo.clear()      # layers of one class keep sharing their arrays (StageRanges works per class)
+        mem = [[_shared(memo, lambda a, b: np.where(b <= level, a, np.inf), m, x)
+                for m, x in zip(stage, dp.work)] for stage in dp.mem]
         sub = StageRanges(dp.t.time, mem, dp.cap - level, dp.allowed, entry, dp.deadline)
         if not sub.f:
             return None
         out.append((float(level), sub))
+    return out
+
+
+def _shared(memo: dict, fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``fn(a, b)``, computed once per distinct pair of arrays (identical layers share theirs)."""
+    key = (id(a), id(b))
+    if key not in memo:
+        memo[key] = fn(a, b)
+    return memo[key]
+
+
+def _only(m: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """``m`` with ``+inf`` outside the strategy indices ``ok`` (the array itself when
+    ``ok`` is every index)."""
+    if len(ok) == len(m):
+        return m
+    out = np.full(len(m), np.inf)
+    out[ok] = m[ok]
     return out
 
 

@@ -63,10 +63,19 @@ def layer_memory(tables: CostTables, stage: int) -> list[np.ndarray]:
     :meth:`~autopar_opt.cost.tables.CostTables.allowed_in_stage`), so that no
     DP ever fits it there."""
     m = tables.inflight[stage]
-    out = [w + m * h for w, h in zip(tables.weight_bytes, tables.act_bytes)]
     allowed = tables.allowed_in_stage(stage)
-    if allowed is not None:
-        out = [np.where(ok, x, np.inf) for x, ok in zip(out, allowed)]
+    # identical layers share their cost arrays (one per layer class) and share the
+    # result here too, so that everything built on it can work once per class; the
+    # arrays are read-only by convention like the tables' own
+    memo: dict[tuple[int, int, int], np.ndarray] = {}
+    out = []
+    for u, (w, h) in enumerate(zip(tables.weight_bytes, tables.act_bytes)):
+        ok = None if allowed is None else allowed[u]
+        key = (id(w), id(h), id(ok))
+        if key not in memo:
+            x = w + m * h
+            memo[key] = x if ok is None else np.where(ok, x, np.inf)
+        out.append(memo[key])
     return out
 
 

@@ -99,12 +99,21 @@ class StageRanges:
         self.time, self.mem, self.allowed = time, mem, allowed
         #: entry[j][s]: least transfer into stage j starting at layer s (0 for stage 0)
         self.entry = entry or [np.zeros(self.n + 1) for _ in range(self.pp)]
-        self.opts = [[self._options(j, v) for v in range(self.n)] for j in range(self.pp)]
+        # layers of one class share their arrays: their options are computed once
+        memo: dict[tuple[int, int, int], tuple] = {}
+        self.opts = [[self._shared_options(j, v, memo) for v in range(self.n)] for j in range(self.pp)]
         #: runfront[j][s]: (memory, time) front of layers [s, s + run[s]) in stage j (None: none fits)
         self.runfront: list[list] = [[None] * self.n for _ in range(self.pp)]
         self._rest: dict[tuple[int, int, int], tuple | None] = {}
         self._cat: dict[tuple[int, int], tuple] = {}
         self.f: list[np.ndarray] = [self._table(j) for j in range(self.pp)] if self.cheap() else []
+
+    def _shared_options(self, j: int, v: int, memo: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_options`, one object per distinct (memory, time, allowed) arrays."""
+        key = (id(self.mem[j][v]), id(self.time[v]), id(self.allowed[v]))
+        if key not in memo:
+            memo[key] = self._options(j, v)
+        return memo[key]
 
     def _options(self, j: int, v: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Layer ``v``'s useful strategies in stage ``j``: (memory, time, index), Pareto-pruned."""
@@ -118,8 +127,10 @@ class StageRanges:
         run = np.ones(self.n + 1, dtype=np.int64)
         run[self.n] = 0
         for v in range(self.n - 2, -1, -1):
-            same = all(np.array_equal(self.opts[j][v][0], self.opts[j][v + 1][0])
-                       and np.array_equal(self.opts[j][v][1], self.opts[j][v + 1][1]) for j in range(self.pp))
+            same = all(self.opts[j][v] is self.opts[j][v + 1]
+                       or (np.array_equal(self.opts[j][v][0], self.opts[j][v + 1][0])
+                           and np.array_equal(self.opts[j][v][1], self.opts[j][v + 1][1]))
+                       for j in range(self.pp))
             run[v] = run[v + 1] + 1 if same else 1
         return run
 
@@ -383,12 +394,17 @@ def least_entry(tables, allowed: list[np.ndarray], edge_of: dict[tuple[int, int]
     where the edge does not exist): a lower bound on ``o_{j−1}`` when stage ``j`` starts at ``s``."""
     n, pp = tables.num_layers, tables.pp
     out = [np.zeros(n + 1) for _ in range(pp)]
+    memo: dict[tuple[int, int, int], float] = {}     # edges between identical layers share arrays
     for s in range(1, n):
         e = edge_of.get((s - 1, s))
         if e is None:
             continue
         for j in range(1, pp):
-            out[j][s] = max(float(tables.cross(e, j - 1)[np.ix_(allowed[s - 1], allowed[s])].min()), 0.0)
+            cross = tables.cross(e, j - 1)
+            key = (id(cross), id(allowed[s - 1]), id(allowed[s]))
+            if key not in memo:
+                memo[key] = max(float(cross[np.ix_(allowed[s - 1], allowed[s])].min()), 0.0)
+            out[j][s] = memo[key]
     return out
 
 

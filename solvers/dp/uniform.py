@@ -148,11 +148,19 @@ MIN_SHARE = 0.25
 
 
 def solve_uniform(tables: CostTables, deadline: float | None = None, beam: int = 4,
-                  rel_gap: float = 0.0) -> ChainOutcome:
+                  rel_gap: float = 0.0, cutoff: float = math.inf) -> ChainOutcome:
     """The exact DP under the uniformity rule (module docstring): the best runnable
     plan and a proven bound over every key family. With ``rel_gap`` a family whose
     bound is within that relative gap of the incumbent is closed (the answer is then
-    proven within the gap: ``exhaustive`` False, ``lower_bound`` the least open bound)."""
+    proven within the gap: ``exhaustive`` False, ``lower_bound`` the least open bound).
+
+    ``cutoff``: the value of a plan the caller already holds (the search's incumbent,
+    from another configuration). It closes families as this configuration's own
+    incumbent does, so the answer may have no plan, or a plan worse than
+    ``cutoff``, with ``exhaustive`` False and ``lower_bound >= cutoff·(1 - rel_gap)``
+    (the least bound over the families it closed, or ``cutoff`` when every one of them
+    was proven at least that): this configuration cannot beat the caller's plan by
+    more than the gap, which is all the caller needs."""
     families = key_families(tables)
     bounds = [key_bound(tables, f.allowed) for f in families]
     order = sorted(range(len(families)), key=lambda j: bounds[j])
@@ -161,24 +169,30 @@ def solve_uniform(tables: CostTables, deadline: float | None = None, beam: int =
     fallback = False
     within = 1.0 - rel_gap
     for pos, j in enumerate(order):
-        if bounds[j] >= ub * within * (1 - 1e-12):
+        bar = min(ub, cutoff)        # a family whose bound reaches it (within the gap) is closed
+        if bounds[j] >= bar * within * (1 - 1e-12):
             # sorted: every family left is closed by its bound (within the gap)
-            open_bounds += [bounds[k] for k in order[pos:] if bounds[k] < ub]
+            open_bounds += [bounds[k] for k in order[pos:] if bounds[k] < bar]
             break
         if deadline is not None and time.monotonic() >= deadline:
-            open_bounds += [bounds[k] for k in order[pos:] if bounds[k] < ub]
+            open_bounds += [bounds[k] for k in order[pos:] if bounds[k] < bar]
             break
-        live = sum(1 for k in order[pos:] if bounds[k] < ub * within)
+        live = sum(1 for k in order[pos:] if bounds[k] < bar * within)
         share = None if deadline is None else time.monotonic() + max(
             deadline - time.monotonic(), 0.0) * max(1.0 / max(live, 1), MIN_SHARE)
-        out = solve_chain(tables, share, beam, families[j].allowed, cutoff=ub * within)
+        out = solve_chain(tables, share, beam, families[j].allowed, cutoff=bar * within)
         labels += out.labels
         if out.assignment is not None and out.value < ub and tables.runnable(out.assignment):
             inc, ub, fallback = out.assignment, out.value, out.fallback
-        if not out.exhaustive and out.lower_bound < ub:
+        if not out.exhaustive and out.lower_bound < min(ub, cutoff):
             open_bounds.append(max(bounds[j], out.lower_bound))
-    open_bounds = [b for b in open_bounds if b < ub]
+    bar = min(ub, cutoff)
+    open_bounds = [b for b in open_bounds if b < bar]
+    # every family's optimum is at least its open bound, or at least ``bar``
+    lower = min([bar] + open_bounds)
     if inc is None and not open_bounds:
+        if math.isfinite(cutoff):     # every family proven at least the caller's plan
+            return ChainOutcome(None, math.inf, False, labels, cutoff)
         return ChainOutcome(None, math.inf, True, labels, math.inf)   # no runnable plan fits
     if inc is None:
         # cut before any family found a plan: a runnable least-memory plan, as the free
@@ -186,8 +200,8 @@ def solve_uniform(tables: CostTables, deadline: float | None = None, beam: int =
         inc = least_memory_runnable(tables, [families[j] for j in order])
         if inc is not None:
             ub, fallback = iteration_time(tables, inc), True
-    lower = min([ub] + open_bounds)
-    return ChainOutcome(inc, ub, not open_bounds, labels, lower, fallback=fallback)
+            lower = min(lower, ub)
+    return ChainOutcome(inc, ub, not open_bounds and lower >= ub, labels, lower, fallback=fallback)
 
 
 def least_memory_runnable(tables: CostTables, families: list[KeyFamily]) -> Assignment | None:

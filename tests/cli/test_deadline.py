@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 
 import pytest
 

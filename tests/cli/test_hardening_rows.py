@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -92,6 +93,52 @@ def test_row2_bomb_under_a_memory_cap_is_exit_2_not_a_memory_error(tmp_path):
     proc = _subprocess(["solve", spec], address_space=3 << 30)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr
+
+
+def _pase_numbers_gz(path: Path, count: int) -> Path:
+    """A PaSE-shaped table whose one vertex has ``count`` costs ``0,1,0,0,...`` (a 1 MiB
+    random pattern repeated: packed about 15 times, within the gzip ratio guard, as a
+    hostile table of real size would be)."""
+    rng = np.random.default_rng(0)
+    pattern = np.full(1 << 20, ord(","), dtype=np.uint8)
+    pattern[0::2] = ord("0") + (rng.random(1 << 19) < 0.1)
+    chunk = pattern.tobytes()
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        f.write(b'{"vertices": [{"id": 0, "configs": [[1]], "cost": [')
+        left = 2 * count - 1                       # "0,0,...,0": count digits, count-1 commas
+        while left > len(chunk):
+            f.write(chunk)
+            left -= len(chunk)
+        f.write(chunk[:left])
+        f.write(b']}], "edges": []}')
+    return path
+
+
+def test_row2_pase_256_mib_of_numbers_is_refused_by_its_count_within_2_gib(tmp_path):
+    """256 MiB of ``0,0,0,...`` (issue 35: read by ``json.loads`` it took 2.8 GiB): the
+    values are counted before anything is parsed, and the command says so, under a 2 GiB
+    address-space cap."""
+    table = _pase_numbers_gz(tmp_path / "zeros.json.gz", (256 << 20) // 2 - 64)
+    assert table.stat().st_size < 64 << 20
+    spec = _peer_spec(tmp_path, {"format": "pase", "file": "zeros.json.gz"})
+    proc = _subprocess(["solve", spec], address_space=2 << 30)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    out = proc.stdout + proc.stderr
+    count = (256 << 20) // 2 - 64
+    shown = re.search(r"holds up to ([\d,]+) JSON values", out)
+    assert "zeros.json.gz" in out and shown and count <= int(shown[1].replace(",", "")) <= count + 8
+    assert "over the limit of 40,000,000" in out and "Traceback" not in out
+
+
+def test_row2_the_largest_pase_table_the_count_admits_is_read_within_2_gib(tmp_path):
+    """39 million costs (under the 40 million cap): read into float64, then refused by
+    the table's own check (one configuration for 39 million costs), under 2 GiB."""
+    _pase_numbers_gz(tmp_path / "big.json.gz", 39_000_000)
+    spec = _peer_spec(tmp_path, {"format": "pase", "file": "big.json.gz"})
+    proc = _subprocess(["solve", spec], address_space=2 << 30)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    out = proc.stdout + proc.stderr
+    assert "vertices[0].configs" in out and "39000000 costs" in out and "Traceback" not in out
 
 
 # ------------------------------------------------------------------ rows 3-4: place deadlines

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import venv
-from pathlib import Path
 
 import pytest
 from support import paths

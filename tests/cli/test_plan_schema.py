@@ -4,7 +4,6 @@ and the report reads plan.json through the same typed model."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from typer.testing import CliRunner
 

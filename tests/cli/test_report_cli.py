@@ -9,7 +9,6 @@ and no ``<link>``/``<img>``/``<iframe>`` that could fetch anything.
 from __future__ import annotations
 
 import json
-import pathlib
 import re
 
 import pytest

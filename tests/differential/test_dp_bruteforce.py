@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
 
 import pytest
 
@@ -26,12 +25,11 @@ from autopar_opt.cost.tables import build_cost_tables
 from autopar_opt.solvers.dp.common import least_memory
 from autopar_opt.cost.evaluate import evaluate
 from autopar_opt.ir.graph import LayerGraph
-from autopar_opt.ir.hardware import GIB, Cluster
+from autopar_opt.ir.hardware import GIB
 from autopar_opt.solvers.dp.backend import DPBackend
 from autopar_opt.core.result import Termination
-from autopar_opt.ir.strategies import enumerate_strategies
-from autopar_opt.model_zoo.synthetic import random_chain, random_dag, small_cluster
-from autopar_opt.ir.training import Recompute, Schedule, SearchSpace, Training
+from autopar_opt.model_zoo.synthetic import small_cluster
+from autopar_opt.ir.training import Schedule, Training
 
 from support.dp_cases import CLUSTERS, MAX_PLANS, NUM_SEEDS, SPACE, Instance, make_instance  # noqa: F401
 

@@ -8,8 +8,23 @@ test that calls them fails with the framework's own message.
 
 What each covers, and what it cannot:
 
-* **Megatron** (``megatron-core`` 0.16.1; Megatron-LM's ``megatron/training/
-  arguments.py`` is not on the package registry): the parallel layout through
+* **Megatron** (``megatron-core`` 0.17.1, the first release whose package ships
+  Megatron-LM's ``megatron/training``): Megatron-LM's own ``parse_args(
+  ignore_unknown_args=False)`` and ``validate_args`` (:func:`validate_megatron_lm`),
+  as ``pretrain_gpt.py`` runs them, with ``WORLD_SIZE`` the plan's device count and
+  the file's ``# env:`` lines: every flag's name and type, and every rule of
+  ``validate_args`` (world size divisible by tp·pp·cp and the data-parallel size it
+  derives, sequence length divisible by 2·cp, layers over pipeline stages and
+  virtual stages, experts divisible by ep, MLA without GQA, recomputation flags,
+  precision, Megatron-FSDP's ``--ckpt-format fsdp_dtensor`` and
+  ``CUDA_DEVICE_MAX_CONNECTIONS``; the global batch over micro-batch·dp is
+  Megatron-Core's micro-batch calculator, below). Its two
+  device queries are answered with the plan's GPU generation, not a GPU:
+  ``torch.cuda.get_device_capability`` (``--moe-grouped-gemm`` needs 8.0 or more)
+  and ``get_device_arch_version`` (before Blackwell, tp or cp without FSDP needs
+  ``CUDA_DEVICE_MAX_CONNECTIONS=1``). Transformer Engine is not installed, so
+  ``validate_args``' TE version checks (FP8/FP4 parameter gathers, some fusions) see
+  none. Then Megatron-Core: the parallel layout through
   ``parallel_state.initialize_model_parallel`` on a fake process group of the
   plan's world size (the tensor/context/data grid and the expert grid
   ``etp·ep·edp``, its RankGenerators and asserts), the batch through
@@ -20,14 +35,10 @@ What each covers, and what it cannot:
   rank and virtual stage builds through ``get_num_layers_to_build`` (its
   divisibility asserts). Not run: the interleaved schedule's micro-batch rule
   (``forward_backward_pipelining_with_interleaving``: M a multiple of pp), which
-  Megatron-Core checks only after allocating on a GPU; the exporter follows it. The argument names are mapped to those
-  fields by their destinations (dashes to underscores, Megatron-LM's renames
-  ``--num-experts`` → ``num_moe_experts``, ``--swiglu`` → ``gated_linear_unit``,
-  ...). Not verified here: ``validate_args``' own rules (``--ckpt-format
-  fsdp_dtensor`` with Megatron-FSDP, ``CUDA_DEVICE_MAX_CONNECTIONS``): the exporter
-  follows them as read in Megatron-LM's ``megatron/training/arguments.py`` (cited in
-  autopar_opt/export/megatron.py), but Megatron-LM is not on PyPI and no test runs
-  them.
+  Megatron-Core checks only after allocating on a GPU; the exporter follows it. The
+  argument names are mapped to those fields by their destinations (dashes to
+  underscores, Megatron-LM's renames ``--num-experts`` → ``num_moe_experts``,
+  ``--swiglu`` → ``gated_linear_unit``, ...).
 * **torchtitan** (0.3.0): the exported config module is loaded by torchtitan's
   ``ConfigManager.parse_args(["--module", ..., "--config", ...])``; then
   ``ParallelDims.from_config`` (world size), the model config's
@@ -45,13 +56,18 @@ What each covers, and what it cannot:
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import importlib
+import io
 import json
+import os
 import shlex
 import sys
 import warnings
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 
 def _fake_world(world: int) -> None:
@@ -185,6 +201,49 @@ def validate_megatron(text: str, world: int) -> dict[str, Any]:
         data_parallel_sharding_strategy=args.get("data_parallel_sharding_strategy", "no_shard"))
     return {"dp": dp, "edp": edp, "microbatches": calc.get(), "config": config, "ddp": ddp,
             "layers_per_rank": per_rank}
+
+
+#: CUDA compute capability (major) of each GPU generation of the hardware catalog
+#: (``DeviceType.arch``): what ``torch.cuda`` reports on that GPU
+ARCH_MAJOR = {"volta": 7, "ampere": 8, "hopper": 9, "blackwell": 10}
+
+
+def validate_megatron_lm(text: str, world: int, arch: str) -> argparse.Namespace:
+    """Megatron-LM's own ``parse_args`` and ``validate_args`` on an exported argument
+    file, as ``pretrain_gpt.py`` runs them at start-up (module docstring).
+
+    ``sys.argv`` is the file's arguments; the environment is ``WORLD_SIZE`` (the plan's
+    device count), ``RANK`` 0 and the file's ``# env:`` lines, nothing else of
+    ``CUDA_DEVICE_MAX_CONNECTIONS``. Two device queries are answered with the plan's
+    GPU generation ``arch`` (``ARCH_MAJOR``) instead of a GPU: ``torch.cuda.
+    get_device_capability`` (``--moe-grouped-gemm`` needs compute capability 8 or
+    more) and ``megatron.training.utils.get_device_arch_version`` (before Blackwell,
+    tensor or context parallelism without FSDP needs ``CUDA_DEVICE_MAX_CONNECTIONS=1``).
+    An unknown flag or bad value (argparse exits) is raised as ``ValueError`` with
+    argparse's message; ``validate_args``' own refusals raise as it raises them
+    (``AssertionError``, ``ValueError``)."""
+    import torch
+    warnings.filterwarnings("ignore")
+    from megatron.training import arguments as mlm
+
+    _, env = read_megatron(text)
+    argv = shlex.split(text.replace("\\\n", " "), comments=True)
+    major = ARCH_MAJOR[arch]
+    environ = {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_MAX_CONNECTIONS"}
+    environ.update(env, WORLD_SIZE=str(world), RANK="0")
+    out, err = io.StringIO(), io.StringIO()
+    with mock.patch.object(sys, "argv", ["pretrain_gpt.py", *argv]), \
+            mock.patch.dict(os.environ, environ, clear=True), \
+            mock.patch.object(torch.cuda, "get_device_capability", lambda *_a, **_k: (major, 0)), \
+            mock.patch.object(mlm, "get_device_arch_version", lambda: major), \
+            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            args = mlm.parse_args(ignore_unknown_args=False)
+        except SystemExit:
+            raise ValueError(f"Megatron-LM's parse_args refused the arguments: "
+                             f"{err.getvalue().strip()}") from None
+        mlm.validate_args(args)
+    return args
 
 
 # ------------------------------------------------------------------ torchtitan

@@ -155,11 +155,31 @@ def parse_pase(data: Any, path: str, name: str) -> tuple[PaseInstance | None, li
     return PaseInstance(name, names, configs, costs, pairs, mats, meta), []
 
 
-def load_pase(path: Path) -> PaseInstance:
-    """Read ``.json.gz`` or ``.json`` PaSE tables; raises SpecError listing every problem."""
-    from autopar_opt.core import reading
+#: Largest count of JSON values in a PaSE table (counted from its commas and brackets
+#: before it is parsed): 2.6 times PaSE's largest here, the Transformer on 64 devices
+#: (15,169,253 counted: 14.8 million costs, 0.3 million configuration entries). Read at
+#: 8 bytes per number this bounds the read's memory (benchmarks/peers/RESULTS.md).
+MAX_VALUES = 40_000_000
+#: Largest count of lists, objects and strings (the Transformer on 64 devices: 115 thousand).
+MAX_CONTAINERS = 4_000_000
+#: Largest text besides the arrays of numbers (the Transformer on 64 devices: 1.8 MB).
+MAX_SKELETON_BYTES = 16 << 20
 
-    data = reading.read_json(path, reading.PASE)      # packed or not: read_bytes looks
+
+def load_pase(path: Path) -> PaseInstance:
+    """Read ``.json.gz`` or ``.json`` PaSE tables; raises SpecError listing every problem.
+
+    The costs are read straight into float64 arrays within :data:`MAX_VALUES`
+    (:mod:`autopar_opt.core.numeric_json`), never as one Python float each."""
+    from autopar_opt.core import numeric_json, reading
+
+    raw = reading.read_bytes(path, reading.PASE)      # packed or not: read_bytes looks
+    data = numeric_json.load_numeric_json(
+        raw, str(path), reading.PASE, array_keys=("cost",), max_values=MAX_VALUES,
+        max_containers=MAX_CONTAINERS, max_skeleton_bytes=MAX_SKELETON_BYTES,
+        values_fix="PaSE's largest table here, the Transformer on 64 devices, holds 15.2 "
+                   f"million; give a table of at most {MAX_VALUES:,} values")
+    del raw
     stem = path.name.removesuffix(".gz").removesuffix(".json")
     inst, problems = parse_pase(data, str(path), stem)
     if problems:

@@ -2,7 +2,11 @@
 
 - ``dp``: min-sum variable elimination over dense numpy tables in a
   min-weight/min-fill order (:mod:`autopar_opt.solvers.dp.elimination`), the exact
-  method of PaSE's Sec. IV with a better ordering than its greedy GENERATESEQ;
+  method of PaSE's Sec. IV with a better ordering than its greedy GENERATESEQ; where
+  that order is wide, the exact domain reduction of
+  :mod:`autopar_opt.solvers.dp.min_sum_reduction` runs first (PaSE's Transformer on
+  64 devices: 52,613 configurations reduced to one per vertex in about 0.3 s, where the
+  elimination of the whole tables takes about 3 s);
 - MILP (HiGHS, Gurobi, SCIP): the local-marginal linearisation of the
   pairwise objective (Alpa's edge variables ``e = s_u s_vᵀ``, Zheng et al.,
   OSDI 2022, Sec. 4.2), ``Σ_k s_vk = 1``, ``Σ_h e_gh = Σ_{i∈g} s_ui``,
@@ -23,7 +27,8 @@ import time
 
 import numpy as np
 
-from autopar_opt.solvers.dp.elimination import EliminationTimeout, EliminationTooWide, solve_min_sum
+from autopar_opt.solvers.dp.elimination import (EliminationTimeout, EliminationTooWide, greedy_order,
+                                                solve_min_sum)
 from autopar_opt.solvers.matrix import matrix_backend, solve_matrix
 from autopar_opt.peers.outcome import PeerOutcome
 from autopar_opt.peers.pase.format import PaseInstance, pase_objective
@@ -33,24 +38,56 @@ from autopar_opt.core.memory_budget import ModelSize
 from autopar_opt.core.result import Termination
 
 
+#: Tables whose elimination order has a step wider than this are first reduced exactly
+#: (:func:`_reduce`); below it the reduction costs more than it saves (the threshold of
+#: the same reduction in :mod:`autopar_opt.opspace.solve`).
+REDUCE_WIDEST = 2_000_000
+
+
+def _reduce(inst: PaseInstance) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], str]:
+    """The exact domain reduction of :mod:`autopar_opt.solvers.dp.min_sum_reduction` (tree
+    min-marginals against its own plan, dominance): the kept configurations per vertex
+    (an optimal plan lies among them) and the tables restricted to them. The marginals'
+    bound needs every edge cost >= 0: a matrix with a negative entry is shifted by its
+    minimum for the reduction, which moves every plan's cost by the same constant."""
+    from autopar_opt.solvers.dp.min_sum_reduction import reduce_domains
+
+    shifted = [m if m.size == 0 or m.min() >= 0 else m - m.min() for m in inst.edge_cost]
+    red = reduce_domains(inst.vertex_cost, inst.edges, shifted)
+    keep = red.keep
+    unary = [u[k] for u, k in zip(inst.vertex_cost, keep)]
+    tables = [m[np.ix_(keep[a], keep[b])] for (a, b), m in zip(inst.edges, inst.edge_cost)]
+    note = (f"; exact domain reduction first: {sum(map(len, keep)):,} of {sum(inst.sizes):,} "
+            "configurations kept (tree min-marginals against its own plan, dominance)")
+    return keep, unary, tables, note
+
+
 def solve_pase_dp(inst: PaseInstance, time_limit_s: float | None = None) -> PeerOutcome:
-    """Exact optimum by variable elimination (lower bound = optimum)."""
+    """Exact optimum by variable elimination (lower bound = optimum), after the exact
+    domain reduction where the elimination would be wide (:data:`REDUCE_WIDEST`)."""
     start = time.monotonic()
     deadline = None if time_limit_s is None else start + time_limit_s
+    keep, unary, tables, note = None, inst.vertex_cost, inst.edge_cost, ""
+    stats: dict = {}
+    if greedy_order(inst.sizes, inst.edges)[1] > REDUCE_WIDEST:
+        keep, unary, tables, note = _reduce(inst)
+        stats = {"configs_before_reduction": sum(inst.sizes),
+                 "configs_after_reduction": sum(map(len, keep))}
     try:
-        res = solve_min_sum(inst.vertex_cost, inst.edges, inst.edge_cost, deadline)
+        res = solve_min_sum(unary, inst.edges, tables, deadline)
     except EliminationTimeout:
         return PeerOutcome(Termination.time_limit_no_solution, None, None, -math.inf,
                            time.monotonic() - start, "dp", "time limit reached during elimination")
     except EliminationTooWide as exc:
         return PeerOutcome(Termination.error, None, None, -math.inf, time.monotonic() - start, "dp",
                            f"{exc}; use --solver highs")
-    value = pase_objective(inst, res.choice)
+    choice = res.choice if keep is None else [int(k[c]) for k, c in zip(keep, res.choice)]
+    value = pase_objective(inst, choice)
     bound = value if abs(value - res.value) <= 1e-9 * abs(value) else min(value, res.value)
-    return PeerOutcome(Termination.optimal, res.choice, value, bound,
+    return PeerOutcome(Termination.optimal, choice, value, bound,
                        time.monotonic() - start, "dp",
-                       f"variable elimination, widest table {res.widest_entries:,} entries",
-                       {"widest_table_entries": res.widest_entries})
+                       f"variable elimination, widest table {res.widest_entries:,} entries{note}",
+                       {"widest_table_entries": res.widest_entries, **stats})
 
 
 def _groups(mat: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:

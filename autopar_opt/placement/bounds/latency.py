@@ -188,7 +188,7 @@ def path_bound(problem: PlacementProblem, path: list[int], lam: float = 0.0) -> 
     m = p.size
     if m == 0:
         return 0.0
-    ta, th, size, comm = t_acc[p], t_host[p], problem.size_bytes[p], problem.comm[p]
+    ta, th, size = t_acc[p], t_host[p], problem.size_bytes[p]
     lam = lam if np.isfinite(mem) else 0.0
     base = np.where(np.isinf(ta), 0.0, ta) + side_charge(problem, p, 0.0)
     cum_0 = np.r_[0.0, np.cumsum(base)]

@@ -17,7 +17,7 @@ import math
 import pathlib
 
 from autopar_opt.cost.params import default_params
-from autopar_opt.cost.evaluate import PlanError, evaluate
+from autopar_opt.cost.evaluate import evaluate
 from autopar_opt.ir.hardware import LinkTier, make_cluster
 from autopar_opt.model_zoo.transformer import decoder_lm
 from autopar_opt.ir.plan import Plan, StagePlan, uniform_plan

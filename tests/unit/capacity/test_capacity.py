@@ -14,7 +14,6 @@ import json
 import math
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 import yaml

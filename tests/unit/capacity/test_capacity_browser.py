@@ -9,7 +9,6 @@ screenshot, and no SEVERE console entry.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner

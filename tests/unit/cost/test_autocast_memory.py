@@ -10,7 +10,6 @@ bytes derived by hand in each test; the published GPT-2 XL record.
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml

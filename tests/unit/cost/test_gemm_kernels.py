@@ -165,7 +165,6 @@ def test_hf_imports_and_stacks_set_the_capability():
     capability off, Megatron stacks keep it on."""
     from autopar_opt.calibration.reading import RawRecord, stacks
     from autopar_opt.model_zoo.hf_config import build_hf_graph, load_hf_config
-    from pathlib import Path
     hf = paths.REPO / "model_zoo" / "hf"
     split = _rt("torchtitan")
     gpt2 = build_hf_graph(load_hf_config(hf / "gpt2-xl.json")[0], 1024)

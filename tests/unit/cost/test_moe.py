@@ -238,7 +238,6 @@ def test_moe_instances_choose_expert_parallelism_somewhere():
 # ---------------------------------------------------------------- examples
 def test_deepseek_v3_example_baseline_is_the_published_configuration():
     """DeepSeek-V3 report Sec. 3.2: PP16, EP64 spanning 8 nodes, ZeRO-1 DP, no TP."""
-    from pathlib import Path
 
     from autopar_opt.spec import load_spec
 

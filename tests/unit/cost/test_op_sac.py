@@ -10,7 +10,6 @@ Sources: ``torchtitan/models/llama3/infra/parallelize.py`` at 9a8cb98
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import replace
 
 import pytest

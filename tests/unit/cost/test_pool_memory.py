@@ -12,7 +12,6 @@ tests pin the stored bytes by hand and check that every solver and
 
 from __future__ import annotations
 
-import pytest
 
 from support.bruteforce import brute_force
 from support.solver_agreement import assert_all_reach, solve_every_way

@@ -13,7 +13,6 @@ the DP and the MILP against ``evaluate`` on one tied instance.
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
@@ -26,7 +25,7 @@ from autopar_opt.cost.params import default_params
 from autopar_opt.cost.evaluate import evaluate
 from autopar_opt.formulations import build_formulation
 from autopar_opt.ir.graph import Layer, LayerGraph
-from autopar_opt.ir.hardware import GIB, LinkTier
+from autopar_opt.ir.hardware import GIB
 from autopar_opt.ir.plan import uniform_plan
 from autopar_opt.solvers.dp import solve_dp
 from autopar_opt.solvers.registry import get_backend

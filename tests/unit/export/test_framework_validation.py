@@ -2,7 +2,8 @@
 
 Every golden plan below is exported for each framework that accepts it, and the
 file is handed to that framework's validation (tests/support/frameworks.py:
-Megatron-Core's ``initialize_model_parallel`` / ``TransformerConfig`` /
+Megatron-LM's own ``parse_args`` / ``validate_args`` and Megatron-Core's
+``initialize_model_parallel`` / ``TransformerConfig`` /
 ``DistributedDataParallelConfig``, torchtitan's ``ConfigManager`` /
 ``ParallelDims`` / mesh, DeepSpeed's ``DeepSpeedConfig`` / AutoEP validation).
 The frameworks come from the ``frameworks`` test extra
@@ -16,8 +17,10 @@ from __future__ import annotations
 
 import pytest
 
-from support.frameworks import read_megatron, validate_deepspeed, validate_megatron, validate_torchtitan
+from support.frameworks import (read_megatron, validate_deepspeed, validate_megatron, validate_megatron_lm,
+                                validate_torchtitan)
 from support.paths import REPO
+from autopar_opt.core.errors import SpecError
 from autopar_opt.export import ExportError, export_plan, plan_view, rules_for
 from autopar_opt.spec import load_spec
 
@@ -107,6 +110,98 @@ def test_megatron_core_refuses_what_the_rules_refuse(tmp_path):
 
 
 @pytest.mark.parametrize("name", CASES)
+def test_megatron_lm_parses_and_validates_the_arguments(name, tmp_path):
+    """Megatron-LM's own ``parse_args(ignore_unknown_args=False)`` and ``validate_args``
+    (``megatron/training/arguments.py``, shipped in the megatron-core 0.17.1 package)
+    accept every golden export, with ``WORLD_SIZE`` the plan's device count and the
+    file's environment; the arguments they derive are the plan's.
+
+    Not verified here (no GPU): the two device queries ``validate_args`` makes are
+    answered with the plan's GPU generation instead (``torch.cuda.
+    get_device_capability`` for ``--moe-grouped-gemm``, ``get_device_arch_version`` for
+    the ``CUDA_DEVICE_MAX_CONNECTIONS`` rule; tests/support/frameworks.py). Transformer
+    Engine is not installed, so its version checks see none."""
+    pytest.importorskip("megatron.training.arguments")
+    spec = _spec(name, tmp_path)
+    out = _export(spec, "megatron")
+    if out is None:
+        pytest.skip("Megatron-LM refuses this plan (its rules are tested in test_export.py)")
+    args = validate_megatron_lm(out.text, spec.cluster.num_devices, spec.cluster.device.arch)
+    view = plan_view(spec.plan, spec.graph, spec.cluster, spec.training)
+    assert (args.tensor_model_parallel_size, args.pipeline_model_parallel_size,
+            args.context_parallel_size, args.data_parallel_size) == (view.tp, view.pp, view.cp, view.dp)
+    assert args.world_size == spec.cluster.num_devices
+    assert args.global_batch_size == spec.training.global_batch_size
+    assert args.micro_batch_size == view.micro_batch_size
+    assert args.virtual_pipeline_model_parallel_size == (view.vp_chunks if view.vp_chunks > 1 else None)
+    if view.has_moe:
+        assert (args.expert_model_parallel_size, args.expert_tensor_parallel_size) == (view.ep, view.etp)
+    assert args.use_distributed_optimizer == (view.zero == 1)
+    assert args.use_megatron_fsdp == (view.zero >= 2)
+    assert args.num_layers == spec.graph.arch.num_layers
+
+
+def _megatron_text(name: str, tmp_path) -> tuple[str, object]:
+    spec = _spec(name, tmp_path)
+    return export_plan(spec.plan, spec.graph, spec.cluster, spec.training, "megatron").text, spec
+
+
+def test_megatron_lm_refuses_fsdp_without_its_checkpoint_format(tmp_path):
+    """The exporter writes ``--ckpt-format fsdp_dtensor`` with Megatron-FSDP because
+    ``validate_args`` demands it: without it, Megatron-LM refuses the file."""
+    pytest.importorskip("megatron.training.arguments")
+    text, spec = _megatron_text("llama3_8b_fsdp", tmp_path)
+    assert "--ckpt-format fsdp_dtensor" in text
+    validate_megatron_lm(text, spec.cluster.num_devices, "hopper")
+    with pytest.raises(AssertionError, match="fsdp_dtensor"):
+        validate_megatron_lm(text.replace("--ckpt-format fsdp_dtensor", ""),
+                             spec.cluster.num_devices, "hopper")
+    env = text.replace("# env: CUDA_DEVICE_MAX_CONNECTIONS=8", "# env: CUDA_DEVICE_MAX_CONNECTIONS=1")
+    with pytest.raises(AssertionError, match="CUDA_DEVICE_MAX_CONNECTIONS"):
+        validate_megatron_lm(env, spec.cluster.num_devices, "hopper")
+
+
+def test_megatron_lm_refuses_interleaving_with_one_pipeline_stage(tmp_path):
+    """A rule that is Megatron's: virtual pipeline stages need pp > 1. autopar refuses
+    such a plan already in the spec (and the exporter's rules again), and Megatron-LM
+    refuses the same arguments written by hand."""
+    pytest.importorskip("megatron.training.arguments")
+    path = tmp_path / "vp_pp1.yaml"
+    path.write_text(HAND["llama3_8b_fsdp"].replace("MODEL_ZOO", str(REPO / "model_zoo")).replace(
+        "micro_batch_size: 1}", "micro_batch_size: 1, schedule: interleaved, vp_chunks: 2}"))
+    with pytest.raises(SpecError, match="pipeline-model-parallel size must be greater than 1"):
+        load_spec(path)
+    text, spec = _megatron_text("llama3_8b_fsdp", tmp_path)
+    assert "--pipeline-model-parallel-size 1" in text
+    with pytest.raises(AssertionError, match="pipeline-model-parallel size should be greater"):
+        validate_megatron_lm(text.replace("--pipeline-model-parallel-size 1",
+                                          "--pipeline-model-parallel-size 1 "
+                                          "--num-virtual-stages-per-pipeline-rank 2"),
+                             spec.cluster.num_devices, "hopper")
+
+
+def test_megatron_lm_connections_rule_depends_on_the_gpu(tmp_path):
+    """``CUDA_DEVICE_MAX_CONNECTIONS=1`` with tensor parallelism is required before
+    Blackwell only: the device query answered from the plan's GPU is what decides."""
+    pytest.importorskip("megatron.training.arguments")
+    text, spec = _megatron_text("llama3_8b_pp4", tmp_path)
+    assert "# env: CUDA_DEVICE_MAX_CONNECTIONS=1" in text
+    bare = text.replace("# env: CUDA_DEVICE_MAX_CONNECTIONS=1", "")
+    with pytest.raises(AssertionError, match="CUDA_DEVICE_MAX_CONNECTIONS to 1"):
+        validate_megatron_lm(bare, spec.cluster.num_devices, "hopper")
+    validate_megatron_lm(bare, spec.cluster.num_devices, "blackwell")
+
+
+def test_megatron_lm_refuses_an_unknown_flag(tmp_path):
+    """``ignore_unknown_args=False``: a misspelt flag is an error, not ignored."""
+    pytest.importorskip("megatron.training.arguments")
+    text, spec = _megatron_text("llama3_8b_pp4", tmp_path)
+    with pytest.raises(ValueError, match="unrecognized arguments: --tensor-parallel-size"):
+        validate_megatron_lm(text.replace("--tensor-model-parallel-size", "--tensor-parallel-size"),
+                             spec.cluster.num_devices, "hopper")
+
+
+@pytest.mark.parametrize("name", CASES)
 def test_deepspeed_accepts_its_config(name, tmp_path):
     pytest.importorskip("deepspeed")
     spec = _spec(name, tmp_path)
@@ -178,6 +273,9 @@ def test_golden_files_pass_their_framework(name, tmp_path):
     if name.startswith("megatron"):
         pytest.importorskip("megatron.core")
         validate_megatron(text, 8)
+        pytest.importorskip("megatron.training.arguments")
+        args = validate_megatron_lm(text, 8, "ampere")        # debug-2x4: A100-40GB
+        assert args.data_parallel_size == 2 and args.expert_model_parallel_size == 2
     elif name.startswith("torchtitan"):
         pytest.importorskip("torchtitan")
         validate_torchtitan(text, 8, tmp_path)

@@ -21,7 +21,7 @@ from autopar_opt.learn.space import LayerSpace
 from autopar_opt.search.configs import outer_configs
 from autopar_opt.ir.training import Training
 from support.bruteforce import brute_force
-from support.mip_instances import SPACE, random_instance
+from support.mip_instances import random_instance
 
 TINY = Training(global_batch_size=4, seq_len=1024)
 SAFETY_S = 120.0

@@ -5,7 +5,6 @@ smallest instance reached with a fixed seed."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 from autopar_opt.model_zoo.operator_graphs import alexnet, transformer_lm
 from autopar_opt.opspace import baselines as bl

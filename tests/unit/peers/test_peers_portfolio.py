@@ -106,9 +106,10 @@ def test_forced_methods(tmp_path):
 
 
 def test_pase_portfolio_checks_every_method_against_the_budget(tmp_path):
-    """The elimination's widest table and the MILP are both sized before anything is
-    built: under a 1000-byte budget both are refused (no table, no matrix), and the
-    same portfolio with room proves the optimum with the DP alone."""
+    """The elimination's tables (12 bytes per entry of every table it creates, plus one
+    block of its widest step: 4,548 bytes here) and the MILP are both sized before
+    anything is built: under a 1000-byte budget both are refused (no table, no matrix),
+    and the same portfolio with room proves the optimum with the DP alone."""
     spec_path = _spec_file(tmp_path, {"format": "pase", "file": str(DATA / "pase" /
                                                                     "pase_alexnet_p4.json.gz")})
     from autopar_opt.spec.loader import read_mapping
@@ -119,7 +120,10 @@ def test_pase_portfolio_checks_every_method_against_the_budget(tmp_path):
     assert [r.status for r in free.records] == ["optimal", "skipped"]
     assert free.primal == pytest.approx(148215719552.0, rel=1e-12)
     assert [r.status for r in tight.records] == ["refused", "refused"] and tight.primal is None
-    assert "widest table (132 entries)" in tight.records[0].message
+    message = tight.records[0].message
+    assert "the elimination's tables (widest step 132 entries)" in message
+    assert "would take about 0.00434 MiB, over the memory budget" in message
+    assert "test: 1000 bytes" in message      # the budget's own words: its source and the fix
 
 
 def test_a_stop_signal_keeps_the_dp_first_pass_plan(monkeypatch, tmp_path):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -48,6 +47,27 @@ def test_pase_dp_and_milp_match_brute_force(seed):
     assert dp.termination is Termination.optimal and mip.termination is Termination.optimal
     assert dp.primal == pytest.approx(best) and mip.primal == pytest.approx(best)
     assert dp.lower_bound == pytest.approx(best) and mip.lower_bound == pytest.approx(best)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_pase_dp_after_the_domain_reduction_matches_brute_force(monkeypatch, seed):
+    """The exact domain reduction forced on every instance (it runs by default only where
+    the elimination is wide), on tables with repeated rows (PaSE's structure: the reduction
+    prunes them) and, for odd seeds, negative edge costs (shifted for its bound)."""
+    import autopar_opt.peers.pase.solve as pase_solve
+
+    monkeypatch.setattr(pase_solve, "REDUCE_WIDEST", 0)
+    rng = np.random.default_rng(100 + seed)
+    inst = _random_pase(rng, int(rng.integers(2, 7)))
+    for i, m in enumerate(inst.edge_cost):
+        m[:] = m[rng.integers(0, m.shape[0], m.shape[0])]          # rows repeated
+        if seed % 2:
+            inst.edge_cost[i] = m - 25.0
+    best = min(pase_objective(inst, list(c)) for c in itertools.product(*[range(s) for s in inst.sizes]))
+    dp = solve_pase_dp(inst)
+    assert dp.termination is Termination.optimal and "exact domain reduction first" in dp.message
+    assert dp.primal == pytest.approx(best, abs=1e-9) and dp.lower_bound == pytest.approx(best, abs=1e-9)
+    assert pase_objective(inst, dp.solution) == dp.primal
 
 
 @pytest.mark.parametrize("model", ["alexnet", "rnnlm", "inception3", "transformer"])

@@ -9,7 +9,6 @@ heterogeneous device types); the independent evaluator.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,7 +18,6 @@ from autopar_opt.placement import evaluate_placement, load_expert_split, load_pu
 from autopar_opt.placement.condense import condense
 from autopar_opt.placement.exact.dp import solve_dp
 from autopar_opt.placement.heuristics import compute_lower_bound, topo_split
-from autopar_opt.placement.exact.milp import build_maxload_milp
 from autopar_opt.placement.exact.solve_milp import run_milp
 from support import paths
 

@@ -14,7 +14,6 @@ and the command that writes a readable one, with no traceback and no output.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

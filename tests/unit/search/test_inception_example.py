@@ -8,7 +8,6 @@ borrows a bound from the DP: the two optima are found and proven independently.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

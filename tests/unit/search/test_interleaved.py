@@ -126,7 +126,8 @@ def test_the_megatron_exporter_refuses_what_megatron_core_refuses():
 
 def test_exported_interleaved_optimum_passes_megatron_core():
     """The VP flags of the exported optimum pass Megatron-Core's TransformerConfig,
-    initialize_model_parallel and get_num_layers_to_build (tests/support/frameworks.py)."""
+    initialize_model_parallel and get_num_layers_to_build, and Megatron-LM's
+    parse_args / validate_args (tests/support/frameworks.py)."""
     pytest.importorskip("megatron.core")
     from support.frameworks import validate_megatron
 
@@ -141,6 +142,10 @@ def test_exported_interleaved_optimum_passes_megatron_core():
     assert out["config"].virtual_pipeline_model_parallel_size == 2
     assert out["layers_per_rank"] == view.blocks_per_stage == [2, 2]
     assert out["microbatches"] == res.plan.microbatches
+    pytest.importorskip("megatron.training.arguments")
+    from support.frameworks import validate_megatron_lm     # Megatron-LM's validate_args
+    args = validate_megatron_lm(text, CLUSTER.num_devices, CLUSTER.device.arch)
+    assert args.virtual_pipeline_model_parallel_size == 2
 
 
 def test_interleaved_tables_keep_the_shared_edge_matrices():

@@ -90,6 +90,53 @@ def test_runnable_optimum_equals_brute_force_over_exportable_plans(target, solve
     assert free.metrics.iteration_time_s <= res.metrics.iteration_time_s * (1 + 1e-12)
 
 
+def _memory_bound(framework: str, factor: float):
+    """A 6-block debug-moe under ``framework`` with the capacity ``factor`` × the least
+    memory of its pp=2, c=2 configuration: memory binds, so the analytic bounds leave
+    configurations to the DP (the 2-block instance above is pruned by them alone)."""
+    from autopar_opt.cost.context import user_reserve_for
+    from autopar_opt.ir.hardware import GIB
+    from autopar_opt.solvers.dp.common import least_memory
+
+    graph = build_model("debug-moe", overrides={"num_layers": 6})
+    space = runnable_space(replace(SPACE, pp_degrees=(1, 2, 4), zero_levels=(0, 1)), framework)
+    tables = build_cost_tables(graph, CLUSTER, TRAINING, space, default_params(), 2, 2,
+                               Schedule.one_f_one_b)
+    reserve = user_reserve_for(least_memory(tables) / GIB * factor, CLUSTER.device.hbm_gib,
+                               default_params())
+    return graph, replace(TRAINING, memory_reserve_gib=reserve), space
+
+
+@pytest.mark.parametrize("rel_gap", [0.0, 1e-3])
+@pytest.mark.parametrize("framework,factor", [("megatron", 1.5), ("megatron", 2.0),
+                                              ("deepspeed", 1.2), ("deepspeed", 2.0)])
+def test_the_dp_warm_start_cut_at_the_incumbent_keeps_the_runnable_optimum(framework, factor,
+                                                                           rel_gap):
+    """The default route (``auto``, the DP warm start first): under a target the DP takes
+    the search's incumbent as its cutoff, and a configuration it proves unable to beat it
+    by more than the gap is pruned without a MIP. Differential oracle: the ``dp`` route
+    without any cutoff at gap 0 (checked against brute force above). The answer is within
+    the gap of that optimum, the bound at most the optimum, and at gap 0 the cut happens
+    (the check discriminates)."""
+    graph, training, space = _memory_bound(framework, factor)
+    ref = run_search(graph, CLUSTER, training, space, default_params(),
+                     SearchOptions(solver="dp", time_limit_s=60, rel_gap=0.0))
+    best = ref.metrics.iteration_time_s
+    assert ref.certificate.lower_bound == pytest.approx(best, rel=1e-9)
+    res = run_search(graph, CLUSTER, training, space, default_params(),
+                     SearchOptions(solver="auto", time_limit_s=60, rel_gap=rel_gap))
+    value, cert = res.metrics.iteration_time_s, res.certificate
+    assert best * (1 - 1e-9) <= value <= best * (1 + rel_gap) * (1 + 1e-9)
+    assert value * (1 - rel_gap) * (1 - 1e-9) <= cert.lower_bound <= best * (1 + 1e-9)
+    cut = [r for r in cert.configurations if r.pruned_by and "proven by the solver" in r.pruned_by]
+    assert all(r.method == "dp" for r in cut)
+    assert cut or rel_gap > 0       # at gap 0 every case here has a configuration the cut prunes
+    assert all(r.lower_bound <= min(r2.primal for r2 in ref.certificate.configurations
+                                    if r2.config == r.config and r2.primal is not None)
+               * (1 + 1e-9) for r in cut if any(r2.config == r.config and r2.primal is not None
+                                                for r2 in ref.certificate.configurations))
+
+
 def test_the_certificate_has_one_row_per_outer_configuration():
     """No enumeration of uniform settings: the target's search lists the same outer
     configurations as the free one (issue 29: 15k-35k rows before)."""
@@ -160,6 +207,10 @@ def test_exported_optimum_passes_the_framework(framework, tmp_path):
     view = plan_view(res.plan, GRAPH, CLUSTER, TRAINING)
     if framework == "megatron":
         assert validate_megatron(text, CLUSTER.num_devices)["dp"] == view.dp
+        pytest.importorskip("megatron.training.arguments")
+        from support.frameworks import validate_megatron_lm     # Megatron-LM's validate_args
+        args = validate_megatron_lm(text, CLUSTER.num_devices, CLUSTER.device.arch)
+        assert (args.data_parallel_size, args.pipeline_model_parallel_size) == (view.dp, view.pp)
     else:
         ds = validate_deepspeed(text, CLUSTER.num_devices, view.pp, view.num_experts)
         assert ds.train_batch_size == TRAINING.global_batch_size

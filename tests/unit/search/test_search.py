@@ -4,8 +4,6 @@ certificate properties, exit codes and the plan.json contract."""
 from __future__ import annotations
 
 import json
-import math
-from pathlib import Path
 
 import pytest
 

@@ -18,7 +18,6 @@ import math
 import numpy as np
 import pytest
 
-from support.bruteforce import brute_force
 from support.dp_cases import SPACE, make_instance, seeded_case
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.tables import build_cost_tables

@@ -215,3 +215,19 @@ def test_the_exact_bound_beats_the_lp_bound_somewhere() -> None:
     proves more than the LP partition bound (root bound)."""
     gains = [_check_against_optimum(*_decoder_case(b, pp, f)) for b, pp, f in [(3, 2, 1.05), (4, 3, 1.1)]]
     assert max(gains) > 0
+
+
+@pytest.mark.parametrize("blocks,pp,factor", [(3, 2, 0.97), (4, 3, 0.99), (2, 2, 0.9)])
+def test_the_decomposition_proves_that_no_plan_fits(blocks: int, pp: int, factor: float) -> None:
+    """Below the least memory any plan needs, brute force finds no plan; the complete
+    range tables admit no split (bound ``+inf``) and the chain DP answers "no plan",
+    proven, without a label pass."""
+    tables, ref = _decoder_case(blocks, pp, factor)
+    assert ref is None
+    dp = ChainDP(tables, None)
+    set_bottleneck_floor(dp, math.inf)
+    inc, ub, lb = stage_decomposition(dp)
+    assert inc is None and ub == math.inf and lb == math.inf
+    out = solve_chain(tables)
+    assert out.assignment is None and out.exhaustive and out.lower_bound == math.inf
+    assert out.labels == 0

@@ -8,7 +8,6 @@ parameter count with its source; the layer graph must match it within 1%.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml

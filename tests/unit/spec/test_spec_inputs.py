@@ -4,7 +4,6 @@ loader resolves it; export -o checks its output against all of them."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from autopar_opt.spec.inputs import spec_input_files
 from support.cli import run_cli as _cli

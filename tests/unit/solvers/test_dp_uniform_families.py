@@ -1,0 +1,151 @@
+"""The DP under a target's uniformity rule, family by family (solvers/dp/uniform.py).
+
+Oracle: brute force over the cost tables of tiny Megatron-target instances (every
+split into ``pp`` stages times every combination of a key family's strategies,
+kept when it fits and the target runs it, priced by ``iteration_time``), with
+the capacity set to a factor of the least memory any plan needs so that memory
+binds and some families have no plan at all. For every family:
+
+- the chain DP restricted to it (``solve_chain(allowed=...)``) finds the family's
+  optimum and proves it, and says "no plan" exactly when brute force finds none;
+- the stage decomposition's bound (:func:`~autopar_opt.solvers.dp.chain.stage_decomposition`)
+  and :func:`~autopar_opt.solvers.dp.uniform.key_bound` never exceed the family's
+  optimum, and the decomposition's proof that nothing fits (bound ``+inf``) is
+  only ever given where brute force finds no plan (and is given on some family:
+  the test discriminates);
+
+and :func:`~autopar_opt.solvers.dp.uniform.solve_uniform` returns the least family
+optimum with a bound equal to it. The whole-search check against the exporters'
+brute force is tests/unit/search/test_runnable.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from support.bruteforce import stage_splits
+from autopar_opt.core.assignment import Assignment
+from autopar_opt.cost.context import user_reserve_for
+from autopar_opt.cost.params import default_params
+from autopar_opt.cost.tables import build_cost_tables, fits
+from autopar_opt.ir.hardware import GIB
+from autopar_opt.ir.training import Recompute, Schedule, SearchSpace, Training
+from autopar_opt.model_zoo.registry import build_model, get_cluster
+from autopar_opt.search.runnable import runnable_space
+from autopar_opt.solvers.dp.chain import ChainDP, set_bottleneck_floor, solve_chain, stage_decomposition
+from autopar_opt.solvers.dp.common import iteration_time, least_memory
+from autopar_opt.solvers.dp.uniform import key_bound, key_families, solve_uniform
+
+GRAPH = build_model("debug-moe", overrides={"num_layers": 2})
+CLUSTER = get_cluster("debug-2x4")
+SPACE = runnable_space(SearchSpace(pp_degrees=(1, 2), tp_degrees=(1, 2), zero_levels=(0, 1),
+                                   recompute=(Recompute.none, Recompute.full), ep_degrees=(1, 2),
+                                   etp_degrees=(0, 1), schedules=(Schedule.one_f_one_b,),
+                                   microbatches=(1, 2)), "megatron")
+
+
+def _tables(pp: int, c: int, factor: float):
+    """Tables whose capacity is ``factor`` × the least memory any plan of the free space needs."""
+    base = Training(global_batch_size=8, seq_len=128)
+    tables = build_cost_tables(GRAPH, CLUSTER, base, SPACE, default_params(), pp, c,
+                               Schedule.one_f_one_b)
+    reserve = user_reserve_for(least_memory(tables) / GIB * factor, CLUSTER.device.hbm_gib,
+                               default_params())
+    training = Training(global_batch_size=8, seq_len=128, memory_reserve_gib=reserve)
+    return build_cost_tables(GRAPH, CLUSTER, training, SPACE, default_params(), pp, c,
+                             Schedule.one_f_one_b)
+
+
+def _family_optimum(tables, allowed) -> float:
+    """Least ``iteration_time`` over the runnable plans that fit and use ``allowed`` only."""
+    best = math.inf
+    for stage in stage_splits(tables.num_layers, tables.pp):
+        for choice in itertools.product(*[a.tolist() for a in allowed]):
+            asg = Assignment(list(stage), list(choice))
+            if fits(tables, asg) and tables.runnable(asg):
+                best = min(best, iteration_time(tables, asg))
+    return best
+
+
+CASES = [(pp, c, f) for pp, c in [(1, 1), (1, 2), (2, 1), (2, 2)] for f in (0.9, 1.0001, 1.3, 3.0)]
+
+
+@pytest.mark.parametrize("pp,c,factor", CASES)
+def test_every_key_family_against_brute_force(pp: int, c: int, factor: float) -> None:
+    tables = _tables(pp, c, factor)
+    assert tables.uniform_keys is not None        # the Megatron target's rule is on
+    families = key_families(tables)
+    assert families
+    optima = []
+    for fam in families:
+        opt = _family_optimum(tables, fam.allowed)
+        optima.append(opt)
+        kb = key_bound(tables, fam.allowed)
+        assert kb <= opt * (1 + 1e-9) or (math.isinf(kb) and math.isinf(opt)), fam.key
+        dp = ChainDP(tables, None, fam.allowed)
+        set_bottleneck_floor(dp, math.inf)
+        inc, ub, lb = stage_decomposition(dp)
+        assert lb <= opt * (1 + 1e-9) or (math.isinf(opt) and lb == math.inf), (fam.key, lb, opt)
+        out = solve_chain(tables, None, 4, fam.allowed)
+        if math.isinf(opt):
+            assert out.assignment is None and out.exhaustive and out.lower_bound == math.inf, fam.key
+        else:
+            assert out.exhaustive and out.value == pytest.approx(opt, rel=1e-9), fam.key
+            assert fits(tables, out.assignment) and tables.runnable(out.assignment)
+            assert all(k in ok for k, ok in zip(out.assignment.choice, fam.allowed))
+    best = min(optima)
+    whole = solve_uniform(tables)
+    if math.isinf(best):
+        assert whole.assignment is None and whole.exhaustive
+    else:
+        assert whole.exhaustive and whole.value == pytest.approx(best, rel=1e-9)
+        assert whole.lower_bound == pytest.approx(best, rel=1e-9)
+
+
+def test_the_decomposition_proves_some_family_empty_and_the_others_are_kept() -> None:
+    """Discriminating: at a capacity where memory binds, the decomposition closes some
+    family with bound ``+inf`` (brute force: no plan) while another family has a plan."""
+    closed = kept = 0
+    for pp, c in [(1, 1), (1, 2), (2, 1), (2, 2)]:
+        tables = _tables(pp, c, 1.0001)
+        for fam in key_families(tables):
+            dp = ChainDP(tables, None, fam.allowed)
+            set_bottleneck_floor(dp, math.inf)
+            lb = stage_decomposition(dp)[2]
+            opt = _family_optimum(tables, fam.allowed)
+            if lb == math.inf:
+                assert math.isinf(opt)
+                closed += 1
+            elif math.isfinite(opt):
+                kept += 1
+    assert closed > 0 and kept > 0
+
+
+@pytest.mark.parametrize("pp,c,factor", [(1, 2, 3.0), (2, 1, 1.3), (2, 2, 3.0), (2, 2, 1.3)])
+@pytest.mark.parametrize("rel_gap", [0.0, 0.05])
+def test_a_cutoff_keeps_every_answer_proven(pp: int, c: int, factor: float, rel_gap: float) -> None:
+    """``solve_uniform(cutoff=...)``, the search's incumbent from another configuration:
+    its bound never exceeds the optimum; above the optimum the cutoff changes no answer
+    (optimum found, proven); at or below it the bound reaches ``cutoff·(1 - rel_gap)``
+    (the configuration cannot beat the caller's plan by more than the gap) and any plan
+    it returns is priced by ``iteration_time`` and runnable."""
+    tables = _tables(pp, c, factor)
+    best = min(_family_optimum(tables, f.allowed) for f in key_families(tables))
+    assert math.isfinite(best)
+    free = solve_uniform(tables, rel_gap=rel_gap)
+    for cutoff in (best * 1.2, best * 1.001, best, best * 0.97, best * 0.5):
+        out = solve_uniform(tables, rel_gap=rel_gap, cutoff=cutoff)
+        assert out.lower_bound <= best * (1 + 1e-9), cutoff
+        if out.assignment is not None:
+            assert out.value == pytest.approx(iteration_time(tables, out.assignment), rel=1e-12)
+            assert fits(tables, out.assignment) and tables.runnable(out.assignment)
+        if cutoff > best:
+            assert out.value <= best * (1 + rel_gap) * (1 + 1e-9)
+            assert out.value == pytest.approx(free.value, rel=1e-12)
+            assert out.lower_bound >= out.value * (1 - rel_gap) * (1 - 1e-9)
+        else:
+            assert out.lower_bound >= cutoff * (1 - rel_gap) * (1 - 1e-9), cutoff
+        assert not out.exhaustive or out.value == pytest.approx(best, rel=1e-9)
