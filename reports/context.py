@@ -173,7 +173,9 @@ def _config_rows(cert: dict, global_lb: float) -> list[dict]:
         rows.append({
             "pp": (f"{row['pp']} ({'+'.join(map(str, row['stage_devices']))})"
                    if row.get("stage_devices") else row["pp"]),
-            "microbatches": row["microbatches"], "schedule": str(row["schedule"]),
+            "microbatches": row["microbatches"],
+            "schedule": str(row["schedule"]) + (f" vp={row['vp_chunks']}"
+                                                if (row.get("vp_chunks") or 1) > 1 else ""),
             "status": str(row["status"]), "primal": fmt_time(primal), "lower_bound": fmt_time(lb),
             "gap": fmt_pct(gap), "time": fmt_time(to_float(row["time_s"], f"{where}.time_s")),
             "pruned_by": str(row["pruned_by"]) if row["pruned_by"] is not None else "",

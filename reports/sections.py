@@ -18,6 +18,7 @@ SPACE_LABELS = {
     "zero_levels": ("ZeRO levels", "0"),
     "recompute": ("activation recomputation", "none"),
     "schedules": ("pipeline schedules", "1f1b"),
+    "schedules_source": ("schedules from", "search.schedules"),
     "microbatches": ("micro-batch counts", "every divisor of the global batch up to the maximum"),
     "max_microbatches": ("maximum micro-batches", "unbounded"),
     "tp_within_node": ("tensor parallelism kept inside a node", "no"),

@@ -79,6 +79,13 @@ def pp_label(row: dict) -> str:
     return f"{row['pp']} ({'+'.join(map(str, sizes))})" if sizes else str(row["pp"])
 
 
+def schedule_label(row: dict) -> str:
+    """``interleaved vp=7`` for an interleaved plan or configuration row, else the schedule."""
+    vp = row.get("vp_chunks") or 1
+    return f"{row['schedule']} vp={vp}" if row["schedule"] == "interleaved" and vp > 1 \
+        else str(row["schedule"])
+
+
 def _fmt(x) -> str:
     if x is None:
         return "-"
@@ -106,7 +113,7 @@ def _summary(doc: dict, console: Console) -> None:
         plan = doc["plan"]
         sizes = plan.get("stage_devices")
         console.print(f"  plan: pp={plan['pp']} micro-batches={plan['microbatches']} "
-                      f"schedule={plan['schedule']}"
+                      f"schedule={schedule_label(plan)}"
                       + (f" stage devices={'+'.join(map(str, sizes))}" if sizes else ""),
                       markup=False, highlight=False)
         from autopar_opt.reports.sections import plan_degree_lines
@@ -116,6 +123,9 @@ def _summary(doc: dict, console: Console) -> None:
     run = doc.get("runnability")
     if run:
         console.print("  " + runnability_line(run), markup=False, highlight=False)
+    line = schedules_line(doc.get("search_space") or {})
+    if line:
+        console.print("  " + line, markup=False, highlight=False)
     for b in doc.get("baselines") or []:
         if b.get("comparison"):
             console.print("  " + b["comparison"]["text"], markup=False, highlight=False)
@@ -131,7 +141,7 @@ def _summary(doc: dict, console: Console) -> None:
 
     table = Table("pp", "c", "schedule", "status", "primal s", "bound s", "time s", box=None)
     for r in cert["configurations"][:12]:
-        table.add_row(pp_label(r), str(r["microbatches"]), r["schedule"], r["status"],
+        table.add_row(pp_label(r), str(r["microbatches"]), schedule_label(r), r["status"],
                       _fmt(r["primal"]), _fmt(r["lower_bound"]), f"{r['time_s']:.2f}")
     console.print(table)
     if len(cert["configurations"]) > 12:
@@ -140,6 +150,19 @@ def _summary(doc: dict, console: Console) -> None:
         console.print(f"[red]{doc['infeasibility']['reason']}[/]")
     for notice in doc.get("notices") or []:
         console.print(f"  note: {notice}", style="yellow", markup=False, highlight=False)
+
+
+def schedules_line(space: dict) -> str:
+    """``schedules searched: 1f1b, interleaved (search.schedules not stated: the default
+    of target megatron, from training.runtime)``; empty without schedules (a fleet)."""
+    names = space.get("schedules")
+    if not names:
+        return ""
+    source = space.get("schedules_source") or "search.schedules"
+    if source == "search.schedules":
+        return f"schedules searched: {', '.join(names)} (search.schedules)"
+    return (f"schedules searched: {', '.join(names)} (search.schedules not stated: the "
+            f"{source}; state search.schedules to choose)")
 
 
 def runnability_line(run: dict) -> str:
@@ -275,7 +298,8 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         from autopar_opt.search.runnable import runnable_problems, runnable_space
         listed = spec.space.schedules
         spec.space = runnable_space(spec.space, runnable_by)
-        gone = [x.value for x in listed if x not in spec.space.schedules]
+        gone = [x.value for x in listed if x not in spec.space.schedules
+                and spec.space.schedules_source == "search.schedules"]
         if gone:
             spec.notices = [*spec.notices, f"--runnable-by {runnable_by}: {runnable_by} does not "
                             f"run the {', '.join(gone)} schedule the spec lists; searched without it"]

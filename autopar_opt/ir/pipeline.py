@@ -195,8 +195,8 @@ def inflight_microbatches(schedule: Schedule, pp: int, microbatches: int, stage:
 
     GPipe keeps all ``c`` (Huang et al. 2019); 1F1B keeps at most ``pp - i``
     (Narayanan et al. 2021, Sec. 2.2.1). The interleaved schedule with one
-    chunk per device is 1F1B; with ``v > 1`` chunks (manual plans only, never
-    searched) :func:`interleaved_inflight` gives its warm-up memory.
+    chunk per device is 1F1B; with ``v > 1`` chunks
+    :func:`interleaved_inflight` gives its warm-up memory.
     """
     if schedule is Schedule.gpipe:
         return microbatches

@@ -109,6 +109,20 @@ class Target:
         return {"megatron": ("1f1b", "interleaved"), "deepspeed": ("1f1b",),
                 "torchtitan": ("gpipe", "1f1b")}.get(self.framework)
 
+    def default_schedules(self) -> tuple[str, ...]:
+        """The schedules searched when the spec states no ``search.schedules``: every
+        schedule the framework runs that can change the optimum under the cost model.
+        Megatron: 1F1B and interleaved 1F1B (its virtual pipeline shrinks the bubble by
+        ``v``, :func:`autopar_opt.cost.evaluate.pipeline_latency`). torchtitan also runs
+        GPipe, but a GPipe plan is never better than the 1F1B plan of the same stages:
+        the pipeline time does not depend on the order of the two (``pipeline_latency``)
+        and GPipe holds all ``c >= pp - i`` micro-batches' activations at the peak
+        (:func:`autopar_opt.ir.pipeline.inflight_microbatches`), so leaving it out loses
+        no optimum. DeepSpeed runs 1F1B only. The free space (``none``) takes 1F1B: the
+        interleaved schedule is Megatron's and fixes the stage split, and GPipe is
+        dominated as above."""
+        return ("1f1b", "interleaved") if self.framework == "megatron" else ("1f1b",)
+
     def fixed_split(self) -> bool:
         """Whether the framework decides the stage split itself: DeepSpeed's
         ``PipelineModule(partition_method="uniform")`` balances layer counts

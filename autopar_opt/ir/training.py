@@ -165,6 +165,10 @@ class SearchSpace:
     #: the framework that will run the plan (:mod:`autopar_opt.ir.target`); None or
     #: ``Target("none")``: the free per-layer space
     target: "Target | None" = None
+    #: where ``schedules`` came from, for the outputs: ``search.schedules`` (stated),
+    #: or ``default of target megatron (from training.runtime)`` when the spec states none
+    #: (:meth:`autopar_opt.ir.target.Target.default_schedules`)
+    schedules_source: str = "search.schedules"
 
     @property
     def runs_on(self) -> "Target | None":

@@ -27,7 +27,7 @@ from autopar_opt.cost.params import CostParams
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
 from autopar_opt.ir.target import Target, model_problem
-from autopar_opt.ir.training import SearchSpace, Training
+from autopar_opt.ir.training import Schedule, SearchSpace, Training
 from autopar_opt.search.certificate import json_float
 from autopar_opt.search.engine import SearchOptions, SearchResult, run_search
 
@@ -48,22 +48,32 @@ FREE_MIN_S, FREE_FACTOR = 5.0, 1.0
 
 def runnable_space(space: SearchSpace, framework: str, version: str = "",
                    source: str = "--runnable-by") -> SearchSpace:
-    """``space`` restricted to what ``framework`` can run (``none``: the free space;
-    ``torchtitan-0.2``: torchtitan's previous version)."""
-    if framework == "none":
-        return replace(space, target=Target("none", "", source))
+    """``space`` restricted to what ``framework`` can run (``none``: the free space of
+    the same schedules; ``torchtitan-0.2``: torchtitan's previous version). Schedules
+    the spec does not state become the named framework's default
+    (:meth:`~autopar_opt.ir.target.Target.default_schedules`)."""
     if framework == "torchtitan-0.2":
         framework, version = "torchtitan", "0.2"
-    if framework not in FRAMEWORKS:
+    if framework not in FRAMEWORKS + ("none",):
         raise ValueError(f"unknown framework {framework!r}; use one of {', '.join(FRAMEWORKS)}")
     version = version or ("0.3" if framework == "torchtitan" else "")
     target = Target(framework, version, source)
+    if framework == "none":
+        # the free space of the spec's own schedules: a bound on its target's space,
+        # as the price of runnability's free search (price_of_runnability)
+        return replace(space, target=target)
+    if space.schedules_source != "search.schedules":
+        # the spec states no schedules: the default is the named target's, as it
+        # would be had the spec named it (spec/build_run.py::schedule_names)
+        return replace(space, target=target, schedules=tuple(
+            Schedule(x) for x in target.default_schedules()),
+            schedules_source=f"default of target {framework} (from {source})")
     return replace(space, target=target, schedules=_schedules(space, target))
 
 
 def _schedules(space: SearchSpace, target: Target) -> tuple:
-    """The space's schedules less Megatron's interleaved one where the target does
-    not run it and another listed schedule remains (a spec that lists interleaved
+    """The space's stated schedules less Megatron's interleaved one where the target
+    does not run it and another listed schedule remains (a spec that lists interleaved
     asks for Megatron's virtual pipeline where it exists; the command's notices
     say it was left out); any other schedule the target does not run stays, and
     :func:`runnable_problems` refuses it."""

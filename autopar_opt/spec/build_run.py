@@ -240,7 +240,7 @@ def build_target(value, graph: LayerGraph | None, training: Training, section: S
             f"training.runtime {training.runtime.name} names {target.framework}, which cannot run "
             f"this model ({why}); the search is the free per-layer space (target: none)")
     allowed = target.schedules()
-    dropped = [Schedule(x).value for x in section.schedules
+    dropped = [Schedule(x).value for x in section.schedules or ()
                if allowed is not None and Schedule(x).value not in allowed]
     if dropped and (stated or len(dropped) == len(section.schedules)):
         for i, sched in enumerate(section.schedules):
@@ -270,9 +270,12 @@ def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGra
     _check_cp_seq(section.cp_degrees, training.seq_len, graph, out)
     _check_divides("search.microbatches", section.microbatches, training.global_batch_size,
                    "samples of the global batch", out)
-    if section.vp_chunks is not None and "interleaved" not in section.schedules:
+    if section.vp_chunks is not None and "interleaved" not in schedule_names(section, target):
+        listed = ("search.schedules does not list it" if section.schedules is not None else
+                  f"the default schedules of target {(target or Target()).framework} "
+                  f"({', '.join(schedule_names(section, target))}) do not hold it")
         out.add("search.vp_chunks", section.vp_chunks, "virtual stages are the interleaved "
-                "schedule's, and search.schedules does not list it",
+                f"schedule's, and {listed}",
                 "add interleaved to search.schedules, or remove search.vp_chunks")
     if graph is not None and section.ep_degrees and not any(l.is_moe for l in graph.layers):
         for i, ep in enumerate(section.ep_degrees):      # else dropped silently by the search
@@ -287,17 +290,35 @@ def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGra
         cp_degrees=tuple(section.cp_degrees), sequence_parallel=tuple(section.sequence_parallel),
         zero_levels=tuple(section.zero_levels),
         recompute=tuple(Recompute(r) for r in section.recompute),
-        schedules=_target_schedules(section, target),
+        schedules=_target_schedules(section, target), schedules_source=schedules_source(section, target),
         microbatches=tup(section.microbatches), max_microbatches=section.max_microbatches,
         tp_within_node=section.tp_within_node, ep_degrees=tup(section.ep_degrees),
         stage_devices=section.stage_devices, etp_degrees=tup(section.etp_degrees),
         vp_chunks=tup(section.vp_chunks), target=target)
 
 
+def schedule_names(section: SearchSection, target: Target | None) -> tuple[str, ...]:
+    """The schedules the spec states, or the target's default when it states none
+    (:meth:`~autopar_opt.ir.target.Target.default_schedules`; megatron: 1f1b and
+    interleaved)."""
+    if section.schedules is not None:
+        return tuple(Schedule(x).value for x in section.schedules)
+    return (target or Target()).default_schedules()
+
+
+def schedules_source(section: SearchSection, target: Target | None) -> str:
+    """Where the searched schedules came from, for the outputs: ``search.schedules``, or
+    the target's default (``default of target megatron (from training.runtime)``)."""
+    if section.schedules is not None:
+        return "search.schedules"
+    target = target or Target("none", "", "default")
+    return f"default of target {target.framework} (from {target.source})"
+
+
 def _target_schedules(section: SearchSection, target: Target | None) -> tuple[Schedule, ...]:
-    """The spec's schedules less those the target does not run (:func:`build_target`
-    reports them)."""
-    listed = tuple(Schedule(x) for x in section.schedules)
+    """The spec's schedules (the target's default when it states none) less those the
+    target does not run (:func:`build_target` reports them)."""
+    listed = tuple(Schedule(x) for x in schedule_names(section, target))
     allowed = None if target is None or target.free else target.schedules()
     kept = tuple(x for x in listed if allowed is None or x.value in allowed)
     return kept or listed

@@ -324,10 +324,12 @@ class SearchSection(Section):
     zero_levels: list[ZeroLevel] = documented_field("ZeRO levels (0-3).", [0, 1], default=[0, 1, 2, 3], min_length=1)
     recompute: list[Recompute] = documented_field("Recomputation modes.", ["none", "full"],
                                     default=[Recompute.none, Recompute.full], min_length=1)
-    schedules: list[Literal["gpipe", "1f1b", "interleaved"]] = documented_field(
+    schedules: Optional[list[Literal["gpipe", "1f1b", "interleaved"]]] = documented_field(
         "Pipeline schedules searched (interleaved: Megatron's virtual pipeline on its even "
-        "split, every vp_chunks value the layers allow).", ["1f1b", "interleaved"],
-        default=["1f1b"], min_length=1)
+        "split, every vp_chunks value the layers allow). Default: what the target runs and "
+        "the cost model prices (megatron: 1f1b and interleaved; torchtitan, deepspeed, none: "
+        "1f1b, GPipe being never faster and holding more activations).",
+        ["1f1b", "interleaved"], default=None, min_length=1)
     vp_chunks: Optional[list[Degree]] = documented_field(
         "Virtual stages per pipeline rank tried with the interleaved schedule; default: every "
         "v >= 2 dividing the transformer layers per stage.", [2, 4], default=None, min_length=1)

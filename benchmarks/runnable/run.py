@@ -49,7 +49,9 @@ def _degrees(plan: dict | None) -> str:
     from autopar_opt.reports.sections import plan_degree_lines
 
     lines = plan_degree_lines(plan)
-    return f"pp{plan['pp']} c{plan['microbatches']}: " + " / ".join(
+    vp = plan.get("vp_chunks") or 1
+    sched = f" interleaved vp{vp}" if plan.get("schedule") == "interleaved" and vp > 1 else ""
+    return f"pp{plan['pp']} c{plan['microbatches']}{sched}: " + " / ".join(
         line.split(": ", 1)[1] for line in lines[:2]) + (" ..." if len(lines) > 2 else "")
 
 
@@ -138,6 +140,13 @@ def _write(rows: list[dict], quality: list[dict], started: dt.datetime, only: li
            "space. Price of runnability: the runnable optimum against the free space's "
            "certified bound (an interval from the two certificates: runnable bound / free plan - 1 "
            "to runnable plan / free bound - 1). Target: proven within 1% in <= 60 s.", "",
+           "Schedules: none of these examples states `search.schedules`, so each target searches "
+           "its default (`Target.default_schedules`): megatron 1f1b + interleaved (its virtual "
+           "pipeline on the even split), torchtitan and DeepSpeed 1f1b; `none` keeps the spec's "
+           "(the free space as a bound on megatron's). Llama-3.1-405B (126 layers), "
+           "DeepSeek-V3 (61) and Qwen3-235B (94) split evenly over none of their pp degrees, so "
+           "interleaving adds no configuration there; Mixtral-8x22B listed both before they were "
+           "the default. A plan column without a schedule is 1F1B.", "",
            "| example | target | status | gap | wall s | CPU s | peak MiB | configs | runnable optimum s | free bound s | price of runnability | plan | load |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"] + old_rows
     for r in rows:
