@@ -60,10 +60,41 @@ class _Cells:
     back: np.ndarray | None = None      # (cells, 5): sub-set id, t, d, source cell, y
 
 
+class _Shared:
+    """What every pass of one solve has in common (built once, reused by each :class:`_Table`).
+
+    The passes differ only in their upper bound and mode; the lattice, the
+    per-degree arrays, each step's sub-sets and each step's :class:`StageBatch`
+    (its costs, memory and cut arrays, the dearest part of a pass) are the same,
+    so they are kept here. Batches are kept up to :data:`BATCH_CACHE_BYTES`;
+    past that a batch is rebuilt per pass (same values, more time).
+    """
+
+    def __init__(self, prep: Prepared, degrees: list[int]) -> None:
+        edges = [(u, v) for u, v, _ in prep.edges]
+        self.lat = enumerate_ideals(prep.n, edges, closed="succ", limit=IDEAL_LIMIT)
+        self.members = self.lat.members()
+        self.arrays = {t: DegreeArrays(prep, t) for t in degrees}
+        self.subs: dict[int, np.ndarray] = {}
+        self.batches: dict[tuple[int, int], StageBatch] = {}
+        self.batch_bytes = 0
+        self.knapsack_cache: dict = {}
+
+    def sub_sets(self, j: int) -> np.ndarray:
+        got = self.subs.get(j)
+        if got is None:
+            got = self.subs[j] = np.array([i for i in self.lat.sub_ideals(j) if i != j], dtype=np.int64)
+        return got
+
+
+#: Most bytes of stage batches one solve keeps between its passes (ResNet-50, 242 sets: ~130 MB).
+BATCH_CACHE_BYTES = 512 * 2**20
+
+
 class _Table:
     """The DP over Pareto cells (see module docstring)."""
 
-    def __init__(self, prep: Prepared, deadline: float | None) -> None:
+    def __init__(self, prep: Prepared, deadline: float | None, shared: _Shared | None = None) -> None:
         inst = prep.inst
         self.prep, self.deadline = prep, deadline
         self.degrees = sorted(t for t in prep.opts if any(o is not None for o in prep.opts[t]))
@@ -72,13 +103,13 @@ class _Table:
         self.k, self.N = inst.devices, inst.microbatches
         self.smax = min(self.N, self.k // t0)
         self.qdim = 1 if self.single else self.k + 1
-        self.arrays = {t: DegreeArrays(prep, t) for t in self.degrees}
-        edges = [(u, v) for u, v, _ in prep.edges]
-        self.lat = enumerate_ideals(prep.n, edges, closed="succ", limit=IDEAL_LIMIT)
-        self.members = self.lat.members()
+        self.shared = shared if shared is not None else _Shared(prep, self.degrees)
+        self.arrays = self.shared.arrays
+        self.lat = self.shared.lat
+        self.members = self.shared.members
         self.cells: list[_Cells | None] = [None] * self.lat.num_ideals
         self.knapsacks = 0
-        self.knapsack_cache: dict = {}
+        self.knapsack_cache = self.shared.knapsack_cache
         self.exact = True
         self.upper = math.inf        # value of a known plan: cells above it are dropped
         self.feasibility = False     # every stage that fits memory is worth 0: is there a plan?
@@ -121,13 +152,26 @@ class _Table:
         return StageBatch(self.prep, self.arrays[t], member, max(self.smax, 1), self.knapsack_cache,
                           light=self.feasibility)
 
+    def step_batch(self, j: int, t: int) -> StageBatch:
+        """The batch of step ``j`` at degree ``t`` (every sub-set of ``j``), kept between passes."""
+        sh = self.shared
+        if self.feasibility:         # light batches serve pass 0 only
+            return self.batch(sh.sub_sets(j), j, t)
+        got = sh.batches.get((j, t))
+        if got is None:
+            got = self.batch(sh.sub_sets(j), j, t)
+            size = got.member.size * 25      # member (bool), its float copy, base (2 floats)
+            if sh.batch_bytes + size <= BATCH_CACHE_BYTES:
+                sh.batches[(j, t)] = got
+                sh.batch_bytes += size
+        return got
+
     def run(self) -> None:
         self.cells[0] = _Cells(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1))
         for j in range(1, self.lat.num_ideals):
             if self.deadline is not None and time.monotonic() > self.deadline:
                 raise _Timeout
-            subs = np.array([i for i in self.lat.sub_ideals(j) if i != j], dtype=np.int64)
-            self.cells[j] = self._step(j, subs)
+            self.cells[j] = self._step(j, self.shared.sub_sets(j))
 
     def _sources(self, subs: np.ndarray):
         parts = [(r, self.cells[i]) for r, i in enumerate(subs) if self.cells[i].v.size]
@@ -150,7 +194,7 @@ class _Table:
         self._shape = (max(s_lim, 0) + 1, max(q_lim, 0) + 1)      # every cell of this step fits
         found, deferred, bands, batches = [], [], [], {}
         for t in self.degrees:
-            b = batches[t] = self.batch(subs, j, t)
+            b = batches[t] = self.step_batch(j, t)
             live = np.flatnonzero(b.ok[row])       # sources still worth a larger d
             for d in self.options(t):
                 s1, q1 = s0[live] + d, (q0[live] + t * d if not self.single else q0[live])
@@ -347,8 +391,9 @@ def solve_piper_dp(inst: PiperInstance, time_limit_s: float | None = None,
                         "no plan fits: every split exceeds the memory per device or the devices",
                         {"successor_closed_sets": table.lat.num_ideals})
         work = float(table.rest_tp[0]) / inst.devices
+        shared = table.shared
         for factor in LADDER:
-            table = _Table(prep, deadline)
+            table = _Table(prep, deadline, shared)
             table.exact = False
             table.upper = work * factor if work > 0 else math.inf
             table.run()
