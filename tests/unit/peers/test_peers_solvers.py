@@ -172,6 +172,19 @@ def _brute_piper(inst: PiperInstance) -> float:
     return best
 
 
+def _relaxation_bounds(inst: PiperInstance) -> float:
+    """The relaxation bound unpruned and climbing its ladder from the work bound: the pruned
+    rungs must find the same relaxed optimum (or the work bound, when that is higher)."""
+    from autopar_opt.peers.piper.dp import _Table
+
+    prep = reduce_instance(inst)
+    table = _Table(prep, None)
+    work = float(table.rest_tp[0]) / inst.devices
+    free, climbed = relaxation_bound(prep, None), relaxation_bound(prep, None, table.shared, work)
+    assert climbed == pytest.approx(max(work, free), rel=1e-12)
+    return climbed
+
+
 @pytest.mark.parametrize("seed", range(14))
 def test_piper_dp_and_milp_match_brute_force(seed):
     rng = np.random.default_rng(seed)
@@ -179,8 +192,7 @@ def test_piper_dp_and_milp_match_brute_force(seed):
     inst = _random_piper(rng, n, int(rng.integers(1, 9)) if n <= 4 else 2)
     best = _brute_piper(inst)
     dp, mip = solve_piper_dp(inst), solve_piper_mip(inst)
-    bound = relaxation_bound(reduce_instance(inst), None)     # where the DP's ladder starts
-    assert bound <= best * (1 + 1e-12)
+    assert _relaxation_bounds(inst) <= best * (1 + 1e-12)    # where the DP's greedy ladder starts
     if math.isinf(best):
         assert dp.termination is Termination.infeasible and mip.termination is Termination.infeasible
         return
@@ -217,7 +229,7 @@ def test_piper_relaxation_bound_on_a_memory_bound_resnet():
     prep = reduce_instance(_piper("resnet", 8, 4.0))
     table = _Table(prep, None)
     work = float(table.rest_tp[0]) / prep.inst.devices
-    bound = relaxation_bound(prep, None, table.shared)
+    bound = relaxation_bound(prep, None, table.shared, work)
     assert work * 1.05 < bound <= 73.49328600013165
 
 
