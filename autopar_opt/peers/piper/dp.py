@@ -417,11 +417,12 @@ def solve_piper_dp(inst: PiperInstance, time_limit_s: float | None = None,
     Pass 0 asks only whether any plan fits (every stage that fits memory is
     worth 0, so the cells are a 2-D Pareto front): it proves infeasibility.
     Pass 1 prices band stages greedily (an upper bound some TMPC choice
-    attains) with an upper bound ``U`` on the plan value, ``U`` climbing
-    :data:`LADDER` times the larger of two lower bounds until a plan is found:
+    attains) with an upper bound ``U`` on the plan value, first ``1.1`` times
     the work bound ``TPS ≥ Σ_v min_t t·p_v / k`` (every stage has
-    ``TPS_i ≥ P_i/d_i``, so ``TPS·Σ t_i d_i ≥ Σ t_i P_i``) and
-    :func:`relaxation_bound`; that plan is the incumbent. Pass 2 is exact,
+    ``TPS_i ≥ P_i/d_i``, so ``TPS·Σ t_i d_i ≥ Σ t_i P_i``); when that finds no
+    plan (memory binds), ``U`` climbs :data:`LADDER` times
+    :func:`relaxation_bound` until a plan is found; that plan is the
+    incumbent. Pass 2 is exact,
     pruned by the incumbent. When the time limit stops pass 2, the incumbent
     is returned with that bound. ``on_incumbent(value, plan, bound)`` is
     told the first-pass plan and that bound as soon as they are known (a
@@ -444,14 +445,22 @@ def solve_piper_dp(inst: PiperInstance, time_limit_s: float | None = None,
                         {"successor_closed_sets": table.lat.num_ideals})
         work = float(table.rest_tp[0]) / inst.devices
         shared = table.shared
-        base = relaxation_bound(prep, deadline, shared, work)
-        for factor in LADDER:
+        base, relaxed, rung, tried = work, False, 0, -math.inf
+        while True:
+            upper = base * LADDER[rung] if base > 0 else math.inf
+            if upper <= tried:           # a rung no higher than the one that failed
+                rung += 1
+                continue
             table = _Table(prep, deadline, shared)
-            table.exact = False
-            table.upper = base * factor if base > 0 else math.inf
+            table.exact, table.upper = False, upper
             table.run()
-            if math.isfinite(table.answer()[0]):
+            if math.isfinite(table.answer()[0]) or rung == len(LADDER) - 1:
                 break
+            tried = upper
+            if relaxed:
+                rung += 1
+            else:                        # the work bound is loose: climb from the relaxation bound
+                base, relaxed, rung = relaxation_bound(prep, deadline, shared, work), True, 0
     except TooManyIdeals as exc:
         return done(Termination.error, None, None, -math.inf, f"{exc}; use --solver highs")
     except _Timeout:
