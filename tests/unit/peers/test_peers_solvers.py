@@ -17,11 +17,11 @@ import pytest
 
 from autopar_opt.peers.pase.format import PaseInstance, load_pase, pase_objective
 from autopar_opt.peers.pase.solve import solve_pase_dp, solve_pase_mip
-from autopar_opt.peers.piper.dp import solve_piper_dp
+from autopar_opt.peers.piper.dp import relaxation_bound, solve_piper_dp
 from autopar_opt.peers.piper.evaluate import evaluate_piper
 from autopar_opt.peers.piper.format import PiperInstance, Tmpc, load_piper
 from autopar_opt.peers.piper.milp import solve_piper_mip
-from autopar_opt.peers.piper.model import solve_mckp
+from autopar_opt.peers.piper.model import reduce_instance, solve_mckp
 from autopar_opt.core.result import Termination
 from support import paths
 
@@ -172,6 +172,19 @@ def _brute_piper(inst: PiperInstance) -> float:
     return best
 
 
+def _relaxation_bounds(inst: PiperInstance) -> float:
+    """The relaxation bound unpruned and climbing its ladder from the work bound: the pruned
+    rungs must find the same relaxed optimum (or the work bound, when that is higher)."""
+    from autopar_opt.peers.piper.dp import _Table
+
+    prep = reduce_instance(inst)
+    table = _Table(prep, None)
+    work = float(table.rest_tp[0]) / inst.devices
+    free, climbed = relaxation_bound(prep, None), relaxation_bound(prep, None, table.shared, work)
+    assert climbed == pytest.approx(max(work, free), rel=1e-12)
+    return climbed
+
+
 @pytest.mark.parametrize("seed", range(14))
 def test_piper_dp_and_milp_match_brute_force(seed):
     rng = np.random.default_rng(seed)
@@ -179,6 +192,7 @@ def test_piper_dp_and_milp_match_brute_force(seed):
     inst = _random_piper(rng, n, int(rng.integers(1, 9)) if n <= 4 else 2)
     best = _brute_piper(inst)
     dp, mip = solve_piper_dp(inst), solve_piper_mip(inst)
+    assert _relaxation_bounds(inst) <= best * (1 + 1e-12)    # where the DP's greedy ladder starts
     if math.isinf(best):
         assert dp.termination is Termination.infeasible and mip.termination is Termination.infeasible
         return
@@ -204,6 +218,19 @@ def test_piper_shipped_small_exact_by_both(name, k, mem):
     if dp.termination is Termination.optimal:
         assert mip.gap <= 1e-9 and mip.primal == pytest.approx(dp.primal, rel=1e-9)
         assert evaluate_piper(inst, dp.solution).tps == pytest.approx(dp.primal, rel=1e-12)
+
+
+def test_piper_relaxation_bound_on_a_memory_bound_resnet():
+    """ResNet-50, k = 8, 4 GiB: the relaxation bound (where the DP's greedy ladder starts) is
+    above the work bound and below the value of Piper's own plan (its C++ ``runDP``, run by
+    benchmarks/peers/run.py: 73.4933; the DP's optimum is 73.49328600013165)."""
+    from autopar_opt.peers.piper.dp import _Table
+
+    prep = reduce_instance(_piper("resnet", 8, 4.0))
+    table = _Table(prep, None)
+    work = float(table.rest_tp[0]) / prep.inst.devices
+    bound = relaxation_bound(prep, None, table.shared, work)
+    assert work * 1.05 < bound <= 73.49328600013165
 
 
 def test_given_plan_priced_against_optimum(tmp_path):
