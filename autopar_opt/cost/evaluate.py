@@ -134,16 +134,25 @@ def pipeline_latency(stage_times: list[float], transfer_times: list[float],
     """Iteration latency of a synchronous pipeline (docs/DESIGN.md §3).
 
     ``T = Σp_i + Σo_i + (c-1)·max(max p, max o) + max g`` for GPipe and 1F1B
-    (same bubble; Narayanan et al. 2021, Sec. 2.2). For the interleaved
-    schedule with ``v`` chunks the fill/drain part shrinks by ``v``
-    (Narayanan et al. 2021, Sec. 2.2.2: bubble fraction ``(p-1)/(v·m)``):
-    ``T = c·max + (Σp + Σo - max)/v + max g``.
+    (same bubble; Narayanan et al. 2021, Sec. 2.2). The interleaved schedule
+    with ``v`` chunks is 1F1B over ``v·c`` chunk micro-batches, each ``1/v`` of a
+    stage's compute but a whole activation sent at each chunk boundary
+    (Narayanan et al. 2021, Sec. 2.2.2: the bubble shrinks by ``v``, the
+    communication grows by ``v``; the sends overlap the chunks' compute, Megatron's
+    ``overlap_p2p_comm`` default with interleaving, so each is its own pipeline
+    stage as above): ``T = Σp/v + Σo + (v·c - 1)·max(max p/v, max o) + max g``.
+    Without transfers this is ``c·max p + (Σp - max p)/v + max g``. The send from
+    the last rank back to the first (between chunks) carries the same activation
+    as the other boundaries and is taken to cost no more than their largest.
     """
-    bottleneck = max(max(stage_times), max(transfer_times, default=0.0))
-    fill = sum(stage_times) + sum(transfer_times)
     sync = max(sync_times, default=0.0)
     if schedule is Schedule.interleaved and vp_chunks > 1:
-        return microbatches * bottleneck + (fill - bottleneck) / vp_chunks + sync
+        v = vp_chunks
+        chunk = [t / v for t in stage_times]
+        bottleneck = max(max(chunk), max(transfer_times, default=0.0))
+        return sum(chunk) + sum(transfer_times) + (microbatches * v - 1) * bottleneck + sync
+    bottleneck = max(max(stage_times), max(transfer_times, default=0.0))
+    fill = sum(stage_times) + sum(transfer_times)
     return fill + (microbatches - 1) * bottleneck + sync
 
 

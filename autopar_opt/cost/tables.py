@@ -23,11 +23,15 @@ device count), and :meth:`CostTables.allowed_in_stage` says which of them stage 
 
 The interleaved schedule with ``v`` virtual stages per rank (Megatron's
 virtual pipeline) is the 1F1B objective over ``v·c`` chunk micro-batches of
-``1/v`` of every stage's work: evaluate()'s ``c·B + (F - B)/v + G``
-(:func:`~autopar_opt.cost.evaluate.pipeline_latency`, ``F`` the fill, ``B`` the
-bottleneck) is ``F/v + (v·c - 1)·B/v + G``. So its tables store ``A``, ``R``
-and ``R'`` divided by ``v`` and every formulation reads ``c - 1`` as
-:attr:`CostTables.rounds` ``- 1`` (:meth:`CostTables.latency`); its in-flight
+``1/v`` of every stage's compute: a chunk holds ``1/v`` of the stage's layers
+(``A`` and the in-stage resharding ``R`` divided by ``v``) but still sends the
+whole activation at its boundary (``R'`` undivided: communication grows
+``v``-fold, Narayanan et al. 2021, Sec. 2.2.2), each transfer its own pipeline
+stage as Megatron overlaps them with the chunks' compute (``overlap_p2p_comm``,
+on by default with interleaving: Megatron-LM ``arguments.py``). evaluate()'s
+``Σp/v + Σo + (v·c - 1)·max(max p/v, max o) + G``
+(:func:`~autopar_opt.cost.evaluate.pipeline_latency`) is then the 1F1B latency
+of these tables with :attr:`CostTables.rounds` ``= v·c`` (:meth:`CostTables.latency`); its in-flight
 activations are :func:`~autopar_opt.ir.pipeline.interleaved_inflight`'s (a
 fraction of whole-stage micro-batches; the output layer's logits by the last
 chunk's count, folded into that layer's ``H``, as the output layer is always
@@ -141,7 +145,8 @@ class CostTables:
     #: stored in (docs/DESIGN.md §3, mixed fleets); empty: 1
     memory_scale: tuple[float, ...] = ()
     #: virtual stages per rank of the interleaved schedule (1 otherwise); the time
-    #: tables then hold ``1/vp_chunks`` of each layer's and transfer's time (module docstring)
+    #: tables then hold ``1/vp_chunks`` of each layer's time and in-stage resharding, the
+    #: stage-boundary sends whole (module docstring)
     vp_chunks: int = 1
 
     @property
@@ -381,7 +386,8 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
         for target, arr in zip((time, sync, wbytes, abytes, xbytes), arrays):   # DOMINANCE_FIELDS order
             target.append(arr)
     edges = graph.edge_indices()
-    # one chunk micro-batch's transfers under interleaving (module docstring)
+    # one chunk micro-batch's in-stage resharding under interleaving (module docstring);
+    # its stage-boundary sends stay whole
     reshard, cross_intra, cross_inter = _edge_tables(graph, strategies, edges, ctxs, 1.0 / vp)
     inflight: list[float] = [inflight_microbatches(schedule, pp, microbatches, i) for i in range(pp)]
     if vp > 1:
@@ -501,8 +507,9 @@ def prune_layer_strategies(strats: list[Strategy], costs: list[LayerCost],
 def _edge_tables(graph: LayerGraph, strategies: list[list[Strategy]],
                  edges: list[tuple[int, int]], ctxs: dict[int, StageContext],
                  scale: float = 1.0):
-    """R, R'(intra), R'(inter) per edge, each times ``scale`` (``1/v`` under the
-    interleaved schedule). R (resharding inside a stage) is priced
+    """R, R'(intra), R'(inter) per edge; R times ``scale`` (``1/v`` under the
+    interleaved schedule: a chunk holds ``1/v`` of the stage's edges), R' whole
+    (a chunk sends the whole activation at its boundary). R (resharding inside a stage) is priced
     on the stage's own tier; a pair of strategies on different device counts is
     never in one stage (free stage sizes), so its R entry is 0 and unused.
     All three depend on the two layers' layouts only (a layout fixes its device
@@ -542,9 +549,9 @@ def _edge_tables(graph: LayerGraph, strategies: list[list[Strategy]],
                   for b in lv] for a in lu],
                 [[cross_stage_time(a, b, nbytes, cl.inter_node_per_gpu, cl.intra_node, eff_inter)
                   for b in lv] for a in lu])
-            # scaled once per memo entry, so edges that share an array still do
-            memo[key] = tuple((np.array(m, dtype=float) * scale).reshape(len(lu), len(lv))
-                              [np.ix_(iu, iv)] for m in small)
+            # R scaled once per memo entry, so edges that share an array still do
+            memo[key] = tuple((np.array(m, dtype=float) * f).reshape(len(lu), len(lv))
+                              [np.ix_(iu, iv)] for m, f in zip(small, (scale, 1.0, 1.0)))
         r, ci, ce = memo[key]
         reshard.append(r)
         cross_intra.append(ci)

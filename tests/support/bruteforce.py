@@ -70,7 +70,7 @@ def _price_split(stage: tuple[int, ...], costs, edges, cross, pp: int, c: int,
     any stage exceeds memory); shape = (K_0, ..., K_{n-1}). ``inflight[i]`` is
     ``(activations held, output-layer logits held)`` of stage ``i`` in whole
     micro-batches; ``head`` the output layer's index; ``vp`` the interleaved
-    schedule's virtual stages (evaluate()'s ``c·B + (F - B)/v + G``)."""
+    schedule's virtual stages (evaluate()'s ``Σp/v + Σo + (v·c - 1)·max(p/v, o) + G``)."""
     n = len(stage)
     p = [0.0] * pp
     g = [0.0] * pp
@@ -92,12 +92,12 @@ def _price_split(stage: tuple[int, ...], costs, edges, cross, pp: int, c: int,
         for b in range(stage[u], stage[v]):
             o[b] = o[b] + _pair(rcross[b], u, v, n)
     shape = tuple(len(cst[0]) for cst in costs)
-    full = [np.broadcast_to(np.asarray(x, dtype=float), shape) for x in p + o]
+    # interleaving: v·c chunk micro-batches through chunk stages of 1/v of each stage's
+    # compute and whole boundary sends (Narayanan et al. 2021, Sec. 2.2.2)
+    full = [np.broadcast_to(np.asarray(x, dtype=float), shape) for x in
+            [t / vp for t in p] + o]
     bottleneck = np.maximum.reduce(full)
-    if vp > 1:
-        total = c * bottleneck + (sum(full) - bottleneck) / vp
-    else:
-        total = sum(full) + (c - 1) * bottleneck
+    total = sum(full) + (c * vp - 1) * bottleneck
     total = total + np.maximum.reduce([np.broadcast_to(np.asarray(x, dtype=float), shape) for x in g])
     for i in range(pp):
         over = np.broadcast_to(np.asarray(w[i] + h[i] + x[i], dtype=float), shape) > capacity

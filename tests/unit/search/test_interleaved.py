@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
 import pytest
 
 from support.bruteforce import brute_force
@@ -150,15 +151,37 @@ def test_exported_interleaved_optimum_passes_megatron_core():
 
 def test_interleaved_tables_keep_the_shared_edge_matrices():
     """Edges between identical layer pairs share one matrix object (cost/tables.py
-    _edge_tables); the interleaved tables scale them by 1/v and must keep that sharing
+    _edge_tables); the interleaved tables scale the in-stage resharding R by 1/v (a chunk
+    holds 1/v of the stage's edges), keep the stage-boundary sends R' whole (a chunk sends
+    the whole activation: Narayanan et al. 2021, Sec. 2.2.2), and must keep that sharing
     (scaling each edge on its own took Mixtral-8x22B's search to 5 GiB)."""
     flat = build_cost_tables(GRAPH, CLUSTER, TRAINING, SPACE, default_params(), 2, 4,
                              Schedule.one_f_one_b)
     inter = build_cost_tables(GRAPH, CLUSTER, TRAINING, SPACE, default_params(), 2, 4,
                               Schedule.interleaved, vp=2)
-    for a, b in ((flat.reshard, inter.reshard), (flat.cross_intra, inter.cross_intra),
-                 (flat.cross_inter, inter.cross_inter)):
+    for a, b, scale in ((flat.reshard, inter.reshard, 0.5),
+                        (flat.cross_intra, inter.cross_intra, 1.0),
+                        (flat.cross_inter, inter.cross_inter, 1.0)):
         assert len({id(m) for m in b}) == len({id(m) for m in a})
         assert len({id(m) for m in a}) < len(a)        # the model has repeated edges
         for x, y in zip(a, b):
-            assert y == pytest.approx(x / 2)
+            assert y == pytest.approx(x * scale)
+    assert any(np.any(m > 0) for m in flat.cross_inter + flat.cross_intra)   # sends priced
+
+
+def test_interleaved_latency_by_hand():
+    """evaluate()'s interleaved latency on a hand case: pp = 2, v = 2, c = 3, stage
+    compute 4 and 2 s, one boundary send of 1.5 s, sync 0.5 s. Chunk stages 2 and 1 s,
+    the send whole (Narayanan et al. 2021, Sec. 2.2.2), bottleneck max(2, 1, 1.5) = 2:
+    T = (2 + 1) + 1.5 + (3·2 - 1)·2 + 0.5 = 15. Dividing the send by v as well (the
+    earlier model) would give 3 + 0.75 + 10 + 0.5 = 14.25."""
+    from autopar_opt.cost.evaluate import pipeline_latency
+
+    t = pipeline_latency([4.0, 2.0], [1.5], [0.5, 0.2], 3, Schedule.interleaved, 2)
+    assert t == pytest.approx(15.0)
+    # a send slower than a chunk is the bottleneck of every chunk round: (2 + 1) + 3 + 5·3
+    assert pipeline_latency([4.0, 2.0], [3.0], [0.0], 3, Schedule.interleaved, 2) == \
+        pytest.approx(21.0)
+    # without sends: c·max p + (Σp - max p)/v = 12 + 1 = 13 (+ sync)
+    assert pipeline_latency([4.0, 2.0], [0.0], [0.5], 3, Schedule.interleaved, 2) == \
+        pytest.approx(13.5)
