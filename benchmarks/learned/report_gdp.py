@@ -114,7 +114,7 @@ def write_report(here: Path) -> None:
         lines.append(f"| {name} | {'train' if name in TRAIN else 'test'} | "
                      + " | ".join(_ratio_text(at(sc, b, ref)) for b in BUDGETS) + " | "
                      + " | ".join(_ratio_text(at(an, b, ref)) for b in BUDGETS[:2])
-                     + f" | {statistics.fmean(its) if its else '-'} |")
+                     + f" | {f'{statistics.fmean(its):.0f}' if its else '-'} |")
     lines += ["", "## Generalisation: pre-trained on TRAIN, placed on unseen graphs", "",
               f"TRAIN (pre-training set): {', '.join(TRAIN)}, and the zoo graphs "
               f"{', '.join(ZOO_TRAIN)}. TEST (never seen in training): {', '.join(TEST)}, "
