@@ -61,7 +61,7 @@ class _Cells:
 
 
 class _Shared:
-    """What every pass of one solve has in common (built once, reused by each :class:`_Table`).
+    """What every pass of one solve has in common (built once, reused by each :class:`PassTable`).
 
     The passes differ only in their upper bound and mode; the lattice, the
     per-degree arrays, each step's sub-sets and each step's :class:`StageBatch`
@@ -91,7 +91,7 @@ class _Shared:
 BATCH_CACHE_BYTES = 512 * 2**20
 
 
-class _Table:
+class PassTable:
     """The DP over Pareto cells (see module docstring)."""
 
     def __init__(self, prep: Prepared, deadline: float | None, shared: _Shared | None = None) -> None:
@@ -381,7 +381,7 @@ def relaxation_bound(prep: Prepared, deadline: float | None, shared: _Shared | N
     seventh.
 
     The relaxed DP climbs :data:`RELAXATION_LADDER` times ``work``, pruned
-    at each rung ``U`` (``lo ≥ P_i/d_i``, so :meth:`_Table._limits` holds for
+    at each rung ``U`` (``lo ≥ P_i/d_i``, so :meth:`PassTable._limits` holds for
     it): a rung that finds a value found the relaxed optimum (every plan of
     relaxed value ``≤ U`` survives the pruning), and a rung that finds none
     proves the optimum above ``U``. Unpruned, this pass cost twice the whole
@@ -392,7 +392,7 @@ def relaxation_bound(prep: Prepared, deadline: float | None, shared: _Shared | N
     """
     lower = work
     for factor in RELAXATION_LADDER:
-        table = _Table(prep, deadline, shared)
+        table = PassTable(prep, deadline, shared)
         table.exact, table.relaxation = False, True
         table.upper = work * factor if work > 0 else math.inf
         table.run()
@@ -436,7 +436,7 @@ def solve_piper_dp(inst: PiperInstance, time_limit_s: float | None = None,
 
     prep = reduce_instance(inst)
     try:
-        table = _Table(prep, deadline)
+        table = PassTable(prep, deadline)
         table.feasibility, table.exact = True, False
         table.run()
         if not math.isfinite(table.answer()[0]):
@@ -451,7 +451,7 @@ def solve_piper_dp(inst: PiperInstance, time_limit_s: float | None = None,
             if upper <= tried:           # a rung no higher than the one that failed
                 rung += 1
                 continue
-            table = _Table(prep, deadline, shared)
+            table = PassTable(prep, deadline, shared)
             table.exact, table.upper = False, upper
             table.run()
             if math.isfinite(table.answer()[0]) or rung == len(LADDER) - 1:

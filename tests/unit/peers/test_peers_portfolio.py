@@ -131,13 +131,13 @@ def test_a_stop_signal_keeps_the_dp_first_pass_plan(monkeypatch, tmp_path):
     portfolio) and its bound are written, status interrupted, exit 143, pure JSON."""
     import autopar_opt.peers.piper.dp as piper_dp
 
-    original = piper_dp._Table.run
+    original = piper_dp.PassTable.run
 
     def run(self):
         if self.exact:
             raise SearchInterrupted(signal.SIGTERM)
         original(self)
-    monkeypatch.setattr(piper_dp._Table, "run", run)
+    monkeypatch.setattr(piper_dp.PassTable, "run", run)
     spec = _spec_file(tmp_path, _piper("bert32a100", 8, 8, microbatches=1920))
     code, out = run_cli("solve", spec, "--json")
     doc = json.loads(out)
@@ -189,13 +189,13 @@ def test_the_milp_takes_over_with_the_dp_plan_as_cutoff(monkeypatch, tmp_path):
     from autopar_opt.spec.loader import read_mapping
     spec = build_peer_spec(read_mapping(spec_path), spec_path)
     exact = piper_dp.solve_piper_dp(spec.instance)
-    original = piper_dp._Table.run
+    original = piper_dp.PassTable.run
 
     def run(self):
         if self.exact:
             raise piper_dp._Timeout
         original(self)
-    monkeypatch.setattr(piper_dp._Table, "run", run)
+    monkeypatch.setattr(piper_dp.PassTable, "run", run)
     shared = solve_peer(spec, "auto", deadline=None, rel_gap=1e-9, budget=MemoryBudget.of(8))
     assert [r.status for r in shared.records][0] == "feasible"
     assert shared.records[1].method == "milp" and shared.closed()

@@ -175,10 +175,10 @@ def _brute_piper(inst: PiperInstance) -> float:
 def _relaxation_bounds(inst: PiperInstance) -> float:
     """The relaxation bound unpruned and climbing its ladder from the work bound: the pruned
     rungs must find the same relaxed optimum (or the work bound, when that is higher)."""
-    from autopar_opt.peers.piper.dp import _Table
+    from autopar_opt.peers.piper.dp import PassTable
 
     prep = reduce_instance(inst)
-    table = _Table(prep, None)
+    table = PassTable(prep, None)
     work = float(table.rest_tp[0]) / inst.devices
     free, climbed = relaxation_bound(prep, None), relaxation_bound(prep, None, table.shared, work)
     assert climbed == pytest.approx(max(work, free), rel=1e-12)
@@ -224,10 +224,10 @@ def test_piper_relaxation_bound_on_a_memory_bound_resnet():
     """ResNet-50, k = 8, 4 GiB: the relaxation bound (where the DP's greedy ladder starts) is
     above the work bound and below the value of Piper's own plan (its C++ ``runDP``, run by
     benchmarks/peers/run.py: 73.4933; the DP's optimum is 73.49328600013165)."""
-    from autopar_opt.peers.piper.dp import _Table
+    from autopar_opt.peers.piper.dp import PassTable
 
     prep = reduce_instance(_piper("resnet", 8, 4.0))
-    table = _Table(prep, None)
+    table = PassTable(prep, None)
     work = float(table.rest_tp[0]) / prep.inst.devices
     bound = relaxation_bound(prep, None, table.shared, work)
     assert work * 1.05 < bound <= 73.49328600013165
@@ -262,7 +262,7 @@ def test_piper_dp_time_limit_returns_first_pass_plan_with_valid_bound(monkeypatc
     inst = _piper("bert32a100", 8, 8.0)
     inst.microbatches = 1920
     optimum = solve_piper_dp(inst)
-    original, calls = piper_dp._Table.run, []
+    original, calls = piper_dp.PassTable.run, []
 
     def run(self):
         calls.append(self.exact)
@@ -270,7 +270,7 @@ def test_piper_dp_time_limit_returns_first_pass_plan_with_valid_bound(monkeypatc
             raise piper_dp._Timeout
         original(self)
 
-    monkeypatch.setattr(piper_dp._Table, "run", run)
+    monkeypatch.setattr(piper_dp.PassTable, "run", run)
     res = solve_piper_dp(inst)
     # the feasibility pass and the greedy ladder, then the exact pass, which the limit stops
     assert calls[-1] and not any(calls[:-1]) and res.termination is Termination.feasible
