@@ -19,11 +19,12 @@ import numpy as np
 import pytest
 
 from support.bruteforce import brute_force
+from support.exportable import megatron_accepts
 from autopar_opt.cost.evaluate import evaluate
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.tables import build_cost_tables
 from autopar_opt.export import ExportError, export_plan, plan_view
-from autopar_opt.ir.target import BLOCK_KINDS, interleaved_split, vp_problem
+from autopar_opt.ir.target import interleaved_split, vp_problem
 from autopar_opt.ir.training import Recompute, Schedule, SearchSpace, Training
 from autopar_opt.model_zoo.registry import build_model, get_cluster
 from autopar_opt.search.configs import outer_configs
@@ -32,7 +33,6 @@ from autopar_opt.search.runnable import runnable_space
 from autopar_opt.solvers.dp import solve_dp
 
 GRAPH = build_model("debug-moe", overrides={"num_layers": 4})
-KIND = {layer.name: layer.kind for layer in GRAPH.layers}
 CLUSTER = get_cluster("debug-2x4")
 TRAINING = Training(global_batch_size=8, seq_len=128)
 SPACE = SearchSpace(pp_degrees=(2,), tp_degrees=(1, 2), zero_levels=(1,),
@@ -41,14 +41,7 @@ SPACE = SearchSpace(pp_degrees=(2,), tp_degrees=(1, 2), zero_levels=(1,),
                     schedules=(Schedule.one_f_one_b, Schedule.interleaved))
 
 
-def _megatron_accepts(plan) -> bool:
-    try:
-        export_plan(plan, GRAPH, CLUSTER, TRAINING, "megatron")
-    except ExportError:
-        return False
-    modes = {s.recompute for st in plan.stages for n, s in zip(st.layers, st.strategies)
-             if KIND[n] in BLOCK_KINDS}
-    return len(modes) == 1
+_megatron_accepts = megatron_accepts(GRAPH, CLUSTER, TRAINING)
 
 
 def test_megatron_rules_of_virtual_stages():

@@ -25,9 +25,9 @@ from dataclasses import replace
 import pytest
 
 from support.bruteforce import brute_force
+from support.exportable import megatron_accepts
 from autopar_opt.cost.params import default_params
-from autopar_opt.export import ExportError, export_plan, plan_view
-from autopar_opt.ir.target import BLOCK_KINDS
+from autopar_opt.export import export_plan, plan_view
 from autopar_opt.ir.training import Schedule
 from autopar_opt.search.configs import outer_configs
 from autopar_opt.search.engine import SearchOptions, run_search
@@ -81,20 +81,6 @@ def test_a_stated_schedule_list_wins(tmp_path):
     assert load_spec(tmp_path / "vp.yaml").space.vp_chunks == (2,)
 
 
-def _megatron_accepts(graph, cluster, training):
-    kind = {layer.name: layer.kind for layer in graph.layers}
-
-    def accept(plan) -> bool:
-        try:
-            export_plan(plan, graph, cluster, training, "megatron")
-        except ExportError:
-            return False
-        modes = {s.recompute for st in plan.stages for n, s in zip(st.layers, st.strategies)
-                 if kind[n] in BLOCK_KINDS}
-        return len(modes) == 1
-    return accept
-
-
 @functools.lru_cache(maxsize=1)
 def _oracle_of(text: str):
     """Brute force over the outer configurations of the spec's default space."""
@@ -108,7 +94,7 @@ def _oracle_of(text: str):
         path.write_text(text)
         spec = load_spec(path)
     free = replace(spec.space, target=None)        # strategies: the exporter decides
-    accept = _megatron_accepts(spec.graph, spec.cluster, spec.training)
+    accept = megatron_accepts(spec.graph, spec.cluster, spec.training)
     best, best_plan = math.inf, None
     for cfg in outer_configs(spec.graph, spec.cluster, spec.training, spec.space):
         ref = brute_force(spec.graph, spec.cluster, spec.training, free, cfg.pp,

@@ -23,11 +23,12 @@ from dataclasses import replace
 import pytest
 
 from support.bruteforce import brute_force
+from support.exportable import one_recompute_mode
 from autopar_opt.cost.params import default_params
 from autopar_opt.cost.tables import build_cost_tables
 from autopar_opt.export import ExportError, export_plan, plan_view
 from autopar_opt.export.deepspeed import uniform_partition
-from autopar_opt.ir.target import BLOCK_KINDS, Target
+from autopar_opt.ir.target import Target
 from autopar_opt.ir.training import Recompute, Schedule, SearchSpace, Training
 from autopar_opt.model_zoo.registry import build_model, get_cluster
 from autopar_opt.search.configs import outer_configs
@@ -35,7 +36,6 @@ from autopar_opt.search.engine import SearchOptions, run_search
 from autopar_opt.search.runnable import price_of_runnability, runnable_space
 
 GRAPH = build_model("debug-moe", overrides={"num_layers": 2})
-KIND = {layer.name: layer.kind for layer in GRAPH.layers}
 CLUSTER = get_cluster("debug-2x4")
 TRAINING = Training(global_batch_size=8, seq_len=128)
 SPACE = SearchSpace(pp_degrees=(1, 2), tp_degrees=(1, 2), zero_levels=(0, 1, 3),
@@ -55,11 +55,8 @@ def _accepts(target: Target):
             # torchtitan has no flavour for this toy model: that refusal is about the
             # model, not the plan's parallelism; every other reason counts
             return "registers no model flavour" in str(exc) and len(exc.reasons) == 1
-        if fw == "megatron":        # the target searches one recomputation mode (docstring)
-            modes = {s.recompute for st in plan.stages for n, s in zip(st.layers, st.strategies)
-                     if KIND[n] in BLOCK_KINDS}
-            return len(modes) == 1
-        return True
+        # the megatron target searches one recomputation mode (docstring)
+        return fw != "megatron" or one_recompute_mode(plan, GRAPH)
     return accept
 
 
