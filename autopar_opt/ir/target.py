@@ -121,7 +121,7 @@ class Target:
         no optimum. DeepSpeed runs 1F1B only. The free space (``none``) takes 1F1B: the
         interleaved schedule is Megatron's and fixes the stage split, and GPipe is
         dominated as above."""
-        return ("1f1b", "interleaved") if self.framework == "megatron" else ("1f1b",)
+        return tuple(x for x in (self.schedules() or ("1f1b",)) if x != "gpipe")
 
     def fixed_split(self) -> bool:
         """Whether the framework decides the stage split itself: DeepSpeed's

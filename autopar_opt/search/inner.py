@@ -375,7 +375,7 @@ class InnerSolver:
         from autopar_opt.solvers.dp import solve_dp
         from autopar_opt.search.baselines import best_uniform_assignment
 
-        keyed = tables.uniform_keys is not None or tables.fixed_stage is not None
+        keyed = _keyed(tables)
         if keyed:
             share, cap = DP_TARGET_FRACTION, DP_TARGET_MAX_S
         elif self.auto and tables.graph.is_chain():
@@ -423,12 +423,18 @@ def _dp_closed(dp: SolveResult, rel_gap: float, plan: Assignment,
     return InnerOutcome(res, plan).derive(rel_gap)
 
 
+def _keyed(tables: CostTables) -> bool:
+    """Whether a target's rules restrict these tables (uniform keys or a fixed split):
+    the DP then solves the restricted space, under the gap and the search's cutoff."""
+    return tables.uniform_keys is not None or tables.fixed_stage is not None
+
+
 def _dp_cut(tables: CostTables, dp: SolveResult | None, incumbent: float | None,
             rel_gap: float) -> bool:
     """Whether the DP warm start, cut off at the search's incumbent (a target's
     uniformity rule: :func:`~autopar_opt.solvers.dp.uniform.solve_uniform`), proved that
     this configuration cannot beat the incumbent by more than ``rel_gap``."""
-    if dp is None or incumbent is None or (tables.uniform_keys is None and tables.fixed_stage is None):
+    if dp is None or incumbent is None or not _keyed(tables):
         return False
     return dp.lower_bound >= incumbent * (1 - rel_gap) * (1 - 1e-12) and (
         dp.primal is None or dp.primal >= incumbent * (1 - rel_gap))
