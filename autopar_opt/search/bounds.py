@@ -83,8 +83,9 @@ def analytic_lower_bound(tables: CostTables) -> ConfigBound:
     total = sum(smallest(a) for a in tables.time)
     sync = max(smallest(g) for g in tables.sync)
     alpha = 1 + (c - 1) / pp
-    compute = max(total * alpha, memory_lagrangian(tables, alpha, m, pp * lim - held))
-    value = compute + sync + tables.params.iteration_overhead_s
+    value = max(total * alpha + sync,
+                memory_lagrangian(tables, alpha, m, pp * lim - held)) \
+        + tables.params.iteration_overhead_s
     if tables.uniform_keys is not None:
         return _keyed(tables, value, least)
     return ConfigBound(value, "", least)
@@ -99,7 +100,9 @@ LAGRANGE_REFINE = 40
 
 
 def memory_lagrangian(tables: CostTables, alpha: float, inflight: float, budget: float) -> float:
-    """A lower bound on ``alpha·Σ_u A[u, k_u]`` over assignments that fit in memory.
+    """A lower bound on ``alpha·Σ_u A[u, k_u] + Σ_u G[u, k_u] / pp`` over assignments that
+    fit in memory, so on ``T - T0`` (``T ≥ alpha·P + max_i g_i``, ``g_i = Σ_{u in i} G``
+    (docs/DESIGN.md §3) and ``max_i g_i ≥ Σ_u G / pp``).
 
     Every feasible plan has ``Σ_u M[u, k_u] ≤ budget`` with ``M = W + m·H`` (``m`` the
     least in-flight count; the stage-memory sum of :func:`analytic_lower_bound`'s
@@ -115,15 +118,16 @@ def memory_lagrangian(tables: CostTables, alpha: float, inflight: float, budget:
     pp = 2, c = 4, interleaved vp = 28: 6.63 s memory-blind, 9.01 s here, 9.33 s the
     configuration's optimum. Layers that share their arrays (identical layers) are
     counted once per class."""
-    classes: dict[tuple[int, int, int], list] = {}
-    for a, w, h in zip(tables.time, tables.weight_bytes, tables.act_bytes):
-        entry = classes.setdefault((id(a), id(w), id(h)), [a, w, h, 0])
-        entry[3] += 1
+    pp = tables.pp
+    classes: dict[tuple[int, ...], list] = {}
+    for a, g, w, h in zip(tables.time, tables.sync, tables.weight_bytes, tables.act_bytes):
+        entry = classes.setdefault((id(a), id(g), id(w), id(h)), [a, g, w, h, 0])
+        entry[4] += 1
     if not classes or not math.isfinite(budget):
         return -math.inf
-    terms = [_frontier(alpha * np.asarray(a, dtype=float),
+    terms = [_frontier(alpha * np.asarray(a, dtype=float) + np.asarray(g, dtype=float) / pp,
                        np.asarray(w, dtype=float) + inflight * np.asarray(h, dtype=float), n)
-             for a, w, h, n in classes.values()]
+             for a, g, w, h, n in classes.values()]
 
     def dual(lams: np.ndarray) -> np.ndarray:
         out = -lams * budget

@@ -110,7 +110,8 @@ def test_memory_lagrangian_hand_case():
     from autopar_opt.search.bounds import memory_lagrangian
 
     a, w, h = np.array([1.0, 2.0]), np.array([3e9, 1e9]), np.zeros(2)
-    tables = SimpleNamespace(time=[a, a], weight_bytes=[w, w], act_bytes=[h, h])
+    g = np.zeros(2)
+    tables = SimpleNamespace(pp=1, time=[a, a], sync=[g, g], weight_bytes=[w, w], act_bytes=[h, h])
     assert memory_lagrangian(tables, 1.0, 1.0, 4e9) == pytest.approx(3.0, rel=1e-6)
     # a budget that fits both fast strategies: the memory-blind value, 2 s
     assert memory_lagrangian(tables, 1.0, 1.0, 6e9) == pytest.approx(2.0, rel=1e-6)
@@ -121,8 +122,18 @@ def test_memory_lagrangian_hand_case():
     # Lagrangian is the convex relaxation's value: a fast share x per layer with
     # 2·(1 + 4x) GB = 5.5 GB, x = 7/16, time 2·(2 - x) = 3.125 s (a valid bound, <= 4 s)
     h2 = np.array([1e9, 0.0])
-    tables2 = SimpleNamespace(time=[a, a], weight_bytes=[w, w], act_bytes=[h2, h2])
+    tables2 = SimpleNamespace(pp=1, time=[a, a], sync=[g, g], weight_bytes=[w, w],
+                              act_bytes=[h2, h2])
     assert memory_lagrangian(tables2, 1.0, 2.0, 5.5e9) == pytest.approx(3.125, rel=1e-6)
+    # syncs sum per stage (g_i = Σ G over the stage's layers) and max_i g_i ≥ Σ G / pp:
+    # G = 0.8 s on the fast strategy, 0 on the slow one, two stages. Per layer the
+    # charge is min(1 + 0.4 + 3λ, 2 + λ) [s, λ in s/GB]; with 4 GB both fast need 6 GB,
+    # the dual peaks where 1.4 + 3λ = 2 + λ, λ = 0.3: 2·2.3 - 4·0.3 = 3.4 s
+    # (fast + slow: 1 + 2 + max(0.8, 0) = 3.8 s >= 3.4 s)
+    g2 = np.array([0.8, 0.0])
+    tables3 = SimpleNamespace(pp=2, time=[a, a], sync=[g2, g2], weight_bytes=[w, w],
+                              act_bytes=[h, h])
+    assert memory_lagrangian(tables3, 1.0, 1.0, 4e9) == pytest.approx(3.4, rel=1e-6)
 
 
 def test_memory_aware_bound_is_valid_where_it_binds():
