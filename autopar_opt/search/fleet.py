@@ -24,7 +24,7 @@ from autopar_opt.ir.fleet_pipeline import fleet_shapes
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.training import Schedule, SearchSpace, Training
 from autopar_opt.search.bounds import ConfigBound, analytic_lower_bound
-from autopar_opt.search.fleet_bounds import knapsack_lp_bound, load_balance_bound
+from autopar_opt.search.fleet_bounds import load_balance_bound
 from autopar_opt.search.certificate import ConfigRecord
 from autopar_opt.search.configs import OuterConfig, microbatch_counts
 from autopar_opt.search.engine import ProgressFn, Search, SearchOptions
@@ -81,7 +81,6 @@ class FleetSearch(Search):
         self.cutoff, self.cutoff_source = cutoff, cutoff_source
         self.cache = cache if cache is not None else FleetTableCache()
         #: configurations whose bound has been raised to the knapsack LP bound
-        self.tightened: set[OuterConfig] = set()
         super().__init__(graph, fleet, training, space, params, options, progress, None)
 
     @property
@@ -95,7 +94,7 @@ class FleetSearch(Search):
     def solve(self, k: int, share: float) -> ConfigRecord:
         """The engine's decision, after pruning by the cutoff (class doc). Before a
         configuration is decided its bound is raised to the stage-knapsack LP bound
-        (:func:`~autopar_opt.search.fleet_bounds.knapsack_lp_bound`). A configuration
+        (:func:`~autopar_opt.search.stage_lp.knapsack_lp_bound`). A configuration
         whose bound is already within the target gap of the incumbent is not solved: it
         cannot move the certificate's gap above the target, and its bound is recorded."""
         self._raise(k)
@@ -105,47 +104,14 @@ class FleetSearch(Search):
                 and not math.isinf(bound.value) and reaches(bound.value, self.cutoff):
             why = f"lower bound {bound.value:.6g} s >= {self.cutoff:.6g} s ({self.cutoff_source})"
             return ConfigRecord(cfg, Status.pruned, None, bound.value, 0.0, pruned_by=why)
-        inc = self.incumbent
-        if inc is not None and not math.isinf(bound.value) and not reaches(bound.value, inc) \
-                and bound.value >= inc * (1 - self.options.rel_gap):
-            return ConfigRecord(cfg, Status.not_solved, None, bound.value, 0.0,
-                                message=f"its bound {bound.value:.6g} s is within the target gap "
-                                        f"({100 * self.options.rel_gap:.3g}%) of the incumbent "
-                                        f"{inc:.6g} s; not solved")
+        skipped = self.within_gap(k)
+        if skipped is not None:
+            return skipped
         if not math.isinf(bound.value) and not reaches(bound.value, own) and \
                 len(tables.reshard) != len(tables.edges):      # it will be solved: its edge matrices
             tables = self._full_tables(cfg)
             self.prepared[k] = (cfg, tables, bound)
         return super().solve(k, share)
-
-    def _raise(self, k: int) -> bool:
-        """Raise configuration ``k``'s bound to the knapsack LP bound, once, and only
-        if it may be solved (its bound below the incumbent): the LP costs a few
-        hundredths of a second, the pruned majority never needs it. True if it rose."""
-        cfg, tables, bound = self.prepared[k]
-        if cfg in self.tightened or math.isinf(bound.value) or reaches(bound.value, self.incumbent):
-            return False
-        self.tightened.add(cfg)
-        strong = knapsack_lp_bound(tables)
-        if strong <= bound.value:
-            return False
-        self.prepared[k] = (cfg, tables, replace(bound, value=strong))
-        return True
-
-    def tighten(self, k: int) -> None:
-        """Before the first pass decides configuration ``k``: once there is an incumbent,
-        every configuration still to be decided whose bound is below it gets the knapsack
-        LP bound (:meth:`_raise`), and they are put back in bound order. So the time share
-        (:func:`~autopar_opt.search.engine._time_share`) counts only the configurations the
-        strong bound leaves open, and the most promising one is solved first; with the
-        analytic bound alone, configurations that the LP disproves on sight split the
-        time and took it from the one that holds the optimum (benchmarks/heterogeneous:
-        GPT-3 175B on 128 A100 + 256 H100 nodes, 26 configurations open by the analytic
-        bound against 6 by the LP)."""
-        if self.incumbent is None:
-            return
-        if any([self._raise(i) for i in range(k, len(self.prepared))]):
-            self.prepared[k:] = sorted(self.prepared[k:], key=lambda item: (item[2].value, item[0]))
 
     def solve_below(self) -> float | None:
         """A configuration whose bound is within the target gap of the incumbent is not
