@@ -24,7 +24,9 @@ Not verified here:
   sees TE absent. So nothing that needs TE is validated: TE layer specs, FP8 recipes'
   TE objects, TP communication overlap (the GPT-3 recipe's ``comm_overlap`` is dropped
   before validation: it needs TE's userbuffers and gradient-accumulation fusion, a
-  fused CUDA kernel), and ``validate()``'s TE version checks see no TE.
+  fused CUDA kernel), and ``validate()``'s TE version checks see no TE. FP8 exports
+  fail Megatron-Core's config checks here (they compare TE's version): no golden plan
+  is FP8, and a test shows such a file fails rather than passes.
 * The process groups are built without Gloo (the fake backend cannot create them; they
   are CPU-side copies of the same rank sets), after ``validate()`` ran with Bridge's
   default (Gloo on). ``torch.cuda.device_count`` answers the plan's GPUs per node.
@@ -42,6 +44,7 @@ from support.bridge import bridge_missing, validate_bridge
 from support.golden_plans import CASES, export_or_none, spec_for
 from support.paths import REPO
 from autopar_opt.export import plan_view
+from autopar_opt.ir.training import Recompute
 
 GOLDEN = REPO / "tests" / "data" / "export" / "megatron_bridge_debug_moe.yaml"
 MISSING = bridge_missing()
@@ -104,6 +107,12 @@ def bridge(tmp_path_factory):
         spec = plans[name]
         cases.append({"name": bad, "path": str(path), "world": spec.cluster.num_devices,
                       "gpus_per_node": spec.cluster.gpus_per_node, "recipe": "pretrain_common"})
+    # FP8: Megatron-Core's config checks ask Transformer Engine's version (not verifiable)
+    fp8 = tmp / "fp8.yaml"
+    fp8.write_text(_replace(GOLDEN.read_text(), "mixed_precision: bf16_mixed",
+                            "mixed_precision: bf16_with_fp8_current_scaling_mixed"))
+    cases.append({"name": "fp8_needs_te", "path": str(fp8), "world": 8, "gpus_per_node": 4,
+                  "recipe": "pretrain_common"})
     # the golden file of test_export.py (debug-moe on debug-2x4: 8 A100 in 2 nodes of 4)
     cases.append({"name": "golden_file", "path": str(GOLDEN), "world": 8, "gpus_per_node": 4,
                   "recipe": "pretrain_common"})
@@ -172,8 +181,8 @@ def test_bridge_accepts_the_overrides_and_derives_the_plan(bridge, name, recipe)
         assert got["sharding"] == {2: "optim_grads", 3: "optim_grads_params"}[view.zero]
         assert got["ckpt_format"] == "fsdp_dtensor"
     modes = {m for stage in view.block_recompute for m in stage}
-    assert got["recompute_granularity"] == (None if modes <= {view.recompute.none} else "full"
-                                            if view.recompute.full in modes else "selective")
+    assert got["recompute_granularity"] == (None if modes <= {Recompute.none} else "full"
+                                            if Recompute.full in modes else "selective")
     assert got["seq_length"] == got["dataset_seq_length"] == spec.training.seq_len
     assert (got["num_layers"], got["hidden_size"], got["num_attention_heads"], got["vocab_size"]) == \
         (a.num_layers, a.hidden, a.heads, a.vocab)
@@ -205,6 +214,17 @@ def test_the_gpt3_recipe_settings_are_replaced(bridge):
     before, got = r["derived"]["recipe_before"], r["derived"]
     assert (before["tp"], before["pp"], before["vp"]) == (4, 8, 6)
     assert (got["tp"], got["pp"], got["vp"]) == (2, 1, None)
+
+
+def test_fp8_is_not_verified_here_and_does_not_pass_vacuously(bridge):
+    """An FP8 export (``bf16_with_fp8_current_scaling_mixed``, what the exporter writes for
+    an FP8 plan) cannot be validated without Transformer Engine: Megatron-Core's
+    ``TransformerConfig`` checks compare TE's version, which is absent here, and the
+    check fails instead of passing. No golden plan is FP8."""
+    _, _, results = bridge
+    r = results["fp8_needs_te"]
+    assert not r["ok"]
+    assert "Version" in r["error"] or "Transformer Engine" in r["error"], r["error"]
 
 
 @pytest.mark.parametrize("bad", sorted(NEGATIVE))
