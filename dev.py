@@ -10,13 +10,17 @@ pinned dependencies of ``requirements.lock`` and the package itself
 ``requirements-frameworks.lock`` (Megatron-Core with Megatron-LM's training arguments,
 torchtitan, DeepSpeed: the tests validate exported launch files with their own code;
 ~2.5 min and ~1.6 GB the first time, DeepSpeed and Megatron-Core built from source,
-DeepSpeed without its CUDA ops).
+DeepSpeed without its CUDA ops), and ``requirements-bridge.lock`` apart, into
+``.venv/megatron-bridge`` (Megatron-Bridge's configuration code with the megatron-core
+release it needs, which differs from the one above; ~15 s): the tests run Bridge in a
+subprocess with that folder first on ``PYTHONPATH``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -26,12 +30,14 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".autopar-installed"
+#: Megatron-Bridge and its megatron-core, apart from .venv's (requirements-bridge.lock)
+BRIDGE = VENV / "megatron-bridge"
 
 
 def _fingerprint() -> str:
     h = hashlib.sha256()
     for name in ("requirements.lock", "requirements-learn.lock", "requirements-ray.lock",
-                 "requirements-frameworks.lock", "pyproject.toml"):
+                 "requirements-frameworks.lock", "requirements-bridge.lock", "pyproject.toml"):
         h.update((ROOT / name).read_bytes())
     return h.hexdigest()
 
@@ -62,6 +68,13 @@ def ensure_env(learn: bool = False) -> None:
         subprocess.check_call(pip + ["--ignore-requires-python", "-r",
                                      str(ROOT / "requirements-frameworks.lock")],
                               env={**os.environ, "DS_BUILD_OPS": "0"})
+        print("installing Megatron-Bridge's configuration code into .venv/megatron-bridge "
+              "(requirements-bridge.lock) ...", flush=True)
+        # its own megatron-core (< 0.17) beside .venv's 0.17.1; --no-deps: the lock lists
+        # exactly what Bridge's configuration code imports beyond .venv
+        shutil.rmtree(BRIDGE, ignore_errors=True)
+        subprocess.check_call(pip + ["--no-deps", "--target", str(BRIDGE), "-r",
+                                     str(ROOT / "requirements-bridge.lock")])
     subprocess.check_call(pip + ["--no-deps", "-e", str(ROOT)])
     STAMP.write_text(want)
 

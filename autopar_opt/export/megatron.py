@@ -53,7 +53,11 @@ Megatron-Bridge takes the same settings as overrides of its ``ConfigContainer``
 (``model.*`` is the ``GPTModelProvider``, a Megatron-Core ``TransformerConfig``;
 ``train``, ``ddp``, ``optimizer``, ``checkpoint``), merged into a recipe with
 ``process_config_with_overrides(config, config_filepath=...)``
-(:func:`bridge_overrides`).
+(:func:`bridge_overrides`). A recipe has its own layout, so the overrides also write
+what the plan leaves at the default (no virtual stages, no recomputation, no
+Megatron-FSDP, RoPE where ``GPTModelProvider`` defaults to learned positions); Bridge
+0.3.1 itself merges and validates every golden export in the tests
+(tests/unit/export/test_bridge_validation.py).
 """
 
 from __future__ import annotations
@@ -282,63 +286,86 @@ def megatron_args(view: PlanView) -> list[str]:
     return args
 
 
+def _bridge_arch(a) -> dict:
+    """The architecture under Bridge's ``model.*`` names (``GPTModelProvider`` /
+    ``MLAModelProvider`` fields), the same settings as :func:`model_args`; fields a
+    recipe may set differently are written even where they are the default."""
+    model = dict(num_layers=a.num_layers, hidden_size=a.hidden,
+                 ffn_hidden_size=a.ffn_hidden or 4 * a.hidden, num_attention_heads=a.heads,
+                 vocab_size=a.vocab, gated_linear_unit=a.gated, add_bias_linear=a.biases,
+                 add_qkv_bias=a.qkv_bias, qk_layernorm=a.qk_norm,
+                 normalization="RMSNorm" if a.norm == "rmsnorm" else "LayerNorm",
+                 share_embeddings_and_output_weights=a.tied,
+                 # GPTModelProvider's default is learned_absolute
+                 position_embedding_type="learned_absolute" if a.learned_positions else "rope")
+    if not a.learned_positions and a.rope_theta:
+        model["rotary_base"] = int(round(a.rope_theta))
+    if a.mla is None:
+        model["num_query_groups"] = a.kv_heads
+        if a.head_dim and a.head_dim * a.heads != a.hidden:
+            model["kv_channels"] = a.head_dim
+    else:       # read by Bridge's MLAModelProvider (Megatron-Core's MLATransformerConfig)
+        q, kv, nope, rope, v = a.mla
+        model.update(multi_latent_attention=True, q_lora_rank=q or None, kv_lora_rank=kv,
+                     qk_head_dim=nope, qk_pos_emb_head_dim=rope, v_head_dim=v)
+    if a.is_moe:
+        model.update(num_moe_experts=a.num_experts, moe_router_topk=a.top_k,
+                     moe_ffn_hidden_size=a.moe_ffn_hidden, moe_token_dispatcher_type="alltoall",
+                     moe_grouped_gemm=True)
+        if a.shared_ffn:
+            model["moe_shared_expert_intermediate_size"] = a.shared_ffn
+        if len(a.moe_layers) != a.num_layers:
+            model["moe_layer_freq"] = [1 if i in set(a.moe_layers) else 0
+                                       for i in range(a.num_layers)]
+    else:
+        model["num_moe_experts"] = None
+    return model
+
+
 def bridge_overrides(view: PlanView) -> dict[str, dict]:
     """The plan as Megatron-Bridge ``ConfigContainer`` overrides (YAML mapping of
-    sections), the same settings as :func:`megatron_args` under Bridge's names."""
-    model: dict = {}
+    sections), the same settings as :func:`megatron_args` under Bridge's names.
+
+    The file is merged into a recipe that has its own parallelism, recomputation,
+    pipeline split and sharding, so every setting the plan decides is written, also
+    where the plan takes the default (``virtual_pipeline_model_parallel_size: null``,
+    ``recompute_granularity: null``, ``use_megatron_fsdp: false``, ...): what the recipe
+    had there is replaced, not kept."""
     a = view.arch
-    if a is not None:
-        model.update(num_layers=a.num_layers, hidden_size=a.hidden,
-                     ffn_hidden_size=a.ffn_hidden or 4 * a.hidden, num_attention_heads=a.heads,
-                     seq_length=view.seq_len or a.max_positions,
-                     gated_linear_unit=a.gated, add_bias_linear=a.biases,
-                     normalization="RMSNorm" if a.norm == "rmsnorm" else "LayerNorm",
-                     share_embeddings_and_output_weights=a.tied)
-        if a.mla is None:
-            model["num_query_groups"] = a.kv_heads
-            if a.head_dim and a.head_dim * a.heads != a.hidden:
-                model["kv_channels"] = a.head_dim
-        if a.qk_norm:
-            model["qk_layernorm"] = True
-        if a.is_moe:
-            model.update(num_moe_experts=a.num_experts, moe_router_topk=a.top_k,
-                         moe_ffn_hidden_size=a.moe_ffn_hidden)
-            if a.shared_ffn:
-                model["moe_shared_expert_intermediate_size"] = a.shared_ffn
-            if len(a.moe_layers) != a.num_layers:
-                model["moe_layer_freq"] = [1 if i in set(a.moe_layers) else 0
-                                           for i in range(a.num_layers)]
-    elif view.seq_len:
-        model["seq_length"] = view.seq_len
+    model: dict = _bridge_arch(a) if a is not None else {}
+    if a is not None or view.seq_len:
+        model["seq_length"] = view.seq_len or a.max_positions
     model.update(tensor_model_parallel_size=view.tp, pipeline_model_parallel_size=view.pp,
-                 context_parallel_size=view.cp, sequence_parallel=bool(view.sp and view.tp > 1))
-    if view.has_moe:
-        model.update(expert_model_parallel_size=view.ep, expert_tensor_parallel_size=view.etp)
+                 context_parallel_size=view.cp, sequence_parallel=bool(view.sp and view.tp > 1),
+                 expert_model_parallel_size=view.ep if view.has_moe else 1,
+                 expert_tensor_parallel_size=view.etp if view.has_moe else None,
+                 virtual_pipeline_model_parallel_size=view.vp_chunks if view.vp_chunks > 1 else None)
     rc = _recompute_args(view) or []
-    if rc:
-        model["recompute_granularity"] = rc[1]
-        if len(rc) > 2:
-            model["recompute_method"], model["recompute_num_layers"] = rc[3], int(rc[5])
+    model.update(recompute_granularity=rc[1] if rc else None,
+                 recompute_method=rc[3] if len(rc) > 2 else None,
+                 recompute_num_layers=int(rc[5]) if len(rc) > 2 else None)
     split = _split_args(view)
-    if split and split[0] == "--pipeline-model-parallel-layout":
-        model["pipeline_model_parallel_layout"] = split[1]
-    elif split:
-        model["num_layers_in_first_pipeline_stage"] = int(split[1])
-        model["num_layers_in_last_pipeline_stage"] = int(split[3])
-    if view.vp_chunks > 1:
-        model["virtual_pipeline_model_parallel_size"] = view.vp_chunks
+    layout = split[1] if split and split[0] == "--pipeline-model-parallel-layout" else None
+    first_last = (int(split[1]), int(split[3])) if split and layout is None else (None, None)
+    model.update(pipeline_model_parallel_layout=layout,
+                 num_layers_in_first_pipeline_stage=first_last[0],
+                 num_layers_in_last_pipeline_stage=first_last[1])
+    fsdp = view.zero >= 2
     out: dict[str, dict] = {
         "model": model,
         "train": {"micro_batch_size": view.micro_batch_size,
                   "global_batch_size": view.global_batch_size},
         # ConfigContainer.validate: the dataset's sequence length must equal the model's
         **({"dataset": {"seq_length": model["seq_length"]}} if "seq_length" in model else {}),
-        "ddp": {"use_distributed_optimizer": view.zero == 1},
+        "ddp": {"use_distributed_optimizer": view.zero == 1, "use_megatron_fsdp": fsdp},
         "optimizer": {"use_distributed_optimizer": view.zero == 1},
+        # validate() turns Megatron-FSDP on for both when either section asks for it
+        "dist": {"use_megatron_fsdp": fsdp},
+        # Megatron-FSDP saves only fsdp_dtensor; that format is refused without it
+        "checkpoint": {"ckpt_format": "fsdp_dtensor" if fsdp else "torch_dist"},
     }
-    if view.zero >= 2:
-        out["ddp"].update(use_megatron_fsdp=True, data_parallel_sharding_strategy=_FSDP[view.zero])
-        out["checkpoint"] = {"ckpt_format": "fsdp_dtensor"}
+    if fsdp:
+        out["ddp"]["data_parallel_sharding_strategy"] = _FSDP[view.zero]
     if view.dtype in ("bf16", "fp16", "fp8"):
         # Bridge's registered recipes (training/mixed_precision.py); FP8 as its
         # performance recipes run it (current scaling)

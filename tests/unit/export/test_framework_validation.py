@@ -1,16 +1,14 @@
 """Exports checked by the frameworks' own code (issue 29), not by string comparison.
 
-Every golden plan below is exported for each framework that accepts it, and the
+Every golden plan (tests/support/golden_plans.py) is exported for each framework that accepts it, and the
 file is handed to that framework's validation (tests/support/frameworks.py:
 Megatron-LM's own ``parse_args`` / ``validate_args`` and Megatron-Core's
 ``initialize_model_parallel`` / ``TransformerConfig`` /
 ``DistributedDataParallelConfig``, torchtitan's ``ConfigManager`` /
 ``ParallelDims`` / mesh, DeepSpeed's ``DeepSpeedConfig`` / AutoEP validation).
 The frameworks come from the ``frameworks`` test extra
-(``requirements-frameworks.lock``); without it these tests skip. The plans are
-the published recipes of the zoo's models (examples/*.yaml) and hand-written
-plans covering what the exporters write: FSDP, uneven pipeline layouts,
-recomputation, expert TP apart from TP, MLA.
+(``requirements-frameworks.lock``); without it these tests skip. Megatron-Bridge's
+overrides are validated by Bridge in test_bridge_validation.py.
 """
 
 from __future__ import annotations
@@ -19,66 +17,13 @@ import pytest
 
 from support.frameworks import (read_megatron, validate_deepspeed, validate_megatron, validate_megatron_lm,
                                 validate_torchtitan)
+from support.golden_plans import CASES, HAND
+from support.golden_plans import export_or_none as _export
+from support.golden_plans import spec_for as _spec
 from support.paths import REPO
 from autopar_opt.core.errors import SpecError
-from autopar_opt.export import ExportError, export_plan, plan_view, rules_for
+from autopar_opt.export import export_plan, plan_view
 from autopar_opt.spec import load_spec
-
-EXAMPLES = ["qwen3_235b_256_h100.yaml", "mixtral_8x22b_128_h100.yaml", "deepseek_v3_2048_h800.yaml",
-            "llama31_405b_16384_h100.yaml", "mixtral_8x7b_2x8_h100.yaml"]
-
-HAND = {
-    # Llama-3 8B with FSDP (ZeRO-3), tp 2, full recomputation: Megatron-FSDP / FSDP2
-    "llama3_8b_fsdp": """
-model: {hf_config: MODEL_ZOO/hf/llama-3.1-8b.json}
-cluster: {zoo: 2x8-h100}
-training: {global_batch_size: 64, seq_len: 8192}
-plan: {tp: 2, pp: 1, zero: 3, sequence_parallel: true, recompute: full, micro_batch_size: 1}
-""",
-    # Llama-3 8B pipelined with an uneven split (Megatron's first/last stage sizes)
-    "llama3_8b_pp4": """
-model: {hf_config: MODEL_ZOO/hf/llama-3.1-8b.json}
-cluster: {zoo: 2x8-h100}
-training: {global_batch_size: 64, seq_len: 8192}
-plan: {tp: 2, pp: 4, zero: 0, sequence_parallel: true, micro_batch_size: 1,
-       stage_layers: [7, 9, 9, 9]}
-""",
-    # Qwen3-30B-A3B with experts unsplit by TP (etp 1, ep spanning tp ranks), ZeRO-3 on 16 GPUs
-    "qwen3_30b_etp1": """
-model: {hf_config: MODEL_ZOO/hf/qwen3-30b-a3b.json}
-cluster: {zoo: 2x8-h100}
-training: {global_batch_size: 32, seq_len: 4096}
-plan: {tp: 2, pp: 1, ep: 16, etp: 1, zero: 3, sequence_parallel: true, micro_batch_size: 1}
-""",
-    # Qwen3-30B-A3B, DDP-style data parallelism with experts over the data ranks: DeepSpeed
-    "qwen3_30b_ds": """
-model: {hf_config: MODEL_ZOO/hf/qwen3-30b-a3b.json}
-cluster: {zoo: 2x8-h100}
-training: {global_batch_size: 32, seq_len: 4096}
-plan: {tp: 1, pp: 1, ep: 8, etp: 1, zero: 2, micro_batch_size: 2}
-""",
-}
-
-
-def _spec(name: str, tmp_path):
-    if name in HAND:
-        path = tmp_path / f"{name}.yaml"
-        path.write_text(HAND[name].replace("MODEL_ZOO", str(REPO / "model_zoo")))
-        return load_spec(path)
-    return load_spec(REPO / "examples" / name)
-
-
-def _export(spec, target: str, version: str = ""):
-    view = plan_view(spec.plan, spec.graph, spec.cluster, spec.training)
-    if rules_for(target, view, spec.graph.is_chain(), version):
-        return None
-    try:
-        return export_plan(spec.plan, spec.graph, spec.cluster, spec.training, target, version)
-    except ExportError:          # no torchtitan flavour for this model
-        return None
-
-
-CASES = EXAMPLES + sorted(HAND)
 
 
 @pytest.mark.parametrize("name", CASES)

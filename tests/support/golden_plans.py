@@ -1,0 +1,70 @@
+"""The golden plans whose exports the frameworks' own code validates (issue 29):
+the published recipes of the zoo's models (examples/*.yaml) and hand-written plans
+covering what the exporters write: FSDP, uneven pipeline layouts, recomputation, expert
+TP apart from TP, MLA. Shared by tests/unit/export/test_framework_validation.py and
+test_bridge_validation.py."""
+
+from __future__ import annotations
+
+from autopar_opt.export import ExportError, export_plan, plan_view, rules_for
+from autopar_opt.spec import load_spec
+from support.paths import REPO
+
+EXAMPLES = ["qwen3_235b_256_h100.yaml", "mixtral_8x22b_128_h100.yaml", "deepseek_v3_2048_h800.yaml",
+            "llama31_405b_16384_h100.yaml", "mixtral_8x7b_2x8_h100.yaml"]
+
+HAND = {
+    # Llama-3 8B with FSDP (ZeRO-3), tp 2, full recomputation: Megatron-FSDP / FSDP2
+    "llama3_8b_fsdp": """
+model: {hf_config: MODEL_ZOO/hf/llama-3.1-8b.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 64, seq_len: 8192}
+plan: {tp: 2, pp: 1, zero: 3, sequence_parallel: true, recompute: full, micro_batch_size: 1}
+""",
+    # Llama-3 8B pipelined with an uneven split (Megatron's first/last stage sizes)
+    "llama3_8b_pp4": """
+model: {hf_config: MODEL_ZOO/hf/llama-3.1-8b.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 64, seq_len: 8192}
+plan: {tp: 2, pp: 4, zero: 0, sequence_parallel: true, micro_batch_size: 1,
+       stage_layers: [7, 9, 9, 9]}
+""",
+    # Qwen3-30B-A3B with experts unsplit by TP (etp 1, ep spanning tp ranks), ZeRO-3 on 16 GPUs
+    "qwen3_30b_etp1": """
+model: {hf_config: MODEL_ZOO/hf/qwen3-30b-a3b.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 32, seq_len: 4096}
+plan: {tp: 2, pp: 1, ep: 16, etp: 1, zero: 3, sequence_parallel: true, micro_batch_size: 1}
+""",
+    # Qwen3-30B-A3B, DDP-style data parallelism with experts over the data ranks: DeepSpeed
+    "qwen3_30b_ds": """
+model: {hf_config: MODEL_ZOO/hf/qwen3-30b-a3b.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 32, seq_len: 4096}
+plan: {tp: 1, pp: 1, ep: 8, etp: 1, zero: 2, micro_batch_size: 2}
+""",
+}
+
+
+def spec_for(name: str, tmp_path):
+    """The golden plan ``name`` (an example file, or a HAND plan written under ``tmp_path``)."""
+    if name in HAND:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(HAND[name].replace("MODEL_ZOO", str(REPO / "model_zoo")))
+        return load_spec(path)
+    return load_spec(REPO / "examples" / name)
+
+
+def export_or_none(spec, target: str, version: str = ""):
+    """The plan exported for ``target``, or None where the target's rules refuse it."""
+    view = plan_view(spec.plan, spec.graph, spec.cluster, spec.training)
+    if rules_for(target, view, spec.graph.is_chain(), version):
+        return None
+    try:
+        return export_plan(spec.plan, spec.graph, spec.cluster, spec.training, target, version)
+    except ExportError:          # no torchtitan flavour for this model
+        return None
+
+
+#: every golden plan, by name
+CASES = EXAMPLES + sorted(HAND)
