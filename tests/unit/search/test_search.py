@@ -152,3 +152,40 @@ def test_second_pass_closes_configurations_the_first_pass_cut_short(monkeypatch,
     assert any("left over" in r.message for r in cert.configurations)
     assert cert.primal == pytest.approx(reference.primal, rel=1e-9)
     assert cert.gap <= 1e-9 and reference.gap <= 1e-9
+
+
+def test_configurations_within_the_target_gap_are_recorded_not_solved():
+    """A configuration whose bound is within the target gap of the incumbent (and below
+    it) cannot move the certificate's gap above the target: the search records its bound
+    and does not solve it (Search.within_gap, called by Search.solve). With an incumbent
+    placed just above the configurations' bounds, exactly those within 30% are left so;
+    with a 0% target none is; a bound at or above the incumbent is left to the pruning."""
+    import math
+    from types import SimpleNamespace
+
+    from autopar_opt.core.bounds import Status
+    from autopar_opt.search.engine import Search
+
+    graph = random_chain(0, 6)
+    cluster = small_cluster(2, 4)
+    training = Training(global_batch_size=16, seq_len=1024)
+    space = SearchSpace(zero_levels=(0, 1), recompute=(Recompute.none, Recompute.full))
+    for gap in (0.3, 0.0):
+        search = Search(graph, cluster, training, space, default_params(),
+                        SearchOptions(solver="highs", time_limit_s=60, rel_gap=gap))
+        bounds = sorted(b.value for _, _, b in search.prepared if math.isfinite(b.value))
+        inc = (bounds[0] + bounds[-1]) / 2              # some bounds below it, some above
+        search.best = (SimpleNamespace(iteration_time_s=inc), None, None)
+        search.tightened = {cfg for cfg, _, _ in search.prepared}   # keep the bounds as built
+        skipped = 0
+        for k, (cfg, _, bound) in enumerate(search.prepared):
+            within = math.isfinite(bound.value) and inc * (1 - gap) <= bound.value < inc
+            rec = search.within_gap(k)
+            assert (rec is not None) == within, (cfg.label(), bound.value, inc)
+            if within:
+                out = search.solve(k, 10.0)           # recorded, not solved
+                assert out.status is Status.not_solved and out.primal is None
+                assert out.lower_bound == bound.value and out.time_s == 0.0
+                assert "within the target gap" in out.message
+                skipped += 1
+        assert (skipped > 0) == (gap > 0), (gap, skipped, bounds, inc)

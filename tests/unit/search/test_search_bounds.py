@@ -136,38 +136,58 @@ def test_memory_lagrangian_hand_case():
     assert memory_lagrangian(tables3, 1.0, 1.0, 4e9) == pytest.approx(3.4, rel=1e-6)
 
 
-def test_memory_aware_bound_is_valid_where_it_binds():
-    """Interleaved and 1F1B configurations of six random chains under four memory
-    capacities: the bound never exceeds the configuration's brute-force optimum (every
-    split and strategy enumerated), and the memory-aware (Lagrangian) part is what
-    decides it in many of them (15 of the 97 with a plan when written), so the check
-    covers the new bound, not only the memory-blind one."""
+#: (layers, cluster nodes x GPUs, global batch, capacities in modelled GiB, seeds): the
+#: first family is where the Lagrangian binds, the second where the stage LP does
+BOUND_FAMILIES = [(4, (1, 2), 4, (10.0, 6.0, 3.0, 2.0), range(100, 106)),
+                  (5, (1, 4), 8, (6.0, 4.0), range(100, 104))]
+
+
+def test_memory_aware_bounds_are_valid_where_they_bind():
+    """Interleaved and 1F1B configurations of random chains under tight memory: neither
+    the analytic bound (memory-blind or Lagrangian, whichever is larger) nor the
+    stage-knapsack LP bound the search raises it to (search/stage_lp.py) exceeds the
+    configuration's brute-force optimum (every split and strategy enumerated); and each
+    is what decides the bound in several of them (when written: the Lagrangian and syncs
+    over pp beat the memory-blind bound in 72 of the first family's 97 configurations with
+    a plan, the LP beats the analytic bound in 6 of the second's), so the check covers
+    the new bounds, not only the old one."""
     import numpy as np
 
+    from autopar_opt.search.stage_lp import knapsack_lp_bound
+
     params = default_params()
-    cluster = small_cluster(1, 2)
     space = SearchSpace(zero_levels=(0, 3), recompute=(Recompute.none, Recompute.full),
                         sequence_parallel=(False,),
                         schedules=(Schedule.one_f_one_b, Schedule.interleaved))
-    checked = binding = 0
-    for seed in range(6):
-        graph = random_chain(100 + seed, 4)
-        for cap in (10.0, 6.0, 3.0, 2.0):      # modelled GiB per device
-            reserve = max(0.0, user_reserve_for(cap, 40.0, params))
-            training = Training(global_batch_size=4, seq_len=1024, memory_reserve_gib=reserve)
-            for cfg in outer_configs(graph, cluster, training, space):
-                tables = build_cost_tables(graph, cluster, training, space, params, cfg.pp,
-                                           cfg.microbatches, cfg.schedule, vp=cfg.vp)
-                bound = analytic_lower_bound(tables).value
-                best = brute_force(graph, cluster, training, space, cfg.pp, cfg.microbatches,
-                                   cfg.schedule, params, vp=cfg.vp)
-                if best is None:
-                    continue
-                assert bound <= best[0] * (1 + 1e-9), f"{cfg}: bound {bound} > optimum {best[0]}"
-                checked += 1
-                blind = (sum(float(np.min(a)) for a in tables.time)
-                         * (1 + (tables.rounds - 1) / tables.pp)
-                         + max(float(np.min(g)) for g in tables.sync)
-                         + params.iteration_overhead_s)
-                binding += bound > blind * (1 + 1e-6)
-    assert checked >= 60 and binding >= 10, (checked, binding)
+    checked = binding = lp_binding = 0
+    for layers, (nodes, gpus), batch, caps, seeds in BOUND_FAMILIES:
+        cluster = small_cluster(nodes, gpus)
+        for seed in seeds:
+            graph = random_chain(seed, layers)
+            for cap in caps:
+                reserve = max(0.0, user_reserve_for(cap, 40.0, params))
+                training = Training(global_batch_size=batch, seq_len=1024,
+                                    memory_reserve_gib=reserve)
+                for cfg in outer_configs(graph, cluster, training, space):
+                    tables = build_cost_tables(graph, cluster, training, space, params, cfg.pp,
+                                               cfg.microbatches, cfg.schedule, vp=cfg.vp)
+                    bound = analytic_lower_bound(tables).value
+                    if math.isinf(bound):
+                        continue
+                    lp = knapsack_lp_bound(tables)
+                    if layers > 4 and lp <= bound * (1 + 1e-6):
+                        continue                  # second family: only where the LP binds
+                    best = brute_force(graph, cluster, training, space, cfg.pp,
+                                       cfg.microbatches, cfg.schedule, params, vp=cfg.vp)
+                    if best is None:
+                        continue
+                    assert bound <= best[0] * (1 + 1e-9), f"{cfg}: bound {bound} > {best[0]}"
+                    assert lp <= best[0] * (1 + 1e-9), f"{cfg}: LP bound {lp} > {best[0]}"
+                    checked += 1
+                    lp_binding += lp > bound * (1 + 1e-6)
+                    blind = (sum(float(np.min(a)) for a in tables.time)
+                             * (1 + (tables.rounds - 1) / tables.pp)
+                             + max(float(np.min(g)) for g in tables.sync)
+                             + params.iteration_overhead_s)
+                    binding += bound > blind * (1 + 1e-6)
+    assert checked >= 60 and binding >= 10 and lp_binding >= 4, (checked, binding, lp_binding)
