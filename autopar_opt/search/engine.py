@@ -335,6 +335,8 @@ class Search:
         cfg, tables, bound = self.prepared[k]
         if cfg in self.tightened or math.isinf(bound.value) or reaches(bound.value, self.incumbent):
             return False
+        if tables.pp == 1 and tables.stage_groups is None:
+            return False       # one stage: the LP is the memory Lagrangian's relaxation (LP duality)
         self.tightened.add(cfg)
         strong = knapsack_lp_bound(tables)
         if strong <= bound.value:
