@@ -299,8 +299,9 @@ class Search:
             self.records[k] = new
 
     def tighten(self, k: int) -> None:
-        """Before the first pass decides configuration ``k``: once there is an incumbent,
-        every configuration still to be decided whose bound is below it gets the
+        """Before the first pass decides configuration ``k``: once there is an incumbent
+        (and a solver has left a configuration open, :meth:`wants_lp`), every
+        configuration still to be decided whose bound is below it gets the
         stage-knapsack LP bound (:meth:`_raise`), and they are put back in bound order. So
         the time share (:func:`_time_share`) counts only the configurations the strong
         bound leaves open, and the most promising one is solved first (Qwen3-235B-A22B's
@@ -327,13 +328,22 @@ class Search:
                                     f"({100 * self.options.rel_gap:.3g}%) of the incumbent "
                                     f"{inc:.6g} s; not solved")
 
+    def wants_lp(self) -> bool:
+        """Whether the stage LP is worth its cost yet: once a solver has left a configuration
+        open (its bound below the incumbent by more than the gap). A search the exact DP
+        closes configuration by configuration never needs it, and so never loads the LP
+        machinery (scipy; tests/cli/test_startup.py)."""
+        return any(r.time_s > 0 and r.status in (Status.feasible, Status.not_solved)
+                   for r in self.records)
+
     def _raise(self, k: int) -> bool:
         """Raise configuration ``k``'s bound to the stage-knapsack LP bound
         (:func:`~autopar_opt.search.stage_lp.knapsack_lp_bound`), once, and only if it may
         be solved (its bound below the incumbent): the LP costs a few hundredths of a
         second, the pruned majority never needs it. True if it rose."""
         cfg, tables, bound = self.prepared[k]
-        if cfg in self.tightened or math.isinf(bound.value) or reaches(bound.value, self.incumbent):
+        if not self.wants_lp() or cfg in self.tightened or math.isinf(bound.value) \
+                or reaches(bound.value, self.incumbent):
             return False
         if tables.pp == 1 and tables.stage_groups is None:
             return False       # one stage: the LP is the memory Lagrangian's relaxation (LP duality)

@@ -113,6 +113,11 @@ class FleetSearch(Search):
             self.prepared[k] = (cfg, tables, bound)
         return super().solve(k, share)
 
+    def wants_lp(self) -> bool:
+        """Always on a fleet: the analytic bound ignores which group each stage runs on,
+        and the LP is what keeps it (benchmarks/heterogeneous)."""
+        return True
+
     def solve_below(self) -> float | None:
         """A configuration whose bound is within the target gap of the incumbent is not
         solved (:meth:`solve`): the share counts only those below that."""
