@@ -16,6 +16,7 @@ and its exported file pass the framework's own validation where it is installed
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import replace
@@ -60,7 +61,11 @@ def _accepts(target: Target):
     return accept
 
 
+@functools.lru_cache(maxsize=None)
 def _oracle(target: Target) -> float:
+    """The brute-force optimum over the plans the target's exporter accepts; computed once
+    per target for both solvers (DeepSpeed's takes about two minutes on 2 cores: most plans
+    are refused, so nearly every split and strategy is tried)."""
     best = math.inf
     space = runnable_space(SPACE, target.framework, target.version)
     for cfg in outer_configs(GRAPH, CLUSTER, TRAINING, space):
