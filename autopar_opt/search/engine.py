@@ -339,8 +339,8 @@ class Search:
     def _raise(self, k: int) -> bool:
         """Raise configuration ``k``'s bound to the stage-knapsack LP bound
         (:func:`~autopar_opt.search.stage_lp.knapsack_lp_bound`), once, and only if it may
-        be solved (its bound below the incumbent): the LP costs a few hundredths of a
-        second, the pruned majority never needs it. True if it rose."""
+        be solved (its bound below the incumbent): the LP costs 0.01-0.7 s (Qwen3-235B, 94
+        layers over 8 stages: 0.7 s), the pruned majority never needs it. True if it rose."""
         cfg, tables, bound = self.prepared[k]
         if not self.wants_lp() or cfg in self.tightened or math.isinf(bound.value) \
                 or reaches(bound.value, self.incumbent):
