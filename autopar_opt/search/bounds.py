@@ -115,7 +115,7 @@ def memory_lagrangian(tables: CostTables, alpha: float, inflight: float, budget:
     a concave function of ``λ`` whose maximum is the bound. At ``λ = 0`` it is the
     memory-blind bound (every layer at its fastest strategy); where memory binds it
     charges each layer the time it must give up to fit: Mixtral-8x22B on 128 H100,
-    pp = 2, c = 4, interleaved vp = 28: 6.63 s memory-blind, 9.01 s here, 9.33 s the
+    pp = 2, c = 4, interleaved vp = 28: 6.63 s memory-blind, 9.03 s here, 9.33 s the
     configuration's optimum. Layers that share their arrays (identical layers) are
     counted once per class."""
     pp = tables.pp
@@ -125,8 +125,8 @@ def memory_lagrangian(tables: CostTables, alpha: float, inflight: float, budget:
         entry[4] += 1
     if not classes or not math.isfinite(budget):
         return -math.inf
-    terms = [_frontier(alpha * np.asarray(a, dtype=float) + np.asarray(g, dtype=float) / pp,
-                       np.asarray(w, dtype=float) + inflight * np.asarray(h, dtype=float), n)
+    terms = [(*_frontier(alpha * np.asarray(a, dtype=float) + np.asarray(g, dtype=float) / pp,
+                         np.asarray(w, dtype=float) + inflight * np.asarray(h, dtype=float)), n)
              for a, g, w, h, n in classes.values()]
 
     def dual(lams: np.ndarray) -> np.ndarray:
@@ -152,18 +152,18 @@ def memory_lagrangian(tables: CostTables, alpha: float, inflight: float, budget:
     return best
 
 
-def _frontier(time: np.ndarray, mem: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray, int]:
+def _frontier(time: np.ndarray, mem: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The strategies no other beats in both time and memory (the only ones a
     ``min_k (time + λ·mem)`` with ``λ ≥ 0`` can pick), so the dual costs the frontier's
     size per multiplier, not the strategy count."""
     ok = np.isfinite(time) & np.isfinite(mem)
     if not ok.any():
-        return np.array([math.inf]), np.array([0.0]), count
+        return np.array([math.inf]), np.array([0.0])
     t, m = time[ok], mem[ok]
     order = np.lexsort((t, m))                   # by memory, then time
     t, m = t[order], m[order]
     keep = t < np.minimum.accumulate(np.concatenate(([math.inf], t[:-1])))
-    return t[keep], m[keep], count
+    return t[keep], m[keep]
 
 
 def _keyed(tables: CostTables, free_value: float, least: float) -> ConfigBound:

@@ -310,7 +310,7 @@ class Search:
         fleet the analytic bound ignores which group each stage runs on, and the LP is
         what keeps it (benchmarks/heterogeneous: GPT-3 175B on 128 A100 + 256 H100 nodes,
         26 configurations open by the analytic bound against 6 by the LP)."""
-        if self.incumbent is None:
+        if self.incumbent is None or not self.wants_lp():
             return
         if any([self._raise(i) for i in range(k, len(self.prepared))]):
             self.prepared[k:] = sorted(self.prepared[k:], key=lambda item: (item[2].value, item[0]))

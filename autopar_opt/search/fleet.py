@@ -80,7 +80,6 @@ class FleetSearch(Search):
         self.fleet, self.groups, self.mixed = fleet, groups, mixed
         self.cutoff, self.cutoff_source = cutoff, cutoff_source
         self.cache = cache if cache is not None else FleetTableCache()
-        #: configurations whose bound has been raised to the knapsack LP bound
         super().__init__(graph, fleet, training, space, params, options, progress, None)
 
     @property

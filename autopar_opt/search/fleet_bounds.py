@@ -37,9 +37,8 @@ import numpy as np
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.ir.hardware import GIB
 from autopar_opt.solvers.dp.common import fit_limit
-from autopar_opt.search.stage_lp import LP_SLACK, knapsack_lp_bound
+from autopar_opt.search.stage_lp import LP_SLACK
 
-__all__ = ["LP_SLACK", "knapsack_lp_bound", "load_balance_bound"]
 
 def load_balance_bound(tables: CostTables) -> float:
     """The LP bound of the module doc (``-inf`` when the LP proves nothing)."""

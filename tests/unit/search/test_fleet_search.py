@@ -22,7 +22,8 @@ from autopar_opt.model_zoo.synthetic import random_chain
 from autopar_opt.search.bounds import analytic_lower_bound
 from autopar_opt.search.engine import SearchOptions
 from autopar_opt.search.fleet import FleetSearch, fleet_outer_configs
-from autopar_opt.search.fleet_bounds import knapsack_lp_bound, load_balance_bound
+from autopar_opt.search.fleet_bounds import load_balance_bound
+from autopar_opt.search.stage_lp import knapsack_lp_bound
 from autopar_opt.search.replicas import batch_quantum, batch_splits, replica_partitions
 from support.fleet_bruteforce import shape_optimum
 from support.fleets import SPACE, two_groups
