@@ -60,7 +60,10 @@ SEARCHERS: dict[str, tuple[str, str, bool]] = {
     "anneal": ("autopar_opt.learn.anneal", "anneal", False),
     "dqn": ("autopar_opt.learn.dqn", "dqn_search", True),
     "gdp": ("autopar_opt.learn.gdp", "gdp_search", True),
+    "hp": ("autopar_opt.learn.hp", "hp_search", True),
 }
+#: searchers of operator-graph placement only (``autopar place``; not ``autopar solve``).
+PLACEMENT_ONLY: frozenset[str] = frozenset({"hp"})
 
 INSTALL_HINT = ("the learned searchers need PyTorch (CPU): pip install 'autopar-opt[learn]' "
                 "(or: pip install torch==2.13.0)")
