@@ -105,7 +105,7 @@ class HPConfig:
     lr: float = 1e-4
     ema: float = 0.9
     max_groups: int = MAX_GROUPS
-    infeasible: str = "fixed"   # "fixed" (the paper's) | "graded" (GDP's penalised value)
+    infeasible: str = "fixed"   # "fixed" (the paper's) | "graded" (ours: HPTask.graded)
 
 
 class Grouper(nn.Module):
