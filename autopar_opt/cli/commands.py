@@ -374,7 +374,8 @@ def place(ctx: typer.Context,
                                                help="A human-expert split to compare with."),
           searcher: Optional[str] = typer.Option(None, "--searcher",
                                                  help="Also run a searcher first: random | anneal | "
-                                                      "gdp (gdp needs the learn extra; max-load only). "
+                                                      "gdp | hp (gdp and hp, the hierarchical "
+                                                      "planner, need the learn extra; max-load only). "
                                                       "Reported against the proven bound; its plan is "
                                                       "kept when the exact side ends worse."),
           budget_s: Optional[float] = typer.Option(

@@ -73,11 +73,24 @@ class SearcherHook:
 
     def run(self, spec: Any, err: Console) -> SearcherResult | None:
         """Run the searcher; None (and the reason on stderr) when it cannot run."""
+        if not self._on_this_space(err):
+            return None
         try:
             return search_spec(spec, self.name, self.budget_s, self.seed)
         except (SearcherUnavailable, SearcherUnknown) as exc:
             err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
             return None
+
+    def _on_this_space(self, err: Console) -> bool:
+        """False (and the reason on stderr) for a placement-only searcher off placement."""
+        from autopar_opt.learn.base import PLACEMENT_ONLY
+
+        if self.name in PLACEMENT_ONLY:
+            err.print(f"error: --searcher = {self.name!r}: places operator graphs only; use it "
+                      f"with `autopar place`, or choose random, anneal, dqn or gdp here",
+                      markup=False, highlight=False, soft_wrap=True)
+            return False
+        return True
 
     def run_placement(self, problem: Any, contiguous: bool, err: Console) -> SearcherResult | None:
         """Run the searcher on a placement problem (max-load); None when it cannot run."""
@@ -92,6 +105,8 @@ class SearcherHook:
 
     def run_operator(self, spec: Any, err: Console) -> SearcherResult | None:
         """Run the searcher on an operator-sharding spec's space; None when it cannot run."""
+        if not self._on_this_space(err):
+            return None
         from autopar_opt.learn.op_space import OpSearchSpace
         from autopar_opt.opspace.spec import schedule_of
 

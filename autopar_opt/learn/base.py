@@ -1,6 +1,6 @@
 """The searcher interface: a budget, a seed, a problem in; a priced plan and a trace out.
 
-A searcher (``random``, ``anneal``, ``dqn``, ``gdp``) explores a space of plans and
+A searcher (``random``, ``anneal``, ``dqn``, ``gdp``, ``hp``) explores a space of plans and
 returns a :class:`SearcherResult`. Which space, exactly (a searcher's best possible plan,
 its *ceiling*, is the best plan of its space):
 
@@ -15,6 +15,9 @@ its *ceiling*, is the best plan of its space):
   four of the ten public instances; ``anneal`` starts from such partitions and moves
   single classes between accelerators, so it can reach every placement that keeps the
   host for host-only classes (not one that moves other work to the host).
+* placement, ``hp`` (the hierarchical planner, :mod:`autopar_opt.learn.hp`, placement
+  only): samples any device per unit, feasible or not, so its space holds the optimum;
+  unmasked, it may sample no feasible placement at all (then it reports none).
 
 The value it reports
 is the one the problem's independent evaluator gives its best plan
@@ -60,7 +63,10 @@ SEARCHERS: dict[str, tuple[str, str, bool]] = {
     "anneal": ("autopar_opt.learn.anneal", "anneal", False),
     "dqn": ("autopar_opt.learn.dqn", "dqn_search", True),
     "gdp": ("autopar_opt.learn.gdp", "gdp_search", True),
+    "hp": ("autopar_opt.learn.hp", "hp_search", True),
 }
+#: searchers of operator-graph placement only (``autopar place``; not ``autopar solve``).
+PLACEMENT_ONLY: frozenset[str] = frozenset({"hp"})
 
 INSTALL_HINT = ("the learned searchers need PyTorch (CPU): pip install 'autopar-opt[learn]' "
                 "(or: pip install torch==2.13.0)")
