@@ -94,8 +94,9 @@ NOT_RECORDED = [
     "fp16 nor bf16 and the FlagScale model configuration was not read. baichuan2_13b-deepspeed "
     "(H800, ZeRO-1): the stored model config.json has num_hidden_layers 4 (not 40) and the "
     "case's MFU line divides by 10 x the peak, so which model the 2068 / 2710 tokens/s rows ran "
-    "is not clear. The other DeepSpeed, FlagScale and PAI cases (llama2_7b-deepspeed, "
-    "chatglm3_6b, aquila2_7b): not read (time).",
+    "is not clear. llama2_7b-deepspeed (ZeRO-3, 8 A800 and 8 H800): now recorded "
+    "(flagperf_llama2_7b_deepspeed_*). The other DeepSpeed, FlagScale and PAI cases (chatglm3_6b, "
+    "aquila2_7b): not read (time).",
     "FlashAttention-2 (Dao 2023) Table 1, Pythia, Falcon, OLMo, DeepSpeed-Ulysses: not checked "
     "to the end in either session (time); candidates for an extension, each only with its "
     "parallel layout and batch stated next to the measured throughput.",
@@ -116,7 +117,11 @@ all-gather token dispatch. The model prices each block's local experts as groupe
 with --moe-grouped-gemm, whether or not the flag is given) and token dispatch only as an
 expert-parallel all-to-all, none at EP 1 (`cost/moe.py`): these rows are where that is weakest. The Mixtral README's own
 MFU (20.7%) would give 2686 rather than 2844 tokens/s (-5.6%); the token rate is used. Nothing
-was changed for these figures.
+was changed for these figures. In the same session FlagPerf's llama2_7b DeepSpeed ZeRO-3 case (Hugging
+Face LlamaForCausalLM with FlashAttention-2, DeepSpeed 0.11.1, 8 GPUs, no recomputation) was
+recorded, its four rows: A800 +10.0%, +8.9%, +9.8% (4k tokens micro-batch 1; 2k tokens
+micro-batch 3; the same with 64 accumulation steps) and H800 +28.6%, all too fast; memory
+-34% to -38% against the README's "mem" (its measure is not stated).
 
 **Re-priced with cost model v3 (issue 28; the paragraphs below describe earlier models).**
 The attention core at its kernel's published efficiency (cuDNN on Hopper for Megatron-Core:
