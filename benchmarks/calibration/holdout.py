@@ -97,6 +97,20 @@ NOT_RECORDED = [
     "is not clear. llama2_7b-deepspeed (ZeRO-3, 8 A800 and 8 H800): now recorded "
     "(flagperf_llama2_7b_deepspeed_*). The other DeepSpeed, FlagScale and PAI cases (chatglm3_6b, "
     "aquila2_7b): not read (time).",
+    "Read in session 15 (issue 28 point 7), not recorded: open_lm MOE.md (mlfoundations/open_lm, "
+    "commit 5610963): tokens/s per GPU of 8-expert FSDP models on 1-4 A100 nodes, but the "
+    "benchmark's per-GPU batch, the A100 memory variant and the expert layout are not stated "
+    "(the command shown is for another model). OLMo-core README throughput table (H100, BF16 and "
+    "FP8): the GPU count is not stated and the scripts shard with HSDP, which the strategy space "
+    "lacks. Megatron-Core MoE README (\"468 TFLOPS for Mixtral 8X7B\"): no layout, batch or GPU "
+    "count. Colossal-AI LLaMA-2/OpenMoE and MS-AMP: throughputs only in images. swiss-ai/Megatron-LM "
+    "pull requests #10 and #29 (GH200 on Alps, \"~505\" and \"413\" TFLOP/s per GPU): "
+    "approximate figures in PR text, #29 says \"8b model\" while its only file is the 3B script, "
+    "#10's 8-node micro-batch is stated only in text, and the GH200 power limit and fabric are "
+    "not in the source. idriscnrs/bench_fsdp_dlojz (power-capped vs uncapped H100 on Jean Zay): "
+    "scripts only, no published result. mrshenli/ptd_benchmark (the FSDP prototype's 2021 logs): "
+    "128 GPUs at most, 256-token blocks. No ZeRO-3/FSDP run at 256 or more GPUs with a stated "
+    "layout was found in this session's search outside the exam sources.",
     "FlashAttention-2 (Dao 2023) Table 1, Pythia, Falcon, OLMo, DeepSpeed-Ulysses: not checked "
     "to the end in either session (time); candidates for an extension, each only with its "
     "parallel layout and batch stated next to the measured throughput.",
