@@ -86,20 +86,56 @@ NOT_RECORDED = [
     "H800, iteration 39.94-7.90 s, batch 720, TP 8, PP 15): the baseline's expert-parallel degree, "
     "micro-batch and recomputation are not stated, and it runs MegaScale's DP/PP overlap "
     "techniques, which are not a documented Megatron-LM capability.",
-    "FlagPerf (BAAI) mixtral_8x7B-megatron, Nvidia README: the throughput cell is empty (MFU "
-    "16 % only, memory '/80') and the machine section names both a DGX H100 and an A800: "
-    "nothing to compare. llama2_70B-megatron (FlagScale on H800): precision 'amp' says neither "
+    "FlagPerf (BAAI) mixtral_8x7B-megatron, Nvidia README as first read (commit 04218a46, a "
+    "draft of 2024-05-16): an empty throughput cell (MFU 16 % only) and a machine section naming "
+    "both a DGX H100 and an A800. The final README of that day (68d2944f, unchanged since) gives "
+    "the row (PP2 DP2 EP1 TP8, 2844 tokens/s per GPU, 75 GiB) and is now recorded "
+    "(flagperf_mixtral_8x7b_h100_4x8_bf16), as are the two qwen1.5_MoE rows. llama2_70B-megatron (FlagScale on H800): precision 'amp' says neither "
     "fp16 nor bf16 and the FlagScale model configuration was not read. baichuan2_13b-deepspeed "
     "(H800, ZeRO-1): the stored model config.json has num_hidden_layers 4 (not 40) and the "
     "case's MFU line divides by 10 x the peak, so which model the 2068 / 2710 tokens/s rows ran "
-    "is not clear. The other DeepSpeed, FlagScale and PAI cases (llama2_7b-deepspeed, "
-    "chatglm3_6b, aquila2_7b, qwen1.5 MoE): not read (time).",
+    "is not clear. llama2_7b-deepspeed (ZeRO-3, 8 A800 and 8 H800): now recorded "
+    "(flagperf_llama2_7b_deepspeed_*). The other DeepSpeed, FlagScale and PAI cases (chatglm3_6b, "
+    "aquila2_7b): not read (time).",
+    "Read in session 15 (issue 28 point 7), not recorded: open_lm MOE.md (mlfoundations/open_lm, "
+    "commit 5610963): tokens/s per GPU of 8-expert FSDP models on 1-4 A100 nodes, but the "
+    "benchmark's per-GPU batch, the A100 memory variant and the expert layout are not stated "
+    "(the command shown is for another model). OLMo-core README throughput table (H100, BF16 and "
+    "FP8): the GPU count is not stated and the scripts shard with HSDP, which the strategy space "
+    "lacks. Megatron-Core MoE README (\"468 TFLOPS for Mixtral 8X7B\"): no layout, batch or GPU "
+    "count. Colossal-AI LLaMA-2/OpenMoE and MS-AMP: throughputs only in images. swiss-ai/Megatron-LM "
+    "pull requests #10 and #29 (GH200 on Alps, \"~505\" and \"413\" TFLOP/s per GPU): "
+    "approximate figures in PR text, #29 says \"8b model\" while its only file is the 3B script, "
+    "#10's 8-node micro-batch is stated only in text, and the GH200 power limit and fabric are "
+    "not in the source. idriscnrs/bench_fsdp_dlojz (power-capped vs uncapped H100 on Jean Zay): "
+    "scripts only, no published result. mrshenli/ptd_benchmark (the FSDP prototype's 2021 logs): "
+    "128 GPUs at most, 256-token blocks. No ZeRO-3/FSDP run at 256 or more GPUs with a stated "
+    "layout was found in this session's search outside the exam sources.",
     "FlashAttention-2 (Dao 2023) Table 1, Pythia, Falcon, OLMo, DeepSpeed-Ulysses: not checked "
     "to the end in either session (time); candidates for an extension, each only with its "
     "parallel layout and batch stated next to the measured throughput.",
 ]
 
 READING = """## Reading (hand-written; no change to the model was made for these figures)
+
+**Mixture-of-Experts from a second source (issue 28 point 7, session 15).** Three FlagPerf
+Nvidia reference cases (the `flagperf` family, ids `flagperf_mixtral_*`, `flagperf_qwen15moe_*`)
+join the Megatron MoE Model Zoo's rows, so `moe:true` is no longer one source: Mixtral-8x7B on
+32 H100 (TP 8, PP 2, DP 2, EP 1, micro-batch 3, selective recompute, core_v0.6.0) and the
+qwen1.5_MoE case's 8-expert top-2 model (7.5 B, as its script builds it) on 8 A800 (TP 1, PP 2,
+DP 4, no grouped GEMM) in bf16 and fp16. All three are predicted too fast: +74.9%, +27.8%,
++26.4% (memory -35%, -15%, -17%). Both layouts put every expert on every tensor-parallel rank
+(EP 1): 8 experts per rank, each a small GEMM per micro-batch, run one after another on the A800
+rows (no --moe-grouped-gemm) and split 8-way by TP on the H100 row, with core_v0.6.0's
+all-gather token dispatch. The model prices each block's local experts as grouped GEMMs (as
+with --moe-grouped-gemm, whether or not the flag is given) and token dispatch only as an
+expert-parallel all-to-all, none at EP 1 (`cost/moe.py`): these rows are where that is weakest. The Mixtral README's own
+MFU (20.7%) would give 2686 rather than 2844 tokens/s (-5.6%); the token rate is used. Nothing
+was changed for these figures. In the same session FlagPerf's llama2_7b DeepSpeed ZeRO-3 case (Hugging
+Face LlamaForCausalLM with FlashAttention-2, DeepSpeed 0.11.1, 8 GPUs, no recomputation) was
+recorded, its four rows: A800 +10.0%, +8.9%, +9.8% (4k tokens micro-batch 1; 2k tokens
+micro-batch 3; the same with 64 accumulation steps) and H800 +28.6%, all too fast; memory
+-34% to -38% against the README's "mem" (its measure is not stated).
 
 **Re-priced with cost model v3 (issue 28; the paragraphs below describe earlier models).**
 The attention core at its kernel's published efficiency (cuDNN on Hopper for Megatron-Core:
