@@ -30,11 +30,15 @@ Throughput parameters:
   2507.03114: an earlier fit drove it to its lower bound, the published runs
   do not resolve it).
 
-A chip no training run uses takes the median of the fitted chips' 16-bit
-efficiencies, and an unseen FP8 efficiency that chip's 16-bit efficiency times
-the FP8/bf16 ratio measured on H100 (0.61/0.71, ``benchmarks/kernels``): the
-physics transfers, no record of the chip is needed. That is how
-leave-one-family-out validation predicts a held-out family on new hardware.
+A chip no training run uses takes its die's measured large-GEMM efficiency
+where a microbenchmark measures it (:func:`autopar_opt.cost.gemm_kernels.measured_efficiency`:
+Blackwell from OpenXLA's B200 matmul table, bf16 0.628 and FP8 0.636), else the
+median of the fitted chips' 16-bit efficiencies; an unseen FP8 efficiency with no
+measurement is that chip's 16-bit efficiency times the FP8/bf16 ratio measured on
+H100 (0.61/0.71, ``benchmarks/kernels``): the physics transfers, no record of the
+chip is needed. That is how leave-one-family-out validation predicts a held-out
+family on new hardware. The chips the runs identify keep their fitted
+efficiencies (``benchmarks/kernels/GEMM.md`` sets them beside the measurements).
 
 Memory parameters (``memory_reserve_gib``, ``memory_fragmentation``) are
 fitted separately, by bounded least squares on the records that publish
@@ -53,6 +57,7 @@ import numpy as np
 from autopar_opt.calibration.compare import log_residuals
 from autopar_opt.calibration.memory import MEASURES, modelled_gib
 from autopar_opt.calibration.modeled import ModeledRun
+from autopar_opt.cost.gemm_kernels import measured_efficiency
 from autopar_opt.cost.params import EFFICIENCY_RANGE, RANGES, CostParams
 from autopar_opt.ir.hardware import DEVICE_CATALOG
 
@@ -121,15 +126,19 @@ def _start(prior: CostParams) -> dict[str, float]:
     return theta
 
 
-def assemble(prior: CostParams, theta: dict[str, float], free: list[str]) -> CostParams:
-    """CostParams from a parameter dictionary; chips not in ``free`` transfer
-    from the fitted ones (module docstring)."""
+def assemble(prior: CostParams, theta: dict[str, float], free: list[str],
+             pinned: frozenset[str] = frozenset()) -> CostParams:
+    """CostParams from a parameter dictionary; chips in neither ``free`` nor ``pinned``
+    (held at their ``theta`` value) take their microbenchmark or transfer from the
+    fitted ones (module docstring)."""
+    free = list(free) + sorted(pinned)
     fitted16 = [theta[k] for k in free if k.startswith("eff:")]
     fallback16 = float(np.median(fitted16)) if fitted16 else prior.efficiency_default
     eff, fp8 = dict(prior.gemm_efficiency), dict(prior.fp8_efficiency)
     for chip, devices in CHIP_GROUPS.items():
-        e16 = theta[f"eff:{chip}"] if f"eff:{chip}" in free else fallback16
-        e8 = theta[f"fp8:{chip}"] if f"fp8:{chip}" in free else e16 * FP8_OVER_BF16
+        m16, m8 = measured_efficiency(chip, "bf16"), measured_efficiency(chip, "fp8")
+        e16 = theta[f"eff:{chip}"] if f"eff:{chip}" in free else m16 or fallback16
+        e8 = theta[f"fp8:{chip}"] if f"fp8:{chip}" in free else m8 or e16 * FP8_OVER_BF16
         for dev in devices:
             eff[dev] = e16
             if "fp8" in DEVICE_CATALOG[dev].peak_tflops:
@@ -140,13 +149,15 @@ def assemble(prior: CostParams, theta: dict[str, float], free: list[str]) -> Cos
 
 
 def fit(runs: list[ModeledRun], prior: CostParams | None = None, max_nfev: int = 300,
-        deadline: float | None = None) -> FitResult:
+        deadline: float | None = None, pinned: dict[str, float] | None = None) -> FitResult:
     """Fit the parameters the ``runs`` depend on; the others keep ``prior``'s
     values or transfer (module docstring). Memory parameters: :func:`fit_memory`.
 
     ``deadline`` (a ``time.perf_counter()`` value): past it, the next evaluation of the
     residuals stops the optimiser, and the result holds the best point evaluated so far
-    with ``converged`` False."""
+    with ``converged`` False. ``pinned``: parameters (``eff:<chip>``, ``fp8:<chip>`` or a
+    scalar of :data:`SCALARS`) held at the given values instead of fitted (what a
+    microbenchmark measures: ``benchmarks/kernels/gemm_table.py`` compares the two)."""
     from scipy.optimize import least_squares   # runtime dependency of --fit only
 
     from autopar_opt.core.deadline import PhaseDeadline, deadline_check
@@ -158,7 +169,12 @@ def fit(runs: list[ModeledRun], prior: CostParams | None = None, max_nfev: int =
     if not runs:
         raise ValueError("no modeled run with a measured throughput to fit")
     theta0 = _start(prior)
-    free = [k for k in theta0 if _used(k, runs)]
+    pinned = dict(pinned or {})
+    unknown = set(pinned) - set(theta0)
+    if unknown:
+        raise ValueError(f"cannot pin {sorted(unknown)}: not a fitted parameter ({sorted(theta0)})")
+    theta0.update(pinned)
+    free = [k for k in theta0 if _used(k, runs) and k not in pinned]
     lo = np.array([_bounds(k)[0] for k in free])
     hi = np.array([_bounds(k)[1] for k in free])
     x0 = np.clip(np.array([theta0[k] for k in free]), lo + 1e-6 * (hi - lo), hi - 1e-6 * (hi - lo))
@@ -166,7 +182,7 @@ def fit(runs: list[ModeledRun], prior: CostParams | None = None, max_nfev: int =
     def params_at(x: np.ndarray) -> CostParams:
         theta = dict(theta0)
         theta.update(zip(free, (float(v) for v in x)))
-        return assemble(prior, theta, free)
+        return assemble(prior, theta, free, frozenset(pinned))
 
     check = deadline_check(deadline)
     best: dict = {"x": x0, "cost": np.inf, "nfev": 0}
