@@ -40,26 +40,30 @@ GROUP_MIN = 5
 
 #: Targets missed today (measured by intervals.py; REGIMES.md): group -> figure.
 MISSED_ACCURACY = {
-    "family:bloom": "median 9.7%, p90 39.7%",
-    "family:flagperf": "median 11.8%, p90 22.4%",
-    "family:internevo": "median 11.1%, p90 34.3%",
-    "family:llmfoundry": "median 12.0%, p90 20.3%",
-    "family:megatron_readme": "median 12.6%, p90 24.0%",
-    "family:moezoo": "median 13.1%, p90 51.8%",
-    "fp8:true": "median 20.0%, p90 22.0%",
-    "framework:deepspeed": "median 14.8%, p90 39.4%",
-    "framework:fsdp": "median 10.0%, p90 20.6%",
-    "generation:hopper": "median 8.7%, p90 35.6%",
-    "long_context:true": "median 10.9%, p90 21.6%",
-    "moe:true": "median 13.1%, p90 51.8%",
+    "family:bloom": "median 9.0%, p90 39.2%",
+    "family:flagperf": "median 15.2%, p90 31.9%",
+    "family:internevo": "median 10.2%, p90 33.3%",
+    "family:llmfoundry": "median 11.8%, p90 20.6%",
+    "family:megatron_readme": "median 13.8%, p90 25.5%",
+    "family:moezoo": "median 8.9%, p90 52.4%",
+    "fp8:true": "median 26.9%, p90 28.9%",
+    "framework:deepspeed": "median 15.7%, p90 37.4%",
+    "framework:fsdp": "median 10.3%, p90 20.8%",
+    "framework:megatron": "median 10.8%, p90 21.1%",
+    "generation:hopper": "median 8.4%, p90 36.9%",
+    "long_context:true": "median 11.4%, p90 21.7%",
+    "moe:true": "median 17.0%, p90 69.8%",
 }
 MISSED_COVERAGE = {
-    "family:flagperf": "57% of 7",
+    "family:flagperf": "79% of 14",
     "family:internevo": "69% of 16",
-    "family:llmfoundry": "68% of 28",
+    "family:llmfoundry": "71% of 28",
+    "family:megascale2024": "38% of 8",
     "family:megatron_readme2020": "33% of 12",
-    "framework:fsdp": "76% of 42",
-    "generation:ampere": "77% of 110",
+    "family:narayanan2021": "0% of 10",
+    "family:qi2024zb": "42% of 24",
+    "framework:fsdp": "74% of 42",
+    "generation:ampere": "65% of 115",
 }
 
 
@@ -148,6 +152,14 @@ def _covered() -> dict[str, list[bool]]:
 COVERED = _covered()
 
 
+#: Missed since the regeneration with the seven FlagPerf runs of session 15 (86.6% of 168
+#: before). The 56 A100 Megatron runs share one comparable set of six source families; its
+#: only positive conservative residual (megatron_readme2020_dgxa100_dp128_4B, the largest-
+#: magnitude of its leave-out residuals) flipped from +0.066 to -0.074 when the pooled
+#: group fits changed, so the sets' upper edge fell from +0.066 to -0.044 and the
+#: well-predicted families (narayanan2021 at +0.03..+0.08) fell outside: with ~6 families the
+#: upper quantile is one run, a fragility of the method, reported here, not tuned.
+@pytest.mark.xfail(strict=True, reason="missed: 65.1% of 175 (REGIMES.md)")
 def test_interval_coverage_overall():
     hits = COVERED["all"]
     assert len(hits) == len(DOC["runs"]) and np.mean(hits) >= LEVEL
