@@ -64,6 +64,20 @@ def write_report(here: Path) -> None:
         return [(r["at"].get(budget) / ref) if r["at"].get(budget) else None
                 for r in rs if budget in r["at"]]
 
+    hp_runs = [r for r in json.loads((here / "runs_hp.json").read_text())["runs"]
+               if r["variant"] == "hp"] if (here / "runs_hp.json").exists() else []
+
+    def hp_text(name: str, ref: float) -> str:
+        """The hierarchical planner (run_hp.py, as published) at its longest budget."""
+        rs = [r for r in hp_runs if r["instance"] == name]
+        if not rs:
+            return "-"
+        vals = [r["value"] / ref if r["feasible"] else None for r in rs]
+        if all(v is None for v in vals):
+            return (f"none feasible ({sum(r['samples'] for r in rs):,} samples, "
+                    f"{len(rs)} seeds x {rs[0]['budget_s']:.0f} s)")
+        return _ratio_text(vals)
+
     runs_doc = json.loads((here / "runs_gdp.json").read_text()) if runs else {}
     machines = runs_doc.get("machines", [])
     clock = ("CPU seconds of the run's process (one compute thread), which are wall seconds on "
@@ -80,11 +94,15 @@ def write_report(here: Path) -> None:
               "emit every feasible placement (tests/unit/learn/test_node_decoder.py), so its "
               "ceiling is the optimum: its ratio to its ceiling is its ratio to the optimum. "
               "Mean ± sd over seeds 0, 1, 2 unless [n=...] says otherwise; the values at "
-              f"10/60/300 s are read from one run's trace ({clock}).", "",
+              f"10/60/300 s are read from one run's trace ({clock}). HP: the hierarchical "
+              "planner of Mirhoseini et al. 2018 as published (learn/hp.py: a fixed penalty "
+              "for every infeasible placement; its runs, traces and the graded-penalty option: "
+              "run_hp.py, RESULTS_hp.md).", "",
               "## Exact side and baselines", "",
               "| instance | nodes | reference (status, s) | block-decoder ceiling | METIS best "
-              "(first partition) | greedy split | single device | experts |",
-              "|---|---|---|---|---|---|---|---|"]
+              "(first partition) | greedy split | single device | experts | hierarchical "
+              "planner (HP) |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for name in PUBLIC + list(LARGE):
         if name not in rows:
             continue
@@ -100,7 +118,8 @@ def write_report(here: Path) -> None:
                         for k, v in r["experts"].items()) or "-"
         lines.append(f"| {name} | {r['nodes']:,} | {ref:.6g} {label} ({r['status']}, "
                      f"{r['wall_s']:.1f} s) | {rat(r['block_ceiling'])} | {rat(metis['best'])} "
-                     f"({first}) | {rat(r['greedy_split'])} | {rat(r['single_device'])} | {exp} |")
+                     f"({first}) | {rat(r['greedy_split'])} | {rat(r['single_device'])} | {exp} | "
+                     f"{hp_text(name, ref)} |")
     lines += ["", "## GDP from scratch, and annealing, at 10 / 60 / 300 s", "",
               "| instance | split | GDP @10 s | GDP @60 s | GDP @300 s | anneal @10 s | "
               "anneal @60 s | GDP iterations in 60 s |", "|---|---|---|---|---|---|---|---|"]
