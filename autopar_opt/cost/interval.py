@@ -81,10 +81,18 @@ class Interval:
 
     def text(self, unit: str = "s") -> str:
         """E.g. ``80% interval 7.9-9.6 s, from 23 comparable published runs
-        (megatron, hopper, 16-bit, dense, ...)``."""
+        (megatron, hopper, 16-bit, dense, ...)``; an interval that does not hold the
+        prediction (every comparable run erred the same way) says which side it lies on."""
         out = (f"{self.level:.0%} interval {_num(self.low)}-{_num(self.high)} {unit}, from "
                f"{self.n} comparable published runs of {self.sources} sources "
                f"({self.regime.describe(self.kept) or 'any regime'})")
+        if self.value < self.low or self.value > self.high:
+            # the comparable runs all erred one way: the interval does not hold the
+            # prediction, and says so rather than leave the reader to spot it
+            out += ("; every comparable run ran faster than the model predicts it: the interval "
+                    "lies below the prediction" if self.value > self.high else
+                    "; every comparable run ran slower than the model predicts it: the interval "
+                    "lies above the prediction")
         if self.wide:
             share = ("no published run shares" if self.exact == 0 else
                      f"only 1 published run shares" if self.exact == 1 else

@@ -87,6 +87,21 @@ def test_a_regime_with_few_runs_is_wide_and_says_so():
     assert "wide interval" in iv.text()
 
 
+def test_an_interval_beside_its_prediction_says_so():
+    """Every comparable run measured 5-15% faster than predicted (r = log(measured /
+    predicted) < 0): the interval lies wholly below the prediction and the text says so;
+    all slower, above; a centred set says nothing of the kind."""
+    below = interval_for(MEGATRON_HOPPER, 10.0,
+                         runs=tuple(_run(i, -0.05 - 0.005 * i) for i in range(21)))
+    assert below.high < 10.0 and "the interval lies below the prediction" in below.text()
+    above = interval_for(MEGATRON_HOPPER, 10.0,
+                         runs=tuple(_run(i, 0.05 + 0.005 * i) for i in range(21)))
+    assert above.low > 10.0 and "the interval lies above the prediction" in above.text()
+    centred = interval_for(MEGATRON_HOPPER, 10.0,
+                           runs=tuple(_run(i, 0.01 * (i - 10)) for i in range(21)))
+    assert centred.low < 10.0 < centred.high and "lies" not in centred.text()
+
+
 def test_text_and_dict():
     runs = tuple(_run(i, 0.01 * (i - 10)) for i in range(21))
     iv = interval_for(MEGATRON_HOPPER, 8.62, runs=runs)
