@@ -250,22 +250,26 @@ def _job(job: tuple) -> dict:
 
 
 def jobs(full: bool, seeds: list[int] = SEEDS, large_budget: float = 300.0,
-         large_long_seeds: tuple[int, ...] = (0,),
+         large_long_seeds: tuple[int, ...] | None = None,
          long_seeds: tuple[int, ...] = tuple(SEEDS)) -> list[tuple]:
     """Every (instance, mode, seed, budget) run the record holds.
 
     Each run's trace gives its value at 10 and 60 s, so the 300 s tier (``full``) replaces the
-    60 s run of a (TEST instance, mode, seed) instead of adding one, for the seeds in
-    ``long_seeds`` (the others keep 60 s runs). The large graphs run at
-    ``large_budget`` for the seeds in ``large_long_seeds`` and at 60 s for the others (a
+    60 s run of a (public instance, mode, seed) instead of adding one, for the seeds in
+    ``long_seeds`` (the others keep 60 s runs): GDP from scratch on all ten public instances
+    (the five it pre-trains on too: from scratch it has never seen them), fine-tuned on the
+    five TEST ones. The large graphs run at ``large_budget`` for the seeds in
+    ``large_long_seeds`` (default: ``long_seeds`` when ``full``) and at 60 s for the others (a
     300 s run of each costs 5 CPU-minutes per graph and mode); annealing, the baseline, runs
     60 s on them as on the public graphs."""
     long_b, short_b = (300.0, 60.0)
+    if large_long_seeds is None:
+        large_long_seeds = long_seeds if full else ()
     out = []
     for seed in seeds:
         for name in PUBLIC:
             long = full and seed in long_seeds
-            out.append((name, "scratch", seed, long_b if (long and name in TEST) else short_b))
+            out.append((name, "scratch", seed, long_b if long else short_b))
             out.append((name, "anneal", seed, short_b))
         for name in TEST:
             out.append((name, "finetune", seed, long_b if long else short_b))

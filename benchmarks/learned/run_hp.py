@@ -153,8 +153,9 @@ def write_report(out_dir: Path, gdp_dir: Path = HERE) -> Path:
                  f"{ref:.6g} {label}"]
         for v in variants:
             rs = [r for r in rs_any if r["variant"] == v]
-            cells += [ge + _ratio_text(ratios(rs, b, ref)) if any(str(b) in r["at"] for r in rs)
-                      else "-" for b in budgets]
+            texts = [_ratio_text(ratios(rs, b, ref)) if any(str(b) in r["at"] for r in rs)
+                     else "-" for b in budgets]
+            cells += [t if t in ("-", "none") else ge + t for t in texts]
             ff = [r["first_feasible_s"] for r in rs if r["first_feasible_s"] is not None]
             none = len(rs) - len(ff)
             cells.append(("-" if not rs else ", ".join(f"{x:.1f}" for x in ff) if not none
