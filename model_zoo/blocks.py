@@ -211,6 +211,16 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
         raise ValueError(f"block {name!r}: give exactly one of mlp= or moe=")
     s, h = seq_len, attn.hidden
     e = act_dtype_bytes / 2.0
+    # GEMM inputs kept for the weight gradients (what FP8 training keeps as its 1-byte
+    # cast, cost.memory.activation_bytes), each a term of the activations below: the two
+    # norm outputs feeding QKV (or MLA's down projections) and the first MLP GEMM, inside
+    # the replicated part (as in transformer.py's block); the output projection's input,
+    # MLA's normed latents feeding its up projections (in the split part, where
+    # act_bytes16 counts them) and the second MLP GEMM's input.
+    gemm_repl = 4 * s * h * e
+    gemm_in = gemm_repl + 2 * s * attn.heads * attn.v_dim * e
+    if attn.mla:
+        gemm_in += 2 * s * (attn.q_lora_rank + attn.kv_lora_rank) * e
     score = attn.score_flops(s, causal_flops)
     attn_fwd = 2.0 * s * attn.matrix_params() + score
     params = attn.params() + 2 * _norm_params(h, layer_norm)
@@ -224,6 +234,7 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
         mlp_fwd = 2.0 * s * (3 if mlp.gated else 2) * h * mlp.ffn
         params += mlp.params(h)
         mlp_act = ((gated if mlp.gated else 4) * s * mlp.ffn + 2 * s * h) * e
+        gemm_in += 2 * s * mlp.ffn * e
         kind = LayerKind.transformer_block
         kernels = attn.gemm_kernels() + 2                  # MLP up (gate fused) and down
         # unfused: gate and up separate (HF LlamaMLP gate_proj, up_proj, down_proj)
@@ -234,6 +245,9 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
         mlp_fwd = 2.0 * s * (h * moe.num_experts + 3 * h * moe.shared_ffn) + routed_fwd
         expert_act = s * k * (4 * h + gated * moe.expert_ffn) * e
         mlp_act = (2 * s * h + gated * s * moe.shared_ffn) * e + 4 * s * moe.num_experts + expert_act
+        # the shared experts' second GEMM input, each routed copy's dispatched input and
+        # its second GEMM input (the first MLP input is the norm output counted above)
+        gemm_in += 2 * s * moe.shared_ffn * e + 2 * s * k * (h + moe.expert_ffn) * e
         params += moe.expert_params(h) + moe.other_params(h)
         kind = LayerKind.moe_block
         # the router, the shared expert's up and down, the routed experts' up and
@@ -252,6 +266,7 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
         name=name, kind=kind, flops_fwd=fwd, flops_bwd=2 * fwd, params=int(params),
         act_bytes=base_act + mlp_act, act_replicated_bytes=(8 * s * h * e + 2 * mask),
         act_attn_bytes=scores, flops_recompute_selective=score,
+        act_gemm_input_bytes=gemm_in, act_gemm_input_replicated_bytes=gemm_repl,
         input_bytes=2 * s * h * e, output_bytes=2 * s * h * e,
         tp_comm_bytes=4 * s * h * e, cp_comm_bytes=2 * s * attn.kv_width() * e,
         max_tp=attn.heads if attn.mla else attn.kv_heads, supports_sp=True, supports_cp=True,

@@ -124,3 +124,35 @@ def test_plans_that_ran_censor_the_memory_fit():
     r, f = reserve_and_fragmentation([(10, 13), (20, 25)], [(40, cap), (60, cap), (5, 80)])
     assert f == pytest.approx(3020 / 2600 - 1, abs=1e-6)
     assert r == pytest.approx(48 - 40 * 3020 / 2600, abs=1e-6)
+
+
+def test_decoder_block_states_its_gemm_inputs_for_fp8():
+    """The zoo's and Hugging Face configs' blocks (``model_zoo/blocks.py``) state the GEMM
+    inputs FP8 keeps as 1-byte casts, as ``transformer_block`` does; before, they stated
+    none and FP8 runs of those models kept 16-bit GEMM inputs. s = 4, h = 8, 2 heads of 4:
+    the two norm outputs 2·2sh = 128 (replicated), the projection input 2·s·heads·v = 64,
+    the SwiGLU product 2sf = 128: 320, as the Megatron block above. MoE, 4 experts of
+    f_e = 16, top-2: the routed copies' dispatched inputs and products 2·s·k·(h + f_e) =
+    384 replace the dense product: 128 + 64 + 384 = 576. MLA with q/kv latents of 4: their
+    normed latents 2·s·(4 + 4) = 64 join the split part: 128 + 64 + 64 + 128 = 384. At
+    tp = 1 FP8 keeps half of them: the activations fall by exactly 160, 288 and 192."""
+    from model_zoo.blocks import AttentionDims, MlpDims, MoeDims, decoder_block
+
+    gqa = AttentionDims(hidden=H, heads=A, kv_heads=A, head_dim=H // A)
+    mla = AttentionDims(hidden=H, heads=A, kv_heads=A, head_dim=H // A, q_lora_rank=4,
+                        kv_lora_rank=4, qk_nope_dim=2, qk_rope_dim=2, v_head_dim=4)
+    dense = decoder_block("d", S, gqa, mlp=MlpDims(ffn=FF))
+    ref = transformer_block("b", S, H, A, FF, gated_mlp=True, flash_attention=True)
+    assert (dense.act_gemm_input_bytes, dense.act_gemm_input_replicated_bytes) \
+        == pytest.approx((ref.act_gemm_input_bytes, ref.act_gemm_input_replicated_bytes))
+    assert dense.act_gemm_input_bytes == pytest.approx(320)
+    moe = decoder_block("m", S, gqa, moe=MoeDims(num_experts=4, top_k=2, expert_ffn=FF))
+    assert moe.act_gemm_input_bytes == pytest.approx(576)
+    latent = decoder_block("l", S, mla, mlp=MlpDims(ffn=FF))
+    assert latent.act_gemm_input_bytes == pytest.approx(384)
+    assert latent.act_gemm_input_replicated_bytes == pytest.approx(128)
+    s = Strategy(dp=1, tp=1)
+    for layer, saved in ((dense, 160), (moe, 288), (latent, 192)):
+        bf16 = activation_bytes(layer, s, 1, training=_tr("bf16", "megatron-core"))
+        fp8 = activation_bytes(layer, s, 1, training=_tr("fp8", "megatron-core"))
+        assert bf16 - fp8 == pytest.approx(saved), layer.name
