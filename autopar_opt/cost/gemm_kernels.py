@@ -111,18 +111,25 @@ def source_fits() -> dict[tuple[str, str], Curve]:
     return {k: fit_curve(v) for k, v in sorted(groups.items())}
 
 
+@lru_cache(maxsize=1)
+def _die_of_source() -> dict[str, str | None]:
+    """source -> the die its device belongs to (:data:`DIE_OF_DEVICE`; None if none)."""
+    return {r.source: DIE_OF_DEVICE.get(r.device) for r in rows()}
+
+
 def die_curves(die: str, dtype: str) -> dict[str, Curve]:
     """source -> its curve, for every source measuring ``die`` (:data:`DIE_OF_DEVICE`) in
     ``dtype`` (``bf16``/``fp8``). Sources are never pooled into one fit: they time
     different things (an isolated call with its launch latency, or the kernel alone), so
     their ``τ_half`` differ by design (H100 bf16: 23 µs and 4.8 µs)."""
-    return {src: c for (src, dt), c in source_fits().items()
-            if dt == dtype and any(DIE_OF_DEVICE.get(r.device) == die
-                                   for r in rows() if r.source == src)}
+    dies = _die_of_source()
+    return {src: c for (src, dt), c in source_fits().items() if dt == dtype and dies[src] == die}
 
 
+@lru_cache(maxsize=None)
 def measured_efficiency(die: str, dtype: str) -> float | None:
     """The large-GEMM efficiency (``eff_max``) a die's microbenchmarks give, the median over
-    its sources; None where none measures it."""
+    its sources; None where none measures it. Cached: the calibration fit asks for it in
+    every evaluation of its residuals."""
     curves = die_curves(die, dtype)
     return float(np.median([c.eff_max for c in curves.values()])) if curves else None

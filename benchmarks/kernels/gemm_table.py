@@ -208,8 +208,8 @@ def report() -> str:
         res = fit(runs, shipped, pinned=pins)
         p = res.params
         ins = _errors([r for r in runs if not r.memory_only], p)
-        held = _errors(_priced(root / "benchmarks/calibration/holdout_runs.yaml", p), p)
-        held_n = len(_priced(root / "benchmarks/calibration/holdout_runs.yaml", p))
+        held_runs = _priced(root / "benchmarks/calibration/holdout_runs.yaml", p)
+        held, held_n = _errors(held_runs, p), len(held_runs)
         lines.append(f"| {name} | {ins[0]:.1%} / {ins[1]:.1%} | {held[0]:.1%} / {held[1]:.1%} "
                      f"(n = {held_n}) | {p.elementwise_passes:.2f}, {p.iteration_overhead_s:.3f}, "
                      f"{p.efficiency_for('H100-SXM-80GB', fp8=True):.3f} |")
