@@ -224,29 +224,36 @@ def pretrain_step(out: Path, seconds: float, seeds: list[int] = SEEDS,
         print("pretrained", seed, summary["iterations"], summary["wall_s"], flush=True)
 
 
-def _job(job: tuple) -> dict:
+def placement_run(name: str, searcher: str, seed: int, budget: float, marks, **opts) -> dict:
+    """One searcher run on instance ``name`` (its contiguous placement space), as a record:
+    build time, the searcher's value and trace, its values at the ``marks`` (seconds), the
+    time of its first feasible plan, peak memory and load. run_hp.py records its runs so too."""
     from autopar_opt.learn.base import run_searcher
     from autopar_opt.learn.placement_space import PlacementSpace
 
-    name, mode, seed, budget = job
     t0 = time.perf_counter()
-    p = problem(name)
-    space = PlacementSpace(p, True)
+    space = PlacementSpace(problem(name), True)
     build_s = time.perf_counter() - t0
+    res = run_searcher(searcher, space, budget, seed=seed, **opts)
+    first = next((pt for pt in res.trace if pt.best < float("inf")), None)
+    return {"instance": name, "seed": seed, "budget_s": budget,
+            "build_s": build_s, "wall_s": res.wall_time_s, "samples": res.samples,
+            "value": res.value, "feasible": res.feasible,
+            "at": {str(b): res.value_at(b) for b in marks},
+            "first_feasible_s": first.wall_s if first else None,
+            "trace": [pt.to_dict() for pt in res.trace], "info": res.info,
+            "peak_rss_mib": peak_rss_mib(), "load": os.getloadavg()[0]}
+
+
+def _job(job: tuple) -> dict:
+    name, mode, seed, budget = job
     opts = {}
     if mode == "finetune":
         from autopar_opt.learn.policy_file import load_policy
 
         opts["policy"] = load_policy(HERE / "policies" / f"gdp_seed{seed}.pt")[0]
-    res = run_searcher("anneal" if mode == "anneal" else "gdp", space, budget, seed=seed, **opts)
-    first = next((pt for pt in res.trace if pt.best < float("inf")), None)
-    return {"instance": name, "mode": mode, "seed": seed, "budget_s": budget,
-            "build_s": build_s, "wall_s": res.wall_time_s, "samples": res.samples,
-            "value": res.value, "feasible": res.feasible,
-            "at": {str(b): res.value_at(b) for b in BUDGETS if b <= budget},
-            "first_feasible_s": first.wall_s if first else None,
-            "trace": [pt.to_dict() for pt in res.trace], "info": res.info,
-            "peak_rss_mib": peak_rss_mib(), "load": os.getloadavg()[0]}
+    return {"mode": mode, **placement_run(name, "anneal" if mode == "anneal" else "gdp", seed,
+                                          budget, [b for b in BUDGETS if b <= budget], **opts)}
 
 
 def jobs(full: bool, seeds: list[int] = SEEDS, large_budget: float = 300.0,

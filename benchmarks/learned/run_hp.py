@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -28,8 +27,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import ROOT, machine_line, peak_rss_mib, worker_init  # noqa: E402
-from run_gdp import LARGE, PUBLIC, TEST, TRAIN, problem  # noqa: E402
+from common import ROOT, machine_line, worker_init  # noqa: E402
+from run_gdp import LARGE, PUBLIC, TEST, TRAIN, placement_run  # noqa: E402
 
 SEEDS = [0, 1, 2]
 BUDGETS = [10.0, 60.0]
@@ -37,25 +36,10 @@ VARIANTS = {"hp": "fixed", "hp-graded": "graded"}
 
 
 def _job(job: tuple) -> dict:
-    from autopar_opt.learn.base import run_searcher
-    from autopar_opt.learn.placement_space import PlacementSpace
-
     name, variant, seed, budget = job
-    t0 = time.perf_counter()
-    p = problem(name)
-    space = PlacementSpace(p, True)
-    build_s = time.perf_counter() - t0
-    res = run_searcher("hp", space, budget, seed=seed, infeasible=VARIANTS[variant])
-    first = next((pt for pt in res.trace if pt.best < float("inf")), None)
     marks = sorted({*(b for b in BUDGETS if b <= budget), budget})
-    return {"instance": name, "variant": variant, "seed": seed, "budget_s": budget,
-            "build_s": build_s, "wall_s": res.wall_time_s, "samples": res.samples,
-            "value": res.value, "feasible": res.feasible,
-            "at": {str(b): res.value_at(b) for b in marks},
-            "first_feasible_s": first.wall_s if first else None,
-            "iterations": res.info.get("iterations"),
-            "trace": [pt.to_dict() for pt in res.trace], "info": res.info,
-            "peak_rss_mib": peak_rss_mib(), "load": os.getloadavg()[0]}
+    rec = placement_run(name, "hp", seed, budget, marks, infeasible=VARIANTS[variant])
+    return {"variant": variant, **rec, "iterations": rec["info"].get("iterations")}
 
 
 def _init(cpu_clock: bool) -> None:
