@@ -197,7 +197,8 @@ def main() -> str:
            "generated_by": "python benchmarks/calibration/intervals.py",
            "method": ("per run: log(measured / predicted time) out of sample, from the fit that "
                       "left out its source family and from each fit that left out a regime group it "
-                      "belongs to; 'residual' is the one of largest magnitude"),
+                      "belongs to; 'residual' is the one of largest magnitude; an interval takes each run's range "
+                      "of them (autopar_opt/cost/interval.py)"),
            "records_files": {p.name: _sha(p) for p in FILES},
            "runs": records,
            "fits": fits}

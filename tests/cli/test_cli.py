@@ -199,9 +199,9 @@ def test_solve_with_a_learned_searcher_but_no_torch_says_how_to_install(monkeypa
 
 
 def _says_where_the_prediction_lies(iv, t: float) -> None:
-    """An interval holds its prediction, or its text says on which side it lies (the
-    comparable runs of an A100 Megatron plan all ran faster than predicted out of
-    sample: its interval lies below the prediction)."""
+    """An interval holds its prediction, or its text says on which side it lies (as
+    it does when every comparable run ran faster, or every one slower, than the
+    model predicted it out of sample)."""
     assert iv.value == t
     text = iv.text()
     if iv.low <= t <= iv.high:

@@ -54,6 +54,36 @@ def test_few_sources_give_the_whole_range():
     assert conformal_bounds([-0.3, 0.1, 0.2, 0.5], ["a", "a", "b", "c"]) == (-0.3, 0.5)
 
 
+def test_each_run_contributes_the_range_of_its_residuals():
+    """A run's residual from its family's fit and from its regime's fit can disagree
+    in sign; the lower bound is taken over the runs' lows, the upper over their
+    highs. Twenty single-run families, run v with residuals {-v/100, +v/100}:
+    lows -0.20..-0.01, highs 0.01..0.20; the inflated order statistics (the 19th
+    of 20 at u = 0.945, as above) give -0.19 and +0.19, where the one residual each
+    run kept before (here the negative one) gave (-0.19, -0.02), an interval beside
+    every run's positive family residual."""
+    runs = tuple(ResidualRun(f"r{v}", f"f{v}", MEGATRON_HOPPER.labels(), -v / 100,
+                             {"family:x": v / 100, "framework:megatron": -v / 100})
+                 for v in range(1, 21))
+    assert [r.low for r in runs[:2]] == [-0.01, -0.02] and runs[1].high == 0.02
+    lo, hi = conformal_bounds([r.low for r in runs], [r.family for r in runs],
+                              highs=[r.high for r in runs])
+    assert (lo, hi) == (pytest.approx(-0.19), pytest.approx(0.19))
+    assert conformal_bounds([r.residual for r in runs], [r.family for r in runs]) == \
+        (pytest.approx(-0.19), pytest.approx(-0.02))
+    iv = interval_for(MEGATRON_HOPPER, 10.0, runs=runs)
+    assert iv.low == pytest.approx(10.0 * math.exp(-0.19))
+    assert iv.high == pytest.approx(10.0 * math.exp(0.19))
+    # the interval holds every run's family residual but the largest (19 of 20)
+    assert sum(iv.low <= 10.0 * math.exp(r.residuals["family:x"]) <= iv.high
+               for r in runs) == 19
+
+
+def test_lows_highs_and_families_must_pair_up():
+    with pytest.raises(ValueError, match="one low, one high and one family per run"):
+        conformal_bounds([0.0, 0.1], ["a", "b"], highs=[0.2])
+
+
 def test_no_residual_is_an_error():
     with pytest.raises(ValueError, match="no residuals"):
         conformal_bounds([], [])
