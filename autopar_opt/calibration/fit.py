@@ -57,19 +57,11 @@ import numpy as np
 from autopar_opt.calibration.compare import log_residuals
 from autopar_opt.calibration.memory import MEASURES, modelled_gib
 from autopar_opt.calibration.modeled import ModeledRun
+from autopar_opt.cost.chips import CHIP_GROUPS
 from autopar_opt.cost.gemm_kernels import measured_efficiency
 from autopar_opt.cost.params import EFFICIENCY_RANGE, RANGES, CostParams
 from autopar_opt.ir.hardware import DEVICE_CATALOG
 
-#: Chips whose devices share one efficiency (same compute die).
-CHIP_GROUPS: dict[str, tuple[str, ...]] = {
-    "V100": ("V100-32GB",),
-    "A100": ("A100-40GB", "A100-80GB", "A800-SXM4-80GB", "A100-PCIe-80GB", "A100-PCIe-40GB",
-             "A800-PCIe-80GB"),
-    "H100": ("H100-SXM-80GB", "H200-141GB", "H800-SXM-80GB", "H100-PCIe-80GB", "H100-NVL-94GB",
-             "H800-PCIe-80GB", "H20-96GB", "GH200-96GB", "GH200-144GB", "H200-NVL-141GB"),
-    "Blackwell": ("B200", "GB200"),
-}
 #: FP8 efficiency over bf16 efficiency of large GEMMs, measured on H100
 #: (medians 0.614 / 0.708 of the respective dense peaks, benchmarks/kernels).
 FP8_OVER_BF16 = 0.614 / 0.708

@@ -187,7 +187,8 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
     lines.append(f"runtime:          {spec.training.runtime.name} ("
                  + ", ".join(k for k, v in spec.training.runtime.capabilities().items() if v) + ")")
     lines.append("assumed:")
-    lines += [f"  - {line}" for line in cost_assumptions(spec.graph, spec.cluster, spec.training)]
+    lines += [f"  - {line}" for line in cost_assumptions(spec.graph, spec.cluster, spec.training,
+                                                             spec.cost_params)]
     return lines
 
 
@@ -216,7 +217,8 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
                                "metrics": metrics_dict(metrics, spec.graph, spec.cluster,
                                                        spec.training, spec.plan),
                                "assumed": cost_assumptions(spec.graph, spec.cluster,
-                                                           spec.training)}, indent=2))
+                                                           spec.training, spec.cost_params)},
+                              indent=2))
     else:
         typer.echo("\n".join(_estimate_text(spec, metrics)))
     if not metrics.feasible:

@@ -3,7 +3,10 @@ point 1: "say in outputs what was assumed").
 
 Every figure a plan is priced with either comes from the case (the spec or
 the record: the device, its memory and power cap, the NICs, the runtime's
-options) or from a documented default of the cost model: the attention
+options) or from a documented default of the cost model: the GEMM
+efficiency of the device's die and where it comes from (fitted on published
+runs of that die, measured by a microbenchmark, or transferred from the fitted
+dies: :mod:`autopar_opt.calibration.fit`), the attention
 kernel's published efficiency and the fallbacks that found it
 (:mod:`autopar_opt.cost.attention`), the NCCL model and its pinned
 efficiencies (:mod:`autopar_opt.cost.nccl`), the framework's gradient buckets,
@@ -15,7 +18,9 @@ variant and the FSDP resharding rule. :func:`cost_assumptions` lists them for
 from __future__ import annotations
 
 from autopar_opt.cost import attention
+from autopar_opt.cost.chips import chip_of
 from autopar_opt.cost.compute import DEFAULT_HEAD_DIM, DEFAULT_SEQ
+from autopar_opt.cost.params import CostParams, default_params, shipped_fit
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
 from autopar_opt.ir.training import Training
@@ -37,6 +42,55 @@ def _device(cluster: Cluster) -> list[str]:
         out.append(f"architecture of {dev.name} not known: attention priced as "
                    f"{attention.UNKNOWN_ARCH}, NCCL constants of the newest NVLink generation")
     return out
+
+
+#: FP8 over 16-bit large-GEMM efficiency measured on H100 (calibration.fit.FP8_OVER_BF16).
+_FP8_RATIO_TEXT = "0.867, the FP8/bf16 ratio measured on H100 (benchmarks/kernels)"
+
+
+def _efficiency_source(device: str, fp8: bool, value: float, params: CostParams) -> str:
+    """Where the large-GEMM efficiency ``value`` of ``device`` comes from."""
+    shipped = default_params()
+    if abs(value - shipped.efficiency_for(device, fp8=fp8)) > 1e-9:
+        return "from the spec's cost-model parameters, not the shipped calibration"
+    free, fitted_on = shipped_fit()
+    chip = chip_of(device)
+    if chip is None:
+        return (f"{device} is built on no die of the catalog: the fitted dies' median"
+                + (" times " + _FP8_RATIO_TEXT if fp8 else ""))
+    if f"{'fp8' if fp8 else 'eff'}:{chip}" in free:
+        return f"fitted on published {chip}-die runs{' in FP8' if fp8 else ''} (calibrated.yaml, {fitted_on})"
+    from autopar_opt.cost.gemm_kernels import measured_efficiency   # numpy: only when asked
+
+    measured = measured_efficiency(chip, "fp8" if fp8 else "bf16")
+    if measured is not None and abs(measured - value) < 1e-6:
+        return (f"measured: the {chip}-die GEMM microbenchmarks (cost/data/gemm_kernels.yaml); "
+                "no published run of that die to fit it on")
+    if fp8:
+        return (f"no published FP8 run or FP8 microbenchmark of the {chip} die: its 16-bit "
+                f"efficiency times {_FP8_RATIO_TEXT}")
+    return (f"no published run or microbenchmark of the {chip} die: the median of the fitted "
+            "dies' efficiencies")
+
+
+def _gemm(cluster: Cluster, training: Training, params: CostParams) -> list[str]:
+    """The GEMM efficiencies the case is priced with, and their sources."""
+    dev = cluster.device
+    kinds = [(False, "16-bit")]
+    if training.dtype == "fp8" and "fp8" in dev.peak_tflops:
+        kinds.append((True, "FP8"))
+    parts = [f"{label} {params.efficiency_for(dev.name, fp8=fp8):.3f} of the {label} peak ("
+             f"{_efficiency_source(dev.name, fp8, params.efficiency_for(dev.name, fp8=fp8), params)})"
+             for fp8, label in kinds]
+    if abs(params.efficiency_half_us - default_params().efficiency_half_us) > 1e-9:
+        half_src = "from the spec's cost-model parameters"
+    elif "efficiency_half_us" in shipped_fit()[0]:
+        half_src = "fitted on the published runs of every die"
+    else:
+        half_src = "the cost model's prior"
+    return [f"GEMMs on {dev.name}: large-GEMM efficiency " + "; ".join(parts)
+            + f"; each GEMM kernel's efficiency halves at {params.efficiency_half_us:.1f} µs of "
+            f"work at peak ({half_src})"]
 
 
 def _attention(graph: LayerGraph, training: Training, arch: str) -> list[str]:
@@ -111,8 +165,11 @@ def _communication(cluster: Cluster, training: Training) -> list[str]:
     return out
 
 
-def cost_assumptions(graph: LayerGraph, cluster: Cluster, training: Training) -> list[str]:
-    """The case's assumptions, one sentence each (module docstring)."""
+def cost_assumptions(graph: LayerGraph, cluster: Cluster, training: Training,
+                     params: CostParams | None = None) -> list[str]:
+    """The case's assumptions, one sentence each (module docstring), under
+    ``params`` (the shipped calibration when None)."""
     arch = cluster.device.arch or attention.UNKNOWN_ARCH
-    return (_device(cluster) + _attention(graph, training, arch)
-            + _communication(cluster, training))
+    params = default_params() if params is None else params
+    return (_device(cluster) + _gemm(cluster, training, params)
+            + _attention(graph, training, arch) + _communication(cluster, training))

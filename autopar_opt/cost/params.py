@@ -208,11 +208,26 @@ def params_body(data: object) -> dict:
     return body
 
 
-def default_params() -> CostParams:
-    """The calibrated parameters shipped with the package (or the priors)."""
+def _shipped_document() -> dict:
+    """The shipped ``calibrated.yaml`` parsed (empty where the package lacks it)."""
     try:
         text = resources.files("autopar_opt.cost").joinpath("calibrated.yaml").read_text()
     except (FileNotFoundError, ModuleNotFoundError):
+        return {}
+    return yaml.safe_load(text) or {}
+
+
+def default_params() -> CostParams:
+    """The calibrated parameters shipped with the package (or the priors)."""
+    data = _shipped_document()
+    if not data:
         return CostParams()
-    data = yaml.safe_load(text) or {}
     return CostParams.from_dict(data.get("params", data))
+
+
+def shipped_fit() -> tuple[frozenset[str], str]:
+    """(the parameters the shipped calibration fitted, e.g. ``eff:H100`` or
+    ``efficiency_half_us``; the date it was fitted on): the provenance the
+    cost model's assumptions state (:mod:`autopar_opt.cost.assumptions`)."""
+    data = _shipped_document()
+    return frozenset(data.get("free_parameters") or ()), str(data.get("fitted_on", "unknown"))

@@ -117,7 +117,7 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
                  "training": dataclasses.asdict(training)},
         "search_space": _space_dict(space),
         "cost_model": {"params": params.to_dict(), "assumptions": COST_MODEL_ASSUMPTIONS,
-                       "case": cost_assumptions(graph, cluster, training),
+                       "case": cost_assumptions(graph, cluster, training, params),
                        "runtime": {"name": training.runtime.name,
                                    **training.runtime.capabilities()}},
         "status": result.status(options.rel_gap).value,

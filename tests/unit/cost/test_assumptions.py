@@ -53,3 +53,59 @@ def test_power_cap_nics_and_framework_rules_are_stated():
 def test_fabric_is_stated():
     assert "one non-blocking fabric (not stated)" in _text()
     assert "2 nodes per leaf, 2:1 above" in _text(nodes=4, nodes_per_leaf=2, oversubscription=2.0)
+
+
+def _gemm_line(device="H100-SXM-80GB", dtype="bf16", params=None) -> str:
+    cl = make_cluster("c", 1, 8, device)
+    tr = Training(64, 8192, dtype=dtype, runtime=runtime_named("megatron-core"))
+    lines = [x for x in cost_assumptions(GRAPH, cl, tr, params) if x.startswith("GEMMs on")]
+    assert len(lines) == 1
+    return lines[0]
+
+
+def test_gemm_efficiency_and_its_source_are_stated():
+    """Oracles: the shipped calibration's own list of fitted parameters and the
+    microbenchmark file's measured efficiency of the die."""
+    from autopar_opt.cost.gemm_kernels import measured_efficiency
+    from autopar_opt.cost.params import default_params, shipped_fit
+
+    free, fitted_on = shipped_fit()
+    shipped = default_params()
+    assert {"eff:H100", "fp8:H100", "efficiency_half_us"} <= free
+    h100 = _gemm_line(dtype="fp8")
+    assert f"16-bit {shipped.efficiency_for('H100-SXM-80GB'):.3f} of the 16-bit peak (fitted on " \
+        f"published H100-die runs (calibrated.yaml, {fitted_on}))" in h100
+    assert f"FP8 {shipped.efficiency_for('H100-SXM-80GB', fp8=True):.3f} of the FP8 peak (fitted " \
+        "on published H100-die runs in FP8" in h100
+    assert f"halves at {shipped.efficiency_half_us:.1f} µs of work at peak (fitted on the " \
+        "published runs of every die)" in h100
+    # a 16-bit run states no FP8 efficiency; a device of the same die says the die
+    assert "FP8" not in _gemm_line() and "H100-die" in _gemm_line("H800-SXM-80GB")
+    # Blackwell: no published run, the B200 microbenchmark
+    assert "eff:Blackwell" not in free
+    b200 = _gemm_line("B200", "fp8")
+    assert f"16-bit {measured_efficiency('Blackwell', 'bf16'):.3f} of the 16-bit peak (measured: " \
+        "the Blackwell-die GEMM microbenchmarks" in b200
+    assert f"FP8 {measured_efficiency('Blackwell', 'fp8'):.3f} of the FP8 peak (measured" in b200
+
+
+def test_gemm_efficiency_from_elsewhere_says_so(monkeypatch):
+    from autopar_opt.cost import assumptions
+    from autopar_opt.cost.params import default_params
+
+    # the spec's own parameters
+    params = replace(default_params(), efficiency_half_us=12.0,
+                     gemm_efficiency={**default_params().gemm_efficiency, "A100-80GB": 0.5})
+    line = _gemm_line("A100-80GB", params=params)
+    assert "16-bit 0.500 of the 16-bit peak (from the spec's cost-model parameters, not the " \
+        "shipped calibration)" in line
+    assert "halves at 12.0 µs of work at peak (from the spec's cost-model parameters)" in line
+    # a device on no catalog die: the fitted dies' median (efficiency_default)
+    own = replace(DEVICE_CATALOG["A100-80GB"], name="MyAccelerator")
+    cl = make_cluster("c", 1, 8, own)
+    text = "\n".join(cost_assumptions(GRAPH, cl, Training(64, 8192)))
+    assert "MyAccelerator is built on no die of the catalog: the fitted dies' median" in text
+    # a die the calibration did not fit and no microbenchmark measures: transferred
+    monkeypatch.setattr(assumptions, "shipped_fit", lambda: (frozenset(), "then"))
+    assert "no published run or microbenchmark of the A100 die: the median of the fitted " \
+        "dies' efficiencies" in _gemm_line("A100-80GB")

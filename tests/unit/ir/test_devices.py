@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from autopar_opt.calibration.fit import CHIP_GROUPS
+from autopar_opt.cost.chips import CHIP_GROUPS
 from autopar_opt.ir.hardware import (DEFAULT_INTER_NODE, DEFAULT_INTRA_NODE, DEVICE_CATALOG,
                                      HOST_LINK_GB_PER_S, make_cluster, resolve_device)
 
