@@ -2,7 +2,9 @@
 
 tests/data/microbench/nccl_tests.yaml holds every published point with its
 source and locator (NVIDIA GTC 2024 S62129 and GTC 2025 S72583 slides, nccl-tests
-and all_reduce_bench runs reported in stas00/ml-engineering). Each row is priced
+and all_reduce_bench runs reported in stas00/ml-engineering, and Together AI's
+nccl-tests scaling reports on two B200 InfiniBand clusters at 16-512 GPUs,
+togethercomputer/together-nccl-tests). Each row is priced
 through the model's own path: a catalog device, a cluster built from the row's
 hardware (GPUs, nodes, NICs per node), the group the model forms for those
 ranks (:func:`autopar_opt.cost.comm.collective_group`) and NCCL's algorithm and
@@ -31,11 +33,15 @@ NICS = {"1x 200 Gb/s RDMA (IB/RoCE) per node": (1, 25.0), "1x 400 Gb/s RDMA (IB/
         "8x 200 Gb/s RDMA per node (DGX A100)": (8, 25.0), "8x 200 Gb/s RDMA per node": (8, 25.0),
         "8x 400 Gb/s RDMA per node (DGX H100)": (8, 50.0), "8x 400 Gb/s RDMA per node": (8, 50.0),
         "8x 400 Gb/s RDMA per node + SHARP": (8, 50.0),
-        "8x 400 Gb/s EFA v4 per node": (8, 50.0), "16x 200 Gb/s EFA v3 per node (400 GB/s)": (16, 25.0)}
+        "8x 400 Gb/s EFA v4 per node": (8, 50.0), "16x 200 Gb/s EFA v3 per node (400 GB/s)": (16, 25.0),
+        "8x 400 Gb/s NDR InfiniBand per node": (8, 50.0),
+        "8x 400 Gb/s NDR InfiniBand per node (ConnectX-7)": (8, 50.0)}
 PLATEAU_BYTES = 16 * 2**30
 
 
 def _price(row: dict) -> float:
+    """Model bus bandwidth (GB/s) of a row: NCCL's own choice of algorithm and protocol,
+    or, for a row measured with ``NCCL_ALGO=Tree`` forced, the tree's best protocol."""
     nodes = row["nodes"] or (4 if row["inter_node"] and row["gpu"] != "GB200" else 1)
     gpus = row["gpus"] or 8 * nodes
     dev = DEVICE[row["gpu"]]
@@ -45,21 +51,107 @@ def _price(row: dict) -> float:
                            inter_node=LinkTier("net", nic_gbs, 10.0), nics_per_node=nics)
     ctx = StageContext(cluster, Training(global_batch_size=1), CostParams(), gpus, 1)
     group = collective_group(ctx, gpus, 1)
-    return nccl.bus_bandwidth(row["collective"], row["bytes"] or PLATEAU_BYTES, group)
+    nbytes = row["bytes"] or PLATEAU_BYTES
+    if not row["algorithm"].startswith("tree"):
+        return nccl.bus_bandwidth(row["collective"], nbytes, group)
+    t = min(nccl.algorithm_time(row["collective"], "tree", p, nbytes, group) for p in nccl.PROTOCOLS)
+    return nbytes / t * 2 * (gpus - 1) / gpus / 1e9
+
+
+def _id(row: dict) -> str:
+    size = "plateau" if row["bytes"] is None else f"{row['bytes'] // 2**20}MiB"
+    return f"{row['source']}:{row['collective']}:{row['gpus']}gpu:{size}:{row['algorithm'].split()[0]}"
+
+
+#: Published rows the model misses by more than the 8% rule, with model/measured (the
+#: check stays, as a strict xfail: a model change that fixes one fails the test until the
+#: entry is removed). B200 "use3a-ss": the cluster's own ring falls from 345 GB/s at 2
+#: nodes to 291 at 46 nodes while the other B200 cluster of the same report series
+#: ("flapping-airplanes") holds 386-390 on the same 8x 400 Gb/s NICs; the model prices both
+#: alike (366-379). Neither fabric is described, so nothing in the model tells them apart.
+#: "flapping-airplanes" 8 GiB at 32-60 nodes: measured 387, 380, 273 GB/s, the model's ring
+#: latency (hwLat x 2(n-1) steps, x1.4 plateau) predicts 354, 347, 347: too pessimistic at
+#: 32 and 48 nodes, too optimistic at 60 (a measured dip: 340 at 16 GiB, 366 at 32 GiB).
+MISSES = {
+    "together_fa_20260509:all_reduce:256gpu:8192MiB:ring": "model/measured 0.914 (354 vs 387 GB/s)",
+    "together_fa_20260509:all_reduce:384gpu:8192MiB:ring": "model/measured 0.915 (347 vs 380 GB/s)",
+    "together_fa_20260509:all_reduce:480gpu:8192MiB:ring": "model/measured 1.273 (347 vs 273 GB/s)",
+    "together_use3a_20260502:all_reduce:16gpu:16384MiB:ring": "model/measured 1.100 (379 vs 345 GB/s)",
+    "together_use3a_20260502:all_reduce:32gpu:16384MiB:ring": "model/measured 1.130 (378 vs 335 GB/s)",
+    "together_use3a_20260502:all_reduce:64gpu:16384MiB:ring": "model/measured 1.167 (377 vs 323 GB/s)",
+    "together_use3a_20260502:all_reduce:128gpu:16384MiB:ring": "model/measured 1.218 (373 vs 306 GB/s)",
+    "together_use3a_20260502:all_reduce:256gpu:16384MiB:ring": "model/measured 1.203 (366 vs 304 GB/s)",
+    "together_use3a_20260502:all_reduce:368gpu:16384MiB:ring": "model/measured 1.238 (361 vs 291 GB/s)",
+    "together_use3a_20260502:all_gather:16gpu:16384MiB:ring": "model/measured 1.106 (379 vs 343 GB/s)",
+    "together_use3a_20260502:all_gather:32gpu:16384MiB:ring": "model/measured 1.169 (379 vs 324 GB/s)",
+    "together_use3a_20260502:all_gather:64gpu:16384MiB:ring": "model/measured 1.212 (378 vs 312 GB/s)",
+    "together_use3a_20260502:all_gather:128gpu:16384MiB:ring": "model/measured 1.230 (375 vs 305 GB/s)",
+    "together_use3a_20260502:all_gather:256gpu:16384MiB:ring": "model/measured 1.224 (370 vs 302 GB/s)",
+    "together_use3a_20260502:all_gather:368gpu:16384MiB:ring": "model/measured 1.248 (366 vs 293 GB/s)",
+    # NCCL_ALGO=Tree forced: measured ~195 GB/s flat from 8 to 64 nodes on both B200 clusters,
+    # half the ring; the model's tree runs at 0.92 of the ring's bus bandwidth (tuning.cc's
+    # factor on one shared busBw input), 344-348 GB/s.
+    "together_fa_20260512:all_reduce:64gpu:plateau:tree": "model/measured 1.766 (344 vs 195 GB/s)",
+    "together_fa_20260512:all_reduce:128gpu:plateau:tree": "model/measured 1.768 (346 vs 196 GB/s)",
+    "together_fa_20260512:all_reduce:256gpu:plateau:tree": "model/measured 1.778 (348 vs 195 GB/s)",
+    "together_fa_20260512:all_reduce:512gpu:plateau:tree": "model/measured 1.777 (348 vs 196 GB/s)",
+    "together_use3a_20260502:all_reduce:64gpu:16384MiB:tree": "model/measured 1.784 (344 vs 193 GB/s)",
+    "together_use3a_20260502:all_reduce:128gpu:16384MiB:tree": "model/measured 1.790 (346 vs 193 GB/s)",
+    "together_use3a_20260502:all_reduce:256gpu:16384MiB:tree": "model/measured 1.796 (348 vs 194 GB/s)",
+    "together_use3a_20260502:all_reduce:368gpu:16384MiB:tree": "model/measured 1.801 (348 vs 193 GB/s)",
+    # NVLSTree at 1-8K H100 GPUs (GTC 2024 S62129 slide 35, read from the plot as 360-380
+    # GB/s, recorded 370): the model has no NVLS; it picks its tree at 330 GB/s (the ring
+    # would be 318-247: 2(n-1) hop latencies at 1024-8192 ranks).
+    "gtc24_s62129_nvlstree:all_reduce:1024gpu:16384MiB:nvls_tree": "model/measured 0.892 (330 vs 370 +-10)",
+    "gtc24_s62129_nvlstree:all_reduce:2048gpu:16384MiB:nvls_tree": "model/measured 0.892 (330 vs 370 +-10)",
+    "gtc24_s62129_nvlstree:all_reduce:4096gpu:16384MiB:nvls_tree": "model/measured 0.892 (330 vs 370 +-10)",
+    "gtc24_s62129_nvlstree:all_reduce:8192gpu:16384MiB:nvls_tree": "model/measured 0.892 (330 vs 370 +-10)",
+}
+
+
+def _params(rows: list[dict]) -> list:
+    return [pytest.param(r, id=_id(r), marks=pytest.mark.xfail(strict=True, reason=MISSES[_id(r)]))
+            if _id(r) in MISSES else pytest.param(r, id=_id(r)) for r in rows]
 
 
 #: Ring rows (NCCL's default algorithm where the measurement does not say otherwise on
-#: InfiniBand): NVLS/SHARP rows and AWS's tuner-plugin sweeps are checked apart.
-RING = [r for r in ROWS if "nvls" not in r["algorithm"].lower() and "ofi" not in r["algorithm"]
-        and "default" not in r["algorithm"]]
+#: InfiniBand, or NCCL_ALGO=Ring forced): NVLS/SHARP rows, forced-tree rows and AWS's
+#: tuner-plugin sweeps are checked apart.
+RING = [r for r in ROWS if r["algorithm"].startswith("ring")]
 LARGE = [r for r in RING if r["bytes"] is None or r["bytes"] >= 2**30]
 
 
-@pytest.mark.parametrize("row", LARGE, ids=lambda r: f"{r['source']}:{r['locator'][:40]}")
+@pytest.mark.parametrize("row", _params(LARGE))
 def test_large_message_bus_bandwidth_within_8_percent(row):
     """Large messages (the plateau, >= 1 GiB): the ring runs at the group's bus bandwidth;
-    every published ring figure within 8%."""
+    every published ring figure within 8%, from one node to 512 GPUs (64 nodes); the
+    misses are listed in MISSES."""
     assert _price(row) == pytest.approx(row["busbw_gb_per_s"], rel=0.08)
+
+
+@pytest.mark.parametrize("row", _params([r for r in ROWS if r["algorithm"].startswith("tree")]))
+def test_forced_tree_rows_within_8_percent(row):
+    """NCCL_ALGO=Tree all-reduce at 64-512 GPUs, against the model's tree (its best protocol),
+    by the same 8% rule: every row misses (MISSES), the model's tree is 1.77-1.80x the
+    measured one."""
+    assert _price(row) == pytest.approx(row["busbw_gb_per_s"], rel=0.08)
+
+
+@pytest.mark.parametrize("row", _params([r for r in ROWS if r["algorithm"].startswith("nvls_tree")]))
+def test_nvls_tree_rows_at_1k_to_8k_gpus_within_8_percent(row):
+    """NVLSTree all-reduce at 1,024-8,192 H100 GPUs against the model's own choice, by the
+    same 8% rule: the model (no NVLS; its tree at 330 GB/s) is 11% low (MISSES)."""
+    assert _price(row) == pytest.approx(row["busbw_gb_per_s"], rel=0.08)
+
+
+def test_at_scale_rows_are_covered():
+    """The published rows reach 8,192 GPUs, and every ring row at >= 64 GPUs is in the 8%
+    check (the large-message set), none dropped by the filters above."""
+    scale = [r for r in ROWS if (r["gpus"] or 0) >= 64]
+    assert max(r["gpus"] for r in scale) == 8192
+    ring = [r for r in scale if r["algorithm"].startswith("ring")]
+    assert len(ring) >= 30 and all(r in LARGE for r in ring)
+    assert set(MISSES) <= {_id(r) for r in ROWS}
 
 
 def test_sharp_rows_are_above_the_model():
