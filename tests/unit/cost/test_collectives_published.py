@@ -100,13 +100,42 @@ MISSES = {
     "together_use3a_20260502:all_reduce:128gpu:16384MiB:tree": "model/measured 1.790 (346 vs 193 GB/s)",
     "together_use3a_20260502:all_reduce:256gpu:16384MiB:tree": "model/measured 1.796 (348 vs 194 GB/s)",
     "together_use3a_20260502:all_reduce:368gpu:16384MiB:tree": "model/measured 1.801 (348 vs 193 GB/s)",
-    # NVLSTree at 1-8K H100 GPUs (GTC 2024 S62129 slide 35, read from the plot as 360-380
-    # GB/s, recorded 370): the model has no NVLS; it picks its tree at 330 GB/s (the ring
-    # would be 318-247: 2(n-1) hop latencies at 1024-8192 ranks).
-    "gtc24_s62129_nvlstree:all_reduce:1024gpu:16384MiB:nvls_tree": "model/measured 0.892 (330 vs 370 +-10)",
-    "gtc24_s62129_nvlstree:all_reduce:2048gpu:16384MiB:nvls_tree": "model/measured 0.892 (330 vs 370 +-10)",
-    "gtc24_s62129_nvlstree:all_reduce:4096gpu:16384MiB:nvls_tree": "model/measured 0.892 (330 vs 370 +-10)",
-    "gtc24_s62129_nvlstree:all_reduce:8192gpu:16384MiB:nvls_tree": "model/measured 0.892 (330 vs 370 +-10)",
+    # NVLSTree at 64-8,192 H100 GPUs (GTC 2024 S62129 slide 35, digitized from the plot,
+    # +-4 GB/s): the model has no NVLS and prices its own choice (its tree from 64 GPUs at
+    # <= 1 GiB). At 64 MiB it is 1.24-1.86x optimistic from 64 GPUs up, at 256 MiB 1.12-1.29x
+    # from 1,024 up (its tree: 0.92 of the ring's bus bandwidth, log2(nodes) hop latencies;
+    # the measured curve stays latency-bound to larger messages); 1 GiB agrees from 256 GPUs
+    # up; at 16 GiB from 1,024 GPUs it is 10-12% low (its tree, 330 GB/s, against 366-374).
+    "gtc24_s62129_nvlstree:all_reduce:64gpu:64MiB:nvls_tree":
+        "model/measured 1.236 (235 vs 190 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:64gpu:1024MiB:nvls_tree":
+        "model/measured 0.916 (319 vs 348 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:256gpu:64MiB:nvls_tree":
+        "model/measured 1.358 (224 vs 165 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:1024gpu:64MiB:nvls_tree":
+        "model/measured 1.728 (213 vs 123 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:1024gpu:256MiB:nvls_tree":
+        "model/measured 1.123 (285 vs 254 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:1024gpu:16384MiB:nvls_tree":
+        "model/measured 0.892 (330 vs 370 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:2048gpu:64MiB:nvls_tree":
+        "model/measured 1.670 (207 vs 124 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:2048gpu:256MiB:nvls_tree":
+        "model/measured 1.220 (283 vs 232 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:2048gpu:16384MiB:nvls_tree":
+        "model/measured 0.895 (330 vs 369 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:4096gpu:64MiB:nvls_tree":
+        "model/measured 1.852 (202 vs 109 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:4096gpu:256MiB:nvls_tree":
+        "model/measured 1.252 (280 vs 224 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:4096gpu:16384MiB:nvls_tree":
+        "model/measured 0.883 (330 vs 374 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:8192gpu:64MiB:nvls_tree":
+        "model/measured 1.857 (197 vs 106 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:8192gpu:256MiB:nvls_tree":
+        "model/measured 1.287 (278 vs 216 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:8192gpu:16384MiB:nvls_tree":
+        "model/measured 0.902 (330 vs 366 +-4 GB/s)",
 }
 
 
@@ -139,9 +168,10 @@ def test_forced_tree_rows_within_8_percent(row):
 
 
 @pytest.mark.parametrize("row", _params([r for r in ROWS if r["algorithm"].startswith("nvls_tree")]))
-def test_nvls_tree_rows_at_1k_to_8k_gpus_within_8_percent(row):
-    """NVLSTree all-reduce at 1,024-8,192 H100 GPUs against the model's own choice, by the
-    same 8% rule: the model (no NVLS; its tree at 330 GB/s) is 11% low (MISSES)."""
+def test_nvls_tree_rows_at_64_to_8k_gpus_within_8_percent(row):
+    """NVLSTree all-reduce at 64-8,192 H100 GPUs and 64 MiB-16 GiB (digitized from NVIDIA's
+    plot) against the model's own choice, by the same 8% rule: 64 MiB at every scale, 256 MiB
+    and 16 GiB from 1,024 GPUs and 1 GiB at 64 GPUs miss (MISSES); the rest agree."""
     assert _price(row) == pytest.approx(row["busbw_gb_per_s"], rel=0.08)
 
 
