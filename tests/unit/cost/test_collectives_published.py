@@ -2,7 +2,9 @@
 
 tests/data/microbench/nccl_tests.yaml holds every published point with its
 source and locator (NVIDIA GTC 2024 S62129 and GTC 2025 S72583 slides, nccl-tests
-and all_reduce_bench runs reported in stas00/ml-engineering). Each row is priced
+and all_reduce_bench runs reported in stas00/ml-engineering, and Together AI's
+nccl-tests scaling reports on two B200 InfiniBand clusters at 16-512 GPUs,
+togethercomputer/together-nccl-tests). Each row is priced
 through the model's own path: a catalog device, a cluster built from the row's
 hardware (GPUs, nodes, NICs per node), the group the model forms for those
 ranks (:func:`autopar_opt.cost.comm.collective_group`) and NCCL's algorithm and
@@ -31,11 +33,15 @@ NICS = {"1x 200 Gb/s RDMA (IB/RoCE) per node": (1, 25.0), "1x 400 Gb/s RDMA (IB/
         "8x 200 Gb/s RDMA per node (DGX A100)": (8, 25.0), "8x 200 Gb/s RDMA per node": (8, 25.0),
         "8x 400 Gb/s RDMA per node (DGX H100)": (8, 50.0), "8x 400 Gb/s RDMA per node": (8, 50.0),
         "8x 400 Gb/s RDMA per node + SHARP": (8, 50.0),
-        "8x 400 Gb/s EFA v4 per node": (8, 50.0), "16x 200 Gb/s EFA v3 per node (400 GB/s)": (16, 25.0)}
+        "8x 400 Gb/s EFA v4 per node": (8, 50.0), "16x 200 Gb/s EFA v3 per node (400 GB/s)": (16, 25.0),
+        "8x 400 Gb/s NDR InfiniBand per node": (8, 50.0),
+        "8x 400 Gb/s NDR InfiniBand per node (ConnectX-7)": (8, 50.0)}
 PLATEAU_BYTES = 16 * 2**30
 
 
 def _price(row: dict) -> float:
+    """Model bus bandwidth (GB/s) of a row: NCCL's own choice of algorithm and protocol,
+    or, for a row measured with ``NCCL_ALGO=Tree`` forced, the tree's best protocol."""
     nodes = row["nodes"] or (4 if row["inter_node"] and row["gpu"] != "GB200" else 1)
     gpus = row["gpus"] or 8 * nodes
     dev = DEVICE[row["gpu"]]
@@ -45,21 +51,171 @@ def _price(row: dict) -> float:
                            inter_node=LinkTier("net", nic_gbs, 10.0), nics_per_node=nics)
     ctx = StageContext(cluster, Training(global_batch_size=1), CostParams(), gpus, 1)
     group = collective_group(ctx, gpus, 1)
-    return nccl.bus_bandwidth(row["collective"], row["bytes"] or PLATEAU_BYTES, group)
+    nbytes = row["bytes"] or PLATEAU_BYTES
+    if not row["algorithm"].startswith("tree"):
+        return nccl.bus_bandwidth(row["collective"], nbytes, group)
+    t = min(nccl.algorithm_time(row["collective"], "tree", p, nbytes, group) for p in nccl.PROTOCOLS)
+    return nbytes / t * 2 * (gpus - 1) / gpus / 1e9
+
+
+def _id(row: dict) -> str:
+    size = "plateau" if row["bytes"] is None else f"{row['bytes'] // 2**20}MiB"
+    return f"{row['source']}:{row['collective']}:{row['gpus']}gpu:{size}:{row['algorithm'].split()[0]}"
+
+
+#: Published rows the model misses by more than the 8% rule, with model/measured (the
+#: check stays, as a strict xfail: a model change that fixes one fails the test until the
+#: entry is removed). B200 "use3a-ss": the cluster's own ring falls from 345 GB/s at 2
+#: nodes to 291 at 46 nodes while the other B200 cluster of the same report series
+#: ("flapping-airplanes") holds 386-390 on the same 8x 400 Gb/s NICs; the model prices both
+#: alike (366-379). Neither fabric is described, so nothing in the model tells them apart.
+#: "flapping-airplanes" 8 GiB at 32-60 nodes: measured 387, 380, 273 GB/s, the model's ring
+#: latency (hwLat x 2(n-1) steps, x1.4 plateau) predicts 354, 347, 347: too pessimistic at
+#: 32 and 48 nodes, too optimistic at 60 (a measured dip: 340 at 16 GiB, 366 at 32 GiB).
+MISSES = {
+    "together_fa_20260509:all_reduce:256gpu:8192MiB:ring": "model/measured 0.914 (354 vs 387 GB/s)",
+    "together_fa_20260509:all_reduce:384gpu:8192MiB:ring": "model/measured 0.915 (347 vs 380 GB/s)",
+    "together_fa_20260509:all_reduce:480gpu:8192MiB:ring": "model/measured 1.273 (347 vs 273 GB/s)",
+    "together_use3a_20260502:all_reduce:16gpu:16384MiB:ring": "model/measured 1.100 (379 vs 345 GB/s)",
+    "together_use3a_20260502:all_reduce:32gpu:16384MiB:ring": "model/measured 1.130 (378 vs 335 GB/s)",
+    "together_use3a_20260502:all_reduce:64gpu:16384MiB:ring": "model/measured 1.167 (377 vs 323 GB/s)",
+    "together_use3a_20260502:all_reduce:128gpu:16384MiB:ring": "model/measured 1.218 (373 vs 306 GB/s)",
+    "together_use3a_20260502:all_reduce:256gpu:16384MiB:ring": "model/measured 1.203 (366 vs 304 GB/s)",
+    "together_use3a_20260502:all_reduce:368gpu:16384MiB:ring": "model/measured 1.238 (361 vs 291 GB/s)",
+    "together_use3a_20260502:all_gather:16gpu:16384MiB:ring": "model/measured 1.106 (379 vs 343 GB/s)",
+    "together_use3a_20260502:all_gather:32gpu:16384MiB:ring": "model/measured 1.169 (379 vs 324 GB/s)",
+    "together_use3a_20260502:all_gather:64gpu:16384MiB:ring": "model/measured 1.212 (378 vs 312 GB/s)",
+    "together_use3a_20260502:all_gather:128gpu:16384MiB:ring": "model/measured 1.230 (375 vs 305 GB/s)",
+    "together_use3a_20260502:all_gather:256gpu:16384MiB:ring": "model/measured 1.224 (370 vs 302 GB/s)",
+    "together_use3a_20260502:all_gather:368gpu:16384MiB:ring": "model/measured 1.248 (366 vs 293 GB/s)",
+    # NCCL_ALGO=Tree forced: measured 193-196 GB/s flat from 8 to 64 nodes on both B200
+    # clusters, half the ring; the model's tree runs at 0.92 of the ring's bus bandwidth
+    # (nccl.Group has one bus bandwidth for both; tuning.cc takes the tree's from its own
+    # graph, nChannels x bwInter, and x0.85 for NCCL_TOPO_PATTERN_TREE), 344-349 GB/s.
+    "together_fa_20260512:all_reduce:64gpu:32768MiB:tree": "model/measured 1.768 (344 vs 195 GB/s)",
+    "together_fa_20260512:all_reduce:128gpu:32768MiB:tree": "model/measured 1.770 (347 vs 196 GB/s)",
+    "together_fa_20260512:all_reduce:256gpu:32768MiB:tree": "model/measured 1.780 (348 vs 195 GB/s)",
+    "together_fa_20260512:all_reduce:512gpu:32768MiB:tree": "model/measured 1.779 (349 vs 196 GB/s)",
+    "together_use3a_20260502:all_reduce:64gpu:16384MiB:tree": "model/measured 1.784 (344 vs 193 GB/s)",
+    "together_use3a_20260502:all_reduce:128gpu:16384MiB:tree": "model/measured 1.790 (346 vs 193 GB/s)",
+    "together_use3a_20260502:all_reduce:256gpu:16384MiB:tree": "model/measured 1.796 (348 vs 194 GB/s)",
+    "together_use3a_20260502:all_reduce:368gpu:16384MiB:tree": "model/measured 1.801 (348 vs 193 GB/s)",
+    # InfiniBand SHARP (CollNet, in-network reduction) all-reduce at 64-512 B200 GPUs: 535-589
+    # GB/s measured, flat with scale; the model does not price in-network reduction (its
+    # ring, 360-378 GB/s).
+    "together_fa_20260512:all_reduce:64gpu:32768MiB:collnet_chain":
+        "model/measured 0.692 (378 vs 546.26 GB/s)",
+    "together_fa_20260512:all_reduce:128gpu:32768MiB:collnet_chain":
+        "model/measured 0.691 (377 vs 544.99 GB/s)",
+    "together_fa_20260512:all_reduce:128gpu:32768MiB:collnet_direct":
+        "model/measured 0.639 (377 vs 588.83 GB/s)",
+    "together_fa_20260512:all_reduce:256gpu:32768MiB:collnet_chain":
+        "model/measured 0.690 (373 vs 540.74 GB/s)",
+    "together_fa_20260512:all_reduce:256gpu:32768MiB:collnet_direct":
+        "model/measured 0.660 (373 vs 565.06 GB/s)",
+    "together_fa_20260512:all_reduce:512gpu:32768MiB:collnet_chain":
+        "model/measured 0.685 (366 vs 534.53 GB/s)",
+    "together_fa_20260512:all_reduce:512gpu:32768MiB:collnet_direct":
+        "model/measured 0.671 (366 vs 545.77 GB/s)",
+    "together_use3a_20260502:all_reduce:64gpu:16384MiB:collnet":
+        "model/measured 0.687 (377 vs 547.9 GB/s)",
+    "together_use3a_20260502:all_reduce:128gpu:16384MiB:collnet":
+        "model/measured 0.682 (373 vs 546.7 GB/s)",
+    "together_use3a_20260502:all_reduce:256gpu:16384MiB:collnet":
+        "model/measured 0.673 (366 vs 544.3 GB/s)",
+    "together_use3a_20260502:all_reduce:368gpu:16384MiB:collnet":
+        "model/measured 0.662 (361 vs 544.8 GB/s)",
+    # NVLSTree at 64-8,192 H100 GPUs (GTC 2024 S62129 slide 35, digitized from the plot,
+    # +-4 GB/s): the model has no NVLS and prices its own choice (its tree from 64 GPUs at
+    # <= 1 GiB). At 64 MiB it is 1.24-1.86x optimistic from 64 GPUs up, at 256 MiB 1.12-1.29x
+    # from 1,024 up (its tree: 0.92 of the ring's bus bandwidth, log2(nodes) hop latencies;
+    # the measured curve stays latency-bound to larger messages); 1 GiB agrees from 256 GPUs
+    # up; at 16 GiB from 1,024 GPUs it is 10-12% low (its tree, 330 GB/s, against 366-374).
+    "gtc24_s62129_nvlstree:all_reduce:64gpu:64MiB:nvls_tree":
+        "model/measured 1.236 (235 vs 190 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:64gpu:1024MiB:nvls_tree":
+        "model/measured 0.916 (319 vs 348 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:256gpu:64MiB:nvls_tree":
+        "model/measured 1.358 (224 vs 165 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:1024gpu:64MiB:nvls_tree":
+        "model/measured 1.728 (213 vs 123 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:1024gpu:256MiB:nvls_tree":
+        "model/measured 1.123 (285 vs 254 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:1024gpu:16384MiB:nvls_tree":
+        "model/measured 0.892 (330 vs 370 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:2048gpu:64MiB:nvls_tree":
+        "model/measured 1.670 (207 vs 124 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:2048gpu:256MiB:nvls_tree":
+        "model/measured 1.220 (283 vs 232 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:2048gpu:16384MiB:nvls_tree":
+        "model/measured 0.895 (330 vs 369 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:4096gpu:64MiB:nvls_tree":
+        "model/measured 1.852 (202 vs 109 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:4096gpu:256MiB:nvls_tree":
+        "model/measured 1.252 (280 vs 224 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:4096gpu:16384MiB:nvls_tree":
+        "model/measured 0.883 (330 vs 374 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:8192gpu:64MiB:nvls_tree":
+        "model/measured 1.857 (197 vs 106 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:8192gpu:256MiB:nvls_tree":
+        "model/measured 1.287 (278 vs 216 +-4 GB/s)",
+    "gtc24_s62129_nvlstree:all_reduce:8192gpu:16384MiB:nvls_tree":
+        "model/measured 0.902 (330 vs 366 +-4 GB/s)",
+}
+
+
+def _params(rows: list[dict]) -> list:
+    return [pytest.param(r, id=_id(r), marks=pytest.mark.xfail(strict=True, reason=MISSES[_id(r)]))
+            if _id(r) in MISSES else pytest.param(r, id=_id(r)) for r in rows]
 
 
 #: Ring rows (NCCL's default algorithm where the measurement does not say otherwise on
-#: InfiniBand): NVLS/SHARP rows and AWS's tuner-plugin sweeps are checked apart.
-RING = [r for r in ROWS if "nvls" not in r["algorithm"].lower() and "ofi" not in r["algorithm"]
-        and "default" not in r["algorithm"]]
+#: InfiniBand, or NCCL_ALGO=Ring forced): NVLS/SHARP rows, forced-tree rows and AWS's
+#: tuner-plugin sweeps are checked apart.
+RING = [r for r in ROWS if r["algorithm"].startswith("ring")]
 LARGE = [r for r in RING if r["bytes"] is None or r["bytes"] >= 2**30]
 
 
-@pytest.mark.parametrize("row", LARGE, ids=lambda r: f"{r['source']}:{r['locator'][:40]}")
+@pytest.mark.parametrize("row", _params(LARGE))
 def test_large_message_bus_bandwidth_within_8_percent(row):
     """Large messages (the plateau, >= 1 GiB): the ring runs at the group's bus bandwidth;
-    every published ring figure within 8%."""
+    every published ring figure within 8%, from one node to 512 GPUs (64 nodes); the
+    misses are listed in MISSES."""
     assert _price(row) == pytest.approx(row["busbw_gb_per_s"], rel=0.08)
+
+
+@pytest.mark.parametrize("row", _params([r for r in ROWS if r["algorithm"].startswith("tree")]))
+def test_forced_tree_rows_within_8_percent(row):
+    """NCCL_ALGO=Tree all-reduce at 64-512 GPUs, against the model's tree (its best protocol),
+    by the same 8% rule: every row misses (MISSES), the model's tree is 1.77-1.80x the
+    measured one (193-196 GB/s, half the ring on the same nodes)."""
+    assert _price(row) == pytest.approx(row["busbw_gb_per_s"], rel=0.08)
+
+
+@pytest.mark.parametrize("row", _params([r for r in ROWS if r["algorithm"].startswith("nvls_tree")]))
+def test_nvls_tree_rows_at_64_to_8k_gpus_within_8_percent(row):
+    """NVLSTree all-reduce at 64-8,192 H100 GPUs and 64 MiB-16 GiB (digitized from NVIDIA's
+    plot) against the model's own choice, by the same 8% rule: 64 MiB at every scale, 256 MiB
+    and 16 GiB from 1,024 GPUs and 1 GiB at 64 GPUs miss (MISSES); the rest agree."""
+    assert _price(row) == pytest.approx(row["busbw_gb_per_s"], rel=0.08)
+
+
+@pytest.mark.parametrize("row", _params([r for r in ROWS if r["algorithm"].startswith("collnet")
+                                          and r["source"].startswith("together")]))
+def test_ib_sharp_rows_at_64_to_512_gpus_within_8_percent(row):
+    """CollNet (InfiniBand SHARP) all-reduce at 64-512 B200 GPUs against the model's own
+    choice, by the same 8% rule: all miss (MISSES), SHARP is not modelled (nccl.py)."""
+    assert _price(row) == pytest.approx(row["busbw_gb_per_s"], rel=0.08)
+
+
+def test_at_scale_rows_are_covered():
+    """The published rows reach 8,192 GPUs, and every ring row at >= 64 GPUs is in the 8%
+    check (the large-message set), none dropped by the filters above."""
+    scale = [r for r in ROWS if (r["gpus"] or 0) >= 64]
+    assert max(r["gpus"] for r in scale) == 8192
+    ring = [r for r in scale if r["algorithm"].startswith("ring")]
+    assert len(ring) >= 30 and all(r in LARGE for r in ring)
+    assert set(MISSES) <= {_id(r) for r in ROWS}
 
 
 def test_sharp_rows_are_above_the_model():
