@@ -23,7 +23,7 @@ from autopar_opt.cost.state import reduced_grad_bytes, state_bytes
 from autopar_opt.ir.graph import Layer, LayerKind
 from autopar_opt.ir.hardware import LinkTier
 from autopar_opt.ir.strategies import Strategy, effective_recompute
-from autopar_opt.ir.training import Recompute, Training, param_state_bytes
+from autopar_opt.ir.training import DTYPE_BYTES, Recompute, Training, param_state_bytes
 
 
 def exposed(comm: float, window: float) -> float:
@@ -164,6 +164,22 @@ def tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     return on(s.tp, nbytes, n)
 
 
+def logits_gather_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
+    """The forward all-gather of the output layer's 16-bit logits over the
+    tensor-parallel group on a runtime without ``loss_parallel`` (DTensor
+    ``ColwiseParallel(output_layouts=Replicate())``: :mod:`autopar_opt.ir.runtime`),
+    once per micro-batch, exposed (the loss waits for it); its backward takes
+    the local chunk of the replicated gradient, no communication. ``s·V`` logits
+    per sample at 2 bytes (4 in 32-bit training). 0 otherwise."""
+    from autopar_opt.cost.memory import logits_per_device   # memory imports this module
+
+    if layer.kind is not LayerKind.lm_head or s.tp <= 1 or ctx.training.runtime.loss_parallel:
+        return 0.0
+    width = 4.0 if DTYPE_BYTES.get(ctx.training.dtype, 4) >= 4 else 2.0
+    return collective(ctx, "all_gather", s.tp, 1,
+                      width * logits_per_device(layer, s, ctx.microbatch_samples, False))
+
+
 def cp_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
             ) -> tuple[float, float, float]:
     """Context parallelism for one micro-batch: (K/V communication time, its
@@ -250,6 +266,8 @@ def zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
                     if expert else 0.0)
 
     gather, rs = unit(w_bytes, "all_gather"), unit(g_bytes, "reduce_scatter")
+    if accumulates_unsharded(s, ctx):
+        rs = 0.0                    # once per iteration instead: zero3_sync
     prefetch = ctx.training.runtime.fsdp_prefetch
     if reshards_after_forward(ctx):
         raw = 2 * gather + rs
@@ -262,6 +280,19 @@ def zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     if not prefetch:
         return raw, raw
     return raw, exposed(gather, comp.fwd_s) + exposed(rs, comp.bwd_s)
+
+
+def accumulates_unsharded(s: Strategy, ctx: StageContext) -> bool:
+    """Whether a ZeRO-3/FSDP layer keeps its gradient unsharded across the
+    micro-batches and reduce-scatters it once per iteration because the
+    runtime turns gradient sync off on all but the last micro-batch
+    (``fsdp_no_sync_accumulation``; :mod:`autopar_opt.ir.runtime`), with more
+    than one micro-batch. Under pipelining without resharding the schedule does
+    so anyway (:func:`zero3_sync`), which is not counted here again."""
+    if s.zero < 3 or s.dp * s.cp <= 1 or ctx.microbatches <= 1 \
+            or not ctx.training.runtime.fsdp_no_sync_accumulation:
+        return False
+    return reshards_after_forward(ctx) or not ctx.pipelined
 
 
 def reshards_after_forward(ctx: StageContext) -> bool:
@@ -279,13 +310,31 @@ def zero3_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     ``set_requires_gradient_sync(False)`` on FSDP modules until the last
     micro-batch, ``torch/distributed/pipelining/stage.py``), so each layer
     gathers once per iteration (behind its first forward with prefetch) and
-    reduce-scatters once (behind its last backward). Returns (once-per-iteration
-    exposed time, hidden part); (0, 0) in every other case (:func:`zero3_comm`)."""
-    if s.zero < 3 or s.dp * s.cp <= 1 or layer.params <= 0 or not ctx.pipelined \
-            or reshards_after_forward(ctx):
+    reduce-scatters once (behind its last backward). Likewise the reduce-scatter
+    alone of a runtime that turns gradient sync off until the last micro-batch
+    (:func:`accumulates_unsharded`): once per iteration, in the last
+    micro-batch's backward beside that micro-batch's backward gather (the
+    exposed time it adds to what :func:`zero3_comm` charges every micro-batch).
+    Returns (once-per-iteration exposed time, hidden part); (0, 0) in every
+    other case (:func:`zero3_comm`)."""
+    if s.zero < 3 or s.dp * s.cp <= 1 or layer.params <= 0:
         return 0.0, 0.0
     w_bytes, g_bytes = zero3_bytes(ctx.training)
     dense, expert = moe.split_params(layer, s)
+    if accumulates_unsharded(s, ctx):
+        gather = collective(ctx, "all_gather", s.dp * s.cp, s.tp, dense * w_bytes)
+        rs = collective(ctx, "reduce_scatter", s.dp * s.cp, s.tp, dense * g_bytes)
+        if expert:
+            gather += collective(ctx, "all_gather", s.edp, moe.expert_stride(s), expert * w_bytes)
+            rs += collective(ctx, "reduce_scatter", s.edp, moe.expert_stride(s), expert * g_bytes)
+        if not ctx.training.runtime.fsdp_prefetch:
+            return rs, 0.0
+        # the last backward's window already hides (part of) its gather, if it gathers
+        before = gather if reshards_after_forward(ctx) else 0.0
+        exp = exposed(before + rs, comp.bwd_s) - exposed(before, comp.bwd_s)
+        return exp, rs - exp
+    if not ctx.pipelined or reshards_after_forward(ctx):
+        return 0.0, 0.0
     gather = collective(ctx, "all_gather", s.dp * s.cp, s.tp, dense * w_bytes)
     rs = collective(ctx, "reduce_scatter", s.dp * s.cp, s.tp, dense * g_bytes)
     if expert:

@@ -190,7 +190,8 @@ def _elementwise_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     loss = loss_traffic_bytes(ctx.training) if layer.kind is LayerKind.lm_head else None
     if loss is None:
         return passes * nbytes / bw
-    logits = logits_per_device(layer, s, ctx.microbatch_samples)
+    logits = logits_per_device(layer, s, ctx.microbatch_samples,
+                               ctx.training.runtime.loss_parallel)
     kept = kept_logit_bytes(ctx.training) * logits
     return (passes * (nbytes - kept) + loss * logits) / bw
 

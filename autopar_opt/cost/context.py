@@ -40,6 +40,12 @@ class StageContext:
         return self.tie_tier is not None
 
     @property
+    def microbatches(self) -> int:
+        """Micro-batches per iteration: the global batch over the micro-batch
+        (``b = B // c`` where the context is built, :mod:`autopar_opt.cost.tables`)."""
+        return max(1, round(self.training.global_batch_size / max(self.microbatch_samples, 1)))
+
+    @property
     def stage_tier(self) -> LinkTier:
         return self.tier(self.devices)
 

@@ -11,8 +11,8 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from autopar_opt.cost.context import StageContext
-from autopar_opt.cost.layer_cost import layer_cost
-from autopar_opt.cost.state import weight_parts
+from autopar_opt.cost.layer_cost import layer_cost, unsharded_held_parts
+from autopar_opt.cost.state import held_layer, weight_parts
 from autopar_opt.cost.params import CostParams, default_params
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
 from autopar_opt.ir.graph import LayerGraph, LayerKind
@@ -236,8 +236,11 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster | Fleet, training: 
             acc[key][i] += n * val
         acc["logits" if layer.kind is LayerKind.lm_head else "a"][i] += n * cost.act_bytes
         acc["x"][i] = max(acc["x"][i], cost.working_bytes)   # one layer in flight: the max
+        held_w, held_g, _ = unsharded_held_parts(held_layer(layer, tie is not None), s, ctx)
         for key, part in zip(("wt", "gr", "os"), weight_parts(layer, s, training, tie is not None)):
             acc[key][i] += n * part
+        acc["wt"][i] += n * held_w      # gathered, unreduced ZeRO-3 state held once per stage
+        acc["gr"][i] += n * held_g
         flops += n * cost.flops * d
         hw_flops += n * cost.hw_flops * d
     o = [0.0] * max(pp - 1, 0)

@@ -35,18 +35,22 @@ from __future__ import annotations
 
 from autopar_opt.cost import moe, offload
 from autopar_opt.cost import overlap
-from autopar_opt.cost.comm import (cp_comm, gradient_sync, reshards_after_forward, tie_sync_time,
+from autopar_opt.cost.comm import (accumulates_unsharded, cp_comm, gradient_sync, logits_gather_time,
+                                   reshards_after_forward, tie_sync_time,
                                    tp_comm_time, zero3_bytes, zero3_comm, zero3_sync)
 from autopar_opt.cost.compute import compute_time, grad_accumulate_time
 from autopar_opt.cost.context import LayerCost, StageContext
 from autopar_opt.cost.memory import activation_bytes, working_set_bytes
-from autopar_opt.cost.state import autocast_saved_cast_bytes, held_layer, weight_bytes
+from autopar_opt.cost.state import (autocast_saved_cast_bytes, held_layer, weight_bytes,
+                                    weight_parts)
 from autopar_opt.ir.graph import Layer
 from autopar_opt.ir.strategies import Strategy
 
 
-def unsharded_held_bytes(layer: Layer, s: Strategy, ctx: StageContext) -> tuple[float, float]:
-    """(stored once per stage, stored per in-flight micro-batch) bytes of a
+def unsharded_held_parts(layer: Layer, s: Strategy, ctx: StageContext
+                         ) -> tuple[float, float, float]:
+    """(weights stored once per stage, gradients stored once per stage, bytes
+    stored per in-flight micro-batch) of a
     ZeRO-3/FSDP layer that does not reshard after its forward pass
     (:func:`~autopar_opt.cost.comm.reshards_after_forward` False): its gathered
     parameters stay on the device from the forward to the backward pass of
@@ -57,15 +61,38 @@ def unsharded_held_bytes(layer: Layer, s: Strategy, ctx: StageContext) -> tuple[
     unsharded for the whole iteration together with the unsharded gradients
     accumulated over the micro-batches (:func:`~autopar_opt.cost.comm.zero3_sync`),
     held once. (0, 0) for a layer that reshards (its transient gather is in the
-    working set, :func:`~autopar_opt.cost.memory.working_set_bytes`)."""
-    if s.zero < 3 or s.dp * s.cp <= 1 or layer.params <= 0 or reshards_after_forward(ctx):
-        return 0.0, 0.0
+    working set, :func:`~autopar_opt.cost.memory.working_set_bytes`).
+
+    A runtime that turns gradient sync off until the last micro-batch
+    (:func:`~autopar_opt.cost.comm.accumulates_unsharded`) holds every layer's
+    unsharded gradient in the reduce dtype from its first micro-batch's backward
+    to the last one's reduce-scatter, once per stage, in place of the sharded
+    gradient :func:`~autopar_opt.cost.state.weight_parts` counts (the sharded
+    gradient is set to None by ``zero_grad`` and written only as the last
+    backward reduce-scatters, layer by layer, each freeing its unsharded one:
+    the peak holds the unsharded gradients alone)."""
+    if s.zero < 3 or s.dp * s.cp <= 1 or layer.params <= 0:
+        return 0.0, 0.0, 0.0
     w_bytes, g_bytes = zero3_bytes(ctx.training)
     dense, expert = moe.split_params(layer, s)
     gathered = dense + (expert if s.edp > 1 else 0.0)
+    if accumulates_unsharded(s, ctx):
+        sharded = weight_parts(layer, s, ctx.training)[1]     # ``layer`` is held_layer's
+        held = (dense + expert) * g_bytes - sharded
+        kept = 0.0 if reshards_after_forward(ctx) else gathered * w_bytes
+        return 0.0, max(held, 0.0), kept
+    if reshards_after_forward(ctx):
+        return 0.0, 0.0, 0.0
     if ctx.pipelined:
-        return gathered * (w_bytes + g_bytes), 0.0
-    return 0.0, gathered * w_bytes
+        return gathered * w_bytes, gathered * g_bytes, 0.0
+    return 0.0, 0.0, gathered * w_bytes
+
+
+def unsharded_held_bytes(layer: Layer, s: Strategy, ctx: StageContext) -> tuple[float, float]:
+    """(stored once per stage, stored per in-flight micro-batch) bytes of
+    :func:`unsharded_held_parts`."""
+    w, g, per = unsharded_held_parts(layer, s, ctx)
+    return w + g, per
 
 
 def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
@@ -98,7 +125,7 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     layer = held_layer(layer, tie_active)
     k = ctx.params.comm_interference
     tp_raw = tp_comm_time(layer, s, ctx)
-    tp = overlap.tp_exposed(layer, s, ctx, comp, tp_raw)
+    tp = overlap.tp_exposed(layer, s, ctx, comp, tp_raw) + logits_gather_time(layer, s, ctx)
     cp_raw, cp_exp, cp_merge = cp_comm(layer, s, ctx, comp)
     cp = cp_exp + cp_merge
     z3_raw, z3 = zero3_comm(layer, s, ctx, comp)

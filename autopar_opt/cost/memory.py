@@ -13,12 +13,14 @@ from autopar_opt.ir.strategies import Strategy, effective_recompute
 from autopar_opt.ir.training import AUTOCAST_CACHE_BYTES, DTYPE_BYTES, Recompute, Training
 
 
-def logits_per_device(layer: Layer, s: Strategy, microbatch_samples: int) -> float:
+def logits_per_device(layer: Layer, s: Strategy, microbatch_samples: int,
+                      parallel: bool = True) -> float:
     """Logits of one micro-batch on one device of the output layer: its
     ``4·s·V`` fp32-logit bytes (``act_bytes - act_replicated_bytes``) over 4,
-    vocabulary-parallel over ``tp``, with the micro-batch share of
-    :func:`activation_bytes`."""
-    return (layer.act_bytes - layer.act_replicated_bytes) / 4.0 / s.tp \
+    vocabulary-parallel over ``tp`` (``parallel``: the runtime's
+    ``loss_parallel``; off, every tensor-parallel rank holds them all), with the
+    micro-batch share of :func:`activation_bytes`."""
+    return (layer.act_bytes - layer.act_replicated_bytes) / 4.0 / (s.tp if parallel else 1) \
         * microbatch_samples / (s.dp * s.cp)
 
 
@@ -74,7 +76,9 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
         # TE keeps FP8 GEMM inputs as their FP8 cast: 1 byte instead of 2.
         repl -= layer.act_gemm_input_replicated_bytes / 2
         split -= (layer.act_gemm_input_bytes - layer.act_gemm_input_replicated_bytes) / 2
-    per = split / s.tp + repl / (s.tp if s.sp else 1)
+    whole = layer.kind is LayerKind.lm_head and training is not None \
+        and not training.runtime.loss_parallel    # logits gathered to every TP rank
+    per = split / (1 if whole else s.tp) + repl / (s.tp if s.sp else 1)
     return per * share
 
 
@@ -148,7 +152,8 @@ def eager_loss_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
     if layer.kind is not LayerKind.lm_head or not rt.eager_cross_entropy \
             or rt.fused_cross_entropy:
         return 0.0
-    return 2.0 * eager_logp_bytes(training) * logits_per_device(layer, s, microbatch_samples)
+    return 2.0 * eager_logp_bytes(training) * logits_per_device(
+        layer, s, microbatch_samples, training.runtime.loss_parallel)
 
 
 def loss_grad_cast_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
@@ -186,7 +191,7 @@ def loss_grad_cast_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
             or rt.fused_cross_entropy or rt.eager_cross_entropy \
             or DTYPE_BYTES.get(training.dtype, 4) >= 4:
         return 0.0
-    return 2.0 * logits_per_device(layer, s, microbatch_samples)
+    return 2.0 * logits_per_device(layer, s, microbatch_samples, training.runtime.loss_parallel)
 
 
 def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,

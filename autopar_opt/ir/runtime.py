@@ -57,6 +57,23 @@ fsdp_prefetch
     ZeRO-3/FSDP gathers the next layer's parameters while the current layer
     computes (PyTorch FSDP ``forward_prefetch``/``backward_prefetch``, Zhao
     et al. 2023, Sec. 3.3; FSDP2 in torchtitan, Liang et al. 2024).
+fsdp_no_sync_accumulation
+    ZeRO-3/FSDP with gradient synchronisation off on every micro-batch but the
+    last (FSDP2 ``set_requires_gradient_sync(False)``, FSDP1 ``no_sync()``):
+    each layer's gradient stays unsharded on every rank, accumulated in the
+    reduce dtype, from its first micro-batch's backward until the last
+    micro-batch's reduce-scatter, which runs once per iteration instead of
+    once per micro-batch. Memory: the unsharded gradient of every local
+    parameter, in the reduce dtype (PyTorch 2.13
+    ``torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py``
+    ``post_backward``: ``if not self.reduce_grads: ... to_accumulated_grad_if_needed()``,
+    which in ``_fsdp_param.py`` replaces the unsharded ``.grad`` by
+    ``unsharded_grad.to(self.reduce_dtype)``; set by
+    ``FSDPModule.set_requires_gradient_sync``). Off by default: torchtitan
+    reduce-scatters every micro-batch (its trainer never turns sync off);
+    KempnerForge turns it off (``kempnerforge/training/grad.py``
+    ``maybe_no_sync``: ``model.set_requires_gradient_sync(False)`` unless
+    ``micro_step + 1 == grad_accum_steps``).
 distributed_optimizer
     Optimizer state sharded over the data-parallel group (= ZeRO-1;
     Megatron-Core ``--use-distributed-optimizer``; Rajbhandari et al. 2020).
@@ -164,6 +181,20 @@ loss_fp32_upcast
     Hugging Face Transformers ``ForCausalLMLoss`` (``logits = logits.float()``,
     ``src/transformers/loss/loss_utils.py``), on every Trainer/accelerate
     backend (``calibration.stacks.huggingface``).
+loss_parallel
+    The output layer's logits stay split over the tensor-parallel group
+    through the loss: Megatron's vocabulary-parallel cross-entropy
+    (``_VocabParallelCrossEntropy``, Megatron-Core
+    ``tensor_parallel/cross_entropy.py``), torchtitan's ``loss_parallel``
+    (on unless ``parallelism.disable_loss_parallel``). Off: the output GEMM's
+    column-parallel logits are all-gathered to every tensor-parallel rank
+    (DTensor ``ColwiseParallel(output_layouts=Replicate())``), which keeps and
+    computes the loss over the whole vocabulary: the logits' memory and loss
+    traffic are not divided by ``tp``, and each micro-batch's forward
+    all-gathers the 16-bit logits over the group (its backward takes the local
+    chunk of the replicated gradient: no communication). KempnerForge
+    (``kempnerforge/distributed/tensor_parallel.py``: "Output head:
+    ColwiseParallel (split vocab, gather to Replicate for loss)").
 fp8_primary_weights
     In FP8 training the model keeps its GEMM weights in FP8 only (1 byte,
     plus the transposed FP8 copy Transformer Engine caches for the backward
@@ -256,6 +287,7 @@ class Runtime:
     grad_reduce_overlap: bool = True
     param_gather_overlap: bool = True
     fsdp_prefetch: bool = True
+    fsdp_no_sync_accumulation: bool = False
     distributed_optimizer: bool = True
     fp32_grad_buffer: bool = True
     fp16_fp32_grads: bool = False
@@ -267,6 +299,7 @@ class Runtime:
     loss_grad_cast: bool = False
     eager_cross_entropy: bool = False
     loss_fp32_upcast: bool = False
+    loss_parallel: bool = True
     fp8_primary_weights: bool = False
     ddp_bucket_copy: bool = False
     fused_projections: bool = True

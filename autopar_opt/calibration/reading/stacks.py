@@ -56,6 +56,15 @@ PyTorch FSDP / FSDP2 (plain), HF accelerate or Trainer with FSDP
     DDP, DeepSpeed ZeRO and Colossal-AI), reduce-scatter in the parameter
     dtype (``MixedPrecision.reduce_dtype`` defaults to ``param_dtype``;
     torch.distributed.fsdp docs).
+KempnerForge (FSDP2 + DTensor tensor parallelism)
+    The plain FSDP runtime with gradient sync off on every micro-batch but the
+    last (``fsdp_no_sync_accumulation``: ``kempnerforge/training/grad.py``
+    ``maybe_no_sync`` calls ``model.set_requires_gradient_sync(False)`` unless
+    ``micro_step + 1 == grad_accum_steps``), so every layer's unsharded
+    gradient is kept in the reduce dtype across the micro-batches; the output
+    head's logits all-gathered to every tensor-parallel rank for the loss
+    (``loss_parallel`` off: ``kempnerforge/distributed/tensor_parallel.py``,
+    ``ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate())``).
 fairscale / metaseq FSDP (+ Megatron tensor parallelism)
     Prefetching FSDP (all-gathers on their own stream, issued as the CPU runs
     ahead: Zhao et al. 2023, Sec. 3.3) with unfused softmax attention (2022
@@ -258,6 +267,19 @@ def plain_fsdp(label: str, notes: list[str]) -> Runtime:
                  "plain PyTorch cross-entropy (no fused loss kernel)")
     return replace(runtime_named("pytorch-fsdp", fused_cross_entropy=False,
                                  eager_cross_entropy=True), name="pytorch-fsdp")
+
+
+def kempnerforge(notes: list[str]) -> Runtime:
+    """KempnerForge (module docstring): plain FSDP2 with gradient sync off until
+    the last micro-batch."""
+    rt = plain_fsdp("KempnerForge", notes)
+    notes.append("KempnerForge: gradient sync off on all but the last micro-batch "
+                 "(training/grad.py maybe_no_sync: set_requires_gradient_sync(False)), so each "
+                 "layer's unsharded gradient is held in the reduce dtype across the micro-batches "
+                 "and reduce-scattered once per iteration; output head ColwiseParallel with "
+                 "Replicate output (distributed/tensor_parallel.py): the logits all-gathered to "
+                 "every TP rank, the loss on the whole vocabulary (no loss parallelism)")
+    return replace(rt, fsdp_no_sync_accumulation=True, loss_parallel=False)
 
 
 def fairscale(notes: list[str]) -> Runtime:
@@ -496,6 +518,8 @@ def other_stack(framework: str, rec: RawRecord | None, notes: list[str]) -> Runt
         return huggingface(fw, rec, notes)
     if "deepspeed" in fw:
         return deepspeed_zero(fw, rec, notes)
+    if "kempnerforge" in fw:
+        return kempnerforge(notes)
     if "fsdp" in fw or "fully_shard" in fw or "fully sharded" in fw:
         return plain_fsdp("PyTorch FSDP", notes)
     if "megatron" in fw:     # Megatron-LM of 2023 or later (see megatron_lm_is_core)

@@ -172,3 +172,99 @@ def test_full_recompute_repeats_the_forward_ring():
     raw1 = cp_comm(layer, full, ctx, compute_time(layer, full, ctx))[0]
     chunk = 4e9 * 8 / 4 / 2
     assert raw1 - raw0 == pytest.approx(p2p_time(chunk, ctx.cluster.intra_node, 1.0), rel=1e-12)
+
+
+def _no_sync_ctx(microbatches: int, **caps) -> StageContext:
+    """8 samples per micro-batch on dp = 8, ``microbatches`` of them per iteration."""
+    cl = make_cluster("t", 1, 8, "H100-SXM-80GB", inter_node=LinkTier("ib", 50.0, 10.0))
+    rt = runtime_named("pytorch-fsdp", fp32_grad_reduce=True, **caps)
+    tr = Training(8 * microbatches, S, "bf16", runtime=rt)
+    return StageContext(cl, tr, IDEAL, 8, 8)
+
+
+def test_fsdp_no_sync_accumulation_reduces_once_and_holds_unsharded_fp32_gradients():
+    """FSDP2 with gradient sync off until the last micro-batch (KempnerForge's
+    maybe_no_sync; torch ``post_backward``: ``to_accumulated_grad_if_needed`` keeps the
+    unsharded gradient in reduce_dtype): over 4 micro-batches each layer gathers twice
+    per micro-batch (forward, backward) and reduce-scatters once per iteration, in the
+    last backward beside that backward's gather: exposed
+    max(0, gather + rs - bwd) - max(0, gather - bwd) once. At the peak the stage holds
+    the unsharded fp32 gradient of every local parameter: 4 x 1e9 bytes for the layer,
+    in place of its sharded gradient. With one micro-batch nothing changes."""
+    from autopar_opt.cost.layer_cost import unsharded_held_parts
+    from autopar_opt.cost.state import weight_parts
+
+    layer, s = _block(), Strategy(dp=8, tp=1, zero=3)
+    acc, sync = _no_sync_ctx(4, fsdp_no_sync_accumulation=True), _no_sync_ctx(4)
+    assert acc.microbatches == 4
+    w, g = zero3_bytes(acc.training)
+    assert g == 4.0
+    gather = collective(acc, "all_gather", 8, 1, P * w)
+    rs = collective(acc, "reduce_scatter", 8, 1, P * g)
+    comp = compute_time(layer, s, acc)
+    assert zero3_comm(layer, s, acc, comp)[0] == pytest.approx(2 * gather, rel=1e-12)
+    assert zero3_comm(layer, s, sync, comp)[0] == pytest.approx(2 * gather + rs, rel=1e-12)
+    exp, hidden = zero3_sync(layer, s, acc, comp)
+    assert exp + hidden == pytest.approx(rs, rel=1e-12)
+    assert exp == pytest.approx(max(0.0, gather + rs - comp.bwd_s) - max(0.0, gather - comp.bwd_s),
+                                abs=1e-15)
+    assert zero3_sync(layer, s, sync, comp) == (0.0, 0.0)
+    # memory: the peak's gradients are the unsharded fp32 ones, 4 B x 1e9
+    _, held_g, per_mb = unsharded_held_parts(layer, s, acc)
+    assert held_g + weight_parts(layer, s, acc.training)[1] == pytest.approx(4.0 * P, rel=1e-12)
+    assert per_mb == 0.0
+    assert unsharded_held_parts(layer, s, sync) == (0.0, 0.0, 0.0)
+    more = layer_cost(layer, s, acc).weight_bytes - layer_cost(layer, s, sync).weight_bytes
+    assert more == pytest.approx(held_g, rel=1e-12)
+    # one micro-batch: gradient sync on that (last) micro-batch, as without the option
+    one = _no_sync_ctx(1, fsdp_no_sync_accumulation=True)
+    assert zero3_comm(layer, s, one, comp)[0] == pytest.approx(2 * gather + rs, rel=1e-12)
+    assert unsharded_held_parts(layer, s, one) == (0.0, 0.0, 0.0)
+
+
+def test_kempnerforge_is_read_with_no_sync_accumulation():
+    """The calibration's reader: KempnerForge turns gradient sync off until the last
+    micro-batch (kempnerforge/training/grad.py maybe_no_sync); plain FSDP does not say so."""
+    from autopar_opt.calibration.reading.runtime import runtime_of
+
+    notes: list[str] = []
+    kf = runtime_of("KempnerForge (PyTorch FSDP2 fully_shard + DTensor tensor parallel)", notes)
+    assert kf.fsdp_no_sync_accumulation and kf.name == "pytorch-fsdp" and not kf.loss_parallel
+    assert any("set_requires_gradient_sync(False)" in n for n in notes)
+    assert not runtime_of("PyTorch FSDP2 fully_shard", []).fsdp_no_sync_accumulation
+
+
+def test_replicated_logits_without_loss_parallel():
+    """A DTensor stack that gathers the column-parallel logits to every TP rank
+    (ColwiseParallel(output_layouts=Replicate()), KempnerForge) keeps and computes the
+    loss over the whole vocabulary: tp = 4, a bf16 plain PyTorch loss (2-byte
+    log-probabilities kept, 2 x 2 bytes of transient gradients per logit): the kept
+    bytes and the transient are 4x the vocabulary-parallel ones; the forward all-gathers
+    the 2-byte logits over the 4 ranks (S·V logits per sample, 8 samples over dp = 2);
+    with loss_parallel nothing is gathered."""
+    from autopar_opt.cost.comm import logits_gather_time
+    from autopar_opt.cost.memory import activation_bytes, eager_loss_bytes
+
+    vocab = 32000
+    head = Layer("out", kind=LayerKind.lm_head, flops_fwd=F, flops_bwd=2 * F, params=P,
+                 act_bytes=4.0 * S * vocab, act_replicated_bytes=0.0)
+    s = Strategy(dp=2, tp=4, sp=True)
+    cl = make_cluster("t", 1, 8, "H100-SXM-80GB", inter_node=LinkTier("ib", 50.0, 10.0))
+
+    def ctx(parallel: bool) -> StageContext:
+        rt = runtime_named("pytorch-fsdp", eager_cross_entropy=True, fused_cross_entropy=False,
+                           loss_parallel=parallel)
+        return StageContext(cl, Training(8, S, "bf16", runtime=rt), IDEAL, 8, 8)
+
+    split, whole = ctx(True), ctx(False)
+    logits = S * vocab * 8 / 2                        # per TP rank when replicated
+    assert activation_bytes(head, s, 8, training=whole.training) == pytest.approx(2.0 * logits)
+    assert activation_bytes(head, s, 8, training=split.training) == pytest.approx(2.0 * logits / 4)
+    assert eager_loss_bytes(head, s, 8, whole.training) == pytest.approx(4.0 * logits)
+    assert eager_loss_bytes(head, s, 8, split.training) == pytest.approx(logits)
+    gather = collective(whole, "all_gather", 4, 1, 2.0 * logits)
+    assert gather > 0 and logits_gather_time(head, s, whole) == pytest.approx(gather, rel=1e-12)
+    assert logits_gather_time(head, s, split) == 0.0
+    extra = layer_cost(head, s, whole).tp_exposed_s - layer_cost(head, s, split).tp_exposed_s
+    assert extra == pytest.approx(gather, rel=1e-9)
+    assert runtime_named("pytorch-fsdp").loss_parallel and runtime_named("torchtitan").loss_parallel
