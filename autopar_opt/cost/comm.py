@@ -59,8 +59,9 @@ def collective_group(ctx: StageContext, group: int, stride: int) -> nccl.Group:
     S62129). One member per node (a data-parallel ring of a tp=8 model) sees its
     own NIC share alone. A group spanning more nodes than one leaf switch serves
     gets the blocking fabric's share above the leaves
-    (:meth:`~autopar_opt.ir.hardware.Cluster.fabric_share`).
-    The figure nccl-tests report as bus bandwidth
+    (:meth:`~autopar_opt.ir.hardware.Cluster.fabric_share`). The group's channels
+    (one per NIC it uses: :func:`autopar_opt.cost.nccl.inter_node_channels`) cap
+    the tree. The figure nccl-tests report as bus bandwidth
     (tests/data/microbench/nccl_tests.yaml; :mod:`autopar_opt.cost.nccl` adds the
     latencies and the algorithm choice).
     """
@@ -75,7 +76,9 @@ def collective_group(ctx: StageContext, group: int, stride: int) -> nccl.Group:
     net = cl.nic_share_gb_per_s(per_node) * ctx.params.inter_comm_efficiency \
         * cl.fabric_share(nodes)
     bus = net if per_node == 1 else min(intra, net)
-    return nccl.Group(group, nodes, bus, kind, gen)
+    nics = per_node * cl.nics / cl.gpus_per_node              # the NICs the group uses
+    channels = nccl.inter_node_channels(nics, cl.inter_node.bandwidth_gb_per_s, gen)
+    return nccl.Group(group, nodes, bus, kind, gen, channels)
 
 
 def collective(ctx: StageContext, kind: str, group: int, stride: int, nbytes: float,

@@ -23,7 +23,11 @@ nodes. Every constant below cites its line.
   large-message figure, :class:`Group`), scaled per protocol: ring LL
   ``min(llMaxBw, 0.5·busBw)``, ring LL128 ``0.92·busBw``; tree
   ``0.92·busBw``, then LL ``min(busBw/3.8, llMaxBw)`` or LL128 ``x 120/128``
-  (``x 7/9`` inside one node); the tree's measured correction factor per
+  (``x 7/9`` inside one node); across nodes the tree's bandwidth is at most
+  its channels times ``perChMaxTreeBws`` (LL128: ``perChMaxTreeLL128Bws``), the
+  channels counted as NCCL's topology search builds them
+  (:func:`inter_node_channels`: one per NIC, doubled unless fast and many); the
+  tree's measured correction factor per
   message size (``treeCorrectionFactor``); then converted to algorithm
   bandwidth: ``busBw·n/nsteps`` for a ring, ``busBw/2`` for a tree.
 * ``t = lat + bytes / (1000·bw)`` µs; the minimum over the algorithms and
@@ -32,8 +36,10 @@ nodes. Every constant below cites its line.
 Not modelled (stated): NVLink SHARP (NVLS) and CollNet/SHARP in-network
 reduction (all-reduce only, when the fabric has them: +23-30% bus bandwidth in
 NVIDIA's GTC 2025 S72583 figures), PAT (all-gather/reduce-scatter with one
-GPU per node, NCCL ≥ 2.23), the per-channel bandwidth caps (need the channel
-count), and a tuner plugin's own choices (AWS ofi).
+GPU per node, NCCL ≥ 2.23), the per-channel caps of rings and of trees inside one
+node (their channel counts come from the intra-node search, not derived here),
+the tree's ``x 0.85`` when the search falls back to the plain TREE pattern, and a
+tuner plugin's own choices (AWS ofi).
 """
 
 from __future__ import annotations
@@ -67,6 +73,22 @@ NET_OVERHEAD_US = 1.0
 #: line used for data; LL: half).
 LL_FACTOR, LL128_RING_FACTOR, TREE_FACTOR = 0.5, 0.92, 0.92
 LL_TREE_DIVISOR, LL128_TREE_NET, LL128_TREE_NODE = 3.8, 120.0 / 128.0, 7.0 / 9.0
+#: ``perChMaxTreeBws`` and ``perChMaxTreeLL128Bws`` (GB/s per channel), tuning.cc
+#: ``ncclTunerConstantsDefaults``: generation (Volta, Ampere, Hopper, Blackwell) x
+#: (N1, N2, N4+ nodes): the tree's bus bandwidth is at most ``nChannels`` times these.
+PER_CHANNEL_TREE_BW = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0))
+PER_CHANNEL_TREE_LL128_BW = ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0),
+                             (55.6, 31.67, 20.0))
+#: Per-channel bandwidths (GB/s) NCCL's topology search tries across nodes, fastest
+#: first (src/graph/search.cc ``speedArrayInter``, ``sm90SpeedArrayInter``,
+#: ``sm100SpeedArrayInter``), by generation: pre-Hopper, Hopper, Blackwell.
+SPEEDS_INTER = (
+    (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2,
+     0.24, 0.12),
+    (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24,
+     0.12),
+    (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0,
+     2.4, 1.2, 0.24, 0.12))
 #: Multi-node ring Simple all-reduce latency factor (``ncclTopoGetAlgoTime``,
 #: compute capability >= 8.0; 1.9 below) when ``bytes/(nChannels·n) >= 64``,
 #: taken with NCCL's usual 16 channels on NVSwitch systems (stated).
@@ -87,7 +109,9 @@ class Group:
         efficiency (:func:`autopar_opt.cost.comm.collective_group`).
     intra : link kind inside a node, ``nvlink`` or ``pci`` (``hwLatencies``).
     generation : 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell (``llMaxBws``,
-        the ring plateau factor).
+        the ring plateau factor, the tree's per-channel caps).
+    channels : the inter-node graph's channel count, which caps the tree
+        (:func:`inter_node_channels`).
     """
 
     ranks: int
@@ -95,6 +119,9 @@ class Group:
     bus_gb_per_s: float
     intra: str = "nvlink"
     generation: int = 2
+    #: channels of the communicator's inter-node graph (:func:`inter_node_channels`);
+    #: 0 where not derived (inside one node): no per-channel cap on the tree
+    channels: int = 0
 
     @property
     def ranks_per_node(self) -> float:
@@ -115,18 +142,44 @@ def _ll_max(g: Group) -> float:
     return row[0 if g.nodes == 1 else 1 if g.nodes == 2 else 2]
 
 
+def inter_node_channels(nics: float, nic_gb_per_s: float, generation: int) -> int:
+    """Channels of a communicator's graph across nodes, as NCCL's topology search
+    builds it (src/graph/search.cc ``ncclTopoCompute``): each channel crosses the
+    network on one NIC at the fastest per-channel speed of :data:`SPEEDS_INTER`
+    that the NIC carries (a 400 Gb/s NIC, 50 GB/s: 48), one channel per NIC the
+    communicator uses (``nics``, at least one); ``ncclTopoDupChannels`` then
+    doubles them (halving their speed) unless the speed is below 25 GB/s or, from
+    Hopper on (compute capability above 8.0), it is below 50 GB/s with more than
+    4 channels. A DGX H100 or B200 node's eight 400 Gb/s NICs: 8 channels at 48."""
+    speeds = SPEEDS_INTER[min(max(generation - 1, 0), 2)]
+    speed = next((v for v in speeds if v <= nic_gb_per_s + 1e-9), speeds[-1])
+    n = max(1, math.ceil(nics - 1e-9))
+    if speed < 25.0 or (generation >= 2 and speed < 50.0 and n > 4):
+        return n
+    return 2 * n
+
+
 def _bus(algorithm: str, p: int, g: Group) -> float:
-    """Bus bandwidth of ``algorithm`` with protocol index ``p`` (0 LL, 1 LL128, 2 Simple)."""
+    """Bus bandwidth of ``algorithm`` with protocol index ``p`` (0 LL, 1 LL128, 2 Simple).
+    The tree's is capped by its channels (tuning.cc: ``min(busBw·0.92, nChannels ·
+    perChMaxTreeBw)`` for every protocol of a tree all-reduce, then LL128's own
+    ``nChannels · perChMaxTreeLL128Bw``) where the channel count is known."""
     bus = g.bus_gb_per_s
     if algorithm == "ring":
         if p == 0:
             return min(_ll_max(g), bus * LL_FACTOR)
         return bus * LL128_RING_FACTOR if p == 1 else bus
+    scale = 0 if g.nodes == 1 else 1 if g.nodes == 2 else 2
     bus *= TREE_FACTOR
+    if g.channels:
+        bus = min(bus, g.channels * PER_CHANNEL_TREE_BW[g.generation][scale])
     if p == 0:
         return min(bus / LL_TREE_DIVISOR, _ll_max(g))
     if p == 1:
-        return bus * (LL128_TREE_NODE if g.nodes == 1 else LL128_TREE_NET)
+        bus *= LL128_TREE_NODE if g.nodes == 1 else LL128_TREE_NET
+        if g.channels:
+            bus = min(bus, g.channels * PER_CHANNEL_TREE_LL128_BW[g.generation][scale])
+        return bus
     return bus
 
 

@@ -114,3 +114,37 @@ def test_ll_cap_depends_on_generation_in_a_node_and_on_node_count_across():
     assert nccl.algorithm_time("all_reduce", "ring", "LL", m, g) == pytest.approx(
         lat + m / (20.4e9 * 32 / 62))
     assert math.isclose(nccl._ll_max(Group(16, 2, 380.0)), 39.0)
+
+
+def test_inter_node_channels_follow_the_topology_search():
+    """One channel per NIC at the fastest per-channel speed the NIC carries
+    (search.cc speedArrayInter), doubled by ncclTopoDupChannels unless the speed is
+    below 25 GB/s or, from Hopper, below 50 GB/s with more than 4 channels."""
+    assert nccl.inter_node_channels(8, 50.0, 3) == 8      # 48 GB/s, 8 channels: kept
+    assert nccl.inter_node_channels(8, 50.0, 2) == 8
+    assert nccl.inter_node_channels(4, 50.0, 2) == 8      # 4 channels: doubled
+    assert nccl.inter_node_channels(1, 50.0, 3) == 2
+    assert nccl.inter_node_channels(0.5, 50.0, 2) == 2    # half a NIC: one channel, doubled
+    assert nccl.inter_node_channels(8, 25.0, 1) == 8      # HDR 200 Gb/s: 24 GB/s, below 25
+    assert nccl.inter_node_channels(8, 100.0, 3) == 16    # 800 Gb/s on Blackwell: 96, doubled
+
+
+def test_tree_bandwidth_is_capped_by_its_channels():
+    """64 B200 on 8 nodes, 8 NICs each (8 channels): tuning.cc caps the tree at
+    min(0.92 x 380, 8 x perChMaxTreeBws[Blackwell][N4] = 8 x 24) = 192 GB/s, LL128 at
+    min(192 x 120/128, 8 x perChMaxTreeLL128Bws = 8 x 20) = 160; without a channel count
+    (inside a node) no cap. A 16 GiB tree all-reduce: algorithm bandwidth 192 / 2."""
+    g = Group(64, 8, 380.0, generation=3, channels=8)
+    m = 16 * 2**30
+    lat = nccl.latency_us("all_reduce", "tree", "Simple", g, m) * 1e-6
+    assert nccl.algorithm_time("all_reduce", "tree", "Simple", m, g) == \
+        pytest.approx(lat + m / (192.0 / 2 * 1e9))
+    lat128 = nccl.latency_us("all_reduce", "tree", "LL128", g, m) * 1e-6
+    assert nccl.algorithm_time("all_reduce", "tree", "LL128", m, g) == \
+        pytest.approx(lat128 + m / (160.0 / 2 * 1e9))
+    uncapped = Group(64, 8, 380.0, generation=3)
+    assert nccl.algorithm_time("all_reduce", "tree", "Simple", m, uncapped) == \
+        pytest.approx(lat + m / (380.0 * 0.92 / 2 * 1e9))
+    # the ring is not capped: it wins the large message
+    assert nccl.collective_time("all_reduce", m, g) == \
+        pytest.approx(min(nccl.algorithm_time("all_reduce", "ring", p, m, g) for p in nccl.PROTOCOLS))
