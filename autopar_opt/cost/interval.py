@@ -33,8 +33,9 @@ range, the interval contains the one built from any single kind of residual
 taking the largest-magnitude residual alone, as this module did before, lost
 the sign a run's other residuals had and left the intervals of well-predicted
 families (Narayanan et al. 2021: +2.7 to +7.7% from its family's fit, -4 to
--8% from the regimes') outside their own errors: 65.1% of 175 runs covered where the ranges
-cover 89.7% at the same median width (``benchmarks/calibration/REGIMES.md``). The
+-8% from the regimes') outside their own errors: on the same residuals, 65.1%
+of 175 runs were covered where the ranges cover 89.7% at the same median width
+(``benchmarks/calibration/REGIMES.md``). The
 predicted time ``T`` becomes ``[T·e^lo, T·e^hi]``. When fewer than
 :data:`MIN_COMPARABLE` runs share every label, the interval also spans the
 residuals of those that do and says it is wide for that reason.

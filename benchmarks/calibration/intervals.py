@@ -85,14 +85,14 @@ and with their replicated output logits; re-read it when the table above changes
   back to the other chips'. Under v3 the communication efficiencies, the
   attention kernels and the overlap slowdown are pinned by microbenchmarks and
   papers, not fitted, so no regime can pull them. `generation:ampere` meets
-  10% / 25% (8.9% / 18.2%); the largest misses are `framework:deepspeed`
+  10% / 25% (9.2% / 18.2%); the largest misses are `framework:deepspeed`
   (BLOOM's Megatron-DeepSpeed runs and InternEvo's hybrid ZeRO-1, read as the
   DeepSpeed family), `generation:hopper`, `family:bloom` and `moe:true`.
-- Hopper left out (`generation:hopper`, 54 runs): median 15.2% (8.4% in session
-  15), p90 36.9%. KempnerForge's 70B rows at 32-160 H200 are now 22-29% too fast
+- Hopper left out (`generation:hopper`, 54 runs): median 15.4% (8.4% in session
+  15), p90 36.7%. KempnerForge's 70B rows at 32-160 H200 are now 27-29% too fast
   (one fp32 reduce-scatter per iteration, as its trainer runs, instead of one per
   micro-batch, which had priced them within 2-6%: a compensating error), beside
-  FlagPerf's Llama-3-8B rows (+27-29%), the MoE rows below and the 8-GPU 70B row
+  FlagPerf's Llama-3-8B rows (+27-30%), the MoE rows below and the 8-GPU 70B row
   (+90% in throughput; its published 128.5 GiB is below the sharded weights,
   gradients and Adam state alone, 70.6B x 16 B / 8 = 131.5 GiB: it did not run
   as stated). The per-GPU network
@@ -101,7 +101,7 @@ and with their replicated output logits; re-read it when the table above changes
 - Mixture-of-Experts (`moe:true`, 14 runs from two source families: the Megatron MoE
   Model Zoo, 11, Qwen3-235B-A22B on 256 H100 and GB200, Mixtral-8x22B on 128 H100;
   FlagPerf, 3, Mixtral-8x7B on 32 H100 and Qwen1.5-MoE on 8 A800, all experts on
-  every rank). Median 15.8%, p90 66.9%: the long-context rows with context
+  every rank). Median 15.9%, p90 67.0%: the long-context rows with context
   parallelism, the GB200 and the Model Zoo Mixtral rows are within -2..+19%, while
   the 4k-token Qwen3 rows with the experts' tensor parallelism apart from tp miss
   by -24 to +86%, and FlagPerf's EP-1 rows are predicted 27-74% too fast: local
@@ -110,11 +110,11 @@ and with their replicated output logits; re-read it when the table above changes
   weakest.
 - FP8 (`fp8:true`, 5 runs: FlagPerf 2, llm-foundry 1, MoE Model Zoo 2). Left out,
   the H100 FP8 GEMM efficiency has no run to set it and takes its isolated-call
-  microbenchmark, 0.634 (`benchmarks/kernels/GEMM.md`): median 27.0%, p90 29.3%,
+  microbenchmark, 0.634 (`benchmarks/kernels/GEMM.md`): median 27.3%, p90 29.6%,
   the H100 rows 6-30% too fast, since Transformer Engine's FP8 casts, transposes
   and amax reductions are not priced.
 - Long context >= 32k (`long_context:true`, 7 runs: llm-foundry 3 without context
-  parallelism, MoE Model Zoo 4 with CP 2-8): median 10.2%, p90 22.2%; the
+  parallelism, MoE Model Zoo 4 with CP 2-8): median 10.3%, p90 22.2%; the
   llm-foundry rows are 20-25% too slow, the CP rows within 0-10%.
 - Regimes still with few published runs: ZeRO-3/FSDP at >= 256 GPUs 1
   (KempnerForge 175B on 360 H200; the Model Zoo's Megatron-FSDP row does not state
@@ -123,7 +123,7 @@ and with their replicated output logits; re-read it when the table above changes
   in such a regime gets a wide interval that says how many runs share its regime.
   The exam sources of issue 28 point 8 (NeMo's performance summaries, torchtitan's
   tables, ...) are not used.
-- Coverage: 89.1% of 175 overall. Each run now contributes the range of its
+- Coverage: 88.6% of 175 overall. Each run now contributes the range of its
   out-of-sample residuals (its family's leave-out fit and each regime group's)
   to the interval, the lower quantile over the lows and the upper over the
   highs (`autopar_opt/cost/interval.py`). Before (session 15), each run kept

@@ -40,20 +40,20 @@ GROUP_MIN = 5
 
 #: Targets missed today (measured by intervals.py; REGIMES.md): group -> figure.
 MISSED_ACCURACY = {
-    "family:bloom": "median 8.7%, p90 38.9%",
-    "family:flagperf": "median 15.6%, p90 31.7%",
-    "family:internevo": "median 10.0%, p90 33.1%",
+    "family:bloom": "median 8.7%, p90 39.0%",
+    "family:flagperf": "median 15.7%, p90 31.6%",
+    "family:internevo": "median 10.1%, p90 33.2%",
     "family:kempnerforge": "median 18.6%, p90 24.2%",
-    "family:llmfoundry": "median 12.9%, p90 21.0%",
-    "family:megatron_readme": "median 16.8%, p90 27.1%",
-    "family:moezoo": "median 9.4%, p90 48.6%",
-    "fp8:true": "median 27.0%, p90 29.3%",
-    "framework:deepspeed": "median 15.7%, p90 37.2%",
-    "framework:fsdp": "median 12.9%, p90 20.9%",
+    "family:llmfoundry": "median 12.8%, p90 21.0%",
+    "family:megatron_readme": "median 16.9%, p90 27.1%",
+    "family:moezoo": "median 9.9%, p90 48.8%",
+    "fp8:true": "median 27.3%, p90 29.6%",
+    "framework:deepspeed": "median 15.9%, p90 37.3%",
+    "framework:fsdp": "median 13.0%, p90 20.9%",
     "framework:megatron": "median 11.3%, p90 21.9%",
-    "generation:hopper": "median 15.2%, p90 36.9%",
-    "long_context:true": "median 10.2%, p90 22.2%",
-    "moe:true": "median 15.8%, p90 66.9%",
+    "generation:hopper": "median 15.4%, p90 36.7%",
+    "long_context:true": "median 10.3%, p90 22.2%",
+    "moe:true": "median 15.9%, p90 67.0%",
 }
 MISSED_COVERAGE = {
     "family:flagperf": "79% of 14",
@@ -114,13 +114,13 @@ def test_group_meets_the_accuracy_targets(group):
 
 
 def test_leave_one_family_out_over_both_files():
-    """Median <= 10% (met, 8.5%); p90 <= 25% missed by 0.2 points since KempnerForge's
+    """Median <= 10% (met, 8.6%); p90 <= 25% missed by 0.1 points since KempnerForge's
     runs are priced with one reduce-scatter per iteration (its 70B rows 25-27% too
-    fast): 25.2%, asserted at that figure plus 1.5 points of slack, as
+    fast): 25.1%, asserted at that figure plus 1.5 points of slack, as
     test_calibration_lofo does for the in-sample file."""
     errs = np.abs([e for g, v in GROUPS.items() if g.startswith("family:") for e in v])
     assert len(errs) == len(DOC["runs"])
-    assert np.percentile(errs, 50) <= 0.10 and np.percentile(errs, 90) <= 0.252 + 0.015
+    assert np.percentile(errs, 50) <= 0.10 and np.percentile(errs, 90) <= 0.251 + 0.015
 
 
 def _covered() -> dict[str, list[bool]]:
@@ -152,7 +152,7 @@ COVERED = _covered()
 
 
 #: Met again since each run contributes the range of its out-of-sample residuals
-#: (cost/interval.py): 89.1% of 175 (65.1% when each run kept only its largest-magnitude
+#: (cost/interval.py): 88.6% of 175 (65.1% when each run kept only its largest-magnitude
 #: residual, whose sign could disagree with the family residual judged here).
 def test_interval_coverage_overall():
     hits = COVERED["all"]
