@@ -8,6 +8,10 @@ fast path: built directly from the cost tables by
 Pyomo model, which is compiled to one first (counted as ``translate``). A
 warm start comes from ``MatrixForm.start`` when set, else from the values of
 the Pyomo variables in ``var_refs``.
+
+Each solve runs in a forked child (:mod:`autopar_opt.solvers.isolate`): a crash
+inside HiGHS's C++ code fails that solve (retried once without presolve) instead
+of killing the command.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from autopar_opt.solvers.base import Backend, Feature, SolverMismatch, within_requested_gap
+from autopar_opt.solvers.isolate import SolverCrashed, isolation_enabled, run_forked
 from autopar_opt.core.result import ProblemClass, SolveResult, Termination
 
 if TYPE_CHECKING:   # the matrix module imports scipy.sparse: loaded when a model is solved
@@ -90,12 +95,31 @@ class HighsBackend(Backend):
         start = time.perf_counter()
         form = model if isinstance(model, MatrixForm) else compile_matrix(model)
         translate = time.perf_counter() - start if form is not model else 0.0
-        h, pass_s = _load(form, time_limit_s, rel_gap, warm_start, solver_options or {})
-        t0 = time.perf_counter()
-        interrupted = _run_interruptible(h)
-        solve_s = time.perf_counter() - t0
-        result = highs_result(h, form, self.version(), rel_gap)
-        cutoff = (solver_options or {}).get("objective_bound")
+        version, options = self.version(), dict(solver_options or {})
+        retried = ""
+        if isolation_enabled():
+            try:
+                (result, pass_s, solve_s), interrupted = run_forked(
+                    lambda stop: _solve(form, time_limit_s, rel_gap, warm_start, options, version,
+                                        stop), "HiGHS")
+            except SolverCrashed as crash:
+                # HiGHS's crashes are path-dependent (any option or coefficient change moves
+                # them): once more without presolve on the time left, then give up
+                left = None if time_limit_s is None else \
+                    max(time_limit_s - (time.perf_counter() - start), 0.1)
+                (result, pass_s, solve_s), interrupted = run_forked(
+                    lambda stop: _solve(form, left, rel_gap, warm_start,
+                                        {**options, "presolve": "off"}, version, stop), "HiGHS")
+                retried = f"{crash}; solved again without presolve"
+        else:
+            h, pass_s = _load(form, time_limit_s, rel_gap, warm_start, options)
+            t0 = time.perf_counter()
+            interrupted = _run_interruptible(h)
+            solve_s = time.perf_counter() - t0
+            result = highs_result(h, form, version, rel_gap)
+        if retried:
+            result = result.with_(message="; ".join(m for m in (retried, result.message) if m))
+        cutoff = options.get("objective_bound")
         if cutoff is not None and result.termination is Termination.infeasible:
             # HiGHS reports "infeasible" when no plan lies below the cutoff; it prunes
             # nodes within its relative gap of the cutoff, so what is proven is
@@ -113,6 +137,22 @@ class HighsBackend(Backend):
         return result.with_(wall_time_s=time.perf_counter() - start,
                             timings={"build": form.compile_s if form is model else 0.0,
                                      "translate": translate + pass_s, "solve": solve_s})
+
+
+def _solve(form: "MatrixForm", time_limit_s: float | None, rel_gap: float, warm_start: bool,
+           options: dict[str, Any], version: str, stop_requested) -> tuple[SolveResult, float, float]:
+    """Load and solve in this process (the forked child of :func:`run_forked`): HiGHS
+    runs in this thread and its MIP interrupt callback polls ``stop_requested``.
+    Returns (the result, the seconds passing the model, the seconds solving)."""
+    h, pass_s = _load(form, time_limit_s, rel_gap, warm_start, options)
+
+    def poll(event) -> None:
+        if stop_requested():
+            event.interrupt()
+    h.cbMipInterrupt.subscribe(poll)
+    t0 = time.perf_counter()
+    h.run()
+    return highs_result(h, form, version, rel_gap), pass_s, time.perf_counter() - t0
 
 
 def _run_interruptible(h) -> bool:
