@@ -98,6 +98,8 @@ class HighsBackend(Backend):
         version, options = self.version(), dict(solver_options or {})
         retried = ""
         if isolation_enabled():
+            import highspy  # noqa: F401 - loaded once here; every forked solve inherits it
+
             try:
                 (result, pass_s, solve_s), interrupted = run_forked(
                     lambda stop: _solve(form, time_limit_s, rel_gap, warm_start, options, version,
