@@ -239,6 +239,21 @@ def zero3_bytes(training: Training) -> tuple[float, float]:
     return w_bytes, (max(w_bytes, 4.0) if training.runtime.fp32_grad_reduce else w_bytes)
 
 
+def _unit_gather_scatter(layer: Layer, s: Strategy, ctx: StageContext) -> tuple[float, float]:
+    """(all-gather, reduce-scatter) seconds of one ZeRO-3/FSDP unit, the layer:
+    its dense parameters over the dp x cp group, its routed experts over the
+    expert-data-parallel group (MoE: :func:`autopar_opt.cost.moe.split_params`), in the
+    bytes :func:`zero3_bytes` gives the gathered weight and the reduced gradient."""
+    w_bytes, g_bytes = zero3_bytes(ctx.training)
+    dense, expert = moe.split_params(layer, s)
+
+    def unit(nbytes_per_param: float, kind: str) -> float:
+        t = collective(ctx, kind, s.dp * s.cp, s.tp, dense * nbytes_per_param)
+        return t + (collective(ctx, kind, s.edp, moe.expert_stride(s), expert * nbytes_per_param)
+                    if expert else 0.0)
+    return unit(w_bytes, "all_gather"), unit(g_bytes, "reduce_scatter")
+
+
 def zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
                 ) -> tuple[float, float]:
     """ZeRO-3/FSDP per micro-batch: all-gather parameters for forward and for
@@ -260,15 +275,7 @@ def zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     Returns (all gather/scatter time, exposed part)."""
     if s.zero < 3 or s.dp * s.cp <= 1 or layer.params <= 0:
         return 0.0, 0.0
-    w_bytes, g_bytes = zero3_bytes(ctx.training)
-    dense, expert = moe.split_params(layer, s)   # MoE: experts gather over edp only
-
-    def unit(nbytes_per_param: float, kind: str) -> float:
-        t = collective(ctx, kind, s.dp * s.cp, s.tp, dense * nbytes_per_param)
-        return t + (collective(ctx, kind, s.edp, moe.expert_stride(s), expert * nbytes_per_param)
-                    if expert else 0.0)
-
-    gather, rs = unit(w_bytes, "all_gather"), unit(g_bytes, "reduce_scatter")
+    gather, rs = _unit_gather_scatter(layer, s, ctx)
     if accumulates_unsharded(s, ctx):
         rs = 0.0                    # once per iteration instead: zero3_sync
     prefetch = ctx.training.runtime.fsdp_prefetch
@@ -322,14 +329,8 @@ def zero3_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     other case (:func:`zero3_comm`)."""
     if s.zero < 3 or s.dp * s.cp <= 1 or layer.params <= 0:
         return 0.0, 0.0
-    w_bytes, g_bytes = zero3_bytes(ctx.training)
-    dense, expert = moe.split_params(layer, s)
     if accumulates_unsharded(s, ctx):
-        gather = collective(ctx, "all_gather", s.dp * s.cp, s.tp, dense * w_bytes)
-        rs = collective(ctx, "reduce_scatter", s.dp * s.cp, s.tp, dense * g_bytes)
-        if expert:
-            gather += collective(ctx, "all_gather", s.edp, moe.expert_stride(s), expert * w_bytes)
-            rs += collective(ctx, "reduce_scatter", s.edp, moe.expert_stride(s), expert * g_bytes)
+        gather, rs = _unit_gather_scatter(layer, s, ctx)
         if not ctx.training.runtime.fsdp_prefetch:
             return rs, 0.0
         # the last backward's window already hides (part of) its gather, if it gathers
@@ -338,11 +339,7 @@ def zero3_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
         return exp, rs - exp
     if not ctx.pipelined or reshards_after_forward(ctx):
         return 0.0, 0.0
-    gather = collective(ctx, "all_gather", s.dp * s.cp, s.tp, dense * w_bytes)
-    rs = collective(ctx, "reduce_scatter", s.dp * s.cp, s.tp, dense * g_bytes)
-    if expert:
-        gather += collective(ctx, "all_gather", s.edp, moe.expert_stride(s), expert * w_bytes)
-        rs += collective(ctx, "reduce_scatter", s.edp, moe.expert_stride(s), expert * g_bytes)
+    gather, rs = _unit_gather_scatter(layer, s, ctx)
     if not ctx.training.runtime.fsdp_prefetch:
         return gather + rs, 0.0
     exp = exposed(gather, comp.fwd_s) + exposed(rs, comp.bwd_s)
