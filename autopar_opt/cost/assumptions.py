@@ -48,12 +48,13 @@ def _device(cluster: Cluster) -> list[str]:
 _FP8_RATIO_TEXT = "0.867, the FP8/bf16 ratio measured on H100 (benchmarks/kernels)"
 
 
-def _efficiency_source(device: str, fp8: bool, value: float, params: CostParams) -> str:
-    """Where the large-GEMM efficiency ``value`` of ``device`` comes from."""
-    shipped = default_params()
+def _efficiency_source(device: str, fp8: bool, value: float, shipped: CostParams,
+                       fit: tuple[frozenset[str], str]) -> str:
+    """Where the large-GEMM efficiency ``value`` of ``device`` comes from, given the
+    shipped parameters and the shipped fit's (free parameters, date)."""
     if abs(value - shipped.efficiency_for(device, fp8=fp8)) > 1e-9:
         return "from the spec's cost-model parameters, not the shipped calibration"
-    free, fitted_on = shipped_fit()
+    free, fitted_on = fit
     chip = chip_of(device)
     if chip is None:
         return (f"{device} is built on no die of the catalog: the fitted dies' median"
@@ -79,12 +80,15 @@ def _gemm(cluster: Cluster, training: Training, params: CostParams) -> list[str]
     kinds = [(False, "16-bit")]
     if training.dtype == "fp8" and "fp8" in dev.peak_tflops:
         kinds.append((True, "FP8"))
-    parts = [f"{label} {params.efficiency_for(dev.name, fp8=fp8):.3f} of the {label} peak ("
-             f"{_efficiency_source(dev.name, fp8, params.efficiency_for(dev.name, fp8=fp8), params)})"
-             for fp8, label in kinds]
-    if abs(params.efficiency_half_us - default_params().efficiency_half_us) > 1e-9:
+    shipped, fit = default_params(), shipped_fit()      # calibrated.yaml read once per call
+    parts = []
+    for fp8, label in kinds:
+        value = params.efficiency_for(dev.name, fp8=fp8)
+        parts.append(f"{label} {value:.3f} of the {label} peak "
+                     f"({_efficiency_source(dev.name, fp8, value, shipped, fit)})")
+    if abs(params.efficiency_half_us - shipped.efficiency_half_us) > 1e-9:
         half_src = "from the spec's cost-model parameters"
-    elif "efficiency_half_us" in shipped_fit()[0]:
+    elif "efficiency_half_us" in fit[0]:
         half_src = "fitted on the published runs of every die"
     else:
         half_src = "the cost model's prior"
