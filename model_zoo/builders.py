@@ -34,14 +34,14 @@ class Family:
 
 def _decoder(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
     """Decoder-only LM (GPT, Llama): embedding, ``num_layers`` blocks, head."""
+    gated = bool(dims.get("gated_mlp", False))
     graph = decoder_lm(name, dims["num_layers"], dims["seq_len"], dims["hidden"], dims["heads"],
                        dims["ffn_hidden"], dims["vocab"], kv_heads=dims.get("kv_heads"),
-                       gated_mlp=dims.get("gated_mlp", False),
+                       gated_mlp=gated, layer_norm=not gated,     # the norm ModelArch states below
                        flash_attention=dims.get("flash_attention", False),
                        learned_positions=dims.get("learned_positions", False),
                        tied=dims.get("tied", True), biases=dims.get("biases", True),
                        source=source)
-    gated = bool(dims.get("gated_mlp", False))
     graph.arch = ModelArch(
         family="llama" if gated else "gpt", num_layers=dims["num_layers"], hidden=dims["hidden"],
         heads=dims["heads"], kv_heads=dims.get("kv_heads") or dims["heads"],

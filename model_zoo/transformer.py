@@ -33,8 +33,11 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
                       cross_attention_len: int | None = None, act_dtype_bytes: int = 2,
                       biases: bool = True, fused_gated: bool = False,
                       dropout: bool = True, model_fuses_qkv: bool = False,
-                      causal: bool = True) -> Layer:
+                      causal: bool = True, layer_norm: bool = True) -> Layer:
     """One transformer block (attention + MLP + 2 norms), per sample.
+
+    ``layer_norm``: LayerNorm's weight and bias per norm (``2·h``); False for RMSNorm,
+    which has a weight only (``h``: Zhang and Sennrich 2019; Llama's ``LlamaRMSNorm``).
 
     ``causal``: a decoder's masked self-attention (False for encoders); with
     ``causal_flops`` the counted core FLOPs are already halved. The block
@@ -81,7 +84,7 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
     score = 4 * s * s * h * (0.5 if causal_flops else 1.0)
     attn = 2 * s * h * (h + 2 * h_kv) + score + 2 * s * h * h
     mlp = (6 if gated_mlp else 4) * s * h * f
-    params = h * (h + 2 * h_kv) + h * h + (3 if gated_mlp else 2) * h * f + 4 * h
+    params = h * (h + 2 * h_kv) + h * h + (3 if gated_mlp else 2) * h * f + (4 if layer_norm else 2) * h
     if biases:
         params += (h + 2 * h_kv) + h + (2 if gated_mlp else 1) * f + h
     e = act_dtype_bytes / 2.0
@@ -201,8 +204,10 @@ def embedding(name: str, seq_len: int, hidden: int, vocab: int, learned_position
 
 
 def lm_head(name: str, seq_len: int, hidden: int, vocab: int, tied: bool = True,
-            act_dtype_bytes: int = 2, tied_to: str = "embed") -> Layer:
+            act_dtype_bytes: int = 2, tied_to: str = "embed", layer_norm: bool = True) -> Layer:
     """Final norm + output projection to the vocabulary + cross-entropy.
+
+    ``layer_norm``: the final norm's weight and bias (``2·h``); False for RMSNorm (``h``).
 
     ``2·s·h·V`` forward FLOPs (Narayanan et al. 2021 Eq. 3, the ``V/(16·l·h)``
     term); fp32 logits kept for the loss (``4·s·V`` bytes). Tied weights
@@ -215,7 +220,7 @@ def lm_head(name: str, seq_len: int, hidden: int, vocab: int, tied: bool = True,
     e = act_dtype_bytes / 2.0
     fwd = 2 * s * h * vocab
     return Layer(name=name, kind=LayerKind.lm_head, flops_fwd=fwd, flops_bwd=2 * fwd,
-                 params=int((0 if tied else vocab * h) + 2 * h),
+                 params=int((0 if tied else vocab * h) + (2 if layer_norm else 1) * h),
                  tied_params=int(vocab * h) if tied else 0, tied_to=tied_to if tied else "",
                  act_bytes=2 * s * h * e + 4 * s * vocab, act_replicated_bytes=2 * s * h * e,
                  input_bytes=2 * s * h * e, output_bytes=4 * s,
@@ -228,20 +233,22 @@ def decoder_lm(name: str, num_layers: int, seq_len: int, hidden: int, heads: int
                learned_positions: bool = False, tied: bool = True, biases: bool = True,
                act_dtype_bytes: int = 2, source: str = "",
                causal_flops: bool = False, fused_gated: bool = False,
-               dropout: bool = True, model_fuses_qkv: bool = False) -> LayerGraph:
+               dropout: bool = True, model_fuses_qkv: bool = False,
+               layer_norm: bool = True) -> LayerGraph:
     """A decoder-only language model as a chain: embedding, blocks, head.
 
     ``causal_flops`` is passed to every block: kernels that skip the masked
     half of the score matrix (FlashAttention-2, Dao 2023, Sec. 3.1.1) do half
     the ``4·s²·h`` score FLOPs. ``fused_gated``, ``dropout``,
-    ``model_fuses_qkv``: see :func:`transformer_block`.
+    ``model_fuses_qkv``, ``layer_norm``: see :func:`transformer_block`.
     """
     layers = [embedding("embed", seq_len, hidden, vocab, learned_positions, act_dtype_bytes)]
     layers += [transformer_block(f"block{i:03d}", seq_len, hidden, heads, ffn_hidden, kv_heads,
                                  gated_mlp, flash_attention, causal_flops=causal_flops,
                                  act_dtype_bytes=act_dtype_bytes, biases=biases,
                                  fused_gated=fused_gated, dropout=dropout,
-                                 model_fuses_qkv=model_fuses_qkv)
+                                 model_fuses_qkv=model_fuses_qkv, layer_norm=layer_norm)
                for i in range(num_layers)]
-    layers.append(lm_head("head", seq_len, hidden, vocab, tied, act_dtype_bytes))
+    layers.append(lm_head("head", seq_len, hidden, vocab, tied, act_dtype_bytes,
+                          layer_norm=layer_norm))
     return LayerGraph.chain(name, layers, seq_len=seq_len, source=source, causal=True)
