@@ -30,18 +30,28 @@ Throughput parameters:
   2507.03114: an earlier fit drove it to its lower bound, the published runs
   do not resolve it).
 
+A die measured back to back at its power limit takes that measurement's 16-bit
+large-GEMM efficiency instead of a fit (:func:`autopar_opt.cost.gemm_kernels.sustained_efficiency`:
+the H100 die, 0.699, from the project's own H200 run of the zoo's GEMM shapes at 700 W;
+issue 28, point 1, "pin what a microbenchmark can pin"). Its FP8 efficiency stays fitted
+(:data:`SUSTAINED_PINS`): FP8 training also runs Transformer Engine's casts, transposes
+and amax reductions around each GEMM, which the model does not price, and the fit
+absorbs them (0.55 fitted against 0.64 for the GEMM alone, ``benchmarks/kernels/GEMM.md``).
+
 A chip no training run uses takes its die's measured large-GEMM efficiency
 where a microbenchmark measures it (:func:`autopar_opt.cost.gemm_kernels.measured_efficiency`:
 Blackwell from OpenXLA's B200 matmul table, bf16 0.628 and FP8 0.636), else the
-median of the fitted chips' 16-bit efficiencies; an unseen FP8 efficiency with no
+median of the calibrated chips' 16-bit efficiencies (fitted or pinned); an unseen FP8 efficiency with no
 measurement is that chip's 16-bit efficiency times the FP8/bf16 ratio measured on
 H100 (0.61/0.71, ``benchmarks/kernels``): the physics transfers, no record of the
 chip is needed. That is how leave-one-family-out validation predicts a held-out
 family on new hardware. The chips the runs identify keep their fitted
 efficiencies (``benchmarks/kernels/GEMM.md`` sets them beside the measurements).
 
-Memory parameters (``memory_reserve_gib``, ``memory_fragmentation``) are
-fitted separately, by bounded least squares on the records that publish
+Memory parameters: ``memory_reserve_gib`` is pinned to the memory measured outside
+PyTorch's allocator on one GPU (:data:`~autopar_opt.cost.params.MEASURED_RESERVE_GIB`,
+0.763 GiB: the CUDA context and the cuBLAS/cuDNN workspaces; fitted, it sat on its
+lower bound); ``memory_fragmentation`` is fitted separately, by bounded least squares on the records that publish
 per-GPU memory (``measured = modelled·(1 + f) + reserve`` for nvidia-smi
 figures; other measures: :mod:`autopar_opt.calibration.memory`), memory-only
 records included, subject to every other published plan fitting in its GPU's
@@ -58,13 +68,16 @@ from autopar_opt.calibration.compare import log_residuals
 from autopar_opt.calibration.memory import MEASURES, modelled_gib
 from autopar_opt.calibration.modeled import ModeledRun
 from autopar_opt.cost.chips import CHIP_GROUPS
-from autopar_opt.cost.gemm_kernels import measured_efficiency
-from autopar_opt.cost.params import EFFICIENCY_RANGE, RANGES, CostParams
+from autopar_opt.cost.gemm_kernels import measured_efficiency, sustained_efficiency
+from autopar_opt.cost.params import EFFICIENCY_RANGE, MEASURED_RESERVE_GIB, RANGES, CostParams
 from autopar_opt.ir.hardware import DEVICE_CATALOG
 
 #: FP8 efficiency over bf16 efficiency of large GEMMs, measured on H100
 #: (medians 0.614 / 0.708 of the respective dense peaks, benchmarks/kernels).
 FP8_OVER_BF16 = 0.614 / 0.708
+#: Dtypes whose large-GEMM efficiency a die's sustained microbenchmark pins (module
+#: docstring: FP8 stays fitted while Transformer Engine's casts are not priced).
+SUSTAINED_PINS = ("bf16",)
 #: Scalars fitted on throughput.
 SCALARS = ("efficiency_half_us", "elementwise_passes", "iteration_overhead_s")
 
@@ -93,7 +106,21 @@ def _chip_used(chip: str, runs: list[ModeledRun], fp8: bool) -> bool:
                for r in runs)
 
 
-def _used(name: str, runs: list[ModeledRun]) -> bool:
+def measurement_pins(name: str) -> float | None:
+    """The sustained microbenchmark value that pins ``name`` (``eff:<chip>`` or
+    ``fp8:<chip>``), or None where the parameter is fitted (module docstring)."""
+    kind, _, chip = name.partition(":")
+    dtype = {"eff": "bf16", "fp8": "fp8"}.get(kind)
+    if dtype not in SUSTAINED_PINS:
+        return None
+    return sustained_efficiency(chip, dtype)
+
+
+def _used(name: str, runs: list[ModeledRun], unpin: frozenset[str] = frozenset()) -> bool:
+    """Whether the fit frees ``name``: some run depends on it and no sustained
+    microbenchmark pins it (unless ``unpin`` names it)."""
+    if name not in unpin and measurement_pins(name) is not None:
+        return False
     kind, _, chip = name.partition(":")
     if kind == "eff":
         return _chip_used(chip, runs, False)
@@ -125,6 +152,8 @@ def assemble(prior: CostParams, theta: dict[str, float], free: list[str],
     fitted ones (module docstring)."""
     free = list(free) + sorted(pinned)
     fitted16 = [theta[k] for k in free if k.startswith("eff:")]
+    fitted16 += [v for chip in CHIP_GROUPS if f"eff:{chip}" not in free
+                 and (v := measurement_pins(f"eff:{chip}")) is not None]
     fallback16 = float(np.median(fitted16)) if fitted16 else prior.efficiency_default
     eff, fp8 = dict(prior.gemm_efficiency), dict(prior.fp8_efficiency)
     for chip, devices in CHIP_GROUPS.items():
@@ -141,7 +170,8 @@ def assemble(prior: CostParams, theta: dict[str, float], free: list[str],
 
 
 def fit(runs: list[ModeledRun], prior: CostParams | None = None, max_nfev: int = 300,
-        deadline: float | None = None, pinned: dict[str, float] | None = None) -> FitResult:
+        deadline: float | None = None, pinned: dict[str, float] | None = None,
+        unpin: frozenset[str] = frozenset()) -> FitResult:
     """Fit the parameters the ``runs`` depend on; the others keep ``prior``'s
     values or transfer (module docstring). Memory parameters: :func:`fit_memory`.
 
@@ -149,7 +179,9 @@ def fit(runs: list[ModeledRun], prior: CostParams | None = None, max_nfev: int =
     residuals stops the optimiser, and the result holds the best point evaluated so far
     with ``converged`` False. ``pinned``: parameters (``eff:<chip>``, ``fp8:<chip>`` or a
     scalar of :data:`SCALARS`) held at the given values instead of fitted (what a
-    microbenchmark measures: ``benchmarks/kernels/gemm_table.py`` compares the two)."""
+    microbenchmark measures: ``benchmarks/kernels/gemm_table.py`` compares the two).
+    ``unpin``: parameters a sustained microbenchmark pins (:func:`measurement_pins`) to be
+    fitted all the same (the comparison the other way round)."""
     from scipy.optimize import least_squares   # runtime dependency of --fit only
 
     from autopar_opt.core.deadline import PhaseDeadline, deadline_check
@@ -166,7 +198,7 @@ def fit(runs: list[ModeledRun], prior: CostParams | None = None, max_nfev: int =
     if unknown:
         raise ValueError(f"cannot pin {sorted(unknown)}: not a fitted parameter ({sorted(theta0)})")
     theta0.update(pinned)
-    free = [k for k in theta0 if _used(k, runs) and k not in pinned]
+    free = [k for k in theta0 if _used(k, runs, frozenset(unpin)) and k not in pinned]
     lo = np.array([_bounds(k)[0] for k in free])
     hi = np.array([_bounds(k)[1] for k in free])
     x0 = np.clip(np.array([theta0[k] for k in free]), lo + 1e-6 * (hi - lo), hi - 1e-6 * (hi - lo))
@@ -213,7 +245,7 @@ def _memory_at_bound(runs: list[ModeledRun], params: CostParams) -> list[str]:
     if len(_informative(runs)) < 2:
         return []
     out = []
-    for name in ("memory_reserve_gib", "memory_fragmentation"):
+    for name in ("memory_fragmentation",):       # the reserve is pinned (MEASURED_RESERVE_GIB)
         lo, hi, _ = RANGES[name]
         v = getattr(params, name)
         if v <= lo + 1e-3 * (hi - lo) or v >= hi - 1e-3 * (hi - lo):
@@ -234,8 +266,8 @@ def _informative(runs: list[ModeledRun]) -> list[ModeledRun]:
 
 
 def fit_memory(runs: list[ModeledRun], params: CostParams) -> CostParams:
-    """``memory_reserve_gib`` R and ``memory_fragmentation`` f from
-    ``measured = modelled·(1 + a_f·f) + a_R·R`` over the runs that publish
+    """``memory_fragmentation`` f from ``measured = modelled·(1 + a_f·f) + a_R·R``, the
+    reserve R pinned at :data:`~autopar_opt.cost.params.MEASURED_RESERVE_GIB`, over the runs that publish
     per-GPU memory, on the measure and GPU each states
     (:mod:`autopar_opt.calibration.memory`: nvidia-smi ``a_f = a_R = 1``,
     PyTorch reserved ``a_f = 1, a_R = 0``; PyTorch allocated involves neither
@@ -261,12 +293,13 @@ def fit_memory(runs: list[ModeledRun], params: CostParams) -> CostParams:
             ran.append((st.peak_memory_gib - st.reserve_gib, st.capacity_gib))
     if len(measured) < 2:
         return params
-    reserve, frag = reserve_and_fragmentation(measured, ran)
+    reserve, frag = reserve_and_fragmentation(measured, ran, reserve=MEASURED_RESERVE_GIB)
     return replace(params, memory_reserve_gib=reserve, memory_fragmentation=frag)
 
 
 def reserve_and_fragmentation(measured: list[tuple[float, float]],
-                              ran: list[tuple[float, float]] = ()) -> tuple[float, float]:
+                              ran: list[tuple[float, float]] = (),
+                              reserve: float | None = None) -> tuple[float, float]:
     """Least squares of ``a_R·reserve + (1 + a_f·f)·modelled`` on ``measured``
     tuples (modelled GiB, measured GiB[, a_f, a_R]; both coefficients 1 when
     left out: an nvidia-smi figure) within the plausible ranges, subject to
@@ -275,10 +308,13 @@ def reserve_and_fragmentation(measured: list[tuple[float, float]],
     the capacity (they did not run out of memory). A ran plan that would not
     fit even at the lowest reserve and no fragmentation cannot constrain the
     fit (the model misses something for it) and
-    is left out. SLSQP on two variables."""
+    is left out. SLSQP on two variables; ``reserve`` given, the reserve is held there and
+    only ``f`` is fitted."""
     from scipy.optimize import minimize
 
     lo_r, hi_r, _ = RANGES["memory_reserve_gib"]
+    if reserve is not None:
+        lo_r = hi_r = float(reserve)
     lo_f, hi_f, _ = RANGES["memory_fragmentation"]
     rows = [t if len(t) == 4 else (t[0], t[1], 1.0, 1.0) for t in measured]
     a = np.array([[a_r, a_f * m] for m, _, a_f, a_r in rows])

@@ -57,13 +57,21 @@ def _efficiency_source(device: str, fp8: bool, value: float, shipped: CostParams
     free, fitted_on = fit
     chip = chip_of(device)
     if chip is None:
-        return (f"{device} is built on no die of the catalog: the fitted dies' median"
+        return (f"{device} is built on no die of the catalog: the calibrated dies' median "
+                "(fitted, or pinned by a sustained GEMM microbenchmark)"
                 + (" times " + _FP8_RATIO_TEXT if fp8 else ""))
     if f"{'fp8' if fp8 else 'eff'}:{chip}" in free:
         return f"fitted on published {chip}-die runs{' in FP8' if fp8 else ''} (calibrated.yaml, {fitted_on})"
-    from autopar_opt.cost.gemm_kernels import measured_efficiency   # numpy: only when asked
+    from autopar_opt.cost.gemm_kernels import (measured_efficiency,   # numpy: only when asked
+                                               sustained_efficiency, sustained_sources)
 
-    measured = measured_efficiency(chip, "fp8" if fp8 else "bf16")
+    dtype = "fp8" if fp8 else "bf16"
+    sustained = sustained_efficiency(chip, dtype)
+    if sustained is not None and abs(sustained - value) < 1e-6:
+        return (f"measured: the {chip}-die GEMM microbenchmark run back to back at the power "
+                f"limit ({', '.join(sustained_sources(chip, dtype))} in cost/data/gemm_kernels.yaml), "
+                "not fitted")
+    measured = measured_efficiency(chip, dtype)
     if measured is not None and abs(measured - value) < 1e-6:
         return (f"measured: the {chip}-die GEMM microbenchmarks (cost/data/gemm_kernels.yaml); "
                 "no published run of that die to fit it on")
@@ -117,7 +125,11 @@ def _attention(graph: LayerGraph, training: Training, arch: str) -> list[str]:
         line = (f"attention core: {look.kernel} on {look.arch} ({mask}, head dim "
                 f"{head_dim or DEFAULT_HEAD_DIM}, {seq:g} tokens per rank at cp=1): "
                 f"{look.fwd:.0%} forward, {look.bwd:.0%} backward of the 16-bit peak "
-                "(cost/data/attention_kernels.yaml)")
+                "(cost/data/attention_kernels.yaml) for a call of "
+                f"{attention.reference_calls(seq, head_dim or DEFAULT_HEAD_DIM):g} sequences x "
+                "heads; a plan's smaller calls (heads/tp of its micro-batch) run at the "
+                "measured fill ratio (cost/data/attention_fill.yaml, one H200: "
+                f"{_fill_source(look.kernel, causal, head_dim)})")
         notes = list(look.notes)
         if not head_dim:
             notes.append(f"head dim not known: {DEFAULT_HEAD_DIM} taken")
@@ -127,6 +139,13 @@ def _attention(graph: LayerGraph, training: Training, arch: str) -> list[str]:
             notes.append(f"sequence length not stated: {DEFAULT_SEQ} taken")
         out.append(line + ("; " + "; ".join(notes) if notes else ""))
     return out
+
+
+def _fill_source(kernel: str, causal: bool | None, head_dim: int) -> str:
+    """Which measured fill curves a call takes (:func:`attention.fill_curve_for`)."""
+    (kern, masked, dim), _ = attention.fill_curve_for(kernel, True if causal is None else causal,
+                                                       head_dim or DEFAULT_HEAD_DIM)
+    return f"{kern}, {'causal' if masked else 'non-causal'}, head dim {dim}"
 
 
 def _communication(cluster: Cluster, training: Training) -> list[str]:

@@ -9,8 +9,14 @@ A100 reaches 0.28-0.65 of the bf16 peak forward+backward, on an H100 only
 they are read, not fitted (issue 28, point 1): the rows of
 ``data/attention_kernels.yaml`` hold every published point with its source and
 locator (FlashAttention-2 paper figures on A100 and H100, FlashAttention-3
-paper forward and backward figures on H100, this project's own H100 SDPA
-measurements in ``benchmarks/kernels``).
+paper forward and backward figures on H100, this project's own SDPA
+measurements in ``benchmarks/kernels``: H100, causal, head dim 128, 2k-64k; H200,
+the GH100 die at the same peak, per backend (cuDNN, FlashAttention-2), causal and
+not, head dim 64 and 128, 512-131,072 tokens, ``benchmarks/kernels/attention_rows.py``).
+Several sources at one point (:func:`_pool`): the forward is their mean; each
+source gives one backward, measured or recovered from its forward+backward row
+(below) with its own forward or, where it has none, the pooled one; the
+backward is the mean of those.
 
 Conventions. A row's ``tflops`` counts FLOPs as the FlashAttention benchmarks
 do (``benchmarks/benchmark_flash_attention.py`` ``flops()``): forward
@@ -37,7 +43,7 @@ Lookup (:func:`pass_efficiency`): the kernel's rows on the GPU's architecture;
 a head dimension between two measured ones interpolates linearly, outside
 them takes the nearest (stated); the sequence length interpolates linearly
 in ``log2(s)`` between measured lengths and is clamped at both ends (the
-curves plateau by 8k-16k; the project's own H100 rows reach 64k). The length
+curves plateau by 8k-16k; the project's own H200 rows reach 128k). The length
 is the query length of one kernel call: ``s`` without context parallelism,
 the chunk a context-parallel step processes with it
 (:mod:`autopar_opt.cost.comm`). A GPU architecture without rows takes the same
@@ -48,9 +54,22 @@ are reported by :func:`lookup` and printed with the plan
 (:func:`autopar_opt.cost.assumptions.cost_assumptions`). Which kernel a
 runtime runs on a GPU: :func:`kernel_for`.
 
-Limitation: the published curves vary the per-call work with ``s`` at a fixed
-16k tokens x 2,048 hidden per call; a call with fewer heads or sequences per
-device fills the GPU less, which is not modelled.
+Fill (:func:`fill_factor`): the published curves vary the per-call work with
+``s`` at a fixed 16k tokens x 2,048 hidden per call (batch x heads =
+``16384/s x 2048/d``); a tensor-parallel rank runs ``heads/tp`` heads of its
+micro-batch per call, and a call with fewer heads fills fewer of the GPU's
+multiprocessors. Measured on one H200 (``data/attention_fill.yaml``: cuDNN and
+PyTorch's FlashAttention-2 kernel, causal and not, head dim 64 and 128, one
+sequence of 2k-16k tokens with 1-64 heads): cuDNN, causal, head dim 128 at 4k
+tokens reaches 0.72 of its 64-head speed with 8 heads and 0.15 with 1; at 16k,
+0.57 with 1 head and 0.90 with 2; without the mask a call saturates sooner
+(4 heads at 4k: 0.97). The factor is the measured ratio between the call's
+batch x heads and the published call's, interpolated in ``log2`` of batch x
+heads and of ``s`` between the measured lengths; outside them, the nearer
+length's curve at the same number of query tiles (batch x heads x ``s``). A
+kernel takes its own curves where measured, FlashAttention-3 cuDNN's (both
+Hopper-native), every other kernel FlashAttention-2's; a head dim the nearest
+measured one (stated with the plan).
 """
 
 from __future__ import annotations
@@ -63,7 +82,8 @@ from importlib import resources
 #: The kernels of the table (``kernel`` column) the model chooses between.
 KERNELS = ("flash_attention_1", "flash_attention_2", "flash_attention_3", "cudnn")
 #: GPU architecture of each benchmark GPU of the table (``sources[*].gpu``).
-BENCHMARK_ARCH = {"A100-SXM4-80GB": "ampere", "H100-SXM5-80GB": "hopper"}
+BENCHMARK_ARCH = {"A100-SXM4-80GB": "ampere", "H100-SXM5-80GB": "hopper",
+                  "H200-SXM-141GB": "hopper"}     # the GH100 die of the H100 SXM, same peak
 #: A kernel not measured on an architecture: the next class down (each is the
 #: kernel the one before replaced; FlashAttention-3 and cuDNN are Hopper-native,
 #: Shah et al. 2024, Sec. 1).
@@ -100,6 +120,74 @@ class Lookup:
     notes: tuple[str, ...] = ()
 
 
+#: The published benchmarks' work per call: batch x heads = REF_TOKENS/s x REF_HIDDEN/d
+#: (flash-attention ``benchmarks/benchmark_flash_attention.py``: batch = 16k/seqlen, dim 2048).
+REF_TOKENS, REF_HIDDEN = 16384, 2048
+
+
+def _fill_text() -> str:
+    return resources.files("autopar_opt.cost").joinpath("data", "attention_fill.yaml").read_text()
+
+
+#: The kernel whose measured fill a kernel takes: the Hopper-native ones cuDNN's, the others
+#: FlashAttention-2's (the two measured, ``data/attention_fill.yaml``).
+FILL_KERNEL = {"cudnn": "cudnn", "flash_attention_3": "cudnn"}
+
+
+@lru_cache(maxsize=1)
+def fill_curves() -> dict[tuple[str, bool, int], dict[int, dict[int, float]]]:
+    """Measured speed (TFLOP/s) by batch x heads per call, per sequence length, per
+    (kernel, causal, head dim) (``data/attention_fill.yaml``; a point measured twice is
+    averaged)."""
+    import yaml
+
+    raw: dict[tuple[str, bool, int], dict[int, dict[int, list[float]]]] = {}
+    for row in yaml.safe_load(_fill_text())["rows"]:
+        key = (row["kernel"], bool(row["causal"]), int(row["head_dim"]))
+        bh = int(row["batch"]) * int(row["heads"])
+        raw.setdefault(key, {}).setdefault(int(row["seq_len"]), {}).setdefault(bh, []).append(
+            float(row["tflops"]))
+    return {k: {n: {bh: sum(v) / len(v) for bh, v in c.items()} for n, c in d.items()}
+            for k, d in raw.items()}
+
+
+def fill_curve_for(kernel: str, causal: bool, head_dim: int) -> tuple[tuple[str, bool, int],
+                                                                       dict[int, dict[int, float]]]:
+    """The measured fill curves a call of ``kernel`` takes (:data:`FILL_KERNEL`; the
+    nearest measured head dim, in ``log2``), with their key."""
+    kern = FILL_KERNEL.get(kernel, "flash_attention_2")
+    dims = sorted({d for k, _, d in fill_curves() if k == kern})
+    dim = min(dims, key=lambda d: (abs(math.log2(d) - math.log2(max(head_dim, 1))), -d))
+    key = (kern, bool(causal), dim)
+    return key, fill_curves()[key]
+
+
+def reference_calls(seq: float, head_dim: int) -> float:
+    """Batch x heads of one call of the published benchmarks at ``seq`` tokens."""
+    return max(1.0, REF_TOKENS / seq) * REF_HIDDEN / head_dim
+
+
+def fill_factor(batch_heads: float, seq: float, head_dim: int, kernel: str = "cudnn",
+                causal: bool = True) -> float:
+    """Speed of a call of ``batch_heads`` (batch x heads) at ``seq`` tokens over the
+    published call's at the same length (module docstring, "Fill"); 1 when the call is
+    at least as large. Each measured length gives the ratio of its curve at the two
+    sizes (interpolated in ``log2``); the lengths between interpolate in ``log2(seq)``;
+    outside them, the nearer length's curve at the same number of query tiles."""
+    ref = reference_calls(seq, head_dim)
+    if batch_heads >= ref:
+        return 1.0
+    _, curves = fill_curve_for(kernel, causal, head_dim)
+    lengths = sorted(curves)
+    if lengths[0] <= seq <= lengths[-1]:
+        ratio = {n: min(1.0, interpolate(curves[n], batch_heads) / interpolate(curves[n], ref))
+                 for n in lengths}
+        return min(1.0, interpolate(ratio, seq))
+    n = lengths[0] if seq < lengths[0] else lengths[-1]
+    scale = seq / n
+    return min(1.0, interpolate(curves[n], batch_heads * scale) / interpolate(curves[n], ref * scale))
+
+
 def _data_text() -> str:
     return resources.files("autopar_opt.cost").joinpath("data", "attention_kernels.yaml").read_text()
 
@@ -114,17 +202,16 @@ def table() -> dict[tuple[str, str, bool, int], Curves]:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     data = yaml.load(_data_text(), Loader=loader)
     src = data["sources"]
-    raw: dict[tuple, dict[str, dict[int, list[float]]]] = {}
+    raw: dict[tuple, dict[str, dict[str, dict[int, list[float]]]]] = {}
     for row in data["rows"]:
         s = src[row["source"]]
         key = (row["kernel"], BENCHMARK_ARCH[s["gpu"]], bool(row["causal"]), int(row["head_dim"]))
         eff = float(row["tflops"]) / float(s["peak_tflops"])
-        raw.setdefault(key, {}).setdefault(row["pass"], {}).setdefault(int(row["seq_len"]), []).append(eff)
-    mean = {k: {p: {s: sum(v) / len(v) for s, v in c.items()} for p, c in d.items()}
-            for k, d in raw.items()}
+        (raw.setdefault(key, {}).setdefault(row["source"], {}).setdefault(row["pass"], {})
+         .setdefault(int(row["seq_len"]), []).append(eff))
     out = {}
-    for key, d in mean.items():
-        out[key] = _complete(d.get("fwd", {}), d.get("bwd", {}), d.get("fwd_bwd", {}))
+    for key, sources in raw.items():
+        out[key] = _pool(sources)
     for key, curves in list(out.items()):
         kernel, arch, causal, hd = key
         other = out.get((kernel, arch, False, hd))
@@ -136,6 +223,39 @@ def table() -> dict[tuple[str, str, bool, int], Curves]:
             out[key] = _complete(curves.fwd, {**missing, **curves.bwd}, curves.fwd_bwd)
     # a curve prices both passes only with forward and backward, or forward+backward
     return {k: c for k, c in out.items() if (c.fwd and c.bwd) or c.fwd_bwd}
+
+
+def _pool(sources: dict[str, dict[str, dict[int, list[float]]]]) -> Curves:
+    """One point's curves from several sources (each ``pass -> seq -> values``): the
+    forward is the mean over the sources that measure it; each source gives one backward
+    per length, measured, or derived from its forward+backward row and its own forward
+    (the pooled forward where it has none); the backward is the mean of those. A length
+    with no backward keeps the pooled forward+backward."""
+    def mean(v: list[float]) -> float:
+        return sum(v) / len(v)
+
+    per = {src: {p: {s: mean(v) for s, v in c.items()} for p, c in d.items()}
+           for src, d in sources.items()}
+    fwd: dict[int, list[float]] = {}
+    for d in per.values():
+        for s, v in d.get("fwd", {}).items():
+            fwd.setdefault(s, []).append(v)
+    fwd_mean = {s: mean(v) for s, v in fwd.items()}
+    bwd: dict[int, list[float]] = {}
+    fb: dict[int, list[float]] = {}
+    for d in per.values():
+        own_f, own_b, own_fb = d.get("fwd", {}), d.get("bwd", {}), d.get("fwd_bwd", {})
+        for s in set(own_b) | set(own_fb):
+            if s in own_b:
+                bwd.setdefault(s, []).append(own_b[s])
+                continue
+            fb.setdefault(s, []).append(own_fb[s])
+            f = own_f.get(s, fwd_mean.get(s))
+            rest = FWD_BWD_OVER_FWD / own_fb[s] - 1.0 / f if f else 0.0
+            if rest > 0:
+                bwd.setdefault(s, []).append(BWD_OVER_FWD / rest)
+    return _complete(fwd_mean, {s: mean(v) for s, v in bwd.items()},
+                     {s: mean(v) for s, v in fb.items()})
 
 
 def _complete(fwd: dict[int, float], bwd: dict[int, float], fb: dict[int, float]) -> Curves:

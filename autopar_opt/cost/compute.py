@@ -10,6 +10,8 @@ split into the windows :mod:`autopar_opt.cost.comm` hides communication behind."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from autopar_opt.cost import attention, moe
 from autopar_opt.cost.context import Compute, StageContext
 from autopar_opt.cost.memory import activation_bytes, eager_logp_bytes, kept_logit_bytes, logits_per_device
@@ -148,7 +150,22 @@ def attention_lookup(layer: Layer, s: Strategy, ctx: StageContext) -> attention.
         return None
     seq = (ctx.training.seq_len or DEFAULT_SEQ) / max(s.cp, 1)
     causal = True if layer.attn_causal is None else layer.attn_causal
-    return attention.lookup(kernel, arch, causal, layer.head_dim or DEFAULT_HEAD_DIM, seq)
+    head_dim = layer.head_dim or DEFAULT_HEAD_DIM
+    look = attention.lookup(kernel, arch, causal, head_dim, seq)
+    fill = attention.fill_factor(call_batch_heads(layer, s, ctx), seq, head_dim, look.kernel, causal)
+    return replace(look, fwd=look.fwd * fill, bwd=look.bwd * fill) if fill < 1.0 else look
+
+
+def call_batch_heads(layer: Layer, s: Strategy, ctx: StageContext) -> float:
+    """Batch x heads of one attention call on one device: the layer's attention-core
+    FLOPs per sample counted whole are ``4·heads·s²·d``, a device runs
+    ``microbatch_samples/dp`` samples of ``heads/tp`` heads (a context-parallel step
+    the same heads over a chunk of the sequence)."""
+    seq = ctx.training.seq_len or DEFAULT_SEQ
+    head_dim = layer.head_dim or DEFAULT_HEAD_DIM
+    whole = layer.flops_recompute_selective * (2.0 if layer.attn_flops_halved else 1.0)
+    heads = whole / (4.0 * seq * seq * head_dim)
+    return ctx.microbatch_samples / max(s.dp, 1) * heads / max(s.tp, 1)
 
 
 def executed_core(layer: Layer) -> float:

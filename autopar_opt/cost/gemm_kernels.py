@@ -14,10 +14,18 @@ launch latency included) and OpenXLA's default matmul tables for H100 and B200 (
 time only). Each source is fitted on its own (:func:`source_fits`, :func:`die_curves`).
 
 Which constants the shipped model takes from here (:mod:`autopar_opt.calibration.fit`):
-a chip no published training run identifies (Blackwell) takes its die's measured
-``eff_max`` instead of a transfer from other chips. The chips the runs do identify keep
-their fitted efficiency; ``benchmarks/kernels/GEMM.md`` sets the fitted values beside these
-curves.
+
+* a die measured **back to back at its power limit** (source ``time: back-to-back calls``:
+  the GEMMs training runs, queued one after another for as long as a step lasts, at the
+  clock the power limit allows under that load) takes that measurement's 16-bit ``eff_max``,
+  not a fit: the H100 die from the project's own H200 run (``own_h200``, 0.699; the
+  GH100 die at 700 W, as on H100 SXM). An isolated call or a traced kernel runs at the
+  boost clock, which a sustained load does not keep (``benchmarks/kernels/H200.md``:
+  1,440-1,590 MHz of 1,980 under 8192³ GEMMs, throttle reason SW power cap);
+* a chip no published training run identifies (Blackwell) takes its die's measured
+  ``eff_max`` (the median over its sources) instead of a transfer from other chips;
+* every other chip keeps its fitted efficiency. ``benchmarks/kernels/GEMM.md`` sets the
+  fitted values beside these curves.
 """
 
 from __future__ import annotations
@@ -30,8 +38,10 @@ import numpy as np
 
 from autopar_opt.ir.hardware import DEVICE_CATALOG
 
+#: A source timed as training runs its GEMMs: back to back, at the power-limited clock.
+SUSTAINED = "back-to-back calls"
 #: Dies whose devices share a measured curve (same compute die; the fit's chip groups).
-DIE_OF_DEVICE = {"H100-SXM-80GB": "H100", "B200": "Blackwell"}
+DIE_OF_DEVICE = {"H100-SXM-80GB": "H100", "H200-141GB": "H100", "B200": "Blackwell"}
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,15 @@ def source_fits() -> dict[tuple[str, str], Curve]:
 
 
 @lru_cache(maxsize=1)
+def _timing_of_source() -> dict[str, str]:
+    """source -> how it was timed (its ``time`` entry in the data file)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return {k: v["time"] for k, v in yaml.load(_data_text(), Loader=loader)["sources"].items()}
+
+
+@lru_cache(maxsize=1)
 def _die_of_source() -> dict[str, str | None]:
     """source -> the die its device belongs to (:data:`DIE_OF_DEVICE`; None if none)."""
     return {r.source: DIE_OF_DEVICE.get(r.device) for r in rows()}
@@ -127,9 +146,29 @@ def die_curves(die: str, dtype: str) -> dict[str, Curve]:
 
 
 @lru_cache(maxsize=None)
+def sustained_efficiency(die: str, dtype: str) -> float | None:
+    """The large-GEMM efficiency (``eff_max``) of a die's microbenchmarks timed back to back
+    at the power-limited clock (:data:`SUSTAINED`), the median over such sources; None
+    where none measures the die so."""
+    timing = _timing_of_source()
+    curves = [c for src, c in die_curves(die, dtype).items() if timing[src] == SUSTAINED]
+    return float(np.median([c.eff_max for c in curves])) if curves else None
+
+
+def sustained_sources(die: str, dtype: str) -> list[str]:
+    """The names of the sources :func:`sustained_efficiency` reads."""
+    timing = _timing_of_source()
+    return sorted(src for src in die_curves(die, dtype) if timing[src] == SUSTAINED)
+
+
+@lru_cache(maxsize=None)
 def measured_efficiency(die: str, dtype: str) -> float | None:
-    """The large-GEMM efficiency (``eff_max``) a die's microbenchmarks give, the median over
-    its sources; None where none measures it. Cached: the calibration fit asks for it in
+    """The large-GEMM efficiency (``eff_max``) a die's microbenchmarks give: the sustained
+    one where the die has one (:func:`sustained_efficiency`), else the median over its
+    sources; None where none measures it. Cached: the calibration fit asks for it in
     every evaluation of its residuals."""
+    sustained = sustained_efficiency(die, dtype)
+    if sustained is not None:
+        return sustained
     curves = die_curves(die, dtype)
     return float(np.median([c.eff_max for c in curves.values()])) if curves else None

@@ -135,7 +135,9 @@ class CostParams:
         "copy back (Micikevicius et al. 2018; Megatron-LM optimizer)"))
     unfused_optimizer_factor: float = _param(2.2, valid={"ge": 1})   # unfused is never faster
     memory_reserve_gib: float = _param(2.0, valid=NON_NEGATIVE, plausible=(
-        0.5, 8.0, "CUDA context (~0.5-1 GiB), NCCL buffers, cuBLAS workspaces per device"))
+        0.5, 8.0, "CUDA context, cuBLAS/cuDNN workspaces and NCCL buffers per device; pinned by "
+        "measurement, not fitted: 0.763 GiB outside PyTorch's allocator on one H200 after a "
+        "training step (MEASURED_RESERVE_GIB; NCCL's buffers not included)"))
     memory_fragmentation: float = _param(0.05, valid={"ge": 0, "le": 1}, plausible=(
         0.0, 0.5, "PyTorch caching-allocator overhead as a fraction of the modelled bytes: "
         "reserved vs allocated; Llama-2-70B FSDP on 16 A100-80GB: 63 GB reserved for 42 GB "
@@ -167,6 +169,14 @@ class CostParams:
         names = {f.name for f in fields(cls)}
         return cls().updated({k: v for k, v in data.items() if k in names})
 
+
+#: Device memory outside PyTorch's caching allocator (GiB), measured on one H200 after a bf16
+#: training step (torch 2.11, CUDA 13.0, cuDNN 9.19): the CUDA context 0.514 GiB after
+#: initialisation, 0.700 once cuBLAS and cuDNN had run, 0.763 after the step
+#: (``benchmarks/kernels/h200_results.json`` ``memory``; ``H200.md``). The calibration pins
+#: ``memory_reserve_gib`` to it (``calibration/fit.py``): what one GPU can measure of the
+#: reserve. NCCL's buffers come on top and are not in it (one GPU runs no NCCL ring).
+MEASURED_RESERVE_GIB = 0.763
 
 #: Plausible physical range of every scalar parameter, with its reason (from the
 #: fields' metadata; the fit keeps each parameter inside).

@@ -37,7 +37,7 @@ def _pct(x: float | None) -> str:
 
 def _params_lines(report) -> list[str]:
     p = report.params.to_dict()
-    free = set(report.fit.free) | {"memory_reserve_gib", "memory_fragmentation"}
+    free = set(report.fit.free) | {"memory_fragmentation"}     # the reserve: MEASURED_RESERVE_GIB
     out = ["| parameter | value | fitted or fixed | physical range | reason |",
            "|---|---|---|---|---|"]
     for k, (lo, hi, why) in RANGES.items():
@@ -45,7 +45,9 @@ def _params_lines(report) -> list[str]:
         out.append(f"| `{k}` | {p[k]:.4g} | {how} | {lo:g} - {hi:g} | {why} |")
     for key in ("gemm_efficiency", "fp8_efficiency"):
         out.append(f"| `{key}` | " + ", ".join(f"{d} {v:.3f}" for d, v in p[key].items())
-                   + " | fitted per chip (Blackwell: the B200 GEMM microbenchmark, cost/data/gemm_kernels.yaml; other unseen chips transfer) | 0.35 - 0.85 | "
+                   + " | fitted per chip, except where a GEMM microbenchmark pins it (16-bit H100 die: "
+                   "the H200 run back to back at 700 W; Blackwell: the B200 GEMM microbenchmark; "
+                   "cost/data/gemm_kernels.yaml); other unseen chips transfer | 0.35 - 0.85 | "
                    "achieved fraction of the dense peak |")
     return out
 

@@ -126,6 +126,32 @@ def test_plans_that_ran_censor_the_memory_fit():
     assert r == pytest.approx(48 - 40 * 3020 / 2600, abs=1e-6)
 
 
+def test_a_pinned_reserve_leaves_only_the_fragmentation_free():
+    """The shipped fit holds the reserve at the measured MEASURED_RESERVE_GIB. Held at 1
+    on (10, 13) and (20, 25), f = 0.2 exactly; held at 2, least squares of
+    (1 - 10f)² + (3 - 20f)² gives f = (10 + 60) / (100 + 400) = 0.14; the censored plan
+    of the test above (40 GiB on 48) then bounds f by (48 - 2 - 40)/40 = 0.15, not active."""
+    assert reserve_and_fragmentation([(10, 13), (20, 25)], reserve=1.0) == pytest.approx((1.0, 0.2))
+    cap = 48 + CENSOR_MARGIN_GIB
+    r, f = reserve_and_fragmentation([(10, 13), (20, 25)], [(40, cap)], reserve=2.0)
+    assert r == 2.0 and f == pytest.approx(0.14, abs=1e-6)
+
+
+def test_the_shipped_reserve_is_the_measured_one():
+    """Oracle: the device measurement file (memory outside PyTorch's allocator after a
+    training step on one H200), rounded to the MiB."""
+    import json
+    from pathlib import Path
+
+    from autopar_opt.cost.params import MEASURED_RESERVE_GIB, default_params
+
+    raw = json.loads((Path(__file__).resolve().parents[3] / "benchmarks" / "kernels"
+                      / "h200_results.json").read_text())
+    assert MEASURED_RESERVE_GIB == pytest.approx(raw["memory"]["after_step"]["outside_torch_gib"],
+                                                 abs=1e-3)
+    assert default_params().memory_reserve_gib == pytest.approx(MEASURED_RESERVE_GIB, abs=1e-6)
+
+
 def test_decoder_block_states_its_gemm_inputs_for_fp8():
     """The zoo's and Hugging Face configs' blocks (``model_zoo/blocks.py``) state the GEMM
     inputs FP8 keeps as 1-byte casts, as ``transformer_block`` does; before, they stated
