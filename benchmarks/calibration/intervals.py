@@ -73,10 +73,13 @@ def _sha(path: Path) -> str:
 READING = """\
 ## Reading
 
-(Hand-written with the regeneration of 2026-11-29, session 16: each run's
-interval now takes the range of its residuals, and KempnerForge's FSDP2 runs are
-priced with the gradient sync their trainer turns off until the last micro-batch
-and with their replicated output logits; re-read it when the table above changes.)
+(Hand-written with the regeneration of 2026-11-29, session 17: the H100 die's 16-bit
+GEMM efficiency is pinned to the H200 run back to back at 700 W (0.699), the reserve
+to the measured 0.763 GiB, the attention table holds the H200 rows and a call's fill
+(heads per call, measured per kernel, mask and head dim) is priced; session 16 before that: each run's interval takes the
+range of its residuals, KempnerForge's FSDP2 runs are priced with the gradient sync
+their trainer turns off until the last micro-batch. Re-read it when the table above
+changes.)
 
 - Leaving a whole regime out is harsher than leaving a source out: without any
   run of a framework family the fit has nothing to set what only that family
@@ -85,11 +88,11 @@ and with their replicated output logits; re-read it when the table above changes
   back to the other chips'. Under v3 the communication efficiencies, the
   attention kernels and the overlap slowdown are pinned by microbenchmarks and
   papers, not fitted, so no regime can pull them. `generation:ampere` meets
-  10% / 25% (9.2% / 18.2%); the largest misses are `framework:deepspeed`
+  10% / 25% (6.7% / 18.1%); the largest misses are `framework:deepspeed`
   (BLOOM's Megatron-DeepSpeed runs and InternEvo's hybrid ZeRO-1, read as the
   DeepSpeed family), `generation:hopper`, `family:bloom` and `moe:true`.
-- Hopper left out (`generation:hopper`, 54 runs): median 15.4% (8.4% in session
-  15), p90 36.7%. KempnerForge's 70B rows at 32-160 H200 are now 27-29% too fast
+- Hopper left out (`generation:hopper`, 54 runs): median 14.3% (15.4% in session
+  16, 8.4% in session 15), p90 39.0%. KempnerForge's 70B rows at 32-160 H200 are now 27-29% too fast
   (one fp32 reduce-scatter per iteration, as its trainer runs, instead of one per
   micro-batch, which had priced them within 2-6%: a compensating error), beside
   FlagPerf's Llama-3-8B rows (+27-30%), the MoE rows below and the 8-GPU 70B row
@@ -101,7 +104,7 @@ and with their replicated output logits; re-read it when the table above changes
 - Mixture-of-Experts (`moe:true`, 14 runs from two source families: the Megatron MoE
   Model Zoo, 11, Qwen3-235B-A22B on 256 H100 and GB200, Mixtral-8x22B on 128 H100;
   FlagPerf, 3, Mixtral-8x7B on 32 H100 and Qwen1.5-MoE on 8 A800, all experts on
-  every rank). Median 15.9%, p90 67.0%: the long-context rows with context
+  every rank). Median 21.3%, p90 68.2%: the long-context rows with context
   parallelism, the GB200 and the Model Zoo Mixtral rows are within -2..+19%, while
   the 4k-token Qwen3 rows with the experts' tensor parallelism apart from tp miss
   by -24 to +86%, and FlagPerf's EP-1 rows are predicted 27-74% too fast: local
@@ -109,13 +112,13 @@ and with their replicated output logits; re-read it when the table above changes
   token dispatch of etp-1 layouts (DeepEP and all-to-all) is where the model is
   weakest.
 - FP8 (`fp8:true`, 5 runs: FlagPerf 2, llm-foundry 1, MoE Model Zoo 2). Left out,
-  the H100 FP8 GEMM efficiency has no run to set it and takes its isolated-call
-  microbenchmark, 0.634 (`benchmarks/kernels/GEMM.md`): median 27.3%, p90 29.6%,
-  the H100 rows 6-30% too fast, since Transformer Engine's FP8 casts, transposes
-  and amax reductions are not priced.
+  the H100 FP8 GEMM efficiency has no run to set it and takes its sustained
+  microbenchmark, 0.637 (the H200 run, `benchmarks/kernels/GEMM.md`): median 21.2%,
+  p90 24.1%, the H100 rows too fast, since Transformer Engine's FP8 casts,
+  transposes and amax reductions are not priced.
 - Long context >= 32k (`long_context:true`, 7 runs: llm-foundry 3 without context
-  parallelism, MoE Model Zoo 4 with CP 2-8): median 10.3%, p90 22.2%; the
-  llm-foundry rows are 20-25% too slow, the CP rows within 0-10%.
+  parallelism, MoE Model Zoo 4 with CP 2-8): median 16.3%, p90 21.4% (10.3% /
+  22.2% in session 16, before the H200 rows at 32k-128k entered the attention table).
 - Regimes still with few published runs: ZeRO-3/FSDP at >= 256 GPUs 1
   (KempnerForge 175B on 360 H200; the Model Zoo's Megatron-FSDP row does not state
   its sharding strategy, hybrid-sharded runs are not in the strategy space), and
@@ -123,7 +126,7 @@ and with their replicated output logits; re-read it when the table above changes
   in such a regime gets a wide interval that says how many runs share its regime.
   The exam sources of issue 28 point 8 (NeMo's performance summaries, torchtitan's
   tables, ...) are not used.
-- Coverage: 88.6% of 175 overall. Each run now contributes the range of its
+- Coverage: 88.6% of 175 overall (the same in session 16). Each run now contributes the range of its
   out-of-sample residuals (its family's leave-out fit and each regime group's)
   to the interval, the lower quantile over the lows and the upper over the
   highs (`autopar_opt/cost/interval.py`). Before (session 15), each run kept
@@ -134,7 +137,7 @@ and with their replicated output logits; re-read it when the table above changes
   +7.7% from its family's fit, -4 to -8% from the regimes'): the interval of
   every well-predicted A100 family (narayanan2021, qi2024zb, megascale2024,
   megatron_readme2020) lay beside its own errors. The coverage misses left
-  (flagperf 79%, llmfoundry 64%, fsdp 74%) are sources that err more than the
+  (flagperf 79%, kempnerforge 75%, llmfoundry 71%, fsdp 67%, hopper 43 of 54) are sources, or groups led by sources, that err more than the
   other sources of their regimes; each run's interval is taken without its own
   source, so a source unlike the others is not covered by design.
 - InternEvo runs are read as the `deepspeed` framework family (see above), so the

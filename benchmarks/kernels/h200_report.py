@@ -174,7 +174,9 @@ def attention_published(res: dict) -> str:
             + table(["kernel", "mask", "hd", "points", "median", "range"], summary))
 
 
-def attention_fill(res: dict) -> str:
+def attention_fill(res: dict, sweep: dict) -> str:
+    """Heads per call: the first run's cuDNN column and the sweep (h200_fill.json) as ratios
+    to the 64-head call, per kernel, mask, head dim and length."""
     peak = res["peak_bf16"]
     fill = res["attention_fill"]
     heads = sorted({r["heads"] for r in fill})
@@ -184,16 +186,33 @@ def attention_fill(res: dict) -> str:
             for h in heads]
     lo, hi = at[(seqs[0], heads[0])], at[(seqs[0], heads[-1])]
     be = fill[0]["backend"]
+    rows = [r for r in sweep["rows"] if "error" not in r]
+    keys = sorted({(r["backend"], r["causal"], r["head_dim"], r["seq"]) for r in rows},
+                  key=lambda k: (k[0], not k[1], -k[2], k[3]))
+    sweep_heads = sorted({r["heads"] for r in rows})
+    speed = {(r["backend"], r["causal"], r["head_dim"], r["seq"], r["heads"]): r["fwd_bwd_tflops"]
+             for r in rows}
+    sweep_body = []
+    for k in keys:
+        top = speed[k + (sweep_heads[-1],)]
+        sweep_body.append([k[0], "causal" if k[1] else "non-causal", k[2], k[3]]
+                          + [f"{speed[k + (h,)] / top:.2f}" for h in sweep_heads])
     return ("### Heads per call (one sequence)\n\n"
             f"The {be} kernel, causal, head dim {fill[0]['head_dim']}, one sequence, forward+backward "
             "TFLOP/s (fraction of peak) against the heads in one call. The published curves keep 16k "
             "tokens x 2048 hidden per call; a tensor-parallel rank runs heads/tp heads of each sequence "
             f"per call. At {seqs[0]} tokens the efficiency falls from "
             f"{hi['fwd_bwd_tflops'] * 1e12 / peak:.2f} of peak with {heads[-1]} heads to "
-            f"{lo['fwd_bwd_tflops'] * 1e12 / peak:.2f} with {heads[0]}: the cost model looks attention "
-            "up by (kernel, GPU, mask, head dim, sequence) only and does not price this (the Limitation "
-            "paragraph of the docstring of `autopar_opt/cost/attention.py`).\n\n"
-            + table(["heads"] + [f"seq {s}" for s in seqs], body))
+            f"{lo['fwd_bwd_tflops'] * 1e12 / peak:.2f} with {heads[0]}.\n\n"
+            + table(["heads"] + [f"seq {s}" for s in seqs], body)
+            + "\n\nThe sweep of `h200_fill.py` (`h200_fill.json`, run "
+            f"{sweep.get('started', '?')}): forward+backward speed with 1-{sweep_heads[-1]} heads of one "
+            f"sequence over the {sweep_heads[-1]}-head speed, per kernel, mask, head dim and length. The "
+            "cost model prices it (`autopar_opt/cost/attention.py` `fill_factor`, data "
+            "`autopar_opt/cost/data/attention_fill.yaml`): a call's batch x heads against the published "
+            "call's, on its kernel's curves.\n\n"
+            + table(["kernel", "mask", "head dim", "seq"] + [f"{h} heads" for h in sweep_heads],
+                    sweep_body))
 
 
 def _bucket(t_us: float) -> int:
@@ -481,8 +500,9 @@ def main(argv: list[str]) -> None:
     out = Path(argv[1]) if len(argv) > 1 else HERE / "H200.md"
     res = json.loads((HERE / "h200_results.json").read_text())
     sus = json.loads((HERE / "h200_sustained.json").read_text())
+    sweep = json.loads((HERE / "h200_fill.json").read_text())
     text = "\n".join([header(res, sus, argv), setup(res, sus), attention(res), attention_published(res),
-                      attention_fill(res), gemms(res), sustained(res, sus), elementwise(res, res["step"]),
+                      attention_fill(res, sweep), gemms(res), sustained(res, sus), elementwise(res, res["step"]),
                       memory(res), step(res)])
     tmp = out.with_suffix(".tmp")
     tmp.write_text(text)
