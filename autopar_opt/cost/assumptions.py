@@ -125,9 +125,9 @@ def _attention(graph: LayerGraph, training: Training, arch: str) -> list[str]:
         line = (f"attention core: {look.kernel} on {look.arch} ({mask}, head dim "
                 f"{head_dim or DEFAULT_HEAD_DIM}, {seq:g} tokens per rank at cp=1): "
                 f"{look.fwd:.0%} forward, {look.bwd:.0%} backward of the 16-bit peak "
-                "(cost/data/attention_kernels.yaml) for a call of "
-                f"{attention.reference_calls(seq, head_dim or DEFAULT_HEAD_DIM):g} sequences x "
-                "heads; a plan's smaller calls (heads/tp of its micro-batch) run at the "
+                f"(cost/data/attention_kernels.yaml), measured with {attention.REF_TOKENS:,} tokens "
+                f"x {attention.REF_HIDDEN:,} hidden per call; a plan's smaller calls (heads/tp of "
+                "its micro-batch) run at the "
                 "measured fill ratio (cost/data/attention_fill.yaml, one H200: "
                 f"{_fill_source(look.kernel, causal, head_dim)})")
         notes = list(look.notes)

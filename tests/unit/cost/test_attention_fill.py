@@ -127,6 +127,6 @@ def test_the_assumptions_state_the_fill():
     cl = make_cluster("c", 1, 8, "H100-SXM-80GB")
     tr = Training(global_batch_size=64, seq_len=4096, runtime=runtime_named("megatron-core"))
     text = "\n".join(cost_assumptions(LayerGraph.chain("g", [blk], seq_len=4096), cl, tr))
-    assert "for a call of 64 sequences x heads; a plan's smaller calls (heads/tp of its " \
-        "micro-batch) run at the measured fill ratio (cost/data/attention_fill.yaml, one " \
-        "H200: cudnn, causal, head dim 128)" in text
+    assert "measured with 16,384 tokens x 2,048 hidden per call; a plan's smaller calls " \
+        "(heads/tp of its micro-batch) run at the measured fill ratio " \
+        "(cost/data/attention_fill.yaml, one H200: cudnn, causal, head dim 128)" in text
