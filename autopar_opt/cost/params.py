@@ -124,7 +124,10 @@ class CostParams:
         "kernels (norms, GeLU/SwiGLU, dropout, residual, unfused softmax) in forward + backward"))
     layer_overhead_us: float = _param(0.0, valid=NON_NEGATIVE, plausible=(
         0.0, 300.0, "host/launch time per layer and micro-batch not hidden by asynchronous "
-        "kernel queuing (~30-60 kernels x 2-5 µs)"))
+        "kernel queuing (~30-60 kernels x 2-5 µs); fixed at 0, not fitted: back-to-back eager "
+        "calls on one H200 reach a floor of 15-17 µs per call (benchmarks/kernels/h200_results.json, "
+        "the smallest expert GEMMs), so the host keeps ahead of any kernel longer than that, as a "
+        "training layer's are"))
     iteration_overhead_s: float = _param(0.0, valid=NON_NEGATIVE, plausible=(
         0.0, 0.05, "per-iteration host work: data loader, logging, gradient-norm and loss "
         "reductions"))
