@@ -151,10 +151,12 @@ def fill_curves() -> dict[tuple[str, bool, int], dict[int, dict[int, float]]]:
             for k, d in raw.items()}
 
 
+@lru_cache(maxsize=None)
 def fill_curve_for(kernel: str, causal: bool, head_dim: int) -> tuple[tuple[str, bool, int],
                                                                        dict[int, dict[int, float]]]:
     """The measured fill curves a call of ``kernel`` takes (:data:`FILL_KERNEL`; the
-    nearest measured head dim, in ``log2``), with their key."""
+    nearest measured head dim, in ``log2``), with their key. Cached: every attention
+    lookup of a plan's pricing asks for it."""
     kern = FILL_KERNEL.get(kernel, "flash_attention_2")
     dims = sorted({d for k, _, d in fill_curves() if k == kern})
     dim = min(dims, key=lambda d: (abs(math.log2(d) - math.log2(max(head_dim, 1))), -d))

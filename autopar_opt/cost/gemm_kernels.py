@@ -66,6 +66,8 @@ class Row:
     flops: float
     seconds: float
     peak: float
+    #: how the source timed it (its ``time`` entry in the data file, e.g. :data:`SUSTAINED`)
+    timing: str = ""
 
     @property
     def efficiency(self) -> float:
@@ -87,10 +89,11 @@ def rows() -> tuple[Row, ...]:
     data = yaml.load(_data_text(), Loader=loader)
     out = []
     for r in data["rows"]:
-        device = data["sources"][r["source"]]["device"]
+        source = data["sources"][r["source"]]
+        device = source["device"]
         flops = 2.0 * r["b"] * r["m"] * r["n"] * r["k"]
         row = Row(r["source"], device, r["dtype"], flops, flops / (r["tflops"] * 1e12),
-                  DEVICE_CATALOG[device].peak_tflops[r["dtype"]] * 1e12)
+                  DEVICE_CATALOG[device].peak_tflops[r["dtype"]] * 1e12, source.get("time", ""))
         if row.efficiency > 1.0:
             raise ValueError(f"gemm_kernels.yaml: {r} runs at {row.efficiency:.2f}x the "
                              f"{device} {r['dtype']} dense peak")
@@ -122,15 +125,6 @@ def source_fits() -> dict[tuple[str, str], Curve]:
 
 
 @lru_cache(maxsize=1)
-def _timing_of_source() -> dict[str, str]:
-    """source -> how it was timed (its ``time`` entry in the data file)."""
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return {k: v["time"] for k, v in yaml.load(_data_text(), Loader=loader)["sources"].items()}
-
-
-@lru_cache(maxsize=1)
 def _die_of_source() -> dict[str, str | None]:
     """source -> the die its device belongs to (:data:`DIE_OF_DEVICE`; None if none)."""
     return {r.source: DIE_OF_DEVICE.get(r.device) for r in rows()}
@@ -150,15 +144,15 @@ def sustained_efficiency(die: str, dtype: str) -> float | None:
     """The large-GEMM efficiency (``eff_max``) of a die's microbenchmarks timed back to back
     at the power-limited clock (:data:`SUSTAINED`), the median over such sources; None
     where none measures the die so."""
-    timing = _timing_of_source()
-    curves = [c for src, c in die_curves(die, dtype).items() if timing[src] == SUSTAINED]
-    return float(np.median([c.eff_max for c in curves])) if curves else None
+    curves = die_curves(die, dtype)
+    sources = sustained_sources(die, dtype)
+    return float(np.median([curves[src].eff_max for src in sources])) if sources else None
 
 
 def sustained_sources(die: str, dtype: str) -> list[str]:
     """The names of the sources :func:`sustained_efficiency` reads."""
-    timing = _timing_of_source()
-    return sorted(src for src in die_curves(die, dtype) if timing[src] == SUSTAINED)
+    timed_so = {r.source for r in rows() if r.timing == SUSTAINED}
+    return sorted(src for src in die_curves(die, dtype) if src in timed_so)
 
 
 @lru_cache(maxsize=None)

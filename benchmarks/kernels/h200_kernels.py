@@ -68,6 +68,17 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
+def cuda_seconds(fn, n: int) -> float:
+    """Seconds of ``n`` back-to-back calls of ``fn`` between two CUDA events."""
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(n):
+        fn()
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b) * 1e-3
+
+
 def timed(fn, target_s: float = 0.15, reps: int = 3, max_calls: int = 200) -> float:
     """Seconds per call of ``fn``: after warm-up, ``n`` back-to-back calls between two
     events (n sized so a repeat lasts ~target_s), median of ``reps`` repeats."""
@@ -81,13 +92,7 @@ def timed(fn, target_s: float = 0.15, reps: int = 3, max_calls: int = 200) -> fl
     out = []
     for _ in range(reps if one < 1.0 else 2):
         if DEV == "cuda":
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            for _ in range(n):
-                fn()
-            b.record()
-            torch.cuda.synchronize()
-            out.append(a.elapsed_time(b) * 1e-3 / n)
+            out.append(cuda_seconds(fn, n) / n)
         else:
             t = time.perf_counter()
             for _ in range(n):

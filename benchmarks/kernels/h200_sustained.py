@@ -21,7 +21,7 @@ import time
 
 import torch
 
-PEAK_BF16, PEAK_FP8 = 989e12, 1979e12
+from h200_kernels import PEAK_BF16, PEAK_FP8, cuda_seconds   # this script's folder is on sys.path
 
 
 def smi() -> dict:
@@ -43,13 +43,7 @@ def windows(fn, flops: float, peak: float, seconds: float) -> list[dict]:
     n = max(5, int(10 / (time.perf_counter() - t)))       # calls per ~1 s
     rows, t0 = [], time.time()
     while time.time() - t0 < seconds:
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(n):
-            fn()
-        b.record()
-        torch.cuda.synchronize()
-        dt = a.elapsed_time(b) * 1e-3
+        dt = cuda_seconds(fn, n)
         r = {"t_s": round(time.time() - t0, 2), "tflops": flops * n / dt / 1e12, "eff": flops * n / dt / peak}
         r.update(smi())
         rows.append(r)
