@@ -76,6 +76,20 @@ class AttentionDims:
         q_dim, kv_dim = a * self.head_dim, self.kv_heads * self.head_dim
         return h * (q_dim + 2 * kv_dim) + q_dim * h
 
+    def gemm_output_widths(self) -> tuple[int, int]:
+        """Per-token output widths of the projection GEMMs, (split by tensor
+        parallelism, whole on every rank): GQA's fused QKV output is
+        column-parallel, the output projection's row-parallel (``h`` whole);
+        MLA's Q and KV up projections are column-parallel, its down projections
+        run unsplit on every rank (Megatron-Core MLA: ``linear_q_down_proj``,
+        ``linear_kv_down_proj`` are not tensor-parallel) and sit with the output
+        projection's ``h``."""
+        h, a = self.hidden, self.heads
+        if self.mla:
+            split = a * self.qk_dim + a * (self.qk_nope_dim + self.v_head_dim)
+            return split, h + self.q_lora_rank + self.kv_lora_rank + self.qk_rope_dim
+        return a * self.head_dim + 2 * self.kv_heads * self.head_dim, h
+
     def extra_params(self) -> int:
         """Biases and inner norms (MLA latent norms, Qwen3 QK-norm)."""
         n = 0
@@ -221,6 +235,10 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
     gemm_in = gemm_repl + 2 * s * attn.heads * attn.v_dim * e
     if attn.mla:
         gemm_in += 2 * s * (attn.q_lora_rank + attn.kv_lora_rank) * e
+    # GEMM outputs, whose gradients the backward GEMMs read (cost.fp8_casts): split by
+    # tp (column-parallel) and whole on every rank (row-parallel, unsplit)
+    out_split, out_whole = attn.gemm_output_widths()
+    gemm_out_split, gemm_out_whole = 2 * s * out_split * e, 2 * s * out_whole * e
     score = attn.score_flops(s, causal_flops)
     attn_fwd = 2.0 * s * attn.matrix_params() + score
     params = attn.params() + 2 * _norm_params(h, layer_norm)
@@ -235,6 +253,8 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
         params += mlp.params(h)
         mlp_act = ((gated if mlp.gated else 4) * s * mlp.ffn + 2 * s * h) * e
         gemm_in += 2 * s * mlp.ffn * e
+        gemm_out_split += 2 * s * (2 if mlp.gated else 1) * mlp.ffn * e
+        gemm_out_whole += 2 * s * h * e
         kind = LayerKind.transformer_block
         kernels = attn.gemm_kernels() + 2                  # MLP up (gate fused) and down
         # unfused: gate and up separate (HF LlamaMLP gate_proj, up_proj, down_proj)
@@ -248,6 +268,12 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
         # the shared experts' second GEMM input, each routed copy's dispatched input and
         # its second GEMM input (the first MLP input is the norm output counted above)
         gemm_in += 2 * s * moe.shared_ffn * e + 2 * s * k * (h + moe.expert_ffn) * e
+        # the shared experts' (gated) up and down outputs, each routed copy's up and
+        # down outputs (the experts' tokens taken as split like the column-parallel
+        # outputs); the router's logits are not an FP8 GEMM (Megatron-Core's router
+        # is a plain torch GEMM)
+        gemm_out_split += 2 * s * 2 * moe.shared_ffn * e + 2 * s * k * (2 * moe.expert_ffn + h) * e
+        gemm_out_whole += 2 * s * h * e if moe.shared_ffn else 0.0
         params += moe.expert_params(h) + moe.other_params(h)
         kind = LayerKind.moe_block
         # the router, the shared expert's up and down, the routed experts' up and
@@ -267,6 +293,7 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
         act_bytes=base_act + mlp_act, act_replicated_bytes=(8 * s * h * e + 2 * mask),
         act_attn_bytes=scores, flops_recompute_selective=score,
         act_gemm_input_bytes=gemm_in, act_gemm_input_replicated_bytes=gemm_repl,
+        gemm_output_bytes=gemm_out_split + gemm_out_whole, gemm_output_replicated_bytes=gemm_out_whole,
         input_bytes=2 * s * h * e, output_bytes=2 * s * h * e,
         tp_comm_bytes=4 * s * h * e, cp_comm_bytes=2 * s * attn.kv_width() * e,
         max_tp=attn.heads if attn.mla else attn.kv_heads, supports_sp=True, supports_cp=True,

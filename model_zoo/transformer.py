@@ -96,6 +96,12 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
     # the attention output feeding the projection, the MLP product feeding W2.
     gemm_in_repl = 4 * s * h * e
     gemm_in = gemm_in_repl + (2 * s * h + 2 * s * f) * e
+    # GEMM outputs (their gradients feed the backward GEMMs): the column-parallel QKV
+    # and first MLP GEMM outputs, split by tp; the row-parallel output projection's and
+    # second MLP GEMM's, whole on every rank (cost.fp8_casts). Cross-attention's GEMMs
+    # are in neither count (nor in gemm_in).
+    gemm_out_repl = 4 * s * h * e
+    gemm_out = gemm_out_repl + 2 * s * (h + 2 * h_kv + (2 if gated_mlp else 1) * f) * e
     norm_act = 4 * s * h * e
     scores = 0.0 if flash_attention else (5 if dropout else 4) * a * s * s * e
     replicated = 10 * s * h * e
@@ -121,6 +127,7 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
         act_bytes=attn_act + mlp_act + norm_act + scores,
         act_replicated_bytes=replicated, act_attn_bytes=scores,
         act_gemm_input_bytes=gemm_in, act_gemm_input_replicated_bytes=gemm_in_repl,
+        gemm_output_bytes=gemm_out, gemm_output_replicated_bytes=gemm_out_repl,
         flops_recompute_selective=score,   # the attention core (fused under FlashAttention)
         input_bytes=2 * s * h * e, output_bytes=2 * s * h * e,
         tp_comm_bytes=(6 if cross_attention_len else 4) * s * h * e,

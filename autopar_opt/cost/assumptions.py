@@ -100,9 +100,18 @@ def _gemm(cluster: Cluster, training: Training, params: CostParams) -> list[str]
         half_src = "fitted on the published runs of every die"
     else:
         half_src = "the cost model's prior"
-    return [f"GEMMs on {dev.name}: large-GEMM efficiency " + "; ".join(parts)
-            + f"; each GEMM kernel's efficiency halves at {params.efficiency_half_us:.1f} µs of "
-            f"work at peak ({half_src})"]
+    out = [f"GEMMs on {dev.name}: large-GEMM efficiency " + "; ".join(parts)
+           + f"; each GEMM kernel's efficiency halves at {params.efficiency_half_us:.1f} µs of "
+           f"work at peak ({half_src})"]
+    if training.dtype == "fp8":
+        from autopar_opt.cost.fp8_casts import COPY_BANDWIDTH_FRACTION
+        out.append("FP8 casts: Transformer Engine's layout taken (the norm-fused first GEMMs' "
+                   "input transposed, every other GEMM input and every output gradient cast "
+                   "and transposed: cost/fp8_casts.py), priced as HBM traffic at the copy "
+                   f"bandwidth measured on one H200, {COPY_BANDWIDTH_FRACTION:.3f} of the "
+                   "datasheet's, for every GPU; the weights' casts (once per iteration, "
+                   "cached across micro-batches) are not priced")
+    return out
 
 
 def _attention(graph: LayerGraph, training: Training, arch: str) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from autopar_opt.cost import attention, moe
+from autopar_opt.cost import attention, fp8_casts, moe
 from autopar_opt.cost.context import Compute, StageContext
 from autopar_opt.cost.memory import activation_bytes, eager_logp_bytes, kept_logit_bytes, logits_per_device
 from autopar_opt.cost.state import FP8_KINDS, hp_grad_accumulate_bytes
@@ -298,7 +298,10 @@ def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
     GEMMs (``2·m·n·k`` FLOPs; backward = 2x forward, Narayanan et al. 2021
     Sec. 5.1) at the dtype's peak, as :func:`gemm_kernels` kernels per forward
     (twice as many backward); the attention core at its own efficiency;
-    element-wise traffic at HBM bandwidth; a fixed launch overhead per layer.
+    element-wise traffic at HBM bandwidth; in FP8 training the casts and
+    transposes of the GEMMs' inputs and output gradients
+    (:mod:`autopar_opt.cost.fp8_casts`), re-run with the GEMMs a
+    recomputation re-runs; a fixed launch overhead per layer.
     Memory-bound layers (pooling, norms) are HBM traffic only
     (:func:`_memory_bound_compute`). Recomputation re-runs (part of) the
     forward inside the backward pass: all of it (full), the attention core
@@ -345,9 +348,11 @@ def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
         a_bwd = run * (2 * core / (peak * look.bwd) + core_re / (peak * look.fwd))
     elem = _elementwise_time(layer, s, ctx) if layer.flops_fwd > 0 or layer.act_bytes > 0 else 0.0
     elem_re = elem / 3.0 if rc in (Recompute.full, Recompute.op) else 0.0
+    c_fwd, c_bwd = fp8_casts.cast_time(layer, s, share, ctx.training, ctx.cluster.device.hbm_gb_per_s)
+    c_re = c_fwd * (f_re - core_re) / (f_fwd - core) if f_fwd > core else 0.0   # re-run GEMMs' casts
     launch = ctx.params.layer_overhead_us * 1e-6
-    fwd = g_fwd + a_fwd + elem / 3.0 + launch / 3.0
-    bwd = g_bwd + a_bwd + 2.0 * elem / 3.0 + elem_re + 2.0 * launch / 3.0
+    fwd = g_fwd + a_fwd + elem / 3.0 + c_fwd + launch / 3.0
+    bwd = g_bwd + a_bwd + 2.0 * elem / 3.0 + elem_re + c_bwd + c_re + 2.0 * launch / 3.0
     model = (layer.flops_fwd + layer.flops_bwd) * per_dev   # MoE: mean expert load
     return Compute(fwd, bwd, g_fwd + g_bwd, a_fwd + a_bwd, model, model + f_re,
                    gemm_fwd_s=g_fwd, attn_fwd_s=a_fwd)

@@ -92,6 +92,15 @@ class Layer:
     act_gemm_input_replicated_bytes : the part of ``act_gemm_input_bytes``
         inside ``act_replicated_bytes`` (the norm outputs feeding the QKV and
         first MLP GEMMs).
+    gemm_output_bytes : 16-bit bytes per sample of the outputs of the layer's
+        GEMMs, i.e. of the output gradients their backward GEMMs read; FP8
+        training casts and transposes each (Transformer Engine's
+        ``cast_transpose`` of ``grad_output``: :mod:`autopar_opt.cost.fp8_casts`).
+        0 where the builder does not state it.
+    gemm_output_replicated_bytes : the part of ``gemm_output_bytes`` a
+        tensor-parallel rank holds whole: the outputs of the row-parallel GEMMs
+        (attention output projection, second MLP GEMM), whose gradient every
+        rank reads whole (gathered under sequence parallelism).
     input_bytes : bytes of the layer's input per sample (what full
         recomputation keeps: Korthikanti Sec. 4.1, ``2*s*h``).
     output_bytes : bytes of the output per sample (sent to the next stage or
@@ -200,6 +209,8 @@ class Layer:
     act_attn_bytes: float = 0.0
     act_gemm_input_bytes: float = 0.0
     act_gemm_input_replicated_bytes: float = 0.0
+    gemm_output_bytes: float = 0.0
+    gemm_output_replicated_bytes: float = 0.0
     flops_recompute_selective: float = 0.0
     input_bytes: float = 0.0
     output_bytes: float = 0.0

@@ -45,8 +45,8 @@ def _params_lines(report) -> list[str]:
         out.append(f"| `{k}` | {p[k]:.4g} | {how} | {lo:g} - {hi:g} | {why} |")
     for key in ("gemm_efficiency", "fp8_efficiency"):
         out.append(f"| `{key}` | " + ", ".join(f"{d} {v:.3f}" for d, v in p[key].items())
-                   + " | fitted per chip, except where a GEMM microbenchmark pins it (16-bit H100 die: "
-                   "the H200 run back to back at 700 W; Blackwell: the B200 GEMM microbenchmark; "
+                   + " | fitted per chip, except where a GEMM microbenchmark pins it (H100 die, 16-bit and "
+                   "FP8: the H200 run back to back at 700 W; Blackwell: the B200 GEMM microbenchmark; "
                    "cost/data/gemm_kernels.yaml); other unseen chips transfer | 0.35 - 0.85 | "
                    "achieved fraction of the dense peak |")
     return out

@@ -105,11 +105,11 @@ def test_assemble_uses_the_measurement_only_for_chips_the_fit_leaves_free():
     assert p2.efficiency_for("V100-32GB") == pytest.approx(np.median([0.5, 0.6]))
 
 
-def test_the_h100_die_takes_its_sustained_measurement_in_16_bits_only():
-    """The 16-bit efficiency of every GH100 device is the back-to-back H200 run's curve
-    (own_h200: the only source timed as training queues GEMMs, at the power-limited clock),
-    not a fit and not the median with the boost-clock sources; FP8 stays fitted (the
-    Transformer Engine casts the model does not price sit in it)."""
+def test_the_h100_die_takes_its_sustained_measurement_in_16_bits_and_fp8():
+    """The 16-bit and FP8 efficiencies of every GH100 device are the back-to-back H200
+    run's curves (own_h200: the only source timed as training queues GEMMs, at the
+    power-limited clock), not fits and not the median with the boost-clock sources (FP8
+    pinned since Transformer Engine's casts are priced: cost/fp8_casts.py)."""
     own = gk.fit_curve([r for r in gk.rows() if r.source == "own_h200" and r.dtype == "bf16"])
     assert gk.sustained_sources("H100", "bf16") == ["own_h200"]
     assert gk.sustained_efficiency("H100", "bf16") == pytest.approx(own.eff_max)
@@ -119,7 +119,10 @@ def test_the_h100_die_takes_its_sustained_measurement_in_16_bits_only():
     for dev in calib_fit.CHIP_GROUPS["H100"]:
         assert p.efficiency_for(dev) == pytest.approx(own.eff_max, abs=1e-6), dev
     assert calib_fit.measurement_pins("eff:H100") == pytest.approx(own.eff_max)
-    assert calib_fit.measurement_pins("fp8:H100") is None
+    own8 = gk.fit_curve([r for r in gk.rows() if r.source == "own_h200" and r.dtype == "fp8"])
+    assert calib_fit.measurement_pins("fp8:H100") == pytest.approx(own8.eff_max)
+    for dev in calib_fit.CHIP_GROUPS["H100"]:
+        assert p.efficiency_for(dev, fp8=True) == pytest.approx(own8.eff_max, abs=1e-6), dev
     assert calib_fit.measurement_pins("eff:A100") is None
 
 
@@ -133,7 +136,8 @@ def test_the_fit_frees_a_pinned_efficiency_only_when_asked():
     assert any(r.cluster.device.name in calib_fit.CHIP_GROUPS["H100"] for r in runs)
     assert not calib_fit._used("eff:H100", runs)
     assert calib_fit._used("eff:H100", runs, frozenset({"eff:H100"}))
-    assert calib_fit._used("eff:A100", runs) and calib_fit._used("fp8:H100", runs)
+    assert calib_fit._used("eff:A100", runs) and not calib_fit._used("fp8:H100", runs)
+    assert calib_fit._used("fp8:H100", runs, frozenset({"fp8:H100"}))
 
 
 def test_own_h200_rows_are_the_measurement_file():
