@@ -83,6 +83,18 @@ def gemm_kernels(layer: Layer, runtime: Runtime | None = None) -> int:
     return GEMM_KERNELS.get(layer.kind, 1)
 
 
+def sequential_expert_kernels(layer: Layer, s: Strategy, runtime: Runtime) -> int:
+    """GEMM kernels a forward pass adds when an MoE layer's local experts run one
+    after the other instead of as two grouped GEMMs (runtime ``moe_grouped_gemm``
+    off: Megatron-Core ``SequentialMLP``, up and down projection per expert):
+    ``2·(E/ep - 1)`` for ``E/ep`` local experts; 0 for grouped experts and dense
+    layers."""
+    if runtime.moe_grouped_gemm or layer.kind is not LayerKind.moe_block or layer.num_experts <= 0:
+        return 0
+    local = max(layer.num_experts // max(s.ep, 1), 1)
+    return 2 * (local - 1)
+
+
 def memory_bound_bytes(layer: Layer) -> tuple[float, float]:
     """(forward, backward) HBM bytes per sample of a memory-bound layer
     (:data:`MEMORY_BOUND_KINDS`), from its input and output sizes ``x``, ``y``.
@@ -334,7 +346,7 @@ def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
         f_re, core_re = min(layer.flops_recompute_op * per_dev, f_fwd - core), 0.0
     else:
         f_re, core_re = 0.0, 0.0
-    k = gemm_kernels(layer, ctx.training.runtime)
+    k = gemm_kernels(layer, ctx.training.runtime) + sequential_expert_kernels(layer, s, ctx.training.runtime)
     k_re = max(k // 2, 1) if rc is Recompute.op else k    # every second GEMM
     g_fwd = _gemm_time(f_fwd - core, layer, ctx, k)
     g_bwd = _gemm_time(f_bwd - 2 * core, layer, ctx, 2 * k) + _gemm_time(f_re - core_re, layer, ctx, k_re)

@@ -220,7 +220,9 @@ def model_args(view: PlanView) -> list[str]:
     if a.is_moe:
         args += ["--num-experts", str(a.num_experts), "--moe-router-topk", str(a.top_k),
                  "--moe-ffn-hidden-size", str(a.moe_ffn_hidden),
-                 "--moe-token-dispatcher-type", "alltoall", "--moe-grouped-gemm"]
+                 "--moe-token-dispatcher-type", "alltoall"]
+        if view.moe_grouped_gemm:
+            args.append("--moe-grouped-gemm")
         if a.shared_ffn:
             args += ["--moe-shared-expert-intermediate-size", str(a.shared_ffn)]
         if len(a.moe_layers) != a.num_layers:
@@ -286,7 +288,7 @@ def megatron_args(view: PlanView) -> list[str]:
     return args
 
 
-def _bridge_arch(a) -> dict:
+def _bridge_arch(a, moe_grouped_gemm: bool = True) -> dict:
     """The architecture under Bridge's ``model.*`` names (``GPTModelProvider`` /
     ``MLAModelProvider`` fields), the same settings as :func:`model_args`; fields a
     recipe may set differently are written even where they are the default."""
@@ -311,7 +313,7 @@ def _bridge_arch(a) -> dict:
     if a.is_moe:
         model.update(num_moe_experts=a.num_experts, moe_router_topk=a.top_k,
                      moe_ffn_hidden_size=a.moe_ffn_hidden, moe_token_dispatcher_type="alltoall",
-                     moe_grouped_gemm=True)
+                     moe_grouped_gemm=moe_grouped_gemm)
         if a.shared_ffn:
             model["moe_shared_expert_intermediate_size"] = a.shared_ffn
         if len(a.moe_layers) != a.num_layers:
@@ -332,7 +334,7 @@ def bridge_overrides(view: PlanView) -> dict[str, dict]:
     ``recompute_granularity: null``, ``use_megatron_fsdp: false``, ...): what the recipe
     had there is replaced, not kept."""
     a = view.arch
-    model: dict = _bridge_arch(a) if a is not None else {}
+    model: dict = _bridge_arch(a, view.moe_grouped_gemm) if a is not None else {}
     if a is not None or view.seq_len:
         model["seq_length"] = view.seq_len or a.max_positions
     model.update(tensor_model_parallel_size=view.tp, pipeline_model_parallel_size=view.pp,

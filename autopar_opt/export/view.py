@@ -70,6 +70,9 @@ class PlanView:
     #: ZeRO-3/FSDP frees gathered parameters after the forward pass, as the cost
     #: model priced it (:meth:`~autopar_opt.ir.runtime.Runtime.reshards_after_forward`)
     reshard_after_forward: bool = True
+    #: the local experts as grouped GEMMs, as the cost model priced them (runtime
+    #: ``moe_grouped_gemm``; off: one expert after the other, Megatron-Core's default)
+    moe_grouped_gemm: bool = True
 
     @property
     def blocks_per_stage(self) -> list[int]:
@@ -145,7 +148,8 @@ def plan_view(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Trainin
         num_experts=max((layer.num_experts for layer in graph.layers), default=0),
         problems=problems, etp=etp, dtype=training.dtype, arch=graph.arch,
         tied_pipeline=plan.pp > 1 and any(layer.tied_to for layer in graph.layers),
-        reshard_after_forward=training.runtime.reshards_after_forward(plan.pp > 1))
+        reshard_after_forward=training.runtime.reshards_after_forward(plan.pp > 1),
+        moe_grouped_gemm=training.runtime.moe_grouped_gemm)
 
 
 def common_rules(view: PlanView, target: str, chain: bool) -> list[str]:

@@ -228,6 +228,16 @@ fused_projections
     ``pytorch-fsdp`` say nothing about the model code and keep it on (a spec
     sets ``runtime_options: {fused_projections: false}`` for an HF or
     hand-written model with separate projections).
+moe_grouped_gemm
+    A Mixture-of-Experts layer runs its local experts' up and down projections
+    as two grouped GEMM kernels per pass (Megatron-Core ``--moe-grouped-gemm``:
+    ``GroupedMLP``/``TEGroupedMLP``, ``megatron/core/transformer/moe/experts.py``),
+    the layout the Megatron export writes. Off, the experts run one after the
+    other (``SequentialMLP``: ``for expert in self.local_experts``, the default
+    while ``--moe-grouped-gemm`` is not given): two GEMM kernels per local
+    expert and pass, each paying the per-kernel latency
+    (``cost.compute.gemm_kernels``). A record whose text says it ran without
+    grouped GEMM turns it off (``calibration.reading.moe.grouped_gemm``).
 ddp_bucket_copy
     PyTorch DDP's reducer copies each gradient into its all-reduce bucket,
     a separate flat buffer of the gradient's dtype, unless
@@ -303,6 +313,7 @@ class Runtime:
     fp8_primary_weights: bool = False
     ddp_bucket_copy: bool = False
     fused_projections: bool = True
+    moe_grouped_gemm: bool = True
     attention_kernel: str = "auto"
     tp_overlap: str = "te_userbuffers"
     cp_comm_type: str = "p2p"

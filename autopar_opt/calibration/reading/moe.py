@@ -53,12 +53,13 @@ default ``expert_tensor_parallel_size`` = ``tensor_model_parallel_size``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autopar_opt.calibration.reading.errors import Unmodelable
 from autopar_opt.calibration.reading.model import gated_mlp
 from autopar_opt.calibration.reading.schema import Model, Parallelism, RawRecord, number_problem
 from autopar_opt.model_zoo.blocks import AttentionDims, MoeDims
+from autopar_opt.ir.runtime import Runtime
 from autopar_opt.model_zoo.layer_index import layer_index_problem
 
 _EXPERTS = ("num_experts", "num_moe_experts", "num_local_experts", "n_routed_experts",
@@ -377,3 +378,26 @@ def check_counting(counting: str) -> None:
         if key in flat:
             raise Unmodelable(f"flops_counting names {label}, a dense formula with no stated MoE "
                               "form: give iteration_time_s or tokens_per_sec_per_gpu")
+
+
+#: A framework text saying the experts ran without grouped GEMM.
+_NO_GROUPED = re.compile(r"(no|without)\s+(the\s+)?(--moe-)?grouped[-_ ]gemm")
+#: A framework text naming grouped GEMM.
+_GROUPED = re.compile(r"grouped[-_ ]gemm")
+
+
+def grouped_gemm(framework: str, runtime: Runtime, notes: list[str]) -> Runtime:
+    """The runtime with ``moe_grouped_gemm`` as an MoE record's framework text states
+    it: off where it says the experts ran without grouped GEMM (Megatron-Core's
+    ``SequentialMLP``, the default without ``--moe-grouped-gemm``), on where it names
+    grouped GEMM; a text naming neither keeps the runtime's (on), said in ``notes``."""
+    fw = framework.lower()
+    if _NO_GROUPED.search(fw):
+        notes.append("no grouped GEMM stated: the local experts run one after the other "
+                     "(Megatron-Core SequentialMLP, two GEMM kernels per expert and pass; "
+                     "moe_grouped_gemm off)")
+        return replace(runtime, moe_grouped_gemm=False)
+    if not _GROUPED.search(fw) and runtime.moe_grouped_gemm:
+        notes.append("grouped GEMM not stated: taken (the local experts as two grouped GEMM "
+                     "kernels per pass, Megatron-Core --moe-grouped-gemm)")
+    return runtime

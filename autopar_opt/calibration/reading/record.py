@@ -160,6 +160,8 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
     model_notes = notes["model"]
     layers = read_dims(raw.model)[0]
     spec = moe_reading.read_moe(raw, layers, model_notes)
+    if spec is not None:
+        runtime = moe_reading.grouped_gemm(framework, runtime, notes["runtime"])
     model = read_model(raw.model, runtime, spec is not None, model_notes)
     moe = None
     if spec is not None:

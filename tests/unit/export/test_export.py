@@ -170,6 +170,21 @@ def test_torchtitan_keeps_the_reshard_policy_the_cost_model_priced():
     assert back.to_dict() == TITAN_PLAN.to_dict()
 
 
+def test_megatron_keeps_the_expert_gemm_layout_the_cost_model_priced():
+    """A runtime without grouped GEMM was priced with one expert after the other
+    (cost.compute.sequential_expert_kernels), so neither Megatron output turns
+    grouped GEMM on; the shipped runtime keeps it on in both."""
+    seq = replace(TRAINING, runtime=runtime_named("megatron-core", moe_grouped_gemm=False))
+    for training, on in ((TRAINING, True), (seq, False)):
+        view = plan_view(MEGATRON_PLAN, GRAPH, CLUSTER, training)
+        assert view.moe_grouped_gemm is on
+        assert ("--moe-grouped-gemm" in megatron_args(view)) is on
+        bridge = export_plan(MEGATRON_PLAN, GRAPH, CLUSTER, training, "megatron-bridge").text
+        assert f"moe_grouped_gemm: {'true' if on else 'false'}" in bridge
+    assert evaluate(MEGATRON_PLAN, GRAPH, CLUSTER, seq).iteration_time_s \
+        > evaluate(MEGATRON_PLAN, GRAPH, CLUSTER, TRAINING).iteration_time_s
+
+
 @pytest.mark.parametrize("plan", [DS_PLAN, make_plan([8], dp=8, tp=1, zero=3, ep=8, c=2)])
 def test_deepspeed_round_trip(plan):
     config, launch = deepspeed_config(plan_view(plan, GRAPH, CLUSTER, TRAINING))
