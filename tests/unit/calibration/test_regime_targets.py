@@ -40,26 +40,23 @@ GROUP_MIN = 5
 
 #: Targets missed today (measured by intervals.py; REGIMES.md): group -> figure.
 MISSED_ACCURACY = {
-    "family:bloom": "median 9.8%, p90 39.4%",
-    "family:flagperf": "median 13.1%, p90 32.0%",
-    "family:internevo": "median 10.7%, p90 33.8%",
-    "family:kempnerforge": "median 17.8%, p90 25.5%",
-    "family:llmfoundry": "median 10.9%, p90 20.8%",
-    "family:moezoo": "median 11.9%, p90 51.9%",
-    "fp8:true": "median 21.2%, p90 24.1%",
-    "framework:deepspeed": "median 15.4%, p90 37.7%",
-    "framework:fsdp": "median 11.4%, p90 24.6%",
-    "framework:megatron": "median 11.5%, p90 21.0%",
-    "generation:hopper": "median 14.3%, p90 39.0%",
-    "long_context:true": "median 16.3%, p90 21.4%",
-    "moe:true": "median 21.3%, p90 68.2%",
+    "family:bloom": "median 10.0%, p90 39.6%",
+    "family:flagperf": "median 16.4%, p90 30.8%",
+    "family:internevo": "median 10.9%, p90 34.1%",
+    "family:kempnerforge": "median 17.7%, p90 25.1%",
+    "family:moezoo": "median 16.6%, p90 47.0%",
+    "fp8:true": "median 15.8%, p90 19.0%",
+    "framework:deepspeed": "median 15.7%, p90 38.0%",
+    "framework:megatron": "median 11.1%, p90 20.6%",
+    "generation:hopper": "median 14.6%, p90 39.6%",
+    "long_context:true": "median 15.4%, p90 21.4%",
+    "moe:true": "median 18.5%, p90 65.2%",
 }
 MISSED_COVERAGE = {
     "family:flagperf": "79% of 14",
     "family:kempnerforge": "75% of 12",
-    "family:llmfoundry": "71% of 28",
-    "framework:fsdp": "67% of 42",
-    "generation:hopper": "80% of 54",
+    "family:llmfoundry": "68% of 28",
+    "framework:fsdp": "69% of 42",
 }
 
 
@@ -115,13 +112,14 @@ def test_group_meets_the_accuracy_targets(group):
 
 
 def test_leave_one_family_out_over_both_files():
-    """Median <= 10% (met, 8.1%); p90 <= 25% missed by 0.6 points (KempnerForge's 70B
-    rows, priced with one reduce-scatter per iteration as its trainer runs it, 25-29%
-    too fast; the held-out file's FlagPerf and BLOOM rows): 25.6%, asserted at that
-    figure plus 1.5 points of slack, as test_calibration_lofo does for the in-sample file."""
+    """Median <= 10% (met, 8.0%); p90 <= 25% missed by 0.04 points (25.04%:
+    KempnerForge's 70B rows, priced with one reduce-scatter per iteration as its trainer
+    runs it, 25-29% too fast; the held-out file's FlagPerf and BLOOM rows), asserted at
+    that figure plus 1.5 points of slack, as test_calibration_lofo does for the
+    in-sample file."""
     errs = np.abs([e for g, v in GROUPS.items() if g.startswith("family:") for e in v])
     assert len(errs) == len(DOC["runs"])
-    assert np.percentile(errs, 50) <= 0.10 and np.percentile(errs, 90) <= 0.256 + 0.015
+    assert np.percentile(errs, 50) <= 0.10 and np.percentile(errs, 90) <= 0.2505 + 0.015
 
 
 def _covered() -> dict[str, list[bool]]:
