@@ -30,24 +30,29 @@ Throughput parameters:
   2507.03114: an earlier fit drove it to its lower bound, the published runs
   do not resolve it).
 
-A die measured back to back at its power limit takes that measurement's large-GEMM
-efficiency instead of a fit (:func:`autopar_opt.cost.gemm_kernels.sustained_efficiency`:
-the H100 die, 0.699 in 16 bits and 0.637 in FP8, from the project's own H200 run of the
-zoo's GEMM shapes at 700 W; issue 28, point 1, "pin what a microbenchmark can pin"). FP8
-is pinned since the casts, transposes and amax reductions Transformer Engine runs around
-each FP8 GEMM are priced (:mod:`autopar_opt.cost.fp8_casts`): with them priced, the FP8
-efficiency fitted freely came to 0.627, against 0.555 while they were not (the fit had
-absorbed them) and 0.637 measured for the GEMM alone.
+A die a GEMM microbenchmark measures takes that measurement's large-GEMM efficiency
+instead of a fit, whether or not published runs use it (issue 28, point 1, "pin what a
+microbenchmark can pin"; :func:`measurement_pins`): the H100 die the back-to-back run at
+its power limit, 0.699 in 16 bits and 0.637 in FP8, from the project's own H200 run of the
+zoo's GEMM shapes at 700 W (:func:`autopar_opt.cost.gemm_kernels.sustained_efficiency`;
+isolated calls and traced kernels run at the boost clock a sustained load does not keep);
+Blackwell OpenXLA's B200 matmul table, bf16 0.628 and FP8 0.636
+(:func:`autopar_opt.cost.gemm_kernels.measured_efficiency`). FP8 is pinned since the casts,
+transposes and amax reductions Transformer Engine runs around each FP8 GEMM are priced
+(:mod:`autopar_opt.cost.fp8_casts`): with them priced, the FP8 efficiency fitted freely came
+to 0.627, against 0.555 while they were not (the fit had absorbed them) and 0.637 measured
+for the GEMM alone. Before session 18, a measured die that runs used (the GB200 rows of the
+held-out file, in the fits over both files) was fitted: two MoE rows then set Blackwell at
+its bound and, through the median below, every die without runs.
 
-A chip no training run uses takes its die's measured large-GEMM efficiency
-where a microbenchmark measures it (:func:`autopar_opt.cost.gemm_kernels.measured_efficiency`:
-Blackwell from OpenXLA's B200 matmul table, bf16 0.628 and FP8 0.636), else the
-median of the calibrated chips' 16-bit efficiencies (fitted or pinned); an unseen FP8 efficiency with no
+A chip no microbenchmark measures and no run uses takes the median of the calibrated
+chips' 16-bit efficiencies (fitted or pinned); an unseen FP8 efficiency with no
 measurement is that chip's 16-bit efficiency times the FP8/bf16 ratio measured on
 H100 (0.61/0.71, ``benchmarks/kernels``): the physics transfers, no record of the
 chip is needed. That is how leave-one-family-out validation predicts a held-out
-family on new hardware. The chips the runs identify keep their fitted
-efficiencies (``benchmarks/kernels/GEMM.md`` sets them beside the measurements).
+family on new hardware. The chips the runs identify and no microbenchmark measures
+(V100, A100) keep their fitted efficiencies (``benchmarks/kernels/GEMM.md`` sets them
+beside the measurements).
 
 Memory parameters: ``memory_reserve_gib`` is pinned to the memory measured outside
 PyTorch's allocator on one GPU (:data:`~autopar_opt.cost.params.MEASURED_RESERVE_GIB`,
@@ -69,16 +74,13 @@ from autopar_opt.calibration.compare import log_residuals
 from autopar_opt.calibration.memory import MEASURES, modelled_gib
 from autopar_opt.calibration.modeled import ModeledRun
 from autopar_opt.cost.chips import CHIP_GROUPS
-from autopar_opt.cost.gemm_kernels import measured_efficiency, sustained_efficiency
+from autopar_opt.cost.gemm_kernels import measured_efficiency
 from autopar_opt.cost.params import EFFICIENCY_RANGE, MEASURED_RESERVE_GIB, RANGES, CostParams
 from autopar_opt.ir.hardware import DEVICE_CATALOG
 
 #: FP8 efficiency over bf16 efficiency of large GEMMs, measured on H100
 #: (medians 0.614 / 0.708 of the respective dense peaks, benchmarks/kernels).
 FP8_OVER_BF16 = 0.614 / 0.708
-#: Dtypes whose large-GEMM efficiency a die's sustained microbenchmark pins (module
-#: docstring: FP8 too, since Transformer Engine's casts are priced).
-SUSTAINED_PINS = ("bf16", "fp8")
 #: Scalars fitted on throughput.
 SCALARS = ("efficiency_half_us", "elementwise_passes", "iteration_overhead_s")
 
@@ -108,18 +110,19 @@ def _chip_used(chip: str, runs: list[ModeledRun], fp8: bool) -> bool:
 
 
 def measurement_pins(name: str) -> float | None:
-    """The sustained microbenchmark value that pins ``name`` (``eff:<chip>`` or
-    ``fp8:<chip>``), or None where the parameter is fitted (module docstring)."""
+    """The microbenchmark value that pins ``name`` (``eff:<chip>`` or ``fp8:<chip>``):
+    the die's measurement (:func:`~autopar_opt.cost.gemm_kernels.measured_efficiency`: the
+    sustained back-to-back run where the die has one, else the median of its sources),
+    whether or not published runs use the die; None where no microbenchmark measures it
+    and the parameter is fitted (module docstring)."""
     kind, _, chip = name.partition(":")
     dtype = {"eff": "bf16", "fp8": "fp8"}.get(kind)
-    if dtype not in SUSTAINED_PINS:
-        return None
-    return sustained_efficiency(chip, dtype)
+    return None if dtype is None else measured_efficiency(chip, dtype)
 
 
 def _used(name: str, runs: list[ModeledRun], unpin: frozenset[str] = frozenset()) -> bool:
-    """Whether the fit frees ``name``: some run depends on it and no sustained
-    microbenchmark pins it (unless ``unpin`` names it)."""
+    """Whether the fit frees ``name``: some run depends on it and no microbenchmark
+    pins it (unless ``unpin`` names it)."""
     if name not in unpin and measurement_pins(name) is not None:
         return False
     kind, _, chip = name.partition(":")
@@ -181,7 +184,7 @@ def fit(runs: list[ModeledRun], prior: CostParams | None = None, max_nfev: int =
     with ``converged`` False. ``pinned``: parameters (``eff:<chip>``, ``fp8:<chip>`` or a
     scalar of :data:`SCALARS`) held at the given values instead of fitted (what a
     microbenchmark measures: ``benchmarks/kernels/gemm_table.py`` compares the two).
-    ``unpin``: parameters a sustained microbenchmark pins (:func:`measurement_pins`) to be
+    ``unpin``: parameters a microbenchmark pins (:func:`measurement_pins`) to be
     fitted all the same (the comparison the other way round)."""
     from scipy.optimize import least_squares   # runtime dependency of --fit only
 

@@ -73,8 +73,8 @@ def _efficiency_source(device: str, fp8: bool, value: float, shipped: CostParams
                 "not fitted")
     measured = measured_efficiency(chip, dtype)
     if measured is not None and abs(measured - value) < 1e-6:
-        return (f"measured: the {chip}-die GEMM microbenchmarks (cost/data/gemm_kernels.yaml); "
-                "no published run of that die to fit it on")
+        return (f"measured: the {chip}-die GEMM microbenchmarks (cost/data/gemm_kernels.yaml), "
+                "not fitted")
     if fp8:
         return (f"no published FP8 run or FP8 microbenchmark of the {chip} die: its 16-bit "
                 f"efficiency times {_FP8_RATIO_TEXT}")
@@ -188,7 +188,9 @@ def _communication(cluster: Cluster, training: Training) -> list[str]:
         out.append("tensor-parallel collectives not overlapped (runtime)")
     cp = {"p2p": "ring K/V exchange per step behind the step's attention, log-sum-exp merges "
                  "at HBM bandwidth", "all_gather": "K/V all-gathered (and the gradients "
-                 "reduce-scattered) before the local attention, exposed"}
+                 "reduce-scattered) before the local attention, exposed", "a2a": "Ulysses "
+          "all-to-alls of Q, K, V and the output (and their gradients) around the attention, "
+          "exposed; the kernel runs the whole sequence on heads/(tp·cp) heads"}
     out.append(f"context parallelism (if used): {rt.cp_comm_type}: {cp.get(rt.cp_comm_type, '')}")
     policy = {"default": "the framework's default" + (
         " (torchtitan: kept under pipelining)" if rt.name == "torchtitan" else " (always)"),

@@ -205,11 +205,29 @@ def cp_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     3 paper's context parallelism; torchtitan's default rotation): all-gather
     K/V before the local attention, again in the backward pass (not kept),
     and reduce-scatter dK/dV, nothing overlapped (the attention waits for its
-    K/V). Full recomputation repeats the forward exchange."""
+    K/V). Full recomputation repeats the forward exchange.
+
+    ``a2a`` (DeepSpeed-Ulysses, Jacobs et al. 2023, arXiv 2309.14509, Sec. 3.1;
+    Transformer Engine ``cp_comm_type="a2a"``): before the attention core an
+    all-to-all over the ``cp`` ranks turns each rank's ``s/cp`` tokens of Q, K
+    and V into the whole sequence of ``1/cp`` of the heads, after it one turns
+    the output back; the backward pass exchanges their gradients the same way.
+    Per rank and all-to-all set: Q and O the layer input's size
+    (``input_bytes``, ``2·s·h``), K and V ``cp_comm_bytes``, each a ``1/cp``
+    share of the rank's samples; :func:`~autopar_opt.cost.moe.alltoall_tiers_time`
+    (the paper's per-link volume ``4·N·h/P``). Nothing overlapped (the
+    attention waits for its heads), no merge; the kernel runs the whole
+    sequence (:func:`~autopar_opt.cost.compute.attention_lookup`)."""
     if s.cp <= 1 or layer.cp_comm_bytes <= 0:
         return 0.0, 0.0, 0.0
     kv = layer.cp_comm_bytes / s.tp * ctx.microbatch_samples / s.dp
     fwd_passes = 2 if s.recompute is Recompute.full else 1
+    if ctx.training.runtime.cp_comm_type == "a2a":
+        share = ctx.microbatch_samples / (s.dp * s.cp * s.tp)
+        fwd = moe.alltoall_tiers_time(ctx, s.cp, s.tp, (layer.input_bytes + layer.cp_comm_bytes) * share) \
+            + moe.alltoall_tiers_time(ctx, s.cp, s.tp, layer.input_bytes * share)
+        raw = (fwd_passes + 1) * fwd
+        return raw, raw, 0.0
     if ctx.training.runtime.cp_comm_type == "all_gather":
         ag = collective(ctx, "all_gather", s.cp, s.tp, kv)
         rs = collective(ctx, "reduce_scatter", s.cp, s.tp, kv)

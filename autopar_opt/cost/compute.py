@@ -49,7 +49,8 @@ def kernel_time(flops: float, peak: float, eff_max: float, half_us: float) -> fl
 #: output projection, the MLP's up (SwiGLU's gate and up fused, as Megatron's
 #: ``linear_fc1``) and down projections (Shoeybi et al. 2019 Sec. 3); an MoE
 #: block the same with its local experts' up and down as grouped GEMMs
-#: (Megatron-Core ``--moe-grouped-gemm``); a split attention or MLP layer two.
+#: (Megatron-Core ``--moe-grouped-gemm``; where those launch one GEMM per expert,
+#: :func:`per_expert_kernels` adds the rest); a split attention or MLP layer two.
 #: Other GEMM kinds (output layer, linear, convolution) one; memory-bound kinds
 #: (:data:`MEMORY_BOUND_KINDS`) none. Builders override it per layer
 #: (``Layer.gemm_kernels``): cross-attention, MLA, router and shared experts.
@@ -83,13 +84,18 @@ def gemm_kernels(layer: Layer, runtime: Runtime | None = None) -> int:
     return GEMM_KERNELS.get(layer.kind, 1)
 
 
-def sequential_expert_kernels(layer: Layer, s: Strategy, runtime: Runtime) -> int:
-    """GEMM kernels a forward pass adds when an MoE layer's local experts run one
-    after the other instead of as two grouped GEMMs (runtime ``moe_grouped_gemm``
-    off: Megatron-Core ``SequentialMLP``, up and down projection per expert):
-    ``2·(E/ep - 1)`` for ``E/ep`` local experts; 0 for grouped experts and dense
-    layers."""
-    if runtime.moe_grouped_gemm or layer.kind is not LayerKind.moe_block or layer.num_experts <= 0:
+def per_expert_kernels(layer: Layer, s: Strategy, runtime: Runtime) -> int:
+    """GEMM kernels a forward pass adds when an MoE layer launches one GEMM per
+    local expert for its up and its down projection instead of two grouped
+    kernels: experts run one after the other (runtime ``moe_grouped_gemm`` off:
+    Megatron-Core ``SequentialMLP``) or through Transformer Engine's multi-stream
+    grouped GEMM (``moe_expert_kernels`` ``per_expert``: one cuBLAS GEMM per
+    expert, :mod:`autopar_opt.ir.runtime`): ``2·(E/ep - 1)`` for ``E/ep`` local
+    experts; 0 for one-kernel grouped GEMMs and dense layers. Each pays the
+    per-kernel latency (:func:`kernel_time`); the concurrency of TE's 4 streams
+    is not credited."""
+    if layer.kind is not LayerKind.moe_block or layer.num_experts <= 0 \
+            or (runtime.moe_grouped_gemm and runtime.moe_expert_kernels == "grouped"):
         return 0
     local = max(layer.num_experts // max(s.ep, 1), 1)
     return 2 * (local - 1)
@@ -153,14 +159,16 @@ def attention_lookup(layer: Layer, s: Strategy, ctx: StageContext) -> attention.
     holds, ``seq_len/cp`` (a context-parallel ring step processes one chunk
     pair of that size; the all-gather variant the local queries against the
     whole sequence: taken at the same length, stated in
-    :mod:`autopar_opt.cost.overlap`)."""
+    :mod:`autopar_opt.cost.overlap`); under Ulysses (``cp_comm_type`` ``a2a``)
+    each rank runs the whole sequence on ``heads/cp`` heads."""
     rt, dev = ctx.training.runtime, ctx.cluster.device
     arch = dev.arch or attention.UNKNOWN_ARCH
     kernel = attention.kernel_for(rt.attention_kernel, rt.flash_attention, rt.flash_v2_attention,
                                   rt.hopper_attention, arch)
     if kernel is None:
         return None
-    seq = (ctx.training.seq_len or DEFAULT_SEQ) / max(s.cp, 1)
+    ulysses = rt.cp_comm_type == "a2a"
+    seq = (ctx.training.seq_len or DEFAULT_SEQ) / (1 if ulysses else max(s.cp, 1))
     causal = True if layer.attn_causal is None else layer.attn_causal
     head_dim = layer.head_dim or DEFAULT_HEAD_DIM
     look = attention.lookup(kernel, arch, causal, head_dim, seq)
@@ -172,12 +180,14 @@ def call_batch_heads(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     """Batch x heads of one attention call on one device: the layer's attention-core
     FLOPs per sample counted whole are ``4·heads·s²·d``, a device runs
     ``microbatch_samples/dp`` samples of ``heads/tp`` heads (a context-parallel step
-    the same heads over a chunk of the sequence)."""
+    the same heads over a chunk of the sequence; Ulysses, ``cp_comm_type`` ``a2a``,
+    ``heads/(tp·cp)`` heads over the whole sequence)."""
     seq = ctx.training.seq_len or DEFAULT_SEQ
     head_dim = layer.head_dim or DEFAULT_HEAD_DIM
     whole = layer.flops_recompute_selective * (2.0 if layer.attn_flops_halved else 1.0)
     heads = whole / (4.0 * seq * seq * head_dim)
-    return ctx.microbatch_samples / max(s.dp, 1) * heads / max(s.tp, 1)
+    split = max(s.tp, 1) * (max(s.cp, 1) if ctx.training.runtime.cp_comm_type == "a2a" else 1)
+    return ctx.microbatch_samples / max(s.dp, 1) * heads / split
 
 
 def executed_core(layer: Layer) -> float:
@@ -346,7 +356,7 @@ def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
         f_re, core_re = min(layer.flops_recompute_op * per_dev, f_fwd - core), 0.0
     else:
         f_re, core_re = 0.0, 0.0
-    k = gemm_kernels(layer, ctx.training.runtime) + sequential_expert_kernels(layer, s, ctx.training.runtime)
+    k = gemm_kernels(layer, ctx.training.runtime) + per_expert_kernels(layer, s, ctx.training.runtime)
     k_re = max(k // 2, 1) if rc is Recompute.op else k    # every second GEMM
     g_fwd = _gemm_time(f_fwd - core, layer, ctx, k)
     g_bwd = _gemm_time(f_bwd - 2 * core, layer, ctx, 2 * k) + _gemm_time(f_re - core_re, layer, ctx, k_re)

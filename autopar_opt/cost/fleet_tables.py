@@ -139,7 +139,8 @@ def _priced(cache: FleetTableCache, layer, cls: int, g: int, d: int, b: int, tie
     key = (cls, g, d, b, _tier_key(tie) if layer.tied_params > 0 else None, prune)   # only tied layers see it
     if key not in cache.layers:
         got = [replace(s, group=g) for s in enumerate_strategies(
-            layer, d, b, space, fleet.groups[g].gpus_per_node, training.seq_len, training.autocast)]
+            layer, d, b, space, fleet.groups[g].gpus_per_node, training.seq_len, training.autocast,
+            training.runtime.cp_comm_type == "a2a")]
         costs = [layer_cost(layer, s, ctx) for s in got]
         if prune:                     # layouts carry the group: pruning stays inside one group
             got, costs = prune_layer_strategies(got, costs)

@@ -23,6 +23,12 @@ Sources
   (and ``tp``), ZeRO/distributed-optimizer sharding of expert state over the
   expert-data-parallel group ``edp`` (Megatron-Core distributed optimizer
   with ``expert_data_parallel_group``; Rajbhandari et al. 2020, Sec. 5).
+* DeepEP (runtime ``moe_dispatcher`` ``deepep``): a token crosses the network
+  once per target node, to the GPU of the same in-node index, which forwards
+  it over NVLink to that node's target experts (DeepSeek-V3, arXiv 2412.19437,
+  Sec. 3.2.2; the combine reverses it): the network carries the distinct
+  remote nodes of a token's ``k`` experts instead of its remote copies
+  (:func:`deepep_node_factor`), NVLink every copy.
 * Load imbalance: the busiest rank's routed work is ``Layer.expert_load``
   times the average (1.0 = balanced; a padded capacity factor fixes it,
   Fedus et al. 2022, Sec. 2.1); synchronous EP waits for the busiest rank.
@@ -58,14 +64,38 @@ def busiest_act_bytes(layer: Layer) -> float:
     return layer.act_bytes + layer.expert_act_bytes * (layer.expert_load - 1.0)
 
 
-def alltoall_tiers_time(ctx: "StageContext", group: int, stride: int, nbytes: float) -> float:
+def deepep_node_factor(experts: int, top_k: int, nodes: int) -> float:
+    """Network bytes of DeepEP's dispatch over a plain all-to-all's, for ``experts``
+    spread evenly over the ``nodes`` nodes of the expert-parallel group and each
+    token's ``top_k`` distinct experts drawn uniformly (balanced routing).
+
+    A plain all-to-all sends a token's remote copies, ``k·(N−1)/N`` on average;
+    DeepEP sends it once per remote node holding one of its experts:
+    ``(N−1)·(1 − P0)`` with ``P0 = C(E − E/N, k) / C(E, k)`` the chance that a
+    given node holds none of them. 1 within one node. Example: 128 experts, top-8,
+    4 nodes: 2.72 remote nodes against 6 remote copies, 0.45."""
+    if nodes <= 1 or top_k <= 0 or experts <= 0:
+        return 1.0
+    k = min(top_k, experts)
+    per = experts / nodes
+    p0 = 1.0
+    for i in range(k):
+        p0 *= max(experts - per - i, 0.0) / (experts - i)
+    return min(1.0, (nodes - 1) * (1.0 - p0) / (k * (nodes - 1) / nodes))
+
+
+def alltoall_tiers_time(ctx: "StageContext", group: int, stride: int, nbytes: float,
+                        net_factor: float = 1.0) -> float:
     """One all-to-all of ``nbytes`` per rank over ``group`` ranks spaced ``stride`` apart.
 
     Inside a node: ``(p−1)·α + (p−1)/p · m / β_intra``. Across nodes with
     ``k`` members per node: ``(p−1)·α_inter + max((k−1)/p · m / β_intra,
     (p−k)/p · m / β_inter)`` (see the module docstring); ``β_inter`` is one GPU's
     share of its node's NICs (every rank sends at once:
-    :attr:`~autopar_opt.ir.hardware.Cluster.inter_node_per_gpu`).
+    :attr:`~autopar_opt.ir.hardware.Cluster.inter_node_per_gpu`). ``net_factor``
+    below 1 (DeepEP, :func:`deepep_node_factor`) scales the network share and
+    sends every copy over NVLink too: ``max((p−1)/p · m / β_intra, f·(p−k)/p · m /
+    β_inter)``.
     """
     if group <= 1 or nbytes <= 0:
         return 0.0
@@ -75,8 +105,10 @@ def alltoall_tiers_time(ctx: "StageContext", group: int, stride: int, nbytes: fl
     if tier is cl.intra_node:
         return _pairwise(group, group, nbytes, tier, eff)
     per_node = max(1, min(group, cl.gpus_per_node // max(stride, 1)))
-    intra = (per_node - 1) / group * nbytes / (cl.intra_node.bytes_per_s * eff)
-    inter = (group - per_node) / group * nbytes / (cl.inter_node_per_gpu.bytes_per_s * eff_inter)
+    nvlink_peers = group - 1 if net_factor < 1.0 else per_node - 1
+    intra = nvlink_peers / group * nbytes / (cl.intra_node.bytes_per_s * eff)
+    inter = net_factor * (group - per_node) / group * nbytes \
+        / (cl.inter_node_per_gpu.bytes_per_s * eff_inter)
     return (group - 1) * cl.inter_node.latency_s + max(intra, inter)
 
 
@@ -92,14 +124,20 @@ def alltoall_comm_time(layer: Layer, s: Strategy, ctx: "StageContext") -> float:
     tensor-parallel ranks (sequence-parallel tokens; the tp all-gather is in
     ``tp_comm_bytes``). Four all-to-alls per micro-batch (dispatch and
     combine, forward and backward); full recomputation repeats the forward two.
-    No exchange when ``ep = 1`` (every rank holds every expert).
+    No exchange when ``ep = 1`` (every rank holds every expert). Under DeepEP
+    (runtime ``moe_dispatcher`` ``deepep``) the network carries
+    :func:`deepep_node_factor` of the remote copies.
     """
     if not layer.is_moe or s.ep <= 1:
         return 0.0
     share = ctx.microbatch_samples / (s.dp * s.cp)
     nbytes = layer.a2a_bytes * share * layer.expert_load / s.tp
     passes = 6 if s.recompute is Recompute.full else 4
-    return passes * alltoall_tiers_time(ctx, s.ep, s.expert_tp, nbytes)
+    factor = 1.0
+    if ctx.training.runtime.moe_dispatcher == "deepep":
+        per_node = max(1, min(s.ep, ctx.cluster.gpus_per_node // max(s.expert_tp, 1)))
+        factor = deepep_node_factor(layer.num_experts, layer.top_k, -(-s.ep // per_node))
+    return passes * alltoall_tiers_time(ctx, s.ep, s.expert_tp, nbytes, factor)
 
 
 def split_params(layer: Layer, s: Strategy) -> tuple[float, float]:

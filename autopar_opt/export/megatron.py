@@ -248,15 +248,26 @@ def precision_args(dtype: str) -> list[str]:
             "fp8": ["--bf16", "--fp8-format", "hybrid"]}.get(dtype, [])
 
 
+#: Megatron-LM's ``--cp-comm-type`` value of each runtime ``cp_comm_type``.
+CP_COMM_TYPE = {"p2p": "p2p", "all_gather": "allgather", "a2a": "a2a"}
+
+
 def megatron_env(view: PlanView) -> dict[str, str]:
     """Environment the arguments need (``validate_args``): FSDP wants
     ``CUDA_DEVICE_MAX_CONNECTIONS`` other than 1, tensor or context parallelism
-    without it wants 1 (Hopper and earlier)."""
+    without it wants 1 (Hopper and earlier). A plan priced with one kernel per
+    grouped expert GEMM (runtime ``moe_expert_kernels`` ``grouped``) turns on
+    Transformer Engine's CUTLASS grouped GEMM (``NVTE_USE_CUTLASS_GROUPED_GEMM=1``,
+    read by ``nvte_multi_tensor_gemm``; Hopper only, elsewhere TE falls back to one
+    cuBLAS GEMM per expert)."""
+    env: dict[str, str] = {}
     if view.zero >= 2 and view.dp * view.cp > 1:
-        return {"CUDA_DEVICE_MAX_CONNECTIONS": "8"}
-    if view.tp > 1 or view.cp > 1:
-        return {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
-    return {}
+        env["CUDA_DEVICE_MAX_CONNECTIONS"] = "8"
+    elif view.tp > 1 or view.cp > 1:
+        env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    if view.has_moe and view.moe_grouped_gemm and view.moe_one_kernel:
+        env["NVTE_USE_CUTLASS_GROUPED_GEMM"] = "1"
+    return env
 
 
 def megatron_args(view: PlanView) -> list[str]:
@@ -266,6 +277,8 @@ def megatron_args(view: PlanView) -> list[str]:
     args += ["--tensor-model-parallel-size", str(view.tp),
              "--pipeline-model-parallel-size", str(view.pp),
              "--context-parallel-size", str(view.cp)]
+    if view.cp > 1 and view.cp_comm_type != "p2p":
+        args += ["--cp-comm-type", CP_COMM_TYPE[view.cp_comm_type]]
     if view.has_moe:
         args += ["--expert-model-parallel-size", str(view.ep),
                  "--expert-tensor-parallel-size", str(view.etp)]
@@ -342,6 +355,8 @@ def bridge_overrides(view: PlanView) -> dict[str, dict]:
                  expert_model_parallel_size=view.ep if view.has_moe else 1,
                  expert_tensor_parallel_size=view.etp if view.has_moe else None,
                  virtual_pipeline_model_parallel_size=view.vp_chunks if view.vp_chunks > 1 else None)
+    if view.cp > 1:       # TransformerConfig.cp_comm_type: the exchange the plan was priced with
+        model["cp_comm_type"] = CP_COMM_TYPE[view.cp_comm_type]
     rc = _recompute_args(view) or []
     model.update(recompute_granularity=rc[1] if rc else None,
                  recompute_method=rc[3] if len(rc) > 2 else None,

@@ -73,6 +73,10 @@ class PlanView:
     #: the local experts as grouped GEMMs, as the cost model priced them (runtime
     #: ``moe_grouped_gemm``; off: one expert after the other, Megatron-Core's default)
     moe_grouped_gemm: bool = True
+    #: one kernel per grouped expert GEMM (runtime ``moe_expert_kernels`` ``grouped``)
+    moe_one_kernel: bool = False
+    #: context parallelism's exchange as priced (runtime ``cp_comm_type``)
+    cp_comm_type: str = "p2p"
 
     @property
     def blocks_per_stage(self) -> list[int]:
@@ -149,7 +153,9 @@ def plan_view(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Trainin
         problems=problems, etp=etp, dtype=training.dtype, arch=graph.arch,
         tied_pipeline=plan.pp > 1 and any(layer.tied_to for layer in graph.layers),
         reshard_after_forward=training.runtime.reshards_after_forward(plan.pp > 1),
-        moe_grouped_gemm=training.runtime.moe_grouped_gemm)
+        moe_grouped_gemm=training.runtime.moe_grouped_gemm,
+        moe_one_kernel=training.runtime.moe_expert_kernels == "grouped",
+        cp_comm_type=training.runtime.cp_comm_type)
 
 
 def common_rules(view: PlanView, target: str, chain: bool) -> list[str]:

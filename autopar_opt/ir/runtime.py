@@ -238,6 +238,7 @@ moe_grouped_gemm
     expert and pass, each paying the per-kernel latency
     (``cost.compute.gemm_kernels``). A record whose text says it ran without
     grouped GEMM turns it off (``calibration.reading.moe.grouped_gemm``).
+    How many kernels a grouped GEMM launches is ``moe_expert_kernels``.
 ddp_bucket_copy
     PyTorch DDP's reducer copies each gradient into its all-reduce bucket,
     a separate flat buffer of the gradient's dtype, unless
@@ -269,10 +270,34 @@ tp_overlap
     torchtitan ``enable_async_tensor_parallel``).
 cp_comm_type
     Context parallelism's K/V exchange: ``p2p`` (ring attention, Megatron-Core /
-    Transformer Engine default ``cp_comm_type="p2p"``) or ``all_gather``
+    Transformer Engine default ``cp_comm_type="p2p"``), ``all_gather``
     (gather K/V, then local attention: Transformer Engine ``all_gather``, the
     Llama 3 paper's variant; PyTorch ``context_parallel``'s default rotation
-    ``allgather``).
+    ``allgather``) or ``a2a`` (DeepSpeed-Ulysses, Jacobs et al. 2023, arXiv
+    2309.14509; Transformer Engine ``cp_comm_type="a2a"``: all-to-alls trade the
+    sequence split for a head split around the attention core, which then runs
+    the whole sequence on ``heads/cp`` heads).
+moe_expert_kernels
+    The kernels behind Megatron-Core's grouped expert GEMM (``--moe-grouped-gemm``):
+    ``per_expert`` (``TEGroupedMLP``, Megatron-Core 0.8 and later with Transformer
+    Engine: TE's ``GroupedLinear`` runs ``general_grouped_gemm`` ->
+    ``nvte_multi_tensor_gemm`` -> ``multi_stream_cublas_gemm``, one cuBLAS GEMM per
+    local expert, round-robin over 4 compute streams, ``transformer_engine/common/
+    gemm/cublaslt_gemm.cu``, TE 1.8, 2024-06, #853; still the default: TE's
+    native grouped-tensor path needs ``use_grouped_tensor`` / Megatron
+    ``moe_use_grouped_tensor``, off by default) or ``grouped`` (one kernel per
+    grouped GEMM: the legacy ``GroupedMLP`` on the ``grouped_gemm`` CUTLASS
+    package, Megatron-Core 0.7 and earlier; TE's CUTLASS grouped GEMM on Hopper,
+    ``NVTE_USE_CUTLASS_GROUPED_GEMM=1``, which the Megatron export then sets).
+    Priced per kernel (``cost.compute.per_expert_kernels``); the 4 streams'
+    concurrency is not credited (stated).
+moe_dispatcher
+    The token dispatcher of expert parallelism: ``alltoall`` (Megatron-Core
+    ``--moe-token-dispatcher-type alltoall``: every routed copy of a token sent to
+    its expert's rank) or ``deepep`` (``flex`` with DeepEP: a token crosses the
+    network once per target node and is forwarded to that node's target GPUs over
+    NVLink, DeepSeek-V3 arXiv 2412.19437 Sec. 3.2.2; DeepEP README, "asymmetric-
+    domain bandwidth forwarding"; ``cost.moe.deepep_node_factor``).
 reshard_after_forward
     FSDP2/FSDP ``reshard_after_forward``: ``default`` (the framework's own rule:
     torchtitan ``not pp_enabled``, ``torchtitan/distributed/fsdp.py``
@@ -318,6 +343,8 @@ class Runtime:
     tp_overlap: str = "te_userbuffers"
     cp_comm_type: str = "p2p"
     reshard_after_forward: str = "default"
+    moe_expert_kernels: str = "per_expert"
+    moe_dispatcher: str = "alltoall"
     source: str = ""
 
     def capabilities(self) -> dict[str, bool]:
@@ -422,8 +449,10 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "attention_kernel": ("auto", "flash_attention_1", "flash_attention_2", "flash_attention_3",
                          "cudnn"),
     "tp_overlap": ("te_userbuffers", "async_tp"),
-    "cp_comm_type": ("p2p", "all_gather"),
+    "cp_comm_type": ("p2p", "all_gather", "a2a"),
     "reshard_after_forward": ("default", "always", "never"),
+    "moe_expert_kernels": ("per_expert", "grouped"),
+    "moe_dispatcher": ("alltoall", "deepep"),
 }
 
 #: Capability names a spec may override (booleans), then the choices.

@@ -196,14 +196,18 @@ def ep_degree_ok(layer: Layer, dp: int, cp: int, ep: int, tp: int = 1, etp: int 
 
 def enumerate_strategies(layer: Layer, devices: int, microbatch_samples: int,
                          space: SearchSpace, gpus_per_node: int,
-                         seq_len: int | None = None, autocast: bool = False) -> list[Strategy]:
+                         seq_len: int | None = None, autocast: bool = False,
+                         head_split_cp: bool = False) -> list[Strategy]:
     """Every strategy of ``space`` valid for ``layer`` on ``devices`` devices.
 
     Rules (each removes a strategy that cannot run or duplicates another):
     ``dp*tp*cp == devices``; tp divides the layer's ``max_tp`` and stays inside a
     node when ``space.tp_within_node``; ``dp`` divides the micro-batch's
     samples; ``seq_len`` is a multiple of ``2·cp`` (:func:`cp_degree_ok`) and
-    cp needs a layer that supports it; sp needs
+    cp needs a layer that supports it (and, where context parallelism splits the
+    heads, ``head_split_cp``: Ulysses, runtime ``cp_comm_type`` ``a2a``, ``tp·cp``
+    dividing the layer's ``max_tp`` as Transformer Engine's a2a requires of the
+    query and key/value heads); sp needs
     ``tp > 1`` and a layer that supports it; ZeRO levels collapse to the first
     allowed one when there is nothing to shard (``dp·cp == 1`` or no parameters);
     recomputation modes that change nothing for this layer are dropped (full
@@ -227,6 +231,8 @@ def enumerate_strategies(layer: Layer, devices: int, microbatch_samples: int,
             if cp not in space.cp_degrees:
                 continue
             if cp > 1 and (not layer.supports_cp or not cp_degree_ok(seq_len, cp)):
+                continue
+            if cp > 1 and head_split_cp and not tp_degree_ok(layer, tp * cp):
                 continue
             dp = devices // (tp * cp)
             if microbatch_samples % dp:

@@ -295,8 +295,8 @@ class TrainingSection(Section):
                       "torchtitan, pytorch-ddp.", "megatron-core", default="megatron-core")
     runtime_options: dict[str, Union[StrictBool, str]] = documented_field(
         "Capability overrides of the runtime (e.g. {tp_comm_overlap: false}); the string "
-        "options attention_kernel, tp_overlap, cp_comm_type, reshard_after_forward take one of "
-        "their values (autopar_opt.ir.runtime.CHOICES).",
+        "options attention_kernel, tp_overlap, cp_comm_type, reshard_after_forward, "
+        "moe_expert_kernels, moe_dispatcher take one of their values (autopar_opt.ir.runtime.CHOICES).",
         {"tp_comm_overlap": False}, default_factory=dict)
     activation_offload: float = documented_field(
         "Fraction of each transformer layer's saved activations offloaded to host memory "

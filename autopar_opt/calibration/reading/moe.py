@@ -384,20 +384,47 @@ def check_counting(counting: str) -> None:
 _NO_GROUPED = re.compile(r"(no|without)\s+(the\s+)?(--moe-)?grouped[-_ ]gemm")
 #: A framework text naming grouped GEMM.
 _GROUPED = re.compile(r"grouped[-_ ]gemm")
+#: One kernel per grouped GEMM: Megatron-Core 0.7 or earlier (the legacy ``GroupedMLP``
+#: on the ``grouped_gemm`` CUTLASS package; ``TEGroupedMLP`` came with 0.8), the legacy
+#: flag, or TE's CUTLASS grouped GEMM switched on.
+_ONE_KERNEL = re.compile(r"core[_ ]?v?0\.[0-7](?!\d)|megatron-core 0\.[0-7](?!\d)"
+                         r"|moe-use-legacy-grouped-gemm|nvte_use_cutlass_grouped_gemm\s*=\s*1")
+#: DeepEP named as the token dispatcher (Megatron-Core ``--moe-token-dispatcher-type flex``
+#: with ``--moe-enable-deepep``).
+_DEEPEP = re.compile(r"deepep|dispatcher[-_ ]type[ =]*flex")
 
 
 def grouped_gemm(framework: str, runtime: Runtime, notes: list[str]) -> Runtime:
-    """The runtime with ``moe_grouped_gemm`` as an MoE record's framework text states
-    it: off where it says the experts ran without grouped GEMM (Megatron-Core's
-    ``SequentialMLP``, the default without ``--moe-grouped-gemm``), on where it names
-    grouped GEMM; a text naming neither keeps the runtime's (on), said in ``notes``."""
+    """The runtime's MoE settings as an MoE record's framework text states them:
+
+    * ``moe_grouped_gemm`` off where the text says the experts ran without grouped
+      GEMM (Megatron-Core's ``SequentialMLP``, the default without
+      ``--moe-grouped-gemm``); a text naming neither keeps the runtime's (on), said.
+    * ``moe_expert_kernels`` ``grouped`` (one kernel per grouped GEMM) where the text
+      names Megatron-Core 0.7 or earlier, the legacy flag or TE's CUTLASS grouped
+      GEMM; else the runtime's ``per_expert`` (TE's multi-stream cuBLAS GEMMs), said.
+    * ``moe_dispatcher`` ``deepep`` where the text names DeepEP (or the ``flex``
+      dispatcher); else the runtime's ``alltoall``.
+    """
     fw = framework.lower()
     if _NO_GROUPED.search(fw):
         notes.append("no grouped GEMM stated: the local experts run one after the other "
                      "(Megatron-Core SequentialMLP, two GEMM kernels per expert and pass; "
                      "moe_grouped_gemm off)")
-        return replace(runtime, moe_grouped_gemm=False)
-    if not _GROUPED.search(fw) and runtime.moe_grouped_gemm:
-        notes.append("grouped GEMM not stated: taken (the local experts as two grouped GEMM "
-                     "kernels per pass, Megatron-Core --moe-grouped-gemm)")
+        runtime = replace(runtime, moe_grouped_gemm=False)
+    elif not _GROUPED.search(fw) and runtime.moe_grouped_gemm:
+        notes.append("grouped GEMM not stated: taken (Megatron-Core --moe-grouped-gemm)")
+    if runtime.moe_grouped_gemm and _ONE_KERNEL.search(fw):
+        notes.append("grouped GEMM of Megatron-Core 0.7 or earlier (legacy GroupedMLP, the "
+                     "grouped_gemm CUTLASS kernel) or TE's CUTLASS grouped GEMM: one kernel "
+                     "per grouped GEMM (moe_expert_kernels grouped)")
+        runtime = replace(runtime, moe_expert_kernels="grouped")
+    elif runtime.moe_grouped_gemm and runtime.moe_expert_kernels == "per_expert":
+        notes.append("grouped GEMM through Transformer Engine's GroupedLinear (Megatron-Core "
+                     "0.8 and later): one cuBLAS GEMM per local expert on 4 streams "
+                     "(moe_expert_kernels per_expert)")
+    if _DEEPEP.search(fw):
+        notes.append("DeepEP dispatcher: a token crosses the network once per target node "
+                     "(moe_dispatcher deepep)")
+        runtime = replace(runtime, moe_dispatcher="deepep")
     return runtime

@@ -163,6 +163,8 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
     if spec is not None:
         runtime = moe_reading.grouped_gemm(framework, runtime, notes["runtime"])
     model = read_model(raw.model, runtime, spec is not None, model_notes)
+    runtime = stacks.arch_flash_attention(model.arch, model.flash, runtime, notes["runtime"])
+    runtime = stacks.cp_exchange(framework, runtime, notes["runtime"])
     moe = None
     if spec is not None:
         gated = moe_reading.moe_mlp_gated(model.arch, model_notes)

@@ -447,6 +447,45 @@ def te_picks_fused_attention(fw: str, rec: RawRecord | None) -> bool:
     return bool(_TRANSFORMER_ENGINE.search(fw.lower())) and sm90_plus(rec)
 
 
+def arch_flash_attention(arch: str, flash: bool, runtime: Runtime, notes: list[str]) -> Runtime:
+    """``runtime`` with fused attention where the record's architecture text names a
+    flash kernel (``flash``: the graph is then built without stored scores,
+    :func:`~autopar_opt.calibration.reading.model.read_model`) and the runtime's
+    default is unfused: the graph and the compute price one kernel. A named
+    FlashAttention-2 kernel is FlashAttention-2-class and not Hopper-native
+    (:func:`named_flash_attention`); a Hopper-native one (FlashAttention-3, cuDNN,
+    :data:`_HOPPER_NATIVE_ATTENTION`) keeps the runtime's Hopper choice; any other
+    "flash" the runtime's default kernel class. Unchanged otherwise."""
+    if not flash or runtime.flash_attention:
+        return runtime
+    if _FA2.search(arch) and not _HOPPER_NATIVE_ATTENTION.search(arch):
+        return named_flash_attention(arch, runtime, notes)
+    notes.append("flash attention named in the architecture: fused attention "
+                 f"(the {runtime.name} runtime's default kernel class)")
+    return replace(runtime, flash_attention=True)
+
+
+#: A framework text naming Ulysses-style (all-to-all) or all-gather context parallelism.
+_ULYSSES = re.compile(r"ulysses|cp[-_ ]comm[-_ ]type[ =:]*a2a(?!\+)")
+_CP_ALLGATHER = re.compile(r"cp[-_ ]comm[-_ ]type[ =:]*all[-_ ]?gather")
+
+
+def cp_exchange(framework: str, runtime: Runtime, notes: list[str]) -> Runtime:
+    """``runtime`` with the context-parallel exchange its text names: ``a2a`` for
+    DeepSpeed-Ulysses (or ``--cp-comm-type a2a``), ``all_gather`` for
+    ``--cp-comm-type allgather``; unchanged otherwise (the runtime's own, ring
+    ``p2p`` for Megatron-Core)."""
+    fw = framework.lower()
+    if _ULYSSES.search(fw):
+        notes.append("Ulysses sequence parallelism named: context parallelism by all-to-all "
+                     "of the heads (cp_comm_type a2a)")
+        return replace(runtime, cp_comm_type="a2a")
+    if _CP_ALLGATHER.search(fw):
+        notes.append("all-gather context parallelism named (cp_comm_type all_gather)")
+        return replace(runtime, cp_comm_type="all_gather")
+    return runtime
+
+
 def named_flash_attention(fw: str, runtime: Runtime, notes: list[str]) -> Runtime:
     """``runtime`` with the FlashAttention-2 kernel its text names (:data:`_FA2`, e.g.
     Megatron-DeepSpeed's ``--use-flash-attn-v2``) when the runtime's default is

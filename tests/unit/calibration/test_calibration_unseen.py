@@ -329,6 +329,40 @@ def test_megatron_deepspeed_naming_flash_attention_2_runs_it(zero):
     assert any("FlashAttention-2 named" in n for n in notes)
 
 
+def test_a_flash_kernel_named_in_the_architecture_makes_the_runtime_fused():
+    """InternEvo's records name FlashAttention-2 in ``model.arch``, not in the framework
+    text, and run on the unfused DeepSpeed runtime: the graph is built without stored
+    scores (read_model), so the compute must price the same fused kernel (before, the
+    scores were dropped from memory while the core was priced as two batched GEMMs)."""
+    from autopar_opt.calibration.reading.stacks import arch_flash_attention
+    ds = runtime_named("deepspeed")
+    assert not ds.flash_attention
+    notes: list[str] = []
+    fa2 = arch_flash_attention("internlm dense decoder (flashattention-2 varlen kernel)", True, ds, notes)
+    assert (fa2.flash_attention, fa2.flash_v2_attention, fa2.hopper_attention) == (True, True, False)
+    assert "FlashAttention-2 named" in notes[-1]
+    other = arch_flash_attention("decoder with flash attention", True, ds, notes)
+    assert other.flash_attention and other.hopper_attention == ds.hopper_attention
+    assert arch_flash_attention("decoder", False, ds, notes) == ds       # no flash named
+    mc = runtime_named("megatron-core")
+    assert arch_flash_attention("flashattention-2", True, mc, notes) == mc  # already fused
+    for rid in ("internevo_7b_tp1_zero1all_8gpu", "internevo_7b_tp2_zero1all_1024gpu"):
+        rec = next(r for r in load_run_file(paths.DATA / "published_runs.yaml") if r["id"] == rid)
+        rt = read_record(rec).runtime
+        assert rt.flash_attention and rt.flash_v2_attention, rid
+
+
+def test_a_ulysses_or_allgather_text_sets_the_context_parallel_exchange():
+    from autopar_opt.calibration.reading.stacks import cp_exchange
+    mc = runtime_named("megatron-core")
+    notes: list[str] = []
+    assert cp_exchange("XTuner with DeepSpeed ZeRO-3, sequence parallel (DeepSpeed-Ulysses)", mc,
+                       notes).cp_comm_type == "a2a"
+    assert cp_exchange("Megatron-Core --cp-comm-type allgather", mc, notes).cp_comm_type == "all_gather"
+    assert cp_exchange("Megatron-Core --cp-comm-type a2a+p2p", mc, notes) == mc   # hierarchical: not modelled
+    assert cp_exchange("Megatron-Core, context parallel 4", mc, notes) == mc
+
+
 def test_colossal_and_hf_trainer_defaults():
     col, _ = _rt("Colossal-AI")
     assert (col.grad_reduce_overlap, col.fused_optimizer, col.fsdp_prefetch, col.flash_attention) \

@@ -99,10 +99,12 @@ def test_assemble_uses_the_measurement_only_for_chips_the_fit_leaves_free():
     p = calib_fit.assemble(prior, theta, ["eff:H100", "eff:A100", "eff:V100"])
     assert p.efficiency_for("H100-SXM-80GB") == 0.5           # fitted wins
     assert p.efficiency_for("B200") == pytest.approx(gk.measured_efficiency("Blackwell", "bf16"))
-    # a chip with neither a fit nor a measurement transfers the fitted median
+    # a chip with neither a fit nor a measurement transfers the median of the fitted
+    # and the pinned (measured) dies: H100 and A100 fitted here, Blackwell measured
     assert gk.measured_efficiency("V100", "bf16") is None
     p2 = calib_fit.assemble(prior, theta, ["eff:H100", "eff:A100"])
-    assert p2.efficiency_for("V100-32GB") == pytest.approx(np.median([0.5, 0.6]))
+    assert p2.efficiency_for("V100-32GB") == pytest.approx(
+        np.median([0.5, 0.6, gk.measured_efficiency("Blackwell", "bf16")]))
 
 
 def test_the_h100_die_takes_its_sustained_measurement_in_16_bits_and_fp8():
@@ -124,6 +126,12 @@ def test_the_h100_die_takes_its_sustained_measurement_in_16_bits_and_fp8():
     for dev in calib_fit.CHIP_GROUPS["H100"]:
         assert p.efficiency_for(dev, fp8=True) == pytest.approx(own8.eff_max, abs=1e-6), dev
     assert calib_fit.measurement_pins("eff:A100") is None
+    # a die only a (non-sustained) microbenchmark measures is pinned to it too, even where
+    # runs use it (the GB200 rows of the held-out file, in the fits over both files)
+    assert calib_fit.measurement_pins("eff:Blackwell") == pytest.approx(
+        gk.measured_efficiency("Blackwell", "bf16"))
+    assert calib_fit.measurement_pins("fp8:Blackwell") == pytest.approx(
+        gk.measured_efficiency("Blackwell", "fp8"))
 
 
 def test_the_fit_frees_a_pinned_efficiency_only_when_asked():

@@ -172,17 +172,37 @@ def test_torchtitan_keeps_the_reshard_policy_the_cost_model_priced():
 
 def test_megatron_keeps_the_expert_gemm_layout_the_cost_model_priced():
     """A runtime without grouped GEMM was priced with one expert after the other
-    (cost.compute.sequential_expert_kernels), so neither Megatron output turns
-    grouped GEMM on; the shipped runtime keeps it on in both."""
+    (cost.compute.per_expert_kernels), so neither Megatron output turns grouped GEMM on;
+    the shipped runtime (TE's GroupedLinear, one cuBLAS GEMM per expert: priced the
+    same) keeps it on in both; one kernel per grouped GEMM (moe_expert_kernels
+    grouped) is priced faster and exported with TE's CUTLASS grouped GEMM switched on."""
+    from autopar_opt.export.megatron import megatron_env
     seq = replace(TRAINING, runtime=runtime_named("megatron-core", moe_grouped_gemm=False))
-    for training, on in ((TRAINING, True), (seq, False)):
+    one = replace(TRAINING, runtime=runtime_named("megatron-core", moe_expert_kernels="grouped"))
+    for training, on in ((TRAINING, True), (seq, False), (one, True)):
         view = plan_view(MEGATRON_PLAN, GRAPH, CLUSTER, training)
         assert view.moe_grouped_gemm is on
         assert ("--moe-grouped-gemm" in megatron_args(view)) is on
+        assert ("NVTE_USE_CUTLASS_GROUPED_GEMM" in megatron_env(view)) is (training is one)
         bridge = export_plan(MEGATRON_PLAN, GRAPH, CLUSTER, training, "megatron-bridge").text
         assert f"moe_grouped_gemm: {'true' if on else 'false'}" in bridge
-    assert evaluate(MEGATRON_PLAN, GRAPH, CLUSTER, seq).iteration_time_s \
-        > evaluate(MEGATRON_PLAN, GRAPH, CLUSTER, TRAINING).iteration_time_s
+    t_seq, t_te, t_one = (evaluate(MEGATRON_PLAN, GRAPH, CLUSTER, tr).iteration_time_s
+                          for tr in (seq, TRAINING, one))
+    assert t_seq == pytest.approx(t_te) and t_one < t_te
+
+
+def test_megatron_writes_the_context_parallel_exchange_the_plan_was_priced_with():
+    plan = make_plan([4, 4], dp=1, tp=2, sp=True, c=4)
+    plan = Plan([StagePlan(st.layers, [replace(s, dp=1, cp=2) for s in st.strategies])
+                 for st in plan.stages], plan.microbatches, plan.schedule)
+    for kind, flag in (("p2p", None), ("a2a", "a2a"), ("all_gather", "allgather")):
+        tr = replace(TRAINING, runtime=runtime_named("megatron-core", cp_comm_type=kind))
+        args = " ".join(megatron_args(plan_view(plan, GRAPH, CLUSTER, tr)))
+        assert ("--cp-comm-type" in args) is (flag is not None)
+        if flag:
+            assert f"--cp-comm-type {flag}" in args
+        bridge = export_plan(plan, GRAPH, CLUSTER, tr, "megatron-bridge").text
+        assert f"cp_comm_type: {flag or 'p2p'}" in bridge
 
 
 @pytest.mark.parametrize("plan", [DS_PLAN, make_plan([8], dp=8, tp=1, zero=3, ep=8, c=2)])
