@@ -257,19 +257,35 @@ def zero3_bytes(training: Training) -> tuple[float, float]:
     return w_bytes, (max(w_bytes, 4.0) if training.runtime.fp32_grad_reduce else w_bytes)
 
 
+def zero3_gather_calls(layer: Layer, ctx: StageContext) -> int:
+    """All-gathers one ZeRO-3 gather of a layer's dense parameters takes: one per
+    linear module where the runtime gathers module by module (DeepSpeed ZeRO-3,
+    runtime ``zero3_gather_per_module``: a transformer block's GEMM weights, the
+    forward GEMM kernels of :func:`~autopar_opt.cost.compute.gemm_kernels`; its norms
+    stay gathered under ``stage3_param_persistence_threshold``), else one (an FSDP
+    unit's flat parameter)."""
+    from autopar_opt.cost.compute import gemm_kernels   # compute does not import comm
+    if not ctx.training.runtime.zero3_gather_per_module:
+        return 1
+    return max(gemm_kernels(layer, ctx.training.runtime), 1)
+
+
 def _unit_gather_scatter(layer: Layer, s: Strategy, ctx: StageContext) -> tuple[float, float]:
     """(all-gather, reduce-scatter) seconds of one ZeRO-3/FSDP unit, the layer:
     its dense parameters over the dp x cp group, its routed experts over the
     expert-data-parallel group (MoE: :func:`autopar_opt.cost.moe.split_params`), in the
-    bytes :func:`zero3_bytes` gives the gathered weight and the reduced gradient."""
+    bytes :func:`zero3_bytes` gives the gathered weight and the reduced gradient. The
+    dense gather runs as :func:`zero3_gather_calls` collectives of equal shares, each
+    paying NCCL's latency over the whole group (the hop latencies that dominate a
+    module's gather across hundreds of ranks)."""
     w_bytes, g_bytes = zero3_bytes(ctx.training)
     dense, expert = moe.split_params(layer, s)
 
-    def unit(nbytes_per_param: float, kind: str) -> float:
-        t = collective(ctx, kind, s.dp * s.cp, s.tp, dense * nbytes_per_param)
+    def unit(nbytes_per_param: float, kind: str, calls: int = 1) -> float:
+        t = calls * collective(ctx, kind, s.dp * s.cp, s.tp, dense * nbytes_per_param / calls)
         return t + (collective(ctx, kind, s.edp, moe.expert_stride(s), expert * nbytes_per_param)
                     if expert else 0.0)
-    return unit(w_bytes, "all_gather"), unit(g_bytes, "reduce_scatter")
+    return unit(w_bytes, "all_gather", zero3_gather_calls(layer, ctx)), unit(g_bytes, "reduce_scatter")
 
 
 def zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
@@ -278,8 +294,8 @@ def zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     backward, reduce-scatter gradients (Rajbhandari et al. 2020, Sec. 7.2.2:
     3x the parameter volume). The reduce-scatter moves the gradient dtype:
     the weight bytes, or 4 with ``fp32_grad_reduce`` (FSDP
-    ``reduce_dtype=float32``). One message per layer (an FSDP unit; ZeRO-3 gathers
-    a layer's parameters together), priced by NCCL's model.
+    ``reduce_dtype=float32``). One gather per layer for an FSDP unit, one per linear
+    module under DeepSpeed ZeRO-3 (:func:`zero3_gather_calls`), priced by NCCL's model.
     With prefetch the forward gather hides behind the forward
     compute of the neighbouring layer and the backward gather +
     reduce-scatter behind its backward (Zhao et al. 2023, Sec. 3.3); the

@@ -57,6 +57,16 @@ fsdp_prefetch
     ZeRO-3/FSDP gathers the next layer's parameters while the current layer
     computes (PyTorch FSDP ``forward_prefetch``/``backward_prefetch``, Zhao
     et al. 2023, Sec. 3.3; FSDP2 in torchtitan, Liang et al. 2024).
+zero3_gather_per_module
+    DeepSpeed ZeRO-3 gathers a layer's parameters module by module: its
+    ``PartitionedParameterCoordinator.fetch_sub_module`` issues one
+    ``all_gather_coalesced`` per submodule about to run (and per prefetched
+    submodule; parameters under ``stage3_param_persistence_threshold``, 1e5
+    elements, the norms and biases alone, stay gathered), so a transformer layer
+    runs one all-gather per linear module (``deepspeed/runtime/zero/
+    partitioned_param_coordinator.py``), each a collective over the whole ZeRO
+    group with its own latency (:func:`autopar_opt.cost.comm.zero3_gather_calls`).
+    PyTorch FSDP gathers one flat parameter per wrapped unit (the layer): off.
 fsdp_no_sync_accumulation
     ZeRO-3/FSDP with gradient synchronisation off on every micro-batch but the
     last (FSDP2 ``set_requires_gradient_sync(False)``, FSDP1 ``no_sync()``):
@@ -322,6 +332,7 @@ class Runtime:
     grad_reduce_overlap: bool = True
     param_gather_overlap: bool = True
     fsdp_prefetch: bool = True
+    zero3_gather_per_module: bool = False
     fsdp_no_sync_accumulation: bool = False
     distributed_optimizer: bool = True
     fp32_grad_buffer: bool = True
@@ -395,6 +406,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "ddp.grad_reduce_in_fp32 = False, scripts/performance/configs; "
                    "FP8 weights: fp8_param_gather = True in the FP8 current-scaling recipe)"),
     Runtime("deepspeed", flash_attention=False, hopper_attention=False, tp_comm_overlap=False,
+            zero3_gather_per_module=True,
             grad_reduce_overlap=False, param_gather_overlap=False, fsdp_prefetch=True,
             distributed_optimizer=False, fused_optimizer=True, lp_grad_copy=True,
             loss_grad_cast=True,

@@ -142,8 +142,9 @@ H100 Qwen3 rows moved from -25..+76% to -8..+14%, its context-parallel rows from
 (its CUDA graphs are not priced). New: `dsazure2022` (DeepSpeed blog "Azure empowers ...
 hyperscale model training using DeepSpeed", 2022: GPT-3 175B under pure ZeRO-3 on 128-1,024
 A100; 7 of the 9 figures read off its Figure 5 bars to about 2 TFLOP/s), within -1..+5% at
-8-16k tokens per GPU and step, +44% at 4k, +145% and +230% at micro-batch 1 (ZeRO-3's
-communication with little work per GPU is priced 2-3x too cheap); `xtuner2024` (XTuner's
+8-16k tokens per GPU and step, +43% at 4k, +127% and +205% at micro-batch 1 (ZeRO-3's
+communication with little work per GPU is priced 2-3x too cheap; +145% and +230% before
+DeepSpeed's gathers were priced module by module, one all-gather per linear module); `xtuner2024` (XTuner's
 speed benchmark, Yi-34B and Llama-2-70B at 32k-256k tokens on 32 A100 with Ulysses sequence
 parallelism 2-16, now priced as all-to-alls of the heads; ZeRO-3 derived from the weights not
 fitting otherwise): -14..+38%, the 256k rows the worst.

@@ -41,19 +41,19 @@ GROUP_MIN = 5
 #: Targets missed today (measured by intervals.py; REGIMES.md): group -> figure.
 MISSED_ACCURACY = {
     "family:bloom": "median 8.4%, p90 39.7%",
-    "family:dsazure2022": "median 4.7%, p90 162.9%",
-    "family:flagperf": "median 20.0%, p90 28.7%",
-    "family:internevo": "median 7.3%, p90 30.1%",
+    "family:dsazure2022": "median 4.6%, p90 143.2%",
+    "family:flagperf": "median 20.0%, p90 28.5%",
+    "family:internevo": "median 7.4%, p90 30.1%",
     "family:kempnerforge": "median 18.1%, p90 26.3%",
     "family:llmfoundry": "median 10.1%, p90 21.1%",
     "family:xtuner2024": "median 8.8%, p90 29.1%",
-    "fp8:true": "median 22.9%, p90 25.5%",
+    "fp8:true": "median 22.9%, p90 25.4%",
     "framework:deepspeed": "median 12.2%, p90 44.0%",
     "framework:fsdp": "median 10.1%, p90 24.6%",
-    "framework:megatron": "median 10.3%, p90 20.1%",
-    "generation:hopper": "median 14.0%, p90 33.7%",
-    "moe:true": "median 5.5%, p90 31.5%",
-    "sharded_at_scale:true": "median 6.4%, p90 162.8%",
+    "framework:megatron": "median 10.2%, p90 20.0%",
+    "generation:hopper": "median 13.9%, p90 33.7%",
+    "moe:true": "median 5.4%, p90 31.7%",
+    "sharded_at_scale:true": "median 6.2%, p90 143.2%",
 }
 MISSED_COVERAGE = {
     "family:dsazure2022": "67% of 9",
@@ -119,8 +119,8 @@ def test_group_meets_the_accuracy_targets(group):
 
 
 def test_leave_one_family_out_over_both_files():
-    """Median <= 10% (met, 6.6%); p90 <= 25% missed by 1.2 points (26.15%: the
-    DeepSpeed-on-Azure ZeRO-3 rows at micro-batch 1 and 4, +44% to +230% too fast;
+    """Median <= 10% (met, 6.5%); p90 <= 25% missed by 1.1 points (26.15%: the
+    DeepSpeed-on-Azure ZeRO-3 rows at micro-batch 1 and 4, +43% to +206% too fast;
     KempnerForge's 70B rows, priced with one reduce-scatter per iteration as its trainer
     runs it, 23-26% too fast; FlagPerf's and BLOOM's rows), asserted at that figure plus
     1.5 points of slack, as test_calibration_lofo does for the in-sample file."""
