@@ -222,7 +222,7 @@ def cp_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
         return 0.0, 0.0, 0.0
     kv = layer.cp_comm_bytes / s.tp * ctx.microbatch_samples / s.dp
     fwd_passes = 2 if s.recompute is Recompute.full else 1
-    if ctx.training.runtime.cp_comm_type == "a2a":
+    if ctx.training.runtime.cp_splits_heads:
         share = ctx.microbatch_samples / (s.dp * s.cp * s.tp)
         fwd = moe.alltoall_tiers_time(ctx, s.cp, s.tp, (layer.input_bytes + layer.cp_comm_bytes) * share) \
             + moe.alltoall_tiers_time(ctx, s.cp, s.tp, layer.input_bytes * share)

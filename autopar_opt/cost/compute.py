@@ -167,8 +167,7 @@ def attention_lookup(layer: Layer, s: Strategy, ctx: StageContext) -> attention.
                                   rt.hopper_attention, arch)
     if kernel is None:
         return None
-    ulysses = rt.cp_comm_type == "a2a"
-    seq = (ctx.training.seq_len or DEFAULT_SEQ) / (1 if ulysses else max(s.cp, 1))
+    seq = (ctx.training.seq_len or DEFAULT_SEQ) / (1 if rt.cp_splits_heads else max(s.cp, 1))
     causal = True if layer.attn_causal is None else layer.attn_causal
     head_dim = layer.head_dim or DEFAULT_HEAD_DIM
     look = attention.lookup(kernel, arch, causal, head_dim, seq)
@@ -186,7 +185,7 @@ def call_batch_heads(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     head_dim = layer.head_dim or DEFAULT_HEAD_DIM
     whole = layer.flops_recompute_selective * (2.0 if layer.attn_flops_halved else 1.0)
     heads = whole / (4.0 * seq * seq * head_dim)
-    split = max(s.tp, 1) * (max(s.cp, 1) if ctx.training.runtime.cp_comm_type == "a2a" else 1)
+    split = max(s.tp, 1) * (max(s.cp, 1) if ctx.training.runtime.cp_splits_heads else 1)
     return ctx.microbatch_samples / max(s.dp, 1) * heads / split
 
 

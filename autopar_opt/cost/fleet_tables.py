@@ -140,7 +140,7 @@ def _priced(cache: FleetTableCache, layer, cls: int, g: int, d: int, b: int, tie
     if key not in cache.layers:
         got = [replace(s, group=g) for s in enumerate_strategies(
             layer, d, b, space, fleet.groups[g].gpus_per_node, training.seq_len, training.autocast,
-            training.runtime.cp_comm_type == "a2a")]
+            training.runtime.cp_splits_heads)]
         costs = [layer_cost(layer, s, ctx) for s in got]
         if prune:                     # layouts carry the group: pruning stays inside one group
             got, costs = prune_layer_strategies(got, costs)

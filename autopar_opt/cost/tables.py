@@ -363,7 +363,7 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
             strats, costs = [], []
             for d, ctx in ctxs.items():
                 got = enumerate_strategies(layer, d, b, space, cluster.gpus_per_node, training.seq_len,
-                                           training.autocast, training.runtime.cp_comm_type == "a2a")
+                                           training.autocast, training.runtime.cp_splits_heads)
                 if runs_on is not None:     # what the framework cannot run is not in the space
                     got = runs_on.admitted(layer, got, pp)
                 strats += got

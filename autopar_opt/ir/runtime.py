@@ -247,7 +247,7 @@ moe_grouped_gemm
     while ``--moe-grouped-gemm`` is not given): two GEMM kernels per local
     expert and pass, each paying the per-kernel latency
     (``cost.compute.gemm_kernels``). A record whose text says it ran without
-    grouped GEMM turns it off (``calibration.reading.moe.grouped_gemm``).
+    grouped GEMM turns it off (``calibration.reading.moe.moe_stack``).
     How many kernels a grouped GEMM launches is ``moe_expert_kernels``.
 ddp_bucket_copy
     PyTorch DDP's reducer copies each gradient into its all-reduce bucket,
@@ -366,6 +366,13 @@ class Runtime:
     def choices(self) -> dict[str, str]:
         """The string options by name (:data:`CHOICES`)."""
         return {name: getattr(self, name) for name in CHOICES}
+
+    @property
+    def cp_splits_heads(self) -> bool:
+        """Whether context parallelism splits the heads, not the sequence, around the
+        attention core (``cp_comm_type`` ``a2a``, Ulysses): the kernel runs the whole
+        sequence on ``heads/cp`` heads and ``tp·cp`` must divide the heads."""
+        return self.cp_comm_type == "a2a"
 
     def reshards_after_forward(self, pipelined: bool) -> bool:
         """Whether ZeRO-3/FSDP frees a layer's gathered parameters after its

@@ -52,7 +52,7 @@ def _uniform(graph: LayerGraph, cluster: Cluster, training: Training, space: Sea
     strategies = []
     for layer in graph.layers:
         options = enumerate_strategies(layer, d, b, space, cluster.gpus_per_node, training.seq_len,
-                                       training.autocast, training.runtime.cp_comm_type == "a2a")
+                                       training.autocast, training.runtime.cp_splits_heads)
         k = _closest(options, base)
         if k is None:
             return None

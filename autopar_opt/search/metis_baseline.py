@@ -75,7 +75,7 @@ def _layout_strategy(layer, d: int, b: int, dp: int, tp: int, space: SearchSpace
         return memo[key]
     best = None
     for s in enumerate_strategies(layer, d, b, space, fleet.groups[g].gpus_per_node, training.seq_len,
-                                  training.autocast, training.runtime.cp_comm_type == "a2a"):
+                                  training.autocast, training.runtime.cp_splits_heads):
         if s.dp != dp or s.tp != tp or s.cp != 1:
             continue
         t = layer_cost(layer, s, ctx).time_s

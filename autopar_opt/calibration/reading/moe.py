@@ -394,7 +394,7 @@ _ONE_KERNEL = re.compile(r"core[_ ]?v?0\.[0-7](?!\d)|megatron-core 0\.[0-7](?!\d
 _DEEPEP = re.compile(r"deepep|dispatcher[-_ ]type[ =]*flex")
 
 
-def grouped_gemm(framework: str, runtime: Runtime, notes: list[str]) -> Runtime:
+def moe_stack(framework: str, runtime: Runtime, notes: list[str]) -> Runtime:
     """The runtime's MoE settings as an MoE record's framework text states them:
 
     * ``moe_grouped_gemm`` off where the text says the experts ran without grouped

@@ -161,7 +161,7 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
     layers = read_dims(raw.model)[0]
     spec = moe_reading.read_moe(raw, layers, model_notes)
     if spec is not None:
-        runtime = moe_reading.grouped_gemm(framework, runtime, notes["runtime"])
+        runtime = moe_reading.moe_stack(framework, runtime, notes["runtime"])
     model = read_model(raw.model, runtime, spec is not None, model_notes)
     runtime = stacks.arch_flash_attention(model.arch, model.flash, runtime, notes["runtime"])
     runtime = stacks.cp_exchange(framework, runtime, notes["runtime"])

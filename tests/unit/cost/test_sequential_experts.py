@@ -13,7 +13,7 @@ import math
 
 import pytest
 
-from autopar_opt.calibration.reading.moe import grouped_gemm
+from autopar_opt.calibration.reading.moe import moe_stack
 from autopar_opt.cost import compute, moe
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.params import default_params
@@ -63,24 +63,24 @@ def test_sequential_experts_add_two_kernels_per_extra_local_expert():
 def test_a_record_s_text_decides_grouped_gemm():
     rt = runtime_named("megatron-core")
     notes: list[str] = []
-    off = grouped_gemm("Megatron-LM: --use-mcore-models; no overlap flags, no grouped GEMM", rt, notes)
+    off = moe_stack("Megatron-LM: --use-mcore-models; no overlap flags, no grouped GEMM", rt, notes)
     assert off.moe_grouped_gemm is False and "SequentialMLP" in notes[-1]
     notes.clear()
-    on = grouped_gemm("Megatron-Core: --moe-grouped-gemm, --sequence-parallel", rt, notes)
+    on = moe_stack("Megatron-Core: --moe-grouped-gemm, --sequence-parallel", rt, notes)
     assert on.moe_grouped_gemm is True and len(notes) == 1 and "one cuBLAS GEMM per" in notes[0]
-    unstated = grouped_gemm("Megatron-Core r0.9", rt, notes)
+    unstated = moe_stack("Megatron-Core r0.9", rt, notes)
     assert unstated.moe_grouped_gemm is True and any("not stated: taken" in n for n in notes)
 
 
 def test_legacy_megatron_core_and_deepep_are_read_from_the_text():
     rt = runtime_named("megatron-core")
     notes: list[str] = []
-    old = grouped_gemm("Megatron-LM with Megatron-Core core_v0.6.0: --moe-grouped-gemm", rt, notes)
+    old = moe_stack("Megatron-LM with Megatron-Core core_v0.6.0: --moe-grouped-gemm", rt, notes)
     assert old.moe_expert_kernels == "grouped" and "legacy GroupedMLP" in notes[-1]
-    new = grouped_gemm("Megatron-Core (main 1e057005): --moe-grouped-gemm, "
+    new = moe_stack("Megatron-Core (main 1e057005): --moe-grouped-gemm, "
                        "--moe-token-dispatcher-type flex (DeepEP)", rt, notes)
     assert new.moe_expert_kernels == "per_expert" and new.moe_dispatcher == "deepep"
-    assert grouped_gemm("Megatron-Core 0.12: --moe-grouped-gemm", rt, []).moe_expert_kernels \
+    assert moe_stack("Megatron-Core 0.12: --moe-grouped-gemm", rt, []).moe_expert_kernels \
         == "per_expert"                       # 0.12 is not 0.1
 
 
