@@ -219,8 +219,9 @@ def model_args(view: PlanView) -> list[str]:
             args += ["--q-lora-rank", str(q)]
     if a.is_moe:
         args += ["--num-experts", str(a.num_experts), "--moe-router-topk", str(a.top_k),
-                 "--moe-ffn-hidden-size", str(a.moe_ffn_hidden),
-                 "--moe-token-dispatcher-type", "alltoall"]
+                 "--moe-ffn-hidden-size", str(a.moe_ffn_hidden)]
+        for key, value in DISPATCHER[view.moe_dispatcher].items():
+            args += ["--" + key.replace("_", "-"), value]
         if view.moe_grouped_gemm:
             args.append("--moe-grouped-gemm")
         if a.shared_ffn:
@@ -247,6 +248,13 @@ def precision_args(dtype: str) -> list[str]:
     return {"bf16": ["--bf16"], "fp16": ["--fp16"],
             "fp8": ["--bf16", "--fp8-format", "hybrid"]}.get(dtype, [])
 
+
+#: Megatron-Core's token-dispatcher settings of each runtime ``moe_dispatcher``: the
+#: plain all-to-all, or the ``flex`` dispatcher on DeepEP (``moe_flex_dispatcher_backend``;
+#: ``TransformerConfig.__post_init__`` accepts the backend only with ``flex``).
+DISPATCHER = {"alltoall": {"moe_token_dispatcher_type": "alltoall"},
+              "deepep": {"moe_token_dispatcher_type": "flex",
+                         "moe_flex_dispatcher_backend": "deepep"}}
 
 #: Megatron-LM's ``--cp-comm-type`` value of each runtime ``cp_comm_type``.
 CP_COMM_TYPE = {"p2p": "p2p", "all_gather": "allgather", "a2a": "a2a"}
@@ -301,7 +309,7 @@ def megatron_args(view: PlanView) -> list[str]:
     return args
 
 
-def _bridge_arch(a, moe_grouped_gemm: bool = True) -> dict:
+def _bridge_arch(a, moe_grouped_gemm: bool = True, dispatcher: str = "alltoall") -> dict:
     """The architecture under Bridge's ``model.*`` names (``GPTModelProvider`` /
     ``MLAModelProvider`` fields), the same settings as :func:`model_args`; fields a
     recipe may set differently are written even where they are the default."""
@@ -325,7 +333,7 @@ def _bridge_arch(a, moe_grouped_gemm: bool = True) -> dict:
                      qk_head_dim=nope, qk_pos_emb_head_dim=rope, v_head_dim=v)
     if a.is_moe:
         model.update(num_moe_experts=a.num_experts, moe_router_topk=a.top_k,
-                     moe_ffn_hidden_size=a.moe_ffn_hidden, moe_token_dispatcher_type="alltoall",
+                     moe_ffn_hidden_size=a.moe_ffn_hidden, **DISPATCHER[dispatcher],
                      moe_grouped_gemm=moe_grouped_gemm)
         if a.shared_ffn:
             model["moe_shared_expert_intermediate_size"] = a.shared_ffn
@@ -347,7 +355,7 @@ def bridge_overrides(view: PlanView) -> dict[str, dict]:
     ``recompute_granularity: null``, ``use_megatron_fsdp: false``, ...): what the recipe
     had there is replaced, not kept."""
     a = view.arch
-    model: dict = _bridge_arch(a, view.moe_grouped_gemm) if a is not None else {}
+    model: dict = _bridge_arch(a, view.moe_grouped_gemm, view.moe_dispatcher) if a is not None else {}
     if a is not None or view.seq_len:
         model["seq_length"] = view.seq_len or a.max_positions
     model.update(tensor_model_parallel_size=view.tp, pipeline_model_parallel_size=view.pp,

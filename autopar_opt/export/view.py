@@ -77,6 +77,8 @@ class PlanView:
     moe_one_kernel: bool = False
     #: context parallelism's exchange as priced (runtime ``cp_comm_type``)
     cp_comm_type: str = "p2p"
+    #: the token dispatcher as priced (runtime ``moe_dispatcher``)
+    moe_dispatcher: str = "alltoall"
 
     @property
     def blocks_per_stage(self) -> list[int]:
@@ -155,7 +157,8 @@ def plan_view(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Trainin
         reshard_after_forward=training.runtime.reshards_after_forward(plan.pp > 1),
         moe_grouped_gemm=training.runtime.moe_grouped_gemm,
         moe_one_kernel=training.runtime.moe_expert_kernels == "grouped",
-        cp_comm_type=training.runtime.cp_comm_type)
+        cp_comm_type=training.runtime.cp_comm_type,
+        moe_dispatcher=training.runtime.moe_dispatcher)
 
 
 def common_rules(view: PlanView, target: str, chain: bool) -> list[str]:

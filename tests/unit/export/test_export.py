@@ -191,6 +191,18 @@ def test_megatron_keeps_the_expert_gemm_layout_the_cost_model_priced():
     assert t_seq == pytest.approx(t_te) and t_one < t_te
 
 
+def test_megatron_writes_the_token_dispatcher_the_plan_was_priced_with():
+    """DeepEP (runtime moe_dispatcher deepep, cost.moe.deepep_node_factor) is Megatron-Core's
+    flex dispatcher on the deepep backend; the plain all-to-all stays the default."""
+    deep = replace(TRAINING, runtime=runtime_named("megatron-core", moe_dispatcher="deepep"))
+    plain = " ".join(megatron_args(plan_view(MEGATRON_PLAN, GRAPH, CLUSTER, TRAINING)))
+    flex = " ".join(megatron_args(plan_view(MEGATRON_PLAN, GRAPH, CLUSTER, deep)))
+    assert "--moe-token-dispatcher-type alltoall" in plain and "flex-dispatcher" not in plain
+    assert "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep" in flex
+    bridge = export_plan(MEGATRON_PLAN, GRAPH, CLUSTER, deep, "megatron-bridge").text
+    assert "moe_token_dispatcher_type: flex" in bridge and "moe_flex_dispatcher_backend: deepep" in bridge
+
+
 def test_megatron_writes_the_context_parallel_exchange_the_plan_was_priced_with():
     plan = make_plan([4, 4], dp=1, tp=2, sp=True, c=4)
     plan = Plan([StagePlan(st.layers, [replace(s, dp=1, cp=2) for s in st.strategies])
