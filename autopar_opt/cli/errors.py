@@ -24,6 +24,8 @@ from autopar_opt.core.errors import MISSING, SpecError, SpecProblem
 EXIT_USAGE = 2
 #: Exit code of a run that ended without a result within its limits (time, memory).
 EXIT_NO_RESULT = 4
+#: Exit code of a bug in the tool itself (sysexits.h's EX_SOFTWARE), never of an input.
+EXIT_INTERNAL = 70
 
 
 class CommandError(Exception):

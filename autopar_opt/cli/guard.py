@@ -5,7 +5,10 @@ A :class:`~autopar_opt.core.errors.SpecError`, a plan error or a
 :class:`~autopar_opt.cli.errors.CommandError` prints its message on stderr and, when
 the command was given ``--json``, the same fields as one JSON object on stdout; a
 ``RecursionError`` is exit 2 and a ``MemoryError`` exit 4 (no result within the
-limits). :func:`locked_out` holds :class:`~autopar_opt.cli.lock.OutputLock` for a
+limits). Anything else is a bug in the tool, not in the input: one message naming
+the exception and where it was raised, exit 70 (``EX_SOFTWARE``), the traceback only
+with ``AUTOPAR_TRACEBACK=1``; outputs are written atomically, so nothing half-written
+is left (:func:`_internal_error`). :func:`locked_out` holds :class:`~autopar_opt.cli.lock.OutputLock` for a
 command that writes into ``--out`` or ``-o``.
 """
 
@@ -62,15 +65,48 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
             # autopar_opt.cost.evaluate re-exports) was imported: not importing it up front
             # keeps the cost model out of commands that do not use it (start-up).
             # ``export`` reaches validate_plan without importing evaluate.
+            import click
+
+            if isinstance(exc, (click.exceptions.Exit, click.exceptions.ClickException,
+                                click.exceptions.Abort)):
+                raise            # a command's own exit code or click's usage message
             pipeline = sys.modules.get("autopar_opt.ir.pipeline")
             if pipeline is None or not isinstance(exc, pipeline.PlanError):
-                raise
+                _internal_error(exc, as_json)
             _fail_with(CommandError([SpecProblem("plan", "", None, str(exc), "give a plan the "
                                                  "spec's model and cluster can run")],
                                     "invalid plan"), as_json, f"invalid plan: {exc}")
         if code:
             raise typer.Exit(int(code))
     return wrapper
+
+
+def _internal_error(exc: BaseException, as_json: bool) -> None:
+    """A bug in the tool reached the top of a command: say so in one message (the
+    exception, the innermost frame of the tool's own code) and exit 70, not a traceback
+    a user must read (``AUTOPAR_TRACEBACK=1`` re-raises it for whoever fixes it)."""
+    import os
+    import traceback
+
+    from autopar_opt.cli.errors import EXIT_INTERNAL, CommandError
+    from autopar_opt.core.errors import SpecProblem
+
+    if os.environ.get("AUTOPAR_TRACEBACK"):
+        raise exc
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "autopar_opt" in f.filename]
+    where = ""
+    if frames:
+        last = frames[-1]
+        where = f" (raised in {last.filename.rsplit('autopar_opt', 1)[-1].lstrip('/')}:" \
+                f"{last.lineno}, {last.name})"
+    detail = f"{type(exc).__name__}: {str(exc)[:300]}{where}"
+    _fail_with(CommandError([SpecProblem("autopar-opt", "", None,
+                                         f"a bug in the tool, not in the input: {detail}; "
+                                         "outputs are written whole or not at all, so nothing "
+                                         "half-written is left",
+                                         "report it with the command and its input files; "
+                                         "AUTOPAR_TRACEBACK=1 prints the traceback")],
+                            "internal error", EXIT_INTERNAL), as_json)
 
 
 def _fail_with(exc: Any, as_json: bool, text: str | None = None) -> None:

@@ -92,7 +92,7 @@ class Certificate:
         if self.infeasible:
             return True
         lb = self.lower_bound
-        return self.primal is not None and not math.isinf(lb) and lb <= self.primal * (1 + 1e-9)
+        return bool(self.primal is not None and not math.isinf(lb) and lb <= self.primal * (1 + 1e-9))
 
     @property
     def infeasible(self) -> bool:

@@ -85,4 +85,4 @@ def load_balance_bound(tables: CostTables) -> float:
     if res.status != 0 or not math.isfinite(res.fun):
         return -math.inf
     sync = max(float(np.min(g)) for g in tables.sync if len(g))
-    return res.fun * (1 - LP_SLACK) + sync + tables.params.iteration_overhead_s
+    return float(res.fun) * (1 - LP_SLACK) + sync + tables.params.iteration_overhead_s

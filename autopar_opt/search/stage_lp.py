@@ -119,7 +119,9 @@ def knapsack_lp_bound(tables: CostTables) -> float:
                   bounds=[(0, None)] * (nv - 1) + [(sync_floor, None)], method="highs")
     if res.status != 0 or not math.isfinite(res.fun):
         return -math.inf
-    return res.fun * (1 - LP_SLACK) + tables.params.iteration_overhead_s
+    # a Python float: scipy's objective is numpy.float64, and what it touches (a bound,
+    # the certificate's comparisons) is written to JSON
+    return float(res.fun) * (1 - LP_SLACK) + tables.params.iteration_overhead_s
 
 
 def _undominated(a: np.ndarray, g: np.ndarray, m: np.ndarray) -> list[int]:

@@ -62,6 +62,7 @@ def test_lp_bounds_are_valid_and_ordered() -> None:
             continue
         lp, analytic = load_balance_bound(t), analytic_lower_bound(t).value
         knap = knapsack_lp_bound(t)
+        assert type(lp) is float and type(knap) is float      # no numpy scalar reaches JSON
         ref = shape_optimum(graph, fleet, training, SPACE, params, cfg.stage_groups,
                             cfg.stage_devices, cfg.microbatches, cfg.schedule)
         if ref is not None:

@@ -67,6 +67,17 @@ def test_certificate_global_bound_and_gap():
     assert cert.gap == pytest.approx(0.01) and cert.exact
     assert not cert.infeasible
     assert Certificate(recs[2:]).infeasible
+    # a bound from numpy (scipy's LP objective) still makes a JSON-writable certificate:
+    # `exact` compared numpy floats and returned numpy.bool_, which json.dumps refused
+    # (autopar solve --json on Qwen3-235B's free space with --solver auto, a traceback)
+    import json
+
+    import numpy as np
+
+    np_recs = [ConfigRecord(OuterConfig(1, 1, Schedule.one_f_one_b), "optimal", np.float64(10.0),
+                            np.float64(9.9), 0.1)]
+    assert type(Certificate(np_recs).exact) is bool
+    json.dumps(Certificate(np_recs).exact)
     loose = Certificate([ConfigRecord(OuterConfig(1, 1, Schedule.one_f_one_b), "heuristic", 10.0,
                                       -math.inf, 0.1)])
     assert not loose.exact and math.isinf(loose.gap)
@@ -175,6 +186,7 @@ def test_memory_aware_bounds_are_valid_where_they_bind():
                     if math.isinf(bound):
                         continue
                     lp = knapsack_lp_bound(tables)
+                    assert type(lp) is float   # a numpy scalar reached plan.json's encoder once
                     if layers > 4 and lp <= bound * (1 + 1e-6):
                         continue                  # second family: only where the LP binds
                     best = brute_force(graph, cluster, training, space, cfg.pp,
