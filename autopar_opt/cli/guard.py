@@ -68,7 +68,7 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
             import click
 
             if isinstance(exc, (click.exceptions.Exit, click.exceptions.ClickException,
-                                click.exceptions.Abort)):
+                                click.exceptions.Abort, typer.Exit, typer.Abort)):
                 raise            # a command's own exit code or click's usage message
             pipeline = sys.modules.get("autopar_opt.ir.pipeline")
             if pipeline is None or not isinstance(exc, pipeline.PlanError):
