@@ -147,7 +147,17 @@ def _attention(graph: LayerGraph, training: Training, arch: str) -> list[str]:
         if not training.seq_len:
             notes.append(f"sequence length not stated: {DEFAULT_SEQ} taken")
         out.append(line + ("; " + "; ".join(notes) if notes else ""))
+    if rt.name == "torchtitan":
+        out.append(TORCHTITAN_FLEX)
     return out
+
+
+#: What the torchtitan runtime assumes of its attention kernel (ir/runtime.py's source).
+TORCHTITAN_FLEX = ("torchtitan 0.3 runs its language models' attention with FlexAttention and "
+                   "block-causal document masks (sdpa is refused for them); priced as the "
+                   "kernel above on whole causal sequences: no FlexAttention measurement is "
+                   "in cost/data/attention_kernels.yaml, and documents shorter than the "
+                   "sequence would do less attention work than priced")
 
 
 def _fill_source(kernel: str, causal: bool | None, head_dim: int) -> str:

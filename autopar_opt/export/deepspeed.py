@@ -50,7 +50,13 @@ def deepspeed_rules(view: PlanView, chain: bool) -> list[str]:
         out.append(f"ZeRO-{view.zero} with pipeline parallelism (DeepSpeed's pipeline engine "
                    "supports ZeRO-0/1 only)")
     if view.cp > 1:
-        out.append("context parallelism (DeepSpeed-Ulysses is a different scheme)")
+        out.append("context parallelism: the DeepSpeed export writes no sequence-parallel "
+                   "group (DeepSpeed-Ulysses' sequence_parallel_size is not exported; a "
+                   "Ulysses plan, cp_comm_type a2a, exports to megatron)")
+    if view.has_moe and view.ep > 1 and view.moe_dispatcher == "deepep":
+        out.append("DeepEP token dispatch (moe_dispatcher deepep): DeepSpeed's MoE layer "
+                   "dispatches with its own all-to-all; price the plan with moe_dispatcher "
+                   "alltoall or export to megatron")
     if view.sp and view.tp > 1:
         out.append("Megatron-style sequence parallelism (AutoTP shards weights only)")
     if view.has_moe and view.ep == 1 and view.etp != view.tp:

@@ -27,6 +27,10 @@ checkpointing (:attr:`Recompute.op`: 0.3 ``SelectiveAC``, 0.2 ``mode = "selectiv
 ``selective_ac_option = "op"``) and, in 0.2 only, full checkpointing on every N-th
 block of each stage (``selective_ac_option = N``, :func:`layer_sac_pattern`; 0.3's
 ``SelectiveAC`` is per-op only, ``torchtitan/distributed/activation_checkpoint.py``).
+Context parallelism keeps every head (a plan priced with Ulysses' head split,
+``cp_comm_type`` ``a2a``, is refused; the spec refuses that runtime for a torchtitan
+target, ``spec/build_run.py``); a plan priced with DeepEP dispatch
+sets the model registry's ``moe_comm_backend="deepep"`` (0.3; refused for 0.2).
 A ZeRO-3 plan carries the resharding policy the cost model priced
 (``fsdp_reshard_after_forward``: ``"always"``, or ``"default"`` where the runtime
 keeps parameters under a pipeline, as torchtitan's own default does).
@@ -108,6 +112,15 @@ def torchtitan_rules(view: PlanView, chain: bool, version: str = "0.3") -> list[
                    "0.3's SelectiveAC is per-op only (export with --framework-version 0.2)")
     if view.vp_chunks > 1:
         out.append("interleaved virtual stages")
+    if view.cp > 1 and view.cp_comm_type == "a2a":
+        out.append("Ulysses context parallelism (cp_comm_type a2a, heads split over cp): "
+                   "torchtitan's context parallelism keeps every head and exchanges K/V; "
+                   "price the plan with cp_comm_type all_gather (the torchtitan runtime's) or "
+                   "export to megatron")
+    if view.has_moe and view.moe_dispatcher == "deepep" and version == "0.2":
+        out.append("DeepEP token dispatch (moe_dispatcher deepep): the torchtitan 0.2 export "
+                   "writes the standard all-to-all; export for 0.3 (moe_comm_backend "
+                   "'deepep') or to megatron")
     if view.tied_pipeline:
         out.append("an output layer tied to the embedding cannot be pipelined (torchtitan: "
                    "'Weight tying is not supported with Pipeline Parallel')")
@@ -236,8 +249,12 @@ def torchtitan_module(view: PlanView, header: str) -> str:
         lines.append("from torchtitan.distributed.activation_checkpoint import FullAC")
     elif ac_mode == "selective":
         lines.append("from torchtitan.distributed.activation_checkpoint import SelectiveAC")
+    # the token dispatcher the plan was priced with: DeepEP is the registry's
+    # moe_comm_backend 'deepep' (models/common/config_utils.py make_token_dispatcher_config)
+    backend = ', moe_comm_backend="deepep"' if view.has_moe and view.moe_dispatcher == "deepep" \
+        else ""
     lines += ["", "", "def autopar_plan():", "    config = _base()",
-              f"    config.model_spec = model_registry({flav!r})"]
+              f"    config.model_spec = model_registry({flav!r}{backend})"]
     if view.arch is not None and view.arch.num_layers < layers:
         lines.append(f"    config.model_spec.model.layers = config.model_spec.model.layers"
                      f"[:{view.arch.num_layers}]   # the model's first {view.arch.num_layers} layers")

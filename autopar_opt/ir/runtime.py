@@ -299,7 +299,9 @@ moe_expert_kernels
     grouped GEMM: the legacy ``GroupedMLP`` on the ``grouped_gemm`` CUTLASS
     package, Megatron-Core 0.7 and earlier; TE's CUTLASS grouped GEMM on Hopper,
     ``NVTE_USE_CUTLASS_GROUPED_GEMM=1``, which the Megatron export then sets).
-    Priced per kernel (``cost.compute.per_expert_kernels``); the 4 streams'
+    torchtitan runs ``grouped``: its ``GroupedExperts`` calls ``torch._grouped_mm``
+    once per projection for every local expert (``torchtitan/models/common/moe.py``,
+    0.3.0). Priced per kernel (``cost.compute.per_expert_kernels``); the 4 streams'
     concurrency is not credited (stated).
 moe_dispatcher
     The token dispatcher of expert parallelism: ``alltoall`` (Megatron-Core
@@ -439,7 +441,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "decoupled_adamw is Composer's DecoupledAdamW, a per-parameter Python "
                    "loop (composer/optim/decoupled_weight_decay.py, runtime_of)"),
     Runtime("torchtitan", flash_attention=True, tp_comm_overlap=False, tp_overlap="async_tp",
-            cp_comm_type="all_gather",
+            cp_comm_type="all_gather", moe_expert_kernels="grouped",
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
             distributed_optimizer=False, fp32_grad_buffer=False, fp32_grad_reduce=True,
             fused_optimizer=True, fused_projections=False, eager_cross_entropy=True,
@@ -453,7 +455,14 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "MixedPrecisionPolicy(reduce_dtype=float32)); fused AdamW "
                    "(optimizer.implementation = 'fused'); separate wq/wk/wv and w1/w3 GEMMs "
                    "(torchtitan/models/llama/model.py); loss F.cross_entropy on the logits "
-                   "cast to fp32 (components/loss.py cross_entropy_loss)"),
+                   "cast to fp32 (components/loss.py cross_entropy_loss); experts as one "
+                   "torch._grouped_mm per projection for every local expert "
+                   "(models/common/moe.py GroupedExperts, 0.3.0: moe_expert_kernels grouped). "
+                   "torchtitan 0.3's language models run FlexAttention with block-causal "
+                   "document masks (models/common/config_utils.py get_attention_config: "
+                   "'sdpa is no longer supported for language models'); it is priced as the "
+                   "FlashAttention-2-class kernel on full causal sequences, no FlexAttention "
+                   "measurement being at hand (stated with every plan)"),
     Runtime("pytorch-ddp", flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=False,
             distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=False,

@@ -239,6 +239,21 @@ def build_target(value, graph: LayerGraph | None, training: Training, section: S
         return Target("none", "", "training.runtime"), (
             f"training.runtime {training.runtime.name} names {target.framework}, which cannot run "
             f"this model ({why}); the search is the free per-layer space (target: none)")
+    if target.framework == "torchtitan" and training.runtime.cp_splits_heads \
+            and any(cp > 1 for cp in section.cp_degrees or ()):
+        # torchtitan's context parallelism shards the sequence and exchanges K/V around
+        # every head; Ulysses' head split has no torchtitan form (export/torchtitan.py)
+        out.add("training.runtime_options.cp_comm_type", "a2a", "torchtitan has no Ulysses "
+                "context parallelism (its context parallelism keeps every head and exchanges "
+                "K/V)", "use cp_comm_type all_gather, target megatron, or cp_degrees [1]")
+        return Target("none", "", "target"), ""
+    if target.framework == "deepspeed" and training.runtime.moe_dispatcher == "deepep" \
+            and graph is not None and any(layer.is_moe for layer in graph.layers):
+        # DeepSpeed's MoE layer dispatches with its own all-to-all (export/deepspeed.py)
+        out.add("training.runtime_options.moe_dispatcher", "deepep", "DeepSpeed has no DeepEP "
+                "token dispatch (its MoE layer runs its own all-to-all)",
+                "use moe_dispatcher alltoall, or target megatron or torchtitan")
+        return Target("none", "", "target"), ""
     allowed = target.schedules()
     dropped = [Schedule(x).value for x in section.schedules or ()
                if allowed is not None and Schedule(x).value not in allowed]

@@ -107,3 +107,26 @@ def test_deepep_sends_a_token_once_per_remote_node():
     assert plain - lat == pytest.approx(net)
     assert deep - lat == pytest.approx(max(f * net, 31 / 32 * m / (cl.intra_node.bytes_per_s
                                                                    * p.comm_efficiency)))
+
+
+def test_torchtitan_runs_its_experts_as_one_grouped_kernel():
+    """torchtitan 0.3's GroupedExperts calls torch._grouped_mm once per projection for every
+    local expert (models/common/moe.py): no per-expert kernel, unlike TE's GroupedLinear."""
+    blk = _moe_block()
+    titan = runtime_named("torchtitan")
+    assert titan.moe_grouped_gemm and titan.moe_expert_kernels == "grouped"
+    assert compute.per_expert_kernels(blk, Strategy(dp=8, tp=1), titan) == 0
+    assert compute.per_expert_kernels(blk, Strategy(dp=8, tp=1),
+                                      runtime_named("torchtitan", moe_expert_kernels="per_expert")) == 14
+
+
+def test_torchtitan_plans_state_the_flexattention_assumption():
+    from autopar_opt.cost.assumptions import TORCHTITAN_FLEX, cost_assumptions
+    from autopar_opt.model_zoo.registry import build_model, get_cluster
+
+    graph, cluster = build_model("debug-moe"), get_cluster("debug-2x4")
+    titan = Training(global_batch_size=8, seq_len=1024, runtime=runtime_named("torchtitan"))
+    mcore = Training(global_batch_size=8, seq_len=1024, runtime=runtime_named("megatron-core"))
+    assert TORCHTITAN_FLEX in cost_assumptions(graph, cluster, titan)
+    assert TORCHTITAN_FLEX not in cost_assumptions(graph, cluster, mcore)
+    assert "FlexAttention" in TORCHTITAN_FLEX

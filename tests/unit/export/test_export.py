@@ -348,3 +348,31 @@ def test_cli_export_writes_file_or_refuses_without_writing(tmp_path):
     res = CliRunner().invoke(app, ["export", str(plan_json), "--to", "megatron", "--spec",
                                    str(_spec(tmp_path, ""))])    # 4 blocks: the plan has 6
     assert res.exit_code == 2 and "invalid plan" in res.output and "Traceback" not in res.output
+
+
+def test_torchtitan_writes_deepep_and_refuses_what_it_cannot_run():
+    """torchtitan 0.3's model registry takes the token dispatcher (moe_comm_backend
+    'deepep': models/common/config_utils.py make_token_dispatcher_config): a plan priced
+    with DeepEP is exported with it, the default one without; 0.2 refuses it. Ulysses
+    (cp_comm_type a2a: heads split over cp) has no torchtitan form and is refused."""
+    deep = replace(TRAINING, runtime=runtime_named("torchtitan", moe_dispatcher="deepep"))
+    plain = replace(TRAINING, runtime=runtime_named("torchtitan"))
+    with_deepep = export_plan(TITAN_PLAN, QWEN, CLUSTER, deep, "torchtitan", "0.3").text
+    assert 'model_registry(\'30B-A3B\', moe_comm_backend="deepep")' in with_deepep
+    assert "moe_comm_backend" not in export_plan(TITAN_PLAN, QWEN, CLUSTER, plain, "torchtitan",
+                                                 "0.3").text
+    assert "DeepEP token dispatch" in _refusal(TITAN_PLAN, "torchtitan", QWEN, training=deep,
+                                               version="0.2")
+    cp_plan = make_plan([8], dp=4, tp=1, c=2, graph=QWEN)
+    cp_plan = Plan([StagePlan(st.layers, [replace(s, dp=2, cp=2) for s in st.strategies])
+                    for st in cp_plan.stages], cp_plan.microbatches, cp_plan.schedule)
+    ulysses = replace(TRAINING, runtime=runtime_named("torchtitan", cp_comm_type="a2a"))
+    assert "Ulysses context parallelism" in _refusal(cp_plan, "torchtitan", QWEN, training=ulysses)
+    gather = export_plan(cp_plan, QWEN, CLUSTER, plain, "torchtitan", "0.3").text
+    assert "context_parallel_degree = 2" in gather
+
+
+def test_deepspeed_refuses_deepep_dispatch():
+    deep = replace(TRAINING, runtime=runtime_named("deepspeed", moe_dispatcher="deepep"))
+    plan = make_plan([8], dp=8, tp=1, zero=3, ep=8, c=2)
+    assert "DeepEP token dispatch" in _refusal(plan, "deepspeed", training=deep)

@@ -227,3 +227,24 @@ def test_golden_files_pass_their_framework(name, tmp_path):
     else:
         pytest.importorskip("deepspeed")
         assert validate_deepspeed(text, 8, 2, 8).expert_parallel_config.autoep_size == 2
+
+
+def test_torchtitan_loads_a_deepep_plan(tmp_path):
+    """A plan priced with DeepEP: torchtitan 0.3's config manager loads the module and the
+    model's MoE layers carry DeepEP's token dispatcher config (the default plan: the
+    all-to-all one)."""
+    pytest.importorskip("torchtitan")
+    from dataclasses import replace
+
+    from autopar_opt.ir.runtime import runtime_named
+
+    spec = _spec("qwen3_30b_etp1", tmp_path)
+    base = _export(spec, "torchtitan", "0.3")
+    assert base is not None, "the golden Qwen3-30B plan no longer exports to torchtitan"
+    plain = validate_torchtitan(base.text, spec.cluster.num_devices, tmp_path)
+    assert "AllToAllTokenDispatcher" in repr(plain.model_spec.model)
+    training = replace(spec.training, runtime=runtime_named("torchtitan", moe_dispatcher="deepep"))
+    out = export_plan(spec.plan, spec.graph, spec.cluster, training, "torchtitan", "0.3")
+    config = validate_torchtitan(out.text, spec.cluster.num_devices, tmp_path)
+    model = repr(config.model_spec.model)
+    assert "DeepEPTokenDispatcher" in model and "AllToAllTokenDispatcher" not in model

@@ -254,6 +254,23 @@ def test_spec_target_errors_name_the_key(tmp_path):
                     "search: {schedules: [gpipe]}\n")
     with pytest.raises(SpecError, match=r"search.schedules\[0\] = 'gpipe': megatron does not run"):
         load_spec(path)
+    # a runtime the target cannot run: Ulysses on torchtitan, DeepEP on DeepSpeed
+    path.write_text("model: {zoo: debug-moe}\ncluster: {zoo: debug-2x4}\n"
+                    "training: {global_batch_size: 8, seq_len: 1024, runtime_options: "
+                    "{cp_comm_type: a2a}}\ntarget: torchtitan\nsearch: {cp_degrees: [1, 2]}\n")
+    with pytest.raises(SpecError, match=r"training.runtime_options.cp_comm_type = 'a2a': "
+                                        r"torchtitan has no Ulysses"):
+        load_spec(path)
+    path.write_text("model: {zoo: debug-moe}\ncluster: {zoo: debug-2x4}\n"
+                    "training: {global_batch_size: 8, runtime_options: {moe_dispatcher: deepep}}\n"
+                    "target: deepspeed\n")
+    with pytest.raises(SpecError, match=r"training.runtime_options.moe_dispatcher = 'deepep': "
+                                        r"DeepSpeed has no DeepEP"):
+        load_spec(path)
+    path.write_text("model: {zoo: debug-moe}\ncluster: {zoo: debug-2x4}\n"
+                    "training: {global_batch_size: 8, runtime_options: {moe_dispatcher: deepep}}\n"
+                    "target: torchtitan\n")
+    assert load_spec(path).space.target.framework == "torchtitan"   # torchtitan runs DeepEP
 
 
 def test_cli_solve_reports_the_target_and_the_price(tmp_path):
