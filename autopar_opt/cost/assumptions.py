@@ -153,11 +153,14 @@ def _attention(graph: LayerGraph, training: Training, arch: str) -> list[str]:
 
 
 #: What the torchtitan runtime assumes of its attention kernel (ir/runtime.py's source).
-TORCHTITAN_FLEX = ("torchtitan 0.3 runs its language models' attention with FlexAttention and "
-                   "block-causal document masks (sdpa is refused for them); priced as the "
-                   "kernel above on whole causal sequences: no FlexAttention measurement is "
-                   "in cost/data/attention_kernels.yaml, and documents shorter than the "
-                   "sequence would do less attention work than priced")
+TORCHTITAN_FLEX = ("torchtitan 0.3 runs its language models' attention with block-causal "
+                   "document masks, by default in FlexAttention (sdpa is refused for them); "
+                   "the torchtitan export asks for its varlen backend (the flash-attention "
+                   "kernel priced above) for Llama 3 and Qwen3 without context parallelism, "
+                   "and keeps FlexAttention otherwise, priced as the kernel above: no "
+                   "FlexAttention measurement is in cost/data/attention_kernels.yaml; whole "
+                   "causal sequences are priced, and documents shorter than the sequence "
+                   "would do less attention work")
 
 
 def _fill_source(kernel: str, causal: bool | None, head_dim: int) -> str:

@@ -27,6 +27,9 @@ checkpointing (:attr:`Recompute.op`: 0.3 ``SelectiveAC``, 0.2 ``mode = "selectiv
 ``selective_ac_option = "op"``) and, in 0.2 only, full checkpointing on every N-th
 block of each stage (``selective_ac_option = N``, :func:`layer_sac_pattern`; 0.3's
 ``SelectiveAC`` is per-op only, ``torchtitan/distributed/activation_checkpoint.py``).
+Attention: torchtitan's ``varlen`` backend (the flash-attention kernel the plan was
+priced with) where its decoder takes it, without context parallelism; FlexAttention,
+torchtitan's default, otherwise (:func:`varlen_attention`).
 Context parallelism keeps every head (a plan priced with Ulysses' head split,
 ``cp_comm_type`` ``a2a``, is refused; the spec refuses that runtime for a torchtitan
 target, ``spec/build_run.py``); a plan priced with DeepEP dispatch
@@ -249,12 +252,16 @@ def torchtitan_module(view: PlanView, header: str) -> str:
         lines.append("from torchtitan.distributed.activation_checkpoint import FullAC")
     elif ac_mode == "selective":
         lines.append("from torchtitan.distributed.activation_checkpoint import SelectiveAC")
+    # the attention kernel the plan was priced with (FlashAttention-2 class): torchtitan's
+    # varlen backend (torch.nn.attention.varlen, the flash-attention kernels) where it runs,
+    # FlexAttention (its default) with context parallelism or where varlen is not offered
+    extra = ', attn_backend="varlen"' if varlen_attention(module, view) else ""
     # the token dispatcher the plan was priced with: DeepEP is the registry's
     # moe_comm_backend 'deepep' (models/common/config_utils.py make_token_dispatcher_config)
-    backend = ', moe_comm_backend="deepep"' if view.has_moe and view.moe_dispatcher == "deepep" \
-        else ""
+    if view.has_moe and view.moe_dispatcher == "deepep":
+        extra += ', moe_comm_backend="deepep"'
     lines += ["", "", "def autopar_plan():", "    config = _base()",
-              f"    config.model_spec = model_registry({flav!r}{backend})"]
+              f"    config.model_spec = model_registry({flav!r}{extra})"]
     if view.arch is not None and view.arch.num_layers < layers:
         lines.append(f"    config.model_spec.model.layers = config.model_spec.model.layers"
                      f"[:{view.arch.num_layers}]   # the model's first {view.arch.num_layers} layers")
@@ -276,6 +283,20 @@ def torchtitan_module(view: PlanView, header: str) -> str:
         lines.append("    config.activation_checkpoint = None")
     lines.append("    return config")
     return "\n".join(lines) + "\n"
+
+
+#: torchtitan modules whose decoder takes ``attn_backend="varlen"`` (llama3, qwen3 0.3.0:
+#: their ``update_from_config`` refuses it only with context parallelism).
+VARLEN_MODULES = ("llama3", "qwen3")
+
+
+def varlen_attention(module: str, view: PlanView) -> bool:
+    """Whether the 0.3 export asks for torchtitan's varlen attention: the flash-attention
+    kernel the plan was priced with (``torch.nn.attention.varlen``), instead of
+    FlexAttention, torchtitan's default for language models. Not with context parallelism
+    ("Varlen attention is not supported with CP", ``models/llama3/model.py``) nor for a
+    module without it (DeepSeek-V3's MLA): there FlexAttention runs, stated with the plan."""
+    return module in VARLEN_MODULES and view.cp == 1
 
 
 def torchtitan_toml(view: PlanView, header: str) -> str:

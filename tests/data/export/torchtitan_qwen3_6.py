@@ -13,7 +13,7 @@ from torchtitan.distributed.activation_checkpoint import FullAC
 
 def autopar_plan():
     config = _base()
-    config.model_spec = model_registry('30B-A3B')
+    config.model_spec = model_registry('30B-A3B', attn_backend="varlen")
     config.model_spec.model.layers = config.model_spec.model.layers[:6]   # the model's first 6 layers
     config.parallelism.data_parallel_replicate_degree = 1
     config.parallelism.data_parallel_shard_degree = 2

@@ -358,7 +358,8 @@ def test_torchtitan_writes_deepep_and_refuses_what_it_cannot_run():
     deep = replace(TRAINING, runtime=runtime_named("torchtitan", moe_dispatcher="deepep"))
     plain = replace(TRAINING, runtime=runtime_named("torchtitan"))
     with_deepep = export_plan(TITAN_PLAN, QWEN, CLUSTER, deep, "torchtitan", "0.3").text
-    assert 'model_registry(\'30B-A3B\', moe_comm_backend="deepep")' in with_deepep
+    assert 'model_registry(\'30B-A3B\', attn_backend="varlen", moe_comm_backend="deepep")' \
+        in with_deepep
     assert "moe_comm_backend" not in export_plan(TITAN_PLAN, QWEN, CLUSTER, plain, "torchtitan",
                                                  "0.3").text
     assert "DeepEP token dispatch" in _refusal(TITAN_PLAN, "torchtitan", QWEN, training=deep,
@@ -370,6 +371,9 @@ def test_torchtitan_writes_deepep_and_refuses_what_it_cannot_run():
     assert "Ulysses context parallelism" in _refusal(cp_plan, "torchtitan", QWEN, training=ulysses)
     gather = export_plan(cp_plan, QWEN, CLUSTER, plain, "torchtitan", "0.3").text
     assert "context_parallel_degree = 2" in gather
+    # with context parallelism FlexAttention (torchtitan: "Varlen attention is not
+    # supported with CP"); without it the varlen (flash-attention) kernel the plan priced
+    assert "attn_backend" not in gather and 'attn_backend="varlen"' in with_deepep
 
 
 def test_deepspeed_refuses_deepep_dispatch():

@@ -243,6 +243,9 @@ def test_torchtitan_loads_a_deepep_plan(tmp_path):
     assert base is not None, "the golden Qwen3-30B plan no longer exports to torchtitan"
     plain = validate_torchtitan(base.text, spec.cluster.num_devices, tmp_path)
     assert "AllToAllTokenDispatcher" in repr(plain.model_spec.model)
+    # the flash-attention (varlen) kernel the plan was priced with, not FlexAttention
+    assert "VarlenAttention" in repr(plain.model_spec.model)
+    assert "FlexAttention" not in repr(plain.model_spec.model)
     training = replace(spec.training, runtime=runtime_named("torchtitan", moe_dispatcher="deepep"))
     out = export_plan(spec.plan, spec.graph, spec.cluster, training, "torchtitan", "0.3")
     config = validate_torchtitan(out.text, spec.cluster.num_devices, tmp_path)
