@@ -11,7 +11,9 @@ the Pyomo variables in ``var_refs``.
 
 Each solve runs in a forked child (:mod:`autopar_opt.solvers.isolate`): a crash
 inside HiGHS's C++ code fails that solve (retried once without presolve) instead
-of killing the command.
+of killing the command, and a child still running :func:`deadline_s` after it
+started (its time limit and a grace) is stopped, so the caller's time limit holds
+where HiGHS does not check its own (root cut separation).
 """
 
 from __future__ import annotations
@@ -22,11 +24,24 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from autopar_opt.solvers.base import Backend, Feature, SolverMismatch, within_requested_gap
-from autopar_opt.solvers.isolate import SolverCrashed, isolation_enabled, run_forked
+from autopar_opt.solvers.isolate import SolverCrashed, SolverTimedOut, isolation_enabled, run_forked
 from autopar_opt.core.result import ProblemClass, SolveResult, Termination
 
 if TYPE_CHECKING:   # the matrix module imports scipy.sparse: loaded when a model is solved
     from autopar_opt.core.matrix import MatrixForm
+
+#: A solve's child is stopped this long after its time limit (s, and as a fraction of
+#: the limit, whichever is larger): HiGHS returns within a fraction of a second of its
+#: limit where it checks it, and loading the model in the child precedes its clock.
+DEADLINE_GRACE_S, DEADLINE_GRACE_FRACTION = 1.5, 0.05
+
+
+def deadline_s(time_limit_s: float | None) -> float | None:
+    """When a solve's child is stopped: its time limit plus the grace (None: no limit)."""
+    if time_limit_s is None:
+        return None
+    return time_limit_s + max(DEADLINE_GRACE_S, DEADLINE_GRACE_FRACTION * time_limit_s)
+
 
 #: HighsModelStatus name -> Termination (limits resolved by incumbent presence).
 _STATUS: dict[str, Termination] = {
@@ -103,15 +118,23 @@ class HighsBackend(Backend):
             try:
                 (result, pass_s, solve_s), interrupted = run_forked(
                     lambda stop: _solve(form, time_limit_s, rel_gap, warm_start, options, version,
-                                        stop), "HiGHS")
+                                        stop), "HiGHS", deadline_s(time_limit_s))
+            except SolverTimedOut as late:
+                result, pass_s, interrupted = _timed_out(late, time_limit_s, version), 0.0, False
+                solve_s = time.perf_counter() - start
             except SolverCrashed as crash:
                 # HiGHS's crashes are path-dependent (any option or coefficient change moves
                 # them): once more without presolve on the time left, then give up
                 left = None if time_limit_s is None else \
                     max(time_limit_s - (time.perf_counter() - start), 0.1)
-                (result, pass_s, solve_s), interrupted = run_forked(
-                    lambda stop: _solve(form, left, rel_gap, warm_start,
-                                        {**options, "presolve": "off"}, version, stop), "HiGHS")
+                try:
+                    (result, pass_s, solve_s), interrupted = run_forked(
+                        lambda stop: _solve(form, left, rel_gap, warm_start,
+                                            {**options, "presolve": "off"}, version, stop),
+                        "HiGHS", deadline_s(left))
+                except SolverTimedOut as late:
+                    result, pass_s, interrupted = _timed_out(late, left, version), 0.0, False
+                    solve_s = time.perf_counter() - start
                 retried = f"{crash}; solved again without presolve"
         else:
             h, pass_s = _load(form, time_limit_s, rel_gap, warm_start, options)
@@ -139,6 +162,17 @@ class HighsBackend(Backend):
         return result.with_(wall_time_s=time.perf_counter() - start,
                             timings={"build": form.compile_s if form is model else 0.0,
                                      "translate": translate + pass_s, "solve": solve_s})
+
+
+def _timed_out(late: SolverTimedOut, time_limit_s: float | None, version: str) -> SolveResult:
+    """The result of a solve stopped at its deadline: no plan, no bound from it."""
+    import math
+    return SolveResult(termination=Termination.time_limit_no_solution, primal=None,
+                       lower_bound=-math.inf, wall_time_s=0.0, solver="highs",
+                       solver_version=version,
+                       message=f"{late}: HiGHS ran past its time limit of {time_limit_s:.3g} s "
+                               "(its root cut separation does not check it); no plan or bound "
+                               "from this solve")
 
 
 def _solve(form: "MatrixForm", time_limit_s: float | None, rel_gap: float, warm_start: bool,

@@ -7,7 +7,8 @@ spec under ``specs/``, then records:
 * the fleet solve as a user types it (``autopar solve SPEC --json``, wall clock,
   CPU and peak memory of the child: benchmarks/clitime.py), its status, gap,
   chosen shape and split, iteration time;
-* each group alone (its own spec, the same search space): the better
+* each group alone (its own spec, the same search space: ``target: none``, the
+  fleet's free per-layer space, 1F1B): the better
   homogeneous sub-cluster, and how much faster the fleet's plan is;
 * the Metis-style heuristic (autopar_opt/search/metis_baseline.py: Um et al.,
   ATC'24, reimplemented under our cost model), its plan's iteration time and
@@ -84,7 +85,10 @@ def specs(limit: float, solver_name: str | None = None) -> list[tuple[str, Path,
                 gpus = g["nodes"] * 8       # the fleet's one-group space: pp dividing the group
                 search = {**base["search"], "pp_degrees": [p for p in base["search"]["pp_degrees"]
                                                            if gpus % p == 0]}
-                one = {**base, "search": search,
+                # target none: the fleet's free per-layer space (1F1B); without it the group
+                # alone would search its runtime's target default (megatron: interleaved too),
+                # a larger space than the fleet's one-group shapes
+                one = {**base, "search": search, "target": "none",
                        "cluster": {"name": f"{g['name']}x{g['nodes']}", "device": g["device"],
                                    "nodes": g["nodes"], "gpus_per_node": 8}, "solver": solver}
                 p = HERE / "specs" / f"{model}_{g['name']}x{g['nodes']}.yaml"
@@ -197,7 +201,9 @@ def write(rows: list[dict], started, args) -> None:
         f"(time limit {args.time_limit:g} s and gap 1% from the spec; solver: "
         f"{'`' + args.solver + '`, forced in the spec' if args.solver else 'none named, so the default route `auto`'})"
         "; each group alone: the same "
-        "search space on that group's cluster (`specs/MODEL_GROUPxNODES.yaml`); Metis-style: "
+        "search space on that group's cluster (`specs/MODEL_GROUPxNODES.yaml`, `target: none`: the "
+        "fleet's free per-layer space with 1F1B, not the megatron default's interleaved schedule "
+        "too); Metis-style: "
         "`autopar_opt.search.metis_baseline.metis_plan` in this process, capped at "
         f"{args.metis_limit:g} s. Link between the pods: 25 GB/s per GPU, 20 µs.", "",
         "Target: proven within 1% in <= 60 s (wall clock of the whole command).", "",

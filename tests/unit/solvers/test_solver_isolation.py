@@ -98,3 +98,33 @@ def test_highs_retries_without_presolve_after_a_crash(monkeypatch):
     with pytest.raises(SolverCrashed):
         get_backend("highs").solve_model(_model(), ProblemClass.milp, time_limit_s=10,
                                          rel_gap=1e-9)
+
+
+def test_a_child_past_its_deadline_is_stopped():
+    """A child that has not answered by its deadline is killed and SolverTimedOut raised
+    (the work would sleep 60 s: without the kill this test would return its value); a
+    child that answers in time is unaffected by the deadline."""
+    from autopar_opt.solvers.isolate import SolverTimedOut
+
+    with pytest.raises(SolverTimedOut, match=r"HiGHS had not answered 0.3 s after it started"):
+        run_forked(lambda stop: time.sleep(60) or "late", "HiGHS", deadline_s=0.3)
+    assert run_forked(lambda stop: "on time", "work", deadline_s=30.0)[0] == "on time"
+
+
+def test_highs_past_its_time_limit_returns_no_plan_and_says_why(monkeypatch):
+    """HiGHS's root cut separation does not check its time limit (benchmarks/runnable:
+    8.4 s past a 20 s limit): the backend stops the child at the limit plus the grace
+    (highs.deadline_s) and answers 'time limit, no solution' with the reason."""
+    assert highs_module.deadline_s(20.0) == pytest.approx(21.5)     # 1.5 s grace
+    assert highs_module.deadline_s(100.0) == pytest.approx(105.0)   # 5% of the limit
+    assert highs_module.deadline_s(None) is None
+
+    def overruns(form, time_limit_s, rel_gap, warm_start, options, version, stop):
+        time.sleep(60)
+    monkeypatch.setattr(highs_module, "_solve", overruns)
+    monkeypatch.setattr(highs_module, "DEADLINE_GRACE_S", 0.2)
+    res = get_backend("highs").solve_model(_model(), ProblemClass.milp, time_limit_s=0.1,
+                                           rel_gap=1e-9)
+    assert res.termination is Termination.time_limit_no_solution and res.primal is None
+    assert res.lower_bound == float("-inf")
+    assert "ran past its time limit of 0.1 s" in res.message
