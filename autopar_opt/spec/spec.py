@@ -31,7 +31,7 @@ from autopar_opt.spec.loader import INCLUDABLE, read_mapping, resolve_includes
 from autopar_opt.spec.schema import FleetClusterSpec, SpecFile
 from autopar_opt.spec.build_fleet import build_fleet
 from autopar_opt.spec.translate import problems_from_validation
-from autopar_opt.ir.training import SearchSpace, Training
+from autopar_opt.ir.training import Schedule, SearchSpace, Training
 
 
 @dataclass(eq=False)
@@ -139,6 +139,15 @@ def _build_fleet_spec(model: SpecFile, data: dict[str, Any], path: Path, graph: 
     else:
         target, notice = build_target(model.target, graph, training, model.search, out)
     space = build_space(model.search, None if several else first, graph, training, out, target)
+    if several:
+        # the fleet's configurations carry no virtual-pipeline degree (search/fleet.py):
+        # an interleaved schedule listed here was searched as 1F1B, without a word
+        for i, sched in enumerate(model.search.schedules or ()):
+            if Schedule(sched) is Schedule.interleaved:
+                out.add(f"search.schedules[{i}]", sched, "the interleaved schedule is not "
+                        "searched on a fleet of several groups (its configurations have no "
+                        "virtual pipeline stages)", "drop it (a fleet searches 1F1B and GPipe), "
+                        "or write a spec for one group, where Megatron's interleaving is searched")
     if several and model.search.stage_devices != "congruent":
         out.add("search.stage_devices", model.search.stage_devices, "free stage sizes are not "
                 "searched on a fleet of several groups (each group is split into congruent stages)",

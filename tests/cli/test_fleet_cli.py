@@ -74,6 +74,7 @@ def test_spec_mistakes_are_listed_with_their_fix(tmp_path: Path) -> None:
                                      "nics_per_node": 1})
     bad["cluster"]["links"][0]["between"] = ["a100", "b100"]
     bad["search"]["stage_devices"] = "free"
+    bad["search"]["schedules"] = ["1f1b", "interleaved"]
     with pytest.raises(SpecError) as err:
         load_spec(_write(tmp_path, bad))
     text = str(err.value)
@@ -82,6 +83,10 @@ def test_spec_mistakes_are_listed_with_their_fix(tmp_path: Path) -> None:
     assert "states the inter-node link twice" in text
     assert "no link between these groups" in text and "add {between: [a100, v100]" in text
     assert "free stage sizes are not searched" in text
+    # searched as 1F1B without a word before: the fleet's configurations have no vp
+    assert "search.schedules[1] = 'interleaved': the interleaved schedule is not searched on a " \
+        "fleet of several groups" in text
+    assert "search.schedules[0]" not in text
     code, out = run_cli("solve", _write(tmp_path, bad, "bad.yaml"))
     assert code == 2 and "Traceback" not in out
 
