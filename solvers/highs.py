@@ -116,25 +116,15 @@ class HighsBackend(Backend):
             import highspy  # noqa: F401 - loaded once here; every forked solve inherits it
 
             try:
-                (result, pass_s, solve_s), interrupted = run_forked(
-                    lambda stop: _solve(form, time_limit_s, rel_gap, warm_start, options, version,
-                                        stop), "HiGHS", deadline_s(time_limit_s))
-            except SolverTimedOut as late:
-                result, pass_s, interrupted = _timed_out(late, time_limit_s, version), 0.0, False
-                solve_s = time.perf_counter() - start
+                (result, pass_s, solve_s), interrupted = _solve_forked(
+                    form, time_limit_s, rel_gap, warm_start, options, version)
             except SolverCrashed as crash:
                 # HiGHS's crashes are path-dependent (any option or coefficient change moves
                 # them): once more without presolve on the time left, then give up
                 left = None if time_limit_s is None else \
                     max(time_limit_s - (time.perf_counter() - start), 0.1)
-                try:
-                    (result, pass_s, solve_s), interrupted = run_forked(
-                        lambda stop: _solve(form, left, rel_gap, warm_start,
-                                            {**options, "presolve": "off"}, version, stop),
-                        "HiGHS", deadline_s(left))
-                except SolverTimedOut as late:
-                    result, pass_s, interrupted = _timed_out(late, left, version), 0.0, False
-                    solve_s = time.perf_counter() - start
+                (result, pass_s, solve_s), interrupted = _solve_forked(
+                    form, left, rel_gap, warm_start, {**options, "presolve": "off"}, version)
                 retried = f"{crash}; solved again without presolve"
         else:
             h, pass_s = _load(form, time_limit_s, rel_gap, warm_start, options)
@@ -164,15 +154,25 @@ class HighsBackend(Backend):
                                      "translate": translate + pass_s, "solve": solve_s})
 
 
-def _timed_out(late: SolverTimedOut, time_limit_s: float | None, version: str) -> SolveResult:
-    """The result of a solve stopped at its deadline: no plan, no bound from it."""
-    import math
-    return SolveResult(termination=Termination.time_limit_no_solution, primal=None,
-                       lower_bound=-math.inf, wall_time_s=0.0, solver="highs",
-                       solver_version=version,
-                       message=f"{late}: HiGHS ran past its time limit of {time_limit_s:.3g} s "
-                               "(its root cut separation does not check it); no plan or bound "
-                               "from this solve")
+def _solve_forked(form: "MatrixForm", time_limit_s: float | None, rel_gap: float,
+                  warm_start: bool, options: dict[str, Any], version: str
+                  ) -> tuple[tuple[SolveResult, float, float], bool]:
+    """:func:`_solve` in a forked child (:func:`run_forked`), stopped at
+    :func:`deadline_s`: ((the result, seconds passing the model, seconds solving),
+    whether a stop was requested). A child stopped at its deadline answers "time
+    limit, no solution", no plan or bound from it, and says why."""
+    began = time.perf_counter()
+    try:
+        return run_forked(lambda stop: _solve(form, time_limit_s, rel_gap, warm_start, options,
+                                              version, stop), "HiGHS", deadline_s(time_limit_s))
+    except SolverTimedOut as late:
+        import math
+        result = SolveResult(
+            termination=Termination.time_limit_no_solution, primal=None, lower_bound=-math.inf,
+            wall_time_s=0.0, solver=HighsBackend.name, solver_version=version,
+            message=f"{late}: HiGHS ran past its time limit of {time_limit_s:.3g} s (its root "
+                    "cut separation does not check it); no plan or bound from this solve")
+        return (result, 0.0, time.perf_counter() - began), False
 
 
 def _solve(form: "MatrixForm", time_limit_s: float | None, rel_gap: float, warm_start: bool,

@@ -33,6 +33,7 @@ import os
 import pickle
 import select
 import signal
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -62,8 +63,6 @@ def run_forked(work: Callable[[Callable[[], bool]], Any], label: str,
     :class:`SolverCrashed` naming ``label`` and the signal; a child that has not
     answered ``deadline_s`` seconds after the fork is killed and
     :class:`SolverTimedOut` raised."""
-    import time
-
     from autopar_opt.core.interrupts import STOP_SIGNALS, SearchInterrupted
 
     began = time.monotonic()
