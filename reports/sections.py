@@ -347,7 +347,8 @@ def plan_degree_lines(plan: dict) -> list[str]:
             s = Strategy.from_dict(data)
             text = f"dp{s.dp} tp{s.tp} cp{s.cp}" + (f" ep{s.ep}" if s.ep > 1 else "") + \
                 (f" etp{s.expert_tp}" if s.etp else "") + (" sp" if s.sp else "") + \
-                f" ZeRO-{s.zero} recompute {s.recompute.value}"
+                f" ZeRO-{s.zero}" + (f" shard {s.zero_group} (hybrid x{s.replicas})" if s.zero_group else "") + \
+                f" recompute {s.recompute.value}"
             seen[text] = seen.get(text, 0) + 1
         label = "; ".join(t if len(seen) == 1 else f"{n} x {t}" for t, n in seen.items())
         rows.append((i, len(st["layers"]), label))

@@ -158,7 +158,8 @@ def build_run(rec: RunRecord) -> ModeledRun:
     recompute = rec.recompute
     if recompute is Recompute.selective and graph.layers[1].act_attn_bytes == 0:
         recompute = Recompute.none     # FlashAttention keeps no attention core to drop
-    strategy = Strategy(par.dp, par.tp, par.cp, par.sp, par.zero if par.dp > 1 else 0, recompute)
+    strategy = Strategy(par.dp, par.tp, par.cp, par.sp, par.zero if par.dp > 1 else 0, recompute,
+                        zero_group=par.zero_group)
     plan = None
     samples = b.micro_batch * par.dp
     if rec.kind == "per_layer":

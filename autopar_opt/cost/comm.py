@@ -282,10 +282,37 @@ def _unit_gather_scatter(layer: Layer, s: Strategy, ctx: StageContext) -> tuple[
     dense, expert = moe.split_params(layer, s)
 
     def unit(nbytes_per_param: float, kind: str, calls: int = 1) -> float:
-        t = calls * collective(ctx, kind, s.dp * s.cp, s.tp, dense * nbytes_per_param / calls)
-        return t + (collective(ctx, kind, s.edp, moe.expert_stride(s), expert * nbytes_per_param)
-                    if expert else 0.0)
-    return unit(w_bytes, "all_gather", zero3_gather_calls(layer, ctx)), unit(g_bytes, "reduce_scatter")
+        t = calls * collective(ctx, kind, s.shard_group(s.dp * s.cp), s.tp,
+                               dense * nbytes_per_param / calls)
+        return t + (collective(ctx, kind, s.shard_group(s.edp), moe.expert_stride(s),
+                               expert * nbytes_per_param) if expert else 0.0)
+    gather = unit(w_bytes, "all_gather", zero3_gather_calls(layer, ctx))
+    return gather, unit(g_bytes, "reduce_scatter") + replica_all_reduce(ctx, s, dense, expert, g_bytes)
+
+
+def replica_all_reduce(ctx: StageContext, s: Strategy, dense: float, expert: float,
+                       nbytes_per_param: float) -> float:
+    """Seconds of hybrid sharding's all-reduce of the reduced gradient shard
+    across the replicas (0 without hybrid sharding): after the reduce-scatter
+    inside each shard group, each rank all-reduces its shard, ``local /
+    shard_group`` parameters, with the rank holding the same shard in every
+    other group: ``replicas`` ranks spaced ``stride · shard_group`` apart
+    (FSDP2 ``foreach_reduce``: reduce-scatter over the shard mesh dimension,
+    then all-reduce over the replicate dimension; Megatron-Core
+    ``param_and_grad_buffer``: reduce-scatter in the intra-partial group, then
+    all-reduce in the inter-partial group; Zhao et al. 2023, Sec. 3.2.2).
+    ``dense``/``expert``: the layer's local parameters of each kind
+    (:func:`autopar_opt.cost.moe.split_params`); priced by NCCL's model like
+    every collective."""
+    if s.replicas <= 1:
+        return 0.0
+    t = 0.0
+    for local, group, stride in ((dense, s.dp * s.cp, s.tp), (expert, s.edp, moe.expert_stride(s))):
+        if local > 0 and group > 1:
+            shard = s.shard_group(group)
+            t += collective(ctx, "all_reduce", s.replicas, stride * shard,
+                            local * nbytes_per_param / shard)
+    return t
 
 
 def zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
@@ -386,7 +413,10 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
 
     Gradient reduction over the dp×cp group: an all-reduce, or with ZeRO-1/2 a
     reduce-scatter + all-gather of the same total volume (ZeRO-3 reduced per
-    micro-batch already), sent in the framework's gradient buckets
+    micro-batch already); with hybrid sharding the reduce-scatter and the
+    all-gather run inside the shard group and the shard is all-reduced across
+    the replicas between them (Megatron-Core ``--num-distributed-optimizer-instances``,
+    :func:`replica_all_reduce`), sent in the framework's gradient buckets
     (:func:`grad_bucket_messages`) and priced by NCCL's model. With ``grad_reduce_overlap`` the
     reduction of a layer's gradient bucket runs while the last micro-batch's
     backward continues: window = the layer's backward (one bucket per layer;
@@ -414,8 +444,12 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
                 raw += ar
                 comm += exposed(ar, bwd_window)
             else:
-                rs = collective(ctx, "reduce_scatter", group, stride, local * g_bytes, msgs)
-                ag = collective(ctx, "all_gather", group, stride, local * w_bytes, msgs)
+                sg = s.shard_group(group)     # hybrid: the shard group, then the replicas
+                rs = collective(ctx, "reduce_scatter", sg, stride, local * g_bytes, msgs)
+                if s.replicas > 1:
+                    rs += collective(ctx, "all_reduce", s.replicas, stride * sg,
+                                     local * g_bytes / sg, msgs)
+                ag = collective(ctx, "all_gather", sg, stride, local * w_bytes, msgs)
                 raw += rs + ag
                 comm += exposed(rs, bwd_window) + exposed(ag, fwd_window)
         shard += local / s.zero_divisors(group)[2]

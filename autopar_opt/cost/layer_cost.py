@@ -75,7 +75,7 @@ def unsharded_held_parts(layer: Layer, s: Strategy, ctx: StageContext
         return 0.0, 0.0, 0.0
     w_bytes, g_bytes = zero3_bytes(ctx.training)
     dense, expert = moe.split_params(layer, s)
-    gathered = dense + (expert if s.edp > 1 else 0.0)
+    gathered = dense + (expert if s.shard_group(s.edp) > 1 else 0.0)
     if accumulates_unsharded(s, ctx):
         sharded = weight_parts(layer, s, ctx.training)[1]     # ``layer`` is held_layer's
         held = (dense + expert) * g_bytes - sharded

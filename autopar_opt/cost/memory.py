@@ -276,7 +276,7 @@ def working_set_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
     if s.zero >= 3 and s.dp * s.cp > 1 and layer.params > 0:
         w_bytes, g_bytes = zero3_bytes(training)    # the bytes zero3_comm moves
         dense, expert = moe.split_params(layer, s)   # MoE: experts sharded over edp only
-        gathered = dense + (expert if s.edp > 1 else 0.0)
+        gathered = dense + (expert if s.shard_group(s.edp) > 1 else 0.0)
         units = 2 if training.runtime.fsdp_prefetch else 1
         if training.runtime.reshards_after_forward(tie_active):
             out += gathered * (units * w_bytes + g_bytes)

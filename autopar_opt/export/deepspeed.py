@@ -15,7 +15,8 @@ Rules: ZeRO-2/3 cannot be combined with pipeline parallelism (the pipeline engin
 supports ZeRO stage 0/1); the stage split is ``partition_method="uniform"``
 (``partition_uniform`` over the layer specs: the first ``L mod pp`` stages get
 one layer more); no context parallelism and no Megatron sequence parallelism
-(AutoTP shards weights only); AutoEP: ``expert_tensor_parallel_size`` 1
+(AutoTP shards weights only); no hybrid sharding (MiCS, ``mics_shard_size``, was
+removed in 0.19); AutoEP: ``expert_tensor_parallel_size`` 1
 (``validate_folding_global``), with AutoTP folding only ``pp = 1``, the expert
 width ``ep`` tiling a stage's ``dp·tp`` ranks; recomputation all or nothing.
 """
@@ -49,6 +50,14 @@ def deepspeed_rules(view: PlanView, chain: bool) -> list[str]:
     if view.pp > 1 and view.zero >= 2:
         out.append(f"ZeRO-{view.zero} with pipeline parallelism (DeepSpeed's pipeline engine "
                    "supports ZeRO-0/1 only)")
+    if view.replicas > 1:
+        # DeepSpeed 0.19 removed MiCS (runtime/config.py _REMOVED_ZERO_CONFIG_KEYS,
+        # deepspeedai/DeepSpeed#8489); ZeRO++'s hpZ keeps a secondary copy of the
+        # gathered weights only, not hybrid sharding's replicated shards
+        out.append(f"hybrid sharding (ZeRO-{view.zero} over {view.zero_group} ranks, "
+                   f"{view.replicas} replicas): DeepSpeed 0.19 removed MiCS, its hybrid "
+                   "sharding; export to megatron or torchtitan, or search with "
+                   "hybrid_sharding: [false]")
     if view.cp > 1:
         out.append("context parallelism: the DeepSpeed export writes no sequence-parallel "
                    "group (DeepSpeed-Ulysses' sequence_parallel_size is not exported; a "

@@ -40,7 +40,12 @@ micro-batch rule (:func:`_vp_rules`) runs only inside the schedule on a GPU. The
   requires the `fsdp_dtensor` checkpointing format.", arguments.py) and
   ``CUDA_DEVICE_MAX_CONNECTIONS`` other than 1 ("FSDP always requires
   CUDA_DEVICE_MAX_CONNECTIONS value large than one"); tensor or context
-  parallelism without FSDP needs it set to 1 on Hopper and earlier;
+  parallelism without FSDP needs it set to 1 on Hopper and earlier; hybrid
+  sharding (a shard group per node, replicated across nodes) is
+  ``--num-distributed-optimizer-instances R`` for either form (the distributed
+  optimizer's intra-partial groups, consecutive chunks of the dp-cp ranks, with
+  an all-reduce across them; Megatron-FSDP's ``enable_hsdp``;
+  ``parallel_state.initialize_model_parallel``);
 * recomputation ``--recompute-granularity full|selective``, ``--recompute-method
   uniform|block``, ``--recompute-num-layers N`` (block: the first N layers of every
   pipeline stage);
@@ -302,6 +307,8 @@ def megatron_args(view: PlanView) -> list[str]:
     elif view.zero >= 2:
         args += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", _FSDP[view.zero],
                  "--ckpt-format", "fsdp_dtensor"]
+    if view.zero >= 1 and view.replicas > 1:
+        args += ["--num-distributed-optimizer-instances", str(view.replicas)]
     args += _recompute_args(view) or []
     args += _split_args(view)
     if view.vp_chunks > 1:
@@ -391,6 +398,9 @@ def bridge_overrides(view: PlanView) -> dict[str, dict]:
     }
     if fsdp:
         out["ddp"]["data_parallel_sharding_strategy"] = _FSDP[view.zero]
+    if view.zero >= 1 and view.replicas > 1:
+        # initialize.py passes it to the parallel state (its intra/inter-partial groups)
+        out["ddp"]["num_distributed_optimizer_instances"] = view.replicas
     if view.dtype in ("bf16", "fp16", "fp8"):
         # Bridge's registered recipes (training/mixed_precision.py); FP8 as its
         # performance recipes run it (current scaling)
@@ -410,7 +420,8 @@ def _parser() -> argparse.ArgumentParser:
                           ("--num-virtual-stages-per-pipeline-rank", None),
                           ("--num-layers-per-virtual-pipeline-stage", None),
                           ("--decoder-first-pipeline-num-layers", None),
-                          ("--decoder-last-pipeline-num-layers", None), ("--num-layers", None)):
+                          ("--decoder-last-pipeline-num-layers", None), ("--num-layers", None),
+                          ("--num-distributed-optimizer-instances", 1)):
         p.add_argument(flag, type=int, default=default)
     for flag in ("--sequence-parallel", "--use-distributed-optimizer", "--use-megatron-fsdp"):
         p.add_argument(flag, action="store_true")

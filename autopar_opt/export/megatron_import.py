@@ -117,7 +117,15 @@ def plan_from_megatron(args: argparse.Namespace, graph: LayerGraph, cluster: Clu
         raise MegatronArgsError("virtual pipeline stages with --pipeline-model-parallel-size 1 "
                                 "(Megatron-LM validate_args: the interleaved schedule needs a "
                                 "pipeline-model-parallel size greater than 1)")
-    base = Strategy(dp, tp, cp, bool(args.sequence_parallel) and tp > 1, _zero(args))
+    zero, instances = _zero(args), args.num_distributed_optimizer_instances or 1
+    if instances > 1 and (not zero or (dp * cp) % instances):
+        raise MegatronArgsError(
+            f"--num-distributed-optimizer-instances {instances} needs a sharded optimizer "
+            f"(--use-distributed-optimizer or --use-megatron-fsdp) and must divide dp*cp = "
+            f"{dp * cp} (parallel_state: 'Data parallel size should be divisible by partial "
+            "DistOpt shard factor')")
+    base = Strategy(dp, tp, cp, bool(args.sequence_parallel) and tp > 1, zero,
+                    zero_group=dp * cp // instances if instances > 1 else 0)
     return _assemble(graph, counts, base, args, gbs // (mbs * dp), vp)
 
 

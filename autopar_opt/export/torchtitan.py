@@ -13,7 +13,8 @@ from the family's registered config function, sets the model flavour
 Rules (``ParallelDims._validate``: ``dp_replicate·dp_shard·cp·tp·pp`` = world
 size): data parallelism is DDP (``data_parallel_replicate_degree``, ZeRO-0) or
 FSDP2 (``data_parallel_shard_degree``; parameters resharded after forward =
-ZeRO-3, kept, ``fsdp_reshard_after_forward = "never"``, = ZeRO-2); no ZeRO-1
+ZeRO-3, kept, ``fsdp_reshard_after_forward = "never"``, = ZeRO-2; both degrees
+above 1: hybrid sharding, HSDP, the shard group ``dp_shard × cp``); no ZeRO-1
 form; activation checkpointing full or none per model. Experts: 0.3 builds the
 expert mesh ``(pp, dp_replicate, efsdp, ep)`` with ``efsdp = fsdp·tp/ep`` (no
 expert TP, ``ep`` divides ``dp_shard·cp·tp``); 0.2 ``(pp, dp_replicate, efsdp,
@@ -85,6 +86,9 @@ def torchtitan_rules(view: PlanView, chain: bool, version: str = "0.3") -> list[
     if view.zero == 1 and view.dp * view.cp > 1:
         out.append("ZeRO-1 (optimizer-state sharding only): torchtitan shards with FSDP2 "
                    "(ZeRO-2 or ZeRO-3) or replicates (DDP)")
+    if view.replicas > 1 and view.zero_group % view.cp:
+        out.append(f"hybrid sharding over {view.zero_group} ranks with cp={view.cp}: torchtitan's "
+                   "FSDP mesh is dp_shard x cp, so a shard group holds whole cp groups")
     if version == "0.2" and view.tp > 1 and not view.sp:
         out.append("tp > 1 without sequence parallelism: torchtitan 0.2's tensor parallelism "
                    "always shards the norms' sequence")
@@ -133,7 +137,12 @@ def torchtitan_rules(view: PlanView, chain: bool, version: str = "0.3") -> list[
 
 
 def _shard(view: PlanView) -> int:
-    return view.dp if view.zero >= 2 else 1
+    """``data_parallel_shard_degree``: the data-parallel ranks of one FSDP group
+    (all ``dp``, or ``zero_group / cp`` under hybrid sharding, HSDP: torchtitan's
+    FSDP mesh is ``dp_shard × cp`` and ``dp_replicate`` copies it); 1 without FSDP."""
+    if view.zero < 2:
+        return 1
+    return view.zero_group // view.cp if view.replicas > 1 else view.dp
 
 
 def _parts(view: PlanView) -> list[list[str]]:
@@ -342,11 +351,14 @@ def plan_from_torchtitan(config: dict[str, Any], graph: LayerGraph, world: int) 
                          f"!= world size {world}")
     zero = 0 if shard == 1 else (
         3 if par.get("fsdp_reshard_after_forward", "default") in ("always", "default") else 2)
+    # HSDP: dp_replicate copies of a dp_shard x cp shard group (0: the whole dp·cp group)
+    zero_group = shard * cp if zero and rep > 1 else 0
     ac = config.get("activation_checkpoint", {})
     option = str(ac.get("selective_ac_option", "2"))   # torchtitan's default option
     rc = {"full": Recompute.full, "selective": Recompute.op if option == "op" else None}.get(
         ac.get("mode"), Recompute.none)
-    base = Strategy(rep * shard, tp, cp, tp > 1 and par.get("enable_sequence_parallel", True), zero)
+    base = Strategy(rep * shard, tp, cp, tp > 1 and par.get("enable_sequence_parallel", True), zero,
+                    zero_group=zero_group)
     mbs = par.get("pipeline_parallel_microbatch_size", tr["local_batch_size"]) if pp > 1 \
         else tr["local_batch_size"]
     c = tr["global_batch_size"] // (mbs * rep * shard)

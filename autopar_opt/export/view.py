@@ -79,6 +79,14 @@ class PlanView:
     cp_comm_type: str = "p2p"
     #: the token dispatcher as priced (runtime ``moe_dispatcher``)
     moe_dispatcher: str = "alltoall"
+    #: copies of each ZeRO shard under hybrid sharding (1: ZeRO over the whole dp·cp
+    #: group; :mod:`autopar_opt.ir.strategies`)
+    replicas: int = 1
+
+    @property
+    def zero_group(self) -> int:
+        """Ranks of one ZeRO shard group: ``dp·cp / replicas``."""
+        return self.dp * self.cp // self.replicas
 
     @property
     def blocks_per_stage(self) -> list[int]:
@@ -126,6 +134,8 @@ def plan_view(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Trainin
     cp = pick("cp", lambda l, s: True, lambda s: s.cp, 1)
     sp = pick("sequence parallelism", lambda l, s: s.tp > 1 and l.supports_sp, lambda s: s.sp, False)
     zero = pick("ZeRO level", lambda l, s: l.params > 0 and s.dp * s.cp > 1, lambda s: s.zero, 0)
+    replicas = pick("hybrid-sharding replicas", lambda l, s: l.params > 0 and s.dp * s.cp > 1,
+                    lambda s: s.replicas, 1)
     ep = pick("ep", lambda l, s: l.is_moe, lambda s: s.ep, 1)
     etp = pick("etp (expert tensor parallelism)", lambda l, s: l.is_moe, lambda s: s.expert_tp, tp)
     odd = [n for n, l, s in rows if l.kind not in BLOCK_KINDS and s.recompute is not Recompute.none]
@@ -158,7 +168,7 @@ def plan_view(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Trainin
         moe_grouped_gemm=training.runtime.moe_grouped_gemm,
         moe_one_kernel=training.runtime.moe_expert_kernels == "grouped",
         cp_comm_type=training.runtime.cp_comm_type,
-        moe_dispatcher=training.runtime.moe_dispatcher)
+        moe_dispatcher=training.runtime.moe_dispatcher, replicas=replicas)
 
 
 def common_rules(view: PlanView, target: str, chain: bool) -> list[str]:

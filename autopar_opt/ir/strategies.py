@@ -18,6 +18,22 @@ so an ep group is ``ep`` ranks spaced ``etp`` apart: with ``etp < tp`` it
 spans tensor-parallel ranks as well as data/context-parallel ones.
 ``etp·ep`` must divide the stage's devices and ``ep`` the number of experts
 (``--num-experts`` divisible by ``--expert-model-parallel-size``).
+
+Hybrid sharding (``Strategy.zero_group``): ZeRO shards over groups of
+``zero_group`` consecutive ranks of the stage's ``dp × cp`` group and keeps
+``replicas = dp·cp / zero_group`` copies of each shard, one per group, whose
+gradients are all-reduced across the replicas (PyTorch FSDP ``HYBRID_SHARD``,
+Zhao et al. 2023, Sec. 3.2.2 "hybrid sharding", FSDP2 on a 2-D mesh;
+torchtitan ``data_parallel_replicate_degree × data_parallel_shard_degree``;
+Megatron-Core ``--num-distributed-optimizer-instances``, whose intra-partial
+groups are consecutive chunks of the dp-cp ranks,
+``parallel_state.initialize_model_parallel``; DeepSpeed's MiCS, Zhang et al.
+2022, until its removal in DeepSpeed 0.19). The search offers the group of the
+``dp × cp`` ranks inside one node (``gpus_per_node / tp``, the recipe of each
+of them), a multiple of ``cp`` (torchtitan shards over ``dp_shard × cp``);
+routed experts shard over ``edp / replicas`` (Megatron-Core: the expert
+data-parallel size divisible by the instances; torchtitan's expert mesh
+``(dp_replicate, efsdp, ep)``).
 """
 
 from __future__ import annotations
@@ -73,10 +89,25 @@ class Strategy:
     etp: int = 0
     #: fleet group of the stage running it (0 on a homogeneous cluster; see :class:`Layout`)
     group: int = 0
+    #: ranks of one ZeRO shard group under hybrid sharding (module docstring); 0 = the
+    #: whole ``dp·cp`` group (stored as 0 whenever it is, and without ZeRO)
+    zero_group: int = 0
 
     def __post_init__(self) -> None:
         if self.etp == self.tp:
             object.__setattr__(self, "etp", 0)
+        if self.zero == 0 or self.zero_group >= self.dp * self.cp:
+            object.__setattr__(self, "zero_group", 0)
+
+    @property
+    def replicas(self) -> int:
+        """Copies of each ZeRO shard: ``dp·cp / zero_group`` under hybrid sharding, else 1."""
+        return self.dp * self.cp // self.zero_group if self.zero_group else 1
+
+    @property
+    def hybrid(self) -> bool:
+        """Whether ZeRO shards inside groups and replicates across them."""
+        return self.zero_group > 0
 
     @property
     def devices(self) -> int:
@@ -93,12 +124,20 @@ class Strategy:
         ``tp·cp·dp / (etp·ep)`` (``dp·cp/ep`` when ``etp = tp``)."""
         return self.dp * self.cp * self.tp // (self.expert_tp * self.ep)
 
+    def shard_group(self, group: int) -> int:
+        """Ranks one shard spans in a data-parallel ``group`` (``dp·cp`` for dense
+        parameters, ``edp`` for routed experts): the group, or its share
+        ``group / replicas`` under hybrid sharding."""
+        return group // self.replicas if self.replicas > 1 else group
+
     def zero_divisors(self, group: int) -> tuple[int, int, int]:
-        """What ZeRO divides (weights, gradients, optimizer state) by over ``group``
-        ranks: ZeRO-1 shards the optimizer state, ZeRO-2 also gradients, ZeRO-3
-        also weights (Rajbhandari et al. 2020, Sec. 5, Fig. 1); 1 = not sharded."""
-        return (group if self.zero >= 3 else 1, group if self.zero >= 2 else 1,
-                group if self.zero >= 1 else 1)
+        """What ZeRO divides (weights, gradients, optimizer state) by over a
+        data-parallel ``group``: ZeRO-1 shards the optimizer state, ZeRO-2 also
+        gradients, ZeRO-3 also weights (Rajbhandari et al. 2020, Sec. 5, Fig. 1),
+        each over :meth:`shard_group` ranks; 1 = not sharded."""
+        shard = self.shard_group(group)
+        return (shard if self.zero >= 3 else 1, shard if self.zero >= 2 else 1,
+                shard if self.zero >= 1 else 1)
 
     @property
     def layout(self) -> Layout:
@@ -113,6 +152,8 @@ class Strategy:
             text += f"·etp{self.etp}"
         if self.zero:
             text += f"·z{self.zero}"
+        if self.zero_group:
+            text += f"·shard{self.zero_group}"
         if self.recompute is not Recompute.none:
             text += f"·rc-{self.recompute.value}"
         return text
@@ -128,6 +169,8 @@ class Strategy:
             data["etp"] = self.etp
         if self.group:
             data["group"] = self.group
+        if self.zero_group:
+            data["zero_group"] = self.zero_group
         return data
 
     @classmethod
@@ -136,7 +179,7 @@ class Strategy:
                    sp=bool(data.get("sp", False)), zero=int(data.get("zero", 0)),
                    recompute=Recompute(data.get("recompute", "none")),
                    ep=int(data.get("ep", 1)), etp=int(data.get("etp", 0)),
-                   group=int(data.get("group", 0)))
+                   group=int(data.get("group", 0)), zero_group=int(data.get("zero_group", 0)))
 
 
 def layout_ids(strats: list[Strategy]) -> list[int]:
@@ -240,9 +283,43 @@ def enumerate_strategies(layer: Layer, devices: int, microbatch_samples: int,
             for ep, etp in _ep_options(layer, dp, cp, tp, space):
                 for sp in _sp_options(layer, tp, space):
                     for zero in _zero_options(layer, dp * cp, space):
+                        groups = _zero_groups(layer, zero, dp, cp, tp, ep, etp, space, gpus_per_node)
                         for rc in _recompute_options(layer, space, autocast and zero >= 3):
-                            out.append(Strategy(dp, tp, cp, sp, zero, rc, ep, etp))
+                            for zg in groups:
+                                out.append(Strategy(dp, tp, cp, sp, zero, rc, ep, etp,
+                                                    zero_group=zg))
     return out
+
+
+def node_shard_group(dp: int, cp: int, tp: int, gpus_per_node: int) -> int | None:
+    """The hybrid-sharding group of the ``dp·cp`` ranks inside one node
+    (``gpus_per_node / tp``), or None where hybrid sharding is not on offer:
+    the ``dp·cp`` group fits in a node, ``tp`` does not divide a node's GPUs or
+    fills the node (a one-rank "shard group" is plain replication),
+    or the node's share is not a multiple of ``cp`` or does not divide ``dp·cp``
+    (module docstring)."""
+    if tp > gpus_per_node or gpus_per_node % tp:
+        return None
+    zg = gpus_per_node // tp
+    if zg < 2 or dp * cp <= zg or zg % cp or (dp * cp) % zg:
+        return None
+    return zg
+
+
+def _zero_groups(layer: Layer, zero: int, dp: int, cp: int, tp: int, ep: int, etp: int,
+                 space: SearchSpace, gpus_per_node: int) -> list[int]:
+    """Shard groups of a strategy (``Strategy.zero_group``): 0 (the whole ``dp·cp``
+    group) where ``space.hybrid_sharding`` holds False, and the node's group
+    (:func:`node_shard_group`) where it holds True and ZeRO shards something
+    (a MoE layer's expert data-parallel degree must divide by the replicas)."""
+    out = [0] if False in space.hybrid_sharding else []
+    zg = node_shard_group(dp, cp, tp, gpus_per_node)
+    if True in space.hybrid_sharding and zero > 0 and layer.params > 0 and zg is not None:
+        replicas = dp * cp // zg
+        edp = dp * cp * tp // ((etp or tp) * ep)
+        if not layer.is_moe or edp % replicas == 0:
+            out.append(zg)
+    return out or [0]
 
 
 def _ep_options(layer: Layer, dp: int, cp: int, tp: int, space: SearchSpace) -> list[tuple[int, int]]:

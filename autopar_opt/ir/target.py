@@ -11,8 +11,10 @@ uniform settings):
   Megatron MoE layer with ``tp > 1`` needs sequence parallelism; ...);
 * **uniformity** (:func:`uniform_key`): the frameworks take *one*
   tensor-, context-, expert- and expert-tensor-parallel degree, one sequence
-  parallelism switch, one ZeRO/FSDP form and one recomputation setting for the
-  whole model. Every strategy has a key per :data:`UNIFORM_DIMS`, with
+  parallelism switch, one ZeRO/FSDP form (with one replica count under hybrid
+  sharding: torchtitan's ``data_parallel_replicate_degree``, Megatron's
+  ``--num-distributed-optimizer-instances``)
+  and one recomputation setting for the whole model. Every strategy has a key per :data:`UNIFORM_DIMS`, with
   :data:`ANY` where the setting changes nothing on that layer (ZeRO on a layer
   without parameters or without data parallelism, sequence parallelism at
   ``tp = 1``, expert settings on dense layers, recomputation outside the
@@ -56,7 +58,7 @@ RUNTIME_FRAMEWORK = {"megatron-lm": "megatron", "megatron-core": "megatron",
                      "deepspeed": "deepspeed"}
 
 #: The settings every framework takes once for the whole model, in key order.
-UNIFORM_DIMS = ("tp", "cp", "sp", "zero", "ep", "etp", "recompute")
+UNIFORM_DIMS = ("tp", "cp", "sp", "zero", "replicas", "ep", "etp", "recompute")
 
 #: Key value of a setting that changes nothing on a layer (matches any value).
 ANY = -1
@@ -167,6 +169,10 @@ class Target:
             # activation_checkpoint_interval all act on transformer layers only
             return "only transformer layers are recomputed"
         if fw == "megatron":
+            # hybrid sharding of every ZeRO level: --num-distributed-optimizer-instances
+            # (distributed optimizer, or Megatron-FSDP's enable_hsdp); the expert data-parallel
+            # size must divide by it (parallel_state: "Expert data parallel size should be
+            # divisible by partial DistOpt shard factor"), which the enumeration ensures
             # TransformerConfig.__post_init__: "When using MoE and tensor parallelism,
             # sequence parallelism must be used" (expert TP > 1 or TP > 1)
             if layer.is_moe and s.tp > 1 and not s.sp:
@@ -177,6 +183,8 @@ class Target:
                 return "no op-level selective checkpointing (--recompute-granularity full or selective)"
             return None
         if fw == "torchtitan":
+            if s.hybrid and s.zero_group % s.cp:
+                return "the FSDP mesh is dp_shard x cp: the shard group must hold whole cp groups"
             if sharded and s.zero == 1:
                 return "no ZeRO-1 form (FSDP2 shards parameters, gradients and state, or DDP)"
             if s.recompute.value == "selective":
@@ -191,7 +199,7 @@ class Target:
                 if layer.is_moe and s.ep > 1 and etp not in (1, s.tp):
                     # ParallelDims._validate: "Currently we only support ETP=TP or ETP=1"
                     return "expert TP must be 1 or tp"
-                shard = s.dp if s.zero >= 2 else 1
+                shard = _dp_shard(s)
                 if layer.is_moe and s.ep > 1:
                     # expert mesh (pp, dp_replicate, efsdp, ep, etp), efsdp = fsdp*tp/(etp*ep)
                     if (shard * s.cp * s.tp) % (etp * s.ep):
@@ -200,7 +208,7 @@ class Target:
             if layer.is_moe and s.ep > 1 and etp != 1:
                 # 0.3 expert mesh (pp, dp_replicate, efsdp, ep): experts are not TP-sharded
                 return "torchtitan 0.3 does not shard experts by tensor parallelism (etp = 1)"
-            shard = s.dp if s.zero >= 2 else 1
+            shard = _dp_shard(s)
             if layer.is_moe and s.ep > 1 and (shard * s.cp * s.tp) % s.ep:
                 return "ep must divide dp_shard*cp*tp (efsdp = fsdp*tp/ep)"
             return None
@@ -213,6 +221,11 @@ class Target:
             return "activation checkpointing is per layer, all or nothing"
         if pp > 1 and sharded and s.zero >= 2:
             return "the pipeline engine supports ZeRO stage 0 and 1 only"
+        if s.hybrid:
+            # MiCS (mics_shard_size), DeepSpeed's hybrid sharding, was removed in 0.19
+            # (runtime/config.py _REMOVED_ZERO_CONFIG_KEYS: "MiCS ZeRO-3 sharding has been
+            # removed", deepspeedai/DeepSpeed#8489); ZeRO++'s hpZ shards only the gathered weights
+            return "no hybrid sharding (MiCS was removed in DeepSpeed 0.19)"
         if layer.is_moe:
             if s.ep == 1 and etp != s.tp:
                 return "without AutoEP the experts are sharded like the dense layers (etp = tp)"
@@ -225,6 +238,15 @@ class Target:
             if s.ep > 1 and (s.dp * s.tp) % s.ep:
                 return "ep must divide dp*tp"
         return None
+
+
+def _dp_shard(s) -> int:
+    """torchtitan's ``data_parallel_shard_degree`` of a strategy: the data-parallel
+    ranks of one FSDP shard group (``zero_group / cp`` under hybrid sharding, all
+    ``dp`` otherwise); 1 without FSDP (ZeRO-0)."""
+    if s.zero < 2:
+        return 1
+    return s.zero_group // s.cp if s.hybrid else s.dp
 
 
 def block_count(layers: list[Layer]) -> int:
@@ -294,15 +316,18 @@ def uniform_key(layer: Layer, s) -> tuple[int, ...]:
     """The key of strategy ``s`` on ``layer`` per :data:`UNIFORM_DIMS`, :data:`ANY`
     where the setting changes nothing on this layer (see the module docstring)."""
     sp = int(s.sp) if s.tp > 1 and layer.supports_sp else ANY
-    zero = s.zero if layer.params > 0 and s.dp * s.cp > 1 else ANY
+    sharded = layer.params > 0 and s.dp * s.cp > 1
+    zero = s.zero if sharded else ANY
+    replicas = s.replicas if sharded else ANY
     ep = s.ep if layer.is_moe else ANY
     etp = s.expert_tp if layer.is_moe else ANY
     rc = _RECOMPUTE_CODE[s.recompute.value] if layer.kind in BLOCK_KINDS else ANY
-    return (s.tp, s.cp, sp, zero, ep, etp, rc)
+    return (s.tp, s.cp, sp, zero, replicas, ep, etp, rc)
 
 
 def describe_key(key: tuple[int, ...]) -> str:
-    """``tp4 cp1 sp z1 ep8 etp1 rc-full`` (settings that matter nowhere left out)."""
+    """``tp4 cp1 sp z1 ep8 etp1 rc-full`` (settings that matter nowhere left out;
+    ``hybrid-shard xR`` for ``R`` replicas of hybrid sharding)."""
     names = {v: k for k, v in _RECOMPUTE_CODE.items()}
     parts = []
     for dim, value in zip(UNIFORM_DIMS, key):
@@ -312,6 +337,9 @@ def describe_key(key: tuple[int, ...]) -> str:
             parts.append("sp" if value else "no-sp")
         elif dim == "zero":
             parts.append(f"z{value}")
+        elif dim == "replicas":
+            if value > 1:
+                parts.append(f"hybrid-shard x{value}")
         elif dim == "recompute":
             parts.append(f"rc-{names[value]}")
         else:

@@ -147,6 +147,9 @@ class SearchSpace:
     cp_degrees: tuple[int, ...] = (1,)
     sequence_parallel: tuple[bool, ...] = (False, True)
     zero_levels: tuple[int, ...] = (0, 1, 2, 3)
+    #: ZeRO over the whole ``dp·cp`` group (False) and/or hybrid sharding inside a
+    #: node, replicated across nodes (True; :mod:`autopar_opt.ir.strategies`)
+    hybrid_sharding: tuple[bool, ...] = (False, True)
     recompute: tuple[Recompute, ...] = (Recompute.none, Recompute.full)
     schedules: tuple[Schedule, ...] = (Schedule.one_f_one_b,)
     microbatches: tuple[int, ...] | None = None

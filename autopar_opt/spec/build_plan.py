@@ -35,7 +35,30 @@ from autopar_opt.ir.training import Recompute, Schedule, Training
 
 def _strategy(spec: StrategySpec) -> Strategy:
     return Strategy(spec.dp, spec.tp, spec.cp, spec.sp, spec.zero, spec.recompute, spec.ep,
-                    spec.etp or 0)
+                    spec.etp or 0, zero_group=spec.zero_group or 0)
+
+
+def _check_zero_group(zero_group: int | None, zero: int, dp: int, cp: int, tp: int, ep: int,
+                      etp: int, graph: LayerGraph, key: str, out: ProblemList) -> bool:
+    """Hybrid sharding's rules (:mod:`autopar_opt.ir.strategies`): a ZeRO level to
+    shard with, a shard group that divides ``dp·cp`` and holds whole cp groups, and
+    (MoE) replicas dividing the expert data-parallel degree."""
+    if zero_group is None or zero_group >= dp * cp:
+        return True
+    why = ("hybrid sharding needs a ZeRO level that shards (zero >= 1)" if zero == 0 else
+           f"does not divide dp*cp = {dp * cp}" if (dp * cp) % zero_group else
+           f"is not a multiple of cp = {cp} (a shard group holds whole cp groups)"
+           if zero_group % cp else None)
+    if why is None and any(layer.is_moe for layer in graph.layers):
+        edp, replicas = dp * cp * tp // ((etp or tp) * ep), dp * cp // zero_group
+        if edp % replicas:
+            why = (f"gives {replicas} replicas, which do not divide the expert data-parallel "
+                   f"degree {edp}")
+    if why:
+        out.add(key, zero_group, why, "give a multiple of cp that divides dp*cp (e.g. the "
+                "dp*cp ranks of one node), set zero >= 1, or drop zero_group")
+        return False
+    return True
 
 
 def _check_pp(pp: int, n: int, cluster: Cluster, graph: LayerGraph, key: str,
@@ -238,7 +261,11 @@ def _megatron(spec: MegatronPlanSpec, graph: LayerGraph, cluster: Cluster, train
         if sizes is None:
             _refuse_default_vp(graph, spec.pp, spec.vp_chunks, n, out)
             return None
-    strategy = Strategy(dp, spec.tp, spec.cp, spec.sequence_parallel, spec.zero, spec.recompute)
+    if not _check_zero_group(spec.zero_group, spec.zero, dp, spec.cp, spec.tp, spec.ep,
+                             spec.etp or 0, graph, "plan.zero_group", out):
+        return None
+    strategy = Strategy(dp, spec.tp, spec.cp, spec.sequence_parallel, spec.zero, spec.recompute,
+                        zero_group=spec.zero_group or 0)
     names = [layer.name for layer in graph.layers]
     plan = uniform_plan(names, spec.pp, strategy, c, spec.schedule, spec.vp_chunks, sizes)
     moe = {layer.name for layer in graph.layers if layer.is_moe}
@@ -325,6 +352,9 @@ def _explicit_stage(i: int, stage, names: list[str], seen: set[str], d: int, b: 
         elif s.ep > 1 and not s.etp and (s.dp * s.cp) % s.ep:
             out.add(f"{key}.ep", s.ep, f"does not divide dp*cp = {s.dp * s.cp}",
                     "use an ep that divides dp*cp (experts fold into the data-parallel ranks)")
+            ok = False
+        elif not _check_zero_group(s.zero_group, s.zero, s.dp, s.cp, s.tp, s.ep, s.etp or 0,
+                                   graph, f"{key}.zero_group", out):
             ok = False
         elif s.etp and (s.dp * s.cp * s.tp) % (s.etp * s.ep):
             out.add(f"{key}.ep", s.ep, f"etp*ep = {(s.etp or s.tp) * s.ep} does not divide "

@@ -304,6 +304,7 @@ def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGra
         pp_degrees=tup(section.pp_degrees), tp_degrees=tup(section.tp_degrees),
         cp_degrees=tuple(section.cp_degrees), sequence_parallel=tuple(section.sequence_parallel),
         zero_levels=tuple(section.zero_levels),
+        hybrid_sharding=tuple(section.hybrid_sharding),
         recompute=tuple(Recompute(r) for r in section.recompute),
         schedules=_target_schedules(section, target), schedules_source=schedules_source(section, target),
         microbatches=tup(section.microbatches), max_microbatches=section.max_microbatches,

@@ -322,6 +322,10 @@ class SearchSection(Section):
     sequence_parallel: list[bool] = documented_field("Sequence-parallel options.", [False, True],
                                        default=[False, True], min_length=1)
     zero_levels: list[ZeroLevel] = documented_field("ZeRO levels (0-3).", [0, 1], default=[0, 1, 2, 3], min_length=1)
+    hybrid_sharding: list[bool] = documented_field(
+        "ZeRO over the whole dp*cp group (false) and/or hybrid sharding (true: HSDP, MiCS, "
+        "Megatron's distributed-optimizer instances): a shard group of the dp*cp ranks inside "
+        "one node, replicated across nodes.", [False], default=[False, True], min_length=1)
     recompute: list[Recompute] = documented_field("Recomputation modes.", ["none", "full"],
                                     default=[Recompute.none, Recompute.full], min_length=1)
     schedules: Optional[list[Literal["gpipe", "1f1b", "interleaved"]]] = documented_field(
@@ -408,6 +412,11 @@ class MegatronPlanSpec(Section):
                     "(Megatron --expert-tensor-parallel-size); default: tp.", 1, default=None)
     sequence_parallel: bool = documented_field("Megatron sequence parallelism (needs tp > 1).", True, default=False)
     zero: ZeroLevel = documented_field("ZeRO level (0-3).", 1, default=0)
+    zero_group: Optional[Degree] = documented_field(
+        "Hybrid sharding: ranks of one ZeRO shard group (a multiple of cp dividing dp*cp), "
+        "replicated dp*cp/zero_group times (Megatron --num-distributed-optimizer-instances, "
+        "torchtitan data_parallel_replicate_degree); default: "
+        "the whole dp*cp group.", 8, default=None)
     recompute: Recompute = documented_field("Activation recomputation.", "selective", default=Recompute.none)
     microbatches: Optional[Degree] = documented_field("Micro-batches per iteration (or give micro_batch_size).",
                                         64, default=None)
@@ -434,6 +443,9 @@ class StrategySpec(Section):
                     "default: tp.", 1, default=None)
     sp: bool = documented_field("Sequence parallelism.", False, default=False)
     zero: ZeroLevel = documented_field("ZeRO level (0-3).", 0, default=0)
+    zero_group: Optional[Degree] = documented_field(
+        "Hybrid sharding: ranks of one ZeRO shard group (a multiple of cp dividing dp*cp), "
+        "replicated dp*cp/zero_group times; default: the whole dp*cp group.", 8, default=None)
     recompute: Recompute = documented_field("Activation recomputation.", "none", default=Recompute.none)
 
 

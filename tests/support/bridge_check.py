@@ -172,6 +172,10 @@ def check(case: dict) -> dict:
         "etp": ps.get_expert_tensor_parallel_world_size(),
         "edp": ps.get_expert_data_parallel_world_size(),
         "vp": ps.get_virtual_pipeline_model_parallel_world_size(),
+        # hybrid sharding: one distributed-optimizer instance's ranks (its shard group)
+        "shard_group": ps.get_data_parallel_world_size(with_context_parallel=True,
+                                                       partial_data_parallel=True),
+        "instances": cfg.ddp.num_distributed_optimizer_instances,
         "cfg_dp": cfg.data_parallel_size, "microbatches": nmc.get_num_microbatches(),
         "micro_batch_size": nmc.get_micro_batch_size(),
         "global_batch_size": nmc.get_current_global_batch_size(),

@@ -129,15 +129,19 @@ def validate_megatron(text: str, world: int) -> dict[str, Any]:
     cp, ep = _int(args, "context_parallel_size", 1), _int(args, "expert_model_parallel_size", 1)
     etp = _int(args, "expert_tensor_parallel_size")
     vp = _int(args, "num_virtual_stages_per_pipeline_rank")
+    instances = _int(args, "num_distributed_optimizer_instances", 1)
     _fake_world(world)
     ps.destroy_model_parallel()
     ps.initialize_model_parallel(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp,
                                  context_parallel_size=cp, expert_model_parallel_size=ep,
                                  expert_tensor_parallel_size=etp,
                                  virtual_pipeline_model_parallel_size=vp,
+                                 num_distributed_optimizer_instances=instances,
                                  create_gloo_process_groups=False)
     dp = ps.get_data_parallel_world_size()
     edp = ps.get_expert_data_parallel_world_size()
+    # hybrid sharding: the ranks of one distributed-optimizer instance (its shard group)
+    shard = ps.get_data_parallel_world_size(with_context_parallel=True, partial_data_parallel=True)
     ps.destroy_model_parallel()
     calc = ConstantNumMicroBatchesCalculator(int(args["global_batch_size"]),
                                              int(args["micro_batch_size"]), dp, False, 0)
@@ -198,9 +202,10 @@ def validate_megatron(text: str, world: int) -> dict[str, Any]:
     ddp = DistributedDataParallelConfig(
         use_distributed_optimizer=bool(args.get("use_distributed_optimizer")) or fsdp,
         use_megatron_fsdp=fsdp,
-        data_parallel_sharding_strategy=args.get("data_parallel_sharding_strategy", "no_shard"))
+        data_parallel_sharding_strategy=args.get("data_parallel_sharding_strategy", "no_shard"),
+        num_distributed_optimizer_instances=instances)
     return {"dp": dp, "edp": edp, "microbatches": calc.get(), "config": config, "ddp": ddp,
-            "layers_per_rank": per_rank}
+            "layers_per_rank": per_rank, "shard_group": shard}
 
 
 #: CUDA compute capability (major) of each GPU generation of the hardware catalog

@@ -36,6 +36,30 @@ cluster: {zoo: 2x8-h100}
 training: {global_batch_size: 32, seq_len: 4096}
 plan: {tp: 2, pp: 1, ep: 16, etp: 1, zero: 3, sequence_parallel: true, micro_batch_size: 1}
 """,
+    # Llama-3 8B with hybrid sharding: FSDP inside each node (dp 4 x tp 2), two replicas
+    # (Megatron-FSDP + --num-distributed-optimizer-instances, torchtitan HSDP)
+    "llama3_8b_hsdp": """
+model: {hf_config: MODEL_ZOO/hf/llama-3.1-8b.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 64, seq_len: 8192}
+plan: {tp: 2, pp: 1, zero: 3, zero_group: 4, sequence_parallel: true, recompute: full,
+       micro_batch_size: 1}
+""",
+    # Llama-3 8B, ZeRO-3 inside each node of 8 without TP, two replicas
+    "llama3_8b_hsdp_tp1": """
+model: {hf_config: MODEL_ZOO/hf/llama-3.1-8b.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 32, seq_len: 8192}
+plan: {tp: 1, pp: 1, zero: 3, zero_group: 8, recompute: full, micro_batch_size: 1}
+""",
+    # Llama-3 8B, distributed optimizer per node (ZeRO-1, two instances): Megatron only
+    "llama3_8b_distopt2": """
+model: {hf_config: MODEL_ZOO/hf/llama-3.1-8b.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 64, seq_len: 8192}
+plan: {tp: 2, pp: 1, zero: 1, zero_group: 4, sequence_parallel: true, recompute: full,
+       micro_batch_size: 1}
+""",
     # Qwen3-30B-A3B, DDP-style data parallelism with experts over the data ranks: DeepSpeed
     "qwen3_30b_ds": """
 model: {hf_config: MODEL_ZOO/hf/qwen3-30b-a3b.json}

@@ -34,6 +34,8 @@ class ParallelFacts:
     ep: int = 1
     #: the experts' tensor-parallel degree when it differs from ``tp`` (0: equal)
     etp: int = 0
+    #: hybrid sharding's shard group (``Strategy.zero_group``; 0: the whole dp·cp group)
+    zero_group: int = 0
 
 
 #: Runtimes whose data parallelism shards everything unless told otherwise.
@@ -56,11 +58,9 @@ def map_zero(par: Parallelism, runtime: Runtime | None = None,
     ``ddp.data_parallel_sharding_strategy = "optim_grads_params"``
     (``scripts/performance/utils/helpers.py::set_mcore_fsdp_configs``);
     ``SHARD_GRAD_OP``: stage 2. Any other FSDP text that is not a negation
-    (``FSDP2``, ``fully_shard``, ``yes``) is full sharding, FSDP's default
-    (``ShardingStrategy.FULL_SHARD``; FSDP2 ``fully_shard``). Hybrid sharding
-    (``HYBRID_SHARD``, HSDP, torchtitan ``dp_replicate`` > 1: ZeRO-3 inside a
-    group, replicas across groups) is unmodelable: a strategy shards over its
-    whole data-parallel group. A stated ``zero_stage`` decides over the
+    (``FSDP2``, ``fully_shard``, ``yes``, ``HYBRID_SHARD``) is full sharding, FSDP's default
+    (``ShardingStrategy.FULL_SHARD``; FSDP2 ``fully_shard``); hybrid sharding's
+    group is read by :func:`read_zero_group`. A stated ``zero_stage`` decides over the
     ``fsdp`` text (an explicit field beats free text; a disagreement is
     noted). With nothing stated, a runtime whose data
     parallelism is FSDP by default (torchtitan: ``data_parallel_shard_degree
@@ -69,10 +69,6 @@ def map_zero(par: Parallelism, runtime: Runtime | None = None,
     """
     notes = [] if notes is None else notes
     fsdp = par.text("fsdp").lower()
-    if "hybrid" in fsdp or "hsdp" in fsdp or (par.dp_replicate or 1) > 1:
-        raise Unmodelable(f"parallelism.fsdp = {par.text('fsdp')!r} / dp_replicate: hybrid "
-                          "sharding (ZeRO-3 within a group, replicated across groups) is not in "
-                          "the strategy space (ZeRO shards over the whole data-parallel group)")
     from_text = _zero_of_text(fsdp)
     stated = par.zero_stage
     if stated is not None:
@@ -183,4 +179,27 @@ def read_parallelism(par: Parallelism, n: int, runtime: Runtime, notes: list[str
     if zero == 0 and dp * cp > 1 and runtime.distributed_optimizer:
         zero = 1
         notes.append(f"distributed optimizer of {runtime.name}: optimizer state sharded (ZeRO-1)")
-    return ParallelFacts(tp, pp, dp, cp, bool(sp) and tp > 1, vp, zero, ep)
+    return ParallelFacts(tp, pp, dp, cp, bool(sp) and tp > 1, vp, zero, ep,
+                         zero_group=read_zero_group(par, dp, cp, zero))
+
+
+def read_zero_group(par: Parallelism, dp: int, cp: int, zero: int) -> int:
+    """Hybrid sharding's shard group of a record (``Strategy.zero_group``; 0: ZeRO
+    over the whole ``dp·cp`` group): ``dp·cp / dp_replicate`` where
+    ``parallelism.dp_replicate`` > 1 states the replicas (torchtitan
+    ``data_parallel_replicate_degree``, FSDP ``HYBRID_SHARD``, MiCS); ZeRO-0 with
+    replicas is plain data parallelism. An ``fsdp`` text naming hybrid sharding
+    (``hybrid``, ``HSDP``, ``MiCS``) without ``dp_replicate`` is unmodelable: the
+    group size is not stated."""
+    fsdp = par.text("fsdp").lower()
+    replicas = par.dp_replicate or 1
+    if replicas <= 1:
+        if any(word in fsdp for word in ("hybrid", "hsdp", "mics")):
+            raise Unmodelable(f"parallelism.fsdp = {par.text('fsdp')!r} names hybrid sharding "
+                              "but parallelism.dp_replicate (the replicas) is not stated: the "
+                              "shard group is unknown")
+        return 0
+    if (dp * cp) % replicas:
+        raise Unmodelable(f"parallelism.dp_replicate = {replicas} does not divide dp*cp = "
+                          f"{dp * cp}")
+    return dp * cp // replicas if zero else 0

@@ -25,7 +25,7 @@ from autopar_opt.calibration.flops import (
 from autopar_opt.calibration.reading.counting import flop_formula, read_counting
 from autopar_opt.calibration.reading import RawRecord, Unmodelable, load_run_file
 from autopar_opt.calibration.reading.measured import pick_throughput
-from autopar_opt.calibration.reading.parallel import map_zero
+from autopar_opt.calibration.reading.parallel import map_zero, read_zero_group
 from autopar_opt.calibration.reading.runtime import runtime_of
 from autopar_opt.calibration.reading.schema import Measured, Parallelism
 from autopar_opt.calibration.reading.training import map_precision
@@ -405,14 +405,22 @@ def test_fsdp_texts(par, zero):
     assert map_zero(Parallelism(**par)) == zero
 
 
-def test_torchtitan_shards_by_default_and_hybrid_sharding_is_refused():
+def test_torchtitan_shards_by_default_and_hybrid_sharding_needs_its_replicas():
     notes: list[str] = []
     assert map_zero(Parallelism(), RUNTIMES["torchtitan"], notes) == 3
     assert "data_parallel_shard_degree" in notes[0]
     assert map_zero(Parallelism(zero_stage=0), RUNTIMES["torchtitan"]) == 0    # stated: kept
-    for par in ({"fsdp": "HYBRID_SHARD"}, {"fsdp": "HSDP"}, {"dp_replicate": 2}):
-        with pytest.raises(Unmodelable, match="hybrid sharding"):
-            map_zero(Parallelism(**par))
+    assert map_zero(Parallelism(fsdp="HYBRID_SHARD")) == 3
+    # the shard group is dp·cp / dp_replicate (stated), never read from the text
+    assert read_zero_group(Parallelism(fsdp="HYBRID_SHARD", dp_replicate=16), 128, 1, 3) == 8
+    assert read_zero_group(Parallelism(dp_replicate=4), 256, 2, 3) == 128
+    assert read_zero_group(Parallelism(dp_replicate=2), 64, 1, 0) == 0     # DDP replicas
+    assert read_zero_group(Parallelism(fsdp="FULL_SHARD"), 64, 1, 3) == 0
+    for par in ({"fsdp": "HYBRID_SHARD"}, {"fsdp": "HSDP (dp_shard=8)"}, {"fsdp": "MiCS"}):
+        with pytest.raises(Unmodelable, match="hybrid sharding.*dp_replicate"):
+            read_zero_group(Parallelism(**par), 64, 1, 3)
+    with pytest.raises(Unmodelable, match="does not divide"):
+        read_zero_group(Parallelism(dp_replicate=3), 64, 1, 3)
 
 
 # ----------------------------------------------------------------------------- precision

@@ -177,7 +177,10 @@ def test_new_family_runtimes_follow_the_framework_text():
     reasons = dict(skipped)
     bbg = next(r for r in load_run_file(HOLDOUT) if r["id"] == "wu2023bloomberggpt_production_512gpu")
     assert bbg["parallelism"]["dp_replicate"] == 4
-    assert "hybrid sharding" in reasons["wu2023bloomberggpt_production_512gpu"]
+    # MiCS: ZeRO-3 within 128-GPU groups, 4 replicas (hybrid sharding, modelled)
+    assert "wu2023bloomberggpt_production_512gpu" not in reasons
+    bbg_run = next(r for r in runs if r.id == "wu2023bloomberggpt_production_512gpu")
+    assert (bbg_run.strategy.zero_group, bbg_run.strategy.replicas) == (128, 4)
     # FlagPerf: "FlashAttention-2" named, but with --transformer-impl transformer_engine on
     # H100, where TE's get_attention_backend prefers cuDNN fused attention -> Hopper-native
     # (on the A800, sm80, the FA2 reading stays); the FP8 rows run FP8 GEMMs; the A800 row

@@ -147,10 +147,10 @@ def test_bridge_environment_is_the_locked_one(bridge):
 
 
 def test_every_megatron_validated_plan_reaches_bridge(bridge):
-    """The golden set is not vacuous: all nine golden plans, both recipes where they apply."""
+    """The golden set is not vacuous: all twelve golden plans, both recipes where they apply."""
     _, plans, results = bridge
-    assert len(plans) == 9
-    assert sum(1 for k in results if "@" in k) == 9 + 8      # DeepSeek-V3 (MLA): one recipe
+    assert len(plans) == 12
+    assert sum(1 for k in results if "@" in k) == 12 + 11    # DeepSeek-V3 (MLA): one recipe
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
@@ -180,6 +180,9 @@ def test_bridge_accepts_the_overrides_and_derives_the_plan(bridge, name, recipe)
     if view.zero >= 2:
         assert got["sharding"] == {2: "optim_grads", 3: "optim_grads_params"}[view.zero]
         assert got["ckpt_format"] == "fsdp_dtensor"
+    # hybrid sharding: Bridge's parallel state has the plan's shard groups
+    assert got["instances"] == view.replicas
+    assert got["shard_group"] == view.cp * view.dp // view.replicas
     modes = {m for stage in view.block_recompute for m in stage}
     assert got["recompute_granularity"] == (None if modes <= {Recompute.none} else "full"
                                             if Recompute.full in modes else "selective")

@@ -45,10 +45,11 @@ TRAINING = Training(global_batch_size=16, seq_len=128)
 
 
 def make_plan(stage_sizes, dp, tp, *, sp=False, zero=0, rc=Recompute.none, ep=1, c=4,
-              schedule=Schedule.one_f_one_b, block_rc=None, etp=0, graph=GRAPH) -> Plan:
+              schedule=Schedule.one_f_one_b, block_rc=None, etp=0, graph=GRAPH, zg=0) -> Plan:
     """Embedding/head take the base strategy (no recomputation), blocks take ``rc``
-    (or ``block_rc[i]``), ``ep`` and ``etp`` — the convention every importer follows."""
-    base = Strategy(dp, tp, 1, sp, zero)
+    (or ``block_rc[i]``), ``ep`` and ``etp`` — the convention every importer follows;
+    ``zg``: hybrid sharding's shard group (0: the whole dp group)."""
+    base = Strategy(dp, tp, 1, sp, zero, zero_group=zg)
     names = [layer.name for layer in graph.layers]
     stages, start, block = [], 0, 0
     for size in stage_sizes:
@@ -109,7 +110,9 @@ def test_megatron_arguments_by_hand():
               block_rc=[Recompute.full, Recompute.full, Recompute.none,  # block recompute
                         Recompute.full, Recompute.none, Recompute.full]),
     make_plan([6, 2], dp=2, tp=2, sp=True, zero=2, c=2),              # layout, Megatron FSDP
-    make_plan([8], dp=8, tp=1, zero=3, ep=4, c=2)])
+    make_plan([8], dp=8, tp=1, zero=3, ep=4, c=2),
+    make_plan([8], dp=8, tp=1, zero=3, ep=2, c=2, zg=4),             # hybrid: 2 instances
+    make_plan([8], dp=4, tp=2, sp=True, zero=1, c=2, zg=2)])         # distributed optimizer
 def test_megatron_round_trip(plan):
     """plan → arguments → parsed → plan: identical, and priced identically."""
     args = megatron_args(plan_view(plan, GRAPH, CLUSTER, TRAINING))
@@ -131,7 +134,8 @@ def test_block_recompute_is_the_first_n_blocks_per_stage():
 
 
 @pytest.mark.parametrize("plan", [TITAN_PLAN, make_plan([8], dp=8, tp=1, c=2, graph=QWEN),
-                                  make_plan([1, 7], dp=2, tp=2, sp=True, zero=0, c=4, graph=QWEN)])
+                                  make_plan([1, 7], dp=2, tp=2, sp=True, zero=0, c=4, graph=QWEN),
+                                  make_plan([8], dp=8, tp=1, zero=3, c=2, zg=4, graph=QWEN)])
 def test_torchtitan_round_trip(plan):
     """plan → torchtitan's sections → plan (the 0.2 TOML carries them as tables; the 0.3
     module sets the same fields)."""
@@ -380,3 +384,40 @@ def test_deepspeed_refuses_deepep_dispatch():
     deep = replace(TRAINING, runtime=runtime_named("deepspeed", moe_dispatcher="deepep"))
     plan = make_plan([8], dp=8, tp=1, zero=3, ep=8, c=2)
     assert "DeepEP token dispatch" in _refusal(plan, "deepspeed", training=deep)
+
+
+def test_hybrid_sharding_is_exported_as_each_framework_names_it():
+    """Two nodes of four, ZeRO-3 inside each node (4 ranks), two replicas: Megatron's
+    ``--num-distributed-optimizer-instances 2``, torchtitan's dp_replicate 2 x dp_shard 4,
+    DeepSpeed refused with the reason; a mixed plan (one layer not hybrid) is not uniform."""
+    plan = make_plan([8], dp=8, tp=1, zero=3, c=2, zg=4, graph=QWEN)
+    view = plan_view(plan, QWEN, CLUSTER, TRAINING)
+    assert (view.replicas, view.zero_group) == (2, 4)
+    assert "--num-distributed-optimizer-instances 2" in " ".join(megatron_args(view))
+    par = torchtitan_config(view)["parallelism"]
+    assert (par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"]) == (2, 4)
+    with pytest.raises(ExportError, match="MiCS"):
+        export_plan(plan, QWEN, CLUSTER, TRAINING, "deepspeed")
+    mixed = make_plan([8], dp=8, tp=1, zero=3, c=2, zg=4, graph=QWEN)
+    mixed.stages[0].strategies[1] = replace(mixed.stages[0].strategies[1], zero_group=0)
+    assert any("hybrid-sharding replicas differs" in p
+               for p in plan_view(mixed, QWEN, CLUSTER, TRAINING).problems)
+    with pytest.raises(ExportError, match="hybrid-sharding replicas differs"):
+        export_plan(mixed, QWEN, CLUSTER, TRAINING, "megatron")
+
+
+def test_megatron_instances_need_a_sharded_optimizer_dividing_dp():
+    from autopar_opt.export.megatron import MegatronArgsError
+    base = "--tensor-model-parallel-size 1 --micro-batch-size 1 --global-batch-size 16"
+    with pytest.raises(MegatronArgsError, match="needs a sharded optimizer"):
+        plan_from_megatron(parse_megatron_args(base + " --num-distributed-optimizer-instances 2"),
+                           GRAPH, CLUSTER, TRAINING)
+    with pytest.raises(MegatronArgsError, match="must divide dp\\*cp = 8"):
+        plan_from_megatron(parse_megatron_args(
+            base + " --use-distributed-optimizer --num-distributed-optimizer-instances 3"),
+            GRAPH, CLUSTER, TRAINING)
+    plan = plan_from_megatron(parse_megatron_args(
+        base + " --use-distributed-optimizer --num-distributed-optimizer-instances 2"),
+        GRAPH, CLUSTER, TRAINING)
+    s = plan.stages[0].strategies[1]
+    assert (s.zero, s.zero_group, s.replicas) == (1, 4, 2)

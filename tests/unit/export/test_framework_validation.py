@@ -251,3 +251,60 @@ def test_torchtitan_loads_a_deepep_plan(tmp_path):
     config = validate_torchtitan(out.text, spec.cluster.num_devices, tmp_path)
     model = repr(config.model_spec.model)
     assert "DeepEPTokenDispatcher" in model and "AllToAllTokenDispatcher" not in model
+
+
+@pytest.mark.parametrize("name", ["llama3_8b_hsdp", "llama3_8b_hsdp_tp1", "llama3_8b_distopt2"])
+def test_hybrid_sharding_reaches_each_framework_as_priced(name, tmp_path):
+    """Hybrid sharding (a ZeRO shard group per node, replicated across the two nodes):
+    Megatron-Core builds intra-partial data-parallel groups of the plan's shard group
+    (``--num-distributed-optimizer-instances``), torchtitan's mesh has the plan's
+    ``dp_replicate`` x ``dp_shard``; a target that cannot run it refuses it (torchtitan
+    has no ZeRO-1; DeepSpeed 0.19 removed MiCS)."""
+    spec = _spec(name, tmp_path)
+    view = plan_view(spec.plan, spec.graph, spec.cluster, spec.training)
+    assert view.replicas == 2 and view.zero_group == 8 // view.tp
+    reached = []
+    out = _export(spec, "megatron")
+    assert out is not None and f"--num-distributed-optimizer-instances {view.replicas}" in out.text
+    if _has("megatron.core"):
+        got = validate_megatron(out.text, spec.cluster.num_devices)
+        assert got["shard_group"] == view.zero_group and got["dp"] == view.dp
+        assert got["ddp"].num_distributed_optimizer_instances == view.replicas
+        reached.append("megatron")
+    out = _export(spec, "torchtitan", "0.3")
+    assert (out is None) == (view.zero == 1)
+    if out is not None and _has("torchtitan"):
+        p = validate_torchtitan(out.text, spec.cluster.num_devices, tmp_path).parallelism
+        assert p.data_parallel_replicate_degree == view.replicas
+        assert p.data_parallel_shard_degree == view.zero_group // view.cp
+        reached.append("torchtitan")
+    assert _export(spec, "deepspeed") is None
+    if not reached:
+        pytest.skip("no framework installed (the frameworks test extra)")
+
+
+def test_deepspeed_refuses_the_mics_key_the_export_no_longer_writes(tmp_path):
+    """Why the DeepSpeed target has no hybrid sharding: DeepSpeed's own config check
+    rejects MiCS's key. The same plan without hybrid sharding exports and passes."""
+    pytest.importorskip("deepspeed")
+    import json
+    from dataclasses import replace as _replace
+
+    spec = _spec("llama3_8b_hsdp_tp1", tmp_path)
+    for st in spec.plan.stages:
+        st.strategies = [_replace(s, zero_group=0) for s in st.strategies]
+    out = _export(spec, "deepspeed")
+    assert out is not None
+    validate_deepspeed(out.text, spec.cluster.num_devices, 1)
+    config = json.loads(out.text)
+    config["zero_optimization"]["mics_shard_size"] = 8
+    with pytest.raises(Exception, match="MiCS ZeRO-3 sharding has been removed"):
+        validate_deepspeed(json.dumps(config), spec.cluster.num_devices, 1)
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False

@@ -39,38 +39,49 @@ from autopar_opt.search.runnable import price_of_runnability, runnable_space
 GRAPH = build_model("debug-moe", overrides={"num_layers": 2})
 CLUSTER = get_cluster("debug-2x4")
 TRAINING = Training(global_batch_size=8, seq_len=128)
+#: hybrid sharding is searched on its own instance (below): with it, this one's
+#: brute force would price 9 million plans per split
 SPACE = SearchSpace(pp_degrees=(1, 2), tp_degrees=(1, 2), zero_levels=(0, 1, 3),
                     recompute=(Recompute.none, Recompute.full), ep_degrees=(1, 2),
-                    etp_degrees=(0, 1), schedules=(Schedule.one_f_one_b,), microbatches=(1, 2, 4))
+                    etp_degrees=(0, 1), schedules=(Schedule.one_f_one_b,), microbatches=(1, 2, 4),
+                    hybrid_sharding=(False,))
+#: a dense model on the same two nodes of four, with hybrid sharding on offer (dp·cp = 8
+#: ranks over 2 nodes at pp = 1): ZeRO over all 8 ranks or over each node's 4 (tp 1) / 2 (tp 2)
+DENSE = build_model("debug", overrides={"num_layers": 2})
+HYBRID_SPACE = SearchSpace(pp_degrees=(1, 2), tp_degrees=(1, 2), zero_levels=(0, 1, 3),
+                           recompute=(Recompute.none,), schedules=(Schedule.one_f_one_b,),
+                           microbatches=(1, 2))
 TARGETS = [Target("megatron"), Target("torchtitan", "0.3"), Target("torchtitan", "0.2"),
            Target("deepspeed")]
 
 
-def _accepts(target: Target):
+def _accepts(target: Target, graph=GRAPH):
     fw = target.framework
 
     def accept(plan) -> bool:
         try:
-            export_plan(plan, GRAPH, CLUSTER, TRAINING, fw, target.version)
+            export_plan(plan, graph, CLUSTER, TRAINING, fw, target.version)
         except ExportError as exc:
             # torchtitan has no flavour for this toy model: that refusal is about the
             # model, not the plan's parallelism; every other reason counts
             return "registers no model flavour" in str(exc) and len(exc.reasons) == 1
         # the megatron target searches one recomputation mode (docstring)
-        return fw != "megatron" or one_recompute_mode(plan, GRAPH)
+        return fw != "megatron" or one_recompute_mode(plan, graph)
     return accept
 
 
 @functools.lru_cache(maxsize=None)
-def _oracle(target: Target) -> float:
+def _oracle(target: Target, hybrid: bool = False) -> float:
     """The brute-force optimum over the plans the target's exporter accepts; computed once
     per target for both solvers (DeepSpeed's takes about two minutes on 2 cores: most plans
-    are refused, so nearly every split and strategy is tried)."""
+    are refused, so nearly every split and strategy is tried). ``hybrid``: the dense
+    instance with hybrid sharding in its space."""
+    graph, free = (DENSE, HYBRID_SPACE) if hybrid else (GRAPH, SPACE)
     best = math.inf
-    space = runnable_space(SPACE, target.framework, target.version)
-    for cfg in outer_configs(GRAPH, CLUSTER, TRAINING, space):
-        ref = brute_force(GRAPH, CLUSTER, TRAINING, SPACE, cfg.pp, cfg.microbatches,
-                          cfg.schedule, accept=_accepts(target))
+    space = runnable_space(free, target.framework, target.version)
+    for cfg in outer_configs(graph, CLUSTER, TRAINING, space):
+        ref = brute_force(graph, CLUSTER, TRAINING, free, cfg.pp, cfg.microbatches,
+                          cfg.schedule, accept=_accepts(target, graph))
         if ref is not None:
             best = min(best, ref[0])
     return best
@@ -90,6 +101,32 @@ def test_runnable_optimum_equals_brute_force_over_exportable_plans(target, solve
     free = run_search(GRAPH, CLUSTER, TRAINING, SPACE, default_params(),
                       SearchOptions(solver="dp", time_limit_s=60, rel_gap=0.0))
     assert free.metrics.iteration_time_s <= res.metrics.iteration_time_s * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.label())
+def test_runnable_optimum_with_hybrid_sharding_equals_brute_force(target):
+    """The same oracle where hybrid sharding is on offer: the exporters' own rules
+    (one replica count; torchtitan no ZeRO-1; DeepSpeed MiCS at ZeRO-3 without TP)
+    decide which hybrid plans count, and the DP (its key families) must find their
+    optimum and prove it."""
+    space = runnable_space(HYBRID_SPACE, target.framework, target.version)
+    res = run_search(DENSE, CLUSTER, TRAINING, space, default_params(),
+                     SearchOptions(solver="dp", time_limit_s=60, rel_gap=0.0))
+    assert res.plan is not None
+    assert res.metrics.iteration_time_s == pytest.approx(_oracle(target, True), rel=1e-9)
+    assert res.certificate.lower_bound == pytest.approx(res.metrics.iteration_time_s, rel=1e-9)
+    assert _accepts(target, DENSE)(res.plan)
+
+
+def test_hybrid_plans_are_in_the_runnable_spaces():
+    """Not vacuous: Megatron's and torchtitan's spaces hold hybrid strategies on the
+    dense instance; DeepSpeed's none (0.19 removed MiCS)."""
+    for target in TARGETS:
+        space = runnable_space(HYBRID_SPACE, target.framework, target.version)
+        tables = build_cost_tables(DENSE, CLUSTER, TRAINING, space, default_params(), 1, 1,
+                                   Schedule.one_f_one_b, prune_dominated=False)
+        hybrid = any(s.hybrid for strats in tables.strategies for s in strats)
+        assert hybrid == (target.framework != "deepspeed"), target
 
 
 def _memory_bound(framework: str, factor: float):
