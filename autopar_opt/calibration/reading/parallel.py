@@ -96,7 +96,8 @@ def map_zero(par: Parallelism, runtime: Runtime | None = None,
 
 
 #: FSDP texts naming full sharding (no note needed: the text says it).
-_NAMED_FULL_SHARD = re.compile(r"full_shard|zero-3|optim_grads_params|^fsdp \(sharding group")
+_NAMED_FULL_SHARD = re.compile(r"full_shard|zero-3|optim_grads_params|^fsdp \(sharding group"
+                               r"|hybrid|hsdp|mics")
 
 
 def _zero_of_text(fsdp: str) -> int | None:
@@ -179,8 +180,12 @@ def read_parallelism(par: Parallelism, n: int, runtime: Runtime, notes: list[str
     if zero == 0 and dp * cp > 1 and runtime.distributed_optimizer:
         zero = 1
         notes.append(f"distributed optimizer of {runtime.name}: optimizer state sharded (ZeRO-1)")
-    return ParallelFacts(tp, pp, dp, cp, bool(sp) and tp > 1, vp, zero, ep,
-                         zero_group=read_zero_group(par, dp, cp, zero))
+    zero_group = read_zero_group(par, dp, cp, zero)
+    if zero_group:
+        notes.append(f"hybrid sharding: ZeRO-{zero} over groups of {zero_group} of the "
+                     f"{dp * cp} data-parallel ranks, {dp * cp // zero_group} replicas "
+                     f"(parallelism.dp_replicate), the gradient shard all-reduced across them")
+    return ParallelFacts(tp, pp, dp, cp, bool(sp) and tp > 1, vp, zero, ep, zero_group=zero_group)
 
 
 def read_zero_group(par: Parallelism, dp: int, cp: int, zero: int) -> int:

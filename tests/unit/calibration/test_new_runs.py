@@ -35,8 +35,11 @@ def test_every_new_record_cites_its_source_and_is_priced_or_refused(new_runs):
     assert not skipped
     # hybrid sharding (HSDP): "sharded within each 8-GPU node, replicated across the 16 nodes"
     for size in ("7b", "13b"):
-        s = runs[f"fmsfsdp_llama2_{size}_128xa100_hsdp"].strategy
-        assert (s.zero, s.zero_group, s.replicas) == (3, 8, 16)
+        run = runs[f"fmsfsdp_llama2_{size}_128xa100_hsdp"]
+        assert (run.strategy.zero, run.strategy.zero_group, run.strategy.replicas) == (3, 8, 16)
+        assert any("hybrid sharding: ZeRO-3 over groups of 8 of the 128 data-parallel ranks, "
+                   "16 replicas" in a for a in run.assumptions)
+        assert not any("full sharding" in a for a in run.assumptions)
 
 
 def test_kempnerforge_70b_on_128_h200(new_runs):
