@@ -16,6 +16,7 @@ SPACE_LABELS = {
     "cp_degrees": ("context-parallel degrees (cp)", "1"),
     "sequence_parallel": ("sequence parallelism", "off"),
     "zero_levels": ("ZeRO levels", "0"),
+    "hybrid_sharding": ("hybrid sharding (ZeRO inside a node, replicas across nodes)", "off"),
     "recompute": ("activation recomputation", "none"),
     "schedules": ("pipeline schedules", "1f1b"),
     "schedules_source": ("schedules from", "search.schedules"),

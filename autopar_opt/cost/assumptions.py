@@ -208,7 +208,9 @@ def _communication(cluster: Cluster, training: Training) -> list[str]:
     policy = {"default": "the framework's default" + (
         " (torchtitan: kept under pipelining)" if rt.name == "torchtitan" else " (always)"),
         "always": "always", "never": "never"}[rt.reshard_after_forward]
-    out.append(f"ZeRO-3/FSDP reshards after forward: {policy}; sharded over dp x cp")
+    out.append(f"ZeRO-3/FSDP reshards after forward: {policy}; sharded over dp x cp, or (a "
+               "strategy labelled shardN, hybrid sharding) over N ranks of one node with the "
+               "gradient shard all-reduced across the replicas")
     return out
 
 

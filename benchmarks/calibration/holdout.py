@@ -367,10 +367,11 @@ GPT-NeoX-20B (+22.0%), but also as FlagPerf's Megatron-Core H100 rows (+9.4% to 
 Review corrections for why that no longer singles out the DeepSpeed engine. One record, a run
 average: weak evidence.
 
-**BloombergGPT (not modelled).** ZeRO-3 sharded within 128-GPU groups and replicated 4 times
-(MiCS) is hybrid sharding, outside the strategy space (ZeRO shards over the whole
-data-parallel group); the record keeps the published 32.5 s per step and 102 TFLOP/s (8·N·D
-with the 2,048 batch reproduces the 102) for when it is.
+**BloombergGPT (modelled since session 20).** ZeRO-3 sharded within 128-GPU groups and
+replicated 4 times (MiCS) is hybrid sharding, in the strategy space since session 20 (the
+in-group gathers and reduce-scatters, the all-reduce of each rank's gradient shard across
+the 4 replicas): +7.7% against the published 32.5 s per step (8·N·D with the 2,048 batch
+reproduces the published 102 TFLOP/s). Until session 19 it was listed, not priced.
 
 **Re-priced after the GEMMs were priced per kernel** (same session, later: a layer pays the
 per-kernel `τ_half` once per GEMM kernel, 4 forward and 8 backward per block; the refit moves

@@ -165,3 +165,31 @@ def test_solvers_and_evaluate_agree_with_hybrid_sharding_in_the_space():
             assert any(s.hybrid for strats in tables.strategies for s in strats)
             assert any(s.hybrid for st in ref[1].stages for s in st.strategies)
         assert_all_reach(solve_every_way(tables, pp), ref[0], tables, graph, cluster, training)
+
+
+def test_estimate_and_solve_say_hybrid_sharding(tmp_path):
+    """The commands' outputs name a plan's shard group and replicas; plan.json keeps
+    ``zero_group`` and evaluating it again gives the same time (the round trip of
+    the plan file, ``Strategy.from_dict``)."""
+    import json
+
+    from support.cli import run_cli
+    spec = tmp_path / "hsdp.yaml"
+    spec.write_text("""
+model: {zoo: llama-7b}
+cluster: {zoo: 2x8-a100-40}
+training: {global_batch_size: 64, seq_len: 2048, runtime: pytorch-fsdp}
+search: {pp_degrees: [1], tp_degrees: [1], zero_levels: [3], recompute: [full],
+         microbatches: [4], hybrid_sharding: [true]}
+solver: {name: dp}
+plan: {tp: 1, pp: 1, zero: 3, zero_group: 8, recompute: full, micro_batch_size: 1}
+""")
+    code, text = run_cli("estimate", str(spec))
+    assert code == 0 and "strategy=dp16·tp1·z3·shard8" in text
+    assert "over N ranks of one node with the gradient shard all-reduced" in text
+    out = tmp_path / "out"
+    code, text = run_cli("solve", str(spec), "--out", str(out))
+    assert code == 0 and "shard 8 (hybrid x2)" in text
+    doc = json.loads((out / "plan.json").read_text())
+    strategies = [s for st in doc["plan"]["stages"] for s in st["strategies"]]
+    assert all(s.get("zero_group") == 8 for s in strategies if s["zero"] == 3)

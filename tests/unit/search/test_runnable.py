@@ -103,15 +103,17 @@ def test_runnable_optimum_equals_brute_force_over_exportable_plans(target, solve
     assert free.metrics.iteration_time_s <= res.metrics.iteration_time_s * (1 + 1e-12)
 
 
+@pytest.mark.parametrize("solver", ["dp", "highs"])
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.label())
-def test_runnable_optimum_with_hybrid_sharding_equals_brute_force(target):
+def test_runnable_optimum_with_hybrid_sharding_equals_brute_force(target, solver):
     """The same oracle where hybrid sharding is on offer: the exporters' own rules
     (one replica count; torchtitan no ZeRO-1; DeepSpeed MiCS at ZeRO-3 without TP)
     decide which hybrid plans count, and the DP (its key families) must find their
-    optimum and prove it."""
+    optimum and prove it, as must the MILP (its uniformity rows)."""
     space = runnable_space(HYBRID_SPACE, target.framework, target.version)
     res = run_search(DENSE, CLUSTER, TRAINING, space, default_params(),
-                     SearchOptions(solver="dp", time_limit_s=60, rel_gap=0.0))
+                     SearchOptions(solver=solver, time_limit_s=60, rel_gap=0.0,
+                                   warm_start=solver != "highs"))
     assert res.plan is not None
     assert res.metrics.iteration_time_s == pytest.approx(_oracle(target, True), rel=1e-9)
     assert res.certificate.lower_bound == pytest.approx(res.metrics.iteration_time_s, rel=1e-9)
