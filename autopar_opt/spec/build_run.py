@@ -254,6 +254,14 @@ def build_target(value, graph: LayerGraph | None, training: Training, section: S
                 "token dispatch (its MoE layer runs its own all-to-all)",
                 "use moe_dispatcher alltoall, or target megatron or torchtitan")
         return Target("none", "", "target"), ""
+    if target.framework == "deepspeed" and False not in section.hybrid_sharding:
+        # DeepSpeed 0.19 removed MiCS, its hybrid sharding (export/deepspeed.py): a space of
+        # hybrid-sharded plans only would be searched as something else
+        out.add("search.hybrid_sharding", list(section.hybrid_sharding), "DeepSpeed has no "
+                "hybrid sharding (MiCS was removed in DeepSpeed 0.19)",
+                "add false (ZeRO over the whole data-parallel group), or target megatron or "
+                "torchtitan")
+        return Target("none", "", "target"), ""
     allowed = target.schedules()
     dropped = [Schedule(x).value for x in section.schedules or ()
                if allowed is not None and Schedule(x).value not in allowed]

@@ -111,6 +111,9 @@ CASES = [
      r"use divisors of 4: 1, 2, 4"),
     ("zero_level_4", _set("search.zero_levels", [0, 4]), r"search\.zero_levels\[1\]",
      r"expected an integer at most 3"),
+    ("hybrid_sharding_deepspeed", _both(_set("target", "deepspeed"), _set("plan", None),
+                                       _set("search.hybrid_sharding", [True])),
+     r"search\.hybrid_sharding", r"MiCS was removed.*add false"),
     ("hybrid_sharding_text", _set("search.hybrid_sharding", ["node"]), r"search\.hybrid_sharding\[0\]",
      r"expected true or false"),
     # base plan on 4 GPUs: tp2 pp2 -> dp 1; with pp 1, dp 2: a group of 2 would be all of dp*cp
