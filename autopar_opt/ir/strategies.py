@@ -30,7 +30,7 @@ groups are consecutive chunks of the dp-cp ranks,
 ``parallel_state.initialize_model_parallel``; DeepSpeed's MiCS, Zhang et al.
 2022, until its removal in DeepSpeed 0.19). The search offers the group of the
 ``dp × cp`` ranks inside one node (``gpus_per_node / tp``, the recipe of each
-of them), a multiple of ``cp`` (torchtitan shards over ``dp_shard × cp``);
+of them; at ZeRO-3 by default, ``SearchSpace.hybrid_zero_levels``), a multiple of ``cp`` (torchtitan shards over ``dp_shard × cp``);
 routed experts shard over ``edp / replicas`` (Megatron-Core: the expert
 data-parallel size divisible by the instances; torchtitan's expert mesh
 ``(dp_replicate, efsdp, ep)``).
@@ -310,11 +310,13 @@ def _zero_groups(layer: Layer, zero: int, dp: int, cp: int, tp: int, ep: int, et
                  space: SearchSpace, gpus_per_node: int) -> list[int]:
     """Shard groups of a strategy (``Strategy.zero_group``): 0 (the whole ``dp·cp``
     group) where ``space.hybrid_sharding`` holds False, and the node's group
-    (:func:`node_shard_group`) where it holds True and ZeRO shards something
-    (a MoE layer's expert data-parallel degree must divide by the replicas)."""
+    (:func:`node_shard_group`) where it holds True, ``zero`` is one of
+    ``space.hybrid_zero_levels`` and ZeRO shards something (a MoE layer's expert
+    data-parallel degree must divide by the replicas)."""
     out = [0] if False in space.hybrid_sharding else []
     zg = node_shard_group(dp, cp, tp, gpus_per_node)
-    if True in space.hybrid_sharding and zero > 0 and layer.params > 0 and zg is not None:
+    if True in space.hybrid_sharding and zero > 0 and zero in space.hybrid_zero_levels \
+            and layer.params > 0 and zg is not None:
         replicas = dp * cp // zg
         edp = dp * cp * tp // ((etp or tp) * ep)
         if not layer.is_moe or edp % replicas == 0:

@@ -150,6 +150,12 @@ class SearchSpace:
     #: ZeRO over the whole ``dp·cp`` group (False) and/or hybrid sharding inside a
     #: node, replicated across nodes (True; :mod:`autopar_opt.ir.strategies`)
     hybrid_sharding: tuple[bool, ...] = (False, True)
+    #: the ZeRO levels hybrid sharding is offered at: ZeRO-3 by default, where each
+    #: micro-batch's gathers stay inside the node (HSDP); at ZeRO-1/2 (Megatron's
+    #: distributed-optimizer instances) the once-per-iteration reduction crosses the
+    #: network with the same bytes per NIC either way, so it rarely wins and only
+    #: enlarges the tables (benchmarks/runnable: Qwen3-235B's search 2x slower)
+    hybrid_zero_levels: tuple[int, ...] = (3,)
     recompute: tuple[Recompute, ...] = (Recompute.none, Recompute.full)
     schedules: tuple[Schedule, ...] = (Schedule.one_f_one_b,)
     microbatches: tuple[int, ...] | None = None

@@ -313,6 +313,7 @@ def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGra
         cp_degrees=tuple(section.cp_degrees), sequence_parallel=tuple(section.sequence_parallel),
         zero_levels=tuple(section.zero_levels),
         hybrid_sharding=tuple(section.hybrid_sharding),
+        hybrid_zero_levels=tuple(section.hybrid_zero_levels),
         recompute=tuple(Recompute(r) for r in section.recompute),
         schedules=_target_schedules(section, target), schedules_source=schedules_source(section, target),
         microbatches=tup(section.microbatches), max_microbatches=section.max_microbatches,

@@ -326,6 +326,10 @@ class SearchSection(Section):
         "ZeRO over the whole dp*cp group (false) and/or hybrid sharding (true: HSDP, MiCS, "
         "Megatron's distributed-optimizer instances): a shard group of the dp*cp ranks inside "
         "one node, replicated across nodes.", [False], default=[False, True], min_length=1)
+    hybrid_zero_levels: list[ZeroLevel] = documented_field(
+        "ZeRO levels hybrid sharding is offered at: 3 by default (HSDP: every micro-batch's "
+        "gathers stay in the node); add 1 or 2 for Megatron's distributed-optimizer instances.",
+        [1, 3], default=[3], min_length=1)
     recompute: list[Recompute] = documented_field("Recomputation modes.", ["none", "full"],
                                     default=[Recompute.none, Recompute.full], min_length=1)
     schedules: Optional[list[Literal["gpipe", "1f1b", "interleaved"]]] = documented_field(

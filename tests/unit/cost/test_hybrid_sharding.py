@@ -63,7 +63,8 @@ def test_the_search_offers_the_node_group_where_it_shards_something():
     assert node_shard_group(1, 16, 1, 8) is None      # a cp group wider than a node
     assert node_shard_group(4, 2, 1, 3) is None       # 3 is not a multiple of cp 2
     space = SearchSpace(tp_degrees=(1, 2, 8), zero_levels=(0, 1, 3),
-                        recompute=(Recompute.none,), sequence_parallel=(False,))
+                        recompute=(Recompute.none,), sequence_parallel=(False,),
+                        hybrid_zero_levels=(1, 3))
     strats = enumerate_strategies(BLOCK, 32, 32, space, 8, 2048)
     hybrid = {(s.tp, s.zero, s.zero_group) for s in strats if s.hybrid}
     assert hybrid == {(1, 1, 8), (1, 3, 8), (2, 1, 4), (2, 3, 4)}
@@ -73,6 +74,10 @@ def test_the_search_offers_the_node_group_where_it_shards_something():
     assert not any(s.hybrid for s in off) and len(off) == len(strats) - 4
     only = enumerate_strategies(BLOCK, 32, 32, replace(space, hybrid_sharding=(True,)), 8, 2048)
     assert {(s.tp, s.zero) for s in only if not s.hybrid} == {(1, 0), (2, 0), (8, 0), (8, 1), (8, 3)}
+    # the default offers it at ZeRO-3 only (SearchSpace.hybrid_zero_levels)
+    default = enumerate_strategies(BLOCK, 32, 32, replace(space, hybrid_zero_levels=(3,)), 8, 2048)
+    assert {(s.tp, s.zero) for s in default if s.hybrid} == {(1, 3), (2, 3)}
+    assert SearchSpace().hybrid_zero_levels == (3,)
 
 
 def test_each_rank_holds_the_states_of_its_shard_group():
@@ -152,7 +157,7 @@ def test_solvers_and_evaluate_agree_with_hybrid_sharding_in_the_space():
     from autopar_opt.model_zoo.transformer import decoder_lm
 
     space = SearchSpace(zero_levels=(0, 1, 3), recompute=(Recompute.none,),
-                        sequence_parallel=(False,), tp_degrees=(1, 2))
+                        sequence_parallel=(False,), tp_degrees=(1, 2), hybrid_zero_levels=(1, 3))
     graph = decoder_lm("tiny", 2, 1024, 256, 8, 4096, 1000)
     cluster = small_cluster(2, 4, inter_gb_per_s=1.0)
     training = Training(global_batch_size=16, seq_len=256, runtime=runtime_named("pytorch-fsdp"))

@@ -50,7 +50,7 @@ SPACE = SearchSpace(pp_degrees=(1, 2), tp_degrees=(1, 2), zero_levels=(0, 1, 3),
 DENSE = build_model("debug", overrides={"num_layers": 2})
 HYBRID_SPACE = SearchSpace(pp_degrees=(1, 2), tp_degrees=(1, 2), zero_levels=(0, 1, 3),
                            recompute=(Recompute.none,), schedules=(Schedule.one_f_one_b,),
-                           microbatches=(1, 2))
+                           microbatches=(1, 2), hybrid_zero_levels=(1, 3))
 TARGETS = [Target("megatron"), Target("torchtitan", "0.3"), Target("torchtitan", "0.2"),
            Target("deepspeed")]
 
