@@ -323,9 +323,9 @@ class SearchSection(Section):
                                        default=[False, True], min_length=1)
     zero_levels: list[ZeroLevel] = documented_field("ZeRO levels (0-3).", [0, 1], default=[0, 1, 2, 3], min_length=1)
     hybrid_sharding: list[bool] = documented_field(
-        "ZeRO over the whole dp*cp group (false) and/or hybrid sharding (true: HSDP, MiCS, "
-        "Megatron's distributed-optimizer instances): a shard group of the dp*cp ranks inside "
-        "one node, replicated across nodes.", [False], default=[False, True], min_length=1)
+        "ZeRO over the whole dp*cp group (false) and/or hybrid sharding (true: FSDP's HSDP, "
+        "Megatron's distributed-optimizer instances; DeepSpeed has none since it removed MiCS): "
+        "a shard group of the dp*cp ranks inside one node, replicated across nodes.", [False], default=[False, True], min_length=1)
     hybrid_zero_levels: list[ZeroLevel] = documented_field(
         "ZeRO levels hybrid sharding is offered at: 3 by default (HSDP: every micro-batch's "
         "gathers stay in the node); add 1 or 2 for Megatron's distributed-optimizer instances.",
