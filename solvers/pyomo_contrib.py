@@ -52,12 +52,19 @@ def solve_contrib(solver_name: str, label: str, version: str, model: Any,
     return map_result(res, label, version, rel_gap, time.perf_counter() - start)
 
 
+#: How far (relative, at least absolute for objectives below 1) a reported bound may exceed
+#: the incumbent and still be round-off: the solvers' own tolerances are 1e-6 and below.
+BOUND_ROUNDOFF = 1e-6
+
+
 def map_result(res: Any, label: str, version: str, rel_gap: float, wall: float) -> SolveResult:
     """The :class:`SolveResult` of a contrib solver's results object ``res``
     (termination by :func:`_termination_map`, incumbent loaded into the model);
     an "optimal" whose incumbent and bound are further apart than ``rel_gap`` is
     reported as feasible with that bound
-    (:func:`~autopar_opt.solvers.base.within_requested_gap`), as for HiGHS."""
+    (:func:`~autopar_opt.solvers.base.within_requested_gap`), as for HiGHS; a bound above
+    the incumbent by more than round-off (:data:`BOUND_ROUNDOFF`) is discarded and the
+    result is feasible, never optimal."""
     term = _termination_map().get(res.termination_condition, Termination.error)
     primal = res.incumbent_objective
     if term is Termination.infeasible:
@@ -68,11 +75,21 @@ def map_result(res: Any, label: str, version: str, rel_gap: float, wall: float) 
         term = Termination.time_limit_no_solution
     if term is Termination.optimal and primal is None:
         term = Termination.error
+    msg = ""
     if primal is not None:
         res.solution_loader.load_vars()
+        if bound > primal + BOUND_ROUNDOFF * max(1.0, abs(primal)):
+            # a bound above the solver's own incumbent is no bound: its numerics failed
+            # (SCIP 10 on a fleet MIQP: "Dual bound 0.0960585 is larger than the objective
+            # of the primal solution 0.0934758", the optimum being 0.0892). Clipping it to
+            # the incumbent would certify a plan 4.8% above the optimum as optimal.
+            msg = (f"{label}'s bound {bound:.9g} exceeds its own incumbent {primal:.9g}: "
+                   "numerical trouble; the bound is discarded and the plan kept as feasible")
+            term, bound = Termination.feasible, -math.inf
         bound = min(bound, primal)   # round-off: a bound never exceeds the incumbent
     solve_s = float(getattr(res.timing_info, "wall_time", None) or wall)
-    msg = f"{label} stopped: {res.termination_condition.name}" if term is Termination.error else ""
+    if term is Termination.error:
+        msg = f"{label} stopped: {res.termination_condition.name}"
     return within_requested_gap(SolveResult(
         termination=term, primal=None if primal is None else float(primal),
         lower_bound=float(bound), wall_time_s=wall, solver=label, solver_version=version,

@@ -112,3 +112,19 @@ def test_contrib_backends_apply_the_same_rule(label):
     assert nobound.termination is Termination.optimal
     limit = map_result(_contrib("maxTimeLimit", 10.0, 9.0), label, "v", 1e-4, 1.0)
     assert limit.termination is Termination.feasible and limit.lower_bound == 9.0
+
+
+@pytest.mark.parametrize("label", ["scip", "gurobi"])
+def test_a_bound_above_the_incumbent_is_discarded_not_clipped(label):
+    """SCIP once reported a fleet MIQP "optimal" with incumbent 0.0934758 and dual bound
+    0.0960585 (the optimum is 0.0892): clipping the bound to the incumbent certified a
+    plan 4.8% above the optimum. Such a result is feasible with no bound from the solver;
+    a bound above the incumbent by round-off (1e-9) is still clipped to it."""
+    bad = map_result(_contrib("convergenceCriteriaSatisfied", 0.0934758, 0.0960585), label,
+                     "v", 1e-9, 1.0)
+    assert bad.termination is Termination.feasible
+    assert bad.lower_bound == -math.inf and bad.primal == 0.0934758
+    assert "exceeds its own incumbent" in bad.message
+    ok = map_result(_contrib("convergenceCriteriaSatisfied", 0.0934758, 0.0934758 + 1e-9), label,
+                    "v", 1e-9, 1.0)
+    assert ok.termination is Termination.optimal and ok.lower_bound == 0.0934758
