@@ -39,7 +39,7 @@ from dataclasses import replace
 from autopar_opt.calibration import moe_build
 from autopar_opt.calibration.flops import Dims, measured_samples_per_s
 from autopar_opt.calibration.modeled import ModeledRun
-from autopar_opt.calibration.reading import RunRecord
+from autopar_opt.calibration.reading import RunRecord, Unmodelable
 from autopar_opt.calibration.reading.model import resolve_tying
 from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.ir.hardware import DEFAULT_INTER_NODE, LinkTier, Cluster, make_cluster
@@ -175,6 +175,11 @@ def build_run(rec: RunRecord) -> ModeledRun:
         flops = None
         if rec.moe is not None:
             plan = moe_build.with_ep(plan, graph, par.ep, par.etp)
+            bad = [s for st in plan.stages for s in st.strategies
+                   if s.hybrid and s.ep > 1 and s.edp % s.replicas]
+            if bad:      # Megatron-Core: "Expert data parallel size should be divisible by ..."
+                raise Unmodelable(f"hybrid sharding with {bad[0].replicas} replicas does not "
+                                  f"divide the expert data-parallel degree {bad[0].edp}")
             flops = moe_build.moe_flop_count(rec.flops.moe, dims, rec.moe.attention, rec.moe.spec,
                                              graph)
         if rec.throughput is None:

@@ -82,3 +82,32 @@ def test_internevo_zero1_on_1024_a100(new_runs):
     assert run.cluster.inter_node.bandwidth_gb_per_s == pytest.approx(6.25)
     assert (run.strategy.dp, run.strategy.zero) == (1024, 1)
     assert any("names no catalog stack" in n for n in run.assumptions)
+
+
+def test_hybrid_replicas_must_divide_the_expert_data_parallel_degree():
+    """A MoE record whose stated replicas do not divide its expert data-parallel degree is
+    refused with the reason (Megatron-Core asserts it), never priced with a truncated
+    shard group; the same record with replicas that divide it is priced."""
+    import copy
+
+    from autopar_opt.calibration.calibrate import model_records
+    from support import paths
+    holdout = paths.REPO / "benchmarks" / "calibration" / "holdout_runs.yaml"
+    runs, _ = model_records([r for r in load_run_file(holdout) if r["id"].startswith("moezoo")])
+    def split(s):
+        """(replicas not dividing edp, replicas dividing it), both dividing dp*cp."""
+        rs = [r for r in range(2, s.dp * s.cp + 1) if (s.dp * s.cp) % r == 0]
+        return ([r for r in rs if s.edp % r], [r for r in rs if s.edp % r == 0])
+    cases = [(r, s) for r in runs for st in r.plan.stages for s in st.strategies
+             if s.ep > 1 and s.zero >= 1 and all(split(s))]
+    assert cases, "no Model Zoo record with expert parallelism to try"
+    run, s = cases[0]
+    bad, good = split(s)[0][0], split(s)[1][0]
+    rec = next(r for r in load_run_file(holdout) if r["id"] == run.id)
+    for replicas, priced in ((bad, False), (good, True)):
+        case = copy.deepcopy(rec)
+        case["parallelism"]["dp_replicate"] = replicas
+        ok, skipped = model_records([case])
+        assert bool(ok) == priced, (replicas, skipped)
+        if not priced:
+            assert "does not divide the expert data-parallel degree" in skipped[0][1]
