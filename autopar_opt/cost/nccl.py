@@ -44,6 +44,8 @@ tuner plugin's own choices (AWS ofi).
 
 from __future__ import annotations
 
+import functools
+
 import math
 from dataclasses import dataclass
 
@@ -222,10 +224,14 @@ def choices(collective: str, g: Group) -> list[tuple[str, str]]:
     return [(a, p) for a in algos for p in PROTOCOLS]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def collective_time(collective: str, nbytes: float, g: Group) -> float:
     """Seconds of ``collective`` (``nbytes``: the full buffer, as nccl-tests'
     size: all-reduce input, all-gather output, reduce-scatter input) over
-    ``g``: NCCL's least predicted time. 0 for one rank or no bytes."""
+    ``g``: NCCL's least predicted time. 0 for one rank or no bytes. A pure
+    function of its arguments (``Group`` is frozen), cached: the strategies of
+    one table ask for the same collectives many times (a hybrid-sharded twin
+    shares its tensor-parallel and pipeline collectives with its fully sharded one)."""
     if collective not in COLLECTIVES:
         raise ValueError(f"unknown collective {collective!r} (known: {', '.join(COLLECTIVES)})")
     if g.ranks <= 1 or nbytes <= 0:
