@@ -171,8 +171,8 @@ at 32k-256k tokens, `xtuner2024`). Re-read it when the table above changes.)
   (79%), kempnerforge (75%), llmfoundry (61%), fsdp (64%), hopper (72%), long context (77%).
 - Hybrid sharding: the model prices the in-node gathers and reduce-scatters and one
   all-reduce of each rank's gradient shard across the replicas (FSDP2 / Megatron-Core).
-  fms-fsdp's 13B row is 24% too fast at 42% MFU against the 7B row's 49% and the
-  fully-sharded 34B/70B rows' 50% (both -8%): the model has it compute-bound, and the
+  fms-fsdp's 13B row is 24% too fast at 48% MFU (6N + 12·l·h·s) against the 7B row's 57%
+  and the fully-sharded 34B/70B rows' 55%/54% (both -8%): the model has it compute-bound, and the
   network of IBM's Vela cluster it ran on is not stated (catalog HDR 25 GB/s per GPU,
   stated); a slower one would make its per-layer all-reduce of a 1/8 shard over 16 nodes
   exposed.
