@@ -304,15 +304,21 @@ def replica_all_reduce(ctx: StageContext, s: Strategy, dense: float, expert: flo
     ``dense``/``expert``: the layer's local parameters of each kind
     (:func:`autopar_opt.cost.moe.split_params`); priced by NCCL's model like
     every collective."""
-    if s.replicas <= 1:
+    return sum(_replica_part(ctx, s, local, group, stride, nbytes_per_param)
+               for local, group, stride in ((dense, s.dp * s.cp, s.tp),
+                                            (expert, s.edp, moe.expert_stride(s))))
+
+
+def _replica_part(ctx: StageContext, s: Strategy, local: float, group: int, stride: int,
+                  nbytes_per_param: float, messages: float = 1.0) -> float:
+    """:func:`replica_all_reduce` of one kind of parameter: ``local`` of them reduced
+    over a data-parallel ``group`` of ranks ``stride`` apart, sent as ``messages``
+    (gradient buckets, :func:`grad_bucket_messages`); 0 without hybrid sharding."""
+    if s.replicas <= 1 or local <= 0 or group <= 1:
         return 0.0
-    t = 0.0
-    for local, group, stride in ((dense, s.dp * s.cp, s.tp), (expert, s.edp, moe.expert_stride(s))):
-        if local > 0 and group > 1:
-            shard = s.shard_group(group)
-            t += collective(ctx, "all_reduce", s.replicas, stride * shard,
-                            local * nbytes_per_param / shard)
-    return t
+    shard = s.shard_group(group)
+    return collective(ctx, "all_reduce", s.replicas, stride * shard,
+                      local * nbytes_per_param / shard, messages)
 
 
 def zero3_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
@@ -445,10 +451,8 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
                 comm += exposed(ar, bwd_window)
             else:
                 sg = s.shard_group(group)     # hybrid: the shard group, then the replicas
-                rs = collective(ctx, "reduce_scatter", sg, stride, local * g_bytes, msgs)
-                if s.replicas > 1:
-                    rs += collective(ctx, "all_reduce", s.replicas, stride * sg,
-                                     local * g_bytes / sg, msgs)
+                rs = collective(ctx, "reduce_scatter", sg, stride, local * g_bytes, msgs) \
+                    + _replica_part(ctx, s, local, group, stride, g_bytes, msgs)
                 ag = collective(ctx, "all_gather", sg, stride, local * w_bytes, msgs)
                 raw += rs + ag
                 comm += exposed(rs, bwd_window) + exposed(ag, fwd_window)

@@ -50,6 +50,7 @@ from autopar_opt.ir.arch import ModelArch
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.plan import Plan, StagePlan
 from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.target import dp_shard_degree
 from autopar_opt.ir.training import Recompute, Schedule
 
 _SCHEDULES = {Schedule.one_f_one_b: "1F1B", Schedule.gpipe: "GPipe"}
@@ -92,7 +93,7 @@ def torchtitan_rules(view: PlanView, chain: bool, version: str = "0.3") -> list[
     if version == "0.2" and view.tp > 1 and not view.sp:
         out.append("tp > 1 without sequence parallelism: torchtitan 0.2's tensor parallelism "
                    "always shards the norms' sequence")
-    shard = _shard(view)
+    shard = dp_shard_degree(view)
     if view.has_moe and view.ep > 1:
         if version == "0.2":
             if view.etp not in (1, view.tp):
@@ -136,15 +137,6 @@ def torchtitan_rules(view: PlanView, chain: bool, version: str = "0.3") -> list[
     return out
 
 
-def _shard(view: PlanView) -> int:
-    """``data_parallel_shard_degree``: the data-parallel ranks of one FSDP group
-    (all ``dp``, or ``zero_group / cp`` under hybrid sharding, HSDP: torchtitan's
-    FSDP mesh is ``dp_shard × cp`` and ``dp_replicate`` copies it); 1 without FSDP."""
-    if view.zero < 2:
-        return 1
-    return view.zero_group // view.cp if view.replicas > 1 else view.dp
-
-
 def _parts(view: PlanView) -> list[list[str]]:
     """``module_fqns_per_model_part``: module names per pipeline stage."""
     parts, block = [], 0
@@ -164,7 +156,7 @@ def _parts(view: PlanView) -> list[list[str]]:
 
 def torchtitan_config(view: PlanView) -> dict[str, Any]:
     """The sections of a runnable plan (as nested dicts, torchtitan's key names)."""
-    shard = _shard(view)
+    shard = dp_shard_degree(view)
     par: dict[str, Any] = {
         "data_parallel_replicate_degree": view.dp // shard,
         "data_parallel_shard_degree": shard,

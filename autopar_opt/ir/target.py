@@ -199,7 +199,7 @@ class Target:
                 if layer.is_moe and s.ep > 1 and etp not in (1, s.tp):
                     # ParallelDims._validate: "Currently we only support ETP=TP or ETP=1"
                     return "expert TP must be 1 or tp"
-                shard = _dp_shard(s)
+                shard = dp_shard_degree(s)
                 if layer.is_moe and s.ep > 1:
                     # expert mesh (pp, dp_replicate, efsdp, ep, etp), efsdp = fsdp*tp/(etp*ep)
                     if (shard * s.cp * s.tp) % (etp * s.ep):
@@ -208,7 +208,7 @@ class Target:
             if layer.is_moe and s.ep > 1 and etp != 1:
                 # 0.3 expert mesh (pp, dp_replicate, efsdp, ep): experts are not TP-sharded
                 return "torchtitan 0.3 does not shard experts by tensor parallelism (etp = 1)"
-            shard = _dp_shard(s)
+            shard = dp_shard_degree(s)
             if layer.is_moe and s.ep > 1 and (shard * s.cp * s.tp) % s.ep:
                 return "ep must divide dp_shard*cp*tp (efsdp = fsdp*tp/ep)"
             return None
@@ -240,13 +240,12 @@ class Target:
         return None
 
 
-def _dp_shard(s) -> int:
-    """torchtitan's ``data_parallel_shard_degree`` of a strategy: the data-parallel
-    ranks of one FSDP shard group (``zero_group / cp`` under hybrid sharding, all
-    ``dp`` otherwise); 1 without FSDP (ZeRO-0)."""
-    if s.zero < 2:
-        return 1
-    return s.zero_group // s.cp if s.hybrid else s.dp
+def dp_shard_degree(x) -> int:
+    """torchtitan's ``data_parallel_shard_degree`` of a strategy or a plan view (anything
+    with ``zero``, ``dp`` and ``replicas``): the data-parallel ranks of one FSDP shard
+    group, ``dp / replicas`` (all ``dp`` without hybrid sharding; under it the shard
+    group ``dp_shard × cp`` holds ``zero_group / cp`` of them); 1 without FSDP (ZeRO-0/1)."""
+    return x.dp // x.replicas if x.zero >= 2 else 1
 
 
 def block_count(layers: list[Layer]) -> int:
