@@ -318,8 +318,7 @@ def _zero_groups(layer: Layer, zero: int, dp: int, cp: int, tp: int, ep: int, et
     if True in space.hybrid_sharding and zero > 0 and zero in space.hybrid_zero_levels \
             and layer.params > 0 and zg is not None:
         replicas = dp * cp // zg
-        edp = dp * cp * tp // ((etp or tp) * ep)
-        if not layer.is_moe or edp % replicas == 0:
+        if not layer.is_moe or Strategy(dp, tp, cp, ep=ep, etp=etp).edp % replicas == 0:
             out.append(zg)
     return out or [0]
 

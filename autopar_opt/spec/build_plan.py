@@ -50,7 +50,7 @@ def _check_zero_group(zero_group: int | None, zero: int, dp: int, cp: int, tp: i
            f"is not a multiple of cp = {cp} (a shard group holds whole cp groups)"
            if zero_group % cp else None)
     if why is None and any(layer.is_moe for layer in graph.layers):
-        edp, replicas = dp * cp * tp // ((etp or tp) * ep), dp * cp // zero_group
+        edp, replicas = Strategy(dp, tp, cp, ep=ep, etp=etp).edp, dp * cp // zero_group
         if edp % replicas:
             why = (f"gives {replicas} replicas, which do not divide the expert data-parallel "
                    f"degree {edp}")
