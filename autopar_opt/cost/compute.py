@@ -5,17 +5,18 @@ GEMMs at a size-dependent efficiency (:func:`kernel_time`, one launch per kernel
 (:func:`attention_lookup`, :mod:`autopar_opt.cost.attention`), element-wise
 and memory-bound layers as HBM traffic, recomputation, and the low-precision
 gradient accumulation pass of runtimes that keep one
-(:func:`grad_accumulate_time`). Returns a :class:`~autopar_opt.cost.context.Compute`
+(:func:`grad_accumulate_time`) and PyTorch AMP's per-micro-batch weight casts
+(:func:`autocast_weight_time`). Returns a :class:`~autopar_opt.cost.context.Compute`
 split into the windows :mod:`autopar_opt.cost.comm` hides communication behind."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from autopar_opt.cost import attention, fp8_casts, moe
+from autopar_opt.cost import attention, comm, fp8_casts, moe
 from autopar_opt.cost.context import Compute, StageContext
 from autopar_opt.cost.memory import activation_bytes, eager_logp_bytes, kept_logit_bytes, logits_per_device
-from autopar_opt.cost.state import FP8_KINDS, hp_grad_accumulate_bytes
+from autopar_opt.cost.state import FP8_KINDS, autocast_cast_params, hp_grad_accumulate_bytes
 from autopar_opt.ir.graph import Layer, LayerKind
 from autopar_opt.ir.runtime import Runtime
 from autopar_opt.ir.strategies import Strategy, effective_recompute
@@ -398,3 +399,66 @@ def grad_accumulate_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
         return 0.0
     local = sum(moe.split_params(layer, s))
     return per_param * local / (ctx.cluster.device.hbm_gb_per_s * 1e9)
+
+
+def autocast_weight_time(declared: Layer, held: Layer, s: Strategy, ctx: StageContext) -> float:
+    """Seconds per micro-batch of PyTorch AMP's weight casts and fp32 gradient
+    accumulation (:func:`autocast_weight_bytes`) at the device's datasheet HBM
+    bandwidth, as the element-wise kernels (roofline, Williams et al. 2009); 0
+    without ``training.autocast``. On the critical path: the casts run on the
+    compute stream before each GEMM, the accumulation as each gradient is produced."""
+    if not ctx.training.autocast:
+        return 0.0
+    return autocast_weight_bytes(declared, held, s, ctx) / (ctx.cluster.device.hbm_gb_per_s * 1e9)
+
+
+#: HBM bytes per parameter of PyTorch AMP's per-micro-batch weight traffic outside the
+#: GEMMs (``torch.autocast`` over fp32 parameters): the forward's cast of an fp32 weight
+#: to 16 bits (read 4, write 2: ``aten/src/ATen/autocast_mode.cpp`` ``cached_cast``,
+#: ``arg.to(to_type)``), the backward's cast of its 16-bit gradient back to fp32
+#: (``_to_copy_backward``: read 2, write 4), and autograd's ``AccumulateGrad`` adding a
+#: micro-batch's fp32 gradient into the existing fp32 ``.grad`` (``variable.grad +=
+#: new_grad``: read 4 + 4, write 4).
+AUTOCAST_CAST_BYTES, AUTOCAST_GRAD_CAST_BYTES, FP32_ACCUMULATE_BYTES = 6.0, 6.0, 12.0
+
+
+def autocast_weight_bytes(declared: Layer, held: Layer, s: Strategy, ctx: StageContext) -> float:
+    """HBM bytes per micro-batch of PyTorch AMP's weight casts and fp32 gradient
+    accumulation on one device (``training.autocast``; the bytes of
+    :data:`AUTOCAST_CAST_BYTES` and its neighbours):
+
+    * every parameter autocast casts (:func:`~autopar_opt.cost.state.autocast_cast_params`
+      of the ``declared`` layer: an output layer tied to the input embedding casts the
+      tied matrix whether it holds a copy or not;
+      the GEMM weights after tensor/expert parallelism, unsharded under ZeRO-3/FSDP,
+      whose gathered weight is what autocast casts; not a lookup embedding or a norm)
+      is cast once per forward, the cache living only inside the autocast region
+      (``clear_cache`` when the outermost region exits), so each micro-batch casts
+      again, and a recomputed forward (full or op-level checkpointing, which re-enter
+      autocast with the saved state: ``torch.utils.checkpoint``) once more; its
+      16-bit gradient is cast back to fp32 in the backward;
+    * every parameter the device holds (``held``: :func:`~autopar_opt.cost.state.held_layer`,
+      a tied copy included) has its fp32 gradient added into ``.grad`` on all micro-batches
+      but the first of an iteration (``zero_grad(set_to_none=True)``, the default
+      since PyTorch 2.0, leaves no ``.grad``: the first gradient is stolen, not
+      added): ``(c - 1)/c`` of :data:`FP32_ACCUMULATE_BYTES` per micro-batch on
+      average, over the gradients a device keeps (divided by the shard group under
+      ZeRO-2/3, which reduce-scatters each micro-batch's gradient and accumulates
+      the shard, unless the runtime keeps the gradient unsharded across micro-batches:
+      :func:`~autopar_opt.cost.comm.accumulates_unsharded`).
+
+    Measured: on one H200 these bytes account for 7.1 of the 16.1 ms per
+    micro-batch the model missed outside the GEMMs and attention before they were
+    priced (``benchmarks/kernels/H200.md``, training step). Not counted: the lookup
+    embedding's dense gradient (``embedding_dense_backward`` writes a zero-filled
+    table-sized gradient on every runtime)."""
+    cast = autocast_cast_params(declared, s)
+    recasts = 2.0 if effective_recompute(declared, s.recompute) in (Recompute.full, Recompute.op) \
+        else 1.0
+    dense, expert = moe.split_params(held, s)
+    if not comm.accumulates_unsharded(s, ctx):
+        dense, expert = dense / s.zero_divisors(s.dp * s.cp)[1], expert / s.zero_divisors(s.edp)[1]
+    grads = dense + expert
+    c = ctx.microbatches
+    return (cast * (recasts * AUTOCAST_CAST_BYTES + AUTOCAST_GRAD_CAST_BYTES)
+            + grads * FP32_ACCUMULATE_BYTES * (c - 1) / c)

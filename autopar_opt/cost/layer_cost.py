@@ -38,7 +38,7 @@ from autopar_opt.cost import overlap
 from autopar_opt.cost.comm import (accumulates_unsharded, cp_comm, gradient_sync, logits_gather_time,
                                    reshards_after_forward, tie_sync_time,
                                    tp_comm_time, zero3_bytes, zero3_comm, zero3_sync)
-from autopar_opt.cost.compute import compute_time, grad_accumulate_time
+from autopar_opt.cost.compute import autocast_weight_time, compute_time, grad_accumulate_time
 from autopar_opt.cost.context import LayerCost, StageContext
 from autopar_opt.cost.memory import activation_bytes, working_set_bytes
 from autopar_opt.cost.state import (autocast_saved_cast_bytes, held_layer, weight_bytes,
@@ -117,8 +117,9 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     traffic, gradient reduction and optimizer step of the copy), and both
     ends of the tie pay the tied-gradient all-reduce (:func:`tie_sync_time`).
     DeepSpeed's ``BF16_Optimizer`` adds each micro-batch's 16-bit gradients
-    into its fp32 accumulator (:func:`grad_accumulate_time`, part of
-    ``compute_s``).
+    into its fp32 accumulator (:func:`grad_accumulate_time`), and PyTorch AMP
+    casts the fp32 weights and accumulates fp32 gradients every micro-batch
+    (:func:`autocast_weight_time`), both part of ``compute_s``.
     """
     comp = compute_time(layer, s, ctx)
     declared, tie_active = layer, ctx.tie_tier is not None
@@ -134,7 +135,7 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     z3_once, z3_once_hidden = zero3_sync(layer, s, ctx, comp)
     dp += tie_sync_time(layer, s, ctx) + z3_once
     dp_hidden += z3_once_hidden
-    accum = grad_accumulate_time(layer, s, ctx)
+    accum = grad_accumulate_time(layer, s, ctx) + autocast_weight_time(declared, layer, s, ctx)
     act = activation_bytes(layer, s, ctx.microbatch_samples, training=ctx.training)
     casts = autocast_saved_cast_bytes(declared, s, ctx.training)
     f_off = offload.offloaded_fraction(layer, ctx.training)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from autopar_opt.cost.compute import compute_time, kernel_time
+from autopar_opt.cost.compute import autocast_weight_time, compute_time, kernel_time
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.evaluate import evaluate
 from autopar_opt.cost.params import RANGES, default_params
@@ -433,7 +433,9 @@ def step(res: dict) -> str:
     comp = [compute_time(layers[n], s, ctx) for n, s in zip(stage.layers, stage.strategies)]
     g = sum(c.gemm_s for c in comp)
     a = sum(c.attn_s for c in comp)
-    tot = sum(c.total_s for c in comp)
+    amp = sum(autocast_weight_time(layers[n], layers[n], s, ctx)
+              for n, s in zip(stage.layers, stage.strategies))
+    tot = sum(c.total_s for c in comp) + amp
     head_gemm = sum(c.gemm_s for n, c in zip(stage.layers, comp) if layers[n].kind.value == "lm_head")
     parts = measured_parts(res)
     bd = m.breakdown
@@ -444,7 +446,10 @@ def step(res: dict) -> str:
     cmp = [row("micro-batch: GEMMs (all layers)", g, parts["gemm"]),
            row("  of which the output layer", head_gemm, parts["gemm_head"]),
            row("micro-batch: attention core", a, parts["attention"]),
-           row("micro-batch: the rest (element-wise, loss, embedding)", tot - g - a, parts["rest"]),
+           row("micro-batch: the rest (element-wise, loss, embedding, AMP casts)", tot - g - a,
+               parts["rest"]),
+           ["  of which AMP weight casts and fp32 gradient accumulation (model)", f"{amp * 1e3:.2f}",
+            "", ""],
            row("**micro-batch**", sm.compute_s, st["micro_batch_s"]),
            row(f"{mb} micro-batches", bd["compute_s"], mb * st["micro_batch_s"]),
            row("optimizer step (model) / clip + optimizer (measured)", bd["optimizer_s"],

@@ -25,6 +25,7 @@ from __future__ import annotations
 import pytest
 
 from support.bruteforce import brute_force
+from autopar_opt.cost import compute as cost_compute
 from autopar_opt.cost import memory as cost_memory
 from autopar_opt.cost import moe, state
 from autopar_opt.cost.context import StageContext, user_reserve_for
@@ -186,6 +187,7 @@ def test_solvers_agree_where_the_tied_cast_decides(monkeypatch) -> None:
     with monkeypatch.context() as m:
         m.setattr(state, "autocast_cast_params", _former_rule)
         m.setattr(cost_memory, "autocast_cast_params", _former_rule)
+        m.setattr(cost_compute, "autocast_cast_params", _former_rule)   # the casts' time too
         former = _tables(graph, cluster, training)
         picked = solve_dp(former)
     assert picked.termination is Termination.optimal
