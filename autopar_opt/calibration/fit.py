@@ -17,11 +17,8 @@ Throughput parameters:
   40/80 GB and the A800, the same GA100 die with fewer NVLinks, share one, H100/H200 share the GH100 die, B200/GB200 the
   Blackwell die);
 * ``fp8:<chip>`` – the same in FP8 against the FP8 peak;
-* ``efficiency_half_us``, ``elementwise_passes`` (``iteration_overhead_s`` is
-  pinned at 0, :data:`PINNED_SCALARS`: the project's H200 iteration leaves no time over
-  its timed parts, and fitted it sat on its upper bound standing in for physics the
-  model misses in a few families, ``benchmarks/calibration/BOUNDS.md``;
-  ``comm_efficiency`` and ``inter_comm_efficiency`` are pinned by nccl-tests
+* ``efficiency_half_us``, ``elementwise_passes``, ``iteration_overhead_s``
+  (``comm_efficiency`` and ``inter_comm_efficiency`` are pinned by nccl-tests
   figures, not fitted: issue 28, point 2, ``cost/params.py``; the attention
   kernels' efficiencies are published microbenchmarks, read from
   ``cost/data/attention_kernels.yaml``, point 1;
@@ -84,18 +81,8 @@ from autopar_opt.ir.hardware import DEVICE_CATALOG
 #: FP8 efficiency over bf16 efficiency of large GEMMs, measured on H100
 #: (medians 0.614 / 0.708 of the respective dense peaks, benchmarks/kernels).
 FP8_OVER_BF16 = 0.614 / 0.708
-#: Scalars fitted on throughput (those of :data:`PINNED_SCALARS` only when ``unpin``
-#: names them).
+#: Scalars fitted on throughput.
 SCALARS = ("efficiency_half_us", "elementwise_passes", "iteration_overhead_s")
-#: Scalars held at a measured value instead of fitted, with the measurement.
-#: ``iteration_overhead_s`` (host work per iteration outside the priced parts): a whole
-#: training iteration on one H200 (4 micro-batches of a Llama-3-8B-shaped model, clipping
-#: and fused AdamW) took 323.6 ms against 338.9 ms for its parts timed alone, a leftover
-#: of -15.4 ms (``benchmarks/kernels/H200.md``, "leftover (iteration - parts)"): nothing
-#: per iteration is left to price. Fitted (up to session 20), it went to its upper bound
-#: 0.05 s, driven by families that want 0.35-2 s for physics the model misses
-#: (``BOUNDS.md`` section 3): a fudge factor, not host work.
-PINNED_SCALARS = {"iteration_overhead_s": 0.0}
 
 
 @dataclass
@@ -136,7 +123,7 @@ def measurement_pins(name: str) -> float | None:
 def _used(name: str, runs: list[ModeledRun], unpin: frozenset[str] = frozenset()) -> bool:
     """Whether the fit frees ``name``: some run depends on it and no microbenchmark
     pins it (unless ``unpin`` names it)."""
-    if name not in unpin and (name in PINNED_SCALARS or measurement_pins(name) is not None):
+    if name not in unpin and measurement_pins(name) is not None:
         return False
     kind, _, chip = name.partition(":")
     if kind == "eff":
@@ -210,7 +197,6 @@ def fit(runs: list[ModeledRun], prior: CostParams | None = None, max_nfev: int =
     if not runs:
         raise ValueError("no modeled run with a measured throughput to fit")
     theta0 = _start(prior)
-    theta0.update({k: v for k, v in PINNED_SCALARS.items() if k not in unpin})
     pinned = dict(pinned or {})
     unknown = set(pinned) - set(theta0)
     if unknown:

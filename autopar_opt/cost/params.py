@@ -129,9 +129,8 @@ class CostParams:
         "the smallest expert GEMMs), so the host keeps ahead of any kernel longer than that, as a "
         "training layer's are"))
     iteration_overhead_s: float = _param(0.0, valid=NON_NEGATIVE, plausible=(
-        0.0, 0.05, "per-iteration host work outside the priced parts (data loader, logging, "
-        "loss and gradient-norm reductions); pinned at 0, not fitted: a whole iteration on one H200 "
-        "ran 15.4 ms under the sum of its parts timed alone (benchmarks/kernels/H200.md)"))
+        0.0, 0.05, "per-iteration host work: data loader, logging, gradient-norm and loss "
+        "reductions"))
     optimizer_bytes_per_param: float = _param(36.0, valid=NON_NEGATIVE, plausible=(
         28.0, 80.0, "HBM bytes per local parameter of one optimizer step at datasheet "
         "bandwidth: fused Adam 28 B (36 at the measured 0.76 of datasheet); mixed-precision "

@@ -73,23 +73,12 @@ def _sha(path: Path) -> str:
 READING = """\
 ## Reading
 
-(Hand-written with the regeneration of 2026-11-30, session 21: `iteration_overhead_s` is
-pinned at 0, not fitted (`calibration/fit.py` PINNED_SCALARS: a whole H200 iteration left
--15.4 ms over its timed parts, `benchmarks/kernels/H200.md`; fitted, it sat on its upper
-bound 0.05 s for families that want 0.35-2 s of physics the model misses, BOUNDS.md).
-Against session 20: in sample 6.2% -> 5.8%, no parameter at a bound; over both files
-leave-one-source-family-out 6.6% / 26.1% -> 6.9% / 26.8%; groups missing the accuracy
-targets 13 -> 15 (`framework:fsdp` 10.0% -> 10.9% median and `family:moezoo` p90 23.2% ->
-27.0% now miss; `framework:megatron` 10.6% -> 10.03%, still over by 0.03 points); coverage 86.5% ->
-84.5% overall, groups missing it 8 -> 7 (flagperf now covered; kempnerforge 75% -> 58%,
-llmfoundry 61% -> 57%). The constant had been lifting every short iteration's time, which
-hid part of the misses below; the figures are this regeneration's.
-Session 20: hybrid sharding is in the
+(Hand-written with the regeneration of 2026-11-30, session 20: hybrid sharding is in the
 strategy space, so the three HSDP/MiCS runs are modelled, fms-fsdp's Llama-2 7B and 13B on
 128 A100 (ZeRO-3 inside each node, 16 replicas; in sample, +10.6% and +24.1%) and
 BloombergGPT on 512 A100 (ZeRO-3 over 128-GPU groups, 4 replicas; held out, +7.7%); the
 in-sample fit moved with them (median 5.8% -> 6.2%, `iteration_overhead_s` to its upper
-bound 0.05, BOUNDS.md). Session 18's changes: Transformer
+bound 0.05, BOUNDS.md). The figures below are this regeneration's. Session 18's changes: Transformer
 Engine's FP8 casts and transposes are priced (`autopar_opt/cost/fp8_casts.py`) and the H100
 die's FP8 GEMM efficiency is pinned to the H200 run (0.637, fitted 0.555 before); MoE
 layers pay one GEMM kernel per local expert where the stack launches one (Megatron-Core's

@@ -40,28 +40,27 @@ GROUP_MIN = 5
 
 #: Targets missed today (measured by intervals.py; REGIMES.md): group -> figure.
 MISSED_ACCURACY = {
-    "family:bloom": "median 7.6%, p90 38.5%",
-    "family:dsazure2022": "median 4.2%, p90 144.3%",
-    "family:flagperf": "median 18.7%, p90 35.5%",
-    "family:internevo": "median 7.6%, p90 30.3%",
-    "family:kempnerforge": "median 18.3%, p90 26.4%",
-    "family:llmfoundry": "median 10.3%, p90 21.0%",
-    "family:moezoo": "median 6.4%, p90 27.0%",
-    "family:xtuner2024": "median 8.9%, p90 29.0%",
-    "fp8:true": "median 20.5%, p90 24.4%",
-    "framework:deepspeed": "median 11.8%, p90 43.3%",
-    "framework:fsdp": "median 10.9%, p90 24.8%",
-    "framework:megatron": "median 10.0%, p90 19.5%",
-    "generation:hopper": "median 15.3%, p90 32.9%",
-    "moe:true": "median 6.3%, p90 36.9%",
-    "sharded_at_scale:true": "median 6.9%, p90 136.4%",
+    "family:bloom": "median 8.1%, p90 39.4%",
+    "family:dsazure2022": "median 4.2%, p90 142.7%",
+    "family:flagperf": "median 20.1%, p90 27.3%",
+    "family:internevo": "median 6.9%, p90 29.6%",
+    "family:kempnerforge": "median 18.1%, p90 26.3%",
+    "family:llmfoundry": "median 10.1%, p90 21.2%",
+    "family:xtuner2024": "median 9.0%, p90 29.0%",
+    "fp8:true": "median 23.2%, p90 25.7%",
+    "framework:deepspeed": "median 11.6%, p90 43.5%",
+    "framework:megatron": "median 10.6%, p90 20.4%",
+    "generation:hopper": "median 14.2%, p90 33.8%",
+    "moe:true": "median 5.8%, p90 31.2%",
+    "sharded_at_scale:true": "median 6.8%, p90 134.9%",
 }
 MISSED_COVERAGE = {
     "family:dsazure2022": "67% of 9",
-    "family:kempnerforge": "58% of 12",
-    "family:llmfoundry": "57% of 28",
-    "framework:fsdp": "62% of 45",
-    "generation:hopper": "76% of 54",
+    "family:flagperf": "79% of 14",
+    "family:kempnerforge": "75% of 12",
+    "family:llmfoundry": "61% of 28",
+    "framework:fsdp": "64% of 45",
+    "generation:hopper": "72% of 54",
     "long_context:true": "77% of 13",
     "sharded_at_scale:true": "70% of 10",
 }
@@ -119,14 +118,14 @@ def test_group_meets_the_accuracy_targets(group):
 
 
 def test_leave_one_family_out_over_both_files():
-    """Median <= 10% (met, 6.9%); p90 <= 25% missed by 1.8 points (26.84%: the
+    """Median <= 10% (met, 6.6%); p90 <= 25% missed by 1.1 points (26.08%: the
     DeepSpeed-on-Azure ZeRO-3 rows at micro-batch 1 and 4, +43% to +206% too fast;
     KempnerForge's 70B rows, priced with one reduce-scatter per iteration as its trainer
     runs it, 23-26% too fast; FlagPerf's and BLOOM's rows), asserted at that figure plus
     1.5 points of slack, as test_calibration_lofo does for the in-sample file."""
     errs = np.abs([e for g, v in GROUPS.items() if g.startswith("family:") for e in v])
     assert len(errs) == len(DOC["runs"])
-    assert np.percentile(errs, 50) <= 0.10 and np.percentile(errs, 90) <= 0.2684 + 0.015
+    assert np.percentile(errs, 50) <= 0.10 and np.percentile(errs, 90) <= 0.2608 + 0.015
 
 
 def _covered() -> dict[str, list[bool]]:
