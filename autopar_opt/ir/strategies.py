@@ -30,7 +30,9 @@ groups are consecutive chunks of the dp-cp ranks,
 ``parallel_state.initialize_model_parallel``; DeepSpeed's MiCS, Zhang et al.
 2022, until its removal in DeepSpeed 0.19). The search offers the group of the
 ``dp × cp`` ranks inside one node (``gpus_per_node / tp``, the recipe of each
-of them; at ZeRO-3 by default, ``SearchSpace.hybrid_zero_levels``), a multiple of ``cp`` (torchtitan shards over ``dp_shard × cp``);
+of them; at ZeRO-3 by default, ``SearchSpace.hybrid_zero_levels``), or inside each
+node count of ``SearchSpace.hybrid_shard_nodes`` (BloombergGPT sharded over 128
+A100s, 16 nodes: Wu et al. 2023, Sec. 3.4), a multiple of ``cp`` (torchtitan shards over ``dp_shard × cp``);
 routed experts shard over ``edp / replicas`` (Megatron-Core: the expert
 data-parallel size divisible by the instances; torchtitan's expert mesh
 ``(dp_replicate, efsdp, ep)``).
@@ -291,16 +293,16 @@ def enumerate_strategies(layer: Layer, devices: int, microbatch_samples: int,
     return out
 
 
-def node_shard_group(dp: int, cp: int, tp: int, gpus_per_node: int) -> int | None:
-    """The hybrid-sharding group of the ``dp·cp`` ranks inside one node
-    (``gpus_per_node / tp``), or None where hybrid sharding is not on offer:
-    the ``dp·cp`` group fits in a node, ``tp`` does not divide a node's GPUs or
-    fills the node (a one-rank "shard group" is plain replication),
-    or the node's share is not a multiple of ``cp`` or does not divide ``dp·cp``
+def node_shard_group(dp: int, cp: int, tp: int, gpus_per_node: int, nodes: int = 1) -> int | None:
+    """The hybrid-sharding group of the ``dp·cp`` ranks inside ``nodes`` nodes
+    (``nodes · gpus_per_node / tp``), or None where it is not on offer: the
+    ``dp·cp`` group fits in those nodes (sharding over all of it is plain ZeRO),
+    ``tp`` does not divide a node's GPUs, the group has one rank (plain
+    replication), or it is not a multiple of ``cp`` or does not divide ``dp·cp``
     (module docstring)."""
-    if tp > gpus_per_node or gpus_per_node % tp:
+    if nodes < 1 or tp > gpus_per_node or gpus_per_node % tp:
         return None
-    zg = gpus_per_node // tp
+    zg = nodes * gpus_per_node // tp
     if zg < 2 or dp * cp <= zg or zg % cp or (dp * cp) % zg:
         return None
     return zg
@@ -309,17 +311,18 @@ def node_shard_group(dp: int, cp: int, tp: int, gpus_per_node: int) -> int | Non
 def _zero_groups(layer: Layer, zero: int, dp: int, cp: int, tp: int, ep: int, etp: int,
                  space: SearchSpace, gpus_per_node: int) -> list[int]:
     """Shard groups of a strategy (``Strategy.zero_group``): 0 (the whole ``dp·cp``
-    group) where ``space.hybrid_sharding`` holds False, and the node's group
-    (:func:`node_shard_group`) where it holds True, ``zero`` is one of
-    ``space.hybrid_zero_levels`` and ZeRO shards something (a MoE layer's expert
-    data-parallel degree must divide by the replicas)."""
+    group) where ``space.hybrid_sharding`` holds False, and where it holds True, ``zero``
+    is one of ``space.hybrid_zero_levels`` and ZeRO shards something, the group of the
+    ranks in each node count of ``space.hybrid_shard_nodes`` (:func:`node_shard_group`;
+    one node by default) whose replicas divide a MoE layer's expert data-parallel degree."""
     out = [0] if False in space.hybrid_sharding else []
-    zg = node_shard_group(dp, cp, tp, gpus_per_node)
     if True in space.hybrid_sharding and zero > 0 and zero in space.hybrid_zero_levels \
-            and layer.params > 0 and zg is not None:
-        replicas = dp * cp // zg
-        if not layer.is_moe or Strategy(dp, tp, cp, ep=ep, etp=etp).edp % replicas == 0:
-            out.append(zg)
+            and layer.params > 0:
+        edp = Strategy(dp, tp, cp, ep=ep, etp=etp).edp if layer.is_moe else None
+        for nodes in sorted(set(space.hybrid_shard_nodes)):
+            zg = node_shard_group(dp, cp, tp, gpus_per_node, nodes)
+            if zg is not None and zg not in out and (edp is None or edp % (dp * cp // zg) == 0):
+                out.append(zg)
     return out or [0]
 
 

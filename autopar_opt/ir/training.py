@@ -156,6 +156,10 @@ class SearchSpace:
     #: network with the same bytes per NIC either way, so it rarely wins and only
     #: enlarges the tables (benchmarks/runnable: Qwen3-235B's search 2x slower)
     hybrid_zero_levels: tuple[int, ...] = (3,)
+    #: the nodes one hybrid shard group spans (its ranks: that many nodes' ``dp·cp``
+    #: ranks): one by default, where each micro-batch's gathers stay on NVLink; more
+    #: trade a shard's memory for gathers across the network
+    hybrid_shard_nodes: tuple[int, ...] = (1,)
     recompute: tuple[Recompute, ...] = (Recompute.none, Recompute.full)
     schedules: tuple[Schedule, ...] = (Schedule.one_f_one_b,)
     microbatches: tuple[int, ...] | None = None

@@ -278,6 +278,28 @@ def build_target(value, graph: LayerGraph | None, training: Training, section: S
     return target, ""
 
 
+def _check_shard_nodes(section: SearchSection, cluster: Cluster | None, out: ProblemList) -> None:
+    """``search.hybrid_shard_nodes`` that no plan could use is an error, not a silent
+    drop: the list with hybrid sharding off, or a node count that is not below the
+    cluster's nodes (a group of every node is plain ZeRO)."""
+    if list(section.hybrid_shard_nodes) == [1]:
+        return
+    if True not in section.hybrid_sharding:
+        out.add("search.hybrid_shard_nodes", list(section.hybrid_shard_nodes),
+                "shard groups only matter with hybrid sharding, and search.hybrid_sharding "
+                "is [false]", "add true to search.hybrid_sharding, or remove "
+                "search.hybrid_shard_nodes")
+        return
+    if cluster is None:
+        return
+    for i, k in enumerate(section.hybrid_shard_nodes):
+        if k >= cluster.nodes:
+            out.add(f"search.hybrid_shard_nodes[{i}]", k, f"a shard group of {k} node(s) is not "
+                    f"smaller than the cluster's {cluster.nodes} node(s): sharding over every "
+                    "node is plain ZeRO, which hybrid_sharding false already searches",
+                    f"list node counts below {cluster.nodes}")
+
+
 def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGraph | None,
                 training: Training, out: ProblemList, target: Target | None = None) -> SearchSpace:
     """The search space; degrees must divide the devices, micro-batches the batch."""
@@ -300,6 +322,7 @@ def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGra
         out.add("search.vp_chunks", section.vp_chunks, "virtual stages are the interleaved "
                 f"schedule's, and {listed}",
                 "add interleaved to search.schedules, or remove search.vp_chunks")
+    _check_shard_nodes(section, cluster, out)
     if graph is not None and section.ep_degrees and not any(l.is_moe for l in graph.layers):
         for i, ep in enumerate(section.ep_degrees):      # else dropped silently by the search
             if ep > 1:
@@ -314,6 +337,7 @@ def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGra
         zero_levels=tuple(section.zero_levels),
         hybrid_sharding=tuple(section.hybrid_sharding),
         hybrid_zero_levels=tuple(section.hybrid_zero_levels),
+        hybrid_shard_nodes=tuple(section.hybrid_shard_nodes),
         recompute=tuple(Recompute(r) for r in section.recompute),
         schedules=_target_schedules(section, target), schedules_source=schedules_source(section, target),
         microbatches=tup(section.microbatches), max_microbatches=section.max_microbatches,

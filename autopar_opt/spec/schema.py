@@ -330,6 +330,11 @@ class SearchSection(Section):
         "ZeRO levels hybrid sharding is offered at: 3 by default (HSDP: every micro-batch's "
         "gathers stay in the node); add 1 or 2 for Megatron's distributed-optimizer instances.",
         [1, 3], default=[3], min_length=1)
+    hybrid_shard_nodes: list[Degree] = documented_field(
+        "Nodes one hybrid shard group spans: its ranks are those nodes' dp*cp ranks. 1 (the "
+        "default) keeps every micro-batch's gathers inside a node; more nodes divide the "
+        "states further and gather across the network (BloombergGPT sharded over 16 nodes).",
+        [1, 2, 4], default=[1], min_length=1)
     recompute: list[Recompute] = documented_field("Recomputation modes.", ["none", "full"],
                                     default=[Recompute.none, Recompute.full], min_length=1)
     schedules: Optional[list[Literal["gpipe", "1f1b", "interleaved"]]] = documented_field(

@@ -52,6 +52,13 @@ cluster: {zoo: 2x8-h100}
 training: {global_batch_size: 32, seq_len: 8192}
 plan: {tp: 1, pp: 1, zero: 3, zero_group: 8, recompute: full, micro_batch_size: 1}
 """,
+    # Llama-3 8B, ZeRO-3 over groups of two nodes (16 ranks) on four nodes, two replicas
+    "llama3_8b_hsdp_2node": """
+model: {hf_config: MODEL_ZOO/hf/llama-3.1-8b.json}
+cluster: {zoo: 4x8-a100-80}
+training: {global_batch_size: 64, seq_len: 8192}
+plan: {tp: 1, pp: 1, zero: 3, zero_group: 16, recompute: full, micro_batch_size: 1}
+""",
     # Llama-3 8B, distributed optimizer per node (ZeRO-1, two instances): Megatron only
     "llama3_8b_distopt2": """
 model: {hf_config: MODEL_ZOO/hf/llama-3.1-8b.json}

@@ -80,6 +80,41 @@ def test_the_search_offers_the_node_group_where_it_shards_something():
     assert SearchSpace().hybrid_zero_levels == (3,)
 
 
+def test_shard_groups_of_several_nodes_are_offered_where_asked():
+    """``hybrid_shard_nodes`` lists how many nodes one shard group spans: the group is
+    that many nodes' dp·cp ranks, offered while it stays below the dp·cp group and
+    divides it (BloombergGPT sharded over 16 nodes of 8 A100s)."""
+    assert node_shard_group(32, 1, 1, 8, 2) == 16
+    assert node_shard_group(32, 1, 2, 8, 2) == 8          # 2 nodes x 4 dp ranks
+    assert node_shard_group(32, 1, 1, 8, 4) is None       # four nodes: the whole group
+    assert node_shard_group(48, 1, 1, 8, 4) is None       # 32 does not divide 48
+    assert node_shard_group(32, 1, 1, 8, 0) is None
+    assert node_shard_group(512, 1, 1, 8, 16) == 128
+    space = SearchSpace(tp_degrees=(1, 2), zero_levels=(0, 3), recompute=(Recompute.none,),
+                        sequence_parallel=(False,), hybrid_shard_nodes=(1, 2, 4))
+    strats = enumerate_strategies(BLOCK, 32, 32, space, 8, 2048)
+    assert {(s.tp, s.zero_group) for s in strats if s.hybrid} == {(1, 8), (1, 16), (2, 4), (2, 8)}
+    assert SearchSpace().hybrid_shard_nodes == (1,)
+    default = enumerate_strategies(BLOCK, 32, 32, replace(space, hybrid_shard_nodes=(1,)), 8, 2048)
+    assert {(s.tp, s.zero_group) for s in default if s.hybrid} == {(1, 8), (2, 4)}
+
+
+def test_a_two_node_group_gathers_across_its_nodes_and_all_reduces_across_the_replicas():
+    """dp 32 on four nodes of 8 in groups of 16: the gather is a dp 16 ZeRO-3 layer's
+    on two nodes, the extra reduction NCCL's all-reduce of the 1/16 shard over the two
+    replicas (one rank in each half, 16 ranks apart)."""
+    four, two = _ctx(4), _ctx(2)
+    s = Strategy(dp=32, tp=1, zero=3, zero_group=16)
+    gather, rs = comm._unit_gather_scatter(BLOCK, s, four)
+    g2, rs2 = comm._unit_gather_scatter(BLOCK, Strategy(dp=16, tp=1, zero=3), two)
+    assert gather == pytest.approx(g2)
+    shard_bytes = BLOCK.params * comm.zero3_bytes(four.training)[1] / 16
+    assert comm.collective_group(four, 2, 16).nodes == 2
+    assert rs == pytest.approx(rs2 + comm.collective(four, "all_reduce", 2, 16, shard_bytes))
+    tr = Training(global_batch_size=32, seq_len=2048)
+    assert weight_parts(BLOCK, s, tr) == pytest.approx(weight_parts(BLOCK, Strategy(dp=16, tp=1, zero=3), tr))
+
+
 def test_each_rank_holds_the_states_of_its_shard_group():
     tr = Training(global_batch_size=32, seq_len=2048)
     for zero in (1, 2, 3):
@@ -169,6 +204,32 @@ def test_solvers_and_evaluate_agree_with_hybrid_sharding_in_the_space():
         if pp == 1:
             assert any(s.hybrid for strats in tables.strategies for s in strats)
             assert any(s.hybrid for st in ref[1].stages for s in st.strategies)
+        assert_all_reach(solve_every_way(tables, pp), ref[0], tables, graph, cluster, training)
+
+
+def test_solvers_and_evaluate_agree_with_groups_of_several_nodes():
+    """Four nodes of two GPUs, groups of one and two nodes on offer: brute force = DP =
+    MILP = MIQP (when installed) = block MILP, evaluate reproduces each objective, and
+    a two-node group is among the tables' strategies."""
+    from support.bruteforce import brute_force
+    from support.solver_agreement import assert_all_reach, solve_every_way
+    from autopar_opt.cost.tables import build_cost_tables
+    from autopar_opt.ir.training import Schedule
+    from autopar_opt.model_zoo.synthetic import small_cluster
+    from autopar_opt.model_zoo.transformer import decoder_lm
+
+    space = SearchSpace(zero_levels=(0, 3), recompute=(Recompute.none,), sequence_parallel=(False,),
+                        tp_degrees=(1, 2), hybrid_shard_nodes=(1, 2))
+    graph = decoder_lm("tiny", 2, 1024, 256, 8, 4096, 1000)
+    cluster = small_cluster(4, 2, inter_gb_per_s=1.0)
+    training = Training(global_batch_size=16, seq_len=256, runtime=runtime_named("pytorch-fsdp"))
+    for pp in (1, 2):
+        ref = brute_force(graph, cluster, training, space, pp, 2)
+        assert ref is not None
+        tables = build_cost_tables(graph, cluster, training, space, default_params(), pp, 2,
+                                   Schedule.one_f_one_b)
+        if pp == 1:
+            assert any(s.zero_group == 4 for strats in tables.strategies for s in strats)
         assert_all_reach(solve_every_way(tables, pp), ref[0], tables, graph, cluster, training)
 
 

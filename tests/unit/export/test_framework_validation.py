@@ -253,16 +253,19 @@ def test_torchtitan_loads_a_deepep_plan(tmp_path):
     assert "DeepEPTokenDispatcher" in model and "AllToAllTokenDispatcher" not in model
 
 
-@pytest.mark.parametrize("name", ["llama3_8b_hsdp", "llama3_8b_hsdp_tp1", "llama3_8b_distopt2"])
+@pytest.mark.parametrize("name", ["llama3_8b_hsdp", "llama3_8b_hsdp_tp1", "llama3_8b_distopt2",
+                                  "llama3_8b_hsdp_2node"])
 def test_hybrid_sharding_reaches_each_framework_as_priced(name, tmp_path):
-    """Hybrid sharding (a ZeRO shard group per node, replicated across the two nodes):
+    """Hybrid sharding (a ZeRO shard group per node, or per two nodes of four,
+    replicated across the others):
     Megatron-Core builds intra-partial data-parallel groups of the plan's shard group
     (``--num-distributed-optimizer-instances``), torchtitan's mesh has the plan's
     ``dp_replicate`` x ``dp_shard``; a target that cannot run it refuses it (torchtitan
     has no ZeRO-1; DeepSpeed 0.19 removed MiCS)."""
     spec = _spec(name, tmp_path)
     view = plan_view(spec.plan, spec.graph, spec.cluster, spec.training)
-    assert view.replicas == 2 and view.zero_group == 8 // view.tp
+    assert view.replicas == 2 and view.zero_group * view.replicas == view.dp * view.cp
+    assert view.zero_group == (16 if name.endswith("2node") else 8 // view.tp)
     reached = []
     out = _export(spec, "megatron")
     assert out is not None and f"--num-distributed-optimizer-instances {view.replicas}" in out.text

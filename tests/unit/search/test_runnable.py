@@ -120,6 +120,42 @@ def test_runnable_optimum_with_hybrid_sharding_equals_brute_force(target, solver
     assert _accepts(target, DENSE)(res.plan)
 
 
+#: four nodes of two GPUs (the debug cluster's links), shard groups of one and two nodes on
+#: offer: at pp = 1 the dp·cp = 8 ranks shard over 2 (tp 1) or 4 (tp 1, two nodes; tp 2)
+WIDE = replace(CLUSTER, name="debug-4x2", nodes=4, gpus_per_node=2)
+WIDE_SPACE = replace(HYBRID_SPACE, hybrid_shard_nodes=(1, 2), hybrid_zero_levels=(3,))
+
+
+@functools.lru_cache(maxsize=None)
+def _wide_oracle(target: Target) -> float:
+    """Brute force over the exporter's accepted plans on :data:`WIDE`."""
+    space = runnable_space(WIDE_SPACE, target.framework, target.version)
+    return min((ref[0] for cfg in outer_configs(DENSE, WIDE, TRAINING, space)
+                if (ref := brute_force(DENSE, WIDE, TRAINING, WIDE_SPACE, cfg.pp, cfg.microbatches,
+                                       cfg.schedule, accept=_accepts(target, DENSE))) is not None),
+               default=math.inf)
+
+
+@pytest.mark.parametrize("solver", ["dp", "highs"])
+@pytest.mark.parametrize("target", TARGETS[:2], ids=lambda t: t.label())
+def test_runnable_optimum_with_shard_groups_of_several_nodes_equals_brute_force(target, solver):
+    """Two shard-group sizes mean two replica counts, of which a runnable plan takes one
+    (a uniform dimension): the DP's key families and the MILP's rows still reach the
+    brute-force optimum over the exporter's accepted plans, and prove it."""
+    space = runnable_space(WIDE_SPACE, target.framework, target.version)
+    tables = build_cost_tables(DENSE, WIDE, TRAINING, space, default_params(), 1, 1,
+                               Schedule.one_f_one_b, prune_dominated=False)
+    groups = {s.zero_group for strats in tables.strategies for s in strats if s.hybrid}
+    assert {2, 4} <= groups                       # one node's ranks and two nodes'
+    res = run_search(DENSE, WIDE, TRAINING, space, default_params(),
+                     SearchOptions(solver=solver, time_limit_s=60, rel_gap=0.0,
+                                   warm_start=solver != "highs"))
+    assert res.plan is not None
+    assert res.metrics.iteration_time_s == pytest.approx(_wide_oracle(target), rel=1e-9)
+    assert res.certificate.lower_bound == pytest.approx(res.metrics.iteration_time_s, rel=1e-9)
+    assert _accepts(target, DENSE)(res.plan)
+
+
 def test_hybrid_plans_are_in_the_runnable_spaces():
     """Not vacuous: Megatron's and torchtitan's spaces hold hybrid strategies on the
     dense instance; DeepSpeed's none (0.19 removed MiCS)."""

@@ -116,6 +116,13 @@ CASES = [
      r"search\.hybrid_sharding", r"MiCS was removed.*add false"),
     ("hybrid_sharding_text", _set("search.hybrid_sharding", ["node"]), r"search\.hybrid_sharding\[0\]",
      r"expected true or false"),
+    ("hybrid_shard_nodes_zero", _set("search.hybrid_shard_nodes", [0]),
+     r"search\.hybrid_shard_nodes\[0\]", r"greater than 0"),
+    ("hybrid_shard_nodes_whole_cluster", _both(NODES2, _set("search.hybrid_shard_nodes", [1, 2])),
+     r"search\.hybrid_shard_nodes\[1\]", r"not smaller than the cluster's 2 node.*list node counts below 2"),
+    ("hybrid_shard_nodes_without_hybrid", _both(NODES2, _set("search.hybrid_sharding", [False]),
+                                                _set("search.hybrid_shard_nodes", [2])),
+     r"search\.hybrid_shard_nodes", r"search\.hybrid_sharding is \[false\].*add true"),
     # base plan on 4 GPUs: tp2 pp2 -> dp 1; with pp 1, dp 2: a group of 2 would be all of dp*cp
     ("plan_zero_group_not_divisor", _both(NODES2, _set("plan.pp", 1), _set("plan.zero", 3),
                                           _set("plan.zero_group", 3)),
