@@ -428,10 +428,10 @@ def autocast_weight_bytes(declared: Layer, held: Layer, s: Strategy, ctx: StageC
     :data:`AUTOCAST_CAST_BYTES` and its neighbours):
 
     * every parameter autocast casts (:func:`~autopar_opt.cost.state.autocast_cast_params`
-      of the ``declared`` layer: an output layer tied to the input embedding casts the
-      tied matrix whether it holds a copy or not;
-      the GEMM weights after tensor/expert parallelism, unsharded under ZeRO-3/FSDP,
-      whose gathered weight is what autocast casts; not a lookup embedding or a norm)
+      of the ``declared`` layer: the GEMM weights after tensor/expert parallelism,
+      unsharded under ZeRO-3/FSDP, whose gathered weight is what autocast casts; an
+      output layer tied to the input embedding casts the tied matrix whether it holds a
+      copy or not; a lookup embedding or a norm casts nothing)
       is cast once per forward, the cache living only inside the autocast region
       (``clear_cache`` when the outermost region exits), so each micro-batch casts
       again, and a recomputed forward (full or op-level checkpointing, which re-enter
@@ -447,9 +447,10 @@ def autocast_weight_bytes(declared: Layer, held: Layer, s: Strategy, ctx: StageC
       the shard, unless the runtime keeps the gradient unsharded across micro-batches:
       :func:`~autopar_opt.cost.comm.accumulates_unsharded`).
 
-    Measured: on one H200 these bytes account for 7.1 of the 16.1 ms per
+    Measured: on one H200 these bytes account for 7.1 of the 16.5 ms per
     micro-batch the model missed outside the GEMMs and attention before they were
-    priced (``benchmarks/kernels/H200.md``, training step). Not counted: the lookup
+    priced (``benchmarks/kernels/H200.md``, training step: fp32 parameters, bf16
+    autocast, 4 micro-batches). Not counted: the lookup
     embedding's dense gradient (``embedding_dense_backward`` writes a zero-filled
     table-sized gradient on every runtime)."""
     cast = autocast_cast_params(declared, s)
