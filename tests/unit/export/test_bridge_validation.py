@@ -147,10 +147,10 @@ def test_bridge_environment_is_the_locked_one(bridge):
 
 
 def test_every_megatron_validated_plan_reaches_bridge(bridge):
-    """The golden set is not vacuous: all twelve golden plans, both recipes where they apply."""
+    """The golden set is not vacuous: all thirteen golden plans, both recipes where they apply."""
     _, plans, results = bridge
-    assert len(plans) == 12
-    assert sum(1 for k in results if "@" in k) == 12 + 11    # DeepSeek-V3 (MLA): one recipe
+    assert len(plans) == 13
+    assert sum(1 for k in results if "@" in k) == 13 + 12    # DeepSeek-V3 (MLA): one recipe
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
