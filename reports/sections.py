@@ -233,7 +233,7 @@ def memory_section(doc: dict) -> dict | None:
 #: Critical-path parts of the iteration time (``PlanMetrics.breakdown``).
 BREAKDOWN_LABELS = {"compute_s": "compute", "tp_comm_s": "exposed tensor-parallel communication",
                     "cp_comm_s": "exposed context-parallel communication",
-                    "zero_comm_s": "exposed ZeRO-3 gathers", "ep_comm_s": "MoE all-to-all",
+                    "zero_comm_s": "exposed ZeRO-3 gathers, ZeRO-2 reductions", "ep_comm_s": "MoE all-to-all",
                     "offload_comm_s": "exposed CPU activation offload copies",
                     "reshard_s": "resharding",
                     "dp_comm_s": "exposed data-parallel gradient reduction",

@@ -167,7 +167,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
              f"HFU:              {100 * metrics.hfu:.2f} %",
              "iteration time, critical path (s):"]
     labels = {"compute_s": "compute", "tp_comm_s": "exposed TP comm", "cp_comm_s": "exposed CP comm",
-              "zero_comm_s": "exposed ZeRO-3 comm", "ep_comm_s": "MoE all-to-all",
+              "zero_comm_s": "exposed ZeRO-2/3 comm", "ep_comm_s": "MoE all-to-all",
               "offload_comm_s": "exposed CPU offload copies", "reshard_s": "resharding",
               "dp_comm_s": "exposed DP grad reduction", "optimizer_s": "optimizer step",
               "fixed_s": "fixed per iteration", "pipeline_bubble_s": "pipeline bubble + sends"}

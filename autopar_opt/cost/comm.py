@@ -419,7 +419,10 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
 
     Gradient reduction over the dp×cp group: an all-reduce, or with ZeRO-1/2 a
     reduce-scatter + all-gather of the same total volume (ZeRO-3 reduced per
-    micro-batch already); with hybrid sharding the reduce-scatter and the
+    micro-batch already); DeepSpeed all-reduces instead of reduce-scattering
+    (``zero_grad_all_reduce``, :func:`_zero12_reduction`) and reduces ZeRO-2 gradients
+    every micro-batch (``zero2_microbatch_reduce``, :func:`zero2_microbatch_comm`:
+    here only the all-gather and the step); with hybrid sharding the reduce-scatter and the
     all-gather run inside the shard group and the shard is all-reduced across
     the replicas between them (Megatron-Core ``--num-distributed-optimizer-instances``,
     :func:`replica_all_reduce`), sent in the framework's gradient buckets
@@ -440,6 +443,7 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     comm = raw = shard = 0.0
     bwd_window = comp.bwd_s if rt.grad_reduce_overlap else 0.0
     fwd_window = comp.fwd_s if rt.param_gather_overlap else 0.0
+    per_microbatch = zero2_reduces_per_microbatch(s, ctx)
     for local, group, stride in ((dense, s.dp * s.cp, s.tp), (expert, s.edp, moe.expert_stride(s))):
         if local <= 0:
             continue
@@ -451,8 +455,8 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
                 comm += exposed(ar, bwd_window)
             else:
                 sg = s.shard_group(group)     # hybrid: the shard group, then the replicas
-                rs = collective(ctx, "reduce_scatter", sg, stride, local * g_bytes, msgs) \
-                    + _replica_part(ctx, s, local, group, stride, g_bytes, msgs)
+                rs = 0.0 if per_microbatch else _zero12_reduction(ctx, s, local, group, stride,
+                                                                  g_bytes, msgs)
                 ag = collective(ctx, "all_gather", sg, stride, local * w_bytes, msgs)
                 raw += rs + ag
                 comm += exposed(rs, bwd_window) + exposed(ag, fwd_window)
@@ -461,6 +465,46 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     if not rt.fused_optimizer:
         step *= p.unfused_optimizer_factor
     return comm, raw - comm, step
+
+
+def _zero12_reduction(ctx: StageContext, s: Strategy, local: float, group: int, stride: int,
+                      g_bytes: float, msgs: float) -> float:
+    """Seconds of the ZeRO-1/2 gradient reduction of ``local`` parameters over a
+    data-parallel ``group``: a reduce-scatter (inside the shard group, then the
+    replicas' all-reduce of the shard under hybrid sharding), or, on a runtime with
+    ``zero_grad_all_reduce`` (DeepSpeed), an all-reduce of the whole gradient of which
+    each rank keeps its partition (:mod:`autopar_opt.ir.runtime`)."""
+    if ctx.training.runtime.zero_grad_all_reduce and not s.hybrid:
+        return collective(ctx, "all_reduce", group, stride, local * g_bytes, msgs)
+    return collective(ctx, "reduce_scatter", s.shard_group(group), stride, local * g_bytes, msgs) \
+        + _replica_part(ctx, s, local, group, stride, g_bytes, msgs)
+
+
+def zero2_reduces_per_microbatch(s: Strategy, ctx: StageContext) -> bool:
+    """Whether this ZeRO-2 layer reduces its gradients every micro-batch
+    (``zero2_microbatch_reduce``: DeepSpeed) instead of once per iteration."""
+    return s.zero == 2 and ctx.training.runtime.zero2_microbatch_reduce
+
+
+def zero2_microbatch_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
+                          ) -> tuple[float, float]:
+    """(raw, exposed) seconds per micro-batch of a ZeRO-2 layer's gradient reduction on a
+    runtime that reduces every micro-batch (:func:`zero2_reduces_per_microbatch`; 0, 0
+    otherwise): :func:`_zero12_reduction` of the layer's gradient in its reduction dtype,
+    sent in the framework's buckets, exposed unless ``grad_reduce_overlap`` hides it behind
+    the layer's backward. :func:`gradient_sync` then prices only the all-gather of the
+    updated parameters and the step, once per iteration."""
+    if not zero2_reduces_per_microbatch(s, ctx) or layer.params <= 0:
+        return 0.0, 0.0
+    rt = ctx.training.runtime
+    g_bytes = reduced_grad_bytes(ctx.training, s.zero)
+    dense, expert = moe.split_params(layer, s)
+    raw = 0.0
+    for local, group, stride in ((dense, s.dp * s.cp, s.tp), (expert, s.edp, moe.expert_stride(s))):
+        if local > 0 and group > 1:
+            msgs = grad_bucket_messages(local * g_bytes, rt.name, group, g_bytes)
+            raw += _zero12_reduction(ctx, s, local, group, stride, g_bytes, msgs)
+    return raw, exposed(raw, comp.bwd_s if rt.grad_reduce_overlap else 0.0)
 
 
 def tie_sync_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:

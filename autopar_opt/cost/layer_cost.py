@@ -37,7 +37,8 @@ from autopar_opt.cost import moe, offload
 from autopar_opt.cost import overlap
 from autopar_opt.cost.comm import (accumulates_unsharded, cp_comm, gradient_sync, logits_gather_time,
                                    reshards_after_forward, tie_sync_time,
-                                   tp_comm_time, zero3_bytes, zero3_comm, zero3_sync)
+                                   tp_comm_time, zero2_microbatch_comm, zero3_bytes, zero3_comm,
+                                   zero3_sync)
 from autopar_opt.cost.compute import autocast_weight_time, compute_time, grad_accumulate_time
 from autopar_opt.cost.context import LayerCost, StageContext
 from autopar_opt.cost.memory import activation_bytes, working_set_bytes
@@ -130,6 +131,8 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     cp_raw, cp_exp, cp_merge = cp_comm(layer, s, ctx, comp)
     cp = cp_exp + cp_merge
     z3_raw, z3 = zero3_comm(layer, s, ctx, comp)
+    z2_raw, z2 = zero2_microbatch_comm(layer, s, ctx, comp)
+    z3_raw, z3 = z3_raw + z2_raw, z3 + z2          # per micro-batch ZeRO traffic, one breakdown term
     ep = moe.alltoall_comm_time(layer, s, ctx)
     dp, dp_hidden, step = gradient_sync(layer, s, ctx, comp)
     z3_once, z3_once_hidden = zero3_sync(layer, s, ctx, comp)

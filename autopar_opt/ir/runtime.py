@@ -139,6 +139,28 @@ lp_grad_copy
     :func:`autopar_opt.cost.compute.grad_accumulate_time`); Megatron's
     fused weight-gradient GEMM accumulates into ``main_grad`` with no such
     pass.
+zero_grad_all_reduce
+    ZeRO-1/2 reduces the gradients with an all-reduce of each bucket, every rank
+    keeping its own partition of the result, then all-gathers the updated
+    parameters after the step: twice a reduce-scatter's bytes. DeepSpeed, both
+    through ``BF16_Optimizer`` (``DeepSpeedEngine.allreduce_gradients`` ->
+    ``buffered_allreduce_fallback``) and through its ZeRO optimizer
+    (``deepspeed/runtime/zero/stage_1_and_2.py`` ``average_tensor``:
+    ``allreduce_and_scatter`` while ``use_multi_rank_bucket_allreduce``, True by
+    default in the pinned 0.19.8; DeepSpeed issue #7059: "comm op: all_reduce" with
+    ``reduce_scatter: true`` at stage 2; ``dist.reduce`` to each partition's owner,
+    a reduce-scatter's bytes, where it was False: DeepSpeed 0.12-0.15, PR #4946,
+    issue #6463). InternEvo's ZeRO-1 all-reduces its buckets as well
+    (``hybrid_zero_optim.py``: ``reduce_rank=None``). Megatron's distributed
+    optimizer and FSDP reduce-scatter.
+zero2_microbatch_reduce
+    ZeRO-2 reduces each micro-batch's gradients as the backward produces them, not
+    once per iteration: a partitioned gradient cannot accumulate whole
+    (``DeepSpeedEngine.allreduce_gradients``: "ZeRO stage >= 2 communicates during
+    non gradient accumulation boundaries as well"; ``stage_1_and_2.py``
+    ``reduce_ready_partitions_and_remove_grads`` reduces whenever
+    ``partition_gradients``), exposed unless ``grad_reduce_overlap``
+    (``overlap_comm``, off by default below stage 3).
 fused_swiglu
     SwiGLU as one fused kernel that keeps only its ``2f``-wide input for
     backward (Megatron-Core ``bias_swiglu_impl``, on by default with
@@ -342,6 +364,8 @@ class Runtime:
     fp32_grad_reduce: bool = False
     fused_optimizer: bool = True
     lp_grad_copy: bool = False
+    zero_grad_all_reduce: bool = False
+    zero2_microbatch_reduce: bool = False
     fused_swiglu: bool = False
     fused_cross_entropy: bool = False
     loss_grad_cast: bool = False
@@ -418,7 +442,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
             zero3_gather_per_module=True,
             grad_reduce_overlap=False, param_gather_overlap=False, fsdp_prefetch=True,
             distributed_optimizer=False, fused_optimizer=True, lp_grad_copy=True,
-            loss_grad_cast=True,
+            loss_grad_cast=True, zero_grad_all_reduce=True, zero2_microbatch_reduce=True,
             source="Megatron-DeepSpeed + DeepSpeed ZeRO (Rajbhandari et al. 2020; BF16_Optimizer "
                    "gradient buffers). Gradient reduction after the backward pass: the "
                    "PipelineEngine turns enable_backward_allreduce off and runs ReduceGrads "

@@ -37,7 +37,7 @@ TERMS: tuple[tuple[str, str], ...] = (
     ("tp_comm_s", "exposed TP communication"),
     ("cp_comm_s", "exposed CP communication"),
     ("ep_comm_s", "exposed MoE all-to-all"),
-    ("zero_comm_s", "exposed ZeRO-3 gathers"),
+    ("zero_comm_s", "exposed ZeRO-3 gathers, ZeRO-2 reductions"),
     ("dp_comm_s", "exposed DP/ZeRO gradient reduction"),
     ("optimizer_s", "optimizer step"),
     ("reshard_s", "resharding between layers"),

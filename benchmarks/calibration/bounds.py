@@ -61,7 +61,8 @@ NCCL_BASE_LAT_US = 8.4
 READING = """## Reading (hand-written)
 
 - **Session 21: pinning the per-iteration constant was built, measured and not shipped
-  (section 1b).** Pinned at its measured 0, nothing is at a bound and the in-sample median
+  (section 1b; the figures below against session 20's fit, before this session's DeepSpeed
+  and InternEvo gradient-reduction reading).** Pinned at its measured 0, nothing is at a bound and the in-sample median
   falls from 6.2% to 5.8%, but `efficiency_half_us` takes the deficit instead (35 -> 53 µs,
   inside its range; 41-60 µs in the leave-one-family-out folds, no single family drives
   it): the held-out file goes from 5.6% / 32.4% to 6.2% / 36.8%, and MoE layers, which pay

@@ -73,7 +73,19 @@ def _sha(path: Path) -> str:
 READING = """\
 ## Reading
 
-(Hand-written with the regeneration of 2026-11-30, session 20: hybrid sharding is in the
+(Hand-written with the regeneration of 2026-11-30, session 21: DeepSpeed's ZeRO-1/2 gradient
+reduction is priced as the all-reduce it is (BF16_Optimizer's buffered_allreduce_fallback; the
+ZeRO optimizer's allreduce_and_scatter, use_multi_rank_bucket_allreduce by default in 0.19.8)
+and InternEvo is read as its own optimizer (all-reduced buckets behind the backward, as its
+text states overlap_sync_grad=True; it was the DeepSpeed fallback with the reduction exposed).
+Against session 20: in sample 6.2% (unchanged), leave-one-family-out on the published file
+7.8% / 24.5% -> 8.6% / 24.8%, over both files 6.6% / 26.1% -> 7.0% / 26.2%, groups missing
+the accuracy targets 13 -> 14 (`framework:fsdp` 10.0% -> 10.3% median, through the A100
+efficiency the refit lowers, 0.681 -> 0.674), interval coverage 86.5% (8 groups missed, as
+before); `family:internevo` 6.9% / 29.6% -> 9.7% / 34.5%: the overlap its text states hides
+the reduction the fallback exposed, and its loss of throughput with scale (4 x 100 Gb RoCE,
+fabric not stated) stays unexplained. BLOOM's, GPT-NeoX's, GLM's and FlagPerf's
+Megatron-DeepSpeed rows move 0.1-0.4 points slower. Session 20: hybrid sharding is in the
 strategy space, so the three HSDP/MiCS runs are modelled, fms-fsdp's Llama-2 7B and 13B on
 128 A100 (ZeRO-3 inside each node, 16 replicas; in sample, +10.6% and +24.1%) and
 BloombergGPT on 512 A100 (ZeRO-3 over 128-GPU groups, 4 replicas; held out, +7.7%); the

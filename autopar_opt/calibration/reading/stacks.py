@@ -368,6 +368,30 @@ def deepspeed_zero(fw: str, rec: RawRecord | None, notes: list[str]) -> Runtime:
     return replace(rt, name="deepspeed-zero", loss_grad_cast=False, eager_cross_entropy=True)
 
 
+def internevo(fw: str, rec: RawRecord | None, notes: list[str]) -> Runtime:
+    """InternEvo's hybrid ZeRO optimizer (``internlm/solver/optimizer/hybrid_zero_optim.py``,
+    read at InternLM/InternEvo c628a8c): every parameter's gradient bucket is reduced with
+    ``reduce_rank=None``, i.e. ``reduce_tensor``'s ``dist.all_reduce`` over the data-parallel
+    group (each rank keeps its partition: ``zero_grad_all_reduce``), in the 16-bit model
+    dtype; each rank steps its fp32 partition and broadcasts its updated 16-bit parameters
+    (``broadcast_params``: one broadcast per rank, an all-gather's bytes, priced as the
+    all-gather). ``overlap_sync_grad`` overlaps the reduction with the backward pass and
+    ``overlap_sync_param`` the broadcast with the next forward, as the text states them
+    (the configs' defaults, ``configs/7B_sft.py``: True and False)."""
+    stage = zero_stage_of(rec)
+    grad = flag_stated(fw, "overlap_sync_grad")
+    param = flag_stated(fw, "overlap_sync_param")
+    grad, param = (True if grad is None else grad), (False if param is None else param)
+    notes.append(f"InternEvo hybrid ZeRO-{stage} optimizer: gradient buckets all-reduced in the "
+                 f"model dtype (hybrid_zero_optim.py, reduce_rank None) overlapped with the backward "
+                 f"{grad} (overlap_sync_grad), updated parameters broadcast per rank, priced as an "
+                 f"all-gather, overlapped {param} (overlap_sync_param); the DeepSpeed ZeRO runtime "
+                 "otherwise (framework family deepspeed in the regimes)")
+    rt = runtime_named("deepspeed", grad_reduce_overlap=grad, param_gather_overlap=param,
+                       lp_grad_copy=False, fp32_grad_buffer=False, zero_grad_all_reduce=True)
+    return replace(rt, name="deepspeed-zero", loss_grad_cast=False, eager_cross_entropy=True)
+
+
 def colossal(fw: str, notes: list[str]) -> Runtime:
     flash = bool(flag_stated(fw, "flash", "enable_flash_attention"))
     notes.append("Colossal-AI: overlapped gradient reduction, fused HybridAdam, no ZeRO-3 "
@@ -555,6 +579,8 @@ def other_stack(framework: str, rec: RawRecord | None, notes: list[str]) -> Runt
     if any(k in fw for k in ("hugging", "transformers", "accelerate", "hf trainer")) \
             and "megatron" not in fw:
         return huggingface(fw, rec, notes)
+    if "internevo" in fw:
+        return internevo(fw, rec, notes)
     if "deepspeed" in fw:
         return deepspeed_zero(fw, rec, notes)
     if "kempnerforge" in fw:
