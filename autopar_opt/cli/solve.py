@@ -303,6 +303,10 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         if gone:
             spec.notices = [*spec.notices, f"--runnable-by {runnable_by}: {runnable_by} does not "
                             f"run the {', '.join(gone)} schedule the spec lists; searched without it"]
+        from autopar_opt.ir.target import pricing_notice
+        priced = pricing_notice(runnable_by, spec.training.runtime.name, "--runnable-by")
+        if priced:
+            spec.notices = [*spec.notices, priced]
         if spec.fleet is None:       # a fleet refuses --runnable-by itself (cli/fleet.py)
             opt.raise_if_any(runnable_problems(spec.space, spec.graph, value=runnable_by))
     if export_models and (solver or spec.solver.name).strip().lower() == "dp":

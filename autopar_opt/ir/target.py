@@ -356,6 +356,23 @@ def target_for_runtime(runtime_name: str) -> Target:
     return Target(fw, "0.3" if fw == "torchtitan" else "", "training.runtime")
 
 
+#: The catalog runtime that prices each framework's own semantics.
+FRAMEWORK_RUNTIME = {"megatron": "megatron-core", "torchtitan": "torchtitan", "deepspeed": "deepspeed"}
+
+
+def pricing_notice(framework: str, runtime_name: str, source: str) -> str:
+    """What the output says when plans restricted to ``framework``'s rules (by ``source``:
+    ``target`` or ``--runnable-by``) are priced with another stack's runtime: the runtime
+    decides the overlaps, kernels and gradient reduction the cost model prices, the target
+    only which plans count. Empty when the runtime is the framework's own (or the target
+    is the free space)."""
+    if framework not in FRAMEWORK_RUNTIME or RUNTIME_FRAMEWORK.get(runtime_name) == framework:
+        return ""
+    return (f"{source} {framework}: the plans follow {framework}'s rules but are priced with "
+            f"training.runtime {runtime_name} (its overlaps, kernels and gradient reduction); "
+            f"set training.runtime: {FRAMEWORK_RUNTIME[framework]} to price {framework}'s own")
+
+
 def model_problem(layers: list[Layer], chain: bool) -> str | None:
     """Why no framework target can run this model (None: a chain of embedding,
     transformer layers and head, which all three build)."""

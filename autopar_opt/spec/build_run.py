@@ -21,7 +21,8 @@ from autopar_opt.spec.schema import (CostModelSection, ExplicitClusterSpec, Link
 from autopar_opt.spec.cp_rule import cp_refusal
 from autopar_opt.ir.strategies import divisors, tp_degree_ok
 from autopar_opt.ir.runtime import CAPABILITIES, CHOICES, RUNTIMES, Runtime, runtime_named
-from autopar_opt.ir.target import TORCHTITAN_VERSIONS, Target, model_problem, target_for_runtime
+from autopar_opt.ir.target import (TORCHTITAN_VERSIONS, Target, model_problem, pricing_notice,
+                                   target_for_runtime)
 from autopar_opt.ir.training import (AUTOCAST_DTYPES, Recompute, Schedule, SearchSpace, Training,
                                   autocast_problem)
 
@@ -221,6 +222,7 @@ def build_target(value, graph: LayerGraph | None, training: Training, section: S
         target, stated = Target(fw, version if fw == "torchtitan" else "", "target"), True
     if target.free:
         return target, ""
+    priced = pricing_notice(target.framework, training.runtime.name, "target") if stated else ""
     if section.stage_devices == "free":
         if stated:
             out.add("search.stage_devices", "free", f"{target.framework} gives every pipeline "
@@ -275,7 +277,7 @@ def build_target(value, graph: LayerGraph | None, training: Training, section: S
         return target, (f"training.runtime {training.runtime.name} runs on {target.framework}, "
                         f"which does not run the {', '.join(dropped)} schedule: searched without "
                         "it (target: none searches the free per-layer space)")
-    return target, ""
+    return target, priced
 
 
 def _check_shard_nodes(section: SearchSection, cluster: Cluster | None, out: ProblemList) -> None:

@@ -421,3 +421,30 @@ def test_a_stated_target_that_cannot_run_or_does_not_exist_is_one_clear_problem(
         assert code == 2 and "1 problem" in text, text
         assert f"{spec}: {key} = " in text and "must be 'megatron', 'torchtitan', 'deepspeed' or 'none'" in text
         assert "literal[" not in text and "TargetSection" not in text
+
+
+def test_a_target_priced_with_another_stacks_runtime_says_so(tmp_path):
+    """The target decides which plans count, ``training.runtime`` how they are priced
+    (overlaps, kernels, gradient reduction): where the two name different frameworks the
+    output says which runtime priced the plans and how to price the target's own."""
+    from support.cli import run_cli
+    from autopar_opt.spec import load_spec
+
+    spec = tmp_path / "s.yaml"
+    base = "model: {zoo: debug}\ncluster: {zoo: debug-2x4}\ntraining: {global_batch_size: 8%s}\n"
+    spec.write_text(base % "")
+    code, text = run_cli("solve", spec, "--runnable-by", "deepspeed", "--out", tmp_path / "a")
+    assert code == 0, text
+    note = ("--runnable-by deepspeed: the plans follow deepspeed's rules but are priced with "
+            "training.runtime megatron-core")
+    assert note in text and "set training.runtime: deepspeed" in text
+    doc = json.loads((tmp_path / "a" / "plan.json").read_text())
+    assert any(note in n for n in doc["notices"])
+    spec.write_text(base % ", runtime: deepspeed")
+    code, text = run_cli("solve", spec, "--runnable-by", "deepspeed", "--out", tmp_path / "b")
+    assert code == 0 and "priced with training.runtime" not in text
+    spec.write_text(base % "" + "target: torchtitan\n")
+    assert any("target torchtitan: the plans follow torchtitan's rules but are priced with "
+               "training.runtime megatron-core" in n for n in load_spec(spec).notices)
+    spec.write_text(base % ", runtime: torchtitan" + "target: torchtitan\n")
+    assert not any("priced with" in n for n in load_spec(spec).notices)
