@@ -78,3 +78,20 @@ def assert_all_reach(results, best: float, tables, graph, cluster, training) -> 
         assert m.feasible, name
         assert m.iteration_time_s == pytest.approx(value, rel=1e-6), name
         assert max(stage_memory(tables, asg.stage, asg.choice)) <= lim, name
+
+
+def agree_with_brute_force(graph, cluster, training, space, pp: int, microbatches: int):
+    """Brute force over the cost functions (no tables) for one ``(pp, c)`` configuration,
+    then :func:`solve_every_way` on the 1F1B tables and :func:`assert_all_reach` its
+    optimum: ``(brute-force (value, plan), tables)`` for the caller's own checks."""
+    from autopar_opt.cost.params import default_params
+    from autopar_opt.cost.tables import build_cost_tables
+    from autopar_opt.ir.training import Schedule
+    from support.bruteforce import brute_force
+
+    ref = brute_force(graph, cluster, training, space, pp, microbatches)
+    assert ref is not None
+    tables = build_cost_tables(graph, cluster, training, space, default_params(), pp, microbatches,
+                               Schedule.one_f_one_b)
+    assert_all_reach(solve_every_way(tables, pp), ref[0], tables, graph, cluster, training)
+    return ref, tables

@@ -157,11 +157,10 @@ def test_solvers_and_evaluate_agree_under_amp():
     = DP = MILP = MIQP (when installed) = block MILP, evaluate reproduces each
     objective; with recomputation on offer it costs a recomputed plan one more cast."""
     from support.bruteforce import brute_force
-    from support.solver_agreement import assert_all_reach, solve_every_way
-    from autopar_opt.cost.tables import build_cost_tables
+    from support.solver_agreement import agree_with_brute_force
     from autopar_opt.model_zoo.synthetic import small_cluster
     from autopar_opt.model_zoo.transformer import decoder_lm
-    from autopar_opt.ir.training import Schedule, SearchSpace
+    from autopar_opt.ir.training import SearchSpace
     space = SearchSpace(zero_levels=(0, 1, 3), recompute=(Recompute.none, Recompute.full),
                         sequence_parallel=(False,), tp_degrees=(1, 2))
     graph = decoder_lm("tiny", 2, 256, 256, 4, 1024, 1000)
@@ -171,11 +170,10 @@ def test_solvers_and_evaluate_agree_under_amp():
     for amp in (True, False):
         t = replace(training, autocast=amp)
         for pp in (1, 2):
-            ref = brute_force(graph, cluster, t, space, pp, 2)
-            assert ref is not None
-            best[amp, pp] = ref[0]
             if amp:
-                tables = build_cost_tables(graph, cluster, t, space, default_params(), pp, 2,
-                                           Schedule.one_f_one_b)
-                assert_all_reach(solve_every_way(tables, pp), ref[0], tables, graph, cluster, t)
+                ref, _ = agree_with_brute_force(graph, cluster, t, space, pp, 2)
+            else:
+                ref = brute_force(graph, cluster, t, space, pp, 2)
+                assert ref is not None
+            best[amp, pp] = ref[0]
     assert all(best[True, pp] > best[False, pp] for pp in (1, 2))

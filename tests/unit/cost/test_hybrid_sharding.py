@@ -184,10 +184,7 @@ def test_solvers_and_evaluate_agree_with_hybrid_sharding_in_the_space():
     block MILP, and evaluate reproduces each objective, on two nodes of four
     where hybrid sharding is on offer (dp·cp = 8 > 4 ranks per node) and, with a
     slow network, chosen."""
-    from support.bruteforce import brute_force
-    from support.solver_agreement import assert_all_reach, solve_every_way
-    from autopar_opt.cost.tables import build_cost_tables
-    from autopar_opt.ir.training import Schedule
+    from support.solver_agreement import agree_with_brute_force
     from autopar_opt.model_zoo.synthetic import small_cluster
     from autopar_opt.model_zoo.transformer import decoder_lm
 
@@ -197,24 +194,17 @@ def test_solvers_and_evaluate_agree_with_hybrid_sharding_in_the_space():
     cluster = small_cluster(2, 4, inter_gb_per_s=1.0)
     training = Training(global_batch_size=16, seq_len=256, runtime=runtime_named("pytorch-fsdp"))
     for pp in (1, 2):
-        ref = brute_force(graph, cluster, training, space, pp, 2)
-        assert ref is not None
-        tables = build_cost_tables(graph, cluster, training, space, default_params(), pp, 2,
-                                   Schedule.one_f_one_b)
+        ref, tables = agree_with_brute_force(graph, cluster, training, space, pp, 2)
         if pp == 1:
             assert any(s.hybrid for strats in tables.strategies for s in strats)
             assert any(s.hybrid for st in ref[1].stages for s in st.strategies)
-        assert_all_reach(solve_every_way(tables, pp), ref[0], tables, graph, cluster, training)
 
 
 def test_solvers_and_evaluate_agree_with_groups_of_several_nodes():
     """Four nodes of two GPUs, groups of one and two nodes on offer: brute force = DP =
     MILP = MIQP (when installed) = block MILP, evaluate reproduces each objective, and
     a two-node group is among the tables' strategies."""
-    from support.bruteforce import brute_force
-    from support.solver_agreement import assert_all_reach, solve_every_way
-    from autopar_opt.cost.tables import build_cost_tables
-    from autopar_opt.ir.training import Schedule
+    from support.solver_agreement import agree_with_brute_force
     from autopar_opt.model_zoo.synthetic import small_cluster
     from autopar_opt.model_zoo.transformer import decoder_lm
 
@@ -224,13 +214,9 @@ def test_solvers_and_evaluate_agree_with_groups_of_several_nodes():
     cluster = small_cluster(4, 2, inter_gb_per_s=1.0)
     training = Training(global_batch_size=16, seq_len=256, runtime=runtime_named("pytorch-fsdp"))
     for pp in (1, 2):
-        ref = brute_force(graph, cluster, training, space, pp, 2)
-        assert ref is not None
-        tables = build_cost_tables(graph, cluster, training, space, default_params(), pp, 2,
-                                   Schedule.one_f_one_b)
+        _, tables = agree_with_brute_force(graph, cluster, training, space, pp, 2)
         if pp == 1:
             assert any(s.zero_group == 4 for strats in tables.strategies for s in strats)
-        assert_all_reach(solve_every_way(tables, pp), ref[0], tables, graph, cluster, training)
 
 
 def test_estimate_and_solve_say_hybrid_sharding(tmp_path):

@@ -51,16 +51,23 @@ DENSE = build_model("debug", overrides={"num_layers": 2})
 HYBRID_SPACE = SearchSpace(pp_degrees=(1, 2), tp_degrees=(1, 2), zero_levels=(0, 1, 3),
                            recompute=(Recompute.none,), schedules=(Schedule.one_f_one_b,),
                            microbatches=(1, 2), hybrid_zero_levels=(1, 3))
+#: four nodes of two GPUs (the debug cluster's links), shard groups of one and two nodes on
+#: offer: at pp = 1 the dp·cp = 8 ranks shard over 2 (tp 1) or 4 (tp 1, two nodes; tp 2)
+WIDE = replace(CLUSTER, name="debug-4x2", nodes=4, gpus_per_node=2)
+WIDE_SPACE = replace(HYBRID_SPACE, hybrid_shard_nodes=(1, 2), hybrid_zero_levels=(3,))
+#: the oracle's instances: (graph, cluster, free space)
+INSTANCES = {"moe": (GRAPH, CLUSTER, SPACE), "hybrid": (DENSE, CLUSTER, HYBRID_SPACE),
+             "wide": (DENSE, WIDE, WIDE_SPACE)}
 TARGETS = [Target("megatron"), Target("torchtitan", "0.3"), Target("torchtitan", "0.2"),
            Target("deepspeed")]
 
 
-def _accepts(target: Target, graph=GRAPH):
+def _accepts(target: Target, graph=GRAPH, cluster=CLUSTER):
     fw = target.framework
 
     def accept(plan) -> bool:
         try:
-            export_plan(plan, graph, CLUSTER, TRAINING, fw, target.version)
+            export_plan(plan, graph, cluster, TRAINING, fw, target.version)
         except ExportError as exc:
             # torchtitan has no flavour for this toy model: that refusal is about the
             # model, not the plan's parallelism; every other reason counts
@@ -71,33 +78,41 @@ def _accepts(target: Target, graph=GRAPH):
 
 
 @functools.lru_cache(maxsize=None)
-def _oracle(target: Target, hybrid: bool = False) -> float:
-    """The brute-force optimum over the plans the target's exporter accepts; computed once
-    per target for both solvers (DeepSpeed's takes about two minutes on 2 cores: most plans
-    are refused, so nearly every split and strategy is tried). ``hybrid``: the dense
-    instance with hybrid sharding in its space."""
-    graph, free = (DENSE, HYBRID_SPACE) if hybrid else (GRAPH, SPACE)
+def _oracle(target: Target, case: str = "moe") -> float:
+    """The brute-force optimum over the plans the target's exporter accepts on the
+    instance ``case`` of :data:`INSTANCES`; computed once per target for both solvers
+    (DeepSpeed's takes about two minutes on 2 cores: most plans are refused, so nearly
+    every split and strategy is tried)."""
+    graph, cluster, free = INSTANCES[case]
     best = math.inf
     space = runnable_space(free, target.framework, target.version)
-    for cfg in outer_configs(graph, CLUSTER, TRAINING, space):
-        ref = brute_force(graph, CLUSTER, TRAINING, free, cfg.pp, cfg.microbatches,
-                          cfg.schedule, accept=_accepts(target, graph))
+    for cfg in outer_configs(graph, cluster, TRAINING, space):
+        ref = brute_force(graph, cluster, TRAINING, free, cfg.pp, cfg.microbatches,
+                          cfg.schedule, accept=_accepts(target, graph, cluster))
         if ref is not None:
             best = min(best, ref[0])
     return best
 
 
-@pytest.mark.parametrize("solver", ["dp", "highs"])
-@pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.label())
-def test_runnable_optimum_equals_brute_force_over_exportable_plans(target, solver):
-    space = runnable_space(SPACE, target.framework, target.version)
-    res = run_search(GRAPH, CLUSTER, TRAINING, space, default_params(),
+def _assert_runnable_optimum(target: Target, solver: str, case: str):
+    """The target's search on the instance ``case`` finds the exporter's brute-force
+    optimum (:func:`_oracle`), proves it, and its plan exports; the search result."""
+    graph, cluster, free = INSTANCES[case]
+    space = runnable_space(free, target.framework, target.version)
+    res = run_search(graph, cluster, TRAINING, space, default_params(),
                      SearchOptions(solver=solver, time_limit_s=60, rel_gap=0.0,
                                    warm_start=solver != "highs"))
     assert res.plan is not None
-    assert res.metrics.iteration_time_s == pytest.approx(_oracle(target), rel=1e-9)
+    assert res.metrics.iteration_time_s == pytest.approx(_oracle(target, case), rel=1e-9)
     assert res.certificate.lower_bound == pytest.approx(res.metrics.iteration_time_s, rel=1e-9)
-    assert _accepts(target)(res.plan)
+    assert _accepts(target, graph, cluster)(res.plan)
+    return res
+
+
+@pytest.mark.parametrize("solver", ["dp", "highs"])
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.label())
+def test_runnable_optimum_equals_brute_force_over_exportable_plans(target, solver):
+    res = _assert_runnable_optimum(target, solver, "moe")
     free = run_search(GRAPH, CLUSTER, TRAINING, SPACE, default_params(),
                       SearchOptions(solver="dp", time_limit_s=60, rel_gap=0.0))
     assert free.metrics.iteration_time_s <= res.metrics.iteration_time_s * (1 + 1e-12)
@@ -110,30 +125,7 @@ def test_runnable_optimum_with_hybrid_sharding_equals_brute_force(target, solver
     (one replica count; torchtitan no ZeRO-1; DeepSpeed MiCS at ZeRO-3 without TP)
     decide which hybrid plans count, and the DP (its key families) must find their
     optimum and prove it, as must the MILP (its uniformity rows)."""
-    space = runnable_space(HYBRID_SPACE, target.framework, target.version)
-    res = run_search(DENSE, CLUSTER, TRAINING, space, default_params(),
-                     SearchOptions(solver=solver, time_limit_s=60, rel_gap=0.0,
-                                   warm_start=solver != "highs"))
-    assert res.plan is not None
-    assert res.metrics.iteration_time_s == pytest.approx(_oracle(target, True), rel=1e-9)
-    assert res.certificate.lower_bound == pytest.approx(res.metrics.iteration_time_s, rel=1e-9)
-    assert _accepts(target, DENSE)(res.plan)
-
-
-#: four nodes of two GPUs (the debug cluster's links), shard groups of one and two nodes on
-#: offer: at pp = 1 the dp·cp = 8 ranks shard over 2 (tp 1) or 4 (tp 1, two nodes; tp 2)
-WIDE = replace(CLUSTER, name="debug-4x2", nodes=4, gpus_per_node=2)
-WIDE_SPACE = replace(HYBRID_SPACE, hybrid_shard_nodes=(1, 2), hybrid_zero_levels=(3,))
-
-
-@functools.lru_cache(maxsize=None)
-def _wide_oracle(target: Target) -> float:
-    """Brute force over the exporter's accepted plans on :data:`WIDE`."""
-    space = runnable_space(WIDE_SPACE, target.framework, target.version)
-    return min((ref[0] for cfg in outer_configs(DENSE, WIDE, TRAINING, space)
-                if (ref := brute_force(DENSE, WIDE, TRAINING, WIDE_SPACE, cfg.pp, cfg.microbatches,
-                                       cfg.schedule, accept=_accepts(target, DENSE))) is not None),
-               default=math.inf)
+    _assert_runnable_optimum(target, solver, "hybrid")
 
 
 @pytest.mark.parametrize("solver", ["dp", "highs"])
@@ -147,13 +139,7 @@ def test_runnable_optimum_with_shard_groups_of_several_nodes_equals_brute_force(
                                Schedule.one_f_one_b, prune_dominated=False)
     groups = {s.zero_group for strats in tables.strategies for s in strats if s.hybrid}
     assert {2, 4} <= groups                       # one node's ranks and two nodes'
-    res = run_search(DENSE, WIDE, TRAINING, space, default_params(),
-                     SearchOptions(solver=solver, time_limit_s=60, rel_gap=0.0,
-                                   warm_start=solver != "highs"))
-    assert res.plan is not None
-    assert res.metrics.iteration_time_s == pytest.approx(_wide_oracle(target), rel=1e-9)
-    assert res.certificate.lower_bound == pytest.approx(res.metrics.iteration_time_s, rel=1e-9)
-    assert _accepts(target, DENSE)(res.plan)
+    _assert_runnable_optimum(target, solver, "wide")
 
 
 def test_hybrid_plans_are_in_the_runnable_spaces():
