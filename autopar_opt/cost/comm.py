@@ -290,6 +290,15 @@ def _unit_gather_scatter(layer: Layer, s: Strategy, ctx: StageContext) -> tuple[
     return gather, unit(g_bytes, "reduce_scatter") + replica_all_reduce(ctx, s, dense, expert, g_bytes)
 
 
+def data_parallel_parts(s: Strategy, dense: float, expert: float
+                        ) -> tuple[tuple[float, int, int], tuple[float, int, int]]:
+    """``(local parameters, data-parallel group, rank stride)`` of a layer's two kinds of
+    parameters (:func:`autopar_opt.cost.moe.split_params`): dense ones reduce over the
+    ``dp·cp`` ranks ``tp`` apart, routed experts over the ``edp`` ranks
+    :func:`~autopar_opt.cost.moe.expert_stride` apart."""
+    return (dense, s.dp * s.cp, s.tp), (expert, s.edp, moe.expert_stride(s))
+
+
 def replica_all_reduce(ctx: StageContext, s: Strategy, dense: float, expert: float,
                        nbytes_per_param: float) -> float:
     """Seconds of hybrid sharding's all-reduce of the reduced gradient shard
@@ -305,8 +314,7 @@ def replica_all_reduce(ctx: StageContext, s: Strategy, dense: float, expert: flo
     (:func:`autopar_opt.cost.moe.split_params`); priced by NCCL's model like
     every collective."""
     return sum(_replica_part(ctx, s, local, group, stride, nbytes_per_param)
-               for local, group, stride in ((dense, s.dp * s.cp, s.tp),
-                                            (expert, s.edp, moe.expert_stride(s))))
+               for local, group, stride in data_parallel_parts(s, dense, expert))
 
 
 def _replica_part(ctx: StageContext, s: Strategy, local: float, group: int, stride: int,
@@ -444,7 +452,7 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     bwd_window = comp.bwd_s if rt.grad_reduce_overlap else 0.0
     fwd_window = comp.fwd_s if rt.param_gather_overlap else 0.0
     per_microbatch = zero2_reduces_per_microbatch(s, ctx)
-    for local, group, stride in ((dense, s.dp * s.cp, s.tp), (expert, s.edp, moe.expert_stride(s))):
+    for local, group, stride in data_parallel_parts(s, dense, expert):
         if local <= 0:
             continue
         if s.zero < 3 and group > 1:
@@ -500,7 +508,7 @@ def zero2_microbatch_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Co
     g_bytes = reduced_grad_bytes(ctx.training, s.zero)
     dense, expert = moe.split_params(layer, s)
     raw = 0.0
-    for local, group, stride in ((dense, s.dp * s.cp, s.tp), (expert, s.edp, moe.expert_stride(s))):
+    for local, group, stride in data_parallel_parts(s, dense, expert):
         if local > 0 and group > 1:
             msgs = grad_bucket_messages(local * g_bytes, rt.name, group, g_bytes)
             raw += _zero12_reduction(ctx, s, local, group, stride, g_bytes, msgs)

@@ -363,8 +363,13 @@ def deepspeed_zero(fw: str, rec: RawRecord | None, notes: list[str]) -> Runtime:
                      f"(communication_data_type default), overlap_comm {overlap}"
                      + (" (stage-3 default), parameter prefetch" if stage == 3 else "")
                      + ", attention unfused unless the arch says flash")
-    # The loss is the host framework's: plain PyTorch F.cross_entropy (HF/Lightning)
-    # unless a Megatron-DeepSpeed caller sets Megatron's back (records.runtime_for).
+    return _zero_runtime(rt)
+
+
+def _zero_runtime(rt: Runtime) -> Runtime:
+    """``rt`` as the ``deepspeed-zero`` runtime of a ZeRO optimizer without Megatron: the
+    loss is the host framework's plain PyTorch ``F.cross_entropy`` (HF/Lightning) unless a
+    Megatron-DeepSpeed caller sets Megatron's back (records.runtime_for)."""
     return replace(rt, name="deepspeed-zero", loss_grad_cast=False, eager_cross_entropy=True)
 
 
@@ -372,8 +377,8 @@ def internevo(fw: str, rec: RawRecord | None, notes: list[str]) -> Runtime:
     """InternEvo's hybrid ZeRO optimizer (``internlm/solver/optimizer/hybrid_zero_optim.py``,
     read at InternLM/InternEvo c628a8c): every parameter's gradient bucket is reduced with
     ``reduce_rank=None``, i.e. ``reduce_tensor``'s ``dist.all_reduce`` over the data-parallel
-    group (each rank keeps its partition: ``zero_grad_all_reduce``), in the 16-bit model
-    dtype; each rank steps its fp32 partition and broadcasts its updated 16-bit parameters
+    group (each rank keeps its partition: the ``deepspeed`` runtime's
+    ``zero_grad_all_reduce``), in the 16-bit model dtype; each rank steps its fp32 partition and broadcasts its updated 16-bit parameters
     (``broadcast_params``: one broadcast per rank, an all-gather's bytes, priced as the
     all-gather). ``overlap_sync_grad`` overlaps the reduction with the backward pass and
     ``overlap_sync_param`` the broadcast with the next forward, as the text states them
@@ -387,9 +392,9 @@ def internevo(fw: str, rec: RawRecord | None, notes: list[str]) -> Runtime:
                  f"{grad} (overlap_sync_grad), updated parameters broadcast per rank, priced as an "
                  f"all-gather, overlapped {param} (overlap_sync_param); the DeepSpeed ZeRO runtime "
                  "otherwise (framework family deepspeed in the regimes)")
-    rt = runtime_named("deepspeed", grad_reduce_overlap=grad, param_gather_overlap=param,
-                       lp_grad_copy=False, fp32_grad_buffer=False, zero_grad_all_reduce=True)
-    return replace(rt, name="deepspeed-zero", loss_grad_cast=False, eager_cross_entropy=True)
+    return _zero_runtime(runtime_named("deepspeed", grad_reduce_overlap=grad,
+                                       param_gather_overlap=param, lp_grad_copy=False,
+                                       fp32_grad_buffer=False))
 
 
 def colossal(fw: str, notes: list[str]) -> Runtime:
