@@ -8,6 +8,9 @@ and the MoE zoo models. Everything is per sample, like
   Sec. 2.1; Narayanan et al. 2021, Sec. 5.1), plus the attention core
   ``2·s²·heads·(d_qk + d_v)`` (QKᵀ and softmax·V; ``4·s²·h`` for multi-head
   attention, halved when causal kernels skip the masked half). Backward = 2x.
+  A sliding window of ``w`` keys (Mistral 7B, Jiang et al. 2023, Sec. 2; HF
+  ``sliding_window``) keeps ``w·s - w(w-1)/2`` of the ``s(s+1)/2`` causal pairs
+  (:mod:`autopar_opt.ir.window`).
 * MLA (DeepSeek-V2, arXiv 2405.04434, Sec. 2.1.2; DeepSeek-V3, arXiv
   2412.19437, Sec. 2.1.1): low-rank query and joint key/value compression,
   ``q_a``/``q_b``, ``kv_a`` (with the shared RoPE key) and ``kv_b`` projections.
@@ -27,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autopar_opt.ir.graph import Layer, LayerKind
+from autopar_opt.ir.window import window_share
 from autopar_opt.model_zoo.transformer import op_sac_terms
 
 
@@ -49,6 +53,9 @@ class AttentionDims:
     #: the model's own code fuses Q, K and V into one GEMM on every stack
     #: (HF GPT-NeoX ``query_key_value``), not only under Megatron's ``linear_qkv``
     model_fuses_qkv: bool = False
+    #: sliding-window attention: keys each query sees, itself included (HF
+    #: ``sliding_window``; :mod:`autopar_opt.ir.window`); 0: the whole causal prefix
+    window: int = 0
 
     @property
     def mla(self) -> bool:
@@ -107,9 +114,12 @@ class AttentionDims:
         return self.matrix_params() + self.extra_params()
 
     def score_flops(self, seq_len: int, causal: bool) -> float:
-        """Attention-core forward FLOPs per sample: ``2·s²·a·(d_qk + d_v)``."""
+        """Attention-core forward FLOPs per sample: ``2·s²·a·(d_qk + d_v)``
+        (``causal``: counted at half, as fused kernels execute a causal core),
+        times the share of the causal core's pairs a sliding window keeps
+        (:func:`~autopar_opt.ir.window.window_share`; 1 without one)."""
         f = 2.0 * seq_len * seq_len * self.heads * (self.qk_dim + self.v_dim)
-        return f * (0.5 if causal else 1.0)
+        return f * (0.5 if causal else 1.0) * window_share(seq_len, self.window)
 
     def gemm_kernels(self, fused: bool = True) -> int:
         """GEMM kernels of the attention's forward: fused QKV and output
@@ -298,7 +308,8 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
         tp_comm_bytes=4 * s * h * e, cp_comm_bytes=2 * s * attn.kv_width() * e,
         max_tp=attn.heads if attn.mla else attn.kv_heads, supports_sp=True, supports_cp=True,
         gemm_kernels=kernels, gemm_kernels_unfused=unfused,
-        head_dim=attn.qk_dim, attn_causal=True, attn_flops_halved=causal_flops, **fields,
+        head_dim=attn.qk_dim, attn_causal=True, attn_flops_halved=causal_flops,
+        attn_window=attn.window if 0 < attn.window < s else 0, **fields,
         **_op_sac(s, attn, mlp, e))
 
 

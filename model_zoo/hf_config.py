@@ -25,6 +25,7 @@ from autopar_opt.ir.arch import ModelArch
 from autopar_opt.ir.graph import Layer, LayerGraph, LayerKind
 from autopar_opt.model_zoo.blocks import AttentionDims, MlpDims, MoeDims, decoder_block
 from autopar_opt.model_zoo.encoders import build_encoder_decoder, build_encoder_lm
+from autopar_opt.model_zoo.hf_windows import layer_windows
 from autopar_opt.model_zoo.layer_index import layer_index_problem
 from autopar_opt.model_zoo.transformer import decoder_lm, embedding, lm_head
 from autopar_opt.model_zoo.vision import build_vit
@@ -197,13 +198,20 @@ def _positions(c: _Cfg, seq_len: int, key: str) -> int:
     return rows
 
 
+def _windows(c: _Cfg) -> list[int]:
+    """Each layer's sliding window (0: full attention): :mod:`.hf_windows`."""
+    return layer_windows(c, c.model_type, c("num_hidden_layers"),
+                         lambda rule, fix: HfConfigError(f"{c.origin}: {rule} (fix: {fix})"))
+
+
 def _dense_llama(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
-    """Llama, Mistral, Qwen2 (QKV bias), Qwen3 (QK-norm): GQA + SwiGLU, RMSNorm."""
+    """Llama, Mistral, Qwen2 (QKV bias), Qwen3 (QK-norm): GQA + SwiGLU, RMSNorm;
+    Mistral's and Qwen's sliding windows (:func:`_windows`)."""
     attn = _attention(c, qkv_bias=c.model_type == "qwen2",
                       qk_norm=c.model_type == "qwen3")
     mlp = MlpDims(c("intermediate_size"), gated=True)
-    blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, **opts)
-              for i in range(c("num_hidden_layers"))]
+    blocks = [decoder_block(f"block{i:03d}", s, replace(attn, window=w), mlp=mlp, **opts)
+              for i, w in enumerate(_windows(c))]
     return _decoder(c, name, s, blocks, False, source)
 
 
@@ -261,8 +269,8 @@ def _mixtral(c: _Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dict
     """Mixtral: Mistral attention, every MLP an MoE of ``num_local_experts``."""
     moe = _moe_common(c, moe_opts, "num_local_experts", expert_ffn=c("intermediate_size"))
     attn = _attention(c)
-    blocks = [decoder_block(f"block{i:03d}", s, attn, moe=moe, **opts)
-              for i in range(c("num_hidden_layers"))]
+    blocks = [decoder_block(f"block{i:03d}", s, replace(attn, window=w), moe=moe, **opts)
+              for i, w in enumerate(_windows(c))]
     return _decoder(c, name, s, blocks, False, source)
 
 
@@ -289,9 +297,9 @@ def _qwen_moe(c: _Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dic
     sparse = [i not in dense_only and (i + 1) % step == 0 for i in range(layers)]
     _some_moe_layer(c, sparse, "mlp_only_layers and decoder_sparse_step")
     blocks = []
-    for i in range(layers):
+    for i, w in enumerate(_windows(c)):
         kind = {"moe": moe} if sparse[i] else {"mlp": MlpDims(c("intermediate_size"))}
-        blocks.append(decoder_block(f"block{i:03d}", s, attn, **kind, **opts))
+        blocks.append(decoder_block(f"block{i:03d}", s, replace(attn, window=w), **kind, **opts))
     return _decoder(c, name, s, blocks, False, source)
 
 
@@ -492,7 +500,9 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         rope_theta=float(g("rope_theta")) if g("rope_theta") else None,
         num_experts=experts if moe else 0, top_k=int(g("num_experts_per_tok") or 0) if moe else 0,
         moe_ffn_hidden=expert_ffn if moe else 0, shared_ffn=shared if moe else 0,
-        moe_layers=moe, mla=mla, hf_id=str(g("_name_or_path") or ""))
+        moe_layers=moe, mla=mla, hf_id=str(g("_name_or_path") or ""),
+        windows=tuple(layer.attn_window for layer in blocks)
+        if any(layer.attn_window for layer in blocks) else ())
 
 
 def layer_kinds(graph: LayerGraph) -> dict[str, int]:

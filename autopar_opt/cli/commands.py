@@ -144,14 +144,17 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
     from autopar_opt.cost.interval import plan_interval
     from autopar_opt.ir.graph import params_summary
     from autopar_opt.cost.assumptions import cost_assumptions
+    from autopar_opt.ir.window import windows_text
 
     plan = spec.plan
     labels = list(dict.fromkeys(s.label() for st in plan.stages for s in st.strategies))
     interval = plan_interval(spec.graph, spec.cluster, spec.training, plan,
                              metrics.iteration_time_s)
+    windows = windows_text(spec.graph.attention_windows())
     lines = [f"spec:             {spec.path}",
              f"model:            {spec.graph.name} ({len(spec.graph)} layers, "
              f"{params_summary(spec.graph.total_params(), spec.graph.active_params())})",
+             *([f"                  {windows}"] if windows else []),
              f"cluster:          {spec.cluster.name} ({spec.cluster.num_devices} x "
              f"{spec.cluster.device.name})",
              f"plan:             pp={plan.pp} microbatches={plan.microbatches} "

@@ -12,6 +12,7 @@ from typing import Any
 
 from autopar_opt.core import limits
 from autopar_opt.ir.graph import LayerGraph, LayerKind
+from autopar_opt.ir.window import windows_text
 
 #: Sequence length for a bare config.json that states no maximum length of its own.
 DEFAULT_SEQ_LEN = 4096
@@ -96,7 +97,8 @@ def model_summary(graph: LayerGraph) -> dict[str, Any]:
             "is_chain": graph.is_chain(), "layers": layers, "by_kind": by_kind,
             "params_total": graph.total_params(), "params_active": graph.active_params(),
             "params_active_no_embedding": graph.active_params() - embed,
-            "flops_per_sample": graph.flops_per_sample()}
+            "flops_per_sample": graph.flops_per_sample(),
+            "attention_windows": windows_text(graph.attention_windows())}
 
 
 def _fmt(x: float) -> str:
@@ -114,7 +116,9 @@ def summary_lines(summary: dict[str, Any], note: str) -> list[str]:
              f"params:  total {_fmt(s['params_total'])}, active per token "
              f"{_fmt(s['params_active'])} (without input embedding "
              f"{_fmt(s['params_active_no_embedding'])})",
-             f"FLOPs per sample (fwd+bwd): {_fmt(s['flops_per_sample'])}", "", "layers by kind:"]
+             f"FLOPs per sample (fwd+bwd): {_fmt(s['flops_per_sample'])}",
+             *([f"attention: {s['attention_windows']}"] if s.get("attention_windows") else []),
+             "", "layers by kind:"]
     for kind, e in s["by_kind"].items():
         lines.append(f"  {kind:18s} x{e['count']:<4d} params {_fmt(e['params']):>12s}"
                      f"   active {_fmt(e['params_active']):>12s}")

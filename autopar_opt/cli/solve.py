@@ -100,8 +100,9 @@ def _summary(doc: dict, console: Console) -> None:
     console.print(f"[bold]{model['name']}[/] on {doc['spec']['cluster']['name']} "
                   f"({doc['spec']['cluster']['num_devices']} x {doc['spec']['cluster']['device']}): "
                   f"[bold]{doc['status']}[/]")
-    console.print(f"  model: {params_summary(model['params'], model.get('params_active'))}",
-                  highlight=False)
+    windows = model.get("attention_windows")
+    console.print(f"  model: {params_summary(model['params'], model.get('params_active'))}"
+                  + (f"; {windows}" if windows else ""), highlight=False)
     if m:
         console.print(f"  iteration {m['iteration_time_s']:.4f} s | {m['samples_per_s']:.2f} samples/s | "
                       f"{m['tokens_per_s']:.0f} tokens/s | MFU {100 * m['mfu']:.1f}% | peak memory "

@@ -24,6 +24,7 @@ from autopar_opt.cost.params import CostParams, default_params, shipped_fit
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
 from autopar_opt.ir.training import Training
+from autopar_opt.ir.window import window_share
 
 #: Runtime names whose gradient buckets follow Megatron-Core's rule.
 _MCORE = ("megatron-core", "megatron-bridge")
@@ -122,10 +123,11 @@ def _attention(graph: LayerGraph, training: Training, arch: str) -> list[str]:
                     if layer.flops_recompute_selective > 0}, key=str)
     if not cores:
         return []
+    seq = training.seq_len or DEFAULT_SEQ
+    windows = _windows(graph, seq, kernel is not None, rt.cp_comm_type)
     if kernel is None:
         return ["attention core unfused (no fused kernel on this runtime/GPU): two batched "
-                "GEMMs at the GEMM efficiency, scores stored"]
-    seq = training.seq_len or DEFAULT_SEQ
+                "GEMMs at the GEMM efficiency, scores stored"] + windows
     out = []
     for head_dim, causal in cores:
         look = attention.lookup(kernel, arch, True if causal is None else causal,
@@ -149,6 +151,38 @@ def _attention(graph: LayerGraph, training: Training, arch: str) -> list[str]:
         out.append(line + ("; " + "; ".join(notes) if notes else ""))
     if rt.name == "torchtitan":
         out.append(TORCHTITAN_FLEX)
+    return out + windows
+
+
+def _windows(graph: LayerGraph, seq: int, fused: bool, cp_comm_type: str) -> list[str]:
+    """One sentence per sliding window of the model: where it comes from, the
+    share of the causal core it computes and the kernel efficiency it takes; with
+    the ring exchange of context parallelism, how a plan with cp > 1 is priced."""
+    found: dict[int, int] = {}
+    layers = [layer for layer in graph.layers if layer.flops_recompute_selective > 0]
+    for layer in layers:
+        if layer.attn_window:
+            found[layer.attn_window] = found.get(layer.attn_window, 0) + 1
+    out = []
+    for window, count in sorted(found.items()):
+        share = window_share(seq, window)
+        line = (f"sliding-window attention: {window:,} keys per query on {count} of "
+                f"{len(layers)} attention layers ({graph.source or 'the model'}), "
+                f"{share:.1%} of the causal core's query-key pairs at {seq:,} tokens "
+                "(ir/window.py)")
+        if fused:
+            line += (f"; the fused kernel taken at its measured causal efficiency for "
+                     f"{min(seq, 2 * window):,} tokens, the per-query-block work of a "
+                     f"{window:,}-key window (assumed: no windowed-kernel measurement, "
+                     "cost/compute.py window_length)")
+        else:
+            line += "; the unfused core computes the whole score matrix and masks it"
+        if cp_comm_type == "p2p":
+            line += ("; context parallelism (cp > 1) over it is priced with the whole ring "
+                     "exchange of K/V and its overlap as for full attention: no catalog "
+                     "framework runs ring attention with a window (Transformer Engine refuses "
+                     "it; cp_comm_type all_gather or a2a do run)")
+        out.append(line)
     return out
 
 

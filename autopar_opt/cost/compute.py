@@ -21,6 +21,7 @@ from autopar_opt.ir.graph import Layer, LayerKind
 from autopar_opt.ir.runtime import Runtime
 from autopar_opt.ir.strategies import Strategy, effective_recompute
 from autopar_opt.ir.training import DTYPE_BYTES, Recompute, Training
+from autopar_opt.ir.window import window_share
 
 
 #: Head dimension and length taken when a layer or the training does not state
@@ -171,9 +172,24 @@ def attention_lookup(layer: Layer, s: Strategy, ctx: StageContext) -> attention.
     seq = (ctx.training.seq_len or DEFAULT_SEQ) / (1 if rt.cp_splits_heads else max(s.cp, 1))
     causal = True if layer.attn_causal is None else layer.attn_causal
     head_dim = layer.head_dim or DEFAULT_HEAD_DIM
-    look = attention.lookup(kernel, arch, causal, head_dim, seq)
+    look = attention.lookup(kernel, arch, causal, head_dim, window_length(layer, seq))
     fill = attention.fill_factor(call_batch_heads(layer, s, ctx), seq, head_dim, look.kernel, causal)
     return replace(look, fwd=look.fwd * fill, bwd=look.bwd * fill) if fill < 1.0 else look
+
+
+def window_length(layer: Layer, seq: float) -> float:
+    """The causal call length whose measured efficiency a sliding-window call of
+    ``seq`` query tokens takes: ``min(seq, 2·w)`` for a window of ``w`` keys, else
+    ``seq``. A fused kernel loops over query blocks and, inside, over the key
+    blocks each one sees (Dao 2023, FlashAttention-2, Algorithm 1); its fixed
+    work per query block (loading Q, rescaling and writing O) is amortised over
+    those key blocks: ``w`` keys per query in a window, ``s/2`` on average in a
+    causal call of length ``s``, so a window of ``w`` does the per-block work of a
+    causal call of ``2w`` (an assumption, stated with the plan: no published
+    windowed-kernel measurement is in ``data/attention_kernels.yaml``)."""
+    if 0 < layer.attn_window < seq:
+        return min(seq, 2.0 * layer.attn_window)
+    return seq
 
 
 def call_batch_heads(layer: Layer, s: Strategy, ctx: StageContext) -> float:
@@ -185,7 +201,7 @@ def call_batch_heads(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     seq = ctx.training.seq_len or DEFAULT_SEQ
     head_dim = layer.head_dim or DEFAULT_HEAD_DIM
     whole = layer.flops_recompute_selective * (2.0 if layer.attn_flops_halved else 1.0)
-    heads = whole / (4.0 * seq * seq * head_dim)
+    heads = whole / (4.0 * seq * seq * head_dim * window_share(seq, layer.attn_window))
     split = max(s.tp, 1) * (max(s.cp, 1) if ctx.training.runtime.cp_splits_heads else 1)
     return ctx.microbatch_samples / max(s.dp, 1) * heads / split
 
@@ -204,10 +220,20 @@ def _unfused_attn_time(flops: float, ctx: StageContext) -> float:
     kernel's ``τ_half`` per pass: the batched GEMMs are large, their count is
     not resolved); its softmax/mask/dropout traffic over the stored
     ``5·a·s²`` scores is priced with the other element-wise kernels
-    (:func:`_elementwise_time`)."""
+    (:func:`_elementwise_time`). ``flops``: what the GEMMs compute, the whole
+    score matrix (:func:`unfused_core`)."""
     p = ctx.params
     return kernel_time(flops, ctx.half_peak_flops, p.efficiency_for(ctx.cluster.device.name),
                        p.efficiency_half_us)
+
+
+def unfused_core(layer: Layer, counted: float, ctx: StageContext) -> float:
+    """FLOPs an unfused attention core computes for ``counted`` core FLOPs of
+    ``layer``: a sliding window's mask only zeroes scores of the whole matrix the
+    batched GEMMs compute (Transformer Engine's unfused backend turns the window
+    into an ``arbitrary`` mask), so the count is divided by the window's share
+    (:func:`~autopar_opt.ir.window.window_share`); the count itself otherwise."""
+    return counted / window_share(ctx.training.seq_len or DEFAULT_SEQ, layer.attn_window)
 
 
 def _elementwise_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
@@ -362,8 +388,9 @@ def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
     g_bwd = _gemm_time(f_bwd - 2 * core, layer, ctx, 2 * k) + _gemm_time(f_re - core_re, layer, ctx, k_re)
     look = attention_lookup(layer, s, ctx) if core > 0 else None
     if look is None:
-        a_fwd = _unfused_attn_time(core, ctx)
-        a_bwd = _unfused_attn_time(2 * core, ctx) + _unfused_attn_time(core_re, ctx)
+        u, u_re = unfused_core(layer, core, ctx), unfused_core(layer, core_re, ctx)
+        a_fwd = _unfused_attn_time(u, ctx)
+        a_bwd = _unfused_attn_time(2 * u, ctx) + _unfused_attn_time(u_re, ctx)
     else:
         peak, run = ctx.half_peak_flops, executed_core(layer)
         a_fwd = run * core / (peak * look.fwd)

@@ -24,7 +24,8 @@ micro-batch rule (:func:`_vp_rules`) runs only inside the schedule on a GPU. The
   ``--qk-layernorm``, ``--add-qkv-bias``; MoE ``--num-experts --moe-router-topk
   --moe-ffn-hidden-size --moe-shared-expert-intermediate-size --moe-layer-freq``;
   MLA ``--multi-latent-attention --q-lora-rank --kv-lora-rank --qk-head-dim
-  --qk-pos-emb-head-dim --v-head-dim``;
+  --qk-pos-emb-head-dim --v-head-dim``; sliding-window attention ``--window-size
+  --window-attn-skip-freq`` (:func:`window_settings`);
 * parallelism: ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size``,
   ``--context-parallel-size``, ``--expert-model-parallel-size``,
   ``--expert-tensor-parallel-size`` (expert grid ``etp·ep·edp = tp·cp·dp`` per
@@ -84,6 +85,7 @@ def megatron_rules(view: PlanView, chain: bool) -> list[str]:
         out.append("the GPipe schedule: Megatron-LM runs 1F1B or interleaved 1F1B")
     if view.cp > 1 and view.seq_len and view.seq_len % (2 * view.cp):
         out.append(f"seq_len {view.seq_len} must be divisible by 2*cp = {2 * view.cp}")
+    out += window_rules(view)
     odd = sorted({k for kinds in view.stage_kinds for k in kinds if k == "?"})
     if odd:
         out.append("layers other than embedding, transformer blocks and head have no place "
@@ -96,6 +98,27 @@ def megatron_rules(view: PlanView, chain: bool) -> list[str]:
                    "(--recompute-method block)")
     if view.vp_chunks > 1 and view.schedule is Schedule.interleaved:
         out += _vp_rules(view)
+    return out
+
+
+def window_rules(view: PlanView) -> list[str]:
+    """Why Megatron-Core cannot run the plan's sliding windows: one window size per
+    model (``TransformerConfig.window_size``), and context parallelism over windowed
+    layers only by all-gather or all-to-all (Transformer Engine
+    ``attn_forward_func_with_cp``: "Context parallelism does not support sliding
+    window attention with cp_comm_type='p2p'")."""
+    a = view.arch
+    if a is None or not a.window:
+        return []
+    out = []
+    if len({w for w in a.windows if w}) > 1:
+        out.append(f"sliding windows of {len({w for w in a.windows if w})} sizes: "
+                   "Megatron-Core takes one window_size per model")
+    if view.cp > 1 and view.cp_comm_type == "p2p":
+        out.append("context parallelism over sliding-window layers with the ring exchange "
+                   "(cp_comm_type p2p): Transformer Engine runs sliding-window attention with "
+                   "context parallelism only by all_gather or a2a (fix: price the plan with "
+                   "training.runtime_options.cp_comm_type all_gather or a2a)")
     return out
 
 
@@ -216,6 +239,7 @@ def model_args(view: PlanView) -> list[str]:
         args.append("--add-qkv-bias")
     if a.qk_norm:
         args.append("--qk-layernorm")
+    args += _window_args(a)
     if a.mla is not None:
         q, kv, nope, rope, v = a.mla
         args += ["--multi-latent-attention", "--kv-lora-rank", str(kv), "--qk-head-dim", str(nope),
@@ -234,6 +258,36 @@ def model_args(view: PlanView) -> list[str]:
         if len(a.moe_layers) != a.num_layers:
             pattern = [1 if i in set(a.moe_layers) else 0 for i in range(a.num_layers)]
             args += ["--moe-layer-freq", _pattern_expr(pattern)]
+    return args
+
+
+def window_settings(a) -> dict:
+    """Megatron-Core's sliding-window settings of the architecture ``a``
+    (``TransformerConfig.window_size``, ``window_attn_skip_freq``): a window of ``w``
+    keys per query is ``window_size=(w-1, 0)`` (Transformer Engine: the query at ``i``
+    attends to the keys ``i-(w-1)..i``; :mod:`autopar_opt.ir.window`), and where only
+    some layers have it, the list pattern with 1 on each windowed layer
+    (``megatron/core/transformer/utils.py`` ``is_layer_window_attention``); empty
+    without windows. One window size per model (the only form Megatron-Core takes)."""
+    if not a.window:
+        return {}
+    out: dict = {"window_size": (a.window - 1, 0)}
+    if not all(a.windows):
+        out["window_attn_skip_freq"] = [1 if w else 0 for w in a.windows]
+    return out
+
+
+def _window_args(a) -> list[str]:
+    """:func:`window_settings` as Megatron-LM flags (``--window-size`` is parsed by
+    ``tuple_type``: ``"4095,0"``; ``--window-attn-skip-freq`` by ``moe_freq_type``: a
+    list expression)."""
+    found = window_settings(a)
+    args = []
+    if "window_size" in found:
+        left, right = found["window_size"]
+        args += ["--window-size", f"{left},{right}"]
+    if "window_attn_skip_freq" in found:
+        args += ["--window-attn-skip-freq", _pattern_expr(found["window_attn_skip_freq"])]
     return args
 
 
@@ -338,6 +392,10 @@ def _bridge_arch(a, moe_grouped_gemm: bool = True, dispatcher: str = "alltoall")
         q, kv, nope, rope, v = a.mla
         model.update(multi_latent_attention=True, q_lora_rank=q or None, kv_lora_rank=kv,
                      qk_head_dim=nope, qk_pos_emb_head_dim=rope, v_head_dim=v)
+    found = window_settings(a)
+    if found:
+        model.update(window_size=list(found["window_size"]),
+                     window_attn_skip_freq=found.get("window_attn_skip_freq"))
     if a.is_moe:
         model.update(num_moe_experts=a.num_experts, moe_router_topk=a.top_k,
                      moe_ffn_hidden_size=a.moe_ffn_hidden, **DISPATCHER[dispatcher],

@@ -129,6 +129,9 @@ def torchtitan_rules(view: PlanView, chain: bool, version: str = "0.3") -> list[
         out.append("DeepEP token dispatch (moe_dispatcher deepep): the torchtitan 0.2 export "
                    "writes the standard all-to-all; export for 0.3 (moe_comm_backend "
                    "'deepep') or to megatron")
+    if view.arch is not None and view.arch.window:
+        out.append("sliding-window attention: torchtitan's Llama 3 and Qwen3 models have no "
+                   "attention window (only its gpt-oss model builds one)")
     if view.tied_pipeline:
         out.append("an output layer tied to the embedding cannot be pipelined (torchtitan: "
                    "'Weight tying is not supported with Pipeline Parallel')")

@@ -24,6 +24,8 @@ class ModelArch:
     multi-latent attention ranks ``(q_lora_rank, kv_lora_rank, qk_nope_head_dim,
     qk_rope_head_dim, v_head_dim)``. ``hf_id`` is the published model's
     Hugging Face id when known (Megatron-Bridge and torchtitan name models so).
+    ``windows`` holds each transformer layer's sliding attention window in keys per
+    query, 0 for full attention (:mod:`autopar_opt.ir.window`); empty: none has one.
     """
 
     family: str
@@ -50,11 +52,17 @@ class ModelArch:
     moe_layers: tuple[int, ...] = ()
     mla: tuple[int, int, int, int, int] | None = None
     hf_id: str = ""
+    windows: tuple[int, ...] = ()
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0 and bool(self.moe_layers)
+
+    @property
+    def window(self) -> int:
+        """The sliding window of the windowed layers (0: none has one)."""
+        return max(self.windows, default=0)
 
     @property
     def first_dense(self) -> int:

@@ -169,6 +169,13 @@ class Layer:
         causal core at half (the masked half skipped, as fused kernels
         execute it); False with a causal mask: the kernel executes half of the
         counted attention FLOPs.
+    attn_window : keys each query of a causal attention core sees, itself
+        included (sliding-window or local attention: Hugging Face
+        ``sliding_window``, Megatron-Core ``window_size=(w-1, 0)``); 0: the whole
+        causal prefix. ``flops_recompute_selective`` then counts only the
+        window's pairs (:func:`autopar_opt.ir.window.window_share` of the causal
+        core), which fused kernels compute; an unfused core computes the whole
+        score matrix and masks it.
     tp_gemm_shares : the forward GEMM FLOPs of the four tensor-parallel
         collective-GEMM pairs of a block (QKV, output projection, MLP up, MLP
         down), which overlap mechanisms pair collectives with
@@ -237,6 +244,7 @@ class Layer:
     head_dim: int = 0
     attn_causal: bool | None = None
     attn_flops_halved: bool = False
+    attn_window: int = 0
     tp_gemm_shares: tuple[float, ...] = ()
     act_op_saved_bytes: float = 0.0
     act_op_saved_replicated_bytes: float = 0.0
@@ -438,6 +446,11 @@ class LayerGraph:
     def active_params(self) -> float:
         """Parameters used per token (MoE: only the ``top_k`` routed experts)."""
         return sum(layer.active_params for layer in self.layers)
+
+    def attention_windows(self) -> list[int]:
+        """Each attention layer's sliding window in keys per query (0: full
+        attention; :mod:`autopar_opt.ir.window`), in layer order."""
+        return [layer.attn_window for layer in self.layers if layer.flops_recompute_selective > 0]
 
     def flops_per_sample(self) -> float:
         """Model FLOPs (forward + backward, no recomputation) per sample."""

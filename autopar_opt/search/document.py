@@ -24,6 +24,7 @@ from autopar_opt.core.bounds import Status
 from autopar_opt.search.certificate import json_float
 from autopar_opt.search.engine import SearchOptions, SearchResult
 from autopar_opt.ir.training import SearchSpace, Training
+from autopar_opt.ir.window import windows_text
 
 COST_MODEL_ASSUMPTIONS = [
     "Compute: GEMM FLOPs / (dense peak of the dtype x achieved efficiency; FP8 linear layers at "
@@ -112,7 +113,8 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
         "spec": {"path": spec_path,
                  "model": {"name": graph.name, "num_layers": len(graph.layers),
                            "params": graph.total_params(), "params_active": graph.active_params(),
-                           "is_chain": graph.is_chain(), "source": graph.source},
+                           "is_chain": graph.is_chain(), "source": graph.source,
+                           "attention_windows": windows_text(graph.attention_windows())},
                  "cluster": _cluster_dict(cluster, training.dtype),
                  "training": dataclasses.asdict(training)},
         "search_space": _space_dict(space),

@@ -196,6 +196,23 @@ def _check_free(section: SearchSection, cluster: Cluster, graph: LayerGraph | No
                 "stage_devices: congruent")
 
 
+def window_problem(framework: str, windows: list[int]) -> str | None:
+    """Why ``framework`` cannot build a model with these sliding windows (None: it
+    can): torchtitan's Llama 3 and Qwen3 models take no window (only its gpt-oss
+    model builds one); Megatron-Core takes one ``window_size`` per model
+    (``export/megatron.py`` ``window_rules``); DeepSpeed runs the Hugging Face model,
+    whose config carries them."""
+    if not windows:
+        return None
+    if framework == "torchtitan":
+        return (f"sliding-window attention ({windows[0]} keys per query): torchtitan's "
+                "Llama 3 and Qwen3 models have no attention window")
+    if framework == "megatron" and len(windows) > 1:
+        return (f"sliding windows of {len(windows)} sizes ({', '.join(map(str, windows))}): "
+                "Megatron-Core takes one window_size per model")
+    return None
+
+
 def build_target(value, graph: LayerGraph | None, training: Training, section: SearchSection,
                  out: ProblemList) -> tuple[Target, str]:
     """The target (:mod:`autopar_opt.ir.target`) and a notice (empty when none).
@@ -241,6 +258,27 @@ def build_target(value, graph: LayerGraph | None, training: Training, section: S
         return Target("none", "", "training.runtime"), (
             f"training.runtime {training.runtime.name} names {target.framework}, which cannot run "
             f"this model ({why}); the search is the free per-layer space (target: none)")
+    windows = sorted({layer.attn_window for layer in graph.layers if layer.attn_window}) \
+        if graph is not None else []
+    why = window_problem(target.framework, windows)
+    if why and stated:
+        out.add("target", target.framework, f"{target.framework} cannot run this model: {why}",
+                "use target: none (the free per-layer space), or a framework that runs it")
+        return Target("none", "", "target"), ""
+    if why:
+        return Target("none", "", "training.runtime"), (
+            f"training.runtime {training.runtime.name} names {target.framework}, which cannot run "
+            f"this model ({why}); the search is the free per-layer space (target: none)")
+    if windows and target.framework == "megatron" and training.runtime.cp_comm_type == "p2p" \
+            and any(cp > 1 for cp in section.cp_degrees or ()):
+        # Transformer Engine: "Context parallelism does not support sliding window attention
+        # with cp_comm_type='p2p'" (attn_forward_func_with_cp; export/megatron.py window_rules)
+        out.add("search.cp_degrees", list(section.cp_degrees), "Megatron-Core (Transformer "
+                "Engine) runs sliding-window attention with context parallelism only by "
+                "all_gather or a2a, and training.runtime prices the ring exchange (p2p)",
+                "set training.runtime_options.cp_comm_type to all_gather or a2a, or "
+                "cp_degrees [1]")
+        return Target("none", "", "target"), ""
     if target.framework == "torchtitan" and training.runtime.cp_splits_heads \
             and any(cp > 1 for cp in section.cp_degrees or ()):
         # torchtitan's context parallelism shards the sequence and exchanges K/V around

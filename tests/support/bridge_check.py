@@ -106,6 +106,7 @@ def check(case: dict) -> dict:
     from megatron.core import num_microbatches_calculator as nmc
     from megatron.core import parallel_state as ps
     from megatron.core.transformer.transformer_block import get_num_layers_to_build
+    from megatron.core.transformer.utils import is_layer_window_attention
 
     import yaml
 
@@ -196,6 +197,9 @@ def check(case: dict) -> dict:
         "layers_per_rank": per_rank, "vocab_size": m.vocab_size,
         "position_embedding_type": m.position_embedding_type, "rotary_base": m.rotary_base,
         "kv_lora_rank": getattr(m, "kv_lora_rank", None), "recipe_before": before,
+        "window_size": list(m.window_size) if m.window_size else None,
+        "windowed_layers": [bool(is_layer_window_attention(m.window_size, m.window_attn_skip_freq,
+                                                           i + 1)) for i in range(m.num_layers)],
     }
     ps.destroy_model_parallel()
     return derived

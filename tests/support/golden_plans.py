@@ -67,6 +67,22 @@ training: {global_batch_size: 64, seq_len: 8192}
 plan: {tp: 2, pp: 1, zero: 1, zero_group: 4, sequence_parallel: true, recompute: full,
        micro_batch_size: 1}
 """,
+    # Mistral-7B v0.1, its 4,096-key sliding window on every layer at 16k tokens, context
+    # parallelism by all-gather (Transformer Engine's only ring-free form with a window)
+    "mistral_7b_swa_cp": """
+model: {hf_config: MODEL_ZOO/hf/mistral-7b-v0.1.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 32, seq_len: 16384, runtime_options: {cp_comm_type: all_gather}}
+plan: {tp: 2, pp: 1, cp: 2, zero: 1, sequence_parallel: true, micro_batch_size: 1}
+""",
+    # Qwen3-8B with use_sliding_window on its last 8 of 36 layers (max_window_layers 28):
+    # Megatron's window_attn_skip_freq pattern
+    "qwen3_8b_swa_partial": """
+model: {hf_config: TEST_DATA/hf/qwen3-8b-swa.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 32, seq_len: 8192}
+plan: {tp: 2, pp: 2, zero: 1, sequence_parallel: true, micro_batch_size: 1}
+""",
     # Qwen3-30B-A3B, DDP-style data parallelism with experts over the data ranks: DeepSpeed
     "qwen3_30b_ds": """
 model: {hf_config: MODEL_ZOO/hf/qwen3-30b-a3b.json}
@@ -81,7 +97,8 @@ def spec_for(name: str, tmp_path):
     """The golden plan ``name`` (an example file, or a HAND plan written under ``tmp_path``)."""
     if name in HAND:
         path = tmp_path / f"{name}.yaml"
-        path.write_text(HAND[name].replace("MODEL_ZOO", str(REPO / "model_zoo")))
+        path.write_text(HAND[name].replace("MODEL_ZOO", str(REPO / "model_zoo"))
+                        .replace("TEST_DATA", str(REPO / "tests" / "data")))
         return load_spec(path)
     return load_spec(REPO / "examples" / name)
 

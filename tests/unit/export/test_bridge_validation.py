@@ -147,10 +147,10 @@ def test_bridge_environment_is_the_locked_one(bridge):
 
 
 def test_every_megatron_validated_plan_reaches_bridge(bridge):
-    """The golden set is not vacuous: all thirteen golden plans, both recipes where they apply."""
+    """The golden set is not vacuous: all fifteen golden plans, both recipes where they apply."""
     _, plans, results = bridge
-    assert len(plans) == 13
-    assert sum(1 for k in results if "@" in k) == 13 + 12    # DeepSeek-V3 (MLA): one recipe
+    assert len(plans) == 15
+    assert sum(1 for k in results if "@" in k) == 15 + 14    # DeepSeek-V3 (MLA): one recipe
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
@@ -191,6 +191,9 @@ def test_bridge_accepts_the_overrides_and_derives_the_plan(bridge, name, recipe)
         (a.num_layers, a.hidden, a.heads, a.vocab)
     assert got["position_embedding_type"] == ("learned_absolute" if a.learned_positions else "rope")
     assert got["multi_latent_attention"] == (a.mla is not None)
+    windows = a.windows or (0,) * a.num_layers      # Megatron-Core's per-layer window rule
+    assert got["windowed_layers"] == [w > 0 for w in windows]
+    assert got["window_size"] == ([max(windows) - 1, 0] if any(windows) else None)
     if a.mla is not None:
         assert got["kv_lora_rank"] == a.mla[1]
     else:

@@ -84,6 +84,13 @@ def test_megatron_lm_parses_and_validates_the_arguments(name, tmp_path):
     assert args.use_distributed_optimizer == (view.zero == 1)
     assert args.use_megatron_fsdp == (view.zero >= 2)
     assert args.num_layers == spec.graph.arch.num_layers
+    # sliding windows: Megatron-Core's own per-layer rule reads back the model's windows
+    from megatron.core.transformer.utils import is_layer_window_attention
+    windows = spec.graph.arch.windows or (0,) * args.num_layers
+    assert [is_layer_window_attention(args.window_size, args.window_attn_skip_freq, i + 1)
+            for i in range(args.num_layers)] == [w > 0 for w in windows]
+    if any(windows):    # keys i - window_size[0] .. i: the model's window of w keys
+        assert args.window_size == (max(windows) - 1, 0)
 
 
 def _megatron_text(name: str, tmp_path) -> tuple[str, object]:
