@@ -215,7 +215,7 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
                   moe: MoeDims | None = None, layer_norm: bool = False,
                   flash_attention: bool = True, causal_flops: bool = False,
                   act_dtype_bytes: int = 2, dropout: bool = True,
-                  fused_gated: bool = False) -> Layer:
+                  fused_gated: bool = False, post_norms: bool = False) -> Layer:
     """One pre-norm decoder block with a dense (``mlp``) or MoE (``moe``) MLP.
 
     Returns a ``transformer_block`` layer, or a ``moe_block`` layer whose
@@ -230,6 +230,12 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
     used by its grouped experts) keeps ``6·f`` instead of ``8·f`` bytes per
     token of every gated MLP, dense, shared or routed (see
     :func:`~autopar_opt.model_zoo.transformer.transformer_block`).
+    ``post_norms``: a norm also after the attention and after the MLP, before each
+    residual add (Gemma 2 and 3: ``post_attention_layernorm``,
+    ``post_feedforward_layernorm``; Gemma Team 2024, arXiv 2408.00118, Sec. 2), two
+    more norm vectors and two more stored norm inputs (``2·s·h`` each, in the
+    replicated part: they act on the whole hidden state, split only by sequence
+    parallelism).
     """
     if (mlp is None) == (moe is None):
         raise ValueError(f"block {name!r}: give exactly one of mlp= or moe=")
@@ -251,11 +257,12 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
     gemm_out_split, gemm_out_whole = 2 * s * out_split * e, 2 * s * out_whole * e
     score = attn.score_flops(s, causal_flops)
     attn_fwd = 2.0 * s * attn.matrix_params() + score
-    params = attn.params() + 2 * _norm_params(h, layer_norm)
+    params = attn.params() + (4 if post_norms else 2) * _norm_params(h, layer_norm)
     mask = s * h * e if dropout else 0.0                    # one dropout mask
     attn_act = attn.act_bytes16(s) * e - (s * h * e - mask)
     scores = 0.0 if flash_attention else (5 if dropout else 4) * attn.heads * s * s * e
-    base_act = attn_act + 4 * s * h * e + scores + mask      # + norms, MLP dropout mask
+    post = 4 * s * h * e if post_norms else 0.0             # the post-norms' inputs
+    base_act = attn_act + 4 * s * h * e + scores + mask + post   # + norms, MLP dropout mask
     gated = 6 if fused_gated else 8
     fields: dict = {}
     if mlp is not None:
@@ -300,7 +307,7 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
     fwd = attn_fwd + mlp_fwd
     return Layer(
         name=name, kind=kind, flops_fwd=fwd, flops_bwd=2 * fwd, params=int(params),
-        act_bytes=base_act + mlp_act, act_replicated_bytes=(8 * s * h * e + 2 * mask),
+        act_bytes=base_act + mlp_act, act_replicated_bytes=(8 * s * h * e + 2 * mask + post),
         act_attn_bytes=scores, flops_recompute_selective=score,
         act_gemm_input_bytes=gemm_in, act_gemm_input_replicated_bytes=gemm_repl,
         gemm_output_bytes=gemm_out_split + gemm_out_whole, gemm_output_replicated_bytes=gemm_out_whole,
@@ -310,7 +317,7 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
         gemm_kernels=kernels, gemm_kernels_unfused=unfused,
         head_dim=attn.qk_dim, attn_causal=True, attn_flops_halved=causal_flops,
         attn_window=attn.window if 0 < attn.window < s else 0, **fields,
-        **_op_sac(s, attn, mlp, e))
+        **({} if post_norms else _op_sac(s, attn, mlp, e)))
 
 
 def _op_sac(s: int, attn: AttentionDims, mlp: MlpDims | None, e: float) -> dict[str, float]:

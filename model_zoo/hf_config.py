@@ -215,6 +215,36 @@ def _dense_llama(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGr
     return _decoder(c, name, s, blocks, False, source)
 
 
+#: ``GemmaConfig``'s head width where a config leaves ``head_dim`` out (not hidden/heads).
+GEMMA_HEAD_DIM = 256
+
+
+def _gemma(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """Gemma, Gemma 2 and Gemma 3 (text): GeGLU MLP (three matrices, tanh GELU:
+    same GEMMs as SwiGLU), RMSNorm, MHA/GQA/MQA with ``head_dim`` (default 256), input
+    and output embeddings tied (``tie_word_embeddings`` default true); Gemma 2 and 3 add
+    a norm after the attention and after the MLP (:func:`decoder_block`
+    ``post_norms``) and sliding windows on most layers (:mod:`.hf_windows`), Gemma 3
+    QK-norm (Gemma Team 2024, arXiv 2403.08295 and 2408.00118; Gemma 3 technical
+    report, arXiv 2503.19786, Sec. 2). Not priced (stated with the model): the logit
+    soft-capping of Gemma 2 (``attn_logit_softcapping``, ``final_logit_softcapping``),
+    the embedding's scaling by sqrt(hidden). Bidirectional attention
+    (``use_bidirectional_attention``, an encoder use of Gemma 3) is refused."""
+    if c("use_bidirectional_attention", False):
+        raise HfConfigError(f"{c.origin}: use_bidirectional_attention = true is not modelled "
+                            "(its windows and mask are an encoder's) (fix: use a causal "
+                            "config, or describe the model as an explicit layer list)")
+    if c("head_dim", None) is None:
+        c = _Cfg(dict(c.data, head_dim=GEMMA_HEAD_DIM), c.origin)
+    attn = _attention(c, qk_norm=c.model_type == "gemma3_text")
+    mlp = MlpDims(c("intermediate_size"), gated=True)
+    post = c.model_type != "gemma"
+    blocks = [decoder_block(f"block{i:03d}", s, replace(attn, window=w), mlp=mlp,
+                            post_norms=post, **opts)
+              for i, w in enumerate(_windows(c))]
+    return _decoder(c, name, s, blocks, True, source)
+
+
 def _moe_common(c: _Cfg, moe_opts: dict, experts_key: str, **kw: Any) -> MoeDims:
     """The MoE dimensions, checked as the ``transformers`` router needs them: at least one
     routed expert (``experts_key``), ``1 <= num_experts_per_tok <= experts`` (``topk``
@@ -399,6 +429,7 @@ def _vit(c: _Cfg, name: str, s: int | None, opts: dict, source: str) -> LayerGra
 
 _DENSE: dict[str, Callable[..., LayerGraph]] = {
     "llama": _dense_llama, "mistral": _dense_llama, "qwen2": _dense_llama, "qwen3": _dense_llama,
+    "gemma": _gemma, "gemma2": _gemma, "gemma3_text": _gemma,
     "gpt2": _gpt2, "gpt_neox": _neox, "bert": _bert, "t5": _t5, "vit": _vit,
 }
 _MOE: dict[str, Callable[..., LayerGraph]] = {
@@ -446,6 +477,11 @@ def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | Non
                             "write the family's name, e.g. \"model_type\": \"llama\"; supported: "
                             f"{', '.join(SUPPORTED_MODEL_TYPES)})")
     c = _Cfg(config, origin)
+    if mt == "gemma3" and isinstance(config.get("text_config"), dict):
+        raise HfConfigError(f"{origin}: model_type 'gemma3' is Gemma 3's image-text model; its "
+                            "vision tower is not modelled (fix: train its language model: use "
+                            "the text_config object as the config, with \"model_type\": "
+                            "\"gemma3_text\")")
     if mt not in _DENSE and mt not in _MOE:
         raise HfConfigError(f"{origin}: model_type {mt!r} is not supported; supported: "
                             f"{', '.join(SUPPORTED_MODEL_TYPES)} (fix: use one of these "
@@ -474,8 +510,9 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     ``mlp_only_layers``, ``decoder_sparse_step``)."""
     mt = config.get("model_type")
     if mt not in ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe",
-                  "deepseek_v2", "deepseek_v3"):
+                  "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "gemma3_text"):
         return None
+    gemma = mt in ("gemma", "gemma2", "gemma3_text")
     g = config.get
     h, a = int(g("hidden_size")), int(g("num_attention_heads"))
     blocks = [layer for layer in graph.layers if layer.kind in (LayerKind.transformer_block,
@@ -493,16 +530,32 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     return ModelArch(
         family=str(mt), num_layers=len(blocks), hidden=h, heads=a,
         kv_heads=int(g("num_key_value_heads") or a) if not mla else a,
-        head_dim=int(g("head_dim") or h // a), ffn_hidden=int(g("intermediate_size") or 0),
+        head_dim=int(g("head_dim") or (GEMMA_HEAD_DIM if gemma else h // a)),
+        ffn_hidden=int(g("intermediate_size") or 0),
         vocab=int(g("vocab_size")), max_positions=int(g("max_position_embeddings") or 0),
-        gated=True, norm="rmsnorm", tied=bool(g("tie_word_embeddings", False)), biases=False,
-        qk_norm=mt in ("qwen3", "qwen3_moe"), qkv_bias=mt in ("qwen2", "qwen2_moe"),
+        gated=True, norm="rmsnorm", tied=bool(g("tie_word_embeddings", gemma)), biases=False,
+        qk_norm=mt in ("qwen3", "qwen3_moe", "gemma3_text"), qkv_bias=mt in ("qwen2", "qwen2_moe"),
+        activation="gelu_tanh" if gemma else "silu", post_norms=gemma and mt != "gemma",
+        unpriced=_gemma_unpriced(config) if gemma else (),
         rope_theta=float(g("rope_theta")) if g("rope_theta") else None,
         num_experts=experts if moe else 0, top_k=int(g("num_experts_per_tok") or 0) if moe else 0,
         moe_ffn_hidden=expert_ffn if moe else 0, shared_ffn=shared if moe else 0,
         moe_layers=moe, mla=mla, hf_id=str(g("_name_or_path") or ""),
         windows=tuple(layer.attn_window for layer in blocks)
         if any(layer.attn_window for layer in blocks) else ())
+
+
+def _gemma_unpriced(config: dict[str, Any]) -> tuple[str, ...]:
+    """What a Gemma config computes that the cost model does not price: its
+    logit soft-capping (``tanh`` over the attention scores inside the kernel, over
+    the output logits as one more element-wise pass) and the embedding's scaling
+    by sqrt(hidden) (one element-wise multiply)."""
+    out = []
+    for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+        if config.get(key):
+            out.append(f"{key} {config[key]:g}")
+    out.append("the embedding's scaling by sqrt(hidden_size)")
+    return tuple(out)
 
 
 def layer_kinds(graph: LayerGraph) -> dict[str, int]:

@@ -254,5 +254,8 @@ def cost_assumptions(graph: LayerGraph, cluster: Cluster, training: Training,
     ``params`` (the shipped calibration when None)."""
     arch = cluster.device.arch or attention.UNKNOWN_ARCH
     params = default_params() if params is None else params
+    unpriced = graph.arch.unpriced if graph.arch is not None else ()
     return (_device(cluster) + _gemm(cluster, training, params)
-            + _attention(graph, training, arch) + _communication(cluster, training))
+            + _attention(graph, training, arch) + _communication(cluster, training)
+            + ([f"{graph.name}: not priced (small element-wise work): {'; '.join(unpriced)}"]
+               if unpriced else []))

@@ -74,6 +74,7 @@ import shlex
 
 from autopar_opt.export.view import PlanView, common_rules
 from autopar_opt.ir.training import Recompute, Schedule
+from autopar_opt.ir.target import GEMMA_BLOCK
 
 _FSDP = {2: "optim_grads", 3: "optim_grads_params"}
 
@@ -85,7 +86,7 @@ def megatron_rules(view: PlanView, chain: bool) -> list[str]:
         out.append("the GPipe schedule: Megatron-LM runs 1F1B or interleaved 1F1B")
     if view.cp > 1 and view.seq_len and view.seq_len % (2 * view.cp):
         out.append(f"seq_len {view.seq_len} must be divisible by 2*cp = {2 * view.cp}")
-    out += window_rules(view)
+    out += model_rules(view)
     odd = sorted({k for kinds in view.stage_kinds for k in kinds if k == "?"})
     if odd:
         out.append("layers other than embedding, transformer blocks and head have no place "
@@ -101,16 +102,19 @@ def megatron_rules(view: PlanView, chain: bool) -> list[str]:
     return out
 
 
-def window_rules(view: PlanView) -> list[str]:
-    """Why Megatron-Core cannot run the plan's sliding windows: one window size per
-    model (``TransformerConfig.window_size``), and context parallelism over windowed
-    layers only by all-gather or all-to-all (Transformer Engine
+def model_rules(view: PlanView) -> list[str]:
+    """Why Megatron-LM cannot run the plan's model: a block its flags cannot state
+    (Gemma's GeGLU and post-norms), more than one sliding-window size
+    (``TransformerConfig.window_size`` is one per model), and context parallelism
+    over windowed layers by the ring (Transformer Engine
     ``attn_forward_func_with_cp``: "Context parallelism does not support sliding
-    window attention with cp_comm_type='p2p'")."""
+    window attention with cp_comm_type='p2p'"; all-gather and all-to-all do)."""
     a = view.arch
-    if a is None or not a.window:
+    if a is None:
         return []
-    out = []
+    out = [GEMMA_BLOCK] if (a.gated and a.activation != "silu") or a.post_norms else []
+    if not a.window:
+        return out
     if len({w for w in a.windows if w}) > 1:
         out.append(f"sliding windows of {len({w for w in a.windows if w})} sizes: "
                    "Megatron-Core takes one window_size per model")

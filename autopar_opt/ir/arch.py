@@ -26,6 +26,10 @@ class ModelArch:
     Hugging Face id when known (Megatron-Bridge and torchtitan name models so).
     ``windows`` holds each transformer layer's sliding attention window in keys per
     query, 0 for full attention (:mod:`autopar_opt.ir.window`); empty: none has one.
+    ``activation`` is the gated MLP's (``silu``: SwiGLU; ``gelu_tanh``: Gemma's
+    GeGLU); ``post_norms``: a norm after the attention and after the MLP too (Gemma 2
+    and 3). ``unpriced`` lists what the model computes that the cost model does not
+    price, said with every plan (:mod:`autopar_opt.cost.assumptions`).
     """
 
     family: str
@@ -53,6 +57,9 @@ class ModelArch:
     mla: tuple[int, int, int, int, int] | None = None
     hf_id: str = ""
     windows: tuple[int, ...] = ()
+    activation: str = "silu"
+    post_norms: bool = False
+    unpriced: tuple[str, ...] = ()
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property

@@ -373,6 +373,14 @@ def pricing_notice(framework: str, runtime_name: str, source: str) -> str:
             f"set training.runtime: {FRAMEWORK_RUNTIME[framework]} to price {framework}'s own")
 
 
+#: Why Megatron-LM's flags cannot state a Gemma model (its GeGLU and post-norms;
+#: ``megatron/training/arguments.py``: ``--swiglu``, ``--quick-geglu``).
+GEMMA_BLOCK = ("Gemma's block (a GeGLU MLP and norms after the attention and the MLP): "
+               "Megatron-LM's flags cannot state it (--swiglu gates with SiLU, --quick-geglu "
+               "with another function; no flag adds the post-norms); Megatron-Bridge builds "
+               "Gemma from its own model providers, which autopar does not export")
+
+
 def model_problem(layers: list[Layer], chain: bool) -> str | None:
     """Why no framework target can run this model (None: a chain of embedding,
     transformer layers and head, which all three build)."""

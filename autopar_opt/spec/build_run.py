@@ -21,8 +21,8 @@ from autopar_opt.spec.schema import (CostModelSection, ExplicitClusterSpec, Link
 from autopar_opt.spec.cp_rule import cp_refusal
 from autopar_opt.ir.strategies import divisors, tp_degree_ok
 from autopar_opt.ir.runtime import CAPABILITIES, CHOICES, RUNTIMES, Runtime, runtime_named
-from autopar_opt.ir.target import (TORCHTITAN_VERSIONS, Target, model_problem, pricing_notice,
-                                   target_for_runtime)
+from autopar_opt.ir.target import (GEMMA_BLOCK, TORCHTITAN_VERSIONS, Target, model_problem,
+                                   pricing_notice, target_for_runtime)
 from autopar_opt.ir.training import (AUTOCAST_DTYPES, Recompute, Schedule, SearchSpace, Training,
                                   autocast_problem)
 
@@ -196,12 +196,19 @@ def _check_free(section: SearchSection, cluster: Cluster, graph: LayerGraph | No
                 "stage_devices: congruent")
 
 
-def window_problem(framework: str, windows: list[int]) -> str | None:
-    """Why ``framework`` cannot build a model with these sliding windows (None: it
-    can): torchtitan's Llama 3 and Qwen3 models take no window (only its gpt-oss
-    model builds one); Megatron-Core takes one ``window_size`` per model
-    (``export/megatron.py`` ``window_rules``); DeepSpeed runs the Hugging Face model,
-    whose config carries them."""
+def framework_model_problem(framework: str, graph: LayerGraph | None) -> str | None:
+    """Why ``framework`` cannot build ``graph``'s model (None: it can, as far as its
+    architecture says): torchtitan's Llama 3 and Qwen3 models take no sliding window
+    (only its gpt-oss model builds one); Megatron-LM's flags state one window size per
+    model and no Gemma block (``export/megatron.py`` ``model_rules``); DeepSpeed runs
+    the Hugging Face model, whose config carries both."""
+    if graph is None:
+        return None
+    arch = graph.arch
+    if framework == "megatron" and arch is not None and (
+            (arch.gated and arch.activation != "silu") or arch.post_norms):
+        return GEMMA_BLOCK
+    windows = sorted({w for w in graph.attention_windows() if w})
     if not windows:
         return None
     if framework == "torchtitan":
@@ -258,9 +265,8 @@ def build_target(value, graph: LayerGraph | None, training: Training, section: S
         return Target("none", "", "training.runtime"), (
             f"training.runtime {training.runtime.name} names {target.framework}, which cannot run "
             f"this model ({why}); the search is the free per-layer space (target: none)")
-    windows = sorted({layer.attn_window for layer in graph.layers if layer.attn_window}) \
-        if graph is not None else []
-    why = window_problem(target.framework, windows)
+    windows = sorted({w for w in graph.attention_windows() if w}) if graph is not None else []
+    why = framework_model_problem(target.framework, graph)
     if why and stated:
         out.add("target", target.framework, f"{target.framework} cannot run this model: {why}",
                 "use target: none (the free per-layer space), or a framework that runs it")

@@ -83,6 +83,14 @@ cluster: {zoo: 2x8-h100}
 training: {global_batch_size: 32, seq_len: 8192}
 plan: {tp: 2, pp: 2, zero: 1, sequence_parallel: true, micro_batch_size: 1}
 """,
+    # Gemma-2 9B (GeGLU, post-norms: no Megatron-LM form) with ZeRO-3: DeepSpeed, which runs
+    # the Hugging Face model
+    "gemma2_9b_ds": """
+model: {hf_config: MODEL_ZOO/hf/gemma-2-9b.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 32, seq_len: 8192, runtime: deepspeed}
+plan: {tp: 1, pp: 1, zero: 3, recompute: full, micro_batch_size: 1}
+""",
     # Qwen3-30B-A3B, DDP-style data parallelism with experts over the data ranks: DeepSpeed
     "qwen3_30b_ds": """
 model: {hf_config: MODEL_ZOO/hf/qwen3-30b-a3b.json}

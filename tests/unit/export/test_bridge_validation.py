@@ -147,7 +147,8 @@ def test_bridge_environment_is_the_locked_one(bridge):
 
 
 def test_every_megatron_validated_plan_reaches_bridge(bridge):
-    """The golden set is not vacuous: all fifteen golden plans, both recipes where they apply."""
+    """The golden set is not vacuous: the fifteen golden plans Megatron runs (of sixteen:
+    not Gemma), both recipes where they apply."""
     _, plans, results = bridge
     assert len(plans) == 15
     assert sum(1 for k in results if "@" in k) == 15 + 14    # DeepSeek-V3 (MLA): one recipe

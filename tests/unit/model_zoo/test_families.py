@@ -51,7 +51,8 @@ def test_every_family_and_count_cites_its_source():
 CONFIGS = {"llama-3.1-8b": "llama3", "llama-3.1-405b": "llama3", "mistral-7b-v0.1": "mistral",
            "mixtral-8x7b-v0.1": "mixtral", "qwen2-7b": "qwen2", "qwen3-8b": "qwen3",
            "gpt-neox-20b": "gpt_neox", "gpt2-xl": "gpt2", "bert-base-uncased": "bert",
-           "t5-large": "t5"}
+           "t5-large": "t5", "gemma-7b": "gemma", "gemma-2-9b": "gemma2", "gemma-2-27b": "gemma2",
+           "gemma-3-1b": "gemma3"}
 
 
 @pytest.mark.parametrize("config, key", sorted(CONFIGS.items()))
@@ -63,7 +64,8 @@ def test_the_table_agrees_with_the_published_configs(config, key):
     assert fam is not None and fam.key == key
     assert fam.tied_for(model_size(config)) is cfg.get("tie_word_embeddings", True)
     assert (fam.mlp == "gated") is (cfg["model_type"] in {"llama", "mistral", "mixtral", "qwen2",
-                                                         "qwen3"})
+                                                         "qwen3", "gemma", "gemma2",
+                                                         "gemma3_text"})
 
 
 def test_published_counts_match_the_bundled_sources():
@@ -74,7 +76,9 @@ def test_published_counts_match_the_bundled_sources():
     sources = yaml.safe_load((HF / "SOURCES.yaml").read_text())
     pairs = {"llama-3.1-8b": ("llama3", "8b"), "mistral-7b-v0.1": ("mistral", "7b"),
              "mixtral-8x7b-v0.1": ("mixtral", "8x7b"), "qwen2-7b": ("qwen2", "7b"),
-             "gpt-neox-20b": ("gpt_neox", "20b"), "gpt2-xl": ("gpt2", "xl")}
+             "gpt-neox-20b": ("gpt_neox", "20b"), "gpt2-xl": ("gpt2", "xl"),
+             "gemma-7b": ("gemma", "7b"), "gemma-2-9b": ("gemma2", "9b"),
+             "gemma-2-27b": ("gemma2", "27b"), "gemma-3-1b": ("gemma3", "1b")}
     for config, (key, size) in pairs.items():
         fam = next(f for f in families() if f.key == key)
         published = fam.published(size)

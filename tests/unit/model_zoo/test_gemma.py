@@ -1,0 +1,119 @@
+"""Gemma, Gemma 2 and Gemma 3 (text) from their Hugging Face configs: parameter counts
+against the published safetensors counts (exact), the block's extra norms, the layers
+each default pattern windows, what is refused, what no framework target can state and
+what the cost model says it does not price."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autopar_opt.cost.assumptions import cost_assumptions
+from autopar_opt.ir.hardware import make_cluster
+from autopar_opt.ir.training import Training
+from autopar_opt.model_zoo.hf_config import HfConfigError, build_hf_graph
+from support.paths import REPO
+
+HF = REPO / "model_zoo" / "hf"
+
+
+def _cfg(name: str) -> dict:
+    return json.loads((HF / f"{name}.json").read_text())
+
+
+#: Published counts (the model pages' safetensors totals, model_zoo/hf/SOURCES.yaml).
+PUBLISHED = {"gemma-7b": 8_537_680_896, "gemma-2-9b": 9_241_705_984,
+             "gemma-2-27b": 27_227_128_320, "gemma-3-1b": 999_885_952}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_parameter_count_is_the_published_one(name):
+    assert build_hf_graph(_cfg(name), 4096).total_params() == PUBLISHED[name]
+
+
+def test_gemma_2_block_by_hand():
+    """Gemma-2-9B's block: Q 3584x16x256, K and V 3584x8x256, O 16x256x3584, GeGLU
+    3x3584x14336, four RMSNorm vectors (pre and post around attention and MLP):
+    198,195,200; the same dims as a Gemma 1 block keep two norm vectors and
+    2 x 2·s·h bytes fewer of stored norm inputs (16-bit)."""
+    cfg = _cfg("gemma-2-9b")
+    block = build_hf_graph(cfg, 4096).layers[1]
+    h, f = 3584, 14336
+    attn = h * 16 * 256 + 2 * h * 8 * 256 + 16 * 256 * h
+    assert block.params == attn + 3 * h * f + 4 * h == 198_195_200
+    one = build_hf_graph(dict(cfg, model_type="gemma"), 4096).layers[1]
+    assert block.params - one.params == 2 * h
+    assert block.act_bytes - one.act_bytes == 4 * 4096 * h
+    assert block.act_replicated_bytes - one.act_replicated_bytes == 4 * 4096 * h
+    assert block.flops_fwd == one.flops_fwd
+
+
+def test_default_window_patterns():
+    """Gemma 2: even layers windowed (Gemma2Config ``(i + 1) % 2``); Gemma 3: all but
+    every sliding_window_pattern-th (default 6); layer_types decides where given;
+    a window at least the sequence is none."""
+    assert build_hf_graph(_cfg("gemma-2-9b"), 8192).attention_windows() == [4096, 0] * 21
+    assert build_hf_graph(_cfg("gemma-2-9b"), 4096).attention_windows() == [0] * 42
+    g3 = _cfg("gemma-3-1b")
+    assert build_hf_graph(g3, 4096).attention_windows() == ([512] * 5 + [0]) * 4 + [512, 512]
+    assert build_hf_graph({k: v for k, v in g3.items() if k != "sliding_window_pattern"},
+                          4096).attention_windows() == ([512] * 5 + [0]) * 4 + [512, 512]
+    assert build_hf_graph(dict(g3, sliding_window_pattern=2), 4096).attention_windows() == \
+        [512, 0] * 13
+    types = ["full_attention"] * 25 + ["sliding_attention"]
+    assert build_hf_graph(dict(g3, layer_types=types), 4096).attention_windows() == [0] * 25 + [512]
+    assert build_hf_graph(_cfg("gemma-7b"), 8192).attention_windows() == [0] * 28
+
+
+def test_head_dim_defaults_to_gemmas():
+    """GemmaConfig's head_dim default is 256, not hidden/heads (3072/16 = 192)."""
+    cfg = {k: v for k, v in _cfg("gemma-7b").items() if k != "head_dim"}
+    assert build_hf_graph(cfg, 2048).total_params() == PUBLISHED["gemma-7b"]
+    assert build_hf_graph(cfg, 2048).arch.head_dim == 256
+
+
+@pytest.mark.parametrize("config,text", [
+    ({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text"}}, "text_config"),
+    (dict(json.loads((HF / "gemma-3-1b.json").read_text()), use_bidirectional_attention=True),
+     "use_bidirectional_attention"),
+    (dict(json.loads((HF / "gemma-3-1b.json").read_text()), sliding_window_pattern=0),
+     "sliding_window_pattern = 0"),
+])
+def test_refused_with_the_key_and_a_fix(config, text):
+    with pytest.raises(HfConfigError) as err:
+        build_hf_graph(config, 4096, origin="g.json")
+    assert text in str(err.value) and "fix:" in str(err.value) and "g.json" in str(err.value)
+
+
+def test_unpriced_work_is_said():
+    graph = build_hf_graph(_cfg("gemma-2-9b"), 4096)
+    lines = cost_assumptions(graph, make_cluster("c", 1, 8, "H100-SXM-80GB"),
+                             Training(global_batch_size=8, seq_len=4096))
+    (line,) = [x for x in lines if "not priced" in x]
+    assert "attn_logit_softcapping 50" in line and "final_logit_softcapping 30" in line
+
+
+def test_megatron_cannot_state_gemma(tmp_path):
+    """Megatron-LM's flags have no GeGLU or post-norm: a stated target megatron is a
+    spec error, the default runtime falls back to the free space and says why, the
+    export refuses; DeepSpeed (the Hugging Face model) runs it."""
+    from autopar_opt.export import plan_view, rules_for
+    from autopar_opt.spec import SpecError, load_spec
+    path = tmp_path / "g.yaml"
+    body = (f"model: {{hf_config: {HF / 'gemma-2-9b.json'}}}\ncluster: {{zoo: 2x8-h100}}\n"
+            "training: {global_batch_size: 32, seq_len: 4096RUNTIME}\n")
+    path.write_text(body.replace("RUNTIME", "") + "target: megatron\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    assert "GeGLU" in err.value.problems[0].rule
+    path.write_text(body.replace("RUNTIME", ""))
+    spec = load_spec(path)
+    assert spec.space.target.free and any("GeGLU" in n for n in spec.notices)
+    path.write_text(body.replace("RUNTIME", ", runtime: deepspeed")
+                    + "plan: {tp: 1, pp: 1, zero: 3, micro_batch_size: 1}\n")
+    spec = load_spec(path)
+    assert spec.space.target.framework == "deepspeed"
+    view = plan_view(spec.plan, spec.graph, spec.cluster, spec.training)
+    assert not rules_for("deepspeed", view, True, "")
+    assert any("GeGLU" in r for r in rules_for("megatron", view, True, ""))
