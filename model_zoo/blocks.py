@@ -215,7 +215,8 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
                   moe: MoeDims | None = None, layer_norm: bool = False,
                   flash_attention: bool = True, causal_flops: bool = False,
                   act_dtype_bytes: int = 2, dropout: bool = True,
-                  fused_gated: bool = False, post_norms: bool = False) -> Layer:
+                  fused_gated: bool = False, post_norms: bool = False,
+                  parallel: int = 0) -> Layer:
     """One pre-norm decoder block with a dense (``mlp``) or MoE (``moe``) MLP.
 
     Returns a ``transformer_block`` layer, or a ``moe_block`` layer whose
@@ -235,7 +236,13 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
     ``post_feedforward_layernorm``; Gemma Team 2024, arXiv 2408.00118, Sec. 2), two
     more norm vectors and two more stored norm inputs (``2·s·h`` each, in the
     replicated part: they act on the whole hidden state, split only by sequence
-    parallelism).
+    parallelism). ``parallel``: attention and MLP read the same input (GPT-J,
+    GPT-NeoX's ``use_parallel_residual``, Falcon's ``parallel_attn``; Wang &
+    Komatsuzaki 2021), through one shared norm (1: Falcon-7B) or two (2: GPT-NeoX,
+    Falcon's ``new_decoder_architecture``); 0: one after the other. The MLP's norm
+    then reads the block input the attention's norm already keeps (``2·s·h`` fewer
+    stored bytes), and a shared norm also hands both the same output (``2·s·h``
+    fewer again, one norm vector fewer).
     """
     if (mlp is None) == (moe is None):
         raise ValueError(f"block {name!r}: give exactly one of mlp= or moe=")
@@ -257,11 +264,19 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
     gemm_out_split, gemm_out_whole = 2 * s * out_split * e, 2 * s * out_whole * e
     score = attn.score_flops(s, causal_flops)
     attn_fwd = 2.0 * s * attn.matrix_params() + score
-    params = attn.params() + (4 if post_norms else 2) * _norm_params(h, layer_norm)
+    if parallel not in (0, 1, 2) or (parallel and post_norms):
+        raise ValueError(f"block {name!r}: parallel is 0, 1 or 2, without post_norms")
+    norms = (4 if post_norms else 2) - (1 if parallel == 1 else 0)
+    params = attn.params() + norms * _norm_params(h, layer_norm)
     mask = s * h * e if dropout else 0.0                    # one dropout mask
     attn_act = attn.act_bytes16(s) * e - (s * h * e - mask)
     scores = 0.0 if flash_attention else (5 if dropout else 4) * attn.heads * s * s * e
     post = 4 * s * h * e if post_norms else 0.0             # the post-norms' inputs
+    # a parallel block's MLP norm reads the kept block input; one shared norm, one output
+    post -= {0: 0.0, 1: 4 * s * h * e, 2: 2 * s * h * e}[parallel]
+    if parallel == 1:
+        gemm_repl -= 2 * s * h * e
+        gemm_in -= 2 * s * h * e
     base_act = attn_act + 4 * s * h * e + scores + mask + post   # + norms, MLP dropout mask
     gated = 6 if fused_gated else 8
     fields: dict = {}
@@ -317,7 +332,7 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
         gemm_kernels=kernels, gemm_kernels_unfused=unfused,
         head_dim=attn.qk_dim, attn_causal=True, attn_flops_halved=causal_flops,
         attn_window=attn.window if 0 < attn.window < s else 0, **fields,
-        **({} if post_norms else _op_sac(s, attn, mlp, e)))
+        **({} if post_norms or parallel else _op_sac(s, attn, mlp, e)))
 
 
 def _op_sac(s: int, attn: AttentionDims, mlp: MlpDims | None, e: float) -> dict[str, float]:

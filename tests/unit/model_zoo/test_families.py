@@ -52,7 +52,7 @@ CONFIGS = {"llama-3.1-8b": "llama3", "llama-3.1-405b": "llama3", "mistral-7b-v0.
            "mixtral-8x7b-v0.1": "mixtral", "qwen2-7b": "qwen2", "qwen3-8b": "qwen3",
            "gpt-neox-20b": "gpt_neox", "gpt2-xl": "gpt2", "bert-base-uncased": "bert",
            "t5-large": "t5", "gemma-7b": "gemma", "gemma-2-9b": "gemma2", "gemma-2-27b": "gemma2",
-           "gemma-3-1b": "gemma3"}
+           "gemma-3-1b": "gemma3", "opt-6.7b": "opt", "bloom-7b1": "bloom", "falcon-7b": "falcon"}
 
 
 @pytest.mark.parametrize("config, key", sorted(CONFIGS.items()))

@@ -130,9 +130,9 @@ def test_qwen_moe_mlp_only_layers_are_validated(tmp_path, value, rule):
 
 
 def test_unknown_model_type_lists_supported():
-    with pytest.raises(HfConfigError, match=r"model_type 'falcon' is not supported; "
-                                            r"supported: bert, deepseek_v2, .*vit"):
-        build_hf_graph({"model_type": "falcon"}, 128)
+    with pytest.raises(HfConfigError, match=r"model_type 'jamba' is not supported; "
+                                            r"supported: bert, bloom, deepseek_v2, .*vit"):
+        build_hf_graph({"model_type": "jamba"}, 128)
 
 
 def test_missing_key_is_named():

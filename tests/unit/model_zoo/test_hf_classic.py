@@ -1,0 +1,93 @@
+"""OPT, BLOOM and Falcon from their Hugging Face configs, and parallel attention/MLP
+blocks (Falcon, GPT-NeoX): parameter counts against the published safetensors counts
+(exact), blocks by hand, and what is refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autopar_opt.model_zoo.blocks import AttentionDims, MlpDims, decoder_block
+from autopar_opt.model_zoo.hf_config import HfConfigError, build_hf_graph
+from support.paths import REPO
+
+HF = REPO / "model_zoo" / "hf"
+PUBLISHED = {"opt-6.7b": 6_658_473_984, "bloom-7b1": 7_069_016_064, "falcon-7b": 6_921_720_704}
+
+
+def _cfg(name: str) -> dict:
+    return json.loads((HF / f"{name}.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_parameter_count_is_the_published_one(name):
+    assert build_hf_graph(_cfg(name), 2048).total_params() == PUBLISHED[name]
+
+
+def test_falcon_7b_block_by_hand():
+    """Falcon-7B: fused multi-query QKV 4544 x (71·64 + 2·64), dense 4544², GELU MLP
+    2 x 4544 x 18176, one LayerNorm (weight and bias) shared by attention and MLP;
+    without dropout a sequential block keeps 8·s·h bytes of norm inputs and outputs
+    (16-bit), a parallel one with a shared norm 4·s·h, with two norms 6·s·h."""
+    s, h = 2048, 4544
+    block = build_hf_graph(_cfg("falcon-7b"), s).layers[1]
+    assert block.params == 4544 * 4672 + 4544 ** 2 + 2 * 4544 * 18176 + 2 * 4544 == 207_070_080
+    attn = AttentionDims(hidden=h, heads=71, kv_heads=1, head_dim=64, model_fuses_qkv=True)
+    mlp = MlpDims(4 * h, gated=False)
+    seq, one, two = (decoder_block("b", s, attn, mlp=mlp, layer_norm=True, dropout=False,
+                                   parallel=p) for p in (0, 1, 2))
+    assert (seq.act_replicated_bytes, one.act_replicated_bytes, two.act_replicated_bytes) == \
+        (8 * s * h, 4 * s * h, 6 * s * h)
+    assert seq.act_bytes - one.act_bytes == 4 * s * h and seq.act_bytes - two.act_bytes == 2 * s * h
+    assert seq.params - one.params == 2 * h and seq.params == two.params
+    assert seq.flops_fwd == one.flops_fwd == two.flops_fwd
+    # Falcon-7B: parallel, one norm (the importer's blocks keep two s·h dropout masks)
+    assert block.act_replicated_bytes == 4 * s * h + 2 * s * h
+    # the shared norm hands QKV and the MLP one input: one 2sh GEMM input fewer
+    assert seq.act_gemm_input_bytes - one.act_gemm_input_bytes == 2 * s * h
+
+
+def test_falcon_new_architecture_groups_keys_and_keeps_two_norms():
+    cfg = dict(_cfg("falcon-7b"), new_decoder_architecture=True, num_kv_heads=8,
+               num_attention_heads=64, hidden_size=4096)
+    block = build_hf_graph(cfg, 2048).layers[1]
+    h = 4096
+    assert block.params == h * (h + 2 * 8 * 64) + h * h + 2 * h * 4 * h + 2 * 2 * h
+    assert block.act_replicated_bytes == 6 * 2048 * h + 2 * 2048 * h     # + dropout masks
+
+
+def test_neox_parallel_residual():
+    """GPT-NeoX (use_parallel_residual, default true): two norms reading the block
+    input: 6·s·h replicated bytes; with it false the sequential 8·s·h."""
+    cfg = json.loads((HF / "gpt-neox-20b.json").read_text())
+    s, h = 2048, cfg["hidden_size"]
+    assert build_hf_graph(cfg, s).layers[1].act_replicated_bytes == \
+        build_hf_graph(dict(cfg, use_parallel_residual=False), s).layers[1].act_replicated_bytes \
+        - 2 * s * h
+
+
+def test_opt_positions_and_final_norm():
+    """OPT's table has max_position_embeddings + 2 rows; post-LN OPT has no final
+    LayerNorm; a longer sequence than the table, or OPT-350m's projections, are refused."""
+    cfg = _cfg("opt-6.7b")
+    h = cfg["hidden_size"]
+    g = build_hf_graph(cfg, 2048)
+    assert g.layers[0].params == cfg["vocab_size"] * h + (2048 + 2) * h
+    post = build_hf_graph(dict(cfg, do_layer_norm_before=False), 2048)
+    assert g.total_params() - post.total_params() == 2 * h
+    with pytest.raises(HfConfigError, match="seq_len 4096 exceeds max_position_embeddings=2048"):
+        build_hf_graph(cfg, 4096)
+    with pytest.raises(HfConfigError, match="word_embed_proj_dim = 512"):
+        build_hf_graph(dict(cfg, word_embed_proj_dim=512), 2048)
+
+
+def test_bloom_embedding_norm_and_alias_keys():
+    """BLOOM keeps a LayerNorm after the word embedding (2h); its configs name the
+    width n_embed or hidden_size."""
+    cfg = _cfg("bloom-7b1")
+    h = cfg["hidden_size"]
+    g = build_hf_graph(cfg, 2048)
+    assert g.layers[0].params == cfg["vocab_size"] * h + 2 * h
+    alias = {k: v for k, v in cfg.items() if k != "hidden_size"} | {"n_embed": h}
+    assert build_hf_graph(alias, 2048).total_params() == PUBLISHED["bloom-7b1"]
