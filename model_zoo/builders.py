@@ -35,13 +35,17 @@ class Family:
 def _decoder(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
     """Decoder-only LM (GPT, Llama): embedding, ``num_layers`` blocks, head."""
     gated = bool(dims.get("gated_mlp", False))
+    # ``dropout: false`` (Llama: no dropout in its modelling code, HF attention_dropout 0.0):
+    # no masks kept, and the exports say 0 (Megatron-LM's default is 0.1); unstated: masks
+    # kept and no flag written (the launch runs Megatron's 0.1, as priced)
+    dropout = bool(dims.get("dropout", True))
     graph = decoder_lm(name, dims["num_layers"], dims["seq_len"], dims["hidden"], dims["heads"],
                        dims["ffn_hidden"], dims["vocab"], kv_heads=dims.get("kv_heads"),
                        gated_mlp=gated, layer_norm=not gated,     # the norm ModelArch states below
                        flash_attention=dims.get("flash_attention", False),
                        learned_positions=dims.get("learned_positions", False),
                        tied=dims.get("tied", True), biases=dims.get("biases", True),
-                       source=source)
+                       source=source, dropout=dropout)
     graph.arch = ModelArch(
         family="llama" if gated else "gpt", num_layers=dims["num_layers"], hidden=dims["hidden"],
         heads=dims["heads"], kv_heads=dims.get("kv_heads") or dims["heads"],
@@ -49,7 +53,8 @@ def _decoder(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
         vocab=dims["vocab"], max_positions=dims["seq_len"], gated=gated,
         norm="rmsnorm" if gated else "layernorm", tied=bool(dims.get("tied", True)),
         biases=bool(dims.get("biases", True)),
-        learned_positions=bool(dims.get("learned_positions", False)))
+        learned_positions=bool(dims.get("learned_positions", False)),
+        dropout=None if dropout else (0.0, 0.0))
     return graph
 
 

@@ -365,7 +365,8 @@ def _gpt2(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     g = decoder_lm(name, c("n_layer"), s, h, c("n_head"), c("n_inner", 4 * h) or 4 * h,
                    c("vocab_size"), learned_positions=False, tied=True, biases=True,
                    flash_attention=opts["flash_attention"], causal_flops=opts["causal_flops"],
-                   source=source, model_fuses_qkv=True)    # GPT2Attention.c_attn
+                   source=source, model_fuses_qkv=True,    # GPT2Attention.c_attn
+                   dropout=opts["dropout"])
     positions = _positions(c, s, "n_positions") * h          # the learned position table (wpe)
     layers = [replace(layer, params=layer.params + positions) if layer.name == "embed" else layer
               for layer in g.layers]
@@ -557,6 +558,37 @@ def build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | None
                             "keys against the model's published config.json)") from None
 
 
+#: The dropout keys (hidden, attention) of the families whose modelling code has a
+#: hidden dropout, with their ``transformers`` configuration defaults. Every other
+#: decoder family's code has none (``LlamaDecoderLayer``, ``MistralDecoderLayer``,
+#: Qwen's, Gemma's, DeepSeek's: only ``attention_dropout``, default 0.0).
+DROPOUT_KEYS = {"gpt2": (("resid_pdrop", 0.1), ("attn_pdrop", 0.1)),
+                "gpt_neox": (("hidden_dropout", 0.0), ("attention_dropout", 0.0)),
+                "opt": (("dropout", 0.1), ("attention_dropout", 0.0)),
+                "bloom": (("hidden_dropout", 0.0), ("attention_dropout", 0.0)),
+                "falcon": (("hidden_dropout", 0.0), ("attention_dropout", 0.0))}
+
+
+def dropout_rates(config: dict[str, Any], origin: str = "config.json") -> tuple[float, float]:
+    """(hidden, attention) dropout probabilities a decoder config trains with: its
+    family's keys (:data:`DROPOUT_KEYS`), else 0 and ``attention_dropout``."""
+    mt = config.get("model_type")
+    keys = DROPOUT_KEYS.get(mt, (None, ("attention_dropout", 0.0)))
+    out = []
+    for entry in keys:
+        if entry is None:
+            out.append(0.0)
+            continue
+        key, default = entry
+        value = config.get(key, default)
+        value = default if value is None else value
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise HfConfigError(f"{origin}: {key} = {value!r} must be a probability in [0, 1) "
+                                "(fix: use the value of the model's published config.json)")
+        out.append(float(value))
+    return out[0], out[1]
+
+
 def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | None, origin: str,
                     flash_attention: bool, capacity_factor: float | None,
                     load_imbalance: float) -> LayerGraph:
@@ -582,7 +614,10 @@ def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | Non
     if mt != "vit" and not seq_len:
         raise HfConfigError(f"{origin}: a sequence length is needed for model_type {mt!r} "
                             "(fix: set training.seq_len in the spec, or --seq-len)")
-    opts = dict(flash_attention=flash_attention, causal_flops=False)
+    # dropout masks are kept only where the config trains with dropout (issue 28: not on
+    # by default); encoders, T5 and ViT keep theirs (their builders' own convention)
+    opts = dict(flash_attention=flash_attention, causal_flops=False,
+                dropout=any(dropout_rates(config, origin)))
     if mt in _MOE:
         moe_opts = dict(capacity_factor=capacity_factor, load_imbalance=load_imbalance)
         graph = _MOE[mt](c, name, seq_len, opts, source, moe_opts)
@@ -626,6 +661,7 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         gated=True, norm="rmsnorm", tied=bool(g("tie_word_embeddings", gemma)), biases=False,
         qk_norm=mt in ("qwen3", "qwen3_moe", "gemma3_text"), qkv_bias=mt in ("qwen2", "qwen2_moe"),
         activation="gelu_tanh" if gemma else "silu", post_norms=gemma and mt != "gemma",
+        dropout=dropout_rates(config),
         unpriced=_gemma_unpriced(config) if gemma else (),
         rope_theta=float(g("rope_theta")) if g("rope_theta") else None,
         num_experts=experts if moe else 0, top_k=int(g("num_experts_per_tok") or 0) if moe else 0,

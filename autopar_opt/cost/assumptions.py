@@ -255,7 +255,13 @@ def cost_assumptions(graph: LayerGraph, cluster: Cluster, training: Training,
     arch = cluster.device.arch or attention.UNKNOWN_ARCH
     params = default_params() if params is None else params
     unpriced = graph.arch.unpriced if graph.arch is not None else ()
+    dropout = graph.arch.dropout if graph.arch is not None else None
     return (_device(cluster) + _gemm(cluster, training, params)
             + _attention(graph, training, arch) + _communication(cluster, training)
             + ([f"{graph.name}: not priced (small element-wise work): {'; '.join(unpriced)}"]
-               if unpriced else []))
+               if unpriced else [])
+            + ([f"{graph.name}: dropout {dropout[0]:g} (hidden) and {dropout[1]:g} (attention) "
+                "as its config trains it: " + ("dropout masks kept and priced"
+                                               if any(dropout) else "no dropout masks kept")
+                + "; the Megatron exports state both (Megatron-LM's defaults are 0.1)"]
+               if dropout is not None else []))

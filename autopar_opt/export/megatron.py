@@ -25,7 +25,8 @@ micro-batch rule (:func:`_vp_rules`) runs only inside the schedule on a GPU. The
   --moe-ffn-hidden-size --moe-shared-expert-intermediate-size --moe-layer-freq``;
   MLA ``--multi-latent-attention --q-lora-rank --kv-lora-rank --qk-head-dim
   --qk-pos-emb-head-dim --v-head-dim``; sliding-window attention ``--window-size
-  --window-attn-skip-freq`` (:func:`window_settings`);
+  --window-attn-skip-freq`` (:func:`window_settings`); the config's dropout
+  ``--hidden-dropout --attention-dropout`` (Megatron-LM's defaults are 0.1);
 * parallelism: ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size``,
   ``--context-parallel-size``, ``--expert-model-parallel-size``,
   ``--expert-tensor-parallel-size`` (expert grid ``etp·ep·edp = tp·cp·dp`` per
@@ -244,6 +245,8 @@ def model_args(view: PlanView) -> list[str]:
     if a.qk_norm:
         args.append("--qk-layernorm")
     args += _window_args(a)
+    if a.dropout is not None:         # Megatron-LM's defaults are 0.1: the config's, as priced
+        args += ["--hidden-dropout", f"{a.dropout[0]:g}", "--attention-dropout", f"{a.dropout[1]:g}"]
     if a.mla is not None:
         q, kv, nope, rope, v = a.mla
         args += ["--multi-latent-attention", "--kv-lora-rank", str(kv), "--qk-head-dim", str(nope),
@@ -396,6 +399,8 @@ def _bridge_arch(a, moe_grouped_gemm: bool = True, dispatcher: str = "alltoall")
         q, kv, nope, rope, v = a.mla
         model.update(multi_latent_attention=True, q_lora_rank=q or None, kv_lora_rank=kv,
                      qk_head_dim=nope, qk_pos_emb_head_dim=rope, v_head_dim=v)
+    if a.dropout is not None:
+        model.update(hidden_dropout=a.dropout[0], attention_dropout=a.dropout[1])
     found = window_settings(a)
     if found:
         model.update(window_size=list(found["window_size"]),

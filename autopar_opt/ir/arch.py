@@ -29,7 +29,10 @@ class ModelArch:
     ``activation`` is the gated MLP's (``silu``: SwiGLU; ``gelu_tanh``: Gemma's
     GeGLU); ``post_norms``: a norm after the attention and after the MLP too (Gemma 2
     and 3). ``unpriced`` lists what the model computes that the cost model does not
-    price, said with every plan (:mod:`autopar_opt.cost.assumptions`).
+    price, said with every plan (:mod:`autopar_opt.cost.assumptions`). ``dropout``:
+    the (hidden, attention) dropout probabilities the model's config trains with,
+    which the exports state (Megatron-LM's own defaults are 0.1 and 0.1); None: not
+    stated (no flag written).
     """
 
     family: str
@@ -60,6 +63,7 @@ class ModelArch:
     activation: str = "silu"
     post_norms: bool = False
     unpriced: tuple[str, ...] = ()
+    dropout: tuple[float, float] | None = None
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property

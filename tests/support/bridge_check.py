@@ -198,6 +198,7 @@ def check(case: dict) -> dict:
         "position_embedding_type": m.position_embedding_type, "rotary_base": m.rotary_base,
         "kv_lora_rank": getattr(m, "kv_lora_rank", None), "recipe_before": before,
         "window_size": list(m.window_size) if m.window_size else None,
+        "dropout": [m.hidden_dropout, m.attention_dropout],
         "windowed_layers": [bool(is_layer_window_attention(m.window_size, m.window_attn_skip_freq,
                                                            i + 1)) for i in range(m.num_layers)],
     }

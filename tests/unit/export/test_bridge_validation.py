@@ -192,6 +192,8 @@ def test_bridge_accepts_the_overrides_and_derives_the_plan(bridge, name, recipe)
         (a.num_layers, a.hidden, a.heads, a.vocab)
     assert got["position_embedding_type"] == ("learned_absolute" if a.learned_positions else "rope")
     assert got["multi_latent_attention"] == (a.mla is not None)
+    if a.dropout is not None:                       # the config's, not Megatron's 0.1
+        assert got["dropout"] == list(a.dropout)
     windows = a.windows or (0,) * a.num_layers      # Megatron-Core's per-layer window rule
     assert got["windowed_layers"] == [w > 0 for w in windows]
     assert got["window_size"] == ([max(windows) - 1, 0] if any(windows) else None)

@@ -84,6 +84,8 @@ def test_megatron_lm_parses_and_validates_the_arguments(name, tmp_path):
     assert args.use_distributed_optimizer == (view.zero == 1)
     assert args.use_megatron_fsdp == (view.zero >= 2)
     assert args.num_layers == spec.graph.arch.num_layers
+    if spec.graph.arch.dropout is not None:          # the config's, not Megatron's 0.1 default
+        assert (args.hidden_dropout, args.attention_dropout) == spec.graph.arch.dropout
     # sliding windows: Megatron-Core's own per-layer rule reads back the model's windows
     from megatron.core.transformer.utils import is_layer_window_attention
     windows = spec.graph.arch.windows or (0,) * args.num_layers

@@ -42,8 +42,8 @@ def test_falcon_7b_block_by_hand():
     assert seq.act_bytes - one.act_bytes == 4 * s * h and seq.act_bytes - two.act_bytes == 2 * s * h
     assert seq.params - one.params == 2 * h and seq.params == two.params
     assert seq.flops_fwd == one.flops_fwd == two.flops_fwd
-    # Falcon-7B: parallel, one norm (the importer's blocks keep two s·h dropout masks)
-    assert block.act_replicated_bytes == 4 * s * h + 2 * s * h
+    # Falcon-7B: parallel, one norm, and no dropout (hidden_dropout 0.0 in its config)
+    assert block.act_replicated_bytes == 4 * s * h
     # the shared norm hands QKV and the MLP one input: one 2sh GEMM input fewer
     assert seq.act_gemm_input_bytes - one.act_gemm_input_bytes == 2 * s * h
 
@@ -54,7 +54,7 @@ def test_falcon_new_architecture_groups_keys_and_keeps_two_norms():
     block = build_hf_graph(cfg, 2048).layers[1]
     h = 4096
     assert block.params == h * (h + 2 * 8 * 64) + h * h + 2 * h * 4 * h + 2 * 2 * h
-    assert block.act_replicated_bytes == 6 * 2048 * h + 2 * 2048 * h     # + dropout masks
+    assert block.act_replicated_bytes == 6 * 2048 * h
 
 
 def test_neox_parallel_residual():
@@ -65,6 +65,25 @@ def test_neox_parallel_residual():
     assert build_hf_graph(cfg, s).layers[1].act_replicated_bytes == \
         build_hf_graph(dict(cfg, use_parallel_residual=False), s).layers[1].act_replicated_bytes \
         - 2 * s * h
+
+
+def test_dropout_follows_the_config():
+    """Masks are kept where the config trains with dropout (OPT's dropout 0.1: one s·h
+    mask after the attention and one after the MLP), not where it has none (Falcon),
+    and the architecture states the rates the Megatron exports write."""
+    from autopar_opt.model_zoo.hf_config import dropout_rates
+    s = 2048
+    opt = build_hf_graph(_cfg("opt-6.7b"), s)
+    dry = build_hf_graph(dict(_cfg("opt-6.7b"), dropout=0.0), s)
+    h = 4096
+    assert opt.layers[1].act_replicated_bytes - dry.layers[1].act_replicated_bytes == 2 * s * h
+    assert dropout_rates(_cfg("opt-6.7b")) == (0.1, 0.0)
+    assert dropout_rates(_cfg("falcon-7b")) == (0.0, 0.0)
+    assert dropout_rates(json.loads((HF / "llama-3.1-8b.json").read_text())) == (0.0, 0.0)
+    assert build_hf_graph(json.loads((HF / "llama-3.1-8b.json").read_text()), s).arch.dropout == \
+        (0.0, 0.0)
+    with pytest.raises(HfConfigError, match="dropout = 1.5 must be a probability"):
+        dropout_rates(dict(_cfg("opt-6.7b"), dropout=1.5))
 
 
 def test_opt_positions_and_final_norm():
