@@ -56,6 +56,8 @@ class AttentionDims:
     #: sliding-window attention: keys each query sees, itself included (HF
     #: ``sliding_window``; :mod:`autopar_opt.ir.window`); 0: the whole causal prefix
     window: int = 0
+    #: attention sinks: one learned softmax offset per head (gpt-oss ``sinks``)
+    sinks: bool = False
 
     @property
     def mla(self) -> bool:
@@ -98,7 +100,7 @@ class AttentionDims:
         return a * self.head_dim + 2 * self.kv_heads * self.head_dim, h
 
     def extra_params(self) -> int:
-        """Biases and inner norms (MLA latent norms, Qwen3 QK-norm)."""
+        """Biases, inner norms (MLA latent norms, Qwen3 QK-norm), attention sinks."""
         n = 0
         if self.qkv_bias:
             n += (self.heads + 2 * self.kv_heads) * self.head_dim
@@ -106,6 +108,8 @@ class AttentionDims:
             n += self.hidden
         if self.qk_norm:
             n += 2 * self.head_dim
+        if self.sinks:
+            n += self.heads
         if self.mla:
             n += self.kv_lora_rank + (self.q_lora_rank or 0)
         return n
@@ -186,6 +190,8 @@ class MoeDims:
     shared_ffn: int = 0
     shared_gate: bool = False
     router_bias: bool = False
+    #: each routed expert's projections carry biases (gpt-oss: gate/up 2f, down h)
+    expert_bias: bool = False
     capacity_factor: float | None = None
     load_imbalance: float = 1.0
 
@@ -195,7 +201,8 @@ class MoeDims:
         return self.capacity_factor if self.capacity_factor is not None else self.load_imbalance
 
     def expert_params(self, hidden: int) -> int:
-        return self.num_experts * 3 * hidden * self.expert_ffn
+        bias = 2 * self.expert_ffn + hidden if self.expert_bias else 0
+        return self.num_experts * (3 * hidden * self.expert_ffn + bias)
 
     def other_params(self, hidden: int) -> int:
         """Router, shared experts (and their gate), router bias."""

@@ -333,6 +333,23 @@ def _qwen_moe(c: _Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dic
     return _decoder(c, name, s, blocks, False, source)
 
 
+def _gpt_oss(c: _Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dict) -> LayerGraph:
+    """gpt-oss (OpenAI 2025, gpt-oss model card, arXiv 2508.10925, Sec. 2.1;
+    ``GptOssConfig``): GQA with biases (``attention_bias``) and a learned sink per head,
+    128-token windows on every second layer (``layer_types``), an MoE on every layer:
+    ``num_local_experts`` SwiGLU experts of ``intermediate_size`` with biases, top
+    ``num_experts_per_tok``, a router with a bias; RMSNorm, untied output. Not priced
+    (stated with the model): the SwiGLU clamp (``swiglu_limit``), the sinks' softmax
+    offset and YaRN's rope scaling (element-wise work inside the kernels)."""
+    moe = _moe_common(c, moe_opts, "num_local_experts", expert_ffn=c("intermediate_size"),
+                      router_bias=True, expert_bias=True)
+    bias = bool(c("attention_bias", True))
+    attn = replace(_attention(c, qkv_bias=bias), out_bias=bias, sinks=True)
+    blocks = [decoder_block(f"block{i:03d}", s, replace(attn, window=w), moe=moe, **opts)
+              for i, w in enumerate(_windows(c))]
+    return _decoder(c, name, s, blocks, False, source)
+
+
 def _deepseek(c: _Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dict) -> LayerGraph:
     """DeepSeek-V2/V3: MLA attention; the first ``first_k_dense_replace`` layers
     dense, then MoE every ``moe_layer_freq`` layers with ``n_shared_experts``
@@ -525,7 +542,7 @@ _DENSE: dict[str, Callable[..., LayerGraph]] = {
 }
 _MOE: dict[str, Callable[..., LayerGraph]] = {
     "mixtral": _mixtral, "qwen2_moe": _qwen_moe, "qwen3_moe": _qwen_moe,
-    "deepseek_v3": _deepseek, "deepseek_v2": _deepseek,
+    "deepseek_v3": _deepseek, "deepseek_v2": _deepseek, "gpt_oss": _gpt_oss,
 }
 
 #: Every ``model_type`` the importer reads.
@@ -635,7 +652,7 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     ``mlp_only_layers``, ``decoder_sparse_step``)."""
     mt = config.get("model_type")
     if mt not in ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe",
-                  "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "gemma3_text"):
+                  "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "gemma3_text", "gpt_oss"):
         return None
     gemma = mt in ("gemma", "gemma2", "gemma3_text")
     g = config.get
@@ -644,8 +661,8 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
                                                                 LayerKind.moe_block)]
     moe = tuple(i for i, layer in enumerate(blocks) if layer.is_moe)
     experts = int(g("num_local_experts") or g("num_experts") or g("n_routed_experts") or 0)
-    expert_ffn = int(g("moe_intermediate_size") or (g("intermediate_size") if mt == "mixtral" else 0)
-                     or 0)
+    expert_ffn = int(g("moe_intermediate_size")
+                     or (g("intermediate_size") if mt in ("mixtral", "gpt_oss") else 0) or 0)
     shared = int(g("shared_expert_intermediate_size") or 0) if mt == "qwen2_moe" else \
         int(g("n_shared_experts") or 0) * expert_ffn if mt.startswith("deepseek") else 0
     mla = None
@@ -658,11 +675,13 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         head_dim=int(g("head_dim") or (GEMMA_HEAD_DIM if gemma else h // a)),
         ffn_hidden=int(g("intermediate_size") or 0),
         vocab=int(g("vocab_size")), max_positions=int(g("max_position_embeddings") or 0),
-        gated=True, norm="rmsnorm", tied=bool(g("tie_word_embeddings", gemma)), biases=False,
+        gated=True, norm="rmsnorm", tied=bool(g("tie_word_embeddings", gemma)),
         qk_norm=mt in ("qwen3", "qwen3_moe", "gemma3_text"), qkv_bias=mt in ("qwen2", "qwen2_moe"),
         activation="gelu_tanh" if gemma else "silu", post_norms=gemma and mt != "gemma",
         dropout=dropout_rates(config),
-        unpriced=_gemma_unpriced(config) if gemma else (),
+        unpriced=_gemma_unpriced(config) if gemma else _gpt_oss_unpriced(config)
+        if mt == "gpt_oss" else (),
+        biases=mt == "gpt_oss" and bool(g("attention_bias", True)),
         rope_theta=float(g("rope_theta")) if g("rope_theta") else None,
         num_experts=experts if moe else 0, top_k=int(g("num_experts_per_tok") or 0) if moe else 0,
         moe_ffn_hidden=expert_ffn if moe else 0, shared_ffn=shared if moe else 0,
@@ -681,6 +700,16 @@ def _gemma_unpriced(config: dict[str, Any]) -> tuple[str, ...]:
         if config.get(key):
             out.append(f"{key} {config[key]:g}")
     out.append("the embedding's scaling by sqrt(hidden_size)")
+    return tuple(out)
+
+
+def _gpt_oss_unpriced(config: dict[str, Any]) -> tuple[str, ...]:
+    """What a gpt-oss config computes that the cost model does not price."""
+    out = ["attention sinks (one learned softmax offset per head, inside the kernel)"]
+    if config.get("swiglu_limit"):
+        out.append(f"the SwiGLU clamp (swiglu_limit {config['swiglu_limit']:g})")
+    if config.get("rope_scaling"):
+        out.append("YaRN rope scaling")
     return tuple(out)
 
 

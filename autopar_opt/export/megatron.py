@@ -75,7 +75,7 @@ import shlex
 
 from autopar_opt.export.view import PlanView, common_rules
 from autopar_opt.ir.training import Recompute, Schedule
-from autopar_opt.ir.target import GEMMA_BLOCK
+from autopar_opt.ir.target import megatron_model_problem
 
 _FSDP = {2: "optim_grads", 3: "optim_grads_params"}
 
@@ -113,7 +113,8 @@ def model_rules(view: PlanView) -> list[str]:
     a = view.arch
     if a is None:
         return []
-    out = [GEMMA_BLOCK] if (a.gated and a.activation != "silu") or a.post_norms else []
+    why = megatron_model_problem(a)
+    out = [why] if why else []
     if not a.window:
         return out
     if len({w for w in a.windows if w}) > 1:

@@ -130,8 +130,9 @@ def torchtitan_rules(view: PlanView, chain: bool, version: str = "0.3") -> list[
                    "writes the standard all-to-all; export for 0.3 (moe_comm_backend "
                    "'deepep') or to megatron")
     if view.arch is not None and view.arch.window:
-        out.append("sliding-window attention: torchtitan's Llama 3 and Qwen3 models have no "
-                   "attention window (only its gpt-oss model builds one)")
+        out.append("sliding-window attention: autopar's torchtitan export builds its Llama 3, "
+                   "Qwen3 and DeepSeek-V3 models, which have no attention window (torchtitan's "
+                   "gpt-oss model, which has one, is not exported)")
     if view.tied_pipeline:
         out.append("an output layer tied to the embedding cannot be pipelined (torchtitan: "
                    "'Weight tying is not supported with Pipeline Parallel')")

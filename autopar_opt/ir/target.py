@@ -381,6 +381,27 @@ GEMMA_BLOCK = ("Gemma's block (a GeGLU MLP and norms after the attention and the
                "Gemma from its own model providers, which autopar does not export")
 
 
+#: Families whose Megatron settings the Megatron exports do not write (gpt-oss:
+#: Megatron-Core's ``softmax_type='learnable'``, biased experts,
+#: ``activation_func_clamp_value``, YaRN), by Hugging Face ``model_type``.
+MEGATRON_UNWRITTEN = {
+    "gpt_oss": ("gpt-oss's attention sinks, biased experts and clamped SwiGLU: autopar's "
+                "Megatron exports do not write them (Megatron-Core's softmax_type "
+                "'learnable', activation_func_clamp_value; Megatron-Bridge's GPT-OSS "
+                "provider sets them)")}
+
+
+def megatron_model_problem(arch) -> str | None:
+    """Why the Megatron exports cannot state ``arch`` (a :class:`ModelArch`; None: they
+    can): Gemma's block (:data:`GEMMA_BLOCK`), or a family of
+    :data:`MEGATRON_UNWRITTEN`."""
+    if arch is None:
+        return None
+    if (arch.gated and arch.activation != "silu") or arch.post_norms:
+        return GEMMA_BLOCK
+    return MEGATRON_UNWRITTEN.get(arch.family)
+
+
 def model_problem(layers: list[Layer], chain: bool) -> str | None:
     """Why no framework target can run this model (None: a chain of embedding,
     transformer layers and head, which all three build)."""

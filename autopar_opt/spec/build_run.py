@@ -21,8 +21,8 @@ from autopar_opt.spec.schema import (CostModelSection, ExplicitClusterSpec, Link
 from autopar_opt.spec.cp_rule import cp_refusal
 from autopar_opt.ir.strategies import divisors, tp_degree_ok
 from autopar_opt.ir.runtime import CAPABILITIES, CHOICES, RUNTIMES, Runtime, runtime_named
-from autopar_opt.ir.target import (GEMMA_BLOCK, TORCHTITAN_VERSIONS, Target, model_problem,
-                                   pricing_notice, target_for_runtime)
+from autopar_opt.ir.target import (TORCHTITAN_VERSIONS, Target, megatron_model_problem,
+                                   model_problem, pricing_notice, target_for_runtime)
 from autopar_opt.ir.training import (AUTOCAST_DTYPES, Recompute, Schedule, SearchSpace, Training,
                                   autocast_problem)
 
@@ -204,16 +204,15 @@ def framework_model_problem(framework: str, graph: LayerGraph | None) -> str | N
     the Hugging Face model, whose config carries both."""
     if graph is None:
         return None
-    arch = graph.arch
-    if framework == "megatron" and arch is not None and (
-            (arch.gated and arch.activation != "silu") or arch.post_norms):
-        return GEMMA_BLOCK
+    if framework == "megatron" and megatron_model_problem(graph.arch):
+        return megatron_model_problem(graph.arch)
     windows = sorted({w for w in graph.attention_windows() if w})
     if not windows:
         return None
     if framework == "torchtitan":
-        return (f"sliding-window attention ({windows[0]} keys per query): torchtitan's "
-                "Llama 3 and Qwen3 models have no attention window")
+        return (f"sliding-window attention ({windows[0]} keys per query): autopar's torchtitan "
+                "export builds its Llama 3, Qwen3 and DeepSeek-V3 models, which have no attention "
+                "window (torchtitan's gpt-oss model, which has one, is not exported)")
     if framework == "megatron" and len(windows) > 1:
         return (f"sliding windows of {len(windows)} sizes ({', '.join(map(str, windows))}): "
                 "Megatron-Core takes one window_size per model")
