@@ -107,13 +107,16 @@ def spec_section(doc: dict) -> dict:
 
 def _params(model: dict) -> str:
     """The built parameter count, with the active count where an MoE's differs
-    (``spec.model.params_active``, absent in documents written before it)."""
+    (``spec.model.params_active``, absent in documents written before it), and the
+    layers with a sliding attention window (``spec.model.attention_windows``)."""
     if not model.get("params"):
         return "—"
     text = fmt_rate(model["params"], "parameters")
     active = model.get("params_active")
     if active is not None and active != model["params"]:
         text += f" ({fmt_rate(active, 'active per token')})"
+    if model.get("attention_windows"):          # absent in documents written before it
+        text += f" · {model['attention_windows']}"
     return text
 
 

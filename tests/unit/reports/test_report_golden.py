@@ -211,3 +211,16 @@ def test_an_moe_shows_its_active_parameters():
     doc["spec"]["model"]["params_active"] = total // 4
     assert build_context(doc)["spec"]["model_params"] == \
         f"{total:,.0f} parameters ({total // 4:,.0f} active per token)"
+
+
+def test_the_model_line_names_its_sliding_windows():
+    """A model with windowed layers says so next to its parameters (plan.json's
+    spec.model.attention_windows); a document without the key renders as before."""
+    doc = load("plan_feasible.json")
+    total = doc["spec"]["model"]["params"]
+    text = "sliding-window attention of 4,096 keys per query on 32 of 32 attention layers"
+    doc["spec"]["model"]["attention_windows"] = text
+    assert build_context(doc)["spec"]["model_params"] == f"{total:,.0f} parameters · {text}"
+    assert text in render_html(doc)
+    doc["spec"]["model"]["attention_windows"] = ""
+    assert build_context(doc)["spec"]["model_params"] == f"{total:,.0f} parameters"
