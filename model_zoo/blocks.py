@@ -163,6 +163,9 @@ class MlpDims:
     ffn: int
     gated: bool = True
     bias: bool = False
+    #: the model's own code runs gate and up as one GEMM on every stack (Phi-3's
+    #: ``gate_up_proj``), not only under Megatron's fused ``linear_fc1``
+    model_fuses_gate_up: bool = False
 
     def params(self, hidden: int) -> int:
         n = (3 if self.gated else 2) * hidden * self.ffn
@@ -297,7 +300,8 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
         kind = LayerKind.transformer_block
         kernels = attn.gemm_kernels() + 2                  # MLP up (gate fused) and down
         # unfused: gate and up separate (HF LlamaMLP gate_proj, up_proj, down_proj)
-        unfused = attn.gemm_kernels(fused=False) + (3 if mlp.gated else 2)
+        unfused = attn.gemm_kernels(fused=False) + (3 if mlp.gated and not mlp.model_fuses_gate_up
+                                                    else 2)
     else:
         k, lf = moe.top_k, moe.load_factor
         routed_fwd = 2.0 * s * k * 3 * h * moe.expert_ffn

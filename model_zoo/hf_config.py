@@ -205,11 +205,17 @@ def _windows(c: _Cfg) -> list[int]:
 
 
 def _dense_llama(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
-    """Llama, Mistral, Qwen2 (QKV bias), Qwen3 (QK-norm): GQA + SwiGLU, RMSNorm;
-    Mistral's and Qwen's sliding windows (:func:`_windows`)."""
-    attn = _attention(c, qkv_bias=c.model_type == "qwen2",
-                      qk_norm=c.model_type == "qwen3")
-    mlp = MlpDims(c("intermediate_size"), gated=True)
+    """Llama, Mistral, Qwen2 (QKV bias), Qwen3 (QK-norm), Phi-3 (fused ``qkv_proj`` and
+    ``gate_up_proj``): GQA + SwiGLU, RMSNorm; Llama's and Qwen3's ``attention_bias``
+    (on Q, K, V and O: ``LlamaAttention``, ``Qwen3Attention``) and Llama's ``mlp_bias``
+    where a config sets them (default false); Mistral's, Qwen's and Phi-3's sliding
+    windows (:func:`_windows`)."""
+    mt = c.model_type
+    bias = mt in ("llama", "qwen3") and bool(c("attention_bias", False))
+    attn = _attention(c, qkv_bias=mt == "qwen2" or bias, qk_norm=mt == "qwen3")
+    attn = replace(attn, out_bias=bias, model_fuses_qkv=mt == "phi3")
+    mlp = MlpDims(c("intermediate_size"), gated=True,
+                  bias=mt == "llama" and bool(c("mlp_bias", False)), model_fuses_gate_up=mt == "phi3")
     blocks = [decoder_block(f"block{i:03d}", s, replace(attn, window=w), mlp=mlp, **opts)
               for i, w in enumerate(_windows(c))]
     return _decoder(c, name, s, blocks, False, source)
@@ -536,6 +542,7 @@ def _vit(c: _Cfg, name: str, s: int | None, opts: dict, source: str) -> LayerGra
 
 _DENSE: dict[str, Callable[..., LayerGraph]] = {
     "llama": _dense_llama, "mistral": _dense_llama, "qwen2": _dense_llama, "qwen3": _dense_llama,
+    "phi3": _dense_llama,
     "gemma": _gemma, "gemma2": _gemma, "gemma3_text": _gemma,
     "opt": _opt, "bloom": _bloom, "falcon": _falcon,
     "gpt2": _gpt2, "gpt_neox": _neox, "bert": _bert, "t5": _t5, "vit": _vit,
@@ -583,7 +590,8 @@ DROPOUT_KEYS = {"gpt2": (("resid_pdrop", 0.1), ("attn_pdrop", 0.1)),
                 "gpt_neox": (("hidden_dropout", 0.0), ("attention_dropout", 0.0)),
                 "opt": (("dropout", 0.1), ("attention_dropout", 0.0)),
                 "bloom": (("hidden_dropout", 0.0), ("attention_dropout", 0.0)),
-                "falcon": (("hidden_dropout", 0.0), ("attention_dropout", 0.0))}
+                "falcon": (("hidden_dropout", 0.0), ("attention_dropout", 0.0)),
+                "phi3": (("resid_pdrop", 0.0), ("attention_dropout", 0.0))}
 
 
 def dropout_rates(config: dict[str, Any], origin: str = "config.json") -> tuple[float, float]:
@@ -651,7 +659,7 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     that built it: ``first_k_dense_replace``, ``moe_layer_freq``,
     ``mlp_only_layers``, ``decoder_sparse_step``)."""
     mt = config.get("model_type")
-    if mt not in ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe",
+    if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3", "mixtral", "qwen2_moe", "qwen3_moe",
                   "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "gemma3_text", "gpt_oss"):
         return None
     gemma = mt in ("gemma", "gemma2", "gemma3_text")

@@ -110,3 +110,18 @@ def test_bloom_embedding_norm_and_alias_keys():
     assert g.layers[0].params == cfg["vocab_size"] * h + 2 * h
     alias = {k: v for k, v in cfg.items() if k != "hidden_size"} | {"n_embed": h}
     assert build_hf_graph(alias, 2048).total_params() == PUBLISHED["bloom-7b1"]
+
+
+def test_phi3_and_llama_biases():
+    """Phi-3-mini (fused qkv_proj and gate_up_proj, a 2,047-key window on every layer)
+    builds to its published count; a Llama config's attention_bias and mlp_bias add
+    Q, K, V, O and gate, up, down biases: 4096 + 2·1024 + 4096 + 2·14336 + 4096 = 43,008
+    per Llama-3.1-8B layer."""
+    phi = build_hf_graph(_cfg("phi-3-mini-4k"), 4096)
+    assert phi.total_params() == 3_821_079_552
+    assert phi.attention_windows() == [2047] * 32 and phi.arch.dropout == (0.0, 0.0)
+    assert phi.layers[1].gemm_kernels_unfused == phi.layers[1].gemm_kernels == 4   # qkv, o, gate_up, down
+    llama = json.loads((HF / "llama-3.1-8b.json").read_text())
+    plain = build_hf_graph(llama, 4096).total_params()
+    biased = build_hf_graph(dict(llama, attention_bias=True, mlp_bias=True), 4096).total_params()
+    assert biased - plain == 32 * 43_008
