@@ -321,7 +321,8 @@ def _qwen_moe(c: _Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dic
                     "the shared expert's width; 0: none") if qwen2 else 0
     moe = _moe_common(c, moe_opts, "num_experts", expert_ffn=c("moe_intermediate_size"),
                       shared_ffn=shared, shared_gate=bool(shared))
-    attn = _attention(c, qkv_bias=qwen2, qk_norm=not qwen2)
+    bias = not qwen2 and bool(c("attention_bias", False))     # Qwen3MoeAttention: Q, K, V, O
+    attn = replace(_attention(c, qkv_bias=qwen2 or bias, qk_norm=not qwen2), out_bias=bias)
     layers = c("num_hidden_layers")
     only = c("mlp_only_layers", None)
     problem = layer_index_problem(only, layers)

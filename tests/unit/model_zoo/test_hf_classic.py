@@ -125,3 +125,12 @@ def test_phi3_and_llama_biases():
     plain = build_hf_graph(llama, 4096).total_params()
     biased = build_hf_graph(dict(llama, attention_bias=True, mlp_bias=True), 4096).total_params()
     assert biased - plain == 32 * 43_008
+
+
+def test_qwen3_moe_attention_bias():
+    """Qwen3-MoE's attention_bias puts biases on Q, K, V and O: 32·128 + 2·4·128 + 2048
+    per Qwen3-30B-A3B layer."""
+    cfg = json.loads((HF / "qwen3-30b-a3b.json").read_text())
+    plain = build_hf_graph(cfg, 4096).total_params()
+    assert build_hf_graph(dict(cfg, attention_bias=True), 4096).total_params() - plain == \
+        48 * (32 * 128 + 2 * 4 * 128 + 2048)
