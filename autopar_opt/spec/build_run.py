@@ -255,21 +255,13 @@ def build_target(value, graph: LayerGraph | None, training: Training, section: S
             f"search.stage_devices: free gives stages their own device counts, which "
             f"{target.framework} (training.runtime {training.runtime.name}) cannot run; the "
             "search is the free per-layer space (target: none)")
-    why = model_problem(graph.layers, graph.is_chain()) if graph is not None else None
+    why = (model_problem(graph.layers, graph.is_chain()) if graph is not None else None) \
+        or framework_model_problem(target.framework, graph)
     if why and stated:
         out.add("target", target.framework, f"{target.framework} cannot run this model: {why}",
                 "use target: none (the free per-layer space)")
         return Target("none", "", "target"), ""
-    if why:
-        return Target("none", "", "training.runtime"), (
-            f"training.runtime {training.runtime.name} names {target.framework}, which cannot run "
-            f"this model ({why}); the search is the free per-layer space (target: none)")
     windows = sorted({w for w in graph.attention_windows() if w}) if graph is not None else []
-    why = framework_model_problem(target.framework, graph)
-    if why and stated:
-        out.add("target", target.framework, f"{target.framework} cannot run this model: {why}",
-                "use target: none (the free per-layer space), or a framework that runs it")
-        return Target("none", "", "target"), ""
     if why:
         return Target("none", "", "training.runtime"), (
             f"training.runtime {training.runtime.name} names {target.framework}, which cannot run "
@@ -277,7 +269,7 @@ def build_target(value, graph: LayerGraph | None, training: Training, section: S
     if windows and target.framework == "megatron" and training.runtime.cp_comm_type == "p2p" \
             and any(cp > 1 for cp in section.cp_degrees or ()):
         # Transformer Engine: "Context parallelism does not support sliding window attention
-        # with cp_comm_type='p2p'" (attn_forward_func_with_cp; export/megatron.py window_rules)
+        # with cp_comm_type='p2p'" (attn_forward_func_with_cp; export/megatron.py model_rules)
         out.add("search.cp_degrees", list(section.cp_degrees), "Megatron-Core (Transformer "
                 "Engine) runs sliding-window attention with context parallelism only by "
                 "all_gather or a2a, and training.runtime prices the ring exchange (p2p)",
