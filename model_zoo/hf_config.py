@@ -660,6 +660,8 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     that built it: ``first_k_dense_replace``, ``moe_layer_freq``,
     ``mlp_only_layers``, ``decoder_sparse_step``)."""
     mt = config.get("model_type")
+    if mt in CLASSIC:
+        return _classic_arch(config, graph)
     if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3", "mixtral", "qwen2_moe", "qwen3_moe",
                   "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "gemma3_text", "gpt_oss"):
         return None
@@ -697,6 +699,35 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         moe_layers=moe, mla=mla, hf_id=str(g("_name_or_path") or ""),
         windows=tuple(layer.attn_window for layer in blocks)
         if any(layer.attn_window for layer in blocks) else ())
+
+
+#: Decoder families before the Llama layout, described for the launchers' rules (their
+#: blocks: a plain MLP, LayerNorm, biases; OPT's ReLU, BLOOM's ALiBi, Falcon's and
+#: GPT-NeoX's parallel attention/MLP), by ``model_type``.
+CLASSIC = ("opt", "bloom", "falcon", "gpt_neox")
+
+
+def _classic_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
+    """:func:`hf_arch` of a :data:`CLASSIC` family, read off the built graph and the
+    config (the same keys the reader took)."""
+    g = config.get
+    mt = config["model_type"]
+    blocks = [layer for layer in graph.layers if layer.kind is LayerKind.transformer_block]
+    h = int(g("hidden_size") or g("n_embed"))
+    a = int(g("num_attention_heads") or g("n_head"))
+    kv = max(1, round(blocks[0].max_tp)) if blocks else a
+    ffn = int(g("ffn_dim") or g("ffn_hidden_size") or g("intermediate_size") or 4 * h)
+    parallel = (mt == "falcon" and (bool(g("new_decoder_architecture")) or g("parallel_attn", True))) \
+        or (mt == "gpt_neox" and g("use_parallel_residual", True))
+    return ModelArch(
+        family=mt, num_layers=len(blocks), hidden=h, heads=a, kv_heads=kv, head_dim=h // a,
+        ffn_hidden=ffn, vocab=int(g("vocab_size")),
+        max_positions=int(g("max_position_embeddings") or 0), gated=False, norm="layernorm",
+        tied=bool(g("tie_word_embeddings", mt != "gpt_neox")),
+        biases=mt in ("opt", "bloom", "gpt_neox") or bool(g("bias", False)),
+        learned_positions=mt == "opt", activation="relu" if mt == "opt" else "gelu",
+        alibi=mt == "bloom" or (mt == "falcon" and bool(g("alibi", False))),
+        parallel_block=bool(parallel), dropout=dropout_rates(config))
 
 
 def _gemma_unpriced(config: dict[str, Any]) -> tuple[str, ...]:

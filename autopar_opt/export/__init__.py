@@ -67,7 +67,8 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
               f"x {cluster.device.name}): pp={view.pp} tp={view.tp} cp={view.cp} dp={view.dp}"
               + (f" ep={view.ep} etp={view.etp}" if view.has_moe else ""))
     notes = [] if view.arch is not None else [
-        "the model has no recorded architecture (a layer list): the model's own flags "
+        "the model has no recorded architecture (a layer list, a zoo or Hugging Face model "
+        "the exports do not describe: GPT-2, encoders, vision models): the model's own flags "
         "(layers, hidden size, heads, ...) are not written; add them"]
     if target == "megatron":
         from autopar_opt.export.megatron import megatron_args, megatron_env

@@ -26,9 +26,10 @@ class ModelArch:
     Hugging Face id when known (Megatron-Bridge and torchtitan name models so).
     ``windows`` holds each transformer layer's sliding attention window in keys per
     query, 0 for full attention (:mod:`autopar_opt.ir.window`); empty: none has one.
-    ``activation`` is the gated MLP's (``silu``: SwiGLU; ``gelu_tanh``: Gemma's
-    GeGLU); ``post_norms``: a norm after the attention and after the MLP too (Gemma 2
-    and 3). ``unpriced`` lists what the model computes that the cost model does not
+    ``activation`` is the MLP's (``silu``: SwiGLU; ``gelu_tanh``: Gemma's GeGLU;
+    ``gelu``, ``relu`` for a plain MLP); ``post_norms``: a norm after the attention and
+    after the MLP too (Gemma 2 and 3); ``alibi``: ALiBi positions (BLOOM);
+    ``parallel_block``: attention and MLP read the same input (Falcon, GPT-NeoX). ``unpriced`` lists what the model computes that the cost model does not
     price, said with every plan (:mod:`autopar_opt.cost.assumptions`). ``dropout``:
     the (hidden, attention) dropout probabilities the model's config trains with,
     which the exports state (Megatron-LM's own defaults are 0.1 and 0.1); None: not
@@ -62,6 +63,8 @@ class ModelArch:
     windows: tuple[int, ...] = ()
     activation: str = "silu"
     post_norms: bool = False
+    alibi: bool = False
+    parallel_block: bool = False
     unpriced: tuple[str, ...] = ()
     dropout: tuple[float, float] | None = None
     extra: dict = field(default_factory=dict, compare=False, hash=False)

@@ -391,14 +391,32 @@ MEGATRON_UNWRITTEN = {
                 "provider sets them)")}
 
 
+#: What Megatron-LM's flags cannot build (``megatron/training/arguments.py``: the MLP
+#: is GELU, ``--swiglu``, ``--squared-relu`` or ``--quick-geglu``;
+#: ``--position-embedding-type`` takes learned_absolute, rope, yarn, mrope, relative or
+#: none; Megatron-Core's GPT layer runs attention, then the MLP).
+RELU_MLP = ("a ReLU MLP (OPT): Megatron-LM's MLP activations are GELU, --squared-relu, "
+            "--swiglu and --quick-geglu")
+ALIBI = ("ALiBi positions (BLOOM): Megatron-LM's --position-embedding-type takes "
+         "learned_absolute, rope, yarn, mrope, relative or none")
+PARALLEL_BLOCK = ("attention and MLP in parallel (Falcon, GPT-NeoX): Megatron-Core's GPT "
+                  "layer runs the MLP after the attention")
+
+
 def megatron_model_problem(arch) -> str | None:
     """Why the Megatron exports cannot state ``arch`` (a :class:`ModelArch`; None: they
-    can): Gemma's block (:data:`GEMMA_BLOCK`), or a family of
-    :data:`MEGATRON_UNWRITTEN`."""
+    can): Gemma's block (:data:`GEMMA_BLOCK`), a ReLU MLP, ALiBi, a parallel block, or a
+    family of :data:`MEGATRON_UNWRITTEN`."""
     if arch is None:
         return None
     if (arch.gated and arch.activation != "silu") or arch.post_norms:
         return GEMMA_BLOCK
+    if not arch.gated and arch.activation == "relu":
+        return RELU_MLP
+    if arch.alibi:
+        return ALIBI
+    if arch.parallel_block:
+        return PARALLEL_BLOCK
     return MEGATRON_UNWRITTEN.get(arch.family)
 
 

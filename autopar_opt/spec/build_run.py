@@ -198,10 +198,14 @@ def _check_free(section: SearchSection, cluster: Cluster, graph: LayerGraph | No
 
 def framework_model_problem(framework: str, graph: LayerGraph | None) -> str | None:
     """Why ``framework`` cannot build ``graph``'s model (None: it can, as far as its
-    architecture says): torchtitan's Llama 3 and Qwen3 models take no sliding window
-    (only its gpt-oss model builds one); Megatron-LM's flags state one window size per
-    model and no Gemma block (``export/megatron.py`` ``model_rules``); DeepSpeed runs
-    the Hugging Face model, whose config carries both."""
+    architecture says): Megatron-LM's flags, a closed set, state one window size per
+    model and no Gemma, OPT, BLOOM or Falcon block (``export/megatron.py``
+    ``model_rules``, :func:`~autopar_opt.ir.target.megatron_model_problem`); torchtitan's
+    models are code a user extends (a model without one of the export's flavours keeps
+    its target: the plan follows torchtitan's parallelism rules, and the export says it
+    has no flavour), but the Llama 3, Qwen3 and DeepSeek-V3 models autopar exports have
+    no sliding window; DeepSpeed runs the Hugging Face model, whose config carries them
+    all. A model without a recorded architecture (a layer list) is not judged here."""
     if graph is None:
         return None
     if framework == "megatron" and megatron_model_problem(graph.arch):

@@ -134,3 +134,31 @@ def test_qwen3_moe_attention_bias():
     plain = build_hf_graph(cfg, 4096).total_params()
     assert build_hf_graph(dict(cfg, attention_bias=True), 4096).total_params() - plain == \
         48 * (32 * 128 + 2 * 4 * 128 + 2048)
+
+
+@pytest.mark.parametrize("name,why", [("opt-6.7b", "a ReLU MLP"), ("bloom-7b1", "ALiBi positions"),
+                                      ("falcon-7b", "attention and MLP in parallel"),
+                                      ("gpt-neox-20b", "attention and MLP in parallel")])
+def test_megatron_cannot_build_the_classic_families(name, why, tmp_path):
+    """Megatron-LM's flags have no ReLU MLP, no ALiBi and no parallel block (arguments.py):
+    a stated Megatron target is a spec error naming it; DeepSpeed keeps its target."""
+    from autopar_opt.ir.target import megatron_model_problem
+    from autopar_opt.spec import SpecError, load_spec
+    graph = build_hf_graph(_cfg(name), 2048)
+    assert graph.arch is not None and graph.arch.family == _cfg(name)["model_type"]
+    assert why in megatron_model_problem(graph.arch)
+    path = tmp_path / "s.yaml"
+    body = (f"model: {{hf_config: {HF / (name + '.json')}}}\ncluster: {{zoo: 2x8-h100}}\n"
+            "training: {global_batch_size: 32, seq_len: 2048RT}\n")
+    path.write_text(body.replace("RT", "") + "target: megatron\n")
+    with pytest.raises(SpecError, match=why):
+        load_spec(path)
+    path.write_text(body.replace("RT", ", runtime: deepspeed"))
+    assert load_spec(path).space.target.framework == "deepspeed"
+
+
+def test_classic_architectures_are_read_off_the_build():
+    falcon = build_hf_graph(_cfg("falcon-7b"), 2048).arch
+    assert (falcon.kv_heads, falcon.ffn_hidden, falcon.tied, falcon.biases) == (1, 4 * 4544, True, False)
+    opt = build_hf_graph(_cfg("opt-6.7b"), 2048).arch
+    assert (opt.learned_positions, opt.activation, opt.dropout, opt.num_layers) == (True, "relu", (0.1, 0.0), 32)
