@@ -303,6 +303,7 @@ def build_target(value, graph: LayerGraph | None, training: Training, section: S
                 "add false (ZeRO over the whole data-parallel group), or target megatron or "
                 "torchtitan")
         return Target("none", "", "target"), ""
+    priced = "; ".join(x for x in (priced, _flavour_notice(target, graph)) if x)
     allowed = target.schedules()
     dropped = [Schedule(x).value for x in section.schedules or ()
                if allowed is not None and Schedule(x).value not in allowed]
@@ -313,10 +314,28 @@ def build_target(value, graph: LayerGraph | None, training: Training, section: S
                         f"{sched} schedule", f"use {' / '.join(a for a in allowed if a != 'interleaved')}, "
                         "or target: none")
     if dropped and not stated:
-        return target, (f"training.runtime {training.runtime.name} runs on {target.framework}, "
-                        f"which does not run the {', '.join(dropped)} schedule: searched without "
-                        "it (target: none searches the free per-layer space)")
+        return target, "; ".join(x for x in (
+            f"training.runtime {training.runtime.name} runs on {target.framework}, which does "
+            f"not run the {', '.join(dropped)} schedule: searched without it (target: none "
+            "searches the free per-layer space)", priced) if x)
     return target, priced
+
+
+def _flavour_notice(target: Target, graph: LayerGraph | None) -> str:
+    """What a torchtitan target says of a model none of the export's flavours builds
+    (``export/torchtitan.py`` ``FLAVOURS``): the plans follow torchtitan's parallelism
+    rules, the model itself is the user's to build (torchtitan's models are code);
+    empty otherwise, and for a layer list (no architecture)."""
+    if target.framework != "torchtitan" or graph is None or graph.arch is None:
+        return ""
+    from autopar_opt.export.torchtitan import flavour     # the export's own table
+    if flavour(graph.arch) is not None:
+        return ""
+    return (f"target torchtitan: the plans follow torchtitan's parallelism rules, but autopar's "
+            f"torchtitan export has no model for {graph.name} ({graph.arch.family}, hidden size "
+            f"{graph.arch.hidden}; it builds Llama 3 8B/70B/405B, Qwen3 30B-A3B/235B-A22B and "
+            "DeepSeek-V3 671B or their first layers): the export is refused and the model is "
+            "yours to write in torchtitan")
 
 
 def _check_shard_nodes(section: SearchSection, cluster: Cluster | None, out: ProblemList) -> None:

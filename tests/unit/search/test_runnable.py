@@ -434,3 +434,19 @@ def test_a_target_priced_with_another_stacks_runtime_says_so(tmp_path):
                "training.runtime megatron-core" in n for n in load_spec(spec).notices)
     spec.write_text(base % ", runtime: torchtitan" + "target: torchtitan\n")
     assert not any("priced with" in n for n in load_spec(spec).notices)
+
+
+def test_a_torchtitan_target_without_an_exported_flavour_says_so(tmp_path):
+    """A torchtitan target keeps a model the export has no flavour for (torchtitan's
+    models are code a user writes) and says so: the plans follow torchtitan's rules, the
+    export is refused; a model it has a flavour for (Llama-3.1-8B) gets no such note."""
+    from autopar_opt.spec import load_spec
+    from support.paths import REPO
+    path = tmp_path / "s.yaml"
+    for config, noted in (("mixtral-8x7b-v0.1", True), ("llama-3.1-8b", False)):
+        path.write_text(f"model: {{hf_config: {REPO / 'model_zoo' / 'hf' / (config + '.json')}}}\n"
+                        "cluster: {zoo: 2x8-h100}\n"
+                        "training: {global_batch_size: 32, seq_len: 4096, runtime: torchtitan}\n")
+        spec = load_spec(path)
+        assert spec.space.target.framework == "torchtitan"
+        assert any("export has no model for" in n for n in spec.notices) is noted, spec.notices
