@@ -18,6 +18,7 @@ degree
 from __future__ import annotations
 
 import functools
+import math
 
 from dataclasses import dataclass, field, asdict, replace
 from enum import Enum
@@ -449,8 +450,11 @@ class LayerGraph:
 
     def attention_windows(self) -> list[int]:
         """Each attention layer's sliding window in keys per query (0: full
-        attention; :mod:`autopar_opt.ir.window`), in layer order."""
-        return [layer.attn_window for layer in self.layers if layer.flops_recompute_selective > 0]
+        attention, also where the window covers the sequence: a layer list may state
+        one; :mod:`autopar_opt.ir.window`), in layer order."""
+        seq = self.seq_len or math.inf
+        return [layer.attn_window if 0 < layer.attn_window < seq else 0
+                for layer in self.layers if layer.flops_recompute_selective > 0]
 
     def flops_per_sample(self) -> float:
         """Model FLOPs (forward + backward, no recomputation) per sample."""

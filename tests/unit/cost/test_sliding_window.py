@@ -235,3 +235,15 @@ def test_exports_state_the_window(tmp_path):
     code, text = run_cli("solve", out, "--out", tmp_path / "o")
     assert code == 0, text
     assert "sliding-window attention of 4,096 keys per query on 32 of 32 attention layers" in text
+
+
+def test_a_window_covering_the_sequence_is_none():
+    """A layer list may state a window at least as long as its sequence: it changes no
+    pair, and the model is not called windowed."""
+    from autopar_opt.ir.graph import LayerGraph
+    s = 2048
+    layers = [replace(_block(0, s=s), name="a", attn_window=4096),
+              replace(_block(0, s=s), name="b", attn_window=512)]
+    graph = LayerGraph.chain("g", layers, seq_len=s, causal=True)
+    assert graph.attention_windows() == [0, 512]
+    assert window_share(s, 4096) == 1.0
