@@ -58,6 +58,9 @@ class AttentionDims:
     window: int = 0
     #: attention sinks: one learned softmax offset per head (gpt-oss ``sinks``)
     sinks: bool = False
+    #: the QK-norm spans the whole projections (OLMo 2: RMSNorm over heads·head_dim and
+    #: kv_heads·head_dim) instead of one head (Qwen3, Gemma 3)
+    qk_norm_full: bool = False
 
     @property
     def mla(self) -> bool:
@@ -107,7 +110,8 @@ class AttentionDims:
         if self.out_bias:
             n += self.hidden
         if self.qk_norm:
-            n += 2 * self.head_dim
+            n += (self.heads + self.kv_heads) * self.head_dim if self.qk_norm_full \
+                else 2 * self.head_dim
         if self.sinks:
             n += self.heads
         if self.mla:

@@ -221,6 +221,20 @@ def _dense_llama(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGr
     return _decoder(c, name, s, blocks, False, source)
 
 
+def _olmo2(c: _Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """OLMo 2 (OLMo Team 2024, "2 OLMo 2 Furious", arXiv 2501.00656, Sec. 3.2;
+    ``Olmo2Config``): a Llama block whose two RMSNorms act on the attention's and the
+    MLP's outputs before each residual add (no norm before them: the same two norm
+    vectors and stored norm inputs), a QK-norm over the whole Q and K projections,
+    ``attention_bias`` (default false), untied output."""
+    bias = bool(c("attention_bias", False))
+    attn = replace(_attention(c, qkv_bias=bias, qk_norm=True), out_bias=bias, qk_norm_full=True)
+    mlp = MlpDims(c("intermediate_size"), gated=True)
+    blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, **opts)
+              for i in range(c("num_hidden_layers"))]
+    return _decoder(c, name, s, blocks, False, source)
+
+
 #: ``GemmaConfig``'s head width where a config leaves ``head_dim`` out (not hidden/heads).
 GEMMA_HEAD_DIM = 256
 
@@ -543,7 +557,7 @@ def _vit(c: _Cfg, name: str, s: int | None, opts: dict, source: str) -> LayerGra
 
 _DENSE: dict[str, Callable[..., LayerGraph]] = {
     "llama": _dense_llama, "mistral": _dense_llama, "qwen2": _dense_llama, "qwen3": _dense_llama,
-    "phi3": _dense_llama,
+    "phi3": _dense_llama, "olmo2": _olmo2,
     "gemma": _gemma, "gemma2": _gemma, "gemma3_text": _gemma,
     "opt": _opt, "bloom": _bloom, "falcon": _falcon,
     "gpt2": _gpt2, "gpt_neox": _neox, "bert": _bert, "t5": _t5, "vit": _vit,
@@ -662,8 +676,9 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     mt = config.get("model_type")
     if mt in CLASSIC:
         return _classic_arch(config, graph)
-    if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3", "mixtral", "qwen2_moe", "qwen3_moe",
-                  "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "gemma3_text", "gpt_oss"):
+    if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "mixtral", "qwen2_moe",
+                  "qwen3_moe", "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "gemma3_text",
+                  "gpt_oss"):
         return None
     gemma = mt in ("gemma", "gemma2", "gemma3_text")
     g = config.get
@@ -687,7 +702,8 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         ffn_hidden=int(g("intermediate_size") or 0),
         vocab=int(g("vocab_size")), max_positions=int(g("max_position_embeddings") or 0),
         gated=True, norm="rmsnorm", tied=bool(g("tie_word_embeddings", gemma)),
-        qk_norm=mt in ("qwen3", "qwen3_moe", "gemma3_text"), qkv_bias=mt in ("qwen2", "qwen2_moe"),
+        qk_norm=mt in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2"),
+        qkv_bias=mt in ("qwen2", "qwen2_moe"),
         activation="gelu_tanh" if gemma else "silu", post_norms=gemma and mt != "gemma",
         dropout=dropout_rates(config),
         unpriced=_gemma_unpriced(config) if gemma else _gpt_oss_unpriced(config)

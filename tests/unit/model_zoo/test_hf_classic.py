@@ -162,3 +162,15 @@ def test_classic_architectures_are_read_off_the_build():
     assert (falcon.kv_heads, falcon.ffn_hidden, falcon.tied, falcon.biases) == (1, 4 * 4544, True, False)
     opt = build_hf_graph(_cfg("opt-6.7b"), 2048).arch
     assert (opt.learned_positions, opt.activation, opt.dropout, opt.num_layers) == (True, "relu", (0.1, 0.0), 32)
+
+
+def test_olmo2_block_and_megatron_refusal():
+    """OLMo-2 7B: a Llama block with its two norms after the attention and the MLP and a
+    QK-norm over the whole Q and K projections (32·128 + 32·128 weights, not 2·128):
+    4·4096² + 3·4096·11008 + 4·4096 per layer; 7.2986 B in all (the model page's 7.3B).
+    Megatron-LM's flags cannot state the norm placement."""
+    from autopar_opt.ir.target import megatron_model_problem
+    g = build_hf_graph(_cfg("olmo-2-7b"), 4096)
+    assert g.layers[1].params == 4 * 4096 ** 2 + 3 * 4096 * 11008 + 4 * 4096
+    assert g.total_params() == 7_298_617_344 and round(g.total_params(), -8) == 7.3e9
+    assert "OLMo 2's norms" in megatron_model_problem(g.arch)
