@@ -62,6 +62,14 @@ FLAVOURS: dict[tuple, tuple[str, str, str, int]] = {
     ("llama", 4096, 32, 8, 128256, 0): ("llama3", "8B", "llama3_8b", 32),
     ("llama", 8192, 64, 8, 128256, 0): ("llama3", "70B", "llama3_70b", 80),
     ("llama", 16384, 128, 8, 128256, 0): ("llama3", "405B", "llama3_405b", 126),
+    # Qwen3 dense (torchtitan 0.2.0 and 0.3.0 register 0.6B-32B; 4B and 8B have no job
+    # config of their own: the 14B's is the template, its model replaced by the flavour)
+    ("qwen3", 1024, 16, 8, 151936, 0): ("qwen3", "0.6B", "qwen3_0_6b", 28),
+    ("qwen3", 2048, 16, 8, 151936, 0): ("qwen3", "1.7B", "qwen3_1_7b", 28),
+    ("qwen3", 2560, 32, 8, 151936, 0): ("qwen3", "4B", "qwen3_14b", 36),
+    ("qwen3", 4096, 32, 8, 151936, 0): ("qwen3", "8B", "qwen3_14b", 36),
+    ("qwen3", 5120, 40, 8, 151936, 0): ("qwen3", "14B", "qwen3_14b", 40),
+    ("qwen3", 5120, 64, 8, 151936, 0): ("qwen3", "32B", "qwen3_32b", 64),
     ("qwen3_moe", 2048, 32, 4, 151936, 128): ("qwen3", "30B-A3B", "qwen3_30b_a3b", 48),
     ("qwen3_moe", 4096, 64, 4, 151936, 128): ("qwen3", "235B-A22B", "qwen3_30b_a3b", 94),
     ("deepseek_v3", 7168, 128, 128, 129280, 256): ("deepseek_v3", "671B", "deepseek_v3_671b", 61),

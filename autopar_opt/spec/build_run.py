@@ -328,14 +328,14 @@ def _flavour_notice(target: Target, graph: LayerGraph | None) -> str:
     empty otherwise, and for a layer list (no architecture)."""
     if target.framework != "torchtitan" or graph is None or graph.arch is None:
         return ""
-    from autopar_opt.export.torchtitan import flavour     # the export's own table
+    from autopar_opt.export.torchtitan import FLAVOURS, flavour     # the export's own table
     if flavour(graph.arch) is not None:
         return ""
+    known = ", ".join(sorted({f"{m} {f}" for m, f, _, _ in FLAVOURS.values()}))
     return (f"target torchtitan: the plans follow torchtitan's parallelism rules, but autopar's "
             f"torchtitan export has no model for {graph.name} ({graph.arch.family}, hidden size "
-            f"{graph.arch.hidden}; it builds Llama 3 8B/70B/405B, Qwen3 30B-A3B/235B-A22B and "
-            "DeepSeek-V3 671B or their first layers): the export is refused and the model is "
-            "yours to write in torchtitan")
+            f"{graph.arch.hidden}; it builds {known}, or their first layers): the export is "
+            "refused and the model is yours to write in torchtitan")
 
 
 def _check_shard_nodes(section: SearchSection, cluster: Cluster | None, out: ProblemList) -> None:

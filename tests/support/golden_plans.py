@@ -83,6 +83,13 @@ cluster: {zoo: 2x8-h100}
 training: {global_batch_size: 32, seq_len: 8192}
 plan: {tp: 2, pp: 2, zero: 1, sequence_parallel: true, micro_batch_size: 1}
 """,
+    # Qwen3-8B (dense): torchtitan's qwen3 8B flavour, FSDP with tp 2; Megatron too
+    "qwen3_8b_fsdp": """
+model: {hf_config: MODEL_ZOO/hf/qwen3-8b.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 32, seq_len: 4096}
+plan: {tp: 2, pp: 1, zero: 3, sequence_parallel: true, recompute: full, micro_batch_size: 1}
+""",
     # Gemma-2 9B (GeGLU, post-norms: no Megatron-LM form) with ZeRO-3: DeepSpeed, which runs
     # the Hugging Face model
     "gemma2_9b_ds": """

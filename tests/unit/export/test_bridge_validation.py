@@ -147,11 +147,11 @@ def test_bridge_environment_is_the_locked_one(bridge):
 
 
 def test_every_megatron_validated_plan_reaches_bridge(bridge):
-    """The golden set is not vacuous: the fifteen golden plans Megatron runs (of sixteen:
+    """The golden set is not vacuous: the sixteen golden plans Megatron runs (of seventeen:
     not Gemma), both recipes where they apply."""
     _, plans, results = bridge
-    assert len(plans) == 15
-    assert sum(1 for k in results if "@" in k) == 15 + 14    # DeepSeek-V3 (MLA): one recipe
+    assert len(plans) == 16
+    assert sum(1 for k in results if "@" in k) == 16 + 15    # DeepSeek-V3 (MLA): one recipe
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
