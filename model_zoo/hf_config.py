@@ -1,12 +1,16 @@
 """Hugging Face ``config.json`` → :class:`LayerGraph`.
 
 ``build_hf_graph(config, seq_len)`` reads the keys the ``transformers``
-configuration classes define (``LlamaConfig``, ``MistralConfig``,
-``MixtralConfig``, ``Qwen2Config``, ``Qwen2MoeConfig``, ``Qwen3Config``,
-``Qwen3MoeConfig``, ``DeepseekV3Config``, ``GPT2Config``, ``GPTNeoXConfig``,
+configuration classes define (``LlamaConfig``, ``MistralConfig``, ``Phi3Config``,
+``Olmo2Config``, ``MixtralConfig``, ``Qwen2Config``, ``Qwen2MoeConfig``,
+``Qwen3Config``, ``Qwen3MoeConfig``, ``DeepseekV3Config``, ``GptOssConfig``,
+``GemmaConfig``, ``Gemma2Config``, ``Gemma3TextConfig``, ``OPTConfig``,
+``BloomConfig``, ``FalconConfig``, ``GPT2Config``, ``GPTNeoXConfig``,
 ``BertConfig``, ``T5Config``, ``ViTConfig``; key names and defaults from the
 ``transformers`` documentation of each class) and builds the layer graph
-with :mod:`.blocks` (decoders) or the zoo's encoder/vision builders.
+with :mod:`.blocks` (decoders) or the zoo's encoder/vision builders; sliding
+windows per layer come from :mod:`.hf_windows`, dropout from
+:func:`dropout_rates`.
 
 Not modelled: DeepSeek-V3's multi-token-prediction module
 (``num_nextn_predict_layers``; the published 671 B excludes its 14 B:
