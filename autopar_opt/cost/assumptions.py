@@ -24,7 +24,7 @@ from autopar_opt.cost.params import CostParams, default_params, shipped_fit
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
 from autopar_opt.ir.training import Training
-from autopar_opt.ir.window import window_share
+from autopar_opt.ir.window import window_counts, window_share
 
 #: Runtime names whose gradient buckets follow Megatron-Core's rule.
 _MCORE = ("megatron-core", "megatron-bridge")
@@ -158,16 +158,12 @@ def _windows(graph: LayerGraph, seq: int, fused: bool, cp_comm_type: str) -> lis
     """One sentence per sliding window of the model: where it comes from, the
     share of the causal core it computes and the kernel efficiency it takes; with
     the ring exchange of context parallelism, how a plan with cp > 1 is priced."""
-    found: dict[int, int] = {}
-    layers = [layer for layer in graph.layers if layer.flops_recompute_selective > 0]
-    for layer in layers:
-        if layer.attn_window:
-            found[layer.attn_window] = found.get(layer.attn_window, 0) + 1
+    windows = graph.attention_windows()
     out = []
-    for window, count in sorted(found.items()):
+    for window, count in window_counts(windows).items():
         share = window_share(seq, window)
         line = (f"sliding-window attention: {window:,} keys per query on {count} of "
-                f"{len(layers)} attention layers ({graph.source or 'the model'}), "
+                f"{len(windows)} attention layers ({graph.source or 'the model'}), "
                 f"{share:.1%} of the causal core's query-key pairs at {seq:,} tokens "
                 "(ir/window.py)")
         if fused:

@@ -75,7 +75,8 @@ import shlex
 
 from autopar_opt.export.view import PlanView, common_rules
 from autopar_opt.ir.training import Recompute, Schedule
-from autopar_opt.ir.target import megatron_model_problem
+from autopar_opt.ir.target import (TE_RING_WINDOW, megatron_model_problem,
+                                   megatron_window_problem)
 
 _FSDP = {2: "optim_grads", 3: "optim_grads_params"}
 
@@ -113,17 +114,10 @@ def model_rules(view: PlanView) -> list[str]:
     a = view.arch
     if a is None:
         return []
-    why = megatron_model_problem(a)
-    out = [why] if why else []
-    if not a.window:
-        return out
-    if len({w for w in a.windows if w}) > 1:
-        out.append(f"sliding windows of {len({w for w in a.windows if w})} sizes: "
-                   "Megatron-Core takes one window_size per model")
-    if view.cp > 1 and view.cp_comm_type == "p2p":
-        out.append("context parallelism over sliding-window layers with the ring exchange "
-                   "(cp_comm_type p2p): Transformer Engine runs sliding-window attention with "
-                   "context parallelism only by all_gather or a2a (fix: price the plan with "
+    out = [why for why in (megatron_model_problem(a), megatron_window_problem(a.windows)) if why]
+    if a.window and view.cp > 1 and view.cp_comm_type == "p2p":
+        out.append(f"context parallelism over sliding-window layers with the ring exchange "
+                   f"(cp_comm_type p2p): {TE_RING_WINDOW} (fix: price the plan with "
                    "training.runtime_options.cp_comm_type all_gather or a2a)")
     return out
 

@@ -50,7 +50,7 @@ from autopar_opt.ir.arch import ModelArch
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.plan import Plan, StagePlan
 from autopar_opt.ir.strategies import Strategy
-from autopar_opt.ir.target import dp_shard_degree
+from autopar_opt.ir.target import dp_shard_degree, torchtitan_window_problem
 from autopar_opt.ir.training import Recompute, Schedule
 
 _SCHEDULES = {Schedule.one_f_one_b: "1F1B", Schedule.gpipe: "GPipe"}
@@ -137,10 +137,9 @@ def torchtitan_rules(view: PlanView, chain: bool, version: str = "0.3") -> list[
         out.append("DeepEP token dispatch (moe_dispatcher deepep): the torchtitan 0.2 export "
                    "writes the standard all-to-all; export for 0.3 (moe_comm_backend "
                    "'deepep') or to megatron")
-    if view.arch is not None and view.arch.window:
-        out.append("sliding-window attention: autopar's torchtitan export builds its Llama 3, "
-                   "Qwen3 and DeepSeek-V3 models, which have no attention window (torchtitan's "
-                   "gpt-oss model, which has one, is not exported)")
+    windowed = torchtitan_window_problem(view.arch.windows) if view.arch is not None else None
+    if windowed:
+        out.append(windowed)
     if view.tied_pipeline:
         out.append("an output layer tied to the embedding cannot be pipelined (torchtitan: "
                    "'Weight tying is not supported with Pipeline Parallel')")

@@ -424,6 +424,34 @@ def megatron_model_problem(arch) -> str | None:
     return MEGATRON_UNWRITTEN.get(arch.family)
 
 
+#: Transformer Engine's rule for context parallelism over sliding windows
+#: (``attn_forward_func_with_cp``: "Context parallelism does not support sliding window
+#: attention with cp_comm_type='p2p'").
+TE_RING_WINDOW = ("Transformer Engine runs sliding-window attention with context parallelism "
+                  "only by all_gather or a2a")
+
+
+def megatron_window_problem(windows) -> str | None:
+    """Why Megatron-Core cannot run these per-layer sliding windows (0: none; None: it
+    can): ``TransformerConfig.window_size`` is one size per model."""
+    sizes = sorted({w for w in windows if w})
+    if len(sizes) <= 1:
+        return None
+    return (f"sliding windows of {len(sizes)} sizes ({', '.join(map(str, sizes))}): "
+            "Megatron-Core takes one window_size per model")
+
+
+def torchtitan_window_problem(windows) -> str | None:
+    """Why the torchtitan export cannot build a model with these sliding windows (None:
+    it has none): its Llama 3, Qwen3 and DeepSeek-V3 models have no window."""
+    sizes = sorted({w for w in windows if w})
+    if not sizes:
+        return None
+    return (f"sliding-window attention ({sizes[0]} keys per query): autopar's torchtitan "
+            "export builds its Llama 3, Qwen3 and DeepSeek-V3 models, which have no attention "
+            "window (torchtitan's gpt-oss model, which has one, is not exported)")
+
+
 def model_problem(layers: list[Layer], chain: bool) -> str | None:
     """Why no framework target can run this model (None: a chain of embedding,
     transformer layers and head, which all three build)."""

@@ -24,6 +24,8 @@ it) still computes all of it (:mod:`autopar_opt.cost.compute`).
 
 from __future__ import annotations
 
+from collections import Counter
+
 
 def causal_pairs(seq_len: float, window: int = 0) -> float:
     """Query-key pairs a causal core over ``seq_len`` tokens computes with a
@@ -45,15 +47,18 @@ def window_share(seq_len: float, window: int) -> float:
     return causal_pairs(seq_len, window) / causal_pairs(seq_len)
 
 
+def window_counts(windows: list[int]) -> dict[int, int]:
+    """Attention layers per window size, smallest first, of ``windows`` (one entry per
+    attention layer, 0: full attention, not counted)."""
+    return dict(sorted(Counter(w for w in windows if w).items()))
+
+
 def windows_text(windows: list[int]) -> str:
     """``windows`` (one entry per attention layer, 0: full attention) in words, e.g.
     ``sliding-window attention of 4,096 keys per query on 32 of 32 attention
     layers``; empty when no layer has a window."""
-    found: dict[int, int] = {}
-    for w in windows:
-        if w:
-            found[w] = found.get(w, 0) + 1
+    found = window_counts(windows)
     if not found:
         return ""
-    parts = [f"{w:,} keys per query on {n} of {len(windows)}" for w, n in sorted(found.items())]
+    parts = [f"{w:,} keys per query on {n} of {len(windows)}" for w, n in found.items()]
     return "sliding-window attention of " + "; ".join(parts) + " attention layers"

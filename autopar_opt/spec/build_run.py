@@ -21,8 +21,9 @@ from autopar_opt.spec.schema import (CostModelSection, ExplicitClusterSpec, Link
 from autopar_opt.spec.cp_rule import cp_refusal
 from autopar_opt.ir.strategies import divisors, tp_degree_ok
 from autopar_opt.ir.runtime import CAPABILITIES, CHOICES, RUNTIMES, Runtime, runtime_named
-from autopar_opt.ir.target import (TORCHTITAN_VERSIONS, Target, megatron_model_problem,
-                                   model_problem, pricing_notice, target_for_runtime)
+from autopar_opt.ir.target import (TE_RING_WINDOW, TORCHTITAN_VERSIONS, Target,
+                                   megatron_model_problem, megatron_window_problem, model_problem,
+                                   pricing_notice, target_for_runtime, torchtitan_window_problem)
 from autopar_opt.ir.training import (AUTOCAST_DTYPES, Recompute, Schedule, SearchSpace, Training,
                                   autocast_problem)
 
@@ -196,30 +197,26 @@ def _check_free(section: SearchSection, cluster: Cluster, graph: LayerGraph | No
                 "stage_devices: congruent")
 
 
-def framework_model_problem(framework: str, graph: LayerGraph | None) -> str | None:
-    """Why ``framework`` cannot build ``graph``'s model (None: it can, as far as its
-    architecture says): Megatron-LM's flags, a closed set, state one window size per
-    model and no Gemma, OPT, BLOOM or Falcon block (``export/megatron.py``
-    ``model_rules``, :func:`~autopar_opt.ir.target.megatron_model_problem`); torchtitan's
-    models are code a user extends (a model without one of the export's flavours keeps
-    its target: the plan follows torchtitan's parallelism rules, and the export says it
-    has no flavour), but the Llama 3, Qwen3 and DeepSeek-V3 models autopar exports have
-    no sliding window; DeepSpeed runs the Hugging Face model, whose config carries them
-    all. A model without a recorded architecture (a layer list) is not judged here."""
+def framework_model_problem(framework: str, graph: LayerGraph | None,
+                            windows: list[int]) -> str | None:
+    """Why ``framework`` cannot build ``graph``'s model, whose attention layers have
+    ``windows`` (None: it can, as far as its architecture says): Megatron-LM's flags, a
+    closed set, state one window size per model and no Gemma, OPT, BLOOM or Falcon block
+    (:func:`~autopar_opt.ir.target.megatron_model_problem`,
+    :func:`~autopar_opt.ir.target.megatron_window_problem`, also ``export/megatron.py``'s
+    rules); torchtitan's models are code a user extends (a model without one of the
+    export's flavours keeps its target: the plan follows torchtitan's parallelism rules,
+    and the export says it has no flavour), but the Llama 3, Qwen3 and DeepSeek-V3
+    models autopar exports have no sliding window
+    (:func:`~autopar_opt.ir.target.torchtitan_window_problem`); DeepSpeed runs the
+    Hugging Face model, whose config carries them all. A model without a recorded
+    architecture (a layer list) is judged by its windows only."""
     if graph is None:
         return None
-    if framework == "megatron" and megatron_model_problem(graph.arch):
-        return megatron_model_problem(graph.arch)
-    windows = sorted({w for w in graph.attention_windows() if w})
-    if not windows:
-        return None
+    if framework == "megatron":
+        return megatron_model_problem(graph.arch) or megatron_window_problem(windows)
     if framework == "torchtitan":
-        return (f"sliding-window attention ({windows[0]} keys per query): autopar's torchtitan "
-                "export builds its Llama 3, Qwen3 and DeepSeek-V3 models, which have no attention "
-                "window (torchtitan's gpt-oss model, which has one, is not exported)")
-    if framework == "megatron" and len(windows) > 1:
-        return (f"sliding windows of {len(windows)} sizes ({', '.join(map(str, windows))}): "
-                "Megatron-Core takes one window_size per model")
+        return torchtitan_window_problem(windows)
     return None
 
 
@@ -259,24 +256,22 @@ def build_target(value, graph: LayerGraph | None, training: Training, section: S
             f"search.stage_devices: free gives stages their own device counts, which "
             f"{target.framework} (training.runtime {training.runtime.name}) cannot run; the "
             "search is the free per-layer space (target: none)")
+    windows = graph.attention_windows() if graph is not None else []
     why = (model_problem(graph.layers, graph.is_chain()) if graph is not None else None) \
-        or framework_model_problem(target.framework, graph)
+        or framework_model_problem(target.framework, graph, windows)
     if why and stated:
         out.add("target", target.framework, f"{target.framework} cannot run this model: {why}",
                 "use target: none (the free per-layer space)")
         return Target("none", "", "target"), ""
-    windows = sorted({w for w in graph.attention_windows() if w}) if graph is not None else []
     if why:
         return Target("none", "", "training.runtime"), (
             f"training.runtime {training.runtime.name} names {target.framework}, which cannot run "
             f"this model ({why}); the search is the free per-layer space (target: none)")
-    if windows and target.framework == "megatron" and training.runtime.cp_comm_type == "p2p" \
+    if any(windows) and target.framework == "megatron" and training.runtime.cp_comm_type == "p2p" \
             and any(cp > 1 for cp in section.cp_degrees or ()):
-        # Transformer Engine: "Context parallelism does not support sliding window attention
-        # with cp_comm_type='p2p'" (attn_forward_func_with_cp; export/megatron.py model_rules)
-        out.add("search.cp_degrees", list(section.cp_degrees), "Megatron-Core (Transformer "
-                "Engine) runs sliding-window attention with context parallelism only by "
-                "all_gather or a2a, and training.runtime prices the ring exchange (p2p)",
+        # the same rule as export/megatron.py model_rules (ir/target.TE_RING_WINDOW)
+        out.add("search.cp_degrees", list(section.cp_degrees), f"Megatron-Core: "
+                f"{TE_RING_WINDOW}, and training.runtime prices the ring exchange (p2p)",
                 "set training.runtime_options.cp_comm_type to all_gather or a2a, or "
                 "cp_degrees [1]")
         return Target("none", "", "target"), ""
