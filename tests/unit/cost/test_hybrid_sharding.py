@@ -99,16 +99,24 @@ def test_shard_groups_of_several_nodes_are_offered_where_asked():
     assert {(s.tp, s.zero_group) for s in default if s.hybrid} == {(1, 8), (2, 4)}
 
 
+def _hybrid_and_plain(group: int):
+    """A dp-32 ZeRO-3 layer on four nodes of 8 in shard groups of ``group`` ranks, and a
+    plain dp-``group`` ZeRO-3 layer on the nodes one group spans: (the four-node context,
+    the hybrid strategy, its (gather, reduction) s, the plain one's, the reduced
+    gradient's shard bytes)."""
+    four = _ctx(4)
+    s = Strategy(dp=32, tp=1, zero=3, zero_group=group)
+    plain = comm._unit_gather_scatter(BLOCK, Strategy(dp=group, tp=1, zero=3), _ctx(group // 8))
+    shard_bytes = BLOCK.params * comm.zero3_bytes(four.training)[1] / group
+    return four, s, comm._unit_gather_scatter(BLOCK, s, four), plain, shard_bytes
+
+
 def test_a_two_node_group_gathers_across_its_nodes_and_all_reduces_across_the_replicas():
     """dp 32 on four nodes of 8 in groups of 16: the gather is a dp 16 ZeRO-3 layer's
     on two nodes, the extra reduction NCCL's all-reduce of the 1/16 shard over the two
     replicas (one rank in each half, 16 ranks apart)."""
-    four, two = _ctx(4), _ctx(2)
-    s = Strategy(dp=32, tp=1, zero=3, zero_group=16)
-    gather, rs = comm._unit_gather_scatter(BLOCK, s, four)
-    g2, rs2 = comm._unit_gather_scatter(BLOCK, Strategy(dp=16, tp=1, zero=3), two)
+    four, s, (gather, rs), (g2, rs2), shard_bytes = _hybrid_and_plain(16)
     assert gather == pytest.approx(g2)
-    shard_bytes = BLOCK.params * comm.zero3_bytes(four.training)[1] / 16
     assert comm.collective_group(four, 2, 16).nodes == 2
     assert rs == pytest.approx(rs2 + comm.collective(four, "all_reduce", 2, 16, shard_bytes))
     tr = Training(global_batch_size=32, seq_len=2048)
@@ -125,12 +133,8 @@ def test_each_rank_holds_the_states_of_its_shard_group():
 
 
 def test_zero3_gathers_inside_the_node_and_all_reduces_the_shard_across_nodes():
-    four, one = _ctx(4), _ctx(1)
-    s = Strategy(dp=32, tp=1, zero=3, zero_group=8)
-    gather, rs = comm._unit_gather_scatter(BLOCK, s, four)
-    g1, rs1 = comm._unit_gather_scatter(BLOCK, Strategy(dp=8, tp=1, zero=3), one)
+    four, s, (gather, rs), (g1, rs1), shard_bytes = _hybrid_and_plain(8)
     assert gather == pytest.approx(g1)
-    shard_bytes = BLOCK.params * comm.zero3_bytes(four.training)[1] / 8
     group = comm.collective_group(four, 4, 8)
     assert group.nodes == 4 and group.ranks == 4          # one rank per node
     assert comm.replica_all_reduce(four, s, BLOCK.params, 0.0, comm.zero3_bytes(four.training)[1]) \
@@ -179,44 +183,42 @@ def test_one_replica_count_per_runnable_plan():
     assert mg.strategy_problem(BLOCK, replace(hybrid, zero=1), 1) is None
 
 
+def _agree_on_a_tiny_model(space: SearchSpace, cluster) -> dict:
+    """:func:`support.solver_agreement.agree_with_brute_force` on a two-layer model under
+    PyTorch FSDP, with one and two pipeline stages: ``{pp: (brute-force (value, plan),
+    tables)}``."""
+    from support.solver_agreement import agree_with_brute_force
+    from autopar_opt.model_zoo.transformer import decoder_lm
+
+    graph = decoder_lm("tiny", 2, 1024, 256, 8, 4096, 1000)
+    training = Training(global_batch_size=16, seq_len=256, runtime=runtime_named("pytorch-fsdp"))
+    return {pp: agree_with_brute_force(graph, cluster, training, space, pp, 2) for pp in (1, 2)}
+
+
 def test_solvers_and_evaluate_agree_with_hybrid_sharding_in_the_space():
     """Brute force over the cost functions = DP = MILP = MIQP (when installed) =
     block MILP, and evaluate reproduces each objective, on two nodes of four
     where hybrid sharding is on offer (dp·cp = 8 > 4 ranks per node) and, with a
     slow network, chosen."""
-    from support.solver_agreement import agree_with_brute_force
     from autopar_opt.model_zoo.synthetic import small_cluster
-    from autopar_opt.model_zoo.transformer import decoder_lm
 
     space = SearchSpace(zero_levels=(0, 1, 3), recompute=(Recompute.none,),
                         sequence_parallel=(False,), tp_degrees=(1, 2), hybrid_zero_levels=(1, 3))
-    graph = decoder_lm("tiny", 2, 1024, 256, 8, 4096, 1000)
-    cluster = small_cluster(2, 4, inter_gb_per_s=1.0)
-    training = Training(global_batch_size=16, seq_len=256, runtime=runtime_named("pytorch-fsdp"))
-    for pp in (1, 2):
-        ref, tables = agree_with_brute_force(graph, cluster, training, space, pp, 2)
-        if pp == 1:
-            assert any(s.hybrid for strats in tables.strategies for s in strats)
-            assert any(s.hybrid for st in ref[1].stages for s in st.strategies)
+    ref, tables = _agree_on_a_tiny_model(space, small_cluster(2, 4, inter_gb_per_s=1.0))[1]
+    assert any(s.hybrid for strats in tables.strategies for s in strats)
+    assert any(s.hybrid for st in ref[1].stages for s in st.strategies)
 
 
 def test_solvers_and_evaluate_agree_with_groups_of_several_nodes():
     """Four nodes of two GPUs, groups of one and two nodes on offer: brute force = DP =
     MILP = MIQP (when installed) = block MILP, evaluate reproduces each objective, and
     a two-node group is among the tables' strategies."""
-    from support.solver_agreement import agree_with_brute_force
     from autopar_opt.model_zoo.synthetic import small_cluster
-    from autopar_opt.model_zoo.transformer import decoder_lm
 
     space = SearchSpace(zero_levels=(0, 3), recompute=(Recompute.none,), sequence_parallel=(False,),
                         tp_degrees=(1, 2), hybrid_shard_nodes=(1, 2))
-    graph = decoder_lm("tiny", 2, 1024, 256, 8, 4096, 1000)
-    cluster = small_cluster(4, 2, inter_gb_per_s=1.0)
-    training = Training(global_batch_size=16, seq_len=256, runtime=runtime_named("pytorch-fsdp"))
-    for pp in (1, 2):
-        _, tables = agree_with_brute_force(graph, cluster, training, space, pp, 2)
-        if pp == 1:
-            assert any(s.zero_group == 4 for strats in tables.strategies for s in strats)
+    _, tables = _agree_on_a_tiny_model(space, small_cluster(4, 2, inter_gb_per_s=1.0))[1]
+    assert any(s.zero_group == 4 for strats in tables.strategies for s in strats)
 
 
 def test_estimate_and_solve_say_hybrid_sharding(tmp_path):
