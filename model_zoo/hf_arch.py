@@ -1,0 +1,113 @@
+"""The launch-time architecture (:class:`ModelArch`) of a decoder's Hugging Face config:
+what the Megatron-LM, Megatron-Bridge, torchtitan and DeepSpeed exports state and the
+framework targets check, read off the config and the built graph."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autopar_opt.ir.arch import ModelArch
+from autopar_opt.ir.graph import LayerGraph, LayerKind
+from autopar_opt.model_zoo.hf_decoders import GEMMA_HEAD_DIM
+from autopar_opt.model_zoo.hf_keys import dropout_rates
+
+def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
+    """The launch-time architecture of a decoder-only HF config (None for the
+    encoder, encoder-decoder and vision families, which the launchers' exports do
+    not cover). The MoE layers are read off the built graph (the same rules
+    that built it: ``first_k_dense_replace``, ``moe_layer_freq``,
+    ``mlp_only_layers``, ``decoder_sparse_step``)."""
+    mt = config.get("model_type")
+    if mt in CLASSIC:
+        return _classic_arch(config, graph)
+    if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "mixtral", "qwen2_moe",
+                  "qwen3_moe", "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "gemma3_text",
+                  "gpt_oss"):
+        return None
+    gemma = mt in ("gemma", "gemma2", "gemma3_text")
+    g = config.get
+    h, a = int(g("hidden_size")), int(g("num_attention_heads"))
+    blocks = [layer for layer in graph.layers if layer.kind in (LayerKind.transformer_block,
+                                                                LayerKind.moe_block)]
+    moe = tuple(i for i, layer in enumerate(blocks) if layer.is_moe)
+    experts = int(g("num_local_experts") or g("num_experts") or g("n_routed_experts") or 0)
+    expert_ffn = int(g("moe_intermediate_size")
+                     or (g("intermediate_size") if mt in ("mixtral", "gpt_oss") else 0) or 0)
+    shared = int(g("shared_expert_intermediate_size") or 0) if mt == "qwen2_moe" else \
+        int(g("n_shared_experts") or 0) * expert_ffn if mt.startswith("deepseek") else 0
+    mla = None
+    if mt.startswith("deepseek"):
+        mla = (int(g("q_lora_rank") or 0), int(g("kv_lora_rank")), int(g("qk_nope_head_dim")),
+               int(g("qk_rope_head_dim")), int(g("v_head_dim")))
+    return ModelArch(
+        family=str(mt), num_layers=len(blocks), hidden=h, heads=a,
+        kv_heads=int(g("num_key_value_heads") or a) if not mla else a,
+        head_dim=int(g("head_dim") or (GEMMA_HEAD_DIM if gemma else h // a)),
+        ffn_hidden=int(g("intermediate_size") or 0),
+        vocab=int(g("vocab_size")), max_positions=int(g("max_position_embeddings") or 0),
+        gated=True, norm="rmsnorm", tied=bool(g("tie_word_embeddings", gemma)),
+        qk_norm=mt in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2"),
+        qkv_bias=mt in ("qwen2", "qwen2_moe"),
+        activation="gelu_tanh" if gemma else "silu", post_norms=gemma and mt != "gemma",
+        dropout=dropout_rates(config),
+        unpriced=_gemma_unpriced(config) if gemma else _gpt_oss_unpriced(config)
+        if mt == "gpt_oss" else (),
+        biases=mt == "gpt_oss" and bool(g("attention_bias", True)),
+        rope_theta=float(g("rope_theta")) if g("rope_theta") else None,
+        num_experts=experts if moe else 0, top_k=int(g("num_experts_per_tok") or 0) if moe else 0,
+        moe_ffn_hidden=expert_ffn if moe else 0, shared_ffn=shared if moe else 0,
+        moe_layers=moe, mla=mla, hf_id=str(g("_name_or_path") or ""),
+        windows=tuple(layer.attn_window for layer in blocks)
+        if any(layer.attn_window for layer in blocks) else ())
+
+
+#: Decoder families before the Llama layout, described for the launchers' rules (their
+#: blocks: a plain MLP, LayerNorm, biases; OPT's ReLU, BLOOM's ALiBi, Falcon's and
+#: GPT-NeoX's parallel attention/MLP), by ``model_type``.
+CLASSIC = ("opt", "bloom", "falcon", "gpt_neox")
+
+
+def _classic_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
+    """:func:`hf_arch` of a :data:`CLASSIC` family, read off the built graph and the
+    config (the same keys the reader took)."""
+    g = config.get
+    mt = config["model_type"]
+    blocks = [layer for layer in graph.layers if layer.kind is LayerKind.transformer_block]
+    h = int(g("hidden_size") or g("n_embed"))
+    a = int(g("num_attention_heads") or g("n_head"))
+    kv = max(1, round(blocks[0].max_tp)) if blocks else a
+    ffn = int(g("ffn_dim") or g("ffn_hidden_size") or g("intermediate_size") or 4 * h)
+    parallel = (mt == "falcon" and (bool(g("new_decoder_architecture")) or g("parallel_attn", True))) \
+        or (mt == "gpt_neox" and g("use_parallel_residual", True))
+    return ModelArch(
+        family=mt, num_layers=len(blocks), hidden=h, heads=a, kv_heads=kv, head_dim=h // a,
+        ffn_hidden=ffn, vocab=int(g("vocab_size")),
+        max_positions=int(g("max_position_embeddings") or 0), gated=False, norm="layernorm",
+        tied=bool(g("tie_word_embeddings", mt != "gpt_neox")),
+        biases=mt in ("opt", "bloom", "gpt_neox") or bool(g("bias", False)),
+        learned_positions=mt == "opt", activation="relu" if mt == "opt" else "gelu",
+        alibi=mt == "bloom" or (mt == "falcon" and bool(g("alibi", False))),
+        parallel_block=bool(parallel), dropout=dropout_rates(config))
+
+
+def _gemma_unpriced(config: dict[str, Any]) -> tuple[str, ...]:
+    """What a Gemma config computes that the cost model does not price: its
+    logit soft-capping (``tanh`` over the attention scores inside the kernel, over
+    the output logits as one more element-wise pass) and the embedding's scaling
+    by sqrt(hidden) (one element-wise multiply)."""
+    out = []
+    for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+        if config.get(key):
+            out.append(f"{key} {config[key]:g}")
+    out.append("the embedding's scaling by sqrt(hidden_size)")
+    return tuple(out)
+
+
+def _gpt_oss_unpriced(config: dict[str, Any]) -> tuple[str, ...]:
+    """What a gpt-oss config computes that the cost model does not price."""
+    out = ["attention sinks (one learned softmax offset per head, inside the kernel)"]
+    if config.get("swiglu_limit"):
+        out.append(f"the SwiGLU clamp (swiglu_limit {config['swiglu_limit']:g})")
+    if config.get("rope_scaling"):
+        out.append("YaRN rope scaling")
+    return tuple(out)

@@ -1,0 +1,127 @@
+"""Readers of the decoders before the Llama layout (LayerNorm, biases, a plain MLP):
+GPT-2, GPT-NeoX, OPT, BLOOM and Falcon."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.model_zoo.blocks import AttentionDims, MlpDims, decoder_block
+from autopar_opt.model_zoo.hf_keys import Cfg, HfConfigError
+from autopar_opt.model_zoo.hf_parts import decoder_chain, heads_divide, position_rows
+from autopar_opt.model_zoo.transformer import decoder_lm, embedding, lm_head
+
+def read_gpt2(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """GPT-2: learned positions, 4h GELU MLP (``n_inner``), LayerNorm, biases, tied."""
+    heads_divide(c, "n_embd", "n_head")
+    h = c("n_embd")
+    g = decoder_lm(name, c("n_layer"), s, h, c("n_head"), c("n_inner", 4 * h) or 4 * h,
+                   c("vocab_size"), learned_positions=False, tied=True, biases=True,
+                   flash_attention=opts["flash_attention"], causal_flops=opts["causal_flops"],
+                   source=source, model_fuses_qkv=True,    # GPT2Attention.c_attn
+                   dropout=opts["dropout"])
+    positions = position_rows(c, s, "n_positions") * h          # the learned position table (wpe)
+    layers = [replace(layer, params=layer.params + positions) if layer.name == "embed" else layer
+              for layer in g.layers]
+    return LayerGraph.chain(name, layers, seq_len=s, source=source, causal=True)
+
+
+def read_neox(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """GPT-NeoX: rotary, LayerNorm, biases, GELU MLP, untied output (``embed_out``);
+    attention and MLP in parallel through their two LayerNorms with
+    ``use_parallel_residual`` (default true; Black et al. 2022, arXiv 2204.06745, Sec. 2)."""
+    heads_divide(c, "hidden_size", "num_attention_heads")
+    h, a = c("hidden_size"), c("num_attention_heads")
+    attn = AttentionDims(hidden=h, heads=a, kv_heads=a, head_dim=h // a, qkv_bias=True,
+                         out_bias=True, model_fuses_qkv=True)   # GPTNeoXAttention.query_key_value
+    mlp = MlpDims(c("intermediate_size"), gated=False, bias=True)
+    parallel = 2 if c("use_parallel_residual", True) else 0
+    blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, layer_norm=True, parallel=parallel,
+                            **opts)
+              for i in range(c("num_hidden_layers"))]
+    return decoder_chain(c, name, s, blocks, False, source, layer_norm=True)
+
+
+def read_opt(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """OPT (Zhang et al. 2022, arXiv 2205.01068; ``OPTConfig``): MHA with separate Q,
+    K, V projections, ReLU MLP of ``ffn_dim``, LayerNorm, biases (``enable_bias``),
+    learned positions of ``max_position_embeddings + 2`` rows (the table's offset of
+    2, ``OPTLearnedPositionalEmbedding``), tied output; the final LayerNorm only with
+    ``do_layer_norm_before`` (post-LN OPT-350m has none). OPT-350m's
+    ``word_embed_proj_dim`` projections are refused."""
+    heads_divide(c, "hidden_size", "num_attention_heads")
+    h, a = c("hidden_size"), c("num_attention_heads")
+    proj = c("word_embed_proj_dim", h)
+    if proj not in (None, h):
+        raise HfConfigError(f"{c.origin}: word_embed_proj_dim = {proj} differs from hidden_size = "
+                            f"{h}: OPT's embedding projections (project_in/out) are not modelled "
+                            "(fix: use an OPT size whose word_embed_proj_dim equals hidden_size)")
+    bias = bool(c("enable_bias", True))
+    attn = AttentionDims(hidden=h, heads=a, kv_heads=a, head_dim=h // a, qkv_bias=bias,
+                         out_bias=bias)
+    mlp = MlpDims(c("ffn_dim"), gated=False, bias=bias)
+    blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, layer_norm=True, **opts)
+              for i in range(c("num_hidden_layers"))]
+    graph = decoder_chain(c, name, s, blocks, True, source, layer_norm=True)
+    positions = (position_rows(c, s, "max_position_embeddings") + 2) * h
+    final = 0 if c("do_layer_norm_before", True) else 2 * h
+    layers = [replace(layer, params=layer.params + positions) if layer.name == "embed" else
+              replace(layer, params=layer.params - final) if layer.name == "head" else layer
+              for layer in graph.layers]
+    return LayerGraph.chain(name, layers, seq_len=s, source=source, causal=True)
+
+
+def read_bloom(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """BLOOM (BigScience 2022, arXiv 2211.05100, Sec. 3.2; ``BloomConfig``): ALiBi (no
+    position table; the bias is added inside the attention kernel, priced as the
+    plain kernel), a LayerNorm after the word embedding, fused QKV with biases, 4h
+    GELU MLP with biases, LayerNorm, tied output (``tie_word_embeddings`` default
+    true)."""
+    h = c("hidden_size", None) or c("n_embed")
+    a = c("n_head", None) or c("num_attention_heads")
+    if h % a:
+        raise HfConfigError(f"{c.origin}: n_head = {a} does not divide hidden_size = {h} (each "
+                            "head is hidden_size / n_head wide) (fix: use the model's published "
+                            "config.json)")
+    layers = c("n_layer", None) or c("num_hidden_layers")
+    attn = AttentionDims(hidden=h, heads=a, kv_heads=a, head_dim=h // a, qkv_bias=True,
+                         out_bias=True, model_fuses_qkv=True)   # BloomAttention.query_key_value
+    mlp = MlpDims(4 * h, gated=False, bias=True)
+    blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, layer_norm=True, **opts)
+              for i in range(layers)]
+    tied = bool(c("tie_word_embeddings", True))
+    v = c("vocab_size")
+    head = lm_head("head", s, h, v, tied=tied)
+    embed = embedding("embed", s, h, v)
+    embed = replace(embed, params=embed.params + 2 * h)         # word_embeddings_layernorm
+    return LayerGraph.chain(name, [embed] + blocks + [head], seq_len=s, source=source,
+                            causal=True)
+
+
+def read_falcon(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """Falcon (Almazrouei et al. 2023, arXiv 2311.16867, Sec. 4; ``FalconConfig``): fused
+    QKV, multi-query (``multi_query``) or grouped keys (``new_decoder_architecture``:
+    ``num_kv_heads``), attention and MLP in parallel (``parallel_attn``) through one
+    LayerNorm, or two with the new architecture (``num_ln_in_parallel_attn``), a
+    plain GELU MLP of ``ffn_hidden_size`` (default 4h), biases only with ``bias``,
+    rotary or ALiBi positions (no table), tied output (default true)."""
+    heads_divide(c, "hidden_size", "num_attention_heads")
+    h, a = c("hidden_size"), c("num_attention_heads")
+    new = bool(c("new_decoder_architecture", False))
+    kv = c("num_kv_heads", None) or a if new else (1 if c("multi_query", True) else a)
+    if a % kv:
+        raise HfConfigError(f"{c.origin}: num_kv_heads = {kv} does not divide "
+                            f"num_attention_heads = {a} (fix: use the model's published "
+                            "config.json)")
+    bias = bool(c("bias", False))
+    attn = AttentionDims(hidden=h, heads=a, kv_heads=kv, head_dim=h // a, qkv_bias=bias,
+                         out_bias=bias, model_fuses_qkv=True)   # FalconAttention.query_key_value
+    mlp = MlpDims(c("ffn_hidden_size", None) or 4 * h, gated=False, bias=bias)
+    if new:
+        parallel = 1 if c("num_ln_in_parallel_attn", 2) == 1 else 2
+    else:
+        parallel = 1 if c("parallel_attn", True) else 0
+    blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, layer_norm=True, parallel=parallel,
+                            **opts)
+              for i in range(c("num_hidden_layers"))]
+    return decoder_chain(c, name, s, blocks, True, source, layer_norm=True)

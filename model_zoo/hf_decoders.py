@@ -1,0 +1,71 @@
+"""Readers of the Llama-layout decoders (pre-norm blocks, RoPE, a gated or plain MLP
+without biases by default): Llama, Mistral, Qwen2/3, Phi-3, OLMo 2, Gemma 1-3."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.model_zoo.blocks import MlpDims, decoder_block
+from autopar_opt.model_zoo.hf_keys import Cfg, HfConfigError
+from autopar_opt.model_zoo.hf_parts import attention_dims, config_windows, decoder_chain
+
+def read_llama(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """Llama, Mistral, Qwen2 (QKV bias), Qwen3 (QK-norm), Phi-3 (fused ``qkv_proj`` and
+    ``gate_up_proj``): GQA + SwiGLU, RMSNorm; Llama's and Qwen3's ``attention_bias``
+    (on Q, K, V and O: ``LlamaAttention``, ``Qwen3Attention``) and Llama's ``mlp_bias``
+    where a config sets them (default false); Mistral's, Qwen's and Phi-3's sliding
+    windows (:func:`_windows`)."""
+    mt = c.model_type
+    bias = mt in ("llama", "qwen3") and bool(c("attention_bias", False))
+    attn = attention_dims(c, qkv_bias=mt == "qwen2" or bias, qk_norm=mt == "qwen3")
+    attn = replace(attn, out_bias=bias, model_fuses_qkv=mt == "phi3")
+    mlp = MlpDims(c("intermediate_size"), gated=True,
+                  bias=mt == "llama" and bool(c("mlp_bias", False)), model_fuses_gate_up=mt == "phi3")
+    blocks = [decoder_block(f"block{i:03d}", s, replace(attn, window=w), mlp=mlp, **opts)
+              for i, w in enumerate(config_windows(c))]
+    return decoder_chain(c, name, s, blocks, False, source)
+
+
+def read_olmo2(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """OLMo 2 (OLMo Team 2024, "2 OLMo 2 Furious", arXiv 2501.00656, Sec. 3.2;
+    ``Olmo2Config``): a Llama block whose two RMSNorms act on the attention's and the
+    MLP's outputs before each residual add (no norm before them: the same two norm
+    vectors and stored norm inputs), a QK-norm over the whole Q and K projections,
+    ``attention_bias`` (default false), untied output."""
+    bias = bool(c("attention_bias", False))
+    attn = replace(attention_dims(c, qkv_bias=bias, qk_norm=True), out_bias=bias, qk_norm_full=True)
+    mlp = MlpDims(c("intermediate_size"), gated=True)
+    blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, **opts)
+              for i in range(c("num_hidden_layers"))]
+    return decoder_chain(c, name, s, blocks, False, source)
+
+
+#: ``GemmaConfig``'s head width where a config leaves ``head_dim`` out (not hidden/heads).
+GEMMA_HEAD_DIM = 256
+
+
+def read_gemma(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """Gemma, Gemma 2 and Gemma 3 (text): GeGLU MLP (three matrices, tanh GELU:
+    same GEMMs as SwiGLU), RMSNorm, MHA/GQA/MQA with ``head_dim`` (default 256), input
+    and output embeddings tied (``tie_word_embeddings`` default true); Gemma 2 and 3 add
+    a norm after the attention and after the MLP (:func:`decoder_block`
+    ``post_norms``) and sliding windows on most layers (:mod:`.hf_windows`), Gemma 3
+    QK-norm (Gemma Team 2024, arXiv 2403.08295 and 2408.00118; Gemma 3 technical
+    report, arXiv 2503.19786, Sec. 2). Not priced (stated with the model): the logit
+    soft-capping of Gemma 2 (``attn_logit_softcapping``, ``final_logit_softcapping``),
+    the embedding's scaling by sqrt(hidden). Bidirectional attention
+    (``use_bidirectional_attention``, an encoder use of Gemma 3) is refused."""
+    if c("use_bidirectional_attention", False):
+        raise HfConfigError(f"{c.origin}: use_bidirectional_attention = true is not modelled "
+                            "(its windows and mask are an encoder's) (fix: use a causal "
+                            "config, or describe the model as an explicit layer list)")
+    if c("head_dim", None) is None:
+        c = Cfg(dict(c.data, head_dim=GEMMA_HEAD_DIM), c.origin)
+    attn = attention_dims(c, qk_norm=c.model_type == "gemma3_text")
+    mlp = MlpDims(c("intermediate_size"), gated=True)
+    post = c.model_type != "gemma"
+    blocks = [decoder_block(f"block{i:03d}", s, replace(attn, window=w), mlp=mlp,
+                            post_norms=post, **opts)
+              for i, w in enumerate(config_windows(c))]
+    return decoder_chain(c, name, s, blocks, True, source)

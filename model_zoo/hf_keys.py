@@ -1,0 +1,154 @@
+"""Reading a Hugging Face ``config.json``: the file within the spec limits, key access
+that names the missing key, the sizes refused before anything is built, the longest
+sequence a config states, and the dropout rates its family trains with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from autopar_opt.core import limits
+
+_MISSING = object()
+
+
+class HfConfigError(ValueError):
+    """A config the importer cannot read; the message names the key and the fix."""
+
+
+class Cfg:
+    """Key access that names the missing key, the model type and the file."""
+
+    def __init__(self, data: dict[str, Any], origin: str) -> None:
+        self.data, self.origin = data, origin
+        self.model_type = str(data.get("model_type"))
+
+    def __call__(self, key: str, default: Any = _MISSING) -> Any:
+        value = self.data.get(key, default)
+        if value is _MISSING or (value is None and default is _MISSING):
+            raise HfConfigError(
+                f"{self.origin}: model_type {self.model_type!r} needs key {key!r}, which is "
+                f"missing (fix: add {key!r} from the model's published config.json)")
+        return value
+
+
+#: Keys counting layers (bounded by ``limits.MAX_LAYERS``) and keys that must be
+#: positive integers when present; every integer is at most ``MAX_DIMENSION``.
+LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "num_decoder_layers",
+              "encoder_layers", "decoder_layers")
+POSITIVE_KEYS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "vocab_size",
+                 "intermediate_size", "num_key_value_heads", "head_dim", "num_experts_per_tok",
+                 # Mixtral experts, MoE expert width; GPT-2 / T5 / ViT sizes (a 0 built an
+                 # empty or expert-less model silently)
+                 "num_local_experts", "moe_intermediate_size", "n_layer", "n_head", "n_embd",
+                 "num_layers", "d_model", "d_ff", "num_heads", "image_size", "patch_size",
+                 "num_channels",
+                 # DeepSeek MLA ranks and head widths, routed experts and their layer
+                 # stride (transformers: ``layer_idx % moe_layer_freq``); null stays allowed
+                 "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                 "v_head_dim", "n_routed_experts", "moe_layer_freq")
+
+
+#: Keys stating the longest sequence a config's model takes, in the order they are read.
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length",
+                 "seq_length")
+
+
+def max_positions(config: dict[str, Any]) -> tuple[str, int] | None:
+    """(key, value) of the longest sequence the config states (a learned position table
+    or a context window), or None (ViT: tokens come from the image; T5 v1.0 may state
+    none). A bare config's default training length (``autopar model``)."""
+    if config.get("model_type") == "vit":
+        return None
+    for key in POSITION_KEYS:
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and \
+                0 < value <= limits.MAX_SEQ_LEN:
+            return key, value
+    return None
+
+
+def load_hf_config(path: str | Path) -> tuple[dict[str, Any], Path]:
+    """Read ``path`` (a ``config.json`` or a directory holding one), within the
+    spec limits (file size, nesting, sizes; :mod:`autopar_opt.core.limits`)."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            p = p / "config.json"
+        is_file = p.is_file()
+    except (OSError, ValueError) as exc:
+        raise HfConfigError(f"{str(p)[:200]}: cannot be opened ({exc.__class__.__name__}) "
+                            "(fix: give a config.json or a directory holding one)") from None
+    if not is_file:
+        what = "a directory, not a file" if p.is_dir() else "no such file"
+        raise HfConfigError(f"{p}: {what} (fix: give a config.json or a directory "
+                            "holding one)")
+    from autopar_opt.core import reading
+    from autopar_opt.core.errors import SpecError
+
+    try:                  # size, special files, syntax, nesting, integers of 6,000 digits
+        data = reading.read_json(p, reading.HF_CONFIG, parse_int=limits.read_int)
+    except SpecError as exc:
+        first = exc.problems[0]
+        raise HfConfigError(f"{p}: {first.rule} (fix: {first.fix})") from None
+    if not isinstance(data, dict):
+        raise HfConfigError(f"{p}: expected a JSON object with a 'model_type' key")
+    problems = limits.structure_problems(data)
+    if problems:
+        key, value, rule, fix = problems[0]
+        shown = "" if value is None else f" = {value!r}"
+        raise HfConfigError(f"{p}: {key}{shown}: {rule} (fix: {fix})")
+    _check_sizes(data, p)
+    return data, p
+
+
+def _check_sizes(data: dict[str, Any], path: Path) -> None:
+    """Refuse sizes that would hang or divide by zero, naming the key and the limit."""
+    for key, value in data.items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            if key in POSITIVE_KEYS and value is not None:
+                raise HfConfigError(f"{path}: {key} = {str(value)[:40]!r} is not an integer "
+                                    "(fix: copy the value from the model's published config.json)")
+            continue
+        if key in LAYER_KEYS and value > limits.MAX_LAYERS:
+            raise HfConfigError(f"{path}: {key} = {value} exceeds the limit of {limits.MAX_LAYERS} "
+                                "layers (fix: use a model with fewer layers)")
+        if value > limits.MAX_SEQ_LEN:
+            raise HfConfigError(f"{path}: {key} = {value} exceeds the limit of "
+                                f"{limits.MAX_SEQ_LEN} for a model dimension (fix: use the "
+                                "model's published config.json)")
+        if key in POSITIVE_KEYS and value <= 0:
+            raise HfConfigError(f"{path}: {key} = {value} must be a positive integer (fix: use "
+                                "the model's published config.json)")
+
+
+#: The dropout keys (hidden, attention) of the families whose modelling code has a
+#: hidden dropout, with their ``transformers`` configuration defaults. Every other
+#: decoder family's code has none (``LlamaDecoderLayer``, ``MistralDecoderLayer``,
+#: Qwen's, Gemma's, DeepSeek's: only ``attention_dropout``, default 0.0).
+DROPOUT_KEYS = {"gpt2": (("resid_pdrop", 0.1), ("attn_pdrop", 0.1)),
+                "gpt_neox": (("hidden_dropout", 0.0), ("attention_dropout", 0.0)),
+                "opt": (("dropout", 0.1), ("attention_dropout", 0.0)),
+                "bloom": (("hidden_dropout", 0.0), ("attention_dropout", 0.0)),
+                "falcon": (("hidden_dropout", 0.0), ("attention_dropout", 0.0)),
+                "phi3": (("resid_pdrop", 0.0), ("attention_dropout", 0.0))}
+
+
+def dropout_rates(config: dict[str, Any], origin: str = "config.json") -> tuple[float, float]:
+    """(hidden, attention) dropout probabilities a decoder config trains with: its
+    family's keys (:data:`DROPOUT_KEYS`), else 0 and ``attention_dropout``."""
+    mt = config.get("model_type")
+    keys = DROPOUT_KEYS.get(mt, (None, ("attention_dropout", 0.0)))
+    out = []
+    for entry in keys:
+        if entry is None:
+            out.append(0.0)
+            continue
+        key, default = entry
+        value = config.get(key, default)
+        value = default if value is None else value
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise HfConfigError(f"{origin}: {key} = {value!r} must be a probability in [0, 1) "
+                                "(fix: use the value of the model's published config.json)")
+        out.append(float(value))
+    return out[0], out[1]

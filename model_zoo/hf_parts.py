@@ -1,0 +1,73 @@
+"""The pieces every Hugging Face decoder reader shares: attention dimensions as
+``transformers`` builds them, the embedding-blocks-head chain, learned position
+tables and each layer's sliding window."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from autopar_opt.ir.graph import Layer, LayerGraph
+from autopar_opt.model_zoo.blocks import AttentionDims
+from autopar_opt.model_zoo.hf_keys import Cfg, HfConfigError
+from autopar_opt.model_zoo.hf_windows import layer_windows
+from autopar_opt.model_zoo.transformer import embedding, lm_head
+
+def attention_dims(c: Cfg, qkv_bias: bool = False, qk_norm: bool = False) -> AttentionDims:
+    """Attention dimensions; ``num_key_value_heads`` must divide ``num_attention_heads``:
+    ``transformers`` shares each key/value head among ``num_key_value_groups =
+    num_attention_heads // num_key_value_heads`` query heads (``repeat_kv`` in
+    ``modeling_llama.py``), so a remainder leaves heads without a key/value head."""
+    h, a = c("hidden_size"), c("num_attention_heads")
+    kv = c("num_key_value_heads", a) or a
+    if c("head_dim", None) is None and h % a:
+        raise HfConfigError(f"{c.origin}: num_attention_heads = {a} does not divide hidden_size = "
+                            f"{h} and no head_dim is given (each head is hidden_size / "
+                            "num_attention_heads wide) (fix: use the published head count, or "
+                            "state head_dim as the model's config.json does)")
+    if a % kv:
+        raise HfConfigError(f"{c.origin}: num_key_value_heads = {kv} does not divide "
+                            f"num_attention_heads = {a} (each key/value head serves a whole "
+                            f"group of query heads) (fix: use a divisor of {a}, e.g. "
+                            f"{max(d for d in range(1, kv + 1) if a % d == 0)}, as the model's "
+                            "published config.json does)")
+    return AttentionDims(hidden=h, heads=a, kv_heads=kv,
+                         head_dim=c("head_dim", h // a) or h // a, qkv_bias=qkv_bias,
+                         qk_norm=qk_norm)
+
+
+def heads_divide(c: Cfg, hidden_key: str, heads_key: str) -> None:
+    """Models without a ``head_dim`` key make each head ``hidden / heads`` wide: the
+    heads must divide the hidden size (GPT-2, GPT-NeoX, BERT, ViT)."""
+    h, a = c(hidden_key), c(heads_key)
+    if h % a:
+        raise HfConfigError(f"{c.origin}: {heads_key} = {a} does not divide {hidden_key} = {h} "
+                            f"(each head is {hidden_key} / {heads_key} wide) (fix: use the "
+                            "model's published config.json)")
+
+
+def decoder_chain(c: Cfg, name: str, s: int, blocks: list[Layer], tied_default: bool,
+             source: str, layer_norm: bool = False) -> LayerGraph:
+    """Embedding, ``blocks``, final norm + LM head, as a chain."""
+    h, v = c("hidden_size"), c("vocab_size")
+    tied = bool(c("tie_word_embeddings", tied_default))
+    head = lm_head("head", s, h, v, tied=tied)
+    if not layer_norm:   # RMSNorm: one vector (lm_head counts a LayerNorm's two)
+        head = replace(head, params=head.params - h)
+    layers = [embedding("embed", s, h, v)] + blocks + [head]
+    return LayerGraph.chain(name, layers, seq_len=s, source=source, causal=True)
+
+
+def position_rows(c: Cfg, seq_len: int, key: str) -> int:
+    """Rows of a learned position table; a longer training sequence cannot run."""
+    rows = int(c(key))
+    if seq_len > rows:
+        raise HfConfigError(f"{c.origin}: seq_len {seq_len} exceeds {key}={rows}, the length "
+                            f"of model_type {c.model_type!r}'s learned position table (fix: "
+                            f"use a sequence length <= {rows})")
+    return rows
+
+
+def config_windows(c: Cfg) -> list[int]:
+    """Each layer's sliding window (0: full attention): :mod:`.hf_windows`."""
+    return layer_windows(c, c.model_type, c("num_hidden_layers"),
+                         lambda rule, fix: HfConfigError(f"{c.origin}: {rule} (fix: {fix})"))
