@@ -52,6 +52,7 @@ def _decoder(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
         head_dim=dims["hidden"] // dims["heads"], ffn_hidden=dims["ffn_hidden"],
         vocab=dims["vocab"], max_positions=dims["seq_len"], gated=gated,
         norm="rmsnorm" if gated else "layernorm", tied=bool(dims.get("tied", True)),
+        activation="silu" if gated else "gelu",      # SwiGLU (Llama) or GPT's GELU MLP
         biases=bool(dims.get("biases", True)),
         learned_positions=bool(dims.get("learned_positions", False)),
         dropout=None if dropout else (0.0, 0.0))

@@ -20,6 +20,8 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     mt = config.get("model_type")
     if mt in CLASSIC:
         return _classic_arch(config, graph)
+    if mt == "nemotron":
+        return _nemotron_arch(config, graph)
     if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "mixtral", "qwen2_moe",
                   "qwen3_moe", "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "gemma3_text",
                   "gpt_oss"):
@@ -88,6 +90,26 @@ def _classic_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
         learned_positions=mt == "opt", activation="relu" if mt == "opt" else "gelu",
         alibi=mt == "bloom" or (mt == "falcon" and bool(g("alibi", False))),
         parallel_block=bool(parallel), dropout=dropout_rates(config))
+
+
+def _nemotron_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
+    """:func:`hf_arch` of a Nemotron config (the keys and defaults the reader took:
+    ``NemotronConfig``): a plain MLP with ``hidden_act``, LayerNorm1P, partial RoPE."""
+    g = config.get
+    h, a = int(g("hidden_size")), int(g("num_attention_heads"))
+    blocks = [layer for layer in graph.layers if layer.kind is LayerKind.transformer_block]
+    factor = g("partial_rotary_factor")
+    return ModelArch(
+        family="nemotron", num_layers=len(blocks), hidden=h, heads=a,
+        kv_heads=int(g("num_key_value_heads") or a), head_dim=int(g("head_dim") or h // a),
+        ffn_hidden=int(g("intermediate_size")), vocab=int(g("vocab_size")),
+        max_positions=int(g("max_position_embeddings") or 0), gated=False, norm="layernorm",
+        tied=bool(g("tie_word_embeddings", False)),
+        biases=bool(g("attention_bias", False)) or bool(g("mlp_bias", False)),
+        qkv_bias=False, activation=str(g("hidden_act") or "relu2"),
+        rotary_fraction=float(0.5 if factor is None else factor), zero_centered_norm=True,
+        rope_theta=float(g("rope_theta")) if g("rope_theta") else None,
+        dropout=dropout_rates(config), hf_id=str(g("_name_or_path") or ""))
 
 
 def _gemma_unpriced(config: dict[str, Any]) -> tuple[str, ...]:

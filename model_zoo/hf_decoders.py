@@ -1,5 +1,6 @@
 """Readers of the Llama-layout decoders (pre-norm blocks, RoPE, a gated or plain MLP
-without biases by default): Llama, Mistral, Qwen2/3, Phi-3, OLMo 2, Gemma 1-3."""
+without biases by default): Llama, Mistral, Qwen2/3, Phi-3, OLMo 2, Gemma 1-3 and
+Nemotron-4 (Minitron)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,22 @@ def read_gemma(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph
                             post_norms=post, **opts)
               for i, w in enumerate(config_windows(c))]
     return decoder_chain(c, name, s, blocks, True, source)
+
+
+def read_nemotron(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """Nemotron-4 and its pruned Minitron models (Parmar et al. 2024, "Nemotron-4 15B
+    Technical Report", arXiv 2402.16819, Sec. 2; NVIDIA 2024, "Nemotron-4 340B Technical
+    Report", arXiv 2406.11704, Sec. 2.1; ``NemotronConfig``): GQA with ``head_dim``
+    (default hidden / heads, as ``NemotronConfig`` sets it; a ``kv_channels`` key is not
+    read there either), a plain MLP of two matrices (``up_proj``, ``down_proj``) with the
+    config's ``hidden_act`` (default ``relu2``, squared ReLU), ``NemotronLayerNorm1P``
+    norms (a LayerNorm with weight and bias: two vectors each), ``attention_bias`` and
+    ``mlp_bias`` (default false), untied output (``tie_word_embeddings`` default false).
+    RoPE on ``partial_rotary_factor`` of each head (default 0.5) is element-wise work
+    the cost model prices for no family."""
+    bias = bool(c("attention_bias", False))
+    attn = replace(attention_dims(c, qkv_bias=bias), out_bias=bias)
+    mlp = MlpDims(c("intermediate_size"), gated=False, bias=bool(c("mlp_bias", False)))
+    blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, layer_norm=True, **opts)
+              for i in range(c("num_hidden_layers"))]
+    return decoder_chain(c, name, s, blocks, False, source, layer_norm=True)

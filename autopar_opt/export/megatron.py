@@ -75,8 +75,8 @@ import shlex
 
 from autopar_opt.export.view import PlanView, common_rules
 from autopar_opt.ir.training import Recompute, Schedule
-from autopar_opt.ir.target import (TE_RING_WINDOW, megatron_model_problem,
-                                   megatron_window_problem)
+from autopar_opt.ir.target import (MEGATRON_PLAIN_ACTIVATIONS, TE_RING_WINDOW,
+                                   megatron_model_problem, megatron_window_problem)
 
 _FSDP = {2: "optim_grads", 3: "optim_grads_params"}
 
@@ -223,14 +223,20 @@ def model_args(view: PlanView) -> list[str]:
              "--tokenizer-type", "NullTokenizer", "--vocab-size", str(a.vocab)]
     if a.gated:
         args.append("--swiglu")
+    else:
+        args += list(MEGATRON_PLAIN_ACTIVATIONS.get(a.activation, ()))
     if a.norm == "rmsnorm":
         args += ["--normalization", "RMSNorm"]
+    if a.zero_centered_norm:
+        args.append("--apply-layernorm-1p")
     if a.learned_positions:
         args += ["--position-embedding-type", "learned_absolute"]
     else:
         args += ["--position-embedding-type", "rope"]
         if a.rope_theta:          # an int in Megatron-LM's parser (type=int)
             args += ["--rotary-base", str(int(round(a.rope_theta)))]
+        if a.rotary_fraction != 1.0:
+            args += ["--rotary-percent", f"{a.rotary_fraction:g}"]
     if not a.tied:
         args.append("--untie-embeddings-and-output-weights")
     if not a.biases:
@@ -372,6 +378,25 @@ def megatron_args(view: PlanView) -> list[str]:
     return args
 
 
+#: The MLP activation under Bridge's names (``megatron.bridge.utils.activation_map``,
+#: Bridge 0.4 and later: ``ACTIVATION_FUNC_MAP``, read back by ``str_to_callable``), by
+#: :class:`ModelArch` ``activation``: the function Megatron-LM's flags select
+#: (``--swiglu``: SiLU gating, default GELU, ``--squared-relu``; ``arguments.py``
+#: ``core_transformer_config_from_args``).
+BRIDGE_ACTIVATIONS = {"silu": "silu", "gelu": "gelu", "relu2": "squared_relu"}
+#: Said with every Bridge export: Bridge 0.3 keeps the recipe provider's function.
+BRIDGE_ACTIVATION_NOTE = (
+    "activation_func {name}: Megatron-Bridge 0.4 and later read it from this file; 0.3.x "
+    "restores the recipe provider's activation_func after the overrides "
+    "(omegaconf_utils._restore_excluded_fields), so with 0.3.x merge into a recipe whose "
+    "provider runs {name} (GPTModelProvider runs gelu)")
+
+
+def bridge_activation(a) -> str | None:
+    """The activation a Bridge export states for ``a`` (None: no architecture)."""
+    return None if a is None else BRIDGE_ACTIVATIONS.get(a.activation)
+
+
 def _bridge_arch(a, moe_grouped_gemm: bool = True, dispatcher: str = "alltoall") -> dict:
     """The architecture under Bridge's ``model.*`` names (``GPTModelProvider`` /
     ``MLAModelProvider`` fields), the same settings as :func:`model_args`; fields a
@@ -386,6 +411,15 @@ def _bridge_arch(a, moe_grouped_gemm: bool = True, dispatcher: str = "alltoall")
                  position_embedding_type="learned_absolute" if a.learned_positions else "rope")
     if not a.learned_positions and a.rope_theta:
         model["rotary_base"] = int(round(a.rope_theta))
+    if not a.learned_positions:
+        model["rotary_percent"] = a.rotary_fraction
+    model["layernorm_zero_centered_gamma"] = a.zero_centered_norm
+    if bridge_activation(a):
+        model["activation_func"] = bridge_activation(a)
+    if not a.gated and (not a.biases or a.activation != "gelu"):
+        # Megatron-LM: no bias turns bias_gelu_fusion off (validate_args), and Megatron-Core
+        # fuses a bias only into GELU, SiLU or quick-GELU (TransformerConfig.__post_init__)
+        model["bias_activation_fusion"] = False
     if a.mla is None:
         model["num_query_groups"] = a.kv_heads
         if a.head_dim and a.head_dim * a.heads != a.hidden:

@@ -27,9 +27,14 @@ class ModelArch:
     ``windows`` holds each transformer layer's sliding attention window in keys per
     query, 0 for full attention (:mod:`autopar_opt.ir.window`); empty: none has one.
     ``activation`` is the MLP's (``silu``: SwiGLU; ``gelu_tanh``: Gemma's GeGLU;
-    ``gelu``, ``relu`` for a plain MLP); ``post_norms``: a norm after the attention and
-    after the MLP too (Gemma 2 and 3); ``alibi``: ALiBi positions (BLOOM);
-    ``parallel_block``: attention and MLP read the same input (Falcon, GPT-NeoX). ``unpriced`` lists what the model computes that the cost model does not
+    ``gelu``, ``relu``, ``relu2`` (squared ReLU: Nemotron-4) for a plain MLP);
+    ``rotary_fraction``: the share of each head's channels RoPE rotates (Nemotron's
+    ``partial_rotary_factor`` 0.5; Megatron-LM ``--rotary-percent``);
+    ``zero_centered_norm``: LayerNorm weights stored as ``1 + w`` (Nemotron's
+    ``NemotronLayerNorm1P``; Megatron-LM ``--apply-layernorm-1p``); ``post_norms``: a
+    norm after the attention and after the MLP too (Gemma 2 and 3); ``alibi``: ALiBi
+    positions (BLOOM); ``parallel_block``: attention and MLP read the same input (Falcon,
+    GPT-NeoX). ``unpriced`` lists what the model computes that the cost model does not
     price, said with every plan (:mod:`autopar_opt.cost.assumptions`). ``dropout``:
     the (hidden, attention) dropout probabilities the model's config trains with,
     which the exports state (Megatron-LM's own defaults are 0.1 and 0.1); None: not
@@ -62,6 +67,8 @@ class ModelArch:
     hf_id: str = ""
     windows: tuple[int, ...] = ()
     activation: str = "silu"
+    rotary_fraction: float = 1.0
+    zero_centered_norm: bool = False
     post_norms: bool = False
     alibi: bool = False
     parallel_block: bool = False

@@ -401,6 +401,9 @@ MEGATRON_UNWRITTEN = {
 #: none; Megatron-Core's GPT layer runs attention, then the MLP).
 RELU_MLP = ("a ReLU MLP (OPT): Megatron-LM's MLP activations are GELU, --squared-relu, "
             "--swiglu and --quick-geglu")
+#: The plain (two-matrix) MLP activations Megatron-LM's flags state: its default GELU
+#: and ``--squared-relu`` (Nemotron-4), by :class:`ModelArch` ``activation``.
+MEGATRON_PLAIN_ACTIVATIONS = {"gelu": (), "relu2": ("--squared-relu",)}
 ALIBI = ("ALiBi positions (BLOOM): Megatron-LM's --position-embedding-type takes "
          "learned_absolute, rope, yarn, mrope, relative or none")
 PARALLEL_BLOCK = ("attention and MLP in parallel (Falcon, GPT-NeoX): Megatron-Core's GPT "
@@ -409,14 +412,18 @@ PARALLEL_BLOCK = ("attention and MLP in parallel (Falcon, GPT-NeoX): Megatron-Co
 
 def megatron_model_problem(arch) -> str | None:
     """Why the Megatron exports cannot state ``arch`` (a :class:`ModelArch`; None: they
-    can): Gemma's block (:data:`GEMMA_BLOCK`), a ReLU MLP, ALiBi, a parallel block, or a
-    family of :data:`MEGATRON_UNWRITTEN`."""
+    can): Gemma's block (:data:`GEMMA_BLOCK`), a ReLU MLP or another plain-MLP activation
+    Megatron-LM has no flag for, ALiBi, a parallel block, or a family of
+    :data:`MEGATRON_UNWRITTEN`."""
     if arch is None:
         return None
     if (arch.gated and arch.activation != "silu") or arch.post_norms:
         return GEMMA_BLOCK
     if not arch.gated and arch.activation == "relu":
         return RELU_MLP
+    if not arch.gated and arch.activation not in MEGATRON_PLAIN_ACTIVATIONS:
+        return (f"a plain MLP with the {arch.activation!r} activation: Megatron-LM's MLP "
+                "activations are GELU, --squared-relu, --swiglu and --quick-geglu")
     if arch.alibi:
         return ALIBI
     if arch.parallel_block:

@@ -199,6 +199,9 @@ def check(case: dict) -> dict:
         "kv_lora_rank": getattr(m, "kv_lora_rank", None), "recipe_before": before,
         "window_size": list(m.window_size) if m.window_size else None,
         "dropout": [m.hidden_dropout, m.attention_dropout],
+        "activation": f"{m.activation_func.__module__}.{m.activation_func.__name__}",
+        "gated_linear_unit": m.gated_linear_unit, "normalization": m.normalization,
+        "zero_centered_gamma": m.layernorm_zero_centered_gamma, "rotary_percent": m.rotary_percent,
         "windowed_layers": [bool(is_layer_window_attention(m.window_size, m.window_attn_skip_freq,
                                                            i + 1)) for i in range(m.num_layers)],
     }

@@ -98,6 +98,14 @@ cluster: {zoo: 2x8-h100}
 training: {global_batch_size: 32, seq_len: 8192, runtime: deepspeed}
 plan: {tp: 1, pp: 1, zero: 3, recompute: full, micro_batch_size: 1}
 """,
+    # Minitron-4B (Nemotron-4: squared-ReLU MLP, LayerNorm1P, RoPE on half of each head),
+    # tp 2 pp 2 with the distributed optimizer
+    "minitron_4b_tp2_pp2": """
+model: {hf_config: MODEL_ZOO/hf/minitron-4b-base.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 32, seq_len: 4096}
+plan: {tp: 2, pp: 2, zero: 1, sequence_parallel: true, micro_batch_size: 1}
+""",
     # Qwen3-30B-A3B, DDP-style data parallelism with experts over the data ranks: DeepSpeed
     "qwen3_30b_ds": """
 model: {hf_config: MODEL_ZOO/hf/qwen3-30b-a3b.json}

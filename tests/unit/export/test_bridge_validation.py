@@ -147,11 +147,11 @@ def test_bridge_environment_is_the_locked_one(bridge):
 
 
 def test_every_megatron_validated_plan_reaches_bridge(bridge):
-    """The golden set is not vacuous: the sixteen golden plans Megatron runs (of seventeen:
+    """The golden set is not vacuous: the seventeen golden plans Megatron runs (of eighteen:
     not Gemma), both recipes where they apply."""
     _, plans, results = bridge
-    assert len(plans) == 16
-    assert sum(1 for k in results if "@" in k) == 16 + 15    # DeepSeek-V3 (MLA): one recipe
+    assert len(plans) == 17
+    assert sum(1 for k in results if "@" in k) == 17 + 16    # DeepSeek-V3 (MLA): one recipe
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
@@ -197,6 +197,14 @@ def test_bridge_accepts_the_overrides_and_derives_the_plan(bridge, name, recipe)
     windows = a.windows or (0,) * a.num_layers      # Megatron-Core's per-layer window rule
     assert got["windowed_layers"] == [w > 0 for w in windows]
     assert got["window_size"] == ([max(windows) - 1, 0] if any(windows) else None)
+    # the MLP, the norm and the rotated share of a head as Bridge built them; the activation
+    # function itself stays the recipe's in Bridge 0.3.1 (it restores the provider's callables
+    # after the overrides; the export says so), read by Bridge 0.4+ from the file
+    assert got["activation"].endswith(".gelu"), got["activation"]    # both recipes' providers
+    assert got["gated_linear_unit"] == a.gated
+    assert got["normalization"] == ("RMSNorm" if a.norm == "rmsnorm" else "LayerNorm")
+    assert got["zero_centered_gamma"] == a.zero_centered_norm
+    assert got["rotary_percent"] == a.rotary_fraction
     if a.mla is not None:
         assert got["kv_lora_rank"] == a.mla[1]
     else:

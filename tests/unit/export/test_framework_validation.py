@@ -86,6 +86,11 @@ def test_megatron_lm_parses_and_validates_the_arguments(name, tmp_path):
     assert args.num_layers == spec.graph.arch.num_layers
     if spec.graph.arch.dropout is not None:          # the config's, not Megatron's 0.1 default
         assert (args.hidden_dropout, args.attention_dropout) == spec.graph.arch.dropout
+    a = spec.graph.arch                              # the MLP, the norm, the rotated share
+    assert (args.swiglu, args.squared_relu) == (a.gated, a.activation == "relu2")
+    assert args.normalization == ("RMSNorm" if a.norm == "rmsnorm" else "LayerNorm")
+    assert args.layernorm_zero_centered_gamma == a.zero_centered_norm   # --apply-layernorm-1p
+    assert args.rotary_percent == a.rotary_fraction
     # sliding windows: Megatron-Core's own per-layer rule reads back the model's windows
     from megatron.core.transformer.utils import is_layer_window_attention
     windows = spec.graph.arch.windows or (0,) * args.num_layers
