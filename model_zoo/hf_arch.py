@@ -64,9 +64,9 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
 
 
 #: Decoder families before the Llama layout, described for the launchers' rules (their
-#: blocks: a plain MLP, LayerNorm, biases; OPT's ReLU, BLOOM's ALiBi, Falcon's and
-#: GPT-NeoX's parallel attention/MLP), by ``model_type``.
-CLASSIC = ("opt", "bloom", "falcon", "gpt_neox")
+#: blocks: a plain MLP, LayerNorm, biases; GPT-2's learned positions, OPT's ReLU,
+#: BLOOM's ALiBi, Falcon's and GPT-NeoX's parallel attention/MLP), by ``model_type``.
+CLASSIC = ("opt", "bloom", "falcon", "gpt_neox", "gpt2")
 
 
 def _classic_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
@@ -75,19 +75,20 @@ def _classic_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
     g = config.get
     mt = config["model_type"]
     blocks = [layer for layer in graph.layers if layer.kind is LayerKind.transformer_block]
-    h = int(g("hidden_size") or g("n_embed"))
+    h = int(g("hidden_size") or g("n_embed") or g("n_embd"))
     a = int(g("num_attention_heads") or g("n_head"))
     kv = max(1, round(blocks[0].max_tp)) if blocks else a
-    ffn = int(g("ffn_dim") or g("ffn_hidden_size") or g("intermediate_size") or 4 * h)
+    ffn = int(g("ffn_dim") or g("ffn_hidden_size") or g("intermediate_size") or g("n_inner")
+              or 4 * h)
     parallel = (mt == "falcon" and (bool(g("new_decoder_architecture")) or g("parallel_attn", True))) \
         or (mt == "gpt_neox" and g("use_parallel_residual", True))
     return ModelArch(
         family=mt, num_layers=len(blocks), hidden=h, heads=a, kv_heads=kv, head_dim=h // a,
         ffn_hidden=ffn, vocab=int(g("vocab_size")),
-        max_positions=int(g("max_position_embeddings") or 0), gated=False, norm="layernorm",
-        tied=bool(g("tie_word_embeddings", mt != "gpt_neox")),
-        biases=mt in ("opt", "bloom", "gpt_neox") or bool(g("bias", False)),
-        learned_positions=mt == "opt", activation="relu" if mt == "opt" else "gelu",
+        max_positions=int(g("max_position_embeddings") or g("n_positions") or 0), gated=False,
+        norm="layernorm", tied=bool(g("tie_word_embeddings", mt != "gpt_neox")),
+        biases=mt in ("opt", "bloom", "gpt_neox", "gpt2") or bool(g("bias", False)),
+        learned_positions=mt in ("opt", "gpt2"), activation="relu" if mt == "opt" else "gelu",
         alibi=mt == "bloom" or (mt == "falcon" and bool(g("alibi", False))),
         parallel_block=bool(parallel), dropout=dropout_rates(config))
 

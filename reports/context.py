@@ -93,6 +93,7 @@ def spec_section(doc: dict) -> dict:
         "model_params": _params(model),
         "model_is_chain": model.get("is_chain"),
         "model_source": str(model.get("source", "")),
+        "model_architecture": str(model.get("architecture") or ""),
         "cluster_name": str(cluster["name"]),
         "cluster_shape": f"{cluster['nodes']} node(s) × {cluster['gpus_per_node']} GPUs = "
                          f"{cluster['num_devices']} devices",

@@ -144,6 +144,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
     from autopar_opt.cost.interval import plan_interval
     from autopar_opt.ir.graph import params_summary
     from autopar_opt.cost.assumptions import cost_assumptions
+    from autopar_opt.ir.arch import describe
     from autopar_opt.ir.window import windows_text
 
     plan = spec.plan
@@ -155,6 +156,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
              f"model:            {spec.graph.name} ({len(spec.graph)} layers, "
              f"{params_summary(spec.graph.total_params(), spec.graph.active_params())})",
              *([f"                  {windows}"] if windows else []),
+             *([f"                  {describe(spec.graph.arch)}"] if spec.graph.arch else []),
              f"cluster:          {spec.cluster.name} ({spec.cluster.num_devices} x "
              f"{spec.cluster.device.name})",
              f"plan:             pp={plan.pp} microbatches={plan.microbatches} "

@@ -12,6 +12,7 @@ from typing import Any
 
 from autopar_opt.core import limits
 from autopar_opt.ir.graph import LayerGraph, LayerKind
+from autopar_opt.ir.arch import describe
 from autopar_opt.ir.window import windows_text
 
 #: Sequence length for a bare config.json that states no maximum length of its own.
@@ -98,7 +99,8 @@ def model_summary(graph: LayerGraph) -> dict[str, Any]:
             "params_total": graph.total_params(), "params_active": graph.active_params(),
             "params_active_no_embedding": graph.active_params() - embed,
             "flops_per_sample": graph.flops_per_sample(),
-            "attention_windows": windows_text(graph.attention_windows())}
+            "attention_windows": windows_text(graph.attention_windows()),
+            "architecture": describe(graph.arch) if graph.arch else None}
 
 
 def _fmt(x: float) -> str:
@@ -117,6 +119,7 @@ def summary_lines(summary: dict[str, Any], note: str) -> list[str]:
              f"{_fmt(s['params_active'])} (without input embedding "
              f"{_fmt(s['params_active_no_embedding'])})",
              f"FLOPs per sample (fwd+bwd): {_fmt(s['flops_per_sample'])}",
+             *([f"arch:    {s['architecture']}"] if s.get("architecture") else []),
              *([f"attention: {s['attention_windows']}"] if s.get("attention_windows") else []),
              "", "layers by kind:"]
     for kind, e in s["by_kind"].items():

@@ -89,3 +89,61 @@ class ModelArch:
     def first_dense(self) -> int:
         """Leading dense layers before the first MoE layer (0 for an all-MoE model)."""
         return self.moe_layers[0] if self.moe_layers else self.num_layers
+
+
+#: How :func:`describe` names an MLP activation (:attr:`ModelArch.activation`).
+ACTIVATION_NAMES = {"silu": "SwiGLU", "gelu_tanh": "GeGLU", "gelu": "GELU", "relu": "ReLU",
+                    "relu2": "squared-ReLU"}
+
+
+def describe(a: ModelArch) -> str:
+    """One line of what the model's blocks are as built: the record the exports state
+    and a reader checks against the model card (issue 28: architectures are stated,
+    never guessed) — block count and width, attention layout, MLP (activation, width,
+    matrices), MoE layers, norm, positions, parallel blocks, tying, biases, dropout.
+    Sliding windows are said apart (:func:`autopar_opt.ir.window.windows_text`)."""
+    parts = [f"{a.num_layers} blocks of hidden {a.hidden}"]
+    if a.mla is not None:
+        q, kv, nope, rope, v = a.mla
+        parts.append(f"multi-latent attention, {a.heads} heads (q rank {q or 'none'}, kv rank "
+                     f"{kv}, qk {nope}+{rope}, v {v})")
+    elif a.kv_heads == a.heads:
+        parts.append(f"multi-head attention, {a.heads} heads of {a.head_dim}")
+    else:
+        kind = "multi-query" if a.kv_heads == 1 else "grouped-query"
+        parts.append(f"{kind} attention, {a.heads} query / {a.kv_heads} key-value "
+                     f"head{'s' if a.kv_heads > 1 else ''} of {a.head_dim}")
+    if a.qk_norm:
+        parts.append("QK-norm")
+    act = ACTIVATION_NAMES.get(a.activation, a.activation)
+    dense = a.num_layers - len(a.moe_layers) if a.is_moe else a.num_layers
+    if dense:
+        parts.append(f"{act} MLP of {a.ffn_hidden} ({3 if a.gated else 2} matrices)"
+                     + (f" on {dense} blocks" if a.is_moe else ""))
+    if a.is_moe:
+        shared = f" + shared {a.shared_ffn}" if a.shared_ffn else ""
+        parts.append(f"MoE on {len(a.moe_layers)} blocks: top-{a.top_k} of {a.num_experts} "
+                     f"{act} experts of {a.moe_ffn_hidden}{shared}")
+    norm = "RMSNorm" if a.norm == "rmsnorm" else "LayerNorm"
+    if a.zero_centered_norm:
+        norm += " (weights stored as 1+w)"
+    parts.append(norm + (", also after attention and MLP" if a.post_norms else ""))
+    if a.parallel_block:
+        parts.append("attention and MLP in parallel")
+    if a.learned_positions:
+        parts.append("learned positions")
+    elif a.alibi:
+        parts.append("ALiBi")
+    elif a.rotary_fraction != 1.0:
+        parts.append(f"RoPE on {a.rotary_fraction:.0%} of each head")
+    else:
+        parts.append("RoPE")
+    parts.append("tied embeddings" if a.tied else "untied embeddings")
+    parts.append("biases" if a.biases else "QKV biases" if a.qkv_bias else "no biases")
+    if a.dropout is None:
+        parts.append("dropout not stated")
+    elif any(a.dropout):
+        parts.append(f"dropout {a.dropout[0]:g} (hidden) / {a.dropout[1]:g} (attention)")
+    else:
+        parts.append("no dropout")
+    return ", ".join(parts)

@@ -24,6 +24,7 @@ from autopar_opt.core.bounds import Status
 from autopar_opt.search.certificate import json_float
 from autopar_opt.search.engine import SearchOptions, SearchResult
 from autopar_opt.ir.training import SearchSpace, Training
+from autopar_opt.ir.arch import describe
 from autopar_opt.ir.window import windows_text
 
 COST_MODEL_ASSUMPTIONS = [
@@ -114,7 +115,8 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
                  "model": {"name": graph.name, "num_layers": len(graph.layers),
                            "params": graph.total_params(), "params_active": graph.active_params(),
                            "is_chain": graph.is_chain(), "source": graph.source,
-                           "attention_windows": windows_text(graph.attention_windows())},
+                           "attention_windows": windows_text(graph.attention_windows()),
+                           "architecture": describe(graph.arch) if graph.arch else None},
                  "cluster": _cluster_dict(cluster, training.dtype),
                  "training": dataclasses.asdict(training)},
         "search_space": _space_dict(space),

@@ -106,6 +106,14 @@ cluster: {zoo: 2x8-h100}
 training: {global_batch_size: 32, seq_len: 4096}
 plan: {tp: 2, pp: 2, zero: 1, sequence_parallel: true, micro_batch_size: 1}
 """,
+    # GPT-2 XL (learned positions, GELU, biases, tied; its dropout 0.1) with the distributed
+    # optimizer, pure data parallelism
+    "gpt2_xl_dp": """
+model: {hf_config: MODEL_ZOO/hf/gpt2-xl.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 32, seq_len: 1024}
+plan: {tp: 1, pp: 1, zero: 1, micro_batch_size: 2}
+""",
     # Qwen3-30B-A3B, DDP-style data parallelism with experts over the data ranks: DeepSpeed
     "qwen3_30b_ds": """
 model: {hf_config: MODEL_ZOO/hf/qwen3-30b-a3b.json}
