@@ -22,6 +22,8 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         return _classic_arch(config, graph)
     if mt == "nemotron":
         return _nemotron_arch(config, graph)
+    if mt == "mpt":
+        return _mpt_arch(config, graph)
     if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "mixtral", "qwen2_moe",
                   "qwen3_moe", "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "gemma3_text",
                   "gpt_oss"):
@@ -91,6 +93,20 @@ def _classic_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
         learned_positions=mt in ("opt", "gpt2"), activation="relu" if mt == "opt" else "gelu",
         alibi=mt == "bloom" or (mt == "falcon" and bool(g("alibi", False))),
         parallel_block=bool(parallel), dropout=dropout_rates(config))
+
+
+def _mpt_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
+    """:func:`hf_arch` of an MPT config (the keys and defaults the reader took)."""
+    g = config.get
+    h, a = int(g("d_model")), int(g("n_heads"))
+    blocks = [layer for layer in graph.layers if layer.kind is LayerKind.transformer_block]
+    bias = not bool(g("no_bias", True))
+    return ModelArch(
+        family="mpt", num_layers=len(blocks), hidden=h, heads=a, kv_heads=a, head_dim=h // a,
+        ffn_hidden=int(g("expansion_ratio") or 4) * h, vocab=int(g("vocab_size")),
+        max_positions=int(g("max_seq_len") or 0), gated=False, norm="layernorm", tied=True,
+        biases=bias, activation="gelu", alibi=True, dropout=dropout_rates(config),
+        hf_id=str(g("_name_or_path") or ""))
 
 
 def _nemotron_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:

@@ -1,5 +1,5 @@
 """Readers of the decoders before the Llama layout (LayerNorm, biases, a plain MLP):
-GPT-2, GPT-NeoX, OPT, BLOOM and Falcon."""
+GPT-2, GPT-NeoX, OPT, BLOOM, Falcon and MPT."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from autopar_opt.model_zoo.blocks import AttentionDims, MlpDims, decoder_block
 from autopar_opt.model_zoo.hf_keys import Cfg, HfConfigError
 from autopar_opt.model_zoo.hf_parts import decoder_chain, heads_divide, position_rows
 from autopar_opt.model_zoo.transformer import decoder_lm, embedding, lm_head
+
 
 def read_gpt2(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     """GPT-2: learned positions, 4h GELU MLP (``n_inner``), LayerNorm, biases, tied."""
@@ -125,3 +126,51 @@ def read_falcon(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGrap
                             **opts)
               for i in range(c("num_hidden_layers"))]
     return decoder_chain(c, name, s, blocks, True, source, layer_norm=True)
+
+
+def _mpt_attention_config(c: Cfg) -> dict:
+    """MPT's ``attn_config`` object with ``MptAttentionConfig``'s defaults, refusing what
+    ``transformers``' MPT does not build: it runs multi-head attention with ALiBi only
+    (``MptModel`` builds ALiBi biases and no position table; ``MptAttention`` has no QK
+    LayerNorm and one fused ``Wqkv``)."""
+    raw = c("attn_config", {}) or {}
+    if not isinstance(raw, dict):
+        raise HfConfigError(f"{c.origin}: attn_config = {str(raw)[:60]!r} is not an object (fix: "
+                            "copy the model's published config.json)")
+    ac = {"attn_type": "multihead_attention", "alibi": True, "qk_ln": False, **raw}
+    for key, want, why in (("attn_type", "multihead_attention", "multi-head attention"),
+                           ("alibi", True, "ALiBi positions (no learned table)"),
+                           ("qk_ln", False, "no QK LayerNorm")):
+        if ac[key] != want:
+            raise HfConfigError(f"{c.origin}: attn_config.{key} = {ac[key]!r}: transformers' MPT "
+                                f"builds {why} only, so this llm-foundry variant is not modelled "
+                                "(fix: describe the model as an explicit layer list)")
+    return ac
+
+
+def read_mpt(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """MPT (MosaicML 2023, "Introducing MPT-7B", and its model card; ``MptConfig``): fused
+    ``Wqkv``, multi-head attention with ALiBi (no position table), a GELU MLP of
+    ``expansion_ratio · d_model`` (default 4), LayerNorms of a weight only and linears
+    without biases where ``no_bias`` (default true; ``transformers``' ``MptBlock`` drops
+    the norms' biases), output tied to the input embedding (``MptForCausalLM``)."""
+    _mpt_attention_config(c)
+    heads_divide(c, "d_model", "n_heads")
+    h, a = c("d_model"), c("n_heads")
+    bias = not bool(c("no_bias", True))
+    ratio = c("expansion_ratio", 4)
+    if not isinstance(ratio, int) or isinstance(ratio, bool) or ratio < 1:
+        raise HfConfigError(f"{c.origin}: expansion_ratio = {ratio!r} must be a positive integer "
+                            "(the MLP is expansion_ratio x d_model wide) (fix: use the model's "
+                            "published config.json)")
+    attn = AttentionDims(hidden=h, heads=a, kv_heads=a, head_dim=h // a, qkv_bias=bias,
+                         out_bias=bias, model_fuses_qkv=True)         # MptAttention.Wqkv
+    mlp = MlpDims(ratio * h, gated=False, bias=bias)
+    blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, layer_norm=bias, **opts)
+              for i in range(c("n_layers"))]
+    v = c("vocab_size")
+    head = lm_head("head", s, h, v, tied=True)
+    if not bias:                      # norm_f: a weight only (lm_head counts a LayerNorm's two)
+        head = replace(head, params=head.params - h)
+    return LayerGraph.chain(name, [embedding("embed", s, h, v)] + blocks + [head], seq_len=s,
+                            source=source, causal=True)

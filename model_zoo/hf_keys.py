@@ -34,7 +34,7 @@ class Cfg:
 
 #: Keys counting layers (bounded by ``limits.MAX_LAYERS``) and keys that must be
 #: positive integers when present; every integer is at most ``MAX_DIMENSION``.
-LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "num_decoder_layers",
+LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "num_decoder_layers",
               "encoder_layers", "decoder_layers")
 POSITIVE_KEYS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "vocab_size",
                  "intermediate_size", "num_key_value_heads", "head_dim", "num_experts_per_tok",
@@ -46,12 +46,14 @@ POSITIVE_KEYS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "voc
                  # DeepSeek MLA ranks and head widths, routed experts and their layer
                  # stride (transformers: ``layer_idx % moe_layer_freq``); null stays allowed
                  "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
-                 "v_head_dim", "n_routed_experts", "moe_layer_freq")
+                 "v_head_dim", "n_routed_experts", "moe_layer_freq",
+                 # MPT's layers, heads and MLP ratio
+                 "n_layers", "n_heads", "expansion_ratio")
 
 
 #: Keys stating the longest sequence a config's model takes, in the order they are read.
 POSITION_KEYS = ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length",
-                 "seq_length")
+                 "seq_length", "max_seq_len")
 
 
 def max_positions(config: dict[str, Any]) -> tuple[str, int] | None:
@@ -131,12 +133,15 @@ DROPOUT_KEYS = {"gpt2": (("resid_pdrop", 0.1), ("attn_pdrop", 0.1)),
                 "opt": (("dropout", 0.1), ("attention_dropout", 0.0)),
                 "bloom": (("hidden_dropout", 0.0), ("attention_dropout", 0.0)),
                 "falcon": (("hidden_dropout", 0.0), ("attention_dropout", 0.0)),
-                "phi3": (("resid_pdrop", 0.0), ("attention_dropout", 0.0))}
+                "phi3": (("resid_pdrop", 0.0), ("attention_dropout", 0.0)),
+                # MptConfig: resid_pdrop; MptAttentionConfig (the attn_config object): attn_pdrop
+                "mpt": (("resid_pdrop", 0.0), ("attn_config.attn_pdrop", 0.0))}
 
 
 def dropout_rates(config: dict[str, Any], origin: str = "config.json") -> tuple[float, float]:
     """(hidden, attention) dropout probabilities a decoder config trains with: its
-    family's keys (:data:`DROPOUT_KEYS`), else 0 and ``attention_dropout``."""
+    family's keys (:data:`DROPOUT_KEYS`; a dotted key reads inside an object), else 0
+    and ``attention_dropout``."""
     mt = config.get("model_type")
     keys = DROPOUT_KEYS.get(mt, (None, ("attention_dropout", 0.0)))
     out = []
@@ -145,7 +150,10 @@ def dropout_rates(config: dict[str, Any], origin: str = "config.json") -> tuple[
             out.append(0.0)
             continue
         key, default = entry
-        value = config.get(key, default)
+        inner = config
+        for part in key.split(".")[:-1]:
+            inner = inner.get(part) if isinstance(inner.get(part), dict) else {}
+        value = inner.get(key.split(".")[-1], default)
         value = default if value is None else value
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
             raise HfConfigError(f"{origin}: {key} = {value!r} must be a probability in [0, 1) "

@@ -404,7 +404,7 @@ RELU_MLP = ("a ReLU MLP (OPT): Megatron-LM's MLP activations are GELU, --squared
 #: The plain (two-matrix) MLP activations Megatron-LM's flags state: its default GELU
 #: and ``--squared-relu`` (Nemotron-4), by :class:`ModelArch` ``activation``.
 MEGATRON_PLAIN_ACTIVATIONS = {"gelu": (), "relu2": ("--squared-relu",)}
-ALIBI = ("ALiBi positions (BLOOM): Megatron-LM's --position-embedding-type takes "
+ALIBI = ("ALiBi positions (BLOOM, MPT): Megatron-LM's --position-embedding-type takes "
          "learned_absolute, rope, yarn, mrope, relative or none")
 PARALLEL_BLOCK = ("attention and MLP in parallel (Falcon, GPT-NeoX): Megatron-Core's GPT "
                   "layer runs the MLP after the attention")

@@ -78,7 +78,8 @@ def test_published_counts_match_the_bundled_sources():
              "mixtral-8x7b-v0.1": ("mixtral", "8x7b"), "qwen2-7b": ("qwen2", "7b"),
              "gpt-neox-20b": ("gpt_neox", "20b"), "gpt2-xl": ("gpt2", "xl"),
              "gemma-7b": ("gemma", "7b"), "gemma-2-9b": ("gemma2", "9b"),
-             "gemma-2-27b": ("gemma2", "27b"), "gemma-3-1b": ("gemma3", "1b")}
+             "gemma-2-27b": ("gemma2", "27b"), "gemma-3-1b": ("gemma3", "1b"),
+             "mpt-7b": ("mpt", "7b")}
     for config, (key, size) in pairs.items():
         fam = next(f for f in families() if f.key == key)
         published = fam.published(size)

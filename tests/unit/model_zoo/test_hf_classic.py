@@ -174,3 +174,40 @@ def test_olmo2_block_and_megatron_refusal():
     assert g.layers[1].params == 4 * 4096 ** 2 + 3 * 4096 * 11008 + 4 * 4096
     assert g.total_params() == 7_298_617_344 and round(g.total_params(), -8) == 7.3e9
     assert "OLMo 2's norms" in megatron_model_problem(g.arch)
+
+
+def test_mpt_7b_by_hand():
+    """MPT-7B (transformers' MptBlock: fused Wqkv, out_proj and a 4 x d_model GELU MLP,
+    none with a bias; two LayerNorms of a weight only; ALiBi, no position table; output
+    tied): 6,649,286,656, the model card's 6.7B."""
+    graph = build_hf_graph(_cfg("mpt-7b"), 2048)
+    per_block = 4096 * 3 * 4096 + 4096 * 4096 + 2 * 4096 * 16384 + 2 * 4096
+    assert graph.layers[1].params == per_block
+    assert graph.total_params() == 32 * per_block + 50432 * 4096 + 4096 == 6_649_286_656
+    a = graph.arch
+    assert (a.alibi, a.tied, a.biases, a.gated, a.learned_positions) == \
+        (True, True, False, False, False)
+
+
+@pytest.mark.parametrize("attn, key", [
+    ({"alibi": False}, "attn_config.alibi"),
+    ({"qk_ln": True}, "attn_config.qk_ln"),
+    ({"attn_type": "grouped_query_attention", "kv_n_heads": 8}, "attn_config.attn_type"),
+])
+def test_mpt_variants_transformers_does_not_build_are_refused(attn, key):
+    """llm-foundry's learned positions, QK LayerNorm and grouped-query attention are not in
+    transformers' MPT: refused with the key, not built as something else."""
+    cfg = _cfg("mpt-7b")
+    cfg["attn_config"] = dict(cfg["attn_config"], **attn)
+    with pytest.raises(HfConfigError, match=key.replace(".", r"\.")):
+        build_hf_graph(cfg, 2048)
+
+
+def test_mpt_dropout_is_read_inside_attn_config():
+    """MptConfig's resid_pdrop (hidden) and its attn_config's attn_pdrop (attention)."""
+    from autopar_opt.model_zoo.hf_config import dropout_rates
+    cfg = _cfg("mpt-7b")
+    assert dropout_rates(cfg) == (0.0, 0.0)
+    cfg.update(resid_pdrop=0.05, attn_config=dict(cfg["attn_config"], attn_pdrop=0.1))
+    assert dropout_rates(cfg) == (0.05, 0.1)
+    assert build_hf_graph(cfg, 2048).arch.dropout == (0.05, 0.1)
