@@ -104,8 +104,38 @@ def load_hf_config(path: str | Path) -> tuple[dict[str, Any], Path]:
     return data, p
 
 
+#: Switches the readers take as booleans: a string such as "no" would read as true, so
+#: anything but true, false or null is refused.
+BOOL_KEYS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "bias", "enable_bias",
+             "no_bias", "do_layer_norm_before", "multi_query", "new_decoder_architecture",
+             "parallel_attn", "use_parallel_residual", "alibi", "use_sliding_window",
+             "use_bidirectional_attention")
+
+
+def _check_kinds(data: dict[str, Any], path: Path) -> None:
+    """Refuse a switch that is not a boolean, an activation name that is not a string and
+    a rotary share outside (0, 1] (Nemotron's ``partial_rotary_factor``)."""
+    for key in BOOL_KEYS:
+        if data.get(key) not in (True, False, None):
+            raise HfConfigError(f"{path}: {key} = {str(data[key])[:40]!r} is not true or false "
+                                "(fix: write true or false, as the model's published config.json "
+                                "does)")
+    act = data.get("hidden_act")
+    if act is not None and not isinstance(act, str):
+        raise HfConfigError(f"{path}: hidden_act = {str(act)[:40]!r} is not an activation name "
+                            "(fix: write its name, e.g. \"silu\" or \"relu2\", as the model's "
+                            "published config.json does)")
+    share = data.get("partial_rotary_factor")
+    if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
+                              or not 0 < share <= 1):
+        raise HfConfigError(f"{path}: partial_rotary_factor = {str(share)[:40]!r} must be a "
+                            "number in (0, 1], the share of each head RoPE rotates (fix: use the "
+                            "model's published config.json, e.g. 0.5)")
+
+
 def _check_sizes(data: dict[str, Any], path: Path) -> None:
     """Refuse sizes that would hang or divide by zero, naming the key and the limit."""
+    _check_kinds(data, path)
     for key, value in data.items():
         if not isinstance(value, int) or isinstance(value, bool):
             if key in POSITIVE_KEYS and value is not None:

@@ -103,3 +103,22 @@ def test_a_plain_mlp_activation_megatron_has_no_flag_for_is_a_target_problem():
     graph = build_hf_graph(dict(_minitron(), hidden_act="silu"), 4096)
     problem = megatron_model_problem(graph.arch)
     assert problem is not None and "'silu'" in problem and "--squared-relu" in problem
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("partial_rotary_factor", 2, "must be a number in (0, 1]"),
+    ("partial_rotary_factor", "half", "must be a number in (0, 1]"),
+    ("hidden_act", 5, "is not an activation name"),
+    ("attention_bias", "no", "is not true or false"),
+    ("tie_word_embeddings", "yes", "is not true or false"),
+])
+def test_a_bad_value_is_refused_with_its_key(tmp_path, key, value, words):
+    """A string switch would read as true ("no" is truthy) and a rotary share above 1 would
+    reach --rotary-percent: the file, key, value, rule and fix, before anything is built."""
+    from autopar_opt.model_zoo.hf_config import HfConfigError, load_hf_config
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(dict(_minitron(), **{key: value})))
+    with pytest.raises(HfConfigError) as err:
+        load_hf_config(path)
+    text = str(err.value)
+    assert str(path) in text and f"{key} = " in text and words in text and "(fix:" in text
