@@ -97,6 +97,13 @@ def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | Non
                             "the text_config object as the config, with \"model_type\": "
                             "\"gemma3_text\")")
     if mt not in _DENSE and mt not in _MOE:
+        text = config.get("text_config")
+        inner = text.get("model_type") if isinstance(text, dict) else None
+        if inner in _DENSE or inner in _MOE:      # LLaVA-style: a known decoder inside
+            raise HfConfigError(f"{origin}: model_type {mt!r} is a multimodal model whose "
+                                f"language model (text_config, model_type {inner!r}) autopar "
+                                "reads; its vision or audio tower is not modelled (fix: train "
+                                "the language model: use the text_config object as the config)")
         raise HfConfigError(f"{origin}: model_type {mt!r} is not supported; supported: "
                             f"{', '.join(SUPPORTED_MODEL_TYPES)} (fix: use one of these "
                             "families, or describe the model as an explicit layer list)")

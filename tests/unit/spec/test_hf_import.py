@@ -189,3 +189,17 @@ def test_cli_model_json_and_errors(tmp_path):
     res = runner.invoke(app, ["model", str(tmp_path)])
     assert res.exit_code == 2 and "not supported" in res.output
     assert "Traceback" not in res.output
+
+
+def test_a_multimodal_config_names_its_readable_language_model():
+    """A LLaVA-style config (an unsupported model_type with a text_config of a supported
+    one) says which part autopar reads and how to give it, instead of only "not
+    supported"."""
+    config = {"model_type": "llava", "text_config": {"model_type": "llama", "hidden_size": 4096},
+              "vision_config": {"model_type": "clip_vision_model"}}
+    with pytest.raises(HfConfigError, match=r"'llava' is a multimodal model.*model_type "
+                                             r"'llama'.*use the text_config object"):
+        build_hf_graph(config, 4096, origin="llava.json")
+    with pytest.raises(HfConfigError, match="'mllama' is not supported"):
+        build_hf_graph({"model_type": "mllama", "text_config": {"model_type": "mllama_text_model"}},
+                       4096, origin="m.json")
