@@ -140,8 +140,8 @@ def describe(a: ModelArch) -> str:
         parts.append("RoPE")
     parts.append("tied embeddings" if a.tied else "untied embeddings")
     parts.append("biases" if a.biases else "QKV biases" if a.qkv_bias else "no biases")
-    if a.dropout is None:
-        parts.append("dropout not stated")
+    if a.dropout is None:           # the zoo's GPT and MoE builders keep the masks
+        parts.append("dropout at the launcher's default rates (its masks priced)")
     elif any(a.dropout):
         parts.append(f"dropout {a.dropout[0]:g} (hidden) / {a.dropout[1]:g} (attention)")
     else:
