@@ -295,7 +295,9 @@ class ClusterDoc(_Doc):
 
 class SpecSummaryDoc(_Doc):
     path: Optional[str] = _f("The spec file.", default=None)
-    model: dict[str, Any] = _f("Model summary (name, num_layers, params, is_chain, source).")
+    model: dict[str, Any] = _f("Model summary (name, num_layers, params, params_active, is_chain, "
+                               "source, attention_windows, architecture: one line of the built "
+                               "architecture, or null without one).")
     cluster: ClusterDoc = _f("Cluster summary.")
     training: dict[str, Any] = _f("Training settings (global_batch_size, seq_len, dtype, ...).")
 
