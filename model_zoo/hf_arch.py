@@ -67,8 +67,9 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
 
 #: Decoder families before the Llama layout, described for the launchers' rules (their
 #: blocks: a plain MLP, LayerNorm, biases; GPT-2's learned positions, OPT's ReLU,
-#: BLOOM's ALiBi, Falcon's and GPT-NeoX's parallel attention/MLP), by ``model_type``.
-CLASSIC = ("opt", "bloom", "falcon", "gpt_neox", "gpt2")
+#: BLOOM's ALiBi, Falcon's and GPT-NeoX's parallel attention/MLP, StarCoder2's grouped
+#: keys and sliding windows), by ``model_type``.
+CLASSIC = ("opt", "bloom", "falcon", "gpt_neox", "gpt2", "starcoder2")
 
 
 def _classic_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
@@ -89,7 +90,11 @@ def _classic_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
         ffn_hidden=ffn, vocab=int(g("vocab_size")),
         max_positions=int(g("max_position_embeddings") or g("n_positions") or 0), gated=False,
         norm="layernorm", tied=bool(g("tie_word_embeddings", mt != "gpt_neox")),
-        biases=mt in ("opt", "bloom", "gpt_neox", "gpt2") or bool(g("bias", False)),
+        biases=mt in ("opt", "bloom", "gpt_neox", "gpt2") or bool(g("bias", False))
+        or (mt == "starcoder2" and bool(g("use_bias", True))),
+        rope_theta=float(g("rope_theta")) if mt == "starcoder2" and g("rope_theta") else None,
+        windows=tuple(layer.attn_window for layer in blocks)
+        if any(layer.attn_window for layer in blocks) else (),
         learned_positions=mt in ("opt", "gpt2"), activation="relu" if mt == "opt" else "gelu",
         alibi=mt == "bloom" or (mt == "falcon" and bool(g("alibi", False))),
         parallel_block=bool(parallel), dropout=dropout_rates(config))

@@ -1,5 +1,5 @@
-"""Readers of the decoders before the Llama layout (LayerNorm, biases, a plain MLP):
-GPT-2, GPT-NeoX, OPT, BLOOM, Falcon and MPT."""
+"""Readers of the decoders with the pre-Llama block (LayerNorm, biases, a plain MLP):
+GPT-2, GPT-NeoX, OPT, BLOOM, Falcon, MPT and StarCoder2."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from dataclasses import replace
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.model_zoo.blocks import AttentionDims, MlpDims, decoder_block
 from autopar_opt.model_zoo.hf_keys import Cfg, HfConfigError
-from autopar_opt.model_zoo.hf_parts import decoder_chain, heads_divide, position_rows
+from autopar_opt.model_zoo.hf_parts import (attention_dims, config_windows, decoder_chain,
+                                            heads_divide, position_rows)
 from autopar_opt.model_zoo.transformer import decoder_lm, embedding, lm_head
 
 
@@ -174,3 +175,18 @@ def read_mpt(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
         head = replace(head, params=head.params - h)
     return LayerGraph.chain(name, [embedding("embed", s, h, v)] + blocks + [head], seq_len=s,
                             source=source, causal=True)
+
+
+def read_starcoder2(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """StarCoder2 (Lozhkov et al. 2024, arXiv 2402.19173, Sec. 6; ``Starcoder2Config``):
+    grouped-query attention with RoPE, a GELU MLP (``c_fc``, ``c_proj``) of
+    ``intermediate_size``, LayerNorm, biases on every linear with ``use_bias`` (default
+    true), output tied (default true), ``sliding_window`` on every layer (default
+    none), dropout from ``residual_dropout`` and ``attention_dropout``."""
+    bias = bool(c("use_bias", True))
+    attn = replace(attention_dims(c, qkv_bias=bias), out_bias=bias)
+    mlp = MlpDims(c("intermediate_size"), gated=False, bias=bias)
+    blocks = [decoder_block(f"block{i:03d}", s, replace(attn, window=w), mlp=mlp,
+                            layer_norm=True, **opts)
+              for i, w in enumerate(config_windows(c))]
+    return decoder_chain(c, name, s, blocks, True, source, layer_norm=True)

@@ -114,6 +114,14 @@ cluster: {zoo: 2x8-h100}
 training: {global_batch_size: 32, seq_len: 1024}
 plan: {tp: 1, pp: 1, zero: 1, micro_batch_size: 2}
 """,
+    # StarCoder2-3B at its 16k context: grouped keys, a 4,096-key window on every layer,
+    # biases, dropout 0.1; tp 2 with sequence parallelism, selective recomputation
+    "starcoder2_3b_16k": """
+model: {hf_config: MODEL_ZOO/hf/starcoder2-3b.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 16, seq_len: 16384}
+plan: {tp: 2, pp: 1, zero: 1, sequence_parallel: true, recompute: selective, micro_batch_size: 1}
+""",
     # Qwen3-30B-A3B, DDP-style data parallelism with experts over the data ranks: DeepSpeed
     "qwen3_30b_ds": """
 model: {hf_config: MODEL_ZOO/hf/qwen3-30b-a3b.json}

@@ -211,3 +211,34 @@ def test_mpt_dropout_is_read_inside_attn_config():
     cfg.update(resid_pdrop=0.05, attn_config=dict(cfg["attn_config"], attn_pdrop=0.1))
     assert dropout_rates(cfg) == (0.05, 0.1)
     assert build_hf_graph(cfg, 2048).arch.dropout == (0.05, 0.1)
+
+
+def test_starcoder2_3b_by_hand():
+    """StarCoder2-3B (Starcoder2Config: biases on Q, K, V, O and the GELU MLP's c_fc and
+    c_proj, two LayerNorms of weight and bias, 2 key-value heads of 128, output tied):
+    3,030,371,328, its 12.1 GB of float32 safetensors; a 4,096-key window on all 30 layers;
+    dropout 0.1 from residual_dropout and attention_dropout."""
+    graph = build_hf_graph(_cfg("starcoder2-3b"), 16384)
+    per_block = (2 * 3072 * 3072 + 2 * 3072 * 256 + (3072 + 256 + 256 + 3072)
+                 + 2 * 3072 * 12288 + 12288 + 3072 + 4 * 3072)
+    assert graph.layers[1].params == per_block
+    assert graph.total_params() == 30 * per_block + 49152 * 3072 + 2 * 3072 == 3_030_371_328
+    assert graph.attention_windows() == [4096] * 30
+    a = graph.arch
+    assert (a.kv_heads, a.biases, a.tied, a.dropout, a.windows) == (2, True, True, (0.1, 0.1),
+                                                                  (4096,) * 30)
+
+
+def test_starcoder2_megatron_flags():
+    """Megatron-LM states StarCoder2 (GELU, LayerNorm and biases are its defaults): grouped
+    keys, the window as --window-size 4095,0 and the RoPE base."""
+    from autopar_opt.export.megatron import model_args
+    from autopar_opt.ir.target import megatron_model_problem
+    a = build_hf_graph(_cfg("starcoder2-3b"), 16384).arch
+    assert megatron_model_problem(a) is None
+    args = model_args(type("View", (), {"arch": a, "seq_len": 16384})())
+    assert args[args.index("--num-query-groups") + 1] == "2"
+    assert args[args.index("--window-size") + 1] == "4095,0"
+    assert args[args.index("--rotary-base") + 1] == "999999"
+    assert "--disable-bias-linear" not in args and "--swiglu" not in args
+    assert args[args.index("--hidden-dropout") + 1] == "0.1"
