@@ -24,7 +24,8 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         return _nemotron_arch(config, graph)
     if mt == "mpt":
         return _mpt_arch(config, graph)
-    if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "mixtral", "qwen2_moe",
+    if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "mixtral",
+                  "qwen2_moe",
                   "qwen3_moe", "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "gemma3_text",
                   "gpt_oss"):
         return None
@@ -55,7 +56,7 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         activation="gelu_tanh" if gemma else "silu", post_norms=gemma and mt != "gemma",
         dropout=dropout_rates(config),
         unpriced=_gemma_unpriced(config) if gemma else _gpt_oss_unpriced(config)
-        if mt == "gpt_oss" else (),
+        if mt == "gpt_oss" else _granite_unpriced(config) if mt == "granite" else (),
         biases=mt == "gpt_oss" and bool(g("attention_bias", True)),
         rope_theta=float(g("rope_theta")) if g("rope_theta") else None,
         num_experts=experts if moe else 0, top_k=int(g("num_experts_per_tok") or 0) if moe else 0,
@@ -145,6 +146,20 @@ def _gemma_unpriced(config: dict[str, Any]) -> tuple[str, ...]:
             out.append(f"{key} {config[key]:g}")
     out.append("the embedding's scaling by sqrt(hidden_size)")
     return tuple(out)
+
+
+#: Granite's scalar multipliers that add work (``GraniteConfig``) and where each acts;
+#: its ``attention_multiplier`` is the attention kernel's softmax scale (no extra work).
+GRANITE_MULTIPLIERS = (("embedding_multiplier", "the embedding output"),
+                       ("residual_multiplier", "each residual branch"),
+                       ("logits_scaling", "the output logits (divided)"))
+
+
+def _granite_unpriced(config: dict[str, Any]) -> tuple[str, ...]:
+    """What a Granite config computes that the cost model does not price: its scalar
+    multipliers, one element-wise multiply each."""
+    return tuple(f"{key} {config[key]:g} on {where}" for key, where in GRANITE_MULTIPLIERS
+                 if isinstance(config.get(key), (int, float)) and config[key] != 1)
 
 
 def _gpt_oss_unpriced(config: dict[str, Any]) -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 """Hugging Face ``config.json`` → :class:`LayerGraph`.
 
 ``build_hf_graph(config, seq_len)`` reads the keys the ``transformers``
-configuration classes define (``LlamaConfig``, ``MistralConfig``, ``Phi3Config``,
+configuration classes define (``LlamaConfig``, ``MistralConfig``, ``Phi3Config``, ``GraniteConfig``,
 ``Olmo2Config``, ``NemotronConfig``, ``MixtralConfig``, ``Qwen2Config``, ``Qwen2MoeConfig``,
 ``Qwen3Config``, ``Qwen3MoeConfig``, ``DeepseekV3Config``, ``GptOssConfig``,
 ``GemmaConfig``, ``Gemma2Config``, ``Gemma3TextConfig``, ``OPTConfig``,
@@ -39,7 +39,8 @@ __all__ = ["HfConfigError", "SUPPORTED_MODEL_TYPES", "build_hf_graph", "dropout_
 d, k, m, e = hf_decoders, hf_classic, hf_moe, hf_encoders
 _DENSE: dict[str, Callable[..., LayerGraph]] = {
     "llama": d.read_llama, "mistral": d.read_llama, "qwen2": d.read_llama, "qwen3": d.read_llama,
-    "phi3": d.read_llama, "olmo2": d.read_olmo2, "nemotron": d.read_nemotron,
+    "phi3": d.read_llama, "granite": d.read_llama, "olmo2": d.read_olmo2,
+    "nemotron": d.read_nemotron,
     "gemma": d.read_gemma, "gemma2": d.read_gemma, "gemma3_text": d.read_gemma,
     "opt": k.read_opt, "bloom": k.read_bloom, "falcon": k.read_falcon, "mpt": k.read_mpt,
     "gpt2": k.read_gpt2, "gpt_neox": k.read_neox, "starcoder2": k.read_starcoder2,

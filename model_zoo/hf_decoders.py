@@ -13,16 +13,19 @@ from autopar_opt.model_zoo.hf_parts import attention_dims, config_windows, decod
 
 def read_llama(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     """Llama, Mistral, Qwen2 (QKV bias), Qwen3 (QK-norm), Phi-3 (fused ``qkv_proj`` and
-    ``gate_up_proj``): GQA + SwiGLU, RMSNorm; Llama's and Qwen3's ``attention_bias``
-    (on Q, K, V and O: ``LlamaAttention``, ``Qwen3Attention``) and Llama's ``mlp_bias``
-    where a config sets them (default false); Mistral's, Qwen's and Phi-3's sliding
-    windows (:func:`_windows`)."""
+    ``gate_up_proj``), Granite (Llama's block with scalar multipliers on the embedding,
+    the attention scores, the residual branches and the logits: ``GraniteConfig``, not
+    priced and said with the model): GQA + SwiGLU, RMSNorm; Llama's, Granite's and
+    Qwen3's ``attention_bias`` (on Q, K, V and O: ``LlamaAttention``, ``Qwen3Attention``)
+    and Llama's and Granite's ``mlp_bias`` where a config sets them (default false);
+    Mistral's, Qwen's and Phi-3's sliding windows (:func:`config_windows`)."""
     mt = c.model_type
-    bias = mt in ("llama", "qwen3") and bool(c("attention_bias", False))
+    bias = mt in ("llama", "qwen3", "granite") and bool(c("attention_bias", False))
     attn = attention_dims(c, qkv_bias=mt == "qwen2" or bias, qk_norm=mt == "qwen3")
     attn = replace(attn, out_bias=bias, model_fuses_qkv=mt == "phi3")
     mlp = MlpDims(c("intermediate_size"), gated=True,
-                  bias=mt == "llama" and bool(c("mlp_bias", False)), model_fuses_gate_up=mt == "phi3")
+                  bias=mt in ("llama", "granite") and bool(c("mlp_bias", False)),
+                  model_fuses_gate_up=mt == "phi3")
     blocks = [decoder_block(f"block{i:03d}", s, replace(attn, window=w), mlp=mlp, **opts)
               for i, w in enumerate(config_windows(c))]
     return decoder_chain(c, name, s, blocks, False, source)

@@ -382,13 +382,15 @@ GEMMA_BLOCK = ("Gemma's block (a GeGLU MLP and norms after the attention and the
 
 
 #: Families whose Megatron settings the Megatron exports do not write (OLMo 2's norm
-#: placement; gpt-oss:
+#: placement; Granite's multipliers; gpt-oss:
 #: Megatron-Core's ``softmax_type='learnable'``, biased experts,
 #: ``activation_func_clamp_value``, YaRN), by Hugging Face ``model_type``.
 MEGATRON_UNWRITTEN = {
     "olmo2": ("OLMo 2's norms after the attention and the MLP (none before them) and its QK-norm "
               "over the whole projections: Megatron-LM's flags cannot state them "
               "(--qk-layernorm normalises each head, the layer norms come first)"),
+    "granite": ("Granite's scalar multipliers (embedding_multiplier, residual_multiplier, "
+                "logits_scaling, attention_multiplier): Megatron-LM's flags cannot state them"),
     "gpt_oss": ("gpt-oss's attention sinks, biased experts and clamped SwiGLU: autopar's "
                 "Megatron exports do not write them (Megatron-Core's softmax_type "
                 "'learnable', activation_func_clamp_value; Megatron-Bridge's GPT-OSS "

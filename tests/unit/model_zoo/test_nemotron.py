@@ -122,3 +122,19 @@ def test_a_bad_value_is_refused_with_its_key(tmp_path, key, value, words):
         load_hf_config(path)
     text = str(err.value)
     assert str(path) in text and f"{key} = " in text and words in text and "(fix:" in text
+
+
+def test_granite_is_llama_with_its_multipliers_said():
+    """Granite 3.1 2B (GraniteConfig: Llama's block, tied output): 2,533,531,648 by hand,
+    its 5.07 GB of bfloat16 safetensors; the embedding, residual and logit multipliers are
+    element-wise work the cost model does not price, said with the model; Megatron-LM's
+    flags cannot state them, so a Megatron target says why."""
+    cfg = json.loads((HF / "granite-3.1-2b-base.json").read_text())
+    graph = build_hf_graph(cfg, 4096)
+    per_block = 2 * 2048 * 2048 + 2 * 2048 * 512 + 3 * 2048 * 8192 + 2 * 2048
+    assert graph.total_params() == 40 * per_block + 49155 * 2048 + 2048 == 2_533_531_648
+    assert graph.arch.unpriced == ("embedding_multiplier 12 on the embedding output",
+                                   "residual_multiplier 0.22 on each residual branch",
+                                   "logits_scaling 8 on the output logits (divided)")
+    assert "multipliers" in megatron_model_problem(graph.arch)
+    assert graph.arch.dropout == (0.0, 0.1)
