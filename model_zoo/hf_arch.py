@@ -24,6 +24,8 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         return _nemotron_arch(config, graph)
     if mt == "mpt":
         return _mpt_arch(config, graph)
+    if mt == "cohere":
+        return _cohere_arch(config, graph)
     if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "mixtral",
                   "qwen2_moe",
                   "qwen3_moe", "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "gemma3_text",
@@ -113,6 +115,25 @@ def _mpt_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
         max_positions=int(g("max_seq_len") or 0), gated=False, norm="layernorm", tied=True,
         biases=bias, activation="gelu", alibi=True, dropout=dropout_rates(config),
         hf_id=str(g("_name_or_path") or ""))
+
+
+def _cohere_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
+    """:func:`hf_arch` of a Cohere config (the keys and defaults the reader took)."""
+    g = config.get
+    h, a = int(g("hidden_size")), int(g("num_attention_heads"))
+    blocks = [layer for layer in graph.layers if layer.kind is LayerKind.transformer_block]
+    scale = g("logit_scale")
+    return ModelArch(
+        family="cohere", num_layers=len(blocks), hidden=h, heads=a,
+        kv_heads=int(g("num_key_value_heads") or a), head_dim=h // a,
+        ffn_hidden=int(g("intermediate_size")), vocab=int(g("vocab_size")),
+        max_positions=int(g("max_position_embeddings") or 0), norm="layernorm",
+        tied=bool(g("tie_word_embeddings", True)), biases=bool(g("attention_bias", False)),
+        qk_norm=bool(g("use_qk_norm", False)), parallel_block=True,
+        rope_theta=float(g("rope_theta")) if g("rope_theta") else None,
+        unpriced=(f"logit_scale {scale:g} on the output logits",)
+        if isinstance(scale, (int, float)) and scale != 1 else (),
+        dropout=dropout_rates(config), hf_id=str(g("_name_or_path") or ""))
 
 
 def _nemotron_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:

@@ -1,5 +1,5 @@
-"""Readers of the decoders with the pre-Llama block (LayerNorm, biases, a plain MLP):
-GPT-2, GPT-NeoX, OPT, BLOOM, Falcon, MPT and StarCoder2."""
+"""Readers of the decoders with LayerNorm blocks (most with biases and a plain MLP):
+GPT-2, GPT-NeoX, OPT, BLOOM, Falcon, MPT, StarCoder2 and Cohere's Command R."""
 
 from __future__ import annotations
 
@@ -190,3 +190,20 @@ def read_starcoder2(c: Cfg, name: str, s: int, opts: dict, source: str) -> Layer
                             layer_norm=True, **opts)
               for i, w in enumerate(config_windows(c))]
     return decoder_chain(c, name, s, blocks, True, source, layer_norm=True)
+
+
+def read_cohere(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """Cohere Command R (``CohereConfig``; ``CohereDecoderLayer``): attention and a SwiGLU
+    MLP in parallel through one shared ``CohereLayerNorm`` of a weight only, RoPE,
+    ``attention_bias`` (default false), output tied (default true); ``use_qk_norm``
+    (Command R+) adds a LayerNorm weight per head and channel on Q and K (``(heads,
+    head_dim)`` and ``(kv_heads, head_dim)``: the full-width count, priced as such).
+    Its ``logit_scale`` is a multiply of the logits, said with the model, not priced."""
+    bias = bool(c("attention_bias", False))
+    qk = bool(c("use_qk_norm", False))
+    attn = replace(attention_dims(c, qkv_bias=bias, qk_norm=qk), out_bias=bias,
+                   qk_norm_full=qk)
+    mlp = MlpDims(c("intermediate_size"), gated=True)
+    blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, parallel=1, **opts)
+              for i in range(c("num_hidden_layers"))]
+    return decoder_chain(c, name, s, blocks, True, source)

@@ -5,7 +5,7 @@ configuration classes define (``LlamaConfig``, ``MistralConfig``, ``Phi3Config``
 ``Olmo2Config``, ``NemotronConfig``, ``MixtralConfig``, ``Qwen2Config``, ``Qwen2MoeConfig``,
 ``Qwen3Config``, ``Qwen3MoeConfig``, ``DeepseekV3Config``, ``GptOssConfig``,
 ``GemmaConfig``, ``Gemma2Config``, ``Gemma3TextConfig``, ``OPTConfig``,
-``BloomConfig``, ``FalconConfig``, ``MptConfig``, ``Starcoder2Config``, ``GPT2Config``, ``GPTNeoXConfig``,
+``BloomConfig``, ``FalconConfig``, ``MptConfig``, ``Starcoder2Config``, ``CohereConfig``, ``GPT2Config``, ``GPTNeoXConfig``,
 ``BertConfig``, ``T5Config``, ``ViTConfig``; key names and defaults from the
 ``transformers`` documentation of each class) and builds the layer graph
 with :mod:`.blocks` (decoders) or the zoo's encoder/vision builders. One module
@@ -44,6 +44,7 @@ _DENSE: dict[str, Callable[..., LayerGraph]] = {
     "gemma": d.read_gemma, "gemma2": d.read_gemma, "gemma3_text": d.read_gemma,
     "opt": k.read_opt, "bloom": k.read_bloom, "falcon": k.read_falcon, "mpt": k.read_mpt,
     "gpt2": k.read_gpt2, "gpt_neox": k.read_neox, "starcoder2": k.read_starcoder2,
+    "cohere": k.read_cohere,
     "bert": e.read_bert, "t5": e.read_t5, "vit": e.read_vit,
 }
 _MOE: dict[str, Callable[..., LayerGraph]] = {

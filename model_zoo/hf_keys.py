@@ -109,7 +109,7 @@ def load_hf_config(path: str | Path) -> tuple[dict[str, Any], Path]:
 BOOL_KEYS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "bias", "enable_bias",
              "no_bias", "do_layer_norm_before", "multi_query", "new_decoder_architecture",
              "parallel_attn", "use_parallel_residual", "alibi", "use_sliding_window",
-             "use_bidirectional_attention", "use_bias")
+             "use_bidirectional_attention", "use_bias", "use_qk_norm")
 
 
 def _check_kinds(data: dict[str, Any], path: Path) -> None:

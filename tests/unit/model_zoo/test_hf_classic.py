@@ -242,3 +242,22 @@ def test_starcoder2_megatron_flags():
     assert args[args.index("--rotary-base") + 1] == "999999"
     assert "--disable-bias-linear" not in args and "--swiglu" not in args
     assert args[args.index("--hidden-dropout") + 1] == "0.1"
+
+
+def test_command_r_by_hand():
+    """Command R (CohereDecoderLayer: attention and a SwiGLU MLP in parallel through one
+    weight-only LayerNorm, no biases, tied output): 34,980,831,232, its model card's 35
+    billion; use_qk_norm adds a weight per head and channel on Q and K; the logit scale is
+    said, not priced; Megatron-Core's layer cannot run the parallel block."""
+    from autopar_opt.ir.target import megatron_model_problem
+    cfg = _cfg("command-r-v01")
+    graph = build_hf_graph(cfg, 8192)
+    per_block = 4 * 8192 * 8192 + 3 * 8192 * 22528 + 8192
+    assert graph.layers[1].params == per_block
+    assert graph.total_params() == 40 * per_block + 256000 * 8192 + 8192 == 34_980_831_232
+    a = graph.arch
+    assert (a.parallel_block, a.gated, a.tied, a.unpriced) == \
+        (True, True, True, ("logit_scale 0.0625 on the output logits",))
+    assert "in parallel" in megatron_model_problem(a)
+    plus = build_hf_graph(dict(cfg, use_qk_norm=True), 8192)
+    assert plus.layers[1].params - per_block == 64 * 128 + 64 * 128

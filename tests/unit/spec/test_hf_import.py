@@ -131,7 +131,7 @@ def test_qwen_moe_mlp_only_layers_are_validated(tmp_path, value, rule):
 
 def test_unknown_model_type_lists_supported():
     with pytest.raises(HfConfigError, match=r"model_type 'jamba' is not supported; "
-                                            r"supported: bert, bloom, deepseek_v2, .*vit"):
+                                            r"supported: bert, bloom, cohere, deepseek_v2, .*vit"):
         build_hf_graph({"model_type": "jamba"}, 128)
 
 
