@@ -1,20 +1,22 @@
 """Hugging Face ``config.json`` → :class:`LayerGraph`.
 
 ``build_hf_graph(config, seq_len)`` reads the keys the ``transformers``
-configuration classes define (``LlamaConfig``, ``MistralConfig``, ``Phi3Config``, ``GraniteConfig``,
-``Olmo2Config``, ``NemotronConfig``, ``MixtralConfig``, ``Qwen2Config``, ``Qwen2MoeConfig``,
-``Qwen3Config``, ``Qwen3MoeConfig``, ``DeepseekV3Config``, ``GptOssConfig``,
-``GemmaConfig``, ``Gemma2Config``, ``Gemma3TextConfig``, ``OPTConfig``,
-``BloomConfig``, ``FalconConfig``, ``MptConfig``, ``Starcoder2Config``, ``CohereConfig``, ``GPT2Config``, ``GPTNeoXConfig``,
-``BertConfig``, ``T5Config``, ``ViTConfig``; key names and defaults from the
-``transformers`` documentation of each class) and builds the layer graph
-with :mod:`.blocks` (decoders) or the zoo's encoder/vision builders. One module
-per concern: reading the file and its keys (:mod:`.hf_keys`, with the dropout
-rates), the pieces every decoder shares (:mod:`.hf_parts`), the readers by
-family (:mod:`.hf_decoders`: the Llama layout; :mod:`.hf_classic`: GPT-2 to
-Falcon; :mod:`.hf_moe`; :mod:`.hf_encoders`), sliding windows per layer
-(:mod:`.hf_windows`) and the launch-time architecture (:mod:`.hf_arch`); this
-module holds the registry of ``model_type`` readers and the build.
+configuration classes define (``LlamaConfig``, ``MistralConfig``, ``Phi3Config``,
+``GraniteConfig``, ``Olmo2Config``, ``NemotronConfig``, ``MixtralConfig``,
+``Qwen2Config``, ``Qwen2MoeConfig``, ``Qwen3Config``, ``Qwen3MoeConfig``,
+``DeepseekV3Config``, ``GptOssConfig``, ``GemmaConfig``, ``Gemma2Config``,
+``Gemma3TextConfig``, ``OPTConfig``, ``BloomConfig``, ``FalconConfig``,
+``MptConfig``, ``Starcoder2Config``, ``CohereConfig``, ``GPT2Config``,
+``GPTNeoXConfig``, ``BertConfig``, ``T5Config``, ``ViTConfig``; key names and
+defaults from the ``transformers`` documentation of each class) and builds the layer
+graph with :mod:`.blocks` (decoders) or the zoo's encoder/vision builders. One
+module per concern: reading the file and its keys (:mod:`.hf_keys`, with the dropout
+rates), the pieces every decoder shares (:mod:`.hf_parts`), the readers by family
+(:mod:`.hf_decoders`: the Llama layout and Nemotron; :mod:`.hf_classic`: the
+LayerNorm blocks from GPT-2 to Command R; :mod:`.hf_moe`; :mod:`.hf_encoders`),
+sliding windows per layer (:mod:`.hf_windows`) and the launch-time architecture
+(:mod:`.hf_arch`); this module holds the registry of ``model_type`` readers and the
+build.
 
 Not modelled: DeepSeek-V3's multi-token-prediction module
 (``num_nextn_predict_layers``; the published 671 B excludes its 14 B:
