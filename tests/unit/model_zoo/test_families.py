@@ -79,8 +79,24 @@ def test_published_counts_match_the_bundled_sources():
              "gpt-neox-20b": ("gpt_neox", "20b"), "gpt2-xl": ("gpt2", "xl"),
              "gemma-7b": ("gemma", "7b"), "gemma-2-9b": ("gemma2", "9b"),
              "gemma-2-27b": ("gemma2", "27b"), "gemma-3-1b": ("gemma3", "1b"),
-             "mpt-7b": ("mpt", "7b")}
+             "mpt-7b": ("mpt", "7b"), "minitron-4b-base": ("nemotron4", "4b"),
+             "starcoder2-3b": ("starcoder2", "3b"), "granite-3.1-2b-base": ("granite", "2b"),
+             "command-r-v01": ("command_r", "35b")}
     for config, (key, size) in pairs.items():
         fam = next(f for f in families() if f.key == key)
         published = fam.published(size)
         assert published.params == pytest.approx(sources[config]["params_total"], rel=0.01)
+
+
+@pytest.mark.parametrize("name, key", [
+    ("Minitron-4B-Base", "nemotron4"),               # pruned Nemotron-4: its architecture
+    ("Llama-3.1-Minitron-4B-Width-Base", "llama3"),  # pruned Llama 3.1: Llama's
+    ("Mistral-NeMo-Minitron-8B-Base", "mistral"),    # pruned Mistral NeMo: Mistral's
+    ("StarCoder2-15B", "starcoder2"), ("granite-3.1-8b-base", "granite"),
+    ("Command R+", "command_r"), ("c4ai-command-r-v01", "command_r"),
+])
+def test_newer_families_are_known_by_name(name, key):
+    """A record or spec naming these models gets their family's block facts; a Minitron
+    takes the architecture of the model it was pruned from."""
+    fam = family_named(name)
+    assert fam is not None and fam.key == key
