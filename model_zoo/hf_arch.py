@@ -103,57 +103,57 @@ def _classic_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
         parallel_block=bool(parallel), dropout=dropout_rates(config))
 
 
+def _llama_like_fields(config: dict[str, Any], graph: LayerGraph) -> dict[str, Any]:
+    """The :class:`ModelArch` fields a decoder config with Llama's keys states the same way
+    for every family read here (``hidden_size``, ``num_attention_heads``,
+    ``num_key_value_heads``, ``head_dim``, ``intermediate_size``, ``rope_theta``, ...)."""
+    g = config.get
+    h, a = int(g("hidden_size")), int(g("num_attention_heads"))
+    blocks = [layer for layer in graph.layers if layer.kind is LayerKind.transformer_block]
+    return dict(num_layers=len(blocks), hidden=h, heads=a,
+                kv_heads=int(g("num_key_value_heads") or a), head_dim=int(g("head_dim") or h // a),
+                ffn_hidden=int(g("intermediate_size")), vocab=int(g("vocab_size")),
+                max_positions=int(g("max_position_embeddings") or 0), norm="layernorm",
+                rope_theta=float(g("rope_theta")) if g("rope_theta") else None,
+                dropout=dropout_rates(config), hf_id=str(g("_name_or_path") or ""))
+
+
 def _mpt_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
     """:func:`hf_arch` of an MPT config (the keys and defaults the reader took)."""
     g = config.get
     h, a = int(g("d_model")), int(g("n_heads"))
     blocks = [layer for layer in graph.layers if layer.kind is LayerKind.transformer_block]
-    bias = not bool(g("no_bias", True))
     return ModelArch(
         family="mpt", num_layers=len(blocks), hidden=h, heads=a, kv_heads=a, head_dim=h // a,
         ffn_hidden=int(g("expansion_ratio") or 4) * h, vocab=int(g("vocab_size")),
         max_positions=int(g("max_seq_len") or 0), gated=False, norm="layernorm", tied=True,
-        biases=bias, activation="gelu", alibi=True, dropout=dropout_rates(config),
-        hf_id=str(g("_name_or_path") or ""))
+        biases=not bool(g("no_bias", True)), activation="gelu", alibi=True,
+        dropout=dropout_rates(config), hf_id=str(g("_name_or_path") or ""))
 
 
 def _cohere_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
     """:func:`hf_arch` of a Cohere config (the keys and defaults the reader took)."""
     g = config.get
-    h, a = int(g("hidden_size")), int(g("num_attention_heads"))
-    blocks = [layer for layer in graph.layers if layer.kind is LayerKind.transformer_block]
     scale = g("logit_scale")
     return ModelArch(
-        family="cohere", num_layers=len(blocks), hidden=h, heads=a,
-        kv_heads=int(g("num_key_value_heads") or a), head_dim=h // a,
-        ffn_hidden=int(g("intermediate_size")), vocab=int(g("vocab_size")),
-        max_positions=int(g("max_position_embeddings") or 0), norm="layernorm",
+        family="cohere", **_llama_like_fields(config, graph),
         tied=bool(g("tie_word_embeddings", True)), biases=bool(g("attention_bias", False)),
         qk_norm=bool(g("use_qk_norm", False)), parallel_block=True,
-        rope_theta=float(g("rope_theta")) if g("rope_theta") else None,
         unpriced=(f"logit_scale {scale:g} on the output logits",)
-        if isinstance(scale, (int, float)) and scale != 1 else (),
-        dropout=dropout_rates(config), hf_id=str(g("_name_or_path") or ""))
+        if isinstance(scale, (int, float)) and scale != 1 else ())
 
 
 def _nemotron_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
     """:func:`hf_arch` of a Nemotron config (the keys and defaults the reader took:
     ``NemotronConfig``): a plain MLP with ``hidden_act``, LayerNorm1P, partial RoPE."""
     g = config.get
-    h, a = int(g("hidden_size")), int(g("num_attention_heads"))
-    blocks = [layer for layer in graph.layers if layer.kind is LayerKind.transformer_block]
     factor = g("partial_rotary_factor")
     return ModelArch(
-        family="nemotron", num_layers=len(blocks), hidden=h, heads=a,
-        kv_heads=int(g("num_key_value_heads") or a), head_dim=int(g("head_dim") or h // a),
-        ffn_hidden=int(g("intermediate_size")), vocab=int(g("vocab_size")),
-        max_positions=int(g("max_position_embeddings") or 0), gated=False, norm="layernorm",
+        family="nemotron", **_llama_like_fields(config, graph), gated=False,
         tied=bool(g("tie_word_embeddings", False)),
         biases=bool(g("attention_bias", False)) or bool(g("mlp_bias", False)),
-        qkv_bias=False, activation=str(g("hidden_act") or "relu2"),
-        rotary_fraction=float(0.5 if factor is None else factor), zero_centered_norm=True,
-        rope_theta=float(g("rope_theta")) if g("rope_theta") else None,
-        dropout=dropout_rates(config), hf_id=str(g("_name_or_path") or ""))
+        activation=str(g("hidden_act") or "relu2"),
+        rotary_fraction=float(0.5 if factor is None else factor), zero_centered_norm=True)
 
 
 def _gemma_unpriced(config: dict[str, Any]) -> tuple[str, ...]:
