@@ -26,6 +26,8 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         return _mpt_arch(config, graph)
     if mt == "cohere":
         return _cohere_arch(config, graph)
+    if mt == "phi":
+        return _phi_arch(config, graph)
     if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "mixtral",
                   "qwen2_moe",
                   "qwen3_moe", "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "gemma3_text",
@@ -141,6 +143,17 @@ def _cohere_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
         qk_norm=bool(g("use_qk_norm", False)), parallel_block=True,
         unpriced=(f"logit_scale {scale:g} on the output logits",)
         if isinstance(scale, (int, float)) and scale != 1 else ())
+
+
+def _phi_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
+    """:func:`hf_arch` of a Phi (1, 1.5, 2) config (the keys and defaults the reader took)."""
+    g = config.get
+    factor = g("partial_rotary_factor")
+    return ModelArch(
+        family="phi", **_llama_like_fields(config, graph), gated=False, activation="gelu",
+        tied=bool(g("tie_word_embeddings", False)), biases=True,
+        qk_norm=bool(g("qk_layernorm", False)), parallel_block=True,
+        rotary_fraction=float(0.5 if factor is None else factor))
 
 
 def _nemotron_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:

@@ -1,5 +1,6 @@
 """Readers of the decoders with LayerNorm blocks (most with biases and a plain MLP):
-GPT-2, GPT-NeoX, OPT, BLOOM, Falcon, MPT, StarCoder2 and Cohere's Command R."""
+GPT-2, GPT-NeoX, OPT, BLOOM, Falcon, MPT, StarCoder2, Phi (1, 1.5, 2) and Cohere's
+Command R."""
 
 from __future__ import annotations
 
@@ -207,3 +208,27 @@ def read_cohere(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGrap
     blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, parallel=1, **opts)
               for i in range(c("num_hidden_layers"))]
     return decoder_chain(c, name, s, blocks, True, source)
+
+
+def read_phi(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """Phi-1, Phi-1.5 and Phi-2 (``PhiConfig``; ``PhiDecoderLayer``): attention and a GELU
+    MLP (``fc1``, ``fc2``) in parallel through one LayerNorm (weight and bias), biases on
+    Q, K, V, ``dense`` and the MLP, RoPE on ``partial_rotary_factor`` of each head
+    (default 0.5), ``qk_layernorm`` (a LayerNorm of ``head_dim`` on Q and K; default
+    false), an untied output layer with a bias (``lm_head``), dropout from ``resid_pdrop``
+    and ``attention_dropout``."""
+    qk = bool(c("qk_layernorm", False))
+    attn = replace(attention_dims(c, qkv_bias=True), out_bias=True)
+    mlp = MlpDims(c("intermediate_size"), gated=False, bias=True)
+    blocks = []
+    for i in range(c("num_hidden_layers")):
+        block = decoder_block(f"block{i:03d}", s, attn, mlp=mlp, layer_norm=True, parallel=1,
+                              **opts)
+        if qk:                        # q_layernorm, k_layernorm: weight and bias of head_dim
+            block = replace(block, params=block.params + 4 * attn.head_dim)
+        blocks.append(block)
+    graph = decoder_chain(c, name, s, blocks, False, source, layer_norm=True)
+    v = c("vocab_size")
+    layers = [replace(layer, params=layer.params + v) if layer.name == "head" else layer
+              for layer in graph.layers]                        # lm_head's bias
+    return LayerGraph.chain(name, layers, seq_len=s, source=source, causal=True)

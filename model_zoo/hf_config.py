@@ -6,7 +6,7 @@ configuration classes define (``LlamaConfig``, ``MistralConfig``, ``Phi3Config``
 ``Qwen2Config``, ``Qwen2MoeConfig``, ``Qwen3Config``, ``Qwen3MoeConfig``,
 ``DeepseekV3Config``, ``GptOssConfig``, ``GemmaConfig``, ``Gemma2Config``,
 ``Gemma3TextConfig``, ``OPTConfig``, ``BloomConfig``, ``FalconConfig``,
-``MptConfig``, ``Starcoder2Config``, ``CohereConfig``, ``GPT2Config``,
+``MptConfig``, ``Starcoder2Config``, ``PhiConfig``, ``CohereConfig``, ``GPT2Config``,
 ``GPTNeoXConfig``, ``BertConfig``, ``T5Config``, ``ViTConfig``; key names and
 defaults from the ``transformers`` documentation of each class) and builds the layer
 graph with :mod:`.blocks` (decoders) or the zoo's encoder/vision builders. One
@@ -46,7 +46,7 @@ _DENSE: dict[str, Callable[..., LayerGraph]] = {
     "gemma": d.read_gemma, "gemma2": d.read_gemma, "gemma3_text": d.read_gemma,
     "opt": k.read_opt, "bloom": k.read_bloom, "falcon": k.read_falcon, "mpt": k.read_mpt,
     "gpt2": k.read_gpt2, "gpt_neox": k.read_neox, "starcoder2": k.read_starcoder2,
-    "cohere": k.read_cohere,
+    "cohere": k.read_cohere, "phi": k.read_phi,
     "bert": e.read_bert, "t5": e.read_t5, "vit": e.read_vit,
 }
 _MOE: dict[str, Callable[..., LayerGraph]] = {

@@ -109,7 +109,7 @@ def load_hf_config(path: str | Path) -> tuple[dict[str, Any], Path]:
 BOOL_KEYS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "bias", "enable_bias",
              "no_bias", "do_layer_norm_before", "multi_query", "new_decoder_architecture",
              "parallel_attn", "use_parallel_residual", "alibi", "use_sliding_window",
-             "use_bidirectional_attention", "use_bias", "use_qk_norm")
+             "use_bidirectional_attention", "use_bias", "use_qk_norm", "qk_layernorm")
 
 
 def _check_kinds(data: dict[str, Any], path: Path) -> None:
@@ -165,6 +165,7 @@ DROPOUT_KEYS = {"gpt2": (("resid_pdrop", 0.1), ("attn_pdrop", 0.1)),
                 "falcon": (("hidden_dropout", 0.0), ("attention_dropout", 0.0)),
                 "phi3": (("resid_pdrop", 0.0), ("attention_dropout", 0.0)),
                 "starcoder2": (("residual_dropout", 0.0), ("attention_dropout", 0.0)),
+                "phi": (("resid_pdrop", 0.0), ("attention_dropout", 0.0)),
                 # MptConfig: resid_pdrop; MptAttentionConfig (the attn_config object): attn_pdrop
                 "mpt": (("resid_pdrop", 0.0), ("attn_config.attn_pdrop", 0.0))}
 

@@ -408,7 +408,7 @@ RELU_MLP = ("a ReLU MLP (OPT): Megatron-LM's MLP activations are GELU, --squared
 MEGATRON_PLAIN_ACTIVATIONS = {"gelu": (), "relu2": ("--squared-relu",)}
 ALIBI = ("ALiBi positions (BLOOM, MPT): Megatron-LM's --position-embedding-type takes "
          "learned_absolute, rope, yarn, mrope, relative or none")
-PARALLEL_BLOCK = ("attention and MLP in parallel (Falcon, GPT-NeoX, Command R): Megatron-Core's GPT "
+PARALLEL_BLOCK = ("attention and MLP in parallel (Falcon, GPT-NeoX, Phi-2, Command R): Megatron-Core's GPT "
                   "layer runs the MLP after the attention")
 
 

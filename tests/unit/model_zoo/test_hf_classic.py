@@ -261,3 +261,20 @@ def test_command_r_by_hand():
     assert "in parallel" in megatron_model_problem(a)
     plus = build_hf_graph(dict(cfg, use_qk_norm=True), 8192)
     assert plus.layers[1].params - per_block == 64 * 128 + 64 * 128
+
+
+def test_phi_2_by_hand():
+    """Phi-2 (PhiDecoderLayer: attention and a GELU MLP in parallel through one LayerNorm,
+    biases everywhere, an untied lm_head with a bias): 2,779,683,840, its 5.56 GB of
+    float16 safetensors; RoPE on 40% of each head; qk_layernorm adds a LayerNorm of the
+    head width (weight and bias) on Q and K."""
+    cfg = _cfg("phi-2")
+    graph = build_hf_graph(cfg, 2048)
+    per_block = 4 * 2560 * 2560 + 4 * 2560 + 2 * 2560 * 10240 + 10240 + 2560 + 2 * 2560
+    assert graph.layers[1].params == per_block
+    head = 51200 * 2560 + 51200 + 2 * 2560
+    assert graph.total_params() == 32 * per_block + 51200 * 2560 + head == 2_779_683_840
+    a = graph.arch
+    assert (a.parallel_block, a.rotary_fraction, a.tied, a.dropout) == (True, 0.4, False, (0.1, 0.0))
+    qk = build_hf_graph(dict(cfg, qk_layernorm=True), 2048)
+    assert qk.layers[1].params - per_block == 4 * 80
