@@ -56,7 +56,7 @@ def test_active_params_match_published(name):
 
 def test_bundled_configs_cover_every_family():
     types = {json.loads(p.read_text())["model_type"] for p in HF.glob("*.json")}
-    assert set(SUPPORTED_MODEL_TYPES) - types == {"deepseek_v2"}   # V2 shares V3's reader
+    assert set(SUPPORTED_MODEL_TYPES) == types          # one published config per family
     assert set(SOURCES) == {p.stem for p in HF.glob("*.json")}
 
 
@@ -203,3 +203,16 @@ def test_a_multimodal_config_names_its_readable_language_model():
     with pytest.raises(HfConfigError, match="'mllama' is not supported"):
         build_hf_graph({"model_type": "mllama", "text_config": {"model_type": "mllama_text_model"}},
                        4096, origin="m.json")
+
+
+def test_deepseek_v2_lite_mla_without_query_compression():
+    """DeepSeek-V2-Lite (q_lora_rank null): Q straight from the hidden state (2048 x 16 x
+    (128 + 64)), KV down-projection with the shared RoPE key (2048 x (512 + 64)), its
+    norm, the KV up-projection (512 x 16 x (128 + 128)), the output (16 x 128 x 2048); the
+    first layer dense (SwiGLU 10944), the other 26 DeepSeekMoE."""
+    config, _ = load_hf_config(HF / "deepseek-v2-lite.json")
+    graph = build_hf_graph(config, 4096)
+    attn = 2048 * 16 * 192 + 2048 * 576 + 512 + 512 * 16 * 256 + 16 * 128 * 2048
+    assert graph.layers[1].params == attn + 3 * 2048 * 10944 + 2 * 2048
+    assert [layer.is_moe for layer in graph.layers[1:-1]] == [False] + [True] * 26
+    assert graph.arch.mla == (0, 512, 128, 64, 128)
