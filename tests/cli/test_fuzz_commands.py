@@ -2,7 +2,7 @@
 
 The strategies of :mod:`support.fuzz_inputs` mutate shipped Piper and PaSE files,
 placement graphs and specs, expert splits, run files, capacity sweeps, plan.json
-documents, Hugging Face configs, fleet specs (cluster groups and links),
+documents, Hugging Face configs (every bundled one, so each reader's keys), fleet specs (cluster groups and links),
 operator-sharding specs, torch.fx graphs (a spec's ``graph: {torch: model.py:Net}``
 beside its module file) and the capacity.json / placement.json documents ``report``
 reads; each case runs its command in-process. The

@@ -93,7 +93,9 @@ BASES = {
     "runs": _load(paths.DATA / "published_runs.yaml")[:2],
     "sweep": _load(paths.DATA / "capacity" / "tiny.yaml"),
     "plan": _load(paths.DATA / "report" / "plan_feasible.json"),
-    "hf": _load(paths.REPO / "model_zoo" / "hf" / "llama-3.1-8b.json"),
+    # every bundled Hugging Face config: each reader's keys get mutated (MPT's nested
+    # attn_config, Nemotron's rotary share, Command R's switches, ...)
+    "hf": [_load(p) for p in sorted((paths.REPO / "model_zoo" / "hf").glob("*.json"))],
     "capacity": _load(paths.DATA / "report" / "capacity_tiny.json"),      # capacity tiny.yaml
     "placement.json": _load(paths.DATA / "report" / "placement_bert24.json"),  # place bert24
 }
@@ -228,7 +230,7 @@ def plan_case(draw) -> FuzzCase:
 
 @st.composite
 def hf_case(draw) -> FuzzCase:
-    config = draw(mutated(BASES["hf"], 2))
+    config = draw(mutated(draw(st.sampled_from(BASES["hf"])), 2))
     text = draw(text_damage(_json(config)))
     return FuzzCase("hf", {"config.json": text.encode("utf-8", "surrogatepass")},
                     ["model", "{dir}/config.json"])
