@@ -82,12 +82,14 @@ def _fail(message: str) -> None:
 @guarded
 def zoo_list(json_output: bool = typer.Option(False, "--json", help="Print JSON: models, "
                                               "clusters and catalog devices.")) -> int:
-    """List the zoo's models and clusters (and, with --json, the device catalog)."""
+    """List the zoo's models, bundled Hugging Face configs and clusters (and, with --json,
+    the device catalog)."""
     import dataclasses
 
     from rich.table import Table
 
     from autopar_opt.model_zoo import registry
+    from autopar_opt.model_zoo.hf_bundled import bundled_summary
     from autopar_opt.cli.solve import console as make_console
 
     if json_output:
@@ -95,6 +97,7 @@ def zoo_list(json_output: bool = typer.Option(False, "--json", help="Print JSON:
 
         typer.echo(json.dumps({
             "models": [dataclasses.asdict(m) for m in registry.list_models()],
+            "hf_configs": bundled_summary(),
             "clusters": [dataclasses.asdict(c) for c in registry.list_clusters()],
             "devices": [{"name": name, "hbm_gib": dev.hbm_gib, "hbm_gb_per_s": dev.hbm_gb_per_s,
                          "peak_tflops": dict(dev.peak_tflops), "source": dev.source}
@@ -107,12 +110,21 @@ def zoo_list(json_output: bool = typer.Option(False, "--json", help="Print JSON:
         models.add_column(col, overflow="fold")
     for info in registry.list_models():
         models.add_row(info.name, info.description, info.source)
+    configs = Table(title="Hugging Face configs (model: {hf_config: NAME}, autopar model NAME)")
+    for col in ("name", "model_type", "published parameters", "config"):
+        configs.add_column(col, overflow="fold")
+    for row in bundled_summary():
+        total, active = row["params_total"], row["params_active"]
+        size = (f"{float(total) / 1e9:.2f} B" if total else "-") + \
+            (f" ({float(active) / 1e9:.2f} B active)" if active else "")
+        configs.add_row(row["name"], str(row["model_type"]), size, str(row["config"] or ""))
     clusters = Table(title="Clusters")
     for col in ("name", "nodes", "gpus/node", "device", "description"):
         clusters.add_column(col, overflow="fold")
     for c in registry.list_clusters():
         clusters.add_row(c.name, str(c.nodes), str(c.gpus_per_node), c.device, c.description)
     console.print(models)
+    console.print(configs)
     console.print(clusters)
     return 0
 

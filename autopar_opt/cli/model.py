@@ -20,17 +20,25 @@ DEFAULT_SEQ_LEN = 4096
 
 
 def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
-    """The graph of a spec file, or of a Hugging Face config (file or directory).
+    """The graph of a spec file, or of a Hugging Face config (file or directory, or
+    the name of a bundled one: :mod:`autopar_opt.model_zoo.hf_bundled`).
 
     Returns the graph and a note on where its sequence length came from.
     Raises :class:`~autopar_opt.spec.SpecError` for a bad spec and
     :class:`~autopar_opt.model_zoo.hf_config.HfConfigError` for a bad config.
     """
-    from autopar_opt.model_zoo.hf_config import build_hf_graph, load_hf_config, max_positions
+    from autopar_opt.model_zoo.hf_config import (HfConfigError, build_hf_graph, load_hf_config,
+                                                 max_positions)
 
-    p = Path(path)
+    from autopar_opt.model_zoo.hf_bundled import is_bare_name, missing, resolve
+
+    if is_bare_name(path) and missing(path, Path(path)) is not None:
+        raise HfConfigError(missing(path, Path(path)))       # neither a file nor a bundled name
+    p, bundled = resolve(path, Path(path))          # a bare name: a bundled config
     if p.is_dir() or (p.suffix == ".json" and _is_hf_config(p)):
         config, origin = load_hf_config(p)
+        if bundled:
+            origin = Path(f"bundled hf/{path}.json")
         if config.get("model_type") == "vit":     # tokens come from the image, not a length
             graph = build_hf_graph(config, None, origin=str(origin))
             return graph, f"seq_len {graph.seq_len} (patches of the image, and the class token)"

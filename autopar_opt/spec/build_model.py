@@ -79,14 +79,26 @@ def _zoo_graph(section: ZooModelSpec, seq_len: int | None, out: ProblemList) -> 
 
 def _hf_graph(section: HfModelSpec, seq_len: int | None, base: Path,
               out: ProblemList) -> LayerGraph | None:
-    """Build from a Hugging Face config; a relative path is relative to ``base``."""
+    """Build from a Hugging Face config; a relative path is relative to ``base``; a
+    bare name with no such file there is a bundled config
+    (:mod:`autopar_opt.model_zoo.hf_bundled`)."""
     from autopar_opt.model_zoo.hf_config import HfConfigError, build_hf_graph, load_hf_config
+
+    from autopar_opt.model_zoo.hf_bundled import missing, resolve
 
     path = Path(section.hf_config)
     if not path.is_absolute():
         path = base / path
+    gone = missing(section.hf_config, path)
+    if gone is not None:
+        rule, fix = _split_fix(gone)
+        out.add("model.hf_config", section.hf_config, rule, fix)
+        return None
+    path, bundled = resolve(section.hf_config, path)     # a bare name: a bundled config
     try:
         config, origin = load_hf_config(path)
+        if bundled:
+            origin = Path(f"bundled hf/{section.hf_config}.json")
         return build_hf_graph(config, seq_len, name=section.name, origin=str(origin),
                               flash_attention=section.flash_attention,
                               capacity_factor=section.capacity_factor,

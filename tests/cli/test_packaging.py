@@ -40,6 +40,11 @@ def test_wheel_installs_and_runs_outside_the_repo(tmp_path):
     zoo = subprocess.run([str(cli), "zoo", "list"], cwd=workdir, env=env, capture_output=True, text=True)
     assert zoo.returncode == 0, zoo.stderr
     assert "debug" in zoo.stdout
+    # a bundled Hugging Face config by name, read from the installed package's data
+    model = subprocess.run([str(cli), "model", "mpt-7b", "--json"], cwd=workdir, env=env,
+                           capture_output=True, text=True)
+    assert model.returncode == 0, model.stderr
+    assert json.loads(model.stdout)["params_total"] == 6_649_286_656
     out = workdir / "out"
     solve = subprocess.run([str(cli), "solve", str(ROOT / "examples" / "quickstart.yaml"),
                             "--solver", "highs", "--out", str(out), "--json", "--quiet"],

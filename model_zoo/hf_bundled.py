@@ -1,0 +1,105 @@
+"""The Hugging Face configs shipped with autopar-opt (``model_zoo/hf/NAME.json``), by name.
+
+A spec's ``model: {hf_config: NAME}`` and ``autopar model NAME`` take a bundled config by
+its name when no file or directory of that name exists where the path points (a path
+always wins, so a local ``config.json`` is never shadowed); the build's source then
+says "bundled". Each config's published parameter count and where its values come
+from are in ``hf/SOURCES.yaml`` (checked by ``tests/unit/spec/test_hf_import.py``);
+``autopar zoo list`` shows them.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+_PACKAGE = "autopar_opt.model_zoo"
+
+
+@lru_cache(maxsize=1)
+def bundled_names() -> tuple[str, ...]:
+    """The names (file stems) of the bundled configs, sorted."""
+    root = resources.files(_PACKAGE).joinpath("hf")
+    return tuple(sorted(e.name[: -len(".json")] for e in root.iterdir()
+                        if e.name.endswith(".json")))
+
+
+def bundled_path(name: str) -> Path | None:
+    """The file of the bundled config ``name`` (None: no such bundled config, or
+    ``name`` is a path rather than a bare name)."""
+    if not isinstance(name, str) or name not in bundled_names():
+        return None
+    return Path(str(resources.files(_PACKAGE).joinpath("hf", f"{name}.json")))
+
+
+def resolve(text: str, path: Path) -> tuple[Path, bool]:
+    """(the file to read, whether it is a bundled config) for a config named by
+    ``text`` and resolved to ``path``: ``path`` itself where it exists, else the
+    bundled config of that name, else ``path`` (whose reading then reports it missing)."""
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):
+        exists = False
+    if exists:
+        return path, False
+    found = bundled_path(text)
+    return (found, True) if found is not None else (path, False)
+
+
+def missing(text: str, path: Path) -> str | None:
+    """The message for a config named ``text`` that is neither a file or directory at
+    ``path`` nor a bundled config (None: one of them exists)."""
+    try:
+        if path.exists():
+            return None
+    except (OSError, ValueError):
+        pass
+    if bundled_path(text) is not None:
+        return None
+    names = ", ".join(bundled_names())
+    if is_bare_name(text):
+        return (f"{str(path)[:200]}: no such file or directory, and {str(text)[:80]!r} is not "
+                "the name of a bundled config (fix: give a config.json, a directory holding "
+                f"one, or a bundled config's name: {names}; autopar zoo list)")
+    return (f"{str(path)[:200]}: no such file or directory (fix: give a config.json or a "
+            f"directory holding one, or a bundled config's name: {names}; autopar zoo list)")
+
+
+#: File suffixes that make a name a path (a config or a spec), not a bundled config's name.
+FILE_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
+
+
+def is_bare_name(text: str) -> bool:
+    """Whether ``text`` names a config rather than a path: no directory part and no
+    file suffix (``granite-3.1-2b-base`` is a name)."""
+    return isinstance(text, str) and bool(text) and Path(text).name == text \
+        and "\\" not in text and not text.lower().endswith(FILE_SUFFIXES)
+
+
+@lru_cache(maxsize=1)
+def bundled_sources() -> dict[str, Any]:
+    """``hf/SOURCES.yaml``: each bundled config's source and published counts."""
+    import yaml
+
+    text = resources.files(_PACKAGE).joinpath("hf", "SOURCES.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text) or {}
+
+
+def bundled_summary() -> list[dict[str, Any]]:
+    """One row per bundled config: name, model_type, published total (and active)
+    parameters, the config's source URL (``autopar zoo list``)."""
+    import json
+
+    sources = bundled_sources()
+    rows = []
+    for name in bundled_names():
+        config = json.loads(resources.files(_PACKAGE).joinpath("hf", f"{name}.json")
+                            .read_text(encoding="utf-8"))
+        entry = sources.get(name, {})
+        rows.append({"name": name, "model_type": config.get("model_type"),
+                     "params_total": entry.get("params_total"),
+                     "params_active": entry.get("params_active"),
+                     "config": entry.get("config"), "published": entry.get("published")})
+    return rows

@@ -1,0 +1,68 @@
+"""Bundled Hugging Face configs by name (``model_zoo.hf_bundled``): a spec's
+``hf_config: NAME`` and ``autopar model NAME`` take the shipped config where no file of
+that name exists, say so in the model's source, and never shadow a local file; a name
+that is neither gets the list of bundled names; ``autopar zoo list`` shows them."""
+
+from __future__ import annotations
+
+import json
+
+from autopar_opt.model_zoo.hf_bundled import bundled_names, is_bare_name
+from autopar_opt.spec import load_spec
+from autopar_opt.core.errors import SpecError
+from support.cli import run_cli
+from support.paths import REPO
+
+import pytest
+
+HF = REPO / "model_zoo" / "hf"
+
+
+def _spec(tmp_path, hf: str):
+    path = tmp_path / "s.yaml"
+    path.write_text(f"model: {{hf_config: '{hf}'}}\ncluster: {{zoo: 2x8-h100}}\n"
+                    "training: {global_batch_size: 32, seq_len: 2048}\n"
+                    "plan: {tp: 2, pp: 1, zero: 1, micro_batch_size: 1}\n")
+    return path
+
+
+def test_every_shipped_config_is_listed_by_name():
+    assert set(bundled_names()) == {p.stem for p in HF.glob("*.json")}
+    assert all(is_bare_name(n) for n in bundled_names())      # granite-3.1-2b-base too
+    assert not is_bare_name("mpt-7b.json") and not is_bare_name("dir/mpt-7b")
+
+
+def test_a_spec_takes_a_bundled_config_by_name_and_says_so(tmp_path):
+    spec = load_spec(_spec(tmp_path, "mpt-7b"))
+    assert spec.graph.total_params() == 6_649_286_656
+    assert "bundled hf/mpt-7b.json" in spec.graph.source
+
+
+def test_a_local_file_of_that_name_wins(tmp_path):
+    """A directory named like a bundled config, holding its own config.json, is read."""
+    local = json.loads((HF / "mpt-7b.json").read_text())
+    local["n_layers"] = 2
+    (tmp_path / "mpt-7b").mkdir()
+    (tmp_path / "mpt-7b" / "config.json").write_text(json.dumps(local))
+    spec = load_spec(_spec(tmp_path, "mpt-7b"))
+    assert spec.graph.arch.num_layers == 2 and "bundled" not in spec.graph.source
+
+
+def test_a_name_that_is_neither_lists_the_bundled_ones(tmp_path):
+    with pytest.raises(SpecError) as err:
+        load_spec(_spec(tmp_path, "mpt-8b"))
+    problem = err.value.problems[0]
+    assert problem.key == "model.hf_config" and "not the name of a bundled config" in problem.rule
+    assert "mpt-7b" in problem.fix and "autopar zoo list" in problem.fix
+    code, text = run_cli("model", "mpt-8b")
+    assert code == 2 and "mpt-7b" in text
+
+
+def test_the_cli_takes_a_name_and_zoo_list_shows_the_configs():
+    code, text = run_cli("model", "granite-3.1-2b-base")
+    assert code == 0 and "bundled hf/granite-3.1-2b-base.json" in text
+    code, text = run_cli("zoo", "list", "--json")
+    assert code == 0
+    rows = {r["name"]: r for r in json.loads(text)["hf_configs"]}
+    assert set(rows) == set(bundled_names())
+    assert rows["phi-2"]["model_type"] == "phi" and rows["phi-2"]["params_total"] == 2.78e9
