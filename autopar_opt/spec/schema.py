@@ -124,7 +124,8 @@ class HfModelSpec(Section):
     """A model built from a Hugging Face ``config.json`` (`autopar model` shows what was built)."""
 
     hf_config: str = documented_field("Path to a config.json, or a directory holding one (relative to this "
-                        "file).", "configs/mixtral-8x7b/config.json")
+                        "file), or the name of a bundled config where no such file exists "
+                        "(autopar zoo list).", "configs/mixtral-8x7b/config.json")
     name: Optional[str] = documented_field("Model name; default: the config's _name_or_path or model_type.",
                              "mixtral-8x7b", default=None)
     flash_attention: bool = documented_field("Attention kernels keep no score matrix (FlashAttention).", True,
