@@ -11,6 +11,25 @@ from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.model_zoo.hf_decoders import GEMMA_HEAD_DIM
 from autopar_opt.model_zoo.hf_keys import dropout_rates
 
+#: The Llama-layout families (gated MLP, RMSNorm, RoPE; dense or MoE) :func:`hf_arch`
+#: reads in its main path, by ``model_type``.
+LLAMA_LAYOUT = ("llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "mixtral",
+                "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gemma", "gemma2",
+                "gemma3_text", "gpt_oss")
+
+
+def _blocks(graph: LayerGraph) -> list:
+    """The graph's transformer layers, dense and MoE, in order."""
+    return [layer for layer in graph.layers
+            if layer.kind in (LayerKind.transformer_block, LayerKind.moe_block)]
+
+
+def _windows(blocks: list) -> tuple[int, ...]:
+    """Each block's sliding window (``ModelArch.windows``); empty where none has one."""
+    return tuple(layer.attn_window for layer in blocks) \
+        if any(layer.attn_window for layer in blocks) else ()
+
+
 def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     """The launch-time architecture of a decoder-only HF config (None for the
     encoder, encoder-decoder and vision families, which the launchers' exports do
@@ -28,16 +47,12 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         return _cohere_arch(config, graph)
     if mt == "phi":
         return _phi_arch(config, graph)
-    if mt not in ("llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "mixtral",
-                  "qwen2_moe",
-                  "qwen3_moe", "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "gemma3_text",
-                  "gpt_oss"):
+    if mt not in LLAMA_LAYOUT:
         return None
     gemma = mt in ("gemma", "gemma2", "gemma3_text")
     g = config.get
     h, a = int(g("hidden_size")), int(g("num_attention_heads"))
-    blocks = [layer for layer in graph.layers if layer.kind in (LayerKind.transformer_block,
-                                                                LayerKind.moe_block)]
+    blocks = _blocks(graph)
     moe = tuple(i for i, layer in enumerate(blocks) if layer.is_moe)
     experts = int(g("num_local_experts") or g("num_experts") or g("n_routed_experts") or 0)
     expert_ffn = int(g("moe_intermediate_size")
@@ -65,9 +80,7 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         rope_theta=float(g("rope_theta")) if g("rope_theta") else None,
         num_experts=experts if moe else 0, top_k=int(g("num_experts_per_tok") or 0) if moe else 0,
         moe_ffn_hidden=expert_ffn if moe else 0, shared_ffn=shared if moe else 0,
-        moe_layers=moe, mla=mla, hf_id=str(g("_name_or_path") or ""),
-        windows=tuple(layer.attn_window for layer in blocks)
-        if any(layer.attn_window for layer in blocks) else ())
+        moe_layers=moe, mla=mla, hf_id=str(g("_name_or_path") or ""), windows=_windows(blocks))
 
 
 #: Decoder families before the Llama layout, described for the launchers' rules (their
@@ -82,7 +95,7 @@ def _classic_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
     config (the same keys the reader took)."""
     g = config.get
     mt = config["model_type"]
-    blocks = [layer for layer in graph.layers if layer.kind is LayerKind.transformer_block]
+    blocks = _blocks(graph)
     h = int(g("hidden_size") or g("n_embed") or g("n_embd"))
     a = int(g("num_attention_heads") or g("n_head"))
     kv = max(1, round(blocks[0].max_tp)) if blocks else a
@@ -98,8 +111,7 @@ def _classic_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
         biases=mt in ("opt", "bloom", "gpt_neox", "gpt2") or bool(g("bias", False))
         or (mt == "starcoder2" and bool(g("use_bias", True))),
         rope_theta=float(g("rope_theta")) if mt == "starcoder2" and g("rope_theta") else None,
-        windows=tuple(layer.attn_window for layer in blocks)
-        if any(layer.attn_window for layer in blocks) else (),
+        windows=_windows(blocks),
         learned_positions=mt in ("opt", "gpt2"), activation="relu" if mt == "opt" else "gelu",
         alibi=mt == "bloom" or (mt == "falcon" and bool(g("alibi", False))),
         parallel_block=bool(parallel), dropout=dropout_rates(config))
@@ -111,7 +123,7 @@ def _llama_like_fields(config: dict[str, Any], graph: LayerGraph) -> dict[str, A
     ``num_key_value_heads``, ``head_dim``, ``intermediate_size``, ``rope_theta``, ...)."""
     g = config.get
     h, a = int(g("hidden_size")), int(g("num_attention_heads"))
-    blocks = [layer for layer in graph.layers if layer.kind is LayerKind.transformer_block]
+    blocks = _blocks(graph)
     return dict(num_layers=len(blocks), hidden=h, heads=a,
                 kv_heads=int(g("num_key_value_heads") or a), head_dim=int(g("head_dim") or h // a),
                 ffn_hidden=int(g("intermediate_size")), vocab=int(g("vocab_size")),
@@ -124,7 +136,7 @@ def _mpt_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
     """:func:`hf_arch` of an MPT config (the keys and defaults the reader took)."""
     g = config.get
     h, a = int(g("d_model")), int(g("n_heads"))
-    blocks = [layer for layer in graph.layers if layer.kind is LayerKind.transformer_block]
+    blocks = _blocks(graph)
     return ModelArch(
         family="mpt", num_layers=len(blocks), hidden=h, heads=a, kv_heads=a, head_dim=h // a,
         ffn_hidden=int(g("expansion_ratio") or 4) * h, vocab=int(g("vocab_size")),

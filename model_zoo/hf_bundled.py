@@ -34,37 +34,28 @@ def bundled_path(name: str) -> Path | None:
     return Path(str(resources.files(_PACKAGE).joinpath("hf", f"{name}.json")))
 
 
-def resolve(text: str, path: Path) -> tuple[Path, bool]:
-    """(the file to read, whether it is a bundled config) for a config named by
-    ``text`` and resolved to ``path``: ``path`` itself where it exists, else the
-    bundled config of that name, else ``path`` (whose reading then reports it missing)."""
-    try:
-        exists = path.exists()
-    except (OSError, ValueError):
-        exists = False
-    if exists:
-        return path, False
-    found = bundled_path(text)
-    return (found, True) if found is not None else (path, False)
-
-
-def missing(text: str, path: Path) -> str | None:
-    """The message for a config named ``text`` that is neither a file or directory at
-    ``path`` nor a bundled config (None: one of them exists)."""
+def resolve(text: str, path: Path) -> tuple[Path, str | None, str | None]:
+    """(the file to read, its label when it is a bundled config, the problem when there
+    is nothing to read) for a config named by ``text`` and resolved to ``path``: ``path``
+    itself where it exists, else the bundled config of that name (label ``bundled
+    hf/NAME.json``), else ``path`` and the message naming the bundled names."""
     try:
         if path.exists():
-            return None
+            return path, None, None
     except (OSError, ValueError):
         pass
-    if bundled_path(text) is not None:
-        return None
+    found = bundled_path(text)
+    if found is not None:
+        return found, f"bundled hf/{text}.json", None
     names = ", ".join(bundled_names())
     if is_bare_name(text):
-        return (f"{str(path)[:200]}: no such file or directory, and {str(text)[:80]!r} is not "
-                "the name of a bundled config (fix: give a config.json, a directory holding "
-                f"one, or a bundled config's name: {names}; autopar zoo list)")
-    return (f"{str(path)[:200]}: no such file or directory (fix: give a config.json or a "
-            f"directory holding one, or a bundled config's name: {names}; autopar zoo list)")
+        return path, None, (
+            f"{str(path)[:200]}: no such file or directory, and {str(text)[:80]!r} is not "
+            "the name of a bundled config (fix: give a config.json, a directory holding "
+            f"one, or a bundled config's name: {names}; autopar zoo list)")
+    return path, None, (
+        f"{str(path)[:200]}: no such file or directory (fix: give a config.json or a "
+        f"directory holding one, or a bundled config's name: {names}; autopar zoo list)")
 
 
 #: File suffixes that make a name a path (a config or a spec), not a bundled config's name.

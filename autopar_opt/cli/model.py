@@ -30,15 +30,14 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
     from autopar_opt.model_zoo.hf_config import (HfConfigError, build_hf_graph, load_hf_config,
                                                  max_positions)
 
-    from autopar_opt.model_zoo.hf_bundled import is_bare_name, missing, resolve
+    from autopar_opt.model_zoo.hf_bundled import is_bare_name, resolve
 
-    if is_bare_name(path) and missing(path, Path(path)) is not None:
-        raise HfConfigError(missing(path, Path(path)))       # neither a file nor a bundled name
-    p, bundled = resolve(path, Path(path))          # a bare name: a bundled config
+    p, label, problem = resolve(path, Path(path))      # a bare name: a bundled config
+    if problem is not None and is_bare_name(path):     # a missing path: the spec reader says so
+        raise HfConfigError(problem)
     if p.is_dir() or (p.suffix == ".json" and _is_hf_config(p)):
         config, origin = load_hf_config(p)
-        if bundled:
-            origin = Path(f"bundled hf/{path}.json")
+        origin = label or origin
         if config.get("model_type") == "vit":     # tokens come from the image, not a length
             graph = build_hf_graph(config, None, origin=str(origin))
             return graph, f"seq_len {graph.seq_len} (patches of the image, and the class token)"

@@ -84,21 +84,19 @@ def _hf_graph(section: HfModelSpec, seq_len: int | None, base: Path,
     (:mod:`autopar_opt.model_zoo.hf_bundled`)."""
     from autopar_opt.model_zoo.hf_config import HfConfigError, build_hf_graph, load_hf_config
 
-    from autopar_opt.model_zoo.hf_bundled import missing, resolve
+    from autopar_opt.model_zoo.hf_bundled import resolve
 
     path = Path(section.hf_config)
     if not path.is_absolute():
         path = base / path
-    gone = missing(section.hf_config, path)
-    if gone is not None:
-        rule, fix = _split_fix(gone)
+    path, label, problem = resolve(section.hf_config, path)   # a bare name: a bundled config
+    if problem is not None:
+        rule, fix = _split_fix(problem)
         out.add("model.hf_config", section.hf_config, rule, fix)
         return None
-    path, bundled = resolve(section.hf_config, path)     # a bare name: a bundled config
     try:
         config, origin = load_hf_config(path)
-        if bundled:
-            origin = Path(f"bundled hf/{section.hf_config}.json")
+        origin = label or origin
         return build_hf_graph(config, seq_len, name=section.name, origin=str(origin),
                               flash_attention=section.flash_attention,
                               capacity_factor=section.capacity_factor,
