@@ -10,7 +10,7 @@ from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.model_zoo.blocks import AttentionDims, MlpDims, decoder_block
 from autopar_opt.model_zoo.hf_keys import Cfg, HfConfigError
 from autopar_opt.model_zoo.hf_parts import (attention_dims, config_windows, decoder_chain,
-                                            heads_divide, position_rows)
+                                            heads_divide, position_rows, with_extra_params)
 from autopar_opt.model_zoo.transformer import decoder_lm, embedding, lm_head
 
 
@@ -24,9 +24,7 @@ def read_gpt2(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
                    source=source, model_fuses_qkv=True,    # GPT2Attention.c_attn
                    dropout=opts["dropout"])
     positions = position_rows(c, s, "n_positions") * h          # the learned position table (wpe)
-    layers = [replace(layer, params=layer.params + positions) if layer.name == "embed" else layer
-              for layer in g.layers]
-    return LayerGraph.chain(name, layers, seq_len=s, source=source, causal=True)
+    return with_extra_params(g, embed=positions)
 
 
 def read_neox(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
@@ -68,10 +66,7 @@ def read_opt(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     graph = decoder_chain(c, name, s, blocks, True, source, layer_norm=True)
     positions = (position_rows(c, s, "max_position_embeddings") + 2) * h
     final = 0 if c("do_layer_norm_before", True) else 2 * h
-    layers = [replace(layer, params=layer.params + positions) if layer.name == "embed" else
-              replace(layer, params=layer.params - final) if layer.name == "head" else layer
-              for layer in graph.layers]
-    return LayerGraph.chain(name, layers, seq_len=s, source=source, causal=True)
+    return with_extra_params(graph, embed=positions, head=-final)
 
 
 def read_bloom(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
@@ -228,7 +223,4 @@ def read_phi(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
             block = replace(block, params=block.params + 4 * attn.head_dim)
         blocks.append(block)
     graph = decoder_chain(c, name, s, blocks, False, source, layer_norm=True)
-    v = c("vocab_size")
-    layers = [replace(layer, params=layer.params + v) if layer.name == "head" else layer
-              for layer in graph.layers]                        # lm_head's bias
-    return LayerGraph.chain(name, layers, seq_len=s, source=source, causal=True)
+    return with_extra_params(graph, head=c("vocab_size"))              # lm_head's bias

@@ -71,3 +71,15 @@ def config_windows(c: Cfg) -> list[int]:
     """Each layer's sliding window (0: full attention): :mod:`.hf_windows`."""
     return layer_windows(c, c.model_type, c("num_hidden_layers"),
                          lambda rule, fix: HfConfigError(f"{c.origin}: {rule} (fix: {fix})"))
+
+
+def with_extra_params(graph: LayerGraph, embed: int = 0, head: int = 0) -> LayerGraph:
+    """``graph`` (a decoder chain) with ``embed`` parameters added to its embedding and
+    ``head`` to its output layer: the tables and biases a family has beyond what the
+    shared builders count (GPT-2's and OPT's learned positions, Phi's lm_head bias; a
+    negative ``head``: OPT-350m's missing final norm)."""
+    extra = {"embed": embed, "head": head}
+    layers = [replace(layer, params=layer.params + extra[layer.name]) if layer.name in extra
+              else layer for layer in graph.layers]
+    return LayerGraph.chain(graph.name, layers, seq_len=graph.seq_len, source=graph.source,
+                            causal=True)
