@@ -61,14 +61,18 @@ COMMON_FLAGS: dict[str, tuple[str, ...]] = {
     "pretrain": ("--json", "--quiet", "--out", "--time-limit", "--seed"),   # --out: the policy
 }
 
-#: Older spellings kept as aliases of a common flag, by command: the output file of
-#: ``export``, ``report`` and ``calibrate`` was ``-o/--output`` (same option, same value);
+#: Other spellings of a common flag, by command: ``-o`` is ``--out`` on every command
+#: that writes (a folder or a file); the output file of ``export``, ``report`` and
+#: ``calibrate`` was ``-o/--output`` (same option, same value);
 #: ``pretrain --budget-s`` is a deprecated alias of its ``--time-limit`` (it says so).
 FLAG_ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
+    "solve": {"--out": ("-o",)},
+    "place": {"--out": ("-o",)},
+    "capacity": {"--out": ("-o",)},
+    "pretrain": {"--out": ("-o",), "--time-limit": ("--budget-s",)},
     "export": {"--out": ("-o", "--output")},
     "report": {"--out": ("-o", "--output")},
     "calibrate": {"--out": ("-o", "--output")},
-    "pretrain": {"--time-limit": ("--budget-s",)},
 }
 
 
@@ -291,7 +295,7 @@ def solve(ctx: typer.Context,
           form: Optional[str] = typer.Option(None, "--form", help="auto | milp | miqp: the exact MILP "
                                              "linearisation or the MIQP (default: the spec's "
                                              "solver.form)."),
-          out_dir: Optional[str] = typer.Option(None, "--out", help="Directory for plan/report."),
+          out_dir: Optional[str] = typer.Option(None, "--out", "-o", help="Directory for plan/report."),
           json_output: bool = typer.Option(False, "--json", help="Print JSON."),
           quiet: bool = typer.Option(False, "--quiet", help="No progress display and no summary."),
           export_models: bool = typer.Option(False, "--export-models",
@@ -386,7 +390,7 @@ def place(ctx: typer.Context,
               None, "--memory-limit", help="Memory budget of the MILP, GiB (default: half of "
               "the machine's memory); a MILP that would exceed it is counted, not built, and "
               "the best placement of the other methods is the answer."),
-          out_dir: Optional[str] = typer.Option(None, "--out",
+          out_dir: Optional[str] = typer.Option(None, "--out", "-o",
                                                 help="Write placement.json and report.html here."),
           json_output: bool = typer.Option(False, "--json", help="Print JSON."),
           expert: Optional[str] = typer.Option(None, "--expert",
@@ -449,7 +453,7 @@ def capacity(ctx: typer.Context,
                                         "ray (extra autopar-opt[ray]; RAY_ADDRESS or a local Ray)."),
              workers: Optional[int] = typer.Option(None, "--workers",
                                                    help="Parallel scenarios (default: available cores)."),
-             out_dir: Optional[str] = typer.Option(None, "--out", help="Directory for capacity.html, "
+             out_dir: Optional[str] = typer.Option(None, "--out", "-o", help="Directory for capacity.html, "
                                                    "capacity.csv/json, per-scenario reports, the store."),
              json_output: bool = typer.Option(False, "--json", help="Print the capacity document as JSON."),
              quiet: bool = typer.Option(False, "--quiet", help="No progress display and no summary."),

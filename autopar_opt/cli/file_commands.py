@@ -85,7 +85,7 @@ def pretrain(ctx: typer.Context,
              graphs: list[str] = typer.Argument(..., metavar="SPEC...",
                                                  help="Placement specs or public-format JSON "
                                                       "graphs to train on."),
-             out: str = typer.Option(..., "--out", help="Policy file to write."),
+             out: str = typer.Option(..., "--out", "-o", help="Policy file to write."),
              time_limit_s: Optional[float] = typer.Option(
                  None, "--time-limit", help="Wall-clock budget of the whole command, s (default "
                  "60): no PPO update starts after it; the update in flight and the policy's "

@@ -159,3 +159,13 @@ def test_pretrain_with_its_time_spent_writes_no_policy(tmp_path):
                          0, None, False)
     assert refused.value.exit_code == 4 and "before the first PPO update" in str(refused.value)
     assert not out.exists()
+
+
+def test_short_o_is_solves_out_folder(tmp_path):
+    """``-o`` is ``--out`` on every command that writes: solve's folder gets plan.json
+    and the report (before, ``solve SPEC -o DIR`` was "No such option")."""
+    out = tmp_path / "run"
+    code, _, err = _invoke("solve", QUICKSTART, "-o", out, "--quiet")
+    assert code == 0, err
+    assert json.loads((out / "plan.json").read_text())["plan"]
+    assert (out / "report.html").is_file()
