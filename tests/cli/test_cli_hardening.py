@@ -18,6 +18,7 @@ import pytest
 import yaml
 from support import paths
 from support.cli import run_cli as _cli
+from support.runs import tiny_record
 
 ROOT = paths.REPO
 FEASIBLE_PLAN = ROOT / "tests" / "data" / "report" / "plan_feasible.json"
@@ -166,30 +167,11 @@ def test_place_public_graph_numbers(tmp_path, change, key, words):
 
 
 # ------------------------------------------------------------------ calibrate
-def _run_record(**changes) -> dict:
-    """A tiny GPT record (1 layer, h=64) on one A100; ``changes`` set dotted keys."""
-    rec = {"id": "r1", "record_type": "end_to_end_training_throughput",
-           "model": {"arch": "GPT dense decoder", "num_layers": 1, "hidden_size": 64,
-                     "num_attention_heads": 4, "num_kv_heads": 4, "ffn_hidden_size": 256,
-                     "vocab_size": 128, "seq_len": 32},
-           "hardware": {"gpu_type": "A100-SXM4", "gpu_memory_gb": 80, "num_gpus": 1,
-                        "gpus_per_node": 8},
-           "parallelism": {"tp": 1, "pp": 1, "dp": 1, "cp": 1, "sequence_parallel": False,
-                           "vp_chunks": 1, "zero_stage": 0, "fsdp": "none"},
-           "training": {"precision": "bf16", "micro_batch_size": 1, "global_batch_size": 1,
-                        "recompute": "none", "framework": "Megatron-LM"},
-           "measured": {"iteration_time_s": 1e-3}}
-    for dotted, value in changes.items():
-        section, key = dotted.split("__")
-        rec[section][key] = value
-    return rec
-
-
 def test_calibrate_fit_output_is_checked_before_the_fit_and_leaves_nothing(tmp_path):
     """--output naming a directory. Before: the fit ran, then the write failed
     and left 'd.tmp' behind."""
     runs = tmp_path / "runs.yaml"
-    runs.write_text(yaml.safe_dump([_run_record()]))
+    runs.write_text(yaml.safe_dump([tiny_record()]))
     (tmp_path / "d").mkdir()
     code, text = _cli("calibrate", runs, "--fit", "--output", tmp_path / "d")
     assert code == 2 and "--out = " in text and "is a directory" in text and "name a file" in text
@@ -200,7 +182,7 @@ def test_calibrate_fit_output_is_checked_before_the_fit_and_leaves_nothing(tmp_p
 def test_calibrate_output_without_fit_is_refused(tmp_path):
     """Before: --output without --fit was ignored (exit 0, no file)."""
     runs = tmp_path / "runs.yaml"
-    runs.write_text(yaml.safe_dump([_run_record()]))
+    runs.write_text(yaml.safe_dump([tiny_record()]))
     code, text = _cli("calibrate", runs, "--output", tmp_path / "fit.yaml")
     assert code == 2 and "--out " in text and "add --fit" in text
     assert not (tmp_path / "fit.yaml").exists()
@@ -210,8 +192,8 @@ def test_calibrate_record_with_a_billion_layers_is_skipped_with_its_reason(tmp_p
     """Before: the run built 10^9 layers (a hang); now the record is skipped
     naming the key, the value and the limit, the others are compared."""
     runs = tmp_path / "runs.yaml"
-    runs.write_text(yaml.safe_dump([_run_record(model__num_layers=10**9),
-                                    {**_run_record(), "id": "r2"}]))
+    runs.write_text(yaml.safe_dump([tiny_record(model__num_layers=10**9),
+                                    {**tiny_record(), "id": "r2"}]))
     proc = subprocess.run([sys.executable, "-m", "autopar_opt.cli.commands", "calibrate", str(runs),
                            "--json"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]

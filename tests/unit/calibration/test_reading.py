@@ -15,28 +15,7 @@ from autopar_opt.calibration.build import build_run
 from autopar_opt.calibration.reading import (
     Assumption, RawRecord, RunRecord, Unmodelable, read_record, read_records)
 from autopar_opt.calibration.reading.record import TOPICS
-
-
-def _record(**changes) -> dict:
-    """A one-layer GPT on one A100; ``changes`` set dotted keys (section__key)."""
-    rec = {"id": "r1", "record_type": "end_to_end_training_throughput",
-           "model": {"arch": "GPT dense decoder", "num_layers": 1, "hidden_size": 64,
-                     "num_attention_heads": 4, "num_kv_heads": 4, "ffn_hidden_size": 256,
-                     "vocab_size": 128, "seq_len": 32},
-           "hardware": {"gpu_type": "A100-SXM4", "gpu_memory_gb": 80, "num_gpus": 1,
-                        "gpus_per_node": 8},
-           "parallelism": {"tp": 1, "pp": 1, "dp": 1, "cp": 1, "sequence_parallel": False,
-                           "vp_chunks": 1, "zero_stage": 0, "fsdp": "none"},
-           "training": {"precision": "bf16", "micro_batch_size": 1, "global_batch_size": 1,
-                        "recompute": "none", "framework": "Megatron-LM"},
-           "measured": {"iteration_time_s": 1e-3}}
-    for dotted, value in changes.items():
-        section, key = dotted.split("__")
-        if value is None:
-            rec[section].pop(key, None)
-        else:
-            rec[section][key] = value
-    return rec
+from support.runs import tiny_record
 
 
 @pytest.mark.parametrize("section, key, value, message", [
@@ -54,21 +33,21 @@ def _record(**changes) -> dict:
 def test_a_stated_field_of_the_wrong_type_is_refused_naming_key_and_value(section, key, value,
                                                                           message):
     with pytest.raises(Unmodelable, match=message.replace("(", r"\(").replace(".", r"\.")):
-        RawRecord.read(_record(**{f"{section}__{key}": value}))
+        RawRecord.read(tiny_record(**{f"{section}__{key}": value}))
 
 
 def test_every_problem_of_a_record_in_one_pass():
     with pytest.raises(Unmodelable) as err:
-        RawRecord.read(_record(model__num_layers="x", hardware__num_gpus=0.5))
+        RawRecord.read(tiny_record(model__num_layers="x", hardware__num_gpus=0.5))
     text = str(err.value)
     assert "model.num_layers = 'x' is not a number" in text
     assert "hardware.num_gpus = 0.5 must be a positive integer" in text
     with pytest.raises(Unmodelable, match="'hardware' is a list, expected a mapping"):
-        RawRecord.read({**_record(), "hardware": [1]})
+        RawRecord.read({**tiny_record(), "hardware": [1]})
 
 
 def test_keys_the_model_does_not_read_are_kept_as_given():
-    raw = RawRecord.read(_record(model__num_local_experts="8", measured__tokens_per_sec=5))
+    raw = RawRecord.read(tiny_record(model__num_local_experts="8", measured__tokens_per_sec=5))
     assert raw.model.extra("num_local_experts") == "8"
     assert raw.measured.extra("tokens_per_sec") == 5
     assert raw.model.num_layers == 1 and isinstance(raw.model.num_layers, int)
@@ -78,7 +57,7 @@ def test_every_default_is_an_assumption_with_its_topic_in_reading_order():
     """ffn, KV heads (model), dp (parallelism), GPUs per node (cluster) and
     micro-batch (training) unstated: one assumption each, in the order of
     :data:`TOPICS`; the builder's own notes (tying) follow the model topic."""
-    rec = read_record(_record(model__ffn_hidden_size=None, model__num_kv_heads=None,
+    rec = read_record(tiny_record(model__ffn_hidden_size=None, model__num_kv_heads=None,
                               parallelism__dp=None, hardware__gpus_per_node=None,
                               training__micro_batch_size=None))
     assert isinstance(rec, RunRecord)
@@ -101,7 +80,7 @@ def test_every_default_is_an_assumption_with_its_topic_in_reading_order():
 
 
 def test_a_record_that_cannot_be_priced_gives_its_reason_and_the_others_are_read():
-    good, bad = _record(), {**_record(parallelism__tp=None), "id": "r2"}
+    good, bad = tiny_record(), {**tiny_record(parallelism__tp=None), "id": "r2"}
     records, skipped = read_records([good, bad])
     assert [r.id for r in records] == ["r1"]
     assert skipped == [("r2", "parallelism.tp not stated (null): the manual plan is unknown")]
@@ -109,7 +88,7 @@ def test_a_record_that_cannot_be_priced_gives_its_reason_and_the_others_are_read
 
 
 def test_the_measured_figure_is_picked_once():
-    rec = read_record(_record(measured__iteration_time_s=None, measured__tokens_per_sec_per_gpu=64))
+    rec = read_record(tiny_record(measured__iteration_time_s=None, measured__tokens_per_sec_per_gpu=64))
     assert (rec.throughput.key, rec.throughput.value) == ("tokens_per_sec_per_gpu", 64.0)
     assert build_run(rec).measured_samples_per_s == 64 * 1 / 32
 
