@@ -44,8 +44,13 @@ import math
 
 from dataclasses import dataclass
 
-from autopar_opt.ir.graph import Layer
+from autopar_opt.ir.graph import Layer, LayerKind
 from autopar_opt.ir.training import Recompute, SearchSpace, autocast_casts_weights
+
+#: Layers no framework recomputes (Megatron ``--recompute-*``, torchtitan ``apply_ac``
+#: and DeepSpeed's activation checkpointing wrap transformer layers only): they always
+#: have ``none`` (:meth:`autopar_opt.ir.target.Target.admitted` gives them nothing else).
+NEVER_RECOMPUTED = (LayerKind.embedding, LayerKind.lm_head)
 
 
 @dataclass(frozen=True, order=True)
@@ -382,15 +387,28 @@ def effective_recompute(layer: Layer, mode: Recompute) -> Recompute:
 
 
 def _recompute_options(layer: Layer, space: SearchSpace, casts_saved: bool = False) -> list[Recompute]:
+    """The recomputation modes of ``space`` the search tries on ``layer``.
+
+    A mode that frees no memory on this layer (``selective`` where FlashAttention
+    keeps no attention core, ``op`` where the layer has no save list, ``full``
+    where the stored activations are no larger than the input it keeps) costs at
+    least as much time as no recomputation for the same memory, so it is left out
+    when ``none`` is in the space; when ``none`` is not, it stays, priced as the
+    framework runs it (Megatron's selective recomputation re-runs a FlashAttention
+    core all the same). The embedding and the output layer also have ``none``
+    (:data:`NEVER_RECOMPUTED`), so the per-layer space holds what every target
+    admits and a runnable plan is never priced below the free optimum."""
+    allowed = [Recompute(rc) for rc in space.recompute]
+    if layer.kind in NEVER_RECOMPUTED and Recompute.none not in allowed:
+        allowed.insert(0, Recompute.none)
     modes = []
-    for rc in space.recompute:
-        rc = Recompute(rc)
-        if rc is Recompute.selective and layer.act_attn_bytes <= 0:
-            continue
-        if rc is Recompute.op and layer.act_op_saved_bytes <= 0:
-            continue
-        if rc is Recompute.full and layer.act_bytes <= layer.input_bytes \
-                and not (casts_saved and _casts_weights(layer)):
+    for rc in allowed:
+        saves_nothing = (
+            (rc is Recompute.selective and layer.act_attn_bytes <= 0)
+            or (rc is Recompute.op and layer.act_op_saved_bytes <= 0)
+            or (rc is Recompute.full and layer.act_bytes <= layer.input_bytes
+                and not (casts_saved and _casts_weights(layer))))
+        if saves_nothing and Recompute.none in allowed:
             continue
         modes.append(rc)
     return modes or [Recompute.none]
