@@ -55,6 +55,9 @@ def _decoder(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
         activation="silu" if gated else "gelu",      # SwiGLU (Llama) or GPT's GELU MLP
         biases=bool(dims.get("biases", True)),
         learned_positions=bool(dims.get("learned_positions", False)),
+        # RoPE's base where the model states it (exports write it: Megatron-LM's default
+        # --rotary-base is 10,000, Llama 3 trained with 500,000)
+        rope_theta=float(dims["rope_theta"]) if dims.get("rope_theta") else None,
         dropout=None if dropout else (0.0, 0.0))
     return graph
 

@@ -98,6 +98,11 @@ def tp_exposed(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute, raw:
     rt = ctx.training.runtime
     if raw <= 0 or not rt.tp_comm_overlap:
         return raw
+    if rt.tp_overlap == "te_userbuffers" and not s.sp:
+        # Megatron-LM runs user-buffer overlap with sequence parallelism only
+        # (validate_args: "Tensor parallel communication/GEMM overlap can happen only
+        # when sequence parallelism is enabled"): the all-reduces stay exposed
+        return raw
     # op-level checkpointing with sequence parallelism repeats the forward
     # all-gathers only (comm.tp_comm_time): half a pass more
     rc = effective_recompute(layer, s.recompute)

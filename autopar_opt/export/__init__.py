@@ -89,17 +89,24 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
             lines.append("# --tokenizer-type NullTokenizer --vocab-size: replace with your tokenizer")
         return Exported("\n".join(lines) + "\n" + " \\\n".join(pairs) + "\n", notes)
     if target == "megatron-bridge":
-        from autopar_opt.export.megatron import (BRIDGE_ACTIVATION_NOTE, bridge_activation,
-                                                 bridge_overrides)
+        from autopar_opt.export.megatron import (BRIDGE_ACTIVATION_NOTE, BRIDGE_TP_OVERLAP_NOTE,
+                                                 bridge_activation, bridge_overrides,
+                                                 overlap_args)
 
         body = yaml_dump(bridge_overrides(view))
         activation = bridge_activation(view.arch)
         said = [BRIDGE_ACTIVATION_NOTE.format(name=activation)] if activation else []
+        if "--tp-comm-overlap" in overlap_args(view):
+            said.append(BRIDGE_TP_OVERLAP_NOTE)
         text = (f"# Megatron-Bridge ConfigContainer overrides, {header}\n"
                 "# merge into a recipe: process_config_with_overrides(cfg, config_filepath=THIS_FILE)\n"
                 f"# (megatron.bridge.training.utils.omegaconf_utils); world size {cluster.num_devices}\n"
                 + "".join(f"# {line}\n" for line in said) + body)
         return Exported(text, notes + said)
+    if training.dtype == "fp8" and target in ("torchtitan", "deepspeed"):
+        from autopar_opt.export.torchtitan import FP8_NOTES
+
+        notes.append(FP8_NOTES[target])
     if target == "torchtitan":
         from autopar_opt.export.torchtitan import torchtitan_module, torchtitan_toml
 

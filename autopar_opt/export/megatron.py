@@ -345,6 +345,26 @@ def megatron_env(view: PlanView) -> dict[str, str]:
     return env
 
 
+def overlap_args(view: PlanView) -> list[str]:
+    """The overlap flags of the plan's pricing (Megatron-LM leaves all three off):
+    ``--overlap-grad-reduce`` where gradients are reduced (``dp·cp`` > 1);
+    ``--overlap-param-gather`` with it under the distributed optimizer or Megatron-FSDP
+    (``validate_args``: "only supported with distributed optimizer, megatron fsdp, or
+    dist_muon", "Must use --overlap-param-gather with --overlap-grad-reduce");
+    ``--tp-comm-overlap`` (Transformer Engine user buffers) with sequence parallelism
+    ("Tensor parallel communication/GEMM overlap can happen only when sequence
+    parallelism is enabled"; without it the cost model exposes the all-reduces)."""
+    args = []
+    reduce = view.grad_reduce_overlap and view.dp * view.cp > 1
+    if reduce:
+        args.append("--overlap-grad-reduce")
+    if reduce and view.param_gather_overlap and view.zero >= 1:
+        args.append("--overlap-param-gather")
+    if view.tp_comm_overlap and view.tp > 1 and view.sp:
+        args.append("--tp-comm-overlap")
+    return args
+
+
 def megatron_args(view: PlanView) -> list[str]:
     """The complete Megatron-LM arguments of a runnable plan (architecture,
     parallelism, batch, precision, sharding, recomputation, pipeline split)."""
@@ -371,6 +391,7 @@ def megatron_args(view: PlanView) -> list[str]:
                  "--ckpt-format", "fsdp_dtensor"]
     if view.zero >= 1 and view.replicas > 1:
         args += ["--num-distributed-optimizer-instances", str(view.replicas)]
+    args += overlap_args(view)
     args += _recompute_args(view) or []
     args += _split_args(view)
     if view.vp_chunks > 1:
@@ -384,6 +405,14 @@ def megatron_args(view: PlanView) -> list[str]:
 #: (``--swiglu``: SiLU gating, default GELU, ``--squared-relu``; ``arguments.py``
 #: ``core_transformer_config_from_args``).
 BRIDGE_ACTIVATIONS = {"silu": "silu", "gelu": "gelu", "relu2": "squared_relu"}
+#: Said with a Bridge export whose plan hides tensor-parallel traffic behind its GEMMs:
+#: Bridge sets user-buffer overlap from the recipe's ``comm_overlap`` section
+#: (``CommOverlapConfig.setup``), tuned per shape, which these overrides leave as it is.
+BRIDGE_TP_OVERLAP_NOTE = (
+    "tp_comm_overlap: the plan was priced with Transformer Engine's tensor-parallel "
+    "communication overlap; Megatron-Bridge takes it from the recipe's comm_overlap "
+    "(CommOverlapConfig(tp_comm_overlap=True, ...), as its Llama 3 performance recipes "
+    "set it): merge into such a recipe, or the tensor-parallel collectives run exposed")
 #: Said with every Bridge export: Bridge 0.3 keeps the recipe provider's function.
 BRIDGE_ACTIVATION_NOTE = (
     "activation_func {name}: Megatron-Bridge 0.4 and later read it from this file; 0.3.x "
@@ -492,6 +521,10 @@ def bridge_overrides(view: PlanView) -> dict[str, dict]:
         # Megatron-FSDP saves only fsdp_dtensor; that format is refused without it
         "checkpoint": {"ckpt_format": "fsdp_dtensor" if fsdp else "torch_dist"},
     }
+    # the data-parallel overlaps as priced (Megatron-LM's flags: overlap_args)
+    flags = overlap_args(view)
+    out["ddp"].update(overlap_grad_reduce="--overlap-grad-reduce" in flags,
+                      overlap_param_gather="--overlap-param-gather" in flags)
     if fsdp:
         out["ddp"]["data_parallel_sharding_strategy"] = _FSDP[view.zero]
     if view.zero >= 1 and view.replicas > 1:

@@ -272,6 +272,11 @@ def torchtitan_module(view: PlanView, header: str) -> str:
     # moe_comm_backend 'deepep' (models/common/config_utils.py make_token_dispatcher_config)
     if view.has_moe and view.moe_dispatcher == "deepep":
         extra += ', moe_comm_backend="deepep"'
+    if view.dtype == "fp8":
+        lines.append("from torchtitan.components.quantization import "
+                     + ", ".join(fp8_converters(view)))
+        extra += ", converters=[" + ", ".join(
+            f"{name}.Config({args})" for name, args in fp8_converters(view).items()) + "]"
     lines += ["", "", "def autopar_plan():", "    config = _base()",
               f"    config.model_spec = model_registry({flav!r}{extra})"]
     if view.arch is not None and view.arch.num_layers < layers:
@@ -285,8 +290,10 @@ def torchtitan_module(view: PlanView, header: str) -> str:
     # parallelism they need a dispatcher without CPU synchronization (HybridEP, MinimalAsyncEP)
     if view.pp > 1 or (view.has_moe and view.ep > 1):
         lines.append("    config.training.disable_cuda_graphs = True")
-    if view.dtype == "bf16":
+    if view.dtype in ("bf16", "fp8"):         # FP8 GEMMs on bf16 parameters
         lines.append('    config.training.mixed_precision_param = "bfloat16"')
+    if view.dtype == "fp8":                   # the converters' casts want it (float8.md)
+        lines.append("    config.compile.enable = True")
     if ac_mode == "full":
         lines.append("    config.activation_checkpoint = FullAC.Config()")
     elif ac_mode == "selective":          # op-level (the rules refuse every-N-th in 0.3)
@@ -311,6 +318,36 @@ def varlen_attention(module: str, view: PlanView) -> bool:
     return module in VARLEN_MODULES and view.cp == 1
 
 
+def fp8_converters(view: PlanView) -> dict[str, str]:
+    """torchtitan 0.3's FP8 converters for an FP8 plan, with their ``Config``
+    arguments: every linear layer but the output layer, which the cost model keeps
+    in 16 bits (``filter_fqns=["output"]``, as torchtitan's float8.md shows), and the
+    grouped experts of a MoE model; ``model_compile_enabled`` with ``compile.enable``
+    ("torch.compile fuses the float8 scaling/casting kernels", float8.md). The
+    recipe is torchtitan 0.3's only kind, rowwise scaling; the cost model prices
+    FP8 GEMMs from per-tensor-scaled measurements (said with the export)."""
+    out = {"Float8LinearConverter": 'filter_fqns=["output"], model_compile_enabled=True'}
+    if view.has_moe:
+        out["Float8GroupedExpertsConverter"] = "model_compile_enabled=True"
+    return out
+
+
+#: Said with an FP8 torchtitan or DeepSpeed export (the framework's FP8 is not the
+#: per-tensor Transformer Engine recipe the FP8 GEMM efficiency was measured with).
+FP8_NOTES = {
+    "torchtitan": (
+        "FP8: torchtitan's float8 converters (torchao; rowwise scaling in 0.3, tensorwise "
+        "in the 0.2 file) with torch.compile; the plan's FP8 GEMMs were priced from "
+        "per-tensor-scaled kernels (Transformer Engine's recipe, benchmarks/kernels): "
+        "rowwise GEMMs are not measured here"),
+    "deepspeed": (
+        "FP8: DeepSpeed's config has no FP8 switch (bf16 is enabled); the plan was priced "
+        "with FP8 GEMMs, which come from Transformer Engine modules in the model code "
+        "(te.Linear under te.fp8_autocast): without them it runs in bf16 and the plan's "
+        "time does not hold"),
+}
+
+
 def torchtitan_toml(view: PlanView, header: str) -> str:
     """torchtitan 0.2: the TOML job file, ``[model]`` included."""
     module, flav, _, layers = _model_of(view)
@@ -322,8 +359,17 @@ def torchtitan_toml(view: PlanView, header: str) -> str:
     cfg["parallelism"]["expert_tensor_parallel_degree"] = view.etp if view.has_moe else 1
     if not view.has_moe:
         del cfg["parallelism"]["expert_tensor_parallel_degree"]
-    out = {"model": {"name": module, "flavor": flav}}
+    out: dict[str, Any] = {"model": {"name": module, "flavor": flav}}
     out.update(cfg)
+    if view.dtype == "fp8":
+        # torchtitan 0.2's registered converters (components/quantization/float8.py:
+        # register_model_converter(..., "quantize.linear.float8"), "quantize.grouped_mm.float8")
+        out["model"]["converters"] = ["quantize.linear.float8"] + (
+            ["quantize.grouped_mm.float8"] if view.has_moe else [])
+        out["quantize.linear.float8"] = {"recipe_name": "tensorwise", "filter_fqns": ["output"]}
+        if view.has_moe:
+            out["quantize.grouped_mm.float8"] = {"fqns": ["experts"]}
+        out["compile"] = {"enable": True}
     return to_toml(out, header)
 
 

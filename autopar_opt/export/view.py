@@ -82,6 +82,12 @@ class PlanView:
     #: copies of each ZeRO shard under hybrid sharding (1: ZeRO over the whole dp·cp
     #: group; :mod:`autopar_opt.ir.strategies`)
     replicas: int = 1
+    #: the overlaps the plan was priced with (runtime ``grad_reduce_overlap``,
+    #: ``param_gather_overlap``; ``tp_comm_overlap`` through Transformer Engine's user
+    #: buffers, ``tp_overlap`` ``te_userbuffers``): a launch that leaves them off runs slower
+    grad_reduce_overlap: bool = False
+    param_gather_overlap: bool = False
+    tp_comm_overlap: bool = False
 
     @property
     def zero_group(self) -> int:
@@ -168,7 +174,11 @@ def plan_view(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Trainin
         moe_grouped_gemm=training.runtime.moe_grouped_gemm,
         moe_one_kernel=training.runtime.moe_expert_kernels == "grouped",
         cp_comm_type=training.runtime.cp_comm_type,
-        moe_dispatcher=training.runtime.moe_dispatcher, replicas=replicas)
+        moe_dispatcher=training.runtime.moe_dispatcher, replicas=replicas,
+        grad_reduce_overlap=training.runtime.grad_reduce_overlap,
+        param_gather_overlap=training.runtime.param_gather_overlap,
+        tp_comm_overlap=training.runtime.tp_comm_overlap
+        and training.runtime.tp_overlap == "te_userbuffers")
 
 
 def common_rules(view: PlanView, target: str, chain: bool) -> list[str]:

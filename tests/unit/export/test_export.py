@@ -27,7 +27,7 @@ from autopar_opt.export.megatron import (MegatronArgsError, expand_layout, megat
 from autopar_opt.export.megatron_import import plan_from_megatron
 from autopar_opt.export.torchtitan import plan_from_torchtitan, torchtitan_config
 from autopar_opt.model_zoo.hf_config import build_hf_graph
-from autopar_opt.model_zoo.registry import build_model, get_cluster
+from autopar_opt.model_zoo.registry import build_model
 from autopar_opt.ir.plan import Plan, StagePlan
 from autopar_opt.ir.runtime import runtime_named
 from autopar_opt.spec import SpecError, load_spec
@@ -36,36 +36,7 @@ from autopar_opt.ir.training import Recompute, Schedule, Training
 from support import paths
 
 GOLDEN = paths.DATA / "export"
-GRAPH = build_model("debug-moe", overrides={"num_layers": 6})   # embed, 6 MoE blocks, head
-# Qwen3-30B-A3B's first 6 layers: torchtitan's qwen3 30B-A3B flavour, cut (its config is Python)
-QWEN = build_hf_graph({**json.loads((paths.REPO / "model_zoo" / "hf" / "qwen3-30b-a3b.json")
-                                    .read_text()), "num_hidden_layers": 6}, 128, name="qwen3-6")
-CLUSTER = get_cluster("debug-2x4")          # 8 x A100-40GB
-TRAINING = Training(global_batch_size=16, seq_len=128)
-
-
-def make_plan(stage_sizes, dp, tp, *, sp=False, zero=0, rc=Recompute.none, ep=1, c=4,
-              schedule=Schedule.one_f_one_b, block_rc=None, etp=0, graph=GRAPH, zg=0) -> Plan:
-    """Embedding/head take the base strategy (no recomputation), blocks take ``rc``
-    (or ``block_rc[i]``), ``ep`` and ``etp`` — the convention every importer follows;
-    ``zg``: hybrid sharding's shard group (0: the whole dp group)."""
-    base = Strategy(dp, tp, 1, sp, zero, zero_group=zg)
-    names = [layer.name for layer in graph.layers]
-    stages, start, block = [], 0, 0
-    for size in stage_sizes:
-        part = names[start:start + size]
-        strats = []
-        for name in part:
-            if name.startswith("block"):
-                mode = block_rc[block] if block_rc else rc
-                strats.append(replace(base, recompute=mode, ep=ep, etp=etp))
-                block += 1
-            else:
-                strats.append(base)
-        stages.append(StagePlan(part, strats))
-        start += size
-    return Plan(stages, c, schedule)
-
+from support.export_cases import CLUSTER, GRAPH, QWEN, TRAINING, make_plan
 
 MEGATRON_PLAN = make_plan([5, 3], dp=2, tp=2, sp=True, zero=1, rc=Recompute.full, ep=2)
 TITAN_PLAN = make_plan([3, 5], dp=2, tp=2, sp=True, zero=3, rc=Recompute.full, ep=2, etp=1,
