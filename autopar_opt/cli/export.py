@@ -161,8 +161,15 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
     try:
         result = export_plan(plan, spec.graph, spec.cluster, spec.training, target, version or "")
     except ExportError as exc:
-        fix = (f"solve again with target: {fw} in the spec (or --runnable-by {fw}), which "
-               "searches only plans this framework can run")
+        space = doc.get("search_space") if isinstance(doc.get("search_space"), dict) else {}
+        tgt = space.get("target") if isinstance(space.get("target"), dict) else {}
+        if tgt.get("framework") == fw:
+            # searched for this framework already: what stops it is the model, not the plan
+            fix = (f"the plan was searched for {fw} already; follow the reason above, or "
+                   "export to another target")
+        else:
+            fix = (f"solve again with target: {fw} in the spec (or --runnable-by {fw}), which "
+                   "searches only plans this framework can run")
         _fail(f"{path}: {exc}\n(fix: {fix})", file, str(exc), fix, key="--to", value=target)
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)

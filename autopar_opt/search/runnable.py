@@ -95,7 +95,9 @@ def runnable_problems(space: SearchSpace, graph: LayerGraph, option: str = "--ru
         return []
     fw, shown = target.label(), value if value is not None else target.framework
     drop = f"drop {option} (the spec's own space is searched)"
-    why = model_problem(graph.layers, graph.is_chain())
+    from autopar_opt.spec.build_run import framework_model_problem   # the spec's own rule
+    why = model_problem(graph.layers, graph.is_chain()) \
+        or framework_model_problem(target.framework, graph, graph.attention_windows())
     if why:
         return [SpecProblem(COMMAND_LINE, option, shown, f"{fw} cannot run this model: {why}",
                             drop)]
