@@ -171,7 +171,8 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
             fix = (f"solve again with target: {fw} in the spec (or --runnable-by {fw}), which "
                    "searches only plans this framework can run")
         _fail(f"{path}: {exc}\n(fix: {fix})", file, str(exc), fix, key="--to", value=target)
-    for note in result.notes:
+    notes = list(result.notes) + _memory_notes(plan, spec)
+    for note in notes:
         typer.echo(f"note: {note}", err=True)
     if output:
         try:
@@ -182,11 +183,26 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
             _fail(f"--out {output}: {rule}; {fix}", key="--out", value=output, rule=rule, fix=fix)
     if json_output:
         typer.echo(json.dumps({"wrote": output or None, "target": target,
-                               "version": version or None, "notes": list(result.notes),
+                               "version": version or None, "notes": notes,
                                **({} if output else {"text": result.text})}, indent=2))
     elif not output:
         typer.echo(result.text, nl=False)
     return 0
+
+
+def _memory_notes(plan: Plan, spec) -> list[str]:
+    """A note when the plan does not fit device memory under the cost model (an
+    ``estimate`` of a hand-written plan may not): the file is still written, as the
+    plan is the user's, but not silently."""
+    from autopar_opt.cost.evaluate import evaluate
+
+    metrics = evaluate(plan, spec.graph, spec.cluster, spec.training, spec.cost_params)
+    if metrics.feasible:
+        return []
+    worst = max(metrics.stages, key=lambda s: s.peak_memory_gib)
+    return [f"the plan does not fit device memory under the cost model (stage {worst.index} "
+            f"needs {worst.peak_memory_gib:.2f} GiB of {worst.capacity_gib:.2f} GiB): the launch "
+            "would run out of memory; try more pipeline stages, ZeRO, or recomputation"]
 
 
 def _key_of(problem: str) -> str:
