@@ -10,6 +10,8 @@ from are in ``hf/SOURCES.yaml`` (checked by ``tests/unit/spec/test_hf_import.py`
 
 from __future__ import annotations
 
+import difflib
+
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -34,11 +36,12 @@ def bundled_path(name: str) -> Path | None:
     return Path(str(resources.files(_PACKAGE).joinpath("hf", f"{name}.json")))
 
 
-def resolve(text: str, path: Path) -> tuple[Path, str | None, str | None]:
+def resolve(text: str, path: Path, zoo: tuple[str, ...] = ()) -> tuple[Path, str | None, str | None]:
     """(the file to read, its label when it is a bundled config, the problem when there
     is nothing to read) for a config named by ``text`` and resolved to ``path``: ``path``
     itself where it exists, else the bundled config of that name (label ``bundled
-    hf/NAME.json``), else ``path`` and the message naming the bundled names."""
+    hf/NAME.json``), else ``path`` and the message naming the bundled names (and the
+    zoo models ``zoo`` where the caller also takes those), with the closest name."""
     try:
         if path.exists():
             return path, None, None
@@ -49,10 +52,15 @@ def resolve(text: str, path: Path) -> tuple[Path, str | None, str | None]:
         return found, f"bundled hf/{text}.json", None
     names = ", ".join(bundled_names())
     if is_bare_name(text):
+        close = difflib.get_close_matches(str(text).lower(), list(bundled_names()) + list(zoo),
+                                          n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        zoo_part = f", or a zoo model's name: {', '.join(zoo)}" if zoo else ""
         return path, None, (
             f"{str(path)[:200]}: no such file or directory, and {str(text)[:80]!r} is not "
-            "the name of a bundled config (fix: give a config.json, a directory holding "
-            f"one, or a bundled config's name: {names}; autopar zoo list)")
+            f"the name of a bundled config{' or a zoo model' if zoo else ''} (fix: {hint}give "
+            f"a config.json, a directory holding one, or a bundled config's name: {names}"
+            f"{zoo_part}; autopar zoo list)")
     return path, None, (
         f"{str(path)[:200]}: no such file or directory (fix: give a config.json or a "
         f"directory holding one, or a bundled config's name: {names}; autopar zoo list)")

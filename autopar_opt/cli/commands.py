@@ -253,8 +253,9 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
 @app.command("model")
 @guarded
 def model(path: str = typer.Argument(..., metavar="SPEC_OR_CONFIG",
-                                     help="A spec file, or a Hugging Face config.json (or its "
-                                          "directory)."),
+                                     help="A spec file, a Hugging Face config.json (or its "
+                                          "directory), or the name of a bundled config or a "
+                                          "zoo model (autopar zoo list)."),
           seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1, max=16_777_216,
                                                 help="Sequence length for a bare config.json "
                                                      "(default 4096)."),

@@ -32,8 +32,13 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
 
     from autopar_opt.model_zoo.hf_bundled import is_bare_name, resolve
 
-    p, label, problem = resolve(path, Path(path))      # a bare name: a bundled config
+    from autopar_opt.model_zoo.registry import list_models
+
+    zoo = tuple(m.name for m in list_models())
+    p, label, problem = resolve(path, Path(path), zoo)   # a bare name: a bundled config
     if problem is not None and is_bare_name(path):     # a missing path: the spec reader says so
+        if path in zoo:                                # or a zoo model
+            return _zoo_graph(path, seq_len)
         raise HfConfigError(problem)
     if p.is_dir() or (p.suffix == ".json" and _is_hf_config(p)):
         config, origin = load_hf_config(p)
@@ -60,6 +65,16 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
                                   f"{spec.graph.seq_len})", "set training.seq_len in the spec, "
                                   "or drop --seq-len")])
     return spec.graph, f"seq_len {spec.graph.seq_len} (from the spec)"
+
+
+def _zoo_graph(name: str, seq_len: int | None) -> tuple[LayerGraph, str]:
+    """The zoo model ``name`` (``autopar zoo list``'s Models, as ``model: {zoo: NAME}``
+    builds it)."""
+    from autopar_opt.model_zoo.registry import build_model
+
+    graph = build_model(name, overrides={"seq_len": seq_len} if seq_len else None)
+    return graph, (f"seq_len {graph.seq_len}" if seq_len else
+                   f"seq_len {graph.seq_len} (the zoo model's; --seq-len to change)")
 
 
 def _is_hf_config(path: Path) -> bool:

@@ -66,3 +66,18 @@ def test_the_cli_takes_a_name_and_zoo_list_shows_the_configs():
     rows = {r["name"]: r for r in json.loads(text)["hf_configs"]}
     assert set(rows) == set(bundled_names())
     assert rows["phi-2"]["model_type"] == "phi" and rows["phi-2"]["params_total"] == 2.78e9
+
+
+def test_the_cli_takes_a_zoo_model_name_and_suggests_the_closest_name(tmp_path):
+    """``autopar model llama3-70b`` (a zoo model, listed by zoo list) was "not the name of
+    a bundled config"; a near miss now gets the closest name, as model.zoo does."""
+    code, text = run_cli("model", "llama3-70b")
+    assert code == 0 and "total 70.554 G" in text and "the zoo model's" in text
+    code, text = run_cli("model", "llama3-8b", "--seq-len", "2048")
+    assert code == 0 and "seq_len 2048" in text
+    code, text = run_cli("model", "Llama-3.1-8B")
+    assert code == 2 and "did you mean 'llama-3.1-8b'?" in text and "llama3-70b" in text
+    with pytest.raises(SpecError) as err:                  # model.hf_config takes no zoo name
+        load_spec(_spec(tmp_path, "Mpt-7B"))
+    assert "did you mean 'mpt-7b'?" in err.value.problems[0].fix
+    assert "zoo model" not in err.value.problems[0].rule
