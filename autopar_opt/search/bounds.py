@@ -26,6 +26,24 @@ class ConfigBound:
     least_memory_bytes: float = 0.0
 
 
+def _batch_split_reason(tables) -> str:
+    """Why a micro-batch splits over none of the data-parallel degrees the space allows
+    (``dp = devices per stage / (tp·cp)``, each dividing the micro-batch's samples:
+    :func:`~autopar_opt.ir.strategies.enumerate_strategies`), with the fix; empty when
+    some degree divides it (the layer lacks strategies for another reason)."""
+    space, d, m = tables.space, tables.devices_per_stage, tables.microbatch_samples
+    if space is None:
+        return ""
+    tps = space.tp_degrees or [t for t in range(1, d + 1) if d % t == 0]   # None: any
+    dps = sorted({d // (tp * cp) for tp in tps for cp in space.cp_degrees
+                  if d % (tp * cp) == 0}, reverse=True)
+    if not dps or any(m % dp == 0 for dp in dps):
+        return ""
+    return (f": {m} sample(s) split over none of the data-parallel degrees the space allows "
+            f"({', '.join(map(str, dps))} = devices per stage / (tp x cp)); use a global batch "
+            f"whose micro-batches hold a multiple of {min(dps)} samples (global_batch_size = "
+            f"micro-batches x dp x samples), larger tp_degrees or pp_degrees, or fewer GPUs")
+
 def analytic_lower_bound(tables: CostTables) -> ConfigBound:
     """A valid lower bound on T for every plan of this configuration.
 
@@ -64,7 +82,8 @@ def analytic_lower_bound(tables: CostTables) -> ConfigBound:
         # so it cannot drag "the least memory any plan needs" down to 0 (issue 33)
         return ConfigBound(math.inf, f"no valid strategy for layer(s) {', '.join(bad)} "
                                      f"with {tables.devices_per_stage} devices per stage and "
-                                     f"{tables.microbatch_samples} samples per micro-batch", math.inf)
+                                     f"{tables.microbatch_samples} samples per micro-batch"
+                                     + _batch_split_reason(tables), math.inf)
     least = max(max(per_layer_mem), (sum(stored) + held) / pp)
     if max(per_layer_mem) > lim:
         u = int(np.argmax(per_layer_mem))

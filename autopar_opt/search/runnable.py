@@ -181,9 +181,15 @@ def price_of_runnability(result: SearchResult, graph: LayerGraph, cluster: Clust
     base.free_primal, base.free_lower = fc.primal, fc.lower_bound
     base.free_status = status.value if isinstance(status, SearchStatus) else str(status)
     base.free_time_s = time.perf_counter() - began
+    runnable_none = cert.primal is None and cert.lower_bound == math.inf
     if free.interrupted_by is not None:
         base.note = "the free space's search was interrupted"
-    elif budget < time_left_s and base.free_status != "optimal":
+    elif runnable_none and base.free_status == "infeasible":
+        base.note = "the free per-layer space is proven infeasible too"
+    elif runnable_none and fc.primal is not None:
+        base.note = (f"the free per-layer space has plans (its best {fc.primal:.6g} s): what "
+                     f"{target.framework} can run makes the spec infeasible")
+    elif budget < time_left_s and base.free_status not in ("optimal", "infeasible"):
         base.note = (f"the free space's search was given {budget:.3g} s (a side figure: at most "
                      f"the runnable search's time, at least {FREE_MIN_S:g} s); solve with "
                      "target: none to certify the free space itself")
