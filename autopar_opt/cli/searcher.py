@@ -136,11 +136,15 @@ class SearcherHook:
         gap, plan = block["gap"], block["plan"]
         where = (plan["outer"] if "outer" in plan else f"pp={plan['pp']} c={plan['microbatches']}"
                  if "pp" in plan else f"{len(set(plan['assignment']))} devices used")
+        # under a framework target the searchers search the free per-layer space, and are
+        # measured against its certificate, not the runnable one printed above
+        free = " of the free per-layer space" if block.get("measured_against") else ""
         text += (f"{block['value']:.6g} (evaluator), {where}; "
-                 f"proven lower bound {_fmt(block['lower_bound'])}, gap "
+                 f"proven lower bound{free} {_fmt(block['lower_bound'])}, gap "
                  + (f"{100 * gap:.3f}%" if isinstance(gap, float) else str(gap)))
         if block["ratio_to_optimum"] is not None:
-            text += f"; {block['ratio_to_optimum']:.4f} x the proven optimum {_fmt(block['optimum'])}"
+            text += (f"; {block['ratio_to_optimum']:.4f} x the proven optimum{free} "
+                     f"{_fmt(block['optimum'])}")
         if block.get("ratio_to_ceiling") is not None and block.get("ceiling") != block["optimum"]:
             text += (f"; {block['ratio_to_ceiling']:.4f} x its decoder's ceiling "
                      f"{_fmt(block['ceiling'])} (the best plan its space holds)")

@@ -187,6 +187,13 @@ def test_solve_with_a_searcher_reports_it_against_the_certificate(tmp_path):
     assert block["value"] >= free["free_lower_bound"] * (1 - 1e-9)
     assert block["optimum"] == free["free_primal"]   # proven optimal here
     assert block["ratio_to_optimum"] >= 1 - 1e-9
+    # the summary line says which certificate it is measured against (session 24: it read
+    # "x the proven optimum" of the free space under the runnable certificate's "optimal")
+    text = _cli("solve", str(ROOT / "examples" / "quickstart.yaml"), "--searcher", "anneal",
+                "--budget-s", "1", "--seed", "2").stdout
+    line = next(x for x in text.splitlines() if x.strip().startswith("searcher anneal"))
+    assert "proven lower bound of the free per-layer space" in line
+    assert "x the proven optimum of the free per-layer space" in line
 
 
 def test_solve_with_a_learned_searcher_but_no_torch_says_how_to_install(monkeypatch):
