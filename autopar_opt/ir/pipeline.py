@@ -62,14 +62,29 @@ def pipeline_rule_broken(pp: int, num_devices: int, gpus_per_node: int,
     return None
 
 
-def microbatch_rule_broken(microbatches: int, global_batch_size: int) -> RuleBroken | None:
-    """None when ``microbatches`` divides the global batch, else the rule and its fix."""
+def microbatch_rule_broken(microbatches: int, global_batch_size: int,
+                           dp: int | None = None) -> RuleBroken | None:
+    """None when ``microbatches`` divides the global batch, else the rule and its fix:
+    the counts that work, those whose micro-batch also splits over ``dp`` where the
+    data-parallel degree is known (a fix that broke the next rule helped nobody)."""
     if microbatches >= 1 and global_batch_size % microbatches == 0:
         return None
-    below = [d for d in divisors(global_batch_size) if d <= max(microbatches, 1)]
-    return RuleBroken(f"{microbatches} micro-batches do not divide the global batch "
-                      f"({global_batch_size})",
-                      f"use a divisor of {global_batch_size}, e.g. {max(below)}")
+    rule = f"{microbatches} micro-batches do not divide the global batch ({global_batch_size})"
+    return RuleBroken(rule, microbatch_fix(microbatches, global_batch_size, dp))
+
+
+def microbatch_fix(microbatches: int, global_batch_size: int, dp: int | None = None) -> str:
+    """The micro-batch counts to use instead of ``microbatches``: divisors of the global
+    batch whose micro-batch (``global / count`` samples) splits over ``dp``."""
+    ok = [d for d in divisors(global_batch_size)
+          if dp is None or (global_batch_size // d) % dp == 0]
+    if not ok:
+        return (f"the global batch ({global_batch_size}) is not a multiple of dp={dp}: change "
+                f"training.global_batch_size or the plan's tp/pp")
+    below = [d for d in ok if d <= max(microbatches, 1)]
+    split = f" (global batch / micro-batches a multiple of dp={dp})" if dp else ""
+    return (f"use a divisor of {global_batch_size}{split}, e.g. {max(below or ok[:1])}"
+            + (f"; one of {', '.join(map(str, ok))}" if len(ok) <= 12 else ""))
 
 
 def stage_offsets(sizes: list[int] | tuple[int, ...]) -> list[int]:

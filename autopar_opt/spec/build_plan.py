@@ -22,7 +22,8 @@ from dataclasses import replace
 
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
-from autopar_opt.ir.pipeline import microbatch_rule_broken, pipeline_rule_broken, stage_devices_problem
+from autopar_opt.ir.pipeline import (microbatch_fix, microbatch_rule_broken, pipeline_rule_broken,
+                                     stage_devices_problem)
 from autopar_opt.ir.plan import Plan, StagePlan, uniform_plan
 from autopar_opt.spec.cp_rule import cp_refusal
 from autopar_opt.core.errors import ProblemList, did_you_mean
@@ -88,14 +89,13 @@ def _microbatches(spec: MegatronPlanSpec, dp: int, gbs: int, out: ProblemList) -
                     f"(micro_batch_size*dp) = {derived}", "give only one of the two")
             return None
         return derived
-    broken = microbatch_rule_broken(c, gbs)
+    broken = microbatch_rule_broken(c, gbs, dp)
     if broken:
         out.add("plan.microbatches", c, broken.rule, broken.fix)
         return None
     if (gbs // c) % dp:
         out.add("plan.microbatches", c, f"a micro-batch of {gbs // c} samples does not split "
-                f"over dp={dp}", f"use fewer micro-batches: global batch / microbatches must be "
-                f"a multiple of dp={dp}")
+                f"over dp={dp}", microbatch_fix(c, gbs, dp))
         return None
     return c
 

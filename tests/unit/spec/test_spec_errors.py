@@ -295,3 +295,24 @@ def test_problems_of_an_included_file_name_that_file(tmp_path):
     (problem,) = info.value.problems
     assert problem.file == str(tmp_path / "cluster.yaml")
     assert problem.key == "cluster.gpus_per_node" and problem.value == -4
+
+
+@pytest.mark.parametrize("microbatches", [128, 16, 3])
+def test_the_suggested_microbatch_counts_are_valid(tmp_path, microbatches):
+    """Every micro-batch count a fix offers loads (session 24: 128 micro-batches of a
+    64-sample batch on 16 GPUs suggested 64, whose 1-sample micro-batch does not split
+    over dp=16)."""
+    spec = {"model": {"zoo": "debug"}, "cluster": {"zoo": "debug-2x4"},
+            "training": {"global_batch_size": 64, "seq_len": 128},
+            "plan": {"tp": 1, "pp": 1, "microbatches": microbatches}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    fix = err.value.problems[0].fix
+    offered = [int(x) for x in re.search(r"one of ([\d, ]+)", fix).group(1).split(", ")]
+    assert offered == [1, 2, 4, 8] and f"e.g. {max(c for c in offered if c <= microbatches)}" in fix
+    for c in offered:
+        spec["plan"]["microbatches"] = c
+        path.write_text(yaml.safe_dump(spec))
+        assert load_spec(path).plan.microbatches == c
