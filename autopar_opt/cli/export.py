@@ -124,6 +124,12 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
         raise err
     spec_doc = doc.get("spec")      # solve: {"path": ...}; estimate --json: the path itself
     spec_file = spec_path or (spec_doc.get("path") if isinstance(spec_doc, dict) else spec_doc)
+    if spec_path is None and isinstance(spec_doc, dict) and isinstance(spec_file, str) \
+            and "\x00" not in spec_file and not Path(spec_file).is_file():
+        # a path relative to where solve ran: its absolute form, where plan.json has it
+        resolved = spec_doc.get("resolved_path")
+        if isinstance(resolved, str) and "\x00" not in resolved and Path(resolved).is_file():
+            spec_file = resolved
     if spec_path and ("\x00" in spec_path or not Path(spec_path).is_file()):
         what = "a directory" if "\x00" not in spec_path and Path(spec_path).is_dir() \
             else "no such file"

@@ -294,7 +294,9 @@ class ClusterDoc(_Doc):
 
 
 class SpecSummaryDoc(_Doc):
-    path: Optional[str] = _f("The spec file.", default=None)
+    path: Optional[str] = _f("The spec file, as the command was given it.", default=None)
+    resolved_path: Optional[str] = _f("The spec file's absolute path (export and report read "
+                                      "it from any folder).", default=None)
     model: dict[str, Any] = _f("Model summary (name, num_layers, params, params_active, is_chain, "
                                "source, attention_windows, architecture: one line of the built "
                                "architecture, or null without one).")

@@ -10,6 +10,7 @@ import dataclasses
 import datetime as _dt
 import math
 import signal
+from pathlib import Path
 
 from autopar_opt import __version__
 from autopar_opt.cost.assumptions import cost_assumptions
@@ -103,6 +104,14 @@ def _infeasibility(result: SearchResult, cluster: Cluster, training: Training,
             "least_memory_gib": json_float(least), "capacity_gib": cap, "advice": advice}
 
 
+def resolved_path(path: str) -> str | None:
+    """``path`` made absolute (None where it cannot be: export falls back to ``path``)."""
+    try:
+        return str(Path(path).resolve())
+    except (OSError, ValueError, RuntimeError):
+        return None
+
+
 def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training: Training,
                    space: SearchSpace, params: CostParams, options: SearchOptions,
                    result: SearchResult, baselines: list[Baseline]) -> dict:
@@ -111,7 +120,7 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
         "schema_version": 1,
         "tool": {"name": "autopar-opt", "version": __version__},
         "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "spec": {"path": spec_path,
+        "spec": {"path": spec_path, "resolved_path": resolved_path(spec_path),
                  "model": {"name": graph.name, "num_layers": len(graph.layers),
                            "params": graph.total_params(), "params_active": graph.active_params(),
                            "is_chain": graph.is_chain(), "source": graph.source,

@@ -26,7 +26,7 @@ from autopar_opt.ir.plan import Plan
 from autopar_opt.ir.replicas import ReplicaPlan
 from autopar_opt.ir.training import SearchSpace, Training
 from autopar_opt.search.certificate import json_float
-from autopar_opt.search.document import COST_MODEL_ASSUMPTIONS, _space_dict
+from autopar_opt.search.document import COST_MODEL_ASSUMPTIONS, _space_dict, resolved_path
 from autopar_opt.search.engine import SearchOptions
 from autopar_opt.search.mixed import FleetResult
 
@@ -155,7 +155,7 @@ def build_fleet_document(spec_path: str, graph: LayerGraph, fleet: Fleet, traini
         "schema_version": 1,
         "tool": {"name": "autopar-opt", "version": __version__},
         "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "spec": {"path": spec_path,
+        "spec": {"path": spec_path, "resolved_path": resolved_path(spec_path),
                  "model": {"name": graph.name, "num_layers": len(graph.layers),
                            "params": graph.total_params(), "is_chain": graph.is_chain(),
                            "source": graph.source},
