@@ -76,6 +76,17 @@ FLAG_ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 
+def _option_problem(option: str, value: str, rule: str, names) -> None:
+    """Refuse ``option value`` in the common format (file, key, value, rule, fix), with
+    the closest of ``names``."""
+    from autopar_opt.cli.options import raise_if_any
+    from autopar_opt.core.errors import SpecProblem, did_you_mean, one_of
+    from autopar_opt.core.files import COMMAND_LINE
+
+    raise_if_any([SpecProblem(COMMAND_LINE, option, value, rule + did_you_mean(value, names),
+                              f"use {one_of(names)}")])
+
+
 def _fail(message: str) -> None:
     """Print ``message`` on stderr and exit with :data:`EXIT_USAGE`."""
     typer.echo(message, err=True)
@@ -334,15 +345,21 @@ def solve(ctx: typer.Context,
     if runnable_by is not None:
         from autopar_opt.search.runnable import FRAMEWORKS
 
-        if runnable_by not in FRAMEWORKS + ("torchtitan-0.2", "none"):
-            _fail(f"--runnable-by {runnable_by!r}: unknown framework; use one of "
-                  f"{', '.join(FRAMEWORKS + ('torchtitan-0.2', 'none'))}")
+        names = FRAMEWORKS + ("torchtitan-0.2", "none")
+        if runnable_by not in names:
+            _option_problem("--runnable-by", runnable_by, "unknown framework", names)
         extra["runnable_by"] = runnable_by
     if not warm_start:
         extra["warm_start"] = False
     if searcher is not None:
         from autopar_opt.cli.searcher import SearcherHook
+        from autopar_opt.learn.base import PLACEMENT_ONLY, SEARCHERS
 
+        names = tuple(n for n in SEARCHERS if n not in PLACEMENT_ONLY)   # hp: place only
+        if searcher not in names:
+            _option_problem("--searcher", searcher, "unknown searcher of this command"
+                            + (" (it places operator graphs: autopar place)"
+                               if searcher in PLACEMENT_ONLY else ""), names)
         extra["searcher"] = SearcherHook(searcher, budget_s, seed)
     started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
     if memory_limit_gib is not None:

@@ -144,4 +144,5 @@ def test_cli_solve_refuses_hp_cleanly():
     from support.paths import REPO
 
     code, text = run_cli("solve", REPO / "examples" / "quickstart.yaml", "--searcher", "hp")
-    assert code == 2 and "places operator graphs only" in text
+    assert code == 2 and "--searcher = 'hp'" in text
+    assert "it places operator graphs: autopar place" in text and "'anneal'" in text

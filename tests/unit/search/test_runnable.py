@@ -358,6 +358,7 @@ def test_cli_solve_reports_the_target_and_the_price(tmp_path):
     assert res.exit_code == 0 and json.loads(res.stdout)["search_space"]["runnable_by"] == "deepspeed"
     res = CliRunner().invoke(app, ["solve", str(spec), "--runnable-by", "alpa"])
     assert res.exit_code == 2 and "unknown framework" in res.output
+    assert "--runnable-by = " in res.output and "use 'megatron', 'torchtitan'" in res.output
     res = CliRunner().invoke(app, ["solve", str(spec)])
     assert res.exit_code == 0 and "runnable by megatron: price of runnability" in res.stdout
     assert "stages 0" in res.stdout or "stage 0" in res.stdout        # the degrees are named
