@@ -13,7 +13,7 @@ import json
 import math
 import sys
 
-from rich.console import Console
+from autopar_opt.cli.rich_console import Console
 from rich.table import Table
 
 from autopar_opt.calibration.calibrate import CalibrationReport, calibrate_file, write_params

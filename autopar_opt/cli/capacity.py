@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from autopar_opt.cli.rich_console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 from rich.table import Table

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import typer
 
-from autopar_opt.cli.guard import guarded, locked_out
+from autopar_opt.cli.guard import closed_pipe, flush_stdout, guarded, locked_out
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Optimal hybrid-parallel training plans with optimality certificates.")
@@ -505,8 +505,14 @@ def main() -> None:
 
     try:
         app(prog_name="autopar", obj={"started_at": time.perf_counter() - process_age_s()})
+    except SystemExit:
+        flush_stdout()
+        raise
+    except BrokenPipeError:
+        closed_pipe()
     finally:
         _skip_exit_collection()
+
 
 
 def _skip_exit_collection() -> None:

@@ -21,6 +21,37 @@ from typing import Any, Callable, Optional
 import typer
 
 
+#: Exit status of a command whose reader closed its output early (``| head``): the
+#: shell's status of a process SIGPIPE ended (128 + 13), as ``cat`` or ``git`` give.
+EXIT_PIPE = 141
+
+
+def flush_stdout() -> None:
+    """Flush stdout now, so that a reader that closed the pipe (``autopar ... | head``)
+    ends the command with :data:`EXIT_PIPE` and no traceback, not the interpreter's
+    exit-time flush error (status 1 or 120, no message)."""
+    import sys
+
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        closed_pipe()
+
+
+def closed_pipe() -> None:
+    """Point stdout at /dev/null (nothing left to write to) and exit with
+    :data:`EXIT_PIPE`: the files the command writes are complete (written atomically
+    before its summary), only the printed text was cut, as its reader asked."""
+    import os
+    import sys
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    raise SystemExit(EXIT_PIPE)
+
+
 def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
     """Turn a user's mistake into its message and exit code 2, never a traceback:
     :class:`SpecError` / :class:`PlanError` / :class:`CommandError` print their text on
@@ -39,6 +70,8 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
         as_json = bool(kwargs.get("json_output"))
         try:
             code = func(*args, **kwargs)
+        except BrokenPipeError:
+            closed_pipe()          # before click's own EPIPE handling: exit 1, no word
         except CommandError as exc:
             _fail_with(exc, as_json)
         except SpecError as exc:

@@ -97,7 +97,7 @@ def _solve(spec, name: str, gap: float | None, searcher, budget, memory, guard) 
     graph, ctx = spec.graph, spec.context
     found, source = None, "solver"
     if searcher is not None:
-        from rich.console import Console
+        from autopar_opt.cli.rich_console import Console
         try:
             found = searcher.run_operator(spec, Console(stderr=True))
         except SearchInterrupted:
@@ -194,7 +194,7 @@ def _emit(doc: dict, found, searcher, out_dir: str | None, json_output: bool, qu
     elif not quiet:
         _summary(doc)
         if found is not None:
-            from rich.console import Console
+            from autopar_opt.cli.rich_console import Console
             searcher.summary(doc["searcher"], Console())
 
 

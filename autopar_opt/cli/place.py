@@ -252,7 +252,7 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
             raise opt.OptionError([SpecProblem(COMMAND_LINE, "--searcher", searcher.name,
                                          "the searchers optimise max-load only",
                                          "use --objective max-load, or drop --searcher")])
-        from rich.console import Console
+        from autopar_opt.cli.rich_console import Console
 
         found = searcher.run_placement(problem, cont, Console(stderr=True))
         if found is None:
@@ -299,7 +299,7 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
         elif not quiet:
             typer.echo(_text(doc))
             if "searcher" in doc:
-                from rich.console import Console
+                from autopar_opt.cli.rich_console import Console
 
                 searcher.summary(doc["searcher"], Console())
     if guard.interrupted:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Console
+from autopar_opt.cli.rich_console import Console
 
 from autopar_opt.learn.base import SearcherResult, SearcherUnavailable, SearcherUnknown, run_searcher
 from autopar_opt.learn.harness import search_spec, searcher_block

@@ -30,7 +30,7 @@ from autopar_opt.core.files import write_atomic
 from autopar_opt.ir.graph import params_summary
 
 if TYPE_CHECKING:   # rich is imported where something is printed (start-up, issue 18)
-    from rich.console import Console
+    from autopar_opt.cli.rich_console import Console
 
     from autopar_opt.search.engine import SearchOptions
 
@@ -46,7 +46,7 @@ BASELINE_SHARE = 0.08
 def console(stderr: bool = False) -> Console:
     """A rich Console that never hard-wraps when its stream is not a terminal
     (piped output keeps paths and lines whole); the terminal's width otherwise."""
-    from rich.console import Console
+    from autopar_opt.cli.rich_console import Console
 
     stream = sys.stderr if stderr else sys.stdout
     if hasattr(stream, "isatty") and stream.isatty():
