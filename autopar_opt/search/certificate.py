@@ -37,6 +37,9 @@ class ConfigRecord:
     #: the method that answered this configuration (``dp``, ``block-milp:highs``, ...; empty
     #: when none ran: pruned by its analytic bound, or no time left)
     method: str = ""
+    #: why no method ran on a configuration left ``not_solved`` with its bound (the
+    #: ``certificate.methods`` label): :data:`WITHIN_GAP`, else the time ran out
+    unsolved_because: str = ""
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -109,6 +112,9 @@ class Certificate:
 
 #: how a configuration no method solved is recorded in ``certificate.methods``
 _NO_METHOD = {Status.pruned: "analytic bound", Status.infeasible: "memory bound"}
+#: :attr:`ConfigRecord.unsolved_because` of a configuration not solved because its bound is
+#: within the target gap of the incumbent (the search needs nothing more from it)
+WITHIN_GAP = "bound within the target gap"
 
 
 def method_records(configurations: list[ConfigRecord]) -> list[dict]:
@@ -123,7 +129,8 @@ def method_records(configurations: list[ConfigRecord]) -> list[dict]:
 
     groups: dict[str, list[ConfigRecord]] = {}
     for r in configurations:
-        name = r.method or _NO_METHOD.get(r.status, "none (no time left)")
+        name = r.method or _NO_METHOD.get(
+            r.status, f"none ({r.unsolved_because or 'no time left'})")
         groups.setdefault(name, []).append(r)
     primal = min((r.primal for r in configurations if r.primal is not None), default=None)
     least = min((r.lower_bound for r in configurations), default=math.inf)

@@ -37,7 +37,7 @@ from autopar_opt.core.interrupts import SearchInterrupted
 from autopar_opt.ir.plan import Plan
 from autopar_opt.search.bounds import ConfigBound, analytic_lower_bound
 from autopar_opt.search.stage_lp import knapsack_lp_bound
-from autopar_opt.search.certificate import Certificate, ConfigRecord
+from autopar_opt.search.certificate import WITHIN_GAP, Certificate, ConfigRecord
 from autopar_opt.search.configs import OuterConfig, outer_configs
 from autopar_opt.search.inner import InnerSolver
 from autopar_opt.ir.training import Schedule, SearchSpace, Training
@@ -351,7 +351,7 @@ class Search:
         return ConfigRecord(cfg, Status.not_solved, None, bound.value, 0.0,
                             message=f"its bound {bound.value:.6g} s is within the target gap "
                                     f"({100 * self.options.rel_gap:.3g}%) of the incumbent "
-                                    f"{inc:.6g} s; not solved")
+                                    f"{inc:.6g} s; not solved", unsolved_because=WITHIN_GAP)
 
     def wants_lp(self) -> bool:
         """Whether the stage LP is worth its cost yet: once a solver has left a configuration

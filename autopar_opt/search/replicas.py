@@ -39,7 +39,7 @@ from autopar_opt.ir.replicas import ReplicaClass, ReplicaPlan
 from autopar_opt.ir.strategies import divisors
 from autopar_opt.ir.training import SearchSpace, Training
 from autopar_opt.search.bounds import analytic_lower_bound
-from autopar_opt.search.certificate import ConfigRecord
+from autopar_opt.search.certificate import WITHIN_GAP, ConfigRecord
 from autopar_opt.search.engine import SearchOptions
 from autopar_opt.search.fleet import FleetSearch, fleet_outer_configs
 
@@ -273,7 +273,8 @@ class ReplicaSearch:
                                 pruned_by=f"lower bound {bound:.6g} s >= incumbent {incumbent:.6g} s"), None
         if incumbent is not None and bound >= incumbent * (1 - self.options.rel_gap):
             return ConfigRecord(cfg, Status.not_solved, None, bound, 0.0,
-                                message="its bound is within the target gap of the incumbent"), None
+                                message="its bound is within the target gap of the incumbent",
+                                unsolved_because=WITHIN_GAP), None
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             return ConfigRecord(cfg, Status.not_solved, None, bound, 0.0,
