@@ -106,7 +106,12 @@ def _kind_code(layer: Layer) -> str:
 
 
 def _ranges(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else f"{names[0]}..{names[-1]} ({len(names)} layers)"
+    """The layers ``names`` (in model order, not necessarily adjacent): all of them up to
+    three, else the first and the last with the count ("embed..head" read as the whole
+    model where it meant the two ends)."""
+    if len(names) <= 3:
+        return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else names[0]
+    return f"{len(names)} layers, {names[0]}, {names[1]}, ... {names[-1]}"
 
 
 def _uniform(name: str, items: list[tuple[str, Any]], problems: list[str], default: Any) -> Any:

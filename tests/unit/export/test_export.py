@@ -217,6 +217,9 @@ def test_non_uniform_plan_is_refused_by_every_target():
     for target in ("megatron", "torchtitan", "deepspeed"):
         text = _refusal(plan, target)
         assert "tp differs between layers" in text and "tp=1 on block003" in text
+        # the other layers are named as a set, not as a range (session 24: "embed..head
+        # (2 layers)" read as the whole model)
+        assert "tp=2 on 7 layers, embed, block000, ... head" in text
 
 
 def test_megatron_rules():
