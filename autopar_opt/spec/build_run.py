@@ -90,9 +90,13 @@ def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: 
     if cluster is not None:
         peaks = cluster.device.peak_tflops
         if section.dtype not in peaks:
+            # a default the spec did not write is said to be one
+            stated = "dtype" in section.model_fields_set
             out.add("training.dtype", section.dtype,
-                    f"device {cluster.device.name} has no {section.dtype} peak",
-                    f"use one of its dtypes: {', '.join(peaks)}")
+                    f"device {cluster.device.name} has no {section.dtype} peak"
+                    + ("" if stated else " (training.dtype not stated: its default is bf16)"),
+                    f"{'use' if stated else 'state'} one of its dtypes: {', '.join(peaks)}"
+                    + ("" if stated else f", e.g. training: {{dtype: {next(iter(peaks))}}}"))
         if section.memory_reserve_gib >= cluster.device.hbm_gib:
             out.add("training.memory_reserve_gib", section.memory_reserve_gib,
                     f"reserve is not below the {cluster.device.hbm_gib:g} GiB of device memory",

@@ -316,3 +316,22 @@ def test_the_suggested_microbatch_counts_are_valid(tmp_path, microbatches):
         spec["plan"]["microbatches"] = c
         path.write_text(yaml.safe_dump(spec))
         assert load_spec(path).plan.microbatches == c
+
+
+def test_an_unstated_default_dtype_is_said_to_be_one(tmp_path):
+    """A V100 spec without training.dtype is refused for the default bf16, and the
+    message says the spec did not write it (session 24: "training.dtype = 'bf16'")."""
+    spec = {"model": {"zoo": "debug"}, "cluster": {"zoo": "1x8-v100-32"},
+            "training": {"global_batch_size": 64, "seq_len": 128}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    problem = err.value.problems[0]
+    assert problem.key == "training.dtype" and "not stated: its default is bf16" in problem.rule
+    assert "e.g. training: {dtype: fp16}" in problem.fix
+    spec["training"]["dtype"] = "bf16"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    assert "not stated" not in err.value.problems[0].rule
