@@ -528,9 +528,17 @@ def _skip_exit_collection() -> None:
     over from the run goes unfinalised, and the process is ending.
     ``tests/test_exit.py`` checks a piped ``--json`` and an atexit handler.
     Called from :func:`main` only (a process's last act), never from code that
-    tests run in-process: there it would keep every later cycle alive."""
-    import gc
+    tests run in-process: there it would keep every later cycle alive.
 
+    Not when Triton is loaded (PyTorch imports it: the learned searchers): its nanobind
+    extension counts the objects still alive at exit and prints some thirty lines of
+    "nanobind: leaked ..." on stderr for the frozen ones; a run that loads PyTorch
+    spends seconds on it anyway."""
+    import gc
+    import sys
+
+    if "triton" in sys.modules:
+        return
     gc.freeze()
 
 

@@ -188,3 +188,19 @@ def test_exit_after_gc_freeze_loses_nothing(tmp_path):
     assert json.loads(text) == json.loads((out / "plan.json").read_text())
     assert sorted(p.name for p in out.iterdir()) == ["plan.json", "report.html"]
     assert (out / "report.html").read_text().rstrip().endswith("</html>")
+
+
+def test_exit_with_triton_loaded_prints_no_nanobind_leaks(tmp_path):
+    """With PyTorch (and so Triton) loaded, the collector is not frozen: Triton's
+    nanobind extension printed some thirty 'nanobind: leaked ...' lines for the frozen
+    objects at exit (session 24, ``solve --searcher dqn``)."""
+    pytest.importorskip("triton")
+    code = ("import sys, triton\n"
+            "from autopar_opt.cli.commands import main\n"
+            f"sys.argv = ['autopar', 'solve', {str(EXAMPLES / 'quickstart.yaml')!r}, '--quiet',"
+            f" '--out', {str(tmp_path / 'out')!r}]\n"
+            "main()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "nanobind" not in proc.stderr
