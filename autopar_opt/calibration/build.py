@@ -144,6 +144,17 @@ def _cluster(rec: RunRecord) -> Cluster:
                         nics_per_node=c.nics_per_node)
 
 
+#: Runtimes whose selective recomputation re-runs a FlashAttention core in the backward
+#: pass: Megatron-Core checkpoints the core attention whatever its kernel
+#: (``megatron/core/transformer/attention.py``: ``checkpoint_core_attention =
+#: recompute_granularity == 'selective'`` and ``"core_attn" in recompute_modules``, then
+#: ``_checkpointed_attention_forward``). Megatron-LM's legacy model skips it for
+#: FlashAttention (``megatron/model/transformer.py`` ``ParallelAttention.forward``: ``if not
+#: self.use_flash_attn: if self.checkpoint_core_attention: ...``), and there selective
+#: recomputation of a FlashAttention model is none.
+REPEATS_FUSED_CORE = frozenset({"megatron-core", "megatron-bridge"})
+
+
 def build_run(rec: RunRecord) -> ModeledRun:
     """Everything needed to price the read record ``rec``; raises
     :class:`~autopar_opt.calibration.reading.Unmodelable` (or the cost
@@ -156,7 +167,8 @@ def build_run(rec: RunRecord) -> ModeledRun:
                         runtime=rec.runtime, activation_offload=rec.activation_offload,
                         autocast=rec.autocast)
     recompute = rec.recompute
-    if recompute is Recompute.selective and graph.layers[1].act_attn_bytes == 0:
+    if recompute is Recompute.selective and graph.layers[1].act_attn_bytes == 0 \
+            and rec.runtime.name not in REPEATS_FUSED_CORE:
         recompute = Recompute.none     # FlashAttention keeps no attention core to drop
     strategy = Strategy(par.dp, par.tp, par.cp, par.sp, par.zero if par.dp > 1 else 0, recompute,
                         zero_group=par.zero_group)
