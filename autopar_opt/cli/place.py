@@ -193,6 +193,31 @@ def output_reserve_s(num_nodes: int) -> float:
     return OUTPUT_RESERVE_S + OUTPUT_RESERVE_PER_NODE_S * num_nodes
 
 
+def _refuse_cycle_for_latency(problem, spec_path: str) -> None:
+    """The latency objective is the longest path of the placed graph: a graph with a
+    cycle has none (max-load places it, fusing each cycle where parts are contiguous).
+    Refused naming the cycle's nodes by the ids of the input."""
+    from autopar_opt.placement.condense import is_acyclic
+
+    if is_acyclic(problem.num_nodes, problem.edges):
+        return
+    import networkx as nx
+
+    from autopar_opt.cli import options as opt
+    from autopar_opt.core.errors import SpecProblem
+
+    graph = nx.DiGraph()
+    graph.add_edges_from(np.asarray(problem.edges, dtype=np.int64).reshape(-1, 2).tolist())
+    cycle = [problem.node_ids[u] for u, _ in nx.find_cycle(graph)]
+    shown = " -> ".join(map(str, cycle[:6])) + (" -> ..." if len(cycle) > 6 else "")
+    raise opt.OptionError([SpecProblem(spec_path, "edges", None,
+                                       "the latency objective needs an acyclic graph (a "
+                                       "cycle has no longest path); this one has the cycle "
+                                       f"{shown} -> {cycle[0]}",
+                                       "use --objective max-load (it places cycles), or "
+                                       "remove the edge that closes the cycle")])
+
+
 def place_command(spec_path: str, solver: str | None, objective: str | None,
                   contiguous: bool | None, time_limit_s: float | None, out_dir: str | None,
                   json_output: bool, expert: str | None, gap: float | None = None,
@@ -236,6 +261,8 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
         raise opt.OptionError([SpecProblem(COMMAND_LINE, "--no-contiguous", True,
                                      "the latency model runs each device's nodes as one block, "
                                      "which needs contiguous parts", "use --contiguous")])
+    if objective == "latency":
+        _refuse_cycle_for_latency(problem, spec_path)
     from autopar_opt.solvers.registry import BACKENDS
     name = (solver or "auto").lower()
     if name not in ("auto", *BACKENDS):

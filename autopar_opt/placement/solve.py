@@ -23,7 +23,7 @@ from autopar_opt.core.deadline import PhaseDeadline, deadline_check
 from autopar_opt.core.ideals import TooManyIdeals
 from autopar_opt.core.portfolio import MethodRecord
 from autopar_opt.placement.coarsen import coarsen_chains
-from autopar_opt.placement.condense import Condensed, condense
+from autopar_opt.placement.condense import Condensed, condense, is_acyclic
 from autopar_opt.placement.evaluate import PlacementMetrics, evaluate_placement
 from autopar_opt.placement.heuristics import compute_lower_bound, single_device, topo_split
 from autopar_opt.placement.problem import PlacementProblem
@@ -98,9 +98,15 @@ def _heuristics(problem: PlacementProblem, cond: Condensed, objective: str, cont
                 check: Callable[[], None] | None = None, lower: float = 0.0
                 ) -> tuple[float, np.ndarray | None, dict]:
     best, best_a, info = np.inf, None, {}
-    for name, fn in (("single_device", lambda: single_device(cond)[1]),
-                     ("topological_split", lambda: topo_split(cond, check=check, lower=lower)[1])):
-        val, a = _candidate(problem, cond, fn(), objective, contiguous)
+    # the split runs over a topological order: where the units keep a cycle (a
+    # non-contiguous search condenses without fusing them) it splits the condensation
+    # whose cycles are fused, whose placements are valid here too
+    split = cond if is_acyclic(cond.num_units, cond.prec) else \
+        condense(problem, fuse_cycles=True, check=check)
+    for name, c, fn in (("single_device", cond, lambda: single_device(cond)[1]),
+                        ("topological_split", split,
+                         lambda: topo_split(split, check=check, lower=lower)[1])):
+        val, a = _candidate(problem, c, fn(), objective, contiguous)
         info[name] = _num(val)
         if val < best:
             best, best_a = val, a

@@ -63,7 +63,14 @@ class PairFloor:
 
         self.cond = cond
         nu = cond.num_units
-        self.order = topological_order(nu, [tuple(e) for e in cond.prec.tolist()])
+        try:
+            self.order = topological_order(nu, [tuple(e) for e in cond.prec.tolist()])
+        except ValueError:
+            if contiguous:        # a contiguous condensation fuses its cycles: never here
+                raise
+            # the units of a non-contiguous search may keep a cycle; the greedy pass is
+            # valid in any order (it checks every pair it keeps), only its reach is not
+            self.order = np.arange(nu, dtype=np.int64)
         self.reach = self._reachability(nu) if contiguous else None
         nh = len(cond.hyper)
         sizes = np.array([h.size for h in cond.hyper], dtype=np.int64)
