@@ -181,10 +181,25 @@ def _device_problems(d: dict, key: str, file: str) -> list[SpecProblem]:
                 or val <= 0:
             probs.append(SpecProblem(file, f"{key}.{mem}", val, "must be a positive, finite number",
                                      f"write e.g. {mem}: {80 if mem == 'memory_gib' else 8.6e10:g}"))
+    if "memory_bytes" in d and "memory_gib" in d:
+        probs.append(SpecProblem(file, key + ".memory_gib", d["memory_gib"], "the entry also "
+                                 f"gives memory_bytes ({d['memory_bytes']!r}): one device "
+                                 "memory, two values", "keep one of memory_bytes and memory_gib"))
     if not isinstance(d.get("pays_comm", True), bool):
         probs.append(SpecProblem(file, key + ".pays_comm", d["pays_comm"], "must be true or false",
                                  "write pays_comm: true"))
     return probs
+
+
+def device_memory_bytes(d: dict, default: float) -> float:
+    """One device entry's memory in bytes: ``memory_bytes``, or ``memory_gib`` x 2^30
+    (either key, whatever the graph's source; both at once is refused by
+    :func:`_device_problems`), else ``default``."""
+    if "memory_bytes" in d:
+        return float(d["memory_bytes"])
+    if "memory_gib" in d:
+        return float(d["memory_gib"]) * 2**30
+    return float(default)
 
 
 def _with_times(problem: PlacementProblem, devices: list[dict], path: Path) -> list[DeviceType]:
@@ -196,7 +211,7 @@ def _with_times(problem: PlacementProblem, devices: list[dict], path: Path) -> l
                                          f"the graph file has times for {sorted(problem.time)} only",
                                          "use one of those types")])
         base = next(t for t in problem.device_types if t.name == d["type"])
-        mem = d.get("memory_bytes", base.memory_bytes)
-        out.append(DeviceType(d["type"], int(d.get("count", 1)), float(mem),
+        mem = device_memory_bytes(d, base.memory_bytes)
+        out.append(DeviceType(d["type"], int(d.get("count", 1)), mem,
                               bool(d.get("pays_comm", base.pays_comm))))
     return out

@@ -18,6 +18,7 @@ from autopar_opt.placement.problem import DeviceType, PlacementProblem
 def op_problem(g: OpGraph, devices: list[dict], name: str) -> PlacementProblem:
     """Costs from the device catalog (module docstring); ``devices`` as in the spec."""
     from autopar_opt.cost.params import default_params
+    from autopar_opt.placement.importers.spec import device_memory_bytes
     params = default_params()
     flops = np.array(g.flops)
     mem = np.array(g.mem_bytes)
@@ -30,7 +31,7 @@ def op_problem(g: OpGraph, devices: list[dict], name: str) -> PlacementProblem:
         t = np.maximum(flops / (dev.peak_flops("bf16") * eff), mem / (dev.hbm_gb_per_s * 1e9))
         times[dev.name] = t * 1e3
         types.append(DeviceType(dev.name, int(d.get("count", 1)),
-                                float(d.get("memory_gib", dev.hbm_gib)) * 2**30, True))
+                                device_memory_bytes(d, dev.hbm_gib * 2**30), True))
         first = first or dev.name
     link = DEFAULT_INTRA_NODE[first]
     comm = (link.latency_s + np.array(g.out_bytes) / link.bytes_per_s) * 1e3
