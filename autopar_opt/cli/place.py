@@ -354,6 +354,13 @@ def _write_outputs(doc: dict, out: Path) -> None:
         write_atomic(out / name, text)     # temp + rename, umask-respecting mode
 
 
+def _within(doc: dict) -> str:
+    """`` within the requested gap`` for an ``optimal`` whose gap is not a proof (--gap)."""
+    gap = doc.get("gap")
+    return " within the requested gap" if doc["status"] == "optimal" and gap is not None \
+        and gap > 1e-6 else ""
+
+
 def _text(doc: dict) -> str:
     fmt = lambda x: "-" if x is None else f"{x:.6g}"  # noqa: E731
     gap = "-" if doc["gap"] is None else f"{100 * doc['gap']:.4g} %"
@@ -362,7 +369,8 @@ def _text(doc: dict) -> str:
              f"value:        {fmt(doc['value'])}",
              f"lower bound:  {fmt(doc['lower_bound'])}",
              f"gap:          {gap}",
-             f"status:       {doc['status']} ({doc['method']}, {doc['wall_time_s']:.3f} s)"]
+             f"status:       {doc['status']}{_within(doc)} ({doc['method']}, "
+             f"{doc['wall_time_s']:.3f} s)"]
     why = {k: v for k, v in doc.get("details", {}).items()
            if k in ("infeasible", "stopped", "milp_skipped", "milp_refused")}
     lines += [f"why:          {k.replace('_', ' ')}: {v}" for k, v in why.items()]
