@@ -200,11 +200,26 @@ def build_run(rec: RunRecord) -> ModeledRun:
             measured, basis = measured_samples_per_s(rec.throughput, dims, rec.cluster.num_gpus,
                                                      rec.cluster.device, rec.dtype, rec.flops,
                                                      flops=flops)
+            _refuse_beyond_peak(measured, basis, graph, cluster, training.dtype)
     return ModeledRun(rec.id, rec.family, rec.framework, rec.kind, graph, cluster, training, plan,
                       strategy, samples, measured, basis, rec.memory_gib, rec.notes_with(notes),
                       rec.memory_measure, rec.memory_rank, rec.model.published_params,
                       rec.model.published_half_unit,
                       rec.model.architecture.assumed + _tying_assumed(notes))
+
+
+def _refuse_beyond_peak(measured: float, basis: str, graph, cluster, dtype: str) -> None:
+    """A measured rate whose model FLOPs (forward + backward, no recomputation) exceed
+    the GPUs' dense peak is not one the hardware can run (a unit or a digit wrong):
+    unmodelable, so it neither enters a comparison nor a fit. The published records
+    reach at most 62% of it."""
+    peak = cluster.device.peak_flops(dtype) * cluster.num_devices
+    share = measured * graph.flops_per_sample() / peak if peak > 0 else 0.0
+    if share > 1.0:
+        raise Unmodelable(f"the measured rate ({basis}) is {100 * share:.0f}% of the "
+                          f"{cluster.num_devices} GPUs' dense {dtype} peak under the model's FLOP "
+                          "count (forward + backward, no recomputation): above 100%, not a rate "
+                          "this hardware runs (fix: check the figure and its unit)")
 
 
 def _blocks_only_recompute(plan, graph):

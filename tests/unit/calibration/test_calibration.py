@@ -24,7 +24,7 @@ from support.runs import write_runs as _write
 RUNS = paths.DATA / "published_runs.yaml"
 
 
-def _record(rid: str, tp=1, pp=1, dp=1, num_gpus=1, layers=1, iteration_time_s=1e-7,
+def _record(rid: str, tp=1, pp=1, dp=1, num_gpus=1, layers=1, iteration_time_s=1e-3,
             recompute="none", record_type="end_to_end_training_throughput", other=None) -> dict:
     """A tiny GPT record: h=64, a=4, s=32, ffn=4h, V=128, batch 1 on A100-80GB."""
     return {
@@ -140,7 +140,8 @@ def test_single_gpu_pure_compute_matches_hand_derivation(tmp_path):
     params = replace(CostParams(), gemm_efficiency={"A100-80GB": 0.5}, efficiency_half_us=0.0,
                      layer_overhead_us=0.0, elementwise_passes=0.0,
                      iteration_overhead_s=0.0, optimizer_bytes_per_param=0.0)
-    report = calibrate_file(_write(tmp_path, [_record("one_gpu")]), params=params)
+    report = calibrate_file(_write(tmp_path, [_record("one_gpu", iteration_time_s=1e-7)]),
+                            params=params)
     (c,) = report.comparisons
     t = 11_796_480 / (0.5 * 312e12)
     assert c.predicted == pytest.approx(1 / t, rel=1e-9)
