@@ -63,4 +63,7 @@ def test_microbatch_rule():
     assert microbatch_rule_broken(4, 16) is None
     broken = microbatch_rule_broken(5, 16)
     assert "5 micro-batches do not divide the global batch (16)" in broken.rule
-    assert broken.fix.endswith("e.g. 4")
+    assert "e.g. 4; one of 1, 2, 4, 8, 16" in broken.fix
+    # with the data-parallel degree, only counts whose micro-batch splits over it
+    assert microbatch_rule_broken(5, 16, dp=4).fix.endswith("e.g. 4; one of 1, 2, 4")
+    assert "not a multiple of dp=3" in microbatch_rule_broken(5, 16, dp=3).fix
