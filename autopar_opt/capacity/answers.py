@@ -32,6 +32,9 @@ from autopar_opt.capacity.schema import PlanningSection
 
 SECONDS_PER_DAY = 86400.0
 WITHIN = "within the gap"
+#: A scenario the sweep holds nothing for (not run within its --time-limit, or its search
+#: failed): no plan and no bound, so nothing is proven of it either way.
+UNSOLVED = "not solved"
 
 
 def _json(x: float) -> float | None:
@@ -78,11 +81,13 @@ def price_scenario(scenario, row: dict[str, Any], planning: PlanningSection) -> 
         spec = scenario.spec                        # a group alone is a plain cluster of its name
         entry["groups"] = scenario_groups(spec) or {spec.cluster.name: spec.cluster.nodes}
         entry["price_per_hour"] = hourly
-    if row["status"] == "infeasible":
+    unsolved = row["primal"] is None and row["lower_bound"] is None \
+        and row["status"] != "infeasible"
+    if row["status"] == "infeasible" or unsolved:
         for name in ("time_to_train_days", "cost", "throughput_tokens_per_s"):
             entry[name] = [None, None]
     entry["model_error"] = model_error(row, steps, scenario.gpus, price, planning.prices.currency)
-    entry["meets"] = meets(entry, planning)
+    entry["meets"] = UNSOLVED if unsolved else meets(entry, planning)
     return entry
 
 
@@ -155,10 +160,13 @@ def cheapest(entries: list[dict], planning: PlanningSection) -> dict[str, Any]:
     cur = planning.prices.currency
     yes = [e for e in entries if e["meets"] == "yes"]
     maybe = [e for e in entries if e["meets"] == WITHIN]
+    unsolved = _unsolved(entries)
     if not yes:
         return {"scenario": None, "proven": False, "within_gap": [e["id"] for e in maybe],
+                "not_solved": unsolved,
                 "statement": f"no scenario is proven to {requirement_text(planning)}"
-                             + (f"; {len(maybe)} undecided within the gap" if maybe else "")}
+                             + (f"; {len(maybe)} undecided within the gap" if maybe else "")
+                             + _unsolved_text(unsolved)}
     win = min(yes, key=lambda e: (e["cost"][1], e["gpus"], e["id"]))
     win_cost = _interval(win, "cost")
     rivals, beaten = [], []
@@ -172,12 +180,25 @@ def cheapest(entries: list[dict], planning: PlanningSection) -> dict[str, Any]:
     if rivals:
         statement += (f"; within the gap (could be as cheap): {', '.join(rivals[:8])}"
                       + (" ..." if len(rivals) > 8 else ""))
-    else:
+    elif not unsolved:
         statement += "; every other scenario that could meet it provably costs at least as much"
-    statement += _error_text(win)
+    statement += _unsolved_text(unsolved) + _error_text(win)
     return {"scenario": win["id"], "cost": win["cost"], "time_to_train_days": win["time_to_train_days"],
-            "model_error": win.get("model_error"), "proven": not rivals, "within_gap": rivals, "proven_not_cheaper": len(beaten),
+            "model_error": win.get("model_error"), "proven": not rivals and not unsolved,
+            "within_gap": rivals, "not_solved": unsolved, "proven_not_cheaper": len(beaten),
             "statement": statement}
+
+
+def _unsolved(entries: list[dict]) -> list[str]:
+    return [e["id"] for e in entries if e["meets"] == UNSOLVED]
+
+
+def _unsolved_text(ids: list[str]) -> str:
+    """What the answers cannot say of the scenarios the sweep holds nothing for."""
+    if not ids:
+        return ""
+    return (f"; {len(ids)} scenario(s) not solved (no plan, no bound: could be better): "
+            f"{', '.join(ids[:8])}" + (" ..." if len(ids) > 8 else ""))
 
 
 def fewest_gpus(entries: list[dict], planning: PlanningSection) -> dict[str, Any]:
@@ -194,7 +215,8 @@ def fewest_gpus(entries: list[dict], planning: PlanningSection) -> dict[str, Any
             out[device] = {"gpus": None, "proven": False, "within_gap": open_,
                            "statement": f"no {device} count in the sweep is proven to "
                                         f"{requirement_text(planning)}"
-                                        + (f" ({open_} undecided within the gap)" if open_ else "")}
+                                        + (f" ({open_} undecided: within the gap or not "
+                                           "solved)" if open_ else "")}
             continue
         best = ok[0]
         undecided = [g for g in counts if g < best and verdict[g] == WITHIN]
@@ -202,7 +224,7 @@ def fewest_gpus(entries: list[dict], planning: PlanningSection) -> dict[str, Any
                    key=lambda e: (e["cost"][1], e["id"]))
         text = f"{best} x {device} ({scen['id']})"
         if undecided:
-            text += f"; fewer is within the gap at {undecided}"
+            text += f"; fewer is undecided (within the gap or not solved) at {undecided}"
         else:
             smaller = [g for g in counts if g < best]
             text += ("; every smaller count in the sweep is proven not to meet it" if smaller
@@ -214,11 +236,12 @@ def fewest_gpus(entries: list[dict], planning: PlanningSection) -> dict[str, Any
 
 
 def _count_verdict(group: list[dict]) -> str:
-    """One GPU count meets the requirement if any of its scenarios is proven to."""
+    """One GPU count meets the requirement if any of its scenarios is proven to; it is
+    undecided (:data:`WITHIN`) while one is within the gap or not solved."""
     marks = {e["meets"] for e in group}
     if "yes" in marks:
         return "yes"
-    return WITHIN if WITHIN in marks else "no"
+    return WITHIN if marks & {WITHIN, UNSOLVED} else "no"
 
 
 def pareto(entries: list[dict]) -> dict[str, Any]:
@@ -246,7 +269,9 @@ def pareto(entries: list[dict]) -> dict[str, Any]:
         t, c = pts[m["id"]]
         threats = [k for k, o in pts.items() if k != m["id"] and o[0][0] <= t[1] and o[1][0] <= c[1]
                    and (o[0][0] < t[1] or o[1][0] < c[1])]
-        members.append({"id": m["id"], "proven": not threats, "within_gap_of": threats[:10]})
+        # a scenario not solved has no bound: it could dominate any plan held
+        members.append({"id": m["id"], "proven": not threats and not _unsolved(entries),
+                        "within_gap_of": threats[:10]})
     ids = {m["id"] for m in front}
     off: dict[str, Any] = {}
     for e in planned:
@@ -257,10 +282,14 @@ def pareto(entries: list[dict]) -> dict[str, Any]:
                   None)
         off[e["id"]] = {"dominated_by": by} if by else {"dominated_by": None, "verdict": WITHIN}
     n_proven = sum(1 for v in off.values() if v["dominated_by"])
-    return {"frontier": members, "off_frontier": off,
+    unsolved = _unsolved(entries)
+    rest = "" if n_proven == len(off) else ", the rest within the gap"
+    return {"frontier": members, "off_frontier": off, "not_solved": unsolved,
             "statement": f"{len(front)} scenarios on the time-cost frontier "
                          f"({sum(m['proven'] for m in members)} proven); {n_proven} of "
-                         f"{len(off)} others proven dominated, the rest within the gap"}
+                         f"{len(off)} others proven dominated{rest}"
+                         + (f"; {len(unsolved)} scenario(s) not solved are not on it and "
+                            "may belong to it" if unsolved else "")}
 
 
 def answers(entries: list[dict], planning: PlanningSection) -> dict[str, Any]:

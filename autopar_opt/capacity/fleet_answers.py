@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autopar_opt.capacity.answers import WITHIN
+from autopar_opt.capacity.answers import UNSOLVED, WITHIN
 
 
 def _days(e: dict) -> tuple[float, float]:
@@ -25,6 +25,8 @@ def _days(e: dict) -> tuple[float, float]:
 
 
 def _verdict(candidate: dict, reference: dict) -> str:
+    if candidate.get("meets") == UNSOLVED:      # no plan, no bound: nothing is proven
+        return WITHIN
     c, r = _days(candidate), _days(reference)
     if c[1] <= r[0]:
         return "yes"
@@ -39,7 +41,7 @@ def group_matches(entries: list[dict]) -> list[dict[str, Any]]:
     alone: dict[str, list[dict]] = {}
     for e in fleet:
         used = {g: n for g, n in e["groups"].items() if n}
-        if len(used) == 1 and e["primal"] is not None:
+        if len(used) == 1 and (e["primal"] is not None or e.get("meets") == UNSOLVED):
             alone.setdefault(next(iter(used)), []).append(e)
     out = []
     for group, cands in sorted(alone.items()):
@@ -56,13 +58,15 @@ def group_matches(entries: list[dict]) -> list[dict[str, Any]]:
                             "within_gap": open_,
                             "statement": f"no {group} node count in the sweep is proven to train as "
                                          f"fast as {name} nodes ({ref['id']})"
-                                         + (f"; within the gap at {open_}" if open_ else "")})
+                                         + (f"; undecided (within the gap or not solved) at "
+                                            f"{open_}" if open_ else "")})
                 continue
             n, scen = yes[0]
             undecided = [m for m, _, v in verdict if m < n and v == WITHIN]
             text = (f"{n} {group} nodes ({scen['id']}) train at least as fast as {name} nodes "
                     f"({ref['id']}), proven")
-            text += (f"; fewer is within the gap at {undecided}" if undecided else
+            text += (f"; fewer is undecided (within the gap or not solved) at {undecided}"
+                     if undecided else
                      "; every smaller count in the sweep is proven slower" if any(m < n for m, _, _ in verdict)
                      else "; the smallest count in the sweep")
             out.append({"group": group, "reference": ref["id"], "nodes": n, "scenario": scen["id"],

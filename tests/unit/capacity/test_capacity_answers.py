@@ -119,3 +119,25 @@ def test_charts_accept_a_bound_a_hair_above_the_plan():
          "throughput_tokens_per_s": [5.0, 5.0 - 1e-12]}
     assert pareto_svg([e], ["a"], 3.0, "USD").startswith("<svg")
     assert scaling_svg([e]).startswith("<svg")
+
+
+def test_a_scenario_not_solved_is_not_within_the_gap_and_unproves_the_answers():
+    """A scenario the sweep holds nothing for (not run within its --time-limit) has no
+    bound: it is "not solved", never "within the gap", and no answer is proven while
+    it could be better (session 24: never-run scenarios were listed as "could be as
+    cheap" and the answers still called proven where none was within the gap)."""
+    from autopar_opt.capacity.answers import UNSOLVED
+    es = [entry("x", "A", 8, (10, 11), (100, 110)),
+          entry("z", "B", 8, (40, 50), (10, 20))]
+    unsolved = {"id": "u", "device": "A", "gpus": 4, "status": "no_plan", "primal": None,
+                "time_to_train_days": [None, None], "cost": [None, None],
+                "throughput_tokens_per_s": [None, None], "meets": UNSOLVED}
+    ans = cheapest(es + [unsolved], PLANNING)
+    assert ans["scenario"] == "x" and not ans["proven"] and ans["within_gap"] == []
+    assert ans["not_solved"] == ["u"] and "not solved (no plan, no bound" in ans["statement"]
+    assert cheapest(es, PLANNING)["proven"]
+    fewest = fewest_gpus(es + [unsolved], PLANNING)["A"]
+    assert fewest["gpus"] == 8 and not fewest["proven"] and fewest["within_gap"] == [4]
+    front = pareto(es + [unsolved])
+    assert not any(m["proven"] for m in front["frontier"]) and front["not_solved"] == ["u"]
+    assert "the rest within the gap" not in pareto(es)["statement"]
