@@ -65,3 +65,41 @@ def fmt_value(value: object) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k}: {fmt_value(v)}" for k, v in value.items())
     return str(value)
+
+
+def show(value: object) -> str:
+    """A value as a reader wants it: none as a dash, booleans as yes/no, infinity as ∞,
+    numbers to 6 significant digits, lists item by item."""
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str) and value.strip().lower() in ("inf", "+inf", "infinity"):
+        return "∞"
+    if isinstance(value, float):
+        return "∞" if value == float("inf") else f"{value:.6g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(show(v) for v in value) + "]"
+    return str(value)
+
+
+def label(key: str) -> str:
+    """A document key as a column or row label (``time_s`` -> ``time s``)."""
+    return str(key).replace("_", " ")
+
+
+def columns(rows: list[dict]) -> list[str]:
+    """Every key of ``rows`` in first-seen order (a pruned configuration has no
+    ``replicas``: its cells must not shift under the wrong heading), less ``stats``."""
+    out: list[str] = []
+    for r in rows:
+        out += [k for k in r if k != "stats" and k not in out]
+    return out
+
+
+def doc_table_env(env):
+    """``env`` with :func:`show` and :func:`label` as filters and :func:`columns` as a
+    global: the small reports that print a document's values as tables."""
+    env.filters.update(show=show, label=label)
+    env.globals["columns"] = columns
+    return env

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from jinja2 import Environment, StrictUndefined
 
+from autopar_opt.reports.formatting import doc_table_env
+
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>autopar-opt: operator sharding {{ p.graph }}</title>
 <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:1em}
@@ -19,15 +21,18 @@ reduce-scatter of partial sums allowed{% endif %}); cost model: autopar_opt.cost
 achieved efficiency, α–β ring collectives per link tier, redistribution on every edge, gradient sync).
 An optimality claim holds within this space and under this model.</p>
 <h2>Certificate</h2>
-<table><tr><th>primal (s per iteration)</th><td>{{ c.primal }}</td></tr>
-<tr><th>proven lower bound</th><td>{{ c.lower_bound }}</td></tr>
-<tr><th>gap</th><td>{{ c.gap }}</td></tr><tr><th>exact</th><td>{{ c.exact }}</td></tr>
-<tr><th>method</th><td>{{ c.method }}</td></tr><tr><th>wall time</th><td>{{ doc.wall_time_s }} s</td></tr></table>
-<table><tr>{% for k in c.configurations[0].keys() if k != 'stats' %}<th>{{ k }}</th>{% endfor %}</tr>
-{% for r in c.configurations %}<tr>{% for k, v in r.items() if k != 'stats' %}<td>{{ v }}</td>{% endfor %}</tr>
+<table><tr><th>primal (s per iteration)</th><td>{{ c.primal | show }}</td></tr>
+<tr><th>proven lower bound</th><td>{{ c.lower_bound | show }}</td></tr>
+<tr><th>gap</th><td>{{ c.gap | show }}</td></tr><tr><th>exact</th><td>{{ c.exact | show }}</td></tr>
+<tr><th>method</th><td>{{ c.method | show }}</td></tr>
+<tr><th>wall time</th><td>{{ doc.wall_time_s | show }} s</td></tr></table>
+{% set cols = columns(c.configurations) %}
+<table><tr>{% for k in cols %}<th>{{ k | label }}</th>{% endfor %}</tr>
+{% for r in c.configurations %}<tr>{% for k in cols %}<td>{{ r.get(k) | show }}</td>{% endfor %}</tr>
 {% endfor %}</table>
 {% if doc.metrics %}<h2>Plan</h2>
-<table>{% for k, v in doc.metrics.items() %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>{% endfor %}</table>{% endif %}
+<table>{% for k, v in doc.metrics.items() %}<tr><th>{{ k | label }}</th><td>{{ v | show }}</td></tr>
+{% endfor %}</table>{% endif %}
 {% if doc.plan and doc.plan.operators is defined %}
 <p>Logical mesh {{ doc.plan.mesh[0] }} × {{ doc.plan.mesh[1] }} (axis 1 = consecutive ranks).</p>
 <table><tr><th>operator</th><th>role</th><th>configuration</th><th>compute s</th><th>collectives s</th>
@@ -45,7 +50,7 @@ An optimality claim holds within this space and under this model.</p>
 <table><tr><th>plan</th><th>s per iteration</th><th>× optimum</th><th>fits memory</th><th>note</th></tr>
 {% for b in doc.baselines %}<tr><td>{{ b.name }}</td><td class="n">{{ '%.6g' % b.metrics.time_s }}</td>
 <td class="n">{{ '%.4f' % b.ratio_to_optimum if b.ratio_to_optimum else '-' }}</td>
-<td>{{ b.metrics.fits_memory }}</td><td>{{ b.note }}</td></tr>{% endfor %}</table>{% endif %}
+<td>{{ b.metrics.fits_memory | show }}</td><td>{{ b.note | show }}</td></tr>{% endfor %}</table>{% endif %}
 {% if doc.templates %}{% set t = doc.templates %}<h2>Operator space vs Megatron templates</h2>
 <p>Best template plan: {{ '%.6g' % t.template_value }} s on mesh {{ t.template_mesh }}; operator-space optimum
 {{ '%.6g' % t.optimum_value }} s on mesh {{ t.optimum_mesh }}:
@@ -54,14 +59,15 @@ An optimality claim holds within this space and under this model.</p>
 {% if t.differences %}<table><tr><th>operator</th><th>role</th><th>optimum</th><th>template</th></tr>
 {% for d in t.differences %}<tr><td>{{ d.name }}</td><td>{{ d.role }}</td><td>{{ d.optimum }}</td>
 <td>{{ d.template }}</td></tr>{% endfor %}</table>{% endif %}{% endif %}
-<h2>Problem</h2><table>{% for k, v in p.items() %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>{% endfor %}</table>
+<h2>Problem</h2><table>{% for k, v in p.items() %}
+<tr><th>{{ k | label }}</th><td>{{ v | show }}</td></tr>{% endfor %}</table>
 </body></html>
 """
 
 
 def render_opspace_report(doc: dict) -> str:
     """HTML of an operator-sharding plan.json (autoescaped, strict undefined)."""
-    env = Environment(autoescape=True, undefined=StrictUndefined)
+    env = doc_table_env(Environment(autoescape=True, undefined=StrictUndefined))
     return env.from_string(_TEMPLATE).render(doc=doc, p=doc["spec"]["problem"], c=doc["certificate"])
 
 

@@ -6,20 +6,23 @@ from pathlib import Path
 
 from jinja2 import Environment, StrictUndefined
 
+from autopar_opt.reports.formatting import doc_table_env
+
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>autopar-opt: {{ p.format }} {{ p.name }}</title>
 <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}
 td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}</style></head><body>
 <h1>{{ p.format | capitalize }} instance {{ p.name }}: {{ doc.status }}</h1>
 <h2>Certificate</h2>
-<table><tr><th>primal</th><td>{{ c.primal }}</td></tr>
-<tr><th>proven lower bound</th><td>{{ c.lower_bound }}</td></tr>
-<tr><th>gap</th><td>{{ c.gap }}</td></tr><tr><th>exact</th><td>{{ c.exact }}</td></tr>
-<tr><th>method</th><td>{{ c.method }}: {{ c.message }}</td></tr>
-<tr><th>wall time</th><td>{{ doc.wall_time_s }} s</td></tr></table>
-<h2>Problem</h2><table>{% for k, v in p.items() %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>{% endfor %}</table>
+<table><tr><th>primal</th><td>{{ c.primal | show }}</td></tr>
+<tr><th>proven lower bound</th><td>{{ c.lower_bound | show }}</td></tr>
+<tr><th>gap</th><td>{{ c.gap | show }}</td></tr><tr><th>exact</th><td>{{ c.exact | show }}</td></tr>
+<tr><th>method</th><td>{{ method_text(c) }}</td></tr>
+<tr><th>wall time</th><td>{{ doc.wall_time_s | show }} s</td></tr></table>
+<h2>Problem</h2><table>{% for k, v in p.items() %}
+<tr><th>{{ k | label }}</th><td>{{ v | show }}</td></tr>{% endfor %}</table>
 {% if doc.given_plan %}<h2>Given plan</h2><table>{% for k, v in doc.given_plan.items() %}
-<tr><th>{{ k }}</th><td>{{ v }}</td></tr>{% endfor %}</table>{% endif %}
+<tr><th>{{ k | label }}</th><td>{{ v | show }}</td></tr>{% endfor %}</table>{% endif %}
 {% if doc.plan and doc.plan.stages is defined %}<h2>Stages ({{ doc.plan.devices_used }} devices used,
 TPS {{ doc.plan.tps }})</h2>
 <table><tr><th>#</th><th>d</th><th>t</th><th>y</th><th>TPS</th><th>memory bytes</th><th>nodes (TMPC)</th></tr>
@@ -34,10 +37,18 @@ TPS {{ doc.plan.tps }})</h2>
 """
 
 
+def method_text(cert: dict) -> str:
+    """``method: message``, the method named once (a message may begin with it)."""
+    method, message = str(cert.get("method") or "—"), str(cert.get("message") or "")
+    if not message:
+        return method
+    return message if message.startswith(method + ":") else f"{method}: {message}"
+
+
 def render_peer_report(doc: dict) -> str:
     """HTML of a peer solve document (autoescaped, strict undefined)."""
-    env = Environment(autoescape=True, undefined=StrictUndefined)
-    env.globals["zip"] = zip
+    env = doc_table_env(Environment(autoescape=True, undefined=StrictUndefined))
+    env.globals.update(zip=zip, method_text=method_text)
     return env.from_string(_TEMPLATE).render(doc=doc, p=doc["spec"]["problem"], c=doc["certificate"])
 
 

@@ -1,0 +1,42 @@
+"""The operator-sharding and peer reports print values as a reader wants them (found by
+a new user, session 24: a pruned configuration, which has no ``replicas``, shifted its
+cells under the wrong headings; "None", "True", "inf" and raw key names were shown; a
+peer's method read "dp: dp: optimal")."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from autopar_opt.reports.formatting import columns, show
+from support import paths
+from support.cli import run_cli
+
+
+def test_show_and_columns():
+    assert [show(x) for x in (None, True, False, float("inf"), "inf", 0.1234567891, [1, 2.5])] \
+        == ["—", "yes", "no", "∞", "∞", "0.123457", "[1, 2.5]"]
+    assert columns([{"a": 1, "stats": {}}, {"a": 2, "b": 3}]) == ["a", "b"]
+
+
+def _cells(row: str) -> int:
+    return len(re.findall(r"<t[dh]>", row))
+
+
+@pytest.mark.parametrize("example", ["operator_sharding/pipeline.yaml",
+                                     "peers/piper_gnmt_k8.yaml"])
+def test_reports_show_no_raw_values_and_aligned_tables(tmp_path, example):
+    code, text = run_cli("solve", paths.REPO / "examples" / example, "--out", tmp_path / "o",
+                         "--quiet")
+    assert code == 0, text
+    html = (tmp_path / "o" / "report.html").read_text()
+    for raw in (">None<", ">True<", ">False<", ">inf<", "dp: dp:"):
+        assert raw not in html, raw
+    for table in re.findall(r"<table>(.*?)</table>", html, re.S):
+        rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)
+        if rows and "<th>" in rows[0] and "<td>" not in rows[0]:      # a header row
+            assert {_cells(r) for r in rows} == {_cells(rows[0])}, rows[:3]
+    doc = json.loads((tmp_path / "o" / "plan.json").read_text())
+    assert doc["status"] in html
