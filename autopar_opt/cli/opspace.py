@@ -206,8 +206,17 @@ def _summary(doc: dict) -> None:
         m = doc["metrics"]
         print(f"  iteration {m['time_s']:.6g} s ({m['samples_per_s'] or 0:.4g} samples/s), memory "
               f"{m['memory_bytes'] / 2**30:.3g} of {m['capacity_bytes'] / 2**30:.3g} GiB per device")
-    print(f"  certificate: primal {c['primal']} lower bound {c['lower_bound']} gap {c['gap']} "
-          f"({c['method']}, {doc['wall_time_s']:.2f} s)")
+    if doc["status"] == "infeasible":
+        why = sorted({m["message"] for m in c.get("methods", []) if m.get("message")})
+        print(f"  certificate: proven infeasible ({doc['wall_time_s']:.2f} s): "
+              + ("; ".join(why) if why else "no plan of the space fits")
+              + " (every configuration searched); more devices or more memory per device")
+    else:
+        fmt = lambda x: "-" if x is None else (f"{x:.6g}" if isinstance(x, float) else str(x))  # noqa: E731
+        gap = c["gap"]
+        print(f"  certificate: primal {fmt(c['primal'])} s, lower bound {fmt(c['lower_bound'])} s, "
+              f"gap {f'{100 * gap:.3g}%' if isinstance(gap, (int, float)) else fmt(gap)} "
+              f"({c['method']}, {doc['wall_time_s']:.2f} s)")
     for m in c.get("methods", []):
         if m["status"] in ("refused", "no_plan", "interrupted"):
             print(f"  {m['method']}: {m['status']} ({m['message']})")

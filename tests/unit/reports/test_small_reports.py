@@ -40,3 +40,14 @@ def test_reports_show_no_raw_values_and_aligned_tables(tmp_path, example):
             assert {_cells(r) for r in rows} == {_cells(rows[0])}, rows[:3]
     doc = json.loads((tmp_path / "o" / "plan.json").read_text())
     assert doc["status"] in html
+
+
+def test_an_infeasible_operator_sharding_summary_says_why(tmp_path):
+    spec = tmp_path / "os.yaml"
+    spec.write_text("problem: {format: operator_sharding, graph: {zoo: alexnet, batch: 128}, "
+                    "cluster: {nodes: 1, gpus_per_node: 8, device: A100-80GB}, "
+                    "memory_gib: 0.001}\n")
+    code, text = run_cli("solve", spec)
+    assert code == 3, text
+    assert "certificate: proven infeasible" in text and "fits the memory" in text
+    assert "primal None" not in text and "gap inf" not in text
