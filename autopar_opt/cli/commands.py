@@ -454,6 +454,12 @@ def place(ctx: typer.Context,
             raise OptionError([SpecProblem(COMMAND_LINE, "--policy" if policy else "--decoder",
                                            policy or decoder, "is an option of the gdp searcher",
                                            "add --searcher gdp, or drop it")])
+        from autopar_opt.learn.base import PLACEMENT_SEARCHERS
+
+        if searcher not in PLACEMENT_SEARCHERS:
+            _option_problem("--searcher", searcher, "not a searcher of operator-graph placement"
+                            + (" (it searches the layer-strategy or operator space: autopar "
+                               "solve)" if searcher == "dqn" else ""), PLACEMENT_SEARCHERS)
         hook = SearcherHook(searcher, budget_s, seed, policy=policy, decoder=decoder)
     started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
     with locked_out(out_dir):

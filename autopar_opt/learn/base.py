@@ -67,6 +67,9 @@ SEARCHERS: dict[str, tuple[str, str, bool]] = {
 }
 #: searchers of operator-graph placement only (``autopar place``; not ``autopar solve``).
 PLACEMENT_ONLY: frozenset[str] = frozenset({"hp"})
+#: the searchers ``autopar place`` runs (dqn searches the layer-strategy and operator
+#: spaces only: ``learn/dqn.py``)
+PLACEMENT_SEARCHERS: tuple[str, ...] = ("random", "anneal", "gdp", "hp")
 
 INSTALL_HINT = ("the learned searchers need PyTorch (CPU): pip install 'autopar-opt[learn]' "
                 "(or: pip install torch==2.13.0)")

@@ -146,3 +146,19 @@ def test_cli_solve_refuses_hp_cleanly():
     code, text = run_cli("solve", REPO / "examples" / "quickstart.yaml", "--searcher", "hp")
     assert code == 2 and "--searcher = 'hp'" in text
     assert "it places operator graphs: autopar place" in text and "'anneal'" in text
+
+
+def test_cli_place_refuses_a_searcher_it_does_not_run_in_the_common_format():
+    """``place --searcher dqn`` (or a typo) is an option error with the closest name and
+    the --json error object (session 24: a bare 'error:' line that listed dqn)."""
+    import json as _json
+
+    from support.paths import DATA
+
+    graph = DATA / "placement" / "throughput" / "LayerGraphs_bert24_inference.json"
+    code, text = run_cli("place", graph, "--searcher", "dqn")
+    assert code == 2 and "--searcher = 'dqn'" in text and "autopar solve" in text
+    code, text = run_cli("place", graph, "--searcher", "anneall", "--json")
+    assert code == 2 and "did you mean 'anneal'?" in text
+    doc = _json.loads(text[text.index("{"):text.rindex("}") + 1])
+    assert doc["error"]["problems"][0]["key"] == "--searcher"
