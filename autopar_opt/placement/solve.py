@@ -136,11 +136,13 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
     start = time.perf_counter()
     deadline = None if time_limit_s is None else start + time_limit_s
     check = deadline_check(deadline)
-    too_big = memory_shortfall(problem)
+    too_big, by = memory_shortfall(problem), "memory bound"
+    if too_big is None:
+        too_big, by = unplaceable(problem), "device support"
     if too_big is not None:
         return PlacementResult(problem=problem, objective=objective, contiguous=contiguous,
                                value=np.inf, lower_bound=np.inf, status="infeasible",
-                               method="memory bound", assignment=None, metrics=None,
+                               method=by, assignment=None, metrics=None,
                                wall_time_s=time.perf_counter() - start,
                                details={"infeasible": too_big})
     try:
@@ -253,6 +255,23 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
                            value=value, lower_bound=lower, status=status, method=method,
                            assignment=assign, metrics=metrics,
                            wall_time_s=time.perf_counter() - start, details=details)
+
+
+def unplaceable(problem: PlacementProblem) -> str | None:
+    """Why no placement can exist when some node runs on none of the devices there are
+    (its time is infinite on every type with devices: unsupported on the accelerators
+    and no CPU), else None."""
+    types = [t for t in problem.device_types if t.count > 0]
+    runs = np.zeros(problem.num_nodes, dtype=bool)
+    for t in types:
+        runs |= np.isfinite(np.asarray(problem.time[t.name], dtype=float))
+    bad = np.flatnonzero(~runs)
+    if bad.size == 0:
+        return None
+    ids = [str(problem.node_ids[i]) for i in bad[:5]] + (["..."] if bad.size > 5 else [])
+    have = ", ".join(f"{t.count} x {t.name}" for t in types) or "no devices"
+    return (f"{bad.size} node(s) run on none of the devices there are ({have}): node(s) "
+            f"{', '.join(ids)}")
 
 
 def memory_shortfall(problem: PlacementProblem) -> str | None:

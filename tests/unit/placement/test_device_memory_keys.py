@@ -38,3 +38,26 @@ def test_both_keys_are_refused(tmp_path):
               {"type": "A100-80GB", "memory_gib": 80, "memory_bytes": 1000})
     problem = err.value.problems[0]
     assert problem.key.endswith(".memory_gib") and "keep one of" in problem.fix
+
+
+def test_a_node_no_device_runs_is_infeasible_with_the_reason(tmp_path):
+    """A node unsupported on the accelerators with no CPU: proven infeasible, and the
+    reason names the node (session 24: 'infeasible (dp)' with no reason)."""
+    import json
+
+    from autopar_opt.placement.importers.public_json import load_public
+    from autopar_opt.placement.solve import solve_placement
+
+    graph = {"maxSizePerFPGA": 1000.0, "maxFPGAs": 2, "maxCPUs": 0,
+             "nodes": [{"id": i, "supportedOnFpga": 0 if i == 2 else 1, "cpuLatency": 10.0,
+                        "fpgaLatency": 1.0, "isBackwardNode": 0, "size": 100.0}
+                       for i in (1, 2, 3)],
+             "edges": [{"sourceId": 1, "destId": 2, "cost": 0.1},
+                       {"sourceId": 2, "destId": 3, "cost": 0.1}]}
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(graph))
+    for contiguous in (True, False):
+        res = solve_placement(load_public(path), contiguous=contiguous)
+        assert res.status == "infeasible" and res.method == "device support"
+        assert "run on none of the devices there are (2 x accelerator): node(s) 2" \
+            in res.details["infeasible"]
