@@ -42,6 +42,9 @@ def build_context(doc: dict) -> dict:
         headline = (f"Best found {doc['objective']} {_fmt(value)}, within "
                     f"{100 * gap:.3g}% of the proven bound." if gap is not None
                     else "No solution found within the limits.")
+    stopped = (doc.get("details") or {}).get("stopped")
+    if stopped and str(stopped).startswith("interrupted"):
+        headline += f" The run was {stopped}."
     crit = doc.get("metrics", {}).get("critical_device")
     devices = [{"device": d["device"], "count": len(d["nodes"]), "compute": d["compute"],
                 "comm": d["comm"], "load": d["load"], "memory_bytes": d["memory_bytes"],

@@ -310,6 +310,10 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
             result = interrupted_result(problem, objective, cont, guard.signum,
                                         time.perf_counter() - began)
         guard.defer()                     # a second signal must not cut the outputs short
+        if guard.interrupted and "stopped" not in result.details:
+            # the search returned what it held when the signal came (a MIP's incumbent)
+            result.details["stopped"] = (f"interrupted by signal {guard.signum}: the placement "
+                                         "and bound are what the search held then")
         result = keep_better(result, found)
         doc = placement_document(result, expert, None if budget is None
                                  else budget.deadline - 0.5 * reserve)

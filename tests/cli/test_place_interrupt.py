@@ -40,3 +40,24 @@ def test_without_a_signal_place_answers_as_before(tmp_path):
     code, text = run_cli("place", BERT24, "--json", "--out", tmp_path / "out")
     assert code == 0
     assert json.loads(text[text.index("{"):])["status"] == "optimal"
+
+
+def test_a_search_that_returns_its_incumbent_after_the_signal_says_it_was_interrupted(
+        tmp_path, monkeypatch):
+    """The MILP asked to stop returns what it holds (status feasible): the document and
+    the report say the run was interrupted (session 24: exit 143, and 'feasible' with
+    the word 'interrupted' nowhere)."""
+    from autopar_opt.placement.solve import solve_placement as real
+
+    def stopped_search(*args, **kwargs):
+        result = real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)     # the signal came while it was finishing
+        return result
+    monkeypatch.setattr("autopar_opt.cli.place.solve_placement", stopped_search)
+    out = tmp_path / "out"
+    code, text = run_cli("place", BERT24, "--out", out)
+    assert code == 128 + signal.SIGTERM
+    doc = json.loads((out / "placement.json").read_text())
+    assert doc["details"]["stopped"].startswith(f"interrupted by signal {int(signal.SIGTERM)}")
+    assert "why:          stopped: interrupted" in text
+    assert "The run was interrupted" in (out / "report.html").read_text()
