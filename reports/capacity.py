@@ -40,8 +40,8 @@ def _rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append({"id": e["id"], "device": e["device"], "gpus": e["gpus"],
                      "batch": e["global_batch_size"], "status": e["status"],
                      "gap": "-" if e["gap"] is None else f"{100 * e['gap']:.2f}%",
-                     "days": _interval(e["time_to_train_days"], ".1f"),
-                     "days_measured": (_interval(e["model_error"]["time_to_train_days"], ".1f")
+                     "days": _interval(e["time_to_train_days"], ".3g"),
+                     "days_measured": (_interval(e["model_error"]["time_to_train_days"], ".3g")
                                        if e.get("model_error") else "-"),
                      "cost": _interval(e["cost"], ",.0f"),
                      "tokens": _interval(e["throughput_tokens_per_s"], ".3g"),

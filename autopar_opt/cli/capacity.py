@@ -68,7 +68,7 @@ def _summary(doc: dict[str, Any], console: Console) -> None:
     table = Table("scenario", "status", "gap", "days", f"cost ({cur})", "meets", box=None)
     for e in doc["scenarios"]:
         gap = "-" if e["gap"] is None else f"{100 * e['gap']:.2f}%"
-        table.add_row(e["id"], e["status"], gap, _interval(e["time_to_train_days"], ".1f"),
+        table.add_row(e["id"], e["status"], gap, _interval(e["time_to_train_days"], ".3g"),
                       _interval(e["cost"], ",.0f"), e["meets"])
     console.print(table)
     ans = doc["answers"]
@@ -80,7 +80,8 @@ def _summary(doc: dict[str, Any], console: Console) -> None:
     for m in ans.get("group_matches", []):
         console.print(f"[bold]match:[/] {m['statement']}", highlight=False)
     run = doc["run"]
-    console.print(f"{len(doc['scenarios'])} scenarios ({run['computed']} solved, {run['reused']} "
+    n = len(doc["scenarios"])
+    console.print(f"{n} scenario{'' if n == 1 else 's'} ({run['computed']} solved, {run['reused']} "
                   f"from the store {run['store']}) in {doc['wall_time_s']:.1f} s")
 
 

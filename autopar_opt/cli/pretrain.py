@@ -88,7 +88,8 @@ def pretrain_command(graphs: list[str], out: str, budget: Budget, iterations: in
     if json_output:
         typer.echo(json.dumps({"policy": out, **summary}, indent=2))
     elif not quiet:
-        typer.echo(f"pre-trained GDP's placement policy on {len(loaded)} graphs "
-                   f"({', '.join(summary['trained_on'])}): {summary['iterations']} PPO iterations "
-                   f"in {summary['wall_s']:.1f} s, seed {seed}\nwrote {out}")
+        n, it = len(loaded), summary["iterations"]
+        typer.echo(f"pre-trained GDP's placement policy on {n} graph{'' if n == 1 else 's'} "
+                   f"({', '.join(summary['trained_on'])}): {it} PPO iteration"
+                   f"{'' if it == 1 else 's'} in {summary['wall_s']:.1f} s, seed {seed}\nwrote {out}")
     return 0

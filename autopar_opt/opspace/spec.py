@@ -168,7 +168,8 @@ def _cluster(sec: ClusterSection, devices: int | None, out: ProblemList) -> Clus
     gpn = base.gpus_per_node
     if devices > base.num_devices or (devices > gpn and devices % gpn) or (devices < gpn and gpn % devices):
         out.add("problem.devices", devices, f"must be at most the cluster's {base.num_devices} devices and "
-                f"whole nodes of {gpn} or a divisor of {gpn}", f"use e.g. {gpn} or {base.num_devices}")
+                f"whole nodes of {gpn} or a divisor of {gpn}",
+                "use e.g. " + " or ".join(str(x) for x in dict.fromkeys((gpn, base.num_devices))))
         return None
     return make_cluster(base.name, max(1, devices // gpn), min(devices, gpn), base.device,
                         base.intra_node, base.inter_node, base.source)
