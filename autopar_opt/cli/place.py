@@ -93,6 +93,8 @@ def placement_document(result: PlacementResult, expert_path: str | None,
                bound_source=_bound_source(result))
     if result.metrics is not None and result.assignment is not None:
         doc["metrics"] = result.metrics.to_dict()
+        # the input's node ids, as devices[].nodes and cut_edges[] give them (not positions)
+        doc["metrics"]["cut_nodes"] = [p.node_ids[i] for i in doc["metrics"]["cut_nodes"]]
         doc["cut_edges"] = _cut_edges(p, result.assignment)
     return doc
 
