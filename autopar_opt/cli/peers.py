@@ -185,5 +185,45 @@ def _print_summary(doc: dict, res: PeerOutcome) -> None:
               f"gap {cert['gap']} ({res.method}, {res.wall_time_s:.2f} s)")
     for m in cert.get("methods", []):
         print(f"  {m['method']}: {m['status']}" + (f" ({m['message']})" if m["message"] else ""))
+    for line in plan_lines(doc.get("plan")):
+        print("  " + line)
     if doc["given_plan"]:
         print(f"  given plan: {doc['given_plan']}")
+
+
+def _ranges(ids: list) -> str:
+    """Node ids as runs (``0-77``, ``3, 5-9``)."""
+    out, run = [], []
+    for i in ids:
+        if run and isinstance(i, int) and i == run[-1] + 1:
+            run.append(i)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [i] if isinstance(i, int) else []
+        if not isinstance(i, int):
+            out.append(str(i))
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ", ".join(out)
+
+
+def plan_lines(plan: dict | None) -> list[str]:
+    """The plan in the peer's terms: Piper's stages (nodes, d, t, the TMPCs used) or
+    PaSE's configuration per vertex (the first 20)."""
+    if not plan:
+        return []
+    if "stages" in plan:
+        lines = []
+        for k, st in enumerate(plan["stages"]):
+            tmpcs = sorted(set(st.get("tmpcs", [])))
+            lines.append(f"stage {k}: nodes {_ranges(st['nodes'])}, d={st['d']}, t={st['t']}, "
+                         f"TMPC {', '.join(map(str, tmpcs))}")
+        return lines
+    rows = plan.get("vertices") or []
+    def split(v: dict) -> str:
+        return "x".join(map(str, v["split"])) if v.get("split") else str(v.get("config"))
+    shown = [f"{v.get('name', v.get('id'))} {split(v)}" for v in rows[:20]]
+    return (["configurations: " + "; ".join(shown) + (f"; ... ({len(rows)} vertices)"
+                                                       if len(rows) > 20 else "")]
+            if shown else [])

@@ -51,3 +51,12 @@ def test_an_infeasible_operator_sharding_summary_says_why(tmp_path):
     assert code == 3, text
     assert "certificate: proven infeasible" in text and "fits the memory" in text
     assert "primal None" not in text and "gap inf" not in text
+
+
+def test_a_peer_summary_prints_the_plan_in_the_peers_terms():
+    """README: the peer summary prints the plan (Piper's stages, PaSE's configurations);
+    it printed the certificate only (session 24)."""
+    code, text = run_cli("solve", paths.REPO / "examples" / "peers" / "piper_gnmt_k8.yaml")
+    assert code == 0 and "stage 0: nodes 0-77, d=8, t=1, TMPC" in text
+    code, text = run_cli("solve", paths.REPO / "examples" / "peers" / "pase_inception3_p8.yaml")
+    assert code == 0 and "configurations: Conv_0 8x1x1x1x1x1x1" in text
