@@ -8,8 +8,9 @@ A placement spec (YAML or JSON) names an operator graph and the devices::
       # or: graph: {onnx: model.onnx}                # needs the 'onnx' extra
       # or: graph: {torch: model.py:Net, inputs: [[8, 16]]}   # torch.fx; the 'torch' extra
       devices:                                       # optional with a file (it has its own)
-        - {type: A100-80GB, count: 8}                # device catalog name (zoo graphs)
-        - {type: cpu, count: 1, pays_comm: false}
+        - {type: A100-80GB, count: 8, memory_gib: 40}   # zoo graphs: device catalog names
+        # a file graph: the types it has times for, e.g. {type: accelerator, count: 4} and
+        # {type: cpu, count: 1, pays_comm: false}; memory as memory_gib or memory_bytes
       objective: max-load                            # or latency
       contiguous: true
 
