@@ -122,17 +122,13 @@ def test_a_record_built_from_its_accumulation_steps():
     batch and accumulation, and the build prices that many micro-batches."""
     from autopar_opt.calibration.build import build_run
 
-    rec = {"id": "r1", "record_type": "end_to_end_training_throughput",
-           "model": {"arch": "GPT dense decoder", "num_layers": 4, "hidden_size": 64,
-                     "num_attention_heads": 4, "num_kv_heads": 4, "ffn_hidden_size": 256,
-                     "vocab_size": 128, "seq_len": 32},
-           "hardware": {"gpu_type": "A100-SXM4", "gpu_memory_gb": 80, "num_gpus": 8,
-                        "gpus_per_node": 8},
-           "parallelism": {"tp": 1, "pp": 2, "dp": 4, "cp": 1, "sequence_parallel": False,
-                           "zero_stage": 0, "fsdp": "none"},
-           "training": {"precision": "bf16", "global_batch_size": 96, "grad_accum_steps": 12,
-                        "recompute": "none", "framework": "Megatron-Core"},
-           "measured": {"iteration_time_s": 1.0}}
+    from support.runs import tiny_record
+
+    rec = tiny_record(model__num_layers=4, hardware__num_gpus=8, parallelism__pp=2,
+                      parallelism__dp=4, parallelism__vp_chunks=None,
+                      training__micro_batch_size=None, training__global_batch_size=96,
+                      training__grad_accum_steps=12, training__framework="Megatron-Core",
+                      measured__iteration_time_s=1.0)
     r = read_record(rec)
     assert (r.batches.micro_batch, r.batches.microbatches) == (2, 12)       # 96 = 2·12·4
     texts = [a.text for a in r.assumptions]
