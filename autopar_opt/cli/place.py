@@ -19,7 +19,7 @@ BASELINES = (("everything on one device", "single_device"),
              ("greedy topological split", "topological_split"))
 
 
-def _baselines(result: PlacementResult, expert_path: str | None,
+def placement_baselines(result: PlacementResult, expert_path: str | None,
                deadline: float | None = None) -> list[dict]:
     """The baselines priced by the evaluator; each stops at ``deadline`` (a row it could
     not finish says so, with no value).
@@ -89,7 +89,7 @@ def placement_document(result: PlacementResult, expert_path: str | None,
         row["capacity_bytes"] = cap if np.isfinite(cap) else None
     doc.update(num_nodes=p.num_nodes, num_edges=int(len(p.edges)),
                devices_text=", ".join(f"{dt.count} x {dt.name}" for dt in p.device_types),
-               baselines=_baselines(result, expert_path, deadline),
+               baselines=placement_baselines(result, expert_path, deadline),
                bound_source=_bound_source(result))
     if result.metrics is not None and result.assignment is not None:
         doc["metrics"] = result.metrics.to_dict()

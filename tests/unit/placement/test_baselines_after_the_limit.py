@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from autopar_opt.cli.place import _baselines
+from autopar_opt.cli.place import placement_baselines
 from autopar_opt.placement.importers.public_json import load_public
 from autopar_opt.placement.solve import solve_placement
 from support import paths
@@ -19,7 +19,7 @@ def test_the_solves_own_heuristics_stand_in_when_the_time_is_spent():
     result = solve_placement(load_public(GRAPH), objective="latency", time_limit_s=30)
     det = result.details
     assert det["single_device"] is not None and det["topological_split"] is not None
-    rows = _baselines(result, None, deadline=time.perf_counter() - 1.0)    # already past
+    rows = placement_baselines(result, None, deadline=time.perf_counter() - 1.0)    # already past
     assert [r["value"] for r in rows] == [det["single_device"], det["topological_split"]]
     assert not any("note" in r for r in rows)
 
