@@ -76,7 +76,7 @@ def price_scenario(scenario, row: dict[str, Any], planning: PlanningSection) -> 
                                          _json(thr[1])],
              "price_per_gpu_hour": price, "plan": row["plan"], "mfu": row["mfu"],
              "peak_memory_gib": row["peak_memory_gib"], "reason": row["reason"],
-             "key": scenario.key}
+             "key": scenario.key, "notes": list(getattr(scenario, "notes", ()))}
     if scenario.spec.fleet is not None or any(is_group_axis(k) for k in scenario.axes):
         spec = scenario.spec                        # a group alone is a plain cluster of its name
         entry["groups"] = scenario_groups(spec) or {spec.cluster.name: spec.cluster.nodes}

@@ -66,6 +66,9 @@ class Scenario:
     data: dict[str, Any]
     spec: Spec
     key: str
+    #: what the sweep left out of the base spec for this scenario, said with its answer
+    #: (a search degree that does not divide its devices: :func:`_trim_degrees`)
+    notes: tuple[str, ...] = ()
 
     @property
     def devices(self) -> dict[str, int]:
@@ -235,6 +238,38 @@ def _price_problems(sweep: SweepFile, devices: set[str], file: str) -> list[Spec
             for d in sorted(devices) if d not in prices]
 
 
+#: A search degree list of the base spec, and the words of the rule a degree can break in
+#: one scenario of a sweep only (its device count is an axis value).
+_DEGREE_KEY = re.compile(r"^search\.(pp|tp|cp)_degrees\[(\d+)\]$")
+_DEVICE_RULES = ("does not divide the", "more stages than the", "GPUs per node while tp_within_node")
+
+
+def _trim_degrees(data: dict[str, Any], problems: list[SpecProblem]) -> tuple[str, ...]:
+    """Leave out of ``data`` (one scenario's spec mapping) the search degrees that do not
+    fit its devices, when those are all its problems and every list keeps a degree: a
+    sweep over GPU counts lists the degrees of its largest scenarios, and a degree of 4
+    cannot run on 2 GPUs. Returns what was left out (empty: nothing to do, or a problem
+    of another kind, reported as it is)."""
+    drop: dict[str, set[int]] = {}
+    for p in problems:
+        m = _DEGREE_KEY.match(p.key)
+        if m is None or not any(words in p.rule for words in _DEVICE_RULES):
+            return ()
+        drop.setdefault(f"{m.group(1)}_degrees", set()).add(int(m.group(2)))
+    search = data.get("search") or {}
+    notes = []
+    for key, idx in drop.items():
+        values = list(search.get(key) or [])
+        kept = [v for i, v in enumerate(values) if i not in idx]
+        if not kept:
+            return ()
+        gone = [values[i] for i in sorted(idx)]
+        search[key] = kept
+        notes.append(f"search.{key} {gone} left out: "
+                     f"{'they do' if len(gone) > 1 else 'it does'} not fit this scenario's devices")
+    return tuple(notes)
+
+
 def _scenario_problem(p: SpecProblem, axes: dict[str, Any], index: dict[str, int],
                       file: str, sid: str) -> SpecProblem:
     """Re-address one scenario's spec problem at the axis value (or base key) that caused it."""
@@ -353,15 +388,22 @@ def load_sweep(path: str | Path) -> Sweep:
         if is_group_axis_scenario(axes) and drop_empty(data):
             continue                             # every group left out: no GPU, no scenario
         sid = "_".join(_label(n, v) for n, v in axes.items()) or "base"
+        notes: tuple[str, ...] = ()
         try:
-            spec = build_spec(data, path)
+            try:
+                spec = build_spec(data, path)
+            except SpecError as exc:
+                notes = _trim_degrees(data, exc.problems)
+                if not notes:
+                    raise
+                spec = build_spec(data, path)      # the base's list less what cannot run here
         except SpecError as exc:
             for p in exc.problems:
                 q = _scenario_problem(p, axes, index, file, sid)
                 seen.setdefault((q.file, q.key, p.rule, q.fix), q)
             continue
         shown = {n: getattr(v, "name", v) for n, v in axes.items()}
-        scenarios.append(Scenario(sid, shown, data, spec, scenario_key(spec)))
+        scenarios.append(Scenario(sid, shown, data, spec, scenario_key(spec), notes))
     if seen or problems:
         raise SweepError(problems + list(seen.values())[:MAX_PROBLEMS])
     return Sweep(path, sweep.description, scenarios, sweep.planning, names)

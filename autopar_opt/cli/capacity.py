@@ -80,6 +80,13 @@ def _summary(doc: dict[str, Any], console: Console) -> None:
     for m in ans.get("group_matches", []):
         console.print(f"[bold]match:[/] {m['statement']}", highlight=False)
     run = doc["run"]
+    said: dict[str, list[str]] = {}
+    for e in doc["scenarios"]:
+        for note in e.get("notes") or []:
+            said.setdefault(note, []).append(e["id"])
+    for note, ids in said.items():
+        console.print(f"[bold]note:[/] {note}: {', '.join(ids[:6])}"
+                      + (f" and {len(ids) - 6} more" if len(ids) > 6 else ""), highlight=False)
     n = len(doc["scenarios"])
     console.print(f"{n} scenario{'' if n == 1 else 's'} ({run['computed']} solved, {run['reused']} "
                   f"from the store {run['store']}) in {doc['wall_time_s']:.1f} s")
