@@ -78,6 +78,7 @@ def build_context(plan_doc: dict, draw_timeline: bool = True) -> dict:
         "notices": [str(n) for n in doc.get("notices") or []],
     }
     _check_primal_matches_metrics(doc, cert, warnings)
+    _check_physical_metrics(doc, warnings)
     ctx["warnings"] = warnings
     return ctx
 
@@ -350,6 +351,30 @@ def claim_section(doc: dict, cert: dict) -> dict:
         detail = (f"X = (T − L) / L, rounded up, with {where}. Equivalently the certificate gap "
                   f"(T − L) / T = {cert['gap']}: no plan's iteration time is below L.")
     return {"kind": "proof", "proven": True, "headline": headline, "detail": detail}
+
+
+def _check_physical_metrics(doc: dict, warnings: list[str]) -> None:
+    """Figures no plan can have (a plan.json edited by hand, or a bug): an MFU outside
+    [0, 100%], a time that is not a positive finite number, a stage said to fit with a
+    peak above its capacity."""
+    import math
+
+    m = doc["metrics"]
+    if m is None:
+        return
+    for key in ("mfu", "hfu"):
+        v = to_float(m.get(key), f"metrics.{key}")
+        if v is not None and not 0.0 <= v <= 1.0:
+            warnings.append(f"metrics.{key} = {v:g} is outside 0-100% of the peak: no plan "
+                            "runs at that rate.")
+    t = to_float(m.get("iteration_time_s"), "metrics.iteration_time_s")
+    if t is not None and not (math.isfinite(t) and t > 0):
+        warnings.append(f"metrics.iteration_time_s = {t} is not a positive finite time.")
+    for i, st in enumerate(m.get("stages") or []):
+        peak = to_float(st.get("peak_memory_gib"), f"metrics.stages[{i}].peak_memory_gib")
+        cap = to_float(st.get("capacity_gib"), f"metrics.stages[{i}].capacity_gib")
+        if st.get("fits") and peak is not None and cap is not None and peak > cap * (1 + 1e-9):
+            warnings.append(f"stage {i} is said to fit with {peak:.2f} GiB of {cap:.2f} GiB.")
 
 
 def _check_primal_matches_metrics(doc: dict, cert: dict, warnings: list[str]) -> None:

@@ -24,8 +24,27 @@ def _fmt(x: float | None) -> str:
     return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.6g}"
 
 
+#: The statuses a placement.json can have (:func:`autopar_opt.placement.solve._status`).
+STATUSES = ("optimal", "feasible", "infeasible", "no_solution")
+
+
+def _check(doc: dict) -> None:
+    """Refuse figures no placement has (a placement.json edited by hand): loads, bounds
+    and gaps are non-negative numbers, and the status is one the search writes."""
+    if doc["status"] not in STATUSES:
+        raise ValueError(f"status {doc['status']!r} is not one of {', '.join(STATUSES)}")
+    for key in ("value", "lower_bound", "gap"):
+        v = doc[key]
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or v < 0:
+            raise ValueError(f"{key} = {v!r} is not a non-negative number (loads, latencies "
+                             "and gaps are)")
+
+
 def build_context(doc: dict) -> dict:
     """The template's context from a placement.json document."""
+    _check(doc)
     value, bound, gap = doc["value"], doc["lower_bound"], doc["gap"]
     proven = doc["status"] == "optimal"
     if doc["status"] == "infeasible":
