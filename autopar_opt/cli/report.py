@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from autopar_opt.cli.errors import CommandError, emit
@@ -83,6 +84,7 @@ def _own_report(plan_json: str, doc: dict, output: str, kind: str, say: tuple[bo
     else:
         from autopar_opt.reports.capacity import render_capacity_html as render
         command, html_name = "capacity", "capacity.html"
+        doc = _rebase_links(doc, Path(plan_json), Path(output))
     try:
         html = render(doc)
     except (TemplateError, KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
@@ -91,6 +93,24 @@ def _own_report(plan_json: str, doc: dict, output: str, kind: str, say: tuple[bo
               f"{command} ... --out DIR`, or use DIR/{html_name}, which that command writes "
               "beside it")
     return _write(plan_json, html, output, kind, *say)
+
+
+def _rebase_links(doc: dict, source: Path, output: Path) -> dict:
+    """A capacity document's links to its scenarios' plan reports, made relative to
+    where the report is written (they are relative to the sweep's folder, beside
+    capacity.json); a link to a report that is not there is dropped, not left broken."""
+    import copy
+    import os
+
+    doc = copy.deepcopy(doc)
+    here = output.resolve().parent
+    for entry in doc.get("scenarios") or []:
+        link = entry.get("report")
+        if not isinstance(link, str) or not link:
+            continue
+        target = (source.resolve().parent / link)
+        entry["report"] = os.path.relpath(target, here) if target.is_file() else None
+    return doc
 
 
 def _file_of(kind: str) -> str:

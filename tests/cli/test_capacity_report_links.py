@@ -1,0 +1,39 @@
+"""``autopar report capacity.json -o ELSEWHERE`` links each scenario to its plan report
+from where the report is written (found by a new user, session 24: the links stayed
+relative to the sweep's folder and were broken elsewhere); a link to a report that is
+not there is dropped."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import yaml
+
+from support.cli import run_cli
+
+SWEEP = {"base": {"model": {"zoo": "debug"},
+                  "cluster": {"nodes": 1, "gpus_per_node": 8, "device": "A100-80GB"},
+                  "training": {"global_batch_size": 64, "seq_len": 128},
+                  "solver": {"time_limit_s": 10}},
+         "axes": {"gpus": [4, 8]},
+         "planning": {"token_budget": 1.0e9, "deadline_days": 30,
+                      "prices": {"per_gpu_hour": {"A100-80GB": 2.0}, "source": "test"}}}
+
+
+def test_links_resolve_from_the_reports_folder(tmp_path):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump(SWEEP))
+    code, text = run_cli("capacity", sweep, "--out", tmp_path / "run", "--quiet")
+    assert code == 0, text
+    html = tmp_path / "elsewhere" / "deeper" / "cap.html"
+    code, text = run_cli("report", tmp_path / "run" / "capacity.json", "-o", html)
+    assert code == 0, text
+    links = re.findall(r'<a href="([^"#][^"]*)">', html.read_text())
+    assert len(links) == 2 and all((html.parent / link).is_file() for link in links)
+    alone = tmp_path / "alone"                   # capacity.json without its scenarios' folder
+    alone.mkdir()
+    shutil.copy(tmp_path / "run" / "capacity.json", alone / "capacity.json")
+    code, text = run_cli("report", alone / "capacity.json", "-o", alone / "cap.html")
+    assert code == 0, text
+    assert not re.findall(r'<a href="scenarios/', (alone / "cap.html").read_text())
