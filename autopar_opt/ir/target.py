@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from autopar_opt.ir.graph import Layer, LayerKind
+from autopar_opt.ir.graph import Layer, LayerGraph, LayerKind
 
 #: Frameworks a target may name (``none``: the free per-layer space).
 FRAMEWORKS = ("megatron", "torchtitan", "deepspeed", "none")
@@ -459,6 +459,29 @@ def torchtitan_window_problem(windows) -> str | None:
     return (f"sliding-window attention ({sizes[0]} keys per query): autopar's torchtitan "
             "export builds its Llama 3, Qwen3 and DeepSeek-V3 models, which have no attention "
             "window (torchtitan's gpt-oss model, which has one, is not exported)")
+
+
+def framework_model_problem(framework: str, graph: LayerGraph | None,
+                            windows: list[int]) -> str | None:
+    """Why ``framework`` cannot build ``graph``'s model, whose attention layers have
+    ``windows`` (None: it can, as far as its architecture says): Megatron-LM's flags, a
+    closed set, state one window size per model and no Gemma, OPT, BLOOM or Falcon block
+    (:func:`megatron_model_problem`,
+    :func:`megatron_window_problem`, also ``export/megatron.py``'s
+    rules); torchtitan's models are code a user extends (a model without one of the
+    export's flavours keeps its target: the plan follows torchtitan's parallelism rules,
+    and the export says it has no flavour), but the Llama 3, Qwen3 and DeepSeek-V3
+    models autopar exports have no sliding window
+    (:func:`torchtitan_window_problem`); DeepSpeed runs the
+    Hugging Face model, whose config carries them all. A model without a recorded
+    architecture (a layer list) is judged by its windows only."""
+    if graph is None:
+        return None
+    if framework == "megatron":
+        return megatron_model_problem(graph.arch) or megatron_window_problem(windows)
+    if framework == "torchtitan":
+        return torchtitan_window_problem(windows)
+    return None
 
 
 def model_problem(layers: list[Layer], chain: bool) -> str | None:

@@ -26,7 +26,7 @@ from autopar_opt.core.files import COMMAND_LINE
 from autopar_opt.cost.params import CostParams
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
-from autopar_opt.ir.target import Target, model_problem
+from autopar_opt.ir.target import Target, framework_model_problem, model_problem
 from autopar_opt.ir.training import Schedule, SearchSpace, Training
 from autopar_opt.search.certificate import json_float
 from autopar_opt.search.engine import SearchOptions, SearchResult, run_search
@@ -95,7 +95,6 @@ def runnable_problems(space: SearchSpace, graph: LayerGraph, option: str = "--ru
         return []
     fw, shown = target.label(), value if value is not None else target.framework
     drop = f"drop {option} (the spec's own space is searched)"
-    from autopar_opt.spec.build_run import framework_model_problem   # the spec's own rule
     why = model_problem(graph.layers, graph.is_chain()) \
         or framework_model_problem(target.framework, graph, graph.attention_windows())
     if why:

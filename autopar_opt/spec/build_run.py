@@ -22,8 +22,8 @@ from autopar_opt.spec.cp_rule import cp_refusal
 from autopar_opt.ir.strategies import divisors, tp_degree_ok
 from autopar_opt.ir.runtime import CAPABILITIES, CHOICES, RUNTIMES, Runtime, runtime_named
 from autopar_opt.ir.target import (TE_RING_WINDOW, TORCHTITAN_VERSIONS, Target,
-                                   megatron_model_problem, megatron_window_problem, model_problem,
-                                   pricing_notice, target_for_runtime, torchtitan_window_problem)
+                                   framework_model_problem, model_problem, pricing_notice,
+                                   target_for_runtime)
 from autopar_opt.ir.training import (AUTOCAST_DTYPES, Recompute, Schedule, SearchSpace, Training,
                                   autocast_problem)
 
@@ -199,29 +199,6 @@ def _check_free(section: SearchSection, cluster: Cluster, graph: LayerGraph | No
                 f"to search on {n} devices with pp in {section.pp_degrees or 'every value'}",
                 "list a few pipeline degrees in search.pp_degrees (e.g. [2, 4]), or use "
                 "stage_devices: congruent")
-
-
-def framework_model_problem(framework: str, graph: LayerGraph | None,
-                            windows: list[int]) -> str | None:
-    """Why ``framework`` cannot build ``graph``'s model, whose attention layers have
-    ``windows`` (None: it can, as far as its architecture says): Megatron-LM's flags, a
-    closed set, state one window size per model and no Gemma, OPT, BLOOM or Falcon block
-    (:func:`~autopar_opt.ir.target.megatron_model_problem`,
-    :func:`~autopar_opt.ir.target.megatron_window_problem`, also ``export/megatron.py``'s
-    rules); torchtitan's models are code a user extends (a model without one of the
-    export's flavours keeps its target: the plan follows torchtitan's parallelism rules,
-    and the export says it has no flavour), but the Llama 3, Qwen3 and DeepSeek-V3
-    models autopar exports have no sliding window
-    (:func:`~autopar_opt.ir.target.torchtitan_window_problem`); DeepSpeed runs the
-    Hugging Face model, whose config carries them all. A model without a recorded
-    architecture (a layer list) is judged by its windows only."""
-    if graph is None:
-        return None
-    if framework == "megatron":
-        return megatron_model_problem(graph.arch) or megatron_window_problem(windows)
-    if framework == "torchtitan":
-        return torchtitan_window_problem(windows)
-    return None
 
 
 def build_target(value, graph: LayerGraph | None, training: Training, section: SearchSection,
