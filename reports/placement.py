@@ -15,11 +15,6 @@ from autopar_opt import __version__
 MAX_CUT_ROWS = 200
 
 
-#: A gap up to this is a proof of optimality (the MILP solvers' tolerances, as
-#: ``autopar_opt.placement.solve``'s status); above it "optimal" means within ``--gap``.
-EXACT_GAP = 1e-6
-
-
 def _fmt(x: float | None) -> str:
     return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.6g}"
 
@@ -44,12 +39,14 @@ def _check(doc: dict) -> None:
 
 def build_context(doc: dict) -> dict:
     """The template's context from a placement.json document."""
+    from autopar_opt.placement.solve import PROOF_GAP    # what "optimal" proves
+
     _check(doc)
     value, bound, gap = doc["value"], doc["lower_bound"], doc["gap"]
     proven = doc["status"] == "optimal"
     if doc["status"] == "infeasible":
         kind, headline = "infeasible", "No placement satisfies the constraints (proven)."
-    elif proven and (gap is None or gap > EXACT_GAP):
+    elif proven and (gap is None or gap > PROOF_GAP):
         # "optimal" up to the gap the run asked for (--gap), as a MIP solver's status
         kind, headline = "proof", (f"Within the requested gap: {doc['objective']} {_fmt(value)} "
                                    f"is at most {100 * (gap or 0):.3g}% above the proven bound "

@@ -11,7 +11,7 @@ import numpy as np
 import typer
 
 from autopar_opt.placement.evaluate import evaluate_placement
-from autopar_opt.placement.solve import PlacementResult, solve_placement
+from autopar_opt.placement.solve import PROOF_GAP, PlacementResult, solve_placement
 
 
 #: The baselines, by name, and the key of the same heuristic in a solve's details.
@@ -368,7 +368,7 @@ def _within(doc: dict) -> str:
     """`` within the requested gap`` for an ``optimal`` whose gap is not a proof (--gap)."""
     gap = doc.get("gap")
     return " within the requested gap" if doc["status"] == "optimal" and gap is not None \
-        and gap > 1e-6 else ""
+        and gap > PROOF_GAP else ""
 
 
 def _text(doc: dict) -> str:

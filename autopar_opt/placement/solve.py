@@ -415,9 +415,13 @@ def _milp_record(info: dict, value: float, bound: float, wall_s: float) -> Metho
                         str(info.get("milp_message") or ""), size)
 
 
+#: A gap up to this is a proof of optimality: the MILP solvers' feasibility tolerances
+#: (big-M rows) make their bounds exact only to about that relative accuracy. Above it,
+#: "optimal" means within the ``--gap`` the run asked for.
+PROOF_GAP = 1e-6
+
+
 def _status(value: float, lower: float, rel_gap: float) -> str:
     if not np.isfinite(value):
         return "infeasible" if lower == np.inf else "no_solution"
-    # 1e-6: the MILP solvers' feasibility tolerances (big-M rows) make their bounds exact only
-    # to about that relative accuracy
-    return "optimal" if relative_gap(value, lower) <= max(rel_gap, 1e-6) else "feasible"
+    return "optimal" if relative_gap(value, lower) <= max(rel_gap, PROOF_GAP) else "feasible"
