@@ -264,13 +264,14 @@ def pareto(entries: list[dict]) -> dict[str, Any]:
         if not dominated:
             front.append(e)
     front.sort(key=lambda e: (pts[e["id"]][0][1], pts[e["id"]][1][1]))
+    unsolved = _unsolved(entries)
     members = []
     for m in front:
         t, c = pts[m["id"]]
         threats = [k for k, o in pts.items() if k != m["id"] and o[0][0] <= t[1] and o[1][0] <= c[1]
                    and (o[0][0] < t[1] or o[1][0] < c[1])]
         # a scenario not solved has no bound: it could dominate any plan held
-        members.append({"id": m["id"], "proven": not threats and not _unsolved(entries),
+        members.append({"id": m["id"], "proven": not threats and not unsolved,
                         "within_gap_of": threats[:10]})
     ids = {m["id"] for m in front}
     off: dict[str, Any] = {}
@@ -282,7 +283,6 @@ def pareto(entries: list[dict]) -> dict[str, Any]:
                   None)
         off[e["id"]] = {"dominated_by": by} if by else {"dominated_by": None, "verdict": WITHIN}
     n_proven = sum(1 for v in off.values() if v["dominated_by"])
-    unsolved = _unsolved(entries)
     rest = "" if n_proven == len(off) else ", the rest within the gap"
     return {"frontier": members, "off_frontier": off, "not_solved": unsolved,
             "statement": f"{len(front)} scenarios on the time-cost frontier "

@@ -103,18 +103,18 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
                 f"# (megatron.bridge.training.utils.omegaconf_utils); world size {cluster.num_devices}\n"
                 + "".join(f"# {line}\n" for line in said) + body)
         return Exported(text, notes + said)
-    if training.dtype == "fp8" and target in ("torchtitan", "deepspeed"):
-        from autopar_opt.export.torchtitan import FP8_NOTES
-
-        notes.append(FP8_NOTES[target])
     if target == "torchtitan":
-        from autopar_opt.export.torchtitan import torchtitan_module, torchtitan_toml
+        from autopar_opt.export.torchtitan import FP8_NOTE, torchtitan_module, torchtitan_toml
 
+        if training.dtype == "fp8":
+            notes.append(FP8_NOTE)
         if (version or "0.3") == "0.2":
             return Exported(torchtitan_toml(view, f"torchtitan 0.2 job config, {header}"), notes)
         return Exported(torchtitan_module(view, f"torchtitan job config, {header}"), notes)
-    from autopar_opt.export.deepspeed import deepspeed_config
+    from autopar_opt.export.deepspeed import FP8_NOTE, deepspeed_config
 
+    if training.dtype == "fp8":
+        notes.append(FP8_NOTE)
     config, launch = deepspeed_config(view, training.dtype)
     notes += [f"set in code: {name}({', '.join(f'{k}={v!r}' for k, v in kw.items())})"
               for name, kw in launch.items()]

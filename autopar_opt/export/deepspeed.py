@@ -92,6 +92,13 @@ def deepspeed_rules(view: PlanView, chain: bool) -> list[str]:
     return out
 
 
+#: Said with an FP8 export: DeepSpeed's config has no FP8 switch.
+FP8_NOTE = ("FP8: DeepSpeed's config has no FP8 switch (bf16 is enabled); the plan was priced "
+            "with FP8 GEMMs, which come from Transformer Engine modules in the model code "
+            "(te.Linear under te.fp8_autocast): without them it runs in bf16 and the plan's "
+            "time does not hold")
+
+
 def deepspeed_config(view: PlanView, dtype: str = "bf16") -> tuple[dict[str, Any], dict[str, Any]]:
     """(DeepSpeed JSON config, launch notes for the settings given in code)."""
     config: dict[str, Any] = {

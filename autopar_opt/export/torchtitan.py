@@ -332,20 +332,12 @@ def fp8_converters(view: PlanView) -> dict[str, str]:
     return out
 
 
-#: Said with an FP8 torchtitan or DeepSpeed export (the framework's FP8 is not the
-#: per-tensor Transformer Engine recipe the FP8 GEMM efficiency was measured with).
-FP8_NOTES = {
-    "torchtitan": (
-        "FP8: torchtitan's float8 converters (torchao; rowwise scaling in 0.3, tensorwise "
-        "in the 0.2 file) with torch.compile; the plan's FP8 GEMMs were priced from "
-        "per-tensor-scaled kernels (Transformer Engine's recipe, benchmarks/kernels): "
-        "rowwise GEMMs are not measured here"),
-    "deepspeed": (
-        "FP8: DeepSpeed's config has no FP8 switch (bf16 is enabled); the plan was priced "
-        "with FP8 GEMMs, which come from Transformer Engine modules in the model code "
-        "(te.Linear under te.fp8_autocast): without them it runs in bf16 and the plan's "
-        "time does not hold"),
-}
+#: Said with an FP8 export: torchtitan's FP8 is not the per-tensor Transformer Engine
+#: recipe the FP8 GEMM efficiency was measured with.
+FP8_NOTE = ("FP8: torchtitan's float8 converters (torchao; rowwise scaling in 0.3, tensorwise "
+            "in the 0.2 file) with torch.compile; the plan's FP8 GEMMs were priced from "
+            "per-tensor-scaled kernels (Transformer Engine's recipe, benchmarks/kernels): "
+            "rowwise GEMMs are not measured here")
 
 
 def torchtitan_toml(view: PlanView, header: str) -> str:
