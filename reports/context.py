@@ -357,8 +357,6 @@ def _check_physical_metrics(doc: dict, warnings: list[str]) -> None:
     """Figures no plan can have (a plan.json edited by hand, or a bug): an MFU outside
     [0, 100%], a time that is not a positive finite number, a stage said to fit with a
     peak above its capacity."""
-    import math
-
     m = doc["metrics"]
     if m is None:
         return
