@@ -439,7 +439,12 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     backward continues: window = the layer's backward (one bucket per layer;
     PyTorch DDP, Li et al. 2020, Sec. 3.2.3; Megatron-Core
     ``--overlap-grad-reduce``); the all-gather of updated parameters hides
-    behind the next forward with ``param_gather_overlap``. The step itself is
+    behind the next forward with ``param_gather_overlap``; under FSDP's
+    ``SHARD_GRAD_OP`` (``zero2_forward_gather``) it is the forward's own unit-by-unit
+    gather, prefetched behind the neighbouring unit's forward
+    (:func:`zero2_gather_window`), here once per iteration, or every micro-batch
+    with the reduce-scatter in :func:`zero2_microbatch_comm` when gradients are
+    synchronised each micro-batch. The step itself is
     HBM-bound: ``shard · bytes_per_param / HBM bandwidth``.
     """
     if layer.params <= 0:
@@ -450,8 +455,9 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     dense, expert = moe.split_params(layer, s)   # MoE: expert grads reduce over edp
     comm = raw = shard = 0.0
     bwd_window = comp.bwd_s if rt.grad_reduce_overlap else 0.0
-    fwd_window = comp.fwd_s if rt.param_gather_overlap else 0.0
+    fwd_window = zero2_gather_window(s, comp, ctx)
     per_microbatch = zero2_reduces_per_microbatch(s, ctx)
+    regathers = _fsdp_zero2_regathers(s, ctx)     # gathered every micro-batch instead
     for local, group, stride in data_parallel_parts(s, dense, expert):
         if local <= 0:
             continue
@@ -465,7 +471,8 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
                 sg = s.shard_group(group)     # hybrid: the shard group, then the replicas
                 rs = 0.0 if per_microbatch else _zero12_reduction(ctx, s, local, group, stride,
                                                                   g_bytes, msgs)
-                ag = collective(ctx, "all_gather", sg, stride, local * w_bytes, msgs)
+                ag = 0.0 if regathers else collective(ctx, "all_gather", sg, stride,
+                                                      local * w_bytes, msgs)
                 raw += rs + ag
                 comm += exposed(rs, bwd_window) + exposed(ag, fwd_window)
         shard += local / s.zero_divisors(group)[2]
@@ -489,9 +496,36 @@ def _zero12_reduction(ctx: StageContext, s: Strategy, local: float, group: int, 
 
 
 def zero2_reduces_per_microbatch(s: Strategy, ctx: StageContext) -> bool:
-    """Whether this ZeRO-2 layer reduces its gradients every micro-batch
-    (``zero2_microbatch_reduce``: DeepSpeed) instead of once per iteration."""
-    return s.zero == 2 and ctx.training.runtime.zero2_microbatch_reduce
+    """Whether this ZeRO-2 layer reduces its gradients every micro-batch instead of
+    once per iteration: ``zero2_microbatch_reduce`` (DeepSpeed), or FSDP's
+    ``SHARD_GRAD_OP`` (``zero2_forward_gather``) with gradients synchronised on
+    every micro-batch (no ``fsdp_no_sync_accumulation``)."""
+    rt = ctx.training.runtime
+    return s.zero == 2 and (rt.zero2_microbatch_reduce or _fsdp_zero2_regathers(s, ctx))
+
+
+def _fsdp_zero2_regathers(s: Strategy, ctx: StageContext) -> bool:
+    """Whether an FSDP ``SHARD_GRAD_OP`` layer (``zero2_forward_gather``) frees its
+    gathered parameters after every micro-batch's backward and gathers them again in
+    the next forward (:mod:`autopar_opt.ir.runtime`): gradients synchronised each
+    micro-batch, more than one micro-batch."""
+    rt = ctx.training.runtime
+    return (s.zero == 2 and rt.zero2_forward_gather and not rt.fsdp_no_sync_accumulation
+            and ctx.microbatches > 1)
+
+
+def zero2_gather_window(s: Strategy, comp: Compute, ctx: StageContext) -> float:
+    """The compute window behind which a ZeRO-1/2 layer's parameter all-gather runs:
+    at ZeRO-2 the neighbouring unit's forward under FSDP's ``SHARD_GRAD_OP`` with
+    prefetch (``zero2_forward_gather``, ``fsdp_prefetch``; the gather of a stack of
+    equal units sits behind the forward of the one before it, as :func:`zero3_comm`'s),
+    else the next forward with ``param_gather_overlap`` (Megatron-Core), else none: the
+    gather runs after the optimizer step on the critical path (ZeRO-1 is a sharded
+    optimizer on every stack, FSDP has no such strategy)."""
+    rt = ctx.training.runtime
+    if s.zero == 2 and rt.zero2_forward_gather:
+        return comp.fwd_s if rt.fsdp_prefetch else 0.0
+    return comp.fwd_s if rt.param_gather_overlap else 0.0
 
 
 def zero2_microbatch_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
@@ -500,19 +534,29 @@ def zero2_microbatch_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Co
     runtime that reduces every micro-batch (:func:`zero2_reduces_per_microbatch`; 0, 0
     otherwise): :func:`_zero12_reduction` of the layer's gradient in its reduction dtype,
     sent in the framework's buckets, exposed unless ``grad_reduce_overlap`` hides it behind
-    the layer's backward. :func:`gradient_sync` then prices only the all-gather of the
-    updated parameters and the step, once per iteration."""
+    the layer's backward; under FSDP's ``SHARD_GRAD_OP`` also the forward's all-gather
+    of the parameters freed after the previous micro-batch's backward, behind the
+    neighbouring unit's forward with prefetch (:func:`zero2_gather_window`).
+    :func:`gradient_sync` then prices the all-gather of the updated parameters (none
+    when FSDP gathers every micro-batch here) and the step, once per iteration."""
     if not zero2_reduces_per_microbatch(s, ctx) or layer.params <= 0:
         return 0.0, 0.0
     rt = ctx.training.runtime
     g_bytes = reduced_grad_bytes(ctx.training, s.zero)
+    w_bytes = state_bytes(ctx.training, s.zero)[0]
     dense, expert = moe.split_params(layer, s)
-    raw = 0.0
+    raw = gather = 0.0
+    regathers = _fsdp_zero2_regathers(s, ctx)
     for local, group, stride in data_parallel_parts(s, dense, expert):
         if local > 0 and group > 1:
             msgs = grad_bucket_messages(local * g_bytes, rt.name, group, g_bytes)
             raw += _zero12_reduction(ctx, s, local, group, stride, g_bytes, msgs)
-    return raw, exposed(raw, comp.bwd_s if rt.grad_reduce_overlap else 0.0)
+            if regathers:
+                gather += collective(ctx, "all_gather", s.shard_group(group), stride,
+                                     local * w_bytes, msgs)
+    exp = exposed(raw, comp.bwd_s if rt.grad_reduce_overlap else 0.0) \
+        + exposed(gather, zero2_gather_window(s, comp, ctx))
+    return raw + gather, exp
 
 
 def tie_sync_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:

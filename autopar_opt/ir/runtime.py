@@ -161,6 +161,18 @@ zero2_microbatch_reduce
     ``reduce_ready_partitions_and_remove_grads`` reduces whenever
     ``partition_gradients``), exposed unless ``grad_reduce_overlap``
     (``overlap_comm``, off by default below stage 3).
+zero2_forward_gather
+    ZeRO-2 as PyTorch FSDP's ``SHARD_GRAD_OP`` (FSDP2 ``reshard_after_forward=False``):
+    each unit's parameters are all-gathered in the forward pass (prefetched with
+    ``fsdp_prefetch``, behind the neighbouring unit's forward), kept to the
+    backward and freed after it whenever gradients are synchronised, so every
+    micro-batch gathers again and reduce-scatters its gradients in its backward
+    pass; under ``fsdp_no_sync_accumulation`` they stay gathered until the last
+    micro-batch (``torch/distributed/fsdp/_runtime_utils.py``
+    ``_should_free_in_backward``: ``state._sync_gradients or`` a strategy that
+    reshards after forward; ``SHARD_GRAD_OP`` is not one). Off: the gather of the
+    updated parameters after the optimizer step (Megatron-Core's distributed
+    optimizer, DeepSpeed ZeRO-1/2), hidden only with ``param_gather_overlap``.
 fused_swiglu
     SwiGLU as one fused kernel that keeps only its ``2f``-wide input for
     backward (Megatron-Core ``bias_swiglu_impl``, on by default with
@@ -366,6 +378,7 @@ class Runtime:
     lp_grad_copy: bool = False
     zero_grad_all_reduce: bool = False
     zero2_microbatch_reduce: bool = False
+    zero2_forward_gather: bool = False
     fused_swiglu: bool = False
     fused_cross_entropy: bool = False
     loss_grad_cast: bool = False
@@ -451,6 +464,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "below stage 3 (deepspeed/runtime/zero/config.py)"),
     Runtime("pytorch-fsdp", flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
+            zero2_forward_gather=True,
             distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=True,
             fused_cross_entropy=True,
             source="PyTorch FSDP (Zhao et al. 2023) as used by Composer/llm-foundry: "
@@ -467,6 +481,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
     Runtime("torchtitan", flash_attention=True, tp_comm_overlap=False, tp_overlap="async_tp",
             cp_comm_type="all_gather", moe_expert_kernels="grouped",
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
+            zero2_forward_gather=True,
             distributed_optimizer=False, fp32_grad_buffer=False, fp32_grad_reduce=True,
             fused_optimizer=True, fused_projections=False, eager_cross_entropy=True,
             loss_fp32_upcast=True,
