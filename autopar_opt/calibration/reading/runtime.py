@@ -47,11 +47,14 @@ def runtime_of(framework: str, notes: list[str], rec: RawRecord | None = None) -
     if "llm-foundry" in fw or "composer" in fw:
         notes.append(COMPOSER_OPTIMIZER_NOTE)
         if stacks.llmfoundry_triton_table(rec):
+            why = ("as the framework text states"
+                   if stacks.LLMFOUNDRY_TRITON_TEXT.search(fw) else
+                   "the default of the scripts behind llm-foundry's 2023 benchmark tables "
+                   "(submit_benchmarks.py @a7c75677; @12a63191 for the MosaicGPT-era rows)")
             notes.append("attn_impl: triton (pre-MLIR flash_attn_triton, a FlashAttention-1-"
-                         "class kernel: flash_v2_attention off, attention core at 1/2 of "
-                         "FlashAttention-2, Dao 2023): the default of the scripts behind "
-                         "llm-foundry's 2023 benchmark tables (submit_benchmarks.py "
-                         "@a7c75677; @12a63191 for the MosaicGPT-era rows)")
+                         "class kernel: flash_v2_attention off, the attention core priced at "
+                         "FlashAttention-1's measured speeds, Dao 2023's A100/H100 figures): "
+                         + why)
             return runtime_named("pytorch-fsdp", flash_v2_attention=False, fused_optimizer=False)
         # precision text: fsdp_reduce_dtype()
         return runtime_named("pytorch-fsdp", fused_optimizer=False)

@@ -25,9 +25,11 @@ Composer / llm-foundry, 2023 benchmark tables
     ``--gpu_types`` default ``a100_40gb``, image ``pytorch:1.13.1_cu117``),
     whose ``triton_flash_attn_fn`` imports ``flash_attn.flash_attn_triton``
     ("Please install flash-attn==1.0.3.post0 and triton==2.0.0.dev20221202").
-    Other llm-foundry records (e.g. the later "Large Scale" table, run with
-    ``attn_impl: flash`` and ``.[gpu-flash2]``) keep the FlashAttention-2-class
-    kernel.
+    A record whose framework text states ``attn_impl: triton`` runs that
+    kernel too: the later "Large Scale" table (PR #838, 5e85bd62) was run by
+    its ``sweep.py`` with ``attn_impl: triton`` for 13B and 30B and
+    ``attn_impl: flash`` (flash-attn 2.4.2 from ``.[gpu-flash2]``) for the
+    others, which keep the FlashAttention-2-class kernel.
 NeMo before Megatron-Bridge (NeMo 1.x/2.0: NeMo + Megatron-Core + TE)
     The Megatron-Bridge capabilities (TP/DP overlap, distributed optimizer),
     but gradients reduced in fp32 and no FP8 primary weights by default:
@@ -246,11 +248,18 @@ LLMFOUNDRY_TRITON_SECTIONS = ('"H100 80GB BF16"', '"H100 80GB FP8"', '"A100 80GB
                               '"A100 40GB with 1600 Gbps')
 
 
+#: A framework text naming llm-foundry's Triton attention (``attn_config.attn_impl``).
+LLMFOUNDRY_TRITON_TEXT = re.compile(r"attn_impl\s*[:=]\s*triton")
+
+
 def llmfoundry_triton_table(rec: RawRecord | None) -> bool:
-    """Whether ``rec`` comes from one of llm-foundry's 2023 benchmark tables,
-    which ran the FlashAttention-1-class Triton kernel (module docstring)."""
+    """Whether ``rec`` ran llm-foundry's FlashAttention-1-class Triton kernel:
+    it comes from one of the 2023 benchmark tables (module docstring) or its
+    framework text states ``attn_impl: triton``."""
     if rec is None:
         return False
+    if LLMFOUNDRY_TRITON_TEXT.search(str(rec.training.framework or "").lower()):
+        return True
     citation, locator = str(rec.source.citation or ""), str(rec.source.locator or "")
     return ("llm-foundry" in citation and "benchmarking/README.md" in citation
             and any(s in locator for s in LLMFOUNDRY_TRITON_SECTIONS))

@@ -199,3 +199,27 @@ def test_new_family_runtimes_follow_the_framework_text():
     assert not any("PipelineEngine" in n for n in mds.assumptions)
     assert any("DeepSpeedEngine" in n for n in mds.assumptions)
     assert "flagperf_llama3_8b_a800_1x8_bf16" not in reasons
+
+
+def test_llmfoundry_large_scale_rows_run_the_kernel_and_sharding_their_sweep_names():
+    """llm-foundry's "Large Scale" table (PR #838): its sweep.py runs 13B and 30B with
+    ``attn_impl: triton`` (FlashAttention-1-class: flash_v2_attention off) and the rest
+    with ``attn_impl: flash`` (FlashAttention-2); SHARD_GRAD_OP is ZeRO-2, FULL_SHARD
+    ZeRO-3; the table's MP Mode DEFAULT reduce-scatters in fp32. Oracle: the table's
+    columns and the sweep's arguments, row by row; the measured figure is the table's
+    tokens per second per GPU (its throughput column, e.g. 70B on 512 GPUs: 1007)."""
+    raw = {r["id"]: r for r in load_run_file(HOLDOUT) if r["id"].startswith("llmfoundry2024_")}
+    assert len(raw) == 18 and {_family(r) for r in raw.values()} == {"llmfoundry2024"}
+    runs, skipped = model_records(list(raw.values()))
+    assert not skipped and len(runs) == 18
+    for r in runs:
+        size = r.id.split("_mpt")[1].split("_")[0]
+        rt = r.training.runtime
+        assert rt.name == "pytorch-fsdp" and rt.fp32_grad_reduce and not rt.fused_optimizer
+        assert rt.flash_v2_attention is (size not in ("13b", "30b")), r.id
+        assert any("attn_impl: triton" in n for n in r.assumptions) is (size in ("13b", "30b"))
+        assert {s.zero for s in r.plan.stages[0].strategies if s.dp > 1} == \
+            ({2} if size in ("1b", "3b") else {3}), r.id
+    by_id = {c.id: c for c in calibrate_file(HOLDOUT, params=default_params()).comparisons}
+    row = by_id["llmfoundry2024_h100_80gb_mpt70b_seq2048_512gpu"]
+    assert math.isclose(row.measured, 1007 * 512 / 2048, rel_tol=1e-12)
