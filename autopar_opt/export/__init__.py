@@ -80,10 +80,14 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
             pairs.append(f"{args[i]} {shlex.quote(args[i + 1])}" if takes else args[i])
             i += 2 if takes else 1
         env = megatron_env(view)
+        # eval: the file's lines end in " \" and quote their values for the shell; a bare
+        # $(...) would pass each backslash and quote to argparse as written (a blank line
+        # would end eval's command: left out with the comments)
         lines = [f"# Megatron-LM arguments, {header}",
-                 f"# launch: {' '.join(f'{k}={v}' for k, v in env.items())}"
+                 f"# launch: eval \"{' '.join(f'{k}={v}' for k, v in env.items())}"
                  f"{' ' if env else ''}torchrun --nnodes {cluster.nodes} --nproc-per-node "
-                 f"{cluster.gpus_per_node} pretrain_gpt.py $(grep -v '^#' THIS_FILE) --data-path ..."]
+                 f"{cluster.gpus_per_node} pretrain_gpt.py $(grep -v -e '^#' -e '^ *$' THIS_FILE) "
+                 "--data-path ...\""]
         lines += [f"# env: {k}={v}" for k, v in env.items()]
         if view.arch is not None:
             lines.append("# --tokenizer-type NullTokenizer --vocab-size: replace with your tokenizer")

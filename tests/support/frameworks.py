@@ -88,6 +88,30 @@ def _fake_world(world: int) -> None:
 
 
 # ------------------------------------------------------------------ Megatron
+def launch_argv(text: str) -> list[str]:
+    """The arguments ``pretrain_gpt.py`` receives when the file's own ``# launch:`` line
+    is run by bash: the file written to disk, ``THIS_FILE`` its path, ``torchrun ...
+    pretrain_gpt.py`` a Python that prints its argv, the trailing ``--data-path ...``
+    left out (the user's). What the shell makes of the file's backslashes and quotes
+    is what Megatron parses."""
+    import re
+    import subprocess
+    import tempfile
+
+    launch = next(line for line in text.splitlines() if line.startswith("# launch:"))
+    command = launch[len("# launch:"):].strip()
+    command = re.sub(r"torchrun .*? pretrain_gpt\.py",
+                     shlex.quote(sys.executable) + " -c 'import json, sys; print(json.dumps(sys.argv[1:]))'",
+                     command)
+    command = command.replace(" --data-path ...", "")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "megatron_args.txt"
+        path.write_text(text)
+        run = subprocess.run(["bash", "-c", command.replace("THIS_FILE", shlex.quote(str(path)))],
+                             capture_output=True, text=True, check=True)
+    return json.loads(run.stdout)
+
+
 def read_megatron(text: str) -> tuple[dict[str, Any], dict[str, str]]:
     """The exported arguments as ``{dest: value}`` (flags without a value: True) and
     the environment the file states (``# env: KEY=VALUE`` lines)."""
@@ -217,7 +241,8 @@ def validate_megatron_lm(text: str, world: int, arch: str) -> argparse.Namespace
     """Megatron-LM's own ``parse_args`` and ``validate_args`` on an exported argument
     file, as ``pretrain_gpt.py`` runs them at start-up (module docstring).
 
-    ``sys.argv`` is the file's arguments; the environment is ``WORLD_SIZE`` (the plan's
+    ``sys.argv`` is what the file's own launch line passes (:func:`launch_argv`); the
+    environment is ``WORLD_SIZE`` (the plan's
     device count), ``RANK`` 0 and the file's ``# env:`` lines, nothing else of
     ``CUDA_DEVICE_MAX_CONNECTIONS``. Two device queries are answered with the plan's
     GPU generation ``arch`` (``ARCH_MAJOR``) instead of a GPU: ``torch.cuda.
@@ -232,7 +257,7 @@ def validate_megatron_lm(text: str, world: int, arch: str) -> argparse.Namespace
     from megatron.training import arguments as mlm
 
     _, env = read_megatron(text)
-    argv = shlex.split(text.replace("\\\n", " "), comments=True)
+    argv = launch_argv(text)
     major = ARCH_MAJOR[arch]
     environ = {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_MAX_CONNECTIONS"}
     environ.update(env, WORLD_SIZE=str(world), RANK="0")

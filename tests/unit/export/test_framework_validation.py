@@ -325,3 +325,36 @@ def _has(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:
         return False
+
+
+def test_the_launch_line_passes_quoted_values_and_no_backslashes(tmp_path):
+    """The file's own ``# launch:`` line, run by bash (``support.frameworks.launch_argv``),
+    hands Megatron-LM the arguments the file writes: no ``\\`` from the line ends, and a
+    shell-quoted value (DeepSeek-V2-Lite's first dense layer, ``--moe-layer-freq
+    '([0]*1+[1]*26)'``) without its quotes. Oracle: shlex's reading of the file, and
+    Megatron-LM's own parse of what bash passed (its ``moe_layer_freq``: one dense
+    layer, then 26 MoE layers)."""
+    import json
+    import shlex
+
+    from support.cli import run_cli
+    from support.frameworks import launch_argv
+    pytest.importorskip("megatron.training.arguments")
+    spec = tmp_path / "dsv2l.yaml"
+    spec.write_text("model: {hf_config: deepseek-v2-lite}\ncluster: {zoo: 2x8-h100}\n"
+                    "training: {global_batch_size: 128, seq_len: 4096, dtype: bf16}\n"
+                    "search: {pp_degrees: [1], tp_degrees: [1, 2], ep_degrees: [1, 2, 4, 8], "
+                    "zero_levels: [1], recompute: [none, full]}\n")
+    code, text = run_cli("solve", str(spec), "--out", str(tmp_path / "out"), "--json")
+    assert code == 0, text
+    code, text = run_cli("export", str(tmp_path / "out" / "plan.json"), "--to", "megatron",
+                         "--out", str(tmp_path / "args.txt"))
+    assert code == 0, text
+    exported = (tmp_path / "args.txt").read_text()
+    assert "--moe-layer-freq '([0]*1+[1]*26)'" in exported
+    argv = launch_argv(exported)
+    assert "\\" not in argv and argv == shlex.split(exported.replace("\\\n", " "), comments=True)
+    assert argv[argv.index("--moe-layer-freq") + 1] == "([0]*1+[1]*26)"
+    doc = json.loads((tmp_path / "out" / "plan.json").read_text())
+    args = validate_megatron_lm(exported, 16, "hopper")
+    assert args.moe_layer_freq == [0] + [1] * 26 and doc["status"] == "optimal"
