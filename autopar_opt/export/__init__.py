@@ -115,13 +115,12 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
         if (version or "0.3") == "0.2":
             return Exported(torchtitan_toml(view, f"torchtitan 0.2 job config, {header}"), notes)
         return Exported(torchtitan_module(view, f"torchtitan job config, {header}"), notes)
-    from autopar_opt.export.deepspeed import FP8_NOTE, deepspeed_config
+    from autopar_opt.export.deepspeed import FP8_NOTE, deepspeed_config, launch_notes
 
     if training.dtype == "fp8":
         notes.append(FP8_NOTE)
     config, launch = deepspeed_config(view, training.dtype)
-    notes += [f"set in code: {name}({', '.join(f'{k}={v!r}' for k, v in kw.items())})"
-              for name, kw in launch.items()]
+    notes += launch_notes(launch)
     return Exported(json.dumps(config, indent=2) + "\n", notes)
 
 

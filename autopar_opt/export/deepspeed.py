@@ -9,7 +9,9 @@ Config keys (DeepSpeed 0.19 configuration JSON): ``train_batch_size``,
 ``activation_checkpointing``. The pipeline degree, partition and checkpointed
 layers are ``PipelineModule(num_stages=, partition_method=,
 activation_checkpoint_interval=)`` arguments in the user's code: they come back as
-``launch`` notes.
+``launch`` notes. A one-stage plan is a plain module (a ``PipelineModule`` builds the
+``PipelineEngine`` even for one stage, and it refuses ZeRO-2/3), its recomputation
+the model's own checkpointing.
 
 Rules: ZeRO-2/3 cannot be combined with pipeline parallelism (the pipeline engine
 supports ZeRO stage 0/1); the stage split is ``partition_method="uniform"``
@@ -123,24 +125,51 @@ def deepspeed_config(view: PlanView, dtype: str = "bf16") -> tuple[dict[str, Any
     if view.recompute is Recompute.full:
         config["activation_checkpointing"] = {"partition_activations": False,
                                               "contiguous_memory_optimization": False}
-    launch = {"PipelineModule": {"num_stages": view.pp, "partition_method": "uniform",
-                                 "activation_checkpoint_interval":
-                                     1 if view.recompute is Recompute.full else 0}}
+    full = view.recompute is Recompute.full
+    if view.pp == 1:     # a PipelineModule, even of one stage, builds the PipelineEngine
+        launch = {"Module": {"checkpoint_every_block": full}}
+    else:
+        launch = {"PipelineModule": {"num_stages": view.pp, "partition_method": "uniform",
+                                     "activation_checkpoint_interval": 1 if full else 0}}
     return config, launch
+
+
+#: Why a one-stage plan is not a PipelineModule: DeepSpeed 0.19.8's PipelineEngine asserts
+#: ``zero_optimization_stage() < ZeroStageEnum.gradients`` ("ZeRO-2 and ZeRO-3 are
+#: incompatible with pipeline parallelism", deepspeed/runtime/pipe/engine.py) for any
+#: PipelineModule, one stage included; a plain module runs on DeepSpeedEngine.
+ONE_STAGE_NOTE = ("set in code: pass your plain torch.nn.Module to deepspeed.initialize, not a "
+                  "PipelineModule (one pipeline stage: a PipelineModule builds DeepSpeed's "
+                  "PipelineEngine, which refuses ZeRO-2/3)")
+CHECKPOINT_NOTE = ("set in code: recompute every transformer block "
+                   "(deepspeed.checkpointing.checkpoint around each block's forward, or the "
+                   "model's own gradient checkpointing, e.g. Hugging Face's "
+                   "gradient_checkpointing_enable())")
+
+
+def launch_notes(launch: dict[str, Any]) -> list[str]:
+    """The settings of ``launch`` (:func:`deepspeed_config`) as notes a user acts on."""
+    if "Module" in launch:
+        return [ONE_STAGE_NOTE] + ([CHECKPOINT_NOTE] if launch["Module"]["checkpoint_every_block"]
+                                   else [])
+    return [f"set in code: {name}({', '.join(f'{k}={v!r}' for k, v in kw.items())})"
+            for name, kw in launch.items()]
 
 
 def plan_from_deepspeed(config: dict[str, Any], launch: dict[str, Any], graph: LayerGraph,
                         world: int) -> Plan:
     """Read a config and its launch notes back into a plan (for round trips)."""
-    pp = launch["PipelineModule"]["num_stages"]
+    pipeline = launch.get("PipelineModule")
+    pp = pipeline["num_stages"] if pipeline else 1
     tp = config.get("tensor_parallel", {}).get("autotp_size", 1)
     dp = world // (tp * pp)
     mbs, gas = config["train_micro_batch_size_per_gpu"], config["gradient_accumulation_steps"]
     if config["train_batch_size"] != mbs * gas * dp:
         raise ValueError(f"train_batch_size {config['train_batch_size']} != micro {mbs} * gas "
                          f"{gas} * dp {dp}")
-    rc = Recompute.full if launch["PipelineModule"]["activation_checkpoint_interval"] else \
-        Recompute.none
+    full = pipeline["activation_checkpoint_interval"] if pipeline else \
+        launch["Module"]["checkpoint_every_block"]
+    rc = Recompute.full if full else Recompute.none
     base = Strategy(dp, tp, zero=config.get("zero_optimization", {}).get("stage", 0))
     names = [layer.name for layer in graph.layers]
     plan = uniform_plan(names, pp, base, gas, Schedule.one_f_one_b,

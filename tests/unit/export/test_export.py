@@ -201,7 +201,22 @@ def test_deepspeed_round_trip(plan):
         config["gradient_accumulation_steps"] * plan.stages[0].strategies[0].dp
     back = plan_from_deepspeed(config, launch, GRAPH, CLUSTER.num_devices)
     assert back.to_dict() == plan.to_dict()
-    assert any("PipelineModule" in note for note in result.notes)
+    assert any("PipelineModule(" in note for note in result.notes) is (len(plan.stages) > 1)
+
+
+def test_deepspeed_one_stage_zero3_is_a_plain_module():
+    """pp 1 with ZeRO-3 and full recomputation: a PipelineModule, even of one stage, builds
+    DeepSpeed's PipelineEngine, which asserts "ZeRO-2 and ZeRO-3 are incompatible with
+    pipeline parallelism" (deepspeed/runtime/pipe/engine.py); the notes say to pass the
+    plain module and to checkpoint every block in the model's code, and the plan reads
+    back the same."""
+    plan = make_plan([8], dp=8, tp=1, zero=3, rc=Recompute.full, c=2)
+    result = export_plan(plan, GRAPH, CLUSTER, TRAINING, "deepspeed")
+    assert not any("PipelineModule(" in note for note in result.notes)
+    assert any("not a PipelineModule" in note for note in result.notes)
+    assert any("recompute every transformer block" in note for note in result.notes)
+    config, launch = deepspeed_config(plan_view(plan, GRAPH, CLUSTER, TRAINING))
+    assert plan_from_deepspeed(config, launch, GRAPH, CLUSTER.num_devices).to_dict() == plan.to_dict()
 
 
 def _refusal(plan, target, graph=GRAPH, cluster=CLUSTER, training=TRAINING,
