@@ -88,11 +88,28 @@ def load_hf_config(path: str | Path) -> tuple[dict[str, Any], Path]:
     from autopar_opt.core import reading
     from autopar_opt.core.errors import SpecError
 
+    repeated: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        """json keeps a repeated key's last value: note it (refused below)."""
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                repeated.append(key)
+            out[key] = value
+        return out
+
     try:                  # size, special files, syntax, nesting, integers of 6,000 digits
-        data = reading.read_json(p, reading.HF_CONFIG, parse_int=limits.read_int)
+        data = reading.read_json(p, reading.HF_CONFIG, parse_int=limits.read_int,
+                                 object_pairs_hook=pairs)
     except SpecError as exc:
         first = exc.problems[0]
         raise HfConfigError(f"{p}: {first.rule} (fix: {first.fix})") from None
+    if repeated:
+        raise HfConfigError(f"{p}: key {repeated[0]!r} appears more than once (JSON readers "
+                            "keep the last value, transformers' too; which one was meant is not "
+                            "known) (fix: keep one value for it, as the model's published "
+                            "config.json does)")
     if not isinstance(data, dict):
         raise HfConfigError(f"{p}: expected a JSON object with a 'model_type' key")
     problems = limits.structure_problems(data)

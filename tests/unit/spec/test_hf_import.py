@@ -216,3 +216,19 @@ def test_deepseek_v2_lite_mla_without_query_compression():
     assert graph.layers[1].params == attn + 3 * 2048 * 10944 + 2 * 2048
     assert [layer.is_moe for layer in graph.layers[1:-1]] == [False] + [True] * 26
     assert graph.arch.mla == (0, 512, 128, 64, 128)
+
+
+def test_a_repeated_key_is_refused_not_resolved_to_its_last_value(tmp_path):
+    """``num_hidden_layers`` twice (16, then 2): json keeps the 2; the config is refused
+    naming the key, as spec files refuse a repeated key (README: duplicate keys are
+    errors). The CLI says it with exit 2 and no traceback."""
+    text = (HF / "llama-3.1-8b.json").read_text()
+    bad = tmp_path / "config.json"
+    bad.write_text(text.replace('"num_hidden_layers": 32', '"num_hidden_layers": 16, "num_hidden_layers": 2'))
+    assert bad.read_text().count('"num_hidden_layers"') == 2
+    with pytest.raises(HfConfigError, match="key 'num_hidden_layers' appears more than once"):
+        load_hf_config(bad)
+    res = CliRunner().invoke(app, ["model", str(bad)])
+    assert res.exit_code == 2 and "appears more than once" in res.output
+    assert "Traceback" not in res.output
+    assert load_hf_config(HF / "llama-3.1-8b.json")[0]["num_hidden_layers"] == 32
