@@ -21,8 +21,8 @@ td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}</style></head><bo
 <tr><th>wall time</th><td>{{ doc.wall_time_s | show }} s</td></tr></table>
 <h2>Problem</h2><table>{% for k, v in p.items() %}
 <tr><th>{{ k | label }}</th><td>{{ v | show }}</td></tr>{% endfor %}</table>
-{% if doc.given_plan %}<h2>Given plan</h2><table>{% for k, v in doc.given_plan.items() %}
-<tr><th>{{ k | label }}</th><td>{{ v | show }}</td></tr>{% endfor %}</table>{% endif %}
+{% if doc.given_plan %}<h2>Given plan</h2><table>{% for k, v in given_rows(doc.given_plan) %}
+<tr><th>{{ k }}</th><td>{{ v }}</td></tr>{% endfor %}</table>{% endif %}
 {% if doc.plan and doc.plan.stages is defined %}<h2>Stages ({{ doc.plan.devices_used }} devices used,
 TPS {{ doc.plan.tps }})</h2>
 <table><tr><th>#</th><th>d</th><th>t</th><th>y</th><th>TPS</th><th>memory bytes</th><th>nodes (TMPC)</th></tr>
@@ -45,10 +45,35 @@ def method_text(cert: dict) -> str:
     return message if message.startswith(method + ":") else f"{method}: {message}"
 
 
+def above_optimum_text(fraction: float | None) -> str:
+    """A given plan's distance from the optimum: the JSON's ``above_optimum`` is the
+    fraction ``(value - optimum) / optimum``, which printed raw (0.99999) read as "at the
+    optimum" for a plan twice as slow; shown as a percentage and a ratio."""
+    if fraction is None:
+        return "—"
+    return f"{100 * fraction:+.1f}% ({1 + fraction:.2f}x the optimum)"
+
+
+def given_rows(given: dict) -> list[tuple[str, str]]:
+    """(label, text) rows of a priced given plan (``given_plan``)."""
+    if not given.get("valid"):
+        return [("valid", "no"), ("reason", str(given.get("reason", "—")))]
+    rows = [("value (the objective's units)", f"{given['value']:.6g}"),
+            ("fits memory", "yes" if given.get("fits_memory") else "no")]
+    if "above_optimum" in given:
+        rows.append(("above the optimum", above_optimum_text(given["above_optimum"])))
+    return rows
+
+
+def given_plan_line(given: dict) -> str:
+    """One console line for a priced given plan."""
+    return "; ".join(f"{k} {v}" for k, v in given_rows(given))
+
+
 def render_peer_report(doc: dict) -> str:
     """HTML of a peer solve document (autoescaped, strict undefined)."""
     env = doc_table_env(Environment(autoescape=True, undefined=StrictUndefined))
-    env.globals.update(zip=zip, method_text=method_text)
+    env.globals.update(zip=zip, method_text=method_text, given_rows=given_rows)
     return env.from_string(_TEMPLATE).render(doc=doc, p=doc["spec"]["problem"], c=doc["certificate"])
 
 

@@ -188,7 +188,8 @@ def _print_summary(doc: dict, res: PeerOutcome) -> None:
     for line in plan_lines(doc.get("plan")):
         print("  " + line)
     if doc["given_plan"]:
-        print(f"  given plan: {doc['given_plan']}")
+        from autopar_opt.reports.peer import given_plan_line
+        print(f"  given plan: {given_plan_line(doc['given_plan'])}")
 
 
 def _ranges(ids: list) -> str:

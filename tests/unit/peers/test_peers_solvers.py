@@ -253,6 +253,14 @@ def test_given_plan_priced_against_optimum(tmp_path):
     assert given["valid"] and given["value"] >= doc["certificate"]["primal"]
     assert given["above_optimum"] > 0
     assert (tmp_path / "out" / "plan.json").is_file() and (tmp_path / "out" / "report.html").is_file()
+    # the distance is said as a percentage and a ratio (0.99999 read as "at the optimum" for
+    # a plan twice as slow): oracle, the two values by hand
+    ratio = given["value"] / doc["certificate"]["primal"]
+    said = f"{100 * (ratio - 1):+.1f}% ({ratio:.2f}x the optimum)"
+    assert said in (tmp_path / "out" / "report.html").read_text()
+    text = CliRunner().invoke(app, ["solve", str(spec)]).output
+    assert f"given plan: value (the objective's units) {given['value']:.6g}; fits memory yes; " \
+        f"above the optimum {said}" in text and "{'valid'" not in text
 
 
 def test_piper_dp_time_limit_returns_first_pass_plan_with_valid_bound(monkeypatch):
