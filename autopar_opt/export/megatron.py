@@ -70,8 +70,12 @@ Megatron-FSDP, RoPE where ``GPTModelProvider`` defaults to learned positions); B
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import shlex
+from importlib import resources
+
+from autopar_opt.core.errors import did_you_mean
 
 from autopar_opt.export.view import PlanView, common_rules
 from autopar_opt.ir.training import Recompute, Schedule
@@ -539,6 +543,17 @@ def bridge_overrides(view: PlanView) -> dict[str, dict]:
 
 
 # --------------------------------------------------------------------- import
+@functools.cache
+def megatron_lm_flags() -> tuple[str, frozenset[str]]:
+    """(Megatron-LM version, every ``--flag`` of its ``parse_args``): the package data
+    ``megatron_lm_flags.yaml``, read from Megatron-LM's own parser (its header)."""
+    import yaml
+
+    text = resources.files("autopar_opt.export").joinpath("megatron_lm_flags.yaml").read_text()
+    data = yaml.safe_load(text)
+    return str(data["megatron_core"]), frozenset(data["flags"])
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     for flag, default in (("--tensor-model-parallel-size", 1), ("--pipeline-model-parallel-size", 1),
@@ -552,8 +567,14 @@ def _parser() -> argparse.ArgumentParser:
                           ("--decoder-last-pipeline-num-layers", None), ("--num-layers", None),
                           ("--num-distributed-optimizer-instances", 1)):
         p.add_argument(flag, type=int, default=default)
-    for flag in ("--sequence-parallel", "--use-distributed-optimizer", "--use-megatron-fsdp"):
+    for flag in ("--sequence-parallel", "--use-distributed-optimizer", "--use-megatron-fsdp",
+                 "--use-torch-fsdp2", "--recompute-activations", "--fp16", "--bf16",
+                 "--group-query-attention"):
         p.add_argument(flag, action="store_true")
+    for flag in ("--hidden-size", "--num-attention-heads", "--ffn-hidden-size",
+                 "--num-query-groups", "--num-experts"):     # checked against the model
+        p.add_argument(flag, type=int, default=None)
+    p.add_argument("--fp8-format", default=None)
     p.add_argument("--recompute-granularity", choices=["full", "selective"], default=None)
     p.add_argument("--recompute-method", choices=["uniform", "block"], default=None)
     p.add_argument("--data-parallel-sharding-strategy", default="no_shard")
@@ -562,19 +583,43 @@ def _parser() -> argparse.ArgumentParser:
 
 
 class MegatronArgsError(ValueError):
-    """Arguments that cannot be read (an unparsable value or layout)."""
+    """Arguments that cannot be read (an unparsable value or layout, an unknown flag, a
+    flag the model or the spec contradicts); ``problems`` lists each one."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        self.problems = problems or [message]
+        super().__init__("; ".join(self.problems))
+
+
+def _megatron_argv(argv: list[str]) -> list[str]:
+    """The arguments ``pretrain_*.py`` receives: what follows the first ``*.py`` of a
+    launch line (``torchrun --nproc-per-node 8 pretrain_gpt.py ...``: torchrun's own
+    options are not Megatron's), the whole list when none is named."""
+    script = next((i for i, a in enumerate(argv) if a.endswith(".py")), None)
+    return argv if script is None else argv[script + 1:]
 
 
 def parse_megatron_args(text: str | list[str]) -> argparse.Namespace:
-    """Read the parallelism/batch flags of a Megatron-LM command line; other
-    flags (model dimensions, data, optimizer, ...) are ignored."""
+    """Read the parallelism, batch, recomputation and precision flags of a Megatron-LM
+    command line, and the model dimensions it states (checked against the spec's model
+    by :func:`~autopar_opt.export.megatron_import.plan_from_megatron`); the other flags of
+    Megatron-LM (data, optimizer, logging, ...) do not change the price and are ignored.
+    A flag Megatron-LM does not have (:func:`megatron_lm_flags`) is refused, every one
+    named at once: Megatron-LM itself would refuse the command line."""
     try:
         argv = shlex.split(text.replace("\\\n", " "), comments=True) if isinstance(text, str) \
             else list(text)
     except ValueError as exc:        # shlex: "No closing quotation", "No escaped character"
         raise MegatronArgsError(f"cannot split the command line into arguments ({exc}); close "
                                 "every quote") from None
-    argv = [a.replace("_", "-") if a.startswith("--") else a for a in argv]
+    argv = [a.replace("_", "-") if a.startswith("--") else a for a in _megatron_argv(argv)]
+    version, known = megatron_lm_flags()
+    unknown = list(dict.fromkeys(a.split("=", 1)[0] for a in argv
+                                 if a.startswith("--") and a.split("=", 1)[0] not in known))
+    if unknown:
+        raise MegatronArgsError("", [f"{flag}: Megatron-LM {version} has no such argument (its "
+                                     f"parse_args would refuse the command line)"
+                                     f"{did_you_mean(flag, known)}" for flag in unknown])
     try:
         args, _ = _parser().parse_known_args(argv)
     except SystemExit:

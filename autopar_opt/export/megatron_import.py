@@ -22,6 +22,8 @@ from autopar_opt.ir.training import Recompute, Schedule, Training
 
 
 def _zero(args: argparse.Namespace) -> int:
+    if args.use_torch_fsdp2:     # PyTorch FSDP2 fully_shard: parameters, gradients, optimizer
+        return 3
     if args.use_megatron_fsdp:
         return {"optim": 1, "optim_grads": 2, "optim_grads_params": 3}.get(
             args.data_parallel_sharding_strategy, 0)
@@ -64,8 +66,11 @@ def _block_counts(args: argparse.Namespace, blocks: int, pp: int) -> list[int]:
 
 
 def _recompute(args: argparse.Namespace, position: int) -> Recompute:
-    """Recomputation of the ``position``-th block of its stage."""
-    if args.recompute_granularity == "selective":
+    """Recomputation of the ``position``-th block of its stage (``--recompute-activations``
+    is Megatron-LM's older spelling of ``--recompute-granularity selective``,
+    ``validate_args``)."""
+    if args.recompute_granularity == "selective" or (args.recompute_activations
+                                                     and args.recompute_granularity is None):
         return Recompute.selective
     if args.recompute_granularity != "full":
         return Recompute.none
@@ -74,9 +79,45 @@ def _recompute(args: argparse.Namespace, position: int) -> Recompute:
     return Recompute.full
 
 
+#: Precision flags and the training dtype each means (Megatron-LM trains in fp32 without one).
+_DTYPE_FLAGS = (("fp16", "--fp16", ("fp16",)), ("bf16", "--bf16", ("bf16", "fp8")),
+                ("fp8_format", "--fp8-format", ("fp8",)))
+
+
+def contradictions(args: argparse.Namespace, graph: LayerGraph, training: Training) -> list[str]:
+    """Flags the spec contradicts: a precision other than ``training.dtype``, model
+    dimensions other than the model's (when its architecture is known), each named. A
+    flag not given is not a contradiction: a command line may state only its
+    parallelism."""
+    out = []
+    for dest, flag, dtypes in _DTYPE_FLAGS:
+        if getattr(args, dest) and training.dtype not in dtypes:
+            value = f" {getattr(args, dest)}" if dest == "fp8_format" else ""
+            out.append(f"{flag}{value} trains in {dtypes[0]}, but training.dtype is "
+                       f"{training.dtype} (the price is the spec's: state the same precision)")
+    arch = graph.arch
+    if arch is not None:
+        # --num-query-groups counts only with --group-query-attention (else Megatron ignores it)
+        groups = args.num_query_groups if args.group_query_attention else None
+        for flag, given, model in (("--hidden-size", args.hidden_size, arch.hidden),
+                                   ("--num-attention-heads", args.num_attention_heads, arch.heads),
+                                   ("--ffn-hidden-size", args.ffn_hidden_size, arch.ffn_hidden),
+                                   ("--num-query-groups", groups, arch.kv_heads),
+                                   ("--num-experts", args.num_experts, arch.num_experts or None)):
+            if given is not None and given != model:
+                has = f"has {model}" if model is not None else "has none (a dense model)"
+                out.append(f"{flag} {given}, but the model {has}: the command line is another "
+                           "model's (set model: to that model, or drop the flag)")
+    return out
+
+
 def plan_from_megatron(args: argparse.Namespace, graph: LayerGraph, cluster: Cluster,
                        training: Training) -> Plan:
-    """The plan of a parsed Megatron-LM command line; raises MegatronArgsError."""
+    """The plan of a parsed Megatron-LM command line; raises MegatronArgsError naming
+    every flag the spec contradicts (:func:`contradictions`) at once."""
+    said = contradictions(args, graph, training)
+    if said:
+        raise MegatronArgsError("", said)
     kinds = [layer.kind for layer in graph.layers]
     if not graph.is_chain() or kinds[0] is not LayerKind.embedding or \
             kinds[-1] is not LayerKind.lm_head or any(k not in BLOCK_KINDS for k in kinds[1:-1]):

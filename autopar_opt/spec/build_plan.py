@@ -432,9 +432,12 @@ def _megatron_args(spec: MegatronArgsPlanSpec, graph: LayerGraph, cluster: Clust
     except (MegatronArgsError, PlanError) as exc:
         shown = spec.megatron_args if isinstance(spec.megatron_args, str) else \
             " ".join(spec.megatron_args)
-        out.add("plan.megatron_args", shown[:120] + ("..." if len(shown) > 120 else ""),
-                str(exc), "correct the flags (tp, pp, cp, ep, batch sizes, stage split) so "
-                "that they describe a run of this model on this cluster")
+        problems = exc.problems if isinstance(exc, MegatronArgsError) else [str(exc)]
+        for problem in problems:
+            out.add("plan.megatron_args", shown[:120] + ("..." if len(shown) > 120 else ""),
+                    problem, "correct the flags (tp, pp, cp, ep, batch sizes, stage split, "
+                    "precision, model dimensions) so that they describe a run of this model "
+                    "on this cluster")
         return None
 
 

@@ -112,6 +112,29 @@ def launch_argv(text: str) -> list[str]:
     return json.loads(run.stdout)
 
 
+def megatron_lm_flags() -> list[str]:
+    """Every ``--flag`` of the installed Megatron-LM's ``parse_args`` (its argparse parser,
+    caught as ``parse_args`` is about to run), underscores written as dashes, sorted."""
+    import argparse
+
+    warnings.filterwarnings("ignore")
+    from megatron.training import arguments as mlm
+
+    caught: dict[str, argparse.ArgumentParser] = {}
+
+    def stop(self, *_a, **_k):
+        caught["parser"] = self
+        raise SystemExit(0)
+
+    with mock.patch.object(argparse.ArgumentParser, "parse_args", stop), \
+            mock.patch.object(argparse.ArgumentParser, "parse_known_args", stop), \
+            mock.patch.object(sys, "argv", ["pretrain_gpt.py"]):
+        with contextlib.suppress(SystemExit):
+            mlm.parse_args(ignore_unknown_args=False)
+    return sorted({o.replace("_", "-") for a in caught["parser"]._actions
+                   for o in a.option_strings if o.startswith("--")})
+
+
 def read_megatron(text: str) -> tuple[dict[str, Any], dict[str, str]]:
     """The exported arguments as ``{dest: value}`` (flags without a value: True) and
     the environment the file states (``# env: KEY=VALUE`` lines)."""

@@ -1,0 +1,98 @@
+"""A Megatron-LM command line as a plan (``plan: {megatron_args: ...}``): what is read,
+what is refused, nothing dropped silently.
+
+Oracles: Megatron-LM's own parser (the flag list is the installed Megatron-LM 0.17.1's,
+compared when the frameworks extra is installed); the plan section that states the same
+run by hand; the spec's model and dtype for the contradictions.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from autopar_opt.export.megatron import MegatronArgsError, megatron_lm_flags, parse_megatron_args
+from autopar_opt.spec import SpecError, load_spec
+from support.paths import REPO
+
+FLAGS_FILE = REPO / "autopar_opt" / "export" / "megatron_lm_flags.yaml"
+
+
+def test_the_flag_list_is_megatron_lms_own():
+    """The packaged list equals every flag of the installed Megatron-LM's parse_args
+    (AUTOPAR_REGEN_GOLDEN=1 rewrites it from there)."""
+    pytest.importorskip("megatron.training.arguments")
+    import importlib.metadata
+
+    from support.frameworks import megatron_lm_flags as installed
+    flags, version = installed(), importlib.metadata.version("megatron-core")
+    if os.environ.get("AUTOPAR_REGEN_GOLDEN"):
+        head = "".join(line for line in FLAGS_FILE.read_text().splitlines(keepends=True)
+                       if line.startswith("#"))
+        FLAGS_FILE.write_text(head + f"megatron_core: '{version}'\nflags:\n"
+                              + "".join(f"- {f}\n" for f in flags))
+        megatron_lm_flags.cache_clear()
+    assert megatron_lm_flags() == (version, frozenset(flags))
+    assert {"--tensor-model-parallel-size", "--use-torch-fsdp2", "--recompute-activations",
+            "--data-path"} <= set(flags) and "--foo-bar" not in flags
+
+
+def test_unknown_flags_are_refused_all_at_once_with_the_nearest_name():
+    with pytest.raises(MegatronArgsError) as info:
+        parse_megatron_args("--tensor-parallel-size 2 --foo-bar --micro-batch-size 2 --foo-bar")
+    problems = info.value.problems
+    assert len(problems) == 2
+    assert problems[0].startswith("--tensor-parallel-size: Megatron-LM 0.17.1 has no such argument")
+    assert "did you mean '--tensor-model-parallel-size'" in problems[0]
+    assert problems[1].startswith("--foo-bar: ")
+
+
+def test_the_launcher_options_before_the_script_are_not_megatrons():
+    args = parse_megatron_args("CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun --nnodes 2 --nproc-per-node 4 "
+                               "--rdzv-backend c10d pretrain_gpt.py --tensor-model-parallel-size 2 "
+                               "--data-path /data/x --lr 3e-4")
+    assert args.tensor_model_parallel_size == 2
+
+
+def _spec(tmp_path, plan_yaml: str, dtype: str = "bf16"):
+    path = tmp_path / "spec.yaml"
+    path.write_text("model: {zoo: llama3-8b}\ncluster: {zoo: 2x8-h100}\n"
+                    f"training: {{global_batch_size: 64, seq_len: 8192, dtype: {dtype}}}\n"
+                    + plan_yaml)
+    return path
+
+
+def test_fsdp2_and_recompute_activations_are_priced_as_their_plans(tmp_path):
+    """--use-torch-fsdp2 is ZeRO-3 (FSDP2 fully_shard), --recompute-activations is
+    selective recomputation (Megatron-LM's older spelling): the same plans as the plan
+    section stating them (they were dropped: ZeRO-0, no recomputation)."""
+    base = "--tensor-model-parallel-size 2 --micro-batch-size 1 --global-batch-size 64"
+    args = load_spec(_spec(tmp_path, f"plan: {{megatron_args: '{base} --use-torch-fsdp2 "
+                                      "--recompute-activations'}\n"))
+    same = load_spec(_spec(tmp_path, "plan: {tp: 2, micro_batch_size: 1, zero: 3, "
+                                     "recompute: selective}\n"))
+    assert args.plan.to_dict() == same.plan.to_dict()
+    blocks = [s for st in args.plan.stages for s in st.strategies[1:-1]]
+    assert {s.zero for s in blocks} == {3} and {s.recompute.value for s in blocks} == {"selective"}
+
+
+def test_flags_the_spec_contradicts_are_each_named(tmp_path):
+    """--fp16 against dtype bf16, --num-experts 8 on a dense model, another hidden size and
+    another GQA group count, an unknown flag elsewhere: every contradiction in one error."""
+    bad = ("--tensor-model-parallel-size 2 --fp16 --num-experts 8 --hidden-size 5120 "
+           "--group-query-attention --num-query-groups 4 --num-attention-heads 32")
+    with pytest.raises(SpecError) as info:
+        load_spec(_spec(tmp_path, f"plan: {{megatron_args: '{bad}'}}\n"))
+    rules = [p.rule for p in info.value.problems if p.key == "plan.megatron_args"]
+    assert len(rules) == 4, rules
+    assert rules[0].startswith("--fp16 trains in fp16, but training.dtype is bf16")
+    assert any(r.startswith("--num-experts 8, but the model has none (a dense model)") for r in rules)
+    assert any(r.startswith("--hidden-size 5120, but the model has 4096") for r in rules)
+    assert any(r.startswith("--num-query-groups 4, but the model has 8") for r in rules)
+    # the same flags the model has, and the spec's precision: accepted
+    good = ("--tensor-model-parallel-size 2 --bf16 --hidden-size 4096 --group-query-attention "
+            "--num-query-groups 8 --num-attention-heads 32 --ffn-hidden-size 14336")
+    assert load_spec(_spec(tmp_path, f"plan: {{megatron_args: '{good}'}}\n")).plan is not None
+    # --num-query-groups without --group-query-attention is ignored by Megatron: not checked
+    assert load_spec(_spec(tmp_path, "plan: {megatron_args: '--num-query-groups 4'}\n")).plan
