@@ -9,7 +9,7 @@ from typing import Any
 from autopar_opt.ir.arch import ModelArch
 from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.model_zoo.hf_decoders import GEMMA_HEAD_DIM
-from autopar_opt.model_zoo.hf_keys import dropout_rates
+from autopar_opt.model_zoo.hf_keys import activation_name, dropout_rates
 
 #: The Llama-layout families (gated MLP, RMSNorm, RoPE; dense or MoE) :func:`hf_arch`
 #: reads in its main path, by ``model_type``.
@@ -72,7 +72,9 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         gated=True, norm="rmsnorm", tied=bool(g("tie_word_embeddings", gemma)),
         qk_norm=mt in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2"),
         qkv_bias=mt in ("qwen2", "qwen2_moe"),
-        activation="gelu_tanh" if gemma else "silu", post_norms=gemma and mt != "gemma",
+        activation=activation_name(config, "hidden_activation", "gelu_pytorch_tanh") if gemma
+        else "silu" if mt == "gpt_oss" else activation_name(config, "hidden_act", "silu"),
+        post_norms=gemma and mt != "gemma",
         dropout=dropout_rates(config),
         unpriced=_gemma_unpriced(config) if gemma else _gpt_oss_unpriced(config)
         if mt == "gpt_oss" else _granite_unpriced(config) if mt == "granite" else (),
@@ -88,6 +90,21 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
 #: BLOOM's ALiBi, Falcon's and GPT-NeoX's parallel attention/MLP, StarCoder2's grouped
 #: keys and sliding windows), by ``model_type``.
 CLASSIC = ("opt", "bloom", "falcon", "gpt_neox", "gpt2", "starcoder2")
+
+
+def _classic_activation(config: dict[str, Any]) -> str:
+    """The plain MLP's activation of a :data:`CLASSIC` family, by the key and default its
+    transformers config class has: OPT and GPT-2 ``activation_function`` (``relu``,
+    ``gelu_new``), GPT-NeoX and StarCoder2 ``hidden_act`` (``gelu``,
+    ``gelu_pytorch_tanh``); BLOOM's and Falcon's MLPs are GELU with no key."""
+    mt = config["model_type"]
+    if mt in ("opt", "gpt2"):
+        return activation_name(config, "activation_function", "relu" if mt == "opt" else "gelu_new",
+                               plain=True)
+    if mt in ("gpt_neox", "starcoder2"):
+        return activation_name(config, "hidden_act",
+                               "gelu" if mt == "gpt_neox" else "gelu_pytorch_tanh", plain=True)
+    return "gelu"
 
 
 def _classic_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
@@ -112,7 +129,7 @@ def _classic_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
         or (mt == "starcoder2" and bool(g("use_bias", True))),
         rope_theta=float(g("rope_theta")) if mt == "starcoder2" and g("rope_theta") else None,
         windows=_windows(blocks),
-        learned_positions=mt in ("opt", "gpt2"), activation="relu" if mt == "opt" else "gelu",
+        learned_positions=mt in ("opt", "gpt2"), activation=_classic_activation(config),
         alibi=mt == "bloom" or (mt == "falcon" and bool(g("alibi", False))),
         parallel_block=bool(parallel), dropout=dropout_rates(config))
 
@@ -151,6 +168,7 @@ def _cohere_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
     scale = g("logit_scale")
     return ModelArch(
         family="cohere", **_llama_like_fields(config, graph),
+        activation=activation_name(config, "hidden_act", "silu"),
         tied=bool(g("tie_word_embeddings", True)), biases=bool(g("attention_bias", False)),
         qk_norm=bool(g("use_qk_norm", False)), parallel_block=True,
         unpriced=(f"logit_scale {scale:g} on the output logits",)
@@ -162,7 +180,8 @@ def _phi_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
     g = config.get
     factor = g("partial_rotary_factor")
     return ModelArch(
-        family="phi", **_llama_like_fields(config, graph), gated=False, activation="gelu",
+        family="phi", **_llama_like_fields(config, graph), gated=False,
+        activation=activation_name(config, "hidden_act", "gelu_new", plain=True),
         tied=bool(g("tie_word_embeddings", False)), biases=True,
         qk_norm=bool(g("qk_layernorm", False)), parallel_block=True,
         rotary_fraction=float(0.5 if factor is None else factor))
@@ -177,7 +196,7 @@ def _nemotron_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
         family="nemotron", **_llama_like_fields(config, graph), gated=False,
         tied=bool(g("tie_word_embeddings", False)),
         biases=bool(g("attention_bias", False)) or bool(g("mlp_bias", False)),
-        activation=str(g("hidden_act") or "relu2"),
+        activation=activation_name(config, "hidden_act", "relu2", plain=True),
         rotary_fraction=float(0.5 if factor is None else factor), zero_centered_norm=True)
 
 

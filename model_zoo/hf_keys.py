@@ -121,6 +121,36 @@ def load_hf_config(path: str | Path) -> tuple[dict[str, Any], Path]:
     return data, p
 
 
+#: The keys a config names its MLP activation with (Llama's and most decoders'
+#: ``hidden_act``, Gemma's ``hidden_activation``, GPT-2's and OPT's ``activation_function``).
+ACTIVATION_KEYS = ("hidden_act", "hidden_activation", "activation_function")
+#: The activation names transformers builds (``src/transformers/activations.py``
+#: ``ACT2CLS``, v4.5x): any other name fails in its ``ACT2FN[...]``.
+HF_ACTIVATIONS = frozenset((
+    "gelu", "gelu_10", "gelu_fast", "gelu_new", "gelu_python", "gelu_pytorch_tanh",
+    "gelu_python_tanh", "gelu_accurate", "hardswish", "laplace", "leaky_relu", "linear", "mish",
+    "quick_gelu", "relu", "relu2", "relu6", "sigmoid", "silu", "sqrtsoftplus", "swish", "tanh",
+    "prelu", "xielu"))
+#: GELU's approximations by tanh (or its fast forms), which a gated MLP names GeGLU as
+#: Gemma's does (``gelu_tanh``); exact GELU stays ``gelu``.
+TANH_GELUS = frozenset(("gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python_tanh",
+                        "gelu_accurate"))
+
+
+def activation_name(config: dict[str, Any], key: str, default: str, plain: bool = False) -> str:
+    """The :class:`~autopar_opt.ir.arch.ModelArch` activation a config's ``key`` names
+    (``default`` when absent): ``swish`` is ``silu``; a tanh-approximated GELU is
+    ``gelu_tanh`` in a gated MLP, ``gelu`` in a plain one (GPT-2's ``gelu_new``:
+    Megatron-LM's GELU is its MLP activation either way); other names as given
+    (checked against :data:`HF_ACTIVATIONS` when the config was read)."""
+    act = str(config.get(key) or default)
+    if act == "swish":
+        return "silu"
+    if act in TANH_GELUS or act == "gelu_python":
+        return "gelu" if plain or act == "gelu_python" else "gelu_tanh"
+    return act
+
+
 #: Switches the readers take as booleans: a string such as "no" would read as true, so
 #: anything but true, false or null is refused.
 BOOL_KEYS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "bias", "enable_bias",
@@ -137,11 +167,20 @@ def _check_kinds(data: dict[str, Any], path: Path) -> None:
             raise HfConfigError(f"{path}: {key} = {str(data[key])[:40]!r} is not true or false "
                                 "(fix: write true or false, as the model's published config.json "
                                 "does)")
-    act = data.get("hidden_act")
-    if act is not None and not isinstance(act, str):
-        raise HfConfigError(f"{path}: hidden_act = {str(act)[:40]!r} is not an activation name "
-                            "(fix: write its name, e.g. \"silu\" or \"relu2\", as the model's "
-                            "published config.json does)")
+    for key in ACTIVATION_KEYS:
+        act = data.get(key)
+        if act is None:
+            continue
+        if not isinstance(act, str):
+            raise HfConfigError(f"{path}: {key} = {str(act)[:40]!r} is not an activation name "
+                                "(fix: write its name, e.g. \"silu\" or \"relu2\", as the "
+                                "model's published config.json does)")
+        if act not in HF_ACTIVATIONS:
+            from autopar_opt.core.errors import did_you_mean
+            raise HfConfigError(f"{path}: {key} = {act[:40]!r} is not an activation transformers "
+                                "knows (its ACT2FN would refuse the config)"
+                                f"{did_you_mean(act, HF_ACTIVATIONS)} (fix: one of "
+                                f"{', '.join(sorted(HF_ACTIVATIONS))})")
     share = data.get("partial_rotary_factor")
     if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
                               or not 0 < share <= 1):

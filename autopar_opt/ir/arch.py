@@ -91,9 +91,13 @@ class ModelArch:
         return self.moe_layers[0] if self.moe_layers else self.num_layers
 
 
-#: How :func:`describe` names an MLP activation (:attr:`ModelArch.activation`).
-ACTIVATION_NAMES = {"silu": "SwiGLU", "gelu_tanh": "GeGLU", "gelu": "GELU", "relu": "ReLU",
+#: How :func:`describe` names an MLP activation (:attr:`ModelArch.activation`), in a
+#: plain MLP and in a gated one (the activation times a linear gate: Shazeer 2020, "GLU
+#: Variants Improve Transformer", SwiGLU / GEGLU / ReGLU); another name is said as given.
+ACTIVATION_NAMES = {"silu": "SiLU", "gelu_tanh": "GELU (tanh)", "gelu": "GELU", "relu": "ReLU",
                     "relu2": "squared-ReLU"}
+GATED_NAMES = {"silu": "SwiGLU", "gelu_tanh": "GeGLU", "gelu": "GeGLU (exact GELU)",
+               "relu": "ReGLU", "relu2": "squared-ReLU-gated"}
 
 
 def describe(a: ModelArch) -> str:
@@ -115,7 +119,8 @@ def describe(a: ModelArch) -> str:
                      f"head{'s' if a.kv_heads > 1 else ''} of {a.head_dim}")
     if a.qk_norm:
         parts.append("QK-norm")
-    act = ACTIVATION_NAMES.get(a.activation, a.activation)
+    act = (GATED_NAMES if a.gated else ACTIVATION_NAMES).get(
+        a.activation, f"{a.activation}-gated" if a.gated else a.activation)
     dense = a.num_layers - len(a.moe_layers) if a.is_moe else a.num_layers
     if dense:
         parts.append(f"{act} MLP of {a.ffn_hidden} ({3 if a.gated else 2} matrices)"
