@@ -169,7 +169,7 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
     except ExportError as exc:
         space = doc.get("search_space") if isinstance(doc.get("search_space"), dict) else {}
         tgt = space.get("target") if isinstance(space.get("target"), dict) else {}
-        if tgt.get("framework") == fw:
+        if fw in (tgt.get("framework"), space.get("runnable_by")):
             # searched for this framework already: what stops it is the model, not the plan
             fix = (f"the plan was searched for {fw} already; follow the reason above, or "
                    "export to another target")

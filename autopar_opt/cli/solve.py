@@ -310,6 +310,11 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         priced = pricing_notice(runnable_by, spec.training.runtime.name, "--runnable-by")
         if priced:
             spec.notices = [*spec.notices, priced]
+        if runnable_by == "torchtitan":
+            from autopar_opt.export.torchtitan import flavour_notice
+            said = flavour_notice(spec.graph, "--runnable-by torchtitan")
+            if said:
+                spec.notices = [*spec.notices, said]
         if spec.fleet is None:       # a fleet refuses --runnable-by itself (cli/fleet.py)
             opt.raise_if_any(runnable_problems(spec.space, spec.graph, value=runnable_by))
     if export_models and (solver or spec.solver.name).strip().lower() == "dp":

@@ -233,6 +233,21 @@ def activation_checkpoint(view: PlanView) -> dict[str, Any] | None:
     return {"mode": "selective", "selective_ac_option": str(every)}
 
 
+def flavour_notice(graph, who: str) -> str:
+    """What a torchtitan target or ``--runnable-by torchtitan`` (``who``) says of a model
+    none of the export's flavours (:data:`FLAVOURS`) builds: the plans follow torchtitan's
+    parallelism rules, the model itself is the user's to build (torchtitan's models are
+    code), and the export is refused; empty otherwise, and for a layer list (no
+    architecture)."""
+    if graph is None or graph.arch is None or flavour(graph.arch) is not None:
+        return ""
+    known = ", ".join(sorted({f"{m} {f}" for m, f, _, _ in FLAVOURS.values()}))
+    return (f"{who}: the plans follow torchtitan's parallelism rules, but autopar's "
+            f"torchtitan export has no model for {graph.name} ({graph.arch.family}, hidden size "
+            f"{graph.arch.hidden}; it builds {known}, or their first layers): the export is "
+            "refused and the model is yours to write in torchtitan")
+
+
 def _model_of(view: PlanView) -> tuple[str, str, str, int]:
     found = flavour(view.arch)
     if found is None:

@@ -299,19 +299,11 @@ def build_target(value, graph: LayerGraph | None, training: Training, section: S
 
 def _flavour_notice(target: Target, graph: LayerGraph | None) -> str:
     """What a torchtitan target says of a model none of the export's flavours builds
-    (``export/torchtitan.py`` ``FLAVOURS``): the plans follow torchtitan's parallelism
-    rules, the model itself is the user's to build (torchtitan's models are code);
-    empty otherwise, and for a layer list (no architecture)."""
-    if target.framework != "torchtitan" or graph is None or graph.arch is None:
+    (:func:`autopar_opt.export.torchtitan.flavour_notice`); empty for other targets."""
+    if target.framework != "torchtitan":
         return ""
-    from autopar_opt.export.torchtitan import FLAVOURS, flavour     # the export's own table
-    if flavour(graph.arch) is not None:
-        return ""
-    known = ", ".join(sorted({f"{m} {f}" for m, f, _, _ in FLAVOURS.values()}))
-    return (f"target torchtitan: the plans follow torchtitan's parallelism rules, but autopar's "
-            f"torchtitan export has no model for {graph.name} ({graph.arch.family}, hidden size "
-            f"{graph.arch.hidden}; it builds {known}, or their first layers): the export is "
-            "refused and the model is yours to write in torchtitan")
+    from autopar_opt.export.torchtitan import flavour_notice
+    return flavour_notice(graph, "target torchtitan")
 
 
 def _check_shard_nodes(section: SearchSection, cluster: Cluster | None, out: ProblemList) -> None:

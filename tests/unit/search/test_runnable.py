@@ -451,3 +451,29 @@ def test_a_torchtitan_target_without_an_exported_flavour_says_so(tmp_path):
         spec = load_spec(path)
         assert spec.space.target.framework == "torchtitan"
         assert any("export has no model for" in n for n in spec.notices) is noted, spec.notices
+
+
+def test_runnable_by_torchtitan_says_when_its_export_has_no_model(tmp_path):
+    """A Llama block of a size no torchtitan flavour has: --runnable-by torchtitan keeps
+    the target (torchtitan's models are code), says as a target does that the export is
+    refused, and the export's refusal does not send the user back to solve with it."""
+    import json
+
+    from support.cli import run_cli
+    from support.paths import REPO
+    config = json.loads((REPO / "model_zoo" / "hf" / "llama-3.1-8b.json").read_text())
+    config.update(hidden_size=1024, intermediate_size=4096, num_hidden_layers=4,
+                  num_attention_heads=8, num_key_value_heads=8)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("model: {hf_config: config.json}\n"
+                    "cluster: {nodes: 1, gpus_per_node: 8, device: H100-SXM-80GB}\n"
+                    "training: {global_batch_size: 16, seq_len: 2048, dtype: bf16}\n"
+                    "search: {pp_degrees: [1], tp_degrees: [1, 2]}\n")
+    code, text = run_cli("solve", spec, "--runnable-by", "torchtitan", "--out", tmp_path / "out")
+    assert code == 0, text
+    assert "--runnable-by torchtitan: the plans follow torchtitan's parallelism rules, but " \
+           "autopar's torchtitan export has no model for" in " ".join(text.split())
+    code, text = run_cli("export", tmp_path / "out" / "plan.json", "--to", "torchtitan")
+    assert code == 2 and "registers no model flavour" in text
+    assert "the plan was searched for torchtitan already" in text and "solve again" not in text
