@@ -25,7 +25,7 @@ import math
 from typing import Any
 
 from autopar_opt.reports.document import ReportInputError, is_finite, to_float, validate_document
-from autopar_opt.reports.formatting import (fmt_gib, fmt_pct, fmt_pct_up, fmt_rate, fmt_time,
+from autopar_opt.reports.formatting import (causal_mfu_note, fmt_gib, fmt_pct, fmt_pct_up, fmt_rate, fmt_time,
                                             fmt_value)
 from autopar_opt.reports.runnability import runnability_section
 from autopar_opt.reports.sections import (plan_degree_lines, baselines_section, breakdown_section,
@@ -142,6 +142,7 @@ def answer_section(doc: dict) -> dict | None:
         "tokens_per_s": fmt_rate(to_float(m["tokens_per_s"], "metrics.tokens_per_s"), "tokens/s"),
         "mfu": fmt_pct(to_float(m["mfu"], "metrics.mfu"), 1),
         "hfu": fmt_pct(to_float(m.get("hfu"), "metrics.hfu"), 1),
+        "mfu_causal": causal_mfu_note(m.get("mfu"), m.get("mfu_causal")).strip(" ()"),
         "bubble": fmt_time(to_float(m.get("bubble_s"), "metrics.bubble_s")),
         "peak_memory": fmt_gib(peak),
         "capacity": fmt_gib(cap),

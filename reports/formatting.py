@@ -34,6 +34,17 @@ def fmt_pct(fraction: float | None, digits: int = 2) -> str:
     return f"{fraction * 100:.{digits}f}%"
 
 
+def causal_mfu_note(mfu: float | None, mfu_causal: float | None) -> str:
+    """`` (49.7% counting causal attention's computed half)`` after an MFU, where that
+    count is a point or more below it; empty otherwise. MFU counts each attention core
+    whole, as published MFUs do (``cost.compute.uncomputed_attention_share``); a causal
+    kernel computes half of it, which at long context is a large share of the work."""
+    if not isinstance(mfu, (int, float)) or not isinstance(mfu_causal, (int, float)) \
+            or not mfu_causal or mfu - mfu_causal < 0.01:
+        return ""
+    return f" ({100 * mfu_causal:.1f}% counting causal attention's computed half)"
+
+
 def fmt_pct_up(fraction: float, digits: int = 2) -> str:
     """Percentage rounded *up* at ``digits`` decimals, so a bound stays a bound."""
     scale = 10 ** digits

@@ -173,6 +173,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
     from autopar_opt.cost.assumptions import cost_assumptions
     from autopar_opt.ir.arch import describe
     from autopar_opt.ir.window import windows_text
+    from autopar_opt.reports.formatting import causal_mfu_note
 
     plan = spec.plan
     labels = list(dict.fromkeys(s.label() for st in plan.stages for s in st.strategies))
@@ -195,7 +196,8 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
              "                  (how far the cost model has been from comparable published runs)",
              f"samples/s:        {metrics.samples_per_s:.6g}",
              f"tokens/s:         {metrics.tokens_per_s:.6g}",
-             f"MFU:              {100 * metrics.mfu:.2f} %",
+             f"MFU:              {100 * metrics.mfu:.2f} %"
+             f"{causal_mfu_note(metrics.mfu, metrics.mfu_causal)}",
              f"HFU:              {100 * metrics.hfu:.2f} %",
              "iteration time, critical path (s):"]
     labels = {"compute_s": "compute", "tp_comm_s": "exposed TP comm", "cp_comm_s": "exposed CP comm",

@@ -221,7 +221,11 @@ class MetricsDoc(_Doc):
     iteration_time_s: float = _f("Predicted iteration time, s.")
     samples_per_s: float = _f("Throughput, samples/s.")
     tokens_per_s: float = _f("Throughput, tokens/s.")
-    mfu: float = _f("Model FLOPs utilisation (0-1).")
+    mfu: float = _f("Model FLOPs utilisation (0-1); attention cores counted whole (the score "
+                    "matrix, as PaLM and Megatron-LM count MFU).")
+    mfu_causal: float = _f("MFU counting each causal attention core at the half its kernel "
+                           "computes (0-1; = mfu without causal attention; 0 in documents "
+                           "written before it).", default=0.0)
     hfu: float = _f("Hardware FLOPs utilisation, recomputation included (0-1).", default=0.0)
     bubble_s: float = _f("Pipeline bubble per iteration, s.", default=0.0)
     feasible: bool = _f("Every stage fits in memory.", default=True)

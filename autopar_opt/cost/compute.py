@@ -218,6 +218,23 @@ def executed_core(layer: Layer) -> float:
     return 0.5 if causal and not layer.attn_flops_halved else 1.0
 
 
+def uncomputed_attention_share(layers) -> float:
+    """Share of the model FLOPs of ``layers`` that causal attention does not compute.
+
+    Model FLOPs (MFU's numerator) count each attention core as its whole score matrix,
+    ``12·l·h·s²`` per sequence, as PaLM (Chowdhery et al. 2022, App. B), Megatron-LM
+    (Narayanan et al. 2021, Sec. 5.1) and torchtitan count them; with a causal mask only
+    the lower triangle is needed (fused kernels skip the masked blocks:
+    :func:`executed_core`), so at long context that count exceeds the work by up to half
+    the attention's share. Forward core FLOPs ``flops_recompute_selective``, backward
+    twice the forward (the model count's rule); 0 without causal cores."""
+    total = skipped = 0.0
+    for layer in layers:
+        total += layer.flops_fwd + layer.flops_bwd
+        skipped += 3.0 * layer.flops_recompute_selective * (1.0 - executed_core(layer))
+    return skipped / total if total > 0 else 0.0
+
+
 def _unfused_attn_time(flops: float, ctx: StageContext) -> float:
     """Unfused attention core: two batched GEMMs at the GEMM efficiency (one
     kernel's ``τ_half`` per pass: the batched GEMMs are large, their count is

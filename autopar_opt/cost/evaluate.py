@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from autopar_opt.cost.compute import uncomputed_attention_share
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.layer_cost import layer_cost, unsharded_held_parts
 from autopar_opt.cost.state import held_layer, weight_parts
@@ -113,6 +114,10 @@ class PlanMetrics:
     feasible: bool
     memory_capacity_gib: float
     breakdown: dict[str, float] = field(default_factory=dict)
+    #: MFU counting a causal attention core at the half it computes (``mfu`` counts the
+    #: whole score matrix, as published MFUs do: :func:`~autopar_opt.cost.compute.
+    #: uncomputed_attention_share`); equal to ``mfu`` without causal attention
+    mfu_causal: float = 0.0
 
     @property
     def peak_memory_gib(self) -> list[float]:
@@ -288,6 +293,7 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster | Fleet, training: 
         feasible=all(s.fits for s in stages),
         memory_capacity_gib=stages[0].capacity_gib if stages else 0.0,
         breakdown=breakdown,
+        mfu_causal=model_flops / (t * peak_total) * (1.0 - uncomputed_attention_share(graph.layers)),
     )
 
 
