@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from autopar_opt.core.result import status_words
 from autopar_opt.reports.document import ReportInputError, is_finite, to_float, validate_document
 from autopar_opt.reports.formatting import (causal_mfu_note, fmt_gib, fmt_pct, fmt_pct_up, fmt_rate, fmt_time,
                                             fmt_value)
@@ -56,7 +57,7 @@ def build_context(plan_doc: dict, draw_timeline: bool = True) -> dict:
         "schema_version": doc["schema_version"],
         "tool": doc.get("tool") or {"name": "autopar-opt", "version": "unknown"},
         "created_utc": doc.get("created_utc") or "unknown",
-        "status": doc["status"],
+        "status": status_words(doc["status"], doc["certificate"].get("gap")),
         "spec": spec_section(doc),
         "answer": answer_section(doc),
         "runnability": runnability_section(doc),

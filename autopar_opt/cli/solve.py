@@ -28,6 +28,7 @@ from autopar_opt.cli.budget import Budget
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
 from autopar_opt.core.files import write_atomic
 from autopar_opt.ir.graph import params_summary
+from autopar_opt.core.result import status_words
 from autopar_opt.reports.formatting import causal_mfu_note
 
 if TYPE_CHECKING:   # rich is imported where something is printed (start-up, issue 18)
@@ -100,7 +101,7 @@ def _summary(doc: dict, console: Console) -> None:
     model = doc["spec"]["model"]
     console.print(f"[bold]{model['name']}[/] on {doc['spec']['cluster']['name']} "
                   f"({doc['spec']['cluster']['num_devices']} x {doc['spec']['cluster']['device']}): "
-                  f"[bold]{doc['status']}[/]")
+                  f"[bold]{status_words(doc['status'], (doc.get('certificate') or {}).get('gap'))}[/]")
     windows = model.get("attention_windows")
     console.print(f"  model: {params_summary(model['params'], model.get('params_active'))}"
                   + (f"; {windows}" if windows else ""), highlight=False)

@@ -48,6 +48,22 @@ class Termination(str, Enum):
     error = "error"                  # the solver failed; ``message`` says why
 
 
+#: Below this relative gap an ``optimal`` is a proof (round-off); above it, "optimal"
+#: means within the gap the user asked for (``--gap``), and outputs say so.
+PROOF_GAP = 1e-6
+
+
+def status_words(status: str, gap: float | None) -> str:
+    """The status as a headline says it: ``optimal within the requested gap (3.03% above
+    the proven bound)`` for an ``optimal`` whose gap is above :data:`PROOF_GAP` (the
+    status field stays ``optimal``: the solve met the gap it was given), the status
+    itself otherwise."""
+    if status == "optimal" and isinstance(gap, (int, float)) and math.isfinite(gap) \
+            and gap > PROOF_GAP:
+        return f"optimal within the requested gap ({100 * gap:.3g}% above the proven bound)"
+    return status
+
+
 def relative_gap(primal: float | None, lower_bound: float) -> float:
     """``(primal - lower_bound) / |primal|``; inf without a primal or a bound.
 
