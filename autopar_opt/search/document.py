@@ -84,9 +84,16 @@ def _infeasibility(result: SearchResult, cluster: Cluster, training: Training,
     # reserve, over the allocator overhead (the tables' memory capacity)
     cap = StageContext(cluster, training, params, 1, 1).capacity_bytes / 2**30
     least = result.least_memory_bytes / 2**30
-    if result.certificate.infeasible and math.isfinite(least):
+    if result.certificate.infeasible and math.isfinite(least) and least > cap:
         reason = (f"every configuration of the search space is proven infeasible; the least memory "
                   f"any plan needs is at least {least:.2f} GiB per device against {cap:.2f} GiB usable")
+    elif result.certificate.infeasible and math.isfinite(least):
+        # the floor bound is weaker than the proof: each configuration's own search proved
+        # that none of its plans fits (the details name them)
+        reason = (f"every configuration of the search space is proven infeasible: its search "
+                  f"found no plan that fits in the {cap:.2f} GiB usable per device (the simple "
+                  f"per-device floor, {least:.2f} GiB, is below it: the proof is each "
+                  "configuration's, in the details)")
     elif result.certificate.infeasible:
         first = result.infeasible_reasons[0] if result.infeasible_reasons else "see the certificate"
         reason = ("every configuration of the search space is proven infeasible whatever the "

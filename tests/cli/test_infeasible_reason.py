@@ -1,0 +1,59 @@
+"""An infeasible search's reason does not contradict itself: where the per-device memory
+floor is below the usable memory (the floor is a weaker bound than the proof), the reason
+says the proof is each configuration's search, not "needs at least X against Y usable"
+with X < Y. Oracle: the two figures of plan.json's infeasibility section."""
+
+from __future__ import annotations
+
+import json
+
+from support.cli import run_cli
+
+SPEC = """model:
+  name: dag4
+  seq_len: 1024
+  layers:
+    - {name: a, kind: transformer_block, flops_fwd: 4.0e+11, flops_bwd: 8.0e+11, params: 800000000,
+       act_bytes: 4.0e+8, act_replicated_bytes: 1.0e+7, input_bytes: 2.0e+7, output_bytes: 2.0e+7,
+       tp_comm_bytes: 2.0e+7, max_tp: 4}
+    - {name: b, kind: transformer_block, flops_fwd: 9.0e+11, flops_bwd: 1.8e+12, params: 400000000,
+       act_bytes: 2.0e+8, act_replicated_bytes: 1.0e+7, input_bytes: 2.0e+7, output_bytes: 4.0e+7,
+       tp_comm_bytes: 2.0e+7, max_tp: 4}
+    - {name: c, kind: transformer_block, flops_fwd: 2.0e+11, flops_bwd: 4.0e+11, params: 1600000000,
+       act_bytes: 6.0e+8, act_replicated_bytes: 1.0e+7, input_bytes: 4.0e+7, output_bytes: 2.0e+7,
+       tp_comm_bytes: 2.0e+7, max_tp: 2}
+    - {name: d, kind: transformer_block, flops_fwd: 6.0e+11, flops_bwd: 1.2e+12, params: 600000000,
+       act_bytes: 3.0e+8, act_replicated_bytes: 1.0e+7, input_bytes: 2.0e+7, output_bytes: 1.0e+5,
+       tp_comm_bytes: 2.0e+7, max_tp: 4}
+  edges: [[a, b], [a, c], [b, d], [c, d]]
+cluster: {nodes: 2, gpus_per_node: 4, device: A100-40GB, device_memory_gib: MEM}
+training: {global_batch_size: 32, seq_len: 1024}
+target: none
+search: {pp_degrees: [1, 2, 4], sequence_parallel: [false], zero_levels: [0, 1],
+         hybrid_sharding: [false], recompute: [none, full], microbatches: [2, 8],
+         schedules: [1f1b, gpipe]}
+"""
+
+
+def _infeasible(tmp_path, mem: int) -> tuple[dict, str]:
+    spec = tmp_path / f"dag_{mem}.yaml"
+    spec.write_text(SPEC.replace("MEM", str(mem)))
+    code, text = run_cli("solve", spec, "--json")
+    assert code == 3, text
+    return json.loads(text)["infeasibility"], text
+
+
+def test_a_floor_below_the_usable_memory_is_not_called_the_reason(tmp_path):
+    inf, _ = _infeasible(tmp_path, 12)
+    assert inf["least_memory_gib"] < inf["capacity_gib"]
+    assert "is at least" not in inf["reason"]
+    assert inf["reason"].startswith("every configuration of the search space is proven "
+                                    "infeasible: its search found no plan that fits")
+    assert f"{inf['least_memory_gib']:.2f} GiB, is below it" in inf["reason"]
+
+
+def test_a_floor_above_the_usable_memory_is_the_reason(tmp_path):
+    inf, _ = _infeasible(tmp_path, 4)
+    assert inf["least_memory_gib"] > inf["capacity_gib"]
+    assert (f"needs is at least {inf['least_memory_gib']:.2f} GiB per device against "
+            f"{inf['capacity_gib']:.2f} GiB usable") in inf["reason"]
