@@ -141,6 +141,8 @@ class ReplicaSearch:
         self.options, self.parts = options, parts
         self.cache = cache if cache is not None else FleetTableCache()
         self.bounds: dict[tuple, float] = {}
+        #: (class, batch) whose space has no outer configuration at all (class_bound)
+        self.no_configuration: dict[tuple, bool] = {}
         self.outcomes: dict[tuple, ClassOutcome] = {}
         #: the signal that stopped the search (``options.should_stop``), None while running
         self.interrupted_by: int | None = None
@@ -159,14 +161,27 @@ class ReplicaSearch:
         key = (cls, batch)
         if key not in self.bounds:
             tr = class_training(self.training, batch)
-            best = math.inf
+            best, configs = math.inf, 0
             for cfg in fleet_outer_configs(self.graph, self.fleet, tr, self.space, cls):
+                configs += 1
                 tables = build_fleet_tables(self.graph, self.fleet, tr, self.space, self.params,
                                             cfg.microbatches, cfg.schedule, cfg.stage_groups,
                                             cfg.stage_devices, cache=self.cache, with_edges=False)
                 best = min(best, analytic_lower_bound(tables).value)
             self.bounds[key] = best
+            self.no_configuration[key] = configs == 0
         return self.bounds[key]
+
+    def infeasible_class_reason(self, cfg: SplitConfig) -> str:
+        """Why a split has no plan: the first class whose batch share no configuration of
+        the search space can take (no allowed micro-batch count splits it over the class's
+        data-parallel ranks), else a class with no plan that fits in memory at its share."""
+        for cls, batch in zip(cfg.classes, cfg.batches):
+            if self.no_configuration.get((cls, batch)):
+                return (f"no configuration of the search space takes a batch share of {batch} on "
+                        f"{'+'.join(self.fleet.groups[i].name for i in cls)} (no allowed micro-batch count splits "
+                        "it over the class's data-parallel ranks: search.microbatches)")
+        return "a class has no plan that fits in memory at its batch share"
 
     def class_solve(self, cls: tuple[int, ...], batch: int, time_limit_s: float,
                     again: bool = False) -> ClassOutcome:
@@ -267,7 +282,7 @@ class ReplicaSearch:
         """One split: infeasible, pruned, out of time, within the gap, or solved."""
         if math.isinf(bound) and bound > 0:
             return ConfigRecord(cfg, Status.infeasible, None, math.inf, 0.0, exhaustive=True,
-                                message="a class has no plan that fits at its batch share"), None
+                                message=self.infeasible_class_reason(cfg)), None
         if reaches(bound, incumbent):
             return ConfigRecord(cfg, Status.pruned, None, bound, 0.0,
                                 pruned_by=f"lower bound {bound:.6g} s >= incumbent {incumbent:.6g} s"), None
@@ -297,7 +312,7 @@ class ReplicaSearch:
         if len(outcomes) < len(order) or any(o.plan is None for o in outcomes.values()):
             if math.isinf(lower) and lower > 0:
                 return ConfigRecord(cfg, Status.infeasible, None, math.inf, spent, exhaustive=True,
-                                    message="a class has no plan that fits at its batch share"), None
+                                    message=self.infeasible_class_reason(cfg)), None
             status = Status.pruned if reaches(lower, incumbent) else Status.not_solved
             return ConfigRecord(cfg, status, None, lower, spent,
                                 pruned_by=(f"a class's proven bound gives {lower:.6g} s >= incumbent "

@@ -201,3 +201,34 @@ def test_time_is_shared_among_the_configurations_the_strong_bound_leaves_open(mo
             cap = want
     decided = [b for _, _, b in seen if b < cut]
     assert len(decided) == k and decided == sorted(decided)     # the most promising first
+
+
+def test_a_split_no_micro_batch_count_can_take_says_so(tmp_path):
+    """A100 x2 + H100 x2 with micro-batches [2, 4]: a split that gives one group an odd
+    batch share has no configuration at all (no allowed count splits it), not "no plan
+    that fits" (oracle: the shares' parity; the A100 group alone has 2 data-parallel ranks
+    at most, so odd shares cannot be split into 2 or 4 micro-batches either way)."""
+    import json
+
+    from support.cli import run_cli
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(
+        "model: {zoo: gpt-1.7b, overrides: {num_layers: 2}}\n"
+        "cluster:\n  name: a100+h100\n  groups:\n"
+        "    - {name: a100, device: A100-80GB, nodes: 1, gpus_per_node: 2}\n"
+        "    - {name: h100, device: H100-SXM-80GB, nodes: 1, gpus_per_node: 2}\n"
+        "  links:\n    - {between: [a100, h100], bandwidth_gb_per_s: 25, latency_us: 20}\n"
+        "training: {global_batch_size: 16, seq_len: 2048, dtype: bf16, memory_reserve_gib: 0.0}\n"
+        "target: none\n"
+        "search: {pp_degrees: [1, 2], tp_degrees: [1, 2], sequence_parallel: [false], "
+        "zero_levels: [0, 1], hybrid_sharding: [false], recompute: [none], schedules: [1f1b], "
+        "microbatches: [2, 4]}\n")
+    code, text = run_cli("solve", spec, "--json")
+    assert code == 0, text
+    rows = [r for r in json.loads(text)["certificate"]["configurations"]
+            if r["status"] == "infeasible"]
+    assert rows
+    for r in rows:
+        share = int(r["message"].split("batch share of ")[1].split()[0])
+        assert share % 2 == 1 and "no allowed micro-batch count splits it" in r["message"]
+        assert "fits" not in r["message"]
