@@ -96,6 +96,7 @@ def spec_section(doc: dict) -> dict:
         "model_is_chain": model.get("is_chain"),
         "model_source": str(model.get("source", "")),
         "model_architecture": str(model.get("architecture") or ""),
+        "model_measured": str(model.get("measured") or ""),
         "cluster_name": str(cluster["name"]),
         "cluster_shape": f"{cluster['nodes']} node(s) × {cluster['gpus_per_node']} GPUs = "
                          f"{cluster['num_devices']} devices",

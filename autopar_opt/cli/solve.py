@@ -107,6 +107,8 @@ def _summary(doc: dict, console: Console) -> None:
                   + (f"; {windows}" if windows else ""), highlight=False)
     if model.get("architecture"):              # absent in documents written before it
         console.print(f"  architecture: {model['architecture']}", highlight=False)
+    if model.get("measured"):
+        console.print(f"  measured: {model['measured']}", highlight=False)
     if m:
         console.print(f"  iteration {m['iteration_time_s']:.4f} s | {m['samples_per_s']:.2f} samples/s | "
                       f"{m['tokens_per_s']:.0f} tokens/s | MFU {100 * m['mfu']:.1f}%"

@@ -303,7 +303,8 @@ class SpecSummaryDoc(_Doc):
                                       "it from any folder).", default=None)
     model: dict[str, Any] = _f("Model summary (name, num_layers, params, params_active, is_chain, "
                                "source, attention_windows, architecture: one line of the built "
-                               "architecture, or null without one).")
+                               "architecture, or null without one; measured: which layers the "
+                               "spec's measured times price, or null).")
     cluster: ClusterDoc = _f("Cluster summary.")
     training: dict[str, Any] = _f("Training settings (global_batch_size, seq_len, dtype, ...).")
 

@@ -99,6 +99,9 @@ class Interval:
     regime: Regime
     wide: bool
     sources: int = 0
+    #: layers priced from the spec's measured times (``model.measured``), which the
+    #: published runs behind the interval do not describe: (measured, all) layers
+    measured: tuple[int, int] = (0, 0)
 
     def text(self, unit: str = "s") -> str:
         """E.g. ``80% interval 7.9-9.6 s, from 23 comparable published runs
@@ -119,18 +122,23 @@ class Interval:
                      f"only 1 published run shares" if self.exact == 1 else
                      f"only {self.exact} published runs share")
             out += f"; {share} every regime label ({self.regime.describe()}): wide interval"
+        if self.measured[0]:
+            out += (f"; {self.measured[0]} of {self.measured[1]} layers are priced from the "
+                    "spec's measured times (model.measured), which this interval of the "
+                    "analytical model does not describe")
         return out
 
     def scaled(self, factor: float) -> "Interval":
         """The same interval for ``value·factor`` (e.g. seconds -> hours)."""
         return Interval(self.value * factor, self.low * factor, self.high * factor, self.level,
-                        self.n, self.exact, self.kept, self.regime, self.wide, self.sources)
+                        self.n, self.exact, self.kept, self.regime, self.wide, self.sources,
+                        self.measured)
 
     def inverse(self, numerator: float = 1.0) -> "Interval":
         """The interval of ``numerator / value`` (a rate from a time)."""
         return Interval(numerator / self.value, numerator / self.high, numerator / self.low,
                         self.level, self.n, self.exact, self.kept, self.regime, self.wide,
-                        self.sources)
+                        self.sources, self.measured)
 
     def to_dict(self) -> dict:
         return {"value": self.value, "low": self.low, "high": self.high, "level": self.level,
@@ -230,7 +238,14 @@ def plan_interval(graph, cluster, training, plan, iteration_time_s: float,
     :func:`autopar_opt.cost.regime.regime_of`)."""
     from autopar_opt.cost.regime import regime_of
 
-    return interval_for(regime_of(graph, cluster, training, plan, strategy), iteration_time_s)
+    from dataclasses import replace
+
+    found = interval_for(regime_of(graph, cluster, training, plan, strategy), iteration_time_s)
+    tps = {n: s.tp for st in plan.stages for n, s in zip(st.layers, st.strategies)} \
+        if plan is not None and hasattr(plan, "stages") else {}
+    measured = sum(1 for layer in graph.layers if layer.measured and (
+        layer.measured_for(tps[layer.name]) is not None if layer.name in tps else True))
+    return replace(found, measured=(measured, len(graph.layers))) if measured else found
 
 
 def metrics_dict(metrics, graph, cluster, training, plan) -> dict | None:

@@ -119,6 +119,18 @@ def resolved_path(path: str) -> str | None:
         return None
 
 
+def measured_text(graph: LayerGraph) -> str | None:
+    """Which layers the spec's measured times price (``model.measured``): ``b0, b1 at tp 1;
+    b2 at tp 1, 2``; None without measurements."""
+    rows = [f"{layer.name} at tp {', '.join(str(m.tp) for m in layer.measured)}"
+            for layer in graph.layers if layer.measured]
+    if not rows:
+        return None
+    shown = "; ".join(rows[:8]) + (f"; and {len(rows) - 8} more" if len(rows) > 8 else "")
+    return (f"{len(rows)} of {len(graph.layers)} layers' compute times are measured "
+            f"(model.measured: {shown}); other layers and tp degrees are modelled")
+
+
 def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training: Training,
                    space: SearchSpace, params: CostParams, options: SearchOptions,
                    result: SearchResult, baselines: list[Baseline]) -> dict:
@@ -132,7 +144,8 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
                            "params": graph.total_params(), "params_active": graph.active_params(),
                            "is_chain": graph.is_chain(), "source": graph.source,
                            "attention_windows": windows_text(graph.attention_windows()),
-                           "architecture": describe(graph.arch) if graph.arch else None},
+                           "architecture": describe(graph.arch) if graph.arch else None,
+                           "measured": measured_text(graph)},
                  "cluster": _cluster_dict(cluster, training.dtype),
                  "training": dataclasses.asdict(training)},
         "search_space": _space_dict(space),

@@ -109,7 +109,26 @@ def build_spec(data: dict[str, Any], path: Path, section_files: dict[str, str] |
     plan = build_plan(model.plan, graph, cluster, training, out)
     out.raise_if_any()
     return Spec(Path(path), graph, cluster, training, space, solver, cost, plan, data,
-                [notice] if notice else [])
+                ([notice] if notice else []) + unused_measurements(graph, space, plan))
+
+
+def unused_measurements(graph: LayerGraph, space, plan) -> list[str]:
+    """A notice for each measured (layer, tp) no priced plan can use: a tp the search space
+    does not offer and, with a spec plan, not the plan's own (``model.measured`` at tp 3
+    on 8 GPUs searched at tp 1, 2, 4 was silently never read)."""
+    if space.tp_degrees is None or not any(layer.measured for layer in graph.layers):
+        return []                        # no list stated (every degree the cluster allows)
+    used = set(space.tp_degrees)
+    if plan is not None:
+        used |= {s.tp for st in plan.stages for s in st.strategies}
+    out = []
+    for layer in graph.layers:
+        for m in layer.measured:
+            if m.tp not in used:
+                out.append(f"model.measured: layer {layer.name!r} at tp {m.tp} is never used: "
+                           f"the search space's tp degrees are {', '.join(map(str, sorted(used)))} "
+                           "(add it to search.tp_degrees, or measure at one of them)")
+    return out
 
 
 def _build_fleet_spec(model: SpecFile, data: dict[str, Any], path: Path, graph: LayerGraph | None,
