@@ -160,6 +160,16 @@ def reduced_grad_bytes(training: Training, zero: int) -> float:
     rt = training.runtime
     if rt.lp_grad_copy and zero >= 2:
         return g
+    if zero == 2 and rt.zero2_forward_gather and rt.fp32_grad_reduce:
+        # FSDP's SHARD_GRAD_OP reducing in fp32 onto fp32 sharded parameters (torchtitan's
+        # FSDP2, Composer's DEFAULT): the reduce-scatter moves fp32 and the sharded gradient
+        # has the sharded parameter's dtype, fp32, beside the 16-bit parameters gathered
+        # from forward to backward (the full 2 bytes counted as weights) and the fp32
+        # parameter and Adam moments (the 12 of the optimizer state): 2 + (4 + 4 + 8)/dp.
+        # (At ZeRO-3 the 16-bit copy is gathered unit by unit, and 2 + 2 + 12 per dp
+        # already totals the (4 + 4 + 8)/dp FSDP holds; zero3_comm prices its fp32
+        # reduce-scatter itself.)
+        return 4.0
     fp32 = training.dtype in ("bf16", "fp8") or (training.dtype == "fp16" and rt.fp16_fp32_grads)
     if rt.fp32_grad_buffer and fp32 and g < 4:
         return 4.0

@@ -127,3 +127,21 @@ def test_solvers_and_evaluate_agree_on_fsdp_zero2():
         ref, _ = agree_with_brute_force(graph, cluster, training, space, pp, 4)
         zero2 |= any(s.zero == 2 for st in ref[1].stages for s in st.strategies)
     assert zero2
+
+
+def test_shard_grad_op_with_fp32_sharded_parameters_holds_fp32_gradients():
+    """torchtitan's FSDP2 (fp32 sharded parameters, fp32 reduction) at ZeRO-2: per parameter
+    2 bytes of gathered 16-bit weights plus (4 fp32 parameter + 4 fp32 gradient + 8 Adam)/dp
+    (oracle by hand); the state split is weights 2, gradient 4, optimizer 12 (fp32 copy and
+    moments). At ZeRO-3 the split 2 + 2 + 12 totals the same 16/dp FSDP holds. A 16-bit
+    reduction (fp32_grad_reduce off, FSDP's PURE) keeps 16-bit gradients."""
+    from autopar_opt.cost.state import state_bytes
+    titan = Training(global_batch_size=32, seq_len=2048, runtime=runtime_named("torchtitan"))
+    assert state_bytes(titan, 2) == (2.0, 4.0, 12.0)
+    assert comm.reduced_grad_bytes(titan, 2) == 4.0          # the reduce-scatter moves fp32
+    assert sum(state_bytes(titan, 3)) == 16.0
+    pure = Training(global_batch_size=32, seq_len=2048,
+                    runtime=runtime_named("torchtitan", fp32_grad_reduce=False))
+    assert state_bytes(pure, 2)[1] == 2.0
+    megatron = Training(global_batch_size=32, seq_len=2048, runtime=runtime_named("megatron-core"))
+    assert state_bytes(megatron, 2) == (2.0, 4.0, 12.0)     # its fp32 main_grad buffer
