@@ -155,9 +155,11 @@ def load_callable(ref: str, base: Path, file: str, key: str = "placement.graph.t
             module = importlib.import_module(mod_name)
     except SpecError:
         raise
-    except Exception as exc:  # noqa: BLE001 - user code: any error becomes a spec problem
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - user code: any error, or an
+        # exit it calls, becomes a spec problem (an exit would end autopar without a word)
         raise bad(f"cannot be imported ({type(exc).__name__}: {exc})",
-                  "check the module path and that its dependencies are installed") from None
+                  "check the module path and that its dependencies are installed; a module "
+                  "autopar imports must not exit (no sys.exit at import)") from None
     if not hasattr(module, attr):
         raise bad(f"{mod_name} has no attribute {attr!r}", "name a class or function defined there")
     return getattr(module, attr)
@@ -212,7 +214,7 @@ def spec_op_graph(graph: dict, base: Path, file: str) -> tuple[OpGraph, str]:
             g = fx_op_graph(module, *(torch.zeros(*shape) for shape in inputs))
     except SpecError:
         raise
-    except Exception as exc:  # noqa: BLE001 - tracing user code
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - tracing user code (an exit too)
         raise SpecError([SpecProblem(file, "placement.graph.torch", ref,
                                      f"cannot be built and traced by torch.fx ({trace_reason(exc)})",
                                      "check kwargs/inputs; fx needs a module without data-dependent "

@@ -118,3 +118,23 @@ def test_place_cli_torch_spec_errors_exit_2(tmp_path, graph, key, words) -> None
     result = CliRunner().invoke(app, ["place", _spec(tmp_path, graph), "--json"])
     assert result.exit_code == 2, result.output
     assert key in result.output and words in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("body,words", [
+    ("raise SystemExit(5)\n", "cannot be imported (SystemExit: 5)"),
+    ("import torch\nclass Net(torch.nn.Module):\n    def __init__(self):\n"
+     "        super().__init__()\n        raise SystemExit(7)\n", "cannot be built and traced"),
+])
+def test_a_module_that_exits_is_a_spec_problem_not_a_silent_exit(tmp_path, body, words) -> None:
+    """User code calling SystemExit at import or construction: exit 2 naming the key and
+    the exit, not autopar ending with the module's own code and no message."""
+    from typer.testing import CliRunner
+
+    from autopar_opt.cli.commands import app
+
+    pytest.importorskip("torch")
+    spec = _spec(tmp_path, {"torch": "boom.py:Net", "inputs": [[2, 8]]})
+    (tmp_path / "boom.py").write_text(body)
+    result = CliRunner().invoke(app, ["place", spec, "--json"])
+    assert result.exit_code == 2, result.output
+    assert "placement.graph.torch" in result.output and words in result.output
