@@ -193,6 +193,8 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
                                **({} if output else {"text": result.text})}, indent=2))
     elif not output:
         typer.echo(result.text, nl=False)
+    else:                                  # as solve and report say what they wrote
+        typer.echo(f"wrote {output}", err=True)
     return 0
 
 

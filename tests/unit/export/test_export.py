@@ -324,6 +324,7 @@ def test_cli_export_writes_file_or_refuses_without_writing(tmp_path):
     res = CliRunner().invoke(app, ["export", str(plan_json), "--to", "megatron-bridge", "-o",
                                    str(out)])
     assert res.exit_code == 0, res.output
+    assert f"wrote {out}" in res.output          # says what it wrote, as solve does
     import yaml
     assert yaml.safe_load(out.read_text())["model"]["expert_model_parallel_size"] == 2
     res = CliRunner().invoke(app, ["export", str(plan_json), "--to", "torchtitan", "-o",
