@@ -68,6 +68,9 @@ INPUT_KINDS = {
     "sweep": ("a capacity sweep (base, axes, planning)", "`autopar capacity {path}`"),
     "spec": ("a model spec (model, cluster, training)",
              "`autopar solve {path}` (or estimate, model)"),
+    "hf_config": ("a Hugging Face config.json (model_type)",
+                  "`autopar model {path}` to see the model, or put it in a spec as "
+                  "model: {{hf_config: {path}}} with a cluster and training"),
 }
 
 
@@ -93,6 +96,8 @@ def input_kind(data: object) -> str | None:
             return "graph"
         if "base" in data and "axes" in data:
             return "sweep"
+        if isinstance(data.get("model_type"), str) and "cluster" not in data:
+            return "hf_config"
         return None
     return "spec" if "cluster" in data or "training" in data else None
 

@@ -152,9 +152,12 @@ FILES = {"spec": (SPEC, "this is a model spec (model, cluster, training)", "`aut
                    "`autopar place "),
          "peer": (PEER, "a peer-problem spec (problem: piper)", "`autopar solve "),
          "result": (PLAN_FEASIBLE, "this is a result file autopar wrote", "give the spec it came "
-                    "from (specs/debug.yaml)")}
-COMMANDS = {"estimate": ("spec",), "model": ("spec",), "capacity": ("sweep",),
-            "place": ("graph",), "calibrate": ()}
+                    "from (specs/debug.yaml)"),
+         "hf_config": (ROOT / "model_zoo" / "hf" / "llama-3.1-8b.json",
+                       "this is a Hugging Face config.json (model_type)",
+                       "model: {hf_config: ")}
+COMMANDS = {"estimate": ("spec",), "model": ("spec", "hf_config"), "capacity": ("sweep",),
+            "place": ("graph",), "calibrate": (), "solve": ("spec", "peer", "graph")}
 
 
 @pytest.mark.parametrize("command,kind", [(c, k) for c, ok in COMMANDS.items() for k in FILES
