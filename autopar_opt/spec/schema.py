@@ -17,7 +17,8 @@ import typing
 
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import Discriminator, Field, StrictBool, Tag
+from pydantic import Discriminator, Field, StrictBool, Tag, field_validator
+from pydantic_core import PydanticCustomError
 
 from autopar_opt.cost.params import CostParams
 from autopar_opt.ir.graph import Layer
@@ -137,6 +138,10 @@ class HfModelSpec(Section):
                                "router (1.0 = balanced).", 1.0, default=1.0, ge=1)
     measured: list[MeasuredSpec] = documented_field("Measured per-layer costs (profile table).", [],
                                       default_factory=list)
+
+
+#: The keys that each name a model's source; a model section takes one.
+MODEL_SOURCES = ("zoo", "hf_config", "layers")
 
 
 def _model_tag(value: Any) -> str:
@@ -519,6 +524,18 @@ def _section_or_path(section: Any) -> Any:
 class SpecFile(Section):
     """An autopar-opt spec: the model, the cluster, the training setup, the search space,
     the solver, optional cost-model overrides and an optional plan to evaluate."""
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _one_model_source(cls, value: Any) -> Any:
+        """One problem naming both sources (``{zoo: X, hf_config: Y}`` was "unknown key
+        'hf_config'" under the zoo section, though hf_config is a model key)."""
+        given = [k for k in MODEL_SOURCES if isinstance(value, dict) and k in value]
+        if len(given) > 1:
+            raise PydanticCustomError("model_sources", "gives {given}: a model has one source "
+                                      "(zoo, hf_config or layers); keep one of them",
+                                      {"given": " and ".join(given)})
+        return value
 
     description: Optional[str] = documented_field("Free text shown in reports.", "LLaMA-7B on 2x8 A100",
                                     default=None)
