@@ -117,6 +117,18 @@ def grad_bucket_messages(nbytes: float, runtime_name: str, group: int, elem_byte
     return float(math.ceil(nbytes / bucket))
 
 
+def zero12_messages(s: Strategy, ctx: StageContext, nbytes: float, group: int,
+                    elem_bytes: float) -> float:
+    """Collective calls of one layer's data-parallel gradient reduction (and parameter
+    gather): the framework's buckets (:func:`grad_bucket_messages`), but one per unit
+    for FSDP's ``SHARD_GRAD_OP`` (``zero2_forward_gather``), which reduce-scatters and
+    gathers each wrapped unit's flat parameter in one call, as at ZeRO-3
+    (:func:`_unit_gather_scatter`); DDP's 25 MB buckets are not FSDP's."""
+    if s.zero == 2 and ctx.training.runtime.zero2_forward_gather:
+        return 1.0
+    return grad_bucket_messages(nbytes, ctx.training.runtime.name, group, elem_bytes)
+
+
 def tp_collectives(layer: Layer) -> float:
     """Tensor-parallel collectives per pass of ``layer``: ``Layer.tp_collectives``
     where its builder set it, else 2 for a transformer or MoE block (after the
@@ -462,7 +474,7 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
         if local <= 0:
             continue
         if s.zero < 3 and group > 1:
-            msgs = grad_bucket_messages(local * g_bytes, rt.name, group, g_bytes)
+            msgs = zero12_messages(s, ctx, local * g_bytes, group, g_bytes)
             if s.zero == 0:
                 ar = collective(ctx, "all_reduce", group, stride, local * g_bytes, msgs)
                 raw += ar
@@ -549,7 +561,7 @@ def zero2_microbatch_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Co
     regathers = _fsdp_zero2_regathers(s, ctx)
     for local, group, stride in data_parallel_parts(s, dense, expert):
         if local > 0 and group > 1:
-            msgs = grad_bucket_messages(local * g_bytes, rt.name, group, g_bytes)
+            msgs = zero12_messages(s, ctx, local * g_bytes, group, g_bytes)
             raw += _zero12_reduction(ctx, s, local, group, stride, g_bytes, msgs)
             if regathers:
                 gather += collective(ctx, "all_gather", s.shard_group(group), stride,
