@@ -30,12 +30,41 @@ def _windows(blocks: list) -> tuple[int, ...]:
         if any(layer.attn_window for layer in blocks) else ()
 
 
+#: The keys a config states its normalisation epsilon with, by family (Llama's
+#: ``rms_norm_eps``, GPT-2's and BLOOM's ``layer_norm_epsilon``, GPT-NeoX's
+#: ``layer_norm_eps``, StarCoder2's ``norm_epsilon``, Nemotron's ``norm_eps``).
+NORM_EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "norm_eps")
+
+
 def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     """The launch-time architecture of a decoder-only HF config (None for the
     encoder, encoder-decoder and vision families, which the launchers' exports do
-    not cover). The MoE layers are read off the built graph (the same rules
-    that built it: ``first_k_dense_replace``, ``moe_layer_freq``,
-    ``mlp_only_layers``, ``decoder_sparse_step``)."""
+    not cover), with its normalisation epsilon and RoPE scaling as stated. The MoE
+    layers are read off the built graph (the same rules that built it:
+    ``first_k_dense_replace``, ``moe_layer_freq``, ``mlp_only_layers``,
+    ``decoder_sparse_step``)."""
+    from dataclasses import replace
+
+    arch = _family_arch(config, graph)
+    if arch is None:
+        return None
+    eps = next((config[k] for k in NORM_EPS_KEYS if isinstance(config.get(k), (int, float))
+                and not isinstance(config.get(k), bool)), None)
+    scaling = config.get("rope_scaling")
+    rope = None
+    if isinstance(scaling, dict) and not arch.learned_positions:
+        kind = str(scaling.get("rope_type") or scaling.get("type") or "")
+        factor = scaling.get("factor")
+        if kind and kind != "default":
+            rope = (kind, float(factor) if isinstance(factor, (int, float)) else 0.0,
+                    float(scaling.get("low_freq_factor") or 0.0),
+                    float(scaling.get("high_freq_factor") or 0.0),
+                    int(scaling.get("original_max_position_embeddings") or 0))
+    return replace(arch, norm_eps=float(eps) if eps is not None else None, rope_scaling=rope)
+
+
+def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
+    """:func:`hf_arch` by family, before its epsilon and RoPE scaling."""
     mt = config.get("model_type")
     if mt in CLASSIC:
         return _classic_arch(config, graph)

@@ -70,6 +70,10 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
         "the model has no recorded architecture (a layer list, a zoo or Hugging Face model "
         "the exports do not describe: GPT-2, encoders, vision models): the model's own flags "
         "(layers, hidden size, heads, ...) are not written; add them"]
+    if target in ("megatron", "megatron-bridge"):
+        from autopar_opt.export.megatron import rope_scaling_note
+        said = rope_scaling_note(view.arch)
+        notes += [said] if said else []
     if target == "megatron":
         from autopar_opt.export.megatron import megatron_args, megatron_env
 

@@ -239,8 +239,12 @@ def model_args(view: PlanView) -> list[str]:
         args += ["--position-embedding-type", "rope"]
         if a.rope_theta:          # an int in Megatron-LM's parser (type=int)
             args += ["--rotary-base", str(int(round(a.rope_theta)))]
+        if llama3_rope_factor(a) is not None:
+            args += ["--use-rope-scaling", "--rope-scaling-factor", f"{llama3_rope_factor(a):g}"]
         if a.rotary_fraction != 1.0:
             args += ["--rotary-percent", f"{a.rotary_fraction:g}"]
+    if norm_eps_differs(a):
+        args += ["--norm-epsilon", f"{a.norm_eps:g}"]
     if not a.tied:
         args.append("--untie-embeddings-and-output-weights")
     if not a.biases:
@@ -271,6 +275,44 @@ def model_args(view: PlanView) -> list[str]:
             pattern = [1 if i in set(a.moe_layers) else 0 for i in range(a.num_layers)]
             args += ["--moe-layer-freq", _pattern_expr(pattern)]
     return args
+
+
+#: Megatron-Core's normalisation epsilon default (``TransformerConfig.layernorm_epsilon``,
+#: Megatron-LM ``--norm-epsilon``): 1e-5.
+MEGATRON_NORM_EPS = 1e-5
+#: Megatron-Core's Llama 3.x RoPE scaling (``RotaryEmbedding._apply_scaling``): the factor
+#: is a flag (``--rope-scaling-factor``), the rest fixed at Llama 3.1's
+#: (low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192).
+MEGATRON_LLAMA3_SCALING = (1.0, 4.0, 8192)
+
+
+def norm_eps_differs(a) -> bool:
+    """Whether the architecture states an epsilon other than Megatron-Core's default."""
+    return a.norm_eps is not None and abs(a.norm_eps - MEGATRON_NORM_EPS) > 1e-12
+
+
+def llama3_rope_factor(a) -> float | None:
+    """The factor of a Llama 3.x RoPE scaling Megatron-Core states with its flags (None
+    without one, or for another scaling: :func:`rope_scaling_note`)."""
+    r = a.rope_scaling
+    if r is None or a.learned_positions or r[0] != "llama3" or r[2:] != MEGATRON_LLAMA3_SCALING:
+        return None
+    return r[1]
+
+
+def rope_scaling_note(a) -> str | None:
+    """What a Megatron export says of a RoPE scaling its flags do not state (YaRN,
+    linear, dynamic, or Llama 3 scaling with other constants): the file runs plain RoPE
+    at ``--rotary-base`` unless the user adds the scaling."""
+    if a is None or a.rope_scaling is None or a.learned_positions or llama3_rope_factor(a):
+        return None
+    kind, factor, low, high, orig = a.rope_scaling
+    return (f"the config's RoPE scaling ({kind}, factor {factor:g}"
+            + (f", low/high frequency factors {low:g}/{high:g}" if low or high else "")
+            + (f", original length {orig}" if orig else "") + ") is not written: Megatron-LM's "
+            "flags state Llama 3.x scaling with its fixed constants only (--use-rope-scaling); "
+            "add the scaling your Megatron version takes (e.g. --rope-type yarn for MLA models) "
+            "or the run trains plain RoPE")
 
 
 def window_settings(a) -> dict:
@@ -446,6 +488,10 @@ def _bridge_arch(a, moe_grouped_gemm: bool = True, dispatcher: str = "alltoall")
         model["rotary_base"] = int(round(a.rope_theta))
     if not a.learned_positions:
         model["rotary_percent"] = a.rotary_fraction
+    if llama3_rope_factor(a) is not None:
+        model.update(rope_scaling=True, rope_scaling_factor=llama3_rope_factor(a))
+    if norm_eps_differs(a):
+        model["layernorm_epsilon"] = a.norm_eps
     model["layernorm_zero_centered_gamma"] = a.zero_centered_norm
     if bridge_activation(a):
         model["activation_func"] = bridge_activation(a)

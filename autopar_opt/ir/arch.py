@@ -74,6 +74,13 @@ class ModelArch:
     parallel_block: bool = False
     unpriced: tuple[str, ...] = ()
     dropout: tuple[float, float] | None = None
+    #: the normalisation epsilon the config states (None: not stated; the frameworks'
+    #: default, 1e-5, applies)
+    norm_eps: float | None = None
+    #: RoPE scaling as the config states it: (type, factor, low_freq_factor,
+    #: high_freq_factor, original_max_position_embeddings), e.g. Llama 3.1's
+    #: ("llama3", 8, 1, 4, 8192); None without scaling
+    rope_scaling: tuple[str, float, float, float, int] | None = None
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -139,10 +146,12 @@ def describe(a: ModelArch) -> str:
         parts.append("learned positions")
     elif a.alibi:
         parts.append("ALiBi")
-    elif a.rotary_fraction != 1.0:
-        parts.append(f"RoPE on {a.rotary_fraction:.0%} of each head")
     else:
-        parts.append("RoPE")
+        rope = f"RoPE on {a.rotary_fraction:.0%} of each head" if a.rotary_fraction != 1.0 \
+            else "RoPE"
+        if a.rope_scaling is not None:
+            rope += f" ({a.rope_scaling[0]} scaling x{a.rope_scaling[1]:g})"
+        parts.append(rope)
     parts.append("tied embeddings" if a.tied else "untied embeddings")
     parts.append("biases" if a.biases else "QKV biases" if a.qkv_bias else "no biases")
     if a.dropout is None:           # the zoo's GPT and MoE builders keep the masks
