@@ -77,21 +77,28 @@ READING = """\
 (Large Scale, >= 128 GPUs)" table (PR #838, January 2024; family `llmfoundry2024`, a table
 series of its own: another llm-foundry, flash-attn 2.4.2, 128-512 GPUs), FULL_SHARD for
 7B-70B (8 runs at 256-512 GPUs join `sharded_at_scale:true`) and SHARD_GRAD_OP for 1B/3B,
-read with the kernel its sweep.py names (13B/30B `attn_impl: triton`, the others
-FlashAttention-2) and the table's MP Mode (DEFAULT: fp32 reduce-scatter; sweep.py says PURE).
-With the shipped parameters: median 9.4%, p90 18.2% (target met as a group); 13B/30B
--3..+6%, 70B +9..+14%, 7B +17..+25% (too fast, more so with more GPUs: the measured rate per
-GPU drops 8% from 128 to 512 GPUs, the model's 2%), 1B/3B -6..+13%. Cost model change in the
-same session, found on these rows (they no longer check it independently): ZeRO-2 on PyTorch
-FSDP is SHARD_GRAD_OP, whose forward gathers each unit behind the neighbour's forward
-(torch `_should_free_in_backward`); it was priced as the distributed optimizer's gather after
-the step, exposed (3B at 512 GPUs: -19.5% before, -5.7% after; 1B at 128: +5.2% before,
-+11.1% after). No record of the fitting file has ZeRO-2 on FSDP: the shipped parameters did
-not move. Against session 24: leave-one-family-out over both files 7.0% / 26.2% -> 7.6% /
-25.1%; `sharded_at_scale:true` 10 -> 18 runs, p90 134.6% -> 68.7%, coverage 70% -> 78%;
-`generation:hopper` 14.5% / 33.8% -> 12.7% / 32.0%; `framework:fsdp` coverage 67% -> 75%;
-interval coverage 86.5% of 193 -> 87.2% of 211; groups missing the accuracy targets 14 of
-24 (the new family meets them), coverage missed in 8 of 24.)
+read with the kernel the PR's sweep.py names (13B/30B `attn_impl: triton`, the others
+FlashAttention-2) and the table's MP Mode column (DEFAULT: fp32 reduce-scatter; sweep.py
+passes PURE, so the runs did not use sweep.py's arguments as committed). With the shipped
+parameters: median 13.7%, p90 21.9%: 13B/30B -3..+6%, 70B +9..+14%, 1B/3B/7B +13..+25%,
+too fast, more so with more GPUs (the measured rate per GPU drops 5-8% from 128 to 512
+GPUs; the model's is flat). Read with the Triton kernel throughout (submit_benchmarks.py's
+default, as the MP Mode column is its default too) the same rows are within -4..+12%
+(computed after seeing the first reading; not adopted: the sweep is the written record of
+the kernel). Cost model changes of the session, found on these rows (they no longer check
+them independently; each is FSDP's documented behaviour): ZeRO-2 on PyTorch FSDP is
+SHARD_GRAD_OP, whose forward gathers each unit behind the neighbour's forward
+(torch `_should_free_in_backward`), one reduce-scatter and one gather per unit (the flat
+parameter, as at ZeRO-3; it was priced in DDP's 25 MB buckets, each paying NCCL's ring
+latency over 512 ranks), in fp32 onto fp32 sharded parameters under DEFAULT/torchtitan
+(2 + 16/dp bytes per parameter). 3B at 512 GPUs: -19.5% (exposed gather after the step,
+13 bucketed calls per layer) -> +21.2%. No record of the fitting file has ZeRO-2 on FSDP:
+the shipped parameters did not move. Against session 24: leave-one-family-out over both
+files 7.0% / 26.2% -> 7.9% / 25.3%; `sharded_at_scale:true` 10 -> 18 runs, p90 134.6% ->
+69.0%, coverage 70% -> 78%; `generation:hopper` 54 -> 72 runs, 14.5% / 33.8% -> 15.3% /
+32.0%, coverage 72% -> 82%; `framework:fsdp` 45 -> 63 runs, coverage 67% -> 78%; interval
+coverage 86.5% of 193 -> 87.7% of 211, missed in 6 groups of 24 (8 of 23); groups missing
+the accuracy targets 14 of 23 -> 15 of 24 (the new family misses its median: 13.7%).)
 
 (Session 24, regenerated 2026-11-30: a Megatron-Core record with selective recomputation and
 FlashAttention now re-runs the fused core in the backward pass, as Megatron-Core's attention
