@@ -26,7 +26,7 @@ from typing import Any
 
 from autopar_opt.core.result import status_words
 from autopar_opt.reports.document import ReportInputError, is_finite, to_float, validate_document
-from autopar_opt.reports.formatting import (causal_mfu_note, fmt_gib, fmt_pct, fmt_pct_up, fmt_rate, fmt_time,
+from autopar_opt.reports.formatting import (causal_mfu_note, fmt_gib, tight_note, fmt_pct, fmt_pct_up, fmt_rate, fmt_time,
                                             fmt_value)
 from autopar_opt.reports.runnability import runnability_section
 from autopar_opt.reports.sections import (plan_degree_lines, baselines_section, breakdown_section,
@@ -150,7 +150,7 @@ def answer_section(doc: dict) -> dict | None:
         "capacity": fmt_gib(cap),
         "memory_share": fmt_pct(peak / cap if cap else None, 0),
         "fits": bool(m.get("feasible", peak <= cap + 1e-9)),
-        "tight": bool(cap) and peak <= cap + 1e-9 and (cap - peak) / cap < 0.05,
+        "tight": bool(tight_note(peak, cap)),
         "layout": f"pp={doc['plan']['pp']}"
                   + (f" (stage devices {'+'.join(map(str, doc['plan']['stage_devices']))})"
                      if doc["plan"].get("stage_devices") else "")

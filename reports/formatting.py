@@ -45,6 +45,22 @@ def causal_mfu_note(mfu: float | None, mfu_causal: float | None) -> str:
     return f" ({100 * mfu_causal:.1f}% counting causal attention's computed half)"
 
 
+#: Below this share of free device memory a plan that fits is "tight" (the report's badge
+#: and the solve summary): allocator fragmentation and framework buffers the model does
+#: not itemise can take that much.
+TIGHT_HEADROOM = 0.05
+
+
+def tight_note(peak_gib: float, capacity_gib: float) -> str:
+    """`` (tight: 1.3 GiB, under 5% headroom)`` for a plan that fits with little room;
+    empty otherwise (and for one that does not fit, which says so itself)."""
+    if not capacity_gib or peak_gib > capacity_gib + 1e-9 \
+            or (capacity_gib - peak_gib) / capacity_gib >= TIGHT_HEADROOM:
+        return ""
+    return (f" (tight: {capacity_gib - peak_gib:.1f} GiB free, under "
+            f"{100 * TIGHT_HEADROOM:.0f}% headroom)")
+
+
 def fmt_pct_up(fraction: float, digits: int = 2) -> str:
     """Percentage rounded *up* at ``digits`` decimals, so a bound stays a bound."""
     scale = 10 ** digits
