@@ -14,6 +14,7 @@ _TEMPLATE = """<!doctype html>
 td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}</style></head><body>
 <h1>{{ p.format | capitalize }} instance {{ p.name }}: {{ doc.status }}</h1>
 <h2>Certificate</h2>
+<p>Objective: {{ objective_unit(doc) }}.</p>
 <table><tr><th>primal</th><td>{{ c.primal | show }}</td></tr>
 <tr><th>proven lower bound</th><td>{{ c.lower_bound | show }}</td></tr>
 <tr><th>gap</th><td>{{ c.gap | show }}</td></tr><tr><th>exact</th><td>{{ c.exact | show }}</td></tr>
@@ -45,6 +46,21 @@ def method_text(cert: dict) -> str:
     return message if message.startswith(method + ":") else f"{method}: {message}"
 
 
+#: The unit of each peer format's objective (the instance files' own definitions).
+OBJECTIVE_UNITS = {
+    "piper": ("time per sample (Piper's TPS: the pipeline's slowest stage per sample, in the "
+              "instance's time unit)"),
+    "pase": ("PaSE cost units (FLOPs of the vertices' computations plus the words moved "
+             "times the file's words_to_flops)"),
+}
+
+
+def objective_unit(doc: dict) -> str:
+    """What a peer document's primal and bound measure (empty for an unknown format)."""
+    fmt = ((doc.get("spec") or {}).get("problem") or {}).get("format")
+    return OBJECTIVE_UNITS.get(str(fmt), "")
+
+
 def above_optimum_text(fraction: float | None) -> str:
     """A given plan's distance from the optimum: the JSON's ``above_optimum`` is the
     fraction ``(value - optimum) / optimum``, which printed raw (0.99999) read as "at the
@@ -73,7 +89,8 @@ def given_plan_line(given: dict) -> str:
 def render_peer_report(doc: dict) -> str:
     """HTML of a peer solve document (autoescaped, strict undefined)."""
     env = doc_table_env(Environment(autoescape=True, undefined=StrictUndefined))
-    env.globals.update(zip=zip, method_text=method_text, given_rows=given_rows)
+    env.globals.update(zip=zip, method_text=method_text, given_rows=given_rows,
+                       objective_unit=objective_unit)
     return env.from_string(_TEMPLATE).render(doc=doc, p=doc["spec"]["problem"], c=doc["certificate"])
 
 

@@ -181,8 +181,12 @@ def _print_summary(doc: dict, res: PeerOutcome) -> None:
         print(f"{head}: proven infeasible (lower bound inf: no plan fits the memory per "
               f"device and the devices; {res.method}, {res.wall_time_s:.2f} s)")
     else:
-        print(f"{head}: {doc['status']} primal {cert['primal']} lower bound {cert['lower_bound']} "
-              f"gap {cert['gap']} ({res.method}, {res.wall_time_s:.2f} s)")
+        from autopar_opt.reports.peer import objective_unit
+        num = lambda x: f"{x:.6g}" if isinstance(x, (int, float)) else str(x)  # noqa: E731
+        print(f"{head}: {doc['status']} primal {num(cert['primal'])} lower bound "
+              f"{num(cert['lower_bound'])} gap {num(cert['gap'])} ({res.method}, "
+              f"{res.wall_time_s:.2f} s)")
+        print(f"  objective: {objective_unit(doc)}")
     for m in cert.get("methods", []):
         print(f"  {m['method']}: {m['status']}" + (f" ({m['message']})" if m["message"] else ""))
     for line in plan_lines(doc.get("plan")):

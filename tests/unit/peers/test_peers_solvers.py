@@ -261,6 +261,10 @@ def test_given_plan_priced_against_optimum(tmp_path):
     text = CliRunner().invoke(app, ["solve", str(spec)]).output
     assert f"given plan: value (the objective's units) {given['value']:.6g}; fits memory yes; " \
         f"above the optimum {said}" in text and "{'valid'" not in text
+    # the objective is named with its unit, and figures are not full float reprs
+    assert "objective: time per sample (Piper's TPS" in text
+    assert f"primal {doc['certificate']['primal']:.6g} lower bound" in text
+    assert "Objective: time per sample" in (tmp_path / "out" / "report.html").read_text()
 
 
 def test_piper_dp_time_limit_returns_first_pass_plan_with_valid_bound(monkeypatch):
