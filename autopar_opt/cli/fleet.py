@@ -108,7 +108,12 @@ def summary(doc: dict) -> str:
         if doc["shape"] == "replicas":
             lines.append(f"  cross-group gradient all-reduce: {m['sync_s']:.4f} s")
     for h in doc["homogeneous"]:
-        lines.append(f"  {h['group']} alone: best {_fmt(h['primal'])} s, proven >= {_fmt(h['lower_bound'])} s")
+        seen = set(h.get("statuses") or ())
+        best = (f"best {_fmt(h['primal'])} s" if h["primal"] is not None else
+                "no plan fits (proven)" if seen == {"infeasible"} else
+                "pruned: no plan of it alone can beat the fleet's" if seen <= {"pruned", "infeasible"}
+                else f"no plan found ({', '.join(sorted(seen))})")
+        lines.append(f"  {h['group']} alone: {best}, proven >= {_fmt(h['lower_bound'])} s")
     gap = cert["gap"]
     lines.append(f"  certificate: primal {_fmt(cert['primal'])} s, lower bound {_fmt(cert['lower_bound'])} s, "
                  f"gap {100 * gap:.3f}%" if isinstance(gap, float) else f"  certificate: gap {gap}")

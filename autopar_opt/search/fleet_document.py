@@ -105,7 +105,8 @@ def _homogeneous(result: FleetResult, fleet: Fleet) -> list[dict]:
         out.append({"group": grp.name, "devices": grp.num_devices,
                     "primal": json_float(min(primals)) if primals else None,
                     "lower_bound": json_float(min(r.lower_bound for r in rows)),
-                    "configurations": len(rows)})
+                    "configurations": len(rows),
+                    "statuses": sorted({str(getattr(r.status, "value", r.status)) for r in rows})})
     return out
 
 

@@ -225,7 +225,15 @@ def test_a_split_no_micro_batch_count_can_take_says_so(tmp_path):
         "microbatches: [2, 4]}\n")
     code, text = run_cli("solve", spec, "--json")
     assert code == 0, text
-    rows = [r for r in json.loads(text)["certificate"]["configurations"]
+    doc = json.loads(text)
+    # each group alone: its plan, or why it has none (the A100 pair is pruned by its bound)
+    alone = {h["group"]: h for h in doc["homogeneous"]}
+    assert alone["h100"]["primal"] is not None
+    if alone["a100"]["primal"] is None:
+        assert set(alone["a100"]["statuses"]) <= {"pruned", "infeasible"}
+        code, summary = run_cli("solve", spec)
+        assert "a100 alone: pruned: no plan of it alone can beat the fleet's, proven >=" in summary
+    rows = [r for r in doc["certificate"]["configurations"]
             if r["status"] == "infeasible"]
     assert rows
     for r in rows:
