@@ -205,7 +205,9 @@ def _summary(doc: dict) -> None:
     if doc["metrics"]:
         m = doc["metrics"]
         print(f"  iteration {m['time_s']:.6g} s ({m['samples_per_s'] or 0:.4g} samples/s), memory "
-              f"{m['memory_bytes'] / 2**30:.3g} of {m['capacity_bytes'] / 2**30:.3g} GiB per device")
+              f"{m['memory_bytes'] / 2**30:.3g} of {m['capacity_bytes'] / 2**30:.3g} GiB usable per "
+              "device (its memory less the user's and the runtime's reserve and the allocator's "
+              "fragmentation allowance, as solve's capacity)")
     if doc["status"] == "infeasible":
         why = sorted({m["message"] for m in c.get("methods", []) if m.get("message")})
         print(f"  certificate: proven infeasible ({doc['wall_time_s']:.2f} s): "

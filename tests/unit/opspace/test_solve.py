@@ -45,3 +45,15 @@ def test_certificate_bound_is_the_least_over_meshes():
     r = solve_operator_space(alexnet(32), context(8, batch=32), 8)
     assert r.lower_bound == min(o.lower_bound for o in r.outcomes)
     assert r.status(1e-9) == "optimal" and math.isclose(r.lower_bound, r.value, rel_tol=1e-9)
+
+
+def test_the_cli_summary_says_which_memory_is_usable():
+    """The summary's capacity is the usable memory (73.2 GiB of an A100-80GB), said so,
+    as solve's capacity, not a bare "of 73.2 GiB" beside solve's "/80.0 GiB". Oracle:
+    StageContext.capacity_bytes of the same device with no user reserve."""
+    from support.cli import run_cli
+    from support.paths import REPO
+    code, text = run_cli("solve", REPO / "examples" / "operator_sharding" / "alexnet.yaml")
+    assert code == 0, text
+    assert " GiB usable per device (its memory less the user's and the runtime's reserve" in \
+        " ".join(text.split())
