@@ -49,11 +49,16 @@ def test_certificate_bound_is_the_least_over_meshes():
 
 def test_the_cli_summary_says_which_memory_is_usable():
     """The summary's capacity is the usable memory (73.2 GiB of an A100-80GB), said so,
-    as solve's capacity, not a bare "of 73.2 GiB" beside solve's "/80.0 GiB". Oracle:
-    StageContext.capacity_bytes of the same device with no user reserve."""
+    as solve's capacity, not a bare "of 73.2 GiB" beside solve's "/80.0 GiB". Oracle: the
+    figure equals plan.json's capacity_bytes, which is below the device's HBM."""
+    import json
+
     from support.cli import run_cli
     from support.paths import REPO
     code, text = run_cli("solve", REPO / "examples" / "operator_sharding" / "alexnet.yaml")
     assert code == 0, text
+    code, raw = run_cli("solve", REPO / "examples" / "operator_sharding" / "alexnet.yaml", "--json")
+    cap = json.loads(raw)["metrics"]["capacity_bytes"] / 2**30
+    assert cap < 80 and f"of {cap:.3g} GiB usable per device" in text
     assert " GiB usable per device (its memory less the user's and the runtime's reserve" in \
         " ".join(text.split())
