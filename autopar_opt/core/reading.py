@@ -214,10 +214,11 @@ def unpack_gzip(raw: bytes, path: Path | str, limits: ReadLimits) -> bytes:
 
 
 def read_text(path: Path | str, limits: ReadLimits) -> str:
-    """:func:`read_bytes` decoded as UTF-8."""
+    """:func:`read_bytes` decoded as UTF-8; a leading byte-order mark (Windows editors
+    write one) is dropped, as ``utf-8-sig`` does, not a JSON or YAML syntax error."""
     raw = read_bytes(path, limits)
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise _problem(path, f"not UTF-8 text (byte {exc.start:,}: {exc.reason})",
                        f"give {limits.what}") from None
@@ -239,6 +240,8 @@ def parse_json(text: str, path: Path | str, limits: ReadLimits,
     ``where`` maps an offset of ``text`` to the (line, column) to report, when
     ``text`` is not the file itself (:mod:`autopar_opt.core.numeric_json` parses the
     file with its arrays of numbers lifted out)."""
+    if not text.strip():
+        raise _problem(path, "the file is empty", f"give {limits.what}")
     try:
         return json.loads(text, **hooks)
     except json.JSONDecodeError as exc:

@@ -232,3 +232,16 @@ def test_a_repeated_key_is_refused_not_resolved_to_its_last_value(tmp_path):
     assert res.exit_code == 2 and "appears more than once" in res.output
     assert "Traceback" not in res.output
     assert load_hf_config(HF / "llama-3.1-8b.json")[0]["num_hidden_layers"] == 32
+
+
+def test_a_byte_order_mark_is_read_and_an_empty_file_is_said_empty(tmp_path):
+    """A config saved with a UTF-8 BOM (Windows editors) reads as the same config; an empty
+    .json says it is empty (it was "JSON syntax error ... Expecting value")."""
+    text = (HF / "llama-3.1-8b.json").read_text()
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert load_hf_config(bom)[0] == load_hf_config(HF / "llama-3.1-8b.json")[0]
+    empty = tmp_path / "config.json"
+    empty.write_text("  \n")
+    with pytest.raises(HfConfigError, match="the file is empty"):
+        load_hf_config(empty)
