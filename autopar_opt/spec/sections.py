@@ -43,13 +43,21 @@ class Section(BaseModel):
     def _no_bool_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
         items = (value if isinstance(value, list)
                  else list(value.values()) if isinstance(value, dict) else [value])
-        if not any(isinstance(v, bool) for v in items):
+        has_bool = any(isinstance(v, bool) for v in items)
+        has_str = any(isinstance(v, str) for v in items)
+        if not (has_bool or has_str):
             return value
         field = cls.model_fields.get(info.field_name or "")
         leaves = _number_leaves(field.annotation) - {type(None)} if field is not None else set()
-        if leaves and leaves <= {int, float}:
+        if has_bool and leaves and leaves <= {int, float}:
             kind = "int_type" if int in leaves else "float_type"
             raise PydanticCustomError(kind, "Input should be a number, not true/false")
+        if has_str and leaves == {int}:
+            # a YAML integer is never read as a string unless it is quoted ('32'), nor a JSON
+            # one: a count written as text is refused, as a Hugging Face config's is (a float
+            # field keeps reading '1e12', which YAML 1.1 leaves a string)
+            raise PydanticCustomError("int_type", "Input should be an integer, not a string: "
+                                      "write it without quotes")
         return value
 
 

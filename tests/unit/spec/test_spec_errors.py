@@ -73,6 +73,8 @@ CASES = [
      r"cluster\.gpus_per_nod\b", r"did you mean 'gpus_per_node'"),
     ("top_key_typo", _set("solvr", {"name": "highs"}), r"solvr", r"did you mean 'solver'"),
     ("unknown_zoo_model", _set("model.zoo", "debg"), r"model\.zoo", r"did you mean 'debug'"),
+    ("quoted_integer", _set("training.global_batch_size", "32"), r"training\.global_batch_size",
+     r"must be an integer, not a string: write it without quotes"),
     ("two_model_sources", _set("model.hf_config", "llama-3.1-8b"), r"model\b",
      r"gives zoo and hf_config: a model has one source \(zoo, hf_config or layers\); keep one"),
     ("unknown_zoo_cluster", lambda s: {**s, "cluster": {"zoo": "dgx-a100-9"}}, r"cluster\.zoo",
