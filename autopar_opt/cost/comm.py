@@ -520,10 +520,12 @@ def _fsdp_zero2_regathers(s: Strategy, ctx: StageContext) -> bool:
     """Whether an FSDP ``SHARD_GRAD_OP`` layer (``zero2_forward_gather``) frees its
     gathered parameters after every micro-batch's backward and gathers them again in
     the next forward (:mod:`autopar_opt.ir.runtime`): gradients synchronised each
-    micro-batch, more than one micro-batch."""
+    micro-batch, more than one micro-batch, no pipeline schedule (PyTorch pipelining
+    turns resharding after backward and gradient sync off until the last micro-batch,
+    ``torch/distributed/pipelining/stage.py``, as :func:`zero3_sync` says)."""
     rt = ctx.training.runtime
     return (s.zero == 2 and rt.zero2_forward_gather and not rt.fsdp_no_sync_accumulation
-            and ctx.microbatches > 1)
+            and ctx.microbatches > 1 and not ctx.pipelined)
 
 
 def zero2_gather_window(s: Strategy, comp: Compute, ctx: StageContext) -> float:

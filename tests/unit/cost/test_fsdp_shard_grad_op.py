@@ -163,3 +163,20 @@ def test_shard_grad_op_with_fp32_sharded_parameters_holds_fp32_gradients():
     assert state_bytes(pure, 2)[1] == 2.0
     megatron = Training(global_batch_size=32, seq_len=2048, runtime=runtime_named("megatron-core"))
     assert state_bytes(megatron, 2) == (2.0, 4.0, 12.0)     # its fp32 main_grad buffer
+
+
+def test_a_pipeline_schedule_keeps_shard_grad_op_gathered_across_micro_batches():
+    """With pipeline stages, PyTorch pipelining turns resharding after backward and gradient
+    sync off until the last micro-batch: one gather and one reduce-scatter per iteration
+    (in the sync), none per micro-batch."""
+    from dataclasses import replace as dc_replace
+
+    from autopar_opt.ir.hardware import LinkTier
+    flat = _ctx("pytorch-fsdp", microbatches=4)
+    piped = dc_replace(flat, tie_tier=LinkTier("inter", 25.0, 10.0))
+    assert piped.pipelined and not flat.pipelined
+    assert comm.zero2_microbatch_comm(BLOCK, S2, flat, _compute(0, 0))[0] > 0
+    assert comm.zero2_microbatch_comm(BLOCK, S2, piped, _compute(0, 0)) == (0.0, 0.0)
+    exp, hidden, _ = comm.gradient_sync(BLOCK, S2, piped, _compute(0.0, 0.0))
+    assert exp + hidden == pytest.approx(_by_hand(piped, "reduce_scatter")
+                                         + _by_hand(piped, "all_gather"))
