@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from autopar_opt.reports.formatting import causal_mfu_note
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.files import write_atomic
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
@@ -98,7 +99,8 @@ def summary(doc: dict) -> str:
     lines = [f"{doc['spec']['model']['name']} on {fl['name']} ({groups}): {doc['status']}"]
     if m:
         lines.append(f"  iteration {m['iteration_time_s']:.4f} s | {m['samples_per_s']:.2f} samples/s | "
-                     f"{m['tokens_per_s']:.0f} tokens/s | MFU {100 * m['mfu']:.1f}%")
+                     f"{m['tokens_per_s']:.0f} tokens/s | MFU {100 * m['mfu']:.1f}%"
+                     f"{causal_mfu_note(m['mfu'], m.get('mfu_causal'))}")
         lines.append(f"  shape: {doc['shape']} ({doc['best_configuration']})")
         for row in doc["placement"]:
             who = f"class {row['class']} (batch {row['batch']}) " if row["class"] is not None else ""

@@ -16,6 +16,7 @@ import dataclasses
 import datetime as _dt
 
 from autopar_opt import __version__
+from autopar_opt.cost.compute import uncomputed_attention_share
 from autopar_opt.core.bounds import Status
 from autopar_opt.cost.params import CostParams
 from autopar_opt.cost.replicas import ReplicaMetrics
@@ -130,7 +131,10 @@ def build_fleet_document(spec_path: str, graph: LayerGraph, fleet: Fleet, traini
                           for s in stages]
         metrics_dict = {"iteration_time_s": metrics.iteration_time_s,
                         "samples_per_s": metrics.samples_per_s, "tokens_per_s": metrics.tokens_per_s,
-                        "mfu": metrics.mfu, "sync_s": metrics.sync_s, "feasible": metrics.feasible,
+                        "mfu": metrics.mfu,
+                        # as PlanMetrics.mfu_causal: causal cores at the half they compute
+                        "mfu_causal": metrics.mfu * (1.0 - uncomputed_attention_share(graph.layers)),
+                        "sync_s": metrics.sync_s, "feasible": metrics.feasible,
                         "sync": {"grad_bytes": metrics.sync.grad_bytes, "rings": metrics.sync.rings,
                                  "tier": _tier(metrics.sync.tier)} if metrics.sync else None}
     elif isinstance(plan, Plan):

@@ -226,6 +226,12 @@ def test_a_split_no_micro_batch_count_can_take_says_so(tmp_path):
     code, text = run_cli("solve", spec, "--json")
     assert code == 0, text
     doc = json.loads(text)
+    # the fleet's MFU has its causal count too (as a cluster plan's: metrics.mfu_causal)
+    from autopar_opt.cost.compute import uncomputed_attention_share
+    from autopar_opt.spec import load_spec
+    share = uncomputed_attention_share(load_spec(spec).graph.layers)
+    assert 0 < share < 1
+    assert doc["metrics"]["mfu_causal"] == pytest.approx(doc["metrics"]["mfu"] * (1 - share))
     # each group alone: its plan, or why it has none (the A100 pair is pruned by its bound)
     alone = {h["group"]: h for h in doc["homogeneous"]}
     assert alone["h100"]["primal"] is not None
