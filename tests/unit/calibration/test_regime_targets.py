@@ -40,30 +40,29 @@ GROUP_MIN = 5
 
 #: Targets missed today (measured by intervals.py; REGIMES.md): group -> figure.
 MISSED_ACCURACY = {
-    "family:bloom": "median 7.4%, p90 39.0%",
-    "family:dsazure2022": "median 3.7%, p90 142.4%",
-    "family:flagperf": "median 19.9%, p90 27.1%",
-    "family:internevo": "median 9.7%, p90 34.5%",
-    "family:kempnerforge": "median 18.1%, p90 26.3%",
-    "family:llmfoundry": "median 10.3%, p90 21.3%",
-    "family:xtuner2024": "median 9.2%, p90 28.8%",
-    "fp8:true": "median 23.4%, p90 25.9%",
-    "framework:deepspeed": "median 13.7%, p90 43.5%",
-    "framework:fsdp": "median 10.3%, p90 24.4%",
+    "family:bloom": "median 8.1%, p90 39.6%",
+    "family:dsazure2022": "median 5.1%, p90 143.2%",
+    "family:flagperf": "median 14.0%, p90 24.9%",
+    "family:internevo": "median 10.2%, p90 34.9%",
+    "family:kempnerforge": "median 18.1%, p90 25.9%",
+    "family:llmfoundry": "median 10.3%, p90 20.8%",
+    "family:llmfoundry2024": "median 13.7%, p90 21.9%",
+    "family:xtuner2024": "median 8.6%, p90 29.2%",
+    "fp8:true": "median 20.7%, p90 23.3%",
+    "framework:deepspeed": "median 13.7%, p90 44.8%",
+    "framework:fsdp": "median 11.6%, p90 24.8%",
     "framework:megatron": "median 11.4%, p90 21.0%",
-    "generation:hopper": "median 14.4%, p90 33.8%",
-    "moe:true": "median 5.8%, p90 31.3%",
-    "sharded_at_scale:true": "median 6.5%, p90 134.6%",
+    "generation:hopper": "median 15.3%, p90 32.0%",
+    "moe:true": "median 5.7%, p90 32.8%",
+    "sharded_at_scale:true": "median 7.1%, p90 69.0%",
 }
 MISSED_COVERAGE = {
     "family:dsazure2022": "67% of 9",
     "family:flagperf": "79% of 14",
-    "family:kempnerforge": "75% of 12",
-    "family:llmfoundry": "61% of 28",
-    "framework:fsdp": "67% of 45",
-    "generation:hopper": "72% of 54",
+    "family:llmfoundry": "57% of 28",
+    "framework:fsdp": "78% of 63",
     "long_context:true": "77% of 13",
-    "sharded_at_scale:true": "70% of 10",
+    "sharded_at_scale:true": "78% of 18",
 }
 
 
@@ -119,14 +118,15 @@ def test_group_meets_the_accuracy_targets(group):
 
 
 def test_leave_one_family_out_over_both_files():
-    """Median <= 10% (met, 7.0%); p90 <= 25% missed by 1.2 points (26.16%: the
+    """Median <= 10% (met, 7.9%); p90 <= 25% missed by 0.3 points (25.3%; 26.16% before
+    the llm-foundry Large Scale rows joined). The largest errors: the
     DeepSpeed-on-Azure ZeRO-3 rows at micro-batch 1 and 4, +43% to +206% too fast;
     KempnerForge's 70B rows, priced with one reduce-scatter per iteration as its trainer
     runs it, 23-26% too fast; FlagPerf's and BLOOM's rows), asserted at that figure plus
     1.5 points of slack, as test_calibration_lofo does for the in-sample file."""
     errs = np.abs([e for g, v in GROUPS.items() if g.startswith("family:") for e in v])
     assert len(errs) == len(DOC["runs"])
-    assert np.percentile(errs, 50) <= 0.10 and np.percentile(errs, 90) <= 0.2616 + 0.015
+    assert np.percentile(errs, 50) <= 0.10 and np.percentile(errs, 90) <= 0.253 + 0.015
 
 
 def _covered() -> dict[str, list[bool]]:
