@@ -95,3 +95,26 @@ def agree_with_brute_force(graph, cluster, training, space, pp: int, microbatche
                                Schedule.one_f_one_b)
     assert_all_reach(solve_every_way(tables, pp), ref[0], tables, graph, cluster, training)
     return ref, tables
+
+
+def agree_where_zero2_is_optimal(runtime: str, zero_levels: tuple[int, ...],
+                                 microbatches: int) -> bool:
+    """:func:`agree_with_brute_force` on the tiny two-block decoder over two nodes of four
+    GPUs at 4 GB/s (the instance the ZeRO-2 tests share) under ``runtime``, with one and two
+    pipeline stages; True when some brute-force optimum takes ZeRO-2 (so the ZeRO-2 terms
+    under test are on an optimal plan)."""
+    from autopar_opt.ir.runtime import runtime_named
+    from autopar_opt.ir.training import Recompute, SearchSpace, Training
+    from autopar_opt.model_zoo.synthetic import small_cluster
+    from autopar_opt.model_zoo.transformer import decoder_lm
+
+    space = SearchSpace(zero_levels=zero_levels, recompute=(Recompute.none,),
+                        sequence_parallel=(False,), tp_degrees=(1, 2), hybrid_sharding=(False,))
+    graph = decoder_lm("tiny", 2, 1024, 256, 8, 4096, 1000)
+    cluster = small_cluster(2, 4, inter_gb_per_s=4.0)
+    training = Training(global_batch_size=16, seq_len=256, runtime=runtime_named(runtime))
+    zero2 = False
+    for pp in (1, 2):
+        ref, _ = agree_with_brute_force(graph, cluster, training, space, pp, microbatches)
+        zero2 |= any(s.zero == 2 for st in ref[1].stages for s in st.strategies)
+    return zero2
