@@ -26,8 +26,8 @@ from typing import Any
 
 from autopar_opt.core.result import status_words
 from autopar_opt.reports.document import ReportInputError, is_finite, to_float, validate_document
-from autopar_opt.reports.formatting import (causal_mfu_note, fmt_gib, tight_note, fmt_pct, fmt_pct_up, fmt_rate, fmt_time,
-                                            fmt_value)
+from autopar_opt.reports.formatting import (causal_mfu_note, fmt_gib, fmt_pct, fmt_pct_up,
+                                            fmt_rate, fmt_time, fmt_value, tight_note)
 from autopar_opt.reports.runnability import runnability_section
 from autopar_opt.reports.sections import (plan_degree_lines, baselines_section, breakdown_section,
                                           infeasibility_section, memory_section,
