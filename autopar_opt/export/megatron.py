@@ -251,7 +251,11 @@ def model_args(view: PlanView) -> list[str]:
         args.append("--disable-bias-linear")
     if a.qkv_bias:
         args.append("--add-qkv-bias")
-    if a.qk_norm:
+    if a.qk_norm or a.mla is not None:
+        # MLA: Megatron-Core builds the q/kv latent RMSNorms (DeepSeek's q_a_layernorm,
+        # kv_a_layernorm) into linear_q_up_proj / linear_kv_up_proj only with qk_layernorm
+        # (gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec); Megatron-Bridge's
+        # DeepSeek providers set it (deepseek_provider.py qk_layernorm = True)
         args.append("--qk-layernorm")
     args += _window_args(a)
     if a.dropout is not None:         # Megatron-LM's defaults are 0.1: the config's, as priced
@@ -479,7 +483,7 @@ def _bridge_arch(a, moe_grouped_gemm: bool = True, dispatcher: str = "alltoall")
     model = dict(num_layers=a.num_layers, hidden_size=a.hidden,
                  ffn_hidden_size=a.ffn_hidden or 4 * a.hidden, num_attention_heads=a.heads,
                  vocab_size=a.vocab, gated_linear_unit=a.gated, add_bias_linear=a.biases,
-                 add_qkv_bias=a.qkv_bias, qk_layernorm=a.qk_norm,
+                 add_qkv_bias=a.qkv_bias, qk_layernorm=a.qk_norm or a.mla is not None,
                  normalization="RMSNorm" if a.norm == "rmsnorm" else "LayerNorm",
                  share_embeddings_and_output_weights=a.tied,
                  # GPTModelProvider's default is learned_absolute

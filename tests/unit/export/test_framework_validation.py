@@ -358,3 +358,10 @@ def test_the_launch_line_passes_quoted_values_and_no_backslashes(tmp_path):
     doc = json.loads((tmp_path / "out" / "plan.json").read_text())
     args = validate_megatron_lm(exported, 16, "hopper")
     assert args.moe_layer_freq == [0] + [1] * 26 and doc["status"] == "optimal"
+    # MLA's latent norms (kv_a_layernorm) exist only with qk_layernorm in Megatron-Core's
+    # MLA spec; Megatron-Bridge's DeepSeek providers set it too
+    assert args.multi_latent_attention and args.qk_layernorm
+    code, text = run_cli("export", str(tmp_path / "out" / "plan.json"), "--to", "megatron-bridge",
+                         "--out", str(tmp_path / "bridge.yaml"))
+    assert code == 0, text
+    assert "qk_layernorm: true" in (tmp_path / "bridge.yaml").read_text()
