@@ -112,10 +112,12 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
                 + "".join(f"# {line}\n" for line in said) + body)
         return Exported(text, notes + said)
     if target == "torchtitan":
-        from autopar_opt.export.torchtitan import FP8_NOTE, torchtitan_module, torchtitan_toml
+        from autopar_opt.export.torchtitan import (FP8_NOTE, flavour_model_notes,
+                                                   torchtitan_module, torchtitan_toml)
 
         if training.dtype == "fp8":
             notes.append(FP8_NOTE)
+        notes += flavour_model_notes(view)
         if (version or "0.3") == "0.2":
             return Exported(torchtitan_toml(view, f"torchtitan 0.2 job config, {header}"), notes)
         return Exported(torchtitan_module(view, f"torchtitan job config, {header}"), notes)

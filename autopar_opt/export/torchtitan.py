@@ -347,6 +347,44 @@ def fp8_converters(view: PlanView) -> dict[str, str]:
     return out
 
 
+#: What each torchtitan model family's flavours fix that a config may state otherwise:
+#: (norm epsilon, RoPE scaling as :attr:`~autopar_opt.ir.arch.ModelArch.rope_scaling`'s
+#: (type, factor) and, for Llama 3's, its other constants). torchtitan v0.2.0:
+#: ``models/llama3/model/args.py`` ``norm_eps = 1e-5``, ``RoPEScalingArgs`` (8, 1, 4, 8192),
+#: applied to every flavour; ``models/qwen3/model/args.py`` ``norm_eps = 1e-6``, no scaling;
+#: ``models/deepseek_v3/model/args.py`` ``norm_eps = 1e-5``, YaRN ``rope_factor = 40``.
+FLAVOUR_FIXED = {"llama3": (1e-5, ("llama3", 8.0, 1.0, 4.0, 8192)),
+                 "qwen3": (1e-6, None),
+                 "deepseek_v3": (1e-5, ("yarn", 40.0))}
+
+
+def flavour_model_notes(view: PlanView) -> list[str]:
+    """What the torchtitan model the export names runs differently from the config: its
+    flavour's norm epsilon and RoPE scaling (:data:`FLAVOUR_FIXED`), which the job file
+    does not override; said so the user sets them in the model's args (empty where they
+    match, or without a flavour)."""
+    a = view.arch
+    found = flavour(a) if a is not None else None
+    if found is None or found[0] not in FLAVOUR_FIXED:
+        return []
+    module = found[0]
+    eps, scaling = FLAVOUR_FIXED[module]
+    out = []
+    if a.norm_eps is not None and abs(a.norm_eps - eps) > 1e-12:
+        out.append(f"torchtitan's {module} flavours use norm_eps {eps:g}; the config states "
+                   f"{a.norm_eps:g}: set norm_eps in the model's args to match it")
+    stated = a.rope_scaling
+    same = (stated is None and scaling is None) or (
+        stated is not None and scaling is not None and stated[:len(scaling)] == scaling)
+    if not same:
+        def words(r):
+            return "none" if r is None else f"{r[0]}, factor {r[1]:g}"
+        out.append(f"torchtitan's {module} flavours apply RoPE scaling {words(scaling)}; the "
+                   f"config states {words(stated)}: the run's positions differ from the "
+                   "config's unless the model's RoPE args are changed to match")
+    return out
+
+
 #: Said with an FP8 export: torchtitan's FP8 is not the per-tensor Transformer Engine
 #: recipe the FP8 GEMM efficiency was measured with.
 FP8_NOTE = ("FP8: torchtitan's float8 converters (torchao; rowwise scaling in 0.3, tensorwise "

@@ -77,3 +77,32 @@ def test_the_architecture_line_says_the_scaling(tmp_path):
     arch = build_hf_graph(load_hf_config(tmp_path / "config.json")[0], 4096).arch
     assert arch.rope_scaling == ("llama3", 8.0, 1.0, 4.0, 8192) and arch.norm_eps == 1e-5
     assert "RoPE (llama3 scaling x8)" in describe(arch)
+
+
+def _arch(tmp_path, name: str, **changes):
+    from autopar_opt.model_zoo.hf_config import build_hf_graph, load_hf_config
+    config = json.loads((HF / f"{name}.json").read_text())
+    config.update(changes)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return build_hf_graph(load_hf_config(tmp_path / "config.json")[0], 4096).arch
+
+
+def test_torchtitan_says_what_its_flavour_fixes_otherwise(tmp_path):
+    """torchtitan v0.2.0's llama3 flavours apply Llama 3.1's RoPE scaling to every size
+    (RoPEScalingArgs 8, 1, 4, 8192) with norm_eps 1e-5; its qwen3 flavours use 1e-6 and no
+    scaling. A config that states otherwise is said (the job file cannot override the
+    model's args); a matching one is not."""
+    from types import SimpleNamespace
+
+    from autopar_opt.export.torchtitan import flavour_model_notes
+    notes = lambda arch: flavour_model_notes(SimpleNamespace(arch=arch))  # noqa: E731
+    assert notes(_arch(tmp_path, "llama-3.1-8b", rope_scaling=LLAMA3_SCALING)) == []
+    said = notes(_arch(tmp_path, "llama-3.1-8b"))            # the bundled config: no scaling
+    assert said == ["torchtitan's llama3 flavours apply RoPE scaling llama3, factor 8; the config "
+                    "states none: the run's positions differ from the config's unless the model's "
+                    "RoPE args are changed to match"]
+    assert notes(_arch(tmp_path, "qwen3-8b")) == []
+    said = notes(_arch(tmp_path, "qwen3-8b", rms_norm_eps=1e-5))
+    assert said == ["torchtitan's qwen3 flavours use norm_eps 1e-06; the config states 1e-05: set "
+                    "norm_eps in the model's args to match it"]
+    assert notes(_arch(tmp_path, "mistral-7b-v0.1")) == []    # no flavour: the export refuses
