@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from autopar_opt.core.result import status_words
 from autopar_opt.reports.formatting import causal_mfu_note
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.files import write_atomic
@@ -96,7 +97,8 @@ def summary(doc: dict) -> str:
     """The terminal summary of a fleet plan.json."""
     fl, cert, m = doc["fleet"], doc["certificate"], doc["metrics"]
     groups = " + ".join(f"{g['name']} {g['nodes']}x{g['gpus_per_node']} {g['device']}" for g in fl["groups"])
-    lines = [f"{doc['spec']['model']['name']} on {fl['name']} ({groups}): {doc['status']}"]
+    lines = [f"{doc['spec']['model']['name']} on {fl['name']} ({groups}): "
+             f"{status_words(doc['status'], cert.get('gap'))}"]
     if m:
         lines.append(f"  iteration {m['iteration_time_s']:.4f} s | {m['samples_per_s']:.2f} samples/s | "
                      f"{m['tokens_per_s']:.0f} tokens/s | MFU {100 * m['mfu']:.1f}%"

@@ -199,9 +199,10 @@ def _emit(doc: dict, found, searcher, out_dir: str | None, json_output: bool, qu
 
 
 def _summary(doc: dict) -> None:
+    from autopar_opt.core.result import status_words
     p, c = doc["spec"]["problem"], doc["certificate"]
     print(f"operator sharding {p['graph']} ({p['operators']} operators) on {p['devices']} x {p['device']}, "
-          f"split rule {p['split']}: {doc['status']}")
+          f"split rule {p['split']}: {status_words(doc['status'], c.get('gap'))}")
     if doc["metrics"]:
         m = doc["metrics"]
         print(f"  iteration {m['time_s']:.6g} s ({m['samples_per_s'] or 0:.4g} samples/s), memory "

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from autopar_opt import __version__
+from autopar_opt.core.result import status_words
 from autopar_opt.peers.outcome import PeerOutcome
 from autopar_opt.peers.pase.format import pase_objective
 from autopar_opt.peers.spec import PeerSpec
@@ -183,7 +184,8 @@ def _print_summary(doc: dict, res: PeerOutcome) -> None:
     else:
         from autopar_opt.reports.peer import objective_unit
         num = lambda x: f"{x:.6g}" if isinstance(x, (int, float)) else str(x)  # noqa: E731
-        print(f"{head}: {doc['status']} primal {num(cert['primal'])} lower bound "
+        print(f"{head}: {status_words(doc['status'], cert.get('gap'))} primal "
+              f"{num(cert['primal'])} lower bound "
               f"{num(cert['lower_bound'])} gap {num(cert['gap'])} ({res.method}, "
               f"{res.wall_time_s:.2f} s)")
         print(f"  objective: {objective_unit(doc)}")
