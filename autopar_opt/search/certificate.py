@@ -153,7 +153,8 @@ def method_records(configurations: list[ConfigRecord]) -> list[dict]:
         if primal is not None and plans and min(plans) == primal:
             notes.append("found the incumbent")
         if lower == least:
-            notes.append("proved the global lower bound")
+            notes.append("proved the global lower bound" if math.isfinite(least) else
+                         "left the global lower bound unproven (-inf: the time limit came first)")
         if refused:
             notes.append(next(r.message for r in rs if "not built:" in r.message))
         out.append(MethodRecord(name, status, min(plans) if plans else None, lower,

@@ -131,6 +131,14 @@ class ReplicaBest:
     config: SplitConfig
 
 
+def bound_words(bound: float) -> str:
+    """What a split left unsolved keeps: its analytic bound, or none when the time limit
+    came before the bound was computed (its lower bound is -inf, and the certificate's)."""
+    if math.isfinite(bound):
+        return "its bound is recorded"
+    return "the time limit came before its bound was computed (lower bound -inf)"
+
+
 class ReplicaSearch:
     """The split search of one fleet (module doc)."""
 
@@ -234,7 +242,7 @@ class ReplicaSearch:
                 records.append(ConfigRecord(cfg, Status.not_solved, None, bound, 0.0,
                                             message=f"the search was interrupted (signal "
                                                     f"{self.interrupted_by}) before this split; "
-                                                    "its bound is recorded"))
+                                                    + bound_words(bound)))
                 continue
             inc = incumbent if best is None else min(incumbent or math.inf, best.metrics.iteration_time_s)
             inc = None if inc is None or math.isinf(inc) else inc
@@ -293,8 +301,8 @@ class ReplicaSearch:
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             return ConfigRecord(cfg, Status.not_solved, None, bound, 0.0,
-                                message="search time limit reached before this split; its bound "
-                                        "is recorded"), None
+                                message="search time limit reached before this split; "
+                                        + bound_words(bound)), None
         began = time.perf_counter()
         order = sorted(range(len(cfg.classes)),
                        key=lambda t: -self.class_bound(cfg.classes[t], cfg.batches[t]))

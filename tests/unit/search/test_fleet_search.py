@@ -246,3 +246,25 @@ def test_a_split_no_micro_batch_count_can_take_says_so(tmp_path):
         share = int(r["message"].split("batch share of ")[1].split()[0])
         assert share % 2 == 1 and "no allowed micro-batch count splits it" in r["message"]
         assert "fits" not in r["message"]
+
+
+def test_a_split_the_time_limit_left_without_a_bound_says_so():
+    """A split reached after the deadline keeps lower bound -inf: its message does not say
+    its bound is recorded, and certificate.methods does not say the method (none, no time
+    left) proved the global lower bound."""
+    import math
+
+    from autopar_opt.core.bounds import Status
+    from autopar_opt.search.certificate import ConfigRecord, method_records
+    from autopar_opt.search.replicas import SplitConfig, bound_words
+
+    assert bound_words(1.5) == "its bound is recorded"
+    assert "before its bound was computed" in bound_words(-math.inf)
+    rows = [ConfigRecord(SplitConfig(((0,), (1,)), (8, 8)), Status.not_solved, None, -math.inf,
+                         0.0, message="search time limit reached before this split; "
+                         + bound_words(-math.inf)),
+            ConfigRecord(SplitConfig(((0,), (1,)), (4, 12)), Status.optimal, 1.0, 1.0, 0.1,
+                         method="dp")]
+    notes = {m["method"]: m["message"] for m in method_records(rows)}
+    assert "proved the global lower bound" not in notes["none (no time left)"]
+    assert "left the global lower bound unproven" in notes["none (no time left)"]
