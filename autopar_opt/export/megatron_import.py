@@ -88,8 +88,19 @@ def contradictions(args: argparse.Namespace, graph: LayerGraph, training: Traini
     """Flags the spec contradicts: a precision other than ``training.dtype``, model
     dimensions other than the model's (when its architecture is known), each named. A
     flag not given is not a contradiction: a command line may state only its
-    parallelism."""
+    parallelism. The batch, the sequence length and the layer count are checked against
+    the spec's training and (chain) model alike."""
     out = []
+    if args.global_batch_size and args.global_batch_size != training.global_batch_size:
+        out.append(f"--global-batch-size {args.global_batch_size} differs from training."
+                   f"global_batch_size {training.global_batch_size}")
+    if args.seq_length and training.seq_len and args.seq_length != training.seq_len:
+        out.append(f"--seq-length {args.seq_length} differs from training.seq_len "
+                   f"{training.seq_len}")
+    if args.num_layers is not None and args.num_layers != len(graph) - 2:
+        out.append(f"--num-layers {args.num_layers} but the model has {len(graph) - 2} "
+                   "transformer layers: the command line is another model's (set model: to "
+                   "that model, or drop --num-layers)")
     for dest, flag, dtypes in _DTYPE_FLAGS:
         if getattr(args, dest) and training.dtype not in dtypes:
             value = f" {getattr(args, dest)}" if dest == "fp8_format" else ""
@@ -115,14 +126,14 @@ def plan_from_megatron(args: argparse.Namespace, graph: LayerGraph, cluster: Clu
                        training: Training) -> Plan:
     """The plan of a parsed Megatron-LM command line; raises MegatronArgsError naming
     every flag the spec contradicts (:func:`contradictions`) at once."""
-    said = contradictions(args, graph, training)
-    if said:
-        raise MegatronArgsError("", said)
     kinds = [layer.kind for layer in graph.layers]
     if not graph.is_chain() or kinds[0] is not LayerKind.embedding or \
             kinds[-1] is not LayerKind.lm_head or any(k not in BLOCK_KINDS for k in kinds[1:-1]):
         raise MegatronArgsError("reading a Megatron-LM command line needs a chain model: "
                                 "embedding, transformer blocks, head")
+    said = contradictions(args, graph, training)
+    if said:
+        raise MegatronArgsError("", said)
     tp, pp, cp = args.tensor_model_parallel_size, args.pipeline_model_parallel_size, \
         args.context_parallel_size
     n = cluster.num_devices
@@ -132,21 +143,11 @@ def plan_from_megatron(args: argparse.Namespace, graph: LayerGraph, cluster: Clu
     if args.expert_tensor_parallel_size not in (None, tp):
         raise MegatronArgsError(f"--expert-tensor-parallel-size {args.expert_tensor_parallel_size} "
                                 f"differs from tp={tp}: autopar models expert TP = TP")
-    gbs = args.global_batch_size or training.global_batch_size
-    if gbs != training.global_batch_size:
-        raise MegatronArgsError(f"--global-batch-size {gbs} differs from training."
-                                f"global_batch_size {training.global_batch_size}")
-    if args.seq_length and training.seq_len and args.seq_length != training.seq_len:
-        raise MegatronArgsError(f"--seq-length {args.seq_length} differs from training.seq_len "
-                                f"{training.seq_len}")
+    gbs = training.global_batch_size            # a different --global-batch-size: contradictions
     mbs = args.micro_batch_size or 1
     if gbs % (mbs * dp):
         raise MegatronArgsError(f"--global-batch-size {gbs} is not a multiple of "
                                 f"micro-batch-size*dp = {mbs * dp}")
-    if args.num_layers is not None and args.num_layers != len(graph) - 2:
-        raise MegatronArgsError(f"--num-layers {args.num_layers} but the model has "
-                                f"{len(graph) - 2} transformer layers: the command line is "
-                                "another model's (set model: to that model, or drop --num-layers)")
     counts = _block_counts(args, len(graph) - 2, pp)
     if sum(counts) != len(graph) - 2 or min(counts) < 0:
         raise MegatronArgsError(f"stage sizes {counts} do not add up to the model's "

@@ -96,3 +96,16 @@ def test_flags_the_spec_contradicts_are_each_named(tmp_path):
     assert load_spec(_spec(tmp_path, f"plan: {{megatron_args: '{good}'}}\n")).plan is not None
     # --num-query-groups without --group-query-attention is ignored by Megatron: not checked
     assert load_spec(_spec(tmp_path, "plan: {megatron_args: '--num-query-groups 4'}\n")).plan
+
+
+def test_batch_length_and_layer_count_contradictions_come_together(tmp_path):
+    """--global-batch-size, --seq-length and --num-layers that the spec contradicts are named
+    in one error with the others (they stopped at the first one)."""
+    bad = "--global-batch-size 32 --seq-length 4096 --num-layers 80 --fp16"
+    with pytest.raises(SpecError) as info:
+        load_spec(_spec(tmp_path, f"plan: {{megatron_args: '{bad}'}}\n"))
+    rules = [p.rule for p in info.value.problems if p.key == "plan.megatron_args"]
+    assert [r.split()[0] for r in rules] == ["--global-batch-size", "--seq-length",
+                                             "--num-layers", "--fp16"], rules
+    assert "--global-batch-size 32 differs from training.global_batch_size 64" in rules[0]
+    assert "--num-layers 80 but the model has 32 transformer layers" in rules[2]
