@@ -39,7 +39,7 @@ def _check(doc: dict) -> None:
 
 def build_context(doc: dict) -> dict:
     """The template's context from a placement.json document."""
-    from autopar_opt.placement.solve import PROOF_GAP    # what "optimal" proves
+    from autopar_opt.core.result import PROOF_GAP    # what "optimal" proves
 
     _check(doc)
     value, bound, gap = doc["value"], doc["lower_bound"], doc["gap"]

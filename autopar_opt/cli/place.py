@@ -11,7 +11,8 @@ import numpy as np
 import typer
 
 from autopar_opt.placement.evaluate import evaluate_placement
-from autopar_opt.placement.solve import PROOF_GAP, PlacementResult, solve_placement
+from autopar_opt.core.result import PROOF_GAP
+from autopar_opt.placement.solve import PlacementResult, solve_placement
 
 
 #: The baselines, by name, and the key of the same heuristic in a solve's details.

@@ -27,8 +27,7 @@ from autopar_opt.placement.condense import Condensed, condense, is_acyclic
 from autopar_opt.placement.evaluate import PlacementMetrics, evaluate_placement
 from autopar_opt.placement.heuristics import compute_lower_bound, single_device, topo_split
 from autopar_opt.placement.problem import PlacementProblem
-from autopar_opt.core.result import PROOF_GAP as _PROOF_GAP
-from autopar_opt.core.result import relative_gap
+from autopar_opt.core.result import PROOF_GAP, relative_gap
 
 OBJECTIVES = ("max-load", "latency")
 #: A MILP is not started with less time than this left (it could not return within the limit).
@@ -416,14 +415,9 @@ def _milp_record(info: dict, value: float, bound: float, wall_s: float) -> Metho
                         str(info.get("milp_message") or ""), size)
 
 
-#: A gap up to this is a proof of optimality (:data:`autopar_opt.core.result.PROOF_GAP`,
-#: shared with ``solve``): the MILP solvers' feasibility tolerances (big-M rows) make their
-#: bounds exact only to about that relative accuracy. Above it, "optimal" means within the
-#: ``--gap`` the run asked for.
-PROOF_GAP = _PROOF_GAP
-
-
 def _status(value: float, lower: float, rel_gap: float) -> str:
     if not np.isfinite(value):
         return "infeasible" if lower == np.inf else "no_solution"
+    # PROOF_GAP: the MILP solvers' feasibility tolerances (big-M rows) make their bounds
+    # exact only to about that relative accuracy; above it "optimal" is within --gap
     return "optimal" if relative_gap(value, lower) <= max(rel_gap, PROOF_GAP) else "feasible"
