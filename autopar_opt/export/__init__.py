@@ -56,7 +56,8 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
         raise ValueError(f"unknown export target {target!r}; use one of {', '.join(TARGETS)}")
     if plan.stage_devices is not None and len(set(plan.stage_devices)) > 1:
         raise ExportError(_NAMES[target],
-                          [f"its stages have different device counts ({'+'.join(map(str, plan.stage_devices))}); "
+                          ["its stages have different device counts "
+                           f"({'+'.join(map(str, plan.stage_devices))}); "
                            "the framework gives every pipeline stage the same devices "
                            "(search with stage_devices: congruent)"])
     view = plan_view(plan, graph, cluster, training)
@@ -75,7 +76,7 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
         said = rope_scaling_note(view.arch)
         notes += [said] if said else []
     if target == "megatron":
-        from autopar_opt.export.megatron import megatron_args, megatron_env
+        from autopar_opt.export.megatron import megatron_args, megatron_env, vocab_comment
 
         args = megatron_args(view)
         pairs, i = [], 0
@@ -94,7 +95,7 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
                  "--data-path ...\""]
         lines += [f"# env: {k}={v}" for k, v in env.items()]
         if view.arch is not None:
-            lines.append("# --tokenizer-type NullTokenizer --vocab-size: replace with your tokenizer")
+            lines.append(vocab_comment(view))
         return Exported("\n".join(lines) + "\n" + " \\\n".join(pairs) + "\n", notes)
     if target == "megatron-bridge":
         from autopar_opt.export.megatron import (BRIDGE_ACTIVATION_NOTE, BRIDGE_TP_OVERLAP_NOTE,

@@ -17,8 +17,9 @@ micro-batch rule (:func:`_vp_rules`) runs only inside the schedule on a GPU. The
 
 * model: ``--num-layers --hidden-size --ffn-hidden-size --num-attention-heads``,
   GQA ``--group-query-attention --num-query-groups``, ``--kv-channels``,
-  ``--seq-length --max-position-embeddings``, ``--vocab-size`` (with the
-  ``NullTokenizer``; give your tokenizer instead), ``--swiglu``,
+  ``--seq-length --max-position-embeddings``, ``--vocab-size`` (the model's
+  vocabulary less the ``NullTokenizer``'s end-of-document token; give your tokenizer
+  instead), ``--swiglu``,
   ``--normalization RMSNorm``, ``--position-embedding-type rope|learned_absolute``,
   ``--untie-embeddings-and-output-weights``, ``--disable-bias-linear``,
   ``--qk-layernorm``, ``--add-qkv-bias``; MoE ``--num-experts --moe-router-topk
@@ -210,6 +211,40 @@ def _split_args(view: PlanView) -> list[str]:
     return ["--pipeline-model-parallel-layout", _layout(view)]
 
 
+#: Megatron-LM's default ``--make-vocab-size-divisible-by`` (``arguments.py``).
+MEGATRON_VOCAB_MULTIPLE = 128
+
+
+def null_tokenizer_vocab(vocab: int) -> int:
+    """``--vocab-size`` that makes ``NullTokenizer`` build ``vocab`` tokens: it adds one
+    end-of-document token (Megatron-Core 0.17.1
+    ``megatron/core/tokenizers/text/libraries/null_tokenizer.py``: ``vocab_size`` is
+    ``_vocab_size_without_eod + 1``; its checkpoint-converter tests pass 127 for 128)."""
+    return max(vocab - 1, 1)
+
+
+def padded_vocab(vocab: int, tp: int) -> int:
+    """The vocabulary rows Megatron-LM builds: ``vocab`` rounded up to a multiple of
+    ``make_vocab_size_divisible_by · tp`` (``_vocab_size_with_padding``)."""
+    multiple = MEGATRON_VOCAB_MULTIPLE * max(tp, 1)
+    return -(-vocab // multiple) * multiple
+
+
+def vocab_comment(view: PlanView) -> str:
+    """The launch file's comment on the vocabulary: the ``NullTokenizer`` stands in for
+    the user's tokenizer, and Megatron-LM pads the vocabulary the plan was priced with."""
+    a = view.arch
+    text = (f"# --tokenizer-type NullTokenizer --vocab-size {null_tokenizer_vocab(a.vocab)}: "
+            f"{a.vocab} tokens (NullTokenizer adds an end-of-document token); replace with "
+            "your tokenizer")
+    rows = padded_vocab(a.vocab, view.tp)
+    if rows != a.vocab:
+        text += (f"; Megatron-LM pads the embedding and output layer to {rows} rows (a multiple "
+                 f"of {MEGATRON_VOCAB_MULTIPLE} x tp {view.tp}), the plan was priced with "
+                 f"{a.vocab}")
+    return text
+
+
 def model_args(view: PlanView) -> list[str]:
     """The architecture flags (empty when the model has no recorded architecture)."""
     a = view.arch
@@ -224,7 +259,7 @@ def model_args(view: PlanView) -> list[str]:
         args += ["--kv-channels", str(a.head_dim)]
     seq = view.seq_len or a.max_positions
     args += ["--seq-length", str(seq), "--max-position-embeddings", str(max(seq, a.max_positions)),
-             "--tokenizer-type", "NullTokenizer", "--vocab-size", str(a.vocab)]
+             "--tokenizer-type", "NullTokenizer", "--vocab-size", str(null_tokenizer_vocab(a.vocab))]
     if a.gated:
         args.append("--swiglu")
     else:

@@ -23,6 +23,7 @@ from support.golden_plans import spec_for as _spec
 from support.paths import REPO
 from autopar_opt.core.errors import SpecError
 from autopar_opt.export import export_plan, plan_view
+from autopar_opt.export.megatron import padded_vocab
 from autopar_opt.spec import load_spec
 
 
@@ -91,6 +92,10 @@ def test_megatron_lm_parses_and_validates_the_arguments(name, tmp_path):
     assert args.normalization == ("RMSNorm" if a.norm == "rmsnorm" else "LayerNorm")
     assert args.layernorm_zero_centered_gamma == a.zero_centered_norm   # --apply-layernorm-1p
     assert args.rotary_percent == a.rotary_fraction
+    # the vocabulary: Megatron's own NullTokenizer (one end-of-document token added) and padding
+    from megatron.core.tokenizers.utils.build_tokenizer import build_tokenizer
+    assert build_tokenizer(args).vocab_size == a.vocab
+    assert args.padded_vocab_size == padded_vocab(a.vocab, view.tp)
     # sliding windows: Megatron-Core's own per-layer rule reads back the model's windows
     from megatron.core.transformer.utils import is_layer_window_attention
     windows = spec.graph.arch.windows or (0,) * args.num_layers

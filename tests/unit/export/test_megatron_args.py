@@ -109,3 +109,13 @@ def test_batch_length_and_layer_count_contradictions_come_together(tmp_path):
                                              "--num-layers", "--fp16"], rules
     assert "--global-batch-size 32 differs from training.global_batch_size 64" in rules[0]
     assert "--num-layers 80 but the model has 32 transformer layers" in rules[2]
+
+
+def test_null_tokenizer_vocabulary_is_the_models():
+    """Hand-derived: NullTokenizer adds one end-of-document token (Megatron-Core 0.17.1
+    null_tokenizer.py), so ``--vocab-size V-1`` builds V; Megatron pads V to a multiple
+    of 128·tp (Llama 3's 128,256 at tp 8: 1,008 x 128 = 129,024; at tp 1 it is one)."""
+    from autopar_opt.export.megatron import null_tokenizer_vocab, padded_vocab
+    assert null_tokenizer_vocab(128256) == 128255
+    assert padded_vocab(128256, 8) == 129024 and padded_vocab(128256, 1) == 128256
+    assert padded_vocab(50257, 2) == 50432
