@@ -22,10 +22,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from autopar_opt.cost.evaluate import PlanError, PlanMetrics, evaluate
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import GIB, Cluster
 from autopar_opt.ir.plan import Plan, StagePlan
+from autopar_opt.ir.target import ANY
 from autopar_opt.search.configs import outer_configs
 from autopar_opt.ir.strategies import Layout, Strategy, divisors, enumerate_strategies
 from autopar_opt.ir.training import Recompute, SearchSpace, Training
@@ -76,27 +79,42 @@ def _closest(options: list[Strategy], base: Strategy) -> int | None:
 
 class ClosestIndex:
     """:func:`_closest` for many ``base`` strategies on one option list: the
-    first index of each strategy, of each (layout, recompute) and of each
-    layout, found in one pass (the baselines ask it for every grid strategy on
-    every strategy list; a scan per question made them the slowest part of
-    ``autopar solve`` after the search, issue 18)."""
+    first index of each strategy, of each (layout, sharding, recompute), of each
+    (layout, sharding), of each (layout, recompute) and of each layout, found in
+    one pass (the baselines ask it for every grid strategy on every strategy list;
+    a scan per question made them the slowest part of ``autopar solve`` after the
+    search, issue 18). The sharding (ZeRO level and replicas) is matched before
+    the recomputation: a layer that offers no recomputation (an embedding) keeps
+    the plan's ZeRO level, as a framework that runs one level for the model does
+    (falling back to the layout's first option gave Qwen3-4B's embedding and head
+    ZeRO-0 beside ZeRO-1 blocks, a "uniform" plan Megatron-LM cannot run)."""
 
     def __init__(self, options: list[Strategy]) -> None:
         self.exact: dict[Strategy, int] = {}
-        self.close: dict[tuple[Layout, Recompute], int] = {}
+        self.close: dict[tuple, int] = {}
+        self.sharded: dict[tuple, int] = {}
+        self.recomputed: dict[tuple[Layout, Recompute], int] = {}
         self.same: dict[Layout, int] = {}
         for k, s in enumerate(options):
-            layout = s.layout
+            layout, shard = s.layout, (s.zero, s.replicas)
             self.exact.setdefault(s, k)
-            self.close.setdefault((layout, s.recompute), k)
+            self.close.setdefault((layout, shard, s.recompute), k)
+            self.sharded.setdefault((layout, shard), k)
+            self.recomputed.setdefault((layout, s.recompute), k)
             self.same.setdefault(layout, k)
 
     def __call__(self, base: Strategy) -> int | None:
         k = self.exact.get(base)
-        if k is None:
-            layout = base.layout
-            k = self.close.get((layout, base.recompute), self.same.get(layout))
-        return k
+        if k is not None:
+            return k
+        layout, shard = base.layout, (base.zero, base.replicas)
+        for table, key in ((self.close, (layout, shard, base.recompute)),
+                           (self.sharded, (layout, shard)),
+                           (self.recomputed, (layout, base.recompute))):
+            k = table.get(key)
+            if k is not None:
+                return k
+        return self.same.get(layout)
 
 
 def _best_of(candidates, graph, cluster, training, params,
@@ -174,6 +192,22 @@ def _uniform_choices(tables, dp_only: bool) -> list[tuple[int, ...]]:
     return list(out)
 
 
+def runnable_choice(tables, choice: tuple[int, ...]) -> bool:
+    """Whether one strategy per layer keeps a target's uniformity rule
+    (``tables.uniform_keys``: one value per dimension over the model, ``ANY`` where
+    the setting changes nothing on a layer; :func:`autopar_opt.ir.target.uniform_key`).
+    True in the free space. A uniform candidate is the solver's first incumbent and a
+    baseline: in a target's space it must be a plan the target runs."""
+    keys = tables.uniform_keys
+    if keys is None:
+        return True
+    rows = np.array([keys[u][k] for u, k in enumerate(choice)])
+    for column in rows.T:
+        if len({int(v) for v in column if v != ANY}) > 1:
+            return False
+    return True
+
+
 def _price(tables, stage: list[int], choice: tuple[int, ...]) -> float | None:
     """Iteration time of one assignment from the tables (docs/DESIGN.md §3, the
     DP's pricing, equal to evaluate()); None when a stage exceeds its memory."""
@@ -214,6 +248,8 @@ def _best_uniform(tables, dp_only: bool):
     best = None
     choices = _uniform_choices(tables, dp_only)
     for choice in choices:
+        if not runnable_choice(tables, choice):
+            continue
         val = _price(tables, stage, choice)
         if val is not None and (best is None or val < best[1]):
             best = (Assignment(stage, list(choice)), val)

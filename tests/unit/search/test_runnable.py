@@ -477,3 +477,46 @@ def test_runnable_by_torchtitan_says_when_its_export_has_no_model(tmp_path):
     code, text = run_cli("export", tmp_path / "out" / "plan.json", "--to", "torchtitan")
     assert code == 2 and "registers no model flavour" in text
     assert "the plan was searched for torchtitan already" in text and "solve again" not in text
+
+
+QWEN3_4B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 2560,
+            "intermediate_size": 9728, "num_hidden_layers": 36, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+            "max_position_embeddings": 40960, "rms_norm_eps": 1e-06, "rope_theta": 1000000,
+            "tie_word_embeddings": True, "hidden_act": "silu"}   # Qwen/Qwen3-4B config.json
+
+
+@pytest.mark.parametrize("framework", ["megatron", "deepspeed", "torchtitan"])
+def test_the_uniform_warm_start_is_a_plan_the_target_runs(framework, tmp_path):
+    """QA round 5 (H2): Qwen3-4B at 64k tokens on 8 A100-40GB. The best uniform plan,
+    the solver's first incumbent and the answer when nothing beats it within the gap,
+    took the embedding's and head's first option (ZeRO-0: they have no recomputation
+    to match) beside ZeRO-1/2 blocks; solve certified it 'runnable by' the target and
+    the target's exporter refused it. Oracle: the exporter accepts the answer, and
+    every uniform candidate kept keeps the target's one-value-per-dimension rule."""
+    from autopar_opt.search.baselines import ClosestIndex, runnable_choice
+    from autopar_opt.spec import load_spec
+    (tmp_path / "qwen3-4b.json").write_text(json.dumps(QWEN3_4B))
+    (tmp_path / "s.yaml").write_text(
+        "model: {hf_config: qwen3-4b.json}\ncluster: {zoo: 1x8-a100-40}\n"
+        f"training: {{global_batch_size: 64, seq_len: 65536}}\ntarget: {framework}\n")
+    spec = load_spec(tmp_path / "s.yaml")
+    result = run_search(spec.graph, spec.cluster, spec.training, spec.space, default_params(),
+                        SearchOptions(time_limit_s=60))
+    plan = result.plan
+    export_plan(plan, spec.graph, spec.cluster, spec.training, framework)   # raises if refused
+    zeros = {s.zero for layer, s in zip(spec.graph.layers, (x for st in plan.stages
+                                                          for x in st.strategies))
+             if layer.params > 0}
+    assert len(zeros) == 1
+    # the closest option to the answer's block strategy on the embedding keeps its ZeRO level
+    tables = build_cost_tables(spec.graph, spec.cluster, spec.training, spec.space,
+                               default_params(), pp=1, microbatches=plan.microbatches,
+                               schedule=plan.schedule)
+    embed, base = tables.strategies[0], plan.stages[0].strategies[1]
+    assert base.zero > 0 and embed[ClosestIndex(embed)(base)].zero == base.zero
+    picks = [ClosestIndex(strats)(base) for strats in tables.strategies]
+    assert runnable_choice(tables, tuple(picks))
+    mixed = list(picks)
+    mixed[0] = next(k for k, s in enumerate(embed) if s.layout == base.layout and s.zero != base.zero)
+    assert not runnable_choice(tables, tuple(mixed))
