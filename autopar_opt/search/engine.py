@@ -192,6 +192,8 @@ class Search:
         cfg = OuterConfig(plan.pp, plan.microbatches, plan.schedule, sizes, vp=vp)
         if cfg not in {c for c, _, _ in self.prepared} | set(self.late):   # in the space
             return None
+        if not runs_plan(self.space.runs_on, plan, self.graph):
+            return None
         metrics = evaluate(plan, self.graph, self.cluster, self.training, self.params)
         return (metrics, plan, cfg) if metrics.feasible else None
 
@@ -448,6 +450,30 @@ def _unfinished(rest: list, late: list[OuterConfig], interrupted: int | None) ->
                          message=f"{why} (its cost tables were not built); no bound")
             for cfg in late]
     return out
+
+
+def runs_plan(target, plan: Plan, graph: LayerGraph) -> bool:
+    """Whether ``target`` (a space's ``runs_on``; None: the free space) runs every
+    layer's strategy of ``plan`` (:meth:`~autopar_opt.ir.target.Target.strategy_problem`)
+    with one value per uniform dimension over the model
+    (:func:`~autopar_opt.ir.target.uniform_key`). A warm-start plan that breaks them is
+    not the incumbent of the target's search: its answer must be runnable."""
+    if target is None:
+        return True
+    from autopar_opt.ir.target import ANY, uniform_key
+
+    by_name = {name: s for stage in plan.stages for name, s in zip(stage.layers, stage.strategies)}
+    seen: dict[int, int] = {}
+    for layer in graph.layers:
+        s = by_name.get(layer.name)
+        if s is None:
+            return False
+        if target.strategy_problem(layer, s, plan.pp) is not None:
+            return False
+        for d, v in enumerate(uniform_key(layer, s)):
+            if v != ANY and seen.setdefault(d, v) != v:
+                return False
+    return True
 
 
 def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: SearchSpace,

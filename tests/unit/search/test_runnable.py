@@ -520,3 +520,10 @@ def test_the_uniform_warm_start_is_a_plan_the_target_runs(framework, tmp_path):
     mixed = list(picks)
     mixed[0] = next(k for k, s in enumerate(embed) if s.layout == base.layout and s.zero != base.zero)
     assert not runnable_choice(tables, tuple(mixed))
+    # a warm-start plan that breaks the rule is not the target search's incumbent
+    from autopar_opt.search.engine import runs_plan
+    assert runs_plan(spec.space.runs_on, plan, spec.graph) and runs_plan(None, plan, spec.graph)
+    first = plan.stages[0]
+    broken = replace(plan, stages=[replace(first, strategies=[embed[mixed[0]]] + first.strategies[1:])]
+                     + plan.stages[1:])
+    assert not runs_plan(spec.space.runs_on, broken, spec.graph)
