@@ -9,7 +9,8 @@ from typing import Any
 from autopar_opt.ir.arch import ModelArch
 from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.model_zoo.hf_decoders import GEMMA_HEAD_DIM
-from autopar_opt.model_zoo.hf_keys import activation_name, dropout_rates
+from autopar_opt.model_zoo.hf_keys import Cfg, activation_name, dropout_rates
+from autopar_opt.model_zoo.hf_moe import moe_router
 
 #: The Llama-layout families (gated MLP, RMSNorm, RoPE; dense or MoE) :func:`hf_arch`
 #: reads in its main path, by ``model_type``.
@@ -51,7 +52,7 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     eps = next((config[k] for k in NORM_EPS_KEYS if isinstance(config.get(k), (int, float))
                 and not isinstance(config.get(k), bool)), None)
     scaling = config.get("rope_scaling")
-    rope = None
+    rope = yarn = None
     if isinstance(scaling, dict) and not arch.learned_positions:
         kind = str(scaling.get("rope_type") or scaling.get("type") or "")
         factor = scaling.get("factor")
@@ -60,7 +61,12 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
                     float(scaling.get("low_freq_factor") or 0.0),
                     float(scaling.get("high_freq_factor") or 0.0),
                     int(scaling.get("original_max_position_embeddings") or 0))
-    return replace(arch, norm_eps=float(eps) if eps is not None else None, rope_scaling=rope)
+        if kind == "yarn":        # DeepSeek's yarn_get_mscale / yarn_find_correction_range
+            yarn = tuple(float(scaling[k]) if isinstance(scaling.get(k), (int, float)) else d
+                         for k, d in (("mscale", 1.0), ("mscale_all_dim", 0.0),
+                                      ("beta_fast", 32.0), ("beta_slow", 1.0)))
+    return replace(arch, norm_eps=float(eps) if eps is not None else None, rope_scaling=rope,
+                   yarn=yarn)
 
 
 def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
@@ -111,7 +117,9 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         rope_theta=float(g("rope_theta")) if g("rope_theta") else None,
         num_experts=experts if moe else 0, top_k=int(g("num_experts_per_tok") or 0) if moe else 0,
         moe_ffn_hidden=expert_ffn if moe else 0, shared_ffn=shared if moe else 0,
-        moe_layers=moe, mla=mla, hf_id=str(g("_name_or_path") or ""), windows=_windows(blocks))
+        moe_layers=moe, mla=mla, router=moe_router(Cfg(config, "config.json")) if moe else None,
+        shared_gate=bool(moe) and mt == "qwen2_moe" and bool(shared),
+        hf_id=str(g("_name_or_path") or ""), windows=_windows(blocks))
 
 
 #: Decoder families before the Llama layout, described for the launchers' rules (their

@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from autopar_opt.core import limits
+from autopar_opt.ir.arch import Router
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.model_zoo.blocks import AttentionDims, MlpDims, MoeDims, decoder_block
 from autopar_opt.model_zoo.hf_keys import Cfg, HfConfigError
@@ -37,7 +38,92 @@ def _moe_common(c: Cfg, moe_opts: dict, experts_key: str, **kw: Any) -> MoeDims:
                             f"{experts} experts must split into n_group equal groups and "
                             "1 <= topk_group <= n_group (DeepSeek's group-limited routing) "
                             "(fix: use the published n_group and topk_group)")
+    moe_router(c)                   # its keys checked where the model is read
     return MoeDims(num_experts=experts, top_k=top_k, **kw, **moe_opts)
+
+
+#: The router keys' defaults by model_type where the config leaves them out: the
+#: ``transformers`` config classes' (DeepseekV3Config: routed_scaling_factor 2.5, n_group 8,
+#: topk_group 4, norm_topk_prob true; DeepseekV2Config: routed_scaling_factor 1.0,
+#: topk_method greedy, norm_topk_prob false; Qwen2MoeConfig, Qwen3MoeConfig: norm_topk_prob
+#: false) and DeepSeek-V3's published modelling code (scoring_func sigmoid, topk_method
+#: noaux_tc, the only ones it implements).
+ROUTER_DEFAULTS = {
+    "deepseek_v3": {"scoring_func": "sigmoid", "topk_method": "noaux_tc", "norm_topk_prob": True,
+                    "routed_scaling_factor": 2.5, "n_group": 8, "topk_group": 4},
+    "deepseek_v2": {"scoring_func": "softmax", "topk_method": "greedy", "norm_topk_prob": False,
+                    "routed_scaling_factor": 1.0, "n_group": None, "topk_group": None},
+    "qwen2_moe": {"norm_topk_prob": False}, "qwen3_moe": {"norm_topk_prob": False},
+}
+#: ``topk_method`` values each DeepSeek generation's modelling code implements
+TOPK_METHODS = {"deepseek_v3": ("noaux_tc",), "deepseek_v2": ("greedy", "group_limited_greedy")}
+
+
+def moe_router(c: Cfg) -> Router | None:
+    """The router a MoE config states (:class:`~autopar_opt.ir.arch.Router`; None: the plain
+    softmax top-k, Mixtral's and gpt-oss's: the top-k logits' softmax). Read as the models'
+    code runs them:
+
+    * Qwen2-MoE / Qwen3-MoE (``Qwen2MoeSparseMoeBlock``): softmax over every expert, top-k,
+      divided by the chosen weights' sum only with ``norm_topk_prob``;
+    * DeepSeek-V2 (its published ``modeling_deepseek.py`` ``MoEGate``): softmax over every
+      expert; ``topk_method`` ``greedy`` or ``group_limited_greedy`` (the ``topk_group`` of
+      ``n_group`` groups with the best single score); with ``norm_topk_prob`` the weights
+      are renormalised, else multiplied by ``routed_scaling_factor``;
+    * DeepSeek-V3 / Moonlight (``DeepseekV3TopkRouter``): sigmoid scores, the choice made on
+      scores plus ``e_score_correction_bias`` (``noaux_tc``) within the ``topk_group`` of
+      ``n_group`` groups ranked by their two best scores, the weights renormalised with
+      ``norm_topk_prob`` and multiplied by ``routed_scaling_factor``.
+
+    A value the code does not take (another ``scoring_func`` or ``topk_method``, a factor
+    that is not a positive number, a ``norm_topk_prob`` that is not a boolean) is refused."""
+    mt = c.model_type
+    defaults = ROUTER_DEFAULTS.get(mt)
+    if defaults is None:
+        return None
+
+    def key(name: str) -> Any:
+        value = c(name, defaults[name])
+        return defaults[name] if value is None else value
+
+    renorm = key("norm_topk_prob")
+    if not isinstance(renorm, bool):
+        raise HfConfigError(f"{c.origin}: norm_topk_prob = {renorm!r} must be true or false "
+                            "(whether the chosen experts' weights are renormalised) (fix: use the "
+                            "value of the model's published config.json)")
+    if mt.startswith("qwen"):
+        return None if renorm else Router(renormalise=False)
+    score, method = key("scoring_func"), key("topk_method")
+    if score != defaults["scoring_func"] or method not in TOPK_METHODS[mt]:
+        raise HfConfigError(f"{c.origin}: scoring_func = {score!r}, topk_method = {method!r}: "
+                            f"model_type {mt!r} routes with scoring_func "
+                            f"{defaults['scoring_func']!r} and topk_method "
+                            f"{' or '.join(map(repr, TOPK_METHODS[mt]))} (its modelling code "
+                            "implements no other) (fix: use the model's published config.json)")
+    factor = key("routed_scaling_factor")
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1e6:
+        raise HfConfigError(f"{c.origin}: routed_scaling_factor = {factor!r} must be a positive "
+                            "number (the routed experts' weight factor) (fix: use the value of "
+                            "the model's published config.json)")
+    grouped = method in ("noaux_tc", "group_limited_greedy")
+    groups, top_groups = (key("n_group"), key("topk_group")) if grouped else (1, 1)
+    if grouped and not (isinstance(groups, int) and isinstance(top_groups, int)
+                        and 1 <= top_groups <= groups):
+        raise HfConfigError(f"{c.origin}: n_group = {groups!r}, topk_group = {top_groups!r}: "
+                            f"topk_method {method!r} routes within topk_group of n_group expert "
+                            "groups, 1 <= topk_group <= n_group (fix: use the published n_group "
+                            "and topk_group)")
+    experts = c("n_routed_experts")
+    if grouped and isinstance(experts, int) and experts % groups:
+        raise HfConfigError(f"{c.origin}: n_group = {groups}: the {experts} experts must split "
+                            "into n_group equal groups (DeepSeek's group-limited routing; "
+                            f"model_type {mt!r} takes n_group {defaults['n_group']} where the "
+                            "config leaves it out) (fix: use the published n_group)")
+    if mt == "deepseek_v2":
+        return Router(renormalise=renorm, scaling=1.0 if renorm else float(factor),
+                      groups=groups, group_topk=top_groups, group_rank_top=1 if groups > 1 else 2)
+    return Router(score="sigmoid", renormalise=renorm, expert_bias=True, scaling=float(factor),
+                  groups=groups, group_topk=top_groups)
 
 
 #: The dense model_type of each MoE family (for the fix of an expert count of 0).

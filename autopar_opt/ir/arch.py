@@ -14,6 +14,52 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
+class Router:
+    """How a mixture-of-experts layer's router weighs and picks its experts, as the model's
+    config states it. The default is the plain softmax top-k: the k largest logits, their
+    softmax (the top-k probabilities renormalised to sum 1; Mixtral's, and Megatron-Core's
+    default, ``topk_routing_with_score_function``).
+
+    ``score``: ``softmax`` or ``sigmoid`` (DeepSeek-V3, Moonlight: ``scoring_func``);
+    ``renormalise``: the chosen experts' weights are divided by their sum (``norm_topk_prob``;
+    False with softmax: the probabilities over all experts, Qwen2-MoE's and DeepSeek-V2's);
+    ``expert_bias``: a per-expert bias added to the scores for the choice only, updated
+    outside the gradient (DeepSeek-V3's auxiliary-loss-free balancing, ``topk_method:
+    noaux_tc``); ``scaling``: the weights' factor (``routed_scaling_factor``);
+    ``groups`` / ``group_topk``: group-limited routing (``n_group`` / ``topk_group``), each
+    group ranked by the sum of its ``group_rank_top`` best scores (DeepSeek-V3: 2;
+    DeepSeek-V2's ``group_limited_greedy``: 1, its best)."""
+
+    score: str = "softmax"
+    renormalise: bool = True
+    expert_bias: bool = False
+    scaling: float = 1.0
+    groups: int = 1
+    group_topk: int = 1
+    group_rank_top: int = 2
+
+
+def router_text(r: Router) -> str:
+    """The router in words (empty for the plain softmax top-k)."""
+    if r == Router():
+        return ""
+    if r.score == "softmax":
+        bits = ["softmax router" + ("" if r.renormalise else
+                                    " over all experts, top-k weights not renormalised")]
+    else:
+        bits = [f"{r.score} router, top-k weights "
+                + ("renormalised" if r.renormalise else "not renormalised")]
+    if r.expert_bias:
+        bits.append("expert-bias choice (auxiliary-loss-free)")
+    if r.groups > 1:
+        rank = "its best score" if r.group_rank_top == 1 else f"its top-{r.group_rank_top} sum"
+        bits.append(f"{r.group_topk} of {r.groups} expert groups (each ranked by {rank})")
+    if r.scaling != 1.0:
+        bits.append(f"weights x{r.scaling:g}")
+    return ", ".join(bits)
+
+
+@dataclass(frozen=True)
 class ModelArch:
     """Architecture of a decoder-only language model (the frameworks' common case).
 
@@ -81,6 +127,13 @@ class ModelArch:
     #: high_freq_factor, original_max_position_embeddings), e.g. Llama 3.1's
     #: ("llama3", 8, 1, 4, 8192); None without scaling
     rope_scaling: tuple[str, float, float, float, int] | None = None
+    #: YaRN's other constants where the scaling is YaRN: (mscale, mscale_all_dim, beta_fast,
+    #: beta_slow), DeepSeek's defaults (1, 0, 32, 1) where the config leaves them out
+    yarn: tuple[float, float, float, float] | None = None
+    #: the MoE router where it is not the plain softmax top-k (:class:`Router`; None: plain)
+    router: Router | None = None
+    #: Qwen2-MoE's sigmoid gate on the shared expert (``shared_expert_gate``)
+    shared_gate: bool = False
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -134,8 +187,12 @@ def describe(a: ModelArch) -> str:
                      + (f" on {dense} blocks" if a.is_moe else ""))
     if a.is_moe:
         shared = f" + shared {a.shared_ffn}" if a.shared_ffn else ""
+        if a.shared_ffn and a.shared_gate:
+            shared += " with a sigmoid gate"
+        routed = router_text(a.router) if a.router is not None else ""
         parts.append(f"MoE on {len(a.moe_layers)} blocks: top-{a.top_k} of {a.num_experts} "
-                     f"{act} experts of {a.moe_ffn_hidden}{shared}")
+                     f"{act} experts of {a.moe_ffn_hidden}{shared}"
+                     + (f" ({routed})" if routed else ""))
     norm = "RMSNorm" if a.norm == "rmsnorm" else "LayerNorm"
     if a.zero_centered_norm:
         norm += " (weights stored as 1+w)"
