@@ -72,9 +72,10 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
         "the exports do not describe: GPT-2, encoders, vision models): the model's own flags "
         "(layers, hidden size, heads, ...) are not written; add them"]
     if target in ("megatron", "megatron-bridge"):
-        from autopar_opt.export.megatron import rope_scaling_note
-        said = rope_scaling_note(view.arch)
+        from autopar_opt.export.megatron import rope_scaling_note, router_notes
+        said = rope_scaling_note(view.arch, bridge=target == "megatron-bridge")
         notes += [said] if said else []
+        notes += router_notes(view.arch)
     if target == "megatron":
         from autopar_opt.export.megatron import megatron_args, megatron_env, vocab_comment
 
@@ -114,20 +115,21 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
         return Exported(text, notes + said)
     if target == "torchtitan":
         from autopar_opt.export.torchtitan import (FP8_NOTE, flavour_model_notes,
-                                                   torchtitan_module, torchtitan_toml)
+                                                   flavour_router_note, torchtitan_module,
+                                                   torchtitan_toml)
 
         if training.dtype == "fp8":
             notes.append(FP8_NOTE)
-        notes += flavour_model_notes(view)
+        notes += flavour_model_notes(view) + flavour_router_note(view)
         if (version or "0.3") == "0.2":
             return Exported(torchtitan_toml(view, f"torchtitan 0.2 job config, {header}"), notes)
         return Exported(torchtitan_module(view, f"torchtitan job config, {header}"), notes)
-    from autopar_opt.export.deepspeed import FP8_NOTE, deepspeed_config, launch_notes
+    from autopar_opt.export.deepspeed import FP8_NOTE, deepspeed_config, launch_notes, router_note
 
     if training.dtype == "fp8":
         notes.append(FP8_NOTE)
     config, launch = deepspeed_config(view, training.dtype)
-    notes += launch_notes(launch)
+    notes += launch_notes(launch) + router_note(view)
     return Exported(json.dumps(config, indent=2) + "\n", notes)
 
 

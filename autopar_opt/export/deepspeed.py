@@ -147,6 +147,25 @@ CHECKPOINT_NOTE = ("set in code: recompute every transformer block "
                    "gradient_checkpointing_enable())")
 
 
+def router_note(view: PlanView) -> list[str]:
+    """What DeepSpeed's MoE runs of a router with DeepSeek-V3's expert bias (DeepSpeed
+    0.19.8): the model's own Hugging Face module routes with its ``e_score_correction_bias``
+    but nothing updates it (``DeepseekV3TopkRouter`` keeps it as a buffer), and AutoEP's
+    ``deepseek_v3`` preset copies it into its router with ``supports_expert_bias=False``
+    ("expert-bias auxiliary-loss-free load balancing is not currently supported",
+    ``module_inject/auto_ep_presets/deepseek_v3.py``). The rest of such a router (sigmoid
+    scores, ``norm_topk_prob``, ``routed_scaling_factor``, ``n_group`` / ``topk_group``) is
+    read from the model's config by both."""
+    a = view.arch
+    if a is None or not view.has_moe or a.router is None or not a.router.expert_bias:
+        return []
+    return ["the config's router balances its experts with a bias updated during training "
+            "(DeepSeek-V3's auxiliary-loss-free balancing, topk_method noaux_tc); DeepSpeed "
+            "routes with the checkpoint's e_score_correction_bias but never updates it (the "
+            "Hugging Face module keeps it as a buffer; AutoEP's deepseek_v3 preset has "
+            "supports_expert_bias=False): the run trains without that balancing"]
+
+
 def launch_notes(launch: dict[str, Any]) -> list[str]:
     """The settings of ``launch`` (:func:`deepspeed_config`) as notes a user acts on."""
     if "Module" in launch:

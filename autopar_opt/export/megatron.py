@@ -23,9 +23,14 @@ micro-batch rule (:func:`_vp_rules`) runs only inside the schedule on a GPU. The
   ``--normalization RMSNorm``, ``--position-embedding-type rope|learned_absolute``,
   ``--untie-embeddings-and-output-weights``, ``--disable-bias-linear``,
   ``--qk-layernorm``, ``--add-qkv-bias``; MoE ``--num-experts --moe-router-topk
-  --moe-ffn-hidden-size --moe-shared-expert-intermediate-size --moe-layer-freq``;
+  --moe-ffn-hidden-size --moe-shared-expert-intermediate-size --moe-layer-freq``, the
+  config's router (``--moe-router-score-function --moe-router-pre-softmax
+  --moe-router-enable-expert-bias --moe-router-topk-scaling-factor --moe-router-num-groups
+  --moe-router-group-topk --moe-shared-expert-gate``: :func:`router_settings`, what they
+  cannot say: :func:`router_notes`);
   MLA ``--multi-latent-attention --q-lora-rank --kv-lora-rank --qk-head-dim
-  --qk-pos-emb-head-dim --v-head-dim``; sliding-window attention ``--window-size
+  --qk-pos-emb-head-dim --v-head-dim``, its YaRN ``--rope-type yarn --rotary-scaling-factor
+  --mscale --mscale-all-dim`` (:func:`mla_yarn`); sliding-window attention ``--window-size
   --window-attn-skip-freq`` (:func:`window_settings`); the config's dropout
   ``--hidden-dropout --attention-dropout`` (Megatron-LM's defaults are 0.1);
 * parallelism: ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size``,
@@ -301,6 +306,10 @@ def model_args(view: PlanView) -> list[str]:
                  "--qk-pos-emb-head-dim", str(rope), "--v-head-dim", str(v)]
         if q:
             args += ["--q-lora-rank", str(q)]
+        found = mla_yarn(a)
+        if found:
+            args += ["--rope-type", "yarn", "--rotary-scaling-factor", f"{found['rotary_scaling_factor']:g}",
+                     "--mscale", f"{found['mscale']:g}", "--mscale-all-dim", f"{found['mscale_all_dim']:g}"]
     if a.is_moe:
         args += ["--num-experts", str(a.num_experts), "--moe-router-topk", str(a.top_k),
                  "--moe-ffn-hidden-size", str(a.moe_ffn_hidden)]
@@ -310,10 +319,77 @@ def model_args(view: PlanView) -> list[str]:
             args.append("--moe-grouped-gemm")
         if a.shared_ffn:
             args += ["--moe-shared-expert-intermediate-size", str(a.shared_ffn)]
+            if a.shared_gate:
+                args.append("--moe-shared-expert-gate")
         if len(a.moe_layers) != a.num_layers:
             pattern = [1 if i in set(a.moe_layers) else 0 for i in range(a.num_layers)]
             args += ["--moe-layer-freq", _pattern_expr(pattern)]
+        r = router_settings(a)
+        if r["moe_router_score_function"] != "softmax":
+            args += ["--moe-router-score-function", r["moe_router_score_function"]]
+        if r["moe_router_pre_softmax"]:
+            args.append("--moe-router-pre-softmax")
+        if r["moe_router_enable_expert_bias"]:
+            args += ["--moe-router-enable-expert-bias", "--moe-router-bias-update-rate",
+                     f"{r['moe_router_bias_update_rate']:g}"]
+        if r["moe_router_topk_scaling_factor"] is not None:
+            args += ["--moe-router-topk-scaling-factor", f"{r['moe_router_topk_scaling_factor']:g}"]
+        if r["moe_router_num_groups"] is not None:
+            args += ["--moe-router-num-groups", str(r["moe_router_num_groups"]),
+                     "--moe-router-group-topk", str(r["moe_router_group_topk"])]
     return args
+
+
+#: Megatron-Core's default expert-bias update rate (``TransformerConfig.
+#: moe_router_bias_update_rate``, "the same as that used in DeepSeekV3"), written with the
+#: bias so that a recipe's other rate is replaced.
+MEGATRON_BIAS_UPDATE_RATE = 1e-3
+
+
+def router_settings(a) -> dict:
+    """The MoE router of ``a`` (:class:`~autopar_opt.ir.arch.Router`) under Megatron-Core's
+    ``TransformerConfig`` names, as ``topk_routing_with_score_function`` (Megatron-Core
+    0.17.1 ``moe/moe_utils.py``) runs them: softmax without ``moe_router_pre_softmax`` is
+    the softmax of the k largest logits (the renormalised top-k, Mixtral's); with it, the
+    softmax over every expert, top-k, not renormalised (``norm_topk_prob: false``); sigmoid
+    scores are always renormalised over the k chosen (k > 1), with the expert bias added
+    for the choice only (``moe_router_enable_expert_bias``, sigmoid only); the factor
+    multiplies the weights in every case; groups are ranked by the sum of their top
+    ``topk // group_topk`` scores (``group_limited_topk``). What these cannot say is in
+    :func:`router_notes`."""
+    from autopar_opt.ir.arch import Router
+
+    r = a.router or Router()
+    grouped = r.groups > 1
+    return {"moe_router_score_function": r.score,
+            "moe_router_pre_softmax": r.score == "softmax" and not r.renormalise,
+            "moe_router_enable_expert_bias": r.expert_bias,
+            "moe_router_bias_update_rate": MEGATRON_BIAS_UPDATE_RATE,
+            "moe_router_topk_scaling_factor": r.scaling if r.scaling != 1.0 else None,
+            "moe_router_num_groups": r.groups if grouped else None,
+            "moe_router_group_topk": r.group_topk if grouped else None,
+            "moe_shared_expert_gate": bool(a.shared_ffn and a.shared_gate)}
+
+
+def router_notes(a) -> list[str]:
+    """What Megatron-Core's router settings (:func:`router_settings`) cannot state of the
+    config's router: un-renormalised sigmoid weights, and groups ranked otherwise than by
+    the sum of their top ``topk // group_topk`` scores (DeepSeek-V2's ``group_limited_greedy``
+    ranks by the best score; DeepSeek-V3's code by the top two)."""
+    if a is None or not a.is_moe or a.router is None:
+        return []
+    r, out = a.router, []
+    if r.score == "sigmoid" and not r.renormalise and a.top_k > 1:
+        out.append("the config's router does not renormalise its sigmoid top-k weights "
+                   "(norm_topk_prob false); Megatron-Core always divides them by their sum "
+                   "(topk_routing_with_score_function): the run's expert weights differ")
+    if r.groups > 1 and a.top_k // r.group_topk != r.group_rank_top:
+        rank = "its best score" if r.group_rank_top == 1 else f"the sum of its top {r.group_rank_top}"
+        out.append(f"group-limited routing ({r.group_topk} of {r.groups} groups): the config's "
+                   f"router ranks a group by {rank}; Megatron-Core ranks it by the sum of its top "
+                   f"topk // group_topk = {a.top_k // r.group_topk} scores (group_limited_topk), "
+                   "which no setting changes: the run may choose other groups")
+    return out
 
 
 #: Megatron-Core's normalisation epsilon default (``TransformerConfig.layernorm_epsilon``,
@@ -339,19 +415,56 @@ def llama3_rope_factor(a) -> float | None:
     return r[1]
 
 
-def rope_scaling_note(a) -> str | None:
-    """What a Megatron export says of a RoPE scaling its flags do not state (YaRN,
-    linear, dynamic, or Llama 3 scaling with other constants): the file runs plain RoPE
-    at ``--rotary-base`` unless the user adds the scaling."""
+#: The YaRN constants Megatron-Core's ``MLATransformerConfig`` fixes where Megatron-LM has
+#: no flag for them: (original_max_position_embeddings, beta_fast, beta_slow).
+MEGATRON_MLA_YARN_FIXED = (4096, 32.0, 1.0)
+
+
+def mla_yarn(a) -> dict:
+    """An MLA model's YaRN scaling under Megatron-Core's ``MLATransformerConfig`` names
+    (``rope_type`` yarn, ``rotary_scaling_factor``, ``mscale``, ``mscale_all_dim``,
+    ``original_max_position_embeddings``, ``beta_fast``, ``beta_slow``: its
+    ``YarnRotaryEmbedding``, DeepSeek-V2/V3's), from the config's ``rope_scaling``; empty
+    for another model or scaling. Megatron-LM's flags are ``--rope-type yarn
+    --rotary-scaling-factor --mscale --mscale-all-dim`` (``_add_mla_args``; its own
+    DeepSeek-V2-Lite and DeepSeek-R1 scripts), the other three fixed
+    (:data:`MEGATRON_MLA_YARN_FIXED`)."""
+    r = a.rope_scaling
+    if a.mla is None or r is None or r[0] != "yarn" or r[1] <= 0:
+        return {}
+    mscale, all_dim, fast, slow = a.yarn or (1.0, 0.0, 32.0, 1.0)
+    return {"rope_type": "yarn", "rotary_scaling_factor": r[1], "mscale": mscale,
+            "mscale_all_dim": all_dim, "original_max_position_embeddings": r[4] or 4096,
+            "beta_fast": fast, "beta_slow": slow}
+
+
+def rope_scaling_note(a, bridge: bool = False) -> str | None:
+    """What a Megatron export says of a RoPE scaling its settings do not state: YaRN,
+    linear, dynamic, or Llama 3 scaling with other constants without MLA (the file runs
+    plain RoPE at ``--rotary-base`` unless the user adds it), and for an MLA model's YaRN
+    (:func:`mla_yarn`, written) the constants Megatron-LM's flags fix otherwise (Bridge,
+    ``bridge``, sets them all)."""
     if a is None or a.rope_scaling is None or a.learned_positions or llama3_rope_factor(a):
         return None
     kind, factor, low, high, orig = a.rope_scaling
-    return (f"the config's RoPE scaling ({kind}, factor {factor:g}"
-            + (f", low/high frequency factors {low:g}/{high:g}" if low or high else "")
-            + (f", original length {orig}" if orig else "") + ") is not written: Megatron-LM's "
-            "flags state Llama 3.x scaling with its fixed constants only (--use-rope-scaling); "
-            "add the scaling your Megatron version takes (e.g. --rope-type yarn for MLA models) "
-            "or the run trains plain RoPE")
+    yarn = mla_yarn(a)
+    if yarn:
+        stated = (yarn["original_max_position_embeddings"], yarn["beta_fast"], yarn["beta_slow"])
+        if bridge or stated == MEGATRON_MLA_YARN_FIXED:
+            return None
+        return (f"the config's YaRN scaling has original length {stated[0]}, beta_fast "
+                f"{stated[1]:g}, beta_slow {stated[2]:g}; Megatron-LM has no flag for them and "
+                "MLATransformerConfig fixes 4096, 32 and 1: the run's positions differ from the "
+                "config's (Megatron-Bridge sets them: export --to megatron-bridge)")
+    words = (f"the config's RoPE scaling ({kind}, factor {factor:g}"
+             + (f", low/high frequency factors {low:g}/{high:g}" if low or high else "")
+             + (f", original length {orig}" if orig else "") + ") is not written: ")
+    if a.mla is not None:
+        return words + ("Megatron-Core's multi-latent attention takes YaRN scaling only "
+                        "(--rope-type yarn); the run trains plain RoPE")
+    return words + ("Megatron-LM's flags state Llama 3.x scaling with its fixed constants for "
+                    "standard attention (--use-rope-scaling; --rope-type yarn is for multi-latent "
+                    "attention only, validate_args); the run trains plain RoPE")
 
 
 def window_settings(a) -> dict:
@@ -546,6 +659,11 @@ def _bridge_arch(a, moe_grouped_gemm: bool = True, dispatcher: str = "alltoall")
         q, kv, nope, rope, v = a.mla
         model.update(multi_latent_attention=True, q_lora_rank=q or None, kv_lora_rank=kv,
                      qk_head_dim=nope, qk_pos_emb_head_dim=rope, v_head_dim=v)
+        # MLATransformerConfig's YaRN defaults are DeepSeek-V3's (factor 40): the config's
+        # scaling, or none (factor 1 with mscale 1: plain RoPE, as Bridge's DeepSeek bridges
+        # set for a config without rope_scaling)
+        model.update(mla_yarn(a) or {"rope_type": "yarn", "rotary_scaling_factor": 1.0,
+                                     "mscale": 1.0, "mscale_all_dim": 1.0})
     if a.dropout is not None:
         model.update(hidden_dropout=a.dropout[0], attention_dropout=a.dropout[1])
     found = window_settings(a)
@@ -558,6 +676,8 @@ def _bridge_arch(a, moe_grouped_gemm: bool = True, dispatcher: str = "alltoall")
                      moe_grouped_gemm=moe_grouped_gemm)
         if a.shared_ffn:
             model["moe_shared_expert_intermediate_size"] = a.shared_ffn
+        # every router setting, a recipe's own replaced (a DeepSeek recipe's sigmoid router)
+        model.update(router_settings(a))
         if len(a.moe_layers) != a.num_layers:
             model["moe_layer_freq"] = [1 if i in set(a.moe_layers) else 0
                                        for i in range(a.num_layers)]

@@ -46,7 +46,7 @@ from dataclasses import replace
 from typing import Any
 
 from autopar_opt.export.view import ExportError, PlanView, common_rules
-from autopar_opt.ir.arch import ModelArch
+from autopar_opt.ir.arch import ModelArch, Router, router_text
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.plan import Plan, StagePlan
 from autopar_opt.ir.strategies import Strategy
@@ -383,6 +383,35 @@ def flavour_model_notes(view: PlanView) -> list[str]:
                    f"config states {words(stated)}: the run's positions differ from the "
                    "config's unless the model's RoPE args are changed to match")
     return out
+
+
+#: The router of each torchtitan model family's MoE flavours (torchtitan 0.3.0
+#: ``models/qwen3/__init__.py``: ``score_func="softmax", route_norm=True``;
+#: ``models/deepseek_v3/__init__.py`` 671B: sigmoid, 8 groups of which 4, ``route_scale``
+#: 2.5, ``route_norm=True``; both with ``make_moe_config``'s ``load_balance_coeff`` 1e-3, an
+#: expert bias added for the choice and updated each step, ``models/common/moe.py``; groups
+#: ranked by their top-2 sum, ``_get_node_limited_routing_scores``).
+FLAVOUR_ROUTER = {"qwen3": Router(expert_bias=True),
+                  "deepseek_v3": Router(score="sigmoid", expert_bias=True, scaling=2.5,
+                                        groups=8, group_topk=4)}
+
+
+def flavour_router_note(view: PlanView) -> list[str]:
+    """What the named torchtitan flavour's MoE router (:data:`FLAVOUR_ROUTER`) does that
+    the config's does not, or the other way round; the job file cannot change it (it is
+    the model's config, set in the model registry's code)."""
+    a = view.arch
+    found = flavour(a) if a is not None and a.is_moe else None
+    if found is None or found[0] not in FLAVOUR_ROUTER:
+        return []
+    theirs, ours = FLAVOUR_ROUTER[found[0]], a.router or Router()
+    if theirs == ours:
+        return []
+    return [f"torchtitan's {found[0]} MoE flavours route as: {router_text(theirs)} (its "
+            f"load_balance_coeff 1e-3 updates the bias); the config's router: "
+            f"{router_text(ours) or 'softmax of the top-k logits, no expert bias'}: the run's "
+            "routing differs from the config's unless the flavour's router config is changed "
+            "to match"]
 
 
 #: Said with an FP8 export: torchtitan's FP8 is not the per-tensor Transformer Engine

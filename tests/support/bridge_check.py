@@ -202,6 +202,12 @@ def check(case: dict) -> dict:
         "activation": f"{m.activation_func.__module__}.{m.activation_func.__name__}",
         "gated_linear_unit": m.gated_linear_unit, "normalization": m.normalization,
         "zero_centered_gamma": m.layernorm_zero_centered_gamma, "rotary_percent": m.rotary_percent,
+        # the MoE router and MLA's YaRN as Bridge's provider holds them (None: no such field)
+        "router": {k: getattr(m, k, None) for k in (
+            "moe_router_score_function", "moe_router_pre_softmax", "moe_router_enable_expert_bias",
+            "moe_router_bias_update_rate", "moe_router_topk_scaling_factor", "moe_router_num_groups",
+            "moe_router_group_topk", "moe_shared_expert_gate", "rope_type", "rotary_scaling_factor",
+            "mscale", "mscale_all_dim", "original_max_position_embeddings", "beta_fast", "beta_slow")},
         "windowed_layers": [bool(is_layer_window_attention(m.window_size, m.window_attn_skip_freq,
                                                            i + 1)) for i in range(m.num_layers)],
     }
