@@ -76,15 +76,77 @@ FLAVOURS: dict[tuple, tuple[str, str, str, int]] = {
 }
 
 
-def flavour(arch: ModelArch | None) -> tuple[str, str, str, int] | None:
-    """torchtitan's (module, flavour, config function, layers) for ``arch``, or None.
-    A model with fewer layers than the flavour is that flavour's first layers."""
-    if arch is None:
-        return None
+#: The shapes each flavour fixes beyond :data:`FLAVOURS`' key, which the job file cannot
+#: change (torchtitan 0.3.0 ``models/llama3/__init__.py``, ``models/qwen3/__init__.py``,
+#: ``models/deepseek_v3/__init__.py``; the test suite reads them back from its registry):
+#: dense MLP width (0: no dense MLP), head dimension, tied embeddings, routed experts'
+#: top-k and width, shared experts' width.
+FLAVOUR_SHAPES: dict[tuple[str, str], tuple[int, int, bool, int, int, int]] = {
+    ("llama3", "8B"): (14336, 128, False, 0, 0, 0),
+    ("llama3", "70B"): (28672, 128, False, 0, 0, 0),
+    ("llama3", "405B"): (53248, 128, False, 0, 0, 0),
+    ("qwen3", "0.6B"): (3072, 128, True, 0, 0, 0),
+    ("qwen3", "1.7B"): (6144, 128, True, 0, 0, 0),
+    ("qwen3", "4B"): (9728, 128, True, 0, 0, 0),
+    ("qwen3", "8B"): (12288, 128, False, 0, 0, 0),
+    ("qwen3", "14B"): (17408, 128, False, 0, 0, 0),
+    ("qwen3", "32B"): (25600, 128, False, 0, 0, 0),
+    ("qwen3", "30B-A3B"): (0, 128, False, 8, 768, 0),
+    ("qwen3", "235B-A22B"): (0, 128, False, 8, 1536, 0),
+    ("deepseek_v3", "671B"): (18432, 0, False, 8, 2048, 2048),
+}
+#: Each flavour's RoPE base (the same files): the job file cannot change it either.
+FLAVOUR_THETA = {"llama3": 500000.0, "qwen3": 1000000.0, ("qwen3", "235B-A22B"): 5000000.0,
+                 "deepseek_v3": 10000.0}
+
+
+def _candidate(arch: ModelArch) -> tuple[str, str, str, int] | None:
     key = ("llama" if arch.family in ("llama", "mistral") else arch.family, arch.hidden,
            arch.heads, arch.kv_heads, arch.vocab, arch.num_experts)
-    found = FLAVOURS.get(key)
-    if found is None or arch.num_layers > found[3]:
+    return FLAVOURS.get(key)
+
+
+def flavour_differences(arch: ModelArch | None) -> list[str]:
+    """How ``arch`` differs from the torchtitan flavour its family, width, heads, vocabulary
+    and expert count name (:data:`FLAVOUR_SHAPES`, layer count): each difference builds
+    another model than the one priced (QA round 5: a Qwen3-14B config with an 8,192-wide
+    MLP, 9.1 B parameters, was exported as the stock 14B flavour, 14.8 B). Empty: it
+    is that flavour (or its first layers), or no flavour has its key."""
+    found = _candidate(arch) if arch is not None else None
+    if found is None:
+        return []
+    module, flav, _, layers = found
+    ffn, head_dim, tied, top_k, expert, shared = FLAVOUR_SHAPES[(module, flav)]
+    out = []
+    if arch.num_layers > layers:
+        out.append(f"{arch.num_layers} layers (the flavour has {layers})")
+    dense = arch.ffn_hidden if (not arch.is_moe or arch.moe_layers != tuple(
+        range(arch.num_layers))) else 0
+    if ffn and dense and dense != ffn:
+        out.append(f"MLP width {dense} (the flavour's: {ffn})")
+    if head_dim and arch.mla is None and arch.head_dim != head_dim:
+        out.append(f"head dimension {arch.head_dim} (the flavour's: {head_dim})")
+    if arch.tied != tied:
+        out.append(f"{'tied' if arch.tied else 'untied'} embeddings (the flavour's are "
+                   f"{'tied' if tied else 'untied'})")
+    if arch.is_moe:
+        if arch.top_k != top_k:
+            out.append(f"top-{arch.top_k} routing (the flavour's: top-{top_k})")
+        if arch.moe_ffn_hidden != expert:
+            out.append(f"expert width {arch.moe_ffn_hidden} (the flavour's: {expert})")
+        if arch.shared_ffn != shared:
+            out.append(f"shared-expert width {arch.shared_ffn} (the flavour's: {shared})")
+    return out
+
+
+def flavour(arch: ModelArch | None) -> tuple[str, str, str, int] | None:
+    """torchtitan's (module, flavour, config function, layers) for ``arch``, or None.
+    A model with fewer layers than the flavour is that flavour's first layers; any
+    other difference in shape (:func:`flavour_differences`) is another model: None."""
+    if arch is None:
+        return None
+    found = _candidate(arch)
+    if found is None or flavour_differences(arch):
         return None
     return found
 
@@ -241,6 +303,12 @@ def flavour_notice(graph, who: str) -> str:
     architecture)."""
     if graph is None or graph.arch is None or flavour(graph.arch) is not None:
         return ""
+    differs = flavour_differences(graph.arch)
+    if differs:
+        module, flav = _candidate(graph.arch)[:2]
+        return (f"{who}: the plans follow torchtitan's parallelism rules, but torchtitan's "
+                f"{module} {flav} flavour is not {graph.name}, which has {'; '.join(differs)}; the "
+                "export is refused and the model is yours to add to torchtitan's registry")
     known = ", ".join(sorted({f"{m} {f}" for m, f, _, _ in FLAVOURS.values()}))
     return (f"{who}: the plans follow torchtitan's parallelism rules, but autopar's "
             f"torchtitan export has no model for {graph.name} ({graph.arch.family}, hidden size "
@@ -250,6 +318,14 @@ def flavour_notice(graph, who: str) -> str:
 
 def _model_of(view: PlanView) -> tuple[str, str, str, int]:
     found = flavour(view.arch)
+    differs = flavour_differences(view.arch)
+    if found is None and differs:
+        module, flav = _candidate(view.arch)[:2]
+        raise ExportError("torchtitan", [
+            f"torchtitan's {module} {flav} flavour is not this model, which has "
+            f"{'; '.join(differs)}, and a torchtitan job file cannot change a flavour's "
+            "shapes (they are the model registry's code); add a flavour with them to "
+            "torchtitan's model registry, or export to megatron or deepspeed"])
     if found is None:
         what = view.arch.family if view.arch is not None else "this model"
         raise ExportError("torchtitan", [
@@ -373,6 +449,11 @@ def flavour_model_notes(view: PlanView) -> list[str]:
     if a.norm_eps is not None and abs(a.norm_eps - eps) > 1e-12:
         out.append(f"torchtitan's {module} flavours use norm_eps {eps:g}; the config states "
                    f"{a.norm_eps:g}: set norm_eps in the model's args to match it")
+    theta = FLAVOUR_THETA.get((module, found[1]), FLAVOUR_THETA.get(module))
+    if a.rope_theta is not None and theta is not None and abs(a.rope_theta - theta) > 1e-6 * theta:
+        out.append(f"torchtitan's {module} {found[1]} flavour uses RoPE base {theta:g}; the "
+                   f"config states {a.rope_theta:g}: set the RoPE theta in the model's args "
+                   "to match it")
     stated = a.rope_scaling
     same = (stated is None and scaling is None) or (
         stated is not None and scaling is not None and stated[:len(scaling)] == scaling)

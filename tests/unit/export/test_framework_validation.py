@@ -13,6 +13,8 @@ overrides are validated by Bridge in test_bridge_validation.py.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from support.frameworks import (read_megatron, validate_deepspeed, validate_megatron, validate_megatron_lm,
@@ -22,7 +24,7 @@ from support.golden_plans import export_or_none as _export
 from support.golden_plans import spec_for as _spec
 from support.paths import REPO
 from autopar_opt.core.errors import SpecError
-from autopar_opt.export import export_plan, plan_view
+from autopar_opt.export import ExportError, export_plan, plan_view
 from autopar_opt.export.megatron import padded_vocab
 from autopar_opt.spec import load_spec
 
@@ -370,3 +372,74 @@ def test_the_launch_line_passes_quoted_values_and_no_backslashes(tmp_path):
                          "--out", str(tmp_path / "bridge.yaml"))
     assert code == 0, text
     assert "qk_layernorm: true" in (tmp_path / "bridge.yaml").read_text()
+
+
+def test_torchtitan_flavour_shapes_match_its_model_registry():
+    """The shapes the export matches beyond the flavour key (MLP width, head dimension,
+    tying, top-k, expert and shared-expert widths, RoPE base) are torchtitan 0.3's own."""
+    pytest.importorskip("torchtitan")
+    import importlib
+
+    from autopar_opt.export.torchtitan import FLAVOUR_SHAPES, FLAVOUR_THETA, FLAVOURS
+
+    for module, flav, _, _ in FLAVOURS.values():
+        model = importlib.import_module(f"torchtitan.models.{module}").model_registry(flav).model
+        first, last = model.layers[0], model.layers[-1]
+        ffn, head_dim, tied, top_k, expert, shared = FLAVOUR_SHAPES[(module, flav)]
+        assert (first.feed_forward.w2.in_features if first.feed_forward else 0) == ffn
+        qkv = getattr(first.attention, "qkv_linear", None)       # MLA (DeepSeek) has none
+        assert (qkv.head_dim if qkv is not None else 0) == head_dim
+        assert model.enable_weight_tying == tied
+        moe = last.moe
+        assert (moe.routed_experts.token_dispatcher.top_k if moe else 0) == top_k
+        assert (moe.routed_experts.inner_experts.hidden_dim if moe else 0) == expert
+        assert (moe.shared_experts.w2.in_features if moe and moe.shared_experts else 0) == shared
+        assert first.attention.rope.theta == FLAVOUR_THETA.get((module, flav), FLAVOUR_THETA[module])
+
+
+QWEN3_14B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 5120,
+             "intermediate_size": 17408, "num_hidden_layers": 40, "num_attention_heads": 40,
+             "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+             "max_position_embeddings": 40960, "rms_norm_eps": 1e-06, "rope_theta": 1000000,
+             "tie_word_embeddings": False, "hidden_act": "silu"}      # Qwen/Qwen3-14B config.json
+
+
+@pytest.mark.parametrize("change, named", [
+    ({}, None),
+    ({"intermediate_size": 8192}, "MLP width 8192 (the flavour's: 17408)"),
+    ({"head_dim": 64}, "head dimension 64 (the flavour's: 128)"),
+    ({"tie_word_embeddings": True}, "tied embeddings (the flavour's are untied)"),
+])
+def test_torchtitan_export_refuses_a_config_its_flavour_does_not_build(change, named, tmp_path):
+    """QA round 5 (H1): the flavour was matched on family, width, heads, kv heads,
+    vocabulary and experts only, so a Qwen3-14B config with an 8,192-wide MLP (9.1 B
+    parameters priced) was exported as torchtitan's stock 14B (14.8 B), which its
+    validator accepts. Now every shape the job file cannot change is compared; the
+    stock config still exports (and passes torchtitan's own validation). A different
+    RoPE base is said, not refused (it changes no shape)."""
+    pytest.importorskip("torchtitan")
+    cfg = dict(QWEN3_14B, **change)
+    (tmp_path / "c.json").write_text(json.dumps(cfg))
+    (tmp_path / "s.yaml").write_text("model: {hf_config: c.json}\ncluster: {zoo: 2x8-h100}\n"
+                                     "training: {global_batch_size: 32, seq_len: 4096}\n"
+                                     "plan: {tp: 2, micro_batch_size: 2, zero: 2}\n")
+    spec = load_spec(tmp_path / "s.yaml")
+    if named is None:
+        out = export_plan(spec.plan, spec.graph, spec.cluster, spec.training, "torchtitan")
+        assert "model_registry('14B'" in out.text
+        validate_torchtitan(out.text, spec.cluster.num_devices, tmp_path)
+        return
+    with pytest.raises(ExportError) as err:
+        export_plan(spec.plan, spec.graph, spec.cluster, spec.training, "torchtitan")
+    assert named in str(err.value)
+
+
+def test_torchtitan_export_says_a_different_rope_base(tmp_path):
+    pytest.importorskip("torchtitan")
+    (tmp_path / "c.json").write_text(json.dumps(dict(QWEN3_14B, rope_theta=10000)))
+    (tmp_path / "s.yaml").write_text("model: {hf_config: c.json}\ncluster: {zoo: 2x8-h100}\n"
+                                     "training: {global_batch_size: 32, seq_len: 4096}\n"
+                                     "plan: {tp: 2, micro_batch_size: 2, zero: 2}\n")
+    spec = load_spec(tmp_path / "s.yaml")
+    out = export_plan(spec.plan, spec.graph, spec.cluster, spec.training, "torchtitan")
+    assert any("RoPE base 1e+06; the config states 10000" in n for n in out.notes)
