@@ -11,6 +11,7 @@ from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.model_zoo.hf_decoders import GEMMA_HEAD_DIM
 from autopar_opt.model_zoo.hf_keys import Cfg, activation_name, dropout_rates
 from autopar_opt.model_zoo.hf_moe import moe_router
+from autopar_opt.model_zoo.hf_values import NORM_EPS_KEYS, rope_type
 
 #: The Llama-layout families (gated MLP, RMSNorm, RoPE; dense or MoE) :func:`hf_arch`
 #: reads in its main path, by ``model_type``.
@@ -31,12 +32,6 @@ def _windows(blocks: list) -> tuple[int, ...]:
         if any(layer.attn_window for layer in blocks) else ()
 
 
-#: The keys a config states its normalisation epsilon with, by family (Llama's
-#: ``rms_norm_eps``, GPT-2's and BLOOM's ``layer_norm_epsilon``, GPT-NeoX's
-#: ``layer_norm_eps``, StarCoder2's ``norm_epsilon``, Nemotron's ``norm_eps``).
-NORM_EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "norm_eps")
-
-
 def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     """The launch-time architecture of a decoder-only HF config (None for the
     encoder, encoder-decoder and vision families, which the launchers' exports do
@@ -54,7 +49,7 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     scaling = config.get("rope_scaling")
     rope = yarn = None
     if isinstance(scaling, dict) and not arch.learned_positions:
-        kind = str(scaling.get("rope_type") or scaling.get("type") or "")
+        kind = rope_type(config)            # checked when the file was read (hf_values)
         factor = scaling.get("factor")
         if kind and kind != "default":
             rope = (kind, float(factor) if isinstance(factor, (int, float)) else 0.0,

@@ -48,7 +48,12 @@ POSITIVE_KEYS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "voc
                  "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
                  "v_head_dim", "n_routed_experts", "moe_layer_freq",
                  # MPT's layers, heads and MLP ratio
-                 "n_layers", "n_heads", "expansion_ratio")
+                 "n_layers", "n_heads", "expansion_ratio",
+                 # the MLP widths of Falcon, OPT and GPT-2 and Falcon's key-value heads (a
+                 # -1 built a negative width silently; GPT-2's null n_inner stays 4h), the
+                 # longest sequence a config states (0 has no meaning)
+                 "ffn_hidden_size", "ffn_dim", "n_inner", "num_kv_heads", "word_embed_proj_dim",
+                 "max_position_embeddings", "n_positions", "max_seq_len")
 
 
 #: Keys stating the longest sequence a config's model takes, in the order they are read.
@@ -161,7 +166,8 @@ BOOL_KEYS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "bias", "enabl
 
 def _check_kinds(data: dict[str, Any], path: Path) -> None:
     """Refuse a switch that is not a boolean, an activation name that is not a string and
-    a rotary share outside (0, 1] (Nemotron's ``partial_rotary_factor``)."""
+    a real value out of its range (:mod:`.hf_values`: the RoPE base and scaling, the rotary
+    share, the normalisation epsilon, the logit soft-caps)."""
     for key in BOOL_KEYS:
         if data.get(key) not in (True, False, None):
             raise HfConfigError(f"{path}: {key} = {str(data[key])[:40]!r} is not true or false "
@@ -181,12 +187,10 @@ def _check_kinds(data: dict[str, Any], path: Path) -> None:
                                 "knows (its ACT2FN would refuse the config)"
                                 f"{did_you_mean(act, HF_ACTIVATIONS)} (fix: one of "
                                 f"{', '.join(sorted(HF_ACTIVATIONS))})")
-    share = data.get("partial_rotary_factor")
-    if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
-                              or not 0 < share <= 1):
-        raise HfConfigError(f"{path}: partial_rotary_factor = {str(share)[:40]!r} must be a "
-                            "number in (0, 1], the share of each head RoPE rotates (fix: use the "
-                            "model's published config.json, e.g. 0.5)")
+    from autopar_opt.model_zoo.hf_values import value_problems
+    problem = value_problems(data, path)
+    if problem:
+        raise HfConfigError(problem)
 
 
 def _check_sizes(data: dict[str, Any], path: Path) -> None:

@@ -52,6 +52,9 @@ def layer_windows(cfg: Callable[..., Any], model_type: str, layers: int,
     exception a bad value raises."""
     if model_type not in WINDOW_DEFAULT:
         return [0] * layers
+    types = cfg("layer_types", None)
+    if types is not None:           # checked wherever stated, a window or none (QA round 5)
+        _layer_types(types, layers, error)
     if model_type in QWEN_RULE:
         use = cfg("use_sliding_window", False)
         if not isinstance(use, bool):
@@ -59,7 +62,6 @@ def layer_windows(cfg: Callable[..., Any], model_type: str, layers: int,
                         "use the value of the model's published config.json")
         if not use:             # Qwen2Config: sliding_window = None unless use_sliding_window
             return [0] * layers
-    types = cfg("layer_types", None)
     if types is not None:
         kinds = _layer_types(types, layers, error)
         sliding = [k == "sliding_attention" for k in kinds]

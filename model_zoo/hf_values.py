@@ -1,0 +1,130 @@
+"""Range checks on a Hugging Face config's real-valued keys, before anything is built:
+the RoPE base and scaling, the rotary share, the normalisation epsilon and Gemma's
+logit soft-capping. A value out of range here would be priced silently, or written
+into a launch file (``--rotary-base``, ``--rope-scaling-factor``, ``--norm-epsilon``),
+so each is refused naming the key, the value, the rule and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+#: The RoPE types transformers builds (``modeling_rope_utils.ROPE_INIT_FUNCTIONS``,
+#: v4.4x-4.5x: ``default``, ``linear``, ``dynamic``, ``yarn``, ``longrope``, ``llama3``);
+#: a model built with another name fails there with a KeyError.
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
+#: The keys each type needs besides its name (``modeling_rope_utils``
+#: ``_validate_*_rope_parameters`` ``required_keys``; a missing one raises KeyError).
+ROPE_REQUIRED = {"linear": ("factor",), "dynamic": ("factor",), "yarn": ("factor",),
+                 "longrope": ("short_factor", "long_factor"),
+                 "llama3": ("factor", "original_max_position_embeddings", "low_freq_factor",
+                            "high_freq_factor")}
+#: Phi-3's first configs name LongRoPE ``su``; ``Phi3Config`` reads it as ``longrope``
+#: (its ``_rope_scaling_adjustment``, transformers 4.43 and later).
+PHI3_ROPE_ALIASES = {"su": "longrope"}
+#: The keys a config states its normalisation epsilon with, by family (Llama's
+#: ``rms_norm_eps``, GPT-2's and BLOOM's ``layer_norm_epsilon``, GPT-NeoX's
+#: ``layer_norm_eps``, StarCoder2's ``norm_epsilon``, Nemotron's ``norm_eps``).
+NORM_EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "norm_eps")
+#: Gemma 2's soft-capping of the attention scores and the output logits: ``cap *
+#: tanh(x / cap)``, null where off (0 divides by zero).
+SOFTCAP_KEYS = ("attn_logit_softcapping", "final_logit_softcapping")
+#: The keys stating the share of each head's channels RoPE rotates: ``partial_rotary_factor``
+#: (Phi, Phi-3/Phi-4, Nemotron, StableLM, Persimmon, GLM) and GPT-NeoX's ``rotary_pct``.
+ROTARY_SHARE_KEYS = ("partial_rotary_factor", "rotary_pct")
+
+FIX = "use the value of the model's published config.json"
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
+        and abs(value) != float("inf")
+
+
+def _shown(value: Any) -> str:
+    return repr(value)[:60]
+
+
+def rope_type(config: dict[str, Any]) -> str | None:
+    """The RoPE type a config's ``rope_scaling`` names (``rope_type``, or the older
+    ``type``; Phi-3's aliases read as transformers reads them), None without scaling."""
+    scaling = config.get("rope_scaling")
+    if not isinstance(scaling, dict):
+        return None
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if config.get("model_type") == "phi3" and kind in PHI3_ROPE_ALIASES:
+        return PHI3_ROPE_ALIASES[kind]
+    return kind
+
+
+def value_problems(data: dict[str, Any], path: Path | str) -> str | None:
+    """The first out-of-range value of ``data`` as an error message, or None."""
+    for key, what, example in (("rope_theta", "the RoPE base", "10000 or 1000000"),
+                               ("query_pre_attn_scalar", "Gemma's attention scale is its "
+                                "inverse square root", "256")):
+        value = data.get(key)
+        if value is not None and (not _number(value) or value <= 0):
+            return (f"{path}: {key} = {_shown(value)} must be a positive number, {what} "
+                    f"(fix: {FIX}, e.g. {example})")
+    for key in NORM_EPS_KEYS:
+        value = data.get(key)
+        if value is not None and (not _number(value) or not 0 < value < 1):
+            return (f"{path}: {key} = {_shown(value)} must be a number in (0, 1), the "
+                    f"normalisation epsilon (fix: {FIX}, e.g. 1e-05 or 1e-06)")
+    for key in SOFTCAP_KEYS:
+        value = data.get(key)
+        if value is not None and (not _number(value) or value <= 0):
+            return (f"{path}: {key} = {_shown(value)} must be a positive number (the soft cap "
+                    f"of cap * tanh(x / cap)) or null (no capping) (fix: {FIX}, e.g. 30.0)")
+    for key in ROTARY_SHARE_KEYS:
+        value = data.get(key)
+        if value is not None and (not _number(value) or not 0 < value <= 1):
+            return (f"{path}: {key} = {_shown(value)} must be a number in (0, 1], the share of "
+                    f"each head RoPE rotates (fix: {FIX}, e.g. 0.5)")
+    return _rope_scaling_problem(data, path)
+
+
+def _rope_scaling_problem(data: dict[str, Any], path: Path | str) -> str | None:
+    """``rope_scaling``: null or an object naming one of :data:`ROPE_TYPES` with the keys
+    that type needs, its ``factor`` at least 1 (``_validate_*_rope_parameters``: "factor
+    field must be a float >= 1"; below 1 the scaling shrinks the positions it extends)."""
+    scaling = data.get("rope_scaling")
+    if scaling is None:
+        return None
+    if not isinstance(scaling, dict):
+        return (f"{path}: rope_scaling = {_shown(scaling)} must be an object such as "
+                "{\"rope_type\": \"yarn\", \"factor\": 4.0} or null (no scaling) (fix: "
+                f"{FIX}, or null for plain RoPE)")
+    kind = rope_type(data)
+    if kind not in ROPE_TYPES:
+        said = "states no rope_type" if kind is None else \
+            f"rope_type = {_shown(kind)} is not a RoPE type transformers builds"
+        return (f"{path}: rope_scaling {said} (its ROPE_INIT_FUNCTIONS would refuse the model) "
+                f"(fix: one of {', '.join(ROPE_TYPES)}, as the model's published config.json "
+                "states it)")
+    for key in ROPE_REQUIRED.get(kind, ()):
+        if scaling.get(key) is None:
+            return (f"{path}: rope_scaling of rope_type {kind!r} needs key {key!r}, which is "
+                    f"missing (transformers refuses the config without it) (fix: {FIX})")
+    factor = scaling.get("factor")
+    if kind != "default" and factor is not None and (not _number(factor) or factor < 1):
+        return (f"{path}: rope_scaling.factor = {_shown(factor)} must be a number of at least 1 "
+                f"for rope_type {kind!r} (the factor the context is extended by) (fix: {FIX}, "
+                "or drop rope_scaling for plain RoPE)")
+    for key in ("low_freq_factor", "high_freq_factor", "original_max_position_embeddings",
+                "attention_factor", "beta_fast", "beta_slow"):
+        value = scaling.get(key)
+        if value is not None and (not _number(value) or value <= 0):
+            return (f"{path}: rope_scaling.{key} = {_shown(value)} must be a positive number "
+                    f"(fix: {FIX})")
+    if kind == "llama3" and scaling["high_freq_factor"] <= scaling["low_freq_factor"]:
+        return (f"{path}: rope_scaling.high_freq_factor = {scaling['high_freq_factor']!r} must "
+                f"exceed low_freq_factor = {scaling['low_freq_factor']!r} (Llama 3's scaling "
+                f"interpolates between them) (fix: {FIX}, e.g. 4.0 and 1.0)")
+    for key in ("short_factor", "long_factor"):
+        value = scaling.get(key)
+        if value is not None and (not isinstance(value, list)
+                                  or not all(_number(v) and v > 0 for v in value)):
+            return (f"{path}: rope_scaling.{key} must be a list of positive numbers, one per "
+                    f"rotated channel pair (fix: {FIX})")
+    return None
