@@ -61,7 +61,27 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
                          for k, d in (("mscale", 1.0), ("mscale_all_dim", 0.0),
                                       ("beta_fast", 32.0), ("beta_slow", 1.0)))
     return replace(arch, norm_eps=float(eps) if eps is not None else None, rope_scaling=rope,
-                   yarn=yarn)
+                   yarn=yarn, rotary_fraction=_rotary_fraction(config, arch))
+
+
+#: GPT-NeoX rotates a quarter of each head where its config states no ``rotary_pct``
+#: (``GPTNeoXConfig`` default 0.25, Pythia's value).
+NEOX_ROTARY_PCT = 0.25
+
+
+def _rotary_fraction(config: dict[str, Any], arch: ModelArch) -> float:
+    """The share of each head RoPE rotates: ``partial_rotary_factor`` wherever a config
+    states it (transformers' RoPE initialisation reads it for every family:
+    ``modeling_rope_utils._compute_default_rope_parameters``; Phi-3.5/Phi-4-mini's 0.75,
+    StableLM's 0.25), GPT-NeoX's ``rotary_pct``; else the family's own default (Phi's and
+    Nemotron's 0.5, set by their readers; 1 elsewhere). Values were checked in (0, 1] when
+    the file was read. Not for MLA, whose rotated width is ``qk_rope_head_dim``."""
+    if arch.learned_positions or arch.alibi or arch.mla is not None:
+        return arch.rotary_fraction
+    share = config.get("partial_rotary_factor")
+    if config.get("model_type") == "gpt_neox":
+        share = config.get("rotary_pct", share if share is not None else NEOX_ROTARY_PCT)
+    return float(share) if share is not None else arch.rotary_fraction
 
 
 def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
