@@ -51,11 +51,15 @@ def hf_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     if isinstance(scaling, dict) and not arch.learned_positions:
         kind = rope_type(config)            # checked when the file was read (hf_values)
         factor = scaling.get("factor")
+        # LongRoPE has no single factor (a short and a long list): its original length is
+        # in rope_scaling or, in Phi-3's and Phi-4's configs, at the config's top level
+        orig = scaling.get("original_max_position_embeddings") or (
+            config.get("original_max_position_embeddings") if kind == "longrope" else 0)
         if kind and kind != "default":
             rope = (kind, float(factor) if isinstance(factor, (int, float)) else 0.0,
                     float(scaling.get("low_freq_factor") or 0.0),
                     float(scaling.get("high_freq_factor") or 0.0),
-                    int(scaling.get("original_max_position_embeddings") or 0))
+                    int(orig or 0))
         if kind == "yarn":        # DeepSeek's yarn_get_mscale / yarn_find_correction_range
             yarn = tuple(float(scaling[k]) if isinstance(scaling.get(k), (int, float)) else d
                          for k, d in (("mscale", 1.0), ("mscale_all_dim", 0.0),

@@ -456,9 +456,13 @@ def rope_scaling_note(a, bridge: bool = False) -> str | None:
                 f"{stated[1]:g}, beta_slow {stated[2]:g}; Megatron-LM has no flag for them and "
                 "MLATransformerConfig fixes 4096, 32 and 1: the run's positions differ from the "
                 "config's (Megatron-Bridge sets them: export --to megatron-bridge)")
-    words = (f"the config's RoPE scaling ({kind}, factor {factor:g}"
-             + (f", low/high frequency factors {low:g}/{high:g}" if low or high else "")
-             + (f", original length {orig}" if orig else "") + ") is not written: ")
+    # LongRoPE has no single factor (per-channel short and long lists): its lengths instead
+    stated = f"{kind}, original length {orig or '?'}, extended to {a.max_positions or '?'}" \
+        if kind == "longrope" else (
+            f"{kind}, factor {factor:g}"
+            + (f", low/high frequency factors {low:g}/{high:g}" if low or high else "")
+            + (f", original length {orig}" if orig else ""))
+    words = f"the config's RoPE scaling ({stated}) is not written: "
     if a.mla is not None:
         return words + ("Megatron-Core's multi-latent attention takes YaRN scaling only "
                         "(--rope-type yarn); the run trains plain RoPE")

@@ -459,7 +459,8 @@ def flavour_model_notes(view: PlanView) -> list[str]:
         stated is not None and scaling is not None and stated[:len(scaling)] == scaling)
     if not same:
         def words(r):
-            return "none" if r is None else f"{r[0]}, factor {r[1]:g}"
+            return "none" if r is None else "longrope" if r[0] == "longrope" \
+                else f"{r[0]}, factor {r[1]:g}"       # LongRoPE has no single factor
         out.append(f"torchtitan's {module} flavours apply RoPE scaling {words(scaling)}; the "
                    f"config states {words(stated)}: the run's positions differ from the "
                    "config's unless the model's RoPE args are changed to match")

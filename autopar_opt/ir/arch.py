@@ -160,6 +160,17 @@ GATED_NAMES = {"silu": "SwiGLU", "gelu_tanh": "GeGLU", "gelu": "GeGLU (exact GEL
                "relu": "ReGLU", "relu2": "squared-ReLU-gated"}
 
 
+def rope_scaling_words(a: ModelArch) -> str:
+    """The architecture's RoPE scaling in words: its type and factor (``llama3 scaling
+    x8``), or for LongRoPE, which has no single factor (a list per channel for short and
+    for long contexts: Phi-3's ``short_factor``, ``long_factor``), its original length
+    and the longest it extends to (``longrope from 4096 to 131072 positions``)."""
+    kind, factor, _, _, orig = a.rope_scaling
+    if kind == "longrope":
+        return f"longrope from {orig or '?'} to {a.max_positions or '?'} positions"
+    return f"{kind} scaling x{factor:g}"
+
+
 def describe(a: ModelArch) -> str:
     """One line of what the model's blocks are as built: the record the exports state
     and a reader checks against the model card (issue 28: architectures are stated,
@@ -207,7 +218,7 @@ def describe(a: ModelArch) -> str:
         rope = f"RoPE on {a.rotary_fraction:.0%} of each head" if a.rotary_fraction != 1.0 \
             else "RoPE"
         if a.rope_scaling is not None:
-            rope += f" ({a.rope_scaling[0]} scaling x{a.rope_scaling[1]:g})"
+            rope += f" ({rope_scaling_words(a)})"
         parts.append(rope)
     parts.append("tied embeddings" if a.tied else "untied embeddings")
     parts.append("biases" if a.biases else "QKV biases" if a.qkv_bias else "no biases")

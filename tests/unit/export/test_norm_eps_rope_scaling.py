@@ -106,3 +106,18 @@ def test_torchtitan_says_what_its_flavour_fixes_otherwise(tmp_path):
     assert said == ["torchtitan's qwen3 flavours use norm_eps 1e-06; the config states 1e-05: set "
                     "norm_eps in the model's args to match it"]
     assert notes(_arch(tmp_path, "mistral-7b-v0.1")) == []    # no flavour: the export refuses
+
+
+def test_longrope_is_said_by_its_lengths_not_a_factor(tmp_path):
+    """LongRoPE (Phi-3.5-mini, Phi-4-mini) has no single factor (a short and a long list
+    per channel pair) and states its original length at the config's top level: said as
+    "longrope from 4096 to 131072 positions" (QA round 5 L1: it read "longrope scaling x0"
+    and the export note "(longrope, factor 0)")."""
+    from autopar_opt.export.megatron import rope_scaling_note
+    from autopar_opt.ir.arch import describe
+    longrope = {"type": "longrope", "short_factor": [1.0] * 48, "long_factor": [1.5] * 48}
+    arch = _arch(tmp_path, "phi-3-mini-4k", rope_scaling=longrope, max_position_embeddings=131072)
+    assert "RoPE (longrope from 4096 to 131072 positions)" in describe(arch)
+    assert "x0" not in describe(arch)
+    note = rope_scaling_note(arch)
+    assert "(longrope, original length 4096, extended to 131072)" in note and "factor" not in note
