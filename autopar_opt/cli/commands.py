@@ -251,10 +251,12 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
                                "metrics": metrics_dict(metrics, spec.graph, spec.cluster,
                                                        spec.training, spec.plan),
                                "assumed": cost_assumptions(spec.graph, spec.cluster,
-                                                           spec.training, spec.cost_params)},
+                                                           spec.training, spec.cost_params),
+                               **({"notices": list(spec.notices)} if spec.notices else {})},
                               indent=2))
     else:
-        typer.echo("\n".join(_estimate_text(spec, metrics)))
+        typer.echo("\n".join(_estimate_text(spec, metrics)
+                              + [f"note: {notice}" for notice in spec.notices]))
     if not metrics.feasible:
         worst = max(metrics.stages, key=lambda s: s.peak_memory_gib)
         typer.echo(f"warning: the plan does not fit device memory (stage {worst.index} needs "

@@ -78,6 +78,9 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
         notes += router_notes(view.arch)
     if target == "megatron":
         from autopar_opt.export.megatron import megatron_args, megatron_env, vocab_comment
+        from autopar_opt.ir.arch import positions_notice
+
+        notes += positions_notice(view.arch, view.seq_len) if view.seq_len else []
 
         args = megatron_args(view)
         pairs, i = [], 0

@@ -151,6 +151,21 @@ class ModelArch:
         return self.moe_layers[0] if self.moe_layers else self.num_layers
 
 
+def positions_notice(arch: ModelArch | None, seq_len: int) -> list[str]:
+    """A notice where the training sequence is longer than the model's config states
+    (``max_position_embeddings``): not an error, since users extend a model's context
+    (with RoPE scaling, or by training on longer sequences), but said, since the config's
+    own model was not trained at that length (QA round 5 L6). Megatron-LM's export writes
+    ``--max-position-embeddings`` as the sequence length then."""
+    if arch is None or not arch.max_positions or seq_len <= arch.max_positions:
+        return []
+    table = "; its learned position table has that many rows" if arch.learned_positions else ""
+    return [f"training.seq_len {seq_len} exceeds the model's max_position_embeddings "
+            f"{arch.max_positions}{table}: priced at {seq_len} as asked (extending a model's "
+            "context is a choice, e.g. with RoPE scaling); the Megatron-LM export writes "
+            f"--max-position-embeddings {seq_len}"]
+
+
 #: How :func:`describe` names an MLP activation (:attr:`ModelArch.activation`), in a
 #: plain MLP and in a gated one (the activation times a linear gate: Shazeer 2020, "GLU
 #: Variants Improve Transformer", SwiGLU / GEGLU / ReGLU); another name is said as given.

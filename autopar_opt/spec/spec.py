@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from autopar_opt.cost.params import CostParams
+from autopar_opt.ir.arch import positions_notice
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.fleet import Fleet
 from autopar_opt.ir.hardware import Cluster
@@ -109,7 +110,9 @@ def build_spec(data: dict[str, Any], path: Path, section_files: dict[str, str] |
     plan = build_plan(model.plan, graph, cluster, training, out)
     out.raise_if_any()
     return Spec(Path(path), graph, cluster, training, space, solver, cost, plan, data,
-                ([notice] if notice else []) + unused_measurements(graph, space, plan))
+                ([notice] if notice else []) + positions_notice(graph.arch, training.seq_len)
+                + unused_measurements(graph, space, plan))
+
 
 
 def unused_measurements(graph: LayerGraph, space, plan) -> list[str]:
