@@ -98,6 +98,15 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
         rule = ("the plan.json of a fleet of several groups: its stages run on different device "
                 f"types, which no --to {target} configuration states in one file")
         _fail(f"{path}: {rule}; {see}", file, rule, see)
+    from autopar_opt.core.document import SCHEMA_VERSION
+    if isinstance(doc, dict) and "schema_version" in doc and doc["schema_version"] != SCHEMA_VERSION:
+        # a plan.json of another layout (an estimate's JSON states none): `autopar report`
+        # refuses it the same way (PlanDocument)
+        rule = (f"schema_version {str(doc['schema_version'])[:20]} is not the plan.json layout "
+                f"this autopar reads (schema_version {SCHEMA_VERSION})")
+        fix = "re-write the plan.json with `autopar solve --out DIR` of this version"
+        _fail(f"{path}: {rule}; {fix}", file, rule, fix, key="schema_version",
+              value=doc["schema_version"])
     if isinstance(doc, dict) and doc.get("plan") is None and doc.get("status") is not None:
         why = doc.get("infeasibility") if isinstance(doc.get("infeasibility"), dict) else {}
         advice = why.get("advice") if isinstance(why.get("advice"), list) else []

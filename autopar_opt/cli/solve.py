@@ -330,6 +330,13 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                                       "models the search solves, and the dp solver builds none",
                                       "use --solver highs (or scip, gurobi), or drop "
                                       "--export-models")])
+    if (form or "auto") != "auto" and (solver or spec.solver.name).strip().lower() == "dp":
+        from autopar_opt.core.files import COMMAND_LINE
+        from autopar_opt.core.errors import SpecProblem
+        opt.raise_if_any([SpecProblem(COMMAND_LINE, "--form", form, "chooses the MIP "
+                                      "formulation, and the dp solver builds none (it solves the "
+                                      "tables exactly)", "drop --form, or use --solver highs (or "
+                                      "scip, gurobi)")])
     if spec.fleet is not None:       # a cluster of several groups (cluster.groups): cli/fleet.py
         return _fleet_solve(spec, spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet,
                             warm_start, form, started_at, searcher, runnable_by, export_models,

@@ -229,6 +229,14 @@ def build_graph(section: ZooModelSpec | HfModelSpec | ExplicitModelSpec, seq_len
         out.add("model", graph.name, f"{len(graph.layers)} layers exceed the limit of "
                 f"{limits.MAX_LAYERS} layers", "use a smaller model (fewer layers)")
         return None
+    if not any(layer.is_moe for layer in graph.layers):
+        for key, unset in (("capacity_factor", None), ("load_imbalance", 1.0)):
+            value = getattr(section, key, unset)
+            if value != unset:          # a dense model routes no token: it would change nothing
+                out.add(f"model.{key}", value, f"is set on a model without experts ({graph.name} "
+                        "is dense): it sets the load of a mixture-of-experts router and would "
+                        "change nothing", f"drop {key}, or use a mixture-of-experts model")
+                return None
     graph = _attach_measured(graph, section.measured, out)
     if graph is not None and not _has_work(graph):
         out.add("model.layers", None, "every layer has zero FLOPs and no measured time: the model "

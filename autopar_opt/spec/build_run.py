@@ -409,6 +409,10 @@ def build_solver(section: SolverSection, out: ProblemList) -> SolverOptions:
     from autopar_opt.core.result import ProblemClass
     from autopar_opt.solvers.registry import backend_class
 
+    if section.name == "dp" and section.form != "auto":
+        out.add("solver.form", section.form, "chooses the MIP formulation, and the dp solver "
+                "builds none (it solves the tables exactly)",
+                "drop solver.form, or use name: highs (or scip, gurobi)")
     if section.form == "auto" or section.name == "auto":    # auto resolves by the form
         return SolverOptions(section.name, section.time_limit_s, section.rel_gap, section.form)
     accepts = backend_class(section.name).accepts

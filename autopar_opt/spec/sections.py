@@ -58,6 +58,25 @@ class Section(BaseModel):
             # field keeps reading '1e12', which YAML 1.1 leaves a string)
             raise PydanticCustomError("int_type", "Input should be an integer, not a string: "
                                       "write it without quotes")
+        if isinstance(value, str) and leaves == {bool}:
+            # pydantic's lax mode reads 'yes', 'no', 'on', 'off', '1', '0' as booleans: a
+            # quoted switch is refused, as a Hugging Face config's is (hf_keys.BOOL_KEYS);
+            # a list's entries are left to pydantic, which names the entry's index
+            raise PydanticCustomError("bool_type", "Input should be a boolean, not a string "
+                                      "(quoted)")
+        if has_str and float in leaves:
+            # YAML 1.1 leaves 1e400 (no dot) a string, which pydantic reads as inf: held to
+            # the limits every number of a spec is (core.limits: finite, at most MAX_FLOAT)
+            from autopar_opt.core.limits import MAX_FLOAT
+            for item in items:
+                try:
+                    number = float(item) if isinstance(item, str) else None
+                except ValueError:
+                    continue
+                if number is not None and not abs(number) <= MAX_FLOAT:
+                    raise PydanticCustomError(
+                        "finite_number", "{text} is not a finite number of at most {limit} in "
+                        "magnitude", {"text": item[:40], "limit": f"{MAX_FLOAT:.0e}"})
         return value
 
 
