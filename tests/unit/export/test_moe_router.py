@@ -195,7 +195,7 @@ def test_bridge_takes_the_router_and_yarn(tmp_path):
     assert (v3["moe_router_score_function"], v3["moe_router_enable_expert_bias"],
             v3["moe_router_topk_scaling_factor"], v3["moe_router_num_groups"],
             v3["moe_router_group_topk"]) == ("sigmoid", True, 2.5, 8, 4)
-    assert (v3["rope_type"], v3["rotary_scaling_factor"]) == ("yarn", 1.0)   # no rope_scaling
+    assert (v3["rope_type"], v3["rotary_scaling_factor"]) == ("yarn", 40.0)  # the config's
     assert q["moe_router_pre_softmax"] and q["moe_shared_expert_gate"]
     assert q["moe_router_score_function"] == "softmax" and not q["moe_router_enable_expert_bias"]
     assert (v2["rope_type"], v2["rotary_scaling_factor"], v2["mscale"], v2["mscale_all_dim"],

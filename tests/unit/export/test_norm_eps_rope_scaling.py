@@ -97,7 +97,7 @@ def test_torchtitan_says_what_its_flavour_fixes_otherwise(tmp_path):
     from autopar_opt.export.torchtitan import flavour_model_notes
     notes = lambda arch: flavour_model_notes(SimpleNamespace(arch=arch))  # noqa: E731
     assert notes(_arch(tmp_path, "llama-3.1-8b", rope_scaling=LLAMA3_SCALING)) == []
-    said = notes(_arch(tmp_path, "llama-3.1-8b"))            # the bundled config: no scaling
+    said = notes(_arch(tmp_path, "llama-3.1-8b", rope_scaling=None))      # no scaling stated
     assert said == ["torchtitan's llama3 flavours apply RoPE scaling llama3, factor 8; the config "
                     "states none: the run's positions differ from the config's unless the model's "
                     "RoPE args are changed to match"]
