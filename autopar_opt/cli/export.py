@@ -18,7 +18,9 @@ from autopar_opt.core.files import COMMAND_LINE
 
 from autopar_opt.export import TARGETS, ExportError, export_plan
 from autopar_opt.spec.doc_kinds import PEER_FORMATS, is_capacity, is_fleet, is_placement, peer_format
+from autopar_opt.ir.arch import describe
 from autopar_opt.ir.plan import Plan
+from autopar_opt.ir.target import launch_notice
 
 
 def _fail(message: str, file: str = "", rule: str = "", fix: str = "", key: str = "",
@@ -163,6 +165,7 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
         rule = f"the plan does not fit the spec {spec_file} ({exc})"
         fix = "pass the spec it was solved from with --spec SPEC"
         _fail(f"invalid plan: {path}: {rule}; {fix}", file, rule, fix, key="plan")
+    _same_model(doc, spec, path, file, spec_file)
     if version is None:        # the version the plan was searched for, else the current one
         space = doc.get("search_space") if isinstance(doc.get("search_space"), dict) else {}
         tgt = space.get("target") if isinstance(space.get("target"), dict) else {}
@@ -186,7 +189,8 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
             fix = (f"solve again with target: {fw} in the spec (or --runnable-by {fw}), which "
                    "searches only plans this framework can run")
         _fail(f"{path}: {exc}\n(fix: {fix})", file, str(exc), fix, key="--to", value=target)
-    notes = list(result.notes) + _memory_notes(plan, spec)
+    priced = launch_notice(fw, spec.training.runtime.name)
+    notes = ([priced] if priced else []) + list(result.notes) + _memory_notes(plan, spec)
     for note in notes:
         typer.echo(f"note: {note}", err=True)
     if output:
@@ -205,6 +209,28 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
     else:                                  # as solve and report say what they wrote
         typer.echo(f"wrote {output}", err=True)
     return 0
+
+
+def _same_model(doc: dict, spec, path, file: str, spec_file: str) -> None:
+    """Refuse a spec whose model is not the one plan.json records (its parameter count and
+    architecture line, written by solve): a plan that fits another model's layer list
+    (the same layer count) was exported with that model's dimensions (QA round 5, M9)."""
+    recorded = doc.get("spec", {}).get("model") if isinstance(doc.get("spec"), dict) else None
+    if not isinstance(recorded, dict):
+        return                      # estimate --json records only the spec's path
+    graph = spec.graph
+    now = {"params": graph.total_params(),
+           "architecture": describe(graph.arch) if graph.arch is not None else None}
+    differs = [k for k in ("params", "architecture")
+               if recorded.get(k) is not None and now[k] is not None and recorded[k] != now[k]]
+    if not differs:
+        return
+    was = f"{recorded.get('params'):,} parameters" if recorded.get("params") else "its model"
+    rule = (f"the spec {spec_file} builds another model ({now['params']:,} parameters) than "
+            f"the plan was solved for ({was}"
+            + (f": {recorded['architecture']}" if "architecture" in differs else "") + ")")
+    fix = "pass the spec it was solved from with --spec SPEC"
+    _fail(f"invalid plan: {path}: {rule}; {fix}", file, rule, fix, key="spec.model")
 
 
 def _memory_notes(plan: Plan, spec) -> list[str]:

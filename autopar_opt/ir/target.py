@@ -373,6 +373,20 @@ def pricing_notice(framework: str, runtime_name: str, source: str) -> str:
             f"set training.runtime: {FRAMEWORK_RUNTIME[framework]} to price {framework}'s own")
 
 
+def launch_notice(framework: str, runtime_name: str) -> str:
+    """What ``export --to framework`` says of a plan priced with another stack's runtime
+    (QA round 5, M5: a Qwen3-4B plan priced under megatron-core at 5.48 s runs 6.26 s
+    priced under deepspeed's runtime): the launched framework's overlaps, kernels and
+    gradient reduction are not the ones priced. Empty when they are."""
+    if framework not in FRAMEWORK_RUNTIME or RUNTIME_FRAMEWORK.get(runtime_name) == framework:
+        return ""
+    own = FRAMEWORK_RUNTIME[framework]
+    return (f"export --to {framework}: the plan was priced with training.runtime {runtime_name} "
+            f"(its overlaps, kernels and gradient reduction), not {framework}'s own: estimate it "
+            f"with training.runtime: {own} for {framework}'s time (or solve with target: "
+            f"{framework} and training.runtime: {own})")
+
+
 #: Why Megatron-LM's flags cannot state a Gemma model (its GeGLU and post-norms;
 #: ``megatron/training/arguments.py``: ``--swiglu``, ``--quick-geglu``).
 GEMMA_BLOCK = ("Gemma's block (a GeGLU MLP and norms after the attention and the MLP): "

@@ -25,3 +25,45 @@ def test_export_from_another_folder_reads_the_resolved_spec_path(tmp_path, monke
     code, text = run_cli("export", work / "o" / "plan.json", "--to", "megatron")
     assert code == 0, text
     assert "--tensor-model-parallel-size" in text
+
+
+def _json(out: str) -> dict:
+    """The JSON document of a ``--json`` run (notes echoed on stderr come first)."""
+    return json.JSONDecoder().raw_decode(out[out.index("{\n"):])[0]
+
+
+def _solved(tmp_path, monkeypatch):
+    shutil.copy(paths.REPO / "examples" / "quickstart.yaml", tmp_path / "q.yaml")
+    monkeypatch.chdir(tmp_path)
+    code, text = run_cli("solve", "q.yaml", "--out", "o", "--quiet")
+    assert code == 0, text
+    return tmp_path / "o" / "plan.json"
+
+
+def test_export_refuses_a_spec_of_another_model_with_the_same_layer_count(tmp_path, monkeypatch):
+    """QA round 5 (M9): a spec whose model has the plan's layer count passed the plan's
+    checks, and the launch file carried the other model's dimensions. plan.json records
+    the model's parameter count and architecture: a spec that builds another is refused."""
+    plan = _solved(tmp_path, monkeypatch)
+    text = (tmp_path / "q.yaml").read_text()
+    assert "zoo: gpt-1.7b" in text
+    # the same 24 blocks, a wider model: the plan's layer names and count still fit it
+    (tmp_path / "other.yaml").write_text(text.replace(
+        "zoo: gpt-1.7b", "zoo: gpt-1.7b\n  overrides: {hidden: 3072}"))
+    code, out = run_cli("export", plan, "--to", "megatron", "--spec", "other.yaml")
+    assert code == 2 and "builds another model" in out and "pass the spec it was solved from" in out
+    code, out = run_cli("export", plan, "--to", "megatron", "--spec", "q.yaml")
+    assert code == 0, out
+
+
+def test_export_to_a_framework_the_plan_was_not_priced_for_says_so(tmp_path, monkeypatch):
+    """QA round 5 (M5): a plan priced with the megatron-core runtime exported to DeepSpeed
+    (its own overlaps and reduction: +14% on a Qwen3-4B plan) said nothing of it."""
+    plan = _solved(tmp_path, monkeypatch)
+    code, out = run_cli("export", plan, "--to", "deepspeed", "--json")
+    assert code == 0, out
+    notes = _json(out)["notes"]
+    assert any("priced with training.runtime megatron-core" in n and "deepspeed's own" in n
+               for n in notes)
+    code, out = run_cli("export", plan, "--to", "megatron", "--json")
+    assert not any("priced with training.runtime" in n for n in _json(out)["notes"])
