@@ -113,6 +113,10 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
                      or (g("intermediate_size") if mt in ("mixtral", "gpt_oss") else 0) or 0)
     shared = int(g("shared_expert_intermediate_size") or 0) if mt == "qwen2_moe" else \
         int(g("n_shared_experts") or 0) * expert_ffn if mt.startswith("deepseek") else 0
+    # the linear biases hf_decoders builds (LlamaAttention/Qwen3Attention's attention_bias on
+    # Q, K, V and O; LlamaMLP's mlp_bias), stated so the line and the exports say them
+    attn_bias = mt in ("llama", "qwen3", "granite") and bool(g("attention_bias", False))
+    mlp_bias = mt in ("llama", "granite") and bool(g("mlp_bias", False))
     mla = None
     if mt.startswith("deepseek"):
         mla = (int(g("q_lora_rank") or 0), int(g("kv_lora_rank")), int(g("qk_nope_head_dim")),
@@ -132,7 +136,8 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         dropout=dropout_rates(config),
         unpriced=_gemma_unpriced(config) if gemma else _gpt_oss_unpriced(config)
         if mt == "gpt_oss" else _granite_unpriced(config) if mt == "granite" else (),
-        biases=mt == "gpt_oss" and bool(g("attention_bias", True)),
+        biases=(mt == "gpt_oss" and bool(g("attention_bias", True))) or (attn_bias and mlp_bias),
+        attn_bias=attn_bias and not mlp_bias, mlp_bias=mlp_bias and not attn_bias,
         rope_theta=float(g("rope_theta")) if g("rope_theta") else None,
         num_experts=experts if moe else 0, top_k=int(g("num_experts_per_tok") or 0) if moe else 0,
         moe_ffn_hidden=expert_ffn if moe else 0, shared_ffn=shared if moe else 0,

@@ -126,6 +126,8 @@ def flavour_differences(arch: ModelArch | None) -> list[str]:
         out.append(f"MLP width {dense} (the flavour's: {ffn})")
     if head_dim and arch.mla is None and arch.head_dim != head_dim:
         out.append(f"head dimension {arch.head_dim} (the flavour's: {head_dim})")
+    if arch.biases or arch.qkv_bias or arch.attn_bias or arch.mlp_bias:
+        out.append("linear biases (the flavour has none)")
     if arch.tied != tied:
         out.append(f"{'tied' if arch.tied else 'untied'} embeddings (the flavour's are "
                    f"{'tied' if tied else 'untied'})")

@@ -102,6 +102,11 @@ class ModelArch:
     biases: bool = False
     qk_norm: bool = False
     qkv_bias: bool = False
+    #: biases on the attention's four projections only (Q, K, V and O: Llama's and
+    #: Qwen3's ``attention_bias`` without ``mlp_bias``), and on the MLP's only (Llama's
+    #: ``mlp_bias`` alone); both set is ``biases`` (every linear layer)
+    attn_bias: bool = False
+    mlp_bias: bool = False
     rope_theta: float | None = None
     learned_positions: bool = False
     num_experts: int = 0
@@ -236,7 +241,9 @@ def describe(a: ModelArch) -> str:
             rope += f" ({rope_scaling_words(a)})"
         parts.append(rope)
     parts.append("tied embeddings" if a.tied else "untied embeddings")
-    parts.append("biases" if a.biases else "QKV biases" if a.qkv_bias else "no biases")
+    parts.append("biases" if a.biases else "QKV biases" if a.qkv_bias else
+                 "attention biases (Q, K, V, O)" if a.attn_bias else "MLP biases" if a.mlp_bias
+                 else "no biases")
     if a.dropout is None:           # the zoo's GPT and MoE builders keep the masks
         parts.append("dropout at the launcher's default rates (its masks priced)")
     elif any(a.dropout):

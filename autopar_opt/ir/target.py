@@ -442,6 +442,10 @@ def megatron_model_problem(arch) -> str | None:
                 "activations are GELU, --squared-relu, --swiglu and --quick-geglu")
     if arch.alibi:
         return ALIBI
+    if arch.attn_bias or arch.mlp_bias:
+        return (f"{'attention (Q, K, V, O)' if arch.attn_bias else 'MLP'} biases alone: "
+                "Megatron-LM's flags put biases on every linear layer (the default without "
+                "--disable-bias-linear) or on Q, K and V only (--add-qkv-bias)")
     if arch.parallel_block:
         return PARALLEL_BLOCK
     return MEGATRON_UNWRITTEN.get(arch.family)
