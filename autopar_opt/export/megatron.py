@@ -778,10 +778,11 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument(flag, type=int, default=default)
     for flag in ("--sequence-parallel", "--use-distributed-optimizer", "--use-megatron-fsdp",
                  "--use-torch-fsdp2", "--recompute-activations", "--fp16", "--bf16",
-                 "--group-query-attention"):
+                 "--group-query-attention", "--untie-embeddings-and-output-weights"):
         p.add_argument(flag, action="store_true")
     for flag in ("--hidden-size", "--num-attention-heads", "--ffn-hidden-size",
-                 "--num-query-groups", "--num-experts"):     # checked against the model
+                 "--num-query-groups", "--num-experts", "--kv-channels",
+                 "--vocab-size"):                            # checked against the model
         p.add_argument(flag, type=int, default=None)
     p.add_argument("--fp8-format", default=None)
     p.add_argument("--recompute-granularity", choices=["full", "selective"], default=None)

@@ -119,6 +119,25 @@ def contradictions(args: argparse.Namespace, graph: LayerGraph, training: Traini
                 has = f"has {model}" if model is not None else "has none (a dense model)"
                 out.append(f"{flag} {given}, but the model {has}: the command line is another "
                            "model's (set model: to that model, or drop the flag)")
+        # head width, tying and vocabulary (QA round 5, M7: accepted silently, the spec's priced)
+        head_dim = arch.head_dim if arch.mla is None else None
+        if args.kv_channels is not None and head_dim is not None and args.kv_channels != head_dim:
+            out.append(f"--kv-channels {args.kv_channels}, but the model's heads have {head_dim} "
+                       "channels: the command line is another model's (set model: to that "
+                       "model, or drop the flag)")
+        if args.untie_embeddings_and_output_weights and arch.tied:
+            out.append("--untie-embeddings-and-output-weights, but the model ties its input and "
+                       "output embeddings (set model: to the untied model, or drop the flag)")
+        if args.vocab_size is not None and args.vocab_size not in (arch.vocab, arch.vocab - 1):
+            out.append(f"--vocab-size {args.vocab_size}, but the model's vocabulary is "
+                       f"{arch.vocab} (NullTokenizer adds one: {arch.vocab - 1} builds it): the "
+                       "command line is another model's (set model: to that model, or drop "
+                       "the flag)")
+    if args.expert_model_parallel_size not in (None, 1) and not any(
+            layer.is_moe for layer in graph.layers):
+        out.append(f"--expert-model-parallel-size {args.expert_model_parallel_size} on a model "
+                   "without experts (a dense model): drop the flag, or set model: to the MoE "
+                   "model the command line runs")
     return out
 
 

@@ -119,3 +119,36 @@ def test_null_tokenizer_vocabulary_is_the_models():
     assert null_tokenizer_vocab(128256) == 128255
     assert padded_vocab(128256, 8) == 129024 and padded_vocab(128256, 1) == 128256
     assert padded_vocab(50257, 2) == 50432
+
+
+def test_head_width_vocabulary_and_expert_parallelism_contradictions_are_named(tmp_path):
+    """QA round 5 (M7): --kv-channels, --vocab-size and --expert-model-parallel-size on a
+    dense model were accepted without a word (the spec's model was priced). Llama 3 8B:
+    heads of 128 channels, 128,256 tokens, untied, no experts."""
+    bad = ("--tensor-model-parallel-size 2 --kv-channels 64 --vocab-size 50000 "
+           "--expert-model-parallel-size 4")
+    with pytest.raises(SpecError) as info:
+        load_spec(_spec(tmp_path, f"plan: {{megatron_args: '{bad}'}}\n"))
+    rules = [p.rule for p in info.value.problems if p.key == "plan.megatron_args"]
+    assert [r.split()[0] for r in rules] == ["--kv-channels", "--vocab-size",
+                                             "--expert-model-parallel-size"], rules
+    assert "the model's heads have 128 channels" in rules[0]
+    assert "NullTokenizer adds one: 128255 builds it" in rules[1]
+    # what the model has (and our own export's NullTokenizer size) is accepted
+    good = ("--tensor-model-parallel-size 2 --kv-channels 128 --vocab-size 128255 "
+            "--untie-embeddings-and-output-weights --expert-model-parallel-size 1")
+    assert load_spec(_spec(tmp_path, f"plan: {{megatron_args: '{good}'}}\n")).plan is not None
+
+
+def test_untying_a_tied_model_is_named(tmp_path):
+    import json
+    config = json.loads((REPO / "model_zoo" / "hf" / "gemma-3-1b.json").read_text())
+    assert config.get("tie_word_embeddings", True)
+    path = tmp_path / "spec.yaml"
+    path.write_text("model: {hf_config: " + str(REPO / "model_zoo" / "hf" / "gemma-3-1b.json")
+                    + "}\ncluster: {zoo: 2x8-h100}\ntraining: {global_batch_size: 64, seq_len: 4096}\n"
+                    "plan: {megatron_args: '--untie-embeddings-and-output-weights'}\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert any("--untie-embeddings-and-output-weights, but the model ties" in p.rule
+               for p in info.value.problems)
