@@ -356,6 +356,15 @@ def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGra
             if ep > 1:
                 out.add(f"search.ep_degrees[{i}]", ep, "expert parallelism needs MoE layers; "
                         "the model has none", "remove search.ep_degrees (or list only 1)")
+    experts = sorted({layer.num_experts for layer in graph.layers if layer.is_moe}) \
+        if graph is not None else []
+    for i, ep in enumerate(section.ep_degrees or []):   # else every plan dropped: "infeasible"
+        if experts and ep > 1 and any(e % ep for e in experts):
+            fits = [d for d in divisors(experts[0]) if all(e % d == 0 for e in experts)]
+            out.add(f"search.ep_degrees[{i}]", ep,
+                    f"does not divide the {'/'.join(map(str, experts))} experts of the MoE "
+                    "layers (each expert-parallel rank holds whole experts)",
+                    f"list degrees that divide them: {', '.join(map(str, fits))}")
 
     def tup(values):
         return None if values is None else tuple(values)

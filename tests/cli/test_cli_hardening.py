@@ -440,6 +440,16 @@ def test_search_expert_parallelism_on_a_dense_model(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_search_expert_degree_that_does_not_divide_the_experts(tmp_path):
+    """QA round 5 (L2): search.ep_degrees [3] on debug-moe's experts ended as 'proven
+    infeasible whatever the memory' with plan.json and report.html written."""
+    path = _debug_spec(tmp_path, model={"zoo": "debug-moe"}, search={"ep_degrees": [1, 3]})
+    code, text = _cli("solve", path, "--out", tmp_path / "o")
+    assert code == 2 and "search.ep_degrees[1] = 3" in text and "does not divide" in text
+    assert "list degrees that divide them: 1, 2, 4, 8" in text
+    assert not (tmp_path / "o").exists()
+
+
 # ------------------------------------------------------------------ a solver that is not installed
 PASE = ROOT / "tests" / "data" / "peers" / "pase" / "pase_alexnet_p4.json.gz"
 
