@@ -23,12 +23,21 @@ def fmt_time(seconds: float | None) -> str:
     return f"{seconds * 1e6:.1f} µs"
 
 
+#: Relative differences below this are the rounding of two separately computed times
+#: (a gap of 2.4e-16 printed as "2.4e-14%" beside the summary's "0.000%", QA round 5):
+#: written as 0.
+ROUNDING = 1e-9
+
+
 def fmt_pct(fraction: float | None, digits: int = 2) -> str:
-    """``0.1234`` -> ``"12.34%"``; infinite -> ``"∞"``; None -> ``"—"``."""
+    """``0.1234`` -> ``"12.34%"``; infinite -> ``"∞"``; None -> ``"—"``; below
+    :data:`ROUNDING` -> ``"0.00%"``."""
     if fraction is None:
         return "—"
     if math.isinf(fraction):
         return "∞"
+    if abs(fraction) < ROUNDING:
+        fraction = 0.0
     if 0 < abs(fraction) < 10 ** -(digits + 2) * 5:    # would print as 0.0…%: keep 2 significant digits
         return f"{fraction * 100:.2g}%"
     return f"{fraction * 100:.{digits}f}%"

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 
 from autopar_opt.reports.document import ReportInputError, to_float
+from autopar_opt.reports.formatting import ROUNDING
 
 #: Where a target came from (``Target.source``), as the report says it.
 SOURCES = {"target": "the spec's target key",
@@ -42,7 +43,9 @@ def _seconds(x: float | None) -> str:
 
 def _pct(x: float | None) -> str:
     """A price as a percentage to 3 significant digits (the console's rule)."""
-    return "—" if not _known(x) else f"{100 * x:.3g}%"
+    if not _known(x):
+        return "—"
+    return "0%" if abs(x) < ROUNDING else f"{100 * x:.3g}%"
 
 
 #: Relative width under which the two ends of the price are written as one value
@@ -95,7 +98,7 @@ def _known(x: float | None) -> bool:
 
 def _price_text(lo: float, hi: float) -> str:
     """``"0.0235%"`` when the ends agree (the console's rule), else ``"0% – 1.23%"``."""
-    if abs(hi - lo) <= SAME_ENDS * max(abs(hi), 1e-12):
+    if abs(hi - lo) <= SAME_ENDS * max(abs(hi), 1e-12) or max(abs(lo), abs(hi)) < ROUNDING:
         return _pct(lo)
     return f"{_pct(lo)} – {_pct(hi)}"
 
