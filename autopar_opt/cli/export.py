@@ -185,6 +185,10 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
             # searched for this framework already: what stops it is the model, not the plan
             fix = (f"the plan was searched for {fw} already; follow the reason above, or "
                    "export to another target")
+        elif _model_refused(fw, spec):
+            # no plan of this model runs there: solving again for it cannot help (QA round 5, L5)
+            fix = (f"{fw} cannot build this model whatever the plan; export to another "
+                   "target, or change the model as the reason above says")
         else:
             fix = (f"solve again with target: {fw} in the spec (or --runnable-by {fw}), which "
                    "searches only plans this framework can run")
@@ -211,24 +215,36 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
     return 0
 
 
+def _model_refused(framework: str, spec) -> bool:
+    """Whether ``framework`` refuses the spec's model itself (its architecture or windows,
+    :func:`~autopar_opt.ir.target.framework_model_problem`; torchtitan: no flavour of the
+    export builds it), so that no plan of it can be exported there."""
+    from autopar_opt.export.torchtitan import flavour_notice
+    from autopar_opt.ir.target import framework_model_problem
+
+    graph = spec.graph
+    if framework_model_problem(framework, graph, graph.attention_windows()):
+        return True
+    return framework == "torchtitan" and bool(flavour_notice(graph, "export"))
+
+
 def _same_model(doc: dict, spec, path, file: str, spec_file: str) -> None:
-    """Refuse a spec whose model is not the one plan.json records (its parameter count and
-    architecture line, written by solve): a plan that fits another model's layer list
-    (the same layer count) was exported with that model's dimensions (QA round 5, M9)."""
+    """Refuse a spec whose model is not the one plan.json records (its parameter count,
+    written by solve): a plan that fits another model's layer list (the same layer count)
+    was exported with that model's dimensions (QA round 5, M9)."""
     recorded = doc.get("spec", {}).get("model") if isinstance(doc.get("spec"), dict) else None
     if not isinstance(recorded, dict):
         return                      # estimate --json records only the spec's path
     graph = spec.graph
-    now = {"params": graph.total_params(),
-           "architecture": describe(graph.arch) if graph.arch is not None else None}
-    differs = [k for k in ("params", "architecture")
-               if recorded.get(k) is not None and now[k] is not None and recorded[k] != now[k]]
-    if not differs:
+    params = graph.total_params()
+    # the parameter count, not the architecture line's words (they change between versions)
+    if not isinstance(recorded.get("params"), int) or recorded["params"] == params:
         return
-    was = f"{recorded.get('params'):,} parameters" if recorded.get("params") else "its model"
-    rule = (f"the spec {spec_file} builds another model ({now['params']:,} parameters) than "
-            f"the plan was solved for ({was}"
-            + (f": {recorded['architecture']}" if "architecture" in differs else "") + ")")
+    arch = recorded.get("architecture")
+    rule = (f"the spec {spec_file} builds another model ({params:,} parameters"
+            + (f": {describe(graph.arch)}" if graph.arch is not None else "")
+            + f") than the plan was solved for ({recorded['params']:,} parameters"
+            + (f": {arch}" if isinstance(arch, str) else "") + ")")
     fix = "pass the spec it was solved from with --spec SPEC"
     _fail(f"invalid plan: {path}: {rule}; {fix}", file, rule, fix, key="spec.model")
 

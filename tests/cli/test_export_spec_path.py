@@ -67,3 +67,14 @@ def test_export_to_a_framework_the_plan_was_not_priced_for_says_so(tmp_path, mon
                for n in notes)
     code, out = run_cli("export", plan, "--to", "megatron", "--json")
     assert not any("priced with training.runtime" in n for n in _json(out)["notes"])
+
+
+def test_a_model_the_target_cannot_build_is_not_sent_back_to_solve(tmp_path, monkeypatch):
+    """QA round 5 (L5): torchtitan has no flavour for GPT-1.7B, and the refusal's fix said
+    'solve again with target: torchtitan', which cannot help: no plan of the model exports
+    there. Now it says so and names the way out."""
+    plan = _solved(tmp_path, monkeypatch)
+    code, out = run_cli("export", plan, "--to", "torchtitan")
+    assert code == 2
+    assert "torchtitan cannot build this model whatever the plan" in out
+    assert "solve again" not in out
