@@ -96,6 +96,7 @@ def search_scenario(task: dict[str, Any], limit_s: float | None = None) -> dict[
                         options)
     doc = build_document(str(task["path"]), spec.graph, spec.cluster, spec.training, spec.space,
                          spec.cost_params, options, result, [])
+    doc["spec"]["scenario"] = str(task["id"])     # export rebuilds the spec from the sweep
     cert = result.certificate
     metrics = doc["metrics"]
     plan = doc["plan"]

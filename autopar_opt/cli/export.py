@@ -157,7 +157,10 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
     _refuse_options(problems)  # the spec named inside plan.json, or a file that spec includes
     from autopar_opt.ir.pipeline import PlanError, validate_plan
 
-    spec = load_spec(spec_file)
+    scenario = spec_doc.get("scenario") if isinstance(spec_doc, dict) and spec_path is None \
+        else None
+    spec = _scenario_spec(spec_file, scenario, path, file) if isinstance(scenario, str) \
+        else load_spec(spec_file)
     plan = Plan.from_dict(doc["plan"])
     try:
         validate_plan(plan, spec.graph, spec.cluster, spec.training)
@@ -213,6 +216,21 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
     else:                                  # as solve and report say what they wrote
         typer.echo(f"wrote {output}", err=True)
     return 0
+
+
+def _scenario_spec(sweep_file: str, scenario: str, path, file: str):
+    """The spec of one scenario of a capacity sweep, built from the sweep as ``autopar
+    capacity`` built it (QA round 5, M8: a scenario's plan.json names the sweep, which
+    ``load_spec`` refuses as not a spec)."""
+    from autopar_opt.capacity.sweep import load_sweep
+    from autopar_opt.spec.spec import build_spec
+
+    found = next((s for s in load_sweep(sweep_file).scenarios if s.id == scenario), None)
+    if found is None:
+        rule = f"the capacity sweep {sweep_file} has no scenario {scenario!r} (it was edited)"
+        fix = "run `autopar capacity` again, or pass the scenario's spec with --spec SPEC"
+        _fail(f"{path}: {rule}; {fix}", file, rule, fix, key="spec.scenario", value=scenario)
+    return build_spec(found.data, Path(sweep_file))
 
 
 def _model_refused(framework: str, spec) -> bool:

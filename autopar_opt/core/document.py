@@ -301,6 +301,9 @@ class SpecSummaryDoc(_Doc):
     path: Optional[str] = _f("The spec file, as the command was given it.", default=None)
     resolved_path: Optional[str] = _f("The spec file's absolute path (export and report read "
                                       "it from any folder).", default=None)
+    scenario: Optional[str] = _f("The scenario of a capacity sweep this plan solves (the path "
+                                 "is the sweep's; export rebuilds the scenario's spec from it), "
+                                 "or null for a spec of its own.", default=None)
     model: dict[str, Any] = _f("Model summary (name, num_layers, params, params_active, is_chain, "
                                "source, attention_windows, architecture: one line of the built "
                                "architecture, or null without one; measured: which layers the "

@@ -37,3 +37,23 @@ def test_links_resolve_from_the_reports_folder(tmp_path):
     code, text = run_cli("report", alone / "capacity.json", "-o", alone / "cap.html")
     assert code == 0, text
     assert not re.findall(r'<a href="scenarios/', (alone / "cap.html").read_text())
+
+
+def test_a_scenario_plan_exports_from_its_sweep(tmp_path):
+    """QA round 5 (M8): a scenario's plan.json names the sweep file, which export refused
+    ("this is a capacity sweep"). plan.json now records the scenario, and export rebuilds
+    its spec from the sweep: the file is the one that scenario's spec gives (oracle: the
+    same plan exported with a hand-written spec of that scenario)."""
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump(SWEEP))
+    code, text = run_cli("capacity", sweep, "--out", tmp_path / "run", "--quiet")
+    assert code == 0, text
+    plan = tmp_path / "run" / "scenarios" / "8gpu" / "plan.json"
+    code, via_sweep = run_cli("export", plan, "--to", "megatron")
+    assert code == 0, via_sweep
+    alone = dict(SWEEP["base"], cluster=dict(SWEEP["base"]["cluster"], gpus_per_node=8))
+    (tmp_path / "s8.yaml").write_text(yaml.safe_dump(alone))
+    code, via_spec = run_cli("export", plan, "--to", "megatron", "--spec", tmp_path / "s8.yaml")
+    assert code == 0, via_spec
+    strip = lambda t: [line for line in t.splitlines() if not line.startswith("#")]  # noqa: E731
+    assert strip(via_sweep) == strip(via_spec) and "--tensor-model-parallel-size" in via_sweep
