@@ -84,7 +84,7 @@ def runnability_section(doc: dict) -> dict | None:
         "free_status": status,
         "free_time": _seconds(num["free_time_s"]),
         "priced": priced,
-        "price": _price_text(lo, hi) if priced else "not priced",
+        "price": price_text(lo, hi) if priced else "not priced",
         "price_low": _pct(lo),
         "price_high": _pct(hi),
         "note": str(run.get("note") or "") or (_why_wide(num, status) if priced
@@ -96,7 +96,7 @@ def _known(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
 
-def _price_text(lo: float, hi: float) -> str:
+def price_text(lo: float, hi: float) -> str:
     """``"0.0235%"`` when the ends agree (the console's rule), else ``"0% – 1.23%"``."""
     if abs(hi - lo) <= SAME_ENDS * max(abs(hi), 1e-12) or max(abs(lo), abs(hi)) < ROUNDING:
         return _pct(lo)

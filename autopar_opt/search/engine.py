@@ -139,6 +139,7 @@ class Search:
         self.tightened: set[OuterConfig] = set()
         self.graph, self.cluster, self.training, self.params = graph, cluster, training, params
         self.options, self.progress = options, progress
+        self.space = space
         self.inner = InnerSolver(options)
         self.prepared: list[Prepared] = []
         #: configurations whose tables the time limit (or a signal) left unbuilt

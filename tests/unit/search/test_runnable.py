@@ -527,3 +527,7 @@ def test_the_uniform_warm_start_is_a_plan_the_target_runs(framework, tmp_path):
     broken = replace(plan, stages=[replace(first, strategies=[embed[mixed[0]]] + first.strategies[1:])]
                      + plan.stages[1:])
     assert not runs_plan(spec.space.runs_on, broken, spec.graph)
+    # and given as the search's warm start, the answer is still one the target runs
+    again = run_search(spec.graph, spec.cluster, spec.training, spec.space, default_params(),
+                       SearchOptions(time_limit_s=60), incumbent=broken)
+    assert runs_plan(spec.space.runs_on, again.plan, spec.graph)
