@@ -334,7 +334,13 @@ def infeasibility_section(doc: dict) -> dict | None:
         return None
     least = to_float(inf["least_memory_gib"], "infeasibility.least_memory_gib")
     cap = to_float(inf["capacity_gib"], "infeasibility.capacity_gib")
-    return {"reason": str(inf["reason"]), "least_memory": fmt_gib(least), "capacity": fmt_gib(cap),
+    decided = doc.get("status") == "infeasible"
+    # a search the time limit stopped, with a memory floor below the capacity: memory is
+    # not why there is no plan (QA round 5: "Shortfall factor 0.12x" and memory advice)
+    memory = decided or least is None or not cap or least >= cap
+    return {"title": "Why no plan fits" if decided else "Why there is no plan",
+            "memory": memory,
+            "reason": str(inf["reason"]), "least_memory": fmt_gib(least), "capacity": fmt_gib(cap),
             "ratio": f"{least / cap:.2f}×" if least is not None and cap else "—",
             "advice": [str(a) for a in inf["advice"]]}
 

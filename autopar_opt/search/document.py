@@ -107,6 +107,9 @@ def _infeasibility(result: SearchResult, cluster: Cluster, training: Training,
               "lower training.memory_reserve_gib if the reserve is too conservative"]
     if not result.certificate.infeasible:
         advice.insert(0, "raise --time-limit")
+        if math.isfinite(least) and least < cap:       # memory did not stop this search
+            advice = [advice[0], "or narrow the search space (fewer degrees, schedules or "
+                      "micro-batch counts) so that it is searched within the limit"]
     return {"reason": reason, "details": result.infeasible_reasons[:10],
             "least_memory_gib": json_float(least), "capacity_gib": cap, "advice": advice}
 

@@ -224,3 +224,20 @@ def test_the_model_line_names_its_sliding_windows():
     assert text in render_html(doc)
     doc["spec"]["model"]["attention_windows"] = ""
     assert build_context(doc)["spec"]["model_params"] == f"{total:,.0f} parameters"
+
+
+def test_a_search_stopped_by_the_time_limit_is_not_blamed_on_memory():
+    """QA round 5 (W2): a run the time limit stopped before any plan, with a memory floor
+    far below the capacity, was headed 'Why no plan fits' with a shortfall factor of 0.12x
+    and memory advice. The infeasible fixture, turned into such a run: no memory table,
+    the floor said to be below the capacity; the proven infeasible one keeps its table."""
+    doc = normalised(load("plan_infeasible.json"))
+    assert "Shortfall factor" in render_html(doc) and "Why no plan fits" in render_html(doc)
+    stopped = copy.deepcopy(doc)
+    stopped["status"] = "no_plan"
+    inf = stopped["infeasibility"]
+    inf["reason"] = "no plan was found within the time limit; feasibility is not decided"
+    inf["least_memory_gib"] = inf["capacity_gib"] * 0.12
+    html = render_html(stopped)
+    assert "Why there is no plan" in html and "Shortfall factor" not in html
+    assert "memory did not stop this search" in html
