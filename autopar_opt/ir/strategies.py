@@ -336,8 +336,9 @@ def _ep_options(layer: Layer, dp: int, cp: int, tp: int, space: SearchSpace) -> 
     every ``etp`` of ``space.etp_degrees`` (None: ``tp`` and 1, the two forms
     the frameworks use: ETP = TP, Megatron-Core's default, and experts without
     tensor parallelism, as the published MoE recipes run them) and every ``ep``
-    of ``space.ep_degrees`` with :func:`ep_degree_ok` (a 0 in ``etp_degrees``
-    stands for ``tp``)."""
+    of ``space.ep_degrees`` with :func:`ep_degree_ok` (internally a 0 stands for
+    ``tp``, as in the default; a spec's ``search.etp_degrees`` lists degrees of 1 and
+    up, so a stated list does not follow tp)."""
     if not layer.is_moe:
         return [(1, tp)]
     allowed = space.ep_degrees     # a stated list is binding: it may leave no option

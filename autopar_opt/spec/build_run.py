@@ -310,6 +310,11 @@ def _check_shard_nodes(section: SearchSection, cluster: Cluster | None, out: Pro
     """``search.hybrid_shard_nodes`` that no plan could use is an error, not a silent
     drop: the list with hybrid sharding off, or a node count that is not below the
     cluster's nodes (a group of every node is plain ZeRO)."""
+    if "hybrid_zero_levels" in section.model_fields_set and True not in section.hybrid_sharding:
+        out.add("search.hybrid_zero_levels", list(section.hybrid_zero_levels),
+                "hybrid ZeRO levels only matter with hybrid sharding, and search.hybrid_sharding "
+                "is [false]", "add true to search.hybrid_sharding, or remove "
+                "search.hybrid_zero_levels")       # as hybrid_shard_nodes (QA round 5, W4)
     if list(section.hybrid_shard_nodes) == [1]:
         return
     if True not in section.hybrid_sharding:

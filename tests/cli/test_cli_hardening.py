@@ -578,3 +578,12 @@ def test_place_transformer_xl_without_memory(tmp_path):
     assert code == 0, text
     code, text = _cli("place", _place_spec(tmp_path, {**graph, "mem_len": -1}))
     assert code == 2 and "placement.graph.mem_len" in text and "from 0 to" in text
+
+
+def test_hybrid_zero_levels_without_hybrid_sharding(tmp_path):
+    """QA round 5 (W4): search.hybrid_zero_levels was accepted silently with
+    hybrid_sharding [false], while hybrid_shard_nodes is refused in the same case."""
+    path = _debug_spec(tmp_path, search={"hybrid_sharding": [False], "hybrid_zero_levels": [1, 3]})
+    code, text = _cli("solve", path, "--out", tmp_path / "o")
+    assert code == 2 and "search.hybrid_zero_levels" in text and "hybrid_sharding" in text
+    assert not (tmp_path / "o").exists()
