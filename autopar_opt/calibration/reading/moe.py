@@ -392,6 +392,8 @@ _ONE_KERNEL = re.compile(r"core[_ ]?v?0\.[0-7](?!\d)|megatron-core 0\.[0-7](?!\d
 #: DeepEP named as the token dispatcher (Megatron-Core ``--moe-token-dispatcher-type flex``
 #: with ``--moe-enable-deepep``).
 _DEEPEP = re.compile(r"deepep|dispatcher[-_ ]type[ =]*flex")
+#: The all-to-all dispatcher named (Megatron-Core ``--moe-token-dispatcher-type alltoall``).
+_ALLTOALL = re.compile(r"all-?to-?all|a2a")
 
 
 def moe_stack(framework: str, runtime: Runtime, notes: list[str]) -> Runtime:
@@ -427,4 +429,11 @@ def moe_stack(framework: str, runtime: Runtime, notes: list[str]) -> Runtime:
         notes.append("DeepEP dispatcher: a token crosses the network once per target node "
                      "(moe_dispatcher deepep)")
         runtime = replace(runtime, moe_dispatcher="deepep")
+    elif runtime.name in ("megatron-core", "megatron-lm") and not _ALLTOALL.search(fw):
+        # Megatron-Core's TransformerConfig.moe_token_dispatcher_type defaults to "allgather"
+        # (core_r0.6.0 to core_v0.17.1): said, since the all-to-all is what is priced
+        notes.append("token dispatcher not stated: Megatron-Core's default is allgather "
+                     "(moe_token_dispatcher_type); priced as alltoall (the all-gather "
+                     "dispatcher's gather and reduce-scatter over tp x ep are not modelled; "
+                     "with ep = 1 they are the tensor-parallel collectives already priced)")
     return runtime

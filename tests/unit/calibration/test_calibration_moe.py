@@ -350,3 +350,19 @@ def test_invalid_mlp_only_layers_skip_the_record_with_key_value_rule_and_fix(tmp
     assert why.startswith(f"model.mlp_only_layers = {value!r}: ") and rule in why and "(fix: " in why
     report = calibrate_file(_write(tmp_path, [rec]))
     assert not report.comparisons and report.skipped == [("synthetic_mixtral_8x7b", why)]
+
+
+@pytest.mark.parametrize("framework, said", [
+    ("Megatron-Core", True),
+    ("Megatron-Core, --moe-token-dispatcher-type alltoall", False),
+    ("Megatron-Core with DeepEP (--moe-token-dispatcher-type flex)", False),
+])
+def test_an_unstated_megatron_token_dispatcher_is_said(framework, said):
+    """Megatron-Core's moe_token_dispatcher_type defaults to allgather (core_r0.6.0 to
+    core_v0.17.1, transformer_config.py); the model prices the all-to-all, so a record
+    that names no dispatcher says what was assumed (a named one is read)."""
+    rec = mixtral()
+    rec["training"]["framework"] = framework
+    notes = build_run(read_record(rec)).assumptions
+    assert any(n.startswith("token dispatcher not stated: Megatron-Core's default is "
+                            "allgather") for n in notes) == said
