@@ -32,15 +32,19 @@ from autopar_opt.search.engine import ProgressFn, Search, SearchOptions
 
 def fleet_outer_configs(graph: LayerGraph, fleet: Fleet, training: Training, space: SearchSpace,
                         groups: tuple[int, ...] | None = None,
-                        mixed: bool | None = None) -> list[OuterConfig]:
+                        mixed: bool | None = None, cover: bool = False) -> list[OuterConfig]:
     """Every configuration of the fleet search: each shape of
     :func:`~autopar_opt.ir.fleet_pipeline.fleet_shapes` (on ``groups``, default
     all; ``mixed`` True: only shapes on two groups or more, False: only shapes on
-    one group) × micro-batch counts × schedules (one schedule for ``pp = 1``)."""
+    one group; ``cover``: only shapes on every one of ``groups``, as a replica class's
+    plan is, :func:`~autopar_opt.cost.replicas.evaluate_replicas`) × micro-batch counts ×
+    schedules (one schedule for ``pp = 1``)."""
     schedules = [Schedule(s) for s in space.schedules]
     out = []
     for gs, ds in fleet_shapes(fleet, len(graph.layers), space.pp_degrees, groups):
         if mixed is not None and (len(set(gs)) > 1) != mixed:
+            continue
+        if cover and groups is not None and set(gs) != set(groups):
             continue
         pp = len(gs)
         scheds = schedules
@@ -76,8 +80,8 @@ class FleetSearch(Search):
                  params: CostParams, options: SearchOptions, progress: ProgressFn | None = None,
                  groups: tuple[int, ...] | None = None, cache: FleetTableCache | None = None,
                  mixed: bool | None = None, cutoff: float | None = None,
-                 cutoff_source: str = "") -> None:
-        self.fleet, self.groups, self.mixed = fleet, groups, mixed
+                 cutoff_source: str = "", cover: bool = False) -> None:
+        self.fleet, self.groups, self.mixed, self.cover = fleet, groups, mixed, cover
         self.cutoff, self.cutoff_source = cutoff, cutoff_source
         self.cache = cache if cache is not None else FleetTableCache()
         super().__init__(graph, fleet, training, space, params, options, progress, None)
@@ -133,7 +137,7 @@ class FleetSearch(Search):
         solved, :meth:`solve`) and bound of every fleet configuration, within the time limit."""
         self.space = space
         configs = fleet_outer_configs(self.graph, self.fleet, self.training, space, self.groups,
-                                      self.mixed)
+                                      self.mixed, self.cover)
         try:
             for cfg in configs:
                 if self.remaining_s() <= 0:

@@ -268,3 +268,48 @@ def test_a_split_the_time_limit_left_without_a_bound_says_so():
     notes = {m["method"]: m["message"] for m in method_records(rows)}
     assert "proved the global lower bound" not in notes["none (no time left)"]
     assert "left the global lower bound unproven" in notes["none (no time left)"]
+
+
+FLEET3 = """\
+model: {{zoo: gpt-1.7b, overrides: {{num_layers: 2}}}}
+cluster:
+  name: three
+  groups:
+    - {{name: a80, device: A100-80GB, nodes: 1, gpus_per_node: 2}}
+    - {{name: h100, device: H100-SXM-80GB, nodes: 2, gpus_per_node: 1, nic_gb_per_s: 25}}
+{third}  links:
+    - {{between: [a80, h100], bandwidth_gb_per_s: 50, latency_us: 10}}
+{links}training: {{global_batch_size: 32, seq_len: 2048, dtype: bf16, optimizer: adam_mixed,
+           memory_reserve_gib: 0.0}}
+target: none
+search: {{pp_degrees: [1, 2, 3], tp_degrees: [1, 2], sequence_parallel: [false], zero_levels: [0, 1],
+         hybrid_sharding: [false], recompute: [none, full], schedules: [1f1b], microbatches: [2, 4]}}
+"""
+
+
+def test_a_third_group_never_makes_the_fleet_worse(tmp_path):
+    """QA round 6 (F1, high): a replica class of two groups was searched over shapes using
+    one of them; the split's pricing then raised "class on groups [1, 2] has stages on
+    groups [1]" and the solve of this ordinary 3-group fleet exited 2 ("invalid plan").
+    A class's plan runs on every group of the class (a plan on fewer is another
+    partition's). Oracle: monotonicity, the fleet without its A100-40GB pair solves at
+    0.16595 s; with it the optimum may only improve (QA's brute force of the three-group
+    space: 0.16433 s, three one-group classes)."""
+    import json
+
+    from support.cli import run_cli
+    two = tmp_path / "two.yaml"
+    two.write_text(FLEET3.format(third="", links=""))
+    three = tmp_path / "three.yaml"
+    three.write_text(FLEET3.format(
+        third="    - {name: a40, device: A100-40GB, nodes: 1, gpus_per_node: 2}\n",
+        links="    - {between: [a80, a40], bandwidth_gb_per_s: 50, latency_us: 10}\n"
+              "    - {between: [h100, a40], bandwidth_gb_per_s: 20, latency_us: 30}\n"))
+    got = {}
+    for name, path in (("two", two), ("three", three)):
+        code, text = run_cli("solve", path, "--json", "--quiet")
+        assert code == 0, text
+        doc = json.loads(text)
+        assert doc["status"] == "optimal"
+        got[name] = doc["certificate"]["primal"]
+    assert got["three"] <= got["two"] * (1 + 1e-9)
