@@ -17,6 +17,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from autopar_opt import __version__
+from autopar_opt.reports.formatting import alone_words
 
 #: Configuration rows shown in the report (all are in plan.json).
 MAX_ROWS = 60
@@ -126,8 +127,8 @@ def build_context(doc: dict) -> dict:
         rows.append({"what": what, "status": r["status"], "primal": _fmt(r["primal"]),
                      "bound": _fmt(r["lower_bound"]), "time": f"{r['time_s']:.2f}"})
     homo = [{"group": h["group"], "devices": h["devices"],
-             "primal": _fmt(h["primal"]) if h["primal"] is not None else "— (no plan searched: its bound "
-                                                                         "already exceeds the fleet's plan)",
+             "primal": _fmt(h["primal"]) if h["primal"] is not None else
+             "— (" + alone_words(None, h.get("statuses"), _fmt(h["lower_bound"])) + ")",
              "bound": _fmt(h["lower_bound"]), "ratio": _ratio(h, primal)}
             for h in doc["homogeneous"]]
     m = doc["metrics"] or {}

@@ -139,3 +139,18 @@ def doc_table_env(env):
     env.filters.update(show=show, label=label)
     env.globals["columns"] = columns
     return env
+
+
+def alone_words(primal_text: str | None, statuses, bound_text: str) -> str:
+    """What a fleet's summary and report say of one group searched alone: its best plan,
+    or why it has none (proven infeasible; pruned by the fleet's plan; not decided), with
+    the bound it carries where that bound is a number (QA rounds 5-6: a group proven
+    infeasible read "its bound already exceeds the fleet's plan" and "proven >= inf s")."""
+    seen = set(statuses or ())
+    if primal_text is not None:
+        return f"best {primal_text} s, proven >= {bound_text} s"
+    if seen == {"infeasible"}:
+        return "no plan fits (proven)"
+    if seen <= {"pruned", "infeasible"}:
+        return f"pruned: no plan of it alone can beat the fleet's, proven >= {bound_text} s"
+    return f"no plan found ({', '.join(sorted(seen))}), proven >= {bound_text} s"

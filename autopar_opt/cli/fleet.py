@@ -10,11 +10,12 @@ stage or class runs, every group alone, the certificate. Same exit codes as
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
 from autopar_opt.core.result import status_words
-from autopar_opt.reports.formatting import causal_mfu_note
+from autopar_opt.reports.formatting import alone_words, causal_mfu_note
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.files import write_atomic
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
@@ -112,15 +113,18 @@ def summary(doc: dict) -> str:
         if doc["shape"] == "replicas":
             lines.append(f"  cross-group gradient all-reduce: {m['sync_s']:.4f} s")
     for h in doc["homogeneous"]:
-        seen = set(h.get("statuses") or ())
-        best = (f"best {_fmt(h['primal'])} s" if h["primal"] is not None else
-                "no plan fits (proven)" if seen == {"infeasible"} else
-                "pruned: no plan of it alone can beat the fleet's" if seen <= {"pruned", "infeasible"}
-                else f"no plan found ({', '.join(sorted(seen))})")
-        lines.append(f"  {h['group']} alone: {best}, proven >= {_fmt(h['lower_bound'])} s")
+        primal = _fmt(h["primal"]) if h["primal"] is not None else None
+        lines.append(f"  {h['group']} alone: "
+                     f"{alone_words(primal, h.get('statuses'), _fmt(h['lower_bound']))}")
     gap = cert["gap"]
-    lines.append(f"  certificate: primal {_fmt(cert['primal'])} s, lower bound {_fmt(cert['lower_bound'])} s, "
-                 f"gap {100 * gap:.3f}%" if isinstance(gap, float) else f"  certificate: gap {gap}")
+    if isinstance(gap, float) and math.isfinite(gap):
+        lines.append(f"  certificate: primal {_fmt(cert['primal'])} s, lower bound "
+                     f"{_fmt(cert['lower_bound'])} s, gap {100 * gap:.3f}%")
+    elif cert.get("primal") is not None:      # a plan without a finite bound (time limit)
+        lines.append(f"  certificate: primal {_fmt(cert['primal'])} s, no lower bound proven "
+                     f"({_fmt(cert['lower_bound'])} s): no optimality claim")
+    else:
+        lines.append(f"  certificate: no plan, lower bound {_fmt(cert['lower_bound'])} s")
     rows = cert["configurations"]
     from collections import Counter
     counts = Counter(r["status"] for r in rows)

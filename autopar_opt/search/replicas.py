@@ -11,7 +11,7 @@ and ``max_t P_t + S`` the value of a plan.
 
 The splits searched (the stated space): every batch share a positive multiple
 of ``q``, the largest divisor of the global batch ``B`` not above ``B/P``
-(``P = search.batch_split_parts``). Every split gets a bound before any is
+(``P`` = :data:`DEFAULT_SPLIT_PARTS`, 16; no spec key sets it). Every split gets a bound before any is
 solved: per class and share, the least analytic bound over the class's
 configurations (:func:`~autopar_opt.search.bounds.analytic_lower_bound` on tables
 without edge matrices). Splits are then solved in bound order; a split whose
@@ -43,7 +43,7 @@ from autopar_opt.search.certificate import WITHIN_GAP, ConfigRecord
 from autopar_opt.search.engine import SearchOptions
 from autopar_opt.search.fleet import FleetSearch, fleet_outer_configs
 
-#: Default number of parts the global batch is split in (``search.batch_split_parts``).
+#: Parts the global batch is split in (a constant: the spec has no key for it).
 DEFAULT_SPLIT_PARTS = 16
 
 

@@ -313,3 +313,26 @@ def test_a_third_group_never_makes_the_fleet_worse(tmp_path):
         assert doc["status"] == "optimal"
         got[name] = doc["certificate"]["primal"]
     assert got["three"] <= got["two"] * (1 + 1e-9)
+
+
+def test_a_group_proven_infeasible_alone_and_an_unbounded_gap_are_said(tmp_path):
+    """QA round 6 (W1, W2): the fleet report said a group proven infeasible alone had
+    "no plan searched: its bound already exceeds the fleet's plan", the summary "proven >=
+    inf s", and a time-limited run's certificate line "gap inf" without its plan."""
+    import json
+
+    from support.cli import run_cli
+    from autopar_opt.cli.fleet import summary
+    from autopar_opt.reports.fleet import build_context
+    two = tmp_path / "two.yaml"
+    two.write_text(FLEET3.format(third="", links=""))
+    code, text = run_cli("solve", two, "--json", "--quiet")
+    assert code == 0, text
+    doc = json.loads(text)
+    doc["homogeneous"][0].update(primal=None, lower_bound="inf", statuses=["infeasible"])
+    doc["certificate"].update(lower_bound="-inf", gap="inf")
+    words = summary(doc)
+    assert f"{doc['homogeneous'][0]['group']} alone: no plan fits (proven)\n" in words + "\n"
+    assert "proven >= inf" not in words and "no lower bound proven" in words
+    row = build_context(doc)["homogeneous"][0]
+    assert "no plan fits (proven)" in row["primal"] and "already exceeds" not in row["primal"]
