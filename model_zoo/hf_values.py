@@ -57,30 +57,32 @@ def rope_type(config: dict[str, Any]) -> str | None:
     return kind
 
 
+def _positive(v: float) -> bool:
+    return v > 0
+
+
+def _ranges() -> tuple:
+    """(keys, the value's rule, its words, an example) of every range :func:`value_problems`
+    checks, in its order."""
+    return ((("rope_theta",), _positive, "a positive number, the RoPE base", "10000 or 1000000"),
+            (("query_pre_attn_scalar",), _positive, "a positive number, Gemma's attention scale "
+             "is its inverse square root", "256"),
+            (NORM_EPS_KEYS, lambda v: 0 < v < 1, "a number in (0, 1), the normalisation epsilon",
+             "1e-05 or 1e-06"),
+            (SOFTCAP_KEYS, _positive, "a positive number (the soft cap of cap * tanh(x / cap)) "
+             "or null (no capping)", "30.0"),
+            (ROTARY_SHARE_KEYS, lambda v: 0 < v <= 1, "a number in (0, 1], the share of each "
+             "head RoPE rotates", "0.5"))
+
+
 def value_problems(data: dict[str, Any], path: Path | str) -> str | None:
     """The first out-of-range value of ``data`` as an error message, or None."""
-    for key, what, example in (("rope_theta", "the RoPE base", "10000 or 1000000"),
-                               ("query_pre_attn_scalar", "Gemma's attention scale is its "
-                                "inverse square root", "256")):
-        value = data.get(key)
-        if value is not None and (not _number(value) or value <= 0):
-            return (f"{path}: {key} = {_shown(value)} must be a positive number, {what} "
-                    f"(fix: {FIX}, e.g. {example})")
-    for key in NORM_EPS_KEYS:
-        value = data.get(key)
-        if value is not None and (not _number(value) or not 0 < value < 1):
-            return (f"{path}: {key} = {_shown(value)} must be a number in (0, 1), the "
-                    f"normalisation epsilon (fix: {FIX}, e.g. 1e-05 or 1e-06)")
-    for key in SOFTCAP_KEYS:
-        value = data.get(key)
-        if value is not None and (not _number(value) or value <= 0):
-            return (f"{path}: {key} = {_shown(value)} must be a positive number (the soft cap "
-                    f"of cap * tanh(x / cap)) or null (no capping) (fix: {FIX}, e.g. 30.0)")
-    for key in ROTARY_SHARE_KEYS:
-        value = data.get(key)
-        if value is not None and (not _number(value) or not 0 < value <= 1):
-            return (f"{path}: {key} = {_shown(value)} must be a number in (0, 1], the share of "
-                    f"each head RoPE rotates (fix: {FIX}, e.g. 0.5)")
+    for keys, ok, words, example in _ranges():
+        for key in keys:
+            value = data.get(key)
+            if value is not None and (not _number(value) or not ok(value)):
+                return (f"{path}: {key} = {_shown(value)} must be {words} (fix: {FIX}, e.g. "
+                        f"{example})")
     return _rope_scaling_problem(data, path)
 
 
