@@ -324,6 +324,17 @@ def uniform_key(layer: Layer, s) -> tuple[int, ...]:
     return (s.tp, s.cp, sp, zero, replicas, ep, etp, rc)
 
 
+def keeps_uniform_rule(keys) -> bool:
+    """Whether the :func:`uniform_key` rows ``keys`` (one per layer) take one value per
+    dimension over the model, :data:`ANY` aside: a target's uniformity rule."""
+    seen: dict[int, int] = {}
+    for key in keys:
+        for d, v in enumerate(key):
+            if int(v) != ANY and seen.setdefault(d, int(v)) != int(v):
+                return False
+    return True
+
+
 def describe_key(key: tuple[int, ...]) -> str:
     """``tp4 cp1 sp z1 ep8 etp1 rc-full`` (settings that matter nowhere left out;
     ``hybrid-shard xR`` for ``R`` replicas of hybrid sharding)."""

@@ -22,13 +22,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import numpy as np
 
 from autopar_opt.cost.evaluate import PlanError, PlanMetrics, evaluate
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import GIB, Cluster
 from autopar_opt.ir.plan import Plan, StagePlan
-from autopar_opt.ir.target import ANY
+from autopar_opt.ir.target import keeps_uniform_rule
 from autopar_opt.search.configs import outer_configs
 from autopar_opt.ir.strategies import Layout, Strategy, divisors, enumerate_strategies
 from autopar_opt.ir.training import Recompute, SearchSpace, Training
@@ -199,13 +198,7 @@ def runnable_choice(tables, choice: tuple[int, ...]) -> bool:
     True in the free space. A uniform candidate is the solver's first incumbent and a
     baseline: in a target's space it must be a plan the target runs."""
     keys = tables.uniform_keys
-    if keys is None:
-        return True
-    rows = np.array([keys[u][k] for u, k in enumerate(choice)])
-    for column in rows.T:
-        if len({int(v) for v in column if v != ANY}) > 1:
-            return False
-    return True
+    return keys is None or keeps_uniform_rule(keys[u][k] for u, k in enumerate(choice))
 
 
 def _price(tables, stage: list[int], choice: tuple[int, ...]) -> float | None:

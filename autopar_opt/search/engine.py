@@ -461,20 +461,14 @@ def runs_plan(target, plan: Plan, graph: LayerGraph) -> bool:
     not the incumbent of the target's search: its answer must be runnable."""
     if target is None:
         return True
-    from autopar_opt.ir.target import ANY, uniform_key
+    from autopar_opt.ir.target import keeps_uniform_rule, uniform_key
 
     by_name = {name: s for stage in plan.stages for name, s in zip(stage.layers, stage.strategies)}
-    seen: dict[int, int] = {}
-    for layer in graph.layers:
-        s = by_name.get(layer.name)
-        if s is None:
-            return False
-        if target.strategy_problem(layer, s, plan.pp) is not None:
-            return False
-        for d, v in enumerate(uniform_key(layer, s)):
-            if v != ANY and seen.setdefault(d, v) != v:
-                return False
-    return True
+    pairs = [(layer, by_name.get(layer.name)) for layer in graph.layers]
+    if any(s is None or target.strategy_problem(layer, s, plan.pp) is not None
+           for layer, s in pairs):
+        return False
+    return keeps_uniform_rule(uniform_key(layer, s) for layer, s in pairs)
 
 
 def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: SearchSpace,
