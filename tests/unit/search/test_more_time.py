@@ -55,3 +55,15 @@ def test_no_estimate_when_the_gap_is_met_or_the_search_was_interrupted():
     assert more_time(_result(closed), options) is None
     open_ = [_rec(1, 1, "optimal", 10.0, 10.0, 2.0), _rec(2, 1, "feasible", 10.5, 8.0, 9.0)]
     assert more_time(replace(_result(open_), interrupted_by=2), options) is None
+
+
+def test_a_gap_left_by_a_solver_tolerance_is_not_sent_to_more_time():
+    """QA round 5 (W1): every configuration closed (Gurobi's MIQP stopped at its own
+    tolerance, 1.66e-6 against the requested 1e-6), and the note said "configurations open"
+    and "raise --time-limit", which cannot help."""
+    records = [_rec(1, 1, "optimal", 10.0, 10.0 * (1 - 1.66e-6), 2.0),
+               _rec(2, 1, "pruned", None, 10.0, 0.0)]
+    options = SearchOptions(solver="dp", time_limit_s=60, rel_gap=1e-6)
+    said = " ".join(notices(_result(records), options))
+    assert "every configuration is closed" in said and "own tolerance" in said
+    assert "open" not in said.split("though")[0] and "raise --time-limit" not in said
