@@ -186,8 +186,11 @@ def _classic_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
         ffn_hidden=ffn, vocab=int(g("vocab_size")),
         max_positions=int(g("max_position_embeddings") or g("n_positions") or 0), gated=False,
         norm="layernorm", tied=bool(g("tie_word_embeddings", mt != "gpt_neox")),
-        biases=mt in ("opt", "bloom", "gpt_neox", "gpt2") or bool(g("bias", False))
-        or (mt == "starcoder2" and bool(g("use_bias", True))),
+        biases=mt in ("opt", "bloom", "gpt2") or bool(g("bias", False))
+        or (mt == "starcoder2" and bool(g("use_bias", True)))
+        or (mt == "gpt_neox" and bool(g("attention_bias", True))),
+        # GPT-NeoX without attention biases keeps its MLP's (GPTNeoXConfig.attention_bias)
+        mlp_bias=mt == "gpt_neox" and not bool(g("attention_bias", True)),
         rope_theta=float(g("rope_theta")) if mt == "starcoder2" and g("rope_theta") else None,
         windows=_windows(blocks),
         learned_positions=mt in ("opt", "gpt2"), activation=_classic_activation(config),

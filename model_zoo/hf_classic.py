@@ -28,13 +28,15 @@ def read_gpt2(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
 
 
 def read_neox(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
-    """GPT-NeoX: rotary, LayerNorm, biases, GELU MLP, untied output (``embed_out``);
+    """GPT-NeoX: rotary, LayerNorm, biases (the attention's only with ``attention_bias``,
+    default true), GELU MLP, untied output (``embed_out``);
     attention and MLP in parallel through their two LayerNorms with
     ``use_parallel_residual`` (default true; Black et al. 2022, arXiv 2204.06745, Sec. 2)."""
     heads_divide(c, "hidden_size", "num_attention_heads")
     h, a = c("hidden_size"), c("num_attention_heads")
-    attn = AttentionDims(hidden=h, heads=a, kv_heads=a, head_dim=h // a, qkv_bias=True,
-                         out_bias=True, model_fuses_qkv=True)   # GPTNeoXAttention.query_key_value
+    bias = bool(c("attention_bias", True))      # GPTNeoXConfig: on query_key_value and dense
+    attn = AttentionDims(hidden=h, heads=a, kv_heads=a, head_dim=h // a, qkv_bias=bias,
+                         out_bias=bias, model_fuses_qkv=True)   # GPTNeoXAttention.query_key_value
     mlp = MlpDims(c("intermediate_size"), gated=False, bias=True)
     parallel = 2 if c("use_parallel_residual", True) else 0
     blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, layer_norm=True, parallel=parallel,

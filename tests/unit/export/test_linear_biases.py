@@ -61,3 +61,18 @@ def test_torchtitan_refuses_biases_its_flavour_has_not(tmp_path):
     assert "attention biases (Q, K, V, O)" in describe(spec.graph.arch)
     with pytest.raises(ExportError, match="linear biases"):
         export_plan(spec.plan, spec.graph, spec.cluster, spec.training, "torchtitan")
+
+
+def test_gpt_neox_without_attention_biases_keeps_its_mlp_biases(tmp_path):
+    """GPTNeoXConfig.attention_bias (default true) removes the biases of query_key_value and
+    dense: 4·h parameters per layer (QA round 5: the key was ignored); the MLP keeps its."""
+    from autopar_opt.model_zoo.hf_config import build_hf_graph, load_hf_config
+    config = json.loads((HF / "gpt-neox-20b.json").read_text())
+    graphs = {}
+    for bias in (True, False):
+        (tmp_path / "c.json").write_text(json.dumps(dict(config, attention_bias=bias)))
+        graphs[bias] = build_hf_graph(load_hf_config(tmp_path / "c.json")[0], 2048)
+    h, layers = config["hidden_size"], config["num_hidden_layers"]
+    assert graphs[True].total_params() - graphs[False].total_params() == 4 * h * layers
+    assert graphs[True].arch.biases and ", biases" in describe(graphs[True].arch)
+    assert not graphs[False].arch.biases and "MLP biases" in describe(graphs[False].arch)
