@@ -235,6 +235,12 @@ def uncomputed_attention_share(layers) -> float:
     return skipped / total if total > 0 else 0.0
 
 
+def causal_mfu(mfu: float, layers) -> float:
+    """``mfu`` counting each causal attention core at the half its kernel computes
+    (:func:`uncomputed_attention_share`): a plan's and a fleet's ``mfu_causal``."""
+    return mfu * (1.0 - uncomputed_attention_share(layers))
+
+
 def _unfused_attn_time(flops: float, ctx: StageContext) -> float:
     """Unfused attention core: two batched GEMMs at the GEMM efficiency (one
     kernel's ``τ_half`` per pass: the batched GEMMs are large, their count is

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from autopar_opt.cost.compute import uncomputed_attention_share
+from autopar_opt.cost.compute import causal_mfu
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.layer_cost import layer_cost, unsharded_held_parts
 from autopar_opt.cost.state import held_layer, weight_parts
@@ -293,7 +293,7 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster | Fleet, training: 
         feasible=all(s.fits for s in stages),
         memory_capacity_gib=stages[0].capacity_gib if stages else 0.0,
         breakdown=breakdown,
-        mfu_causal=model_flops / (t * peak_total) * (1.0 - uncomputed_attention_share(graph.layers)),
+        mfu_causal=causal_mfu(model_flops / (t * peak_total), graph.layers),
     )
 
 

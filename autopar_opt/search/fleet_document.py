@@ -16,7 +16,7 @@ import dataclasses
 import datetime as _dt
 
 from autopar_opt import __version__
-from autopar_opt.cost.compute import uncomputed_attention_share
+from autopar_opt.cost.compute import causal_mfu
 from autopar_opt.core.bounds import Status
 from autopar_opt.cost.params import CostParams
 from autopar_opt.cost.replicas import ReplicaMetrics
@@ -132,8 +132,7 @@ def build_fleet_document(spec_path: str, graph: LayerGraph, fleet: Fleet, traini
         metrics_dict = {"iteration_time_s": metrics.iteration_time_s,
                         "samples_per_s": metrics.samples_per_s, "tokens_per_s": metrics.tokens_per_s,
                         "mfu": metrics.mfu,
-                        # as PlanMetrics.mfu_causal: causal cores at the half they compute
-                        "mfu_causal": metrics.mfu * (1.0 - uncomputed_attention_share(graph.layers)),
+                        "mfu_causal": causal_mfu(metrics.mfu, graph.layers),
                         "sync_s": metrics.sync_s, "feasible": metrics.feasible,
                         "sync": {"grad_bytes": metrics.sync.grad_bytes, "rings": metrics.sync.rings,
                                  "tier": _tier(metrics.sync.tier)} if metrics.sync else None}
