@@ -237,13 +237,13 @@ def _model_refused(framework: str, spec) -> bool:
     """Whether ``framework`` refuses the spec's model itself (its architecture or windows,
     :func:`~autopar_opt.ir.target.framework_model_problem`; torchtitan: no flavour of the
     export builds it), so that no plan of it can be exported there."""
-    from autopar_opt.export.torchtitan import flavour_notice
+    from autopar_opt.export.torchtitan import flavour
     from autopar_opt.ir.target import framework_model_problem
 
     graph = spec.graph
     if framework_model_problem(framework, graph, graph.attention_windows()):
         return True
-    return framework == "torchtitan" and bool(flavour_notice(graph, "export"))
+    return framework == "torchtitan" and graph.arch is not None and flavour(graph.arch) is None
 
 
 def _same_model(doc: dict, spec, path, file: str, spec_file: str) -> None:

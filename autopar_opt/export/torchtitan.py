@@ -141,6 +141,17 @@ def flavour_differences(arch: ModelArch | None) -> list[str]:
     return out
 
 
+def flavour_mismatch(arch: ModelArch | None, name: str) -> str:
+    """``torchtitan's qwen3 14B flavour is not NAME, which has ...`` where the flavour
+    ``arch``'s key names differs from it (:func:`flavour_differences`); empty otherwise.
+    The export's refusal and the search's notice both say it."""
+    differs = flavour_differences(arch)
+    if not differs:
+        return ""
+    module, flav = _candidate(arch)[:2]
+    return f"torchtitan's {module} {flav} flavour is not {name}, which has {'; '.join(differs)}"
+
+
 def flavour(arch: ModelArch | None) -> tuple[str, str, str, int] | None:
     """torchtitan's (module, flavour, config function, layers) for ``arch``, or None.
     A model with fewer layers than the flavour is that flavour's first layers; any
@@ -305,11 +316,9 @@ def flavour_notice(graph, who: str) -> str:
     architecture)."""
     if graph is None or graph.arch is None or flavour(graph.arch) is not None:
         return ""
-    differs = flavour_differences(graph.arch)
-    if differs:
-        module, flav = _candidate(graph.arch)[:2]
-        return (f"{who}: the plans follow torchtitan's parallelism rules, but torchtitan's "
-                f"{module} {flav} flavour is not {graph.name}, which has {'; '.join(differs)}; the "
+    mismatch = flavour_mismatch(graph.arch, graph.name)
+    if mismatch:
+        return (f"{who}: the plans follow torchtitan's parallelism rules, but {mismatch}; the "
                 "export is refused and the model is yours to add to torchtitan's registry")
     known = ", ".join(sorted({f"{m} {f}" for m, f, _, _ in FLAVOURS.values()}))
     return (f"{who}: the plans follow torchtitan's parallelism rules, but autopar's "
@@ -320,14 +329,12 @@ def flavour_notice(graph, who: str) -> str:
 
 def _model_of(view: PlanView) -> tuple[str, str, str, int]:
     found = flavour(view.arch)
-    differs = flavour_differences(view.arch)
-    if found is None and differs:
-        module, flav = _candidate(view.arch)[:2]
+    mismatch = flavour_mismatch(view.arch, "this model") if found is None else ""
+    if mismatch:
         raise ExportError("torchtitan", [
-            f"torchtitan's {module} {flav} flavour is not this model, which has "
-            f"{'; '.join(differs)}, and a torchtitan job file cannot change a flavour's "
-            "shapes (they are the model registry's code); add a flavour with them to "
-            "torchtitan's model registry, or export to megatron or deepspeed"])
+            f"{mismatch}, and a torchtitan job file cannot change a flavour's shapes (they are "
+            "the model registry's code); add a flavour with them to torchtitan's model "
+            "registry, or export to megatron or deepspeed"])
     if found is None:
         what = view.arch.family if view.arch is not None else "this model"
         raise ExportError("torchtitan", [
