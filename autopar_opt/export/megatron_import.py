@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from autopar_opt.export.megatron import MegatronArgsError, expand_layout
+from autopar_opt.export.megatron import MegatronArgsError, expand_layout, null_tokenizer_vocab
 from autopar_opt.export.view import BLOCK_KINDS
 from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.ir.hardware import Cluster
@@ -128,9 +128,10 @@ def contradictions(args: argparse.Namespace, graph: LayerGraph, training: Traini
         if args.untie_embeddings_and_output_weights and arch.tied:
             out.append("--untie-embeddings-and-output-weights, but the model ties its input and "
                        "output embeddings (set model: to the untied model, or drop the flag)")
-        if args.vocab_size is not None and args.vocab_size not in (arch.vocab, arch.vocab - 1):
+        null = null_tokenizer_vocab(arch.vocab)
+        if args.vocab_size is not None and args.vocab_size not in (arch.vocab, null):
             out.append(f"--vocab-size {args.vocab_size}, but the model's vocabulary is "
-                       f"{arch.vocab} (NullTokenizer adds one: {arch.vocab - 1} builds it): the "
+                       f"{arch.vocab} (NullTokenizer adds one: {null} builds it): the "
                        "command line is another model's (set model: to that model, or drop "
                        "the flag)")
     if args.expert_model_parallel_size not in (None, 1) and not any(

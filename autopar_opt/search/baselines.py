@@ -22,7 +22,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-
 from autopar_opt.cost.evaluate import PlanError, PlanMetrics, evaluate
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import GIB, Cluster

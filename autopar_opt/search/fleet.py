@@ -135,7 +135,6 @@ class FleetSearch(Search):
     def _prepare(self, space: SearchSpace) -> None:
         """Tables (without edge matrices: a configuration gets them only when it is
         solved, :meth:`solve`) and bound of every fleet configuration, within the time limit."""
-        self.space = space
         configs = fleet_outer_configs(self.graph, self.fleet, self.training, space, self.groups,
                                       self.mixed, self.cover)
         try:

@@ -114,7 +114,6 @@ def build_spec(data: dict[str, Any], path: Path, section_files: dict[str, str] |
                 + unused_measurements(graph, space, plan))
 
 
-
 def unused_measurements(graph: LayerGraph, space, plan) -> list[str]:
     """A notice for each measured (layer, tp) no priced plan can use: a tp the search space
     does not offer and, with a spec plan, not the plan's own (``model.measured`` at tp 3
