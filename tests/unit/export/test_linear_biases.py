@@ -10,6 +10,7 @@ import json
 import pytest
 
 from support.frameworks import validate_megatron_lm
+from support.hf_specs import write_hf_spec
 from support.paths import REPO
 from autopar_opt.export import ExportError, export_plan
 from autopar_opt.ir.arch import describe
@@ -21,11 +22,7 @@ HF = REPO / "model_zoo" / "hf"
 def _spec(tmp_path, name: str, zero: int = 1, **changes):
     config = json.loads((HF / f"{name}.json").read_text())
     config.update(changes, num_hidden_layers=4)
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    (tmp_path / "s.yaml").write_text("model: {hf_config: config.json}\ncluster: {zoo: 2x8-h100}\n"
-                                     "training: {global_batch_size: 32, seq_len: 4096}\n"
-                                     f"plan: {{tp: 2, micro_batch_size: 2, zero: {zero}}}\n")
-    return load_spec(tmp_path / "s.yaml")
+    return load_spec(write_hf_spec(tmp_path, config, f"tp: 2, micro_batch_size: 2, zero: {zero}"))
 
 
 @pytest.mark.parametrize("changes, words", [

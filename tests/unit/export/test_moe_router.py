@@ -16,6 +16,7 @@ import json
 
 import pytest
 
+from support.hf_specs import write_hf_spec
 from support.paths import REPO
 from autopar_opt.export import export_plan
 from autopar_opt.spec import load_spec
@@ -32,12 +33,7 @@ MOONLIGHT = {"scoring_func": "sigmoid", "topk_method": "noaux_tc", "n_group": 1,
 def _spec(tmp_path, name: str, plan: str, **changes):
     config = json.loads((HF / f"{name}.json").read_text())
     config.update(changes)
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    path = tmp_path / "spec.yaml"
-    path.write_text("model: {hf_config: config.json}\ncluster: {zoo: 2x8-h100}\n"
-                    "training: {global_batch_size: 32, seq_len: 4096}\n"
-                    f"plan: {{{plan}}}\n")
-    return load_spec(path)
+    return load_spec(write_hf_spec(tmp_path, config, plan))
 
 
 def _dsv3(tmp_path, **changes):       # DeepSeek-V3: 3 dense layers, then MoE

@@ -16,6 +16,7 @@ import json
 import pytest
 
 from support.cli import run_cli
+from support.hf_specs import write_hf_spec
 from support.paths import REPO
 
 HF = REPO / "model_zoo" / "hf"
@@ -88,11 +89,7 @@ def test_refused_values_do_not_reach_an_export(tmp_path):
     """The spec route (estimate) refuses the same file before pricing or writing."""
     config = json.loads((HF / "qwen3-8b.json").read_text())
     config.update(num_hidden_layers=4, rope_theta=-1)
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    spec = tmp_path / "spec.yaml"
-    spec.write_text("model: {hf_config: config.json}\ncluster: {zoo: 2x8-h100}\n"
-                    "training: {global_batch_size: 32, seq_len: 4096}\n"
-                    "plan: {tp: 2, pp: 1, zero: 1, micro_batch_size: 1}\n")
+    spec = write_hf_spec(tmp_path, config, "tp: 2, pp: 1, zero: 1, micro_batch_size: 1")
     code, text = run_cli("estimate", spec, "--json")
     assert code == 2 and "rope_theta = -1" in text and "must be a positive number" in text, text
 

@@ -16,6 +16,7 @@ from autopar_opt.export.megatron import model_args
 from autopar_opt.ir.arch import describe
 from autopar_opt.model_zoo.hf_config import build_hf_graph
 from support.cli import run_cli
+from support.hf_specs import write_hf_spec
 from support.paths import REPO
 
 HF = REPO / "model_zoo" / "hf"
@@ -64,11 +65,7 @@ def test_the_model_command_says_it(tmp_path):
 
 def _export(tmp_path, target: str) -> str:
     config = dict(_phi4_mini(), num_hidden_layers=4)
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    spec = tmp_path / "spec.yaml"
-    spec.write_text("model: {hf_config: config.json}\ncluster: {zoo: 2x8-h100}\n"
-                    "training: {global_batch_size: 32, seq_len: 4096}\n"
-                    "plan: {tp: 2, pp: 1, zero: 1, micro_batch_size: 1}\n")
+    spec = write_hf_spec(tmp_path, config, "tp: 2, pp: 1, zero: 1, micro_batch_size: 1")
     code, text = run_cli("estimate", spec, "--json")
     assert code == 0, text
     (tmp_path / "est.json").write_text(text)
