@@ -164,7 +164,7 @@ def build_run(rec: RunRecord) -> ModeledRun:
     cluster = _cluster(rec)
     par, b = rec.parallel, rec.batches
     training = Training(b.microbatches * b.micro_batch * par.dp, rec.model.seq, rec.dtype,
-                        runtime=rec.runtime, activation_offload=rec.activation_offload,
+                        rec.optimizer, runtime=rec.runtime, activation_offload=rec.activation_offload,
                         autocast=rec.autocast)
     recompute = rec.recompute
     if recompute is Recompute.selective and graph.layers[1].act_attn_bytes == 0 \

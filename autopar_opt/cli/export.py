@@ -20,7 +20,7 @@ from autopar_opt.export import TARGETS, ExportError, export_plan
 from autopar_opt.spec.doc_kinds import PEER_FORMATS, is_capacity, is_fleet, is_placement, peer_format
 from autopar_opt.ir.arch import describe
 from autopar_opt.ir.plan import Plan
-from autopar_opt.ir.target import launch_notice
+from autopar_opt.ir.target import launch_notice, optimizer_notice
 
 
 def _fail(message: str, file: str = "", rule: str = "", fix: str = "", key: str = "",
@@ -196,8 +196,9 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
             fix = (f"solve again with target: {fw} in the spec (or --runnable-by {fw}), which "
                    "searches only plans this framework can run")
         _fail(f"{path}: {exc}\n(fix: {fix})", file, str(exc), fix, key="--to", value=target)
-    priced = launch_notice(fw, spec.training.runtime.name)
-    notes = ([priced] if priced else []) + list(result.notes) + _memory_notes(plan, spec)
+    priced = [n for n in (launch_notice(fw, spec.training.runtime.name),
+                          optimizer_notice(fw, spec.training.optimizer)) if n]
+    notes = priced + list(result.notes) + _memory_notes(plan, spec)
     for note in notes:
         typer.echo(f"note: {note}", err=True)
     if output:

@@ -398,6 +398,25 @@ def launch_notice(framework: str, runtime_name: str) -> str:
             f"{framework} and training.runtime: {own})")
 
 
+def optimizer_notice(framework: str, optimizer: str) -> str:
+    """What ``export --to framework`` says of a plan priced with an optimizer other than
+    mixed-precision Adam: the exported files set no optimizer, so each framework trains
+    its default, Adam on 16-bit weights with an fp32 master copy and fp32 moments
+    (Megatron-LM ``--optimizer adam`` with ``--bf16``/``--fp16``; DeepSpeed's
+    ``BF16_Optimizer``/ZeRO optimizer around the client's Adam; torchtitan's AdamW on
+    FSDP2's fp32 sharded parameters), 2 + 2 + 12 bytes per parameter, and its memory
+    and step are not the ones priced. Empty for ``adam_mixed``."""
+    from autopar_opt.ir.training import OPTIMIZER_BYTES   # training imports this module
+    if optimizer == "adam_mixed":
+        return ""
+    w, g, o = OPTIMIZER_BYTES[optimizer]
+    return (f"export --to {framework}: the plan was priced with training.optimizer {optimizer} "
+            f"({w:g} + {g:g} + {o:g} bytes per parameter of weights, gradients and optimizer "
+            f"state); the file sets no optimizer, so {framework} trains its default, Adam with "
+            "an fp32 master copy (2 + 2 + 12 bytes): estimate it with training.optimizer: "
+            "adam_mixed for the memory and step time it runs with")
+
+
 #: Why Megatron-LM's flags cannot state a Gemma model (its GeGLU and post-norms;
 #: ``megatron/training/arguments.py``: ``--swiglu``, ``--quick-geglu``).
 GEMMA_BLOCK = ("Gemma's block (a GeGLU MLP and norms after the attention and the MLP): "

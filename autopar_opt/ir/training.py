@@ -32,12 +32,40 @@ class Recompute(str, Enum):
 
 #: Bytes per parameter for (weights, gradients, optimizer state) by optimizer.
 #: Mixed-precision Adam: 2 + 2 + 12 = 16 bytes (Rajbhandari et al. 2020, ZeRO Sec. 3.1).
+#: ``adam_bf16``: Adam on bf16 weights with no fp32 master copy, its moments in the
+#: weights' dtype (``torch.optim.AdamW`` keeps ``exp_avg``/``exp_avg_sq`` as
+#: ``zeros_like(param)``): 2 + 2 + 4 = 8 bytes. KempnerForge trains so: it casts the
+#: model to its ``mixed_precision`` dtype (``kempnerforge/distributed/parallel.py``
+#: ``model.to(dtype=param_dtype)``; ``TrainingConfig.param_dtype``, "the master weight
+#: dtype", bf16 for ``mixed_precision = "bf16"``) before FSDP2 shards it.
 OPTIMIZER_BYTES: dict[str, tuple[float, float, float]] = {
     "adam_mixed": (2.0, 2.0, 12.0),
     "adam_fp32": (4.0, 4.0, 8.0),
+    "adam_bf16": (2.0, 2.0, 4.0),
     "sgd_momentum_mixed": (2.0, 2.0, 8.0),
     "sgd_fp32": (4.0, 4.0, 4.0),
 }
+
+#: HBM bytes one fused optimizer step reads and writes per parameter, by optimizer
+#: (the elements each kernel touches, counted from its update rule): mixed-precision
+#: Adam reads the fp32 master, m, v (4 each) and the 16-bit gradient (2) and writes
+#: master, m, v and the 16-bit weight: 28 (``apex.optimizers.FusedAdam`` /
+#: Megatron-LM's fp32 step and copy back); fp32 Adam reads weight, gradient, m, v and
+#: writes weight, m, v, 4 bytes each: 28; ``adam_bf16`` the same seven tensors in 2
+#: bytes: 14 (``torch._fused_adamw_``); SGD with momentum reads the weight (the master
+#: in mixed precision), the gradient and the momentum and writes weight and momentum:
+#: 4 + 2 + 4 + 4 + 4 + 2 (16-bit copy) = 20 mixed, 4 x 5 = 20 in fp32. The cost
+#: model's measured per-parameter figure (``CostParams.optimizer_bytes_per_param``, fused
+#: Adam's 28 at the measured 0.76 of datasheet bandwidth) scales by the ratio to
+#: ``adam_mixed``'s 28 (:func:`optimizer_step_ratio`).
+OPTIMIZER_STEP_BYTES: dict[str, float] = {
+    "adam_mixed": 28.0, "adam_fp32": 28.0, "adam_bf16": 14.0,
+    "sgd_momentum_mixed": 20.0, "sgd_fp32": 20.0,
+}
+
+#: Optimizers with no fp32 master copy that keep their state in the 16-bit weights'
+#: dtype: torch.autocast (fp32 parameters) cannot go with them.
+SIXTEEN_BIT_OPTIMIZERS = ("adam_bf16",)
 
 #: Bytes per parameter for (weights, gradients, optimizer state) under PyTorch
 #: AMP, ``torch.autocast`` over fp32 parameters (Lightning ``precision=16``
@@ -124,12 +152,24 @@ def param_state_bytes(training: Training) -> tuple[float, float, float]:
     return table[training.optimizer]
 
 
-def autocast_problem(dtype: str, autocast: bool) -> str | None:
-    """Why ``autocast`` cannot go with compute dtype ``dtype`` (None: it can):
-    torch.autocast casts to a 16-bit dtype only."""
+def optimizer_step_ratio(optimizer: str) -> float:
+    """HBM traffic of one step of ``optimizer`` over mixed-precision Adam's
+    (:data:`OPTIMIZER_STEP_BYTES`): the factor on the measured per-parameter step
+    bytes (``CostParams.optimizer_bytes_per_param``)."""
+    return OPTIMIZER_STEP_BYTES[optimizer] / OPTIMIZER_STEP_BYTES["adam_mixed"]
+
+
+def autocast_problem(dtype: str, autocast: bool, optimizer: str = "adam_mixed") -> str | None:
+    """Why ``autocast`` cannot go with compute dtype ``dtype`` and ``optimizer``
+    (None: it can): torch.autocast casts to a 16-bit dtype only, and it casts fp32
+    parameters, which an optimizer of 16-bit weights (:data:`SIXTEEN_BIT_OPTIMIZERS`)
+    does not have."""
     if autocast and dtype not in AUTOCAST_DTYPES:
         return (f"autocast (PyTorch AMP) computes in a 16-bit dtype ({' or '.join(AUTOCAST_DTYPES)}), "
                 f"not {dtype}")
+    if autocast and optimizer in SIXTEEN_BIT_OPTIMIZERS:
+        return (f"autocast (PyTorch AMP) runs over fp32 parameters; optimizer {optimizer} "
+                "keeps 16-bit weights")
     return None
 
 

@@ -25,7 +25,7 @@ from autopar_opt.ir.target import (TE_RING_WINDOW, TORCHTITAN_VERSIONS, Target,
                                    framework_model_problem, model_problem, pricing_notice,
                                    target_for_runtime)
 from autopar_opt.ir.training import (AUTOCAST_DTYPES, Recompute, Schedule, SearchSpace, Training,
-                                  autocast_problem)
+                                  autocast_problem, SIXTEEN_BIT_OPTIMIZERS)
 
 
 @dataclass(frozen=True)
@@ -105,11 +105,19 @@ def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: 
         out.add("training.seq_len", section.seq_len,
                 f"differs from the model's seq_len ({graph.seq_len})",
                 f"drop training.seq_len or set it to {graph.seq_len}")
-    why = autocast_problem(section.dtype, section.autocast)
+    why = autocast_problem(section.dtype, section.autocast, section.optimizer)
     if why:
         out.add("training.autocast", section.autocast, why,
                 f"set training.dtype to {' or '.join(AUTOCAST_DTYPES)}, or drop autocast "
-                "(16-bit weights with an fp32 master copy: the default)")
+                "(16-bit weights with an fp32 master copy: the default)"
+                if section.optimizer not in SIXTEEN_BIT_OPTIMIZERS else
+                "drop autocast, or use optimizer adam_mixed (16-bit weights with an fp32 "
+                "master copy) or adam_fp32")
+    if section.optimizer in SIXTEEN_BIT_OPTIMIZERS and section.dtype not in ("bf16", "fp8"):
+        out.add("training.optimizer", section.optimizer,
+                f"keeps bf16 weights and moments, which training.dtype {section.dtype} does "
+                "not compute in",
+                "set training.dtype: bf16 (or fp8), or use optimizer adam_mixed")
     return Training(section.global_batch_size, seq_len, section.dtype, section.optimizer,
                     section.memory_reserve_gib, _runtime(section, out),
                     activation_offload=section.activation_offload, autocast=section.autocast)

@@ -291,8 +291,12 @@ class TrainingSection(Section):
     seq_len: Optional[PosInt] = documented_field("Tokens per sample; default: the model's own.", 2048, default=None,
                                    le=limits.MAX_SEQ_LEN)
     dtype: Dtype = documented_field("Compute dtype.", "bf16", default="bf16")  # type: ignore[valid-type]
-    optimizer: Optimizer = documented_field("Optimizer (sets bytes of state per parameter).",  # type: ignore[valid-type]
-                              "adam_mixed", default="adam_mixed")
+    optimizer: Optimizer = documented_field(  # type: ignore[valid-type]
+        "Optimizer and its precision (bytes per parameter of weights + gradients + state): "
+        "adam_mixed 2 + 2 + 12 (16-bit weights, fp32 master and moments), adam_fp32 4 + 4 + 8, "
+        "adam_bf16 2 + 2 + 4 (bf16 weights and moments, no fp32 master: KempnerForge), "
+        "sgd_momentum_mixed 2 + 2 + 8, sgd_fp32 4 + 4 + 4.",
+        "adam_mixed", default="adam_mixed")
     memory_reserve_gib: float = documented_field(
         "Device memory the user holds back beyond the modelled runtime reserve, GiB.", 2.0,
         default=0.0, ge=0)

@@ -78,3 +78,39 @@ def test_a_model_the_target_cannot_build_is_not_sent_back_to_solve(tmp_path, mon
     assert code == 2
     assert "torchtitan cannot build this model whatever the plan" in out
     assert "solve again" not in out
+
+
+def test_a_plan_priced_with_bf16_weights_says_the_launch_keeps_fp32_masters(tmp_path, monkeypatch):
+    """training.optimizer adam_bf16 (bf16 weights and moments, KempnerForge's way) prices
+    8 bytes of state per parameter; the exported files set no optimizer, so each framework
+    trains its default fp32-master Adam (16 bytes): the export says so."""
+    shutil.copy(paths.REPO / "examples" / "quickstart.yaml", tmp_path / "q.yaml")
+    text = (tmp_path / "q.yaml").read_text()
+    assert "optimizer: adam_mixed" in text
+    (tmp_path / "q.yaml").write_text(text.replace("optimizer: adam_mixed", "optimizer: adam_bf16"))
+    monkeypatch.chdir(tmp_path)
+    code, out = run_cli("solve", "q.yaml", "--out", "o", "--quiet")
+    assert code == 0, out
+    code, out = run_cli("export", tmp_path / "o" / "plan.json", "--to", "megatron", "--json")
+    assert code == 0, out
+    assert any("training.optimizer adam_bf16 (2 + 2 + 4 bytes" in n and "fp32 master" in n
+               for n in _json(out)["notes"])
+    (tmp_path / "mixed").mkdir()
+    plan = _solved(tmp_path / "mixed", monkeypatch)
+    code, out = run_cli("export", plan, "--to", "megatron", "--json")
+    assert not any("training.optimizer" in n for n in _json(out)["notes"])
+
+
+def test_bf16_weights_refuse_autocast_and_a_dtype_they_do_not_compute_in(tmp_path):
+    base = (paths.REPO / "examples" / "quickstart.yaml").read_text()
+    cases = {"training.autocast": "optimizer: adam_bf16\n  autocast: true",
+             "training.optimizer": "optimizer: adam_bf16\n  dtype: fp16"}
+    for key, repl in cases.items():
+        spec = tmp_path / f"{key}.yaml"
+        body = base.replace("optimizer: adam_mixed", repl)
+        if "dtype: fp16" in repl:
+            body = body.replace("  dtype: bf16\n", "")
+        spec.write_text(body)
+        code, out = run_cli("estimate", spec)
+        assert code == 2 and key in out and "adam_bf16" in out, out
+        assert "optimizer adam_mixed" in out      # the fix

@@ -100,6 +100,8 @@ class RunRecord:
     memory_measure: str
     memory_rank: str
     assumptions: tuple[Assumption, ...] = field(default=())
+    #: the optimizer key (:data:`~autopar_opt.ir.training.OPTIMIZER_BYTES`) of the stack
+    optimizer: str = "adam_mixed"
 
     @property
     def memory_only(self) -> bool:
@@ -191,6 +193,7 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
                            framework=framework)
     offload = read_offload(tr, model.layers, parallel.pp, tn)
     autocast = autocast_of(precision, runtime, tn)
+    optimizer = stacks.optimizer_of(framework, dtype, tn)
     per_layer = raw.record_type.startswith("per_layer")
     if per_layer and spec is not None:
         raise Unmodelable("per-layer record of an MoE model: only end-to-end MoE runs are modelled")
@@ -222,4 +225,5 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
         recompute=recompute, batches=batches, activation_offload=offload, autocast=autocast,
         stage_sizes=sizes, throughput=throughput, no_throughput=no_throughput,
         per_layer_ms=layer_ms, memory_gib=mem, memory_measure=measure, memory_rank=rank,
-        assumptions=tuple(Assumption(t, x) for t in TOPICS for x in notes[t]))
+        assumptions=tuple(Assumption(t, x) for t in TOPICS for x in notes[t]),
+        optimizer=optimizer)

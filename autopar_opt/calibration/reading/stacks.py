@@ -291,6 +291,24 @@ def kempnerforge(notes: list[str]) -> Runtime:
     return replace(rt, fsdp_no_sync_accumulation=True, loss_parallel=False)
 
 
+def optimizer_of(framework: str, dtype: str, notes: list[str]) -> str:
+    """The optimizer key (:data:`~autopar_opt.ir.training.OPTIMIZER_BYTES`) a stack
+    trains with: ``adam_bf16`` for KempnerForge in bf16/FP8, which casts the model to
+    its ``mixed_precision`` dtype before sharding (``kempnerforge/distributed/parallel.py``
+    ``build_parallel_model``: ``model.to(dtype=param_dtype)``;
+    ``kempnerforge/config/training.py`` ``param_dtype``: "Resolve mixed_precision to
+    the master weight dtype", bf16 for bf16 and for fp8; the same at 01b461a and 3ad9d9a),
+    so its weights, gradients and AdamW moments are bf16 with no fp32 master; else
+    mixed-precision Adam (``adam_mixed``, 16-bit weights with an fp32 master copy)."""
+    if "kempnerforge" in framework.lower() and dtype in ("bf16", "fp8"):
+        notes.append("KempnerForge: the model is cast to bf16 before FSDP2 shards it "
+                     "(distributed/parallel.py model.to(dtype=param_dtype)): bf16 weights and "
+                     "AdamW moments, no fp32 master copy (optimizer adam_bf16, 2 + 2 + 4 bytes "
+                     "per parameter)")
+        return "adam_bf16"
+    return "adam_mixed"
+
+
 def fairscale(notes: list[str]) -> Runtime:
     notes.append("fairscale/metaseq FSDP: prefetching FSDP, unfused softmax attention (no "
                  "FlashAttention), Megatron TP without sequence parallelism, fp16/bf16 "
