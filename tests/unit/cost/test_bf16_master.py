@@ -26,7 +26,7 @@ from autopar_opt.ir.hardware import make_cluster
 from autopar_opt.ir.runtime import runtime_named
 from autopar_opt.ir.strategies import Strategy
 from autopar_opt.ir.training import Training, autocast_problem, optimizer_step_ratio
-from tests.support.paths import REPO
+from support.paths import REPO
 
 P = 8_000_000
 
