@@ -186,8 +186,12 @@ def test_new_family_runtimes_follow_the_framework_text():
     # (on the A800, sm80, the FA2 reading stays); the FP8 rows run FP8 GEMMs; the A800 row
     # runs on the catalog A800.
     fp = {r.id: r for r in runs if r.id.startswith("flagperf_llama3_")}
-    assert len(fp) == 6
-    assert fp["flagperf_llama3_8b_a800_1x8_bf16"].cluster.device.name == "A800-SXM4-80GB"
+    assert len(fp) == 13     # 6 + the A800 layout ablation (6 rows) + the 440-GPU H100 row
+    for k in fp:
+        if "_a800_" in k:
+            assert fp[k].cluster.device.name == "A800-SXM4-80GB"
+    c55 = fp["flagperf_llama3_8b_h100_55x8_bf16"].cluster
+    assert (c55.nodes, c55.gpus_per_node) == (55, 8)
     for r in fp.values():
         assert r.training.runtime.name == "megatron-core"
         assert r.training.runtime.hopper_attention is ("_h100_" in r.id)
