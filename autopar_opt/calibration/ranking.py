@@ -14,12 +14,16 @@ it orders as measured (:meth:`Group.decisive_pairs`).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from autopar_opt.calibration.calibrate import model_records
 from autopar_opt.calibration.compare import compare
 from autopar_opt.calibration.reading import load_run_file
+from autopar_opt.cost.interval import DEFAULT_FILE
 from autopar_opt.cost.params import CostParams, default_params
 
 #: Measured throughputs closer than this (relative) are a tie: not a decisive pair.
@@ -96,19 +100,32 @@ def _key(rec: dict) -> str:
             f"{hw.get('num_gpus')} x {hw.get('gpu_type')}")
 
 
-def groups_of(source: str, path: Path, params: CostParams | None = None) -> list[Group]:
+def family_leave_out_params(path: Path | None = None) -> Callable[[str], CostParams]:
+    """A run family -> the parameters fitted without that family (over both record files:
+    the leave-one-family-out fits ``benchmarks/calibration/intervals.py`` stores in
+    ``autopar_opt/cost/intervals.yaml``), for out-of-sample ranking of the fitting file's
+    own groups. KeyError for a family the file has no fit for."""
+    doc = yaml.safe_load((path or DEFAULT_FILE).read_text())
+    fits = {key.split(":", 1)[1]: CostParams.from_dict(body)
+            for key, body in doc["fits"].items() if key.startswith("family:")}
+    return lambda family: fits[family]
+
+
+def groups_of(source: str, path: Path, params: CostParams | None = None,
+              params_of: Callable[[str], CostParams] | None = None) -> list[Group]:
     """The groups of one records file with at least two different layouts, priced with
+    ``params_of(run family)`` where given (e.g. :func:`family_leave_out_params`), else with
     ``params`` (the shipped ones by default)."""
     records = load_run_file(path)
     runs, _ = model_records(records)
     by_id = {r["id"]: r for r in records}
-    params = params or default_params()
+    shipped = params or default_params()
     buckets: dict[str, list[Entry]] = defaultdict(list)
     for run in runs:
         if run.memory_only or run.kind != "end_to_end":
             continue
         rec = by_id[run.id]
-        c = compare(run, params)
+        c = compare(run, params_of(run.family) if params_of else shipped)
         buckets[_key(rec)].append(Entry(run.id, _layout(rec, run),
                                         run.training.global_batch_size, c.measured, c.predicted))
     out = []

@@ -40,27 +40,25 @@ GROUP_MIN = 5
 
 #: Targets missed today (measured by intervals.py; REGIMES.md): group -> figure.
 MISSED_ACCURACY = {
-    "family:bloom": "median 8.2%, p90 39.7%",
-    "family:dsazure2022": "median 5.4%, p90 143.3%",
-    "family:flagperf": "median 13.9%, p90 24.5%",
-    "family:internevo": "median 10.2%, p90 35.0%",
+    "family:bloom": "median 8.5%, p90 40.0%",
+    "family:dsazure2022": "median 5.9%, p90 143.5%",
+    "family:flagperf": "median 11.8%, p90 25.1%",
+    "family:internevo": "median 10.5%, p90 35.2%",
     "family:kempnerforge": "median 18.1%, p90 25.8%",
-    "family:kfmfu2026": "median 11.6%, p90 19.5%",
-    "family:llmfoundry": "median 10.1%, p90 20.7%",
-    "family:llmfoundry2024": "median 13.2%, p90 21.3%",
-    "family:moezoo": "median 6.5%, p90 26.8%",
-    "family:xtuner2024": "median 8.4%, p90 29.3%",
-    "fp8:true": "median 20.1%, p90 22.8%",
+    "family:kfmfu2026": "median 11.8%, p90 19.4%",
+    "family:llmfoundry2024": "median 12.8%, p90 20.8%",
+    "family:moezoo": "median 7.4%, p90 28.5%",
+    "family:xtuner2024": "median 8.2%, p90 29.4%",
+    "fp8:true": "median 19.7%, p90 22.4%",
     "framework:deepspeed": "median 13.8%, p90 44.9%",
-    "framework:fsdp": "median 11.6%, p90 24.8%",
-    "framework:megatron": "median 11.4%, p90 21.0%",
-    "generation:hopper": "median 14.4%, p90 31.6%",
-    "moe:true": "median 6.1%, p90 36.4%",
-    "sharded_at_scale:true": "median 7.3%, p90 69.3%",
+    "framework:fsdp": "median 11.3%, p90 24.5%",
+    "framework:megatron": "median 11.1%, p90 21.0%",
+    "generation:hopper": "median 14.8%, p90 31.9%",
+    "moe:true": "median 6.6%, p90 37.3%",
+    "sharded_at_scale:true": "median 7.6%, p90 69.8%",
 }
 MISSED_COVERAGE = {
     "family:dsazure2022": "67% of 9",
-    "family:flagperf": "79% of 14",
     "long_context:true": "69% of 13",
     "sharded_at_scale:true": "78% of 18",
 }
@@ -118,7 +116,7 @@ def test_group_meets_the_accuracy_targets(group):
 
 
 def test_leave_one_family_out_over_both_files():
-    """Median <= 10% (met, 8.3%); p90 <= 25% missed by 0.2 points (25.2%; 26.16% before
+    """Median <= 10% (met, 8.2%); p90 <= 25% missed by 0.6 points (25.6%; 26.16% before
     the llm-foundry Large Scale rows joined). The largest errors: the
     DeepSpeed-on-Azure ZeRO-3 rows at micro-batch 1 and 4, +43% to +206% too fast;
     KempnerForge's 70B rows, priced with one reduce-scatter per iteration as its trainer
@@ -126,7 +124,7 @@ def test_leave_one_family_out_over_both_files():
     1.5 points of slack, as test_calibration_lofo does for the in-sample file."""
     errs = np.abs([e for g, v in GROUPS.items() if g.startswith("family:") for e in v])
     assert len(errs) == len(DOC["runs"])
-    assert np.percentile(errs, 50) <= 0.10 and np.percentile(errs, 90) <= 0.252 + 0.015
+    assert np.percentile(errs, 50) <= 0.10 and np.percentile(errs, 90) <= 0.256 + 0.015
 
 
 def _covered() -> dict[str, list[bool]]:
