@@ -129,6 +129,27 @@ NOT_RECORDED = [
 
 READING = """## Reading (hand-written; no change to the model was made for these figures)
 
+**Session 27: 21 new runs (issue 28 point 7), one model change found on the fitting file.**
+KempnerForge keeps bf16 weights and AdamW moments with no fp32 master (it casts the model with
+`model.to(dtype=param_dtype)` before FSDP2 shards it; `kempnerforge/config/training.py` calls
+that dtype "the master weight dtype"): the optimizer `adam_bf16` (2 + 2 + 4 bytes per
+parameter), read from the framework text. Found on the fitting file's KempnerForge rows,
+whose memory fell with the data-parallel degree as 6 bytes per parameter, not 14 (70B, dp 2
+to 40: 45.6 GiB measured, 46.9 priced now, 107 before; the dp-2 run that ran in 141 GB was
+priced at 207.5 GiB). New: `kfmfu2026`, KempnerForge's MFU benchmark (14 runs, 7B/13B/70B
+on 1-32 H200, FSDP, TP and both, torch.compile on all but one; report of 2026-04-05, code at
+01b461a): median 11.8%. Its single-node runs without TP are 9-18% too slow (7B on one GPU
+measured 3.13 s per step, priced 3.82; with no element-wise traffic at all the model would
+still price 3.55 s: the GEMMs ran above the H200 efficiency pinned by this project's
+sustained, power-limited microbenchmark), its TP runs 0-20% too fast and its 70B run +30%,
+as the weak-scaling 70B rows of the fitting file; the compiled/uncompiled pair is one run
+(13B FSDP 8, compile off: +8%). Memory: FSDP runs within 0-3%, TP runs 5-14 GiB under
+(a size-1 FSDP mesh still accumulates fp32 gradients, and the replicated logits' fp32 loss
+copies are not counted). FlagPerf: its Llama-3-8B layout ablation on 8 A800 (6 runs,
+PP/DP/TP varied, same model and data) is priced -1.5..-6.9% and in the measured order
+(`RANKING.md`: 20 of 20 decisive pairs); its 440-GPU H100 run (gbs 1760) +31.9%, like its
+1-2 node H100 rows.
+
 **Session 18: changes found on held-out rows, and 15 new runs (issue 28 points 1, 5, 7).** Two
 model changes of this session were diagnosed on rows of this file, so these rows no longer
 check them independently; the physics is read from the stacks' sources, nothing was fitted
