@@ -28,6 +28,8 @@ from autopar_opt.calibration.compare import (Comparison, MemoryComparison, compa
                                              compare_memory, summarize)
 from autopar_opt.calibration.fit import FitResult, fit
 from autopar_opt.calibration.modeled import ModeledRun
+from autopar_opt.calibration.ranking import (Group, group_dict, rank_groups,
+                                             summary as ranking_summary)
 from autopar_opt.calibration.reading import Unmodelable, load_run_file, read_record
 from autopar_opt.cost.params import CostParams, default_params
 from autopar_opt.cost.evaluate import PlanError
@@ -60,6 +62,11 @@ class CalibrationReport:
     memory_only: list[MemoryComparison] = field(default_factory=list)
     #: families the cross-validation did not reach within the time limit
     families_left_out: list[str] = field(default_factory=list)
+    #: jobs of the file with two or more layouts, ranked with ``params``
+    #: (:mod:`autopar_opt.calibration.ranking`), and with the cross-validation's
+    #: out-of-sample predictions where it ran
+    ranking: list[Group] = field(default_factory=list)
+    ranking_out_of_sample: list[Group] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -98,6 +105,11 @@ class CalibrationReport:
                           "converged": self.fit.converged, "message": self.fit.message}
         if self.families_left_out:
             out["families_left_out"] = list(self.families_left_out)
+        for key, groups in (("ranking", self.ranking),
+                            ("ranking_out_of_sample", self.ranking_out_of_sample)):
+            if groups:
+                out[key] = {"summary": ranking_summary(groups),
+                            "groups": [group_dict(g) for g in groups]}
         if self.cross_validation:
             out["cross_validation"] = {
                 "by": "family",
@@ -168,8 +180,11 @@ def calibrate_file(path: str | Path, params: CostParams | None = None, do_fit: b
     priced = {c.id for c in comparisons} | {m.id for m in memory_only}
     runs = [r for r in runs if r.id in priced]
     cv, left_out = leave_one_family_out(runs, prior, deadline) if cross_validate else ([], [])
+    ranking = rank_groups(str(path), records, runs, {c.id: c for c in comparisons})
+    oos = rank_groups(str(path), records, runs, {c.id: c for f in cv for c in f.comparisons}) \
+        if cv and not left_out else []
     return CalibrationReport(str(path), comparisons, skipped, len(records), params, result, cv,
-                             memory_only, left_out)
+                             memory_only, left_out, ranking, oos)
 
 
 def leave_one_family_out(runs: list[ModeledRun], prior: CostParams | None = None,

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from autopar_opt.calibration.calibrate import model_records
-from autopar_opt.calibration.compare import compare
+from autopar_opt.calibration.compare import Comparison, compare
 from autopar_opt.calibration.reading import load_run_file
 from autopar_opt.cost.interval import DEFAULT_FILE
 from autopar_opt.cost.params import CostParams, default_params
@@ -111,28 +110,48 @@ def family_leave_out_params(path: Path | None = None) -> Callable[[str], CostPar
     return lambda family: fits[family]
 
 
+def rank_groups(source: str, records: list[dict], runs, priced: dict[str, Comparison]
+                ) -> list[Group]:
+    """The groups of two or more layouts among ``runs`` (modeled records of ``records``)
+    that ``priced`` holds a comparison for (id -> :class:`~autopar_opt.calibration.compare.Comparison`:
+    its measured and predicted samples/s)."""
+    by_id = {r["id"]: r for r in records}
+    buckets: dict[str, list[Entry]] = defaultdict(list)
+    for run in runs:
+        c = priced.get(run.id)
+        if c is None or run.kind != "end_to_end":
+            continue
+        rec = by_id[run.id]
+        buckets[_key(rec)].append(Entry(run.id, _layout(rec, run),
+                                        run.training.global_batch_size, c.measured, c.predicted))
+    return [Group(key, source, tuple(entries)) for key, entries in sorted(buckets.items())
+            if len({e.layout for e in entries}) >= 2]
+
+
 def groups_of(source: str, path: Path, params: CostParams | None = None,
               params_of: Callable[[str], CostParams] | None = None) -> list[Group]:
     """The groups of one records file with at least two different layouts, priced with
     ``params_of(run family)`` where given (e.g. :func:`family_leave_out_params`), else with
     ``params`` (the shipped ones by default)."""
+    from autopar_opt.calibration.calibrate import model_records   # calibrate imports this module
+
     records = load_run_file(path)
     runs, _ = model_records(records)
-    by_id = {r["id"]: r for r in records}
     shipped = params or default_params()
-    buckets: dict[str, list[Entry]] = defaultdict(list)
-    for run in runs:
-        if run.memory_only or run.kind != "end_to_end":
-            continue
-        rec = by_id[run.id]
-        c = compare(run, params_of(run.family) if params_of else shipped)
-        buckets[_key(rec)].append(Entry(run.id, _layout(rec, run),
-                                        run.training.global_batch_size, c.measured, c.predicted))
-    out = []
-    for key, entries in sorted(buckets.items()):
-        if len({e.layout for e in entries}) >= 2:
-            out.append(Group(key, source, tuple(entries)))
-    return out
+    priced = {run.id: compare(run, params_of(run.family) if params_of else shipped)
+              for run in runs if not run.memory_only and run.kind == "end_to_end"}
+    return rank_groups(source, records, runs, priced)
+
+
+def group_dict(g: Group) -> dict:
+    """A group as plan-free JSON: its key, figures and layouts in measured order."""
+    n, agree = g.decisive_pairs()
+    pred_rank = {e.id: i + 1 for i, e in enumerate(g.predicted_order())}
+    return {"job": g.key, "top1": g.top1, "regret": g.regret, "decisive_pairs": n,
+            "decisive_pairs_agree": agree,
+            "layouts": [{"id": e.id, "layout": e.layout, "measured_rank": i + 1,
+                         "predicted_rank": pred_rank[e.id], "measured": e.measured,
+                         "predicted": e.predicted} for i, e in enumerate(g.measured_order())]}
 
 
 def summary(groups: list[Group]) -> dict[str, float]:

@@ -87,6 +87,29 @@ def render_cross_validation(report: CalibrationReport, console: Console) -> None
 EXIT_INCOMPLETE = 4
 
 
+def render_ranking(report: CalibrationReport, console: Console) -> None:
+    """Jobs of the file run with two or more layouts: the model's order against the
+    measured one (:mod:`autopar_opt.calibration.ranking`), one line per job."""
+    from autopar_opt.calibration.ranking import summary
+
+    for label, groups in (("with these parameters", report.ranking),
+                          ("out of sample (each family's fit without it)",
+                           report.ranking_out_of_sample)):
+        if not groups:
+            continue
+        s = summary(groups)
+        console.print(f"Layout ranking, {label}: {s['groups']} job(s) with several layouts; the "
+                      f"model's first choice is the measured fastest in {s['top1']}; mean regret "
+                      f"{s['mean_regret']:.1%} (measured throughput lost by running it); "
+                      f"{s['pairs_agree']} of {s['pairs']} pairs measured more than 2% apart "
+                      "ordered as measured")
+        for g in groups:
+            first = g.predicted_order()[0]
+            console.print(f"  {g.key}: {len(g.entries)} layouts; model's first {first.layout} "
+                          f"({'the fastest' if g.top1 else f'regret {g.regret:.1%}'})",
+                          markup=False, highlight=False)
+
+
 def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
                       output: str | None = None, cross_validate: str | None = None,
                       time_limit_s: float | None = None, started_at: float | None = None,
@@ -193,6 +216,7 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
     render_table(report, console)
     if report.cross_validation:
         render_cross_validation(report, console)
+    render_ranking(report, console)
     if written is not None:
         console.print(f"fitted {len(report.fit.free)} parameters; wrote {written}")
         if report.fit.at_bound:

@@ -72,3 +72,36 @@ def test_the_recorded_summaries_are_the_current_ones():
             [s["groups"], s["runs"], s["top1"], s["pairs_agree"], s["pairs"]]
         assert float(row[3]) == pytest.approx(100 * s["mean_regret"], abs=0.05)
         assert float(row[4]) == pytest.approx(100 * s["max_regret"], abs=0.05)
+
+
+def test_calibrate_ranks_a_users_layouts_from_its_own_comparisons(tmp_path):
+    """``autopar calibrate`` on a file of FlagPerf's seven A800 layouts and KempnerForge's
+    three 4-GPU layouts reports the two jobs; each job's figures follow from the comparison
+    records the same JSON lists (oracle: the measured and predicted samples/s per id)."""
+    import json
+
+    import yaml
+
+    from support.cli import run_cli
+
+    records = [r for r in yaml.safe_load(FILES["holdout_runs.yaml"].read_text())
+               if r["id"].startswith(("flagperf_llama3_8b_a800", "kfmfu2026_7b_4gpu"))]
+    assert len(records) == 10
+    path = tmp_path / "runs.yaml"
+    path.write_text(yaml.safe_dump(records, sort_keys=False))
+    code, out = run_cli("calibrate", path, "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    rates = {r["id"]: (r["measured"], r["predicted"]) for r in doc["records"]}
+    jobs = doc["ranking"]["groups"]
+    assert sorted(len(j["layouts"]) for j in jobs) == [3, 7]
+    for job in jobs:
+        ids = [lay["id"] for lay in job["layouts"]]
+        fastest = max(ids, key=lambda i: rates[i][0])
+        first = max(ids, key=lambda i: rates[i][1])
+        assert job["top1"] == (first == fastest)
+        assert job["regret"] == pytest.approx(1 - rates[first][0] / rates[fastest][0])
+        assert [lay["measured_rank"] for lay in job["layouts"]] == list(range(1, len(ids) + 1))
+    assert doc["ranking"]["summary"]["groups"] == 2
+    code, out = run_cli("calibrate", path)
+    assert code == 0 and "Layout ranking, with these parameters: 2 job(s)" in out
