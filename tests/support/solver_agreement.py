@@ -39,6 +39,14 @@ def assignments(tables) -> Iterator[tuple[list[int], list[int], Assignment]]:
             yield stage, list(ks), Assignment(stage, list(ks))
 
 
+#: Gap each MIP solve is asked to prove: well inside the 1e-6 agreement
+#: :func:`assert_all_reach` checks, and within what HiGHS certifies on these objectives
+#: (tens of milliseconds): asked for 1e-9, HiGHS ends "optimal" with a bound 2.4e-10 s
+#: (4.3e-9 relative) under its incumbent on the DeepSpeed ZeRO-1/2 instance, which the
+#: backend then honestly reports as feasible, not optimal (solvers/highs.py).
+REL_GAP = 1e-7
+
+
 def solve_every_way(tables, pp: int) -> dict[str, tuple[float, Assignment]]:
     """``{method: (objective, assignment)}``; each solve must end optimal."""
     results = {}
@@ -46,22 +54,22 @@ def solve_every_way(tables, pp: int) -> dict[str, tuple[float, Assignment]]:
     assert dp.termination is Termination.optimal
     results["dp"] = (dp.primal, dp.solution)
     milp = build_formulation(tables, "milp")
-    r = get_backend("highs").solve_model(milp.matrix(), milp.problem_class, time_limit_s=60, rel_gap=1e-9)
+    r = get_backend("highs").solve_model(milp.matrix(), milp.problem_class, time_limit_s=60, rel_gap=REL_GAP)
     assert r.termination is Termination.optimal
     results["milp"] = (r.primal, tables.assignment_of(milp.decode()))
     ok, _ = get_backend("scip").available()
     if ok:
         miqp = build_formulation(tables, "miqp")
-        r = get_backend("scip").solve_model(miqp.model, miqp.problem_class, time_limit_s=60, rel_gap=1e-9)
+        r = get_backend("scip").solve_model(miqp.model, miqp.problem_class, time_limit_s=60, rel_gap=REL_GAP)
         assert r.termination is Termination.optimal
         results["miqp"] = (r.primal, tables.assignment_of(miqp.decode()))
     if pp > 1:
         form = build_blocks(tables)
-        r = get_backend("highs").solve_model(form.matrix, ProblemClass.milp, time_limit_s=60, rel_gap=1e-9,
+        r = get_backend("highs").solve_model(form.matrix, ProblemClass.milp, time_limit_s=60, rel_gap=REL_GAP,
                                              solver_options={"mip_abs_gap": 0.0})
         assert r.termination is Termination.optimal
         results["blocks"] = (r.primal, form.invert(r))
-        r, asg = solve_blocks(tables, get_backend("highs"), time_limit_s=60, rel_gap=1e-9)
+        r, asg = solve_blocks(tables, get_backend("highs"), time_limit_s=60, rel_gap=REL_GAP)
         results["block_solve"] = (r.primal, asg)
     return results
 
