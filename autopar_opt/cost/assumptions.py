@@ -23,7 +23,8 @@ from autopar_opt.cost.compute import DEFAULT_HEAD_DIM, DEFAULT_SEQ
 from autopar_opt.cost.params import CostParams, default_params, shipped_fit
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
-from autopar_opt.ir.training import Training
+from autopar_opt.ir.training import (OPTIMIZER_STEP_BYTES, OPTIMIZER_WORDS, Training,
+                                     optimizer_step_ratio, param_state_bytes)
 from autopar_opt.ir.window import window_counts, window_share
 
 #: Runtime names whose gradient buckets follow Megatron-Core's rule.
@@ -244,6 +245,21 @@ def _communication(cluster: Cluster, training: Training) -> list[str]:
     return out
 
 
+def _optimizer(training: Training, params: CostParams) -> list[str]:
+    """The optimizer's state bytes and step traffic (the spec's ``training.optimizer``,
+    ``adam_mixed`` unless stated; under ``autocast`` the fp32 parameters' own)."""
+    w, g, o = param_state_bytes(training)
+    what = ("fp32 weights and gradients under torch.autocast, the optimizer's moments"
+            if training.autocast else OPTIMIZER_WORDS[training.optimizer])
+    step = params.optimizer_bytes_per_param * optimizer_step_ratio(training.optimizer)
+    return [f"optimizer {training.optimizer}: {w:g} + {g:g} + {o:g} bytes per parameter of "
+            f"weights, gradients and optimizer state before sharding ({what}), plus the "
+            f"runtime's fp32 gradient buffer where it keeps one; the step moves "
+            f"{OPTIMIZER_STEP_BYTES[training.optimizer]:g} bytes per local parameter, priced "
+            f"as {step:.3g} at datasheet HBM bandwidth (fused Adam's measured figure, scaled by "
+            "the update's traffic)"]
+
+
 def cost_assumptions(graph: LayerGraph, cluster: Cluster, training: Training,
                      params: CostParams | None = None) -> list[str]:
     """The case's assumptions, one sentence each (module docstring), under
@@ -252,7 +268,7 @@ def cost_assumptions(graph: LayerGraph, cluster: Cluster, training: Training,
     params = default_params() if params is None else params
     unpriced = graph.arch.unpriced if graph.arch is not None else ()
     dropout = graph.arch.dropout if graph.arch is not None else None
-    return (_device(cluster) + _gemm(cluster, training, params)
+    return (_device(cluster) + _gemm(cluster, training, params) + _optimizer(training, params)
             + _attention(graph, training, arch) + _communication(cluster, training)
             + ([f"{graph.name}: not priced (small element-wise work): {'; '.join(unpriced)}"]
                if unpriced else [])

@@ -63,6 +63,15 @@ OPTIMIZER_STEP_BYTES: dict[str, float] = {
     "sgd_momentum_mixed": 20.0, "sgd_fp32": 20.0,
 }
 
+#: What each optimizer key keeps, in words (the ``estimate``/report assumption line).
+OPTIMIZER_WORDS: dict[str, str] = {
+    "adam_mixed": "16-bit weights with an fp32 master copy and fp32 Adam moments",
+    "adam_fp32": "fp32 weights, gradients and Adam moments",
+    "adam_bf16": "bf16 weights and Adam moments, no fp32 master copy",
+    "sgd_momentum_mixed": "16-bit weights with an fp32 master copy and fp32 momentum",
+    "sgd_fp32": "fp32 weights, gradients and momentum",
+}
+
 #: Optimizers with no fp32 master copy that keep their state in the 16-bit weights'
 #: dtype: torch.autocast (fp32 parameters) cannot go with them.
 SIXTEEN_BIT_OPTIMIZERS = ("adam_bf16",)

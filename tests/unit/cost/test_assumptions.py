@@ -119,3 +119,19 @@ def test_gemm_efficiency_from_elsewhere_says_so(monkeypatch):
     monkeypatch.setattr(assumptions, "shipped_fit", lambda: (frozenset(), "then"))
     assert "no published run or microbenchmark of the A100 die: the median of the fitted " \
         "dies' efficiencies" in _gemm_line("A100-80GB")
+
+
+def test_the_optimizer_and_its_bytes_are_stated():
+    """The spec's optimizer with its state bytes (ZeRO Sec. 3.1: 2 + 2 + 12 for mixed
+    precision; 2 + 2 + 4 with bf16 moments and no master) and its step's traffic."""
+    cl = make_cluster("t", 1, 8, "H100-SXM-80GB")
+    for opt, state, step in (("adam_mixed", "2 + 2 + 12", "moves 28 bytes"),
+                             ("adam_bf16", "2 + 2 + 4", "moves 14 bytes")):
+        lines = cost_assumptions(GRAPH, cl, Training(64, 2048, "bf16", opt,
+                                                     runtime=runtime_named("megatron-core")))
+        line = next(x for x in lines if x.startswith(f"optimizer {opt}:"))
+        assert state in line and step in line
+    auto = cost_assumptions(GRAPH, cl, Training(64, 2048, "bf16", "adam_mixed", autocast=True,
+                                                runtime=runtime_named("pytorch-ddp")))
+    assert any(x.startswith("optimizer adam_mixed: 4 + 4 + 8") and "torch.autocast" in x
+               for x in auto)
