@@ -131,7 +131,8 @@ def test_the_optimizer_and_its_bytes_are_stated():
                                                      runtime=runtime_named("megatron-core")))
         line = next(x for x in lines if x.startswith(f"optimizer {opt}:"))
         assert state in line and step in line
-    auto = cost_assumptions(GRAPH, cl, Training(64, 2048, "bf16", "adam_mixed", autocast=True,
-                                                runtime=runtime_named("pytorch-ddp")))
+    amp = Training(64, 2048, "bf16", "adam_mixed", autocast=True,
+                   runtime=runtime_named("pytorch-ddp"))
+    auto = cost_assumptions(GRAPH, cl, amp)
     assert any(x.startswith("optimizer adam_mixed: 4 + 4 + 8") and "torch.autocast" in x
                for x in auto)
