@@ -129,7 +129,7 @@ NOT_RECORDED = [
 
 READING = """## Reading (hand-written; no change to the model was made for these figures)
 
-**Session 27: 21 new runs (issue 28 point 7), one model change found on the fitting file.**
+**Session 27: 28 new runs (issue 28 point 7), one model change found on the fitting file.**
 KempnerForge keeps bf16 weights and AdamW moments with no fp32 master (it casts the model with
 `model.to(dtype=param_dtype)` before FSDP2 shards it; `kempnerforge/config/training.py` calls
 that dtype "the master weight dtype"): the optimizer `adam_bf16` (2 + 2 + 4 bytes per
@@ -148,7 +148,16 @@ as the weak-scaling 70B rows of the fitting file; the compiled/uncompiled pair i
 copies are not counted). FlagPerf: its Llama-3-8B layout ablation on 8 A800 (6 runs,
 PP/DP/TP varied, same model and data) is priced -1.5..-6.9% and in the measured order
 (`RANKING.md`: 20 of 20 decisive pairs); its 440-GPU H100 run (gbs 1760) +31.9%, like its
-1-2 node H100 rows.
+1-2 node H100 rows. `kfcv2026`, KempnerForge's config-validation report (7 runs on 4-32
+H200, the same cluster, report of 2026-04-06): without pipelining within -9..+12% (7B FSDP over
+32 GPUs -7.6%, memory -0.3%) and its 70B TP4 x FSDP8 +30% as above; its three pipeline runs
+(torch.distributed.pipelining Schedule1F1B, 4-8 micro-batches, TP without sequence
+parallelism, torch.compile off) +57..+67% too fast. Not priced there: the output head, which
+KempnerForge leaves unsplit across the tensor-parallel ranks of a pipeline stage
+(`tensor_parallel.py`: TP on the head only with sequence parallelism), worth about a tenth
+of the gap (13B: 2.98 -> 3.26 s against 4.99 measured); eager DTensor's per-operator host
+dispatch under tensor parallelism with compile off, for which no published measurement was
+found; the rest is not explained.
 
 **Session 18: changes found on held-out rows, and 15 new runs (issue 28 points 1, 5, 7).** Two
 model changes of this session were diagnosed on rows of this file, so these rows no longer

@@ -73,21 +73,23 @@ def _sha(path: Path) -> str:
 READING = """\
 ## Reading
 
-(Session 27, regenerated 2026-11-30: 21 held-out runs (KempnerForge's MFU benchmark, family
-`kfmfu2026`, 14 runs on 1-32 H200; FlagPerf's Llama-3-8B layout ablation on 8 A800, 6 runs,
-and its 440-GPU H100 run) and one model change found on the fitting file: KempnerForge trains
+(Session 27, regenerated 2026-11-30: 28 held-out runs (KempnerForge's MFU benchmark, family
+`kfmfu2026`, 14 runs on 1-32 H200; its config-validation report, `kfcv2026`, 7 runs on 4-32
+H200 with three pipeline-parallel runs, +57..+67% too fast; FlagPerf's Llama-3-8B layout
+ablation on 8 A800, 6 runs, and its 440-GPU H100 run) and one model change found on the fitting file: KempnerForge trains
 bf16 weights and AdamW moments with no fp32 master (optimizer `adam_bf16`, 2 + 2 + 4 bytes per
 parameter; `model.to(dtype=param_dtype)`), which fixes the slope of its memory with the
 data-parallel degree (70B, dp 2 to 40: 46.9 GiB priced against 45.6 measured, 107 before)
 and the dp-2 70B run priced at 207.5 GiB on a 141 GB GPU; throughput moves by under 0.5%.
-Against session 25: 211 -> 232 runs; leave-one-family-out over both files 7.9% / 25.3% ->
-8.2% / 25.6%; coverage 87.7% -> 90.1%, missed in 3 groups of 25 (6 of 24); groups missing the
-accuracy targets 15 of 24 -> 16 of 25 (`family:kfmfu2026` 11.8% / 19.4% new; `family:llmfoundry`
-now meets 9.7% / 20.6%; `family:flagperf` 14.0% -> 11.8% with the ablation rows;
-`family:moezoo` 3.7% / 21.1% -> 7.4% / 28.5%: its leave-out fit moves with the added dense
-rows). The layout ranking (`RANKING.md`, new): over 21 jobs with two or more published
-layouts, the model's first choice is the measured fastest in 19 (out of sample), mean regret
-1.1%; FlagPerf's seven A800 layouts in the measured order.)
+Against session 25: 211 -> 239 runs; leave-one-family-out over both files 7.9% / 25.3% ->
+8.4% / 27.5% (25.6% before the config-validation rows); coverage 87.7% -> 90.8%, missed in 3
+groups of 26 (6 of 24); groups missing the accuracy targets 15 of 24 -> 17 of 26
+(`family:kfmfu2026` 11.9% / 19.4% and `family:kfcv2026` 29.4% / 62.2% new; `family:llmfoundry`
+now meets; `family:flagperf` 14.0% -> 11.6% with the ablation rows; `family:moezoo` 3.7% /
+21.1% -> 8.1% / 29.7% and `framework:fsdp` 11.6% / 24.8% -> 11.7% / 26.5%: their leave-out
+fits move with the added rows). The layout ranking (`RANKING.md`, new): over 22 jobs with two
+or more published layouts, the model's first choice is the measured fastest in 20 (out of
+sample), mean regret 1.0%; FlagPerf's seven A800 layouts in the measured order.)
 
 (Session 25, regenerated 2026-11-30: 18 held-out runs from llm-foundry's "H100 80GB BF16
 (Large Scale, >= 128 GPUs)" table (PR #838, January 2024; family `llmfoundry2024`, a table
