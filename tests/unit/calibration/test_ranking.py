@@ -105,3 +105,30 @@ def test_calibrate_ranks_a_users_layouts_from_its_own_comparisons(tmp_path):
     assert doc["ranking"]["summary"]["groups"] == 2
     code, out = run_cli("calibrate", path)
     assert code == 0 and "Layout ranking, with these parameters: 2 job(s)" in out
+
+
+def test_cross_validation_ranks_out_of_sample(tmp_path):
+    """With ``--cross-validate family`` each job is ranked again with the predictions of
+    the fit that left its family out: the same jobs, the measured order unchanged, each
+    layout's predicted rate the cross-validation record's own (oracle: the JSON's
+    ``cross_validation`` records)."""
+    import json
+
+    import yaml
+
+    from support.cli import run_cli
+
+    records = [r for r in yaml.safe_load(FILES["holdout_runs.yaml"].read_text())
+               if r["id"].startswith(("flagperf_llama3_8b_a800", "kfmfu2026_7b_4gpu"))]
+    path = tmp_path / "runs.yaml"
+    path.write_text(yaml.safe_dump(records, sort_keys=False))
+    code, out = run_cli("calibrate", path, "--json", "--cross-validate", "family")
+    assert code == 0, out
+    doc = json.loads(out)
+    held = {r["id"]: r["predicted"] for f in doc["cross_validation"]["families"]
+            for r in f["records"]}
+    shipped, oos = doc["ranking"]["groups"], doc["ranking_out_of_sample"]["groups"]
+    assert [g["job"] for g in oos] == [g["job"] for g in shipped]
+    for a, b in zip(shipped, oos):
+        assert [x["id"] for x in a["layouts"]] == [x["id"] for x in b["layouts"]]
+        assert all(x["predicted"] == pytest.approx(held[x["id"]]) for x in b["layouts"])
