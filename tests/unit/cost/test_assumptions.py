@@ -136,3 +136,9 @@ def test_the_optimizer_and_its_bytes_are_stated():
     auto = cost_assumptions(GRAPH, cl, amp)
     assert any(x.startswith("optimizer adam_mixed: 4 + 4 + 8") and "torch.autocast" in x
                for x in auto)
+
+
+def test_element_wise_passes_and_the_unpriced_compile_are_stated():
+    assert "torch.compile's fusions are not priced" in _text(runtime="torchtitan")
+    mc = _text(runtime="megatron-core")
+    assert "HBM passes over each layer's stored activations" in mc and "torch.compile" not in mc
