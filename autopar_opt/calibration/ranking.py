@@ -4,8 +4,8 @@ measured order (``benchmarks/calibration/ranking.py`` writes ``RANKING.md`` from
 A planner chooses between layouts, so an error common to every layout of a job costs
 nothing, while a small error that swaps two close layouts can cost a lot. Runs of the same
 model (layers, width, MLP width, heads, query groups, vocabulary, name) at the same
-sequence length and precision on the same number of the same GPUs form a :class:`Group`
-when they use two or more layouts; per group: whether the model's first choice is the
+sequence length, precision and global batch size on the same number of the same GPUs (one
+job) form a :class:`Group` when they use two or more layouts; per group: whether the model's first choice is the
 measured fastest (:attr:`Group.top1`), the measured throughput lost by running it instead
 (:attr:`Group.regret`), and the pairs of layouts measured more than :data:`TIE` apart that
 it orders as measured (:meth:`Group.decisive_pairs`).
@@ -31,9 +31,10 @@ TIE = 0.02
 
 @dataclass(frozen=True)
 class Entry:
-    """One priced run of a group."""
+    """One layout of a group: its runs' ids, measured samples/s (their mean where a
+    layout was published more than once) and predicted samples/s (one plan, one price)."""
 
-    id: str
+    id: str              # the layout's runs' ids, comma-separated
     layout: str
     global_batch: int
     measured: float      # samples/s
@@ -42,17 +43,19 @@ class Entry:
 
 @dataclass(frozen=True)
 class Group:
-    """Runs of one model, sequence, precision and machine with different layouts."""
+    """Layouts of one job: one model, sequence, precision, global batch and machine."""
 
     key: str
     source: str          # the records file
     entries: tuple[Entry, ...]
 
     def measured_order(self) -> list[Entry]:
-        return sorted(self.entries, key=lambda e: -e.measured)
+        return sorted(self.entries, key=lambda e: (-e.measured, e.id))
 
     def predicted_order(self) -> list[Entry]:
-        return sorted(self.entries, key=lambda e: -e.predicted)
+        """Fastest first by prediction; a tie goes to the layout measured slower (a
+        planner that cannot tell two layouts apart gets no credit for the better one)."""
+        return sorted(self.entries, key=lambda e: (-e.predicted, e.measured, e.id))
 
     @property
     def top1(self) -> bool:
@@ -63,40 +66,53 @@ class Group:
         return 1.0 - self.predicted_order()[0].measured / self.measured_order()[0].measured
 
     def decisive_pairs(self) -> tuple[int, int]:
-        """(pairs measured more than TIE apart, of them ordered as measured)."""
+        """(pairs of layouts measured more than TIE apart, the faster over the slower
+        less 1, of them ordered as measured)."""
         n = agree = 0
         es = self.entries
         for i in range(len(es)):
             for j in range(i + 1, len(es)):
                 a, b = es[i], es[j]
-                if abs(a.measured / b.measured - 1.0) <= TIE:
+                if max(a.measured, b.measured) / min(a.measured, b.measured) - 1.0 <= TIE:
                     continue
                 n += 1
                 agree += (a.measured > b.measured) == (a.predicted > b.predicted)
         return n, agree
 
 
+def _stated(value) -> str:
+    return "not stated" if value is None else str(value)
+
+
 def _layout(rec: dict, run) -> str:
+    """The parallel layout of a priced run: the degrees, sequence parallelism, ZeRO stage,
+    recomputation, micro-batch size and pipeline schedule (with its virtual stages)."""
     s = run.strategy
-    par = rec.get("parallelism") or {}
-    parts = [f"tp{s.tp}", f"pp{par.get('pp') or 1}", f"dp{s.dp}"]
+    plan = run.plan
+    parts = [f"tp{s.tp}", f"pp{len(plan.stages) if plan is not None else 1}", f"dp{s.dp}"]
     if s.cp > 1:
         parts.append(f"cp{s.cp}")
-    if par.get("ep"):
-        parts.append(f"ep{par['ep']}")
+    if s.ep > 1:
+        parts.append(f"ep{s.ep}")
+    if s.sp:
+        parts.append("sp")
     parts.append(f"zero{s.zero}")
     if s.recompute.value != "none":
         parts.append(f"rc-{s.recompute.value}")
-    parts.append(f"mbs{(rec.get('training') or {}).get('micro_batch_size')}")
+    parts.append(f"mbs {_stated((rec.get('training') or {}).get('micro_batch_size'))}")
+    if plan is not None and len(plan.stages) > 1:
+        parts.append(plan.schedule.value + (f" vp{plan.vp_chunks}" if plan.vp_chunks > 1 else ""))
     return " ".join(parts)
 
 
-def _key(rec: dict) -> str:
+def _key(rec: dict, run) -> str:
     m, hw, tr = rec.get("model") or {}, rec.get("hardware") or {}, rec.get("training") or {}
-    dims = "/".join(str(m.get(k)) for k in ("num_layers", "hidden_size", "ffn_hidden_size",
-                                             "num_attention_heads", "num_kv_heads", "vocab_size"))
-    return (f"{m.get('name')} [{dims}] seq {m.get('seq_len')}, {tr.get('precision')}, "
-            f"{hw.get('num_gpus')} x {hw.get('gpu_type')}")
+    dims = "/".join(_stated(m.get(k)) for k in ("num_layers", "hidden_size", "ffn_hidden_size",
+                                                 "num_attention_heads", "num_kv_heads",
+                                                 "vocab_size"))
+    return (f"{_stated(m.get('name'))} [{dims}] seq {_stated(m.get('seq_len'))}, precision "
+            f"{_stated(tr.get('precision'))}, global batch {run.training.global_batch_size}, "
+            f"{_stated(hw.get('num_gpus'))} x {_stated(hw.get('gpu_type'))}")
 
 
 def family_leave_out_params(path: Path | None = None) -> Callable[[str], CostParams]:
@@ -112,20 +128,31 @@ def family_leave_out_params(path: Path | None = None) -> Callable[[str], CostPar
 
 def rank_groups(source: str, records: list[dict], runs, priced: dict[str, Comparison]
                 ) -> list[Group]:
-    """The groups of two or more layouts among ``runs`` (modeled records of ``records``)
+    """The jobs with two or more layouts among ``runs`` (modeled records of ``records``)
     that ``priced`` holds a comparison for (id -> :class:`~autopar_opt.calibration.compare.Comparison`:
-    its measured and predicted samples/s)."""
+    its measured and predicted samples/s). Runs of one layout published more than once
+    are one entry: their ids and mean rates (one plan has one price with one set of
+    parameters; the mean keeps the entry symmetric where the runs' families were priced
+    with different leave-out fits)."""
     by_id = {r["id"]: r for r in records}
-    buckets: dict[str, list[Entry]] = defaultdict(list)
+    buckets: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
         c = priced.get(run.id)
         if c is None or run.kind != "end_to_end":
             continue
         rec = by_id[run.id]
-        buckets[_key(rec)].append(Entry(run.id, _layout(rec, run),
-                                        run.training.global_batch_size, c.measured, c.predicted))
-    return [Group(key, source, tuple(entries)) for key, entries in sorted(buckets.items())
-            if len({e.layout for e in entries}) >= 2]
+        buckets[_key(rec, run)][_layout(rec, run)].append((run, c))
+    out = []
+    for key, layouts in sorted(buckets.items()):
+        if len(layouts) < 2:
+            continue
+        entries = tuple(Entry(",".join(r.id for r, _ in rows), layout,
+                              rows[0][0].training.global_batch_size,
+                              sum(c.measured for _, c in rows) / len(rows),
+                              sum(c.predicted for _, c in rows) / len(rows))
+                        for layout, rows in sorted(layouts.items()))
+        out.append(Group(key, source, entries))
+    return out
 
 
 def groups_of(source: str, path: Path, params: CostParams | None = None,
@@ -148,8 +175,10 @@ def group_dict(g: Group) -> dict:
     n, agree = g.decisive_pairs()
     pred_rank = {e.id: i + 1 for i, e in enumerate(g.predicted_order())}
     return {"job": g.key, "top1": g.top1, "regret": g.regret, "decisive_pairs": n,
-            "decisive_pairs_agree": agree,
-            "layouts": [{"id": e.id, "layout": e.layout, "measured_rank": i + 1,
+            "decisive_pairs_agree": agree, "measured_fastest": g.measured_order()[0].layout,
+            "model_first": g.predicted_order()[0].layout,
+            "layouts": [{"ids": e.id.split(","), "layout": e.layout,
+                         "global_batch": e.global_batch, "measured_rank": i + 1,
                          "predicted_rank": pred_rank[e.id], "measured": e.measured,
                          "predicted": e.predicted} for i, e in enumerate(g.measured_order())]}
 

@@ -104,9 +104,12 @@ def render_ranking(report: CalibrationReport, console: Console) -> None:
                       f"{s['pairs_agree']} of {s['pairs']} pairs measured more than 2% apart "
                       "ordered as measured")
         for g in groups:
-            first = g.predicted_order()[0]
+            first, best = g.predicted_order()[0], g.measured_order()[0]
+            n, agree = g.decisive_pairs()
+            verdict = ("the measured fastest" if g.top1 else
+                       f"measured fastest {best.layout}, regret {g.regret:.1%}")
             console.print(f"  {g.key}: {len(g.entries)} layouts; model's first {first.layout} "
-                          f"({'the fastest' if g.top1 else f'regret {g.regret:.1%}'})",
+                          f"({verdict}); {agree} of {n} decisive pairs ordered as measured",
                           markup=False, highlight=False)
 
 
@@ -200,6 +203,14 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
               f"{'y' if len(report.families_left_out) == 1 else 'ies'} "
               f"({', '.join(report.families_left_out)}); the table holds the others; a longer "
               "--time-limit validates them all", file=sys.stderr)
+    if cross_validate is not None and not report.cross_validation and not report.families_left_out:
+        print(f"autopar calibrate: --cross-validate family: {runs_path} has throughput records of "
+              "one source family only; leaving it out leaves nothing to fit on, so nothing was "
+              "cross-validated (add runs of another family)", file=sys.stderr)
+    if report.families_left_out and report.ranking:
+        print("autopar calibrate: the layout ranking out of sample needs every family's "
+              "cross-validation; it is not reported (the ranking with these parameters is)",
+              file=sys.stderr)
     if report.not_reached:
         print(f"autopar calibrate: --time-limit {time_limit_s:g} ran out before "
               f"{len(report.not_reached)} record(s) were priced (listed as skipped); a longer "

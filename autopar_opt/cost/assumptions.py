@@ -252,12 +252,15 @@ def _optimizer(training: Training, params: CostParams) -> list[str]:
     what = ("fp32 weights and gradients under torch.autocast, the optimizer's moments"
             if training.autocast else OPTIMIZER_WORDS[training.optimizer])
     step = params.optimizer_bytes_per_param * optimizer_step_ratio(training.optimizer)
+    unfused = "" if training.runtime.fused_optimizer else (
+        f", times {params.unfused_optimizer_factor:g} for the runtime's unfused (per-tensor) "
+        f"optimizer: {step * params.unfused_optimizer_factor:.3g}")
     return [f"optimizer {training.optimizer}: {w:g} + {g:g} + {o:g} bytes per parameter of "
             f"weights, gradients and optimizer state before sharding ({what}), plus the "
             f"runtime's fp32 gradient buffer where it keeps one; the step moves "
             f"{OPTIMIZER_STEP_BYTES[training.optimizer]:g} bytes per local parameter, priced "
             f"as {step:.3g} at datasheet HBM bandwidth (fused Adam's measured figure, scaled by "
-            "the update's traffic)"]
+            f"the update's traffic){unfused}"]
 
 
 #: Runtimes of PyTorch stacks that users commonly run under ``torch.compile``.

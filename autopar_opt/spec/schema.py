@@ -294,7 +294,8 @@ class TrainingSection(Section):
     optimizer: Optimizer = documented_field(  # type: ignore[valid-type]
         "Optimizer and its precision (bytes per parameter of weights + gradients + state): "
         "adam_mixed 2 + 2 + 12 (16-bit weights, fp32 master and moments), adam_fp32 4 + 4 + 8, "
-        "adam_bf16 2 + 2 + 4 (bf16 weights and moments, no fp32 master: KempnerForge), "
+        "adam_bf16 2 + 2 + 4 (bf16 weights and moments, no fp32 master: KempnerForge; needs "
+        "dtype bf16 or fp8, not with autocast), "
         "sgd_momentum_mixed 2 + 2 + 8, sgd_fp32 4 + 4 + 4.",
         "adam_mixed", default="adam_mixed")
     memory_reserve_gib: float = documented_field(

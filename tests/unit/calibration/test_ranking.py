@@ -94,17 +94,18 @@ def test_calibrate_ranks_a_users_layouts_from_its_own_comparisons(tmp_path):
     doc = json.loads(out)
     rates = {r["id"]: (r["measured"], r["predicted"]) for r in doc["records"]}
     jobs = doc["ranking"]["groups"]
-    assert sorted(len(j["layouts"]) for j in jobs) == [3, 7]
+    assert sorted(len(j["layouts"]) for j in jobs) == [7]   # KempnerForge's three: 3 batches
     for job in jobs:
-        ids = [lay["id"] for lay in job["layouts"]]
+        assert all(len(lay["ids"]) == 1 for lay in job["layouts"])
+        ids = [lay["ids"][0] for lay in job["layouts"]]
         fastest = max(ids, key=lambda i: rates[i][0])
         first = max(ids, key=lambda i: rates[i][1])
         assert job["top1"] == (first == fastest)
         assert job["regret"] == pytest.approx(1 - rates[first][0] / rates[fastest][0])
         assert [lay["measured_rank"] for lay in job["layouts"]] == list(range(1, len(ids) + 1))
-    assert doc["ranking"]["summary"]["groups"] == 2
+    assert doc["ranking"]["summary"]["groups"] == 1
     code, out = run_cli("calibrate", path)
-    assert code == 0 and "Layout ranking, with these parameters: 2 job(s)" in out
+    assert code == 0 and "Layout ranking, with these parameters: 1 job(s)" in out
 
 
 def test_cross_validation_ranks_out_of_sample(tmp_path):
@@ -130,5 +131,18 @@ def test_cross_validation_ranks_out_of_sample(tmp_path):
     shipped, oos = doc["ranking"]["groups"], doc["ranking_out_of_sample"]["groups"]
     assert [g["job"] for g in oos] == [g["job"] for g in shipped]
     for a, b in zip(shipped, oos):
-        assert [x["id"] for x in a["layouts"]] == [x["id"] for x in b["layouts"]]
-        assert all(x["predicted"] == pytest.approx(held[x["id"]]) for x in b["layouts"])
+        assert [x["ids"] for x in a["layouts"]] == [x["ids"] for x in b["layouts"]]
+        assert all(x["predicted"] == pytest.approx(held[x["ids"][0]]) for x in b["layouts"])
+
+
+def test_cross_validating_one_family_says_nothing_was_left_out(tmp_path):
+    import yaml
+
+    from support.cli import run_cli
+
+    records = [r for r in yaml.safe_load(FILES["holdout_runs.yaml"].read_text())
+               if r["id"].startswith("flagperf_llama3_8b_a800")]
+    path = tmp_path / "runs.yaml"
+    path.write_text(yaml.safe_dump(records, sort_keys=False))
+    code, out = run_cli("calibrate", path, "--cross-validate", "family")
+    assert code == 0 and "one source family only" in out and "nothing was cross-validated" in out

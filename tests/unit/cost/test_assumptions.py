@@ -142,3 +142,20 @@ def test_element_wise_passes_and_the_unpriced_compile_are_stated():
     assert "torch.compile's fusions are not priced" in _text(runtime="torchtitan")
     mc = _text(runtime="megatron-core")
     assert "HBM passes over each layer's stored activations" in mc and "torch.compile" not in mc
+
+
+def test_an_unfused_optimizer_step_is_stated_with_its_factor():
+    """PyTorch DDP's runtime steps an unfused optimizer: the line gives the factor and the
+    bytes priced (18 x 2.2 for adam_bf16 under the shipped figures)."""
+    from autopar_opt.cost.params import default_params
+
+    p = default_params()
+    cl = make_cluster("t", 1, 8, "H100-SXM-80GB")
+    tr = Training(64, 2048, "bf16", "adam_bf16", runtime=runtime_named("pytorch-ddp"))
+    line = next(x for x in cost_assumptions(GRAPH, cl, tr) if x.startswith("optimizer"))
+    assert not tr.runtime.fused_optimizer
+    assert f"times {p.unfused_optimizer_factor:g}" in line
+    assert f"{p.optimizer_bytes_per_param / 2 * p.unfused_optimizer_factor:.3g}" in line
+    fused = Training(64, 2048, "bf16", "adam_bf16", runtime=runtime_named("megatron-core"))
+    assert "unfused" not in next(x for x in cost_assumptions(GRAPH, cl, fused)
+                                 if x.startswith("optimizer"))
