@@ -5,10 +5,10 @@ A planner chooses between layouts, so an error common to every layout of a job c
 nothing, while a small error that swaps two close layouts can cost a lot. Runs of the same
 model (layers, width, MLP width, heads, query groups, vocabulary, name) at the same
 sequence length, precision and global batch size on the same number of the same GPUs (one
-job) form a :class:`Group` when they use two or more layouts; per group: whether the model's first choice is the
-measured fastest (:attr:`Group.top1`), the measured throughput lost by running it instead
-(:attr:`Group.regret`), and the pairs of layouts measured more than :data:`TIE` apart that
-it orders as measured (:meth:`Group.decisive_pairs`).
+job) form a :class:`Group` when they use two or more layouts; per group: whether the
+model's first choice is the measured fastest (:attr:`Group.top1`), the measured throughput
+lost by running it instead (:attr:`Group.regret`), and the pairs of layouts measured more
+than :data:`TIE` apart that it orders as measured (:meth:`Group.decisive_pairs`).
 """
 
 from __future__ import annotations

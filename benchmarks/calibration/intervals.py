@@ -87,9 +87,10 @@ groups of 26 (6 of 24); groups missing the accuracy targets 15 of 24 -> 17 of 26
 (`family:kfmfu2026` 11.9% / 19.4% and `family:kfcv2026` 29.4% / 62.2% new; `family:llmfoundry`
 now meets; `family:flagperf` 14.0% -> 11.6% with the ablation rows; `family:moezoo` 3.7% /
 21.1% -> 8.1% / 29.7% and `framework:fsdp` 11.6% / 24.8% -> 11.7% / 26.5%: their leave-out
-fits move with the added rows). The layout ranking (`RANKING.md`, new): over 22 jobs with two
-or more published layouts, the model's first choice is the measured fastest in 20 (out of
-sample), mean regret 1.0%; FlagPerf's seven A800 layouts in the measured order.)
+fits move with the added rows). The layout ranking (`RANKING.md`, new): over 28 jobs (one model,
+sequence, precision, global batch and machine) with two or more published layouts, the
+model's first choice is the measured fastest in 26 (out of sample), mean regret 0.8%;
+FlagPerf's seven A800 layouts in the measured order.)
 
 (Session 25, regenerated 2026-11-30: 18 held-out runs from llm-foundry's "H100 80GB BF16
 (Large Scale, >= 128 GPUs)" table (PR #838, January 2024; family `llmfoundry2024`, a table
