@@ -10,7 +10,8 @@ same sequence length, precision and global batch on the same number of the same 
 job), and keeps the groups with at least two different layouts (tensor, pipeline, data,
 context and expert parallel degrees, sequence parallelism, ZeRO stage, recomputation,
 micro-batch size, pipeline schedule and virtual stages; runs of one layout are one entry).
-Per group, with the shipped parameters (``autopar_opt/cost/calibrated.yaml``) through the calibration's own pricing
+Per group, with the shipped parameters (``autopar_opt/cost/calibrated.yaml``) through the
+calibration's own pricing
 (:func:`autopar_opt.calibration.compare.compare`):
 
 * the measured and the predicted samples/s of every layout and both orders;
