@@ -235,14 +235,21 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
     from autopar_opt.cost.evaluate import evaluate
     from autopar_opt.spec import load_spec
 
+    from autopar_opt.cli.errors import refuse
+
     spec = load_spec(spec_path)
     if spec.fleet is not None:
-        _fail(f"{spec_path}: a cluster of several groups (cluster.groups) has no hand-written plan "
-              "to estimate (a plan would name every stage's group); `autopar solve` prices every "
-              "plan it searches, or estimate a plan on one group's cluster")
+        rule = ("a cluster of several groups (cluster.groups) has no hand-written plan to "
+                "estimate (a plan would name every stage's group)")
+        fix = "`autopar solve` prices every plan it searches, or estimate a plan on one group's cluster"
+        refuse(f"{spec_path}: {rule}; {fix}", str(spec_path), rule, fix, key="cluster.groups",
+               kind="invalid spec")
     if spec.plan is None:
-        _fail(f"{spec_path}: no 'plan' section to estimate; add one, e.g. plan: {{tp: 8, pp: 1, "
-              "microbatches: 8} (or run `autopar solve` to find a plan)")
+        rule = "no 'plan' section to estimate"
+        fix = ("add one, e.g. plan: {tp: 8, pp: 1, microbatches: 8} (or run `autopar solve` to "
+               "find a plan)")
+        refuse(f"{spec_path}: {rule}; {fix}", str(spec_path), rule, fix, key="plan",
+               kind="invalid spec")
     metrics = evaluate(spec.plan, spec.graph, spec.cluster, spec.training, spec.cost_params)
     if json_output:
         from autopar_opt.cost.interval import metrics_dict

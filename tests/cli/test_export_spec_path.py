@@ -114,3 +114,15 @@ def test_bf16_weights_refuse_autocast_and_a_dtype_they_do_not_compute_in(tmp_pat
         code, out = run_cli("estimate", spec)
         assert code == 2 and key in out and "adam_bf16" in out, out
         assert "optimizer adam_mixed" in out      # the fix
+
+
+def test_estimate_json_refuses_a_spec_without_a_plan_as_json(tmp_path):
+    """QA round 7: `estimate --json` printed plain text (no JSON document) for a spec with
+    no plan and for a fleet spec; the refusal is one JSON error naming file, key and fix."""
+    text = (paths.REPO / "examples" / "quickstart.yaml").read_text()
+    spec = tmp_path / "noplan.yaml"
+    spec.write_text(text[:text.index("\nplan:")] + "\n")
+    code, out = run_cli("estimate", spec, "--json")
+    err = _json(out)["error"]
+    assert code == 2 and err["problems"][0]["key"] == "plan"
+    assert "add one" in err["problems"][0]["fix"]
