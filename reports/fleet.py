@@ -145,6 +145,7 @@ def build_context(doc: dict) -> dict:
                           for p in doc["placement"]],
             "homogeneous": homo, "rows": rows, "row_count": len(cert["configurations"]),
             "notices": doc["notices"], "assumptions": doc["cost_model"]["assumptions"],
+            "case": [str(a) for a in doc["cost_model"].get("case") or []],
             "quantum": doc["search_space"].get("batch_split_quantum"),
             "wall_time_s": doc["solver"]["wall_time_s"], "version": __version__}
 

@@ -54,6 +54,24 @@ def _tier(t) -> dict | None:
                                    "latency_us": t.latency_us}
 
 
+def fleet_case(graph, fleet, training, params) -> list[str]:
+    """What the cost model assumed for this case (``cost_model.case``, as a one-cluster
+    plan.json states it): each group's assumptions
+    (:func:`~autopar_opt.cost.assumptions.cost_assumptions` on the group's cluster), a line
+    every group shares once, a line of some groups prefixed with their names."""
+    from autopar_opt.cost.assumptions import cost_assumptions
+
+    per_group = [(g.name, cost_assumptions(graph, g, training, params)) for g in fleet.groups]
+    out: list[str] = []
+    for name, lines in per_group:
+        for line in lines:
+            holders = [n for n, ls in per_group if line in ls]
+            text = line if len(holders) == len(per_group) else f"{', '.join(holders)}: {line}"
+            if text not in out:
+                out.append(text)
+    return out
+
+
 def fleet_dict(fleet: Fleet, dtype: str) -> dict:
     """Groups (device, nodes, links) and the links between them."""
     return {"name": fleet.name, "num_devices": fleet.num_devices,
@@ -168,6 +186,7 @@ def build_fleet_document(spec_path: str, graph: LayerGraph, fleet: Fleet, traini
         "search_space": {**_space_dict(space), "batch_split_quantum": split_quantum},
         "cost_model": {"params": params.to_dict(),
                        "assumptions": COST_MODEL_ASSUMPTIONS + FLEET_ASSUMPTIONS,
+                       "case": fleet_case(graph, fleet, training, params),
                        "runtime": {"name": training.runtime.name, **training.runtime.capabilities()}},
         "status": status,
         "shape": shape,

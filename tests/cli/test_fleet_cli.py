@@ -59,6 +59,22 @@ def test_solve_writes_a_certified_fleet_plan_and_report(tmp_path: Path) -> None:
     assert code == 2 and "fleet of several groups" in text
 
 
+def test_a_fleet_states_what_was_assumed_per_group(tmp_path: Path) -> None:
+    """QA round 7: a fleet's plan.json had no ``cost_model.case`` and its report no list of
+    the case's assumptions (the optimizer, each group's device and kernels). Lines every
+    group shares stand once; a group's own lines carry its name."""
+    spec = _write(tmp_path, {**BASE, "training": {"global_batch_size": 16,
+                                                  "optimizer": "adam_bf16"}})
+    code, text = run_cli("solve", spec, "--out", tmp_path / "out")
+    assert code == 0, text
+    case = json.loads((tmp_path / "out" / "plan.json").read_text())["cost_model"]["case"]
+    assert sum(line.startswith("optimizer adam_bf16: 2 + 2 + 4") for line in case) == 1
+    assert any(line.startswith("a100: device A100") for line in case)
+    assert any(line.startswith("h100: device H100") for line in case)
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "Assumed for this case" in html and "optimizer adam_bf16" in html
+
+
 def test_options_a_fleet_search_does_not_take_are_refused(tmp_path: Path) -> None:
     spec = _write(tmp_path, BASE)
     code, text = run_cli("solve", spec, "--runnable-by", "megatron")
