@@ -148,12 +148,15 @@ class ProblemList:
         return self.section_files.get(section, self.top_file)
 
     def add(self, key: str, value: Any, rule: str, fix: str) -> None:
-        """Record a problem at dotted ``key`` (its first part is the section)."""
+        """Record a problem at dotted ``key`` (its first part is the section); the same
+        problem found twice (a section a fleet checks once per group) is listed once."""
         section = key.split(".")[0].split("[")[0]
-        self.items.append(SpecProblem(self.file_of(section), key, value, rule, fix))
+        self.extend([SpecProblem(self.file_of(section), key, value, rule, fix)])
 
     def extend(self, problems: Iterable[SpecProblem]) -> None:
-        self.items.extend(problems)
+        for problem in problems:
+            if problem not in self.items:
+                self.items.append(problem)
 
     def raise_if_any(self) -> None:
         """Raise one :class:`SpecError` holding every problem collected so far."""

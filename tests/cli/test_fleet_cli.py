@@ -121,3 +121,12 @@ def test_one_group_fleet_is_the_plain_cluster(tmp_path: Path) -> None:
     db = json.loads((tmp_path / "o2" / "plan.json").read_text())
     assert code_a == code_b == 0 and da["plan"] == db["plan"] and "fleet" not in da
     assert da["certificate"]["primal"] == db["certificate"]["primal"]
+
+
+def test_a_fleet_lists_a_training_mistake_once(tmp_path: Path) -> None:
+    """QA round 7: the fleet checked the training section once per group and listed the
+    same problem twice ("2 problems", identical lines)."""
+    spec = _write(tmp_path, {**BASE, "training": {"global_batch_size": 16, "dtype": "fp16",
+                                                  "optimizer": "adam_bf16"}}, "bad.yaml")
+    code, out = run_cli("solve", spec)
+    assert code == 2 and "1 problem" in out and out.count("training.optimizer = 'adam_bf16'") == 1
