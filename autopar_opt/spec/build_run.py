@@ -114,10 +114,11 @@ def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: 
                 "drop autocast, or use optimizer adam_mixed (16-bit weights with an fp32 "
                 "master copy) or adam_fp32")
     if section.optimizer in SIXTEEN_BIT_OPTIMIZERS and section.dtype not in ("bf16", "fp8"):
-        out.add("training.optimizer", section.optimizer,
-                f"keeps bf16 weights and moments, which training.dtype {section.dtype} does "
-                "not compute in",
-                "set training.dtype: bf16 (or fp8), or use optimizer adam_mixed")
+        # named at the dtype: a capacity sweep's dtype axis is then the value it points at
+        out.add("training.dtype", section.dtype,
+                f"training.optimizer {section.optimizer} keeps bf16 weights and moments, which "
+                f"dtype {section.dtype} does not compute in",
+                "set training.dtype: bf16 (or fp8), or use training.optimizer: adam_mixed")
     return Training(section.global_batch_size, seq_len, section.dtype, section.optimizer,
                     section.memory_reserve_gib, _runtime(section, out),
                     activation_offload=section.activation_offload, autocast=section.autocast)

@@ -81,6 +81,20 @@ def test_axis_value_breaking_a_spec_rule_is_reported_at_the_axis(tmp_path):
     assert [p.key for p in exc.value.problems] == ["axes.global_batch_size[1]"]
 
 
+def test_a_dtype_axis_the_base_optimizer_cannot_train_is_named_at_the_axis(tmp_path):
+    """QA round 7: adam_bf16 in the base with dtype fp16 on an axis was reported at
+    base.training.optimizer, with a fix to the base; the value that breaks it is the axis's."""
+    data = yaml.safe_load(TINY.read_text())
+    data["base"].setdefault("training", {})["optimizer"] = "adam_bf16"
+    data["axes"]["dtype"] = ["bf16", "fp16"]
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError) as exc:
+        load_sweep(path)
+    assert [p.key for p in exc.value.problems] == ["axes.dtype[1]"]
+    assert "adam_bf16" in exc.value.problems[0].rule
+
+
 def test_zoo_base_cluster_with_cluster_axes_is_refused(tmp_path):
     data = yaml.safe_load(TINY.read_text())
     data["base"]["cluster"] = {"zoo": "debug-2x4"}
