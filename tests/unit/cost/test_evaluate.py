@@ -75,3 +75,17 @@ def test_plan_errors(stages, c, match):
     cl = make_cluster("c", 1, 2, "A100-80GB")
     with pytest.raises(PlanError, match=match):
         evaluate(Plan(stages, c), g, cl, Training(global_batch_size=8), IDEAL)
+
+
+def test_a_one_stage_plan_has_no_bubble_from_round_off():
+    """QA round 7: a one-stage plan's breakdown showed a pipeline bubble of -2.22e-16 s (the
+    round-off of total minus the terms), printed as such in the solve summary. Here
+    3 x 0.1 + 0.05 sums to 0.35000000000000003 against a total of 0.35."""
+    from autopar_opt.cost.evaluate import StageMetrics, iteration_breakdown
+
+    assert 0.35 - (3 * 0.1 + 0.05) != 0.0            # the round-off this guards against
+    st = StageMetrics(index=0, layers=["l"], time_s=0.1, compute_s=0.1, comm_s=0.0,
+                      transfer_s=0.0, sync_s=0.0, weight_gib=0.0, activation_gib=0.0,
+                      peak_memory_gib=0.0, capacity_gib=80.0, inflight_microbatches=1)
+    assert iteration_breakdown([st], 3, 0.35, 0.05)["pipeline_bubble_s"] == 0.0
+    assert iteration_breakdown([st], 3, 0.45, 0.05)["pipeline_bubble_s"] == pytest.approx(0.1)
