@@ -195,6 +195,10 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
     autocast = autocast_of(precision, runtime, tn)
     optimizer = stacks.optimizer_of(framework, dtype, tn)
     per_layer = raw.record_type.startswith("per_layer")
+    if raw.record_type and not per_layer and not raw.record_type.startswith("end_to_end"):
+        raise Unmodelable(f"record_type {raw.record_type!r} is neither an end-to-end run "
+                          "('end_to_end_training_throughput') nor one layer's time "
+                          "('per_layer_time ...'): state which was measured")
     if per_layer and spec is not None:
         raise Unmodelable("per-layer record of an MoE model: only end-to-end MoE runs are modelled")
     sizes: tuple[int, ...] = ()

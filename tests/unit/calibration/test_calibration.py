@@ -255,3 +255,13 @@ def test_cross_validate_rejects_other_groupings():
         calibrate_command(str(RUNS), json_output=True, cross_validate="random")
     assert refused.value.exit_code == 2
     assert refused.value.document()["error"]["problems"][0]["key"] == "--cross-validate"
+
+
+def test_an_unknown_record_type_is_not_priced_as_a_training_run():
+    """QA round 7: 'per_token_banana' was priced and ranked as an end-to-end run."""
+    from autopar_opt.calibration.calibrate import model_records
+
+    rec = _record("r1", record_type="per_token_banana")
+    runs, skipped = model_records([rec])
+    assert not runs and "record_type 'per_token_banana'" in skipped[0][1]
+    assert model_records([_record("r1")])[0]
