@@ -188,10 +188,11 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
             # searched for this framework already: what stops it is the model, not the plan
             fix = (f"the plan was searched for {fw} already; follow the reason above, or "
                    "export to another target")
-        elif _model_refused(fw, spec):
-            # no plan of this model runs there: solving again for it cannot help (QA round 5, L5)
-            fix = (f"{fw} cannot build this model whatever the plan; export to another "
-                   "target, or change the model as the reason above says")
+        elif why := _model_refused(fw, spec):
+            # no plan of this model runs there: solving again for it cannot help (QA round 5, L5);
+            # the reason is the model's, which the plan's refusal above may not list (QA round 7)
+            fix = (f"{fw} cannot build this model whatever the plan: {why}; export to another "
+                   "target, or change the model")
         else:
             fix = (f"solve again with target: {fw} in the spec (or --runnable-by {fw}), which "
                    "searches only plans this framework can run")
@@ -234,17 +235,22 @@ def _scenario_spec(sweep_file: str, scenario: str, path, file: str):
     return build_spec(found.data, Path(sweep_file))
 
 
-def _model_refused(framework: str, spec) -> bool:
-    """Whether ``framework`` refuses the spec's model itself (its architecture or windows,
+def _model_refused(framework: str, spec) -> str:
+    """Why ``framework`` refuses the spec's model itself (its architecture or windows,
     :func:`~autopar_opt.ir.target.framework_model_problem`; torchtitan: no flavour of the
-    export builds it), so that no plan of it can be exported there."""
-    from autopar_opt.export.torchtitan import flavour
+    export builds it), so that no plan of it can be exported there; empty when it does not."""
+    from autopar_opt.export.torchtitan import flavour, flavour_mismatch
     from autopar_opt.ir.target import framework_model_problem
 
     graph = spec.graph
-    if framework_model_problem(framework, graph, graph.attention_windows()):
-        return True
-    return framework == "torchtitan" and graph.arch is not None and flavour(graph.arch) is None
+    problem = framework_model_problem(framework, graph, graph.attention_windows())
+    if problem:
+        return str(problem)
+    if framework == "torchtitan" and graph.arch is not None and flavour(graph.arch) is None:
+        return (flavour_mismatch(graph.arch, graph.name)
+                or f"torchtitan registers no model flavour with the architecture of "
+                   f"{graph.name} ({graph.arch.family})")
+    return ""
 
 
 def _same_model(doc: dict, spec, path, file: str, spec_file: str) -> None:

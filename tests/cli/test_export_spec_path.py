@@ -77,6 +77,8 @@ def test_a_model_the_target_cannot_build_is_not_sent_back_to_solve(tmp_path, mon
     code, out = run_cli("export", plan, "--to", "torchtitan")
     assert code == 2
     assert "torchtitan cannot build this model whatever the plan" in out
+    # the model's own reason is in the fix (QA round 7: only the plan's reasons were listed)
+    assert "torchtitan registers no model flavour with the architecture of gpt-1.7b" in out
     assert "solve again" not in out
 
 
