@@ -167,8 +167,9 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
     except RunFileError as exc:
         text = str(exc)
         rule = text[len(str(runs_path)) + 2:] if text.startswith(f"{runs_path}: ") else text
-        refuse(f"autopar calibrate: {text}", str(runs_path), rule,
-               "give a run file as tests/data/published_runs.yaml is written",
+        fix = exc.fix or "give a run file as tests/data/published_runs.yaml is written"
+        refuse(f"autopar calibrate: {text}" + (f"; {exc.fix}" if exc.fix else ""),
+               str(runs_path), rule, fix, key=exc.key, value=exc.value,
                kind="invalid run file")
     written = None
     if fit and report.fit is not None and not report.fit.converged:

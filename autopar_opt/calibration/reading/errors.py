@@ -4,7 +4,12 @@ from __future__ import annotations
 
 
 class RunFileError(ValueError):
-    """The run file cannot be read as a list of records (names file, record, key)."""
+    """The run file cannot be read as a list of records (names file, record, key). ``key``,
+    ``value`` and ``fix`` name the offending entry and what to write where known."""
+
+    def __init__(self, message: str, key: str = "", value=None, fix: str = "") -> None:
+        super().__init__(message)
+        self.key, self.value, self.fix = key, value, fix
 
 
 class Unmodelable(ValueError):

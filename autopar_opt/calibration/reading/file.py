@@ -39,14 +39,21 @@ def load_run_file(path: str | Path) -> list[dict]:
     if not data:          # else a table of nothing and exit 0
         raise RunFileError(f"{p}: the list of run records is empty; add records (see "
                            "tests/data/published_runs.yaml for the format)")
-    seen: set[str] = set()
-    for i, rec in enumerate(data):
+    seen: dict[str, int] = {}
+    for i, rec in enumerate(data, start=1):          # records counted from 1, as read
         if not isinstance(rec, dict):
-            raise RunFileError(f"{p}: record #{i} is a {type(rec).__name__}, expected a mapping")
+            raise RunFileError(f"{p}: record {i} of {len(data)} is a {type(rec).__name__}, "
+                               "expected a mapping", key=f"[{i}]",
+                               fix="write each record as a mapping with an id, as "
+                                   "tests/data/published_runs.yaml does")
         rid = rec.get("id")
         if rid is None or str(rid).strip() == "":
-            raise RunFileError(f"{p}: record #{i} has no 'id' key (every record needs a unique id)")
+            raise RunFileError(f"{p}: record {i} of {len(data)} has no 'id' key (every record "
+                               "needs a unique id)", key=f"[{i}].id",
+                               fix="add id: <a name no other record uses>")
         if str(rid) in seen:
-            raise RunFileError(f"{p}: record #{i}: id {rid!r} is repeated")
-        seen.add(str(rid))
+            raise RunFileError(f"{p}: record {i} of {len(data)}: id {rid!r} repeats record "
+                               f"{seen[str(rid)]}'s", key=f"[{i}].id", value=rid,
+                               fix=f"give record {i} an id of its own, or drop the copy")
+        seen[str(rid)] = i
     return data

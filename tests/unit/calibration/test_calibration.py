@@ -177,9 +177,10 @@ def test_bad_files_exit_2_with_a_clear_message(tmp_path):
     del noid["id"]
     path = _write(tmp_path, [_record("first"), noid])
     res = run(path, "--json")
-    assert res.exit_code == 2 and "record #1" in res.stderr and "'id'" in res.stderr
-    with pytest.raises(RunFileError, match="repeated"):
-        load_run_file(_write(tmp_path, [_record("dup"), _record("dup")]))
+    assert res.exit_code == 2 and "record 2 of 2" in res.stderr and "'id'" in res.stderr
+    assert json.loads(res.stdout)["error"]["problems"][0]["key"] == "[2].id"
+    with pytest.raises(RunFileError, match="record 3 of 3: id 'dup' repeats record 1's"):
+        load_run_file(_write(tmp_path, [_record("dup"), _record("b"), _record("dup")]))
 
 
 def test_fit_recovers_synthetic_measurements(tmp_path):
