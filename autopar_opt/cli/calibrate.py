@@ -215,7 +215,9 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
     if report.not_reached:
         print(f"autopar calibrate: --time-limit {time_limit_s:g} ran out before "
               f"{len(report.not_reached)} record(s) were priced (listed as skipped); a longer "
-              "--time-limit prices them all", file=sys.stderr)
+              "--time-limit prices them all"
+              + ("; the layout ranking covers only the records priced" if report.ranking
+                 else ""), file=sys.stderr)
     if json_output:
         data = report.to_dict()
         if written is not None:
