@@ -90,7 +90,7 @@ EXIT_INCOMPLETE = 4
 def render_ranking(report: CalibrationReport, console: Console) -> None:
     """Jobs of the file run with two or more layouts: the model's order against the
     measured one (:mod:`autopar_opt.calibration.ranking`), one line per job."""
-    from autopar_opt.calibration.ranking import summary
+    from autopar_opt.calibration.ranking import TIE, summary
 
     for label, groups in (("with these parameters", report.ranking),
                           ("out of sample (each family's fit without it)",
@@ -101,8 +101,8 @@ def render_ranking(report: CalibrationReport, console: Console) -> None:
         console.print(f"Layout ranking, {label}: {s['groups']} job(s) with several layouts; the "
                       f"model's first choice is the measured fastest in {s['top1']}; mean regret "
                       f"{s['mean_regret']:.1%} (measured throughput lost by running it); "
-                      f"{s['pairs_agree']} of {s['pairs']} pairs measured more than 2% apart "
-                      "ordered as measured")
+                      f"{s['pairs_agree']} of {s['pairs']} pairs measured more than {TIE:.0%} "
+                      "apart ordered as measured")
         for g in groups:
             first, best = g.predicted_order()[0], g.measured_order()[0]
             n, agree = g.decisive_pairs()

@@ -274,8 +274,8 @@ def _elementwise(training: Training, params: CostParams) -> list[str]:
             f"{params.elementwise_passes:.3g} HBM passes over each layer's stored activations "
             "(fitted across stacks)")
     if training.runtime.name in _COMPILABLE:
-        line += ("; torch.compile's fusions are not priced (KempnerForge's compiled H200 runs "
-                 "without tensor parallelism ran 9-18% faster than priced)")
+        line += ("; torch.compile's fusions are not priced (compiled runs run faster than "
+                 "priced: docs/DESIGN.md, stated limitation)")
     return [line]
 
 
