@@ -63,7 +63,7 @@ def fleet_case(graph, fleet, training, params) -> list[str]:
 
     per_group = [(g.name, cost_assumptions(graph, g, training, params)) for g in fleet.groups]
     out: list[str] = []
-    for name, lines in per_group:
+    for _, lines in per_group:
         for line in lines:
             holders = [n for n, ls in per_group if line in ls]
             text = line if len(holders) == len(per_group) else f"{', '.join(holders)}: {line}"
