@@ -139,6 +139,22 @@ def tp_collectives(layer: Layer) -> float:
     return 2.0 if layer.kind in (LayerKind.transformer_block, LayerKind.moe_block) else 1.0
 
 
+def projection_inputs(layer: Layer, runtime, n: float) -> float:
+    """Tensor-parallel input redistributions per forward pass of ``layer``: ``n`` (one per
+    sub-block, :func:`tp_collectives`), or, on a runtime whose every column-parallel
+    projection redistributes its own input (``tp_input_per_projection``), one per
+    column-parallel GEMM of a dense transformer block: its forward GEMM kernels
+    (:func:`~autopar_opt.cost.compute.gemm_kernels`: 7 with separate Q, K, V, gate and
+    up projections, 4 fused) less its ``n`` row-parallel ones (output and down
+    projections)."""
+    from autopar_opt.cost.compute import gemm_kernels   # compute does not import comm
+
+    if not runtime.tp_input_per_projection or layer.kind is not LayerKind.transformer_block \
+            or n != 2:
+        return n
+    return max(float(gemm_kernels(layer, runtime)) - n, n)
+
+
 def tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     """Tensor-parallel collectives of one micro-batch (before overlap).
 
@@ -160,6 +176,21 @@ def tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     passes = 3 if repeat else 2
     rs_passes = 3 if s.recompute is Recompute.full else 2
     n = tp_collectives(layer)
+    col = projection_inputs(layer, ctx.training.runtime, n)
+    if col != n:
+        # one input redistribution per column-parallel projection (runtime
+        # tp_input_per_projection): forward gathers col x (1 + recomputed), backward
+        # reduce-scatters of their input gradients col; the row-parallel outputs' n as before
+        per = nbytes / n
+        if s.tp <= 1:
+            return 0.0
+        if s.sp:
+            ag = col * (passes - 1) + n
+            rs = n * (rs_passes - 1) + col
+            return collective(ctx, "all_gather", s.tp, 1, ag * per, ag) \
+                + collective(ctx, "reduce_scatter", s.tp, 1, rs * per, rs)
+        ar = n * (passes - 1) + col
+        return collective(ctx, "all_reduce", s.tp, 1, ar * per, ar)
 
     def on(group: int, share: float, messages: float) -> float:
         if group <= 1:

@@ -272,6 +272,20 @@ fused_projections
     ``pytorch-fsdp`` say nothing about the model code and keep it on (a spec
     sets ``runtime_options: {fused_projections: false}`` for an HF or
     hand-written model with separate projections).
+tp_input_per_projection
+    Each column-parallel projection of a block redistributes its own input: DTensor
+    ``ColwiseParallel`` on every projection with no ``PrepareModuleInput`` on the
+    attention or MLP module (KempnerForge ``distributed/tensor_parallel.py``
+    ``_build_block_tp_plan``: ``q_proj``, ``k_proj``, ``v_proj``, ``gate_proj`` and
+    ``up_proj`` each ``ColwiseParallel(input_layouts=Shard(1))``, beside
+    ``SequenceParallel`` norms). DTensor redistributes per module, so with sequence
+    parallelism a block all-gathers its normed input once per column-parallel GEMM (5
+    in a gated block with separate projections, 2 fused) in the forward pass and
+    reduce-scatters each of their input gradients in the backward; without it, each
+    input gradient is all-reduced. Megatron-Core (one gather per sub-block,
+    ``ColumnParallelLinear`` on the fused QKV and fc1) and torchtitan
+    (``PrepareModuleInput`` on ``attention`` and ``feed_forward``) keep it off
+    (``cost.comm.tp_comm_time``).
 moe_grouped_gemm
     A Mixture-of-Experts layer runs its local experts' up and down projections
     as two grouped GEMM kernels per pass (Megatron-Core ``--moe-grouped-gemm``:
@@ -388,6 +402,7 @@ class Runtime:
     fp8_primary_weights: bool = False
     ddp_bucket_copy: bool = False
     fused_projections: bool = True
+    tp_input_per_projection: bool = False
     moe_grouped_gemm: bool = True
     attention_kernel: str = "auto"
     tp_overlap: str = "te_userbuffers"

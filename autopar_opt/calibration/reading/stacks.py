@@ -278,9 +278,19 @@ def plain_fsdp(label: str, notes: list[str]) -> Runtime:
                                  eager_cross_entropy=True), name="pytorch-fsdp")
 
 
-def kempnerforge(notes: list[str]) -> Runtime:
+#: A KempnerForge text that says torch.compile was off (the trainer's default is on:
+#: ``TrainingConfig.compile_model = True``).
+_COMPILE_OFF = re.compile(r"(torch\.)?compile(_model)?\s*(off|[:=]\s*false)|without torch\.compile")
+
+
+def kempnerforge(notes: list[str], fw: str = "") -> Runtime:
     """KempnerForge (module docstring): plain FSDP2 with gradient sync off until
-    the last micro-batch."""
+    the last micro-batch; separate Q, K, V, gate and up projections, each a DTensor
+    ``ColwiseParallel`` that redistributes its own input under tensor parallelism
+    (``tp_input_per_projection``) where the text ``fw`` says torch.compile was off.
+    Compiled (KempnerForge's default), AOTAutograd's common-subexpression pass
+    (``torch._functorch.compile_utils.fx_graph_cse``, on by default) merges the
+    identical functional all-gathers of one input into one, as a fused plan runs."""
     rt = plain_fsdp("KempnerForge", notes)
     notes.append("KempnerForge: gradient sync off on all but the last micro-batch "
                  "(training/grad.py maybe_no_sync: set_requires_gradient_sync(False)), so each "
@@ -288,7 +298,15 @@ def kempnerforge(notes: list[str]) -> Runtime:
                  "and reduce-scattered once per iteration; output head ColwiseParallel with "
                  "Replicate output (distributed/tensor_parallel.py): the logits all-gathered to "
                  "every TP rank, the loss on the whole vocabulary (no loss parallelism)")
-    return replace(rt, fsdp_no_sync_accumulation=True, loss_parallel=False)
+    eager = bool(_COMPILE_OFF.search(fw.lower()))
+    notes.append("KempnerForge: separate q/k/v and gate/up projections, each its own DTensor "
+                 "ColwiseParallel (distributed/tensor_parallel.py _build_block_tp_plan, no "
+                 "PrepareModuleInput): "
+                 + ("torch.compile off, one tensor-parallel input redistribution per projection"
+                    if eager else "torch.compile on (stated or its default), the identical "
+                    "redistributions of one input merged by AOTAutograd's CSE: one per sub-block"))
+    return replace(rt, fsdp_no_sync_accumulation=True, loss_parallel=False,
+                   fused_projections=False, tp_input_per_projection=eager)
 
 
 def optimizer_of(framework: str, dtype: str, notes: list[str]) -> str:
@@ -616,7 +634,7 @@ def other_stack(framework: str, rec: RawRecord | None, notes: list[str]) -> Runt
     if "deepspeed" in fw:
         return deepspeed_zero(fw, rec, notes)
     if "kempnerforge" in fw:
-        return kempnerforge(notes)
+        return kempnerforge(notes, fw)
     if "fsdp" in fw or "fully_shard" in fw or "fully sharded" in fw:
         return plain_fsdp("PyTorch FSDP", notes)
     if "megatron" in fw:     # Megatron-LM of 2023 or later (see megatron_lm_is_core)
