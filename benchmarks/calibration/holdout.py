@@ -129,7 +129,7 @@ NOT_RECORDED = [
 
 READING = """## Reading (hand-written; no change to the model was made for these figures)
 
-**Session 27: 28 new runs (issue 28 point 7), one model change found on the fitting file.**
+**Session 27: 28 new runs (issue 28 point 7), model changes found on the fitting file and on these rows.**
 KempnerForge keeps bf16 weights and AdamW moments with no fp32 master (it casts the model with
 `model.to(dtype=param_dtype)` before FSDP2 shards it; `kempnerforge/config/training.py` calls
 that dtype "the master weight dtype"): the optimizer `adam_bf16` (2 + 2 + 4 bytes per
@@ -152,7 +152,10 @@ PP/DP/TP varied, same model and data) is priced -1.5..-6.9% and in the measured 
 H200, the same cluster, report of 2026-04-06): without pipelining within -9..+12% (7B FSDP over
 32 GPUs -7.6%, memory -0.3%) and its 70B TP4 x FSDP8 +30% as above; its three pipeline runs
 (torch.distributed.pipelining Schedule1F1B, 4-8 micro-batches, TP without sequence
-parallelism, torch.compile off) +57..+67% too fast. Not priced there: the output head, which
+parallelism, torch.compile off) +57..+67% too fast, +47..+53% once each of their q, k, v, gate
+and up projections all-reduces its own input gradient (a model change read from KempnerForge's
+DTensor plan after seeing these rows: `tp_input_per_projection`, uncompiled only; these rows
+no longer check it independently). Not priced there: the output head, which
 KempnerForge leaves unsplit across the tensor-parallel ranks of a pipeline stage
 (`tensor_parallel.py`: TP on the head only with sequence parallelism), worth about a tenth
 of the gap (13B: 2.98 -> 3.26 s against 4.99 measured); eager DTensor's per-operator host

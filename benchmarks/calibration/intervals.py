@@ -81,13 +81,20 @@ bf16 weights and AdamW moments with no fp32 master (optimizer `adam_bf16`, 2 + 2
 parameter; `model.to(dtype=param_dtype)`), which fixes the slope of its memory with the
 data-parallel degree (70B, dp 2 to 40: 46.9 GiB priced against 45.6 measured, 107 before)
 and the dp-2 70B run priced at 207.5 GiB on a 141 GB GPU; throughput moves by under 0.5%.
-Against session 25: 211 -> 239 runs; leave-one-family-out over both files 7.9% / 25.3% ->
-8.4% / 27.5% (25.6% before the config-validation rows); coverage 87.7% -> 90.8%, missed in 3
-groups of 26 (6 of 24); groups missing the accuracy targets 15 of 24 -> 17 of 26
-(`family:kfmfu2026` 11.9% / 19.4% and `family:kfcv2026` 29.4% / 62.2% new; `family:llmfoundry`
-now meets; `family:flagperf` 14.0% -> 11.6% with the ablation rows; `family:moezoo` 3.7% /
-21.1% -> 8.1% / 29.7% and `framework:fsdp` 11.6% / 24.8% -> 11.7% / 26.5%: their leave-out
-fits move with the added rows). The layout ranking (`RANKING.md`, new): over 28 jobs (one model,
+A second change, read from
+KempnerForge's tensor-parallel plan: its q, k, v, gate and up projections are separate
+GEMMs (`fused_projections` off, 7 kernels per block) and, without torch.compile, each
+redistributes its own input (`tp_input_per_projection`: 5 all-gathers and 2 reduce-scatters
+per block forward instead of 2 + 2; compiled, AOTAutograd's CSE merges the identical
+gathers). Its pipeline runs move from +57..+67% to +47..+53%; the refit moves
+`efficiency_half_us` 37.3 -> 42.6 µs and `elementwise_passes` 5.62 -> 5.39 (in sample 6.2% ->
+6.1%, p90 24.3% -> 23.8%). Against session 25: 211 -> 239 runs; leave-one-family-out over both
+files 7.9% / 25.3% -> 8.1% / 27.1%; coverage 87.7% -> 91.2%, missed in 4 groups of 26 (6 of
+24); groups missing the accuracy targets 15 of 24 -> 17 of 26 (`family:kfmfu2026` 11.4% /
+19.5% and `family:kfcv2026` 28.0% / 49.4% new; `family:llmfoundry` now meets;
+`family:flagperf` 14.0% -> 11.5% with the ablation rows; `family:kempnerforge` 18.1% / 25.9%
+-> 17.5% / 24.4%; `family:moezoo` 3.7% / 21.1% -> 7.9% / 29.6% and `framework:fsdp` 24.8% ->
+25.3% p90: their leave-out fits move with the added rows). The layout ranking (`RANKING.md`, new): over 28 jobs (one model,
 sequence, precision, global batch and machine) with two or more published layouts, the
 model's first choice is the measured fastest in 26 (out of sample), mean regret 0.8%;
 FlagPerf's seven A800 layouts in the measured order.)

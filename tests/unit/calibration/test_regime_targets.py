@@ -40,26 +40,27 @@ GROUP_MIN = 5
 
 #: Targets missed today (measured by intervals.py; REGIMES.md): group -> figure.
 MISSED_ACCURACY = {
-    "family:bloom": "median 8.6%, p90 40.0%",
-    "family:dsazure2022": "median 6.0%, p90 143.6%",
-    "family:flagperf": "median 11.6%, p90 24.9%",
-    "family:internevo": "median 10.5%, p90 35.3%",
-    "family:kempnerforge": "median 18.1%, p90 25.7%",
-    "family:kfcv2026": "median 29.4%, p90 62.2%",
-    "family:kfmfu2026": "median 11.9%, p90 19.4%",
-    "family:llmfoundry2024": "median 12.5%, p90 20.5%",
-    "family:moezoo": "median 8.1%, p90 29.7%",
-    "family:xtuner2024": "median 8.2%, p90 29.5%",
-    "fp8:true": "median 19.4%, p90 22.1%",
-    "framework:deepspeed": "median 13.8%, p90 44.9%",
-    "framework:fsdp": "median 11.7%, p90 26.5%",
+    "family:bloom": "median 8.6%, p90 39.9%",
+    "family:dsazure2022": "median 5.9%, p90 143.5%",
+    "family:flagperf": "median 11.5%, p90 25.0%",
+    "family:internevo": "median 10.4%, p90 35.2%",
+    "family:kempnerforge": "median 17.5%, p90 24.4%",
+    "family:kfcv2026": "median 28.0%, p90 49.4%",
+    "family:kfmfu2026": "median 11.4%, p90 19.5%",
+    "family:llmfoundry2024": "median 13.1%, p90 21.1%",
+    "family:moezoo": "median 7.9%, p90 29.6%",
+    "family:xtuner2024": "median 8.2%, p90 29.4%",
+    "fp8:true": "median 19.5%, p90 22.2%",
+    "framework:deepspeed": "median 13.7%, p90 44.7%",
+    "framework:fsdp": "median 11.5%, p90 25.3%",
     "framework:megatron": "median 11.1%, p90 21.0%",
-    "generation:hopper": "median 15.5%, p90 33.8%",
-    "moe:true": "median 8.2%, p90 42.8%",
-    "sharded_at_scale:true": "median 7.7%, p90 69.9%",
+    "generation:hopper": "median 15.1%, p90 33.8%",
+    "moe:true": "median 8.3%, p90 43.8%",
+    "sharded_at_scale:true": "median 7.6%, p90 69.8%",
 }
 MISSED_COVERAGE = {
     "family:dsazure2022": "67% of 9",
+    "family:kfmfu2026": "79% of 14",
     "long_context:true": "77% of 13",
     "sharded_at_scale:true": "78% of 18",
 }
@@ -117,7 +118,7 @@ def test_group_meets_the_accuracy_targets(group):
 
 
 def test_leave_one_family_out_over_both_files():
-    """Median <= 10% (met, 8.4%); p90 <= 25% missed by 2.5 points (27.5%; 25.6% before
+    """Median <= 10% (met, 8.1%); p90 <= 25% missed by 2.1 points (27.1%; 25.6% before
     KempnerForge's config-validation rows joined, its pipeline rows +57..+67%; 26.16% before
     the llm-foundry Large Scale rows joined). The largest errors: the
     DeepSpeed-on-Azure ZeRO-3 rows at micro-batch 1 and 4, +43% to +206% too fast;
@@ -126,7 +127,7 @@ def test_leave_one_family_out_over_both_files():
     1.5 points of slack, as test_calibration_lofo does for the in-sample file."""
     errs = np.abs([e for g, v in GROUPS.items() if g.startswith("family:") for e in v])
     assert len(errs) == len(DOC["runs"])
-    assert np.percentile(errs, 50) <= 0.10 and np.percentile(errs, 90) <= 0.275 + 0.015
+    assert np.percentile(errs, 50) <= 0.10 and np.percentile(errs, 90) <= 0.271 + 0.015
 
 
 def _covered() -> dict[str, list[bool]]:
