@@ -152,7 +152,7 @@ PP/DP/TP varied, same model and data) is priced -1.5..-6.9% and in the measured 
 H200, the same cluster, report of 2026-04-06): without pipelining within -9..+12% (7B FSDP over
 32 GPUs -7.6%, memory -0.3%) and its 70B TP4 x FSDP8 +30% as above; its three pipeline runs
 (torch.distributed.pipelining Schedule1F1B, 4-8 micro-batches, TP without sequence
-parallelism, torch.compile off) +57..+67% too fast, +47..+53% once each of their q, k, v, gate
+parallelism, torch.compile off) +57..+67% too fast, +46..+52% once each of their q, k, v, gate
 and up projections all-reduces its own input gradient (a model change read from KempnerForge's
 DTensor plan after seeing these rows: `tp_input_per_projection`, uncompiled only; these rows
 no longer check it independently). Not priced there: the output head, which

@@ -86,7 +86,7 @@ KempnerForge's tensor-parallel plan: its q, k, v, gate and up projections are se
 GEMMs (`fused_projections` off, 7 kernels per block) and, without torch.compile, each
 redistributes its own input (`tp_input_per_projection`: 5 all-gathers and 2 reduce-scatters
 per block forward instead of 2 + 2; compiled, AOTAutograd's CSE merges the identical
-gathers). Its pipeline runs move from +57..+67% to +47..+53%; the refit moves
+gathers). Its pipeline runs move from +57..+67% to +46..+52%; the refit moves
 `efficiency_half_us` 37.3 -> 42.6 µs and `elementwise_passes` 5.62 -> 5.39 (in sample 6.2% ->
 6.1%, p90 24.3% -> 23.8%). Against session 25: 211 -> 239 runs; leave-one-family-out over both
 files 7.9% / 25.3% -> 8.1% / 27.1%; coverage 87.7% -> 91.2%, missed in 4 groups of 26 (6 of
