@@ -138,11 +138,11 @@ whose memory fell with the data-parallel degree as 6 bytes per parameter, not 14
 to 40: 45.6 GiB measured, 46.9 priced now, 107 before; the dp-2 run that ran in 141 GB was
 priced at 207.5 GiB). New: `kfmfu2026`, KempnerForge's MFU benchmark (14 runs, 7B/13B/70B
 on 1-32 H200, FSDP, TP and both, torch.compile on all but one; report of 2026-04-05, code at
-01b461a): median 11.8%. Its single-node runs without TP are 9-18% too slow (7B on one GPU
-measured 3.13 s per step, priced 3.82; with no element-wise traffic at all the model would
-still price 3.55 s: the GEMMs ran above the H200 efficiency pinned by this project's
-sustained, power-limited microbenchmark), its TP runs 0-20% too fast and its 70B run +30%,
-as the weak-scaling 70B rows of the fitting file; the compiled/uncompiled pair is one run
+01b461a): median 11.1% (final fit). Its single-node runs without TP are 12-20% too slow (7B
+on one GPU measured 3.13 s per step, priced 3.92; with no element-wise traffic at all the
+model would still price 3.65 s: the GEMMs ran above the H200 efficiency pinned by this
+project's sustained, power-limited microbenchmark), its TP runs -3..+16% and its 70B run
++29%, as the weak-scaling 70B rows of the fitting file; the compiled/uncompiled pair is one run
 (13B FSDP 8, compile off: +8%). Memory: FSDP runs within 0-3%, TP runs 5-14 GiB under
 (a size-1 FSDP mesh still accumulates fp32 gradients, and the replicated logits' fp32 loss
 copies are not counted). FlagPerf: its Llama-3-8B layout ablation on 8 A800 (6 runs,
