@@ -176,29 +176,26 @@ def tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     passes = 3 if repeat else 2
     rs_passes = 3 if s.recompute is Recompute.full else 2
     n = tp_collectives(layer)
-    col = projection_inputs(layer, ctx.training.runtime, n)
-    if col != n:
-        # one input redistribution per column-parallel projection (runtime
-        # tp_input_per_projection): forward gathers col x (1 + recomputed), backward
-        # reduce-scatters of their input gradients col; the row-parallel outputs' n as before
-        per = nbytes / n
-        if s.tp <= 1:
-            return 0.0
-        if s.sp:
-            ag = col * (passes - 1) + n
-            rs = n * (rs_passes - 1) + col
-            return collective(ctx, "all_gather", s.tp, 1, ag * per, ag) \
-                + collective(ctx, "reduce_scatter", s.tp, 1, rs * per, rs)
-        ar = n * (passes - 1) + col
-        return collective(ctx, "all_reduce", s.tp, 1, ar * per, ar)
+    # a runtime whose column-parallel projections each redistribute their own input
+    # (tp_input_per_projection) adds, per extra projection, a forward gather (repeated when
+    # recomputed) and a backward reduce-scatter of its input gradient (all-reduce without
+    # sequence parallelism); the row-parallel outputs' n stay as they are
+    extra = projection_inputs(layer, ctx.training.runtime, n) - n
 
-    def on(group: int, share: float, messages: float) -> float:
+    def on(group: int, share: float, messages: float, more: float = 0.0) -> float:
         if group <= 1:
             return 0.0
+        per = share / messages
         if s.sp:
-            return rs_passes * collective(ctx, "reduce_scatter", group, 1, share, messages) \
+            t = rs_passes * collective(ctx, "reduce_scatter", group, 1, share, messages) \
                 + passes * collective(ctx, "all_gather", group, 1, share, messages)
-        return passes * collective(ctx, "all_reduce", group, 1, share, messages)
+            if more:
+                gathers = more * (passes - 1)
+                t += collective(ctx, "all_gather", group, 1, gathers * per, gathers) \
+                    + collective(ctx, "reduce_scatter", group, 1, more * per, more)
+            return t
+        t = passes * collective(ctx, "all_reduce", group, 1, share, messages)
+        return t + (collective(ctx, "all_reduce", group, 1, more * per, more) if more else 0.0)
 
     if layer.is_moe and s.etp:
         # expert TP apart from TP: the block's attention half stays on the tp group, its
@@ -208,7 +205,7 @@ def tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
         # and the messages evenly between the two (model_zoo/blocks.py: 2·s·h each).
         half, msgs = nbytes / 2, max(1.0, n / 2)
         return on(s.tp, half, msgs) + on(s.expert_tp, half, msgs)
-    return on(s.tp, nbytes, n)
+    return on(s.tp, nbytes, n, extra)
 
 
 def logits_gather_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
