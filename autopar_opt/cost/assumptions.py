@@ -24,7 +24,7 @@ from autopar_opt.cost.params import CostParams, default_params, shipped_fit
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
 from autopar_opt.ir.training import (OPTIMIZER_STEP_BYTES, OPTIMIZER_WORDS, Training,
-                                     optimizer_step_ratio, param_state_bytes)
+                                     param_state_bytes)
 from autopar_opt.ir.window import window_counts, window_share
 
 #: Runtime names whose gradient buckets follow Megatron-Core's rule.
@@ -251,7 +251,7 @@ def _optimizer(training: Training, params: CostParams) -> list[str]:
     w, g, o = param_state_bytes(training)
     what = ("fp32 weights and gradients under torch.autocast, the optimizer's moments"
             if training.autocast else OPTIMIZER_WORDS[training.optimizer])
-    step = params.optimizer_bytes_per_param * optimizer_step_ratio(training.optimizer)
+    step = params.optimizer_step_bytes(training.optimizer)
     unfused = "" if training.runtime.fused_optimizer else (
         f", times {params.unfused_optimizer_factor:g} for the runtime's unfused (per-tensor) "
         f"optimizer: {step * params.unfused_optimizer_factor:.3g}")

@@ -23,8 +23,7 @@ from autopar_opt.cost.state import reduced_grad_bytes, state_bytes
 from autopar_opt.ir.graph import Layer, LayerKind
 from autopar_opt.ir.hardware import LinkTier
 from autopar_opt.ir.strategies import Strategy, effective_recompute
-from autopar_opt.ir.training import (DTYPE_BYTES, Recompute, Training, optimizer_step_ratio,
-                                     param_state_bytes)
+from autopar_opt.ir.training import DTYPE_BYTES, Recompute, Training, param_state_bytes
 
 
 def exposed(comm: float, window: float) -> float:
@@ -517,7 +516,7 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
                 raw += rs + ag
                 comm += exposed(rs, bwd_window) + exposed(ag, fwd_window)
         shard += local / s.zero_divisors(group)[2]
-    step = shard * p.optimizer_bytes_per_param * optimizer_step_ratio(ctx.training.optimizer) \
+    step = shard * p.optimizer_step_bytes(ctx.training.optimizer) \
         / (ctx.cluster.device.hbm_gb_per_s * 1e9)
     if not rt.fused_optimizer:
         step *= p.unfused_optimizer_factor

@@ -34,6 +34,8 @@ from typing import Any
 
 import yaml
 
+from autopar_opt.ir.training import optimizer_step_ratio
+
 #: Bounds a value must satisfy to be a valid parameter at all (a spec is refused
 #: outside them): a fraction of a peak or a bandwidth lies in (0, 1].
 FRACTION = {"gt": 0, "le": 1}
@@ -154,6 +156,12 @@ class CostParams:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def optimizer_step_bytes(self, optimizer: str) -> float:
+        """HBM bytes per local parameter one step of ``optimizer`` is priced at:
+        ``optimizer_bytes_per_param`` (fused mixed-precision Adam's measured figure) scaled
+        by the update's traffic (:func:`~autopar_opt.ir.training.optimizer_step_ratio`)."""
+        return self.optimizer_bytes_per_param * optimizer_step_ratio(optimizer)
 
     def updated(self, changes: dict) -> "CostParams":
         """These parameters with ``changes`` applied: per-device dicts are merged

@@ -53,7 +53,7 @@ from autopar_opt.cost.compute import kernel_time
 from autopar_opt.cost.context import StageContext
 from autopar_opt.ir.hardware import LinkTier
 from autopar_opt.ir.operators import GEMM_KINDS, OpKind, Operator, axis_dims
-from autopar_opt.ir.training import DTYPE_BYTES, optimizer_step_ratio, param_state_bytes
+from autopar_opt.ir.training import DTYPE_BYTES, param_state_bytes
 from autopar_opt.ir.mesh import Config, Mesh, group_ranks
 
 #: Bytes of one normalisation / softmax statistic (fp32).
@@ -112,7 +112,7 @@ class OpPricer:
         self.peak = ctx.half_peak_flops
         self.hbm = ctx.cluster.device.hbm_gb_per_s * 1e9
         self.overlap_sync = ctx.training.runtime.grad_reduce_overlap
-        self.optimizer_bytes = p.optimizer_bytes_per_param * optimizer_step_ratio(ctx.training.optimizer)
+        self.optimizer_bytes = p.optimizer_step_bytes(ctx.training.optimizer)
         self._links: dict[bytes, tuple[LinkTier, float]] = {}
 
     def _link(self, ranks: np.ndarray) -> tuple[LinkTier, float]:
