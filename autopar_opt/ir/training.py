@@ -75,6 +75,8 @@ OPTIMIZER_WORDS: dict[str, str] = {
 #: Optimizers with no fp32 master copy that keep their state in the 16-bit weights'
 #: dtype: torch.autocast (fp32 parameters) cannot go with them.
 SIXTEEN_BIT_OPTIMIZERS = ("adam_bf16",)
+#: Compute dtypes such an optimizer's bf16 weights train in (FP8 GEMMs keep bf16 weights).
+BF16_WEIGHT_DTYPES = ("bf16", "fp8")
 
 #: Bytes per parameter for (weights, gradients, optimizer state) under PyTorch
 #: AMP, ``torch.autocast`` over fp32 parameters (Lightning ``precision=16``

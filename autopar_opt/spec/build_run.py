@@ -24,8 +24,8 @@ from autopar_opt.ir.runtime import CAPABILITIES, CHOICES, RUNTIMES, Runtime, run
 from autopar_opt.ir.target import (TE_RING_WINDOW, TORCHTITAN_VERSIONS, Target,
                                    framework_model_problem, model_problem, pricing_notice,
                                    target_for_runtime)
-from autopar_opt.ir.training import (AUTOCAST_DTYPES, Recompute, Schedule, SearchSpace, Training,
-                                  autocast_problem, SIXTEEN_BIT_OPTIMIZERS)
+from autopar_opt.ir.training import (AUTOCAST_DTYPES, BF16_WEIGHT_DTYPES, Recompute, Schedule,
+                                  SearchSpace, Training, autocast_problem, SIXTEEN_BIT_OPTIMIZERS)
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: 
                 if section.optimizer not in SIXTEEN_BIT_OPTIMIZERS else
                 "drop autocast, or use optimizer adam_mixed (16-bit weights with an fp32 "
                 "master copy) or adam_fp32")
-    if section.optimizer in SIXTEEN_BIT_OPTIMIZERS and section.dtype not in ("bf16", "fp8"):
+    if section.optimizer in SIXTEEN_BIT_OPTIMIZERS and section.dtype not in BF16_WEIGHT_DTYPES:
         # named at the dtype: a capacity sweep's dtype axis is then the value it points at
         out.add("training.dtype", section.dtype,
                 f"training.optimizer {section.optimizer} keeps bf16 weights and moments, which "

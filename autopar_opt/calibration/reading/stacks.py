@@ -142,6 +142,7 @@ from dataclasses import replace
 
 from autopar_opt.calibration.reading.schema import RawRecord
 from autopar_opt.ir.runtime import Runtime, runtime_named
+from autopar_opt.ir.training import BF16_WEIGHT_DTYPES
 
 
 class UnmodelledStack(ValueError):
@@ -318,7 +319,7 @@ def optimizer_of(framework: str, dtype: str, notes: list[str]) -> str:
     the master weight dtype", bf16 for bf16 and for fp8; the same at 01b461a and 3ad9d9a),
     so its weights, gradients and AdamW moments are bf16 with no fp32 master; else
     mixed-precision Adam (``adam_mixed``, 16-bit weights with an fp32 master copy)."""
-    if "kempnerforge" in framework.lower() and dtype in ("bf16", "fp8"):
+    if "kempnerforge" in framework.lower() and dtype in BF16_WEIGHT_DTYPES:
         notes.append("KempnerForge: the model is cast to bf16 before FSDP2 shards it "
                      "(distributed/parallel.py model.to(dtype=param_dtype)): bf16 weights and "
                      "AdamW moments, no fp32 master copy (optimizer adam_bf16, 2 + 2 + 4 bytes "
