@@ -34,11 +34,16 @@ class Entry:
     """One layout of a group: its runs' ids, measured samples/s (their mean where a
     layout was published more than once) and predicted samples/s (one plan, one price)."""
 
-    id: str              # the layout's runs' ids, comma-separated
+    ids: tuple[str, ...]
     layout: str
     global_batch: int
     measured: float      # samples/s
     predicted: float     # samples/s
+
+    @property
+    def id(self) -> str:
+        """The layout's runs' ids, comma-separated (its name in tables and orders)."""
+        return ",".join(self.ids)
 
 
 @dataclass(frozen=True)
@@ -146,7 +151,7 @@ def rank_groups(source: str, records: list[dict], runs, priced: dict[str, Compar
     for key, layouts in sorted(buckets.items()):
         if len(layouts) < 2:
             continue
-        entries = tuple(Entry(",".join(r.id for r, _ in rows), layout,
+        entries = tuple(Entry(tuple(r.id for r, _ in rows), layout,
                               rows[0][0].training.global_batch_size,
                               sum(c.measured for _, c in rows) / len(rows),
                               sum(c.predicted for _, c in rows) / len(rows))
@@ -177,7 +182,7 @@ def group_dict(g: Group) -> dict:
     return {"job": g.key, "top1": g.top1, "regret": g.regret, "decisive_pairs": n,
             "decisive_pairs_agree": agree, "measured_fastest": g.measured_order()[0].layout,
             "model_first": g.predicted_order()[0].layout,
-            "layouts": [{"ids": e.id.split(","), "layout": e.layout,
+            "layouts": [{"ids": list(e.ids), "layout": e.layout,
                          "global_batch": e.global_batch, "measured_rank": i + 1,
                          "predicted_rank": pred_rank[e.id], "measured": e.measured,
                          "predicted": e.predicted} for i, e in enumerate(g.measured_order())]}

@@ -35,8 +35,8 @@ MISSED = {
 def test_a_hand_ranked_group():
     """Measured B 110 > C 101 > A 100; predicted C 95 > A 90 > B 80. First choice C:
     regret 1 - 101/110; A-C are 1% apart (a tie), A-B and B-C decisive and both reversed."""
-    g = Group("k", "f", (Entry("A", "tp1", 8, 100.0, 90.0), Entry("B", "tp2", 8, 110.0, 80.0),
-                         Entry("C", "tp4", 8, 101.0, 95.0)))
+    g = Group("k", "f", (Entry(("A",), "tp1", 8, 100.0, 90.0), Entry(("B",), "tp2", 8, 110.0, 80.0),
+                         Entry(("C",), "tp4", 8, 101.0, 95.0)))
     assert [e.id for e in g.measured_order()] == ["B", "C", "A"]
     assert not g.top1
     assert g.regret == pytest.approx(1 - 101 / 110)
