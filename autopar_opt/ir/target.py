@@ -407,14 +407,17 @@ def optimizer_notice(framework: str, optimizer: str) -> str:
     FSDP2's fp32 sharded parameters), 2 + 2 + 12 bytes per parameter, and its memory
     and step are not the ones priced. Empty for ``adam_mixed``."""
     from autopar_opt.ir.training import OPTIMIZER_BYTES   # training imports this module
+
+    def bytes_of(key: str) -> str:
+        return " + ".join(f"{b:g}" for b in OPTIMIZER_BYTES[key])
+
     if optimizer == "adam_mixed":
         return ""
-    w, g, o = OPTIMIZER_BYTES[optimizer]
     return (f"export --to {framework}: the plan was priced with training.optimizer {optimizer} "
-            f"({w:g} + {g:g} + {o:g} bytes per parameter of weights, gradients and optimizer "
+            f"({bytes_of(optimizer)} bytes per parameter of weights, gradients and optimizer "
             f"state); the file sets no optimizer, so {framework} trains its default, Adam with "
-            "an fp32 master copy (2 + 2 + 12 bytes): estimate it with training.optimizer: "
-            "adam_mixed for the memory and step time it runs with")
+            f"an fp32 master copy ({bytes_of('adam_mixed')} bytes): estimate it with "
+            "training.optimizer: adam_mixed for the memory and step time it runs with")
 
 
 #: Why Megatron-LM's flags cannot state a Gemma model (its GeGLU and post-norms;
