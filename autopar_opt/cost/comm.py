@@ -146,11 +146,11 @@ def projection_inputs(layer: Layer, runtime, n: float) -> float:
     (:func:`~autopar_opt.cost.compute.gemm_kernels`: 7 with separate Q, K, V, gate and
     up projections, 4 fused) less its ``n`` row-parallel ones (output and down
     projections)."""
-    from autopar_opt.cost.compute import gemm_kernels   # compute does not import comm
-
     if not runtime.tp_input_per_projection or layer.kind is not LayerKind.transformer_block \
             or n != 2:
         return n
+    from autopar_opt.cost.compute import gemm_kernels   # compute does not import comm
+
     return max(float(gemm_kernels(layer, runtime)) - n, n)
 
 
