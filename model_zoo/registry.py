@@ -200,6 +200,16 @@ def _tier(cluster: str, key: str, raw: Any) -> LinkTier | None:
                          f"latency_us ({exc})") from None
 
 
+def _topology(cluster: str, raw) -> bool | None:
+    """A zoo cluster's ``intra_node_topology`` (``switch`` or ``mesh``) as
+    ``make_cluster``'s ``nvlink_mesh``; None when the file does not state it."""
+    if raw is None:
+        return None
+    if raw not in ("switch", "mesh"):
+        raise ValueError(f"cluster {cluster!r}: intra_node_topology {raw!r} is not 'switch' or 'mesh'")
+    return raw == "mesh"
+
+
 def get_cluster(name: str) -> Cluster:
     """The :class:`~autopar_opt.ir.hardware.Cluster` named ``name``."""
     if name not in _names("clusters"):
@@ -210,4 +220,5 @@ def get_cluster(name: str) -> Cluster:
                          f"known devices: {', '.join(sorted(DEVICE_CATALOG))}")
     return make_cluster(name, int(d["nodes"]), int(d["gpus_per_node"]), d["device"],
                         _tier(name, "intra_node", d.get("intra_node")),
-                        _tier(name, "inter_node", d.get("inter_node")), source=d["source"])
+                        _tier(name, "inter_node", d.get("inter_node")), source=d["source"],
+                        nvlink_mesh=_topology(name, d.get("intra_node_topology")))

@@ -51,10 +51,13 @@ def random_dag(seed: int, num_layers: int, extra_edge_prob: float = 0.3) -> Laye
 
 
 def small_cluster(nodes: int = 1, gpus_per_node: int = 4, device: str = "A100-40GB",
-                  inter_gb_per_s: float = 25.0) -> Cluster:
-    """A small cluster of the catalog device, with a chosen inter-node bandwidth."""
+                  inter_gb_per_s: float = 25.0, nvlink_mesh: bool = False) -> Cluster:
+    """A small cluster of the catalog device, with a chosen inter-node bandwidth. Its
+    nodes are NVSwitch-connected unless ``nvlink_mesh`` (the tests' hand-derived
+    prices assume a switched node; a real 4-GPU HGX board is a point-to-point mesh:
+    :func:`~autopar_opt.ir.hardware.default_nvlink_mesh`)."""
     return make_cluster(f"{nodes}x{gpus_per_node}-{device}", nodes, gpus_per_node, device,
-                        inter_node=LinkTier("inter", inter_gb_per_s, 10.0))
+                        inter_node=LinkTier("inter", inter_gb_per_s, 10.0), nvlink_mesh=nvlink_mesh)
 
 
 def random_moe_layer(rng: random.Random, name: str) -> Layer:

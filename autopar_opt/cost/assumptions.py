@@ -208,6 +208,11 @@ def _communication(cluster: Cluster, training: Training) -> list[str]:
     out = ["collectives: NCCL's own cost model (ring and tree, LL/LL128/Simple, tuning.cc "
            "latencies per hop), bus bandwidth at 0.80 of NVLink and 0.95 of the NIC line rate "
            "(nccl-tests, pinned: cost/nccl.py)"]
+    if cluster.nvlink_mesh:
+        out.append(f"intra-node: NVLink point to point, no NVSwitch ({cluster.nvlink_board}-GPU "
+                   "board, as HGX 4-GPU boards; cluster.intra_node_topology states it): a group of "
+                   f"m GPUs of a node gets (m-1)/{cluster.nvlink_board - 1} of a GPU's NVLink "
+                   f"bandwidth, a pair {cluster.intra_share(2):.2f}")
     if cluster.nodes > 1:
         fabric = ("one non-blocking fabric (not stated)" if cluster.nodes_per_leaf is None
                   else f"{cluster.nodes_per_leaf} nodes per leaf, {cluster.oversubscription:g}:1 "

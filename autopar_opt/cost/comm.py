@@ -48,7 +48,10 @@ def collective_group(ctx: StageContext, group: int, stride: int) -> nccl.Group:
 
     Inside one node: the intra-node tier at its measured nccl-tests efficiency
     (``comm_efficiency``: bus bandwidth of an NVLink ring over the datasheet's
-    per-direction bandwidth). Across nodes: ``k = min(group, gpus/stride)``
+    per-direction bandwidth), times the share of a GPU's NVLinks that reach the
+    group's own members on a point-to-point board
+    (:meth:`~autopar_opt.ir.hardware.Cluster.intra_share`: a third for a pair of a
+    4-GPU HGX board; all of it under NVSwitch). Across nodes: ``k = min(group, gpus/stride)``
     members per node, ``ceil(group/k)`` nodes; NCCL runs one ring per channel and
     each channel crosses the network on one NIC, so the group's bus bandwidth is
     ``min(intra·η, C·NIC·η_net)`` with ``C`` the NICs of its own members
@@ -70,8 +73,9 @@ def collective_group(ctx: StageContext, group: int, stride: int) -> nccl.Group:
     intra = cl.intra_node.bandwidth_gb_per_s * ctx.params.comm_efficiency
     kind = link_kind(cl.intra_node)
     if group <= 1 or ctx.tier(group * stride) is cl.intra_node:
-        return nccl.Group(max(group, 1), 1, intra, kind, gen)
+        return nccl.Group(max(group, 1), 1, intra * cl.intra_share(group), kind, gen)
     per_node = max(1, min(group, cl.gpus_per_node // max(stride, 1)))
+    intra *= cl.intra_share(per_node)
     nodes = -(-group // per_node)
     net = cl.nic_share_gb_per_s(per_node) * ctx.params.inter_comm_efficiency \
         * cl.fabric_share(nodes)
@@ -275,7 +279,7 @@ def cp_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
         return raw, raw, 0.0
     cl = ctx.cluster
     if ctx.tier(s.cp * s.tp) is cl.intra_node:
-        hop, eff = cl.intra_node, ctx.params.comm_efficiency
+        hop, eff = cl.intra_pair, ctx.params.comm_efficiency    # one neighbour's links
     else:
         hop, eff = cl.inter_node_per_gpu, ctx.params.inter_comm_efficiency
     chunk = kv / s.cp

@@ -268,7 +268,7 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster | Fleet, training: 
         for k in range(stage_of[u], stage_of[v]):   # relayed across every boundary crossed
             if where.fleet is None:
                 cl = where.cluster
-                tier, recv, eff_ctx = (cl.intra_node if intra[k] else cl.inter_node_per_gpu, cl.intra_node,
+                tier, recv, eff_ctx = (cl.intra_pair if intra[k] else cl.inter_node_per_gpu, cl.intra_node,
                                        ctxs[0])
             else:           # the pair's groups decide the link (fleet_pipeline.boundary_tier)
                 gu, gv = strat[u].group, strat[v].group

@@ -95,7 +95,9 @@ def alltoall_tiers_time(ctx: "StageContext", group: int, stride: int, nbytes: fl
     :attr:`~autopar_opt.ir.hardware.Cluster.inter_node_per_gpu`). ``net_factor``
     below 1 (DeepEP, :func:`deepep_node_factor`) scales the network share and
     sends every copy over NVLink too: ``max((p−1)/p · m / β_intra, f·(p−k)/p · m /
-    β_inter)``.
+    β_inter)``. On a point-to-point NVLink board ``β_intra`` is the share of a GPU's
+    links that reach the node's other members
+    (:meth:`~autopar_opt.ir.hardware.Cluster.intra_share`).
     """
     if group <= 1 or nbytes <= 0:
         return 0.0
@@ -103,10 +105,11 @@ def alltoall_tiers_time(ctx: "StageContext", group: int, stride: int, nbytes: fl
     eff, eff_inter = ctx.params.comm_efficiency, ctx.params.inter_comm_efficiency
     tier = ctx.tier(group * stride)
     if tier is cl.intra_node:
-        return _pairwise(group, group, nbytes, tier, eff)
+        return _pairwise(group, group, nbytes, tier, eff * cl.intra_share(group))
     per_node = max(1, min(group, cl.gpus_per_node // max(stride, 1)))
     nvlink_peers = group - 1 if net_factor < 1.0 else per_node - 1
-    intra = nvlink_peers / group * nbytes / (cl.intra_node.bytes_per_s * eff)
+    intra = nvlink_peers / group * nbytes \
+        / (cl.intra_node.bytes_per_s * eff * cl.intra_share(per_node))
     inter = net_factor * (group - per_node) / group * nbytes \
         / (cl.inter_node_per_gpu.bytes_per_s * eff_inter)
     return (group - 1) * cl.inter_node.latency_s + max(intra, inter)

@@ -78,12 +78,13 @@ def fleet_boundaries_intra(groups: list[int] | tuple[int, ...], sizes: list[int]
 
 def boundary_tier(fleet: Fleet, g_from: int, g_to: int, intra: bool) -> LinkTier:
     """The tier a transfer from a stage of group ``g_from`` to one of ``g_to``
-    crosses: the group's intra-node (``intra``: the two stages share a node) or
-    inter-node tier as one GPU sees it (``Cluster.inter_node_per_gpu``: every GPU
-    of a node sends at once), or the path tier between two groups (never intra-node)."""
+    crosses: the group's intra-node tier as one pair of GPUs sees it (``intra``: the
+    two stages share a node; ``Cluster.intra_pair``, a pair's links on a point-to-point
+    board) or inter-node tier as one GPU sees it (``Cluster.inter_node_per_gpu``: every
+    GPU of a node sends at once), or the path tier between two groups (never intra-node)."""
     if g_from == g_to:
         cl = fleet.groups[g_from]
-        return cl.intra_node if intra else cl.inter_node_per_gpu
+        return cl.intra_pair if intra else cl.inter_node_per_gpu
     return fleet.path_tier(g_from, g_to)
 
 

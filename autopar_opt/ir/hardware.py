@@ -397,6 +397,43 @@ class Cluster:
     #: blocking factor of the fabric above the leaves (uplink over downlink
     #: capacity inverted: 2.0 = 2:1 oversubscribed); 1.0 non-blocking
     oversubscription: float = 1.0
+    #: GPUs of the point-to-point NVLink board the node's GPUs sit on, each GPU's
+    #: NVLinks split evenly over its ``nvlink_board - 1`` peers with no NVSwitch
+    #: (:meth:`intra_share`; :func:`default_nvlink_mesh`; a job on part of a board
+    #: keeps the board's size); 0: switched (NVSwitch), every GPU reaches any peer
+    #: at its full NVLink bandwidth
+    nvlink_board: int = 0
+
+    @property
+    def nvlink_mesh(self) -> bool:
+        """Whether the node's GPUs are wired point to point (:attr:`nvlink_board`)."""
+        return self.nvlink_board > 2
+
+    def intra_share(self, members: int) -> float:
+        """Share of a GPU's intra-node bandwidth a group with ``members`` ranks on
+        one node gets. Switched (NVSwitch) or two GPUs per node: all of it. Point to
+        point (:attr:`nvlink_mesh`): a GPU has ``L/(g-1)`` of its ``L`` links to each
+        of its ``g-1`` peers, so a group of ``m`` on one node reaches its ``m-1``
+        peers over ``(m-1)/(g-1)`` of them; NCCL's rings and all-to-alls use only
+        the links between the group's own GPUs (a pair of a 4-GPU board: a third).
+        ``g`` is the board's GPU count (:attr:`nvlink_board`). Perlmutter's 4-A100 nodes: "each GPU is connected to each other GPU", 4
+        NVLink-3 links per pair of the 12 per GPU (NERSC, Perlmutter architecture);
+        HGX 4-GPU Hopper boards: 6 of 18 links per pair, no NVSwitch."""
+        if not self.nvlink_mesh or members <= 1:
+            return 1.0
+        return min(1.0, (members - 1) / (self.nvlink_board - 1))
+
+    @property
+    def intra_pair(self) -> LinkTier:
+        """The intra-node tier as one pair of GPUs sees it (a pipeline send, a
+        context-parallel ring hop): :meth:`intra_share` of 2 members; the tier
+        itself on a switched node. Keeps the tier's name, so its NCCL efficiency
+        is the intra-node one."""
+        share = self.intra_share(2)
+        if share >= 1.0:
+            return self.intra_node
+        return LinkTier(self.intra_node.name, self.intra_node.bandwidth_gb_per_s * share,
+                        self.intra_node.latency_us)
 
     def fabric_share(self, nodes: int) -> float:
         """Share of its NICs' line rate a group spanning ``nodes`` nodes gets from
@@ -455,13 +492,36 @@ class Cluster:
         return self.intra_node if same_node else self.inter_node
 
 
+#: Catalog parts built on HGX/DGX SXM baseboards whose 4-GPU boards wire the GPUs
+#: point to point, without NVSwitch (:func:`default_nvlink_mesh`): HGX A100 4-GPU
+#: (Perlmutter, JUWELS Booster, Polaris nodes), HGX H100/H200 4-GPU. GH200 and GB200
+#: sit in NVLink-switched domains; PCIe and NVL parts have no NVLink mesh of four.
+MESH_BOARD_DEVICES = frozenset({"A100-40GB", "A100-80GB", "A800-SXM4-80GB", "H100-SXM-80GB",
+                                "H800-SXM-80GB", "H200-141GB"})
+
+
+def default_nvlink_mesh(device: DeviceType, gpus_per_node: int) -> bool:
+    """Whether a node of ``gpus_per_node`` ``device`` GPUs is, unless stated, a point-to-
+    point NVLink board (:attr:`Cluster.nvlink_mesh`): 3 or 4 GPUs of an SXM part of
+    :data:`MESH_BOARD_DEVICES` (the 4-GPU HGX boards have no NVSwitch; 8-GPU boards do).
+    Said in the plan's assumptions (:mod:`autopar_opt.cost.assumptions`); a spec states
+    it with ``cluster.intra_node_topology``."""
+    return device.name in MESH_BOARD_DEVICES and 3 <= gpus_per_node <= 4
+
+
 def make_cluster(name: str, nodes: int, gpus_per_node: int, device: str | DeviceType,
                  intra_node: LinkTier | None = None, inter_node: LinkTier | None = None,
                  source: str = "", nics_per_node: int | None = None,
-                 nodes_per_leaf: int | None = None, oversubscription: float = 1.0) -> Cluster:
-    """Build a cluster, filling link tiers from the device's defaults."""
+                 nodes_per_leaf: int | None = None, oversubscription: float = 1.0,
+                 nvlink_mesh: bool | None = None, board_gpus: int | None = None) -> Cluster:
+    """Build a cluster, filling link tiers from the device's defaults and the node's
+    NVLink wiring from :func:`default_nvlink_mesh` where ``nvlink_mesh`` is None. A
+    point-to-point board has ``board_gpus`` GPUs (default ``gpus_per_node``; more when
+    the job uses part of a board, as a 2-GPU run on a 4-GPU HGX board)."""
     dev = DEVICE_CATALOG[device] if isinstance(device, str) else device
     intra = intra_node or DEFAULT_INTRA_NODE.get(dev.name, LinkTier("intra", 300.0, 5.0))
     inter = inter_node or DEFAULT_INTER_NODE.get(dev.name, LinkTier("inter", 25.0, 10.0))
+    board = max(board_gpus or gpus_per_node, gpus_per_node)
+    mesh = default_nvlink_mesh(dev, board) if nvlink_mesh is None else nvlink_mesh
     return Cluster(name, nodes, gpus_per_node, dev, intra, inter, source, nics_per_node,
-                   nodes_per_leaf, oversubscription)
+                   nodes_per_leaf, oversubscription, board if mesh else 0)

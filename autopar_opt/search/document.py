@@ -63,7 +63,8 @@ def _cluster_dict(cluster: Cluster, dtype: str) -> dict:
             "num_devices": cluster.num_devices, "device": cluster.device.name,
             "hbm_gib": cluster.device.hbm_gib,
             "peak_tflops": cluster.device.peak_tflops.get(dtype),
-            "intra_node": tier(cluster.intra_node), "inter_node": tier(cluster.inter_node)}
+            "intra_node": tier(cluster.intra_node), "inter_node": tier(cluster.inter_node),
+            "intra_node_topology": "mesh" if cluster.nvlink_mesh else "switch"}
 
 
 def _plan_dict(result: SearchResult, cluster: Cluster) -> dict | None:

@@ -54,8 +54,9 @@ def _group(g: GroupSpec, key: str, out: ProblemList) -> Cluster | None:
         # plain cluster's (Cluster.nics_per_node): a group of ranks gets the NICs of its
         # own members, one GPU of a busy node nics/gpus of one (inter_node_per_gpu)
         inter = LinkTier(f"{nic:g}GBps-nic", nic, base.latency_us)
+    mesh = None if g.intra_node_topology is None else g.intra_node_topology == "mesh"
     return make_cluster(g.name, g.nodes, g.gpus_per_node, dev, _tier(g.intra_node, "intra"), inter,
-                        source="spec file", nics_per_node=nics)
+                        source="spec file", nics_per_node=nics, nvlink_mesh=mesh)
 
 
 def build_fleet(section: FleetClusterSpec, out: ProblemList) -> Fleet | None:

@@ -80,7 +80,14 @@ def build_cluster(section: ZooClusterSpec | ExplicitClusterSpec, out: ProblemLis
                         _link(section.intra_node, "intra"), _link(section.inter_node, "inter"),
                         source="spec file", nics_per_node=section.nics_per_node,
                         nodes_per_leaf=section.nodes_per_leaf,
-                        oversubscription=float(section.oversubscription))
+                        oversubscription=float(section.oversubscription),
+                        nvlink_mesh=_mesh(section.intra_node_topology))
+
+
+def _mesh(topology: str | None) -> bool | None:
+    """``cluster.intra_node_topology`` as :func:`~autopar_opt.ir.hardware.make_cluster`'s
+    ``nvlink_mesh``: None (not stated) lets the device and node size decide."""
+    return None if topology is None else topology == "mesh"
 
 
 def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: Cluster | None,

@@ -158,7 +158,7 @@ def brute_force(graph: LayerGraph, cluster: Cluster, training: Training, space: 
                          for y in lv] for x in lu])
         per_boundary = []
         for k in range(pp - 1):
-            tier = cluster.intra_node if boundary_is_intra(k, d, cluster.gpus_per_node) else cluster.inter_node
+            tier = _pair(cluster) if boundary_is_intra(k, d, cluster.gpus_per_node) else cluster.inter_node
             eff = ctx.link_efficiency(tier)
             per_boundary.append(np.array([[cross_stage_time(x, y, nbytes, tier, cluster.intra_node, eff)
                                            for y in lv] for x in lu]))
@@ -205,3 +205,13 @@ def _plan(graph: LayerGraph, strats, stage: tuple[int, ...], ks: tuple[int, ...]
         stages[i].layers.append(names[u])
         stages[i].strategies.append(strats[u][ks[u]])
     return Plan(stages, c, schedule, vp)
+
+
+def _pair(cluster):
+    """The intra-node link one pair of GPUs has: all of a GPU's NVLinks under NVSwitch,
+    ``1/(board - 1)`` of them on a point-to-point board of ``board`` GPUs (a pipeline
+    send between two GPUs of a 4-GPU HGX board uses the pair's third)."""
+    from autopar_opt.ir.hardware import LinkTier
+    t = cluster.intra_node
+    share = 1.0 / (cluster.nvlink_board - 1) if cluster.nvlink_board > 2 else 1.0
+    return LinkTier(t.name, t.bandwidth_gb_per_s * share, t.latency_us)

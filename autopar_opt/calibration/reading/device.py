@@ -67,6 +67,9 @@ class ClusterFacts:
     device_type: DeviceType | None = None
     #: NICs per node as stated (None: one per GPU)
     nics_per_node: int | None = None
+    #: GPUs of the stated node when the run uses fewer (a 2-GPU run on a 4-GPU node):
+    #: the NVLink board its GPUs sit on (``make_cluster``'s ``board_gpus``)
+    node_gpus: int | None = None
 
 
 def num_gpus(hw: Hardware) -> int:
@@ -90,6 +93,7 @@ def read_cluster(hw: Hardware, device: str, n: int, notes: list[str],
     elif gpn is None:
         gpn = DEFAULT_GPUS_PER_NODE
         notes.append(f"gpus_per_node not stated: {gpn}")
+    node = gpn
     if n < gpn:
         gpn = n
     if n % gpn:
@@ -99,7 +103,7 @@ def read_cluster(hw: Hardware, device: str, n: int, notes: list[str],
         notes.append(f"inter-node bandwidth not stated: catalog {DEFAULT_INTER_NODE[device].name} "
                      f"{DEFAULT_INTER_NODE[device].bandwidth_gb_per_s:g} GB/s per GPU")
     return ClusterFacts(device, n, gpn, gbps or None, hw.text("system"), device_type,
-                        hw.nics_per_node)
+                        hw.nics_per_node, node)
 
 
 def check_pipeline(pp: int, cluster: ClusterFacts) -> None:

@@ -306,8 +306,14 @@ def kempnerforge(notes: list[str], fw: str = "") -> Runtime:
                  + ("torch.compile off, one tensor-parallel input redistribution per projection"
                     if eager else "torch.compile on (stated or its default), the identical "
                     "redistributions of one input merged by AOTAutograd's CSE: one per sub-block"))
+    notes.append("KempnerForge: torch SDPA with no backend forced (sdpa_backend 'auto'), on torch "
+                 "2.11.0+cu128 with cuDNN 9.19.0.56 (uv.lock at every commit of its published "
+                 "benchmarks): PyTorch puts cuDNN attention first on sm90/sm100 when the runtime "
+                 "cuDNN is newer than 9.15 (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp "
+                 "check_prefer_cudnn_attention), so cuDNN fused attention on Hopper and Blackwell, "
+                 "FlashAttention-2 on Ampere")
     return replace(rt, fsdp_no_sync_accumulation=True, loss_parallel=False,
-                   fused_projections=False, tp_input_per_projection=eager)
+                   fused_projections=False, tp_input_per_projection=eager, hopper_attention=True)
 
 
 def optimizer_of(framework: str, dtype: str, notes: list[str]) -> str:

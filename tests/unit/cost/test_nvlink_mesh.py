@@ -1,0 +1,117 @@
+"""Point-to-point NVLink boards (no NVSwitch): a group gets the links to its own members.
+
+Oracle, by hand: on a 4-GPU board each GPU's NVLinks are split evenly over its 3 peers
+(Perlmutter's 4-A100 nodes: "each GPU is connected to each other GPU", 4 of the 12
+NVLink-3 links per pair, NERSC Perlmutter architecture; HGX H100/H200 4-GPU: 6 of 18). A
+ring or all-to-all over m GPUs of the board can use the links between its own members
+only: (m - 1)/3 of a GPU's bandwidth, a third for a pair. An NVSwitch node gives every
+group all of it. The collective's bus bandwidth is that share of the switched figure
+(450 GB/s x 0.80 on Hopper), and the plan's pipeline sends between two GPUs of the board
+use one pair's links, in the cost tables as in ``evaluate``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from autopar_opt.calibration.reading.device import read_cluster
+from autopar_opt.cost.assumptions import cost_assumptions
+from autopar_opt.cost.comm import collective, collective_group
+from autopar_opt.cost.context import StageContext
+from autopar_opt.cost.evaluate import evaluate
+from autopar_opt.cost.params import CostParams, default_params
+from autopar_opt.formulations import build_formulation
+from autopar_opt.formulations.base import price_assignment
+from autopar_opt.ir.hardware import DEVICE_CATALOG, default_nvlink_mesh, make_cluster
+from autopar_opt.ir.training import Schedule, Training
+from autopar_opt.model_zoo.synthetic import small_cluster
+from autopar_opt.solvers.registry import get_backend
+from autopar_opt.model_zoo.synthetic import random_chain
+from support.mip_instances import SPACE, tables_for
+
+
+def _ctx(cluster) -> StageContext:
+    return StageContext(cluster, Training(8, 1024), CostParams(), cluster.num_devices, 8)
+
+
+@pytest.mark.parametrize("device,gpn,mesh", [
+    ("A100-40GB", 4, True), ("A100-80GB", 4, True), ("H100-SXM-80GB", 4, True),
+    ("H200-141GB", 4, True), ("H200-141GB", 3, True),
+    ("H100-SXM-80GB", 8, False),          # HGX 8-GPU: NVSwitch
+    ("H100-SXM-80GB", 2, False),          # two GPUs: all links between them either way
+    ("H100-PCIe-80GB", 4, False),         # no NVLink board
+    ("GB200", 4, False),                  # a tray of an NVLink-switched rack
+])
+def test_default_wiring(device, gpn, mesh):
+    assert default_nvlink_mesh(DEVICE_CATALOG[device], gpn) is mesh
+    assert make_cluster("c", 1, gpn, device).nvlink_mesh is mesh
+
+
+def test_share_by_hand():
+    board = make_cluster("c", 2, 4, "H200-141GB")
+    assert [board.intra_share(m) for m in (1, 2, 3, 4)] == pytest.approx([1.0, 1 / 3, 2 / 3, 1.0])
+    switched = make_cluster("c", 2, 4, "H200-141GB", nvlink_mesh=False)
+    assert [switched.intra_share(m) for m in (2, 3, 4)] == [1.0, 1.0, 1.0]
+    assert board.intra_pair.bandwidth_gb_per_s == pytest.approx(450.0 / 3)
+    assert board.intra_pair.name == board.intra_node.name     # the NVLink efficiency applies
+    assert switched.intra_pair is switched.intra_node
+
+
+def test_bus_bandwidth_by_hand():
+    """tp=2 on a 4-GPU board: 450 x 0.80 / 3 = 120 GB/s; tp=4: 360; switched: 360 each."""
+    board, switched = make_cluster("c", 1, 4, "H100-SXM-80GB"), \
+        make_cluster("c", 1, 4, "H100-SXM-80GB", nvlink_mesh=False)
+    assert collective_group(_ctx(board), 2, 1).bus_gb_per_s == pytest.approx(120.0)
+    assert collective_group(_ctx(board), 3, 1).bus_gb_per_s == pytest.approx(240.0)
+    assert collective_group(_ctx(board), 4, 1).bus_gb_per_s == pytest.approx(360.0)
+    assert collective_group(_ctx(switched), 2, 1).bus_gb_per_s == pytest.approx(360.0)
+    # a large all-gather is bandwidth bound: a pair of the board takes 3x the switched time
+    big = 4e9
+    ratio = collective(_ctx(board), "all_gather", 2, 1, big) / collective(_ctx(switched), "all_gather", 2, 1, big)
+    assert ratio == pytest.approx(3.0, rel=0.01)
+
+
+def test_across_nodes_two_members_per_node():
+    """A data-parallel group with 2 members on each of 2 nodes: min(NVLink pair share,
+    their NICs) = min(120, 2 x 50 x 0.95 = 95): the network binds, as before."""
+    board = make_cluster("c", 2, 4, "H100-SXM-80GB")
+    g = collective_group(_ctx(board), 4, 2)
+    assert g.bus_gb_per_s == pytest.approx(95.0)
+
+
+def test_partial_board_run_keeps_its_board():
+    """A published 2-GPU run on 4-GPU nodes sits on two GPUs of a 4-GPU board."""
+    from autopar_opt.calibration.reading.schema import Hardware
+    hw = Hardware.model_validate({"gpu_type": "H200 SXM 141GB", "num_gpus": 2, "gpus_per_node": 4})
+    facts = read_cluster(hw, "H200-141GB", 2, [])
+    assert (facts.gpus_per_node, facts.node_gpus) == (2, 4)
+    cl = make_cluster("c", 1, 2, "H200-141GB", board_gpus=facts.node_gpus)
+    assert cl.nvlink_board == 4 and cl.intra_share(2) == pytest.approx(1 / 3)
+    assert make_cluster("c", 1, 2, "H200-141GB").intra_share(2) == 1.0
+
+
+def test_said_in_assumptions():
+    graph = random_chain(3, 2)
+    lines = cost_assumptions(graph, make_cluster("c", 1, 4, "A100-80GB"), Training(8, 1024))
+    mesh = [ln for ln in lines if "point to point" in ln]
+    assert len(mesh) == 1 and "a pair 0.33" in mesh[0] and "intra_node_topology" in mesh[0]
+    lines = cost_assumptions(graph, make_cluster("c", 1, 8, "A100-80GB"), Training(8, 1024))
+    assert not [ln for ln in lines if "point to point" in ln]
+
+
+def test_pipeline_send_priced_alike_in_tables_and_evaluate():
+    """On a mesh board the cost tables price the pipeline boundary between two GPUs of a
+    board on one pair's links as ``evaluate`` does (the solver's objective is
+    evaluate(plan)), and that plan's boundary costs more than on a switched node."""
+    graph, training = random_chain(7, 6), Training(16, 1024)
+    mesh, switched = small_cluster(1, 4, nvlink_mesh=True), small_cluster(1, 4)
+    t = tables_for(graph, mesh, training, SPACE, 2, 4, Schedule.gpipe)
+    f = build_formulation(t, "milp")
+    get_backend("highs").solve_model(f.matrix(), f.problem_class, time_limit_s=30, rel_gap=1e-9)
+    p, o, g, _, _ = price_assignment(t, f.stage_assignment(), f.strategy_choice())
+    total = sum(p) + sum(o) + (t.microbatches - 1) * max(p + o) + max(g)
+    plan = f.decode()
+    on_mesh = evaluate(plan, graph, mesh, training)
+    assert total + default_params().iteration_overhead_s == pytest.approx(on_mesh.iteration_time_s, rel=1e-9)
+    assert sum(o) > 0
+    assert on_mesh.iteration_time_s > evaluate(plan, graph, switched, training).iteration_time_s
