@@ -40,27 +40,26 @@ GROUP_MIN = 5
 
 #: Targets missed today (measured by intervals.py; REGIMES.md): group -> figure.
 MISSED_ACCURACY = {
-    "family:bloom": "median 8.6%, p90 39.9%",
-    "family:dsazure2022": "median 5.9%, p90 143.5%",
-    "family:flagperf": "median 11.5%, p90 25.0%",
-    "family:internevo": "median 10.4%, p90 35.2%",
-    "family:kempnerforge": "median 17.5%, p90 24.4%",
-    "family:kfcv2026": "median 28.0%, p90 49.4%",
-    "family:kfmfu2026": "median 11.4%, p90 19.5%",
-    "family:llmfoundry2024": "median 13.1%, p90 21.1%",
-    "family:moezoo": "median 7.9%, p90 29.6%",
-    "family:xtuner2024": "median 8.2%, p90 29.4%",
-    "fp8:true": "median 19.5%, p90 22.2%",
-    "framework:deepspeed": "median 13.7%, p90 44.7%",
-    "framework:fsdp": "median 11.5%, p90 25.3%",
+    "family:bloom": "median 8.8%, p90 39.9%",
+    "family:dsazure2022": "median 6.3%, p90 143.6%",
+    "family:flagperf": "median 11.2%, p90 24.5%",
+    "family:internevo": "median 10.5%, p90 35.3%",
+    "family:kempnerforge": "median 17.6%, p90 26.4%",
+    "family:kfcv2026": "median 30.2%, p90 53.3%",
+    "family:kfmfu2026": "median 10.2%, p90 19.6%",
+    "family:llmfoundry2024": "median 12.7%, p90 20.6%",
+    "family:moezoo": "median 8.1%, p90 29.7%",
+    "family:xtuner2024": "median 8.1%, p90 29.5%",
+    "fp8:true": "median 18.8%, p90 21.5%",
+    "framework:deepspeed": "median 13.8%, p90 44.7%",
+    "framework:fsdp": "median 11.6%, p90 27.2%",
     "framework:megatron": "median 11.1%, p90 21.0%",
-    "generation:hopper": "median 15.1%, p90 33.8%",
-    "moe:true": "median 8.3%, p90 43.8%",
-    "sharded_at_scale:true": "median 7.6%, p90 69.8%",
+    "generation:hopper": "median 15.1%, p90 34.4%",
+    "moe:true": "median 8.6%, p90 44.5%",
+    "sharded_at_scale:true": "median 7.8%, p90 70.1%",
 }
 MISSED_COVERAGE = {
     "family:dsazure2022": "67% of 9",
-    "family:kfmfu2026": "79% of 14",
     "long_context:true": "77% of 13",
     "sharded_at_scale:true": "78% of 18",
 }
@@ -118,7 +117,8 @@ def test_group_meets_the_accuracy_targets(group):
 
 
 def test_leave_one_family_out_over_both_files():
-    """Median <= 10% (met, 8.1%); p90 <= 25% missed by 2.1 points (27.1%; 25.6% before
+    """Median <= 10% (met, 8.3%); p90 <= 25% missed by 2.7 points (27.7%; 27.1% before
+    KempnerForge's attention was read as cuDNN on Hopper, 25.6% before
     KempnerForge's config-validation rows joined, its pipeline rows +46..+52%; 26.16% before
     the llm-foundry Large Scale rows joined). The largest errors: the
     DeepSpeed-on-Azure ZeRO-3 rows at micro-batch 1 and 4, +43% to +206% too fast;
@@ -127,7 +127,7 @@ def test_leave_one_family_out_over_both_files():
     1.5 points of slack, as test_calibration_lofo does for the in-sample file."""
     errs = np.abs([e for g, v in GROUPS.items() if g.startswith("family:") for e in v])
     assert len(errs) == len(DOC["runs"])
-    assert np.percentile(errs, 50) <= 0.10 and np.percentile(errs, 90) <= 0.271 + 0.015
+    assert np.percentile(errs, 50) <= 0.10 and np.percentile(errs, 90) <= 0.277 + 0.015
 
 
 def _covered() -> dict[str, list[bool]]:
