@@ -73,6 +73,24 @@ def _sha(path: Path) -> str:
 READING = """\
 ## Reading
 
+(Session 28, regenerated 2026-11-30: two readings, no new runs. (1) KempnerForge's SDPA
+attention is cuDNN's on Hopper: every commit of its published benchmarks locks torch
+2.11.0+cu128 with cuDNN 9.19.0.56, and PyTorch puts cuDNN first in SDPA's order on
+sm90/sm100 when the runtime cuDNN is newer than 9.15 (`sdp_utils.cpp`
+`check_prefer_cudnn_attention`); it was priced as FlashAttention-2, about 1.7x slower. Its
+single-node runs without tensor parallelism move toward the measurements (kfmfu2026 7B on one
+H200: -20.1% -> -15.4%), its multi-node rows, already too fast, get faster (70B at 32-160
+GPUs: +22..+24% -> +24..+27%), and the refit raises `efficiency_half_us` 42.6 -> 50.2 µs:
+the fit uses the per-kernel latency against KempnerForge's unfused 7-GEMM blocks to slow them,
+a sign of the physics still missing on those rows (their inter-node network is not stated).
+(2) 4-GPU SXM nodes are point-to-point NVLink boards without NVSwitch (HGX 4-GPU; cluster
+`intra_node_topology`): a pair of GPUs has a third of a GPU's NVLinks. KempnerForge's
+tensor-parallel pairs on its 4-GPU H200 nodes: 7B tp2 +21.6% -> +5.4%, tp2 x fsdp2 +22.6% ->
++4.8%; no fitting-file run uses a pair, so the fit does not move with it. Figures: LOFO over
+both files 8.1% / 27.1% -> 8.3% / 27.7%; in sample 6.1% -> 6.4%; coverage 91.2% -> 92.1%,
+groups under 80% 4 -> 3 (kfmfu2026 79% -> 93%); kfmfu2026 11.4% -> 10.2% median, kfcv2026
+28.0% -> 30.2%, kempnerforge p90 24.4% -> 26.4%.)
+
 (Session 27, regenerated 2026-11-30: 28 held-out runs (KempnerForge's MFU benchmark, family
 `kfmfu2026`, 14 runs on 1-32 H200; its config-validation report, `kfcv2026`, 7 runs on 4-32
 H200 with three pipeline-parallel runs, +57..+67% too fast; FlagPerf's Llama-3-8B layout
