@@ -50,6 +50,8 @@ def _short(value: Any, limit: int = 60) -> str | None:
     """A compact repr of ``value`` for messages (None when there is none)."""
     if value is None:
         return None
+    if isinstance(value, bool):
+        return "true" if value else "false"       # as the YAML spec spells it, not True/False
     if value == MISSING:
         return "(missing)"
     text = repr(value)

@@ -172,7 +172,7 @@ _FIXES: dict[str, Callable[[dict, Any, str], str]] = {
 
 def _choices_fix(ctx: dict, value: Any) -> str:
     choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
-    return f"expected one of {one_of(choices)}{did_you_mean(value, choices)}"
+    return f"use one of {one_of(choices)}{did_you_mean(value, choices)}"
 
 
 #: Fixed-length entries ([from, to] pairs) by field name: what one entry is.
@@ -221,7 +221,9 @@ def problem_from_error(root: type[BaseModel], error: dict, file_of: Callable[[st
         eg = f", e.g. {name}: {example!r}" if example is not None else ""
         return SpecProblem(file, key, MISSING, "required key missing", f"add {name!r}{eg}")
     if kind in ("literal_error", "enum"):
-        return SpecProblem(file, key, value, rule, _choices_fix(ctx, value))
+        # the rule says what is wrong, the fix lists the values (once: pydantic's own
+        # message, "Input should be 'a' or 'b'", would repeat them)
+        return SpecProblem(file, key, value, "is not one of the allowed values", _choices_fix(ctx, value))
     limit = ctx.get("le") if kind == "less_than_equal" else ctx.get("max_length") \
         if kind == "too_long" else None
     if limit is not None and limit in set(limits.resource_limits().values()):

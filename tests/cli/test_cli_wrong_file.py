@@ -273,7 +273,7 @@ def test_export_models_with_the_dp_solver_is_refused(tmp_path):
     out = tmp_path / "out"
     code, text = _cli("solve", SPEC, "--solver", "dp", "--export-models", "--out", out, "--quiet")
     assert code == 2, text
-    assert "--export-models = True" in text and "the dp solver builds none" in text
+    assert "--export-models = true" in text and "the dp solver builds none" in text
     assert not out.exists()
     spec = yaml.safe_load(SPEC.read_text())
     spec["solver"]["name"] = "dp"

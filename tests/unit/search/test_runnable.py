@@ -406,7 +406,7 @@ def test_a_stated_target_that_cannot_run_or_does_not_exist_is_one_clear_problem(
                         f"training: {{global_batch_size: 8}}\ntarget: {value}\n")
         code, text = run_cli("solve", spec)
         assert code == 2 and "1 problem" in text, text
-        assert f"{spec}: {key} = " in text and "must be 'megatron', 'torchtitan', 'deepspeed' or 'none'" in text
+        assert f"{spec}: {key} = " in text and "one of 'megatron', 'torchtitan', 'deepspeed' or 'none'" in text
         assert "literal[" not in text and "TargetSection" not in text
 
 

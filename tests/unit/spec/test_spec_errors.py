@@ -87,13 +87,13 @@ CASES = [
     ("link_negative_bw", _set("cluster.inter_node", {"bandwidth_gb_per_s": -1, "latency_us": 1}),
      r"cluster\.inter_node\.bandwidth_gb_per_s", r"expected a positive number"),
     ("dtype_unknown", _set("training.dtype", "bf17"), r"training\.dtype",
-     r"expected one of .*'bf16'.*did you mean 'bf16'"),
+     r"use one of .*'bf16'.*did you mean 'bf16'"),
     ("dtype_not_on_device", _both(_set("cluster.device", "V100-32GB"), _set("training.dtype", "bf16")),
      r"training\.dtype", r"use one of its dtypes: fp16"),
     ("batch_missing", _set("training.global_batch_size", None), r"training\.global_batch_size",
      r"add 'global_batch_size', e\.g\. global_batch_size: 512"),
     ("optimizer_unknown", _set("training.optimizer", "adamw"), r"training\.optimizer",
-     r"expected one of 'adam_mixed'"),
+     r"use one of 'adam_mixed'"),
     ("autocast_fp32", _both(_set("training.dtype", "fp32"), _set("training.autocast", True)),
      r"training\.autocast", r"16-bit dtype \(fp16 or bf16\), not fp32.*set training\.dtype to "
      r"fp16 or bf16"),
@@ -134,7 +134,7 @@ CASES = [
     ("plan_zero_group_without_zero", _both(NODES2, _set("plan.pp", 1), _set("plan.zero_group", 2)),
      r"plan\.zero_group", r"needs a ZeRO level that shards.*set zero >= 1"),
     ("schedule_unknown", _set("search.schedules", ["zb-v"]), r"search\.schedules\[0\]",
-     r"expected one of 'gpipe', '1f1b' or 'interleaved'"),
+     r"use one of 'gpipe', '1f1b' or 'interleaved'"),
     ("vp_chunks_without_interleaved", _both(_set("search.schedules", ["1f1b"]),
                                             _set("search.vp_chunks", [2])),
      r"search\.vp_chunks", r"search\.schedules does not list it.*add interleaved to search\.schedules"),
@@ -147,7 +147,7 @@ CASES = [
      r"use divisors of 16"),
     ("recompute_typo", _set("search.recompute", ["selectiv"]), r"search\.recompute\[0\]",
      r"did you mean 'selective'"),
-    ("solver_unknown", _set("solver.name", "cplex"), r"solver\.name", r"expected one of 'auto', 'highs'"),
+    ("solver_unknown", _set("solver.name", "cplex"), r"solver\.name", r"use one of 'auto', 'highs'"),
     ("highs_miqp", _set("solver", {"name": "highs", "form": "miqp"}), r"solver\.form", r"use form: milp"),
     ("gap_too_big", _set("solver.rel_gap", 1.5), r"solver\.rel_gap", r"less than 1"),
     ("time_limit_negative", _set("solver.time_limit_s", -5), r"solver\.time_limit_s",
@@ -339,3 +339,19 @@ def test_an_unstated_default_dtype_is_said_to_be_one(tmp_path):
     with pytest.raises(SpecError) as err:
         load_spec(path)
     assert "not stated" not in err.value.problems[0].rule
+
+
+def test_enum_error_lists_the_values_once_and_booleans_read_as_yaml(tmp_path):
+    """A wrong enum value names the values once (in the fix), and a YAML boolean is
+    shown as the spec spells it (true), not as Python's True."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text("model: {zoo: debug}\ncluster: {nodes: 1, gpus_per_node: 4, device: H100-SXM-80GB, "
+                    "intra_node_topology: nvswitch}\ntraining: {global_batch_size: true}\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(spec)
+    text = str(err.value)
+    topo = [ln for ln in text.splitlines() if "intra_node_topology" in ln][0]
+    assert topo.count("'mesh'") == 1 and "use one of 'switch' or 'mesh'" in topo
+    assert "did you mean 'switch'" in topo
+    batch = [ln for ln in text.splitlines() if "global_batch_size" in ln][0]
+    assert "global_batch_size = true:" in batch and "True" not in batch
