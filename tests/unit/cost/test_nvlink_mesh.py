@@ -67,7 +67,8 @@ def test_bus_bandwidth_by_hand():
     assert collective_group(_ctx(switched), 2, 1).bus_gb_per_s == pytest.approx(360.0)
     # a large all-gather is bandwidth bound: a pair of the board takes 3x the switched time
     big = 4e9
-    ratio = collective(_ctx(board), "all_gather", 2, 1, big) / collective(_ctx(switched), "all_gather", 2, 1, big)
+    ratio = (collective(_ctx(board), "all_gather", 2, 1, big)
+             / collective(_ctx(switched), "all_gather", 2, 1, big))
     assert ratio == pytest.approx(3.0, rel=0.01)
 
 
