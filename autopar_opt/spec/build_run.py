@@ -121,11 +121,15 @@ def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: 
                 "drop autocast, or use optimizer adam_mixed (16-bit weights with an fp32 "
                 "master copy) or adam_fp32")
     if section.optimizer in SIXTEEN_BIT_OPTIMIZERS and section.dtype not in BF16_WEIGHT_DTYPES:
-        # named at the dtype: a capacity sweep's dtype axis is then the value it points at
+        # named at the dtype: a capacity sweep's dtype axis is then the value it points at;
+        # the fix offers only the dtypes the device computes in (a V100 has neither)
+        usable = [d for d in BF16_WEIGHT_DTYPES if cluster is None or d in cluster.device.peak_tflops]
         out.add("training.dtype", section.dtype,
                 f"training.optimizer {section.optimizer} keeps bf16 weights and moments, which "
                 f"dtype {section.dtype} does not compute in",
-                "set training.dtype: bf16 (or fp8), or use training.optimizer: adam_mixed")
+                (f"set training.dtype: {' or '.join(usable)}, or use training.optimizer: adam_mixed"
+                 if usable else f"use training.optimizer: adam_mixed (device {cluster.device.name} "
+                 f"has no {' or '.join(BF16_WEIGHT_DTYPES)} peak)"))
     return Training(section.global_batch_size, seq_len, section.dtype, section.optimizer,
                     section.memory_reserve_gib, _runtime(section, out),
                     activation_offload=section.activation_offload, autocast=section.autocast)

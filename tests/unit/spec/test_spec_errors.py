@@ -355,3 +355,18 @@ def test_enum_error_lists_the_values_once_and_booleans_read_as_yaml(tmp_path):
     assert "did you mean 'switch'" in topo
     batch = [ln for ln in text.splitlines() if "global_batch_size" in ln][0]
     assert "global_batch_size = true:" in batch and "True" not in batch
+
+
+@pytest.mark.parametrize("device,fix", [
+    ("A100-80GB", "set training.dtype: bf16, or use training.optimizer: adam_mixed"),
+    ("V100-32GB", "use training.optimizer: adam_mixed (device V100-32GB has no bf16 or fp8 peak)"),
+])
+def test_bf16_optimizer_fix_offers_only_dtypes_the_device_has(tmp_path, device, fix):
+    """adam_bf16 with fp16: the fix names bf16 only where the device computes in it."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"model: {{zoo: debug}}\ncluster: {{nodes: 1, gpus_per_node: 8, device: {device}}}\n"
+                    "training: {global_batch_size: 8, dtype: fp16, optimizer: adam_bf16}\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(spec)
+    (problem,) = err.value.problems
+    assert problem.key == "training.dtype" and problem.fix == fix
