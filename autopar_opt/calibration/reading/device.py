@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from autopar_opt.calibration.reading.errors import Unmodelable
 from autopar_opt.calibration.reading.schema import Hardware
-from autopar_opt.ir.hardware import (DEFAULT_INTER_NODE, NVLINK_DOMAIN, DeviceType,
-                                     resolve_device)
+from autopar_opt.ir.hardware import (DEFAULT_INTER_NODE, DEVICE_CATALOG, NVLINK_DOMAIN, DeviceType,
+                                     default_nvlink_mesh, resolve_device)
 from autopar_opt.ir.pipeline import pipeline_rule_broken
 
 #: GPUs per node when a record does not say (DGX A100/H100 design).
@@ -94,6 +94,9 @@ def read_cluster(hw: Hardware, device: str, n: int, notes: list[str],
         gpn = DEFAULT_GPUS_PER_NODE
         notes.append(f"gpus_per_node not stated: {gpn}")
     node = gpn
+    if default_nvlink_mesh(device_type or DEVICE_CATALOG[device], node):
+        notes.append(f"{node} SXM GPUs per node: an HGX {node}-GPU board, NVLink point to point "
+                     f"without NVSwitch (a pair of GPUs has 1/{node - 1} of a GPU's NVLinks)")
     if n < gpn:
         gpn = n
     if n % gpn:

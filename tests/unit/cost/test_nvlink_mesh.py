@@ -84,8 +84,10 @@ def test_partial_board_run_keeps_its_board():
     """A published 2-GPU run on 4-GPU nodes sits on two GPUs of a 4-GPU board."""
     from autopar_opt.calibration.reading.schema import Hardware
     hw = Hardware.model_validate({"gpu_type": "H200 SXM 141GB", "num_gpus": 2, "gpus_per_node": 4})
-    facts = read_cluster(hw, "H200-141GB", 2, [])
+    notes: list[str] = []
+    facts = read_cluster(hw, "H200-141GB", 2, notes)
     assert (facts.gpus_per_node, facts.node_gpus) == (2, 4)
+    assert any("NVLink point to point" in n and "1/3" in n for n in notes)    # said, not guessed
     cl = make_cluster("c", 1, 2, "H200-141GB", board_gpus=facts.node_gpus)
     assert cl.nvlink_board == 4 and cl.intra_share(2) == pytest.approx(1 / 3)
     assert make_cluster("c", 1, 2, "H200-141GB").intra_share(2) == 1.0
