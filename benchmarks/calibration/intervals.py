@@ -77,7 +77,8 @@ READING = """\
 attention is cuDNN's on Hopper: every commit of its published benchmarks locks torch
 2.11.0+cu128 with cuDNN 9.19.0.56, and PyTorch puts cuDNN first in SDPA's order on
 sm90/sm100 when the runtime cuDNN is newer than 9.15 (`sdp_utils.cpp`
-`check_prefer_cudnn_attention`); it was priced as FlashAttention-2, about 1.7x slower. Its
+`check_prefer_cudnn_attention`), and its own H200 profile lists `aten::_cudnn_attention_backward`
+(`benchmarks/profiling/13b_24gpu_profiling.md`); it was priced as FlashAttention-2, about 1.7x slower. Its
 single-node runs without tensor parallelism move toward the measurements (kfmfu2026 7B on one
 H200: -20.1% -> -15.4%), its multi-node rows, already too fast, get faster (70B at 32-160
 GPUs: +22..+24% -> +24..+27%), and the refit raises `efficiency_half_us` 42.6 -> 50.2 µs:

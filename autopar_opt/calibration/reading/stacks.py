@@ -311,7 +311,8 @@ def kempnerforge(notes: list[str], fw: str = "") -> Runtime:
                  "benchmarks): PyTorch puts cuDNN attention first on sm90/sm100 when the runtime "
                  "cuDNN is newer than 9.15 (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp "
                  "check_prefer_cudnn_attention), so cuDNN fused attention on Hopper and Blackwell, "
-                 "FlashAttention-2 on Ampere")
+                 "FlashAttention-2 on Ampere; its own H200 profile lists "
+                 "aten::_cudnn_attention_backward (benchmarks/profiling/13b_24gpu_profiling.md)")
     return replace(rt, fsdp_no_sync_accumulation=True, loss_parallel=False,
                    fused_projections=False, tp_input_per_projection=eager, hopper_attention=True)
 

@@ -7,7 +7,9 @@ published benchmarks locks torch 2.11.0+cu128 with nvidia-cudnn-cu12 9.19.0.56
 (``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp`` @ 001f694a) puts cuDNN
 attention first when the runtime cuDNN is newer than 9.15 on sm90/sm100 (minor 0 or 3
 under CUDA 12), so the H100/H200 runs take cuDNN fused attention and an A100 (sm80)
-keeps FlashAttention-2 first.
+keeps FlashAttention-2 first. KempnerForge's own profile of a 13B run on 24 H200
+(``benchmarks/profiling/13b_24gpu_profiling.md``, 2026-04-07) lists
+``aten::_cudnn_attention_backward`` among its kernels.
 """
 
 from __future__ import annotations
