@@ -122,12 +122,13 @@ def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: 
                 "master copy) or adam_fp32")
     if section.optimizer in SIXTEEN_BIT_OPTIMIZERS and section.dtype not in BF16_WEIGHT_DTYPES:
         # named at the dtype: a capacity sweep's dtype axis is then the value it points at;
-        # the fix offers only the dtypes the device computes in (a V100 has neither)
+        # on a device with neither dtype (a V100) the fix offers the optimizer only; the
+        # text is the same for every device that has one (a fleet lists it once)
         usable = [d for d in BF16_WEIGHT_DTYPES if cluster is None or d in cluster.device.peak_tflops]
         out.add("training.dtype", section.dtype,
                 f"training.optimizer {section.optimizer} keeps bf16 weights and moments, which "
                 f"dtype {section.dtype} does not compute in",
-                (f"set training.dtype: {' or '.join(usable)}, or use training.optimizer: adam_mixed"
+                ("set training.dtype: bf16 (or fp8), or use training.optimizer: adam_mixed"
                  if usable else f"use training.optimizer: adam_mixed (device {cluster.device.name} "
                  f"has no {' or '.join(BF16_WEIGHT_DTYPES)} peak)"))
     return Training(section.global_batch_size, seq_len, section.dtype, section.optimizer,

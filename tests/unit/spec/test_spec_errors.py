@@ -358,7 +358,7 @@ def test_enum_error_lists_the_values_once_and_booleans_read_as_yaml(tmp_path):
 
 
 @pytest.mark.parametrize("device,fix", [
-    ("A100-80GB", "set training.dtype: bf16, or use training.optimizer: adam_mixed"),
+    ("A100-80GB", "set training.dtype: bf16 (or fp8), or use training.optimizer: adam_mixed"),
     ("V100-32GB", "use training.optimizer: adam_mixed (device V100-32GB has no bf16 or fp8 peak)"),
 ])
 def test_bf16_optimizer_fix_offers_only_dtypes_the_device_has(tmp_path, device, fix):
