@@ -295,6 +295,9 @@ class ClusterDoc(_Doc):
     peak_tflops: Optional[float] = _f("Dense 16-bit peak per device, TFLOP/s.", default=None)
     intra_node: Optional[LinkDoc] = _f("Link inside a node.", default=None)
     inter_node: Optional[LinkDoc] = _f("Link between nodes.", default=None)
+    intra_node_topology: Optional[str] = _f(
+        "How the node's GPUs share their NVLinks: switch (NVSwitch) or mesh (point to point, "
+        "no NVSwitch, as 4-GPU HGX boards).", default=None)
 
 
 class SpecSummaryDoc(_Doc):
