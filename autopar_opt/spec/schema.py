@@ -29,6 +29,13 @@ from autopar_opt.ir.training import DTYPE_BYTES, OPTIMIZER_BYTES, Recompute, Sch
 
 Dtype = Literal[tuple(DTYPE_BYTES)]  # type: ignore[valid-type]
 Optimizer = Literal[tuple(OPTIMIZER_BYTES)]  # type: ignore[valid-type]
+#: ``intra_node_topology`` of a cluster and of a fleet's group (one text for both).
+TOPOLOGY_DOC = ("How a node's GPUs share their NVLinks: 'switch' (NVSwitch, as 8-GPU HGX/DGX "
+                "boards: any group of a node's GPUs gets each GPU's full NVLink bandwidth) or "
+                "'mesh' (point to point, no NVSwitch, as 4-GPU HGX A100/H100/H200 boards: each "
+                "pair has 1/(gpus_per_node - 1) of a GPU's links, so tensor parallelism over 2 of "
+                "4 GPUs gets a third). Default: mesh for 3-4 GPUs per node of an SXM "
+                "A100/A800/H100/H800/H200, switch otherwise (said in the plan's assumptions).")
 PosInt = Annotated[int, Field(gt=0)]
 #: A parallel degree, micro-batch or chunk count: positive, at most limits.MAX_DEGREE.
 Degree = Annotated[int, Field(gt=0, le=limits.MAX_DEGREE)]
@@ -220,12 +227,7 @@ class ExplicitClusterSpec(Section):
         "Board power cap per GPU, W (nvidia-smi -pl): below the part's rated power the sustained "
         "tensor clock falls as (cap / rated)^(1/3).", 500.0, default=None, gt=0, le=10000)
     intra_node_topology: Optional[Literal["switch", "mesh"]] = documented_field(
-        "How a node's GPUs share their NVLinks: 'switch' (NVSwitch, as 8-GPU HGX/DGX "
-        "boards: any group of a node's GPUs gets each GPU's full NVLink bandwidth) or 'mesh' "
-        "(point to point, no NVSwitch, as 4-GPU HGX A100/H100/H200 boards: each pair has "
-        "1/(gpus_per_node - 1) of a GPU's links, so tensor parallelism over 2 of 4 GPUs gets a "
-        "third). Default: mesh for 3-4 GPUs per node of an SXM A100/A800/H100/H800/H200, "
-        "switch otherwise (said in the plan's assumptions).", "mesh", default=None)
+        TOPOLOGY_DOC, "mesh", default=None)
 
 
 class GroupSpec(Section):
@@ -248,12 +250,7 @@ class GroupSpec(Section):
         "Inter-node link per GPU, instead of nics_per_node / nic_gb_per_s.",
         {"bandwidth_gb_per_s": 50.0, "latency_us": 10.0}, default=None)
     intra_node_topology: Optional[Literal["switch", "mesh"]] = documented_field(
-        "How a node's GPUs share their NVLinks: 'switch' (NVSwitch, as 8-GPU HGX/DGX "
-        "boards: any group of a node's GPUs gets each GPU's full NVLink bandwidth) or 'mesh' "
-        "(point to point, no NVSwitch, as 4-GPU HGX A100/H100/H200 boards: each pair has "
-        "1/(gpus_per_node - 1) of a GPU's links, so tensor parallelism over 2 of 4 GPUs gets a "
-        "third). Default: mesh for 3-4 GPUs per node of an SXM A100/A800/H100/H800/H200, "
-        "switch otherwise (said in the plan's assumptions).", "switch", default=None)
+        TOPOLOGY_DOC, "switch", default=None)
 
 
 class GroupLinkSpec(Section):
