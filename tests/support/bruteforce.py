@@ -158,7 +158,8 @@ def brute_force(graph: LayerGraph, cluster: Cluster, training: Training, space: 
                          for y in lv] for x in lu])
         per_boundary = []
         for k in range(pp - 1):
-            tier = _pair(cluster) if boundary_is_intra(k, d, cluster.gpus_per_node) else cluster.inter_node
+            intra = boundary_is_intra(k, d, cluster.gpus_per_node)
+            tier = pair_link(cluster) if intra else cluster.inter_node
             eff = ctx.link_efficiency(tier)
             per_boundary.append(np.array([[cross_stage_time(x, y, nbytes, tier, cluster.intra_node, eff)
                                            for y in lv] for x in lu]))
@@ -207,7 +208,7 @@ def _plan(graph: LayerGraph, strats, stage: tuple[int, ...], ks: tuple[int, ...]
     return Plan(stages, c, schedule, vp)
 
 
-def _pair(cluster):
+def pair_link(cluster):
     """The intra-node link one pair of GPUs has: all of a GPU's NVLinks under NVSwitch,
     ``1/(board - 1)`` of them on a point-to-point board of ``board`` GPUs (a pipeline
     send between two GPUs of a 4-GPU HGX board uses the pair's third)."""

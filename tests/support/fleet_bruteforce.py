@@ -60,7 +60,7 @@ def shapes(fleet: Fleet, num_layers: int, groups: tuple[int, ...] | None = None)
 
 
 def _tier(fleet: Fleet, gu: int, gv: int, same_node: bool):
-    from support.bruteforce import _pair
+    from support.bruteforce import pair_link
     if gu != gv:
         link = fleet.link(gu, gv).tier
         a, b = fleet.groups[gu].inter_node, fleet.groups[gv].inter_node
@@ -68,7 +68,7 @@ def _tier(fleet: Fleet, gu: int, gv: int, same_node: bool):
         return LinkTier("path", min(a.bandwidth_gb_per_s, b.bandwidth_gb_per_s, link.bandwidth_gb_per_s),
                         link.latency_us + max(a.latency_us, b.latency_us))
     cl = fleet.groups[gu]
-    return _pair(cl) if same_node else cl.inter_node
+    return pair_link(cl) if same_node else cl.inter_node
 
 
 def pipeline_optimum(graph: LayerGraph, fleet: Fleet, training: Training, space: SearchSpace,
