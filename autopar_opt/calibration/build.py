@@ -141,7 +141,8 @@ def _cluster(rec: RunRecord) -> Cluster:
                          DEFAULT_INTER_NODE[c.device].latency_us)
     return make_cluster(rec.id, c.num_gpus // c.gpus_per_node, c.gpus_per_node,
                         c.device_type or c.device, inter_node=inter, source=c.system,
-                        nics_per_node=c.nics_per_node, board_gpus=c.node_gpus)
+                        nics_per_node=c.nics_per_node, board_gpus=c.node_gpus,
+                        nvlink_mesh=False if c.nvswitch else None)
 
 
 #: Runtimes whose selective recomputation re-runs a FlashAttention core in the backward

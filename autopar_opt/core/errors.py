@@ -46,6 +46,17 @@ class SpecProblem:
         return f"{where}{value}: {self.rule}; {self.fix}"
 
 
+def yaml_flow(value: Any) -> str:
+    """A list or mapping as the spec would write it on one line (``[1, true]``,
+    ``{a: 1}``), not as Python's repr (``[1, True]``, ``{'a': 1}``)."""
+    import yaml
+    try:
+        text = yaml.safe_dump(value, default_flow_style=True, width=10**6, sort_keys=False)
+    except yaml.YAMLError:
+        return repr(value)
+    return text.strip().removesuffix("...").strip()
+
+
 def _short(value: Any, limit: int = 60) -> str | None:
     """A compact repr of ``value`` for messages (None when there is none)."""
     if value is None:
@@ -54,7 +65,7 @@ def _short(value: Any, limit: int = 60) -> str | None:
         return "true" if value else "false"       # as the YAML spec spells it, not True/False
     if value == MISSING:
         return "(missing)"
-    text = repr(value)
+    text = yaml_flow(value) if isinstance(value, (list, tuple, dict)) else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

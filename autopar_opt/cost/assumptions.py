@@ -22,7 +22,7 @@ from autopar_opt.cost.chips import chip_of
 from autopar_opt.cost.compute import DEFAULT_HEAD_DIM, DEFAULT_SEQ
 from autopar_opt.cost.params import CostParams, default_params, shipped_fit
 from autopar_opt.ir.graph import LayerGraph
-from autopar_opt.ir.hardware import Cluster
+from autopar_opt.ir.hardware import Cluster, default_nvlink_mesh
 from autopar_opt.ir.training import (OPTIMIZER_STEP_BYTES, OPTIMIZER_WORDS, Training,
                                      param_state_bytes)
 from autopar_opt.ir.window import window_counts, window_share
@@ -201,6 +201,24 @@ def _fill_source(kernel: str, causal: bool | None, head_dim: int) -> str:
     return f"{kern}, {'causal' if masked else 'non-causal'}, head dim {dim}"
 
 
+def _wiring(cluster: Cluster) -> list[str]:
+    """How the node's GPUs share their NVLinks, where it is not the plain NVSwitch node
+    of 8-GPU boards: a point-to-point board (stated, or the default for 3-4 SXM GPUs per
+    node), or an NVSwitch node stated where that default would have been a board."""
+    board = cluster.nvlink_board
+    if cluster.nvlink_mesh:
+        why = ("stated: intra_node_topology: mesh" if cluster.nvlink_stated else
+               f"not stated: the default for {board} SXM GPUs per node, as HGX 4-GPU boards; "
+               "intra_node_topology: switch states an NVSwitch node")
+        return [f"intra-node: NVLink point to point, no NVSwitch, a {board}-GPU board ({why}): a "
+                f"group of m GPUs of a node gets (m-1)/{board - 1} of a GPU's NVLink bandwidth, "
+                f"a pair {cluster.intra_share(2):.2f}"]
+    if cluster.nvlink_stated and default_nvlink_mesh(cluster.device, cluster.gpus_per_node):
+        return ["intra-node: NVSwitch (stated: intra_node_topology: switch), every group of a "
+                "node at a GPU's full NVLink bandwidth"]
+    return []
+
+
 def _communication(cluster: Cluster, training: Training) -> list[str]:
     rt = training.runtime
     nics = (f"{cluster.nics_per_node} NICs per node (stated)" if cluster.nics_per_node
@@ -208,11 +226,7 @@ def _communication(cluster: Cluster, training: Training) -> list[str]:
     out = ["collectives: NCCL's own cost model (ring and tree, LL/LL128/Simple, tuning.cc "
            "latencies per hop), bus bandwidth at 0.80 of NVLink and 0.95 of the NIC line rate "
            "(nccl-tests, pinned: cost/nccl.py)"]
-    if cluster.nvlink_mesh:
-        out.append(f"intra-node: NVLink point to point, no NVSwitch ({cluster.nvlink_board}-GPU "
-                   "board, as HGX 4-GPU boards; cluster.intra_node_topology states it): a group of "
-                   f"m GPUs of a node gets (m-1)/{cluster.nvlink_board - 1} of a GPU's NVLink "
-                   f"bandwidth, a pair {cluster.intra_share(2):.2f}")
+    out += _wiring(cluster)
     if cluster.nodes > 1:
         fabric = ("one non-blocking fabric (not stated)" if cluster.nodes_per_leaf is None
                   else f"{cluster.nodes_per_leaf} nodes per leaf, {cluster.oversubscription:g}:1 "

@@ -403,6 +403,9 @@ class Cluster:
     #: keeps the board's size); 0: switched (NVSwitch), every GPU reaches any peer
     #: at its full NVLink bandwidth
     nvlink_board: int = 0
+    #: whether the spec or record stated the wiring (``intra_node_topology``) rather
+    #: than :func:`default_nvlink_mesh` deriving it: the assumptions say which
+    nvlink_stated: bool = False
 
     @property
     def nvlink_mesh(self) -> bool:
@@ -527,4 +530,4 @@ def make_cluster(name: str, nodes: int, gpus_per_node: int, device: str | Device
     board = max(board_gpus or gpus_per_node, gpus_per_node)
     mesh = default_nvlink_mesh(dev, board) if nvlink_mesh is None else nvlink_mesh
     return Cluster(name, nodes, gpus_per_node, dev, intra, inter, source, nics_per_node,
-                   nodes_per_leaf, oversubscription, board if mesh else 0)
+                   nodes_per_leaf, oversubscription, board if mesh else 0, nvlink_mesh is not None)

@@ -76,12 +76,38 @@ def build_cluster(section: ZooClusterSpec | ExplicitClusterSpec, out: ProblemLis
                       memory_gb=float(section.device_memory_gib))
     if section.power_limit_w is not None:
         dev = replace(dev, power_limit_w=float(section.power_limit_w))
-    return make_cluster(section.name, section.nodes, section.gpus_per_node, dev,
-                        _link(section.intra_node, "intra"), _link(section.inter_node, "inter"),
-                        source="spec file", nics_per_node=section.nics_per_node,
-                        nodes_per_leaf=section.nodes_per_leaf,
-                        oversubscription=float(section.oversubscription),
-                        nvlink_mesh=_mesh(section.intra_node_topology))
+    cluster = make_cluster(section.name, section.nodes, section.gpus_per_node, dev,
+                           _link(section.intra_node, "intra"), _link(section.inter_node, "inter"),
+                           source="spec file", nics_per_node=section.nics_per_node,
+                           nodes_per_leaf=section.nodes_per_leaf,
+                           oversubscription=float(section.oversubscription),
+                           nvlink_mesh=_mesh(section.intra_node_topology))
+    if not topology_problems("cluster.intra_node_topology", section.intra_node_topology, cluster, out):
+        return None
+    return cluster
+
+
+def topology_problems(key: str, topology: str | None, cluster: Cluster, out: ProblemList) -> bool:
+    """Whether a stated ``intra_node_topology: mesh`` describes ``cluster`` (False, with the
+    problem recorded at ``key``, when not): a point-to-point board splits NVLinks between
+    three or more GPUs, so mesh on a PCIe link or on 1-2 GPUs per node would be priced as
+    something it is not (PCIe) or silently change nothing (a pair has all its links)."""
+    if topology != "mesh":
+        return True
+    tier = cluster.intra_node
+    if tier.name.lower().startswith("pcie"):
+        out.add(key, topology, f"mesh splits NVLinks between a board's GPUs; device "
+                f"{cluster.device.name}'s intra-node link is {tier.name} "
+                f"({tier.bandwidth_gb_per_s:g} GB/s), not NVLink",
+                "drop intra_node_topology (PCIe is priced as its own link)")
+        return False
+    if cluster.gpus_per_node <= 2:
+        out.add(key, topology, f"a node of {cluster.gpus_per_node} GPU(s) has no NVLinks to split: "
+                "a pair already has all of them, so mesh changes nothing",
+                "drop intra_node_topology (2 GPUs of a larger board cannot be stated yet: they "
+                "are priced as a linked pair)")
+        return False
+    return True
 
 
 def _mesh(topology: str | None) -> bool | None:
@@ -125,12 +151,22 @@ def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: 
         # on a device with neither dtype (a V100) the fix offers the optimizer only; the
         # text is the same for every device that has one (a fleet lists it once)
         usable = [d for d in BF16_WEIGHT_DTYPES if cluster is None or d in cluster.device.peak_tflops]
+        other = ("adam_fp32 (fp32 weights and moments) or adam_mixed" if section.dtype == "fp32"
+                 else "adam_mixed")
         out.add("training.dtype", section.dtype,
                 f"training.optimizer {section.optimizer} keeps bf16 weights and moments, which "
                 f"dtype {section.dtype} does not compute in",
-                ("set training.dtype: bf16 (or fp8), or use training.optimizer: adam_mixed"
-                 if usable else f"use training.optimizer: adam_mixed (device {cluster.device.name} "
+                # every device with an fp8 peak has a bf16 one: bf16 is the dtype to name
+                (f"set training.dtype: bf16, or use training.optimizer: {other}"
+                 if usable else f"use training.optimizer: {other} (device {cluster.device.name} "
                  f"has no {' or '.join(BF16_WEIGHT_DTYPES)} peak)"))
+    elif section.optimizer in SIXTEEN_BIT_OPTIMIZERS and cluster is not None \
+            and not any(d in cluster.device.peak_tflops for d in BF16_WEIGHT_DTYPES):
+        # the dtype is refused above for the device; said here too, so that following that
+        # fix (fp16) does not lead to this refusal next
+        out.add("training.optimizer", section.optimizer,
+                f"keeps bf16 weights and moments, and device {cluster.device.name} has no "
+                f"{' or '.join(BF16_WEIGHT_DTYPES)} peak", "use training.optimizer: adam_mixed")
     return Training(section.global_batch_size, seq_len, section.dtype, section.optimizer,
                     section.memory_reserve_gib, _runtime(section, out),
                     activation_offload=section.activation_offload, autocast=section.autocast)

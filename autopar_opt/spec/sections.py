@@ -62,8 +62,8 @@ class Section(BaseModel):
             # pydantic's lax mode reads 'yes', 'no', 'on', 'off', '1', '0' as booleans: a
             # quoted switch is refused, as a Hugging Face config's is (hf_keys.BOOL_KEYS);
             # a list's entries are left to pydantic, which names the entry's index
-            raise PydanticCustomError("bool_type", "Input should be a boolean, not a string "
-                                      "(quoted)")
+            raise PydanticCustomError("bool_type", "Input should be true or false, not the text "
+                                      "{text}", {"text": repr(value)})
         if has_str and float in leaves:
             # YAML 1.1 leaves 1e400 (no dot) a string, which pydantic reads as inf: held to
             # the limits every number of a spec is (core.limits: finite, at most MAX_FLOAT)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from autopar_opt.core import limits
-from autopar_opt.core.errors import MISSING, SpecProblem, did_you_mean, one_of
+from autopar_opt.core.errors import MISSING, SpecProblem, did_you_mean, one_of, yaml_flow
 
 
 def key_path(loc: tuple) -> str:
@@ -124,8 +124,16 @@ def _eg(example: Any) -> str:
         return ""
     if isinstance(example, bool):
         return f", e.g. {str(example).lower()}"
-    return f", e.g. {example!r}" if isinstance(example, (str, dict, list)) else f", e.g. {example:g}" \
+    if isinstance(example, (dict, list)):
+        return f", e.g. {yaml_flow(example)}"      # as the spec writes it, not Python's repr
+    return f", e.g. {example!r}" if isinstance(example, str) else f", e.g. {example:g}" \
         if isinstance(example, float) else f", e.g. {example}"
+
+
+def _integer_fix(ex: Any, eg: str, what: str = "an integer") -> str:
+    """The fix of an integer error: a list field's example is a list of them."""
+    return f"expected a list of {what.split(' ', 1)[1]}s{eg}" if isinstance(ex, list) else \
+        f"expected {what}{eg}"
 
 
 def _bound_fix(kind: str, ctx: dict, eg: str) -> str:
@@ -148,11 +156,11 @@ def _kind(example: Any) -> str:
 
 
 _FIXES: dict[str, Callable[[dict, Any, str], str]] = {
-    "int_parsing": lambda c, ex, eg: f"expected an integer{eg}",
-    "int_type": lambda c, ex, eg: f"expected an integer{eg}",
-    "int_from_float": lambda c, ex, eg: f"expected a whole number{eg}",
-    "float_parsing": lambda c, ex, eg: f"expected a number{eg}",
-    "float_type": lambda c, ex, eg: f"expected a number{eg}",
+    "int_parsing": lambda c, ex, eg: _integer_fix(ex, eg),
+    "int_type": lambda c, ex, eg: _integer_fix(ex, eg),
+    "int_from_float": lambda c, ex, eg: _integer_fix(ex, eg, "a whole number"),
+    "float_parsing": lambda c, ex, eg: _integer_fix(ex, eg, "a number"),
+    "float_type": lambda c, ex, eg: _integer_fix(ex, eg, "a number"),
     "bool_parsing": lambda c, ex, eg: "expected true or false",
     "bool_type": lambda c, ex, eg: "expected true or false",
     "string_type": lambda c, ex, eg: f"expected a text string{eg}",
@@ -206,6 +214,9 @@ def problem_from_error(root: type[BaseModel], error: dict, file_of: Callable[[st
     value = error.get("input")
     file = file_of(key.split(".")[0].split("[")[0])
     rule = error["msg"].replace("Input should be", "must be").replace("Field required", "required key")
+    # pydantic names its own classes ("a valid dictionary or instance of InterconnectOption")
+    # and its parser's words ("unable to interpret input"): the spec's reader knows neither
+    rule = re.sub(r" or instance of \w+", "", rule).replace(", unable to interpret input", "")
     if kind == "extra_forbidden":
         parent = _model_at(root, loc[:-1])
         known = list(parent.model_fields) if parent else []

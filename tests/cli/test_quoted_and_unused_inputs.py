@@ -21,7 +21,7 @@ PLAN = "plan: {tp: 2, pp: 1, zero: 1, micro_batch_size: 1}\n"
 
 
 @pytest.mark.parametrize("hf, model, extra, words", [
-    (True, ", flash_attention: 'yes'", "", ["model.flash_attention = 'yes'", "not a string"]),
+    (True, ", flash_attention: 'yes'", "", ["model.flash_attention = 'yes'", "not the text 'yes'"]),
     (True, ", capacity_factor: 1.25", "", ["model.capacity_factor = 1.25",
                                      "is set on a model without experts"]),
     (True, ", load_imbalance: 1.2", "", ["model.load_imbalance = 1.2", "without experts"]),

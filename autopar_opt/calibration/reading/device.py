@@ -9,6 +9,7 @@ bandwidth into :class:`ClusterFacts`, with every default in the notes.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from autopar_opt.calibration.reading.errors import Unmodelable
@@ -70,6 +71,8 @@ class ClusterFacts:
     #: GPUs of the stated node when the run uses fewer (a 2-GPU run on a 4-GPU node):
     #: the NVLink board its GPUs sit on (``make_cluster``'s ``board_gpus``)
     node_gpus: int | None = None
+    #: the record names NVSwitch in ``hardware.intra_node``: a switched node whatever its size
+    nvswitch: bool = False
 
 
 def num_gpus(hw: Hardware) -> int:
@@ -94,9 +97,14 @@ def read_cluster(hw: Hardware, device: str, n: int, notes: list[str],
         gpn = DEFAULT_GPUS_PER_NODE
         notes.append(f"gpus_per_node not stated: {gpn}")
     node = gpn
+    link = (hw.text("intra_node") or "").lower()
+    switched = "nvswitch" in link and not re.search(r"\b(no|without)\s+nvswitch", link)
     if default_nvlink_mesh(device_type or DEVICE_CATALOG[device], node):
-        notes.append(f"{node} SXM GPUs per node: an HGX {node}-GPU board, NVLink point to point "
-                     f"without NVSwitch (a pair of GPUs has 1/{node - 1} of a GPU's NVLinks)")
+        notes.append(f"{node} SXM GPUs per node with NVSwitch (hardware.intra_node names it)"
+                     if switched else
+                     f"{node} SXM GPUs per node: an HGX {node}-GPU board, NVLink point to point "
+                     f"without NVSwitch (a pair of GPUs has 1/{node - 1} of a GPU's NVLinks; "
+                     "hardware.intra_node naming NVSwitch says otherwise)")
     if n < gpn:
         gpn = n
     if n % gpn:
@@ -106,7 +114,7 @@ def read_cluster(hw: Hardware, device: str, n: int, notes: list[str],
         notes.append(f"inter-node bandwidth not stated: catalog {DEFAULT_INTER_NODE[device].name} "
                      f"{DEFAULT_INTER_NODE[device].bandwidth_gb_per_s:g} GB/s per GPU")
     return ClusterFacts(device, n, gpn, gbps or None, hw.text("system"), device_type,
-                        hw.nics_per_node, node)
+                        hw.nics_per_node, node, switched)
 
 
 def check_pipeline(pp: int, cluster: ClusterFacts) -> None:

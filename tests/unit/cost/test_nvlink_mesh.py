@@ -94,12 +94,53 @@ def test_partial_board_run_keeps_its_board():
 
 
 def test_said_in_assumptions():
+    """The default says it is one and how to override it; a stated wiring says so; an
+    8-GPU NVSwitch node, the common case, adds no line."""
     graph = random_chain(3, 2)
-    lines = cost_assumptions(graph, make_cluster("c", 1, 4, "A100-80GB"), Training(8, 1024))
-    mesh = [ln for ln in lines if "point to point" in ln]
-    assert len(mesh) == 1 and "a pair 0.33" in mesh[0] and "intra_node_topology" in mesh[0]
-    lines = cost_assumptions(graph, make_cluster("c", 1, 8, "A100-80GB"), Training(8, 1024))
-    assert not [ln for ln in lines if "point to point" in ln]
+
+    def wiring(cluster) -> list[str]:
+        return [ln for ln in cost_assumptions(graph, cluster, Training(8, 1024)) if "intra-node:" in ln]
+    (default,) = wiring(make_cluster("c", 1, 4, "A100-80GB"))
+    assert "point to point" in default and "a pair 0.33" in default
+    assert "not stated: the default for 4 SXM GPUs" in default and "intra_node_topology: switch" in default
+    (stated,) = wiring(make_cluster("c", 1, 4, "A100-80GB", nvlink_mesh=True))
+    assert "stated: intra_node_topology: mesh" in stated
+    (switch,) = wiring(make_cluster("c", 1, 4, "A100-80GB", nvlink_mesh=False))
+    assert "NVSwitch (stated" in switch
+    assert wiring(make_cluster("c", 1, 8, "A100-80GB")) == []
+
+
+@pytest.mark.parametrize("cluster, words", [
+    ("{nodes: 1, gpus_per_node: 4, device: A100-PCIe-80GB, intra_node_topology: mesh}",
+     "intra-node link is pcie4 (32 GB/s), not NVLink"),
+    ("{nodes: 1, gpus_per_node: 2, device: H100-SXM-80GB, intra_node_topology: mesh}",
+     "a node of 2 GPU(s) has no NVLinks to split"),
+    ("{groups: [{name: a, nodes: 1, gpus_per_node: 4, device: H100-PCIe-80GB, "
+     "intra_node_topology: mesh}]}", "cluster.groups[0].intra_node_topology"),
+])
+def test_mesh_refused_where_it_describes_nothing(tmp_path, cluster, words):
+    """QA round 8: mesh on a PCIe part was priced as an NVLink board, and on 2 GPUs per
+    node it silently changed nothing."""
+    from autopar_opt.spec import SpecError, load_spec
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"model: {{zoo: debug}}\ncluster: {cluster}\ntraining: {{global_batch_size: 8}}\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(spec)
+    assert words in str(err.value) and "intra_node_topology" in str(err.value)
+
+
+def test_a_record_naming_nvswitch_is_switched():
+    """QA round 8: a 4-GPU record whose hardware.intra_node names NVSwitch was read as a
+    point-to-point board."""
+    from autopar_opt.calibration.reading.schema import Hardware
+    hw = Hardware.model_validate({"gpu_type": "A100-SXM4 80GB", "num_gpus": 4, "gpus_per_node": 4,
+                                  "intra_node": "NVLink3 + NVSwitch"})
+    notes: list[str] = []
+    facts = read_cluster(hw, "A100-80GB", 4, notes)
+    assert facts.nvswitch and any("with NVSwitch" in n for n in notes)
+    hw = Hardware.model_validate({"gpu_type": "A100-SXM4 80GB", "num_gpus": 4, "gpus_per_node": 4,
+                                  "intra_node": "NVLink, no NVSwitch"})
+    assert not read_cluster(hw, "A100-80GB", 4, []).nvswitch
 
 
 def test_pipeline_send_priced_alike_in_tables_and_evaluate():

@@ -357,16 +357,54 @@ def test_enum_error_lists_the_values_once_and_booleans_read_as_yaml(tmp_path):
     assert "global_batch_size = true:" in batch and "True" not in batch
 
 
-@pytest.mark.parametrize("device,fix", [
-    ("A100-80GB", "set training.dtype: bf16 (or fp8), or use training.optimizer: adam_mixed"),
-    ("V100-32GB", "use training.optimizer: adam_mixed (device V100-32GB has no bf16 or fp8 peak)"),
+@pytest.mark.parametrize("device,dtype,fix", [
+    ("A100-80GB", "fp16", "set training.dtype: bf16, or use training.optimizer: adam_mixed"),
+    ("H100-SXM-80GB", "fp32", "set training.dtype: bf16, or use training.optimizer: adam_fp32 "
+                              "(fp32 weights and moments) or adam_mixed"),
+    ("V100-32GB", "fp16", "use training.optimizer: adam_mixed (device V100-32GB has no bf16 or fp8 peak)"),
 ])
-def test_bf16_optimizer_fix_offers_only_dtypes_the_device_has(tmp_path, device, fix):
-    """adam_bf16 with fp16: the fix names bf16 only where the device computes in it."""
+def test_bf16_optimizer_fix_offers_only_dtypes_the_device_has(tmp_path, device, dtype, fix):
+    """adam_bf16 with a dtype it cannot train in: the fix names bf16 only where the device
+    computes in it (an A100 has no fp8: QA round 8), and fp32 training's own optimizer."""
     spec = tmp_path / "s.yaml"
     spec.write_text(f"model: {{zoo: debug}}\ncluster: {{nodes: 1, gpus_per_node: 8, device: {device}}}\n"
-                    "training: {global_batch_size: 8, dtype: fp16, optimizer: adam_bf16}\n")
+                    f"training: {{global_batch_size: 8, dtype: {dtype}, optimizer: adam_bf16}}\n")
     with pytest.raises(SpecError) as err:
         load_spec(spec)
     (problem,) = err.value.problems
     assert problem.key == "training.dtype" and problem.fix == fix
+
+
+def test_bf16_optimizer_on_a_device_without_bf16_says_both_at_once(tmp_path):
+    """QA round 8: bf16 + adam_bf16 on a V100 said only 'no bf16 peak: use fp16', which led
+    to the optimizer's refusal next; both are said at once."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text("model: {zoo: debug}\ncluster: {nodes: 1, gpus_per_node: 8, device: V100-32GB}\n"
+                    "training: {global_batch_size: 8, dtype: bf16, optimizer: adam_bf16}\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(spec)
+    keys = {p.key for p in err.value.problems}
+    assert keys == {"training.dtype", "training.optimizer"}
+    assert any("use training.optimizer: adam_mixed" == p.fix for p in err.value.problems)
+
+
+@pytest.mark.parametrize("search, words", [
+    ("{pp_degrees: [1], tp_degrees: [1, yes]}",
+     ["search.tp_degrees = [1, true]:", "expected a list of integers, e.g. [1, 2, 4, 8]"]),
+    ("{sequence_parallel: yes}", ["e.g. [false, true]"]),
+    ("{zero_levels: true}", ["expected a list of integers, e.g. [0, 1]"]),
+    ("{sequence_parallel: [yes, maybe]}", ["search.sequence_parallel[1] = 'maybe': must be a valid boolean;"]),
+])
+def test_lists_and_examples_read_as_yaml(tmp_path, search, words):
+    """QA round 8: a list holding a YAML boolean was shown as Python's [1, True], a list
+    field's integer error said 'an integer', examples were Python reprs, and pydantic's
+    parser words ('unable to interpret input') reached the user."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"model: {{zoo: debug}}\ncluster: {{zoo: debug-2x4}}\n"
+                    f"training: {{global_batch_size: 8}}\nsearch: {search}\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(spec)
+    text = str(err.value)
+    for w in words:
+        assert w in text, (w, text)
+    assert "True" not in text and "False" not in text and "unable to interpret" not in text
