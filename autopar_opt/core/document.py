@@ -298,6 +298,8 @@ class ClusterDoc(_Doc):
     intra_node_topology: Optional[str] = _f(
         "How the node's GPUs share their NVLinks: switch (NVSwitch) or mesh (point to point, "
         "no NVSwitch, as 4-GPU HGX boards).", default=None)
+    nvlink_board_gpus: Optional[int] = _f("GPUs of that point-to-point board (null: switched).",
+                                          default=None)
 
 
 class SpecSummaryDoc(_Doc):

@@ -207,7 +207,7 @@ def _wiring(cluster: Cluster) -> list[str]:
     node), or an NVSwitch node stated where that default would have been a board."""
     board = cluster.nvlink_board
     if cluster.nvlink_mesh:
-        why = ("stated: intra_node_topology: mesh" if cluster.nvlink_stated else
+        why = ("stated: intra_node_topology: mesh or nvlink_board_gpus" if cluster.nvlink_stated else
                f"not stated: the default for {board} SXM GPUs per node, as HGX 4-GPU boards; "
                "intra_node_topology: switch states an NVSwitch node")
         return [f"intra-node: NVLink point to point, no NVSwitch, a {board}-GPU board ({why}): a "

@@ -64,7 +64,8 @@ def _cluster_dict(cluster: Cluster, dtype: str) -> dict:
             "hbm_gib": cluster.device.hbm_gib,
             "peak_tflops": cluster.device.peak_tflops.get(dtype),
             "intra_node": tier(cluster.intra_node), "inter_node": tier(cluster.inter_node),
-            "intra_node_topology": "mesh" if cluster.nvlink_mesh else "switch"}
+            "intra_node_topology": "mesh" if cluster.nvlink_mesh else "switch",
+            "nvlink_board_gpus": cluster.nvlink_board or None}
 
 
 def _plan_dict(result: SearchResult, cluster: Cluster) -> dict | None:

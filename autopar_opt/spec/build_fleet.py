@@ -18,7 +18,7 @@ from autopar_opt.core.errors import ProblemList, did_you_mean
 from autopar_opt.ir.fleet import Fleet, GroupLink
 from autopar_opt.ir.hardware import (DEFAULT_INTER_NODE, DEVICE_CATALOG, Cluster, DeviceType, LinkTier,
                                      make_cluster)
-from autopar_opt.spec.build_run import topology_problems
+from autopar_opt.spec.build_run import stated_mesh, topology_problems
 from autopar_opt.spec.schema import FleetClusterSpec, GroupSpec, LinkSpec
 
 
@@ -55,10 +55,11 @@ def _group(g: GroupSpec, key: str, out: ProblemList) -> Cluster | None:
         # plain cluster's (Cluster.nics_per_node): a group of ranks gets the NICs of its
         # own members, one GPU of a busy node nics/gpus of one (inter_node_per_gpu)
         inter = LinkTier(f"{nic:g}GBps-nic", nic, base.latency_us)
-    mesh = None if g.intra_node_topology is None else g.intra_node_topology == "mesh"
     cluster = make_cluster(g.name, g.nodes, g.gpus_per_node, dev, _tier(g.intra_node, "intra"), inter,
-                           source="spec file", nics_per_node=nics, nvlink_mesh=mesh)
-    if not topology_problems(f"{key}.intra_node_topology", g.intra_node_topology, cluster, out):
+                           source="spec file", nics_per_node=nics,
+                           nvlink_mesh=stated_mesh(g.intra_node_topology, g.nvlink_board_gpus),
+                           board_gpus=g.nvlink_board_gpus)
+    if not topology_problems(key, g.intra_node_topology, g.nvlink_board_gpus, cluster, out):
         return None
     return cluster
 

@@ -81,38 +81,58 @@ def build_cluster(section: ZooClusterSpec | ExplicitClusterSpec, out: ProblemLis
                            source="spec file", nics_per_node=section.nics_per_node,
                            nodes_per_leaf=section.nodes_per_leaf,
                            oversubscription=float(section.oversubscription),
-                           nvlink_mesh=_mesh(section.intra_node_topology))
-    if not topology_problems("cluster.intra_node_topology", section.intra_node_topology, cluster, out):
+                           nvlink_mesh=stated_mesh(section.intra_node_topology, section.nvlink_board_gpus),
+                           board_gpus=section.nvlink_board_gpus)
+    if not topology_problems("cluster", section.intra_node_topology, section.nvlink_board_gpus,
+                             cluster, out):
         return None
     return cluster
 
 
-def topology_problems(key: str, topology: str | None, cluster: Cluster, out: ProblemList) -> bool:
-    """Whether a stated ``intra_node_topology: mesh`` describes ``cluster`` (False, with the
-    problem recorded at ``key``, when not): a point-to-point board splits NVLinks between
-    three or more GPUs, so mesh on a PCIe link or on 1-2 GPUs per node would be priced as
-    something it is not (PCIe) or silently change nothing (a pair has all its links)."""
-    if topology != "mesh":
+def topology_problems(where: str, topology: str | None, board: int | None, cluster: Cluster,
+                      out: ProblemList) -> bool:
+    """Whether a stated ``intra_node_topology: mesh`` or ``nvlink_board_gpus`` describes
+    ``cluster`` (False, with the problem recorded under ``where``, when not): a
+    point-to-point board splits NVLinks between three or more GPUs, so a board on a PCIe
+    link or of 1-2 GPUs would be priced as something it is not (PCIe) or silently change
+    nothing (a pair has all its links); a board holds at least the node's GPUs and is not
+    an NVSwitch node."""
+    if board is not None:
+        key = f"{where}.nvlink_board_gpus"
+        if board < cluster.gpus_per_node:
+            out.add(key, board, f"a board of {board} GPUs cannot hold the node's "
+                    f"{cluster.gpus_per_node}", f"use at least {cluster.gpus_per_node}, or drop it")
+            return False
+        if topology == "switch":
+            out.add(key, board, "a point-to-point board, with intra_node_topology: switch (NVSwitch)",
+                    "drop one of the two")
+            return False
+    if topology != "mesh" and board is None:
         return True
+    key = f"{where}.{'intra_node_topology' if board is None else 'nvlink_board_gpus'}"
+    value = topology if board is None else board
     tier = cluster.intra_node
     if tier.name.lower().startswith("pcie"):
-        out.add(key, topology, f"mesh splits NVLinks between a board's GPUs; device "
+        out.add(key, value, f"a point-to-point board splits NVLinks between its GPUs; device "
                 f"{cluster.device.name}'s intra-node link is {tier.name} "
                 f"({tier.bandwidth_gb_per_s:g} GB/s), not NVLink",
-                "drop intra_node_topology (PCIe is priced as its own link)")
+                "drop it (PCIe is priced as its own link)")
         return False
-    if cluster.gpus_per_node <= 2:
-        out.add(key, topology, f"a node of {cluster.gpus_per_node} GPU(s) has no NVLinks to split: "
-                "a pair already has all of them, so mesh changes nothing",
-                "drop intra_node_topology (2 GPUs of a larger board cannot be stated yet: they "
-                "are priced as a linked pair)")
+    if max(cluster.gpus_per_node, board or 0) <= 2:
+        out.add(key, value, f"a node of {cluster.gpus_per_node} GPU(s) has no NVLinks to split: "
+                "a pair already has all of them, so a board of 2 changes nothing",
+                "drop it, or state the whole board: nvlink_board_gpus: 4 for 2 GPUs of a "
+                "4-GPU HGX board")
         return False
     return True
 
 
-def _mesh(topology: str | None) -> bool | None:
-    """``cluster.intra_node_topology`` as :func:`~autopar_opt.ir.hardware.make_cluster`'s
-    ``nvlink_mesh``: None (not stated) lets the device and node size decide."""
+def stated_mesh(topology: str | None, board: int | None = None) -> bool | None:
+    """``cluster.intra_node_topology`` (and ``nvlink_board_gpus``, which implies a board) as
+    :func:`~autopar_opt.ir.hardware.make_cluster`'s ``nvlink_mesh``: None (not stated) lets
+    the device and node size decide."""
+    if board is not None and topology != "switch":
+        return True
     return None if topology is None else topology == "mesh"
 
 

@@ -29,6 +29,10 @@ from autopar_opt.ir.training import DTYPE_BYTES, OPTIMIZER_BYTES, Recompute, Sch
 
 Dtype = Literal[tuple(DTYPE_BYTES)]  # type: ignore[valid-type]
 Optimizer = Literal[tuple(OPTIMIZER_BYTES)]  # type: ignore[valid-type]
+#: ``nvlink_board_gpus`` of a cluster and of a fleet's group.
+BOARD_DOC = ("GPUs of the point-to-point NVLink board the node's GPUs sit on, when the job uses "
+             "part of one (2 GPUs of a 4-GPU HGX board: 4): a pair then has 1/(board - 1) of a "
+             "GPU's links. Implies intra_node_topology: mesh; at least gpus_per_node.")
 #: ``intra_node_topology`` of a cluster and of a fleet's group (one text for both).
 TOPOLOGY_DOC = ("How a node's GPUs share their NVLinks: 'switch' (NVSwitch, as 8-GPU HGX/DGX "
                 "boards: any group of a node's GPUs gets each GPU's full NVLink bandwidth) or "
@@ -228,6 +232,7 @@ class ExplicitClusterSpec(Section):
         "tensor clock falls as (cap / rated)^(1/3).", 500.0, default=None, gt=0, le=10000)
     intra_node_topology: Optional[Literal["switch", "mesh"]] = documented_field(
         TOPOLOGY_DOC, "mesh", default=None)
+    nvlink_board_gpus: Optional[PosInt] = documented_field(BOARD_DOC, 4, default=None, le=16)
 
 
 class GroupSpec(Section):
@@ -251,6 +256,7 @@ class GroupSpec(Section):
         {"bandwidth_gb_per_s": 50.0, "latency_us": 10.0}, default=None)
     intra_node_topology: Optional[Literal["switch", "mesh"]] = documented_field(
         TOPOLOGY_DOC, "switch", default=None)
+    nvlink_board_gpus: Optional[PosInt] = documented_field(BOARD_DOC, 4, default=None, le=16)
 
 
 class GroupLinkSpec(Section):

@@ -234,7 +234,13 @@ def problem_from_error(root: type[BaseModel], error: dict, file_of: Callable[[st
     if kind in ("literal_error", "enum"):
         # the rule says what is wrong, the fix lists the values (once: pydantic's own
         # message, "Input should be 'a' or 'b'", would repeat them)
-        return SpecProblem(file, key, value, "is not one of the allowed values", _choices_fix(ctx, value))
+        rule = "is not one of the allowed values"
+        if isinstance(value, bool):
+            # YAML 1.1 reads yes/no/on/off (and true/false) as booleans: `recompute: off`
+            # arrives as false, which no text choice is
+            rule += (" (YAML reads yes, no, on and off as true or false: quote the word, "
+                     "e.g. 'off', if it was meant as text)")
+        return SpecProblem(file, key, value, rule, _choices_fix(ctx, value))
     limit = ctx.get("le") if kind == "less_than_equal" else ctx.get("max_length") \
         if kind == "too_long" else None
     if limit is not None and limit in set(limits.resource_limits().values()):

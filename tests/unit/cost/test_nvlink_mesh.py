@@ -104,7 +104,7 @@ def test_said_in_assumptions():
     assert "point to point" in default and "a pair 0.33" in default
     assert "not stated: the default for 4 SXM GPUs" in default and "intra_node_topology: switch" in default
     (stated,) = wiring(make_cluster("c", 1, 4, "A100-80GB", nvlink_mesh=True))
-    assert "stated: intra_node_topology: mesh" in stated
+    assert "stated: intra_node_topology: mesh or nvlink_board_gpus" in stated
     (switch,) = wiring(make_cluster("c", 1, 4, "A100-80GB", nvlink_mesh=False))
     assert "NVSwitch (stated" in switch
     assert wiring(make_cluster("c", 1, 8, "A100-80GB")) == []
@@ -159,3 +159,28 @@ def test_pipeline_send_priced_alike_in_tables_and_evaluate():
     assert total + default_params().iteration_overhead_s == pytest.approx(on_mesh.iteration_time_s, rel=1e-9)
     assert sum(o) > 0
     assert on_mesh.iteration_time_s > evaluate(plan, graph, switched, training).iteration_time_s
+
+
+def test_two_gpus_of_a_four_gpu_board_can_be_stated(tmp_path):
+    """nvlink_board_gpus: a job on 2 GPUs of a 4-GPU HGX board prices its pair at a third of
+    the links (slower tensor parallelism than a bare 2-GPU node), says so, and is refused
+    where it contradicts the node (a board smaller than the node; with NVSwitch)."""
+    from autopar_opt.cost.evaluate import evaluate
+    from autopar_opt.spec import SpecError, load_spec
+    body = ("model: {{zoo: debug}}\ncluster: {{nodes: 1, gpus_per_node: 2, device: H100-SXM-80GB{extra}}}\n"
+            "training: {{global_batch_size: 8}}\nplan: {{tp: 2, pp: 1, dp: 1, micro_batch_size: 1}}\n")
+    times = {}
+    for name, extra in (("board", ", nvlink_board_gpus: 4"), ("pair", "")):
+        f = tmp_path / f"{name}.yaml"
+        f.write_text(body.format(extra=extra))
+        spec = load_spec(f)
+        assert spec.cluster.nvlink_board == (4 if name == "board" else 0)
+        times[name] = evaluate(spec.plan, spec.graph, spec.cluster, spec.training).iteration_time_s
+    assert times["board"] > times["pair"]
+    for extra, words in ((", nvlink_board_gpus: 1", "cannot hold the node's 2"),
+                         (", nvlink_board_gpus: 4, intra_node_topology: switch", "drop one of the two")):
+        f = tmp_path / "bad.yaml"
+        f.write_text(body.format(extra=extra))
+        with pytest.raises(SpecError) as err:
+            load_spec(f)
+        assert "cluster.nvlink_board_gpus" in str(err.value) and words in str(err.value)

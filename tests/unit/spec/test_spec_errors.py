@@ -408,3 +408,16 @@ def test_lists_and_examples_read_as_yaml(tmp_path, search, words):
     for w in words:
         assert w in text, (w, text)
     assert "True" not in text and "False" not in text and "unable to interpret" not in text
+
+
+def test_a_yaml_boolean_for_a_text_choice_says_how_yaml_read_it(tmp_path):
+    """QA round 8: `recompute: off` arrived as false and read 'is not one of the allowed
+    values' with no word on why."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text("model: {zoo: debug}\ncluster: {zoo: debug-2x4}\ntraining: {global_batch_size: 8}\n"
+                    "plan: {tp: 1, pp: 1, dp: 8, micro_batch_size: 1, recompute: off}\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(spec)
+    text = str(err.value)
+    assert "plan.recompute = false" in text and "YAML reads yes, no, on and off" in text
+    assert "use one of" in text
