@@ -169,7 +169,7 @@ def test_report_refuses_unknown_version_and_empty_plan(tmp_path, edit, words):
 
 # ------------------------------------------------------------ 4. edges
 @pytest.mark.parametrize("edges,words", [
-    ([["a"]], ["model.edges[0] = ['a']", "has 1 item(s); needs 2",
+    ([["a"]], ["model.edges[0] = [a]", "has 1 item(s); needs 2",
                "each edge is [from, to]: write [a, b]"]),
     ([["a", "b", "c"]], ["model.edges[0]", "each edge is [from, to]"]),
     ([[]], ["model.edges[0] = []", "has 0 item(s); needs 2"]),
