@@ -341,15 +341,21 @@ def test_an_unstated_default_dtype_is_said_to_be_one(tmp_path):
     assert "not stated" not in err.value.problems[0].rule
 
 
+def _refused(tmp_path, text: str) -> SpecError:
+    """The SpecError a spec of ``text`` raises (this session's message tests)."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(text)
+    with pytest.raises(SpecError) as err:
+        load_spec(spec)
+    return err.value
+
+
 def test_enum_error_lists_the_values_once_and_booleans_read_as_yaml(tmp_path):
     """A wrong enum value names the values once (in the fix), and a YAML boolean is
     shown as the spec spells it (true), not as Python's True."""
-    spec = tmp_path / "s.yaml"
-    spec.write_text("model: {zoo: debug}\ncluster: {nodes: 1, gpus_per_node: 4, device: H100-SXM-80GB, "
-                    "intra_node_topology: nvswitch}\ntraining: {global_batch_size: true}\n")
-    with pytest.raises(SpecError) as err:
-        load_spec(spec)
-    text = str(err.value)
+    text = str(_refused(tmp_path, "model: {zoo: debug}\ncluster: {nodes: 1, gpus_per_node: 4, "
+                        "device: H100-SXM-80GB, intra_node_topology: nvswitch}\n"
+                        "training: {global_batch_size: true}\n"))
     topo = [ln for ln in text.splitlines() if "intra_node_topology" in ln][0]
     assert topo.count("'mesh'") == 1 and "use one of 'switch' or 'mesh'" in topo
     assert "did you mean 'switch'" in topo
@@ -366,26 +372,20 @@ def test_enum_error_lists_the_values_once_and_booleans_read_as_yaml(tmp_path):
 def test_bf16_optimizer_fix_offers_only_dtypes_the_device_has(tmp_path, device, dtype, fix):
     """adam_bf16 with a dtype it cannot train in: the fix names bf16 only where the device
     computes in it (an A100 has no fp8: QA round 8), and fp32 training's own optimizer."""
-    spec = tmp_path / "s.yaml"
-    spec.write_text(f"model: {{zoo: debug}}\ncluster: {{nodes: 1, gpus_per_node: 8, device: {device}}}\n"
-                    f"training: {{global_batch_size: 8, dtype: {dtype}, optimizer: adam_bf16}}\n")
-    with pytest.raises(SpecError) as err:
-        load_spec(spec)
-    (problem,) = err.value.problems
+    (problem,) = _refused(tmp_path, f"model: {{zoo: debug}}\ncluster: {{nodes: 1, gpus_per_node: 8, "
+                                    f"device: {device}}}\ntraining: {{global_batch_size: 8, "
+                                    f"dtype: {dtype}, optimizer: adam_bf16}}\n").problems
     assert problem.key == "training.dtype" and problem.fix == fix
 
 
 def test_bf16_optimizer_on_a_device_without_bf16_says_both_at_once(tmp_path):
     """QA round 8: bf16 + adam_bf16 on a V100 said only 'no bf16 peak: use fp16', which led
     to the optimizer's refusal next; both are said at once."""
-    spec = tmp_path / "s.yaml"
-    spec.write_text("model: {zoo: debug}\ncluster: {nodes: 1, gpus_per_node: 8, device: V100-32GB}\n"
-                    "training: {global_batch_size: 8, dtype: bf16, optimizer: adam_bf16}\n")
-    with pytest.raises(SpecError) as err:
-        load_spec(spec)
-    keys = {p.key for p in err.value.problems}
-    assert keys == {"training.dtype", "training.optimizer"}
-    assert any("use training.optimizer: adam_mixed" == p.fix for p in err.value.problems)
+    problems = _refused(tmp_path, "model: {zoo: debug}\ncluster: {nodes: 1, gpus_per_node: 8, "
+                        "device: V100-32GB}\ntraining: {global_batch_size: 8, dtype: bf16, "
+                        "optimizer: adam_bf16}\n").problems
+    assert {p.key for p in problems} == {"training.dtype", "training.optimizer"}
+    assert any("use training.optimizer: adam_mixed" == p.fix for p in problems)
 
 
 @pytest.mark.parametrize("search, words", [
@@ -399,12 +399,8 @@ def test_lists_and_examples_read_as_yaml(tmp_path, search, words):
     """QA round 8: a list holding a YAML boolean was shown as Python's [1, True], a list
     field's integer error said 'an integer', examples were Python reprs, and pydantic's
     parser words ('unable to interpret input') reached the user."""
-    spec = tmp_path / "s.yaml"
-    spec.write_text(f"model: {{zoo: debug}}\ncluster: {{zoo: debug-2x4}}\n"
-                    f"training: {{global_batch_size: 8}}\nsearch: {search}\n")
-    with pytest.raises(SpecError) as err:
-        load_spec(spec)
-    text = str(err.value)
+    text = str(_refused(tmp_path, f"model: {{zoo: debug}}\ncluster: {{zoo: debug-2x4}}\n"
+                                  f"training: {{global_batch_size: 8}}\nsearch: {search}\n"))
     for w in words:
         assert w in text, (w, text)
     assert "True" not in text and "False" not in text and "unable to interpret" not in text
@@ -413,11 +409,8 @@ def test_lists_and_examples_read_as_yaml(tmp_path, search, words):
 def test_a_yaml_boolean_for_a_text_choice_says_how_yaml_read_it(tmp_path):
     """QA round 8: `recompute: off` arrived as false and read 'is not one of the allowed
     values' with no word on why."""
-    spec = tmp_path / "s.yaml"
-    spec.write_text("model: {zoo: debug}\ncluster: {zoo: debug-2x4}\ntraining: {global_batch_size: 8}\n"
-                    "plan: {tp: 1, pp: 1, dp: 8, micro_batch_size: 1, recompute: off}\n")
-    with pytest.raises(SpecError) as err:
-        load_spec(spec)
-    text = str(err.value)
+    text = str(_refused(tmp_path, "model: {zoo: debug}\ncluster: {zoo: debug-2x4}\n"
+                        "training: {global_batch_size: 8}\n"
+                        "plan: {tp: 1, pp: 1, dp: 8, micro_batch_size: 1, recompute: off}\n"))
     assert "plan.recompute = false" in text and "YAML reads yes, no, on and off" in text
     assert "use one of" in text
