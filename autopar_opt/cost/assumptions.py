@@ -274,7 +274,9 @@ def _optimizer(training: Training, params: CostParams) -> list[str]:
     unfused = "" if training.runtime.fused_optimizer else (
         f", times {params.unfused_optimizer_factor:g} for the runtime's unfused (per-tensor) "
         f"optimizer: {step * params.unfused_optimizer_factor:.3g}")
-    return [f"optimizer {training.optimizer}: {w:g} + {g:g} + {o:g} bytes per parameter of "
+    said = "" if training.optimizer_stated else (
+        f" (training.optimizer not stated: the default for dtype {training.dtype})")
+    return [f"optimizer {training.optimizer}{said}: {w:g} + {g:g} + {o:g} bytes per parameter of "
             f"weights, gradients and optimizer state before sharding ({what}), plus the "
             f"runtime's fp32 gradient buffer where it keeps one; the step moves "
             f"{OPTIMIZER_STEP_BYTES[training.optimizer]:g} bytes per local parameter, priced "

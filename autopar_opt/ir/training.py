@@ -75,6 +75,12 @@ OPTIMIZER_WORDS: dict[str, str] = {
 #: Optimizers with no fp32 master copy that keep their state in the 16-bit weights'
 #: dtype: torch.autocast (fp32 parameters) cannot go with them.
 SIXTEEN_BIT_OPTIMIZERS = ("adam_bf16",)
+#: Dtypes whose weights are fp32 (the compute dtype of the whole step), and the fp32
+#: counterpart of each mixed-precision optimizer: fp32 training keeps no 16-bit weight
+#: copy beside an fp32 master (the mixed optimizers' 2 + 2 bytes of 16-bit weight and
+#: gradient would price fp32 weights and gradients at half their bytes).
+FP32_DTYPES = ("fp32", "tf32")
+FP32_OPTIMIZERS = {"adam_mixed": "adam_fp32", "sgd_momentum_mixed": "sgd_fp32"}
 #: Compute dtypes such an optimizer's bf16 weights train in (FP8 GEMMs keep bf16 weights).
 BF16_WEIGHT_DTYPES = ("bf16", "fp8")
 
@@ -138,6 +144,8 @@ class Training:
         ``--cpu-offloading-num-layers N``: the activations of N of the L
         layers a pipeline rank holds, ``f = N / L`` for a stack of equal
         layers). Priced in :func:`autopar_opt.cost.offload.transfer_time`.
+    optimizer_stated : whether the spec named the optimizer; False: its default for the
+        dtype (:data:`FP32_OPTIMIZERS`), said in the plan's assumptions.
     """
 
     global_batch_size: int
@@ -148,6 +156,7 @@ class Training:
     runtime: Runtime = RUNTIMES["megatron-core"]
     activation_offload: float = 0.0
     autocast: bool = False
+    optimizer_stated: bool = True
 
     @property
     def tokens_per_sample(self) -> int:

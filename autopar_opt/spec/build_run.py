@@ -24,8 +24,9 @@ from autopar_opt.ir.runtime import CAPABILITIES, CHOICES, RUNTIMES, Runtime, run
 from autopar_opt.ir.target import (TE_RING_WINDOW, TORCHTITAN_VERSIONS, Target,
                                    framework_model_problem, model_problem, pricing_notice,
                                    target_for_runtime)
-from autopar_opt.ir.training import (AUTOCAST_DTYPES, BF16_WEIGHT_DTYPES, Recompute, Schedule,
-                                  SearchSpace, Training, autocast_problem, SIXTEEN_BIT_OPTIMIZERS)
+from autopar_opt.ir.training import (AUTOCAST_DTYPES, BF16_WEIGHT_DTYPES, FP32_DTYPES, FP32_OPTIMIZERS,
+                                  Recompute, Schedule, SearchSpace, Training, autocast_problem,
+                                  SIXTEEN_BIT_OPTIMIZERS)
 
 
 @dataclass(frozen=True)
@@ -187,9 +188,20 @@ def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: 
         out.add("training.optimizer", section.optimizer,
                 f"keeps bf16 weights and moments, and device {cluster.device.name} has no "
                 f"{' or '.join(BF16_WEIGHT_DTYPES)} peak", "use training.optimizer: adam_mixed")
-    return Training(section.global_batch_size, seq_len, section.dtype, section.optimizer,
+    optimizer, stated = section.optimizer, "optimizer" in section.model_fields_set
+    if section.dtype in FP32_DTYPES and optimizer in FP32_OPTIMIZERS and not section.autocast:
+        if stated:
+            # named at the dtype, as the bf16 optimizer's check: a sweep's dtype axis is the value
+            out.add("training.dtype", section.dtype,
+                    f"training.optimizer {optimizer} keeps 16-bit weights and gradients beside an "
+                    f"fp32 master copy, which dtype {section.dtype} training does not have",
+                    f"use training.optimizer: {FP32_OPTIMIZERS[optimizer]} (fp32 weights and "
+                    "gradients), or a 16-bit dtype")
+        optimizer = FP32_OPTIMIZERS[optimizer]      # not stated: fp32 training's own
+    return Training(section.global_batch_size, seq_len, section.dtype, optimizer,
                     section.memory_reserve_gib, _runtime(section, out),
-                    activation_offload=section.activation_offload, autocast=section.autocast)
+                    activation_offload=section.activation_offload, autocast=section.autocast,
+                    optimizer_stated=stated)
 
 
 def _runtime(section: TrainingSection, out: ProblemList) -> Runtime:

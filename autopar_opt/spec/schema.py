@@ -313,7 +313,8 @@ class TrainingSection(Section):
         "adam_mixed 2 + 2 + 12 (16-bit weights, fp32 master and moments), adam_fp32 4 + 4 + 8, "
         "adam_bf16 2 + 2 + 4 (bf16 weights and moments, no fp32 master: KempnerForge; needs "
         "dtype bf16 or fp8, not with autocast), "
-        "sgd_momentum_mixed 2 + 2 + 8, sgd_fp32 4 + 4 + 4.",
+        "sgd_momentum_mixed 2 + 2 + 8, sgd_fp32 4 + 4 + 4. Default: adam_mixed, adam_fp32 for "
+        "dtype fp32/tf32 (the mixed ones are refused there: fp32 training has no 16-bit copy).",
         "adam_mixed", default="adam_mixed")
     memory_reserve_gib: float = documented_field(
         "Device memory the user holds back beyond the modelled runtime reserve, GiB.", 2.0,

@@ -414,3 +414,22 @@ def test_a_yaml_boolean_for_a_text_choice_says_how_yaml_read_it(tmp_path):
                         "plan: {tp: 1, pp: 1, dp: 8, micro_batch_size: 1, recompute: off}\n"))
     assert "plan.recompute = false" in text and "YAML reads yes, no, on and off" in text
     assert "use one of" in text
+
+
+def test_fp32_training_takes_fp32_optimizer_state(tmp_path):
+    """QA round 8: dtype fp32 with adam_mixed was priced as 16-bit weights and gradients
+    beside an fp32 master (2 + 2 + 12 bytes), which fp32 training does not have. Unstated,
+    the optimizer is fp32 training's own (adam_fp32: 4 + 4 + 8) and the assumptions say so;
+    stated, adam_mixed is refused at training.dtype."""
+    from autopar_opt.cost.assumptions import cost_assumptions
+    from autopar_opt.ir.training import param_state_bytes
+    body = ("model: {{zoo: debug}}\ncluster: {{zoo: 1x8-v100-32}}\n"
+            "training: {{global_batch_size: 8, dtype: fp32{extra}}}\n")
+    f = tmp_path / "ok.yaml"
+    f.write_text(body.format(extra=""))
+    spec = load_spec(f)
+    assert spec.training.optimizer == "adam_fp32" and param_state_bytes(spec.training) == (4.0, 4.0, 8.0)
+    said = [ln for ln in cost_assumptions(spec.graph, spec.cluster, spec.training) if "optimizer" in ln]
+    assert any("not stated: the default for dtype fp32" in ln for ln in said)
+    (problem,) = _refused(tmp_path, body.format(extra=", optimizer: adam_mixed")).problems
+    assert problem.key == "training.dtype" and "use training.optimizer: adam_fp32" in problem.fix
