@@ -79,7 +79,8 @@ def fleet_dict(fleet: Fleet, dtype: str) -> dict:
                         "gpus_per_node": g.gpus_per_node, "num_devices": g.num_devices,
                         "hbm_gib": g.device.hbm_gib, "peak_tflops": g.device.peak_tflops.get(dtype),
                         "intra_node": _tier(g.intra_node), "inter_node": _tier(g.inter_node),
-                        "intra_node_topology": "mesh" if g.nvlink_mesh else "switch"}
+                        "intra_node_topology": "mesh" if g.nvlink_mesh else "switch",
+                        "nvlink_board_gpus": g.nvlink_board or None}
                        for g in fleet.groups],
             "links": [{"between": [link.a, link.b], **_tier(link.tier)} for link in fleet.links]}
 

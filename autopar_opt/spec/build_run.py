@@ -167,11 +167,12 @@ def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: 
                 if section.optimizer not in SIXTEEN_BIT_OPTIMIZERS else
                 "drop autocast, or use optimizer adam_mixed (16-bit weights with an fp32 "
                 "master copy) or adam_fp32")
+    # whether the device computes in a dtype a bf16-weight optimizer trains in (a V100 does not)
+    has_bf16 = cluster is None or any(d in cluster.device.peak_tflops for d in BF16_WEIGHT_DTYPES)
     if section.optimizer in SIXTEEN_BIT_OPTIMIZERS and section.dtype not in BF16_WEIGHT_DTYPES:
         # named at the dtype: a capacity sweep's dtype axis is then the value it points at;
         # on a device with neither dtype (a V100) the fix offers the optimizer only; the
         # text is the same for every device that has one (a fleet lists it once)
-        usable = [d for d in BF16_WEIGHT_DTYPES if cluster is None or d in cluster.device.peak_tflops]
         other = ("adam_fp32 (fp32 weights and moments) or adam_mixed" if section.dtype == "fp32"
                  else "adam_mixed")
         out.add("training.dtype", section.dtype,
@@ -179,10 +180,9 @@ def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: 
                 f"dtype {section.dtype} does not compute in",
                 # every device with an fp8 peak has a bf16 one: bf16 is the dtype to name
                 (f"set training.dtype: bf16, or use training.optimizer: {other}"
-                 if usable else f"use training.optimizer: {other} (device {cluster.device.name} "
+                 if has_bf16 else f"use training.optimizer: {other} (device {cluster.device.name} "
                  f"has no {' or '.join(BF16_WEIGHT_DTYPES)} peak)"))
-    elif section.optimizer in SIXTEEN_BIT_OPTIMIZERS and cluster is not None \
-            and not any(d in cluster.device.peak_tflops for d in BF16_WEIGHT_DTYPES):
+    elif section.optimizer in SIXTEEN_BIT_OPTIMIZERS and not has_bf16:
         # the dtype is refused above for the device; said here too, so that following that
         # fix (fp16) does not lead to this refusal next
         out.add("training.optimizer", section.optimizer,

@@ -130,10 +130,10 @@ def _eg(example: Any) -> str:
         if isinstance(example, float) else f", e.g. {example}"
 
 
-def _integer_fix(ex: Any, eg: str, what: str = "an integer") -> str:
-    """The fix of an integer error: a list field's example is a list of them."""
-    return f"expected a list of {what.split(' ', 1)[1]}s{eg}" if isinstance(ex, list) else \
-        f"expected {what}{eg}"
+def _number_fix(ex: Any, eg: str, one: str = "an integer", many: str = "integers") -> str:
+    """The fix of a number error: ``one`` of them, or a list of ``many`` where the field's
+    example is a list."""
+    return f"expected a list of {many}{eg}" if isinstance(ex, list) else f"expected {one}{eg}"
 
 
 def _bound_fix(kind: str, ctx: dict, eg: str) -> str:
@@ -156,11 +156,11 @@ def _kind(example: Any) -> str:
 
 
 _FIXES: dict[str, Callable[[dict, Any, str], str]] = {
-    "int_parsing": lambda c, ex, eg: _integer_fix(ex, eg),
-    "int_type": lambda c, ex, eg: _integer_fix(ex, eg),
-    "int_from_float": lambda c, ex, eg: _integer_fix(ex, eg, "a whole number"),
-    "float_parsing": lambda c, ex, eg: _integer_fix(ex, eg, "a number"),
-    "float_type": lambda c, ex, eg: _integer_fix(ex, eg, "a number"),
+    "int_parsing": lambda c, ex, eg: _number_fix(ex, eg),
+    "int_type": lambda c, ex, eg: _number_fix(ex, eg),
+    "int_from_float": lambda c, ex, eg: _number_fix(ex, eg, "a whole number", "whole numbers"),
+    "float_parsing": lambda c, ex, eg: _number_fix(ex, eg, "a number", "numbers"),
+    "float_type": lambda c, ex, eg: _number_fix(ex, eg, "a number", "numbers"),
     "bool_parsing": lambda c, ex, eg: "expected true or false",
     "bool_type": lambda c, ex, eg: "expected true or false",
     "string_type": lambda c, ex, eg: f"expected a text string{eg}",
