@@ -11,6 +11,7 @@ from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.model_zoo.hf_decoders import GEMMA_HEAD_DIM
 from autopar_opt.model_zoo.hf_keys import Cfg, activation_name, dropout_rates
 from autopar_opt.model_zoo.hf_moe import moe_router
+from autopar_opt.model_zoo.hf_parts import default_head_dim
 from autopar_opt.model_zoo.hf_values import NORM_EPS_KEYS, rope_type
 
 #: The Llama-layout families (gated MLP, RMSNorm, RoPE; dense or MoE) :func:`hf_arch`
@@ -124,7 +125,8 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     return ModelArch(
         family=str(mt), num_layers=len(blocks), hidden=h, heads=a,
         kv_heads=int(g("num_key_value_heads") or a) if not mla else a,
-        head_dim=int(g("head_dim") or (GEMMA_HEAD_DIM if gemma else h // a)),
+        head_dim=int(g("head_dim") or (GEMMA_HEAD_DIM if gemma
+                                        else default_head_dim(mt, h, a) or h // a)),
         ffn_hidden=int(g("intermediate_size") or 0),
         vocab=int(g("vocab_size")), max_positions=int(g("max_position_embeddings") or 0),
         gated=True, norm="rmsnorm", tied=bool(g("tie_word_embeddings", gemma)),

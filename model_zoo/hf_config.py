@@ -20,8 +20,11 @@ build.
 
 Not modelled: DeepSeek-V3's multi-token-prediction module
 (``num_nextn_predict_layers``; the published 671 B excludes its 14 B:
-DeepSeek-V3 report, arXiv 2412.19437, Sec. 2 and its model card), BERT's
-token-type table is counted but not its cost.
+DeepSeek-V3 report, arXiv 2412.19437, Sec. 2 and its model card; said in the
+graph's ``assumed``), BERT's token-type table is counted but not its cost.
+Architecture keys a config leaves out take ``transformers``' defaults and are
+said (``LayerGraph.assumed``); a stated key within a letter or two of one of
+them that no reader looks up is refused as a misspelling.
 """
 
 from __future__ import annotations
@@ -32,8 +35,9 @@ from typing import Any, Callable
 from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.model_zoo import hf_classic, hf_decoders, hf_encoders, hf_moe
 from autopar_opt.model_zoo.hf_arch import hf_arch
-from autopar_opt.model_zoo.hf_keys import (Cfg, HfConfigError, dropout_rates, load_hf_config,
-                                           max_positions)
+from autopar_opt.model_zoo.hf_keys import (Cfg, HfConfigError, TrackedConfig, defaulted_keys,
+                                           dropout_rates, load_hf_config, max_positions,
+                                           misspelt_key)
 
 __all__ = ["HfConfigError", "SUPPORTED_MODEL_TYPES", "build_hf_graph", "dropout_rates",
            "layer_kinds", "load_hf_config", "max_positions"]
@@ -94,6 +98,7 @@ def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | Non
         raise HfConfigError(f"{origin}: model_type = {repr(mt)[:60]} is not a string (fix: "
                             "write the family's name, e.g. \"model_type\": \"llama\"; supported: "
                             f"{', '.join(SUPPORTED_MODEL_TYPES)})")
+    config = TrackedConfig(config)       # which keys the readers looked up (absent: defaulted)
     c = Cfg(config, origin)
     if mt == "gemma3" and isinstance(config.get("text_config"), dict):
         raise HfConfigError(f"{origin}: model_type 'gemma3' is Gemma 3's image-text model; its "
@@ -127,7 +132,34 @@ def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | Non
     else:
         graph = _DENSE[mt](c, name, seq_len, opts, source)
     graph.arch = hf_arch(config, graph)
+    typo = misspelt_key(config)
+    if typo is not None:
+        raise HfConfigError(f"{origin}: key {typo[0]!r} is not a key of model_type {mt!r}; did "
+                            f"you mean {typo[1]!r}? The config states no {typo[1]!r}, so its "
+                            f"default would be taken and {typo[0]!r} ignored, as transformers "
+                            f"does (fix: spell it {typo[1]!r}, as the model's published "
+                            "config.json does)")
+    graph.assumed = _assumed(config, mt, origin)
     return graph
+
+
+def _assumed(config: TrackedConfig, mt: str, origin: str) -> tuple[str, ...]:
+    """What the build took by default (architecture keys the config does not state:
+    :func:`~.hf_keys.defaulted_keys`) or left out (DeepSeek-V3's multi-token
+    prediction), one sentence each."""
+    out = []
+    absent = defaulted_keys(config)
+    if absent:
+        out.append(f"{Path(origin).name} states no {', '.join(absent)}: the defaults of "
+                   f"transformers' configuration class for model_type {mt!r} were taken (the "
+                   "architecture line shows what they built; state the keys to be sure)")
+    mtp = config.get("num_nextn_predict_layers")
+    if mt == "deepseek_v3" and mtp:
+        out.append(f"num_nextn_predict_layers {mtp}: DeepSeek-V3's multi-token-prediction "
+                   f"module ({mtp} more block(s), projection and output-head pass per step, "
+                   "outside the published parameter count: arXiv 2412.19437 Sec. 2.2) is not "
+                   "built or priced: a run that trains it does that much more work per step")
+    return tuple(out)
 
 
 def layer_kinds(graph: LayerGraph) -> dict[str, int]:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.model_zoo.blocks import MlpDims, decoder_block
-from autopar_opt.model_zoo.hf_keys import Cfg, HfConfigError
+from autopar_opt.model_zoo.hf_keys import Cfg, HfConfigError, TrackedConfig
 from autopar_opt.model_zoo.hf_parts import attention_dims, config_windows, decoder_chain
 
 def read_llama(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
@@ -65,7 +65,9 @@ def read_gemma(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph
                             "(its windows and mask are an encoder's) (fix: use a causal "
                             "config, or describe the model as an explicit layer list)")
     if c("head_dim", None) is None:
-        c = Cfg(dict(c.data, head_dim=GEMMA_HEAD_DIM), c.origin)
+        data = c.data.derived(head_dim=GEMMA_HEAD_DIM) if isinstance(c.data, TrackedConfig) \
+            else dict(c.data, head_dim=GEMMA_HEAD_DIM)
+        c = Cfg(data, c.origin)
     attn = attention_dims(c, qk_norm=c.model_type == "gemma3_text")
     mlp = MlpDims(c("intermediate_size"), gated=True)
     post = c.model_type != "gemma"

@@ -32,6 +32,88 @@ class Cfg:
         return value
 
 
+class TrackedConfig(dict):
+    """A config's keys, recording which ones the readers looked up: present (``read``) or
+    absent (``absent``, in lookup order). A key a reader looks up and does not find is
+    one whose ``transformers`` default the build took: :func:`defaulted_keys` says which
+    of those shape the architecture, and :func:`misspelt_key` catches a stated key no
+    reader looked up that is a near-spelling of one (``num_key_value_head``), which
+    ``transformers`` itself ignores as silently."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        super().__init__(data)
+        self.read: set[str] = set()
+        self.absent: list[str] = []
+
+    def _look(self, key: Any) -> bool:
+        found = dict.__contains__(self, key)
+        if found:
+            self.read.add(key)
+        elif key not in self.absent:
+            self.absent.append(key)
+        return found
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return dict.get(self, key, default) if self._look(key) else default
+
+    def __getitem__(self, key: Any) -> Any:
+        self._look(key)
+        return dict.__getitem__(self, key)
+
+    def __contains__(self, key: Any) -> bool:
+        return self._look(key)
+
+    def derived(self, **values: Any) -> "TrackedConfig":
+        """A copy with ``values`` set, recording its lookups here (a reader that fills
+        a family default in, e.g. Gemma's head width, keeps the record whole)."""
+        out = TrackedConfig({**self, **values})
+        out.read, out.absent = self.read, self.absent
+        return out
+
+
+#: Keys whose absence changes the built architecture, in groups of keys that state the
+#: same thing in different families: the attention layout (GQA's key-value heads,
+#: Falcon's multi-query switches), the MLP activation, tying, the parallel block, and
+#: the MoE routing (experts per token, shared experts, leading dense layers). When a
+#: reader looked up a key of a group and the config states none of the group's keys,
+#: the ``transformers`` default it took is said (``autopar model``, ``estimate``,
+#: ``solve``). Keys whose default is hidden/heads or a width the architecture line
+#: prints (``head_dim``, the MLP width) are left to that line.
+ARCH_GROUPS = (("num_key_value_heads", "num_kv_heads", "multi_query", "new_decoder_architecture"),
+               ("hidden_act", "hidden_activation", "activation_function"),
+               ("tie_word_embeddings",), ("parallel_attn", "use_parallel_residual"),
+               ("num_experts_per_tok",), ("n_shared_experts",), ("first_k_dense_replace",),
+               ("shared_expert_intermediate_size",))
+ARCH_KEYS = tuple(k for group in ARCH_GROUPS for k in group)
+
+
+def defaulted_keys(config: TrackedConfig) -> tuple[str, ...]:
+    """The architecture keys (:data:`ARCH_GROUPS`) a reader looked up and did not find,
+    of groups none of whose keys the config states."""
+    out = []
+    for group in ARCH_GROUPS:
+        if any(k in config.read for k in group):
+            continue
+        out += [k for k in config.absent if k in group]
+    return tuple(sorted(out, key=config.absent.index))
+
+
+def misspelt_key(config: TrackedConfig) -> tuple[str, str] | None:
+    """(stated key, key meant) for a stated key no reader looked up whose spelling is
+    within one or two letters of an architecture key a reader looked up and did not find
+    (``num_key_value_head`` for ``num_key_value_heads``), else None."""
+    import difflib
+
+    wanted = [k for k in config.absent if k in ARCH_KEYS]
+    for key in dict.keys(config):
+        if key in config.read or not isinstance(key, str):
+            continue
+        close = difflib.get_close_matches(key, wanted, n=1, cutoff=0.85)
+        if close:
+            return key, close[0]
+    return None
+
+
 #: Keys counting layers (bounded by ``limits.MAX_LAYERS``) and keys that must be
 #: positive integers when present; every integer is at most ``MAX_DIMENSION``.
 LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "num_decoder_layers",
@@ -193,9 +275,21 @@ def _check_kinds(data: dict[str, Any], path: Path) -> None:
         raise HfConfigError(problem)
 
 
+#: Counts that may be 0 but must be whole and not negative when present (DeepSeek-V3's
+#: multi-token-prediction depth: said in the graph's assumptions, not built).
+COUNT_KEYS = ("num_nextn_predict_layers",)
+
+
 def _check_sizes(data: dict[str, Any], path: Path) -> None:
     """Refuse sizes that would hang or divide by zero, naming the key and the limit."""
     _check_kinds(data, path)
+    for key in COUNT_KEYS:
+        value = data.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 0):
+            raise HfConfigError(f"{path}: {key} = {str(value)[:40]!r} is not a whole number of "
+                                "0 or more (fix: copy the value from the model's published "
+                                "config.json, e.g. 1 for DeepSeek-V3)")
     for key, value in data.items():
         if not isinstance(value, int) or isinstance(value, bool):
             if key in POSITIVE_KEYS and value is not None:

@@ -19,7 +19,8 @@ def attention_dims(c: Cfg, qkv_bias: bool = False, qk_norm: bool = False) -> Att
     ``modeling_llama.py``), so a remainder leaves heads without a key/value head."""
     h, a = c("hidden_size"), c("num_attention_heads")
     kv = c("num_key_value_heads", a) or a
-    if c("head_dim", None) is None and h % a:
+    stated = c("head_dim", None)
+    if stated is None and default_head_dim(c.model_type, h, a) is None:
         raise HfConfigError(f"{c.origin}: num_attention_heads = {a} does not divide hidden_size = "
                             f"{h} and no head_dim is given (each head is hidden_size / "
                             "num_attention_heads wide) (fix: use the published head count, or "
@@ -31,8 +32,24 @@ def attention_dims(c: Cfg, qkv_bias: bool = False, qk_norm: bool = False) -> Att
                             f"{max(d for d in range(1, kv + 1) if a % d == 0)}, as the model's "
                             "published config.json does)")
     return AttentionDims(hidden=h, heads=a, kv_heads=kv,
-                         head_dim=c("head_dim", h // a) or h // a, qkv_bias=qkv_bias,
+                         head_dim=stated or default_head_dim(c.model_type, h, a),
+                         qkv_bias=qkv_bias,
                          qk_norm=qk_norm)
+
+
+#: ``Qwen3Config``'s head width where a config leaves ``head_dim`` out (``head_dim=128``,
+#: transformers 4.57 ``configuration_qwen3.py``; not hidden/heads: Qwen3-8B's 4096/32 is
+#: 128 too, Qwen3-0.6B's 1024/16 is 64). ``Qwen3MoeConfig`` has no such default.
+QWEN3_HEAD_DIM = 128
+
+
+def default_head_dim(model_type: str, h: int, a: int) -> int | None:
+    """The head width ``transformers`` takes where the config states no ``head_dim``:
+    Qwen3's 128 (:data:`QWEN3_HEAD_DIM`), else ``hidden / heads`` (None when the heads
+    do not divide the hidden size). Gemma's 256 is filled in by its reader."""
+    if model_type == "qwen3":
+        return QWEN3_HEAD_DIM
+    return h // a if h % a == 0 else None
 
 
 def heads_divide(c: Cfg, hidden_key: str, heads_key: str) -> None:

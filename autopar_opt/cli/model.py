@@ -122,7 +122,9 @@ def model_summary(graph: LayerGraph) -> dict[str, Any]:
             "params_active_no_embedding": graph.active_params() - embed,
             "flops_per_sample": graph.flops_per_sample(),
             "attention_windows": windows_text(graph.attention_windows()),
-            "architecture": describe(graph.arch) if graph.arch else None}
+            "architecture": describe(graph.arch) if graph.arch else None,
+            "assumed": list(graph.assumed),
+            "not_priced": list(graph.arch.unpriced) if graph.arch else []}
 
 
 def _fmt(x: float) -> str:
@@ -143,6 +145,9 @@ def summary_lines(summary: dict[str, Any], note: str) -> list[str]:
              f"FLOPs per sample (fwd+bwd): {_fmt(s['flops_per_sample'])}",
              *([f"arch:    {s['architecture']}"] if s.get("architecture") else []),
              *([f"attention: {s['attention_windows']}"] if s.get("attention_windows") else []),
+             *[f"assumed: {a}" for a in s.get("assumed", [])],
+             *([f"not priced (small element-wise work): {'; '.join(s['not_priced'])}"]
+               if s.get("not_priced") else []),
              "", "layers by kind:"]
     for kind, e in s["by_kind"].items():
         lines.append(f"  {kind:18s} x{e['count']:<4d} params {_fmt(e['params']):>12s}"

@@ -300,6 +300,25 @@ def _elementwise(training: Training, params: CostParams) -> list[str]:
     return [line]
 
 
+def _moe_load(graph: LayerGraph) -> list[str]:
+    """The routing load the MoE layers are priced with (``Layer.expert_load``: the
+    busiest expert-parallel rank's tokens over the average, from ``model.load_imbalance``
+    or ``model.capacity_factor``), said because it moves the expert GEMMs and the
+    all-to-all in proportion."""
+    loads = sorted({layer.expert_load for layer in graph.layers if layer.is_moe})
+    if not loads:
+        return []
+    shown = "/".join(f"{x:g}" for x in loads)
+    if loads == [1.0]:
+        return [f"{graph.name}: MoE routing priced perfectly balanced (expert load 1.0: every "
+                "expert-parallel rank gets the average number of tokens, dropless); a measured "
+                "busiest/average load goes in model.load_imbalance, a padded capacity in "
+                "model.capacity_factor"]
+    return [f"{graph.name}: MoE routing priced with the busiest expert-parallel rank at "
+            f"{shown}x the average load (model.load_imbalance, or model.capacity_factor when "
+            "padded): its expert GEMMs, activations and all-to-all scale with it"]
+
+
 def cost_assumptions(graph: LayerGraph, cluster: Cluster, training: Training,
                      params: CostParams | None = None) -> list[str]:
     """The case's assumptions, one sentence each (module docstring), under
@@ -308,7 +327,8 @@ def cost_assumptions(graph: LayerGraph, cluster: Cluster, training: Training,
     params = default_params() if params is None else params
     unpriced = graph.arch.unpriced if graph.arch is not None else ()
     dropout = graph.arch.dropout if graph.arch is not None else None
-    return (_device(cluster) + _gemm(cluster, training, params) + _optimizer(training, params)
+    return (list(graph.assumed) + _moe_load(graph)
+            + _device(cluster) + _gemm(cluster, training, params) + _optimizer(training, params)
             + _elementwise(training, params)
             + _attention(graph, training, arch) + _communication(cluster, training)
             + ([f"{graph.name}: not priced (small element-wise work): {'; '.join(unpriced)}"]

@@ -341,7 +341,8 @@ class LayerGraph:
     not enter equality): ``causal`` (True: decoder attention masks later
     tokens; False: bidirectional; None: mixed or unknown) and ``fixed_tokens``
     (for models whose token count is not a training setting, e.g. a ViT's
-    image and patch size: what fixes it; empty when ``training.seq_len`` sets it).
+    image and patch size: what fixes it; empty when ``training.seq_len`` sets it);
+    ``assumed`` lists what the import took by default or left out.
     """
 
     name: str
@@ -354,6 +355,10 @@ class LayerGraph:
     #: the architecture as launchers spell it (:class:`~autopar_opt.ir.arch.ModelArch`);
     #: None for models built from a layer list; read by exports only
     arch: "ModelArch | None" = field(default=None, compare=False)
+    #: what the import took without the input stating it, or left out, one sentence
+    #: each (a Hugging Face config's absent architecture keys, an unbuilt module):
+    #: said by ``autopar model`` and in every case's assumptions
+    assumed: tuple[str, ...] = field(default=(), compare=False)
     _graph: "nx.DiGraph | None" = field(init=False, repr=False, default=None, compare=False)
 
     def __post_init__(self) -> None:

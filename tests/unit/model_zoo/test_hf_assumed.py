@@ -1,0 +1,104 @@
+"""A Hugging Face config's absent architecture keys are said, a misspelt one is refused,
+Qwen3's default head width is transformers', DeepSeek-V3's multi-token prediction is said
+and its depth checked (never guess silently: README, issue 28 point 3)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autopar_opt.cli.model import model_summary, summary_lines
+from autopar_opt.cost.assumptions import cost_assumptions
+from autopar_opt.ir.hardware import make_cluster
+from autopar_opt.ir.training import Training
+from autopar_opt.model_zoo.hf_config import HfConfigError, build_hf_graph, load_hf_config
+from autopar_opt.model_zoo.hf_bundled import bundled_path
+
+
+def _config(name: str) -> dict:
+    data, _ = load_hf_config(bundled_path(name))
+    return dict(data)
+
+
+def test_a_stated_config_assumes_nothing():
+    graph = build_hf_graph(_config("llama-3.1-8b"), 1024, origin="llama.json")
+    assert graph.assumed == ()
+
+
+def test_absent_kv_heads_and_activation_are_said_with_what_they_built():
+    cfg = _config("llama-3.1-8b")
+    del cfg["num_key_value_heads"], cfg["hidden_act"]
+    graph = build_hf_graph(cfg, 1024, origin="llama.json")
+    # transformers' LlamaConfig: num_key_value_heads = num_attention_heads, hidden_act silu
+    assert graph.arch.kv_heads == 32
+    assert len(graph.assumed) == 1
+    assert "states no num_key_value_heads, hidden_act" in graph.assumed[0]
+    lines = summary_lines(model_summary(graph), "")
+    assert any(line.startswith("assumed: llama.json states no num_key_value_heads") for line in lines)
+
+
+def test_an_alternative_key_of_the_same_group_is_not_called_absent():
+    # Falcon-7B states multi_query, so its absent num_kv_heads is no default taken
+    graph = build_hf_graph(_config("falcon-7b"), 1024, origin="falcon.json")
+    assert not any("num_kv_heads" in a or "num_key_value_heads" in a for a in graph.assumed)
+    assert any("tie_word_embeddings" in a for a in graph.assumed)     # FalconConfig default
+
+
+def test_a_misspelt_architecture_key_is_refused():
+    cfg = _config("llama-3.1-8b")
+    cfg["num_key_value_head"] = cfg.pop("num_key_value_heads")
+    with pytest.raises(HfConfigError, match="'num_key_value_head' is not a key of model_type "
+                                            "'llama'; did you mean 'num_key_value_heads'"):
+        build_hf_graph(cfg, 1024, origin="llama.json")
+
+
+def test_an_unrelated_unread_key_is_not_a_misspelling():
+    cfg = _config("llama-3.1-8b")
+    cfg["transformers_version"] = "4.57.0"
+    cfg["pad_token_id"] = 0
+    assert build_hf_graph(cfg, 1024, origin="llama.json").assumed == ()
+
+
+def test_qwen3_takes_transformers_default_head_width():
+    # Qwen3Config(head_dim=128): Qwen3-8B is 4096/32 = 128 either way; a 2048/32 model is not
+    cfg = _config("qwen3-8b")
+    cfg.pop("head_dim", None)
+    cfg.update(hidden_size=2048, intermediate_size=6144, num_hidden_layers=2)
+    graph = build_hf_graph(cfg, 1024, origin="qwen3.json")
+    assert graph.arch.head_dim == 128
+    block = next(layer for layer in graph.layers if layer.name.startswith("block"))
+    # q and o projections of 32 heads x 128 = 4096 wide (not 2048) plus k, v of 8 x 128
+    assert block.params >= 2 * 2048 * 4096 + 2 * 2048 * 1024
+
+
+def test_deepseek_v3_multi_token_prediction_is_said():
+    graph = build_hf_graph(_config("deepseek-v3"), 1024, origin="ds.json")
+    assert any(a.startswith("num_nextn_predict_layers 1: DeepSeek-V3's multi-token-prediction")
+               for a in graph.assumed)
+    cfg = _config("deepseek-v3")
+    cfg["num_nextn_predict_layers"] = 0
+    assert not build_hf_graph(cfg, 1024, origin="ds.json").assumed
+
+
+@pytest.mark.parametrize("value", [-1, "one", 1.5, True])
+def test_a_bad_multi_token_depth_is_refused(tmp_path, value):
+    cfg = _config("deepseek-v3")
+    cfg["num_nextn_predict_layers"] = value
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(HfConfigError, match="num_nextn_predict_layers = .* is not a whole number"):
+        load_hf_config(path)
+
+
+def test_the_case_assumptions_say_the_import_and_the_moe_load():
+    graph = build_hf_graph(_config("mixtral-8x7b-v0.1"), 1024, origin="mixtral.json")
+    cluster = make_cluster("c", 1, 8, "H100-SXM-80GB")
+    lines = cost_assumptions(graph, cluster, Training(8, 1024))
+    assert any("MoE routing priced perfectly balanced (expert load 1.0" in x for x in lines)
+    skewed = build_hf_graph(_config("mixtral-8x7b-v0.1"), 1024, origin="mixtral.json",
+                            load_imbalance=1.3)
+    lines = cost_assumptions(skewed, cluster, Training(8, 1024))
+    assert any("busiest expert-parallel rank at 1.3x the average load" in x for x in lines)
+    dense = build_hf_graph(_config("llama-3.1-8b"), 1024, origin="llama.json")
+    assert not any("MoE routing" in x for x in cost_assumptions(dense, cluster, Training(8, 1024)))
