@@ -72,7 +72,8 @@ def _expert_row(result: PlacementResult, expert_path: str | None) -> list[dict]:
     rows = []
     if expert_path:
         from autopar_opt.placement.importers.public_json import load_expert_split
-        m = evaluate_placement(p, load_expert_split(expert_path, p), objective=result.objective)
+        m = evaluate_placement(p, load_expert_split(expert_path, p), objective=result.objective,
+                               contiguous=result.contiguous)
         rows.append({"name": f"human expert ({Path(expert_path).name})",
                      "value": m.value if np.isfinite(m.value) else None,
                      "violations": m.violations})
@@ -141,8 +142,10 @@ def _bound_source(result: PlacementResult) -> str:
     if result.method == "dp":
         return ("Exact DP over the ideals of the condensed graph (colour classes, backward nodes "
                 "with their forward class, and chain edges whose cut is provably dominated "
-                "merged; every contiguous placement is a chain of ideals): the value is the "
-                "optimum.")
+                "merged): the value is the optimum over contiguous placements, i.e. chains of "
+                "ideals: every device's node set, the CPU's included, is contiguous and the "
+                "devices can be ordered so that every edge runs forward (the device graph is "
+                "acyclic; Tarnawski et al.'s DP space, whose published optima it reproduces).")
     if result.method.startswith("milp"):
         return ("MILP dual bound (branch and bound), combined with the LP bound that drops "
                 "communication and divides work freely.")
@@ -390,4 +393,6 @@ def _text(doc: dict) -> str:
                      f"memory {d['memory_bytes']:.4g} B")
     for b in doc["baselines"]:
         lines.append(f"baseline {b['name']}: {fmt(b['value'])}")
+        if b.get("violations"):
+            lines.append(f"  infeasible for this problem: {'; '.join(b['violations'])}")
     return "\n".join(lines)

@@ -213,7 +213,8 @@ def _violations(problem: PlacementProblem, assign: np.ndarray, memory: np.ndarra
             out.append(f"nodes {bad[:5].tolist()} cannot run on {dt.name} (device {d})")
     out += _split_classes(problem.color, assign)
     if contiguous and not acyclic:
-        out.append("not contiguous: the device parts depend on each other in a cycle")
+        out.append("not contiguous: the device parts depend on each other in a cycle (no order "
+                   "of the devices runs every edge forward)")
     return out
 
 

@@ -101,3 +101,64 @@ def test_place_on_a_public_file_loads_no_solver_or_yaml() -> None:
     value, loaded = out.stdout.split(maxsplit=1)
     assert abs(float(value) - 17.7899) < 1e-3
     assert loaded.strip() == "[]"
+
+
+def _two_chains(tmp_path: Path) -> Path:
+    """Chains 1->2 and 3->4 (work 5, 3, 3, 1) on 2 accelerators, no CPU: the split
+    {1, 4} / {2, 3} has each set contiguous but the two feed each other (outside the
+    chain-of-ideals space; QA round 9)."""
+    node = lambda i, t: {"id": i, "supportedOnFpga": 1, "cpuLatency": 100.0,  # noqa: E731
+                         "fpgaLatency": t, "isBackwardNode": 0, "size": 1.0}
+    graph = {"maxSizePerFPGA": 100.0, "maxFPGAs": 2, "maxCPUs": 0,
+             "nodes": [node(1, 5.0), node(2, 3.0), node(3, 3.0), node(4, 1.0)],
+             "edges": [{"sourceId": 1, "destId": 2, "cost": 0.0},
+                       {"sourceId": 3, "destId": 4, "cost": 0.0}]}
+    path = tmp_path / "chains.json"
+    path.write_text(json.dumps(graph))
+    return path
+
+
+def test_an_expert_split_outside_the_contiguous_space_is_shown_infeasible(tmp_path: Path) -> None:
+    graph = _two_chains(tmp_path)
+    expert = tmp_path / "expert.json"
+    expert.write_text(json.dumps({"fpgas": [{"nodes": [1, 4]}, {"nodes": [2, 3]}], "cpus": []}))
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["place", str(graph), "--expert", str(expert), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    # by hand over the ordered ideal splits: {1} then {2, 3, 4} gives max(5, 7) = 7, every
+    # other is 8 or more; the 6 of {1, 4} / {2, 3} needs the two devices to feed each other
+    doc = json.loads((out / "placement.json").read_text())
+    assert abs(doc["value"] - 7.0) < 1e-9 and abs(doc["lower_bound"] - 7.0) < 1e-9
+    row = next(b for b in doc["baselines"] if b["name"].startswith("human expert"))
+    assert row["value"] == 6.0 and any("not contiguous" in v for v in row["violations"])
+    assert "infeasible for this problem: not contiguous" in res.output
+    assert "infeasible for this problem" in (out / "report.html").read_text()
+    assert "chains of ideals" in doc["bound_source"]
+    # the non-contiguous variant accepts it and finds the 6
+    res = CliRunner().invoke(app, ["place", str(graph), "--no-contiguous", "--json",
+                                   "--expert", str(expert)])
+    assert res.exit_code == 0, res.output
+    assert abs(json.loads(res.output)["value"] - 6.0) < 1e-9
+
+
+def test_a_node_in_two_expert_groups_is_refused(tmp_path: Path) -> None:
+    graph = _two_chains(tmp_path)
+    expert = tmp_path / "expert.json"
+    expert.write_text(json.dumps({"fpgas": [{"nodes": [1, 2]}, {"nodes": [2, 3, 4]}]}))
+    res = CliRunner().invoke(app, ["place", str(graph), "--expert", str(expert),
+                                   "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "listed in two groups" in res.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_misspelt_key_of_the_public_format_is_refused(tmp_path: Path) -> None:
+    data = json.loads(_two_chains(tmp_path).read_text())
+    data["nodes"][0]["colourClass"] = 1
+    data["maxFPGA"] = data.pop("maxFPGAs")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    res = CliRunner().invoke(app, ["place", str(bad)])
+    assert res.exit_code == 2
+    assert "nodes[0].colourClass = 1: is not a key of the public placement format" in res.output
+    assert "write 'colorClass' if that was meant" in res.output
+    assert "maxFPGA = 2" in res.output and "write 'maxFPGAs' if that was meant" in res.output

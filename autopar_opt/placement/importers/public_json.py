@@ -26,6 +26,28 @@ ACCEL, CPU = "accelerator", "cpu"
 #: Most edges of a graph (four per node at the node limit).
 MAX_EDGES = 4 * limits.MAX_OP_NODES
 _NODE_REQUIRED = ("id", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode")
+#: Every key of the format (the data release's files use exactly these): a key outside them
+#: is refused, naming the nearest one, since a misspelt optional key (``colourClass``) would
+#: drop a constraint silently.
+TOP_KEYS = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs", "nodes", "edges")
+NODE_KEYS = _NODE_REQUIRED + ("colorClass", "size", "name", "layerId")
+EDGE_KEYS = ("sourceId", "destId", "cost", "size")
+
+
+def _unknown_keys(doc: dict, known: tuple[str, ...], where: str, file: str,
+                  probs: list[SpecProblem]) -> None:
+    """One problem per key of ``doc`` outside ``known``, with the nearest known key."""
+    from autopar_opt.core.errors import closest_name
+
+    for key in doc:
+        if key in known:
+            continue
+        near = closest_name(str(key), known)
+        keys = f"the keys are {', '.join(known)}"
+        probs.append(SpecProblem(file, f"{where}{key}", doc[key], "is not a key of the public "
+                                 "placement format (it would be ignored)",
+                                 f"write {near!r} if that was meant; {keys}" if near
+                                 else f"remove it; {keys}"))
 
 
 def _read(path: Path, kind: str = "PLACEMENT") -> Any:
@@ -38,7 +60,8 @@ def _read(path: Path, kind: str = "PLACEMENT") -> Any:
 
 def is_public_format(data: Any) -> bool:
     """Whether a parsed document looks like the public placement format."""
-    return isinstance(data, dict) and "nodes" in data and "maxFPGAs" in data
+    return isinstance(data, dict) and "nodes" in data and "placement" not in data and any(
+        k in data for k in ("maxFPGAs", "maxSizePerFPGA", "maxCPUs", "edges"))
 
 
 def _number(doc: dict, key: str, where: str, file: str, probs: list[SpecProblem], *,
@@ -85,6 +108,7 @@ def _nodes(data: dict, file: str, probs: list[SpecProblem]) -> list[dict]:
         if not isinstance(nd, dict):
             probs.append(SpecProblem(file, f"nodes[{i}]", nd, "must be an object", "write {...}"))
             continue
+        _unknown_keys(nd, NODE_KEYS, where, file, probs)
         if not _valid_id(nd.get("id", 0)):
             probs.append(SpecProblem(file, where + "id", nd.get("id"), "must be an integer or a "
                                      "string", "give every node its own id, e.g. \"id\": 7"))
@@ -130,6 +154,7 @@ def _edges(data: dict, ids: dict[Any, int], file: str, probs: list[SpecProblem]
         if not isinstance(e, dict):
             probs.append(SpecProblem(file, f"edges[{i}]", e, "must be an object", "write {...}"))
             continue
+        _unknown_keys(e, EDGE_KEYS, where, file, probs)
         ends = []
         for key in ("sourceId", "destId"):
             if not _valid_id(e.get(key)) or e.get(key) not in ids:
@@ -157,6 +182,7 @@ def problem_from_public(data: dict, *, name: str = "placement", file: str = "<in
                         ) -> PlacementProblem:
     """Build a :class:`PlacementProblem` from a parsed public-format document."""
     probs: list[SpecProblem] = []
+    _unknown_keys(data, TOP_KEYS, "", file, probs)
     mem = _number(data, "maxSizePerFPGA", "", file, probs)
     k = _count(data, "maxFPGAs", file, probs)
     cpus = _count(data, "maxCPUs", file, probs)
@@ -239,6 +265,9 @@ def load_expert_split(path: str | Path, problem: PlacementProblem) -> np.ndarray
             if not _valid_id(nid) or nid not in index:
                 probs.append(SpecProblem(str(path), "nodes", nid, "not a node of the instance",
                                          f"use ids of {problem.name}"))
+            elif assign[index[nid]] >= 0:
+                probs.append(SpecProblem(str(path), "nodes", nid, "listed in two groups (a node "
+                                         "runs on one device)", "keep it in one group"))
             else:
                 assign[index[nid]] = d
     if len(data.get("fpgas", [])) > n_acc:
