@@ -51,8 +51,9 @@ class StrategyDoc(_Doc):
     cp: Degree = _f("Context-parallel degree.", default=1)
     sp: bool = _f("Sequence parallelism.", default=False, strict=True)
     zero: int = _f("ZeRO level (0-3).", default=0, ge=0, le=3, strict=True)
-    recompute: Literal["none", "selective", "full"] = _f(
-        "Activation recomputation: none, selective or full.", default="none")
+    recompute: Literal["none", "selective", "full", "op"] = _f(
+        "Activation recomputation: none, selective (the attention core), full, or op "
+        "(torchtitan's op-level selective checkpointing).", default="none")
     ep: Optional[Degree] = _f("Expert-parallel degree (only when > 1).", default=None)
 
 
