@@ -136,8 +136,9 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
     spec_doc = doc.get("spec")      # solve: {"path": ...}; estimate --json: the path itself
     spec_file = spec_path or (spec_doc.get("path") if isinstance(spec_doc, dict) else spec_doc)
     if spec_path is None and isinstance(spec_doc, dict) and isinstance(spec_file, str) \
-            and "\x00" not in spec_file and not Path(spec_file).is_file():
-        # a path relative to where solve ran: its absolute form, where plan.json has it
+            and "\x00" not in spec_file:
+        # the absolute path solve recorded first: a relative one read from another directory
+        # names another file (QA round 9); the relative one where the absolute one is gone
         resolved = spec_doc.get("resolved_path")
         if isinstance(resolved, str) and "\x00" not in resolved and Path(resolved).is_file():
             spec_file = resolved
@@ -169,6 +170,7 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
         fix = "pass the spec it was solved from with --spec SPEC"
         _fail(f"invalid plan: {path}: {rule}; {fix}", file, rule, fix, key="plan")
     _same_model(doc, spec, path, file, spec_file)
+    _same_case(doc, spec, path, file, spec_file)
     if version is None:        # the version the plan was searched for, else the current one
         space = doc.get("search_space") if isinstance(doc.get("search_space"), dict) else {}
         tgt = space.get("target") if isinstance(space.get("target"), dict) else {}
@@ -272,6 +274,41 @@ def _same_model(doc: dict, spec, path, file: str, spec_file: str) -> None:
             + (f": {arch}" if isinstance(arch, str) else "") + ")")
     fix = "pass the spec it was solved from with --spec SPEC"
     _fail(f"invalid plan: {path}: {rule}; {fix}", file, rule, fix, key="spec.model")
+
+
+#: The settings plan.json records (``spec.training``, ``spec.cluster``) that the exported
+#: file takes from the spec read again: each must still be what the plan was solved for.
+_CASE_KEYS = (("training", "global_batch_size", lambda spec: spec.training.global_batch_size),
+              ("training", "seq_len", lambda spec: spec.training.seq_len),
+              ("training", "dtype", lambda spec: spec.training.dtype),
+              ("training", "optimizer", lambda spec: spec.training.optimizer),
+              ("cluster", "nodes", lambda spec: spec.cluster.nodes),
+              ("cluster", "gpus_per_node", lambda spec: spec.cluster.gpus_per_node),
+              ("cluster", "device", lambda spec: spec.cluster.device.name))
+
+
+def _same_case(doc: dict, spec, path, file: str, spec_file: str) -> None:
+    """Refuse a spec whose batch, sequence, precision, optimizer or cluster differ from
+    what plan.json records: the export takes them from the spec, so an edited spec
+    launched the plan with another global batch or dtype silently (QA round 9)."""
+    recorded = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    diffs = []
+    for section, key, now in _CASE_KEYS:
+        part = recorded.get(section)
+        if not isinstance(part, dict) or key not in part:
+            continue                 # estimate --json records only the spec's path
+        try:
+            value = now(spec)
+        except AttributeError:       # a fleet: its groups, not one device
+            continue
+        if part[key] != value:
+            diffs.append(f"{section}.{key} is {value!r} in {spec_file} but the plan was solved "
+                         f"for {part[key]!r}")
+    if diffs:
+        rule = "the spec differs from the one the plan was solved from: " + "; ".join(diffs)
+        fix = ("solve the edited spec again, or pass the spec the plan was solved from with "
+               "--spec SPEC")
+        _fail(f"invalid plan: {path}: {rule}; {fix}", file, rule, fix, key="spec")
 
 
 def _memory_notes(plan: Plan, spec) -> list[str]:

@@ -128,3 +128,33 @@ def test_estimate_json_refuses_a_spec_without_a_plan_as_json(tmp_path):
     err = _json(out)["error"]
     assert code == 2 and err["problems"][0]["key"] == "plan"
     assert "add one" in err["problems"][0]["fix"]
+
+
+def test_export_refuses_a_spec_edited_after_the_solve(tmp_path, monkeypatch):
+    """The export takes the batch, dtype and cluster from the spec read again: an edit
+    after the solve is refused, naming the key and both values (QA round 9: the file said
+    --global-batch-size 128 for a plan solved at 64, and --fp16 for a bf16 plan)."""
+    plan = _solved(tmp_path, monkeypatch)
+    spec = tmp_path / "q.yaml"
+    original = spec.read_text()
+    assert "global_batch_size: 64" in original and "dtype: bf16" in original
+    spec.write_text(original.replace("global_batch_size: 64", "global_batch_size: 128")
+                    .replace("dtype: bf16", "dtype: fp16"))
+    code, text = run_cli("export", plan, "--to", "megatron")
+    assert code == 2
+    assert "training.global_batch_size is 128" in text and "solved for 64" in text
+    assert "training.dtype is 'fp16'" in text and "solved for 'bf16'" in text
+    spec.write_text(original)
+    code, text = run_cli("export", plan, "--to", "megatron")
+    assert code == 0 and "--global-batch-size 64" in text, text
+
+
+def test_export_reads_the_recorded_absolute_spec_before_a_relative_namesake(tmp_path, monkeypatch):
+    plan = _solved(tmp_path, monkeypatch)
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "q.yaml").write_text((tmp_path / "q.yaml").read_text()
+                                  .replace("global_batch_size: 64", "global_batch_size: 32"))
+    monkeypatch.chdir(other)
+    code, text = run_cli("export", plan, "--to", "megatron")
+    assert code == 0 and "--global-batch-size 64" in text, text
