@@ -200,7 +200,8 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
                    "searches only plans this framework can run")
         _fail(f"{path}: {exc}\n(fix: {fix})", file, str(exc), fix, key="--to", value=target)
     priced = [n for n in (launch_notice(fw, spec.training.runtime.name),
-                          optimizer_notice(target, spec.training.optimizer)) if n]
+                          optimizer_notice(target, spec.training.optimizer,
+                                           spec.training.dtype)) if n]
     notes = priced + list(result.notes) + _memory_notes(plan, spec)
     for note in notes:
         typer.echo(f"note: {note}", err=True)

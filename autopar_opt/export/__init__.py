@@ -16,7 +16,7 @@ from autopar_opt.export.view import ExportError, PlanView, plan_view
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
 from autopar_opt.ir.plan import Plan
-from autopar_opt.ir.training import Training
+from autopar_opt.ir.training import FP32_DTYPES, Training
 
 #: Export targets, in the order the CLI lists them.
 TARGETS = ("megatron", "megatron-bridge", "torchtitan", "deepspeed")
@@ -42,8 +42,14 @@ def rules_for(target: str, view: PlanView, chain: bool, version: str = "") -> li
 
     if target == "torchtitan":
         return torchtitan_rules(view, chain, version or "0.3")
-    return {"megatron": megatron_rules, "megatron-bridge": megatron_rules,
-            "deepspeed": deepspeed_rules}[target](view, chain)
+    out = {"megatron": megatron_rules, "megatron-bridge": megatron_rules,
+           "deepspeed": deepspeed_rules}[target](view, chain)
+    if target == "megatron-bridge" and view.dtype in FP32_DTYPES:
+        out.append(f"{view.dtype} training: Megatron-Bridge's recipes train in bf16 mixed "
+                   "precision (mixed_precision bf16_mixed) and this export writes no fp32 "
+                   "override of it; export to megatron (fp32 without --bf16/--fp16) or "
+                   "deepspeed")
+    return out
 
 
 def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training,
@@ -71,6 +77,7 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
         "the model has no recorded architecture (a layer list, a zoo or Hugging Face model "
         "the exports do not describe: GPT-2, encoders, vision models): the model's own flags "
         "(layers, hidden size, heads, ...) are not written; add them"]
+    notes += training_notes(training, target)
     if target in ("megatron", "megatron-bridge"):
         from autopar_opt.export.megatron import rope_scaling_note, router_notes
         said = rope_scaling_note(view.arch, bridge=target == "megatron-bridge")
@@ -134,6 +141,42 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
     config, launch = deepspeed_config(view, training.dtype)
     notes += launch_notes(launch) + router_note(view)
     return Exported(json.dumps(config, indent=2) + "\n", notes)
+
+
+#: The FP8 recipe each Megatron export writes (the cost model prices FP8's casts with the
+#: amax fused into them, as delayed scaling runs them: :mod:`autopar_opt.cost.fp8_casts`).
+FP8_RECIPES = {"megatron": "delayed scaling (--fp8-recipe delayed, Megatron-LM's default, "
+                           "written out)",
+               "megatron-bridge": "Megatron-Bridge's performance recipe "
+                                  "bf16_with_fp8_current_scaling_mixed (per-tensor current "
+                                  "scaling, first and last blocks in bf16, FP8 weight gathers)"}
+
+
+def training_notes(training: Training, target: str) -> list[str]:
+    """What the plan was priced with that the exported file does not set (QA round 9):
+    activation offloading, autocast's fp32 weights, and the FP8 recipe a Megatron export
+    chooses."""
+    out = []
+    if training.activation_offload > 0:
+        out.append(f"the plan was priced with training.activation_offload "
+                   f"{training.activation_offload:g} (that share of the stored activations in "
+                   "host memory, copied out and back behind compute); the file sets no "
+                   "offloading: set the framework's activation offloading (Megatron-LM "
+                   "--cpu-offloading-num-layers, torchtitan or DeepSpeed activation "
+                   "checkpointing to CPU) or the run needs the activation memory the plan "
+                   "saved")
+    if training.autocast:
+        out.append("the plan was priced with training.autocast (fp32 weights, 16-bit compute "
+                   "under torch.autocast); the file sets the framework's 16-bit mixed precision "
+                   "(16-bit weights with an fp32 master copy), whose memory and casts differ: "
+                   "estimate it without autocast for what this file runs")
+    if training.dtype == "fp8" and target in FP8_RECIPES:
+        other = "megatron-bridge" if target == "megatron" else "megatron"
+        out.append(f"FP8 recipe: {FP8_RECIPES[target]}; the {other} export writes "
+                   f"{FP8_RECIPES[other].split(' (')[0]}; the cost model prices the casts "
+                   "with the amax fused into them (delayed scaling), so current scaling's "
+                   "separate amax pass per cast is not priced")
+    return out
 
 
 def yaml_dump(data: dict) -> str:

@@ -41,7 +41,7 @@ micro-batch rule (:func:`_vp_rules`) runs only inside the schedule on a GPU. The
 * batch: ``--micro-batch-size`` (per data-parallel replica), ``--global-batch-size``
   (``global = micro · dp · num_microbatches``); ``--seq-length`` divisible by
   ``2·cp`` (load-balanced context parallelism);
-* precision ``--bf16`` / ``--fp16`` / ``--bf16 --fp8-format hybrid``;
+* precision ``--bf16`` / ``--fp16`` / ``--bf16 --fp8-format hybrid --fp8-recipe delayed``;
 * ZeRO: ``--use-distributed-optimizer`` (ZeRO-1); ZeRO-2/3 through Megatron-FSDP
   ``--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads`` /
   ``optim_grads_params``, which needs ``--ckpt-format fsdp_dtensor`` ("Megatron-FSDP
@@ -515,7 +515,7 @@ def _pattern_expr(pattern: list[int]) -> str:
 def precision_args(dtype: str) -> list[str]:
     """Megatron-LM's precision flags for the plan's compute dtype."""
     return {"bf16": ["--bf16"], "fp16": ["--fp16"],
-            "fp8": ["--bf16", "--fp8-format", "hybrid"]}.get(dtype, [])
+            "fp8": ["--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "delayed"]}.get(dtype, [])
 
 
 #: Megatron-Core's token-dispatcher settings of each runtime ``moe_dispatcher``: the

@@ -51,6 +51,7 @@ from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.plan import Plan, StagePlan
 from autopar_opt.ir.strategies import Strategy
 from autopar_opt.ir.target import dp_shard_degree, torchtitan_window_problem
+from autopar_opt.ir.training import FP32_DTYPES
 from autopar_opt.ir.training import Recompute, Schedule
 
 _SCHEDULES = {Schedule.one_f_one_b: "1F1B", Schedule.gpipe: "GPipe"}
@@ -203,6 +204,10 @@ def torchtitan_rules(view: PlanView, chain: bool, version: str = "0.3") -> list[
                    "0.3's SelectiveAC is per-op only (export with --framework-version 0.2)")
     if view.vp_chunks > 1:
         out.append("interleaved virtual stages")
+    if view.dtype == "fp16":
+        out.append("fp16 training: torchtitan's mixed_precision_param is 'bfloat16' or "
+                   "'float32' (torchtitan/config/configs.py); price the plan with dtype bf16 or "
+                   "export to megatron or deepspeed")
     if view.cp > 1 and view.cp_comm_type == "a2a":
         out.append("Ulysses context parallelism (cp_comm_type a2a, heads split over cp): "
                    "torchtitan's context parallelism keeps every head and exchanges K/V; "
@@ -270,6 +275,8 @@ def torchtitan_config(view: PlanView) -> dict[str, Any]:
                                 "local_batch_size": local}
     if view.seq_len:
         training["seq_len"] = view.seq_len
+    if view.dtype in FP32_DTYPES:      # FSDP2's parameter dtype; the default gathers bf16
+        training["mixed_precision_param"] = "float32"
     return {"training": training, "parallelism": par,
             "activation_checkpoint": activation_checkpoint(view) or {"mode": "none"}}
 

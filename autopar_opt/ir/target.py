@@ -398,26 +398,32 @@ def launch_notice(framework: str, runtime_name: str) -> str:
             f"{framework} and training.runtime: {own})")
 
 
-def optimizer_notice(framework: str, optimizer: str) -> str:
+def optimizer_notice(framework: str, optimizer: str, dtype: str = "bf16") -> str:
     """What ``export --to framework`` says of a plan priced with an optimizer other than
     mixed-precision Adam: the exported files set no optimizer, so each framework trains
     its default, Adam on 16-bit weights with an fp32 master copy and fp32 moments
     (Megatron-LM ``--optimizer adam`` with ``--bf16``/``--fp16``; DeepSpeed's
     ``BF16_Optimizer``/ZeRO optimizer around the client's Adam; torchtitan's AdamW on
     FSDP2's fp32 sharded parameters), 2 + 2 + 12 bytes per parameter, and its memory
-    and step are not the ones priced. Empty for ``adam_mixed``."""
-    from autopar_opt.ir.training import OPTIMIZER_BYTES   # training imports this module
+    and step are not the ones priced. Empty for ``adam_mixed``, and for ``adam_fp32`` in
+    fp32/tf32 training, where each framework's default is Adam on its fp32 weights (no
+    16-bit flag: Megatron-LM and DeepSpeed keep fp32 parameters; torchtitan's export sets
+    ``mixed_precision_param = "float32"``), 4 + 4 + 8 bytes (QA round 9)."""
+    from autopar_opt.ir.training import FP32_DTYPES, OPTIMIZER_BYTES   # training imports this
 
     def bytes_of(key: str) -> str:
         return " + ".join(f"{b:g}" for b in OPTIMIZER_BYTES[key])
 
-    if optimizer == "adam_mixed":
+    default = "adam_fp32" if dtype in FP32_DTYPES else "adam_mixed"
+    if optimizer == default:
         return ""
+    what = ("Adam on its fp32 weights" if default == "adam_fp32"
+            else "Adam with an fp32 master copy")
     return (f"export --to {framework}: the plan was priced with training.optimizer {optimizer} "
             f"({bytes_of(optimizer)} bytes per parameter of weights, gradients and optimizer "
-            f"state); the file sets no optimizer, so {framework} trains its default, Adam with "
-            f"an fp32 master copy ({bytes_of('adam_mixed')} bytes): estimate it with "
-            "training.optimizer: adam_mixed for the memory and step time it runs with")
+            f"state); the file sets no optimizer, so {framework} trains its default, {what} "
+            f"({bytes_of(default)} bytes): estimate it with training.optimizer: {default} for "
+            "the memory and step time it runs with")
 
 
 #: Why Megatron-LM's flags cannot state a Gemma model (its GeGLU and post-norms;

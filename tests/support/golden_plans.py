@@ -14,6 +14,21 @@ EXAMPLES = ["qwen3_235b_256_h100.yaml", "mixtral_8x22b_128_h100.yaml", "deepseek
             "llama31_405b_16384_h100.yaml", "mixtral_8x7b_2x8_h100.yaml"]
 
 HAND = {
+    # Llama-3 8B trained in fp32 with FSDP: torchtitan's parameter dtype float32 (its default
+    # bfloat16 would gather bf16), Megatron-LM without --bf16/--fp16 (QA round 9)
+    "llama3_8b_fp32": """
+model: {hf_config: MODEL_ZOO/hf/llama-3.1-8b.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 64, seq_len: 4096, dtype: fp32}
+plan: {tp: 2, pp: 1, zero: 3, sequence_parallel: true, recompute: full, micro_batch_size: 1}
+""",
+    # Llama-3 8B in FP8: Megatron-LM's --fp8-format hybrid with the recipe written out
+    "llama3_8b_fp8": """
+model: {hf_config: MODEL_ZOO/hf/llama-3.1-8b.json}
+cluster: {zoo: 2x8-h100}
+training: {global_batch_size: 64, seq_len: 8192, dtype: fp8}
+plan: {tp: 2, pp: 1, zero: 1, sequence_parallel: true, micro_batch_size: 1}
+""",
     # Llama-3 8B with FSDP (ZeRO-3), tp 2, full recomputation: Megatron-FSDP / FSDP2
     "llama3_8b_fsdp": """
 model: {hf_config: MODEL_ZOO/hf/llama-3.1-8b.json}

@@ -443,3 +443,29 @@ def test_torchtitan_export_says_a_different_rope_base(tmp_path):
     spec = load_spec(tmp_path / "s.yaml")
     out = export_plan(spec.plan, spec.graph, spec.cluster, spec.training, "torchtitan")
     assert any("RoPE base 1e+06; the config states 10000" in n for n in out.notes)
+
+
+def test_torchtitan_trains_an_fp32_plan_with_fp32_parameters(tmp_path):
+    """torchtitan's ``mixed_precision_param`` defaults to bfloat16 (its configs.py): an fp32
+    plan's export sets float32, which torchtitan's own ConfigManager loads (QA round 9)."""
+    pytest.importorskip("torchtitan")
+    spec = _spec("llama3_8b_fp32", tmp_path)
+    out = _export(spec, "torchtitan", "0.3")
+    config = validate_torchtitan(out.text, spec.cluster.num_devices, tmp_path)
+    assert config.training.mixed_precision_param == "float32"
+    bf16 = _spec("llama3_8b_fsdp", tmp_path)
+    config = validate_torchtitan(_export(bf16, "torchtitan", "0.3").text,
+                                 bf16.cluster.num_devices, tmp_path)
+    assert config.training.mixed_precision_param == "bfloat16"
+
+
+def test_megatron_lm_reads_the_fp8_recipe_written_out(tmp_path):
+    """The FP8 export states its recipe (delayed, Megatron-LM's default) rather than leaving
+    it to the default, and says which recipe the Bridge export uses (QA round 9)."""
+    pytest.importorskip("megatron.training.arguments")
+    spec = _spec("llama3_8b_fp8", tmp_path)
+    out = _export(spec, "megatron")
+    args = validate_megatron_lm(out.text, spec.cluster.num_devices, spec.cluster.device.arch)
+    assert args.fp8 == "hybrid" and args.fp8_recipe == "delayed"
+    assert any(n.startswith("FP8 recipe: delayed scaling") and "current_scaling" in n
+               for n in out.notes)

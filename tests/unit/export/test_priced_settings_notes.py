@@ -1,0 +1,53 @@
+"""What a plan was priced with and the exported file does not set is said, or refused
+where the framework cannot run it (QA round 9): activation offloading, autocast, fp16 on
+torchtitan, fp32 on Megatron-Bridge, and the optimizer notes of fp32 training."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from support.golden_plans import spec_for
+from autopar_opt.export import ExportError, export_plan
+from autopar_opt.ir.target import optimizer_notice
+
+
+def _export(spec, target, **training):
+    tr = replace(spec.training, **training)
+    return export_plan(spec.plan, spec.graph, spec.cluster, tr, target)
+
+
+@pytest.mark.parametrize("target", ["megatron", "megatron-bridge", "torchtitan", "deepspeed"])
+def test_activation_offload_and_autocast_are_said(tmp_path, target):
+    spec = spec_for("llama3_8b_fsdp", tmp_path)
+    try:
+        plain = _export(spec, target)
+    except ExportError:
+        pytest.skip(f"{target} refuses this plan")
+    assert not any("activation_offload" in n or "autocast" in n for n in plain.notes)
+    notes = _export(spec, target, activation_offload=0.5, autocast=True).notes
+    assert any("training.activation_offload 0.5" in n and "sets no offloading" in n
+               for n in notes)
+    assert any("training.autocast" in n for n in notes)
+
+
+def test_fp16_is_refused_by_torchtitan_and_fp32_by_bridge(tmp_path):
+    spec = spec_for("llama3_8b_fsdp", tmp_path)
+    with pytest.raises(ExportError, match="fp16 training: torchtitan's mixed_precision_param"):
+        _export(spec, "torchtitan", dtype="fp16")
+    fp32 = spec_for("llama3_8b_fp32", tmp_path)
+    with pytest.raises(ExportError, match="fp32 training: Megatron-Bridge's recipes train in bf16"):
+        export_plan(fp32.plan, fp32.graph, fp32.cluster, fp32.training, "megatron-bridge")
+    assert "--bf16" not in export_plan(fp32.plan, fp32.graph, fp32.cluster, fp32.training,
+                                       "megatron").text
+
+
+def test_the_optimizer_notice_knows_fp32_training_defaults():
+    # every framework's default in fp32 training is Adam on its fp32 weights: 4 + 4 + 8
+    assert optimizer_notice("megatron", "adam_fp32", "fp32") == ""
+    assert optimizer_notice("megatron", "adam_mixed", "bf16") == ""
+    text = optimizer_notice("torchtitan", "sgd_fp32", "fp32")
+    assert "Adam on its fp32 weights (4 + 4 + 8 bytes)" in text and "adam_fp32" in text
+    text = optimizer_notice("deepspeed", "adam_bf16", "bf16")
+    assert "Adam with an fp32 master copy (2 + 2 + 12 bytes)" in text
