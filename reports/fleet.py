@@ -17,6 +17,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from autopar_opt import __version__
+from autopar_opt.core.result import above_bound_text
 from autopar_opt.reports.formatting import alone_words
 
 #: Configuration rows shown in the report (all are in plan.json).
@@ -111,8 +112,9 @@ def build_context(doc: dict) -> dict:
         kind, headline = "infeasible", "No plan fits on this fleet (proven)."
     elif primal is not None:
         kind = "no_proof"
-        headline = (f"Best found {_fmt(primal)} s, within {100 * gap:.3g}% of the proven bound "
-                    f"{_fmt(bound)} s." if gap is not None and math.isfinite(gap)
+        headline = (f"Best found {_fmt(primal)} s, {above_bound_text(gap)} above the proven "
+                    f"bound {_fmt(bound)} s (gap {100 * gap:.3g}%)."
+                    if gap is not None and math.isfinite(gap)
                     else f"Best found {_fmt(primal)} s; no bound proven.")
     else:
         kind, headline = "no_proof", "No plan found within the limits."

@@ -39,7 +39,7 @@ def _check(doc: dict) -> None:
 
 def build_context(doc: dict) -> dict:
     """The template's context from a placement.json document."""
-    from autopar_opt.core.result import PROOF_GAP    # what "optimal" proves
+    from autopar_opt.core.result import PROOF_GAP, above_bound_text    # what "optimal" proves
 
     _check(doc)
     value, bound, gap = doc["value"], doc["lower_bound"], doc["gap"]
@@ -49,15 +49,16 @@ def build_context(doc: dict) -> dict:
     elif proven and (gap is None or gap > PROOF_GAP):
         # "optimal" up to the gap the run asked for (--gap), as a MIP solver's status
         kind, headline = "proof", (f"Within the requested gap: {doc['objective']} {_fmt(value)} "
-                                   f"is at most {100 * (gap or 0):.3g}% above the proven bound "
-                                   f"{_fmt(bound)}; a better placement may exist within it.")
+                                   f"is {above_bound_text(gap or 0)} above the proven bound "
+                                   f"{_fmt(bound)} (gap {100 * (gap or 0):.3g}%); a better "
+                                   "placement may exist within it.")
     elif proven:
         kind, headline = "proof", f"Optimal: {doc['objective']} {_fmt(value)} is proven minimal."
     else:
         kind = "no_proof"
-        headline = (f"Best found {doc['objective']} {_fmt(value)}, within "
-                    f"{100 * gap:.3g}% of the proven bound." if gap is not None
-                    else "No solution found within the limits.")
+        headline = (f"Best found {doc['objective']} {_fmt(value)}, "
+                    f"{above_bound_text(gap)} above the proven bound (gap {100 * gap:.3g}%)."
+                    if gap is not None else "No solution found within the limits.")
     stopped = (doc.get("details") or {}).get("stopped")
     if stopped and str(stopped).startswith("interrupted"):
         headline += f" The run was {stopped}."
