@@ -207,6 +207,13 @@ def certificate_section(doc: dict, warnings: list[str]) -> dict:
     lb = to_float(cert["lower_bound"], "certificate.lower_bound")
     if lb is None:
         raise ReportInputError(["'certificate.lower_bound' must be a number or \"-inf\", got null"])
+    if primal is not None and is_finite(lb) and is_finite(primal) \
+            and lb > primal + 1e-6 * max(1.0, abs(primal)):
+        # a bound above the plan's own time proves nothing (QA round 9: rendered as a
+        # certificate with a -78% possible speed-up)
+        raise ReportInputError([f"'certificate.lower_bound' = {lb:g} is above 'certificate.primal'"
+                                f" = {primal:g}: no plan is faster than the bound, the plan "
+                                "included, so the file was edited or corrupted"])
     gap = relative_gap(primal, lb)
     doc_gap = to_float(cert["gap"], "certificate.gap")
     if doc_gap is not None and not _close_or_both_inf(gap, doc_gap):

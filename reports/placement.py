@@ -35,6 +35,11 @@ def _check(doc: dict) -> None:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or v < 0:
             raise ValueError(f"{key} = {v!r} is not a non-negative number (loads, latencies "
                              "and gaps are)")
+    value, bound = doc["value"], doc["lower_bound"]
+    if value is not None and bound is not None and math.isfinite(value) \
+            and bound > value + 1e-6 * max(1.0, abs(value)):
+        raise ValueError(f"lower_bound = {bound!r} is above value = {value!r}: no placement "
+                         "beats the bound, this one included, so the file was edited")
 
 
 def build_context(doc: dict) -> dict:

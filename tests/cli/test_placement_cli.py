@@ -162,3 +162,16 @@ def test_a_misspelt_key_of_the_public_format_is_refused(tmp_path: Path) -> None:
     assert "nodes[0].colourClass = 1: is not a key of the public placement format" in res.output
     assert "write 'colorClass' if that was meant" in res.output
     assert "maxFPGA = 2" in res.output and "write 'maxFPGAs' if that was meant" in res.output
+
+
+def test_a_placement_report_with_a_bound_above_the_value_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["place", str(_two_chains(tmp_path)), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "placement.json").read_text())
+    doc["lower_bound"] = doc["value"] * 2
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    res = CliRunner().invoke(app, ["report", str(bad), "-o", str(tmp_path / "r.html")])
+    assert res.exit_code == 2 and "is above value" in res.output
+    assert not (tmp_path / "r.html").exists()

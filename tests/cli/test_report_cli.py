@@ -133,3 +133,18 @@ def test_write_report_replaces_atomically(tmp_path):
     write_report(load("plan_infeasible.json"), str(out))
     assert "debug-lm-too-big" in out.read_text()
     assert [p.name for p in tmp_path.iterdir()] == ["r.html"]
+
+
+def test_a_bound_above_the_plan_is_refused(tmp_path, capsys):
+    """A certificate whose lower bound exceeds its primal proves nothing: refused, not
+    rendered with a negative possible speed-up (QA round 9)."""
+    doc = load("plan_feasible.json")
+    primal = float(doc["certificate"]["primal"])
+    doc["certificate"]["lower_bound"] = primal * 2
+    err = _run_bad(tmp_path, capsys, json.dumps(doc))
+    assert "'certificate.lower_bound'" in err and "is above 'certificate.primal'" in err
+    doc["certificate"]["lower_bound"] = primal * (1 + 1e-9)       # round-off stays accepted
+    doc["certificate"]["gap"] = 0.0
+    path = tmp_path / "ok.json"
+    path.write_text(json.dumps(doc))
+    assert report_command(str(path), str(tmp_path / "ok.html")) == 0
