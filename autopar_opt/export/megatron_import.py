@@ -160,9 +160,10 @@ def plan_from_megatron(args: argparse.Namespace, graph: LayerGraph, cluster: Clu
     if n % (tp * pp * cp):
         raise MegatronArgsError(f"tp*pp*cp = {tp * pp * cp} does not divide the {n} devices")
     dp = n // (tp * pp * cp)
-    if args.expert_tensor_parallel_size not in (None, tp):
-        raise MegatronArgsError(f"--expert-tensor-parallel-size {args.expert_tensor_parallel_size} "
-                                f"differs from tp={tp}: autopar models expert TP = TP")
+    etp = args.expert_tensor_parallel_size
+    if etp not in (None, tp) and not any(layer.is_moe for layer in graph.layers):
+        raise MegatronArgsError(f"--expert-tensor-parallel-size {etp} on a model without "
+                                "experts (a dense model): drop the flag")
     gbs = training.global_batch_size            # a different --global-batch-size: contradictions
     mbs = args.micro_batch_size or 1
     if gbs % (mbs * dp):
@@ -203,7 +204,10 @@ def _assemble(graph: LayerGraph, counts: list[int], base: Strategy, args: argpar
         for j in range(count):
             layer = layers[start + j]
             ep = args.expert_model_parallel_size if layer.is_moe else 1
-            strats.append(replace(base, recompute=_recompute(args, j), ep=ep))
+            # the experts' own TP degree (Megatron-Core --expert-tensor-parallel-size, which
+            # the Megatron export writes for etp != tp; QA round 9: it was refused here)
+            etp = (args.expert_tensor_parallel_size or 0) if layer.is_moe else 0
+            strats.append(replace(base, recompute=_recompute(args, j), ep=ep or 1, etp=etp))
             names.append(layer.name)
         start += count
         if i == len(counts) - 1:

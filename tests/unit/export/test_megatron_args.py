@@ -152,3 +152,26 @@ def test_untying_a_tied_model_is_named(tmp_path):
         load_spec(path)
     assert any("--untie-embeddings-and-output-weights, but the model ties" in p.rule
                for p in info.value.problems)
+
+
+def test_the_expert_tensor_parallel_degree_round_trips(tmp_path):
+    """--expert-tensor-parallel-size 1 beside --tensor-model-parallel-size 2 is the plan's
+    etp 1 on the MoE blocks (QA round 9: the tool's own Megatron export of such a plan was
+    refused as "autopar models expert TP = TP"); on a dense model it is refused."""
+    path = tmp_path / "moe.yaml"
+    head = ("model: {zoo: debug-moe}\ncluster: {nodes: 1, gpus_per_node: 8, "
+            "device: H100-SXM-80GB}\ntraining: {global_batch_size: 16, seq_len: 128}\n")
+    base = ("--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 4 "
+            "--micro-batch-size 1 --global-batch-size 16")
+    path.write_text(head + f"plan: {{megatron_args: '{base} --expert-tensor-parallel-size 1'}}\n")
+    args = load_spec(path)
+    path.write_text(head + "plan: {tp: 2, sequence_parallel: true, ep: 4, etp: 1, "
+                           "micro_batch_size: 1}\n")
+    same = load_spec(path)
+    assert args.plan.to_dict() == same.plan.to_dict()
+    moe = [s for st in args.plan.stages for s in st.strategies if s.ep > 1]
+    assert moe and {s.expert_tp for s in moe} == {1} and {s.tp for s in moe} == {2}
+    with pytest.raises(SpecError, match="--expert-tensor-parallel-size 1 on a model without"):
+        load_spec(_spec(tmp_path, "plan: {megatron_args: '--tensor-model-parallel-size 2 "
+                                  "--expert-tensor-parallel-size 1 --micro-batch-size 1 "
+                                  "--global-batch-size 64'}\n"))
