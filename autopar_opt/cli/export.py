@@ -17,7 +17,8 @@ from autopar_opt.core.errors import SpecProblem
 from autopar_opt.core.files import COMMAND_LINE
 
 from autopar_opt.export import TARGETS, ExportError, export_plan
-from autopar_opt.spec.doc_kinds import PEER_FORMATS, is_capacity, is_fleet, is_placement, peer_format
+from autopar_opt.spec.doc_kinds import (PEER_FORMATS, is_capacity, is_fleet, is_operator_sharding,
+                                        is_placement, peer_format)
 from autopar_opt.ir.arch import describe
 from autopar_opt.ir.plan import Plan
 from autopar_opt.ir.target import launch_notice, optimizer_notice
@@ -90,6 +91,11 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
     if is_placement(doc):
         rule = ("a placement.json of `autopar place`: operator-graph nodes on devices, not a "
                 f"training plan of a model, so it has no --to {target} export")
+        _fail(f"{path}: {rule}; {see}", file, rule, see)
+    if is_operator_sharding(doc):          # QA round 9: it was called "malformed"
+        rule = ("the plan.json of an operator-sharding solve: each operator's split over a "
+                f"device mesh, not layers and framework degrees, so it has no --to {target} "
+                "export")
         _fail(f"{path}: {rule}; {see}", file, rule, see)
     if is_capacity(doc):
         rule = "a capacity.json of `autopar capacity`: a sweep of scenarios, each with its own plan"

@@ -327,3 +327,15 @@ def test_an_output_that_is_a_file_the_spec_includes_is_refused_and_kept(tmp_path
     # a new file next to them is still fine
     code, text = _cli("export", est, "--to", "megatron", "-o", tmp_path / "run.sh")
     assert code == 0, text
+
+
+def test_export_of_an_operator_sharding_plan_says_what_it_is(tmp_path):
+    """QA round 9: the plan.json of an operator-sharding solve was called malformed
+    ('missing key plan.pp'), although `autopar solve --out` wrote it."""
+    out = tmp_path / "o"
+    code, text = _cli("solve", ROOT / "examples" / "operator_sharding" / "gpt_blocks.yaml",
+                      "--out", out, "--quiet")
+    assert code == 0, text
+    code, text = _cli("export", out / "plan.json", "--to", "megatron")
+    assert code == 2
+    assert "the plan.json of an operator-sharding solve" in text and "malformed" not in text
