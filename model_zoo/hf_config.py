@@ -94,6 +94,11 @@ def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | Non
                     load_imbalance: float) -> LayerGraph:
     """:func:`build_hf_graph` without the guard that turns bad values into HfConfigError."""
     mt = config.get("model_type")
+    if "model_type" not in config:
+        raise HfConfigError(f"{origin}: model_type is missing; a Hugging Face config.json names "
+                            "its family there (fix: add it from the model's published "
+                            "config.json, e.g. \"model_type\": \"llama\"; supported: "
+                            f"{', '.join(SUPPORTED_MODEL_TYPES)})")
     if not isinstance(mt, str):
         raise HfConfigError(f"{origin}: model_type = {repr(mt)[:60]} is not a string (fix: "
                             "write the family's name, e.g. \"model_type\": \"llama\"; supported: "

@@ -85,9 +85,19 @@ def _is_hf_config(path: Path) -> bool:
 
     try:
         data = reading.read_json(path, reading.HF_CONFIG, parse_int=limits.read_int)
-    except SpecError as exc:
-        return "JSON syntax error" not in exc.problems[0].rule
-    return isinstance(data, dict) and "model_type" in data
+    except SpecError as exc:      # a config.json with a syntax error is still a config
+        return "JSON syntax error" not in exc.problems[0].rule or path.name == "config.json"
+    if not isinstance(data, dict):
+        return False
+    # a config without model_type is still one (QA round 9: it was read as a spec with 25
+    # unknown keys): its architecture keys and none of a spec's sections
+    return "model_type" in data or (not {"model", "cluster", "training"} & set(data)
+                                    and bool(HF_SHAPE_KEYS & set(data)))
+
+
+#: Keys only a Hugging Face config has at its top level (the sizes every family states).
+HF_SHAPE_KEYS = frozenset(("hidden_size", "num_attention_heads", "num_hidden_layers", "n_embd",
+                           "n_layer", "d_model", "architectures", "vocab_size"))
 
 
 def _kind(layer: Any) -> str:

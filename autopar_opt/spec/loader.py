@@ -291,6 +291,15 @@ def resolve_includes(data: dict[str, Any], top: Path) -> tuple[dict[str, Any], d
             continue
         if set(section) == {key} and isinstance(section[key], dict):
             section = section[key]
+        if key == "model" and "model_type" in section and "hf_config" not in section:
+            # a Hugging Face config.json named as the model file (QA round 9: its 26 keys
+            # were each refused as unknown keys of a layer-list model)
+            problems.append(SpecProblem(str(top), key, value, "names a Hugging Face config.json "
+                                        f"(model_type {str(section['model_type'])[:40]!r}), "
+                                        "not a model section",
+                                        f"write model: {{hf_config: {value}}}"))
+            merged.pop(key)
+            continue
         merged[key] = section
         files[key] = str(target)
     return merged, files, problems

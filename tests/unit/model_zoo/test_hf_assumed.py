@@ -102,3 +102,29 @@ def test_the_case_assumptions_say_the_import_and_the_moe_load():
     assert any("busiest expert-parallel rank at 1.3x the average load" in x for x in lines)
     dense = build_hf_graph(_config("llama-3.1-8b"), 1024, origin="llama.json")
     assert not any("MoE routing" in x for x in cost_assumptions(dense, cluster, Training(8, 1024)))
+
+
+def test_a_config_without_model_type_is_named_as_one(tmp_path):
+    """`autopar model` of a config.json missing model_type: one problem naming the key
+    (QA round 9: it was read as a spec, 25 problems)."""
+    from support.cli import run_cli
+
+    cfg = _config("llama-3.1-8b")
+    del cfg["model_type"]
+    path = tmp_path / "llama.json"
+    path.write_text(json.dumps(cfg))
+    code, text = run_cli("model", path)
+    assert code == 2 and "model_type is missing" in text and "unknown key" not in text
+
+
+def test_a_model_file_that_is_a_config_json_points_to_hf_config(tmp_path):
+    from support.cli import run_cli
+
+    (tmp_path / "llama.json").write_text(json.dumps(_config("llama-3.1-8b")))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("model: llama.json\ncluster: {zoo: 2x8-h100}\n"
+                    "training: {global_batch_size: 16, seq_len: 1024}\n"
+                    "plan: {tp: 2, micro_batch_size: 1}\n")
+    code, text = run_cli("estimate", spec)
+    assert code == 2 and "names a Hugging Face config.json (model_type 'llama')" in text
+    assert "write model: {hf_config: llama.json}" in text and "unknown key" not in text
