@@ -115,21 +115,34 @@ def build_spec(data: dict[str, Any], path: Path, section_files: dict[str, str] |
 
 
 def unused_measurements(graph: LayerGraph, space, plan) -> list[str]:
-    """A notice for each measured (layer, tp) no priced plan can use: a tp the search space
-    does not offer and, with a spec plan, not the plan's own (``model.measured`` at tp 3
-    on 8 GPUs searched at tp 1, 2, 4 was silently never read)."""
-    if space.tp_degrees is None or not any(layer.measured for layer in graph.layers):
-        return []                        # no list stated (every degree the cluster allows)
-    used = set(space.tp_degrees)
-    if plan is not None:
-        used |= {s.tp for st in plan.stages for s in st.strategies}
+    """A notice for each measured (layer, tp) a priced plan does not use: a tp above the
+    layer's ``max_tp`` (no plan can run it), a tp the search space does not offer, and,
+    with a spec plan, one the plan does not run that layer at (``estimate`` prices the
+    plan's own degree analytically; QA round 9: said by solve only, and not for a tp
+    above ``max_tp``). ``model.measured`` at tp 3 on 8 GPUs searched at tp 1, 2, 4 was
+    silently never read."""
+    if not any(layer.measured for layer in graph.layers):
+        return []
+    offered = set(space.tp_degrees) if space.tp_degrees is not None else None
+    planned = plan.strategy_of() if plan is not None else {}
     out = []
     for layer in graph.layers:
         for m in layer.measured:
-            if m.tp not in used:
-                out.append(f"model.measured: layer {layer.name!r} at tp {m.tp} is never used: "
-                           f"the search space's tp degrees are {', '.join(map(str, sorted(used)))} "
-                           "(add it to search.tp_degrees, or measure at one of them)")
+            where = f"model.measured: layer {layer.name!r} at tp {m.tp}"
+            if m.tp > max(layer.max_tp, 1):
+                out.append(f"{where} is never used: the layer's max_tp is {max(layer.max_tp, 1)} "
+                           "(no plan splits it further; measure at a degree up to it)")
+            elif offered is not None and m.tp not in offered and not (
+                    layer.name in planned and planned[layer.name].tp == m.tp):
+                shown = offered | {s.tp for s in planned.values()}
+                out.append(f"{where} is never used: the search space's tp degrees are "
+                           f"{', '.join(map(str, sorted(shown)))} (add it to "
+                           "search.tp_degrees, or measure at one of them)")
+            elif layer.name in planned and planned[layer.name].tp != m.tp and not any(
+                    n.tp == planned[layer.name].tp for n in layer.measured):
+                out.append(f"{where}: the spec's plan runs that layer at tp "
+                           f"{planned[layer.name].tp}, which estimate prices analytically (solve's "
+                           "search can use the measurement)")
     return out
 
 

@@ -14,7 +14,8 @@ SPEC = """model:
   seq_len: 2048
   layers:
   - {name: emb, kind: embedding, flops_fwd: 0, flops_bwd: 0, params: 100000000, act_bytes: 1.0e+7}
-  - {name: b0, kind: transformer_block, flops_fwd: 1.0e+12, flops_bwd: 2.0e+12, params: 200000000, act_bytes: 3.0e+8}
+  - {name: b0, kind: transformer_block, flops_fwd: 1.0e+12, flops_bwd: 2.0e+12, params: 200000000, act_bytes: 3.0e+8,
+     max_tp: 8}
   - {name: b1, kind: transformer_block, flops_fwd: 1.0e+12, flops_bwd: 2.0e+12, params: 200000000, act_bytes: 3.0e+8}
   - {name: head, kind: lm_head, flops_fwd: 2.0e+11, flops_bwd: 4.0e+11, params: 100000000, act_bytes: 2.0e+8}
   measured:
@@ -49,3 +50,27 @@ def test_a_measurement_at_a_tp_never_searched_is_said_unused(tmp_path):
     assert "model.measured: layer 'b0' at tp 3 is never used: the search space's tp degrees are 1" in flat
     doc = json.loads((tmp_path / "out" / "plan.json").read_text())
     assert "priced from the spec's measured times" not in doc["metrics"]["interval"]["text"]
+
+
+def test_a_measurement_above_the_layers_max_tp_is_said_unused(tmp_path):
+    """QA round 9: tp 16 on a layer of max_tp 8 was accepted without a word."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.replace("TP", "16").replace("search: {pp_degrees: [1], tp_degrees: [1]}",
+                                                     "plan: {tp: 1, micro_batch_size: 1}"))
+    code, text = run_cli("estimate", spec)
+    assert code == 0, text
+    flat = " ".join(text.split())
+    assert "model.measured: layer 'b0' at tp 16 is never used: the layer's max_tp is 8" in flat
+
+
+def test_estimate_says_its_plan_does_not_run_the_measured_degree(tmp_path):
+    """QA round 9: estimate priced the plan's tp 1 analytically beside a tp 2 measurement
+    without saying so."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.replace("TP", "2").replace("search: {pp_degrees: [1], tp_degrees: [1]}",
+                                                    "plan: {tp: 1, micro_batch_size: 1}"))
+    code, text = run_cli("estimate", spec)
+    assert code == 0, text
+    flat = " ".join(text.split())
+    assert ("model.measured: layer 'b0' at tp 2: the spec's plan runs that layer at tp 1, which "
+            "estimate prices analytically") in flat
