@@ -227,6 +227,9 @@ def problem_from_error(root: type[BaseModel], error: dict, file_of: Callable[[st
     if pair is not None:
         return pair
     example = _example(root, loc)
+    if kind == "union_none":              # :func:`_merge_union_members`
+        return SpecProblem(file, key, value, "is none of the forms this key takes",
+                           f"write {one_of_words(ctx['wants'])}{_eg(example)}")
     if kind == "missing":
         name = key.rsplit(".", 1)[-1]
         eg = f", e.g. {name}: {example!r}" if example is not None else ""
@@ -268,6 +271,75 @@ def _typo_targets(root: type[BaseModel], errors: list[dict]) -> set[str]:
     return targets
 
 
+def _union_prefix(root: type[BaseModel], loc: tuple) -> tuple | None:
+    """``loc`` without its last step when that step names a member of a plain (not
+    discriminated) union, as pydantic reports each member's failure (``('base', 'str')``,
+    ``('base', 'dict[str,any]')``), else None."""
+    if len(loc) < 2 or not isinstance(loc[-1], str) or loc[-1].startswith("#"):
+        return None
+    node = resolve(root, loc[:-1])
+    for _ in range(5):
+        if isinstance(node, FieldInfo):
+            node = node.annotation
+        elif typing.get_origin(node) is typing.Annotated:
+            node = typing.get_args(node)[0]
+        else:
+            break
+    if typing.get_origin(node) is not typing.Union:
+        return None
+    members = [a for a in typing.get_args(node) if a is not type(None)]
+    if any(_model_in(m) and isinstance(m, type) and loc[-1] in getattr(m, "model_fields", {})
+           for m in members):
+        return None                  # a key of a member model, not the member's label
+    return tuple(loc[:-1])
+
+
+def _merge_union_members(root: type[BaseModel], errors: list[dict]) -> list[dict]:
+    """One error per value that fits no member of a plain union (QA round 9: a capacity
+    sweep's ``base: 42`` gave "base.str = 42" and "base.dict[str,any] = 42"); the merged
+    error's message names what each member expected."""
+    out: list[dict] = []
+    merged: dict[tuple, dict] = {}
+    for err in errors:
+        prefix = _union_prefix(root, tuple(err["loc"]))
+        if prefix is None:
+            out.append(err)
+            continue
+        if prefix in merged:
+            merged[prefix]["_members"].append(err)
+            continue
+        first = dict(err, loc=prefix, _members=[err])
+        merged[prefix] = first
+        out.append(first)
+    for err in merged.values():
+        members = err.pop("_members")
+        if len(members) == 1:
+            err.update(members[0], loc=err["loc"])
+            continue
+        wants = [_kind_of_type(m["type"]) for m in members]
+        err.update(type="union_none", msg="fits none of the forms it may take: "
+                   + one_of_words(wants), ctx={"wants": wants})
+    return out
+
+
+#: What a failed union member expected, by pydantic's error type.
+_TYPE_WORDS = {"string_type": "a text string", "dict_type": "a mapping of keys to values",
+               "int_type": "an integer", "int_parsing": "an integer", "float_type": "a number",
+               "float_parsing": "a number", "bool_type": "true or false",
+               "bool_parsing": "true or false", "list_type": "a list", "model_type": "a mapping",
+               "model_attributes_type": "a mapping"}
+
+
+def _kind_of_type(kind: str) -> str:
+    return _TYPE_WORDS.get(kind, kind.replace("_", " "))
+
+
+def one_of_words(words: list[str]) -> str:
+    """``a, b or c`` of distinct words, in order."""
+    seen = list(dict.fromkeys(words))
+    return seen[0] if len(seen) == 1 else ", ".join(seen[:-1]) + " or " + seen[-1]
+
+
 def problems_from_validation(root: type[BaseModel], exc: ValidationError,
                              file_of: Callable[[str], str]) -> list[SpecProblem]:
     """Every error of ``exc`` as a problem, in pydantic's order.
@@ -275,7 +347,7 @@ def problems_from_validation(root: type[BaseModel], exc: ValidationError,
     A required key reported missing because it was misspelt is left out: the
     unknown-key problem already says "did you mean" it.
     """
-    errors = exc.errors()
+    errors = _merge_union_members(root, exc.errors())
     typos = _typo_targets(root, errors)
     out: list[SpecProblem] = []
     for err in errors:
