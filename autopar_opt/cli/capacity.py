@@ -162,7 +162,7 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
                                          "the store" if store_path is None else "--store")])
     opt.raise_if_any(opt.check_time_limit(time_limit_s))
     sweep = load_sweep(sweep_path)          # SpecError: exit 2 through the CLI's guard
-    deadline = None
+    deadline, spent, reserve = None, 0.0, 0.0
     if time_limit_s is not None:          # the workers share the wall clock, not perf_counter
         spent = time.perf_counter() - (started_at if started_at is not None else t0)
         reserve = OUTPUT_RESERVE_S + OUTPUT_RESERVE_PER_SCENARIO_S * len(sweep.scenarios)
@@ -207,13 +207,21 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
     elif not quiet:
         _summary(doc, Console())
         if out is not None:
-            Console().print(f"wrote {out / 'capacity.html'}, capacity.csv, capacity.json and "
-                            f"the plan reports under {out / 'scenarios'}")
+            # the plan reports only where a scenario was solved (QA round 9: named a folder
+            # that a sweep with every scenario not run never wrote)
+            reports = (f" and the plan reports under {out / 'scenarios'}"
+                       if (out / "scenarios").is_dir() else " (no scenario solved: no plan reports)")
+            Console().print(f"wrote {out / 'capacity.html'}, capacity.csv, capacity.json{reports}")
     if run.not_run:
+        from autopar_opt.capacity.worker import MIN_SCENARIO_S
+
         _error(f"note: --time-limit {time_limit_s:g} ran out before {len(run.not_run)} of "
                f"{len(sweep.scenarios)} scenarios ran ({', '.join(run.not_run[:5])}"
-               f"{', ...' if len(run.not_run) > 5 else ''}); the answers cover the others; run "
-               "the same command again to solve them (finished scenarios are stored)")
+               f"{', ...' if len(run.not_run) > 5 else ''}): of the limit, {spent:.2g} s went "
+               f"to start-up and {reserve:.2g} s are kept for writing the outputs, and a "
+               f"scenario starts only with at least {MIN_SCENARIO_S:g} s left; the answers "
+               "cover the others; run the same command again to solve them (finished "
+               "scenarios are stored), or give it more time")
     if run.errors:
         first = run.rows[run.errors[0]]["reason"]
         _error(f"error: {len(run.errors)} scenario(s) failed and were not stored (first: "

@@ -95,3 +95,19 @@ def test_a_limit_that_is_not_a_positive_time_is_refused(tmp_path, limit):
     with pytest.raises(SpecError, match="--time-limit"):
         capacity_command(str(SWEEP), "local", 1, None, True, True,
                          str(tmp_path / "s.sqlite"), time_limit_s=limit)
+
+
+def test_capacity_with_nothing_run_says_why_and_names_only_what_it_wrote(tmp_path, capsys):
+    """QA round 9: the note said only that the limit "ran out" (with time left: the output
+    reserve and the least time a scenario starts with were not said), and the summary named
+    a scenarios/ folder that was never written."""
+    out = tmp_path / "out"
+    code = capacity_command(str(SWEEP), "local", 1, str(out), False, False,
+                            str(tmp_path / "store.sqlite"), time_limit_s=60.0,
+                            started_at=time.perf_counter() - LONG_AGO)
+    both = capsys.readouterr()
+    captured = " ".join(both.out.split() + both.err.split())
+    assert code == 4
+    assert not (out / "scenarios").exists() and (out / "capacity.json").is_file()
+    assert "no scenario solved: no plan reports" in captured
+    assert "kept for writing the outputs" in captured and "starts only with at least 1 s" in captured
