@@ -26,6 +26,7 @@ from autopar_opt.search.certificate import json_float
 from autopar_opt.search.engine import SearchOptions, SearchResult
 from autopar_opt.ir.training import SearchSpace, Training
 from autopar_opt.ir.arch import describe
+from autopar_opt.ir.plan import Plan
 from autopar_opt.ir.window import windows_text
 
 COST_MODEL_ASSUMPTIONS = [
@@ -168,16 +169,19 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
                    "log_tail": result.log_tail},
         "baselines": [{**b.to_dict(), "metrics": metrics_dict(b.metrics, graph, cluster, training,
                                                               b.plan),
-                       **_comparison(result, b, options)} for b in baselines],
+                       **_comparison(result, b, options, space)} for b in baselines],
         "infeasibility": _infeasibility(result, cluster, training, params),
         "notices": notices(result, options),
     }
 
 
-def _comparison(result: SearchResult, baseline: Baseline, options: SearchOptions) -> dict:
+def _comparison(result: SearchResult, baseline: Baseline, options: SearchOptions,
+                space: SearchSpace | None = None) -> dict:
     """The spec's own plan (a published recipe, say) against the optimum, term by
     term from the two cost breakdowns (:mod:`autopar_opt.search.compare`); empty
-    for the other baselines or when either plan has no feasible price."""
+    for the other baselines or when either plan has no feasible price. A spec plan
+    outside the searched space (a degree the space does not offer, or faster than the
+    proven bound) is said so: "the optimum" is the space's (QA round 9)."""
     if baseline.name != "user plan" or baseline.metrics is None or result.metrics is None \
             or not baseline.metrics.feasible or not result.metrics.feasible:
         return {}
@@ -185,7 +189,36 @@ def _comparison(result: SearchResult, baseline: Baseline, options: SearchOptions
 
     cmp = compare(result.metrics, baseline.metrics)
     best = "the optimum" if result.status(options.rel_gap).value == "optimal" else "the plan found"
-    return {"comparison": {**cmp.to_dict(), "text": cmp.text("the spec's plan", best)}}
+    text = cmp.text("the spec's plan", best)
+    outside = outside_space(baseline.plan, space) if space is not None else []
+    bound = result.certificate.lower_bound
+    if not outside and math.isfinite(bound) and \
+            baseline.metrics.iteration_time_s < bound * (1 - 1e-9):
+        outside = [f"faster than the space's proven bound {bound:.4g} s"]
+    if outside:
+        text += (f"; the spec's plan lies outside the search space ({'; '.join(outside)}): "
+                 f"{best} is the best within the space")
+    return {"comparison": {**cmp.to_dict(), "text": text}}
+
+
+def outside_space(plan: Plan | None, space: SearchSpace) -> list[str]:
+    """How ``plan`` leaves ``space``: a pipeline, tensor-, context-parallel degree or
+    ZeRO level the space does not offer (empty: none of these)."""
+    if plan is None:
+        return []
+    out = []
+    if space.pp_degrees is not None and plan.pp not in space.pp_degrees:
+        out.append(f"pp={plan.pp}, not among search.pp_degrees "
+                   f"{list(space.pp_degrees)}")
+    strategies = [s for st in plan.stages for s in st.strategies]
+    for name, have, offered in (("tp", {s.tp for s in strategies}, space.tp_degrees),
+                                ("cp", {s.cp for s in strategies}, space.cp_degrees),
+                                ("ZeRO", {s.zero for s in strategies}, space.zero_levels)):
+        extra = sorted(have - set(offered)) if offered is not None else []
+        if extra:
+            out.append(f"{name}={'/'.join(map(str, extra))}, not among the space's "
+                       f"{list(offered)}")
+    return out
 
 
 def notices(result: SearchResult, options: SearchOptions) -> list[str]:
