@@ -289,12 +289,22 @@ def more_time(result: SearchResult, options: SearchOptions) -> str | None:
     median = closed[len(closed) // 2] if closed else 0.0
     need = sum(max(r.time_s, median) for r in open_)
     bound = [r for r in open_ if math.isfinite(r.lower_bound)]
-    worst = min(open_, key=lambda r: r.lower_bound)
+    worst = min(bound, key=lambda r: r.lower_bound) if bound else None
+    least = (f", the least {_fmt_s(worst.lower_bound)} at {worst.config.label()}"
+             if worst is not None else "")
     rate = (f"the {len(closed)} configuration(s) proven here took a median of {median:.3g} s each"
             if closed else "no configuration was proven by a solve of its own")
+    if need < 0.05:
+        # no solve time to estimate from (the limit ended before the solves: QA round 9,
+        # "about 0 s more search time, i.e. --time-limit 2 or more", the limit that failed)
+        more = max(2.0 * options.time_limit_s, options.time_limit_s + 10.0)
+        return (f"More time would close the gap: {len(open_)} configuration(s) keep it open "
+                f"({len(bound)} with a proven bound{least}), and the limit ended before their "
+                "solves ran, so this "
+                f"run gives no rate to estimate from; try --time-limit {math.ceil(more)} or more.")
     return (f"More time would close the gap: {len(open_)} configuration(s) keep it open "
-            f"({len(bound)} with a proven bound, the least {_fmt_s(worst.lower_bound)} at "
-            f"{worst.config.label()}); they had {sum(r.time_s for r in open_):.3g} s in all, and "
+            f"({len(bound)} with a proven bound{least}); they had "
+            f"{sum(r.time_s for r in open_):.3g} s in all, and "
             f"{rate}. Estimate from these rates (each open configuration given at least its "
             f"time again; harder ones may need more): about {need:.3g} s more search time, "
             f"i.e. --time-limit {math.ceil(options.time_limit_s + need)} or more.")

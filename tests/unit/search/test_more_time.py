@@ -67,3 +67,17 @@ def test_a_gap_left_by_a_solver_tolerance_is_not_sent_to_more_time():
     said = " ".join(notices(_result(records), options))
     assert "every configuration is closed" in said and "own tolerance" in said
     assert "open" not in said.split("though")[0] and "raise --time-limit" not in said
+
+
+def test_no_solve_time_to_estimate_from_suggests_a_larger_limit():
+    """QA round 9: with no configuration solved the estimate was "about 0 s more search
+    time, i.e. --time-limit 2 or more", the limit that had just run out; the least bound is
+    taken over the configurations that have one ("the least none" before)."""
+    records = [_rec(1, 1, "not_solved", None, -math.inf, 0.0),
+               _rec(2, 1, "feasible", 10.5, 8.0, 0.0),
+               _rec(2, 2, "not_solved", None, -math.inf, 0.0)]
+    options = SearchOptions(solver="dp", time_limit_s=2, rel_gap=0.01)
+    text = more_time(_result(records), options)
+    assert "3 configuration(s) keep it open (1 with a proven bound, the least 8 s at pp=2 c=1" in text
+    assert "no rate to estimate from; try --time-limit 12 or more" in text
+    assert "about 0 s" not in text and "the least none" not in text
