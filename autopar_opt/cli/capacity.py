@@ -64,21 +64,40 @@ def _interval(pair: list, fmt: str) -> str:
 
 
 def _summary(doc: dict[str, Any], console: Console) -> None:
+    """The sweep as a table and its answers. Statements are printed as text, not Rich
+    markup: their ``[... 80% interval ...]`` brackets were swallowed as tags (QA round 9);
+    scenario ids fold instead of being cut to an ellipsis, and each row shows the 80%
+    model-error interval of its days."""
+    from rich.markup import escape
+
+    from autopar_opt.core.result import PROOF_GAP
+
     cur = doc["planning"]["prices"]["currency"]
-    table = Table("scenario", "status", "gap", "days", f"cost ({cur})", "meets", box=None)
+    table = Table(box=None)
+    table.add_column("scenario", overflow="fold")
+    for name in ("status", "gap", "days", "80% interval, days", f"cost ({cur})", "meets"):
+        table.add_column(name)
     for e in doc["scenarios"]:
         gap = "-" if e["gap"] is None else f"{100 * e['gap']:.2f}%"
-        table.add_row(e["id"], e["status"], gap, _interval(e["time_to_train_days"], ".3g"),
-                      _interval(e["cost"], ",.0f"), e["meets"])
+        status = e["status"] + (" (within the gap)" if e["status"] == "optimal" and e["gap"]
+                                and e["gap"] > PROOF_GAP else "")
+        err = (e.get("model_error") or {}).get("time_to_train_days")
+        table.add_row(escape(e["id"]), status, gap, _interval(e["time_to_train_days"], ".3g"),
+                      _interval(err, ".3g") if err else "-", _interval(e["cost"], ",.0f"),
+                      e["meets"])
     console.print(table)
     ans = doc["answers"]
-    console.print(f"[bold]requirement:[/] {ans['requirement']}")
-    console.print(f"[bold]cheapest:[/] {ans['cheapest_meeting_requirement']['statement']}")
+
+    def say(label: str, text: str) -> None:
+        console.print(f"[bold]{escape(label)}:[/] {escape(text)}", highlight=False)
+
+    say("requirement", ans["requirement"])
+    say("cheapest", ans["cheapest_meeting_requirement"]["statement"])
     for device, a in ans["fewest_gpus_per_device"].items():
-        console.print(f"[bold]fewest {device}:[/] {a['statement']}")
-    console.print(f"[bold]Pareto:[/] {ans['pareto_time_cost']['statement']}")
+        say(f"fewest {device}", a["statement"])
+    say("Pareto", ans["pareto_time_cost"]["statement"])
     for m in ans.get("group_matches", []):
-        console.print(f"[bold]match:[/] {m['statement']}", highlight=False)
+        say("match", m["statement"])
     run = doc["run"]
     said: dict[str, list[str]] = {}
     for e in doc["scenarios"]:

@@ -1,0 +1,33 @@
+"""The capacity summary prints statements as text, not Rich markup, and each row's 80%
+model-error interval (QA round 9: "[... 80% interval ...]" vanished from the cheapest
+answer in the terminal, and scenario ids were cut to an ellipsis)."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from autopar_opt.cli.capacity import _summary
+
+
+def _doc() -> dict:
+    row = {"id": "H100-SXM-80GB_256gpu_gbs1024", "status": "optimal", "gap": 0.0472,
+           "time_to_train_days": [59.0, 61.9], "cost": [1000.0, 1050.0], "meets": "yes",
+           "model_error": {"time_to_train_days": [40.0, 90.0]}}
+    cheapest = ("H100-SXM-80GB_256gpu_gbs1024 trains it in 59-61.9 days for 1,000-1,050 USD "
+                "[model error: 80% interval 40-90 days]")
+    return {"planning": {"prices": {"currency": "USD"}}, "scenarios": [row],
+            "answers": {"requirement": "train 1e12 tokens within 60 days",
+                        "cheapest_meeting_requirement": {"statement": cheapest},
+                        "fewest_gpus_per_device": {}, "pareto_time_cost": {"statement": "p"}},
+            "run": {"computed": 1, "reused": 0, "store": "s"}, "wall_time_s": 1.0}
+
+
+def test_statements_keep_their_brackets_and_rows_their_interval():
+    buf = io.StringIO()
+    _summary(_doc(), Console(file=buf, width=200, color_system=None))
+    out = buf.getvalue()
+    assert "[model error: 80% interval 40-90 days]" in out
+    assert "H100-SXM-80GB_256gpu_gbs1024" in out and "…" not in out
+    assert "40 - 90" in out and "optimal (within the gap)" in out
