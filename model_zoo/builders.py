@@ -58,6 +58,9 @@ def _decoder(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
         # RoPE's base where the model states it (exports write it: Megatron-LM's default
         # --rotary-base is 10,000, Llama 3 trained with 500,000)
         rope_theta=float(dims["rope_theta"]) if dims.get("rope_theta") else None,
+        # the normalisation epsilon where the model states it (exports write it: Megatron-LM's
+        # default --norm-epsilon is 1e-5, LLaMA-1 trained with 1e-6; QA round 9)
+        norm_eps=float(dims["norm_eps"]) if dims.get("norm_eps") else None,
         dropout=None if dropout else (0.0, 0.0))
     return graph
 

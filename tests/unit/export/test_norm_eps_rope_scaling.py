@@ -121,3 +121,21 @@ def test_longrope_is_said_by_its_lengths_not_a_factor(tmp_path):
     assert "x0" not in describe(arch)
     note = rope_scaling_note(arch)
     assert "(longrope, original length 4096, extended to 131072)" in note and "factor" not in note
+
+
+def test_the_zoo_llama_7b_epsilon_is_llama_1s(tmp_path):
+    """LLaMA-1 trained with RMSNorm epsilon 1e-6 (its params.json norm_eps, the HF config's
+    rms_norm_eps); the zoo entry stated none, so the export left Megatron's 1e-5 (QA round 9)."""
+    from autopar_opt.model_zoo.registry import build_model
+
+    assert build_model("llama-7b").arch.norm_eps == 1e-6
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("model: {zoo: llama-7b}\ncluster: {zoo: 2x8-h100}\n"
+                    "training: {global_batch_size: 32, seq_len: 2048}\n"
+                    "plan: {tp: 2, micro_batch_size: 1}\n")
+    code, text = run_cli("estimate", spec, "--json")
+    assert code == 0, text
+    doc = tmp_path / "est.json"
+    doc.write_text(text[text.index("{"):])
+    code, text = run_cli("export", doc, "--to", "megatron")
+    assert code == 0 and "--norm-epsilon 1e-06" in text, text
