@@ -134,12 +134,13 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
         if (version or "0.3") == "0.2":
             return Exported(torchtitan_toml(view, f"torchtitan 0.2 job config, {header}"), notes)
         return Exported(torchtitan_module(view, f"torchtitan job config, {header}"), notes)
-    from autopar_opt.export.deepspeed import FP8_NOTE, deepspeed_config, launch_notes, router_note
+    from autopar_opt.export.deepspeed import (FP8_NOTE, deepspeed_config, launch_notes,
+                                              pipeline_module_note, router_note)
 
     if training.dtype == "fp8":
         notes.append(FP8_NOTE)
     config, launch = deepspeed_config(view, training.dtype)
-    notes += launch_notes(launch) + router_note(view)
+    notes += launch_notes(launch) + router_note(view) + pipeline_module_note(view, launch)
     return Exported(json.dumps(config, indent=2) + "\n", notes)
 
 

@@ -166,6 +166,29 @@ def router_note(view: PlanView) -> list[str]:
             "supports_expert_bias=False): the run trains without that balancing"]
 
 
+def pipeline_module_note(view: PlanView, launch: dict[str, Any]) -> list[str]:
+    """What the PipelineModule arguments assume of the user's layer list (QA round 9):
+    ``partition_method='uniform'`` splits the module's entries, so the plan's stage sizes
+    hold only when those entries are the plan's layers in order; and
+    ``activation_checkpoint_interval=1`` checkpoints every entry, the embedding and head
+    included, unless ``checkpointable_layers`` names the block class (DeepSpeed
+    ``PipelineModule``, ``deepspeed/runtime/pipe/module.py``)."""
+    pipe = launch.get("PipelineModule")
+    if not pipe:
+        return []
+    sizes = [len(s) for s in view.stage_layers]
+    n = sum(sizes)
+    out = [f"the PipelineModule's layer list must be the plan's {n} layers in order (the "
+           f"embedding, the transformer blocks, the head) for partition_method='uniform' to "
+           f"give the plan's stages {sizes}; an extra entry (a separate final norm or loss) "
+           "shifts the split"]
+    if pipe.get("activation_checkpoint_interval"):
+        out.append("activation_checkpoint_interval=1 checkpoints every entry, the embedding and "
+                   "head too, which the plan does not recompute: pass checkpointable_layers="
+                   "['<your transformer block class>'] to the PipelineModule")
+    return out
+
+
 def launch_notes(launch: dict[str, Any]) -> list[str]:
     """The settings of ``launch`` (:func:`deepspeed_config`) as notes a user acts on."""
     if "Module" in launch:

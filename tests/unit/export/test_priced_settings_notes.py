@@ -51,3 +51,20 @@ def test_the_optimizer_notice_knows_fp32_training_defaults():
     assert "Adam on its fp32 weights (4 + 4 + 8 bytes)" in text and "adam_fp32" in text
     text = optimizer_notice("deepspeed", "adam_bf16", "bf16")
     assert "Adam with an fp32 master copy (2 + 2 + 12 bytes)" in text
+
+
+def test_a_deepspeed_pipeline_says_what_its_partition_assumes(tmp_path):
+    """QA round 9: partition_method='uniform' gives the plan's stages only for the plan's
+    layer list, and activation_checkpoint_interval=1 checkpoints the embedding and head
+    too; both were left unsaid."""
+    from autopar_opt.spec import load_spec
+
+    spec_path = tmp_path / "pp2.yaml"
+    spec_path.write_text("model: {zoo: llama3-8b}\ncluster: {zoo: 2x8-h100}\n"
+                         "training: {global_batch_size: 64, seq_len: 4096}\n"
+                         "plan: {tp: 1, pp: 2, zero: 1, recompute: full, micro_batch_size: 1}\n")
+    spec = load_spec(spec_path)
+    notes = export_plan(spec.plan, spec.graph, spec.cluster, spec.training, "deepspeed").notes
+    assert any("layer list must be the plan's 34 layers in order" in n and "[17, 17]" in n
+               for n in notes)
+    assert any("checkpointable_layers" in n for n in notes)
