@@ -223,8 +223,14 @@ def _check_layers_tp(graph: LayerGraph, tp: int, out: ProblemList) -> bool:
     bad = [layer for layer in graph.layers if not tp_degree_ok(layer, tp)]
     if bad:
         shown = ", ".join(f"{layer.name} (max_tp={layer.max_tp})" for layer in bad[:3])
+        valid = [d for d in (1, 2, 4, 8, 16, 32, 64)
+                 if all(tp_degree_ok(layer, d) for layer in graph.layers)]
+        # a block's max_tp is its key-value head count under grouped-query attention, not
+        # its query heads (QA round 9: "e.g. the head count" misled for Qwen3-235B's 4)
         out.add("plan.tp", tp, f"not a valid tensor-parallel degree for layer(s) {shown}",
-                "use a tp that divides every layer's max_tp (e.g. the head count)")
+                f"use a tp that divides every layer's max_tp (here {', '.join(map(str, valid))}; "
+                "a transformer block's max_tp is its key-value head count under grouped-query "
+                "attention)")
     return not bad
 
 

@@ -19,3 +19,17 @@ def test_a_sweep_base_of_the_wrong_type_is_one_problem(tmp_path):
     assert ("base = 42: is none of the forms this key takes; write a text string or a mapping "
             "of keys to values") in flat
     assert "base.str" not in flat and "dict[str,any]" not in flat
+
+
+def test_a_plan_tp_above_the_kv_heads_names_the_valid_degrees(tmp_path):
+    """QA round 9: tp 8 on Qwen3-235B (64 query heads, 4 key-value heads) was told to
+    divide "e.g. the head count", which 8 does."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("model: {zoo: qwen3-235b-a22b}\n"
+                    "cluster: {nodes: 32, gpus_per_node: 8, device: H100-SXM-80GB}\n"
+                    "training: {global_batch_size: 512, seq_len: 4096}\n"
+                    "plan: {tp: 8, pp: 8, ep: 8, micro_batch_size: 1}\n")
+    code, text = run_cli("estimate", spec)
+    flat = " ".join(text.split())
+    assert code == 2 and "plan.tp = 8" in flat
+    assert "(here 1, 2, 4; a transformer block's max_tp is its key-value head count" in flat
