@@ -26,6 +26,10 @@ class Cfg:
     def __call__(self, key: str, default: Any = _MISSING) -> Any:
         value = self.data.get(key, default)
         if value is _MISSING or (value is None and default is _MISSING):
+            if dict.__contains__(self.data, key):      # stated as null (QA round 9: "missing")
+                raise HfConfigError(
+                    f"{self.origin}: model_type {self.model_type!r} needs key {key!r}, which "
+                    f"is null (fix: give its value from the model's published config.json)")
             raise HfConfigError(
                 f"{self.origin}: model_type {self.model_type!r} needs key {key!r}, which is "
                 f"missing (fix: add {key!r} from the model's published config.json)")
@@ -275,6 +279,29 @@ def _check_kinds(data: dict[str, Any], path: Path) -> None:
         raise HfConfigError(problem)
 
 
+def as_json(value: Any) -> str:
+    """``value`` as the file spells it (JSON: ``"4096"`` quoted, ``4096.0``, ``true``), at
+    most 40 characters (QA round 9: every value was shown quoted, as if a string)."""
+    import json
+
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def integer_fix(value: Any) -> str:
+    """How to turn ``value`` into the integer a size key takes."""
+    if isinstance(value, bool):
+        return "fix: write a whole number, not true or false"
+    if isinstance(value, float) and value.is_integer():
+        return f"fix: write it without the decimal point, {int(value)}"
+    if isinstance(value, str) and value.strip().isdigit():
+        return f"fix: remove the quotes, {int(value)}"
+    return "fix: write a whole number"
+
+
 #: Counts that may be 0 but must be whole and not negative when present (DeepSeek-V3's
 #: multi-token-prediction depth: said in the graph's assumptions, not built).
 COUNT_KEYS = ("num_nextn_predict_layers",)
@@ -293,8 +320,9 @@ def _check_sizes(data: dict[str, Any], path: Path) -> None:
     for key, value in data.items():
         if not isinstance(value, int) or isinstance(value, bool):
             if key in POSITIVE_KEYS and value is not None:
-                raise HfConfigError(f"{path}: {key} = {str(value)[:40]!r} is not an integer "
-                                    "(fix: copy the value from the model's published config.json)")
+                raise HfConfigError(f"{path}: {key} = {as_json(value)} is not an integer "
+                                    f"({integer_fix(value)}, as the model's published "
+                                    "config.json has it)")
             continue
         if key in LAYER_KEYS and value > limits.MAX_LAYERS:
             raise HfConfigError(f"{path}: {key} = {value} exceeds the limit of {limits.MAX_LAYERS} "

@@ -10,7 +10,7 @@ from autopar_opt.core import limits
 from autopar_opt.ir.arch import Router
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.model_zoo.blocks import AttentionDims, MlpDims, MoeDims, decoder_block
-from autopar_opt.model_zoo.hf_keys import Cfg, HfConfigError
+from autopar_opt.model_zoo.hf_keys import Cfg, HfConfigError, as_json, integer_fix
 from autopar_opt.model_zoo.hf_parts import attention_dims, config_windows, decoder_chain
 from autopar_opt.model_zoo.layer_index import layer_index_problem
 
@@ -20,7 +20,11 @@ def _moe_common(c: Cfg, moe_opts: dict, experts_key: str, **kw: Any) -> MoeDims:
     picks that many of the router's logits), and DeepSeek's group-limited routing
     (``n_group`` divides the experts, ``topk_group <= n_group``)."""
     experts, top_k = c(experts_key), c("num_experts_per_tok")
-    if not isinstance(experts, int) or experts < 1:
+    if not isinstance(experts, int) or isinstance(experts, bool):     # "128", 128.0, true
+        raise HfConfigError(f"{c.origin}: {experts_key} = {as_json(experts)} is not an integer "
+                            f"({integer_fix(experts)}, as the model's published config.json "
+                            "has it)")
+    if experts < 1:
         raise HfConfigError(f"{c.origin}: {experts_key} = {experts!r}: model_type "
                             f"{c.model_type!r} is a Mixture-of-Experts model and needs at least "
                             "one routed expert (with 0, every layer would be priced dense) (fix: "

@@ -128,3 +128,26 @@ def test_a_model_file_that_is_a_config_json_points_to_hf_config(tmp_path):
     code, text = run_cli("estimate", spec)
     assert code == 2 and "names a Hugging Face config.json (model_type 'llama')" in text
     assert "write model: {hf_config: llama.json}" in text and "unknown key" not in text
+
+
+@pytest.mark.parametrize("value, shown, fix", [
+    (4096.0, "4096.0", "write it without the decimal point, 4096"),
+    (True, "true", "write a whole number, not true or false"),
+    ("4096", '"4096"', "remove the quotes, 4096")])
+def test_a_size_of_the_wrong_type_is_shown_as_written_with_its_fix(tmp_path, value, shown, fix):
+    """QA round 9: every value was shown quoted ('4096.0', 'True'), and the fix did not say
+    which change makes it an integer."""
+    cfg = _config("llama-3.1-8b")
+    cfg["hidden_size"] = value
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(HfConfigError) as err:
+        load_hf_config(path)
+    assert f"hidden_size = {shown} is not an integer (fix: {fix}" in str(err.value)
+
+
+def test_a_null_required_key_is_called_null(tmp_path):
+    cfg = _config("llama-3.1-8b")
+    cfg["hidden_size"] = None
+    with pytest.raises(HfConfigError, match="needs key 'hidden_size', which is null"):
+        build_hf_graph(cfg, 1024, origin="llama.json")
