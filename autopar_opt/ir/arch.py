@@ -215,13 +215,15 @@ def describe(a: ModelArch) -> str:
     dense = a.num_layers - len(a.moe_layers) if a.is_moe else a.num_layers
     if dense:
         parts.append(f"{act} MLP of {a.ffn_hidden} ({3 if a.gated else 2} matrices)"
-                     + (f" on {dense} blocks" if a.is_moe else ""))
+                     + (f" on {dense} block{'' if dense == 1 else 's'}" if a.is_moe else ""))
     if a.is_moe:
         shared = f" + shared {a.shared_ffn}" if a.shared_ffn else ""
         if a.shared_ffn and a.shared_gate:
             shared += " with a sigmoid gate"
         routed = router_text(a.router) if a.router is not None else ""
-        parts.append(f"MoE on {len(a.moe_layers)} blocks: top-{a.top_k} of {a.num_experts} "
+        n_moe = len(a.moe_layers)
+        parts.append(f"MoE on {n_moe} block{'' if n_moe == 1 else 's'}: top-{a.top_k} of "
+                     f"{a.num_experts} "
                      f"{act} experts of {a.moe_ffn_hidden}{shared}"
                      + (f" ({routed})" if routed else ""))
     norm = "RMSNorm" if a.norm == "rmsnorm" else "LayerNorm"
