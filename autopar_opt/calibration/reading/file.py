@@ -51,6 +51,16 @@ def load_run_file(path: str | Path) -> list[dict]:
             raise RunFileError(f"{p}: record {i} of {len(data)} has no 'id' key (every record "
                                "needs a unique id)", key=f"[{i}].id",
                                fix="add id: <a name no other record uses>")
+        if isinstance(rid, (bool, dict, list)):
+            raise RunFileError(f"{p}: record {i} of {len(data)}: id {rid!r} is not a name",
+                               key=f"[{i}].id", value=rid,
+                               fix="write the id as text, e.g. id: my_run_64gpu")
+        if str(rid) != str(rid).strip():
+            # ids that differ only by a space looked identical in every table (QA round 9)
+            raise RunFileError(f"{p}: record {i} of {len(data)}: id {str(rid)!r} starts or ends "
+                               "with a space", key=f"[{i}].id", value=rid,
+                               fix=f"write it without the spaces: {str(rid).strip()!r}")
+        rec["id"] = rid = str(rid)       # a number is a name too (QA round 9: 12345 crashed)
         if str(rid) in seen:
             raise RunFileError(f"{p}: record {i} of {len(data)}: id {rid!r} repeats record "
                                f"{seen[str(rid)]}'s", key=f"[{i}].id", value=rid,

@@ -184,6 +184,12 @@ def test_bad_files_exit_2_with_a_clear_message(tmp_path):
     assert json.loads(res.stdout)["error"]["problems"][0]["key"] == "[2].id"
     with pytest.raises(RunFileError, match="record 3 of 3: id 'dup' repeats record 1's"):
         load_run_file(_write(tmp_path, [_record("dup"), _record("b"), _record("dup")]))
+    # QA round 9: a numeric id crashed the ranking (KeyError '12345'); ids that differ only
+    # by a trailing space both passed and looked identical
+    res = run(_write(tmp_path, [_record(12345)]))
+    assert res.exit_code == 0 and "12345" in res.stdout, res.output
+    with pytest.raises(RunFileError, match="id 'a ' starts or ends with a space"):
+        load_run_file(_write(tmp_path, [_record("a"), _record("a ")]))
 
 
 def test_fit_recovers_synthetic_measurements(tmp_path):
