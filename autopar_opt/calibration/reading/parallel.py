@@ -177,7 +177,9 @@ def read_parallelism(par: Parallelism, n: int, runtime: Runtime, notes: list[str
             notes.append(f"vp_chunks not stated: 1 (non-interleaved 1F1B; "
                          f"{interleaving_default(runtime)})")
     zero = map_zero(par, runtime, notes)
-    if zero == 0 and dp * cp > 1 and runtime.distributed_optimizer:
+    # the runtime's distributed optimizer where the record states no ZeRO stage; a stated
+    # zero_stage 0 is the record's (QA round 9: it was overridden to ZeRO-1)
+    if zero == 0 and par.zero_stage is None and dp * cp > 1 and runtime.distributed_optimizer:
         zero = 1
         notes.append(f"distributed optimizer of {runtime.name}: optimizer state sharded (ZeRO-1)")
     zero_group = read_zero_group(par, dp, cp, zero)

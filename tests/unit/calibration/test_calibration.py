@@ -275,3 +275,17 @@ def test_an_unknown_record_type_is_not_priced_as_a_training_run():
     runs, skipped = model_records([rec])
     assert not runs and "record_type 'per_token_banana'" in skipped[0][1]
     assert model_records([_record("r1")])[0]
+
+
+def test_a_stated_zero_stage_0_beats_the_runtimes_distributed_optimizer():
+    """A Megatron-Core record (its runtime shards the optimizer by default) that states
+    zero_stage 0 keeps ZeRO-0; unstated, the runtime's distributed optimizer applies and is
+    said (QA round 9: the stated 0 was overridden to ZeRO-1)."""
+    rec = _record("mcore", dp=2, num_gpus=2)
+    rec["training"]["framework"] = "Megatron-Core r0.8"
+    stated = build_run(read_record(rec))
+    assert {s.zero for st in stated.plan.stages for s in st.strategies} == {0}
+    rec["parallelism"]["zero_stage"] = None
+    default = build_run(read_record(rec))
+    assert {s.zero for st in default.plan.stages for s in st.strategies} == {1}
+    assert any("distributed optimizer of megatron-core" in n for n in default.assumptions)
