@@ -205,11 +205,13 @@ MEMORY_MATCH_GB = 1.0
 
 def _chip_of(t: str) -> str | None:
     """The chip a lower-cased, space-free GPU text names (None: no catalog chip)."""
+    # a chip name followed by another digit is another chip (QA round 9: an "RTX A1000"
+    # was read as an A100)
     for pattern, chip in ((r"gh200", "gh200"), (r"gb200", "gb200"), (r"(?<![a-z0-9])b200", "b200"),
                           (r"h200", "h200"), (r"h800", "h800"), (r"h100", "h100"),
-                          (r"(?<![a-z0-9])h20(?![0-9])", "h20"), (r"a100", "a100"),
+                          (r"(?<![a-z0-9])h20", "h20"), (r"a100", "a100"),
                           (r"a800", "a800"), (r"v100", "v100")):
-        if re.search(pattern, t):
+        if re.search(pattern + r"(?![0-9])", t):
             return chip
     return None
 
@@ -219,6 +221,11 @@ def _variant(chip: str, t: str, mem: float | None, notes: list[str]) -> str:
     stated memory pick."""
     pcie = "pcie" in t
     nvl = bool(re.search(r"nvl(?!72|36|32|2)", t)) or "nvl94" in t
+    if chip in ("h100", "h800", "a100", "a800") and not (pcie or nvl or "sxm" in t or "hgx" in t
+                                                         or "dgx" in t):
+        # the form factor decides the peaks, power and NVLink (QA round 9: taken silently)
+        notes.append(f"form factor not stated ({chip.upper()}): the SXM part assumed (its "
+                     "datasheet peaks and NVLink); state PCIe or NVL for those")
     if chip == "h100":
         if nvl or (mem is not None and abs(mem - 94) <= MEMORY_MATCH_GB and not pcie):
             return "H100-NVL-94GB"
@@ -271,7 +278,8 @@ def resolve_device(gpu_type: str, memory_gb: float | None = None,
     t = gpu_type.lower().replace(" ", "").replace("_", "-")
     if not t:
         raise ValueError("the GPU type is not stated")
-    chip = _chip_of(t)
+    # the chip from the text with its separators ("h100 80gb" is an H100, "rtx a1000" no A100)
+    chip = _chip_of(gpu_type.lower().replace("_", "-").replace(" ", "-"))
     if chip is None:
         raise ValueError(f"GPU type {gpu_type!r} matches no catalog device "
                          f"(known: {', '.join(DEVICE_CATALOG)})")

@@ -94,3 +94,20 @@ def test_a_group_gets_only_its_members_nics():
     dgx = make_cluster("c", 2, 8, "H100-SXM-80GB")
     assert dgx.nics == 8 and dgx.nic_share_gb_per_s(8) == pytest.approx(400.0)
     assert math.isclose(dgx.nic_share_gb_per_s(1), 50.0)
+
+
+def test_a_chip_name_followed_by_a_digit_is_another_chip():
+    """QA round 9: "NVIDIA RTX A1000" was read as an A100 (8 GB stated, A100 peaks)."""
+    with pytest.raises(ValueError, match="matches no catalog device"):
+        resolve_device("NVIDIA RTX A1000", 8)
+    assert resolve_device("H100 80GB")[0].name == "H100-SXM-80GB"     # a size, not a chip
+    assert resolve_device("nvidia_a100-sxm4-80gb")[0].name == "A100-80GB"
+
+
+def test_an_unstated_form_factor_is_said():
+    """QA round 9: "H100" became the SXM part silently."""
+    dev, notes = resolve_device("H100", 80)
+    assert dev.name == "H100-SXM-80GB"
+    assert any(n.startswith("form factor not stated (H100): the SXM part assumed") for n in notes)
+    for stated in ("H100 SXM5", "DGX H100", "H100 PCIe", "H100 NVL"):
+        assert not any("form factor" in n for n in resolve_device(stated)[1]), stated
