@@ -63,7 +63,7 @@ def _interval(pair: list, fmt: str) -> str:
     return f"{show(lo)} - {show(hi)}"
 
 
-def _summary(doc: dict[str, Any], console: Console) -> None:
+def print_summary(doc: dict[str, Any], console: Console) -> None:
     """The sweep as a table and its answers. Statements are printed as text, not Rich
     markup: their ``[... 80% interval ...]`` brackets were swallowed as tags (QA round 9);
     scenario ids fold instead of being cut to an ellipsis, and each row shows the 80%
@@ -224,7 +224,7 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
     if json_output:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif not quiet:
-        _summary(doc, Console())
+        print_summary(doc, Console())
         if out is not None:
             # the plan reports only where a scenario was solved (QA round 9: named a folder
             # that a sweep with every scenario not run never wrote)

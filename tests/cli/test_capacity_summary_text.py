@@ -8,7 +8,7 @@ import io
 
 from rich.console import Console
 
-from autopar_opt.cli.capacity import _summary
+from autopar_opt.cli.capacity import print_summary
 
 
 def _doc() -> dict:
@@ -26,7 +26,7 @@ def _doc() -> dict:
 
 def test_statements_keep_their_brackets_and_rows_their_interval():
     buf = io.StringIO()
-    _summary(_doc(), Console(file=buf, width=200, color_system=None))
+    print_summary(_doc(), Console(file=buf, width=200, color_system=None))
     out = buf.getvalue()
     assert "[model error: 80% interval 40-90 days]" in out
     assert "H100-SXM-80GB_256gpu_gbs1024" in out and "…" not in out
