@@ -174,7 +174,7 @@ def price_of_runnability(result: SearchResult, graph: LayerGraph, cluster: Clust
         time_left_s, max(FREE_MIN_S, FREE_FACTOR * target_time_s))
     began = time.perf_counter()
     free = run_search(graph, cluster, training, replace(space, target=None), params,
-                      replace(options, time_limit_s=budget))
+                      replace(options, time_limit_s=budget, export_dir=None))
     fc = free.certificate
     status = free.status(options.rel_gap)
     base.free_primal, base.free_lower = fc.primal, fc.lower_bound

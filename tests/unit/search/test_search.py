@@ -111,6 +111,11 @@ def test_solve_json_contract(tmp_path, capsys):
     solved = [r for r in doc["certificate"]["configurations"] if r["model_hash"]]
     assert solved and all(len(r["model_hash"]) == 64 for r in solved)
     assert list((tmp_path / "models").glob("*.mps"))
+    # each recorded hash is an exported file's (QA round 9: the price-of-runnability search
+    # wrote its free-space model over the file under the same name)
+    import hashlib
+    files = {hashlib.sha256(f.read_bytes()).hexdigest() for f in (tmp_path / "models").glob("*.mps")}
+    assert {r["model_hash"] for r in solved} <= files
     assert doc["solver"]["name"] == "highs" and doc["solver"]["version"]
     assert doc["metrics"]["iteration_time_s"] == pytest.approx(doc["certificate"]["primal"])
     names = [b["name"] for b in doc["baselines"]]
