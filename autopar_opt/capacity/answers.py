@@ -81,6 +81,8 @@ def price_scenario(scenario, row: dict[str, Any], planning: PlanningSection) -> 
         spec = scenario.spec                        # a group alone is a plain cluster of its name
         entry["groups"] = scenario_groups(spec) or {spec.cluster.name: spec.cluster.nodes}
         entry["price_per_hour"] = hourly
+        # every group's nodes (QA round 9: the first group's count was written for 1 + 3)
+        entry["nodes"] = sum(entry["groups"].values())
     unsolved = row["primal"] is None and row["lower_bound"] is None \
         and row["status"] != "infeasible"
     if row["status"] == "infeasible" or unsolved:

@@ -72,6 +72,15 @@ def group_axis_problems(group_nodes: dict[str, list[int]] | None, base: dict[str
             out.append(SpecProblem(file, f"axes.group_nodes.{group}", group, "names no group of the "
                                    "base cluster", f"use one of: {', '.join(map(str, names))}"
                                    f"{did_you_mean(group, names)}"))
+        if not counts:      # the other axes refuse an empty list (QA round 9: 0 scenarios)
+            out.append(SpecProblem(file, f"axes.group_nodes.{group}", [], "is an empty list "
+                                   "(no scenario would run)", "give at least one node count, "
+                                   "0 to leave the group out"))
+        repeated = sorted({n for n in counts if counts.count(n) > 1})
+        if repeated:        # two identical scenarios sharing one id and folder (QA round 9)
+            out.append(SpecProblem(file, f"axes.group_nodes.{group}", list(counts),
+                                   f"repeats {', '.join(map(str, repeated))}: two scenarios "
+                                   "would be the same", "list each node count once"))
         for i, n in enumerate(counts):
             if n < 0:
                 out.append(SpecProblem(file, f"axes.group_nodes.{group}[{i}]", n, "is negative",

@@ -244,6 +244,19 @@ _DEGREE_KEY = re.compile(r"^search\.(pp|tp|cp)_degrees\[(\d+)\]$")
 _DEVICE_RULES = ("does not divide the", "more stages than the", "GPUs per node while tp_within_node")
 
 
+def _unswept_groups(group_nodes: dict[str, list[int]] | None, base: dict[str, Any]
+                    ) -> tuple[str, ...]:
+    """A note per group of a fleet base that ``axes.group_nodes`` does not sweep: it keeps
+    the base's node count in every scenario, which the scenario ids do not show (QA round 9:
+    "a100x1n" also held the base's H100 node)."""
+    if not group_nodes:
+        return ()
+    groups = (base.get("cluster") or {}).get("groups") or []
+    return tuple(f"group {g.get('name')} is not in axes.group_nodes: its {g.get('nodes')} "
+                 "node(s) from the base are in every scenario"
+                 for g in groups if isinstance(g, dict) and g.get("name") not in group_nodes)
+
+
 def _trim_degrees(data: dict[str, Any], problems: list[SpecProblem]) -> tuple[str, ...]:
     """Leave out of ``data`` (one scenario's spec mapping) the search degrees that do not
     fit its devices, when those are all its problems and every list keeps a degree: a
@@ -377,6 +390,7 @@ def load_sweep(path: str | Path) -> Sweep:
                                                  "sweep into several files")])
     scenarios: list[Scenario] = []
     seen: dict[tuple, SpecProblem] = {}
+    fixed = _unswept_groups(sweep.axes.group_nodes, base)
     for combo in itertools.product(*values):
         axes = {name: value for name, (_i, value) in zip(names, combo)}
         index = {name: i for name, (i, _v) in zip(names, combo)}
@@ -403,7 +417,7 @@ def load_sweep(path: str | Path) -> Sweep:
                 seen.setdefault((q.file, q.key, p.rule, q.fix), q)
             continue
         shown = {n: getattr(v, "name", v) for n, v in axes.items()}
-        scenarios.append(Scenario(sid, shown, data, spec, scenario_key(spec), notes))
+        scenarios.append(Scenario(sid, shown, data, spec, scenario_key(spec), notes + fixed))
     if seen or problems:
         raise SweepError(problems + list(seen.values())[:MAX_PROBLEMS])
     return Sweep(path, sweep.description, scenarios, sweep.planning, names)

@@ -50,6 +50,7 @@ def test_answers_across_fleets(fleet_run) -> None:
     entries = {e["id"]: e for e in doc["scenarios"]}
     mixed = entries["a100x1n_h100x1n"]
     assert mixed["groups"] == {"a100": 1, "h100": 1}
+    assert mixed["nodes"] == 2          # every group's (QA round 9: the first group's 1)
     assert mixed["price_per_hour"] == pytest.approx(2 * 1.5 + 2 * 3.0)
     days = mixed["time_to_train_days"][1]
     assert mixed["cost"][1] == pytest.approx(days * 24 * 9.0, rel=1e-9)
@@ -106,3 +107,24 @@ def test_group_matches_follow_the_intervals() -> None:
     assert m["nodes"] == 4 and m["scenario"] == "a4" and not m["proven"] and m["within_gap"] == [2]
     assert ans[("h100", "a1")]["nodes"] == 1 and ans[("h100", "a1")]["proven"]
     assert ans[("h100", "a4")]["nodes"] is None        # one H100 node is proven slower than 4 A100
+
+
+def test_group_axes_take_the_other_axes_rules(tmp_path) -> None:
+    """QA round 9: an empty list gave 0 scenarios (exit 0), a repeated count two identical
+    scenarios in one folder, and a group left out of the axis was kept silently."""
+    data = yaml.safe_load(FLEET.read_text())
+    path = tmp_path / "bad.yaml"
+    data["axes"]["group_nodes"] = {"a100": [], "h100": [1]}
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError, match="is an empty list"):
+        load_sweep(path)
+    data["axes"]["group_nodes"] = {"a100": [1, 1], "h100": [1]}
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError, match="repeats 1: two scenarios would be the same"):
+        load_sweep(path)
+    data["axes"]["group_nodes"] = {"a100": [1, 2]}
+    path.write_text(yaml.safe_dump(data))
+    sweep = load_sweep(path)
+    assert sweep.scenarios and all(
+        any(n.startswith("group h100 is not in axes.group_nodes") for n in s.notes)
+        for s in sweep.scenarios)
