@@ -99,8 +99,63 @@ def _ratio(alone: dict, primal: float | None) -> str:
     return f"≥ {bound / primal:.3f}x" if bound is not None and math.isfinite(bound) else "—"
 
 
+#: The statuses a fleet search writes (``autopar_opt.core.bounds.Status``).
+FLEET_STATUSES = ("optimal", "feasible", "infeasible", "no_plan", "interrupted", "not_solved")
+
+
+def check_fleet_document(doc: dict) -> None:
+    """Refuse what no fleet solve writes (a plan.json edited by hand), naming the key, as
+    the plan and placement reports do (QA round 9: a bound above the plan, an unknown
+    status, an empty group list, a stage on a group the fleet lacks, a negative batch
+    were rendered, two of them as Python errors naming no key). Raises ValueError."""
+    status = doc.get("status")
+    if status not in FLEET_STATUSES:
+        raise ValueError(f"status = {status!r} is not one of {', '.join(FLEET_STATUSES)}")
+    cert = doc.get("certificate") or {}
+    primal, bound = _num(cert.get("primal")), _num(cert.get("lower_bound"))
+    if primal is not None and bound is not None and math.isfinite(primal) \
+            and bound > primal + 1e-6 * max(1.0, abs(primal)):
+        raise ValueError(f"certificate.lower_bound = {bound:g} is above certificate.primal = "
+                         f"{primal:g}: no plan beats the bound, this one included")
+    groups = (doc.get("fleet") or {}).get("groups") or []
+    if not groups:
+        raise ValueError("fleet.groups is empty: a fleet has at least one group")
+    names = set()
+    for i, g in enumerate(groups):
+        if not isinstance(g, dict) or not all(k in g for k in ("name", "nodes", "num_devices")):
+            raise ValueError(f"fleet.groups[{i}] lacks name, nodes or num_devices")
+        if not isinstance(g["num_devices"], int) or g["num_devices"] < 1 \
+                or not isinstance(g["nodes"], int) or g["nodes"] < 1:
+            raise ValueError(f"fleet.groups[{i}] ({g['name']!r}) has {g['nodes']} nodes and "
+                             f"{g['num_devices']} devices: a group has at least one of each")
+        names.add(g["name"])
+    for i, row in enumerate(doc.get("placement") or []):
+        if row.get("group") not in names:
+            raise ValueError(f"placement[{i}].group = {row.get('group')!r} is no group of "
+                             f"fleet.groups ({', '.join(sorted(map(str, names)))})")
+        batch = row.get("batch")
+        if batch is not None and (not isinstance(batch, int) or batch < 1):
+            raise ValueError(f"placement[{i}].batch = {batch!r} is not a positive whole "
+                             "number of samples")
+    plan = doc.get("plan") if isinstance(doc.get("plan"), dict) else {}
+    for i, cls in enumerate(plan.get("classes") or []):
+        batch = cls.get("batch")
+        if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+            raise ValueError(f"plan.classes[{i}].batch = {batch!r} is not a positive whole "
+                             "number of samples")
+        unknown = [n for n in cls.get("groups") or [] if n not in names]
+        if unknown:
+            raise ValueError(f"plan.classes[{i}].groups: {unknown[0]!r} is no group of "
+                             f"fleet.groups ({', '.join(sorted(map(str, names)))})")
+    for link in (doc.get("fleet") or {}).get("links") or []:
+        unknown = [n for n in link.get("between", []) if n not in names]
+        if unknown:
+            raise ValueError(f"fleet.links: {unknown[0]!r} is no group of fleet.groups")
+
+
 def build_context(doc: dict) -> dict:
     """The template's context from a fleet plan.json."""
+    check_fleet_document(doc)
     cert = doc["certificate"]
     status = doc["status"]
     primal, bound, gap = _num(cert["primal"]), _num(cert["lower_bound"]), _num(cert["gap"])

@@ -130,3 +130,24 @@ def test_a_fleet_lists_a_training_mistake_once(tmp_path: Path) -> None:
                                                   "optimizer": "adam_bf16"}}, "bad.yaml")
     code, out = run_cli("solve", spec)
     assert code == 2 and "invalid spec: 1 problem" in out and "2 problems" not in out
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda d: d["certificate"].update(lower_bound=d["certificate"]["primal"] * 10),
+     "is above certificate.primal"),
+    (lambda d: d.update(status="banana"), "status = 'banana' is not one of"),
+    (lambda d: d["fleet"].update(groups=[]), "fleet.groups is empty"),
+    (lambda d: d["placement"][0].update(group="zzz"), "placement[0].group = 'zzz' is no group"),
+    (lambda d: d["fleet"]["groups"][0].update(nodes=0), "a group has at least one of each")])
+def test_report_refuses_a_fleet_document_no_solve_writes(tmp_path: Path, edit, said) -> None:
+    """QA round 9: edited fleet plan.json files were rendered (a bound of 99 s over a 1.38 s
+    plan as "Optimal"), two as Python errors naming no key; a plain plan.json is refused."""
+    code, text = run_cli("solve", _write(tmp_path, BASE), "--out", tmp_path / "out")
+    assert code == 0, text
+    doc = json.loads((tmp_path / "out" / "plan.json").read_text())
+    edit(doc)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    code, text = run_cli("report", bad, "-o", tmp_path / "r.html")
+    assert code == 2 and said in " ".join(text.split())
+    assert not (tmp_path / "r.html").exists()
