@@ -103,9 +103,13 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
                "(ID = the scenario's id)")
         _fail(f"{path}: {rule}; {fix}", file, rule, fix)
     if is_fleet(doc):
-        rule = ("the plan.json of a fleet of several groups: its stages run on different device "
-                f"types, which no --to {target} configuration states in one file")
-        _fail(f"{path}: {rule}; {see}", file, rule, see)
+        # QA round 9: the reason named different device types, also for a plan on one group
+        rule = ("the plan.json of a fleet of several groups: a fleet is searched in the free "
+                "per-layer space (target: none), whose plans no framework is given, whatever "
+                "groups the plan uses")
+        fix = (f"to launch on one group, solve a spec of that group alone (its plain cluster) "
+               f"with target: {target.split('-')[0]} and export that plan; {see}")
+        _fail(f"{path}: {rule}; {fix}", file, rule, fix)
     from autopar_opt.core.document import SCHEMA_VERSION
     if isinstance(doc, dict) and "schema_version" in doc and doc["schema_version"] != SCHEMA_VERSION:
         # a plan.json of another layout (an estimate's JSON states none): `autopar report`

@@ -60,6 +60,9 @@ def fleet_solve_command(spec, spec_path: str, options: SearchOptions, budget: Bu
         doc = build_fleet_document(str(spec_path), spec.graph, spec.fleet, spec.training, spec.space,
                                    spec.cost_params, options, result,
                                    batch_quantum(spec.training.global_batch_size, parts))
+        # the spec's own notices (the free per-layer space a fleet searches: target none),
+        # as a plain solve says them (QA round 9: a fleet switched to it silently)
+        doc["notices"] = list(spec.notices) + doc["notices"]
         doc["solver"]["timings"] = {"command_s": round(budget.elapsed(), 3)}
         if options.memory_budget is not None:
             doc["solver"]["memory_budget"] = options.memory_budget.describe()

@@ -39,6 +39,8 @@ def test_solve_writes_a_certified_fleet_plan_and_report(tmp_path: Path) -> None:
     code, text = run_cli("solve", spec, "--out", tmp_path / "out")
     assert code == 0, text
     assert "a100 alone" in text and "h100 alone" in text and "certificate" in text
+    # the free per-layer space it searches is said (QA round 9)
+    assert "the search is the free per-layer space (target: none)" in " ".join(text.split())
     doc = json.loads((tmp_path / "out" / "plan.json").read_text())
     assert doc["status"] == "optimal" and doc["shape"] in ("pipeline", "replicas")
     assert [g["name"] for g in doc["fleet"]["groups"]] == ["a100", "h100"]
@@ -57,6 +59,7 @@ def test_solve_writes_a_certified_fleet_plan_and_report(tmp_path: Path) -> None:
     assert (tmp_path / "again.html").read_text() == html
     code, text = run_cli("export", tmp_path / "out" / "plan.json", "--to", "megatron")
     assert code == 2 and "fleet of several groups" in text
+    assert "solve a spec of that group alone" in " ".join(text.split())
 
 
 def test_a_fleet_states_what_was_assumed_per_group(tmp_path: Path) -> None:
