@@ -176,6 +176,19 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
     par_notes = notes["parallelism"]
     dp_stated, ep = moe_reading.expert_parallel(raw.parallelism, n, spec, par_notes)
     parallel = read_parallelism(raw.parallelism, n, runtime, par_notes, dp_stated, ep)
+    if model.heads < 1 or model.hidden % model.heads:
+        # each head is hidden/heads wide: the record format states no other head width
+        raise Unmodelable(f"model.num_attention_heads = {model.heads} does not divide "
+                          f"model.hidden_size = {model.hidden} (each head is hidden/heads wide; "
+                          "check the record's heads and hidden size)")
+    if parallel.tp > 1 and model.heads % parallel.tp:
+        # tensor parallelism splits the attention heads (Megatron-LM validate_args:
+        # num_attention_heads % tensor_model_parallel_size == 0); QA round 9: tp 16 on 24
+        # heads was priced
+        raise Unmodelable(f"parallelism.tp = {parallel.tp} does not divide model."
+                          f"num_attention_heads = {model.heads}: tensor parallelism splits the "
+                          "heads, so no framework runs this layout (check the record's tp and "
+                          "heads)")
     etp = moe_reading.expert_tp(raw.parallelism, spec, par_notes)
     if spec is not None:
         moe_reading.check_ep(ep, parallel.dp, parallel.cp, spec, parallel.tp, etp)

@@ -289,3 +289,18 @@ def test_a_stated_zero_stage_0_beats_the_runtimes_distributed_optimizer():
     default = build_run(read_record(rec))
     assert {s.zero for st in default.plan.stages for s in st.strategies} == {1}
     assert any("distributed optimizer of megatron-core" in n for n in default.assumptions)
+
+
+def test_a_record_no_framework_can_run_is_skipped_with_the_rule():
+    """QA round 9: tp 16 on 24 heads, and 25 heads over a hidden size of 2,304, were priced."""
+    from autopar_opt.calibration.reading.errors import Unmodelable
+
+    rec = _record("tp8", tp=8, num_gpus=8)          # 4 heads
+    with pytest.raises(Unmodelable, match="parallelism.tp = 8 does not divide model."
+                                          "num_attention_heads = 4"):
+        read_record(rec)
+    rec = _record("heads")
+    rec["model"]["num_attention_heads"] = rec["model"]["num_kv_heads"] = 5
+    with pytest.raises(Unmodelable, match="num_attention_heads = 5 does not divide model."
+                                          "hidden_size = 64"):
+        read_record(rec)
