@@ -103,12 +103,26 @@ def _infeasibility(result: SearchResult, cluster: Cluster, training: Training,
                   f"memory: some layer has no valid strategy in each ({first})")
     else:
         reason = "no plan was found within the time limit; feasibility is not decided"
+        # a solver model over the --memory-limit budget was never built: that, not the
+        # time, stopped the search (QA round 9: it was reported as the time limit)
+        unbuilt = [r for r in result.certificate.configurations
+                   if "over the memory budget" in (r.message or "")]
+        if unbuilt:
+            first = unbuilt[0].message
+            first = first[first.index("not built: ") + len("not built: "):] \
+                if "not built: " in first else first
+            reason = (f"no plan was found: the solver's model of {len(unbuilt)} configuration(s) "
+                      f"was not built ({first}); feasibility is not decided")
     advice = ["allow ZeRO-3 sharding and full recomputation (search.zero_levels, search.recompute)",
               "allow more pipeline stages or tensor parallelism (search.pp_degrees, search.tp_degrees)",
               "use more micro-batches to shrink activations (search.microbatches)",
               "use more or larger devices (cluster.nodes, cluster.device)",
               "lower training.memory_reserve_gib if the reserve is too conservative"]
-    if not result.certificate.infeasible:
+    if not result.certificate.infeasible and reason.startswith("no plan was found: the "
+                                                              "solver's model"):
+        advice = ["raise --memory-limit (the models' memory budget, GiB) if the machine has the "
+                  "memory, or use --solver dp, which builds no model"] + advice
+    elif not result.certificate.infeasible:
         advice.insert(0, "raise --time-limit")
         if math.isfinite(least) and least < cap:       # memory did not stop this search
             advice = [advice[0], "or narrow the search space (fewer degrees, schedules or "

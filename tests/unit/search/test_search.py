@@ -194,3 +194,17 @@ def test_configurations_within_the_target_gap_are_recorded_not_solved():
                 assert "within the target gap" in out.message
                 skipped += 1
         assert (skipped > 0) == (gap > 0), (gap, skipped, bounds, inc)
+
+
+def test_a_search_stopped_by_the_memory_limit_says_so(tmp_path, capsys):
+    """QA round 9: models over the --memory-limit budget left no plan, and the summary said
+    "no plan was found within the time limit" with the advice to raise --time-limit."""
+    from autopar_opt.cli.solve import solve_command
+    code = solve_command(str(ROOT / "examples" / "quickstart.yaml"), solver="highs",
+                         memory_limit_gib=1e-5, warm_start=False, out_dir=str(tmp_path))
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 4
+    assert "was not built (the MILP" in out and "over the memory budget" in out
+    doc = json.loads((tmp_path / "plan.json").read_text())
+    assert doc["infeasibility"]["advice"][0].startswith("raise --memory-limit")
+    assert "within the time limit" not in doc["infeasibility"]["reason"]
