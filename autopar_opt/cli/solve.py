@@ -313,12 +313,15 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
             spec.notices = [*spec.notices, f"--runnable-by {runnable_by}: {runnable_by} does not "
                             f"run the {', '.join(gone)} schedule the spec lists; searched without it"]
         from autopar_opt.ir.target import pricing_notice
-        priced = pricing_notice(runnable_by, spec.training.runtime.name, "--runnable-by")
+        # torchtitan-0.2 is torchtitan's rules at that version: the same framework, runtime
+        # and model flavours (QA round 9: neither notice was said for it)
+        framework = "torchtitan" if runnable_by.startswith("torchtitan") else runnable_by
+        priced = pricing_notice(framework, spec.training.runtime.name, "--runnable-by")
         if priced:
             spec.notices = [*spec.notices, priced]
-        if runnable_by == "torchtitan":
+        if framework == "torchtitan":
             from autopar_opt.export.torchtitan import flavour_notice
-            said = flavour_notice(spec.graph, "--runnable-by torchtitan")
+            said = flavour_notice(spec.graph, f"--runnable-by {runnable_by}")
             if said:
                 spec.notices = [*spec.notices, said]
         if spec.fleet is None:       # a fleet refuses --runnable-by itself (cli/fleet.py)

@@ -208,3 +208,17 @@ def test_a_search_stopped_by_the_memory_limit_says_so(tmp_path, capsys):
     doc = json.loads((tmp_path / "plan.json").read_text())
     assert doc["infeasibility"]["advice"][0].startswith("raise --memory-limit")
     assert "within the time limit" not in doc["infeasibility"]["reason"]
+
+
+def test_runnable_by_torchtitan_0_2_says_what_torchtitan_says(capsys):
+    """QA round 9: --runnable-by torchtitan-0.2 said neither the runtime it is priced with
+    nor that the export has no torchtitan model for gpt-1.7b; torchtitan said both."""
+    from autopar_opt.cli.solve import solve_command
+    said = {}
+    for target in ("torchtitan", "torchtitan-0.2"):
+        assert solve_command(str(ROOT / "examples" / "quickstart.yaml"), solver="dp",
+                             json_output=True, runnable_by=target) == 0
+        said[target] = json.loads(capsys.readouterr().out)["notices"]
+    for target, notices in said.items():
+        assert any("priced with training.runtime megatron-core" in n for n in notices), target
+        assert any("torchtitan export has no model for gpt-1.7b" in n for n in notices), target
