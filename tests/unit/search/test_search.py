@@ -222,3 +222,16 @@ def test_runnable_by_torchtitan_0_2_says_what_torchtitan_says(capsys):
     for target, notices in said.items():
         assert any("priced with training.runtime megatron-core" in n for n in notices), target
         assert any("torchtitan export has no model for gpt-1.7b" in n for n in notices), target
+
+
+def test_no_warm_start_says_when_no_mip_ran(capsys):
+    """QA round 9: --solver auto --no-warm-start met the gap with the route's bound and
+    solved no MIP, while the help promises an independent MIP check: said now."""
+    from autopar_opt.cli.solve import solve_command
+    spec = str(ROOT / "examples" / "quickstart.yaml")
+    assert solve_command(spec, solver="auto", json_output=True, warm_start=False) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert any(n.startswith("--no-warm-start: no MIP was solved") for n in doc["notices"])
+    assert solve_command(spec, solver="highs", json_output=True, warm_start=False) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert not any("no MIP was solved" in n for n in doc["notices"])
