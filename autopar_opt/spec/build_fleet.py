@@ -69,7 +69,10 @@ def build_fleet(section: FleetClusterSpec, out: ProblemList) -> Fleet | None:
     names = [g.name for g in section.groups]
     before = len(out.items)
     for i, name in enumerate(names):
-        if names.index(name) != i:
+        if not str(name).strip():        # QA round 9: "( 1x2 A100-80GB + b ...)" in every output
+            out.add(f"cluster.groups[{i}].name", name, "is empty", "give the group a name, "
+                    "e.g. a100")
+        elif names.index(name) != i:
             out.add(f"cluster.groups[{i}].name", name, "repeats the name of another group",
                     "give every group its own name")
     total = sum(g.nodes * g.gpus_per_node for g in section.groups)

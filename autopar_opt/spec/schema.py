@@ -290,6 +290,13 @@ def _cluster_kind(value: Any) -> str:
         return "#zoo"
     if isinstance(value, dict) and "groups" in value:
         return "#fleet"
+    # a fleet with its key misspelt ("group", "links" beside no nodes): read as a fleet, so
+    # that the misspelling is named with "did you mean 'groups'" (QA round 9: four problems
+    # of the plain-cluster form, none naming it)
+    if isinstance(value, dict) and "nodes" not in value and (
+            "links" in value or any(isinstance(k, str) and k.lower().startswith("group")
+                                    for k in value)):
+        return "#fleet"
     return "#explicit"
 
 

@@ -154,3 +154,18 @@ def test_report_refuses_a_fleet_document_no_solve_writes(tmp_path: Path, edit, s
     code, text = run_cli("report", bad, "-o", tmp_path / "r.html")
     assert code == 2 and said in " ".join(text.split())
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_misspelt_groups_key_and_an_empty_group_name_are_named(tmp_path: Path) -> None:
+    """QA round 9: `group:` gave four problems of the plain-cluster form with no "did you
+    mean 'groups'", and a group named '' was accepted."""
+    data = copy.deepcopy(BASE)
+    data["cluster"]["group"] = data["cluster"].pop("groups")
+    code, text = run_cli("solve", _write(tmp_path, data))
+    flat = " ".join(text.split())
+    assert code == 2 and "unknown key 'group'" in flat and "did you mean 'groups'" in flat
+    assert "gpus_per_node" not in flat
+    data = copy.deepcopy(BASE)
+    data["cluster"]["groups"][0]["name"] = ""
+    code, text = run_cli("solve", _write(tmp_path, data))
+    assert code == 2 and "cluster.groups[0].name = '': is empty" in " ".join(text.split())
