@@ -62,7 +62,7 @@ def fleet_solve_command(spec, spec_path: str, options: SearchOptions, budget: Bu
                                    batch_quantum(spec.training.global_batch_size, parts))
         # the spec's own notices (the free per-layer space a fleet searches: target none),
         # as a plain solve says them (QA round 9: a fleet switched to it silently)
-        doc["notices"] = list(spec.notices) + doc["notices"]
+        doc["notices"] = list(spec.notices) + doc["notices"] + _why_no_plan(doc)
         doc["solver"]["timings"] = {"command_s": round(budget.elapsed(), 3)}
         if options.memory_budget is not None:
             doc["solver"]["memory_budget"] = options.memory_budget.describe()
@@ -91,6 +91,23 @@ def _emit(doc: dict, out_dir: str | None, json_output: bool, quiet: bool) -> int
         if out_dir:
             print(f"  wrote {Path(out_dir) / 'plan.json'} and {Path(out_dir) / 'report.html'}")
     return EXIT_CODES.get(doc["status"], 0)
+
+
+def _why_no_plan(doc: dict) -> list[str]:
+    """Why a fleet search has no plan, from its configurations' own reasons (the least
+    memory they need against what a device holds, a batch no split divides), as the plain
+    solve's ``infeasibility`` says it (QA round 9: the summary said only "infeasible")."""
+    if doc.get("plan") is not None:
+        return []
+    rows = (doc.get("certificate") or {}).get("configurations") or []
+    reasons = list(dict.fromkeys(r.get("message") for r in rows if r.get("message")))
+    if not reasons:
+        return []
+    status = doc.get("status")
+    head = ("every configuration is proven infeasible" if status == "infeasible"
+            else "no configuration found a plan")
+    more = f" (and {len(reasons) - 2} other reasons in plan.json)" if len(reasons) > 2 else ""
+    return [f"no plan: {head}; e.g. {'; '.join(reasons[:2])}{more}"]
 
 
 def _fmt(x) -> str:

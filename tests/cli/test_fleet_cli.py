@@ -169,3 +169,23 @@ def test_a_misspelt_groups_key_and_an_empty_group_name_are_named(tmp_path: Path)
     data["cluster"]["groups"][0]["name"] = ""
     code, text = run_cli("solve", _write(tmp_path, data))
     assert code == 2 and "cluster.groups[0].name = '': is empty" in " ".join(text.split())
+
+
+def test_an_infeasible_fleet_says_why(tmp_path: Path) -> None:
+    """QA round 9: the summary said only "infeasible"; a plain cluster names the least
+    memory a plan needs. Oracle: Llama-3-70B does not fit on two 2-GPU nodes."""
+    data = {"model": {"zoo": "llama3-70b"},
+            "cluster": {"groups": [
+                {"name": "a100", "device": "A100-80GB", "nodes": 1, "gpus_per_node": 2},
+                {"name": "h100", "device": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 2}],
+                "links": [{"between": ["a100", "h100"], "bandwidth_gb_per_s": 25,
+                           "latency_us": 20}]},
+            "training": {"global_batch_size": 16, "seq_len": 2048},
+            "search": {"pp_degrees": [1, 2], "zero_levels": [3], "recompute": ["full"]},
+            "solver": {"name": "dp", "time_limit_s": 30}}
+    code, text = run_cli("solve", _write(tmp_path, data), "--out", tmp_path / "out")
+    flat = " ".join(text.split())
+    assert code == 3
+    assert "no plan: every configuration is proven infeasible; e.g. the layers need at least" in flat
+    doc = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert any(n.startswith("no plan:") for n in doc["notices"])
