@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from autopar_opt.core.result import status_words
-from autopar_opt.reports.formatting import alone_words, causal_mfu_note
+from autopar_opt.reports.formatting import alone_words, causal_mfu_note, tight_note
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.files import write_atomic
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
@@ -130,6 +130,12 @@ def summary(doc: dict) -> str:
             lines.append(f"    {who}stage {row['index']} on {row['group']} ranks {row['first_rank']}-"
                          f"{row['last_rank']}: {row['layers']} layers {row['first_layer']}..{row['last_layer']}"
                          f" [{', '.join(row['strategies'][:3])}]")
+            # each stage's memory, as a plain solve's summary says it (QA round 9: a class at
+            # 79.7 of 80 GiB was said nowhere)
+            if row.get("peak_memory_gib") is not None and row.get("capacity_gib"):
+                lines.append(f"      peak memory {row['peak_memory_gib']:.1f}/"
+                             f"{row['capacity_gib']:.1f} GiB"
+                             f"{tight_note(row['peak_memory_gib'], row['capacity_gib'])}")
         if doc["shape"] == "replicas":
             lines.append(f"  cross-group gradient all-reduce: {m['sync_s']:.4f} s")
     for h in doc["homogeneous"]:

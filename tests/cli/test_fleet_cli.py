@@ -39,6 +39,8 @@ def test_solve_writes_a_certified_fleet_plan_and_report(tmp_path: Path) -> None:
     code, text = run_cli("solve", spec, "--out", tmp_path / "out")
     assert code == 0, text
     assert "a100 alone" in text and "h100 alone" in text and "certificate" in text
+    # each stage's memory, as a plain solve's (QA round 9)
+    assert "peak memory" in text and "GiB" in text
     # the free per-layer space it searches is said (QA round 9)
     assert "the search is the free per-layer space (target: none)" in " ".join(text.split())
     doc = json.loads((tmp_path / "out" / "plan.json").read_text())
