@@ -522,8 +522,13 @@ def main() -> None:
 
     from autopar_opt.cli.budget import process_age_s
 
+    import sys
+
+    obj = {"started_at": time.perf_counter() - process_age_s()}
     try:
-        app(prog_name="autopar", obj={"started_at": time.perf_counter() - process_age_s()})
+        if "--json" in sys.argv[1:]:
+            sys.exit(_run_json(obj))
+        app(prog_name="autopar", obj=obj)
     except SystemExit:
         flush_stdout()
         raise
@@ -532,6 +537,39 @@ def main() -> None:
     finally:
         _skip_exit_collection()
 
+
+
+def _run_json(obj: dict) -> int:
+    """Run the app for a ``--json`` command line: a usage mistake the option parser finds
+    (a value of the wrong type, a missing required option) prints its usual message on
+    stderr and, as every other input error under ``--json`` does, the error object on
+    stdout (QA round 9: ``--gap abc --json`` printed only Typer's box)."""
+    import json
+
+    try:                 # typer's own click (pinned typer); else the usual usage box only
+        from typer._click.exceptions import ClickException
+    except ImportError:  # pragma: no cover - another typer layout
+        app(prog_name="autopar", obj=obj)
+        return 0
+    from autopar_opt.cli.errors import CommandError
+    from autopar_opt.core.errors import SpecProblem
+    from autopar_opt.core.files import COMMAND_LINE
+
+    try:
+        code = app(prog_name="autopar", obj=obj, standalone_mode=False)
+    except ClickException as exc:
+        exc.show()
+        param = getattr(exc, "param", None)
+        key = (param.opts[0] if getattr(param, "opts", None) else getattr(param, "name", "")) or ""
+        err = CommandError([SpecProblem(COMMAND_LINE, key, None, exc.format_message(),
+                                        "see the command's --help")], "invalid option",
+                           exc.exit_code)
+        typer.echo(json.dumps(err.document(), indent=2))
+        return exc.exit_code
+    except typer.Abort:
+        typer.echo("Aborted!", err=True)
+        return 1
+    return code if isinstance(code, int) else 0
 
 
 def _skip_exit_collection() -> None:
