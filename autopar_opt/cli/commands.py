@@ -147,7 +147,8 @@ def zoo_list(json_output: bool = typer.Option(False, "--json", help="Print JSON:
 @app.command("schema")
 @guarded
 def schema(plan: bool = typer.Option(False, "--plan", help="The JSON Schema of plan.json "
-                                     "(autopar solve --out) instead of a spec file."),
+                                     "(autopar solve --out; a plain cluster's or a fleet's) "
+                                     "instead of a spec file."),
            estimate: bool = typer.Option(False, "--estimate", help="The JSON Schema of "
                                          "autopar estimate --json.")) -> int:
     """Print the JSON Schema of a spec file (or of plan.json / estimate's JSON).
@@ -156,9 +157,10 @@ def schema(plan: bool = typer.Option(False, "--plan", help="The JSON Schema of p
     if plan and estimate:
         _fail("give at most one of --plan and --estimate")
     if plan or estimate:
-        from autopar_opt.core.document import EstimateDocument, PlanDocument
+        from autopar_opt.core.document import EstimateDocument, plan_json_schema
 
-        typer.echo(json.dumps((PlanDocument if plan else EstimateDocument).model_json_schema(),
+        # a plain cluster's plan.json or a fleet's (QA round 9: the fleet form was missing)
+        typer.echo(json.dumps(plan_json_schema() if plan else EstimateDocument.model_json_schema(),
                               indent=2))
         return 0
     from autopar_opt.spec import json_schema

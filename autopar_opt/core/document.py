@@ -495,3 +495,120 @@ def json_schemas() -> dict[str, dict[str, Any]]:
     """``{"plan.json": ..., "estimate": ...}``: the JSON Schemas of both documents."""
     return {"plan.json": PlanDocument.model_json_schema(),
             "estimate": EstimateDocument.model_json_schema()}
+
+
+# --------------------------------------------------------------------------- fleets
+# The plan.json of a fleet of several groups (``cluster.groups``: autopar_opt.search.
+# fleet_document) has its own layout: groups and links, a pipeline over groups or data-
+# parallel replica classes, a placement per stage, each group alone. Published here so
+# that ``autopar schema --plan`` covers every plan.json a solve writes (QA round 9: a fleet
+# plan.json failed that schema with some fifty errors).
+
+_Number = Union[float, Literal["inf", "-inf"]]
+
+
+class FleetGroupDoc(_Doc):
+    """One group of the fleet: a plain cluster of one device type."""
+
+    name: str = _f("The group's name (cluster.groups[].name).", min_length=1)
+    device: str = _f("Catalog device name.")
+    nodes: int = _f("Nodes of the group.", ge=1)
+    gpus_per_node: int = _f("GPUs per node.", ge=1)
+    num_devices: int = _f("GPUs of the group.", ge=1)
+
+
+class FleetLinkDoc(_Doc):
+    """The network between two groups."""
+
+    between: list[str] = _f("The two groups it joins.", min_length=2, max_length=2)
+    bandwidth_gb_per_s: float = _f("Per-GPU bandwidth between the groups, GB/s.", gt=0)
+
+
+class FleetDoc(_Doc):
+    """The fleet as solved."""
+
+    name: str = _f("The fleet's name.")
+    num_devices: int = _f("GPUs of every group.", ge=1)
+    groups: list[FleetGroupDoc] = _f("The groups, in the spec's order.", min_length=1)
+    links: list[FleetLinkDoc] = _f("Links between groups.", default_factory=list)
+
+
+class FleetStageDoc(_Doc):
+    """One pipeline stage (or replica class's stage) placed on a group."""
+
+    index: int = _f("Stage index within its pipeline.", ge=0)
+    group: str = _f("The group that runs it.")
+    devices: int = _f("Its GPUs.", ge=1)
+    first_rank: int = _f("First rank within the group.", ge=0)
+    last_rank: int = _f("Last rank within the group.", ge=0)
+    layers: int = _f("Layers it holds.", ge=0)
+    first_layer: str = _f("Its first layer.")
+    last_layer: str = _f("Its last layer.")
+    strategies: list[str] = _f("Its layers' strategies, compactly.")
+    time_s: Optional[float] = _f("Its time per micro-batch step, s.", default=None)
+    peak_memory_gib: Optional[float] = _f("Its busiest device's peak memory, GiB.", default=None)
+    capacity_gib: Optional[float] = _f("Its device's memory, GiB.", default=None)
+    class_: Optional[int] = Field(None, alias="class",
+                                  description="Replica class (shape replicas), else null.")
+    batch: Optional[int] = _f("Samples of its replica class per iteration (replicas).",
+                              default=None, ge=1)
+
+
+class FleetAloneDoc(_Doc):
+    """One group on its own: its best plan and bound (what the fleet is compared with)."""
+
+    group: str = _f("The group.")
+    devices: int = _f("Its GPUs.", ge=1)
+    primal: Optional[_Number] = _f("Its best plan's time, s (null: none).", default=None)
+    lower_bound: Optional[_Number] = _f("Its proven bound, s.", default=None)
+
+
+class FleetCertificateDoc(_Doc):
+    """The fleet search's certificate (bounds over every configuration of the fleet)."""
+
+    primal: Optional[_Number] = _f("The plan's time, s (null: no plan).", default=None)
+    lower_bound: Optional[_Number] = _f("Proven lower bound over the space, s.", default=None)
+    gap: Optional[_Number] = _f("(primal - lower bound) / primal.", default=None)
+    exact: bool = _f("Whether the bound is proven.")
+    configurations: list[dict[str, Any]] = _f("Each configuration's status and bounds.")
+
+
+class FleetPlanDocument(_Doc):
+    """``plan.json`` of a fleet of several groups (``cluster.groups``), written by
+    ``autopar solve --out DIR`` (schema_version 1)."""
+
+    schema_version: int = _f("Version of this document's layout.")
+    tool: dict[str, str] = _f("The writer: name and version.", default_factory=dict)
+    created_utc: Optional[str] = _f("When the document was written (ISO 8601, UTC).", default=None)
+    spec: dict[str, Any] = _f("What was solved: the spec's path, model and training.")
+    fleet: FleetDoc = _f("The groups and the links between them.")
+    search_space: dict[str, Any] = _f("The search space (an optimality claim holds within it).")
+    cost_model: dict[str, Any] = _f("The cost model's parameters and assumptions.")
+    status: Literal["optimal", "feasible", "infeasible", "no_plan", "interrupted",
+                    "not_solved"] = _f("The search's status (exit codes as a plain solve's).")
+    shape: Optional[Literal["pipeline", "replicas"]] = _f(
+        "One pipeline over groups, or data-parallel replica classes (null: no plan).")
+    best_configuration: Optional[str] = _f("The configuration of the plan.", default=None)
+    plan: Optional[dict[str, Any]] = _f("The plan: stages over groups, or replica classes.")
+    metrics: Optional[dict[str, Any]] = _f("The plan's metrics (null: no plan).")
+    placement: list[FleetStageDoc] = _f("Each stage on its group.", default_factory=list)
+    homogeneous: list[FleetAloneDoc] = _f("Each group alone.", default_factory=list)
+    certificate: FleetCertificateDoc = _f("The optimality certificate.")
+    solver: dict[str, Any] = _f("The backend and its limits.")
+    notices: list[str] = _f("What the user should know about this result.", default_factory=list)
+
+
+def plan_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a model's ``plan.json``: a plain cluster's (:class:`PlanDocument`)
+    or a fleet's (:class:`FleetPlanDocument`, with ``fleet``); an operator-sharding or peer
+    problem's plan.json has its own layout (said in the schema's description)."""
+    from pydantic import TypeAdapter
+
+    schema = TypeAdapter(Union[PlanDocument, FleetPlanDocument]).json_schema()
+    schema["title"] = "plan.json (autopar solve --out DIR)"
+    schema["description"] = ("A model's plan.json on a plain cluster (PlanDocument) or on a "
+                             "fleet of groups (FleetPlanDocument: it has 'fleet'). Not covered: "
+                             "the plan.json of an operator-sharding solve or of a peer problem "
+                             "(spec.problem), which have their own layouts. Infinite numbers are "
+                             "the strings \"inf\" / \"-inf\".")
+    return schema

@@ -23,8 +23,12 @@ def test_schema_plan_prints_the_plan_json_schema():
     result = _cli("schema", "--plan")
     assert result.exit_code == 0
     schema = json.loads(result.stdout)
-    assert schema["title"] == "PlanDocument"
-    assert {"status", "plan", "metrics", "certificate", "solver"} <= set(schema["properties"])
+    # a plain cluster's plan.json or a fleet's (QA round 9: the fleet form was missing)
+    forms = {ref["$ref"].rsplit("/", 1)[-1] for ref in schema["anyOf"]}
+    assert forms == {"PlanDocument", "FleetPlanDocument"}
+    plain = schema["$defs"]["PlanDocument"]
+    assert {"status", "plan", "metrics", "certificate", "solver"} <= set(plain["properties"])
+    assert "fleet" in schema["$defs"]["FleetPlanDocument"]["required"]
     row = schema["$defs"]["ConfigRowDoc"]["properties"]["lower_bound"]
     assert '"inf"' in json.dumps(row)                      # the one encoding of infinity
     assert json.loads(_cli("schema", "--estimate").stdout)["title"] == "EstimateDocument"
@@ -77,3 +81,31 @@ def test_fixtures_match_and_problems_name_the_key():
     assert any(p.startswith("'status'") for p in problems)
     assert any("certificate.configurations[0].lower_bound" in p for p in problems)
     assert document_problems([]) == ["the document must be a JSON object"]
+
+
+def test_a_fleet_plan_json_matches_the_published_schema(tmp_path):
+    """The plan.json of a fleet solve validates against `autopar schema --plan` (jsonschema,
+    the way a user checks it); a plain one too, and a fleet one with a group of no nodes
+    does not."""
+    import copy
+
+    import jsonschema
+    import yaml
+
+    from support.fleets import TINY_MIX_CLUSTER
+
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(yaml.safe_dump({"model": {"zoo": "debug"},
+                                    "cluster": copy.deepcopy(TINY_MIX_CLUSTER),
+                                    "training": {"global_batch_size": 16},
+                                    "solver": {"name": "dp", "time_limit_s": 60}}))
+    assert _cli("solve", str(spec), "--out", str(tmp_path / "f"), "--quiet").exit_code == 0
+    assert _cli("solve", str(ROOT / "examples" / "quickstart.yaml"), "--out",
+                str(tmp_path / "p"), "--quiet").exit_code == 0
+    validator = jsonschema.Draft202012Validator(json.loads(_cli("schema", "--plan").stdout))
+    for name in ("f", "p"):
+        doc = json.loads((tmp_path / name / "plan.json").read_text())
+        assert list(validator.iter_errors(doc)) == [], name
+    doc = json.loads((tmp_path / "f" / "plan.json").read_text())
+    doc["fleet"]["groups"][0]["nodes"] = 0
+    assert list(validator.iter_errors(doc))
