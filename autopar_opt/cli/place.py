@@ -167,6 +167,11 @@ def _json_summary(doc: dict) -> dict:
                                           "contiguous_optimum", "infeasible", "stopped",
                                           "milp_skipped", "milp_refused") if k in det}
     out["methods"] = det.get("methods", [])
+    # what placement.json holds beside them (QA round 9: --json left out the baselines, the
+    # expert split's result and violations, the metrics and the cut edges)
+    for key in ("baselines", "metrics", "cut_edges", "bound_source"):
+        if key in doc:
+            out[key] = doc[key]
     return out
 
 

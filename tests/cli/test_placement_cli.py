@@ -27,6 +27,9 @@ def test_place_json_and_outputs(tmp_path: Path) -> None:
     placed = sorted(n for d in doc["devices"] for n in d["nodes"])
     assert placed == sorted(json.loads(BERT.read_text())["nodes"][i]["id"] for i in range(32))
     assert all({"nodes", "load", "memory_bytes"} <= set(d) for d in doc["devices"])
+    # --json carries what placement.json has beside the value (QA round 9)
+    assert any(b["name"].startswith("human expert") for b in doc["baselines"])
+    assert "metrics" in doc and "cut_edges" in doc and doc["bound_source"]
     full = json.loads((out / "placement.json").read_text())
     expert = next(b for b in full["baselines"] if b["name"].startswith("human expert"))
     assert expert["value"] > doc["value"]
