@@ -136,6 +136,27 @@ def _write_outputs(doc: dict[str, Any], rows: dict, out: Path) -> None:
     write_atomic(out / "capacity.json", json.dumps(doc, indent=2) + "\n")
     write_atomic(out / "capacity.csv", csv_text(doc))
     write_capacity_report(doc, out / "capacity.html")
+    _drop_stale_scenarios(out / "scenarios", {e["id"] for e in doc["scenarios"]})
+
+
+#: What a scenario folder of an earlier sweep holds (the only files removed from it).
+_SCENARIO_FILES = frozenset(("plan.json", "report.html"))
+
+
+def _drop_stale_scenarios(folder: Path, current: set[str]) -> None:
+    """Remove the scenario folders an earlier sweep wrote into the same ``--out`` that this
+    sweep has not (QA round 9: they stayed beside the new ones, linked from nothing): only
+    folders holding nothing but a scenario's plan.json and report.html."""
+    import shutil
+
+    if not folder.is_dir():
+        return
+    for sub in folder.iterdir():
+        if sub.name in current or not sub.is_dir() or sub.is_symlink():
+            continue
+        names = {f.name for f in sub.iterdir()}
+        if names and names <= _SCENARIO_FILES and all((sub / n).is_file() for n in names):
+            shutil.rmtree(sub, ignore_errors=True)
 
 
 #: Time kept for the outputs after the last scenario (s): a fixed part, and a part per

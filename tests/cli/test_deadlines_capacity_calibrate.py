@@ -111,3 +111,29 @@ def test_capacity_with_nothing_run_says_why_and_names_only_what_it_wrote(tmp_pat
     assert not (out / "scenarios").exists() and (out / "capacity.json").is_file()
     assert "no scenario solved: no plan reports" in captured
     assert "kept for writing the outputs" in captured and "starts only with at least 1 s" in captured
+
+
+def test_a_smaller_sweep_into_the_same_out_leaves_no_stale_scenario(tmp_path, capsys):
+    """QA round 9: scenario folders of an earlier, larger sweep stayed beside the new ones;
+    a folder holding anything else is the user's and is kept."""
+    import yaml
+
+    out = tmp_path / "out"
+    assert capacity_command(str(SWEEP), "local", 1, str(out), True, True,
+                            str(tmp_path / "s.sqlite")) == 0
+    before = {p.name for p in (out / "scenarios").iterdir()}
+    (out / "scenarios" / "mine").mkdir()
+    (out / "scenarios" / "mine" / "notes.txt").write_text("keep")
+    data = yaml.safe_load(SWEEP.read_text())
+    first = next(iter(data["axes"]))
+    data["axes"][first] = data["axes"][first][:1]
+    smaller = tmp_path / "smaller.yaml"
+    smaller.write_text(yaml.safe_dump(data))
+    if "base" in data and isinstance(data["base"], str):
+        smaller.write_text(yaml.safe_dump({**data, "base": str(SWEEP.parent / data["base"])}))
+    assert capacity_command(str(smaller), "local", 1, str(out), True, True,
+                            str(tmp_path / "s.sqlite")) == 0
+    doc = json.loads((out / "capacity.json").read_text())
+    now = {p.name for p in (out / "scenarios").iterdir()}
+    assert now == {e["id"] for e in doc["scenarios"]} | {"mine"} and now - {"mine"} < before
+    capsys.readouterr()
