@@ -129,8 +129,6 @@ def test_a_smaller_sweep_into_the_same_out_leaves_no_stale_scenario(tmp_path, ca
     data["axes"][first] = data["axes"][first][:1]
     smaller = tmp_path / "smaller.yaml"
     smaller.write_text(yaml.safe_dump(data))
-    if "base" in data and isinstance(data["base"], str):
-        smaller.write_text(yaml.safe_dump({**data, "base": str(SWEEP.parent / data["base"])}))
     assert capacity_command(str(smaller), "local", 1, str(out), True, True,
                             str(tmp_path / "s.sqlite")) == 0
     doc = json.loads((out / "capacity.json").read_text())
