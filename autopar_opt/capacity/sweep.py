@@ -391,6 +391,9 @@ def load_sweep(path: str | Path) -> Sweep:
     scenarios: list[Scenario] = []
     seen: dict[tuple, SpecProblem] = {}
     fixed = _unswept_groups(sweep.axes.group_nodes, base)
+    if not names:          # QA round 9: `axes: {}` ran the base alone without a word
+        fixed += ("axes sweeps nothing: the sweep is the base spec alone (add axes such as "
+                  "gpus, device or global_batch_size to compare scenarios)",)
     for combo in itertools.product(*values):
         axes = {name: value for name, (_i, value) in zip(names, combo)}
         index = {name: i for name, (i, _v) in zip(names, combo)}

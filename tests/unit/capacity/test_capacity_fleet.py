@@ -128,3 +128,15 @@ def test_group_axes_take_the_other_axes_rules(tmp_path) -> None:
     assert sweep.scenarios and all(
         any(n.startswith("group h100 is not in axes.group_nodes") for n in s.notes)
         for s in sweep.scenarios)
+
+
+def test_a_sweep_with_no_axes_says_it_is_the_base_alone(tmp_path) -> None:
+    """QA round 9: `axes: {}` ran one scenario, the base, without a word."""
+    data = yaml.safe_load((paths.DATA / "capacity" / "tiny.yaml").read_text())
+    data["axes"] = {}
+    path = tmp_path / "none.yaml"
+    path.write_text(yaml.safe_dump(data))
+    sweep = load_sweep(path)
+    assert len(sweep.scenarios) == 1
+    assert any(n.startswith("axes sweeps nothing: the sweep is the base spec alone")
+               for n in sweep.scenarios[0].notes)
