@@ -113,6 +113,31 @@ def render_ranking(report: CalibrationReport, console: Console) -> None:
                           markup=False, highlight=False)
 
 
+def _fit_side_effects(report) -> list[str]:
+    """What a fit changes beyond the records it saw (QA round 9: a one-record A100 fit moved
+    the V100's GEMM efficiency 0.783 -> 0.628 without a word): dies no record of the file
+    covers and no microbenchmark pins take the median of the fitted ones; and a fit of as
+    many parameters as records is under-determined."""
+    from autopar_opt.cost.chips import chip_of
+    from autopar_opt.cost.params import default_params
+
+    shipped, fitted = default_params().gemm_efficiency, report.fit.params.gemm_efficiency
+    free = {k.split(":", 1)[1] for k in report.fit.free if k.startswith("eff:")}
+    moved = [f"{dev} {shipped[dev]:.3f} -> {fitted[dev]:.3f}" for dev in sorted(fitted)
+             if dev in shipped and abs(fitted[dev] - shipped[dev]) > 5e-4
+             and chip_of(dev) not in free]
+    out = []
+    if moved:
+        out.append("devices no record of this file fits take the median of the fitted dies' "
+                   "GEMM efficiency (calibration.fit): " + ", ".join(moved[:8])
+                   + (f" and {len(moved) - 8} more" if len(moved) > 8 else ""))
+    n = len([c for c in report.comparisons if c.kind != "memory_only"])
+    if n <= len(report.fit.free):
+        out.append(f"{len(report.fit.free)} parameters fitted on {n} record(s): under-determined "
+                   "(any error can be fitted away); fit on more records")
+    return out
+
+
 def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
                       output: str | None = None, cross_validate: str | None = None,
                       time_limit_s: float | None = None, started_at: float | None = None,
@@ -222,6 +247,7 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
         data = report.to_dict()
         if written is not None:
             data["written"] = str(written)
+            data["fit_notes"] = _fit_side_effects(report)
         print(json.dumps(data, default=float))
         return code
     if quiet:
@@ -233,6 +259,8 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
     render_ranking(report, console)
     if written is not None:
         console.print(f"fitted {len(report.fit.free)} parameters; wrote {written}")
+        for line in _fit_side_effects(report):
+            console.print(f"[yellow]note[/yellow]: {line}", highlight=False)
         if report.fit.at_bound:
             console.print(f"[yellow]at a bound of their physical range[/yellow]: "
                           f"{', '.join(report.fit.at_bound)} (the model misses something there)")
