@@ -223,6 +223,12 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
                    COMMAND_LINE, f"cannot write ({exc.strerror or exc})",
                    "choose a file in a directory you can write to", key="--out", value=output)
     code = 0 if report.complete else EXIT_INCOMPLETE
+    if report.complete and not report.comparisons and not report.memory_only and report.skipped:
+        # nothing compared: the file's records all failed to read (QA round 9: exit 0)
+        print(f"autopar calibrate: {runs_path}: none of its {len(report.skipped)} record(s) "
+              "could be modeled (each skip below says why); nothing was compared",
+              file=sys.stderr)
+        code = 2
     if report.families_left_out:
         print(f"autopar calibrate: --time-limit {time_limit_s:g} ran out before the "
               f"cross-validation of {len(report.families_left_out)} famil"

@@ -309,3 +309,12 @@ def test_a_record_no_framework_can_run_is_skipped_with_the_rule():
     with pytest.raises(Unmodelable, match="num_attention_heads = 5 does not divide model."
                                           "hidden_size = 64"):
         read_record(rec)
+
+
+def test_a_file_of_which_no_record_can_be_modeled_exits_2(tmp_path, capsys):
+    """QA round 9: 0 of N records modeled exited 0."""
+    runs = _write(tmp_path, [_record("tp8", tp=8, num_gpus=8)])      # tp 8 on 4 heads
+    assert calibrate_command(str(runs), json_output=False) == 2
+    assert "none of its 1 record(s) could be modeled" in capsys.readouterr().err
+    runs = _write(tmp_path, [_record("ok"), _record("tp8", tp=8, num_gpus=8)])
+    assert calibrate_command(str(runs), json_output=False) == 0
