@@ -137,7 +137,13 @@ def summary(doc: dict) -> str:
                              f"{row['capacity_gib']:.1f} GiB"
                              f"{tight_note(row['peak_memory_gib'], row['capacity_gib'])}")
         if doc["shape"] == "replicas":
-            lines.append(f"  cross-group gradient all-reduce: {m['sync_s']:.4f} s")
+            tier = (m.get("sync") or {}).get("tier") or {}
+            # the bandwidth in effect, not the link's stated one (QA round 9: a 100 GB/s
+            # link was drawn where the groups' NICs capped the traffic at 25)
+            at = (f" at {tier['bandwidth_gb_per_s']:g} GB/s per GPU ({tier.get('name', 'path')}:"
+                  " the slowest of the link and each group's NICs)"
+                  if tier.get("bandwidth_gb_per_s") else "")
+            lines.append(f"  cross-group gradient all-reduce: {m['sync_s']:.4f} s{at}")
     for h in doc["homogeneous"]:
         primal = _fmt(h["primal"]) if h["primal"] is not None else None
         lines.append(f"  {h['group']} alone: "

@@ -191,3 +191,29 @@ def test_an_infeasible_fleet_says_why(tmp_path: Path) -> None:
     assert "no plan: every configuration is proven infeasible; e.g. the layers need at least" in flat
     doc = json.loads((tmp_path / "out" / "plan.json").read_text())
     assert any(n.startswith("no plan:") for n in doc["notices"])
+
+
+def test_replica_classes_say_the_bandwidth_in_effect(tmp_path: Path) -> None:
+    """QA round 9: the report drew the link's stated bandwidth; the all-reduce between the
+    replica classes runs at the slowest of the link and each group's NICs (one 25 GB/s NIC
+    per GPU by default here, under a 100 GB/s link). GPT-1.7B on an A100 and an H100 node
+    splits into replica classes."""
+    from autopar_opt.cli.fleet import summary
+
+    data = {"model": {"zoo": "gpt-1.7b"},
+            "cluster": {"name": "mix", "groups": [
+                {"name": "a100", "device": "A100-80GB", "nodes": 1, "gpus_per_node": 8},
+                {"name": "h100", "device": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 8}],
+                "links": [{"between": ["a100", "h100"], "bandwidth_gb_per_s": 100,
+                           "latency_us": 20}]},
+            "training": {"global_batch_size": 128, "seq_len": 2048},
+            "search": {"pp_degrees": [1, 2], "tp_degrees": [1, 2], "zero_levels": [1],
+                       "recompute": ["none"], "sequence_parallel": [True]},
+            "solver": {"name": "dp", "time_limit_s": 50, "rel_gap": 0.001}}
+    code, text = run_cli("solve", _write(tmp_path, data), "--out", tmp_path / "out")
+    assert code == 0, text
+    doc = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert doc["shape"] == "replicas"
+    tier = doc["metrics"]["sync"]["tier"]["bandwidth_gb_per_s"]
+    assert tier < 100.0                     # the NICs, not the stated link
+    assert f"at {tier:g} GB/s per GPU" in summary(doc)
