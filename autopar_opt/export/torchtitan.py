@@ -195,10 +195,18 @@ def torchtitan_rules(view: PlanView, chain: bool, version: str = "0.3") -> list[
         out.append(f"etp={view.etp} with ep = 1: the experts take the model's tp={view.tp}")
     ac = activation_checkpoint(view)
     if ac is None:
+        modes = {m for stage in view.block_recompute for m in stage}
+        # name what the plan does (QA round 9: a plan recomputing only some blocks in full
+        # was told about Megatron's selective mode, which it does not use)
+        what = ("Megatron's selective (attention-core) recomputation has no torchtitan form"
+                if Recompute.selective in modes else
+                "op-level and other recomputation mixed in one plan has none"
+                if Recompute.op in modes else
+                "this plan's full recomputation of some blocks of a stage, not on every N-th "
+                "block alike in every stage, has none")
         out.append("this recomputation: torchtitan's activation_checkpoint is 'none', 'full', "
                    "op-level selective ('op') or, in 0.2, full on every N-th block of each "
-                   "stage (selective_ac_option N); Megatron's selective (attention-core) mode "
-                   "has no torchtitan form")
+                   f"stage (selective_ac_option N); {what}")
     elif version != "0.2" and ac.get("selective_ac_option", "op") != "op":
         out.append(f"full recomputation on every {ac['selective_ac_option']}-th block: torchtitan "
                    "0.3's SelectiveAC is per-op only (export with --framework-version 0.2)")

@@ -73,6 +73,29 @@ def _sha(path: Path) -> str:
 READING = """\
 ## Reading
 
+(Session 29, regenerated 2026-12-01: no change to the cost model's physics and no new
+runs: the figures are session 28's. Three reading changes move no record's prediction: a
+record's stated zero_stage 0 is kept under a runtime with a distributed optimizer (none of
+the 239 runs has that case with more than one data-parallel rank), a record whose tp does
+not divide its heads (or whose heads do not divide its hidden size) is skipped with that
+rule, and a GPU text whose chip name runs into another digit ("RTX A1000") is not that chip;
+61 records now say that their unstated H100/A100 form factor is taken as the SXM part. A
+finding not adopted, on InternEvo's loss of throughput with scale (`family:internevo`, tp 1:
++7.5% at 128 GPUs, +19% at 256, +33% at 512, +66% at 1,024): its HybridZeroOptimizer
+broadcasts the updated parameters from each rank (`broadcast_params`: one `dist.broadcast`
+per rank that holds parameters, over every data-parallel rank; `hybrid_zero_optim.py` at
+InternLM/InternEvo c628a8c), and `_partition_param_list` gives each rank whole tensors,
+greedily by size, so from 256 GPUs on every parameter tensor (227 to 291 for InternLM-7B: 7
+or 9 per block, as its attention projections carry biases or not) is a broadcast of its own
+over all the ranks; the model prices the gather as one all-gather. The measured time beyond
+the model's, over those broadcasts, is 2.8-3.6 ms per broadcast at 256 ranks, 4.9-6.2 ms at
+512 and 9.9-12.7 ms at 1,024: about 10-14 µs per rank of the chain, the order of NCCL's
+per-hop network latency (tuning.cc `hwLat` NET, 14 µs for Simple) or of a 512 KiB Simple
+slice crossing each hop. Pricing it needs a broadcast time NCCL's tuner does
+not model (its ring broadcast pays one hop when its channels repeat: "waiting for proper
+chunk modeling") and each stage's parameter tensors in the per-layer tables: a lead, not a
+change.)
+
 (Session 28, regenerated 2026-11-30: two readings, no new runs. (1) KempnerForge's SDPA
 attention is cuDNN's on Hopper: every commit of its published benchmarks locks torch
 2.11.0+cu128 with cuDNN 9.19.0.56, and PyTorch puts cuDNN first in SDPA's order on

@@ -68,3 +68,27 @@ def test_a_deepspeed_pipeline_says_what_its_partition_assumes(tmp_path):
     assert any("layer list must be the plan's 34 layers in order" in n and "[17, 17]" in n
                for n in notes)
     assert any("checkpointable_layers" in n for n in notes)
+
+
+def test_torchtitan_names_the_recomputation_it_cannot_state(tmp_path):
+    """QA round 9: full recomputation of the first blocks of a stage was refused with text
+    about Megatron's selective mode, which the plan does not use."""
+    from autopar_opt.ir.plan import Plan, StagePlan
+    from autopar_opt.ir.training import Recompute
+    from autopar_opt.spec import load_spec
+
+    spec_path = tmp_path / "r.yaml"
+    spec_path.write_text("model: {zoo: llama3-8b}\ncluster: {zoo: 2x8-h100}\n"
+                         "training: {global_batch_size: 64, seq_len: 4096}\n"
+                         "plan: {tp: 1, pp: 1, zero: 3, recompute: full, micro_batch_size: 1}\n")
+    spec = load_spec(spec_path)
+    stage = spec.plan.stages[0]
+    # the first five blocks recomputed in full, the others not
+    strategies = [replace(st, recompute=Recompute.none) if name.startswith("block")
+                  and int(name[5:]) >= 5 else st for name, st in zip(stage.layers, stage.strategies)]
+    plan = replace(spec.plan, stages=[StagePlan(stage.layers, strategies)])
+    assert isinstance(plan, Plan)
+    with pytest.raises(ExportError) as err:
+        export_plan(plan, spec.graph, spec.cluster, spec.training, "torchtitan")
+    assert "full recomputation of some blocks of a stage" in str(err.value)
+    assert "Megatron's selective" not in str(err.value)
