@@ -52,25 +52,26 @@ def test_a_measurement_at_a_tp_never_searched_is_said_unused(tmp_path):
     assert "priced from the spec's measured times" not in doc["metrics"]["interval"]["text"]
 
 
-def test_a_measurement_above_the_layers_max_tp_is_said_unused(tmp_path):
-    """QA round 9: tp 16 on a layer of max_tp 8 was accepted without a word."""
+def _estimate_at_tp1(tmp_path, measured_tp: int) -> str:
+    """``estimate`` of the spec with a plan at tp 1 and b0 measured at ``measured_tp``:
+    its output, whitespace flattened."""
     spec = tmp_path / "spec.yaml"
-    spec.write_text(SPEC.replace("TP", "16").replace("search: {pp_degrees: [1], tp_degrees: [1]}",
-                                                     "plan: {tp: 1, micro_batch_size: 1}"))
+    spec.write_text(SPEC.replace("TP", str(measured_tp)).replace(
+        "search: {pp_degrees: [1], tp_degrees: [1]}", "plan: {tp: 1, micro_batch_size: 1}"))
     code, text = run_cli("estimate", spec)
     assert code == 0, text
-    flat = " ".join(text.split())
+    return " ".join(text.split())
+
+
+def test_a_measurement_above_the_layers_max_tp_is_said_unused(tmp_path):
+    """QA round 9: tp 16 on a layer of max_tp 8 was accepted without a word."""
+    flat = _estimate_at_tp1(tmp_path, 16)
     assert "model.measured: layer 'b0' at tp 16 is never used: the layer's max_tp is 8" in flat
 
 
 def test_estimate_says_its_plan_does_not_run_the_measured_degree(tmp_path):
     """QA round 9: estimate priced the plan's tp 1 analytically beside a tp 2 measurement
     without saying so."""
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(SPEC.replace("TP", "2").replace("search: {pp_degrees: [1], tp_degrees: [1]}",
-                                                    "plan: {tp: 1, micro_batch_size: 1}"))
-    code, text = run_cli("estimate", spec)
-    assert code == 0, text
-    flat = " ".join(text.split())
+    flat = _estimate_at_tp1(tmp_path, 2)
     assert ("model.measured: layer 'b0' at tp 2: the spec's plan runs that layer at tp 1, which "
             "estimate prices analytically") in flat
