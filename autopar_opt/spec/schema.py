@@ -247,7 +247,8 @@ class GroupSpec(Section):
                                         {"bandwidth_gb_per_s": 450.0, "latency_us": 5.0}, default=None)
     nics_per_node: Optional[PosInt] = documented_field(
         "Network cards per node; the inter-node tier gets nics_per_node x nic_gb_per_s / "
-        "gpus_per_node per GPU. Default: one per GPU (the catalog's DGX design).", 8, default=None)
+        "gpus_per_node per GPU. Default: one per GPU (the catalog's DGX design).", 8, default=None,
+        le=limits.MAX_GPUS_PER_NODE * 4)     # the plain cluster's cap (QA round 9: none here)
     nic_gb_per_s: Optional[float] = documented_field(
         "Bandwidth of one network card, GB/s (400 Gb/s NDR = 50). Default: the catalog's "
         "per-GPU inter-node link of the device.", 50.0, default=None, gt=0)

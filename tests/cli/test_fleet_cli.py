@@ -217,3 +217,12 @@ def test_replica_classes_say_the_bandwidth_in_effect(tmp_path: Path) -> None:
     tier = doc["metrics"]["sync"]["tier"]["bandwidth_gb_per_s"]
     assert tier < 100.0                     # the NICs, not the stated link
     assert f"at {tier:g} GB/s per GPU" in summary(doc)
+
+
+def test_a_group_takes_the_plain_clusters_nic_limit(tmp_path: Path) -> None:
+    """QA round 9: a group's nics_per_node of 100,000,000 was accepted (a plain cluster caps
+    it at 4,096)."""
+    data = copy.deepcopy(BASE)
+    data["cluster"]["groups"][1]["nics_per_node"] = 100_000_000
+    code, text = run_cli("solve", _write(tmp_path, data))
+    assert code == 2 and "cluster.groups[1].nics_per_node = 100000000" in " ".join(text.split())
