@@ -147,11 +147,39 @@ def _stage_sizes(num_blocks: int, pp: int, embed_slots: bool) -> tuple[int, ...]
     return tuple(sizes)
 
 
+#: Keys records state beside a section's declared ones that other readers take (the MoE
+#: reading's expert width and active count, the experts' own TP degree): not misspellings.
+KNOWN_EXTRAS = frozenset(("moe_ffn_hidden_size", "active_param_count_b", "etp"))
+
+
+def misspelt_keys(raw: RawRecord) -> list[str]:
+    """A note per extra key of a section that is a near-spelling of one of its declared keys
+    (``parallelism.tpp`` for ``tp``): records keep extra keys by design, so such a key was
+    ignored without a word (QA round 9)."""
+    import difflib
+
+    from autopar_opt.calibration.reading.schema import _SECTIONS
+
+    out = []
+    for name in _SECTIONS:
+        section = getattr(raw, name, None)
+        declared = list(type(section).model_fields) if section is not None else []
+        for key in (getattr(section, "model_extra", None) or {}):
+            if key in KNOWN_EXTRAS or not isinstance(key, str):
+                continue
+            near = difflib.get_close_matches(key, declared, n=1, cutoff=0.8)
+            if near:
+                out.append(f"{name}.{key} is not a key of the record format (did you mean "
+                           f"{near[0]!r}?): ignored")
+    return out
+
+
 def read_record(rec: dict | RawRecord) -> RunRecord:
     """Read one record; raises :class:`Unmodelable` with the reason it cannot
     be priced (the module docstring gives the order)."""
     raw = rec if isinstance(rec, RawRecord) else RawRecord.read(rec)
     notes: dict[str, list[str]] = {t: [] for t in TOPICS}
+    notes["model"].extend(misspelt_keys(raw))
     hw, tr, meas = raw.hardware, raw.training, raw.measured
     framework = tr.text("framework")
     runtime = runtime_of(framework, notes["runtime"], raw)

@@ -318,3 +318,15 @@ def test_a_file_of_which_no_record_can_be_modeled_exits_2(tmp_path, capsys):
     assert "none of its 1 record(s) could be modeled" in capsys.readouterr().err
     runs = _write(tmp_path, [_record("ok"), _record("tp8", tp=8, num_gpus=8)])
     assert calibrate_command(str(runs), json_output=False) == 0
+
+
+def test_a_misspelt_record_key_is_said():
+    """QA round 9: parallelism.tpp (for tp) was kept as an extra key and ignored silently;
+    the extras other readers take (etp) are not called misspellings."""
+    rec = _record("typo")
+    rec["parallelism"]["tpp"] = 2
+    rec["parallelism"]["etp"] = 1
+    said = build_run(read_record(rec)).assumptions
+    assert any("parallelism.tpp is not a key of the record format (did you mean 'tp'?)" in a
+               for a in said)
+    assert not any("parallelism.etp" in a for a in said)
