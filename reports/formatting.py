@@ -147,10 +147,13 @@ def alone_words(primal_text: str | None, statuses, bound_text: str) -> str:
     the bound it carries where that bound is a number (QA rounds 5-6: a group proven
     infeasible read "its bound already exceeds the fleet's plan" and "proven >= inf s")."""
     seen = set(statuses or ())
+    # a bound of -inf is no bound (QA round 9: "proven >= -inf s" after a time limit)
+    proven = ("no bound proven" if bound_text in ("-inf", "none", "—", "-")
+              else f"proven >= {bound_text} s")
     if primal_text is not None:
-        return f"best {primal_text} s, proven >= {bound_text} s"
+        return f"best {primal_text} s, {proven}"
     if seen == {"infeasible"}:
         return "no plan fits (proven)"
     if seen <= {"pruned", "infeasible"}:
-        return f"pruned: no plan of it alone can beat the fleet's, proven >= {bound_text} s"
-    return f"no plan found ({', '.join(sorted(seen))}), proven >= {bound_text} s"
+        return f"pruned: no plan of it alone can beat the fleet's, {proven}"
+    return f"no plan found ({', '.join(sorted(seen))}), {proven}"

@@ -155,6 +155,8 @@ def summary(doc: dict) -> str:
     elif cert.get("primal") is not None:      # a plan without a finite bound (time limit)
         lines.append(f"  certificate: primal {_fmt(cert['primal'])} s, no lower bound proven "
                      f"({_fmt(cert['lower_bound'])} s): no optimality claim")
+    elif _fmt(cert["lower_bound"]) == "-inf":    # no bound either (QA round 9: "-inf s")
+        lines.append("  certificate: no plan, no lower bound proven")
     else:
         lines.append(f"  certificate: no plan, lower bound {_fmt(cert['lower_bound'])} s")
     rows = cert["configurations"]

@@ -226,3 +226,21 @@ def test_a_group_takes_the_plain_clusters_nic_limit(tmp_path: Path) -> None:
     data["cluster"]["groups"][1]["nics_per_node"] = 100_000_000
     code, text = run_cli("solve", _write(tmp_path, data))
     assert code == 2 and "cluster.groups[1].nics_per_node = 100000000" in " ".join(text.split())
+
+
+def test_no_bound_is_said_as_none_not_minus_infinity() -> None:
+    """QA round 9: a time-limited fleet printed "proven >= -inf s" and "lower bound -inf s"."""
+    from autopar_opt.cli.fleet import summary
+    from autopar_opt.reports.formatting import alone_words
+
+    assert alone_words(None, ["not_solved"], "-inf") == "no plan found (not_solved), no bound proven"
+    assert alone_words("1.2", ["optimal"], "1.1") == "best 1.2 s, proven >= 1.1 s"
+    doc = {"spec": {"model": {"name": "m"}}, "status": "no_plan", "metrics": None,
+           "fleet": {"name": "f", "groups": [{"name": "a", "nodes": 1, "gpus_per_node": 2,
+                                               "device": "A100-80GB"}]},
+           "homogeneous": [{"group": "a", "primal": None, "lower_bound": "-inf",
+                            "statuses": ["not_solved"]}],
+           "certificate": {"primal": None, "lower_bound": "-inf", "gap": "inf",
+                           "configurations": []}, "notices": []}
+    text = summary(doc)
+    assert "-inf" not in text and "no lower bound proven" in text and "no bound proven" in text
