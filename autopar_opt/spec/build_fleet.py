@@ -11,6 +11,7 @@ error with its fix, never a guessed link.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import combinations
 
 from autopar_opt.core import limits
@@ -42,6 +43,10 @@ def _group(g: GroupSpec, key: str, out: ProblemList) -> Cluster | None:
     dev = _device(g.device, f"{key}.device", out)
     if dev is None:
         return None
+    if g.device_memory_gib is not None:        # as a plain cluster's (build_run.build_cluster)
+        dev = replace(dev, hbm_gib=float(g.device_memory_gib), memory_gb=float(g.device_memory_gib))
+    if g.power_limit_w is not None:
+        dev = replace(dev, power_limit_w=float(g.power_limit_w))
     inter = _tier(g.inter_node, "inter")
     nics = None
     if g.inter_node is not None and (g.nics_per_node is not None or g.nic_gb_per_s is not None):
@@ -57,6 +62,7 @@ def _group(g: GroupSpec, key: str, out: ProblemList) -> Cluster | None:
         inter = LinkTier(f"{nic:g}GBps-nic", nic, base.latency_us)
     cluster = make_cluster(g.name, g.nodes, g.gpus_per_node, dev, _tier(g.intra_node, "intra"), inter,
                            source="spec file", nics_per_node=nics,
+                           nodes_per_leaf=g.nodes_per_leaf, oversubscription=float(g.oversubscription),
                            nvlink_mesh=stated_mesh(g.intra_node_topology, g.nvlink_board_gpus),
                            board_gpus=g.nvlink_board_gpus)
     if not topology_problems(key, g.intra_node_topology, g.nvlink_board_gpus, cluster, out):

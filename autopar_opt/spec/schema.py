@@ -258,6 +258,20 @@ class GroupSpec(Section):
     intra_node_topology: Optional[Literal["switch", "mesh"]] = documented_field(
         TOPOLOGY_DOC, "switch", default=None)
     nvlink_board_gpus: Optional[PosInt] = documented_field(BOARD_DOC, 4, default=None, le=16)
+    # the plain cluster's fabric and device-variant keys, per group (QA round 9: a group
+    # could not state a 94 GB Hopper, a power cap or a blocking fabric)
+    nodes_per_leaf: Optional[PosInt] = documented_field(
+        "Nodes of this group under one leaf switch; default: one non-blocking fabric.", 32,
+        default=None, le=limits.MAX_NODES)
+    oversubscription: float = documented_field(
+        "Blocking factor of this group's fabric above its leaves (2.0 = 2:1).", 2.0,
+        default=1.0, ge=1.0, le=64.0)
+    device_memory_gib: Optional[float] = documented_field(
+        "Memory per GPU of this group when it differs from the catalog part (e.g. a 94 or 96 "
+        "GB Hopper).", 96.0, default=None, gt=0, le=4096)
+    power_limit_w: Optional[float] = documented_field(
+        "Board power cap per GPU of this group, W (nvidia-smi -pl).", 500.0, default=None,
+        gt=0, le=10000)
 
 
 class GroupLinkSpec(Section):

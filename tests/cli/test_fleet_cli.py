@@ -244,3 +244,26 @@ def test_no_bound_is_said_as_none_not_minus_infinity() -> None:
                            "configurations": []}, "notices": []}
     text = summary(doc)
     assert "-inf" not in text and "no lower bound proven" in text and "no bound proven" in text
+
+
+def test_a_group_states_the_plain_clusters_device_and_fabric_keys(tmp_path: Path) -> None:
+    """QA round 9: a group could not state a 94 GB Hopper, a power cap or a blocking fabric
+    (unknown keys), so a one-group fleet could not say every plain cluster. Oracle: the
+    one-group fleet builds the plain cluster with the same keys; in a two-group fleet the
+    group's device carries them."""
+    keys = {"device_memory_gib": 94.0, "power_limit_w": 500.0, "nodes_per_leaf": 1,
+            "oversubscription": 2.0}
+    one = json.loads(json.dumps(BASE))
+    one["cluster"] = {"name": "h", "groups": [{"name": "h", "device": "H100-SXM-80GB",
+                                                "nodes": 2, "gpus_per_node": 2, **keys}]}
+    plain = json.loads(json.dumps(BASE))
+    plain["cluster"] = {"name": "h", "device": "H100-SXM-80GB", "nodes": 2, "gpus_per_node": 2,
+                        **keys}
+    a, b = load_spec(_write(tmp_path, one, "one.yaml")), load_spec(_write(tmp_path, plain, "plain.yaml"))
+    assert a.fleet is None and a.cluster == b.cluster
+    assert a.cluster.device.hbm_gib == 94.0 and a.cluster.device.clock_factor < 1.0
+    mixed = json.loads(json.dumps(BASE))
+    mixed["cluster"]["groups"][1].update(keys)
+    h100 = load_spec(_write(tmp_path, mixed, "mixed.yaml")).fleet.groups[1]
+    assert h100.device.hbm_gib == 94.0 and h100.device.power_limit_w == 500.0
+    assert h100.nodes_per_leaf == 1 and h100.oversubscription == 2.0
