@@ -136,6 +136,11 @@ def summary(doc: dict) -> str:
                 lines.append(f"      peak memory {row['peak_memory_gib']:.1f}/"
                              f"{row['capacity_gib']:.1f} GiB"
                              f"{tight_note(row['peak_memory_gib'], row['capacity_gib'])}")
+        if any("@g" in st for row in doc["placement"] for st in row["strategies"]):
+            # QA round 9: the suffix was never explained
+            legend = ", ".join(f"g{i} {g['name']}" for i, g in enumerate(fl["groups"]) if i)
+            lines.append(f"    (@gK in a strategy: its layout is on fleet group K: {legend}; "
+                         f"no suffix: {fl['groups'][0]['name']})")
         if doc["shape"] == "replicas":
             tier = (m.get("sync") or {}).get("tier") or {}
             # the bandwidth in effect, not the link's stated one (QA round 9: a 100 GB/s

@@ -217,6 +217,10 @@ def test_replica_classes_say_the_bandwidth_in_effect(tmp_path: Path) -> None:
     tier = doc["metrics"]["sync"]["tier"]["bandwidth_gb_per_s"]
     assert tier < 100.0                     # the NICs, not the stated link
     assert f"at {tier:g} GB/s per GPU" in summary(doc)
+    # the group suffix of the strategies is explained where it appears (QA round 9)
+    text = summary(doc)
+    assert "@g1" in text
+    assert "(@gK in a strategy: its layout is on fleet group K: g1 h100; no suffix: a100)" in text
 
 
 def test_a_group_takes_the_plain_clusters_nic_limit(tmp_path: Path) -> None:
