@@ -52,18 +52,20 @@ def group_matches(entries: list[dict]) -> list[dict[str, Any]]:
             verdict = [(c["groups"][group], c, _verdict(c, ref)) for c in cands]
             yes = [(n, c) for n, c, v in verdict if v == "yes"]
             name = " + ".join(f"{n} {g}" for g, n in ref["groups"].items() if n)
+            nodes = "node" if sum(ref["groups"].values()) == 1 else "nodes"
             if not yes:
                 open_ = [n for n, _, v in verdict if v == WITHIN]
                 out.append({"group": group, "reference": ref["id"], "nodes": None, "proven": False,
                             "within_gap": open_,
                             "statement": f"no {group} node count in the sweep is proven to train as "
-                                         f"fast as {name} nodes ({ref['id']})"
+                                         f"fast as {name} {nodes} ({ref['id']})"
                                          + (f"; undecided (within the gap or not solved) at "
                                             f"{open_}" if open_ else "")})
                 continue
             n, scen = yes[0]
             undecided = [m for m, _, v in verdict if m < n and v == WITHIN]
-            text = (f"{n} {group} nodes ({scen['id']}) train at least as fast as {name} nodes "
+            text = (f"{n} {group} node{'' if n == 1 else 's'} ({scen['id']}) "
+                    f"train{'s' if n == 1 else ''} at least as fast as {name} {nodes} "
                     f"({ref['id']}), proven")
             text += (f"; fewer is undecided (within the gap or not solved) at {undecided}"
                      if undecided else

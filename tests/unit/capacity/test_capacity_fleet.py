@@ -106,6 +106,9 @@ def test_group_matches_follow_the_intervals() -> None:
     m = ans[("a100", "h1")]
     assert m["nodes"] == 4 and m["scenario"] == "a4" and not m["proven"] and m["within_gap"] == [2]
     assert ans[("h100", "a1")]["nodes"] == 1 and ans[("h100", "a1")]["proven"]
+    # singular where one node (QA round 9: "1 h100 nodes")
+    assert ans[("h100", "a1")]["statement"].startswith("1 h100 node (")
+    assert " trains at least as fast as 1 a100 node (" in ans[("h100", "a1")]["statement"]
     assert ans[("h100", "a4")]["nodes"] is None        # one H100 node is proven slower than 4 A100
 
 
