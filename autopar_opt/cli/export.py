@@ -127,6 +127,11 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
         fix = (str(advice[0]) if advice else "give the search more devices, ZeRO levels or "
                "recomputation, or more time, and solve again")
         _fail(f"{path}: {rule}; {fix}", file, rule, fix, key="status", value=doc["status"])
+    if isinstance(doc, dict) and doc.get("status") == "infeasible" and doc.get("plan") is not None:
+        # a proven-infeasible search has no plan: the document was edited (QA round 9)
+        rule = "status 'infeasible' with a plan: a search proven infeasible writes none"
+        fix = "give the plan.json written by `autopar solve --out DIR`, unedited"
+        _fail(f"{path}: {rule}; {fix}", file, rule, fix, key="status", value="infeasible")
     if not isinstance(doc, dict) or not isinstance(doc.get("plan"), dict):
         rule = "no 'plan' in this file"
         fix = "the solve found none, or it is not a plan.json of `autopar solve`"

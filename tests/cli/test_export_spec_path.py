@@ -158,3 +158,13 @@ def test_export_reads_the_recorded_absolute_spec_before_a_relative_namesake(tmp_
     monkeypatch.chdir(other)
     code, text = run_cli("export", plan, "--to", "megatron")
     assert code == 0 and "--global-batch-size 64" in text, text
+
+
+def test_export_refuses_an_infeasible_status_beside_a_plan(tmp_path, monkeypatch):
+    """QA round 9: a plan.json edited to status 'infeasible' still exported."""
+    plan = _solved(tmp_path, monkeypatch)
+    doc = json.loads(plan.read_text())
+    doc["status"] = "infeasible"
+    plan.write_text(json.dumps(doc))
+    code, text = run_cli("export", plan, "--to", "megatron")
+    assert code == 2 and "status 'infeasible' with a plan" in text
