@@ -123,5 +123,6 @@ def read_batches(tr: TrainingSection, dp: int, notes: list[str], *, pp: int,
                           f"(micro_batch_size·dp) = {gbs}/({mbs}·{dp}); fix one of them")
     if c * per != gbs:
         notes.append(f"global batch {gbs} is not a multiple of mbs·dp = {per}: priced as "
-                     f"{c} micro-batches ({c * per} samples), throughput compared per sample")
+                     f"{c} micro-batch{'' if c == 1 else 'es'} ({c * per} samples), throughput "
+                     "compared per sample")
     return Batches(gbs, mbs, c)

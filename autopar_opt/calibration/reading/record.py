@@ -260,7 +260,7 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
     mem = meas.memory_gib_per_gpu
     hbm = DEVICE_CATALOG[device].hbm_gib
     if mem is not None and not 0 < mem <= 1.1 * hbm:
-        raise Unmodelable(f"measured.memory_gib_per_gpu = {mem:g} is not a per-GPU memory of a "
+        raise Unmodelable(f"measured.memory_gib_per_gpu = {mem:g} is not a per-GPU memory of the "
                           f"{device} (0 < memory <= 1.1 x its {hbm:g} GiB): state GiB per GPU")
     return RunRecord(
         raw=raw, id=raw.id, family=family_of(raw.id, framework), framework=framework,

@@ -330,3 +330,9 @@ def test_a_misspelt_record_key_is_said():
     assert any("parallelism.tpp is not a key of the record format (did you mean 'tp'?)" in a
                for a in said)
     assert not any("parallelism.etp" in a for a in said)
+
+
+def test_a_record_of_the_wrong_kind_is_named_in_words(tmp_path):
+    """QA round 9: "record 2 of 2 is a int"."""
+    with pytest.raises(RunFileError, match="record 2 of 2 is an integer, expected a mapping"):
+        load_run_file(_write(tmp_path, [_record("a"), 7]))
