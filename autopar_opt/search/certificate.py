@@ -117,6 +117,21 @@ _NO_METHOD = {Status.pruned: "analytic bound", Status.infeasible: "memory bound"
 WITHIN_GAP = "bound within the target gap"
 
 
+#: How a configuration's message says its solver model was counted and not built (over the
+#: ``--memory-limit`` budget: :class:`autopar_opt.core.memory_budget.OverBudget`).
+NOT_BUILT = "not built: "
+
+
+def not_built(message: str | None) -> str | None:
+    """The refusal a configuration's ``message`` carries, after ``not built: `` (at its start
+    or after an earlier ``; ``), or None when its model was built."""
+    text = message or ""
+    if text.startswith(NOT_BUILT):
+        return text[len(NOT_BUILT):]
+    at = text.find("; " + NOT_BUILT)
+    return text[at + 2 + len(NOT_BUILT):] if at >= 0 else None
+
+
 def method_records(configurations: list[ConfigRecord]) -> list[dict]:
     """``certificate.methods``: which method proved what (issue 35), one record per method
     in the order the methods first answered (:class:`~autopar_opt.core.portfolio.MethodRecord`):
@@ -141,7 +156,7 @@ def method_records(configurations: list[ConfigRecord]) -> list[dict]:
             counts[r.status.value] = counts.get(r.status.value, 0) + 1
         plans = [r.primal for r in rs if r.primal is not None]
         closed = all(r.status in (Status.optimal, Status.infeasible, Status.pruned) for r in rs)
-        refused = any(r.message.startswith("not built:") or "; not built:" in r.message for r in rs)
+        refused = any(not_built(r.message) is not None for r in rs)
         status = ("optimal" if closed else "refused" if refused and not plans
                   else "feasible" if plans else "no_plan")
         if not rs[0].method and all(r.status is Status.pruned for r in rs):
@@ -156,7 +171,7 @@ def method_records(configurations: list[ConfigRecord]) -> list[dict]:
             notes.append("proved the global lower bound" if math.isfinite(least) else
                          "left the global lower bound unproven (-inf: the time limit came first)")
         if refused:
-            notes.append(next(r.message for r in rs if "not built:" in r.message))
+            notes.append(next(r.message for r in rs if not_built(r.message) is not None))
         out.append(MethodRecord(name, status, min(plans) if plans else None, lower,
                                 sum(r.time_s for r in rs), "; ".join(notes),
                                 {"configurations": len(rs), **counts}).to_dict())

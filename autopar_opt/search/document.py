@@ -22,7 +22,7 @@ from autopar_opt.ir.hardware import Cluster
 from autopar_opt.ir.pipeline import plan_stage_devices, stage_offsets
 from autopar_opt.search.baselines import Baseline
 from autopar_opt.core.bounds import Status
-from autopar_opt.search.certificate import json_float
+from autopar_opt.search.certificate import json_float, not_built
 from autopar_opt.search.engine import SearchOptions, SearchResult
 from autopar_opt.ir.training import SearchSpace, Training
 from autopar_opt.ir.arch import describe
@@ -87,6 +87,7 @@ def _infeasibility(result: SearchResult, cluster: Cluster, training: Training,
     # reserve, over the allocator overhead (the tables' memory capacity)
     cap = StageContext(cluster, training, params, 1, 1).capacity_bytes / 2**30
     least = result.least_memory_bytes / 2**30
+    refusals: list[str] = []
     if result.certificate.infeasible and math.isfinite(least) and least > cap:
         reason = (f"every configuration of the search space is proven infeasible; the least memory "
                   f"any plan needs is at least {least:.2f} GiB per device against {cap:.2f} GiB usable")
@@ -105,21 +106,18 @@ def _infeasibility(result: SearchResult, cluster: Cluster, training: Training,
         reason = "no plan was found within the time limit; feasibility is not decided"
         # a solver model over the --memory-limit budget was never built: that, not the
         # time, stopped the search (QA round 9: it was reported as the time limit)
-        unbuilt = [r for r in result.certificate.configurations
-                   if "over the memory budget" in (r.message or "")]
-        if unbuilt:
-            first = unbuilt[0].message
-            first = first[first.index("not built: ") + len("not built: "):] \
-                if "not built: " in first else first
-            reason = (f"no plan was found: the solver's model of {len(unbuilt)} configuration(s) "
-                      f"was not built ({first}); feasibility is not decided")
+        refusals = [why for r in result.certificate.configurations
+                    if (why := not_built(r.message)) is not None]
+        if refusals:
+            reason = (f"no plan was found: the solver's model of {len(refusals)} "
+                      f"configuration(s) was not built ({refusals[0]}); feasibility is not "
+                      "decided")
     advice = ["allow ZeRO-3 sharding and full recomputation (search.zero_levels, search.recompute)",
               "allow more pipeline stages or tensor parallelism (search.pp_degrees, search.tp_degrees)",
               "use more micro-batches to shrink activations (search.microbatches)",
               "use more or larger devices (cluster.nodes, cluster.device)",
               "lower training.memory_reserve_gib if the reserve is too conservative"]
-    if not result.certificate.infeasible and reason.startswith("no plan was found: the "
-                                                              "solver's model"):
+    if not result.certificate.infeasible and refusals:
         advice = ["raise --memory-limit (the models' memory budget, GiB) if the machine has the "
                   "memory, or use --solver dp, which builds no model"] + advice
     elif not result.certificate.infeasible:
