@@ -17,7 +17,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from autopar_opt import __version__
-from autopar_opt.core.result import above_bound_text
+from autopar_opt.core.result import above_bound_text, bound_above
 from autopar_opt.reports.formatting import alone_words
 
 #: Configuration rows shown in the report (all are in plan.json).
@@ -113,8 +113,7 @@ def check_fleet_document(doc: dict) -> None:
         raise ValueError(f"status = {status!r} is not one of {', '.join(FLEET_STATUSES)}")
     cert = doc.get("certificate") or {}
     primal, bound = _num(cert.get("primal")), _num(cert.get("lower_bound"))
-    if primal is not None and bound is not None and math.isfinite(primal) \
-            and bound > primal + 1e-6 * max(1.0, abs(primal)):
+    if bound_above(bound, primal):
         raise ValueError(f"certificate.lower_bound = {bound:g} is above certificate.primal = "
                          f"{primal:g}: no plan beats the bound, this one included")
     groups = (doc.get("fleet") or {}).get("groups") or []

@@ -11,6 +11,7 @@ import math
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from autopar_opt import __version__
+from autopar_opt.core.result import bound_above
 
 MAX_CUT_ROWS = 200
 
@@ -36,8 +37,7 @@ def _check(doc: dict) -> None:
             raise ValueError(f"{key} = {v!r} is not a non-negative number (loads, latencies "
                              "and gaps are)")
     value, bound = doc["value"], doc["lower_bound"]
-    if value is not None and bound is not None and math.isfinite(value) \
-            and bound > value + 1e-6 * max(1.0, abs(value)):
+    if bound_above(bound, value):
         raise ValueError(f"lower_bound = {bound!r} is above value = {value!r}: no placement "
                          "beats the bound, this one included, so the file was edited")
 

@@ -65,6 +65,14 @@ def status_words(status: str, gap: float | None) -> str:
     return status
 
 
+def bound_above(bound: float | None, value: float | None) -> bool:
+    """A proven lower bound above the finite value it bounds, beyond round-off: no document
+    a search writes holds one (the plan is one of the plans the bound holds for), so a
+    report refuses it as edited (QA round 9)."""
+    return (value is not None and bound is not None and math.isfinite(value)
+            and bound > value + 1e-6 * max(1.0, abs(value)))
+
+
 def above_bound(gap: float) -> float:
     """How far a value is above the proven bound, ``(T - L)/L``, from the gap
     ``(T - L)/T`` (:func:`relative_gap`): ``gap/(1 - gap)``; inf at a gap of 1 (QA round 9:
