@@ -140,9 +140,9 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f" (did you mean {best!r}?)" if best is not None else ""
 
 
-def one_of(choices: Iterable[str]) -> str:
-    """``'a', 'b' or 'c'`` for a fix text."""
-    items = [repr(str(c)) for c in choices]
+def one_of(choices: Iterable[str], quote: bool = True) -> str:
+    """``'a', 'b' or 'c'`` for a fix text (``a, b or c`` of words with ``quote=False``)."""
+    items = [repr(str(c)) if quote else str(c) for c in choices]
     if len(items) <= 1:
         return "".join(items)
     return ", ".join(items[:-1]) + " or " + items[-1]

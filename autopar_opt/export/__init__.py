@@ -146,11 +146,12 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
 
 #: The FP8 recipe each Megatron export writes (the cost model prices FP8's casts with the
 #: amax fused into them, as delayed scaling runs them: :mod:`autopar_opt.cost.fp8_casts`).
-FP8_RECIPES = {"megatron": "delayed scaling (--fp8-recipe delayed, Megatron-LM's default, "
-                           "written out)",
-               "megatron-bridge": "Megatron-Bridge's performance recipe "
-                                  "bf16_with_fp8_current_scaling_mixed (per-tensor current "
-                                  "scaling, first and last blocks in bf16, FP8 weight gathers)"}
+FP8_RECIPES = {"megatron": ("delayed scaling", "--fp8-recipe delayed, Megatron-LM's default, "
+                                                "written out"),
+               "megatron-bridge": ("Megatron-Bridge's performance recipe "
+                                   "bf16_with_fp8_current_scaling_mixed",
+                                   "per-tensor current scaling, first and last blocks in bf16, "
+                                   "FP8 weight gathers")}
 
 
 def training_notes(training: Training, target: str) -> list[str]:
@@ -173,8 +174,9 @@ def training_notes(training: Training, target: str) -> list[str]:
                    "estimate it without autocast for what this file runs")
     if training.dtype == "fp8" and target in FP8_RECIPES:
         other = "megatron-bridge" if target == "megatron" else "megatron"
-        out.append(f"FP8 recipe: {FP8_RECIPES[target]}; the {other} export writes "
-                   f"{FP8_RECIPES[other].split(' (')[0]}; the cost model prices the casts "
+        name, detail = FP8_RECIPES[target]
+        out.append(f"FP8 recipe: {name} ({detail}); the {other} export writes "
+                   f"{FP8_RECIPES[other][0]}; the cost model prices the casts "
                    "with the amax fused into them (delayed scaling), so current scaling's "
                    "separate amax pass per cast is not priced")
     return out

@@ -229,7 +229,8 @@ def problem_from_error(root: type[BaseModel], error: dict, file_of: Callable[[st
     example = _example(root, loc)
     if kind == "union_none":              # :func:`_merge_union_members`
         return SpecProblem(file, key, value, "is none of the forms this key takes",
-                           f"write {one_of_words(ctx['wants'])}{_eg(example)}")
+                           f"write {one_of(dict.fromkeys(ctx['wants']), quote=False)}"
+                           f"{_eg(example)}")
     if kind == "missing":
         name = key.rsplit(".", 1)[-1]
         eg = f", e.g. {name}: {example!r}" if example is not None else ""
@@ -318,7 +319,7 @@ def _merge_union_members(root: type[BaseModel], errors: list[dict]) -> list[dict
             continue
         wants = [_kind_of_type(m["type"]) for m in members]
         err.update(type="union_none", msg="fits none of the forms it may take: "
-                   + one_of_words(wants), ctx={"wants": wants})
+                   + one_of(dict.fromkeys(wants), quote=False), ctx={"wants": wants})
     return out
 
 
@@ -332,12 +333,6 @@ _TYPE_WORDS = {"string_type": "a text string", "dict_type": "a mapping of keys t
 
 def _kind_of_type(kind: str) -> str:
     return _TYPE_WORDS.get(kind, kind.replace("_", " "))
-
-
-def one_of_words(words: list[str]) -> str:
-    """``a, b or c`` of distinct words, in order."""
-    seen = list(dict.fromkeys(words))
-    return seen[0] if len(seen) == 1 else ", ".join(seen[:-1]) + " or " + seen[-1]
 
 
 def problems_from_validation(root: type[BaseModel], exc: ValidationError,

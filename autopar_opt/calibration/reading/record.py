@@ -158,10 +158,10 @@ def misspelt_keys(raw: RawRecord) -> list[str]:
     ignored without a word (QA round 9)."""
     import difflib
 
-    from autopar_opt.calibration.reading.schema import _SECTIONS
+    from autopar_opt.calibration.reading.schema import SECTIONS
 
     out = []
-    for name in _SECTIONS:
+    for name in SECTIONS:
         section = getattr(raw, name, None)
         declared = list(type(section).model_fields) if section is not None else []
         for key in (getattr(section, "model_extra", None) or {}):

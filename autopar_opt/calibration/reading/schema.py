@@ -221,7 +221,7 @@ class Measured(_Section):
         return value if isinstance(value, dict) else {}
 
 
-_SECTIONS: dict[str, type[_Section]] = {
+SECTIONS: dict[str, type[_Section]] = {
     "source": Source, "model": Model, "hardware": Hardware, "parallelism": Parallelism,
     "training": Training, "measured": Measured}
 
@@ -248,13 +248,13 @@ class RawRecord(BaseModel):
         """Validate one record mapping; raises :class:`Unmodelable` with every
         problem of its stated fields (joined by "; ")."""
         problems = []
-        for name in _SECTIONS:
+        for name in SECTIONS:
             value = rec.get(name)
             if value is not None and not isinstance(value, dict):
                 problems.append(f"'{name}' is a {type(value).__name__}, expected a mapping")
         if problems:
             raise Unmodelable("; ".join(problems))
-        data = {k: v for k, v in rec.items() if not (k in _SECTIONS and v is None)}
+        data = {k: v for k, v in rec.items() if not (k in SECTIONS and v is None)}
         for key in ("id", "record_type", "flops_counting", "notes"):
             if key in data:
                 data[key] = "" if data[key] is None else str(data[key])
