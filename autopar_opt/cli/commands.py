@@ -150,12 +150,19 @@ def schema(plan: bool = typer.Option(False, "--plan", help="The JSON Schema of p
                                      "(autopar solve --out; a plain cluster's or a fleet's) "
                                      "instead of a spec file."),
            estimate: bool = typer.Option(False, "--estimate", help="The JSON Schema of "
-                                         "autopar estimate --json.")) -> int:
-    """Print the JSON Schema of a spec file (or of plan.json / estimate's JSON).
+                                         "autopar estimate --json."),
+           runs: bool = typer.Option(False, "--runs", help="The JSON Schema of a run file "
+                                     "(measured runs for autopar calibrate).")) -> int:
+    """Print the JSON Schema of a spec file (or of plan.json / estimate's JSON / a run file).
 
     Infinite numbers in plan.json are the strings "inf" / "-inf" (JSON has no infinity)."""
-    if plan and estimate:
-        _fail("give at most one of --plan and --estimate")
+    if plan + estimate + runs > 1:
+        _fail("give at most one of --plan, --estimate and --runs")
+    if runs:
+        from autopar_opt.calibration.reading.run_schema import run_file_json_schema
+
+        typer.echo(json.dumps(run_file_json_schema(), indent=2, ensure_ascii=False))
+        return 0
     if plan or estimate:
         from autopar_opt.core.document import EstimateDocument, plan_json_schema
 

@@ -76,6 +76,29 @@ ETP_KEYS = ("etp", "expert_tensor_parallel_size")
 _MLA = ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_head_dim", "qk_rope_head_dim",
         "qk_pos_emb_head_dim", "v_head_dim")
 
+#: Every extra key of a record's ``model`` section this module reads: key -> (JSON
+#: type: "integer", "number" or "" for any, what it means), for the run file's schema
+#: (:mod:`autopar_opt.calibration.reading.run_schema`).
+MOE_MODEL_KEYS: dict[str, tuple[str, str]] = {
+    **{k: ("integer", "Routed experts per MoE layer.") for k in _EXPERTS},
+    **{k: ("integer", "Experts per token (router top-k).") for k in _TOP_K},
+    **{k: ("integer", "One expert's MLP width; unstated: ffn_hidden_size.") for k in _EXPERT_FFN},
+    **{k: ("integer", "Total width of the shared experts.") for k in _SHARED_WIDTH},
+    **{k: ("integer", "Shared experts, each expert-wide (DeepSeekMoE).") for k in _SHARED_COUNT},
+    **{k: ("integer", "The first k layers are dense.") for k in _FIRST_DENSE},
+    "moe_layer_freq": ("", "Megatron: layer i is MoE when i % freq == 0; or a 0/1 list per layer, "
+                           "or a string such as ([0]*3+[1]*58)."),
+    "decoder_sparse_step": ("integer", "Qwen-MoE: every step-th layer is MoE."),
+    "mlp_only_layers": ("", "Qwen-MoE: indices of the dense layers (distinct integers)."),
+    "moe_expert_capacity_factor": ("number", "Expert capacity factor (priced when the input is "
+                                             "padded to capacity)."),
+    "moe_pad_expert_input_to_capacity": ("", "true: experts run at the padded capacity."),
+    "moe_load_imbalance": ("number", "Stated busiest/average expert load (at least 1)."),
+    **{k: ("integer", "MLA (DeepSeek-V2/V3) dimension.") for k in _MLA},
+    "active_param_count_b": ("number", "Published active parameters, billions: kept, not read "
+                                       "(the built active count is reported)."),
+}
+
 #: Words in a record's model name or ``arch`` that mean Mixture-of-Experts.
 MOE_WORDS = re.compile(r"\bmoe\b|mixture[- ]of[- ]experts|\bexperts?\b|mixtral|deepseek[- _]?v[23]"
                        r"|deepseekmoe|\bdbrx\b|\bolmoe\b|\bgrok|\bswitch[- ]transformer"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar, Optional
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
 from autopar_opt.core import limits
@@ -114,9 +114,12 @@ class Source(_Section):
     """Where the run was published."""
 
     WHERE: ClassVar[str] = "source"
-    citation: Optional[Any] = None
-    locator: Optional[Any] = None
-    url: Optional[Any] = None
+    citation: Optional[Any] = Field(None, description=(
+        "Who published the run and where (authors, title, venue, date): the record's citation."))
+    locator: Optional[Any] = Field(None, description=(
+        'Where in the source the figures are (table, figure, section, log line).'))
+    url: Optional[Any] = Field(None, description=(
+        'A link to the source.'))
 
 
 class Model(_Section):
@@ -134,22 +137,38 @@ class Model(_Section):
         "num_layers", "hidden_size", "num_attention_heads", "seq_len", "vocab_size",
         "ffn_hidden_size", "num_kv_heads")
     NUMBERS: ClassVar[tuple[str, ...]] = ("param_count_b",)
-    name: Optional[Any] = None
-    arch: Optional[Any] = None
-    num_layers: Optional[int] = None
-    hidden_size: Optional[int] = None
-    num_attention_heads: Optional[int] = None
-    num_kv_heads: Optional[int] = None
-    ffn_hidden_size: Optional[int] = None
-    vocab_size: Optional[int] = None
-    seq_len: Optional[int] = None
-    param_count_b: Optional[float] = None
-    family: Optional[Any] = None
-    mlp: Optional[Any] = None
-    biases: Optional[Any] = None
-    dropout: Optional[Any] = None
-    positions: Optional[Any] = None
-    norm: Optional[Any] = None
+    name: Optional[Any] = Field(None, description=(
+        "The model's name (text; 'MoE', 'Mixtral', 'DeepSeek-V3' and the like mark a Mixture-of-Experts record, which must then state its experts)."))
+    arch: Optional[Any] = Field(None, description=(
+        'Free text on the architecture; an explicit field below always beats it, and what it leaves unstated is said as assumed.'))
+    num_layers: Optional[int] = Field(None, description=(
+        'Transformer blocks (a positive integer).'))
+    hidden_size: Optional[int] = Field(None, description=(
+        'Model width h.'))
+    num_attention_heads: Optional[int] = Field(None, description=(
+        'Query heads (must divide hidden_size, and be divisible by parallelism.tp).'))
+    num_kv_heads: Optional[int] = Field(None, description=(
+        'Key/value heads (grouped-query attention); unstated: num_attention_heads (multi-head).'))
+    ffn_hidden_size: Optional[int] = Field(None, description=(
+        "MLP inner width (an MoE record's dense layers); unstated: 4·h (Megatron's default), said."))
+    vocab_size: Optional[int] = Field(None, description=(
+        'Vocabulary size as trained (padded where the framework pads).'))
+    seq_len: Optional[int] = Field(None, description=(
+        'Sequence length in tokens per sample.'))
+    param_count_b: Optional[float] = Field(None, description=(
+        'The published parameter count, in billions: the built model must be within 3% of it (checked, reported).'))
+    family: Optional[Any] = Field(None, description=(
+        'A known family (a key of model_zoo/families.yaml: llama, mistral, qwen, gpt-neox, ...) giving the MLP type, norm, biases, tying and positions, with their source.'))
+    mlp: Optional[Any] = Field(None, description=(
+        'gated or plain, or the activation: swiglu, geglu, gelu, relu, squared_relu.'))
+    biases: Optional[Any] = Field(None, description=(
+        'none, qkv or all (or true / false).'))
+    dropout: Optional[Any] = Field(None, description=(
+        'true / false.'))
+    positions: Optional[Any] = Field(None, description=(
+        'learned, rope, alibi, relative or none.'))
+    norm: Optional[Any] = Field(None, description=(
+        'layernorm or rmsnorm.'))
 
 
 class Hardware(_Section):
@@ -159,16 +178,24 @@ class Hardware(_Section):
     INTEGERS: ClassVar[tuple[str, ...]] = ("num_gpus", "gpus_per_node", "nics_per_node")
     NUMBERS: ClassVar[tuple[str, ...]] = ("gpu_memory_gb", "inter_node_gbps_per_gpu",
                                           "power_limit_w")
-    gpu_type: Optional[Any] = None
-    gpu_memory_gb: Optional[float] = None
-    num_gpus: Optional[int] = None
-    gpus_per_node: Optional[int] = None
-    inter_node_gbps_per_gpu: Optional[float] = None
+    gpu_type: Optional[Any] = Field(None, description=(
+        "The GPU (text: 'H100-SXM5-80GB', 'A100 80GB PCIe', 'H200', 'GH200', ...); an unstated form factor of an H100/H800/A100/A800 is taken as the SXM part and said so."))
+    gpu_memory_gb: Optional[float] = Field(None, description=(
+        "The GPU's memory in GB as published (chooses between the 80/94/96 GB and 40/80 GB parts)."))
+    num_gpus: Optional[int] = Field(None, description=(
+        'GPUs in the job (= tp·pp·dp·cp).'))
+    gpus_per_node: Optional[int] = Field(None, description=(
+        'GPUs per node (which groups stay inside a node); unstated: 8, said.'))
+    inter_node_gbps_per_gpu: Optional[float] = Field(None, description=(
+        "Network bandwidth per NIC between nodes, in Gb/s (gigabits: 200 for HDR, 400 for NDR); unstated: the device's usual fabric, said as assumed."))
     #: network interfaces per node (each at ``inter_node_gbps_per_gpu``); None: one per GPU
-    nics_per_node: Optional[int] = None
+    nics_per_node: Optional[int] = Field(None, description=(
+        'Network interfaces per node, each at inter_node_gbps_per_gpu; unstated: one per GPU.'))
     #: a stated board power cap per GPU, W (lowers the sustained clock)
-    power_limit_w: Optional[float] = None
-    system: Optional[Any] = None
+    power_limit_w: Optional[float] = Field(None, description=(
+        'A stated board power cap per GPU, in W (lowers the sustained clock).'))
+    system: Optional[Any] = Field(None, description=(
+        'Free text on the system (cluster name, VM type).'))
 
 
 class Parallelism(_Section):
@@ -178,15 +205,24 @@ class Parallelism(_Section):
 
     WHERE: ClassVar[str] = "parallelism"
     INTEGERS: ClassVar[tuple[str, ...]] = ("tp", "pp", "dp", "cp", "vp_chunks", "dp_replicate")
-    tp: Optional[int] = None
-    pp: Optional[int] = None
-    dp: Optional[int] = None
-    cp: Optional[int] = None
-    vp_chunks: Optional[int] = None
-    dp_replicate: Optional[int] = None
-    sequence_parallel: Optional[Any] = None
-    zero_stage: Optional[Any] = None
-    fsdp: Optional[Any] = None
+    tp: Optional[int] = Field(None, description=(
+        'Tensor-parallel degree.'))
+    pp: Optional[int] = Field(None, description=(
+        'Pipeline-parallel degree.'))
+    dp: Optional[int] = Field(None, description=(
+        'Data-parallel degree (the expert-parallel degree ep is carved out of dp·cp, as Megatron-Core does).'))
+    cp: Optional[int] = Field(None, description=(
+        'Context-parallel degree.'))
+    vp_chunks: Optional[int] = Field(None, description=(
+        "Virtual pipeline chunks per stage (interleaved 1F1B); unstated: the framework's default schedule, said."))
+    dp_replicate: Optional[int] = Field(None, description=(
+        'Hybrid sharding (HSDP, MiCS): the replicas; the shard group is dp / dp_replicate.'))
+    sequence_parallel: Optional[Any] = Field(None, description=(
+        "Megatron sequence parallelism, true / false; unstated: the framework's default for a TP run, said."))
+    zero_stage: Optional[Any] = Field(None, description=(
+        'ZeRO stage 0-3 (0 or false: none); explicit, it beats any framework text.'))
+    fsdp: Optional[Any] = Field(None, description=(
+        "FSDP sharding as text (FULL_SHARD / SHARD_GRAD_OP / HYBRID_SHARD / NO_SHARD, 'fsdp2', ...), read as a ZeRO stage."))
 
 
 class Training(_Section):
@@ -195,14 +231,21 @@ class Training(_Section):
     WHERE: ClassVar[str] = "training"
     INTEGERS: ClassVar[tuple[str, ...]] = (
         "global_batch_size", "micro_batch_size", "grad_accum_steps", "cpu_offloading_num_layers")
-    framework: Optional[Any] = None
-    precision: Optional[Any] = None
-    recompute: Optional[Any] = None
-    global_batch_size: Optional[int] = None
-    micro_batch_size: Optional[int] = None
+    framework: Optional[Any] = Field(None, description=(
+        'The training stack and version as text (Megatron-LM, NeMo, torchtitan, DeepSpeed, llm-foundry, ...): its documented defaults price what the record leaves unstated, each said.'))
+    precision: Optional[Any] = Field(None, description=(
+        "bf16, fp16, fp32, or FP8 in any common spelling (fp8, float8, e4m3, MXFP8, 'bf16 + FP8 linear layers')."))
+    recompute: Optional[Any] = Field(None, description=(
+        "Activation recomputation: none, selective, op (torchtitan's op policy) or full."))
+    global_batch_size: Optional[int] = Field(None, description=(
+        'Samples per iteration over the whole job.'))
+    micro_batch_size: Optional[int] = Field(None, description=(
+        'Samples per micro-batch per data-parallel rank.'))
     #: micro-batches per iteration per data-parallel rank (gradient accumulation steps)
-    grad_accum_steps: Optional[int] = None
-    cpu_offloading_num_layers: Optional[int] = None
+    grad_accum_steps: Optional[int] = Field(None, description=(
+        'Micro-batches per iteration per data-parallel rank (gradient accumulation).'))
+    cpu_offloading_num_layers: Optional[int] = Field(None, description=(
+        'Megatron-Core --cpu-offloading-num-layers: layers per pipeline rank whose activations go to host memory.'))
 
 
 class Measured(_Section):
@@ -211,9 +254,12 @@ class Measured(_Section):
 
     WHERE: ClassVar[str] = "measured"
     NUMBERS: ClassVar[tuple[str, ...]] = ("memory_gib_per_gpu",)
-    memory_gib_per_gpu: Optional[float] = None
-    memory_measure: Optional[Any] = None
-    memory_rank: Optional[Any] = None
+    memory_gib_per_gpu: Optional[float] = Field(None, description=(
+        'Peak memory per GPU, in GiB.'))
+    memory_measure: Optional[Any] = Field(None, description=(
+        'What the memory figure measures: device (nvidia-smi, the default), reserved (torch.cuda.max_memory_reserved) or allocated (live tensors).'))
+    memory_rank: Optional[Any] = Field(None, description=(
+        'Which GPU the memory figure is from: max (the busiest, the default) or last (the rank Megatron logs from).'))
 
     def other(self) -> dict:
         """``measured.other`` as a mapping ({} when absent or not a mapping)."""
