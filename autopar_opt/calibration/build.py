@@ -41,6 +41,7 @@ from autopar_opt.calibration.flops import Dims, measured_samples_per_s
 from autopar_opt.calibration.modeled import ModeledRun
 from autopar_opt.calibration.reading import RunRecord, Unmodelable
 from autopar_opt.calibration.reading.model import resolve_tying
+from autopar_opt.calibration.reading.measured import stated_throughputs
 from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.ir.hardware import DEFAULT_INTER_NODE, LinkTier, Cluster, make_cluster
 from autopar_opt.model_zoo.transformer import decoder_lm
@@ -202,11 +203,39 @@ def build_run(rec: RunRecord) -> ModeledRun:
                                                      rec.cluster.device, rec.dtype, rec.flops,
                                                      flops=flops)
             _refuse_beyond_peak(measured, basis, graph, cluster, training.dtype)
+            notes.extend(disagreeing_figures(rec, measured, dims, flops))
     return ModeledRun(rec.id, rec.family, rec.framework, rec.kind, graph, cluster, training, plan,
                       strategy, samples, measured, basis, rec.memory_gib, rec.notes_with(notes),
                       rec.memory_measure, rec.memory_rank, rec.model.published_params,
                       rec.model.published_half_unit,
                       rec.model.architecture.assumed + _tying_assumed(notes))
+
+
+#: Two stated throughput figures of one record further apart than this (relative, in
+#: samples/s) are said: published figures are rounded to 2-3 digits (an MFU of 41% is
+#: 40.5-41.5%, 1.2%), so a larger gap is a different quantity or a different FLOP count.
+FIGURES_AGREE = 0.05
+
+
+def disagreeing_figures(rec: RunRecord, measured: float, dims: Dims,
+                        flops: tuple[float, str] | None) -> list[str]:
+    """A note per stated throughput figure of ``rec`` besides the one compared on
+    (:func:`~autopar_opt.calibration.reading.measured.pick_throughput`) that gives a rate
+    more than :data:`FIGURES_AGREE` away from it: the record is compared on the first,
+    and the user sees that its own figures disagree (a FLOP-derived figure inverted with
+    a convention that is not the one the source used, or a unit slip) instead of the
+    second being dropped without a word."""
+    out = []
+    for other in stated_throughputs(rec.raw.measured)[1:]:
+        rate, how = measured_samples_per_s(other, dims, rec.cluster.num_gpus, rec.cluster.device,
+                                           rec.dtype, rec.flops, flops=flops)
+        gap = rate / measured - 1.0
+        if abs(gap) > FIGURES_AGREE:
+            out.append(f"measured figures disagree: {how} gives {rate:.4g} samples/s, "
+                       f"{100 * gap:+.0f}% from the {measured:.4g} of "
+                       f"{rec.throughput.key} (compared on), beyond the "
+                       f"{100 * FIGURES_AGREE:g}% of rounding")
+    return out
 
 
 def _refuse_beyond_peak(measured: float, basis: str, graph, cluster, dtype: str) -> None:

@@ -104,6 +104,28 @@ def _positive(value: object) -> float | None:
     return float(value) if ok else None
 
 
+#: The order :func:`pick_throughput` prefers the throughput keys in.
+PREFERENCE = ("iteration_time_s", "tokens_per_sec_per_gpu", "tokens_per_sec_total",
+              "tokens_per_sec", "tokens_per_second", "samples_per_sec",
+              "samples_per_sec_from_log", "sequences_per_sec", "mfu_pct", "tflops_per_gpu",
+              "aggregate_pflops")
+
+
+def stated_throughputs(measured: Measured) -> list[Throughput]:
+    """Every usable throughput figure the record states, in the order of preference
+    (a key under ``measured.other`` after the same key at the top level)."""
+    other = measured.other()
+    out = []
+    for key in PREFERENCE:
+        places = [("", measured.model_extra or {})]
+        if key in OTHER_TOO:
+            places.append(("other.", other))
+        for prefix, sec in places:
+            if (v := _positive(sec.get(key))) is not None:
+                out.append(Throughput(prefix + key, v))
+    return out
+
+
 def pick_throughput(measured: Measured) -> Throughput:
     """The figure to compare on (module docstring). Raises :class:`Unmodelable`
     when a stated key is unusable (:func:`unusable_throughput`),
@@ -111,25 +133,9 @@ def pick_throughput(measured: Measured) -> Throughput:
     bad = unusable_throughput(measured)
     if bad:
         raise Unmodelable(bad)
-    other = measured.other()
-
-    def top(key: str) -> Throughput | None:
-        v = _positive(measured.extra(key))
-        return None if v is None else Throughput(key, v)
-
-    def first(*keys: str) -> Throughput | None:
-        for key in keys:
-            for prefix, sec in (("", measured.model_extra or {}), ("other.", other)):
-                if (v := _positive(sec.get(key))) is not None:
-                    return Throughput(prefix + key, v)
-        return None
-
-    found = (top("iteration_time_s") or top("tokens_per_sec_per_gpu")
-             or first("tokens_per_sec_total", "tokens_per_sec", "tokens_per_second")
-             or top("samples_per_sec") or first("samples_per_sec_from_log", "sequences_per_sec")
-             or top("mfu_pct") or top("tflops_per_gpu") or top("aggregate_pflops"))
-    if found is not None:
-        return found
+    found = stated_throughputs(measured)
+    if found:
+        return found[0]
     hfu = (" (hfu_pct alone is not used: hardware FLOPs count the recomputation each framework "
            "counts its own way)") if _positive(measured.extra("hfu_pct")) is not None else ""
     raise NoThroughput("no usable measured throughput (iteration_time_s, tokens_per_sec_per_gpu, "
