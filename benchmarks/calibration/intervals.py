@@ -73,6 +73,29 @@ def _sha(path: Path) -> str:
 READING = """\
 ## Reading
 
+(Session 30, regenerated 2026-12-01: no change to the cost model's physics and no new
+runs: the figures are session 29's. Two leads examined, neither adopted. (1) DeepSpeed
+ZeRO-3 at one or four samples per GPU (`family:dsazure2022`, +126% at 256 GPUs and +202%
+at 1,024 with micro-batch 1): the model prices 6.3 s of ZeRO-3 collectives per step at 256
+GPUs (two gathers and a reduce-scatter of 3.62 GB per block, 96 blocks; 2.7 s of it exposed
+beside 3.66 s of compute), while the measured 16.1 s step leaves 12.4 s beyond compute even
+with no overlap, about half the modelled bandwidth per 200 Gb/s NIC (a quarter at 1,024
+GPUs). The time beyond the model's compute shrinks as the micro-batch grows (1,024 GPUs: 22 s
+at micro-batch 1, 13.8 s at 4, 5.7 s at 16), so it acts as communication that compute partly
+hides, not a fixed cost per step. Refuted: DeepSpeed 0.6.2's unpacking of a coalesced gather
+(a Python loop over the world's partitions per parameter, `AllGatherCoalescedHandle.wait`)
+is not on this path: with `stage3_param_persistence_threshold` 1e5 every bias and norm stays
+resident, each module fetches one weight and takes the single-tensor path. No cause found in
+the source. (2) Hopper's split by framework, each family left out of the fit (Megatron-LM's
+README runs 4-35% too slow, Nemotron-4 34-41%; the FSDP stacks mostly too fast, up to 56%): the element-wise kernels, whose
+fusion differs between Transformer Engine and eager PyTorch, are 2-12% of the modelled step
+on every Hopper record and the residuals show no trend with that share, so per-framework
+fusion cannot carry a 20% split. A reading change moves no prediction: a record that states
+two throughput figures is compared on the first (as before) and now says when another gives
+a rate more than 5% away; 46 records do, nearly all an MFU or TFLOP/s figure inverted with a
+FLOP convention the record does not state (KempnerForge's MFU gives +6..+13% over its
+measured time under Korthikanti et al.'s count; XTuner's TFLOP/s -23..+23%).)
+
 (Session 29, regenerated 2026-12-01: no change to the cost model's physics and no new
 runs: the figures are session 28's. Three reading changes move no record's prediction: a
 record's stated zero_stage 0 is kept under a runtime with a distributed optimizer (none of
