@@ -58,7 +58,10 @@ def build_document(spec: Any, result: Any, plan: Any, metrics: Any, baselines: l
     solver, or a baseline that beat the solver's incumbent within its limits)."""
     value = None if metrics is None else metrics.time_s
     if pipeline is not None:
-        bound, status, cert_rows = pipeline["lower_bound"], pipeline["status"], pipeline["configurations"]
+        # a numpy float from the pipeline search: its comparisons are numpy bools, which
+        # json cannot write (QA round 10: the README's AlexNet pipeline ended in exit 70)
+        bound, status, cert_rows = (float(pipeline["lower_bound"]), pipeline["status"],
+                                    pipeline["configurations"])
         method = "milp"
     else:
         bound, status = result.lower_bound, result.status(rel_gap)
@@ -66,7 +69,8 @@ def build_document(spec: Any, result: Any, plan: Any, metrics: Any, baselines: l
             status = "optimal" if relative_gap(value, bound) <= rel_gap + 1e-12 else "feasible"
         cert_rows = [o.to_dict() for o in result.outcomes]
         method = result.best.method if result.best is not None else None
-    exact = value is not None and math.isfinite(bound) and bound >= value * (1 - max(rel_gap, 1e-9)) - 1e-15
+    exact = bool(value is not None and math.isfinite(bound)
+                 and bound >= value * (1 - max(rel_gap, 1e-9)) - 1e-15)
     batch = spec.batch
     doc = {
         "schema_version": 1,

@@ -71,6 +71,17 @@ def test_pipeline_stages(tmp_path):
     assert doc["certificate"]["lower_bound"] <= doc["certificate"]["primal"] * (1 + 1e-9)
 
 
+def test_pipeline_stages_of_a_cnn(tmp_path):
+    """The README's AlexNet with a pipeline section: its bound came back as a numpy
+    float, the certificate's exact flag a numpy bool, and plan.json could not be written
+    (internal error, exit 70; QA round 10)."""
+    text = ALEX.format(extra="  pipeline: {pp: [1, 2], microbatches: [1, 2]}\n")
+    code, out = run_cli("solve", _spec(tmp_path, text), "--json")
+    assert code == 0, out
+    cert = json.loads(out[out.index("{"):])["certificate"]
+    assert cert["exact"] is True and cert["lower_bound"] <= cert["primal"] * (1 + 1e-9)
+
+
 @pytest.mark.parametrize("extra, key", [
     ("  pipeline: {pp: [3]}\n", "problem.pipeline.pp"),
     ("  devices: 3\n", "problem.devices"),
