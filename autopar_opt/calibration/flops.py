@@ -158,7 +158,7 @@ def measured_samples_per_s(throughput: Throughput, dims: Dims, num_gpus: int, de
         return v, f"{key} = {v:g}"
     if name == "mfu_pct":
         peak_dtype = count.mfu_peak_dtype
-        peak = DEVICE_CATALOG[device].peak_flops(peak_dtype)
+        peak = DEVICE_CATALOG[device].datasheet_flops(peak_dtype)
         f, label = count_for(for_mfu=True)
         t = f / (v / 100.0 * peak * num_gpus)
         return dims.batch / t, (f"mfu_pct = {v:g} inverted with {label}, peak {peak / 1e12:g} "

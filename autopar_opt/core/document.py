@@ -222,8 +222,11 @@ class MetricsDoc(_Doc):
     iteration_time_s: float = _f("Predicted iteration time, s.")
     samples_per_s: float = _f("Throughput, samples/s.")
     tokens_per_s: float = _f("Throughput, tokens/s.")
-    mfu: float = _f("Model FLOPs utilisation (0-1); attention cores counted whole (the score "
-                    "matrix, as PaLM and Megatron-LM count MFU).")
+    mfu: float = _f("Model FLOPs utilisation (0-1): model FLOPs (forward + backward, no "
+                    "recomputation) over the iteration time and the datasheet dense peak of the "
+                    "training dtype (a power cap slows the clock, not this denominator); "
+                    "attention cores counted whole (the score matrix, as PaLM and Megatron-LM "
+                    "count MFU).")
     mfu_causal: float = _f("MFU counting each causal attention core at the half its kernel "
                            "computes (0-1; = mfu without causal attention; 0 in documents "
                            "written before it).", default=0.0)

@@ -191,7 +191,7 @@ def _placement(plan: Plan, graph: LayerGraph, cluster: Cluster | Fleet, training
         ctxs = [memo.setdefault(d, StageContext(cluster, training, params, d, b, tie_tier=tie))
                 for d in sizes]
         return _Placement(sizes, ctxs, tie, boundaries_intra(sizes, cluster.gpus_per_node),
-                          cluster.device.peak_flops(training.dtype) * cluster.num_devices, None,
+                          cluster.device.datasheet_flops(training.dtype) * cluster.num_devices, None,
                           cluster)
     fleet = cluster if isinstance(cluster, Fleet) else Fleet.of(cluster)
     sizes = validate_fleet_plan(plan, graph, fleet, training)
@@ -200,7 +200,7 @@ def _placement(plan: Plan, graph: LayerGraph, cluster: Cluster | Fleet, training
     keyed: dict[tuple[int, int], StageContext] = {}
     ctxs = [keyed.setdefault((g, d), StageContext(fleet.groups[g], training, params, d, b, tie_tier=tie))
             for g, d in zip(groups, sizes)]
-    peak = sum(d * fleet.groups[g].device.peak_flops(training.dtype) for g, d in zip(groups, sizes))
+    peak = sum(d * fleet.groups[g].device.datasheet_flops(training.dtype) for g, d in zip(groups, sizes))
     return _Placement(sizes, ctxs, tie, fleet_boundaries_intra(groups, sizes, fleet), peak, fleet)
 
 

@@ -113,7 +113,7 @@ def evaluate_replicas(plan: ReplicaPlan, graph: LayerGraph, fleet: Fleet, traini
         metrics.append(evaluate(c.plan, graph, fleet, class_training(training, c.batch), params))
     sync = cross_class_sync(graph, fleet, training, params, [c.groups for c in plan.classes])
     t = max(m.iteration_time_s for m in metrics) + sync.time_s
-    peaks = [sum(fleet.groups[g].device.peak_flops(training.dtype) * fleet.groups[g].num_devices
+    peaks = [sum(fleet.groups[g].device.datasheet_flops(training.dtype) * fleet.groups[g].num_devices
                  for g in c.groups) for c in plan.classes]
     done = sum(m.mfu * m.iteration_time_s * p for m, p in zip(metrics, peaks))   # model FLOPs done
     samples = training.global_batch_size

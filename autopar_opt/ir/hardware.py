@@ -70,8 +70,15 @@ class DeviceType:
     def peak_flops(self, dtype: str) -> float:
         """Peak FLOP/s for ``dtype`` (sustained under a stated power cap:
         :attr:`clock_factor`); raises KeyError naming the known dtypes."""
+        return self.datasheet_flops(dtype) * self.clock_factor
+
+    def datasheet_flops(self, dtype: str) -> float:
+        """The datasheet's dense peak FLOP/s for ``dtype``, whatever the power cap: the
+        denominator of MFU (PaLM, Chowdhery et al. 2022, App. B: "the theoretical peak
+        throughput"), so that a capped GPU running the same plan slower reports a lower
+        MFU, not a higher one (QA round 10); raises KeyError naming the known dtypes."""
         try:
-            return self.peak_tflops[dtype] * 1e12 * self.clock_factor
+            return self.peak_tflops[dtype] * 1e12
         except KeyError:
             known = ", ".join(sorted(self.peak_tflops))
             raise KeyError(f"device {self.name} has no peak for dtype {dtype!r} (known: {known})") from None

@@ -89,3 +89,26 @@ def test_a_one_stage_plan_has_no_bubble_from_round_off():
                       peak_memory_gib=0.0, capacity_gib=80.0, inflight_microbatches=1)
     assert iteration_breakdown([st], 3, 0.35, 0.05)["pipeline_bubble_s"] == 0.0
     assert iteration_breakdown([st], 3, 0.45, 0.05)["pipeline_bubble_s"] == pytest.approx(0.1)
+
+
+def test_mfu_is_over_the_datasheet_peak_whatever_the_power_cap():
+    """A power cap slows the compute (the sustained clock, x(P/P_rated)^(1/3)) but MFU's
+    denominator stays the datasheet peak (PaLM App. B), so the capped GPU running the same
+    plan more slowly reports a lower MFU; it reported a higher one (QA round 10: 27.1%
+    against 25.5% at 500 W on an H100)."""
+    from dataclasses import replace
+
+    from autopar_opt.ir.hardware import DEVICE_CATALOG
+
+    g = two_layers()
+    tr = Training(global_batch_size=8, seq_len=1, memory_reserve_gib=0.0)
+    plan = uniform_plan(["l0", "l1"], 1, Strategy(dp=1, tp=1), microbatches=1)
+    full = evaluate(plan, g, make_cluster("c", 1, 1, "H100-SXM-80GB"), tr, IDEAL)
+    capped_dev = replace(DEVICE_CATALOG["H100-SXM-80GB"], power_limit_w=500.0)
+    capped = evaluate(plan, g, make_cluster("c", 1, 1, capped_dev), tr, IDEAL)
+    assert capped.iteration_time_s > full.iteration_time_s
+    assert capped.mfu < full.mfu
+    # the same model FLOPs over the same (datasheet) peak: MFU x T is the plan's constant
+    assert capped.mfu * capped.iteration_time_s == pytest.approx(full.mfu * full.iteration_time_s)
+    # by hand: 6·F·B FLOPs in T seconds on one 989 TFLOP/s GPU
+    assert full.mfu == pytest.approx(6 * F * 8 / (full.iteration_time_s * 989e12))
