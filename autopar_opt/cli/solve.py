@@ -149,16 +149,39 @@ def _summary(doc: dict, console: Console) -> None:
     from rich.table import Table
 
     table = Table("pp", "c", "schedule", "status", "primal s", "bound s", "time s", box=None)
-    for r in cert["configurations"][:12]:
+    rows = cert["configurations"]
+    shown = summary_rows(rows, cert["primal"], cert["lower_bound"])
+    for r in shown:
         table.add_row(pp_label(r), str(r["microbatches"]), schedule_label(r), r["status"],
                       _fmt(r["primal"]), _fmt(r["lower_bound"]), f"{r['time_s']:.2f}")
     console.print(table)
-    if len(cert["configurations"]) > 12:
-        console.print(f"  ... {len(cert['configurations']) - 12} more configurations in plan.json")
+    if len(rows) > len(shown):
+        console.print(f"  ... {len(rows) - len(shown)} more configurations in plan.json (the "
+                      "answer's and the global bound's rows are among those listed)")
     if doc.get("infeasibility"):
         console.print(f"[red]{doc['infeasibility']['reason']}[/]")
     for notice in doc.get("notices") or []:
         console.print(f"  note: {notice}", style="yellow", markup=False, highlight=False)
+
+
+#: Configuration rows the terminal summary lists (plan.json keeps every one).
+SUMMARY_ROWS = 12
+
+
+def summary_rows(rows: list[dict], primal: object, bound: object,
+                 limit: int = SUMMARY_ROWS) -> list[dict]:
+    """The certificate rows the summary lists, in solve order: the answer's row (its
+    primal is the plan's) and the rows at the global bound first, then the others up to
+    ``limit``. The first ``limit`` rows in solve order could leave out both (QA round 10:
+    the free-stage example's optimum was row 30 of 70)."""
+    if len(rows) <= limit:
+        return rows
+    decisive = {i for i, r in enumerate(rows)
+                if (primal is not None and r.get("primal") == primal)
+                or (bound is not None and r.get("lower_bound") == bound)}
+    keep = sorted(decisive)[:limit]
+    keep += [i for i in range(len(rows)) if i not in decisive][:limit - len(keep)]
+    return [rows[i] for i in sorted(keep)]
 
 
 def schedules_line(space: dict) -> str:
