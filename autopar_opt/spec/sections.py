@@ -92,7 +92,9 @@ class SolverSection(Section):
                                         "block or per-layer MILP on the backend chosen by its "
                                         "declared features), or one registered backend of "
                                         "autopar_opt.solvers.registry, forced.", AUTO, default=AUTO)
-    time_limit_s: float = documented_field("Wall-time limit per solve, s.", 60.0, default=60.0, gt=0)
+    time_limit_s: float = documented_field("Wall-clock budget, s: of the whole `autopar solve` "
+                                           "command (--time-limit replaces it), of each scenario "
+                                           "in `autopar capacity`.", 60.0, default=60.0, gt=0)
     rel_gap: float = documented_field("Relative optimality gap at which to stop.", 1e-3, default=1e-3, ge=0, lt=1)
     form: Literal["auto", "milp", "miqp"] = documented_field("Formulation: the MIQP or its exact MILP.", "auto",
                                                default="auto")
