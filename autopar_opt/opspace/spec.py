@@ -119,7 +119,8 @@ class OpSpecFile(Section):
 
     description: Optional[str] = documented_field("Free text.", "AlexNet on 8 GPUs", default=None)
     problem: OpProblem = documented_field("The problem.", {"format": FORMAT, "graph": {"zoo": "alexnet"}})
-    solver: OpSolverSection = documented_field("Solver options.", {"name": "auto"},
+    solver: OpSolverSection = documented_field("Solver options: the DP or a MILP backend, time limit, gap.",
+                                               {"name": "auto"},
                                                default_factory=OpSolverSection)
 
 

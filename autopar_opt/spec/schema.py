@@ -485,9 +485,11 @@ class MegatronPlanSpec(Section):
         default=None)
     schedule: Schedule = documented_field("Pipeline schedule.", "1f1b", default=Schedule.one_f_one_b)
     vp_chunks: Degree = documented_field("Virtual pipeline chunks (interleaved schedule only).", 1, default=1)
-    stage_layers: Optional[list[Degree]] = documented_field("Layers per stage; default: as even as possible "
-                                              "(interleaved: Megatron-LM's split, the transformer "
-                                              "blocks evenly over pp*vp_chunks model chunks).",
+    stage_layers: Optional[list[Degree]] = documented_field("Layers per stage; default: Megatron-LM's "
+                                              "split (the transformer blocks evenly over "
+                                              "pp*vp_chunks model chunks, the embedding on the "
+                                              "first stage, the output layer on the last), else "
+                                              "(blocks not divisible by pp) as even as possible.",
                                               [13, 12, 12, 13], default=None, min_length=1)
 
 
@@ -618,5 +620,18 @@ class SpecFile(Section):
 
 
 def json_schema() -> dict[str, Any]:
-    """The JSON Schema of a spec file (what ``autopar schema`` prints)."""
-    return SpecFile.model_json_schema()
+    """The JSON Schema of a spec file (what ``autopar schema`` prints): any of the three
+    forms ``autopar solve`` reads, a model on a cluster (:class:`SpecFile`, a fleet's
+    included), an operator-sharding problem and a peer's instance (``problem:``; the two
+    were missing and their bundled examples failed the schema, QA round 10)."""
+    from pydantic import TypeAdapter
+
+    from autopar_opt.opspace.spec import OpSpecFile
+    from autopar_opt.peers.spec import PeerSpecFile
+
+    schema = TypeAdapter(Union[SpecFile, OpSpecFile, PeerSpecFile]).json_schema()
+    schema["title"] = "autopar-opt spec file"
+    schema["description"] = ("A model on a cluster (model, cluster, training, ...), or a "
+                             "problem: an operator-sharding problem or a peer's instance "
+                             "(piper, pase).")
+    return schema

@@ -30,13 +30,33 @@ def test_schema_is_json_with_documented_properties():
     result = _cli("schema")
     assert result.exit_code == 0
     schema = json.loads(result.stdout)
+    # any of the three forms solve reads (QA round 10: problem specs were missing)
+    assert [a["$ref"].rsplit("/", 1)[-1] for a in schema["anyOf"]] == [
+        "SpecFile", "OpSpecFile", "PeerSpecFile"]
+    spec = schema["$defs"]["SpecFile"]
     assert {"model", "cluster", "training", "search", "solver", "cost_model", "plan"} <= set(
-        schema["properties"])
-    assert schema["required"] == ["model", "cluster", "training"]
+        spec["properties"])
+    assert spec["required"] == ["model", "cluster", "training"]
+    assert "problem" in schema["$defs"]["OpSpecFile"]["properties"]
     undocumented = [f"{name}.{prop}" for name, d in schema["$defs"].items()
                     for prop, body in d.get("properties", {}).items() if not body.get("description")]
     assert undocumented == []
     assert "gpus_per_node" in schema["$defs"]["ExplicitClusterSpec"]["properties"]
+
+
+def test_every_bundled_solve_example_validates_against_the_schema():
+    import jsonschema
+    import yaml
+
+    schema = json.loads(_cli("schema").stdout)
+    validator = jsonschema.Draft202012Validator(schema)
+    examples = ROOT / "examples"
+    paths = [p for p in sorted(examples.rglob("*.yaml"))
+             if p.parent.name != "split" and not p.name.startswith("capacity")]
+    assert len(paths) > 20 and any(p.parent.name == "peers" for p in paths)
+    failing = {p.name: next(iter(validator.iter_errors(yaml.safe_load(p.read_text())))).message[:100]
+               for p in paths if not validator.is_valid(yaml.safe_load(p.read_text()))}
+    assert failing == {}
 
 
 def test_zoo_list_lists_debug_and_a_cluster():
