@@ -27,7 +27,8 @@ from typing import Any
 from autopar_opt.core.result import status_words
 from autopar_opt.reports.document import ReportInputError, is_finite, to_float, validate_document
 from autopar_opt.reports.formatting import (causal_mfu_note, fmt_gib, fmt_pct, fmt_pct_up,
-                                            fmt_rate, fmt_time, fmt_value, tight_note)
+                                            fmt_rate, fmt_time, fmt_value, has_sequence,
+                                            tight_note, tokens_rate)
 from autopar_opt.reports.runnability import runnability_section
 from autopar_opt.reports.sections import (plan_degree_lines, baselines_section, breakdown_section,
                                           infeasibility_section, memory_section,
@@ -141,7 +142,8 @@ def answer_section(doc: dict) -> dict | None:
     return {
         "iteration_time": fmt_time(to_float(m["iteration_time_s"], "metrics.iteration_time_s")),
         "samples_per_s": fmt_rate(to_float(m["samples_per_s"], "metrics.samples_per_s"), "samples/s"),
-        "tokens_per_s": fmt_rate(to_float(m["tokens_per_s"], "metrics.tokens_per_s"), "tokens/s"),
+        "tokens_per_s": tokens_rate(to_float(m["tokens_per_s"], "metrics.tokens_per_s"),
+                                    has_sequence(doc)),
         "mfu": fmt_pct(to_float(m["mfu"], "metrics.mfu"), 1),
         "hfu": fmt_pct(to_float(m.get("hfu"), "metrics.hfu"), 1),
         "mfu_causal": causal_mfu_note(m.get("mfu"), m.get("mfu_causal")).strip(" ()"),

@@ -85,6 +85,24 @@ def fmt_rate(value: float | None, unit: str) -> str:
     return f"{text} {unit}"
 
 
+#: What a model without a sequence (a CNN; ``training.seq_len`` unset) shows for tokens/s:
+#: its "tokens" would be samples (QA round 10: Inception-v3 printed 3244 tokens/s).
+NO_TOKENS = "tokens/s: none (no sequence length)"
+
+
+def has_sequence(doc: dict) -> bool:
+    """Whether a plan.json's training states a sequence length (tokens/s means something);
+    True for a document that does not say (written before the field)."""
+    training = (doc.get("spec") or {}).get("training")
+    return not isinstance(training, dict) or "seq_len" not in training \
+        or training.get("seq_len") is not None
+
+
+def tokens_rate(tokens_per_s: float | None, sequence: bool) -> str:
+    """``"12,345 tokens/s"``, or :data:`NO_TOKENS` without a sequence."""
+    return fmt_rate(tokens_per_s, "tokens/s") if sequence else NO_TOKENS
+
+
 def fmt_gib(value: float | None) -> str:
     """``12.345`` -> ``"12.35 GiB"``."""
     return "—" if value is None else f"{value:.2f} GiB"

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from autopar_opt.core.result import status_words
-from autopar_opt.reports.formatting import alone_words, causal_mfu_note, tight_note
+from autopar_opt.reports.formatting import alone_words, causal_mfu_note, has_sequence, tight_note
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.files import write_atomic
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
@@ -122,7 +122,8 @@ def summary(doc: dict) -> str:
              f"{status_words(doc['status'], cert.get('gap'))}"]
     if m:
         lines.append(f"  iteration {m['iteration_time_s']:.4f} s | {m['samples_per_s']:.2f} samples/s | "
-                     f"{m['tokens_per_s']:.0f} tokens/s | MFU {100 * m['mfu']:.1f}%"
+                     + (f"{m['tokens_per_s']:.0f} tokens/s | " if has_sequence(doc) else "")
+                     + f"MFU {100 * m['mfu']:.1f}%"
                      f"{causal_mfu_note(m['mfu'], m.get('mfu_causal'))}")
         lines.append(f"  shape: {doc['shape']} ({doc['best_configuration']})")
         for row in doc["placement"]:

@@ -29,7 +29,7 @@ from autopar_opt.core.interrupts import InterruptGuard, exit_code
 from autopar_opt.core.files import write_atomic
 from autopar_opt.ir.graph import params_summary
 from autopar_opt.core.result import status_words
-from autopar_opt.reports.formatting import causal_mfu_note, tight_note
+from autopar_opt.reports.formatting import causal_mfu_note, has_sequence, tight_note
 
 if TYPE_CHECKING:   # rich is imported where something is printed (start-up, issue 18)
     from autopar_opt.cli.rich_console import Console
@@ -111,7 +111,8 @@ def _summary(doc: dict, console: Console) -> None:
         console.print(f"  measured: {model['measured']}", highlight=False)
     if m:
         console.print(f"  iteration {m['iteration_time_s']:.4f} s | {m['samples_per_s']:.2f} samples/s | "
-                      f"{m['tokens_per_s']:.0f} tokens/s | MFU {100 * m['mfu']:.1f}%"
+                      + (f"{m['tokens_per_s']:.0f} tokens/s | " if has_sequence(doc) else "")
+                      + f"MFU {100 * m['mfu']:.1f}%"
                       f"{causal_mfu_note(m['mfu'], m.get('mfu_causal'))} | peak memory "
                       f"{max(m['peak_memory_gib']):.1f}/{m['memory_capacity_gib']:.1f} GiB"
                       f"{tight_note(max(m['peak_memory_gib']), m['memory_capacity_gib'])}")

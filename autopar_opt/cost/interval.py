@@ -51,6 +51,7 @@ from pathlib import Path
 import yaml
 
 from autopar_opt.cost.regime import LABELS, Regime
+from autopar_opt.ir.graph import LayerKind
 
 #: The shipped residual file.
 DEFAULT_FILE = Path(__file__).with_name("intervals.yaml")
@@ -58,6 +59,15 @@ DEFAULT_FILE = Path(__file__).with_name("intervals.yaml")
 MIN_COMPARABLE = 10
 #: The interval's nominal coverage (issue 28: an 80% interval).
 LEVEL = 0.8
+#: Layer kinds of a transformer: every published run behind the intervals trained one.
+TRANSFORMER_KINDS = frozenset((LayerKind.transformer_block, LayerKind.moe_block,
+                               LayerKind.attention))
+#: What the interval of a model without them says (QA round 10: Inception-v3's interval
+#: was "from 72 comparable published runs" of Megatron transformer training).
+UNLIKE_TRANSFORMERS = ("the model has no transformer or attention layer, while every "
+                       "published run behind this interval trained a transformer: its kernels "
+                       "and communication are not those runs', so the interval is a guide, not "
+                       "a measurement of models like it")
 
 
 @dataclass(frozen=True)
@@ -102,6 +112,9 @@ class Interval:
     #: layers priced from the spec's measured times (``model.measured``), which the
     #: published runs behind the interval do not describe: (measured, all) layers
     measured: tuple[int, int] = (0, 0)
+    #: why the published runs behind the interval are unlike the priced model ("" when
+    #: they are like it): every one trained a transformer (:func:`plan_interval`)
+    unlike: str = ""
 
     def text(self, unit: str = "s") -> str:
         """E.g. ``80% interval 7.9-9.6 s, from 23 comparable published runs
@@ -126,19 +139,21 @@ class Interval:
             out += (f"; {self.measured[0]} of {self.measured[1]} layers are priced from the "
                     "spec's measured times (model.measured), which this interval of the "
                     "analytical model does not describe")
+        if self.unlike:
+            out += f"; {self.unlike}"
         return out
 
     def scaled(self, factor: float) -> "Interval":
         """The same interval for ``value·factor`` (e.g. seconds -> hours)."""
         return Interval(self.value * factor, self.low * factor, self.high * factor, self.level,
                         self.n, self.exact, self.kept, self.regime, self.wide, self.sources,
-                        self.measured)
+                        self.measured, self.unlike)
 
     def inverse(self, numerator: float = 1.0) -> "Interval":
         """The interval of ``numerator / value`` (a rate from a time)."""
         return Interval(numerator / self.value, numerator / self.high, numerator / self.low,
                         self.level, self.n, self.exact, self.kept, self.regime, self.wide,
-                        self.sources, self.measured)
+                        self.sources, self.measured, self.unlike)
 
     def to_dict(self) -> dict:
         return {"value": self.value, "low": self.low, "high": self.high, "level": self.level,
@@ -245,7 +260,11 @@ def plan_interval(graph, cluster, training, plan, iteration_time_s: float,
         if plan is not None and hasattr(plan, "stages") else {}
     measured = sum(1 for layer in graph.layers if layer.measured and (
         layer.measured_for(tps[layer.name]) is not None if layer.name in tps else True))
-    return replace(found, measured=(measured, len(graph.layers))) if measured else found
+    if measured:
+        found = replace(found, measured=(measured, len(graph.layers)))
+    if not any(layer.kind in TRANSFORMER_KINDS for layer in graph.layers):
+        found = replace(found, unlike=UNLIKE_TRANSFORMERS)
+    return found
 
 
 def metrics_dict(metrics, graph, cluster, training, plan) -> dict | None:

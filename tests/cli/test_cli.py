@@ -275,3 +275,16 @@ def test_solve_summary_and_plan_json_carry_the_error_bar(tmp_path):
     assert "B parameters" in result.stdout
     assert all(b["metrics"] is None or b["metrics"]["interval"]["value"]
                == b["metrics"]["iteration_time_s"] for b in doc["baselines"])
+
+
+def test_a_model_without_a_sequence_prints_no_tokens_per_second():
+    """Inception-v3 (no training.seq_len): its "tokens" would be samples (QA round 10: it
+    printed 3244 tokens/s, the samples/s)."""
+    from autopar_opt.reports.formatting import NO_TOKENS, has_sequence, tokens_rate
+
+    result = _cli("estimate", str(ROOT / "examples" / "inception_v3_8gpu.yaml"))
+    assert result.exit_code == 0, result.output
+    assert "tokens/s:         none (training.seq_len not set" in result.stdout
+    assert not has_sequence({"spec": {"training": {"seq_len": None}}})
+    assert has_sequence({"spec": {"training": {"seq_len": 4096}}}) and has_sequence({})
+    assert tokens_rate(3244.0, False) == NO_TOKENS and tokens_rate(3244.0, True) == "3,244 tokens/s"

@@ -180,6 +180,28 @@ def test_regime_of_a_plan(gpus, zero, seq, runtime, dtype, expect):
     assert reg.generation == "hopper" and not reg.moe
 
 
+def test_a_model_unlike_every_published_run_says_so():
+    """Every published run behind the intervals trained a transformer: a convolutional
+    network's interval says that those runs are unlike it (QA round 10: Inception-v3's
+    was "from 72 comparable published runs" of Megatron LLM training, said as such);
+    a transformer's does not."""
+    from autopar_opt.cost.interval import UNLIKE_TRANSFORMERS, plan_interval
+    from autopar_opt.ir.graph import Layer, LayerGraph, LayerKind
+
+    cluster = make_cluster("c", 1, 8, "A100-80GB")
+    training = Training(global_batch_size=8, seq_len=None)
+    cnn = LayerGraph.chain("cnn", [Layer(f"c{i}", kind=LayerKind.conv, flops_fwd=1e9,
+                                         params=1000) for i in range(3)])
+    plan = uniform_plan([l.name for l in cnn.layers], 1, Strategy(dp=8, tp=1), 1)
+    said = plan_interval(cnn, cluster, training, plan, 1.0)
+    assert said.unlike == UNLIKE_TRANSFORMERS and UNLIKE_TRANSFORMERS in said.text()
+    assert said.scaled(2.0).unlike == said.inverse().unlike == UNLIKE_TRANSFORMERS
+    lm = _graph(2048)
+    lm_plan = uniform_plan([l.name for l in lm.layers], 1, Strategy(dp=8, tp=1), 1)
+    assert plan_interval(lm, cluster, Training(global_batch_size=8, seq_len=2048), lm_plan,
+                         1.0).unlike == ""
+
+
 # --- the shipped residual file -----------------------------------------------------
 
 def test_residual_file_is_generated_from_the_current_record_files():
