@@ -27,7 +27,8 @@ from typing import Any
 from autopar_opt.core.result import status_words
 from autopar_opt.reports.document import ReportInputError, is_finite, to_float, validate_document
 from autopar_opt.reports.formatting import (causal_mfu_note, fmt_gib, fmt_pct, fmt_pct_up,
-                                            fmt_rate, fmt_time, fmt_value, has_sequence,
+                                            fmt_rate, fmt_time, fmt_time_range, fmt_value,
+                                            has_sequence,
                                             tight_note, tokens_rate)
 from autopar_opt.reports.runnability import runnability_section
 from autopar_opt.reports.sections import (plan_degree_lines, baselines_section, breakdown_section,
@@ -167,8 +168,8 @@ def _interval(iv: dict | None) -> dict | None:
     ``autopar_opt.cost.interval``; None in documents written before it)."""
     if not iv:
         return None
-    return {"range": f"{fmt_time(to_float(iv['low'], 'metrics.interval.low'))} – "
-                     f"{fmt_time(to_float(iv['high'], 'metrics.interval.high'))}",
+    return {"range": fmt_time_range(to_float(iv['low'], 'metrics.interval.low'),
+                                    to_float(iv['high'], 'metrics.interval.high')),
             "level": fmt_pct(to_float(iv["level"], "metrics.interval.level"), 0),
             "text": str(iv.get("text", "")), "wide": bool(iv.get("wide"))}
 

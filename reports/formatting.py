@@ -103,6 +103,19 @@ def tokens_rate(tokens_per_s: float | None, sequence: bool) -> str:
     return fmt_rate(tokens_per_s, "tokens/s") if sequence else NO_TOKENS
 
 
+def fmt_time_range(low: float | None, high: float | None) -> str:
+    """Both ends of a time interval in one unit, the larger end's (``0.867 – 1.140 s``, not
+    ``866.72 ms – 1.140 s``: QA round 10)."""
+    if low is None or high is None:
+        return "—"
+    top = max(abs(low), abs(high))
+    if top >= 1.0:
+        return f"{low:.3f} – {high:.3f} s"
+    if top >= 1e-3:
+        return f"{low * 1e3:.2f} – {high * 1e3:.2f} ms"
+    return f"{low * 1e6:.1f} – {high * 1e6:.1f} µs"
+
+
 def fmt_gib(value: float | None) -> str:
     """``12.345`` -> ``"12.35 GiB"``."""
     return "—" if value is None else f"{value:.2f} GiB"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from autopar_opt.reports.document import ReportInputError, to_float
-from autopar_opt.reports.formatting import fmt_gib, fmt_pct, fmt_rate, fmt_time, fmt_value
+from autopar_opt.reports.formatting import fmt_gib, fmt_pct, fmt_rate, fmt_time, fmt_time_range, fmt_value
 from autopar_opt.reports.timeline import idle_times, makespan, simulate
 from autopar_opt.ir.strategies import Strategy
 
@@ -281,8 +281,15 @@ def baselines_section(doc: dict) -> list[dict]:
         note = "; ".join(x for x in (str(b["note"] or ""), str(why or "")) if x)
         row = {"name": str(b["name"]), "note": note, "plan": _plan_summary(b.get("plan")),
                "has_metrics": m is not None, "iteration_time": "—", "samples_per_s": "—",
-               "mfu": "—", "ratio": "—", "fits": None}
+               "mfu": "—", "ratio": "—", "fits": None, "interval": ""}
         if m is not None:
+            iv = m.get("interval") or {}
+            if iv.get("low") is not None and iv.get("high") is not None:
+                where = f"baselines[{i}].metrics.interval"
+                span = fmt_time_range(to_float(iv["low"], where + ".low"),
+                                      to_float(iv["high"], where + ".high"))
+                level = fmt_pct(to_float(iv.get("level", 0.8), where + ".level"), 0)
+                row["interval"] = f"{level} interval {span}"
             sps = to_float(m.get("samples_per_s"), f"baselines[{i}].metrics.samples_per_s")
             row.update(iteration_time=fmt_time(to_float(m.get("iteration_time_s"),
                                                         f"baselines[{i}].metrics.iteration_time_s")),

@@ -138,7 +138,10 @@ def _summary(doc: dict, console: Console) -> None:
         console.print("  " + line, markup=False, highlight=False)
     for b in doc.get("baselines") or []:
         if b.get("comparison"):
-            console.print("  " + b["comparison"]["text"], markup=False, highlight=False)
+            iv = (b.get("metrics") or {}).get("interval") or {}
+            said = (f" (the spec's plan: {100 * iv.get('level', 0.8):.0f}% interval "
+                    f"{iv['low']:.4g}-{iv['high']:.4g} s)") if iv.get("low") is not None else ""
+            console.print("  " + b["comparison"]["text"] + said, markup=False, highlight=False)
     gap = cert["gap"]
     gap_text = f"{100 * gap:.3f}%" if isinstance(gap, float) else str(gap)
     if doc["status"] == "infeasible":

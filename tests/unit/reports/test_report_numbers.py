@@ -59,3 +59,29 @@ def test_an_older_document_still_stacks_up_to_its_peak():
                                           (2.5, "2.500 s"), (math.inf, "∞")])
 def test_times_that_round_to_zero_read_zero(seconds, text):
     assert fmt_time(seconds) == text
+
+
+@pytest.mark.parametrize("low, high, text", [
+    (0.86672, 1.1398, "0.867 – 1.140 s"),          # was "866.72 ms – 1.140 s" (QA round 10)
+    (0.0622, 0.0818, "62.20 – 81.80 ms"),
+    (2e-5, 9e-4, "20.0 – 900.0 µs"),
+    (None, 1.0, "—"),
+])
+def test_an_interval_is_written_in_one_unit(low, high, text):
+    from autopar_opt.reports.formatting import fmt_time_range
+
+    assert fmt_time_range(low, high) == text
+
+
+def test_every_baseline_time_shows_its_interval(solved):
+    """plan.json carries each baseline's interval; the report's baseline table shows it
+    under its time (QA round 10: only the answer's interval was shown)."""
+    from autopar_opt.reports.sections import baselines_section
+
+    doc = solved
+    rows = baselines_section(doc)
+    priced = [(b, r) for b, r in zip(doc["baselines"], rows) if b["metrics"] is not None]
+    assert priced
+    for b, r in priced:
+        iv = b["metrics"]["interval"]
+        assert r["interval"].startswith("80% interval ") and f"{iv['high']:.3f}" in r["interval"]
