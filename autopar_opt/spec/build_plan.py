@@ -10,9 +10,12 @@ Megatron-Core rules the cost model's even splits assume: ``seq_len`` a
 multiple of ``2·cp`` (:func:`autopar_opt.ir.strategies.cp_degree_ok`, worded by
 :mod:`autopar_opt.spec.cp_rule`) and, with
 ``vp_chunks`` virtual stages, every stage's transformer blocks a multiple of
-``vp_chunks`` (:func:`_check_vp`). An interleaved plan without ``stage_layers``
-takes Megatron-LM's default split (:func:`vp_split`), not the even split by
-layer count of a 1F1B plan.
+``vp_chunks`` (:func:`_check_vp`). A plan without ``stage_layers`` takes Megatron-LM's
+default split (:func:`vp_split`: the transformer blocks evenly over the stages, the
+embedding with the first, the output layer with the last), not an even split by layer
+count, which put 13 of GPT-3's 96 blocks on one of 8 stages (QA round 10); where the
+blocks do not divide evenly (Megatron-LM refuses such a plan without its uneven-split
+flags), a 1F1B plan splits all its layers as evenly as possible.
 """
 
 from __future__ import annotations
@@ -262,9 +265,9 @@ def _megatron(spec: MegatronPlanSpec, graph: LayerGraph, cluster: Cluster, train
     if not _check_ep(graph, dp, spec.cp, spec.ep, "plan.ep", out, spec.tp, spec.etp or 0):
         return None
     sizes = list(spec.stage_layers) if spec.stage_layers else None
-    if sizes is None and spec.vp_chunks > 1:        # interleaved: Megatron's own split
+    if sizes is None:           # Megatron-LM's own split: the blocks evenly over the chunks
         sizes = vp_split(graph, spec.pp, spec.vp_chunks)
-        if sizes is None:
+        if sizes is None and spec.vp_chunks > 1:
             _refuse_default_vp(graph, spec.pp, spec.vp_chunks, n, out)
             return None
     if not _check_zero_group(spec.zero_group, spec.zero, dp, spec.cp, spec.tp, spec.ep,
