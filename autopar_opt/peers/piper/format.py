@@ -100,19 +100,23 @@ class _Checker:
         self.items.append(SpecProblem(self.path, key, value, rule, fix))
 
     def number(self, obj: dict, key: str, where: str, integer: bool = False) -> float | None:
-        """A present, finite, non-negative number (an integer when asked)."""
+        """A present, finite, non-negative number; with ``integer``, a count: a positive
+        integer (QA round 10: ``mbsInBatch: 0`` was read and the instance reported as
+        proven infeasible for memory)."""
         if key not in obj:
             self.add(f"{where}{key}", MISSING, "is required by Piper's reader",
-                     f"add {key!r} (a non-negative {'integer' if integer else 'number'})")
+                     f"add {key!r} (a {'positive integer' if integer else 'non-negative number'})")
             return None
         val = obj[key]
         num = limits.bounded_number(val)      # finite, at most 1e30 (no OverflowError on 10^400)
-        ok = num is not None and not (integer and not num.is_integer())
-        if not ok or num < 0:
-            kind = "integer" if integer else "finite number"
-            self.add(f"{where}{key}", val, f"must be a non-negative {kind} of at most "
+        if integer and (num is None or not num.is_integer() or num < 1):
+            self.add(f"{where}{key}", val, "must be a positive integer (a count)",
+                     "write an integer >= 1")
+            return None
+        if num is None or num < 0:
+            self.add(f"{where}{key}", val, f"must be a non-negative finite number of at most "
                      f"{limits.MAX_FLOAT:.0e} (Piper rejects negative values)",
-                     f"write a {kind} >= 0")
+                     "write a finite number >= 0")
             return None
         return float(num)
 

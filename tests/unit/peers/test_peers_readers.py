@@ -48,6 +48,9 @@ def _broken(change) -> dict:
 PIPER_CASES = [
     (lambda d: d.pop("bandwidth"), "bandwidth", "required"),
     (lambda d: d.__setitem__("maxDevices", 2.5), "maxDevices", "integer"),
+    # a count of zero is bad input, not an instance proven infeasible (QA round 10)
+    (lambda d: d.__setitem__("mbsInBatch", 0), "mbsInBatch", "must be a positive integer"),
+    (lambda d: d.__setitem__("maxDevices", 0), "maxDevices", "must be a positive integer"),
     (lambda d: d["nodes"][0]["TMPCs"]["1"][0].__setitem__("timePerSample", -1.0),
      "nodes[0].TMPCs['1'][0].timePerSample", "non-negative"),
     (lambda d: d["edges"].append(dict(d["edges"][0])), "edges[1]", "duplicate edge"),
