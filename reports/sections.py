@@ -374,6 +374,7 @@ def plan_degree_lines(plan: dict) -> list[str]:
         while j + 1 < len(rows) and rows[j + 1][2] == rows[k][2]:
             j += 1
         stages = f"stage {k}" if j == k else f"stages {k}-{j}"
-        out.append(f"{stages} ({sum(r[1] for r in rows[k:j + 1])} layers): {rows[k][2]}")
+        n = sum(r[1] for r in rows[k:j + 1])
+        out.append(f"{stages} ({n} layer{'' if n == 1 else 's'}): {rows[k][2]}")
         k = j + 1
     return out

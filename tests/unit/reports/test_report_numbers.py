@@ -85,3 +85,24 @@ def test_every_baseline_time_shows_its_interval(solved):
     for b, r in priced:
         iv = b["metrics"]["interval"]
         assert r["interval"].startswith("80% interval ") and f"{iv['high']:.3f}" in r["interval"]
+
+
+def test_one_layer_is_one_layer(solved):
+    from autopar_opt.reports.sections import plan_degree_lines
+
+    plan = {"stages": [{"layers": ["head"], "strategies": [solved["plan"]["stages"][0]["strategies"][0]]}]}
+    assert plan_degree_lines(plan)[0].startswith("stage 0 (1 layer): ")
+
+
+def test_a_device_not_full_never_reads_100_percent(solved):
+    """75.80 of 76.00 GiB read "(100%)" beside a tight badge (QA round 10): a device that is
+    not full reads ">99%"."""
+    import copy
+
+    from autopar_opt.reports.context import answer_section
+
+    doc = copy.deepcopy(solved)
+    cap = doc["metrics"]["memory_capacity_gib"]
+    for st in doc["metrics"]["stages"]:
+        st["peak_memory_gib"] = cap - 0.2
+    assert answer_section(doc)["memory_share"] == ">99%"
