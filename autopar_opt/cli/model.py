@@ -72,7 +72,19 @@ def _zoo_graph(name: str, seq_len: int | None) -> tuple[LayerGraph, str]:
     builds it)."""
     from autopar_opt.model_zoo.registry import build_model
 
-    graph = build_model(name, overrides={"seq_len": seq_len} if seq_len else None)
+    try:
+        graph = build_model(name, overrides={"seq_len": seq_len} if seq_len else None)
+    except ValueError as exc:       # a vision model's token count is its image's (QA round 10)
+        if not seq_len or "seq_len" not in str(exc):
+            raise
+        from autopar_opt.cli.options import raise_if_any
+        from autopar_opt.core.errors import SpecProblem
+        from autopar_opt.core.files import COMMAND_LINE
+
+        raise_if_any([SpecProblem(COMMAND_LINE, "--seq-len", seq_len,
+                                  f"zoo model {name!r} has no sequence length to set (its input "
+                                  "is an image, or it has none)", "drop --seq-len")])
+        raise
     return graph, (f"seq_len {graph.seq_len}" if seq_len else
                    f"seq_len {graph.seq_len} (the zoo model's; --seq-len to change)")
 

@@ -288,3 +288,14 @@ def test_a_model_without_a_sequence_prints_no_tokens_per_second():
     assert not has_sequence({"spec": {"training": {"seq_len": None}}})
     assert has_sequence({"spec": {"training": {"seq_len": 4096}}}) and has_sequence({})
     assert tokens_rate(3244.0, False) == NO_TOKENS and tokens_rate(3244.0, True) == "3,244 tokens/s"
+
+
+@pytest.mark.parametrize("name", ["inception-v3", "vit-huge-32"])
+def test_model_seq_len_on_a_vision_zoo_model_is_refused(name):
+    """Its token count is its image's: exit 2 naming the option (QA round 10: an internal
+    error, exit 70)."""
+    from support.cli import run_cli
+
+    code, text = run_cli("model", name, "--seq-len", "100")
+    assert code == 2, text
+    assert "--seq-len = 100" in text and "drop --seq-len" in text
