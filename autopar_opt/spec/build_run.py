@@ -7,6 +7,7 @@ divide the device count, HiGHS asked for an MIQP, ...) with their fix.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -584,14 +585,19 @@ def build_cost_params(section: CostModelSection | str | None, cluster: Cluster |
         if bad:                  # the same keys and bounds as the spec's own overrides
             out.extend(bad)
             return default_params()
-        base = CostParams.from_dict(body)
-    for key in ("gemm_efficiency", "fp8_efficiency"):
-        if key not in changes:
-            continue
-        known = list(DEVICE_CATALOG) + ([cluster.device.name] if cluster else [])
-        for name in changes[key]:
-            if name not in known:
-                out.add(f"cost_model.{key}.{name}", name, "unknown device name",
-                        f"use a device name: {', '.join(dict.fromkeys(known))}"
-                        f"{did_you_mean(name, known)}")
+        # what the file states over the shipped calibration, as the inline keys are: a
+        # one-key file reset every other parameter to its uncalibrated prior (QA round 10)
+        names = {f.name for f in dataclasses.fields(CostParams)}
+        body = {k: v for k, v in body.items() if k in names}
+        base = base.updated(body)
+    else:
+        body = {}
+    known = list(DEVICE_CATALOG) + ([cluster.device.name] if cluster else [])
+    for where, given in (("cost_model", changes), (f"{file}", body)):
+        for key in ("gemm_efficiency", "fp8_efficiency"):
+            for name in (given.get(key) or {}):
+                if name not in known:
+                    out.add(f"{where}.{key}.{name}", name, "unknown device name",
+                            f"use a device name: {', '.join(dict.fromkeys(known))}"
+                            f"{did_you_mean(name, known)}")
     return base.updated(changes)
