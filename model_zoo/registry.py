@@ -144,7 +144,8 @@ def _model_data(name: str) -> dict[str, Any]:
 
 
 def build_model(name: str, seq_len: int | None = None,
-                overrides: dict[str, Any] | None = None) -> LayerGraph:
+                overrides: dict[str, Any] | None = None,
+                flash_attention: bool | None = None) -> LayerGraph:
     """Build the layer graph of zoo model ``name``.
 
     Parameters
@@ -157,6 +158,10 @@ def build_model(name: str, seq_len: int | None = None,
     overrides : replaces dimensions (keys of the model's ``dims``, e.g.
         ``{"num_layers": 8}``); unknown keys or invalid values raise a
         ``ValueError`` that names the model, the key, the allowed keys and the fix.
+    flash_attention : builds the attention layers with (False) or without (True) the
+        score activations an unfused core keeps, whatever the model's default; None:
+        the model's own (:mod:`autopar_opt.spec.attention_rule` sets it from the kernel
+        the runtime runs).
     """
     data = _model_data(name)
     family = FAMILIES[data["family"]]
@@ -179,6 +184,8 @@ def build_model(name: str, seq_len: int | None = None,
                 "override image_size/patch_size)")
         dims["seq_len"] = seq_len
     validate_dims(name, dims, data["dims"])
+    if flash_attention is not None:
+        dims["flash_attention"] = flash_attention
     return family.build(name, dims, data["source"])
 
 

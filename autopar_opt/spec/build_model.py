@@ -56,7 +56,8 @@ def _override_limits(overrides: dict, out: ProblemList) -> bool:
     return ok
 
 
-def _zoo_graph(section: ZooModelSpec, seq_len: int | None, out: ProblemList) -> LayerGraph | None:
+def _zoo_graph(section: ZooModelSpec, seq_len: int | None, out: ProblemList,
+               flash_attention: bool | None = None) -> LayerGraph | None:
     from autopar_opt.model_zoo import registry
 
     names = registry.model_names()
@@ -67,7 +68,8 @@ def _zoo_graph(section: ZooModelSpec, seq_len: int | None, out: ProblemList) -> 
     if not _override_limits(section.overrides, out):
         return None
     try:
-        return registry.build_model(section.zoo, seq_len=seq_len, overrides=dict(section.overrides))
+        return registry.build_model(section.zoo, seq_len=seq_len, overrides=dict(section.overrides),
+                                    flash_attention=flash_attention)
     except (ValueError, TypeError) as exc:
         rule, fix = _split_fix(str(exc))
         if seq_len is not None and "seq_len" in rule and "override" not in rule:
@@ -78,7 +80,7 @@ def _zoo_graph(section: ZooModelSpec, seq_len: int | None, out: ProblemList) -> 
 
 
 def _hf_graph(section: HfModelSpec, seq_len: int | None, base: Path,
-              out: ProblemList) -> LayerGraph | None:
+              out: ProblemList, flash_attention: bool | None = None) -> LayerGraph | None:
     """Build from a Hugging Face config; a relative path is relative to ``base``; a
     bare name with no such file there is a bundled config
     (:mod:`autopar_opt.model_zoo.hf_bundled`)."""
@@ -98,7 +100,8 @@ def _hf_graph(section: HfModelSpec, seq_len: int | None, base: Path,
         config, origin = load_hf_config(path)
         origin = label or origin
         return build_hf_graph(config, seq_len, name=section.name, origin=str(origin),
-                              flash_attention=section.flash_attention,
+                              flash_attention=section.flash_attention
+                              if flash_attention is None else flash_attention,
                               capacity_factor=section.capacity_factor,
                               load_imbalance=section.load_imbalance)
     except HfConfigError as exc:
@@ -215,12 +218,15 @@ def _attach_measured(graph: LayerGraph, measured: list[MeasuredSpec],
 
 
 def build_graph(section: ZooModelSpec | HfModelSpec | ExplicitModelSpec, seq_len: int | None,
-                out: ProblemList) -> LayerGraph | None:
-    """The model's layer graph, or None after recording the problems in ``out``."""
+                out: ProblemList, flash_attention: bool | None = None) -> LayerGraph | None:
+    """The model's layer graph, or None after recording the problems in ``out``;
+    ``flash_attention`` (zoo and Hugging Face models) overrides the model's own
+    (:mod:`autopar_opt.spec.attention_rule`)."""
     if isinstance(section, ZooModelSpec):
-        graph = _zoo_graph(section, seq_len, out)
+        graph = _zoo_graph(section, seq_len, out, flash_attention)
     elif isinstance(section, HfModelSpec):
-        graph = _hf_graph(section, seq_len, Path(out.file_of("model")).parent, out)
+        graph = _hf_graph(section, seq_len, Path(out.file_of("model")).parent, out,
+                          flash_attention)
     else:
         graph = _explicit_graph(section, seq_len, out)
     if graph is None:

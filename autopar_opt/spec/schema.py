@@ -140,8 +140,10 @@ class HfModelSpec(Section):
                         "(autopar zoo list).", "configs/mixtral-8x7b/config.json")
     name: Optional[str] = documented_field("Model name; default: the config's _name_or_path or model_type.",
                              "mixtral-8x7b", default=None)
-    flash_attention: bool = documented_field("Attention kernels keep no score matrix (FlashAttention).", True,
-                               default=True)
+    flash_attention: bool = documented_field("Attention kernels keep no score matrix (FlashAttention). "
+                               "The runtime's kernel on the GPU decides (an unfused runtime, "
+                               "or a GPU without fused kernels, keeps the scores); a stated "
+                               "value it contradicts is refused.", True, default=True)
     capacity_factor: Optional[Annotated[float, Field(ge=1)]] = documented_field(
         "MoE: expert capacity as a multiple of the average load, padded (Megatron "
         "--moe-expert-capacity-factor); default: dropless.", 1.25, default=None)

@@ -23,6 +23,7 @@ from autopar_opt.ir.target import Target
 from autopar_opt.ir.plan import Plan
 from autopar_opt.spec.build_model import build_graph
 from autopar_opt.spec.build_plan import build_plan
+from autopar_opt.spec import attention_rule
 from autopar_opt.spec.build_run import (SolverOptions, build_cluster, build_cost_params, build_space,
                                         build_target,
                                         build_solver, build_training)
@@ -103,6 +104,11 @@ def build_spec(data: dict[str, Any], path: Path, section_files: dict[str, str] |
         return _build_fleet_spec(model, data, path, graph, out)
     cluster = build_cluster(model.cluster, out)
     training = build_training(section, graph, cluster, out)
+    if graph is not None and cluster is not None and training is not None:
+        # the attention core the runtime runs on this GPU decides what it keeps
+        rebuild, training = attention_rule.reconcile(model.model, graph, training, cluster, out)
+        if rebuild:
+            graph = build_graph(model.model, section.seq_len, out, flash_attention=False)
     target, notice = build_target(model.target, graph, training, model.search, out)
     space = build_space(model.search, cluster, graph, training, out, target)
     solver = build_solver(model.solver, out)
