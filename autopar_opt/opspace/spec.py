@@ -259,6 +259,13 @@ def build_op_spec(data: dict[str, Any], path: Path) -> OpSpec:
     from autopar_opt.cost.params import default_params
     params = default_params()
     reserve = 0.0 if prob.memory_gib is None else user_reserve_for(prob.memory_gib, cluster.device.hbm_gib, params)
+    if reserve < 0:     # more modelled bytes than the device holds (QA round 10: 500 GiB on an A100-80GB)
+        most = (cluster.device.hbm_gib - params.memory_reserve_gib) / (1.0 + params.memory_fragmentation)
+        raise SpecError([SpecProblem(
+            str(path), "problem.memory_gib", prob.memory_gib,
+            f"is more than the {cluster.device.name} holds for modelled bytes: {most:.1f} GiB "
+            f"({cluster.device.hbm_gib:g} GiB less the runtime's reserve and the allocator's "
+            "fragmentation allowance)", f"use at most {most:.1f}, or drop it (the default)")])
     training = Training(global_batch_size=batch, dtype=prob.dtype, memory_reserve_gib=reserve)
     ctx = StageContext(cluster, training, params, cluster.num_devices, batch)
     graph = graph_for(batch)

@@ -86,6 +86,8 @@ def test_pipeline_stages_of_a_cnn(tmp_path):
     ("  pipeline: {pp: [3]}\n", "problem.pipeline.pp"),
     ("  devices: 3\n", "problem.devices"),
     ("  space: {split: zigzag}\n", "problem.space.split"),
+    # more than the device holds (QA round 10: 216 GiB used of 500 "usable" on an A100-80GB)
+    ("  memory_gib: 500\n", "problem.memory_gib"),
 ])
 def test_bad_input_names_the_key(tmp_path, extra, key):
     code, out = run_cli("solve", _spec(tmp_path, ALEX.format(extra=extra)))
