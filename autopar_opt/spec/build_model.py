@@ -154,6 +154,7 @@ def _explicit_graph(section: ExplicitModelSpec, seq_len: int | None,
                     "(num_experts is 0)", "add num_experts, or drop top_k")
             ok = False
         ok = _gemm_kernels_ok(spec, i, out) and ok
+        ok = _parts_ok(spec, i, out) and ok
     if not ok:
         return None
     layers = [_layer(spec) for spec in section.layers]
@@ -164,6 +165,29 @@ def _explicit_graph(section: ExplicitModelSpec, seq_len: int | None,
         return None
     return LayerGraph(section.name, layers, [tuple(e) for e in edges],
                       seq_len=section.seq_len or seq_len, source="spec file")
+
+
+#: (part, total) pairs of a layer's fields (:class:`autopar_opt.ir.graph.Layer` documents
+#: each part as "the part of" / "part of" its total).
+LAYER_PARTS = (("act_replicated_bytes", "act_bytes"), ("act_attn_bytes", "act_bytes"),
+               ("act_gemm_input_bytes", "act_bytes"), ("expert_act_bytes", "act_bytes"),
+               ("act_gemm_input_replicated_bytes", "act_gemm_input_bytes"),
+               ("gemm_output_replicated_bytes", "gemm_output_bytes"),
+               ("expert_params", "params"), ("expert_flops_fwd", "flops_fwd"))
+
+
+def _parts_ok(spec: Any, i: int, out: ProblemList) -> bool:
+    """A part is at most its total (QA round 10: ``act_attn_bytes`` above ``act_bytes``
+    priced -3.44 GiB of memory per device, ``expert_params`` above ``params`` -0.725 B
+    active parameters)."""
+    ok = True
+    for part, total in LAYER_PARTS:
+        a, b = getattr(spec, part, 0) or 0, getattr(spec, total, 0) or 0
+        if a > b:
+            out.add(f"model.layers[{i}].{part}", a, f"is part of {total} ({b:g}) and cannot "
+                    "exceed it", f"give {part} at most {total}, or raise {total} to include it")
+            ok = False
+    return ok
 
 
 def _gemm_kernels_ok(spec: Any, i: int, out: ProblemList) -> bool:

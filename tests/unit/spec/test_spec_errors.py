@@ -433,3 +433,24 @@ def test_fp32_training_takes_fp32_optimizer_state(tmp_path):
     assert any("not stated: the default for dtype fp32" in ln for ln in said)
     (problem,) = _refused(tmp_path, body.format(extra=", optimizer: adam_mixed")).problems
     assert problem.key == "training.dtype" and "use training.optimizer: adam_fp32" in problem.fix
+
+
+@pytest.mark.parametrize("part, total, value", [
+    ("act_attn_bytes", "act_bytes", 1.0e9),
+    ("act_replicated_bytes", "act_bytes", 1.0e9),
+    ("expert_params", "params", 10**9),
+])
+def test_a_layer_part_above_its_total_is_refused(tmp_path, part, total, value):
+    """QA round 10: act_attn_bytes above act_bytes priced -3.44 GiB per device; expert_params
+    above params, -0.725 B active parameters."""
+    from autopar_opt.spec import SpecError, load_spec
+
+    layer = {"name": "l0", "kind": "transformer_block", "flops_fwd": 1.0e12, "flops_bwd": 2.0e12,
+             "params": 12_600_000, "act_bytes": 3.0e8, "num_experts": 8, "top_k": 2, part: value}
+    spec = {"model": {"name": "m", "layers": [layer]},
+            "cluster": {"nodes": 1, "gpus_per_node": 8, "device": "A100-80GB"},
+            "training": {"global_batch_size": 8}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(SpecError, match=rf"model\.layers\[0\]\.{part} = .*is part of {total}"):
+        load_spec(path)
