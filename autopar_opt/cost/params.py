@@ -195,6 +195,23 @@ RANGES: dict[str, tuple[float, float, str]] = {
     f.name: f.metadata["plausible"] for f in fields(CostParams) if f.metadata.get("plausible")}
 
 
+def implausible(params: CostParams) -> list[str]:
+    """A sentence per parameter outside its plausible physical range (:data:`RANGES`)
+    where the shipped calibration is not (a spec's or a fit file's value): priced as
+    given, and said (QA round 10: ``comm_efficiency: 0.05`` made a run 5x slower with no
+    word, the documented range being 0.5-0.95)."""
+    shipped = default_params()
+    out = []
+    for name, (lo, hi, _why) in RANGES.items():
+        value, base = getattr(params, name), getattr(shipped, name)
+        if not isinstance(value, (int, float)) or value == base:
+            continue
+        if not lo <= value <= hi:
+            out.append(f"cost_model.{name} = {value:g} is outside its plausible range "
+                       f"{lo:g}-{hi:g} (autopar schema describes it): priced as given")
+    return out
+
+
 def params_from_file(path: str | Path) -> CostParams:
     """Parameters from a file written by ``autopar calibrate --fit --output``
     (a mapping with a ``params`` section, or the bare parameters).

@@ -23,6 +23,7 @@ from autopar_opt.ir.target import Target
 from autopar_opt.ir.plan import Plan
 from autopar_opt.spec.build_model import build_graph
 from autopar_opt.spec.build_plan import build_plan
+from autopar_opt.cost.params import implausible
 from autopar_opt.spec import attention_rule
 from autopar_opt.spec.build_run import (SolverOptions, build_cluster, build_cost_params, build_space,
                                         build_target,
@@ -117,7 +118,7 @@ def build_spec(data: dict[str, Any], path: Path, section_files: dict[str, str] |
     out.raise_if_any()
     return Spec(Path(path), graph, cluster, training, space, solver, cost, plan, data,
                 ([notice] if notice else []) + positions_notice(graph.arch, training.seq_len)
-                + unused_measurements(graph, space, plan))
+                + unused_measurements(graph, space, plan) + implausible(cost))
 
 
 def unused_measurements(graph: LayerGraph, space, plan) -> list[str]:

@@ -159,3 +159,23 @@ def test_an_unfused_optimizer_step_is_stated_with_its_factor():
     fused = Training(64, 2048, "bf16", "adam_bf16", runtime=runtime_named("megatron-core"))
     assert "unfused" not in next(x for x in cost_assumptions(GRAPH, cl, fused)
                                  if x.startswith("optimizer"))
+
+
+def test_the_collective_efficiencies_said_are_the_ones_priced():
+    """A spec's comm_efficiency is what the collectives line says, with its source, and a
+    value outside the documented plausible range is said (QA round 10: 0.05 priced, 0.80
+    printed, no word of the range 0.5-0.95)."""
+    from autopar_opt.cost.params import default_params, implausible
+
+    cl = make_cluster("c", 2, 8, "H100-SXM-80GB")
+    tr = Training(64, 8192, runtime=runtime_named("megatron-core"))
+    shipped = default_params()
+    said = "\n".join(cost_assumptions(GRAPH, cl, tr, shipped))
+    assert (f"bus bandwidth at {shipped.comm_efficiency:.2f} of NVLink and "
+            f"{shipped.inter_comm_efficiency:.2f} of the NIC line rate (nccl-tests, pinned") in said
+    slow = shipped.updated({"comm_efficiency": 0.05})
+    said = "\n".join(cost_assumptions(GRAPH, cl, tr, slow))
+    assert "bus bandwidth at 0.05 of NVLink" in said and "from the spec's cost-model" in said
+    assert implausible(shipped) == []
+    assert implausible(slow) == ["cost_model.comm_efficiency = 0.05 is outside its plausible "
+                                 "range 0.5-0.95 (autopar schema describes it): priced as given"]
