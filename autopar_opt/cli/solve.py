@@ -372,6 +372,13 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                 spec.notices = [*spec.notices, said]
         if spec.fleet is None:       # a fleet refuses --runnable-by itself (cli/fleet.py)
             opt.raise_if_any(runnable_problems(spec.space, spec.graph, value=runnable_by))
+    if spec.fleet is None:
+        from autopar_opt.search.configs import empty_space_problem
+
+        empty = empty_space_problem(spec.graph, spec.cluster, spec.training, spec.space)
+        if empty is not None:       # a spec error, not a search out of time (QA round 10)
+            from autopar_opt.core.errors import SpecError, SpecProblem
+            raise SpecError([SpecProblem(str(spec_path), *empty)])
     if export_models and (solver or spec.solver.name).strip().lower() == "dp":
         from autopar_opt.core.files import COMMAND_LINE
         from autopar_opt.core.errors import SpecProblem

@@ -126,3 +126,37 @@ def _interleaved(graph: LayerGraph, space: SearchSpace, pp: int, c: int,
     if Schedule.one_f_one_b not in schedules and (space.vp_chunks is None or 1 in space.vp_chunks):
         vps = [1] + vps
     return [OuterConfig(pp, c, Schedule.interleaved, None, None, v) for v in vps]
+
+
+def empty_space_problem(graph: LayerGraph, cluster: Cluster, training: Training,
+                        space: SearchSpace) -> tuple[str, object, str, str] | None:
+    """(key, value, rule, fix) when the spec's space holds no outer configuration at all,
+    None otherwise. An empty space is a spec error, not a search that ran out of time (QA
+    round 10: it exited 4, "no plan was found within the time limit", advising a longer one)."""
+    if outer_configs(graph, cluster, training, space):
+        return None
+    degrees = pipeline_degrees(graph, cluster, space)
+    if not degrees:
+        return ("search.pp_degrees", list(space.pp_degrees or []),
+                f"no pipeline degree fits {cluster.num_devices} devices of "
+                f"{cluster.gpus_per_node} per node and the model's {len(graph.layers)} layers",
+                "list a divisor of the devices that whole stages can hold")
+    target = space.runs_on
+    tied = any(layer.tied_to for layer in graph.layers)
+    refused = [target.config_problem(pp, tied) for pp in degrees] if target is not None else []
+    if refused and all(refused):
+        return ("search.pp_degrees", degrees, f"the target refuses every pipeline degree: "
+                f"{refused[0]}", "list a pipeline degree the target runs, or set target: none")
+    if not microbatch_counts(training, space):
+        return ("search.microbatches", list(space.microbatches or []),
+                f"no micro-batch count divides the global batch {training.global_batch_size}",
+                "list divisors of the global batch")
+    if space.vp_chunks is not None:
+        return ("search.vp_chunks", list(space.vp_chunks),
+                f"no listed virtual-stage count splits the model's transformer blocks evenly "
+                f"over the pipeline degrees {degrees} (Megatron-Core's interleaved rule), and "
+                "no other schedule is listed", "list a vp that divides the blocks per stage, "
+                "or add 1f1b to search.schedules")
+    return ("search.schedules", list(space.schedules),
+            "the listed schedules give no configuration for these pipeline degrees "
+            f"{degrees} and micro-batch counts", "add 1f1b to search.schedules")

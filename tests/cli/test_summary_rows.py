@@ -31,3 +31,4 @@ def test_an_infeasible_certificate_lists_the_first_rows():
     rows = [{"pp": i, "primal": None, "lower_bound": "inf"} for i in range(20)]
     shown = summary_rows(rows, None, "inf")
     assert len(shown) == SUMMARY_ROWS and shown == rows[:SUMMARY_ROWS]
+
