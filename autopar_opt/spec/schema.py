@@ -622,18 +622,6 @@ class SpecFile(Section):
 
 
 def json_schema() -> dict[str, Any]:
-    """The JSON Schema of a spec file (what ``autopar schema`` prints): any of the three
-    forms ``autopar solve`` reads, a model on a cluster (:class:`SpecFile`, a fleet's
-    included), an operator-sharding problem and a peer's instance (``problem:``; the two
-    were missing and their bundled examples failed the schema, QA round 10)."""
-    from pydantic import TypeAdapter
-
-    from autopar_opt.opspace.spec import OpSpecFile
-    from autopar_opt.peers.spec import PeerSpecFile
-
-    schema = TypeAdapter(Union[SpecFile, OpSpecFile, PeerSpecFile]).json_schema()
-    schema["title"] = "autopar-opt spec file"
-    schema["description"] = ("A model on a cluster (model, cluster, training, ...), or a "
-                             "problem: an operator-sharding problem or a peer's instance "
-                             "(piper, pase).")
-    return schema
+    """The JSON Schema of a model-on-a-cluster spec file (``autopar schema`` prints it
+    with the problem forms beside it: :func:`autopar_opt.cli.commands.spec_json_schema`)."""
+    return SpecFile.model_json_schema()
