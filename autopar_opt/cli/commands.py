@@ -358,9 +358,10 @@ def solve(ctx: typer.Context,
           runnable_by: Optional[str] = typer.Option(
               None, "--runnable-by", help="megatron | torchtitan | torchtitan-0.2 | deepspeed | "
               "none: the target that will run the plan, instead of the spec's (target:, default "
-              "the framework of training.runtime); the search covers exactly what it can run "
-              "(one tp/cp/sp/ZeRO/ep/etp/recompute setting for the model, its schedules; "
-              "DeepSpeed: its uniform stage partition). none: the free per-layer space."),
+              "the framework of training.runtime); the search covers the plans it can run with "
+              "one tp/cp/sp/ZeRO/ep/etp/recompute setting for the model, its schedules "
+              "(DeepSpeed: its uniform stage partition); Megatron's partial recomputation "
+              "(--recompute-num-layers) is outside it. none: the free per-layer space."),
           warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start",
                                           help="Start every MIP from the DP's plan (or the best uniform "
                                                "plan) and use the DP's proven bound; off: the MIP "
