@@ -114,11 +114,34 @@ def build_spec(data: dict[str, Any], path: Path, section_files: dict[str, str] |
     space = build_space(model.search, cluster, graph, training, out, target)
     solver = build_solver(model.solver, out)
     cost = build_cost_params(model.cost_model, cluster, out, Path(path).parent)
+    if cluster is not None and not out.items:
+        _room_left(cluster, training, cost, out,
+                   getattr(model.cluster, "device_memory_gib", None))
     plan = build_plan(model.plan, graph, cluster, training, out)
     out.raise_if_any()
     return Spec(Path(path), graph, cluster, training, space, solver, cost, plan, data,
                 ([notice] if notice else []) + positions_notice(graph.arch, training.seq_len)
                 + unused_measurements(graph, space, plan) + implausible(cost))
+
+
+def _room_left(cluster, training, cost, out: ProblemList, stated_gib: float | None) -> None:
+    """The device must hold more than the runtime's reserve (CUDA context, NCCL buffers:
+    ``cost_model.memory_reserve_gib``) and the user's: a plan then has negative room, and
+    the search answered "proven infeasible" with advice that cannot help (QA round 10:
+    "-0.24 GiB usable" on a 0.5 GiB device, -0.61 with a 79.9 GiB reserve of 80)."""
+    hbm, mine, runtime = cluster.device.hbm_gib, training.memory_reserve_gib, cost.memory_reserve_gib
+    if hbm - mine - runtime > 0:
+        return
+    if mine > 0:
+        out.add("training.memory_reserve_gib", mine, f"leaves no memory for the model: the "
+                f"device's {hbm:g} GiB less the runtime's reserve of {runtime:.2f} GiB (CUDA "
+                "context, NCCL buffers) is not above it", f"use less than {hbm - runtime:.2f}")
+    else:
+        key, value = (("cluster.device_memory_gib", stated_gib) if stated_gib is not None
+                      else ("cluster.device", cluster.device.name))
+        out.add(key, value, f"the device's {hbm:g} GiB do not exceed the "
+                f"runtime's reserve of {runtime:.2f} GiB (CUDA context, NCCL buffers): no model "
+                "fits", "use a device with more memory (cluster.device_memory_gib, device)")
 
 
 def unused_measurements(graph: LayerGraph, space, plan) -> list[str]:

@@ -454,3 +454,21 @@ def test_a_layer_part_above_its_total_is_refused(tmp_path, part, total, value):
     path.write_text(yaml.safe_dump(spec))
     with pytest.raises(SpecError, match=rf"model\.layers\[0\]\.{part} = .*is part of {total}"):
         load_spec(path)
+
+
+@pytest.mark.parametrize("cluster_extra, training_extra, key", [
+    ({"device_memory_gib": 0.5}, {}, "cluster.device_memory_gib = 0.5"),
+    ({}, {"memory_reserve_gib": 79.9}, "training.memory_reserve_gib = 79.9"),
+])
+def test_a_device_the_reserves_fill_is_refused(tmp_path, cluster_extra, training_extra, key):
+    """The runtime's reserve (CUDA context, NCCL buffers) and the user's leave no room:
+    a spec error naming the key (QA round 10: 'proven infeasible ... -0.24 GiB usable')."""
+    from autopar_opt.spec import SpecError, load_spec
+
+    spec = {"model": {"zoo": "debug"},
+            "cluster": {"nodes": 1, "gpus_per_node": 2, "device": "A100-80GB", **cluster_extra},
+            "training": {"global_batch_size": 8, **training_extra}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(SpecError, match=rf"{key.replace('.', chr(92) + '.')}.*runtime's reserve"):
+        load_spec(path)
