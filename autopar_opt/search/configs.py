@@ -160,3 +160,19 @@ def empty_space_problem(graph: LayerGraph, cluster: Cluster, training: Training,
     return ("search.schedules", list(space.schedules),
             "the listed schedules give no configuration for these pipeline degrees "
             f"{degrees} and micro-batch counts", "add 1f1b to search.schedules")
+
+
+def target_dropped(graph: LayerGraph, cluster: Cluster, space: SearchSpace) -> str | None:
+    """A sentence naming the pipeline degrees the target's own rules take out of the space
+    (torchtitan pipelines no tied-embedding model), None when it takes none: they left
+    without a word, and an infeasible answer advised more pipeline stages (QA round 10)."""
+    target = space.runs_on
+    if target is None:
+        return None
+    tied = any(layer.tied_to for layer in graph.layers)
+    dropped = {pp: target.config_problem(pp, tied) for pp in pipeline_degrees(graph, cluster, space)}
+    dropped = {pp: why for pp, why in dropped.items() if why}
+    if not dropped:
+        return None
+    return (f"pipeline degrees {sorted(dropped)} are not searched: "
+            f"{next(iter(dropped.values()))} (untie the output layer, or use another target)")

@@ -58,3 +58,23 @@ def test_configurations_the_memory_budget_left_unbuilt_are_not_blamed_on_time(tm
         pytest.skip("every configuration closed before a MILP was needed")
     assert "were not built" in notes and "raise --memory-limit" in notes
     assert "raise --time-limit" not in notes and "More time would close" not in notes
+
+
+TIED = """model: {zoo: gpt-1.7b, overrides: {num_layers: 4}}
+cluster: {nodes: 1, gpus_per_node: 2, device: A100-80GB}
+training: {global_batch_size: 8, seq_len: 2048}
+search: {tp_degrees: [1], zero_levels: [0], recompute: [full], sequence_parallel: [false],
+         hybrid_sharding: [false], schedules: [1f1b]}
+"""
+
+
+def test_pipeline_degrees_a_target_refuses_are_said(tmp_path):
+    """torchtitan pipelines no model whose output layer is tied to its embedding: the
+    pipeline degrees it takes out are said (QA round 10: dropped without a word)."""
+    from support.cli import run_cli
+
+    spec = tmp_path / "tied.yaml"
+    spec.write_text(TIED)
+    code, text = run_cli("solve", spec, "--runnable-by", "torchtitan", "--time-limit", "30")
+    assert "pipeline degrees [2] are not searched: torchtitan does not pipeline a model whose " \
+           "output layer is tied" in text, text
