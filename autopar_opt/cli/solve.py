@@ -373,11 +373,12 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         if spec.fleet is None:       # a fleet refuses --runnable-by itself (cli/fleet.py)
             opt.raise_if_any(runnable_problems(spec.space, spec.graph, value=runnable_by))
     if spec.fleet is None:
-        from autopar_opt.search.configs import empty_space_problem, target_dropped
+        from autopar_opt.search.configs import empty_space_problem, target_dropped, vp_dropped
 
-        dropped = target_dropped(spec.graph, spec.cluster, spec.space)
-        if dropped:
-            spec.notices = [*spec.notices, dropped]
+        for said in (target_dropped(spec.graph, spec.cluster, spec.space),
+                     vp_dropped(spec.graph, spec.cluster, spec.space)):
+            if said:
+                spec.notices = [*spec.notices, said]
         empty = empty_space_problem(spec.graph, spec.cluster, spec.training, spec.space)
         if empty is not None:       # a spec error, not a search out of time (QA round 10)
             from autopar_opt.core.errors import SpecError, SpecProblem

@@ -176,3 +176,20 @@ def target_dropped(graph: LayerGraph, cluster: Cluster, space: SearchSpace) -> s
         return None
     return (f"pipeline degrees {sorted(dropped)} are not searched: "
             f"{next(iter(dropped.values()))} (untie the output layer, or use another target)")
+
+
+def vp_dropped(graph: LayerGraph, cluster: Cluster, space: SearchSpace) -> str | None:
+    """A sentence naming the pipeline degrees at which no listed ``search.vp_chunks``
+    splits the blocks (so the interleaved schedule has no configuration there), None when
+    every degree has one or the list is not stated (QA round 10: left without a word)."""
+    if space.vp_chunks is None or Schedule.interleaved not in [Schedule(x) for x in space.schedules]:
+        return None
+    if not any(v >= 2 for v in space.vp_chunks):       # 1 alone: plain 1F1B, nothing split
+        return None
+    none_at = [pp for pp in pipeline_degrees(graph, cluster, space)
+               if pp > 1 and not vp_degrees(graph.layers, pp, space.vp_chunks)]
+    if not none_at:
+        return None
+    return (f"search.vp_chunks {list(space.vp_chunks)}: no listed value splits the model's "
+            f"blocks evenly at pipeline degrees {none_at} (Megatron-Core's interleaved rule): "
+            "no interleaved configuration there")

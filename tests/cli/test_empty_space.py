@@ -78,3 +78,14 @@ def test_pipeline_degrees_a_target_refuses_are_said(tmp_path):
     code, text = run_cli("solve", spec, "--runnable-by", "torchtitan", "--time-limit", "30")
     assert "pipeline degrees [2] are not searched: torchtitan does not pipeline a model whose " \
            "output layer is tied" in text, text
+
+
+def test_a_vp_that_splits_nothing_at_a_degree_is_said(tmp_path):
+    from support.cli import run_cli
+
+    spec = tmp_path / "vp.yaml"
+    spec.write_text(EMPTY.replace("schedules: [interleaved]", "schedules: [1f1b, interleaved]"))
+    code, text = run_cli("solve", spec, "--time-limit", "30")
+    assert code == 0, text
+    assert "search.vp_chunks [3]: no listed value splits the model's blocks evenly at " \
+           "pipeline degrees [2]" in text
