@@ -425,7 +425,15 @@ def _check_shard_nodes(section: SearchSection, cluster: Cluster | None, out: Pro
 
 def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGraph | None,
                 training: Training, out: ProblemList, target: Target | None = None) -> SearchSpace:
-    """The search space; degrees must divide the devices, micro-batches the batch."""
+    """The search space; degrees must divide the devices, micro-batches the batch, and no
+    list names a value twice (QA round 10: ``schedules: [1f1b, 1f1b]`` searched every
+    configuration twice and listed it twice in the certificate)."""
+    for name, values in section.model_dump(mode="json").items():
+        if isinstance(values, list):
+            seen = [v for i, v in enumerate(values) if v in values[:i]]
+            if seen:
+                out.add(f"search.{name}", values, f"lists {seen[0]!r} more than once",
+                        "list each value once")
     if cluster is not None:
         n = cluster.num_devices
         if section.stage_devices == "congruent":

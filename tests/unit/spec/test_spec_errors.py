@@ -472,3 +472,17 @@ def test_a_device_the_reserves_fill_is_refused(tmp_path, cluster_extra, training
     path.write_text(yaml.safe_dump(spec))
     with pytest.raises(SpecError, match=rf"{key.replace('.', chr(92) + '.')}.*runtime's reserve"):
         load_spec(path)
+
+
+@pytest.mark.parametrize("key, values", [("schedules", ["1f1b", "1f1b"]), ("zero_levels", [0, 0, 3])])
+def test_a_search_list_naming_a_value_twice_is_refused(tmp_path, key, values):
+    """QA round 10: every configuration was searched and listed twice."""
+    from autopar_opt.spec import SpecError, load_spec
+
+    spec = {"model": {"zoo": "debug"},
+            "cluster": {"nodes": 1, "gpus_per_node": 2, "device": "A100-80GB"},
+            "training": {"global_batch_size": 8}, "search": {key: values}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(SpecError, match=rf"search\.{key} = .*more than once; list each value once"):
+        load_spec(path)
