@@ -34,7 +34,9 @@ def unused_fleet_options(searcher, runnable_by: str | None, export_models: bool)
     from autopar_opt.core.files import COMMAND_LINE
 
     given = [("--searcher", getattr(searcher, "name", searcher), searcher is not None),
-             ("--runnable-by", runnable_by, runnable_by is not None),
+             # none asks for the free space, which is the one a fleet searches (QA round 10)
+             ("--runnable-by", runnable_by,
+              runnable_by is not None and runnable_by.strip().lower() != "none"),
              ("--export-models", True, export_models)]
     return [SpecProblem(COMMAND_LINE, option, value, "is not available for a cluster of several "
                         "groups (cluster.groups)", f"drop {option}, or solve one group's cluster")

@@ -84,6 +84,9 @@ def test_options_a_fleet_search_does_not_take_are_refused(tmp_path: Path) -> Non
     spec = _write(tmp_path, BASE)
     code, text = run_cli("solve", spec, "--runnable-by", "megatron")
     assert code == 2 and "--runnable-by" in text and "several groups" in text
+    # none asks for the free space, the one a fleet searches (QA round 10: refused)
+    assert "several groups" not in run_cli("solve", spec, "--runnable-by", "none",
+                                           "--time-limit", "30", "--quiet")[1]
 
 
 def test_spec_mistakes_are_listed_with_their_fix(tmp_path: Path) -> None:
