@@ -146,10 +146,16 @@ def _summary(doc: dict, console: Console) -> None:
     gap_text = f"{100 * gap:.3f}%" if isinstance(gap, float) else str(gap)
     if doc["status"] == "infeasible":
         console.print("  certificate: proven infeasible (every configuration; lower bound inf)")
+    elif cert["primal"] is None:    # a bound, no plan: no gap to state (QA round 10:
+        # "primal - s ... gap inf (no proof: bound missing)" beside a finite bound)
+        console.print(f"  certificate: no plan found; lower bound {_fmt(cert['lower_bound'])} s "
+                      "(no plan is faster)")
     else:
+        missing = isinstance(cert["lower_bound"], str) or cert["lower_bound"] is None
         console.print(f"  certificate: primal {_fmt(cert['primal'])} s, lower bound "
                       f"{_fmt(cert['lower_bound'])} s, gap {gap_text}"
-                      + ("" if cert["exact"] else " (no proof: bound missing)"))
+                      + ("" if cert["exact"] else
+                         " (no proof: bound missing)" if missing else " (no proof)"))
     from rich.table import Table
 
     table = Table("pp", "c", "schedule", "status", "primal s", "bound s", "time s", box=None)

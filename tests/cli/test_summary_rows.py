@@ -32,3 +32,17 @@ def test_an_infeasible_certificate_lists_the_first_rows():
     shown = summary_rows(rows, None, "inf")
     assert len(shown) == SUMMARY_ROWS and shown == rows[:SUMMARY_ROWS]
 
+
+
+def test_a_bound_without_a_plan_is_not_called_a_missing_bound(tmp_path):
+    """--memory-limit refuses every MILP of the llama-7b example: a proven bound and no
+    plan; the certificate line says so (QA round 10: "primal - s, lower bound 4.08 s, gap
+    inf (no proof: bound missing)")."""
+    from support import paths
+    from support.cli import run_cli
+
+    code, text = run_cli("solve", paths.REPO / "examples" / "llama7b_2x8_a100.yaml",
+                         "--memory-limit", "0.001", "--solver", "highs", "--no-warm-start",
+                         "--time-limit", "60")
+    line = next(x for x in text.splitlines() if "certificate:" in x)
+    assert "no plan found; lower bound" in line and "bound missing" not in line, text
