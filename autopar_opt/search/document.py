@@ -44,7 +44,8 @@ COST_MODEL_ASSUMPTIONS = [
     "Memory: weights + gradients (fp32 buffers where the runtime keeps them) + optimizer state "
     "after ZeRO sharding, activations per in-flight micro-batch (Korthikanti et al. 2022), fp32 "
     "logits, a calibrated runtime reserve and allocator fragmentation, plus the stated reserve.",
-    "Pipeline: T = sum(stage) + sum(transfer) + (c-1) x max(stage, transfer) + max(sync); "
+    "Pipeline: T = sum(stage) + sum(transfer) + (c-1) x max(stage, transfer) + max(sync) "
+    "+ T0, T0 the fixed per-iteration overhead (cost_model.params.iteration_overhead_s); "
     "edges that skip stages are relayed across every boundary they cross.",
     "Stages are contiguous in topological order and congruent (devices per stage divide, or "
     "are a multiple of, the GPUs per node); ranks are ordered tp, cp, dp (innermost first).",
