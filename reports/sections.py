@@ -249,10 +249,18 @@ def breakdown_section(doc: dict) -> list[dict] | None:
         return None
     total = to_float(m["iteration_time_s"], "metrics.iteration_time_s") or 0.0
     rows = []
+    mfu, hfu = to_float(m.get("mfu"), "metrics.mfu"), to_float(m.get("hfu"), "metrics.hfu")
     for key, label in BREAKDOWN_LABELS.items():
         val = to_float(m["breakdown"].get(key, 0.0), f"metrics.breakdown.{key}") or 0.0
+        if key == "compute_s":
+            label = "compute (recomputation included)"
         rows.append({"part": label, "time": fmt_time(val),
                      "share": fmt_pct(val / total if total else None, 1)})
+        if key == "compute_s" and mfu and hfu and hfu > mfu:
+            # the part the user-plan comparison lists apart: compute·(1 - MFU/HFU)
+            part = val * (1.0 - mfu / hfu)
+            rows.append({"part": "of which recomputation", "time": fmt_time(part),
+                         "share": fmt_pct(part / total if total else None, 1)})
     return rows
 
 

@@ -234,10 +234,16 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
               "offload_comm_s": "exposed CPU offload copies", "reshard_s": "resharding",
               "dp_comm_s": "exposed DP grad reduction", "optimizer_s": "optimizer step",
               "fixed_s": "fixed per iteration", "pipeline_bubble_s": "pipeline bubble + sends"}
+    labels["compute_s"] = "compute (recompute incl.)"
     for key, label in labels.items():
         val = metrics.breakdown.get(key, 0.0)
         share = val / metrics.iteration_time_s if metrics.iteration_time_s else 0.0
         lines.append(f"  {label:<27} {val:10.4g}  ({100 * share:5.1f} %)")
+        if key == "compute_s" and metrics.hfu > metrics.mfu > 0:
+            # the part solve's comparison lists apart (QA round 10): compute·(1 - MFU/HFU)
+            part = val * (1.0 - metrics.mfu / metrics.hfu)
+            lines.append(f"    {'of which recomputation':<25} {part:10.4g}  "
+                         f"({100 * part / metrics.iteration_time_s:5.1f} %)")
     lines.append("memory per device (GiB), by stage:")
     for st in metrics.stages:
         mark = {"fits": "ok", "tight": "TIGHT (headroom below 5%)",

@@ -98,13 +98,14 @@ def test_estimate_text_prints_the_evaluated_iteration_time():
 
 
 def test_estimate_warns_when_the_plan_does_not_fit(tmp_path):
-    """A 1 GiB device with 0.999 GiB reserved leaves ~1 MiB: the debug model's
-    weights alone (16 B/param x ~3M params) cannot fit."""
+    """A 1 GiB device with 0.22 GiB reserved and the runtime's ~0.76 GiB leaves ~17 MiB:
+    the debug model's weights alone (16 B/param x ~3M params) cannot fit. (A reserve that
+    leaves nothing at all, 0.999 GiB, is a spec error: test_spec_errors.)"""
     spec = {"model": {"zoo": "debug"},
             "cluster": {"nodes": 1, "gpus_per_node": 1,
                         "device": {"name": "tiny", "peak_tflops": {"bf16": 10}, "hbm_gib": 1,
                                    "hbm_gb_per_s": 100}},
-            "training": {"global_batch_size": 4, "memory_reserve_gib": 0.999},
+            "training": {"global_batch_size": 4, "memory_reserve_gib": 0.22},
             "plan": {"microbatches": 1}}
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
     result = _cli("estimate", str(tmp_path / "s.yaml"))
@@ -299,3 +300,14 @@ def test_model_seq_len_on_a_vision_zoo_model_is_refused(name):
     code, text = run_cli("model", name, "--seq-len", "100")
     assert code == 2, text
     assert "--seq-len = 100" in text and "drop --seq-len" in text
+
+
+def test_estimate_says_what_compute_includes():
+    """estimate's compute includes the recomputed forward, which solve's comparison lists
+    apart: the line says so and gives that part, compute·(1 - MFU/HFU) (QA round 10)."""
+    spec = load_spec(GPT3)
+    m = evaluate(spec.plan, spec.graph, spec.cluster, spec.training, spec.cost_params)
+    out = _cli("estimate", str(GPT3)).stdout
+    part = m.breakdown["compute_s"] * (1 - m.mfu / m.hfu)
+    assert "compute (recompute incl.)" in out
+    assert re.search(rf"of which recomputation\s+{part:.4g}\b", out), out
