@@ -42,7 +42,9 @@ def _rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
                      "gap": "-" if e["gap"] is None else f"{100 * e['gap']:.2f}%",
                      "days": _interval(e["time_to_train_days"], ".3g"),
                      "days_measured": (_interval(e["model_error"]["time_to_train_days"], ".3g")
-                                       if e.get("model_error") else "-"),
+                                       + f" (from {e['model_error'].get('comparable_runs', '?')} "
+                                       "runs" + (", wide" if e["model_error"].get("wide") else "")
+                                       + ")" if e.get("model_error") else "-"),
                      "cost": _interval(e["cost"], ",.0f"),
                      "tokens": _interval(e["throughput_tokens_per_s"], ".3g"),
                      "meets": e["meets"], "frontier": e["id"] in front,

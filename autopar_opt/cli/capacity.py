@@ -81,10 +81,13 @@ def print_summary(doc: dict[str, Any], console: Console) -> None:
         gap = "-" if e["gap"] is None else f"{100 * e['gap']:.2f}%"
         status = e["status"] + (" (within the gap)" if e["status"] == "optimal" and e["gap"]
                                 and e["gap"] > PROOF_GAP else "")
-        err = (e.get("model_error") or {}).get("time_to_train_days")
+        model_err = e.get("model_error") or {}
+        err = model_err.get("time_to_train_days")
+        # with the count of comparable runs it stands on (QA round 10: capacity.json only)
+        said = (f"{_interval(err, '.3g')} ({model_err.get('comparable_runs', '?')} runs"
+                f"{', wide' if model_err.get('wide') else ''})") if err else "-"
         table.add_row(escape(e["id"]), status, gap, _interval(e["time_to_train_days"], ".3g"),
-                      _interval(err, ".3g") if err else "-", _interval(e["cost"], ",.0f"),
-                      e["meets"])
+                      said, _interval(e["cost"], ",.0f"), e["meets"])
     console.print(table)
     ans = doc["answers"]
 

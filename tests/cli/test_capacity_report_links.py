@@ -31,6 +31,8 @@ def test_links_resolve_from_the_reports_folder(tmp_path):
     assert code == 0, text
     links = re.findall(r'<a href="([^"#][^"]*)">', html.read_text())
     assert len(links) == 2 and all((html.parent / link).is_file() for link in links)
+    # each scenario's model-error interval says how many runs it stands on (QA round 10)
+    assert len(re.findall(r"\(from \d+ runs(, wide)?\)", html.read_text())) == 2
     alone = tmp_path / "alone"                   # capacity.json without its scenarios' folder
     alone.mkdir()
     shutil.copy(tmp_path / "run" / "capacity.json", alone / "capacity.json")

@@ -14,7 +14,8 @@ from autopar_opt.cli.capacity import print_summary
 def _doc() -> dict:
     row = {"id": "H100-SXM-80GB_256gpu_gbs1024", "status": "optimal", "gap": 0.0472,
            "time_to_train_days": [59.0, 61.9], "cost": [1000.0, 1050.0], "meets": "yes",
-           "model_error": {"time_to_train_days": [40.0, 90.0]}}
+           "model_error": {"time_to_train_days": [40.0, 90.0], "comparable_runs": 23,
+                           "wide": False}}
     cheapest = ("H100-SXM-80GB_256gpu_gbs1024 trains it in 59-61.9 days for 1,000-1,050 USD "
                 "[model error: 80% interval 40-90 days]")
     return {"planning": {"prices": {"currency": "USD"}}, "scenarios": [row],
@@ -31,3 +32,5 @@ def test_statements_keep_their_brackets_and_rows_their_interval():
     assert "[model error: 80% interval 40-90 days]" in out
     assert "H100-SXM-80GB_256gpu_gbs1024" in out and "…" not in out
     assert "40 - 90" in out and "optimal (within the gap)" in out
+    # the count of comparable runs beside it (QA round 10: capacity.json only)
+    assert "40 - 90 (23 runs)" in out
