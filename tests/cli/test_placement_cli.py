@@ -167,6 +167,17 @@ def test_a_misspelt_key_of_the_public_format_is_refused(tmp_path: Path) -> None:
     assert "maxFPGA = 2" in res.output and "write 'maxFPGAs' if that was meant" in res.output
 
 
+def test_a_public_file_without_nodes_is_told_so(tmp_path: Path) -> None:
+    """QA round 10: it was asked for a spec's 'placement:' mapping."""
+    data = json.loads(_two_chains(tmp_path).read_text())
+    del data["nodes"]
+    bad = tmp_path / "no_nodes.json"
+    bad.write_text(json.dumps(data))
+    res = CliRunner().invoke(app, ["place", str(bad), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "nodes = (missing)" in res.output, res.output
+    assert "placement' mapping" not in res.output and not (tmp_path / "o").exists()
+
+
 def test_a_placement_report_with_a_bound_above_the_value_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "out"
     res = CliRunner().invoke(app, ["place", str(_two_chains(tmp_path)), "--out", str(out)])
