@@ -112,11 +112,14 @@ def test_one_feasible_placement_is_found_or_none_is_reported(rule):
 
 
 def test_nothing_feasible_says_none():
-    res = hp_search(PlacementSpace(_one_feasible(memory=0.5)), 120.0, seed=0, max_samples=48)
+    res = hp_search(PlacementSpace(_one_feasible(memory=0.5)), 120.0, seed=0, max_samples=49)
     assert res.plan is None and res.value is None and not res.feasible
     # every sample breaks a rule: memory on an accelerator, or a unit where it cannot run
     assert res.info["feasible_samples"] == 0 and res.info["infeasible"]["memory"] > 0
-    assert res.samples == 48
+    assert res.samples == 49          # the budget ends inside a batch
+    # the counts are of the samples offered, not of the whole last batch (QA round 10:
+    # 1,888 infeasible of 1,873 samples)
+    assert all(n <= res.samples for n in res.info["infeasible"].values())
 
 
 def test_bad_rule_and_layer_space_are_refused():
