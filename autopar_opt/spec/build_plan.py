@@ -47,9 +47,12 @@ def _check_zero_group(zero_group: int | None, zero: int, dp: int, cp: int, tp: i
     """Hybrid sharding's rules (:mod:`autopar_opt.ir.strategies`): a ZeRO level to
     shard with, a shard group that divides ``dp·cp`` and holds whole cp groups, and
     (MoE) replicas dividing the expert data-parallel degree."""
-    if zero_group is None or zero_group >= dp * cp:
-        return True
+    if zero_group is None or (zero_group == dp * cp and zero >= 1):
+        return True            # the whole group: plain sharding, the default
+    # above dp*cp, or on ZeRO-0, it was read as "the whole group" without a word (QA round 10)
     why = ("hybrid sharding needs a ZeRO level that shards (zero >= 1)" if zero == 0 else
+           f"exceeds dp*cp = {dp * cp} (a shard group is some of the data-parallel ranks)"
+           if zero_group > dp * cp else
            f"does not divide dp*cp = {dp * cp}" if (dp * cp) % zero_group else
            f"is not a multiple of cp = {cp} (a shard group holds whole cp groups)"
            if zero_group % cp else None)

@@ -133,6 +133,13 @@ CASES = [
      r"plan\.zero_group", r"does not divide dp\*cp = 4.*give a multiple of cp that divides dp\*cp"),
     ("plan_zero_group_without_zero", _both(NODES2, _set("plan.pp", 1), _set("plan.zero_group", 2)),
      r"plan\.zero_group", r"needs a ZeRO level that shards.*set zero >= 1"),
+    # above dp*cp, and the whole group on ZeRO-0, were read silently (QA round 10)
+    ("plan_zero_group_above_dp", _both(NODES2, _set("plan.pp", 1), _set("plan.zero", 3),
+                                       _set("plan.zero_group", 8)),
+     r"plan\.zero_group", r"exceeds dp\*cp = 4"),
+    ("plan_zero_group_whole_without_zero", _both(NODES2, _set("plan.pp", 1),
+                                                 _set("plan.zero_group", 4)),
+     r"plan\.zero_group", r"needs a ZeRO level that shards"),
     ("schedule_unknown", _set("search.schedules", ["zb-v"]), r"search\.schedules\[0\]",
      r"use one of 'gpipe', '1f1b' or 'interleaved'"),
     ("vp_chunks_without_interleaved", _both(_set("search.schedules", ["1f1b"]),
