@@ -67,6 +67,12 @@ def _zoo_graph(section: ZooModelSpec, seq_len: int | None, out: ProblemList,
         return None
     if not _override_limits(section.overrides, out):
         return None
+    stated = section.overrides.get("seq_len")
+    if seq_len is not None and stated is not None and stated != seq_len:
+        # the training's length won without a word (QA round 10); the explicit form refuses it
+        out.add("training.seq_len", seq_len, f"differs from model.overrides.seq_len ({stated})",
+                "state the sequence length once: drop one of the two, or make them equal")
+        return None
     try:
         return registry.build_model(section.zoo, seq_len=seq_len, overrides=dict(section.overrides),
                                     flash_attention=flash_attention)

@@ -493,3 +493,21 @@ def test_a_search_list_naming_a_value_twice_is_refused(tmp_path, key, values):
     path.write_text(yaml.safe_dump(spec))
     with pytest.raises(SpecError, match=rf"search\.{key} = .*more than once; list each value once"):
         load_spec(path)
+
+
+def test_two_sequence_lengths_are_refused(tmp_path):
+    """model.overrides.seq_len and training.seq_len that differ: the training's won without
+    a word (QA round 10); the explicit layer form refuses the same conflict."""
+    from autopar_opt.spec import SpecError, load_spec
+
+    spec = {"model": {"zoo": "llama3-8b", "overrides": {"seq_len": 2048}},
+            "cluster": {"nodes": 1, "gpus_per_node": 8, "device": "H100-SXM-80GB"},
+            "training": {"global_batch_size": 8, "seq_len": 4096}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(SpecError, match=r"training\.seq_len = 4096: differs from "
+                                        r"model\.overrides\.seq_len \(2048\)"):
+        load_spec(path)
+    spec["training"]["seq_len"] = 2048
+    path.write_text(yaml.safe_dump(spec))
+    assert load_spec(path).training.seq_len == 2048
