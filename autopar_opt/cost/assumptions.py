@@ -22,7 +22,7 @@ from autopar_opt.cost.chips import chip_of
 from autopar_opt.cost.compute import DEFAULT_HEAD_DIM, DEFAULT_SEQ
 from autopar_opt.cost.params import CostParams, default_params, shipped_fit
 from autopar_opt.ir.graph import LayerGraph
-from autopar_opt.ir.hardware import Cluster, default_nvlink_mesh
+from autopar_opt.ir.hardware import DEFAULT_INTRA_NODE, Cluster, default_nvlink_mesh
 from autopar_opt.ir.training import (OPTIMIZER_STEP_BYTES, OPTIMIZER_WORDS, Training,
                                      param_state_bytes)
 from autopar_opt.ir.window import window_counts, window_share
@@ -219,6 +219,25 @@ def _wiring(cluster: Cluster) -> list[str]:
     return []
 
 
+def _intra_link(cluster: Cluster) -> list[str]:
+    """The intra-node tier priced, always (QA round 10: the NVLink tier, or a custom
+    device's 300 GB/s fallback, was never said), with where it comes from."""
+    if cluster.gpus_per_node <= 1:
+        return []
+    tier = cluster.intra_node
+    default = DEFAULT_INTRA_NODE.get(cluster.device.name)
+    if default is None:
+        source = ("not stated, and the device is not in the catalog: a generic fallback; "
+                  "state cluster.intra_node")
+    elif (tier.bandwidth_gb_per_s, tier.latency_us) == (default.bandwidth_gb_per_s,
+                                                         default.latency_us):
+        source = f"the {cluster.device.name}'s catalog link, not stated"
+    else:
+        source = "stated"
+    return [f"intra-node: {tier.name}, {tier.bandwidth_gb_per_s:g} GB/s per GPU and direction, "
+            f"{tier.latency_us:g} µs per hop ({source})"]
+
+
 def _communication(cluster: Cluster, training: Training, params: CostParams) -> list[str]:
     rt = training.runtime
     nics = (f"{cluster.nics_per_node} NICs per node (stated)" if cluster.nics_per_node
@@ -233,7 +252,7 @@ def _communication(cluster: Cluster, training: Training, params: CostParams) -> 
     out = ["collectives: NCCL's own cost model (ring and tree, LL/LL128/Simple, tuning.cc "
            f"latencies per hop), bus bandwidth at {params.comm_efficiency:.2f} of NVLink and "
            f"{params.inter_comm_efficiency:.2f} of the NIC line rate ({source})"]
-    out += _wiring(cluster)
+    out += _intra_link(cluster) + _wiring(cluster)
     if cluster.nodes > 1:
         fabric = ("one non-blocking fabric (not stated)" if cluster.nodes_per_leaf is None
                   else f"{cluster.nodes_per_leaf} nodes per leaf, {cluster.oversubscription:g}:1 "

@@ -121,7 +121,8 @@ def build_spec(data: dict[str, Any], path: Path, section_files: dict[str, str] |
     out.raise_if_any()
     return Spec(Path(path), graph, cluster, training, space, solver, cost, plan, data,
                 ([notice] if notice else []) + positions_notice(graph.arch, training.seq_len)
-                + unused_measurements(graph, space, plan) + implausible(cost))
+                + unused_measurements(graph, space, plan) + implausible(cost)
+                + link_notices(cluster))
 
 
 def _room_left(cluster, training, cost, out: ProblemList, stated_gib: float | None) -> None:
@@ -142,6 +143,34 @@ def _room_left(cluster, training, cost, out: ProblemList, stated_gib: float | No
         out.add(key, value, f"the device's {hbm:g} GiB do not exceed the "
                 f"runtime's reserve of {runtime:.2f} GiB (CUDA context, NCCL buffers): no model "
                 "fits", "use a device with more memory (cluster.device_memory_gib, device)")
+
+
+#: The fastest network interface shipping, GB/s per direction (800 Gb/s: ConnectX-8, the
+#: Quantum-X800 and Spectrum-X800 ports).
+FASTEST_NIC_GB_PER_S = 100.0
+
+
+def link_notices(cluster) -> list[str]:
+    """A sentence per link bandwidth beyond what the hardware runs: a NIC above 800 Gb/s (a
+    Gb/s figure written as GB/s?), an intra-node link above the device's own NVLink per
+    direction (a datasheet's both-directions figure?). Priced as given (QA round 10: 400 and
+    900 were taken without a word)."""
+    from autopar_opt.ir.hardware import DEFAULT_INTRA_NODE
+
+    out = []
+    nic = cluster.inter_node.bandwidth_gb_per_s
+    if cluster.nodes > 1 and nic > FASTEST_NIC_GB_PER_S:
+        out.append(f"cluster.inter_node.bandwidth_gb_per_s = {nic:g} GB/s per NIC is above the "
+                   f"fastest shipping NIC ({FASTEST_NIC_GB_PER_S:g} GB/s = 800 Gb/s): a Gb/s "
+                   f"figure written as GB/s? ({nic:g} Gb/s = {nic / 8:g} GB/s); priced as given")
+    own = DEFAULT_INTRA_NODE.get(cluster.device.name)
+    intra = cluster.intra_node.bandwidth_gb_per_s
+    if own is not None and cluster.gpus_per_node > 1 and intra > own.bandwidth_gb_per_s:
+        out.append(f"cluster.intra_node.bandwidth_gb_per_s = {intra:g} GB/s is above the "
+                   f"{cluster.device.name}'s NVLink per GPU and direction "
+                   f"({own.bandwidth_gb_per_s:g} GB/s): a datasheet's both-directions figure? "
+                   "priced as given")
+    return out
 
 
 def unused_measurements(graph: LayerGraph, space, plan) -> list[str]:

@@ -511,3 +511,20 @@ def test_two_sequence_lengths_are_refused(tmp_path):
     spec["training"]["seq_len"] = 2048
     path.write_text(yaml.safe_dump(spec))
     assert load_spec(path).training.seq_len == 2048
+
+
+def test_link_bandwidths_beyond_the_hardware_are_said(tmp_path):
+    """400 (a 400 Gb/s NIC written as GB/s) and 900 (NVLink's both-directions figure) are
+    priced as given and said (QA round 10: taken without a word)."""
+    from autopar_opt.spec import load_spec
+
+    spec = {"model": {"zoo": "debug"},
+            "cluster": {"nodes": 2, "gpus_per_node": 8, "device": "H100-SXM-80GB",
+                        "inter_node": {"name": "ib", "bandwidth_gb_per_s": 400, "latency_us": 5},
+                        "intra_node": {"name": "nvl", "bandwidth_gb_per_s": 900, "latency_us": 5}},
+            "training": {"global_batch_size": 16}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    notes = " ".join(load_spec(path).notices)
+    assert "400 GB/s per NIC is above the fastest shipping NIC" in notes
+    assert "900 GB/s is above the H100-SXM-80GB's NVLink per GPU and direction (450" in notes
