@@ -144,11 +144,25 @@ def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | Non
                             f"default would be taken and {typo[0]!r} ignored, as transformers "
                             f"does (fix: spell it {typo[1]!r}, as the model's published "
                             "config.json does)")
-    graph.assumed = _assumed(config, mt, origin)
+    graph.assumed = _assumed(config, mt, origin, graph)
     return graph
 
 
-def _assumed(config: TrackedConfig, mt: str, origin: str) -> tuple[str, ...]:
+#: Keys that change the model's structure in the families that read them: (key, what is
+#: left out when a family does not, which model types read it).
+STRUCTURE_KEYS = (
+    ("num_local_experts", "experts (a dense MLP)", "a mixture of experts is model_type "
+     "mixtral, qwen2_moe, deepseek_v3, ..."),
+    ("num_experts", "experts (a dense MLP)", "a mixture of experts is model_type qwen2_moe, "
+     "qwen3_moe, olmoe, ..."),
+    ("n_routed_experts", "experts (a dense MLP)", "DeepSeek's experts are model_type "
+     "deepseek_v2 / deepseek_v3"),
+    ("sliding_window", "a sliding attention window (full attention)", "the window is read "
+     "by model_type mistral, mixtral, qwen2, gemma2, ..."),
+)
+
+
+def _assumed(config: TrackedConfig, mt: str, origin: str, graph: LayerGraph) -> tuple[str, ...]:
     """What the build took by default (architecture keys the config does not state:
     :func:`~.hf_keys.defaulted_keys`) or left out (DeepSeek-V3's multi-token
     prediction), one sentence each."""
@@ -158,6 +172,19 @@ def _assumed(config: TrackedConfig, mt: str, origin: str) -> tuple[str, ...]:
         out.append(f"{Path(origin).name} states no {', '.join(absent)}: the defaults of "
                    f"transformers' configuration class for model_type {mt!r} were taken (the "
                    "architecture line shows what they built; state the keys to be sure)")
+    moe = any(layer.is_moe for layer in graph.layers)
+    windowed = any(graph.attention_windows())
+    for key, what, meant in STRUCTURE_KEYS:
+        value = dict.get(config, key)
+        built = windowed if key == "sliding_window" else moe
+        if key == "sliding_window" and isinstance(value, int) and value >= (graph.seq_len or 0):
+            continue                 # a window as long as the sequence changes nothing
+        if value and not isinstance(value, bool) and not built:
+            # priced as transformers builds it, and said (QA round 10: an expert count on a
+            # llama config built a dense model without a word)
+            out.append(f"{Path(origin).name} states {key} = {value!r}, which model_type {mt!r} "
+                       f"does not build (transformers' class ignores it or turns it off): "
+                       f"built without {what}; {meant}")
     mtp = config.get("num_nextn_predict_layers")
     if mt == "deepseek_v3" and mtp:
         out.append(f"num_nextn_predict_layers {mtp}: DeepSeek-V3's multi-token-prediction "

@@ -151,3 +151,21 @@ def test_a_null_required_key_is_called_null(tmp_path):
     cfg["hidden_size"] = None
     with pytest.raises(HfConfigError, match="needs key 'hidden_size', which is null"):
         build_hf_graph(cfg, 1024, origin="llama.json")
+
+
+def test_structure_keys_the_family_does_not_build_are_said():
+    """An expert count on a llama config builds a dense model, as transformers' LlamaConfig
+    does, and a window shorter than the sequence builds full attention: said (QA round 10:
+    without a word); a window as long as the sequence changes nothing and is not said."""
+    cfg = _config("llama-3.1-8b")
+    cfg.update(num_local_experts=8, num_experts_per_tok=2, sliding_window=4096)
+    graph = build_hf_graph(cfg, 8192, origin="llama.json")
+    assert not any(layer.is_moe for layer in graph.layers)
+    said = " ".join(graph.assumed)
+    assert "states num_local_experts = 8, which model_type 'llama' does not build" in said
+    assert "built without experts (a dense MLP)" in said
+    assert "states sliding_window = 4096" in said
+    assert "sliding_window" not in " ".join(build_hf_graph(cfg, 4096, origin="l.json").assumed)
+    # a family that builds them says nothing
+    mistral = build_hf_graph(_config("mistral-7b-v0.1"), 16384, origin="m.json")
+    assert not any("does not build" in a for a in mistral.assumed)
