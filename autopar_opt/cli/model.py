@@ -51,6 +51,9 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
         note = (f"seq_len {s}" if seq_len else
                 f"seq_len {s} (the model's own maximum, {own[0]}; --seq-len to change)" if own
                 else f"seq_len {s} (default: the config states no maximum; --seq-len to change)")
+        if label and path in zoo:      # both: say which was built (QA round 10)
+            note += (f"; this is the bundled config {label}: the zoo model {path!r} of the same "
+                     "name (model: {zoo: " + path + "}) takes its own default length")
         return build_hf_graph(config, s, origin=str(origin)), note
     from autopar_opt.spec import load_spec
 
@@ -64,7 +67,12 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
                                   f"config.json; {path} is a spec (its sequence length is "
                                   f"{spec.graph.seq_len})", "set training.seq_len in the spec, "
                                   "or drop --seq-len")])
-    return spec.graph, f"seq_len {spec.graph.seq_len} (from the spec)"
+    training = spec.raw.get("training") if isinstance(spec.raw, dict) else None
+    stated = training.get("seq_len") if isinstance(training, dict) else None
+    # the spec may state none: the model's own is then taken (QA round 10: "(from the spec)")
+    return spec.graph, (f"seq_len {spec.graph.seq_len} (training.seq_len)" if stated is not None
+                        else f"seq_len {spec.graph.seq_len} (the model's own; the spec states "
+                             "no training.seq_len)")
 
 
 def _zoo_graph(name: str, seq_len: int | None) -> tuple[LayerGraph, str]:

@@ -311,3 +311,17 @@ def test_estimate_says_what_compute_includes():
     part = m.breakdown["compute_s"] * (1 - m.mfu / m.hfu)
     assert "compute (recompute incl.)" in out
     assert re.search(rf"of which recomputation\s+{part:.4g}\b", out), out
+
+
+def test_model_says_where_its_sequence_length_came_from(tmp_path):
+    """QA round 10: a spec stating no training.seq_len was labelled "(from the spec)", and
+    a name both a zoo model and a bundled config built the config without saying so."""
+    out = _cli("model", str(ROOT / "examples" / "llama7b_2x8_a100.yaml")).stdout
+    assert "(training.seq_len)" in out.splitlines()[0]
+    data = yaml.safe_load((ROOT / "examples" / "llama7b_2x8_a100.yaml").read_text())
+    data["training"].pop("seq_len", None)
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    out = _cli("model", str(tmp_path / "s.yaml")).stdout
+    assert "(the model's own; the spec states no training.seq_len)" in out.splitlines()[0]
+    out = _cli("model", "deepseek-v3").stdout
+    assert "this is the bundled config" in out and "model: {zoo: deepseek-v3}" in out

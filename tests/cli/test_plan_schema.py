@@ -45,7 +45,7 @@ def test_documents_the_search_writes_match_the_model(tmp_path):
     assert _undeclared(PlanDocument.model_validate(feasible)) == []
     spec = tmp_path / "spec.yaml"
     spec.write_text((ROOT / "examples" / "quickstart.yaml").read_text()
-                    .replace("memory_reserve_gib: 0.0", "memory_reserve_gib: 79.999"))
+                    .replace("memory_reserve_gib: 0.0", "memory_reserve_gib: 79.2"))
     assert solve_command(str(spec), out_dir=str(tmp_path / "b"), quiet=True) == 3
     doc = json.loads((tmp_path / "b" / "plan.json").read_text())
     assert document_problems(doc) == []

@@ -67,7 +67,7 @@ def test_infeasible_search_is_proven_and_explained(tmp_path):
     from autopar_opt.cli.solve import solve_command
     spec = tmp_path / "spec.yaml"
     spec.write_text((ROOT / "examples" / "quickstart.yaml").read_text()
-                    .replace("memory_reserve_gib: 0.0", "memory_reserve_gib: 79.999"))
+                    .replace("memory_reserve_gib: 0.0", "memory_reserve_gib: 79.2"))
     code = solve_command(str(spec), out_dir=str(tmp_path / "out"), quiet=True)
     assert code == 3
     doc = json.loads((tmp_path / "out" / "plan.json").read_text())
@@ -86,7 +86,7 @@ def test_infeasible_summary_says_proven_infeasible(tmp_path, capsys):
     from autopar_opt.cli.solve import solve_command
     spec = tmp_path / "spec.yaml"
     spec.write_text((ROOT / "examples" / "quickstart.yaml").read_text()
-                    .replace("memory_reserve_gib: 0.0", "memory_reserve_gib: 79.999"))
+                    .replace("memory_reserve_gib: 0.0", "memory_reserve_gib: 79.2"))
     assert solve_command(str(spec)) == 3
     out = capsys.readouterr().out
     assert "proven infeasible" in out and "no proof" not in out
