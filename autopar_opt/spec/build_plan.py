@@ -306,8 +306,12 @@ def _check_ep(graph: LayerGraph, dp: int, cp: int, ep: int, key: str, out: Probl
         return True
     moe = [layer for layer in graph.layers if layer.is_moe]
     if not moe:
-        out.add(key, ep, "expert parallelism needs MoE layers; the model has none",
-                "set ep: 1 (and no etp)")
+        if ep == 1:      # etp alone: name the key the user wrote (QA round 10: "plan.ep = 1")
+            out.add(key.removesuffix("ep") + "etp", etp, "expert tensor parallelism needs MoE "
+                    "layers; the model has none", "drop etp")
+        else:
+            out.add(key, ep, "expert parallelism needs MoE layers; the model has none",
+                    "set ep: 1 (and no etp)")
         return False
     bad = [layer for layer in moe if not ep_degree_ok(layer, dp, cp, ep, tp, etp)]
     if bad:

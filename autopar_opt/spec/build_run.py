@@ -459,6 +459,17 @@ def build_space(section: SearchSection, cluster: Cluster | None, graph: LayerGra
             if ep > 1:
                 out.add(f"search.ep_degrees[{i}]", ep, "expert parallelism needs MoE layers; "
                         "the model has none", "remove search.ep_degrees (or list only 1)")
+    if graph is not None and section.etp_degrees and not any(l.is_moe for l in graph.layers):
+        for i, etp in enumerate(section.etp_degrees):    # as ep_degrees (QA round 10: accepted)
+            if etp > 1:
+                out.add(f"search.etp_degrees[{i}]", etp, "expert tensor parallelism needs MoE "
+                        "layers; the model has none", "remove search.etp_degrees")
+    if "max_microbatches" in section.model_fields_set and section.microbatches:
+        above = [c for c in section.microbatches if c > section.max_microbatches]
+        if above:      # the list won without a word (QA round 10)
+            out.add("search.max_microbatches", section.max_microbatches,
+                    f"caps the default micro-batch counts, but search.microbatches lists "
+                    f"{above} above it", "drop one of the two, or list counts within the cap")
     experts = sorted({layer.num_experts for layer in graph.layers if layer.is_moe}) \
         if graph is not None else []
     for i, ep in enumerate(section.ep_degrees or []):   # else every plan dropped: "infeasible"

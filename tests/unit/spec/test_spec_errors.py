@@ -528,3 +528,26 @@ def test_link_bandwidths_beyond_the_hardware_are_said(tmp_path):
     notes = " ".join(load_spec(path).notices)
     assert "400 GB/s per NIC is above the fastest shipping NIC" in notes
     assert "900 GB/s is above the H100-SXM-80GB's NVLink per GPU and direction (450" in notes
+
+
+@pytest.mark.parametrize("search, plan, words", [
+    ({}, {"tp": 1, "pp": 1, "etp": 2, "microbatches": 2},
+     r"plan\.etp = 2: expert tensor parallelism needs MoE"),
+    ({"etp_degrees": [2]}, None, r"search\.etp_degrees\[0\] = 2: expert tensor parallelism"),
+    ({"max_microbatches": 1, "microbatches": [2, 4]}, None,
+     r"search\.max_microbatches = 1: caps the default micro-batch counts.*\[2, 4\]"),
+])
+def test_settings_without_effect_are_refused_naming_their_key(tmp_path, search, plan, words):
+    """QA round 10: etp on a dense plan was reported as "plan.ep = 1"; etp_degrees on a dense
+    model and a max_microbatches the listed counts exceed were accepted without effect."""
+    from autopar_opt.spec import SpecError, load_spec
+
+    spec = {"model": {"zoo": "debug"},
+            "cluster": {"nodes": 1, "gpus_per_node": 2, "device": "A100-80GB"},
+            "training": {"global_batch_size": 8}, "search": search}
+    if plan:
+        spec["plan"] = plan
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(SpecError, match=words):
+        load_spec(path)
