@@ -40,6 +40,10 @@ def _device(cluster: Cluster) -> list[str]:
         out.append(f"power cap {dev.power_limit_w:g} W of {dev.tdp_w:g} W rated: sustained clock "
                    f"and peaks x{dev.clock_factor:.3f} ((P_cap/P_rated)^(1/3), exponent not "
                    "measured: ir.hardware.DeviceType.clock_factor)")
+    elif dev.power_limit_w and dev.tdp_w:      # stated, and without effect (QA round 10)
+        out.append(f"power limit {dev.power_limit_w:g} W at or above the {dev.tdp_w:g} W "
+                   "rating: no effect (the part runs at its rated power; nvidia-smi refuses "
+                   "a limit above it)")
     if not dev.arch:
         out.append(f"architecture of {dev.name} not known: attention priced as "
                    f"{attention.UNKNOWN_ARCH}, NCCL constants of the newest NVLink generation")

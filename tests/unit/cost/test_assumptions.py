@@ -188,3 +188,9 @@ def test_the_intra_node_link_priced_is_always_said():
            "(the H100-SXM-80GB's catalog link, not stated)" in text
     custom = replace(DEVICE_CATALOG["H100-SXM-80GB"], name="my-gpu")
     assert "a generic fallback; state cluster.intra_node" in _text(device=custom)
+
+
+def test_a_power_limit_above_the_rating_is_said_to_change_nothing():
+    """QA round 10: 2000 W on a 700 W H100 was ignored without a word."""
+    over = replace(DEVICE_CATALOG["H100-SXM-80GB"], power_limit_w=2000.0)
+    assert "power limit 2000 W at or above the 700 W rating: no effect" in _text(over)
