@@ -357,7 +357,11 @@ def cost_assumptions(graph: LayerGraph, cluster: Cluster, training: Training,
     params = default_params() if params is None else params
     unpriced = graph.arch.unpriced if graph.arch is not None else ()
     dropout = graph.arch.dropout if graph.arch is not None else None
-    return (list(graph.assumed) + _moe_load(graph)
+    measured = sum(1 for layer in graph.layers if layer.measured)
+    said = ([f"model.measured: {measured} layer(s) priced from the spec's measured times, "
+             f"taken as measured on this cluster's {cluster.device.name} (the table names no "
+             "device)"] if measured else [])       # QA round 10: not said
+    return (list(graph.assumed) + said + _moe_load(graph)
             + _device(cluster) + _gemm(cluster, training, params) + _optimizer(training, params)
             + _elementwise(training, params)
             + _attention(graph, training, arch) + _communication(cluster, training, params)

@@ -194,3 +194,13 @@ def test_a_power_limit_above_the_rating_is_said_to_change_nothing():
     """QA round 10: 2000 W on a 700 W H100 was ignored without a word."""
     over = replace(DEVICE_CATALOG["H100-SXM-80GB"], power_limit_w=2000.0)
     assert "power limit 2000 W at or above the 700 W rating: no effect" in _text(over)
+
+
+def test_measured_times_are_said_to_be_taken_for_the_cluster_device():
+    """QA round 10: the same model.measured table priced an A100 and an H100 alike, unsaid."""
+    from autopar_opt.ir.graph import MeasuredCost
+
+    layer = replace(GRAPH.layers[1], measured=(MeasuredCost(1, 0.5, 1.0),))
+    graph = replace(GRAPH, layers=[GRAPH.layers[0], layer, *GRAPH.layers[2:]])
+    assert "model.measured: 1 layer(s) priced from the spec's measured times, taken as " \
+           "measured on this cluster's H100-SXM-80GB" in _text(graph=graph)
