@@ -784,6 +784,13 @@ def _parser() -> argparse.ArgumentParser:
                  "--num-query-groups", "--num-experts", "--kv-channels",
                  "--vocab-size"):                            # checked against the model
         p.add_argument(flag, type=int, default=None)
+    # runtime behaviour: priced from training.runtime, said where the command line differs
+    # (export.megatron_import.runtime_flag_notes)
+    for flag in ("--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap",
+                 "--use-flash-attn"):
+        p.add_argument(flag, action="store_true")
+    p.add_argument("--attention-backend", default=None)
+    p.add_argument("--transformer-impl", default=None)
     p.add_argument("--fp8-format", default=None)
     p.add_argument("--recompute-granularity", choices=["full", "selective"], default=None)
     p.add_argument("--recompute-method", choices=["uniform", "block"], default=None)

@@ -142,6 +142,35 @@ def contradictions(args: argparse.Namespace, graph: LayerGraph, training: Traini
     return out
 
 
+def runtime_flag_notes(args: argparse.Namespace, training: Training) -> list[str]:
+    """A sentence per runtime behaviour where the command line and ``training.runtime``
+    differ: the price is the runtime's (its overlaps, its attention kernel, Transformer
+    Engine's layers), so the user is told how to price the command line's instead (QA
+    round 10: ``--attention-backend unfused``, ``--transformer-impl local`` and a command
+    line without overlap flags, whose Megatron-LM defaults are off, were priced as the
+    runtime's without a word)."""
+    rt, out = training.runtime, []
+    if args.attention_backend in ("unfused", "local") and rt.flash_attention:
+        out.append(f"--attention-backend {args.attention_backend}: the attention priced is "
+                   f"training.runtime {rt.name}'s fused kernel; set training.runtime_options: "
+                   "{flash_attention: false} to price the unfused core")
+    if args.transformer_impl == "local" and rt.tp_comm_overlap:
+        out.append("--transformer-impl local: Megatron's own layers have no Transformer Engine "
+                   "communication overlap, priced on by training.runtime "
+                   f"{rt.name}; set training.runtime_options: {{tp_comm_overlap: false}}")
+    for flag, given, option, matters in (
+            ("--overlap-grad-reduce", args.overlap_grad_reduce, "grad_reduce_overlap", True),
+            ("--overlap-param-gather", args.overlap_param_gather, "param_gather_overlap",
+             _zero(args) >= 1),
+            ("--tp-comm-overlap", args.tp_comm_overlap, "tp_comm_overlap",
+             args.tensor_model_parallel_size > 1)):
+        if matters and not given and getattr(rt, option, False):
+            out.append(f"the command line has no {flag} (Megatron-LM's default: off), but "
+                       f"training.runtime {rt.name} prices it on; set "
+                       f"training.runtime_options: {{{option}: false}} to price the command line")
+    return out
+
+
 def plan_from_megatron(args: argparse.Namespace, graph: LayerGraph, cluster: Cluster,
                        training: Training) -> Plan:
     """The plan of a parsed Megatron-LM command line; raises MegatronArgsError naming

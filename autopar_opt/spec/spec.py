@@ -122,7 +122,7 @@ def build_spec(data: dict[str, Any], path: Path, section_files: dict[str, str] |
     return Spec(Path(path), graph, cluster, training, space, solver, cost, plan, data,
                 ([notice] if notice else []) + positions_notice(graph.arch, training.seq_len)
                 + unused_measurements(graph, space, plan) + implausible(cost)
-                + link_notices(cluster))
+                + link_notices(cluster) + _command_line_notes(model.plan, training))
 
 
 def _room_left(cluster, training, cost, out: ProblemList, stated_gib: float | None) -> None:
@@ -171,6 +171,20 @@ def link_notices(cluster) -> list[str]:
                    f"({own.bandwidth_gb_per_s:g} GB/s): a datasheet's both-directions figure? "
                    "priced as given")
     return out
+
+
+def _command_line_notes(plan_section, training) -> list[str]:
+    """What a Megatron-LM command line (``plan.megatron_args``) runs that the price does
+    not (:func:`autopar_opt.export.megatron_import.runtime_flag_notes`)."""
+    from autopar_opt.spec.schema import MegatronArgsPlanSpec
+
+    if not isinstance(plan_section, MegatronArgsPlanSpec):
+        return []
+    from autopar_opt.export.megatron import parse_megatron_args
+    from autopar_opt.export.megatron_import import runtime_flag_notes
+
+    args = parse_megatron_args(plan_section.megatron_args)     # read once before: it parses
+    return [f"plan.megatron_args: {note}" for note in runtime_flag_notes(args, training)]
 
 
 def unused_measurements(graph: LayerGraph, space, plan) -> list[str]:

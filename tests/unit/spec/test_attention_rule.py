@@ -73,3 +73,25 @@ def test_a_stated_flag_the_runtime_agrees_with_is_kept(tmp_path):
     spec = load_spec(_spec(tmp_path, "megatron-core",
                            model="{hf_config: llama-3.1-8b, flash_attention: true}"))
     assert all(layer.act_attn_bytes == 0 for layer in spec.graph.layers)
+
+
+def test_a_megatron_command_line_says_what_the_runtime_prices_instead(tmp_path):
+    """plan.megatron_args runs unfused attention and no overlaps (Megatron-LM's defaults
+    off) while training.runtime megatron-core prices fused attention and overlaps: each
+    said with the runtime option that prices the command line (QA round 10: silent)."""
+    data = yaml.safe_load(_spec(tmp_path, "megatron-core").read_text())
+    data["plan"] = {"megatron_args": "--tensor-model-parallel-size 8 --micro-batch-size 1 "
+                                     "--attention-backend unfused --use-distributed-optimizer"}
+    path = tmp_path / "cmd.yaml"
+    path.write_text(yaml.safe_dump(data))
+    notes = " ".join(load_spec(path).notices)
+    assert "--attention-backend unfused: the attention priced is training.runtime " \
+           "megatron-core's fused kernel" in notes
+    for flag, option in (("--overlap-grad-reduce", "grad_reduce_overlap"),
+                         ("--overlap-param-gather", "param_gather_overlap"),
+                         ("--tp-comm-overlap", "tp_comm_overlap")):
+        assert f"no {flag} (Megatron-LM's default: off)" in notes and f"{{{option}: false}}" in notes
+    data["plan"]["megatron_args"] = ("--tensor-model-parallel-size 8 --micro-batch-size 1 "
+                                     "--overlap-grad-reduce --tp-comm-overlap")
+    path.write_text(yaml.safe_dump(data))
+    assert not any("megatron_args" in n for n in load_spec(path).notices)
