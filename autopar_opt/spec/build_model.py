@@ -114,6 +114,7 @@ def _hf_graph(section: HfModelSpec, seq_len: int | None, base: Path,
         rule, fix = _split_fix(str(exc))
         key = "training.seq_len" if "sequence length" in rule or "seq_len" in rule \
             else "model.hf_config"
+        fix = fix.replace(", or --seq-len", "")   # the option is a bare config's, not a spec's
         out.add(key, seq_len if key == "training.seq_len" else section.hf_config, rule, fix)
         return None
 

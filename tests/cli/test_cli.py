@@ -325,3 +325,14 @@ def test_model_says_where_its_sequence_length_came_from(tmp_path):
     assert "(the model's own; the spec states no training.seq_len)" in out.splitlines()[0]
     out = _cli("model", "deepseek-v3").stdout
     assert "this is the bundled config" in out and "model: {zoo: deepseek-v3}" in out
+
+
+def test_a_spec_without_a_sequence_is_not_told_to_use_the_bare_config_option(tmp_path):
+    """QA round 10: it advised --seq-len, which a spec refuses."""
+    spec = {"model": {"hf_config": "mistral-7b-v0.1"},
+            "cluster": {"nodes": 1, "gpus_per_node": 8, "device": "H100-SXM-80GB"},
+            "training": {"global_batch_size": 8}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    result = _cli("model", str(tmp_path / "s.yaml"))
+    assert result.exit_code == 2 and "set training.seq_len in the spec" in result.output
+    assert "--seq-len" not in result.output
