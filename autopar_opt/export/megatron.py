@@ -816,6 +816,15 @@ def _megatron_argv(argv: list[str]) -> list[str]:
     return argv if script is None else argv[script + 1:]
 
 
+#: Short spellings people write for Megatron-LM's long flags (other launchers' names), which
+#: the closest-spelling suggestion missed ("--tp": "did you mean '--sft'?"; QA round 10).
+SHORT_FLAGS = {"--tp": "--tensor-model-parallel-size", "--pp": "--pipeline-model-parallel-size",
+               "--cp": "--context-parallel-size", "--ep": "--expert-model-parallel-size",
+               "--etp": "--expert-tensor-parallel-size", "--vp": "--num-virtual-stages-per-pipeline-rank",
+               "--mbs": "--micro-batch-size", "--gbs": "--global-batch-size",
+               "--sp": "--sequence-parallel"}
+
+
 def parse_megatron_args(text: str | list[str]) -> argparse.Namespace:
     """Read the parallelism, batch, recomputation and precision flags of a Megatron-LM
     command line, and the model dimensions it states (checked against the spec's model
@@ -836,7 +845,12 @@ def parse_megatron_args(text: str | list[str]) -> argparse.Namespace:
     if unknown:
         raise MegatronArgsError("", [f"{flag}: Megatron-LM {version} has no such argument (its "
                                      f"parse_args would refuse the command line)"
-                                     f"{did_you_mean(flag, known)}" for flag in unknown])
+                                     + (f" (did you mean {SHORT_FLAGS[flag]!r}?)" if flag in SHORT_FLAGS
+                                        else did_you_mean(flag, known)) for flag in unknown])
+    if not argv:       # Megatron's defaults throughout: said, not assumed (QA round 10)
+        raise MegatronArgsError("the command line is empty: give the run's Megatron-LM "
+                                "arguments (at least --tensor-model-parallel-size, "
+                                "--pipeline-model-parallel-size, --micro-batch-size)")
     try:
         args, _ = _parser().parse_known_args(argv)
     except SystemExit:

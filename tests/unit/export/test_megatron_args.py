@@ -175,3 +175,14 @@ def test_the_expert_tensor_parallel_degree_round_trips(tmp_path):
         load_spec(_spec(tmp_path, "plan: {megatron_args: '--tensor-model-parallel-size 2 "
                                   "--expert-tensor-parallel-size 1 --micro-batch-size 1 "
                                   "--global-batch-size 64'}\n"))
+
+
+def test_short_flags_are_pointed_at_their_long_form_and_an_empty_line_is_refused():
+    """QA round 10: "--tp" got "did you mean '--sft'?", and "" was read as Megatron's
+    defaults (tp 1, pp 1, micro-batch 1) without a word."""
+    from autopar_opt.export.megatron import MegatronArgsError, parse_megatron_args
+
+    with pytest.raises(MegatronArgsError, match="did you mean '--tensor-model-parallel-size'"):
+        parse_megatron_args("--tp 8 --micro-batch-size 1")
+    with pytest.raises(MegatronArgsError, match="the command line is empty"):
+        parse_megatron_args("")
