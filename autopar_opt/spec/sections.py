@@ -5,6 +5,8 @@ about a third of a peer solve's start-up)."""
 
 from __future__ import annotations
 
+import re
+
 import types
 import typing
 from typing import Annotated, Any, Literal, Union
@@ -56,6 +58,14 @@ class Section(BaseModel):
             # a YAML integer is never read as a string unless it is quoted ('32'), nor a JSON
             # one: a count written as text is refused, as a Hugging Face config's is (a float
             # field keeps reading '1e12', which YAML 1.1 leaves a string)
+            text = next(v for v in items if isinstance(v, str))
+            if re.fullmatch(r"[+-]?(\d+(\.\d*)?|\.\d+)[eE]\d+|0o[0-7]+", text.strip()):
+                # unquoted, YAML 1.1 reads 1.26e7 (no exponent sign) and 0o20 as text:
+                # "without quotes" could not help (QA round 10)
+                raise PydanticCustomError(
+                    "int_type", "Input should be an integer; YAML reads {text} as text (an "
+                    "exponent needs its sign, as 1.26e+7; 0o is not YAML 1.1's octal): write "
+                    "the digits, e.g. 12600000", {"text": repr(text)})
             raise PydanticCustomError("int_type", "Input should be an integer, not a string: "
                                       "write it without quotes")
         if isinstance(value, str) and leaves == {bool}:

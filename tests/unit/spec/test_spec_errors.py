@@ -551,3 +551,16 @@ def test_settings_without_effect_are_refused_naming_their_key(tmp_path, search, 
     path.write_text(yaml.safe_dump(spec))
     with pytest.raises(SpecError, match=words):
         load_spec(path)
+
+
+@pytest.mark.parametrize("text", ["1e3", "0o20"])
+def test_an_integer_yaml_reads_as_text_is_told_why(tmp_path, text):
+    """QA round 10: 'write it without quotes' for a value written without quotes."""
+    from autopar_opt.spec import SpecError, load_spec
+
+    path = tmp_path / "s.yaml"
+    path.write_text("model: {zoo: debug}\ncluster: {nodes: 1, gpus_per_node: 2, device: A100-80GB}\n"
+                    f"training: {{global_batch_size: {text}}}\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    assert f"YAML reads '{text}' as text" in str(err.value) and "without quotes" not in str(err.value)
