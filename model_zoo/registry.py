@@ -16,6 +16,8 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -186,7 +188,16 @@ def build_model(name: str, seq_len: int | None = None,
     validate_dims(name, dims, data["dims"])
     if flash_attention is not None:
         dims["flash_attention"] = flash_attention
-    return family.build(name, dims, data["source"])
+    graph = family.build(name, dims, data["source"])
+    published = data["dims"].get("seq_len")
+    arch = graph.arch
+    if (seq_len is not None and isinstance(published, int) and seq_len > published
+            and arch is not None and arch.max_positions == seq_len):
+        # the model's own context is its published length, not the one asked for, so that
+        # a longer sequence is said (ir.arch.positions_notice; QA round 10: GPT-3 at 200k
+        # tokens, a learned table of 2,048 rows, without a word; the Hugging Face path said it)
+        graph.arch = dataclasses.replace(arch, max_positions=published)
+    return graph
 
 
 def list_clusters() -> list[ClusterInfo]:

@@ -169,3 +169,17 @@ def test_structure_keys_the_family_does_not_build_are_said():
     # a family that builds them says nothing
     mistral = build_hf_graph(_config("mistral-7b-v0.1"), 16384, origin="m.json")
     assert not any("does not build" in a for a in mistral.assumed)
+
+
+def test_a_zoo_model_beyond_its_published_context_is_said():
+    """QA round 10: zoo GPT-3 (a learned table of 2,048 positions) at 200k tokens and zoo
+    Llama-3-8B (8,192) beyond theirs were priced without the notice the Hugging Face path
+    gives."""
+    from autopar_opt.ir.arch import positions_notice
+    from autopar_opt.model_zoo.registry import build_model
+
+    gpt3 = build_model("gpt3-175b", seq_len=4096)
+    assert gpt3.arch.max_positions == 2048
+    assert "learned position table" in positions_notice(gpt3.arch, 4096)[0]
+    llama = build_model("llama3-8b", seq_len=4096)       # shorter: its table is not changed
+    assert llama.arch.max_positions == 4096 and positions_notice(llama.arch, 4096) == []
