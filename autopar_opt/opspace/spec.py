@@ -148,6 +148,12 @@ def _cluster(sec: ClusterSection, devices: int | None, out: ProblemList) -> Clus
     from autopar_opt.model_zoo.registry import cluster_names, get_cluster
 
     if sec.zoo is not None:
+        beside = [k for k in ("nodes", "gpus_per_node", "device") if getattr(sec, k) is not None]
+        if beside:       # the zoo cluster won without a word (QA round 10)
+            out.add(f"problem.cluster.{beside[0]}", getattr(sec, beside[0]),
+                    f"is given beside zoo {sec.zoo!r}, which states its own nodes and device",
+                    "give zoo alone, or nodes, gpus_per_node and device without zoo")
+            return None
         if sec.zoo not in cluster_names():
             out.add("problem.cluster.zoo", sec.zoo, "unknown zoo cluster",
                     f"use one of {one_of(cluster_names())}{did_you_mean(sec.zoo, cluster_names())}")
@@ -186,6 +192,15 @@ def _graph_for(sec: GraphSection, base: Path, file: str, out: ProblemList):
                 "write graph: {zoo: alexnet} (or model:, onnx:, torch:)")
         return None
     kind = given[0]
+    # keys that shape only some graph kinds: stated for another, they changed nothing
+    # without a word (QA round 10)
+    applies = {"layers": ("model",), "seq_len": ("model",), "embeddings": ("model",),
+               "inputs": ("torch",), "kwargs": ("torch",)}
+    for key, kinds in applies.items():
+        if key in sec.model_fields_set and kind not in kinds:
+            out.add(f"problem.graph.{key}", getattr(sec, key), f"applies to graph."
+                    f"{' or graph.'.join(kinds)} only, not to graph.{kind}", f"drop {key}")
+            return None
     if kind == "zoo":
         if sec.zoo not in og.OPERATOR_GRAPHS:
             out.add("problem.graph.zoo", sec.zoo, "unknown operator graph",

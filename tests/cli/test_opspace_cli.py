@@ -126,3 +126,22 @@ def test_shipped_alexnet_example_is_proven_optimal():
     assert code == 0, out
     doc = json.loads(out[out.index("{"):])
     assert doc["status"] == "optimal" and doc["certificate"]["exact"]
+
+
+@pytest.mark.parametrize("text, key", [
+    ("""problem:
+  format: operator_sharding
+  graph: {zoo: alexnet, batch: 32, layers: 2}
+  cluster: {nodes: 1, gpus_per_node: 4, device: A100-80GB}
+""", "problem.graph.layers = 2: applies to graph.model only"),
+    ("""problem:
+  format: operator_sharding
+  graph: {zoo: alexnet, batch: 32}
+  cluster: {zoo: 4x8-a100-80, nodes: 1}
+""", "problem.cluster.nodes = 1: is given beside zoo '4x8-a100-80'"),
+])
+def test_keys_that_would_change_nothing_are_refused(tmp_path, text, key):
+    """QA round 10: the zoo cluster won over nodes/device, and layers on a PaSE zoo graph
+    changed nothing, both without a word."""
+    code, out = run_cli("solve", _spec(tmp_path, text))
+    assert code == 2 and key in out, out

@@ -189,3 +189,12 @@ def test_a_placement_report_with_a_bound_above_the_value_is_refused(tmp_path: Pa
     res = CliRunner().invoke(app, ["report", str(bad), "-o", str(tmp_path / "r.html")])
     assert res.exit_code == 2 and "is above value" in res.output
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_placement_graph_from_two_sources_is_refused(tmp_path: Path) -> None:
+    """QA round 10: graph: {file: ..., zoo: ...} used the file and dropped zoo silently."""
+    _two_chains(tmp_path)
+    spec = tmp_path / "p.yaml"
+    spec.write_text("placement:\n  graph: {file: chains.json, zoo: inception_v3}\n")
+    res = CliRunner().invoke(app, ["place", str(spec)])
+    assert res.exit_code == 2 and "names 2 sources (file, zoo)" in res.output, res.output

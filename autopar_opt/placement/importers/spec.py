@@ -77,6 +77,16 @@ def load_placement(path: str | Path) -> tuple[PlacementProblem, dict]:
                                  "must be {file: PATH}, {onnx: PATH}, {torch: REF, inputs: [...]} "
                                  "or {zoo: NAME, ...}",
                                  "write graph: {file: model.json}"))
+    sources = [k for k in ("file", "zoo", "onnx", "torch") if isinstance(graph, dict) and k in graph]
+    if len(sources) > 1:       # the first won, the others dropped without a word (QA round 10)
+        probs.append(SpecProblem(str(path), "placement.graph", {k: graph[k] for k in sources},
+                                 f"names {len(sources)} sources ({', '.join(sources)}); a graph "
+                                 "comes from one", f"keep one of {', '.join(sources)}"))
+    elif sources == ["file"] and set(graph) - {"file"}:
+        extra = sorted(set(graph) - {"file"})
+        probs.append(SpecProblem(str(path), f"placement.graph.{extra[0]}", graph[extra[0]],
+                                 "does not apply to a public-format file (it states its nodes "
+                                 "itself)", f"drop {', '.join(extra)}"))
     if probs:
         raise SpecError(probs)
     devices = _devices(spec.get("devices"), path, required=bool({"zoo", "onnx", "torch"} & set(graph)))
