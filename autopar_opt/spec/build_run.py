@@ -66,6 +66,14 @@ def build_cluster(section: ZooClusterSpec | ExplicitClusterSpec, out: ProblemLis
             return None
         dev: DeviceType = DEVICE_CATALOG[device]
     else:
+        if device.name in DEVICE_CATALOG:
+            # the catalog's calibration and links are keyed by name: they would price this
+            # part while the output called it unknown (QA round 10)
+            out.add("cluster.device.name", device.name, "is the name of a catalog device; a "
+                    "device described in the spec needs a name of its own",
+                    f"rename it (e.g. my-{device.name.lower()}), or write device: "
+                    f"{device.name} for the catalog part")
+            return None
         dev = DeviceType(device.name, dict(device.peak_tflops), device.hbm_gib, device.hbm_gb_per_s,
                          source="spec file")
     if section.nodes * section.gpus_per_node > limits.MAX_DEVICES:

@@ -564,3 +564,20 @@ def test_an_integer_yaml_reads_as_text_is_told_why(tmp_path, text):
     with pytest.raises(SpecError) as err:
         load_spec(path)
     assert f"YAML reads '{text}' as text" in str(err.value) and "without quotes" not in str(err.value)
+
+
+def test_a_described_device_named_like_a_catalog_part_is_refused(tmp_path):
+    """QA round 10: the catalog's calibration and links (keyed by name) priced a 1,000
+    TFLOP/s part called 'A100-80GB' while the output said its architecture was unknown."""
+    from autopar_opt.spec import SpecError, load_spec
+
+    spec = {"model": {"zoo": "debug"},
+            "cluster": {"nodes": 1, "gpus_per_node": 2,
+                        "device": {"name": "A100-80GB", "peak_tflops": {"bf16": 1000},
+                                   "hbm_gib": 80, "hbm_gb_per_s": 2000}},
+            "training": {"global_batch_size": 8}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(SpecError, match=r"cluster\.device\.name = 'A100-80GB': is the name of a "
+                                        r"catalog device"):
+        load_spec(path)
