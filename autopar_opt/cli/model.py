@@ -70,6 +70,8 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
     training = spec.raw.get("training") if isinstance(spec.raw, dict) else None
     stated = training.get("seq_len") if isinstance(training, dict) else None
     # the spec may state none: the model's own is then taken (QA round 10: "(from the spec)")
+    if spec.graph.seq_len is None:         # QA round 10: "seq_len None (from the spec)"
+        return spec.graph, "no sequence length (the model states none, nor the spec)"
     return spec.graph, (f"seq_len {spec.graph.seq_len} (training.seq_len)" if stated is not None
                         else f"seq_len {spec.graph.seq_len} (the model's own; the spec states "
                              "no training.seq_len)")

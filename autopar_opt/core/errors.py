@@ -140,6 +140,17 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f" (did you mean {best!r}?)" if best is not None else ""
 
 
+#: A value's kind in words, for messages ("is an integer", not "is a int").
+KIND_WORDS = {"int": "an integer", "float": "a number", "str": "a text", "list": "a list",
+              "bool": "true or false", "NoneType": "null", "dict": "a mapping"}
+
+
+def kind_of(value: object) -> str:
+    """``value``'s kind in words (:data:`KIND_WORDS`), its type's name otherwise."""
+    name = type(value).__name__
+    return KIND_WORDS.get(name, name)
+
+
 def one_of(choices: Iterable[str], quote: bool = True) -> str:
     """``'a', 'b' or 'c'`` for a fix text (``a, b or c`` of words with ``quote=False``)."""
     items = [repr(str(c)) if quote else str(c) for c in choices]

@@ -197,7 +197,7 @@ def describe(a: ModelArch) -> str:
     never guessed) — block count and width, attention layout, MLP (activation, width,
     matrices), MoE layers, norm, positions, parallel blocks, tying, biases, dropout.
     Sliding windows are said apart (:func:`autopar_opt.ir.window.windows_text`)."""
-    parts = [f"{a.num_layers} blocks of hidden {a.hidden}"]
+    parts = [f"{a.num_layers} block{'' if a.num_layers == 1 else 's'} of hidden {a.hidden}"]
     if a.mla is not None:
         q, kv, nope, rope, v = a.mla
         parts.append(f"multi-latent attention, {a.heads} heads (q rank {q or 'none'}, kv rank "

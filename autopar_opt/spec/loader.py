@@ -221,7 +221,9 @@ def read_mapping(path: Path | str, content: tuple[str, str] = SPEC_CONTENT) -> d
     if data is None or (isinstance(data, dict) and not data):
         raise SpecError([_problem(path, "the file is empty", f"write {what}")])
     if not isinstance(data, dict):
-        raise SpecError([_problem(path, f"the top level is a {type(data).__name__}, not a mapping",
+        from autopar_opt.core.errors import kind_of
+
+        raise SpecError([_problem(path, f"the top level is {kind_of(data)}, not a mapping",
                                   f"write 'key: value' entries at the top level ({keys})")])
     return data
 

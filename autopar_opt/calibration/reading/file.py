@@ -42,9 +42,9 @@ def load_run_file(path: str | Path) -> list[dict]:
     seen: dict[str, int] = {}
     for i, rec in enumerate(data, start=1):          # records counted from 1, as read
         if not isinstance(rec, dict):
-            kind = {"int": "an integer", "float": "a number", "str": "a text", "list": "a list",
-                    "bool": "true or false", "NoneType": "null"}.get(type(rec).__name__,
-                                                                     type(rec).__name__)
+            from autopar_opt.core.errors import kind_of
+
+            kind = kind_of(rec)
             raise RunFileError(f"{p}: record {i} of {len(data)} is {kind}, "
                                "expected a mapping", key=f"[{i}]",
                                fix="write each record as a mapping with an id, as "

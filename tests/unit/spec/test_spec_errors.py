@@ -581,3 +581,13 @@ def test_a_described_device_named_like_a_catalog_part_is_refused(tmp_path):
     with pytest.raises(SpecError, match=r"cluster\.device\.name = 'A100-80GB': is the name of a "
                                         r"catalog device"):
         load_spec(path)
+
+
+def test_a_top_level_scalar_is_named_in_words(tmp_path):
+    """QA round 10: "the top level is a int"."""
+    from autopar_opt.spec import SpecError, load_spec
+
+    path = tmp_path / "s.yaml"
+    path.write_text("42\n")
+    with pytest.raises(SpecError, match="the top level is an integer, not a mapping"):
+        load_spec(path)
