@@ -224,7 +224,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
              "                  (how far the cost model has been from comparable published runs)",
              f"samples/s:        {metrics.samples_per_s:.6g}",
              f"tokens/s:         {metrics.tokens_per_s:.6g}" if spec.training.seq_len is not None
-             else f"tokens/s:         none (training.seq_len not set: no sequence)",
+             else "tokens/s:         none (training.seq_len not set: no sequence)",
              f"MFU:              {100 * metrics.mfu:.2f} %"
              f"{causal_mfu_note(metrics.mfu, metrics.mfu_causal)}",
              f"HFU:              {100 * metrics.hfu:.2f} %",

@@ -138,9 +138,11 @@ class Model(_Section):
         "ffn_hidden_size", "num_kv_heads")
     NUMBERS: ClassVar[tuple[str, ...]] = ("param_count_b",)
     name: Optional[Any] = Field(None, description=(
-        "The model's name (text; 'MoE', 'Mixtral', 'DeepSeek-V3' and the like mark a Mixture-of-Experts record, which must then state its experts)."))
+        "The model's name (text; 'MoE', 'Mixtral', 'DeepSeek-V3' and the like mark a Mixture-of-Experts "
+        "record, which must then state its experts)."))
     arch: Optional[Any] = Field(None, description=(
-        'Free text on the architecture; an explicit field below always beats it, and what it leaves unstated is said as assumed.'))
+        'Free text on the architecture; an explicit field below always beats it, and what it leaves '
+        'unstated is said as assumed.'))
     num_layers: Optional[int] = Field(None, description=(
         'Transformer blocks (a positive integer).'))
     hidden_size: Optional[int] = Field(None, description=(
@@ -156,9 +158,11 @@ class Model(_Section):
     seq_len: Optional[int] = Field(None, description=(
         'Sequence length in tokens per sample.'))
     param_count_b: Optional[float] = Field(None, description=(
-        'The published parameter count, in billions: the built model must be within 3% of it (checked, reported).'))
+        'The published parameter count, in billions: the built model must be within 3% of it (checked, '
+        'reported).'))
     family: Optional[Any] = Field(None, description=(
-        'A known family (a key of model_zoo/families.yaml: llama, mistral, qwen, gpt-neox, ...) giving the MLP type, norm, biases, tying and positions, with their source.'))
+        'A known family (a key of model_zoo/families.yaml: llama, mistral, qwen, gpt-neox, ...) giving the '
+        'MLP type, norm, biases, tying and positions, with their source.'))
     mlp: Optional[Any] = Field(None, description=(
         'gated or plain, or the activation: swiglu, geglu, gelu, relu, squared_relu.'))
     biases: Optional[Any] = Field(None, description=(
@@ -179,7 +183,8 @@ class Hardware(_Section):
     NUMBERS: ClassVar[tuple[str, ...]] = ("gpu_memory_gb", "inter_node_gbps_per_gpu",
                                           "power_limit_w")
     gpu_type: Optional[Any] = Field(None, description=(
-        "The GPU (text: 'H100-SXM5-80GB', 'A100 80GB PCIe', 'H200', 'GH200', ...); an unstated form factor of an H100/H800/A100/A800 is taken as the SXM part and said so."))
+        "The GPU (text: 'H100-SXM5-80GB', 'A100 80GB PCIe', 'H200', 'GH200', ...); an unstated form factor "
+        "of an H100/H800/A100/A800 is taken as the SXM part and said so."))
     gpu_memory_gb: Optional[float] = Field(None, description=(
         "The GPU's memory in GB as published (chooses between the 80/94/96 GB and 40/80 GB parts)."))
     num_gpus: Optional[int] = Field(None, description=(
@@ -187,7 +192,8 @@ class Hardware(_Section):
     gpus_per_node: Optional[int] = Field(None, description=(
         'GPUs per node (which groups stay inside a node); unstated: 8, said.'))
     inter_node_gbps_per_gpu: Optional[float] = Field(None, description=(
-        "Network bandwidth per NIC between nodes, in Gb/s (gigabits: 200 for HDR, 400 for NDR); unstated: the device's usual fabric, said as assumed."))
+        "Network bandwidth per NIC between nodes, in Gb/s (gigabits: 200 for HDR, 400 for NDR); unstated: "
+        "the device's usual fabric, said as assumed."))
     #: network interfaces per node (each at ``inter_node_gbps_per_gpu``); None: one per GPU
     nics_per_node: Optional[int] = Field(None, description=(
         'Network interfaces per node, each at inter_node_gbps_per_gpu; unstated: one per GPU.'))
@@ -210,11 +216,13 @@ class Parallelism(_Section):
     pp: Optional[int] = Field(None, description=(
         'Pipeline-parallel degree.'))
     dp: Optional[int] = Field(None, description=(
-        'Data-parallel degree (the expert-parallel degree ep is carved out of dp·cp, as Megatron-Core does).'))
+        'Data-parallel degree (the expert-parallel degree ep is carved out of dp·cp, as Megatron-Core '
+        'does).'))
     cp: Optional[int] = Field(None, description=(
         'Context-parallel degree.'))
     vp_chunks: Optional[int] = Field(None, description=(
-        "Virtual pipeline chunks per stage (interleaved 1F1B); unstated: the framework's default schedule, said."))
+        "Virtual pipeline chunks per stage (interleaved 1F1B); unstated: the framework's default schedule, "
+        "said."))
     dp_replicate: Optional[int] = Field(None, description=(
         'Hybrid sharding (HSDP, MiCS): the replicas; the shard group is dp / dp_replicate.'))
     sequence_parallel: Optional[Any] = Field(None, description=(
@@ -222,7 +230,8 @@ class Parallelism(_Section):
     zero_stage: Optional[Any] = Field(None, description=(
         'ZeRO stage 0-3 (0 or false: none); explicit, it beats any framework text.'))
     fsdp: Optional[Any] = Field(None, description=(
-        "FSDP sharding as text (FULL_SHARD / SHARD_GRAD_OP / HYBRID_SHARD / NO_SHARD, 'fsdp2', ...), read as a ZeRO stage."))
+        "FSDP sharding as text (FULL_SHARD / SHARD_GRAD_OP / HYBRID_SHARD / NO_SHARD, 'fsdp2', ...), read "
+        "as a ZeRO stage."))
 
 
 class Training(_Section):
@@ -232,9 +241,11 @@ class Training(_Section):
     INTEGERS: ClassVar[tuple[str, ...]] = (
         "global_batch_size", "micro_batch_size", "grad_accum_steps", "cpu_offloading_num_layers")
     framework: Optional[Any] = Field(None, description=(
-        'The training stack and version as text (Megatron-LM, NeMo, torchtitan, DeepSpeed, llm-foundry, ...): its documented defaults price what the record leaves unstated, each said.'))
+        'The training stack and version as text (Megatron-LM, NeMo, torchtitan, DeepSpeed, llm-foundry, '
+        '...): its documented defaults price what the record leaves unstated, each said.'))
     precision: Optional[Any] = Field(None, description=(
-        "bf16, fp16, fp32, or FP8 in any common spelling (fp8, float8, e4m3, MXFP8, 'bf16 + FP8 linear layers')."))
+        "bf16, fp16, fp32, or FP8 in any common spelling (fp8, float8, e4m3, MXFP8, 'bf16 + FP8 linear "
+        "layers')."))
     recompute: Optional[Any] = Field(None, description=(
         "Activation recomputation: none, selective, op (torchtitan's op policy) or full."))
     global_batch_size: Optional[int] = Field(None, description=(
@@ -245,7 +256,8 @@ class Training(_Section):
     grad_accum_steps: Optional[int] = Field(None, description=(
         'Micro-batches per iteration per data-parallel rank (gradient accumulation).'))
     cpu_offloading_num_layers: Optional[int] = Field(None, description=(
-        'Megatron-Core --cpu-offloading-num-layers: layers per pipeline rank whose activations go to host memory.'))
+        'Megatron-Core --cpu-offloading-num-layers: layers per pipeline rank whose activations go to host '
+        'memory.'))
 
 
 class Measured(_Section):
@@ -257,9 +269,11 @@ class Measured(_Section):
     memory_gib_per_gpu: Optional[float] = Field(None, description=(
         'Peak memory per GPU, in GiB.'))
     memory_measure: Optional[Any] = Field(None, description=(
-        'What the memory figure measures: device (nvidia-smi, the default), reserved (torch.cuda.max_memory_reserved) or allocated (live tensors).'))
+        'What the memory figure measures: device (nvidia-smi, the default), reserved '
+        '(torch.cuda.max_memory_reserved) or allocated (live tensors).'))
     memory_rank: Optional[Any] = Field(None, description=(
-        'Which GPU the memory figure is from: max (the busiest, the default) or last (the rank Megatron logs from).'))
+        'Which GPU the memory figure is from: max (the busiest, the default) or last (the rank Megatron '
+        'logs from).'))
 
     def other(self) -> dict:
         """``measured.other`` as a mapping ({} when absent or not a mapping)."""
