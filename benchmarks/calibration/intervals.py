@@ -87,7 +87,8 @@ hides, not a fixed cost per step. Refuted: DeepSpeed 0.6.2's unpacking of a coal
 is not on this path: with `stage3_param_persistence_threshold` 1e5 every bias and norm stays
 resident, each module fetches one weight and takes the single-tensor path. No cause found in
 the source. (2) Hopper's split by framework, each family left out of the fit (Megatron-LM's
-README runs 4-35% too slow, Nemotron-4 34-41%; the FSDP stacks mostly too fast, up to 56%): the element-wise kernels, whose
+README runs 4-35% too slow, Nemotron-4 34-41%; the FSDP stacks mostly too fast, up to
+56%): the element-wise kernels, whose
 fusion differs between Transformer Engine and eager PyTorch, are 2-12% of the modelled step
 on every Hopper record and the residuals show no trend with that share, so per-framework
 fusion cannot carry a 20% split. A reading change moves no prediction: a record that states
