@@ -238,7 +238,7 @@ def _intra_link(cluster: Cluster) -> list[str]:
         source = f"the {cluster.device.name}'s catalog link, not stated"
     else:
         source = "stated"
-    return [f"intra-node: {tier.name}, {tier.bandwidth_gb_per_s:g} GB/s per GPU and direction, "
+    return [f"intra-node link: {tier.name}, {tier.bandwidth_gb_per_s:g} GB/s per GPU and direction, "
             f"{tier.latency_us:g} µs per hop ({source})"]
 
 

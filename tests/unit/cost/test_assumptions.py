@@ -184,7 +184,7 @@ def test_the_collective_efficiencies_said_are_the_ones_priced():
 def test_the_intra_node_link_priced_is_always_said():
     """QA round 10: the NVLink tier (and a custom device's generic 300 GB/s) went unsaid."""
     text = _text()
-    assert "intra-node: nvlink4, 450 GB/s per GPU and direction, 5 µs per hop " \
+    assert "intra-node link: nvlink4, 450 GB/s per GPU and direction, 5 µs per hop " \
            "(the H100-SXM-80GB's catalog link, not stated)" in text
     custom = replace(DEVICE_CATALOG["H100-SXM-80GB"], name="my-gpu")
     assert "a generic fallback; state cluster.intra_node" in _text(device=custom)
