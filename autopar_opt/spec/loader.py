@@ -110,7 +110,21 @@ else:                                        # pragma: no cover
         """``yaml.SafeLoader`` with the limits."""
 
 
-_SpecYamlLoader.add_constructor("tag:yaml.org,2002:int", _SpecYamlLoader.construct_yaml_int)
+def _number_or_text(construct):
+    """A YAML 1.1 number, except base 60 (``2:08`` is 128, ``1:30:00`` 5400), kept as the
+    text it is written as, so that a number field says so instead of reading a time of day
+    or a ratio as a count (QA round 10)."""
+    def build(loader, node):
+        if ":" in str(node.value):
+            return loader.construct_scalar(node)
+        return construct(loader, node)
+    return build
+
+
+_SpecYamlLoader.add_constructor("tag:yaml.org,2002:int",
+                                _number_or_text(_SpecYamlLoader.construct_yaml_int))
+_SpecYamlLoader.add_constructor("tag:yaml.org,2002:float",
+                                _number_or_text(_SpecYamlLoader.construct_yaml_float))
 
 
 def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -59,6 +59,11 @@ class Section(BaseModel):
             # one: a count written as text is refused, as a Hugging Face config's is (a float
             # field keeps reading '1e12', which YAML 1.1 leaves a string)
             text = next(v for v in items if isinstance(v, str))
+            if re.fullmatch(r"[+-]?\d+(:[0-5]?\d)+", text.strip()):
+                raise PydanticCustomError(
+                    "int_type", "Input should be an integer; {text} is YAML 1.1's base 60 "
+                    "(2:08 would be 128), read as text: write the number you mean",
+                    {"text": repr(text)})
             if re.fullmatch(r"[+-]?(\d+(\.\d*)?|\.\d+)[eE]\d+|0o[0-7]+", text.strip()):
                 # unquoted, YAML 1.1 reads 1.26e7 (no exponent sign) and 0o20 as text:
                 # "without quotes" could not help (QA round 10)

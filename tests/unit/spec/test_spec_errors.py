@@ -591,3 +591,14 @@ def test_a_top_level_scalar_is_named_in_words(tmp_path):
     path.write_text("42\n")
     with pytest.raises(SpecError, match="the top level is an integer, not a mapping"):
         load_spec(path)
+
+
+def test_yaml_base_60_is_not_read_as_a_count(tmp_path):
+    """QA round 10: seq_len: 2:08 was read as 128 (YAML 1.1's base 60) without a word."""
+    from autopar_opt.spec import SpecError, load_spec
+
+    path = tmp_path / "s.yaml"
+    path.write_text("model: {zoo: debug}\ncluster: {nodes: 1, gpus_per_node: 2, device: A100-80GB}\n"
+                    "training: {global_batch_size: 8, seq_len: 2:08}\n")
+    with pytest.raises(SpecError, match=r"training\.seq_len = '2:08'.*YAML 1\.1's base 60"):
+        load_spec(path)
