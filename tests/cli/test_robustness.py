@@ -286,3 +286,23 @@ def test_notices_say_why_a_run_is_not_certified(tmp_path):
     assert any("raise --time-limit" in n for n in doc["notices"])
     assert all(r["status"] == "not_solved" for r in doc["certificate"]["configurations"])
     assert doc["plan"] is None and doc["certificate"]["exact"] is False
+
+
+def test_a_signal_after_the_search_keeps_its_certificate_and_says_what_it_cut(tmp_path, monkeypatch):
+    """SIGINT while the baselines are priced, the search finished: the status stays the
+    search's, a notice says the certificate is complete and what was cut, and the exit code
+    still says the run was stopped (QA round 10: "interrupted", no notice, beside gap 0)."""
+    import autopar_opt.cli.solve as cli_solve
+
+    real = cli_solve._baselines
+
+    def baselines(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)     # handled at the next bytecode
+        return real(*args, **kwargs)
+    monkeypatch.setattr(cli_solve, "_baselines", baselines)
+    out = tmp_path / "out"
+    code = solve_command(str(_small_spec(tmp_path)), out_dir=str(out), quiet=True)
+    assert code == 130
+    doc = json.loads((out / "plan.json").read_text())
+    assert doc["status"] in ("optimal", "feasible") and doc["status"] != "interrupted"
+    assert "arrived after the search had finished: the certificate is complete" in doc["notices"][0]
