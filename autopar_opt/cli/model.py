@@ -44,6 +44,15 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
         config, origin = load_hf_config(p)
         origin = label or origin
         if config.get("model_type") == "vit":     # tokens come from the image, not a length
+            if seq_len is not None:               # QA round 10: ignored without a word
+                from autopar_opt.cli.options import raise_if_any
+                from autopar_opt.core.errors import SpecProblem
+                from autopar_opt.core.files import COMMAND_LINE
+
+                raise_if_any([SpecProblem(COMMAND_LINE, "--seq-len", seq_len,
+                                          f"{path} is a vision transformer: its token count "
+                                          "is its image's (patches and the class token)",
+                                          "drop --seq-len")])
             graph = build_hf_graph(config, None, origin=str(origin))
             return graph, f"seq_len {graph.seq_len} (patches of the image, and the class token)"
         own = max_positions(config)

@@ -138,7 +138,8 @@ class HfModelSpec(Section):
     hf_config: str = documented_field("Path to a config.json, or a directory holding one (relative to this "
                         "file), or the name of a bundled config where no such file exists "
                         "(autopar zoo list).", "configs/mixtral-8x7b/config.json")
-    name: Optional[str] = documented_field("Model name; default: the config's _name_or_path or model_type.",
+    name: Optional[str] = documented_field("Model name; default: the config's _name_or_path, else the "
+                             "file's name (the directory's for a config.json), else model_type.",
                              "mixtral-8x7b", default=None)
     flash_attention: bool = documented_field("Attention kernels keep no score matrix (FlashAttention). "
                                "The runtime's kernel on the GPU decides (an unfused runtime, "

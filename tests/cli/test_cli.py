@@ -336,3 +336,10 @@ def test_a_spec_without_a_sequence_is_not_told_to_use_the_bare_config_option(tmp
     result = _cli("model", str(tmp_path / "s.yaml"))
     assert result.exit_code == 2 and "set training.seq_len in the spec" in result.output
     assert "--seq-len" not in result.output
+
+
+def test_model_seq_len_on_a_vision_transformer_config_is_refused():
+    """QA round 10: ignored without a word (197 tokens used)."""
+    result = _cli("model", "vit-base-patch16-224", "--seq-len", "100")
+    assert result.exit_code == 2 and "--seq-len = 100" in result.output
+    assert "drop --seq-len" in result.output
