@@ -9,6 +9,7 @@ so the only problem reported is the one the case introduces.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from pathlib import Path
 
@@ -442,90 +443,89 @@ def test_fp32_training_takes_fp32_optimizer_state(tmp_path):
     assert problem.key == "training.dtype" and "use training.optimizer: adam_fp32" in problem.fix
 
 
+#: A debug model on 2 A100s: the spec the tests below change one thing of.
+SMALL = {"model": {"zoo": "debug"},
+         "cluster": {"nodes": 1, "gpus_per_node": 2, "device": "A100-80GB"},
+         "training": {"global_batch_size": 8}}
+
+
+def _small(**sections) -> dict:
+    """:data:`SMALL` with ``sections`` merged into its own (a new section added)."""
+    out = json.loads(json.dumps(SMALL))
+    for name, body in sections.items():
+        out[name] = {**out.get(name, {}), **body} if isinstance(body, dict) else body
+    return out
+
+
+def _load_small(tmp_path, spec: dict | str):
+    """load_spec of ``spec``, a mapping or the file's text."""
+    from autopar_opt.spec import load_spec
+
+    path = tmp_path / "s.yaml"
+    path.write_text(spec if isinstance(spec, str) else yaml.safe_dump(spec))
+    return load_spec(path)
+
+
+def _refused_spec(tmp_path, spec: dict | str, match: str) -> str:
+    """The SpecError message ``spec`` is refused with, which must match ``match``."""
+    from autopar_opt.spec import SpecError
+
+    with pytest.raises(SpecError, match=match) as err:
+        _load_small(tmp_path, spec)
+    return str(err.value)
+
+
 @pytest.mark.parametrize("part, total, value", [
     ("act_attn_bytes", "act_bytes", 1.0e9),
     ("act_replicated_bytes", "act_bytes", 1.0e9),
     ("expert_params", "params", 10**9),
 ])
-def test_a_layer_part_above_its_total_is_refused(tmp_path, part, total, value):
+def test_a_layer_part_above_its_total_is_refused_spec(tmp_path, part, total, value):
     """QA round 10: act_attn_bytes above act_bytes priced -3.44 GiB per device; expert_params
     above params, -0.725 B active parameters."""
-    from autopar_opt.spec import SpecError, load_spec
-
     layer = {"name": "l0", "kind": "transformer_block", "flops_fwd": 1.0e12, "flops_bwd": 2.0e12,
              "params": 12_600_000, "act_bytes": 3.0e8, "num_experts": 8, "top_k": 2, part: value}
-    spec = {"model": {"name": "m", "layers": [layer]},
-            "cluster": {"nodes": 1, "gpus_per_node": 8, "device": "A100-80GB"},
-            "training": {"global_batch_size": 8}}
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    with pytest.raises(SpecError, match=rf"model\.layers\[0\]\.{part} = .*is part of {total}"):
-        load_spec(path)
+    spec = _small(model={"name": "m", "layers": [layer]})
+    del spec["model"]["zoo"]
+    _refused_spec(tmp_path, spec, rf"model\.layers\[0\]\.{part} = .*is part of {total}")
 
 
-@pytest.mark.parametrize("cluster_extra, training_extra, key", [
-    ({"device_memory_gib": 0.5}, {}, "cluster.device_memory_gib = 0.5"),
-    ({}, {"memory_reserve_gib": 79.9}, "training.memory_reserve_gib = 79.9"),
+@pytest.mark.parametrize("cluster, training, key", [
+    ({"device_memory_gib": 0.5}, {}, r"cluster\.device_memory_gib = 0\.5"),
+    ({}, {"memory_reserve_gib": 79.9}, r"training\.memory_reserve_gib = 79\.9"),
 ])
-def test_a_device_the_reserves_fill_is_refused(tmp_path, cluster_extra, training_extra, key):
+def test_a_device_the_reserves_fill_is_refused_spec(tmp_path, cluster, training, key):
     """The runtime's reserve (CUDA context, NCCL buffers) and the user's leave no room:
     a spec error naming the key (QA round 10: 'proven infeasible ... -0.24 GiB usable')."""
-    from autopar_opt.spec import SpecError, load_spec
-
-    spec = {"model": {"zoo": "debug"},
-            "cluster": {"nodes": 1, "gpus_per_node": 2, "device": "A100-80GB", **cluster_extra},
-            "training": {"global_batch_size": 8, **training_extra}}
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    with pytest.raises(SpecError, match=rf"{key.replace('.', chr(92) + '.')}.*runtime's reserve"):
-        load_spec(path)
+    _refused_spec(tmp_path, _small(cluster=cluster, training=training), rf"{key}.*runtime's reserve")
 
 
 @pytest.mark.parametrize("key, values", [("schedules", ["1f1b", "1f1b"]), ("zero_levels", [0, 0, 3])])
-def test_a_search_list_naming_a_value_twice_is_refused(tmp_path, key, values):
+def test_a_search_list_naming_a_value_twice_is_refused_spec(tmp_path, key, values):
     """QA round 10: every configuration was searched and listed twice."""
-    from autopar_opt.spec import SpecError, load_spec
-
-    spec = {"model": {"zoo": "debug"},
-            "cluster": {"nodes": 1, "gpus_per_node": 2, "device": "A100-80GB"},
-            "training": {"global_batch_size": 8}, "search": {key: values}}
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    with pytest.raises(SpecError, match=rf"search\.{key} = .*more than once; list each value once"):
-        load_spec(path)
+    _refused_spec(tmp_path, _small(search={key: values}),
+             rf"search\.{key} = .*more than once; list each value once")
 
 
-def test_two_sequence_lengths_are_refused(tmp_path):
+def test_two_sequence_lengths_are_refused_spec(tmp_path):
     """model.overrides.seq_len and training.seq_len that differ: the training's won without
     a word (QA round 10); the explicit layer form refuses the same conflict."""
-    from autopar_opt.spec import SpecError, load_spec
-
-    spec = {"model": {"zoo": "llama3-8b", "overrides": {"seq_len": 2048}},
-            "cluster": {"nodes": 1, "gpus_per_node": 8, "device": "H100-SXM-80GB"},
-            "training": {"global_batch_size": 8, "seq_len": 4096}}
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    with pytest.raises(SpecError, match=r"training\.seq_len = 4096: differs from "
-                                        r"model\.overrides\.seq_len \(2048\)"):
-        load_spec(path)
+    spec = _small(model={"zoo": "llama3-8b", "overrides": {"seq_len": 2048}},
+                  training={"seq_len": 4096})
+    _refused_spec(tmp_path, spec, r"training\.seq_len = 4096: differs from "
+                             r"model\.overrides\.seq_len \(2048\)")
     spec["training"]["seq_len"] = 2048
-    path.write_text(yaml.safe_dump(spec))
-    assert load_spec(path).training.seq_len == 2048
+    assert _load_small(tmp_path, spec).training.seq_len == 2048
 
 
 def test_link_bandwidths_beyond_the_hardware_are_said(tmp_path):
     """400 (a 400 Gb/s NIC written as GB/s) and 900 (NVLink's both-directions figure) are
     priced as given and said (QA round 10: taken without a word)."""
-    from autopar_opt.spec import load_spec
-
-    spec = {"model": {"zoo": "debug"},
-            "cluster": {"nodes": 2, "gpus_per_node": 8, "device": "H100-SXM-80GB",
-                        "inter_node": {"name": "ib", "bandwidth_gb_per_s": 400, "latency_us": 5},
-                        "intra_node": {"name": "nvl", "bandwidth_gb_per_s": 900, "latency_us": 5}},
-            "training": {"global_batch_size": 16}}
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    notes = " ".join(load_spec(path).notices)
+    spec = _small(cluster={"nodes": 2, "gpus_per_node": 8, "device": "H100-SXM-80GB",
+                           "inter_node": {"name": "ib", "bandwidth_gb_per_s": 400, "latency_us": 5},
+                           "intra_node": {"name": "nvl", "bandwidth_gb_per_s": 900, "latency_us": 5}},
+                  training={"global_batch_size": 16})
+    notes = " ".join(_load_small(tmp_path, spec).notices)
     assert "400 GB/s per NIC is above the fastest shipping NIC" in notes
     assert "900 GB/s is above the H100-SXM-80GB's NVLink per GPU and direction (450" in notes
 
@@ -540,65 +540,34 @@ def test_link_bandwidths_beyond_the_hardware_are_said(tmp_path):
 def test_settings_without_effect_are_refused_naming_their_key(tmp_path, search, plan, words):
     """QA round 10: etp on a dense plan was reported as "plan.ep = 1"; etp_degrees on a dense
     model and a max_microbatches the listed counts exceed were accepted without effect."""
-    from autopar_opt.spec import SpecError, load_spec
+    _refused_spec(tmp_path, _small(search=search, **({"plan": plan} if plan else {})), words)
 
-    spec = {"model": {"zoo": "debug"},
-            "cluster": {"nodes": 1, "gpus_per_node": 2, "device": "A100-80GB"},
-            "training": {"global_batch_size": 8}, "search": search}
-    if plan:
-        spec["plan"] = plan
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    with pytest.raises(SpecError, match=words):
-        load_spec(path)
+
+SMALL_TEXT = ("model: {zoo: debug}\ncluster: {nodes: 1, gpus_per_node: 2, device: A100-80GB}\n"
+              "training: {global_batch_size: %s}\n")
 
 
 @pytest.mark.parametrize("text", ["1e3", "0o20"])
 def test_an_integer_yaml_reads_as_text_is_told_why(tmp_path, text):
     """QA round 10: 'write it without quotes' for a value written without quotes."""
-    from autopar_opt.spec import SpecError, load_spec
-
-    path = tmp_path / "s.yaml"
-    path.write_text("model: {zoo: debug}\ncluster: {nodes: 1, gpus_per_node: 2, device: A100-80GB}\n"
-                    f"training: {{global_batch_size: {text}}}\n")
-    with pytest.raises(SpecError) as err:
-        load_spec(path)
-    assert f"YAML reads '{text}' as text" in str(err.value) and "without quotes" not in str(err.value)
-
-
-def test_a_described_device_named_like_a_catalog_part_is_refused(tmp_path):
-    """QA round 10: the catalog's calibration and links (keyed by name) priced a 1,000
-    TFLOP/s part called 'A100-80GB' while the output said its architecture was unknown."""
-    from autopar_opt.spec import SpecError, load_spec
-
-    spec = {"model": {"zoo": "debug"},
-            "cluster": {"nodes": 1, "gpus_per_node": 2,
-                        "device": {"name": "A100-80GB", "peak_tflops": {"bf16": 1000},
-                                   "hbm_gib": 80, "hbm_gb_per_s": 2000}},
-            "training": {"global_batch_size": 8}}
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    with pytest.raises(SpecError, match=r"cluster\.device\.name = 'A100-80GB': is the name of a "
-                                        r"catalog device"):
-        load_spec(path)
-
-
-def test_a_top_level_scalar_is_named_in_words(tmp_path):
-    """QA round 10: "the top level is a int"."""
-    from autopar_opt.spec import SpecError, load_spec
-
-    path = tmp_path / "s.yaml"
-    path.write_text("42\n")
-    with pytest.raises(SpecError, match="the top level is an integer, not a mapping"):
-        load_spec(path)
+    said = _refused_spec(tmp_path, SMALL_TEXT % text, f"YAML reads '{text}' as text")
+    assert "without quotes" not in said
 
 
 def test_yaml_base_60_is_not_read_as_a_count(tmp_path):
     """QA round 10: seq_len: 2:08 was read as 128 (YAML 1.1's base 60) without a word."""
-    from autopar_opt.spec import SpecError, load_spec
+    _refused_spec(tmp_path, SMALL_TEXT % "8, seq_len: 2:08",
+             r"training\.seq_len = '2:08'.*YAML 1\.1's base 60")
 
-    path = tmp_path / "s.yaml"
-    path.write_text("model: {zoo: debug}\ncluster: {nodes: 1, gpus_per_node: 2, device: A100-80GB}\n"
-                    "training: {global_batch_size: 8, seq_len: 2:08}\n")
-    with pytest.raises(SpecError, match=r"training\.seq_len = '2:08'.*YAML 1\.1's base 60"):
-        load_spec(path)
+
+def test_a_described_device_named_like_a_catalog_part_is_refused_spec(tmp_path):
+    """QA round 10: the catalog's calibration and links (keyed by name) priced a 1,000
+    TFLOP/s part called 'A100-80GB' while the output said its architecture was unknown."""
+    spec = _small(cluster={"device": {"name": "A100-80GB", "peak_tflops": {"bf16": 1000},
+                                      "hbm_gib": 80, "hbm_gb_per_s": 2000}})
+    _refused_spec(tmp_path, spec, r"cluster\.device\.name = 'A100-80GB': is the name of a catalog device")
+
+
+def test_a_top_level_scalar_is_named_in_words(tmp_path):
+    """QA round 10: "the top level is a int"."""
+    _refused_spec(tmp_path, "42\n", "the top level is an integer, not a mapping")
