@@ -25,8 +25,9 @@ from autopar_opt.spec.build_model import build_graph
 from autopar_opt.spec.build_plan import build_plan
 from autopar_opt.cost.params import implausible
 from autopar_opt.spec import attention_rule
+from autopar_opt.spec.notices import command_line_notes, link_notices
 from autopar_opt.spec.build_run import (SolverOptions, build_cluster, build_cost_params, build_space,
-                                        build_target,
+                                        build_target, check_room_left,
                                         build_solver, build_training)
 from autopar_opt.spec.doc_kinds import wrong_input
 from autopar_opt.core.errors import ProblemList, SpecError
@@ -115,76 +116,14 @@ def build_spec(data: dict[str, Any], path: Path, section_files: dict[str, str] |
     solver = build_solver(model.solver, out)
     cost = build_cost_params(model.cost_model, cluster, out, Path(path).parent)
     if cluster is not None and not out.items:
-        _room_left(cluster, training, cost, out,
-                   getattr(model.cluster, "device_memory_gib", None))
+        check_room_left(cluster, training, cost, out,
+                        getattr(model.cluster, "device_memory_gib", None))
     plan = build_plan(model.plan, graph, cluster, training, out)
     out.raise_if_any()
     return Spec(Path(path), graph, cluster, training, space, solver, cost, plan, data,
                 ([notice] if notice else []) + positions_notice(graph.arch, training.seq_len)
                 + unused_measurements(graph, space, plan) + implausible(cost)
-                + link_notices(cluster) + _command_line_notes(model.plan, training))
-
-
-def _room_left(cluster, training, cost, out: ProblemList, stated_gib: float | None) -> None:
-    """The device must hold more than the runtime's reserve (CUDA context, NCCL buffers:
-    ``cost_model.memory_reserve_gib``) and the user's: a plan then has negative room, and
-    the search answered "proven infeasible" with advice that cannot help (QA round 10:
-    "-0.24 GiB usable" on a 0.5 GiB device, -0.61 with a 79.9 GiB reserve of 80)."""
-    hbm, mine, runtime = cluster.device.hbm_gib, training.memory_reserve_gib, cost.memory_reserve_gib
-    if hbm - mine - runtime > 0:
-        return
-    if mine > 0:
-        out.add("training.memory_reserve_gib", mine, f"leaves no memory for the model: the "
-                f"device's {hbm:g} GiB less the runtime's reserve of {runtime:.2f} GiB (CUDA "
-                "context, NCCL buffers) is not above it", f"use less than {hbm - runtime:.2f}")
-    else:
-        key, value = (("cluster.device_memory_gib", stated_gib) if stated_gib is not None
-                      else ("cluster.device", cluster.device.name))
-        out.add(key, value, f"the device's {hbm:g} GiB do not exceed the "
-                f"runtime's reserve of {runtime:.2f} GiB (CUDA context, NCCL buffers): no model "
-                "fits", "use a device with more memory (cluster.device_memory_gib, device)")
-
-
-#: The fastest network interface shipping, GB/s per direction (800 Gb/s: ConnectX-8, the
-#: Quantum-X800 and Spectrum-X800 ports).
-FASTEST_NIC_GB_PER_S = 100.0
-
-
-def link_notices(cluster) -> list[str]:
-    """A sentence per link bandwidth beyond what the hardware runs: a NIC above 800 Gb/s (a
-    Gb/s figure written as GB/s?), an intra-node link above the device's own NVLink per
-    direction (a datasheet's both-directions figure?). Priced as given (QA round 10: 400 and
-    900 were taken without a word)."""
-    from autopar_opt.ir.hardware import DEFAULT_INTRA_NODE
-
-    out = []
-    nic = cluster.inter_node.bandwidth_gb_per_s
-    if cluster.nodes > 1 and nic > FASTEST_NIC_GB_PER_S:
-        out.append(f"cluster.inter_node.bandwidth_gb_per_s = {nic:g} GB/s per NIC is above the "
-                   f"fastest shipping NIC ({FASTEST_NIC_GB_PER_S:g} GB/s = 800 Gb/s): a Gb/s "
-                   f"figure written as GB/s? ({nic:g} Gb/s = {nic / 8:g} GB/s); priced as given")
-    own = DEFAULT_INTRA_NODE.get(cluster.device.name)
-    intra = cluster.intra_node.bandwidth_gb_per_s
-    if own is not None and cluster.gpus_per_node > 1 and intra > own.bandwidth_gb_per_s:
-        out.append(f"cluster.intra_node.bandwidth_gb_per_s = {intra:g} GB/s is above the "
-                   f"{cluster.device.name}'s NVLink per GPU and direction "
-                   f"({own.bandwidth_gb_per_s:g} GB/s): a datasheet's both-directions figure? "
-                   "priced as given")
-    return out
-
-
-def _command_line_notes(plan_section, training) -> list[str]:
-    """What a Megatron-LM command line (``plan.megatron_args``) runs that the price does
-    not (:func:`autopar_opt.export.megatron_import.runtime_flag_notes`)."""
-    from autopar_opt.spec.schema import MegatronArgsPlanSpec
-
-    if not isinstance(plan_section, MegatronArgsPlanSpec):
-        return []
-    from autopar_opt.export.megatron import parse_megatron_args
-    from autopar_opt.export.megatron_import import runtime_flag_notes
-
-    args = parse_megatron_args(plan_section.megatron_args)     # read once before: it parses
-    return [f"plan.megatron_args: {note}" for note in runtime_flag_notes(args, training)]
+                + link_notices(cluster) + command_line_notes(model.plan, training))
 
 
 def unused_measurements(graph: LayerGraph, space, plan) -> list[str]:

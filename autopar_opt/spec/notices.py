@@ -1,0 +1,49 @@
+"""What reading a spec says without refusing it: a value priced as given that the hardware
+does not run (a NIC above 800 Gb/s, an intra-node link above the device's NVLink), and what
+a Megatron-LM command line (``plan.megatron_args``) runs that the price does not. Each
+sentence goes to the spec's notices, which every output prints (QA round 10).
+"""
+
+from __future__ import annotations
+
+
+#: The fastest network interface shipping, GB/s per direction (800 Gb/s: ConnectX-8, the
+#: Quantum-X800 and Spectrum-X800 ports).
+FASTEST_NIC_GB_PER_S = 100.0
+
+
+def link_notices(cluster) -> list[str]:
+    """A sentence per link bandwidth beyond what the hardware runs: a NIC above 800 Gb/s (a
+    Gb/s figure written as GB/s?), an intra-node link above the device's own NVLink per
+    direction (a datasheet's both-directions figure?). Priced as given (QA round 10: 400 and
+    900 were taken without a word)."""
+    from autopar_opt.ir.hardware import DEFAULT_INTRA_NODE
+
+    out = []
+    nic = cluster.inter_node.bandwidth_gb_per_s
+    if cluster.nodes > 1 and nic > FASTEST_NIC_GB_PER_S:
+        out.append(f"cluster.inter_node.bandwidth_gb_per_s = {nic:g} GB/s per NIC is above the "
+                   f"fastest shipping NIC ({FASTEST_NIC_GB_PER_S:g} GB/s = 800 Gb/s): a Gb/s "
+                   f"figure written as GB/s? ({nic:g} Gb/s = {nic / 8:g} GB/s); priced as given")
+    own = DEFAULT_INTRA_NODE.get(cluster.device.name)
+    intra = cluster.intra_node.bandwidth_gb_per_s
+    if own is not None and cluster.gpus_per_node > 1 and intra > own.bandwidth_gb_per_s:
+        out.append(f"cluster.intra_node.bandwidth_gb_per_s = {intra:g} GB/s is above the "
+                   f"{cluster.device.name}'s NVLink per GPU and direction "
+                   f"({own.bandwidth_gb_per_s:g} GB/s): a datasheet's both-directions figure? "
+                   "priced as given")
+    return out
+
+
+def command_line_notes(plan_section, training) -> list[str]:
+    """What a Megatron-LM command line (``plan.megatron_args``) runs that the price does
+    not (:func:`autopar_opt.export.megatron_import.runtime_flag_notes`)."""
+    from autopar_opt.spec.schema import MegatronArgsPlanSpec
+
+    if not isinstance(plan_section, MegatronArgsPlanSpec):
+        return []
+    from autopar_opt.export.megatron import parse_megatron_args
+    from autopar_opt.export.megatron_import import runtime_flag_notes
+
+    args = parse_megatron_args(plan_section.megatron_args)     # read once before: it parses
+    return [f"plan.megatron_args: {note}" for note in runtime_flag_notes(args, training)]
