@@ -122,8 +122,7 @@ def _gemm(cluster: Cluster, training: Training, params: CostParams) -> list[str]
 
 def _attention(graph: LayerGraph, training: Training, arch: str) -> list[str]:
     rt = training.runtime
-    kernel = attention.kernel_for(rt.attention_kernel, rt.flash_attention, rt.flash_v2_attention,
-                                  rt.hopper_attention, arch)
+    kernel = attention.runtime_kernel(rt, arch)
     cores = sorted({(layer.head_dim, layer.attn_causal) for layer in graph.layers
                     if layer.flops_recompute_selective > 0}, key=str)
     if not cores:

@@ -372,3 +372,11 @@ def kernel_for(attention_kernel: str, flash_attention: bool, flash_v2: bool,
     if hopper_native and arch in ("hopper", "blackwell"):
         return "cudnn"
     return "flash_attention_2"
+
+
+def runtime_kernel(runtime, arch: str) -> str | None:
+    """:func:`kernel_for` of a :class:`~autopar_opt.ir.runtime.Runtime` on an ``arch`` GPU:
+    the one reading of its flags that compute, the assumptions and a spec's attention rule
+    share."""
+    return kernel_for(runtime.attention_kernel, runtime.flash_attention,
+                      runtime.flash_v2_attention, runtime.hopper_attention, arch)

@@ -165,8 +165,7 @@ def attention_lookup(layer: Layer, s: Strategy, ctx: StageContext) -> attention.
     each rank runs the whole sequence on ``heads/cp`` heads."""
     rt, dev = ctx.training.runtime, ctx.cluster.device
     arch = dev.arch or attention.UNKNOWN_ARCH
-    kernel = attention.kernel_for(rt.attention_kernel, rt.flash_attention, rt.flash_v2_attention,
-                                  rt.hopper_attention, arch)
+    kernel = attention.runtime_kernel(rt, arch)
     if kernel is None:
         return None
     seq = (ctx.training.seq_len or DEFAULT_SEQ) / (1 if rt.cp_splits_heads else max(s.cp, 1))

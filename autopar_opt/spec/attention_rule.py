@@ -35,8 +35,7 @@ def runs_fused(training: Training, cluster: Cluster) -> bool:
     """Whether the runtime runs a fused attention kernel on the cluster's GPU."""
     rt = training.runtime
     arch = cluster.device.arch or attention.UNKNOWN_ARCH
-    return attention.kernel_for(rt.attention_kernel, rt.flash_attention, rt.flash_v2_attention,
-                                rt.hopper_attention, arch) is not None
+    return attention.runtime_kernel(rt, arch) is not None
 
 
 def stated_flash(section) -> bool | None:
