@@ -141,12 +141,11 @@ def empty_space_problem(graph: LayerGraph, cluster: Cluster, training: Training,
                 f"no pipeline degree fits {cluster.num_devices} devices of "
                 f"{cluster.gpus_per_node} per node and the model's {len(graph.layers)} layers",
                 "list a divisor of the devices that whole stages can hold")
-    target = space.runs_on
-    tied = any(layer.tied_to for layer in graph.layers)
-    refused = [target.config_problem(pp, tied) for pp in degrees] if target is not None else []
-    if refused and all(refused):
+    refused = target_refusals(graph, cluster, space)
+    if refused and len(refused) == len(degrees):
         return ("search.pp_degrees", degrees, f"the target refuses every pipeline degree: "
-                f"{refused[0]}", "list a pipeline degree the target runs, or set target: none")
+                f"{next(iter(refused.values()))}",
+                "list a pipeline degree the target runs, or set target: none")
     if not microbatch_counts(training, space):
         return ("search.microbatches", list(space.microbatches or []),
                 f"no micro-batch count divides the global batch {training.global_batch_size}",
@@ -162,16 +161,22 @@ def empty_space_problem(graph: LayerGraph, cluster: Cluster, training: Training,
             f"{degrees} and micro-batch counts", "add 1f1b to search.schedules")
 
 
+def target_refusals(graph: LayerGraph, cluster: Cluster, space: SearchSpace) -> dict[int, str]:
+    """Pipeline degree -> why the space's target runs no plan with it
+    (:meth:`~autopar_opt.ir.target.Target.config_problem`), for the degrees it refuses."""
+    target = space.runs_on
+    if target is None:
+        return {}
+    tied = any(layer.tied_to for layer in graph.layers)
+    whys = {pp: target.config_problem(pp, tied) for pp in pipeline_degrees(graph, cluster, space)}
+    return {pp: why for pp, why in whys.items() if why}
+
+
 def target_dropped(graph: LayerGraph, cluster: Cluster, space: SearchSpace) -> str | None:
     """A sentence naming the pipeline degrees the target's own rules take out of the space
     (torchtitan pipelines no tied-embedding model), None when it takes none: they left
     without a word, and an infeasible answer advised more pipeline stages (QA round 10)."""
-    target = space.runs_on
-    if target is None:
-        return None
-    tied = any(layer.tied_to for layer in graph.layers)
-    dropped = {pp: target.config_problem(pp, tied) for pp in pipeline_degrees(graph, cluster, space)}
-    dropped = {pp: why for pp, why in dropped.items() if why}
+    dropped = target_refusals(graph, cluster, space)
     if not dropped:
         return None
     return (f"pipeline degrees {sorted(dropped)} are not searched: "
