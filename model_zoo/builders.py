@@ -140,8 +140,11 @@ def validate_dims(model: str, dims: dict[str, Any], defaults: dict[str, Any]) ->
     for key, value in dims.items():
         why = _check_value(value, defaults.get(key))
         if why:
-            raise ValueError(f"model {model!r}: {key}={value!r} {why} (default "
-                             f"{defaults.get(key)!r}; fix: pass a valid value or drop it)")
+            from autopar_opt.core.errors import yaml_flow    # as the spec writes it
+
+            raise ValueError(f"model {model!r}: {key} = {yaml_flow(value)} {why} (default "
+                             f"{yaml_flow(defaults.get(key))}; fix: give a valid value or "
+                             "drop it)")
     hidden, heads = dims.get("hidden"), dims.get("heads")
     if hidden and heads and hidden % heads:
         raise ValueError(f"model {model!r}: hidden={hidden} must be divisible by heads={heads} "

@@ -175,8 +175,8 @@ def build_model(name: str, seq_len: int | None = None,
         if key not in dims:
             raise ValueError(
                 f"model {name!r}: unknown override key {key!r}; allowed keys: "
-                f"{', '.join(sorted(dims))} (fix: use one of these, or seq_len= for the "
-                "sequence length)")
+                f"{', '.join(sorted(dims))} (fix: use one of these; a spec states the "
+                "sequence length as training.seq_len)")
         dims[key] = value
     if seq_len is not None:
         if "seq_len" not in dims:
