@@ -29,6 +29,9 @@ FORMATS: dict[str, str] = {".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".j
 
 #: Sections that may be given as a path to another file.
 INCLUDABLE: tuple[str, ...] = ("model", "cluster", "training")
+#: Sections that are mappings and cannot be files (``cost_model`` may name a fit file,
+#: ``description`` and ``target`` are texts).
+MAPPING_ONLY: tuple[str, ...] = ("search", "solver", "plan")
 
 
 def _problem(path: Path | str, rule: str, fix: str, key: str = "", value: Any = None) -> SpecProblem:
@@ -285,6 +288,15 @@ def resolve_includes(data: dict[str, Any], top: Path) -> tuple[dict[str, Any], d
     merged = dict(data)
     files: dict[str, str] = {}
     problems: list[SpecProblem] = []
+    for key, value in data.items():
+        # a file named for a section that cannot be one: say which can (QA round 10: "must
+        # be a valid dictionary")
+        if key in MAPPING_ONLY and isinstance(value, str) \
+                and Path(value).suffix.lower() in FORMATS:
+            problems.append(SpecProblem(str(top), str(key), value, "only the "
+                                        f"{', '.join(INCLUDABLE)} sections may be files",
+                                        f"write the {key} section inline, as a mapping"))
+            merged.pop(key)
     for key in INCLUDABLE:
         value = merged.get(key)
         if not isinstance(value, str):

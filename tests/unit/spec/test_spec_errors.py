@@ -571,3 +571,12 @@ def test_a_described_device_named_like_a_catalog_part_is_refused_spec(tmp_path):
 def test_a_top_level_scalar_is_named_in_words(tmp_path):
     """QA round 10: "the top level is a int"."""
     _refused_spec(tmp_path, "42\n", "the top level is an integer, not a mapping")
+
+
+def test_a_section_that_cannot_be_a_file_says_which_can(tmp_path):
+    """QA round 10: search: sub/search.yaml got "must be a valid dictionary"."""
+    said = _refused_spec(tmp_path, _small(search="sub/search.yaml"),
+                         r"search = 'sub/search\.yaml': only the model, cluster, training "
+                         r"sections may be files")
+    assert "valid dictionary" not in said
+    assert _load_small(tmp_path, {**_small(), "description": "notes.yaml"}).graph is not None
