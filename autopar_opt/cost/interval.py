@@ -44,7 +44,7 @@ residuals of those that do and says it is wide for that reason.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -145,15 +145,13 @@ class Interval:
 
     def scaled(self, factor: float) -> "Interval":
         """The same interval for ``value·factor`` (e.g. seconds -> hours)."""
-        return Interval(self.value * factor, self.low * factor, self.high * factor, self.level,
-                        self.n, self.exact, self.kept, self.regime, self.wide, self.sources,
-                        self.measured, self.unlike)
+        return replace(self, value=self.value * factor, low=self.low * factor,
+                       high=self.high * factor)
 
     def inverse(self, numerator: float = 1.0) -> "Interval":
         """The interval of ``numerator / value`` (a rate from a time)."""
-        return Interval(numerator / self.value, numerator / self.high, numerator / self.low,
-                        self.level, self.n, self.exact, self.kept, self.regime, self.wide,
-                        self.sources, self.measured, self.unlike)
+        return replace(self, value=numerator / self.value, low=numerator / self.high,
+                       high=numerator / self.low)
 
     def to_dict(self) -> dict:
         return {"value": self.value, "low": self.low, "high": self.high, "level": self.level,
@@ -252,8 +250,6 @@ def plan_interval(graph, cluster, training, plan, iteration_time_s: float,
     """The interval of a priced plan's iteration time (its regime:
     :func:`autopar_opt.cost.regime.regime_of`)."""
     from autopar_opt.cost.regime import regime_of
-
-    from dataclasses import replace
 
     found = interval_for(regime_of(graph, cluster, training, plan, strategy), iteration_time_s)
     tps = {n: s.tp for st in plan.stages for n, s in zip(st.layers, st.strategies)} \
