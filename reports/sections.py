@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from autopar_opt.core.result import recomputed_share
 from autopar_opt.reports.document import ReportInputError, to_float
 from autopar_opt.reports.formatting import fmt_gib, fmt_pct, fmt_rate, fmt_time, fmt_time_range, fmt_value
 from autopar_opt.reports.timeline import idle_times, makespan, simulate
@@ -256,9 +257,9 @@ def breakdown_section(doc: dict) -> list[dict] | None:
             label = "compute (recomputation included)"
         rows.append({"part": label, "time": fmt_time(val),
                      "share": fmt_pct(val / total if total else None, 1)})
-        if key == "compute_s" and mfu and hfu and hfu > mfu:
-            # the part the user-plan comparison lists apart: compute·(1 - MFU/HFU)
-            part = val * (1.0 - mfu / hfu)
+        share = recomputed_share(mfu, hfu)
+        if key == "compute_s" and mfu and share > 0:
+            part = val * share          # the part the user-plan comparison lists apart
             rows.append({"part": "of which recomputation", "time": fmt_time(part),
                          "share": fmt_pct(part / total if total else None, 1)})
     return rows

@@ -201,6 +201,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
     from autopar_opt.cost.assumptions import cost_assumptions
     from autopar_opt.ir.arch import describe
     from autopar_opt.ir.window import windows_text
+    from autopar_opt.core.result import recomputed_share
     from autopar_opt.reports.formatting import causal_mfu_note
 
     plan = spec.plan
@@ -239,9 +240,9 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
         val = metrics.breakdown.get(key, 0.0)
         share = val / metrics.iteration_time_s if metrics.iteration_time_s else 0.0
         lines.append(f"  {label:<27} {val:10.4g}  ({100 * share:5.1f} %)")
-        if key == "compute_s" and metrics.hfu > metrics.mfu > 0:
-            # the part solve's comparison lists apart (QA round 10): compute·(1 - MFU/HFU)
-            part = val * (1.0 - metrics.mfu / metrics.hfu)
+        share = recomputed_share(metrics.mfu, metrics.hfu)
+        if key == "compute_s" and metrics.mfu > 0 and share > 0:
+            part = val * share          # the part solve's comparison lists apart (QA round 10)
             lines.append(f"    {'of which recomputation':<25} {part:10.4g}  "
                          f"({100 * part / metrics.iteration_time_s:5.1f} %)")
     lines.append("memory per device (GiB), by stage:")

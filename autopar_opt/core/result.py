@@ -127,3 +127,12 @@ class SolveResult:
 
     def with_(self, **changes) -> "SolveResult":
         return replace(self, **changes)
+
+
+def recomputed_share(mfu: float | None, hfu: float | None) -> float:
+    """The share of a plan's compute time that recomputes: ``1 - MFU/HFU`` (MFU counts the
+    model's FLOPs, HFU the hardware's, the recomputed forward included); 0 without an HFU.
+    One reading for solve's comparison, estimate's breakdown and the report's."""
+    if mfu is None or not hfu or hfu <= 0:
+        return 0.0
+    return max(1.0 - mfu / hfu, 0.0)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from autopar_opt.core.result import recomputed_share
 from autopar_opt.cost.evaluate import PlanMetrics
 
 #: Relative difference of the iteration times above which the comparison is explained.
@@ -50,8 +51,7 @@ def terms(metrics: PlanMetrics) -> dict[str, float]:
     """The breakdown with compute split into compute without recomputation and
     recomputation (``compute · (1 - MFU/HFU)``); seconds per iteration."""
     out = {k: float(metrics.breakdown.get(k, 0.0)) for k, _ in TERMS if k != "recompute_s"}
-    share = 1.0 - metrics.mfu / metrics.hfu if metrics.hfu > 0 else 0.0
-    out["recompute_s"] = out["compute_s"] * max(share, 0.0)
+    out["recompute_s"] = out["compute_s"] * recomputed_share(metrics.mfu, metrics.hfu)
     out["compute_s"] -= out["recompute_s"]
     return out
 
