@@ -45,14 +45,8 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
         origin = label or origin
         if config.get("model_type") == "vit":     # tokens come from the image, not a length
             if seq_len is not None:               # QA round 10: ignored without a word
-                from autopar_opt.cli.options import raise_if_any
-                from autopar_opt.core.errors import SpecProblem
-                from autopar_opt.core.files import COMMAND_LINE
-
-                raise_if_any([SpecProblem(COMMAND_LINE, "--seq-len", seq_len,
-                                          f"{path} is a vision transformer: its token count "
-                                          "is its image's (patches and the class token)",
-                                          "drop --seq-len")])
+                _refuse_seq_len(seq_len, f"{path} is a vision transformer: its token count "
+                                "is its image's (patches and the class token)")
             graph = build_hf_graph(config, None, origin=str(origin))
             return graph, f"seq_len {graph.seq_len} (patches of the image, and the class token)"
         own = max_positions(config)
@@ -68,14 +62,9 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
 
     spec = load_spec(p)
     if seq_len is not None:         # else silently ignored: the spec's own length is used
-        from autopar_opt.cli.options import raise_if_any
-        from autopar_opt.core.files import COMMAND_LINE
-        from autopar_opt.core.errors import SpecProblem
-
-        raise_if_any([SpecProblem(COMMAND_LINE, "--seq-len", seq_len, f"applies to a bare "
-                                  f"config.json; {path} is a spec (its sequence length is "
-                                  f"{spec.graph.seq_len})", "set training.seq_len in the spec, "
-                                  "or drop --seq-len")])
+        _refuse_seq_len(seq_len, f"applies to a bare config.json; {path} is a spec (its "
+                        f"sequence length is {spec.graph.seq_len})",
+                        "set training.seq_len in the spec, or drop --seq-len")
     training = spec.raw.get("training") if isinstance(spec.raw, dict) else None
     stated = training.get("seq_len") if isinstance(training, dict) else None
     # the spec may state none: the model's own is then taken (QA round 10: "(from the spec)")
@@ -84,6 +73,15 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
     return spec.graph, (f"seq_len {spec.graph.seq_len} (training.seq_len)" if stated is not None
                         else f"seq_len {spec.graph.seq_len} (the model's own; the spec states "
                              "no training.seq_len)")
+
+
+def _refuse_seq_len(seq_len: int, rule: str, fix: str = "drop --seq-len") -> None:
+    """Exit 2 naming ``--seq-len`` with ``rule`` and ``fix`` (the option does not apply)."""
+    from autopar_opt.cli.options import raise_if_any
+    from autopar_opt.core.errors import SpecProblem
+    from autopar_opt.core.files import COMMAND_LINE
+
+    raise_if_any([SpecProblem(COMMAND_LINE, "--seq-len", seq_len, rule, fix)])
 
 
 def _zoo_graph(name: str, seq_len: int | None) -> tuple[LayerGraph, str]:
@@ -96,13 +94,8 @@ def _zoo_graph(name: str, seq_len: int | None) -> tuple[LayerGraph, str]:
     except ValueError as exc:       # a vision model's token count is its image's (QA round 10)
         if not seq_len or "seq_len" not in str(exc):
             raise
-        from autopar_opt.cli.options import raise_if_any
-        from autopar_opt.core.errors import SpecProblem
-        from autopar_opt.core.files import COMMAND_LINE
-
-        raise_if_any([SpecProblem(COMMAND_LINE, "--seq-len", seq_len,
-                                  f"zoo model {name!r} has no sequence length to set (its input "
-                                  "is an image, or it has none)", "drop --seq-len")])
+        _refuse_seq_len(seq_len, f"zoo model {name!r} has no sequence length to set (its input "
+                        "is an image, or it has none)")
         raise
     return graph, (f"seq_len {graph.seq_len}" if seq_len else
                    f"seq_len {graph.seq_len} (the zoo model's; --seq-len to change)")
