@@ -16,6 +16,7 @@ from markupsafe import Markup
 
 from autopar_opt.reports.capacity_charts import pareto_svg, scaling_svg
 from autopar_opt.reports.render import _environment, write_atomic
+from autopar_opt.reports.formatting import runs_behind
 
 TEMPLATE = "capacity.html.j2"
 
@@ -42,9 +43,8 @@ def _rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
                      "gap": "-" if e["gap"] is None else f"{100 * e['gap']:.2f}%",
                      "days": _interval(e["time_to_train_days"], ".3g"),
                      "days_measured": (_interval(e["model_error"]["time_to_train_days"], ".3g")
-                                       + f" (from {e['model_error'].get('comparable_runs', '?')} "
-                                       "runs" + (", wide" if e["model_error"].get("wide") else "")
-                                       + ")" if e.get("model_error") else "-"),
+                                       + f" (from {runs_behind(e['model_error'])})"
+                                       if e.get("model_error") else "-"),
                      "cost": _interval(e["cost"], ",.0f"),
                      "tokens": _interval(e["throughput_tokens_per_s"], ".3g"),
                      "meets": e["meets"], "frontier": e["id"] in front,

@@ -103,6 +103,14 @@ def tokens_rate(tokens_per_s: float | None, sequence: bool) -> str:
     return fmt_rate(tokens_per_s, "tokens/s") if sequence else NO_TOKENS
 
 
+def runs_behind(model_error: dict) -> str:
+    """``"23 runs"`` (``", wide"`` added for a wide interval): the comparable published runs a
+    capacity scenario's model-error interval stands on (QA round 10: capacity.json alone
+    said it)."""
+    wide = ", wide" if model_error.get("wide") else ""
+    return f"{model_error.get('comparable_runs', '?')} runs{wide}"
+
+
 def fmt_time_range(low: float | None, high: float | None) -> str:
     """Both ends of a time interval in one unit, the larger end's (``0.867 – 1.140 s``, not
     ``866.72 ms – 1.140 s``: QA round 10)."""

@@ -31,6 +31,7 @@ from autopar_opt.capacity.store import ResultStore, default_store_path
 from autopar_opt.capacity.sweep import Sweep, load_sweep
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
 from autopar_opt.cli.solve import write_atomic
+from autopar_opt.reports.formatting import runs_behind
 
 EXIT_INTERRUPTED = 130
 #: Some scenario's search raised (e.g. its solver is not installed); the others are stored.
@@ -84,8 +85,7 @@ def print_summary(doc: dict[str, Any], console: Console) -> None:
         model_err = e.get("model_error") or {}
         err = model_err.get("time_to_train_days")
         # with the count of comparable runs it stands on (QA round 10: capacity.json only)
-        said = (f"{_interval(err, '.3g')} ({model_err.get('comparable_runs', '?')} runs"
-                f"{', wide' if model_err.get('wide') else ''})") if err else "-"
+        said = f"{_interval(err, '.3g')} ({runs_behind(model_err)})" if err else "-"
         table.add_row(escape(e["id"]), status, gap, _interval(e["time_to_train_days"], ".3g"),
                       said, _interval(e["cost"], ",.0f"), e["meets"])
     console.print(table)
