@@ -174,11 +174,16 @@ class CostParams:
                 changes[key] = merged
         return replace(self, **changes)
 
+    def updated_known(self, data: dict) -> "CostParams":
+        """These parameters with the known keys of ``data`` applied (:meth:`updated`);
+        other keys (a fit file's bookkeeping) are left out."""
+        names = {f.name for f in fields(self)}
+        return self.updated({k: v for k, v in data.items() if k in names})
+
     @classmethod
     def from_dict(cls, data: dict) -> "CostParams":
         """Known keys of ``data`` over the defaults (per-device dicts merged)."""
-        names = {f.name for f in fields(cls)}
-        return cls().updated({k: v for k, v in data.items() if k in names})
+        return cls().updated_known(data)
 
 
 #: Device memory outside PyTorch's caching allocator (GiB), measured on one H200 after a bf16

@@ -7,7 +7,6 @@ divide the device count, HiGHS asked for an MIQP, ...) with their fix.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -614,9 +613,7 @@ def build_cost_params(section: CostModelSection | str | None, cluster: Cluster |
             return default_params()
         # what the file states over the shipped calibration, as the inline keys are: a
         # one-key file reset every other parameter to its uncalibrated prior (QA round 10)
-        names = {f.name for f in dataclasses.fields(CostParams)}
-        body = {k: v for k, v in body.items() if k in names}
-        base = base.updated(body)
+        base = base.updated_known(body)
     else:
         body = {}
     known = list(DEVICE_CATALOG) + ([cluster.device.name] if cluster else [])
