@@ -18,7 +18,7 @@ from markupsafe import Markup
 
 from autopar_opt import __version__
 from autopar_opt.core.result import above_bound_text, bound_above
-from autopar_opt.reports.formatting import alone_words, has_sequence
+from autopar_opt.reports.formatting import NO_TOKENS, alone_words, has_sequence
 
 #: Configuration rows shown in the report (all are in plan.json).
 MAX_ROWS = 60
@@ -193,8 +193,8 @@ def build_context(doc: dict) -> dict:
             "best": doc["best_configuration"] or "—", "primal": _fmt(primal), "bound": _fmt(bound),
             "gap": "—" if gap is None or not math.isfinite(gap) else f"{100 * gap:.4g}%",
             "metrics": {"samples_per_s": _fmt(m.get("samples_per_s")),
-                        "tokens_per_s": _fmt(m.get("tokens_per_s")) if has_sequence(doc)
-                        else "none (no sequence length)",
+                        "tokens_per_s": f"{_fmt(m.get('tokens_per_s'))} tokens/s"
+                        if has_sequence(doc) else NO_TOKENS,
                         "mfu": "—" if m.get("mfu") is None else f"{100 * m['mfu']:.1f}%",
                         "sync_s": _fmt(m.get("sync_s"))},
             "placement": [{**p, "time": _fmt(p["time_s"]), "memory": _fmt(p["peak_memory_gib"]),

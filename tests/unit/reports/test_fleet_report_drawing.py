@@ -79,3 +79,24 @@ def test_every_stage_is_drawn_inside_its_group_at_its_ranks(link, fast, shape) -
     assert unused == (set() if shape is ReplicaPlan else {0})   # the slow link: the A100s idle
     text = " ".join(t.text or "" for t in svg.iter(f"{NS}text"))
     assert text.count("not used by the plan") == len(unused)
+
+
+@pytest.mark.parametrize("seq_len", [1024, None])
+def test_the_fleet_headline_writes_tokens_per_second_once(seq_len):
+    """With a sequence, "N tokens/s"; without one (a CNN), the no-sequence text alone, not
+    "none (no sequence length) tokens/s" (QA round 10's fix, as first written)."""
+    import copy
+
+    from autopar_opt.reports.formatting import NO_TOKENS
+    from reports.fleet import render_fleet_html
+
+    fleet = two_groups(slow=(1, 2), fast=(1, 2), link_gb_per_s=25.0)
+    graph, training = random_chain(4, 3), Training(global_batch_size=128, seq_len=1024)
+    options = SearchOptions(solver="dp", rel_gap=0.0, time_limit_s=120)
+    res = run_fleet_search(graph, fleet, training, SPACE, NO_OVERHEAD, options, split_parts=8)
+    doc = copy.deepcopy(build_fleet_document("x.yaml", graph, fleet, training, SPACE, NO_OVERHEAD,
+                                             options, res, 16))
+    doc["spec"]["training"]["seq_len"] = seq_len
+    html = render_fleet_html(doc)
+    assert "tokens/s tokens/s" not in html and "length) tokens/s" not in html
+    assert (NO_TOKENS in html) == (seq_len is None)
