@@ -16,9 +16,7 @@ Examples
 
 from __future__ import annotations
 
-import dataclasses
-
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -196,7 +194,7 @@ def build_model(name: str, seq_len: int | None = None,
         # the model's own context is its published length, not the one asked for, so that
         # a longer sequence is said (ir.arch.positions_notice; QA round 10: GPT-3 at 200k
         # tokens, a learned table of 2,048 rows, without a word; the Hugging Face path said it)
-        graph.arch = dataclasses.replace(arch, max_positions=published)
+        graph.arch = replace(arch, max_positions=published)
     return graph
 
 

@@ -6,7 +6,6 @@ about a third of a peer solve's start-up)."""
 from __future__ import annotations
 
 import re
-
 import types
 import typing
 from typing import Annotated, Any, Literal, Union
