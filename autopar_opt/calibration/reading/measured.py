@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from autopar_opt.calibration.reading.errors import Unmodelable
 from autopar_opt.calibration.reading.schema import Measured
 
-#: Every throughput key :func:`pick_throughput` reads, with its unit.
+#: Every throughput key :func:`pick_throughput` reads, with its unit, in its order of
+#: preference (measured rates first, FLOP-derived figures last).
 THROUGHPUT_UNITS: dict[str, str] = {
     "iteration_time_s": "seconds per iteration", "tokens_per_sec_per_gpu": "tokens/s per GPU",
     "tokens_per_sec_total": "tokens/s of all GPUs", "tokens_per_sec": "tokens/s of all GPUs",
@@ -104,19 +105,13 @@ def _positive(value: object) -> float | None:
     return float(value) if ok else None
 
 
-#: The order :func:`pick_throughput` prefers the throughput keys in.
-PREFERENCE = ("iteration_time_s", "tokens_per_sec_per_gpu", "tokens_per_sec_total",
-              "tokens_per_sec", "tokens_per_second", "samples_per_sec",
-              "samples_per_sec_from_log", "sequences_per_sec", "mfu_pct", "tflops_per_gpu",
-              "aggregate_pflops")
-
-
 def stated_throughputs(measured: Measured) -> list[Throughput]:
-    """Every usable throughput figure the record states, in the order of preference
-    (a key under ``measured.other`` after the same key at the top level)."""
+    """Every usable throughput figure the record states, in the order of preference (that of
+    :data:`THROUGHPUT_UNITS`; a key under ``measured.other`` after the same key at the top
+    level)."""
     other = measured.other()
     out = []
-    for key in PREFERENCE:
+    for key in THROUGHPUT_UNITS:
         places = [("", measured.model_extra or {})]
         if key in OTHER_TOO:
             places.append(("other.", other))
