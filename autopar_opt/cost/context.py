@@ -6,8 +6,9 @@ compute, communication and memory models of :mod:`autopar_opt.cost` share."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from autopar_opt.cost import attention
 from autopar_opt.cost.params import CostParams
 from autopar_opt.ir.hardware import Cluster, GIB, LinkTier
 from autopar_opt.ir.training import Training
@@ -27,6 +28,17 @@ class StageContext:
     #: (tied parameters are copied and their gradients all-reduced over it);
     #: None with one stage (:func:`autopar_opt.ir.pipeline.tie_tier`)
     tie_tier: LinkTier | None = None
+
+    def __post_init__(self) -> None:
+        # A flash runtime on a GPU with no fused attention kernel runs the unfused core,
+        # which keeps its scores (memory.activation_bytes reads the runtime's flag). A
+        # plain cluster's spec has already said so (spec/attention_rule.py); a fleet's
+        # groups may differ, so each stage's context states its own GPU's kernel.
+        rt = self.training.runtime
+        if rt.flash_attention and attention.runtime_kernel(
+                rt, self.cluster.device.arch or attention.UNKNOWN_ARCH) is None:
+            object.__setattr__(self, "training", replace(
+                self.training, runtime=replace(rt, flash_attention=False)))
 
     def tier(self, group_span: int) -> LinkTier:
         """Tier binding a group covering ``group_span`` consecutive ranks of the stage."""

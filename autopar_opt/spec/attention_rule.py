@@ -17,6 +17,11 @@ GPU, the model is rebuilt with its score activations, and the runtime's
 compute, memory and the assumptions agree. A stated ``flash_attention`` (the
 Hugging Face section's key, a zoo override) that the runtime contradicts is
 refused, with the runtime option that would make it true.
+
+A fleet's groups may differ (a flash runtime on A100 and V100 groups): the
+model is then built with its scores and each stage's context keeps them only on
+a GPU that runs no fused kernel (:class:`autopar_opt.cost.context.StageContext`);
+a stated ``flash_attention`` is true of some groups only and is refused.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from autopar_opt.core.errors import ProblemList
 from autopar_opt.cost import attention
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
+from autopar_opt.ir.fleet import Fleet
 from autopar_opt.ir.training import Training
 from autopar_opt.spec.schema import HfModelSpec, ZooModelSpec
 
@@ -84,3 +90,27 @@ def reconcile(section, graph: LayerGraph, training: Training, cluster: Cluster,
     if rt.flash_attention:      # a flash runtime on a GPU without the kernel: none runs
         training = replace(training, runtime=replace(rt, flash_attention=False))
     return stated is None and scores_left_out(graph), training
+
+
+def reconcile_fleet(section, graph: LayerGraph, training: Training, fleet: Fleet,
+                    out: ProblemList) -> tuple[bool, Training]:
+    """:func:`reconcile` over a fleet's groups: as for one cluster when every group's
+    GPU agrees (all fused or none); otherwise the graph is rebuilt with its scores
+    (unless the section states ``flash_attention``, which is then refused: it holds on
+    some groups only) and the runtime is kept, each stage pricing its own GPU's kernel."""
+    groups = list(fleet.groups)
+    fused = [runs_fused(training, g) for g in groups]
+    if all(fused) or not any(fused):
+        return reconcile(section, graph, training, groups[0], out)
+    stated = stated_flash(section)
+    if stated is not None:
+        key = ("model.flash_attention" if isinstance(section, HfModelSpec)
+               else "model.overrides.flash_attention")
+        yes = sorted({g.device.name for g, f in zip(groups, fused) if f})
+        no = sorted({g.device.name for g, f in zip(groups, fused) if not f})
+        out.add(key, stated, f"the fleet's groups run different attention kernels under runtime "
+                f"{training.runtime.name} ({', '.join(yes)}: fused, keeps no score matrix; "
+                f"{', '.join(no)}: unfused, keeps it), so the key is true of some groups only",
+                "drop the key: each group's memory then follows its own GPU's kernel")
+        return False, training
+    return scores_left_out(graph), training

@@ -170,6 +170,11 @@ def _build_fleet_spec(model: SpecFile, data: dict[str, Any], path: Path, graph: 
     training = build_training(model.training, graph, first, out)
     for g in groups[1:]:
         build_training(model.training, graph, g, out)
+    if graph is not None and fleet is not None and training is not None:
+        # the attention core each group's GPU runs decides what it keeps
+        rebuild, training = attention_rule.reconcile_fleet(model.model, graph, training, fleet, out)
+        if rebuild:
+            graph = build_graph(model.model, model.training.seq_len, out, flash_attention=False)
     several = len(model.cluster.groups) > 1      # as written: every problem in one pass
     if several:
         # no framework runs one pipeline over groups of different devices, and export

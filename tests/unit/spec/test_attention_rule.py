@@ -95,3 +95,51 @@ def test_a_megatron_command_line_says_what_the_runtime_prices_instead(tmp_path):
                                      "--overlap-grad-reduce --tp-comm-overlap")
     path.write_text(yaml.safe_dump(data))
     assert not any("megatron_args" in n for n in load_spec(path).notices)
+
+
+def _fleet_spec(tmp_path, runtime: str, model: str | None = None):
+    """Llama-3-8B at 4k on a fleet of an A100 node beside a V100 node (fp16: both run it)."""
+    data = {"model": yaml.safe_load(model) if model else {"zoo": "llama3-8b"},
+            "cluster": {"name": "mix", "groups": [
+                {"name": "a100", "device": "A100-80GB", "nodes": 1, "gpus_per_node": 8},
+                {"name": "v100", "device": "V100-32GB", "nodes": 1, "gpus_per_node": 8}],
+                "links": [{"between": ["a100", "v100"], "bandwidth_gb_per_s": 12.5,
+                                     "latency_us": 20}]},
+            "training": {"global_batch_size": 8, "seq_len": 4096, "runtime": runtime,
+                         "dtype": "fp16"}}
+    path = tmp_path / f"fleet_{runtime}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_fleet_keeps_the_scores_on_the_groups_whose_gpu_runs_the_unfused_core(tmp_path):
+    """A flash runtime on A100 and V100 groups: the V100 group runs the unfused core and
+    keeps 4·a·s² bytes per layer per sample (Korthikanti et al. Eq. 2, no dropout), the
+    A100 group none (session 30 left fleets out of the rule: both groups left them out)."""
+    from autopar_opt.cost.context import StageContext
+    from autopar_opt.cost.memory import activation_bytes
+    from autopar_opt.ir.strategies import Strategy
+    spec = load_spec(_fleet_spec(tmp_path, "megatron-core"))
+    assert spec.training.runtime.flash_attention            # the A100 group runs it fused
+    block = next(layer for layer in spec.graph.layers if layer.act_attn_bytes > 0)
+    a100, v100 = spec.fleet.groups
+    s = Strategy(tp=8, dp=1)
+    kept = {}
+    for group in (a100, v100):
+        ctx = StageContext(group, spec.training, spec.cost_params, 8, 1)
+        kept[group.name] = activation_bytes(block, s, 1, training=ctx.training)
+    assert kept["v100"] - kept["a100"] == pytest.approx(4 * 32 * 4096 ** 2 / 8, rel=1e-9)
+
+
+def test_a_fleet_under_an_unfused_runtime_is_built_with_its_scores(tmp_path):
+    spec = load_spec(_fleet_spec(tmp_path, "megatron-lm"))
+    assert not spec.training.runtime.flash_attention
+    assert any(layer.act_attn_bytes > 0 for layer in spec.graph.layers)
+
+
+def test_a_stated_flag_true_of_some_groups_only_is_refused(tmp_path):
+    with pytest.raises(SpecError) as err:
+        load_spec(_fleet_spec(tmp_path, "megatron-core",
+                              model="{hf_config: llama-3.1-8b, flash_attention: true}"))
+    text = str(err.value)
+    assert "true of some groups only" in text and "V100-32GB: unfused" in text
