@@ -49,9 +49,20 @@ class _TooDeep(Exception):
 class _DuplicateKey(Exception):
     """Raised for a key given twice in one mapping (YAML or JSON)."""
 
-    def __init__(self, key: str, line: int | None = None, first: int | None = None) -> None:
+    def __init__(self, key: str, line: int | None = None, first: int | None = None,
+                 within: str = "") -> None:
         super().__init__(key)
-        self.key, self.line, self.first = key, line, first
+        self.key, self.line, self.first, self.within = key, line, first, within
+
+    @property
+    def path(self) -> str:
+        """The repeated key with the path of its mapping (``training.seq_len``)."""
+        return f"{self.within}.{self.key}" if self.within else str(self.key)
+
+
+def _dotted(parts: list[str]) -> str:
+    """``["search", "[0]", "tp"]`` -> ``search[0].tp``."""
+    return "".join(p if p.startswith("[") or i == 0 else "." + p for i, p in enumerate(parts))
 
 
 class _LimitsMixin:
@@ -62,13 +73,26 @@ class _LimitsMixin:
     _depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
+        # the path of each mapping, for a duplicate key's message: a mapping value's
+        # index is its key node, a sequence item's its position (PyYAML's Composer)
+        keys: list[str] = self.__dict__.setdefault("_keys", [])
+        label = (str(index.value) if isinstance(parent, yaml.MappingNode)
+                 and isinstance(index, yaml.ScalarNode) else f"[{index}]"
+                 if isinstance(parent, yaml.SequenceNode) and isinstance(index, int) else None)
+        if label is not None:
+            keys.append(label)
         self._depth += 1
         try:
             if self._depth > limits.MAX_DEPTH:
                 raise _TooDeep(self.peek_event().start_mark.line + 1)
-            return super().compose_node(parent, index)
+            node = super().compose_node(parent, index)
+            if isinstance(node, yaml.MappingNode):
+                self.__dict__.setdefault("_where", {})[id(node)] = _dotted(keys)
+            return node
         finally:
             self._depth -= 1
+            if label is not None:
+                keys.pop()
 
     def construct_yaml_int(self, node: Any) -> Any:
         """An integer literal of more than :data:`limits.MAX_INT_DIGITS` digits becomes a
@@ -87,7 +111,8 @@ class _LimitsMixin:
                 ident = (key_node.tag, key_node.value)
                 line = key_node.start_mark.line + 1
                 if ident in seen:
-                    raise _DuplicateKey(key_node.value, line, seen[ident])
+                    raise _DuplicateKey(key_node.value, line, seen[ident],
+                                        self.__dict__.get("_where", {}).get(id(node), ""))
                 seen[ident] = line
         return super().construct_mapping(node, deep)
 
@@ -140,12 +165,39 @@ def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+class _Pairs(list):
+    """A JSON object read as its (key, value) pairs, to find a repeated key's path."""
+
+
+def _json_duplicate_within(text: str, key: str) -> str:
+    """The path of the first JSON object that repeats ``key`` ("" if not found)."""
+    try:
+        tree = json.loads(text, object_pairs_hook=_Pairs, parse_int=limits.read_int)
+    except (ValueError, RecursionError):
+        return ""
+    todo: list[tuple[Any, list[str]]] = [(tree, [])]
+    while todo:
+        node, where = todo.pop(0)
+        if isinstance(node, _Pairs):
+            names = [k for k, _ in node]
+            if names.count(key) > 1:
+                return _dotted(where)
+            todo += [(v, where + [k]) for k, v in node]
+        elif isinstance(node, list):
+            todo += [(v, where + [f"[{i}]"]) for i, v in enumerate(node)]
+    return ""
+
+
 def _load_text(text: str, fmt: str) -> Any:
     if fmt == "yaml":
         return yaml.load(text, Loader=_SpecYamlLoader)   # SafeLoader underneath
     if fmt == "toml":
         return tomllib.loads(text)
-    return json.loads(text, object_pairs_hook=_json_pairs, parse_int=limits.read_int)
+    try:
+        return json.loads(text, object_pairs_hook=_json_pairs, parse_int=limits.read_int)
+    except _DuplicateKey as exc:
+        exc.within = _json_duplicate_within(text, exc.key)
+        raise
 
 
 def _parse(text: str, fmt: str, path: Path) -> Any:
@@ -165,7 +217,7 @@ def _parse(text: str, fmt: str, path: Path) -> Any:
         where = f" at line {exc.line} (first at line {exc.first})" if exc.line else ""
         raise SpecError([_problem(path, f"duplicate key {exc.key!r}{where}",
                                   "give each key once in its mapping; delete or merge the "
-                                  "repeated entry", key=str(exc.key)[:limits.MAX_KEY_CHARS])]) from None
+                                  "repeated entry", key=exc.path[:limits.MAX_KEY_CHARS])]) from None
     except (ValueError, OverflowError) as exc:   # an integer over Python's 4300-digit limit
         from autopar_opt.core.reading import huge_integer_line      # (TOML), an impossible date
 

@@ -110,9 +110,14 @@ CASES = [
      r"duplicate key 'training' at line 14 \(first at line 8\)"),
     ("duplicate_nested_yaml_key", "s.yaml",
      "model: {zoo: debug, zoo: gpt-1.7b}\ncluster: {zoo: dgx-a100-8}\ntraining: {global_batch_size: 8}\n",
-     r"duplicate key 'zoo' at line 1"),
+     r"model\.zoo: duplicate key 'zoo' at line 1"),
+    ("duplicate_deep_yaml_key", "s.yaml", "model: {zoo: debug}\ncluster: {zoo: dgx-a100-8}\n"
+     "training: {global_batch_size: 8}\nsearch:\n  layer_groups:\n    - {tp: 1, tp: 2}\n",
+     r"search\.layer_groups\[0\]\.tp: duplicate key 'tp' at line 6"),
     ("duplicate_json_key", "s.json", '{"model": {"zoo": "debug"}, "model": {"zoo": "debug"}}',
      r"duplicate key 'model'"),
+    ("duplicate_deep_json_key", "s.json", '{"model": {"zoo": "debug"}, "training": '
+     '{"x": [{"a": 1}, {"a": 1, "a": 2}]}}', r"training\.x\[1\]\.a: duplicate key 'a'"),
     ("include_directory", "s.yaml", _with("model", "sub.yaml"), r"sub\.yaml: model: the file is a "
      r"directory \(included by model: 'sub\.yaml'\)"),
     ("include_too_long", "s.yaml", _with("model", "a" * 4000 + ".yaml"),
