@@ -201,10 +201,14 @@ def schedules_line(space: dict) -> str:
     if not names:
         return ""
     source = space.get("schedules_source") or "search.schedules"
+    # search/configs.outer_configs: a one-stage configuration is 1F1B's, whatever is listed
+    one = ("; one stage (pp 1) has no pipeline schedule: its rows read 1f1b"
+           if "interleaved" in names and "1f1b" not in names and 1 in (space.get("pp_degrees") or [1])
+           else "")
     if source == "search.schedules":
-        return f"schedules searched: {', '.join(names)} (search.schedules)"
+        return f"schedules searched: {', '.join(names)} (search.schedules{one})"
     return (f"schedules searched: {', '.join(names)} (search.schedules not stated: the "
-            f"{source}; state search.schedules to choose)")
+            f"{source}; state search.schedules to choose{one})")
 
 
 def runnability_line(run: dict) -> str:

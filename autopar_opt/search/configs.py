@@ -82,7 +82,10 @@ def outer_configs(graph: LayerGraph, cluster: Cluster, training: Training,
     """Every outer configuration the spec allows, in a stable order.
 
     A pipeline with one stage has no bubble, so only one schedule is kept for
-    ``pp == 1`` (1F1B when allowed): the others are the same plan. Under a
+    ``pp == 1`` (1F1B when allowed): the others are the same plan. It is called
+    1F1B when only the interleaved schedule is listed too: one stage has no virtual
+    stages (Megatron-Core runs ``forward_backward_no_pipelining`` either way), and a
+    one-stage plan labelled interleaved misread as a pipeline (QA round 10). Under a
     target (``space.runs_on``) stages are congruent and pipeline degrees the
     framework refuses for this model are not in the space
     (:meth:`~autopar_opt.ir.target.Target.config_problem`). The interleaved
@@ -107,7 +110,8 @@ def outer_configs(graph: LayerGraph, cluster: Cluster, training: Training,
         for c in microbatch_counts(training, space):
             scheds = schedules
             if pp == 1:
-                scheds = [Schedule.one_f_one_b] if Schedule.one_f_one_b in schedules else schedules[:1]
+                scheds = [Schedule.one_f_one_b] if {Schedule.one_f_one_b, Schedule.interleaved} \
+                    & set(schedules) else schedules[:1]
             for sched in scheds:
                 if sched is Schedule.interleaved and pp > 1:
                     configs += _interleaved(graph, space, pp, c, schedules)

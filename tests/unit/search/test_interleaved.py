@@ -56,6 +56,17 @@ def test_megatron_rules_of_virtual_stages():
                       "pp=2 c=4 interleaved vp=2"]
 
 
+def test_one_stage_is_not_called_interleaved_when_only_interleaving_is_listed():
+    """pp = 1 has no pipeline (Megatron-Core: forward_backward_no_pipelining): its
+    configurations read 1f1b even when search.schedules lists interleaved alone (QA round
+    10: a one-stage plan read schedule=interleaved); pp = 2 keeps its vp = 1 and 2."""
+    from dataclasses import replace
+    only = replace(SPACE, pp_degrees=(1, 2), schedules=(Schedule.interleaved,))
+    labels = [c.label() for c in outer_configs(GRAPH, CLUSTER, TRAINING, only)]
+    assert [x for x in labels if x.startswith("pp=1")] == ["pp=1 c=2 1f1b", "pp=1 c=4 1f1b"]
+    assert "pp=2 c=4 interleaved vp=2" in labels
+
+
 def test_interleaved_tables_price_what_evaluate_prices():
     """The stored 1/v times with v·c rounds, and the interleaved in-flight memory,
     give evaluate()'s value for every plan the DP returns."""
