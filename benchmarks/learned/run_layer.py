@@ -11,7 +11,10 @@ Two steps, because the exact side and the searchers may run on different machine
 * ``--report``: RESULTS_layer.md from both files.
 
 Usage: python benchmarks/learned/run_layer.py --exact | --searchers [--workers N]
-       [--budget 60] | --report
+       [--budget 60] [--seeds 0 1 2] [--cpu-clock] | --report
+
+``--cpu-clock``: budgets in CPU seconds of the run's process (one compute thread), so
+that a loaded machine gives each run the compute of an idle core (as run_gdp.py).
 """
 
 from __future__ import annotations
@@ -84,14 +87,24 @@ def _one(job: tuple) -> dict:
             "peak_rss_mib": peak_rss_mib()}
 
 
-def searchers(out: Path, workers: int, budget: float, limit: int | None = None) -> None:
+def _init(cpu_clock: bool) -> None:
+    worker_init()
+    if cpu_clock:
+        from autopar_opt.learn.base import use_cpu_clock
+
+        use_cpu_clock()
+
+
+def searchers(out: Path, workers: int, budget: float, limit: int | None = None,
+              seeds: list[int] = SEEDS, cpu_clock: bool = False) -> None:
     jobs = [(m, c, s, seed, budget) for m, c in INSTANCES[:limit] for s in SEARCHERS
-            for seed in SEEDS]
+            for seed in seeds]
     start = time.perf_counter()
     header = machine_line()
-    with ProcessPoolExecutor(workers, initializer=worker_init) as pool:
+    with ProcessPoolExecutor(workers, initializer=_init, initargs=(cpu_clock,)) as pool:
         runs = list(pool.map(_one, jobs))
     out.write_text(json.dumps({"machine": header, "workers": workers, "budget_s": budget,
+                               "seeds": seeds, "clock": "cpu" if cpu_clock else "wall",
                                "total_wall_s": time.perf_counter() - start, "runs": runs}, indent=1))
 
 
@@ -99,20 +112,23 @@ def report(exact_path: Path, runs_path: Path, out: Path) -> None:
     ex = json.loads(exact_path.read_text())
     rn = json.loads(runs_path.read_text())
     opt = {(r["model"], r["cluster"]): r for r in ex["rows"]}
-    recorded = {(r["model"], r["cluster"]): r for r in
-                json.loads((HERE.parent / "search" / "results.json").read_text())}
+    clock = ("budgets in CPU seconds of the run's process: each run gets an idle core's "
+             "compute whatever the load" if rn.get("clock") == "cpu" else "wall-clock budgets")
     lines = ["# Learned searchers vs the proven optimum: UniAP suite (layer strategies)", "",
              f"Exact side (HiGHS with the DP warm start, whole search): {ex['machine']}.", "",
-             "Exact side, recorded: the same whole search in benchmarks/search/RESULTS.md "
-             "(same 2-core machine type, unloaded), whose optimum agrees to 1e-9.", "",
+             "The instances are built through the Python API (`build_model`, the default "
+             "runtime), as the searchers see them, not through a spec file as "
+             "benchmarks/search builds them: a V100 instance there is priced with the scores its "
+             "unfused attention keeps (spec/attention_rule.py), so its optimum differs.", "",
              f"Searchers: {rn['machine']}; {rn['workers']} runs in parallel, one thread each, "
              f"one {rn['budget_s']:.0f} s run per searcher and seed (values at 10 s read from "
-             "its trace); 600 s budgets were not run.", "",
+             f"its trace; {clock}); 600 s budgets were not run.", "",
              "Ratio = value found / proven optimum (1.0000 = optimal), mean ± sd over seeds "
-             f"{SEEDS}. Every value is priced by the cost model; final plans re-priced by evaluate().",
+             f"{rn.get('seeds', SEEDS)}. Every value is priced by the cost model; final plans "
+             "re-priced by evaluate().",
              "Peak RSS is the largest of the worker processes that ran that searcher (a worker "
              "runs several jobs in turn, so it is an upper bound per run).",
-             "", "| model | cluster | optimum s (time to prove: now, loaded; recorded) | searcher | ratio @10 s | "
+             "", "| model | cluster | optimum s (time to prove) | searcher | ratio @10 s | "
              "ratio @60 s | samples in 60 s | peak RSS MiB |", "|---|---|---|---|---|---|---|---|"]
     for model, cluster in INSTANCES:
         e = opt[(model, cluster)]
@@ -123,11 +139,8 @@ def report(exact_path: Path, runs_path: Path, out: Path) -> None:
                      for b in BUDGETS}
             samples = sum(r["samples"] for r in runs) / max(len(runs), 1)
             rss = max(r["peak_rss_mib"] for r in runs)
-            d = recorded[(model, cluster)]
-            assert abs(d["primal_s"] - e["optimum"]) <= 1e-9 * e["optimum"], (model, cluster)
-            dtext = f"{d['wall_s']:.2f} s {d['status']}"
             lines.append(f"| {model} | {cluster} | {e['optimum']:.5g} ({e['wall_s']:.2f} s "
-                         f"{e['status']}; {dtext}) | {name} | {fmt_ratio(ratio[10.0])} | "
+                         f"{e['status']}) | {name} | {fmt_ratio(ratio[10.0])} | "
                          f"{fmt_ratio(ratio[60.0])} | {samples:.0f} | {rss:.0f} |")
     out.write_text("\n".join(lines) + "\n")
 
@@ -142,6 +155,8 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=max(BUDGETS))
     ap.add_argument("--out", type=Path, default=HERE)
     ap.add_argument("--limit", type=int, default=None, help="first N instances only (smoke test)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=SEEDS)
+    ap.add_argument("--cpu-clock", action="store_true", help="budgets in CPU seconds (see above)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.exact:
@@ -150,7 +165,8 @@ def main() -> None:
         exact(args.out / f"exact_layer_{args.solver}.json", args.solver)
     if args.searchers:
         importable_without_install()
-        searchers(args.out / "runs_layer.json", args.workers, args.budget, args.limit)
+        searchers(args.out / "runs_layer.json", args.workers, args.budget, args.limit,
+                  args.seeds, args.cpu_clock)
     if args.report:
         report(HERE / "exact_layer_highs.json", HERE / "runs_layer.json", HERE / "RESULTS_layer.md")
 
