@@ -107,6 +107,8 @@ def run_file_json_schema() -> dict:
         "(else it is read as point-to-point NVLink, said).")})
     for name, cls in SECTIONS.items():
         defs[cls.__name__]["description"] = SECTION_TEXT[name]
+        for key in cls.POSITIVE:           # a physical size: stated positive, or null
+            defs[cls.__name__]["properties"][key]["anyOf"][0]["exclusiveMinimum"] = 0
     record["required"] = ["id"]
     record["description"] = "One measured run."
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",

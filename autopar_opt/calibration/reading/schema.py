@@ -76,6 +76,9 @@ class _Section(BaseModel):
     #: Fields read as numbers / as positive integers.
     NUMBERS: ClassVar[tuple[str, ...]] = ()
     INTEGERS: ClassVar[tuple[str, ...]] = ()
+    #: Of the NUMBERS, those that are physical sizes, stated or null, never zero or negative
+    #: (a GPU's memory, a NIC's bandwidth, a power cap), with their unit.
+    POSITIVE: ClassVar[dict[str, str]] = {}
 
     @field_validator("*", mode="before")
     @classmethod
@@ -89,6 +92,12 @@ class _Section(BaseModel):
             return None if value is None else int(value)
         if name in cls.NUMBERS:
             bad = number_problem(value, where, name)
+            if not bad and value is not None and name in cls.POSITIVE and value <= 0:
+                # QA round 31: a negative power cap crashed the calibration (a complex cube
+                # root), a cap of 0 divided by zero, a negative bandwidth or memory was priced
+                unit = cls.POSITIVE[name]
+                bad = (f"{where}.{name} = {value!r} must be a positive number of {unit}; "
+                       "state the real figure or null (not stated)")
             if bad:
                 raise _fail(bad)
             return None if value is None else float(value)
@@ -182,6 +191,8 @@ class Hardware(_Section):
     INTEGERS: ClassVar[tuple[str, ...]] = ("num_gpus", "gpus_per_node", "nics_per_node")
     NUMBERS: ClassVar[tuple[str, ...]] = ("gpu_memory_gb", "inter_node_gbps_per_gpu",
                                           "power_limit_w")
+    POSITIVE: ClassVar[dict[str, str]] = {"gpu_memory_gb": "GB", "inter_node_gbps_per_gpu": "Gb/s",
+                                          "power_limit_w": "W"}
     gpu_type: Optional[Any] = Field(None, description=(
         "The GPU (text: 'H100-SXM5-80GB', 'A100 80GB PCIe', 'H200', 'GH200', ...); an unstated form factor "
         "of an H100/H800/A100/A800 is taken as the SXM part and said so."))
