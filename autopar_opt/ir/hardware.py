@@ -228,13 +228,22 @@ def _variant(chip: str, t: str, mem: float | None, notes: list[str]) -> str:
     stated memory pick."""
     pcie = "pcie" in t
     nvl = bool(re.search(r"nvl(?!72|36|32|2)", t)) or "nvl94" in t
-    if chip in ("h100", "h800", "a100", "a800") and not (pcie or nvl or "sxm" in t or "hgx" in t
-                                                         or "dgx" in t):
+    sxm = "sxm" in t or "hgx" in t or "dgx" in t
+    if chip == "h100" and not (pcie or nvl or sxm) and mem is not None \
+            and abs(mem - 94) <= MEMORY_MATCH_GB:
+        # the 94 GB Hopper part is the NVL; a text naming SXM keeps the SXM part with its
+        # stated memory (QA round 31: "H100-SXM5-80GB" with 94 GB was priced as the NVL, PCIe
+        # between the GPUs, half the throughput, without a word)
+        notes.append("form factor not stated (H100) and 94 GB stated: the H100 NVL taken (the "
+                     "94 GB part: its datasheet peaks, PCIe between boards); state SXM for an "
+                     "SXM part with 94 GB")
+        return "H100-NVL-94GB"
+    if chip in ("h100", "h800", "a100", "a800") and not (pcie or nvl or sxm):
         # the form factor decides the peaks, power and NVLink (QA round 9: taken silently)
         notes.append(f"form factor not stated ({chip.upper()}): the SXM part assumed (its "
                      "datasheet peaks and NVLink); state PCIe or NVL for those")
     if chip == "h100":
-        if nvl or (mem is not None and abs(mem - 94) <= MEMORY_MATCH_GB and not pcie):
+        if nvl:
             return "H100-NVL-94GB"
         return "H100-PCIe-80GB" if pcie else "H100-SXM-80GB"
     if chip == "h800":
@@ -261,7 +270,16 @@ def _variant(chip: str, t: str, mem: float | None, notes: list[str]) -> str:
             raise ValueError("only the A800 80GB (SXM4 or PCIe) is in the device catalog (the A800 "
                              "40GB Active has other memory and power)")
         return "A800-PCIe-80GB" if pcie else "A800-SXM4-80GB"
+    if chip == "v100" and pcie:
+        # the catalog's V100 is the SXM2 part (NVLink2, 125 TFLOP/s); the PCIe card has no
+        # NVLink and lower clocks: pricing it as the SXM2 would be wrong, not an assumption
+        raise ValueError("only the V100 SXM2 (NVLink) is in the device catalog; the V100 PCIe "
+                         "(no NVLink, 112 TFLOP/s fp16) is not")
     return {"h20": "H20-96GB", "b200": "B200", "gb200": "GB200", "v100": "V100-32GB"}[chip]
+
+
+#: A memory size written in a GPU text ("V100-SXM2-16GB", "A100 80GB").
+_TEXT_MEMORY = re.compile(r"(?<![0-9.])(\d{2,3})\s*gb\b")
 
 
 def resolve_device(gpu_type: str, memory_gb: float | None = None,
@@ -290,6 +308,10 @@ def resolve_device(gpu_type: str, memory_gb: float | None = None,
     if chip is None:
         raise ValueError(f"GPU type {gpu_type!r} matches no catalog device "
                          f"(known: {', '.join(DEVICE_CATALOG)})")
+    if memory_gb is None and (m := _TEXT_MEMORY.search(gpu_type.lower())):
+        # the text's own memory is a stated memory (QA round 31: "V100-SXM2-16GB" was priced
+        # with the catalog V100's 32 GB)
+        memory_gb = float(m.group(1))
     dev = DEVICE_CATALOG[_variant(chip, t, memory_gb, notes)]
     if memory_gb is not None and abs(memory_gb - dev.nominal_memory_gb) > MEMORY_MATCH_GB:
         notes.append(f"stated memory {memory_gb:g} GB: no {dev.name.split('-')[0]} variant of the "
