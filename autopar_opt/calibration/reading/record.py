@@ -15,6 +15,7 @@ without reading the record's text again.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 from autopar_opt.calibration.reading import device as dev
@@ -174,6 +175,20 @@ def misspelt_keys(raw: RawRecord) -> list[str]:
     return out
 
 
+#: Megatron-Core written with a space or an underscore (the stacks' rules test "megatron-core").
+_MEGATRON_CORE = re.compile(r"megatron[ _]core", re.IGNORECASE)
+
+
+def megatron_core_spelling(framework: str, notes: list[str]) -> str:
+    """``framework`` with "Megatron Core" / "megatron_core" written as "Megatron-Core", the
+    spelling every rule of the reading tests (QA round 31: "Megatron Core 0.8" was read as
+    the 2020-22 Megatron-LM stack); the reading is said."""
+    fixed = _MEGATRON_CORE.sub("Megatron-Core", framework)
+    if fixed != framework:
+        notes.append(f"framework {framework!r} read as {fixed!r}")
+    return fixed
+
+
 def read_record(rec: dict | RawRecord) -> RunRecord:
     """Read one record; raises :class:`Unmodelable` with the reason it cannot
     be priced (the module docstring gives the order)."""
@@ -181,7 +196,7 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
     notes: dict[str, list[str]] = {t: [] for t in TOPICS}
     notes["model"].extend(misspelt_keys(raw))
     hw, tr, meas = raw.hardware, raw.training, raw.measured
-    framework = tr.text("framework")
+    framework = megatron_core_spelling(tr.text("framework"), notes["runtime"])
     runtime = runtime_of(framework, notes["runtime"], raw)
     device_type = dev.record_device(hw.text("gpu_type"), hw.gpu_memory_gb, notes["device"],
                                     hw.power_limit_w)

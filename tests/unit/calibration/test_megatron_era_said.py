@@ -28,3 +28,11 @@ def test_a_current_stack_reads_as_megatron_core_without_that_note(framework):
     rec = read_record(tiny_record(training__framework=framework))
     assert rec.runtime.name == "megatron-core"
     assert not any(ERA in n for n in rec.notes())
+
+
+@pytest.mark.parametrize("framework", ["Megatron Core 0.8", "megatron_core r0.9"])
+def test_megatron_core_with_a_space_or_underscore_is_megatron_core_and_said(framework):
+    rec = read_record(tiny_record(training__framework=framework))
+    assert rec.runtime.name == "megatron-core" and rec.runtime.flash_attention
+    assert f"framework {framework!r} read as " in rec.notes()[0]
+    assert not any(ERA in n for n in rec.notes())
