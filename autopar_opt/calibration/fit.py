@@ -278,8 +278,11 @@ def fit_memory(runs: list[ModeledRun], params: CostParams) -> CostParams:
     and does not enter), memory-only records included, with every other
     end-to-end run as a censored observation: a published plan that ran used
     at most its GPU's memory, ``R + (1+f)·modelled <= capacity`` on its
-    busiest GPU (:func:`reserve_and_fragmentation`). Unchanged when fewer
-    than two runs publish such memory."""
+    busiest GPU (:func:`reserve_and_fragmentation`). When fewer than two runs
+    publish such memory, the shipped values (:func:`~autopar_opt.cost.params.default_params`:
+    the reserve pinned, the fragmentation fitted on the published runs): the prior's
+    dataclass defaults (2 GiB, 0.05) are no fit of anything (QA round 31: a fit of
+    throughput-only records wrote them, and moved every memory prediction)."""
     from autopar_opt.cost.evaluate import evaluate
 
     measured, ran = [], []
@@ -296,7 +299,11 @@ def fit_memory(runs: list[ModeledRun], params: CostParams) -> CostParams:
             st = max(m.stages, key=lambda s: s.peak_memory_gib)
             ran.append((st.peak_memory_gib - st.reserve_gib, st.capacity_gib))
     if len(measured) < 2:
-        return params
+        from autopar_opt.cost.params import default_params
+
+        shipped = default_params()
+        return replace(params, memory_reserve_gib=MEASURED_RESERVE_GIB,
+                       memory_fragmentation=shipped.memory_fragmentation)
     reserve, frag = reserve_and_fragmentation(measured, ran, reserve=MEASURED_RESERVE_GIB)
     return replace(params, memory_reserve_gib=reserve, memory_fragmentation=frag)
 
