@@ -180,8 +180,10 @@ class Model(_Section):
         'true / false.'))
     positions: Optional[Any] = Field(None, description=(
         'learned, rope, alibi, relative or none.'))
+    # QA round 31: the description said nothing of the dense builder ignoring the key
     norm: Optional[Any] = Field(None, description=(
-        'layernorm or rmsnorm.'))
+        'layernorm or rmsnorm: read for a Mixture-of-Experts model (its norms\' parameters); a dense '
+        'model\'s blocks are priced alike for both.'))
 
 
 class Hardware(_Section):
