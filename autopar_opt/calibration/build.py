@@ -204,6 +204,7 @@ def build_run(rec: RunRecord) -> ModeledRun:
                                                      flops=flops)
             _refuse_beyond_peak(measured, basis, graph, cluster, training.dtype)
             notes.extend(disagreeing_figures(rec, measured, dims, flops))
+            notes.extend(fraction_like_mfu(rec))
     return ModeledRun(rec.id, rec.family, rec.framework, rec.kind, graph, cluster, training, plan,
                       strategy, samples, measured, basis, rec.memory_gib, rec.notes_with(notes),
                       rec.memory_measure, rec.memory_rank, rec.model.published_params,
@@ -236,6 +237,18 @@ def disagreeing_figures(rec: RunRecord, measured: float, dims: Dims,
                        f"{rec.throughput.key} (compared on), beyond the "
                        f"{100 * FIGURES_AGREE:g}% of rounding")
     return out
+
+
+def fraction_like_mfu(rec: RunRecord) -> list[str]:
+    """A note when the MFU a record is compared on is below 1: ``mfu_pct`` is a percentage,
+    and 0.45 reads as 0.45 % of the peak, a hundredth of the 45 % a fraction of 0.45 means
+    (QA round 31: compared at +8,600% without a word on the unit). Kept, not refused: a
+    tiny model on a large GPU can run below 1 %."""
+    t = rec.throughput
+    if t is None or t.name != "mfu_pct" or t.value >= 1.0:
+        return []
+    return [f"measured.{t.key} = {t.value:g} read as {t.value:g} % of the peak (a percentage); "
+            f"if it is a fraction ({100 * t.value:g} %), write {100 * t.value:g}"]
 
 
 def _refuse_beyond_peak(measured: float, basis: str, graph, cluster, dtype: str) -> None:
