@@ -262,7 +262,14 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
     if per_layer:
         layer_ms = per_layer_ms(meas)
     else:
-        sizes = _stage_sizes(model.layers, parallel.pp, "own pp slot" in raw.notes.lower())
+        own_slots = "own pp slot" in raw.notes.lower()
+        sizes = _stage_sizes(model.layers, parallel.pp, own_slots)
+        if own_slots and parallel.pp > 1:
+            # QA round 31: a phrase of the free-text notes moved the stage split unsaid
+            notes["parallelism"].append(
+                "notes say 'own pp slot': the embedding and the LM head take pipeline slots of "
+                "their own (BigScience Megatron-DeepSpeed --pp-partition-method "
+                f"type:transformer|embedding): layers per stage, those two counted, {list(sizes)}")
         if spec is not None:
             moe_reading.check_counting(counting)
         try:
