@@ -161,8 +161,11 @@ def read_parallelism(par: Parallelism, n: int, runtime: Runtime, notes: list[str
         dp = n // (tp * pp * cp)
         notes.append(f"dp not stated: num_gpus/(tp·pp·cp) = {dp}")
     if tp * pp * dp * cp != n:
-        raise Unmodelable(f"tp*pp*dp*cp = {tp}*{pp}*{dp}*{cp} = {tp * pp * dp * cp} != "
-                          f"num_gpus = {n}")
+        # QA round 31: the message named neither the section of the keys nor a fix
+        raise Unmodelable(f"parallelism tp*pp*dp*cp = {tp}*{pp}*{dp}*{cp} = {tp * pp * dp * cp} "
+                          f"!= hardware.num_gpus = {n}: the layout must use every GPU of the job "
+                          "(fix: correct parallelism.dp, tp, pp, cp or hardware.num_gpus; ep is "
+                          "carved out of dp·cp, not multiplied in)")
     sp = par.sequence_parallel
     if sp is None:
         sp = tp > 1 and default_sequence_parallel(runtime)

@@ -217,7 +217,7 @@ def test_fit_recovers_synthetic_measurements(tmp_path):
     (lambda r: r["model"].update(hidden_size="64"), "model.hidden_size"),
     (lambda r: r.update(model=[1, 2]), "'model' is a list"),
     (lambda r: r["hardware"].update(gpu_type="TPU v4"), "no catalog device"),
-    (lambda r: r["parallelism"].update(dp=3), "!= num_gpus"),
+    (lambda r: r["parallelism"].update(dp=3), "!= hardware.num_gpus"),
     (lambda r: r["training"].update(recompute="sometimes"), "training.recompute"),
     (lambda r: r.update(measured=None), "no usable measured throughput"),
 ])
