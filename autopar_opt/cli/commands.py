@@ -207,7 +207,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
     plan = spec.plan
     labels = list(dict.fromkeys(s.label() for st in plan.stages for s in st.strategies))
     interval = plan_interval(spec.graph, spec.cluster, spec.training, plan,
-                             metrics.iteration_time_s)
+                             metrics.iteration_time_s, params=spec.cost_params)
     windows = windows_text(spec.graph.attention_windows())
     lines = [f"spec:             {spec.path}",
              f"model:            {spec.graph.name} ({len(spec.graph)} layers, "
@@ -292,7 +292,8 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
 
         typer.echo(json.dumps({"spec": str(spec.path), "plan": spec.plan.to_dict(),
                                "metrics": metrics_dict(metrics, spec.graph, spec.cluster,
-                                                       spec.training, spec.plan),
+                                                       spec.training, spec.plan,
+                                                       params=spec.cost_params),
                                "assumed": cost_assumptions(spec.graph, spec.cluster,
                                                            spec.training, spec.cost_params),
                                **({"notices": list(spec.notices)} if spec.notices else {})},

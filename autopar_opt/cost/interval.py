@@ -115,6 +115,9 @@ class Interval:
     #: why the published runs behind the interval are unlike the priced model ("" when
     #: they are like it): every one trained a transformer (:func:`plan_interval`)
     unlike: str = ""
+    #: why the residuals are not this prediction's model's ("" when they are): the plan was
+    #: priced with other cost-model parameters than the shipped ones (:func:`plan_interval`)
+    other_params: str = ""
 
     def text(self, unit: str = "s") -> str:
         """E.g. ``80% interval 7.9-9.6 s, from 23 comparable published runs
@@ -132,7 +135,7 @@ class Interval:
                     "lies above the prediction")
         if self.wide:
             share = ("no published run shares" if self.exact == 0 else
-                     f"only 1 published run shares" if self.exact == 1 else
+                     "only 1 published run shares" if self.exact == 1 else
                      f"only {self.exact} published runs share")
             out += f"; {share} every regime label ({self.regime.describe()}): wide interval"
         if self.measured[0]:
@@ -141,6 +144,8 @@ class Interval:
                     "analytical model does not describe")
         if self.unlike:
             out += f"; {self.unlike}"
+        if self.other_params:
+            out += f"; {self.other_params}"
         return out
 
     def scaled(self, factor: float) -> "Interval":
@@ -245,10 +250,20 @@ def interval_for(regime: Regime, value: float, level: float = LEVEL,
                     kept, regime, wide, len({r.family for r in pool}))
 
 
+#: What the interval of a plan priced with other parameters than the shipped ones says (QA
+#: round 31: a spec's `cost_model: my_fit.yaml` moved the quickstart from 1.39 to 2.12 s and
+#: its interval still read as the measured error of the model that priced it).
+OTHER_PARAMS = ("priced with the spec's cost-model parameters, not the shipped calibration the "
+                "residuals behind this interval were measured with: it shows the shipped model's "
+                "error, not this one's")
+
+
 def plan_interval(graph, cluster, training, plan, iteration_time_s: float,
-                  strategy=None) -> Interval:
+                  strategy=None, params=None) -> Interval:
     """The interval of a priced plan's iteration time (its regime:
-    :func:`autopar_opt.cost.regime.regime_of`)."""
+    :func:`autopar_opt.cost.regime.regime_of`). ``params``: the cost-model parameters the
+    time was priced with (None: the shipped ones); others than the shipped ones are said
+    (:data:`OTHER_PARAMS`)."""
     from autopar_opt.cost.regime import regime_of
 
     found = interval_for(regime_of(graph, cluster, training, plan, strategy), iteration_time_s)
@@ -260,16 +275,22 @@ def plan_interval(graph, cluster, training, plan, iteration_time_s: float,
         found = replace(found, measured=(measured, len(graph.layers)))
     if not any(layer.kind in TRANSFORMER_KINDS for layer in graph.layers):
         found = replace(found, unlike=UNLIKE_TRANSFORMERS)
+    if params is not None:
+        from autopar_opt.cost.params import default_params
+
+        if params.to_dict() != default_params().to_dict():
+            found = replace(found, other_params=OTHER_PARAMS)
     return found
 
 
-def metrics_dict(metrics, graph, cluster, training, plan) -> dict | None:
+def metrics_dict(metrics, graph, cluster, training, plan, params=None) -> dict | None:
     """``metrics.to_dict()`` (a :class:`~autopar_opt.cost.evaluate.PlanMetrics`)
     with ``interval``, the error bar of its iteration time, as ``plan.json``,
-    ``estimate --json`` and the reports carry it; None without metrics."""
+    ``estimate --json`` and the reports carry it; None without metrics. ``params``: those
+    the metrics were priced with (:func:`plan_interval`)."""
     if metrics is None:
         return None
     data = metrics.to_dict()
     data["interval"] = plan_interval(graph, cluster, training, plan,
-                                     metrics.iteration_time_s).to_dict()
+                                     metrics.iteration_time_s, params=params).to_dict()
     return data
