@@ -174,6 +174,12 @@ def read_parallelism(par: Parallelism, n: int, runtime: Runtime, notes: list[str
                         "(TP communication overlap needs it)" if runtime.tp_comm_overlap else
                         f"({runtime.name} TP always shards the sequence)"))
     vp = par.vp_chunks
+    if vp is not None and vp > 1 and pp == 1:
+        # QA round 31: priced as an interleaved schedule of one stage (Megatron-LM refuses
+        # --num-layers-per-virtual-pipeline-stage without pipeline parallelism)
+        raise Unmodelable(f"parallelism.vp_chunks = {vp} with pp = 1: virtual pipeline chunks "
+                          "interleave the stages of a pipeline, and there is none (fix: "
+                          "vp_chunks 1, or the run's pp)")
     if vp is None:
         vp = 1
         if pp > 1:

@@ -232,6 +232,14 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
                           f"num_attention_heads = {model.heads}: tensor parallelism splits the "
                           "heads, so no framework runs this layout (check the record's tp and "
                           "heads)")
+    if parallel.tp > 1 and model.kv_heads % parallel.tp:
+        # tensor parallelism splits the key/value heads too (Megatron-Core attention:
+        # divide(num_query_groups, tensor_model_parallel_size); torchtitan's ColwiseParallel
+        # wk/wv leave a rank part of a head); QA round 31: 2 KV heads at tp 4 were priced
+        raise Unmodelable(f"parallelism.tp = {parallel.tp} does not divide the key/value heads "
+                          f"(model.num_kv_heads = {model.kv_heads}): tensor parallelism splits "
+                          "them, so no framework runs this layout (check the record's tp and "
+                          "num_kv_heads)")
     etp = moe_reading.expert_tp(raw.parallelism, spec, par_notes)
     if spec is not None:
         moe_reading.check_ep(ep, parallel.dp, parallel.cp, spec, parallel.tp, etp)
