@@ -182,7 +182,11 @@ def read_moe(rec: RawRecord, layers: int, notes: list[str]) -> MoeSpec | None:
             raise Unmodelable(f"parallelism.ep = {ep} but the model states no routed experts "
                               f"(model.{' / '.join(_EXPERTS)})")
         return None
-    k = first_stated(m, _TOP_K, "model")[1]
+    k_key, k = first_stated(m, _TOP_K, "model")
+    if k == 0:
+        # QA round 31: a stated 0 was reported as "not stated"
+        raise Unmodelable(f"model.{k_key} = 0: a router sends each token to at least one expert "
+                          f"(fix: state the run's top-k, 1 to {experts})")
     if not k:
         raise Unmodelable(f"model.{key} = {experts} but the experts per token are not stated "
                           f"(model.{' / '.join(_TOP_K)})")
