@@ -201,13 +201,27 @@ def read_architecture(model: Model, runtime: Runtime, notes: list[str],
                         dropout, learned, layer_norm, tied, d.sources, tuple(d.assumed))
 
 
+#: The boolean fields that state the embedding tying, with the value that means tied, and
+#: their description in ``schema --runs`` (QA round 31: read, but not in the schema).
+TYING_KEYS = {
+    "tie_word_embeddings": (True, "true: the output layer shares the input embedding's matrix "
+                                  "(Hugging Face config key)."),
+    "share_embeddings_and_output_weights": (True, "The same, Megatron-Core's spelling."),
+    "untie_embeddings_and_output_weights": (False, "true: the output layer has its own matrix "
+                                                   "(Megatron-LM's flag)."),
+}
+
+
 def _stated_tying(model: Model) -> bool | None:
     """The tying a boolean field states (``tie_word_embeddings``, Hugging Face;
     ``share_embeddings_and_output_weights``, Megatron-Core;
-    ``untie_embeddings_and_output_weights``, Megatron-LM's flag)."""
-    for key, tied_if in (("tie_word_embeddings", True),
-                         ("share_embeddings_and_output_weights", True),
-                         ("untie_embeddings_and_output_weights", False)):
-        if isinstance(model.raw(key), bool):
-            return model.raw(key) is tied_if
+    ``untie_embeddings_and_output_weights``, Megatron-LM's flag); another value than true
+    or false is refused (QA round 31: ``tie_word_embeddings: "no"`` was ignored unsaid)."""
+    for key, (tied_if, _) in TYING_KEYS.items():
+        value = model.raw(key)
+        if value is None:
+            continue
+        if not isinstance(value, bool):
+            raise Unmodelable(f"model.{key} = {value!r} must be true or false")
+        return value is tied_if
     return None

@@ -15,6 +15,7 @@ the record, the key and the rule.
 
 from __future__ import annotations
 
+from autopar_opt.calibration.reading.architecture import TYING_KEYS
 from autopar_opt.calibration.reading.measured import MEASURES, OTHER_TOO, RANKS, THROUGHPUT_UNITS
 from autopar_opt.calibration.reading.moe import EP_KEYS, ETP_KEYS, MOE_MODEL_KEYS
 from autopar_opt.calibration.reading.schema import SECTIONS, RawRecord
@@ -97,6 +98,8 @@ def run_file_json_schema() -> dict:
     for key, (kind, text) in MOE_MODEL_KEYS.items():
         model[key] = _nullable({**({"integer": _INT, "number": _NUM}.get(kind, {})),
                                 "description": text})
+    for key, (_, text) in TYING_KEYS.items():
+        model[key] = _nullable({"type": "boolean", "description": text})
     parallel = defs["Parallelism"]["properties"]
     for keys, text in ((EP_KEYS, "Expert-parallel degree (carved out of dp·cp, Megatron-Core)."),
                        (ETP_KEYS, "The experts' tensor-parallel degree; unstated: tp "
