@@ -205,6 +205,12 @@ def build_run(rec: RunRecord) -> ModeledRun:
             _refuse_beyond_peak(measured, basis, graph, cluster, training.dtype)
             notes.extend(disagreeing_figures(rec, measured, dims, flops))
             notes.extend(fraction_like_mfu(rec))
+            if ASSUMED_FORMULA in basis:
+                # QA round 31: said only in --json's measured_basis, not in the text table
+                notes.append(f"flops_counting not stated and {rec.runtime.name} logs no FLOP "
+                             f"count of its own: {basis} (state the record's flops_counting: "
+                             "PaLM / torchtitan, Megatron-Core num_floating_point_operations, "
+                             "6ND or 72*B*s*l*h^2)")
     return ModeledRun(rec.id, rec.family, rec.framework, rec.kind, graph, cluster, training, plan,
                       strategy, samples, measured, basis, rec.memory_gib, rec.notes_with(notes),
                       rec.memory_measure, rec.memory_rank, rec.model.published_params,
@@ -237,6 +243,11 @@ def disagreeing_figures(rec: RunRecord, measured: float, dims: Dims,
                        f"{rec.throughput.key} (compared on), beyond the "
                        f"{100 * FIGURES_AGREE:g}% of rounding")
     return out
+
+
+#: The mark the FLOP conventions' labels carry when the record's text named none
+#: (:func:`autopar_opt.calibration.reading.counting.convention`).
+ASSUMED_FORMULA = "[formula not stated: assumed]"
 
 
 def fraction_like_mfu(rec: RunRecord) -> list[str]:
