@@ -14,6 +14,7 @@ import math
 import sys
 
 from autopar_opt.cli.rich_console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from autopar_opt.calibration.calibrate import CalibrationReport, calibrate_file, write_params
@@ -28,33 +29,36 @@ def _fmt(x: float | None, spec: str = ".3g") -> str:
 def render_table(report: CalibrationReport, console: Console) -> None:
     """Per-record table (with the built model's parameters, total and active,
     and the architecture facts assumed), skipped records with reasons, summary."""
-    table = Table(title=f"Cost model vs published runs ({report.path})")
+    # the records' own texts are escaped: rich reads "[formula not stated: assumed]" as a
+    # style tag and drops it (QA round 31)
+    table = Table(title=f"Cost model vs published runs ({escape(report.path)})")
     for col in ("id", "kind", "params B", "arch assumed", "predicted samples/s",
                 "measured samples/s", "rel. error", "mem pred GiB", "mem meas GiB"):
         table.add_column(col, overflow="fold")
     for c in report.comparisons:
-        table.add_row(c.id, c.kind, params_text(c.params_total, c.params_active),
+        table.add_row(escape(c.id), c.kind, params_text(c.params_total, c.params_active),
                       ", ".join(c.architecture_assumed) or "none", _fmt(c.predicted, ".4g"),
                       _fmt(c.measured, ".4g"), f"{c.rel_error:+.1%}",
                       _fmt(c.predicted_memory_gib, ".1f"), _fmt(c.measured_memory_gib, ".1f"))
     console.print(table)
     for c in report.comparisons:
         if c.assumptions:
-            console.print(f"[dim]assumed[/dim] {c.id}: " + "; ".join(c.assumptions),
-                          highlight=False)
+            console.print(f"[dim]assumed[/dim] {escape(c.id)}: "
+                          + escape("; ".join(c.assumptions)), highlight=False)
     if report.memory_only:
         mem = Table(title="Memory only (no published throughput; not in the throughput statistics)")
         for col in ("id", "params B", "arch assumed", "measure", "GPU", "mem pred GiB",
                     "mem meas GiB", "rel. error"):
             mem.add_column(col, overflow="fold")
         for m in report.memory_only:
-            mem.add_row(m.id, params_text(m.params_total, m.params_active),
+            mem.add_row(escape(m.id), params_text(m.params_total, m.params_active),
                         ", ".join(m.architecture_assumed) or "none", m.measure, m.rank,
                         _fmt(m.predicted_memory_gib, ".1f"), _fmt(m.measured_memory_gib, ".1f"),
                         f"{m.memory_rel_error:+.1%}")
         console.print(mem)
     for rid, why in report.skipped:
-        console.print(f"[yellow]skipped[/yellow] {rid}: {why}")
+        console.print(f"[yellow]skipped[/yellow] {escape(str(rid))}: {escape(why)}",
+                      highlight=False)
     s = report.summary()
     console.print(
         f"modeled {s['modeled']}/{s['total']} ({s['throughput_compared']} on throughput, "
@@ -72,7 +76,7 @@ def render_cross_validation(report: CalibrationReport, console: Console) -> None
         table.add_column(col, overflow="fold")
     for fam in report.cross_validation:
         s = fam.summary()
-        table.add_row(fam.family, str(s["modeled"]), str(fam.trained_on),
+        table.add_row(escape(fam.family), str(s["modeled"]), str(fam.trained_on),
                       _fmt(s["median_abs_rel_error"], ".1%"), _fmt(s["p90_abs_rel_error"], ".1%"),
                       _fmt(s["max_abs_rel_error"], ".1%"), ", ".join(fam.at_bound) or "-")
     console.print(table)
@@ -266,7 +270,7 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
     if written is not None:
         console.print(f"fitted {len(report.fit.free)} parameters; wrote {written}")
         for line in _fit_side_effects(report):
-            console.print(f"[yellow]note[/yellow]: {line}", highlight=False)
+            console.print(f"[yellow]note[/yellow]: {escape(line)}", highlight=False)
         if report.fit.at_bound:
             console.print(f"[yellow]at a bound of their physical range[/yellow]: "
                           f"{', '.join(report.fit.at_bound)} (the model misses something there)")
