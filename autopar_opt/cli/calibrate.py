@@ -207,6 +207,15 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
               "the records with the shipped parameters; a longer --time-limit finishes it",
               file=sys.stderr)
         fit = False
+    if fit and report.fit is not None and report.not_reached:
+        # QA round 31: the fit converged, the time limit then cut the pricing of its records,
+        # and the file was written with "modeled: 0" statistics and an "under-determined: fitted
+        # on 0 record(s)" note; a fit file carries its statistics, so none is written
+        print(f"autopar calibrate: --time-limit {time_limit_s:g}: the fit converged but the time "
+              f"ran out before {len(report.not_reached)} of its record(s) were priced with it; "
+              f"nothing was written to {output} (its statistics would be incomplete); a longer "
+              "--time-limit writes it", file=sys.stderr)
+        fit = False
     if fit:
         if report.fit is None and report.not_reached:
             print(f"autopar calibrate: --time-limit {time_limit_s:g} ran out before any record "
