@@ -267,6 +267,17 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
         if written is not None:
             data["written"] = str(written)
             data["fit_notes"] = _fit_side_effects(report)
+        if code == 2:
+            # an input error carries the "error" object every --json command prints (README,
+            # "With --json, an input error is also one JSON object"; QA round 31: only the
+            # report came, with exit 2), one problem per record with its reason
+            data["error"] = {
+                "kind": "invalid run file", "exit_code": 2,
+                "message": f"{runs_path}: none of its {len(report.skipped)} record(s) could be "
+                           "modeled; nothing was compared",
+                "problems": [{"file": str(runs_path), "key": f"record {rid}", "value": None,
+                              "rule": why, "fix": "correct the record as its rule says"}
+                             for rid, why in report.skipped]}
         print(json.dumps(data, default=float))
         return code
     if quiet:
