@@ -50,6 +50,12 @@ def map_precision(precision: str, device: str, notes: list[str]) -> str:
         return "fp8"
     if ("bf16" in p or "bfloat16" in p) and has_bf16:
         return "bf16"
+    if ("bf16" in p or "bfloat16" in p) and not re.search(r"(?<!b)fp16|(?<!b)float16", p):
+        # QA round 31: read as fp16 and priced at the fp16 tensor-core peak; a Volta GPU has
+        # no bf16 tensor cores (PyTorch runs bf16 matmuls there without them), like FP8 on A100
+        raise Unmodelable(f"training.precision {precision!r} is bf16 but {device} has no bf16 "
+                          "tensor cores (Ampere or later): no peak prices it (fix: state fp16 "
+                          "if the run used it)")
     if "fp16" in p or re.search(r"(?<!b)float16|\bhalf\b|(?<!bf)16-mixed", p):
         return "fp16"
     dtype = "bf16" if has_bf16 else "fp16"
