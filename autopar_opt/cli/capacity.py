@@ -109,6 +109,16 @@ def print_summary(doc: dict[str, Any], console: Console) -> None:
     for note, ids in said.items():
         console.print(f"[bold]note:[/] {note}: {', '.join(ids[:6])}"
                       + (f" and {len(ids) - 6} more" if len(ids) > 6 else ""), highlight=False)
+    # why a scenario has no plan (least memory against capacity, no divisor, not run), as
+    # capacity.json and the HTML say it (the table showed "infeasible" without a reason)
+    why: dict[str, list[str]] = {}
+    for e in doc["scenarios"]:
+        if e.get("primal") is None and e.get("reason"):
+            why.setdefault(e["reason"], []).append(e["id"])
+    for reason, ids in why.items():
+        console.print(f"[bold]no plan:[/] {escape(', '.join(ids[:6]))}"
+                      + (f" and {len(ids) - 6} more" if len(ids) > 6 else "")
+                      + f": {escape(reason)}", highlight=False)
     n = len(doc["scenarios"])
     console.print(f"{n} scenario{'' if n == 1 else 's'} ({run['computed']} solved, {run['reused']} "
                   f"from the store {run['store']}) in {doc['wall_time_s']:.1f} s")

@@ -34,3 +34,18 @@ def test_statements_keep_their_brackets_and_rows_their_interval():
     assert "40 - 90" in out and "optimal (within the gap)" in out
     # the count of comparable runs beside it (QA round 10: capacity.json only)
     assert "40 - 90 (23 runs)" in out
+
+
+def test_a_scenario_without_a_plan_says_why_in_the_terminal():
+    """The table showed "infeasible" and nothing else; the reason (least memory against
+    capacity) was only in capacity.json and the HTML (QA round 31)."""
+    doc = _doc()
+    reason = ("every configuration of the search space is proven infeasible; the least memory "
+              "any plan needs is at least 163.90 GiB per device against 69.55 GiB usable")
+    doc["scenarios"].append({"id": "A100-80GB_8gpu", "status": "infeasible", "gap": None,
+                             "primal": None, "time_to_train_days": [None, None],
+                             "cost": [None, None], "meets": "no", "model_error": None,
+                             "reason": reason})
+    buf = io.StringIO()
+    print_summary(doc, Console(file=buf, width=400, color_system=None))
+    assert f"no plan: A100-80GB_8gpu: {reason}" in buf.getvalue()
