@@ -252,7 +252,9 @@ def pareto(entries: list[dict]) -> dict[str, Any]:
     ``frontier``: scenarios whose plans no other plan dominates (sorted by time).
     A frontier member is ``proven`` when no scenario could dominate it even in
     its best case (each other scenario's lower time or lower cost end exceeds
-    the member's upper end). A scenario off the frontier is ``dominated``
+    the member's upper end), a scenario without a plan but with a proven bound
+    included (it is not on the frontier, yet its best case may dominate a member).
+    A scenario off the frontier is ``dominated``
     (proven: a frontier plan's upper ends are at or below its lower ends) or
     ``within the gap`` of the frontier.
     """
@@ -267,11 +269,15 @@ def pareto(entries: list[dict]) -> dict[str, Any]:
             front.append(e)
     front.sort(key=lambda e: (pts[e["id"]][0][1], pts[e["id"]][1][1]))
     unsolved = _unsolved(entries)
+    # a scenario searched without a plan (cut by its time limit) still has a proven bound:
+    # in its best case it could dominate a plan held, like any scenario within the gap
+    bounded = {e["id"]: (_interval(e, "time_to_train_days"), _interval(e, "cost")) for e in entries
+               if e["primal"] is None and e["status"] != "infeasible" and e["meets"] != UNSOLVED}
     members = []
     for m in front:
         t, c = pts[m["id"]]
-        threats = [k for k, o in pts.items() if k != m["id"] and o[0][0] <= t[1] and o[1][0] <= c[1]
-                   and (o[0][0] < t[1] or o[1][0] < c[1])]
+        threats = [k for k, o in {**pts, **bounded}.items() if k != m["id"] and o[0][0] <= t[1]
+                   and o[1][0] <= c[1] and (o[0][0] < t[1] or o[1][0] < c[1])]
         # a scenario not solved has no bound: it could dominate any plan held
         members.append({"id": m["id"], "proven": not threats and not unsolved,
                         "within_gap_of": threats[:10]})
@@ -291,7 +297,9 @@ def pareto(entries: list[dict]) -> dict[str, Any]:
                          f"({sum(m['proven'] for m in members)} proven); {n_proven} of "
                          f"{len(off)} others proven dominated{rest}"
                          + (f"; {len(unsolved)} scenario(s) not solved are not on it and "
-                            "may belong to it" if unsolved else "")}
+                            "may belong to it" if unsolved else "")
+                         + (f"; {len(bounded)} scenario(s) without a plan, only a bound, are not "
+                            "on it and may belong to it" if bounded else "")}
 
 
 def answers(entries: list[dict], planning: PlanningSection) -> dict[str, Any]:

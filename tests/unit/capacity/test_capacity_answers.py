@@ -141,3 +141,18 @@ def test_a_scenario_not_solved_is_not_within_the_gap_and_unproves_the_answers():
     front = pareto(es + [unsolved])
     assert not any(m["proven"] for m in front["frontier"]) and front["not_solved"] == ["u"]
     assert "the rest within the gap" not in pareto(es)["statement"]
+
+
+def test_a_scenario_without_a_plan_but_with_a_bound_unproves_the_frontier():
+    """A scenario whose search found no plan within its limit keeps its proven bound:
+    best case 1 day for 1 USD, which would dominate 'a' (11 days, 110 USD). 'a' was called
+    a proven frontier member because only scenarios with a plan were asked (QA round 31)."""
+    es = [entry("a", "A", 8, (10, 11), (100, 110)),
+          entry("b", "A", 16, (1, None), (1, None), "no_plan")]
+    ans = pareto(es)
+    a = ans["frontier"][0]
+    assert a["id"] == "a" and not a["proven"] and a["within_gap_of"] == ["b"]
+    assert "1 scenario(s) without a plan, only a bound" in ans["statement"]
+    # a bound that cannot reach a's plan (12 days > 11) leaves the proof standing
+    far = [es[0], entry("c", "A", 16, (12, None), (50, None), "no_plan")]
+    assert pareto(far)["frontier"][0]["proven"]
