@@ -41,7 +41,9 @@ def group_matches(entries: list[dict]) -> list[dict[str, Any]]:
     alone: dict[str, list[dict]] = {}
     for e in fleet:
         used = {g: n for g, n in e["groups"].items() if n}
-        if len(used) == 1 and (e["primal"] is not None or e.get("meets") == UNSOLVED):
+        # every scenario but a proven infeasible one: a search cut without a plan still
+        # has a bound, so its count is "proven slower" or undecided, never left out
+        if len(used) == 1 and e["status"] != "infeasible":
             alone.setdefault(next(iter(used)), []).append(e)
     out = []
     for group, cands in sorted(alone.items()):

@@ -143,3 +143,23 @@ def test_a_sweep_with_no_axes_says_it_is_the_base_alone(tmp_path) -> None:
     assert len(sweep.scenarios) == 1
     assert any(n.startswith("axes sweeps nothing: the sweep is the base spec alone")
                for n in sweep.scenarios[0].notes)
+
+
+def test_a_smaller_count_without_a_plan_but_with_a_bound_is_undecided() -> None:
+    """2 A100 nodes were searched without a plan (cut by the time limit), bound 8 days: they
+    might beat the H100 node (10-10.5 days). The answer said "every smaller count in the
+    sweep is proven slower" for 4 nodes, leaving 2 out (QA round 31)."""
+    from autopar_opt.capacity.fleet_answers import group_matches
+
+    h1 = {"id": "h1", "groups": {"a100": 0, "h100": 1}, "primal": 1.0, "status": "optimal",
+          "time_to_train_days": [10.0, 10.5]}
+    a2 = {"id": "a2", "groups": {"a100": 2, "h100": 0}, "primal": None, "status": "no_plan",
+          "time_to_train_days": [8.0, None], "meets": "within the gap"}
+    a4 = {"id": "a4", "groups": {"a100": 4, "h100": 0}, "primal": 1.0, "status": "optimal",
+          "time_to_train_days": [5.0, 9.9]}
+    m = {(x["group"], x["reference"]): x for x in group_matches([h1, a2, a4])}[("a100", "h1")]
+    assert m["nodes"] == 4 and not m["proven"] and m["within_gap"] == [2]
+    # a bound above the reference's plan (11 > 10.5 days) proves the count slower
+    a2["time_to_train_days"] = [11.0, None]
+    m = {(x["group"], x["reference"]): x for x in group_matches([h1, a2, a4])}[("a100", "h1")]
+    assert m["nodes"] == 4 and m["proven"] and "every smaller count" in m["statement"]
