@@ -54,9 +54,9 @@ class AxesSection(Section):
         "Node counts per group of a fleet base spec (cluster.groups[NAME].nodes); 0 leaves the "
         "group out. One scenario dimension per group.", {"a100": [0, 32, 64], "h100": [0, 64]},
         default=None, min_length=1)
-    runtime: Optional[list[Any]] = documented_field("Training runtimes (training.runtime, when the spec "
-                                      "schema has that setting).", ["megatron"], default=None,
-                                      min_length=1)
+    runtime: Optional[list[Any]] = documented_field("Training runtimes (training.runtime: catalog "
+                                      "names such as megatron-core, deepspeed, torchtitan).",
+                                      ["megatron-core", "deepspeed"], default=None, min_length=1)
 
 
 PositiveFloat = Annotated[float, Field(gt=0)]

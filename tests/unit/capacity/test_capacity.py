@@ -319,3 +319,17 @@ def test_one_worker_runs_in_this_process_without_a_pool(monkeypatch):
     assert [r["id"] for r in engines.run_local(tasks[:1], 4)] == ["s0"]
     with pytest.raises(AssertionError, match="process pool"):
         list(engines.run_local(tasks, 2))
+
+
+def test_the_axes_examples_name_values_the_sweep_accepts():
+    """Each axis' example feeds the "fix" of an error message ("expected at least 1 item(s),
+    e.g. [...]"); the runtime axis suggested ['megatron'], itself refused as an unknown
+    runtime (QA round 31). Oracle: the device catalog and the runtime catalog."""
+    from autopar_opt.capacity.schema import AxesSection
+    from autopar_opt.ir.hardware import DEVICE_CATALOG
+    from autopar_opt.ir.runtime import runtime_named
+
+    fields = AxesSection.model_fields
+    for name in fields["runtime"].examples[0]:
+        runtime_named(name)                  # KeyError for an unknown runtime
+    assert all(d in DEVICE_CATALOG for d in fields["device"].examples[0])
