@@ -19,6 +19,7 @@ from autopar_opt.capacity.answers import answers, price_scenario
 from autopar_opt.capacity.engines import run_engine
 from autopar_opt.capacity.store import ResultStore
 from autopar_opt.capacity.sweep import Sweep
+from autopar_opt.capacity.worker import empty_row
 
 #: progress(done, total, rows so far by scenario id)
 ProgressFn = Callable[[int, int, dict[str, dict[str, Any]]], None]
@@ -39,7 +40,8 @@ class SweepRun:
 
 
 def run_sweep(sweep: Sweep, store: ResultStore, engine: str = "local", workers: int | None = None,
-              progress: ProgressFn | None = None, deadline: float | None = None) -> SweepRun:
+              progress: ProgressFn | None = None, deadline: float | None = None,
+              run: SweepRun | None = None) -> SweepRun:
     """Every scenario's row: from the store when its key is there, else solved and stored.
 
     Rows are stored one by one as they finish, so an interrupted run keeps
@@ -47,11 +49,13 @@ def run_sweep(sweep: Sweep, store: ResultStore, engine: str = "local", workers: 
     ``deadline`` (``time.time()``): scenarios it does not reach are ``not_run``, and
     one whose search it cut is stored only when still proven (optimal or infeasible):
     a later run with more time solves the others again.
+    ``run``: filled in place when given, so a caller stopped by an interrupt still holds
+    the rows that finished (:func:`mark_interrupted`).
     """
     start = time.perf_counter()
     stored = store.get_many(s.key for s in sweep.scenarios)
-    rows: dict[str, dict[str, Any]] = {}
-    run = SweepRun(rows)
+    run = run if run is not None else SweepRun({})
+    rows = run.rows
     todo = []
     for s in sweep.scenarios:
         if s.key in stored:
@@ -77,6 +81,22 @@ def run_sweep(sweep: Sweep, store: ResultStore, engine: str = "local", workers: 
             progress(len(rows), total, rows)
     run.wall_time_s = time.perf_counter() - start
     return run
+
+
+def mark_interrupted(sweep: Sweep, run: SweepRun, signal_name: str) -> None:
+    """Give every scenario of ``sweep`` that has no row in ``run`` (a sweep stopped by a
+    signal) a not-run row saying so, listed in ``run.not_run``: the capacity document
+    of the scenarios that finished is then written as after a ``--time-limit``, its
+    answers calling the others "not solved" (nothing proven of them)."""
+    for s in sweep.scenarios:
+        if s.id not in run.rows:
+            row = empty_row({"id": s.id, "key": s.key}, "no_plan",
+                            f"not run: the sweep was stopped by {signal_name} before this "
+                            "scenario finished; run the same command again to resume "
+                            "(finished scenarios are stored)")
+            row["not_run"] = True
+            run.rows[s.id] = row
+            run.not_run.append(s.id)
 
 
 def entries_of(sweep: Sweep, rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:

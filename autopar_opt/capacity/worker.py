@@ -39,7 +39,8 @@ def warm_up(solver: str = "highs", form: str = "auto") -> None:
 MIN_SCENARIO_S = 1.0
 
 
-def _empty_row(task: dict[str, Any], status: str, reason: str) -> dict[str, Any]:
+def empty_row(task: dict[str, Any], status: str, reason: str) -> dict[str, Any]:
+    """The row of a scenario with no search result (not run, or its search raised)."""
     return {"id": task["id"], "key": task["key"], "status": status, "primal": None,
             "lower_bound": None, "gap": None, "exact": False, "plan": None, "mfu": None,
             "peak_memory_gib": None, "reason": reason, "document": None, "report_html": None}
@@ -58,7 +59,7 @@ def solve_scenario(task: dict[str, Any]) -> dict[str, Any]:
     if task.get("deadline") is not None:
         limit = task["deadline"] - time.time()
         if limit < MIN_SCENARIO_S:
-            row = _empty_row(task, "no_plan", "not run: the sweep's --time-limit ran out before "
+            row = empty_row(task, "no_plan", "not run: the sweep's --time-limit ran out before "
                              "this scenario started; run the sweep again (finished scenarios "
                              "are stored) or give it more time")
             row["not_run"] = True
@@ -66,7 +67,7 @@ def solve_scenario(task: dict[str, Any]) -> dict[str, Any]:
     try:
         return search_scenario(task, limit)
     except Exception as exc:  # noqa: BLE001 - reported as data, per scenario
-        return _empty_row(task, "error", f"{type(exc).__name__}: {exc}")
+        return empty_row(task, "error", f"{type(exc).__name__}: {exc}")
 
 
 def search_scenario(task: dict[str, Any], limit_s: float | None = None) -> dict[str, Any]:

@@ -7,12 +7,14 @@ message is printed; the others are stored), 130/143 interrupted by SIGINT/SIGTER
 was swallowed, e.g. inside a weakref callback, still stops the sweep at the
 next finished scenario; finished scenarios are stored; running the same
 command again resumes). Output files are written
-atomically and only after the sweep finished.
+atomically once the sweep finished, or was stopped by a signal: then over the scenarios
+that finished, the others listed as not run (a second signal does not cut them short).
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
 import sys
 import time
@@ -26,14 +28,14 @@ from rich.table import Table
 
 from autopar_opt.capacity.answers import cheapest
 from autopar_opt.capacity.engines import ENGINES, EngineUnavailable
-from autopar_opt.capacity.run import build_capacity_document, csv_text, entries_of, run_sweep
+from autopar_opt.capacity.run import (SweepRun, build_capacity_document, csv_text, entries_of,
+                                      mark_interrupted, run_sweep)
 from autopar_opt.capacity.store import ResultStore, default_store_path
 from autopar_opt.capacity.sweep import Sweep, load_sweep
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
 from autopar_opt.cli.solve import write_atomic
 from autopar_opt.reports.formatting import runs_behind
 
-EXIT_INTERRUPTED = 130
 #: Some scenario's search raised (e.g. its solver is not installed); the others are stored.
 EXIT_ERRORS = 4
 
@@ -221,6 +223,7 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
         reserve = OUTPUT_RESERVE_S + OUTPUT_RESERVE_PER_SCENARIO_S * len(sweep.scenarios)
         deadline = time.time() + time_limit_s - spent - reserve
     show = not (quiet or json_output)
+    stopped: int | None = None          # the signal that stopped the sweep
     try:
         ResultStore(store_file).close()
     except (OSError, sqlite3.Error) as exc:     # not an SQLite file, unwritable, ...
@@ -236,35 +239,47 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
             bar.update(task, completed=done, description=_progress_text(sweep, rows))
             if guard.interrupted:      # the raise was lost (e.g. inside a weakref callback)
                 raise KeyboardInterrupt
+        run = SweepRun({})              # filled as scenarios finish, kept when interrupted
         try:
             with InterruptGuard(raise_as=KeyboardInterrupt) as guard:
-                run = run_sweep(sweep, store, engine, workers, progress, deadline)
+                run_sweep(sweep, store, engine, workers, progress, deadline, run=run)
         except EngineUnavailable as exc:
             refuse(f"error: {exc}", COMMAND_LINE, str(exc), "install it, or use --engine local",
                    key="--engine", value=engine)
         except KeyboardInterrupt:
             bar.stop()
+            stopped = guard.signum if guard.signum is not None else signal.SIGINT
             _error(f"interrupted: {store.count()} scenario results are stored in {store_file}; "
-                   "run the same command again to resume (finished scenarios are not recomputed)")
-            return exit_code(guard.signum) if guard.signum is not None else EXIT_INTERRUPTED
+                   f"the answers cover the {len(run.rows)} of {len(sweep.scenarios)} scenarios "
+                   "that finished; run the same command again to resume (finished scenarios "
+                   "are not recomputed)")
     run.wall_time_s = time.perf_counter() - t0
-    doc = build_capacity_document(sweep, run, engine, workers, str(store_file))
-    if out is not None:
-        try:
-            _write_outputs(doc, run.rows, out)
-        except OSError as exc:
-            refuse(f"error: cannot write to {out} ({exc})", COMMAND_LINE, f"cannot write ({exc})",
-                   "choose a directory you can write to", key="--out", value=str(out))
-    if json_output:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    elif not quiet:
-        print_summary(doc, Console())
+    if stopped is not None:
+        # the answers over the scenarios that finished, written as after a --time-limit
+        # (QA round 31: a Ctrl-C after hours of a sweep wrote no capacity.json, no report)
+        mark_interrupted(sweep, run, signal.Signals(stopped).name)
+    with InterruptGuard() as late:      # a second signal does not cut the outputs short
+        late.defer()
+        doc = build_capacity_document(sweep, run, engine, workers, str(store_file))
         if out is not None:
-            # the plan reports only where a scenario was solved (QA round 9: named a folder
-            # that a sweep with every scenario not run never wrote)
-            reports = (f" and the plan reports under {out / 'scenarios'}"
-                       if (out / "scenarios").is_dir() else " (no scenario solved: no plan reports)")
-            Console().print(f"wrote {out / 'capacity.html'}, capacity.csv, capacity.json{reports}")
+            try:
+                _write_outputs(doc, run.rows, out)
+            except OSError as exc:
+                refuse(f"error: cannot write to {out} ({exc})", COMMAND_LINE, f"cannot write ({exc})",
+                       "choose a directory you can write to", key="--out", value=str(out))
+        if json_output:
+            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        elif not quiet:
+            print_summary(doc, Console())
+            if out is not None:
+                # the plan reports only where a scenario was solved (QA round 9: named a folder
+                # that a sweep with every scenario not run never wrote)
+                reports = (f" and the plan reports under {out / 'scenarios'}"
+                           if (out / "scenarios").is_dir() else " (no scenario solved: no plan reports)")
+                Console().print(f"wrote {out / 'capacity.html'}, capacity.csv, capacity.json{reports}")
+    stopped = stopped if stopped is not None else late.signum
+    if stopped is not None:
+        return exit_code(stopped)
     if run.not_run:
         from autopar_opt.capacity.worker import MIN_SCENARIO_S
 

@@ -110,7 +110,7 @@ def test_ctrl_c_whose_exception_is_swallowed_still_stops_the_sweep(tmp_path, mon
     scenario finishes."""
     import autopar_opt.cli.capacity as capacity_cli
 
-    def run_sweep(sweep, store, engine, workers, progress, deadline=None):
+    def run_sweep(sweep, store, engine, workers, progress, deadline=None, run=None):
         try:
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.5)                       # the handler runs here; its exception is lost
@@ -124,3 +124,31 @@ def test_ctrl_c_whose_exception_is_swallowed_still_stops_the_sweep(tmp_path, mon
                                       "--quiet"])
     assert result.exit_code == 130, result.output
     assert "interrupted:" in result.output and "run the same command again to resume" in result.output
+
+
+def test_ctrl_c_writes_the_answers_over_the_finished_scenarios(tmp_path):
+    """A sweep stopped by Ctrl-C wrote nothing but the store: no capacity.json, no report,
+    nothing on stdout with --json (QA round 31; `solve` writes its best plan when stopped).
+    Now the document covers the scenarios that finished, and lists every other as not run:
+    oracle, the store the same run committed, row by row."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "autopar_opt.cli.commands", "capacity", str(TINY), "--out", str(out),
+           "--workers", "1", "--json"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    _wait_for_first_row(proc, out / "capacity.sqlite")
+    os.kill(proc.pid, signal.SIGINT)
+    stdout, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    stored = {sid for sid, _created in _stored(out / "capacity.sqlite").values()}
+    assert 1 <= len(stored) < TOTAL
+    for doc in (json.loads(stdout), json.loads((out / "capacity.json").read_text())):
+        by_id = {e["id"]: e for e in doc["scenarios"]}
+        assert len(by_id) == TOTAL
+        assert {i for i, e in by_id.items() if e["primal"] is not None} == stored
+        assert sorted(doc["run"]["not_run"]) == sorted(set(by_id) - stored)
+        for sid in doc["run"]["not_run"]:
+            assert by_id[sid]["meets"] == "not solved"
+            assert "stopped by SIGINT" in by_id[sid]["reason"]
+    assert (out / "capacity.html").is_file() and (out / "capacity.csv").is_file()
