@@ -312,6 +312,13 @@ def _read(path: Path) -> tuple[SweepFile | None, dict[str, Any], list[SpecProble
     base_file = path
     if isinstance(base_raw, str):
         base_file = path.parent / base_raw
+        if not base_file.exists():       # the mistake is the sweep's key, read from its folder
+            return sweep, {}, [SpecProblem(str(path), "base", base_raw,
+                                           f"names no file ({base_file} does not exist; a base "
+                                           "path is read from the sweep file's folder, not the "
+                                           "current directory)",
+                                           f"write the base spec's path relative to {path.parent}, "
+                                           "or the spec itself as a mapping under base:")]
         try:
             named, base_raw = base_raw, read_mapping(base_file)
         except SpecError as exc:

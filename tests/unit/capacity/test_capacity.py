@@ -333,3 +333,24 @@ def test_the_axes_examples_name_values_the_sweep_accepts():
     for name in fields["runtime"].examples[0]:
         runtime_named(name)                  # KeyError for an unknown runtime
     assert all(d in DEVICE_CATALOG for d in fields["device"].examples[0])
+
+
+def test_a_base_path_naming_no_file_is_reported_at_the_sweep_key(tmp_path, monkeypatch):
+    """`base: missing.yaml` was reported at the missing file (not the sweep that holds the
+    key) with the spec loader's fix "relative paths are from the current directory", while
+    a sweep reads its base from its own folder (QA round 31). Oracle: a base that exists
+    beside the sweep loads from any working directory."""
+    sweep_dir = tmp_path / "sweeps"
+    sweep_dir.mkdir()
+    data = yaml.safe_load((DATA / "two.yaml").read_text())
+    data["base"] = "base.yaml"
+    path = sweep_dir / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SweepError) as exc:
+        load_sweep(path)
+    (p,) = exc.value.problems
+    assert (p.file, p.key, p.value) == (str(path), "base", "base.yaml")
+    assert "sweep file's folder" in p.rule and str(sweep_dir) in p.fix
+    shutil.copy(DATA / "tiny_base.yaml", sweep_dir / "base.yaml")
+    assert len(load_sweep(path).scenarios) == 2
