@@ -55,6 +55,20 @@ def _rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def scenario_notes(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the sweep changed or kept for some scenarios (a search degree left out where it
+    does not fit, a fleet group not swept, a sweep of the base alone), each note once with
+    the scenarios it concerns: the terminal summary prints them, and the report a person
+    forwards must say them too (QA round 31: capacity.html left them out)."""
+    said: dict[str, list[str]] = {}
+    for e in doc["scenarios"]:
+        for note in e.get("notes") or []:
+            said.setdefault(note, []).append(e["id"])
+    return [{"text": note, "ids": ", ".join(ids[:12]) + (f" and {len(ids) - 12} more"
+                                                         if len(ids) > 12 else "")}
+            for note, ids in said.items()]
+
+
 def render_capacity_html(doc: dict[str, Any]) -> str:
     """The capacity report as one HTML string."""
     cur = doc["planning"]["prices"]["currency"]
@@ -67,7 +81,8 @@ def render_capacity_html(doc: dict[str, Any]) -> str:
     facts = {"n": len(doc["scenarios"]), "max_gap": f"{100 * max(gaps):.2f}%" if gaps else "-",
              "no_plan": sum(1 for e in doc["scenarios"] if e["primal"] is None)}
     return _environment().get_template(TEMPLATE).render(doc=doc, rows=_rows(doc), charts=charts,
-                                                        facts=facts, currency=cur)
+                                                        facts=facts, currency=cur,
+                                                        notes=scenario_notes(doc))
 
 
 def write_capacity_report(doc: dict[str, Any], path: str | Path) -> None:

@@ -1,0 +1,27 @@
+"""capacity.html says what the sweep changed or kept for some scenarios (QA round 31: the
+notes, e.g. "group h100 is not in axes.group_nodes: its 1 node(s) from the base are in every
+scenario", were printed in the terminal and kept in capacity.json, but the report a person
+forwards left them out, so its scenario ids hid the fixed group)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from autopar_opt.reports.capacity import render_capacity_html
+from support import paths
+
+DOC = json.loads((paths.DATA / "report" / "capacity_tiny.json").read_text())
+
+
+def test_each_note_is_in_the_report_once_with_its_scenarios():
+    doc = copy.deepcopy(DOC)
+    first, second = doc["scenarios"][0], doc["scenarios"][1]
+    note = "search.pp_degrees [4] left out: it does not fit this scenario's devices"
+    first["notes"] = [note]
+    second["notes"] = [note]
+    html = render_capacity_html(doc)
+    assert html.count("search.pp_degrees [4] left out") == 1
+    assert f"(scenarios: {first['id']}, {second['id']})" in html
+    # a document without notes gets no note paragraph
+    assert "Note:" not in render_capacity_html(DOC)
