@@ -202,6 +202,14 @@ def _axis_problems(sweep: SweepFile, base: dict[str, Any], file: str) -> list[Sp
             first.setdefault(label, i)
     cluster = base.get("cluster")
     used = [a for a in CLUSTER_AXES if getattr(axes, a) is not None]
+    if used and isinstance(cluster, dict) and "groups" in cluster:
+        out.append(SpecProblem(file, "base.cluster", cluster,
+                               f"is a fleet of groups, and the axes {one_of(used)} set a plain "
+                               "cluster's device, size or links",
+                               "sweep a fleet's node counts with axes.group_nodes (e.g. "
+                               "{a100: [0, 32], h100: [0, 64]}), or give the base a plain "
+                               "cluster: {nodes: 1, gpus_per_node: 8, device: A100-80GB}"))
+        return out
     if used and not (isinstance(cluster, dict) and "gpus_per_node" in cluster):
         out.append(SpecProblem(file, "base.cluster", cluster, f"the axes {one_of(used)} need an explicit "
                                "base cluster", "write cluster: {nodes: 1, gpus_per_node: 8, device: "

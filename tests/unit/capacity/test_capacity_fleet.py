@@ -163,3 +163,19 @@ def test_a_smaller_count_without_a_plan_but_with_a_bound_is_undecided() -> None:
     a2["time_to_train_days"] = [11.0, None]
     m = {(x["group"], x["reference"]): x for x in group_matches([h1, a2, a4])}[("a100", "h1")]
     assert m["nodes"] == 4 and m["proven"] and "every smaller count" in m["statement"]
+
+
+@pytest.mark.parametrize("axes", [{"device": ["A100-80GB"]}, {"gpus": [4]}])
+def test_plain_cluster_axes_on_a_fleet_base_name_group_nodes(tmp_path, axes) -> None:
+    """A device or gpus axis on a fleet base was refused with "need an explicit base
+    cluster ... (not {zoo: ...})", a fix that does not apply to a base of groups and
+    never named axes.group_nodes, the axis that sweeps a fleet (QA round 31)."""
+    data = yaml.safe_load(FLEET.read_text())
+    data["axes"] = axes
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError) as exc:
+        load_sweep(path)
+    (p,) = exc.value.problems
+    assert p.key == "base.cluster" and "is a fleet of groups" in p.rule
+    assert "axes.group_nodes" in p.fix
