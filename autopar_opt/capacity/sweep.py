@@ -53,6 +53,11 @@ AXIS_KEYS: dict[str, tuple[str, ...]] = {
 
 CLUSTER_AXES = ("device", "gpus", "nodes", "interconnect")
 
+#: Said of a scenario whose model has no sequence length (a CNN): the planning inputs count
+#: tokens, and such a sample is priced as one token (:attr:`Scenario.tokens_per_iteration`).
+NO_SEQUENCE_NOTE = ("the model has no sequence length: each sample counts as one token, so "
+                    "planning.token_budget, target_tokens_per_s and tokens/s count samples")
+
 #: At most this many scenario problems are listed (the same mistake repeats per scenario).
 MAX_PROBLEMS = 50
 
@@ -86,6 +91,8 @@ class Scenario:
 
     @property
     def tokens_per_iteration(self) -> int:
+        """Global batch x sequence length; a model without a sequence counts each sample as
+        one token (said in the scenario's notes: :data:`NO_SEQUENCE_NOTE`)."""
         return self.spec.training.global_batch_size * self.spec.training.tokens_per_sample
 
 
@@ -434,6 +441,8 @@ def load_sweep(path: str | Path) -> Sweep:
                 q = _scenario_problem(p, axes, index, file, sid)
                 seen.setdefault((q.file, q.key, p.rule, q.fix), q)
             continue
+        if spec.training.seq_len is None:
+            notes += (NO_SEQUENCE_NOTE,)
         shown = {n: getattr(v, "name", v) for n, v in axes.items()}
         scenarios.append(Scenario(sid, shown, data, spec, scenario_key(spec), notes + fixed))
     if seen or problems:

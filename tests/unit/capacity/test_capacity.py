@@ -354,3 +354,25 @@ def test_a_base_path_naming_no_file_is_reported_at_the_sweep_key(tmp_path, monke
     assert "sweep file's folder" in p.rule and str(sweep_dir) in p.fix
     shutil.copy(DATA / "tiny_base.yaml", sweep_dir / "base.yaml")
     assert len(load_sweep(path).scenarios) == 2
+
+
+def test_a_model_without_a_sequence_says_its_samples_count_as_tokens(tmp_path):
+    """Inception-v3 has no sequence length: the sweep priced each image as one token
+    ("train 1.28e+08 tokens", "tokens/s") and never said so (QA round 31). Oracle: the
+    tokens per step equal the global batch, and every scenario's notes say it; an LM
+    sweep gets no such note."""
+    from autopar_opt.capacity.sweep import NO_SEQUENCE_NOTE
+
+    data = yaml.safe_load((DATA / "two.yaml").read_text())
+    data["base"] = {"model": {"zoo": "inception-v3"},
+                    "cluster": {"nodes": 1, "gpus_per_node": 4, "device": "A100-80GB"},
+                    "training": {"global_batch_size": 256, "optimizer": "sgd_momentum_mixed"},
+                    "search": {"pp_degrees": [1], "tp_degrees": [1], "microbatches": [1]}}
+    path = tmp_path / "cnn.yaml"
+    path.write_text(yaml.safe_dump(data))
+    sweep = load_sweep(path)
+    assert len(sweep.scenarios) == 2
+    for s in sweep.scenarios:
+        assert s.tokens_per_iteration == 256 and NO_SEQUENCE_NOTE in s.notes
+        assert "count samples" in NO_SEQUENCE_NOTE
+    assert not any(NO_SEQUENCE_NOTE in s.notes for s in load_sweep(DATA / "two.yaml").scenarios)
