@@ -91,6 +91,10 @@ def _figure_with_legend(entries: int, width_in: float = 9.5, plot_in: float = 4.
                        1 - (left_in + right_in) / width_in, plot_in / height))
     return fig, ax
 
+#: Length of the arrow of a scenario with no proven throughput bound, as a share of its
+#: throughput (drawn upwards: its plans could be any faster).
+UNBOUNDED_ARROW = 0.3
+
 PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2", "#9D755D", "#FF9DA6"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 
@@ -178,6 +182,14 @@ def scaling_svg(entries: list[dict]) -> str | None:
                             color=color[d], marker=marker[b], ms=4, linewidth=1.0, capsize=2,
                             linestyle="-" if b == batches[0] else "--",
                             label=f"{d}, batch {b}")
+                # no proven bound (the search was cut before one): an open arrow upwards, not
+                # the bar-less point of a plan proven optimal (QA round 31)
+                open_ = [g for g in xs if best[g]["throughput_tokens_per_s"][1] is None]
+                if open_:
+                    up = [best[g]["throughput_tokens_per_s"][0] for g in open_]
+                    ax.errorbar(open_, up, yerr=[[0] * len(up), [v * UNBOUNDED_ARROW for v in up]],
+                                lolims=True, fmt="none", ecolor=color[d], elinewidth=1.0)
+                    drawn += [v * (1 + UNBOUNDED_ARROW) for v in up]
                 drawn += lo + [h for h in hi if h is not None]
         gpus = sorted({e["gpus"] for e in pts})
         readable_axis(ax, "x", [float(g) for g in gpus], ticks=[float(g) for g in gpus])

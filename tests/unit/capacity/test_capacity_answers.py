@@ -156,3 +156,20 @@ def test_a_scenario_without_a_plan_but_with_a_bound_unproves_the_frontier():
     # a bound that cannot reach a's plan (12 days > 11) leaves the proof standing
     far = [es[0], entry("c", "A", 16, (12, None), (50, None), "no_plan")]
     assert pareto(far)["frontier"][0]["proven"]
+
+
+def test_scaling_chart_does_not_draw_a_scenario_without_a_bound_as_proven():
+    """A plan whose search proved no bound (throughput upper end None: could be any faster)
+    was drawn with no bar, exactly as a plan proven optimal (QA round 31). Oracle: the same
+    chart with that point's bound equal to its plan."""
+    from autopar_opt.reports.capacity_charts import scaling_svg
+
+    def e(sid, gpus, thr):
+        return {"id": sid, "device": "A", "gpus": gpus, "global_batch_size": 8,
+                "throughput_tokens_per_s": list(thr), "time_to_train_days": [1.0, 1.0],
+                "cost": [1.0, 1.0]}
+
+    proven = scaling_svg([e("a", 8, (5.0, 5.0)), e("b", 16, (9.0, 9.0))])
+    unbounded = scaling_svg([e("a", 8, (5.0, 5.0)), e("b", 16, (9.0, None))])
+    assert proven == scaling_svg([e("a", 8, (5.0, 5.0)), e("b", 16, (9.0, 9.0))])  # deterministic
+    assert unbounded != proven
