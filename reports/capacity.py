@@ -16,16 +16,17 @@ from markupsafe import Markup
 
 from autopar_opt.reports.capacity_charts import pareto_svg, scaling_svg
 from autopar_opt.reports.render import _environment, write_atomic
-from autopar_opt.reports.formatting import runs_behind
+from autopar_opt.reports.formatting import fmt_money, runs_behind
 
 TEMPLATE = "capacity.html.j2"
 
 
-def _fmt(x: float | None, spec: str) -> str:
-    return "-" if x is None else format(x, spec)
+def _fmt(x: float | None, spec) -> str:
+    """``x`` by a format spec, or by a function of one number (money)."""
+    return "-" if x is None else (spec(x) if callable(spec) else format(x, spec))
 
 
-def _interval(pair: list, spec: str) -> str:
+def _interval(pair: list, spec) -> str:
     lo, hi = pair
     if lo is None and hi is None:
         return "-"
@@ -45,7 +46,7 @@ def _rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
                      "days_measured": (_interval(e["model_error"]["time_to_train_days"], ".3g")
                                        + f" (from {runs_behind(e['model_error'])})"
                                        if e.get("model_error") else "-"),
-                     "cost": _interval(e["cost"], ",.0f"),
+                     "cost": _interval(e["cost"], fmt_money),
                      "tokens": _interval(e["throughput_tokens_per_s"], ".3g"),
                      "meets": e["meets"], "frontier": e["id"] in front,
                      "plan": (f"{plan['shape']}: {plan['configuration']}" if "shape" in plan else

@@ -85,6 +85,15 @@ def fmt_rate(value: float | None, unit: str) -> str:
     return f"{text} {unit}"
 
 
+def fmt_money(value: float | None) -> str:
+    """An amount of money: thousands-separated whole units from 1,000 (``1,167,590``),
+    3 significant digits below (``4.26``, ``71.3``): whole units made 4.26 and 4.45 USD
+    both "4" beside an answer that proves one cheaper (QA round 31)."""
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
 #: What a model without a sequence (a CNN; ``training.seq_len`` unset) shows for tokens/s:
 #: its "tokens" would be samples (QA round 10: Inception-v3 printed 3244 tokens/s).
 NO_TOKENS = "tokens/s: none (no sequence length)"

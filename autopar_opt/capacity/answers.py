@@ -29,6 +29,7 @@ from typing import Any
 
 from autopar_opt.capacity.fleet_axes import is_group_axis, scenario_groups
 from autopar_opt.capacity.schema import PlanningSection
+from autopar_opt.reports.formatting import fmt_money
 
 SECONDS_PER_DAY = 86400.0
 WITHIN = "within the gap"
@@ -148,7 +149,7 @@ def requirement_text(planning: PlanningSection) -> str:
 
 
 def _money(x: float | None, currency: str) -> str:
-    return "-" if x is None else f"{x:,.0f} {currency}"
+    return "-" if x is None else f"{fmt_money(x)} {currency}"
 
 
 def cheapest(entries: list[dict], planning: PlanningSection) -> dict[str, Any]:

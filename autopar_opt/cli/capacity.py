@@ -34,7 +34,7 @@ from autopar_opt.capacity.store import ResultStore, default_store_path
 from autopar_opt.capacity.sweep import Sweep, load_sweep
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
 from autopar_opt.cli.solve import write_atomic
-from autopar_opt.reports.formatting import runs_behind
+from autopar_opt.reports.formatting import fmt_money, runs_behind
 
 #: Some scenario's search raised (e.g. its solver is not installed); the others are stored.
 EXIT_ERRORS = 4
@@ -58,11 +58,12 @@ def cap_workers(workers: int | None, engine: str) -> int | None:
     return cores
 
 
-def _interval(pair: list, fmt: str) -> str:
+def _interval(pair: list, fmt) -> str:
+    """``lo - hi``; ``fmt``: a format spec, or a function of one number (money)."""
     lo, hi = pair
     if lo is None and hi is None:
         return "-"
-    show = lambda x: "?" if x is None else format(x, fmt)
+    show = lambda x: "?" if x is None else (fmt(x) if callable(fmt) else format(x, fmt))
     return f"{show(lo)} - {show(hi)}"
 
 
@@ -89,7 +90,7 @@ def print_summary(doc: dict[str, Any], console: Console) -> None:
         # with the count of comparable runs it stands on (QA round 10: capacity.json only)
         said = f"{_interval(err, '.3g')} ({runs_behind(model_err)})" if err else "-"
         table.add_row(escape(e["id"]), status, gap, _interval(e["time_to_train_days"], ".3g"),
-                      said, _interval(e["cost"], ",.0f"), e["meets"])
+                      said, _interval(e["cost"], fmt_money), e["meets"])
     console.print(table)
     ans = doc["answers"]
 
@@ -132,7 +133,7 @@ def _progress_text(sweep: Sweep, rows: dict) -> str:
     if not best or best["scenario"] is None:
         return "no scenario proven to meet the requirement yet"
     cost = best["cost"][1]
-    return f"cheapest so far: {best['scenario']} ({cost:,.0f} {sweep.planning.prices.currency})"
+    return f"cheapest so far: {best['scenario']} ({fmt_money(cost)} {sweep.planning.prices.currency})"
 
 
 def _write_outputs(doc: dict[str, Any], rows: dict, out: Path) -> None:

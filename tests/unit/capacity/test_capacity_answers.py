@@ -173,3 +173,18 @@ def test_scaling_chart_does_not_draw_a_scenario_without_a_bound_as_proven():
     unbounded = scaling_svg([e("a", 8, (5.0, 5.0)), e("b", 16, (9.0, None))])
     assert proven == scaling_svg([e("a", 8, (5.0, 5.0)), e("b", 16, (9.0, 9.0))])  # deterministic
     assert unbounded != proven
+
+
+def test_the_cheapest_answer_shows_costs_that_tell_the_scenarios_apart():
+    """4.26 and 4.45 USD were both written "4 USD" (whole units), beside an answer proving
+    the first cheaper (QA round 31, the tiny sweep's A100 and H100 pairs). Oracle: the costs
+    to 3 significant digits; large amounts keep whole units with separators."""
+    from autopar_opt.reports.formatting import fmt_money
+
+    es = [entry("x", "A", 2, (0.05, 0.05), (4.2553, 4.2553)),
+          entry("y", "B", 2, (0.03, 0.03), (4.4512, 4.4512))]
+    ans = cheapest(es, PLANNING)
+    assert ans["scenario"] == "x" and ans["proven"]
+    assert "4.26 USD to 4.26 USD" in ans["statement"]
+    assert fmt_money(1167589.6) == "1,167,590" and fmt_money(130.04) == "130"
+    assert fmt_money(None) == "-"
