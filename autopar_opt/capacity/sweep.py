@@ -445,6 +445,11 @@ def load_sweep(path: str | Path) -> Sweep:
             notes += (NO_SEQUENCE_NOTE,)
         shown = {n: getattr(v, "name", v) for n, v in axes.items()}
         scenarios.append(Scenario(sid, shown, data, spec, scenario_key(spec), notes + fixed))
+    # the devices the built scenarios run on: a zoo cluster's or a custom device's too,
+    # which the sweep file does not name (QA round 31: priced after every search, KeyError)
+    priced = set(sweep.planning.prices.per_gpu_hour) | _sweep_devices(sweep, base)
+    built = {d for s in scenarios for d in s.devices}
+    problems.extend(_price_problems(sweep, built - priced, file))
     if seen or problems:
         raise SweepError(problems + list(seen.values())[:MAX_PROBLEMS])
     return Sweep(path, sweep.description, scenarios, sweep.planning, names)

@@ -376,3 +376,28 @@ def test_a_model_without_a_sequence_says_its_samples_count_as_tokens(tmp_path):
         assert s.tokens_per_iteration == 256 and NO_SEQUENCE_NOTE in s.notes
         assert "count samples" in NO_SEQUENCE_NOTE
     assert not any(NO_SEQUENCE_NOTE in s.notes for s in load_sweep(DATA / "two.yaml").scenarios)
+
+
+@pytest.mark.parametrize("cluster, device", [
+    ({"zoo": "1x8-a100-40"}, "A100-40GB"),
+    ({"nodes": 1, "gpus_per_node": 4, "device": {"name": "my-gpu", "peak_tflops": {"bf16": 400.0},
+                                                 "hbm_gib": 96.0, "hbm_gb_per_s": 3000.0}},
+     "my-gpu")])
+def test_a_device_the_sweep_does_not_name_still_needs_a_price(tmp_path, cluster, device):
+    """A base on a zoo cluster or a custom device: the price check read device names from
+    the sweep file only, so every scenario was solved and the command then died pricing
+    them (KeyError, exit 70; QA round 31). Oracle: the device the built scenario runs on."""
+    data = yaml.safe_load(TINY.read_text())
+    data["base"]["cluster"] = cluster
+    data["axes"] = {"global_batch_size": [64]}
+    data["planning"]["prices"]["per_gpu_hour"] = {"A100-80GB": 1.5}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError) as exc:
+        load_sweep(path)
+    (p,) = exc.value.problems
+    assert p.key == "planning.prices.per_gpu_hour" and f"no price for device {device!r}" in p.rule
+    data["planning"]["prices"]["per_gpu_hour"] = {device: 2.0}
+    path.write_text(yaml.safe_dump(data))
+    (s,) = load_sweep(path).scenarios
+    assert s.device == device
