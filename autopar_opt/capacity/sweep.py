@@ -239,6 +239,12 @@ def _axis_problems(sweep: SweepFile, base: dict[str, Any], file: str) -> list[Sp
                                    f"or a divisor of {gpn} for one partial node"))
     names = [o.name for o in axes.interconnect or []]
     for i, name in enumerate(names):
+        if set(_label("interconnect", name)) <= {"."}:   # "." or "..": a folder of its own
+            out.append(SpecProblem(file, f"axes.interconnect[{i}].name", name,
+                                   "is dots only: as a scenario id ('.', '..') its plan folder "
+                                   "scenarios/ID/ is the scenarios folder or the --out folder "
+                                   "itself", "give the option a name with a letter or "
+                                   "digit, e.g. ib-ndr-400"))
         if names.index(name) != i:
             out.append(SpecProblem(file, f"axes.interconnect[{i}].name", name, "duplicate name",
                                    "give every interconnect option its own name"))

@@ -401,3 +401,22 @@ def test_a_device_the_sweep_does_not_name_still_needs_a_price(tmp_path, cluster,
     path.write_text(yaml.safe_dump(data))
     (s,) = load_sweep(path).scenarios
     assert s.device == device
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_an_interconnect_name_of_dots_is_refused(tmp_path, name):
+    """A scenario id '..' wrote its plan.json and report.html into the --out folder itself,
+    '.' into the scenarios folder (QA round 31: `scenarios/<id>/` with id '..'). Oracle: the
+    same option under a name with a letter loads."""
+    data = yaml.safe_load(TINY.read_text())
+    data["axes"] = {"interconnect": [{"name": name, "inter_node": {"bandwidth_gb_per_s": 50.0,
+                                                                    "latency_us": 10.0}}]}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError) as exc:
+        load_sweep(path)
+    (p,) = exc.value.problems
+    assert (p.key, p.value) == ("axes.interconnect[0].name", name) and "dots only" in p.rule
+    data["axes"]["interconnect"][0]["name"] = "ib"
+    path.write_text(yaml.safe_dump(data))
+    assert [s.id for s in load_sweep(path).scenarios] == ["ib"]
