@@ -58,6 +58,9 @@ CLUSTER_AXES = ("device", "gpus", "nodes", "interconnect")
 NO_SEQUENCE_NOTE = ("the model has no sequence length: each sample counts as one token, so "
                     "planning.token_budget, target_tokens_per_s and tokens/s count samples")
 
+#: The key of a base cluster whose gpus_per_node cannot size the scenarios' clusters.
+BAD_GPUS_PER_NODE = "base.cluster.gpus_per_node"
+
 #: At most this many scenario problems are listed (the same mistake repeats per scenario).
 MAX_PROBLEMS = 50
 
@@ -222,6 +225,14 @@ def _axis_problems(sweep: SweepFile, base: dict[str, Any], file: str) -> list[Sp
                                "base cluster", "write cluster: {nodes: 1, gpus_per_node: 8, device: "
                                "A100-80GB} in the base spec (not {zoo: ...})"))
         return out
+    gpn = cluster.get("gpus_per_node") if used else 8
+    if isinstance(gpn, bool) or not isinstance(gpn, int) or gpn < 1:
+        # the gpus axis divides by it (QA round 31: 'four', null or 0 raised in int() or %)
+        out.append(SpecProblem(file, BAD_GPUS_PER_NODE, gpn, "must be a positive whole number "
+                               f"of GPUs per node: the axes {one_of(used)} build every "
+                               "scenario's cluster on it", "write e.g. gpus_per_node: 8 in the "
+                               "base cluster"))
+        return out
     if axes.gpus is not None and axes.nodes is not None:
         out.append(SpecProblem(file, "axes.nodes", axes.nodes, "gpus and nodes both given",
                                "give the cluster size once: axes.gpus or axes.nodes"))
@@ -230,7 +241,6 @@ def _axis_problems(sweep: SweepFile, base: dict[str, Any], file: str) -> list[Sp
             out.append(SpecProblem(file, f"axes.device[{i}]", name, "unknown device"
                                    + did_you_mean(name, DEVICE_CATALOG),
                                    f"use a catalog device: {one_of(DEVICE_CATALOG)}"))
-    gpn = int(cluster.get("gpus_per_node", 8)) if isinstance(cluster, dict) else 8
     for i, n in enumerate(axes.gpus or []):
         if n % gpn and gpn % n:
             out.append(SpecProblem(file, f"axes.gpus[{i}]", n, f"not whole nodes of {gpn} GPUs "
@@ -399,7 +409,7 @@ def load_sweep(path: str | Path) -> Sweep:
         raise SweepError(problems)
     problems.extend(_axis_problems(sweep, base, file))
     problems.extend(group_axis_problems(sweep.axes.group_nodes, base, file))
-    if any(p.key in ("base.cluster", "axes.group_nodes") for p in problems):
+    if any(p.key in ("base.cluster", "axes.group_nodes", BAD_GPUS_PER_NODE) for p in problems):
         raise SweepError(problems)
     problems.extend(_price_problems(sweep, _sweep_devices(sweep, base), file))
     bad = _bad_values(problems)

@@ -420,3 +420,21 @@ def test_an_interconnect_name_of_dots_is_refused(tmp_path, name):
     data["axes"]["interconnect"][0]["name"] = "ib"
     path.write_text(yaml.safe_dump(data))
     assert [s.id for s in load_sweep(path).scenarios] == ["ib"]
+
+
+@pytest.mark.parametrize("gpn", ["four", None, [4], 0, -4, True])
+def test_a_base_gpus_per_node_the_axes_cannot_use_is_one_problem(tmp_path, gpn):
+    """With a gpus axis, the base's gpus_per_node went through int() and % before any check:
+    'four', null, [4] and 0 ended in an internal error (exit 70), -4 in problems at every
+    gpus value (QA round 31). Oracle: the same sweep with gpus_per_node 4 loads."""
+    data = yaml.safe_load(TINY.read_text())
+    data["base"]["cluster"]["gpus_per_node"] = gpn
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError) as exc:
+        load_sweep(path)
+    (p,) = exc.value.problems
+    assert p.key == "base.cluster.gpus_per_node" and "positive whole number" in p.rule
+    data["base"]["cluster"]["gpus_per_node"] = 4
+    path.write_text(yaml.safe_dump(data))
+    assert len(load_sweep(path).scenarios) == 6
