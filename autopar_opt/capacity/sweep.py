@@ -360,7 +360,9 @@ def _read(path: Path) -> tuple[SweepFile | None, dict[str, Any], list[SpecProble
             return sweep, {}, [SpecProblem(str(path), "base", named,
                                            wrong.rule, wrong.fix)]
     base, _files, include_problems = resolve_includes(dict(base_raw), base_file)
-    problems.extend(include_problems)
+    # an inline base's keys sit under base: in the sweep file (QA round 31: "training = 'x'")
+    problems.extend(dataclasses.replace(p, key=f"base.{p.key}")
+                    if base_file == path and p.file == str(path) else p for p in include_problems)
     return sweep, base, problems
 
 

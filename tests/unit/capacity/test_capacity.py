@@ -438,3 +438,26 @@ def test_a_base_gpus_per_node_the_axes_cannot_use_is_one_problem(tmp_path, gpn):
     data["base"]["cluster"]["gpus_per_node"] = 4
     path.write_text(yaml.safe_dump(data))
     assert len(load_sweep(path).scenarios) == 6
+
+
+def test_a_problem_of_an_inline_base_section_is_keyed_under_base(tmp_path):
+    """`base: {training: x}` written in the sweep was reported as "sweep.yaml: training = 'x'",
+    a key the sweep file does not have (QA round 31). Oracle: the key path in the file; a base
+    in a file of its own keeps that file's own keys."""
+    data = yaml.safe_load(TINY.read_text())
+    data["base"]["training"] = "x"
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError) as exc:
+        load_sweep(path)
+    (p,) = exc.value.problems
+    assert (p.file, p.key, p.value) == (str(path), "base.training", "x")
+    base = yaml.safe_load((DATA / "tiny_base.yaml").read_text())
+    base["training"] = "x"
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump(base))
+    data["base"] = "b.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError) as exc:
+        load_sweep(path)
+    (p,) = exc.value.problems
+    assert (p.file, p.key) == (str(tmp_path / "b.yaml"), "training")
