@@ -107,11 +107,20 @@ def model_error(row: dict[str, Any], steps: int, gpus: int, price: float,
     cost = [d * 24.0 * gpus * price for d in days]
     text = (f"{iv['level']:.0%} interval from {iv['comparable_runs']} comparable published runs: "
             f"{days[0]:.3g}-{days[1]:.3g} days, {_money(cost[0], currency)} to "
-            f"{_money(cost[1], currency)}" + (" (wide: few runs share its regime)"
-                                             if iv.get("wide") else ""))
+            f"{_money(cost[1], currency)}" + (f" (wide: {_sharing(iv)})" if iv.get("wide") else ""))
     return {"level": iv["level"], "time_to_train_days": days, "cost": cost,
             "comparable_runs": iv["comparable_runs"], "wide": bool(iv.get("wide")),
             "iteration_time_s": [iv["low"], iv["high"]], "text": text}
+
+
+def _sharing(iv: dict[str, Any]) -> str:
+    """Why an interval is wide, as the plan report says it: how many published runs share
+    every regime label of the plan (the comparable runs matched on fewer labels)."""
+    n = iv.get("exact_matches")
+    if not isinstance(n, int):          # a row stored before the count was kept
+        return "few published runs share its regime"
+    return ("no published run shares" if n == 0 else "only 1 published run shares" if n == 1
+            else f"only {n} published runs share") + " every regime label of the plan"
 
 
 def _error_text(entry: dict) -> str:

@@ -188,3 +188,20 @@ def test_the_cheapest_answer_shows_costs_that_tell_the_scenarios_apart():
     assert "4.26 USD to 4.26 USD" in ans["statement"]
     assert fmt_money(1167589.6) == "1,167,590" and fmt_money(130.04) == "130"
     assert fmt_money(None) == "-"
+
+
+def test_a_wide_model_error_says_how_many_runs_share_the_regime():
+    """"80% interval from 198 comparable published runs ... (wide: few runs share its regime)"
+    read as a contradiction; the plan report of the same scenario says "only 2 published runs
+    share every regime label" (QA round 31). Oracle: the interval's own exact_matches."""
+    from autopar_opt.capacity.answers import model_error
+
+    iv = {"low": 0.0387, "high": 0.0824, "level": 0.8, "comparable_runs": 198,
+          "exact_matches": 2, "wide": True}
+    row = {"primal": 0.05, "interval": iv}
+    err = model_error(row, 1000, 8, 3.0, "USD")
+    assert "from 198 comparable published runs" in err["text"]
+    assert "(wide: only 2 published runs share every regime label of the plan)" in err["text"]
+    # days: steps x iteration time; cost: days x 24 h x GPUs x price
+    assert err["time_to_train_days"] == pytest.approx([1000 * 0.0387 / 86400, 1000 * 0.0824 / 86400])
+    assert err["cost"][1] == pytest.approx(1000 * 0.0824 / 3600 * 8 * 3.0)
