@@ -271,7 +271,7 @@ def _price_problems(sweep: SweepFile, devices: set[str], file: str) -> list[Spec
 
 #: A search degree list of the base spec, and the words of the rule a degree can break in
 #: one scenario of a sweep only (its device count is an axis value).
-_DEGREE_KEY = re.compile(r"^search\.(pp|tp|cp)_degrees\[(\d+)\]$")
+_DEGREE_KEY = re.compile(r"^search\.((?:pp|tp|cp)_degrees|microbatches)\[(\d+)\]$")
 _DEVICE_RULES = ("does not divide the", "more stages than the", "GPUs per node while tp_within_node")
 
 
@@ -288,18 +288,23 @@ def _unswept_groups(group_nodes: dict[str, list[int]] | None, base: dict[str, An
                  for g in groups if isinstance(g, dict) and g.get("name") not in group_nodes)
 
 
-def _trim_degrees(data: dict[str, Any], problems: list[SpecProblem]) -> tuple[str, ...]:
+def _trim_degrees(data: dict[str, Any], problems: list[SpecProblem],
+                  batch_axis: bool = False) -> tuple[str, ...]:
     """Leave out of ``data`` (one scenario's spec mapping) the search degrees that do not
-    fit its devices, when those are all its problems and every list keeps a degree: a
-    sweep over GPU counts lists the degrees of its largest scenarios, and a degree of 4
-    cannot run on 2 GPUs. Returns what was left out (empty: nothing to do, or a problem
-    of another kind, reported as it is)."""
+    fit its devices, and the micro-batch counts that do not divide its global batch, when
+    those are all its problems and every list keeps a value: a sweep over GPU counts lists
+    the degrees of its largest scenarios (a degree of 4 cannot run on 2 GPUs), a sweep over
+    batch sizes the micro-batch counts of its largest batch (only when ``batch_axis``: the
+    sweep varies the global batch; otherwise the base's own list is wrong, and said so).
+    Returns what was left out (empty: nothing to do, or a problem of another kind,
+    reported as it is)."""
     drop: dict[str, set[int]] = {}
     for p in problems:
         m = _DEGREE_KEY.match(p.key)
-        if m is None or not any(words in p.rule for words in _DEVICE_RULES):
+        if m is None or not any(words in p.rule for words in _DEVICE_RULES) \
+                or (m.group(1) == "microbatches" and not batch_axis):
             return ()
-        drop.setdefault(f"{m.group(1)}_degrees", set()).add(int(m.group(2)))
+        drop.setdefault(m.group(1), set()).add(int(m.group(2)))
     search = data.get("search") or {}
     notes = []
     for key, idx in drop.items():
@@ -309,8 +314,9 @@ def _trim_degrees(data: dict[str, Any], problems: list[SpecProblem]) -> tuple[st
             return ()
         gone = [values[i] for i in sorted(idx)]
         search[key] = kept
+        what = "global batch" if key == "microbatches" else "devices"
         notes.append(f"search.{key} {gone} left out: "
-                     f"{'they do' if len(gone) > 1 else 'it does'} not fit this scenario's devices")
+                     f"{'they do' if len(gone) > 1 else 'it does'} not fit this scenario's {what}")
     return tuple(notes)
 
 
@@ -450,7 +456,7 @@ def load_sweep(path: str | Path) -> Sweep:
             try:
                 spec = build_spec(data, path)
             except SpecError as exc:
-                notes = _trim_degrees(data, exc.problems)
+                notes = _trim_degrees(data, exc.problems, "global_batch_size" in axes)
                 if not notes:
                     raise
                 spec = build_spec(data, path)      # the base's list less what cannot run here

@@ -45,3 +45,25 @@ def test_a_list_left_with_nothing_is_still_refused(tmp_path):
         _load(tmp_path, sweep)
     assert any("pp_degrees" in p.key and "does not divide the 2 devices" in p.rule
                for p in err.value.problems)
+
+
+def test_a_micro_batch_count_that_does_not_divide_a_swept_batch_is_left_out_and_said(tmp_path):
+    """`global_batch_size: [64, 66]` with the base's microbatches [1, 2, 4]: 4 does not divide
+    66, and the whole sweep was refused at base.search.microbatches[2], not naming the
+    scenario (QA round 31), where a degree too large for a swept GPU count is left out of
+    that scenario. Oracle: the divisors of 66 among 1, 2, 4. Without a batch axis the base's
+    own list is wrong and still refused."""
+    import copy
+
+    sweep = copy.deepcopy(SWEEP)
+    sweep["base"]["search"] = {"pp_degrees": [1], "tp_degrees": [1], "microbatches": [1, 2, 4]}
+    sweep["axes"] = {"global_batch_size": [64, 66]}
+    by_id = {s.id: s for s in _load(tmp_path, sweep).scenarios}
+    assert tuple(by_id["gbs66"].spec.space.microbatches) == (1, 2)
+    assert any("search.microbatches [4] left out" in n and "global batch" in n
+               for n in by_id["gbs66"].notes)
+    assert tuple(by_id["gbs64"].spec.space.microbatches) == (1, 2, 4) and by_id["gbs64"].notes == ()
+    sweep["axes"] = {"gpus": [8]}
+    sweep["base"]["training"]["global_batch_size"] = 66
+    with pytest.raises(SpecError, match="does not divide the 66 samples"):
+        _load(tmp_path, sweep)
