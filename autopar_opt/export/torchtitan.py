@@ -50,7 +50,7 @@ from autopar_opt.ir.arch import ModelArch, Router, router_text
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.plan import Plan, StagePlan
 from autopar_opt.ir.strategies import Strategy
-from autopar_opt.ir.target import dp_shard_degree, torchtitan_window_problem
+from autopar_opt.ir.target import CP_SHARDS, dp_shard_degree, torchtitan_window_problem
 from autopar_opt.ir.training import FP32_DTYPES
 from autopar_opt.ir.training import Recompute, Schedule
 
@@ -171,6 +171,8 @@ def torchtitan_rules(view: PlanView, chain: bool, version: str = "0.3") -> list[
     if view.zero == 1 and view.dp * view.cp > 1:
         out.append("ZeRO-1 (optimizer-state sharding only): torchtitan shards with FSDP2 "
                    "(ZeRO-2 or ZeRO-3) or replicates (DDP)")
+    if view.cp > 1 and view.zero == 0:
+        out.append(f"ZeRO-0 with cp={view.cp}: {CP_SHARDS}; price the plan with zero 2 or 3")
     if view.replicas > 1 and view.zero_group % view.cp:
         out.append(f"hybrid sharding over {view.zero_group} ranks with cp={view.cp}: torchtitan's "
                    "FSDP mesh is dp_shard x cp, so a shard group holds whole cp groups")

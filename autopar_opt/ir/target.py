@@ -66,6 +66,12 @@ ANY = -1
 #: Layer kinds the frameworks build as transformer layers (their layer counts).
 BLOCK_KINDS = (LayerKind.transformer_block, LayerKind.moe_block)
 
+#: Why torchtitan runs no ZeRO-0 (DDP) plan with context parallelism (the target's
+#: admission and the export's rules say the same).
+CP_SHARDS = ("with context parallelism torchtitan shards the parameters over its FSDP mesh "
+             "dp_shard x cp (ParallelDims.fsdp_enabled: dp_shard or cp > 1), so it runs no "
+             "ZeRO-0 (DDP) plan with cp > 1: ZeRO-2/3 over dp x cp (or hybrid sharding)")
+
 #: Layer kinds a framework pipeline can hold: embedding, transformer layers, head.
 RUNNABLE_KINDS = BLOCK_KINDS + (LayerKind.embedding, LayerKind.lm_head)
 
@@ -187,6 +193,11 @@ class Target:
                 return "the FSDP mesh is dp_shard x cp: the shard group must hold whole cp groups"
             if sharded and s.zero == 1:
                 return "no ZeRO-1 form (FSDP2 shards parameters, gradients and state, or DDP)"
+            if layer.params > 0 and s.cp > 1 and s.zero == 0:
+                # ParallelDims.fsdp_enabled is dp_shard or cp: with cp > 1 torchtitan always
+                # shards the parameters over its fsdp mesh dp_shard x cp (the llama3/qwen3
+                # parallelize apply_fsdp_to_decoder), so no DDP (ZeRO-0) plan runs with cp
+                return CP_SHARDS
             if s.recompute.value == "selective":
                 return "activation checkpointing is 'full' or 'none' here (its 'selective' is op-level)"
             if layer.is_moe and s.ep == 1 and etp != s.tp:

@@ -358,7 +358,8 @@ def test_torchtitan_writes_deepep_and_refuses_what_it_cannot_run():
                                                  "0.3").text
     assert "DeepEP token dispatch" in _refusal(TITAN_PLAN, "torchtitan", QWEN, training=deep,
                                                version="0.2")
-    cp_plan = make_plan([8], dp=4, tp=1, c=2, graph=QWEN)
+    # ZeRO-3: with cp > 1 torchtitan always shards over dp_shard x cp (no DDP form)
+    cp_plan = make_plan([8], dp=4, tp=1, zero=3, c=2, graph=QWEN)
     cp_plan = Plan([StagePlan(st.layers, [replace(s, dp=2, cp=2) for s in st.strategies])
                     for st in cp_plan.stages], cp_plan.microbatches, cp_plan.schedule)
     ulysses = replace(TRAINING, runtime=runtime_named("torchtitan", cp_comm_type="a2a"))
