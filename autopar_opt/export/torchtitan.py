@@ -265,7 +265,9 @@ def torchtitan_config(view: PlanView) -> dict[str, Any]:
         "context_parallel_degree": view.cp,
         "pipeline_parallel_degree": view.pp,
     }
-    if shard > 1:
+    if view.zero >= 2 and shard * view.cp > 1:
+        # FSDP2 shards over the fsdp mesh dp_shard x cp, so a shard group of cp ranks
+        # (dp_shard 1 under hybrid sharding) is sharded too and takes the policy.
         # ZeRO-3 keeps what the cost model priced (Runtime.reshards_after_forward):
         # resharding is "always"; kept under a pipeline is torchtitan's "default"
         # ("not pp_enabled"); kept without one is "never" (read back as ZeRO-2)
@@ -580,7 +582,7 @@ def plan_from_torchtitan(config: dict[str, Any], graph: LayerGraph, world: int) 
     if rep * shard * tp * cp * pp != world:
         raise ValueError(f"dp_replicate*dp_shard*cp*tp*pp = {rep * shard * tp * cp * pp} "
                          f"!= world size {world}")
-    zero = 0 if shard == 1 else (
+    zero = 0 if shard * cp == 1 else (      # FSDP2's mesh is dp_shard x cp
         3 if par.get("fsdp_reshard_after_forward", "default") in ("always", "default") else 2)
     # HSDP: dp_replicate copies of a dp_shard x cp shard group (0: the whole dp·cp group)
     zero_group = shard * cp if zero and rep > 1 else 0

@@ -5,8 +5,9 @@ cp_enabled``; ``parallel_dims.py`` builds ``fsdp = dp_shard * cp``, and the llam
 
 So (QA round 31): a ZeRO-0 (DDP) plan with ``cp > 1`` is not one torchtitan runs (its
 export wrote ``data_parallel_shard_degree = 1`` and torchtitan sharded the weights over
-the cp ranks, resharding after forward): the target does not admit it and the export
-refuses it."""
+the cp ranks, resharding after forward), and a ZeRO-2 plan sharded over the cp ranks only
+(hybrid sharding, ``dp_shard = 1``) must still carry ``fsdp_reshard_after_forward =
+"never"`` (it was left out, so torchtitan resharded: ZeRO-3, not the plan priced)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import json
 
 import pytest
 
-from autopar_opt.export import ExportError, export_plan
+from autopar_opt.export import ExportError, export_plan, plan_view
+from autopar_opt.export.torchtitan import plan_from_torchtitan, torchtitan_config
 from autopar_opt.ir.plan import Plan, StagePlan
 from autopar_opt.ir.strategies import Strategy
 from autopar_opt.ir.target import Target
@@ -46,3 +48,15 @@ def test_no_ddp_plan_with_context_parallelism(version):
     with pytest.raises(ExportError, match="ZeRO-0 with cp=2"):
         export_plan(_plan(0), LLAMA, CLUSTER, TRAINING, "torchtitan", version)
 
+
+def test_zero2_over_the_cp_ranks_keeps_its_parameters_after_forward():
+    plan = _plan(2, zero_group=2)           # shard group = the 2 cp ranks, 2 replicas
+    par = torchtitan_config(plan_view(plan, LLAMA, CLUSTER, TRAINING))["parallelism"]
+    assert (par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"],
+            par["context_parallel_degree"]) == (2, 1, 2)
+    assert par["fsdp_reshard_after_forward"] == "never"
+    text = export_plan(plan, LLAMA, CLUSTER, TRAINING, "torchtitan").text
+    assert "config.parallelism.fsdp_reshard_after_forward = 'never'" in text
+    back = plan_from_torchtitan({"parallelism": par, "training": {
+        "global_batch_size": 16, "local_batch_size": 2}}, LLAMA, CLUSTER.num_devices)
+    assert back.to_dict() == plan.to_dict()
