@@ -107,8 +107,12 @@ def megatron_rules(view: PlanView, chain: bool) -> list[str]:
         out.append("op-level selective checkpointing (torchtitan's save list): Megatron-LM's "
                    "--recompute-granularity selective recomputes the attention core only")
     elif _recompute_args(view) is None:
+        chunks = _virtual_chunks(view)
         out.append("per-layer recomputation other than 'the first N blocks of every stage' "
-                   "(--recompute-method block)")
+                   "(--recompute-method block)" + (
+                       f"; with {chunks} virtual stages Megatron-LM recomputes the first N "
+                       f"blocks of every virtual stage, so a stage's recomputed blocks must be "
+                       f"a multiple of {chunks}" if chunks > 1 else ""))
     if view.vp_chunks > 1 and view.schedule is Schedule.interleaved:
         out += _vp_rules(view)
     return out
@@ -155,8 +159,21 @@ def _vp_rules(view: PlanView) -> list[str]:
     return out
 
 
+def _virtual_chunks(view: PlanView) -> int:
+    """Model chunks per pipeline rank (``--num-virtual-stages-per-pipeline-rank``, 1 without)."""
+    return view.vp_chunks if view.schedule is Schedule.interleaved and view.vp_chunks > 1 else 1
+
+
 def _recompute_args(view: PlanView) -> list[str] | None:
-    """Recompute flags, or None when the per-block pattern is not expressible."""
+    """Recompute flags, or None when the per-block pattern is not expressible.
+
+    ``--recompute-method block --recompute-num-layers N`` recomputes the first ``N``
+    layers of every ``TransformerBlock`` (Megatron-Core 0.17.1 ``transformer_block.py``
+    ``_checkpointed_forward``: ``range(self.num_layers_per_pipeline_rank)``, which is
+    ``len(self.layers)``, the layers of one model chunk), so with ``v`` virtual stages
+    a rank recomputes ``v·N`` blocks: a plan recomputing ``n`` blocks of a stage (the
+    cost model prices a stage's blocks, not their chunk) is ``N = n / v``, and has no
+    form where ``v`` does not divide ``n``."""
     modes = {m for stage in view.block_recompute for m in stage}
     if modes == {Recompute.none} or not modes:
         return []
@@ -175,8 +192,11 @@ def _recompute_args(view: PlanView) -> list[str] | None:
         firsts.add(n)
     if len(firsts) != 1:
         return None
+    n, chunks = firsts.pop(), _virtual_chunks(view)
+    if n % chunks:
+        return None
     return ["--recompute-granularity", "full", "--recompute-method", "block",
-            "--recompute-num-layers", str(firsts.pop())]
+            "--recompute-num-layers", str(n // chunks)]
 
 
 def _layout(view: PlanView) -> str:

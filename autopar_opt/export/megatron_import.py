@@ -65,17 +65,20 @@ def _block_counts(args: argparse.Namespace, blocks: int, pp: int) -> list[int]:
     return [blocks // pp] * pp
 
 
-def _recompute(args: argparse.Namespace, position: int) -> Recompute:
+def _recompute(args: argparse.Namespace, position: int, vp: int = 1) -> Recompute:
     """Recomputation of the ``position``-th block of its stage (``--recompute-activations``
     is Megatron-LM's older spelling of ``--recompute-granularity selective``,
-    ``validate_args``)."""
+    ``validate_args``). ``--recompute-method block`` recomputes the first N blocks of
+    every model chunk, ``vp`` of them per rank: ``vp·N`` blocks of the stage
+    (:func:`~autopar_opt.export.megatron._recompute_args`)."""
     if args.recompute_granularity == "selective" or (args.recompute_activations
                                                      and args.recompute_granularity is None):
         return Recompute.selective
     if args.recompute_granularity != "full":
         return Recompute.none
     if args.recompute_method == "block":
-        return Recompute.full if position < (args.recompute_num_layers or 0) else Recompute.none
+        return Recompute.full if position < (args.recompute_num_layers or 0) * vp \
+            else Recompute.none
     return Recompute.full
 
 
@@ -236,7 +239,7 @@ def _assemble(graph: LayerGraph, counts: list[int], base: Strategy, args: argpar
             # the experts' own TP degree (Megatron-Core --expert-tensor-parallel-size, which
             # the Megatron export writes for etp != tp; QA round 9: it was refused here)
             etp = (args.expert_tensor_parallel_size or 0) if layer.is_moe else 0
-            strats.append(replace(base, recompute=_recompute(args, j), ep=ep or 1, etp=etp))
+            strats.append(replace(base, recompute=_recompute(args, j, vp), ep=ep or 1, etp=etp))
             names.append(layer.name)
         start += count
         if i == len(counts) - 1:
