@@ -50,7 +50,8 @@ from autopar_opt.ir.arch import ModelArch, Router, router_text
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.plan import Plan, StagePlan
 from autopar_opt.ir.strategies import Strategy
-from autopar_opt.ir.target import CP_SHARDS, dp_shard_degree, torchtitan_window_problem
+from autopar_opt.ir.target import (CP_SHARDS, Target, dp_shard_degree,
+                                   torchtitan_window_problem)
 from autopar_opt.ir.training import FP32_DTYPES
 from autopar_opt.ir.training import Recompute, Schedule
 
@@ -214,6 +215,10 @@ def torchtitan_rules(view: PlanView, chain: bool, version: str = "0.3") -> list[
                    "0.3's SelectiveAC is per-op only (export with --framework-version 0.2)")
     if view.vp_chunks > 1:
         out.append("interleaved virtual stages")
+    few = Target("torchtitan", version).microbatch_problem(view.pp, view.microbatches,
+                                                           view.schedule)
+    if few:
+        out.append(few + " (fix: more micro-batches, or the GPipe schedule)")
     if view.dtype == "fp16":
         out.append("fp16 training: torchtitan's mixed_precision_param is 'bfloat16' or "
                    "'float32' (torchtitan/config/configs.py); price the plan with dtype bf16 or "

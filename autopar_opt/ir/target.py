@@ -148,6 +148,20 @@ class Target:
             return "torchtitan does not pipeline a model whose output layer is tied to its embedding"
         return None
 
+    def microbatch_problem(self, pp: int, microbatches: int, schedule) -> str | None:
+        """Why the framework runs no pipeline of ``pp`` stages with ``microbatches``
+        micro-batches under ``schedule`` (a :class:`~autopar_opt.ir.training.Schedule` or its
+        value; None: it may). torchtitan's 1F1B is ``torch.distributed.pipelining``'s
+        ``Schedule1F1B``, whose constructor raises "Number of microbatches (c) must be
+        greater than or equal to the number of stages (pp)" (torch 2.13
+        ``pipelining/schedules.py``; torchtitan's ``build_pipeline_schedule`` only warns
+        before it); its GPipe, Megatron-LM's and DeepSpeed's 1F1B run any count."""
+        if self.framework == "torchtitan" and pp > 1 and microbatches < pp \
+                and getattr(schedule, "value", schedule) == "1f1b":
+            return (f"torchtitan's 1F1B (torch.distributed.pipelining Schedule1F1B) needs at "
+                    f"least as many micro-batches as pipeline stages: {microbatches} < pp = {pp}")
+        return None
+
     def admitted(self, layer: Layer, strategies: list, pp: int) -> list:
         """The strategies of ``layer`` the framework runs, in order: on a layer that is
         not a transformer block, recomputation becomes none (every framework recomputes

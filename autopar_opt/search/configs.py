@@ -116,6 +116,8 @@ def outer_configs(graph: LayerGraph, cluster: Cluster, training: Training,
                 if sched is Schedule.interleaved and pp > 1:
                     configs += _interleaved(graph, space, pp, c, schedules)
                     continue
+                if target is not None and target.microbatch_problem(pp, c, sched):
+                    continue
                 configs += [OuterConfig(pp, c, sched, shape) for shape in shapes]
     return configs
 
@@ -154,6 +156,14 @@ def empty_space_problem(graph: LayerGraph, cluster: Cluster, training: Training,
         return ("search.microbatches", list(space.microbatches or []),
                 f"no micro-batch count divides the global batch {training.global_batch_size}",
                 "list divisors of the global batch")
+    target = space.runs_on
+    counts = microbatch_counts(training, space)
+    why = next((target.microbatch_problem(pp, c, sched) for pp in degrees for c in counts
+                for sched in space.schedules if target is not None
+                and target.microbatch_problem(pp, c, sched)), None)
+    if why:
+        return ("search.microbatches", list(space.microbatches or counts), why,
+                "list micro-batch counts of at least the pipeline degree")
     if space.vp_chunks is not None:
         return ("search.vp_chunks", list(space.vp_chunks),
                 f"no listed virtual-stage count splits the model's transformer blocks evenly "
