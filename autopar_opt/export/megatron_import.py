@@ -82,6 +82,32 @@ def _recompute(args: argparse.Namespace, position: int, vp: int = 1) -> Recomput
     return Recompute.full
 
 
+def recompute_problems(args: argparse.Namespace) -> list[str]:
+    """Recomputation flags Megatron-Core refuses (0.17.1 ``TransformerConfig.__post_init__``):
+    full granularity without a method ("recompute_method must be \"block\" or
+    \"uniform\"") or without a layer count ("recompute_num_layers must be between 1 and
+    num_layers_per_pipeline_rank"), and a layer count with selective granularity
+    ("recompute_num_layers must be None"). Read otherwise, such a command line was priced
+    as a run Megatron-LM never starts."""
+    out = []
+    if args.recompute_granularity == "full":
+        missing = [flag for flag, given in (("--recompute-method", args.recompute_method),
+                                            ("--recompute-num-layers", args.recompute_num_layers))
+                   if given is None]
+        if missing:
+            out.append(f"--recompute-granularity full without {' and '.join(missing)}: "
+                       "Megatron-Core refuses it (TransformerConfig: full recomputation needs "
+                       "recompute_method block or uniform and recompute_num_layers); add "
+                       "--recompute-method uniform --recompute-num-layers 1 to recompute every "
+                       "layer, or --recompute-method block --recompute-num-layers N for the "
+                       "first N of every stage")
+    elif args.recompute_num_layers is not None and (
+            args.recompute_granularity == "selective" or args.recompute_activations):
+        out.append("--recompute-num-layers with selective recomputation: Megatron-Core refuses "
+                   "it (TransformerConfig: 'recompute_num_layers must be None'); drop it")
+    return out
+
+
 #: Precision flags and the training dtype each means (Megatron-LM trains in fp32 without one).
 _DTYPE_FLAGS = (("fp16", "--fp16", ("fp16",)), ("bf16", "--bf16", ("bf16", "fp8")),
                 ("fp8_format", "--fp8-format", ("fp8",)))
@@ -183,7 +209,7 @@ def plan_from_megatron(args: argparse.Namespace, graph: LayerGraph, cluster: Clu
             kinds[-1] is not LayerKind.lm_head or any(k not in BLOCK_KINDS for k in kinds[1:-1]):
         raise MegatronArgsError("reading a Megatron-LM command line needs a chain model: "
                                 "embedding, transformer blocks, head")
-    said = contradictions(args, graph, training)
+    said = contradictions(args, graph, training) + recompute_problems(args)
     if said:
         raise MegatronArgsError("", said)
     tp, pp, cp = args.tensor_model_parallel_size, args.pipeline_model_parallel_size, \
