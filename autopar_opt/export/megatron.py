@@ -814,6 +814,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--fp8-format", default=None)
     p.add_argument("--recompute-granularity", choices=["full", "selective"], default=None)
     p.add_argument("--recompute-method", choices=["uniform", "block"], default=None)
+    p.add_argument("--recompute-modules", nargs="*", default=None)
     p.add_argument("--data-parallel-sharding-strategy", default="no_shard")
     p.add_argument("--pipeline-model-parallel-layout", default=None)
     return p

@@ -179,6 +179,17 @@ def runtime_flag_notes(args: argparse.Namespace, training: Training) -> list[str
     line without overlap flags, whose Megatron-LM defaults are off, were priced as the
     runtime's without a word)."""
     rt, out = training.runtime, []
+    modules = args.recompute_modules
+    selective = args.recompute_granularity == "selective" or (
+        args.recompute_activations and args.recompute_granularity is None)
+    if selective and modules is not None and set(modules) != {"core_attn"}:
+        # Megatron-Core's default recompute_modules is ["core_attn"] (TransformerConfig)
+        out.append(f"--recompute-modules {' '.join(modules) or '(none)'}: selective "
+                   "recomputation is priced as Megatron-Core's default, the attention core "
+                   "(core_attn) only; the run recomputes "
+                   + (" and ".join(sorted(set(modules) - {"core_attn"})) or "nothing")
+                   + (" as well" if "core_attn" in modules else " instead")
+                   + ", whose time and saved memory the price does not include")
     if args.attention_backend in ("unfused", "local") and rt.flash_attention:
         out.append(f"--attention-backend {args.attention_backend}: the attention priced is "
                    f"training.runtime {rt.name}'s fused kernel; set training.runtime_options: "

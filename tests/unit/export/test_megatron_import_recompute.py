@@ -44,3 +44,23 @@ def test_megatron_core_and_the_import_agree(flags, runs, config):
     else:
         with pytest.raises(MegatronArgsError, match="Megatron-Core refuses it"):
             plan_from_megatron(args, GRAPH, CLUSTER, TRAINING)
+
+
+def test_selective_recomputation_of_other_modules_is_said():
+    """``--recompute-modules`` picks what selective recomputation recomputes (Megatron-Core
+    default ``["core_attn"]``); the price is the attention core's, so other modules are
+    said (QA round 31: ``--recompute-modules mlp moe_act`` was priced silently as the
+    attention core)."""
+    from autopar_opt.export.megatron_import import runtime_flag_notes
+
+    def notes(flags):
+        return [n for n in runtime_flag_notes(parse_megatron_args(BASE + flags), TRAINING)
+                if "--recompute-modules" in n]
+    said = notes("--recompute-granularity selective --recompute-modules mlp moe_act")
+    assert len(said) == 1 and "mlp and moe_act instead" in said[0]
+    assert "layernorm as well" in notes("--recompute-granularity selective "
+                                        "--recompute-modules core_attn layernorm")[0]
+    assert notes("--recompute-granularity selective --recompute-modules core_attn") == []
+    assert notes("--recompute-granularity selective") == []
+    args = parse_megatron_args(BASE + "--recompute-granularity selective --recompute-modules mlp")
+    assert args.recompute_modules == ["mlp"]
