@@ -211,6 +211,27 @@ def runtime_flag_notes(args: argparse.Namespace, training: Training) -> list[str
     return out
 
 
+def batch_notes(args: argparse.Namespace, training: Training, dp: int) -> list[str]:
+    """What the price assumes of a batch flag the command line leaves out, where Megatron-LM
+    would not run it so (``validate_args``: ``assert args.micro_batch_size is not None``;
+    without ``--global-batch-size`` the run takes ``micro_batch_size · data_parallel_size``).
+    ``dp``: the plan's data-parallel degree. QA round 31: both were filled in silently (a
+    micro-batch of 1, the spec's global batch)."""
+    out = []
+    mbs = args.micro_batch_size
+    if mbs is None:
+        out.append("--micro-batch-size is not given (Megatron-LM requires it: validate_args "
+                   "asserts it); priced with 1 sample per data-parallel replica per "
+                   "micro-batch: add --micro-batch-size 1, or the run's own")
+    gbs = training.global_batch_size
+    if args.global_batch_size is None and (mbs or 1) * dp != gbs:
+        out.append(f"--global-batch-size is not given: Megatron-LM then runs micro-batch-size "
+                   f"x dp = {mbs or 1} x {dp} = {(mbs or 1) * dp} samples per iteration "
+                   f"(validate_args), but the price is training.global_batch_size {gbs}'s: add "
+                   f"--global-batch-size {gbs}")
+    return out
+
+
 def plan_from_megatron(args: argparse.Namespace, graph: LayerGraph, cluster: Cluster,
                        training: Training) -> Plan:
     """The plan of a parsed Megatron-LM command line; raises MegatronArgsError naming

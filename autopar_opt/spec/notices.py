@@ -35,15 +35,20 @@ def link_notices(cluster) -> list[str]:
     return out
 
 
-def command_line_notes(plan_section, training) -> list[str]:
+def command_line_notes(plan_section, training, plan=None) -> list[str]:
     """What a Megatron-LM command line (``plan.megatron_args``) runs that the price does
-    not (:func:`autopar_opt.export.megatron_import.runtime_flag_notes`)."""
+    not (:func:`autopar_opt.export.megatron_import.runtime_flag_notes`), and the batch flags
+    it leaves out (:func:`~autopar_opt.export.megatron_import.batch_notes`; ``plan``: the
+    plan built from it, for its data-parallel degree)."""
     from autopar_opt.spec.schema import MegatronArgsPlanSpec
 
     if not isinstance(plan_section, MegatronArgsPlanSpec):
         return []
     from autopar_opt.export.megatron import parse_megatron_args
-    from autopar_opt.export.megatron_import import runtime_flag_notes
+    from autopar_opt.export.megatron_import import batch_notes, runtime_flag_notes
 
     args = parse_megatron_args(plan_section.megatron_args)     # read once before: it parses
-    return [f"plan.megatron_args: {note}" for note in runtime_flag_notes(args, training)]
+    notes = runtime_flag_notes(args, training)
+    if plan is not None and plan.stages and plan.stages[0].strategies:
+        notes = batch_notes(args, training, plan.stages[0].strategies[0].dp) + notes
+    return [f"plan.megatron_args: {note}" for note in notes]

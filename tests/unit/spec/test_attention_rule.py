@@ -92,6 +92,7 @@ def test_a_megatron_command_line_says_what_the_runtime_prices_instead(tmp_path):
                          ("--tp-comm-overlap", "tp_comm_overlap")):
         assert f"no {flag} (Megatron-LM's default: off)" in notes and f"{{{option}: false}}" in notes
     data["plan"]["megatron_args"] = ("--tensor-model-parallel-size 8 --micro-batch-size 1 "
+                                     "--global-batch-size 8 "
                                      "--overlap-grad-reduce --tp-comm-overlap")
     path.write_text(yaml.safe_dump(data))
     assert not any("megatron_args" in n for n in load_spec(path).notices)
