@@ -186,6 +186,7 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
         _fail(f"invalid plan: {path}: {rule}; {fix}", file, rule, fix, key="plan")
     _same_model(doc, spec, path, file, spec_file)
     _same_case(doc, spec, path, file, spec_file)
+    _same_price(doc, plan, spec, path, file, spec_file)
     if version is None:        # the version the plan was searched for, else the current one
         space = doc.get("search_space") if isinstance(doc.get("search_space"), dict) else {}
         tgt = space.get("target") if isinstance(space.get("target"), dict) else {}
@@ -325,6 +326,35 @@ def _same_case(doc: dict, spec, path, file: str, spec_file: str) -> None:
         fix = ("solve the edited spec again, or pass the spec the plan was solved from with "
                "--spec SPEC")
         _fail(f"invalid plan: {path}: {rule}; {fix}", file, rule, fix, key="spec")
+
+
+def _same_price(doc: dict, plan: Plan, spec, path, file: str, spec_file: str) -> None:
+    """Refuse an ``estimate --json`` document whose plan no longer prices as it records
+    under the spec read now. Such a document records the spec's path only (not its batch,
+    sequence, precision or cluster, which :func:`_same_case` checks for a solve's
+    plan.json), so a spec edited after the estimate, or another file of the same name
+    where a relative path is read from another directory, was exported with its own
+    global batch and micro-batch size without a word (QA round 31). Its recorded
+    iteration time is the price of that plan under that spec: the same code prices it
+    again here, so any difference means another spec (or another cost model)."""
+    if not isinstance(doc.get("spec"), str):
+        return                       # a solve's plan.json: _same_model and _same_case
+    metrics = doc.get("metrics") if isinstance(doc.get("metrics"), dict) else {}
+    recorded = metrics.get("iteration_time_s")
+    if not isinstance(recorded, (int, float)) or isinstance(recorded, bool) or recorded <= 0:
+        return
+    from autopar_opt.cost.evaluate import evaluate
+
+    now = evaluate(plan, spec.graph, spec.cluster, spec.training,
+                   spec.cost_params).iteration_time_s
+    if abs(now - recorded) <= 1e-9 * max(abs(recorded), 1.0):
+        return
+    rule = (f"the plan was estimated at {recorded:.6g} s per iteration, but it prices at "
+            f"{now:.6g} s under {spec_file} as read now: the spec (or a file it includes, or "
+            "autopar's cost model) is not the one it was estimated from")
+    fix = ("estimate the spec again (autopar estimate SPEC --json), or pass the spec it was "
+           "estimated from with --spec SPEC")
+    _fail(f"invalid plan: {path}: {rule}; {fix}", file, rule, fix, key="spec")
 
 
 def _memory_notes(plan: Plan, spec) -> list[str]:
