@@ -223,7 +223,8 @@ def _mpt_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
     return ModelArch(
         family="mpt", num_layers=len(blocks), hidden=h, heads=a, kv_heads=a, head_dim=h // a,
         ffn_hidden=int(g("expansion_ratio") or 4) * h, vocab=int(g("vocab_size")),
-        max_positions=int(g("max_seq_len") or 0), gated=False, norm="layernorm", tied=True,
+        max_positions=int(g("max_seq_len") or 0), gated=False, norm="layernorm",
+        tied=bool(g("tie_word_embeddings", True)),
         biases=not bool(g("no_bias", True)), activation="gelu", alibi=True,
         dropout=dropout_rates(config), hf_id=str(g("_name_or_path") or ""))
 

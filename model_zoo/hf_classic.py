@@ -15,11 +15,16 @@ from autopar_opt.model_zoo.transformer import decoder_lm, embedding, lm_head
 
 
 def read_gpt2(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
-    """GPT-2: learned positions, 4h GELU MLP (``n_inner``), LayerNorm, biases, tied."""
+    """GPT-2: learned positions, 4h GELU MLP (``n_inner``), LayerNorm, biases, output tied
+    to the input embedding unless ``tie_word_embeddings`` is false (``GPT2LMHeadModel``
+    ties ``lm_head`` to ``wte`` only where the config's ``tie_word_embeddings``, default
+    true, says so; QA round 31: a stated false was built tied while the architecture
+    line said untied)."""
     heads_divide(c, "n_embd", "n_head")
     h = c("n_embd")
+    tied = bool(c("tie_word_embeddings", True))
     g = decoder_lm(name, c("n_layer"), s, h, c("n_head"), c("n_inner", 4 * h) or 4 * h,
-                   c("vocab_size"), learned_positions=False, tied=True, biases=True,
+                   c("vocab_size"), learned_positions=False, tied=tied, biases=True,
                    flash_attention=opts["flash_attention"], causal_flops=opts["causal_flops"],
                    source=source, model_fuses_qkv=True,    # GPT2Attention.c_attn
                    dropout=opts["dropout"])
@@ -152,7 +157,9 @@ def read_mpt(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     ``Wqkv``, multi-head attention with ALiBi (no position table), a GELU MLP of
     ``expansion_ratio · d_model`` (default 4), LayerNorms of a weight only and linears
     without biases where ``no_bias`` (default true; ``transformers``' ``MptBlock`` drops
-    the norms' biases), output tied to the input embedding (``MptForCausalLM``)."""
+    the norms' biases), output tied to the input embedding (``MptForCausalLM``) unless
+    ``tie_word_embeddings`` is false (default true; QA round 31: a stated false was
+    ignored without a word)."""
     _mpt_attention_config(c)
     heads_divide(c, "d_model", "n_heads")
     h, a = c("d_model"), c("n_heads")
@@ -168,7 +175,7 @@ def read_mpt(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, layer_norm=bias, **opts)
               for i in range(c("n_layers"))]
     v = c("vocab_size")
-    head = lm_head("head", s, h, v, tied=True)
+    head = lm_head("head", s, h, v, tied=bool(c("tie_word_embeddings", True)))
     if not bias:                      # norm_f: a weight only (lm_head counts a LayerNorm's two)
         head = replace(head, params=head.params - h)
     return LayerGraph.chain(name, [embedding("embed", s, h, v)] + blocks + [head], seq_len=s,

@@ -278,3 +278,16 @@ def test_phi_2_by_hand():
     assert (a.parallel_block, a.rotary_fraction, a.tied, a.dropout) == (True, 0.4, False, (0.1, 0.0))
     qk = build_hf_graph(dict(cfg, qk_layernorm=True), 2048)
     assert qk.layers[1].params - per_block == 4 * 80
+
+
+@pytest.mark.parametrize("name, vocab, hidden", [("gpt2-xl", 50257, 1600), ("mpt-7b", 50432, 4096)])
+def test_untied_output_follows_tie_word_embeddings(name, vocab, hidden):
+    """GPT-2 and MPT tie their output layer to the input embedding only where
+    ``tie_word_embeddings`` (default true) says so (``PreTrainedModel.tie_weights``): a
+    stated false adds the output matrix, vocab x hidden, and the architecture line says
+    untied (QA round 31: GPT-2 was built tied while its line said untied; MPT ignored
+    the key)."""
+    tied = build_hf_graph(_cfg(name), 1024)
+    untied = build_hf_graph(dict(_cfg(name), tie_word_embeddings=False), 1024)
+    assert untied.total_params() - tied.total_params() == vocab * hidden
+    assert (tied.arch.tied, untied.arch.tied) == (True, False)
