@@ -60,6 +60,16 @@ def test_bundled_configs_cover_every_family():
     assert set(SOURCES) == {p.stem for p in HF.glob("*.json")}
 
 
+def test_sources_state_each_config_once():
+    """Every bundled config has one SOURCES.yaml entry: PyYAML keeps a repeated key's last
+    value, so a second entry silently replaced the first (QA round 31: Qwen3-235B-A22B's
+    second entry dropped ``active_rounding: truncated`` and ``active_step``, turning the
+    check 22e9 <= active < 23e9 into +-1% of 22e9; Mixtral-8x22B was listed twice too)."""
+    node = yaml.compose((HF / "SOURCES.yaml").read_text())
+    names = [key.value for key, _ in node.value]
+    assert sorted(n for n in set(names) if names.count(n) > 1) == []
+
+
 def test_llama_config_matches_zoo_builder_per_block():
     """The general block builder reproduces the zoo's Llama-3 8B block (same dims):
     FLOPs, activations and communication volumes exactly; parameters too (RMSNorm:
