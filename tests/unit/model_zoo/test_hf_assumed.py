@@ -183,3 +183,23 @@ def test_a_zoo_model_beyond_its_published_context_is_said():
     assert "learned position table" in positions_notice(gpt3.arch, 4096)[0]
     llama = build_model("llama3-8b", seq_len=4096)       # shorter: its table is not changed
     assert llama.arch.max_positions == 4096 and positions_notice(llama.arch, 4096) == []
+
+
+def test_a_qwen_window_turned_off_names_the_switch():
+    """Qwen2/3 read ``sliding_window`` only with ``use_sliding_window`` true, and from
+    layer ``max_window_layers`` on (Qwen2Config). A window the switch turns off is said
+    naming the switch (QA round 31: the sentence said model_type 'qwen2' "does not build"
+    a window and then listed qwen2 among the families that read one)."""
+    cfg = _config("qwen2-7b")
+    cfg.update(sliding_window=4096, use_sliding_window=False)
+    off = " ".join(build_hf_graph(cfg, 8192, origin="q.json").assumed)
+    assert "states sliding_window = 4096, but use_sliding_window is false" in off
+    assert "does not build" not in off
+    cfg.update(use_sliding_window=True, max_window_layers=cfg["num_hidden_layers"])
+    graph = build_hf_graph(cfg, 8192, origin="q.json")
+    assert not any(graph.attention_windows())
+    assert "max_window_layers = 28, past the model's last layer" in " ".join(graph.assumed)
+    cfg.update(max_window_layers=20)                 # layers 20..27 windowed: nothing said
+    graph = build_hf_graph(cfg, 8192, origin="q.json")
+    assert sum(1 for w in graph.attention_windows() if w) == 8
+    assert not any("sliding_window" in a for a in graph.assumed)
