@@ -12,7 +12,7 @@ from typing import Any
 
 from autopar_opt.core import limits
 from autopar_opt.ir.graph import LayerGraph, LayerKind
-from autopar_opt.ir.arch import describe
+from autopar_opt.ir.arch import describe, positions_notice
 from autopar_opt.ir.window import windows_text
 
 #: Sequence length for a bare config.json that states no maximum length of its own.
@@ -90,7 +90,9 @@ def _zoo_graph(name: str, seq_len: int | None) -> tuple[LayerGraph, str]:
     from autopar_opt.model_zoo.registry import build_model
 
     try:
-        graph = build_model(name, overrides={"seq_len": seq_len} if seq_len else None)
+        # seq_len=, not overrides: only then does the build keep the model's published
+        # length as its context, so that a longer one is said (registry.build_model)
+        graph = build_model(name, seq_len=seq_len)
     except ValueError as exc:       # a vision model's token count is its image's (QA round 10)
         if not seq_len or "seq_len" not in str(exc):
             raise
@@ -158,6 +160,9 @@ def model_summary(graph: LayerGraph) -> dict[str, Any]:
             "attention_windows": windows_text(graph.attention_windows()),
             "architecture": describe(graph.arch) if graph.arch else None,
             "assumed": list(graph.assumed),
+            # a sequence beyond the model's stated context, said as solve and estimate say it
+            # (QA round 31: `autopar model llama3-8b --seq-len 32768` said nothing)
+            "notices": positions_notice(graph.arch, graph.seq_len) if graph.seq_len else [],
             "not_priced": list(graph.arch.unpriced) if graph.arch else []}
 
 
@@ -180,6 +185,7 @@ def summary_lines(summary: dict[str, Any], note: str) -> list[str]:
              *([f"arch:    {s['architecture']}"] if s.get("architecture") else []),
              *([f"attention: {s['attention_windows']}"] if s.get("attention_windows") else []),
              *[f"assumed: {a}" for a in s.get("assumed", [])],
+             *[f"notice:  {n}" for n in s.get("notices", [])],
              *([f"not priced (small element-wise work): {'; '.join(s['not_priced'])}"]
                if s.get("not_priced") else []),
              "", "layers by kind:"]

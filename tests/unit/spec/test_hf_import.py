@@ -255,3 +255,21 @@ def test_a_byte_order_mark_is_read_and_an_empty_file_is_said_empty(tmp_path):
     empty.write_text("  \n")
     with pytest.raises(HfConfigError, match="the file is empty"):
         load_hf_config(empty)
+
+
+@pytest.mark.parametrize("name, seq_len, context", [("phi-3-mini-4k", 8192, 4096),
+                                                    ("llama3-8b", 32768, 8192)])
+def test_model_says_a_sequence_beyond_the_models_context(name, seq_len, context):
+    """``autopar model NAME --seq-len N`` beyond the model's stated context says so, as
+    solve and estimate do (ir.arch.positions_notice); at the context itself nothing is
+    said. QA round 31: the command printed no notice (a zoo model's --seq-len also
+    replaced its published context, so none could be given)."""
+    res = CliRunner().invoke(app, ["model", name, "--seq-len", str(seq_len), "--json"])
+    assert res.exit_code == 0, res.output
+    notices = json.loads(res.stdout)["notices"]
+    assert len(notices) == 1 and f"exceeds the model's max_position_embeddings {context}" \
+        in notices[0]
+    assert f"notice:  training.seq_len {seq_len} exceeds" in CliRunner().invoke(
+        app, ["model", name, "--seq-len", str(seq_len)]).stdout
+    same = CliRunner().invoke(app, ["model", name, "--seq-len", str(context), "--json"])
+    assert json.loads(same.stdout)["notices"] == []
