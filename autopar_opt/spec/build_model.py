@@ -160,6 +160,15 @@ def _explicit_graph(section: ExplicitModelSpec, seq_len: int | None,
             out.add(f"model.layers[{i}].top_k", top_k, "is set on a layer without experts "
                     "(num_experts is 0)", "add num_experts, or drop top_k")
             ok = False
+        elif not experts and getattr(spec, "kind", None) is LayerKind.moe_block:
+            # QA round 31: a moe_block without experts was priced as a dense block (no
+            # expert parallelism, no all-to-all, every parameter active) without a word
+            out.add(f"model.layers[{i}].num_experts", experts, "a moe_block needs its routed "
+                    "experts: without num_experts it would be priced as a dense block (every "
+                    "parameter active, no expert parallelism or all-to-all)",
+                    "state num_experts, top_k and expert_params (the routed experts' part of "
+                    "params), or use kind: transformer_block")
+            ok = False
         ok = _gemm_kernels_ok(spec, i, out) and ok
         ok = _parts_ok(spec, i, out) and ok
     if not ok:

@@ -490,6 +490,22 @@ def test_a_layer_part_above_its_total_is_refused_spec(tmp_path, part, total, val
     _refused_spec(tmp_path, spec, rf"model\.layers\[0\]\.{part} = .*is part of {total}")
 
 
+def test_a_moe_block_without_experts_is_refused_spec(tmp_path):
+    """A layer of kind moe_block with no num_experts was priced as a dense block (every
+    parameter active, no expert parallelism, no all-to-all) without a word (QA round 31);
+    with its experts it loads, a token using top_k/num_experts of expert_params."""
+    layer = {"name": "l0", "kind": "moe_block", "flops_fwd": 1.0e12, "flops_bwd": 2.0e12,
+             "params": 12_600_000, "act_bytes": 3.0e8}
+    spec = _small(model={"name": "m", "layers": [layer]})
+    del spec["model"]["zoo"]
+    text = _refused_spec(tmp_path, spec, r"model\.layers\[0\]\.num_experts = 0: a moe_block "
+                         "needs its routed experts")
+    assert "kind: transformer_block" in text
+    layer.update(num_experts=8, top_k=2, expert_params=8_000_000)
+    graph = _load_small(tmp_path, spec).graph
+    assert graph.active_params() == 12_600_000 - 8_000_000 * (1 - 2 / 8)
+
+
 @pytest.mark.parametrize("cluster, training, key", [
     ({"device_memory_gib": 0.5}, {}, r"cluster\.device_memory_gib = 0\.5"),
     ({}, {"memory_reserve_gib": 79.9}, r"training\.memory_reserve_gib = 79\.9"),
