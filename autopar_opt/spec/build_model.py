@@ -283,6 +283,18 @@ def build_graph(section: ZooModelSpec | HfModelSpec | ExplicitModelSpec, seq_len
                         "is dense): it sets the load of a mixture-of-experts router and would "
                         "change nothing", f"drop {key}, or use a mixture-of-experts model")
                 return None
+    capacity = getattr(section, "capacity_factor", None)
+    imbalance = getattr(section, "load_imbalance", 1.0)
+    if capacity is not None and imbalance != 1.0:
+        # MoeDims.load_factor takes the padded capacity; the imbalance was dropped without a
+        # word (QA round 31: capacity_factor 1.25 with load_imbalance 1.5 priced a load of 1.25)
+        out.add("model.load_imbalance", imbalance, f"is set together with capacity_factor = "
+                f"{capacity:g}: a capacity factor pads every expert to that load (tokens above "
+                "it are dropped), so the busiest rank's load is the capacity factor and "
+                "load_imbalance (the load of a dropless router) would be ignored",
+                "state one of them: capacity_factor for a token-dropping router, "
+                "load_imbalance for a dropless one")
+        return None
     graph = _attach_measured(graph, section.measured, out)
     if graph is not None and not _has_work(graph):
         out.add("model.layers", None, "every layer has zero FLOPs and no measured time: the model "

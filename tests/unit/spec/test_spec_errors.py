@@ -490,6 +490,22 @@ def test_a_layer_part_above_its_total_is_refused_spec(tmp_path, part, total, val
     _refused_spec(tmp_path, spec, rf"model\.layers\[0\]\.{part} = .*is part of {total}")
 
 
+def test_capacity_factor_with_load_imbalance_is_refused_spec(tmp_path):
+    """A capacity factor pads every expert to its load, so a stated load_imbalance beside
+    it was dropped without a word (QA round 31: capacity_factor 1.25 and load_imbalance 1.5
+    priced a load of 1.25); each alone sets the routed experts' load."""
+    spec = _small(model={"hf_config": "mixtral-8x7b-v0.1", "capacity_factor": 1.25,
+                         "load_imbalance": 1.5}, training={"seq_len": 256})
+    del spec["model"]["zoo"]
+    _refused_spec(tmp_path, spec, r"model\.load_imbalance = 1\.5: is set together with "
+                  r"capacity_factor = 1\.25")
+    for key, value in (("capacity_factor", 1.25), ("load_imbalance", 1.5)):
+        one = dict(spec, model={"hf_config": "mixtral-8x7b-v0.1", key: value})
+        loads = {layer.expert_load for layer in _load_small(tmp_path, one).graph.layers
+                 if layer.is_moe}
+        assert loads == {value}
+
+
 def test_a_moe_block_without_experts_is_refused_spec(tmp_path):
     """A layer of kind moe_block with no num_experts was priced as a dense block (every
     parameter active, no expert parallelism, no all-to-all) without a word (QA round 31);
