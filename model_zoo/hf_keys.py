@@ -78,7 +78,8 @@ class TrackedConfig(dict):
 #: Keys whose absence changes the built architecture, in groups of keys that state the
 #: same thing in different families: the attention layout (GQA's key-value heads,
 #: Falcon's multi-query switches), the MLP activation, tying, the parallel block, and
-#: the MoE routing (experts per token, shared experts, leading dense layers). When a
+#: the MoE routing (experts per token, shared experts, leading dense layers), the sliding
+#: attention window. When a
 #: reader looked up a key of a group and the config states none of the group's keys,
 #: the ``transformers`` default it took is said (``autopar model``, ``estimate``,
 #: ``solve``). Keys whose default is hidden/heads or a width the architecture line
@@ -87,7 +88,11 @@ ARCH_GROUPS = (("num_key_value_heads", "num_kv_heads", "multi_query", "new_decod
                ("hidden_act", "hidden_activation", "activation_function"),
                ("tie_word_embeddings",), ("parallel_attn", "use_parallel_residual"),
                ("num_experts_per_tok",), ("n_shared_experts",), ("first_k_dense_replace",),
-               ("shared_expert_intermediate_size",))
+               ("shared_expert_intermediate_size",),
+               # a family default of 4096 keys (Mistral, Gemma 2/3) or none (Mixtral, Phi-3,
+               # StarCoder2): attention FLOPs at long sequences hang on it (QA round 31: a
+               # Mistral config without it, or with it misspelt, took 4096 without a word)
+               ("sliding_window",))
 ARCH_KEYS = tuple(k for group in ARCH_GROUPS for k in group)
 
 

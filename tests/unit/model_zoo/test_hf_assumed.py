@@ -203,3 +203,20 @@ def test_a_qwen_window_turned_off_names_the_switch():
     graph = build_hf_graph(cfg, 8192, origin="q.json")
     assert sum(1 for w in graph.attention_windows() if w) == 8
     assert not any("sliding_window" in a for a in graph.assumed)
+
+
+def test_a_defaulted_or_misspelt_sliding_window_is_said_or_refused():
+    """MistralConfig windows every layer at 4096 keys where the config states no
+    sliding_window: the default is said, and a near-spelling of the key (meant to turn the
+    window off) is refused, not ignored (QA round 31: both built 4096-key windows without
+    a word, a quarter of the attention FLOPs at 16k tokens)."""
+    cfg = _config("mistral-7b-v0.1")
+    del cfg["sliding_window"]
+    graph = build_hf_graph(cfg, 16384, origin="m.json")
+    assert set(graph.attention_windows()) == {4096}
+    assert "m.json states no sliding_window: the defaults" in " ".join(graph.assumed)
+    with pytest.raises(HfConfigError, match="key 'sliding_windw' is not a key of model_type "
+                       "'mistral'; did you mean 'sliding_window'"):
+        build_hf_graph(dict(cfg, sliding_windw=None), 16384, origin="m.json")
+    stated = build_hf_graph(dict(cfg, sliding_window=None), 16384, origin="m.json")
+    assert not any(stated.attention_windows()) and stated.assumed == ()
