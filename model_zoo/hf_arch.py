@@ -188,7 +188,8 @@ def _classic_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
         ffn_hidden=ffn, vocab=int(g("vocab_size")),
         max_positions=int(g("max_position_embeddings") or g("n_positions") or 0), gated=False,
         norm="layernorm", tied=bool(g("tie_word_embeddings", mt != "gpt_neox")),
-        biases=mt in ("opt", "bloom", "gpt2") or bool(g("bias", False))
+        biases=mt in ("bloom", "gpt2") or (mt == "opt" and bool(g("enable_bias", True)))
+        or bool(g("bias", False))
         or (mt == "starcoder2" and bool(g("use_bias", True)))
         or (mt == "gpt_neox" and bool(g("attention_bias", True))),
         # GPT-NeoX without attention biases keeps its MLP's (GPTNeoXConfig.attention_bias)
@@ -259,10 +260,14 @@ def _nemotron_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
     ``NemotronConfig``): a plain MLP with ``hidden_act``, LayerNorm1P, partial RoPE."""
     g = config.get
     factor = g("partial_rotary_factor")
+    # attention_bias (Q, K, V, O) and mlp_bias apart, as the reader builds them: one alone is
+    # not "biases" on every linear layer (QA round 31: the line and Megatron's
+    # add_bias_linear said MLP biases the build did not have)
+    attn, mlp = bool(g("attention_bias", False)), bool(g("mlp_bias", False))
     return ModelArch(
         family="nemotron", **_llama_like_fields(config, graph), gated=False,
         tied=bool(g("tie_word_embeddings", False)),
-        biases=bool(g("attention_bias", False)) or bool(g("mlp_bias", False)),
+        biases=attn and mlp, attn_bias=attn and not mlp, mlp_bias=mlp and not attn,
         activation=activation_name(config, "hidden_act", "relu2", plain=True),
         rotary_fraction=float(0.5 if factor is None else factor), zero_centered_norm=True)
 

@@ -291,3 +291,20 @@ def test_untied_output_follows_tie_word_embeddings(name, vocab, hidden):
     untied = build_hf_graph(dict(_cfg(name), tie_word_embeddings=False), 1024)
     assert untied.total_params() - tied.total_params() == vocab * hidden
     assert (tied.arch.tied, untied.arch.tied) == (True, False)
+
+
+def test_the_architecture_line_states_the_biases_the_build_has():
+    """OPT's enable_bias false drops every linear bias (32 x (4 x 4096 + 16384 + 4096));
+    Nemotron's attention_bias alone adds Q, K, V and O biases only (24·128 + 2·8·128 + 3072
+    per block). The architecture line (and the exports reading it) said "biases" on every
+    linear layer in both (QA round 31)."""
+    opt = build_hf_graph(_cfg("opt-6.7b"), 2048)
+    no_bias = build_hf_graph(dict(_cfg("opt-6.7b"), enable_bias=False), 2048)
+    assert opt.total_params() - no_bias.total_params() == 32 * (4 * 4096 + 16384 + 4096)
+    assert (opt.arch.biases, no_bias.arch.biases) == (True, False)
+    plain = build_hf_graph(_cfg("minitron-4b-base"), 2048)
+    attn = build_hf_graph(dict(_cfg("minitron-4b-base"), attention_bias=True), 2048)
+    assert attn.total_params() - plain.total_params() == 32 * (3072 + 2 * 1024 + 3072)
+    assert (attn.arch.biases, attn.arch.attn_bias, attn.arch.mlp_bias) == (False, True, False)
+    both = build_hf_graph(dict(_cfg("minitron-4b-base"), attention_bias=True, mlp_bias=True), 2048)
+    assert both.arch.biases and not (both.arch.attn_bias or both.arch.mlp_bias)
