@@ -116,7 +116,10 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         int(g("n_shared_experts") or 0) * expert_ffn if mt.startswith("deepseek") else 0
     # the linear biases hf_decoders builds (LlamaAttention/Qwen3Attention's attention_bias on
     # Q, K, V and O; LlamaMLP's mlp_bias), stated so the line and the exports say them
-    attn_bias = mt in ("llama", "qwen3", "granite") and bool(g("attention_bias", False))
+    # (OLMo 2's and Qwen3-MoE's attention_bias too: hf_decoders.read_olmo2, hf_moe.read_qwen_moe;
+    # QA round 31: their line said "no biases" over a build that had them)
+    attn_bias = mt in ("llama", "qwen3", "granite", "olmo2", "qwen3_moe") \
+        and bool(g("attention_bias", False))
     mlp_bias = mt in ("llama", "granite") and bool(g("mlp_bias", False))
     mla = None
     if mt.startswith("deepseek"):
@@ -237,7 +240,8 @@ def _cohere_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
     return ModelArch(
         family="cohere", **_llama_like_fields(config, graph),
         activation=activation_name(config, "hidden_act", "silu"),
-        tied=bool(g("tie_word_embeddings", True)), biases=bool(g("attention_bias", False)),
+        # attention_bias: Q, K, V and O only (CohereAttention; its MLP has none)
+        tied=bool(g("tie_word_embeddings", True)), attn_bias=bool(g("attention_bias", False)),
         qk_norm=bool(g("use_qk_norm", False)), parallel_block=True,
         unpriced=(f"logit_scale {scale:g} on the output logits",)
         if isinstance(scale, (int, float)) and scale != 1 else ())

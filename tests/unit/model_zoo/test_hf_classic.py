@@ -308,3 +308,18 @@ def test_the_architecture_line_states_the_biases_the_build_has():
     assert (attn.arch.biases, attn.arch.attn_bias, attn.arch.mlp_bias) == (False, True, False)
     both = build_hf_graph(dict(_cfg("minitron-4b-base"), attention_bias=True, mlp_bias=True), 2048)
     assert both.arch.biases and not (both.arch.attn_bias or both.arch.mlp_bias)
+
+
+@pytest.mark.parametrize("name, per_block, blocks", [
+    ("olmo-2-7b", 4 * 4096, 32),                        # Q, K, V, O of 32 x 128 each
+    ("qwen3-30b-a3b", 32 * 128 + 2 * 4 * 128 + 2048, 48),  # Q 32 x 128, K, V 4 x 128, O 2048
+    ("command-r-v01", 4 * 8192, 40)])
+def test_attention_bias_alone_is_said_as_attention_biases(name, per_block, blocks):
+    """attention_bias on OLMo 2, Qwen3-MoE and Command R adds Q, K, V and O biases and
+    nothing on the MLP; the architecture line said "no biases" (OLMo 2, Qwen3-MoE) or
+    "biases" on every linear layer (Command R) (QA round 31)."""
+    plain = build_hf_graph(_cfg(name), 1024)
+    biased = build_hf_graph(dict(_cfg(name), attention_bias=True), 1024)
+    assert biased.total_params() - plain.total_params() == blocks * per_block
+    assert (biased.arch.attn_bias, biased.arch.biases, biased.arch.mlp_bias) == (True, False, False)
+    assert not (plain.arch.attn_bias or plain.arch.biases)
