@@ -35,8 +35,20 @@ def read_t5(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     if proj != "relu":
         raise HfConfigError(f"{c.origin}: feed_forward_proj={proj!r} (gated T5 v1.1) is not "
                             "supported; only 'relu' (T5 v1.0) is (fix: use a T5 v1.0 config)")
+    h, heads, d_kv = c("d_model"), c("num_heads"), c("d_kv", 64)
+    if not isinstance(d_kv, int) or isinstance(d_kv, bool) or heads * d_kv != h:
+        # T5Attention's q, k, v, o are d_model x (num_heads · d_kv) (inner_dim); the zoo's
+        # blocks make every head d_model / num_heads wide. QA round 31: t5-3b (32 heads of
+        # 128 over d_model 1024) was built with 1.95 B parameters instead of its 2.85 B,
+        # t5-11b with 6.8 B instead of 11.3 B, without a word.
+        raise HfConfigError(f"{c.origin}: d_kv = {d_kv!r} with num_heads = {heads}: the "
+                            f"attention's inner width num_heads x d_kv differs from d_model = "
+                            f"{h} (T5-3B and T5-11B widen it), which the encoder-decoder blocks "
+                            "do not model (every head d_model / num_heads wide) (fix: use a T5 "
+                            "size with num_heads x d_kv = d_model (t5-small, -base, -large), or "
+                            "describe the model as an explicit layer list)")
     n = c("num_layers")
-    dims = dict(seq_len=s, hidden=c("d_model"), heads=c("num_heads"), ffn_hidden=c("d_ff"),
+    dims = dict(seq_len=s, hidden=h, heads=heads, ffn_hidden=c("d_ff"),
                 vocab=c("vocab_size"), encoder_layers=n,
                 decoder_layers=c("num_decoder_layers", n) or n,
                 flash_attention=opts["flash_attention"])

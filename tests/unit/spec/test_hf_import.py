@@ -273,3 +273,19 @@ def test_model_says_a_sequence_beyond_the_models_context(name, seq_len, context)
         app, ["model", name, "--seq-len", str(seq_len)]).stdout
     same = CliRunner().invoke(app, ["model", name, "--seq-len", str(context), "--json"])
     assert json.loads(same.stdout)["notices"] == []
+
+
+def test_t5_with_a_wider_attention_than_d_model_is_refused():
+    """T5-3B states d_model 1024 with 32 heads of d_kv 128 (an inner width of 4096): its
+    q, k, v, o are 1024 x 4096, 2,851,598,336 parameters in all (by hand: 24 encoder blocks
+    of 4·1024·4096 + 2·1024·16384 + 2·1024, 24 decoder blocks of 8·1024·4096 + 2·1024·16384
+    + 3·1024, two relative-position tables of 32 x 32 and two final norms, a 32128 x 1024
+    table), the Hugging Face page's 2.85B. The encoder-decoder blocks make every head
+    d_model / heads wide, which built 1.95 B without a word (QA round 31): refused, naming
+    d_kv; t5-large (16 x 64 = 1024) still builds."""
+    config, _ = load_hf_config(HF / "t5-large.json")
+    t3b = dict(config, d_model=1024, d_kv=128, num_heads=32, d_ff=16384)
+    with pytest.raises(HfConfigError, match=r"d_kv = 128 with num_heads = 32: the attention's "
+                       r"inner width num_heads x d_kv differs from d_model = 1024"):
+        build_hf_graph(t3b, 512)
+    assert abs(build_hf_graph(config, 512).total_params() / 737_668_096 - 1) < 2e-4
