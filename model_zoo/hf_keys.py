@@ -138,8 +138,13 @@ POSITIVE_KEYS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "voc
                  # stride (transformers: ``layer_idx % moe_layer_freq``); null stays allowed
                  "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
                  "v_head_dim", "n_routed_experts", "moe_layer_freq",
-                 # MPT's layers, heads and MLP ratio
-                 "n_layers", "n_heads", "expansion_ratio",
+                 # MPT's layers, heads and MLP ratio; BLOOM's hidden size (BloomConfig's
+                 # n_embed: a "4096" failed with a TypeError naming no key, a -4096 with
+                 # "tied_to 'embed' without tied_params", QA round 31)
+                 "n_layers", "n_heads", "expansion_ratio", "n_embed",
+                 # T5's decoder depth and head width, BERT's token-type rows (a -1 decoder
+                 # built an encoder alone, a "2" failed naming no key: QA round 31)
+                 "num_decoder_layers", "d_kv", "type_vocab_size",
                  # the MLP widths of Falcon, OPT and GPT-2 and Falcon's key-value heads (a
                  # -1 built a negative width silently; GPT-2's null n_inner stays 4h), the
                  # longest sequence a config states (0 has no meaning)

@@ -220,3 +220,25 @@ def test_a_defaulted_or_misspelt_sliding_window_is_said_or_refused():
         build_hf_graph(dict(cfg, sliding_windw=None), 16384, origin="m.json")
     stated = build_hf_graph(dict(cfg, sliding_window=None), 16384, origin="m.json")
     assert not any(stated.attention_windows()) and stated.assumed == ()
+
+
+@pytest.mark.parametrize("name, key, value, said", [
+    ("bloom-7b1", "n_embed", "4096", 'n_embed = "4096" is not an integer'),
+    ("bloom-7b1", "n_embed", -4096, "n_embed = -4096 must be a positive integer"),
+    ("t5-large", "num_decoder_layers", -1, "num_decoder_layers = -1 must be a positive integer"),
+    ("t5-large", "d_kv", "64", 'd_kv = "64" is not an integer'),
+    ("bert-base-uncased", "type_vocab_size", -2, "type_vocab_size = -2 must be a positive"),
+])
+def test_family_size_keys_are_checked_by_name(tmp_path, name, key, value, said):
+    """BLOOM's n_embed (BloomConfig's name for the hidden size), T5's num_decoder_layers and
+    d_kv, BERT's type_vocab_size are sizes too: a bad one is refused naming the key (QA round
+    31: "4096" failed with a TypeError naming no key, T5 with -1 decoder layers built an
+    encoder alone, BERT took -2 token types)."""
+    cfg = _config(name)
+    if key == "n_embed":
+        cfg.pop("hidden_size", None)
+    cfg[key] = value
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(HfConfigError, match=said):
+        load_hf_config(path)
