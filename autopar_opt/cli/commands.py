@@ -333,6 +333,9 @@ def model(path: str = typer.Argument(..., metavar="SPEC_OR_CONFIG",
         refuse(f"invalid model config: {exc}", str(path), str(exc),
                "use the model's published config.json", kind="invalid model config")
     summary = model_summary(graph)
+    if seq_len is not None:      # the length came from the option, not a spec's training section
+        summary["notices"] = [n.replace("training.seq_len", "--seq-len", 1)
+                              for n in summary["notices"]]
     if json_output:
         typer.echo(json.dumps(summary, indent=2))
     else:

@@ -269,7 +269,7 @@ def test_model_says_a_sequence_beyond_the_models_context(name, seq_len, context)
     notices = json.loads(res.stdout)["notices"]
     assert len(notices) == 1 and f"exceeds the model's max_position_embeddings {context}" \
         in notices[0]
-    assert f"notice:  training.seq_len {seq_len} exceeds" in CliRunner().invoke(
+    assert f"notice:  --seq-len {seq_len} exceeds" in CliRunner().invoke(
         app, ["model", name, "--seq-len", str(seq_len)]).stdout
     same = CliRunner().invoke(app, ["model", name, "--seq-len", str(context), "--json"])
     assert json.loads(same.stdout)["notices"] == []
