@@ -32,13 +32,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from autopar_opt.core import limits
 from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.model_zoo import hf_classic, hf_decoders, hf_encoders, hf_moe
 from autopar_opt.model_zoo.hf_arch import hf_arch
 from autopar_opt.model_zoo.hf_windows import MAX_WINDOW_LAYERS_DEFAULT, QWEN_RULE
-from autopar_opt.model_zoo.hf_keys import (Cfg, HfConfigError, TrackedConfig, defaulted_keys,
-                                           dropout_rates, load_hf_config, max_positions,
-                                           misspelt_key)
+from autopar_opt.model_zoo.hf_keys import (LAYER_KEYS, Cfg, HfConfigError, TrackedConfig,
+                                           defaulted_keys, dropout_rates, load_hf_config,
+                                           max_positions, misspelt_key)
 
 __all__ = ["HfConfigError", "SUPPORTED_MODEL_TYPES", "build_hf_graph", "dropout_rates",
            "layer_kinds", "load_hf_config", "max_positions"]
@@ -137,6 +138,15 @@ def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | Non
         graph = _MOE[mt](c, name, seq_len, opts, source, moe_opts)
     else:
         graph = _DENSE[mt](c, name, seq_len, opts, source)
+    if len(graph.layers) > limits.MAX_LAYERS:
+        # the spec's limit on the graph (embedding and output layer included), here too so
+        # that `autopar model config.json` refuses what a spec with the same config refuses
+        # (QA round 31: 2,048 blocks built 2,050 layers there, a spec error in solve)
+        stated = ", ".join(f"{k} = {dict.get(config, k)}" for k in LAYER_KEYS
+                           if isinstance(dict.get(config, k), int))
+        raise HfConfigError(f"{origin}: {stated or 'its layers'}: {len(graph.layers)} layers "
+                            "with the embedding and output layers, above the limit of "
+                            f"{limits.MAX_LAYERS} layers (fix: use a model with fewer layers)")
     graph.arch = hf_arch(config, graph)
     typo = misspelt_key(config)
     if typo is not None:

@@ -289,3 +289,18 @@ def test_t5_with_a_wider_attention_than_d_model_is_refused():
                        r"inner width num_heads x d_kv differs from d_model = 1024"):
         build_hf_graph(t3b, 512)
     assert abs(build_hf_graph(config, 512).total_params() / 737_668_096 - 1) < 2e-4
+
+
+def test_the_layer_limit_counts_the_built_layers_on_both_paths(tmp_path):
+    """2,048 blocks build 2,050 layers with the embedding and output layer: a spec refused
+    them (model: 2050 layers exceed the limit of 2048) while `autopar model config.json`
+    built them (QA round 31; README: the configs get the same limits). Both refuse now,
+    naming num_hidden_layers; 2,046 blocks (2,048 layers) build."""
+    config, _ = load_hf_config(HF / "llama-3.1-8b.json")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(dict(config, num_hidden_layers=2048)))
+    res = CliRunner().invoke(app, ["model", str(path), "--seq-len", "64"])
+    assert res.exit_code == 2
+    assert "num_hidden_layers = 2048: 2050 layers with the embedding and output layers, " \
+           "above the limit of 2048 layers" in res.output
+    assert len(build_hf_graph(dict(config, num_hidden_layers=2046), 64).layers) == 2048
