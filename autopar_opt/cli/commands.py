@@ -329,9 +329,11 @@ def model(path: str = typer.Argument(..., metavar="SPEC_OR_CONFIG",
         graph, note = load_graph(path, seq_len)
     except HfConfigError as exc:
         from autopar_opt.cli.errors import refuse
+        from autopar_opt.cli.model import config_error_parts
 
-        refuse(f"invalid model config: {exc}", str(path), str(exc),
-               "use the model's published config.json", kind="invalid model config")
+        key, value, rule, fix = config_error_parts(str(exc), str(path))
+        refuse(f"invalid model config: {exc}", str(path), rule, fix, key=key, value=value,
+               kind="invalid model config")
     summary = model_summary(graph)
     if seq_len is not None:      # the length came from the option, not a spec's training section
         summary["notices"] = [n.replace("training.seq_len", "--seq-len", 1)

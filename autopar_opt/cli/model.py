@@ -7,6 +7,7 @@ experts), per-layer FLOPs and activation bytes per sample.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +201,34 @@ def summary_lines(summary: dict[str, Any], note: str) -> list[str]:
         lines.append(f"  {row['name']:10s} {row['kind']:18s} {_fmt(row['params']):>12s} "
                      f"{_fmt(row['flops_fwd']):>12s} {_fmt(row['act_bytes']):>12s}  {moe}")
     return lines
+
+
+def config_error_parts(message: str, origin: str) -> tuple[str, Any, str, str]:
+    """(key, value, rule, fix) of a :class:`~autopar_opt.model_zoo.hf_config.HfConfigError`
+    message, for the JSON form of the error (``--json``): its messages read ``FILE: KEY =
+    VALUE ...rule... (fix: ...)``. The key and value are read where the rule starts with
+    ``KEY = VALUE`` (else empty), the fix is the message's own. QA round 31: the JSON problem
+    carried an empty key, a null value, the whole message (fix included) as its rule and a
+    generic fix instead of the message's."""
+    import re
+
+    text = message
+    for prefix in (f"{origin}: ", f"{Path(origin)}: "):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+            break
+    rule, fix = text, "use the model's published config.json"
+    cut = text.rfind(" (fix: ")
+    if cut >= 0 and text.endswith(")"):
+        rule, fix = text[:cut], text[cut + len(" (fix: "):-1]
+    found = re.match(r"([A-Za-z_][\w.\[\]]*) = (\"[^\"]*\"|'[^']*'|[^\s:,;(]+)", rule)
+    if found is None:        # "needs key 'vocab_size', which is missing", "key 'x' is not ..."
+        named = re.search(r"(?:needs key|^key) '([^']+)'", rule)
+        return (named.group(1) if named else ""), None, rule, fix
+    value: Any = found.group(2)
+    try:
+        value = json.loads(value)
+    except ValueError:
+        value = value.strip("'")
+    return found.group(1), value, rule, fix
+

@@ -304,3 +304,23 @@ def test_the_layer_limit_counts_the_built_layers_on_both_paths(tmp_path):
     assert "num_hidden_layers = 2048: 2050 layers with the embedding and output layers, " \
            "above the limit of 2048 layers" in res.output
     assert len(build_hf_graph(dict(config, num_hidden_layers=2046), 64).layers) == 2048
+
+
+@pytest.mark.parametrize("change, key, value, fix", [
+    ({"num_key_value_heads": 7}, "num_key_value_heads", 7, "use a divisor of 32, e.g. 4"),
+    ({"hidden_size": "4096"}, "hidden_size", "4096", "remove the quotes, 4096"),
+    ({"vocab_size": None}, "vocab_size", None, "give its value from the model's published"),
+])
+def test_model_json_error_names_the_key_value_and_fix(tmp_path, change, key, value, fix):
+    """`autopar model CONFIG --json` on a bad config: the problem's key, value, rule and fix
+    are the message's own (QA round 31: key "", value null, the whole message as the rule
+    and a generic fix, while the text form named them)."""
+    config, _ = load_hf_config(HF / "llama-3.1-8b.json")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(dict(config, **change)))
+    res = CliRunner().invoke(app, ["model", str(path), "--seq-len", "64", "--json"])
+    assert res.exit_code == 2
+    problem = json.loads(res.stdout)["error"]["problems"][0]
+    assert (problem["key"], problem["value"]) == (key, value)
+    assert problem["fix"].startswith(fix) and "(fix:" not in problem["rule"]
+    assert key in problem["rule"] and not problem["rule"].startswith(str(path))
