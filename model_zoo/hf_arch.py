@@ -118,8 +118,8 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     # Q, K, V and O; LlamaMLP's mlp_bias), stated so the line and the exports say them
     # (OLMo 2's and Qwen3-MoE's attention_bias too: hf_decoders.read_olmo2, hf_moe.read_qwen_moe;
     # QA round 31: their line said "no biases" over a build that had them)
-    attn_bias = mt in ("llama", "qwen3", "granite", "olmo2", "qwen3_moe") \
-        and bool(g("attention_bias", False))
+    attn_bias = mt in ("llama", "qwen3", "granite", "olmo2", "qwen3_moe", "gemma", "gemma2",
+                       "gemma3_text") and bool(g("attention_bias", False))
     mlp_bias = mt in ("llama", "granite") and bool(g("mlp_bias", False))
     mla = None
     if mt.startswith("deepseek"):

@@ -58,7 +58,8 @@ def read_gemma(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph
     QK-norm (Gemma Team 2024, arXiv 2403.08295 and 2408.00118; Gemma 3 technical
     report, arXiv 2503.19786, Sec. 2). Not priced (stated with the model): the logit
     soft-capping of Gemma 2 (``attn_logit_softcapping``, ``final_logit_softcapping``),
-    the embedding's scaling by sqrt(hidden). Bidirectional attention
+    the embedding's scaling by sqrt(hidden). ``attention_bias`` (default false) adds Q, K, V
+    and O biases. Bidirectional attention
     (``use_bidirectional_attention``, an encoder use of Gemma 3) is refused."""
     if c("use_bidirectional_attention", False):
         raise HfConfigError(f"{c.origin}: use_bidirectional_attention = true is not modelled "
@@ -68,7 +69,11 @@ def read_gemma(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph
         data = c.data.derived(head_dim=GEMMA_HEAD_DIM) if isinstance(c.data, TrackedConfig) \
             else dict(c.data, head_dim=GEMMA_HEAD_DIM)
         c = Cfg(data, c.origin)
-    attn = attention_dims(c, qk_norm=c.model_type == "gemma3_text")
+    # attention_bias (GemmaConfig, Gemma2Config, Gemma3TextConfig; default false): biases on
+    # q_proj, k_proj, v_proj and o_proj (QA round 31: a true was ignored without a word)
+    bias = bool(c("attention_bias", False))
+    attn = replace(attention_dims(c, qkv_bias=bias, qk_norm=c.model_type == "gemma3_text"),
+                   out_bias=bias)
     mlp = MlpDims(c("intermediate_size"), gated=True)
     post = c.model_type != "gemma"
     blocks = [decoder_block(f"block{i:03d}", s, replace(attn, window=w), mlp=mlp,

@@ -214,6 +214,14 @@ def read_deepseek(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: 
     dense, then MoE every ``moe_layer_freq`` layers with ``n_shared_experts``
     shared experts of ``moe_intermediate_size`` each."""
     a = c("num_attention_heads")
+    if c("attention_bias", False):
+        # DeepseekV3Attention puts biases on q_a_proj (q_proj), kv_a_proj_with_mqa and o_proj
+        # only; MLA's blocks have no such biases (QA round 31: a true was ignored silently)
+        raise HfConfigError(f"{c.origin}: attention_bias = true: the biases DeepSeek's "
+                            "attention then has (on its query and key-value down projections "
+                            "and its output projection) are not modelled (fix: use the "
+                            "published config.json, whose attention_bias is false, or describe "
+                            "the model as an explicit layer list)")
     attn = AttentionDims(hidden=c("hidden_size"), heads=a, kv_heads=a, head_dim=0,
                          q_lora_rank=c("q_lora_rank", 0) or 0, kv_lora_rank=c("kv_lora_rank"),
                          qk_nope_dim=c("qk_nope_head_dim"), qk_rope_dim=c("qk_rope_head_dim"),

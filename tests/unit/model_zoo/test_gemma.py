@@ -117,3 +117,18 @@ def test_megatron_cannot_state_gemma(tmp_path):
     view = plan_view(spec.plan, spec.graph, spec.cluster, spec.training)
     assert not rules_for("deepspeed", view, True, "")
     assert any("GeGLU" in r for r in rules_for("megatron", view, True, ""))
+
+
+@pytest.mark.parametrize("name, per_block, blocks", [
+    ("gemma-7b", 3 * 16 * 256 + 3072, 28), ("gemma-2-9b", 16 * 256 + 2 * 8 * 256 + 3584, 42),
+    ("gemma-3-1b", 4 * 256 + 2 * 256 + 1152, 26)])
+def test_attention_bias_adds_q_k_v_o_biases(name, per_block, blocks):
+    """GemmaConfig, Gemma2Config and Gemma3TextConfig put attention_bias on q_proj, k_proj,
+    v_proj and o_proj; a true was ignored without a word (QA round 31). DeepSeek's MLA
+    biases (q_a, kv_a, o) are not modelled: refused."""
+    plain = build_hf_graph(_cfg(name), 1024)
+    biased = build_hf_graph(dict(_cfg(name), attention_bias=True), 1024)
+    assert biased.total_params() - plain.total_params() == blocks * per_block
+    assert biased.arch.attn_bias and not plain.arch.attn_bias
+    with pytest.raises(HfConfigError, match="attention_bias = true: the biases DeepSeek's"):
+        build_hf_graph(dict(_cfg("deepseek-v2-lite"), attention_bias=True), 1024)
