@@ -44,7 +44,8 @@ def fmt_ratio(values: list[float | None]) -> str:
     mean, sd, missing = stats(values)
     if mean is None:
         return "none found"
-    text = f"{mean:.4f} ± {sd:.4f}"
+    found = sum(1 for v in values if v is not None)
+    text = f"{mean:.4f}" if found == 1 else f"{mean:.4f} ± {sd:.4f}"   # one run has no spread
     return text + (f" ({missing} none)" if missing else "")
 
 

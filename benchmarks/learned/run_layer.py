@@ -124,8 +124,8 @@ def report(exact_path: Path, runs_path: Path, out: Path) -> None:
              f"one {rn['budget_s']:.0f} s run per searcher and seed (values at 10 s read from "
              f"its trace; {clock}); 600 s budgets were not run.", "",
              "Ratio = value found / proven optimum (1.0000 = optimal), mean ± sd over seeds "
-             f"{rn.get('seeds', SEEDS)}. Every value is priced by the cost model; final plans "
-             "re-priced by evaluate().",
+             f"{rn.get('seeds', SEEDS)} (one seed: its value). Every value is priced by the cost "
+             "model; final plans re-priced by evaluate().",
              "Peak RSS is the largest of the worker processes that ran that searcher (a worker "
              "runs several jobs in turn, so it is an upper bound per run).",
              "", "| model | cluster | optimum s (time to prove) | searcher | ratio @10 s | "
