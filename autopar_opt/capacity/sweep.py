@@ -332,6 +332,22 @@ def _scenario_problem(p: SpecProblem, axes: dict[str, Any], index: dict[str, int
     return SpecProblem(p.file, f"base.{p.key}" if p.file == file else p.key, p.value, p.rule, p.fix)
 
 
+def _same_scenario(first: tuple[str, dict[str, int]], later: tuple[str, dict[str, int]],
+                   shown: dict[str, Any], file: str) -> SpecProblem:
+    """The problem of a scenario whose built spec is another's (the same store key): at the
+    first axis value in which the two differ (QA round 31: runtime: [megatron-core,
+    megatron_core] or two interconnect options with the same links ran one scenario twice,
+    listed as two)."""
+    (first_id, first_idx), (sid, idx) = first, later
+    axis = next((n for n in idx if idx[n] != first_idx.get(n)), None)
+    key = f"axes.{axis}[{idx[axis]}]" if axis else "axes"
+    return SpecProblem(file, key, shown.get(axis) if axis else None,
+                       f"gives the same scenario as {first_id} (scenario {sid}: the built model, "
+                       "cluster, training, search space and solver are identical)",
+                       "give each value once (one spelling of a runtime; interconnect options "
+                       "with different links)")
+
+
 def _read(path: Path) -> tuple[SweepFile | None, dict[str, Any], list[SpecProblem]]:
     """The validated sweep model, the base spec mapping (includes inlined), problems."""
     data = read_mapping(path, ("base:, axes: and planning:, e.g. start from "
@@ -436,6 +452,7 @@ def load_sweep(path: str | Path) -> Sweep:
                                                  "sweep into several files")])
     scenarios: list[Scenario] = []
     seen: dict[tuple, SpecProblem] = {}
+    first_of: dict[str, tuple[str, dict[str, int]]] = {}      # scenario key -> (id, indices)
     fixed = _unswept_groups(sweep.axes.group_nodes, base)
     if not names:          # QA round 9: `axes: {}` ran the base alone without a word
         fixed += ("axes sweeps nothing: the sweep is the base spec alone (add axes such as "
@@ -468,7 +485,13 @@ def load_sweep(path: str | Path) -> Sweep:
         if spec.training.seq_len is None:
             notes += (NO_SEQUENCE_NOTE,)
         shown = {n: getattr(v, "name", v) for n, v in axes.items()}
-        scenarios.append(Scenario(sid, shown, data, spec, scenario_key(spec), notes + fixed))
+        key = scenario_key(spec)
+        if key in first_of:       # two spellings of one value (megatron_core, megatron-core)
+            q = _same_scenario(first_of[key], (sid, index), shown, file)
+            seen.setdefault((q.file, q.key, "same scenario", q.fix), q)
+            continue
+        first_of[key] = (sid, index)
+        scenarios.append(Scenario(sid, shown, data, spec, key, notes + fixed))
     # the devices the built scenarios run on: a zoo cluster's or a custom device's too,
     # which the sweep file does not name (QA round 31: priced after every search, KeyError)
     priced = set(sweep.planning.prices.per_gpu_hour) | _sweep_devices(sweep, base)

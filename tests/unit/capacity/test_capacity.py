@@ -461,3 +461,24 @@ def test_a_problem_of_an_inline_base_section_is_keyed_under_base(tmp_path):
         load_sweep(path)
     (p,) = exc.value.problems
     assert (p.file, p.key) == (str(tmp_path / "b.yaml"), "training")
+
+
+@pytest.mark.parametrize("axes, key, first", [
+    ({"runtime": ["megatron-core", "megatron_core"]}, "axes.runtime[1]", "rt-megatron-core"),
+    ({"interconnect": [{"name": n, "inter_node": {"bandwidth_gb_per_s": 50.0, "latency_us": 10.0}}
+                       for n in ("a", "b")]}, "axes.interconnect[1]", "a")])
+def test_two_values_giving_one_scenario_are_refused(tmp_path, axes, key, first):
+    """Two spellings of one runtime, or two interconnect options with the same links, built
+    the same scenario (same store key) twice and listed it as two, both on the frontier
+    (QA round 31). Oracle: the scenario keys of the built specs are equal."""
+    data = yaml.safe_load(TINY.read_text())
+    data["axes"] = axes
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError) as exc:
+        load_sweep(path)
+    (p,) = exc.value.problems
+    assert p.key == key and f"gives the same scenario as {first}" in p.rule
+    data["axes"] = {k: v[:1] for k, v in axes.items()}
+    path.write_text(yaml.safe_dump(data))
+    assert len(load_sweep(path).scenarios) == 1
