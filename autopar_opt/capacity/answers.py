@@ -303,7 +303,8 @@ def pareto(entries: list[dict]) -> dict[str, Any]:
     n_proven = sum(1 for v in off.values() if v["dominated_by"])
     rest = "" if n_proven == len(off) else ", the rest within the gap"
     return {"frontier": members, "off_frontier": off, "not_solved": unsolved,
-            "statement": f"{len(front)} scenarios on the time-cost frontier "
+            "statement": f"{len(front)} scenario{'' if len(front) == 1 else 's'} on the "
+                         "time-cost frontier "
                          f"({sum(m['proven'] for m in members)} proven); {n_proven} of "
                          f"{len(off)} others proven dominated{rest}"
                          + (f"; {len(unsolved)} scenario(s) not solved are not on it and "

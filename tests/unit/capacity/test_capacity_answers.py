@@ -205,3 +205,11 @@ def test_a_wide_model_error_says_how_many_runs_share_the_regime():
     # days: steps x iteration time; cost: days x 24 h x GPUs x price
     assert err["time_to_train_days"] == pytest.approx([1000 * 0.0387 / 86400, 1000 * 0.0824 / 86400])
     assert err["cost"][1] == pytest.approx(1000 * 0.0824 / 3600 * 8 * 3.0)
+
+
+def test_the_frontier_statement_counts_in_words():
+    """"1 scenarios on the time-cost frontier" (QA round 31)."""
+    one = pareto([entry("a", "A", 8, (10, 11), (100, 110))])["statement"]
+    assert one.startswith("1 scenario on the time-cost frontier (1 proven)")
+    two = pareto([entry("a", "A", 8, (10, 11), (100, 110)), entry("b", "A", 16, (5, 6), (200, 210))])
+    assert two["statement"].startswith("2 scenarios on the time-cost frontier")
