@@ -9,6 +9,7 @@ zipped as a whole.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from markupsafe import Markup
 
 from autopar_opt.reports.capacity_charts import pareto_svg, scaling_svg
 from autopar_opt.reports.render import _environment, write_atomic
+from autopar_opt.reports.document import ReportInputError
 from autopar_opt.reports.formatting import fmt_money, runs_behind
 
 TEMPLATE = "capacity.html.j2"
@@ -56,6 +58,48 @@ def _rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _shown(x: Any) -> str:
+    """A value as the JSON file writes it (null, not None), cut to 60 characters."""
+    text = json.dumps(x, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def capacity_problems(doc: dict[str, Any]) -> list[str]:
+    """What a capacity.json lacks, or holds of the wrong kind, among the values the report
+    computes with, each by its key: a hand-edited file was refused naming a Python
+    exception ("IndexError: list index out of range"; QA round 31). At most 20."""
+    out: list[str] = []
+    scenarios = doc.get("scenarios")
+    if not isinstance(scenarios, list):
+        return [f"scenarios = {_shown(scenarios)}: must be a list of scenario entries"]
+    for i, e in enumerate(scenarios):
+        if not isinstance(e, dict):
+            out.append(f"scenarios[{i}]: must be a mapping (one scenario)")
+            continue
+        for name in ("id", "device", "gpus", "global_batch_size", "status", "gap",
+                     "time_to_train_days", "cost", "throughput_tokens_per_s", "meets"):
+            if name not in e:
+                out.append(f"scenarios[{i}].{name}: missing")
+        for name in ("time_to_train_days", "cost", "throughput_tokens_per_s"):
+            pair = e.get(name, [None, None])
+            if not (isinstance(pair, list) and len(pair) == 2
+                    and all(x is None or _number(x) for x in pair)):
+                out.append(f"scenarios[{i}].{name} = {_shown(pair)}: must be [low, high], numbers or null")
+        if e.get("gap") is not None and not _number(e.get("gap")):
+            out.append(f"scenarios[{i}].gap = {_shown(e.get('gap'))}: must be a number or null")
+        for name in ("plan", "model_error"):
+            if e.get(name) is not None and not isinstance(e.get(name), dict):
+                out.append(f"scenarios[{i}].{name} = {_shown(e.get(name))}: must be a mapping or null")
+    frontier = ((doc.get("answers") or {}).get("pareto_time_cost") or {}).get("frontier")
+    if not (isinstance(frontier, list) and all(isinstance(m, dict) and "id" in m for m in frontier)):
+        out.append(f"answers.pareto_time_cost.frontier = {_shown(frontier)}: must be a list of {{id: ...}}")
+    return out[:20]
+
+
 def scenario_notes(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """What the sweep changed or kept for some scenarios (a search degree left out where it
     does not fit, a fleet group not swept, a sweep of the base alone), each note once with
@@ -71,7 +115,11 @@ def scenario_notes(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def render_capacity_html(doc: dict[str, Any]) -> str:
-    """The capacity report as one HTML string."""
+    """The capacity report as one HTML string; :class:`ReportInputError` naming every key
+    of :func:`capacity_problems`."""
+    problems = capacity_problems(doc)
+    if problems:
+        raise ReportInputError(problems)
     cur = doc["planning"]["prices"]["currency"]
     frontier = [m["id"] for m in doc["answers"]["pareto_time_cost"]["frontier"]]
     pareto = pareto_svg(doc["scenarios"], frontier, doc["planning"]["deadline_days"], cur)

@@ -87,6 +87,10 @@ def _own_report(plan_json: str, doc: dict, output: str, kind: str, say: tuple[bo
         doc = _rebase_links(doc, Path(plan_json), Path(output))
     try:
         html = render(doc)
+    except ReportInputError as exc:         # the keys the document lacks, each named
+        _fail(plan_json, f"a {_file_of(kind)}, but not one the {kind} report can read: "
+              + "; ".join(exc.problems), f"give the {_file_of(kind)} of `autopar {command} ... "
+              f"--out DIR`, or use DIR/{html_name}, which that command writes beside it")
     except (TemplateError, KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
         _fail(plan_json, f"a {_file_of(kind)}, but not one the {kind} report can read "
               f"({type(exc).__name__}: {exc})", f"give the {_file_of(kind)} of `autopar "

@@ -25,3 +25,27 @@ def test_each_note_is_in_the_report_once_with_its_scenarios():
     assert f"(scenarios: {first['id']}, {second['id']})" in html
     # a document without notes gets no note paragraph
     assert "Note:" not in render_capacity_html(DOC)
+
+
+def test_a_damaged_capacity_json_is_refused_naming_its_keys(tmp_path):
+    """`autopar report` on a hand-edited capacity.json named a Python exception
+    ("IndexError: list index out of range", "TypeError: 'NoneType' object is not
+    subscriptable") instead of the key (QA round 31). Oracle: the keys edited."""
+    from typer.testing import CliRunner
+
+    from autopar_opt.cli.commands import app
+
+    doc = copy.deepcopy(DOC)
+    doc["scenarios"][1]["time_to_train_days"] = [1]
+    doc["scenarios"][2]["cost"] = None
+    path = tmp_path / "capacity.json"
+    path.write_text(json.dumps(doc))
+    result = CliRunner().invoke(app, ["report", str(path), "--out", str(tmp_path / "r.html")])
+    assert result.exit_code == 2
+    text = " ".join(result.output.split())
+    assert "scenarios[1].time_to_train_days = [1]: must be [low, high]" in text
+    assert "scenarios[2].cost = null" in text and "Error:" not in text
+    assert not (tmp_path / "r.html").exists()
+    path.write_text(json.dumps(DOC))
+    ok = CliRunner().invoke(app, ["report", str(path), "--out", str(tmp_path / "r.html")])
+    assert ok.exit_code == 0 and (tmp_path / "r.html").is_file()
