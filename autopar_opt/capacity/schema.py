@@ -4,7 +4,7 @@ A sweep file asks the capacity-planning question: the base spec (any valid
 spec, inline or as a path) is solved once per combination of the axes' values
 (the scenarios), and the planning inputs turn every certified plan into a
 time-to-train and a cost. Like the spec schema, every field carries its
-description (shown by ``autopar capacity --schema``) and an example that feeds
+description (shown by ``autopar schema --sweep``) and an example that feeds
 the "fix" text of error messages.
 """
 

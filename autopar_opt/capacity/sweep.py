@@ -359,8 +359,10 @@ def _read(path: Path) -> tuple[SweepFile | None, dict[str, Any], list[SpecProble
     problems: list[SpecProblem] = []
     try:
         sweep = SweepFile.model_validate(data)
-    except ValidationError as exc:
-        return None, {}, problems_from_validation(SweepFile, exc, lambda _s: str(path))
+    except ValidationError as exc:     # the sweep's schema is `autopar schema --sweep`
+        return None, {}, [dataclasses.replace(p, fix=p.fix.replace("see `autopar schema`",
+                                                                   "see `autopar schema --sweep`"))
+                          for p in problems_from_validation(SweepFile, exc, lambda _s: str(path))]
     base_raw = sweep.base
     base_file = path
     if isinstance(base_raw, str):

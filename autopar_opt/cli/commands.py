@@ -152,12 +152,20 @@ def schema(plan: bool = typer.Option(False, "--plan", help="The JSON Schema of p
            estimate: bool = typer.Option(False, "--estimate", help="The JSON Schema of "
                                          "autopar estimate --json."),
            runs: bool = typer.Option(False, "--runs", help="The JSON Schema of a run file "
-                                     "(measured runs for autopar calibrate).")) -> int:
-    """Print the JSON Schema of a spec file (or of plan.json / estimate's JSON / a run file).
+                                     "(measured runs for autopar calibrate)."),
+           sweep: bool = typer.Option(False, "--sweep", help="The JSON Schema of a capacity "
+                                      "sweep file (autopar capacity).")) -> int:
+    """Print the JSON Schema of a spec file (or of plan.json / estimate's JSON / a run file /
+    a capacity sweep).
 
     Infinite numbers in plan.json are the strings "inf" / "-inf" (JSON has no infinity)."""
-    if plan + estimate + runs > 1:
-        _fail("give at most one of --plan, --estimate and --runs")
+    if plan + estimate + runs + sweep > 1:
+        _fail("give at most one of --plan, --estimate, --runs and --sweep")
+    if sweep:       # the schema the sweep's errors point to (QA round 31: there was none)
+        from autopar_opt.capacity.schema import SweepFile
+
+        typer.echo(json.dumps(SweepFile.model_json_schema(), indent=2, ensure_ascii=False))
+        return 0
     if runs:
         from autopar_opt.calibration.reading.run_schema import run_file_json_schema
 

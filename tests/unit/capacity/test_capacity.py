@@ -482,3 +482,39 @@ def test_two_values_giving_one_scenario_are_refused(tmp_path, axes, key, first):
     data["axes"] = {k: v[:1] for k, v in axes.items()}
     path.write_text(yaml.safe_dump(data))
     assert len(load_sweep(path).scenarios) == 1
+
+
+def test_the_sweep_schema_is_printed_and_validates_the_bundled_sweeps(tmp_path):
+    """The sweep schema's docstring sent users to `autopar capacity --schema` ("No such
+    option") and a sweep error's fix to `autopar schema`, the spec's schema, which refuses
+    every sweep (QA round 31). Oracle: the sweeps `autopar capacity` accepts validate
+    against `autopar schema --sweep` (jsonschema), and an unknown axis does not."""
+    import jsonschema
+
+    result = CliRunner().invoke(app, ["schema", "--sweep"])
+    assert result.exit_code == 0, result.output
+    validator = jsonschema.Draft202012Validator(json.loads(result.stdout))
+    sweeps = [paths.REPO / "examples" / "capacity_llama3_70b.yaml", TINY, DATA / "two.yaml",
+              DATA / "fleet.yaml"]
+    import re
+
+    class Yaml12(yaml.SafeLoader):
+        """YAML as an editor's YAML 1.2 schema reads it: 15.0e12 is a number (PyYAML's
+        YAML 1.1 leaves it a string, which the command reads as a number too)."""
+
+    Yaml12.add_implicit_resolver("tag:yaml.org,2002:float",
+                                 re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$"),
+                                 list("-+0123456789."))
+    for path in sweeps:
+        assert validator.is_valid(yaml.load(path.read_text(), Loader=Yaml12)), path
+        load_sweep(path)
+    data = yaml.safe_load(TINY.read_text())
+    data["axes"]["gpu"] = [2]
+    assert not validator.is_valid(data)
+    data = yaml.safe_load(TINY.read_text())
+    data["planning"]["prices"]["source"] = ""
+    bad = tmp_path / "s.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError) as exc:
+        load_sweep(bad)
+    assert "see `autopar schema --sweep`" in exc.value.problems[0].fix
