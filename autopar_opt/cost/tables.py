@@ -365,7 +365,7 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
                 got = enumerate_strategies(layer, d, b, space, cluster.gpus_per_node, training.seq_len,
                                            training.autocast, training.runtime.cp_splits_heads)
                 if runs_on is not None:     # what the framework cannot run is not in the space
-                    got = runs_on.admitted(layer, got, pp)
+                    got = runs_on.admitted(layer, got, pp, training.seq_len)
                 strats += got
                 costs += [layer_cost(layer, s, ctx) for s in got]
             keys = None if runs_on is None else np.array(

@@ -86,7 +86,8 @@ from autopar_opt.core.errors import did_you_mean
 from autopar_opt.export.view import PlanView, common_rules
 from autopar_opt.ir.training import Recompute, Schedule
 from autopar_opt.ir.target import (MEGATRON_PLAIN_ACTIVATIONS, TE_RING_WINDOW,
-                                   megatron_model_problem, megatron_window_problem)
+                                   megatron_model_problem, megatron_window_problem,
+                                   sequence_split_problem)
 
 _FSDP = {2: "optim_grads", 3: "optim_grads_params"}
 
@@ -98,6 +99,9 @@ def megatron_rules(view: PlanView, chain: bool) -> list[str]:
         out.append("the GPipe schedule: Megatron-LM runs 1F1B or interleaved 1F1B")
     if view.cp > 1 and view.seq_len and view.seq_len % (2 * view.cp):
         out.append(f"seq_len {view.seq_len} must be divisible by 2*cp = {2 * view.cp}")
+    split = sequence_split_problem("megatron", view.tp, view.cp, view.sp, view.seq_len)
+    if split:
+        out.append(split)
     out += model_rules(view)
     odd = sorted({k for kinds in view.stage_kinds for k in kinds if k == "?"})
     if odd:

@@ -51,7 +51,7 @@ from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.plan import Plan, StagePlan
 from autopar_opt.ir.strategies import Strategy
 from autopar_opt.ir.target import (CP_SHARDS, Target, dp_shard_degree,
-                                   torchtitan_window_problem)
+                                   sequence_split_problem, torchtitan_window_problem)
 from autopar_opt.ir.training import FP32_DTYPES
 from autopar_opt.ir.training import Recompute, Schedule
 
@@ -174,6 +174,10 @@ def torchtitan_rules(view: PlanView, chain: bool, version: str = "0.3") -> list[
                    "(ZeRO-2 or ZeRO-3) or replicates (DDP)")
     if view.cp > 1 and view.zero == 0:
         out.append(f"ZeRO-0 with cp={view.cp}: {CP_SHARDS}; price the plan with zero 2 or 3")
+    split = sequence_split_problem("torchtitan", view.tp, view.cp, view.sp, view.seq_len,
+                                   version)
+    if split:
+        out.append(split)
     if view.replicas > 1 and view.zero_group % view.cp:
         out.append(f"hybrid sharding over {view.zero_group} ranks with cp={view.cp}: torchtitan's "
                    "FSDP mesh is dp_shard x cp, so a shard group holds whole cp groups")

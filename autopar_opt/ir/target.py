@@ -162,17 +162,21 @@ class Target:
                     f"least as many micro-batches as pipeline stages: {microbatches} < pp = {pp}")
         return None
 
-    def admitted(self, layer: Layer, strategies: list, pp: int) -> list:
+    def admitted(self, layer: Layer, strategies: list, pp: int,
+                 seq_len: int | None = None) -> list:
         """The strategies of ``layer`` the framework runs, in order: on a layer that is
         not a transformer block, recomputation becomes none (every framework recomputes
         transformer layers only, so such a layer runs without it: a space that lists
         only ``recompute: [full]`` still has its embedding and head), then
-        :meth:`strategy_problem` filters."""
+        :meth:`strategy_problem` and, with the training's ``seq_len``,
+        :func:`sequence_split_problem` filter."""
         if layer.kind not in BLOCK_KINDS:
             strategies = list(dict.fromkeys(
                 s if s.recompute.value == "none" else replace(s, recompute=type(s.recompute)("none"))
                 for s in strategies))
-        return [s for s in strategies if self.strategy_problem(layer, s, pp) is None]
+        return [s for s in strategies if self.strategy_problem(layer, s, pp) is None
+                and sequence_split_problem(self.framework, s.tp, s.cp, s.sp, seq_len,
+                                           self.version) is None]
 
     def strategy_problem(self, layer: Layer, s, pp: int) -> str | None:
         """Why the framework cannot run strategy ``s`` on ``layer`` in a pipeline
@@ -263,6 +267,32 @@ class Target:
             if s.ep > 1 and (s.dp * s.tp) % s.ep:
                 return "ep must divide dp*tp"
         return None
+
+
+def sequence_split_problem(framework: str, tp: int, cp: int, sp: bool,
+                           seq_len: int | None, version: str = "") -> str | None:
+    """Why ``framework`` cannot split a ``seq_len``-token sequence over ``cp`` context-
+    and, with sequence parallelism ``sp``, ``tp`` tensor-parallel ranks (None: it can).
+    Megatron-Core splits each rank's ``seq_len / cp`` tokens over tp
+    (``tensor_parallel/mappings.py`` ``_split_along_first_dim``: "First dimension of the
+    tensor should be divisible by tensor parallel size"); torchtitan 0.3.0's trainer
+    refuses a ``seq_len`` not divisible by ``tp`` (with sequence parallelism) times ``2·cp``
+    (``trainer.py``: "Training sequence length ... must be divisible by ..."; not
+    checked for ``version`` 0.2, whose source is not at hand). DeepSpeed runs no sequence
+    parallelism; the free space has no such rule. The ``2·cp`` rule of
+    load-balanced context parallelism itself is the enumeration's
+    (:func:`~autopar_opt.ir.strategies.cp_degree_ok`)."""
+    if not seq_len or not sp or tp <= 1:
+        return None
+    if framework == "megatron" and (seq_len % cp or (seq_len // cp) % tp):
+        return (f"sequence parallelism splits each context-parallel rank's {seq_len}/{cp} "
+                f"tokens over tp = {tp} (Megatron-Core _split_along_first_dim): seq_len must "
+                f"be a multiple of cp*tp = {cp * tp}")
+    divisor = tp * (2 * cp if cp > 1 else 1)
+    if framework == "torchtitan" and version != "0.2" and seq_len % divisor:
+        return (f"torchtitan's trainer needs seq_len {seq_len} divisible by tp"
+                + (" x 2cp" if cp > 1 else "") + f" = {divisor} with sequence parallelism")
+    return None
 
 
 def dp_shard_degree(x) -> int:
