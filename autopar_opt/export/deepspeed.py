@@ -32,6 +32,7 @@ from autopar_opt.export.view import PlanView, common_rules
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.plan import Plan, uniform_plan
 from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.target import AUTOTP_PIPELINE
 from autopar_opt.ir.training import Recompute, Schedule
 
 
@@ -52,6 +53,8 @@ def deepspeed_rules(view: PlanView, chain: bool) -> list[str]:
     if view.pp > 1 and view.zero >= 2:
         out.append(f"ZeRO-{view.zero} with pipeline parallelism (DeepSpeed's pipeline engine "
                    "supports ZeRO-0/1 only)")
+    if view.pp > 1 and view.tp > 1:
+        out.append(f"tp={view.tp} with pp={view.pp}: {AUTOTP_PIPELINE}")
     if view.replicas > 1:
         # DeepSpeed 0.19 removed MiCS (runtime/config.py _REMOVED_ZERO_CONFIG_KEYS,
         # deepspeedai/DeepSpeed#8489); ZeRO++'s hpZ keeps a secondary copy of the

@@ -72,6 +72,16 @@ CP_SHARDS = ("with context parallelism torchtitan shards the parameters over its
              "dp_shard x cp (ParallelDims.fsdp_enabled: dp_shard or cp > 1), so it runs no "
              "ZeRO-0 (DDP) plan with cp > 1: ZeRO-2/3 over dp x cp (or hybrid sharding)")
 
+#: Why DeepSpeed runs no tensor parallelism (AutoTP) in a pipeline (DeepSpeed 0.19.8):
+#: AutoTP builds a 2-D data x tensor mesh over every rank (``engine.
+#: _configure_tensor_parallel_states``: ``groups._init_tp_mesh_device``, data-parallel
+#: size world / tp, across the pipeline stages), and a ``PipelineModule(num_stages=)``
+#: builds ``PipeDataParallelTopology(num_pp, num_dp=world / num_stages)``, with no tensor
+#: axis, whose data-parallel size the batch check then uses.
+AUTOTP_PIPELINE = ("AutoTP (tensor_parallel.autotp_size) builds a data x tensor mesh over all "
+                   "ranks with no pipeline axis, and PipelineModule's topology has no tensor "
+                   "axis: DeepSpeed runs tensor parallelism with pp = 1 only")
+
 #: Layer kinds a framework pipeline can hold: embedding, transformer layers, head.
 RUNNABLE_KINDS = BLOCK_KINDS + (LayerKind.embedding, LayerKind.lm_head)
 
@@ -250,6 +260,8 @@ class Target:
             return "activation checkpointing is per layer, all or nothing"
         if pp > 1 and sharded and s.zero >= 2:
             return "the pipeline engine supports ZeRO stage 0 and 1 only"
+        if pp > 1 and s.tp > 1:
+            return AUTOTP_PIPELINE
         if s.hybrid:
             # MiCS (mics_shard_size), DeepSpeed's hybrid sharding, was removed in 0.19
             # (runtime/config.py _REMOVED_ZERO_CONFIG_KEYS: "MiCS ZeRO-3 sharding has been
