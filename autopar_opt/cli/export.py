@@ -321,6 +321,7 @@ def _same_case(doc: dict, spec, path, file: str, spec_file: str) -> None:
         if part[key] != value:
             diffs.append(f"{section}.{key} is {value!r} in {spec_file} but the plan was solved "
                          f"for {part[key]!r}")
+    diffs += _runtime_diffs(recorded, spec, spec_file)
     if diffs:
         rule = "the spec differs from the one the plan was solved from: " + "; ".join(diffs)
         fix = ("solve the edited spec again, or pass the spec the plan was solved from with "
@@ -355,6 +356,28 @@ def _same_price(doc: dict, plan: Plan, spec, path, file: str, spec_file: str) ->
     fix = ("estimate the spec again (autopar estimate SPEC --json), or pass the spec it was "
            "estimated from with --spec SPEC")
     _fail(f"invalid plan: {path}: {rule}; {fix}", file, rule, fix, key="spec")
+
+
+def _runtime_diffs(recorded: dict, spec, spec_file: str) -> list[str]:
+    """The runtime behaviours (``training.runtime`` and its ``runtime_options``: overlaps,
+    kernels, dispatcher, ...) that differ between the spec read now and the one plan.json
+    records: the export writes the flags of the runtime it reads (``--overlap-grad-reduce``,
+    ``--tp-comm-overlap``, ``--cp-comm-type``, the dispatcher), so an edited runtime wrote
+    another run than the plan priced, silently (QA round 31). Keys one side lacks (another
+    version's) and the runtime's ``source`` text are not compared."""
+    import dataclasses
+
+    training = recorded.get("training") if isinstance(recorded.get("training"), dict) else {}
+    was = training.get("runtime")
+    if not isinstance(was, dict):
+        return []
+    try:
+        now = dataclasses.asdict(spec.training.runtime)
+    except (AttributeError, TypeError):
+        return []
+    return [f"training.runtime {key} is {now[key]!r} in {spec_file} but the plan was solved "
+            f"for {was[key]!r}" for key in sorted((set(was) & set(now)) - {"source"})
+            if was[key] != now[key]]
 
 
 def _memory_notes(plan: Plan, spec) -> list[str]:
