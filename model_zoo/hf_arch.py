@@ -10,7 +10,7 @@ from autopar_opt.ir.arch import ModelArch
 from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.model_zoo.hf_decoders import GEMMA_HEAD_DIM
 from autopar_opt.model_zoo.hf_keys import Cfg, activation_name, dropout_rates
-from autopar_opt.model_zoo.hf_moe import moe_router
+from autopar_opt.model_zoo.hf_moe import SHARED_EXPERTS_DEFAULT, moe_router
 from autopar_opt.model_zoo.hf_parts import default_head_dim
 from autopar_opt.model_zoo.hf_values import NORM_EPS_KEYS, rope_type
 
@@ -113,7 +113,7 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     expert_ffn = int(g("moe_intermediate_size")
                      or (g("intermediate_size") if mt in ("mixtral", "gpt_oss") else 0) or 0)
     shared = int(g("shared_expert_intermediate_size") or 0) if mt == "qwen2_moe" else \
-        int(g("n_shared_experts") or 0) * expert_ffn if mt.startswith("deepseek") else 0
+        _deepseek_shared(config) * expert_ffn if mt.startswith("deepseek") else 0
     # the linear biases hf_decoders builds (LlamaAttention/Qwen3Attention's attention_bias on
     # Q, K, V and O; LlamaMLP's mlp_bias), stated so the line and the exports say them
     # (OLMo 2's and Qwen3-MoE's attention_bias too: hf_decoders.read_olmo2, hf_moe.read_qwen_moe;
@@ -149,6 +149,13 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         moe_layers=moe, mla=mla, router=moe_router(Cfg(config, "config.json")) if moe else None,
         shared_gate=bool(moe) and mt == "qwen2_moe" and bool(shared),
         hf_id=str(g("_name_or_path") or ""), windows=_windows(blocks))
+
+
+def _deepseek_shared(config: dict[str, Any]) -> int:
+    """A DeepSeek config's shared experts: ``n_shared_experts``, else its configuration
+    class's default (:data:`~.hf_moe.SHARED_EXPERTS_DEFAULT`), as the reader builds them."""
+    n = config.get("n_shared_experts")
+    return int(SHARED_EXPERTS_DEFAULT[config["model_type"]] if n is None else n)
 
 
 #: Decoder families before the Llama layout, described for the launchers' rules (their

@@ -209,6 +209,14 @@ def read_gpt_oss(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: d
     return decoder_chain(c, name, s, blocks, False, source)
 
 
+#: ``n_shared_experts`` and ``first_k_dense_replace`` where a DeepSeek config leaves them out:
+#: the configuration classes' defaults (transformers ``DeepseekV3Config``: 1 and 3;
+#: ``DeepseekV2Config``: 2 and 0). QA round 31: 0 and 0 were taken for both, and the build
+#: said "the defaults of transformers' configuration class ... were taken".
+SHARED_EXPERTS_DEFAULT = {"deepseek_v3": 1, "deepseek_v2": 2}
+FIRST_DENSE_DEFAULT = {"deepseek_v3": 3, "deepseek_v2": 0}
+
+
 def read_deepseek(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dict) -> LayerGraph:
     """DeepSeek-V2/V3: MLA attention; the first ``first_k_dense_replace`` layers
     dense, then MoE every ``moe_layer_freq`` layers with ``n_shared_experts``
@@ -227,11 +235,14 @@ def read_deepseek(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: 
                          qk_nope_dim=c("qk_nope_head_dim"), qk_rope_dim=c("qk_rope_head_dim"),
                          v_head_dim=c("v_head_dim"))
     f_e = c("moe_intermediate_size")
-    shared = _count(c, "n_shared_experts", 0, 0, limits.MAX_SEQ_LEN, "always-on shared experts")
+    mt = c.model_type
+    shared = _count(c, "n_shared_experts", SHARED_EXPERTS_DEFAULT[mt], 0, limits.MAX_SEQ_LEN,
+                    "always-on shared experts")
     moe = _moe_common(c, moe_opts, "n_routed_experts", expert_ffn=f_e, shared_ffn=shared * f_e,
                       router_bias=c.model_type == "deepseek_v3")
     layers = c("num_hidden_layers")
-    first_dense = _count(c, "first_k_dense_replace", 0, 0, layers, "the first layers are dense")
+    first_dense = _count(c, "first_k_dense_replace", FIRST_DENSE_DEFAULT[mt], 0, layers,
+                         "the first layers are dense")
     freq = _count(c, "moe_layer_freq", 1, 1, layers, "every freq-th layer is an MoE layer")
     sparse = [i >= first_dense and i % freq == 0 for i in range(layers)]
     _some_moe_layer(c, sparse, "first_k_dense_replace and moe_layer_freq")

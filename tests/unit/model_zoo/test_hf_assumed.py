@@ -242,3 +242,23 @@ def test_family_size_keys_are_checked_by_name(tmp_path, name, key, value, said):
     path.write_text(json.dumps(cfg))
     with pytest.raises(HfConfigError, match=said):
         load_hf_config(path)
+
+
+@pytest.mark.parametrize("name, dropped", [
+    ("deepseek-v3", ("n_shared_experts", "first_k_dense_replace")),   # DeepseekV3Config: 1, 3
+    ("deepseek-v2-lite", ("n_shared_experts",))])                    # DeepseekV2Config: 2
+def test_deepseek_defaults_are_the_config_classes(name, dropped):
+    """Where a DeepSeek config leaves out n_shared_experts / first_k_dense_replace, the
+    build takes the transformers configuration class's defaults, as its notice says
+    (DeepseekV3Config: 1 and 3, its published model's own values; DeepseekV2Config:
+    n_shared_experts 2, V2-Lite's). QA round 31: 0 and 0 were taken (no shared expert,
+    no dense layer: DeepSeek-V3 built as 701.1 G, 34.9 G active) under the same notice."""
+    cfg = _config(name)
+    full = build_hf_graph(cfg, 1024, origin="d.json")
+    for key in dropped:
+        del cfg[key]
+    graph = build_hf_graph(cfg, 1024, origin="d.json")
+    assert graph.total_params() == full.total_params()
+    assert graph.arch.shared_ffn == full.arch.shared_ffn
+    assert f"d.json states no {', '.join(dropped)}: the defaults of transformers'" in \
+        " ".join(graph.assumed)
