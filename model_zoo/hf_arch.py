@@ -11,7 +11,7 @@ from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.model_zoo.hf_decoders import GEMMA_HEAD_DIM
 from autopar_opt.model_zoo.hf_keys import Cfg, activation_name, dropout_rates
 from autopar_opt.model_zoo.hf_moe import SHARED_EXPERTS_DEFAULT, moe_router
-from autopar_opt.model_zoo.hf_parts import default_head_dim
+from autopar_opt.model_zoo.hf_parts import default_head_dim, kv_heads_of
 from autopar_opt.model_zoo.hf_values import NORM_EPS_KEYS, rope_type
 
 #: The Llama-layout families (gated MLP, RMSNorm, RoPE; dense or MoE) :func:`hf_arch`
@@ -127,7 +127,7 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
                int(g("qk_rope_head_dim")), int(g("v_head_dim")))
     return ModelArch(
         family=str(mt), num_layers=len(blocks), hidden=h, heads=a,
-        kv_heads=int(g("num_key_value_heads") or a) if not mla else a,
+        kv_heads=kv_heads_of(config, mt, a) if not mla else a,
         head_dim=int(g("head_dim") or (GEMMA_HEAD_DIM if gemma
                                         else default_head_dim(mt, h, a) or h // a)),
         ffn_hidden=int(g("intermediate_size") or 0),
@@ -219,7 +219,8 @@ def _llama_like_fields(config: dict[str, Any], graph: LayerGraph) -> dict[str, A
     h, a = int(g("hidden_size")), int(g("num_attention_heads"))
     blocks = _blocks(graph)
     return dict(num_layers=len(blocks), hidden=h, heads=a,
-                kv_heads=int(g("num_key_value_heads") or a), head_dim=int(g("head_dim") or h // a),
+                kv_heads=kv_heads_of(config, str(g("model_type")), a),
+                head_dim=int(g("head_dim") or h // a),
                 ffn_hidden=int(g("intermediate_size")), vocab=int(g("vocab_size")),
                 max_positions=int(g("max_position_embeddings") or 0), norm="layernorm",
                 rope_theta=float(g("rope_theta")) if g("rope_theta") else None,

@@ -18,7 +18,8 @@ def attention_dims(c: Cfg, qkv_bias: bool = False, qk_norm: bool = False) -> Att
     num_attention_heads // num_key_value_heads`` query heads (``repeat_kv`` in
     ``modeling_llama.py``), so a remainder leaves heads without a key/value head."""
     h, a = c("hidden_size"), c("num_attention_heads")
-    kv = c("num_key_value_heads", a) or a
+    kv = c("num_key_value_heads", KV_HEADS_DEFAULT.get(c.model_type, a))
+    kv = a if kv is None else kv     # stated null: every class takes the heads (MHA)
     stated = c("head_dim", None)
     if stated is None and default_head_dim(c.model_type, h, a) is None:
         raise HfConfigError(f"{c.origin}: num_attention_heads = {a} does not divide hidden_size = "
@@ -35,6 +36,25 @@ def attention_dims(c: Cfg, qkv_bias: bool = False, qk_norm: bool = False) -> Att
                          head_dim=stated or default_head_dim(c.model_type, h, a),
                          qkv_bias=qkv_bias,
                          qk_norm=qk_norm)
+
+
+#: ``num_key_value_heads`` where a config leaves the key out, for the families whose
+#: configuration class has a fixed default rather than None (= the heads):
+#: ``MistralConfig`` and ``MixtralConfig`` 8, ``GptOssConfig`` 8, ``Starcoder2Config`` 2
+#: (transformers ``configuration_mistral.py`` etc.). A stated null is the heads in every
+#: class ("for backward compatibility"). QA round 31: the heads were taken for these too
+#: (a Mistral-7B config without the key built 4 times its key/value projections) while the
+#: notice said the class's default was.
+KV_HEADS_DEFAULT = {"mistral": 8, "mixtral": 8, "gpt_oss": 8, "starcoder2": 2}
+
+
+def kv_heads_of(config: dict, model_type: str, heads: int) -> int:
+    """The key-value heads a config builds: ``num_key_value_heads``, else the class's
+    default (:data:`KV_HEADS_DEFAULT`, else the heads); null is the heads."""
+    if "num_key_value_heads" not in config:
+        return KV_HEADS_DEFAULT.get(model_type, heads)
+    value = config.get("num_key_value_heads")
+    return heads if value is None else int(value)
 
 
 #: ``Qwen3Config``'s head width where a config leaves ``head_dim`` out (``head_dim=128``,
