@@ -10,7 +10,8 @@ from autopar_opt.ir.arch import ModelArch
 from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.model_zoo.hf_decoders import GEMMA_HEAD_DIM
 from autopar_opt.model_zoo.hf_keys import Cfg, activation_name, dropout_rates
-from autopar_opt.model_zoo.hf_moe import SHARED_EXPERTS_DEFAULT, moe_router
+from autopar_opt.model_zoo.hf_moe import (QWEN2_MOE_SHARED_DEFAULT, SHARED_EXPERTS_DEFAULT,
+                                          moe_router)
 from autopar_opt.model_zoo.hf_parts import default_head_dim, kv_heads_of
 from autopar_opt.model_zoo.hf_values import NORM_EPS_KEYS, rope_type
 
@@ -112,7 +113,7 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     experts = int(g("num_local_experts") or g("num_experts") or g("n_routed_experts") or 0)
     expert_ffn = int(g("moe_intermediate_size")
                      or (g("intermediate_size") if mt in ("mixtral", "gpt_oss") else 0) or 0)
-    shared = int(g("shared_expert_intermediate_size") or 0) if mt == "qwen2_moe" else \
+    shared = _qwen2_moe_shared(config) if mt == "qwen2_moe" else \
         _deepseek_shared(config) * expert_ffn if mt.startswith("deepseek") else 0
     # the linear biases hf_decoders builds (LlamaAttention/Qwen3Attention's attention_bias on
     # Q, K, V and O; LlamaMLP's mlp_bias), stated so the line and the exports say them
@@ -149,6 +150,12 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         moe_layers=moe, mla=mla, router=moe_router(Cfg(config, "config.json")) if moe else None,
         shared_gate=bool(moe) and mt == "qwen2_moe" and bool(shared),
         hf_id=str(g("_name_or_path") or ""), windows=_windows(blocks))
+
+
+def _qwen2_moe_shared(config: dict[str, Any]) -> int:
+    """A Qwen2-MoE config's shared expert width, its class's default where absent."""
+    n = config.get("shared_expert_intermediate_size")
+    return int(QWEN2_MOE_SHARED_DEFAULT if n is None else n)
 
 
 def _deepseek_shared(config: dict[str, Any]) -> int:

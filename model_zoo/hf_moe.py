@@ -162,6 +162,12 @@ def read_mixtral(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: d
     return decoder_chain(c, name, s, blocks, False, source)
 
 
+#: ``Qwen2MoeConfig``'s ``shared_expert_intermediate_size`` where a config leaves it out (its
+#: Qwen1.5-MoE-A2.7B defaults; QA round 31: 0, no shared expert, was taken under a notice
+#: saying the class's default was).
+QWEN2_MOE_SHARED_DEFAULT = 5632
+
+
 def read_qwen_moe(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dict) -> LayerGraph:
     """Qwen2-MoE (shared expert with a sigmoid gate, QKV bias) and Qwen3-MoE
     (QK-norm, no shared expert); ``mlp_only_layers`` and ``decoder_sparse_step``
@@ -169,8 +175,8 @@ def read_qwen_moe(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: 
     ``mlp_only_layers`` entry that is not a distinct index of a layer is refused
     (:func:`~autopar_opt.model_zoo.layer_index.layer_index_problem`)."""
     qwen2 = c.model_type == "qwen2_moe"
-    shared = _count(c, "shared_expert_intermediate_size", 0, 0, limits.MAX_SEQ_LEN,
-                    "the shared expert's width; 0: none") if qwen2 else 0
+    shared = _count(c, "shared_expert_intermediate_size", QWEN2_MOE_SHARED_DEFAULT, 0,
+                    limits.MAX_SEQ_LEN, "the shared expert's width; 0: none") if qwen2 else 0
     moe = _moe_common(c, moe_opts, "num_experts", expert_ffn=c("moe_intermediate_size"),
                       shared_ffn=shared, shared_gate=bool(shared))
     bias = not qwen2 and bool(c("attention_bias", False))     # Qwen3MoeAttention: Q, K, V, O

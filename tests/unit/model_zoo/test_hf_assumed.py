@@ -280,3 +280,20 @@ def test_absent_kv_heads_take_the_config_classs_fixed_default(name, default):
     heads = cfg["num_attention_heads"]
     null = build_hf_graph(dict(cfg, num_key_value_heads=None), 1024, origin="c.json")
     assert null.layers[1].max_tp == heads and null.arch.kv_heads == heads
+
+
+def test_qwen2_moe_without_a_shared_width_takes_the_classs_default():
+    """Qwen2MoeConfig's shared_expert_intermediate_size defaults to 5632 (Qwen1.5-MoE-A2.7B's):
+    a config without it builds that shared expert, as its notice says (QA round 31: no
+    shared expert, 13.49 G instead of 14.32 G, under the same notice); a stated 0 builds none."""
+    cfg = _config("qwen1.5-moe-a2.7b")
+    full = build_hf_graph(cfg, 1024, origin="q.json")
+    del cfg["shared_expert_intermediate_size"]
+    graph = build_hf_graph(cfg, 1024, origin="q.json")
+    assert graph.total_params() == full.total_params()
+    assert graph.arch.shared_ffn == 5632 == full.arch.shared_ffn
+    assert "q.json states no shared_expert_intermediate_size" in " ".join(graph.assumed)
+    none = build_hf_graph(dict(cfg, shared_expert_intermediate_size=0), 1024, origin="q.json")
+    assert none.arch.shared_ffn == 0
+    h = cfg["hidden_size"]
+    assert full.total_params() - none.total_params() == 24 * (3 * h * 5632 + h)
