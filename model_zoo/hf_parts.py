@@ -27,7 +27,10 @@ def attention_dims(c: Cfg, qkv_bias: bool = False, qk_norm: bool = False) -> Att
                             "num_attention_heads wide) (fix: use the published head count, or "
                             "state head_dim as the model's config.json does)")
     if a % kv:
-        raise HfConfigError(f"{c.origin}: num_key_value_heads = {kv} does not divide "
+        given = "num_key_value_heads" in c.data
+        shown = f"num_key_value_heads = {kv}" if given else (
+            f"num_key_value_heads (not stated: model_type {c.model_type!r} defaults it to {kv})")
+        raise HfConfigError(f"{c.origin}: {shown} does not divide "
                             f"num_attention_heads = {a} (each key/value head serves a whole "
                             f"group of query heads) (fix: use a divisor of {a}, e.g. "
                             f"{max(d for d in range(1, kv + 1) if a % d == 0)}, as the model's "
@@ -40,12 +43,16 @@ def attention_dims(c: Cfg, qkv_bias: bool = False, qk_norm: bool = False) -> Att
 
 #: ``num_key_value_heads`` where a config leaves the key out, for the families whose
 #: configuration class has a fixed default rather than None (= the heads):
-#: ``MistralConfig`` and ``MixtralConfig`` 8, ``GptOssConfig`` 8, ``Starcoder2Config`` 2
-#: (transformers ``configuration_mistral.py`` etc.). A stated null is the heads in every
+#: ``MistralConfig`` and ``MixtralConfig`` 8, ``GptOssConfig`` 8, ``Starcoder2Config`` 2,
+#: ``GemmaConfig`` 16, ``Gemma2Config`` and ``Gemma3TextConfig`` 4, ``Qwen2Config`` and
+#: ``Qwen3Config`` 32, ``Qwen2MoeConfig`` 16, ``Qwen3MoeConfig`` 4 (transformers
+#: ``configuration_mistral.py`` etc.). A stated null is the heads in every
 #: class ("for backward compatibility"). QA round 31: the heads were taken for these too
 #: (a Mistral-7B config without the key built 4 times its key/value projections) while the
 #: notice said the class's default was.
-KV_HEADS_DEFAULT = {"mistral": 8, "mixtral": 8, "gpt_oss": 8, "starcoder2": 2}
+KV_HEADS_DEFAULT = {"mistral": 8, "mixtral": 8, "gpt_oss": 8, "starcoder2": 2, "gemma": 16,
+                    "gemma2": 4, "gemma3_text": 4, "qwen2": 32, "qwen3": 32, "qwen2_moe": 16,
+                    "qwen3_moe": 4}
 
 
 def kv_heads_of(config: dict, model_type: str, heads: int) -> int:

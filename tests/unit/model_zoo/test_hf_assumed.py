@@ -265,7 +265,10 @@ def test_deepseek_defaults_are_the_config_classes(name, dropped):
 
 
 @pytest.mark.parametrize("name, default", [("mistral-7b-v0.1", 8), ("mixtral-8x7b-v0.1", 8),
-                                           ("starcoder2-3b", 2), ("gpt-oss-20b", 8)])
+                                           ("starcoder2-3b", 2), ("gpt-oss-20b", 8),
+                                           ("gemma-7b", 16), ("gemma-2-9b", 4), ("gemma-3-1b", 4),
+                                           ("qwen3-8b", 32),
+                                           ("qwen1.5-moe-a2.7b", 16), ("qwen3-30b-a3b", 4)])
 def test_absent_kv_heads_take_the_config_classs_fixed_default(name, default):
     """MistralConfig and MixtralConfig default num_key_value_heads to 8, Starcoder2Config to 2,
     GptOssConfig to 8 (a stated null is the heads, "for backward compatibility"): a config
@@ -297,3 +300,14 @@ def test_qwen2_moe_without_a_shared_width_takes_the_classs_default():
     assert none.arch.shared_ffn == 0
     h = cfg["hidden_size"]
     assert full.total_params() - none.total_params() == 24 * (3 * h * 5632 + h)
+
+
+def test_an_absent_kv_default_that_does_not_divide_the_heads_says_so():
+    """Qwen2Config's 32 key-value heads do not divide Qwen2-7B's 28 query heads: refused,
+    saying the key is not stated and which default was taken."""
+    cfg = _config("qwen2-7b")
+    del cfg["num_key_value_heads"]
+    with pytest.raises(HfConfigError, match=r"num_key_value_heads \(not stated: model_type "
+                       r"'qwen2' defaults it to 32\) does not divide num_attention_heads = 28"):
+        build_hf_graph(cfg, 1024, origin="q.json")
+
