@@ -138,7 +138,16 @@ def _explicit_graph(section: ExplicitModelSpec, seq_len: int | None,
     edges = section.edges
     if edges is None:
         edges = [(a, b) for a, b in zip(names, names[1:])]
+    first: dict[tuple[str, str], int] = {}
     for j, (u, v) in enumerate(edges):
+        if (u, v) in first:
+            # QA round 31: a repeated edge was kept, which made a chain a DAG (is_chain false:
+            # the DAG search path) and counted the transfer twice, without a word
+            out.add(f"model.edges[{j}]", [u, v], f"repeats model.edges[{first[(u, v)]}]",
+                    "list each edge once")
+            ok = False
+            continue
+        first[(u, v)] = j
         for end in (u, v):
             if end not in position:
                 out.add(f"model.edges[{j}]", [u, v], f"edge names unknown layer {end!r}",

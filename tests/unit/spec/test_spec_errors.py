@@ -490,6 +490,20 @@ def test_a_layer_part_above_its_total_is_refused_spec(tmp_path, part, total, val
     _refused_spec(tmp_path, spec, rf"model\.layers\[0\]\.{part} = .*is part of {total}")
 
 
+def test_a_repeated_edge_is_refused_spec(tmp_path):
+    """A repeated edge made a chain a DAG (LayerGraph.is_chain false: the search's DAG path)
+    without a word (QA round 31); listed once, the same layers are a chain."""
+    layer = {"kind": "transformer_block", "flops_fwd": 1.0e9, "flops_bwd": 2.0e9, "params": 5,
+             "act_bytes": 1.0e6}
+    layers = [dict(layer, name=n) for n in ("a", "b", "c")]
+    spec = _small(model={"name": "m", "seq_len": 1024, "layers": layers,
+                         "edges": [["a", "b"], ["a", "b"], ["b", "c"]]})
+    del spec["model"]["zoo"]
+    _refused_spec(tmp_path, spec, r"model\.edges\[1\] = \[a, b\]: repeats model\.edges\[0\]")
+    spec["model"]["edges"] = [["a", "b"], ["b", "c"]]
+    assert _load_small(tmp_path, spec).graph.is_chain()
+
+
 def test_capacity_factor_with_load_imbalance_is_refused_spec(tmp_path):
     """A capacity factor pads every expert to its load, so a stated load_imbalance beside
     it was dropped without a word (QA round 31: capacity_factor 1.25 and load_imbalance 1.5
