@@ -221,7 +221,8 @@ def config_error_parts(message: str, origin: str) -> tuple[str, Any, str, str]:
     cut = text.rfind(" (fix: ")
     if cut >= 0 and text.endswith(")"):
         rule, fix = text[:cut], text[cut + len(" (fix: "):-1]
-    found = re.match(r"([A-Za-z_][\w.\[\]]*) = (\"[^\"]*\"|'[^']*'|[^\s:,;(]+)", rule)
+    found = re.match(r"([A-Za-z_][\w.\[\]]*) = (\[[^\]]*\]|\{[^}]*\}|\"[^\"]*\"|'[^']*'|"
+                     r"[^\s:,;(]+)", rule)
     if found is None:        # "needs key 'vocab_size', which is missing", "key 'x' is not ..."
         named = re.search(r"(?:needs key|^key) '([^']+)'", rule)
         return (named.group(1) if named else ""), None, rule, fix

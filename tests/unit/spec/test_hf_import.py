@@ -310,6 +310,9 @@ def test_the_layer_limit_counts_the_built_layers_on_both_paths(tmp_path):
     ({"num_key_value_heads": 7}, "num_key_value_heads", 7, "use a divisor of 32, e.g. 4"),
     ({"hidden_size": "4096"}, "hidden_size", "4096", "remove the quotes, 4096"),
     ({"vocab_size": None}, "vocab_size", None, "give its value from the model's published"),
+    ({"model_type": "qwen3_moe", "num_experts": 8, "moe_intermediate_size": 64,
+      "num_experts_per_tok": 2, "mlp_only_layers": [0, 5, 0]}, "mlp_only_layers", [0, 5, 0],
+     "list each"),
 ])
 def test_model_json_error_names_the_key_value_and_fix(tmp_path, change, key, value, fix):
     """`autopar model CONFIG --json` on a bad config: the problem's key, value, rule and fix
