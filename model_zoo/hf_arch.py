@@ -291,15 +291,24 @@ def _nemotron_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
         rotary_fraction=float(0.5 if factor is None else factor), zero_centered_norm=True)
 
 
+#: Gemma2Config's soft-caps where a config leaves them out (transformers
+#: configuration_gemma2.py: attn_logit_softcapping 50.0, final_logit_softcapping 30.0;
+#: Gemma 1 and Gemma3TextConfig default to none). QA round 31: a Gemma 2 config without
+#: them soft-capped by default and the "not priced" line said nothing.
+GEMMA2_SOFTCAPS = {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}
+
+
 def _gemma_unpriced(config: dict[str, Any]) -> tuple[str, ...]:
     """What a Gemma config computes that the cost model does not price: its
     logit soft-capping (``tanh`` over the attention scores inside the kernel, over
     the output logits as one more element-wise pass) and the embedding's scaling
     by sqrt(hidden) (one element-wise multiply)."""
     out = []
+    defaults = GEMMA2_SOFTCAPS if config.get("model_type") == "gemma2" else {}
     for key in ("attn_logit_softcapping", "final_logit_softcapping"):
-        if config.get(key):
-            out.append(f"{key} {config[key]:g}")
+        value = config.get(key) if key in config else defaults.get(key)
+        if value:
+            out.append(f"{key} {value:g}" + ("" if key in config else " (Gemma2Config's default)"))
     out.append("the embedding's scaling by sqrt(hidden_size)")
     return tuple(out)
 

@@ -132,3 +132,18 @@ def test_attention_bias_adds_q_k_v_o_biases(name, per_block, blocks):
     assert biased.arch.attn_bias and not plain.arch.attn_bias
     with pytest.raises(HfConfigError, match="attention_bias = true: the biases DeepSeek's"):
         build_hf_graph(dict(_cfg("deepseek-v2-lite"), attention_bias=True), 1024)
+
+
+def test_gemma_2_default_soft_caps_are_said_unpriced():
+    """Gemma2Config soft-caps at 50 (attention) and 30 (logits) where a config leaves the
+    keys out; the "not priced" line said nothing then (QA round 31). A stated null caps
+    nothing and is not listed; Gemma 3 has no default cap."""
+    cfg = _cfg("gemma-2-9b")
+    del cfg["attn_logit_softcapping"], cfg["final_logit_softcapping"]
+    unpriced = build_hf_graph(cfg, 1024).arch.unpriced
+    assert "attn_logit_softcapping 50 (Gemma2Config's default)" in unpriced
+    assert "final_logit_softcapping 30 (Gemma2Config's default)" in unpriced
+    off = build_hf_graph(dict(cfg, attn_logit_softcapping=None, final_logit_softcapping=None),
+                         1024).arch.unpriced
+    assert not any("softcapping" in u for u in off)
+    assert not any("softcapping" in u for u in build_hf_graph(_cfg("gemma-3-1b"), 1024).arch.unpriced)
