@@ -325,9 +325,11 @@ def model(path: str = typer.Argument(..., metavar="SPEC_OR_CONFIG",
                                           "zoo model (autopar zoo list)."),
           seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1, max=16_777_216,
                                                 help="Sequence length for a bare config.json "
-                                                     "(default: the config's own maximum, "
-                                                     "max_position_embeddings or its "
-                                                     "family's key; 4096 when it states none)."),
+                                                     "or a zoo model (default: the config's "
+                                                     "own maximum, max_position_embeddings or "
+                                                     "its family's key, 4096 when it states "
+                                                     "none; the zoo model's own length); a "
+                                                     "spec states training.seq_len."),
           json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> int:
     """Show the layer graph a model import built: layers, parameters, FLOPs, activations."""
     from autopar_opt.cli.model import load_graph, model_summary, summary_lines

@@ -327,3 +327,15 @@ def test_model_json_error_names_the_key_value_and_fix(tmp_path, change, key, val
     assert (problem["key"], problem["value"]) == (key, value)
     assert problem["fix"].startswith(fix) and "(fix:" not in problem["rule"]
     assert key in problem["rule"] and not problem["rule"].startswith(str(path))
+
+
+def test_model_seq_len_help_says_where_it_applies():
+    """`autopar model --seq-len` sets a zoo model's length too (llama3-8b --seq-len 32768);
+    its help said "for a bare config.json" only (QA round 31)."""
+    import typer
+
+    command = typer.main.get_command(app).commands["model"]
+    help_text = next(p.help for p in command.params if p.name == "seq_len")
+    assert "or a zoo model" in help_text and "the zoo model's own length" in help_text
+    res = CliRunner().invoke(app, ["model", "llama3-8b", "--seq-len", "4096", "--json"])
+    assert json.loads(res.stdout)["seq_len"] == 4096
