@@ -142,7 +142,7 @@ from dataclasses import replace
 
 from autopar_opt.calibration.reading.schema import RawRecord
 from autopar_opt.ir.runtime import Runtime, runtime_named
-from autopar_opt.ir.training import BF16_WEIGHT_DTYPES
+from autopar_opt.ir.training import BF16_WEIGHT_DTYPES, FP32_DTYPES
 
 
 class UnmodelledStack(ValueError):
@@ -332,6 +332,8 @@ def optimizer_of(framework: str, dtype: str, notes: list[str]) -> str:
                      "AdamW moments, no fp32 master copy (optimizer adam_bf16, 2 + 2 + 4 bytes "
                      "per parameter)")
         return "adam_bf16"
+    if dtype in FP32_DTYPES:        # fp32 training keeps no 16-bit copy: fp32 Adam
+        return "adam_fp32"
     return "adam_mixed"
 
 
