@@ -56,6 +56,10 @@ def render_table(report: CalibrationReport, console: Console) -> None:
                         _fmt(m.predicted_memory_gib, ".1f"), _fmt(m.measured_memory_gib, ".1f"),
                         f"{m.memory_rel_error:+.1%}")
         console.print(mem)
+        for m in report.memory_only:        # QA round 31: only --json carried these
+            if m.assumptions:
+                console.print(f"[dim]assumed[/dim] {escape(m.id)}: "
+                              + escape("; ".join(m.assumptions)), highlight=False)
     for rid, why in report.skipped:
         console.print(f"[yellow]skipped[/yellow] {escape(str(rid))}: {escape(why)}",
                       highlight=False)
