@@ -198,6 +198,12 @@ def build_run(rec: RunRecord) -> ModeledRun:
                                              graph)
         if rec.throughput is None:
             measured, basis = None, "memory only (no throughput published)"
+            if "hfu_pct" in rec.no_throughput:
+                # QA round 31: a stated hfu_pct was set aside without a word in the record's
+                # assumptions (the reason was only in the reading's exception text)
+                notes.append("measured.hfu_pct is stated but not used alone (hardware FLOPs "
+                             "count the recomputation each framework counts its own way): "
+                             "compared on memory only; state mfu_pct, a rate or a time")
         else:
             measured, basis = measured_samples_per_s(rec.throughput, dims, rec.cluster.num_gpus,
                                                      rec.cluster.device, rec.dtype, rec.flops,
