@@ -113,6 +113,10 @@ def run_file_json_schema() -> dict:
         defs[cls.__name__]["description"] = SECTION_TEXT[name]
         for key in cls.POSITIVE:           # a physical size: stated positive, or null
             defs[cls.__name__]["properties"][key]["anyOf"][0]["exclusiveMinimum"] = 0
+        for key in cls.INTEGERS:           # a count: the reader's positive-integer rule
+            defs[cls.__name__]["properties"][key]["anyOf"][0]["minimum"] = 1
+    # the reader refuses memory outside (0, 1.1 x the GPU's HBM]; the bound below is the schema's
+    measured["memory_gib_per_gpu"]["anyOf"][0]["exclusiveMinimum"] = 0
     record["required"] = ["id"]
     record["description"] = "One measured run."
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",
