@@ -229,8 +229,12 @@ def write_params(report: CalibrationReport, target: str | Path) -> Path:
         "records_file": Path(report.path).name,
         "records_sha256": digest,
         "objective": "soft-L1 (scale 0.1) least squares on log(predicted/measured samples/s); "
-                     "memory: least squares on published per-GPU memory, every other "
-                     "published plan must fit (censored at its GPU memory)",
+                     + ("memory: least squares on published per-GPU memory, every other "
+                        "published plan must fit (censored at its GPU memory)"
+                        if report.fit.memory_records >= 2 else
+                        # QA round 31: said so when no memory was fitted
+                        "memory: not fitted (fewer than two records publish device or reserved "
+                        "memory): the shipped memory_reserve_gib and memory_fragmentation"),
         "sum_sq_log_error": round(report.fit.sum_sq_log_error, 6),
         "free_parameters": report.fit.free,
         "at_bound": report.fit.at_bound,

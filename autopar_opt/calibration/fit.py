@@ -99,6 +99,9 @@ class FitResult:
     #: False when the time limit stopped the optimiser: ``params`` are then the best
     #: point it had evaluated, not a converged fit
     converged: bool = True
+    #: records whose published memory the memory fit used (:func:`fit_memory`; below two,
+    #: the memory parameters are the shipped ones)
+    memory_records: int = 0
 
 
 def _chip_used(chip: str, runs: list[ModeledRun], fp8: bool) -> bool:
@@ -240,7 +243,7 @@ def fit(runs: list[ModeledRun], prior: CostParams | None = None, max_nfev: int =
     params = fit_memory(everything, params_at(x))
     at_bound += _memory_at_bound(everything, params)
     return FitResult(params, free, at_bound, float(np.sum(r * r)), robust,
-                     int(best["nfev"]), message)
+                     int(best["nfev"]), message, memory_records=len(_informative(everything)))
 
 
 def _memory_at_bound(runs: list[ModeledRun], params: CostParams) -> list[str]:

@@ -28,3 +28,18 @@ def test_a_fit_without_memory_records_keeps_the_shipped_memory_parameters(tmp_pa
     written = yaml.safe_load(write_params(report, tmp_path / "fit.yaml").read_text())["params"]
     assert written["memory_reserve_gib"] == 0.763
     assert written["memory_fragmentation"] == pytest.approx(shipped.memory_fragmentation, abs=1e-6)
+
+
+def test_the_written_fit_says_whether_memory_was_fitted(tmp_path):
+    """Its objective claimed a memory fit whatever the file held (QA round 31)."""
+    base = [tiny_record(), dict(tiny_record(measured__iteration_time_s=2e-3), id="r2")]
+    report = calibrate_file(write_runs(tmp_path, base), do_fit=True)
+    text = yaml.safe_load(write_params(report, tmp_path / "a.yaml").read_text())["objective"]
+    assert "memory: not fitted (fewer than two records publish" in text
+    with_memory = [dict(tiny_record(measured__iteration_time_s=None,
+                                    measured__memory_gib_per_gpu=m), id=f"m{i}")
+                   for i, m in enumerate((2.0, 2.5))]
+    report = calibrate_file(write_runs(tmp_path, base + with_memory), do_fit=True)
+    assert report.fit.memory_records == 2
+    text = yaml.safe_load(write_params(report, tmp_path / "b.yaml").read_text())["objective"]
+    assert "memory: least squares on published per-GPU memory" in text
