@@ -108,7 +108,10 @@ def read_cluster(hw: Hardware, device: str, n: int, notes: list[str],
     if n < gpn:
         gpn = n
     if n % gpn:
-        raise Unmodelable(f"{n} GPUs are not whole nodes of {gpn}")
+        # QA round 31: the message named neither key nor fix
+        raise Unmodelable(f"hardware.num_gpus = {n} is not a whole number of nodes of "
+                          f"hardware.gpus_per_node = {gpn} (fix: state the GPUs the job used per "
+                          "node, or its GPU count)")
     gbps = hw.inter_node_gbps_per_gpu
     if not gbps and n > gpn:
         notes.append(f"inter-node bandwidth not stated: catalog {DEFAULT_INTER_NODE[device].name} "
