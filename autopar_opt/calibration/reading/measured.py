@@ -135,7 +135,9 @@ def pick_throughput(measured: Measured) -> Throughput:
            "counts its own way)") if _positive(measured.extra("hfu_pct")) is not None else ""
     raise NoThroughput("no usable measured throughput (iteration_time_s, tokens_per_sec_per_gpu, "
                        "tokens_per_sec_total, samples_per_sec, mfu_pct, tflops_per_gpu, "
-                       "aggregate_pflops all null)" + hfu)
+                       "aggregate_pflops all null)" + hfu + "; fix: state one of them under "
+                       "measured in its unit (`autopar schema --runs` lists the keys and units), "
+                       "or measured.memory_gib_per_gpu to compare on memory alone")
 
 
 def per_layer_ms(measured: Measured) -> float:
