@@ -57,7 +57,8 @@ from dataclasses import dataclass, replace
 
 from autopar_opt.calibration.reading.errors import Unmodelable
 from autopar_opt.calibration.reading.model import gated_mlp
-from autopar_opt.calibration.reading.schema import Model, Parallelism, RawRecord, number_problem
+from autopar_opt.calibration.reading.schema import (Model, Parallelism, RawRecord, flag_value,
+                                                     number_problem)
 from autopar_opt.model_zoo.blocks import AttentionDims, MoeDims
 from autopar_opt.ir.runtime import Runtime
 from autopar_opt.model_zoo.layer_index import layer_index_problem
@@ -270,7 +271,7 @@ def _capacity(m: Model, notes: list[str]) -> float | None:
     cf = _number(m, "moe_expert_capacity_factor", "model")
     if cf is None:
         return None
-    if m.raw("moe_pad_expert_input_to_capacity"):
+    if flag_value(m.raw("moe_pad_expert_input_to_capacity"), "model.moe_pad_expert_input_to_capacity"):
         return cf
     notes.append(f"capacity factor {cf:g} without padding: each expert takes at most that share "
                  "(drops); load priced as balanced")

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from autopar_opt.calibration.reading.errors import Unmodelable
-from autopar_opt.calibration.reading.schema import Parallelism, integer_problem
+from autopar_opt.calibration.reading.schema import Parallelism, flag_value, integer_problem
 from autopar_opt.ir.runtime import Runtime
 
 
@@ -142,24 +142,6 @@ def interleaving_default(runtime: Runtime) -> str:
                                           "read")
 
 
-_TRUE = ("true", "yes", "on", "1")
-_FALSE = ("false", "no", "off", "0", "none")
-
-
-def _flag(value: object, where: str) -> bool | None:
-    """A true/false field as stated: a boolean, 0/1, or the words true/yes/on and
-    false/no/off/none (QA round 31: the text "false" was read as true, as any non-empty text
-    was); another value is refused."""
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)) and value in (0, 1):
-        return bool(value)
-    word = str(value).strip().lower()
-    if word in _TRUE or word in _FALSE:
-        return word in _TRUE
-    raise Unmodelable(f"{where} = {value!r} must be true or false")
-
-
 def read_parallelism(par: Parallelism, n: int, runtime: Runtime, notes: list[str],
                      dp_stated: int | None = None, ep: int = 1) -> ParallelFacts:
     """The record's layout on ``n`` GPUs. ``dp_stated`` replaces
@@ -184,7 +166,7 @@ def read_parallelism(par: Parallelism, n: int, runtime: Runtime, notes: list[str
                           f"!= hardware.num_gpus = {n}: the layout must use every GPU of the job "
                           "(fix: correct parallelism.dp, tp, pp, cp or hardware.num_gpus; ep is "
                           "carved out of dp·cp, not multiplied in)")
-    sp = _flag(par.sequence_parallel, "parallelism.sequence_parallel")
+    sp = flag_value(par.sequence_parallel, "parallelism.sequence_parallel")
     if sp is None:
         sp = tp > 1 and default_sequence_parallel(runtime)
         notes.append(f"sequence_parallel not stated: {sp} "

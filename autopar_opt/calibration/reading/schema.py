@@ -62,6 +62,25 @@ def integer_problem(value: Any, where: str, key: str) -> str | None:
     return None
 
 
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0", "none")
+
+
+def flag_value(value: Any, where: str) -> bool | None:
+    """A true/false field as stated (None: not stated): a boolean, 0/1, or the words
+    true/yes/on and false/no/off/none; another value raises
+    :class:`~autopar_opt.calibration.reading.errors.Unmodelable` (QA round 31: the text "false"
+    was read as true, as any non-empty text was)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    word = str(value).strip().lower()
+    if word in _TRUE or word in _FALSE:
+        return word in _TRUE
+    raise Unmodelable(f"{where} = {value!r} must be true or false")
+
+
 def _fail(message: str) -> PydanticCustomError:
     return PydanticCustomError("run_record", "{message}", {"message": message})
 
