@@ -308,9 +308,11 @@ def resolve_device(gpu_type: str, memory_gb: float | None = None,
     if chip is None:
         raise ValueError(f"GPU type {gpu_type!r} matches no catalog device "
                          f"(known: {', '.join(DEVICE_CATALOG)})")
-    if memory_gb is None and (m := _TEXT_MEMORY.search(gpu_type.lower())):
+    if memory_gb is None and chip not in ("gh200", "gb200") \
+            and (m := _TEXT_MEMORY.search(gpu_type.lower())):
         # the text's own memory is a stated memory (QA round 31: "V100-SXM2-16GB" was priced
-        # with the catalog V100's 32 GB)
+        # with the catalog V100's 32 GB); not for a superchip, whose marketed memory counts
+        # the Grace CPU's LPDDR ("GH200 576GB" = 480 GB LPDDR5X + 96 GB HBM3)
         memory_gb = float(m.group(1))
     dev = DEVICE_CATALOG[_variant(chip, t, memory_gb, notes)]
     if memory_gb is not None and abs(memory_gb - dev.nominal_memory_gb) > MEMORY_MATCH_GB:

@@ -38,3 +38,12 @@ def test_the_memory_written_in_the_text_is_a_stated_memory():
 def test_a_v100_pcie_is_refused_not_priced_as_the_sxm2_part():
     with pytest.raises(ValueError, match="V100 PCIe"):
         resolve_device("Tesla V100 PCIe 32GB", 32)
+
+
+def test_a_superchips_marketed_memory_is_not_its_hbm():
+    """"GH200 576GB" counts the Grace CPU's 480 GB of LPDDR5X: the text's number is not the
+    GPU's memory (the GH200 variants are told apart by 144 / HBM3e in the text, as before)."""
+    dev, notes = resolve_device("GH200 576GB", None)
+    assert dev.name == "GH200-96GB" and dev.hbm_gib == 96.0
+    assert not any("stated memory" in n for n in notes)
+    assert resolve_device("GH200 144GB", None)[0].name == "GH200-144GB"
