@@ -61,7 +61,8 @@ def calibrate(ctx: typer.Context,
               cross_validate: Optional[str] = typer.Option(
                   None, "--cross-validate", metavar="family",
                   help="Leave one source family out: fit on the others, predict it, for every "
-                       "family."),
+                       "family. A record's family is its id's first '_'-separated token "
+                       "(two for megatron_* ids; every bloom* id is one family)."),
               time_limit_s: Optional[float] = typer.Option(
                   None, "--time-limit", help="Wall-clock budget of the whole command, s; a fit it "
                   "stops writes nothing, a cross-validation it cuts lists the families left out "

@@ -25,7 +25,10 @@ _NUM = {"type": "number"}
 
 #: Top-level keys of a record, described.
 RECORD_KEYS = {
-    "id": "A name no other record of the file uses (numbers are read as text).",
+    "id": "A name no other record of the file uses (numbers are read as text). Its first "
+          "'_'-separated token names the record's source family, the unit `calibrate "
+          "--cross-validate family` leaves out (two tokens for megatron_* ids; every bloom* id "
+          "is one family): give the runs of one source one prefix.",
     "record_type": "end_to_end_training_throughput (the default) or per_layer_time ... "
                    "(one layer's time: measured.other.combined_ms or forward_ms + backward_ms).",
     "flops_counting": "How a TFLOP/s or MFU figure counts FLOPs, when the record gives one: PaLM / "
