@@ -102,6 +102,14 @@ def megatron_rules(view: PlanView, chain: bool) -> list[str]:
     split = sequence_split_problem("megatron", view.tp, view.cp, view.sp, view.seq_len)
     if split:
         out.append(split)
+    if view.has_moe and view.tp > 1 and not view.sp:
+        # Megatron-Core 0.17.1 ModelParallelConfig.__post_init__ warns "When using expert
+        # parallelism and tensor parallelism for training, sequence parallelism must be
+        # used"; training/yaml_arguments.py asserts it for MoE with tp > 1, as the megatron
+        # target's admission does (ir/target.py)
+        out.append("MoE with tp > 1 without sequence parallelism: Megatron-Core requires "
+                   "--sequence-parallel for training MoE with tensor parallelism (fix: price "
+                   "the plan with sequence_parallel: true)")
     out += model_rules(view)
     odd = sorted({k for kinds in view.stage_kinds for k in kinds if k == "?"})
     if odd:
