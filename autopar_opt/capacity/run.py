@@ -19,7 +19,7 @@ from autopar_opt.capacity.answers import answers, price_scenario
 from autopar_opt.capacity.engines import run_engine
 from autopar_opt.capacity.store import ResultStore
 from autopar_opt.capacity.sweep import Sweep
-from autopar_opt.capacity.worker import empty_row
+from autopar_opt.capacity.worker import empty_row, restamp
 
 #: progress(done, total, rows so far by scenario id)
 ProgressFn = Callable[[int, int, dict[str, dict[str, Any]]], None]
@@ -59,7 +59,7 @@ def run_sweep(sweep: Sweep, store: ResultStore, engine: str = "local", workers: 
     todo = []
     for s in sweep.scenarios:
         if s.key in stored:
-            rows[s.id] = stored[s.key]
+            rows[s.id] = restamp(stored[s.key], s.id, str(sweep.path))
             run.reused.append(s.id)
         else:
             todo.append({"id": s.id, "key": s.key, "data": s.data, "path": str(sweep.path),

@@ -18,7 +18,7 @@ from typing import Any
 
 from autopar_opt.search import SearchOptions, run_search
 from autopar_opt.search.inner import InnerSolver
-from autopar_opt.search.document import build_document
+from autopar_opt.search.document import build_document, resolved_path
 from autopar_opt.spec import build_spec
 from autopar_opt.ir.strategies import Strategy
 
@@ -155,6 +155,30 @@ def _fleet_row(task: dict[str, Any], spec, options: SearchOptions, start: float)
             "search_wall_s": round(result.wall_time_s, 3),
             "solve_wall_s": round(time.perf_counter() - start, 3),
             "document": doc, "report_html": render_fleet_html(doc)}
+
+
+def restamp(row: dict[str, Any], scenario_id: str, sweep_path: str) -> dict[str, Any]:
+    """A stored row as this sweep's scenario ``scenario_id``: the store is keyed by the built
+    scenario, so a row may come from another sweep file (or another id), and its plan.json
+    named that sweep and id, from which ``autopar export`` rebuilds the spec, and its report
+    that sweep as the spec file (QA round 31). The row as it is when they already match;
+    else a copy with both set and the report rendered again."""
+    doc = row.get("document")
+    spec = doc.get("spec") if isinstance(doc, dict) else None
+    named = isinstance(spec, dict) and "scenario" in spec   # a fleet's names none (no export)
+    here = resolved_path(sweep_path)              # export reads the absolute path first
+    if not isinstance(spec, dict) or (spec.get("resolved_path", spec.get("path")) in (here, sweep_path)
+                                      and (not named or spec["scenario"] == scenario_id)):
+        return row
+    from autopar_opt.spec.doc_kinds import is_fleet
+
+    doc = {**doc, "spec": {**spec, "path": sweep_path, "resolved_path": here,
+                           **({"scenario": scenario_id} if named else {})}}
+    if is_fleet(doc):
+        from autopar_opt.reports.fleet import render_fleet_html as render
+    else:
+        from autopar_opt.reports.render import render_html as render
+    return {**row, "id": scenario_id, "document": doc, "report_html": render(doc)}
 
 
 def _reason(doc: dict, least_memory_bytes: float) -> str | None:

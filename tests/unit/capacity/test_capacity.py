@@ -518,3 +518,32 @@ def test_the_sweep_schema_is_printed_and_validates_the_bundled_sweeps(tmp_path):
     with pytest.raises(SweepError) as exc:
         load_sweep(bad)
     assert "see `autopar schema --sweep`" in exc.value.problems[0].fix
+
+
+def test_a_row_reused_from_another_sweep_names_this_sweep_and_scenario(tmp_path):
+    """The store is keyed by the built scenario: sweep B (`device: [A100-80GB], gpus: [4]`)
+    reuses the row sweep A (`gpus: [4]`) computed, and B's plan.json named A's file and id
+    ('4gpu'), so `autopar export` of B's plan rebuilt it from A and failed once A moved; its
+    report showed A as the spec file (QA round 31). Oracle: the sweep B's command was given."""
+    data = yaml.safe_load(TINY.read_text())
+    data["axes"] = {"gpus": [4]}
+    a = tmp_path / "a.yaml"
+    a.write_text(yaml.safe_dump(data))
+    data["axes"] = {"device": ["A100-80GB"], "gpus": [4]}
+    b = tmp_path / "b.yaml"
+    b.write_text(yaml.safe_dump(data))
+    store = tmp_path / "s.sqlite"
+    for sweep, out in ((a, "oa"), (b, "ob")):
+        result = CliRunner().invoke(app, ["capacity", str(sweep), "--store", str(store), "--out",
+                                          str(tmp_path / out), "--workers", "1", "--quiet"])
+        assert result.exit_code == 0, result.output
+    doc = json.loads((tmp_path / "ob" / "capacity.json").read_text())
+    assert doc["run"]["reused"] == 1 and doc["scenarios"][0]["id"] == "A100-80GB_4gpu"
+    folder = tmp_path / "ob" / "scenarios" / "A100-80GB_4gpu"
+    spec = json.loads((folder / "plan.json").read_text())["spec"]
+    assert (spec["path"], spec["scenario"]) == (str(b), "A100-80GB_4gpu")
+    assert spec["resolved_path"] == str(b.resolve())
+    assert f"<code>{b}</code>" in (folder / "report.html").read_text()
+    a.unlink()                                   # B's plan exports from B alone
+    result = CliRunner().invoke(app, ["export", str(folder / "plan.json"), "--to", "megatron"])
+    assert result.exit_code == 0, result.output
