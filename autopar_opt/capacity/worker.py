@@ -113,7 +113,8 @@ def search_scenario(task: dict[str, Any], limit_s: float | None = None) -> dict[
            "interval": metrics.get("interval") if metrics else None,
            "peak_memory_gib": max(metrics["peak_memory_gib"]) if metrics else None,
            "reason": _reason(doc, result.least_memory_bytes),
-           "least_memory_gib": (result.least_memory_bytes / 2**30
+           # on the peak's scale, as the document's reason states it (search/document.py)
+           "least_memory_gib": ((doc.get("infeasibility") or {}).get("least_memory_gib")
                                 if math.isfinite(result.least_memory_bytes) else None),
            "capacity_gib": spec.cluster.device.hbm_gib - spec.training.memory_reserve_gib,
            "search_wall_s": round(result.wall_time_s, 3),

@@ -82,6 +82,20 @@ class StageContext:
         return self.params.inter_comm_efficiency
 
     @property
+    def usable_gib(self) -> float:
+        """What a plan's peak memory is held against: HBM less the user's reserve
+        (``training.memory_reserve_gib``), as :func:`autopar_opt.cost.evaluate` reports
+        ``memory_capacity_gib``."""
+        return self.cluster.device.hbm_gib - self.training.memory_reserve_gib
+
+    def peak_gib(self, modelled_bytes: float) -> float:
+        """A stage's modelled bytes on the scale of a plan's peak memory: with the
+        allocator's fragmentation and the runtime reserve, as ``evaluate`` adds them, so
+        that ``peak_gib(x) <= usable_gib`` exactly when ``x <= capacity_bytes``."""
+        p = self.params
+        return modelled_bytes * (1.0 + p.memory_fragmentation) / GIB + p.memory_reserve_gib
+
+    @property
     def capacity_bytes(self) -> float:
         """Bytes the model's tensors may use per device: HBM minus the
         user's reserve and the calibrated runtime reserve, divided by the

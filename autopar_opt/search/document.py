@@ -84,14 +84,20 @@ def _infeasibility(result: SearchResult, cluster: Cluster, training: Training,
                    params: CostParams) -> dict | None:
     if result.plan is not None:
         return None
-    # modelled bytes a device may hold: HBM minus the user's and the runtime's
-    # reserve, over the allocator overhead (the tables' memory capacity)
-    cap = StageContext(cluster, training, params, 1, 1).capacity_bytes / 2**30
-    least = result.least_memory_bytes / 2**30
+    # on the scale of a plan's peak memory (QA round 11: the reason compared modelled bytes
+    # with HBM less both reserves over the allocator overhead, beside plans' peaks held
+    # against HBM less the user's reserve, so 163.9 'against 69.55 GiB usable' sat beside
+    # a plan peaking at 74.5 of 76): the floor with the runtime reserve and fragmentation
+    ctx = StageContext(cluster, training, params, 1, 1)
+    cap = ctx.usable_gib
+    least = ctx.peak_gib(result.least_memory_bytes) if math.isfinite(
+        result.least_memory_bytes) else result.least_memory_bytes
     refusals: list[str] = []
     if result.certificate.infeasible and math.isfinite(least) and least > cap:
         reason = (f"every configuration of the search space is proven infeasible; the least memory "
-                  f"any plan needs is at least {least:.2f} GiB per device against {cap:.2f} GiB usable")
+                  f"any plan needs is at least {least:.2f} GiB per device against {cap:.2f} GiB usable"
+                  " (peak memory as a plan's is counted: with the runtime reserve and allocator "
+                  "overhead, against the device less training.memory_reserve_gib)")
     elif result.certificate.infeasible and math.isfinite(least):
         # the floor bound is weaker than the proof: each configuration's own search proved
         # that none of its plans fits (the details name them)

@@ -57,3 +57,23 @@ def test_a_floor_above_the_usable_memory_is_the_reason(tmp_path):
     assert inf["least_memory_gib"] > inf["capacity_gib"]
     assert (f"needs is at least {inf['least_memory_gib']:.2f} GiB per device against "
             f"{inf['capacity_gib']:.2f} GiB usable") in inf["reason"]
+
+
+def test_the_reason_is_on_the_scale_of_a_plans_peak_memory(tmp_path):
+    """QA round 11: the reason held modelled bytes against HBM less both reserves over the
+    allocator overhead ('163.90 GiB ... against 69.55 GiB usable') while a feasible plan
+    beside it peaked at 74.5 of 76 GiB. Now both figures are on the peak's scale: the
+    usable memory is the device less training.memory_reserve_gib (plan.json's
+    memory_capacity_gib), and the floor is below every plan's peak of the same model."""
+    from autopar_opt.spec import load_spec
+
+    inf, _ = _infeasible(tmp_path, 4)
+    spec = load_spec(tmp_path / "dag_4.yaml")
+    assert inf["capacity_gib"] == 4 - spec.training.memory_reserve_gib
+    big = tmp_path / "dag_80.yaml"
+    big.write_text(SPEC.replace("MEM", "80"))
+    code, text = run_cli("solve", big, "--json")
+    assert code == 0, text
+    metrics = json.loads(text)["metrics"]
+    assert metrics["memory_capacity_gib"] == 80 - spec.training.memory_reserve_gib
+    assert inf["least_memory_gib"] <= max(metrics["peak_memory_gib"]) + 1e-9
