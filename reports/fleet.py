@@ -196,7 +196,8 @@ def build_context(doc: dict) -> dict:
                         "tokens_per_s": f"{_fmt(m.get('tokens_per_s'))} tokens/s"
                         if has_sequence(doc) else NO_TOKENS,
                         "mfu": "—" if m.get("mfu") is None else f"{100 * m['mfu']:.1f}%",
-                        "sync_s": _fmt(m.get("sync_s"))},
+                        "sync_s": _fmt(m.get("sync_s")),
+                        "interval": str((m.get("interval") or {}).get("text") or "")},
             "placement": [{**p, "time": _fmt(p["time_s"]), "memory": _fmt(p["peak_memory_gib"]),
                            "capacity": _fmt(p["capacity_gib"]), "strategies": ", ".join(p["strategies"])}
                           for p in doc["placement"]],

@@ -89,22 +89,23 @@ def price_scenario(scenario, row: dict[str, Any], planning: PlanningSection) -> 
     if row["status"] == "infeasible" or unsolved:
         for name in ("time_to_train_days", "cost", "throughput_tokens_per_s"):
             entry[name] = [None, None]
-    entry["model_error"] = model_error(row, steps, scenario.gpus, price, planning.prices.currency)
+    entry["model_error"] = model_error(row, steps, hourly, planning.prices.currency)
     entry["meets"] = UNSOLVED if unsolved else meets(entry, planning)
     return entry
 
 
-def model_error(row: dict[str, Any], steps: int, gpus: int, price: float,
+def model_error(row: dict[str, Any], steps: int, hourly: float,
                 currency: str) -> dict[str, Any] | None:
     """The plan held, with the cost model's error bar (``row["interval"]``, the
     80% interval of its iteration time from comparable published runs): time to
-    train and cost at both ends. None when the scenario has no plan (or its row
-    was stored before intervals existed)."""
+    train and cost at both ends (``hourly``: the scenario's price per hour, every GPU
+    of every group). None when the scenario has no plan (or its row was stored before
+    intervals existed)."""
     iv = row.get("interval")
     if row["primal"] is None or not iv:
         return None
     days = [steps * iv[k] / SECONDS_PER_DAY for k in ("low", "high")]
-    cost = [d * 24.0 * gpus * price for d in days]
+    cost = [d * 24.0 * hourly for d in days]
     text = (f"{iv['level']:.0%} interval from {iv['comparable_runs']} comparable published runs: "
             f"{days[0]:.3g}-{days[1]:.3g} days, {_money(cost[0], currency)} to "
             f"{_money(cost[1], currency)}" + (f" (wide: {_sharing(iv)})" if iv.get("wide") else ""))

@@ -147,6 +147,7 @@ def _fleet_row(task: dict[str, Any], spec, options: SearchOptions, start: float)
             "plan": None if doc["plan"] is None else {"shape": doc["shape"],
                                                       "configuration": doc["best_configuration"]},
             "mfu": metrics["mfu"] if metrics else None,
+            "interval": metrics.get("interval") if metrics else None,
             "peak_memory_gib": max((p["peak_memory_gib"] for p in placement), default=None),
             "reason": None if doc["plan"] is not None else
             ("every configuration of every shape is proven infeasible" if cert.infeasible

@@ -127,6 +127,9 @@ def summary(doc: dict) -> str:
                      + (f"{m['tokens_per_s']:.0f} tokens/s | " if has_sequence(doc) else "")
                      + f"MFU {100 * m['mfu']:.1f}%"
                      f"{causal_mfu_note(m['mfu'], m.get('mfu_causal'))}")
+        if m.get("interval"):
+            lines.append(f"  {m['interval']['text']} (how far the cost model has been from "
+                         "comparable published runs; the certificate is exact under the model)")
         lines.append(f"  shape: {doc['shape']} ({doc['best_configuration']})")
         for row in doc["placement"]:
             who = f"class {row['class']} (batch {row['batch']}) " if row["class"] is not None else ""

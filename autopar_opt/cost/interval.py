@@ -118,6 +118,9 @@ class Interval:
     #: why the residuals are not this prediction's model's ("" when they are): the plan was
     #: priced with other cost-model parameters than the shipped ones (:func:`plan_interval`)
     other_params: str = ""
+    #: a fleet plan's groups of several GPU generations: which one's interval this is
+    #: ("" otherwise; :func:`fleet_interval`)
+    fleet: str = ""
 
     def text(self, unit: str = "s") -> str:
         """E.g. ``80% interval 7.9-9.6 s, from 23 comparable published runs
@@ -146,6 +149,8 @@ class Interval:
             out += f"; {self.unlike}"
         if self.other_params:
             out += f"; {self.other_params}"
+        if self.fleet:
+            out += f"; {self.fleet}"
         return out
 
     def scaled(self, factor: float) -> "Interval":
@@ -259,14 +264,16 @@ OTHER_PARAMS = ("priced with the spec's cost-model parameters, not the shipped c
 
 
 def plan_interval(graph, cluster, training, plan, iteration_time_s: float,
-                  strategy=None, params=None) -> Interval:
+                  strategy=None, params=None, devices: int | None = None) -> Interval:
     """The interval of a priced plan's iteration time (its regime:
     :func:`autopar_opt.cost.regime.regime_of`). ``params``: the cost-model parameters the
     time was priced with (None: the shipped ones); others than the shipped ones are said
-    (:data:`OTHER_PARAMS`)."""
+    (:data:`OTHER_PARAMS`). ``devices``: the GPUs the plan runs on when not the
+    cluster's (a fleet plan's, :func:`fleet_interval`)."""
     from autopar_opt.cost.regime import regime_of
 
-    found = interval_for(regime_of(graph, cluster, training, plan, strategy), iteration_time_s)
+    found = interval_for(regime_of(graph, cluster, training, plan, strategy, devices),
+                         iteration_time_s)
     tps = {n: s.tp for st in plan.stages for n, s in zip(st.layers, st.strategies)} \
         if plan is not None and hasattr(plan, "stages") else {}
     measured = sum(1 for layer in graph.layers if layer.measured and (
@@ -281,6 +288,37 @@ def plan_interval(graph, cluster, training, plan, iteration_time_s: float,
         if params.to_dict() != default_params().to_dict():
             found = replace(found, other_params=OTHER_PARAMS)
     return found
+
+
+def fleet_interval(graph, fleet, training, plan, iteration_time_s: float,
+                   params=None) -> Interval:
+    """The interval of a fleet plan (a pipeline over groups, or data-parallel classes):
+    each group it runs on is priced with its own GPU, so its regime is each group's
+    (generation, and ZeRO-3 at scale over all the GPUs the plan uses); of those
+    intervals the widest (largest high/low) is taken, so a plan over two generations is
+    trusted no more than on the less known one, and says which (QA round 11: fleet plans
+    carried no interval, while every other prediction does)."""
+    if hasattr(plan, "classes"):
+        parts = [(g, c.plan) for c in plan.classes for g in c.groups]
+        devices = sum(s.devices for c in plan.classes for s in _stage_heads(c.plan))
+    else:
+        parts = [(g, plan) for g in sorted(set(plan.stage_groups or [0]))]
+        devices = sum(s.devices for s in _stage_heads(plan))
+    found = [(g, plan_interval(graph, fleet.groups[g], training, p, iteration_time_s,
+                               params=params, devices=devices)) for g, p in parts]
+    g, widest = max(found, key=lambda gi: gi[1].high / max(gi[1].low, 1e-300))
+    names = sorted({fleet.groups[k].name for k, _ in found})
+    gens = {iv.regime.generation for _, iv in found}
+    if len(gens) > 1:
+        widest = replace(widest, fleet=f"the plan runs on groups of {len(gens)} GPU generations "
+                         f"({', '.join(names)}): the widest of their regimes' intervals, group "
+                         f"{fleet.groups[g].name}'s")
+    return widest
+
+
+def _stage_heads(plan) -> list:
+    """One strategy per stage (each carries the stage's device count)."""
+    return [st.strategies[0] for st in plan.stages if st.strategies]
 
 
 def metrics_dict(metrics, graph, cluster, training, plan, params=None) -> dict | None:

@@ -107,16 +107,17 @@ def _strategies(plan: Plan | None, strategy: Strategy | None) -> list[Strategy]:
 
 
 def regime_of(graph: LayerGraph, cluster: Cluster, training: Training, plan: Plan | None,
-              strategy: Strategy | None = None) -> Regime:
+              strategy: Strategy | None = None, devices: int | None = None) -> Regime:
     """The regime of ``plan`` (or, for a per-layer measurement, of ``strategy``)
-    for ``graph`` on ``cluster`` trained with ``training``."""
+    for ``graph`` on ``cluster`` trained with ``training``; ``devices``: the GPUs the
+    plan runs on when not the cluster's (a fleet plan's groups together)."""
     runtime = training.runtime.name
     strategies = _strategies(plan, strategy)
     sharded = any(s.zero == 3 for s in strategies)
     return Regime(
         framework=FRAMEWORK_FAMILY.get(runtime, runtime),
         long_context=(training.seq_len or 0) >= LONG_CONTEXT_TOKENS,
-        sharded_at_scale=sharded and cluster.num_devices >= SHARDED_AT_SCALE_GPUS,
+        sharded_at_scale=sharded and (devices or cluster.num_devices) >= SHARDED_AT_SCALE_GPUS,
         fp8=training.dtype == "fp8",
         moe=any(layer.is_moe for layer in graph.layers),
         generation=generation(cluster.device.name))

@@ -17,6 +17,7 @@ import datetime as _dt
 
 from autopar_opt import __version__
 from autopar_opt.cost.compute import causal_mfu
+from autopar_opt.cost.interval import fleet_interval
 from autopar_opt.core.bounds import Status
 from autopar_opt.cost.params import CostParams
 from autopar_opt.cost.replicas import ReplicaMetrics
@@ -156,12 +157,16 @@ def build_fleet_document(spec_path: str, graph: LayerGraph, fleet: Fleet, traini
                         "sync_s": metrics.sync_s, "feasible": metrics.feasible,
                         "sync": {"grad_bytes": metrics.sync.grad_bytes, "rings": metrics.sync.rings,
                                  "tier": _tier(metrics.sync.tier)} if metrics.sync else None}
+        metrics_dict["interval"] = fleet_interval(graph, fleet, training, plan,
+                                                  metrics.iteration_time_s, params).to_dict()
     elif isinstance(plan, Plan):
         plan_dict = plan.to_dict()
         plan_dict["stage_groups"] = [fleet.groups[g].name for g in plan.stage_groups or []]
         placement = [{"class": None, "batch": training.global_batch_size, **s}
                      for s in _stages(plan, fleet, metrics)]
         metrics_dict = {k: v for k, v in metrics.to_dict().items() if k != "stages"}
+        metrics_dict["interval"] = fleet_interval(graph, fleet, training, plan,
+                                                  metrics.iteration_time_s, params).to_dict()
     cert = result.certificate
     cert_dict = cert.to_dict()
     cert_dict["configurations"] = [_named(row, fleet) for row in cert_dict["configurations"]]

@@ -64,6 +64,42 @@ def test_solve_writes_a_certified_fleet_plan_and_report(tmp_path: Path) -> None:
     assert "solve a spec of that group alone" in " ".join(text.split())
 
 
+def test_a_fleet_plan_carries_the_widest_of_its_groups_intervals(tmp_path: Path) -> None:
+    """QA round 11: a fleet plan had no 80% interval (plan.json, summary, report, capacity),
+    while the README says every predicted time carries one. Oracle: each group's own
+    interval (plan_interval on that group's cluster, the plan's GPUs for ZeRO-3 at scale);
+    the plan's is the widest of those of the groups it runs on."""
+    from autopar_opt.cost.interval import plan_interval
+    from autopar_opt.ir.plan import Plan
+    from autopar_opt.ir.replicas import ReplicaPlan
+    from autopar_opt.spec import load_spec
+
+    spec_path = _write(tmp_path, BASE)
+    code, text = run_cli("solve", spec_path, "--out", tmp_path / "out")
+    assert code == 0, text
+    doc = json.loads((tmp_path / "out" / "plan.json").read_text())
+    got = doc["metrics"]["interval"]
+    assert "80% interval" in text and got["text"].split(";")[0] in text
+    spec, t = load_spec(spec_path), doc["metrics"]["iteration_time_s"]
+    index = {g["name"]: i for i, g in enumerate(doc["fleet"]["groups"])}
+    if doc["shape"] == "replicas":      # plan.json names the groups
+        plan = ReplicaPlan.from_dict({"classes": [
+            {**c, "groups": [index[g] for g in c["groups"]]} for c in doc["plan"]["classes"]]})
+        parts = [(g, c.plan) for c in plan.classes for g in c.groups]
+        used = sum(st.strategies[0].devices for c in plan.classes for st in c.plan.stages)
+    else:
+        plan = Plan.from_dict({**doc["plan"], "stage_groups": [index[g] for g in
+                                                               doc["plan"]["stage_groups"]]})
+        parts = [(g, plan) for g in sorted(set(plan.stage_groups or [0]))]
+        used = sum(st.strategies[0].devices for st in plan.stages)
+    own = [plan_interval(spec.graph, spec.fleet.groups[g], spec.training, p, t, devices=used)
+           for g, p in parts]
+    widest = max(own, key=lambda iv: iv.high / iv.low)
+    assert (got["low"], got["high"]) == (widest.low, widest.high)
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "Iteration time 80% interval" in html
+
+
 def test_a_fleet_states_what_was_assumed_per_group(tmp_path: Path) -> None:
     """QA round 7: a fleet's plan.json had no ``cost_model.case`` and its report no list of
     the case's assumptions (the optimizer, each group's device and kernels). Lines every

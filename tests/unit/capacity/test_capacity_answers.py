@@ -199,7 +199,7 @@ def test_a_wide_model_error_says_how_many_runs_share_the_regime():
     iv = {"low": 0.0387, "high": 0.0824, "level": 0.8, "comparable_runs": 198,
           "exact_matches": 2, "wide": True}
     row = {"primal": 0.05, "interval": iv}
-    err = model_error(row, 1000, 8, 3.0, "USD")
+    err = model_error(row, 1000, 8 * 3.0, "USD")
     assert "from 198 comparable published runs" in err["text"]
     assert "(wide: only 2 published runs share every regime label of the plan)" in err["text"]
     # days: steps x iteration time; cost: days x 24 h x GPUs x price

@@ -55,6 +55,10 @@ def test_answers_across_fleets(fleet_run) -> None:
     days = mixed["time_to_train_days"][1]
     assert mixed["cost"][1] == pytest.approx(days * 24 * 9.0, rel=1e-9)
     assert mixed["status"] in ("optimal", "feasible") and mixed["plan"]["shape"] in ("pipeline", "replicas")
+    # the fleet plan's 80% interval (QA round 11: none), its cost over every group's GPUs
+    err = mixed["model_error"]
+    assert err is not None and err["iteration_time_s"][0] <= err["iteration_time_s"][1]
+    assert err["cost"][1] == pytest.approx(err["time_to_train_days"][1] * 24 * 9.0, rel=1e-9)
     matches = doc["answers"]["group_matches"]
     assert {m["group"] for m in matches} == {"a100", "h100"}
     for m in matches:
