@@ -75,7 +75,9 @@ def test_kempnerforge_is_read_as_bf16_weights_and_others_are_not():
         == "adam_bf16"
     assert "model.to(dtype=param_dtype)" in notes[0]
     assert optimizer_of("PyTorch FSDP2 (torchtitan)", "bf16", []) == "adam_mixed"
-    assert optimizer_of("KempnerForge", "fp32", []) == "adam_mixed"
+    # fp32 training keeps fp32 weights and Adam moments, no master copy (QA round 11:
+    # an fp32 record was priced as mixed-precision Adam)
+    assert optimizer_of("KempnerForge", "fp32", []) == "adam_fp32"
 
 
 @pytest.fixture(scope="module")
