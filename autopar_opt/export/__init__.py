@@ -111,11 +111,12 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
     if target == "megatron-bridge":
         from autopar_opt.export.megatron import (BRIDGE_ACTIVATION_NOTE, BRIDGE_TP_OVERLAP_NOTE,
                                                  bridge_activation, bridge_overrides,
-                                                 overlap_args)
+                                                 bridge_vocab_note, overlap_args)
 
         body = yaml_dump(bridge_overrides(view))
         activation = bridge_activation(view.arch)
         said = [BRIDGE_ACTIVATION_NOTE.format(name=activation)] if activation else []
+        said += bridge_vocab_note(view)
         if "--tp-comm-overlap" in overlap_args(view):
             said.append(BRIDGE_TP_OVERLAP_NOTE)
         text = (f"# Megatron-Bridge ConfigContainer overrides, {header}\n"

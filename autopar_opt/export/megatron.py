@@ -267,6 +267,28 @@ def padded_vocab(vocab: int, tp: int) -> int:
     return -(-vocab // multiple) * multiple
 
 
+def bridge_vocab(vocab: int, tp: int) -> int:
+    """The ``model.vocab_size`` a Bridge export writes: the model's vocabulary where tp
+    divides it, else Megatron-LM's padding (:func:`padded_vocab`). Bridge keeps an
+    explicit ``vocab_size`` unpadded (0.3.1 ``training/setup.py``
+    ``_validate_and_set_vocab_size``: ``should_pad_vocab`` False), and Megatron-Core's
+    ``VocabParallelEmbedding`` splits it over the tp ranks with ``divide`` (an assertion
+    where tp does not divide it: GPT-2/GPT-3's 50,257 at tp 8)."""
+    return vocab if vocab % max(tp, 1) == 0 else padded_vocab(vocab, tp)
+
+
+def bridge_vocab_note(view: PlanView) -> list[str]:
+    """What a Bridge export says of the vocabulary it pads (:func:`bridge_vocab`)."""
+    a = view.arch
+    if a is None or bridge_vocab(a.vocab, view.tp) == a.vocab:
+        return []
+    return [f"model.vocab_size {bridge_vocab(a.vocab, view.tp)}: tp {view.tp} does not divide "
+            f"the model's {a.vocab} tokens, and Megatron-Bridge keeps an explicit vocab_size "
+            "unpadded while Megatron-Core's VocabParallelEmbedding splits it evenly over the tp "
+            f"ranks: written padded as Megatron-LM pads it (a multiple of "
+            f"{MEGATRON_VOCAB_MULTIPLE} x tp); the plan was priced with {a.vocab}"]
+
+
 def vocab_comment(view: PlanView) -> str:
     """The launch file's comment on the vocabulary: the ``NullTokenizer`` stands in for
     the user's tokenizer, and Megatron-LM pads the vocabulary the plan was priced with."""
@@ -733,6 +755,8 @@ def bridge_overrides(view: PlanView) -> dict[str, dict]:
     had there is replaced, not kept."""
     a = view.arch
     model: dict = _bridge_arch(a, view.moe_grouped_gemm, view.moe_dispatcher) if a is not None else {}
+    if a is not None and bridge_vocab(a.vocab, view.tp) != a.vocab:
+        model["vocab_size"] = bridge_vocab(a.vocab, view.tp)
     if a is not None or view.seq_len:
         model["seq_length"] = view.seq_len or a.max_positions
     model.update(tensor_model_parallel_size=view.tp, pipeline_model_parallel_size=view.pp,
