@@ -833,7 +833,8 @@ def _parser() -> argparse.ArgumentParser:
                           ("--num-distributed-optimizer-instances", 1)):
         p.add_argument(flag, type=int, default=default)
     for flag in ("--sequence-parallel", "--use-distributed-optimizer", "--use-megatron-fsdp",
-                 "--use-torch-fsdp2", "--recompute-activations", "--fp16", "--bf16",
+                 "--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward",
+                 "--recompute-activations", "--fp16", "--bf16",
                  "--group-query-attention", "--untie-embeddings-and-output-weights"):
         p.add_argument(flag, action="store_true")
     for flag in ("--hidden-size", "--num-attention-heads", "--ffn-hidden-size",

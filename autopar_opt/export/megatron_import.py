@@ -23,7 +23,10 @@ from autopar_opt.ir.training import Recompute, Schedule, Training
 
 def _zero(args: argparse.Namespace) -> int:
     if args.use_torch_fsdp2:     # PyTorch FSDP2 fully_shard: parameters, gradients, optimizer
-        return 3
+        # --torch-fsdp2-no-reshard-after-forward keeps the gathered parameters until the
+        # backward ("Set to enable FSDP ZeRO-2", Megatron-LM's help): ZeRO-2, as torchtitan's
+        # fsdp_reshard_after_forward "never" reads (export.torchtitan)
+        return 2 if args.torch_fsdp2_no_reshard_after_forward else 3
     if args.use_megatron_fsdp:
         return {"optim": 1, "optim_grads": 2, "optim_grads_params": 3}.get(
             args.data_parallel_sharding_strategy, 0)
