@@ -846,6 +846,10 @@ def _parser() -> argparse.ArgumentParser:
     for flag in ("--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap",
                  "--use-flash-attn"):
         p.add_argument(flag, action="store_true")
+    p.add_argument("--cp-comm-type", nargs="+", default=None)
+    p.add_argument("--moe-token-dispatcher-type", default=None)
+    p.add_argument("--moe-flex-dispatcher-backend", default=None)
+    p.add_argument("--moe-grouped-gemm", action="store_true")
     p.add_argument("--attention-backend", default=None)
     p.add_argument("--transformer-impl", default=None)
     p.add_argument("--fp8-format", default=None)

@@ -174,6 +174,47 @@ def contradictions(args: argparse.Namespace, graph: LayerGraph, training: Traini
     return out
 
 
+def exchange_notes(args: argparse.Namespace, training: Training, moe: bool) -> list[str]:
+    """A sentence per communication setting where the command line runs another than the
+    price's ``training.runtime`` (the export writes the runtime's: :func:`~autopar_opt.
+    export.megatron.megatron_args`): the context-parallel exchange (``--cp-comm-type``,
+    Megatron-LM's default ``p2p``) with cp > 1, and for a MoE model (``moe``) the token
+    dispatcher (``--moe-token-dispatcher-type``, Megatron-Core's default ``allgather``, which
+    no runtime option prices; ``flex`` with ``--moe-flex-dispatcher-backend``, default
+    ``deepep``) and the expert GEMMs (``--moe-grouped-gemm``, default off). QA round 31:
+    all three were priced as the runtime's without a word."""
+    rt, out = training.runtime, []
+    given = args.cp_comm_type or ["p2p"]
+    theirs = {"p2p": "p2p", "allgather": "all_gather", "a2a": "a2a"}.get(given[0]) \
+        if len(set(given)) == 1 else None
+    if args.context_parallel_size > 1 and theirs != rt.cp_comm_type:
+        fix = (f"set training.runtime_options: {{cp_comm_type: {theirs}}} to price it"
+               if theirs else "autopar prices one exchange for every layer")
+        out.append(f"--cp-comm-type {' '.join(given)}"
+                   + (" (Megatron-LM's default)" if args.cp_comm_type is None else "")
+                   + f": the context-parallel exchange priced is training.runtime {rt.name}'s "
+                   f"{rt.cp_comm_type}; {fix}")
+    if not moe:
+        return out
+    kind = args.moe_token_dispatcher_type or "allgather"
+    backend = args.moe_flex_dispatcher_backend or "deepep"
+    theirs = {"alltoall": "alltoall"}.get(kind) or ("deepep" if kind == "flex"
+                                                    and backend == "deepep" else None)
+    if theirs != rt.moe_dispatcher:
+        said = f"--moe-token-dispatcher-type {kind}" + (
+            " (Megatron-Core's default)" if args.moe_token_dispatcher_type is None else "") + (
+            f" with --moe-flex-dispatcher-backend {backend}" if kind == "flex" else "")
+        fix = (f"set training.runtime_options: {{moe_dispatcher: {theirs}}} to price it" if theirs
+               else "no runtime option prices it: run --moe-token-dispatcher-type alltoall")
+        out.append(f"{said}: the token dispatch priced is training.runtime {rt.name}'s "
+                   f"{rt.moe_dispatcher}; {fix}")
+    if rt.moe_grouped_gemm and not args.moe_grouped_gemm:
+        out.append(f"the command line has no --moe-grouped-gemm (Megatron-Core's default: off), "
+                   f"but training.runtime {rt.name} prices grouped expert GEMMs; set "
+                   "training.runtime_options: {moe_grouped_gemm: false} to price the command line")
+    return out
+
+
 def runtime_flag_notes(args: argparse.Namespace, training: Training) -> list[str]:
     """A sentence per runtime behaviour where the command line and ``training.runtime``
     differ: the price is the runtime's (its overlaps, its attention kernel, Transformer

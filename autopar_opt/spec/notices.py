@@ -35,7 +35,7 @@ def link_notices(cluster) -> list[str]:
     return out
 
 
-def command_line_notes(plan_section, training, plan=None) -> list[str]:
+def command_line_notes(plan_section, training, plan=None, graph=None) -> list[str]:
     """What a Megatron-LM command line (``plan.megatron_args``) runs that the price does
     not (:func:`autopar_opt.export.megatron_import.runtime_flag_notes`), and the batch flags
     it leaves out (:func:`~autopar_opt.export.megatron_import.batch_notes`; ``plan``: the
@@ -45,10 +45,11 @@ def command_line_notes(plan_section, training, plan=None) -> list[str]:
     if not isinstance(plan_section, MegatronArgsPlanSpec):
         return []
     from autopar_opt.export.megatron import parse_megatron_args
-    from autopar_opt.export.megatron_import import batch_notes, runtime_flag_notes
+    from autopar_opt.export.megatron_import import batch_notes, exchange_notes, runtime_flag_notes
 
     args = parse_megatron_args(plan_section.megatron_args)     # read once before: it parses
-    notes = runtime_flag_notes(args, training)
+    moe = graph is not None and any(layer.is_moe for layer in graph.layers)
+    notes = runtime_flag_notes(args, training) + exchange_notes(args, training, moe)
     if plan is not None and plan.stages and plan.stages[0].strategies:
         notes = batch_notes(args, training, plan.stages[0].strategies[0].dp) + notes
     return [f"plan.megatron_args: {note}" for note in notes]

@@ -123,7 +123,7 @@ def build_spec(data: dict[str, Any], path: Path, section_files: dict[str, str] |
     return Spec(Path(path), graph, cluster, training, space, solver, cost, plan, data,
                 ([notice] if notice else []) + positions_notice(graph.arch, training.seq_len)
                 + unused_measurements(graph, space, plan) + implausible(cost)
-                + link_notices(cluster) + command_line_notes(model.plan, training, plan))
+                + link_notices(cluster) + command_line_notes(model.plan, training, plan, graph))
 
 
 def unused_measurements(graph: LayerGraph, space, plan) -> list[str]:
