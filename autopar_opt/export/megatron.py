@@ -846,6 +846,7 @@ def _parser() -> argparse.ArgumentParser:
     for flag in ("--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap",
                  "--use-flash-attn"):
         p.add_argument(flag, action="store_true")
+    p.add_argument("--mtp-num-layers", type=int, default=None)
     p.add_argument("--cp-comm-type", nargs="+", default=None)
     p.add_argument("--moe-token-dispatcher-type", default=None)
     p.add_argument("--moe-flex-dispatcher-backend", default=None)

@@ -184,6 +184,13 @@ def exchange_notes(args: argparse.Namespace, training: Training, moe: bool) -> l
     ``deepep``) and the expert GEMMs (``--moe-grouped-gemm``, default off). QA round 31:
     all three were priced as the runtime's without a word."""
     rt, out = training.runtime, []
+    layout = args.pipeline_model_parallel_layout or ""
+    if args.mtp_num_layers or "m" in layout:
+        # the layout's m stages are dropped (_block_counts); the MTP block is not modelled
+        which = (f"--mtp-num-layers {args.mtp_num_layers}" if args.mtp_num_layers
+                 else "m in --pipeline-model-parallel-layout")
+        out.append(f"multi-token prediction ({which}): autopar does not model the MTP layers: "
+                   "their compute, memory and communication are not in the price")
     given = args.cp_comm_type or ["p2p"]
     theirs = {"p2p": "p2p", "allgather": "all_gather", "a2a": "a2a"}.get(given[0]) \
         if len(set(given)) == 1 else None

@@ -56,3 +56,13 @@ def test_the_megatron_export_says_nothing_when_read_back():
     text = export_plan(plan, GRAPH, CLUSTER, CORE, "megatron").text
     flags = " ".join(line.rstrip(" \\") for line in text.splitlines() if not line.startswith("#"))
     assert _notes(flags) == []
+
+
+def test_multi_token_prediction_is_said():
+    """QA round 31: the layout's ``m`` stages were dropped and ``--mtp-num-layers`` ignored
+    silently; the MTP layers are not modelled, and the price says so."""
+    said = _notes("--mtp-num-layers 1 --moe-token-dispatcher-type alltoall --moe-grouped-gemm")
+    assert said == ["multi-token prediction (--mtp-num-layers 1): autopar does not model the MTP "
+                    "layers: their compute, memory and communication are not in the price"]
+    assert "m in --pipeline-model-parallel-layout" in _notes(
+        "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout Et*3|t*3mL", moe=False)[0]
