@@ -767,9 +767,12 @@ def bridge_overrides(view: PlanView) -> dict[str, dict]:
     if view.cp > 1:       # TransformerConfig.cp_comm_type: the exchange the plan was priced with
         model["cp_comm_type"] = CP_COMM_TYPE[view.cp_comm_type]
     rc = _recompute_args(view) or []
+    # recompute_modules: the attention core, Megatron-Core's default and what "selective" is
+    # priced as; a recipe's own list (Qwen3-Next's layernorm, moe, moe_act) is replaced
     model.update(recompute_granularity=rc[1] if rc else None,
                  recompute_method=rc[3] if len(rc) > 2 else None,
-                 recompute_num_layers=int(rc[5]) if len(rc) > 2 else None)
+                 recompute_num_layers=int(rc[5]) if len(rc) > 2 else None,
+                 recompute_modules=["core_attn"] if rc[1:2] == ["selective"] else None)
     split = _split_args(view)
     layout = split[1] if split and split[0] == "--pipeline-model-parallel-layout" else None
     first_last = (int(split[1]), int(split[3])) if split and layout is None else (None, None)

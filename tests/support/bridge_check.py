@@ -186,7 +186,7 @@ def check(case: dict) -> dict:
         "use_megatron_fsdp": cfg.ddp.use_megatron_fsdp, "dist_megatron_fsdp": cfg.dist.use_megatron_fsdp,
         "sharding": cfg.ddp.data_parallel_sharding_strategy, "ckpt_format": cfg.checkpoint.ckpt_format,
         "recompute_granularity": m.recompute_granularity, "recompute_method": m.recompute_method,
-        "recompute_num_layers": m.recompute_num_layers,
+        "recompute_num_layers": m.recompute_num_layers, "recompute_modules": m.recompute_modules,
         "seq_length": m.seq_length, "dataset_seq_length": cfg.dataset.seq_length,
         "num_layers": m.num_layers, "hidden_size": m.hidden_size, "ffn_hidden_size": m.ffn_hidden_size,
         "num_attention_heads": m.num_attention_heads, "num_query_groups": m.num_query_groups,

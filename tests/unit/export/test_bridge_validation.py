@@ -190,6 +190,8 @@ def test_bridge_accepts_the_overrides_and_derives_the_plan(bridge, name, recipe)
     modes = {m for stage in view.block_recompute for m in stage}
     assert got["recompute_granularity"] == (None if modes <= {Recompute.none} else "full"
                                             if Recompute.full in modes else "selective")
+    if got["recompute_granularity"] == "selective":      # the attention core, as priced
+        assert got["recompute_modules"] == ["core_attn"]
     assert got["seq_length"] == got["dataset_seq_length"] == spec.training.seq_len
     assert (got["num_layers"], got["hidden_size"], got["num_attention_heads"], got["vocab_size"]) == \
         (a.num_layers, a.hidden, a.heads, a.vocab)
