@@ -99,6 +99,15 @@ def megatron_rules(view: PlanView, chain: bool) -> list[str]:
         out.append("the GPipe schedule: Megatron-LM runs 1F1B or interleaved 1F1B")
     if view.cp > 1 and view.seq_len and view.seq_len % (2 * view.cp):
         out.append(f"seq_len {view.seq_len} must be divisible by 2*cp = {2 * view.cp}")
+    if view.cp > 1 and view.cp_comm_type == "a2a" and view.max_tp % (view.tp * view.cp):
+        # Transformer Engine's all-to-all context parallelism (cp_comm_type a2a) splits each
+        # tp rank's heads over cp: "The number of attention heads needs to be divisible by
+        # CP size!" (attn_forward_func_with_cp, q and k heads); the search's rule too
+        # (ir/strategies.py: tp*cp divides max_tp where context parallelism splits heads)
+        out.append(f"Ulysses context parallelism (cp_comm_type a2a) splits each tp rank's "
+                   f"attention heads over cp: tp*cp = {view.tp * view.cp} must divide the "
+                   f"attention heads / key-value heads ({view.max_tp}) (Transformer Engine: "
+                   "'The number of attention heads needs to be divisible by CP size!')")
     split = sequence_split_problem("megatron", view.tp, view.cp, view.sp, view.seq_len)
     if split:
         out.append(split)
