@@ -229,8 +229,10 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
             fix = "choose a file in a directory you can write to"
             _fail(f"--out {output}: {rule}; {fix}", key="--out", value=output, rule=rule, fix=fix)
     if json_output:
+        # the version written: torchtitan's default is 0.3 (export_plan), not "none"
+        written = version or ("0.3" if target == "torchtitan" else None)
         typer.echo(json.dumps({"wrote": output or None, "target": target,
-                               "version": version or None, "notes": notes,
+                               "version": written, "notes": notes,
                                **({} if output else {"text": result.text})}, indent=2))
     elif not output:
         typer.echo(result.text, nl=False)
