@@ -118,7 +118,7 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     # the linear biases hf_decoders builds (LlamaAttention/Qwen3Attention's attention_bias on
     # Q, K, V and O; LlamaMLP's mlp_bias), stated so the line and the exports say them
     # (OLMo 2's and Qwen3-MoE's attention_bias too: hf_decoders.read_olmo2, hf_moe.read_qwen_moe;
-    # QA round 31: their line said "no biases" over a build that had them)
+    # QA round 11: their line said "no biases" over a build that had them)
     attn_bias = mt in ("llama", "qwen3", "granite", "olmo2", "qwen3_moe", "gemma", "gemma2",
                        "gemma3_text") and bool(g("attention_bias", False))
     mlp_bias = mt in ("llama", "granite") and bool(g("mlp_bias", False))
@@ -280,7 +280,7 @@ def _nemotron_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
     g = config.get
     factor = g("partial_rotary_factor")
     # attention_bias (Q, K, V, O) and mlp_bias apart, as the reader builds them: one alone is
-    # not "biases" on every linear layer (QA round 31: the line and Megatron's
+    # not "biases" on every linear layer (QA round 11: the line and Megatron's
     # add_bias_linear said MLP biases the build did not have)
     attn, mlp = bool(g("attention_bias", False)), bool(g("mlp_bias", False))
     return ModelArch(
@@ -293,7 +293,7 @@ def _nemotron_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
 
 #: Gemma2Config's soft-caps where a config leaves them out (transformers
 #: configuration_gemma2.py: attn_logit_softcapping 50.0, final_logit_softcapping 30.0;
-#: Gemma 1 and Gemma3TextConfig default to none). QA round 31: a Gemma 2 config without
+#: Gemma 1 and Gemma3TextConfig default to none). QA round 11: a Gemma 2 config without
 #: them soft-capped by default and the "not priced" line said nothing.
 GEMMA2_SOFTCAPS = {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}
 

@@ -18,7 +18,7 @@ def read_gpt2(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     """GPT-2: learned positions, 4h GELU MLP (``n_inner``), LayerNorm, biases, output tied
     to the input embedding unless ``tie_word_embeddings`` is false (``GPT2LMHeadModel``
     ties ``lm_head`` to ``wte`` only where the config's ``tie_word_embeddings``, default
-    true, says so; QA round 31: a stated false was built tied while the architecture
+    true, says so; QA round 11: a stated false was built tied while the architecture
     line said untied)."""
     heads_divide(c, "n_embd", "n_head")
     h = c("n_embd")
@@ -158,7 +158,7 @@ def read_mpt(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     ``expansion_ratio · d_model`` (default 4), LayerNorms of a weight only and linears
     without biases where ``no_bias`` (default true; ``transformers``' ``MptBlock`` drops
     the norms' biases), output tied to the input embedding (``MptForCausalLM``) unless
-    ``tie_word_embeddings`` is false (default true; QA round 31: a stated false was
+    ``tie_word_embeddings`` is false (default true; QA round 11: a stated false was
     ignored without a word)."""
     _mpt_attention_config(c)
     heads_divide(c, "d_model", "n_heads")

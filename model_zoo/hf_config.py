@@ -141,7 +141,7 @@ def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | Non
     if len(graph.layers) > limits.MAX_LAYERS:
         # the spec's limit on the graph (embedding and output layer included), here too so
         # that `autopar model config.json` refuses what a spec with the same config refuses
-        # (QA round 31: 2,048 blocks built 2,050 layers there, a spec error in solve)
+        # (QA round 11: 2,048 blocks built 2,050 layers there, a spec error in solve)
         stated = ", ".join(f"{k} = {dict.get(config, k)}" for k in LAYER_KEYS
                            if isinstance(dict.get(config, k), int))
         raise HfConfigError(f"{origin}: {stated or 'its layers'}: {len(graph.layers)} layers "
@@ -211,7 +211,7 @@ def _assumed(config: TrackedConfig, mt: str, origin: str, graph: LayerGraph) -> 
 def _qwen_window_off(config: TrackedConfig, mt: str, origin: str, window: Any) -> str:
     """Why a Qwen config's stated ``sliding_window`` built no window: Qwen2/3(-MoE) read it
     only with ``use_sliding_window`` true, and then from layer ``max_window_layers`` on
-    (:mod:`.hf_windows`). QA round 31: the generic sentence said model_type 'qwen2' "does
+    (:mod:`.hf_windows`). QA round 11: the generic sentence said model_type 'qwen2' "does
     not build" a window and, in the same breath, listed qwen2 among the families that read
     one, without naming the switch that turned it off."""
     name = Path(origin).name

@@ -70,7 +70,7 @@ def read_gemma(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph
             else dict(c.data, head_dim=GEMMA_HEAD_DIM)
         c = Cfg(data, c.origin)
     # attention_bias (GemmaConfig, Gemma2Config, Gemma3TextConfig; default false): biases on
-    # q_proj, k_proj, v_proj and o_proj (QA round 31: a true was ignored without a word)
+    # q_proj, k_proj, v_proj and o_proj (QA round 11: a true was ignored without a word)
     bias = bool(c("attention_bias", False))
     attn = replace(attention_dims(c, qkv_bias=bias, qk_norm=c.model_type == "gemma3_text"),
                    out_bias=bias)

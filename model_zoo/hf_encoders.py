@@ -38,7 +38,7 @@ def read_t5(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     h, heads, d_kv = c("d_model"), c("num_heads"), c("d_kv", 64)
     if not isinstance(d_kv, int) or isinstance(d_kv, bool) or heads * d_kv != h:
         # T5Attention's q, k, v, o are d_model x (num_heads · d_kv) (inner_dim); the zoo's
-        # blocks make every head d_model / num_heads wide. QA round 31: t5-3b (32 heads of
+        # blocks make every head d_model / num_heads wide. QA round 11: t5-3b (32 heads of
         # 128 over d_model 1024) was built with 1.95 B parameters instead of its 2.85 B,
         # t5-11b with 6.8 B instead of 11.3 B, without a word.
         raise HfConfigError(f"{c.origin}: d_kv = {d_kv!r} with num_heads = {heads}: the "

@@ -90,7 +90,7 @@ ARCH_GROUPS = (("num_key_value_heads", "num_kv_heads", "multi_query", "new_decod
                ("num_experts_per_tok",), ("n_shared_experts",), ("first_k_dense_replace",),
                ("shared_expert_intermediate_size",),
                # a family default of 4096 keys (Mistral, Gemma 2/3) or none (Mixtral, Phi-3,
-               # StarCoder2): attention FLOPs at long sequences hang on it (QA round 31: a
+               # StarCoder2): attention FLOPs at long sequences hang on it (QA round 11: a
                # Mistral config without it, or with it misspelt, took 4096 without a word)
                ("sliding_window",))
 ARCH_KEYS = tuple(k for group in ARCH_GROUPS for k in group)
@@ -140,10 +140,10 @@ POSITIVE_KEYS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "voc
                  "v_head_dim", "n_routed_experts", "moe_layer_freq",
                  # MPT's layers, heads and MLP ratio; BLOOM's hidden size (BloomConfig's
                  # n_embed: a "4096" failed with a TypeError naming no key, a -4096 with
-                 # "tied_to 'embed' without tied_params", QA round 31)
+                 # "tied_to 'embed' without tied_params", QA round 11)
                  "n_layers", "n_heads", "expansion_ratio", "n_embed",
                  # T5's decoder depth and head width, BERT's token-type rows (a -1 decoder
-                 # built an encoder alone, a "2" failed naming no key: QA round 31)
+                 # built an encoder alone, a "2" failed naming no key: QA round 11)
                  "num_decoder_layers", "d_kv", "type_vocab_size",
                  # the MLP widths of Falcon, OPT and GPT-2 and Falcon's key-value heads (a
                  # -1 built a negative width silently; GPT-2's null n_inner stays 4h), the

@@ -163,7 +163,7 @@ def read_mixtral(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: d
 
 
 #: ``Qwen2MoeConfig``'s ``shared_expert_intermediate_size`` where a config leaves it out (its
-#: Qwen1.5-MoE-A2.7B defaults; QA round 31: 0, no shared expert, was taken under a notice
+#: Qwen1.5-MoE-A2.7B defaults; QA round 11: 0, no shared expert, was taken under a notice
 #: saying the class's default was).
 QWEN2_MOE_SHARED_DEFAULT = 5632
 
@@ -217,7 +217,7 @@ def read_gpt_oss(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: d
 
 #: ``n_shared_experts`` and ``first_k_dense_replace`` where a DeepSeek config leaves them out:
 #: the configuration classes' defaults (transformers ``DeepseekV3Config``: 1 and 3;
-#: ``DeepseekV2Config``: 2 and 0). QA round 31: 0 and 0 were taken for both, and the build
+#: ``DeepseekV2Config``: 2 and 0). QA round 11: 0 and 0 were taken for both, and the build
 #: said "the defaults of transformers' configuration class ... were taken".
 SHARED_EXPERTS_DEFAULT = {"deepseek_v3": 1, "deepseek_v2": 2}
 FIRST_DENSE_DEFAULT = {"deepseek_v3": 3, "deepseek_v2": 0}
@@ -230,7 +230,7 @@ def read_deepseek(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: 
     a = c("num_attention_heads")
     if c("attention_bias", False):
         # DeepseekV3Attention puts biases on q_a_proj (q_proj), kv_a_proj_with_mqa and o_proj
-        # only; MLA's blocks have no such biases (QA round 31: a true was ignored silently)
+        # only; MLA's blocks have no such biases (QA round 11: a true was ignored silently)
         raise HfConfigError(f"{c.origin}: attention_bias = true: the biases DeepSeek's "
                             "attention then has (on its query and key-value down projections "
                             "and its output projection) are not modelled (fix: use the "

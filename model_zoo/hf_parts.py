@@ -47,7 +47,7 @@ def attention_dims(c: Cfg, qkv_bias: bool = False, qk_norm: bool = False) -> Att
 #: ``GemmaConfig`` 16, ``Gemma2Config`` and ``Gemma3TextConfig`` 4, ``Qwen2Config`` and
 #: ``Qwen3Config`` 32, ``Qwen2MoeConfig`` 16, ``Qwen3MoeConfig`` 4 (transformers
 #: ``configuration_mistral.py`` etc.). A stated null is the heads in every
-#: class ("for backward compatibility"). QA round 31: the heads were taken for these too
+#: class ("for backward compatibility"). QA round 11: the heads were taken for these too
 #: (a Mistral-7B config without the key built 4 times its key/value projections) while the
 #: notice said the class's default was.
 KV_HEADS_DEFAULT = {"mistral": 8, "mixtral": 8, "gpt_oss": 8, "starcoder2": 2, "gemma": 16,

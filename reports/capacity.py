@@ -71,7 +71,7 @@ def _shown(x: Any) -> str:
 def capacity_problems(doc: dict[str, Any]) -> list[str]:
     """What a capacity.json lacks, or holds of the wrong kind, among the values the report
     computes with, each by its key: a hand-edited file was refused naming a Python
-    exception ("IndexError: list index out of range"; QA round 31). At most 20."""
+    exception ("IndexError: list index out of range"; QA round 11). At most 20."""
     out: list[str] = []
     scenarios = doc.get("scenarios")
     if not isinstance(scenarios, list):
@@ -104,7 +104,7 @@ def scenario_notes(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """What the sweep changed or kept for some scenarios (a search degree left out where it
     does not fit, a fleet group not swept, a sweep of the base alone), each note once with
     the scenarios it concerns: the terminal summary prints them, and the report a person
-    forwards must say them too (QA round 31: capacity.html left them out)."""
+    forwards must say them too (QA round 11: capacity.html left them out)."""
     said: dict[str, list[str]] = {}
     for e in doc["scenarios"]:
         for note in e.get("notes") or []:

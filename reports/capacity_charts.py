@@ -183,7 +183,7 @@ def scaling_svg(entries: list[dict]) -> str | None:
                             linestyle="-" if b == batches[0] else "--",
                             label=f"{d}, batch {b}")
                 # no proven bound (the search was cut before one): an open arrow upwards, not
-                # the bar-less point of a plan proven optimal (QA round 31)
+                # the bar-less point of a plan proven optimal (QA round 11)
                 open_ = [g for g in xs if best[g]["throughput_tokens_per_s"][1] is None]
                 if open_:
                     up = [best[g]["throughput_tokens_per_s"][0] for g in open_]

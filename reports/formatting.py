@@ -88,7 +88,7 @@ def fmt_rate(value: float | None, unit: str) -> str:
 def fmt_money(value: float | None) -> str:
     """An amount of money: thousands-separated whole units from 1,000 (``1,167,590``),
     3 significant digits below (``4.26``, ``71.3``): whole units made 4.26 and 4.45 USD
-    both "4" beside an answer that proves one cheaper (QA round 31)."""
+    both "4" beside an answer that proves one cheaper (QA round 11)."""
     if value is None:
         return "-"
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"

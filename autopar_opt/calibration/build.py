@@ -199,7 +199,7 @@ def build_run(rec: RunRecord) -> ModeledRun:
         if rec.throughput is None:
             measured, basis = None, "memory only (no throughput published)"
             if "hfu_pct" in rec.no_throughput:
-                # QA round 31: a stated hfu_pct was set aside without a word in the record's
+                # QA round 11: a stated hfu_pct was set aside without a word in the record's
                 # assumptions (the reason was only in the reading's exception text)
                 notes.append("measured.hfu_pct is stated but not used alone (hardware FLOPs "
                              "count the recomputation each framework counts its own way): "
@@ -213,7 +213,7 @@ def build_run(rec: RunRecord) -> ModeledRun:
             notes.extend(fraction_like_mfu(rec) or low_share(measured, basis, graph, cluster,
                                                              training.dtype))
             if ASSUMED_FORMULA in basis:
-                # QA round 31: said only in --json's measured_basis, not in the text table
+                # QA round 11: said only in --json's measured_basis, not in the text table
                 notes.append(f"flops_counting not stated and {rec.runtime.name} logs no FLOP "
                              f"count of its own: {basis} (state the record's flops_counting: "
                              "PaLM / torchtitan, Megatron-Core num_floating_point_operations, "
@@ -260,7 +260,7 @@ ASSUMED_FORMULA = "[formula not stated: assumed]"
 def fraction_like_mfu(rec: RunRecord) -> list[str]:
     """A note when the MFU a record is compared on is below 1: ``mfu_pct`` is a percentage,
     and 0.45 reads as 0.45 % of the peak, a hundredth of the 45 % a fraction of 0.45 means
-    (QA round 31: compared at +8,600% without a word on the unit). Kept, not refused: a
+    (QA round 11: compared at +8,600% without a word on the unit). Kept, not refused: a
     tiny model on a large GPU can run below 1 %."""
     t = rec.throughput
     if t is None or t.name != "mfu_pct" or t.value >= 1.0:
@@ -278,7 +278,7 @@ LOW_SHARE = 0.05
 
 def low_share(measured: float, basis: str, graph, cluster, dtype: str) -> list[str]:
     """A note when the measured rate is below :data:`LOW_SHARE` of the GPUs' dense peak under
-    the model's FLOP count (QA round 31: ``tokens_per_sec`` meant per GPU, read as the job's
+    the model's FLOP count (QA round 11: ``tokens_per_sec`` meant per GPU, read as the job's
     total, was compared without a word); kept, not refused: a tiny model can run that low."""
     peak = cluster.device.peak_flops(dtype) * cluster.num_devices
     share = measured * graph.flops_per_sample() / peak if peak > 0 else 1.0

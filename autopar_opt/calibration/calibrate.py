@@ -232,7 +232,7 @@ def write_params(report: CalibrationReport, target: str | Path) -> Path:
                      + ("memory: least squares on published per-GPU memory, every other "
                         "published plan must fit (censored at its GPU memory)"
                         if report.fit.memory_records >= 2 else
-                        # QA round 31: said so when no memory was fitted
+                        # QA round 11: said so when no memory was fitted
                         "memory: not fitted (fewer than two records publish device or reserved "
                         "memory): the shipped memory_reserve_gib and memory_fragmentation"),
         "sum_sq_log_error": round(report.fit.sum_sq_log_error, 6),

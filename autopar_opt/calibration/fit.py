@@ -284,7 +284,7 @@ def fit_memory(runs: list[ModeledRun], params: CostParams) -> CostParams:
     busiest GPU (:func:`reserve_and_fragmentation`). When fewer than two runs
     publish such memory, the shipped values (:func:`~autopar_opt.cost.params.default_params`:
     the reserve pinned, the fragmentation fitted on the published runs): the prior's
-    dataclass defaults (2 GiB, 0.05) are no fit of anything (QA round 31: a fit of
+    dataclass defaults (2 GiB, 0.05) are no fit of anything (QA round 11: a fit of
     throughput-only records wrote them, and moved every memory prediction)."""
     from autopar_opt.cost.evaluate import evaluate
 

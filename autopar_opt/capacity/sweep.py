@@ -227,7 +227,7 @@ def _axis_problems(sweep: SweepFile, base: dict[str, Any], file: str) -> list[Sp
         return out
     gpn = cluster.get("gpus_per_node") if used else 8
     if isinstance(gpn, bool) or not isinstance(gpn, int) or gpn < 1:
-        # the gpus axis divides by it (QA round 31: 'four', null or 0 raised in int() or %)
+        # the gpus axis divides by it (QA round 11: 'four', null or 0 raised in int() or %)
         out.append(SpecProblem(file, BAD_GPUS_PER_NODE, gpn, "must be a positive whole number "
                                f"of GPUs per node: the axes {one_of(used)} build every "
                                "scenario's cluster on it", "write e.g. gpus_per_node: 8 in the "
@@ -335,7 +335,7 @@ def _scenario_problem(p: SpecProblem, axes: dict[str, Any], index: dict[str, int
 def _same_scenario(first: tuple[str, dict[str, int]], later: tuple[str, dict[str, int]],
                    shown: dict[str, Any], file: str) -> SpecProblem:
     """The problem of a scenario whose built spec is another's (the same store key): at the
-    first axis value in which the two differ (QA round 31: runtime: [megatron-core,
+    first axis value in which the two differ (QA round 11: runtime: [megatron-core,
     megatron_core] or two interconnect options with the same links ran one scenario twice,
     listed as two)."""
     (first_id, first_idx), (sid, idx) = first, later
@@ -384,7 +384,7 @@ def _read(path: Path) -> tuple[SweepFile | None, dict[str, Any], list[SpecProble
             return sweep, {}, [SpecProblem(str(path), "base", named,
                                            wrong.rule, wrong.fix)]
     base, _files, include_problems = resolve_includes(dict(base_raw), base_file)
-    # an inline base's keys sit under base: in the sweep file (QA round 31: "training = 'x'")
+    # an inline base's keys sit under base: in the sweep file (QA round 11: "training = 'x'")
     problems.extend(dataclasses.replace(p, key=f"base.{p.key}")
                     if base_file == path and p.file == str(path) else p for p in include_problems)
     return sweep, base, problems
@@ -495,7 +495,7 @@ def load_sweep(path: str | Path) -> Sweep:
         first_of[key] = (sid, index)
         scenarios.append(Scenario(sid, shown, data, spec, key, notes + fixed))
     # the devices the built scenarios run on: a zoo cluster's or a custom device's too,
-    # which the sweep file does not name (QA round 31: priced after every search, KeyError)
+    # which the sweep file does not name (QA round 11: priced after every search, KeyError)
     priced = set(sweep.planning.prices.per_gpu_hour) | _sweep_devices(sweep, base)
     built = {d for s in scenarios for d in s.devices}
     problems.extend(_price_problems(sweep, built - priced, file))

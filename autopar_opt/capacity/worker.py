@@ -163,7 +163,7 @@ def restamp(row: dict[str, Any], scenario_id: str, sweep_path: str) -> dict[str,
     """A stored row as this sweep's scenario ``scenario_id``: the store is keyed by the built
     scenario, so a row may come from another sweep file (or another id), and its plan.json
     named that sweep and id, from which ``autopar export`` rebuilds the spec, and its report
-    that sweep as the spec file (QA round 31). The row as it is when they already match;
+    that sweep as the spec file (QA round 11). The row as it is when they already match;
     else a copy with both set and the report rendered again."""
     doc = row.get("document")
     spec = doc.get("spec") if isinstance(doc, dict) else None

@@ -30,7 +30,7 @@ def render_table(report: CalibrationReport, console: Console) -> None:
     """Per-record table (with the built model's parameters, total and active,
     and the architecture facts assumed), skipped records with reasons, summary."""
     # the records' own texts are escaped: rich reads "[formula not stated: assumed]" as a
-    # style tag and drops it (QA round 31)
+    # style tag and drops it (QA round 11)
     table = Table(title=f"Cost model vs published runs ({escape(report.path)})")
     for col in ("id", "kind", "params B", "arch assumed", "predicted samples/s",
                 "measured samples/s", "rel. error", "mem pred GiB", "mem meas GiB"):
@@ -56,7 +56,7 @@ def render_table(report: CalibrationReport, console: Console) -> None:
                         _fmt(m.predicted_memory_gib, ".1f"), _fmt(m.measured_memory_gib, ".1f"),
                         f"{m.memory_rel_error:+.1%}")
         console.print(mem)
-        for m in report.memory_only:        # QA round 31: only --json carried these
+        for m in report.memory_only:        # QA round 11: only --json carried these
             if m.assumptions:
                 console.print(f"[dim]assumed[/dim] {escape(m.id)}: "
                               + escape("; ".join(m.assumptions)), highlight=False)
@@ -212,7 +212,7 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
               file=sys.stderr)
         fit = False
     if fit and report.fit is not None and report.not_reached:
-        # QA round 31: the fit converged, the time limit then cut the pricing of its records,
+        # QA round 11: the fit converged, the time limit then cut the pricing of its records,
         # and the file was written with "modeled: 0" statistics and an "under-determined: fitted
         # on 0 record(s)" note; a fit file carries its statistics, so none is written
         print(f"autopar calibrate: --time-limit {time_limit_s:g}: the fit converged but the time "
@@ -273,7 +273,7 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
             data["fit_notes"] = _fit_side_effects(report)
         if code == 2:
             # an input error carries the "error" object every --json command prints (README,
-            # "With --json, an input error is also one JSON object"; QA round 31: only the
+            # "With --json, an input error is also one JSON object"; QA round 11: only the
             # report came, with exit 2), one problem per record with its reason
             data["error"] = {
                 "kind": "invalid run file", "exit_code": 2,

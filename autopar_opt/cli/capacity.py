@@ -257,7 +257,7 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
     run.wall_time_s = time.perf_counter() - t0
     if stopped is not None:
         # the answers over the scenarios that finished, written as after a --time-limit
-        # (QA round 31: a Ctrl-C after hours of a sweep wrote no capacity.json, no report)
+        # (QA round 11: a Ctrl-C after hours of a sweep wrote no capacity.json, no report)
         mark_interrupted(sweep, run, signal.Signals(stopped).name)
     with InterruptGuard() as late:      # a second signal does not cut the outputs short
         late.defer()

@@ -161,7 +161,7 @@ def schema(plan: bool = typer.Option(False, "--plan", help="The JSON Schema of p
     Infinite numbers in plan.json are the strings "inf" / "-inf" (JSON has no infinity)."""
     if plan + estimate + runs + sweep > 1:
         _fail("give at most one of --plan, --estimate, --runs and --sweep")
-    if sweep:       # the schema the sweep's errors point to (QA round 31: there was none)
+    if sweep:       # the schema the sweep's errors point to (QA round 11: there was none)
         from autopar_opt.capacity.schema import SweepFile
 
         typer.echo(json.dumps(SweepFile.model_json_schema(), indent=2, ensure_ascii=False))

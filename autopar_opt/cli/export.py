@@ -337,7 +337,7 @@ def _same_price(doc: dict, plan: Plan, spec, path, file: str, spec_file: str) ->
     sequence, precision or cluster, which :func:`_same_case` checks for a solve's
     plan.json), so a spec edited after the estimate, or another file of the same name
     where a relative path is read from another directory, was exported with its own
-    global batch and micro-batch size without a word (QA round 31). Its recorded
+    global batch and micro-batch size without a word (QA round 11). Its recorded
     iteration time is the price of that plan under that spec: the same code prices it
     again here, so any difference means another spec (or another cost model)."""
     if not isinstance(doc.get("spec"), str):
@@ -365,7 +365,7 @@ def _runtime_diffs(recorded: dict, spec, spec_file: str) -> list[str]:
     kernels, dispatcher, ...) that differ between the spec read now and the one plan.json
     records: the export writes the flags of the runtime it reads (``--overlap-grad-reduce``,
     ``--tp-comm-overlap``, ``--cp-comm-type``, the dispatcher), so an edited runtime wrote
-    another run than the plan priced, silently (QA round 31). Keys one side lacks (another
+    another run than the plan priced, silently (QA round 11). Keys one side lacks (another
     version's) and the runtime's ``source`` text are not compared."""
     import dataclasses
 

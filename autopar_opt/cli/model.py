@@ -162,7 +162,7 @@ def model_summary(graph: LayerGraph) -> dict[str, Any]:
             "architecture": describe(graph.arch) if graph.arch else None,
             "assumed": list(graph.assumed),
             # a sequence beyond the model's stated context, said as solve and estimate say it
-            # (QA round 31: `autopar model llama3-8b --seq-len 32768` said nothing)
+            # (QA round 11: `autopar model llama3-8b --seq-len 32768` said nothing)
             "notices": positions_notice(graph.arch, graph.seq_len) if graph.seq_len else [],
             "not_priced": list(graph.arch.unpriced) if graph.arch else []}
 
@@ -207,7 +207,7 @@ def config_error_parts(message: str, origin: str) -> tuple[str, Any, str, str]:
     """(key, value, rule, fix) of a :class:`~autopar_opt.model_zoo.hf_config.HfConfigError`
     message, for the JSON form of the error (``--json``): its messages read ``FILE: KEY =
     VALUE ...rule... (fix: ...)``. The key and value are read where the rule starts with
-    ``KEY = VALUE`` (else empty), the fix is the message's own. QA round 31: the JSON problem
+    ``KEY = VALUE`` (else empty), the fix is the message's own. QA round 11: the JSON problem
     carried an empty key, a null value, the whole message (fix included) as its rule and a
     generic fix instead of the message's."""
     import re

@@ -256,7 +256,7 @@ def interval_for(regime: Regime, value: float, level: float = LEVEL,
 
 
 #: What the interval of a plan priced with other parameters than the shipped ones says (QA
-#: round 31: a spec's `cost_model: my_fit.yaml` moved the quickstart from 1.39 to 2.12 s and
+#: round 11: a spec's `cost_model: my_fit.yaml` moved the quickstart from 1.39 to 2.12 s and
 #: its interval still read as the measured error of the model that priced it).
 OTHER_PARAMS = ("priced with the spec's cost-model parameters, not the shipped calibration the "
                 "residuals behind this interval were measured with: it shows the shipped model's "

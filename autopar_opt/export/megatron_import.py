@@ -181,7 +181,7 @@ def exchange_notes(args: argparse.Namespace, training: Training, moe: bool) -> l
     Megatron-LM's default ``p2p``) with cp > 1, and for a MoE model (``moe``) the token
     dispatcher (``--moe-token-dispatcher-type``, Megatron-Core's default ``allgather``, which
     no runtime option prices; ``flex`` with ``--moe-flex-dispatcher-backend``, default
-    ``deepep``) and the expert GEMMs (``--moe-grouped-gemm``, default off). QA round 31:
+    ``deepep``) and the expert GEMMs (``--moe-grouped-gemm``, default off). QA round 11:
     all three were priced as the runtime's without a word."""
     rt, out = training.runtime, []
     layout = args.pipeline_model_parallel_layout or ""
@@ -266,7 +266,7 @@ def batch_notes(args: argparse.Namespace, training: Training, dp: int) -> list[s
     """What the price assumes of a batch flag the command line leaves out, where Megatron-LM
     would not run it so (``validate_args``: ``assert args.micro_batch_size is not None``;
     without ``--global-batch-size`` the run takes ``micro_batch_size · data_parallel_size``).
-    ``dp``: the plan's data-parallel degree. QA round 31: both were filled in silently (a
+    ``dp``: the plan's data-parallel degree. QA round 11: both were filled in silently (a
     micro-batch of 1, the spec's global batch)."""
     out = []
     mbs = args.micro_batch_size

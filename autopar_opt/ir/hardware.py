@@ -232,7 +232,7 @@ def _variant(chip: str, t: str, mem: float | None, notes: list[str]) -> str:
     if chip == "h100" and not (pcie or nvl or sxm) and mem is not None \
             and abs(mem - 94) <= MEMORY_MATCH_GB:
         # the 94 GB Hopper part is the NVL; a text naming SXM keeps the SXM part with its
-        # stated memory (QA round 31: "H100-SXM5-80GB" with 94 GB was priced as the NVL, PCIe
+        # stated memory (QA round 11: "H100-SXM5-80GB" with 94 GB was priced as the NVL, PCIe
         # between the GPUs, half the throughput, without a word)
         notes.append("form factor not stated (H100) and 94 GB stated: the H100 NVL taken (the "
                      "94 GB part: its datasheet peaks, PCIe between boards); state SXM for an "
@@ -310,7 +310,7 @@ def resolve_device(gpu_type: str, memory_gb: float | None = None,
                          f"(known: {', '.join(DEVICE_CATALOG)})")
     if memory_gb is None and chip not in ("gh200", "gb200") \
             and (m := _TEXT_MEMORY.search(gpu_type.lower())):
-        # the text's own memory is a stated memory (QA round 31: "V100-SXM2-16GB" was priced
+        # the text's own memory is a stated memory (QA round 11: "V100-SXM2-16GB" was priced
         # with the catalog V100's 32 GB); not for a superchip, whose marketed memory counts
         # the Grace CPU's LPDDR ("GH200 576GB" = 480 GB LPDDR5X + 96 GB HBM3)
         memory_gb = float(m.group(1))

@@ -141,7 +141,7 @@ def _explicit_graph(section: ExplicitModelSpec, seq_len: int | None,
     first: dict[tuple[str, str], int] = {}
     for j, (u, v) in enumerate(edges):
         if (u, v) in first:
-            # QA round 31: a repeated edge was kept, which made a chain a DAG (is_chain false:
+            # QA round 11: a repeated edge was kept, which made a chain a DAG (is_chain false:
             # the DAG search path) and counted the transfer twice, without a word
             out.add(f"model.edges[{j}]", [u, v], f"repeats model.edges[{first[(u, v)]}]",
                     "list each edge once")
@@ -170,7 +170,7 @@ def _explicit_graph(section: ExplicitModelSpec, seq_len: int | None,
                     "(num_experts is 0)", "add num_experts, or drop top_k")
             ok = False
         elif not experts and getattr(spec, "kind", None) is LayerKind.moe_block:
-            # QA round 31: a moe_block without experts was priced as a dense block (no
+            # QA round 11: a moe_block without experts was priced as a dense block (no
             # expert parallelism, no all-to-all, every parameter active) without a word
             out.add(f"model.layers[{i}].num_experts", experts, "a moe_block needs its routed "
                     "experts: without num_experts it would be priced as a dense block (every "
@@ -296,7 +296,7 @@ def build_graph(section: ZooModelSpec | HfModelSpec | ExplicitModelSpec, seq_len
     imbalance = getattr(section, "load_imbalance", 1.0)
     if capacity is not None and imbalance != 1.0:
         # MoeDims.load_factor takes the padded capacity; the imbalance was dropped without a
-        # word (QA round 31: capacity_factor 1.25 with load_imbalance 1.5 priced a load of 1.25)
+        # word (QA round 11: capacity_factor 1.25 with load_imbalance 1.5 priced a load of 1.25)
         out.add("model.load_imbalance", imbalance, f"is set together with capacity_factor = "
                 f"{capacity:g}: a capacity factor pads every expert to that load (tokens above "
                 "it are dropped), so the busiest rank's load is the capacity factor and "

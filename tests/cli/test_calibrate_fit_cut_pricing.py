@@ -1,5 +1,5 @@
 """A fit that converged while the time limit cut the pricing of its records writes no file:
-the file carries the statistics of that pricing (QA round 31: ``--time-limit 2`` on seven
+the file carries the statistics of that pricing (QA round 11: ``--time-limit 2`` on seven
 records wrote a fit with ``modeled: 0`` statistics, said "5 parameters fitted on 0 record(s):
 under-determined", and exited 4)."""
 

@@ -1,5 +1,5 @@
 """``calibrate --json`` on a file none of whose records can be modeled (exit 2) prints the
-"error" object every --json command prints for an input error, beside the report (QA round 31:
+"error" object every --json command prints for an input error, beside the report (QA round 11:
 only the report came, so a caller checking "error" on exit 2 found none)."""
 
 from __future__ import annotations

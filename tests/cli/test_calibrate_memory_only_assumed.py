@@ -1,4 +1,4 @@
-"""The text output says what it assumed for a memory-only record too (QA round 31: the
+"""The text output says what it assumed for a memory-only record too (QA round 11: the
 assumptions of records compared on memory alone were in --json only)."""
 
 from __future__ import annotations

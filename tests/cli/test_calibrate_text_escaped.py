@@ -1,6 +1,6 @@
 """``autopar calibrate``'s text output prints the records' own texts as written: rich markup
 read "[formula not stated: assumed]" in an assumption, and a record id such as "[red]r1", as
-style tags and dropped them (QA round 31)."""
+style tags and dropped them (QA round 11)."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ def test_statements_keep_their_brackets_and_rows_their_interval():
 
 def test_a_scenario_without_a_plan_says_why_in_the_terminal():
     """The table showed "infeasible" and nothing else; the reason (least memory against
-    capacity) was only in capacity.json and the HTML (QA round 31)."""
+    capacity) was only in capacity.json and the HTML (QA round 11)."""
     doc = _doc()
     reason = ("every configuration of the search space is proven infeasible; the least memory "
               "any plan needs is at least 163.90 GiB per device against 69.55 GiB usable")

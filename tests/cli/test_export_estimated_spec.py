@@ -1,4 +1,4 @@
-"""``export`` of an ``estimate --json`` document whose spec changed since (QA round 31):
+"""``export`` of an ``estimate --json`` document whose spec changed since (QA round 11):
 such a document records only the spec's path, so the batch checks of a solve's plan.json
 do not apply, and an edited spec (here its global batch doubled) was exported with its
 own ``--global-batch-size`` and ``--micro-batch-size`` (128 and 2 for a plan priced at 64

@@ -1,6 +1,6 @@
 """``export --json`` names the framework version it wrote: a torchtitan export without
 ``--framework-version`` writes torchtitan 0.3's Python config, and its JSON said
-``"version": null`` (QA round 31); the other targets have no version."""
+``"version": null`` (QA round 11); the other targets have no version."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """An interval of a plan priced with a spec's own cost-model parameters says that its residuals
-are the shipped calibration's (QA round 31: `cost_model: my_fit.yaml` moved the quickstart plan
+are the shipped calibration's (QA round 11: `cost_model: my_fit.yaml` moved the quickstart plan
 from 1.39 s to 2.12 s and its 80% interval still read as "how far the cost model has been from
 comparable published runs"). Oracle: the residual file is measured with the shipped parameters
 (autopar_opt/cost/intervals.yaml's header); a spec without cost_model keeps its interval text."""

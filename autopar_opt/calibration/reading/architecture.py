@@ -162,7 +162,7 @@ def read_architecture(model: Model, runtime: Runtime, notes: list[str],
                      "layer, below 0.1% of the model)")
     on_megatron = runtime.name in _MEGATRON
     fam_dropout = None if (fam is None or on_megatron) else fam.dropout
-    # QA round 31: with a family stated, "no known family states it" was untrue; on Megatron
+    # QA round 11: with a family stated, "no known family states it" was untrue; on Megatron
     # the family's reference config is not what the run built (module docstring)
     unstated = (f"family {fam.key}'s reference config does not apply: {runtime.name} builds its "
                 "own model" if fam is not None and on_megatron else "no known family states it")
@@ -202,7 +202,7 @@ def read_architecture(model: Model, runtime: Runtime, notes: list[str],
 
 
 #: The boolean fields that state the embedding tying, with the value that means tied, and
-#: their description in ``schema --runs`` (QA round 31: read, but not in the schema).
+#: their description in ``schema --runs`` (QA round 11: read, but not in the schema).
 TYING_KEYS = {
     "tie_word_embeddings": (True, "true: the output layer shares the input embedding's matrix "
                                   "(Hugging Face config key)."),
@@ -216,7 +216,7 @@ def _stated_tying(model: Model) -> bool | None:
     """The tying a boolean field states (``tie_word_embeddings``, Hugging Face;
     ``share_embeddings_and_output_weights``, Megatron-Core;
     ``untie_embeddings_and_output_weights``, Megatron-LM's flag); another value than true
-    or false is refused (QA round 31: ``tie_word_embeddings: "no"`` was ignored unsaid)."""
+    or false is refused (QA round 11: ``tie_word_embeddings: "no"`` was ignored unsaid)."""
     for key, (tied_if, _) in TYING_KEYS.items():
         value = model.raw(key)
         if value is None:

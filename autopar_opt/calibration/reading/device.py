@@ -108,7 +108,7 @@ def read_cluster(hw: Hardware, device: str, n: int, notes: list[str],
     if n < gpn:
         gpn = n
     if n % gpn:
-        # QA round 31: the message named neither key nor fix
+        # QA round 11: the message named neither key nor fix
         raise Unmodelable(f"hardware.num_gpus = {n} is not a whole number of nodes of "
                           f"hardware.gpus_per_node = {gpn} (fix: state the GPUs the job used per "
                           "node, or its GPU count)")
@@ -117,7 +117,7 @@ def read_cluster(hw: Hardware, device: str, n: int, notes: list[str],
         notes.append(f"inter-node bandwidth not stated: catalog {DEFAULT_INTER_NODE[device].name} "
                      f"{DEFAULT_INTER_NODE[device].bandwidth_gb_per_s:g} GB/s per GPU")
     if hw.nics_per_node is None and n > gpn:
-        # QA round 31: taken unsaid, though 2 NICs instead of 8 moved a 4-node record by -5%
+        # QA round 11: taken unsaid, though 2 NICs instead of 8 moved a 4-node record by -5%
         notes.append(f"nics_per_node not stated: one NIC per GPU ({gpn} per node, the DGX "
                      "design)")
     return ClusterFacts(device, n, gpn, gbps or None, hw.text("system"), device_type,

@@ -185,7 +185,7 @@ def read_moe(rec: RawRecord, layers: int, notes: list[str]) -> MoeSpec | None:
         return None
     k_key, k = first_stated(m, _TOP_K, "model")
     if k == 0:
-        # QA round 31: a stated 0 was reported as "not stated"
+        # QA round 11: a stated 0 was reported as "not stated"
         raise Unmodelable(f"model.{k_key} = 0: a router sends each token to at least one expert "
                           f"(fix: state the run's top-k, 1 to {experts})")
     if not k:
@@ -345,7 +345,7 @@ def expert_tp(par: Parallelism, spec: MoeSpec | None, notes: list[str]) -> int:
     (Megatron-Core's default); 0 when equal to ``tp`` or the model is dense."""
     etp = first_stated(par, ETP_KEYS, "parallelism")[1]
     if spec is not None and not etp and (par.tp or 1) > 1:
-        # QA round 31: taken unsaid (etp 1 instead moved a Mixtral record by +10%)
+        # QA round 11: taken unsaid (etp 1 instead moved a Mixtral record by +10%)
         notes.append(f"parallelism.etp not stated: tp = {par.tp} (Megatron-Core "
                      "--expert-tensor-parallel-size defaults to the tensor-parallel size)")
     if spec is None or not etp or etp == par.tp:

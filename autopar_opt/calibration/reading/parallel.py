@@ -161,7 +161,7 @@ def read_parallelism(par: Parallelism, n: int, runtime: Runtime, notes: list[str
         dp = n // (tp * pp * cp)
         notes.append(f"dp not stated: num_gpus/(tp·pp·cp) = {dp}")
     if tp * pp * dp * cp != n:
-        # QA round 31: the message named neither the section of the keys nor a fix
+        # QA round 11: the message named neither the section of the keys nor a fix
         raise Unmodelable(f"parallelism tp*pp*dp*cp = {tp}*{pp}*{dp}*{cp} = {tp * pp * dp * cp} "
                           f"!= hardware.num_gpus = {n}: the layout must use every GPU of the job "
                           "(fix: correct parallelism.dp, tp, pp, cp or hardware.num_gpus; ep is "
@@ -175,7 +175,7 @@ def read_parallelism(par: Parallelism, n: int, runtime: Runtime, notes: list[str
                         f"({runtime.name} TP always shards the sequence)"))
     vp = par.vp_chunks
     if vp is not None and vp > 1 and pp == 1:
-        # QA round 31: priced as an interleaved schedule of one stage (Megatron-LM refuses
+        # QA round 11: priced as an interleaved schedule of one stage (Megatron-LM refuses
         # --num-layers-per-virtual-pipeline-stage without pipeline parallelism)
         raise Unmodelable(f"parallelism.vp_chunks = {vp} with pp = 1: virtual pipeline chunks "
                           "interleave the stages of a pipeline, and there is none (fix: "

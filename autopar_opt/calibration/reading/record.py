@@ -181,7 +181,7 @@ _MEGATRON_CORE = re.compile(r"megatron[ _]core", re.IGNORECASE)
 
 def megatron_core_spelling(framework: str, notes: list[str]) -> str:
     """``framework`` with "Megatron Core" / "megatron_core" written as "Megatron-Core", the
-    spelling every rule of the reading tests (QA round 31: "Megatron Core 0.8" was read as
+    spelling every rule of the reading tests (QA round 11: "Megatron Core 0.8" was read as
     the 2020-22 Megatron-LM stack); the reading is said."""
     fixed = _MEGATRON_CORE.sub("Megatron-Core", framework)
     if fixed != framework:
@@ -235,7 +235,7 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
     if parallel.tp > 1 and model.kv_heads % parallel.tp:
         # tensor parallelism splits the key/value heads too (Megatron-Core attention:
         # divide(num_query_groups, tensor_model_parallel_size); torchtitan's ColwiseParallel
-        # wk/wv leave a rank part of a head); QA round 31: 2 KV heads at tp 4 were priced
+        # wk/wv leave a rank part of a head); QA round 11: 2 KV heads at tp 4 were priced
         raise Unmodelable(f"parallelism.tp = {parallel.tp} does not divide the key/value heads "
                           f"(model.num_kv_heads = {model.kv_heads}): tensor parallelism splits "
                           "them, so no framework runs this layout (check the record's tp and "
@@ -273,7 +273,7 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
         own_slots = "own pp slot" in raw.notes.lower()
         sizes = _stage_sizes(model.layers, parallel.pp, own_slots)
         if own_slots and parallel.pp > 1:
-            # QA round 31: a phrase of the free-text notes moved the stage split unsaid
+            # QA round 11: a phrase of the free-text notes moved the stage split unsaid
             notes["parallelism"].append(
                 "notes say 'own pp slot': the embedding and the LM head take pipeline slots of "
                 "their own (BigScience Megatron-DeepSpeed --pp-partition-method "

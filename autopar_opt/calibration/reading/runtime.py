@@ -67,7 +67,7 @@ def runtime_of(framework: str, notes: list[str], rec: RawRecord | None = None) -
         return stacks.named_flash_attention(fw, megatron_deepspeed_engine(fw, rec, notes), notes)
     if "megatron" in fw and not stacks.megatron_lm_is_core(fw) \
             and not any(k in fw for k in ("metaseq", "fairscale", "fsdp", "torchtitan")):
-        # QA round 31: "Megatron-LM" with no release named was priced as the 2020-22 stack
+        # QA round 11: "Megatron-LM" with no release named was priced as the 2020-22 stack
         # (unfused softmax attention: 160 GiB for a 7B model that runs in 80) without a word
         notes.append(f"framework {framework!r} names no 2023+ release, Megatron-Core, mcore or "
                      "Transformer Engine: Megatron-LM 2020-22 taken (torch DDP buckets, Apex "

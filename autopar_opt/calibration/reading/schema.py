@@ -69,7 +69,7 @@ _FALSE = ("false", "no", "off", "0", "none")
 def flag_value(value: Any, where: str) -> bool | None:
     """A true/false field as stated (None: not stated): a boolean, 0/1, or the words
     true/yes/on and false/no/off/none; another value raises
-    :class:`~autopar_opt.calibration.reading.errors.Unmodelable` (QA round 31: the text "false"
+    :class:`~autopar_opt.calibration.reading.errors.Unmodelable` (QA round 11: the text "false"
     was read as true, as any non-empty text was)."""
     if value is None or isinstance(value, bool):
         return value
@@ -112,7 +112,7 @@ class _Section(BaseModel):
         if name in cls.NUMBERS:
             bad = number_problem(value, where, name)
             if not bad and value is not None and name in cls.POSITIVE and value <= 0:
-                # QA round 31: a negative power cap crashed the calibration (a complex cube
+                # QA round 11: a negative power cap crashed the calibration (a complex cube
                 # root), a cap of 0 divided by zero, a negative bandwidth or memory was priced
                 unit = cls.POSITIVE[name]
                 bad = (f"{where}.{name} = {value!r} must be a positive number of {unit}; "
@@ -199,7 +199,7 @@ class Model(_Section):
         'true / false.'))
     positions: Optional[Any] = Field(None, description=(
         'learned, rope, alibi, relative or none.'))
-    # QA round 31: the description said nothing of the dense builder ignoring the key
+    # QA round 11: the description said nothing of the dense builder ignoring the key
     norm: Optional[Any] = Field(None, description=(
         'layernorm or rmsnorm: read for a Mixture-of-Experts model (its norms\' parameters); a dense '
         'model\'s blocks are priced alike for both.'))

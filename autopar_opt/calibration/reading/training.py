@@ -51,7 +51,7 @@ def map_precision(precision: str, device: str, notes: list[str]) -> str:
     if ("bf16" in p or "bfloat16" in p) and has_bf16:
         return "bf16"
     if ("bf16" in p or "bfloat16" in p) and not re.search(r"(?<!b)fp16|(?<!b)float16", p):
-        # QA round 31: read as fp16 and priced at the fp16 tensor-core peak; a Volta GPU has
+        # QA round 11: read as fp16 and priced at the fp16 tensor-core peak; a Volta GPU has
         # no bf16 tensor cores (PyTorch runs bf16 matmuls there without them), like FP8 on A100
         raise Unmodelable(f"training.precision {precision!r} is bf16 but {device} has no bf16 "
                           "tensor cores (Ampere or later): no peak prices it (fix: state fp16 "
@@ -61,7 +61,7 @@ def map_precision(precision: str, device: str, notes: list[str]) -> str:
     if re.search(r"\btf32\b", p) and "tf32" in dev.peak_tflops:
         return "tf32"
     if re.search(r"\b(fp32|float32)\b|full precision", p):
-        # QA round 31: the schema lists fp32, and it was priced as bf16 (2-byte weights, the
+        # QA round 11: the schema lists fp32, and it was priced as bf16 (2-byte weights, the
         # 16-bit peak): fp32 weights, gradients and Adam moments at the fp32 peak (PyTorch
         # runs fp32 matmuls without TF32 unless allow_tf32 is set, since 1.12; a text naming
         # TF32 takes the TF32 peak)

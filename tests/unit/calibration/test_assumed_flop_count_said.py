@@ -1,5 +1,5 @@
 """A FLOP-derived figure inverted with a convention the record does not state is said in the
-record's assumptions, not only in ``--json``'s measured_basis (QA round 31: a DeepSpeed record
+record's assumptions, not only in ``--json``'s measured_basis (QA round 11: a DeepSpeed record
 with ``tflops_per_gpu`` and no flops_counting was inverted with Eq. 7, and the text table, which
 prints the assumptions and no basis, said nothing of it)."""
 

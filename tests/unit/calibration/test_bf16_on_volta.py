@@ -1,5 +1,5 @@
 """bf16 on a GPU without bf16 tensor cores is refused like FP8 on one without FP8 ones (QA
-round 31: a V100 record stating bf16 was read as fp16 and priced at the fp16 tensor-core peak,
+round 11: a V100 record stating bf16 was read as fp16 and priced at the fp16 tensor-core peak,
 125 TFLOP/s, which bf16 never reaches on Volta)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The dropout assumption on a Megatron stack names the family it sets aside (QA round 31: a
+"""The dropout assumption on a Megatron stack names the family it sets aside (QA round 11: a
 record stating ``model.family: llama`` read "dropout not stated and no known family states
 it", though the llama family states no dropout: Megatron builds its own model with 0.1)."""
 

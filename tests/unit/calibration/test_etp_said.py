@@ -1,5 +1,5 @@
 """An MoE record's unstated expert tensor parallelism (tp, Megatron-Core's default) is said when
-tp > 1 (QA round 31: taken without a word, while etp 1 instead moved a Mixtral 8x7B record from
+tp > 1 (QA round 11: taken without a word, while etp 1 instead moved a Mixtral 8x7B record from
 73.5 to 80.8 predicted samples/s)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """How a record's source family (the unit of ``--cross-validate family``) is derived from its id
-is documented where a user writes ids (QA round 31: neither ``schema --runs`` nor
+is documented where a user writes ids (QA round 11: neither ``schema --runs`` nor
 ``calibrate --help`` said it, and a user's file of "mine_*" ids is one family, so nothing is
 cross-validated). Oracle: ``family_of`` itself on the documented examples."""
 

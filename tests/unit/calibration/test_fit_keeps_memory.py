@@ -1,6 +1,6 @@
 """A fit on records that publish no memory (fewer than two) keeps the shipped memory
 parameters: the reserve pinned at the one measured on a GPU, the fragmentation fitted on the
-published runs (QA round 31: ``calibrate --fit`` on seven throughput-only records wrote
+published runs (QA round 11: ``calibrate --fit`` on seven throughput-only records wrote
 ``memory_reserve_gib: 2.0`` and ``memory_fragmentation: 0.05``, the dataclass defaults, and
 every memory prediction of the fitted table moved, e.g. 78.3 -> 77.3 GiB)."""
 
@@ -31,7 +31,7 @@ def test_a_fit_without_memory_records_keeps_the_shipped_memory_parameters(tmp_pa
 
 
 def test_the_written_fit_says_whether_memory_was_fitted(tmp_path):
-    """Its objective claimed a memory fit whatever the file held (QA round 31)."""
+    """Its objective claimed a memory fit whatever the file held (QA round 11)."""
     base = [tiny_record(), dict(tiny_record(measured__iteration_time_s=2e-3), id="r2")]
     report = calibrate_file(write_runs(tmp_path, base), do_fit=True)
     text = yaml.safe_load(write_params(report, tmp_path / "a.yaml").read_text())["objective"]

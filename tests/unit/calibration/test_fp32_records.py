@@ -1,5 +1,5 @@
 """An fp32 (or TF32) run record is priced as fp32 training, as the schema's precision list
-promises (QA round 31: "fp32" was "taken as bf16 (16-bit peak)": 2-byte weights, mixed Adam and
+promises (QA round 11: "fp32" was "taken as bf16 (16-bit peak)": 2-byte weights, mixed Adam and
 the 312 TFLOP/s bf16 peak of an A100 instead of its 19.5 fp32 / 156 TF32)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A layout that does not use the job's GPUs is refused naming the keys, the values, the rule
-and the fix (QA round 31: "tp*pp*dp*cp = 1*1*8*1 = 8 != num_gpus = 16", with no section or fix)."""
+and the fix (QA round 11: "tp*pp*dp*cp = 1*1*8*1 = 8 != num_gpus = 16", with no section or fix)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A run file's hardware figures are physical sizes: a GPU's memory, a NIC's bandwidth and a
-power cap are positive or not stated (QA round 31: ``power_limit_w: -300`` crashed the
+power cap are positive or not stated (QA round 11: ``power_limit_w: -300`` crashed the
 calibration with a complex cube root, ``0`` divided by zero, and a negative bandwidth or memory
 was priced without a word)."""
 

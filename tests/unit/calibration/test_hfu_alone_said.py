@@ -1,5 +1,5 @@
 """A record whose only throughput figure is hfu_pct, with memory published, is compared on
-memory alone and says why (QA round 31: the hfu_pct was set aside without a word)."""
+memory alone and says why (QA round 11: the hfu_pct was set aside without a word)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A measured rate far below what any published run reaches is said with its share of the peak
-(QA round 31: ``tokens_per_sec: 3500``, the per-GPU figure given as the job's total, was read as
+(QA round 11: ``tokens_per_sec: 3500``, the per-GPU figure given as the job's total, was read as
 438 tokens/s per GPU, 2% of the 8 H100s' peak, without a word). Oracle: the share is the
 measured samples/s times the model's FLOPs per sample over the GPUs' dense peak."""
 

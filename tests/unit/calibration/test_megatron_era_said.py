@@ -1,5 +1,5 @@
 """A Megatron-LM text that names no release is read as the 2020-22 stack, and the record's
-assumptions say so (QA round 31: "Megatron-LM core 0.8" on a Llama-2-7B record was priced with
+assumptions say so (QA round 11: "Megatron-LM core 0.8" on a Llama-2-7B record was priced with
 unfused softmax attention, 160 GiB per GPU for a run that fits in 80, and the only assumption
 printed was the dropout)."""
 

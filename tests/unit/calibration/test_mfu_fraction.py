@@ -1,4 +1,4 @@
-"""An MFU below 1 is read as a percentage and said (QA round 31: ``mfu_pct: 0.45``, meant as a
+"""An MFU below 1 is read as a percentage and said (QA round 11: ``mfu_pct: 0.45``, meant as a
 fraction, was compared as 0.45 % of the peak at +8,600% with no word on the unit)."""
 
 from __future__ import annotations

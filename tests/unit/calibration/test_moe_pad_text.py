@@ -1,4 +1,4 @@
-"""``moe_pad_expert_input_to_capacity`` written as text is read as it says (QA round 31: the
+"""``moe_pad_expert_input_to_capacity`` written as text is read as it says (QA round 11: the
 text "false" was true, so the experts were priced at the padded capacity and the note on the
 unpadded capacity factor was not written)."""
 

@@ -1,4 +1,4 @@
-"""A stated top-k of 0 is named as stated, with the rule (QA round 31: ``num_experts_per_tok:
+"""A stated top-k of 0 is named as stated, with the rule (QA round 11: ``num_experts_per_tok:
 0`` was reported as "the experts per token are not stated")."""
 
 from __future__ import annotations

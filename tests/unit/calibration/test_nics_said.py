@@ -1,4 +1,4 @@
-"""The NICs per node a multi-node record leaves unstated are said (QA round 31: one per GPU was
+"""The NICs per node a multi-node record leaves unstated are said (QA round 11: one per GPU was
 taken without a word, and 2 instead of 8 moved a 4-node Llama-2-7B record from 55.86 to 53.06
 predicted samples/s)."""
 

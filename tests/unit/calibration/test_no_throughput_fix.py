@@ -1,5 +1,5 @@
 """A record with no throughput and no memory is refused with the fix, not only the rule (QA
-round 31: "no usable measured throughput (...all null)" said what was missing, not what to
+round 11: "no usable measured throughput (...all null)" said what was missing, not what to
 write)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``model.norm`` is read for Mixture-of-Experts records only, and ``schema --runs`` says so
-(QA round 31: it described the key for every model, and a dense record's prediction and memory
+(QA round 11: it described the key for every model, and a dense record's prediction and memory
 are the same for layernorm and rmsnorm)."""
 
 from __future__ import annotations

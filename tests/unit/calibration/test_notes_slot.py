@@ -1,6 +1,6 @@
 """The one phrase of a record's free-text ``notes`` that changes its pricing, "own pp slot"
 (BigScience's partition: the embedding and the LM head take pipeline slots of their own), is
-said in the record's assumptions and in ``schema --runs`` (QA round 31: a 32-layer pp-4 record
+said in the record's assumptions and in ``schema --runs`` (QA round 11: a 32-layer pp-4 record
 went from 54.48 to 51.59 predicted samples/s, -5.3%, with no word)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``schema --runs`` states the single-field rules the reader applies to counts and memory:
-a count is a positive integer, a memory figure positive (QA round 31: ``seq_len: 0``,
+a count is a positive integer, a memory figure positive (QA round 11: ``seq_len: 0``,
 ``nics_per_node: 0`` and ``memory_gib_per_gpu: -3`` validated against the schema and were then
 refused by the reader). The shipped record files still validate."""
 

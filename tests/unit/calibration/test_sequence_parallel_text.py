@@ -1,4 +1,4 @@
-"""``parallelism.sequence_parallel`` written as text is read as what it says (QA round 31: the
+"""``parallelism.sequence_parallel`` written as text is read as what it says (QA round 11: the
 text "false", as any non-empty text, was read as true, and Megatron sequence parallelism priced:
 its activation memory divided by tp and its all-gathers / reduce-scatters instead of
 all-reduces)."""

@@ -1,5 +1,5 @@
 """The embedding-tying fields the reader takes are in ``schema --runs`` and a value other than
-true or false is refused (QA round 31: ``tie_word_embeddings`` and its two spellings were read
+true or false is refused (QA round 11: ``tie_word_embeddings`` and its two spellings were read
 but not in the schema, and ``tie_word_embeddings: "no"`` was ignored without a word)."""
 
 from __future__ import annotations

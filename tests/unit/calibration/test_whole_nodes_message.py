@@ -1,5 +1,5 @@
 """A GPU count that is not whole nodes is refused naming both keys, their values and the fix
-(QA round 31: "16 GPUs are not whole nodes of 12")."""
+(QA round 11: "16 GPUs are not whole nodes of 12")."""
 
 from __future__ import annotations
 

@@ -324,7 +324,7 @@ def test_one_worker_runs_in_this_process_without_a_pool(monkeypatch):
 def test_the_axes_examples_name_values_the_sweep_accepts():
     """Each axis' example feeds the "fix" of an error message ("expected at least 1 item(s),
     e.g. [...]"); the runtime axis suggested ['megatron'], itself refused as an unknown
-    runtime (QA round 31). Oracle: the device catalog and the runtime catalog."""
+    runtime (QA round 11). Oracle: the device catalog and the runtime catalog."""
     from autopar_opt.capacity.schema import AxesSection
     from autopar_opt.ir.hardware import DEVICE_CATALOG
     from autopar_opt.ir.runtime import runtime_named
@@ -338,7 +338,7 @@ def test_the_axes_examples_name_values_the_sweep_accepts():
 def test_a_base_path_naming_no_file_is_reported_at_the_sweep_key(tmp_path, monkeypatch):
     """`base: missing.yaml` was reported at the missing file (not the sweep that holds the
     key) with the spec loader's fix "relative paths are from the current directory", while
-    a sweep reads its base from its own folder (QA round 31). Oracle: a base that exists
+    a sweep reads its base from its own folder (QA round 11). Oracle: a base that exists
     beside the sweep loads from any working directory."""
     sweep_dir = tmp_path / "sweeps"
     sweep_dir.mkdir()
@@ -358,7 +358,7 @@ def test_a_base_path_naming_no_file_is_reported_at_the_sweep_key(tmp_path, monke
 
 def test_a_model_without_a_sequence_says_its_samples_count_as_tokens(tmp_path):
     """Inception-v3 has no sequence length: the sweep priced each image as one token
-    ("train 1.28e+08 tokens", "tokens/s") and never said so (QA round 31). Oracle: the
+    ("train 1.28e+08 tokens", "tokens/s") and never said so (QA round 11). Oracle: the
     tokens per step equal the global batch, and every scenario's notes say it; an LM
     sweep gets no such note."""
     from autopar_opt.capacity.sweep import NO_SEQUENCE_NOTE
@@ -386,7 +386,7 @@ def test_a_model_without_a_sequence_says_its_samples_count_as_tokens(tmp_path):
 def test_a_device_the_sweep_does_not_name_still_needs_a_price(tmp_path, cluster, device):
     """A base on a zoo cluster or a custom device: the price check read device names from
     the sweep file only, so every scenario was solved and the command then died pricing
-    them (KeyError, exit 70; QA round 31). Oracle: the device the built scenario runs on."""
+    them (KeyError, exit 70; QA round 11). Oracle: the device the built scenario runs on."""
     data = yaml.safe_load(TINY.read_text())
     data["base"]["cluster"] = cluster
     data["axes"] = {"global_batch_size": [64]}
@@ -406,7 +406,7 @@ def test_a_device_the_sweep_does_not_name_still_needs_a_price(tmp_path, cluster,
 @pytest.mark.parametrize("name", [".", ".."])
 def test_an_interconnect_name_of_dots_is_refused(tmp_path, name):
     """A scenario id '..' wrote its plan.json and report.html into the --out folder itself,
-    '.' into the scenarios folder (QA round 31: `scenarios/<id>/` with id '..'). Oracle: the
+    '.' into the scenarios folder (QA round 11: `scenarios/<id>/` with id '..'). Oracle: the
     same option under a name with a letter loads."""
     data = yaml.safe_load(TINY.read_text())
     data["axes"] = {"interconnect": [{"name": name, "inter_node": {"bandwidth_gb_per_s": 50.0,
@@ -426,7 +426,7 @@ def test_an_interconnect_name_of_dots_is_refused(tmp_path, name):
 def test_a_base_gpus_per_node_the_axes_cannot_use_is_one_problem(tmp_path, gpn):
     """With a gpus axis, the base's gpus_per_node went through int() and % before any check:
     'four', null, [4] and 0 ended in an internal error (exit 70), -4 in problems at every
-    gpus value (QA round 31). Oracle: the same sweep with gpus_per_node 4 loads."""
+    gpus value (QA round 11). Oracle: the same sweep with gpus_per_node 4 loads."""
     data = yaml.safe_load(TINY.read_text())
     data["base"]["cluster"]["gpus_per_node"] = gpn
     path = tmp_path / "s.yaml"
@@ -442,7 +442,7 @@ def test_a_base_gpus_per_node_the_axes_cannot_use_is_one_problem(tmp_path, gpn):
 
 def test_a_problem_of_an_inline_base_section_is_keyed_under_base(tmp_path):
     """`base: {training: x}` written in the sweep was reported as "sweep.yaml: training = 'x'",
-    a key the sweep file does not have (QA round 31). Oracle: the key path in the file; a base
+    a key the sweep file does not have (QA round 11). Oracle: the key path in the file; a base
     in a file of its own keeps that file's own keys."""
     data = yaml.safe_load(TINY.read_text())
     data["base"]["training"] = "x"
@@ -470,7 +470,7 @@ def test_a_problem_of_an_inline_base_section_is_keyed_under_base(tmp_path):
 def test_two_values_giving_one_scenario_are_refused(tmp_path, axes, key, first):
     """Two spellings of one runtime, or two interconnect options with the same links, built
     the same scenario (same store key) twice and listed it as two, both on the frontier
-    (QA round 31). Oracle: the scenario keys of the built specs are equal."""
+    (QA round 11). Oracle: the scenario keys of the built specs are equal."""
     data = yaml.safe_load(TINY.read_text())
     data["axes"] = axes
     path = tmp_path / "s.yaml"
@@ -487,7 +487,7 @@ def test_two_values_giving_one_scenario_are_refused(tmp_path, axes, key, first):
 def test_the_sweep_schema_is_printed_and_validates_the_bundled_sweeps(tmp_path):
     """The sweep schema's docstring sent users to `autopar capacity --schema` ("No such
     option") and a sweep error's fix to `autopar schema`, the spec's schema, which refuses
-    every sweep (QA round 31). Oracle: the sweeps `autopar capacity` accepts validate
+    every sweep (QA round 11). Oracle: the sweeps `autopar capacity` accepts validate
     against `autopar schema --sweep` (jsonschema), and an unknown axis does not."""
     import jsonschema
 
@@ -524,7 +524,7 @@ def test_a_row_reused_from_another_sweep_names_this_sweep_and_scenario(tmp_path)
     """The store is keyed by the built scenario: sweep B (`device: [A100-80GB], gpus: [4]`)
     reuses the row sweep A (`gpus: [4]`) computed, and B's plan.json named A's file and id
     ('4gpu'), so `autopar export` of B's plan rebuilt it from A and failed once A moved; its
-    report showed A as the spec file (QA round 31). Oracle: the sweep B's command was given."""
+    report showed A as the spec file (QA round 11). Oracle: the sweep B's command was given."""
     data = yaml.safe_load(TINY.read_text())
     data["axes"] = {"gpus": [4]}
     a = tmp_path / "a.yaml"

@@ -146,7 +146,7 @@ def test_a_scenario_not_solved_is_not_within_the_gap_and_unproves_the_answers():
 def test_a_scenario_without_a_plan_but_with_a_bound_unproves_the_frontier():
     """A scenario whose search found no plan within its limit keeps its proven bound:
     best case 1 day for 1 USD, which would dominate 'a' (11 days, 110 USD). 'a' was called
-    a proven frontier member because only scenarios with a plan were asked (QA round 31)."""
+    a proven frontier member because only scenarios with a plan were asked (QA round 11)."""
     es = [entry("a", "A", 8, (10, 11), (100, 110)),
           entry("b", "A", 16, (1, None), (1, None), "no_plan")]
     ans = pareto(es)
@@ -160,7 +160,7 @@ def test_a_scenario_without_a_plan_but_with_a_bound_unproves_the_frontier():
 
 def test_scaling_chart_does_not_draw_a_scenario_without_a_bound_as_proven():
     """A plan whose search proved no bound (throughput upper end None: could be any faster)
-    was drawn with no bar, exactly as a plan proven optimal (QA round 31). Oracle: the same
+    was drawn with no bar, exactly as a plan proven optimal (QA round 11). Oracle: the same
     chart with that point's bound equal to its plan."""
     from autopar_opt.reports.capacity_charts import scaling_svg
 
@@ -177,7 +177,7 @@ def test_scaling_chart_does_not_draw_a_scenario_without_a_bound_as_proven():
 
 def test_the_cheapest_answer_shows_costs_that_tell_the_scenarios_apart():
     """4.26 and 4.45 USD were both written "4 USD" (whole units), beside an answer proving
-    the first cheaper (QA round 31, the tiny sweep's A100 and H100 pairs). Oracle: the costs
+    the first cheaper (QA round 11, the tiny sweep's A100 and H100 pairs). Oracle: the costs
     to 3 significant digits; large amounts keep whole units with separators."""
     from autopar_opt.reports.formatting import fmt_money
 
@@ -193,7 +193,7 @@ def test_the_cheapest_answer_shows_costs_that_tell_the_scenarios_apart():
 def test_a_wide_model_error_says_how_many_runs_share_the_regime():
     """"80% interval from 198 comparable published runs ... (wide: few runs share its regime)"
     read as a contradiction; the plan report of the same scenario says "only 2 published runs
-    share every regime label" (QA round 31). Oracle: the interval's own exact_matches."""
+    share every regime label" (QA round 11). Oracle: the interval's own exact_matches."""
     from autopar_opt.capacity.answers import model_error
 
     iv = {"low": 0.0387, "high": 0.0824, "level": 0.8, "comparable_runs": 198,
@@ -208,7 +208,7 @@ def test_a_wide_model_error_says_how_many_runs_share_the_regime():
 
 
 def test_the_frontier_statement_counts_in_words():
-    """"1 scenarios on the time-cost frontier" (QA round 31)."""
+    """"1 scenarios on the time-cost frontier" (QA round 11)."""
     one = pareto([entry("a", "A", 8, (10, 11), (100, 110))])["statement"]
     assert one.startswith("1 scenario on the time-cost frontier (1 proven)")
     two = pareto([entry("a", "A", 8, (10, 11), (100, 110)), entry("b", "A", 16, (5, 6), (200, 210))])

@@ -50,7 +50,7 @@ def test_a_list_left_with_nothing_is_still_refused(tmp_path):
 def test_a_micro_batch_count_that_does_not_divide_a_swept_batch_is_left_out_and_said(tmp_path):
     """`global_batch_size: [64, 66]` with the base's microbatches [1, 2, 4]: 4 does not divide
     66, and the whole sweep was refused at base.search.microbatches[2], not naming the
-    scenario (QA round 31), where a degree too large for a swept GPU count is left out of
+    scenario (QA round 11), where a degree too large for a swept GPU count is left out of
     that scenario. Oracle: the divisors of 66 among 1, 2, 4. Without a batch axis the base's
     own list is wrong and still refused."""
     import copy

@@ -152,7 +152,7 @@ def test_a_sweep_with_no_axes_says_it_is_the_base_alone(tmp_path) -> None:
 def test_a_smaller_count_without_a_plan_but_with_a_bound_is_undecided() -> None:
     """2 A100 nodes were searched without a plan (cut by the time limit), bound 8 days: they
     might beat the H100 node (10-10.5 days). The answer said "every smaller count in the
-    sweep is proven slower" for 4 nodes, leaving 2 out (QA round 31)."""
+    sweep is proven slower" for 4 nodes, leaving 2 out (QA round 11)."""
     from autopar_opt.capacity.fleet_answers import group_matches
 
     h1 = {"id": "h1", "groups": {"a100": 0, "h100": 1}, "primal": 1.0, "status": "optimal",
@@ -173,7 +173,7 @@ def test_a_smaller_count_without_a_plan_but_with_a_bound_is_undecided() -> None:
 def test_plain_cluster_axes_on_a_fleet_base_name_group_nodes(tmp_path, axes) -> None:
     """A device or gpus axis on a fleet base was refused with "need an explicit base
     cluster ... (not {zoo: ...})", a fix that does not apply to a base of groups and
-    never named axes.group_nodes, the axis that sweeps a fleet (QA round 31)."""
+    never named axes.group_nodes, the axis that sweeps a fleet (QA round 11)."""
     data = yaml.safe_load(FLEET.read_text())
     data["axes"] = axes
     path = tmp_path / "s.yaml"

@@ -128,7 +128,7 @@ def test_ctrl_c_whose_exception_is_swallowed_still_stops_the_sweep(tmp_path, mon
 
 def test_ctrl_c_writes_the_answers_over_the_finished_scenarios(tmp_path):
     """A sweep stopped by Ctrl-C wrote nothing but the store: no capacity.json, no report,
-    nothing on stdout with --json (QA round 31; `solve` writes its best plan when stopped).
+    nothing on stdout with --json (QA round 11; `solve` writes its best plan when stopped).
     Now the document covers the scenarios that finished, and lists every other as not run:
     oracle, the store the same run committed, row by row."""
     out = tmp_path / "out"

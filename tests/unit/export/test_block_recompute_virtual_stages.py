@@ -2,7 +2,7 @@
 first N layers of every model chunk (Megatron-Core 0.17.1 ``TransformerBlock.
 _checkpointed_forward`` loops over ``num_layers_per_pipeline_rank = len(self.layers)``,
 one chunk's layers), so with ``v`` virtual stages a rank recomputes ``v·N`` blocks
-(QA round 31: a plan recomputing 1 block of each 4-block stage with v = 2 was written
+(QA round 11: a plan recomputing 1 block of each 4-block stage with v = 2 was written
 ``--recompute-num-layers 1``, which recomputes 2 per rank).
 
 Oracle: the count of recomputed blocks per rank under Megatron's chunk layout (the

@@ -1,7 +1,7 @@
 """The Bridge overrides state ``model.recompute_modules``: a recipe may set its own list
 (Megatron-Bridge 0.3.1 ``recipes/qwen/qwen3_next.py``: selective recomputation of
 ``["layernorm", "moe", "moe_act"]``), which the overrides must replace, as they replace the
-recipe's granularity, method and layer count; QA round 31: they left it, so a plan priced
+recipe's granularity, method and layer count; QA round 11: they left it, so a plan priced
 with attention-core selective recomputation, merged into such a recipe, recomputed the
 recipe's modules. Selective is written as Megatron-Core's default ``["core_attn"]`` (what
 the cost model prices), otherwise null."""

@@ -1,6 +1,6 @@
 """Megatron-Bridge keeps an explicit ``model.vocab_size`` unpadded (0.3.1
 ``_validate_and_set_vocab_size``), and Megatron-Core's ``VocabParallelEmbedding`` splits it
-over the tp ranks with ``divide``; QA round 31: GPT-3 175B (50,257 tokens) at tp 8 was
+over the tp ranks with ``divide``; QA round 11: GPT-3 175B (50,257 tokens) at tp 8 was
 exported to Bridge with ``vocab_size: 50257``, which fails to build. The Bridge export now
 pads such a vocabulary as Megatron-LM does (a multiple of 128 x tp) and says so. Oracle:
 Megatron-Core's own ``VocabUtility`` where installed, and the padding by hand."""

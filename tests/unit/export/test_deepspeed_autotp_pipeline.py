@@ -1,5 +1,5 @@
 """DeepSpeed runs AutoTP (``tensor_parallel.autotp_size``) without pipeline parallelism only
-(QA round 31: a deepspeed-target solve of Llama-3-8B on 16 H100s returned pp 2 x tp 2 and
+(QA round 11: a deepspeed-target solve of Llama-3-8B on 16 H100s returned pp 2 x tp 2 and
 the export wrote ``autotp_size: 2`` with ``PipelineModule(num_stages=2, ...)``, whose
 default topology is ``PipeDataParallelTopology(num_pp=2, num_dp=8)``: no tensor axis, so
 DeepSpeed's batch check takes dp = 8 against the file's dp = 4, and AutoTP's own mesh is

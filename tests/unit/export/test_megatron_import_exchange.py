@@ -1,7 +1,7 @@
 """A Megatron-LM command line as the spec's plan runs Megatron's own defaults where it
 states no context-parallel exchange (``--cp-comm-type``: p2p), token dispatcher
 (``--moe-token-dispatcher-type``: allgather) or expert GEMM layout (``--moe-grouped-gemm``:
-off); the price is the runtime's. QA round 31: the three were priced as the runtime's
+off); the price is the runtime's. QA round 11: the three were priced as the runtime's
 without a word (the overlaps and the attention backend already were said). Oracle:
 Megatron-LM 0.17.1's defaults (``arguments.py`` and ``TransformerConfig``, read where
 installed) and the flags the Megatron export writes, which must say nothing."""
@@ -59,7 +59,7 @@ def test_the_megatron_export_says_nothing_when_read_back():
 
 
 def test_multi_token_prediction_is_said():
-    """QA round 31: the layout's ``m`` stages were dropped and ``--mtp-num-layers`` ignored
+    """QA round 11: the layout's ``m`` stages were dropped and ``--mtp-num-layers`` ignored
     silently; the MTP layers are not modelled, and the price says so."""
     said = _notes("--mtp-num-layers 1 --moe-token-dispatcher-type alltoall --moe-grouped-gemm")
     assert said == ["multi-token prediction (--mtp-num-layers 1): autopar does not model the MTP "

@@ -1,5 +1,5 @@
 """A Megatron-LM command line whose recomputation flags Megatron-Core refuses is refused
-by the import too (QA round 31: ``--recompute-granularity full`` alone was priced as full
+by the import too (QA round 11: ``--recompute-granularity full`` alone was priced as full
 recomputation of every layer, 4.83 s for Llama-3-8B on 16 H100s, a run Megatron-LM never
 starts). Oracle: Megatron-Core's own ``TransformerConfig`` where it is installed (the
 frameworks lock), else the rule as its 0.17.1 ``__post_init__`` states it."""
@@ -49,7 +49,7 @@ def test_megatron_core_and_the_import_agree(flags, runs, config):
 def test_selective_recomputation_of_other_modules_is_said():
     """``--recompute-modules`` picks what selective recomputation recomputes (Megatron-Core
     default ``["core_attn"]``); the price is the attention core's, so other modules are
-    said (QA round 31: ``--recompute-modules mlp moe_act`` was priced silently as the
+    said (QA round 11: ``--recompute-modules mlp moe_act`` was priced silently as the
     attention core)."""
     from autopar_opt.export.megatron_import import runtime_flag_notes
 

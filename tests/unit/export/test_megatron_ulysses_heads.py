@@ -1,7 +1,7 @@
 """Megatron's all-to-all (Ulysses) context parallelism, runtime ``cp_comm_type`` ``a2a``,
 splits each tensor-parallel rank's query and key-value heads over cp (Transformer Engine
 ``attn_forward_func_with_cp``: "The number of attention heads needs to be divisible by CP
-size!"), the search's own rule (``tp·cp`` divides the layer's ``max_tp``). QA round 31: a
+size!"), the search's own rule (``tp·cp`` divides the layer's ``max_tp``). QA round 11: a
 Llama-3-8B hand plan at tp 4 x cp 4 (8 key-value heads: 2 per tp rank, over 4 cp ranks)
 priced with a2a was exported with ``--cp-comm-type a2a``. Oracle: the head counts by hand."""
 

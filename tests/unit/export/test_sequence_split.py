@@ -1,5 +1,5 @@
 """Sequence parallelism splits each context-parallel rank's tokens over the tp ranks, so
-Megatron-LM and torchtitan need a sequence length those ranks divide (QA round 31: a
+Megatron-LM and torchtitan need a sequence length those ranks divide (QA round 11: a
 Llama-3-8B plan at seq_len 4100, tp 8 with sequence parallelism, was exported to both and
 admitted by both targets; Megatron-Core's ``_split_along_first_dim`` asserts "First
 dimension of the tensor should be divisible by tensor parallel size", torchtitan 0.3.0's

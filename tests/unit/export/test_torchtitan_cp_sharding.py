@@ -3,7 +3,7 @@ parallelism is on (torchtitan 0.3.0 ``ParallelDims.fsdp_enabled``: ``dp_shard_en
 cp_enabled``; ``parallel_dims.py`` builds ``fsdp = dp_shard * cp``, and the llama3/qwen3
 ``parallelize`` always calls ``apply_fsdp_to_decoder`` on ``[dp_replicate, fsdp]``).
 
-So (QA round 31): a ZeRO-0 (DDP) plan with ``cp > 1`` is not one torchtitan runs (its
+So (QA round 11): a ZeRO-0 (DDP) plan with ``cp > 1`` is not one torchtitan runs (its
 export wrote ``data_parallel_shard_degree = 1`` and torchtitan sharded the weights over
 the cp ranks, resharding after forward), and a ZeRO-2 plan sharded over the cp ranks only
 (hybrid sharding, ``dp_shard = 1``) must still carry ``fsdp_reshard_after_forward =

@@ -1,7 +1,7 @@
 """torchtitan's 1F1B is ``torch.distributed.pipelining.Schedule1F1B``, whose constructor
 raises "Number of microbatches (c) must be greater than or equal to the number of stages
 (pp)" (torch 2.13 ``pipelining/schedules.py``; torchtitan 0.3.0 ``build_pipeline_schedule``
-only logs a warning before building it). QA round 31: a torchtitan-target solve of
+only logs a warning before building it). QA round 11: a torchtitan-target solve of
 Llama-3-8B on 16 H100s with ``pp_degrees: [4], microbatches: [1, 2]`` returned pp=4 with 2
 micro-batches, and ``export --to torchtitan`` wrote it. Now the target searches no such
 configuration (the spec error names the key when none is left) and the export refuses it.

@@ -1,4 +1,4 @@
-"""A GPU text's own form factor and memory are never overridden or dropped (QA round 31).
+"""A GPU text's own form factor and memory are never overridden or dropped (QA round 11).
 
 Oracles: the datasheets in the catalog entries' sources. "H100-SXM5-80GB" with 94 GB stated
 was priced as the H100 NVL (835 bf16 TFLOP/s dense, PCIe between boards) instead of the SXM

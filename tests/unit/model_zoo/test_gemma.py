@@ -124,7 +124,7 @@ def test_megatron_cannot_state_gemma(tmp_path):
     ("gemma-3-1b", 4 * 256 + 2 * 256 + 1152, 26)])
 def test_attention_bias_adds_q_k_v_o_biases(name, per_block, blocks):
     """GemmaConfig, Gemma2Config and Gemma3TextConfig put attention_bias on q_proj, k_proj,
-    v_proj and o_proj; a true was ignored without a word (QA round 31). DeepSeek's MLA
+    v_proj and o_proj; a true was ignored without a word (QA round 11). DeepSeek's MLA
     biases (q_a, kv_a, o) are not modelled: refused."""
     plain = build_hf_graph(_cfg(name), 1024)
     biased = build_hf_graph(dict(_cfg(name), attention_bias=True), 1024)
@@ -136,7 +136,7 @@ def test_attention_bias_adds_q_k_v_o_biases(name, per_block, blocks):
 
 def test_gemma_2_default_soft_caps_are_said_unpriced():
     """Gemma2Config soft-caps at 50 (attention) and 30 (logits) where a config leaves the
-    keys out; the "not priced" line said nothing then (QA round 31). A stated null caps
+    keys out; the "not priced" line said nothing then (QA round 11). A stated null caps
     nothing and is not listed; Gemma 3 has no default cap."""
     cfg = _cfg("gemma-2-9b")
     del cfg["attn_logit_softcapping"], cfg["final_logit_softcapping"]

@@ -188,7 +188,7 @@ def test_a_zoo_model_beyond_its_published_context_is_said():
 def test_a_qwen_window_turned_off_names_the_switch():
     """Qwen2/3 read ``sliding_window`` only with ``use_sliding_window`` true, and from
     layer ``max_window_layers`` on (Qwen2Config). A window the switch turns off is said
-    naming the switch (QA round 31: the sentence said model_type 'qwen2' "does not build"
+    naming the switch (QA round 11: the sentence said model_type 'qwen2' "does not build"
     a window and then listed qwen2 among the families that read one)."""
     cfg = _config("qwen2-7b")
     cfg.update(sliding_window=4096, use_sliding_window=False)
@@ -208,7 +208,7 @@ def test_a_qwen_window_turned_off_names_the_switch():
 def test_a_defaulted_or_misspelt_sliding_window_is_said_or_refused():
     """MistralConfig windows every layer at 4096 keys where the config states no
     sliding_window: the default is said, and a near-spelling of the key (meant to turn the
-    window off) is refused, not ignored (QA round 31: both built 4096-key windows without
+    window off) is refused, not ignored (QA round 11: both built 4096-key windows without
     a word, a quarter of the attention FLOPs at 16k tokens)."""
     cfg = _config("mistral-7b-v0.1")
     del cfg["sliding_window"]
@@ -251,7 +251,7 @@ def test_deepseek_defaults_are_the_config_classes(name, dropped):
     """Where a DeepSeek config leaves out n_shared_experts / first_k_dense_replace, the
     build takes the transformers configuration class's defaults, as its notice says
     (DeepseekV3Config: 1 and 3, its published model's own values; DeepseekV2Config:
-    n_shared_experts 2, V2-Lite's). QA round 31: 0 and 0 were taken (no shared expert,
+    n_shared_experts 2, V2-Lite's). QA round 11: 0 and 0 were taken (no shared expert,
     no dense layer: DeepSeek-V3 built as 701.1 G, 34.9 G active) under the same notice."""
     cfg = _config(name)
     full = build_hf_graph(cfg, 1024, origin="d.json")
@@ -272,7 +272,7 @@ def test_deepseek_defaults_are_the_config_classes(name, dropped):
 def test_absent_kv_heads_take_the_config_classs_fixed_default(name, default):
     """MistralConfig and MixtralConfig default num_key_value_heads to 8, Starcoder2Config to 2,
     GptOssConfig to 8 (a stated null is the heads, "for backward compatibility"): a config
-    without the key builds that many, as its notice says (QA round 31: the heads were taken,
+    without the key builds that many, as its notice says (QA round 11: the heads were taken,
     a Mistral-7B config without the key built 8.05 G parameters instead of 7.24 G)."""
     cfg = _config(name)
     cfg.pop("num_key_value_heads")
@@ -287,7 +287,7 @@ def test_absent_kv_heads_take_the_config_classs_fixed_default(name, default):
 
 def test_qwen2_moe_without_a_shared_width_takes_the_classs_default():
     """Qwen2MoeConfig's shared_expert_intermediate_size defaults to 5632 (Qwen1.5-MoE-A2.7B's):
-    a config without it builds that shared expert, as its notice says (QA round 31: no
+    a config without it builds that shared expert, as its notice says (QA round 11: no
     shared expert, 13.49 G instead of 14.32 G, under the same notice); a stated 0 builds none."""
     cfg = _config("qwen1.5-moe-a2.7b")
     full = build_hf_graph(cfg, 1024, origin="q.json")

@@ -285,7 +285,7 @@ def test_untied_output_follows_tie_word_embeddings(name, vocab, hidden):
     """GPT-2 and MPT tie their output layer to the input embedding only where
     ``tie_word_embeddings`` (default true) says so (``PreTrainedModel.tie_weights``): a
     stated false adds the output matrix, vocab x hidden, and the architecture line says
-    untied (QA round 31: GPT-2 was built tied while its line said untied; MPT ignored
+    untied (QA round 11: GPT-2 was built tied while its line said untied; MPT ignored
     the key)."""
     tied = build_hf_graph(_cfg(name), 1024)
     untied = build_hf_graph(dict(_cfg(name), tie_word_embeddings=False), 1024)
@@ -297,7 +297,7 @@ def test_the_architecture_line_states_the_biases_the_build_has():
     """OPT's enable_bias false drops every linear bias (32 x (4 x 4096 + 16384 + 4096));
     Nemotron's attention_bias alone adds Q, K, V and O biases only (24·128 + 2·8·128 + 3072
     per block). The architecture line (and the exports reading it) said "biases" on every
-    linear layer in both (QA round 31)."""
+    linear layer in both (QA round 11)."""
     opt = build_hf_graph(_cfg("opt-6.7b"), 2048)
     no_bias = build_hf_graph(dict(_cfg("opt-6.7b"), enable_bias=False), 2048)
     assert opt.total_params() - no_bias.total_params() == 32 * (4 * 4096 + 16384 + 4096)
@@ -317,7 +317,7 @@ def test_the_architecture_line_states_the_biases_the_build_has():
 def test_attention_bias_alone_is_said_as_attention_biases(name, per_block, blocks):
     """attention_bias on OLMo 2, Qwen3-MoE and Command R adds Q, K, V and O biases and
     nothing on the MLP; the architecture line said "no biases" (OLMo 2, Qwen3-MoE) or
-    "biases" on every linear layer (Command R) (QA round 31)."""
+    "biases" on every linear layer (Command R) (QA round 11)."""
     plain = build_hf_graph(_cfg(name), 1024)
     biased = build_hf_graph(dict(_cfg(name), attention_bias=True), 1024)
     assert biased.total_params() - plain.total_params() == blocks * per_block

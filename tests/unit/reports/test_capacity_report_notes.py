@@ -1,4 +1,4 @@
-"""capacity.html says what the sweep changed or kept for some scenarios (QA round 31: the
+"""capacity.html says what the sweep changed or kept for some scenarios (QA round 11: the
 notes, e.g. "group h100 is not in axes.group_nodes: its 1 node(s) from the base are in every
 scenario", were printed in the terminal and kept in capacity.json, but the report a person
 forwards left them out, so its scenario ids hid the fixed group)."""
@@ -30,7 +30,7 @@ def test_each_note_is_in_the_report_once_with_its_scenarios():
 def test_a_damaged_capacity_json_is_refused_naming_its_keys(tmp_path):
     """`autopar report` on a hand-edited capacity.json named a Python exception
     ("IndexError: list index out of range", "TypeError: 'NoneType' object is not
-    subscriptable") instead of the key (QA round 31). Oracle: the keys edited."""
+    subscriptable") instead of the key (QA round 11). Oracle: the keys edited."""
     from typer.testing import CliRunner
 
     from autopar_opt.cli.commands import app

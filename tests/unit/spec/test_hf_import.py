@@ -62,7 +62,7 @@ def test_bundled_configs_cover_every_family():
 
 def test_sources_state_each_config_once():
     """Every bundled config has one SOURCES.yaml entry: PyYAML keeps a repeated key's last
-    value, so a second entry silently replaced the first (QA round 31: Qwen3-235B-A22B's
+    value, so a second entry silently replaced the first (QA round 11: Qwen3-235B-A22B's
     second entry dropped ``active_rounding: truncated`` and ``active_step``, turning the
     check 22e9 <= active < 23e9 into +-1% of 22e9; Mixtral-8x22B was listed twice too)."""
     node = yaml.compose((HF / "SOURCES.yaml").read_text())
@@ -262,7 +262,7 @@ def test_a_byte_order_mark_is_read_and_an_empty_file_is_said_empty(tmp_path):
 def test_model_says_a_sequence_beyond_the_models_context(name, seq_len, context):
     """``autopar model NAME --seq-len N`` beyond the model's stated context says so, as
     solve and estimate do (ir.arch.positions_notice); at the context itself nothing is
-    said. QA round 31: the command printed no notice (a zoo model's --seq-len also
+    said. QA round 11: the command printed no notice (a zoo model's --seq-len also
     replaced its published context, so none could be given)."""
     res = CliRunner().invoke(app, ["model", name, "--seq-len", str(seq_len), "--json"])
     assert res.exit_code == 0, res.output
@@ -281,7 +281,7 @@ def test_t5_with_a_wider_attention_than_d_model_is_refused():
     of 4·1024·4096 + 2·1024·16384 + 2·1024, 24 decoder blocks of 8·1024·4096 + 2·1024·16384
     + 3·1024, two relative-position tables of 32 x 32 and two final norms, a 32128 x 1024
     table), the Hugging Face page's 2.85B. The encoder-decoder blocks make every head
-    d_model / heads wide, which built 1.95 B without a word (QA round 31): refused, naming
+    d_model / heads wide, which built 1.95 B without a word (QA round 11): refused, naming
     d_kv; t5-large (16 x 64 = 1024) still builds."""
     config, _ = load_hf_config(HF / "t5-large.json")
     t3b = dict(config, d_model=1024, d_kv=128, num_heads=32, d_ff=16384)
@@ -294,7 +294,7 @@ def test_t5_with_a_wider_attention_than_d_model_is_refused():
 def test_the_layer_limit_counts_the_built_layers_on_both_paths(tmp_path):
     """2,048 blocks build 2,050 layers with the embedding and output layer: a spec refused
     them (model: 2050 layers exceed the limit of 2048) while `autopar model config.json`
-    built them (QA round 31; README: the configs get the same limits). Both refuse now,
+    built them (QA round 11; README: the configs get the same limits). Both refuse now,
     naming num_hidden_layers; 2,046 blocks (2,048 layers) build."""
     config, _ = load_hf_config(HF / "llama-3.1-8b.json")
     path = tmp_path / "config.json"
@@ -316,7 +316,7 @@ def test_the_layer_limit_counts_the_built_layers_on_both_paths(tmp_path):
 ])
 def test_model_json_error_names_the_key_value_and_fix(tmp_path, change, key, value, fix):
     """`autopar model CONFIG --json` on a bad config: the problem's key, value, rule and fix
-    are the message's own (QA round 31: key "", value null, the whole message as the rule
+    are the message's own (QA round 11: key "", value null, the whole message as the rule
     and a generic fix, while the text form named them)."""
     config, _ = load_hf_config(HF / "llama-3.1-8b.json")
     path = tmp_path / "config.json"
@@ -331,7 +331,7 @@ def test_model_json_error_names_the_key_value_and_fix(tmp_path, change, key, val
 
 def test_model_seq_len_help_says_where_it_applies():
     """`autopar model --seq-len` sets a zoo model's length too (llama3-8b --seq-len 32768);
-    its help said "for a bare config.json" only (QA round 31)."""
+    its help said "for a bare config.json" only (QA round 11)."""
     import typer
 
     command = typer.main.get_command(app).commands["model"]

@@ -1,7 +1,7 @@
 """A Megatron-LM command line as the spec's plan that leaves out ``--micro-batch-size``
 (Megatron-LM's ``validate_args`` asserts it) or ``--global-batch-size`` (the run then takes
 ``micro_batch_size · data_parallel_size``, ``validate_args``) is priced with a micro-batch
-of 1 and the spec's global batch; QA round 31: both silently. Each is now said with the
+of 1 and the spec's global batch; QA round 11: both silently. Each is now said with the
 flag to add. Oracle: Megatron-LM's rule by hand, 16 GPUs at tp 2 x pp 2 = dp 4."""
 
 from __future__ import annotations

@@ -492,7 +492,7 @@ def test_a_layer_part_above_its_total_is_refused_spec(tmp_path, part, total, val
 
 def test_a_repeated_edge_is_refused_spec(tmp_path):
     """A repeated edge made a chain a DAG (LayerGraph.is_chain false: the search's DAG path)
-    without a word (QA round 31); listed once, the same layers are a chain."""
+    without a word (QA round 11); listed once, the same layers are a chain."""
     layer = {"kind": "transformer_block", "flops_fwd": 1.0e9, "flops_bwd": 2.0e9, "params": 5,
              "act_bytes": 1.0e6}
     layers = [dict(layer, name=n) for n in ("a", "b", "c")]
@@ -506,7 +506,7 @@ def test_a_repeated_edge_is_refused_spec(tmp_path):
 
 def test_capacity_factor_with_load_imbalance_is_refused_spec(tmp_path):
     """A capacity factor pads every expert to its load, so a stated load_imbalance beside
-    it was dropped without a word (QA round 31: capacity_factor 1.25 and load_imbalance 1.5
+    it was dropped without a word (QA round 11: capacity_factor 1.25 and load_imbalance 1.5
     priced a load of 1.25); each alone sets the routed experts' load."""
     spec = _small(model={"hf_config": "mixtral-8x7b-v0.1", "capacity_factor": 1.25,
                          "load_imbalance": 1.5}, training={"seq_len": 256})
@@ -522,7 +522,7 @@ def test_capacity_factor_with_load_imbalance_is_refused_spec(tmp_path):
 
 def test_a_moe_block_without_experts_is_refused_spec(tmp_path):
     """A layer of kind moe_block with no num_experts was priced as a dense block (every
-    parameter active, no expert parallelism, no all-to-all) without a word (QA round 31);
+    parameter active, no expert parallelism, no all-to-all) without a word (QA round 11);
     with its experts it loads, a token using top_k/num_experts of expert_params."""
     layer = {"name": "l0", "kind": "moe_block", "flops_fwd": 1.0e12, "flops_bwd": 2.0e12,
              "params": 12_600_000, "act_bytes": 3.0e8}
