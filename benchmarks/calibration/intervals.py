@@ -73,6 +73,13 @@ def _sha(path: Path) -> str:
 READING = """\
 ## Reading
 
+(Session 31, regenerated 2026-12-01: no change to the cost model's physics and no new runs.
+QA round 11 corrected how run records are read (a framework text "Megatron Core" or
+"megatron_core" is Megatron-Core; fp32/TF32 records train in fp32; a GPU text naming SXM
+with 94 GB stays the SXM part; a memory in the GPU text is the stated memory; bf16 on Volta
+and layouts no framework runs are refused) and made each record say what it assumed: no
+record of either file changed its prediction, so every figure below is session 29's.)
+
 (Session 30, regenerated 2026-12-01: no change to the cost model's physics and no new
 runs: the figures are session 29's. Two leads examined, neither adopted. (1) DeepSpeed
 ZeRO-3 at one or four samples per GPU (`family:dsazure2022`, +126% at 256 GPUs and +202%
