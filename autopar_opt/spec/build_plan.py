@@ -207,8 +207,8 @@ def _check_vp(plan: Plan, graph: LayerGraph, key: str, fix: str, out: ProblemLis
     if vp <= 1 or plan.schedule is not Schedule.interleaved:
         return True
     if plan.pp == 1:
-        out.add(key, vp, f"interleaving splits pipeline stages into virtual ones, and the plan "
-                f"has one stage (Megatron-LM validate_args: with the interleaved schedule the "
+        out.add(key, vp, "interleaving splits pipeline stages into virtual ones, and the plan "
+                "has one stage (Megatron-LM validate_args: with the interleaved schedule the "
                 "pipeline-model-parallel size must be greater than 1)",
                 "use pp >= 2, or vp_chunks: 1 and schedule: 1f1b")
         return False
@@ -463,7 +463,38 @@ def build_plan(spec: MegatronPlanSpec | MegatronArgsPlanSpec | ExplicitPlanSpec 
     if spec is None or graph is None or cluster is None:
         return None
     if isinstance(spec, MegatronPlanSpec):
-        return _megatron(spec, graph, cluster, training, out)
-    if isinstance(spec, MegatronArgsPlanSpec):
-        return _megatron_args(spec, graph, cluster, training, out)
-    return _explicit(spec, graph, cluster, training, out)
+        plan = _megatron(spec, graph, cluster, training, out)
+    elif isinstance(spec, MegatronArgsPlanSpec):
+        plan = _megatron_args(spec, graph, cluster, training, out)
+    else:
+        plan = _explicit(spec, graph, cluster, training, out)
+    if plan is not None and not _heads_split_by_cp(plan, graph, training, spec, out):
+        return None
+    return plan
+
+
+def _heads_split_by_cp(plan: Plan, graph: LayerGraph, training: Training, spec,
+                       out: ProblemList) -> bool:
+    """Ulysses context parallelism (runtime ``cp_comm_type`` ``a2a``) splits each tp rank's
+    heads over cp: ``tp·cp`` must divide a cp layer's ``max_tp`` (its key/value heads), as
+    the search requires (:func:`~autopar_opt.ir.strategies.enumerate_strategies`) and
+    Transformer Engine asserts ("The number of attention heads needs to be divisible by CP
+    size!"). QA round 11: a hand-written plan (Llama-3-8B, tp 4 x cp 4: 2 key/value heads
+    per rank over 4 cp ranks) was priced although the search never considers it and the
+    export refuses it."""
+    if not training.runtime.cp_splits_heads:
+        return True
+    layers = {layer.name: layer for layer in graph.layers}
+    explicit = not isinstance(spec, (MegatronPlanSpec, MegatronArgsPlanSpec))
+    for i, stage in enumerate(plan.stages):
+        for j, (name, s) in enumerate(zip(stage.layers, stage.strategies)):
+            layer = layers[name]
+            if s.cp > 1 and layer.supports_cp and not tp_degree_ok(layer, s.tp * s.cp):
+                key = f"plan.stages[{i}].strategies[{j}].cp" if explicit else "plan.cp"
+                out.add(key, s.cp, f"Ulysses context parallelism (training.runtime_options."
+                        f"cp_comm_type a2a) splits each tp rank's heads over cp: tp*cp = "
+                        f"{s.tp * s.cp} must divide {name}'s {layer.max_tp} key/value heads",
+                        "use tp*cp dividing the key/value heads, or cp_comm_type p2p (the ring) "
+                        "or all_gather, which split the sequence")
+                return False
+    return True
