@@ -282,15 +282,22 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
     if stopped is not None:
         return exit_code(stopped)
     if run.not_run:
+        from autopar_opt.capacity.engines import available_cores
         from autopar_opt.capacity.worker import MIN_SCENARIO_S
 
         _error(f"note: --time-limit {time_limit_s:g} ran out before {len(run.not_run)} of "
                f"{len(sweep.scenarios)} scenarios ran ({', '.join(run.not_run[:5])}"
                f"{', ...' if len(run.not_run) > 5 else ''}): of the limit, {spent:.2g} s went "
                f"to start-up and {reserve:.2g} s are kept for writing the outputs, and a "
-               f"scenario starts only with at least {MIN_SCENARIO_S:g} s left; the answers "
-               "cover the others; run the same command again to solve them (finished "
-               "scenarios are stored), or give it more time")
+               f"scenario starts only with at least {MIN_SCENARIO_S:g} s left"
+               # QA round 11: with a pool, the workers' imports of the solver stack (about
+               # 1.2 s each on 2 cores) ate a short limit and the note did not say so
+               + ("; each worker process first imports the solver stack (about a second, not "
+                  "counted above) before its first scenario: --workers 1 runs in this process"
+                  if engine == "local" and min(workers or available_cores(),
+                                               len(sweep.scenarios)) > 1 else "")
+               + "; the answers cover the others; run the same command again to solve them "
+               "(finished scenarios are stored), or give it more time")
     if run.errors:
         first = run.rows[run.errors[0]]["reason"]
         _error(f"error: {len(run.errors)} scenario(s) failed and were not stored (first: "

@@ -111,6 +111,20 @@ def test_capacity_with_nothing_run_says_why_and_names_only_what_it_wrote(tmp_pat
     assert not (out / "scenarios").exists() and (out / "capacity.json").is_file()
     assert "no scenario solved: no plan reports" in captured
     assert "kept for writing the outputs" in captured and "starts only with at least 1 s" in captured
+    # one worker runs in this process: no pool start-up to speak of
+    assert "each worker process first imports" not in captured
+
+
+def test_a_pool_says_its_workers_start_up_too(tmp_path, capsys):
+    """QA round 11: with --workers 2 and a short limit both scenarios were 'not run' and the
+    note's arithmetic (start-up, output reserve, 1 s a scenario needs) left time over: the
+    pool's workers import the solver stack before their first scenario, unsaid."""
+    code = capacity_command(str(SWEEP), "local", 2, str(tmp_path / "out"), False, False,
+                            str(tmp_path / "store.sqlite"), time_limit_s=60.0,
+                            started_at=time.perf_counter() - LONG_AGO)
+    both = capsys.readouterr()
+    captured = " ".join(both.out.split() + both.err.split())
+    assert code == 4 and "each worker process first imports the solver stack" in captured
 
 
 def test_a_smaller_sweep_into_the_same_out_leaves_no_stale_scenario(tmp_path, capsys):
