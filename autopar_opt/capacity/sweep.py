@@ -242,7 +242,14 @@ def _axis_problems(sweep: SweepFile, base: dict[str, Any], file: str) -> list[Sp
                                    + did_you_mean(name, DEVICE_CATALOG),
                                    f"use a catalog device: {one_of(DEVICE_CATALOG)}"))
     for i, n in enumerate(axes.gpus or []):
-        if n % gpn and gpn % n:
+        if isinstance(gpn, int) and gpn > 0 and n > gpn * limits.MAX_NODES:
+            # QA round 11: the limit was reported at cluster.nodes, with the node count's
+            # limit and example, for a GPU count the user wrote
+            out.append(SpecProblem(file, f"axes.gpus[{i}]", n, f"more GPUs than "
+                                   f"{limits.MAX_NODES:,} nodes of {gpn} (the limit of "
+                                   "cluster.nodes) hold", f"use at most {gpn * limits.MAX_NODES:,} "
+                                   "GPUs"))
+        elif n % gpn and gpn % n:
             out.append(SpecProblem(file, f"axes.gpus[{i}]", n, f"not whole nodes of {gpn} GPUs "
                                    "(base cluster.gpus_per_node)",
                                    f"use a multiple of {gpn} (e.g. {max(gpn, n // gpn * gpn)}) "

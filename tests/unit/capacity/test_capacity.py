@@ -547,3 +547,31 @@ def test_a_row_reused_from_another_sweep_names_this_sweep_and_scenario(tmp_path)
     a.unlink()                                   # B's plan exports from B alone
     result = CliRunner().invoke(app, ["export", str(folder / "plan.json"), "--to", "megatron"])
     assert result.exit_code == 0, result.output
+
+
+def test_a_gpu_count_over_the_node_limit_is_named_at_the_gpus_axis(tmp_path):
+    """QA round 11: axes.gpus [4194304] on 4-GPU nodes was refused at cluster.nodes with the
+    node count's limit (100,000) and example, for a GPU count the user wrote."""
+    from autopar_opt.core.limits import MAX_NODES
+
+    data = yaml.safe_load(TINY.read_text())
+    gpn = data["base"]["cluster"]["gpus_per_node"]
+    data["axes"] = {"gpus": [gpn * MAX_NODES + gpn]}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SweepError) as exc:
+        load_sweep(path)
+    (p,) = exc.value.problems
+    assert p.key == "axes.gpus[0]" and f"use at most {gpn * MAX_NODES:,} GPUs" in p.fix
+    data["axes"] = {"gpus": [gpn * MAX_NODES]}
+    path.write_text(yaml.safe_dump(data))
+    assert not any(p.key.startswith("axes.gpus") for p in _problems(path))
+
+
+def _problems(path) -> list:
+    """The sweep's problems (none when it loads)."""
+    try:
+        load_sweep(path)
+    except SweepError as exc:
+        return list(exc.problems)
+    return []
