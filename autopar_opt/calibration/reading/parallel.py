@@ -173,6 +173,12 @@ def read_parallelism(par: Parallelism, n: int, runtime: Runtime, notes: list[str
                      + ("(framework default off)" if not sp else
                         "(TP communication overlap needs it)" if runtime.tp_comm_overlap else
                         f"({runtime.name} TP always shards the sequence)"))
+    elif not sp and tp > 1 and runtime.name == "torchtitan":
+        # QA round 11: priced as stated without a word, while torchtitan's TP plan always
+        # shards the norms' sequence (SequenceParallel in parallelize_llama)
+        notes.append("sequence_parallel: false as stated, although torchtitan's tensor "
+                     "parallelism always shards the norms' sequence (SequenceParallel): priced "
+                     "as stated; drop the key to price torchtitan's own plan")
     vp = par.vp_chunks
     if vp is not None and vp > 1 and pp == 1:
         # QA round 11: priced as an interleaved schedule of one stage (Megatron-LM refuses
