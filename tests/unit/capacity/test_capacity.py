@@ -26,6 +26,7 @@ from autopar_opt.cost.evaluate import evaluate
 from autopar_opt.ir.plan import Plan
 from autopar_opt.spec import build_spec
 from support import paths
+from support.sweeps import only_problem
 
 DATA = paths.DATA / "capacity"
 TINY = DATA / "tiny.yaml"
@@ -391,11 +392,7 @@ def test_a_device_the_sweep_does_not_name_still_needs_a_price(tmp_path, cluster,
     data["base"]["cluster"] = cluster
     data["axes"] = {"global_batch_size": [64]}
     data["planning"]["prices"]["per_gpu_hour"] = {"A100-80GB": 1.5}
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(data))
-    with pytest.raises(SweepError) as exc:
-        load_sweep(path)
-    (p,) = exc.value.problems
+    p, path = only_problem(tmp_path, data)
     assert p.key == "planning.prices.per_gpu_hour" and f"no price for device {device!r}" in p.rule
     data["planning"]["prices"]["per_gpu_hour"] = {device: 2.0}
     path.write_text(yaml.safe_dump(data))
@@ -411,11 +408,7 @@ def test_an_interconnect_name_of_dots_is_refused(tmp_path, name):
     data = yaml.safe_load(TINY.read_text())
     data["axes"] = {"interconnect": [{"name": name, "inter_node": {"bandwidth_gb_per_s": 50.0,
                                                                     "latency_us": 10.0}}]}
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(data))
-    with pytest.raises(SweepError) as exc:
-        load_sweep(path)
-    (p,) = exc.value.problems
+    p, path = only_problem(tmp_path, data)
     assert (p.key, p.value) == ("axes.interconnect[0].name", name) and "dots only" in p.rule
     data["axes"]["interconnect"][0]["name"] = "ib"
     path.write_text(yaml.safe_dump(data))
@@ -429,11 +422,7 @@ def test_a_base_gpus_per_node_the_axes_cannot_use_is_one_problem(tmp_path, gpn):
     gpus value (QA round 11). Oracle: the same sweep with gpus_per_node 4 loads."""
     data = yaml.safe_load(TINY.read_text())
     data["base"]["cluster"]["gpus_per_node"] = gpn
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(data))
-    with pytest.raises(SweepError) as exc:
-        load_sweep(path)
-    (p,) = exc.value.problems
+    p, path = only_problem(tmp_path, data)
     assert p.key == "base.cluster.gpus_per_node" and "positive whole number" in p.rule
     data["base"]["cluster"]["gpus_per_node"] = 4
     path.write_text(yaml.safe_dump(data))
@@ -446,11 +435,7 @@ def test_a_problem_of_an_inline_base_section_is_keyed_under_base(tmp_path):
     in a file of its own keeps that file's own keys."""
     data = yaml.safe_load(TINY.read_text())
     data["base"]["training"] = "x"
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(data))
-    with pytest.raises(SweepError) as exc:
-        load_sweep(path)
-    (p,) = exc.value.problems
+    p, path = only_problem(tmp_path, data)
     assert (p.file, p.key, p.value) == (str(path), "base.training", "x")
     base = yaml.safe_load((DATA / "tiny_base.yaml").read_text())
     base["training"] = "x"
@@ -473,11 +458,7 @@ def test_two_values_giving_one_scenario_are_refused(tmp_path, axes, key, first):
     (QA round 11). Oracle: the scenario keys of the built specs are equal."""
     data = yaml.safe_load(TINY.read_text())
     data["axes"] = axes
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(data))
-    with pytest.raises(SweepError) as exc:
-        load_sweep(path)
-    (p,) = exc.value.problems
+    p, path = only_problem(tmp_path, data)
     assert p.key == key and f"gives the same scenario as {first}" in p.rule
     data["axes"] = {k: v[:1] for k, v in axes.items()}
     path.write_text(yaml.safe_dump(data))
@@ -557,11 +538,7 @@ def test_a_gpu_count_over_the_node_limit_is_named_at_the_gpus_axis(tmp_path):
     data = yaml.safe_load(TINY.read_text())
     gpn = data["base"]["cluster"]["gpus_per_node"]
     data["axes"] = {"gpus": [gpn * MAX_NODES + gpn]}
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(data))
-    with pytest.raises(SweepError) as exc:
-        load_sweep(path)
-    (p,) = exc.value.problems
+    p, path = only_problem(tmp_path, data)
     assert p.key == "axes.gpus[0]" and f"use at most {gpn * MAX_NODES:,} GPUs" in p.fix
     data["axes"] = {"gpus": [gpn * MAX_NODES]}
     path.write_text(yaml.safe_dump(data))

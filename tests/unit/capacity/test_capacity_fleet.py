@@ -20,6 +20,7 @@ from autopar_opt.capacity import load_sweep
 from autopar_opt.capacity.sweep import SweepError
 from autopar_opt.cli.commands import app
 from support import paths
+from support.sweeps import only_problem
 
 FLEET = paths.DATA / "capacity" / "fleet.yaml"
 
@@ -176,10 +177,6 @@ def test_plain_cluster_axes_on_a_fleet_base_name_group_nodes(tmp_path, axes) -> 
     never named axes.group_nodes, the axis that sweeps a fleet (QA round 11)."""
     data = yaml.safe_load(FLEET.read_text())
     data["axes"] = axes
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(data))
-    with pytest.raises(SweepError) as exc:
-        load_sweep(path)
-    (p,) = exc.value.problems
+    p, path = only_problem(tmp_path, data)
     assert p.key == "base.cluster" and "is a fleet of groups" in p.rule
     assert "axes.group_nodes" in p.fix
