@@ -240,6 +240,12 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
                           f"(model.num_kv_heads = {model.kv_heads}): tensor parallelism splits "
                           "them, so no framework runs this layout (check the record's tp and "
                           "num_kv_heads)")
+    if parallel.cp > 1 and model.seq % (2 * parallel.cp):
+        # QA round 11: priced without a word; Megatron-Core and Transformer Engine split the
+        # sequence into 2·cp chunks (load-balanced causal attention), which a launch refuses
+        par_notes.append(f"model.seq_len {model.seq} is not a multiple of 2*cp = "
+                         f"{2 * parallel.cp} (the frameworks split the sequence into 2*cp "
+                         "chunks): priced as if it split evenly")
     etp = moe_reading.expert_tp(raw.parallelism, spec, par_notes)
     if spec is not None:
         moe_reading.check_ep(ep, parallel.dp, parallel.cp, spec, parallel.tp, etp)
