@@ -157,6 +157,9 @@ def model_summary(graph: LayerGraph) -> dict[str, Any]:
             "is_chain": graph.is_chain(), "layers": layers, "by_kind": by_kind,
             "params_total": graph.total_params(), "params_active": graph.active_params(),
             "params_active_no_embedding": graph.active_params() - embed,
+            # a tied output projection shares the embedding's table, so the figure without
+            # it leaves out the projection too (QA round 11: the label said "input embedding")
+            "tied_embeddings": any(layer.tied_to for layer in graph.layers),
             "flops_per_sample": graph.flops_per_sample(),
             "attention_windows": windows_text(graph.attention_windows()),
             "architecture": describe(graph.arch) if graph.arch else None,
@@ -180,8 +183,10 @@ def summary_lines(summary: dict[str, Any], note: str) -> list[str]:
     lines = [f"model:   {s['name']}  ({len(s['layers'])} layers, {note})",
              f"source:  {s['source']}",
              f"params:  total {_fmt(s['params_total'])}, active per token "
-             f"{_fmt(s['params_active'])} (without input embedding "
-             f"{_fmt(s['params_active_no_embedding'])})",
+             f"{_fmt(s['params_active'])} ("
+             + ("without the embedding table, which the tied output projection shares, "
+                if s.get("tied_embeddings") else "without input embedding ")
+             + f"{_fmt(s['params_active_no_embedding'])})",
              f"FLOPs per sample (fwd+bwd): {_fmt(s['flops_per_sample'])}",
              *([f"arch:    {s['architecture']}"] if s.get("architecture") else []),
              *([f"attention: {s['attention_windows']}"] if s.get("attention_windows") else []),

@@ -311,3 +311,17 @@ def test_an_absent_kv_default_that_does_not_divide_the_heads_says_so():
                        r"'qwen2' defaults it to 32\) does not divide num_attention_heads = 28"):
         build_hf_graph(cfg, 1024, origin="q.json")
 
+
+
+def test_the_figure_without_the_embedding_says_what_a_tied_model_leaves_out():
+    """QA round 11: on a tied model (Gemma-3-1B) 'active per token ... (without input
+    embedding X)' also left out the output projection every token uses, which shares the
+    table; the label now says so. Oracle: X = total - the embedding layer's parameters."""
+    for name, tied in (("gemma-3-1b", True), ("llama-3.1-8b", False)):
+        graph = build_hf_graph(_config(name), 1024, origin=f"{name}.json")
+        s = model_summary(graph)
+        embed = sum(layer.params for layer in graph.layers if layer.kind.value == "embedding")
+        assert s["params_active_no_embedding"] == s["params_active"] - embed
+        line = next(x for x in summary_lines(s, "") if x.startswith("params:"))
+        assert ("which the tied output projection shares" in line) is tied
+        assert ("without input embedding" in line) is not tied
