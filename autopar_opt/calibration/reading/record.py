@@ -278,6 +278,12 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
     else:
         own_slots = "own pp slot" in raw.notes.lower()
         sizes = _stage_sizes(model.layers, parallel.pp, own_slots)
+        if not own_slots and parallel.pp > 1 and model.layers % parallel.pp:
+            # QA round 11: an uneven split was priced without a word; records state no split
+            notes["parallelism"].append(
+                f"the {model.layers} transformer layers do not divide over pp = {parallel.pp} "
+                f"and the record states no split: spread evenly, the first stages one more "
+                f"(layers per stage, embedding and head included: {list(sizes)})")
         if own_slots and parallel.pp > 1:
             # QA round 11: a phrase of the free-text notes moved the stage split unsaid
             notes["parallelism"].append(
