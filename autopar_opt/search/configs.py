@@ -152,15 +152,15 @@ def empty_space_problem(graph: LayerGraph, cluster: Cluster, training: Training,
         return ("search.pp_degrees", degrees, f"the target refuses every pipeline degree: "
                 f"{next(iter(refused.values()))}",
                 "list a pipeline degree the target runs, or set target: none")
-    if not microbatch_counts(training, space):
+    counts = microbatch_counts(training, space)
+    if not counts:
         return ("search.microbatches", list(space.microbatches or []),
                 f"no micro-batch count divides the global batch {training.global_batch_size}",
                 "list divisors of the global batch")
     target = space.runs_on
-    counts = microbatch_counts(training, space)
-    why = next((target.microbatch_problem(pp, c, sched) for pp in degrees for c in counts
-                for sched in space.schedules if target is not None
-                and target.microbatch_problem(pp, c, sched)), None)
+    why = None if target is None else next(
+        (w for pp in degrees for c in counts for sched in space.schedules
+         if (w := target.microbatch_problem(pp, c, sched))), None)
     if why:
         return ("search.microbatches", list(space.microbatches or counts), why,
                 "list micro-batch counts of at least the pipeline degree")

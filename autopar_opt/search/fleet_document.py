@@ -157,14 +157,13 @@ def build_fleet_document(spec_path: str, graph: LayerGraph, fleet: Fleet, traini
                         "sync_s": metrics.sync_s, "feasible": metrics.feasible,
                         "sync": {"grad_bytes": metrics.sync.grad_bytes, "rings": metrics.sync.rings,
                                  "tier": _tier(metrics.sync.tier)} if metrics.sync else None}
-        metrics_dict["interval"] = fleet_interval(graph, fleet, training, plan,
-                                                  metrics.iteration_time_s, params).to_dict()
     elif isinstance(plan, Plan):
         plan_dict = plan.to_dict()
         plan_dict["stage_groups"] = [fleet.groups[g].name for g in plan.stage_groups or []]
         placement = [{"class": None, "batch": training.global_batch_size, **s}
                      for s in _stages(plan, fleet, metrics)]
         metrics_dict = {k: v for k, v in metrics.to_dict().items() if k != "stages"}
+    if metrics_dict is not None:     # either shape: the widest of its groups' intervals
         metrics_dict["interval"] = fleet_interval(graph, fleet, training, plan,
                                                   metrics.iteration_time_s, params).to_dict()
     cert = result.certificate
