@@ -98,6 +98,10 @@ def fmt_money(value: float | None) -> str:
 #: its "tokens" would be samples (QA round 10: Inception-v3 printed 3244 tokens/s).
 NO_TOKENS = "tokens/s: none (no sequence length)"
 
+#: What a summary says after a plan's 80% interval (solve's and a fleet's summaries).
+INTERVAL_GLOSS = ("(how far the cost model has been from comparable published runs; the "
+                  "certificate is exact under the model)")
+
 
 def has_sequence(doc: dict) -> bool:
     """Whether a plan.json's training states a sequence length (tokens/s means something);

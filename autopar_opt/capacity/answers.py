@@ -29,6 +29,7 @@ from typing import Any
 
 from autopar_opt.capacity.fleet_axes import is_group_axis, scenario_groups
 from autopar_opt.capacity.schema import PlanningSection
+from autopar_opt.cost.interval import sharing_words
 from autopar_opt.reports.formatting import fmt_money
 
 SECONDS_PER_DAY = 86400.0
@@ -120,8 +121,7 @@ def _sharing(iv: dict[str, Any]) -> str:
     n = iv.get("exact_matches")
     if not isinstance(n, int):          # a row stored before the count was kept
         return "few published runs share its regime"
-    return ("no published run shares" if n == 0 else "only 1 published run shares" if n == 1
-            else f"only {n} published runs share") + " every regime label of the plan"
+    return sharing_words(n) + " every regime label of the plan"
 
 
 def _error_text(entry: dict) -> str:

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from autopar_opt.core.result import status_words
-from autopar_opt.reports.formatting import alone_words, causal_mfu_note, has_sequence, tight_note
+from autopar_opt.reports.formatting import (INTERVAL_GLOSS, alone_words, causal_mfu_note,
+                                           has_sequence, tight_note)
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.files import write_atomic
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
@@ -128,8 +129,7 @@ def summary(doc: dict) -> str:
                      + f"MFU {100 * m['mfu']:.1f}%"
                      f"{causal_mfu_note(m['mfu'], m.get('mfu_causal'))}")
         if m.get("interval"):
-            lines.append(f"  {m['interval']['text']} (how far the cost model has been from "
-                         "comparable published runs; the certificate is exact under the model)")
+            lines.append(f"  {m['interval']['text']} {INTERVAL_GLOSS}")
         lines.append(f"  shape: {doc['shape']} ({doc['best_configuration']})")
         for row in doc["placement"]:
             who = f"class {row['class']} (batch {row['batch']}) " if row["class"] is not None else ""

@@ -29,7 +29,8 @@ from autopar_opt.core.interrupts import InterruptGuard, SearchInterrupted, exit_
 from autopar_opt.core.files import write_atomic
 from autopar_opt.ir.graph import params_summary
 from autopar_opt.core.result import status_words
-from autopar_opt.reports.formatting import causal_mfu_note, has_sequence, tight_note
+from autopar_opt.reports.formatting import (INTERVAL_GLOSS, causal_mfu_note, has_sequence,
+                                           tight_note)
 
 if TYPE_CHECKING:   # rich is imported where something is printed (start-up, issue 18)
     from autopar_opt.cli.rich_console import Console
@@ -117,9 +118,7 @@ def _summary(doc: dict, console: Console) -> None:
                       f"{max(m['peak_memory_gib']):.1f}/{m['memory_capacity_gib']:.1f} GiB"
                       f"{tight_note(max(m['peak_memory_gib']), m['memory_capacity_gib'])}")
         if m.get("interval"):
-            console.print(f"  {m['interval']['text']} (how far the cost model has been from "
-                          "comparable published runs; the certificate is exact under the model)",
-                          highlight=False)
+            console.print(f"  {m['interval']['text']} {INTERVAL_GLOSS}", highlight=False)
         plan = doc["plan"]
         sizes = plan.get("stage_devices")
         console.print(f"  plan: pp={plan['pp']} micro-batches={plan['microbatches']} "

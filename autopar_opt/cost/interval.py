@@ -137,10 +137,8 @@ class Interval:
                     "; every comparable run ran slower than the model predicts it: the interval "
                     "lies above the prediction")
         if self.wide:
-            share = ("no published run shares" if self.exact == 0 else
-                     "only 1 published run shares" if self.exact == 1 else
-                     f"only {self.exact} published runs share")
-            out += f"; {share} every regime label ({self.regime.describe()}): wide interval"
+            out += (f"; {sharing_words(self.exact)} every regime label "
+                    f"({self.regime.describe()}): wide interval")
         if self.measured[0]:
             out += (f"; {self.measured[0]} of {self.measured[1]} layers are priced from the "
                     "spec's measured times (model.measured), which this interval of the "
@@ -168,6 +166,13 @@ class Interval:
                 "comparable_runs": self.n, "sources": self.sources, "exact_matches": self.exact,
                 "labels_kept": list(self.kept),
                 "regime": self.regime.labels(), "wide": self.wide, "text": self.text()}
+
+
+def sharing_words(exact: int) -> str:
+    """How many published runs share every regime label of a wide interval's plan:
+    ``no published run shares`` / ``only 1 published run shares`` / ``only N ... share``."""
+    return ("no published run shares" if exact == 0 else "only 1 published run shares"
+            if exact == 1 else f"only {exact} published runs share")
 
 
 def _num(x: float) -> str:
