@@ -18,7 +18,7 @@ from markupsafe import Markup
 from autopar_opt.reports.capacity_charts import pareto_svg, scaling_svg
 from autopar_opt.reports.render import _environment, write_atomic
 from autopar_opt.reports.document import ReportInputError
-from autopar_opt.reports.formatting import fmt_money, runs_behind
+from autopar_opt.reports.formatting import fmt_money, runs_behind, scenario_notes
 
 TEMPLATE = "capacity.html.j2"
 
@@ -98,20 +98,6 @@ def capacity_problems(doc: dict[str, Any]) -> list[str]:
     if not (isinstance(frontier, list) and all(isinstance(m, dict) and "id" in m for m in frontier)):
         out.append(f"answers.pareto_time_cost.frontier = {_shown(frontier)}: must be a list of {{id: ...}}")
     return out[:20]
-
-
-def scenario_notes(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """What the sweep changed or kept for some scenarios (a search degree left out where it
-    does not fit, a fleet group not swept, a sweep of the base alone), each note once with
-    the scenarios it concerns: the terminal summary prints them, and the report a person
-    forwards must say them too (QA round 11: capacity.html left them out)."""
-    said: dict[str, list[str]] = {}
-    for e in doc["scenarios"]:
-        for note in e.get("notes") or []:
-            said.setdefault(note, []).append(e["id"])
-    return [{"text": note, "ids": ", ".join(ids[:12]) + (f" and {len(ids) - 12} more"
-                                                         if len(ids) > 12 else "")}
-            for note, ids in said.items()]
 
 
 def render_capacity_html(doc: dict[str, Any]) -> str:

@@ -98,6 +98,24 @@ def fmt_money(value: float | None) -> str:
 #: its "tokens" would be samples (QA round 10: Inception-v3 printed 3244 tokens/s).
 NO_TOKENS = "tokens/s: none (no sequence length)"
 
+def some_ids(ids: list[str], shown: int) -> str:
+    """``a, b, c and 4 more``: the first ``shown`` ids and how many are left out."""
+    return ", ".join(ids[:shown]) + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
+
+
+def scenario_notes(doc: dict, shown: int = 12) -> list[dict]:
+    """What the sweep changed or kept for some scenarios (a search degree left out where it
+    does not fit, a fleet group not swept, a sweep of the base alone), each note once with
+    the scenarios it concerns: the terminal summary prints them, and the report a person
+    forwards must say them too (QA round 11: capacity.html left them out). ``shown``: ids
+    listed per note before "and N more"."""
+    said: dict[str, list[str]] = {}
+    for e in doc["scenarios"]:
+        for note in e.get("notes") or []:
+            said.setdefault(note, []).append(e["id"])
+    return [{"text": note, "ids": some_ids(ids, shown)} for note, ids in said.items()]
+
+
 #: What a summary says after a plan's 80% interval (solve's and a fleet's summaries).
 INTERVAL_GLOSS = ("(how far the cost model has been from comparable published runs; the "
                   "certificate is exact under the model)")

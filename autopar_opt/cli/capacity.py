@@ -34,7 +34,7 @@ from autopar_opt.capacity.store import ResultStore, default_store_path
 from autopar_opt.capacity.sweep import Sweep, load_sweep
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
 from autopar_opt.cli.solve import write_atomic
-from autopar_opt.reports.formatting import fmt_money, runs_behind
+from autopar_opt.reports.formatting import fmt_money, runs_behind, scenario_notes, some_ids
 
 #: Some scenario's search raised (e.g. its solver is not installed); the others are stored.
 EXIT_ERRORS = 4
@@ -105,13 +105,8 @@ def print_summary(doc: dict[str, Any], console: Console) -> None:
     for m in ans.get("group_matches", []):
         say("match", m["statement"])
     run = doc["run"]
-    said: dict[str, list[str]] = {}
-    for e in doc["scenarios"]:
-        for note in e.get("notes") or []:
-            said.setdefault(note, []).append(e["id"])
-    for note, ids in said.items():
-        console.print(f"[bold]note:[/] {note}: {', '.join(ids[:6])}"
-                      + (f" and {len(ids) - 6} more" if len(ids) > 6 else ""), highlight=False)
+    for note in scenario_notes(doc, shown=6):
+        console.print(f"[bold]note:[/] {note['text']}: {note['ids']}", highlight=False)
     # why a scenario has no plan (least memory against capacity, no divisor, not run), as
     # capacity.json and the HTML say it (the table showed "infeasible" without a reason)
     why: dict[str, list[str]] = {}
@@ -119,9 +114,8 @@ def print_summary(doc: dict[str, Any], console: Console) -> None:
         if e.get("primal") is None and e.get("reason"):
             why.setdefault(e["reason"], []).append(e["id"])
     for reason, ids in why.items():
-        console.print(f"[bold]no plan:[/] {escape(', '.join(ids[:6]))}"
-                      + (f" and {len(ids) - 6} more" if len(ids) > 6 else "")
-                      + f": {escape(reason)}", highlight=False)
+        console.print(f"[bold]no plan:[/] {escape(some_ids(ids, 6))}: {escape(reason)}",
+                      highlight=False)
     n = len(doc["scenarios"])
     console.print(f"{n} scenario{'' if n == 1 else 's'} ({run['computed']} solved, {run['reused']} "
                   f"from the store {run['store']}) in {doc['wall_time_s']:.1f} s")
