@@ -242,7 +242,7 @@ def _axis_problems(sweep: SweepFile, base: dict[str, Any], file: str) -> list[Sp
                                    + did_you_mean(name, DEVICE_CATALOG),
                                    f"use a catalog device: {one_of(DEVICE_CATALOG)}"))
     for i, n in enumerate(axes.gpus or []):
-        if isinstance(gpn, int) and gpn > 0 and n > gpn * limits.MAX_NODES:
+        if n > gpn * limits.MAX_NODES:      # gpn: a positive integer, checked above
             # QA round 11: the limit was reported at cluster.nodes, with the node count's
             # limit and example, for a GPU count the user wrote
             out.append(SpecProblem(file, f"axes.gpus[{i}]", n, f"more GPUs than "

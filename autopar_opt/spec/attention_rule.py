@@ -54,6 +54,12 @@ def stated_flash(section) -> bool | None:
     return None
 
 
+def _stated_key(section) -> str:
+    """Where a model section states ``flash_attention`` (:func:`stated_flash`)."""
+    return ("model.flash_attention" if isinstance(section, HfModelSpec)
+            else "model.overrides.flash_attention")
+
+
 def scores_left_out(graph: LayerGraph) -> bool:
     """Whether ``graph`` has an attention core built without its score activations."""
     return any(layer.flops_recompute_selective > 0 and layer.act_attn_bytes <= 0
@@ -68,8 +74,7 @@ def reconcile(section, graph: LayerGraph, training: Training, cluster: Cluster,
     fused = runs_fused(training, cluster)
     stated = stated_flash(section)
     rt = training.runtime
-    key = ("model.flash_attention" if isinstance(section, HfModelSpec)
-           else "model.overrides.flash_attention")
+    key = _stated_key(section)
     if stated is True and not fused:
         why = (f"runtime {rt.name} runs no fused attention kernel" if not rt.flash_attention
                else f"{cluster.device.name} has no fused attention kernel")
@@ -104,8 +109,7 @@ def reconcile_fleet(section, graph: LayerGraph, training: Training, fleet: Fleet
         return reconcile(section, graph, training, groups[0], out)
     stated = stated_flash(section)
     if stated is not None:
-        key = ("model.flash_attention" if isinstance(section, HfModelSpec)
-               else "model.overrides.flash_attention")
+        key = _stated_key(section)
         yes = sorted({g.device.name for g, f in zip(groups, fused) if f})
         no = sorted({g.device.name for g, f in zip(groups, fused) if not f})
         out.add(key, stated, f"the fleet's groups run different attention kernels under runtime "
