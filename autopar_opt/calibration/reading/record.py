@@ -30,6 +30,7 @@ from autopar_opt.calibration.reading.model import ModelFacts, read_dims, read_mo
 from autopar_opt.calibration.reading.moe import MoeSpec
 from autopar_opt.calibration.reading.batching import Batches, read_batches
 from autopar_opt.calibration.reading.parallel import ParallelFacts, read_parallelism
+from autopar_opt.calibration.reading.pipeline_split import stage_split
 from autopar_opt.calibration.reading.runtime import fp16_grad_dtype, fsdp_reduce_dtype, runtime_of
 from autopar_opt.calibration.reading.schema import RawRecord
 from autopar_opt.calibration.reading.training import (
@@ -132,20 +133,6 @@ def family_of(rec_id: str, framework: str) -> str:
     if parts[0] == "megatron":
         return "_".join(parts[:2])
     return parts[0]
-
-
-def _stage_sizes(num_blocks: int, pp: int, embed_slots: bool) -> tuple[int, ...]:
-    """Layers per stage: embedding first, head last, blocks spread evenly
-    (with ``embed_slots`` the embedding and head count as blocks)."""
-    items = num_blocks + (2 if embed_slots else 0)
-    if items < pp:
-        raise Unmodelable(f"{num_blocks} blocks cannot fill {pp} pipeline stages")
-    base, extra = divmod(items, pp)
-    sizes = [base + (1 if i < extra else 0) for i in range(pp)]
-    if not embed_slots:
-        sizes[0] += 1
-        sizes[-1] += 1
-    return tuple(sizes)
 
 
 #: Keys records state beside a section's declared ones that other readers take (the MoE
@@ -276,20 +263,8 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
     if per_layer:
         layer_ms = per_layer_ms(meas)
     else:
-        own_slots = "own pp slot" in raw.notes.lower()
-        sizes = _stage_sizes(model.layers, parallel.pp, own_slots)
-        if not own_slots and parallel.pp > 1 and model.layers % parallel.pp:
-            # QA round 11: an uneven split was priced without a word; records state no split
-            notes["parallelism"].append(
-                f"the {model.layers} transformer layers do not divide over pp = {parallel.pp} "
-                f"and the record states no split: spread evenly, the first stages one more "
-                f"(layers per stage, embedding and head included: {list(sizes)})")
-        if own_slots and parallel.pp > 1:
-            # QA round 11: a phrase of the free-text notes moved the stage split unsaid
-            notes["parallelism"].append(
-                "notes say 'own pp slot': the embedding and the LM head take pipeline slots of "
-                "their own (BigScience Megatron-DeepSpeed --pp-partition-method "
-                f"type:transformer|embedding): layers per stage, those two counted, {list(sizes)}")
+        sizes, said = stage_split(raw.parallelism, raw.notes, model.layers, parallel.pp)
+        notes["parallelism"].extend(said)
         if spec is not None:
             moe_reading.check_counting(counting)
         try:

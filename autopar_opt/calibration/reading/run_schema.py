@@ -34,8 +34,11 @@ RECORD_KEYS = {
     "flops_counting": "How a TFLOP/s or MFU figure counts FLOPs, when the record gives one: PaLM / "
                       "torchtitan 6·N + 12·l·h·s, Megatron-Core num_floating_point_operations, 6·N·D, "
                       "or Narayanan et al. 2021's 96·B·s·l·h² (which counts the recomputed forward).",
-    "notes": "Free text; the phrase 'own pp slot' gives the embedding and the LM head pipeline "
-             "slots of their own (BigScience's partition), said in the record's assumptions.",
+    "notes": "Free text. Read for one thing only, when parallelism.pp_partition and "
+             "pp_stage_layers are unstated: words naming an embedding-slot partition ('own pp "
+             "slot', 'embeddings as own slots', type:transformer|embedding, "
+             "account-for-embedding-in-pipeline-split) split the stages as embedding_slots, said "
+             "in the record's assumptions.",
 }
 #: Each section, described.
 SECTION_TEXT = {

@@ -264,6 +264,19 @@ class Parallelism(_Section):
     fsdp: Optional[Any] = Field(None, description=(
         "FSDP sharding as text (FULL_SHARD / SHARD_GRAD_OP / HYBRID_SHARD / NO_SHARD, 'fsdp2', ...), read "
         "as a ZeRO stage."))
+    pp_partition: Optional[Any] = Field(None, json_schema_extra={"anyOf": [
+        {"enum": ["even", "embedding_slots"]}, {"type": "null"}]}, description=(
+        "How the layers were split over the pipeline stages: even (Megatron-LM's split, the embedding "
+        "on the first stage and the LM head on the last beside their layers) or embedding_slots (each "
+        "takes one layer's place: BigScience --pp-partition-method type:transformer|embedding, "
+        "Megatron-Core --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split); "
+        "unstated: the notes' words, said, else even."))
+    pp_stage_layers: Optional[Any] = Field(None, json_schema_extra={"anyOf": [
+        {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1},
+        {"type": "null"}]}, description=(
+        "Transformer layers of each pipeline stage, one whole number per stage, adding up to "
+        "model.num_layers (an uneven split, e.g. --decoder-first-pipeline-num-layers); the embedding "
+        "joins the first stage, the LM head the last."))
 
 
 class Training(_Section):
