@@ -28,7 +28,7 @@ from autopar_opt.core.result import status_words
 from autopar_opt.reports.document import ReportInputError, is_finite, to_float, validate_document
 from autopar_opt.reports.formatting import (causal_mfu_note, fmt_gib, fmt_pct, fmt_pct_up,
                                             fmt_rate, fmt_time, fmt_time_range, fmt_value,
-                                            has_sequence,
+                                            has_sequence, NCCL_BUFFERS_WORDS,
                                             tight_note, tokens_rate)
 from autopar_opt.reports.runnability import runnability_section
 from autopar_opt.reports.sections import (plan_degree_lines, baselines_section, breakdown_section,
@@ -156,6 +156,7 @@ def answer_section(doc: dict) -> dict | None:
                          else fmt_pct(peak / cap, 0)) if cap else "—",
         "fits": bool(m.get("feasible", peak <= cap + 1e-9)),
         "tight": bool(tight_note(peak, cap)),
+        "tight_words": NCCL_BUFFERS_WORDS,
         "layout": f"pp={doc['plan']['pp']}"
                   + (f" (stage devices {'+'.join(map(str, doc['plan']['stage_devices']))})"
                      if doc["plan"].get("stage_devices") else "")

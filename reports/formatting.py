@@ -58,16 +58,25 @@ def causal_mfu_note(mfu: float | None, mfu_causal: float | None) -> str:
 #: and the solve summary): allocator fragmentation and framework buffers the model does
 #: not itemise can take that much.
 TIGHT_HEADROOM = 0.05
+#: What a tight plan's headroom must also hold that the modelled peak leaves out: NCCL's
+#: own buffers (``cudaMalloc`` outside PyTorch's allocator, not in the measured 0.763 GiB
+#: runtime reserve), 544 MB for a two-rank and 688 MB for a larger communicator after one
+#: all-reduce on 4 NVLink A100s (NVIDIA/nccl issue #964), more with more channels.
+NCCL_BUFFERS_WORDS = ("NCCL's own buffers, about 0.5-0.7 GiB per communicator on A100 "
+                      "(NVIDIA/nccl#964), are outside the modelled peak")
 
 
 def tight_note(peak_gib: float, capacity_gib: float) -> str:
-    """`` (tight: 1.3 GiB, under 5% headroom)`` for a plan that fits with little room;
-    empty otherwise (and for one that does not fit, which says so itself)."""
+    """`` (tight: 1.3 GiB, under 5% headroom; NCCL's own buffers ...)`` for a plan that fits
+    with little room; empty otherwise (and for one that does not fit, which says so itself).
+    The NCCL words say what else the headroom must hold (session 32: the runtime reserve's
+    messages called it "CUDA context, NCCL buffers" while the measured 0.763 GiB holds no
+    NCCL buffer)."""
     if not capacity_gib or peak_gib > capacity_gib + 1e-9 \
             or (capacity_gib - peak_gib) / capacity_gib >= TIGHT_HEADROOM:
         return ""
     return (f" (tight: {capacity_gib - peak_gib:.1f} GiB free, under "
-            f"{100 * TIGHT_HEADROOM:.0f}% headroom)")
+            f"{100 * TIGHT_HEADROOM:.0f}% headroom; {NCCL_BUFFERS_WORDS})")
 
 
 def fmt_pct_up(fraction: float, digits: int = 2) -> str:

@@ -87,7 +87,8 @@ class CostParams:
     unfused_optimizer_factor : unfused (per-op) Adam over fused, measured 2.2
         on H100 (``benchmarks/kernels``; not fitted).
     memory_reserve_gib : per-device memory outside the model's tensors (CUDA
-        context, NCCL buffers, workspaces).
+        context, cuBLAS/cuDNN workspaces; the shipped, measured figure holds no
+        NCCL buffer).
     memory_fragmentation : caching-allocator overhead, fraction of the
         modelled bytes.
     """

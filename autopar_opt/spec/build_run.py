@@ -629,8 +629,8 @@ def build_cost_params(section: CostModelSection | str | None, cluster: Cluster |
 
 def check_room_left(cluster: Cluster, training: Training, cost: CostParams, out: ProblemList,
                     stated_gib: float | None) -> None:
-    """The device must hold more than the runtime's reserve (CUDA context, NCCL buffers:
-    ``cost_model.memory_reserve_gib``) and the user's: a plan then has negative room, and
+    """The device must hold more than the runtime's reserve (CUDA context and cuBLAS/cuDNN
+    workspaces: ``cost_model.memory_reserve_gib``) and the user's: a plan then has negative room, and
     the search answered "proven infeasible" with advice that cannot help (QA round 10:
     "-0.24 GiB usable" on a 0.5 GiB device, -0.61 with a 79.9 GiB reserve of 80)."""
     hbm, mine, runtime = cluster.device.hbm_gib, training.memory_reserve_gib, cost.memory_reserve_gib
@@ -639,10 +639,10 @@ def check_room_left(cluster: Cluster, training: Training, cost: CostParams, out:
     if mine > 0:
         out.add("training.memory_reserve_gib", mine, f"leaves no memory for the model: the "
                 f"device's {hbm:g} GiB less the runtime's reserve of {runtime:.2f} GiB (CUDA "
-                "context, NCCL buffers) is not above it", f"use less than {hbm - runtime:.2f}")
+                "context, library workspaces) is not above it", f"use less than {hbm - runtime:.2f}")
     else:
         key, value = (("cluster.device_memory_gib", stated_gib) if stated_gib is not None
                       else ("cluster.device", cluster.device.name))
         out.add(key, value, f"the device's {hbm:g} GiB do not exceed the "
-                f"runtime's reserve of {runtime:.2f} GiB (CUDA context, NCCL buffers): no model "
+                f"runtime's reserve of {runtime:.2f} GiB (CUDA context, library workspaces): no model "
                 "fits", "use a device with more memory (cluster.device_memory_gib, device)")

@@ -541,7 +541,7 @@ def test_a_moe_block_without_experts_is_refused_spec(tmp_path):
     ({}, {"memory_reserve_gib": 79.9}, r"training\.memory_reserve_gib = 79\.9"),
 ])
 def test_a_device_the_reserves_fill_is_refused_spec(tmp_path, cluster, training, key):
-    """The runtime's reserve (CUDA context, NCCL buffers) and the user's leave no room:
+    """The runtime's reserve (CUDA context, library workspaces) and the user's leave no room:
     a spec error naming the key (QA round 10: 'proven infeasible ... -0.24 GiB usable')."""
     _refused_spec(tmp_path, _small(cluster=cluster, training=training), rf"{key}.*runtime's reserve")
 
