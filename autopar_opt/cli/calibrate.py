@@ -121,6 +121,29 @@ def render_ranking(report: CalibrationReport, console: Console) -> None:
                           markup=False, highlight=False)
 
 
+#: The suffixes of the file ``--fit --out`` writes: :func:`write_params` writes YAML, and a
+#: spec's ``cost_model:`` reads a file by its suffix (YAML, TOML or JSON).
+FIT_SUFFIXES = (".yaml", ".yml")
+
+
+def _check_fit_suffix(output: str) -> list:
+    """A problem when ``output`` is not named as the YAML file the fit writes (QA round 12:
+    ``--fit --out fit.json`` wrote YAML into fit.json, which a spec's ``cost_model: fit.json``
+    then refused with a JSON syntax error; ``fit.txt``: an unsupported extension)."""
+    from pathlib import Path
+
+    from autopar_opt.core.errors import SpecProblem
+    from autopar_opt.core.files import COMMAND_LINE
+
+    path = Path(output)
+    if path.suffix.lower() in FIT_SUFFIXES:
+        return []
+    return [SpecProblem(COMMAND_LINE, "--out", output,
+                        f"the fitted parameters are written as YAML, and a spec's cost_model: "
+                        f"reads a file by its extension ({path.suffix or 'none'} here)",
+                        f"name the file {path.stem or 'fit'}.yaml")]
+
+
 def _fit_side_effects(report) -> list[str]:
     """What a fit changes beyond the records it saw (QA round 9: a one-record A100 fit moved
     the V100's GEMM efficiency 0.783 -> 0.628 without a word): dies no record of the file
@@ -176,6 +199,7 @@ def calibrate_command(runs_path: str, json_output: bool, fit: bool = False,
         from autopar_opt.core.files import check_output_file
 
         opt.raise_if_any(check_output_file(output, "--out", (runs_path,)))
+        opt.raise_if_any(_check_fit_suffix(output))
     if cross_validate is not None and cross_validate != "family":
         refuse(f"autopar calibrate: --cross-validate {cross_validate!r} is not supported; the "
                "only grouping is 'family' (leave one source family out)", COMMAND_LINE,

@@ -55,8 +55,9 @@ def calibrate(ctx: typer.Context,
               fit: bool = typer.Option(False, "--fit", help="Fit the cost-model parameters "
                                        "(needs --out)."),
               output: Optional[str] = typer.Option(None, *OUT_FILE,
-                                                   help="File the fitted parameters are written "
-                                                        "to (a spec's cost_model: can name it); "
+                                                   help="YAML file (*.yaml, *.yml) the fitted "
+                                                        "parameters are written to (a spec's "
+                                                        "cost_model: can name it); "
                                                         "-o and --output are aliases."),
               cross_validate: Optional[str] = typer.Option(
                   None, "--cross-validate", metavar="family",
