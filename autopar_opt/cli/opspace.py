@@ -24,6 +24,12 @@ from pathlib import Path
 EXIT = {"optimal": 0, "feasible": 0, "infeasible": 3, "no_plan": 4}
 
 
+#: The options an operator-sharding solve takes (QA round 12: the refusal's list left out
+#: --searcher, --budget-s and --seed, which run a searcher on the operator space first).
+OPSPACE_OPTIONS = ("--solver, --time-limit, --gap, --memory-limit, --searcher, --budget-s, "
+                   "--seed, --out, --json, --quiet")
+
+
 def unused_options(form, runnable_by, export_models: bool, warm_start: bool) -> list:
     """Options of the layer search an operator-sharding solve has no use for: refused."""
     from autopar_opt.core.errors import SpecProblem
@@ -33,8 +39,7 @@ def unused_options(form, runnable_by, export_models: bool, warm_start: bool) -> 
              ("--export-models", True, export_models), ("--no-warm-start", True, not warm_start)]
     return [SpecProblem(COMMAND_LINE, option, value, "applies to the layer search; an operator-sharding "
                         "problem is solved by its own DP or MILP without it",
-                        f"drop {option} (an operator-sharding solve takes --solver, --time-limit, --gap, "
-                        "--memory-limit, --out, --json, --quiet)")
+                        f"drop {option} (an operator-sharding solve takes {OPSPACE_OPTIONS})")
             for option, value, on in given if on]
 
 

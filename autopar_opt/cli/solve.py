@@ -265,11 +265,16 @@ def _peer_spec(spec_path: str):
     return build_peer_spec(data, Path(spec_path))
 
 
+#: The options a peer problem's solve takes (QA round 12: the refusal's list left out
+#: --memory-limit, which the peer portfolio applies to its MILP and elimination tables).
+PEER_OPTIONS = "--solver, --time-limit, --gap, --memory-limit, --out, --json, --quiet"
+
+
 def _peer_unused_options(fmt: str, form: str | None, runnable_by: str | None, searcher,
                          export_models: bool, warm_start: bool) -> list:
     """Options of a model search that a peer problem (Piper, PaSE) has no use for:
     refused, not dropped without a word (its solve takes --solver, --time-limit,
-    --gap, --out, --json and --quiet)."""
+    --gap, --memory-limit, --out, --json and --quiet: :data:`PEER_OPTIONS`)."""
     from autopar_opt.core.files import COMMAND_LINE
     from autopar_opt.core.errors import SpecProblem
 
@@ -278,8 +283,7 @@ def _peer_unused_options(fmt: str, form: str | None, runnable_by: str | None, se
              ("--export-models", True, export_models), ("--no-warm-start", True, not warm_start)]
     return [SpecProblem(COMMAND_LINE, option, value, f"applies to a model search; a {fmt} peer "
                         "problem (problem: in the spec) is solved by its own DP or MILP without it",
-                        f"drop {option} (a peer solve takes --solver, --time-limit, --gap, "
-                        "--out, --json, --quiet)")
+                        f"drop {option} (a peer solve takes {PEER_OPTIONS})")
             for option, value, on in given if on]
 
 

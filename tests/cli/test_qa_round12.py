@@ -23,3 +23,31 @@ def test_calibrate_fit_out_must_be_named_as_the_yaml_it_writes(tmp_path, name):
     assert "--out" in text and f"({'.' * (suffix != 'none')}{suffix} here)" in text
     assert "written as YAML" in text and "name the file fit.yaml" in text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.yaml"]
+
+
+def _listed_options(text: str, lead: str) -> set[str]:
+    """The options the refusal says the problem's solve takes ("... takes --a, --b)")."""
+    tail = text.split(lead, 1)[1].split(")", 1)[0]
+    return {o.strip() for o in tail.split(",")}
+
+
+@pytest.mark.parametrize("spec,refused,lead,works", [
+    ("examples/peers/piper_gnmt_k8.yaml", ["--form", "milp"], "a peer solve takes",
+     ["--memory-limit", "4"]),
+    ("examples/operator_sharding/alexnet.yaml", ["--no-warm-start"],
+     "an operator-sharding solve takes", ["--searcher", "random", "--budget-s", "1", "--seed", "2"]),
+])
+def test_the_options_a_refusal_lists_include_those_the_problem_takes(spec, refused, lead, works):
+    """A peer or operator-sharding solve refuses the layer search's options and lists the
+    ones it takes. Before: the peer list left out --memory-limit and the operator-sharding
+    list --searcher/--budget-s/--seed, each of which such a solve takes (oracle: the
+    same solve with them exits 0)."""
+    from support import paths
+
+    path = paths.REPO / spec
+    code, text = _cli("solve", path, *refused, "--time-limit", "20", "--quiet")
+    assert code == 2, text
+    listed = _listed_options(text, lead)
+    code, text = _cli("solve", path, *works, "--time-limit", "20", "--quiet")
+    assert code == 0, text
+    assert {w for w in works if w.startswith("--")} <= listed, listed
