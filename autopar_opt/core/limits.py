@@ -116,8 +116,14 @@ class Breach(NamedTuple):
     fix: str
 
 
-def check_file_size(path: Path) -> Breach | None:
-    """A breach when ``path`` is larger than :data:`MAX_FILE_BYTES` (from ``stat``)."""
+#: The fix of a spec file over :data:`MAX_FILE_BYTES`.
+SPEC_SIZE_FIX = ("a spec is a few kilobytes; give large models as a zoo entry with overrides, "
+                 "or split off the model section into its own file")
+
+
+def check_file_size(path: Path, fix: str = SPEC_SIZE_FIX) -> Breach | None:
+    """A breach when ``path`` is larger than :data:`MAX_FILE_BYTES` (from ``stat``);
+    ``fix`` says what to do for the kind of file read (a spec's by default)."""
     try:
         size = os.stat(path).st_size
     except (OSError, ValueError):
@@ -125,8 +131,7 @@ def check_file_size(path: Path) -> Breach | None:
     if size > MAX_FILE_BYTES:
         return Breach("", None,
                       f"the file has {size:,} bytes, over the limit of {MAX_FILE_BYTES:,} bytes",
-                      "a spec is a few kilobytes; give large models as a zoo entry with "
-                      "overrides, or split off the model section into its own file")
+                      fix)
     return None
 
 

@@ -256,9 +256,10 @@ def _parse_raw(text: str, fmt: str, path: Path) -> Any:
                                   "no trailing comma)")]) from None
 
 
-def _read_text(path: Path) -> str:
-    """The file's text, read only after its size passed :func:`limits.check_file_size`."""
-    too_big = limits.check_file_size(path)
+def _read_text(path: Path, size_fix: str = limits.SPEC_SIZE_FIX) -> str:
+    """The file's text, read only after its size passed :func:`limits.check_file_size`
+    (``size_fix``: the fix of a file over the limit, for the kind of file read)."""
+    too_big = limits.check_file_size(path, size_fix)
     if too_big is not None:
         raise SpecError([_problem(path, too_big.rule, too_big.fix)])
     try:
@@ -297,11 +298,12 @@ def read_mapping(path: Path | str, content: tuple[str, str] = SPEC_CONTENT) -> d
     return data
 
 
-def read_document(path: Path | str) -> Any:
+def read_document(path: Path | str, size_fix: str = limits.SPEC_SIZE_FIX) -> Any:
     """Read and parse one YAML/TOML/JSON file of any shape within the limits of
     :mod:`autopar_opt.core.limits` (size, nesting, values, lengths, numbers);
     raises :class:`SpecError`. Other readers of user files (run files of
-    ``autopar calibrate``) use it too."""
+    ``autopar calibrate``) use it too, with their own ``size_fix`` (what to do with a
+    file over the size limit: a spec's advice is no use for a run file)."""
     from autopar_opt.core.reading import describe_path, files_in
 
     path = Path(path)
@@ -322,7 +324,7 @@ def read_document(path: Path | str) -> Any:
         raise SpecError([_problem(shown, f"the file {what}",
                                   "check the path (relative paths are from the current "
                                   "directory, or from the top spec file for included files)")])
-    data = _parse(_read_text(path), fmt, path)
+    data = _parse(_read_text(path, size_fix), fmt, path)
     problems = limits.structure_problems(data)
     if problems:
         raise SpecError([SpecProblem(str(path), *b) for b in problems])
