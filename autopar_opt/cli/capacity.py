@@ -205,11 +205,21 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
     from autopar_opt.cli import options as opt
     from autopar_opt.core.files import check_output_dir, check_output_file
 
+    store_problems = check_output_file(store_file if store_path is None else store_path,
+                                       "the store" if store_path is None else "--store")
+    if store_path is None and out is None:
+        # QA round 12: the default store's problem said "choose a directory you can write
+        # to" without naming the option that chooses it
+        import dataclasses
+
+        store_problems = [dataclasses.replace(
+            p, fix=f"the results store defaults to {store_file} ($XDG_CACHE_HOME, else "
+                   "~/.cache); give --store FILE (or --out DIR) in a directory you can "
+                   "write to") for p in store_problems]
     opt.raise_if_any([*(check_output_dir(out_dir, "--out", ("capacity.json", "capacity.csv",
                                                              "capacity.html"))
                         if out_dir is not None else []),
-                      *check_output_file(store_file if store_path is None else store_path,
-                                         "the store" if store_path is None else "--store")])
+                      *store_problems])
     opt.raise_if_any(opt.check_time_limit(time_limit_s))
     sweep = load_sweep(sweep_path)          # SpecError: exit 2 through the CLI's guard
     deadline, spent, reserve = None, 0.0, 0.0

@@ -67,3 +67,22 @@ def test_a_run_file_over_the_size_limit_gets_a_run_file_fix(tmp_path):
     assert f"over the limit of {MAX_FILE_BYTES:,} bytes" in text
     assert "a spec is a few kilobytes" not in text
     assert "split the records over several run files" in text
+
+
+def test_an_unusable_default_capacity_store_names_the_option_that_moves_it(tmp_path,
+                                                                          monkeypatch):
+    """capacity without --out or --store keeps its results in $XDG_CACHE_HOME/autopar-opt/.
+    Before: where that cannot be written, the fix said only "name a path whose folders are
+    directories" / "choose a directory you can write to", not how to choose one. Oracle:
+    the refusal (exit 2, nothing run) names the default path and --store."""
+    from support import paths
+
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("x")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker / "cache"))
+    code, text = _cli("capacity", paths.REPO / "tests" / "data" / "capacity" / "tiny.yaml",
+                      "--workers", "1", "--time-limit", "5", "--quiet")
+    assert code == 2, text
+    assert "is a file, not a directory" in text
+    assert "give --store FILE" in text and "results store defaults to" in text
+    assert blocker.read_text() == "x"
