@@ -22,7 +22,8 @@ from autopar_opt.cost.chips import chip_of
 from autopar_opt.cost.compute import DEFAULT_HEAD_DIM, DEFAULT_SEQ
 from autopar_opt.cost.params import CostParams, default_params, shipped_fit
 from autopar_opt.ir.graph import LayerGraph
-from autopar_opt.ir.hardware import DEFAULT_INTRA_NODE, Cluster, default_nvlink_mesh
+from autopar_opt.ir.hardware import (CUBE_MESH_DEVICES, DEFAULT_INTRA_NODE, Cluster,
+                                     default_nvlink_mesh)
 from autopar_opt.ir.training import (OPTIMIZER_STEP_BYTES, OPTIMIZER_WORDS, Training,
                                      param_state_bytes)
 from autopar_opt.ir.window import window_counts, window_share
@@ -219,6 +220,15 @@ def _wiring(cluster: Cluster) -> list[str]:
     if cluster.nvlink_stated and default_nvlink_mesh(cluster.device, cluster.gpus_per_node):
         return ["intra-node: NVSwitch (stated: intra_node_topology: switch), every group of a "
                 "node at a GPU's full NVLink bandwidth"]
+    if (not cluster.nvlink_stated and cluster.device.name in CUBE_MESH_DEVICES
+            and 4 < cluster.gpus_per_node <= 8):
+        # QA round 12: an 8-GPU V100 node (DGX-1) was priced as NVSwitch without a word
+        return [f"intra-node: priced as NVSwitch, every group of a node at a GPU's full NVLink "
+                f"bandwidth (not stated); {cluster.gpus_per_node}-GPU {cluster.device.name} "
+                "SXM2 nodes (DGX-1, HGX-1) have no NVSwitch: a hybrid cube-mesh where a pair "
+                "of GPUs shares 1 or 2 of a GPU's 6 NVLinks, so groups of fewer than 8 GPUs "
+                "run slower than priced; intra_node_topology: mesh prices a point-to-point "
+                "board (a pair at 1/7), switch states an NVSwitch node"]
     return []
 
 

@@ -545,6 +545,14 @@ MESH_BOARD_DEVICES = frozenset({"A100-40GB", "A100-80GB", "A800-SXM4-80GB", "H10
                                 "H800-SXM-80GB", "H200-141GB"})
 
 
+#: Catalog parts whose 8-GPU SXM nodes have no NVSwitch: DGX-1 / HGX-1 with V100 SXM2 wire
+#: the 8 GPUs as a hybrid cube-mesh, 6 NVLinks per GPU of which a pair shares 1 or 2
+#: (NVIDIA, "DGX-1 with Tesla V100 System Architecture", WP-08437-002, 2017, Fig. 4);
+#: NVSwitch came with DGX-2 (16 GPUs). Such a node is priced as switched unless stated,
+#: and the plan's assumptions say so (:mod:`autopar_opt.cost.assumptions`; QA round 12).
+CUBE_MESH_DEVICES = frozenset({"V100-32GB"})
+
+
 def default_nvlink_mesh(device: DeviceType, gpus_per_node: int) -> bool:
     """Whether a node of ``gpus_per_node`` ``device`` GPUs is, unless stated, a point-to-
     point NVLink board (:attr:`Cluster.nvlink_mesh`): 3 or 4 GPUs of an SXM part of

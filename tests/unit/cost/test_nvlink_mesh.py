@@ -110,6 +110,27 @@ def test_said_in_assumptions():
     assert wiring(make_cluster("c", 1, 8, "A100-80GB")) == []
 
 
+def test_an_8_gpu_v100_node_says_it_is_priced_as_nvswitch():
+    """QA round 12: 8 V100 SXM2 (DGX-1, the zoo's 1x8-v100-32) have no NVSwitch (a hybrid
+    cube-mesh: a pair shares 1-2 of 6 NVLinks, NVIDIA WP-08437-002), yet a pair was priced at
+    the full 150 GB/s without a word. Oracle: the pair's share priced (1.0, switched) and the
+    line that now says it, with the override; a stated wiring and DGX-2's 16 GPUs say nothing
+    of it."""
+    graph = random_chain(3, 2)
+
+    def wiring(cluster) -> list[str]:
+        return [ln for ln in cost_assumptions(graph, cluster, Training(8, 1024)) if "intra-node:" in ln]
+    dgx1 = make_cluster("c", 1, 8, "V100-32GB")
+    assert dgx1.intra_share(2) == 1.0          # priced as switched: the guess to be said
+    (line,) = wiring(dgx1)
+    assert "priced as NVSwitch" in line and "not stated" in line and "hybrid cube-mesh" in line
+    assert "intra_node_topology: mesh" in line
+    assert not any("priced as NVSwitch" in ln
+                   for ln in wiring(make_cluster("c", 1, 8, "V100-32GB", nvlink_mesh=True)))
+    assert wiring(make_cluster("c", 1, 8, "V100-32GB", nvlink_mesh=False)) == []
+    assert wiring(make_cluster("c", 1, 16, "V100-32GB")) == []
+
+
 @pytest.mark.parametrize("cluster, words", [
     ("{nodes: 1, gpus_per_node: 4, device: A100-PCIe-80GB, intra_node_topology: mesh}",
      "intra-node link is pcie4 (32 GB/s), not NVLink"),
