@@ -132,6 +132,10 @@ def check_output_file(path: str | os.PathLike, option: str = "--output",
         if target.is_dir():
             return [_problem(option, shown, "is a directory", "name a file (a new name inside "
                              "that directory is fine)")]
+        if shown.endswith(("/", os.sep)):   # QA round 12: "new/" was written as a file "new"
+            return [_problem(option, shown, "ends in a path separator, so it names a directory, "
+                             "not a file", "name a file, e.g. " + shown.rstrip("/" + os.sep)
+                             + "/NAME (a missing directory is created)")]
         if target.exists() and not os.access(target, os.W_OK):
             return [_problem(option, shown, "exists and is not writable",
                              "choose another file name")]

@@ -86,3 +86,26 @@ def test_an_unusable_default_capacity_store_names_the_option_that_moves_it(tmp_p
     assert "is a file, not a directory" in text
     assert "give --store FILE" in text and "results store defaults to" in text
     assert blocker.read_text() == "x"
+
+
+@pytest.mark.parametrize("command", [["report"], ["export", "--to", "megatron"]])
+def test_an_out_file_ending_in_a_separator_is_refused_not_written_as_a_file(tmp_path, command):
+    """Before: ``report PLAN --out new/`` (also export, pretrain) wrote a *file* named
+    ``new`` and said "wrote new/". Oracle: exit 2 naming --out and the rule, nothing
+    created; the same name without the separator inside that directory works."""
+    from support import paths
+
+    plan = paths.REPO / "tests" / "data" / "report" / "plan_feasible.json"
+    if command[0] == "export":            # a priced plan whose spec is at hand
+        code, text = _cli("estimate", paths.REPO / "examples" / "quickstart.yaml", "--json")
+        assert code == 0, text
+        plan = tmp_path / "estimate.json"
+        plan.write_text(text)
+    target = tmp_path / "new"
+    code, text = _cli(command[0], plan, *command[1:], "--out", f"{target}/")
+    assert code == 2, text
+    assert "--out" in text and "ends in a path separator" in text
+    assert not target.exists()
+    code, text = _cli(command[0], plan, *command[1:], "--out", target / "file.out")
+    assert code == 0, text
+    assert (target / "file.out").is_file()
