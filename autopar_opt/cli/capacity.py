@@ -2,7 +2,7 @@
 
 Exit codes: 0 every scenario has a row (whatever its status), 2 bad input
 (sweep file, engine not installed), 4 some scenario's search raised (its
-message is printed; the others are stored), 130/143 interrupted by SIGINT/SIGTERM
+message is printed; the others are stored), 129/130/143 interrupted by SIGHUP/SIGINT/SIGTERM
 (:class:`~autopar_opt.core.interrupts.InterruptGuard`: a signal whose exception
 was swallowed, e.g. inside a weakref callback, still stops the sweep at the
 next finished scenario; finished scenarios are stored; running the same

@@ -402,7 +402,7 @@ def solve(ctx: typer.Context,
     """Search the spec's space for the best plan and certify its gap.
 
     Exit codes: 0 plan found, 2 bad input, 3 proven infeasible, 4 no plan
-    within the limits, 130/143 interrupted (SIGINT/SIGTERM; outputs written)."""
+    within the limits, 129/130/143 interrupted (SIGHUP/SIGINT/SIGTERM; outputs written)."""
     from autopar_opt.cli.solve import solve_command
 
     extra: dict[str, Any] = {"export_models": True} if export_models else {}
@@ -504,7 +504,8 @@ def place(ctx: typer.Context,
     """Place an operator graph on devices, with a proven lower bound and gap.
 
     Exit codes: 0 placement found, 2 bad input, 3 proven infeasible, 4 no placement
-    within the limits (placement.json still written, with the proven bound)."""
+    within the limits (placement.json still written, with the proven bound), 129/130/143
+    interrupted (SIGHUP/SIGINT/SIGTERM; outputs written)."""
     from autopar_opt.cli.place import place_command
 
     _refuse_unused_options(budget_s if searcher is None else None, False)

@@ -1,7 +1,7 @@
 """``autopar solve``: search, certify, write plan.json (+ report.html), summarise.
 
 Exit codes: 0 plan found, 2 bad input, 3 proven infeasible, 4 no plan within
-the limits, 130/143 stopped by SIGINT/SIGTERM (plan.json and the report are
+the limits, 129/130/143 stopped by SIGHUP/SIGINT/SIGTERM (plan.json and the report are
 still written, with the incumbent, its bound and status ``interrupted``).
 
 Every option is checked before any work (:mod:`autopar_opt.cli.options`,

@@ -109,3 +109,17 @@ def test_an_out_file_ending_in_a_separator_is_refused_not_written_as_a_file(tmp_
     code, text = _cli(command[0], plan, *command[1:], "--out", target / "file.out")
     assert code == 0, text
     assert (target / "file.out").is_file()
+
+
+@pytest.mark.parametrize("command", ["solve", "place", "capacity"])
+def test_the_help_lists_the_exit_code_of_every_stop_signal(command):
+    """Before: solve's and place's --help listed 130/143 (place: none) while a SIGHUP (a closed
+    terminal) ends them with 129, outputs written (tests/cli/test_robustness.py, the
+    interrupt tests). Oracle: core.interrupts' own stop signals and exit codes."""
+    from autopar_opt.core.interrupts import STOP_SIGNALS, exit_code
+
+    code, text = _cli(command, "--help")
+    assert code == 0, text
+    flat = " ".join(text.replace("│", " ").split())
+    listed = "/".join(str(exit_code(s)) for s in sorted(STOP_SIGNALS))
+    assert f"{listed} interrupted" in flat, flat
