@@ -105,9 +105,12 @@ def require_module(names: tuple[str, ...], file: str, key: str, rule: str, fix: 
 
 
 def _chip(name: str) -> tuple[str, str] | None:
-    """The leading letters and number of a name ("H100-80GB" -> ("h", "100")): for a
-    device, its vendor's family and generation; None when the name has no such head."""
-    match = re.match(r"\s*([a-z]+)[-_ ]?(\d+)", name.lower())
+    """The first run of letters and its number in a name ("H100-80GB" -> ("h", "100")): for a
+    device, its vendor's family and generation; None when the name has no such head. A
+    letter run right after a digit is skipped, so a cluster's node shape is not taken for a
+    chip ("2x8-a100" -> ("a", "100"), QA round 12: it was no head at all, and the closest
+    string, '2x8-h100', was suggested over '2x8-a100-40')."""
+    match = re.search(r"(?<![0-9a-z])([a-z]+)[-_ ]?(\d+)", name.lower())
     return (match.group(1), match.group(2)) if match else None
 
 

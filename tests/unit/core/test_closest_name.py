@@ -34,3 +34,19 @@ def test_keys_and_solvers_still_read_by_spelling():
     assert closest_name("gurobbi", ["highs", "gurobi", "scip", "dp"]) == "gurobi"
     assert did_you_mean("H100-80GB", NAMES) == " (did you mean 'H100-SXM-80GB'?)"
     assert did_you_mean("qqqq", NAMES) == ""
+
+
+@pytest.mark.parametrize("word,expected", [
+    ("2x8-a100", "2x8-a100-40"),         # was '2x8-h100': the node shape hid the chip
+    ("1x8-a100", "1x8-a100-40"),
+    ("2x8-v100", "2x8-v100-32"),
+    ("dgx-a100", "dgx-a100-8"),
+    ("h800-1024", "h800-2048"),
+])
+def test_cluster_names_keep_their_gpu(word, expected):
+    """QA round 12: a zoo cluster name starts with its node shape ("2x8-"), so the chip head
+    was not found and difflib sent "2x8-a100" to the H100 cluster. Oracle: the zoo's own
+    cluster names; the suggestion keeps the GPU the user typed."""
+    from autopar_opt.model_zoo.registry import cluster_names
+
+    assert closest_name(word, cluster_names()) == expected
