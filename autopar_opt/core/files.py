@@ -90,6 +90,13 @@ def _creatable_dir(folder: Path, option: str, shown: str) -> list[SpecProblem]:
     return []
 
 
+#: ``-``, the usual name of standard output: an ``--out -`` wrote a file (or a folder) named
+#: "-" in the current directory (QA round 12), which a user meant as "print it".
+STDOUT_NAME = "-"
+STDOUT_RULE = ("is '-', which names standard output in most tools; autopar writes no output "
+               "there through --out")
+
+
 def check_output_dir(path: str | os.PathLike, option: str = "--out",
                      files: tuple[str, ...] = ("plan.json", "report.html")) -> list[SpecProblem]:
     """Problems with writing ``files`` into directory ``path`` (empty when fine)."""
@@ -97,6 +104,9 @@ def check_output_dir(path: str | os.PathLike, option: str = "--out",
     if not shown:       # an empty --out "" was taken for "no --out" and nothing was written
         return [_problem(option, shown, "is an empty path",
                          f"name a directory for {' and '.join(files)}, or drop {option}")]
+    if shown == STDOUT_NAME:
+        return [_problem(option, shown, STDOUT_RULE, f"name a directory for "
+                         f"{' and '.join(files)} (./- if a folder named '-' is meant)")]
     try:
         folder = Path(path)
         if "\x00" in shown:
@@ -124,6 +134,10 @@ def check_output_file(path: str | os.PathLike, option: str = "--output",
     shown = str(path)
     if not shown:
         return [_problem(option, shown, "is an empty path", f"name a file, or drop {option}")]
+    if shown == STDOUT_NAME:
+        return [_problem(option, shown, STDOUT_RULE, f"drop {option} where the command prints "
+                         "without it (export), or name a file (./- if a file named '-' is "
+                         "meant)")]
     try:
         target = Path(path)
         if "\x00" in shown:

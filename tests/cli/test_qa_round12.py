@@ -123,3 +123,20 @@ def test_the_help_lists_the_exit_code_of_every_stop_signal(command):
     flat = " ".join(text.replace("│", " ").split())
     listed = "/".join(str(exit_code(s)) for s in sorted(STOP_SIGNALS))
     assert f"{listed} interrupted" in flat, flat
+
+
+@pytest.mark.parametrize("args", [["solve", "examples/quickstart.yaml", "--time-limit", "10"],
+                                  ["report", "tests/data/report/plan_feasible.json"],
+                                  ["calibrate", "tests/data/synthetic_unseen_runs.yaml", "--fit"]])
+def test_out_dash_is_refused_not_written_as_a_file_named_dash(tmp_path, monkeypatch, args):
+    """Before: ``--out -`` (standard output in most tools) wrote a file, or for solve a folder,
+    named "-" in the current directory and exited 0. Oracle: exit 2 naming --out and '-',
+    and the current directory left empty."""
+    from support import paths
+
+    monkeypatch.chdir(tmp_path)
+    first = [args[0], str(paths.REPO / args[1]), *args[2:]]
+    code, text = _cli(*first, "--out", "-")
+    assert code == 2, text
+    assert "--out = '-'" in text and "standard output" in text
+    assert list(tmp_path.iterdir()) == []
