@@ -87,6 +87,7 @@ def build_context(doc: dict) -> dict:
             "claim_kind": kind, "headline": headline, "value_text": _fmt(value),
             "bound_text": _fmt(bound), "gap_text": "—" if gap is None else f"{100 * gap:.4g}%",
             "status": doc["status"], "bound_source": doc.get("bound_source", ""),
+            "time_unit": doc.get("time_unit", "the input file's time unit"),
             "devices": devices, "cuts": cuts[:MAX_CUT_ROWS], "cut_count": len(cuts),
             "cuts_truncated": len(cuts) > MAX_CUT_ROWS, "baselines": baselines}
 

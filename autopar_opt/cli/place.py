@@ -80,6 +80,17 @@ def _expert_row(result: PlacementResult, expert_path: str | None) -> list[dict]:
     return rows
 
 
+#: The time unit of a graph whose importer does not state one: the public format's files
+#: carry bare numbers (Tarnawski et al.'s instances), priced as given.
+FILE_UNIT = "the input file's time unit"
+
+
+def time_unit(problem) -> str:
+    """The unit of every time and load of a placement (QA round 12: never said; the zoo,
+    ONNX and torch.fx importers price nodes in ms, a public-format file in its own unit)."""
+    return str(problem.meta.get("units") or FILE_UNIT)
+
+
 def placement_document(result: PlacementResult, expert_path: str | None,
                        deadline: float | None = None) -> dict:
     """Everything placement.json holds (the report renders from it); the baselines stop
@@ -90,6 +101,7 @@ def placement_document(result: PlacementResult, expert_path: str | None,
     for row, cap in zip(doc["devices"], caps):
         row["capacity_bytes"] = cap if np.isfinite(cap) else None
     doc.update(num_nodes=p.num_nodes, num_edges=int(len(p.edges)),
+               time_unit=time_unit(p),
                devices_text=", ".join(f"{dt.count} x {dt.name}" for dt in p.device_types),
                baselines=placement_baselines(result, expert_path, deadline),
                bound_source=_bound_source(result))
@@ -155,8 +167,8 @@ def _bound_source(result: PlacementResult) -> str:
 
 def _json_summary(doc: dict) -> dict:
     keys = ("objective", "value", "lower_bound", "gap", "status", "wall_time_s", "method",
-            "instance", "contiguous", "num_nodes")
-    out = {k: doc[k] for k in keys}
+            "instance", "contiguous", "num_nodes", "time_unit")
+    out = {k: doc[k] for k in keys if k in doc}
     out["devices"] = [{k: d[k] for k in ("device", "nodes", "load", "memory_bytes")}
                       for d in doc["devices"]]
     det = doc.get("details", {})
@@ -385,6 +397,7 @@ def _text(doc: dict) -> str:
     gap = "-" if doc["gap"] is None else f"{100 * doc['gap']:.4g} %"
     lines = [f"instance:     {doc['instance']} ({doc['num_nodes']} nodes; {doc['devices_text']})",
              f"objective:    {doc['objective']} ({'contiguous' if doc['contiguous'] else 'non-contiguous'})",
+             f"time unit:    {doc.get('time_unit', FILE_UNIT)} (value, bound, loads, baselines)",
              f"value:        {fmt(doc['value'])}",
              f"lower bound:  {fmt(doc['lower_bound'])}",
              f"gap:          {gap}",

@@ -140,3 +140,41 @@ def test_out_dash_is_refused_not_written_as_a_file_named_dash(tmp_path, monkeypa
     assert code == 2, text
     assert "--out = '-'" in text and "standard output" in text
     assert list(tmp_path.iterdir()) == []
+
+
+def test_placement_outputs_say_the_unit_of_their_times(tmp_path):
+    """Before: ``place`` printed "value: 2.32686", loads and baselines with no unit anywhere
+    (summary, --json, placement.json, report). The zoo/ONNX/torch.fx importers price in ms,
+    a public-format file in its own unit. Oracle for "ms": one device holds every node, so
+    the value is the sum of the nodes' roofline times, recomputed here in seconds from the
+    graph's FLOPs and bytes (model_zoo/op_graphs.py: max(flops / (peak * eff), bytes / bw))."""
+    import json
+
+    import numpy as np
+
+    from autopar_opt.cost.params import default_params
+    from autopar_opt.ir.hardware import DEVICE_CATALOG
+    from autopar_opt.model_zoo.op_graphs import OP_GRAPHS
+    from support import paths
+
+    spec = tmp_path / "place.yaml"
+    spec.write_text("placement:\n  graph: {zoo: synthetic_transformer, nodes: 40}\n"
+                    "  devices: [{type: A100-80GB, count: 1}]\n")
+    code, text = _cli("place", spec, "--json", "--out", tmp_path / "out")
+    assert code == 0, text
+    doc = json.loads(text)
+    g, dev = OP_GRAPHS["synthetic_transformer"](nodes=40), DEVICE_CATALOG["A100-80GB"]
+    eff = np.where(np.array(g.gemm), default_params().efficiency_for(dev.name), 1.0)
+    seconds = np.maximum(np.array(g.flops) / (dev.peak_flops("bf16") * eff),
+                         np.array(g.mem_bytes) / (dev.hbm_gb_per_s * 1e9)).sum()
+    assert doc["value"] == pytest.approx(seconds * 1e3, rel=1e-9)
+    assert doc["time_unit"] == "ms"
+    assert json.loads((tmp_path / "out" / "placement.json").read_text())["time_unit"] == "ms"
+    assert "Times (value, bound, compute, communication, loads, baselines) in ms." in (
+        tmp_path / "out" / "report.html").read_text()
+    code, text = _cli("place", spec)
+    assert "time unit:    ms" in text
+    public = paths.REPO / "tests" / "data" / "placement" / "throughput" / \
+        "LayerGraphs_bert24_inference.json"
+    code, text = _cli("place", public)
+    assert code == 0 and "time unit:    the input file's time unit" in text
