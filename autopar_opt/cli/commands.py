@@ -593,12 +593,30 @@ def main() -> None:
 
 
 
+def given_value(argv: list[str], opts: tuple[str, ...]) -> str | None:
+    """The text given to the option spelt ``opts`` on the command line ``argv`` (its last
+    occurrence, ``--opt VALUE`` or ``--opt=VALUE``), or None: the parser's error names the
+    option and the rule but not the value (QA round 12: ``--seq-len 0 --json`` wrote
+    ``"value": null``)."""
+    found = None
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        for opt in opts:
+            if arg == opt and i + 1 < len(argv):
+                found = argv[i + 1]
+            elif arg.startswith(opt + "=") and opt.startswith("--"):
+                found = arg[len(opt) + 1:]
+    return found
+
+
 def _run_json(obj: dict) -> int:
     """Run the app for a ``--json`` command line: a usage mistake the option parser finds
     (a value of the wrong type, a missing required option) prints its usual message on
     stderr and, as every other input error under ``--json`` does, the error object on
     stdout (QA round 9: ``--gap abc --json`` printed only Typer's box)."""
     import json
+    import sys
 
     try:                 # typer's own click (pinned typer); else the usual usage box only
         from typer._click.exceptions import ClickException
@@ -615,7 +633,9 @@ def _run_json(obj: dict) -> int:
         exc.show()
         param = getattr(exc, "param", None)
         key = (param.opts[0] if getattr(param, "opts", None) else getattr(param, "name", "")) or ""
-        err = CommandError([SpecProblem(COMMAND_LINE, key, None, exc.format_message(),
+        key = key or getattr(exc, "option_name", None) or ""      # an unknown option's name
+        value = given_value(sys.argv[1:], tuple(getattr(param, "opts", None) or ()))
+        err = CommandError([SpecProblem(COMMAND_LINE, key, value, exc.format_message(),
                                         "see the command's --help")], "invalid option",
                            exc.exit_code)
         typer.echo(json.dumps(err.document(), indent=2))

@@ -178,3 +178,27 @@ def test_placement_outputs_say_the_unit_of_their_times(tmp_path):
         "LayerGraphs_bert24_inference.json"
     code, text = _cli("place", public)
     assert code == 0 and "time unit:    the input file's time unit" in text
+
+
+@pytest.mark.parametrize("args,key,value", [
+    (["model", "llama3-8b", "--seq-len", "0"], "--seq-len", "0"),
+    (["solve", "examples/quickstart.yaml", "--time-limit=abc"], "--time-limit", "abc"),
+    (["solve", "examples/quickstart.yaml", "--gap", "x", "--gap", "y"], "--gap", "y"),
+    (["solve", "examples/quickstart.yaml", "--bogus"], "--bogus", None),
+])
+def test_a_parse_error_under_json_names_the_option_and_its_value(args, key, value):
+    """Before: an option the parser refused gave ``"value": null`` (and an unknown option
+    ``"key": ""``) in the --json error object, though the README promises the option, the
+    value, the rule and the fix. Oracle: the command line itself. A fresh process: the
+    --json route is taken in ``main`` from sys.argv."""
+    import json
+    import subprocess
+    import sys
+
+    from support import paths
+
+    proc = subprocess.run([sys.executable, "-m", "autopar_opt.cli.commands", *args, "--json"],
+                          capture_output=True, text=True, timeout=120, cwd=paths.REPO)
+    assert proc.returncode == 2, proc.stderr
+    (problem,) = json.loads(proc.stdout)["error"]["problems"]
+    assert problem["key"] == key and problem["value"] == value, problem
