@@ -202,3 +202,34 @@ def test_a_parse_error_under_json_names_the_option_and_its_value(args, key, valu
     assert proc.returncode == 2, proc.stderr
     (problem,) = json.loads(proc.stdout)["error"]["problems"]
     assert problem["key"] == key and problem["value"] == value, problem
+
+
+@pytest.mark.parametrize("key,value,words", [
+    ("etp", "x", "etp' input should be a valid integer"),
+    ("zero_group", -5, "zero_group' input should be greater than or equal to 1"),
+    ("zero_group", 3, "zero_group = 3 does not divide dp·cp = 4"),
+])
+def test_a_plan_strategy_key_export_reads_is_checked(tmp_path, key, value, words):
+    """etp, group and zero_group are written by the search and read by export and report,
+    but the plan document neither declared nor checked them: ``etp: 'x'`` ended in "internal
+    error: ... a bug in the tool", ``zero_group: -5`` was exported as "hybrid-sharding
+    replicas=-26". Oracle: exit 2 naming the key, for both commands; and `autopar schema
+    --plan` documents the three keys."""
+    import json
+
+    from support import paths
+
+    doc = json.loads((paths.REPO / "tests" / "data" / "report" / "plan_feasible.json").read_text())
+    strategy = doc["plan"]["stages"][0]["strategies"][0]
+    assert strategy["dp"] * strategy.get("cp", 1) == 4
+    strategy[key] = value
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(doc))
+    for args in (["report", plan, "--out", tmp_path / "r.html"],
+                 ["export", plan, "--to", "megatron"]):
+        code, text = _cli(*args)
+        assert code == 2, text
+        assert "internal error" not in text and words in text, text
+    code, text = _cli("schema", "--plan")
+    props = json.loads(text)["$defs"]["StrategyDoc"]["properties"]
+    assert {"etp", "group", "zero_group"} <= set(props)
