@@ -449,6 +449,9 @@ class EstimateDocument(_Doc):
     metrics: MetricsDoc = _f("Its metrics.")
     assumed: list[str] = _f("What the model assumed for this case (autopar_opt.cost.assumptions).",
                             default_factory=list)
+    notices: list[str] = _f("What the spec's reading decided and said (e.g. a target that cannot "
+                            "run the model: the free per-layer space); absent when none.",
+                            default_factory=list)
 
     @model_validator(mode="after")
     def _consistent(self) -> "EstimateDocument":

@@ -233,3 +233,23 @@ def test_a_plan_strategy_key_export_reads_is_checked(tmp_path, key, value, words
     code, text = _cli("schema", "--plan")
     props = json.loads(text)["$defs"]["StrategyDoc"]["properties"]
     assert {"etp", "group", "zero_group"} <= set(props)
+
+
+def test_every_key_estimate_json_writes_is_in_its_schema():
+    """Before: `autopar estimate --json` wrote "notices" (a free-stage or non-chain spec says
+    its target fell back to the free space) that `autopar schema --estimate` did not list.
+    Oracle: the document written against the schema printed."""
+    import json
+
+    from support import paths
+
+    code, text = _cli("schema", "--estimate")
+    assert code == 0
+    props = set(json.loads(text)["properties"])
+    for name in ("free_stages_lm_head", "quickstart"):
+        code, text = _cli("estimate", paths.REPO / "examples" / f"{name}.yaml", "--json")
+        assert code == 0, text
+        doc = json.loads(text)
+        assert set(doc) <= props, set(doc) - props
+    assert "notices" in json.loads(_cli("estimate", paths.REPO / "examples" /
+                                        "free_stages_lm_head.yaml", "--json")[1])
