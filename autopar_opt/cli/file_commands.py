@@ -106,7 +106,10 @@ def pretrain(ctx: typer.Context,
                                         "the exit code only; --json still prints its JSON).")
              ) -> int:
     """Pre-train GDP's placement policy on several graphs (batch training) and write it,
-    for `autopar place --searcher gdp --policy FILE` (needs the learn extra)."""
+    for `autopar place --searcher gdp --policy FILE` (needs the learn extra).
+
+    Exit codes: 0 written, 2 bad input, 4 no update within the time limit, 129/130/143
+    stopped by SIGHUP/SIGINT/SIGTERM (the policy trained so far written)."""
     from autopar_opt.cli.pretrain import pretrain_command, training_budget
 
     started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None

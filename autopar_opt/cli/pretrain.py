@@ -68,23 +68,37 @@ def pretrain_command(graphs: list[str], out: str, budget: Budget, iterations: in
     from autopar_opt.learn.gdp_place import pretrain
     from autopar_opt.learn.policy_file import save_policy
 
-    cont = variants.pop()
-    agent, summary = pretrain([p for p, _ in loaded], budget_s=max(0.0, budget.remaining()),
-                              iterations=iterations,
-                              seed=seed, contiguous=cont)
-    summary["contiguous"] = cont
-    if summary["iterations"] == 0:         # the limit was spent before one update: no policy
-        from autopar_opt.cli.errors import EXIT_NO_RESULT, fail
+    from autopar_opt.core.interrupts import InterruptGuard, exit_code
 
-        fail(COMMAND_LINE, f"the time limit ({budget.total_s:g} s from the command's start) was "
-             "spent before the first PPO update; nothing was written", "give a longer "
-             "--time-limit", key="--time-limit", value=budget.total_s, kind="no result",
-             exit_code=EXIT_NO_RESULT)
-    try:
-        save_policy(agent.policy, out, meta=summary)
-    except OSError as exc:
-        typer.echo(f"error: cannot write {out} ({exc})", err=True)
-        return 2
+    cont = variants.pop()
+    # QA round 12: Ctrl-C (SIGTERM, SIGHUP) ended the command with exit 130, nothing written
+    # and not a word, however long it had trained. Now a stop signal ends training after the
+    # update in flight, as the time limit does, and the policy trained so far is written.
+    with InterruptGuard() as guard:
+        guard.defer()                      # record the signal; the loop polls it
+        agent, summary = pretrain([p for p, _ in loaded], budget_s=max(0.0, budget.remaining()),
+                                  iterations=iterations, seed=seed, contiguous=cont,
+                                  stop=guard.should_stop)
+        summary["contiguous"] = cont
+        if guard.interrupted:
+            summary["interrupted"] = f"signal {guard.signum}"
+        if summary["iterations"] == 0:     # no update finished: no policy
+            from autopar_opt.cli.errors import EXIT_NO_RESULT, fail
+
+            if guard.interrupted:
+                fail(COMMAND_LINE, f"stopped by signal {guard.signum} before the first PPO "
+                     "update; nothing was written", "let it run past one update",
+                     key="pretrain", value=None, kind="interrupted",
+                     exit_code=exit_code(guard.signum))
+            fail(COMMAND_LINE, f"the time limit ({budget.total_s:g} s from the command's start) "
+                 "was spent before the first PPO update; nothing was written", "give a longer "
+                 "--time-limit", key="--time-limit", value=budget.total_s, kind="no result",
+                 exit_code=EXIT_NO_RESULT)
+        try:
+            save_policy(agent.policy, out, meta=summary)
+        except OSError as exc:
+            typer.echo(f"error: cannot write {out} ({exc})", err=True)
+            return 2
     if json_output:
         typer.echo(json.dumps({"policy": out, **summary}, indent=2))
     elif not quiet:
@@ -92,4 +106,9 @@ def pretrain_command(graphs: list[str], out: str, budget: Budget, iterations: in
         typer.echo(f"pre-trained GDP's placement policy on {n} graph{'' if n == 1 else 's'} "
                    f"({', '.join(summary['trained_on'])}): {it} PPO iteration"
                    f"{'' if it == 1 else 's'} in {summary['wall_s']:.1f} s, seed {seed}\nwrote {out}")
+    if guard.interrupted:
+        typer.echo(f"interrupted: signal {guard.signum} stopped training after "
+                   f"{summary['iterations']} PPO update(s); the policy trained so far was "
+                   f"written to {out}", err=True)
+        return exit_code(guard.signum)
     return 0

@@ -224,10 +224,12 @@ class PlaceAgent:
 
 def pretrain(problems: list[Any], *, budget_s: float | None = None, iterations: int | None = None,
              seed: int = 0, config: PolicyConfig | None = None, ppo: PlacePPO | None = None,
-             contiguous: bool = True, log: Any = None) -> tuple[PlaceAgent, dict]:
+             contiguous: bool = True, log: Any = None,
+             stop: Any = None) -> tuple[PlaceAgent, dict]:
     """Batch-train one policy over ``problems`` (GDP §3.3) for ``budget_s`` seconds or
     ``iterations`` updates (whichever ends first; at least one of them); returns the
-    agent and a summary (graphs, iterations, seconds)."""
+    agent and a summary (graphs, iterations, seconds). ``stop``: a callable polled before
+    each update (a stop signal: the command writes the policy trained so far)."""
     if budget_s is None and iterations is None:
         raise ValueError("pretrain needs budget_s or iterations")
     start = clock()
@@ -237,7 +239,7 @@ def pretrain(problems: list[Any], *, budget_s: float | None = None, iterations: 
     per = min(agent.ppo.graphs_per_batch, len(tasks))
     done = 0
     while (iterations is None or done < iterations) and \
-            (budget_s is None or clock() - start < budget_s):
+            (budget_s is None or clock() - start < budget_s) and not (stop and stop()):
         pick = rng.choice(len(tasks), size=per, replace=False)
         agent.iteration([tasks[i] for i in pick])
         done += 1

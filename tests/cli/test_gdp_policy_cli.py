@@ -83,3 +83,32 @@ def test_pretrain_quiet_writes_the_policy_and_prints_nothing(tmp_path):
     path = tmp_path / "quiet.pt"
     code, out = run_cli("pretrain", BERT24, "--out", path, "--iterations", "1", "--quiet")
     assert code == 0 and out.strip() == "" and path.stat().st_size > 0
+
+
+def test_pretrain_stopped_by_a_signal_writes_the_policy_trained_so_far(tmp_path, monkeypatch):
+    """QA round 12: Ctrl-C ended pretrain with exit 130, no file and not a word, after any
+    length of training. Now the signal ends training after the update in flight and the
+    policy is written (as the time limit does). Oracle: SIGINT sent from inside the third
+    PPO update (deterministic): 3 updates recorded in the file's summary, exit 128 + 2,
+    and the file loads as a policy."""
+    import os
+    import signal
+
+    from autopar_opt.learn import gdp_place
+    from autopar_opt.learn.policy_file import load_policy
+
+    real, calls = gdp_place.PlaceAgent.iteration, []
+
+    def iteration(self, tasks):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(self, tasks)
+
+    monkeypatch.setattr(gdp_place.PlaceAgent, "iteration", iteration)
+    path = tmp_path / "p.pt"
+    code, out = run_cli("pretrain", BERT24, "--out", path, "--time-limit", "300", "--json")
+    assert code == 128 + signal.SIGINT, out
+    assert "interrupted: signal 2 stopped training after 3 PPO update(s)" in out
+    assert len(calls) == 3 and path.stat().st_size > 0
+    load_policy(path)
