@@ -85,6 +85,14 @@ def _zoo_graph(section: ZooModelSpec, seq_len: int | None, out: ProblemList,
         return None
 
 
+def _folder(base: Path) -> str:
+    """``base`` as an absolute path for a message (itself when it cannot be resolved)."""
+    try:
+        return str(base.resolve())
+    except (OSError, RuntimeError):
+        return str(base)
+
+
 def _hf_graph(section: HfModelSpec, seq_len: int | None, base: Path,
               out: ProblemList, flash_attention: bool | None = None) -> LayerGraph | None:
     """Build from a Hugging Face config; a relative path is relative to ``base``; a
@@ -95,11 +103,14 @@ def _hf_graph(section: HfModelSpec, seq_len: int | None, base: Path,
     from autopar_opt.model_zoo.hf_bundled import resolve
 
     path = Path(section.hf_config)
-    if not path.is_absolute():
+    relative = not path.is_absolute()
+    if relative:
         path = base / path
     path, label, problem = resolve(section.hf_config, path)   # a bare name: a bundled config
     if problem is not None:
         rule, fix = _split_fix(problem)
+        if relative:    # QA round 12: "../x.json: no such file" did not say from where
+            fix += f"; a relative path is read from the spec file's folder, {_folder(base)}"
         out.add("model.hf_config", section.hf_config, rule, fix)
         return None
     try:

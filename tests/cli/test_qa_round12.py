@@ -253,3 +253,18 @@ def test_every_key_estimate_json_writes_is_in_its_schema():
         assert set(doc) <= props, set(doc) - props
     assert "notices" in json.loads(_cli("estimate", paths.REPO / "examples" /
                                         "free_stages_lm_head.yaml", "--json")[1])
+
+
+def test_a_missing_relative_hf_config_says_which_folder_it_was_read_from(tmp_path):
+    """Before: ``model: {hf_config: ../cfg/config.json}`` in a spec beside the current
+    directory said only "../cfg/config.json: no such file or directory", as if read from the
+    current directory. Oracle: the spec file's own folder, named absolute in the fix."""
+    sub = tmp_path / "specs"
+    sub.mkdir()
+    spec = sub / "s.yaml"
+    spec.write_text("model: {hf_config: ../cfg/config.json}\ncluster: {zoo: dgx-a100-8}\n"
+                    "training: {global_batch_size: 8}\nplan: {tp: 1}\n")
+    code, text = _cli("estimate", spec)
+    assert code == 2, text
+    flat = " ".join(text.split())
+    assert f"a relative path is read from the spec file's folder, {sub.resolve()}" in flat
