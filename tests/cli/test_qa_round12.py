@@ -268,3 +268,21 @@ def test_a_missing_relative_hf_config_says_which_folder_it_was_read_from(tmp_pat
     assert code == 2, text
     flat = " ".join(text.split())
     assert f"a relative path is read from the spec file's folder, {sub.resolve()}" in flat
+
+
+def test_form_miqp_on_a_milp_only_backend_is_refused_with_its_json_error():
+    """Before: ``solve SPEC --form miqp --solver highs --json`` ran until HiGHS refused, then
+    printed "error: HiGHS cannot solve ..." on stderr and exited 2 with nothing on stdout (the
+    README: "With --json, an input error is also one JSON object on stdout"). Oracle: the
+    backend's declared problem classes (HiGHS: LP, MILP); the refusal names --form."""
+    import json
+
+    from support import paths
+
+    code, text = _cli("solve", paths.REPO / "examples" / "quickstart.yaml", "--form", "miqp",
+                      "--solver", "highs", "--time-limit", "20", "--json")
+    assert code == 2, text
+    doc, _ = json.JSONDecoder().raw_decode(text[text.index("{"):])
+    (problem,) = doc["error"]["problems"]
+    assert problem["key"] == "--form" and problem["value"] == "miqp"
+    assert "--form milp" in problem["fix"]
