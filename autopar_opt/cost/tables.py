@@ -309,6 +309,20 @@ class CostTables:
                             self.devices_per_stage, self.microbatch_samples,
                             tie_tier=self.tie_tier)
 
+    def peak_gib(self, modelled_bytes: float) -> float:
+        """``modelled_bytes`` of one device on the scale of a plan's peak memory (with the
+        runtime reserve and the allocator's overhead, as ``evaluate`` reports a peak), so
+        that a message holds it against :attr:`usable_gib` as a plan's peak is held
+        (QA round 12: the per-configuration reasons said "capacity is 0.774 GiB" beside
+        the summary's "1.60 GiB usable" of the same device)."""
+        return StageContext(self.cluster, self.training, self.params, 1, 1).peak_gib(modelled_bytes)
+
+    @property
+    def usable_gib(self) -> float:
+        """What a plan's peak memory is held against: :attr:`capacity_bytes` on that scale
+        (HBM less ``training.memory_reserve_gib`` on tables built from a cluster)."""
+        return self.peak_gib(self.capacity_bytes)
+
 
 def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
                       space: SearchSpace, params: CostParams, pp: int,

@@ -61,7 +61,6 @@ def analytic_lower_bound(tables: CostTables) -> ConfigBound:
     """
     pp, c = tables.pp, tables.rounds
     m = min(tables.inflight)
-    cap = tables.capacity_bytes
     lim = fit_limit(tables)   # the allowance of `fits`: what it accepts is never proven infeasible
     seen: dict[tuple, tuple[float, float, float]] = {}   # layers of one class share their arrays
 
@@ -87,12 +86,17 @@ def analytic_lower_bound(tables: CostTables) -> ConfigBound:
     least = max(max(per_layer_mem), (sum(stored) + held) / pp)
     if max(per_layer_mem) > lim:
         u = int(np.argmax(per_layer_mem))
+        # on the scale of a plan's peak memory, as the summary's "GiB usable" (QA round 12)
         return ConfigBound(math.inf, f"layer {tables.graph.layers[u].name} alone needs "
-                                     f"{per_layer_mem[u] / 2**30:.2f} GiB per device, more than the "
-                                     f"{cap / 2**30:.2f} GiB available", least)
+                                     f"{tables.peak_gib(per_layer_mem[u]):.2f} GiB per device at its "
+                                     f"peak (with the runtime reserve and allocator overhead), more "
+                                     f"than the {tables.usable_gib:.2f} GiB usable", least)
     if sum(stored) + held > pp * lim:
-        return ConfigBound(math.inf, f"the layers need at least {(sum(stored) + held) / 2**30:.2f} GiB "
-                                     f"over {pp} stage(s), more than {pp} x {cap / 2**30:.2f} GiB", least)
+        return ConfigBound(math.inf, f"the layers need at least "
+                                     f"{tables.peak_gib((sum(stored) + held) / pp):.2f} GiB per device "
+                                     f"on average over {pp} stage(s) at the peak (with the runtime "
+                                     f"reserve and allocator overhead), more than the "
+                                     f"{tables.usable_gib:.2f} GiB usable", least)
     fast: dict[int, float] = {}
 
     def smallest(a) -> float:

@@ -235,5 +235,7 @@ def infeasible_message(tables: CostTables) -> str:
     if tables.pp > tables.num_layers:
         return f"pp={tables.pp} stages cannot each hold a layer of a {tables.num_layers}-layer model"
     need = least_memory(tables)
-    return (f"no plan fits: the least memory any plan needs is {need / GIB:.3f} GiB on its fullest "
-            f"stage, capacity is {tables.capacity_bytes / GIB:.3f} GiB per device")
+    # on the scale of a plan's peak memory, as the summary's "GiB usable" (QA round 12)
+    return (f"no plan fits: the least memory any plan needs is {tables.peak_gib(need):.3f} GiB per "
+            f"device on its fullest stage (its peak: with the runtime reserve and allocator "
+            f"overhead), against {tables.usable_gib:.3f} GiB usable")
