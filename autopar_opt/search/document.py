@@ -80,8 +80,39 @@ def _plan_dict(result: SearchResult, cluster: Cluster) -> dict | None:
     return data
 
 
+def memory_advice(space: SearchSpace, cluster: Cluster, training: Training) -> list[str]:
+    """What to change when no plan fits: only what the space does not already offer
+    (QA round 12: a space holding ZeRO-3, full recomputation, every pipeline and tensor
+    degree and every micro-batch count was still told to "allow" them), then more or larger
+    devices (always: the first line is the fix ``export`` quotes), then the user's reserve
+    when there is one."""
+    out = []
+    missing = [what for what, offered in (("ZeRO-3 sharding", 3 in space.zero_levels),
+                                          ("full recomputation",
+                                           any(r.value == "full" for r in space.recompute)))
+               if not offered]
+    if missing:
+        out.append(f"allow {' and '.join(missing)} (search.zero_levels, search.recompute)")
+    n = cluster.num_devices
+    tp_cap = cluster.gpus_per_node if space.tp_within_node else n
+    more = [key for key, listed, cap in (("search.pp_degrees", space.pp_degrees, n),
+                                         ("search.tp_degrees", space.tp_degrees, tp_cap))
+            if listed is not None and max(listed) < cap]
+    if more:
+        out.append(f"allow more pipeline stages or tensor parallelism ({', '.join(more)})")
+    batch = training.global_batch_size
+    if space.microbatches is not None and max(space.microbatches) < batch:
+        out.append("use more micro-batches to shrink activations (search.microbatches)")
+    elif space.microbatches is None and space.max_microbatches < batch:
+        out.append("use more micro-batches to shrink activations (search.max_microbatches)")
+    out.append("use more or larger devices (cluster.nodes, cluster.device)")
+    if training.memory_reserve_gib > 0:
+        out.append("lower training.memory_reserve_gib if the reserve is too conservative")
+    return out
+
+
 def _infeasibility(result: SearchResult, cluster: Cluster, training: Training,
-                   params: CostParams) -> dict | None:
+                   params: CostParams, space: SearchSpace) -> dict | None:
     if result.plan is not None:
         return None
     # on the scale of a plan's peak memory (QA round 11: the reason compared modelled bytes
@@ -119,11 +150,7 @@ def _infeasibility(result: SearchResult, cluster: Cluster, training: Training,
             reason = (f"no plan was found: the solver's model of {len(refusals)} "
                       f"configuration(s) was not built ({refusals[0]}); feasibility is not "
                       "decided")
-    advice = ["allow ZeRO-3 sharding and full recomputation (search.zero_levels, search.recompute)",
-              "allow more pipeline stages or tensor parallelism (search.pp_degrees, search.tp_degrees)",
-              "use more micro-batches to shrink activations (search.microbatches)",
-              "use more or larger devices (cluster.nodes, cluster.device)",
-              "lower training.memory_reserve_gib if the reserve is too conservative"]
+    advice = memory_advice(space, cluster, training)
     if not result.certificate.infeasible and refusals:
         advice = ["raise --memory-limit (the models' memory budget, GiB) if the machine has the "
                   "memory, or use --solver dp, which builds no model"] + advice
@@ -190,7 +217,7 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
         "baselines": [{**b.to_dict(), "metrics": metrics_dict(b.metrics, graph, cluster, training,
                                                               b.plan, params=params),
                        **_comparison(result, b, options, space)} for b in baselines],
-        "infeasibility": _infeasibility(result, cluster, training, params),
+        "infeasibility": _infeasibility(result, cluster, training, params, space),
         "notices": notices(result, options),
     }
 
