@@ -354,8 +354,14 @@ def infeasibility_section(doc: dict) -> dict | None:
     # a search the time limit stopped, with a memory floor below the capacity: memory is
     # not why there is no plan (QA round 5: "Shortfall factor 0.12x" and memory advice)
     memory = decided or least is None or not cap or least >= cap
+    # proven infeasible with the per-device floor below the capacity: the floor is a weaker
+    # bound than each configuration's proof, not the least memory a plan needs (QA round 12:
+    # "Least memory any plan needs 1.46 GiB", "Shortfall factor 0.92x" on a space whose plans
+    # all need 1.68 GiB or more of 1.60); the proofs (plan.json's details) are listed instead
+    floor_only = decided and least is not None and bool(cap) and least < cap
     return {"title": "Why no plan fits" if decided else "Why there is no plan",
-            "memory": memory,
+            "memory": memory, "floor_only": floor_only,
+            "details": [str(d) for d in inf.get("details") or []] if floor_only else [],
             "reason": str(inf["reason"]), "least_memory": fmt_gib(least), "capacity": fmt_gib(cap),
             "ratio": f"{least / cap:.2f}×" if least is not None and cap else "—",
             "advice": [str(a) for a in inf["advice"]]}
