@@ -373,10 +373,10 @@ class SearchSection(Section):
     tp_degrees: Optional[list[Degree]] = documented_field("Tensor-parallel degrees; default: every divisor.",
                                             [1, 2, 4, 8], default=None, min_length=1)
     cp_degrees: list[Degree] = documented_field("Context-parallel degrees.", [1], default=[1], min_length=1)
-    sequence_parallel: list[bool] = documented_field("Sequence-parallel options.", [False, True],
+    sequence_parallel: list[StrictBool] = documented_field("Sequence-parallel options.", [False, True],
                                        default=[False, True], min_length=1)
     zero_levels: list[ZeroLevel] = documented_field("ZeRO levels (0-3).", [0, 1], default=[0, 1, 2, 3], min_length=1)
-    hybrid_sharding: list[bool] = documented_field(
+    hybrid_sharding: list[StrictBool] = documented_field(
         "ZeRO over the whole dp*cp group (false) and/or hybrid sharding (true: FSDP's HSDP, "
         "Megatron's distributed-optimizer instances; DeepSpeed has none since it removed MiCS): "
         "a shard group of the dp*cp ranks inside one node, replicated across nodes.", [False], default=[False, True], min_length=1)
