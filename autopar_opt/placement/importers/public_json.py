@@ -148,6 +148,7 @@ def _valid_id(value: Any) -> bool:
 def _edges(data: dict, ids: dict[Any, int], file: str, probs: list[SpecProblem]
            ) -> tuple[list[tuple[int, int]], dict[int, float]]:
     edges, cost = [], {}
+    nodes = data["nodes"]
     raw = data.get("edges", []) or []
     if not isinstance(raw, list) or len(raw) > MAX_EDGES:
         probs.append(SpecProblem(file, "edges", f"{len(raw):,} edges" if isinstance(raw, list)
@@ -178,9 +179,23 @@ def _edges(data: dict, ids: dict[Any, int], file: str, probs: list[SpecProblem]
                                          f"differs from another edge leaving node {e['sourceId']} "
                                          f"({cost[u]:g}); the cost is the source's output transfer",
                                          "give every edge leaving one node the same cost"))
+            if _backward_into_forward(nodes[u], nodes[v]):
+                probs.append(SpecProblem(
+                    file, where + "destId", e["destId"], f"a backward node (id {e['sourceId']!r}, "
+                    "isBackwardNode 1) feeds a forward node (isBackwardNode 0): gradients flow "
+                    "from the forward pass to the backward pass, never back",
+                    "mark the destination \"isBackwardNode\": 1, the source 0, or drop the edge"))
             cost.setdefault(u, c)
             edges.append((u, v))
     return edges, cost
+
+
+def _backward_into_forward(src: dict, dst: dict) -> bool:
+    """Whether an edge runs from a backward node to a forward one: the solvers leave
+    backward nodes out of the contiguity order and take every edge into or out of them
+    to run forward -> backward, so such an edge is refused at input (QA round 12: it
+    ended in an internal error from the condensation)."""
+    return bool(src["isBackwardNode"]) and not bool(dst["isBackwardNode"])
 
 
 def problem_from_public(data: dict, *, name: str = "placement", file: str = "<input>"
