@@ -21,7 +21,13 @@ against it (the project's strongest oracle, docs/DESIGN.md §1).
   their colour class) can be ordered so that every forward edge goes to the
   same or a later part, i.e. the quotient graph is acyclic; this makes every
   part convex (no path leaves it and comes back) and is exactly a chain of
-  ideals (:mod:`autopar_opt.core.ideals`).
+  ideals (:mod:`autopar_opt.core.ideals`). Under **latency** it is the block
+  graph that must be acyclic (every accelerator's block convex, no two blocks
+  feeding each other): host nodes run one by one, so the host's node set need
+  not be contiguous, as in the latency IP (``lip.py`` puts every CPU core in one
+  machine with no contiguity rows) and in the MILP of
+  :mod:`autopar_opt.placement.exact.latency_milp` (QA round 12: the host-inclusive
+  check threw away the MILP's proven optimum as "not contiguous").
 """
 
 from __future__ import annotations
@@ -231,8 +237,9 @@ def evaluate_placement(problem: PlacementProblem, assignment, *, objective: str 
                          f"in 0..{ndev - 1}")
     compute, comm, memory, cut = device_loads(problem, assign)
     loads = compute + comm
-    acyclic = quotient_is_acyclic(problem, assign)
     latency = block_latency(problem, assign, loads)
+    acyclic = quotient_is_acyclic(problem, assign) if objective != "latency" else \
+        _block_finish(problem, assign, loads) is not None
     max_load = float(loads.max()) if loads.size else 0.0
     value = max_load if objective == "max-load" else latency
     if objective not in ("max-load", "latency"):
