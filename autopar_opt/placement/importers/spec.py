@@ -24,7 +24,8 @@ from typing import Any
 
 from autopar_opt.spec.doc_kinds import wrong_input
 from autopar_opt.placement.problem import DeviceType, PlacementProblem
-from autopar_opt.placement.importers.public_json import is_public_format, load_public, problem_from_public
+from autopar_opt.placement.importers.public_json import (CPU, is_public_format, load_public,
+                                                         problem_from_public)
 from autopar_opt.core.errors import MISSING, SpecError, SpecProblem, did_you_mean
 
 
@@ -221,7 +222,10 @@ def _with_times(problem: PlacementProblem, devices: list[dict], path: Path) -> l
             raise SpecError([SpecProblem(str(path), f"placement.devices[{i}].type", d["type"],
                                          f"the graph file has times for {sorted(problem.time)} only",
                                          "use one of those types")])
-        base = next(t for t in problem.device_types if t.name == d["type"])
+        # a type the file has times for but no devices of (maxCPUs: 0 leaves out the CPU,
+        # QA round 12: StopIteration) takes the format's defaults for that type
+        base = next((t for t in problem.device_types if t.name == d["type"]),
+                    DeviceType(d["type"], 0, float("inf"), d["type"] != CPU))
         mem = device_memory_bytes(d, base.memory_bytes)
         out.append(DeviceType(d["type"], int(d.get("count", 1)), mem,
                               bool(d.get("pays_comm", base.pays_comm))))
