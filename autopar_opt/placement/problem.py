@@ -106,8 +106,17 @@ class PlacementProblem:
         return [dt for dt in self.device_types for _ in range(dt.count)]
 
     def device_labels(self) -> list[str]:
-        """Readable device names: ``accelerator0``, ``accelerator1``, ``cpu0`` ..."""
-        return [f"{dt.name}{i}" for dt in self.device_types for i in range(dt.count)]
+        """Readable device names: ``accelerator0``, ``accelerator1``, ``cpu0`` ...; one
+        number sequence per type name, so two entries of one type (a spec's ``devices:
+        [{type: A100-80GB, count: 2}, {type: A100-80GB, count: 2, memory_gib: 40}]``)
+        give four distinct names, not ``A100-80GB0`` twice (QA round 12)."""
+        seen: dict[str, int] = {}
+        out = []
+        for dt in self.device_types:
+            first = seen.get(dt.name, 0)
+            out += [f"{dt.name}{first + i}" for i in range(dt.count)]
+            seen[dt.name] = first + dt.count
+        return out
 
     def consumers(self) -> list[np.ndarray]:
         """Consumers of each node's output (distinct, ascending)."""
