@@ -22,11 +22,12 @@ both cumulative in ``j`` (the first member at or after ``i``; the last member, f
 hyperedges starting at or after ``i``): ``O(m·(m + H))`` time, ``O(k·m²)`` for the DP.
 
 Every interval partition of a topological order is contiguous, so the DP is exact when
-the class order is topological (the class graph is acyclic, as on every public
-instance). Two cases break that and the DP refuses them (ValueError) rather than give an
-optimistic figure: colour classes that form a cycle (the space then orders classes by
-first appearance, and some block plans are not contiguous), and host-only classes in
-the contiguous variant (the host is a device of the chain too, and host-only classes
+the class order is topological (the class graph is acyclic). Where colour classes form
+a cycle (a backward-only class's mirrored edges close one on bert_l-3 training), the
+space orders each cycle's classes consecutively and the DP forbids the boundaries
+inside a cycle (:func:`cycle_cuts`), which every contiguous block plan avoids. Host-only
+classes in the contiguous variant are refused (ValueError) rather than given an
+optimistic figure (the host is a device of the chain too, and host-only classes
 around several blocks can close a cycle through it).
 """
 
@@ -109,6 +110,24 @@ def block_loads(space) -> tuple[list[np.ndarray], float]:
     return loads, host_load
 
 
+def cycle_cuts(space) -> np.ndarray:
+    """``(m + 1,)`` block boundaries that would split a cycle of colour classes: position
+    ``r`` (a block ending before rank ``r``) lies strictly inside some class edge that
+    runs back in the order (``rank[v] < r <= rank[u]`` for an order edge ``u -> v``).
+    The space orders each strongly connected component's classes consecutively, so the
+    other boundaries cut the order between components, and every interval partition
+    that avoids these is contiguous (QA round 12: a backward-only class's mirrored
+    edges close such cycles on bert_l-3 training; the ceiling was refused before)."""
+    m = space.num_classes
+    ru = space.rank[space.class_of[space.order_src]]
+    rv = space.rank[space.class_of[space.order_dst]]
+    back = ru > rv
+    mark = np.zeros(m + 2)
+    np.add.at(mark, rv[back] + 1, 1.0)
+    np.add.at(mark, ru[back] + 1, -1.0)
+    return np.cumsum(mark)[:m + 1] > 0
+
+
 def block_ceiling(space, exact_k: bool = True) -> float:
     """The best max-load the block decoder can emit (module docstring); ``inf`` if none
     is feasible. Raises ValueError above :data:`MAX_CLASSES` classes."""
@@ -116,15 +135,15 @@ def block_ceiling(space, exact_k: bool = True) -> float:
     if m > MAX_CLASSES:
         raise ValueError(f"{space.problem.name}: {m} classes; the block ceiling is computed up "
                          f"to {MAX_CLASSES}")
-    cu = space.class_of[space.src[space.fwd_edge]]
-    cv = space.class_of[space.dst[space.fwd_edge]]
-    if space.contiguous and np.any(space.rank[cu] > space.rank[cv]):
-        raise ValueError(f"{space.problem.name}: the colour classes form a cycle, so the block "
-                         "decoder's class order is not topological; its ceiling is not computed")
     if space.contiguous and space.host_only.any():
         raise ValueError(f"{space.problem.name}: host-only classes; the block ceiling is "
                          "computed for instances whose classes all run on an accelerator")
     loads, host_load = block_loads(space)
+    if space.contiguous:
+        cut_inside = cycle_cuts(space)
+        for L in loads:
+            L[cut_inside[:m], :] = np.inf
+            L[:, cut_inside] = np.inf
     dp = np.full(m + 1, np.inf)
     dp[0] = 0.0
     for L in loads:

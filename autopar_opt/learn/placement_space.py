@@ -2,7 +2,9 @@
 
 The decision unit is a colour class (nodes that must share a device: a
 forward node and its backward node, Tarnawski et al. 2020). Classes are
-ordered topologically along the forward graph; a candidate gives each class a
+ordered topologically along the forward graph and the mirrored edges of a
+backward-only class (:func:`autopar_opt.placement.condense.order_edges`, the
+exact methods' order; the classes of a cycle consecutive); a candidate gives each class a
 device. Candidates are kept **contiguous** by construction where the moves
 allow it: the random generator and GDP's decoder cut the class order into
 consecutive blocks, one accelerator per block (a block of a topological order
@@ -52,8 +54,11 @@ class PlacementSpace:
         self.num_classes = int(self.class_of.max()) + 1 if n else 0
         e = np.unique(problem.edges, axis=0) if len(problem.edges) else np.zeros((0, 2), int)
         self.src, self.dst = e[:, 0], e[:, 1]
-        bwd = problem.is_backward
-        self.fwd_edge = ~bwd[self.src] & ~bwd[self.dst]
+        from autopar_opt.placement.condense import order_edges
+        #: node pairs a contiguous placement runs forward along (the evaluator's and the
+        #: exact methods' order: forward edges and a backward-only class's mirrored ones)
+        order = order_edges(problem)
+        self.order_src, self.order_dst = order[:, 0], order[:, 1]
         self.order = self._class_order()                        # classes in topological order
         self.rank = np.empty(self.num_classes, dtype=int)
         self.rank[self.order] = np.arange(self.num_classes)
@@ -69,13 +74,20 @@ class PlacementSpace:
     def _class_order(self) -> np.ndarray:
         g = nx.DiGraph()
         g.add_nodes_from(range(self.num_classes))
-        cu, cv = self.class_of[self.src[self.fwd_edge]], self.class_of[self.dst[self.fwd_edge]]
+        cu, cv = self.class_of[self.order_src], self.class_of[self.order_dst]
         g.add_edges_from((int(a), int(b)) for a, b in zip(cu, cv) if a != b)
         first = np.full(self.num_classes, np.iinfo(np.int64).max)
         np.minimum.at(first, self.class_of, np.arange(len(self.class_of)))
         if nx.is_directed_acyclic_graph(g):
             return np.array(list(nx.lexicographical_topological_sort(g, key=lambda c: first[c])))
-        return np.argsort(first, kind="stable")
+        # classes on a cycle (a backward-only class's mirrored edges can close one) must
+        # share a device in a contiguous plan, as the exact methods fuse them: order the
+        # strongly connected components topologically, each one's classes consecutive
+        comp = nx.condensation(g)
+        key = {c: min(first[m] for m in comp.nodes[c]["members"]) for c in comp.nodes}
+        out = [m for c in nx.lexicographical_topological_sort(comp, key=lambda c: key[c])
+               for m in sorted(comp.nodes[c]["members"], key=lambda m: first[m])]
+        return np.array(out, dtype=int)
 
     # ----------------------------------------------------------------- pricing
     def node_assignment(self, cand: Candidate) -> np.ndarray:
@@ -99,7 +111,8 @@ class PlacementSpace:
         loads = compute + np.where(self.pays, comm, 0.0)
         ratio = float(np.max(np.where(np.isfinite(self.cap), memory / self.cap, 0.0)))
         ok = bool(ratio <= 1 + 1e-9 and np.isfinite(loads).all())
-        if self.contiguous and not self._acyclic(du[cross & self.fwd_edge], dv[cross & self.fwd_edge]):
+        ou, ov = a[self.order_src], a[self.order_dst]
+        if self.contiguous and not self._acyclic(ou[ou != ov], ov[ou != ov]):
             ok, ratio = False, max(ratio, 1.0) + NON_CONTIGUOUS_EXCESS
         value = float(loads.max()) if np.isfinite(loads).all() else 1e30
         return Priced(value, ratio, ok)

@@ -18,8 +18,9 @@ against it (the project's strongest oracle, docs/DESIGN.md §1).
   through this block graph (``inf`` when blocks depend on each other in a
   cycle, i.e. the placement is not contiguous).
 - **contiguous**: the device parts of the forward graph (backward nodes follow
-  their colour class) can be ordered so that every forward edge goes to the
-  same or a later part, i.e. the quotient graph is acyclic; this makes every
+  their colour class; a class of backward nodes only is ordered along its backward
+  edges reversed, as in the exact DP) can be ordered so that every forward edge goes
+  to the same or a later part, i.e. the quotient graph is acyclic; this makes every
   part convex (no path leaves it and comes back) and is exactly a chain of
   ideals (:mod:`autopar_opt.core.ideals`). Under **latency** it is the block
   graph that must be acyclic (every accelerator's block convex, no two blocks
@@ -116,9 +117,13 @@ def _is_acyclic(num: int, src: np.ndarray, dst: np.ndarray) -> bool:
 
 
 def quotient_is_acyclic(problem: PlacementProblem, assign: np.ndarray) -> bool:
-    """Whether the forward graph's device parts can be ordered along every forward edge."""
-    fwd = ~problem.is_backward[problem.edges[:, 0]] & ~problem.is_backward[problem.edges[:, 1]]
-    a, b = assign[problem.edges[fwd, 0]], assign[problem.edges[fwd, 1]]
+    """Whether the device parts can be ordered along every forward edge (and every
+    mirrored edge of a backward-only class: :func:`~autopar_opt.placement.condense.order_edges`,
+    the exact methods' order)."""
+    from autopar_opt.placement.condense import order_edges
+
+    edges = order_edges(problem)
+    a, b = assign[edges[:, 0]], assign[edges[:, 1]]
     cut = a != b
     if not np.any(cut):
         return True
