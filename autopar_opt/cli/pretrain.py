@@ -42,6 +42,24 @@ def training_budget(time_limit_s: float | None, budget_s: float | None,
     return Budget(total, time.perf_counter() if started_at is None else started_at)
 
 
+def unplaceable_graphs(paths: list[str], problems: list) -> list:
+    """One problem per graph that no placement can fit (its nodes need more memory than
+    all its devices hold, or a node runs on none of them; the proofs `place` answers
+    "infeasible", exit 3, with): every sample of such a graph earns the infeasibility
+    penalty, so it teaches the policy nothing (QA round 12: it was trained on silently)."""
+    from autopar_opt.core.errors import SpecProblem
+    from autopar_opt.placement.solve import memory_shortfall, unplaceable
+
+    out = []
+    for path, problem in zip(paths, problems):
+        why = memory_shortfall(problem) or unplaceable(problem)
+        if why:
+            out.append(SpecProblem(path, "", None, f"no placement of this graph exists: {why}",
+                                   "drop it from SPEC..., or give it more devices or memory "
+                                   "(`autopar place` proves the same, exit 3)"))
+    return out
+
+
 def pretrain_command(graphs: list[str], out: str, budget: Budget, iterations: int | None,
                      seed: int, contiguous: bool | None, json_output: bool,
                      quiet: bool = False) -> int:
@@ -59,6 +77,10 @@ def pretrain_command(graphs: list[str], out: str, budget: Budget, iterations: in
     from autopar_opt.placement.importers.spec import load_placement
 
     loaded = [load_placement(path) for path in graphs]          # every spec read before training
+    unfit = unplaceable_graphs(graphs, [p for p, _ in loaded])
+    if unfit:
+        from autopar_opt.core.errors import SpecError
+        raise SpecError(unfit)
     variants = {contiguous if contiguous is not None else bool(o.get("contiguous", True))
                 for _, o in loaded}
     if len(variants) > 1:

@@ -1,0 +1,35 @@
+"""`autopar pretrain` on a graph that no placement fits (QA round 12): every sample of it
+earns the infeasibility penalty, so it teaches the policy nothing, yet it was trained on
+and a policy written without a word. It is refused now (exit 2, naming the file and why,
+nothing written), by the same proofs with which `autopar place` answers exit 3.
+
+Oracle (hand): three nodes of 1 byte on two accelerators of 1 byte each need 3 bytes of
+the 2 there are; `autopar place` on the same graph says "infeasible" (exit 3)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from support.cli import run_cli
+from support import paths
+
+pytest.importorskip("torch")
+
+GRAPH = {"maxSizePerFPGA": 1, "maxFPGAs": 2, "maxCPUs": 0,
+         "nodes": [{"id": i, "supportedOnFpga": 1, "cpuLatency": 1, "fpgaLatency": 1,
+                    "isBackwardNode": 0, "size": 1} for i in range(3)],
+         "edges": [{"sourceId": 0, "destId": 1, "cost": 1}, {"sourceId": 1, "destId": 2, "cost": 1}]}
+
+
+def test_a_graph_without_a_placement_is_refused(tmp_path):
+    bad = tmp_path / "nofit.json"
+    bad.write_text(json.dumps(GRAPH))
+    assert run_cli("place", bad)[0] == 3
+    good = paths.DATA / "placement" / "throughput" / "LayerGraphs_bert24_inference.json"
+    code, text = run_cli("pretrain", bad, good, "--out", tmp_path / "p.pt", "--iterations", "1")
+    assert code == 2, text
+    assert "nofit.json" in text and "no placement of this graph exists" in text
+    assert "3 bytes" in text and "2 bytes" in text
+    assert not (tmp_path / "p.pt").exists()
