@@ -38,6 +38,9 @@ from autopar_opt.placement.condense import Condensed
 DENSE_LIMIT = 40_000_000
 #: Default guard on the number of nested ideal pairs the DP scans.
 MAX_PAIRS = 60_000_000
+#: Guard on device-count states x ideals: the DP keeps three tables of that many cells
+#: (17 bytes a cell: about 0.5 GB at the guard).
+MAX_STATE_CELLS = 30_000_000
 
 
 class DPTooLarge(ValueError):
@@ -194,7 +197,15 @@ def solve_dp(cond: Condensed, *, ideal_limit: int = DEFAULT_LIMIT, max_pairs: in
             raise DPTooLarge(f"{pairs:,} nested ideal pairs > guard {max_pairs:,}")
     pairs = 0
     types = cond.problem.device_types
-    counts = [dt.count for dt in types]
+    # every device a placement uses holds at least one unit, so no type needs more states
+    # than there are units: exact, and 2 x 65,536 devices on 3 units are 16 states, not
+    # 4.3e9 (QA round 12: the state list alone filled 24 GB before any deadline check)
+    counts = [min(dt.count, cond.num_units) for dt in types]
+    num_states = int(np.prod([c + 1 for c in counts]))
+    if num_states * m > MAX_STATE_CELLS:
+        raise DPTooLarge(f"{num_states:,} device-count states x {m:,} ideals = "
+                         f"{num_states * m:,} table cells > guard {MAX_STATE_CELLS:,}; "
+                         "use the MILP or fewer device types")
     states = list(itertools.product(*(range(c + 1) for c in counts)))
     sidx = {s: i for i, s in enumerate(states)}
     prev = [[sidx[s[:t] + (s[t] - 1,) + s[t + 1:]] if s[t] > 0 else -1 for t in range(len(types))]
@@ -221,7 +232,8 @@ def solve_dp(cond: Condensed, *, ideal_limit: int = DEFAULT_LIMIT, max_pairs: in
             loads = pricer.loads(j, subs)
         pairs += subs.size
         step(dp, back_t, back_s, j, subs, loads)
-    unit_device = _backtrack(lat, states, prev, back_t, back_s, counts) if not hit else None
+    unit_device = _backtrack(lat, states, prev, back_t, back_s,
+                             [dt.count for dt in types]) if not hit else None
     return DPResult(value=float(dp[-1, m - 1]) if not hit else float("nan"),
                     unit_device=unit_device, num_ideals=m, num_pairs=pairs,
                     wall_time_s=time.perf_counter() - start, deadline_hit=hit)
@@ -302,6 +314,8 @@ class _StateStep:
 
 
 def _backtrack(lat: IdealLattice, states, prev, back_t, back_s, counts) -> np.ndarray | None:
+    """Device per unit from the back pointers; ``counts``: every type's real device count
+    (the global numbering), which the DP's states may cap at the number of units."""
     si, j = len(states) - 1, lat.full
     first = np.concatenate([[0], np.cumsum(counts)[:-1]])
     used = [0] * len(counts)
