@@ -118,10 +118,17 @@ class PlacementSpace:
         return Priced(value, ratio, ok)
 
     def _acyclic(self, du: np.ndarray, dv: np.ndarray) -> bool:
-        adj = np.zeros((self.ndev, self.ndev), dtype=bool)
-        adj[du, dv] = True
-        alive = np.ones(self.ndev, dtype=bool)
-        for _ in range(self.ndev):
+        """Whether the device graph of the crossing edges ``du -> dv`` is acyclic, on the
+        devices those edges touch (at most two per edge): a matrix over every device was
+        ndev^2 bytes, 17 GB and 38 s a candidate with 2 x 65,536 devices (QA round 12)."""
+        if du.size == 0:
+            return True
+        used, local = np.unique(np.concatenate([du, dv]), return_inverse=True)
+        k = used.size
+        adj = np.zeros((k, k), dtype=bool)
+        adj[local[:du.size], local[du.size:]] = True
+        alive = np.ones(k, dtype=bool)
+        for _ in range(k):
             sources = alive & ~adj[alive].any(axis=0)
             if not sources.any():
                 return not alive.any()
