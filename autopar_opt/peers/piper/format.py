@@ -264,6 +264,13 @@ def _node_tmpcs(node: dict, i: int, ins: set[int], outs: set[int], index: dict[i
         chk.add(where, table if table is not None else MISSING, "must be an object keyed by tensor degree",
                 'write TMPCs: {"1": [{...}], "2": [...]}')
         return
+    if not any(isinstance(lst, list) and lst for lst in table.values()):
+        # no TMPC at any degree: the node cannot run in any stage, so no plan exists; the
+        # DP said "no plan fits the memory per device and the devices" (QA round 12)
+        chk.add(where, table, "lists no TMPC at any tensor-parallel degree: the node cannot "
+                "run in any stage, so no plan exists", 'give it at least one TMPC, e.g. '
+                '"1": [{"id": "vanilla", "timePerSample": ..., ...}]')
+        return
     for tkey, lst in table.items():
         digits = isinstance(tkey, str) and tkey.isascii() and tkey.isdigit() and len(tkey) <= 8
         t = int(tkey) if digits else 0
