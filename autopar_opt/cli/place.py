@@ -264,7 +264,7 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
     from autopar_opt.cli import options as opt
     from autopar_opt.core.files import COMMAND_LINE, check_output_dir
     from autopar_opt.placement.importers.spec import load_placement
-    from autopar_opt.core.errors import SpecProblem
+    from autopar_opt.core.errors import SpecError, SpecProblem
     limit = time_limit_s if time_limit_s is not None and math.isfinite(time_limit_s) else math.inf
     opt.raise_if_any([*opt.check_time_limit(time_limit_s), *opt.check_memory_limit(memory_limit_gib),
                       *(opt.check_budget(searcher.budget_s, limit) if searcher else []),
@@ -285,9 +285,15 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
                                      "must be max-load or latency", "use --objective max-load")])
     cont = contiguous if contiguous is not None else bool(options.get("contiguous", True))
     if objective == "latency" and not cont:
-        raise opt.OptionError([SpecProblem(COMMAND_LINE, "--no-contiguous", True,
-                                     "the latency model runs each device's nodes as one block, "
-                                     "which needs contiguous parts", "use --contiguous")])
+        rule = "the latency model runs each device's nodes as one block, which needs contiguous parts"
+        if contiguous is not None:
+            raise opt.OptionError([SpecProblem(COMMAND_LINE, "--no-contiguous", True, rule,
+                                               "use --contiguous")])
+        # the spec asked for it: name the spec's key, not an option nobody gave (QA round 12)
+        raise SpecError([SpecProblem(spec_path, "placement.contiguous", False, rule,
+                                     "write contiguous: true (or drop it), or pass --contiguous"
+                                     + ("" if "objective" not in options
+                                        else ", or write objective: max-load"))])
     if objective == "latency":
         _refuse_cycle_for_latency(problem, spec_path)
     from autopar_opt.solvers.registry import BACKENDS
