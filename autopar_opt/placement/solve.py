@@ -249,12 +249,42 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
     if np.isfinite(value) and value - lower <= 1e-9 * abs(value):
         lower = value                 # round-off between the DP's sums and evaluate's
     status = _status(value, lower, rel_gap)
+    if status == "infeasible":
+        details["infeasible"] = infeasible_reason(cond, contiguous, method)
     metrics = (evaluate_placement(problem, assign, objective=objective, contiguous=contiguous)
                if assign is not None else None)
     return PlacementResult(problem=problem, objective=objective, contiguous=contiguous,
                            value=value, lower_bound=lower, status=status, method=method,
                            assignment=assign, metrics=metrics,
                            wall_time_s=time.perf_counter() - start, details=details)
+
+
+def infeasible_reason(cond: Condensed, contiguous: bool, method: str) -> str:
+    """Why an exact method found no placement, for the answer's ``infeasible`` entry
+    (QA round 12: an exit 3 from the DP or the MILP said nothing). A unit (a colour
+    class, with the cycles a contiguous placement must keep on one device) that fits
+    no device is named; otherwise the method's proof is."""
+    p = cond.problem
+    cond = condense(p, fuse_cycles=contiguous)    # the forced units only (no coarsening)
+    types = [t for t in p.device_types if t.count > 0]
+    for u in np.argsort(-cond.size_bytes, kind="stable")[:1].tolist():
+        fits = [t for t in types if np.isfinite(cond.time[t.name][u])
+                and cond.size_bytes[u] <= t.memory_bytes * (1 + 1e-9)]
+        if not fits:
+            ids = [str(p.node_ids[v]) for v in cond.members[u][:6]]
+            more = ", ..." if len(cond.members[u]) > 6 else ""
+            cap = max((t.memory_bytes for t in types if np.isfinite(cond.time[t.name][u])),
+                      default=0.0)
+            if len(cond.members[u]) == 1:
+                who = f"node {ids[0]} needs"
+            else:
+                why = "colour classes" + (" and the cycles a contiguous placement keeps on "
+                                          "one device" if contiguous else "")
+                who = f"nodes {', '.join(ids)}{more} must share one device ({why}) and need"
+            return (f"{who} {cond.size_bytes[u]:.4g} bytes, more than the {cap:.4g} bytes of "
+                    "any device that runs them")
+    return (f"no {'contiguous ' if contiguous else ''}placement meets the memory limits, "
+            f"colour classes and device support (proven by {method})")
 
 
 def unplaceable(problem: PlacementProblem) -> str | None:
