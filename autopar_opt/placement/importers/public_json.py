@@ -269,6 +269,12 @@ def load_expert_split(path: str | Path, problem: PlacementProblem) -> np.ndarray
     index = {nid: i for i, nid in enumerate(problem.node_ids)}
     assign = np.full(problem.num_nodes, -1, dtype=np.int64)
     n_acc = sum(dt.count for dt in problem.device_types if dt.name == ACCEL)
+    n_cpu = sum(dt.count for dt in problem.device_types if dt.name == CPU)
+    # each type's first device in the problem's numbering (a spec may list the CPU first)
+    first, offsets = 0, {}
+    for dt in problem.device_types:
+        offsets.setdefault(dt.name, first)
+        first += dt.count
     probs = []
     for key in ("fpgas", "cpus"):
         part = data.get(key, [])
@@ -278,8 +284,8 @@ def load_expert_split(path: str | Path, problem: PlacementProblem) -> np.ndarray
                                      f'write "{key}": [{{"nodes": [1, 2]}}, ...]'))
     if probs:
         raise SpecError(probs)
-    groups = [(d, g) for d, g in enumerate(data.get("fpgas", []))]
-    groups += [(n_acc + d, g) for d, g in enumerate(data.get("cpus", []))]
+    groups = [(offsets.get(ACCEL, 0) + d, g) for d, g in enumerate(data.get("fpgas", []))]
+    groups += [(offsets.get(CPU, 0) + d, g) for d, g in enumerate(data.get("cpus", []))]
     for d, g in groups:
         for nid in g.get("nodes", []):
             if not _valid_id(nid) or nid not in index:
@@ -290,6 +296,12 @@ def load_expert_split(path: str | Path, problem: PlacementProblem) -> np.ndarray
                                          "runs on one device)", "keep it in one group"))
             else:
                 assign[index[nid]] = d
+    busy_cpus = [i for i, g in enumerate(data.get("cpus", [])) if g.get("nodes")]
+    if busy_cpus and busy_cpus[-1] >= n_cpu:
+        # QA round 12: a node on a CPU the instance lacks was an internal error (exit 70)
+        probs.append(SpecProblem(str(path), "cpus", len(data["cpus"]),
+                                 f"places nodes on CPU {busy_cpus[-1]}, more CPUs than the "
+                                 f"instance has ({n_cpu})", "use at most maxCPUs groups"))
     if len(data.get("fpgas", [])) > n_acc:
         probs.append(SpecProblem(str(path), "fpgas", len(data["fpgas"]),
                                  f"more accelerators than the instance has ({n_acc})",
