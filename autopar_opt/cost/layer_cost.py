@@ -144,8 +144,10 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     f_off = offload.offloaded_fraction(layer, ctx.training)
     off_raw, off = offload.transfer_time(f_off * act, ctx.cluster.device, comp.fwd_s, comp.bwd_s)
     held = unsharded_held_bytes(layer, s, ctx)
-    hidden = (cp_raw - cp_exp) + (z3_raw - z3)      # NCCL kernels on SMs (docstring)
-    comm = tp + cp + z3 + ep + off + k * hidden
+    # NCCL kernels on SMs (docstring), each charged to the traffic that hides: the
+    # context-parallel sends' share in the CP term, the ZeRO gathers' in the ZeRO term
+    cp_slow, z3_slow = k * (cp_raw - cp_exp), k * (z3_raw - z3)
+    comm = tp + cp + z3 + ep + off + cp_slow + z3_slow
     return LayerCost(
         time_s=comp.total_s + accum + comm,
         compute_s=comp.total_s + accum,
@@ -155,7 +157,7 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
         act_bytes=act * (1.0 - f_off) + casts + held[1],
         flops=comp.flops,
         hw_flops=comp.hw_flops,
-        tp_exposed_s=tp, cp_exposed_s=cp, zero_exposed_s=z3 + k * hidden, ep_exposed_s=ep,
+        tp_exposed_s=tp, cp_exposed_s=cp + cp_slow, zero_exposed_s=z3 + z3_slow, ep_exposed_s=ep,
         dp_exposed_s=dp + k * dp_hidden, optimizer_s=step, offload_exposed_s=off,
         working_bytes=working_set_bytes(declared, s, ctx.microbatch_samples, ctx.training,
                                         tie_active),
