@@ -217,7 +217,11 @@ def lm_head(name: str, seq_len: int, hidden: int, vocab: int, tied: bool = True,
     ``layer_norm``: the final norm's weight and bias (``2·h``); False for RMSNorm (``h``).
 
     ``2·s·h·V`` forward FLOPs (Narayanan et al. 2021 Eq. 3, the ``V/(16·l·h)``
-    term); fp32 logits kept for the loss (``4·s·V`` bytes). Tied weights
+    term). Activations (Korthikanti et al. 2022, Sec. 4.3: ``4·s·b·h·(1 + V/h)``):
+    the final norm's input (``2·s·h``, its backward reads it), the output
+    projection's input, the norm's output (``2·s·h``, the weight gradient reads
+    it), both replicated over ``tp`` unless sequence parallelism splits them, and
+    the fp32 logits kept for the loss (``4·s·V`` bytes). Tied weights
     (``tied``: the ``V·h`` word-embedding matrix of the layer ``tied_to``) are
     not in ``params``: counted once, in the embedding, while both share a
     pipeline stage; with ``pp > 1`` the last stage keeps its own copy
@@ -229,7 +233,7 @@ def lm_head(name: str, seq_len: int, hidden: int, vocab: int, tied: bool = True,
     return Layer(name=name, kind=LayerKind.lm_head, flops_fwd=fwd, flops_bwd=2 * fwd,
                  params=int((0 if tied else vocab * h) + (2 if layer_norm else 1) * h),
                  tied_params=int(vocab * h) if tied else 0, tied_to=tied_to if tied else "",
-                 act_bytes=2 * s * h * e + 4 * s * vocab, act_replicated_bytes=2 * s * h * e,
+                 act_bytes=4 * s * h * e + 4 * s * vocab, act_replicated_bytes=4 * s * h * e,
                  input_bytes=2 * s * h * e, output_bytes=4 * s,
                  tp_comm_bytes=2 * s * h * e, max_tp=ANY_TP, supports_sp=True, supports_cp=True)
 

@@ -51,7 +51,9 @@ def test_hand_derived_bytes_of_a_tiny_output_layer() -> None:
     training): e = 4, kept 2048, transient 4096. cp = 2 halves both again."""
     head = lm_head("head", S, H, V)
     s = Strategy(dp=2, tp=2)
-    inp = 2 * S * H * 2              # the layer input: 16-bit s·h x 2 samples, replicated over tp
+    # the final norm's 16-bit input and output (Korthikanti et al. 2022, Sec. 4.3: 2·s·h
+    # each) x 2 samples, replicated over tp
+    inp = 4 * S * H * 2
     sixteen = _tr()
     assert sixteen.runtime.eager_cross_entropy and kept_logit_bytes(sixteen) == 2.0
     assert eager_loss_bytes(head, s, 4, sixteen) == pytest.approx(2048)

@@ -45,7 +45,7 @@ def test_hand_derived_transient_of_a_tiny_output_layer() -> None:
     # it is the output layer's whole working set here (no recompute, no ZeRO-3) ...
     assert working_set_bytes(head, Strategy(dp=2, tp=2), 4, tr) == pytest.approx(1024)
     # ... and half of the fp32 logits it keeps (6 bytes per logit at the peak, not 4)
-    kept = activation_bytes(head, Strategy(dp=2, tp=2), 4, training=tr) - 2 * S * H * 2
+    kept = activation_bytes(head, Strategy(dp=2, tp=2), 4, training=tr) - 4 * S * H * 2
     assert kept == pytest.approx(2 * 4 * 512 / 2)
     # the other Megatron stacks the same; FP8 training keeps 16-bit logits: same
     for rt in ("megatron-lm", "megatron-bridge", "deepspeed"):
@@ -74,13 +74,14 @@ def test_no_transient_without_the_cast() -> None:
 def test_adds_to_the_recomputed_activations_of_the_output_layer() -> None:
     """Full recomputation of the output layer: X = (full - kept) + the cast, per the
     rule that a layer's working-set parts add. dp = tp = 1, 4 samples:
-    full = (2·s·h + 4·s·V) x 4 = (256 + 2048) x 4 = 9216, kept = input 2·s·h x 4 = 1024,
-    cast = 2 x 512 x 4 = 4096: X = 8192 + 4096 = 12288."""
+    full = (4·s·h + 4·s·V) x 4 = (512 + 2048) x 4 = 10240 (the final norm's input and
+    output, Korthikanti et al. 2022, Sec. 4.3, and the fp32 logits), kept = input
+    2·s·h x 4 = 1024, cast = 2 x 512 x 4 = 4096: X = 9216 + 4096 = 13312."""
     head = lm_head("head", S, H, V)
     s = Strategy(dp=1, tp=1, recompute=Recompute.full)
-    assert working_set_bytes(head, s, 4, _tr()) == pytest.approx(12288)
+    assert working_set_bytes(head, s, 4, _tr()) == pytest.approx(13312)
     assert working_set_bytes(head, s, 4, _tr(fused_cross_entropy=True)) == pytest.approx(
-        (2 * S * H + 2 * S * V) * 4 - 2 * S * H * 4)       # 16-bit logits kept, no cast
+        (4 * S * H + 2 * S * V) * 4 - 2 * S * H * 4)       # 16-bit logits kept, no cast
 
 
 def test_evaluate_holds_it_in_the_last_stage() -> None:

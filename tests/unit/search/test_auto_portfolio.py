@@ -97,7 +97,9 @@ def test_block_milp_with_the_incumbent_as_cutoff_disproves_a_worse_configuration
     worse, better = (1, 2) if opt[1] > opt[2] else (2, 1)
     cut = opt[better] * (1 + 1e-6)
     res, _ = solve_blocks(tabs[worse], HIGHS, time_limit_s=60, rel_gap=1e-9, cutoff=cut)
-    assert res.lower_bound >= cut * (1 - 1e-9) or res.primal == pytest.approx(opt[worse], rel=1e-7)
+    # the proven bound sits at the cutoff to HiGHS's round-off (1e-9 relative missed it by 5e-19
+    # after QA round 12 moved the output layer's activations)
+    assert res.lower_bound >= cut * (1 - 1e-8) or res.primal == pytest.approx(opt[worse], rel=1e-7)
     assert res.lower_bound <= opt[worse] * (1 + 1e-7)
 
 
