@@ -286,6 +286,26 @@ def _elementwise_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     return (passes * (nbytes - kept) + loss * logits) / bw
 
 
+def recomputed_score_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
+    """Seconds of the element-wise kernels that selective recomputation re-runs over
+    an unfused attention core's scores, in the backward pass of one micro-batch.
+
+    Korthikanti et al. 2022, Sec. 5: selective recomputation re-runs "the QKᵀ matrix
+    multiply, softmax, softmax dropout, and attention over V". The two batched GEMMs
+    are priced with the attention core (``core_re`` in :func:`compute_time`); the
+    softmax and dropout, memory-bound kernels over the ``5·a·s²`` score activations
+    the strategy drops, are priced here as :func:`_elementwise_time` prices them in
+    the forward pass: one of its ``elementwise_passes`` three (write, re-read,
+    gradient) over those bytes on this device (:func:`activation_bytes` without
+    recomputation less with it), at HBM bandwidth. 0 under a fused (flash) kernel,
+    which keeps no scores: its recomputation is the kernel, priced with the core."""
+    mb, tr = ctx.microbatch_samples, ctx.training
+    dropped = activation_bytes(layer, s, mb, Recompute.none, tr, fp8_casts=False) \
+        - activation_bytes(layer, s, mb, Recompute.selective, tr, fp8_casts=False)
+    return ctx.params.elementwise_passes / 3.0 * max(dropped, 0.0) \
+        / (ctx.cluster.device.hbm_gb_per_s * 1e9)
+
+
 def loss_traffic_bytes(training: Training) -> float | None:
     """HBM bytes per logit the loss moves in forward + backward, where derived
     from its kernels; None for Megatron's vocabulary-parallel loss (a chain of
@@ -378,7 +398,8 @@ def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
     Memory-bound layers (pooling, norms) are HBM traffic only
     (:func:`_memory_bound_compute`). Recomputation re-runs (part of) the
     forward inside the backward pass: all of it (full), the attention core
-    (selective), or, op-level (:attr:`Recompute.op`, torchtitan), the
+    with an unfused core's softmax and dropout (selective,
+    :func:`recomputed_score_time`), or, op-level (:attr:`Recompute.op`, torchtitan), the
     GEMMs whose outputs the save list drops (``flops_recompute_op``: every
     second of the forward's GEMM kernels) with all element-wise kernels, the
     attention kernel's output being kept.
@@ -421,7 +442,8 @@ def compute_time(layer: Layer, s: Strategy, ctx: StageContext) -> Compute:
         a_fwd = run * core / (peak * look.fwd)
         a_bwd = run * (2 * core / (peak * look.bwd) + core_re / (peak * look.fwd))
     elem = _elementwise_time(layer, s, ctx) if layer.flops_fwd > 0 or layer.act_bytes > 0 else 0.0
-    elem_re = elem / 3.0 if rc in (Recompute.full, Recompute.op) else 0.0
+    elem_re = elem / 3.0 if rc in (Recompute.full, Recompute.op) \
+        else recomputed_score_time(layer, s, ctx) if rc is Recompute.selective else 0.0
     c_fwd, c_bwd = fp8_casts.cast_time(layer, s, share, ctx.training, ctx.cluster.device.hbm_gb_per_s)
     c_re = c_fwd * (f_re - core_re) / (f_fwd - core) if f_fwd > core else 0.0   # re-run GEMMs' casts
     launch = ctx.params.layer_overhead_us * 1e-6
