@@ -274,7 +274,8 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster | Fleet, training: 
                 gu, gv = strat[u].group, strat[v].group
                 tier = boundary_tier(where.fleet, gu, gv, intra[k])
                 recv, eff_ctx = where.fleet.groups[gv].intra_node, ctxs[stage_of[u]]
-            o[k] += cross_stage_time(su, sv, nbytes, tier, recv, eff_ctx.link_efficiency(tier))
+            o[k] += cross_stage_time(su, sv, nbytes, tier, recv, eff_ctx.link_efficiency(tier),
+                                     eff_ctx.params.comm_efficiency)
     p, g = acc["p"], acc["g"]
     t = pipeline_latency(p, o, g, c, plan.schedule, plan.vp_chunks) + params.iteration_overhead_s
     stages = [_stage_metrics(i, plan, acc, o, ctxs[i], pp, c) for i in range(pp)]

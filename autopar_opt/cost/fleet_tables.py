@@ -192,8 +192,9 @@ def fleet_edge_tables(graph: LayerGraph, fleet: Fleet, strategies: list[list[Str
     def cross(a: Strategy, c: Strategy, nbytes: float, intra: bool) -> float:
         tier = boundary_tier(fleet, a.group, c.group, intra)
         recv = fleet.groups[c.group].intra_node
-        eff = ctxs[(a.group, a.devices)].link_efficiency(tier)    # the sender's, as evaluate
-        return cross_stage_time(a.layout, c.layout, nbytes, tier, recv, eff)
+        ctx = ctxs[(a.group, a.devices)]
+        eff = ctx.link_efficiency(tier)    # the sender's, as evaluate
+        return cross_stage_time(a.layout, c.layout, nbytes, tier, recv, eff, ctx.params.comm_efficiency)
 
     classes = graph.cost_classes
     shared = {} if shared is None else shared

@@ -97,13 +97,15 @@ def reshard_time(src: Layout, dst: Layout, nbytes: float, tier: LinkTier,
 
 
 def cross_stage_time(src: Layout, dst: Layout, nbytes: float, tier: LinkTier,
-                     intra: LinkTier, efficiency: float) -> float:
+                     intra: LinkTier, efficiency: float, intra_efficiency: float) -> float:
     """Forward activation + backward gradient transfer between adjacent stages.
 
     With Megatron's scatter/gather optimisation (Narayanan et al. 2021,
-    Sec. 4.1) each sender ships only its unique 1/t share over ``tier``; a
-    receiver whose layer needs the tensor replicated in its tp group then
-    all-gathers it over the intra-node tier.
+    Sec. 4.1) each sender ships only its unique 1/t share over ``tier`` (at
+    ``efficiency``, that tier's); a receiver whose layer needs the tensor
+    replicated in its tp group then all-gathers it over the intra-node tier
+    ``intra`` at ``intra_efficiency`` (the NVLink figure even when the send
+    crossed the network: the gather runs inside the receiving node).
     """
     if nbytes <= 0:
         return 0.0
@@ -111,5 +113,5 @@ def cross_stage_time(src: Layout, dst: Layout, nbytes: float, tier: LinkTier,
     send = max(per_rank, unique_fraction(src) / max(1, (src.tp if not src.sp else 1)))
     t = p2p_time(send * nbytes, tier, efficiency)
     if not dst.sp and dst.tp > 1:
-        t += allgather_time(dst.tp, nbytes / (dst.dp * dst.cp), intra, efficiency)
+        t += allgather_time(dst.tp, nbytes / (dst.dp * dst.cp), intra, intra_efficiency)
     return 2 * t

@@ -559,9 +559,10 @@ def _edge_tables(graph: LayerGraph, strategies: list[list[Strategy]],
             (lu, iu), (lv, iv) = distinct(strategies[u]), distinct(strategies[v])
             small = (
                 [[in_stage(a, b, nbytes) for b in lv] for a in lu],
-                [[cross_stage_time(a, b, nbytes, cl.intra_pair, cl.intra_node, eff_intra)
+                [[cross_stage_time(a, b, nbytes, cl.intra_pair, cl.intra_node, eff_intra, eff_intra)
                   for b in lv] for a in lu],
-                [[cross_stage_time(a, b, nbytes, cl.inter_node_per_gpu, cl.intra_node, eff_inter)
+                [[cross_stage_time(a, b, nbytes, cl.inter_node_per_gpu, cl.intra_node, eff_inter,
+                                  eff_intra)
                   for b in lv] for a in lu])
             # R scaled once per memo entry, so edges that share an array still do
             memo[key] = tuple((np.array(m, dtype=float) * f).reshape(len(lu), len(lv))

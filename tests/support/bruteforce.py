@@ -161,7 +161,8 @@ def brute_force(graph: LayerGraph, cluster: Cluster, training: Training, space: 
             intra = boundary_is_intra(k, d, cluster.gpus_per_node)
             tier = pair_link(cluster) if intra else cluster.inter_node
             eff = ctx.link_efficiency(tier)
-            per_boundary.append(np.array([[cross_stage_time(x, y, nbytes, tier, cluster.intra_node, eff)
+            per_boundary.append(np.array([[cross_stage_time(x, y, nbytes, tier, cluster.intra_node, eff,
+                                                            ctx.params.comm_efficiency)
                                            for y in lv] for x in lu]))
         cross.append((rin, per_boundary))
     vp = vp if schedule is Schedule.interleaved else 1

@@ -177,7 +177,8 @@ def _price(graph, fleet, training, lists, stage, gs, ds, ctx, cap, same_node, in
             tier = _tier(fleet, gs[su], gs[sv], same_node[k])
             c0 = ctx[(gs[su], ds[su])]
             recv = fleet.groups[gs[sv]].intra_node
-            mat = [[cross_stage_time(a.layout, bb.layout, nbytes, tier, recv, c0.link_efficiency(tier))
+            mat = [[cross_stage_time(a.layout, bb.layout, nbytes, tier, recv, c0.link_efficiency(tier),
+                                     c0.params.comm_efficiency)
                     for bb in lists[v]] for a in lists[u]]
             o[k] = o[k] + np.array(mat).reshape(shape)
     full_shape = tuple(len(s) for s in lists)
