@@ -176,6 +176,8 @@ def tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
         return 0.0
     nbytes = layer.tp_comm_bytes * ctx.microbatch_samples / (s.dp * s.cp)
     repeat = effective_recompute(layer, s.recompute) in (Recompute.full, Recompute.op)
+    if layer.kind in (LayerKind.embedding, LayerKind.lm_head):
+        return vocab_layer_tp_time(layer, s, ctx, nbytes, repeat)
     passes = 3 if repeat else 2
     rs_passes = 3 if s.recompute is Recompute.full else 2
     n = tp_collectives(layer)
@@ -209,6 +211,30 @@ def tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
         half, msgs = nbytes / 2, max(1.0, n / 2)
         return on(s.tp, half, msgs) + on(s.expert_tp, half, msgs)
     return on(s.tp, nbytes, n, extra)
+
+
+def vocab_layer_tp_time(layer: Layer, s: Strategy, ctx: StageContext, nbytes: float,
+                        repeat: bool = False) -> float:
+    """Tensor-parallel collectives of one micro-batch of the vocabulary-parallel
+    embedding or output layer, whose ``nbytes`` (``Layer.tp_comm_bytes``: the
+    ``2·s·h`` hidden state) cross the tensor-parallel group once each way, not
+    twice as a block's do (Shoeybi et al. 2019, Sec. 3 and Fig. 3: the embedding's
+    output is a ``g`` operator, all-reduce forward and identity backward; the output
+    projection's input an ``f``, identity forward and all-reduce backward;
+    Megatron-Core ``VocabParallelEmbedding`` ``reduce_from_tensor_model_parallel_region``
+    and ``ColumnParallelLinear`` ``copy_to_tensor_model_parallel_region``). With
+    sequence parallelism (Korthikanti et al. 2022, Sec. 4.2.2) the embedding
+    reduce-scatters forward and all-gathers its output gradient backward (its weight
+    gradient needs every token), the output layer all-gathers its input forward and
+    reduce-scatters the input gradient backward. A recomputed forward repeats the
+    forward collective."""
+    if s.tp <= 1 or nbytes <= 0:
+        return 0.0
+    one = "reduce_scatter" if s.sp else "all_reduce"
+    gather = collective(ctx, "all_gather", s.tp, 1, nbytes) if s.sp else 0.0
+    reduce = collective(ctx, one, s.tp, 1, nbytes)
+    fwd, bwd = (reduce, gather) if layer.kind is LayerKind.embedding else (gather, reduce)
+    return (2.0 if repeat else 1.0) * fwd + bwd
 
 
 def logits_gather_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
