@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from autopar_opt.cost import attention
 from autopar_opt.cost.chips import chip_of
+from autopar_opt.cost.comm import UNKNOWN_GENERATION
 from autopar_opt.cost.compute import DEFAULT_HEAD_DIM, DEFAULT_SEQ
 from autopar_opt.cost.params import CostParams, default_params, shipped_fit
 from autopar_opt.ir.graph import LayerGraph
@@ -47,7 +48,8 @@ def _device(cluster: Cluster) -> list[str]:
                    "a limit above it)")
     if not dev.arch:
         out.append(f"architecture of {dev.name} not known: attention priced as "
-                   f"{attention.UNKNOWN_ARCH}, NCCL constants of the newest NVLink generation")
+                   f"{attention.UNKNOWN_ARCH}, NCCL's tuning constants of the "
+                   f"{UNKNOWN_GENERATION} generation")
     return out
 
 

@@ -35,6 +35,9 @@ def exposed(comm: float, window: float) -> float:
 
 #: GPU generation index of NCCL's tuning tables (``llMaxBws``, the ring plateau).
 GENERATION = {"volta": 0, "ampere": 1, "hopper": 2, "blackwell": 3}
+#: The generation whose NCCL tables price a device of unknown architecture (a spec's own
+#: device), said with the plan's assumptions (:mod:`autopar_opt.cost.assumptions`).
+UNKNOWN_GENERATION = "hopper"
 
 
 def link_kind(tier: LinkTier) -> str:
@@ -69,7 +72,7 @@ def collective_group(ctx: StageContext, group: int, stride: int) -> nccl.Group:
     latencies and the algorithm choice).
     """
     cl = ctx.cluster
-    gen = GENERATION.get(cl.device.arch, 2)
+    gen = GENERATION.get(cl.device.arch, GENERATION[UNKNOWN_GENERATION])
     intra = cl.intra_node.bandwidth_gb_per_s * ctx.params.comm_efficiency
     kind = link_kind(cl.intra_node)
     if group <= 1 or ctx.tier(group * stride) is cl.intra_node:
@@ -657,7 +660,7 @@ def tie_sync_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
         return 0.0
     nbytes = layer.tied_params / s.tp * reduced_grad_bytes(ctx.training, s.zero)
     cl = ctx.cluster
-    gen = GENERATION.get(cl.device.arch, 2)
+    gen = GENERATION.get(cl.device.arch, GENERATION[UNKNOWN_GENERATION])
     if tier is cl.intra_node or tier.name == cl.intra_node.name:
         g = nccl.Group(2, 1, tier.bandwidth_gb_per_s * ctx.params.comm_efficiency,
                        link_kind(tier), gen)
