@@ -278,7 +278,8 @@ def cp_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     3 paper's context parallelism; torchtitan's default rotation): all-gather
     K/V before the local attention, again in the backward pass (not kept),
     and reduce-scatter dK/dV, nothing overlapped (the attention waits for its
-    K/V). Full recomputation repeats the forward exchange.
+    K/V). Full and selective recomputation repeat the forward exchange of every
+    variant (the recomputed core attention is the context-parallel kernel).
 
     ``a2a`` (DeepSpeed-Ulysses, Jacobs et al. 2023, arXiv 2309.14509, Sec. 3.1;
     Transformer Engine ``cp_comm_type="a2a"``): before the attention core an
@@ -294,7 +295,10 @@ def cp_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     if s.cp <= 1 or layer.cp_comm_bytes <= 0:
         return 0.0, 0.0, 0.0
     kv = layer.cp_comm_bytes / s.tp * ctx.microbatch_samples / s.dp
-    fwd_passes = 2 if s.recompute is Recompute.full else 1
+    # the recomputed forward exchanges again: full recomputation, and selective, whose
+    # checkpointed core attention (Megatron-Core ``core_attn``) is Transformer Engine's
+    # attention with its context-parallel exchange inside (AttnFuncWithCPAndKVP2P, ...)
+    fwd_passes = 2 if s.recompute in (Recompute.full, Recompute.selective) else 1
     if ctx.training.runtime.cp_splits_heads:
         share = ctx.microbatch_samples / (s.dp * s.cp * s.tp)
         fwd = moe.alltoall_tiers_time(ctx, s.cp, s.tp, (layer.input_bytes + layer.cp_comm_bytes) * share) \
