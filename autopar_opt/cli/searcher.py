@@ -99,9 +99,19 @@ class SearcherHook:
         try:
             return run_searcher(self.name, PlacementSpace(problem, contiguous), self.budget_s,
                                 seed=self.seed, **self.options())
-        except (SearcherUnavailable, SearcherUnknown, ValueError) as exc:
+        except (SearcherUnavailable, SearcherUnknown) as exc:
             err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
             return None
+        except ValueError as exc:
+            # an instance this searcher cannot take (GDP's decoder: at most 63 devices): a
+            # refused option, named and JSON under --json, not a bare line on stderr (QA round 12)
+            from autopar_opt.cli import options as opt
+            from autopar_opt.core.errors import SpecProblem
+            from autopar_opt.core.files import COMMAND_LINE
+
+            rule, _, fix = str(exc).partition(": use ")
+            raise opt.OptionError([SpecProblem(COMMAND_LINE, "--searcher", self.name, rule,
+                                               f"use {fix}" if fix else "choose another searcher")])
 
     def run_operator(self, spec: Any, err: Console) -> SearcherResult | None:
         """Run the searcher on an operator-sharding spec's space; None when it cannot run."""

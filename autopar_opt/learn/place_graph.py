@@ -113,8 +113,9 @@ def unit_graph(problem: PlacementProblem, contiguous: bool = True) -> UnitGraph:
     """Build the :class:`UnitGraph` of ``problem`` (raises ValueError above 63 devices)."""
     devs = problem.devices()
     if len(devs) > MAX_DEVICES:
-        raise ValueError(f"{problem.name}: {len(devs)} devices; the per-node decoder tracks at "
-                         f"most {MAX_DEVICES}")
+        raise ValueError(f"{problem.name}: {len(devs)} devices; GDP's per-node decoder and "
+                         f"the hierarchical planner track at most {MAX_DEVICES}: use --searcher "
+                         "gdp --decoder block, --searcher anneal or random, or fewer devices")
     cond = condense(problem, fuse_cycles=contiguous)
     m = cond.num_units
     try:
