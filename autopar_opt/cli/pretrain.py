@@ -43,15 +43,24 @@ def training_budget(time_limit_s: float | None, budget_s: float | None,
 
 
 def unplaceable_graphs(paths: list[str], problems: list) -> list:
-    """One problem per graph that no placement can fit (its nodes need more memory than
-    all its devices hold, or a node runs on none of them; the proofs `place` answers
+    """One problem per graph the policy cannot learn from: more devices than GDP's decoder
+    tracks (an internal error before), or no placement fits (its nodes need more memory
+    than all its devices hold, or a node runs on none of them; the proofs `place` answers
     "infeasible", exit 3, with): every sample of such a graph earns the infeasibility
     penalty, so it teaches the policy nothing (QA round 12: it was trained on silently)."""
     from autopar_opt.core.errors import SpecProblem
+    from autopar_opt.learn.place_graph import MAX_DEVICES
     from autopar_opt.placement.solve import memory_shortfall, unplaceable
 
     out = []
     for path, problem in zip(paths, problems):
+        if problem.num_devices > MAX_DEVICES:      # was an internal error from the decoder
+            key = "maxFPGAs + maxCPUs" if problem.meta.get("format") == "public-json" \
+                else "placement.devices"
+            out.append(SpecProblem(path, key, problem.num_devices, "more devices than "
+                                   f"GDP's per-node decoder tracks ({MAX_DEVICES})",
+                                   f"give it at most {MAX_DEVICES} devices, or drop it from SPEC..."))
+            continue
         why = memory_shortfall(problem) or unplaceable(problem)
         if why:
             out.append(SpecProblem(path, "", None, f"no placement of this graph exists: {why}",
