@@ -92,7 +92,13 @@ def load_placement(path: str | Path) -> tuple[PlacementProblem, dict]:
         raise SpecError(probs)
     devices = _devices(spec.get("devices"), path, required=bool({"zoo", "onnx", "torch"} & set(graph)))
     if "file" in graph:
-        problem = load_public(path.parent / str(graph["file"]))
+        graph_path = path.parent / str(graph["file"])
+        if not graph_path.is_file():      # named at the spec's key, as an ONNX path is (QA round 12)
+            raise SpecError([SpecProblem(str(path), "placement.graph.file", graph["file"],
+                                         f"file not found ({graph_path}; a relative path is read "
+                                         "from the spec's folder)", "give the path of a graph in "
+                                         "the public placement format")])
+        problem = load_public(graph_path)
         if devices:
             problem = problem.with_devices(_with_times(problem, devices, path))
         return problem, options
