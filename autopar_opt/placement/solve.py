@@ -267,22 +267,25 @@ def infeasible_reason(cond: Condensed, contiguous: bool, method: str) -> str:
     p = cond.problem
     cond = condense(p, fuse_cycles=contiguous)    # the forced units only (no coarsening)
     types = [t for t in p.device_types if t.count > 0]
-    for u in np.argsort(-cond.size_bytes, kind="stable")[:1].tolist():
-        fits = [t for t in types if np.isfinite(cond.time[t.name][u])
-                and cond.size_bytes[u] <= t.memory_bytes * (1 + 1e-9)]
-        if not fits:
-            ids = [str(p.node_ids[v]) for v in cond.members[u][:6]]
-            more = ", ..." if len(cond.members[u]) > 6 else ""
-            cap = max((t.memory_bytes for t in types if np.isfinite(cond.time[t.name][u])),
-                      default=0.0)
-            if len(cond.members[u]) == 1:
-                who = f"node {ids[0]} needs"
-            else:
-                why = "colour classes" + (" and the cycles a contiguous placement keeps on "
-                                          "one device" if contiguous else "")
-                who = f"nodes {', '.join(ids)}{more} must share one device ({why}) and need"
-            return (f"{who} {cond.size_bytes[u]:.4g} bytes, more than the {cap:.4g} bytes of "
-                    "any device that runs them")
+    fits_any = np.zeros(cond.num_units, dtype=bool)
+    for t in types:
+        fits_any |= np.isfinite(cond.time[t.name]) & \
+            (cond.size_bytes <= t.memory_bytes * (1 + 1e-9))
+    stuck = np.flatnonzero(~fits_any)
+    if stuck.size:                                  # the largest unit that fits no device
+        u = int(stuck[np.argmax(cond.size_bytes[stuck])])
+        ids = [str(p.node_ids[v]) for v in cond.members[u][:6]]
+        more = ", ..." if len(cond.members[u]) > 6 else ""
+        cap = max((t.memory_bytes for t in types if np.isfinite(cond.time[t.name][u])),
+                  default=0.0)
+        if len(cond.members[u]) == 1:
+            who = f"node {ids[0]} needs"
+        else:
+            why = "colour classes" + (" and the cycles a contiguous placement keeps on "
+                                      "one device" if contiguous else "")
+            who = f"nodes {', '.join(ids)}{more} must share one device ({why}) and need"
+        return (f"{who} {cond.size_bytes[u]:.4g} bytes, more than the {cap:.4g} bytes of "
+                "any device that runs them")
     return (f"no {'contiguous ' if contiguous else ''}placement meets the memory limits, "
             f"colour classes and device support (proven by {method})")
 

@@ -54,3 +54,22 @@ def test_otherwise_the_proof_is_named(tmp_path):
     why = _why(tmp_path, _graph(False))
     assert why == ("no contiguous placement meets the memory limits, colour classes and device "
                    "support (proven by dp)")
+
+
+def test_the_unit_named_is_one_that_fits_no_device(tmp_path):
+    """The largest unit may fit (here on an accelerator) while a smaller CPU-only node
+    fits no device (the spec gives the CPU 10 bytes): that node is the one named."""
+    import yaml
+
+    graph = _graph(False)
+    graph.update(maxSizePerFPGA=1000, maxCPUs=1)
+    graph["nodes"][0]["size"] = 400
+    graph["nodes"][2].update(supportedOnFpga=0, size=50)
+    (tmp_path / "g.json").write_text(json.dumps(graph))
+    spec = tmp_path / "p.yaml"
+    spec.write_text(yaml.safe_dump({"placement": {"graph": {"file": "g.json"}, "devices": [
+        {"type": "accelerator", "count": 2}, {"type": "cpu", "count": 1, "memory_bytes": 10}]}}))
+    code, text = run_cli("place", spec, "--json")
+    assert code == 3, text
+    assert json.loads(text)["details"]["infeasible"] == (
+        "node 2 needs 50 bytes, more than the 10 bytes of any device that runs them")
