@@ -140,6 +140,9 @@ class PlacementSpace:
     def from_blocks(self, block: np.ndarray, devices: np.ndarray | None = None) -> Candidate:
         """Block index per class (in topological rank order) -> accelerator per class."""
         accel = self.accel if devices is None else devices
+        if len(accel) == 0:                 # no accelerator: everything on the first host
+            return Candidate(0, np.zeros(0, dtype=int),
+                             np.full(self.num_classes, self.host[0], dtype=int))
         choice = accel[np.minimum(block, len(accel) - 1)][self.rank]
         if len(self.host):
             choice = np.where(self.host_only, self.host[0], choice)
@@ -148,7 +151,7 @@ class PlacementSpace:
     def random_candidate(self, rng: np.random.Generator, config: int | None = None) -> Candidate:
         """Random cuts of the class order into one block per accelerator, random device order."""
         m, k = self.num_classes, len(self.accel)
-        cuts = np.sort(rng.integers(0, m + 1, size=k - 1))
+        cuts = np.sort(rng.integers(0, m + 1, size=max(k - 1, 0)))
         block = np.searchsorted(cuts, np.arange(m), side="right")
         return self.from_blocks(block, rng.permutation(self.accel))
 
@@ -157,6 +160,8 @@ class PlacementSpace:
         by one class (70%; keeps block plans contiguous), move a class to the device
         of a class it exchanges data with (20%), or to a random accelerator (10%)."""
         new = cand.copy()
+        if len(self.accel) == 0:   # CPU cores only (QA round 12: numpy's "negative dimensions")
+            return new             # the searchers keep work off the host: no move
         r = rng.random()
         by_rank = cand.choice[self.order]
         steps = np.flatnonzero(by_rank[:-1] != by_rank[1:])
