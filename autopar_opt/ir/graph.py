@@ -108,7 +108,11 @@ class Layer:
         resharded for the next layer).
     tp_comm_bytes : bytes all-reduced per sample by tensor parallelism in the
         forward pass (Megatron block: two all-reduces of ``2*s*h`` bytes; the
-        backward pass does the same amount: Shoeybi et al. 2019, Fig. 4).
+        backward pass does the same amount: Shoeybi et al. 2019, Fig. 4). On an
+        ``embedding`` or ``lm_head`` layer the ``2*s*h`` hidden state, reduced once per
+        micro-batch (forward for the embedding, backward for the output layer), and
+        gathered the other way under sequence parallelism
+        (:func:`autopar_opt.cost.comm.vocab_layer_tp_time`).
     cp_comm_bytes : bytes of keys/values per sample that context parallelism
         all-gathers in the forward pass (ring attention, Liu et al. 2023).
     max_tp : largest tensor-parallel degree (e.g. attention heads); 1 = none.
