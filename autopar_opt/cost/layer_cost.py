@@ -107,7 +107,8 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     18.9%, is Lee et al. 2025's average, :attr:`CostParams.comm_interference`).
     It applies to the NCCL collectives hidden here (ZeRO-3/FSDP gathers and
     reduce-scatters, context-parallel sends, the data-parallel reduction in
-    ``sync_s``), not to tensor-parallel overlap, whose mechanism prices its
+    ``sync_s``, Megatron's asynchronous input-gradient TP collectives behind the
+    weight-gradient GEMMs), not to tensor-parallel overlap, whose mechanism prices its
     own SM share (Transformer Engine's SM margin) or runs on copy engines
     (async TP, :mod:`autopar_opt.cost.overlap`), nor to offload copies (copy
     engines). MoE
@@ -127,7 +128,8 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     layer = held_layer(layer, tie_active)
     k = ctx.params.comm_interference
     tp_raw = tp_comm_time(layer, s, ctx)
-    tp = overlap.tp_exposed(layer, s, ctx, comp, tp_raw) + logits_gather_time(layer, s, ctx)
+    tp = overlap.tp_exposed(layer, s, ctx, comp, tp_raw) + logits_gather_time(layer, s, ctx) \
+        + k * overlap.tp_nccl_hidden(layer, s, ctx, comp, tp_raw)
     cp_raw, cp_exp, cp_merge = cp_comm(layer, s, ctx, comp)
     cp = cp_exp + cp_merge
     z3_raw, z3 = zero3_comm(layer, s, ctx, comp)

@@ -68,6 +68,18 @@ def _shares(layer: Layer) -> tuple[float, ...]:
     return (1.0 / PAIRS,) * PAIRS
 
 
+def async_dgrad_hidden(c: float, g: list[float], sp: bool) -> float:
+    """TP time Megatron's asynchronous input-gradient collective hides per micro-batch
+    (:class:`~autopar_opt.ir.runtime.Runtime` ``async_dgrad``): the backward collective of
+    each column-parallel GEMM (QKV and the first MLP GEMM, ``g[0]`` and ``g[2]``) runs
+    behind that GEMM's weight-gradient GEMM (the forward GEMM's FLOPs, Narayanan et al.
+    2021, Sec. 5.1): a reduce-scatter (one collective ``c``) under sequence parallelism,
+    an all-reduce (two, Korthikanti et al. 2022 Sec. 4.2.2) without. A recomputed forward
+    adds no backward collective, so one backward pass is hidden whatever the recompute."""
+    unit = c if sp else 2.0 * c
+    return min(unit, g[0]) + min(unit, g[2])
+
+
 def ring_exchange_exposed(c: float, g: float, n: int) -> float:
     """A ``ring_exchange`` (or per-rank micro-pipelined) collective ``c``
     overlapped with its GEMM ``g`` in ``n`` chunks: the first chunk's GEMM is
@@ -88,6 +100,27 @@ def bulk_exposed(c: float, g: float) -> float:
     return max(0.0, c - g)
 
 
+def _plain_collectives(rt, s: Strategy) -> bool:
+    """The TP collectives run as NCCL kernels, not split by an overlap mechanism: no
+    ``tp_comm_overlap``, or user buffers without sequence parallelism (Megatron-LM's
+    validate_args: "Tensor parallel communication/GEMM overlap can happen only when
+    sequence parallelism is enabled")."""
+    return not rt.tp_comm_overlap or (rt.tp_overlap == "te_userbuffers" and not s.sp)
+
+
+def tp_nccl_hidden(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute,
+                   raw: float) -> float:
+    """The TP time NCCL kernels hide behind compute on the compute's SMs (the async
+    input-gradient collectives of :func:`async_dgrad_hidden`), which slows that compute
+    as any hidden NCCL traffic does (:func:`autopar_opt.cost.layer_cost.layer_cost`);
+    zero where an overlap mechanism prices its own SM share (user buffers) or runs on
+    copy engines (async TP)."""
+    rt = ctx.training.runtime
+    if raw <= 0 or not rt.async_dgrad or not _plain_collectives(rt, s):
+        return 0.0
+    return raw - tp_exposed(layer, s, ctx, comp, raw)
+
+
 def tp_exposed(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute, raw: float) -> float:
     """Exposed tensor-parallel time of one micro-batch under the runtime's
     overlap mechanism (module docstring); ``raw`` is the collectives' time
@@ -96,12 +129,7 @@ def tp_exposed(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute, raw:
     checkpointing repeats only the forward all-gathers, each paired with its
     forward GEMM as in the forward pass."""
     rt = ctx.training.runtime
-    if raw <= 0 or not rt.tp_comm_overlap:
-        return raw
-    if rt.tp_overlap == "te_userbuffers" and not s.sp:
-        # Megatron-LM runs user-buffer overlap with sequence parallelism only
-        # (validate_args: "Tensor parallel communication/GEMM overlap can happen only
-        # when sequence parallelism is enabled"): the all-reduces stay exposed
+    if raw <= 0:
         return raw
     # op-level checkpointing with sequence parallelism repeats the forward
     # all-gathers only (comm.tp_comm_time): half a pass more
@@ -111,6 +139,8 @@ def tp_exposed(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute, raw:
         else 2.5 if gathers_only else 2
     c = raw / passes / PAIRS                      # one collective
     g = [comp.gemm_fwd_s * x for x in _shares(layer)]   # forward GEMM of each pair
+    if _plain_collectives(rt, s):
+        return raw - async_dgrad_hidden(c, g, s.sp) if rt.async_dgrad else raw
     n = s.tp
     qkv, proj, fc1, fc2 = g
     gathers = ring_exchange_exposed(c, qkv, n) + ring_exchange_exposed(c, fc1, n)

@@ -44,6 +44,19 @@ tp_comm_overlap
     ``--tp-comm-overlap`` with Transformer Engine userbuffers; Wang et al.
     2022, "Overlap communication with dependent computation via decomposition").
     Without it TP collectives sit on the critical path (Shoeybi et al. 2019).
+async_dgrad
+    Megatron's asynchronous input-gradient collective: in the backward pass of a
+    column-parallel linear layer (QKV, first MLP GEMM) the all-reduce of the input
+    gradient (Shoeybi et al. 2019's ``f``), or its reduce-scatter under sequence
+    parallelism, is launched with ``async_op=True`` before the weight-gradient GEMM
+    and waited for after it (Megatron-Core ``tensor_parallel/layers.py``,
+    ``LinearWithGradAccumulationAndAsyncCommunication.backward``; ordered by
+    ``CUDA_DEVICE_MAX_CONNECTIONS=1``), so the weight-gradient GEMM is its window.
+    Megatron-Core and Megatron-Bridge always run it; the 2020-22 Megatron-LM stack
+    of Narayanan et al. 2021 (the ``megatron-lm`` runtime), Megatron-DeepSpeed and
+    PyTorch's DTensor tensor parallelism do not. Read where the TP collectives are not
+    overlapped otherwise (no ``tp_comm_overlap``, or user buffers without sequence
+    parallelism). (QA round 12.)
 grad_reduce_overlap
     Bucketed gradient all-reduce / reduce-scatter launched as soon as a
     bucket's gradients are ready in the last micro-batch's backward
@@ -379,6 +392,7 @@ class Runtime:
     hopper_attention: bool = True
     flash_v2_attention: bool = True
     tp_comm_overlap: bool = True
+    async_dgrad: bool = True
     grad_reduce_overlap: bool = True
     param_gather_overlap: bool = True
     fsdp_prefetch: bool = True
@@ -444,7 +458,7 @@ class Runtime:
 
 #: Named runtimes with their documented defaults.
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
-    Runtime("megatron-lm", flash_attention=False, hopper_attention=False, tp_comm_overlap=False,
+    Runtime("megatron-lm", async_dgrad=False, flash_attention=False, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=False,
             distributed_optimizer=False, fused_optimizer=True, loss_grad_cast=True,
             source="Megatron-LM 2020-22 (Shoeybi et al. 2019; Narayanan et al. 2021): torch DDP "
@@ -466,7 +480,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "set_llama3_common_configs / set_llama31_common_configs set "
                    "ddp.grad_reduce_in_fp32 = False, scripts/performance/configs; "
                    "FP8 weights: fp8_param_gather = True in the FP8 current-scaling recipe)"),
-    Runtime("deepspeed", flash_attention=False, hopper_attention=False, tp_comm_overlap=False,
+    Runtime("deepspeed", async_dgrad=False, flash_attention=False, hopper_attention=False, tp_comm_overlap=False,
             zero3_gather_per_module=True,
             grad_reduce_overlap=False, param_gather_overlap=False, fsdp_prefetch=True,
             distributed_optimizer=False, fused_optimizer=True, lp_grad_copy=True,
@@ -477,7 +491,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "after the last micro-batch (deepspeed/runtime/pipe/schedule.py "
                    "TrainSchedule.steps), and zero_optimization.overlap_comm defaults to false "
                    "below stage 3 (deepspeed/runtime/zero/config.py)"),
-    Runtime("pytorch-fsdp", flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
+    Runtime("pytorch-fsdp", async_dgrad=False, flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
             zero2_forward_gather=True,
             distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=True,
@@ -493,7 +507,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "off: llm-foundry's "
                    "decoupled_adamw is Composer's DecoupledAdamW, a per-parameter Python "
                    "loop (composer/optim/decoupled_weight_decay.py, runtime_of)"),
-    Runtime("torchtitan", flash_attention=True, tp_comm_overlap=False, tp_overlap="async_tp",
+    Runtime("torchtitan", async_dgrad=False, flash_attention=True, tp_comm_overlap=False, tp_overlap="async_tp",
             cp_comm_type="all_gather", moe_expert_kernels="grouped",
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
             zero2_forward_gather=True,
@@ -517,7 +531,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "'sdpa is no longer supported for language models'); it is priced as the "
                    "FlashAttention-2-class kernel on full causal sequences, no FlexAttention "
                    "measurement being at hand (stated with every plan)"),
-    Runtime("pytorch-ddp", flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
+    Runtime("pytorch-ddp", async_dgrad=False, flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=False,
             distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=False,
             ddp_bucket_copy=True, eager_cross_entropy=True,

@@ -104,8 +104,11 @@ def test_tp_collectives_exposed_unless_the_runtime_overlaps_them():
     off = layer_cost(layer, s, _ctx("megatron-lm"))
     on = layer_cost(layer, s, _ctx("megatron-core"))
     assert off.tp_exposed_s == pytest.approx(tp, rel=1e-12)
-    # user-buffer overlap runs with sequence parallelism only (Megatron-LM validate_args)
-    assert on.tp_exposed_s == pytest.approx(tp, rel=1e-12)
+    # user-buffer overlap runs with sequence parallelism only (Megatron-LM validate_args);
+    # Megatron-Core's asynchronous input-gradient all-reduces (QA round 12) hide behind the
+    # QKV and first MLP weight-gradient GEMMs (each g, the forward's FLOPs): min(one, g)
+    # each (comm_interference is 0 in IDEAL: the slowdown is tested in test_async_dgrad.py)
+    assert on.tp_exposed_s == pytest.approx(tp - 2 * min(one, g), rel=1e-12)
     sp = Strategy(dp=1, tp=8, sp=True)
     raw = layer_cost(layer, sp, _ctx("megatron-lm")).tp_exposed_s
     on = layer_cost(layer, sp, _ctx("megatron-core"))

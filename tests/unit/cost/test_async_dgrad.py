@@ -1,0 +1,72 @@
+"""Megatron's asynchronous input-gradient collective (QA round 12; runtime ``async_dgrad``).
+
+Megatron-Core's ``LinearWithGradAccumulationAndAsyncCommunication.backward`` launches the
+input-gradient all-reduce of a column-parallel GEMM (Shoeybi et al. 2019's ``f``; a
+reduce-scatter under sequence parallelism) with ``async_op=True`` before the weight-gradient
+GEMM and waits after it, so each of the block's two column-parallel GEMMs (QKV, MLP up)
+hides its backward collective behind its own weight-gradient GEMM (the forward GEMM's FLOPs,
+Narayanan et al. 2021 Sec. 5.1). Oracle, by hand from the model's own collective time:
+one collective unit ``c`` = raw / 2 passes / 4 pairs; hidden = min(u, g_qkv) + min(u, g_fc1)
+with u = 2c (an all-reduce) or c (a reduce-scatter); the hidden NCCL time slows the GEMMs by
+``comm_interference`` x itself, as every hidden NCCL collective does."""
+
+from __future__ import annotations
+
+import pytest
+
+from autopar_opt.cost.comm import tp_comm_time
+from autopar_opt.cost.context import StageContext
+from autopar_opt.cost.layer_cost import layer_cost
+from autopar_opt.cost.params import CostParams
+from autopar_opt.ir.graph import Layer, LayerKind
+from autopar_opt.ir.hardware import make_cluster
+from autopar_opt.ir.runtime import RUNTIMES, runtime_named
+from autopar_opt.ir.strategies import Strategy
+from autopar_opt.ir.training import Training
+
+K = 0.2
+PARAMS = CostParams(gemm_efficiency={}, efficiency_default=1.0, fp8_efficiency={},
+                    comm_interference=K, fp8_efficiency_default=1.0, efficiency_half_us=0.0,
+                    comm_efficiency=1.0, inter_comm_efficiency=1.0, elementwise_passes=0.0,
+                    optimizer_bytes_per_param=0.0, memory_reserve_gib=0.0,
+                    memory_fragmentation=0.0)
+F = 1e12
+
+
+def _ctx(runtime: str, **caps) -> StageContext:
+    cl = make_cluster("t", 1, 8, "H100-SXM-80GB")
+    return StageContext(cl, Training(8, 1, "bf16", runtime=runtime_named(runtime, **caps)),
+                        PARAMS, 8, 8)
+
+
+def _block(tp_bytes: float) -> Layer:
+    # shares 1:1:2:2 (QKV, projection, MLP up, MLP down) of the forward GEMM FLOPs
+    return Layer("b", kind=LayerKind.transformer_block, flops_fwd=F, flops_bwd=2 * F,
+                 params=10**9, tp_comm_bytes=tp_bytes, max_tp=8,
+                 tp_gemm_shares=(1.0, 1.0, 2.0, 2.0))
+
+
+@pytest.mark.parametrize("sp", [False, True])
+@pytest.mark.parametrize("tp_bytes", [4e8, 4e9])      # the collective shorter / longer than g
+def test_megatron_core_hides_the_backward_column_parallel_collectives(sp, tp_bytes):
+    layer = _block(tp_bytes)
+    s = Strategy(dp=1, tp=8, sp=sp)
+    ctx = _ctx("megatron-core", tp_comm_overlap=False)
+    raw = tp_comm_time(layer, s, ctx)
+    c = raw / 2 / 4
+    gemm = F * 8 / 8 / 989e12                   # the stage's 8 samples over tp 8, dense bf16
+    g_qkv, g_fc1 = gemm / 6, gemm * 2 / 6
+    unit = c if sp else 2 * c
+    hidden = min(unit, g_qkv) + min(unit, g_fc1)
+    got = layer_cost(layer, s, ctx).tp_exposed_s
+    assert got == pytest.approx(raw - hidden + K * hidden, rel=1e-9)
+    # the stack without it (Megatron-LM 2020-22) keeps every collective exposed
+    assert layer_cost(layer, s, _ctx("megatron-lm")).tp_exposed_s == pytest.approx(raw, rel=1e-12)
+    # stated off, it is off
+    off = _ctx("megatron-core", tp_comm_overlap=False, async_dgrad=False)
+    assert layer_cost(layer, s, off).tp_exposed_s == pytest.approx(raw, rel=1e-12)
+
+
+def test_which_stacks_run_it():
+    on = {name for name, rt in RUNTIMES.items() if rt.async_dgrad}
+    assert on == {"megatron-core", "megatron-bridge"}
