@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autopar_opt.cost.tables import CostTables
+from autopar_opt.ir.strategies import cp_degree_ok, tp_degree_ok
 from autopar_opt.solvers.dp.common import fit_limit
 
 
@@ -26,23 +27,31 @@ class ConfigBound:
     least_memory_bytes: float = 0.0
 
 
-def _batch_split_reason(tables) -> str:
+def _batch_split_reason(tables, layer=None) -> str:
     """Why a micro-batch splits over none of the data-parallel degrees the space allows
-    (``dp = devices per stage / (tp·cp)``, each dividing the micro-batch's samples:
-    :func:`~autopar_opt.ir.strategies.enumerate_strategies`), with the fix; empty when
-    some degree divides it (the layer lacks strategies for another reason)."""
+    ``layer`` (``dp = devices per stage / (tp·cp)``, each dividing the micro-batch's
+    samples, with the layer's own tp and cp rules: :func:`~autopar_opt.ir.strategies.
+    enumerate_strategies`), with the fix; empty when some degree divides it (the layer
+    lacks strategies for another reason). QA round 12: the layer's rules were left out, so
+    8 GPUs, 7 samples and 4 heads (tp 8, hence dp 1, is no tp of the layer) gave no reason."""
     space, d, m = tables.space, tables.devices_per_stage, tables.microbatch_samples
     if space is None:
         return ""
-    tps = space.tp_degrees or [t for t in range(1, d + 1) if d % t == 0]   # None: any
-    dps = sorted({d // (tp * cp) for tp in tps for cp in space.cp_degrees
-                  if d % (tp * cp) == 0}, reverse=True)
+    tps = [t for t in (space.tp_degrees or range(1, d + 1)) if d % t == 0   # None: any
+           and not (space.tp_within_node and t > tables.cluster.gpus_per_node)
+           and (layer is None or tp_degree_ok(layer, t))]
+    cps = [cp for cp in space.cp_degrees if cp == 1 or layer is None or (
+        layer.supports_cp and cp_degree_ok(tables.training.seq_len, cp))]
+    dps = sorted({d // (tp * cp) for tp in tps for cp in cps if d % (tp * cp) == 0}, reverse=True)
     if not dps or any(m % dp == 0 for dp in dps):
         return ""
+    capped = layer is not None and layer.max_tp < d
+    own = f", tp dividing {layer.name}'s max_tp {layer.max_tp}" if capped else ""
+    wider = "larger pp_degrees" if capped else "larger tp_degrees or pp_degrees"
     return (f": {m} sample(s) split over none of the data-parallel degrees the space allows "
-            f"({', '.join(map(str, dps))} = devices per stage / (tp x cp)); use a global batch "
-            f"whose micro-batches hold a multiple of {min(dps)} samples (global_batch_size = "
-            f"micro-batches x dp x samples), larger tp_degrees or pp_degrees, or fewer GPUs")
+            f"({', '.join(map(str, dps))} = devices per stage / (tp x cp){own}); use a global "
+            f"batch whose micro-batches hold a multiple of {min(dps)} samples (global_batch_size = "
+            f"micro-batches x dp x samples), {wider}, or fewer GPUs")
 
 def analytic_lower_bound(tables: CostTables) -> ConfigBound:
     """A valid lower bound on T for every plan of this configuration.
@@ -76,13 +85,14 @@ def analytic_lower_bound(tables: CostTables) -> ConfigBound:
     stored = [v[1] for v in mins]
     held = max((v[2] for v in mins if v[2] > -math.inf), default=0.0)
     if any(len(s) == 0 for s in tables.strategies):
-        bad = [tables.graph.layers[u].name for u, s in enumerate(tables.strategies) if not s][:3]
+        lacking = [tables.graph.layers[u] for u, s in enumerate(tables.strategies) if not s]
+        bad = [layer.name for layer in lacking[:3]]
         # no amount of memory makes this configuration feasible: no memory figure (inf),
         # so it cannot drag "the least memory any plan needs" down to 0 (issue 33)
         return ConfigBound(math.inf, f"no valid strategy for layer(s) {', '.join(bad)} "
                                      f"with {tables.devices_per_stage} devices per stage and "
                                      f"{tables.microbatch_samples} samples per micro-batch"
-                                     + _batch_split_reason(tables), math.inf)
+                                     + _batch_split_reason(tables, lacking[0]), math.inf)
     least = max(max(per_layer_mem), (sum(stored) + held) / pp)
     if max(per_layer_mem) > lim:
         u = int(np.argmax(per_layer_mem))

@@ -151,6 +151,12 @@ def _infeasibility(result: SearchResult, cluster: Cluster, training: Training,
                       f"configuration(s) was not built ({refusals[0]}); feasibility is not "
                       "decided")
     advice = memory_advice(space, cluster, training)
+    if result.certificate.infeasible and not math.isfinite(least):
+        # no layout exists whatever the memory (the reason names the rule): more or larger
+        # devices do not help, the batch split or the stages do (QA round 12)
+        advice = ["change the global batch, the micro-batch counts or the devices per stage as "
+                  "the reason says (more memory does not help)",
+                  *[a for a in advice if a.startswith("allow more pipeline")]]
     if not result.certificate.infeasible and refusals:
         advice = ["raise --memory-limit (the models' memory budget, GiB) if the machine has the "
                   "memory, or use --solver dp, which builds no model"] + advice
