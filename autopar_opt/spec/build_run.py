@@ -330,7 +330,10 @@ def build_target(value, graph: LayerGraph | None, training: Training, section: S
             out.add("search.stage_devices", "free", f"{target.framework} gives every pipeline "
                     "stage the same devices", "use stage_devices: congruent, or target: none")
             return Target("none", "", "target"), ""
-        return Target("none", "", "training.runtime"), (
+        # the free space comes from the stage sizes, not from training.runtime (which names
+        # a framework): said so where the schedules' source is (QA round 12), as a fleet's
+        # fallback names cluster.groups
+        return Target("none", "", "search.stage_devices"), (
             f"search.stage_devices: free gives stages their own device counts, which "
             f"{target.framework} (training.runtime {training.runtime.name}) cannot run; the "
             "search is the free per-layer space (target: none)")
@@ -342,7 +345,7 @@ def build_target(value, graph: LayerGraph | None, training: Training, section: S
                 "use target: none (the free per-layer space)")
         return Target("none", "", "target"), ""
     if why:
-        return Target("none", "", "training.runtime"), (
+        return Target("none", "", "model"), (
             f"training.runtime {training.runtime.name} names {target.framework}, which cannot run "
             f"this model ({why}); the search is the free per-layer space (target: none)")
     if any(windows) and target.framework == "megatron" and training.runtime.cp_comm_type == "p2p" \
