@@ -428,6 +428,9 @@ class Search:
         # the least over the configurations whose tables were built (inf: none of them
         # has a plan at any memory, every one lacks a strategy for some layer)
         least = min((b.least_memory_bytes for _, _, b in self.prepared), default=math.inf)
+        if best is None and self.prepared and all(r.status is Status.infeasible for r in records):
+            least = min((_least_memory(tables, b) for _, tables, b in self.prepared),
+                        default=math.inf)
         return SearchResult(plan=best[1] if best else None, metrics=best[0] if best else None,
                             certificate=Certificate(records), best_config=best[2] if best else None,
                             solver_name=self.inner.name, solver_version=self.inner.version,
@@ -436,6 +439,21 @@ class Search:
                             wall_time_s=time.perf_counter() - self.start, prepare_s=self.prepare_s,
                             interrupted_by=self.interrupted_by, fallbacks=list(self.fallbacks),
                             tables=[tables for _, tables, _ in self.prepared])
+
+
+def _least_memory(tables: CostTables, bound: ConfigBound) -> float:
+    """A lower bound on the least memory any plan of a configuration needs (modelled bytes
+    per device): the larger of the analytic floor and the exact least over every contiguous
+    partition of the free per-layer strategies (:func:`~autopar_opt.solvers.dp.common.
+    least_memory`, O(n²·pp), a bound under a target's or a fixed split's rules too). Only
+    for a proven-infeasible search: QA round 12, the floor alone said "needs at least 1.46
+    GiB" where every plan needs 1.68 GiB of 1.60, so the reason fell back to the weaker
+    wording. The floor stays on a fleet (its tables hold reference bytes per group)."""
+    from autopar_opt.solvers.dp.common import least_memory
+
+    if not math.isfinite(bound.least_memory_bytes) or tables.fleet is not None:
+        return bound.least_memory_bytes
+    return max(bound.least_memory_bytes, least_memory(tables))
 
 
 def _unfinished(rest: list, late: list[OuterConfig], interrupted: int | None) -> list[ConfigRecord]:

@@ -71,3 +71,18 @@ def test_a_layer_alone_is_held_against_the_usable_memory(tmp_path):
     need, against = _figures(line)
     assert abs(against - usable) < 5e-3               # printed to 2 decimals
     assert usable < need <= least + 5e-3              # one layer's floor: no plan peaks below it
+
+
+def test_the_least_memory_of_a_proven_infeasible_space_is_the_least_peak(tmp_path):
+    """plan.json's least_memory_gib was the simple per-device floor (0.847 GiB of 0.85 here,
+    so the reason fell back to "the simple floor is below it"); it is now the larger of the
+    floor and the exact least over contiguous partitions, which the brute force reaches."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(SPEC.replace("MEM", "0.85"))
+    code, text = run_cli("solve", path, "--json")
+    assert code == 3, text
+    inf = json.loads(text)["infeasibility"]
+    least, usable = _every_peak(load_spec(path))
+    assert abs(inf["least_memory_gib"] - least) < 1e-9 and inf["capacity_gib"] == usable
+    assert (f"the least memory any plan needs is at least {least:.2f} GiB per device against "
+            f"{usable:.2f} GiB usable") in inf["reason"]
