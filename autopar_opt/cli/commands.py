@@ -87,6 +87,21 @@ def _option_problem(option: str, value: str, rule: str, names) -> None:
                               f"use {one_of(names)}")])
 
 
+def _searcher_needs_torch(name: str) -> None:
+    """Refuse, before any work, a searcher whose PyTorch is not installed (QA round 12:
+    ``solve --searcher dqn`` read the spec and built the space, then printed "error: ..."
+    and exited 2 without the --json error object)."""
+    from autopar_opt.learn.base import INSTALL_HINT, SEARCHERS, torch_available
+
+    if SEARCHERS.get(name, ("", "", False))[2] and not torch_available():
+        from autopar_opt.cli.options import raise_if_any
+        from autopar_opt.core.errors import SpecProblem
+        from autopar_opt.core.files import COMMAND_LINE
+
+        raise_if_any([SpecProblem(COMMAND_LINE, "--searcher", name, "needs PyTorch",
+                                  INSTALL_HINT)])
+
+
 def _fail(message: str) -> None:
     """Print ``message`` on stderr and exit with :data:`EXIT_USAGE`."""
     typer.echo(message, err=True)
@@ -426,6 +441,7 @@ def solve(ctx: typer.Context,
             _option_problem("--searcher", searcher, "unknown searcher of this command"
                             + (" (it places operator graphs: autopar place)"
                                if searcher in PLACEMENT_ONLY else ""), names)
+        _searcher_needs_torch(searcher)
         extra["searcher"] = SearcherHook(searcher, budget_s, seed)
     started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
     if memory_limit_gib is not None:
@@ -527,6 +543,7 @@ def place(ctx: typer.Context,
             _option_problem("--searcher", searcher, "not a searcher of operator-graph placement"
                             + (" (it searches the layer-strategy or operator space: autopar "
                                "solve)" if searcher == "dqn" else ""), PLACEMENT_SEARCHERS)
+        _searcher_needs_torch(searcher)
         hook = SearcherHook(searcher, budget_s, seed, policy=policy, decoder=decoder)
     started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
     with locked_out(out_dir):

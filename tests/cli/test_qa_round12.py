@@ -286,3 +286,25 @@ def test_form_miqp_on_a_milp_only_backend_is_refused_with_its_json_error():
     (problem,) = doc["error"]["problems"]
     assert problem["key"] == "--form" and problem["value"] == "miqp"
     assert "--form milp" in problem["fix"]
+
+
+@pytest.mark.parametrize("args", [["solve", "examples/quickstart.yaml", "--searcher", "dqn"],
+                                  ["place", "tests/data/placement/throughput/"
+                                   "LayerGraphs_bert24_inference.json", "--searcher", "gdp"]])
+def test_a_searcher_without_pytorch_is_refused_before_any_work(monkeypatch, args):
+    """Before: without PyTorch, ``solve SPEC --searcher dqn --json`` read the spec, then
+    printed "error: searcher 'dqn': ... PyTorch" on stderr and exited 2 with nothing on
+    stdout (no --json error object). Oracle: PyTorch made unavailable here; the refusal is
+    the --json error object naming --searcher and the install hint."""
+    import json
+
+    from autopar_opt.learn import base
+    from support import paths
+
+    monkeypatch.setattr(base, "torch_available", lambda: False)
+    code, text = _cli(args[0], paths.REPO / args[1], *args[2:], "--time-limit", "20", "--json")
+    assert code == 2, text
+    doc, _ = json.JSONDecoder().raw_decode(text[text.index("{"):])
+    (problem,) = doc["error"]["problems"]
+    assert problem["key"] == "--searcher" and problem["rule"] == "needs PyTorch"
+    assert "pip install" in problem["fix"]
