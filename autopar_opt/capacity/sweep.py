@@ -432,6 +432,12 @@ def _sweep_devices(sweep: SweepFile, base: dict[str, Any]) -> set[str]:
 
 def load_sweep(path: str | Path) -> Sweep:
     """Load and validate the sweep at ``path``; raises :class:`SweepError` with every problem."""
+    from autopar_opt.spec.loader import refuse_empty_path
+
+    try:
+        refuse_empty_path(path)
+    except SpecError as exc:
+        raise SweepError(exc.problems) from None
     path = Path(path)
     try:
         sweep, base, problems = _read(path)

@@ -34,7 +34,9 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
     from autopar_opt.model_zoo.hf_bundled import is_bare_name, resolve
 
     from autopar_opt.model_zoo.registry import list_models
+    from autopar_opt.spec.loader import refuse_empty_path
 
+    refuse_empty_path(path)     # "" was "config.json: no such file" (QA round 12)
     zoo = tuple(m.name for m in list_models())
     p, label, problem = resolve(path, Path(path), zoo)   # a bare name: a bundled config
     if problem is not None and is_bare_name(path):     # a missing path: the spec reader says so

@@ -308,3 +308,14 @@ def test_a_searcher_without_pytorch_is_refused_before_any_work(monkeypatch, args
     (problem,) = doc["error"]["problems"]
     assert problem["key"] == "--searcher" and problem["rule"] == "needs PyTorch"
     assert "pip install" in problem["fix"]
+
+
+@pytest.mark.parametrize("args", [["estimate"], ["solve"], ["capacity"], ["calibrate"], ["place"],
+                                  ["model"]])
+def test_an_empty_input_path_is_named_as_empty(args):
+    """Before: ``autopar solve ""`` (an unset shell variable) read Path("") = "." and said
+    ".: the file is a directory; give one of its files, e.g. pyproject.toml" (model: "config.json:
+    no such file"). Oracle: the argument given, ''."""
+    code, text = _cli(*args, "")
+    assert code == 2, text
+    assert "'': is an empty path" in text and "pyproject.toml" not in text

@@ -32,7 +32,8 @@ def load_run_file(path: str | Path) -> list[dict]:
 
     p = Path(path)
     try:
-        data = read_document(p, RUN_FILE_SIZE_FIX)   # size, nesting, keys, numbers: spec limits
+        data = read_document(path if isinstance(path, str) else p,   # "" is not "."
+                             RUN_FILE_SIZE_FIX)   # size, nesting, keys, numbers: spec limits
     except SpecError as exc:
         raise RunFileError("; ".join(q.format() for q in exc.problems)) from None
     from autopar_opt.spec.doc_kinds import wrong_input
