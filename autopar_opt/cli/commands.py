@@ -487,7 +487,10 @@ def place(ctx: typer.Context,
           contiguous: Optional[bool] = typer.Option(None, "--contiguous/--no-contiguous",
                                                     help="Each device's nodes contiguous "
                                                          "(default: the spec's, else yes)."),
-          time_limit_s: Optional[float] = typer.Option(None, "--time-limit", help="Seconds."),
+          time_limit_s: Optional[float] = typer.Option(
+              None, "--time-limit", help="Wall-clock budget of the whole command from process "
+              "start (reading, coarsening, bounds, solves, outputs), s; > 0 (default: none, run "
+              "until the gap is closed)."),
           gap: Optional[float] = typer.Option(None, "--gap",
                                               help="Stop at this relative gap (default: prove "
                                                    "optimality, 1e-6)."),
