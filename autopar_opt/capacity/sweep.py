@@ -432,7 +432,7 @@ def _sweep_devices(sweep: SweepFile, base: dict[str, Any]) -> set[str]:
 
 def load_sweep(path: str | Path) -> Sweep:
     """Load and validate the sweep at ``path``; raises :class:`SweepError` with every problem."""
-    from autopar_opt.spec.loader import refuse_empty_path
+    from autopar_opt.core.reading import refuse_empty_path
 
     try:
         refuse_empty_path(path)

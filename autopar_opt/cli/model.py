@@ -34,7 +34,7 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
     from autopar_opt.model_zoo.hf_bundled import is_bare_name, resolve
 
     from autopar_opt.model_zoo.registry import list_models
-    from autopar_opt.spec.loader import refuse_empty_path
+    from autopar_opt.core.reading import refuse_empty_path
 
     refuse_empty_path(path)     # "" was "config.json: no such file" (QA round 12)
     zoo = tuple(m.name for m in list_models())

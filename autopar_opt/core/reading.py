@@ -270,3 +270,15 @@ def parse_json(text: str, path: Path | str, limits: ReadLimits,
 def read_json(path: Path | str, limits: ReadLimits, **hooks: Any) -> Any:
     """Read and parse a JSON (or gzip-packed JSON) file within ``limits``."""
     return parse_json(read_text(path, limits), path, limits, **hooks)
+
+
+def refuse_empty_path(path: Path | str) -> None:
+    """A :class:`SpecError` for an empty (or blank) path given as text: ``Path("")`` is
+    ``"."``, so an empty argument (an unset shell variable) was read as the current
+    directory: "the file is a directory; give one of its files, e.g. pyproject.toml"
+    (QA round 12). Called by every reader of a command's input file before ``Path()``;
+    here, not in the spec loader, so that a reader without YAML does not load it."""
+    if isinstance(path, str) and not path.strip():
+        raise SpecError([SpecProblem(repr(path), "", None, "is an empty path (an unset shell "
+                                     "variable?)", "give the file's path, e.g. "
+                                     "examples/quickstart.yaml")])

@@ -285,6 +285,8 @@ def read_mapping(path: Path | str, content: tuple[str, str] = SPEC_CONTENT) -> d
     ``content`` says what the file should hold (what to write in an empty file,
     the top-level keys): a whole spec by default; an included section file or
     a sweep file pass their own, so the fix names what belongs in *that* file."""
+    from autopar_opt.core.reading import refuse_empty_path
+
     refuse_empty_path(path)
     path = Path(path)
     data = read_document(path)
@@ -299,23 +301,13 @@ def read_mapping(path: Path | str, content: tuple[str, str] = SPEC_CONTENT) -> d
     return data
 
 
-def refuse_empty_path(path: Path | str) -> None:
-    """A :class:`SpecError` for an empty (or blank) path given as text: ``Path("")`` is
-    ``"."``, so an empty argument (an unset shell variable) was read as the current
-    directory: "the file is a directory; give one of its files, e.g. pyproject.toml"
-    (QA round 12). Called by every reader of a command's input file before ``Path()``."""
-    if isinstance(path, str) and not path.strip():
-        raise SpecError([_problem(repr(path), "is an empty path (an unset shell variable?)",
-                                  "give the file's path, e.g. examples/quickstart.yaml")])
-
-
 def read_document(path: Path | str, size_fix: str = limits.SPEC_SIZE_FIX) -> Any:
     """Read and parse one YAML/TOML/JSON file of any shape within the limits of
     :mod:`autopar_opt.core.limits` (size, nesting, values, lengths, numbers);
     raises :class:`SpecError`. Other readers of user files (run files of
     ``autopar calibrate``) use it too, with their own ``size_fix`` (what to do with a
     file over the size limit: a spec's advice is no use for a run file)."""
-    from autopar_opt.core.reading import describe_path, files_in
+    from autopar_opt.core.reading import describe_path, files_in, refuse_empty_path
 
     refuse_empty_path(path)
     path = Path(path)

@@ -31,7 +31,8 @@ from autopar_opt.spec.build_run import (SolverOptions, build_cluster, build_cost
                                         build_solver, build_training)
 from autopar_opt.spec.doc_kinds import wrong_input
 from autopar_opt.core.errors import ProblemList, SpecError
-from autopar_opt.spec.loader import INCLUDABLE, read_mapping, refuse_empty_path, resolve_includes
+from autopar_opt.core.reading import refuse_empty_path
+from autopar_opt.spec.loader import INCLUDABLE, read_mapping, resolve_includes
 from autopar_opt.spec.schema import FleetClusterSpec, SpecFile
 from autopar_opt.spec.build_fleet import build_fleet
 from autopar_opt.spec.translate import problems_from_validation

@@ -44,7 +44,7 @@ def _parse(path: Path) -> Any:
 
 def load_placement(path: str | Path) -> tuple[PlacementProblem, dict]:
     """(problem, options from the spec: objective, contiguous) for ``autopar place``."""
-    from autopar_opt.spec.loader import refuse_empty_path
+    from autopar_opt.core.reading import refuse_empty_path
 
     refuse_empty_path(path)
     path = Path(path)
