@@ -79,7 +79,8 @@ def build_context(doc: dict) -> dict:
         ratio = (v / value) if v is not None and value else None
         baselines.append({"name": b["name"], "value_text": _fmt(v),
                           "ratio_text": "—" if ratio is None else f"{ratio:.3f}x",
-                          "violations": list(b.get("violations") or [])})
+                          "violations": list(b.get("violations") or []),
+                          "note": b.get("note") or ""})
     return {"instance": doc["instance"], "num_nodes": doc["num_nodes"],
             "num_edges": doc["num_edges"], "devices_text": doc["devices_text"],
             "objective": doc["objective"], "contiguous": doc["contiguous"],

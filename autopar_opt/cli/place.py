@@ -72,11 +72,16 @@ def _expert_row(result: PlacementResult, expert_path: str | None) -> list[dict]:
     rows = []
     if expert_path:
         from autopar_opt.placement.importers.public_json import load_expert_split
-        m = evaluate_placement(p, load_expert_split(expert_path, p), objective=result.objective,
-                               contiguous=result.contiguous)
-        rows.append({"name": f"human expert ({Path(expert_path).name})",
-                     "value": m.value if np.isfinite(m.value) else None,
-                     "violations": m.violations})
+        placed: dict = {}
+        m = evaluate_placement(p, load_expert_split(expert_path, p, placed),
+                               objective=result.objective, contiguous=result.contiguous)
+        row = {"name": f"human expert ({Path(expert_path).name})",
+               "value": m.value if np.isfinite(m.value) else None, "violations": m.violations}
+        if placed.get("by_colour"):
+            row["note"] = (f"{placed['by_colour']} of {p.num_nodes} nodes are not in the split: "
+                           "each placed on the device of a node of its colour class (a backward "
+                           "node with its forward node)")
+        rows.append(row)
     return rows
 
 
@@ -429,6 +434,8 @@ def _text(doc: dict) -> str:
                      f"{idle[-1]['device']}; placement.json lists every device)")
     for b in doc["baselines"]:
         lines.append(f"baseline {b['name']}: {fmt(b['value'])}")
+        if b.get("note") and b["name"].startswith("human expert"):
+            lines.append(f"  {b['note']}")
         if b.get("violations"):
             lines.append(f"  infeasible for this problem: {'; '.join(b['violations'])}")
     return "\n".join(lines)

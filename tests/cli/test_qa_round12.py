@@ -319,3 +319,27 @@ def test_an_empty_input_path_is_named_as_empty(args):
     code, text = _cli(*args, "")
     assert code == 2, text
     assert "'': is an empty path" in text and "pyproject.toml" not in text
+
+
+def test_an_expert_split_that_leaves_nodes_out_says_how_many_were_placed_by_rule():
+    """Before: bert24 *inference*'s expert split on the *training* graph named 32 of its 64
+    nodes; the other 32 followed their colour class and the baseline said only "violations:
+    []". Oracle: the graph's node count minus the ids the split lists, counted here."""
+    import json
+
+    from support import paths
+
+    data = paths.REPO / "tests" / "data" / "placement"
+    graph = data / "throughput" / "LayerGraphs_bert24_training.json"
+    split = data / "experts" / "bert24_inference.json"
+    nodes = len(json.loads(graph.read_text())["nodes"])
+    listed = {n for key in ("fpgas", "cpus") for g in json.loads(split.read_text()).get(key, [])
+              for n in g["nodes"]}
+    code, text = _cli("place", graph, "--expert", split, "--json")
+    assert code == 0, text
+    (row,) = [b for b in json.loads(text)["baselines"] if b["name"].startswith("human expert")]
+    assert row["note"].startswith(f"{nodes - len(listed)} of {nodes} nodes are not in the split")
+    code, text = _cli("place", data / "throughput" / "LayerGraphs_bert24_inference.json",
+                      "--expert", split, "--json")
+    (row,) = [b for b in json.loads(text)["baselines"] if b["name"].startswith("human expert")]
+    assert "note" not in row          # every node listed: nothing to say

@@ -248,9 +248,13 @@ def load_public(path: str | Path) -> PlacementProblem:
     return problem_from_public(data, name=path.stem, file=str(path))
 
 
-def load_expert_split(path: str | Path, problem: PlacementProblem) -> np.ndarray:
+def load_expert_split(path: str | Path, problem: PlacementProblem,
+                      placed: dict | None = None) -> np.ndarray:
     """A human-expert split (``{"fpgas": [{"nodes": [...]}, ...], "cpus": [...]}``) as a
     device per node; nodes it omits (backward nodes) follow their colour class.
+    ``placed``, when given, receives ``by_colour``: how many nodes that rule placed
+    (said with the baseline: QA round 12, an inference split on a training graph left half
+    the nodes to it without a word).
 
     Devices are numbered as :meth:`PlacementProblem.devices`: accelerators first.
     """
@@ -308,7 +312,10 @@ def load_expert_split(path: str | Path, problem: PlacementProblem) -> np.ndarray
                                  "use at most maxFPGAs groups"))
     if probs:
         raise SpecError(probs)
-    for v in np.flatnonzero(assign < 0):
+    missing = np.flatnonzero(assign < 0)
+    if placed is not None:
+        placed["by_colour"] = int(missing.size)
+    for v in missing:
         mates = assign[(problem.color == problem.color[v]) & (assign >= 0)]
         if mates.size == 0:
             raise SpecError([SpecProblem(str(path), "nodes", problem.node_ids[v],
