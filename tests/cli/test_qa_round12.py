@@ -343,3 +343,14 @@ def test_an_expert_split_that_leaves_nodes_out_says_how_many_were_placed_by_rule
                       "--expert", split, "--json")
     (row,) = [b for b in json.loads(text)["baselines"] if b["name"].startswith("human expert")]
     assert "note" not in row          # every node listed: nothing to say
+
+
+def test_a_run_file_that_is_a_mapping_is_named_in_words_with_a_fix(tmp_path):
+    """Before: a TOML (or YAML mapping) run file: "expected a list of run records at the top
+    level, got dict", Python's type name and no fix. Oracle: the file written here, a mapping."""
+    runs = tmp_path / "runs.toml"
+    runs.write_text('id = "x"\n')
+    code, text = _cli("calibrate", runs)
+    assert code == 2, text
+    assert "got a mapping" in text and "got dict" not in text
+    assert "write the records as a list" in text

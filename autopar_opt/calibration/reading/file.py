@@ -43,8 +43,13 @@ def load_run_file(path: str | Path) -> list[dict]:
     if wrong:
         raise RunFileError(wrong.format())
     if not isinstance(data, list):
-        kind = type(data).__name__ if data is not None else "an empty file"
-        raise RunFileError(f"{p}: expected a list of run records at the top level, got {kind}")
+        from autopar_opt.core.errors import kind_of
+
+        # in words ("a mapping"), not Python's type name ("dict"; QA round 12)
+        kind = kind_of(data) if data is not None else "an empty file"
+        raise RunFileError(f"{p}: expected a list of run records at the top level, got {kind}",
+                           fix="write the records as a list (- id: ...), as "
+                               "tests/data/published_runs.yaml does")
     if not data:          # else a table of nothing and exit 0
         raise RunFileError(f"{p}: the list of run records is empty; add records (see "
                            "tests/data/published_runs.yaml for the format)")
