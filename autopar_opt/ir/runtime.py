@@ -458,7 +458,8 @@ class Runtime:
 
 #: Named runtimes with their documented defaults.
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
-    Runtime("megatron-lm", async_dgrad=False, flash_attention=False, hopper_attention=False, tp_comm_overlap=False,
+    Runtime("megatron-lm", async_dgrad=False,
+            flash_attention=False, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=False,
             distributed_optimizer=False, fused_optimizer=True, loss_grad_cast=True,
             source="Megatron-LM 2020-22 (Shoeybi et al. 2019; Narayanan et al. 2021): torch DDP "
@@ -480,7 +481,8 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "set_llama3_common_configs / set_llama31_common_configs set "
                    "ddp.grad_reduce_in_fp32 = False, scripts/performance/configs; "
                    "FP8 weights: fp8_param_gather = True in the FP8 current-scaling recipe)"),
-    Runtime("deepspeed", async_dgrad=False, flash_attention=False, hopper_attention=False, tp_comm_overlap=False,
+    Runtime("deepspeed", async_dgrad=False,
+            flash_attention=False, hopper_attention=False, tp_comm_overlap=False,
             zero3_gather_per_module=True,
             grad_reduce_overlap=False, param_gather_overlap=False, fsdp_prefetch=True,
             distributed_optimizer=False, fused_optimizer=True, lp_grad_copy=True,
@@ -491,7 +493,8 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "after the last micro-batch (deepspeed/runtime/pipe/schedule.py "
                    "TrainSchedule.steps), and zero_optimization.overlap_comm defaults to false "
                    "below stage 3 (deepspeed/runtime/zero/config.py)"),
-    Runtime("pytorch-fsdp", async_dgrad=False, flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
+    Runtime("pytorch-fsdp", async_dgrad=False,
+            flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
             zero2_forward_gather=True,
             distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=True,
@@ -531,7 +534,8 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "'sdpa is no longer supported for language models'); it is priced as the "
                    "FlashAttention-2-class kernel on full causal sequences, no FlexAttention "
                    "measurement being at hand (stated with every plan)"),
-    Runtime("pytorch-ddp", async_dgrad=False, flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
+    Runtime("pytorch-ddp", async_dgrad=False,
+            flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=False,
             distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=False,
             ddp_bucket_copy=True, eager_cross_entropy=True,

@@ -25,7 +25,8 @@ def test_an_uneven_stage_split_is_said():
     rec = tiny_record(hardware__num_gpus=2, parallelism__pp=2, model__num_layers=3)
     said = [n for n in read_record(rec).notes() if "do not divide over pp" in n]
     assert said == ["the 3 transformer layers do not divide over pp = 2 and the record states "
-                    "no split (parallelism.pp_stage_layers): spread evenly, the first stages one more (layers per stage, "
+                    "no split (parallelism.pp_stage_layers): spread evenly, the first stages "
+                    "one more (layers per stage, "
                     "embedding and head included: [3, 2])"]
     even = tiny_record(hardware__num_gpus=2, parallelism__pp=2, model__num_layers=4)
     assert not [n for n in read_record(even).notes() if "do not divide over pp" in n]
