@@ -73,6 +73,21 @@ def _sha(path: Path) -> str:
 READING = """\
 ## Reading
 
+(Session 32, regenerated 2026-12-01. Three kinds of change moved predictions. (1) A reading:
+records state their pipeline split (`parallelism.pp_partition` / `pp_stage_layers`), and five
+BLOOM topology-search records that wrote "embeddings as own slots" now split as they ran (70
+layers + embedding + head = 72 slots over 12 stages): their predicted memory falls 13%, to
+18-21% under nvidia-smi's figure, which takes the in-sample memory median from 5.7% to 7.9%;
+the memory-only fit then wants the reserve at its 8 GiB bound (BOUNDS.md section 5), and NCCL's
+own buffers (0.5-0.7 GiB per communicator, NVIDIA/nccl#964), not modelled, are one candidate.
+(2) QA round 12's formula corrections (the output layer keeps 4·s·h, Korthikanti et al. 2022
+Sec. 4.3; the vocabulary-parallel layers cross the TP group once each way; selective
+recomputation re-runs an unfused core's softmax and dropout; the gather after a network send
+runs at NVLink's efficiency). (3) Megatron-Core's asynchronous input-gradient TP collectives
+hide behind the weight-gradient GEMMs (runtime `async_dgrad`): Nemotron-4 40.6% -> 37.8%,
+flagperf 11.3% -> 12.0% (its interval coverage 81% -> 71%). Over both files LOFO moves from
+8.3% / 27.7% to 8.5% / 27.4%, in sample from 6.4% to 6.6%.)
+
 (Session 31, regenerated 2026-12-01: no change to the cost model's physics and no new runs.
 QA round 11 corrected how run records are read (a framework text "Megatron Core" or
 "megatron_core" is Megatron-Core; fp32/TF32 records train in fp32; a GPU text naming SXM
