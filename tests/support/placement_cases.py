@@ -81,3 +81,31 @@ def brute_force(problem: PlacementProblem, objective: str, contiguous: bool) -> 
         if m.feasible and m.value < best:
             best = m.value
     return best
+
+
+def public_chain(latencies=(1, 1, 1), *, fpga_size: int, fpgas: int, cpus: int = 0,
+                 cost: float = 1, on_fpga: bool = True, size: int = 1) -> dict:
+    """A chain of forward nodes in the public JSON format (Tarnawski et al.'s instances):
+    node ``i`` costs ``latencies[i]`` on a CPU core and 1 (or 0 where ``on_fpga`` is
+    false) on an accelerator, each edge ``cost``."""
+    n = len(latencies)
+    return {"maxSizePerFPGA": fpga_size, "maxFPGAs": fpgas, "maxCPUs": cpus,
+            "nodes": [{"id": i, "supportedOnFpga": int(on_fpga), "cpuLatency": t,
+                       "fpgaLatency": 1 if on_fpga else 0, "isBackwardNode": 0, "size": size}
+                      for i, t in enumerate(latencies)],
+            "edges": [{"sourceId": i, "destId": i + 1, "cost": cost} for i in range(n - 1)]}
+
+
+def place_with_searcher(tmp_path, graph: dict, searcher: str) -> dict:
+    """``autopar place --searcher S --budget-s 1 --time-limit 10 --json`` on ``graph``
+    written to a file: the JSON answer (the command must succeed)."""
+    import json
+
+    from support.cli import run_cli
+
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(graph))
+    code, text = run_cli("place", path, "--searcher", searcher, "--budget-s", "1",
+                         "--time-limit", "10", "--json")
+    assert code == 0, text
+    return json.loads(text)

@@ -15,14 +15,12 @@ import json
 import pytest
 
 from support.cli import run_cli
+from support.placement_cases import public_chain
 from support import paths
 
 pytest.importorskip("torch")
 
-GRAPH = {"maxSizePerFPGA": 1, "maxFPGAs": 2, "maxCPUs": 0,
-         "nodes": [{"id": i, "supportedOnFpga": 1, "cpuLatency": 1, "fpgaLatency": 1,
-                    "isBackwardNode": 0, "size": 1} for i in range(3)],
-         "edges": [{"sourceId": 0, "destId": 1, "cost": 1}, {"sourceId": 1, "destId": 2, "cost": 1}]}
+GRAPH = public_chain(fpga_size=1, fpgas=2)
 
 
 def test_a_graph_without_a_placement_is_refused(tmp_path):

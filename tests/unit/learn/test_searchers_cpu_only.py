@@ -9,25 +9,15 @@ one core takes 6; the optimum splits {0, 1} | {2}: 3."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from support.cli import run_cli
+from support.placement_cases import place_with_searcher, public_chain
 
-GRAPH = {"maxSizePerFPGA": 0, "maxFPGAs": 0, "maxCPUs": 2,
-         "nodes": [{"id": i, "supportedOnFpga": 0, "cpuLatency": t, "fpgaLatency": 0,
-                    "isBackwardNode": 0, "size": 5} for i, t in enumerate((1, 2, 3))],
-         "edges": [{"sourceId": 0, "destId": 1, "cost": 9}, {"sourceId": 1, "destId": 2, "cost": 9}]}
+GRAPH = public_chain((1, 2, 3), fpga_size=0, fpgas=0, cpus=2, cost=9, on_fpga=False, size=5)
 
 
 @pytest.mark.parametrize("searcher", ["random", "anneal"])
 def test_cpu_cores_only(tmp_path, searcher):
-    path = tmp_path / "g.json"
-    path.write_text(json.dumps(GRAPH))
-    code, text = run_cli("place", path, "--searcher", searcher, "--budget-s", "1",
-                         "--time-limit", "10", "--json")
-    assert code == 0, text
-    doc = json.loads(text)
+    doc = place_with_searcher(tmp_path, GRAPH, searcher)
     assert doc["searcher"]["value"] == pytest.approx(6.0) and doc["searcher"]["feasible"]
     assert doc["value"] == pytest.approx(3.0) and doc["status"] == "optimal"

@@ -16,7 +16,6 @@ and a searcher never reports less."""
 from __future__ import annotations
 
 import itertools
-import json
 
 import numpy as np
 import pytest
@@ -24,7 +23,7 @@ import pytest
 from autopar_opt.placement.evaluate import evaluate_placement
 from autopar_opt.placement.importers.public_json import problem_from_public
 from autopar_opt.placement.solve import solve_placement
-from support.cli import run_cli
+from support.placement_cases import place_with_searcher
 
 F0, F1, L, B1, B0 = range(5)
 GRAPH = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
@@ -55,11 +54,6 @@ def test_the_evaluator_space_is_the_exact_space():
 
 @pytest.mark.parametrize("searcher", ["random", "anneal"])
 def test_a_searcher_never_beats_the_proven_optimum(tmp_path, searcher):
-    path = tmp_path / "g.json"
-    path.write_text(json.dumps(GRAPH))
-    code, text = run_cli("place", path, "--searcher", searcher, "--budget-s", "1",
-                         "--time-limit", "10", "--json")
-    assert code == 0, text
-    doc = json.loads(text)
+    doc = place_with_searcher(tmp_path, GRAPH, searcher)
     assert doc["value"] == pytest.approx(8.0) and doc["lower_bound"] == pytest.approx(8.0)
     assert doc["searcher"]["value"] >= 8.0 - 1e-9

@@ -10,11 +10,9 @@ from __future__ import annotations
 import json
 
 from support.cli import run_cli
+from support.placement_cases import public_chain
 
-GRAPH = {"maxSizePerFPGA": 100, "maxFPGAs": 64, "maxCPUs": 0,
-         "nodes": [{"id": i, "supportedOnFpga": 1, "cpuLatency": 1, "fpgaLatency": 1,
-                    "isBackwardNode": 0, "size": 1} for i in range(3)],
-         "edges": [{"sourceId": 0, "destId": 1, "cost": 5}, {"sourceId": 1, "destId": 2, "cost": 5}]}
+GRAPH = public_chain(fpga_size=100, fpgas=64, cost=5)
 
 
 def test_idle_devices_are_counted_in_one_line(tmp_path):
