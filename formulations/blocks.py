@@ -492,9 +492,17 @@ class _Builder:
             lo = {int(c[k]): 1.0 for k in self.members[l]}
             hi = dict(lo)
             for j, col in pi.items():
-                need = 0 if j == EMPTY else self.pats[j].need(l)
+                if j == EMPTY:
+                    continue
+                pat = self.pats[j]
+                need = pat.need(l)
                 if need:
                     lo[col] = -float(need)
+                # the layouts a pattern allows, not only those it needs: a relaxed pattern
+                # needs only its ends but may use any layout (session 32: its middle layouts
+                # were capped at 0, so the relaxation cut off plans and its bound could exceed
+                # the optimum, 0.0772611 s against 0.0772435 s)
+                if pat.mask >> l & 1:
                     hi[col] = -float(UB[l])
             self.m.row(f"layout_min[{i},{l}]", lo, 0.0, math.inf)
             self.m.row(f"layout_max[{i},{l}]", hi, -math.inf, 0.0)

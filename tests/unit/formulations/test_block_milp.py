@@ -335,3 +335,21 @@ def test_sizes_a_stage_cannot_hold_get_an_infinite_bound_without_a_warning() -> 
         assert res.termination is Termination.infeasible
     else:
         assert res.primal == pytest.approx(ref[0], rel=HIGHS_REL)
+
+
+@pytest.mark.parametrize("blocks,pp,factor,gpus", [(12, 4, 1.2, 2), (11, 3, 1.02, 4)])
+def test_a_relaxed_pattern_admits_every_plan_of_its_ends(blocks, pp, factor, gpus):
+    """Relaxed patterns (``exact_upto``) need only their end layouts but allow any layout
+    between: the direct optimum, whose stages may run three layouts, is a feasible point of
+    the relaxed model at its own time, so the relaxed bound never exceeds the optimum
+    (session 32: the middle layouts were capped at zero blocks; (12, 4, 1.2, 2) then had
+    the relaxed optimum 0.0772611 s above the exact 0.0772435 s)."""
+    _, _, _, tables = _decoder(blocks, pp, factor, gpus)
+    direct = build_direct(tables, symmetry=False)
+    start = direct.invert(_solve(direct.matrix))
+    for upto in (1, 2):
+        form = build_blocks(tables, exact_upto=upto)
+        m, x = form.matrix, form.start_vector(start)
+        ax = m.A @ x
+        assert np.all(ax >= m.row_lo - 1e-7) and np.all(ax <= m.row_hi + 1e-7)
+        assert m.objective(x) <= plan_time(tables, start) * (1 + 1e-9)
