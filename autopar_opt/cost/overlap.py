@@ -45,7 +45,7 @@ Narayanan et al. 2021, Sec. 5.1).
 from __future__ import annotations
 
 from autopar_opt.cost.context import Compute, StageContext
-from autopar_opt.ir.graph import Layer
+from autopar_opt.ir.graph import Layer, LayerKind
 from autopar_opt.ir.strategies import Strategy, effective_recompute
 from autopar_opt.ir.training import Recompute
 
@@ -78,6 +78,21 @@ def async_dgrad_hidden(c: float, g: list[float], sp: bool) -> float:
     adds no backward collective, so one backward pass is hidden whatever the recompute."""
     unit = c if sp else 2.0 * c
     return min(unit, g[0]) + min(unit, g[2])
+
+
+def vocab_dgrad_hidden(layer: Layer, s: Strategy, comp: Compute, raw: float,
+                       recomputed: bool) -> float:
+    """The asynchronous input-gradient collective of a vocabulary-parallel layer: the
+    output layer is a column-parallel linear whose backward all-reduce (reduce-scatter
+    under SP) hides behind its weight-gradient GEMM (its forward GEMM's FLOPs); the
+    embedding's collectives (forward all-reduce, backward all-gather of the output
+    gradient) have no such window. ``raw`` is :func:`autopar_opt.cost.comm.vocab_layer_tp_time`:
+    the backward collective alone without SP, one of ``2`` (``3`` with the forward
+    recomputed) equal-sized gather/reduce collectives with it."""
+    if layer.kind is not LayerKind.lm_head:
+        return 0.0
+    bwd = raw / (3.0 if recomputed else 2.0) if s.sp else raw
+    return min(bwd, comp.gemm_fwd_s)
 
 
 def ring_exchange_exposed(c: float, g: float, n: int) -> float:
@@ -140,7 +155,12 @@ def tp_exposed(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute, raw:
     c = raw / passes / PAIRS                      # one collective
     g = [comp.gemm_fwd_s * x for x in _shares(layer)]   # forward GEMM of each pair
     if _plain_collectives(rt, s):
-        return raw - async_dgrad_hidden(c, g, s.sp) if rt.async_dgrad else raw
+        if not rt.async_dgrad:
+            return raw
+        if layer.kind in (LayerKind.embedding, LayerKind.lm_head):
+            return raw - vocab_dgrad_hidden(layer, s, comp, raw,
+                                            rc in (Recompute.full, Recompute.op))
+        return raw - async_dgrad_hidden(c, g, s.sp)
     n = s.tp
     qkv, proj, fc1, fc2 = g
     gathers = ring_exchange_exposed(c, qkv, n) + ring_exchange_exposed(c, fc1, n)

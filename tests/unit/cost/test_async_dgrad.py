@@ -70,3 +70,24 @@ def test_megatron_core_hides_the_backward_column_parallel_collectives(sp, tp_byt
 def test_which_stacks_run_it():
     on = {name for name, rt in RUNTIMES.items() if rt.async_dgrad}
     assert on == {"megatron-core", "megatron-bridge"}
+
+
+def test_the_output_layer_hides_its_backward_all_reduce_the_embedding_nothing():
+    """Vocabulary-parallel layers (QA round 12 halved their TP traffic to once each way): the
+    output layer is a ColumnParallelLinear, its backward input-gradient all-reduce hides
+    behind its weight-gradient GEMM; the embedding's forward all-reduce has no window."""
+    from autopar_opt.cost import compute
+    from autopar_opt.model_zoo.transformer import embedding, lm_head
+
+    ctx = _ctx("megatron-core", tp_comm_overlap=False)
+    s = Strategy(dp=1, tp=8)
+    head = lm_head("head", 2048, 4096, 32000, tied=False)
+    raw = tp_comm_time(head, s, ctx)                      # the backward all-reduce alone
+    g = compute.compute_time(head, s, ctx).gemm_fwd_s
+    hidden = min(raw, g)
+    assert hidden > 0
+    assert layer_cost(head, s, ctx).tp_exposed_s == pytest.approx(raw - hidden + K * hidden,
+                                                                  rel=1e-9)
+    emb = embedding("embed", 2048, 4096, 32000)
+    assert layer_cost(emb, s, ctx).tp_exposed_s == pytest.approx(tp_comm_time(emb, s, ctx),
+                                                                 rel=1e-12)
