@@ -43,6 +43,21 @@ def fmt_pct(fraction: float | None, digits: int = 2) -> str:
     return f"{fraction * 100:.{digits}f}%"
 
 
+def idle_gpus_mfu_note(mfu, stage_devices, num_devices) -> str:
+    """`` (over all 12 GPUs of the cluster; 42.5% over the 8 the plan uses)`` after the MFU of
+    a plan with free stage sizes that leaves GPUs idle; empty otherwise. MFU divides by the
+    whole cluster's peak (``cost.evaluate``: the cluster utilisation a capacity planner
+    pays for); the plan's own utilisation is said beside it (QA round 12: "MFU 28.36%" for
+    a plan on 8 of 12 GPUs, 42.5% over those 8, with no word of which)."""
+    if not isinstance(mfu, (int, float)) or not stage_devices or not num_devices:
+        return ""
+    used = sum(stage_devices)
+    if used >= num_devices or used <= 0:
+        return ""
+    return (f" (over all {num_devices} GPUs of the cluster; {100 * mfu * num_devices / used:.1f}% "
+            f"over the {used} the plan uses)")
+
+
 def causal_mfu_note(mfu: float | None, mfu_causal: float | None) -> str:
     """`` (49.7% counting causal attention's computed half)`` after an MFU, where that
     count is a point or more below it; empty otherwise. MFU counts each attention core

@@ -230,7 +230,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
     from autopar_opt.ir.arch import describe
     from autopar_opt.ir.window import windows_text
     from autopar_opt.core.result import recomputed_share
-    from autopar_opt.reports.formatting import causal_mfu_note
+    from autopar_opt.reports.formatting import causal_mfu_note, idle_gpus_mfu_note
 
     plan = spec.plan
     labels = list(dict.fromkeys(s.label() for st in plan.stages for s in st.strategies))
@@ -255,7 +255,8 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
              f"tokens/s:         {metrics.tokens_per_s:.6g}" if spec.training.seq_len is not None
              else "tokens/s:         none (training.seq_len not set: no sequence)",
              f"MFU:              {100 * metrics.mfu:.2f} %"
-             f"{causal_mfu_note(metrics.mfu, metrics.mfu_causal)}",
+             f"{causal_mfu_note(metrics.mfu, metrics.mfu_causal)}"
+             f"{idle_gpus_mfu_note(metrics.mfu, plan.stage_devices, spec.cluster.num_devices)}",
              f"HFU:              {100 * metrics.hfu:.2f} %",
              "iteration time, critical path (s):"]
     labels = {"compute_s": "compute", "tp_comm_s": "exposed TP comm", "cp_comm_s": "exposed CP comm",

@@ -30,7 +30,7 @@ from autopar_opt.core.files import write_atomic
 from autopar_opt.ir.graph import params_summary
 from autopar_opt.core.result import status_words
 from autopar_opt.reports.formatting import (INTERVAL_GLOSS, causal_mfu_note, has_sequence,
-                                           tight_note)
+                                           idle_gpus_mfu_note, tight_note)
 
 if TYPE_CHECKING:   # rich is imported where something is printed (start-up, issue 18)
     from autopar_opt.cli.rich_console import Console
@@ -114,7 +114,9 @@ def _summary(doc: dict, console: Console) -> None:
         console.print(f"  iteration {m['iteration_time_s']:.4f} s | {m['samples_per_s']:.2f} samples/s | "
                       + (f"{m['tokens_per_s']:.0f} tokens/s | " if has_sequence(doc) else "")
                       + f"MFU {100 * m['mfu']:.1f}%"
-                      f"{causal_mfu_note(m['mfu'], m.get('mfu_causal'))} | peak memory "
+                      f"{causal_mfu_note(m['mfu'], m.get('mfu_causal'))}"
+                      f"{idle_gpus_mfu_note(m['mfu'], doc['plan'].get('stage_devices'), _devices(doc))}"
+                      " | peak memory "
                       f"{max(m['peak_memory_gib']):.1f}/{m['memory_capacity_gib']:.1f} GiB"
                       f"{tight_note(max(m['peak_memory_gib']), m['memory_capacity_gib'])}")
         if m.get("interval"):
@@ -608,6 +610,12 @@ def timeline_fits(doc: dict, left_s: float, unit_s: float | None) -> bool:
 def _now() -> float:
     import time
     return time.perf_counter()
+
+
+def _devices(doc: dict) -> int | None:
+    """The cluster's GPU count as plan.json states it (None in a document without it)."""
+    cluster = (doc.get("spec") or {}).get("cluster")
+    return cluster.get("num_devices") if isinstance(cluster, dict) else None
 
 
 def _form_backend_problems(solver: str | None, form: str | None, spec, spec_path) -> list:
