@@ -128,8 +128,9 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     layer = held_layer(layer, tie_active)
     k = ctx.params.comm_interference
     tp_raw = tp_comm_time(layer, s, ctx)
-    tp = overlap.tp_exposed(layer, s, ctx, comp, tp_raw) + logits_gather_time(layer, s, ctx) \
-        + k * overlap.tp_nccl_hidden(layer, s, ctx, comp, tp_raw)
+    tp_exp = overlap.tp_exposed(layer, s, ctx, comp, tp_raw)
+    tp = tp_exp + logits_gather_time(layer, s, ctx) \
+        + k * overlap.tp_nccl_hidden(s, ctx, tp_raw, tp_exp)
     cp_raw, cp_exp, cp_merge = cp_comm(layer, s, ctx, comp)
     cp = cp_exp + cp_merge
     z3_raw, z3 = zero3_comm(layer, s, ctx, comp)

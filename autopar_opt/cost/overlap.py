@@ -123,17 +123,16 @@ def _plain_collectives(rt, s: Strategy) -> bool:
     return not rt.tp_comm_overlap or (rt.tp_overlap == "te_userbuffers" and not s.sp)
 
 
-def tp_nccl_hidden(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute,
-                   raw: float) -> float:
-    """The TP time NCCL kernels hide behind compute on the compute's SMs (the async
-    input-gradient collectives of :func:`async_dgrad_hidden`), which slows that compute
-    as any hidden NCCL traffic does (:func:`autopar_opt.cost.layer_cost.layer_cost`);
-    zero where an overlap mechanism prices its own SM share (user buffers) or runs on
-    copy engines (async TP)."""
+def tp_nccl_hidden(s: Strategy, ctx: StageContext, raw: float, exposed: float) -> float:
+    """The TP time NCCL kernels hide behind compute on the compute's SMs, of ``raw`` of which
+    :func:`tp_exposed` left ``exposed`` (the async input-gradient collectives of
+    :func:`async_dgrad_hidden`), which slows that compute as any hidden NCCL traffic does
+    (:func:`autopar_opt.cost.layer_cost.layer_cost`); zero where an overlap mechanism prices
+    its own SM share (user buffers) or runs on copy engines (async TP)."""
     rt = ctx.training.runtime
     if raw <= 0 or not rt.async_dgrad or not _plain_collectives(rt, s):
         return 0.0
-    return raw - tp_exposed(layer, s, ctx, comp, raw)
+    return raw - exposed
 
 
 def tp_exposed(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute, raw: float) -> float:
