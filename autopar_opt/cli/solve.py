@@ -99,9 +99,9 @@ def _fmt(x) -> str:
 
 def _summary(doc: dict, console: Console) -> None:
     cert, m = doc["certificate"], doc["metrics"]
-    model = doc["spec"]["model"]
-    console.print(f"[bold]{model['name']}[/] on {doc['spec']['cluster']['name']} "
-                  f"({doc['spec']['cluster']['num_devices']} x {doc['spec']['cluster']['device']}): "
+    model, cluster = doc["spec"]["model"], doc["spec"]["cluster"]
+    console.print(f"[bold]{model['name']}[/] on {cluster['name']} "
+                  f"({cluster['num_devices']} x {cluster['device']}): "
                   f"[bold]{status_words(doc['status'], (doc.get('certificate') or {}).get('gap'))}[/]")
     windows = model.get("attention_windows")
     console.print(f"  model: {params_summary(model['params'], model.get('params_active'))}"
@@ -111,11 +111,11 @@ def _summary(doc: dict, console: Console) -> None:
     if model.get("measured"):
         console.print(f"  measured: {model['measured']}", highlight=False)
     if m:
+        idle = idle_gpus_mfu_note(m['mfu'], doc['plan'].get('stage_devices'), cluster['num_devices'])
         console.print(f"  iteration {m['iteration_time_s']:.4f} s | {m['samples_per_s']:.2f} samples/s | "
                       + (f"{m['tokens_per_s']:.0f} tokens/s | " if has_sequence(doc) else "")
                       + f"MFU {100 * m['mfu']:.1f}%"
-                      f"{causal_mfu_note(m['mfu'], m.get('mfu_causal'))}"
-                      f"{idle_gpus_mfu_note(m['mfu'], doc['plan'].get('stage_devices'), _devices(doc))}"
+                      f"{causal_mfu_note(m['mfu'], m.get('mfu_causal'))}{idle}"
                       " | peak memory "
                       f"{max(m['peak_memory_gib']):.1f}/{m['memory_capacity_gib']:.1f} GiB"
                       f"{tight_note(max(m['peak_memory_gib']), m['memory_capacity_gib'])}")
@@ -612,12 +612,6 @@ def _now() -> float:
     return time.perf_counter()
 
 
-def _devices(doc: dict) -> int | None:
-    """The cluster's GPU count as plan.json states it (None in a document without it)."""
-    cluster = (doc.get("spec") or {}).get("cluster")
-    return cluster.get("num_devices") if isinstance(cluster, dict) else None
-
-
 def _form_backend_problems(solver: str | None, form: str | None, spec, spec_path) -> list:
     """The formulation asked for (``--form`` or the spec's ``solver.form``) against the
     problem classes the backend asked for (``--solver`` or ``solver.name``) declares (QA round
@@ -631,17 +625,12 @@ def _form_backend_problems(solver: str | None, form: str | None, spec, spec_path
     from autopar_opt.core.errors import SpecProblem
     from autopar_opt.core.files import COMMAND_LINE
     from autopar_opt.core.result import ProblemClass
-    from autopar_opt.solvers.registry import BACKENDS, backend_class
+    from autopar_opt.solvers.registry import BACKENDS
 
-    if name not in BACKENDS:
+    accepts = _accepts(name) if name in BACKENDS else None
+    if accepts is None or ProblemClass.miqp in accepts:
         return []
-    try:
-        accepts = backend_class(name).accepts
-    except ValueError:
-        return []
-    if ProblemClass.miqp in accepts:
-        return []
-    takers = [n for n in BACKENDS if n != name and _accepts_miqp(n)]
+    takers = [n for n in BACKENDS if n != name and ProblemClass.miqp in (_accepts(n) or ())]
     where, key = (COMMAND_LINE, "--form") if form else (str(spec_path), "solver.form")
     return [SpecProblem(where, key, chosen, f"solver {name!r} does not solve MIQP problems "
                         f"(it takes {', '.join(sorted(p.value for p in accepts))})",
@@ -649,14 +638,14 @@ def _form_backend_problems(solver: str | None, form: str | None, spec, spec_path
                         + (f", or --solver {' or '.join(takers)}" if takers else ""))]
 
 
-def _accepts_miqp(name: str) -> bool:
-    from autopar_opt.core.result import ProblemClass
+def _accepts(name: str):
+    """The problem classes backend ``name`` declares (None when it cannot be loaded)."""
     from autopar_opt.solvers.registry import backend_class
 
     try:
-        return ProblemClass.miqp in backend_class(name).accepts
+        return backend_class(name).accepts
     except ValueError:
-        return False
+        return None
 
 
 def _search(spec, options: SearchOptions, err: Console, show: bool, incumbent=None):
