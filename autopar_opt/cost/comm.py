@@ -216,6 +216,30 @@ def tp_comm_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     return on(s.tp, nbytes, n, extra)
 
 
+def sp_regather_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
+    """The backward all-gathers of the sequence-sharded inputs of a block's
+    column-parallel layers for their weight gradients, one micro-batch, before overlap
+    (runtime ``sp_input_regather``; Korthikanti et al. 2022, Sec. 4.2.2; Megatron-Core
+    ``LinearWithGradAccumulationAndAsyncCommunication.backward``): the same volume as the
+    forward pass's all-gathers (one per sub-block, ``Layer.tp_comm_bytes`` in
+    :func:`tp_collectives` messages), whatever the recomputation (a recomputed forward
+    saves the shard again). A Mixture-of-Experts block gathers only its attention input
+    so: its experts take the dispatcher's gathered tokens, which their GEMMs save
+    (Megatron-Core ``MoEAlltoAllTokenDispatcher``: ``gather_from_sequence_parallel_region``,
+    whose backward is a reduce-scatter). Zero without sequence parallelism, for the
+    vocabulary layers (their gathers are :func:`vocab_layer_tp_time`'s) and on
+    DTensor stacks."""
+    if not s.sp or s.tp <= 1 or layer.tp_comm_bytes <= 0 \
+            or not ctx.training.runtime.sp_input_regather \
+            or layer.kind not in (LayerKind.transformer_block, LayerKind.moe_block):
+        return 0.0
+    nbytes = layer.tp_comm_bytes * ctx.microbatch_samples / (s.dp * s.cp)
+    n = tp_collectives(layer)
+    if layer.is_moe:
+        return collective(ctx, "all_gather", s.tp, 1, nbytes / 2, max(1.0, n / 2))
+    return collective(ctx, "all_gather", s.tp, 1, nbytes, n)
+
+
 def vocab_layer_tp_time(layer: Layer, s: Strategy, ctx: StageContext, nbytes: float,
                         repeat: bool = False) -> float:
     """Tensor-parallel collectives of one micro-batch of the vocabulary-parallel

@@ -36,7 +36,7 @@ from __future__ import annotations
 from autopar_opt.cost import moe, offload
 from autopar_opt.cost import overlap
 from autopar_opt.cost.comm import (accumulates_unsharded, cp_comm, gradient_sync, logits_gather_time,
-                                   reshards_after_forward, tie_sync_time,
+                                   reshards_after_forward, sp_regather_time, tie_sync_time,
                                    tp_comm_time, zero2_microbatch_comm, zero3_bytes, zero3_comm,
                                    zero3_sync)
 from autopar_opt.cost.compute import autocast_weight_time, compute_time, grad_accumulate_time
@@ -108,7 +108,8 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     It applies to the NCCL collectives hidden here (ZeRO-3/FSDP gathers and
     reduce-scatters, context-parallel sends, the data-parallel reduction in
     ``sync_s``, Megatron's asynchronous input-gradient TP collectives behind the
-    weight-gradient GEMMs), not to tensor-parallel overlap, whose mechanism prices its
+    weight-gradient GEMMs and its sequence-parallel input re-gathers behind the
+    input-gradient GEMMs), not to tensor-parallel overlap, whose mechanism prices its
     own SM share (Transformer Engine's SM margin) or runs on copy engines
     (async TP, :mod:`autopar_opt.cost.overlap`), nor to offload copies (copy
     engines). MoE
@@ -129,8 +130,9 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     k = ctx.params.comm_interference
     tp_raw = tp_comm_time(layer, s, ctx)
     tp_exp = overlap.tp_exposed(layer, s, ctx, comp, tp_raw)
-    tp = tp_exp + logits_gather_time(layer, s, ctx) \
-        + k * overlap.tp_nccl_hidden(s, ctx, tp_raw, tp_exp)
+    rg_exp, rg_hidden = overlap.regather_cost(layer, s, ctx, comp, sp_regather_time(layer, s, ctx))
+    tp = tp_exp + rg_exp + logits_gather_time(layer, s, ctx) \
+        + k * (overlap.tp_nccl_hidden(s, ctx, tp_raw, tp_exp) + rg_hidden)
     cp_raw, cp_exp, cp_merge = cp_comm(layer, s, ctx, comp)
     cp = cp_exp + cp_merge
     z3_raw, z3 = zero3_comm(layer, s, ctx, comp)

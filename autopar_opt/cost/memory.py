@@ -6,7 +6,7 @@ weights, gradients and optimizer state are in :mod:`autopar_opt.cost.state`."""
 from __future__ import annotations
 
 from autopar_opt.cost import moe
-from autopar_opt.cost.comm import zero3_bytes
+from autopar_opt.cost.comm import projection_inputs, tp_collectives, zero3_bytes
 from autopar_opt.cost.state import FP8_KINDS, autocast_cast_params, held_layer
 from autopar_opt.ir.graph import Layer, LayerKind
 from autopar_opt.ir.strategies import Strategy, effective_recompute
@@ -48,7 +48,9 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
     ``fused_cross_entropy``, or a 16-bit plain PyTorch loss). ``recompute`` overrides the
     strategy's mode; ``fp8_casts=False`` counts the 16-bit tensors the
     element-wise kernels read and write (the FP8 casts are extra copies for
-    the GEMMs, not smaller element-wise traffic).
+    the GEMMs, not smaller element-wise traffic; so are the whole inputs a
+    DTensor stack keeps gathered under sequence parallelism,
+    :func:`gathered_gemm_input_bytes`, written by NCCL).
     """
     mode = effective_recompute(layer, s.recompute if recompute is None else recompute)
     share = microbatch_samples / (s.dp * s.cp)
@@ -71,15 +73,35 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
     split = act - repl
     if layer.kind is LayerKind.lm_head and training is not None:
         split *= kept_logit_bytes(training) / 4.0     # 4·s·V: fp32 unless the loss keeps less
+    gin = layer.act_gemm_input_replicated_bytes
     if fp8_casts and training is not None and training.dtype == "fp8" \
             and layer.kind in FP8_KINDS:
         # TE keeps FP8 GEMM inputs as their FP8 cast: 1 byte instead of 2.
         repl -= layer.act_gemm_input_replicated_bytes / 2
         split -= (layer.act_gemm_input_bytes - layer.act_gemm_input_replicated_bytes) / 2
+        gin /= 2
     whole = layer.kind is LayerKind.lm_head and training is not None \
         and not training.runtime.loss_parallel    # logits gathered to every TP rank
-    per = split / (1 if whole else s.tp) + repl / (s.tp if s.sp else 1)
-    return per * share
+    gathered = gathered_gemm_input_bytes(layer, s, training, min(gin, repl)) if fp8_casts else 0.0
+    per = split / (1 if whole else s.tp) + (repl - gin if gathered else repl) / (s.tp if s.sp else 1)
+    return (per + gathered) * share
+
+
+def gathered_gemm_input_bytes(layer: Layer, s: Strategy, training: Training | None,
+                              gin: float) -> float:
+    """Bytes per sample a dense block keeps of its sequence-parallel column-parallel
+    inputs *gathered* (whole on every rank) on a stack that does not re-gather them in
+    the backward pass (runtime ``sp_input_regather`` off: PyTorch DTensor, whose
+    all-gather output is the tensor each column-parallel matmul saves, one per input
+    redistribution, :func:`autopar_opt.cost.comm.projection_inputs`); ``gin`` is the
+    layer's kept norm outputs feeding those GEMMs (``act_gemm_input_replicated_bytes``).
+    Megatron's layers keep the shard and gather again (Korthikanti et al. 2022,
+    Sec. 4.2.2: Eq. 4 splits them by t). 0 where the rule does not apply."""
+    if not s.sp or s.tp <= 1 or training is None or training.runtime.sp_input_regather \
+            or layer.kind is not LayerKind.transformer_block or gin <= 0:
+        return 0.0
+    n = tp_collectives(layer)
+    return gin * projection_inputs(layer, training.runtime, n) / n
 
 
 def eager_logp_bytes(training: Training) -> float:

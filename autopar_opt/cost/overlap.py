@@ -13,7 +13,9 @@ pass, four collectives of one activation each (Korthikanti et al. 2022,
 Sec. 4.2.2): an all-gather before the QKV and the first MLP GEMM, a
 reduce-scatter after the attention output projection and the second MLP
 GEMM; the backward pass mirrors them (:func:`autopar_opt.cost.comm.tp_comm_time`
-prices their volume).
+prices their volume), and Megatron's layers all-gather the sharded QKV and MLP
+inputs once more for the weight gradients, behind the input-gradient GEMMs
+(:func:`regather_cost`; runtime ``sp_input_regather``).
 
 * Transformer Engine user buffers (Megatron-Core ``--tp-comm-overlap``;
   TransformerEngine ``transformer_engine/pytorch/module/base.py``
@@ -133,6 +135,31 @@ def tp_nccl_hidden(s: Strategy, ctx: StageContext, raw: float, exposed: float) -
     if raw <= 0 or not rt.async_dgrad or not _plain_collectives(rt, s):
         return 0.0
     return raw - exposed
+
+
+def regather_cost(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute,
+                  raw: float) -> tuple[float, float]:
+    """Exposed time and NCCL-hidden time of the backward re-gathers of a block's
+    sequence-sharded column-parallel inputs (``raw``: :func:`autopar_opt.cost.comm.sp_regather_time`).
+    Each runs behind its layer's input-gradient GEMM (QKV and the first MLP GEMM, the
+    forward GEMM's FLOPs, Narayanan et al. 2021, Sec. 5.1; the attention's alone in a
+    Mixture-of-Experts block): ``max(0, c - g)`` each (Megatron-Core launches the gather
+    with ``async_op=True`` before ``grad_output.matmul(weight)`` and waits after it).
+    Under Transformer Engine's user buffers it is the ``qkv_dgrad``/``fc1_dgrad`` bulk
+    overlap, whose kernels hold ``TE_COMM_SMS`` SMs (the GEMM runs the SM margin longer,
+    exposed, and nothing is left for ``comm_interference``); otherwise the hidden part is
+    NCCL traffic on the compute's SMs, returned for ``comm_interference``."""
+    if raw <= 0:
+        return 0.0, 0.0
+    qkv, _, fc1, _ = (comp.gemm_fwd_s * x for x in _shares(layer))
+    windows = (qkv,) if layer.is_moe else (qkv, fc1)
+    c = raw / len(windows)
+    exposed = sum(bulk_exposed(c, g) for g in windows)
+    rt = ctx.training.runtime
+    if rt.tp_comm_overlap and rt.tp_overlap == "te_userbuffers" and s.sp:
+        sms = ctx.cluster.device.sms or DEFAULT_SMS
+        return exposed + TE_COMM_SMS / max(sms - TE_COMM_SMS, 1) * sum(windows), 0.0
+    return exposed, raw - exposed
 
 
 def tp_exposed(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute, raw: float) -> float:

@@ -57,6 +57,20 @@ async_dgrad
     PyTorch's DTensor tensor parallelism do not. Read where the TP collectives are not
     overlapped otherwise (no ``tp_comm_overlap``, or user buffers without sequence
     parallelism). (QA round 12.)
+sp_input_regather
+    Under sequence parallelism a column-parallel linear layer (QKV, first MLP GEMM) saves
+    only its sequence-sharded input and all-gathers it again in the backward pass for its
+    weight gradient, asynchronously behind the input-gradient GEMM (Korthikanti et al.
+    2022, Sec. 4.2.2: "we store only the sequence-parallel input ... an extra all-gather
+    in the backward pass"; Megatron-Core ``tensor_parallel/layers.py``
+    ``LinearWithGradAccumulationAndAsyncCommunication.backward``: ``handle =
+    dist_all_gather_func(..., async_op=True)`` before ``grad_output.matmul(weight)``;
+    Transformer Engine ``LayerNormLinear``/``Linear`` the same, or its user buffers'
+    ``qkv_dgrad``/``fc1_dgrad`` bulk overlap; Megatron-DeepSpeed's copy of the layer).
+    On for the Megatron stacks and DeepSpeed; off for PyTorch's DTensor tensor
+    parallelism (``pytorch-fsdp``, ``torchtitan``, ``pytorch-ddp``), whose all-gather
+    output is the tensor the matmul saves: no backward gather
+    (``cost.comm.sp_regather_time``).
 grad_reduce_overlap
     Bucketed gradient all-reduce / reduce-scatter launched as soon as a
     bucket's gradients are ready in the last micro-batch's backward
@@ -393,6 +407,7 @@ class Runtime:
     flash_v2_attention: bool = True
     tp_comm_overlap: bool = True
     async_dgrad: bool = True
+    sp_input_regather: bool = True
     grad_reduce_overlap: bool = True
     param_gather_overlap: bool = True
     fsdp_prefetch: bool = True
@@ -493,7 +508,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "after the last micro-batch (deepspeed/runtime/pipe/schedule.py "
                    "TrainSchedule.steps), and zero_optimization.overlap_comm defaults to false "
                    "below stage 3 (deepspeed/runtime/zero/config.py)"),
-    Runtime("pytorch-fsdp", async_dgrad=False,
+    Runtime("pytorch-fsdp", async_dgrad=False, sp_input_regather=False,
             flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
             zero2_forward_gather=True,
@@ -510,7 +525,8 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "off: llm-foundry's "
                    "decoupled_adamw is Composer's DecoupledAdamW, a per-parameter Python "
                    "loop (composer/optim/decoupled_weight_decay.py, runtime_of)"),
-    Runtime("torchtitan", async_dgrad=False, flash_attention=True, tp_comm_overlap=False, tp_overlap="async_tp",
+    Runtime("torchtitan", async_dgrad=False, sp_input_regather=False, flash_attention=True,
+            tp_comm_overlap=False, tp_overlap="async_tp",
             cp_comm_type="all_gather", moe_expert_kernels="grouped",
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
             zero2_forward_gather=True,
@@ -534,7 +550,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "'sdpa is no longer supported for language models'); it is priced as the "
                    "FlashAttention-2-class kernel on full causal sequences, no FlexAttention "
                    "measurement being at hand (stated with every plan)"),
-    Runtime("pytorch-ddp", async_dgrad=False,
+    Runtime("pytorch-ddp", async_dgrad=False, sp_input_regather=False,
             flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=False,
             distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=False,

@@ -112,7 +112,10 @@ def test_tp_collectives_exposed_unless_the_runtime_overlaps_them():
     sp = Strategy(dp=1, tp=8, sp=True)
     raw = layer_cost(layer, sp, _ctx("megatron-lm")).tp_exposed_s
     on = layer_cost(layer, sp, _ctx("megatron-core"))
-    assert on.tp_exposed_s == pytest.approx(raw - 7 * g + 4 * 16 / 116 * g, rel=1e-12)
+    # both stacks re-gather the sharded QKV/fc1 inputs behind the input-gradient GEMMs
+    # (exposed alike: max(0, r - g) each, tests/unit/cost/test_sp_regather.py); the user
+    # buffers' bulk dgrad overlap holds 16 SMs over those two GEMMs too: 4 + 2 margins
+    assert on.tp_exposed_s == pytest.approx(raw - 7 * g + 6 * 16 / 116 * g, rel=1e-12)
     assert on.time_s < layer_cost(layer, sp, _ctx("megatron-lm")).time_s
 
 
