@@ -32,6 +32,7 @@ from autopar_opt.calibration.reading.batching import Batches, read_batches
 from autopar_opt.calibration.reading.parallel import ParallelFacts, read_parallelism
 from autopar_opt.calibration.reading.pipeline_split import stage_split
 from autopar_opt.calibration.reading.runtime import fp16_grad_dtype, fsdp_reduce_dtype, runtime_of
+from autopar_opt.calibration.reading.runtime_options import apply_stated, stated_options
 from autopar_opt.calibration.reading.schema import RawRecord
 from autopar_opt.calibration.reading.training import (
     autocast_of, map_precision, map_recompute, read_offload)
@@ -197,6 +198,7 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
     model = read_model(raw.model, runtime, spec is not None, model_notes)
     runtime = stacks.arch_flash_attention(model.arch, model.flash, runtime, notes["runtime"])
     runtime = stacks.cp_exchange(framework, runtime, notes["runtime"])
+    runtime = apply_stated(raw, runtime, notes["runtime"])     # explicit beats the text
     moe = None
     if spec is not None:
         gated = moe_reading.moe_mlp_gated(model.arch, model_notes)
@@ -244,6 +246,7 @@ def read_record(rec: dict | RawRecord) -> RunRecord:
     dtype = map_precision(precision, device, tn)
     runtime = fsdp_reduce_dtype(runtime, precision, tn)
     runtime = fp16_grad_dtype(runtime, dtype, framework, precision, tn)
+    runtime = replace(runtime, **stated_options(raw))        # still beats the precision text
     counting = stacks.counting_of(runtime, raw.flops_counting, tn)
     recompute = map_recompute(tr.text("recompute"), counting, tn)
     batches = read_batches(tr, parallel.dp, tn, pp=parallel.pp, runtime=runtime,

@@ -300,6 +300,11 @@ class Training(_Section):
     #: micro-batches per iteration per data-parallel rank (gradient accumulation steps)
     grad_accum_steps: Optional[int] = Field(None, description=(
         'Micro-batches per iteration per data-parallel rank (gradient accumulation).'))
+    runtime_options: Optional[Any] = Field(None, json_schema_extra={"anyOf": [
+        {"type": "object"}, {"type": "null"}]}, description=(
+        "Runtime capabilities stated explicitly, as a spec's training.runtime_options (e.g. "
+        "{async_dgrad: true} for a Megatron-LM release the text's defaults predate): each beats what "
+        "the framework text gives, said."))
     cpu_offloading_num_layers: Optional[int] = Field(None, description=(
         'Megatron-Core --cpu-offloading-num-layers: layers per pipeline rank whose activations go to host '
         'memory.'))
