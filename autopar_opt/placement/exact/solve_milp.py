@@ -8,24 +8,27 @@ the Pyomo model of the same rows.
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import numpy as np
 
 from autopar_opt.placement.condense import Condensed
 from autopar_opt.placement.evaluate import evaluate_placement
 from autopar_opt.placement.problem import PlacementProblem
+from autopar_opt.core.deadline import PhaseDeadline, deadline_check
 from autopar_opt.core.matrix_builder import MatrixCounter
 from autopar_opt.core.memory_budget import MemoryBudget, ModelSize
 from autopar_opt.solvers.matrix import matrix_backend, solve_matrix
 
 
-def milp_size(cond: Condensed, objective: str, contiguous: bool, big_m: float | None = None
-              ) -> ModelSize:
+def milp_size(cond: Condensed, objective: str, contiguous: bool, big_m: float | None = None,
+              check: Callable[[], None] | None = None) -> ModelSize:
     """Rows, columns and non-zeros of the MILP :func:`run_milp` would build, counted by
-    running the same build function on a :class:`MatrixCounter` (nothing is stored)."""
+    running the same build function on a :class:`MatrixCounter` (nothing is stored);
+    ``check`` is called at every block of rows (it raises to stop the count)."""
     from autopar_opt.placement.exact.milp import build_maxload_milp
 
-    counter = MatrixCounter()
+    counter = MatrixCounter(check)
     if objective == "latency":
         from autopar_opt.placement.exact.latency_milp import build_latency_milp
         build_latency_milp(cond, contiguous=contiguous, big_m=big_m, builder=counter)
@@ -41,8 +44,13 @@ def run_milp(problem: PlacementProblem, cond: Condensed, objective: str, contigu
     """Solve; returns (value of the evaluated placement, assignment, proven bound, info).
     The model's size is counted before it is built (:func:`milp_size`); past
     ``memory_budget`` (default: :meth:`MemoryBudget.default`) it is not built
-    (``info["milp_refused"]`` says why)."""
-    from autopar_opt.placement.exact.milp import build_maxload_milp, start_vector
+    (``info["milp_refused"]`` says why).
+
+    ``time_limit_s`` covers counting and building the model too: both check the
+    deadline at every block of rows (:class:`~autopar_opt.core.matrix_builder.MatrixBuilder`'s
+    ``check``), and one that runs out stops there with ``info["milp_refused"]`` saying
+    the MILP was not built in time (the caller keeps its best placement so far)."""
+    from autopar_opt.placement.exact.milp import build_maxload_milp
     began = time.perf_counter()
     if objective == "latency":
         from autopar_opt.placement.exact.latency_milp import build_latency_milp as build
@@ -54,7 +62,26 @@ def run_milp(problem: PlacementProblem, cond: Condensed, objective: str, contigu
         big = evaluate_placement(problem, start_assign, objective="latency").latency
     big = big if big and np.isfinite(big) else None
     budget = MemoryBudget.default() if memory_budget is None else memory_budget
-    size = milp_size(cond, objective, contiguous, big)
+    check = deadline_check(None if time_limit_s is None else began + time_limit_s)
+    try:
+        return _build_and_solve(problem, cond, objective, contiguous, backend, time_limit_s,
+                                rel_gap, start_assign, budget, big, build, check, began)
+    except PhaseDeadline:
+        built_s = time.perf_counter() - began
+        return np.inf, None, -np.inf, {
+            "milp_solver": backend.name,
+            "milp_refused": (f"the time limit ran out while building the MILP ({built_s:.2f} s "
+                             f"of {time_limit_s:.2f} s); not built, the placement is the best "
+                             "found before it")}
+
+
+def _build_and_solve(problem, cond, objective, contiguous, backend, time_limit_s, rel_gap,
+                     start_assign, budget, big, build, check, began):
+    """:func:`run_milp`'s count, build and solve; ``check`` raises PhaseDeadline."""
+    from autopar_opt.core.matrix_builder import MatrixBuilder
+    from autopar_opt.placement.exact.milp import start_vector
+
+    size = milp_size(cond, objective, contiguous, big, check)
     info: dict = {"milp_solver": backend.name, "milp_columns": size.cols, "milp_rows": size.rows,
                   "milp_nonzeros": size.nonzeros}
     refusal = budget.refuses(size, "the MILP")
@@ -62,9 +89,9 @@ def run_milp(problem: PlacementProblem, cond: Condensed, objective: str, contigu
         info["milp_refused"] = refusal
         return np.inf, None, -np.inf, info
     if objective == "latency":
-        milp = build(cond, contiguous=contiguous, big_m=big)
+        milp = build(cond, contiguous=contiguous, big_m=big, builder=MatrixBuilder(check))
     else:
-        milp = build(cond, contiguous=contiguous)
+        milp = build(cond, contiguous=contiguous, builder=MatrixBuilder(check))
     if start_assign is not None and objective == "max-load":
         unit_dev = start_assign[np.array([mem[0] for mem in cond.members])]
         milp.form.start = start_vector(milp, cond, unit_dev)
