@@ -18,7 +18,8 @@ td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}td.n{text-align:ri
 <h1>Operator sharding: {{ p.graph }} on {{ p.devices }} × {{ p.device }} — {{ doc.status }}</h1>
 <p>Space: every operator's iteration space split over a device mesh ({{ p.split }} rule{% if p.reduce_scatter %},
 reduce-scatter of partial sums allowed{% endif %}); cost model: autopar_opt.cost.operators (GEMMs at the
-achieved efficiency, α–β ring collectives per link tier, redistribution on every edge, gradient sync).
+achieved efficiency, α–β ring collectives per link tier, redistribution on every edge, gradient
+all-reduce and optimizer step once per iteration: sync = dp + optimizer).
 An optimality claim holds within this space and under this model.</p>
 <h2>Certificate</h2>
 <table><tr><th>primal (s per iteration)</th><td>{{ c.primal | show }}</td></tr>
@@ -36,7 +37,7 @@ An optimality claim holds within this space and under this model.</p>
 {% if doc.plan and doc.plan.operators is defined %}
 <p>Logical mesh {{ doc.plan.mesh[0] }} × {{ doc.plan.mesh[1] }} (axis 1 = consecutive ranks).</p>
 <table><tr><th>operator</th><th>role</th><th>configuration</th><th>compute s</th><th>collectives s</th>
-<th>sync s</th><th>memory bytes</th></tr>
+<th>sync s (gradient all-reduce + optimizer step)</th><th>memory bytes</th></tr>
 {% for o in doc.plan.operators %}<tr><td>{{ o.name }}</td><td>{{ o.role }}</td><td>{{ o.label }}</td>
 <td class="n">{{ '%.3g' % o.compute_s }}</td><td class="n">{{ '%.3g' % o.collective_s }}</td>
 <td class="n">{{ '%.3g' % o.sync_s }}</td><td class="n">{{ '%.4g' % o.memory_bytes }}</td></tr>{% endfor %}

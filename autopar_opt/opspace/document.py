@@ -30,6 +30,7 @@ def operator_rows(graph: Any, plan: Any, metrics: Any) -> list[dict]:
         rows.append({"name": op.name, "layer": op.layer, "role": op.role, "kind": op.kind.value,
                      "dims": dict(op.dims), **cfg.to_dict(op), "compute_s": cost.compute_s,
                      "collective_s": cost.collective_s, "sync_s": cost.sync_s,
+                     "dp_s": cost.dp_s, "optimizer_s": cost.optimizer_s,
                      "memory_bytes": cost.memory_bytes})
     return rows
 

@@ -38,7 +38,10 @@ class OpPlan:
 
 @dataclass
 class PlanMetrics:
-    """What a plan costs: iteration time and its parts, memory per device, per operator."""
+    """What a plan costs: iteration time and its parts, memory per device, per operator.
+
+    ``sync_s`` is the once-per-iteration part, ``dp_s`` (exposed gradient all-reduce)
+    plus ``optimizer_s`` (the optimizer step over the local parameters), both given."""
 
     time_s: float
     compute_s: float
@@ -49,6 +52,8 @@ class PlanMetrics:
     capacity_bytes: float
     per_op: list[ConfigCost] = field(default_factory=list)
     per_edge: list[tuple[int, int, float]] = field(default_factory=list)
+    dp_s: float = 0.0
+    optimizer_s: float = 0.0
 
     @property
     def fits(self) -> bool:
@@ -56,7 +61,8 @@ class PlanMetrics:
 
     def to_dict(self) -> dict:
         return {"time_s": self.time_s, "compute_s": self.compute_s, "collective_s": self.collective_s,
-                "sync_s": self.sync_s, "redistribution_s": self.redistribution_s,
+                "sync_s": self.sync_s, "dp_s": self.dp_s, "optimizer_s": self.optimizer_s,
+                "redistribution_s": self.redistribution_s,
                 "memory_bytes": self.memory_bytes, "capacity_bytes": self.capacity_bytes,
                 "fits_memory": self.fits}
 
@@ -77,7 +83,10 @@ def evaluate_plan(graph: OperatorGraph, ctx: StageContext, plan: OpPlan) -> Plan
         edges.append((u, v, t))
     comp = math.fsum(c.compute_s for c in costs)
     coll = math.fsum(c.collective_s for c in costs)
-    sync = math.fsum(c.sync_s for c in costs)
+    dp = math.fsum(c.dp_s for c in costs)
+    step = math.fsum(c.optimizer_s for c in costs)
+    sync = math.fsum(c.sync_s for c in costs)     # as before: the same sum, bit for bit
     red = math.fsum(t for _, _, t in edges)
     return PlanMetrics(comp + coll + sync + red, comp, coll, sync, red,
-                       math.fsum(c.memory_bytes for c in costs), ctx.capacity_bytes, costs, edges)
+                       math.fsum(c.memory_bytes for c in costs), ctx.capacity_bytes, costs, edges,
+                       dp_s=dp, optimizer_s=step)
