@@ -9,6 +9,11 @@ proven lower bound: the DP's optimum, the MILP's dual bound, and always the
 LP bound of :func:`~autopar_opt.placement.heuristics.compute_lower_bound`
 (the larger is kept), so ``gap = (value − bound) / value`` (the project's one
 gap function, :func:`autopar_opt.core.result.relative_gap`).
+
+A stop signal (:class:`~autopar_opt.core.interrupts.SearchInterrupted`, raised by the
+command's guard) during the latency bounds, the DP or the MILP ends the solve with the
+best placement and bound held then (the baselines' at least) and ``details["stopped"]``
+saying where it came; before the baselines exist it propagates (no placement).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import numpy as np
 
 from autopar_opt.core.deadline import PhaseDeadline, deadline_check
 from autopar_opt.core.ideals import TooManyIdeals
+from autopar_opt.core.interrupts import SearchInterrupted
 from autopar_opt.core.portfolio import MethodRecord
 from autopar_opt.placement.coarsen import coarsen_chains
 from autopar_opt.placement.condense import Condensed, condense, is_acyclic
@@ -167,8 +173,11 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
     if objective == "max-load":
         details["lp_bound"] = _num(lower)
     else:
-        lower, value, assign = _latency_start(problem, cond, contiguous, deadline, value, assign,
-                                              details)
+        try:
+            lower, value, assign = _latency_start(problem, cond, contiguous, deadline, value,
+                                                  assign, details)
+        except SearchInterrupted as exc:       # the baselines' placement is kept
+            details["stopped"] = interrupted_note(exc.signum, "the latency bounds")
     details["units"] = cond.num_units
     records = [MethodRecord("heuristics+bound", "feasible" if np.isfinite(value) else "no_plan",
                             _num(value), lower, time.perf_counter() - start,
@@ -178,72 +187,83 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
     method = "heuristic"
     if relative_gap(value if np.isfinite(value) else None, lower) <= rel_gap:
         solver = "none"                # the heuristic is already within the requested gap
+    elif "stopped" in details:
+        solver = "none"                # a stop signal came while bounding: no exact method
     if objective == "max-load" and solver not in ("auto", "dp", "none"):
         details["milp_start"] = "heuristic"
-    if objective == "max-load" and solver != "none" and (
-            not contiguous or solver not in ("auto", "dp")):
-        _contiguous_start(problem, details)
-        if details.get("_dp_assign") is not None:
-            a = details.pop("_dp_assign")
-            v = evaluate_placement(problem, a, objective=objective,
-                                   contiguous=contiguous).value
-            if v < value:
-                value, assign = v, a
-                details["milp_start"] = "contiguous DP"
-        details.pop("_dp_assign", None)
-    if objective == "max-load" and contiguous and solver in ("auto", "dp"):
-        from autopar_opt.placement.exact.dp import DPTooLarge, solve_dp
-        began = time.perf_counter()
-        try:
-            res = solve_dp(cond, deadline=deadline, upper_bound=value)
-            details.update(ideals=res.num_ideals, ideal_pairs=res.num_pairs,
-                           dp_time_s=res.wall_time_s)
-            if not res.deadline_hit:
-                method = "dp"
-                v, a = _candidate(problem, cond, res.unit_device, objective, contiguous)
-                # the pruned DP is exact below the incumbent: its value (or the incumbent,
-                # when nothing beats it) is the optimum
-                lower = max(lower, min(res.value, value))
+    phase = ("dp (MILP start)", "the contiguous DP that gives the MILP its start")
+    try:                  # a stop signal keeps the best placement so far (QA round 13)
+        if objective == "max-load" and solver != "none" and (
+                not contiguous or solver not in ("auto", "dp")):
+            _contiguous_start(problem, details)
+            if details.get("_dp_assign") is not None:
+                a = details.pop("_dp_assign")
+                v = evaluate_placement(problem, a, objective=objective,
+                                       contiguous=contiguous).value
                 if v < value:
                     value, assign = v, a
-            records.append(MethodRecord(
-                "dp", "feasible" if res.deadline_hit else "optimal",
-                None if res.deadline_hit else _num(min(res.value, value)),
-                -np.inf if res.deadline_hit else lower, time.perf_counter() - began,
-                "stopped at the time limit" if res.deadline_hit else
-                "exact DP over the ideals (pruned at the incumbent)",
-                {"ideals": res.num_ideals, "ideal_pairs": res.num_pairs}))
-        except (DPTooLarge, TooManyIdeals) as exc:
-            details["dp_skipped"] = str(exc)
-            records.append(MethodRecord("dp", "refused", message=str(exc),
-                                        time_s=time.perf_counter() - began))
-            if solver == "dp":
-                raise
-    remaining = None if deadline is None else deadline - time.perf_counter()
-    milp_wanted = method == "heuristic" and solver not in ("dp", "none") and (
-        solver != "auto" or cond.num_units * problem.num_devices <= MILP_AUTO_LIMIT)
-    if milp_wanted and (remaining is None or remaining >= MILP_MIN_S):
-        from autopar_opt.placement.exact.solve_milp import run_milp
-        began = time.perf_counter()
-        v, a, lb, info = run_milp(problem, cond, objective, contiguous, solver, remaining,
-                                  rel_gap, assign, memory_budget)
-        details.update(info)
-        records.append(_milp_record(info, v, lb, time.perf_counter() - began))
-        if "milp_refused" not in info:          # a refused MILP answered nothing
-            method = f"milp:{info.get('milp_solver', solver)}"
-        lower = max(lower, lb)
-        if v < value:
-            value, assign = v, a
-    elif milp_wanted:
-        details["milp_skipped"] = f"{max(remaining, 0.0):.2f} s left of the time limit"
-        records.append(MethodRecord("milp", "skipped", message=details["milp_skipped"]))
-    elif method == "heuristic" and solver not in ("dp", "none"):
-        records.append(MethodRecord("milp", "skipped", message=(
-            f"units x devices = {cond.num_units * problem.num_devices:,} is over the auto "
-            f"route's MILP limit {MILP_AUTO_LIMIT:,}; name a MILP solver to try it")))
-    elif solver == "none":
-        records.append(MethodRecord("exact methods", "skipped",
-                                    message="the heuristic is already within the requested gap"))
+                    details["milp_start"] = "contiguous DP"
+            details.pop("_dp_assign", None)
+        if objective == "max-load" and contiguous and solver in ("auto", "dp"):
+            from autopar_opt.placement.exact.dp import DPTooLarge, solve_dp
+            phase = ("dp", "the DP over ideals")
+            began = time.perf_counter()
+            try:
+                res = solve_dp(cond, deadline=deadline, upper_bound=value)
+                details.update(ideals=res.num_ideals, ideal_pairs=res.num_pairs,
+                               dp_time_s=res.wall_time_s)
+                if not res.deadline_hit:
+                    method = "dp"
+                    v, a = _candidate(problem, cond, res.unit_device, objective, contiguous)
+                    # the pruned DP is exact below the incumbent: its value (or the incumbent,
+                    # when nothing beats it) is the optimum
+                    lower = max(lower, min(res.value, value))
+                    if v < value:
+                        value, assign = v, a
+                records.append(MethodRecord(
+                    "dp", "feasible" if res.deadline_hit else "optimal",
+                    None if res.deadline_hit else _num(min(res.value, value)),
+                    -np.inf if res.deadline_hit else lower, time.perf_counter() - began,
+                    "stopped at the time limit" if res.deadline_hit else
+                    "exact DP over the ideals (pruned at the incumbent)",
+                    {"ideals": res.num_ideals, "ideal_pairs": res.num_pairs}))
+            except (DPTooLarge, TooManyIdeals) as exc:
+                details["dp_skipped"] = str(exc)
+                records.append(MethodRecord("dp", "refused", message=str(exc),
+                                            time_s=time.perf_counter() - began))
+                if solver == "dp":
+                    raise
+        remaining = None if deadline is None else deadline - time.perf_counter()
+        milp_wanted = method == "heuristic" and solver not in ("dp", "none") and (
+            solver != "auto" or cond.num_units * problem.num_devices <= MILP_AUTO_LIMIT)
+        if milp_wanted and (remaining is None or remaining >= MILP_MIN_S):
+            from autopar_opt.placement.exact.solve_milp import run_milp
+            phase = ("milp", "the MILP")
+            began = time.perf_counter()
+            v, a, lb, info = run_milp(problem, cond, objective, contiguous, solver, remaining,
+                                      rel_gap, assign, memory_budget)
+            details.update(info)
+            records.append(_milp_record(info, v, lb, time.perf_counter() - began))
+            if "milp_refused" not in info:          # a refused MILP answered nothing
+                method = f"milp:{info.get('milp_solver', solver)}"
+            lower = max(lower, lb)
+            if v < value:
+                value, assign = v, a
+        elif milp_wanted:
+            details["milp_skipped"] = f"{max(remaining, 0.0):.2f} s left of the time limit"
+            records.append(MethodRecord("milp", "skipped", message=details["milp_skipped"]))
+        elif method == "heuristic" and solver not in ("dp", "none"):
+            records.append(MethodRecord("milp", "skipped", message=(
+                f"units x devices = {cond.num_units * problem.num_devices:,} is over the auto "
+                f"route's MILP limit {MILP_AUTO_LIMIT:,}; name a MILP solver to try it")))
+        elif solver == "none":
+            records.append(MethodRecord("exact methods", "skipped", message=(
+                "a stop signal came first" if "stopped" in details
+                else "the heuristic is already within the requested gap")))
+    except SearchInterrupted as exc:
+        details.pop("_dp_assign", None)
+        details["stopped"] = interrupted_note(exc.signum, phase[1])
+        records.append(MethodRecord(phase[0], "interrupted", message=details["stopped"]))
     details["methods"] = [r.to_dict() for r in records]
     lower = min(lower, value) if np.isfinite(value) else lower
     if np.isfinite(value) and value - lower <= 1e-9 * abs(value):
@@ -257,6 +277,15 @@ def solve_placement(problem: PlacementProblem, *, objective: str = "max-load",
                            value=value, lower_bound=lower, status=status, method=method,
                            assignment=assign, metrics=metrics,
                            wall_time_s=time.perf_counter() - start, details=details)
+
+
+def interrupted_note(signum: int, phase: str) -> str:
+    """``details["stopped"]`` of a solve a stop signal cut during ``phase``: the answer
+    is the best placement found before it and the best bound proven then (the CLI's
+    "interrupted by signal N" wording, which the report's headline repeats)."""
+    return (f"interrupted by signal {signum} during {phase}: the placement is the best "
+            "found before it (the baselines' or an earlier method's) and the bound the "
+            "best proven then")
 
 
 def infeasible_reason(cond: Condensed, contiguous: bool, method: str) -> str:
