@@ -37,7 +37,9 @@ in bytes), from the device catalog and the calibrated parameters:
   cost model's achieved GEMM efficiency ``eff_D`` for matmul/conv nodes and
   ``1`` for memory-bound nodes;
 - transfer of a node's output: α–β (Hockney 1994) on the device's intra-node
-  link, ``α + out_bytes / bandwidth`` (:data:`~autopar_opt.ir.hardware.DEFAULT_INTRA_NODE`);
+  link, ``α + out_bytes / bandwidth`` (:data:`~autopar_opt.ir.hardware.DEFAULT_INTRA_NODE`;
+  several device types: the slowest of their links,
+  :func:`~autopar_opt.placement.importers.zoo.transfer_link`);
 - size on a device: parameters (bf16) plus the output activation.
 """
 

@@ -107,6 +107,7 @@ def placement_document(result: PlacementResult, expert_path: str | None,
         row["capacity_bytes"] = cap if np.isfinite(cap) else None
     doc.update(num_nodes=p.num_nodes, num_edges=int(len(p.edges)),
                time_unit=time_unit(p),
+               **({"transfers": p.meta["transfers"]} if p.meta.get("transfers") else {}),
                devices_text=", ".join(f"{dt.count} x {dt.name}" for dt in p.device_types),
                baselines=placement_baselines(result, expert_path, deadline),
                bound_source=_bound_source(result))
@@ -172,7 +173,7 @@ def _bound_source(result: PlacementResult) -> str:
 
 def _json_summary(doc: dict) -> dict:
     keys = ("objective", "value", "lower_bound", "gap", "status", "wall_time_s", "method",
-            "instance", "contiguous", "num_nodes", "time_unit")
+            "instance", "contiguous", "num_nodes", "time_unit", "transfers")
     out = {k: doc[k] for k in keys if k in doc}
     out["devices"] = [{k: d[k] for k in ("device", "nodes", "load", "memory_bytes")}
                       for d in doc["devices"]]
@@ -413,6 +414,7 @@ def _text(doc: dict) -> str:
     lines = [f"instance:     {doc['instance']} ({doc['num_nodes']} nodes; {doc['devices_text']})",
              f"objective:    {doc['objective']} ({'contiguous' if doc['contiguous'] else 'non-contiguous'})",
              f"time unit:    {doc.get('time_unit', FILE_UNIT)} (value, bound, loads, baselines)",
+             *([f"transfers:    {doc['transfers']}"] if doc.get("transfers") else []),
              f"value:        {fmt(doc['value'])}",
              f"lower bound:  {fmt(doc['lower_bound'])}",
              f"gap:          {gap}",

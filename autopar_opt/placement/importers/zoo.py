@@ -3,16 +3,49 @@
 Node time: roofline (Williams, Waterman & Patterson, CACM 2009),
 ``max(flops / (peak · eff), bytes / hbm_bw)`` with the cost model's GEMM
 efficiency for matmul/conv nodes; transfer: α–β (Hockney 1994) on the device's
-intra-node link; size: parameters plus output activation.
+intra-node link (:data:`~autopar_opt.ir.hardware.DEFAULT_INTRA_NODE`); size: parameters
+plus output activation.
+
+Several device types: the placement model (Tarnawski et al., NeurIPS 2020, §3) gives a
+node's output ONE transfer cost, paid by its sender and by every device that reads it,
+whichever devices they are, so a per-pair price would need a per-pair weight in every
+solver (the DP, the MILP, the bounds). Every transfer is priced on the SLOWEST intra-node
+link of the device types with devices (lowest bandwidth, then highest latency;
+:func:`transfer_link`): a transfer runs at the rate of its slower endpoint's link, so no
+transfer that touches the slowest type is priced below it, and one between two faster
+devices is priced high (a pessimistic model: loads and the optimum are upper estimates of
+a per-pair model's). Before (QA round 13) every transfer took the FIRST type's link, so
+listing the fast type first priced PCIe transfers at NVLink speed; the rule is said in the
+output (``meta["transfers"]``, printed by ``autopar place``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from autopar_opt.ir.hardware import DEFAULT_INTRA_NODE, DEVICE_CATALOG
+from autopar_opt.ir.hardware import DEFAULT_INTRA_NODE, DEVICE_CATALOG, LinkTier
 from autopar_opt.model_zoo.op_graphs import OP_GRAPHS, OpGraph
 from autopar_opt.placement.problem import DeviceType, PlacementProblem
+
+
+def transfer_link(types: list[str]) -> tuple[LinkTier, str]:
+    """The intra-node link every transfer is priced on, and the sentence that says so
+    (module docstring): the slowest link (lowest bandwidth, then highest latency) of the
+    catalog device types ``types`` (those with devices)."""
+    names = list(dict.fromkeys(types))
+    slowest = min(names, key=lambda t: (DEFAULT_INTRA_NODE[t].bandwidth_gb_per_s,
+                                        -DEFAULT_INTRA_NODE[t].latency_us))
+    link = DEFAULT_INTRA_NODE[slowest]
+    said = (f"every node output priced alpha + bytes / bandwidth on {slowest}'s intra-node link "
+            f"{link.name} ({link.bandwidth_gb_per_s:g} GB/s, {link.latency_us:g} us)")
+    if len(names) > 1:
+        others = ", ".join(f"{t}: {DEFAULT_INTRA_NODE[t].name} "
+                           f"{DEFAULT_INTRA_NODE[t].bandwidth_gb_per_s:g} GB/s"
+                           for t in names if t != slowest)
+        said += (f", the slowest of the device types given ({others}): the placement model "
+                 "has one transfer cost per node output, so transfers between faster devices "
+                 "are priced high")
+    return link, said
 
 
 def op_problem(g: OpGraph, devices: list[dict], name: str) -> PlacementProblem:
@@ -24,7 +57,6 @@ def op_problem(g: OpGraph, devices: list[dict], name: str) -> PlacementProblem:
     mem = np.array(g.mem_bytes)
     gemm = np.array(g.gemm)
     times, types = {}, []
-    first = None
     for d in devices:
         dev = DEVICE_CATALOG[d["type"]]
         eff = np.where(gemm, params.efficiency_for(dev.name), 1.0)
@@ -32,8 +64,7 @@ def op_problem(g: OpGraph, devices: list[dict], name: str) -> PlacementProblem:
         times[dev.name] = t * 1e3
         types.append(DeviceType(dev.name, int(d.get("count", 1)),
                                 device_memory_bytes(d, dev.hbm_gib * 2**30), True))
-        first = first or dev.name
-    link = DEFAULT_INTRA_NODE[first]
+    link, said = transfer_link([t.name for t in types if t.count > 0] or [t.name for t in types])
     comm = (link.latency_s + np.array(g.out_bytes) / link.bytes_per_s) * 1e3
     n = len(g.names)
     return PlacementProblem(name=name, node_names=list(g.names), node_ids=list(range(n)),
@@ -42,7 +73,8 @@ def op_problem(g: OpGraph, devices: list[dict], name: str) -> PlacementProblem:
                             comm=comm,
                             color=np.array(g.color) if g.color else np.arange(n),
                             is_backward=np.array(g.backward, bool) if g.backward else np.zeros(n, bool),
-                            device_types=types, meta={"format": "zoo", "units": "ms"})
+                            device_types=types,
+                            meta={"format": "zoo", "units": "ms", "transfers": said})
 
 
 def build_op_graph(name: str, devices: list[dict], *, file: str = "<spec>",
