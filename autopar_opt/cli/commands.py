@@ -174,13 +174,20 @@ def schema(plan: bool = typer.Option(False, "--plan", help="The JSON Schema of p
            runs: bool = typer.Option(False, "--runs", help="The JSON Schema of a run file "
                                      "(measured runs for autopar calibrate)."),
            sweep: bool = typer.Option(False, "--sweep", help="The JSON Schema of a capacity "
-                                      "sweep file (autopar capacity).")) -> int:
+                                      "sweep file (autopar capacity)."),
+           placement: bool = typer.Option(False, "--placement", help="The JSON Schema of a "
+                                          "placement spec (autopar place SPEC).")) -> int:
     """Print the JSON Schema of a spec file (or of plan.json / estimate's JSON / a run file /
-    a capacity sweep).
+    a capacity sweep / a placement spec).
 
     Infinite numbers in plan.json are the strings "inf" / "-inf" (JSON has no infinity)."""
-    if plan + estimate + runs + sweep > 1:
-        _fail("give at most one of --plan, --estimate, --runs and --sweep")
+    if plan + estimate + runs + sweep + placement > 1:
+        _fail("give at most one of --plan, --estimate, --runs, --sweep and --placement")
+    if placement:   # the typed form of what place checks by hand (QA round 13: there was none)
+        from autopar_opt.placement.importers.spec_schema import placement_json_schema
+
+        typer.echo(json.dumps(placement_json_schema(), indent=2, ensure_ascii=False))
+        return 0
     if sweep:       # the schema the sweep's errors point to (QA round 11: there was none)
         from autopar_opt.capacity.schema import SweepFile
 

@@ -100,4 +100,4 @@ def test_a_good_record_passes_both(schema):
 def test_one_schema_at_a_time():
     result = CliRunner().invoke(app, ["schema", "--runs", "--plan"])
     assert result.exit_code == 2
-    assert "at most one of --plan, --estimate, --runs and --sweep" in result.output
+    assert "at most one of --plan, --estimate, --runs, --sweep and --placement" in result.output

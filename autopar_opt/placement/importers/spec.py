@@ -14,7 +14,9 @@ A placement spec (YAML or JSON) names an operator graph and the devices::
       objective: max-load                            # or latency
       contiguous: true
 
-Every mistake is reported in one :class:`~autopar_opt.spec.SpecError`.
+The keys, types and defaults are the typed model's (:mod:`.spec_schema`, printed by
+``autopar schema --placement``); the checks here report every mistake with its file, key,
+value, rule and fix. Every mistake is reported in one :class:`~autopar_opt.spec.SpecError`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from autopar_opt.placement.problem import DeviceType, PlacementProblem
 from autopar_opt.placement.importers.public_json import (CPU, is_public_format, load_public,
                                                          problem_from_public)
 from autopar_opt.core.errors import MISSING, SpecError, SpecProblem, did_you_mean
+from autopar_opt.placement.importers.spec_schema import (FileGraph, OnnxGraph, PlacementDevice,
+                                                         PlacementSection, PlacementSpecFile,
+                                                         TorchGraph)
 
 
 def _parse(path: Path) -> Any:
@@ -62,7 +67,7 @@ def load_placement(path: str | Path) -> tuple[PlacementProblem, dict]:
                                      "write placement: {graph: {file: g.json}} or give a "
                                      "public-format JSON file directly")])
     spec = data["placement"]
-    probs: list[SpecProblem] = []
+    probs: list[SpecProblem] = _top_problems(data, str(path))
     for key in spec:
         if key not in PLACEMENT_KEYS:
             probs.append(SpecProblem(str(path), f"placement.{key}", spec[key], f"unknown key {key!r}",
@@ -86,11 +91,8 @@ def load_placement(path: str | Path) -> tuple[PlacementProblem, dict]:
         probs.append(SpecProblem(str(path), "placement.graph", {k: graph[k] for k in sources},
                                  f"names {len(sources)} sources ({', '.join(sources)}); a graph "
                                  "comes from one", f"keep one of {', '.join(sources)}"))
-    elif sources == ["file"] and set(graph) - {"file"}:
-        extra = sorted(set(graph) - {"file"})
-        probs.append(SpecProblem(str(path), f"placement.graph.{extra[0]}", graph[extra[0]],
-                                 "does not apply to a public-format file (it states its nodes "
-                                 "itself)", f"drop {', '.join(extra)}"))
+    elif sources:
+        probs.extend(_graph_problems(graph, sources[0], str(path)))
     if probs:
         raise SpecError(probs)
     devices = _devices(spec.get("devices"), path, required=bool({"zoo", "onnx", "torch"} & set(graph)))
@@ -173,9 +175,54 @@ def _devices(raw: Any, path: Path, *, required: bool) -> list[dict]:
     return out
 
 
-#: Keys of ``placement:`` and of one ``placement.devices`` entry.
-PLACEMENT_KEYS = ("graph", "devices", "objective", "contiguous")
-DEVICE_KEYS = ("type", "count", "memory_bytes", "memory_gib", "pays_comm")
+#: Keys of a placement spec's top level, of ``placement:`` and of one ``placement.devices``
+#: entry: the fields of the typed model (:mod:`.spec_schema`, ``autopar schema
+#: --placement``), so the hand checks and the schema list the same keys.
+SPEC_KEYS = tuple(PlacementSpecFile.model_fields)
+PLACEMENT_KEYS = tuple(PlacementSection.model_fields)
+DEVICE_KEYS = tuple(PlacementDevice.model_fields)
+#: The keys a graph of each source takes (None: any, a zoo generator's arguments,
+#: checked against its signature by :func:`~.zoo.build_op_graph`).
+GRAPH_KEYS = {"file": tuple(FileGraph.model_fields), "onnx": tuple(OnnxGraph.model_fields),
+              "torch": tuple(TorchGraph.model_fields), "zoo": None}
+#: An example value of each source key (the fixes).
+_EXAMPLE = {"file": "g.json", "onnx": "model.onnx", "torch": "model.py:Net",
+            "zoo": "synthetic_transformer"}
+#: Why a key does not apply to a graph of that source.
+_NOT_FOR = {"file": "does not apply to a public-format file (it states its nodes itself)",
+            "onnx": "does not apply to an ONNX graph (its nodes and shapes come from the file)",
+            "torch": "is not a key of a torch.fx graph"}
+
+
+def _top_problems(data: dict, file: str) -> list[SpecProblem]:
+    """Keys beside ``placement`` (only ``description``, text), which were ignored without a
+    word before the schema (QA round 13)."""
+    probs = [SpecProblem(file, str(k), v, f"unknown key {k!r}",
+                         f"remove it{did_you_mean(str(k), SPEC_KEYS)}; a placement spec's keys: "
+                         f"{', '.join(SPEC_KEYS)}") for k, v in data.items() if k not in SPEC_KEYS]
+    if not isinstance(data.get("description", ""), str):
+        probs.append(SpecProblem(file, "description", data["description"], "must be text",
+                                 "write description: BERT-24 on 4 accelerators"))
+    return probs
+
+
+def _graph_problems(graph: dict, source: str, file: str) -> list[SpecProblem]:
+    """Problems of a graph naming one source: its value is text (a path, a name, a
+    reference), and a file, ONNX or torch graph has only its own keys (an ONNX or torch
+    graph's other keys were ignored without a word before the schema, QA round 13)."""
+    probs = []
+    if not isinstance(graph[source], str):
+        probs.append(SpecProblem(file, f"placement.graph.{source}", graph[source],
+                                 "must be text (a path, a zoo name or a module reference)",
+                                 f"write e.g. {source}: {_EXAMPLE[source]}"))
+    known = GRAPH_KEYS[source]
+    extra = [k for k in graph if known is not None and k not in known]
+    if extra:
+        fix = (f"drop {', '.join(map(str, extra))}" if source != "torch" else
+               f"remove it{did_you_mean(str(extra[0]), known)}; known keys: {', '.join(known)}")
+        probs.append(SpecProblem(file, f"placement.graph.{extra[0]}", graph[extra[0]],
+                                 _NOT_FOR[source], fix))
+    return probs
 
 
 def _device_problems(d: dict, key: str, file: str) -> list[SpecProblem]:
