@@ -345,7 +345,7 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
         tp_comm_bytes=4 * s * h * e, cp_comm_bytes=2 * s * attn.kv_width() * e,
         max_tp=attn.heads if attn.mla else attn.kv_heads, supports_sp=True, supports_cp=True,
         gemm_kernels=kernels, gemm_kernels_unfused=unfused,
-        head_dim=attn.qk_dim, attn_causal=True, attn_flops_halved=causal_flops,
+        head_dim=attn.qk_dim, attn_heads=attn.heads, attn_causal=True, attn_flops_halved=causal_flops,
         attn_window=attn.window if 0 < attn.window < s else 0, **fields,
         **({} if post_norms or parallel else _op_sac(s, attn, mlp, e)))
 

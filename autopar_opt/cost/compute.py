@@ -195,15 +195,20 @@ def window_length(layer: Layer, seq: float) -> float:
 
 
 def call_batch_heads(layer: Layer, s: Strategy, ctx: StageContext) -> float:
-    """Batch x heads of one attention call on one device: the layer's attention-core
-    FLOPs per sample counted whole are ``4·heads·s²·d``, a device runs
+    """Batch x heads of one attention call on one device: the layer's query heads
+    (``Layer.attn_heads``; where not stated, recovered from its attention-core FLOPs
+    per sample counted whole, ``4·heads·s²·d`` for multi-head attention: an MLA
+    core, ``2·s²·heads·(d_qk + d_v)``, states its heads, as that recovery would
+    find ``(d_qk + d_v) / (2·d_qk)`` of them); a device runs
     ``microbatch_samples/dp`` samples of ``heads/tp`` heads (a context-parallel step
     the same heads over a chunk of the sequence; Ulysses, ``cp_comm_type`` ``a2a``,
     ``heads/(tp·cp)`` heads over the whole sequence)."""
     seq = ctx.training.seq_len or DEFAULT_SEQ
-    head_dim = layer.head_dim or DEFAULT_HEAD_DIM
-    whole = layer.flops_recompute_selective * (2.0 if layer.attn_flops_halved else 1.0)
-    heads = whole / (4.0 * seq * seq * head_dim * window_share(seq, layer.attn_window))
+    heads = float(layer.attn_heads)
+    if heads <= 0:
+        head_dim = layer.head_dim or DEFAULT_HEAD_DIM
+        whole = layer.flops_recompute_selective * (2.0 if layer.attn_flops_halved else 1.0)
+        heads = whole / (4.0 * seq * seq * head_dim * window_share(seq, layer.attn_window))
     split = max(s.tp, 1) * (max(s.cp, 1) if ctx.training.runtime.cp_splits_heads else 1)
     return ctx.microbatch_samples / max(s.dp, 1) * heads / split
 

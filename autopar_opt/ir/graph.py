@@ -168,6 +168,11 @@ class Layer:
     head_dim : width of one attention head (the attention kernel's efficiency
         depends on it: :mod:`autopar_opt.cost.attention`); 0: not known (128
         taken, stated).
+    attn_heads : query heads of the attention core (the attention kernel's
+        call size: :func:`autopar_opt.cost.compute.call_batch_heads`); 0: not
+        stated, recovered from ``flops_recompute_selective`` as multi-head
+        attention's ``4·heads·s²·head_dim``, which is wrong where the value
+        width differs from ``head_dim`` (MLA: ``2·s²·heads·(d_qk + d_v)``).
     attn_causal : whether the attention core has a causal mask (decoders: True;
         encoders: False); None: not known (causal taken, stated).
     attn_flops_halved : ``flops_recompute_selective`` already counts the
@@ -247,6 +252,7 @@ class Layer:
     pool_index_bytes: float = 0.0
     tp_collectives: int = 0
     head_dim: int = 0
+    attn_heads: int = 0
     attn_causal: bool | None = None
     attn_flops_halved: bool = False
     attn_window: int = 0

@@ -19,6 +19,7 @@ from autopar_opt.ir.hardware import make_cluster
 from autopar_opt.ir.runtime import runtime_named
 from autopar_opt.ir.strategies import Strategy
 from autopar_opt.ir.training import Training
+from autopar_opt.model_zoo.hf_config import build_hf_graph
 from autopar_opt.model_zoo.transformer import transformer_block
 
 ROOT = Path(__file__).resolve().parents[3] / "benchmarks" / "kernels"
@@ -130,3 +131,17 @@ def test_the_assumptions_state_the_fill():
     assert "measured with 16,384 tokens x 2,048 hidden per call; a plan's smaller calls " \
         "(heads/tp of its micro-batch) run at the measured fill ratio " \
         "(cost/data/attention_fill.yaml, one H200: cudnn, causal, head dim 128)" in text
+
+
+def test_an_mla_call_has_all_its_heads():
+    """DeepSeek-V3's config (model_zoo/hf/deepseek-v3.json): 128 heads, query/key width
+    128 + 64 = 192, value width 128. Its core is 2·s²·128·(192 + 128) FLOPs, which read
+    as multi-head attention of head dim 192 would be 128 x 320 / 384 = 106.7 heads: one
+    sample at tp = 8 runs 128 / 8 = 16 heads per call, a micro-batch of 4 at dp = 2, 32."""
+    config = json.loads((ROOT.parents[1] / "model_zoo" / "hf" / "deepseek-v3.json").read_text())
+    graph = build_hf_graph(config, 4096, flash_attention=True)
+    blocks = [layer for layer in graph.layers if layer.flops_recompute_selective > 0]
+    assert blocks and all(b.head_dim == 192 for b in blocks)
+    for blk in (blocks[0], blocks[-1]):           # a dense and an MoE block
+        assert call_batch_heads(blk, Strategy(dp=1, tp=8), _ctx(1)) == pytest.approx(16.0)
+        assert call_batch_heads(blk, Strategy(dp=2, tp=8), _ctx(4)) == pytest.approx(32.0)
