@@ -47,7 +47,7 @@ def read_neox(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, layer_norm=True, parallel=parallel,
                             **opts)
               for i in range(c("num_hidden_layers"))]
-    return decoder_chain(c, name, s, blocks, False, source, layer_norm=True)
+    return decoder_chain(c, name, s, blocks, False, source, layer_norm=True, dropout=opts["dropout"])
 
 
 def read_opt(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
@@ -70,7 +70,7 @@ def read_opt(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     mlp = MlpDims(c("ffn_dim"), gated=False, bias=bias)
     blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, layer_norm=True, **opts)
               for i in range(c("num_hidden_layers"))]
-    graph = decoder_chain(c, name, s, blocks, True, source, layer_norm=True)
+    graph = decoder_chain(c, name, s, blocks, True, source, layer_norm=True, dropout=opts["dropout"])
     positions = (position_rows(c, s, "max_position_embeddings") + 2) * h
     final = 0 if c("do_layer_norm_before", True) else 2 * h
     return with_extra_params(graph, embed=positions, head=-final)
@@ -97,7 +97,7 @@ def read_bloom(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph
     tied = bool(c("tie_word_embeddings", True))
     v = c("vocab_size")
     head = lm_head("head", s, h, v, tied=tied)
-    embed = embedding("embed", s, h, v)
+    embed = embedding("embed", s, h, v, dropout=opts["dropout"])
     embed = replace(embed, params=embed.params + 2 * h)         # word_embeddings_layernorm
     return LayerGraph.chain(name, [embed] + blocks + [head], seq_len=s, source=source,
                             causal=True)
@@ -129,7 +129,7 @@ def read_falcon(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGrap
     blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, layer_norm=True, parallel=parallel,
                             **opts)
               for i in range(c("num_hidden_layers"))]
-    return decoder_chain(c, name, s, blocks, True, source, layer_norm=True)
+    return decoder_chain(c, name, s, blocks, True, source, layer_norm=True, dropout=opts["dropout"])
 
 
 def _mpt_attention_config(c: Cfg) -> dict:
@@ -178,8 +178,8 @@ def read_mpt(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     head = lm_head("head", s, h, v, tied=bool(c("tie_word_embeddings", True)))
     if not bias:                      # norm_f: a weight only (lm_head counts a LayerNorm's two)
         head = replace(head, params=head.params - h)
-    return LayerGraph.chain(name, [embedding("embed", s, h, v)] + blocks + [head], seq_len=s,
-                            source=source, causal=True)
+    embed = embedding("embed", s, h, v, dropout=opts["dropout"])
+    return LayerGraph.chain(name, [embed] + blocks + [head], seq_len=s, source=source, causal=True)
 
 
 def read_starcoder2(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
@@ -194,7 +194,7 @@ def read_starcoder2(c: Cfg, name: str, s: int, opts: dict, source: str) -> Layer
     blocks = [decoder_block(f"block{i:03d}", s, replace(attn, window=w), mlp=mlp,
                             layer_norm=True, **opts)
               for i, w in enumerate(config_windows(c))]
-    return decoder_chain(c, name, s, blocks, True, source, layer_norm=True)
+    return decoder_chain(c, name, s, blocks, True, source, layer_norm=True, dropout=opts["dropout"])
 
 
 def read_cohere(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
@@ -211,7 +211,7 @@ def read_cohere(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGrap
     mlp = MlpDims(c("intermediate_size"), gated=True)
     blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, parallel=1, **opts)
               for i in range(c("num_hidden_layers"))]
-    return decoder_chain(c, name, s, blocks, True, source)
+    return decoder_chain(c, name, s, blocks, True, source, dropout=opts["dropout"])
 
 
 def read_phi(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
@@ -231,5 +231,5 @@ def read_phi(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
         if qk:                        # q_layernorm, k_layernorm: weight and bias of head_dim
             block = replace(block, params=block.params + 4 * attn.head_dim)
         blocks.append(block)
-    graph = decoder_chain(c, name, s, blocks, False, source, layer_norm=True)
+    graph = decoder_chain(c, name, s, blocks, False, source, layer_norm=True, dropout=opts["dropout"])
     return with_extra_params(graph, head=c("vocab_size"))              # lm_head's bias

@@ -28,7 +28,7 @@ def read_llama(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph
                   model_fuses_gate_up=mt == "phi3")
     blocks = [decoder_block(f"block{i:03d}", s, replace(attn, window=w), mlp=mlp, **opts)
               for i, w in enumerate(config_windows(c))]
-    return decoder_chain(c, name, s, blocks, False, source)
+    return decoder_chain(c, name, s, blocks, False, source, dropout=opts["dropout"])
 
 
 def read_olmo2(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
@@ -42,7 +42,7 @@ def read_olmo2(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph
     mlp = MlpDims(c("intermediate_size"), gated=True)
     blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, **opts)
               for i in range(c("num_hidden_layers"))]
-    return decoder_chain(c, name, s, blocks, False, source)
+    return decoder_chain(c, name, s, blocks, False, source, dropout=opts["dropout"])
 
 
 #: ``GemmaConfig``'s head width where a config leaves ``head_dim`` out (not hidden/heads).
@@ -79,7 +79,7 @@ def read_gemma(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph
     blocks = [decoder_block(f"block{i:03d}", s, replace(attn, window=w), mlp=mlp,
                             post_norms=post, **opts)
               for i, w in enumerate(config_windows(c))]
-    return decoder_chain(c, name, s, blocks, True, source)
+    return decoder_chain(c, name, s, blocks, True, source, dropout=opts["dropout"])
 
 
 def read_nemotron(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
@@ -98,4 +98,4 @@ def read_nemotron(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGr
     mlp = MlpDims(c("intermediate_size"), gated=False, bias=bool(c("mlp_bias", False)))
     blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, layer_norm=True, **opts)
               for i in range(c("num_hidden_layers"))]
-    return decoder_chain(c, name, s, blocks, False, source, layer_norm=True)
+    return decoder_chain(c, name, s, blocks, False, source, layer_norm=True, dropout=opts["dropout"])

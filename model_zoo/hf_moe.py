@@ -159,7 +159,7 @@ def read_mixtral(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: d
     attn = attention_dims(c)
     blocks = [decoder_block(f"block{i:03d}", s, replace(attn, window=w), moe=moe, **opts)
               for i, w in enumerate(config_windows(c))]
-    return decoder_chain(c, name, s, blocks, False, source)
+    return decoder_chain(c, name, s, blocks, False, source, dropout=opts["dropout"])
 
 
 #: ``Qwen2MoeConfig``'s ``shared_expert_intermediate_size`` where a config leaves it out (its
@@ -195,7 +195,7 @@ def read_qwen_moe(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: 
     for i, w in enumerate(config_windows(c)):
         kind = {"moe": moe} if sparse[i] else {"mlp": MlpDims(c("intermediate_size"))}
         blocks.append(decoder_block(f"block{i:03d}", s, replace(attn, window=w), **kind, **opts))
-    return decoder_chain(c, name, s, blocks, False, source)
+    return decoder_chain(c, name, s, blocks, False, source, dropout=opts["dropout"])
 
 
 def read_gpt_oss(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dict) -> LayerGraph:
@@ -212,7 +212,7 @@ def read_gpt_oss(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: d
     attn = replace(attention_dims(c, qkv_bias=bias), out_bias=bias, sinks=True)
     blocks = [decoder_block(f"block{i:03d}", s, replace(attn, window=w), moe=moe, **opts)
               for i, w in enumerate(config_windows(c))]
-    return decoder_chain(c, name, s, blocks, False, source)
+    return decoder_chain(c, name, s, blocks, False, source, dropout=opts["dropout"])
 
 
 #: ``n_shared_experts`` and ``first_k_dense_replace`` where a DeepSeek config leaves them out:
@@ -256,4 +256,4 @@ def read_deepseek(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: 
     for i in range(layers):
         kind = {"moe": moe} if sparse[i] else {"mlp": MlpDims(c("intermediate_size"))}
         blocks.append(decoder_block(f"block{i:03d}", s, attn, **kind, **opts))
-    return decoder_chain(c, name, s, blocks, False, source)
+    return decoder_chain(c, name, s, blocks, False, source, dropout=opts["dropout"])

@@ -90,14 +90,15 @@ def heads_divide(c: Cfg, hidden_key: str, heads_key: str) -> None:
 
 
 def decoder_chain(c: Cfg, name: str, s: int, blocks: list[Layer], tied_default: bool,
-             source: str, layer_norm: bool = False) -> LayerGraph:
-    """Embedding, ``blocks``, final norm + LM head, as a chain."""
+             source: str, layer_norm: bool = False, dropout: bool = True) -> LayerGraph:
+    """Embedding, ``blocks``, final norm + LM head, as a chain; ``dropout``: the
+    embedding keeps its dropout mask (the blocks' own flag, the readers' ``opts``)."""
     h, v = c("hidden_size"), c("vocab_size")
     tied = bool(c("tie_word_embeddings", tied_default))
     head = lm_head("head", s, h, v, tied=tied)
     if not layer_norm:   # RMSNorm: one vector (lm_head counts a LayerNorm's two)
         head = replace(head, params=head.params - h)
-    layers = [embedding("embed", s, h, v)] + blocks + [head]
+    layers = [embedding("embed", s, h, v, dropout=dropout)] + blocks + [head]
     return LayerGraph.chain(name, layers, seq_len=s, source=source, causal=True)
 
 

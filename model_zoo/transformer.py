@@ -195,17 +195,25 @@ def op_sac_terms(s: int, h: int, q_width: int, kv_width: int, ffn: int, heads: i
 
 
 def embedding(name: str, seq_len: int, hidden: int, vocab: int, learned_positions: bool = False,
-              act_dtype_bytes: int = 2) -> Layer:
+              act_dtype_bytes: int = 2, dropout: bool = True) -> Layer:
     """Token (+ learned position) embedding, vocab-parallel under tp.
 
     No GEMM FLOPs (a lookup); the vocab-parallel lookup all-reduces its
-    ``2·s·h``-byte output (Shoeybi et al. 2019, Sec. 3).
+    ``2·s·h``-byte output (Shoeybi et al. 2019, Sec. 3). Activations: the
+    embedding dropout's ``s·h`` mask (Korthikanti et al. 2022, Sec. 4.3), whole on
+    every tensor-parallel rank unless sequence parallelism splits it; the lookup's
+    backward reads only the token ids. ``dropout=False`` (a model trained without
+    dropout, as the blocks' :func:`transformer_block` ``dropout``) keeps nothing:
+    PyTorch's dropout at ``p = 0`` returns its input and draws no mask
+    (``aten/src/ATen/native/Dropout.cpp``: the fused kernel only for ``0 < p < 1``,
+    ``_dropout_impl``: ``if (p == 0 || !train) return input``).
     """
     s, h = seq_len, hidden
     e = act_dtype_bytes / 2.0
     params = vocab * h + (s * h if learned_positions else 0)
+    mask = s * h * e if dropout else 0.0
     return Layer(name=name, kind=LayerKind.embedding, params=int(params),
-                 act_bytes=s * h * e, act_replicated_bytes=s * h * e,
+                 act_bytes=mask, act_replicated_bytes=mask,
                  input_bytes=0.0, output_bytes=2 * s * h * e, tp_comm_bytes=2 * s * h * e,
                  max_tp=ANY_TP, supports_sp=True, supports_cp=True)
 
@@ -251,9 +259,11 @@ def decoder_lm(name: str, num_layers: int, seq_len: int, hidden: int, heads: int
     ``causal_flops`` is passed to every block: kernels that skip the masked
     half of the score matrix (FlashAttention-2, Dao 2023, Sec. 3.1.1) do half
     the ``4·s²·h`` score FLOPs. ``fused_gated``, ``dropout``,
-    ``model_fuses_qkv``, ``layer_norm``: see :func:`transformer_block`.
+    ``model_fuses_qkv``, ``layer_norm``: see :func:`transformer_block` (``dropout``
+    also for the embedding's mask, :func:`embedding`).
     """
-    layers = [embedding("embed", seq_len, hidden, vocab, learned_positions, act_dtype_bytes)]
+    layers = [embedding("embed", seq_len, hidden, vocab, learned_positions, act_dtype_bytes,
+                        dropout=dropout)]
     layers += [transformer_block(f"block{i:03d}", seq_len, hidden, heads, ffn_hidden, kv_heads,
                                  gated_mlp, flash_attention, causal_flops=causal_flops,
                                  act_dtype_bytes=act_dtype_bytes, biases=biases,

@@ -47,7 +47,7 @@ def moe_graph(rec: RunRecord, stated_params: float, notes: list[str]) -> LayerGr
     blocks = [decoder_block(f"block{i:03d}", s, moe.attention, **({"moe": spec.dims} if sparse
                                                                  else {"mlp": dense}), **opts)
               for i, sparse in enumerate(spec.pattern)]
-    embed = embedding("embed", s, h, v, m.learned_positions)
+    embed = embedding("embed", s, h, v, m.learned_positions, dropout=m.dropout)
     head = lm_head("head", s, h, v, tied=True)
     if not m.layer_norm:                      # RMSNorm: one vector (lm_head counts LayerNorm's two)
         head = replace(head, params=head.params - h)
