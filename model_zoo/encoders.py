@@ -44,19 +44,33 @@ def build_encoder_decoder(name: str, dims: dict[str, Any], source: str) -> Layer
     copy tied to ``enc_embed`` (:attr:`autopar_opt.ir.graph.Layer.tied_params`;
     approximation: the decoder embedding's use of the table is not a tie,
     its stage is a decision).
+
+    Norms (Hugging Face ``modeling_t5.py``): ``T5LayerNorm`` is RMS-style with a
+    weight only ("No bias and no subtraction of mean"), one per sub-layer (self-
+    attention, cross-attention, MLP) and a ``final_layer_norm`` per stack: the
+    encoder's is counted in its last block (parameters only: its stored input is
+    not counted), the decoder's in ``head``. The first block of each stack
+    (``T5Block(config, has_relative_attention_bias=bool(i == 0))``) holds the
+    ``relative_attention_num_buckets x heads`` relative position bias
+    (``dims["relative_attention_num_buckets"]``, T5Config's default 32).
     """
     s, h, a, f, v = (dims[k] for k in ("seq_len", "hidden", "heads", "ffn_hidden", "vocab"))
     n_enc, n_dec = dims["encoder_layers"], dims["decoder_layers"]
     flash = dims.get("flash_attention", False)
+    rel_bias = int(dims.get("relative_attention_num_buckets", 32)) * a
     enc = [embedding("enc_embed", s, h, v)]
     enc += [transformer_block(f"enc{i:03d}", s, h, a, f, flash_attention=flash, biases=False,
-                              causal=False)
+                              causal=False, layer_norm=False)
             for i in range(n_enc)]
+    enc[1] = replace(enc[1], params=enc[1].params + rel_bias)
+    enc[-1] = replace(enc[-1], params=enc[-1].params + h)        # the encoder's final norm
     dec_embed = embedding("dec_embed", s, h, v)
     dec = [_without_params(dec_embed)]
     dec += [transformer_block(f"dec{i:03d}", s, h, a, f, flash_attention=flash,
-                              cross_attention_len=s, biases=False) for i in range(n_dec)]
-    dec.append(lm_head("head", s, h, v, tied=True, tied_to="enc_embed"))
+                              cross_attention_len=s, biases=False, layer_norm=False)
+            for i in range(n_dec)]
+    dec[1] = replace(dec[1], params=dec[1].params + rel_bias)
+    dec.append(lm_head("head", s, h, v, tied=True, tied_to="enc_embed", layer_norm=False))
     chain = lambda ls: [(x.name, y.name) for x, y in zip(ls, ls[1:])]  # noqa: E731
     cross = [(enc[-1].name, d.name) for d in dec[1:-1]]
     return LayerGraph(name=name, layers=enc + dec, edges=chain(enc) + chain(dec) + cross,

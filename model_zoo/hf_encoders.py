@@ -51,6 +51,7 @@ def read_t5(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     dims = dict(seq_len=s, hidden=h, heads=heads, ffn_hidden=c("d_ff"),
                 vocab=c("vocab_size"), encoder_layers=n,
                 decoder_layers=c("num_decoder_layers", n) or n,
+                relative_attention_num_buckets=c("relative_attention_num_buckets", 32),
                 flash_attention=opts["flash_attention"])
     return build_encoder_decoder(name, dims, source)
 

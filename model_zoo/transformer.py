@@ -113,7 +113,7 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
     if cross_attention_len:
         t = cross_attention_len
         cross_flops = 2 * s * h * h + 2 * t * h * 2 * h_kv + 4 * s * t * h + 2 * s * h * h
-        params += 2 * h * h + 2 * h * h_kv + 2 * h
+        params += 2 * h * h + 2 * h * h_kv + (2 if layer_norm else 1) * h   # + its norm
         attn_act += (7 * s * h + 4 * t * h_kv) * e
         scores += 0.0 if flash_attention else 5 * a * s * t * e
         replicated += 4 * s * h * e

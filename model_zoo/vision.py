@@ -43,7 +43,9 @@ def build_vit(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
     """ViT: patch embedding, ``num_layers`` blocks over ``N+1`` tokens, class head.
 
     Params ``3p²h + h`` (patch conv) ``+ (N+1)·h`` (positions) ``+ h`` (class
-    token) ``+ L·(12h² + 13h) + 2h + h·C`` (Dosovitskiy et al. 2021, Eq. 1-4).
+    token) ``+ L·(12h² + 13h) + 2h + h·C + C`` (Dosovitskiy et al. 2021, Eq. 1-4;
+    the classifier's bias ``C``: Hugging Face ``ViTForImageClassification.classifier``
+    is ``nn.Linear(hidden_size, num_labels)``, biased).
     The head reads the class token only: ``2·h·C`` FLOPs per sample.
     """
     h, a, f = dims["hidden"], dims["heads"], dims["ffn_hidden"]
@@ -53,8 +55,9 @@ def build_vit(name: str, dims: dict[str, Any], source: str) -> LayerGraph:
     layers += [transformer_block(f"block{i:03d}", s, h, a, f,
                                  flash_attention=dims.get("flash_attention", False), causal=False)
                for i in range(dims["num_layers"])]
-    layers.append(replace(lm_head("head", 1, h, dims["num_classes"], tied=False),
-                          kind=LayerKind.linear, input_bytes=2.0 * s * h))
+    head = lm_head("head", 1, h, dims["num_classes"], tied=False)
+    layers.append(replace(head, kind=LayerKind.linear, input_bytes=2.0 * s * h,
+                          params=head.params + dims["num_classes"]))       # + the classifier bias
     side = dims["image_size"] // dims["patch_size"]
     fixed = (f"image_size {dims['image_size']} / patch_size {dims['patch_size']} "
              f"({side}x{side} patches + 1 class token)")
