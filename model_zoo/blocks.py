@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from autopar_opt.ir.graph import Layer, LayerKind
 from autopar_opt.ir.window import window_share
-from autopar_opt.model_zoo.transformer import op_sac_terms
+from autopar_opt.model_zoo.transformer import kept_per_score, op_sac_terms
 
 
 @dataclass(frozen=True)
@@ -238,7 +238,9 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
     shards and load imbalance scales). ``flash_attention`` drops the ``5·a·s²``
     score activations (Dao et al. 2022). ``dropout=False`` (a model trained
     without dropout) keeps no ``s·h`` masks after the attention projection and
-    the MLP (and no ``a·s²`` score mask): the replicated part becomes ``8·s·h``
+    the MLP, and of the unfused core's scores only the softmax output (``2·a·s²``:
+    :func:`~autopar_opt.model_zoo.transformer.kept_per_score`): the replicated part
+    becomes ``8·s·h``
     (Korthikanti et al. 2022, Eq. 2, as in
     :func:`~autopar_opt.model_zoo.transformer.transformer_block`).
     ``fused_gated``: a fused SwiGLU (Megatron-Core ``bias_swiglu_impl``, also
@@ -284,7 +286,7 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
     params = attn.params() + norms * _norm_params(h, layer_norm)
     mask = s * h * e if dropout else 0.0                    # one dropout mask
     attn_act = attn.act_bytes16(s) * e - (s * h * e - mask)
-    scores = 0.0 if flash_attention else (5 if dropout else 4) * attn.heads * s * s * e
+    scores = 0.0 if flash_attention else kept_per_score(dropout) * attn.heads * s * s * e
     post = 4 * s * h * e if post_norms else 0.0             # the post-norms' inputs
     # a parallel block's MLP norm reads the kept block input; one shared norm, one output
     post -= {0: 0.0, 1: 4 * s * h * e, 2: 2 * s * h * e}[parallel]
@@ -338,7 +340,7 @@ def decoder_block(name: str, seq_len: int, attn: AttentionDims, mlp: MlpDims | N
     return Layer(
         name=name, kind=kind, flops_fwd=fwd, flops_bwd=2 * fwd, params=int(params),
         act_bytes=base_act + mlp_act, act_replicated_bytes=(8 * s * h * e + 2 * mask + post),
-        act_attn_bytes=scores, flops_recompute_selective=score,
+        act_attn_bytes=scores, attn_dropout=dropout, flops_recompute_selective=score,
         act_gemm_input_bytes=gemm_in, act_gemm_input_replicated_bytes=gemm_repl,
         gemm_output_bytes=gemm_out_split + gemm_out_whole, gemm_output_replicated_bytes=gemm_out_whole,
         input_bytes=2 * s * h * e, output_bytes=2 * s * h * e,

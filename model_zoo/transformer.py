@@ -63,7 +63,9 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
     keeps no dropout masks: Korthikanti's counts include one ``s·h`` mask
     after the attention projection and one after the MLP, both in the
     replicated ``10·s·h`` part (Korthikanti et al. 2022, Sec. 4.1, Eq. 2);
-    the ``a·s²`` attention-dropout mask of the scores goes too.
+    the unfused core's scores keep only the softmax output: ``2·a·s²`` instead
+    of Korthikanti's ``5·a·s²`` (:func:`kept_per_score`; the runtime's softmax
+    rescales both, :mod:`autopar_opt.cost.scores`).
 
     GEMM kernels per forward pass: 4 with fused projections (QKV, output,
     MLP up with SwiGLU's gate fused, down: Megatron-Core ``linear_qkv``,
@@ -103,7 +105,8 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
     gemm_out_repl = 4 * s * h * e
     gemm_out = gemm_out_repl + 2 * s * (h + 2 * h_kv + (2 if gated_mlp else 1) * f) * e
     norm_act = 4 * s * h * e
-    scores = 0.0 if flash_attention else (5 if dropout else 4) * a * s * s * e
+    per_score = kept_per_score(dropout)
+    scores = 0.0 if flash_attention else per_score * a * s * s * e
     replicated = 10 * s * h * e
     if not dropout:
         attn_act -= s * h * e
@@ -115,7 +118,7 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
         cross_flops = 2 * s * h * h + 2 * t * h * 2 * h_kv + 4 * s * t * h + 2 * s * h * h
         params += 2 * h * h + 2 * h * h_kv + (2 if layer_norm else 1) * h   # + its norm
         attn_act += (7 * s * h + 4 * t * h_kv) * e
-        scores += 0.0 if flash_attention else 5 * a * s * t * e
+        scores += 0.0 if flash_attention else per_score * a * s * t * e
         replicated += 4 * s * h * e
     fwd = attn + mlp + cross_flops
     fused_kernels = 4 + (3 if cross_attention_len else 0)
@@ -125,7 +128,7 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
         name=name, kind=LayerKind.transformer_block,
         flops_fwd=fwd, flops_bwd=2 * fwd, params=int(params),
         act_bytes=attn_act + mlp_act + norm_act + scores,
-        act_replicated_bytes=replicated, act_attn_bytes=scores,
+        act_replicated_bytes=replicated, act_attn_bytes=scores, attn_dropout=dropout,
         act_gemm_input_bytes=gemm_in, act_gemm_input_replicated_bytes=gemm_in_repl,
         gemm_output_bytes=gemm_out, gemm_output_replicated_bytes=gemm_out_repl,
         flops_recompute_selective=score,   # the attention core (fused under FlashAttention)
@@ -142,6 +145,20 @@ def transformer_block(name: str, seq_len: int, hidden: int, heads: int, ffn_hidd
         gemm_kernels=7 if cross_attention_len else None, gemm_kernels_unfused=unfused_kernels,
         **({} if biases or cross_attention_len else
            op_sac_terms(s, h, h, h_kv, f, a, gated_mlp, model_fuses_qkv, e)))
+
+
+def kept_per_score(dropout: bool) -> int:
+    """16-bit bytes an unfused attention core keeps per score for the backward
+    pass, as the builders count ``Layer.act_attn_bytes`` (``Layer.attn_dropout``
+    says which): one 16-bit softmax output, which the softmax's backward and the
+    ``softmax·V`` GEMM share (Megatron's fused softmax,
+    ``megatron/core/fusions/fused_softmax.py``: ``ScaledUpperTriangMaskedSoftmax``
+    saves ``softmax_results`` and returns them, and ``DotProductAttention`` hands
+    them to ``torch.bmm``): 2; with attention dropout the dropout's 1-byte mask and
+    its 16-bit output, which the GEMM keeps instead: 2 + 1 + 2 = 5 (Korthikanti et
+    al. 2022, Sec. 4.1). A dropout of probability 0 keeps nothing (PyTorch's
+    ``_dropout_impl`` returns its input, ``aten/src/ATen/native/Dropout.cpp``)."""
+    return 5 if dropout else 2
 
 
 def op_sac_terms(s: int, h: int, q_width: int, kv_width: int, ffn: int, heads: int,

@@ -22,6 +22,7 @@ from autopar_opt.cost.chips import chip_of
 from autopar_opt.cost.comm import UNKNOWN_GENERATION
 from autopar_opt.cost.compute import DEFAULT_HEAD_DIM, DEFAULT_SEQ
 from autopar_opt.cost.params import CostParams, default_params, shipped_fit
+from autopar_opt.cost.scores import score_rule
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import (CUBE_MESH_DEVICES, DEFAULT_INTRA_NODE, Cluster,
                                      default_nvlink_mesh)
@@ -134,7 +135,7 @@ def _attention(graph: LayerGraph, training: Training, arch: str) -> list[str]:
     windows = _windows(graph, seq, kernel is not None, rt.cp_comm_type)
     if kernel is None:
         return ["attention core unfused (no fused kernel on this runtime/GPU): two batched "
-                "GEMMs at the GEMM efficiency, scores stored"] + windows
+                "GEMMs at the GEMM efficiency, scores stored; " + score_rule(training)] + windows
     out = []
     for head_dim, causal in cores:
         look = attention.lookup(kernel, arch, True if causal is None else causal,

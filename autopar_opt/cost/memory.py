@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from autopar_opt.cost import moe
 from autopar_opt.cost.comm import projection_inputs, tp_collectives, zero3_bytes
+from autopar_opt.cost.scores import score_bytes
 from autopar_opt.cost.state import FP8_KINDS, autocast_cast_params, held_layer
 from autopar_opt.ir.graph import Layer, LayerKind
 from autopar_opt.ir.strategies import Strategy, effective_recompute
@@ -39,7 +40,8 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
     outputs split by t, the input by t under sequence parallelism, a
     row-parallel GEMM's partial sums whole. Context parallelism splits the sequence by ``cp``. A
     runtime with fused (flash) attention never stores the ``5·a·s²`` scores
-    (Dao et al. 2022). In FP8 training the GEMM inputs kept for the weight
+    (Dao et al. 2022); an unfused core keeps them as the runtime's softmax does
+    (:func:`autopar_opt.cost.scores.score_bytes`). In FP8 training the GEMM inputs kept for the weight
     gradients are their FP8 casts (Transformer Engine ``Linear`` and
     ``LayerNormLinear`` save the FP8 ``inputmat``/``ln_out``; Micikevicius et
     al. 2022, Sec. 4): half of ``act_gemm_input_bytes``. The output layer's
@@ -69,6 +71,8 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
     flash = training is not None and training.runtime.flash_attention
     if mode is Recompute.selective or flash:
         act -= layer.act_attn_bytes
+    else:                                     # the runtime's softmax: cost.scores
+        act += score_bytes(layer, training) - layer.act_attn_bytes
     repl = min(layer.act_replicated_bytes, act)
     split = act - repl
     if layer.kind is LayerKind.lm_head and training is not None:

@@ -83,6 +83,13 @@ class Layer:
         Korthikanti Eq. 2).
     act_attn_bytes : the part of ``act_bytes`` that selective recomputation
         drops (the ``5*a*s^2`` attention-core term of Korthikanti Eq. 1).
+    attn_dropout : how the builder counted ``act_attn_bytes``: with one 16-bit
+        softmax output kept per score (Megatron's fused softmax), plus the
+        attention dropout's mask and output (True: ``5`` bytes per score,
+        Korthikanti Eq. 1) or without dropout (False: ``2``). The runtime's
+        softmax then rescales it (:func:`autopar_opt.cost.scores.score_bytes`:
+        an fp32 softmax keeps ``7`` or ``6``). None: not stated (a layer list's
+        own figure), taken as it is on every runtime.
     flops_recompute_selective : forward FLOPs per sample re-executed by
         selective recomputation (the attention core).
     act_gemm_input_bytes : the part of ``act_bytes`` that is 16-bit GEMM
@@ -224,6 +231,7 @@ class Layer:
     act_bytes: float = 0.0
     act_replicated_bytes: float = 0.0
     act_attn_bytes: float = 0.0
+    attn_dropout: bool | None = None
     act_gemm_input_bytes: float = 0.0
     act_gemm_input_replicated_bytes: float = 0.0
     gemm_output_bytes: float = 0.0

@@ -10,6 +10,29 @@ flash_attention
     Fused attention kernel that never stores the ``5·a·s²`` score/softmax
     activations (FlashAttention, Dao et al. 2022; FlashAttention-2, Dao 2023;
     Transformer Engine ``DotProductAttention``; PyTorch SDPA).
+fp32_attention_softmax
+    An unfused attention core (no ``flash_attention``) keeps its softmax in fp32
+    and a 16-bit copy of it for the ``softmax·V`` GEMM: Hugging Face's
+    ``eager_attention_forward`` (``nn.functional.softmax(attn_weights, dim=-1,
+    dtype=torch.float32).to(query.dtype)``, ``src/transformers/models/llama/
+    modeling_llama.py``, and the families that copy it), and any plain PyTorch
+    softmax under ``torch.autocast`` (``softmax`` is on autocast's "CUDA Ops that
+    can autocast to float32" list; ``training.autocast`` implies it). The
+    softmax's backward saves its fp32 output (4 bytes per score), the GEMM the
+    16-bit cast (2): ``6·a·s²`` bytes per sample without dropout, ``7·a·s²`` with
+    it (the cast feeds the dropout, whose mask, 1, and 16-bit output, 2, are
+    kept instead of the cast). Off: one 16-bit softmax output kept, shared by its
+    backward and the GEMM: Megatron's ``FusedScaleMaskSoftmax``
+    (``megatron/core/fusions/fused_softmax.py``: ``ScaledUpperTriangMaskedSoftmax``
+    saves ``softmax_results`` and returns them; Megatron-LM's
+    ``--masked-softmax-fusion`` is on by default; ``DotProductAttention`` feeds
+    them, through the dropout, to ``torch.bmm``), and a plain softmax on a
+    16-bit model (HF GPT-2's eager attention under DeepSpeed's or Colossal-AI's
+    fp16 engines): ``2·a·s²``, or Korthikanti et al. 2022's ``5·a·s²`` with
+    dropout (softmax 2, mask 1, dropout output 2). On for ``pytorch-ddp`` and
+    ``pytorch-fsdp`` (plain PyTorch around a Hugging Face-style model), off
+    elsewhere; stated with every plan that prices an unfused core
+    (:mod:`autopar_opt.cost.scores`).
 hopper_attention
     The fused attention kernel uses Hopper/Blackwell-native instructions
     (FlashAttention-3, cuDNN fused attention behind Transformer Engine and
@@ -403,6 +426,7 @@ class Runtime:
 
     name: str = "megatron-core"
     flash_attention: bool = True
+    fp32_attention_softmax: bool = False
     hopper_attention: bool = True
     flash_v2_attention: bool = True
     tp_comm_overlap: bool = True
@@ -508,7 +532,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "after the last micro-batch (deepspeed/runtime/pipe/schedule.py "
                    "TrainSchedule.steps), and zero_optimization.overlap_comm defaults to false "
                    "below stage 3 (deepspeed/runtime/zero/config.py)"),
-    Runtime("pytorch-fsdp", async_dgrad=False, sp_input_regather=False,
+    Runtime("pytorch-fsdp", async_dgrad=False, sp_input_regather=False, fp32_attention_softmax=True,
             flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
             zero2_forward_gather=True,
@@ -550,7 +574,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
                    "'sdpa is no longer supported for language models'); it is priced as the "
                    "FlashAttention-2-class kernel on full causal sequences, no FlexAttention "
                    "measurement being at hand (stated with every plan)"),
-    Runtime("pytorch-ddp", async_dgrad=False, sp_input_regather=False,
+    Runtime("pytorch-ddp", async_dgrad=False, sp_input_regather=False, fp32_attention_softmax=True,
             flash_attention=True, hopper_attention=False, tp_comm_overlap=False,
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=False,
             distributed_optimizer=False, fp32_grad_buffer=False, fused_optimizer=False,

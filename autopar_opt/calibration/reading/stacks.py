@@ -453,11 +453,18 @@ def internevo(fw: str, rec: RawRecord | None, notes: list[str]) -> Runtime:
 
 
 def colossal(fw: str, notes: list[str]) -> Runtime:
+    """Colossal-AI's fp16 engine casts the model to 16 bits (no ``torch.autocast``):
+    a plain PyTorch softmax, as Hugging Face GPT-2's eager attention runs
+    (``nn.functional.softmax(attn_weights, dim=-1)`` in the scores' dtype), keeps a
+    16-bit output (``fp32_attention_softmax`` off, :mod:`autopar_opt.cost.scores`)."""
     flash = bool(flag_stated(fw, "flash", "enable_flash_attention"))
     notes.append("Colossal-AI: overlapped gradient reduction, fused HybridAdam, no ZeRO-3 "
-                 f"prefetch (GeminiPlugin max_prefetch=0), flash attention {flash}")
+                 f"prefetch (GeminiPlugin max_prefetch=0), flash attention {flash}"
+                 + ("" if flash else "; a 16-bit softmax in the unfused attention (the fp16 "
+                    "engine casts the model; no autocast)"))
     return replace(runtime_named("pytorch-ddp", flash_attention=flash, fused_optimizer=True,
-                                 fsdp_prefetch=False), name="colossalai")
+                                 fsdp_prefetch=False, fp32_attention_softmax=False),
+                   name="colossalai")
 
 
 def huggingface(fw: str, rec: RawRecord | None, notes: list[str]) -> Runtime:

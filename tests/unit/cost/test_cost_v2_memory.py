@@ -90,15 +90,16 @@ def test_a_model_without_dropout_keeps_no_masks():
     attention projection and one after the MLP, both in the replicated
     ``10·s·h``. MHA 4h MLP, flash attention, s = 4, h = 8: 34sh = 1088 bytes
     with dropout, 32sh = 1024 without; replicated 10sh = 320 vs 8sh = 256.
-    Without flash attention the ``5·a·s²`` scores lose their ``a·s²`` mask:
-    5·2·16 = 160 vs 4·2·16 = 128."""
+    Without flash attention the ``5·a·s²`` scores lose the dropout's mask and output,
+    keeping the softmax output (``2·a·s²``, model_zoo.transformer.kept_per_score):
+    5·2·16 = 160 vs 2·2·16 = 64."""
     with_d = transformer_block("b", S, H, A, 4 * H, flash_attention=True)
     without = transformer_block("b", S, H, A, 4 * H, flash_attention=True, dropout=False)
     assert with_d.act_bytes == pytest.approx(34 * S * H)
     assert without.act_bytes == pytest.approx(32 * S * H)
     assert (with_d.act_replicated_bytes, without.act_replicated_bytes) == (10 * S * H, 8 * S * H)
     unfused = transformer_block("b", S, H, A, 4 * H, dropout=False)
-    assert unfused.act_attn_bytes == pytest.approx(4 * A * S * S)
+    assert unfused.act_attn_bytes == pytest.approx(2 * A * S * S)
 
 
 def test_fused_cross_entropy_keeps_16bit_logits():

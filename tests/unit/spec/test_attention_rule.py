@@ -37,11 +37,12 @@ def _activations(spec) -> float:
 
 def test_an_unfused_runtime_keeps_the_scores_in_memory(tmp_path):
     """Llama-3-8B (32 layers, 32 heads, no dropout), seq 4096, one sample per micro-batch,
-    tp 8, one stage: megatron-lm's unfused core keeps 4·32·4096²·1 bytes per layer, /8."""
+    tp 8, one stage: megatron-lm's unfused core keeps its fused softmax's 16-bit output,
+    2·32·4096²·1 bytes per layer, /8 (no dropout mask or output: cost.scores)."""
     unfused = load_spec(_spec(tmp_path, "megatron-lm"))
     fused = load_spec(_spec(tmp_path, "megatron-core"))
     assert not unfused.training.runtime.flash_attention
-    scores_gib = 32 * 4 * 32 * 4096 ** 2 / 8 / 2 ** 30
+    scores_gib = 32 * 2 * 32 * 4096 ** 2 / 8 / 2 ** 30
     assert _activations(unfused) - _activations(fused) == pytest.approx(scores_gib, rel=1e-6)
     assert any(layer.act_attn_bytes > 0 for layer in unfused.graph.layers)
     # flash stated through the runtime: fused, no scores
@@ -115,7 +116,7 @@ def _fleet_spec(tmp_path, runtime: str, model: str | None = None):
 
 def test_a_fleet_keeps_the_scores_on_the_groups_whose_gpu_runs_the_unfused_core(tmp_path):
     """A flash runtime on A100 and V100 groups: the V100 group runs the unfused core and
-    keeps 4·a·s² bytes per layer per sample (Korthikanti et al. Eq. 2, no dropout), the
+    keeps 2·a·s² bytes per layer per sample (Megatron's fused softmax, no dropout), the
     A100 group none (session 30 left fleets out of the rule: both groups left them out)."""
     from autopar_opt.cost.context import StageContext
     from autopar_opt.cost.memory import activation_bytes
@@ -129,7 +130,7 @@ def test_a_fleet_keeps_the_scores_on_the_groups_whose_gpu_runs_the_unfused_core(
     for group in (a100, v100):
         ctx = StageContext(group, spec.training, spec.cost_params, 8, 1)
         kept[group.name] = activation_bytes(block, s, 1, training=ctx.training)
-    assert kept["v100"] - kept["a100"] == pytest.approx(4 * 32 * 4096 ** 2 / 8, rel=1e-9)
+    assert kept["v100"] - kept["a100"] == pytest.approx(2 * 32 * 4096 ** 2 / 8, rel=1e-9)
 
 
 def test_a_fleet_under_an_unfused_runtime_is_built_with_its_scores(tmp_path):
