@@ -102,7 +102,10 @@ def spec_section(doc: dict) -> dict:
         "cluster_name": str(cluster["name"]),
         "cluster_shape": f"{cluster['nodes']} node(s) × {cluster['gpus_per_node']} GPUs = "
                          f"{cluster['num_devices']} devices",
-        "device": str(cluster["device"]),
+        # the catalog part with the memory the spec set on it (cluster.device_memory_gib)
+        "device": str(cluster["device"]) + (
+            f" (memory set to {cluster['device_memory_gib']:g} GiB by cluster.device_memory_gib)"
+            if cluster.get("device_memory_gib") else ""),
         "hbm_gib": fmt_gib(to_float(cluster["hbm_gib"], "spec.cluster.hbm_gib")),
         "peak_tflops": cluster.get("peak_tflops"),
         "links": [_link(cluster.get(k), label) for k, label in

@@ -236,6 +236,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
     from autopar_opt.cost.assumptions import cost_assumptions
     from autopar_opt.ir.arch import describe
     from autopar_opt.ir.window import windows_text
+    from autopar_opt.ir.hardware import devices_text, memory_override
     from autopar_opt.core.result import recomputed_share
     from autopar_opt.reports.formatting import causal_mfu_note, idle_gpus_mfu_note
 
@@ -244,13 +245,14 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
     interval = plan_interval(spec.graph, spec.cluster, spec.training, plan,
                              metrics.iteration_time_s, params=spec.cost_params)
     windows = windows_text(spec.graph.attention_windows())
+    devices = devices_text(spec.cluster.num_devices, spec.cluster.device.name,
+                           memory_override(spec.cluster.device))
     lines = [f"spec:             {spec.path}",
              f"model:            {spec.graph.name} ({len(spec.graph)} layers, "
              f"{params_summary(spec.graph.total_params(), spec.graph.active_params())})",
              *([f"                  {windows}"] if windows else []),
              *([f"                  {describe(spec.graph.arch)}"] if spec.graph.arch else []),
-             f"cluster:          {spec.cluster.name} ({spec.cluster.num_devices} x "
-             f"{spec.cluster.device.name})",
+             f"cluster:          {spec.cluster.name} ({devices})",
              f"plan:             pp={plan.pp} microbatches={plan.microbatches} "
              f"schedule={plan.schedule.value} strategy={' | '.join(labels)}",
              *([f"stage devices:    {' + '.join(map(str, plan.stage_devices))} "

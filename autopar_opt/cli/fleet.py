@@ -120,7 +120,9 @@ def _fmt(x) -> str:
 def summary(doc: dict) -> str:
     """The terminal summary of a fleet plan.json."""
     fl, cert, m = doc["fleet"], doc["certificate"], doc["metrics"]
-    groups = " + ".join(f"{g['name']} {g['nodes']}x{g['gpus_per_node']} {g['device']}" for g in fl["groups"])
+    groups = " + ".join(f"{g['name']} {g['nodes']}x{g['gpus_per_node']} {g['device']}"
+                        + (f" (memory set to {g['device_memory_gib']:g} GiB by its device_memory_gib)"
+                           if g.get("device_memory_gib") else "") for g in fl["groups"])
     lines = [f"{doc['spec']['model']['name']} on {fl['name']} ({groups}): "
              f"{status_words(doc['status'], cert.get('gap'))}"]
     if m:

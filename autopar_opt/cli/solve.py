@@ -28,6 +28,7 @@ from autopar_opt.cli.budget import Budget
 from autopar_opt.core.interrupts import InterruptGuard, SearchInterrupted, exit_code
 from autopar_opt.core.files import write_atomic
 from autopar_opt.ir.graph import params_summary
+from autopar_opt.ir.hardware import devices_text
 from autopar_opt.core.result import status_words
 from autopar_opt.reports.formatting import (INTERVAL_GLOSS, causal_mfu_note, has_sequence,
                                            idle_gpus_mfu_note, tight_note)
@@ -100,8 +101,9 @@ def _fmt(x) -> str:
 def _summary(doc: dict, console: Console) -> None:
     cert, m = doc["certificate"], doc["metrics"]
     model, cluster = doc["spec"]["model"], doc["spec"]["cluster"]
+    memory = cluster.get("device_memory_gib")      # absent in documents written before it
     console.print(f"[bold]{model['name']}[/] on {cluster['name']} "
-                  f"({cluster['num_devices']} x {cluster['device']}): "
+                  f"({devices_text(cluster['num_devices'], cluster['device'], memory)}): "
                   f"[bold]{status_words(doc['status'], (doc.get('certificate') or {}).get('gap'))}[/]")
     windows = model.get("attention_windows")
     console.print(f"  model: {params_summary(model['params'], model.get('params_active'))}"

@@ -314,6 +314,9 @@ class ClusterDoc(_Doc):
     num_devices: int = _f("GPUs in total.")
     device: str = _f("Device name.")
     hbm_gib: float = _f("Device memory, GiB.")
+    device_memory_gib: Optional[float] = _f(
+        "The memory cluster.device_memory_gib set on the catalog device (GiB; null: the "
+        "catalog part's own).", default=None)
     peak_tflops: Optional[float] = _f("Dense 16-bit peak per device, TFLOP/s.", default=None)
     intra_node: Optional[LinkDoc] = _f("Link inside a node.", default=None)
     inter_node: Optional[LinkDoc] = _f("Link between nodes.", default=None)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from autopar_opt.export.view import ExportError, PlanView, plan_view
 from autopar_opt.ir.graph import LayerGraph
-from autopar_opt.ir.hardware import Cluster
+from autopar_opt.ir.hardware import Cluster, devices_text, memory_override
 from autopar_opt.ir.plan import Plan
 from autopar_opt.ir.training import FP32_DTYPES, Training
 
@@ -70,8 +70,9 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
     reasons = rules_for(target, view, graph.is_chain(), version)
     if reasons:
         raise ExportError(_NAMES[target], reasons)
-    header = (f"autopar-opt plan for {graph.name} on {cluster.name} ({cluster.num_devices} "
-              f"x {cluster.device.name}): pp={view.pp} tp={view.tp} cp={view.cp} dp={view.dp}"
+    devices = devices_text(cluster.num_devices, cluster.device.name, memory_override(cluster.device))
+    header = (f"autopar-opt plan for {graph.name} on {cluster.name} ({devices}): "
+              f"pp={view.pp} tp={view.tp} cp={view.cp} dp={view.dp}"
               + (f" ep={view.ep} etp={view.etp}" if view.has_moe else ""))
     notes = [] if view.arch is not None else [
         "the model has no recorded architecture (a layer list, a zoo or Hugging Face model "

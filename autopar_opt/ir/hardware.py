@@ -404,6 +404,28 @@ def host_link_gb_per_s(device: DeviceType) -> float:
     return HOST_LINK_GB_PER_S.get(device.name, DEFAULT_HOST_LINK_GB_PER_S)
 
 
+def memory_override(device: DeviceType) -> float | None:
+    """The memory of a catalog part whose capacity was set apart from the catalog's (GiB),
+    None for the catalog part as it is or a device of the spec's own. A spec sets it with
+    ``cluster.device_memory_gib`` (a fleet group's ``device_memory_gib``); a device the spec
+    describes cannot take a catalog name (``spec/build_run.py`` refuses it), so a catalog
+    name with other memory than the catalog's has had its memory set (QA round 13: the
+    summary called 6 GiB devices "A100-80GB" without a word)."""
+    part = DEVICE_CATALOG.get(device.name)
+    if part is None or abs(part.hbm_gib - device.hbm_gib) < 1e-9:
+        return None
+    return device.hbm_gib
+
+
+def devices_text(count: int, name: str, memory_gib: float | None,
+                 key: str = "cluster.device_memory_gib") -> str:
+    """``8 x A100-80GB``, or ``8 x A100-80GB (memory set to 6 GiB by
+    cluster.device_memory_gib)`` when :func:`memory_override` found a set memory: a header
+    names the catalog part and says its memory is not the part's."""
+    text = f"{count} x {name}"
+    return text + (f" (memory set to {memory_gib:g} GiB by {key})" if memory_gib else "")
+
+
 #: NVLink-domain size ("node" of the two-tier model) per device: 8-GPU
 #: baseboards, except GB200 NVL72 (72 GPUs in one NVLink domain; jobs use
 #: whole 4-GPU compute trays of it).

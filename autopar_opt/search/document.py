@@ -18,7 +18,7 @@ from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.interval import metrics_dict
 from autopar_opt.cost.params import CostParams
 from autopar_opt.ir.graph import LayerGraph
-from autopar_opt.ir.hardware import Cluster
+from autopar_opt.ir.hardware import Cluster, memory_override
 from autopar_opt.ir.pipeline import plan_stage_devices, stage_offsets
 from autopar_opt.search.baselines import Baseline
 from autopar_opt.core.bounds import Status
@@ -64,6 +64,7 @@ def _cluster_dict(cluster: Cluster, dtype: str) -> dict:
     return {"name": cluster.name, "nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node,
             "num_devices": cluster.num_devices, "device": cluster.device.name,
             "hbm_gib": cluster.device.hbm_gib,
+            "device_memory_gib": memory_override(cluster.device),
             "peak_tflops": cluster.device.peak_tflops.get(dtype),
             "intra_node": tier(cluster.intra_node), "inter_node": tier(cluster.inter_node),
             "intra_node_topology": "mesh" if cluster.nvlink_mesh else "switch",

@@ -24,6 +24,7 @@ from autopar_opt.cost.replicas import ReplicaMetrics
 from autopar_opt.ir.fleet import Fleet
 from autopar_opt.ir.fleet_pipeline import group_offsets
 from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.hardware import memory_override
 from autopar_opt.ir.plan import Plan
 from autopar_opt.ir.replicas import ReplicaPlan
 from autopar_opt.ir.training import SearchSpace, Training
@@ -78,7 +79,8 @@ def fleet_dict(fleet: Fleet, dtype: str) -> dict:
     return {"name": fleet.name, "num_devices": fleet.num_devices,
             "groups": [{"name": g.name, "device": g.device.name, "nodes": g.nodes,
                         "gpus_per_node": g.gpus_per_node, "num_devices": g.num_devices,
-                        "hbm_gib": g.device.hbm_gib, "peak_tflops": g.device.peak_tflops.get(dtype),
+                        "hbm_gib": g.device.hbm_gib, "device_memory_gib": memory_override(g.device),
+                        "peak_tflops": g.device.peak_tflops.get(dtype),
                         "intra_node": _tier(g.intra_node), "inter_node": _tier(g.inter_node),
                         "intra_node_topology": "mesh" if g.nvlink_mesh else "switch",
                         "nvlink_board_gpus": g.nvlink_board or None}
