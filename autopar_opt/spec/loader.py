@@ -256,18 +256,19 @@ def _parse_raw(text: str, fmt: str, path: Path) -> Any:
                                   "no trailing comma)")]) from None
 
 
-def _read_text(path: Path, size_fix: str = limits.SPEC_SIZE_FIX) -> str:
+def _read_text(path: Path, size_fix: str = limits.SPEC_SIZE_FIX,
+               max_bytes: int = limits.MAX_FILE_BYTES) -> str:
     """The file's text, read only after its size passed :func:`limits.check_file_size`
-    (``size_fix``: the fix of a file over the limit, for the kind of file read)."""
-    too_big = limits.check_file_size(path, size_fix)
+    (``size_fix``: the fix of a file over the limit ``max_bytes``, for the kind of file read)."""
+    too_big = limits.check_file_size(path, size_fix, max_bytes)
     if too_big is not None:
         raise SpecError([_problem(path, too_big.rule, too_big.fix)])
     try:
         with open(path, "rb") as handle:
-            raw = handle.read(limits.MAX_FILE_BYTES + 1)
-        if len(raw) > limits.MAX_FILE_BYTES:     # grew after stat, or a special file
+            raw = handle.read(max_bytes + 1)
+        if len(raw) > max_bytes:     # grew after stat, or a special file
             raise SpecError([_problem(path, f"the file is over the limit of "
-                                      f"{limits.MAX_FILE_BYTES:,} bytes", "shorten it")])
+                                      f"{max_bytes:,} bytes", "shorten it")])
         return raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError([_problem(path, f"cannot read the file ({exc.__class__.__name__}: "
@@ -301,12 +302,14 @@ def read_mapping(path: Path | str, content: tuple[str, str] = SPEC_CONTENT) -> d
     return data
 
 
-def read_document(path: Path | str, size_fix: str = limits.SPEC_SIZE_FIX) -> Any:
+def read_document(path: Path | str, size_fix: str = limits.SPEC_SIZE_FIX,
+                  max_bytes: int = limits.MAX_FILE_BYTES) -> Any:
     """Read and parse one YAML/TOML/JSON file of any shape within the limits of
     :mod:`autopar_opt.core.limits` (size, nesting, values, lengths, numbers);
     raises :class:`SpecError`. Other readers of user files (run files of
     ``autopar calibrate``) use it too, with their own ``size_fix`` (what to do with a
-    file over the size limit: a spec's advice is no use for a run file)."""
+    file over the size limit: a spec's advice is no use for a run file) and size limit
+    ``max_bytes`` (a run file's :data:`~autopar_opt.core.limits.MAX_RUN_FILE_BYTES`)."""
     from autopar_opt.core.reading import describe_path, files_in, refuse_empty_path
 
     refuse_empty_path(path)
@@ -328,7 +331,7 @@ def read_document(path: Path | str, size_fix: str = limits.SPEC_SIZE_FIX) -> Any
         raise SpecError([_problem(shown, f"the file {what}",
                                   "check the path (relative paths are from the current "
                                   "directory, or from the top spec file for included files)")])
-    data = _parse(_read_text(path, size_fix), fmt, path)
+    data = _parse(_read_text(path, size_fix, max_bytes), fmt, path)
     problems = limits.structure_problems(data)
     if problems:
         raise SpecError([SpecProblem(str(path), *b) for b in problems])

@@ -57,14 +57,14 @@ def test_a_run_file_over_the_size_limit_gets_a_run_file_fix(tmp_path):
     """Before: a run file over 1 MiB was told "a spec is a few kilobytes; give large models
     as a zoo entry with overrides", which a list of run records cannot follow. Oracle: the
     limit's own figure in the message, and a fix that names run files and records."""
-    from autopar_opt.core.limits import MAX_FILE_BYTES
+    from autopar_opt.core.limits import MAX_RUN_FILE_BYTES
 
     runs = tmp_path / "runs.yaml"
     record = yaml.safe_dump([tiny_record()])
-    runs.write_text(record + "#" * (MAX_FILE_BYTES + 1) + "\n")
+    runs.write_text(record + "#" * (MAX_RUN_FILE_BYTES + 1) + "\n")
     code, text = _cli("calibrate", runs)
     assert code == 2, text
-    assert f"over the limit of {MAX_FILE_BYTES:,} bytes" in text
+    assert f"over the limit of {MAX_RUN_FILE_BYTES:,} bytes" in text
     assert "a spec is a few kilobytes" not in text
     assert "split the records over several run files" in text
 
