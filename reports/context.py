@@ -166,6 +166,7 @@ def answer_section(doc: dict) -> dict | None:
                   + f", {doc['plan']['microbatches']} micro-batches, {doc['plan']['schedule']}",
         "interval": _interval(m.get("interval")),
         "degrees": plan_degree_lines(doc["plan"]),
+        "recompute": str(doc["plan"].get("recompute") or ""),
     }
 
 

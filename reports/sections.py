@@ -274,8 +274,10 @@ def _plan_summary(plan: dict | None) -> str:
             label = strategy_label(s, f"baselines.plan.stages[{i}].strategies[{j}]")
             if label not in labels:
                 labels.append(label)
+    said = plan.get("recompute")        # absent in documents written before it
     return (f"pp={plan.get('pp', '?')}, {plan.get('microbatches', '?')} micro-batches, "
-            f"{plan.get('schedule', '?')}; " + ", ".join(labels))
+            f"{plan.get('schedule', '?')}; " + ", ".join(labels)
+            + (f"; recomputation: {said}" if said and said != "none" else ""))
 
 
 def baselines_section(doc: dict) -> list[dict]:

@@ -237,6 +237,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
     from autopar_opt.ir.arch import describe
     from autopar_opt.ir.window import windows_text
     from autopar_opt.ir.hardware import devices_text, memory_override
+    from autopar_opt.ir.recompute_pattern import recompute_text
     from autopar_opt.core.result import recomputed_share
     from autopar_opt.reports.formatting import causal_mfu_note, idle_gpus_mfu_note
 
@@ -255,6 +256,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
              f"cluster:          {spec.cluster.name} ({devices})",
              f"plan:             pp={plan.pp} microbatches={plan.microbatches} "
              f"schedule={plan.schedule.value} strategy={' | '.join(labels)}",
+             f"recomputation:    {recompute_text(plan, spec.graph)}",
              *([f"stage devices:    {' + '.join(map(str, plan.stage_devices))} "
                 f"(free stage sizes, of {spec.cluster.num_devices})"] if plan.stage_devices else []),
              f"iteration time:   {metrics.iteration_time_s:.6g} s",
@@ -327,8 +329,11 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
     metrics = evaluate(spec.plan, spec.graph, spec.cluster, spec.training, spec.cost_params)
     if json_output:
         from autopar_opt.cost.interval import metrics_dict
+        from autopar_opt.ir.recompute_pattern import recompute_text
 
+        # the plan as the spec gives it, its recomputation in words beside it
         typer.echo(json.dumps({"spec": str(spec.path), "plan": spec.plan.to_dict(),
+                               "recompute": recompute_text(spec.plan, spec.graph),
                                "metrics": metrics_dict(metrics, spec.graph, spec.cluster,
                                                        spec.training, spec.plan,
                                                        params=spec.cost_params),

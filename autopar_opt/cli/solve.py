@@ -133,6 +133,8 @@ def _summary(doc: dict, console: Console) -> None:
 
         for line in plan_degree_lines(plan):
             console.print(f"    {line}", markup=False, highlight=False)
+        if plan.get("recompute") not in (None, "none"):      # absent in older documents
+            console.print(f"    recomputation: {plan['recompute']}", markup=False, highlight=False)
     run = doc.get("runnability")
     if run:
         console.print("  " + runnability_line(run), markup=False, highlight=False)

@@ -115,6 +115,10 @@ class _PlanBase(_Doc):
     vp_chunks: Degree = _f("Virtual pipeline chunks (interleaved only).", default=1)
     stage_devices: Optional[list[Degree]] = _f(
         "Devices of every stage with free stage sizes (absent: congruent, N/pp each).", default=None)
+    recompute: Optional[str] = _f(
+        "The plan's recomputation over its transformer layers in words: none, one mode on "
+        "every layer, Megatron's block method (the first N layers of every stage) with its "
+        "flags, or a per-layer mix (ir/recompute_pattern.py). Written, not read.", default=None)
 
     def _check_stages(self, stages: list) -> None:
         """Every field a command reads agrees with the stages it describes (issue 33:
@@ -449,6 +453,8 @@ class EstimateDocument(_Doc):
 
     spec: str = _f("The spec file.")
     plan: EstimatePlanDoc = _f("The plan of the spec.")
+    recompute: Optional[str] = _f("The plan's recomputation in words, as plan.json's "
+                                  "plan.recompute (ir/recompute_pattern.py).", default=None)
     metrics: MetricsDoc = _f("Its metrics.")
     assumed: list[str] = _f("What the model assumed for this case (autopar_opt.cost.assumptions).",
                             default_factory=list)

@@ -84,6 +84,7 @@ from importlib import resources
 from autopar_opt.core.errors import did_you_mean
 
 from autopar_opt.export.view import PlanView, common_rules
+from autopar_opt.ir.recompute_pattern import block_layers
 from autopar_opt.ir.training import Recompute, Schedule
 from autopar_opt.ir.target import (MEGATRON_PLAIN_ACTIVATIONS, TE_RING_WINDOW,
                                    megatron_model_problem, megatron_window_problem,
@@ -203,21 +204,11 @@ def _recompute_args(view: PlanView) -> list[str] | None:
     if modes == {Recompute.full}:
         return ["--recompute-granularity", "full", "--recompute-method", "uniform",
                 "--recompute-num-layers", "1"]
-    if modes != {Recompute.full, Recompute.none}:
-        return None
-    firsts = set()
-    for stage in view.block_recompute:
-        n = sum(1 for m in stage if m is Recompute.full)
-        if stage[:n] != [Recompute.full] * n:
-            return None
-        firsts.add(n)
-    if len(firsts) != 1:
-        return None
-    n, chunks = firsts.pop(), _virtual_chunks(view)
-    if n % chunks:
+    n = block_layers(view.block_recompute, _virtual_chunks(view))   # the one rule (ir)
+    if n is None:
         return None
     return ["--recompute-granularity", "full", "--recompute-method", "block",
-            "--recompute-num-layers", str(n // chunks)]
+            "--recompute-num-layers", str(n)]
 
 
 def _layout(view: PlanView) -> str:

@@ -111,6 +111,32 @@ def recompute_problems(args: argparse.Namespace) -> list[str]:
     return out
 
 
+def uniform_group_problem(args: argparse.Namespace, counts: list[int], vp: int = 1) -> str:
+    """Why the cost model has no price for ``--recompute-method uniform`` with
+    ``--recompute-num-layers N > 1`` ("" when it has one). Megatron-Core checkpoints the
+    layers of every model chunk ``N`` at a time, each group at its input
+    (``transformer_block.py`` ``_checkpointed_forward``: ``chunk_runner(l, l + N, True)``),
+    so a group keeps one input for its ``N`` layers and holds all their activations while it
+    recomputes; the cost model prices recomputation per layer (a layer keeps its own input
+    and recomputes itself: ``N = 1``, :mod:`autopar_opt.ir.recompute_pattern`), which is that
+    run only where no group holds more than one layer (``counts``: transformer layers per
+    pipeline stage, ``vp`` model chunks each)."""
+    n = args.recompute_num_layers or 1
+    if args.recompute_granularity != "full" or args.recompute_method != "uniform" or n <= 1:
+        return ""
+    largest = max((-(-c // vp) for c in counts), default=0)     # layers of the largest chunk
+    if min(n, largest) <= 1:
+        return ""
+    return (f"--recompute-method uniform --recompute-num-layers {n}: Megatron-Core checkpoints "
+            f"each group of {min(n, largest)} consecutive layers of a model chunk at its input "
+            "(transformer_block.py _checkpointed_forward), keeping one input per group and "
+            "holding the whole group's activations while it recomputes; the cost model prices "
+            "recomputation per layer and has no exact price for a group (fix: "
+            "--recompute-num-layers 1 to recompute every layer from its own input, or "
+            "--recompute-method block --recompute-num-layers N for the first N layers of "
+            "every stage)")
+
+
 #: Precision flags and the training dtype each means (Megatron-LM trains in fp32 without one).
 _DTYPE_FLAGS = (("fp16", "--fp16", ("fp16",)), ("bf16", "--bf16", ("bf16", "fp8")),
                 ("fp8_format", "--fp8-format", ("fp8",)))
@@ -321,6 +347,9 @@ def plan_from_megatron(args: argparse.Namespace, graph: LayerGraph, cluster: Clu
         raise MegatronArgsError("virtual pipeline stages with --pipeline-model-parallel-size 1 "
                                 "(Megatron-LM validate_args: the interleaved schedule needs a "
                                 "pipeline-model-parallel size greater than 1)")
+    grouped = uniform_group_problem(args, counts, vp)
+    if grouped:
+        raise MegatronArgsError(grouped)
     zero, instances = _zero(args), args.num_distributed_optimizer_instances or 1
     if instances > 1 and (not zero or (dp * cp) % instances):
         raise MegatronArgsError(

@@ -27,6 +27,7 @@ from autopar_opt.search.engine import SearchOptions, SearchResult
 from autopar_opt.ir.training import SearchSpace, Training
 from autopar_opt.ir.arch import describe
 from autopar_opt.ir.plan import Plan
+from autopar_opt.ir.recompute_pattern import recompute_text
 from autopar_opt.ir.window import windows_text
 
 COST_MODEL_ASSUMPTIONS = [
@@ -71,13 +72,22 @@ def _cluster_dict(cluster: Cluster, dtype: str) -> dict:
             "nvlink_board_gpus": cluster.nvlink_board or None}
 
 
-def _plan_dict(result: SearchResult, cluster: Cluster) -> dict | None:
+def _plan_dict(result: SearchResult, cluster: Cluster, graph: LayerGraph) -> dict | None:
     if result.plan is None:
         return None
     data = result.plan.to_dict()
     sizes = plan_stage_devices(result.plan, cluster.num_devices)
     for st, d, at in zip(data["stages"], sizes, stage_offsets(sizes)):
         st["first_rank"], st["last_rank"], st["devices"] = at, at + d - 1, d
+    data["recompute"] = recompute_text(result.plan, graph)
+    return data
+
+
+def _baseline_dict(baseline: Baseline, graph: LayerGraph) -> dict:
+    """A baseline as plan.json lists it, its plan's recomputation said in words."""
+    data = baseline.to_dict()
+    if baseline.plan is not None:
+        data["plan"]["recompute"] = recompute_text(baseline.plan, graph)
     return data
 
 
@@ -213,7 +223,7 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
                        "runtime": {"name": training.runtime.name,
                                    **training.runtime.capabilities()}},
         "status": result.status(options.rel_gap).value,
-        "plan": _plan_dict(result, cluster),
+        "plan": _plan_dict(result, cluster, graph),
         "metrics": metrics_dict(result.metrics, graph, cluster, training, result.plan,
                                 params=params),
         "certificate": result.certificate.to_dict(),
@@ -221,7 +231,7 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
                    "form": result.form, "time_limit_s": options.time_limit_s,
                    "rel_gap": options.rel_gap, "wall_time_s": round(result.wall_time_s, 3),
                    "log_tail": result.log_tail},
-        "baselines": [{**b.to_dict(), "metrics": metrics_dict(b.metrics, graph, cluster, training,
+        "baselines": [{**_baseline_dict(b, graph), "metrics": metrics_dict(b.metrics, graph, cluster, training,
                                                               b.plan, params=params),
                        **_comparison(result, b, options, space)} for b in baselines],
         "infeasibility": _infeasibility(result, cluster, training, params, space),
