@@ -89,6 +89,7 @@ def runnability_section(doc: dict) -> dict | None:
         "price_high": _pct(hi),
         "note": str(run.get("note") or "") or (_why_wide(num, status) if priced
                                                   else _why_not_priced(num, status)),
+        "unsearched": str(run.get("unsearched") or ""),     # absent in older documents
     }
 
 

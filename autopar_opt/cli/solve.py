@@ -217,7 +217,9 @@ def schedules_line(space: dict) -> str:
 
 
 def runnability_line(run: dict) -> str:
-    """``runnable by megatron: price of runnability 0.00% to 0.01% (free optimum ...)``."""
+    """``runnable by megatron: price of runnability 0.00% to 0.01% (free optimum ...)``,
+    and what the target's space leaves out (``unsearched``; absent in older documents)."""
+    unsearched = f"; {run['unsearched']}" if run.get("unsearched") else ""
     t = run["target"]
     lo, hi = run.get("price_low"), run.get("price_high")
     if isinstance(lo, float) and isinstance(hi, float):
@@ -226,9 +228,9 @@ def runnability_line(run: dict) -> str:
         return (f"runnable by {t['framework']}{' ' + t['version'] if t['version'] else ''}: price "
                 f"of runnability {price} against the free per-layer space (its plan "
                 f"{_fmt(run['free_primal'])} s, bound {_fmt(run['free_lower_bound'])} s, "
-                f"{run['free_status']})")
+                f"{run['free_status']}){unsearched}")
     return (f"runnable by {t['framework']}: price of runnability not priced"
-            + (f" ({run['note']})" if run.get("note") else ""))
+            + (f" ({run['note']})" if run.get("note") else "") + unsearched)
 def _opspace_spec(spec_path: str):
     """The loaded operator-sharding spec when the file holds ``problem: {format:
     operator_sharding}``, else None."""

@@ -424,7 +424,9 @@ class PlanDocument(_Doc):
     runnability: Optional[dict[str, Any]] = _f(
         "Under a target (the framework that will run the plan): the runnable optimum against "
         "the certified bound of the free per-layer space (free_primal, free_lower_bound, "
-        "free_status) and the price of runnability as an interval (price_low, price_high).",
+        "free_status) and the price of runnability as an interval (price_low, price_high); "
+        "unsearched: what the framework runs that the target's space leaves out (Megatron's "
+        "partial recomputation), empty when nothing.",
         default=None)
 
     @field_validator("schema_version")

@@ -141,6 +141,24 @@ class Target:
         dominated as above."""
         return tuple(x for x in (self.schedules() or ("1f1b",)) if x != "gpipe")
 
+    def unsearched(self, recompute: tuple = ()) -> str:
+        """What the framework runs that its target space leaves out ("" when nothing is
+        known), for the outputs beside the certificate: with both ``none`` and ``full``
+        in the space's ``recompute`` modes, Megatron-LM's partial recomputation
+        (``--recompute-method block --recompute-num-layers N``, the first N layers of every
+        stage: Megatron-Core ``transformer_block.py`` ``_checkpointed_forward``), which
+        the uniformity rule (one recomputation setting for the model) does not hold; the
+        free per-layer space does, so the price of runnability bounds what it can gain
+        (QA round 13: up to 14.2% on GPT-1.7B cut to 4 layers, 2 A100s at 6.7 GiB, 8,192
+        tokens, by brute force over the plans Megatron's exporter writes)."""
+        modes = {getattr(m, "value", m) for m in recompute}
+        if self.framework != "megatron" or not {"none", "full"} <= modes:
+            return ""
+        return ("not searched: Megatron-LM's partial recomputation (--recompute-method block "
+                "--recompute-num-layers N: full recomputation of the first N layers of every "
+                "stage), which the target's one recomputation setting for the model leaves out; "
+                "the free per-layer space holds it, so the price of runnability bounds its gain")
+
     def fixed_split(self) -> bool:
         """Whether the framework decides the stage split itself: DeepSpeed's
         ``PipelineModule(partition_method="uniform")`` balances layer counts

@@ -127,6 +127,8 @@ class Runnability:
     free_status: str
     free_time_s: float
     note: str = ""
+    #: what the framework runs that the target's space leaves out (Target.unsearched)
+    unsearched: str = ""
 
     @property
     def price(self) -> tuple[float, float]:
@@ -145,7 +147,8 @@ class Runnability:
                 "free_primal": json_float(self.free_primal),
                 "free_lower_bound": json_float(self.free_lower),
                 "free_status": self.free_status, "free_time_s": round(self.free_time_s, 3),
-                "price_low": json_float(lo), "price_high": json_float(hi), "note": self.note}
+                "price_low": json_float(lo), "price_high": json_float(hi), "note": self.note,
+                "unsearched": self.unsearched}
 
 
 def _ratio(a: float | None, b: float | None) -> float:
@@ -166,7 +169,8 @@ def price_of_runnability(result: SearchResult, graph: LayerGraph, cluster: Clust
     if target is None:
         return None
     cert = result.certificate
-    base = Runnability(target, cert.primal, cert.lower_bound, None, -math.inf, "not_solved", 0.0)
+    base = Runnability(target, cert.primal, cert.lower_bound, None, -math.inf, "not_solved", 0.0,
+                       unsearched=target.unsearched(space.recompute))
     if time_left_s <= 0.05:
         base.note = "no time was left for the free space's search; a longer --time-limit prices it"
         return base
