@@ -43,24 +43,29 @@ def stage_blocks(plan, graph: LayerGraph) -> list[list[Recompute]]:
 
 def block_layers(per_stage: list[list[Recompute]], chunks: int = 1) -> int | None:
     """Megatron's ``--recompute-num-layers N`` of the block method for a plan whose stages
-    recompute fully the first ``n`` of their transformer layers and none of the others, the
-    same ``n`` on every stage (Megatron takes one flag), ``n = chunks·N`` with ``chunks``
-    virtual stages per rank (``_checkpointed_forward`` acts on one model chunk); None when
-    the plan has no such form (a stage recomputing other blocks, or another count, or
-    another mode), and when it recomputes none or every block (a uniform setting)."""
+    recompute fully their first transformer layers and none of the others, as Megatron's
+    one flag does: ``_checkpointed_forward`` checkpoints the layers ``layer_idx < N`` of
+    every model chunk (``chunks`` per rank with virtual stages), so a stage of ``k`` layers
+    recomputes its first ``chunks·min(N, k / chunks)`` (all of them when it has fewer than
+    ``N`` per chunk: Megatron sets no upper limit on ``N``). None when the plan has no such
+    form (a stage recomputing other blocks or another count, another mode, a count the
+    chunks do not divide), and when it recomputes none or every block (a uniform setting)."""
     modes = {m for stage in per_stage for m in stage}
     if modes != {Recompute.full, Recompute.none}:
         return None
-    firsts = set()
+    counts = []
     for stage in per_stage:
         n = sum(1 for m in stage if m is Recompute.full)
         if stage[:n] != [Recompute.full] * n:
             return None
-        firsts.add(n)
-    if len(firsts) != 1:
+        counts.append(n)
+    most = max(counts)
+    if most % chunks or any(len(stage) % chunks for stage in per_stage):
         return None
-    n = firsts.pop()
-    return n // chunks if n % chunks == 0 else None
+    n = most // chunks
+    if any(c != chunks * min(n, len(stage) // chunks) for c, stage in zip(counts, per_stage)):
+        return None
+    return n
 
 
 def recompute_text(plan, graph: LayerGraph) -> str:
@@ -84,8 +89,10 @@ def recompute_text(plan, graph: LayerGraph) -> str:
         of = "/".join(map(str, sizes))
         per = (f"the first {n} of each of its {chunks} virtual stages, {n * chunks} of "
                if chunks > 1 else f"the first {n} of ")
-        return (f"full recomputation of {per}{of} transformer layers per stage, none of the "
-                f"others (Megatron block method: --recompute-granularity full "
+        fewer = (" (every layer of a stage with fewer)"
+                 if any(len(stage) < n * chunks for stage in per_stage) else "")
+        return (f"full recomputation of {per}{of} transformer layers per stage{fewer}, none of "
+                f"the others (Megatron block method: --recompute-granularity full "
                 f"--recompute-method block --recompute-num-layers {n})")
     counts = ", ".join(f"{mode.value} on {blocks.count(mode)}" for mode in
                        (Recompute.full, Recompute.selective, Recompute.op, Recompute.none)

@@ -118,3 +118,24 @@ def test_estimate_says_the_block_method(tmp_path):
     assert code == 0, text
     assert "recomputation:    full recomputation of the first 1 of 2 transformer layers per " \
            "stage" in text
+
+
+def test_a_stage_with_fewer_layers_than_n_recomputes_them_all():
+    """Megatron checkpoints ``layer_idx < N`` of each chunk and sets no upper limit on N, so
+    with an uneven split a stage of 2 layers under ``N = 3`` recomputes both and one of 6
+    its first 3: the import reads it so, and the export writes the plan back (it refused
+    the plan as two different counts, 2 and 3)."""
+    flags = (BASE + "--pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 2 "
+             "--recompute-granularity full --recompute-method block --recompute-num-layers 3")
+    plan = plan_from_megatron(parse_megatron_args(flags), GRAPH, CLUSTER, TRAINING)
+    assert stage_blocks(plan, GRAPH) == [[F, F], [F, F, F, N, N, N]]
+    assert block_layers(stage_blocks(plan, GRAPH)) == 3
+    assert "the first 3 of 2/6 transformer layers per stage (every layer of a stage with " \
+           "fewer)" in recompute_text(plan, GRAPH)
+    text = _flags(export_plan(plan, GRAPH, CLUSTER, TRAINING, "megatron").text)
+    assert "--recompute-method block --recompute-num-layers 3" in text
+    back = plan_from_megatron(parse_megatron_args(text), GRAPH, CLUSTER, TRAINING)
+    assert back.to_dict() == plan.to_dict()
+    # a stage recomputing fewer than it has, below N elsewhere, is no Megatron setting
+    odd = make_plan([3, 7], dp=4, tp=1, c=4, block_rc=[F, N] + [F, F, F, N, N, N], graph=GRAPH)
+    assert block_layers(stage_blocks(odd, GRAPH)) is None
