@@ -247,7 +247,8 @@ def _device_problems(d: dict, key: str, file: str) -> list[SpecProblem]:
         val = d.get(mem, 1.0)
         if isinstance(val, bool) or not isinstance(val, (int, float)) or not math.isfinite(val) \
                 or val <= 0:
-            probs.append(SpecProblem(file, f"{key}.{mem}", val, "must be a positive, finite number",
+            probs.append(SpecProblem(file, f"{key}.{mem}", val, "must be a positive, finite number"
+                                     + yaml_text_number(val),
                                      f"write e.g. {mem}: {80 if mem == 'memory_gib' else 8.6e10:g}"))
     if "memory_bytes" in d and "memory_gib" in d:
         probs.append(SpecProblem(file, key + ".memory_gib", d["memory_gib"], "the entry also "
@@ -257,6 +258,23 @@ def _device_problems(d: dict, key: str, file: str) -> list[SpecProblem]:
         probs.append(SpecProblem(file, key + ".pays_comm", d["pays_comm"], "must be true or false",
                                  "write pays_comm: true"))
     return probs
+
+
+def yaml_text_number(val) -> str:
+    """Why a number reached the spec as text, where it did: YAML 1.1 (PyYAML) reads an
+    exponent without its sign (``8.6e10``) as a string, and a quoted number is text;
+    '' for anything else."""
+    if not isinstance(val, str):
+        return ""
+    try:
+        number = float(val)
+    except ValueError:
+        return ""
+    if "e" in val.lower() and not any(c in val.lower().split("e")[-1][:1] for c in "+-"):
+        mantissa, exponent = val.lower().split("e")
+        return (f" (YAML read {val} as text: its exponent needs a sign, "
+                f"{mantissa}e+{exponent}, or write {number:.0f})")
+    return f" (it is text: write {val} without quotes)"
 
 
 def device_memory_bytes(d: dict, default: float) -> float:
