@@ -40,27 +40,28 @@ GROUP_MIN = 5
 
 #: Targets missed today (measured by intervals.py; REGIMES.md): group -> figure.
 MISSED_ACCURACY = {
-    "family:bloom": "median 9.3%, p90 39.9%",
-    "family:dsazure2022": "median 6.2%, p90 143.5%",
-    "family:flagperf": "median 12.0%, p90 24.6%",
-    "family:internevo": "median 10.4%, p90 35.1%",
+    "family:bloom": "median 8.7%, p90 39.2%",
+    "family:dsazure2022": "median 5.5%, p90 143.1%",
+    "family:flagperf": "median 11.4%, p90 24.4%",
+    "family:internevo": "median 9.8%, p90 34.6%",
     "family:kempnerforge": "median 17.6%, p90 26.4%",
-    "family:kfcv2026": "median 30.2%, p90 53.2%",
-    "family:kfmfu2026": "median 10.2%, p90 19.6%",
-    "family:llmfoundry2024": "median 12.9%, p90 20.8%",
-    "family:moezoo": "median 7.5%, p90 29.3%",
-    "family:xtuner2024": "median 8.2%, p90 29.5%",
-    "fp8:true": "median 20.9%, p90 22.8%",
-    "framework:deepspeed": "median 13.7%, p90 44.8%",
-    "framework:fsdp": "median 11.8%, p90 27.4%",
-    "framework:megatron": "median 11.4%, p90 21.1%",
-    "generation:hopper": "median 15.3%, p90 34.5%",
-    "moe:true": "median 8.3%, p90 44.3%",
-    "sharded_at_scale:true": "median 7.7%, p90 70.0%",
+    "family:kfcv2026": "median 30.2%, p90 53.3%",
+    "family:kfmfu2026": "median 10.2%, p90 19.7%",
+    "family:llmfoundry": "median 10.0%, p90 20.6%",
+    "family:llmfoundry2024": "median 12.5%, p90 20.4%",
+    "family:moezoo": "median 7.8%, p90 29.4%",
+    "family:xtuner2024": "median 8.4%, p90 29.3%",
+    "fp8:true": "median 20.3%, p90 22.4%",
+    "framework:deepspeed": "median 13.0%, p90 43.8%",
+    "framework:fsdp": "median 11.9%, p90 27.5%",
+    "framework:megatron": "median 10.8%, p90 21.4%",
+    "generation:hopper": "median 15.0%, p90 33.5%",
+    "moe:true": "median 8.1%, p90 44.4%",
+    "sharded_at_scale:true": "median 7.4%, p90 69.3%",
 }
 MISSED_COVERAGE = {
     "family:dsazure2022": "67% of 9",
-    "family:flagperf": "71% of 21",
+    "family:flagperf": "76% of 21",
     "long_context:true": "77% of 13",
     "sharded_at_scale:true": "78% of 18",
 }
@@ -118,7 +119,9 @@ def test_group_meets_the_accuracy_targets(group):
 
 
 def test_leave_one_family_out_over_both_files():
-    """Median <= 10% (met, 8.3%); p90 <= 25% missed by 2.7 points (27.7%; 27.1% before
+    """Median <= 10% (met, 7.9%); p90 <= 25% missed by 2.0 points (27.0%; 27.4% before the
+    Megatron-LM 2022-23 records stated their asynchronous all-reduce, 27.7% before QA round
+    12's corrections, 27.1% before
     KempnerForge's attention was read as cuDNN on Hopper, 25.6% before
     KempnerForge's config-validation rows joined, its pipeline rows +46..+52%; 26.16% before
     the llm-foundry Large Scale rows joined). The largest errors: the
@@ -128,7 +131,7 @@ def test_leave_one_family_out_over_both_files():
     1.5 points of slack, as test_calibration_lofo does for the in-sample file."""
     errs = np.abs([e for g, v in GROUPS.items() if g.startswith("family:") for e in v])
     assert len(errs) == len(DOC["runs"])
-    assert np.percentile(errs, 50) <= 0.10 and np.percentile(errs, 90) <= 0.277 + 0.015
+    assert np.percentile(errs, 50) <= 0.10 and np.percentile(errs, 90) <= 0.270 + 0.015
 
 
 def _covered() -> dict[str, list[bool]]:
