@@ -75,11 +75,14 @@ async_dgrad
     and waited for after it (Megatron-Core ``tensor_parallel/layers.py``,
     ``LinearWithGradAccumulationAndAsyncCommunication.backward``; ordered by
     ``CUDA_DEVICE_MAX_CONNECTIONS=1``), so the weight-gradient GEMM is its window.
-    Megatron-Core and Megatron-Bridge always run it; the 2020-22 Megatron-LM stack
-    of Narayanan et al. 2021 (the ``megatron-lm`` runtime), Megatron-DeepSpeed and
-    PyTorch's DTensor tensor parallelism do not. Read where the TP collectives are not
-    overlapped otherwise (no ``tp_comm_overlap``, or user buffers without sequence
-    parallelism). (QA round 12.)
+    Megatron-Core and Megatron-Bridge always run it; Megatron-LM has run it by default
+    since commit 3f652469 (2021-09-02, ``--no-async-tensor-model-parallel-allreduce`` to
+    turn it off), but the ``megatron-lm`` runtime stands for the stack of Narayanan et
+    al. 2021 before it (commit 6985e58, 2021-08-18) and keeps it off: a spec or run
+    record of a later Megatron-LM states ``runtime_options: {async_dgrad: true}``.
+    Megatron-DeepSpeed and PyTorch's DTensor tensor parallelism do not run it. Read
+    where the TP collectives are not overlapped otherwise (no ``tp_comm_overlap``, or
+    user buffers without sequence parallelism). (QA round 12; session 33.)
 sp_input_regather
     Under sequence parallelism a column-parallel linear layer (QKV, first MLP GEMM) saves
     only its sequence-sharded input and all-gathers it again in the backward pass for its
