@@ -71,8 +71,10 @@ def runtime_of(framework: str, notes: list[str], rec: RawRecord | None = None) -
         # (unfused softmax attention: 160 GiB for a 7B model that runs in 80) without a word
         notes.append(f"framework {framework!r} names no 2023+ release, Megatron-Core, mcore or "
                      "Transformer Engine: Megatron-LM 2020-22 taken (torch DDP buckets, Apex "
-                     "FusedAdam, unfused softmax attention, no distributed optimizer); state the "
-                     "release year or Megatron-Core for the current stack")
+                     "FusedAdam, unfused softmax attention, no distributed optimizer, no "
+                     "asynchronous input-gradient all-reduce); state the release year or "
+                     "Megatron-Core for the current stack, and training.runtime_options: "
+                     "{async_dgrad: true} for a Megatron-LM from 2021-09 on (commit 3f652469)")
         if "impl=local" in flat:
             notes.append("DDP impl=local: gradient all-reduce after the backward pass "
                          "(grad_reduce_overlap off; Megatron-LM LocalDDP.allreduce_gradients)")
