@@ -57,7 +57,8 @@ def is_estimate(doc: object) -> bool:
     """The JSON of ``autopar estimate --json``: the spec's path, its plan, the
     plan's metrics and what the model assumed; no search, certificate or baselines."""
     return isinstance(doc, dict) and {"spec", "plan", "metrics"} <= set(doc) \
-        <= {"spec", "plan", "metrics", "assumed", "notices"} and isinstance(doc["spec"], str)
+        <= {"spec", "plan", "recompute", "metrics", "assumed", "notices"} \
+        and isinstance(doc["spec"], str)
 
 
 # ------------------------------------------------------------------ input files
