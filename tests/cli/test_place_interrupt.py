@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 
 import pytest
 
 from support.cli import run_cli
+from support.signals import signalling_stub
 from support.paths import DATA
 
 BERT24 = DATA / "placement" / "throughput" / "LayerGraphs_bert24_inference.json"
@@ -20,11 +20,8 @@ BERT24 = DATA / "placement" / "throughput" / "LayerGraphs_bert24_inference.json"
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_signal_mid_search_still_writes_the_document(sig, tmp_path, monkeypatch):
-    def slow_search(*args, **kwargs):
-        os.kill(os.getpid(), sig)
-        time.sleep(30)                    # the handler interrupts this
-        pytest.fail("the search went on after the stop signal")
-    monkeypatch.setattr("autopar_opt.cli.place.solve_placement", slow_search)
+    monkeypatch.setattr("autopar_opt.cli.place.solve_placement",
+                        signalling_stub(sig, "the search"))
     out = tmp_path / "out"
     code, text = run_cli("place", BERT24, "--json", "--out", out)
     assert code == 128 + sig

@@ -9,9 +9,7 @@ document's placement by ``evaluate_placement`` from its per-device node lists.""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import time
 
 import numpy as np
 import pytest
@@ -19,6 +17,7 @@ import pytest
 from autopar_opt.placement.evaluate import evaluate_placement
 from autopar_opt.placement.importers.public_json import load_public
 from support.cli import run_cli
+from support.signals import signalling_stub
 
 NODES = 600       # past the small-lattice path (400 ideals): the full path runs the DP
 
@@ -36,11 +35,7 @@ def _chain(path):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_during_the_dp_keeps_the_baselines_placement(sig, tmp_path, monkeypatch):
-    def interrupted_dp(*args, **kwargs):
-        os.kill(os.getpid(), sig)
-        time.sleep(30)                     # the handler interrupts this
-        pytest.fail("the DP went on after the stop signal")
-    monkeypatch.setattr("autopar_opt.placement.exact.dp.solve_dp", interrupted_dp)
+    monkeypatch.setattr("autopar_opt.placement.exact.dp.solve_dp", signalling_stub(sig, "the DP"))
     graph = _chain(tmp_path / "chain.json")
     out = tmp_path / "out"
     code, text = run_cli("place", graph, "--out", out)

@@ -17,26 +17,17 @@ import pytest
 from autopar_opt.cost.comm import sp_regather_time, tp_comm_time
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.layer_cost import layer_cost
-from autopar_opt.cost.params import CostParams
 from autopar_opt.ir.graph import Layer, LayerKind
-from autopar_opt.ir.hardware import make_cluster
-from autopar_opt.ir.runtime import RUNTIMES, runtime_named
+from autopar_opt.ir.runtime import RUNTIMES
 from autopar_opt.ir.strategies import Strategy
-from autopar_opt.ir.training import Training
+from support.cost_ideal import h100_node_ctx
 
 K = 0.2
-PARAMS = CostParams(gemm_efficiency={}, efficiency_default=1.0, fp8_efficiency={},
-                    comm_interference=K, fp8_efficiency_default=1.0, efficiency_half_us=0.0,
-                    comm_efficiency=1.0, inter_comm_efficiency=1.0, elementwise_passes=0.0,
-                    optimizer_bytes_per_param=0.0, memory_reserve_gib=0.0,
-                    memory_fragmentation=0.0)
 F = 1e12
 
 
 def _ctx(runtime: str, **caps) -> StageContext:
-    cl = make_cluster("t", 1, 8, "H100-SXM-80GB")
-    return StageContext(cl, Training(8, 1, "bf16", runtime=runtime_named(runtime, **caps)),
-                        PARAMS, 8, 8)
+    return h100_node_ctx(runtime, K, **caps)
 
 
 def _block(tp_bytes: float) -> Layer:
