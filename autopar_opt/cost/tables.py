@@ -59,11 +59,17 @@ from autopar_opt.ir.pipeline import (boundaries_intra, boundary_is_intra, inflig
                                   interleaved_inflight, microbatch_rule_broken, pipeline_rule_broken,
                                   stage_devices_problem, tie_tier)
 from autopar_opt.ir.strategies import Strategy, enumerate_strategies
-from autopar_opt.ir.target import UNIFORM_DIMS, interleaved_split, uniform_key, vp_problem
-from autopar_opt.ir.training import Schedule, SearchSpace, Training
+from autopar_opt.ir.target import (BLOCK_KINDS, UNIFORM_DIMS, interleaved_split, uniform_key,
+                                   vp_problem)
+from autopar_opt.ir.recompute_pattern import block_layers
+from autopar_opt.ir.training import Recompute, Schedule, SearchSpace, Training
 
 if TYPE_CHECKING:
     from autopar_opt.ir.fleet import Fleet
+
+#: The recomputation column of a uniform key and its codes for none and full
+#: (:func:`~autopar_opt.ir.target.uniform_key`).
+_RC, _RC_NONE, _RC_FULL = UNIFORM_DIMS.index("recompute"), 0, 2
 
 #: What a strategy is judged on when another of the same layout may replace
 #: it, as (:class:`~autopar_opt.cost.context.LayerCost` field,
@@ -174,10 +180,41 @@ class CostTables:
         if self.uniform_keys is None:
             return True
         rows = np.array([self.uniform_keys[u][k] for u, k in enumerate(asg.choice)])
-        for col in rows.T:
-            if len(set(col[col >= 0].tolist())) > 1:
-                return False
-        return True
+        mixed = [d for d, col in enumerate(rows.T) if len(set(col[col >= 0].tolist())) > 1]
+        return not mixed or (mixed == [_RC] and self._block_plan(asg, rows[:, _RC]))
+
+    def block_stages(self) -> list[int] | None:
+        """The stage of every layer where the target's space holds Megatron's block
+        recomputation in this configuration (``--recompute-method block
+        --recompute-num-layers N``: full recomputation of the first ``N`` transformer
+        layers of every model chunk; :meth:`~autopar_opt.ir.target.Target.searches_blocks`),
+        None elsewhere. It is searched where the stage of every layer is known: one
+        stage, or the fixed split of the interleaved schedule; not in a pipeline whose
+        split is free (1F1B with ``pp > 1``), where which layers a stage's first ``N``
+        are depends on the split (:meth:`~autopar_opt.ir.target.Target.unsearched`)."""
+        target = self.space.runs_on if self.space is not None else None
+        if target is None or self.uniform_keys is None \
+                or not target.searches_blocks(self.space.recompute):
+            return None
+        if self.fixed_stage is not None:
+            return list(self.fixed_stage)
+        return [0] * self.num_layers if self.pp == 1 else None
+
+    def _block_plan(self, asg: Assignment, codes: np.ndarray) -> bool:
+        """Whether an assignment whose transformer layers mix recomputation codes
+        ``codes`` is a block-recomputation plan the space holds (:meth:`block_stages`,
+        the pattern of :func:`~autopar_opt.ir.recompute_pattern.block_layers`)."""
+        stage = self.block_stages()
+        if stage is None or list(asg.stage) != stage:
+            return False
+        modes = {_RC_NONE: Recompute.none, _RC_FULL: Recompute.full}
+        per_stage: list[list] = [[] for _ in range(self.pp)]
+        for u, i in enumerate(stage):
+            if self.graph.layers[u].kind in BLOCK_KINDS:
+                if int(codes[u]) not in modes:
+                    return False
+                per_stage[i].append(modes[int(codes[u])])
+        return block_layers(per_stage, max(self.vp_chunks, 1)) is not None
 
     def allowed_in_stage(self, stage: int) -> list[np.ndarray] | None:
         """Per layer, the strategies stage ``stage`` may use (boolean masks): those

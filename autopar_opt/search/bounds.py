@@ -201,12 +201,14 @@ def _frontier(time: np.ndarray, mem: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 def _keyed(tables: CostTables, free_value: float, least: float) -> ConfigBound:
     """Under a target: the least bound over its key families
-    (:func:`autopar_opt.solvers.dp.uniform.key_bound`, the same rule per family);
-    ``+inf`` when no family has a plan that fits."""
-    from autopar_opt.solvers.dp.uniform import key_bound, key_families
+    (:func:`autopar_opt.solvers.dp.uniform.key_bound`, the same rule per family), its
+    block-recomputation families included (:func:`~autopar_opt.solvers.dp.uniform.
+    searched_families`: the bound holds for every plan the space holds); ``+inf`` when no
+    family has a plan that fits."""
+    from autopar_opt.solvers.dp.uniform import family_bound, searched_families
 
-    families = key_families(tables)
-    value = min((key_bound(tables, f.allowed) for f in families), default=math.inf)
+    families = searched_families(tables)
+    value = min((family_bound(tables, f) for f in families), default=math.inf)
     if math.isinf(value):
         who = tables.space.runs_on.framework if tables.space and tables.space.runs_on else "the target"
         why = ("no setting " + who + " accepts gives every layer a strategy" if not families else

@@ -30,19 +30,23 @@ directly from the cost tables (:mod:`autopar_opt.formulations.direct`): no
 Pyomo model is built unless ``--export-models`` asks for one, and the matrix
 structure is cached across configurations that share it, so most
 configurations only refill coefficients. Gurobi and SCIP keep the Pyomo path.
-Every result records ``timings`` = {build, translate, solve} seconds. The
+Every result records ``timings`` = {build, translate, solve} seconds. Where the Megatron
+target's space holds block recomputation (:func:`block_families_searched`), which the
+MIP's one-setting rows do not state, the DP solves those families beside the MIP and the
+configuration keeps the better plan and the lesser bound (:func:`with_block_families`). The
 formulations (and scipy.sparse) are imported on the first MIP a search builds,
 inside the search's clock; a search the DP closes never loads them.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
 from autopar_opt.cost.tables import CostTables
 from autopar_opt.core.assignment import Assignment
-from autopar_opt.core.bounds import Bounds, Status, strictly_better, within_gap
+from autopar_opt.core.bounds import Bounds, Status, clamp_to_primal, strictly_better, within_gap
 from autopar_opt.core.result import ProblemClass, SolveResult, Termination
 from autopar_opt.solvers.base import Feature
 
@@ -62,6 +66,10 @@ RACE_FIRST_S = 0.25
 DP_TARGET_FRACTION, DP_TARGET_MAX_S = 0.75, 45.0
 #: MIP budget after the DP has proven optimality: max(CHECK_FACTOR × DP time, CHECK_MIN_S).
 CHECK_FACTOR, CHECK_MIN_S = 2.0, 1.0
+
+#: A MIP without the DP warm start, where the DP solves the block-recomputation families
+#: beside it (:func:`with_block_families`): its share of the configuration's time.
+BLOCK_MIP_SHARE = 0.75
 
 #: The least time limit handed to a MIP solver (s).
 MIN_MIP_S = 0.01
@@ -190,11 +198,17 @@ class InnerSolver:
             return self._solve_blocks(tables, warm, dp, limit, remaining_s - (time.perf_counter() - began),
                                       cutoff).by(("dp+" if dp is not None else "") + f"block-milp:{self.name}")
         from autopar_opt.core.memory_budget import OverBudget
+        # the DP backend searches the whole space itself; a MIP's rows hold one setting
+        blocks = self.form_name != "tables" and block_families_searched(tables)
+        if blocks and dp is None:
+            limit = min(limit, BLOCK_MIP_SHARE * remaining_s)   # the rest: the block families' DP
         try:
             problem, model_hash = self._formulate(tables, cfg)
         except OverBudget as exc:           # counted, not built: the DP's result stands
             return merge_outcomes(InnerOutcome(self._refused(exc), None), dp,
                                   opts.rel_gap).derive(opts.rel_gap).by(f"milp:{self.name} (refused)")
+        if warm is not None and tables.uniform_keys is not None:
+            warm = _one_setting_start(tables, warm)     # a block plan breaks the MIP's rows
         if warm is not None:
             problem.set_warm_start(warm)
         # the warm start, the first import of the formulations and building the model
@@ -206,9 +220,16 @@ class InnerSolver:
                                  if cutoff is not None else None)
         if problem.build_s and not res.timings.get("build"):
             res = res.with_(timings={**res.timings, "build": problem.build_s})
-        outcome = InnerOutcome(res, problem.invert(res), model_hash)
-        return merge_outcomes(outcome, dp, opts.rel_gap).derive(opts.rel_gap).by(
-            ("dp+" if dp is not None else "") + f"{self.form_name}:{self.name}")
+        outcome = merge_outcomes(InnerOutcome(res, problem.invert(res), model_hash), dp,
+                                 opts.rel_gap).derive(opts.rel_gap)
+        method = ("dp+" if dp is not None else "") + f"{self.form_name}:{self.name}"
+        if blocks:
+            # the MIP's rows state one recomputation setting: the block families by DP
+            outcome = with_block_families(outcome, tables, dp, remaining_s - (time.perf_counter()
+                                                                             - began),
+                                          incumbent, opts.rel_gap)
+            method += "+block-dp"
+        return outcome.by(method)
 
     def _refused(self, exc) -> SolveResult:
         """The result of a MILP the memory budget refused before it was built
@@ -395,6 +416,17 @@ class InnerSolver:
         return uniform[0], uniform[1], dp
 
 
+def _one_setting_start(tables: CostTables, warm: Assignment) -> Assignment | None:
+    """``warm``, or the best uniform plan when ``warm`` is a block-recomputation plan of
+    the DP (:func:`block_families_searched`), which the MIP's uniformity rows do not hold."""
+    from autopar_opt.search.baselines import best_uniform_assignment, runnable_choice
+
+    if runnable_choice(tables, tuple(warm.choice)):
+        return warm
+    uniform = best_uniform_assignment(tables)
+    return uniform[0] if uniform is not None and tables.runnable(uniform[0]) else None
+
+
 def _load_mip_modules() -> None:
     """Import the formulations (and with them scipy.sparse) when a configuration
     first needs a MIP (a no-op once loaded).
@@ -472,6 +504,65 @@ def _merge_inner(old: InnerOutcome, new: InnerOutcome, rel_gap: float) -> InnerO
         res = res.with_(termination=Termination.optimal if status is Status.optimal
                         else Termination.feasible)
     return InnerOutcome(res, asg, None, merged, status)
+
+
+def block_families_searched(tables: CostTables) -> bool:
+    """Whether the target's space holds Megatron's block recomputation in this
+    configuration (:func:`~autopar_opt.solvers.dp.uniform.block_families`): the MIP's
+    rows (``uniform_choice``) state one recomputation setting for the model, so the
+    block families are solved by the DP beside it (:func:`with_block_families`)."""
+    if tables.block_stages() is None:
+        return False
+    from autopar_opt.solvers.dp.uniform import block_families
+    return bool(block_families(tables))
+
+
+def with_block_families(outcome: InnerOutcome, tables: CostTables, dp: SolveResult | None,
+                        left_s: float, incumbent: float | None, rel_gap: float) -> InnerOutcome:
+    """The configuration's outcome over the target's whole space, from ``outcome`` (the
+    MIP over the one-setting plans, merged with the DP warm start ``dp``, which searched
+    the whole space) and the block-recomputation families: a union of two spaces, so
+    the better plan and the *lesser* of the two parts' bounds (the MIP's bound holds for
+    the one-setting plans only: merged by the larger, it could pass a block plan's
+    value). The block part's bound is the DP warm start's when it searched the whole
+    space to the end (optimal or infeasible: its bound holds for both parts), else the
+    DP over the block families alone (``solve_dp(part="block")``, ``left_s`` seconds,
+    the search's ``incumbent`` its cutoff) raised to the warm start's bound."""
+    from autopar_opt.solvers.dp import solve_dp
+
+    if outcome.result.termination is Termination.error:
+        return outcome               # the search hands it to the default backend
+    uni = outcome.bounds
+    asg, res = outcome.assignment, outcome.result
+    exhaustive_dp = dp is not None and dp.termination in (Termination.optimal, Termination.infeasible)
+    if exhaustive_dp:
+        block = Bounds(None, math.inf if dp.termination is Termination.infeasible
+                       else dp.lower_bound, True, "dp")
+        note = ""
+    else:
+        found = solve_dp(tables, max(left_s, 0.05), rel_gap=rel_gap,
+                         cutoff=incumbent if incumbent is not None else math.inf, part="block")
+        block = Bounds.of(found, "dp")
+        if dp is not None:
+            block = Bounds(block.primal, max(block.lower, dp.lower_bound), block.exhaustive, "dp")
+        if strictly_better(found.primal, uni.primal):
+            asg = found.solution
+        note = (f"block recomputation by the DP: {found.termination.value}, bound "
+                f"{block.lower:.6g} s")
+        res = res.with_(wall_time_s=res.wall_time_s + found.wall_time_s,
+                        timings={**res.timings, "dp_block": found.wall_time_s})
+    primal = block.primal if strictly_better(block.primal, uni.primal) else uni.primal
+    source = uni.source if uni.lower <= block.lower else block.source
+    lower = clamp_to_primal(min(uni.lower, block.lower), primal, source or "")
+    merged = Bounds(primal, lower, uni.exhaustive and block.exhaustive, source)
+    status = merged.status(rel_gap)
+    if primal is None:
+        term = Termination.infeasible if merged.is_infeasible else Termination.time_limit_no_solution
+    else:
+        term = Termination.optimal if status is Status.optimal else Termination.feasible
+    res = res.with_(termination=term, primal=primal, lower_bound=lower,
+                    message="; ".join(m for m in (res.message, note) if m))
+    return InnerOutcome(res, asg if primal is not None else None, outcome.model_hash, merged, status)
 
 
 def merge_outcomes(outcome: InnerOutcome, dp: SolveResult | None, rel_gap: float) -> InnerOutcome:

@@ -32,13 +32,15 @@ def _version() -> str:
 
 
 def solve_dp(tables: CostTables, time_limit_s: float | None = None,
-             rel_gap: float = 0.0, cutoff: float = math.inf) -> SolveResult:
+             rel_gap: float = 0.0, cutoff: float = math.inf, part: str = "all") -> SolveResult:
     """Solve one outer configuration's tables; never raises on infeasible or timeout.
     ``rel_gap`` (under a target's uniformity rule only) lets the key families close
     within that relative gap (:func:`~autopar_opt.solvers.dp.uniform.solve_uniform`);
     ``cutoff`` (the same rule only) is the value of a plan the caller holds: the key
     families close against it too, and a configuration that cannot beat it by more
-    than ``rel_gap`` answers with that proven bound (and no plan, or a worse one)."""
+    than ``rel_gap`` answers with that proven bound (and no plan, or a worse one).
+    ``part`` (the same rule only): the key families searched
+    (:func:`~autopar_opt.solvers.dp.uniform.searched_families`; ``all``: the target's space)."""
     start = time.monotonic()
     deadline = None if time_limit_s is None else start + time_limit_s
     chain = tables.graph.is_chain()
@@ -72,7 +74,7 @@ def solve_dp(tables: CostTables, time_limit_s: float | None = None,
         elif tables.uniform_keys is not None or tables.fixed_stage is not None:
             from autopar_opt.solvers.dp.uniform import solve_uniform
             method = "chain-label-dp (uniform keys)"
-            out = solve_uniform(tables, deadline, rel_gap=rel_gap, cutoff=cutoff)
+            out = solve_uniform(tables, deadline, rel_gap=rel_gap, cutoff=cutoff, part=part)
             asg, exhaustive, bound = out.assignment, out.exhaustive, out.lower_bound
             fallback = out.fallback
         else:

@@ -144,7 +144,8 @@ class ChainDP:
     """
 
     def __init__(self, tables: CostTables, deadline: float | None,
-                 allowed: list[np.ndarray] | None = None, shared: "ChainDP | None" = None) -> None:
+                 allowed: list[np.ndarray] | None = None, shared: "ChainDP | None" = None,
+                 symmetric: bool = True) -> None:
         self.t = tables
         self.n, self.pp, self.c1 = tables.num_layers, tables.pp, float(tables.rounds - 1)
         self.cap = tables.capacity_bytes + MEM_EPS * GIB
@@ -165,7 +166,10 @@ class ChainDP:
             ids: dict[int, np.ndarray] = {}          # one per layer class (shared lists)
             self.layout_id = [_memo(ids, id(strats), lambda: np.array(layout_ids(strats)))
                               for strats in tables.strategies]
-            self.order = _sorted_pairs(tables, self.layout_id)
+            # a family whose allowed strategies depend on a layer's position in its stage
+            # (Megatron's block recomputation, solvers/dp/uniform.py) has no sorted twin
+            self.order = (_sorted_pairs(tables, self.layout_id) if symmetric
+                          else [None] * tables.num_layers)
             self._bounds = None
             self._cover = None
             #: proven lower bound on every plan's bottleneck max p (partition bound)
@@ -485,7 +489,8 @@ _FIRST_STEP = 0.002
 
 
 def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4,
-                allowed: list[np.ndarray] | None = None, cutoff: float = math.inf) -> ChainOutcome:
+                allowed: list[np.ndarray] | None = None, cutoff: float = math.inf,
+                symmetric: bool = True) -> ChainOutcome:
     """Label DP over the layer order (exact for chains; see module docstring).
 
     1. Incumbent ``UB``: a beam pass over the full space (:func:`_incumbent`).
@@ -509,10 +514,12 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
     :mod:`~autopar_opt.solvers.dp.uniform`); ``cutoff`` is a value the caller
     already holds a plan for: once this search proves that nothing here is
     better, it stops and answers ``exhaustive=False`` with ``lower_bound >=
-    cutoff`` (and whatever plan it has).
+    cutoff`` (and whatever plan it has). ``symmetric`` False switches off the ordering
+    rule of identical layers (:func:`_sorted_pairs`): for an ``allowed`` that differs
+    between identical layers of one stage by their position (a block-recomputation family).
     """
     const = tables.params.iteration_overhead_s
-    dp = ChainDP(tables, deadline, allowed)
+    dp = ChainDP(tables, deadline, allowed, symmetric=symmetric)
     inc, ub, lb = None, math.inf, -math.inf
     try:
         set_bottleneck_floor(dp, math.inf)

@@ -23,6 +23,11 @@ space's; time a family does not use goes to the next one.
 Keys are enumerated once per configuration from the distinct key tables of the
 layer classes (identical layers share one), so a chain of 126 identical
 blocks costs as much as one block.
+
+Megatron's block recomputation (the first N transformer layers of every model chunk
+recompute fully, the others not at all) joins as families of their own where the stage
+of every layer is known (:func:`block_families`: one stage, or the interleaved
+schedule's fixed split), run without the ordering rule of identical layers.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import numpy as np
 
 from autopar_opt.core.assignment import Assignment
 from autopar_opt.cost.tables import CostTables, fits
+from autopar_opt.ir.target import BLOCK_KINDS, UNIFORM_DIMS
 from autopar_opt.solvers.dp.chain import ChainOutcome, solve_chain
 from autopar_opt.solvers.dp.common import (_least_memory_partition, fit_limit, iteration_time,
                                            layer_memory)
@@ -42,10 +48,22 @@ from autopar_opt.solvers.dp.common import (_least_memory_partition, fit_limit, i
 
 @dataclass(frozen=True)
 class KeyFamily:
-    """One full key and, per layer, the indices of the strategies that match it."""
+    """One full key and, per layer, the indices of the strategies that match it.
+
+    ``block`` > 0: a family of Megatron's block recomputation (:func:`block_families`),
+    ``key`` its full-recomputation key, ``block`` its ``--recompute-num-layers``; its
+    allowed sets depend on a layer's position in its stage, so the chain DP runs it
+    without the ordering rule of identical layers."""
 
     key: tuple[int, ...]
     allowed: list[np.ndarray]
+    block: int = 0
+    #: its :func:`key_bound` when computed with the family (block families), else None
+    bound: float | None = None
+
+    @property
+    def symmetric(self) -> bool:
+        return self.block == 0
 
 
 def _compatible(rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -62,12 +80,30 @@ def key_families(tables: CostTables) -> list[KeyFamily]:
     if keys is None:      # a fixed split without a target's rules (interleaving): one family
         every: dict[int, np.ndarray] = {}       # layers of one class share their array
         return [KeyFamily((), [every.setdefault(id(s), np.arange(len(s))) for s in tables.strategies])]
+    families: dict[tuple, KeyFamily] = {}
+    for key, allowed in _keyed_sets(tables).items():
+        sig = tuple(tuple(a.tolist()) for a in (allowed[u] for u in _class_heads(keys)))
+        families.setdefault(sig, KeyFamily(key, allowed))
+    return list(families.values())
+
+
+def _keyed_sets(tables: CostTables) -> dict[tuple[int, ...], list[np.ndarray]]:
+    """Every full key some runnable plan can take, with its per-layer strategy sets
+    (shared by the layers of a class), in key order (computed once per configuration)."""
+    cache = tables.__dict__.setdefault("_dp_families", {})
+    if "sets" not in cache:
+        cache["sets"] = _key_sets(tables)
+    return cache["sets"]
+
+
+def _key_sets(tables: CostTables) -> dict[tuple[int, ...], list[np.ndarray]]:
+    keys = tables.uniform_keys
     classes: dict[int, np.ndarray] = {}
     for arr in keys:
         classes.setdefault(id(arr), arr)
     tabs = list(classes.values())
     if any(len(t) == 0 for t in tabs):
-        return []
+        return {}
     dims = tabs[0].shape[1]
     domain = [sorted({int(v) for t in tabs for v in t[:, d] if v >= 0}) for d in range(dims)]
     # seed: the class that fixes the most dimensions; its wildcards expanded over the domain
@@ -90,13 +126,74 @@ def key_families(tables: CostTables) -> list[KeyFamily]:
         m = _compatible(t, cand)
         compat[id(t)] = m
         ok &= m.any(axis=1)
-    families: dict[tuple, KeyFamily] = {}
+    out: dict[tuple[int, ...], list[np.ndarray]] = {}
     for j in np.flatnonzero(ok):
         per_class = {cid: np.flatnonzero(m[j]) for cid, m in compat.items()}
-        allowed = [per_class[id(arr)] for arr in keys]     # shared by the layers of a class
-        sig = tuple(tuple(a.tolist()) for a in (allowed[u] for u in _class_heads(keys)))
-        families.setdefault(sig, KeyFamily(tuple(int(v) for v in cand[j]), allowed))
-    return list(families.values())
+        out[tuple(int(v) for v in cand[j])] = [per_class[id(arr)] for arr in keys]
+    return out
+
+
+#: The recomputation column of a uniform key and its codes for none and full
+#: (:func:`autopar_opt.ir.target.uniform_key`).
+_RC, _NONE, _FULL = UNIFORM_DIMS.index("recompute"), 0, 2
+
+
+def block_families(tables: CostTables) -> list[KeyFamily]:
+    """Megatron's block recomputation (``--recompute-method block --recompute-num-layers
+    N``: full recomputation of the first ``N`` transformer layers of every model chunk,
+    none of the others) as key families, where the configuration's stage of every layer
+    is known (:meth:`~autopar_opt.cost.tables.CostTables.block_stages`: one stage, or the
+    interleaved schedule's fixed split): for every full key with ``rc = full`` whose
+    ``rc = none`` twin is a key too and every ``N`` from 1 to one less than a stage's
+    layers per chunk, the ``j``-th transformer layer of a stage of ``k`` takes the full
+    key's strategies when ``j < v·min(N, k/v)`` and the none key's otherwise (the
+    positions fixed, every plan of the family is the block plan of its split; ``N`` at
+    least the layers per chunk of every stage is the full key itself). Empty where the
+    target searches no block plan there."""
+    cache = tables.__dict__.setdefault("_dp_families", {})     # one list per configuration
+    if "block" not in cache:
+        cache["block"] = _block_families(tables)
+    return cache["block"]
+
+
+def _block_families(tables: CostTables) -> list[KeyFamily]:
+    stage = tables.block_stages()
+    if stage is None:
+        return []
+    v = max(tables.vp_chunks, 1)
+    blocks = [tables.graph.layers[u].kind in BLOCK_KINDS for u in range(tables.num_layers)]
+    position, count = [0] * tables.num_layers, [0] * tables.pp
+    for u, i in enumerate(stage):
+        if blocks[u]:
+            position[u], count[i] = count[i], count[i] + 1
+    if any(k % v for k in count):
+        return []
+    most = max(k // v for k in count)
+    if most < 2:
+        return []               # a chunk of one layer: N = 1 is full recomputation itself
+    per_chunk = np.array([count[i] // v for i in stage])     # per layer, its stage's
+    blocks, position = np.array(blocks, dtype=bool), np.array(position)
+    # per N = 1..most-1 (rows), the layers that recompute fully
+    masks = blocks[None, :] & (position[None, :] < v * np.minimum(
+        np.arange(1, most)[:, None], per_chunk[None, :]))
+    sets = _keyed_sets(tables)
+    heads = _class_heads(tables.uniform_keys)
+    out: dict[tuple, KeyFamily] = {}
+    for key, full in sets.items():
+        if key[_RC] != _FULL:
+            continue
+        none = sets.get(key[:_RC] + (_NONE,) + key[_RC + 1:])
+        if none is None:
+            continue
+        sig = tuple(tuple(a.tolist()) for a in (x[u] for x in (full, none) for u in heads))
+        if sig + (1,) in out:
+            continue
+        terms_full, terms_none = _layer_terms(tables, full), _layer_terms(tables, none)
+        bounds = _bounds(tables, np.where(masks[:, :, None], terms_full[None], terms_none[None]))
+        for n, mask, bound in zip(range(1, most), masks, bounds):
+            allowed = [full[u] if on else none[u] for u, on in enumerate(mask.tolist())]
+            out[sig + (n,)] = KeyFamily(key, allowed, n, float(bound))
+    return list(out.values())
 
 
 def _class_heads(keys: list[np.ndarray]) -> list[int]:
@@ -114,31 +211,51 @@ def key_bound(tables: CostTables, allowed: list[np.ndarray]) -> float:
     strategies: ``T >= P·(1 + (c-1)/pp) + max_u min_k G + T0`` with ``P >= Σ_u
     min_k A``; a layer that fits alone in no strategy, or layers whose least
     stored memory exceeds ``pp`` stages, prove the family empty."""
+    terms = _layer_terms(tables, allowed)
+    return math.inf if terms is None else float(_bounds(tables, terms[None])[0])
+
+
+def family_bound(tables: CostTables, family: KeyFamily) -> float:
+    """:func:`key_bound` of a family (a block family's is computed with it)."""
+    return key_bound(tables, family.allowed) if family.bound is None else family.bound
+
+
+def _layer_terms(tables: CostTables, allowed: list[np.ndarray]) -> np.ndarray | None:
+    """Per layer, over its ``allowed`` strategies: the least memory alone (stored with
+    the least in-flight count plus working set), the least stored memory, the least
+    working set, the least time and the least sync (``[L, 5]``; None: a layer has none)."""
     m = min(tables.inflight)
-    lim = fit_limit(tables)
-    total = sync = stored = held = 0.0
-    memo: dict[tuple[int, int], tuple[float, float, float, float, float]] = {}
+    # per configuration (identical layers share both arrays; the entry keeps them, so an
+    # id is never another array's)
+    memo: dict[tuple[int, int], tuple] = \
+        tables.__dict__.setdefault("_dp_families", {}).setdefault("terms", {})
+    rows = []
     for u, ks in enumerate(allowed):
         if not len(ks):
-            return math.inf
-        key = (id(tables.time[u]), id(ks))            # identical layers share both arrays
-        if key not in memo:
+            return None
+        key = (id(tables.time[u]), id(ks))
+        hit = memo.get(key)
+        if hit is None or hit[0] is not tables.time[u] or hit[1] is not ks:
             w, h, x = (tables.weight_bytes[u][ks], tables.act_bytes[u][ks],
                        tables.working_bytes[u][ks])
-            memo[key] = (float(np.min(w + m * h + x)), float(np.min(w + m * h)),
-                         float(np.min(x)), float(np.min(tables.time[u][ks])),
-                         float(np.min(tables.sync[u][ks])))
-        alone, least, x_min, t_min, g_min = memo[key]
-        if alone > lim:
-            return math.inf
-        stored += least
-        held = max(held, x_min)
-        total += t_min
-        sync = max(sync, g_min)
-    if stored + held > tables.pp * lim:
-        return math.inf
+            hit = memo[key] = (tables.time[u], ks, (
+                float(np.min(w + m * h + x)), float(np.min(w + m * h)), float(np.min(x)),
+                float(np.min(tables.time[u][ks])), float(np.min(tables.sync[u][ks]))))
+        rows.append(hit[2])
+    return np.array(rows, dtype=float).reshape(len(rows), 5)
+
+
+def _bounds(tables: CostTables, terms: np.ndarray) -> np.ndarray:
+    """:func:`key_bound` of every family of ``terms`` (``[F, L, 5]``, :func:`_layer_terms`)."""
+    lim = fit_limit(tables)
+    alone, least, x_min, t_min, g_min = (terms[..., j] for j in range(5))
+    stored, total = least.sum(axis=1), t_min.sum(axis=1)
+    held = np.maximum(x_min.max(axis=1, initial=0.0), 0.0)
+    sync = np.maximum(g_min.max(axis=1, initial=0.0), 0.0)
     pp, c = tables.pp, tables.rounds
-    return total * (1 + (c - 1) / pp) + sync + tables.params.iteration_overhead_s
+    value = total * (1 + (c - 1) / pp) + sync + tables.params.iteration_overhead_s
+    empty = (alone > lim).any(axis=1) | (stored + held > tables.pp * lim)
+    return np.where(empty, math.inf, value)
 
 
 #: Least share of the time left that the next key family may use (the first families,
@@ -147,8 +264,17 @@ def key_bound(tables: CostTables, allowed: list[np.ndarray]) -> float:
 MIN_SHARE = 0.25
 
 
+def searched_families(tables: CostTables, part: str = "all") -> list[KeyFamily]:
+    """The key families of the target's space: ``part`` ``uniform`` (one key for the
+    model, :func:`key_families`), ``block`` (Megatron's block recomputation,
+    :func:`block_families`) or ``all`` (both: the space the certificate covers)."""
+    out = key_families(tables) if part in ("all", "uniform") else []
+    return out + (block_families(tables) if part in ("all", "block") else [])
+
+
 def solve_uniform(tables: CostTables, deadline: float | None = None, beam: int = 4,
-                  rel_gap: float = 0.0, cutoff: float = math.inf) -> ChainOutcome:
+                  rel_gap: float = 0.0, cutoff: float = math.inf,
+                  part: str = "all") -> ChainOutcome:
     """The exact DP under the uniformity rule (module docstring): the best runnable
     plan and a proven bound over every key family. With ``rel_gap`` a family whose
     bound is within that relative gap of the incumbent is closed (the answer is then
@@ -160,9 +286,10 @@ def solve_uniform(tables: CostTables, deadline: float | None = None, beam: int =
     ``cutoff``, with ``exhaustive`` False and ``lower_bound >= cutoff·(1 - rel_gap)``
     (the least bound over the families it closed, or ``cutoff`` when every one of them
     was proven at least that): this configuration cannot beat the caller's plan by
-    more than the gap, which is all the caller needs."""
-    families = key_families(tables)
-    bounds = [key_bound(tables, f.allowed) for f in families]
+    more than the gap, which is all the caller needs. ``part``: the families searched
+    (:func:`searched_families`; ``all`` by default, the target's whole space)."""
+    families = searched_families(tables, part)
+    bounds = [family_bound(tables, f) for f in families]
     order = sorted(range(len(families)), key=lambda j: bounds[j])
     inc, ub, labels = None, math.inf, 0
     open_bounds: list[float] = []
@@ -180,7 +307,8 @@ def solve_uniform(tables: CostTables, deadline: float | None = None, beam: int =
         live = sum(1 for k in order[pos:] if bounds[k] < bar * within)
         share = None if deadline is None else time.monotonic() + max(
             deadline - time.monotonic(), 0.0) * max(1.0 / max(live, 1), MIN_SHARE)
-        out = solve_chain(tables, share, beam, families[j].allowed, cutoff=bar * within)
+        out = solve_chain(tables, share, beam, families[j].allowed, cutoff=bar * within,
+                          symmetric=families[j].symmetric)
         labels += out.labels
         if out.assignment is not None and out.value < ub and tables.runnable(out.assignment):
             inc, ub, fallback = out.assignment, out.value, out.fallback
@@ -235,4 +363,5 @@ def least_memory_runnable(tables: CostTables, families: list[KeyFamily]) -> Assi
     return None
 
 
-__all__ = ["KeyFamily", "key_bound", "key_families", "least_memory_runnable", "solve_uniform"]
+__all__ = ["KeyFamily", "block_families", "family_bound", "key_bound", "key_families",
+           "least_memory_runnable", "searched_families", "solve_uniform"]

@@ -7,6 +7,7 @@ plan these predicates accept."""
 from __future__ import annotations
 
 from autopar_opt.export import ExportError, export_plan
+from autopar_opt.ir.recompute_pattern import block_layers, stage_blocks
 from autopar_opt.ir.target import BLOCK_KINDS
 
 
@@ -19,13 +20,28 @@ def one_recompute_mode(plan, graph) -> bool:
     return len(modes) == 1
 
 
-def megatron_accepts(graph, cluster, training):
-    """``accept(plan)``: Megatron's exporter writes the plan and its blocks share one
-    recomputation mode."""
+def megatron_searched(plan, graph) -> bool:
+    """Whether the megatron target's space holds the plan's recomputation: one mode for
+    the model, or Megatron's block method (full recomputation of the first N blocks of
+    every model chunk, none of the others) with one stage or under the interleaved
+    schedule (a fixed split); a 1F1B pipeline of more than one stage searches no block
+    plan (its split is free: ir/target.py Target.unsearched says so)."""
+    if one_recompute_mode(plan, graph):
+        return True
+    chunks = plan.vp_chunks if plan.schedule.value == "interleaved" and plan.vp_chunks > 1 else 1
+    if plan.pp > 1 and chunks == 1:
+        return False
+    return block_layers(stage_blocks(plan, graph), chunks) is not None
+
+
+def megatron_accepts(graph, cluster, training, blocks: bool = True):
+    """``accept(plan)``: Megatron's exporter writes the plan and the target's space holds
+    its recomputation (:func:`megatron_searched`; ``blocks`` False: one mode for the
+    model only)."""
     def accept(plan) -> bool:
         try:
             export_plan(plan, graph, cluster, training, "megatron")
         except ExportError:
             return False
-        return one_recompute_mode(plan, graph)
+        return megatron_searched(plan, graph) if blocks else one_recompute_mode(plan, graph)
     return accept

@@ -1,81 +1,228 @@
-"""The megatron target's space takes one recomputation setting for the model; Megatron-LM
-also runs partial recomputation (``--recompute-method block --recompute-num-layers N``: the
-first N layers of every stage), which the space leaves out, and the outputs now say so
-(QA round 13: they said nothing, and on this instance the best block plan is 14.2% faster
-than the target's proven optimum).
+"""Megatron-LM's partial recomputation (``--recompute-method block --recompute-num-layers N``:
+full recomputation of the first N layers of every model chunk, none of the others) in the
+megatron target's space: searched with one stage and under the interleaved schedule, whose
+stage split is fixed (the DP's block families, solvers/dp/uniform.py ``block_families``,
+solved beside the MIP's one-setting rows, search/inner.py ``with_block_families``), not in
+a 1F1B pipeline of several stages, whose split is free, and the outputs say which (QA round
+13: the best block plan was 14.2% faster than the target's proven optimum, which searched
+one recomputation setting for the model).
 
-Oracle: brute force (tests/support/bruteforce.py, priced apart from the cost tables) over
-every plan Megatron's exporter writes, with and without the one-mode rule; the free space's
-bound must lie under the best block plan (the statement's "the price of runnability bounds
-its gain")."""
+Oracle: brute force (tests/support/bruteforce.py, priced apart from the cost tables, the DP
+and the MIP) over every plan Megatron's exporter writes, kept to those the space holds
+(support.exportable.megatron_searched), per outer configuration; the search's optimum (DP,
+MILP with and without the DP warm start) must equal it, be proven, price under evaluate()
+as the solver said, and its bound and every configuration's lie under the plans of that
+configuration. Where block plans are not searched (1F1B, pp = 2) the brute force over
+every exportable plan says what the outputs' ``unsearched`` line covers."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 
 import pytest
 
 from support.bruteforce import brute_force
-from support.exportable import one_recompute_mode
+from support.exportable import megatron_accepts
+from autopar_opt.cost.evaluate import evaluate
 from autopar_opt.cost.params import default_params
-from autopar_opt.export import ExportError, export_plan
+from autopar_opt.cost.tables import build_cost_tables
+from autopar_opt.export import ExportError, export_plan, plan_view
 from autopar_opt.ir.hardware import make_cluster
-from autopar_opt.ir.recompute_pattern import block_layers, stage_blocks
+from autopar_opt.ir.recompute_pattern import block_layers, recompute_text, stage_blocks
 from autopar_opt.ir.target import Target
 from autopar_opt.ir.training import Recompute, Schedule, SearchSpace, Training
 from autopar_opt.model_zoo.registry import build_model, get_cluster
+from autopar_opt.search.bounds import analytic_lower_bound
 from autopar_opt.search.configs import outer_configs
 from autopar_opt.search.engine import SearchOptions, run_search
+from autopar_opt.search.inner import InnerSolver
 from autopar_opt.search.runnable import price_of_runnability, runnable_space
+from autopar_opt.solvers.dp import solve_dp
 
 SEQ = 8192
-GRAPH = build_model("gpt-1.7b", seq_len=SEQ, overrides={"num_layers": 4})
 _A100 = get_cluster("dgx-a100-8")
-#: two A100s with 6.8 GiB each: no recomputation does not fit, full recomputation of every
-#: layer does, and recomputing the first of each stage's 4 layers fits too
-CLUSTER = make_cluster("a100x2", 1, 2, replace(_A100.device, hbm_gib=6.8, memory_gb=6.8),
-                       _A100.intra_node, _A100.inter_node)
+
+
+def _a100s(gib: float):
+    return make_cluster(f"a100x2-{gib}", 1, 2, replace(_A100.device, hbm_gib=gib, memory_gb=gib),
+                        _A100.intra_node, _A100.inter_node)
+
+
 TRAINING = Training(global_batch_size=8, seq_len=SEQ, dtype="bf16")
 RC = (Recompute.none, Recompute.full)
+#: GPT-1.7B cut to 4 layers: one stage of 4 blocks or two of 1-3 (QA round 13's instance)
+GPT4 = build_model("gpt-1.7b", seq_len=SEQ, overrides={"num_layers": 4})
 SPACE = SearchSpace(pp_degrees=(1, 2), tp_degrees=(1, 2), zero_levels=(0, 1), recompute=RC,
                     schedules=(Schedule.one_f_one_b,), microbatches=(2, 4, 8),
                     hybrid_sharding=(False,))
+#: GPT-1.7B cut to 8 layers on two stages of one A100 each: 1F1B (free split) and
+#: interleaved with 2 virtual stages (4 blocks per rank, 2 per chunk: N = 1 recomputes
+#: the first of each chunk)
+GPT8 = build_model("gpt-1.7b", seq_len=SEQ, overrides={"num_layers": 8})
+PIPE = SearchSpace(pp_degrees=(2,), tp_degrees=(1,), zero_levels=(0,), recompute=RC,
+                   schedules=(Schedule.one_f_one_b, Schedule.interleaved), microbatches=(4, 8),
+                   hybrid_sharding=(False,))
+#: (graph, cluster, free space): 6.8 GiB: no recomputation does not fit at pp = 1, full
+#: recomputation of every layer does, and so does recomputing the first of 4 (QA round 13);
+#: 80 GiB: nothing binds; the pipeline at PIPE_GIB: the best one-mode plan takes 1.3727 s,
+#: the interleaved block plan (N = 1) 1.2688 s, a 1F1B block plan (not searched) 1.2528 s
+PIPE_GIB = 12.5
+INSTANCES = {"tight": (GPT4, _a100s(6.8), SPACE), "roomy": (GPT4, _a100s(80.0), SPACE),
+             "pipeline": (GPT8, _a100s(PIPE_GIB), PIPE)}
+PARAMS = default_params()
 
 
-def _best(one_mode: bool):
+def _space(case: str) -> SearchSpace:
+    return runnable_space(INSTANCES[case][2], "megatron")
+
+
+def _exportable(graph, cluster):
+    """``accept(plan)``: Megatron's exporter writes the plan (any recomputation)."""
     def accept(plan) -> bool:
         try:
-            export_plan(plan, GRAPH, CLUSTER, TRAINING, "megatron")
+            export_plan(plan, graph, cluster, TRAINING, "megatron")
         except ExportError:
             return False
-        return not one_mode or one_recompute_mode(plan, GRAPH)
-    best = (math.inf, None)
-    for cfg in outer_configs(GRAPH, CLUSTER, TRAINING, runnable_space(SPACE, "megatron")):
-        ref = brute_force(GRAPH, CLUSTER, TRAINING, SPACE, cfg.pp, cfg.microbatches,
-                          cfg.schedule, accept=accept)
-        if ref is not None and ref[0] < best[0]:
-            best = ref
-    return best
+        return True
+    return accept
 
 
-def test_the_megatron_target_says_partial_recomputation_is_not_searched():
-    uniform, (block, plan) = _best(True)[0], _best(False)
-    assert block_layers(stage_blocks(plan, GRAPH)) == 1      # the first 1 of 4 per stage
-    assert block == pytest.approx(uniform * (1 - 0.142), rel=1e-2)
-    space = runnable_space(SPACE, "megatron")
-    options = SearchOptions(solver="dp", time_limit_s=30, rel_gap=0.0)
-    res = run_search(GRAPH, CLUSTER, TRAINING, space, default_params(), options)
-    assert res.metrics.iteration_time_s == pytest.approx(uniform, rel=1e-9)  # the one-mode space
-    run = price_of_runnability(res, GRAPH, CLUSTER, TRAINING, space, default_params(), options, 30.0)
-    said = run.to_dict()["unsearched"]
-    assert "--recompute-method block" in said and "not searched" in said
-    assert run.free_lower <= block * (1 + 1e-9)        # the price of runnability bounds the gain
+@functools.lru_cache(maxsize=None)
+def _per_config(case: str, which: str) -> dict:
+    """Per outer configuration of the target, the brute-force optimum ``(value, plan)``
+    over the exportable plans: ``searched`` those the space holds, ``one`` one
+    recomputation mode for the model, ``all`` every one (None: none fits)."""
+    graph, cluster, free = INSTANCES[case]
+    accept = (_exportable(graph, cluster) if which == "all"
+              else megatron_accepts(graph, cluster, TRAINING, blocks=which == "searched"))
+    return {cfg: brute_force(graph, cluster, TRAINING, free, cfg.pp, cfg.microbatches,
+                             cfg.schedule, accept=accept, vp=cfg.vp)
+            for cfg in outer_configs(graph, cluster, TRAINING, _space(case))}
 
 
-def test_only_megatron_with_both_modes_says_it():
-    assert Target("megatron").unsearched(RC)
-    assert Target("megatron").unsearched((Recompute.full,)) == ""
-    assert Target("megatron").unsearched((Recompute.none, Recompute.selective)) == ""
+def _best(case: str, which: str) -> tuple[float, object]:
+    found = [r for r in _per_config(case, which).values() if r is not None]
+    return min(found, key=lambda r: r[0]) if found else (math.inf, None)
+
+
+def _search(case: str, solver: str, warm: bool = True):
+    graph, cluster, _ = INSTANCES[case]
+    return run_search(graph, cluster, TRAINING, _space(case), PARAMS,
+                      SearchOptions(solver=solver, time_limit_s=60, rel_gap=0.0, warm_start=warm))
+
+
+ROUTES = [("dp", True), ("highs", False), ("highs", True)]
+
+
+@pytest.mark.parametrize("solver,warm", ROUTES, ids=["dp", "milp", "dp+milp"])
+@pytest.mark.parametrize("case", sorted(INSTANCES))
+def test_the_optimum_is_the_best_exportable_plan_the_space_holds(case, solver, warm):
+    graph, cluster, _ = INSTANCES[case]
+    best, _ = _best(case, "searched")
+    res = _search(case, solver, warm)
+    assert res.metrics.iteration_time_s == pytest.approx(best, rel=1e-9)
+    assert res.certificate.lower_bound == pytest.approx(best, rel=1e-9)
+    assert not any("differs from evaluate" in (r.message or "") for r in res.certificate.configurations)
+    assert megatron_accepts(graph, cluster, TRAINING)(res.plan)
+    per = _per_config(case, "searched")
+    for rec in res.certificate.configurations:      # no configuration's bound passes its plans
+        ref = per[rec.config]
+        assert ref is None or rec.lower_bound <= ref[0] * (1 + 1e-9), rec.config.label()
+
+
+def test_block_plans_win_where_memory_binds():
+    """The tight instance: the one-stage plan recomputing the first of its 4 blocks is
+    14.2% faster than the best one-mode plan, and the search finds and proves it."""
+    one, block = _best("tight", "one")[0], _best("tight", "searched")
+    assert block_layers(stage_blocks(block[1], GPT4)) == 1
+    assert block[0] == pytest.approx(one * (1 - 0.142), rel=1e-2)
+    res = _search("tight", "dp")
+    assert "--recompute-method block --recompute-num-layers 1" in recompute_text(res.plan, GPT4)
+    # the roomy one: no recomputation at all
+    assert _best("roomy", "searched")[0] == pytest.approx(_best("roomy", "one")[0], rel=1e-12)
+
+
+def test_interleaved_block_plans_are_searched():
+    """The pipeline instance: the interleaved optimum recomputes the first block of each
+    chunk (Megatron block, N = 1), better than its one-mode plans."""
+    per, one = _per_config("pipeline", "searched"), _per_config("pipeline", "one")
+    inter = [c for c in per if c.vp > 1 and per[c] is not None]
+    assert inter
+    assert any(block_layers(stage_blocks(per[c][1], GPT8), c.vp) == 1
+               and (one[c] is None or per[c][0] < one[c][0] * (1 - 1e-6)) for c in inter)
+
+
+def test_analytic_bounds_and_dp_equal_milp_per_configuration():
+    """Every configuration: the analytic bound lies under its brute-force optimum (block
+    plans included), and the DP, the MILP (its one-setting rows and the DP's block
+    families beside them) and the brute force agree."""
+    for case in INSTANCES:
+        graph, cluster, _ = INSTANCES[case]
+        space, per = _space(case), _per_config(case, "searched")
+        inner = InnerSolver(SearchOptions(solver="highs", time_limit_s=30, rel_gap=0.0,
+                                          warm_start=False))
+        for cfg, ref in per.items():
+            tables = build_cost_tables(graph, cluster, TRAINING, space, PARAMS, cfg.pp,
+                                       cfg.microbatches, cfg.schedule, vp=cfg.vp)
+            bound = analytic_lower_bound(tables).value
+            dp = solve_dp(tables)
+            mip = inner.solve(tables, 30.0, cfg)
+            if ref is None:
+                assert dp.primal is None and mip.result.primal is None
+                continue
+            assert bound <= ref[0] * (1 + 1e-9)
+            assert dp.primal == pytest.approx(ref[0], rel=1e-9)
+            assert mip.result.primal == pytest.approx(ref[0], rel=1e-9)
+            assert mip.bounds.lower == pytest.approx(ref[0], rel=1e-9)
+            assert tables.runnable(mip.assignment) and tables.runnable(dp.solution)
+            for asg, value in ((dp.solution, dp.primal), (mip.assignment, mip.result.primal)):
+                plan = tables.plan_of(asg)              # evaluate() = the solver's objective
+                assert evaluate(plan, graph, cluster, TRAINING, PARAMS).iteration_time_s == \
+                    pytest.approx(value, rel=1e-9)
+
+
+def test_the_outputs_say_what_is_searched():
+    """pp = 1 only: nothing left out; a 1F1B pipeline: its block plans are named as not
+    searched, and the free space's bound lies under them (the price of runnability)."""
+    mega = Target("megatron")
+    assert mega.unsearched(RC, (1,), (Schedule.one_f_one_b,)) == ""
+    assert mega.unsearched(RC, (2,), (Schedule.interleaved,)) == ""
+    said = mega.unsearched(RC, (1, 2), (Schedule.one_f_one_b,))
+    assert "--recompute-method block" in said and "not searched" in said and "1F1B" in said
+    assert mega.unsearched(RC) and mega.unsearched((Recompute.full,)) == ""
+    assert mega.unsearched((Recompute.none, Recompute.selective)) == ""
     for other in (Target("torchtitan", "0.3"), Target("deepspeed"), Target("none")):
         assert other.unsearched(RC) == ""
+    graph, cluster, _ = INSTANCES["tight"]
+    space = _space("tight")
+    options = SearchOptions(solver="dp", time_limit_s=30, rel_gap=0.0)
+    res = run_search(graph, cluster, TRAINING, space, PARAMS, options)
+    run = price_of_runnability(res, graph, cluster, TRAINING, space, PARAMS, options, 30.0)
+    assert "not searched" in run.to_dict()["unsearched"]      # pp = 2 under 1F1B
+    assert run.free_lower <= _best("tight", "all")[0] * (1 + 1e-9)
+    one_stage = replace(space, pp_degrees=(1,))
+    res1 = run_search(graph, cluster, TRAINING, one_stage, PARAMS, options)
+    run1 = price_of_runnability(res1, graph, cluster, TRAINING, one_stage, PARAMS, options, 30.0)
+    assert run1.to_dict()["unsearched"] == ""
+
+
+@pytest.mark.parametrize("case", ["tight", "pipeline"])
+def test_the_found_block_plan_passes_megatron(case):
+    """The found plan's launch file passes Megatron-Core's and Megatron-LM's own checks."""
+    pytest.importorskip("megatron.core")
+    from support.frameworks import validate_megatron, validate_megatron_lm
+
+    graph, cluster, _ = INSTANCES[case]
+    res = _search(case, "dp")
+    text = export_plan(res.plan, graph, cluster, TRAINING, "megatron").text
+    view = plan_view(res.plan, graph, cluster, TRAINING)
+    config = validate_megatron(text, cluster.num_devices)["config"]
+    n = block_layers(stage_blocks(res.plan, graph), res.plan.vp_chunks if res.plan.vp_chunks > 1
+                     else 1)
+    if n is not None:
+        assert (config.recompute_method, config.recompute_num_layers) == ("block", n)
+    pytest.importorskip("megatron.training.arguments")
+    args = validate_megatron_lm(text, cluster.num_devices, cluster.device.arch)
+    assert (args.data_parallel_size, args.pipeline_model_parallel_size) == (view.dp, view.pp)

@@ -15,8 +15,11 @@ binds and some families have no plan at all. For every family:
   the test discriminates);
 
 and :func:`~autopar_opt.solvers.dp.uniform.solve_uniform` returns the least family
-optimum with a bound equal to it. The whole-search check against the exporters'
-brute force is tests/unit/search/test_runnable.py.
+optimum with a bound equal to it. With one stage the families include Megatron's block
+recomputation (``searched_families``: the first block recomputes fully, the second not),
+whose plans the brute force keeps by ``CostTables.runnable``'s block rule. The
+whole-search check against the exporters' brute force is tests/unit/search/test_runnable.py
+(and tests/unit/search/test_megatron_partial_recompute_scope.py for block plans).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from autopar_opt.model_zoo.registry import build_model, get_cluster
 from autopar_opt.search.runnable import runnable_space
 from autopar_opt.solvers.dp.chain import ChainDP, set_bottleneck_floor, solve_chain, stage_decomposition
 from autopar_opt.solvers.dp.common import iteration_time, least_memory
-from autopar_opt.solvers.dp.uniform import key_bound, key_families, solve_uniform
+from autopar_opt.solvers.dp.uniform import key_bound, searched_families, solve_uniform
 
 GRAPH = build_model("debug-moe", overrides={"num_layers": 2})
 CLUSTER = get_cluster("debug-2x4")
@@ -77,19 +80,20 @@ CASES = [(pp, c, f) for pp, c in [(1, 1), (1, 2), (2, 1), (2, 2)] for f in (0.9,
 def test_every_key_family_against_brute_force(pp: int, c: int, factor: float) -> None:
     tables = _tables(pp, c, factor)
     assert tables.uniform_keys is not None        # the Megatron target's rule is on
-    families = key_families(tables)
+    families = searched_families(tables)       # Megatron's block families with one stage too
     assert families
+    assert any(f.block for f in families) == (pp == 1)
     optima = []
     for fam in families:
         opt = _family_optimum(tables, fam.allowed)
         optima.append(opt)
         kb = key_bound(tables, fam.allowed)
         assert kb <= opt * (1 + 1e-9) or (math.isinf(kb) and math.isinf(opt)), fam.key
-        dp = ChainDP(tables, None, fam.allowed)
+        dp = ChainDP(tables, None, fam.allowed, symmetric=fam.symmetric)
         set_bottleneck_floor(dp, math.inf)
         inc, ub, lb = stage_decomposition(dp)
         assert lb <= opt * (1 + 1e-9) or (math.isinf(opt) and lb == math.inf), (fam.key, lb, opt)
-        out = solve_chain(tables, None, 4, fam.allowed)
+        out = solve_chain(tables, None, 4, fam.allowed, symmetric=fam.symmetric)
         if math.isinf(opt):
             assert out.assignment is None and out.exhaustive and out.lower_bound == math.inf, fam.key
         else:
@@ -111,8 +115,8 @@ def test_the_decomposition_proves_some_family_empty_and_the_others_are_kept() ->
     closed = kept = 0
     for pp, c in [(1, 1), (1, 2), (2, 1), (2, 2)]:
         tables = _tables(pp, c, 1.0001)
-        for fam in key_families(tables):
-            dp = ChainDP(tables, None, fam.allowed)
+        for fam in searched_families(tables):
+            dp = ChainDP(tables, None, fam.allowed, symmetric=fam.symmetric)
             set_bottleneck_floor(dp, math.inf)
             lb = stage_decomposition(dp)[2]
             opt = _family_optimum(tables, fam.allowed)
@@ -133,7 +137,7 @@ def test_a_cutoff_keeps_every_answer_proven(pp: int, c: int, factor: float, rel_
     (the configuration cannot beat the caller's plan by more than the gap) and any plan
     it returns is priced by ``iteration_time`` and runnable."""
     tables = _tables(pp, c, factor)
-    best = min(_family_optimum(tables, f.allowed) for f in key_families(tables))
+    best = min(_family_optimum(tables, f.allowed) for f in searched_families(tables))
     assert math.isfinite(best)
     free = solve_uniform(tables, rel_gap=rel_gap)
     for cutoff in (best * 1.2, best * 1.001, best, best * 0.97, best * 0.5):
