@@ -426,7 +426,8 @@ class PlanDocument(_Doc):
         "the certified bound of the free per-layer space (free_primal, free_lower_bound, "
         "free_status) and the price of runnability as an interval (price_low, price_high); "
         "unsearched: what the framework runs that the target's space leaves out (Megatron's "
-        "partial recomputation), empty when nothing.",
+        "partial recomputation in a pipeline of more than one stage under 1F1B), empty when "
+        "nothing.",
         default=None)
 
     @field_validator("schema_version")
