@@ -165,7 +165,7 @@ class Target:
         depends on the split, which the DP's state and the MIP's rows do not carry
         (with one stage and under the interleaved schedule, whose split is fixed, the
         space holds it). The free per-layer space holds it, so the price of runnability
-        bounds what it can gain (QA round 13: 14.2% on GPT-1.7B cut to 4 layers, 2 A100s
+        bounds what it can gain (QA round 13: 13.5% on GPT-1.7B cut to 4 layers, 2 A100s
         at 6.8 GiB, 8,192 tokens, with one stage, now searched). ``pp_degrees`` and
         ``schedules``: the space's (None: not known, said as possible)."""
         if not self.searches_blocks(recompute):

@@ -134,10 +134,11 @@ def test_the_optimum_is_the_best_exportable_plan_the_space_holds(case, solver, w
 
 def test_block_plans_win_where_memory_binds():
     """The tight instance: the one-stage plan recomputing the first of its 4 blocks is
-    14.2% faster than the best one-mode plan, and the search finds and proves it."""
+    13.5% faster than the best one-mode plan (0.6594 s against 0.7625 s; QA round 13 said
+    14.2% under the calibration of its day), and the search finds and proves it."""
     one, block = _best("tight", "one")[0], _best("tight", "searched")
     assert block_layers(stage_blocks(block[1], GPT4)) == 1
-    assert block[0] == pytest.approx(one * (1 - 0.142), rel=1e-2)
+    assert block[0] == pytest.approx(one * (1 - 0.135), rel=1e-3)
     res = _search("tight", "dp")
     assert "--recompute-method block --recompute-num-layers 1" in recompute_text(res.plan, GPT4)
     # the roomy one: no recomputation at all
