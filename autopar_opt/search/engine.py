@@ -193,7 +193,7 @@ class Search:
         cfg = OuterConfig(plan.pp, plan.microbatches, plan.schedule, sizes, vp=vp)
         if cfg not in {c for c, _, _ in self.prepared} | set(self.late):   # in the space
             return None
-        if not runs_plan(self.space.runs_on, plan, self.graph):
+        if not runs_plan(self.space.runs_on, plan, self.graph, self.space.recompute):
             return None
         metrics = evaluate(plan, self.graph, self.cluster, self.training, self.params)
         return (metrics, plan, cfg) if metrics.feasible else None
@@ -471,22 +471,37 @@ def _unfinished(rest: list, late: list[OuterConfig], interrupted: int | None) ->
     return out
 
 
-def runs_plan(target, plan: Plan, graph: LayerGraph) -> bool:
+def runs_plan(target, plan: Plan, graph: LayerGraph, recompute: tuple = ()) -> bool:
     """Whether ``target`` (a space's ``runs_on``; None: the free space) runs every
     layer's strategy of ``plan`` (:meth:`~autopar_opt.ir.target.Target.strategy_problem`)
     with one value per uniform dimension over the model
-    (:func:`~autopar_opt.ir.target.uniform_key`). A warm-start plan that breaks them is
-    not the incumbent of the target's search: its answer must be runnable."""
+    (:func:`~autopar_opt.ir.target.uniform_key`), or, given the space's ``recompute``
+    modes, as Megatron's block recomputation where the target's space holds it (one
+    stage or the interleaved schedule: :meth:`~autopar_opt.cost.tables.CostTables.
+    block_stages`, the exporter's :func:`~autopar_opt.ir.recompute_pattern.block_layers`
+    rule). A warm-start plan that breaks them is not the incumbent of the target's
+    search: its answer must be runnable."""
     if target is None:
         return True
-    from autopar_opt.ir.target import keeps_uniform_rule, uniform_key
+    from autopar_opt.ir.recompute_pattern import block_layers, stage_blocks
+    from autopar_opt.ir.target import ANY, UNIFORM_DIMS, keeps_uniform_rule, uniform_key
 
     by_name = {name: s for stage in plan.stages for name, s in zip(stage.layers, stage.strategies)}
     pairs = [(layer, by_name.get(layer.name)) for layer in graph.layers]
     if any(s is None or target.strategy_problem(layer, s, plan.pp) is not None
            for layer, s in pairs):
         return False
-    return keeps_uniform_rule(uniform_key(layer, s) for layer, s in pairs)
+    keys = [uniform_key(layer, s) for layer, s in pairs]
+    if keeps_uniform_rule(keys):
+        return True
+    rc = UNIFORM_DIMS.index("recompute")
+    if not target.searches_blocks(recompute) or not keeps_uniform_rule(
+            k[:rc] + (ANY,) + k[rc + 1:] for k in keys):
+        return False
+    chunks = plan.vp_chunks if plan.schedule is Schedule.interleaved and plan.vp_chunks > 1 else 1
+    if plan.pp > 1 and chunks == 1:
+        return False            # a 1F1B pipeline's free split: not in the target's space
+    return block_layers(stage_blocks(plan, graph), chunks) is not None
 
 
 def run_search(graph: LayerGraph, cluster: Cluster, training: Training, space: SearchSpace,

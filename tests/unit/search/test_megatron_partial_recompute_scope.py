@@ -36,7 +36,7 @@ from autopar_opt.ir.training import Recompute, Schedule, SearchSpace, Training
 from autopar_opt.model_zoo.registry import build_model, get_cluster
 from autopar_opt.search.bounds import analytic_lower_bound
 from autopar_opt.search.configs import outer_configs
-from autopar_opt.search.engine import SearchOptions, run_search
+from autopar_opt.search.engine import Search, SearchOptions, run_search, runs_plan
 from autopar_opt.search.inner import InnerSolver
 from autopar_opt.search.runnable import price_of_runnability, runnable_space
 from autopar_opt.solvers.dp import solve_dp
@@ -227,3 +227,24 @@ def test_the_found_block_plan_passes_megatron(case):
     pytest.importorskip("megatron.training.arguments")
     args = validate_megatron_lm(text, cluster.num_devices, cluster.device.arch)
     assert (args.data_parallel_size, args.pipeline_model_parallel_size) == (view.dp, view.pp)
+
+
+def test_a_block_plan_the_space_holds_is_a_warm_start():
+    """The engine's warm-start admission (search.engine.runs_plan) follows the same rule:
+    a block plan with one stage or interleaving is a plan the target runs (and seeds the
+    search, whose answer and bound stay the optimum's), a 1F1B pipeline's is not, and
+    neither is one in a space without both recomputation modes."""
+    mega = Target("megatron")
+    tight, inter, pipe = (_best("tight", "searched")[1], _best("pipeline", "searched")[1],
+                          _best("pipeline", "all")[1])
+    assert block_layers(stage_blocks(pipe, GPT8)) == 1 and pipe.pp == 2     # 1F1B, pp = 2
+    assert runs_plan(mega, tight, GPT4, RC) and runs_plan(mega, inter, GPT8, RC)
+    assert not runs_plan(mega, pipe, GPT8, RC)
+    assert not runs_plan(mega, tight, GPT4) and not runs_plan(mega, tight, GPT4, (Recompute.full,))
+    graph, cluster, _ = INSTANCES["tight"]
+    options = SearchOptions(solver="highs", time_limit_s=30, rel_gap=0.0)
+    search = Search(graph, cluster, TRAINING, _space("tight"), PARAMS, options, incumbent=tight)
+    assert search.seeded is not None                      # admitted as the incumbent
+    res = search.run()
+    assert res.metrics.iteration_time_s == pytest.approx(_best("tight", "searched")[0], rel=1e-9)
+    assert res.certificate.lower_bound == pytest.approx(res.metrics.iteration_time_s, rel=1e-9)
