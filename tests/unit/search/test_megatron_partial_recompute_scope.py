@@ -248,3 +248,23 @@ def test_a_block_plan_the_space_holds_is_a_warm_start():
     res = search.run()
     assert res.metrics.iteration_time_s == pytest.approx(_best("tight", "searched")[0], rel=1e-9)
     assert res.certificate.lower_bound == pytest.approx(res.metrics.iteration_time_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("form", ["milp", "miqp"])
+@pytest.mark.parametrize("case", ["tight", "pipeline"])
+def test_scip_routes_reach_the_same_optimum(case, form):
+    """The Pyomo route (SCIP, MILP and MIQP forms, no DP warm start): its one-setting
+    model and the DP's block families beside it give the brute-force optimum, proven."""
+    from autopar_opt.solvers.registry import get_backend
+
+    ok, why = get_backend("scip").available()
+    if not ok:
+        pytest.skip(why)
+    graph, cluster, _ = INSTANCES[case]
+    res = run_search(graph, cluster, TRAINING, _space(case), PARAMS,
+                     SearchOptions(solver="scip", form=form, time_limit_s=60, rel_gap=0.0,
+                                   warm_start=False))
+    best = _best(case, "searched")[0]
+    assert res.metrics.iteration_time_s == pytest.approx(best, rel=1e-9)
+    assert res.certificate.lower_bound == pytest.approx(best, rel=1e-9)
+    assert any(r.method.endswith("+block-dp") for r in res.certificate.configurations)
