@@ -20,7 +20,7 @@ Sources
 
 from __future__ import annotations
 
-from autopar_opt.ir.graph import Layer, LayerGraph, LayerKind
+from autopar_opt.ir.graph import COUNTED_SCORE_BYTES, Layer, LayerGraph, LayerKind
 
 #: Large power of two: any power-of-two tp divides it (vocab-parallel layers
 #: pad the vocabulary, Megatron ``--make-vocab-size-divisible-by``).
@@ -158,7 +158,7 @@ def kept_per_score(dropout: bool) -> int:
     its 16-bit output, which the GEMM keeps instead: 2 + 1 + 2 = 5 (Korthikanti et
     al. 2022, Sec. 4.1). A dropout of probability 0 keeps nothing (PyTorch's
     ``_dropout_impl`` returns its input, ``aten/src/ATen/native/Dropout.cpp``)."""
-    return 5 if dropout else 2
+    return COUNTED_SCORE_BYTES[1 if dropout else 0]
 
 
 def op_sac_terms(s: int, h: int, q_width: int, kv_width: int, ffn: int, heads: int,

@@ -86,7 +86,8 @@ def activation_bytes(layer: Layer, s: Strategy, microbatch_samples: int,
         gin /= 2
     whole = layer.kind is LayerKind.lm_head and training is not None \
         and not training.runtime.loss_parallel    # logits gathered to every TP rank
-    gathered = gathered_gemm_input_bytes(layer, s, training, min(gin, repl)) if fp8_casts else 0.0
+    gin = min(gin, repl)                      # the replicated part's GEMM inputs
+    gathered = gathered_gemm_input_bytes(layer, s, training, gin) if fp8_casts else 0.0
     per = split / (1 if whole else s.tp) + (repl - gin if gathered else repl) / (s.tp if s.sp else 1)
     return (per + gathered) * share
 

@@ -137,6 +137,13 @@ def tp_nccl_hidden(s: Strategy, ctx: StageContext, raw: float, exposed: float) -
     return raw - exposed
 
 
+def te_sm_margin(ctx: StageContext) -> float:
+    """How much longer a GEMM runs while Transformer Engine's communication kernels hold
+    ``TE_COMM_SMS`` of the device's SMs (``set_sm_margin``: the GEMM gets the others)."""
+    sms = ctx.cluster.device.sms or DEFAULT_SMS
+    return TE_COMM_SMS / max(sms - TE_COMM_SMS, 1)
+
+
 def regather_cost(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute,
                   raw: float) -> tuple[float, float]:
     """Exposed time and NCCL-hidden time of the backward re-gathers of a block's
@@ -157,8 +164,7 @@ def regather_cost(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute,
     exposed = sum(bulk_exposed(c, g) for g in windows)
     rt = ctx.training.runtime
     if rt.tp_comm_overlap and rt.tp_overlap == "te_userbuffers" and s.sp:
-        sms = ctx.cluster.device.sms or DEFAULT_SMS
-        return exposed + TE_COMM_SMS / max(sms - TE_COMM_SMS, 1) * sum(windows), 0.0
+        return exposed + te_sm_margin(ctx) * sum(windows), 0.0
     return exposed, raw - exposed
 
 
@@ -193,8 +199,7 @@ def tp_exposed(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute, raw:
     if rt.tp_overlap == "async_tp":
         per_pass = sum(ring_exchange_exposed(c, gi, n) for gi in g)
         return per_pass * 2 + (gathers if gathers_only else per_pass * (passes - 2))
-    sms = ctx.cluster.device.sms or DEFAULT_SMS
-    margin = TE_COMM_SMS / max(sms - TE_COMM_SMS, 1)
+    margin = te_sm_margin(ctx)
     fwd = (gathers + pipeline_exposed(c, proj) + pipeline_exposed(c, fc2) + margin * (proj + fc2))
     bwd = (ring_exchange_exposed(c, proj, n) + ring_exchange_exposed(c, fc2, n)
            + bulk_exposed(c, qkv) + bulk_exposed(c, fc1) + margin * (qkv + fc1))

@@ -25,11 +25,11 @@ elements are ``act_dtype_bytes`` wide) stands.
 
 from __future__ import annotations
 
-from autopar_opt.ir.graph import Layer
+from autopar_opt.ir.graph import COUNTED_SCORE_BYTES, Layer
 from autopar_opt.ir.training import DTYPE_BYTES, Training
 
-#: Bytes per score kept with a 16-bit softmax, (without, with) dropout.
-SIXTEEN_BIT = (2.0, 5.0)
+#: Bytes per score kept with a 16-bit softmax, (without, with) dropout: the builders' count.
+SIXTEEN_BIT = tuple(float(b) for b in COUNTED_SCORE_BYTES)
 #: Bytes per score kept with an fp32 softmax and its 16-bit cast, (without, with) dropout.
 FP32 = (6.0, 7.0)
 

@@ -59,17 +59,13 @@ from autopar_opt.ir.pipeline import (boundaries_intra, boundary_is_intra, inflig
                                   interleaved_inflight, microbatch_rule_broken, pipeline_rule_broken,
                                   stage_devices_problem, tie_tier)
 from autopar_opt.ir.strategies import Strategy, enumerate_strategies
-from autopar_opt.ir.target import (BLOCK_KINDS, UNIFORM_DIMS, interleaved_split, uniform_key,
-                                   vp_problem)
+from autopar_opt.ir.target import (BLOCK_KINDS, RECOMPUTE_DIM, UNIFORM_DIMS, interleaved_split,
+                                   recompute_code, uniform_key, vp_problem)
 from autopar_opt.ir.recompute_pattern import block_layers
 from autopar_opt.ir.training import Recompute, Schedule, SearchSpace, Training
 
 if TYPE_CHECKING:
     from autopar_opt.ir.fleet import Fleet
-
-#: The recomputation column of a uniform key and its codes for none and full
-#: (:func:`~autopar_opt.ir.target.uniform_key`).
-_RC, _RC_NONE, _RC_FULL = UNIFORM_DIMS.index("recompute"), 0, 2
 
 #: What a strategy is judged on when another of the same layout may replace
 #: it, as (:class:`~autopar_opt.cost.context.LayerCost` field,
@@ -181,7 +177,8 @@ class CostTables:
             return True
         rows = np.array([self.uniform_keys[u][k] for u, k in enumerate(asg.choice)])
         mixed = [d for d, col in enumerate(rows.T) if len(set(col[col >= 0].tolist())) > 1]
-        return not mixed or (mixed == [_RC] and self._block_plan(asg, rows[:, _RC]))
+        return not mixed or (mixed == [RECOMPUTE_DIM]
+                              and self._block_plan(asg, rows[:, RECOMPUTE_DIM]))
 
     def block_stages(self) -> list[int] | None:
         """The stage of every layer where the target's space holds Megatron's block
@@ -207,7 +204,7 @@ class CostTables:
         stage = self.block_stages()
         if stage is None or list(asg.stage) != stage:
             return False
-        modes = {_RC_NONE: Recompute.none, _RC_FULL: Recompute.full}
+        modes = {recompute_code(m.value): m for m in (Recompute.none, Recompute.full)}
         per_stage: list[list] = [[] for _ in range(self.pp)]
         for u, i in enumerate(stage):
             if self.graph.layers[u].kind in BLOCK_KINDS:

@@ -48,6 +48,14 @@ class LayerKind(str, Enum):
     generic = "generic"
 
 
+#: 16-bit bytes per score the builders count in ``Layer.act_attn_bytes`` of an unfused
+#: attention core, (without, with) attention dropout (``Layer.attn_dropout``): one softmax
+#: output; with dropout also its mask and output (sources:
+#: :func:`autopar_opt.model_zoo.transformer.kept_per_score`). The runtime's softmax rescales
+#: from this count (:func:`autopar_opt.cost.scores.score_bytes`).
+COUNTED_SCORE_BYTES = (2, 5)
+
+
 @dataclass(frozen=True)
 class MeasuredCost:
     """Measured time of one layer at one tensor-parallel degree.

@@ -87,6 +87,15 @@ RUNNABLE_KINDS = BLOCK_KINDS + (LayerKind.embedding, LayerKind.lm_head)
 
 _RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2, "op": 3}
 
+#: The recomputation column of a :func:`uniform_key`.
+RECOMPUTE_DIM = UNIFORM_DIMS.index("recompute")
+
+
+def recompute_code(mode: str) -> int:
+    """The :func:`uniform_key` code of a recomputation mode (its ``value``: ``"none"``,
+    ``"full"``, ...), for the readers of the keys' recomputation column."""
+    return _RECOMPUTE_CODE[mode]
+
 
 @dataclass(frozen=True)
 class Target:

@@ -40,7 +40,7 @@ import numpy as np
 
 from autopar_opt.core.assignment import Assignment
 from autopar_opt.cost.tables import CostTables, fits
-from autopar_opt.ir.target import BLOCK_KINDS, UNIFORM_DIMS
+from autopar_opt.ir.target import BLOCK_KINDS, RECOMPUTE_DIM, recompute_code
 from autopar_opt.solvers.dp.chain import ChainOutcome, solve_chain
 from autopar_opt.solvers.dp.common import (_least_memory_partition, fit_limit, iteration_time,
                                            layer_memory)
@@ -135,7 +135,7 @@ def _key_sets(tables: CostTables) -> dict[tuple[int, ...], list[np.ndarray]]:
 
 #: The recomputation column of a uniform key and its codes for none and full
 #: (:func:`autopar_opt.ir.target.uniform_key`).
-_RC, _NONE, _FULL = UNIFORM_DIMS.index("recompute"), 0, 2
+_RC, _NONE, _FULL = RECOMPUTE_DIM, recompute_code("none"), recompute_code("full")
 
 
 def block_families(tables: CostTables) -> list[KeyFamily]:
