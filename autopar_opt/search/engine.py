@@ -484,7 +484,7 @@ def runs_plan(target, plan: Plan, graph: LayerGraph, recompute: tuple = ()) -> b
     if target is None:
         return True
     from autopar_opt.ir.recompute_pattern import block_layers, stage_blocks
-    from autopar_opt.ir.target import ANY, UNIFORM_DIMS, keeps_uniform_rule, uniform_key
+    from autopar_opt.ir.target import ANY, RECOMPUTE_DIM as rc, keeps_uniform_rule, uniform_key
 
     by_name = {name: s for stage in plan.stages for name, s in zip(stage.layers, stage.strategies)}
     pairs = [(layer, by_name.get(layer.name)) for layer in graph.layers]
@@ -494,7 +494,6 @@ def runs_plan(target, plan: Plan, graph: LayerGraph, recompute: tuple = ()) -> b
     keys = [uniform_key(layer, s) for layer, s in pairs]
     if keeps_uniform_rule(keys):
         return True
-    rc = UNIFORM_DIMS.index("recompute")
     if not target.searches_blocks(recompute) or not keeps_uniform_rule(
             k[:rc] + (ANY,) + k[rc + 1:] for k in keys):
         return False
