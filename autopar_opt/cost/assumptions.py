@@ -303,6 +303,11 @@ def _communication(cluster: Cluster, training: Training, params: CostParams) -> 
     out.append(f"ZeRO-3/FSDP reshards after forward: {policy}; sharded over dp x cp, or (a "
                "strategy labelled shardN, hybrid sharding) over N ranks of one node with the "
                "gradient shard all-reduced across the replicas")
+    if rt.fsdp2_copies:
+        out.append("FSDP2 (fully_shard): each gathered unit copied out into the parameters and "
+                   "each gradient copied into the reduce-scatter buffer (or kept unsharded in "
+                   "the reduce dtype with gradient sync off) on the compute stream, priced as "
+                   "HBM traffic at the measured copy bandwidth (cost/fsdp_copies.py)")
     return out
 
 

@@ -558,7 +558,7 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     bwd_window = comp.bwd_s if rt.grad_reduce_overlap else 0.0
     fwd_window = zero2_gather_window(s, comp, ctx)
     per_microbatch = zero2_reduces_per_microbatch(s, ctx)
-    regathers = _fsdp_zero2_regathers(s, ctx)     # gathered every micro-batch instead
+    regathers = fsdp_zero2_regathers(s, ctx)     # gathered every micro-batch instead
     for local, group, stride in data_parallel_parts(s, dense, expert):
         if local <= 0:
             continue
@@ -603,10 +603,10 @@ def zero2_reduces_per_microbatch(s: Strategy, ctx: StageContext) -> bool:
     ``SHARD_GRAD_OP`` (``zero2_forward_gather``) with gradients synchronised on
     every micro-batch (no ``fsdp_no_sync_accumulation``)."""
     rt = ctx.training.runtime
-    return s.zero == 2 and (rt.zero2_microbatch_reduce or _fsdp_zero2_regathers(s, ctx))
+    return s.zero == 2 and (rt.zero2_microbatch_reduce or fsdp_zero2_regathers(s, ctx))
 
 
-def _fsdp_zero2_regathers(s: Strategy, ctx: StageContext) -> bool:
+def fsdp_zero2_regathers(s: Strategy, ctx: StageContext) -> bool:
     """Whether an FSDP ``SHARD_GRAD_OP`` layer (``zero2_forward_gather``) frees its
     gathered parameters after every micro-batch's backward and gathers them again in
     the next forward (:mod:`autopar_opt.ir.runtime`): gradients synchronised each
@@ -650,7 +650,7 @@ def zero2_microbatch_comm(layer: Layer, s: Strategy, ctx: StageContext, comp: Co
     w_bytes = state_bytes(ctx.training, s.zero)[0]
     dense, expert = moe.split_params(layer, s)
     raw = gather = 0.0
-    regathers = _fsdp_zero2_regathers(s, ctx)
+    regathers = fsdp_zero2_regathers(s, ctx)
     for local, group, stride in data_parallel_parts(s, dense, expert):
         if local > 0 and group > 1:
             msgs = zero12_messages(s, ctx, local * g_bytes, group, g_bytes)

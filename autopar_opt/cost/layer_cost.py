@@ -33,7 +33,7 @@ cost tables unchanged and ``evaluate(plan)`` equals their objective exactly.
 
 from __future__ import annotations
 
-from autopar_opt.cost import moe, offload
+from autopar_opt.cost import fsdp_copies, moe, offload
 from autopar_opt.cost import overlap
 from autopar_opt.cost.comm import (accumulates_unsharded, cp_comm, gradient_sync, logits_gather_time,
                                    reshards_after_forward, sp_regather_time, tie_sync_time,
@@ -122,7 +122,9 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     DeepSpeed's ``BF16_Optimizer`` adds each micro-batch's 16-bit gradients
     into its fp32 accumulator (:func:`grad_accumulate_time`), and PyTorch AMP
     casts the fp32 weights and accumulates fp32 gradients every micro-batch
-    (:func:`autocast_weight_time`), both part of ``compute_s``.
+    (:func:`autocast_weight_time`), and FSDP2 copies each gathered unit and each
+    gradient between its flat buffers and the parameters' own tensors
+    (:func:`autopar_opt.cost.fsdp_copies.copy_time`), all part of ``compute_s``.
     """
     comp = compute_time(layer, s, ctx)
     declared, tie_active = layer, ctx.tie_tier is not None
@@ -143,7 +145,8 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     z3_once, z3_once_hidden = zero3_sync(layer, s, ctx, comp)
     dp += tie_sync_time(layer, s, ctx) + z3_once
     dp_hidden += z3_once_hidden
-    accum = grad_accumulate_time(layer, s, ctx) + autocast_weight_time(declared, layer, s, ctx)
+    accum = grad_accumulate_time(layer, s, ctx) + autocast_weight_time(declared, layer, s, ctx) \
+        + fsdp_copies.copy_time(layer, s, ctx)
     act = activation_bytes(layer, s, ctx.microbatch_samples, training=ctx.training)
     casts = autocast_saved_cast_bytes(declared, s, ctx.training)
     f_off = offload.offloaded_fraction(layer, ctx.training)

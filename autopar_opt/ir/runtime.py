@@ -120,6 +120,17 @@ zero3_gather_per_module
     partitioned_param_coordinator.py``), each a collective over the whole ZeRO
     group with its own latency (:func:`autopar_opt.cost.comm.zero3_gather_calls`).
     PyTorch FSDP gathers one flat parameter per wrapped unit (the layer): off.
+fsdp2_copies
+    PyTorch's per-parameter FSDP (FSDP2, ``fully_shard``) copies each gathered
+    flat buffer into the unsharded parameters and each unsharded gradient into the
+    reduce-scatter's flat buffer on the compute stream, and accumulates unsharded
+    gradients in the reduce dtype with sync off
+    (``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``
+    ``foreach_all_gather_copy_out``, ``foreach_reduce_scatter_copy_in``; priced by
+    :mod:`autopar_opt.cost.fsdp_copies`). On for torchtitan (FSDP2 only) and for
+    records whose stack is FSDP2 (KempnerForge, a text naming FSDP2 or
+    ``fully_shard``); off for the FlatParameter FSDP (FSDP1: Composer, fms-fsdp),
+    which gathers into the flat parameter the original parameters view.
 fsdp_no_sync_accumulation
     ZeRO-3/FSDP with gradient synchronisation off on every micro-batch but the
     last (FSDP2 ``set_requires_gradient_sync(False)``, FSDP1 ``no_sync()``):
@@ -440,6 +451,7 @@ class Runtime:
     fsdp_prefetch: bool = True
     zero3_gather_per_module: bool = False
     fsdp_no_sync_accumulation: bool = False
+    fsdp2_copies: bool = False
     distributed_optimizer: bool = True
     fp32_grad_buffer: bool = True
     fp16_fp32_grads: bool = False
@@ -556,7 +568,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
             tp_comm_overlap=False, tp_overlap="async_tp",
             cp_comm_type="all_gather", moe_expert_kernels="grouped",
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
-            zero2_forward_gather=True,
+            zero2_forward_gather=True, fsdp2_copies=True,
             distributed_optimizer=False, fp32_grad_buffer=False, fp32_grad_reduce=True,
             fused_optimizer=True, fused_projections=False, eager_cross_entropy=True,
             loss_fp32_upcast=True,

@@ -284,6 +284,24 @@ def plain_fsdp(label: str, notes: list[str]) -> Runtime:
 _COMPILE_OFF = re.compile(r"(torch\.)?compile(_model)?\s*(off|[:=]\s*false)|without torch\.compile")
 
 
+#: A framework text naming PyTorch's per-parameter FSDP (``fully_shard``, FSDP2).
+_FSDP2 = re.compile(r"fsdp\s*2|fully_shard")
+
+
+def fsdp2_if_stated(fw: str, rt: Runtime, notes: list[str]) -> Runtime:
+    """``rt`` with FSDP2's copies on (runtime ``fsdp2_copies``) where the text ``fw``
+    names FSDP2 or ``fully_shard``; a text that names neither is read as the
+    FlatParameter FSDP (FSDP1), which has none, and says so."""
+    if _FSDP2.search(fw):
+        notes.append("FSDP2 (fully_shard) stated: each gather copied out into the unsharded "
+                     "parameters and each gradient copied into the reduce-scatter buffer on the "
+                     "compute stream (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py)")
+        return replace(rt, fsdp2_copies=True)
+    notes.append("FSDP version not stated: the FlatParameter FSDP (FSDP1), gathering into the "
+                 "flat parameter in place (state FSDP2 or fully_shard otherwise)")
+    return rt
+
+
 def kempnerforge(notes: list[str], fw: str = "") -> Runtime:
     """KempnerForge (module docstring): plain FSDP2 with gradient sync off until
     the last micro-batch; separate Q, K, V, gate and up projections, each a DTensor
@@ -293,6 +311,9 @@ def kempnerforge(notes: list[str], fw: str = "") -> Runtime:
     (``torch._functorch.compile_utils.fx_graph_cse``, on by default) merges the
     identical functional all-gathers of one input into one, as a fused plan runs."""
     rt = plain_fsdp("KempnerForge", notes)
+    notes.append("KempnerForge: FSDP2 (fully_shard): each gather copied out into the unsharded "
+                 "parameters, each gradient kept unsharded or copied into the reduce-scatter "
+                 "buffer on the compute stream (cost/fsdp_copies.py)")
     notes.append("KempnerForge: gradient sync off on all but the last micro-batch "
                  "(training/grad.py maybe_no_sync: set_requires_gradient_sync(False)), so each "
                  "layer's unsharded gradient is held in the reduce dtype across the micro-batches "
@@ -313,7 +334,7 @@ def kempnerforge(notes: list[str], fw: str = "") -> Runtime:
                  "check_prefer_cudnn_attention), so cuDNN fused attention on Hopper and Blackwell, "
                  "FlashAttention-2 on Ampere; its own H200 profile lists "
                  "aten::_cudnn_attention_backward (benchmarks/profiling/13b_24gpu_profiling.md)")
-    return replace(rt, fsdp_no_sync_accumulation=True, loss_parallel=False,
+    return replace(rt, fsdp_no_sync_accumulation=True, loss_parallel=False, fsdp2_copies=True,
                    fused_projections=False, tp_input_per_projection=eager, hopper_attention=True)
 
 
@@ -490,8 +511,8 @@ def huggingface(fw: str, rec: RawRecord | None, notes: list[str]) -> Runtime:
         return replace(deepspeed_zero(fw, rec, notes), flash_attention=True,
                        fused_projections=False, loss_fp32_upcast=True)
     if "fsdp" in fw or shards_weights(rec):
-        return replace(plain_fsdp("HF Trainer/accelerate with FSDP", notes),
-                       fused_projections=False, loss_fp32_upcast=True)
+        return replace(fsdp2_if_stated(fw, plain_fsdp("HF Trainer/accelerate with FSDP", notes),
+                                       notes), fused_projections=False, loss_fp32_upcast=True)
     fused = "adamw_torch_fused" in fw or "fused adam" in fw
     notes.append("HF Trainer/accelerate with DDP: SDPA attention, "
                  + ("fused AdamW (stated)" if fused else "unfused adamw_torch (Trainer default)"))
@@ -653,7 +674,7 @@ def other_stack(framework: str, rec: RawRecord | None, notes: list[str]) -> Runt
     if "kempnerforge" in fw:
         return kempnerforge(notes, fw)
     if "fsdp" in fw or "fully_shard" in fw or "fully sharded" in fw:
-        return plain_fsdp("PyTorch FSDP", notes)
+        return fsdp2_if_stated(fw, plain_fsdp("PyTorch FSDP", notes), notes)
     if "megatron" in fw:     # Megatron-LM of 2023 or later (see megatron_lm_is_core)
         return megatron_core(fw, notes, rec)
     return by_fields(framework, rec, notes)
