@@ -73,6 +73,25 @@ def _sha(path: Path) -> str:
 READING = """\
 ## Reading
 
+(Session 34, regenerated 2026-12-01. One physics change moved predictions: PyTorch's
+per-parameter FSDP (FSDP2, `fully_shard`) frames every collective with copies on the
+compute stream, which the model now prices as HBM traffic at the measured copy bandwidth
+(`cost/fsdp_copies.py`, runtime `fsdp2_copies`): the copy of each gathered buffer into the
+parameters' own tensors (`foreach_all_gather_copy_out`, `split_with_sizes_copy`), the
+concatenation of the unsharded gradients into the reduce-scatter buffer in the reduce dtype
+(`foreach_reduce_scatter_copy_in`, `torch._chunk_cat`), and with gradient sync off the
+unsharded gradient's cast and adds (`to_accumulated_grad_if_needed`,
+`accumulate_unsharded_grad_if_needed`; `torch/distributed/fsdp/_fully_shard/`). FSDP1's
+flat parameter (Composer, fms-fsdp) pays none. The 30 KempnerForge records move -1.4..-4.8%
+(toward their measured figures on the TP x FSDP and pipeline rows, further on the 7B
+FSDP-only rows and the 175B row, already too slow). Over both files LOFO moves from 7.9% /
+27.0% to 7.9% / 26.3%, in sample from 5.7% to 5.6% (p90 24.3% -> 23.0%);
+`family:kfmfu2026` meets its targets (10.2% / 19.7% -> 8.7% / 18.6%), `family:kempnerforge`
+17.6% / 26.4% -> 16.2% / 23.1%, `family:kfcv2026` 30.2% -> 26.6%, `framework:fsdp` 11.9% /
+27.5% -> 11.2% / 25.9%; `published_runs.yaml` alone (RESULTS.md), leave-one-family-out
+8.7% / 26.1% -> 8.4% / 24.2%, both targets met on that file. Coverage 92.1% -> 91.6%,
+the same 4 groups under 80%.)
+
 (Session 33, regenerated 2026-12-01. Two changes moved predictions. (1) Physics: under
 sequence parallelism Megatron's layers save their sharded QKV and MLP inputs and all-gather
 them again behind the input-gradient GEMMs (runtime `sp_input_regather`; Korthikanti et al.

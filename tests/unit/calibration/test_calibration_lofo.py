@@ -27,7 +27,10 @@ are now 25-27% too fast, and the H100 efficiency fitted beside them falls from
 0.710 to 0.683; the p90 target is missed by 0.6 points and asserted at the
 recorded figure plus the same 1.5 points of slack. Twenty-eighth session
 (KempnerForge's attention read as cuDNN on Hopper): median 8.8%, p90 26.1%
-(``calibrated.yaml``), inside that bound. Memory-only
+(``calibrated.yaml``), inside that bound; 8.7% / 26.1% at the thirty-third.
+Thirty-fourth session (FSDP2's copies around its collectives priced on the compute
+stream, ``cost/fsdp_copies.py``): median 8.4%, p90 24.2%: both targets met again and
+both asserted at the target. Memory-only
 records (memory published, no throughput) are not predicted out of sample.
 """
 
@@ -38,9 +41,9 @@ from autopar_opt.calibration.calibrate import calibrate_file
 from support import paths
 
 RUNS = paths.DATA / "published_runs.yaml"
-#: The issue's median target (met); the p90 at the recorded 25.6% + 1.5 points (module docstring).
+#: The issue's targets, both met (module docstring).
 LOFO_MEDIAN_MAX = 0.10
-LOFO_P90_MAX = 0.256 + 0.015
+LOFO_P90_MAX = 0.25
 
 
 def test_leave_one_family_out_tolerance():
