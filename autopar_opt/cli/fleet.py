@@ -137,7 +137,9 @@ def summary(doc: dict) -> str:
             who = f"class {row['class']} (batch {row['batch']}) " if row["class"] is not None else ""
             lines.append(f"    {who}stage {row['index']} on {row['group']} ranks {row['first_rank']}-"
                          f"{row['last_rank']}: {row['layers']} layers {row['first_layer']}..{row['last_layer']}"
-                         f" [{', '.join(row['strategies'][:3])}]")
+                         f" [{', '.join(row['strategies'])}]")
+            # every layout, as the report lists them (the first 3 alone were listed: the
+            # example fleet's h100 class runs 4, its one tp8 rc-full layer went unsaid)
             # each stage's memory, as a plain solve's summary says it (QA round 9: a class at
             # 79.7 of 80 GiB was said nowhere)
             if row.get("peak_memory_gib") is not None and row.get("capacity_gib"):
