@@ -94,6 +94,18 @@ def tight_note(peak_gib: float, capacity_gib: float) -> str:
             f"{100 * TIGHT_HEADROOM:.0f}% headroom; {NCCL_BUFFERS_WORDS})")
 
 
+def usable_note(capacity_gib: float, hbm_gib: float | None) -> str:
+    """`` usable (80.0 GiB less the 4.0 GiB of training.memory_reserve_gib)`` after a
+    capacity below the device's memory; empty otherwise. The capacity every memory figure
+    is held against is the HBM less the reserve the spec sets (``cost.evaluate``); the
+    terminal printed ``74.4/76.0 GiB`` for an 80 GiB H100, where the report said "76.00 GiB
+    usable", so the 76 read as the device's memory."""
+    if not isinstance(hbm_gib, (int, float)) or hbm_gib - capacity_gib <= 1e-9:
+        return ""
+    return (f" usable ({hbm_gib:g} GiB less the {hbm_gib - capacity_gib:g} GiB of "
+            "training.memory_reserve_gib)")
+
+
 def fmt_pct_up(fraction: float, digits: int = 2) -> str:
     """Percentage rounded *up* at ``digits`` decimals, so a bound stays a bound."""
     scale = 10 ** digits

@@ -31,7 +31,7 @@ from autopar_opt.ir.graph import params_summary
 from autopar_opt.ir.hardware import devices_text
 from autopar_opt.core.result import status_words
 from autopar_opt.reports.formatting import (INTERVAL_GLOSS, causal_mfu_note, has_sequence,
-                                           idle_gpus_mfu_note, tight_note)
+                                           idle_gpus_mfu_note, tight_note, usable_note)
 
 if TYPE_CHECKING:   # rich is imported where something is printed (start-up, issue 18)
     from autopar_opt.cli.rich_console import Console
@@ -120,6 +120,7 @@ def _summary(doc: dict, console: Console) -> None:
                       f"{causal_mfu_note(m['mfu'], m.get('mfu_causal'))}{idle}"
                       " | peak memory "
                       f"{max(m['peak_memory_gib']):.1f}/{m['memory_capacity_gib']:.1f} GiB"
+                      f"{usable_note(m['memory_capacity_gib'], cluster.get('hbm_gib'))}"
                       f"{tight_note(max(m['peak_memory_gib']), m['memory_capacity_gib'])}")
         if m.get("interval"):
             console.print(f"  {m['interval']['text']} {INTERVAL_GLOSS}", highlight=False)
