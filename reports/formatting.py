@@ -102,7 +102,7 @@ def usable_note(capacity_gib: float, hbm_gib: float | None) -> str:
     usable", so the 76 read as the device's memory."""
     if not isinstance(hbm_gib, (int, float)) or hbm_gib - capacity_gib <= 1e-9:
         return ""
-    return (f" usable ({hbm_gib:g} GiB less the {hbm_gib - capacity_gib:g} GiB of "
+    return (f" usable ({hbm_gib:.4g} GiB less the {hbm_gib - capacity_gib:.4g} GiB of "
             "training.memory_reserve_gib)")
 
 

@@ -287,7 +287,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
                          f"({100 * part / metrics.iteration_time_s:5.1f} %)")
     usable = usable_note(metrics.memory_capacity_gib, spec.cluster.device.hbm_gib)
     lines.append("memory per device (GiB), by stage"
-                 + (f" (capacity {metrics.memory_capacity_gib:g}{usable})" if usable else "") + ":")
+                 + (f" (capacity {metrics.memory_capacity_gib:.4g}{usable})" if usable else "") + ":")
     for st in metrics.stages:
         mark = {"fits": "ok", "tight": "TIGHT (headroom below 5%)",
                 "over": "DOES NOT FIT"}[st.memory_status]
