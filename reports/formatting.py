@@ -58,6 +58,26 @@ def idle_gpus_mfu_note(mfu, stage_devices, num_devices) -> str:
             f"over the {used} the plan uses)")
 
 
+def fleet_idle_mfu_note(mfu, groups: list[dict], placement: list[dict]) -> str:
+    """`` (over all 1024 GPUs of the fleet; 78.9% over the 512 the plan uses)`` after the
+    MFU of a fleet plan leaving groups (or part of them) idle; empty otherwise. The fleet's
+    MFU divides by every group's GPUs at their own device's peak
+    (``cost.evaluate.fleet_peak_flops``); the plan's own utilisation divides by the peaks of
+    the GPUs its stages run on (plan.json ``placement`` rows), not by their count, since the
+    groups' devices differ."""
+    if not isinstance(mfu, (int, float)) or not groups or not placement:
+        return ""
+    peak = {g["name"]: g["peak_tflops"] for g in groups}
+    total = sum(g["num_devices"] * g["peak_tflops"] for g in groups)
+    used = sum(row["devices"] * peak[row["group"]] for row in placement)
+    if used <= 0 or used >= total * (1 - 1e-12):
+        return ""
+    n_all = sum(g["num_devices"] for g in groups)
+    n_used = sum(row["devices"] for row in placement)
+    return (f" (over all {n_all} GPUs of the fleet; {100 * mfu * total / used:.1f}% over the "
+            f"{n_used} the plan uses)")
+
+
 def causal_mfu_note(mfu: float | None, mfu_causal: float | None) -> str:
     """`` (49.7% counting causal attention's computed half)`` after an MFU, where that
     count is a point or more below it; empty otherwise. MFU counts each attention core

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from autopar_opt.core.result import status_words
 from autopar_opt.reports.formatting import (INTERVAL_GLOSS, alone_words, causal_mfu_note,
-                                           fmt_pct, has_sequence, tight_note)
+                                           fleet_idle_mfu_note, fmt_pct, has_sequence,
+                                           tight_note)
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.files import write_atomic
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
@@ -129,7 +130,8 @@ def summary(doc: dict) -> str:
         lines.append(f"  iteration {m['iteration_time_s']:.4f} s | {m['samples_per_s']:.2f} samples/s | "
                      + (f"{m['tokens_per_s']:.0f} tokens/s | " if has_sequence(doc) else "")
                      + f"MFU {fmt_pct(m['mfu'], 1)}"
-                     f"{causal_mfu_note(m['mfu'], m.get('mfu_causal'))}")
+                     f"{causal_mfu_note(m['mfu'], m.get('mfu_causal'))}"
+                     f"{fleet_idle_mfu_note(m['mfu'], fl['groups'], doc['placement'])}")
         if m.get("interval"):
             lines.append(f"  {m['interval']['text']} {INTERVAL_GLOSS}")
         lines.append(f"  shape: {doc['shape']} ({doc['best_configuration']})")
