@@ -17,7 +17,7 @@ from pathlib import Path
 from autopar_opt.core.result import status_words
 from autopar_opt.reports.formatting import (INTERVAL_GLOSS, alone_words, causal_mfu_note,
                                            fleet_idle_mfu_note, fmt_pct, has_sequence,
-                                           tight_note)
+                                           tight_note, usable_note)
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.files import write_atomic
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
@@ -135,6 +135,7 @@ def summary(doc: dict) -> str:
         if m.get("interval"):
             lines.append(f"  {m['interval']['text']} {INTERVAL_GLOSS}")
         lines.append(f"  shape: {doc['shape']} ({doc['best_configuration']})")
+        hbm = {g["name"]: g.get("hbm_gib") for g in fl["groups"]}
         for row in doc["placement"]:
             who = f"class {row['class']} (batch {row['batch']}) " if row["class"] is not None else ""
             lines.append(f"    {who}stage {row['index']} on {row['group']} ranks {row['first_rank']}-"
@@ -147,6 +148,7 @@ def summary(doc: dict) -> str:
             if row.get("peak_memory_gib") is not None and row.get("capacity_gib"):
                 lines.append(f"      peak memory {row['peak_memory_gib']:.1f}/"
                              f"{row['capacity_gib']:.1f} GiB"
+                             f"{usable_note(row['capacity_gib'], hbm.get(row['group']))}"
                              f"{tight_note(row['peak_memory_gib'], row['capacity_gib'])}")
         if any("@g" in st for row in doc["placement"] for st in row["strategies"]):
             # QA round 9: the suffix was never explained
