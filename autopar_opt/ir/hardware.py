@@ -132,9 +132,9 @@ _H100_SHEET = "NVIDIA H100 Tensor Core GPU datasheet"
 
 #: Device catalog: vendor datasheets, dense (non-sparse) tensor-core peaks.
 DEVICE_CATALOG: dict[str, DeviceType] = {d.name: d for d in [
-    _dev("V100-32GB", None, 125.0, None, 15.7, 32.0, 900.0,
-         "NVIDIA V100 datasheet (SXM2): 125 TFLOP/s fp16 tensor, 900 GB/s HBM2, 300 W",
-         arch="volta", tdp_w=300.0, sms=80),
+    _dev("V100-32GB", None, 125.0, None, 15.7, 32510 / 1024, 900.0,
+         "NVIDIA V100 datasheet (SXM2): 125 TFLOP/s fp16 tensor, 900 GB/s HBM2, 300 W; 32 GB = "
+         "32,510 MiB to CUDA (nvidia-smi)", arch="volta", tdp_w=300.0, sms=80, memory_gb=32.0),
     _dev("A100-40GB", 312.0, 312.0, 156.0, 19.5, 40.0, 1555.0,
          "NVIDIA A100 datasheet (SXM4 40GB): 312 TFLOP/s bf16 dense, 1,555 GB/s, 400 W",
          arch="ampere", tdp_w=400.0, sms=108),

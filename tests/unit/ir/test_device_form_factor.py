@@ -31,7 +31,8 @@ def test_94_gb_without_a_form_factor_is_the_nvl_and_the_note_says_so():
 
 def test_the_memory_written_in_the_text_is_a_stated_memory():
     dev, notes = resolve_device("V100-SXM2-16GB", None)
-    assert dev.name == "V100-32GB" and dev.hbm_gib == 16.0
+    # 16 GB at the 32 GB part's CUDA-visible share (32,510 of 32,768 MiB: nvidia-smi)
+    assert dev.name == "V100-32GB" and dev.hbm_gib == pytest.approx(16 * 32510 / 32768)
     assert any("stated memory 16 GB" in n for n in notes)
     assert resolve_device("A100 40GB", None)[0].name == "A100-40GB"     # unchanged
     assert resolve_device("H200 SXM 141GB", None)[0].hbm_gib * 1024 == 143771   # nvidia-smi
