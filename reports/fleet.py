@@ -18,7 +18,8 @@ from markupsafe import Markup
 
 from autopar_opt import __version__
 from autopar_opt.core.result import above_bound_text, bound_above
-from autopar_opt.reports.formatting import NO_TOKENS, alone_words, has_sequence
+from autopar_opt.reports.formatting import (NO_TOKENS, alone_words, fleet_idle_mfu_note, fmt_pct,
+                                           has_sequence)
 
 #: Configuration rows shown in the report (all are in plan.json).
 MAX_ROWS = 60
@@ -195,7 +196,8 @@ def build_context(doc: dict) -> dict:
             "metrics": {"samples_per_s": _fmt(m.get("samples_per_s")),
                         "tokens_per_s": f"{_fmt(m.get('tokens_per_s'))} tokens/s"
                         if has_sequence(doc) else NO_TOKENS,
-                        "mfu": "—" if m.get("mfu") is None else f"{100 * m['mfu']:.1f}%",
+                        "mfu": "—" if m.get("mfu") is None else f"{fmt_pct(m['mfu'], 1)}"
+                        f"{fleet_idle_mfu_note(m['mfu'], doc['fleet']['groups'], doc['placement'])}",
                         "sync_s": _fmt(m.get("sync_s")),
                         "interval": str((m.get("interval") or {}).get("text") or "")},
             "placement": [{**p, "time": _fmt(p["time_s"]), "memory": _fmt(p["peak_memory_gib"]),

@@ -58,6 +58,26 @@ def idle_gpus_mfu_note(mfu, stage_devices, num_devices) -> str:
             f"over the {used} the plan uses)")
 
 
+def fleet_idle_mfu_note(mfu, groups: list[dict], placement: list[dict]) -> str:
+    """`` (over all 1024 GPUs of the fleet; 78.9% over the 512 the plan uses)`` after the
+    MFU of a fleet plan leaving groups (or part of them) idle; empty otherwise. The fleet's
+    MFU divides by every group's GPUs at their own device's peak
+    (``cost.evaluate.fleet_peak_flops``); the plan's own utilisation divides by the peaks of
+    the GPUs its stages run on (plan.json ``placement`` rows), not by their count, since the
+    groups' devices differ."""
+    if not isinstance(mfu, (int, float)) or not groups or not placement:
+        return ""
+    peak = {g["name"]: g["peak_tflops"] for g in groups}
+    total = sum(g["num_devices"] * g["peak_tflops"] for g in groups)
+    used = sum(row["devices"] * peak[row["group"]] for row in placement)
+    if used <= 0 or used >= total * (1 - 1e-12):
+        return ""
+    n_all = sum(g["num_devices"] for g in groups)
+    n_used = sum(row["devices"] for row in placement)
+    return (f" (over all {n_all} GPUs of the fleet; {100 * mfu * total / used:.1f}% over the "
+            f"{n_used} the plan uses)")
+
+
 def causal_mfu_note(mfu: float | None, mfu_causal: float | None) -> str:
     """`` (49.7% counting causal attention's computed half)`` after an MFU, where that
     count is a point or more below it; empty otherwise. MFU counts each attention core
@@ -92,6 +112,18 @@ def tight_note(peak_gib: float, capacity_gib: float) -> str:
         return ""
     return (f" (tight: {capacity_gib - peak_gib:.1f} GiB free, under "
             f"{100 * TIGHT_HEADROOM:.0f}% headroom; {NCCL_BUFFERS_WORDS})")
+
+
+def usable_note(capacity_gib: float, hbm_gib: float | None) -> str:
+    """`` usable (80.0 GiB less the 4.0 GiB of training.memory_reserve_gib)`` after a
+    capacity below the device's memory; empty otherwise. The capacity every memory figure
+    is held against is the HBM less the reserve the spec sets (``cost.evaluate``); the
+    terminal printed ``74.4/76.0 GiB`` for an 80 GiB H100, where the report said "76.00 GiB
+    usable", so the 76 read as the device's memory."""
+    if not isinstance(hbm_gib, (int, float)) or hbm_gib - capacity_gib <= 1e-9:
+        return ""
+    return (f" usable ({hbm_gib:.4g} GiB less the {hbm_gib - capacity_gib:.4g} GiB of "
+            "training.memory_reserve_gib)")
 
 
 def fmt_pct_up(fraction: float, digits: int = 2) -> str:

@@ -239,7 +239,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
     from autopar_opt.ir.hardware import devices_text, memory_override
     from autopar_opt.ir.recompute_pattern import recompute_text
     from autopar_opt.core.result import recomputed_share
-    from autopar_opt.reports.formatting import causal_mfu_note, idle_gpus_mfu_note
+    from autopar_opt.reports.formatting import causal_mfu_note, idle_gpus_mfu_note, usable_note
 
     plan = spec.plan
     labels = list(dict.fromkeys(s.label() for st in plan.stages for s in st.strategies))
@@ -285,7 +285,9 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
             part = val * share          # the part solve's comparison lists apart (QA round 10)
             lines.append(f"    {'of which recomputation':<25} {part:10.4g}  "
                          f"({100 * part / metrics.iteration_time_s:5.1f} %)")
-    lines.append("memory per device (GiB), by stage:")
+    usable = usable_note(metrics.memory_capacity_gib, spec.cluster.device.hbm_gib)
+    lines.append("memory per device (GiB), by stage"
+                 + (f" (capacity {metrics.memory_capacity_gib:.4g}{usable})" if usable else "") + ":")
     for st in metrics.stages:
         mark = {"fits": "ok", "tight": "TIGHT (headroom below 5%)",
                 "over": "DOES NOT FIT"}[st.memory_status]

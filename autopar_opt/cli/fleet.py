@@ -16,7 +16,8 @@ from pathlib import Path
 
 from autopar_opt.core.result import status_words
 from autopar_opt.reports.formatting import (INTERVAL_GLOSS, alone_words, causal_mfu_note,
-                                           has_sequence, tight_note)
+                                           fleet_idle_mfu_note, fmt_pct, has_sequence,
+                                           tight_note, usable_note)
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.files import write_atomic
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
@@ -128,21 +129,26 @@ def summary(doc: dict) -> str:
     if m:
         lines.append(f"  iteration {m['iteration_time_s']:.4f} s | {m['samples_per_s']:.2f} samples/s | "
                      + (f"{m['tokens_per_s']:.0f} tokens/s | " if has_sequence(doc) else "")
-                     + f"MFU {100 * m['mfu']:.1f}%"
-                     f"{causal_mfu_note(m['mfu'], m.get('mfu_causal'))}")
+                     + f"MFU {fmt_pct(m['mfu'], 1)}"
+                     f"{causal_mfu_note(m['mfu'], m.get('mfu_causal'))}"
+                     f"{fleet_idle_mfu_note(m['mfu'], fl['groups'], doc['placement'])}")
         if m.get("interval"):
             lines.append(f"  {m['interval']['text']} {INTERVAL_GLOSS}")
         lines.append(f"  shape: {doc['shape']} ({doc['best_configuration']})")
+        hbm = {g["name"]: g.get("hbm_gib") for g in fl["groups"]}
         for row in doc["placement"]:
             who = f"class {row['class']} (batch {row['batch']}) " if row["class"] is not None else ""
             lines.append(f"    {who}stage {row['index']} on {row['group']} ranks {row['first_rank']}-"
                          f"{row['last_rank']}: {row['layers']} layers {row['first_layer']}..{row['last_layer']}"
-                         f" [{', '.join(row['strategies'][:3])}]")
+                         f" [{', '.join(row['strategies'])}]")
+            # every layout, as the report lists them (the first 3 alone were listed: the
+            # example fleet's h100 class runs 4, its one tp8 rc-full layer went unsaid)
             # each stage's memory, as a plain solve's summary says it (QA round 9: a class at
             # 79.7 of 80 GiB was said nowhere)
             if row.get("peak_memory_gib") is not None and row.get("capacity_gib"):
                 lines.append(f"      peak memory {row['peak_memory_gib']:.1f}/"
                              f"{row['capacity_gib']:.1f} GiB"
+                             f"{usable_note(row['capacity_gib'], hbm.get(row['group']))}"
                              f"{tight_note(row['peak_memory_gib'], row['capacity_gib'])}")
         if any("@g" in st for row in doc["placement"] for st in row["strategies"]):
             # QA round 9: the suffix was never explained

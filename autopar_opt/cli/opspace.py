@@ -214,6 +214,8 @@ def _summary(doc: dict) -> None:
               f"{m['memory_bytes'] / 2**30:.3g} of {m['capacity_bytes'] / 2**30:.3g} GiB usable per "
               "device (its memory less the user's and the runtime's reserve and the allocator's "
               "fragmentation allowance, as solve's capacity)")
+        from autopar_opt.reports.opspace import NO_INTERVAL_WORDS
+        print(f"  {NO_INTERVAL_WORDS}")
     if doc["status"] == "infeasible":
         why = sorted({m["message"] for m in c.get("methods", []) if m.get("message")})
         print(f"  certificate: proven infeasible ({doc['wall_time_s']:.2f} s): "

@@ -31,7 +31,7 @@ from autopar_opt.ir.graph import params_summary
 from autopar_opt.ir.hardware import devices_text
 from autopar_opt.core.result import status_words
 from autopar_opt.reports.formatting import (INTERVAL_GLOSS, causal_mfu_note, has_sequence,
-                                           idle_gpus_mfu_note, tight_note)
+                                           fmt_pct, idle_gpus_mfu_note, tight_note, usable_note)
 
 if TYPE_CHECKING:   # rich is imported where something is printed (start-up, issue 18)
     from autopar_opt.cli.rich_console import Console
@@ -116,10 +116,11 @@ def _summary(doc: dict, console: Console) -> None:
         idle = idle_gpus_mfu_note(m['mfu'], doc['plan'].get('stage_devices'), cluster['num_devices'])
         console.print(f"  iteration {m['iteration_time_s']:.4f} s | {m['samples_per_s']:.2f} samples/s | "
                       + (f"{m['tokens_per_s']:.0f} tokens/s | " if has_sequence(doc) else "")
-                      + f"MFU {100 * m['mfu']:.1f}%"
+                      + f"MFU {fmt_pct(m['mfu'], 1)}"
                       f"{causal_mfu_note(m['mfu'], m.get('mfu_causal'))}{idle}"
                       " | peak memory "
                       f"{max(m['peak_memory_gib']):.1f}/{m['memory_capacity_gib']:.1f} GiB"
+                      f"{usable_note(m['memory_capacity_gib'], cluster.get('hbm_gib'))}"
                       f"{tight_note(max(m['peak_memory_gib']), m['memory_capacity_gib'])}")
         if m.get("interval"):
             console.print(f"  {m['interval']['text']} {INTERVAL_GLOSS}", highlight=False)

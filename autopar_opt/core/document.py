@@ -243,10 +243,14 @@ class MetricsDoc(_Doc):
 
     iteration_time_s: float = _f("Predicted iteration time, s.")
     samples_per_s: float = _f("Throughput, samples/s.")
-    tokens_per_s: float = _f("Throughput, tokens/s.")
+    tokens_per_s: float = _f("Throughput, tokens/s: samples_per_s times training.seq_len; a "
+                             "model without a sequence length (a CNN) counts a sample as one "
+                             "token, so it equals samples_per_s there.")
     mfu: float = _f("Model FLOPs utilisation (0-1): model FLOPs (forward + backward, no "
                     "recomputation) over the iteration time and the datasheet dense peak of the "
-                    "training dtype (a power cap slows the clock, not this denominator); "
+                    "training dtype summed over every GPU of the cluster, idle ones included "
+                    "(on a fleet each group's GPUs at their own device's peak; a power cap slows "
+                    "the clock, not this denominator); "
                     "attention cores counted whole (the score matrix, as PaLM and Megatron-LM "
                     "count MFU).")
     mfu_causal: float = _f("MFU counting each causal attention core at the half its kernel "

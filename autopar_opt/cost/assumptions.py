@@ -37,7 +37,7 @@ _MCORE = ("megatron-core", "megatron-bridge")
 def _device(cluster: Cluster) -> list[str]:
     dev = cluster.device
     out = [f"device {dev.name}" + (f" ({dev.arch}, {dev.form})" if dev.arch and dev.form else "")
-           + f": {dev.hbm_gib:g} GiB, datasheet peaks"
+           + f": {dev.hbm_gib:.4g} GiB, datasheet peaks"
            + (f" ({dev.source})" if dev.source else "")]
     if dev.power_limit_w and dev.tdp_w and dev.power_limit_w < dev.tdp_w:
         out.append(f"power cap {dev.power_limit_w:g} W of {dev.tdp_w:g} W rated: sustained clock "

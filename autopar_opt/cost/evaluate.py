@@ -200,8 +200,18 @@ def _placement(plan: Plan, graph: LayerGraph, cluster: Cluster | Fleet, training
     keyed: dict[tuple[int, int], StageContext] = {}
     ctxs = [keyed.setdefault((g, d), StageContext(fleet.groups[g], training, params, d, b, tie_tier=tie))
             for g, d in zip(groups, sizes)]
-    peak = sum(d * fleet.groups[g].device.datasheet_flops(training.dtype) for g, d in zip(groups, sizes))
+    # MFU over every GPU of the fleet, each at its own device's peak, the groups the plan
+    # leaves idle included: as on one cluster (`cluster.num_devices` above) and as the README
+    # and plan.json define it (the used stages' GPUs alone were counted: a plan on the H100
+    # group of an A100 + H100 fleet reported its H100 utilisation as the fleet's)
+    peak = fleet_peak_flops(fleet, training.dtype)
     return _Placement(sizes, ctxs, tie, fleet_boundaries_intra(groups, sizes, fleet), peak, fleet)
+
+
+def fleet_peak_flops(fleet: Fleet, dtype: str) -> float:
+    """The datasheet dense peak of ``dtype`` summed over every GPU of ``fleet`` (MFU's
+    denominator per second), each group at its own device's."""
+    return sum(g.num_devices * g.device.datasheet_flops(dtype) for g in fleet.groups)
 
 
 def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster | Fleet, training: Training,

@@ -113,11 +113,12 @@ def evaluate_replicas(plan: ReplicaPlan, graph: LayerGraph, fleet: Fleet, traini
         metrics.append(evaluate(c.plan, graph, fleet, class_training(training, c.batch), params))
     sync = cross_class_sync(graph, fleet, training, params, [c.groups for c in plan.classes])
     t = max(m.iteration_time_s for m in metrics) + sync.time_s
-    peaks = [sum(fleet.groups[g].device.datasheet_flops(training.dtype) * fleet.groups[g].num_devices
-                 for g in c.groups) for c in plan.classes]
-    done = sum(m.mfu * m.iteration_time_s * p for m, p in zip(metrics, peaks))   # model FLOPs done
+    # each class's MFU is over the whole fleet's peak (cost.evaluate.fleet_peak_flops), so
+    # the model FLOPs of all classes over the fleet's peak per iteration is their time-weighted
+    # sum (a group no class uses counts as idle, as on one cluster)
+    done = sum(m.mfu * m.iteration_time_s for m in metrics)
     samples = training.global_batch_size
     return ReplicaMetrics(iteration_time_s=t, samples_per_s=samples / t,
                           tokens_per_s=samples * training.tokens_per_sample / t,
-                          mfu=done / (t * sum(peaks)), sync_s=sync.time_s, classes=metrics,
+                          mfu=done / t, sync_s=sync.time_s, classes=metrics,
                           feasible=all(m.feasible for m in metrics), sync=sync)

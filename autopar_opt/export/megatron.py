@@ -891,6 +891,31 @@ SHORT_FLAGS = {"--tp": "--tensor-model-parallel-size", "--pp": "--pipeline-model
                "--sp": "--sequence-parallel"}
 
 
+#: A line continuation (``\`` before the end of the line) as a folded or plain YAML scalar
+#: writes it: ``24 \`` + newline + ``--hidden-size`` becomes ``24 \ --hidden-size``, which
+#: shlex reads as one argument `` --hidden-size`` (an escaped space), not a flag: argparse
+#: left it and its value unread, and the line was priced on Megatron's default without a
+#: word (an export pasted into a spec lost ``--micro-batch-size 2``: 1.204 s, not 1.103 s).
+#: A backslash before the end of a line, or before blanks and a ``-``, is a continuation.
+_FOLDED_CONTINUATION = re.compile(r"\\[ \t]*(?:\r?\n|[ \t]+(?=-))")
+
+
+def _mangled_flags(argv: list[str]) -> list[str]:
+    """Arguments that are a flag argparse cannot see as one, each with why: leading
+    whitespace (an escaped space before it), or an en or em dash where ``--`` belongs (a
+    word processor's substitution). Megatron-LM's own parser refuses both as unrecognised
+    arguments; here they would be left unread, their value with them."""
+    out = []
+    for a in argv:
+        if a[:1].isspace() and a.lstrip().startswith("-"):
+            out.append(f"{a!r}: a flag with whitespace before it (a backslash before a space "
+                       "escapes the space); remove the backslash")
+        elif a[:1] in ("\u2013", "\u2014"):
+            out.append(f"{a!r}: starts with {a[0]!r}, not '--' (a word processor's dash); "
+                       "write two hyphens")
+    return out
+
+
 def parse_megatron_args(text: str | list[str]) -> argparse.Namespace:
     """Read the parallelism, batch, recomputation and precision flags of a Megatron-LM
     command line, and the model dimensions it states (checked against the spec's model
@@ -899,12 +924,15 @@ def parse_megatron_args(text: str | list[str]) -> argparse.Namespace:
     A flag Megatron-LM does not have (:func:`megatron_lm_flags`) is refused, every one
     named at once: Megatron-LM itself would refuse the command line."""
     try:
-        argv = shlex.split(text.replace("\\\n", " "), comments=True) if isinstance(text, str) \
-            else list(text)
+        argv = shlex.split(_FOLDED_CONTINUATION.sub(" ", text), comments=True) \
+            if isinstance(text, str) else list(text)
     except ValueError as exc:        # shlex: "No closing quotation", "No escaped character"
         raise MegatronArgsError(f"cannot split the command line into arguments ({exc}); close "
                                 "every quote") from None
-    argv = [a.replace("_", "-") if a.startswith("--") else a for a in _megatron_argv(argv)]
+    argv = _megatron_argv(argv)
+    if mangled := _mangled_flags(argv):
+        raise MegatronArgsError("", mangled)
+    argv = [a.replace("_", "-") if a.startswith("--") else a for a in argv]
     version, known = megatron_lm_flags()
     unknown = list(dict.fromkeys(a.split("=", 1)[0] for a in argv
                                  if a.startswith("--") and a.split("=", 1)[0] not in known))

@@ -191,8 +191,11 @@ def common_rules(view: PlanView, target: str, chain: bool) -> list[str]:
     ``dp·tp·cp·pp`` = world size, ``ep`` dividing the experts."""
     out = list(view.problems)
     if not chain:
-        out.append(f"{target} pipelines a chain of layers; this model is a DAG (an "
-                   "encoder-decoder): export supports decoder/encoder chains only")
+        # what the graph is, not a guess at why (it said "an encoder-decoder" of every DAG,
+        # Inception-v3's branches included)
+        out.append(f"{target} pipelines a chain of layers; this model's layer graph is a DAG "
+                   "(a layer with several inputs or outputs): export supports decoder/encoder "
+                   "chains only")
     if view.max_tp % view.tp:
         out.append(f"tp={view.tp} must divide the attention heads / key-value heads "
                    f"({view.max_tp})")

@@ -114,6 +114,17 @@ def _dev(name, bf16, fp16, tf32, fp32, hbm_gib, hbm_gbs, source, fp8=None, *, ar
                       arch=arch, form=form, tdp_w=tdp_w, sms=sms, memory_gb=memory_gb)
 
 
+#: What CUDA makes of an "80 GB" Hopper part's HBM3 (H100 SXM and PCIe, H800 SXM): nvidia-smi
+#: and cudaMemGetInfo report 81,559 MiB in total, 79.65 GiB, not 80 (published nvidia-smi
+#: tables of "NVIDIA H100 80GB HBM3", "NVIDIA H800" and "NVIDIA H100 PCIe" alike). A plan's
+#: peak, runtime reserve included, is held against it: at 80 a plan of 79.96 GiB was called
+#: feasible (examples/mixtral_8x22b_128_h100.yaml) on a GPU whose CUDA sees 79.65.
+HOPPER_80GB_GIB = 81559 / 1024
+#: The H200's 141 GB HBM3e as CUDA reports it: 143,771 MiB (nvidia-smi), 140.40 GiB; the H100
+#: NVL's 94 GB: 95,830 MiB (its entry below).
+H200_GIB = 143771 / 1024
+
+
 #: The H100 datasheet (NVIDIA "H100 Tensor Core GPU" datasheet, 2023-2024
 #: revisions, columns H100 SXM / H100 NVL; the 2022 revision's H100 PCIe
 #: column). Sparse figures there are halved to the dense ones used here.
@@ -121,9 +132,9 @@ _H100_SHEET = "NVIDIA H100 Tensor Core GPU datasheet"
 
 #: Device catalog: vendor datasheets, dense (non-sparse) tensor-core peaks.
 DEVICE_CATALOG: dict[str, DeviceType] = {d.name: d for d in [
-    _dev("V100-32GB", None, 125.0, None, 15.7, 32.0, 900.0,
-         "NVIDIA V100 datasheet (SXM2): 125 TFLOP/s fp16 tensor, 900 GB/s HBM2, 300 W",
-         arch="volta", tdp_w=300.0, sms=80),
+    _dev("V100-32GB", None, 125.0, None, 15.7, 32510 / 1024, 900.0,
+         "NVIDIA V100 datasheet (SXM2): 125 TFLOP/s fp16 tensor, 900 GB/s HBM2, 300 W; 32 GB = "
+         "32,510 MiB to CUDA (nvidia-smi)", arch="volta", tdp_w=300.0, sms=80, memory_gb=32.0),
     _dev("A100-40GB", 312.0, 312.0, 156.0, 19.5, 40.0, 1555.0,
          "NVIDIA A100 datasheet (SXM4 40GB): 312 TFLOP/s bf16 dense, 1,555 GB/s, 400 W",
          arch="ampere", tdp_w=400.0, sms=108),
@@ -152,21 +163,24 @@ DEVICE_CATALOG: dict[str, DeviceType] = {d.name: d for d in [
          "NVIDIA A800 PCIe 80GB: the A100 PCIe 80GB's GA100 compute and memory (312 TFLOP/s bf16 "
          "dense, 1,935 GB/s, 300 W) with a 400 GB/s NVLink bridge (A800 40GB Active product page "
          "for the export variant's peaks)", arch="ampere", form="pcie", tdp_w=300.0, sms=108),
-    _dev("H100-SXM-80GB", 989.0, 989.0, 495.0, 67.0, 80.0, 3350.0,
+    _dev("H100-SXM-80GB", 989.0, 989.0, 495.0, 67.0, HOPPER_80GB_GIB, 3350.0,
          f"{_H100_SHEET} (H100 SXM): 989 TFLOP/s bf16 dense, 1,979 FP8 dense (3,958 sparse), "
-         "3.35 TB/s, up to 700 W", fp8=1979.0, arch="hopper", tdp_w=700.0, sms=132),
-    _dev("H100-PCIe-80GB", 756.0, 756.0, 378.0, 51.0, 80.0, 2000.0,
+         "3.35 TB/s, up to 700 W; 80 GB = 81,559 MiB to CUDA", fp8=1979.0, arch="hopper", tdp_w=700.0,
+         sms=132, memory_gb=80.0),
+    _dev("H100-PCIe-80GB", 756.0, 756.0, 378.0, 51.0, HOPPER_80GB_GIB, 2000.0,
          f"{_H100_SHEET} (H100 PCIe, 2022 revision): 1,513 TFLOP/s bf16 and 3,026 FP8 with "
          "sparsity (756 / 1,513 dense), 80 GB HBM2e, 2 TB/s, 300-350 W, NVLink bridge 600 GB/s "
-         "for 2 GPUs, PCIe Gen5 otherwise", fp8=1513.0, arch="hopper", form="pcie", tdp_w=350.0, sms=114),
-    _dev("H100-NVL-94GB", 835.0, 835.0, 418.0, 60.0, 94.0, 3900.0,
+         "for 2 GPUs, PCIe Gen5 otherwise; 81,559 MiB to CUDA", fp8=1513.0, arch="hopper", form="pcie",
+         tdp_w=350.0, sms=114, memory_gb=80.0),
+    _dev("H100-NVL-94GB", 835.0, 835.0, 418.0, 60.0, 95830 / 1024, 3900.0,
          f"{_H100_SHEET} (H100 NVL): 1,671 TFLOP/s bf16 and 3,341 FP8 with sparsity (835 / 1,671 "
-         "dense), 94 GB HBM3, 3.9 TB/s, 350-400 W, NVLink bridge 600 GB/s for 2 GPUs",
-         fp8=1671.0, arch="hopper", form="nvl", tdp_w=400.0, sms=132),
-    _dev("H800-SXM-80GB", 989.0, 989.0, 495.0, 67.0, 80.0, 3350.0,
+         "dense), 94 GB HBM3, 3.9 TB/s, 350-400 W, NVLink bridge 600 GB/s for 2 GPUs; 95,830 MiB "
+         "to CUDA (nvidia-smi)", fp8=1671.0, arch="hopper", form="nvl", tdp_w=400.0, sms=132,
+         memory_gb=94.0),
+    _dev("H800-SXM-80GB", 989.0, 989.0, 495.0, 67.0, HOPPER_80GB_GIB, 3350.0,
          "NVIDIA H800 SXM5 (export variant of the H100 SXM5: same compute and HBM3, NVLink "
-         "limited to 400 GB/s bidirectional); DeepSeek-V3 report arXiv 2412.19437 Sec. 3.1",
-         fp8=1979.0, arch="hopper", tdp_w=700.0, sms=132),
+         "limited to 400 GB/s bidirectional; 81,559 MiB to CUDA); DeepSeek-V3 report arXiv "
+         "2412.19437 Sec. 3.1", fp8=1979.0, arch="hopper", tdp_w=700.0, sms=132, memory_gb=80.0),
     _dev("H800-PCIe-80GB", 756.0, 756.0, 378.0, 51.0, 80.0, 2000.0,
          "NVIDIA H800 PCIe 80GB: export variant of the H100 PCIe (same compute and 2 TB/s HBM2e, "
          "350 W; NVLink bridge 400 GB/s); peaks of the H100 PCIe column of the H100 datasheet",
@@ -187,9 +201,10 @@ DEVICE_CATALOG: dict[str, DeviceType] = {d.name: d for d in [
          "NVIDIA GH200 Grace Hopper Superchip datasheet (HBM3e version): 144 GB at 4.9 TB/s, "
          "989 TFLOP/s bf16 and 1,979 FP8 dense", fp8=1979.0, arch="hopper", form="superchip",
          tdp_w=1000.0, sms=132),
-    _dev("H200-141GB", 989.0, 989.0, 495.0, 67.0, 141.0, 4800.0,
+    _dev("H200-141GB", 989.0, 989.0, 495.0, 67.0, H200_GIB, 4800.0,
          "NVIDIA H200 datasheet (SXM): 989 TFLOP/s bf16 dense, 1,979 FP8 dense, 141 GB, 4.8 TB/s, "
-         "up to 700 W", fp8=1979.0, arch="hopper", tdp_w=700.0, sms=132),
+         "up to 700 W; 141 GB = 143,771 MiB to CUDA", fp8=1979.0, arch="hopper", tdp_w=700.0, sms=132,
+         memory_gb=141.0),
     _dev("H200-NVL-141GB", 835.0, 835.0, 418.0, 60.0, 141.0, 4800.0,
          "NVIDIA H200 datasheet (H200 NVL): 1,671 TFLOP/s bf16 and 3,341 FP8 with sparsity (835 / "
          "1,671 dense), 141 GB HBM3e, 4.8 TB/s, up to 600 W, 2- or 4-way NVLink bridge 900 GB/s",

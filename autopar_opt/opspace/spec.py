@@ -279,7 +279,7 @@ def build_op_spec(data: dict[str, Any], path: Path) -> OpSpec:
         raise SpecError([SpecProblem(
             str(path), "problem.memory_gib", prob.memory_gib,
             f"is more than the {cluster.device.name} holds for modelled bytes: {most:.1f} GiB "
-            f"({cluster.device.hbm_gib:g} GiB less the runtime's reserve and the allocator's "
+            f"({cluster.device.hbm_gib:.4g} GiB less the runtime's reserve and the allocator's "
             "fragmentation allowance)", f"use at most {most:.1f}, or drop it (the default)")])
     training = Training(global_batch_size=batch, dtype=prob.dtype, memory_reserve_gib=reserve)
     ctx = StageContext(cluster, training, params, cluster.num_devices, batch)

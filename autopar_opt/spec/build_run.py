@@ -161,7 +161,7 @@ def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: 
                     + ("" if stated else f", e.g. training: {{dtype: {next(iter(peaks))}}}"))
         if section.memory_reserve_gib >= cluster.device.hbm_gib:
             out.add("training.memory_reserve_gib", section.memory_reserve_gib,
-                    f"reserve is not below the {cluster.device.hbm_gib:g} GiB of device memory",
+                    f"reserve is not below the {cluster.device.hbm_gib:.4g} GiB of device memory",
                     "expected a few GiB, e.g. 2")
     if graph is not None and section.seq_len and graph.seq_len and graph.seq_len != section.seq_len:
         out.add("training.seq_len", section.seq_len,

@@ -310,3 +310,31 @@ def test_a_group_states_the_plain_clusters_device_and_fabric_keys(tmp_path: Path
     h100 = load_spec(_write(tmp_path, mixed, "mixed.yaml")).fleet.groups[1]
     assert h100.device.hbm_gib == 94.0 and h100.device.power_limit_w == 500.0
     assert h100.nodes_per_leaf == 1 and h100.oversubscription == 2.0
+
+
+def test_the_summary_lists_every_layout_of_a_stage_as_the_report_does(tmp_path: Path) -> None:
+    """A stage of 4 layouts (the example fleet's h100 class) was summarised by its first
+    3: the summary must list what plan.json's placement row (and the report) lists."""
+    from autopar_opt.cli.fleet import summary
+    code, text = run_cli("solve", _write(tmp_path, BASE), "--out", tmp_path / "out")
+    assert code == 0, text
+    doc = json.loads((tmp_path / "out" / "plan.json").read_text())
+    row = doc["placement"][0]
+    row["strategies"] = ["dp1·tp1·z0", "dp1·tp1·z3", "dp1·tp1·z0·rc-full", "dp1·tp1·z3·rc-full"]
+    line = next(x for x in summary(doc).splitlines() if f"stage {row['index']} on" in x)
+    assert line.endswith("[" + ", ".join(row["strategies"]) + "]")
+
+
+def test_a_stage_memory_against_a_reserve_says_usable(tmp_path: Path) -> None:
+    """Each stage's capacity is its group's memory less training.memory_reserve_gib: said as
+    solve's summary says it (the fleet printed 'peak memory x/79.0 GiB' for an 80 GiB H100)."""
+    data = copy.deepcopy(BASE)
+    data["training"]["memory_reserve_gib"] = 1.0
+    code, text = run_cli("solve", _write(tmp_path, data), "--out", tmp_path / "out")
+    assert code == 0, text
+    doc = json.loads((tmp_path / "out" / "plan.json").read_text())
+    hbm = {g["name"]: g["hbm_gib"] for g in doc["fleet"]["groups"]}
+    row = doc["placement"][0]
+    assert row["capacity_gib"] == pytest.approx(hbm[row["group"]] - 1.0)
+    assert (f"/{row['capacity_gib']:.1f} GiB usable ({hbm[row['group']]:.4g} GiB less the 1 GiB of "
+            "training.memory_reserve_gib)") in " ".join(text.split())

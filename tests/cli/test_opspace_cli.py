@@ -145,3 +145,15 @@ def test_keys_that_would_change_nothing_are_refused(tmp_path, text, key):
     changed nothing, both without a word."""
     code, out = run_cli("solve", _spec(tmp_path, text))
     assert code == 2 and key in out, out
+
+
+def test_the_iteration_time_says_it_has_no_interval_where_solve_promises_one(tmp_path):
+    """Every solve time carries an 80% interval from the layer-level model's errors on
+    published runs; the operator-level model was never compared with measured runs, so its
+    summary and report say that it has none (they printed a bare time)."""
+    code, out = run_cli("solve", _spec(tmp_path, ALEX.format(extra="")), "--out", tmp_path / "out")
+    assert code == 0, out
+    assert "no 80% interval: the operator-level cost model" in " ".join(out.split())
+    html = " ".join((tmp_path / "out" / "report.html").read_text().split())
+    assert "carry no 80% interval: the operator-level cost model" in html
+    assert "interval" not in json.loads((tmp_path / "out" / "plan.json").read_text())["metrics"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from typer.testing import CliRunner
 
 from autopar_opt.cli.commands import app
@@ -111,3 +113,27 @@ def test_a_fleet_plan_json_matches_the_published_schema(tmp_path):
     doc = json.loads((tmp_path / "f" / "plan.json").read_text())
     doc["fleet"]["groups"][0]["nodes"] = 0
     assert list(validator.iter_errors(doc))
+
+
+def test_the_metrics_definitions_the_schema_states_are_the_ones_priced(tmp_path):
+    """The schema says which GPUs MFU divides by (every GPU of the cluster) and what
+    tokens/s is for a model without a sequence (samples/s: a sample counts as one token);
+    both checked against the numbers: the quickstart's MFU by hand (Narayanan et al. 2021,
+    eq. 3, over all 8 A100s at 312 TFLOP/s) and Inception-v3's two throughputs."""
+    import yaml
+
+    metrics = json.loads(_cli("schema", "--plan").stdout)["$defs"]["MetricsDoc"]["properties"]
+    assert "every GPU of the cluster, idle ones included" in metrics["mfu"]["description"]
+    assert "equals samples_per_s" in metrics["tokens_per_s"]["description"]
+    result = _cli("estimate", str(ROOT / "examples" / "quickstart.yaml"), "--json")
+    m = json.loads(result.stdout)["metrics"]
+    b, s, layers, h, v = 64, 2048, 24, 2304, 51200          # GPT 1.7B (quickstart.yaml)
+    flops = 72 * b * s * layers * h * h * (1 + s / (6 * h) + v / (12 * h * layers))
+    assert m["mfu"] == pytest.approx(flops / (m["iteration_time_s"] * 8 * 312e12), rel=1e-9)
+    spec = tmp_path / "inception.yaml"
+    spec.write_text(yaml.safe_dump({
+        "model": {"zoo": "inception-v3"}, "cluster": {"zoo": "1x8-a100-40"},
+        "training": {"global_batch_size": 256, "dtype": "bf16"},
+        "plan": {"tp": 1, "pp": 1, "dp": 8, "microbatches": 1}}))
+    m = json.loads(_cli("estimate", str(spec), "--json").stdout)["metrics"]
+    assert m["tokens_per_s"] == m["samples_per_s"] == pytest.approx(256 / m["iteration_time_s"])

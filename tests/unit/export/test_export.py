@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from autopar_opt.cli.commands import app
@@ -95,6 +96,28 @@ def test_megatron_round_trip(plan):
                               TRAINING).to_dict() == plan.to_dict()
     assert evaluate(back, GRAPH, CLUSTER, TRAINING).iteration_time_s == \
         evaluate(plan, GRAPH, CLUSTER, TRAINING).iteration_time_s
+
+
+def test_an_export_folded_by_yaml_reads_back_as_the_plan():
+    """The exported file pasted into a spec as a plain or folded YAML scalar: each line's
+    ``\\`` + newline becomes ``\\`` + space, which shlex reads as an escaped space glued to
+    the next flag (`` --micro-batch-size``). It must read back as the plan, not drop the
+    flag for Megatron's default (the plan's micro-batch size is 2 here, the default 1)."""
+    plan = make_plan([4, 4], dp=2, tp=2, sp=True, zero=0, c=4)
+    text = export_plan(plan, GRAPH, CLUSTER, TRAINING, "megatron").text
+    folded = yaml.safe_load("args: >-\n" + "".join(f"  {line}\n" for line in text.splitlines()
+                                                 if not line.startswith("#")))["args"]
+    assert "\\ --micro-batch-size 2" in folded                  # what a folded scalar holds
+    back = plan_from_megatron(parse_megatron_args(folded), GRAPH, CLUSTER, TRAINING)
+    assert back.to_dict() == plan.to_dict()
+
+
+@pytest.mark.parametrize("mangled", ["\u2014micro-batch-size 2", "' --micro-batch-size' 2"])
+def test_a_flag_argparse_cannot_see_is_refused_not_dropped(mangled):
+    """An em dash for ``--`` or whitespace quoted into a flag: Megatron-LM refuses the
+    argument as unrecognised; here it was left unread with its value."""
+    with pytest.raises(MegatronArgsError, match="micro-batch-size"):
+        parse_megatron_args("--tensor-model-parallel-size 2 " + mangled)
 
 
 def test_block_recompute_is_the_first_n_blocks_per_stage():

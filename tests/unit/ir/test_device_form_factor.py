@@ -15,7 +15,9 @@ from autopar_opt.ir.hardware import DEVICE_CATALOG, resolve_device
 @pytest.mark.parametrize("text", ["H100-SXM5-80GB", "H100 SXM", "HGX H100"])
 def test_a_text_naming_sxm_keeps_the_sxm_part_with_the_stated_memory(text):
     dev, notes = resolve_device(text, 94)
-    assert dev.name == "H100-SXM-80GB" and dev.hbm_gib == 94.0
+    # 94 GB at the SXM part's CUDA-visible share (81,559 of 81,920 MiB): the H100 NVL's own
+    # 94 GB shows 95,830 MiB in nvidia-smi, the same to 2 MiB
+    assert dev.name == "H100-SXM-80GB" and dev.hbm_gib == pytest.approx(95830 / 1024, abs=0.005)
     assert dev.peak_tflops["bf16"] == DEVICE_CATALOG["H100-SXM-80GB"].peak_tflops["bf16"] == 989.0
     assert any("stated memory 94 GB" in n for n in notes)
 
@@ -29,10 +31,11 @@ def test_94_gb_without_a_form_factor_is_the_nvl_and_the_note_says_so():
 
 def test_the_memory_written_in_the_text_is_a_stated_memory():
     dev, notes = resolve_device("V100-SXM2-16GB", None)
-    assert dev.name == "V100-32GB" and dev.hbm_gib == 16.0
+    # 16 GB at the 32 GB part's CUDA-visible share (32,510 of 32,768 MiB: nvidia-smi)
+    assert dev.name == "V100-32GB" and dev.hbm_gib == pytest.approx(16 * 32510 / 32768)
     assert any("stated memory 16 GB" in n for n in notes)
     assert resolve_device("A100 40GB", None)[0].name == "A100-40GB"     # unchanged
-    assert resolve_device("H200 SXM 141GB", None)[0].hbm_gib == 141.0
+    assert resolve_device("H200 SXM 141GB", None)[0].hbm_gib * 1024 == 143771   # nvidia-smi
 
 
 def test_a_v100_pcie_is_refused_not_priced_as_the_sxm2_part():
