@@ -11,6 +11,7 @@ from are in ``hf/SOURCES.yaml`` (checked by ``tests/unit/spec/test_hf_import.py`
 from __future__ import annotations
 
 import difflib
+import re
 
 from functools import lru_cache
 from importlib import resources
@@ -51,6 +52,8 @@ def resolve(text: str, path: Path, zoo: tuple[str, ...] = ()) -> tuple[Path, str
     if found is not None:
         return found, f"bundled hf/{text}.json", None
     names = ", ".join(bundled_names())
+    if is_hub_id(text):
+        return path, None, hub_id_problem(text, str(path), names)
     if is_bare_name(text):
         close = difflib.get_close_matches(str(text).lower(), list(bundled_names()) + list(zoo),
                                           n=1, cutoff=0.6)
@@ -75,6 +78,42 @@ def is_bare_name(text: str) -> bool:
     file suffix (``granite-3.1-2b-base`` is a name)."""
     return isinstance(text, str) and bool(text) and Path(text).name == text \
         and "\\" not in text and not text.lower().endswith(FILE_SUFFIXES)
+
+
+#: A Hugging Face Hub repository id, ``owner/name`` (the Hub's characters: letters,
+#: digits, ``-``, ``_``, ``.``; neither part starting with a dot).
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def is_hub_id(text: str) -> bool:
+    """Whether ``text`` reads as a Hub repository id (``Qwen/Qwen2.5-7B``) rather than a
+    file: ``owner/name`` with no file suffix. Only asked of a path that does not exist."""
+    return isinstance(text, str) and _HUB_ID.fullmatch(text) is not None \
+        and not text.lower().endswith(FILE_SUFFIXES)
+
+
+def bundled_copy_of(repo: str) -> str | None:
+    """The bundled config transcribed from the Hub repository ``repo`` (its
+    ``hf/SOURCES.yaml`` ``config`` URL names it; letter case aside), or None."""
+    for name, entry in bundled_sources().items():
+        url = str((entry or {}).get("config") or "")
+        if url.lower().startswith(f"https://huggingface.co/{repo.lower()}/"):
+            return name
+    return None
+
+
+def hub_id_problem(text: str, path: str, names: str) -> str:
+    """Why a Hub repository id names no config: autopar reads files and downloads
+    nothing (QA round 34: ``autopar model Qwen/Qwen2.5-7B`` was called a spec with an
+    unsupported file extension '.5-7B'); the fix names the config.json to save and, where
+    one is bundled, the bundled copy of that repository's config."""
+    copy = bundled_copy_of(text)
+    bundled = (f"; or the bundled copy of that repository's config: {copy!r}" if copy else
+               f"; or a bundled config's name: {names}; autopar zoo list")
+    return (f"{path[:200]}: no such file or directory; {text[:120]!r} reads as a Hugging "
+            "Face Hub repository id, and autopar downloads nothing (it reads a config.json "
+            f"from disk) (fix: save https://huggingface.co/{text[:120]}/blob/main/config.json "
+            f"and give its path{bundled})")
 
 
 @lru_cache(maxsize=1)

@@ -81,3 +81,30 @@ def test_the_cli_takes_a_zoo_model_name_and_suggests_the_closest_name(tmp_path):
         load_spec(_spec(tmp_path, "Mpt-7B"))
     assert "did you mean 'mpt-7b'?" in err.value.problems[0].fix
     assert "zoo model" not in err.value.problems[0].rule
+
+
+def test_a_hub_repository_id_is_named_as_one_with_the_file_to_save(tmp_path):
+    """``autopar model Qwen/Qwen2.5-7B`` (the id a model card shows) was read as a spec
+    with "unsupported file extension '.5-7B'", and ``meta-llama/Llama-3.1-8B`` with
+    '.1-8B'. autopar downloads nothing: the error says the id is one, names the
+    config.json to save and, where SOURCES.yaml says a bundled config was transcribed from
+    that repository, its name; a local directory of that name still wins."""
+    code, text = run_cli("model", "Qwen/Qwen2.5-7B")
+    flat = " ".join(text.split())
+    assert code == 2 and "file extension" not in flat, text
+    assert "reads as a Hugging Face Hub repository id" in flat
+    assert "https://huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json" in flat
+    code, text = run_cli("model", "meta-llama/Llama-3.1-8B")
+    flat = " ".join(text.split())
+    assert code == 2 and "file extension" not in flat, text
+    assert "bundled copy of that repository's config: 'llama-3.1-8b'" in flat
+    with pytest.raises(SpecError) as err:
+        load_spec(_spec(tmp_path, "Qwen/Qwen3-30B-A3B"))
+    problem = err.value.problems[0]
+    assert problem.key == "model.hf_config" and "Hub repository id" in problem.rule
+    assert "'qwen3-30b-a3b'" in problem.fix
+    local = json.loads((HF / "qwen3-8b.json").read_text())
+    (tmp_path / "Qwen" / "Qwen3-8B").mkdir(parents=True)
+    (tmp_path / "Qwen" / "Qwen3-8B" / "config.json").write_text(json.dumps(local))
+    assert load_spec(_spec(tmp_path, "Qwen/Qwen3-8B")).graph.total_params() == \
+        load_spec(_spec(tmp_path, "qwen3-8b")).graph.total_params()
