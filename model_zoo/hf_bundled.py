@@ -55,8 +55,7 @@ def resolve(text: str, path: Path, zoo: tuple[str, ...] = ()) -> tuple[Path, str
     if is_hub_id(text):
         return path, None, hub_id_problem(text, str(path), names)
     if is_bare_name(text):
-        close = difflib.get_close_matches(str(text).lower(), list(bundled_names()) + list(zoo),
-                                          n=1, cutoff=0.6)
+        close = closest_name(str(text), list(bundled_names()) + list(zoo))
         hint = f"did you mean {close[0]!r}? " if close else ""
         zoo_part = f", or a zoo model's name: {', '.join(zoo)}" if zoo else ""
         return path, None, (
@@ -67,6 +66,25 @@ def resolve(text: str, path: Path, zoo: tuple[str, ...] = ()) -> tuple[Path, str
     return path, None, (
         f"{str(path)[:200]}: no such file or directory (fix: give a config.json or a "
         f"directory holding one, or a bundled config's name: {names}; autopar zoo list)")
+
+
+#: A model size in a name: ``70b``, ``8x22b``, ``2.7b``, ``350m`` (not followed by a letter).
+_SIZE = re.compile(r"(?:\d+x)?\d+(?:\.\d+)?[bm](?![a-z])")
+
+
+def sizes(name: str) -> tuple[str, ...]:
+    """The model sizes a name states (``qwen3-30b-a3b``: ``30b``, ``3b``)."""
+    return tuple(_SIZE.findall(name.lower()))
+
+
+def closest_name(text: str, names: list[str]) -> list[str]:
+    """The closest of ``names`` to ``text`` (difflib, case aside), as a list of at most
+    one; where ``text`` states a model size, only a name stating the same sizes: QA round
+    34, ``llama-3.1-70b`` got "did you mean 'llama-3.1-405b'?", ``qwen3-32b``
+    'qwen3-8b' and ``gemma-3-4b`` 'gemma-3-1b', another model than the one asked for."""
+    asked = sizes(text)
+    pool = [n for n in names if not asked or sizes(n) == asked]
+    return difflib.get_close_matches(text.lower(), pool, n=1, cutoff=0.6)
 
 
 #: File suffixes that make a name a path (a config or a spec), not a bundled config's name.

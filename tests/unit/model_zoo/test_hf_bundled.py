@@ -108,3 +108,24 @@ def test_a_hub_repository_id_is_named_as_one_with_the_file_to_save(tmp_path):
     (tmp_path / "Qwen" / "Qwen3-8B" / "config.json").write_text(json.dumps(local))
     assert load_spec(_spec(tmp_path, "Qwen/Qwen3-8B")).graph.total_params() == \
         load_spec(_spec(tmp_path, "qwen3-8b")).graph.total_params()
+
+
+@pytest.mark.parametrize("asked, meant", [
+    ("llama-3.1-70b", "llama3-70b"), ("Llama-3.1-8B", "llama-3.1-8b"),
+    ("mixtral-8x7b-instruct", "mixtral-8x7b"), ("qwen3-30b-a3b-base", "qwen3-30b-a3b"),
+    ("gemma-3-4b", None), ("qwen3-32b", None)])
+def test_a_near_miss_suggests_only_a_model_of_the_size_asked_for(tmp_path, asked, meant):
+    """``autopar model llama-3.1-70b`` got "did you mean 'llama-3.1-405b'?" (and the
+    spec's hf_config the same), ``gemma-3-4b`` 'gemma-3-1b', ``qwen3-32b`` 'qwen3-8b':
+    a model of another size than the name states. The closest name stating the same
+    size is offered (the zoo's llama3-70b), or none."""
+    code, text = run_cli("model", asked)
+    flat = " ".join(text.split())
+    assert code == 2
+    if meant is None:
+        assert "did you mean" not in flat, text
+    else:
+        assert f"did you mean {meant!r}?" in flat, text
+    with pytest.raises(SpecError) as err:          # hf_config: bundled names only
+        load_spec(_spec(tmp_path, "llama-3.1-70b"))
+    assert "did you mean" not in err.value.problems[0].fix
