@@ -179,3 +179,25 @@ def test_gemma_3_published_text_config_takes_the_class_vocabulary_and_says_so():
     assert not any("vocab_size" in a for a in stated.assumed)
     with pytest.raises(HfConfigError, match="needs key 'vocab_size'"):
         build_hf_graph(dict(GEMMA_3_12B_TEXT, model_type="gemma2"), 8192)
+
+
+@pytest.mark.parametrize("name, changes, said, unsaid", [
+    ("gemma-2-9b", {}, "Gemma's block (a GeGLU MLP and norms after the attention and the MLP)",
+     ()),
+    ("gemma-7b", {}, "Gemma's block (a GeGLU MLP):", ("post-norms", "norms after")),
+    ("llama-3.1-8b", {"hidden_act": "gelu"}, "the model's block (a GeGLU (exact GELU) MLP)",
+     ("Gemma", "post-norms")),
+    ("llama-3.1-8b", {"hidden_act": "relu"}, "the model's block (a ReGLU MLP)",
+     ("Gemma", "GeGLU", "post-norms"))])
+def test_megatron_refusal_names_the_block_the_model_has(name, changes, said, unsaid):
+    """Gemma 1 (no norms after the attention and MLP: GemmaDecoderLayer) and a Llama
+    config with a GELU or ReLU gate were refused as "Gemma's block (a GeGLU MLP and norms
+    after the attention and the MLP)": the reason names what the block has. The
+    architecture line is the oracle (describe: post-norms only for Gemma 2/3)."""
+    from autopar_opt.ir.arch import describe
+    from autopar_opt.ir.target import megatron_model_problem
+    graph = build_hf_graph(dict(_cfg(name), **changes), 1024)
+    problem = megatron_model_problem(graph.arch)
+    assert said in problem and "Megatron-LM's flags cannot state it" in problem
+    assert not any(word in problem for word in unsaid)
+    assert ("also after attention and MLP" in describe(graph.arch)) == ("norms after" in problem)
