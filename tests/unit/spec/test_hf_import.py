@@ -140,8 +140,12 @@ def test_qwen_moe_mlp_only_layers_are_validated(tmp_path, value, rule):
 
 
 def test_unknown_model_type_lists_supported():
-    with pytest.raises(HfConfigError, match=r"model_type 'jamba' is not supported; "
+    # a family without a reason of its own (jamba now says its Mamba layers: below)
+    with pytest.raises(HfConfigError, match=r"model_type 'xglm' is not supported; "
                                             r"supported: bert, bloom, cohere, deepseek_v2, .*vit"):
+        build_hf_graph({"model_type": "xglm"}, 128)
+    with pytest.raises(HfConfigError, match=r"model_type 'jamba' is not supported: .*Mamba.*"
+                                            r"supported family: bert, bloom, .*vit"):
         build_hf_graph({"model_type": "jamba"}, 128)
 
 
@@ -213,6 +217,28 @@ def test_a_multimodal_config_names_its_readable_language_model():
     with pytest.raises(HfConfigError, match="'mllama' is not supported"):
         build_hf_graph({"model_type": "mllama", "text_config": {"model_type": "mllama_text_model"}},
                        4096, origin="m.json")
+
+
+@pytest.mark.parametrize("config, words", [
+    ({"model_type": "jamba", "attn_layer_period": 8, "num_hidden_layers": 32},
+     ["model_type 'jamba' is not supported", "Mamba", "state-space"]),
+    ({"model_type": "nemotron_h", "hybrid_override_pattern": "M-M*-"},
+     ["model_type 'nemotron_h' is not supported", "Mamba-2", "hybrid_override_pattern"]),
+    ({"model_type": "llama4", "text_config": {"model_type": "llama4_text"}},
+     ["model_type 'llama4' is not supported", "text_config, model_type 'llama4_text'",
+      "chunked attention"]),
+    ({"model_type": "qwen3_next"}, ["linear attention"])])
+def test_an_unmodelled_family_is_refused_saying_what_is_not_modelled(config, words):
+    """Hybrid state-space models (Jamba, Nemotron-H), Llama 4 (chunked attention) and
+    Qwen3-Next (linear attention) got "is not supported" and the list of supported types:
+    the refusal now says which layers the cost model has no form for, and points to the
+    explicit layer list with measured costs; never a build of something else."""
+    with pytest.raises(HfConfigError) as err:
+        build_hf_graph(config, 4096, origin="m.json")
+    text = str(err.value)
+    assert text.startswith("m.json: ") and "(fix: " in text and "model.measured" in text
+    for word in words:
+        assert word in text, (word, text)
 
 
 def test_deepseek_v2_lite_mla_without_query_compression():
