@@ -36,6 +36,7 @@ from autopar_opt.core import limits
 from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.model_zoo import hf_classic, hf_decoders, hf_encoders, hf_moe
 from autopar_opt.model_zoo.hf_arch import hf_arch
+from autopar_opt.model_zoo.hf_other_files import other_file
 from autopar_opt.model_zoo.hf_unmodelled import unmodelled_reason
 from autopar_opt.model_zoo.hf_windows import MAX_WINDOW_LAYERS_DEFAULT, QWEN_RULE
 from autopar_opt.model_zoo.hf_keys import (CLASS_DEFAULTS, LAYER_KEYS, Cfg, HfConfigError,
@@ -97,6 +98,12 @@ def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | Non
                     load_imbalance: float) -> LayerGraph:
     """:func:`build_hf_graph` without the guard that turns bad values into HfConfigError."""
     mt = config.get("model_type")
+    other = other_file(config)
+    if other is not None:
+        raise HfConfigError(f"{origin}: this is {other}, not a model's config.json (it "
+                            "states no model_type, nor hidden_size or num_hidden_layers) (fix: "
+                            "give the config.json of the same model repository, or a directory "
+                            "holding it)")
     if "model_type" not in config:
         raise HfConfigError(f"{origin}: model_type is missing; a Hugging Face config.json names "
                             "its family there (fix: add it from the model's published "

@@ -122,8 +122,13 @@ def _is_hf_config(path: Path) -> bool:
         return False
     # a config without model_type is still one (QA round 9: it was read as a spec with 25
     # unknown keys): its architecture keys and none of a spec's sections
-    return "model_type" in data or (not {"model", "cluster", "training"} & set(data)
-                                    and bool(HF_SHAPE_KEYS & set(data)))
+    from autopar_opt.model_zoo.hf_other_files import other_file
+
+    # a tokenizer's, generation or adapter config from a model repository: said as one by
+    # the build (QA round 34: read as a spec with seven unknown keys)
+    spec = bool({"model", "cluster", "training"} & set(data))
+    return "model_type" in data or (not spec and (other_file(data) is not None
+                                                  or bool(HF_SHAPE_KEYS & set(data))))
 
 
 #: Keys only a Hugging Face config has at its top level (the sizes every family states).
