@@ -52,7 +52,7 @@ def resolve(text: str, path: Path, zoo: tuple[str, ...] = ()) -> tuple[Path, str
     if found is not None:
         return found, f"bundled hf/{text}.json", None
     names = ", ".join(bundled_names())
-    if is_hub_id(text):
+    if is_hub_id(text) or is_url(text):
         return path, None, hub_id_problem(text, str(path), names)
     if is_bare_name(text):
         close = closest_name(str(text), list(bundled_names()) + list(zoo))
@@ -110,6 +110,27 @@ def is_hub_id(text: str) -> bool:
         and not text.lower().endswith(FILE_SUFFIXES)
 
 
+#: A URL (``https://...``, ``hf://...``), and a Hub page's or file's URL with its repository.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_HUB_URL = re.compile(r"(?:https?://(?:www\.)?huggingface\.co/|hf://)"
+                      r"([A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*)(?:[/?#].*)?")
+
+
+def is_url(text: str) -> bool:
+    """Whether ``text`` is a URL (QA round 34: ``https://huggingface.co/.../config.json``
+    was read as the local path ``https:/huggingface.co/...``, "no such file")."""
+    return isinstance(text, str) and _URL.match(text) is not None
+
+
+def hub_repo(text: str) -> str | None:
+    """The Hub repository ``text`` names: a repository id, or a huggingface.co (or
+    ``hf://``) URL of the repository or one of its files; None otherwise."""
+    if is_hub_id(text):
+        return text
+    found = _HUB_URL.fullmatch(text) if isinstance(text, str) else None
+    return found.group(1) if found else None
+
+
 def bundled_copy_of(repo: str) -> str | None:
     """The bundled config transcribed from the Hub repository ``repo`` (its
     ``hf/SOURCES.yaml`` ``config`` URL names it; letter case aside), or None."""
@@ -125,13 +146,21 @@ def hub_id_problem(text: str, path: str, names: str) -> str:
     nothing (QA round 34: ``autopar model Qwen/Qwen2.5-7B`` was called a spec with an
     unsupported file extension '.5-7B'); the fix names the config.json to save and, where
     one is bundled, the bundled copy of that repository's config."""
-    copy = bundled_copy_of(text)
+    repo = hub_repo(text)
+    if repo is None:                   # another URL
+        return (f"{text[:200]}: a URL, and autopar downloads nothing (it reads a config.json "
+                "from disk) (fix: download the file and give its path, or a bundled config's "
+                f"name: {names}; autopar zoo list)")
+    copy = bundled_copy_of(repo)
     bundled = (f"; or the bundled copy of that repository's config: {copy!r}" if copy else
                f"; or a bundled config's name: {names}; autopar zoo list")
-    return (f"{path[:200]}: no such file or directory; {text[:120]!r} reads as a Hugging "
-            "Face Hub repository id, and autopar downloads nothing (it reads a config.json "
-            f"from disk) (fix: save https://huggingface.co/{text[:120]}/blob/main/config.json "
-            f"and give its path{bundled})")
+    said = "a Hugging Face Hub repository id" if repo == text else \
+        f"a URL of the Hugging Face Hub repository {repo!r}"
+    where = f"{path[:200]}: no such file or directory; " if repo == text else ""
+    return (f"{where}{text[:120]!r} reads as {said}, and autopar downloads nothing (it reads "
+            "a config.json from disk) (fix: save "
+            f"https://huggingface.co/{repo[:120]}/blob/main/config.json and give its path"
+            f"{bundled})")
 
 
 @lru_cache(maxsize=1)

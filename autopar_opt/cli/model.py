@@ -31,7 +31,7 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
     from autopar_opt.model_zoo.hf_config import (HfConfigError, build_hf_graph, load_hf_config,
                                                  max_positions)
 
-    from autopar_opt.model_zoo.hf_bundled import is_bare_name, is_hub_id, resolve
+    from autopar_opt.model_zoo.hf_bundled import is_bare_name, is_hub_id, is_url, resolve
 
     from autopar_opt.model_zoo.registry import list_models
     from autopar_opt.core.reading import refuse_empty_path
@@ -43,7 +43,7 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
         if path in zoo:                                # or a zoo model
             return _zoo_graph(path, seq_len)
         raise HfConfigError(problem)
-    if problem is not None and is_hub_id(path):        # not a spec with a suffix '.5-7B'
+    if problem is not None and (is_hub_id(path) or is_url(path)):   # not a spec '.5-7B'
         raise HfConfigError(problem)
     if p.is_dir() or (p.suffix == ".json" and _is_hf_config(p)):
         config, origin = load_hf_config(p)

@@ -129,3 +129,30 @@ def test_a_near_miss_suggests_only_a_model_of_the_size_asked_for(tmp_path, asked
     with pytest.raises(SpecError) as err:          # hf_config: bundled names only
         load_spec(_spec(tmp_path, "llama-3.1-70b"))
     assert "did you mean" not in err.value.problems[0].fix
+
+
+@pytest.mark.parametrize("url, repo, copy", [
+    ("https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json", "Qwen/Qwen3-8B", "qwen3-8b"),
+    ("https://huggingface.co/meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-8B", "llama-3.1-8b"),
+    ("hf://Qwen/Qwen2.5-7B", "Qwen/Qwen2.5-7B", None),
+    ("https://example.com/models/config.json", None, None)])
+def test_a_url_is_named_as_one(tmp_path, url, repo, copy):
+    """A URL pasted from a model page was read as the local path 'https:/huggingface.co/...'
+    ("no such file") or, without a suffix, as a spec with "unsupported file extension";
+    in a spec's hf_config the error also said a relative path is read from the spec's
+    folder. A Hub URL now names its repository, the config.json to save and the bundled
+    copy where there is one; another URL says autopar downloads nothing."""
+    code, text = run_cli("model", url)
+    flat = " ".join(text.split())
+    assert code == 2 and "file extension" not in flat and "https:/huggingface" not in flat, text
+    assert "autopar downloads nothing" in flat
+    if repo is not None:
+        assert f"URL of the Hugging Face Hub repository {repo!r}" in flat
+        assert f"https://huggingface.co/{repo}/blob/main/config.json" in flat
+    if copy is not None:
+        assert f"bundled copy of that repository's config: {copy!r}" in flat
+    with pytest.raises(SpecError) as err:
+        load_spec(_spec(tmp_path, url))
+    problem = err.value.problems[0]
+    assert "autopar downloads nothing" in problem.rule + problem.fix
+    assert "relative path" not in problem.fix
