@@ -36,10 +36,12 @@ from autopar_opt.core import limits
 from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.model_zoo import hf_classic, hf_decoders, hf_encoders, hf_moe
 from autopar_opt.model_zoo.hf_arch import hf_arch
+from autopar_opt.model_zoo.hf_other_files import other_file
+from autopar_opt.model_zoo.hf_unmodelled import unmodelled_reason
 from autopar_opt.model_zoo.hf_windows import MAX_WINDOW_LAYERS_DEFAULT, QWEN_RULE
-from autopar_opt.model_zoo.hf_keys import (LAYER_KEYS, Cfg, HfConfigError, TrackedConfig,
-                                           defaulted_keys, dropout_rates, load_hf_config,
-                                           max_positions, misspelt_key)
+from autopar_opt.model_zoo.hf_keys import (CLASS_DEFAULTS, LAYER_KEYS, Cfg, HfConfigError,
+                                           TrackedConfig, defaulted_keys, dropout_rates,
+                                           load_hf_config, max_positions, misspelt_key)
 
 __all__ = ["HfConfigError", "SUPPORTED_MODEL_TYPES", "build_hf_graph", "dropout_rates",
            "layer_kinds", "load_hf_config", "max_positions"]
@@ -96,6 +98,12 @@ def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | Non
                     load_imbalance: float) -> LayerGraph:
     """:func:`build_hf_graph` without the guard that turns bad values into HfConfigError."""
     mt = config.get("model_type")
+    other = other_file(config)
+    if other is not None:
+        raise HfConfigError(f"{origin}: this is {other}, not a model's config.json (it "
+                            "states no model_type, nor hidden_size or num_hidden_layers) (fix: "
+                            "give the config.json of the same model repository, or a directory "
+                            "holding it)")
     if "model_type" not in config:
         raise HfConfigError(f"{origin}: model_type is missing; a Hugging Face config.json names "
                             "its family there (fix: add it from the model's published "
@@ -106,6 +114,9 @@ def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | Non
                             "write the family's name, e.g. \"model_type\": \"llama\"; supported: "
                             f"{', '.join(SUPPORTED_MODEL_TYPES)})")
     config = TrackedConfig(config)       # which keys the readers looked up (absent: defaulted)
+    filled = {k: v for k, v in CLASS_DEFAULTS.get(mt, {}).items() if k not in dict.keys(config)}
+    if filled:                           # the class's default the published config relies on
+        config = config.derived(**filled)
     c = Cfg(config, origin)
     if mt == "gemma3" and isinstance(config.get("text_config"), dict):
         raise HfConfigError(f"{origin}: model_type 'gemma3' is Gemma 3's image-text model; its "
@@ -120,6 +131,13 @@ def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | Non
                                 f"language model (text_config, model_type {inner!r}) autopar "
                                 "reads; its vision or audio tower is not modelled (fix: train "
                                 "the language model: use the text_config object as the config)")
+        why = unmodelled_reason(mt, inner if isinstance(inner, str) else None)
+        if why is not None:
+            raise HfConfigError(f"{origin}: model_type {mt!r} is not supported: {why} (fix: "
+                                "describe the model as an explicit layer list (model: "
+                                "{name, layers}) with its measured per-layer costs "
+                                "(model.measured; autopar schema), or "
+                                f"use a supported family: {', '.join(SUPPORTED_MODEL_TYPES)})")
         raise HfConfigError(f"{origin}: model_type {mt!r} is not supported; supported: "
                             f"{', '.join(SUPPORTED_MODEL_TYPES)} (fix: use one of these "
                             "families, or describe the model as an explicit layer list)")
@@ -155,8 +173,19 @@ def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | Non
                             f"default would be taken and {typo[0]!r} ignored, as transformers "
                             f"does (fix: spell it {typo[1]!r}, as the model's published "
                             "config.json does)")
-    graph.assumed = _assumed(config, mt, origin, graph)
+    graph.assumed = _class_defaults_said(filled, mt, origin) + _assumed(config, mt, origin, graph)
     return graph
+
+
+def _class_defaults_said(filled: dict[str, Any], mt: str, origin: str) -> tuple[str, ...]:
+    """One sentence per key of :data:`~.hf_keys.CLASS_DEFAULTS` the config left out and the
+    build took from ``transformers``' configuration class (QA round 34: Gemma-3-12B's
+    published text_config states no vocab_size and was refused, with a fix to copy a value
+    its config.json does not hold)."""
+    return tuple(f"{Path(origin).name} states no {key}: the default of transformers' "
+                 f"configuration class for model_type {mt!r}, {value:,}, was taken (the "
+                 "model's published config.json leaves it to that default; state it to be "
+                 "sure)" for key, value in filled.items())
 
 
 #: Keys that change the model's structure in the families that read them: (key, what is

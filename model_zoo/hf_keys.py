@@ -123,6 +123,14 @@ def misspelt_key(config: TrackedConfig) -> tuple[str, str] | None:
     return None
 
 
+#: Keys a family's published configs leave to its configuration class's default, which
+#: the build takes (and says: ``hf_config._assumed``) rather than refusing the file the
+#: model's authors publish: Gemma 3's 4B, 12B and 27B configs state no ``vocab_size`` in
+#: their ``text_config`` (Gemma3TextConfig: ``vocab_size=262_208``, transformers
+#: ``models/gemma3/configuration_gemma3.py``). A key absent elsewhere stays an error.
+CLASS_DEFAULTS = {"gemma3_text": {"vocab_size": 262_208}}
+
+
 #: Keys counting layers (bounded by ``limits.MAX_LAYERS``) and keys that must be
 #: positive integers when present; every integer is at most ``MAX_DIMENSION``.
 LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "num_decoder_layers",

@@ -135,9 +135,20 @@ _DENSE_TWIN = {"qwen2_moe": "qwen2", "qwen3_moe": "qwen3", "mixtral": "mistral"}
 
 
 def _count(c: Cfg, key: str, default: int, low: int, high: int, what: str) -> int:
-    """An integer setting in ``[low, high]`` (a layer stride, a count of layers)."""
+    """An integer setting in ``[low, high]`` (a layer stride, a count of layers); absent,
+    the class's ``default`` (said with the model: :mod:`.hf_keys` ``ARCH_GROUPS``). A
+    stated null is refused: the modelling code multiplies or compares it (transformers'
+    ``DeepseekV3MoE``, Qwen2-MoE's ``decoder_sparse_step`` test fail on it) and DeepSeek's
+    own ``modeling_deepseek.py`` reads a null ``n_shared_experts`` as no shared expert
+    (``if config.n_shared_experts is not None``). QA round 34: a null was built as the
+    class default (DeepSeek-V2-Lite with two shared experts) without a word."""
     value = c(key, default)
-    value = default if value is None else value
+    if value is None and dict.__contains__(c.data, key):
+        raise HfConfigError(f"{c.origin}: {key} = null: what it builds is not known "
+                            "(transformers' modelling code fails on a null, DeepSeek's own "
+                            "modeling_deepseek.py reads a null n_shared_experts as none) (fix: "
+                            "state the number as the model's published config.json does"
+                            f"{', 0 for none' if low == 0 else ''})")
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise HfConfigError(f"{c.origin}: {key} = {value!r} must be an integer from {low} to "
                             f"{high} ({what}) (fix: use the value of the model's published "

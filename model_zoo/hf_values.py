@@ -119,10 +119,14 @@ def _rope_scaling_problem(data: dict[str, Any], path: Path | str) -> str | None:
         if value is not None and (not _number(value) or value <= 0):
             return (f"{path}: rope_scaling.{key} = {_shown(value)} must be a positive number "
                     f"(fix: {FIX})")
-    if kind == "llama3" and scaling["high_freq_factor"] <= scaling["low_freq_factor"]:
+    # Equal factors are published (Llama 4 Scout and Maverick: 1.0 and 1.0; transformers'
+    # _validate_llama3_parameters only warns, and its band between them is then empty):
+    # read. Below the low factor the band is upside down: refused (QA round 34: equal
+    # factors were refused with a fix to change the published values).
+    if kind == "llama3" and scaling["high_freq_factor"] < scaling["low_freq_factor"]:
         return (f"{path}: rope_scaling.high_freq_factor = {scaling['high_freq_factor']!r} must "
-                f"exceed low_freq_factor = {scaling['low_freq_factor']!r} (Llama 3's scaling "
-                f"interpolates between them) (fix: {FIX}, e.g. 4.0 and 1.0)")
+                f"be at least low_freq_factor = {scaling['low_freq_factor']!r} (Llama 3's "
+                f"scaling interpolates between them) (fix: {FIX}, e.g. 4.0 and 1.0)")
     for key in ("short_factor", "long_factor"):
         value = scaling.get(key)
         if value is not None and (not isinstance(value, list)

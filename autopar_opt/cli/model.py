@@ -31,7 +31,7 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
     from autopar_opt.model_zoo.hf_config import (HfConfigError, build_hf_graph, load_hf_config,
                                                  max_positions)
 
-    from autopar_opt.model_zoo.hf_bundled import is_bare_name, resolve
+    from autopar_opt.model_zoo.hf_bundled import is_bare_name, is_hub_id, is_url, resolve
 
     from autopar_opt.model_zoo.registry import list_models
     from autopar_opt.core.reading import refuse_empty_path
@@ -42,6 +42,8 @@ def load_graph(path: str, seq_len: int | None) -> tuple[LayerGraph, str]:
     if problem is not None and is_bare_name(path):     # a missing path: the spec reader says so
         if path in zoo:                                # or a zoo model
             return _zoo_graph(path, seq_len)
+        raise HfConfigError(problem)
+    if problem is not None and (is_hub_id(path) or is_url(path)):   # not a spec '.5-7B'
         raise HfConfigError(problem)
     if p.is_dir() or (p.suffix == ".json" and _is_hf_config(p)):
         config, origin = load_hf_config(p)
@@ -120,8 +122,13 @@ def _is_hf_config(path: Path) -> bool:
         return False
     # a config without model_type is still one (QA round 9: it was read as a spec with 25
     # unknown keys): its architecture keys and none of a spec's sections
-    return "model_type" in data or (not {"model", "cluster", "training"} & set(data)
-                                    and bool(HF_SHAPE_KEYS & set(data)))
+    from autopar_opt.model_zoo.hf_other_files import other_file
+
+    # a tokenizer's, generation or adapter config from a model repository: said as one by
+    # the build (QA round 34: read as a spec with seven unknown keys)
+    spec = bool({"model", "cluster", "training"} & set(data))
+    return "model_type" in data or (not spec and (other_file(data) is not None
+                                                  or bool(HF_SHAPE_KEYS & set(data))))
 
 
 #: Keys only a Hugging Face config has at its top level (the sizes every family states).

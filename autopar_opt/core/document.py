@@ -345,7 +345,8 @@ class SpecSummaryDoc(_Doc):
     model: dict[str, Any] = _f("Model summary (name, num_layers, params, params_active, is_chain, "
                                "source, attention_windows, architecture: one line of the built "
                                "architecture, or null without one; measured: which layers the "
-                               "spec's measured times price, or null).")
+                               "spec's measured times price, or null; assumed: what the "
+                               "model's import took by default or left out, one sentence each).")
     cluster: ClusterDoc = _f("Cluster summary.")
     training: dict[str, Any] = _f("Training settings (global_batch_size, seq_len, dtype, ...).")
 

@@ -52,6 +52,19 @@ def rules_for(target: str, view: PlanView, chain: bool, version: str = "") -> li
     return out
 
 
+def one_line(text: str) -> str:
+    """``text`` with each character that is not printable (a newline, a carriage return, a
+    tab, a Unicode line or paragraph separator) written as its escape (``\\n``), so that
+    it stays on the comment line each export writes it on. The header carries the model's
+    name, which a Hugging Face config states itself (``_name_or_path``), and the spec's
+    model and cluster names: QA round 34, a name ``"x\\n$(cmd)"`` put the line
+    ``$(cmd) on ...`` among the Megatron-LM arguments, which the file's own launch line
+    (``eval "... $(grep -v '^#' THIS_FILE)"``) passes to the shell, and a name with a
+    newline and ``\"\"\"`` wrote Python code into torchtitan's job module."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
+
+
 def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Training,
                 target: str, version: str = "") -> Exported:
     """The launch configuration of ``plan`` for ``target``; raises ExportError.
@@ -71,9 +84,9 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
     if reasons:
         raise ExportError(_NAMES[target], reasons)
     devices = devices_text(cluster.num_devices, cluster.device.name, memory_override(cluster.device))
-    header = (f"autopar-opt plan for {graph.name} on {cluster.name} ({devices}): "
-              f"pp={view.pp} tp={view.tp} cp={view.cp} dp={view.dp}"
-              + (f" ep={view.ep} etp={view.etp}" if view.has_moe else ""))
+    header = one_line(f"autopar-opt plan for {graph.name} on {cluster.name} ({devices}): "
+                      f"pp={view.pp} tp={view.tp} cp={view.cp} dp={view.dp}"
+                      + (f" ep={view.ep} etp={view.etp}" if view.has_moe else ""))
     notes = [] if view.arch is not None else [
         "the model has no recorded architecture (a layer list, a zoo or Hugging Face model "
         "the exports do not describe: GPT-2, encoders, vision models): the model's own flags "

@@ -379,7 +379,9 @@ def torchtitan_module(view: PlanView, header: str) -> str:
     par, tr = cfg["parallelism"], cfg["training"]
     if view.tp > 1:
         par["enable_sequence_parallel"] = bool(view.sp)
-    lines = [f'"""{header}', "",
+    # the docstring holds the header as text: a backslash or a quote in a name (a Windows
+    # path's "\\U", a closing triple quote) would end it or fail to parse
+    lines = ['"""' + header.replace("\\", "\\\\").replace('"', '\\"'), "",
              "torchtitan 0.3 job configuration written by autopar-opt. Run it from the folder of",
              "this file (on PYTHONPATH) as",
              "    torchrun ... -m torchtitan.train --module autopar_job --config autopar_plan",

@@ -550,6 +550,29 @@ GEMMA_BLOCK = ("Gemma's block (a GeGLU MLP and norms after the attention and the
                "Gemma from its own model providers, which autopar does not export")
 
 
+def unstated_block(arch) -> str:
+    """Why Megatron-LM's flags cannot state the block ``arch`` has (:data:`GEMMA_BLOCK`
+    word for word for Gemma 2 and 3): a gated MLP whose
+    activation is not SiLU (named as :func:`~autopar_opt.ir.arch.describe` names it),
+    norms after the attention and the MLP, or both. QA round 34: Gemma 1 (no post-norms)
+    and a Llama config with ``hidden_act`` gelu or relu were refused as "Gemma's block (a
+    GeGLU MLP and norms after the attention and the MLP)", naming norms they do not have."""
+    from autopar_opt.ir.arch import GATED_NAMES
+
+    gemma = arch.family.startswith("gemma")
+    what, why = [], []
+    if arch.gated and arch.activation != "silu":
+        what.append(f"a {GATED_NAMES.get(arch.activation, arch.activation + '-gated')} MLP")
+        why.append("--swiglu gates with SiLU, --quick-geglu with another function")
+    if arch.post_norms:
+        what.append("norms after the attention and the MLP")
+        why.append("no flag adds the post-norms")
+    bridge = ("; Megatron-Bridge builds Gemma from its own model providers, which autopar "
+              "does not export") if gemma else ""
+    return (f"{'Gemma' if gemma else 'the model'}'s block ({' and '.join(what)}): Megatron-LM's "
+            f"flags cannot state it ({'; '.join(why)}){bridge}")
+
+
 #: Families whose Megatron settings the Megatron exports do not write (OLMo 2's norm
 #: placement; Granite's multipliers; gpt-oss:
 #: Megatron-Core's ``softmax_type='learnable'``, biased experts,
@@ -589,7 +612,7 @@ def megatron_model_problem(arch) -> str | None:
     if arch is None:
         return None
     if (arch.gated and arch.activation != "silu") or arch.post_norms:
-        return GEMMA_BLOCK
+        return unstated_block(arch)
     if not arch.gated and arch.activation == "relu":
         return RELU_MLP
     if not arch.gated and arch.activation not in MEGATRON_PLAIN_ACTIVATIONS:

@@ -100,7 +100,7 @@ def _hf_graph(section: HfModelSpec, seq_len: int | None, base: Path,
     (:mod:`autopar_opt.model_zoo.hf_bundled`)."""
     from autopar_opt.model_zoo.hf_config import HfConfigError, build_hf_graph, load_hf_config
 
-    from autopar_opt.model_zoo.hf_bundled import resolve
+    from autopar_opt.model_zoo.hf_bundled import hub_repo, is_url, resolve
 
     path = Path(section.hf_config)
     relative = not path.is_absolute()
@@ -109,7 +109,8 @@ def _hf_graph(section: HfModelSpec, seq_len: int | None, base: Path,
     path, label, problem = resolve(section.hf_config, path)   # a bare name: a bundled config
     if problem is not None:
         rule, fix = _split_fix(problem)
-        if relative:    # QA round 12: "../x.json: no such file" did not say from where
+        remote = is_url(section.hf_config) or hub_repo(section.hf_config) is not None
+        if relative and not remote:  # QA round 12: "../x.json: no such file" said not where
             fix += f"; a relative path is read from the spec file's folder, {_folder(base)}"
         out.add("model.hf_config", section.hf_config, rule, fix)
         return None

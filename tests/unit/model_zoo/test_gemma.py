@@ -147,3 +147,57 @@ def test_gemma_2_default_soft_caps_are_said_unpriced():
                          1024).arch.unpriced
     assert not any("softcapping" in u for u in off)
     assert not any("softcapping" in u for u in build_hf_graph(_cfg("gemma-3-1b"), 1024).arch.unpriced)
+
+
+#: google/gemma-3-12b-pt's config.json text_config as published: no vocab_size, head_dim,
+#: hidden_activation or tie_word_embeddings (Gemma3TextConfig's defaults: 262,208, 256,
+#: gelu_pytorch_tanh, true).
+GEMMA_3_12B_TEXT = {"hidden_size": 3840, "intermediate_size": 15360, "model_type": "gemma3_text",
+                    "num_attention_heads": 16, "num_hidden_layers": 48, "num_key_value_heads": 8,
+                    "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024}
+
+
+def test_gemma_3_published_text_config_takes_the_class_vocabulary_and_says_so():
+    """Gemma 3's 4B/12B/27B text_config leaves vocab_size to Gemma3TextConfig's default
+    262,208: it was refused ("add 'vocab_size' from the model's published config.json",
+    which holds none). By hand from the shapes: per block Q 3840x16x256, K and V
+    3840x8x256 each, O 16x256x3840 (47,185,920), GeGLU 3x3840x15360 (176,947,200),
+    QK-norm 2x256, four norm vectors 4x3840: 224,148,992; 48 blocks, a tied
+    262,208 x 3840 table and the final norm: 11,766,034,176 (keras-hub's gemma3_12b_text
+    preset counts 11,765,788,416 with a 262,144-row table: 64 x 3840 fewer)."""
+    graph = build_hf_graph(GEMMA_3_12B_TEXT, 8192, origin="gemma-3-12b.json")
+    block = 3840 * 16 * 256 + 2 * 3840 * 8 * 256 + 16 * 256 * 3840 + 3 * 3840 * 15360 \
+        + 2 * 256 + 4 * 3840
+    assert block == 224_148_992
+    assert graph.total_params() == 48 * block + 262_208 * 3840 + 3840 == 11_766_034_176
+    assert graph.total_params() - 64 * 3840 == 11_765_788_416
+    assert graph.arch.vocab == 262_208
+    (said,) = [a for a in graph.assumed if "vocab_size" in a]
+    assert "262,208" in said and "gemma-3-12b.json" in said
+    stated = build_hf_graph(dict(GEMMA_3_12B_TEXT, vocab_size=262_144), 8192)
+    assert stated.total_params() == 11_765_788_416
+    assert not any("vocab_size" in a for a in stated.assumed)
+    with pytest.raises(HfConfigError, match="needs key 'vocab_size'"):
+        build_hf_graph(dict(GEMMA_3_12B_TEXT, model_type="gemma2"), 8192)
+
+
+@pytest.mark.parametrize("name, changes, said, unsaid", [
+    ("gemma-2-9b", {}, "Gemma's block (a GeGLU MLP and norms after the attention and the MLP)",
+     ()),
+    ("gemma-7b", {}, "Gemma's block (a GeGLU MLP):", ("post-norms", "norms after")),
+    ("llama-3.1-8b", {"hidden_act": "gelu"}, "the model's block (a GeGLU (exact GELU) MLP)",
+     ("Gemma", "post-norms")),
+    ("llama-3.1-8b", {"hidden_act": "relu"}, "the model's block (a ReGLU MLP)",
+     ("Gemma", "GeGLU", "post-norms"))])
+def test_megatron_refusal_names_the_block_the_model_has(name, changes, said, unsaid):
+    """Gemma 1 (no norms after the attention and MLP: GemmaDecoderLayer) and a Llama
+    config with a GELU or ReLU gate were refused as "Gemma's block (a GeGLU MLP and norms
+    after the attention and the MLP)": the reason names what the block has. The
+    architecture line is the oracle (describe: post-norms only for Gemma 2/3)."""
+    from autopar_opt.ir.arch import describe
+    from autopar_opt.ir.target import megatron_model_problem
+    graph = build_hf_graph(dict(_cfg(name), **changes), 1024)
+    problem = megatron_model_problem(graph.arch)
+    assert said in problem and "Megatron-LM's flags cannot state it" in problem
+    assert not any(word in problem for word in unsaid)
+    assert ("also after attention and MLP" in describe(graph.arch)) == ("norms after" in problem)

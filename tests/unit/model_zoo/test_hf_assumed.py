@@ -264,6 +264,26 @@ def test_deepseek_defaults_are_the_config_classes(name, dropped):
         " ".join(graph.assumed)
 
 
+@pytest.mark.parametrize("name, key", [("deepseek-v2-lite", "n_shared_experts"),
+                                       ("deepseek-v3", "first_k_dense_replace"),
+                                       ("deepseek-v3", "moe_layer_freq"),
+                                       ("qwen1.5-moe-a2.7b", "shared_expert_intermediate_size"),
+                                       ("qwen3-30b-a3b", "decoder_sparse_step")])
+def test_a_stated_null_moe_count_is_refused_not_defaulted(name, key):
+    """A stated null was built as the class's default without a word (DeepSeek-V2-Lite
+    with n_shared_experts null: two shared experts, 15.706 G) although DeepSeek's own
+    modeling_deepseek.py builds none for it (``if config.n_shared_experts is not None``)
+    and transformers' code fails on it. Refused, naming the key; 0 shared experts builds
+    the hand count: 26 MoE layers lose 2 x 3 x 2048 x 1408 = 17,301,504 each."""
+    cfg = _config(name)
+    with pytest.raises(HfConfigError, match=rf"d.json: {key} = null: what it builds is not known"):
+        build_hf_graph(dict(cfg, **{key: None}), 1024, origin="d.json")
+    if key == "n_shared_experts":
+        full = build_hf_graph(cfg, 1024).total_params()
+        none = build_hf_graph(dict(cfg, n_shared_experts=0), 1024).total_params()
+        assert full - none == 26 * 2 * 3 * 2048 * 1408
+
+
 @pytest.mark.parametrize("name, default", [("mistral-7b-v0.1", 8), ("mixtral-8x7b-v0.1", 8),
                                            ("starcoder2-3b", 2), ("gpt-oss-20b", 8),
                                            ("gemma-7b", 16), ("gemma-2-9b", 4), ("gemma-3-1b", 4),

@@ -41,6 +41,9 @@ CASES = {
                 ["rope_scaling states no rope_type", "llama3"]),
     "llama3_key_missing": ("llama-3.1-8b", {"rope_scaling": {"rope_type": "llama3", "factor": 8.0}},
                            ["rope_type 'llama3' needs key 'original_max_position_embeddings'"]),
+    "llama3_bands_upside_down": ("llama-3.1-8b", {"rope_scaling": dict(LLAMA3, high_freq_factor=0.5)},
+                                 ["rope_scaling.high_freq_factor = 0.5",
+                                  "must be at least low_freq_factor = 1.0"]),
     "theta_negative": ("qwen3-8b", {"rope_theta": -1}, ["rope_theta = -1",
                                                          "must be a positive number"]),
     "theta_string": ("qwen3-8b", {"rope_theta": "1e6"}, ["rope_theta = '1e6'",
@@ -105,6 +108,8 @@ def test_refused_values_do_not_reach_an_export(tmp_path):
                                         "long_factor": [1.5] * 48}}),
     ("gemma-2-9b", {"final_logit_softcapping": None}),
     ("qwen3-8b", {"layer_types": ["full_attention"] * 36}),
+    # Llama 4 Scout's published rope_scaling (text_config): both band factors 1.0
+    ("llama-3.1-8b", {"rope_scaling": dict(LLAMA3, factor=16.0, high_freq_factor=1.0)}),
 ])
 def test_published_forms_are_still_read(tmp_path, name, changes):
     config = json.loads((HF / f"{name}.json").read_text())
@@ -113,3 +118,21 @@ def test_published_forms_are_still_read(tmp_path, name, changes):
     path.write_text(json.dumps(config))
     code, text = run_cli("model", path)
     assert code == 0, text
+
+
+def test_llama_4_text_config_is_refused_for_its_model_type_not_its_rope(tmp_path):
+    """Llama-4-Scout's published text_config (rope_scaling llama3, factor 16, both band
+    factors 1.0) was refused for its RoPE bands, with a fix to change values the model's
+    authors publish; what autopar cannot build is the family (chunked attention, MoE
+    with a shared expert): that is the error now."""
+    config = {"model_type": "llama4_text", "hidden_size": 5120, "num_hidden_layers": 48,
+              "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+              "intermediate_size": 8192, "intermediate_size_mlp": 16384, "vocab_size": 202048,
+              "num_local_experts": 16, "num_experts_per_tok": 1, "attention_chunk_size": 8192,
+              "rope_scaling": dict(LLAMA3, factor=16.0, high_freq_factor=1.0)}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code, text = run_cli("model", path)
+    flat = " ".join(text.split())
+    assert code == 2 and "model_type 'llama4_text' is not supported" in flat, text
+    assert "freq_factor" not in flat, text

@@ -140,8 +140,12 @@ def test_qwen_moe_mlp_only_layers_are_validated(tmp_path, value, rule):
 
 
 def test_unknown_model_type_lists_supported():
-    with pytest.raises(HfConfigError, match=r"model_type 'jamba' is not supported; "
+    # a family without a reason of its own (jamba now says its Mamba layers: below)
+    with pytest.raises(HfConfigError, match=r"model_type 'xglm' is not supported; "
                                             r"supported: bert, bloom, cohere, deepseek_v2, .*vit"):
+        build_hf_graph({"model_type": "xglm"}, 128)
+    with pytest.raises(HfConfigError, match=r"model_type 'jamba' is not supported: .*Mamba.*"
+                                            r"supported family: bert, bloom, .*vit"):
         build_hf_graph({"model_type": "jamba"}, 128)
 
 
@@ -213,6 +217,28 @@ def test_a_multimodal_config_names_its_readable_language_model():
     with pytest.raises(HfConfigError, match="'mllama' is not supported"):
         build_hf_graph({"model_type": "mllama", "text_config": {"model_type": "mllama_text_model"}},
                        4096, origin="m.json")
+
+
+@pytest.mark.parametrize("config, words", [
+    ({"model_type": "jamba", "attn_layer_period": 8, "num_hidden_layers": 32},
+     ["model_type 'jamba' is not supported", "Mamba", "state-space"]),
+    ({"model_type": "nemotron_h", "hybrid_override_pattern": "M-M*-"},
+     ["model_type 'nemotron_h' is not supported", "Mamba-2", "hybrid_override_pattern"]),
+    ({"model_type": "llama4", "text_config": {"model_type": "llama4_text"}},
+     ["model_type 'llama4' is not supported", "text_config, model_type 'llama4_text'",
+      "chunked attention"]),
+    ({"model_type": "qwen3_next"}, ["linear attention"])])
+def test_an_unmodelled_family_is_refused_saying_what_is_not_modelled(config, words):
+    """Hybrid state-space models (Jamba, Nemotron-H), Llama 4 (chunked attention) and
+    Qwen3-Next (linear attention) got "is not supported" and the list of supported types:
+    the refusal now says which layers the cost model has no form for, and points to the
+    explicit layer list with measured costs; never a build of something else."""
+    with pytest.raises(HfConfigError) as err:
+        build_hf_graph(config, 4096, origin="m.json")
+    text = str(err.value)
+    assert text.startswith("m.json: ") and "(fix: " in text and "model.measured" in text
+    for word in words:
+        assert word in text, (word, text)
 
 
 def test_deepseek_v2_lite_mla_without_query_compression():
@@ -339,3 +365,35 @@ def test_model_seq_len_help_says_where_it_applies():
     assert "or a zoo model" in help_text and "the zoo model's own length" in help_text
     res = CliRunner().invoke(app, ["model", "llama3-8b", "--seq-len", "4096", "--json"])
     assert json.loads(res.stdout)["seq_len"] == 4096
+
+
+@pytest.mark.parametrize("name, data, what", [
+    ("tokenizer_config.json", {"add_bos_token": True, "model_max_length": 4096,
+                               "tokenizer_class": "LlamaTokenizer"}, "a tokenizer's"),
+    ("generation_config.json", {"bos_token_id": 1, "do_sample": True, "temperature": 0.6},
+     "a generation_config.json"),
+    ("adapter_config.json", {"base_model_name_or_path": "meta-llama/Llama-3.1-8B",
+                             "peft_type": "LORA", "r": 16}, "a PEFT adapter's"),
+    ("params.json", {"dim": 4096, "n_layers": 32, "n_heads": 32, "vocab_size": 128256},
+     "Meta's native params.json")])
+def test_another_file_of_a_model_repository_is_named_as_such(tmp_path, name, data, what):
+    """The JSON files beside a repository's config.json were "missing model_type (fix: add
+    it ... e.g. llama)" in a spec's hf_config, a fix that leads to one missing key after
+    another, and autopar model read a tokenizer or generation config as a spec with
+    several unknown keys. Each is named, with the config.json to give instead."""
+    from autopar_opt.spec import SpecError, load_spec
+    from support.cli import run_cli
+
+    (tmp_path / name).write_text(json.dumps(data))
+    code, text = run_cli("model", tmp_path / name)
+    flat = " ".join(text.split())
+    assert code == 2 and f"this is {what}" in flat and "unknown key" not in flat, text
+    assert "give the config.json of the same model repository" in flat
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"model: {{hf_config: {name}}}\ncluster: {{zoo: 2x8-h100}}\n"
+                    "training: {global_batch_size: 8, seq_len: 2048}\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(spec)
+    problem = err.value.problems[0]
+    assert problem.key == "model.hf_config" and f"this is {what}" in problem.rule
+    assert "add it" not in problem.fix
