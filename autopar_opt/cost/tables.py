@@ -190,12 +190,10 @@ class CostTables:
         split is free (1F1B with ``pp > 1``), where which layers a stage's first ``N``
         are depends on the split (:meth:`~autopar_opt.ir.target.Target.unsearched`)."""
         target = self.space.runs_on if self.space is not None else None
-        if target is None or self.uniform_keys is None \
-                or not target.searches_blocks(self.space.recompute):
+        if target is None or self.uniform_keys is None or not target.searches_blocks_in(
+                self.space.recompute, self.pp, self.fixed_stage is not None):
             return None
-        if self.fixed_stage is not None:
-            return list(self.fixed_stage)
-        return [0] * self.num_layers if self.pp == 1 else None
+        return list(self.fixed_stage) if self.fixed_stage is not None else [0] * self.num_layers
 
     def _block_plan(self, asg: Assignment, codes: np.ndarray) -> bool:
         """Whether an assignment whose transformer layers mix recomputation codes

@@ -165,23 +165,33 @@ class Target:
         modes = {getattr(m, "value", m) for m in recompute}
         return self.framework == "megatron" and {"none", "full"} <= modes
 
+    def searches_blocks_in(self, recompute: tuple, pp: int, fixed_split: bool) -> bool:
+        """Whether the target's space holds Megatron's block recomputation
+        (:meth:`searches_blocks`) in a configuration of ``pp`` stages whose split is
+        fixed (``fixed_split``: the interleaved schedule's) or free: with one stage or a
+        fixed split, where the stage of every layer is known. The one rule read by the
+        cost tables (:meth:`autopar_opt.cost.tables.CostTables.block_stages`), the
+        engine's warm-start check (:func:`autopar_opt.search.engine.runs_plan`) and the
+        outputs (:meth:`unsearched`)."""
+        return self.searches_blocks(recompute) and (pp <= 1 or fixed_split)
+
     def unsearched(self, recompute: tuple = (), pp_degrees: tuple | None = None,
                    schedules: tuple | None = None) -> str:
         """What the framework runs that its target space leaves out ("" when nothing is
         known), for the outputs beside the certificate: Megatron-LM's partial
-        recomputation (:meth:`searches_blocks`) in a pipeline of more than one stage
-        under 1F1B, whose stage split is free, so which layers are a stage's first N
-        depends on the split, which the DP's state and the MIP's rows do not carry
-        (with one stage and under the interleaved schedule, whose split is fixed, the
-        space holds it). The free per-layer space holds it, so the price of runnability
-        bounds what it can gain (QA round 13: 13.5% on GPT-1.7B cut to 4 layers, 2 A100s
-        at 6.8 GiB, 8,192 tokens, with one stage, now searched). ``pp_degrees`` and
-        ``schedules``: the space's (None: not known, said as possible)."""
-        if not self.searches_blocks(recompute):
-            return ""
-        if pp_degrees is not None and all(p <= 1 for p in pp_degrees):
-            return ""
-        if schedules is not None and "1f1b" not in {getattr(x, "value", x) for x in schedules}:
+        recomputation (:meth:`searches_blocks`) in a configuration where
+        :meth:`searches_blocks_in` says it is not searched (a pipeline of more than one
+        stage under 1F1B, whose stage split is free, so which layers are a stage's first
+        N depends on the split, which the DP's state and the MIP's rows do not carry).
+        The free per-layer space holds it, so the price of runnability bounds what it
+        can gain (QA round 13: 13.5% on GPT-1.7B cut to 4 layers, 2 A100s at 6.8 GiB,
+        8,192 tokens, with one stage, now searched). ``pp_degrees`` and ``schedules``:
+        the space's (None: not known, said as possible: a pipeline under 1F1B)."""
+        pps = (2,) if pp_degrees is None else pp_degrees
+        names = ("1f1b",) if schedules is None else [getattr(x, "value", x) for x in schedules]
+        if not self.searches_blocks(recompute) or all(
+                self.searches_blocks_in(recompute, p, x == "interleaved")
+                for p in pps for x in names if x == "1f1b" or x == "interleaved"):
             return ""
         return ("not searched: Megatron-LM's partial recomputation (--recompute-method block "
                 "--recompute-num-layers N: full recomputation of the first N layers of every "

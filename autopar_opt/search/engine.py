@@ -494,12 +494,10 @@ def runs_plan(target, plan: Plan, graph: LayerGraph, recompute: tuple = ()) -> b
     keys = [uniform_key(layer, s) for layer, s in pairs]
     if keeps_uniform_rule(keys):
         return True
-    if not target.searches_blocks(recompute) or not keeps_uniform_rule(
+    chunks = plan.vp_chunks if plan.schedule is Schedule.interleaved and plan.vp_chunks > 1 else 1
+    if not target.searches_blocks_in(recompute, plan.pp, chunks > 1) or not keeps_uniform_rule(
             k[:rc] + (ANY,) + k[rc + 1:] for k in keys):
         return False
-    chunks = plan.vp_chunks if plan.schedule is Schedule.interleaved and plan.vp_chunks > 1 else 1
-    if plan.pp > 1 and chunks == 1:
-        return False            # a 1F1B pipeline's free split: not in the target's space
     return block_layers(stage_blocks(plan, graph), chunks) is not None
 
 
