@@ -25,9 +25,11 @@ layer classes (identical layers share one), so a chain of 126 identical
 blocks costs as much as one block.
 
 Megatron's block recomputation (the first N transformer layers of every model chunk
-recompute fully, the others not at all) joins as families of their own where the stage
-of every layer is known (:func:`block_families`: one stage, or the interleaved
-schedule's fixed split), run without the ordering rule of identical layers.
+recompute fully, the others not at all) joins as families of their own
+(:func:`block_families`), run without the ordering rule of identical layers: where the
+stage of every layer is known (one stage, or the interleaved schedule's fixed split) as
+fixed per-layer sets, and where the split is free (1F1B with ``pp > 1``) as a rule the
+labels carry (:mod:`~autopar_opt.solvers.dp.stage_prefix`), one search per ``N``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from autopar_opt.ir.target import BLOCK_KINDS, RECOMPUTE_DIM, recompute_code
 from autopar_opt.solvers.dp.chain import ChainOutcome, solve_chain
 from autopar_opt.solvers.dp.common import (_least_memory_partition, fit_limit, iteration_time,
                                            layer_memory)
+from autopar_opt.solvers.dp.stage_prefix import StagePrefix, stage_prefix
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class KeyFamily:
     block: int = 0
     #: its :func:`key_bound` when computed with the family (block families), else None
     bound: float | None = None
+    #: over a free split, the rule the labels carry (``allowed``: the union of its sets)
+    prefix: StagePrefix | None = None
 
     @property
     def symmetric(self) -> bool:
@@ -148,8 +153,9 @@ def block_families(tables: CostTables) -> list[KeyFamily]:
     layers per chunk, the ``j``-th transformer layer of a stage of ``k`` takes the full
     key's strategies when ``j < v·min(N, k/v)`` and the none key's otherwise (the
     positions fixed, every plan of the family is the block plan of its split; ``N`` at
-    least the layers per chunk of every stage is the full key itself). Empty where the
-    target searches no block plan there."""
+    least the layers per chunk of every stage is the full key itself). Where the split is
+    free (1F1B with ``pp > 1``), the families of :func:`_free_split_families`. Empty where
+    the target's space holds no block plan (not Megatron, or not both recomputation modes)."""
     cache = tables.__dict__.setdefault("_dp_families", {})     # one list per configuration
     if "block" not in cache:
         cache["block"] = _block_families(tables)
@@ -159,7 +165,7 @@ def block_families(tables: CostTables) -> list[KeyFamily]:
 def _block_families(tables: CostTables) -> list[KeyFamily]:
     stage = tables.block_stages()
     if stage is None:
-        return []
+        return _free_split_families(tables)
     v = max(tables.vp_chunks, 1)
     blocks = [tables.graph.layers[u].kind in BLOCK_KINDS for u in range(tables.num_layers)]
     position, count = [0] * tables.num_layers, [0] * tables.pp
@@ -193,6 +199,49 @@ def _block_families(tables: CostTables) -> list[KeyFamily]:
         for n, mask, bound in zip(range(1, most), masks, bounds):
             allowed = [full[u] if on else none[u] for u, on in enumerate(mask.tolist())]
             out[sig + (n,)] = KeyFamily(key, allowed, n, float(bound))
+    return list(out.values())
+
+
+def _free_split_families(tables: CostTables) -> list[KeyFamily]:
+    """Block recomputation where the split is free (1F1B, ``pp > 1``,
+    :meth:`~autopar_opt.cost.tables.CostTables.free_block_split`): for every full key with
+    ``rc = full`` whose ``rc = none`` twin is a key too and every ``N`` from 1 to one less
+    than the transformer layers ``B``, a family whose labels carry the rule
+    (:func:`~autopar_opt.solvers.dp.stage_prefix.stage_prefix`). Its bound is
+    :func:`key_bound` over the union of the two keys' strategies with the time of the
+    layers that must recompute added: every split recomputes ``Σ_i min(N, k_i) >= min(N,
+    B)`` layers (``min(N, ·)`` is concave, so the sum over a split of ``B`` is least with
+    every layer in one stage), charged the ``min(N, B)`` least excesses of a layer's
+    fastest full strategy over its fastest of the union."""
+    if not tables.free_block_split():
+        return []
+    blocks = [tables.graph.layers[u].kind in BLOCK_KINDS for u in range(tables.num_layers)]
+    count = sum(blocks)
+    if count < 2:
+        return []
+    sets = _keyed_sets(tables)
+    heads = _class_heads(tables.uniform_keys)
+    sizes = [len(s) for s in tables.strategies]
+    out: dict[tuple, KeyFamily] = {}
+    for key, full in sets.items():
+        if key[_RC] != _FULL:
+            continue
+        none = sets.get(key[:_RC] + (_NONE,) + key[_RC + 1:])
+        if none is None:
+            continue
+        sig = tuple(tuple(a.tolist()) for a in (x[u] for x in (full, none) for u in heads))
+        if sig + (1,) in out:
+            continue
+        rule, union = stage_prefix(1, blocks, full, none, sizes)
+        terms, terms_full = _layer_terms(tables, union), _layer_terms(tables, full)
+        if terms is None or terms_full is None:
+            continue
+        excess = np.sort(np.maximum(terms_full[blocks, 3] - terms[blocks, 3], 0.0))
+        for n in range(1, count):
+            terms_n = terms.copy()
+            terms_n[0, 3] += float(excess[:n].sum())   # the time sum is all the bound reads
+            out[sig + (n,)] = KeyFamily(key, union, n, float(_bounds(tables, terms_n[None])[0]),
+                                        StagePrefix(n, rule.block, rule.full, rule.none))
     return list(out.values())
 
 
@@ -308,7 +357,7 @@ def solve_uniform(tables: CostTables, deadline: float | None = None, beam: int =
         share = None if deadline is None else time.monotonic() + max(
             deadline - time.monotonic(), 0.0) * max(1.0 / max(live, 1), MIN_SHARE)
         out = solve_chain(tables, share, beam, families[j].allowed, cutoff=bar * within,
-                          symmetric=families[j].symmetric)
+                          symmetric=families[j].symmetric, prefix=families[j].prefix)
         labels += out.labels
         if out.assignment is not None and out.value < ub and tables.runnable(out.assignment):
             inc, ub, fallback = out.assignment, out.value, out.fallback
