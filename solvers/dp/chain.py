@@ -547,8 +547,16 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
     dp = ChainDP(tables, deadline, allowed, symmetric=symmetric, prefix=prefix)
     inc, ub, lb = None, math.inf, -math.inf
     try:
-        set_bottleneck_floor(dp, math.inf)
-        inc, ub, lb = stage_decomposition(dp)
+        shared = _shared_relaxation(dp) if prefix is not None else None
+        if shared is None:
+            set_bottleneck_floor(dp, math.inf)
+            inc, ub, lb = stage_decomposition(dp)
+            if prefix is not None:
+                _keep_relaxation(dp, inc, ub, lb)
+        else:
+            inc, ub, lb = shared
+        if prefix is not None and dp.c1 > 0:     # the rule's own floor (stage sizes by memory)
+            dp.bott_floor = max(dp.bott_floor, prefix.bottleneck)
         if not (inc is not None and lb >= ub * (1 - 1e-9)) and lb < cutoff:
             lb = max(lb, dp.root_bound() + const)    # the decomposition did not close it
     except DPTimeout:
@@ -575,8 +583,11 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
     if inc is None or lb * (1 + 2 * _FIRST_STEP) < ub:
         inc, ub = _incumbent(tables, beam, dp, False, (inc, ub))
     t_beam = time.monotonic() - t_beam   # what a beam pass costs here
-    restricted = False
-    if inc is None or lb < ub * (1 - 1e-9) and lb * (1 + 2 * _FIRST_STEP) < ub:
+    # a block-recomputation family over a free split, run under the caller's plan: the
+    # deepening passes stop at the cutoff anyway, and the layout-restricted beams (one per
+    # layout) cost more than its passes
+    restricted = prefix is not None and math.isfinite(cutoff)
+    if not restricted and (inc is None or lb < ub * (1 - 1e-9) and lb * (1 + 2 * _FIRST_STEP) < ub):
         inc, ub = _incumbent(tables, beam, dp, True, (inc, ub))   # the gap is wide: try harder now
         restricted = True
     if inc is not None and lb >= ub * (1 - 1e-9):
@@ -615,6 +626,35 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
             return ChainOutcome(inc, ub, True, dp.labels, ub)
         lb = max(lb, tau)
         step *= 1.25 if cheap else 2.0   # cheap passes: the optimum may be near, creep up
+
+
+def _shared_relaxation(dp: ChainDP) -> tuple[Assignment | None, float, float] | None:
+    """For a block-recomputation family over a free split: the bounds its search relaxes
+    over the union of the two keys' strategies (completion, partition, the stage
+    decomposition's bound and floors) are the same for every ``N`` of one key pair, so
+    they are built once (on the first ``N``, whose ChainDP is kept) and shared. Returns
+    the decomposition's ``(plan, value, bound)`` for this family (its plan kept only if
+    it keeps the rule), or None on the first ``N`` (the caller builds them)."""
+    cache = dp.t.__dict__.setdefault("_dp_families", {}).setdefault("prefix_dp", {})
+    hit = cache.get(id(dp.allowed))
+    if hit is None or hit[0].allowed is not dp.allowed or hit[1] is None:
+        if hit is None or hit[0].allowed is not dp.allowed:
+            cache[id(dp.allowed)] = (dp, None)       # the first N: filled in once it is built
+        return None
+    first, (plan, value, bound, dp.bott_floor, dp.sync_floor) = hit
+    dp._bounds, dp._cover = first._bounds, first._cover
+    if plan is not None and not _admissible(dp.t, plan, dp.allowed, dp.prefix):
+        plan, value = None, math.inf
+    return plan, value, bound
+
+
+def _keep_relaxation(dp: ChainDP, plan: Assignment | None, value: float, bound: float) -> None:
+    """Record the first ``N``'s relaxation for the others (:func:`_shared_relaxation`),
+    with its floors before the family's own bottleneck floor raises them."""
+    cache = dp.t.__dict__.get("_dp_families", {}).get("prefix_dp", {})
+    hit = cache.get(id(dp.allowed))
+    if hit is not None and hit[0] is dp and hit[1] is None:
+        cache[id(dp.allowed)] = (dp, (plan, value, bound, dp.bott_floor, dp.sync_floor))
 
 
 def _cut_short(tables: CostTables, inc: Assignment | None, ub: float, labels: int,

@@ -29,12 +29,16 @@ import numpy as np
 class StagePrefix:
     """``--recompute-num-layers n`` over a free split: per layer, whether it is a
     transformer layer (``block``) and the strategies of the full and the none key
-    (boolean masks over the layer's strategies, ``full`` and ``none``)."""
+    (boolean masks over the layer's strategies, ``full`` and ``none``), and a floor under
+    the largest stage time of its plans."""
 
     n: int
     block: np.ndarray
     full: list[np.ndarray]
     none: list[np.ndarray]
+    #: a proven lower bound on every plan's largest stage time under the rule (0: none
+    #: known; :func:`autopar_opt.solvers.dp.uniform.least_bottleneck`): the DP's floor
+    bottleneck: float = 0.0
 
     def opened(self, u: int, ks: np.ndarray) -> tuple[np.ndarray, int]:
         """Layer ``u`` opening a stage: which of the strategies ``ks`` it may take and

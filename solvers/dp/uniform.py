@@ -205,14 +205,20 @@ def _block_families(tables: CostTables) -> list[KeyFamily]:
 def _free_split_families(tables: CostTables) -> list[KeyFamily]:
     """Block recomputation where the split is free (1F1B, ``pp > 1``,
     :meth:`~autopar_opt.cost.tables.CostTables.free_block_split`): for every full key with
-    ``rc = full`` whose ``rc = none`` twin is a key too and every ``N`` from 1 to one less
-    than the transformer layers ``B``, a family whose labels carry the rule
-    (:func:`~autopar_opt.solvers.dp.stage_prefix.stage_prefix`). Its bound is
-    :func:`key_bound` over the union of the two keys' strategies with the time of the
-    layers that must recompute added: every split recomputes ``Σ_i min(N, k_i) >= min(N,
-    B)`` layers (``min(N, ·)`` is concave, so the sum over a split of ``B`` is least with
-    every layer in one stage), charged the ``min(N, B)`` least excesses of a layer's
-    fastest full strategy over its fastest of the union."""
+    ``rc = full`` whose ``rc = none`` twin is a key too and every ``N`` from 1 to ``B - 1``
+    (``B`` transformer layers), a family whose labels carry the rule
+    (:func:`~autopar_opt.solvers.dp.stage_prefix.stage_prefix`). An ``N`` is left out
+    where no plan of it can differ from the full key's or none fits: stage ``i`` holds at
+    most ``K_N,i`` transformer layers
+    (:func:`_most_per_stage`, memory), so ``max_i K_N,i <= N`` makes every stage
+    recompute all of its layers (the full key's own family) and ``Σ_i K_N,i < B`` leaves
+    layers no stage can hold. Its bound is :func:`key_bound` over the union of the two
+    keys' strategies with the time of the layers that must recompute added
+    (:func:`least_recomputed` of them over stages of at most ``max_i K_N,i``, charged the
+    least excesses of a layer's fastest full strategy over its fastest of the union), and
+    the pipeline's ``(c-1)·max p`` term raised from ``Σp/pp`` to the least largest stage
+    under those stage sizes (:func:`least_bottleneck`): ``T = Σp + Σo + (c-1)·max(p, o)
+    + max g`` (:meth:`~autopar_opt.cost.tables.CostTables.latency`)."""
     if not tables.free_block_split():
         return []
     blocks = [tables.graph.layers[u].kind in BLOCK_KINDS for u in range(tables.num_layers)]
@@ -233,16 +239,88 @@ def _free_split_families(tables: CostTables) -> list[KeyFamily]:
         if sig + (1,) in out:
             continue
         rule, union = stage_prefix(1, blocks, full, none, sizes)
-        terms, terms_full = _layer_terms(tables, union), _layer_terms(tables, full)
-        if terms is None or terms_full is None:
+        terms, terms_full, terms_none = (_layer_terms(tables, x) for x in (union, full, none))
+        if terms is None or terms_full is None or terms_none is None:
             continue
-        excess = np.sort(np.maximum(terms_full[blocks, 3] - terms[blocks, 3], 0.0))
-        for n in range(1, count):
-            terms_n = terms.copy()
-            terms_n[0, 3] += float(excess[:n].sum())   # the time sum is all the bound reads
-            out[sig + (n,)] = KeyFamily(key, union, n, float(_bounds(tables, terms_n[None])[0]),
-                                        StagePrefix(n, rule.block, rule.full, rule.none))
+        room = fit_limit(tables) - max(float(terms[:, 2].min(initial=0.0)), 0.0)
+        held = [(_least_stored(tables, i, full, blocks), _least_stored(tables, i, none, blocks))
+                for i in range(tables.pp)]
+        excess = np.cumsum(np.sort(np.maximum(terms_full[blocks, 3] - terms[blocks, 3], 0.0)))
+        fast = [np.concatenate(([0.0], np.cumsum(np.sort(t[blocks, 3])))) for t in (terms_full, terms_none)]
+        # per N, the most transformer layers each stage can hold
+        most = [(n, [_most_per_stage(n, room, f, x) for f, x in held]) for n in range(1, count)]
+        # N such that a stage can hold more than N layers, and the stages all B of them
+        ns = [(n, k) for n, k in most if max(k) > n and sum(k) >= count]
+        if not ns:
+            continue
+        forced = np.array([least_recomputed(n, count, max(k)) for n, k in ns])
+        stacked = np.repeat(terms[None], len(ns), axis=0)
+        stacked[:, 0, 3] += excess[forced - 1]      # the time sum is all the bound reads of it
+        total = stacked[:, :, 3].sum(axis=1)
+        floor = np.array([least_bottleneck(n, count, k, *fast) for n, k in ns])
+        raised = (tables.rounds - 1) * np.maximum(floor - total / tables.pp, 0.0)
+        for (n, _), bound, least in zip(ns, (_bounds(tables, stacked) + raised).tolist(), floor):
+            out[sig + (n,)] = KeyFamily(key, union, n, float(bound), StagePrefix(
+                n, rule.block, rule.full, rule.none, float(least)))
     return list(out.values())
+
+
+def _least_stored(tables: CostTables, stage: int, allowed: list[np.ndarray],
+                  blocks: list[bool]) -> np.ndarray:
+    """The cumulative sums of the transformer layers' least stored memory in ``stage``
+    (its in-flight count, :func:`~autopar_opt.solvers.dp.common.layer_memory`) over
+    their ``allowed`` strategies, sorted (identical layers share one entry of the memo)."""
+    cache = tables.__dict__.setdefault("_dp_families", {})
+    mem = cache.setdefault(("stored", stage), layer_memory(tables, stage))
+    memo = cache.setdefault("least_stored", {})
+    least = []
+    for u, ks in enumerate(allowed):
+        if blocks[u]:
+            key = (id(mem[u]), id(ks))
+            if key not in memo:
+                memo[key] = (mem[u], ks, float(mem[u][ks].min()))
+            least.append(memo[key][2])
+    return np.cumsum(np.sort(np.array(least, dtype=float)))
+
+
+def _most_per_stage(n: int, room: float, full: np.ndarray, none: np.ndarray) -> int:
+    """An upper bound on the transformer layers one stage holds under Megatron's block
+    method with ``N = n``: its first ``min(n, k)`` recompute, the others not, each
+    storing at least the least of its key's strategies in that stage (``full``, ``none``:
+    the cumulative sums of those least stored memories, sorted, :func:`_least_stored`),
+    beside the least working set of any layer (``room``: the stage limit less it). A
+    stage of ``k <= n`` layers holds the ``k`` least full ones at least; of ``k > n``,
+    the ``n`` least full ones and the ``k - n`` least none ones."""
+    upto = int(np.searchsorted(full, room, side="right"))       # k <= n: all recompute
+    if upto < n:
+        return upto
+    rest = room - float(full[n - 1])
+    return n + int(np.searchsorted(none, rest, side="right"))
+
+
+def least_bottleneck(n: int, blocks: int, most: list[int], full: np.ndarray,
+                     none: np.ndarray) -> float:
+    """A lower bound on the largest stage time of every plan of Megatron's block method
+    with ``N = n`` over ``blocks`` transformer layers, stage ``i`` holding at most
+    ``most[i]`` of them (:func:`_most_per_stage`): a stage of ``k`` takes at least
+    ``p(k)``, its ``min(n, k)`` recomputing layers at least the least full times and the
+    others the least none times (``full``, ``none``: cumulative sums of those sorted
+    least times, from 0). ``p`` grows with ``k``, so the least largest stage is ``p(k*)``
+    with ``k*`` the least count for which stages of at most ``min(most[i], k*)`` hold
+    every layer (0 where none does)."""
+    for k in range(-(-blocks // len(most)), max(most) + 1):
+        if sum(min(m, k) for m in most) >= blocks:
+            return float(full[min(n, k)] + none[max(k - n, 0)])
+    return 0.0
+
+
+def least_recomputed(n: int, blocks: int, most: int) -> int:
+    """The fewest transformer layers Megatron's block method with ``N = n`` recomputes
+    over any split of ``blocks`` layers into stages of at most ``most``: ``Σ_i min(n,
+    k_i)`` with ``0 <= k_i <= most``, ``Σ k_i = blocks``. ``min(n, ·)`` is concave, so
+    the sum is least at a vertex of that box-and-plane polytope, where every ``k_i`` is 0
+    or ``most`` but one: ``⌊blocks/most⌋·min(n, most) + min(n, blocks mod most)``."""
+    return (blocks // most) * min(n, most) + min(n, blocks % most)
 
 
 def _class_heads(keys: list[np.ndarray]) -> list[int]:
@@ -413,4 +491,4 @@ def least_memory_runnable(tables: CostTables, families: list[KeyFamily]) -> Assi
 
 
 __all__ = ["KeyFamily", "block_families", "family_bound", "key_bound", "key_families",
-           "least_memory_runnable", "searched_families", "solve_uniform"]
+           "least_memory_runnable", "least_recomputed", "searched_families", "solve_uniform"]
