@@ -441,6 +441,9 @@ def solve_uniform(tables: CostTables, deadline: float | None = None, beam: int =
             inc, ub, fallback = out.assignment, out.value, out.fallback
         if not out.exhaustive and out.lower_bound < min(ub, cutoff):
             open_bounds.append(max(bounds[j], out.lower_bound))
+    # the free-split families' shared relaxations (solvers/dp/chain.py _shared_relaxation)
+    # hold a ChainDP's bounds per key pair: dropped with the search that used them
+    tables.__dict__.get("_dp_families", {}).pop("prefix_dp", None)
     bar = min(ub, cutoff)
     open_bounds = [b for b in open_bounds if b < bar]
     # every family's optimum is at least its open bound, or at least ``bar``

@@ -291,3 +291,28 @@ def test_scip_routes_reach_the_same_optimum(case, form):
     assert res.metrics.iteration_time_s == pytest.approx(best, rel=1e-9)
     assert res.certificate.lower_bound == pytest.approx(best, rel=1e-9)
     assert any(r.method.endswith("+block-dp") for r in res.certificate.configurations)
+
+
+#: 1F1B pipelines of GPT8 whose optimum is a block plan on an uneven split or with N > 1:
+#: (stages of one A100, GiB): three stages at 9.6 GiB (N = 2 over 2/3 blocks), two at 11.5
+#: (N = 3 of 4), four at 7.0 (N = 2 over 1/2/3)
+SWEEP = [(3, 9.6), (2, 11.5), (4, 7.0)]
+
+
+@pytest.mark.parametrize("solver,warm", [("dp", True), ("highs", False)], ids=["dp", "milp"])
+@pytest.mark.parametrize("pp,gib", SWEEP)
+def test_free_split_sweep_equals_brute_force(pp, gib, solver, warm):
+    """More 1F1B pipelines: the search's proven optimum is the brute-force optimum over
+    every plan Megatron's exporter writes, and it is a block plan of the kind named."""
+    cluster = _a100s(gib, pp)
+    free = replace(PIPE, pp_degrees=(pp,), schedules=(Schedule.one_f_one_b,))
+    space = runnable_space(free, "megatron")
+    found = [brute_force(GPT8, cluster, TRAINING, free, cfg.pp, cfg.microbatches, cfg.schedule,
+                         accept=_exportable(GPT8, cluster), vp=cfg.vp)
+             for cfg in outer_configs(GPT8, cluster, TRAINING, space)]
+    best = min((r for r in found if r is not None), key=lambda r: r[0])
+    assert block_layers(stage_blocks(best[1], GPT8)) in (2, 3)
+    res = run_search(GPT8, cluster, TRAINING, space, PARAMS,
+                     SearchOptions(solver=solver, time_limit_s=60, rel_gap=0.0, warm_start=warm))
+    assert res.metrics.iteration_time_s == pytest.approx(best[0], rel=1e-9)
+    assert res.certificate.lower_bound == pytest.approx(best[0], rel=1e-9)
