@@ -430,9 +430,9 @@ class PlanDocument(_Doc):
         "Under a target (the framework that will run the plan): the runnable optimum against "
         "the certified bound of the free per-layer space (free_primal, free_lower_bound, "
         "free_status) and the price of runnability as an interval (price_low, price_high); "
-        "unsearched: what the framework runs that the target's space leaves out (Megatron's "
-        "partial recomputation in a pipeline of more than one stage under 1F1B), empty when "
-        "nothing.",
+        "unsearched: what the framework runs that the target's space leaves out, empty when "
+        "nothing (nothing is at present; older documents named Megatron's partial "
+        "recomputation in a 1F1B pipeline of more than one stage).",
         default=None)
 
     @field_validator("schema_version")

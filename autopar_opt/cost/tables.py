@@ -184,26 +184,34 @@ class CostTables:
         """The stage of every layer where the target's space holds Megatron's block
         recomputation in this configuration (``--recompute-method block
         --recompute-num-layers N``: full recomputation of the first ``N`` transformer
-        layers of every model chunk; :meth:`~autopar_opt.ir.target.Target.searches_blocks`),
-        None elsewhere. It is searched where the stage of every layer is known: one
-        stage, or the fixed split of the interleaved schedule; not in a pipeline whose
-        split is free (1F1B with ``pp > 1``), where which layers a stage's first ``N``
-        are depends on the split (:meth:`~autopar_opt.ir.target.Target.unsearched`)."""
-        target = self.space.runs_on if self.space is not None else None
-        if target is None or self.uniform_keys is None \
-                or not target.searches_blocks(self.space.recompute):
+        layers of every model chunk; :meth:`~autopar_opt.ir.target.Target.searches_blocks`)
+        and the stage of every layer is known: one stage, or the fixed split of the
+        interleaved schedule; None elsewhere (a pipeline whose split is free holds it too:
+        :meth:`free_block_split`)."""
+        if not self._holds_blocks() or (self.pp > 1 and self.fixed_stage is None):
             return None
-        if self.fixed_stage is not None:
-            return list(self.fixed_stage)
-        return [0] * self.num_layers if self.pp == 1 else None
+        return list(self.fixed_stage) if self.fixed_stage is not None else [0] * self.num_layers
+
+    def free_block_split(self) -> bool:
+        """Whether the target's space holds Megatron's block recomputation in this
+        configuration and its stage split is free (1F1B with ``pp > 1``): which layers are
+        a stage's first ``N`` then depends on the split (the DP's labels carry it,
+        :mod:`~autopar_opt.solvers.dp.stage_prefix`)."""
+        return self._holds_blocks() and self.pp > 1 and self.fixed_stage is None
+
+    def _holds_blocks(self) -> bool:
+        target = self.space.runs_on if self.space is not None else None
+        return target is not None and self.uniform_keys is not None \
+            and target.searches_blocks(self.space.recompute)
 
     def _block_plan(self, asg: Assignment, codes: np.ndarray) -> bool:
         """Whether an assignment whose transformer layers mix recomputation codes
         ``codes`` is a block-recomputation plan the space holds (:meth:`block_stages`,
-        the pattern of :func:`~autopar_opt.ir.recompute_pattern.block_layers`)."""
-        stage = self.block_stages()
-        if stage is None or list(asg.stage) != stage:
+        the pattern of :func:`~autopar_opt.ir.recompute_pattern.block_layers`; the fixed
+        split, if any, is checked by :meth:`runnable`)."""
+        if not self._holds_blocks():
             return False
+        stage = list(asg.stage)
         modes = {recompute_code(m.value): m for m in (Recompute.none, Recompute.full)}
         per_stage: list[list] = [[] for _ in range(self.pp)]
         for u, i in enumerate(stage):

@@ -156,39 +156,29 @@ class Target:
         the first N transformer layers of every model chunk, none of the others;
         Megatron-Core ``transformer_block.py`` ``_checkpointed_forward``) beside its one
         recomputation setting for the model: Megatron with both ``none`` and ``full`` in
-        the space's ``recompute`` modes. The configurations that search it are those
-        whose stage of every layer is known (one stage; the interleaved schedule's fixed
-        split: :meth:`autopar_opt.cost.tables.CostTables.block_stages`), as block
-        families of the DP's key families (:func:`solvers.dp.uniform.block_families`),
-        which the MIP routes solve beside their uniformity rows
-        (:func:`autopar_opt.search.inner.with_block_families`)."""
+        the space's ``recompute`` modes. Every configuration searches it, as block
+        families of the DP's key families (:func:`solvers.dp.uniform.block_families`):
+        fixed per-layer sets where the stage of every layer is known (one stage, the
+        interleaved schedule's fixed split:
+        :meth:`autopar_opt.cost.tables.CostTables.block_stages`), a rule the labels carry
+        where the split is free (1F1B with ``pp > 1``:
+        :mod:`autopar_opt.solvers.dp.stage_prefix`); the MIP routes solve them beside
+        their uniformity rows (:func:`autopar_opt.search.inner.with_block_families`). The
+        one rule read by the cost tables, the engine's warm-start check
+        (:func:`autopar_opt.search.engine.runs_plan`) and the exporter's pattern test."""
         modes = {getattr(m, "value", m) for m in recompute}
         return self.framework == "megatron" and {"none", "full"} <= modes
 
     def unsearched(self, recompute: tuple = (), pp_degrees: tuple | None = None,
                    schedules: tuple | None = None) -> str:
-        """What the framework runs that its target space leaves out ("" when nothing is
-        known), for the outputs beside the certificate: Megatron-LM's partial
-        recomputation (:meth:`searches_blocks`) in a pipeline of more than one stage
-        under 1F1B, whose stage split is free, so which layers are a stage's first N
-        depends on the split, which the DP's state and the MIP's rows do not carry
-        (with one stage and under the interleaved schedule, whose split is fixed, the
-        space holds it). The free per-layer space holds it, so the price of runnability
-        bounds what it can gain (QA round 13: 13.5% on GPT-1.7B cut to 4 layers, 2 A100s
-        at 6.8 GiB, 8,192 tokens, with one stage, now searched). ``pp_degrees`` and
-        ``schedules``: the space's (None: not known, said as possible)."""
-        if not self.searches_blocks(recompute):
-            return ""
-        if pp_degrees is not None and all(p <= 1 for p in pp_degrees):
-            return ""
-        if schedules is not None and "1f1b" not in {getattr(x, "value", x) for x in schedules}:
-            return ""
-        return ("not searched: Megatron-LM's partial recomputation (--recompute-method block "
-                "--recompute-num-layers N: full recomputation of the first N layers of every "
-                "stage) in a pipeline of more than one stage under 1F1B, whose stage split is "
-                "free; the target's space holds it with one stage and under the interleaved "
-                "schedule (a fixed split); the free per-layer space holds it, so the price of "
-                "runnability bounds its gain")
+        """What the framework runs that its target space leaves out, for the outputs
+        beside the certificate ("" when nothing is known to be left out). Nothing is at
+        present: Megatron-LM's partial recomputation (:meth:`searches_blocks`), once
+        left out in a 1F1B pipeline of several stages, is searched in every
+        configuration. The arguments (the space's recomputation modes, pipeline degrees
+        and schedules) are those a rule of what is left out would read; the outputs keep
+        the line (``runnability.unsearched``) for documents that carry one."""
+        return ""
 
     def fixed_split(self) -> bool:
         """Whether the framework decides the stage split itself: DeepSpeed's

@@ -476,11 +476,11 @@ def runs_plan(target, plan: Plan, graph: LayerGraph, recompute: tuple = ()) -> b
     layer's strategy of ``plan`` (:meth:`~autopar_opt.ir.target.Target.strategy_problem`)
     with one value per uniform dimension over the model
     (:func:`~autopar_opt.ir.target.uniform_key`), or, given the space's ``recompute``
-    modes, as Megatron's block recomputation where the target's space holds it (one
-    stage or the interleaved schedule: :meth:`~autopar_opt.cost.tables.CostTables.
-    block_stages`, the exporter's :func:`~autopar_opt.ir.recompute_pattern.block_layers`
-    rule). A warm-start plan that breaks them is not the incumbent of the target's
-    search: its answer must be runnable."""
+    modes, as Megatron's block recomputation where the target's space holds it
+    (:meth:`~autopar_opt.ir.target.Target.searches_blocks`, in every configuration; the
+    exporter's :func:`~autopar_opt.ir.recompute_pattern.block_layers` rule). A warm-start
+    plan that breaks them is not the incumbent of the target's search: its answer must
+    be runnable."""
     if target is None:
         return True
     from autopar_opt.ir.recompute_pattern import block_layers, stage_blocks
@@ -494,12 +494,10 @@ def runs_plan(target, plan: Plan, graph: LayerGraph, recompute: tuple = ()) -> b
     keys = [uniform_key(layer, s) for layer, s in pairs]
     if keeps_uniform_rule(keys):
         return True
+    chunks = plan.vp_chunks if plan.schedule is Schedule.interleaved and plan.vp_chunks > 1 else 1
     if not target.searches_blocks(recompute) or not keeps_uniform_rule(
             k[:rc] + (ANY,) + k[rc + 1:] for k in keys):
         return False
-    chunks = plan.vp_chunks if plan.schedule is Schedule.interleaved and plan.vp_chunks > 1 else 1
-    if plan.pp > 1 and chunks == 1:
-        return False            # a 1F1B pipeline's free split: not in the target's space
     return block_layers(stage_blocks(plan, graph), chunks) is not None
 
 

@@ -511,8 +511,6 @@ def block_families_searched(tables: CostTables) -> bool:
     configuration (:func:`~autopar_opt.solvers.dp.uniform.block_families`): the MIP's
     rows (``uniform_choice``) state one recomputation setting for the model, so the
     block families are solved by the DP beside it (:func:`with_block_families`)."""
-    if tables.block_stages() is None:
-        return False
     from autopar_opt.solvers.dp.uniform import block_families
     return bool(block_families(tables))
 

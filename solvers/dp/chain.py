@@ -96,13 +96,15 @@ from autopar_opt.solvers.dp.common import (MEM_EPS, Assignment, DPTimeout, fits,
 from autopar_opt.solvers.dp.completion import CompletionBounds
 from autopar_opt.solvers.dp.dominance import dominated
 from autopar_opt.solvers.dp.partition import CoverBound
+from autopar_opt.solvers.dp.stage_prefix import StagePrefix
 from autopar_opt.solvers.dp.stages import StageRanges, least_entry
 from autopar_opt.ir.hardware import GIB
 from autopar_opt.ir.strategies import layout_ids
 
-# label columns
-_S, _M, _PC, _G, _GC, _MEM, _WS = range(7)
-_COLS = 7
+# label columns (_CNT: the stage's transformer layers so far under a block-recomputation
+# rule, :mod:`~autopar_opt.solvers.dp.stage_prefix`; 0 without one)
+_S, _M, _PC, _G, _GC, _MEM, _WS, _CNT = range(8)
+_COLS = 8
 
 
 class _LabelBudget(Exception):
@@ -140,13 +142,17 @@ class ChainDP:
     """One configuration's label DP; :meth:`run` is one pass (beam or exact under a threshold).
 
     ``allowed[u]`` restricts layer ``u`` to some strategy indices (all by
-    default): the restricted passes give incumbents (:func:`_incumbent`).
+    default): the restricted passes give incumbents (:func:`_incumbent`). ``prefix``:
+    Megatron's block recomputation over a free split (a layer's strategies depend on
+    its position in its stage, :mod:`~autopar_opt.solvers.dp.stage_prefix`), inside
+    ``allowed``; restricted copies (``shared``) keep it.
     """
 
     def __init__(self, tables: CostTables, deadline: float | None,
                  allowed: list[np.ndarray] | None = None, shared: "ChainDP | None" = None,
-                 symmetric: bool = True) -> None:
+                 symmetric: bool = True, prefix: StagePrefix | None = None) -> None:
         self.t = tables
+        self.prefix = shared.prefix if shared is not None else prefix
         self.n, self.pp, self.c1 = tables.num_layers, tables.pp, float(tables.rounds - 1)
         self.cap = tables.capacity_bytes + MEM_EPS * GIB
         self.deadline = deadline
@@ -168,7 +174,7 @@ class ChainDP:
                               for strats in tables.strategies]
             # a family whose allowed strategies depend on a layer's position in its stage
             # (Megatron's block recomputation, solvers/dp/uniform.py) has no sorted twin
-            self.order = (_sorted_pairs(tables, self.layout_id) if symmetric
+            self.order = (_sorted_pairs(tables, self.layout_id) if symmetric and prefix is None
                           else [None] * tables.num_layers)
             self._bounds = None
             self._cover = None
@@ -251,8 +257,13 @@ class ChainDP:
         m, x = float(self.mem[0][0][k]), float(self.work[0][k])
         if m + x > self.cap:
             return None
+        count = 0
+        if self.prefix is not None:
+            ok, count = self.prefix.opened(0, np.array([k]))
+            if not ok[0]:
+                return None         # not its strategy in the first position of a stage
         a, g = float(self.t.time[0][k]), float(self.t.sync[0][k])
-        return np.array([a, a, a, g, g, m, x])
+        return np.array([a, a, a, g, g, m, x, count])
 
     def run(self, beam: int | None, tau: float) -> tuple[float, Assignment] | None:
         """Best plan of value (without the constant) at most ``tau``, or None.
@@ -318,9 +329,13 @@ class ChainDP:
         """Indices of the non-dominated labels at layer ``u``, stage ``i``.
 
         Labels compete within a layout of the last layer: one at strategy ``k``
-        can dominate one at ``k' ≥ k`` of the same layout (:func:`~autopar_opt.solvers.dp.dominance.dominated`)."""
+        can dominate one at ``k' ≥ k`` of the same layout (:func:`~autopar_opt.solvers.dp.dominance.dominated`),
+        and of one block-recomputation counter (:mod:`~autopar_opt.solvers.dp.stage_prefix`:
+        labels of different counters have different completions)."""
         key = cand[:, _S] + self.c1 * cand[:, _M] + cand[:, _G]
         lay = self.layout_id[u][k2]
+        if self.prefix is not None:
+            lay = lay * (self.prefix.n + 1) + cand[:, _CNT].astype(int)
         # ties of the key (frequent once M and G are floored) broken so that a dominating
         # label comes first: less memory, then less stage time and sync
         srt = np.lexsort((cand[:, _GC], cand[:, _PC], cand[:, _MEM] + cand[:, _WS], cand[:, _MEM], key, lay))
@@ -348,8 +363,12 @@ class ChainDP:
             mem = P[:, _MEM, None] + m2[None, :]
             ws = np.maximum(P[:, _WS, None], x2[None, :])
             ok = mem + ws <= self.cap
+            count = P[:, _CNT]
             if self.order[u] is not None:
                 ok &= ~self.order[u][np.ix_(k1, ks)]
+            if self.prefix is not None:
+                may, count = self.prefix.stayed(u, P[:, _CNT].astype(int), ks)
+                ok &= may
             rows, cols = np.nonzero(ok)
             if len(rows):
                 step = a2[cols] + (t.reshard[e][k1[rows], ks[cols]] if e is not None else 0.0)
@@ -357,13 +376,17 @@ class ChainDP:
                 pc, gc = Pr[:, _PC] + step, Pr[:, _GC] + g2[cols]
                 blocks.append(np.column_stack([Pr[:, _S] + step, np.maximum(Pr[:, _M], pc), pc,
                                                np.maximum(Pr[:, _G], gc), gc, mem[rows, cols],
-                                               ws[rows, cols]]))
+                                               ws[rows, cols], count[rows]]))
                 kk.append(ks[cols])
                 pst.append(np.full(len(rows), i))
                 prw.append(rows)
         if i - 1 in prev.lab:
             P, k1 = prev.lab[i - 1], prev.k[i - 1]
-            fits = np.flatnonzero(m2 + x2 <= self.cap)
+            room, count = m2 + x2 <= self.cap, 0
+            if self.prefix is not None:
+                may, count = self.prefix.opened(u, ks)
+                room &= may
+            fits = np.flatnonzero(room)
             if len(fits):
                 rows = np.repeat(np.arange(len(P)), len(fits))
                 cols = np.tile(fits, len(P))
@@ -371,7 +394,7 @@ class ChainDP:
                 Pr, a = P[rows], a2[cols]
                 blocks.append(np.column_stack([Pr[:, _S] + o + a, np.maximum(np.maximum(Pr[:, _M], o), a),
                                                a, np.maximum(Pr[:, _G], g2[cols]), g2[cols], m2[cols],
-                                               x2[cols]]))
+                                               x2[cols], np.full(len(rows), count)]))
                 kk.append(ks[cols])
                 pst.append(np.full(len(rows), i - 1))
                 prw.append(rows)
@@ -490,7 +513,7 @@ _FIRST_STEP = 0.002
 
 def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4,
                 allowed: list[np.ndarray] | None = None, cutoff: float = math.inf,
-                symmetric: bool = True) -> ChainOutcome:
+                symmetric: bool = True, prefix: StagePrefix | None = None) -> ChainOutcome:
     """Label DP over the layer order (exact for chains; see module docstring).
 
     1. Incumbent ``UB``: a beam pass over the full space (:func:`_incumbent`).
@@ -517,17 +540,27 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
     cutoff`` (and whatever plan it has). ``symmetric`` False switches off the ordering
     rule of identical layers (:func:`_sorted_pairs`): for an ``allowed`` that differs
     between identical layers of one stage by their position (a block-recomputation family).
+    ``prefix``: such a family over a free split, its rule carried by the labels
+    (:mod:`~autopar_opt.solvers.dp.stage_prefix`; ``allowed`` the union of its sets).
     """
     const = tables.params.iteration_overhead_s
-    dp = ChainDP(tables, deadline, allowed, symmetric=symmetric)
+    dp = ChainDP(tables, deadline, allowed, symmetric=symmetric, prefix=prefix)
     inc, ub, lb = None, math.inf, -math.inf
     try:
-        set_bottleneck_floor(dp, math.inf)
-        inc, ub, lb = stage_decomposition(dp)
+        shared = _shared_relaxation(dp) if prefix is not None else None
+        if shared is None:
+            set_bottleneck_floor(dp, math.inf)
+            inc, ub, lb = stage_decomposition(dp)
+            if prefix is not None:
+                _keep_relaxation(dp, inc, ub, lb)
+        else:
+            inc, ub, lb = shared
+        if prefix is not None and dp.c1 > 0:     # the rule's own floor (stage sizes by memory)
+            dp.bott_floor = max(dp.bott_floor, prefix.bottleneck)
         if not (inc is not None and lb >= ub * (1 - 1e-9)) and lb < cutoff:
             lb = max(lb, dp.root_bound() + const)    # the decomposition did not close it
     except DPTimeout:
-        return _cut_short(tables, inc, ub, dp.labels, lb, inc is not None, dp.allowed)
+        return _cut_short(tables, inc, ub, dp.labels, lb, inc is not None, dp.allowed, prefix)
     if lb == math.inf:           # the decomposition proved that nothing fits
         return ChainOutcome(None, math.inf, True, dp.labels, math.inf)
     if lb >= cutoff:
@@ -550,8 +583,11 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
     if inc is None or lb * (1 + 2 * _FIRST_STEP) < ub:
         inc, ub = _incumbent(tables, beam, dp, False, (inc, ub))
     t_beam = time.monotonic() - t_beam   # what a beam pass costs here
-    restricted = False
-    if inc is None or lb < ub * (1 - 1e-9) and lb * (1 + 2 * _FIRST_STEP) < ub:
+    # a block-recomputation family over a free split, run under the caller's plan: the
+    # deepening passes stop at the cutoff anyway, and the layout-restricted beams (one per
+    # layout) cost more than its passes
+    restricted = prefix is not None and math.isfinite(cutoff)
+    if not restricted and (inc is None or lb < ub * (1 - 1e-9) and lb * (1 + 2 * _FIRST_STEP) < ub):
         inc, ub = _incumbent(tables, beam, dp, True, (inc, ub))   # the gap is wide: try harder now
         restricted = True
     if inc is not None and lb >= ub * (1 - 1e-9):
@@ -576,7 +612,7 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
             found = dp.run(None, tau - const)
         except DPTimeout:
             return _cut_short(tables, inc, ub, dp.labels, lb, inc is not None and inc is first,
-                              dp.allowed)
+                              dp.allowed, prefix)
         passes += 1
         cheap = dp.labels - before < dp.n * dp.pp
         if found is not None:
@@ -592,16 +628,46 @@ def solve_chain(tables: CostTables, deadline: float | None = None, beam: int = 4
         step *= 1.25 if cheap else 2.0   # cheap passes: the optimum may be near, creep up
 
 
+def _shared_relaxation(dp: ChainDP) -> tuple[Assignment | None, float, float] | None:
+    """For a block-recomputation family over a free split: the bounds its search relaxes
+    over the union of the two keys' strategies (completion, partition, the stage
+    decomposition's bound and floors) are the same for every ``N`` of one key pair, so
+    they are built once (on the first ``N``, whose ChainDP is kept) and shared. Returns
+    the decomposition's ``(plan, value, bound)`` for this family (its plan kept only if
+    it keeps the rule), or None on the first ``N`` (the caller builds them)."""
+    cache = dp.t.__dict__.setdefault("_dp_families", {}).setdefault("prefix_dp", {})
+    hit = cache.get(id(dp.allowed))
+    if hit is None or hit[0].allowed is not dp.allowed or hit[1] is None:
+        if hit is None or hit[0].allowed is not dp.allowed:
+            cache[id(dp.allowed)] = (dp, None)       # the first N: filled in once it is built
+        return None
+    first, (plan, value, bound, dp.bott_floor, dp.sync_floor) = hit
+    dp._bounds, dp._cover = first._bounds, first._cover
+    if plan is not None and not _admissible(dp.t, plan, dp.allowed, dp.prefix):
+        plan, value = None, math.inf
+    return plan, value, bound
+
+
+def _keep_relaxation(dp: ChainDP, plan: Assignment | None, value: float, bound: float) -> None:
+    """Record the first ``N``'s relaxation for the others (:func:`_shared_relaxation`),
+    with its floors before the family's own bottleneck floor raises them."""
+    cache = dp.t.__dict__.get("_dp_families", {}).get("prefix_dp", {})
+    hit = cache.get(id(dp.allowed))
+    if hit is not None and hit[0] is dp and hit[1] is None:
+        cache[id(dp.allowed)] = (dp, (plan, value, bound, dp.bott_floor, dp.sync_floor))
+
+
 def _cut_short(tables: CostTables, inc: Assignment | None, ub: float, labels: int,
                lb: float, decomposition: bool = False,
-               allowed: list[np.ndarray] | None = None) -> ChainOutcome:
+               allowed: list[np.ndarray] | None = None,
+               prefix: StagePrefix | None = None) -> ChainOutcome:
     """The outcome when the deadline passed: the incumbent, or the least-memory plan
     (:func:`~autopar_opt.solvers.dp.common.least_memory_plan`, feasible whenever a
     plan is, milliseconds to build) when no pass finished; the bound ``lb`` as proven."""
     fallback = inc is None
     if fallback:
         inc = least_memory_plan(tables)
-        if inc is not None and not _admissible(tables, inc, allowed):
+        if inc is not None and not _admissible(tables, inc, allowed, prefix):
             inc = None          # outside the restriction or the target's rules: no plan
         ub = iteration_time(tables, inc) if inc is not None else math.inf
     return ChainOutcome(inc, ub, False, labels, lb, fallback=fallback and inc is not None,
@@ -655,10 +721,15 @@ def _guided_beam(dp: ChainDP, beam: int, tau: float, inc: Assignment | None,
     return inc, ub
 
 
-def _admissible(tables: CostTables, asg: Assignment, allowed: list[np.ndarray] | None) -> bool:
-    """Whether ``asg`` uses only ``allowed`` strategies and keeps the target's rules
+def _admissible(tables: CostTables, asg: Assignment, allowed: list[np.ndarray] | None,
+                prefix: StagePrefix | None = None) -> bool:
+    """Whether ``asg`` uses only ``allowed`` strategies, keeps the block-recomputation
+    rule ``prefix`` (the relaxed plans of the stage decomposition and the least-memory
+    plan may not) and the target's rules
     (:meth:`~autopar_opt.cost.tables.CostTables.runnable`)."""
     if allowed is not None and not all(k in ok for k, ok in zip(asg.choice, allowed)):
+        return False
+    if prefix is not None and not prefix.holds(asg.stage, asg.choice):
         return False
     return tables.runnable(asg)
 
@@ -725,7 +796,7 @@ def stage_decomposition(dp: ChainDP) -> tuple[Assignment | None, float, float]:
                 for v, k in zip(range(s, e), sub.stage_choice(j, s, e)):
                     stage[v], choice[v] = j, k
             plan = Assignment(stage, choice)
-    if plan is None or not _admissible(dp.t, plan, dp.allowed):
+    if plan is None or not _admissible(dp.t, plan, dp.allowed, dp.prefix):
         return None, math.inf, lb       # (a fixed split: the decomposition's bound only)
     return plan, iteration_time(dp.t, plan), lb
 

@@ -25,9 +25,11 @@ layer classes (identical layers share one), so a chain of 126 identical
 blocks costs as much as one block.
 
 Megatron's block recomputation (the first N transformer layers of every model chunk
-recompute fully, the others not at all) joins as families of their own where the stage
-of every layer is known (:func:`block_families`: one stage, or the interleaved
-schedule's fixed split), run without the ordering rule of identical layers.
+recompute fully, the others not at all) joins as families of their own
+(:func:`block_families`), run without the ordering rule of identical layers: where the
+stage of every layer is known (one stage, or the interleaved schedule's fixed split) as
+fixed per-layer sets, and where the split is free (1F1B with ``pp > 1``) as a rule the
+labels carry (:mod:`~autopar_opt.solvers.dp.stage_prefix`), one search per ``N``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from autopar_opt.ir.target import BLOCK_KINDS, RECOMPUTE_DIM, recompute_code
 from autopar_opt.solvers.dp.chain import ChainOutcome, solve_chain
 from autopar_opt.solvers.dp.common import (_least_memory_partition, fit_limit, iteration_time,
                                            layer_memory)
+from autopar_opt.solvers.dp.stage_prefix import StagePrefix, stage_prefix
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class KeyFamily:
     block: int = 0
     #: its :func:`key_bound` when computed with the family (block families), else None
     bound: float | None = None
+    #: over a free split, the rule the labels carry (``allowed``: the union of its sets)
+    prefix: StagePrefix | None = None
 
     @property
     def symmetric(self) -> bool:
@@ -148,8 +153,9 @@ def block_families(tables: CostTables) -> list[KeyFamily]:
     layers per chunk, the ``j``-th transformer layer of a stage of ``k`` takes the full
     key's strategies when ``j < v·min(N, k/v)`` and the none key's otherwise (the
     positions fixed, every plan of the family is the block plan of its split; ``N`` at
-    least the layers per chunk of every stage is the full key itself). Empty where the
-    target searches no block plan there."""
+    least the layers per chunk of every stage is the full key itself). Where the split is
+    free (1F1B with ``pp > 1``), the families of :func:`_free_split_families`. Empty where
+    the target's space holds no block plan (not Megatron, or not both recomputation modes)."""
     cache = tables.__dict__.setdefault("_dp_families", {})     # one list per configuration
     if "block" not in cache:
         cache["block"] = _block_families(tables)
@@ -159,7 +165,7 @@ def block_families(tables: CostTables) -> list[KeyFamily]:
 def _block_families(tables: CostTables) -> list[KeyFamily]:
     stage = tables.block_stages()
     if stage is None:
-        return []
+        return _free_split_families(tables)
     v = max(tables.vp_chunks, 1)
     blocks = [tables.graph.layers[u].kind in BLOCK_KINDS for u in range(tables.num_layers)]
     position, count = [0] * tables.num_layers, [0] * tables.pp
@@ -194,6 +200,127 @@ def _block_families(tables: CostTables) -> list[KeyFamily]:
             allowed = [full[u] if on else none[u] for u, on in enumerate(mask.tolist())]
             out[sig + (n,)] = KeyFamily(key, allowed, n, float(bound))
     return list(out.values())
+
+
+def _free_split_families(tables: CostTables) -> list[KeyFamily]:
+    """Block recomputation where the split is free (1F1B, ``pp > 1``,
+    :meth:`~autopar_opt.cost.tables.CostTables.free_block_split`): for every full key with
+    ``rc = full`` whose ``rc = none`` twin is a key too and every ``N`` from 1 to ``B - 1``
+    (``B`` transformer layers), a family whose labels carry the rule
+    (:func:`~autopar_opt.solvers.dp.stage_prefix.stage_prefix`). An ``N`` is left out
+    where no plan of it can differ from the full key's or none fits: stage ``i`` holds at
+    most ``K_N,i`` transformer layers
+    (:func:`_most_per_stage`, memory), so ``max_i K_N,i <= N`` makes every stage
+    recompute all of its layers (the full key's own family) and ``Σ_i K_N,i < B`` leaves
+    layers no stage can hold. Its bound is :func:`key_bound` over the union of the two
+    keys' strategies with the time of the layers that must recompute added
+    (:func:`least_recomputed` of them over stages of at most ``max_i K_N,i``, charged the
+    least excesses of a layer's fastest full strategy over its fastest of the union), and
+    the pipeline's ``(c-1)·max p`` term raised from ``Σp/pp`` to the least largest stage
+    under those stage sizes (:func:`least_bottleneck`): ``T = Σp + Σo + (c-1)·max(p, o)
+    + max g`` (:meth:`~autopar_opt.cost.tables.CostTables.latency`)."""
+    if not tables.free_block_split():
+        return []
+    blocks = [tables.graph.layers[u].kind in BLOCK_KINDS for u in range(tables.num_layers)]
+    count = sum(blocks)
+    if count < 2:
+        return []
+    sets = _keyed_sets(tables)
+    heads = _class_heads(tables.uniform_keys)
+    sizes = [len(s) for s in tables.strategies]
+    out: dict[tuple, KeyFamily] = {}
+    for key, full in sets.items():
+        if key[_RC] != _FULL:
+            continue
+        none = sets.get(key[:_RC] + (_NONE,) + key[_RC + 1:])
+        if none is None:
+            continue
+        sig = tuple(tuple(a.tolist()) for a in (x[u] for x in (full, none) for u in heads))
+        if sig + (1,) in out:
+            continue
+        rule, union = stage_prefix(1, blocks, full, none, sizes)
+        terms, terms_full, terms_none = (_layer_terms(tables, x) for x in (union, full, none))
+        if terms is None or terms_full is None or terms_none is None:
+            continue
+        room = fit_limit(tables) - max(float(terms[:, 2].min(initial=0.0)), 0.0)
+        held = [(_least_stored(tables, i, full, blocks), _least_stored(tables, i, none, blocks))
+                for i in range(tables.pp)]
+        excess = np.cumsum(np.sort(np.maximum(terms_full[blocks, 3] - terms[blocks, 3], 0.0)))
+        fast = [np.concatenate(([0.0], np.cumsum(np.sort(t[blocks, 3])))) for t in (terms_full, terms_none)]
+        # per N, the most transformer layers each stage can hold
+        most = [(n, [_most_per_stage(n, room, f, x) for f, x in held]) for n in range(1, count)]
+        # N such that a stage can hold more than N layers, and the stages all B of them
+        ns = [(n, k) for n, k in most if max(k) > n and sum(k) >= count]
+        if not ns:
+            continue
+        forced = np.array([least_recomputed(n, count, max(k)) for n, k in ns])
+        stacked = np.repeat(terms[None], len(ns), axis=0)
+        stacked[:, 0, 3] += excess[forced - 1]      # the time sum is all the bound reads of it
+        total = stacked[:, :, 3].sum(axis=1)
+        floor = np.array([least_bottleneck(n, count, k, *fast) for n, k in ns])
+        raised = (tables.rounds - 1) * np.maximum(floor - total / tables.pp, 0.0)
+        for (n, _), bound, least in zip(ns, (_bounds(tables, stacked) + raised).tolist(), floor):
+            out[sig + (n,)] = KeyFamily(key, union, n, float(bound), StagePrefix(
+                n, rule.block, rule.full, rule.none, float(least)))
+    return list(out.values())
+
+
+def _least_stored(tables: CostTables, stage: int, allowed: list[np.ndarray],
+                  blocks: list[bool]) -> np.ndarray:
+    """The cumulative sums of the transformer layers' least stored memory in ``stage``
+    (its in-flight count, :func:`~autopar_opt.solvers.dp.common.layer_memory`) over
+    their ``allowed`` strategies, sorted (identical layers share one entry of the memo)."""
+    cache = tables.__dict__.setdefault("_dp_families", {})
+    mem = cache.setdefault(("stored", stage), layer_memory(tables, stage))
+    memo = cache.setdefault("least_stored", {})
+    least = []
+    for u, ks in enumerate(allowed):
+        if blocks[u]:
+            key = (id(mem[u]), id(ks))
+            if key not in memo:
+                memo[key] = (mem[u], ks, float(mem[u][ks].min()))
+            least.append(memo[key][2])
+    return np.cumsum(np.sort(np.array(least, dtype=float)))
+
+
+def _most_per_stage(n: int, room: float, full: np.ndarray, none: np.ndarray) -> int:
+    """An upper bound on the transformer layers one stage holds under Megatron's block
+    method with ``N = n``: its first ``min(n, k)`` recompute, the others not, each
+    storing at least the least of its key's strategies in that stage (``full``, ``none``:
+    the cumulative sums of those least stored memories, sorted, :func:`_least_stored`),
+    beside the least working set of any layer (``room``: the stage limit less it). A
+    stage of ``k <= n`` layers holds the ``k`` least full ones at least; of ``k > n``,
+    the ``n`` least full ones and the ``k - n`` least none ones."""
+    upto = int(np.searchsorted(full, room, side="right"))       # k <= n: all recompute
+    if upto < n:
+        return upto
+    rest = room - float(full[n - 1])
+    return n + int(np.searchsorted(none, rest, side="right"))
+
+
+def least_bottleneck(n: int, blocks: int, most: list[int], full: np.ndarray,
+                     none: np.ndarray) -> float:
+    """A lower bound on the largest stage time of every plan of Megatron's block method
+    with ``N = n`` over ``blocks`` transformer layers, stage ``i`` holding at most
+    ``most[i]`` of them (:func:`_most_per_stage`): a stage of ``k`` takes at least
+    ``p(k)``, its ``min(n, k)`` recomputing layers at least the least full times and the
+    others the least none times (``full``, ``none``: cumulative sums of those sorted
+    least times, from 0). ``p`` grows with ``k``, so the least largest stage is ``p(k*)``
+    with ``k*`` the least count for which stages of at most ``min(most[i], k*)`` hold
+    every layer (0 where none does)."""
+    for k in range(-(-blocks // len(most)), max(most) + 1):
+        if sum(min(m, k) for m in most) >= blocks:
+            return float(full[min(n, k)] + none[max(k - n, 0)])
+    return 0.0
+
+
+def least_recomputed(n: int, blocks: int, most: int) -> int:
+    """The fewest transformer layers Megatron's block method with ``N = n`` recomputes
+    over any split of ``blocks`` layers into stages of at most ``most``: ``Σ_i min(n,
+    k_i)`` with ``0 <= k_i <= most``, ``Σ k_i = blocks``. ``min(n, ·)`` is concave, so
+    the sum is least at a vertex of that box-and-plane polytope, where every ``k_i`` is 0
+    or ``most`` but one: ``⌊blocks/most⌋·min(n, most) + min(n, blocks mod most)``."""
+    return (blocks // most) * min(n, most) + min(n, blocks % most)
 
 
 def _class_heads(keys: list[np.ndarray]) -> list[int]:
@@ -308,12 +435,15 @@ def solve_uniform(tables: CostTables, deadline: float | None = None, beam: int =
         share = None if deadline is None else time.monotonic() + max(
             deadline - time.monotonic(), 0.0) * max(1.0 / max(live, 1), MIN_SHARE)
         out = solve_chain(tables, share, beam, families[j].allowed, cutoff=bar * within,
-                          symmetric=families[j].symmetric)
+                          symmetric=families[j].symmetric, prefix=families[j].prefix)
         labels += out.labels
         if out.assignment is not None and out.value < ub and tables.runnable(out.assignment):
             inc, ub, fallback = out.assignment, out.value, out.fallback
         if not out.exhaustive and out.lower_bound < min(ub, cutoff):
             open_bounds.append(max(bounds[j], out.lower_bound))
+    # the free-split families' shared relaxations (solvers/dp/chain.py _shared_relaxation)
+    # hold a ChainDP's bounds per key pair: dropped with the search that used them
+    tables.__dict__.get("_dp_families", {}).pop("prefix_dp", None)
     bar = min(ub, cutoff)
     open_bounds = [b for b in open_bounds if b < bar]
     # every family's optimum is at least its open bound, or at least ``bar``
@@ -364,4 +494,4 @@ def least_memory_runnable(tables: CostTables, families: list[KeyFamily]) -> Assi
 
 
 __all__ = ["KeyFamily", "block_families", "family_bound", "key_bound", "key_families",
-           "least_memory_runnable", "searched_families", "solve_uniform"]
+           "least_memory_runnable", "least_recomputed", "searched_families", "solve_uniform"]

@@ -23,14 +23,12 @@ def one_recompute_mode(plan, graph) -> bool:
 def megatron_searched(plan, graph) -> bool:
     """Whether the megatron target's space holds the plan's recomputation: one mode for
     the model, or Megatron's block method (full recomputation of the first N blocks of
-    every model chunk, none of the others) with one stage or under the interleaved
-    schedule (a fixed split); a 1F1B pipeline of more than one stage searches no block
-    plan (its split is free: ir/target.py Target.unsearched says so)."""
+    every model chunk, none of the others) in any configuration (one stage, the
+    interleaved schedule's fixed split, a 1F1B pipeline's free split): every plan
+    Megatron's exporter writes."""
     if one_recompute_mode(plan, graph):
         return True
     chunks = plan.vp_chunks if plan.schedule.value == "interleaved" and plan.vp_chunks > 1 else 1
-    if plan.pp > 1 and chunks == 1:
-        return False
     return block_layers(stage_blocks(plan, graph), chunks) is not None
 
 

@@ -1,19 +1,20 @@
 """Megatron-LM's partial recomputation (``--recompute-method block --recompute-num-layers N``:
 full recomputation of the first N layers of every model chunk, none of the others) in the
-megatron target's space: searched with one stage and under the interleaved schedule, whose
-stage split is fixed (the DP's block families, solvers/dp/uniform.py ``block_families``,
-solved beside the MIP's one-setting rows, search/inner.py ``with_block_families``), not in
-a 1F1B pipeline of several stages, whose split is free, and the outputs say which (QA round
-13: the best block plan was 14.2% faster than the target's proven optimum, which searched
-one recomputation setting for the model).
+megatron target's space: searched in every configuration (the DP's block families,
+solvers/dp/uniform.py ``block_families``, solved beside the MIP's one-setting rows,
+search/inner.py ``with_block_families``): with one stage and under the interleaved
+schedule, whose stage split is fixed, as fixed per-layer sets; in a 1F1B pipeline of
+several stages, whose split is free, as a rule the DP's labels carry
+(solvers/dp/stage_prefix.py). QA round 13: the best block plan was 14.2% faster than the
+target's proven optimum, which searched one recomputation setting for the model; QA round
+34: the best 1F1B block plan (pp = 2) was 1.3% under the optimum then proven.
 
 Oracle: brute force (tests/support/bruteforce.py, priced apart from the cost tables, the DP
 and the MIP) over every plan Megatron's exporter writes, kept to those the space holds
 (support.exportable.megatron_searched), per outer configuration; the search's optimum (DP,
 MILP with and without the DP warm start) must equal it, be proven, price under evaluate()
 as the solver said, and its bound and every configuration's lie under the plans of that
-configuration. Where block plans are not searched (1F1B, pp = 2) the brute force over
-every exportable plan says what the outputs' ``unsearched`` line covers."""
+configuration. The space the search covers is every plan Megatron's exporter writes."""
 
 from __future__ import annotations
 
@@ -45,8 +46,8 @@ SEQ = 8192
 _A100 = get_cluster("dgx-a100-8")
 
 
-def _a100s(gib: float):
-    return make_cluster(f"a100x2-{gib}", 1, 2, replace(_A100.device, hbm_gib=gib, memory_gb=gib),
+def _a100s(gib: float, n: int = 2):
+    return make_cluster(f"a100x{n}-{gib}", 1, n, replace(_A100.device, hbm_gib=gib, memory_gb=gib),
                         _A100.intra_node, _A100.inter_node)
 
 
@@ -67,10 +68,15 @@ PIPE = SearchSpace(pp_degrees=(2,), tp_degrees=(1,), zero_levels=(0,), recompute
 #: (graph, cluster, free space): 6.8 GiB: no recomputation does not fit at pp = 1, full
 #: recomputation of every layer does, and so does recomputing the first of 4 (QA round 13);
 #: 80 GiB: nothing binds; the pipeline at PIPE_GIB: the best one-mode plan takes 1.3727 s,
-#: the interleaved block plan (N = 1) 1.2688 s, a 1F1B block plan (not searched) 1.2528 s
+#: the interleaved block plan (N = 1) 1.2688 s, the 1F1B block plan (N = 1, 4 + 4 blocks)
+#: 1.2528 s; four stages of one A100 at 8 GiB under 1F1B: the best one-mode plan (full
+#: recomputation) 1.0162 s, the block plan N = 2 on an uneven split (1/3/3/1 blocks: the
+#: one-block stages recompute all of theirs) 0.9442 s
 PIPE_GIB = 12.5
+PIPE4 = replace(PIPE, pp_degrees=(4,), schedules=(Schedule.one_f_one_b,))
 INSTANCES = {"tight": (GPT4, _a100s(6.8), SPACE), "roomy": (GPT4, _a100s(80.0), SPACE),
-             "pipeline": (GPT8, _a100s(PIPE_GIB), PIPE)}
+             "pipeline": (GPT8, _a100s(PIPE_GIB), PIPE),
+             "pipeline4": (GPT8, _a100s(8.0, 4), PIPE4)}
 PARAMS = default_params()
 
 
@@ -121,6 +127,7 @@ ROUTES = [("dp", True), ("highs", False), ("highs", True)]
 def test_the_optimum_is_the_best_exportable_plan_the_space_holds(case, solver, warm):
     graph, cluster, _ = INSTANCES[case]
     best, _ = _best(case, "searched")
+    assert best == _best(case, "all")[0]        # the space holds every exportable plan
     res = _search(case, solver, warm)
     assert res.metrics.iteration_time_s == pytest.approx(best, rel=1e-9)
     assert res.certificate.lower_bound == pytest.approx(best, rel=1e-9)
@@ -143,6 +150,23 @@ def test_block_plans_win_where_memory_binds():
     assert "--recompute-method block --recompute-num-layers 1" in recompute_text(res.plan, GPT4)
     # the roomy one: no recomputation at all
     assert _best("roomy", "searched")[0] == pytest.approx(_best("roomy", "one")[0], rel=1e-12)
+
+
+def test_free_split_block_plans_are_searched():
+    """1F1B pipelines, whose stage split is free: two stages (QA round 34's instance, the
+    optimum proven 1.252811 s, the N = 1 block plan, where the interleaved block plan
+    gave 1.268775 s) and four on an uneven split whose one-block stages recompute all of
+    theirs (N = 2); each is better than the one-mode plans, found and proven."""
+    res = _search("pipeline", "dp")
+    assert res.plan.pp == 2 and res.plan.schedule is Schedule.one_f_one_b
+    assert block_layers(stage_blocks(res.plan, GPT8)) == 1
+    assert res.metrics.iteration_time_s == pytest.approx(1.252811, abs=1e-6)
+    assert res.certificate.lower_bound == pytest.approx(1.252811, abs=1e-6)
+    res4 = _search("pipeline4", "dp")
+    blocks = [len(b) for b in stage_blocks(res4.plan, GPT8)]
+    assert block_layers(stage_blocks(res4.plan, GPT8)) == 2 and min(blocks) < 2 < max(blocks)
+    for case, found in (("pipeline", res), ("pipeline4", res4)):
+        assert found.metrics.iteration_time_s < _best(case, "one")[0] * (1 - 0.01)
 
 
 def test_interleaved_block_plans_are_searched():
@@ -185,31 +209,24 @@ def test_analytic_bounds_and_dp_equal_milp_per_configuration():
 
 
 def test_the_outputs_say_what_is_searched():
-    """pp = 1 only: nothing left out; a 1F1B pipeline: its block plans are named as not
-    searched, and the free space's bound lies under them (the price of runnability)."""
-    mega = Target("megatron")
-    assert mega.unsearched(RC, (1,), (Schedule.one_f_one_b,)) == ""
-    assert mega.unsearched(RC, (2,), (Schedule.interleaved,)) == ""
-    said = mega.unsearched(RC, (1, 2), (Schedule.one_f_one_b,))
-    assert "--recompute-method block" in said and "not searched" in said and "1F1B" in said
-    assert mega.unsearched(RC) and mega.unsearched((Recompute.full,)) == ""
-    assert mega.unsearched((Recompute.none, Recompute.selective)) == ""
-    for other in (Target("torchtitan", "0.3"), Target("deepspeed"), Target("none")):
-        assert other.unsearched(RC) == ""
+    """Nothing Megatron runs is left out any more: the outputs' ``unsearched`` line is
+    empty (a 1F1B pipeline's block plans are searched), and the free space's bound lies
+    under every exportable plan (the price of runnability)."""
+    for target in (Target("megatron"), Target("torchtitan", "0.3"), Target("deepspeed"),
+                   Target("none")):
+        assert target.unsearched(RC, (1, 2), (Schedule.one_f_one_b,)) == ""
+        assert target.unsearched(RC) == ""
     graph, cluster, _ = INSTANCES["tight"]
     space = _space("tight")
     options = SearchOptions(solver="dp", time_limit_s=30, rel_gap=0.0)
     res = run_search(graph, cluster, TRAINING, space, PARAMS, options)
     run = price_of_runnability(res, graph, cluster, TRAINING, space, PARAMS, options, 30.0)
-    assert "not searched" in run.to_dict()["unsearched"]      # pp = 2 under 1F1B
+    assert run.to_dict()["unsearched"] == ""                   # pp = 2 under 1F1B searched
     assert run.free_lower <= _best("tight", "all")[0] * (1 + 1e-9)
-    one_stage = replace(space, pp_degrees=(1,))
-    res1 = run_search(graph, cluster, TRAINING, one_stage, PARAMS, options)
-    run1 = price_of_runnability(res1, graph, cluster, TRAINING, one_stage, PARAMS, options, 30.0)
-    assert run1.to_dict()["unsearched"] == ""
+    assert res.metrics.iteration_time_s == pytest.approx(_best("tight", "all")[0], rel=1e-9)
 
 
-@pytest.mark.parametrize("case", ["tight", "pipeline"])
+@pytest.mark.parametrize("case", ["tight", "pipeline", "pipeline4"])
 def test_the_found_block_plan_passes_megatron(case):
     """The found plan's launch file passes Megatron-Core's and Megatron-LM's own checks."""
     pytest.importorskip("megatron.core")
@@ -231,15 +248,15 @@ def test_the_found_block_plan_passes_megatron(case):
 
 def test_a_block_plan_the_space_holds_is_a_warm_start():
     """The engine's warm-start admission (search.engine.runs_plan) follows the same rule:
-    a block plan with one stage or interleaving is a plan the target runs (and seeds the
-    search, whose answer and bound stay the optimum's), a 1F1B pipeline's is not, and
-    neither is one in a space without both recomputation modes."""
+    a block plan with one stage, interleaving or a 1F1B pipeline is a plan the target runs
+    (and seeds the search, whose answer and bound stay the optimum's), and none is in a
+    space without both recomputation modes."""
     mega = Target("megatron")
     tight, inter, pipe = (_best("tight", "searched")[1], _best("pipeline", "searched")[1],
                           _best("pipeline", "all")[1])
     assert block_layers(stage_blocks(pipe, GPT8)) == 1 and pipe.pp == 2     # 1F1B, pp = 2
     assert runs_plan(mega, tight, GPT4, RC) and runs_plan(mega, inter, GPT8, RC)
-    assert not runs_plan(mega, pipe, GPT8, RC)
+    assert runs_plan(mega, pipe, GPT8, RC) and not runs_plan(mega, pipe, GPT8, (Recompute.full,))
     assert not runs_plan(mega, tight, GPT4) and not runs_plan(mega, tight, GPT4, (Recompute.full,))
     graph, cluster, _ = INSTANCES["tight"]
     options = SearchOptions(solver="highs", time_limit_s=30, rel_gap=0.0)
@@ -248,10 +265,16 @@ def test_a_block_plan_the_space_holds_is_a_warm_start():
     res = search.run()
     assert res.metrics.iteration_time_s == pytest.approx(_best("tight", "searched")[0], rel=1e-9)
     assert res.certificate.lower_bound == pytest.approx(res.metrics.iteration_time_s, rel=1e-9)
+    graph, cluster, _ = INSTANCES["pipeline"]          # the 1F1B block plan seeds a search
+    search = Search(graph, cluster, TRAINING, _space("pipeline"), PARAMS, options, incumbent=pipe)
+    assert search.seeded is not None
+    res = search.run()
+    assert res.metrics.iteration_time_s == pytest.approx(_best("pipeline", "searched")[0], rel=1e-9)
+    assert res.certificate.lower_bound == pytest.approx(res.metrics.iteration_time_s, rel=1e-9)
 
 
 @pytest.mark.parametrize("form", ["milp", "miqp"])
-@pytest.mark.parametrize("case", ["tight", "pipeline"])
+@pytest.mark.parametrize("case", ["tight", "pipeline", "pipeline4"])
 def test_scip_routes_reach_the_same_optimum(case, form):
     """The Pyomo route (SCIP, MILP and MIQP forms, no DP warm start): its one-setting
     model and the DP's block families beside it give the brute-force optimum, proven."""
@@ -268,3 +291,28 @@ def test_scip_routes_reach_the_same_optimum(case, form):
     assert res.metrics.iteration_time_s == pytest.approx(best, rel=1e-9)
     assert res.certificate.lower_bound == pytest.approx(best, rel=1e-9)
     assert any(r.method.endswith("+block-dp") for r in res.certificate.configurations)
+
+
+#: 1F1B pipelines of GPT8 whose optimum is a block plan on an uneven split or with N > 1:
+#: (stages of one A100, GiB): three stages at 9.6 GiB (N = 2 over 2/3 blocks), two at 11.5
+#: (N = 3 of 4), four at 7.0 (N = 2 over 1/2/3)
+SWEEP = [(3, 9.6), (2, 11.5), (4, 7.0)]
+
+
+@pytest.mark.parametrize("solver,warm", [("dp", True), ("highs", False)], ids=["dp", "milp"])
+@pytest.mark.parametrize("pp,gib", SWEEP)
+def test_free_split_sweep_equals_brute_force(pp, gib, solver, warm):
+    """More 1F1B pipelines: the search's proven optimum is the brute-force optimum over
+    every plan Megatron's exporter writes, and it is a block plan of the kind named."""
+    cluster = _a100s(gib, pp)
+    free = replace(PIPE, pp_degrees=(pp,), schedules=(Schedule.one_f_one_b,))
+    space = runnable_space(free, "megatron")
+    found = [brute_force(GPT8, cluster, TRAINING, free, cfg.pp, cfg.microbatches, cfg.schedule,
+                         accept=_exportable(GPT8, cluster), vp=cfg.vp)
+             for cfg in outer_configs(GPT8, cluster, TRAINING, space)]
+    best = min((r for r in found if r is not None), key=lambda r: r[0])
+    assert block_layers(stage_blocks(best[1], GPT8)) in (2, 3)
+    res = run_search(GPT8, cluster, TRAINING, space, PARAMS,
+                     SearchOptions(solver=solver, time_limit_s=60, rel_gap=0.0, warm_start=warm))
+    assert res.metrics.iteration_time_s == pytest.approx(best[0], rel=1e-9)
+    assert res.certificate.lower_bound == pytest.approx(best[0], rel=1e-9)
