@@ -229,6 +229,7 @@ def _free_split_families(tables: CostTables) -> list[KeyFamily]:
     heads = _class_heads(tables.uniform_keys)
     sizes = [len(s) for s in tables.strategies]
     out: dict[tuple, KeyFamily] = {}
+    stored = None           # the stages' stored-memory matrix, built on first need
     for key, full in sets.items():
         if key[_RC] != _FULL:
             continue
@@ -243,14 +244,15 @@ def _free_split_families(tables: CostTables) -> list[KeyFamily]:
         if terms is None or terms_full is None or terms_none is None:
             continue
         room = fit_limit(tables) - max(float(terms[:, 2].min(initial=0.0)), 0.0)
-        held = [(_least_stored(tables, i, full, blocks), _least_stored(tables, i, none, blocks))
-                for i in range(tables.pp)]
+        if stored is None:
+            stored = _stored_by_stage(tables, blocks)
         excess = np.cumsum(np.sort(np.maximum(terms_full[blocks, 3] - terms[blocks, 3], 0.0)))
         fast = [np.concatenate(([0.0], np.cumsum(np.sort(t[blocks, 3])))) for t in (terms_full, terms_none)]
-        # per N, the most transformer layers each stage can hold
-        most = [(n, [_most_per_stage(n, room, f, x) for f, x in held]) for n in range(1, count)]
+        # per N (rows, 1..B-1), the most transformer layers each stage (columns) can hold
+        most = _most_per_stage(room, _least_stored(stored, full), _least_stored(stored, none))
         # N such that a stage can hold more than N layers, and the stages all B of them
-        ns = [(n, k) for n, k in most if max(k) > n and sum(k) >= count]
+        ns = [(n, k.tolist()) for n, k in zip(range(1, count), most)
+              if k.max() > n and k.sum() >= count]
         if not ns:
             continue
         forced = np.array([least_recomputed(n, count, max(k)) for n, k in ns])
@@ -265,37 +267,50 @@ def _free_split_families(tables: CostTables) -> list[KeyFamily]:
     return list(out.values())
 
 
-def _least_stored(tables: CostTables, stage: int, allowed: list[np.ndarray],
-                  blocks: list[bool]) -> np.ndarray:
-    """The cumulative sums of the transformer layers' least stored memory in ``stage``
-    (its in-flight count, :func:`~autopar_opt.solvers.dp.common.layer_memory`) over
-    their ``allowed`` strategies, sorted (identical layers share one entry of the memo)."""
-    cache = tables.__dict__.setdefault("_dp_families", {})
-    mem = cache.setdefault(("stored", stage), layer_memory(tables, stage))
-    memo = cache.setdefault("least_stored", {})
-    least = []
-    for u, ks in enumerate(allowed):
-        if blocks[u]:
-            key = (id(mem[u]), id(ks))
-            if key not in memo:
-                memo[key] = (mem[u], ks, float(mem[u][ks].min()))
-            least.append(memo[key][2])
-    return np.cumsum(np.sort(np.array(least, dtype=float)))
+def _stored_by_stage(tables: CostTables, blocks: list[bool]) -> tuple[list[int], np.ndarray]:
+    """The transformer layers (indices) and their stored memory per stage and strategy,
+    ``(pp, layers, strategies)`` (:func:`~autopar_opt.solvers.dp.common.layer_memory`: each
+    stage's in-flight count; a layer with fewer strategies padded with ``inf``). Built
+    once per configuration for :func:`_least_stored`, not kept: a matrix per
+    configuration would hold pp x layers x strategies floats for every table alive."""
+    index = [u for u, b in enumerate(blocks) if b]
+    width = max(len(tables.strategies[u]) for u in index)
+    out = np.full((tables.pp, len(index), width), np.inf)
+    for i in range(tables.pp):
+        mem = layer_memory(tables, i)
+        for j, u in enumerate(index):
+            out[i, j, :len(mem[u])] = mem[u]
+    return index, out
 
 
-def _most_per_stage(n: int, room: float, full: np.ndarray, none: np.ndarray) -> int:
-    """An upper bound on the transformer layers one stage holds under Megatron's block
-    method with ``N = n``: its first ``min(n, k)`` recompute, the others not, each
-    storing at least the least of its key's strategies in that stage (``full``, ``none``:
-    the cumulative sums of those least stored memories, sorted, :func:`_least_stored`),
-    beside the least working set of any layer (``room``: the stage limit less it). A
-    stage of ``k <= n`` layers holds the ``k`` least full ones at least; of ``k > n``,
-    the ``n`` least full ones and the ``k - n`` least none ones."""
-    upto = int(np.searchsorted(full, room, side="right"))       # k <= n: all recompute
-    if upto < n:
-        return upto
-    rest = room - float(full[n - 1])
-    return n + int(np.searchsorted(none, rest, side="right"))
+def _least_stored(stored: tuple[list[int], np.ndarray], allowed: list[np.ndarray]) -> np.ndarray:
+    """Per stage (rows), the cumulative sums of the transformer layers' least stored memory
+    over their ``allowed`` strategies, sorted (``stored``: :func:`_stored_by_stage`)."""
+    index, mem = stored
+    mask = np.zeros(mem.shape[1:], dtype=bool)
+    for j, u in enumerate(index):
+        mask[j, allowed[u]] = True
+    least = np.where(mask[None], mem, np.inf).min(axis=2)
+    return np.cumsum(np.sort(least, axis=1), axis=1)
+
+
+def _most_per_stage(room: float, full: np.ndarray, none: np.ndarray) -> np.ndarray:
+    """An upper bound on the transformer layers each stage holds under Megatron's block
+    method, per ``N`` from 1 to ``B - 1`` (rows) and stage (columns): a stage's first
+    ``min(N, k)`` recompute, the others not, each storing at least the least of its key's
+    strategies in that stage (``full``, ``none``: per stage, the cumulative sums of those
+    least stored memories, sorted, :func:`_least_stored`), beside the least working set of
+    any layer (``room``: the stage limit less it). A stage of ``k <= N`` layers holds the
+    ``k`` least full ones at least; of ``k > N``, the ``N`` least full ones and the
+    ``k - N`` least none ones."""
+    count = full.shape[1]
+    ns = np.arange(1, count)
+    out = np.empty((count - 1, full.shape[0]), dtype=int)
+    for i in range(full.shape[0]):
+        upto = int(np.searchsorted(full[i], room, side="right"))     # k <= N: all recompute
+        more = ns + np.searchsorted(none[i], room - full[i, ns - 1], side="right")
+        out[:, i] = np.where(upto < ns, upto, more)
+    return out
 
 
 def least_bottleneck(n: int, blocks: int, most: list[int], full: np.ndarray,
