@@ -154,14 +154,16 @@ def test_block_plans_win_where_memory_binds():
 
 def test_free_split_block_plans_are_searched():
     """1F1B pipelines, whose stage split is free: two stages (QA round 34's instance, the
-    optimum proven 1.252811 s, the N = 1 block plan, where the interleaved block plan
-    gave 1.268775 s) and four on an uneven split whose one-block stages recompute all of
+    optimum proven 1.252811 s under the calibration of its day, 1.253136 s after session
+    34's refit: the N = 1 block plan, where the interleaved block plan gave 1.268775 s; held
+    to the brute force over every exportable plan) and four on an uneven split whose one-block stages recompute all of
     theirs (N = 2); each is better than the one-mode plans, found and proven."""
     res = _search("pipeline", "dp")
     assert res.plan.pp == 2 and res.plan.schedule is Schedule.one_f_one_b
     assert block_layers(stage_blocks(res.plan, GPT8)) == 1
-    assert res.metrics.iteration_time_s == pytest.approx(1.252811, abs=1e-6)
-    assert res.certificate.lower_bound == pytest.approx(1.252811, abs=1e-6)
+    best = _best("pipeline", "searched")[0]      # brute force over every exportable plan
+    assert res.metrics.iteration_time_s == pytest.approx(best, rel=1e-9)
+    assert res.certificate.lower_bound == pytest.approx(best, rel=1e-6)
     res4 = _search("pipeline4", "dp")
     blocks = [len(b) for b in stage_blocks(res4.plan, GPT8)]
     assert block_layers(stage_blocks(res4.plan, GPT8)) == 2 and min(blocks) < 2 < max(blocks)
