@@ -619,11 +619,17 @@ def main() -> None:
 
     import sys
 
+    from autopar_opt.core.interrupts import StoppedBySignal, stop_cleanly_outside_guards
+
+    stop_cleanly_outside_guards()
     obj = {"started_at": time.perf_counter() - process_age_s()}
     try:
         if "--json" in sys.argv[1:]:
             sys.exit(_run_json(obj))
         app(prog_name="autopar", obj=obj)
+    except StoppedBySignal as stop:
+        _say_stopped(stop.signum)
+        raise
     except SystemExit:
         flush_stdout()
         raise
@@ -632,6 +638,20 @@ def main() -> None:
     finally:
         _skip_exit_collection()
 
+
+
+def _say_stopped(signum: int) -> None:
+    """One line on stderr for a command a stop signal ended outside its search (the search's
+    own guard writes the outputs and says so itself)."""
+    import signal
+    import sys
+
+    try:
+        print(f"autopar: stopped by {signal.Signals(signum).name} (exit {128 + signum}); files "
+              "written before it are whole (each is written atomically), no other was written",
+              file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def given_value(argv: list[str], opts: tuple[str, ...]) -> str | None:

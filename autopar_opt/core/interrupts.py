@@ -37,6 +37,39 @@ def exit_code(signum: int) -> int:
     return 128 + int(signum)
 
 
+class StoppedBySignal(SystemExit):
+    """SIGTERM or SIGHUP outside any :class:`InterruptGuard` (the command's start-up: reading
+    the spec, after its output lock was taken; or after its search): a ``SystemExit`` with
+    the shell's code (143, 129), so that every ``with`` block on the way out runs (the
+    output lock releases its file and the folder it created) instead of the default action
+    killing the process on the spot. ``signum``: the signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(exit_code(signum))
+        self.signum = signum
+
+
+def _stop_outside_guards(signum: int, frame: FrameType | None) -> None:
+    raise StoppedBySignal(signum)
+
+
+def stop_cleanly_outside_guards() -> None:
+    """For a command-line process: SIGTERM and SIGHUP left at their default action raise
+    :class:`StoppedBySignal` from now on (SIGINT already raises ``KeyboardInterrupt``).
+
+    Without it, a SIGTERM in the second a command spends before its
+    :class:`InterruptGuard` is installed (imports, the spec, cost tables) ended the
+    process at once: exit status -15 and ``OUT/.autopar.lock`` left behind in an output
+    folder the run had just created (QA round 34). A signal the process ignores (``nohup``
+    sets SIGHUP to SIG_IGN) stays ignored. A guard replaces this handler while it is
+    active and restores it on exit."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, _stop_outside_guards)
+
+
 class InterruptGuard:
     """Context manager installing the SIGINT/SIGTERM handlers for one command.
 
