@@ -19,7 +19,7 @@ from autopar_opt.reports.formatting import (INTERVAL_GLOSS, alone_words, causal_
                                            has_sequence, tight_note)
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.files import write_atomic
-from autopar_opt.core.interrupts import InterruptGuard, exit_code
+from autopar_opt.core.interrupts import InterruptGuard, SearchInterrupted, exit_code
 from autopar_opt.core.streams import stdout_to_stderr
 from autopar_opt.search.engine import SearchOptions
 
@@ -55,9 +55,14 @@ def fleet_solve_command(spec, spec_path: str, options: SearchOptions, budget: Bu
     with InterruptGuard() as guard:
         options.should_stop, options.stop_signal = guard.should_stop, lambda: guard.signum
         options.time_limit_s = max(budget.remaining() - OUTPUT_RESERVE_S, 0.0)
-        with stdout_to_stderr():          # solver chatter never on stdout (--json)
-            result = run_fleet_search(spec.graph, spec.fleet, spec.training, spec.space,
-                                      spec.cost_params, options, split_parts=parts)
+        try:
+            with stdout_to_stderr():      # solver chatter never on stdout (--json)
+                result = run_fleet_search(spec.graph, spec.fleet, spec.training, spec.space,
+                                          spec.cost_params, options, split_parts=parts)
+        except SearchInterrupted as exc:  # outside the parts that return their incumbent
+            from autopar_opt.cli.solve import stopped_before_a_result
+
+            stopped_before_a_result(exc.signum)
         guard.defer()
         options.time_limit_s = budget.total_s
         doc = build_fleet_document(str(spec_path), spec.graph, spec.fleet, spec.training, spec.space,

@@ -20,13 +20,13 @@ import sys
 import time
 from pathlib import Path
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from autopar_opt.core.memory_budget import MemoryBudget
 from autopar_opt.core.streams import stdout_to_stderr
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.interrupts import InterruptGuard, SearchInterrupted, exit_code
-from autopar_opt.core.files import write_atomic
+from autopar_opt.core.files import COMMAND_LINE, write_atomic
 from autopar_opt.ir.graph import params_summary
 from autopar_opt.ir.hardware import devices_text
 from autopar_opt.core.result import status_words
@@ -451,8 +451,12 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         cpu_began = time.process_time()
         if spec.space.runs_on is not None:
             seed = None      # a searcher searches the free space: its plan may not be runnable
-        with stdout_to_stderr():          # solver chatter never on stdout (--json)
-            result = _search(spec, options, err, show=not (quiet or json_output), incumbent=seed)
+        try:
+            with stdout_to_stderr():      # solver chatter never on stdout (--json)
+                result = _search(spec, options, err, show=not (quiet or json_output),
+                                 incumbent=seed)
+        except SearchInterrupted as exc:
+            stopped_before_a_result(exc.signum)
         if result is None:
             return 2
         result, runnability = result
@@ -652,6 +656,23 @@ def _accepts(name: str):
         return backend_class(name).accepts
     except ValueError:
         return None
+
+
+def stopped_before_a_result(signum: int) -> NoReturn:
+    """A stop signal reached the command while its search was starting, outside the parts
+    that catch it and return their incumbent (the progress display, the configurations'
+    list, the first uniform plans): there is no result to write. Exit ``128 + signum`` with
+    the usual error message, not the traceback of an uncaught ``SearchInterrupted`` (exit 1;
+    QA round 34, SIGTERM 1.06 s into ``solve examples/llama3_70b_1024_h100.yaml``)."""
+    import signal
+
+    from autopar_opt.cli.errors import fail
+
+    fail(COMMAND_LINE, f"stopped by {signal.Signals(signum).name} while the search was "
+         "starting, before it had a plan or a bound; nothing was written",
+         "run the command again and let the search start (a signal once it runs writes the "
+         "best plan found so far)", key="signal", value=signum, kind="interrupted",
+         exit_code=exit_code(signum))
 
 
 def _search(spec, options: SearchOptions, err: Console, show: bool, incumbent=None):

@@ -48,3 +48,35 @@ def test_a_signal_before_the_search_leaves_no_lock_and_says_so(tmp_path, sig):
     assert "Traceback" not in proc.stderr
     assert f"stopped by {sig.name}" in proc.stderr
     assert not (tmp_path / "new").exists()     # the folders the run created, lock and all
+
+
+def test_a_signal_while_the_search_starts_is_an_exit_code_not_a_traceback(tmp_path, monkeypatch):
+    """A signal the guard turns into ``SearchInterrupted`` where the search does not catch it
+    (here: as ``run_search`` is entered; in the field, while the progress display's imports
+    ran) was an uncaught exception: a traceback and exit 1. Now the shell's code and the
+    usual message, and no output folder (there is no result to write)."""
+    from autopar_opt.search import engine
+    from support.cli import run_cli
+    from support.signals import signalling_stub
+
+    monkeypatch.setattr(engine, "run_search", signalling_stub(signal.SIGTERM, "run_search"))
+    out = tmp_path / "out"
+    code, text = run_cli("solve", paths.REPO / "examples" / "quickstart.yaml", "--out", out)
+    assert code == 143, text
+    assert "stopped by SIGTERM while the search was starting" in text
+    assert not out.exists()
+
+
+def test_the_same_on_a_fleet(tmp_path, monkeypatch):
+    """A cluster of several groups runs its own search (cli/fleet.py): the same answer."""
+    from autopar_opt.search import mixed
+    from support.cli import run_cli
+    from support.signals import signalling_stub
+
+    monkeypatch.setattr(mixed, "run_fleet_search", signalling_stub(signal.SIGHUP, "the fleet search"))
+    out = tmp_path / "out"
+    code, text = run_cli("solve", paths.REPO / "examples" / "fleet_llama3_70b_a100_h100.yaml",
+                         "--out", out, "--time-limit", "60")
+    assert code == 129, text
+    assert "stopped by SIGHUP while the search was starting" in text
+    assert not out.exists()
