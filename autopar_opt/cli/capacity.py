@@ -33,7 +33,7 @@ from autopar_opt.capacity.run import (SweepRun, build_capacity_document, csv_tex
 from autopar_opt.capacity.store import ResultStore, default_store_path
 from autopar_opt.capacity.sweep import Sweep, load_sweep
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
-from autopar_opt.cli.solve import write_atomic
+from autopar_opt.core.files import write_atomic
 from autopar_opt.reports.formatting import fmt_money, runs_behind, scenario_notes, some_ids
 
 #: Some scenario's search raised (e.g. its solver is not installed); the others are stored.

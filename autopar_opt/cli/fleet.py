@@ -18,7 +18,6 @@ from autopar_opt.core.result import status_words
 from autopar_opt.reports.formatting import (INTERVAL_GLOSS, alone_words, causal_mfu_note,
                                            has_sequence, tight_note)
 from autopar_opt.cli.budget import Budget
-from autopar_opt.core.files import write_atomic
 from autopar_opt.core.interrupts import InterruptGuard, SearchInterrupted, exit_code
 from autopar_opt.core.streams import stdout_to_stderr
 from autopar_opt.search.engine import SearchOptions
@@ -83,15 +82,10 @@ def fleet_solve_command(spec, spec_path: str, options: SearchOptions, budget: Bu
 def _emit(doc: dict, out_dir: str | None, json_output: bool, quiet: bool) -> int:
     text = json.dumps(doc, indent=2)
     if out_dir:
-        out = Path(out_dir)
-        try:
-            write_atomic(out / "plan.json", text + "\n")
-            from autopar_opt.reports.fleet import render_fleet_html
+        from autopar_opt.cli.errors import write_outputs
+        from autopar_opt.reports.fleet import render_fleet_html
 
-            write_atomic(out / "report.html", render_fleet_html(doc))
-        except OSError as exc:
-            print(f"error: cannot write to {out} ({exc})", file=sys.stderr)
-            return 2
+        write_outputs(out_dir, [("plan.json", text + "\n"), ("report.html", render_fleet_html(doc))])
     if json_output:
         sys.stdout.write(text + "\n")
     elif not quiet:

@@ -26,7 +26,7 @@ from autopar_opt.core.memory_budget import MemoryBudget
 from autopar_opt.core.streams import stdout_to_stderr
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.interrupts import InterruptGuard, SearchInterrupted, exit_code
-from autopar_opt.core.files import COMMAND_LINE, write_atomic
+from autopar_opt.core.files import COMMAND_LINE
 from autopar_opt.ir.graph import params_summary
 from autopar_opt.ir.hardware import devices_text
 from autopar_opt.core.result import status_words
@@ -735,13 +735,11 @@ def _emit(doc: dict, out_dir: str | None, json_output: bool, quiet: bool, err: C
     """Write plan.json and the report (atomically), print the JSON or the summary."""
     text = json.dumps(doc, indent=2)
     if out_dir:
-        out = Path(out_dir)
-        try:
-            write_atomic(out / "plan.json", text + "\n")
-            _write_report(doc, out / "report.html", err, draw_timeline)
-        except OSError as exc:
-            err.print(f"error: cannot write to {out} ({exc})", markup=False, highlight=False)
-            return 2
+        from autopar_opt.cli.errors import write_outputs
+
+        html = _report_html(doc, err, draw_timeline)        # rendered before anything is written
+        write_outputs(out_dir, [("plan.json", text + "\n")]
+                      + ([("report.html", html)] if html is not None else []))
     if json_output:
         sys.stdout.write(text + "\n")
     elif not quiet:
@@ -755,10 +753,10 @@ def _emit(doc: dict, out_dir: str | None, json_output: bool, quiet: bool, err: C
     return EXIT_CODES.get(doc["status"], 0)
 
 
-def _write_report(doc: dict, path: Path, err: Console, draw_timeline: bool = True) -> None:
+def _report_html(doc: dict, err: Console, draw_timeline: bool = True) -> str | None:
     try:
         from autopar_opt.reports.render import render_html
     except ImportError as exc:  # reports are optional only while they are being built
         err.print(f"warning: HTML report not written ({exc})")
-        return
-    write_atomic(path, render_html(doc, draw_timeline))
+        return None
+    return render_html(doc, draw_timeline)
