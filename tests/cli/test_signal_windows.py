@@ -80,3 +80,32 @@ def test_the_same_on_a_fleet(tmp_path, monkeypatch):
     assert code == 129, text
     assert "stopped by SIGHUP while the search was starting" in text
     assert not out.exists()
+
+
+#: The console script's two lines, after an import hook that sends SIGINT to the process
+#: as the application's first third-party import (typer) starts: a Ctrl-C while it loads.
+_IMPORT_SCRIPT = """
+import importlib.abc, os, signal, sys
+
+class CtrlC(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "typer":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["autopar", "--version"]
+from autopar_opt.cli import main
+sys.exit(main())
+"""
+
+
+def test_ctrl_c_while_the_application_loads_is_exit_130_not_a_traceback():
+    """QA round 34: SIGINT 0.08 s after start, inside the script's ``from autopar_opt.cli
+    import main`` (which imported typer, rich and every command), printed a
+    ``KeyboardInterrupt`` traceback and ended with -2; a moment later it is exit 130."""
+    proc = subprocess.run([sys.executable, "-c", _IMPORT_SCRIPT], capture_output=True, text=True,
+                          timeout=120, cwd=paths.REPO)
+    assert proc.returncode == 130, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr
