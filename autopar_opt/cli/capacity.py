@@ -242,9 +242,11 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
 
         def progress(done: int, total: int, rows: dict) -> None:
             bar.update(task, completed=done, description=_progress_text(sweep, rows))
-            if guard.interrupted:      # the raise was lost (e.g. inside a weakref callback)
+            if guard is not None and guard.interrupted:   # the raise was lost (e.g. inside
+                # a weakref callback)
                 raise KeyboardInterrupt
         run = SweepRun({})              # filled as scenarios finish, kept when interrupted
+        guard = None                    # a Ctrl-C as the guard is entered finds it unset
         try:
             with InterruptGuard(raise_as=KeyboardInterrupt) as guard:
                 run_sweep(sweep, store, engine, workers, progress, deadline, run=run)
@@ -253,7 +255,8 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
                    key="--engine", value=engine)
         except KeyboardInterrupt:
             bar.stop()
-            stopped = guard.signum if guard.signum is not None else signal.SIGINT
+            stopped = guard.signum if guard is not None and guard.signum is not None \
+                else signal.SIGINT
             _error(f"interrupted: {store.count()} scenario results are stored in {store_file}; "
                    f"the answers cover the {len(run.rows)} of {len(sweep.scenarios)} scenarios "
                    "that finished; run the same command again to resume (finished scenarios "
