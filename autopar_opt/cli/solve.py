@@ -659,17 +659,18 @@ def _accepts(name: str):
 
 
 def stopped_before_a_result(signum: int) -> NoReturn:
-    """A stop signal reached the command while its search was starting, outside the parts
-    that catch it and return their incumbent (the progress display, the configurations'
-    list, the first uniform plans): there is no result to write. Exit ``128 + signum`` with
-    the usual error message, not the traceback of an uncaught ``SearchInterrupted`` (exit 1;
-    QA round 34, SIGTERM 1.06 s into ``solve examples/llama3_70b_1024_h100.yaml``)."""
+    """A stop signal reached the command outside the parts of its search that catch it and
+    return their incumbent (the progress display, the configurations' list, the first
+    uniform plans; an operator-sharding solve's document): there is no result to write.
+    Exit ``128 + signum`` with the usual error message, not the traceback of an uncaught
+    ``SearchInterrupted`` (exit 1; QA round 34, SIGTERM 1.06 s into ``solve
+    examples/llama3_70b_1024_h100.yaml``)."""
     import signal
 
     from autopar_opt.cli.errors import fail
 
-    fail(COMMAND_LINE, f"stopped by {signal.Signals(signum).name} while the search was "
-         "starting, before it had a plan or a bound; nothing was written",
+    fail(COMMAND_LINE, f"stopped by {signal.Signals(signum).name} before the search had a "
+         "result to write (a plan or a bound); nothing was written",
          "run the command again and let the search start (a signal once it runs writes the "
          "best plan found so far)", key="signal", value=signum, kind="interrupted",
          exit_code=exit_code(signum))

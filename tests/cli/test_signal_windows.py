@@ -63,7 +63,7 @@ def test_a_signal_while_the_search_starts_is_an_exit_code_not_a_traceback(tmp_pa
     out = tmp_path / "out"
     code, text = run_cli("solve", paths.REPO / "examples" / "quickstart.yaml", "--out", out)
     assert code == 143, text
-    assert "stopped by SIGTERM while the search was starting" in text
+    assert "stopped by SIGTERM before the search had a result to write" in text
     assert not out.exists()
 
 
@@ -78,7 +78,7 @@ def test_the_same_on_a_fleet(tmp_path, monkeypatch):
     code, text = run_cli("solve", paths.REPO / "examples" / "fleet_llama3_70b_a100_h100.yaml",
                          "--out", out, "--time-limit", "60")
     assert code == 129, text
-    assert "stopped by SIGHUP while the search was starting" in text
+    assert "stopped by SIGHUP before the search had a result to write" in text
     assert not out.exists()
 
 
@@ -109,3 +109,33 @@ def test_ctrl_c_while_the_application_loads_is_exit_130_not_a_traceback():
                           timeout=120, cwd=paths.REPO)
     assert proc.returncode == 130, (proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr
+
+
+def test_an_operator_sharding_solve_stopped_in_its_baselines_keeps_its_answer(tmp_path,
+                                                                             monkeypatch):
+    """QA round 34: a signal while an operator-sharding solve priced its baselines (the
+    Megatron template's tables, after the exact solve) was an uncaught SearchInterrupted: a
+    traceback, exit 1, nothing written (10 of 40 random timings of
+    examples/operator_sharding/gpt_blocks.yaml). Now the solve's answer is written, status
+    interrupted, exit 143; a signal outside the solve and its baselines ends as in a
+    layer search (no result: the message, nothing written)."""
+    import json
+
+    from autopar_opt.opspace import baselines
+    from autopar_opt.opspace import solve as opspace_solve
+    from support.cli import run_cli
+    from support.signals import signalling_stub
+
+    spec = paths.REPO / "examples" / "operator_sharding" / "alexnet.yaml"
+    with monkeypatch.context() as patch:
+        patch.setattr(baselines, "megatron", signalling_stub(signal.SIGTERM, "the baselines"))
+        code, text = run_cli("solve", spec, "--out", tmp_path / "a", "--quiet")
+    assert code == 143, text
+    doc = json.loads((tmp_path / "a" / "plan.json").read_text())
+    assert doc["status"] == "interrupted" and doc["certificate"]["primal"] is not None
+    monkeypatch.setattr(opspace_solve, "solve_operator_space",
+                        signalling_stub(signal.SIGHUP, "the operator-space solve"))
+    code, text = run_cli("solve", spec, "--out", tmp_path / "b", "--quiet")
+    assert code == 129, text
+    assert "stopped by SIGHUP before the search had a result to write" in text
+    assert not (tmp_path / "b").exists()
