@@ -32,6 +32,25 @@ class SearchInterrupted(BaseException):
         self.signum = signum
 
 
+#: The first stop signal a guard received in this command (:func:`received_signal`).
+_RECEIVED: list[int] = []
+
+
+def received_signal() -> int | None:
+    """The first stop signal an :class:`InterruptGuard` received since
+    :func:`forget_received_signal`, or None. The guard raises its exception at whatever
+    line runs when the signal comes; C code on that line may replace it with its own (numpy
+    comparing structured arrays turned it into "TypeError: Cannot compare structured arrays":
+    exit 70, QA round 34). The command's wrapper reads an unexpected exception after a
+    signal as the signal's doing (:mod:`autopar_opt.cli.guard`)."""
+    return _RECEIVED[0] if _RECEIVED else None
+
+
+def forget_received_signal() -> None:
+    """Start a command with no signal recorded (commands run one after another in tests)."""
+    _RECEIVED.clear()
+
+
 def exit_code(signum: int) -> int:
     """The shell's exit code for a process stopped by ``signum`` (128 + number)."""
     return 128 + int(signum)
@@ -104,6 +123,8 @@ class InterruptGuard:
         first = self.signum is None
         if first:
             self.signum = signum
+            if not _RECEIVED:
+                _RECEIVED.append(signum)
         if first and self._raise:
             self._raise = False
             raise self._raise_as() if self._raise_as else SearchInterrupted(signum)
