@@ -135,9 +135,10 @@ def _stopped_mid_step(exc: BaseException, as_json: bool) -> None:
     name = signal.Signals(signum).name
     _fail_with(CommandError([SpecProblem(
         "command line", "signal", signum, f"stopped by {name}; the signal broke the step in "
-        f"progress ({type(exc).__name__}: {str(exc)[:120]}) before a result was written; "
-        "nothing was written", "run the command again and let it finish, or stop it once its "
-        "search runs (a signal there writes the best plan found so far)")],
+        f"progress ({type(exc).__name__}: {str(exc)[:120]}); files written before it are "
+        "whole (each is written atomically), no other was written", "run the command again "
+        "and let it finish, or stop it once its search runs (a signal there writes the best "
+        "plan found so far)")],
         "interrupted", exit_code(signum)), as_json)
 
 
