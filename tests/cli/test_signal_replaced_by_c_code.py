@@ -15,6 +15,7 @@ import os
 import signal
 import time
 
+import autopar_opt.search.runnable  # noqa: F401 - binds the real run_search before any patch
 from autopar_opt.core.interrupts import SearchInterrupted
 from autopar_opt.search import engine
 from support import paths

@@ -55,6 +55,7 @@ def test_a_signal_while_the_search_starts_is_an_exit_code_not_a_traceback(tmp_pa
     (here: as ``run_search`` is entered; in the field, while the progress display's imports
     ran) was an uncaught exception: a traceback and exit 1. Now the shell's code and the
     usual message, and no output folder (there is no result to write)."""
+    import autopar_opt.search.runnable  # noqa: F401 - binds the real run_search before the patch
     from autopar_opt.search import engine
     from support.cli import run_cli
     from support.signals import signalling_stub

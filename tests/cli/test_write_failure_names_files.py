@@ -15,6 +15,7 @@ import json
 
 import pytest
 
+import autopar_opt.cli.capacity  # noqa: F401 - binds the real write_atomic before any patch
 from autopar_opt.core import files
 from support import paths
 from support.cli import run_cli
