@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-import autopar_opt.cli.capacity  # noqa: F401 - binds the real write_atomic before any patch
+from autopar_opt.cli import capacity as capacity_cli   # binds write_atomic: patched too
 from autopar_opt.core import files
 from support import paths
 from support.cli import run_cli
@@ -34,6 +34,7 @@ def disk_full_at(monkeypatch):
                 raise OSError(errno.ENOSPC, "No space left on device", str(path))
             real(path, text)
         monkeypatch.setattr(files, "write_atomic", write)
+        monkeypatch.setattr(capacity_cli, "write_atomic", write)
     return arm
 
 
@@ -64,3 +65,17 @@ def test_place_stops_at_the_first_file_and_says_so(tmp_path, disk_full_at):
     assert "not written: placement.json, report.html" in error["message"]
     assert "written whole" not in error["message"]
     assert not (out / "report.html").exists()
+
+
+def test_capacity_names_the_file_and_keeps_the_results_in_the_store(tmp_path, disk_full_at):
+    out = tmp_path / "out"
+    disk_full_at("capacity.csv")
+    code, text = run_cli("capacity", paths.DATA / "capacity" / "tiny.yaml", "--out", out,
+                         "--workers", "1", "--json", "--quiet")
+    assert code == 2, text
+    message = _error(text)["message"]
+    assert "cannot write capacity.csv (No space left on device)" in message
+    assert "written whole: " in message and "capacity.json" in message
+    assert "it and the files after it were not written" in message
+    assert json.loads((out / "capacity.json").read_text())["scenarios"]      # as said
+    assert not (out / "capacity.csv").exists() and not (out / "capacity.html").exists()
