@@ -30,9 +30,18 @@ STATUSES = ("optimal", "feasible", "infeasible", "no_solution")
 
 def _check(doc: dict) -> None:
     """Refuse figures no placement has (a placement.json edited by hand): loads, bounds
-    and gaps are non-negative numbers, and the status is one the search writes."""
+    and gaps are non-negative numbers, the status is one the search writes, ``devices`` a
+    list of device entries whose ``nodes`` are lists and ``details`` a mapping (QA round 34:
+    ``devices: "x"``, a device's ``nodes: "x"``, ``details: []`` were rendered, exit 0)."""
     if doc["status"] not in STATUSES:
         raise ValueError(f"status {doc['status']!r} is not one of {', '.join(STATUSES)}")
+    devices = doc.get("devices")
+    if not isinstance(devices, list) or not all(
+            isinstance(d, dict) and isinstance(d.get("nodes", []), list) for d in devices):
+        raise ValueError("devices must be a list of {device, nodes: [ids], load, ...}, one "
+                         "entry per device")
+    if not isinstance(doc.get("details", {}), dict):
+        raise ValueError(f"details = {doc['details']!r:.60} must be a mapping")
     for key in ("value", "lower_bound", "gap"):
         v = doc[key]
         if v is None:

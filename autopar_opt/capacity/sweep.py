@@ -33,6 +33,7 @@ from pydantic import ValidationError
 
 from autopar_opt import __version__
 from autopar_opt.core import limits
+from autopar_opt.core.files import NAME_MAX
 from autopar_opt.capacity.fleet_axes import (apply_group_nodes, base_devices, drop_empty, group_axis_names,
                                              group_axis_problems, group_label, is_group_axis,
                                              scenario_devices)
@@ -483,6 +484,17 @@ def load_sweep(path: str | Path) -> Sweep:
         if is_group_axis_scenario(axes) and drop_empty(data):
             continue                             # every group left out: no GPU, no scenario
         sid = "_".join(_label(n, v) for n, v in axes.items()) or "base"
+        if len(sid.encode()) > NAME_MAX:
+            # its plans go to scenarios/ID/: refused after the whole sweep had run
+            # (QA round 34: an interconnect option of 250 characters, exit 2 "File name too
+            # long" once every scenario was solved)
+            seen.setdefault(("id too long",), SpecProblem(
+                file, "axes", sid[:80] + "...", f"a scenario id of {len(sid.encode())} bytes "
+                f"(the axis values' labels joined by '_'), longer than a folder name may be "
+                f"({NAME_MAX} bytes): each scenario's plan is written to scenarios/ID/",
+                "shorten the longest names among the axis values (interconnect options' "
+                "name, fleet group names)"))
+            continue
         notes: tuple[str, ...] = ()
         try:
             try:

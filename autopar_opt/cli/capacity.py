@@ -19,7 +19,7 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from autopar_opt.cli.rich_console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
@@ -33,7 +33,7 @@ from autopar_opt.capacity.run import (SweepRun, build_capacity_document, csv_tex
 from autopar_opt.capacity.store import ResultStore, default_store_path
 from autopar_opt.capacity.sweep import Sweep, load_sweep
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
-from autopar_opt.cli.solve import write_atomic
+from autopar_opt.core.files import write_atomic
 from autopar_opt.reports.formatting import fmt_money, runs_behind, scenario_notes, some_ids
 
 #: Some scenario's search raised (e.g. its solver is not installed); the others are stored.
@@ -130,23 +130,48 @@ def _progress_text(sweep: Sweep, rows: dict) -> str:
     return f"cheapest so far: {best['scenario']} ({fmt_money(cost)} {sweep.planning.prices.currency})"
 
 
-def _write_outputs(doc: dict[str, Any], rows: dict, out: Path) -> None:
-    """capacity.json, capacity.csv, every scenario's plan.json + report.html, capacity.html."""
-    from autopar_opt.reports.capacity import write_capacity_report
+def _write_outputs(doc: dict[str, Any], rows: dict, out: Path, written: list[str]) -> None:
+    """capacity.json, capacity.csv, every scenario's plan.json + report.html, capacity.html;
+    ``written`` receives each file's path under ``out`` once it is whole, then the one being
+    written (said when it cannot be: :func:`_cannot_write`)."""
+    from autopar_opt.reports.capacity import render_capacity_html
+
+    def put(rel: str, text: str) -> None:
+        written.append(rel)                    # the last entry: the file being written
+        write_atomic(out / rel, text)
 
     for entry in doc["scenarios"]:
-        folder = out / "scenarios" / entry["id"]
         row = rows[entry["id"]]
         if row["document"] is None:            # the search raised: nothing to report
             entry["report"] = None
             continue
-        write_atomic(folder / "plan.json", json.dumps(row["document"], indent=2) + "\n")
-        write_atomic(folder / "report.html", row["report_html"])
+        put(f"scenarios/{entry['id']}/plan.json", json.dumps(row["document"], indent=2) + "\n")
+        put(f"scenarios/{entry['id']}/report.html", row["report_html"])
         entry["report"] = f"scenarios/{entry['id']}/report.html"
-    write_atomic(out / "capacity.json", json.dumps(doc, indent=2) + "\n")
-    write_atomic(out / "capacity.csv", csv_text(doc))
-    write_capacity_report(doc, out / "capacity.html")
+    put("capacity.json", json.dumps(doc, indent=2) + "\n")
+    put("capacity.csv", csv_text(doc))
+    put("capacity.html", render_capacity_html(doc))
     _drop_stale_scenarios(out / "scenarios", {e["id"] for e in doc["scenarios"]})
+
+
+def _cannot_write(out: Path, exc: OSError, written: list[str], store_file: Path) -> NoReturn:
+    """The sweep's outputs stopped at a file that cannot be written: name it, what was
+    written whole before it and that the results are in the store (QA round 34: "error:
+    cannot write to OUT (...)" left the reader to guess which of the files were this run's)."""
+    from autopar_opt.cli.errors import refuse
+    from autopar_opt.core.files import COMMAND_LINE
+
+    failed, written = (written[-1], written[:-1]) if written else ("a file", written)
+    plans = sum("/" in w for w in written)     # scenarios/ID/plan.json, report.html
+    parts = [w for w in written if "/" not in w] + ([f"{plans} file(s) under scenarios/"]
+                                                    if plans else [])
+    done = f"written whole: {', '.join(parts)}; " if parts else ""
+    rule = (f"cannot write {failed} ({exc.strerror or exc}); {done}it and the files after it "
+            f"were not written (a file of that name already in {out} is from an earlier run); every "
+            f"scenario's result is kept in the store {store_file}")
+    refuse(f"error: {rule}", COMMAND_LINE, rule, f"free space or permissions in {out}, or "
+           "choose another --out, and run the command again (the stored scenarios are not "
+           "solved again)", key="--out", value=str(out), kind="cannot write")
 
 
 #: What a scenario folder of an earlier sweep holds (the only files removed from it).
@@ -242,9 +267,11 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
 
         def progress(done: int, total: int, rows: dict) -> None:
             bar.update(task, completed=done, description=_progress_text(sweep, rows))
-            if guard.interrupted:      # the raise was lost (e.g. inside a weakref callback)
+            if guard is not None and guard.interrupted:   # the raise was lost (e.g. inside
+                # a weakref callback)
                 raise KeyboardInterrupt
         run = SweepRun({})              # filled as scenarios finish, kept when interrupted
+        guard = None                    # a Ctrl-C as the guard is entered finds it unset
         try:
             with InterruptGuard(raise_as=KeyboardInterrupt) as guard:
                 run_sweep(sweep, store, engine, workers, progress, deadline, run=run)
@@ -253,7 +280,8 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
                    key="--engine", value=engine)
         except KeyboardInterrupt:
             bar.stop()
-            stopped = guard.signum if guard.signum is not None else signal.SIGINT
+            stopped = guard.signum if guard is not None and guard.signum is not None \
+                else signal.SIGINT
             _error(f"interrupted: {store.count()} scenario results are stored in {store_file}; "
                    f"the answers cover the {len(run.rows)} of {len(sweep.scenarios)} scenarios "
                    "that finished; run the same command again to resume (finished scenarios "
@@ -267,11 +295,11 @@ def capacity_command(sweep_path: str, engine: str = "local", workers: int | None
         late.defer()
         doc = build_capacity_document(sweep, run, engine, workers, str(store_file))
         if out is not None:
+            written: list[str] = []
             try:
-                _write_outputs(doc, run.rows, out)
+                _write_outputs(doc, run.rows, out, written)
             except OSError as exc:
-                refuse(f"error: cannot write to {out} ({exc})", COMMAND_LINE, f"cannot write ({exc})",
-                       "choose a directory you can write to", key="--out", value=str(out))
+                _cannot_write(out, exc, written, store_file)
         if json_output:
             sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         elif not quiet:

@@ -435,7 +435,7 @@ def solve(ctx: typer.Context,
           budget_s: Optional[float] = typer.Option(
               None, "--budget-s", help="Searcher budget, s, inside the time limit (default: 10, "
               "at most half the time limit; more than the time limit is refused)."),
-          seed: int = typer.Option(0, "--seed", min=0, help=SEED_HELP)
+          seed: Optional[int] = typer.Option(None, "--seed", min=0, help=SEED_HELP)
           ) -> int:
     """Search the spec's space for the best plan and certify its gap.
 
@@ -445,7 +445,7 @@ def solve(ctx: typer.Context,
 
     extra: dict[str, Any] = {"export_models": True} if export_models else {}
     _refuse_unused_options(budget_s if searcher is None else None,
-                           export_models and out_dir is None)
+                           export_models and out_dir is None, seed if searcher is None else None)
     if runnable_by is not None:
         from autopar_opt.search.runnable import FRAMEWORKS
 
@@ -465,7 +465,7 @@ def solve(ctx: typer.Context,
                             + (" (it places operator graphs: autopar place)"
                                if searcher in PLACEMENT_ONLY else ""), names)
         _searcher_needs_torch(searcher)
-        extra["searcher"] = SearcherHook(searcher, budget_s, seed)
+        extra["searcher"] = SearcherHook(searcher, budget_s, seed or 0)
     started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
     if memory_limit_gib is not None:
         extra["memory_limit_gib"] = memory_limit_gib
@@ -474,9 +474,11 @@ def solve(ctx: typer.Context,
                              form=form, started_at=started_at, **extra)
 
 
-def _refuse_unused_options(budget_s: Optional[float], export_models_without_out: bool) -> None:
-    """``solve``/``place`` options that would be silently ignored: ``--budget-s`` without
-    ``--searcher``, ``--export-models`` without ``--out`` (OptionError, exit 2)."""
+def _refuse_unused_options(budget_s: Optional[float], export_models_without_out: bool,
+                           seed: Optional[int] = None) -> None:
+    """``solve``/``place`` options that would be silently ignored: ``--budget-s`` or
+    ``--seed`` without ``--searcher`` (QA round 34: ``--seed 3`` alone was accepted and did
+    nothing), ``--export-models`` without ``--out`` (OptionError, exit 2)."""
     from autopar_opt.cli import options
     from autopar_opt.core.files import COMMAND_LINE
     from autopar_opt.core.errors import SpecProblem
@@ -486,6 +488,12 @@ def _refuse_unused_options(budget_s: Optional[float], export_models_without_out:
         problems.append(SpecProblem(COMMAND_LINE, "--budget-s", budget_s, "is the budget of a "
                                     "searcher, and no --searcher is given", "add --searcher "
                                     "random (or anneal, dqn, gdp), or drop --budget-s"))
+    if seed is not None:
+        problems.append(SpecProblem(COMMAND_LINE, "--seed", seed, "is the seed of a searcher, "
+                                    "and no --searcher is given (the exact search draws no "
+                                    "random numbers)", "add --searcher NAME (solve: random, "
+                                    "anneal, dqn, gdp; place: random, anneal, gdp, hp), or "
+                                    "drop --seed"))
     if export_models_without_out:
         problems.append(SpecProblem(COMMAND_LINE, "--export-models", True, "writes the models "
                                     "under OUT/models/, and no --out is given", "add --out DIR, "
@@ -530,7 +538,7 @@ def place(ctx: typer.Context,
           budget_s: Optional[float] = typer.Option(
               None, "--budget-s", help="Searcher budget, s (default: 10, at most half of "
               "--time-limit; more than --time-limit is refused)."),
-          seed: int = typer.Option(0, "--seed", min=0, help=SEED_HELP),
+          seed: Optional[int] = typer.Option(None, "--seed", min=0, help=SEED_HELP),
           quiet: bool = typer.Option(False, "--quiet", help="No summary (the outputs and the exit "
                                      "code only; --json still prints its JSON)."),
           policy: Optional[str] = typer.Option(None, "--policy",
@@ -550,7 +558,8 @@ def place(ctx: typer.Context,
     interrupted (SIGHUP/SIGINT/SIGTERM; outputs written)."""
     from autopar_opt.cli.place import place_command
 
-    _refuse_unused_options(budget_s if searcher is None else None, False)
+    _refuse_unused_options(budget_s if searcher is None else None, False,
+                           seed if searcher is None else None)
     hook = None
     if searcher is not None or policy is not None or decoder is not None:
         from autopar_opt.cli.searcher import SearcherHook
@@ -570,7 +579,7 @@ def place(ctx: typer.Context,
                             + (" (it searches the layer-strategy or operator space: autopar "
                                "solve)" if searcher == "dqn" else ""), PLACEMENT_SEARCHERS)
         _searcher_needs_torch(searcher)
-        hook = SearcherHook(searcher, budget_s, seed, policy=policy, decoder=decoder)
+        hook = SearcherHook(searcher, budget_s, seed or 0, policy=policy, decoder=decoder)
     started_at = (ctx.obj or {}).get("started_at") if isinstance(ctx.obj, dict) else None
     with locked_out(out_dir):
         return place_command(spec_path, solver, objective, contiguous, time_limit_s, out_dir,
@@ -621,11 +630,17 @@ def main() -> None:
 
     import sys
 
+    from autopar_opt.core.interrupts import StoppedBySignal, stop_cleanly_outside_guards
+
+    stop_cleanly_outside_guards()
     obj = {"started_at": time.perf_counter() - process_age_s()}
     try:
         if "--json" in sys.argv[1:]:
             sys.exit(_run_json(obj))
         app(prog_name="autopar", obj=obj)
+    except StoppedBySignal as stop:
+        _say_stopped(stop.signum)
+        raise
     except SystemExit:
         flush_stdout()
         raise
@@ -634,6 +649,20 @@ def main() -> None:
     finally:
         _skip_exit_collection()
 
+
+
+def _say_stopped(signum: int) -> None:
+    """One line on stderr for a command a stop signal ended outside its search (the search's
+    own guard writes the outputs and says so itself)."""
+    import signal
+    import sys
+
+    try:
+        print(f"autopar: stopped by {signal.Signals(signum).name} (exit {128 + signum}); files "
+              "written before it are whole (each is written atomically), no other was written",
+              file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def given_value(argv: list[str], opts: tuple[str, ...]) -> str | None:

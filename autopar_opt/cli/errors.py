@@ -105,3 +105,33 @@ def refuse(text: str, file: str, rule: str, fix: str, *, key: str = "", value: A
     err = CommandError([SpecProblem(file, key, value, rule, fix)], kind, exit_code)
     err.message = text
     raise err
+
+
+def write_outputs(out, files: list[tuple[str, Any]]) -> None:
+    """Write ``files`` (``(name, text or a callable returning it)``) into the folder ``out``,
+    each atomically, in order; a file that cannot be written ends the command (exit 2,
+    kind ``cannot write``) with a message that names it, the files already written (whole,
+    from this run) and those not written (a file of that name already in ``out`` is an
+    earlier run's). Before (QA round 34), ``error: cannot write to OUT (...)`` left the
+    reader to guess which of plan.json and report.html were this run's: with report.html
+    unwritable, a new plan.json stood beside the previous run's report, and ``--json``
+    printed no error object."""
+    from pathlib import Path
+
+    from autopar_opt.core.files import COMMAND_LINE, write_atomic
+
+    out = Path(out)
+    done: list[str] = []
+    for i, (name, text) in enumerate(files):
+        try:
+            write_atomic(out / name, text() if callable(text) else text)
+        except OSError as exc:
+            rest = [n for n, _ in files[i:]]
+            rule = (f"cannot write {name} ({exc.strerror or exc}); "
+                    + (f"written whole: {', '.join(done)}; " if done else "")
+                    + f"not written: {', '.join(rest)} (a file of that name already in {out} "
+                    "is from an earlier run)")
+            refuse(f"error: {rule}", COMMAND_LINE, rule, f"free space or permissions in {out}, "
+                   "or choose another --out, and run the command again", key="--out",
+                   value=str(out), kind="cannot write")
+        done.append(name)

@@ -19,8 +19,7 @@ from autopar_opt.reports.formatting import (INTERVAL_GLOSS, alone_words, causal_
                                            fleet_idle_mfu_note, fmt_pct, has_sequence,
                                            tight_note, usable_note)
 from autopar_opt.cli.budget import Budget
-from autopar_opt.core.files import write_atomic
-from autopar_opt.core.interrupts import InterruptGuard, exit_code
+from autopar_opt.core.interrupts import InterruptGuard, SearchInterrupted, exit_code
 from autopar_opt.core.streams import stdout_to_stderr
 from autopar_opt.search.engine import SearchOptions
 
@@ -56,9 +55,14 @@ def fleet_solve_command(spec, spec_path: str, options: SearchOptions, budget: Bu
     with InterruptGuard() as guard:
         options.should_stop, options.stop_signal = guard.should_stop, lambda: guard.signum
         options.time_limit_s = max(budget.remaining() - OUTPUT_RESERVE_S, 0.0)
-        with stdout_to_stderr():          # solver chatter never on stdout (--json)
-            result = run_fleet_search(spec.graph, spec.fleet, spec.training, spec.space,
-                                      spec.cost_params, options, split_parts=parts)
+        try:
+            with stdout_to_stderr():      # solver chatter never on stdout (--json)
+                result = run_fleet_search(spec.graph, spec.fleet, spec.training, spec.space,
+                                          spec.cost_params, options, split_parts=parts)
+        except SearchInterrupted as exc:  # outside the parts that return their incumbent
+            from autopar_opt.cli.solve import stopped_before_a_result
+
+            stopped_before_a_result(exc.signum)
         guard.defer()
         options.time_limit_s = budget.total_s
         doc = build_fleet_document(str(spec_path), spec.graph, spec.fleet, spec.training, spec.space,
@@ -79,15 +83,10 @@ def fleet_solve_command(spec, spec_path: str, options: SearchOptions, budget: Bu
 def _emit(doc: dict, out_dir: str | None, json_output: bool, quiet: bool) -> int:
     text = json.dumps(doc, indent=2)
     if out_dir:
-        out = Path(out_dir)
-        try:
-            write_atomic(out / "plan.json", text + "\n")
-            from autopar_opt.reports.fleet import render_fleet_html
+        from autopar_opt.cli.errors import write_outputs
+        from autopar_opt.reports.fleet import render_fleet_html
 
-            write_atomic(out / "report.html", render_fleet_html(doc))
-        except OSError as exc:
-            print(f"error: cannot write to {out} ({exc})", file=sys.stderr)
-            return 2
+        write_outputs(out_dir, [("plan.json", text + "\n"), ("report.html", render_fleet_html(doc))])
     if json_output:
         sys.stdout.write(text + "\n")
     elif not quiet:

@@ -67,7 +67,10 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
         from autopar_opt.cli.errors import EXIT_NO_RESULT, CommandError
         from autopar_opt.core.errors import SpecError, SpecProblem
 
+        from autopar_opt.core.interrupts import forget_received_signal
+
         as_json = bool(kwargs.get("json_output"))
+        forget_received_signal()
         try:
             code = func(*args, **kwargs)
         except BrokenPipeError:
@@ -105,6 +108,7 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
                 raise            # a command's own exit code or click's usage message
             pipeline = sys.modules.get("autopar_opt.ir.pipeline")
             if pipeline is None or not isinstance(exc, pipeline.PlanError):
+                _stopped_mid_step(exc, as_json)
                 _internal_error(exc, as_json)
             _fail_with(CommandError([SpecProblem("plan", "", None, str(exc), "give a plan the "
                                                  "spec's model and cluster can run")],
@@ -112,6 +116,30 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
         if code:
             raise typer.Exit(int(code))
     return wrapper
+
+
+def _stopped_mid_step(exc: BaseException, as_json: bool) -> None:
+    """After a stop signal, an exception no part of the command expected is the signal's
+    doing (its exception, raised mid-line, replaced by the C code running that line:
+    :func:`autopar_opt.core.interrupts.received_signal`): exit 128 + the signal with a
+    message saying so, not exit 70 "a bug in the tool". Returns when no signal came."""
+    import signal
+
+    from autopar_opt.cli.errors import CommandError
+    from autopar_opt.core.errors import SpecProblem
+    from autopar_opt.core.interrupts import exit_code, received_signal
+
+    signum = received_signal()
+    if signum is None:
+        return
+    name = signal.Signals(signum).name
+    _fail_with(CommandError([SpecProblem(
+        "command line", "signal", signum, f"stopped by {name}; the signal broke the step in "
+        f"progress ({type(exc).__name__}: {str(exc)[:120]}); files written before it are "
+        "whole (each is written atomically), no other was written", "run the command again "
+        "and let it finish, or stop it once its search runs (a signal there writes the best "
+        "plan found so far)")],
+        "interrupted", exit_code(signum)), as_json)
 
 
 def _internal_error(exc: BaseException, as_json: bool) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from autopar_opt.cli.options import OptionError
 from autopar_opt.core.errors import SpecProblem
-from autopar_opt.core.files import COMMAND_LINE, current_umask
+from autopar_opt.core.files import COMMAND_LINE, current_umask, hidden_sibling
 
 #: Name of the lock file a run holds in its output folder.
 LOCK_NAME = ".autopar.lock"
@@ -35,7 +35,8 @@ class OutputLock:
         target = Path(target)
         self.option, self.shown = option, str(target)
         self.folder = target.parent if single_file else target
-        self.path = self.folder / (f".{target.name}{LOCK_NAME}" if single_file else LOCK_NAME)
+        self.path = self.folder / (hidden_sibling(target.name, LOCK_NAME) if single_file
+                                   else LOCK_NAME)
         self._fd: int | None = None
         self._made: list[Path] = []
 

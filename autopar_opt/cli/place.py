@@ -356,11 +356,7 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
             optimum = result.value if result.status == "optimal" else None
             doc["searcher"] = searcher.block(found, result.lower_bound, optimum)
         if out_dir:
-            try:
-                _write_outputs(doc, Path(out_dir))
-            except OSError as exc:
-                typer.echo(f"error: cannot write to {out_dir} ({exc})", err=True)
-                return 2
+            _write_outputs(doc, Path(out_dir))
         if json_output:
             summary = _json_summary(doc)
             if "searcher" in doc:
@@ -392,9 +388,9 @@ def interrupted_result(problem, objective: str, contiguous: bool, signum: int | 
 def _write_outputs(doc: dict, out: Path) -> None:
     from autopar_opt.reports.placement import render_placement_html
     html = render_placement_html(doc)                 # render first: no half-written output
-    from autopar_opt.core.files import write_atomic
-    for name, text in (("placement.json", json.dumps(doc, indent=2)), ("report.html", html)):
-        write_atomic(out / name, text)     # temp + rename, umask-respecting mode
+    from autopar_opt.cli.errors import write_outputs  # each temp + rename; a failure named
+
+    write_outputs(out, [("placement.json", json.dumps(doc, indent=2)), ("report.html", html)])
 
 
 def _within(doc: dict) -> str:

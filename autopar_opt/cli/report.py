@@ -102,13 +102,19 @@ def _own_report(plan_json: str, doc: dict, output: str, kind: str, say: tuple[bo
 def _rebase_links(doc: dict, source: Path, output: Path) -> dict:
     """A capacity document's links to its scenarios' plan reports, made relative to
     where the report is written (they are relative to the sweep's folder, beside
-    capacity.json); a link to a report that is not there is dropped, not left broken."""
+    capacity.json); a link to a report that is not there is dropped, not left broken.
+    A hand-edited ``scenarios`` that is not a list of mappings is left as it is, for the
+    renderer's check to name (QA round 34: ``"scenarios": "x"`` was an AttributeError
+    here, exit 70)."""
     import copy
     import os
 
     doc = copy.deepcopy(doc)
     here = output.resolve().parent
-    for entry in doc.get("scenarios") or []:
+    scenarios = doc.get("scenarios")
+    for entry in scenarios if isinstance(scenarios, list) else []:
+        if not isinstance(entry, dict):
+            continue
         link = entry.get("report")
         if not isinstance(link, str) or not link:
             continue

@@ -20,13 +20,13 @@ import sys
 import time
 from pathlib import Path
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from autopar_opt.core.memory_budget import MemoryBudget
 from autopar_opt.core.streams import stdout_to_stderr
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.interrupts import InterruptGuard, SearchInterrupted, exit_code
-from autopar_opt.core.files import write_atomic
+from autopar_opt.core.files import COMMAND_LINE
 from autopar_opt.ir.graph import params_summary
 from autopar_opt.ir.hardware import devices_text
 from autopar_opt.core.result import status_words
@@ -457,8 +457,12 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
         cpu_began = time.process_time()
         if spec.space.runs_on is not None:
             seed = None      # a searcher searches the free space: its plan may not be runnable
-        with stdout_to_stderr():          # solver chatter never on stdout (--json)
-            result = _search(spec, options, err, show=not (quiet or json_output), incumbent=seed)
+        try:
+            with stdout_to_stderr():      # solver chatter never on stdout (--json)
+                result = _search(spec, options, err, show=not (quiet or json_output),
+                                 incumbent=seed)
+        except SearchInterrupted as exc:
+            stopped_before_a_result(exc.signum)
         if result is None:
             return 2
         result, runnability = result
@@ -660,6 +664,24 @@ def _accepts(name: str):
         return None
 
 
+def stopped_before_a_result(signum: int) -> NoReturn:
+    """A stop signal reached the command outside the parts of its search that catch it and
+    return their incumbent (the progress display, the configurations' list, the first
+    uniform plans; an operator-sharding solve's document): there is no result to write.
+    Exit ``128 + signum`` with the usual error message, not the traceback of an uncaught
+    ``SearchInterrupted`` (exit 1; QA round 34, SIGTERM 1.06 s into ``solve
+    examples/llama3_70b_1024_h100.yaml``)."""
+    import signal
+
+    from autopar_opt.cli.errors import fail
+
+    fail(COMMAND_LINE, f"stopped by {signal.Signals(signum).name} before the search had a "
+         "result to write (a plan or a bound); nothing was written",
+         "run the command again and let the search start (a signal once it runs writes the "
+         "best plan found so far)", key="signal", value=signum, kind="interrupted",
+         exit_code=exit_code(signum))
+
+
 def _search(spec, options: SearchOptions, err: Console, show: bool, incumbent=None):
     """Run the search with a progress bar: ``(result, runnability)``, the second
     None without a target (:func:`~autopar_opt.search.runnable.price_of_runnability`:
@@ -720,13 +742,11 @@ def _emit(doc: dict, out_dir: str | None, json_output: bool, quiet: bool, err: C
     """Write plan.json and the report (atomically), print the JSON or the summary."""
     text = json.dumps(doc, indent=2)
     if out_dir:
-        out = Path(out_dir)
-        try:
-            write_atomic(out / "plan.json", text + "\n")
-            _write_report(doc, out / "report.html", err, draw_timeline)
-        except OSError as exc:
-            err.print(f"error: cannot write to {out} ({exc})", markup=False, highlight=False)
-            return 2
+        from autopar_opt.cli.errors import write_outputs
+
+        html = _report_html(doc, err, draw_timeline)        # rendered before anything is written
+        write_outputs(out_dir, [("plan.json", text + "\n")]
+                      + ([("report.html", html)] if html is not None else []))
     if json_output:
         sys.stdout.write(text + "\n")
     elif not quiet:
@@ -740,10 +760,10 @@ def _emit(doc: dict, out_dir: str | None, json_output: bool, quiet: bool, err: C
     return EXIT_CODES.get(doc["status"], 0)
 
 
-def _write_report(doc: dict, path: Path, err: Console, draw_timeline: bool = True) -> None:
+def _report_html(doc: dict, err: Console, draw_timeline: bool = True) -> str | None:
     try:
         from autopar_opt.reports.render import render_html
     except ImportError as exc:  # reports are optional only while they are being built
         err.print(f"warning: HTML report not written ({exc})")
-        return
-    write_atomic(path, render_html(doc, draw_timeline))
+        return None
+    return render_html(doc, draw_timeline)

@@ -39,6 +39,29 @@ def current_umask() -> int:
     return mask
 
 
+#: The longest file name, in bytes, of the file systems a run writes to (ext4, xfs, btrfs,
+#: tmpfs, APFS: 255).
+NAME_MAX = 255
+
+
+def hidden_sibling(name: str, suffix: str, limit: int = NAME_MAX) -> str:
+    """``.NAME<suffix>``: the hidden file a run keeps beside the output ``NAME`` (its lock,
+    its temporary file), at most ``limit`` bytes long. A ``NAME`` too long for that (an
+    output name of 242-255 bytes: QA round 34, ``report --out`` of 250 characters was
+    exit 70, "File name too long" on its lock) is cut and tagged with a hash of the whole
+    name, so that one output name always gets the same sibling and two get two."""
+    full = f".{name}{suffix}"
+    if len(full.encode("utf-8", "surrogateescape")) <= limit:
+        return full
+    import hashlib
+
+    raw = name.encode("utf-8", "surrogateescape")
+    tag = "~" + hashlib.sha1(raw).hexdigest()[:12]
+    room = max(0, limit - len(f".{tag}{suffix}".encode("utf-8", "surrogateescape")))
+    head = raw[:room].decode("utf-8", "ignore")
+    return f".{head}{tag}{suffix}"
+
+
 def write_atomic(path: str | os.PathLike, text: str | bytes) -> None:
     """Write ``text`` (or ``bytes``, e.g. a saved policy) to ``path`` atomically, with
     umask-respecting permissions.
@@ -48,7 +71,9 @@ def write_atomic(path: str | os.PathLike, text: str | bytes) -> None:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # mkstemp adds 8 random characters between the prefix and ".tmp"
+    prefix = hidden_sibling(path.name, ".", NAME_MAX - 8 - len(".tmp"))
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".tmp")
     try:
         binary = isinstance(text, bytes)
         with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")) as handle:

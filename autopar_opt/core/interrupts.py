@@ -32,9 +32,61 @@ class SearchInterrupted(BaseException):
         self.signum = signum
 
 
+#: The first stop signal a guard received in this command (:func:`received_signal`).
+_RECEIVED: list[int] = []
+
+
+def received_signal() -> int | None:
+    """The first stop signal an :class:`InterruptGuard` received since
+    :func:`forget_received_signal`, or None. The guard raises its exception at whatever
+    line runs when the signal comes; C code on that line may replace it with its own (numpy
+    comparing structured arrays turned it into "TypeError: Cannot compare structured arrays":
+    exit 70, QA round 34). The command's wrapper reads an unexpected exception after a
+    signal as the signal's doing (:mod:`autopar_opt.cli.guard`)."""
+    return _RECEIVED[0] if _RECEIVED else None
+
+
+def forget_received_signal() -> None:
+    """Start a command with no signal recorded (commands run one after another in tests)."""
+    _RECEIVED.clear()
+
+
 def exit_code(signum: int) -> int:
     """The shell's exit code for a process stopped by ``signum`` (128 + number)."""
     return 128 + int(signum)
+
+
+class StoppedBySignal(SystemExit):
+    """SIGTERM or SIGHUP outside any :class:`InterruptGuard` (the command's start-up: reading
+    the spec, after its output lock was taken; or after its search): a ``SystemExit`` with
+    the shell's code (143, 129), so that every ``with`` block on the way out runs (the
+    output lock releases its file and the folder it created) instead of the default action
+    killing the process on the spot. ``signum``: the signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(exit_code(signum))
+        self.signum = signum
+
+
+def _stop_outside_guards(signum: int, frame: FrameType | None) -> None:
+    raise StoppedBySignal(signum)
+
+
+def stop_cleanly_outside_guards() -> None:
+    """For a command-line process: SIGTERM and SIGHUP left at their default action raise
+    :class:`StoppedBySignal` from now on (SIGINT already raises ``KeyboardInterrupt``).
+
+    Without it, a SIGTERM in the second a command spends before its
+    :class:`InterruptGuard` is installed (imports, the spec, cost tables) ended the
+    process at once: exit status -15 and ``OUT/.autopar.lock`` left behind in an output
+    folder the run had just created (QA round 34). A signal the process ignores (``nohup``
+    sets SIGHUP to SIG_IGN) stays ignored. A guard replaces this handler while it is
+    active and restores it on exit."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, _stop_outside_guards)
 
 
 class InterruptGuard:
@@ -71,6 +123,8 @@ class InterruptGuard:
         first = self.signum is None
         if first:
             self.signum = signum
+            if not _RECEIVED:
+                _RECEIVED.append(signum)
         if first and self._raise:
             self._raise = False
             raise self._raise_as() if self._raise_as else SearchInterrupted(signum)

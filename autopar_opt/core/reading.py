@@ -233,21 +233,53 @@ def huge_integer_line(text: str) -> int | None:
     return None if match is None else text.count("\n", 0, match.start()) + 1
 
 
+class _RepeatedKey(ValueError):
+    """A JSON object that gives one key twice (:func:`unique_pairs`)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` refusing a repeated key: ``json`` keeps its last value without
+    a word, so a hand-edited plan.json, placement graph or expert split with a key given
+    twice was read as whichever came last (QA round 34: ``{"maxFPGAs": 1, ..., "maxFPGAs":
+    6}`` placed on 6 devices). The spec loader and the Hugging Face reader refuse it too.
+    ``dict`` does the work in C; the loop runs only for an object that repeats a key."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return out
+
+
 def parse_json(text: str, path: Path | str, limits: ReadLimits,
                where: Callable[[int], tuple[int, int]] | None = None, **hooks: Any) -> Any:
-    """``json.loads(text, **hooks)`` with every failure a SpecError naming the file.
+    """``json.loads(text, **hooks)`` with every failure a SpecError naming the file; a key
+    repeated inside one object is refused (:func:`unique_pairs`) unless ``hooks`` bring
+    their own ``object_pairs_hook`` or ``object_hook``.
 
     ``where`` maps an offset of ``text`` to the (line, column) to report, when
     ``text`` is not the file itself (:mod:`autopar_opt.core.numeric_json` parses the
     file with its arrays of numbers lifted out)."""
     if not text.strip():
         raise _problem(path, "the file is empty", f"give {limits.what}")
+    if "object_pairs_hook" not in hooks and "object_hook" not in hooks:
+        hooks = {**hooks, "object_pairs_hook": unique_pairs}
     try:
         return json.loads(text, **hooks)
     except json.JSONDecodeError as exc:
         line, col = (exc.lineno, exc.colno) if where is None else where(exc.pos)
         raise _problem(path, f"JSON syntax error at line {line}, column {col}: "
                        f"{exc.msg}", f"fix the JSON syntax, or give {limits.what}") from None
+    except _RepeatedKey as exc:
+        raise _problem(path, f"key {exc.key!r} appears more than once in one JSON object "
+                       "(JSON readers keep the last value; which one was meant is not known)",
+                       f"keep one value for it; give {limits.what}") from None
     except RecursionError:          # json's decoder recurses once per nesting level
         raise _problem(path, "nested too deeply to be read (a JSON value inside about 1,000 "
                        f"others); a {limits.kind} nests a few levels", f"give {limits.what}") from None

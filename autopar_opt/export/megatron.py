@@ -822,19 +822,44 @@ def megatron_lm_flags() -> tuple[str, frozenset[str]]:
     return str(data["megatron_core"]), frozenset(data["flags"])
 
 
+def _positive_int(text: str) -> int:
+    """A size or degree of the command line: a whole number of at least 1. Megatron-LM's
+    validate_args asserts ``micro_batch_size > 0`` and ``global_batch_size > 0``
+    (megatron/training/arguments.py, 0.17.1) and divides the world size by tp·pp·cp; a
+    0 or a negative number was read before and priced as something else (QA round 34:
+    ``--micro-batch-size 0`` was priced as 1 without a word)."""
+    value = int(text)          # ValueError: argparse's "invalid _positive_int value"
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer (Megatron-LM "
+                                         "runs none of 0 or fewer)")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that a flag it cannot read raises :class:`MegatronArgsError` with
+    argparse's own words (the flag, the value, why), instead of printing argparse's usage
+    of the importer's parser on stderr and exiting (QA round 34: 40 lines of
+    ``usage: autopar [--tensor-model-parallel-size ...]`` before the error, which said only
+    "a flag has an invalid value")."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise MegatronArgsError(f"{message.replace('_positive_int', 'positive integer')} "
+                                "(Megatron-LM's parse_args or validate_args would refuse it)")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    p = _Parser(add_help=False, allow_abbrev=False)
     for flag, default in (("--tensor-model-parallel-size", 1), ("--pipeline-model-parallel-size", 1),
                           ("--context-parallel-size", 1), ("--expert-model-parallel-size", 1),
                           ("--expert-tensor-parallel-size", None), ("--micro-batch-size", None),
                           ("--global-batch-size", None), ("--seq-length", None),
-                          ("--recompute-num-layers", None),
                           ("--num-virtual-stages-per-pipeline-rank", None),
                           ("--num-layers-per-virtual-pipeline-stage", None),
-                          ("--decoder-first-pipeline-num-layers", None),
-                          ("--decoder-last-pipeline-num-layers", None), ("--num-layers", None),
-                          ("--num-distributed-optimizer-instances", 1)):
-        p.add_argument(flag, type=int, default=default)
+                          ("--num-layers", None), ("--num-distributed-optimizer-instances", 1)):
+        p.add_argument(flag, type=_positive_int, default=default)
+    for flag in ("--recompute-num-layers", "--decoder-first-pipeline-num-layers",
+                 "--decoder-last-pipeline-num-layers"):
+        p.add_argument(flag, type=int, default=None)
     for flag in ("--sequence-parallel", "--use-distributed-optimizer", "--use-megatron-fsdp",
                  "--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward",
                  "--recompute-activations", "--fp16", "--bf16",
@@ -843,7 +868,7 @@ def _parser() -> argparse.ArgumentParser:
     for flag in ("--hidden-size", "--num-attention-heads", "--ffn-hidden-size",
                  "--num-query-groups", "--num-experts", "--kv-channels",
                  "--vocab-size"):                            # checked against the model
-        p.add_argument(flag, type=int, default=None)
+        p.add_argument(flag, type=_positive_int, default=None)
     # runtime behaviour: priced from training.runtime, said where the command line differs
     # (export.megatron_import.runtime_flag_notes)
     for flag in ("--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap",
@@ -945,11 +970,7 @@ def parse_megatron_args(text: str | list[str]) -> argparse.Namespace:
         raise MegatronArgsError("the command line is empty: give the run's Megatron-LM "
                                 "arguments (at least --tensor-model-parallel-size, "
                                 "--pipeline-model-parallel-size, --micro-batch-size)")
-    try:
-        args, _ = _parser().parse_known_args(argv)
-    except SystemExit:
-        raise MegatronArgsError("cannot parse the Megatron-LM arguments (a flag has an invalid "
-                                "value)") from None
+    args, _ = _parser().parse_known_args(argv)     # _Parser: MegatronArgsError, never an exit
     return args
 
 

@@ -59,3 +59,23 @@ def test_a_scenario_plan_exports_from_its_sweep(tmp_path):
     assert code == 0, via_spec
     strip = lambda t: [line for line in t.splitlines() if not line.startswith("#")]  # noqa: E731
     assert strip(via_sweep) == strip(via_spec) and "--tensor-model-parallel-size" in via_sweep
+
+
+def test_scenarios_that_are_not_a_list_of_entries_are_named_not_a_crash(tmp_path):
+    """QA round 34: a hand-edited capacity.json whose ``scenarios`` is not a list of
+    mappings was an AttributeError in the link rebasing (exit 70, "a bug in the tool")
+    before the renderer's own check could name it. Oracle: exit 2, the key named, no file."""
+    import json
+
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump(SWEEP))
+    code, text = run_cli("capacity", sweep, "--out", tmp_path / "run", "--quiet")
+    assert code == 0, text
+    doc = json.loads((tmp_path / "run" / "capacity.json").read_text())
+    for value in ("x", [1, 2]):
+        edited = tmp_path / "edited.json"
+        edited.write_text(json.dumps({**doc, "scenarios": value}))
+        code, text = run_cli("report", edited, "-o", tmp_path / "cap.html")
+        assert code == 2, text
+        assert "not one the capacity report can read" in text and "scenarios" in text
+        assert not (tmp_path / "cap.html").exists()

@@ -54,6 +54,26 @@ def test_negative_seed_is_refused(command):
     assert code == 2 and "--seed" in text
 
 
+@pytest.mark.parametrize("command", [["solve", QUICKSTART], ["place", PLACE]])
+@pytest.mark.parametrize("seed", ["0", "3"])
+def test_a_seed_without_a_searcher_is_refused_as_the_budget_is(command, seed, no_search):
+    """QA round 34: ``--seed 3`` with no ``--searcher`` was accepted and did nothing (the
+    exact search draws no random numbers), while ``--budget-s`` alone was refused. Oracle:
+    the same refusal as --budget-s's, before any search; with a searcher it is taken."""
+    code, text = _run(*command, "--seed", seed)
+    assert code == 2, text
+    assert f"--seed = {seed}: is the seed of a searcher, and no --searcher is given" in text
+    code, budget = _run(*command, "--budget-s", "1")
+    assert code == 2 and "no --searcher is given" in budget
+
+
+def test_a_seed_with_a_searcher_is_taken(tmp_path):
+    code, text = _run("solve", QUICKSTART, "--searcher", "random", "--seed", "3", "--budget-s",
+                      "1", "--time-limit", "20", "--json", "--quiet")
+    assert code == 0, text
+    assert '"seed": 3' in text
+
+
 @pytest.mark.parametrize("budget", ["nan", "-1", "inf"])
 def test_place_searcher_budget_is_checked(budget, no_search):
     code, text = _run("place", PLACE, "--searcher", "random", "--budget-s", budget)

@@ -248,6 +248,11 @@ def load_public(path: str | Path) -> PlacementProblem:
     return problem_from_public(data, name=path.stem, file=str(path))
 
 
+#: The keys of an expert split in the public format, and of each of its device groups.
+EXPERT_KEYS = ("fpgas", "cpus", "maxLoad")
+EXPERT_GROUP_KEYS = ("nodes", "load")
+
+
 def load_expert_split(path: str | Path, problem: PlacementProblem,
                       placed: dict | None = None) -> np.ndarray:
     """A human-expert split (``{"fpgas": [{"nodes": [...]}, ...], "cpus": [...]}``) as a
@@ -279,13 +284,19 @@ def load_expert_split(path: str | Path, problem: PlacementProblem,
     for dt in problem.device_types:
         offsets.setdefault(dt.name, first)
         first += dt.count
-    probs = []
+    probs: list[SpecProblem] = []
+    # a misspelt key ("cpu", "node") was ignored: its nodes then followed their colour
+    # class or were "not placed" (QA round 34); the public files also write maxLoad, load
+    _unknown_keys(data, EXPERT_KEYS, "", str(path), probs)
     for key in ("fpgas", "cpus"):
         part = data.get(key, [])
         if not isinstance(part, list) or not all(
                 isinstance(g, dict) and isinstance(g.get("nodes", []), list) for g in part):
             probs.append(SpecProblem(str(path), key, part, 'must be a list of {"nodes": [ids]}',
                                      f'write "{key}": [{{"nodes": [1, 2]}}, ...]'))
+            continue
+        for i, group in enumerate(part):
+            _unknown_keys(group, EXPERT_GROUP_KEYS, f"{key}[{i}].", str(path), probs)
     if probs:
         raise SpecError(probs)
     groups = [(offsets.get(ACCEL, 0) + d, g) for d, g in enumerate(data.get("fpgas", []))]

@@ -186,3 +186,24 @@ def test_short_flags_are_pointed_at_their_long_form_and_an_empty_line_is_refused
         parse_megatron_args("--tp 8 --micro-batch-size 1")
     with pytest.raises(MegatronArgsError, match="the command line is empty"):
         parse_megatron_args("")
+
+
+@pytest.mark.parametrize("line,flag,value", [
+    ("--tensor-model-parallel-size two", "--tensor-model-parallel-size", "'two'"),
+    ("--micro-batch-size 0", "--micro-batch-size", "0 is not a positive integer"),
+    ("--micro-batch-size -4", "--micro-batch-size", "-4 is not a positive integer"),
+    ("--global-batch-size 0", "--global-batch-size", "0 is not a positive integer"),
+    ("--pipeline-model-parallel-size 0", "--pipeline-model-parallel-size", "0 is not a positive"),
+])
+def test_an_unreadable_or_non_positive_value_names_its_flag_and_prints_no_usage(line, flag, value,
+                                                                               capsys):
+    """QA round 34: a value argparse could not read printed argparse's usage of the importer
+    (40 lines, ``usage: autopar [...]``) and the message said only "a flag has an invalid
+    value"; ``--micro-batch-size 0`` was priced as 1, ``-4`` as -2 micro-batches. Megatron-LM
+    refuses both (validate_args: ``micro_batch_size > 0``, ``global_batch_size > 0``)."""
+    with pytest.raises(MegatronArgsError) as info:
+        parse_megatron_args(line)
+    (problem,) = info.value.problems
+    assert problem.startswith(f"argument {flag}: ") and value in problem, problem
+    captured = capsys.readouterr()
+    assert "usage:" not in captured.err + captured.out
