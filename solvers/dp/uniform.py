@@ -182,9 +182,23 @@ def _block_families(tables: CostTables) -> list[KeyFamily]:
     # per N = 1..most-1 (rows), the layers that recompute fully
     masks = blocks[None, :] & (position[None, :] < v * np.minimum(
         np.arange(1, most)[:, None], per_chunk[None, :]))
+    out: dict[tuple, KeyFamily] = {}
+    for key, full, none, sig in _key_pairs(tables):
+        terms_full, terms_none = _layer_terms(tables, full), _layer_terms(tables, none)
+        bounds = _bounds(tables, np.where(masks[:, :, None], terms_full[None], terms_none[None]))
+        for n, mask, bound in zip(range(1, most), masks, bounds):
+            allowed = [full[u] if on else none[u] for u, on in enumerate(mask.tolist())]
+            out[sig + (n,)] = KeyFamily(key, allowed, n, float(bound))
+    return list(out.values())
+
+
+def _key_pairs(tables: CostTables):
+    """Each full key (``rc = full``) whose ``rc = none`` twin is a key too, with both keys'
+    strategy sets per layer and their signature, once per distinct pair of sets (keys
+    whose sets agree on every layer class give the same families)."""
     sets = _keyed_sets(tables)
     heads = _class_heads(tables.uniform_keys)
-    out: dict[tuple, KeyFamily] = {}
+    seen: set[tuple] = set()
     for key, full in sets.items():
         if key[_RC] != _FULL:
             continue
@@ -192,14 +206,9 @@ def _block_families(tables: CostTables) -> list[KeyFamily]:
         if none is None:
             continue
         sig = tuple(tuple(a.tolist()) for a in (x[u] for x in (full, none) for u in heads))
-        if sig + (1,) in out:
-            continue
-        terms_full, terms_none = _layer_terms(tables, full), _layer_terms(tables, none)
-        bounds = _bounds(tables, np.where(masks[:, :, None], terms_full[None], terms_none[None]))
-        for n, mask, bound in zip(range(1, most), masks, bounds):
-            allowed = [full[u] if on else none[u] for u, on in enumerate(mask.tolist())]
-            out[sig + (n,)] = KeyFamily(key, allowed, n, float(bound))
-    return list(out.values())
+        if sig not in seen:
+            seen.add(sig)
+            yield key, full, none, sig
 
 
 def _free_split_families(tables: CostTables) -> list[KeyFamily]:
@@ -225,20 +234,10 @@ def _free_split_families(tables: CostTables) -> list[KeyFamily]:
     count = sum(blocks)
     if count < 2:
         return []
-    sets = _keyed_sets(tables)
-    heads = _class_heads(tables.uniform_keys)
     sizes = [len(s) for s in tables.strategies]
     out: dict[tuple, KeyFamily] = {}
     stored = None           # the stages' stored-memory matrix, built on first need
-    for key, full in sets.items():
-        if key[_RC] != _FULL:
-            continue
-        none = sets.get(key[:_RC] + (_NONE,) + key[_RC + 1:])
-        if none is None:
-            continue
-        sig = tuple(tuple(a.tolist()) for a in (x[u] for x in (full, none) for u in heads))
-        if sig + (1,) in out:
-            continue
+    for key, full, none, sig in _key_pairs(tables):
         rule, union = stage_prefix(1, blocks, full, none, sizes)
         terms, terms_full, terms_none = (_layer_terms(tables, x) for x in (union, full, none))
         if terms is None or terms_full is None or terms_none is None:
