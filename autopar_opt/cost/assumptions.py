@@ -308,6 +308,10 @@ def _communication(cluster: Cluster, training: Training, params: CostParams) -> 
                    "each gradient copied into the reduce-scatter buffer (or kept unsharded in "
                    "the reduce dtype with gradient sync off) on the compute stream, priced as "
                    "HBM traffic at the measured copy bandwidth (cost/fsdp_copies.py)")
+    elif rt.zero2_forward_gather:
+        out.append("PyTorch FSDP taken as the FlatParameter FSDP (FSDP1: it gathers into the flat "
+                   "parameter in place, no copies on the compute stream); for FSDP2 (fully_shard) "
+                   "set training.runtime_options.fsdp2_copies: true")
     return out
 
 

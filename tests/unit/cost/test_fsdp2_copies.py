@@ -121,3 +121,5 @@ def test_the_assumptions_say_fsdp2_copies_are_priced():
         tr = Training(8, 1024, "bf16", runtime=runtime_named(runtime))
         text = " ".join(cost_assumptions(graph, cl, tr, default_params()))
         assert ("cost/fsdp_copies.py" in text) is said
+        # the FlatParameter reading of plain PyTorch FSDP is said, with how to change it
+        assert ("fsdp2_copies: true" in text) is (not said)
