@@ -169,15 +169,13 @@ class Target:
         modes = {getattr(m, "value", m) for m in recompute}
         return self.framework == "megatron" and {"none", "full"} <= modes
 
-    def unsearched(self, recompute: tuple = (), pp_degrees: tuple | None = None,
-                   schedules: tuple | None = None) -> str:
+    def unsearched(self) -> str:
         """What the framework runs that its target space leaves out, for the outputs
         beside the certificate ("" when nothing is known to be left out). Nothing is at
         present: Megatron-LM's partial recomputation (:meth:`searches_blocks`), once
         left out in a 1F1B pipeline of several stages, is searched in every
-        configuration. The arguments (the space's recomputation modes, pipeline degrees
-        and schedules) are those a rule of what is left out would read; the outputs keep
-        the line (``runnability.unsearched``) for documents that carry one."""
+        configuration; the outputs keep the line (``runnability.unsearched``) for
+        documents that carry one."""
         return ""
 
     def fixed_split(self) -> bool:

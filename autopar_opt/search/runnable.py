@@ -170,8 +170,7 @@ def price_of_runnability(result: SearchResult, graph: LayerGraph, cluster: Clust
         return None
     cert = result.certificate
     base = Runnability(target, cert.primal, cert.lower_bound, None, -math.inf, "not_solved", 0.0,
-                       unsearched=target.unsearched(space.recompute, space.pp_degrees,
-                                                    space.schedules))
+                       unsearched=target.unsearched())
     if time_left_s <= 0.05:
         base.note = "no time was left for the free space's search; a longer --time-limit prices it"
         return base

@@ -216,8 +216,7 @@ def test_the_outputs_say_what_is_searched():
     under every exportable plan (the price of runnability)."""
     for target in (Target("megatron"), Target("torchtitan", "0.3"), Target("deepspeed"),
                    Target("none")):
-        assert target.unsearched(RC, (1, 2), (Schedule.one_f_one_b,)) == ""
-        assert target.unsearched(RC) == ""
+        assert target.unsearched() == ""
     graph, cluster, _ = INSTANCES["tight"]
     space = _space("tight")
     options = SearchOptions(solver="dp", time_limit_s=30, rel_gap=0.0)
