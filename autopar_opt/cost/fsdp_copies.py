@@ -56,10 +56,10 @@ from autopar_opt.ir.strategies import Strategy
 def sharded_params(layer: Layer, s: Strategy) -> float:
     """The layer's parameters on one device that FSDP shards over more than one rank:
     its dense ones over ``dp·cp``, its routed experts over ``edp``
-    (:func:`autopar_opt.cost.moe.split_params`), unsharded counts (what a gather
+    (:func:`autopar_opt.cost.comm.data_parallel_parts`), unsharded counts (what a gather
     rebuilds)."""
-    dense, expert = moe.split_params(layer, s)
-    return (dense if s.dp * s.cp > 1 else 0.0) + (expert if s.edp > 1 else 0.0)
+    parts = comm.data_parallel_parts(s, *moe.split_params(layer, s))
+    return sum(local for local, group, _ in parts if group > 1)
 
 
 def gathers_per_microbatch(s: Strategy, ctx: StageContext) -> float:
