@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from autopar_opt.cost import moe, nccl, overlap
+from autopar_opt.cost import moe, nccl, overlap, tp_replicated
 from autopar_opt.cost.collectives import p2p_time
 from autopar_opt.cost.context import Compute, StageContext
 from autopar_opt.cost.state import reduced_grad_bytes, state_bytes
@@ -273,7 +273,8 @@ def logits_gather_time(layer: Layer, s: Strategy, ctx: StageContext) -> float:
     per sample at 2 bytes (4 in 32-bit training). 0 otherwise."""
     from autopar_opt.cost.memory import logits_per_device   # memory imports this module
 
-    if layer.kind is not LayerKind.lm_head or s.tp <= 1 or ctx.training.runtime.loss_parallel:
+    if layer.kind is not LayerKind.lm_head or s.tp <= 1 or ctx.training.runtime.loss_parallel \
+            or tp_replicated.replicated_over_tp(layer, s, ctx):
         return 0.0
     width = 4.0 if DTYPE_BYTES.get(ctx.training.dtype, 4) >= 4 else 2.0
     return collective(ctx, "all_gather", s.tp, 1,
@@ -501,13 +502,21 @@ def zero3_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     (:func:`accumulates_unsharded`): once per iteration, in the last
     micro-batch's backward beside that micro-batch's backward gather (the
     exposed time it adds to what :func:`zero3_comm` charges every micro-batch).
+    A pipeline runtime that runs these reduce-scatters after the schedule's last
+    backward (``pipeline_reduce_after_schedule``: ``torch.distributed.pipelining``,
+    whose ``PipelineStage.backward_maybe_with_nosync`` turns gradient sync off for
+    every micro-batch of an FSDP stage and whose REDUCE_GRAD action, "scheduled
+    after all microbatches W, B actions", calls each FSDP parameter group's
+    ``post_backward`` in ``perform_reduce_grad``, ``torch/distributed/pipelining/
+    stage.py``) leaves no backward to hide them: exposed whole.
     Returns (once-per-iteration exposed time, hidden part); (0, 0) in every
     other case (:func:`zero3_comm`)."""
     if s.zero < 3 or s.dp * s.cp <= 1 or layer.params <= 0:
         return 0.0, 0.0
+    deferred = ctx.pipelined and ctx.training.runtime.pipeline_reduce_after_schedule
     if accumulates_unsharded(s, ctx):
         gather, rs = _unit_gather_scatter(layer, s, ctx)
-        if not ctx.training.runtime.fsdp_prefetch:
+        if not ctx.training.runtime.fsdp_prefetch or deferred:
             return rs, 0.0
         # the last backward's window already hides (part of) its gather, if it gathers
         before = gather if reshards_after_forward(ctx) else 0.0
@@ -518,7 +527,7 @@ def zero3_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     gather, rs = _unit_gather_scatter(layer, s, ctx)
     if not ctx.training.runtime.fsdp_prefetch:
         return gather + rs, 0.0
-    exp = exposed(gather, comp.fwd_s) + exposed(rs, comp.bwd_s)
+    exp = exposed(gather, comp.fwd_s) + (rs if deferred else exposed(rs, comp.bwd_s))
     return exp, gather + rs - exp
 
 

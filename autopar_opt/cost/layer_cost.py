@@ -33,7 +33,7 @@ cost tables unchanged and ``evaluate(plan)`` equals their objective exactly.
 
 from __future__ import annotations
 
-from autopar_opt.cost import fsdp_copies, moe, offload
+from autopar_opt.cost import fsdp_copies, moe, offload, tp_replicated
 from autopar_opt.cost import overlap
 from autopar_opt.cost.comm import (accumulates_unsharded, cp_comm, gradient_sync, logits_gather_time,
                                    reshards_after_forward, sp_regather_time, tie_sync_time,
@@ -126,6 +126,8 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     gradient between its flat buffers and the parameters' own tensors
     (:func:`autopar_opt.cost.fsdp_copies.copy_time`), all part of ``compute_s``.
     """
+    useful = tp_replicated.useful_share(layer, s, ctx)
+    layer = tp_replicated.view(layer, s, ctx)
     comp = compute_time(layer, s, ctx)
     declared, tie_active = layer, ctx.tie_tier is not None
     layer = held_layer(layer, tie_active)
@@ -163,7 +165,7 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
         sync_s=dp + k * dp_hidden + step,
         weight_bytes=weight_bytes(declared, s, ctx.training, tie_active) + held[0],
         act_bytes=act * (1.0 - f_off) + casts + held[1],
-        flops=comp.flops,
+        flops=comp.flops * useful,
         hw_flops=comp.hw_flops,
         tp_exposed_s=tp, cp_exposed_s=cp + cp_slow, zero_exposed_s=z3 + z3_slow, ep_exposed_s=ep,
         dp_exposed_s=dp + k * dp_hidden, optimizer_s=step, offload_exposed_s=off,

@@ -303,6 +303,27 @@ loss_parallel
     chunk of the replicated gradient: no communication). KempnerForge
     (``kempnerforge/distributed/tensor_parallel.py``: "Output head:
     ColwiseParallel (split vocab, gather to Replicate for loss)").
+tp_embedding
+    The input embedding is vocabulary-parallel over the tensor-parallel group
+    (Megatron ``VocabParallelEmbedding``; torchtitan ``RowwiseParallel`` on
+    ``tok_embeddings``). Off: every tensor-parallel rank holds (its ZeRO/FSDP
+    shard of) the whole table (KempnerForge ``kempnerforge/distributed/
+    tensor_parallel.py`` ``apply_tensor_parallel``: "Token embedding stays
+    replicated"; :mod:`autopar_opt.cost.tp_replicated`).
+tp_head_in_pipeline
+    In a pipeline stage (``pp > 1``) the output head is tensor-parallel as it is
+    without pipelining. Off: every tensor-parallel rank of the last stage holds
+    and computes the whole head (KempnerForge builds pipeline stages without
+    SequenceParallel, ``seq_parallel = not is_pp_stage and not tie``, and shards
+    the output head only ``if seq_parallel``, same function).
+pipeline_reduce_after_schedule
+    Under pipelining the schedule turns FSDP's gradient sync off for every
+    micro-batch and reduce-scatters all of a stage's gradients after its last
+    backward, with nothing left to hide them (``torch.distributed.pipelining``:
+    ``PipelineStage.backward_maybe_with_nosync``, and ``perform_reduce_grad``,
+    "scheduled after all microbatches W, B actions", ``torch/distributed/
+    pipelining/stage.py``). On for torchtitan and KempnerForge, which pipeline
+    with it (:func:`autopar_opt.cost.comm.zero3_sync`).
 fp8_primary_weights
     In FP8 training the model keeps its GEMM weights in FP8 only (1 byte,
     plus the transposed FP8 copy Transformer Engine caches for the backward
@@ -467,6 +488,9 @@ class Runtime:
     eager_cross_entropy: bool = False
     loss_fp32_upcast: bool = False
     loss_parallel: bool = True
+    tp_embedding: bool = True
+    tp_head_in_pipeline: bool = True
+    pipeline_reduce_after_schedule: bool = False
     fp8_primary_weights: bool = False
     ddp_bucket_copy: bool = False
     fused_projections: bool = True
@@ -568,7 +592,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in [
             tp_comm_overlap=False, tp_overlap="async_tp",
             cp_comm_type="all_gather", moe_expert_kernels="grouped",
             grad_reduce_overlap=True, param_gather_overlap=False, fsdp_prefetch=True,
-            zero2_forward_gather=True, fsdp2_copies=True,
+            zero2_forward_gather=True, fsdp2_copies=True, pipeline_reduce_after_schedule=True,
             distributed_optimizer=False, fp32_grad_buffer=False, fp32_grad_reduce=True,
             fused_optimizer=True, fused_projections=False, eager_cross_entropy=True,
             loss_fp32_upcast=True,

@@ -334,8 +334,16 @@ def kempnerforge(notes: list[str], fw: str = "") -> Runtime:
                  "check_prefer_cudnn_attention), so cuDNN fused attention on Hopper and Blackwell, "
                  "FlashAttention-2 on Ampere; its own H200 profile lists "
                  "aten::_cudnn_attention_backward (benchmarks/profiling/13b_24gpu_profiling.md)")
+    notes.append("KempnerForge: the token embedding replicated over the tensor-parallel ranks, "
+                 "and in a pipeline stage the output head too (distributed/tensor_parallel.py "
+                 "apply_tensor_parallel: 'Token embedding stays replicated'; PP stages run without "
+                 "SequenceParallel and shard the output head only with it): each rank holds and "
+                 "computes the whole layer; torch.distributed.pipelining reduce-scatters every FSDP "
+                 "gradient after the schedule's last backward (stage.py perform_reduce_grad)")
     return replace(rt, fsdp_no_sync_accumulation=True, loss_parallel=False, fsdp2_copies=True,
-                   fused_projections=False, tp_input_per_projection=eager, hopper_attention=True)
+                   fused_projections=False, tp_input_per_projection=eager, hopper_attention=True,
+                   tp_embedding=False, tp_head_in_pipeline=False,
+                   pipeline_reduce_after_schedule=True)
 
 
 def optimizer_of(framework: str, dtype: str, notes: list[str]) -> str:
