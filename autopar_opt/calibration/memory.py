@@ -23,7 +23,9 @@ each as follows (``measured.memory_measure`` of a record):
 ``measured.memory_rank`` says which GPU: ``max`` (default; the busiest, as
 nvidia-smi tables report) or ``last`` (Megatron logs memory from the last
 rank, ``training_log`` writes on ``rank == world_size - 1``: the last
-pipeline stage).
+pipeline stage) or ``first`` (a stack that logs from global rank 0 only, which
+sits on the first pipeline stage: KempnerForge's ``metrics/logger.py``
+``_RankFilter`` on its ``[pp, dp_shard, tp]`` mesh).
 """
 
 from __future__ import annotations
@@ -37,8 +39,11 @@ __all__ = ["MEASURES", "RANKS", "MemoryComparison", "memory_fields", "modelled_g
 
 def modelled_gib(stages, rank: str) -> float:
     """Modelled tensor bytes (GiB, without reserve and fragmentation) of the
-    GPU the record measured: the busiest stage, or the last one."""
-    st = stages[-1] if rank == "last" else max(stages, key=lambda s: s.peak_memory_gib)
+    GPU the record measured: the busiest stage, the last one or the first one."""
+    if rank in ("last", "first"):
+        st = stages[-1] if rank == "last" else stages[0]
+    else:
+        st = max(stages, key=lambda s: s.peak_memory_gib)
     return st.peak_memory_gib - st.reserve_gib
 
 

@@ -49,7 +49,7 @@ OTHER_TOO = ("tokens_per_sec_total", "tokens_per_sec", "tokens_per_second",
 MEASURES: dict[str, tuple[float, float]] = {
     "device": (1.0, 1.0), "reserved": (1.0, 0.0), "allocated": (0.0, 0.0)}
 #: Which GPU a published memory figure is from.
-RANKS = ("max", "last")
+RANKS = ("max", "last", "first")
 
 
 class NoThroughput(ValueError):

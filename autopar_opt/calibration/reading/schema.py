@@ -322,8 +322,8 @@ class Measured(_Section):
         'What the memory figure measures: device (nvidia-smi, the default), reserved '
         '(torch.cuda.max_memory_reserved) or allocated (live tensors).'))
     memory_rank: Optional[Any] = Field(None, description=(
-        'Which GPU the memory figure is from: max (the busiest, the default) or last (the rank Megatron '
-        'logs from).'))
+        'Which GPU the memory figure is from: max (the busiest, the default), last (the rank Megatron '
+        'logs from) or first (the first pipeline stage: a stack that logs from rank 0).'))
 
     def other(self) -> dict:
         """``measured.other`` as a mapping ({} when absent or not a mapping)."""

@@ -16,7 +16,7 @@ from autopar_opt.calibration.build import build_run
 from autopar_opt.calibration.reading import read_record
 from autopar_opt.calibration.calibrate import calibrate_file
 from autopar_opt.calibration.fit import reserve_and_fragmentation
-from autopar_opt.calibration.memory import memory_fields, on_measure
+from autopar_opt.calibration.memory import memory_fields, modelled_gib, on_measure
 from autopar_opt.calibration.reading import RawRecord, Unmodelable, load_run_file
 from autopar_opt.cost.evaluate import evaluate
 from autopar_opt.ir.pipeline import interleaved_inflight
@@ -56,6 +56,19 @@ def test_measure_mapping_by_hand():
         ("allocated", "last")
     with pytest.raises(Unmodelable, match="memory_measure"):
         memory_fields(RawRecord.read({"measured": {"memory_measure": "nvml"}}).measured)
+
+
+def test_memory_rank_picks_the_stage_the_record_logged_from():
+    """Three stages of 30, 50 and 40 GiB (reserve 2 each): ``max`` compares the busiest
+    (48), ``last`` the last stage (38), ``first`` the first (28: a stack logging from
+    rank 0, KempnerForge's metrics/logger.py _RankFilter)."""
+    from types import SimpleNamespace as NS
+    stages = [NS(peak_memory_gib=g, reserve_gib=2.0) for g in (30.0, 50.0, 40.0)]
+    assert modelled_gib(stages, "max") == pytest.approx(48.0)
+    assert modelled_gib(stages, "last") == pytest.approx(38.0)
+    assert modelled_gib(stages, "first") == pytest.approx(28.0)
+    stated = {"measured": {"memory_measure": "allocated", "memory_rank": "first"}}
+    assert memory_fields(RawRecord.read(stated).measured) == ("allocated", "first")
 
 
 def test_fit_with_mixed_measures_by_hand():
