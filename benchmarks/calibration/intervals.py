@@ -73,6 +73,29 @@ def _sha(path: Path) -> str:
 READING = """\
 ## Reading
 
+(Session 35, regenerated 2026-12-01. Two physics changes and one reading moved figures.
+(1) Vocabulary layers a stack leaves whole on every tensor-parallel rank
+(`cost/tp_replicated.py`, runtime `tp_embedding`, `tp_head_in_pipeline`): KempnerForge keeps
+its token embedding replicated over the TP ranks and, in a pipeline stage, its output head
+too (`kempnerforge/distributed/tensor_parallel.py` `apply_tensor_parallel`: "Token embedding
+stays replicated"; PP stages run without SequenceParallel and shard the head only with it),
+so each rank holds its FSDP shard of the whole table and computes the whole head.
+(2) `torch.distributed.pipelining` turns an FSDP stage's gradient sync off for every
+micro-batch and reduce-scatters after the schedule's last backward (`stage.py`
+`perform_reduce_grad`: "scheduled after all microbatches W, B actions"), exposed whole
+(runtime `pipeline_reduce_after_schedule`, torchtitan and KempnerForge). (3) The three
+KempnerForge config-validation pipeline rows compare memory on the first stage
+(`measured.memory_rank: first`, their figure is rank 0's). 27 KempnerForge records move: the
+pipeline rows -9.7..-11.7% (+55/+45/+41% -> +37/+30/+28% too fast in sample), the TP x FSDP
+rows -0.6..-6.0%, their memory +4..+10% toward the measured allocated figures. The refit
+moves `efficiency_half_us` 45.3 -> 37.6 us and `memory_fragmentation` 8.1% -> 5.4%. Over both
+files LOFO moves from 7.9% / 26.3% to 7.2% / 24.9%: **both targets met**; in sample 5.6% ->
+5.3%; memory 7.9% / 9.2% -> 6.7% / 6.9%; `published_runs.yaml` alone (RESULTS.md)
+leave-one-family-out 8.4% / 24.2% -> 8.2% / 22.4%. `family:kfcv2026` 26.6% / 49.3% -> 23.6% /
+33.2%, `family:kempnerforge` 16.2% / 23.1% -> 15.1% / 19.9%, `framework:fsdp` 11.2% / 25.9% ->
+10.6% / 24.3%, `generation:hopper` 14.5% -> 12.2%. Coverage unchanged, 91.6%, the same 4
+groups under 80%.)
+
 (Session 34, regenerated 2026-12-01. One physics change moved predictions: PyTorch's
 per-parameter FSDP (FSDP2, `fully_shard`) frames every collective with copies on the
 compute stream, which the model now prices as HBM traffic at the measured copy bandwidth

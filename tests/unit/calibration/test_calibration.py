@@ -67,13 +67,15 @@ def test_published_runs_in_sample(in_sample):
     cuDNN first in SDPA): its too-fast multi-node rows get faster and the refit
     raises efficiency_half_us 42.6 -> 50.2 µs: 6.4% (6.1% before), p90 24.1%.
     Thirty-third session: 5.7%. Thirty-fourth: FSDP2's copies around its collectives
-    priced (cost/fsdp_copies.py): 5.6%, p90 23.0%.
+    priced (cost/fsdp_copies.py): 5.6%, p90 23.0%. Thirty-fifth: KempnerForge's
+    replicated token embedding and unsharded pipeline-stage head, torch pipelining's
+    reduce-scatters after the schedule (cost/tp_replicated.py): 5.3%, p90 22.2%.
     Target missed and recorded; asserted at the recorded figure plus half a point,
     so a regression still fails."""
     summary = in_sample
     assert summary["total"] == len(load_run_file(RUNS))
     assert summary["modeled"] / summary["total"] >= 0.90
-    assert summary["median_abs_rel_error"] <= 0.061       # target 0.05: missed (docstring)
+    assert summary["median_abs_rel_error"] <= 0.058       # target 0.05: missed (docstring)
     assert summary["p90_abs_rel_error"] <= 0.25
 
 

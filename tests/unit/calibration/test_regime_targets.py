@@ -40,23 +40,23 @@ GROUP_MIN = 5
 
 #: Targets missed today (measured by intervals.py; REGIMES.md): group -> figure.
 MISSED_ACCURACY = {
-    "family:bloom": "median 8.6%, p90 39.2%",
-    "family:dsazure2022": "median 5.3%, p90 143.1%",
-    "family:flagperf": "median 11.6%, p90 24.6%",
-    "family:internevo": "median 9.8%, p90 34.5%",
-    "family:kempnerforge": "median 16.2%, p90 23.1%",
-    "family:kfcv2026": "median 26.6%, p90 49.3%",
-    "family:llmfoundry": "median 10.1%, p90 20.7%",
-    "family:llmfoundry2024": "median 13.0%, p90 21.0%",
-    "family:moezoo": "median 7.7%, p90 29.4%",
-    "family:xtuner2024": "median 8.5%, p90 29.3%",
-    "fp8:true": "median 20.6%, p90 22.7%",
-    "framework:deepspeed": "median 13.0%, p90 43.7%",
-    "framework:fsdp": "median 11.2%, p90 25.9%",
+    "family:bloom": "median 8.4%, p90 39.2%",
+    "family:dsazure2022": "median 5.0%, p90 143.0%",
+    "family:flagperf": "median 11.8%, p90 25.0%",
+    "family:internevo": "median 9.7%, p90 34.5%",
+    "family:kempnerforge": "median 15.1%, p90 19.9%",
+    "family:kfcv2026": "median 23.6%, p90 33.2%",
+    "family:llmfoundry": "median 10.3%, p90 20.7%",
+    "family:llmfoundry2024": "median 13.4%, p90 21.5%",
+    "family:moezoo": "median 7.2%, p90 28.8%",
+    "family:xtuner2024": "median 8.6%, p90 29.2%",
+    "fp8:true": "median 21.4%, p90 23.5%",
+    "framework:deepspeed": "median 12.9%, p90 43.7%",
+    "framework:fsdp": "median 10.6%, p90 24.3%",
     "framework:megatron": "median 10.8%, p90 21.4%",
-    "generation:hopper": "median 14.5%, p90 32.9%",
-    "moe:true": "median 8.0%, p90 44.3%",
-    "sharded_at_scale:true": "median 7.3%, p90 69.2%",
+    "generation:hopper": "median 12.2%, p90 32.9%",
+    "moe:true": "median 7.4%, p90 42.1%",
+    "sharded_at_scale:true": "median 7.1%, p90 68.9%",
 }
 MISSED_COVERAGE = {
     "family:dsazure2022": "67% of 9",
@@ -118,20 +118,16 @@ def test_group_meets_the_accuracy_targets(group):
 
 
 def test_leave_one_family_out_over_both_files():
-    """Median <= 10% (met, 7.9%); p90 <= 25% missed by 1.3 points (26.3%; 27.0% before
-    FSDP2's copies around its collectives were priced, 27.4% before the
-    Megatron-LM 2022-23 records stated their asynchronous all-reduce, 27.7% before QA round
-    12's corrections, 27.1% before
-    KempnerForge's attention was read as cuDNN on Hopper, 25.6% before
-    KempnerForge's config-validation rows joined, its pipeline rows +46..+52%; 26.16% before
-    the llm-foundry Large Scale rows joined). The largest errors: the
-    DeepSpeed-on-Azure ZeRO-3 rows at micro-batch 1 and 4, +43% to +206% too fast;
-    KempnerForge's 70B rows, priced with one reduce-scatter per iteration as its trainer
-    runs it, 20-23% too fast in sample; FlagPerf's and BLOOM's rows), asserted at that figure plus
-    1.5 points of slack, as test_calibration_lofo does for the in-sample file."""
+    """Median <= 10% and p90 <= 25%, both met (7.2% / 24.9%: 26.3% before the vocabulary
+    layers KempnerForge leaves whole on every tensor-parallel rank and torch pipelining's
+    reduce-scatters after the schedule were priced, 27.0% before FSDP2's copies, 27.4%
+    before the Megatron-LM 2022-23 records stated their asynchronous all-reduce). The
+    largest errors: the DeepSpeed-on-Azure ZeRO-3 rows at micro-batch 1 and 4, +40% to
+    +206% too fast; KempnerForge's 70B rows and pipeline rows, 17-37% too fast;
+    FlagPerf's and BLOOM's rows. Asserted at the targets."""
     errs = np.abs([e for g, v in GROUPS.items() if g.startswith("family:") for e in v])
     assert len(errs) == len(DOC["runs"])
-    assert np.percentile(errs, 50) <= 0.10 and np.percentile(errs, 90) <= 0.263 + 0.015
+    assert np.percentile(errs, 50) <= 0.10 and np.percentile(errs, 90) <= 0.25
 
 
 def _covered() -> dict[str, list[bool]]:
