@@ -581,8 +581,9 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
                 sg = s.shard_group(group)     # hybrid: the shard group, then the replicas
                 rs = 0.0 if per_microbatch else _zero12_reduction(ctx, s, local, group, stride,
                                                                   g_bytes, msgs)
-                ag = 0.0 if regathers else collective(ctx, "all_gather", sg, stride,
-                                                      local * w_bytes, msgs)
+                ag = 0.0 if regathers else param_broadcast_time(ctx, sg, stride, local, w_bytes, s.tp) \
+                    if rt.zero_param_broadcast and ctx.stage_params > 0 and not s.hybrid else \
+                    collective(ctx, "all_gather", sg, stride, local * w_bytes, msgs)
                 raw += rs + ag
                 comm += exposed(rs, bwd_window) + exposed(ag, fwd_window)
         shard += local / s.zero_divisors(group)[2]
@@ -591,6 +592,23 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     if not rt.fused_optimizer:
         step *= p.unfused_optimizer_factor
     return comm, raw - comm, step
+
+
+def param_broadcast_time(ctx: StageContext, group: int, stride: int, local: float,
+                         w_bytes: float, tp: int) -> float:
+    """Seconds of one layer's share of ZeRO-1/2's parameter broadcasts on a runtime with
+    ``zero_param_broadcast`` (InternEvo ``broadcast_params``): each of the ``group`` ranks
+    broadcasts its partition of the parameters a rank of the stage holds, ``P/group`` of
+    ``P = stage_params / tp`` (:attr:`~autopar_opt.cost.context.StageContext.stage_params`,
+    the even split; tensor parallelism divides the dense parameters), one broadcast after
+    another on the communicator's stream, each priced by NCCL's model (its chain's fill
+    across the group, :mod:`autopar_opt.cost.nccl`). The layer's share is ``local / P`` of
+    the ``group`` broadcasts: its own bytes, and that share of their latencies. Summed over
+    a stage of the even split: ``group`` broadcasts of ``P/group`` parameters."""
+    part = ctx.stage_params / max(tp, 1) / group      # one rank's partition, parameters
+    if part <= 0 or local <= 0:
+        return 0.0
+    return collective(ctx, "broadcast", group, stride, local * w_bytes, messages=local / part)
 
 
 def _zero12_reduction(ctx: StageContext, s: Strategy, local: float, group: int, stride: int,

@@ -28,6 +28,11 @@ class StageContext:
     #: (tied parameters are copied and their gradients all-reduced over it);
     #: None with one stage (:func:`autopar_opt.ir.pipeline.tie_tier`)
     tie_tier: LinkTier | None = None
+    #: parameters one stage holds under an even split of the model (its total over ``pp``),
+    #: set where the graph is known (:func:`even_stage_params`); 0 where it is not. Only a
+    #: runtime that broadcasts each ZeRO shard in turn reads it
+    #: (:func:`autopar_opt.cost.comm.param_broadcast_time`)
+    stage_params: float = 0.0
 
     def __post_init__(self) -> None:
         # A flash runtime on a GPU with no fused attention kernel runs the unfused core,
@@ -173,3 +178,9 @@ class Compute:
     @property
     def total_s(self) -> float:
         return self.fwd_s + self.bwd_s
+
+
+def even_stage_params(total_params: float, pp: int) -> float:
+    """A stage's parameters under an even split of ``total_params`` over ``pp`` stages
+    (:attr:`StageContext.stage_params`)."""
+    return total_params / max(pp, 1)

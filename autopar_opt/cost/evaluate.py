@@ -11,7 +11,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from autopar_opt.cost.compute import causal_mfu
-from autopar_opt.cost.context import StageContext
+from autopar_opt.cost.context import StageContext, even_stage_params
 from autopar_opt.cost.layer_cost import layer_cost, unsharded_held_parts
 from autopar_opt.cost.state import held_layer, weight_parts
 from autopar_opt.cost.params import CostParams, default_params
@@ -188,8 +188,9 @@ def _placement(plan: Plan, graph: LayerGraph, cluster: Cluster | Fleet, training
         sizes = validate_plan(plan, graph, cluster, training)
         memo: dict[int, StageContext] = {}
         tie = tie_tier(cluster, sizes)
-        ctxs = [memo.setdefault(d, StageContext(cluster, training, params, d, b, tie_tier=tie))
-                for d in sizes]
+        even = even_stage_params(graph.total_params(), plan.pp)
+        ctxs = [memo.setdefault(d, StageContext(cluster, training, params, d, b, tie_tier=tie,
+                                                stage_params=even)) for d in sizes]
         return _Placement(sizes, ctxs, tie, boundaries_intra(sizes, cluster.gpus_per_node),
                           cluster.device.datasheet_flops(training.dtype) * cluster.num_devices, None,
                           cluster)
@@ -198,7 +199,9 @@ def _placement(plan: Plan, graph: LayerGraph, cluster: Cluster | Fleet, training
     groups = list(plan.stage_groups or [])
     tie = fleet_tie_tier(fleet, groups, sizes)
     keyed: dict[tuple[int, int], StageContext] = {}
-    ctxs = [keyed.setdefault((g, d), StageContext(fleet.groups[g], training, params, d, b, tie_tier=tie))
+    even = even_stage_params(graph.total_params(), plan.pp)
+    ctxs = [keyed.setdefault((g, d), StageContext(fleet.groups[g], training, params, d, b,
+                                                  tie_tier=tie, stage_params=even))
             for g, d in zip(groups, sizes)]
     # MFU over every GPU of the fleet, each at its own device's peak, the groups the plan
     # leaves idle included: as on one cluster (`cluster.num_devices` above) and as the README

@@ -29,7 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from autopar_opt.cost.context import StageContext
+from autopar_opt.cost.context import StageContext, even_stage_params
 from autopar_opt.cost.layer_cost import layer_cost
 from autopar_opt.cost.params import CostParams
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
@@ -91,7 +91,9 @@ def build_fleet_tables(graph: LayerGraph, fleet: Fleet, training: Training, spac
     b = training.global_batch_size // microbatches
     tie = fleet_tie_tier(fleet, stage_groups, stage_devices)
     keys = sorted(set(zip(stage_groups, stage_devices)))
-    ctxs = {(g, d): StageContext(fleet.groups[g], training, params, d, b, tie_tier=tie) for g, d in keys}
+    even = even_stage_params(graph.total_params(), pp)
+    ctxs = {(g, d): StageContext(fleet.groups[g], training, params, d, b, tie_tier=tie,
+                                 stage_params=even) for g, d in keys}
     ref = stage_groups[0]
     cap = {g: group_capacity_bytes(fleet, g, training, params) for g in set(stage_groups)}
     scale = tuple(cap[ref] / cap[g] if g in cap else 1.0 for g in range(len(fleet.groups)))

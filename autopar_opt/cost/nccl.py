@@ -33,6 +33,14 @@ nodes. Every constant below cites its line.
 * ``t = lat + bytes / (1000·bw)`` µs; the minimum over the algorithms and
   protocols is the collective's time.
 
+* Broadcast (ring only, as NCCL runs it): the chain's fill, the ring latency above with
+  ``n-1`` steps and ``nodes-1`` of them across the network, and bandwidth ``busBw`` (its
+  algorithm bandwidth: nccl-tests ``doc/PERFORMANCE.md``). NCCL's tuner charges a ring
+  broadcast one hop where its topology search kept the same channels
+  (``tuning.cc``: ``if (graphs[a]->sameChannels) latencies += lat``), which its choice of
+  protocol tolerates but a chain across hundreds of ranks does not: the first chunk
+  crosses ``n-1`` links (``src/device/broadcast.h``), each paying the hop latency.
+
 Not modelled (stated): NVLink SHARP (NVLS) and CollNet/SHARP in-network
 reduction (all-reduce only, when the fabric has them: +23-30% bus bandwidth in
 NVIDIA's GTC 2025 S72583 figures), PAT (all-gather/reduce-scatter with one
@@ -96,7 +104,7 @@ SPEEDS_INTER = (
 #: taken with NCCL's usual 16 channels on NVSwitch systems (stated).
 RING_PLATEAU, RING_PLATEAU_PRE_AMPERE, PLATEAU_CHANNELS = 1.4, 1.9, 16
 #: Collectives this model prices.
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 
 
 @dataclass(frozen=True)
@@ -136,6 +144,11 @@ def _log2i(x: float) -> int:
 
 
 def _steps(collective: str, n: int) -> int:
+    """Ring steps of the latency term: ``2(n-1)`` for an all-reduce, ``n-1`` for an
+    all-gather, a reduce-scatter and a broadcast (a broadcast's chunks travel the ring as
+    a chain, root to the rank before it: ``src/device/broadcast.h`` ``runRing``, each
+    rank ``directRecvCopyDirectSend`` to the next, so the first chunk crosses ``n-1``
+    links before the last rank has it)."""
     return 2 * (n - 1) if collective == "all_reduce" else n - 1
 
 
@@ -210,7 +223,10 @@ def algorithm_time(collective: str, algorithm: str, protocol: str, nbytes: float
     p = PROTOCOLS.index(protocol)
     n = g.ranks
     bus = _bus(algorithm, p, g)
-    alg = bus * n / _steps(collective, n) if algorithm == "ring" else bus * 0.5
+    if collective == "broadcast":       # nccl-tests: a broadcast's bus bandwidth is its algbw
+        alg = bus
+    else:
+        alg = bus * n / _steps(collective, n) if algorithm == "ring" else bus * 0.5
     if algorithm == "tree":
         size = _log2i(max(nbytes, 1.0) / 64.0) if nbytes >= 64 else -1
         if 0 <= size < len(TREE_CORRECTION[p]) - 1:
@@ -243,5 +259,6 @@ def bus_bandwidth(collective: str, nbytes: float, g: Group) -> float:
     """nccl-tests' bus bandwidth (GB/s) the model predicts: ``bytes/t`` times
     ``2(n-1)/n`` (all-reduce) or ``(n-1)/n`` (doc/PERFORMANCE.md)."""
     n = g.ranks
-    factor = 2 * (n - 1) / n if collective == "all_reduce" else (n - 1) / n
+    factor = 2 * (n - 1) / n if collective == "all_reduce" else 1.0 if collective == "broadcast" \
+        else (n - 1) / n
     return nbytes / collective_time(collective, nbytes, g) * factor / 1e9

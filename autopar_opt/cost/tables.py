@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from autopar_opt.core.assignment import Assignment
-from autopar_opt.cost.context import LayerCost, StageContext
+from autopar_opt.cost.context import LayerCost, StageContext, even_stage_params
 from autopar_opt.cost.layer_cost import layer_cost
 from autopar_opt.cost.params import CostParams
 from autopar_opt.cost.reshard import cross_stage_time, reshard_time
@@ -314,7 +314,8 @@ class CostTables:
         1e-12, and every link is a kept strategy's dominance too (transitivity)."""
         cluster = self.cluster if self.fleet is None else self.fleet.groups[strategy.group]
         ctx = StageContext(cluster, self.training, self.params, strategy.devices,
-                           self.microbatch_samples, tie_tier=self.tie_tier)
+                           self.microbatch_samples, tie_tier=self.tie_tier,
+                           stage_params=even_stage_params(self.graph.total_params(), self.pp))
         mine = dominance_vectors([layer_cost(self.graph.layers[u], strategy, ctx)])[0]
         if self.memory_scale:                           # W, H, X in reference bytes
             mine[2:] *= self.memory_scale[strategy.group]
@@ -349,7 +350,8 @@ class CostTables:
     def stage_context(self) -> StageContext:
         return StageContext(self.cluster, self.training, self.params,
                             self.devices_per_stage, self.microbatch_samples,
-                            tie_tier=self.tie_tier)
+                            tie_tier=self.tie_tier,
+                            stage_params=even_stage_params(self.graph.total_params(), self.pp))
 
     def peak_gib(self, modelled_bytes: float) -> float:
         """``modelled_bytes`` of one device on the scale of a plan's peak memory (with the
@@ -410,7 +412,9 @@ def build_cost_tables(graph: LayerGraph, cluster: Cluster, training: Training,
     b = training.global_batch_size // microbatches
     runs_on = space.runs_on
     tie = tie_tier(cluster, sizes)
-    ctxs = {d: StageContext(cluster, training, params, d, b, tie_tier=tie) for d in sorted(set(sizes))}
+    even = even_stage_params(graph.total_params(), pp)
+    ctxs = {d: StageContext(cluster, training, params, d, b, tie_tier=tie, stage_params=even)
+            for d in sorted(set(sizes))}
     strategies, time, sync, wbytes, abytes, xbytes, classes = [], [], [], [], [], [], []
     ukeys: list[np.ndarray | None] = []
     cache: dict[int, tuple] = {}

@@ -324,6 +324,13 @@ pipeline_reduce_after_schedule
     "scheduled after all microbatches W, B actions", ``torch/distributed/
     pipelining/stage.py``). On for torchtitan and KempnerForge, which pipeline
     with it (:func:`autopar_opt.cost.comm.zero3_sync`).
+zero_param_broadcast
+    ZeRO-1/2's updated parameters reach the other data-parallel ranks as one NCCL
+    broadcast per rank of that rank's partition, issued one after another on the
+    communicator's stream, not as one all-gather (InternEvo ``HybridZeroOptimizer.
+    broadcast_params``, ``internlm/solver/optimizer/hybrid_zero_optim.py``): each
+    broadcast pays the chain's fill across the whole group
+    (:func:`autopar_opt.cost.comm.param_broadcast_time`). Off for every catalog runtime.
 fp8_primary_weights
     In FP8 training the model keeps its GEMM weights in FP8 only (1 byte,
     plus the transposed FP8 copy Transformer Engine caches for the backward
@@ -491,6 +498,7 @@ class Runtime:
     tp_embedding: bool = True
     tp_head_in_pipeline: bool = True
     pipeline_reduce_after_schedule: bool = False
+    zero_param_broadcast: bool = False
     fp8_primary_weights: bool = False
     ddp_bucket_copy: bool = False
     fused_projections: bool = True

@@ -38,7 +38,7 @@ from itertools import permutations
 import numpy as np
 
 from autopar_opt.cost.evaluate import evaluate
-from autopar_opt.cost.context import StageContext
+from autopar_opt.cost.context import StageContext, even_stage_params
 from autopar_opt.cost.layer_cost import layer_cost
 from autopar_opt.cost.params import CostParams
 from autopar_opt.cost.replicas import class_training, evaluate_replicas
@@ -158,7 +158,9 @@ def _intra_stage(graph, fleet, training, space, params, gs, ds, c, memo: dict):
     b = training.global_batch_size // c
     pp, n = len(gs), len(graph.layers)
     tie = fleet_tie_tier(fleet, gs, ds)
-    ctxs = [StageContext(fleet.groups[g], training, params, d, b, tie_tier=tie) for g, d in zip(gs, ds)]
+    even = even_stage_params(graph.total_params(), pp)
+    ctxs = [StageContext(fleet.groups[g], training, params, d, b, tie_tier=tie, stage_params=even)
+            for g, d in zip(gs, ds)]
     tps = [1] * pp
     tried = 0
     while True:

@@ -462,9 +462,10 @@ def internevo(fw: str, rec: RawRecord | None, notes: list[str]) -> Runtime:
     read at InternLM/InternEvo c628a8c): every parameter's gradient bucket is reduced with
     ``reduce_rank=None``, i.e. ``reduce_tensor``'s ``dist.all_reduce`` over the data-parallel
     group (each rank keeps its partition: the ``deepspeed`` runtime's
-    ``zero_grad_all_reduce``), in the 16-bit model dtype; each rank steps its fp32 partition and broadcasts its updated 16-bit parameters
-    (``broadcast_params``: one broadcast per rank, an all-gather's bytes, priced as the
-    all-gather). ``overlap_sync_grad`` overlaps the reduction with the backward pass and
+    ``zero_grad_all_reduce``), in the 16-bit model dtype; each rank steps its fp32 partition
+    and broadcasts its updated 16-bit parameters (``broadcast_params``: one NCCL broadcast
+    per rank of its partition, one after another: runtime ``zero_param_broadcast``).
+    ``overlap_sync_grad`` overlaps the reduction with the backward pass and
     ``overlap_sync_param`` the broadcast with the next forward, as the text states them
     (the configs' defaults, ``configs/7B_sft.py``: True and False)."""
     stage = zero_stage_of(rec)
@@ -473,12 +474,13 @@ def internevo(fw: str, rec: RawRecord | None, notes: list[str]) -> Runtime:
     grad, param = (True if grad is None else grad), (False if param is None else param)
     notes.append(f"InternEvo hybrid ZeRO-{stage} optimizer: gradient buckets all-reduced in the "
                  f"model dtype (hybrid_zero_optim.py, reduce_rank None) overlapped with the backward "
-                 f"{grad} (overlap_sync_grad), updated parameters broadcast per rank, priced as an "
-                 f"all-gather, overlapped {param} (overlap_sync_param); the DeepSpeed ZeRO runtime "
+                 f"{grad} (overlap_sync_grad), updated parameters broadcast by each rank in turn "
+                 f"(broadcast_params: one NCCL broadcast per rank), overlapped {param} "
+                 f"(overlap_sync_param); the DeepSpeed ZeRO runtime "
                  "otherwise (framework family deepspeed in the regimes)")
     return _zero_runtime(runtime_named("deepspeed", grad_reduce_overlap=grad,
                                        param_gather_overlap=param, lp_grad_copy=False,
-                                       fp32_grad_buffer=False))
+                                       fp32_grad_buffer=False, zero_param_broadcast=True))
 
 
 def colossal(fw: str, notes: list[str]) -> Runtime:

@@ -97,7 +97,7 @@ def test_all_gather_has_no_tree_and_one_rank_costs_nothing():
     assert nccl.collective_time("all_gather", 2**20, Group(1, 1, 370.0)) == 0.0
     assert nccl.collective_time("reduce_scatter", 0.0, g) == 0.0
     with pytest.raises(ValueError, match="unknown collective"):
-        nccl.collective_time("broadcast", 1.0, g)
+        nccl.collective_time("all_to_all", 1.0, g)
 
 
 def test_ll_cap_depends_on_generation_in_a_node_and_on_node_count_across():
