@@ -22,6 +22,7 @@ from pydantic_core import PydanticCustomError
 
 from autopar_opt.cost.params import CostParams
 from autopar_opt.ir.graph import Layer
+from autopar_opt.ir.runtime_doc import runtime_options_help
 from autopar_opt.spec.sections import Section, SolverName, SolverSection, documented_field  # noqa: F401
 from autopar_opt.spec.derive import section_from_dataclass
 from autopar_opt.core import limits
@@ -348,10 +349,7 @@ class TrainingSection(Section):
                       "megatron-lm, megatron-core, megatron-bridge, deepspeed, pytorch-fsdp, "
                       "torchtitan, pytorch-ddp.", "megatron-core", default="megatron-core")
     runtime_options: dict[str, Union[StrictBool, str]] = documented_field(
-        "Capability overrides of the runtime (e.g. {tp_comm_overlap: false}); the string "
-        "options attention_kernel, tp_overlap, cp_comm_type, reshard_after_forward, "
-        "moe_expert_kernels, moe_dispatcher take one of their values (autopar_opt.ir.runtime.CHOICES).",
-        {"tp_comm_overlap": False}, default_factory=dict)
+        runtime_options_help(), {"tp_comm_overlap": False}, default_factory=dict)
     activation_offload: float = documented_field(
         "Fraction of each transformer layer's saved activations offloaded to host memory "
         "between forward and backward (Megatron-Core --cpu-offloading-num-layers N of L "
