@@ -403,8 +403,10 @@ class SearchSection(Section):
     max_microbatches: Degree = documented_field("Largest micro-batch count tried.", 64, default=64)
     tp_within_node: bool = documented_field("Keep tensor-parallel groups inside a node.", True, default=True)
     ep_degrees: Optional[list[Degree]] = documented_field(
-        "Expert-parallel degrees of MoE layers; default: every degree dividing dp*cp and the "
-        "expert count.", [1, 8], default=None, min_length=1)
+        "Expert-parallel degrees of MoE layers; default: every degree Megatron-Core's folding "
+        "allows, for each etp searched: etp*ep divides tp*cp*dp and ep divides the routed "
+        "experts (the divisors of dp*cp where etp = tp, up to tp*cp*dp where etp = 1).",
+        [1, 8], default=None, min_length=1)
     stage_devices: Literal["congruent", "free"] = documented_field(
         "Devices per pipeline stage: congruent (every stage N/pp) or free (each stage its own "
         "count: whole nodes, or a divisor of a node's GPUs inside one node; at most the "
