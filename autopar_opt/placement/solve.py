@@ -4,7 +4,8 @@ Method choice (``solver="auto"``): contiguous max-load goes to the exact DP
 over ideals when the lattice is within its guards; otherwise (or when a MILP
 backend is named: ``highs``, ``gurobi``, ``scip``) the MILP of
 :mod:`autopar_opt.placement.exact.milp` is solved with a time limit, warm-started
-from the best heuristic placement. Whatever the method, the answer carries a
+from the best heuristic placement or, where better, the contiguous DP's optimum
+(the DP within its guards: ``details["milp_start"]``). Whatever the method, the answer carries a
 proven lower bound: the DP's optimum, the MILP's dual bound, and always the
 LP bound of :func:`~autopar_opt.placement.heuristics.compute_lower_bound`
 (the larger is kept), so ``gap = (value − bound) / value`` (the project's one

@@ -36,3 +36,23 @@ def test_every_path_the_docs_name_exists():
     missing = sorted(f"{doc.relative_to(ROOT)}: {p}" for doc in docs
                      for p in named_paths(doc.read_text()) if not (ROOT / p).exists())
     assert not missing, missing
+
+
+#: a Python module a document names alone in backticks (`dp.py`, `exact/milp.py`), a trailing
+#: ``::name`` allowed
+MODULE = re.compile(r"`((?:[A-Za-z0-9_]+/)*[A-Za-z0-9_]+\.py)(?:::[\w.]+)?`")
+#: modules of other projects the docs name (Megatron-LM's launcher script)
+FOREIGN = {"pretrain_gpt.py"}
+
+
+def test_every_module_the_docs_name_by_its_short_path_exists():
+    """A module named by a short path (the section says which package: DESIGN §9's
+    `exact/milp.py`) must be a file of the repository whose path ends so (QA session 35:
+    DESIGN §9 named `latency_bounds.py`, which does not exist; the latency bound is
+    ``autopar_opt/placement/bounds/latency.py``)."""
+    files = [p.relative_to(ROOT).as_posix() for top in TOP for p in (ROOT / top).rglob("*.py")]
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    missing = sorted(f"{doc.relative_to(ROOT)}: {name}" for doc in docs
+                     for name in set(MODULE.findall(doc.read_text())) - FOREIGN
+                     if not any(f == name or f.endswith("/" + name) for f in files))
+    assert not missing, missing
