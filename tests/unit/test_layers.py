@@ -12,6 +12,7 @@ from the layers, so it is left out as a node and as a target.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import networkx as nx
@@ -118,6 +119,27 @@ def test_search_does_not_know_the_other_subsystems(other):
 def test_layer_direction(low, high):
     """Formulations and backends never import each other; neither reaches up to the search."""
     assert not import_graph().has_edge(low, high)
+
+
+def documented_imports() -> dict[str, set[str]]:
+    """docs/ARCHITECTURE.md's table: package -> the packages it "may import" (cli's
+    "everything" left out)."""
+    from support import paths
+    text = (paths.REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([a-z_]+)/` \| .* \| ([^|]+) \|$", text, re.M)
+    return {pkg: {part.strip().split(" ")[0] for part in may.split(",")}
+            for pkg, may in rows if not may.strip().startswith("everything")}
+
+
+def test_every_import_is_one_architecture_md_allows():
+    """ARCHITECTURE.md says this file enforces its table's "may import" column: every
+    edge of the import graph from a package in the table is listed there (QA session 35:
+    capacity imported cost, export imported core, neither listed)."""
+    g, table = import_graph(), documented_imports()
+    assert {"core", "ir", "cost", "search", "capacity", "export"} <= set(table)
+    extra = {pkg: sorted(set(g.successors(pkg)) - allowed) for pkg, allowed in table.items()
+             if pkg in g and set(g.successors(pkg)) - allowed}
+    assert not extra, extra
 
 
 def _private_imports(paths, own: str | None) -> list[str]:
