@@ -421,8 +421,8 @@ def solve(ctx: typer.Context,
               "the framework of training.runtime); the search covers the plans it can run with "
               "one tp/cp/sp/ZeRO/ep/etp/recompute setting for the model, its schedules "
               "(DeepSpeed: its uniform stage partition); Megatron's partial recomputation "
-              "(--recompute-method block) with one stage or interleaving, not in a 1F1B "
-              "pipeline of several stages. none: the free per-layer space."),
+              "(--recompute-method block) in every configuration, 1F1B pipelines of several "
+              "stages included. none: the free per-layer space."),
           warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start",
                                           help="Start every MIP from the DP's plan (or the best uniform "
                                                "plan) and use the DP's proven bound; off: the MIP "

@@ -7,9 +7,9 @@ priced without the cost tables, the DP or the MIP), keeping only the plans the
 framework's exporter accepts (autopar_opt.export: its rules are written apart
 from ir/target.py's, from the frameworks' documented rules). For Megatron the
 oracle also keeps one recomputation mode for the model or a ``--recompute-method
-block`` plan (the first N blocks of each stage) with one stage or interleaving: the
-target's space does not search block plans in a 1F1B pipeline of several stages
-(stated in ir/target.py and docs/DESIGN.md).
+block`` plan (the first N blocks of each stage), which the target's space searches in
+every configuration (support.exportable.megatron_searched; ir/target.py
+``Target.searches_blocks``).
 The search's answer must equal that optimum, be proven (bound = value), export,
 and its exported file pass the framework's own validation where it is installed
 (tests/support/frameworks.py).
@@ -73,8 +73,8 @@ def _accepts(target: Target, graph=GRAPH, cluster=CLUSTER):
             # torchtitan has no flavour for this toy model: that refusal is about the
             # model, not the plan's parallelism; every other reason counts
             return "registers no model flavour" in str(exc) and len(exc.reasons) == 1
-        # the megatron target searches one recomputation mode, and the block method with
-        # one stage or interleaving (docstring)
+        # the megatron target searches one recomputation mode, and the block method in
+        # every configuration (docstring)
         return fw != "megatron" or megatron_searched(plan, graph)
     return accept
 
