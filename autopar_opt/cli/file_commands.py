@@ -120,14 +120,15 @@ def pretrain(ctx: typer.Context,
 
 
 @guarded
-def report(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="Result JSON of solve."),
+def report(plan_json: str = typer.Argument(..., metavar="PLAN_JSON", help="plan.json of solve, "
+                                           "placement.json of place or capacity.json of capacity."),
            output: str = typer.Option(..., *OUT_FILE, help="HTML file to write (-o and --output "
                                       "are aliases)."),
            quiet: bool = typer.Option(False, "--quiet", help="No 'wrote ...' line."),
            json_output: bool = typer.Option(False, "--json", help="Print JSON: the file written "
                                             "(its kind and size), or the error.")) -> int:
-    """Render a solve result as an HTML report (a peer problem's plan.json or a
-    placement.json: their own report)."""
+    """Render a solve result as an HTML report (an operator-sharding or peer problem's
+    plan.json, a placement.json or a capacity.json: their own report)."""
     from autopar_opt.cli.report import report_command
 
     with locked_out(output, "--out", single_file=True):
