@@ -25,6 +25,7 @@ import math
 from typing import Any
 
 from autopar_opt.core.result import status_words
+from autopar_opt.ir.training import schedule_text
 from autopar_opt.reports.document import ReportInputError, is_finite, to_float, validate_document
 from autopar_opt.reports.formatting import (causal_mfu_note, fmt_gib, fmt_pct, fmt_pct_up,
                                             fmt_rate, fmt_time, fmt_time_range, fmt_value,
@@ -192,8 +193,7 @@ def _config_rows(cert: dict, global_lb: float) -> list[dict]:
             "pp": (f"{row['pp']} ({'+'.join(map(str, row['stage_devices']))})"
                    if row.get("stage_devices") else row["pp"]),
             "microbatches": row["microbatches"],
-            "schedule": str(row["schedule"]) + (f" vp={row['vp_chunks']}"
-                                                if (row.get("vp_chunks") or 1) > 1 else ""),
+            "schedule": schedule_text(str(row["schedule"]), row.get("vp_chunks")),
             "status": str(row["status"]), "primal": fmt_time(primal), "lower_bound": fmt_time(lb),
             "gap": fmt_pct(gap), "time": fmt_time(to_float(row["time_s"], f"{where}.time_s")),
             "pruned_by": str(row["pruned_by"]) if row["pruned_by"] is not None else "",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from autopar_opt.ir.training import schedule_text
 from autopar_opt.core.result import recomputed_share
 from autopar_opt.reports.document import ReportInputError, to_float
 from autopar_opt.reports.formatting import fmt_gib, fmt_pct, fmt_rate, fmt_time, fmt_time_range, fmt_value
@@ -94,7 +95,9 @@ def plan_section(doc: dict) -> dict | None:
             "sync": fmt_time(to_float(m.get("sync_s"), f"metrics.stages[{i}].sync_s")),
         })
     return {"pp": plan["pp"], "microbatches": plan["microbatches"],
-            "schedule": str(plan["schedule"]), "vp_chunks": plan.get("vp_chunks", 1),
+            # interleaved with one chunk is said as 1F1B; more chunks: the template adds them
+            "schedule": (schedule_text(str(plan["schedule"]), 1) if (plan.get("vp_chunks") or 1) <= 1
+                         else str(plan["schedule"])), "vp_chunks": plan.get("vp_chunks", 1),
             "stages": stages}
 
 

@@ -238,6 +238,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
     from autopar_opt.ir.window import windows_text
     from autopar_opt.ir.hardware import devices_text, memory_override
     from autopar_opt.ir.recompute_pattern import recompute_text
+    from autopar_opt.ir.training import schedule_text
     from autopar_opt.core.result import recomputed_share
     from autopar_opt.reports.formatting import causal_mfu_note, idle_gpus_mfu_note, usable_note
 
@@ -255,7 +256,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
              *([f"                  {describe(spec.graph.arch)}"] if spec.graph.arch else []),
              f"cluster:          {spec.cluster.name} ({devices})",
              f"plan:             pp={plan.pp} microbatches={plan.microbatches} "
-             f"schedule={plan.schedule.value} strategy={' | '.join(labels)}",
+             f"schedule={schedule_text(plan.schedule, plan.vp_chunks)} strategy={' | '.join(labels)}",
              f"recomputation:    {recompute_text(plan, spec.graph)}",
              *([f"stage devices:    {' + '.join(map(str, plan.stage_devices))} "
                 f"(free stage sizes, of {spec.cluster.num_devices})"] if plan.stage_devices else []),

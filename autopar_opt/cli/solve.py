@@ -84,10 +84,10 @@ def pp_label(row: dict) -> str:
 
 
 def schedule_label(row: dict) -> str:
-    """``interleaved vp=7`` for an interleaved plan or configuration row, else the schedule."""
-    vp = row.get("vp_chunks") or 1
-    return f"{row['schedule']} vp={vp}" if row["schedule"] == "interleaved" and vp > 1 \
-        else str(row["schedule"])
+    """``interleaved vp=7`` for an interleaved plan or configuration row, else the schedule
+    (:func:`autopar_opt.ir.training.schedule_text`)."""
+    from autopar_opt.ir.training import schedule_text
+    return schedule_text(row["schedule"], row.get("vp_chunks"))
 
 
 def _fmt(x) -> str:

@@ -18,6 +18,19 @@ class Schedule(str, Enum):
     interleaved = "interleaved"  # Narayanan et al. 2021 Sec. 2.2.2 (Megatron's virtual pipeline)
 
 
+def schedule_text(schedule: str, vp_chunks: int | None = 1) -> str:
+    """A plan's or configuration's schedule as the outputs print it: ``interleaved vp=3``
+    with virtual stages; ``interleaved vp=1 (no virtual stages: 1F1B)`` for the one-chunk
+    configuration the search adds when a spec lists the interleaved schedule without 1F1B
+    (:func:`autopar_opt.search.configs.outer_configs`), which Megatron runs, and the
+    exporters write, as plain 1F1B; else the schedule's name."""
+    name = getattr(schedule, "value", schedule)
+    if name != Schedule.interleaved.value:
+        return str(name)
+    vp = vp_chunks or 1
+    return f"{name} vp={vp}" if vp > 1 else f"{name} vp=1 (no virtual stages: 1F1B)"
+
+
 class Recompute(str, Enum):
     """Activation recomputation (Korthikanti et al. 2022)."""
 

@@ -10,7 +10,7 @@ from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
 from autopar_opt.ir.strategies import divisors
 from autopar_opt.ir.target import vp_degrees, vp_problem
-from autopar_opt.ir.training import Schedule, SearchSpace, Training
+from autopar_opt.ir.training import Schedule, SearchSpace, Training, schedule_text
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,7 @@ class OuterConfig:
     def label(self) -> str:
         sizes = "" if self.stage_devices is None else " devices=" + "+".join(map(str, self.stage_devices))
         groups = "" if self.stage_groups is None else " groups=" + "+".join(map(str, self.stage_groups))
-        vp = f" vp={self.vp}" if self.vp > 1 else ""
-        return f"pp={self.pp} c={self.microbatches} {self.schedule.value}{vp}{sizes}{groups}"
+        return f"pp={self.pp} c={self.microbatches} {schedule_text(self.schedule, self.vp)}{sizes}{groups}"
 
     def to_dict(self) -> dict:
         out = {"pp": self.pp, "microbatches": self.microbatches, "schedule": self.schedule.value}

@@ -391,7 +391,9 @@ class SearchSection(Section):
                                     default=[Recompute.none, Recompute.full], min_length=1)
     schedules: Optional[list[Literal["gpipe", "1f1b", "interleaved"]]] = documented_field(
         "Pipeline schedules searched (interleaved: Megatron's virtual pipeline on its even "
-        "split, every vp_chunks value the layers allow). Default: what the target runs and "
+        "split, every vp_chunks value the layers allow; listed without 1f1b it also offers "
+        "vp = 1, plain 1F1B, said as 'interleaved vp=1 (no virtual stages: 1F1B)'). Default: "
+        "what the target runs and "
         "the cost model prices (megatron: 1f1b and interleaved; torchtitan, deepspeed, none: "
         "1f1b, GPipe being never faster and holding more activations).",
         ["1f1b", "interleaved"], default=None, min_length=1)
