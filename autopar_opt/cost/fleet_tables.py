@@ -1,4 +1,4 @@
-"""Cost tables of one configuration on a mixed fleet (issue 34; docs/DESIGN.md §3).
+"""Cost tables of one configuration on a mixed fleet (issue 34; docs/DESIGN.md §11, shape P).
 
 A configuration places stage ``i`` on group ``g_i`` with ``d_i`` devices
 (:mod:`autopar_opt.ir.fleet_pipeline`). The tables are those of

@@ -1,4 +1,4 @@
-"""Pricing data-parallel replica classes on a mixed fleet (docs/DESIGN.md §2, shape D).
+"""Pricing data-parallel replica classes on a mixed fleet (docs/DESIGN.md §11, shape D).
 
 Each class ``t`` is priced by :func:`~autopar_opt.cost.evaluate.evaluate` as a
 pipeline on its own groups with its own batch ``B_t`` (its in-class gradient

@@ -1,4 +1,4 @@
-"""Data-parallel replica classes on a mixed fleet (issue 34; docs/DESIGN.md §2, shape D).
+"""Data-parallel replica classes on a mixed fleet (issue 34; docs/DESIGN.md §11, shape D).
 
 The global batch is split over ``K >= 2`` *classes*; class ``t`` runs its own
 pipeline plan (:class:`~autopar_opt.ir.plan.Plan` with ``stage_groups``) on its

@@ -1,4 +1,4 @@
-"""The outer search on a mixed fleet, pipeline shape (issue 34; docs/DESIGN.md §3).
+"""The outer search on a mixed fleet, pipeline shape (issue 34; docs/DESIGN.md §11, shape P).
 
 A configuration fixes every stage's group and device count (the device-type
 index per stage: :attr:`OuterConfig.stage_groups <autopar_opt.search.configs.OuterConfig>`),

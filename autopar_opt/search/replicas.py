@@ -1,4 +1,4 @@
-"""Exact search over data-parallel replica classes (issue 34; docs/DESIGN.md §4, shape D).
+"""Exact search over data-parallel replica classes (issue 34; docs/DESIGN.md §11, shape D).
 
 A configuration is a partition of some of the fleet's groups into ``K >= 2``
 classes and a split of the global batch over them (:class:`SplitConfig`). Its
