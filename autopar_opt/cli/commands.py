@@ -308,15 +308,25 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
 @app.command("estimate")
 @guarded
 def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec file with a plan."),
+             plan_file: Optional[str] = typer.Option(
+                 None, "--plan", metavar="PLAN_JSON", help="Price this plan instead of the "
+                 "spec's: the plan.json of `autopar solve --out DIR` (or estimate --json's), "
+                 "possibly edited, re-priced under the spec's cluster, training and cost "
+                 "model."),
              json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> int:
-    """Evaluate the spec's plan under the cost model (no solver)."""
+    """Evaluate the spec's plan (or --plan's) under the cost model (no solver)."""
     from autopar_opt.cost.assumptions import cost_assumptions
     from autopar_opt.cost.evaluate import evaluate
     from autopar_opt.spec import load_spec
 
     from autopar_opt.cli.errors import refuse
 
-    spec = load_spec(spec_path)
+    if plan_file is None:
+        spec, repriced = load_spec(spec_path), None
+    else:
+        from autopar_opt.cli.reprice import load_repriced
+
+        spec, repriced = load_repriced(spec_path, plan_file)
     if spec.fleet is not None:
         rule = ("a cluster of several groups (cluster.groups) has no hand-written plan to "
                 "estimate (a plan would name every stage's group)")
@@ -330,6 +340,8 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
         refuse(f"{spec_path}: {rule}; {fix}", str(spec_path), rule, fix, key="plan",
                kind="invalid spec")
     metrics = evaluate(spec.plan, spec.graph, spec.cluster, spec.training, spec.cost_params)
+    if repriced is not None:
+        repriced.priced(metrics.iteration_time_s)
     if json_output:
         from autopar_opt.cost.interval import metrics_dict
         from autopar_opt.ir.recompute_pattern import recompute_text
@@ -342,11 +354,13 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
                                                        params=spec.cost_params),
                                "assumed": cost_assumptions(spec.graph, spec.cluster,
                                                            spec.training, spec.cost_params),
-                               **({"notices": list(spec.notices)} if spec.notices else {})},
+                               **({"notices": list(spec.notices)} if spec.notices else {}),
+                               **(repriced.document() if repriced is not None else {})},
                               indent=2))
     else:
+        notes = list(spec.notices) + (repriced.notes if repriced is not None else [])
         typer.echo("\n".join(_estimate_text(spec, metrics)
-                              + [f"note: {notice}" for notice in spec.notices]))
+                              + [f"note: {notice}" for notice in notes]))
     if not metrics.feasible:
         worst = max(metrics.stages, key=lambda s: s.peak_memory_gib)
         typer.echo(f"warning: the plan does not fit device memory (stage {worst.index} needs "

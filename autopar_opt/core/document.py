@@ -469,6 +469,13 @@ class EstimateDocument(_Doc):
     notices: list[str] = _f("What the spec's reading decided and said (e.g. a target that cannot "
                             "run the model: the free per-layer space); absent when none.",
                             default_factory=list)
+    plan_file: Optional[str] = _f("The plan.json (or estimate --json) whose plan was priced "
+                                  "(estimate --plan FILE); absent: the spec's own plan.",
+                                  default=None)
+    repriced: Optional[dict[str, Any]] = _f(
+        "With --plan: recorded_iteration_time_s (the file's own figure), differences (the "
+        "cluster and training settings the spec changes) and notes (what was said).",
+        default=None)
 
     @model_validator(mode="after")
     def _consistent(self) -> "EstimateDocument":

@@ -57,7 +57,8 @@ def is_estimate(doc: object) -> bool:
     """The JSON of ``autopar estimate --json``: the spec's path, its plan, the
     plan's metrics and what the model assumed; no search, certificate or baselines."""
     return isinstance(doc, dict) and {"spec", "plan", "metrics"} <= set(doc) \
-        <= {"spec", "plan", "recompute", "metrics", "assumed", "notices"} \
+        <= {"spec", "plan", "recompute", "metrics", "assumed", "notices", "plan_file",
+            "repriced"} \
         and isinstance(doc["spec"], str)
 
 
