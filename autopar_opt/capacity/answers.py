@@ -29,6 +29,7 @@ from typing import Any
 
 from autopar_opt.capacity.fleet_axes import is_group_axis, scenario_groups
 from autopar_opt.capacity.schema import PlanningSection
+from autopar_opt.core.ranges import range_text
 from autopar_opt.cost.interval import sharing_words
 from autopar_opt.reports.formatting import fmt_money
 
@@ -108,7 +109,7 @@ def model_error(row: dict[str, Any], steps: int, hourly: float,
     days = [steps * iv[k] / SECONDS_PER_DAY for k in ("low", "high")]
     cost = [d * 24.0 * hourly for d in days]
     text = (f"{iv['level']:.0%} interval from {iv['comparable_runs']} comparable published runs: "
-            f"{days[0]:.3g}-{days[1]:.3g} days, {_money(cost[0], currency)} to "
+            f"{range_text(days[0], days[1], 'days')}, {_money(cost[0], currency)} to "
             f"{_money(cost[1], currency)}" + (f" (wide: {_sharing(iv)})" if iv.get("wide") else ""))
     return {"level": iv["level"], "time_to_train_days": days, "cost": cost,
             "comparable_runs": iv["comparable_runs"], "wide": bool(iv.get("wide")),

@@ -14,6 +14,7 @@ import math
 import sys
 from pathlib import Path
 
+from autopar_opt.core.ranges import point_text
 from autopar_opt.core.result import status_words
 from autopar_opt.reports.formatting import (INTERVAL_GLOSS, alone_words, causal_mfu_note,
                                            fleet_idle_mfu_note, fmt_pct, has_sequence,
@@ -126,7 +127,8 @@ def summary(doc: dict) -> str:
     lines = [f"{doc['spec']['model']['name']} on {fl['name']} ({groups}): "
              f"{status_words(doc['status'], cert.get('gap'))}"]
     if m:
-        lines.append(f"  iteration {m['iteration_time_s']:.4f} s | {m['samples_per_s']:.2f} samples/s | "
+        lines.append(f"  iteration {point_text(m['iteration_time_s'])} s | "
+                     f"{m['samples_per_s']:.2f} samples/s | "
                      + (f"{m['tokens_per_s']:.0f} tokens/s | " if has_sequence(doc) else "")
                      + f"MFU {fmt_pct(m['mfu'], 1)}"
                      f"{causal_mfu_note(m['mfu'], m.get('mfu_causal'))}"

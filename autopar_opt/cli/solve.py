@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from autopar_opt.core.memory_budget import MemoryBudget
+from autopar_opt.core.ranges import point_text, range_text
 from autopar_opt.core.streams import stdout_to_stderr
 from autopar_opt.cli.budget import Budget
 from autopar_opt.core.interrupts import InterruptGuard, SearchInterrupted, exit_code
@@ -119,7 +120,8 @@ def _summary(doc: dict, console: Console) -> None:
         console.print(f"  assumed: {said}", markup=False, highlight=False)
     if m:
         idle = idle_gpus_mfu_note(m['mfu'], doc['plan'].get('stage_devices'), cluster['num_devices'])
-        console.print(f"  iteration {m['iteration_time_s']:.4f} s | {m['samples_per_s']:.2f} samples/s | "
+        console.print(f"  iteration {point_text(m['iteration_time_s'])} s | "
+                      f"{m['samples_per_s']:.2f} samples/s | "
                       + (f"{m['tokens_per_s']:.0f} tokens/s | " if has_sequence(doc) else "")
                       + f"MFU {fmt_pct(m['mfu'], 1)}"
                       f"{causal_mfu_note(m['mfu'], m.get('mfu_causal'))}{idle}"
@@ -151,7 +153,8 @@ def _summary(doc: dict, console: Console) -> None:
         if b.get("comparison"):
             iv = (b.get("metrics") or {}).get("interval") or {}
             said = (f" (the spec's plan: {100 * iv.get('level', 0.8):.0f}% interval "
-                    f"{iv['low']:.4g}-{iv['high']:.4g} s)") if iv.get("low") is not None else ""
+                    f"{range_text(iv['low'], iv['high'], 's')})") if iv.get("low") is not None \
+                else ""
             console.print("  " + b["comparison"]["text"] + said, markup=False, highlight=False)
     gap = cert["gap"]
     gap_text = f"{100 * gap:.3f}%" if isinstance(gap, float) else str(gap)

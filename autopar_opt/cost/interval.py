@@ -50,6 +50,7 @@ from pathlib import Path
 
 import yaml
 
+from autopar_opt.core.ranges import range_text
 from autopar_opt.cost.regime import LABELS, Regime
 from autopar_opt.ir.graph import LayerKind
 
@@ -126,7 +127,7 @@ class Interval:
         """E.g. ``80% interval 7.9-9.6 s, from 23 comparable published runs
         (megatron, hopper, 16-bit, dense, ...)``; an interval that does not hold the
         prediction (every comparable run erred the same way) says which side it lies on."""
-        out = (f"{self.level:.0%} interval {_num(self.low)}-{_num(self.high)} {unit}, from "
+        out = (f"{self.level:.0%} interval {range_text(self.low, self.high, unit)}, from "
                f"{self.n} comparable published runs of {self.sources} sources "
                f"({self.regime.describe(self.kept) or 'any regime'})")
         if self.value < self.low or self.value > self.high:
@@ -173,10 +174,6 @@ def sharing_words(exact: int) -> str:
     ``no published run shares`` / ``only 1 published run shares`` / ``only N ... share``."""
     return ("no published run shares" if exact == 0 else "only 1 published run shares"
             if exact == 1 else f"only {exact} published runs share")
-
-
-def _num(x: float) -> str:
-    return f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
 
 
 @lru_cache(maxsize=4)
