@@ -639,24 +639,39 @@ def main() -> None:
     The command's clock starts when the process started (interpreter start-up
     and imports count against ``--time-limit``). Once the command is done, its
     objects are frozen out of the garbage collector (:func:`_skip_exit_collection`)."""
-    import time
-
-    from autopar_opt.cli.budget import process_age_s
-
+    import signal
     import sys
 
-    from autopar_opt.core.interrupts import StoppedBySignal, stop_cleanly_outside_guards
+    from autopar_opt.core.interrupts import StoppedBySignal
 
-    stop_cleanly_outside_guards()
-    obj = {"started_at": time.perf_counter() - process_age_s()}
     try:
+        import time
+
+        from autopar_opt.cli.budget import process_age_s
+        from autopar_opt.core.interrupts import stop_cleanly_outside_guards
+
+        stop_cleanly_outside_guards()
+        obj = {"started_at": time.perf_counter() - process_age_s()}
         if "--json" in sys.argv[1:]:
             sys.exit(_run_json(obj))
         app(prog_name="autopar", obj=obj)
-    except StoppedBySignal as stop:
-        _say_stopped(stop.signum)
+    except StoppedBySignal as stop:      # outside any command (option parsing)
+        from autopar_opt.cli.stopped import say_stopped
+
+        say_stopped(stop.signum, "--json" in sys.argv[1:])
         raise
-    except SystemExit:
+    except KeyboardInterrupt:
+        # while typer builds the commands from their signatures, outside its own catch
+        # (a traceback: QA round 35)
+        from autopar_opt.cli.stopped import say_stopped
+
+        say_stopped(signal.SIGINT, "--json" in sys.argv[1:])
+        raise SystemExit(128 + signal.SIGINT) from None
+    except SystemExit as done:
+        from autopar_opt.cli.stopped import say_stopped, unsaid_sigint
+
+        if unsaid_sigint(done.code):      # a Ctrl-C while typer parsed the options
+            say_stopped(signal.SIGINT, "--json" in sys.argv[1:])
         flush_stdout()
         raise
     except BrokenPipeError:
@@ -664,20 +679,6 @@ def main() -> None:
     finally:
         _skip_exit_collection()
 
-
-
-def _say_stopped(signum: int) -> None:
-    """One line on stderr for a command a stop signal ended outside its search (the search's
-    own guard writes the outputs and says so itself)."""
-    import signal
-    import sys
-
-    try:
-        print(f"autopar: stopped by {signal.Signals(signum).name} (exit {128 + signum}); files "
-              "written before it are whole (each is written atomically), no other was written",
-              file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
 
 
 def given_value(argv: list[str], opts: tuple[str, ...]) -> str | None:

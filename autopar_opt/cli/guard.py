@@ -59,66 +59,122 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
     object on stdout, :mod:`autopar_opt.cli.errors`). An input nested or recursive
     beyond what Python can follow (``RecursionError``) is exit 2; running out of memory
     (``MemoryError``) is exit 4, "no result within the limits". An int returned by
-    the command becomes the exit code."""
+    the command becomes the exit code.
+
+    A stop signal the command's own search does not catch (SIGINT, SIGTERM, SIGHUP while
+    the spec is read, during ``estimate``, ``export``, ``report``, ...) is said like a
+    refusal, kind ``interrupted``, exit 128 + the signal (:mod:`autopar_opt.cli.stopped`);
+    with ``--json`` stdout is held and printed whole at the end, so it is one valid JSON
+    document: the command's, or the error object saying it was interrupted."""
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> None:
         import sys
 
-        from autopar_opt.cli.errors import EXIT_NO_RESULT, CommandError
-        from autopar_opt.core.errors import SpecError, SpecProblem
+        if not kwargs.get("json_output"):
+            return _call(func, args, kwargs, None)
+        from autopar_opt.cli.stopped import HeldStdout
 
-        from autopar_opt.core.interrupts import forget_received_signal
-
-        as_json = bool(kwargs.get("json_output"))
-        forget_received_signal()
+        held = HeldStdout(sys.stdout)
+        sys.stdout = held
         try:
-            code = func(*args, **kwargs)
-        except BrokenPipeError:
-            closed_pipe()          # before click's own EPIPE handling: exit 1, no word
-        except CommandError as exc:
-            _fail_with(exc, as_json)
-        except SpecError as exc:
-            _fail_with(CommandError.from_spec_error(exc), as_json)
-        except RecursionError:
-            _fail_with(CommandError([SpecProblem("input", "", None, "nested or linked too deeply "
-                                                 "to be processed", "give a file as the tool "
-                                                 "writes or documents it (a few levels of nesting)")],
-                                    "invalid input"), as_json)
-        except MemoryError:
-            # solve checks every model's size against --memory-limit before
-            # building it (core/memory_budget.py); this is what is left (numpy tables, a
-            # solver's own allocation)
-            _fail_with(CommandError([SpecProblem("input", "", None, "the command ran out of "
-                                                 "memory; nothing was written", "give a smaller "
-                                                 "input or more memory, or (solve) a "
-                                                 "lower --memory-limit so larger models are "
-                                                 "refused before they are built; see the limits "
-                                                 "in the README ('Limits, interrupts and bad "
-                                                 "input')")],
-                                    "out of memory", EXIT_NO_RESULT), as_json)
-        except Exception as exc:
-            # a PlanError exists only if its module (autopar_opt.ir.pipeline, which
-            # autopar_opt.cost.evaluate re-exports) was imported: not importing it up front
-            # keeps the cost model out of commands that do not use it (start-up).
-            # ``export`` reaches validate_plan without importing evaluate.
-            import click
-
-            if isinstance(exc, (click.exceptions.Exit, click.exceptions.ClickException,
-                                click.exceptions.Abort, typer.Exit, typer.Abort)):
-                raise            # a command's own exit code or click's usage message
-            pipeline = sys.modules.get("autopar_opt.ir.pipeline")
-            if pipeline is None or not isinstance(exc, pipeline.PlanError):
-                _stopped_mid_step(exc, as_json)
-                _internal_error(exc, as_json)
-            _fail_with(CommandError([SpecProblem("plan", "", None, str(exc), "give a plan the "
-                                                 "spec's model and cluster can run")],
-                                    "invalid plan"), as_json, f"invalid plan: {exc}")
-        if code:
-            raise typer.Exit(int(code))
+            _call(func, args, kwargs, held)
+        except BaseException:
+            _release(held)
+            raise
+        _release(held)
     return wrapper
 
 
-def _stopped_mid_step(exc: BaseException, as_json: bool) -> None:
+def _release(held: Any) -> None:
+    """Print what a ``--json`` command printed (whole: stop signals are held meanwhile); a
+    signal that came while it was printed ends the command with 128 + the signal, saying
+    that the document is whole."""
+    import signal
+
+    from autopar_opt.core.interrupts import exit_code
+
+    try:
+        late = held.release()
+    except BrokenPipeError:
+        closed_pipe()
+    if late is not None:
+        from autopar_opt.cli.stopped import mark_said
+
+        mark_said(late)
+        typer.echo(f"autopar: {signal.Signals(late).name} arrived while the output was "
+                   f"printed; it was printed whole (exit {exit_code(late)})", err=True)
+        raise typer.Exit(exit_code(late))
+
+
+def _call(func: Callable[..., Any], args: tuple, kwargs: dict, held: Any) -> None:
+    """Run the command with :func:`guarded`'s handling (``held``: its held ``--json``
+    stdout, or None)."""
+    import signal
+    import sys
+
+    from autopar_opt.cli.errors import EXIT_NO_RESULT, CommandError
+    from autopar_opt.cli.stopped import interrupted_error
+    from autopar_opt.core.errors import SpecError, SpecProblem
+    from autopar_opt.core.interrupts import (HeldSignals, StoppedBySignal,
+                                             forget_received_signal)
+
+    as_json = held is not None
+    forget_received_signal()
+    try:
+        code = func(*args, **kwargs)
+    except (KeyboardInterrupt, StoppedBySignal) as exc:
+        # outside any search's guard: typer made SIGINT a silent exit 130, and --json
+        # printed nothing (or, into a full pipe, half a document)
+        signum = exc.signum if isinstance(exc, StoppedBySignal) else int(signal.SIGINT)
+        with HeldSignals():       # a second Ctrl-C does not cut the message short
+            if held is not None:
+                held.drop()
+            _fail_with(interrupted_error(signum), as_json)
+    except BrokenPipeError:
+        closed_pipe()          # before click's own EPIPE handling: exit 1, no word
+    except CommandError as exc:
+        _fail_with(exc, as_json)
+    except SpecError as exc:
+        _fail_with(CommandError.from_spec_error(exc), as_json)
+    except RecursionError:
+        _fail_with(CommandError([SpecProblem("input", "", None, "nested or linked too deeply "
+                                             "to be processed", "give a file as the tool "
+                                             "writes or documents it (a few levels of nesting)")],
+                                "invalid input"), as_json)
+    except MemoryError:
+        # solve checks every model's size against --memory-limit before
+        # building it (core/memory_budget.py); this is what is left (numpy tables, a
+        # solver's own allocation)
+        _fail_with(CommandError([SpecProblem("input", "", None, "the command ran out of "
+                                             "memory; nothing was written", "give a smaller "
+                                             "input or more memory, or (solve) a "
+                                             "lower --memory-limit so larger models are "
+                                             "refused before they are built; see the limits "
+                                             "in the README ('Limits, interrupts and bad "
+                                             "input')")],
+                                "out of memory", EXIT_NO_RESULT), as_json)
+    except Exception as exc:
+        # a PlanError exists only if its module (autopar_opt.ir.pipeline, which
+        # autopar_opt.cost.evaluate re-exports) was imported: not importing it up front
+        # keeps the cost model out of commands that do not use it (start-up).
+        # ``export`` reaches validate_plan without importing evaluate.
+        import click
+
+        if isinstance(exc, (click.exceptions.Exit, click.exceptions.ClickException,
+                            click.exceptions.Abort, typer.Exit, typer.Abort)):
+            raise            # a command's own exit code or click's usage message
+        pipeline = sys.modules.get("autopar_opt.ir.pipeline")
+        if pipeline is None or not isinstance(exc, pipeline.PlanError):
+            _stopped_mid_step(exc, as_json, held)
+            _internal_error(exc, as_json)
+        _fail_with(CommandError([SpecProblem("plan", "", None, str(exc), "give a plan the "
+                                             "spec's model and cluster can run")],
+                                "invalid plan"), as_json, f"invalid plan: {exc}")
+    if code:
+        raise typer.Exit(int(code))
+
+
+def _stopped_mid_step(exc: BaseException, as_json: bool, held: Any = None) -> None:
     """After a stop signal, an exception no part of the command expected is the signal's
     doing (its exception, raised mid-line, replaced by the C code running that line:
     :func:`autopar_opt.core.interrupts.received_signal`): exit 128 + the signal with a
@@ -127,12 +183,17 @@ def _stopped_mid_step(exc: BaseException, as_json: bool) -> None:
 
     from autopar_opt.cli.errors import CommandError
     from autopar_opt.core.errors import SpecProblem
-    from autopar_opt.core.interrupts import exit_code, received_signal
+    from autopar_opt.core.interrupts import exit_code, received_signal, signal_outside_guards
 
-    signum = received_signal()
+    signum = received_signal() or signal_outside_guards()
     if signum is None:
         return
+    from autopar_opt.cli.stopped import mark_said
+
+    mark_said(signum)
     name = signal.Signals(signum).name
+    if held is not None:
+        held.drop()           # what the step printed before it broke is not a document
     _fail_with(CommandError([SpecProblem(
         "command line", "signal", signum, f"stopped by {name}; the signal broke the step in "
         f"progress ({type(exc).__name__}: {str(exc)[:120]}); files written before it are "

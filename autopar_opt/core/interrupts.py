@@ -49,6 +49,7 @@ def received_signal() -> int | None:
 def forget_received_signal() -> None:
     """Start a command with no signal recorded (commands run one after another in tests)."""
     _RECEIVED.clear()
+    _OUTSIDE.clear()
 
 
 def exit_code(signum: int) -> int:
@@ -68,13 +69,36 @@ class StoppedBySignal(SystemExit):
         self.signum = signum
 
 
+#: The first stop signal that came outside any guard (:func:`signal_outside_guards`).
+_OUTSIDE: list[int] = []
+
+
+def signal_outside_guards() -> int | None:
+    """The first stop signal the handlers of :func:`stop_cleanly_outside_guards` received
+    (outside any :class:`InterruptGuard`), or None. Like :func:`received_signal`, for the
+    command's wrapper: C code running when the signal came may replace its exception with
+    its own (pydantic building a schema turned a Ctrl-C into "SchemaError: ...
+    KeyboardInterrupt": exit 70, "a bug in the tool", QA round 35)."""
+    return _OUTSIDE[0] if _OUTSIDE else None
+
+
 def _stop_outside_guards(signum: int, frame: FrameType | None) -> None:
+    if not _OUTSIDE:
+        _OUTSIDE.append(signum)
     raise StoppedBySignal(signum)
+
+
+def _interrupt_outside_guards(signum: int, frame: FrameType | None) -> None:
+    """SIGINT outside any guard: Python's own ``KeyboardInterrupt``, recorded."""
+    if not _OUTSIDE:
+        _OUTSIDE.append(signum)
+    raise KeyboardInterrupt
 
 
 def stop_cleanly_outside_guards() -> None:
     """For a command-line process: SIGTERM and SIGHUP left at their default action raise
-    :class:`StoppedBySignal` from now on (SIGINT already raises ``KeyboardInterrupt``).
+    :class:`StoppedBySignal` from now on (SIGINT already raises ``KeyboardInterrupt``; it
+    is recorded too, :func:`signal_outside_guards`).
 
     Without it, a SIGTERM in the second a command spends before its
     :class:`InterruptGuard` is installed (imports, the spec, cost tables) ended the
@@ -87,6 +111,8 @@ def stop_cleanly_outside_guards() -> None:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is signal.SIG_DFL:
             signal.signal(sig, _stop_outside_guards)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupt_outside_guards)
 
 
 class InterruptGuard:
@@ -133,6 +159,34 @@ class InterruptGuard:
         if threading.current_thread() is threading.main_thread():
             for sig in STOP_SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+        self._previous.clear()
+
+
+class HeldSignals:
+    """Context manager: while active, a stop signal is recorded (:attr:`signum`, the first)
+    and not acted on, so that the step inside (printing a command's whole ``--json``
+    document, or the message saying it was interrupted) is never cut in the middle; the
+    caller acts on :attr:`signum` afterwards. Handlers are restored on exit; outside the
+    main thread (no signal handlers there) it does nothing."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, object] = {}
+
+    def _hold(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is None:
+            self.signum = signum
+
+    def __enter__(self) -> "HeldSignals":
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._hold)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
