@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
@@ -30,8 +31,8 @@ from autopar_opt.ir.pipeline import (microbatch_fix, microbatch_rule_broken, pip
 from autopar_opt.ir.plan import Plan, StagePlan, uniform_plan
 from autopar_opt.spec.cp_rule import cp_refusal
 from autopar_opt.core.errors import ProblemList, did_you_mean
-from autopar_opt.spec.schema import (ExplicitPlanSpec, MegatronArgsPlanSpec, MegatronPlanSpec,
-                                     StrategySpec)
+from autopar_opt.spec.schema import (ExplicitPlanSpec, MegatronArgsPlanSpec,
+                                     MegatronBridgePlanSpec, MegatronPlanSpec, StrategySpec)
 from autopar_opt.ir.target import BLOCK_KINDS
 from autopar_opt.ir.strategies import Strategy, divisors, ep_degree_ok, tp_degree_ok
 from autopar_opt.ir.training import Recompute, Schedule, Training
@@ -441,37 +442,82 @@ def _stage_devices(spec: ExplicitPlanSpec, cluster: Cluster, graph: LayerGraph,
 def _megatron_args(spec: MegatronArgsPlanSpec, graph: LayerGraph, cluster: Cluster,
                    training: Training, out: ProblemList) -> Plan | None:
     """A Megatron-LM command line as the plan (autopar_opt.export.megatron_import)."""
+    shown = spec.megatron_args if isinstance(spec.megatron_args, str) else \
+        " ".join(spec.megatron_args)
+    return _command_line(spec.megatron_args, graph, cluster, training, out,
+                         "plan.megatron_args", shown[:120] + ("..." if len(shown) > 120 else ""),
+                         "correct the flags")
+
+
+def _command_line(argv: str | list[str], graph: LayerGraph, cluster: Cluster,
+                  training: Training, out: ProblemList, key: str, shown: str,
+                  fix: str, words=str) -> Plan | None:
+    """The plan of a Megatron-LM command line, every problem at ``key`` (its value
+    ``shown``), in ``words`` (a file's own names for the flags)."""
     from autopar_opt.cost.evaluate import PlanError
     from autopar_opt.export.megatron import MegatronArgsError, parse_megatron_args
     from autopar_opt.export.megatron_import import plan_from_megatron
     from autopar_opt.ir.pipeline import validate_plan
 
     try:
-        plan = plan_from_megatron(parse_megatron_args(spec.megatron_args), graph, cluster,
-                                  training)
+        plan = plan_from_megatron(parse_megatron_args(argv), graph, cluster, training)
         validate_plan(plan, graph, cluster, training)
         return plan
     except (MegatronArgsError, PlanError) as exc:
-        shown = spec.megatron_args if isinstance(spec.megatron_args, str) else \
-            " ".join(spec.megatron_args)
         problems = exc.problems if isinstance(exc, MegatronArgsError) else [str(exc)]
         for problem in problems:
-            out.add("plan.megatron_args", shown[:120] + ("..." if len(shown) > 120 else ""),
-                    problem, "correct the flags (tp, pp, cp, ep, batch sizes, stage split, "
+            out.add(key, shown, words(problem), f"{fix} (tp, pp, cp, ep, batch sizes, stage split, "
                     "precision, model dimensions) so that they describe a run of this model "
                     "on this cluster")
         return None
 
 
-def build_plan(spec: MegatronPlanSpec | MegatronArgsPlanSpec | ExplicitPlanSpec | None, graph: LayerGraph | None,
-               cluster: Cluster | None, training: Training, out: ProblemList) -> Plan | None:
-    """The spec's plan (None when absent or when its inputs failed to build)."""
+def _megatron_bridge(spec: MegatronBridgePlanSpec, graph: LayerGraph, cluster: Cluster,
+                     training: Training, out: ProblemList, base: Path | None) -> Plan | None:
+    """A Megatron-Bridge overrides file as the plan: its settings as Megatron-LM's flags
+    (:func:`autopar_opt.export.bridge_import.bridge_argv`), read as a command line is; the
+    flags travel in ``plan.notes["argv"]`` for the notes :mod:`autopar_opt.spec.notices`
+    writes about them."""
+    from autopar_opt.core.errors import SpecError
+    from autopar_opt.export.bridge_import import bridge_argv, bridge_words
+    from autopar_opt.export.megatron import MegatronArgsError
+    from autopar_opt.spec.loader import read_document
+
+    path = Path(spec.megatron_bridge)
+    if base is not None and not path.is_absolute():
+        path = base / path
+    key = "plan.megatron_bridge"
+    try:
+        argv = bridge_argv(read_document(path))
+    except SpecError as exc:
+        for p in exc.problems:
+            out.add(key, spec.megatron_bridge, p.rule, p.fix)
+        return None
+    except MegatronArgsError as exc:
+        for problem in exc.problems:
+            out.add(key, spec.megatron_bridge, problem, "correct the file's settings")
+        return None
+    plan = _command_line(argv, graph, cluster, training, out, key, spec.megatron_bridge,
+                         "correct the file's settings", bridge_words)
+    if plan is not None:
+        plan.notes["argv"] = argv
+    return plan
+
+
+def build_plan(spec: MegatronPlanSpec | MegatronArgsPlanSpec | MegatronBridgePlanSpec
+               | ExplicitPlanSpec | None, graph: LayerGraph | None,
+               cluster: Cluster | None, training: Training, out: ProblemList,
+               base: Path | None = None) -> Plan | None:
+    """The spec's plan (None when absent or when its inputs failed to build); ``base``: the
+    spec's folder, where a relative ``megatron_bridge`` file is."""
     if spec is None or graph is None or cluster is None:
         return None
     if isinstance(spec, MegatronPlanSpec):
         plan = _megatron(spec, graph, cluster, training, out)
     elif isinstance(spec, MegatronArgsPlanSpec):
         plan = _megatron_args(spec, graph, cluster, training, out)
+    elif isinstance(spec, MegatronBridgePlanSpec):
+        plan = _megatron_bridge(spec, graph, cluster, training, out, base)
     else:
         plan = _explicit(spec, graph, cluster, training, out)
     if plan is not None and not _heads_split_by_cp(plan, graph, training, spec, out):
@@ -491,7 +537,7 @@ def _heads_split_by_cp(plan: Plan, graph: LayerGraph, training: Training, spec,
     if not training.runtime.cp_splits_heads:
         return True
     layers = {layer.name: layer for layer in graph.layers}
-    explicit = not isinstance(spec, (MegatronPlanSpec, MegatronArgsPlanSpec))
+    explicit = isinstance(spec, ExplicitPlanSpec)
     for i, stage in enumerate(plan.stages):
         for j, (name, s) in enumerate(zip(stage.layers, stage.strategies)):
             layer = layers[name]

@@ -40,16 +40,21 @@ def command_line_notes(plan_section, training, plan=None, graph=None) -> list[st
     not (:func:`autopar_opt.export.megatron_import.runtime_flag_notes`), and the batch flags
     it leaves out (:func:`~autopar_opt.export.megatron_import.batch_notes`; ``plan``: the
     plan built from it, for its data-parallel degree)."""
-    from autopar_opt.spec.schema import MegatronArgsPlanSpec
+    from autopar_opt.spec.schema import MegatronArgsPlanSpec, MegatronBridgePlanSpec
 
-    if not isinstance(plan_section, MegatronArgsPlanSpec):
+    if isinstance(plan_section, MegatronBridgePlanSpec) and plan is not None \
+            and "argv" in plan.notes:
+        argv, key = plan.notes["argv"], "plan.megatron_bridge"     # its settings as flags
+    elif isinstance(plan_section, MegatronArgsPlanSpec):
+        argv, key = plan_section.megatron_args, "plan.megatron_args"
+    else:
         return []
     from autopar_opt.export.megatron import parse_megatron_args
     from autopar_opt.export.megatron_import import batch_notes, exchange_notes, runtime_flag_notes
 
-    args = parse_megatron_args(plan_section.megatron_args)     # read once before: it parses
+    args = parse_megatron_args(argv)     # read once before: it parses
     moe = graph is not None and any(layer.is_moe for layer in graph.layers)
     notes = runtime_flag_notes(args, training) + exchange_notes(args, training, moe)
     if plan is not None and plan.stages and plan.stages[0].strategies:
         notes = batch_notes(args, training, plan.stages[0].strategies[0].dp) + notes
-    return [f"plan.megatron_args: {note}" for note in notes]
+    return [f"{key}: {note}" for note in notes]

@@ -549,16 +549,28 @@ class MegatronArgsPlanSpec(Section):
         "--micro-batch-size 1 --global-batch-size 512 --use-distributed-optimizer")
 
 
+class MegatronBridgePlanSpec(Section):
+    """An existing Megatron-Bridge overrides file read as the plan (its model, train, ddp and
+    mixed_precision settings, as Megatron-LM's flags: autopar_opt/export/bridge_import.py)."""
+
+    megatron_bridge: str = documented_field(
+        "The overrides file (YAML, as `autopar export --to megatron-bridge` writes it; a "
+        "relative path is from the spec's folder).", "bridge_overrides.yaml")
+
+
 def _plan_tag(value: Any) -> str:
     if isinstance(value, dict) and "stages" in value:
         return "#explicit"
     if isinstance(value, dict) and "megatron_args" in value:
         return "#megatron_args"
+    if isinstance(value, dict) and "megatron_bridge" in value:
+        return "#megatron_bridge"
     return "#megatron"
 
 
 PlanSection = Annotated[Union[Annotated[MegatronPlanSpec, Tag("#megatron")],
                               Annotated[MegatronArgsPlanSpec, Tag("#megatron_args")],
+                              Annotated[MegatronBridgePlanSpec, Tag("#megatron_bridge")],
                               Annotated[ExplicitPlanSpec, Tag("#explicit")]],
                         Discriminator(_plan_tag)]
 

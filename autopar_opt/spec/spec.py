@@ -119,7 +119,7 @@ def build_spec(data: dict[str, Any], path: Path, section_files: dict[str, str] |
     if cluster is not None and not out.items:
         check_room_left(cluster, training, cost, out,
                         getattr(model.cluster, "device_memory_gib", None))
-    plan = build_plan(model.plan, graph, cluster, training, out)
+    plan = build_plan(model.plan, graph, cluster, training, out, Path(path).parent)
     out.raise_if_any()
     return Spec(Path(path), graph, cluster, training, space, solver, cost, plan, data,
                 ([notice] if notice else []) + positions_notice(graph.arch, training.seq_len)
@@ -211,7 +211,7 @@ def _build_fleet_spec(model: SpecFile, data: dict[str, Any], path: Path, graph: 
         out.add("plan", "given", "a hand-written plan on a fleet of several groups is not "
                 "supported (a plan would need every stage's group)", "drop the plan section")
     elif model.plan is not None:
-        plan = build_plan(model.plan, graph, first, training, out)
+        plan = build_plan(model.plan, graph, first, training, out, Path(path).parent)
     out.raise_if_any()
     return Spec(Path(path), graph, first, training, space, solver, cost, plan, data,
                 [notice] if notice else [], fleet if several else None)

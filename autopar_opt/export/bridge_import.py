@@ -1,0 +1,135 @@
+"""A Megatron-Bridge overrides file read back as a plan (``plan: {megatron_bridge: FILE}``).
+
+Megatron-Bridge's ``ConfigContainer`` carries Megatron-Core's settings under their
+``TransformerConfig`` / ``DistributedDataParallelConfig`` names (``model.tensor_model_
+parallel_size`` is Megatron-LM's ``--tensor-model-parallel-size``; Bridge's
+``training/config.py`` hands them to the same parallel state), so the file
+:func:`autopar_opt.export.megatron.bridge_overrides` writes is read by translating each
+setting that decides the price into its Megatron-LM flag and reading that command line
+with the Megatron-LM importer (:mod:`autopar_opt.export.megatron_import`): the same rules,
+the same checks against the spec's model and training, the same notes. The translation is
+the inverse of ``bridge_overrides``, key by key. A key of the sections read that the price
+does not depend on (the optimizer's learning rate, the dataset's paths, logging) is not
+read; a value that is not a setting Megatron-Core takes is refused naming the key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autopar_opt.export.megatron import MegatronArgsError
+
+#: ``model.<key>`` -> the Megatron-LM flag taking the same value (bridge_overrides' keys).
+MODEL_VALUES = {
+    "num_layers": "--num-layers", "hidden_size": "--hidden-size",
+    "ffn_hidden_size": "--ffn-hidden-size", "num_attention_heads": "--num-attention-heads",
+    "num_moe_experts": "--num-experts", "kv_channels": "--kv-channels",
+    "seq_length": "--seq-length",
+    "tensor_model_parallel_size": "--tensor-model-parallel-size",
+    "pipeline_model_parallel_size": "--pipeline-model-parallel-size",
+    "context_parallel_size": "--context-parallel-size",
+    "expert_model_parallel_size": "--expert-model-parallel-size",
+    "expert_tensor_parallel_size": "--expert-tensor-parallel-size",
+    "virtual_pipeline_model_parallel_size": "--num-virtual-stages-per-pipeline-rank",
+    "recompute_granularity": "--recompute-granularity",
+    "recompute_method": "--recompute-method", "recompute_num_layers": "--recompute-num-layers",
+    "pipeline_model_parallel_layout": "--pipeline-model-parallel-layout",
+    "num_layers_in_first_pipeline_stage": "--decoder-first-pipeline-num-layers",
+    "num_layers_in_last_pipeline_stage": "--decoder-last-pipeline-num-layers",
+    "cp_comm_type": "--cp-comm-type",
+    "moe_token_dispatcher_type": "--moe-token-dispatcher-type",
+    "moe_flex_dispatcher_backend": "--moe-flex-dispatcher-backend",
+}
+#: ``model.<key>`` true -> the Megatron-LM switch.
+MODEL_SWITCHES = {"sequence_parallel": "--sequence-parallel",
+                  "moe_grouped_gemm": "--moe-grouped-gemm"}
+#: ``<section>.<key>`` -> the Megatron-LM flag (value) or switch (``True`` values).
+OTHER_VALUES = {("train", "micro_batch_size"): "--micro-batch-size",
+                ("train", "global_batch_size"): "--global-batch-size",
+                ("ddp", "data_parallel_sharding_strategy"): "--data-parallel-sharding-strategy",
+                ("ddp", "num_distributed_optimizer_instances"):
+                    "--num-distributed-optimizer-instances"}
+OTHER_SWITCHES = {("ddp", "use_distributed_optimizer"): "--use-distributed-optimizer",
+                  ("optimizer", "use_distributed_optimizer"): "--use-distributed-optimizer",
+                  ("ddp", "use_megatron_fsdp"): "--use-megatron-fsdp",
+                  ("dist", "use_megatron_fsdp"): "--use-megatron-fsdp",
+                  ("ddp", "overlap_grad_reduce"): "--overlap-grad-reduce",
+                  ("ddp", "overlap_param_gather"): "--overlap-param-gather",
+                  # CommOverlapConfig (the recipe's comm_overlap section; the export leaves
+                  # it to the recipe and says so)
+                  ("comm_overlap", "tp_comm_overlap"): "--tp-comm-overlap"}
+#: Bridge's registered mixed-precision recipes (``training/mixed_precision.py``) the export
+#: writes -> Megatron-LM's precision flags (:func:`~autopar_opt.export.megatron.precision_args`).
+PRECISION = {"bf16_mixed": ["--bf16"], "fp16_mixed": ["--fp16"],
+             "bf16_with_fp8_current_scaling_mixed": ["--bf16", "--fp8-format", "e4m3"],
+             "bf16_with_fp8_delayed_scaling_mixed": ["--bf16", "--fp8-format", "hybrid"]}
+
+
+def _scalar(section: str, key: str, value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise MegatronArgsError(f"{section}.{key} = {value!r}: Megatron-Core takes a whole "
+                                "number or a name there")
+    return str(value)
+
+
+def bridge_argv(overrides: Any) -> list[str]:
+    """The Megatron-LM command line that sets what ``overrides`` (a Bridge overrides
+    mapping) sets; raises :class:`MegatronArgsError` naming each key it cannot read."""
+    if not isinstance(overrides, dict) or not isinstance(overrides.get("model"), dict):
+        raise MegatronArgsError("not a Megatron-Bridge overrides file: it needs a 'model' "
+                                "section (ConfigContainer's model provider settings), as "
+                                "`autopar export --to megatron-bridge` writes")
+    argv: list[str] = []
+    problems: list[str] = []
+    model = overrides["model"]
+    for key, flag in MODEL_VALUES.items():
+        value = model.get(key)
+        try:
+            if isinstance(value, list) and key == "cp_comm_type":
+                argv += [flag, *(_scalar("model", key, v) for v in value)]
+            elif value is not None:
+                argv += [flag, _scalar("model", key, value)]
+        except MegatronArgsError as exc:
+            problems += exc.problems
+    for key, flag in MODEL_SWITCHES.items():
+        if model.get(key) is True:
+            argv.append(flag)
+    modules = model.get("recompute_modules")
+    if isinstance(modules, list) and modules:
+        argv += ["--recompute-modules", *map(str, modules)]
+    groups, heads = model.get("num_query_groups"), model.get("num_attention_heads")
+    if groups is not None and groups != heads:
+        argv += ["--group-query-attention", "--num-query-groups", str(groups)]
+    for (section, key), flag in OTHER_VALUES.items():
+        part = overrides.get(section)
+        if isinstance(part, dict) and part.get(key) is not None:
+            try:
+                argv += [flag, _scalar(section, key, part[key])]
+            except MegatronArgsError as exc:
+                problems += exc.problems
+    for (section, key), flag in OTHER_SWITCHES.items():
+        part = overrides.get(section)
+        if isinstance(part, dict) and part.get(key) is True and flag not in argv:
+            argv.append(flag)
+    precision = overrides.get("mixed_precision")
+    if precision is not None:
+        if precision not in PRECISION:
+            problems.append(f"mixed_precision = {precision!r}: not one of Bridge's recipes "
+                            f"read here ({', '.join(PRECISION)})")
+        else:
+            argv += PRECISION[precision]
+    if problems:
+        raise MegatronArgsError("", problems)
+    return argv
+
+
+def bridge_words(problem: str) -> str:
+    """A problem the Megatron-LM importer found, in the file's terms: each flag named with
+    the Bridge key that set it (``--num-layers 8`` -> ``model.num_layers (--num-layers) 8``)."""
+    import re
+
+    keys = {flag: f"model.{key}" for key, flag in {**MODEL_VALUES, **MODEL_SWITCHES}.items()}
+    keys.update({flag: f"{section}.{key}" for (section, key), flag in
+                 {**OTHER_VALUES, **OTHER_SWITCHES}.items() if flag not in keys})
+    return re.sub(r"--[a-z0-9-]+", lambda m: f"{keys[m.group(0)]} ({m.group(0)})"
+                  if m.group(0) in keys else m.group(0), problem)
