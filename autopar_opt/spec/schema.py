@@ -558,6 +558,15 @@ class MegatronBridgePlanSpec(Section):
         "relative path is from the spec's folder).", "bridge_overrides.yaml")
 
 
+class TorchtitanPlanSpec(Section):
+    """An existing torchtitan 0.2 job file (TOML) read as the plan (its [parallelism],
+    [training] and [activation_checkpoint]: autopar_opt/export/torchtitan_import.py)."""
+
+    torchtitan: str = documented_field(
+        "The job file (TOML, as `autopar export --to torchtitan --framework-version 0.2` "
+        "writes it; a relative path is from the spec's folder).", "job.toml")
+
+
 def _plan_tag(value: Any) -> str:
     if isinstance(value, dict) and "stages" in value:
         return "#explicit"
@@ -565,12 +574,15 @@ def _plan_tag(value: Any) -> str:
         return "#megatron_args"
     if isinstance(value, dict) and "megatron_bridge" in value:
         return "#megatron_bridge"
+    if isinstance(value, dict) and "torchtitan" in value:
+        return "#torchtitan"
     return "#megatron"
 
 
 PlanSection = Annotated[Union[Annotated[MegatronPlanSpec, Tag("#megatron")],
                               Annotated[MegatronArgsPlanSpec, Tag("#megatron_args")],
                               Annotated[MegatronBridgePlanSpec, Tag("#megatron_bridge")],
+                              Annotated[TorchtitanPlanSpec, Tag("#torchtitan")],
                               Annotated[ExplicitPlanSpec, Tag("#explicit")]],
                         Discriminator(_plan_tag)]
 

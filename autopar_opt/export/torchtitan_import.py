@@ -1,0 +1,127 @@
+"""A torchtitan 0.2 job file (TOML) read back as a plan (``plan: {torchtitan: FILE}``).
+
+The file :func:`autopar_opt.export.torchtitan.torchtitan_toml` writes (``export --to
+torchtitan --framework-version 0.2``) holds the whole plan in torchtitan's own keys:
+``[parallelism]`` (replicate and shard degrees, tp, cp, pp, the FSDP reshard policy, the
+schedule, the pipeline micro-batch and the stages as ``module_fqns_per_model_part``),
+``[training]`` (batch sizes, sequence) and ``[activation_checkpoint]``; it is read by
+:func:`~autopar_opt.export.torchtitan.plan_from_torchtitan`, the inverse of the export.
+Checked here first, each problem naming the file's key: the model it names
+(``[model] name/flavor``) must be the flavour of the spec's model
+(:func:`~autopar_opt.export.torchtitan.flavour`), the batch, sequence and precision the
+spec's training, the degrees whole numbers multiplying to the cluster's devices, and the
+stages' module names the model's. torchtitan 0.3's job file is a Python module: reading it
+would mean running it, so it is refused with the way to write a TOML instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autopar_opt.export.megatron import MegatronArgsError
+from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.hardware import Cluster
+from autopar_opt.ir.plan import Plan
+from autopar_opt.ir.training import Training
+
+#: ``[parallelism]`` degrees (torchtitan's defaults: 1; ``data_parallel_shard_degree`` -1
+#: means "the rest", which the export never writes and is refused here).
+DEGREES = ("data_parallel_replicate_degree", "data_parallel_shard_degree",
+           "tensor_parallel_degree", "context_parallel_degree", "pipeline_parallel_degree",
+           "pipeline_parallel_microbatch_size", "expert_parallel_degree",
+           "expert_tensor_parallel_degree")
+#: torchtitan's ``training.mixed_precision_param`` -> the spec's ``training.dtype`` it trains.
+PARAM_DTYPES = {"bfloat16": ("bf16", "fp8"), "float16": ("fp16",), "float32": ("fp32",)}
+
+
+def _section(config: dict, name: str, problems: list[str]) -> dict:
+    part = config.get(name, {})
+    if not isinstance(part, dict):
+        problems.append(f"[{name}] is not a table")
+        return {}
+    return part
+
+
+def _fqns_problems(parts: Any, graph: LayerGraph) -> list[str]:
+    blocks = len(graph) - 2
+    if not isinstance(parts, list) or not all(isinstance(p, list) and p for p in parts):
+        return ["parallelism.module_fqns_per_model_part must be a list of non-empty lists "
+                "of module names"]
+    out = []
+    for i, part in enumerate(parts):
+        for fqn in part:
+            ok = fqn in ("tok_embeddings", "norm", "output") or (
+                isinstance(fqn, str) and fqn.startswith("layers.")
+                and fqn[7:].isdigit() and int(fqn[7:]) < blocks)
+            if not ok:
+                out.append(f"parallelism.module_fqns_per_model_part[{i}] names {fqn!r}, not a "
+                           f"module of the model (tok_embeddings, layers.0-{blocks - 1}, norm, "
+                           "output)")
+    return out
+
+
+def torchtitan_problems(config: Any, graph: LayerGraph, cluster: Cluster,
+                        training: Training) -> list[str]:
+    """Every reason ``config`` (a parsed torchtitan 0.2 TOML) is not a plan of this model
+    and training on this cluster (empty: :func:`plan_from_torchtitan_file` reads it)."""
+    from autopar_opt.export.torchtitan import flavour
+
+    if not isinstance(config, dict) or "parallelism" not in config:
+        return ["not a torchtitan job file: it needs a [parallelism] table, as `autopar "
+                "export --to torchtitan --framework-version 0.2` writes"]
+    out: list[str] = []
+    model = _section(config, "model", out)
+    par = _section(config, "parallelism", out)
+    tr = _section(config, "training", out)
+    found = flavour(graph.arch)
+    theirs = (model.get("name"), model.get("flavor"))
+    if found is None:
+        out.append(f"torchtitan registers no flavour of the spec's model {graph.name}: no "
+                   "torchtitan job file runs it")
+    elif theirs != found[:2]:
+        out.append(f"model.name/flavor {theirs[0]!r}/{theirs[1]!r}, but the spec's model is "
+                   f"torchtitan's {found[0]!r}/{found[1]!r}: the file is another model's")
+    for key in DEGREES:
+        value = par.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            out.append(f"parallelism.{key} = {value!r}: give a whole number of at least 1")
+    for key, want in (("global_batch_size", training.global_batch_size),
+                      ("seq_len", training.seq_len)):
+        if tr.get(key) != want:
+            out.append(f"training.{key} = {tr.get(key)!r}, but the spec's training.{key} is "
+                       f"{want!r}")
+    local = tr.get("local_batch_size")
+    if isinstance(local, bool) or not isinstance(local, int) or local < 1:
+        out.append(f"training.local_batch_size = {local!r}: give a whole number of at least 1")
+    param = tr.get("mixed_precision_param", "bfloat16")
+    if training.dtype not in PARAM_DTYPES.get(param, ()):
+        out.append(f"training.mixed_precision_param = {param!r} does not train "
+                   f"training.dtype {training.dtype} (the price is the spec's)")
+    if out:
+        return out
+    sizes = [par.get(k, 1) for k in DEGREES[:5]]
+    world = sizes[0] * sizes[1] * sizes[2] * sizes[3] * sizes[4]
+    if world != cluster.num_devices:
+        out.append(f"replicate*shard*tp*cp*pp = {world}, but the cluster has "
+                   f"{cluster.num_devices} devices")
+    if tr["global_batch_size"] % (tr["local_batch_size"] * sizes[0] * sizes[1]):
+        out.append(f"training.local_batch_size {tr['local_batch_size']} x dp "
+                   f"{sizes[0] * sizes[1]} does not divide the global batch")
+    if "module_fqns_per_model_part" in par:
+        out += _fqns_problems(par["module_fqns_per_model_part"], graph)
+    return out
+
+
+def plan_from_torchtitan_file(config: Any, graph: LayerGraph, cluster: Cluster,
+                              training: Training) -> Plan:
+    """The plan of a torchtitan 0.2 job file; raises :class:`MegatronArgsError` (the
+    importers' error: every problem listed) when it is not one of this case."""
+    from autopar_opt.export.torchtitan import plan_from_torchtitan
+
+    problems = torchtitan_problems(config, graph, cluster, training)
+    if problems:
+        raise MegatronArgsError("", problems)
+    try:
+        return plan_from_torchtitan(config, graph, cluster.num_devices)
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise MegatronArgsError(f"cannot read the job file as a plan ({exc})") from None
