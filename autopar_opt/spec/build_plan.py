@@ -31,7 +31,7 @@ from autopar_opt.ir.pipeline import (microbatch_fix, microbatch_rule_broken, pip
 from autopar_opt.ir.plan import Plan, StagePlan, uniform_plan
 from autopar_opt.spec.cp_rule import cp_refusal
 from autopar_opt.core.errors import ProblemList, did_you_mean
-from autopar_opt.spec.schema import (ExplicitPlanSpec, MegatronArgsPlanSpec,
+from autopar_opt.spec.schema import (DeepspeedPlanSpec, ExplicitPlanSpec, MegatronArgsPlanSpec,
                                      MegatronBridgePlanSpec, MegatronPlanSpec, StrategySpec,
                                      TorchtitanPlanSpec)
 from autopar_opt.ir.target import BLOCK_KINDS
@@ -505,41 +505,52 @@ def _megatron_bridge(spec: MegatronBridgePlanSpec, graph: LayerGraph, cluster: C
     return plan
 
 
-def _torchtitan(spec: TorchtitanPlanSpec, graph: LayerGraph, cluster: Cluster,
-                training: Training, out: ProblemList, base: Path | None) -> Plan | None:
-    """A torchtitan 0.2 job file as the plan (:mod:`autopar_opt.export.torchtitan_import`);
-    torchtitan 0.3's Python job module is refused (reading it means running it)."""
+def _framework_file(spec: TorchtitanPlanSpec | DeepspeedPlanSpec, graph: LayerGraph,
+                    cluster: Cluster, training: Training, out: ProblemList,
+                    base: Path | None) -> Plan | None:
+    """A torchtitan 0.2 job file (:mod:`autopar_opt.export.torchtitan_import`) or a DeepSpeed
+    config (:mod:`autopar_opt.export.deepspeed_import`) as the plan; what the reading assumed
+    travels in ``plan.notes["said"]`` (:mod:`autopar_opt.spec.notices`). torchtitan 0.3's
+    Python job module is refused (reading it means running it)."""
     from autopar_opt.core.errors import SpecError
     from autopar_opt.cost.evaluate import PlanError
+    from autopar_opt.export.deepspeed_import import read_deepspeed
     from autopar_opt.export.megatron import MegatronArgsError
     from autopar_opt.export.torchtitan_import import plan_from_torchtitan_file
     from autopar_opt.ir.pipeline import validate_plan
     from autopar_opt.spec.loader import read_document
 
-    path = Path(spec.torchtitan)
+    given = spec.torchtitan if isinstance(spec, TorchtitanPlanSpec) else spec.deepspeed
+    key = "plan.torchtitan" if isinstance(spec, TorchtitanPlanSpec) else "plan.deepspeed"
+    path = Path(given)
     if base is not None and not path.is_absolute():
         path = base / path
-    key, fix = "plan.torchtitan", "correct the job file's settings"
-    if path.suffix == ".py":
-        out.add(key, spec.torchtitan, "a torchtitan 0.3 job module is Python: reading it would "
-                "mean running it", "export the plan with --framework-version 0.2, whose TOML "
-                "job file is read here, or give the plan as a spec plan (tp, pp, ...)")
+    if isinstance(spec, TorchtitanPlanSpec) and path.suffix == ".py":
+        out.add(key, given, "a torchtitan 0.3 job module is Python: reading it would mean "
+                "running it", "export the plan with --framework-version 0.2, whose TOML job "
+                "file is read here, or give the plan as a spec plan (tp, pp, ...)")
         return None
     try:
-        plan = plan_from_torchtitan_file(read_document(path), graph, cluster, training)
+        config = read_document(path)
+        if isinstance(spec, TorchtitanPlanSpec):
+            plan, said = plan_from_torchtitan_file(config, graph, cluster, training), []
+        else:
+            plan, said = read_deepspeed(config, graph, cluster, training)
         validate_plan(plan, graph, cluster, training)
+        plan.notes["said"] = [f"{key}: {line}" for line in said]
         return plan
     except SpecError as exc:
         for p in exc.problems:
-            out.add(key, spec.torchtitan, p.rule, p.fix)
+            out.add(key, given, p.rule, p.fix)
     except (MegatronArgsError, PlanError) as exc:
         for problem in (exc.problems if isinstance(exc, MegatronArgsError) else [str(exc)]):
-            out.add(key, spec.torchtitan, problem, fix)
+            out.add(key, given, problem, "correct the file's settings")
     return None
 
 
 def build_plan(spec: MegatronPlanSpec | MegatronArgsPlanSpec | MegatronBridgePlanSpec
-               | TorchtitanPlanSpec | ExplicitPlanSpec | None, graph: LayerGraph | None,
+               | TorchtitanPlanSpec | DeepspeedPlanSpec | ExplicitPlanSpec | None,
+               graph: LayerGraph | None,
                cluster: Cluster | None, training: Training, out: ProblemList,
                base: Path | None = None) -> Plan | None:
     """The spec's plan (None when absent or when its inputs failed to build); ``base``: the
@@ -552,8 +563,8 @@ def build_plan(spec: MegatronPlanSpec | MegatronArgsPlanSpec | MegatronBridgePla
         plan = _megatron_args(spec, graph, cluster, training, out)
     elif isinstance(spec, MegatronBridgePlanSpec):
         plan = _megatron_bridge(spec, graph, cluster, training, out, base)
-    elif isinstance(spec, TorchtitanPlanSpec):
-        plan = _torchtitan(spec, graph, cluster, training, out, base)
+    elif isinstance(spec, (TorchtitanPlanSpec, DeepspeedPlanSpec)):
+        plan = _framework_file(spec, graph, cluster, training, out, base)
     else:
         plan = _explicit(spec, graph, cluster, training, out)
     if plan is not None and not _heads_split_by_cp(plan, graph, training, spec, out):

@@ -42,6 +42,9 @@ def command_line_notes(plan_section, training, plan=None, graph=None) -> list[st
     plan built from it, for its data-parallel degree)."""
     from autopar_opt.spec.schema import MegatronArgsPlanSpec, MegatronBridgePlanSpec
 
+    said = list(plan.notes.get("said", [])) if plan is not None else []
+    if said:                 # what reading a framework's file assumed (spec.build_plan)
+        return said
     if isinstance(plan_section, MegatronBridgePlanSpec) and plan is not None \
             and "argv" in plan.notes:
         argv, key = plan.notes["argv"], "plan.megatron_bridge"     # its settings as flags

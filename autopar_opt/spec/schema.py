@@ -567,6 +567,16 @@ class TorchtitanPlanSpec(Section):
         "writes it; a relative path is from the spec's folder).", "job.toml")
 
 
+class DeepspeedPlanSpec(Section):
+    """An existing DeepSpeed JSON config read as the plan (its batch, ZeRO, AutoTP, AutoEP
+    and checkpointing settings; the pipeline degree from DeepSpeed's batch rule:
+    autopar_opt/export/deepspeed_import.py)."""
+
+    deepspeed: str = documented_field(
+        "The JSON config (as `autopar export --to deepspeed` writes it; a relative path is "
+        "from the spec's folder).", "ds_config.json")
+
+
 def _plan_tag(value: Any) -> str:
     if isinstance(value, dict) and "stages" in value:
         return "#explicit"
@@ -576,6 +586,8 @@ def _plan_tag(value: Any) -> str:
         return "#megatron_bridge"
     if isinstance(value, dict) and "torchtitan" in value:
         return "#torchtitan"
+    if isinstance(value, dict) and "deepspeed" in value:
+        return "#deepspeed"
     return "#megatron"
 
 
@@ -583,6 +595,7 @@ PlanSection = Annotated[Union[Annotated[MegatronPlanSpec, Tag("#megatron")],
                               Annotated[MegatronArgsPlanSpec, Tag("#megatron_args")],
                               Annotated[MegatronBridgePlanSpec, Tag("#megatron_bridge")],
                               Annotated[TorchtitanPlanSpec, Tag("#torchtitan")],
+                              Annotated[DeepspeedPlanSpec, Tag("#deepspeed")],
                               Annotated[ExplicitPlanSpec, Tag("#explicit")]],
                         Discriminator(_plan_tag)]
 
