@@ -49,6 +49,10 @@ def pipeline_rule_broken(pp: int, num_devices: int, gpus_per_node: int,
     than layers. Every caller (the plan validator, the cost tables, the spec's
     plan builder, the search's outer configurations, the calibration) asks here.
     """
+    if pp > num_devices:     # said as such (it was "pp=16 does not divide the 8 devices")
+        return RuleBroken(f"pp={pp}: more stages than the {num_devices} devices (a stage runs "
+                          "on one device at least)",
+                          f"use a divisor of {num_devices}: {', '.join(map(str, divisors(num_devices)))}")
     if pp < 1 or num_devices % pp:
         return RuleBroken(f"pp={pp} does not divide the {num_devices} devices",
                           f"use a divisor of {num_devices}: {', '.join(map(str, divisors(num_devices)))}")

@@ -161,3 +161,25 @@ def test_another_batch_is_priced_and_said_another_cluster_is_refused_and_said(so
     bigger.write_text(_spec(tmp_path).read_text().replace("debug-2x4", "2x8-h100"))
     code, text = run_cli("estimate", bigger, "--plan", plan_json)
     assert code == 2 and "cluster.num_devices 8 -> 16" in text and "the stage has 8 devices" in text
+
+
+def test_more_stages_than_devices_is_said_as_such(tmp_path):
+    """26 layers in 16 one-or-two-layer stages on 8 GPUs: "more stages than the 8 devices"
+    (it read "pp=16 does not divide the 8 devices")."""
+    from support import paths
+
+    spec = paths.REPO / "examples" / "quickstart.yaml"
+    code, text = run_cli("estimate", spec, "--json")
+    assert code == 0, text
+    doc = _json(text)
+    names = [n for st in doc["plan"]["stages"] for n in st["layers"]]
+    cuts = [len(names) * i // 16 for i in range(17)]
+    doc["plan"]["stages"] = [{"layers": names[a:b], "strategies": [{"dp": 1, "tp": 1}] * (b - a)}
+                             for a, b in zip(cuts, cuts[1:])]
+    doc["plan"]["pp"] = 16
+    (tmp_path / "p16.json").write_text(json.dumps(doc))
+    code, text = run_cli("estimate", spec, "--plan", tmp_path / "p16.json", "--json")
+    assert code == 2, text
+    [problem] = _json(text)["error"]["problems"]
+    assert problem["key"] == "plan.stages" and problem["value"] == 16
+    assert problem["rule"].startswith("pp=16: more stages than the 8 devices"), problem
