@@ -132,3 +132,21 @@ def test_a_signal_while_a_large_json_document_is_written_leaves_it_whole(sig):
     doc = json.loads(out)                               # whole: one valid document
     assert "error" in doc or len(out) > 131_072, err    # the result, or the interruption said
     assert f"{sig.name}" in err
+
+
+@pytest.mark.parametrize("flags", [("--quiet",), ("--json",)])
+def test_a_search_stopped_without_a_summary_still_says_so(tmp_path, monkeypatch, flags):
+    """A signal once the search had its answer (here: while the baselines are priced) wrote
+    the result and exited 130 with nothing on stderr under --quiet or --json (QA round 35)."""
+    from autopar_opt.cli import solve
+    from support.cli import run_cli
+    from support.signals import signalling_stub
+
+    monkeypatch.setattr(solve, "_baselines", signalling_stub(signal.SIGINT, "the baselines"))
+    code, text = run_cli("solve", QUICKSTART, "--solver", "dp", "--out", tmp_path / "out",
+                         *flags)
+    assert code == 130, text
+    line = f"autopar: stopped by SIGINT (exit 130); the search's result, status optimal, is in " \
+           f"{tmp_path / 'out' / 'plan.json'}"
+    assert line in text
+    assert json.loads((tmp_path / "out" / "plan.json").read_text())["status"] == "optimal"
