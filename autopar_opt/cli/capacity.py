@@ -63,6 +63,10 @@ def _interval(pair: list, fmt) -> str:
     lo, hi = pair
     if lo is None and hi is None:
         return "-"
+    if fmt == ".3g" and lo is not None and hi is not None:
+        from autopar_opt.core.ranges import range_text
+
+        return range_text(lo, hi, sep=" - ")    # one precision for both ends (59.0 - 61.9)
     show = lambda x: "?" if x is None else (fmt(x) if callable(fmt) else format(x, fmt))
     return f"{show(lo)} - {show(hi)}"
 

@@ -49,3 +49,11 @@ def test_a_scenario_without_a_plan_says_why_in_the_terminal():
     buf = io.StringIO()
     print_summary(doc, Console(file=buf, width=400, color_system=None))
     assert f"no plan: A100-80GB_8gpu: {reason}" in buf.getvalue()
+
+
+def test_a_rows_days_are_written_at_one_precision():
+    """The table wrote each end with .3g on its own: "59 - 61.9" (QA round 35); both ends
+    now take the decimals the larger needs for three significant digits."""
+    buf = io.StringIO()
+    print_summary(_doc(), Console(file=buf, width=200, color_system=None))
+    assert "59.0 - 61.9" in buf.getvalue() and "59 - 61.9" not in buf.getvalue()
