@@ -40,25 +40,25 @@ GROUP_MIN = 5
 
 #: Targets missed today (measured by intervals.py; REGIMES.md): group -> figure.
 MISSED_ACCURACY = {
-    "family:bloom": "median 8.4%, p90 39.2%",
-    "family:dsazure2022": "median 5.0%, p90 143.0%",
-    "family:flagperf": "median 11.8%, p90 25.0%",
-    "family:internevo": "median 9.7%, p90 34.5%",
+    "family:bloom": "median 8.6%, p90 39.4%",
+    "family:dsazure2022": "median 5.2%, p90 143.1%",
+    "family:flagperf": "median 11.9%, p90 24.9%",
     "family:kempnerforge": "median 15.1%, p90 19.9%",
     "family:kfcv2026": "median 23.6%, p90 33.2%",
-    "family:llmfoundry": "median 10.3%, p90 20.7%",
-    "family:llmfoundry2024": "median 13.4%, p90 21.5%",
-    "family:moezoo": "median 7.2%, p90 28.8%",
-    "family:xtuner2024": "median 8.6%, p90 29.2%",
-    "fp8:true": "median 21.4%, p90 23.5%",
-    "framework:deepspeed": "median 12.9%, p90 43.7%",
-    "framework:fsdp": "median 10.6%, p90 24.3%",
-    "framework:megatron": "median 10.8%, p90 21.4%",
-    "generation:hopper": "median 12.2%, p90 32.9%",
-    "moe:true": "median 7.4%, p90 42.1%",
-    "sharded_at_scale:true": "median 7.1%, p90 68.9%",
+    "family:llmfoundry": "median 10.1%, p90 20.7%",
+    "family:llmfoundry2024": "median 13.4%, p90 21.4%",
+    "family:moezoo": "median 7.2%, p90 28.9%",
+    "family:xtuner2024": "median 8.5%, p90 29.3%",
+    "fp8:true": "median 21.3%, p90 23.4%",
+    "framework:deepspeed": "median 12.0%, p90 41.0%",
+    "framework:fsdp": "median 10.6%, p90 24.4%",
+    "framework:megatron": "median 10.4%, p90 21.0%",
+    "generation:hopper": "median 12.0%, p90 32.8%",
+    "moe:true": "median 7.5%, p90 42.1%",
+    "sharded_at_scale:true": "median 7.2%, p90 69.1%",
 }
 MISSED_COVERAGE = {
+    "family:bloom": "67% of 9",
     "family:dsazure2022": "67% of 9",
     "family:flagperf": "76% of 21",
     "long_context:true": "77% of 13",
@@ -118,9 +118,10 @@ def test_group_meets_the_accuracy_targets(group):
 
 
 def test_leave_one_family_out_over_both_files():
-    """Median <= 10% and p90 <= 25%, both met (7.2% / 24.9%: 26.3% before the vocabulary
-    layers KempnerForge leaves whole on every tensor-parallel rank and torch pipelining's
-    reduce-scatters after the schedule were priced, 27.0% before FSDP2's copies, 27.4%
+    """Median <= 10% and p90 <= 25%, both met (7.3% / 24.3%: 26.3% before the vocabulary
+    layers KempnerForge leaves whole on every tensor-parallel rank, torch pipelining's
+    reduce-scatters after the schedule and InternEvo's per-rank parameter broadcasts were
+    priced, 27.0% before FSDP2's copies, 27.4%
     before the Megatron-LM 2022-23 records stated their asynchronous all-reduce). The
     largest errors: the DeepSpeed-on-Azure ZeRO-3 rows at micro-batch 1 and 4, +40% to
     +206% too fast; KempnerForge's 70B rows and pipeline rows, 17-37% too fast;
