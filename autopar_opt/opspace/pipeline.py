@@ -208,14 +208,22 @@ def split_lower_bound(t: PipelineTables) -> float:
     return math.fsum(q) + (t.split.microbatches - 1) * max(q) + max(g)
 
 
-def layer_splits(graph: OperatorGraph, pp: int) -> list[tuple[int, ...]]:
-    """Every split of the operators into ``pp`` contiguous stages at layer boundaries."""
-    layer_of, starts, prev = [], [], None
+def layer_starts(graph: OperatorGraph) -> list[int]:
+    """Index of the first operator of every run of consecutive operators of one layer: the
+    places a stage may start (:func:`layer_splits`; operators before the first named layer
+    start none); ``len`` of it is the most stages a split at layer boundaries can have."""
+    starts, prev = [], None
     for v, op in enumerate(graph.ops):
         if op.layer != prev:
             starts.append(v)
             prev = op.layer
-        layer_of.append(len(starts) - 1)
+    return starts
+
+
+def layer_splits(graph: OperatorGraph, pp: int) -> list[tuple[int, ...]]:
+    """Every split of the operators into ``pp`` contiguous stages at layer boundaries (none
+    when ``pp`` exceeds ``len(layer_starts(graph))``)."""
+    starts = layer_starts(graph)
     out = []
     for cut in itertools.combinations(range(1, len(starts)), pp - 1):
         bounds = [starts[c] for c in cut]

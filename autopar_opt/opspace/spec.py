@@ -287,6 +287,8 @@ def build_op_spec(data: dict[str, Any], path: Path) -> OpSpec:
     errors = graph.problems()
     if errors:
         raise SpecError([SpecProblem(str(path), "problem.graph", name, e, "fix the graph") for e in errors[:10]])
+    if prob.pipeline is not None:
+        _check_stage_counts(prob.pipeline.pp, graph, str(path))
     settings = {"graph": name, "batch": batch, "operators": len(graph.ops), "edges": len(graph.edges()),
                 "devices": cluster.num_devices, "nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node,
                 "device": cluster.device.name, "dtype": prob.dtype, "split": prob.space.split,
@@ -294,6 +296,21 @@ def build_op_spec(data: dict[str, Any], path: Path) -> OpSpec:
                 "capacity_gib": ctx.capacity_bytes / 2**30, "source": graph.source}
     return OpSpec(path, name, graph_for, batch, ctx, prob.space.split, prob.space.reduce_scatter,
                   prob.pipeline, model.solver, settings)
+
+
+def _check_stage_counts(pp: list[int], graph: OperatorGraph, file: str) -> None:
+    """Refuse stage counts no split of ``graph`` at layer boundaries reaches: the search would
+    find no configuration for them and answer "proven infeasible" with a memory reason that
+    is not the cause (QA round 35: a 2-layer graph with ``pp: [4]``)."""
+    from autopar_opt.opspace.pipeline import layer_starts
+
+    most = max(1, len(layer_starts(graph)))
+    bad = [x for x in pp if x > most]
+    if bad:
+        raise SpecError([SpecProblem(
+            file, "problem.pipeline.pp", bad,
+            f"every value must be at most the graph's {most} layer(s): stages are split at layer "
+            "boundaries", f"use pp values of at most {most}, or a graph with more layers")])
 
 
 def schedule_of(sec: PipelineSection) -> Schedule:

@@ -71,6 +71,27 @@ def test_pipeline_stages(tmp_path):
     assert doc["certificate"]["lower_bound"] <= doc["certificate"]["primal"] * (1 + 1e-9)
 
 
+def test_more_stages_than_layers_is_refused_not_called_infeasible(tmp_path):
+    """Two decoder blocks cannot make four stages split at layer boundaries (no split
+    exists, which the splitter confirms): the spec error names the key and the most stages;
+    before, the search found no configuration and answered "proven infeasible" (exit 3) with
+    "more devices or more memory per device" (QA round 35)."""
+    from autopar_opt.model_zoo.operator_graphs import transformer_lm
+    from autopar_opt.opspace.pipeline import layer_splits
+
+    assert layer_splits(transformer_lm(4, 64, 64, 4, 256, 100, 2, embeddings=False), 4) == []
+    text = """problem:
+  format: operator_sharding
+  graph: {model: debug, layers: 2, batch: 4, embeddings: false, seq_len: 64}
+  cluster: {nodes: 1, gpus_per_node: 4, device: A100-80GB}
+  pipeline: {pp: [4], microbatches: [1]}
+"""
+    code, out = run_cli("solve", _spec(tmp_path, text), "--out", tmp_path / "out")
+    assert code == 2, out
+    assert "problem.pipeline.pp" in out and "at most the graph's 2 layer(s)" in out, out
+    assert "memory" not in out and not (tmp_path / "out").exists()
+
+
 def test_pipeline_stages_of_a_cnn(tmp_path):
     """The README's AlexNet with a pipeline section: its bound came back as a numpy
     float, the certificate's exact flag a numpy bool, and plan.json could not be written
