@@ -103,7 +103,7 @@ def build_context(doc: dict) -> dict:
             "bound_text": _fmt(bound), "gap_text": "—" if gap is None else f"{100 * gap:.4g}%",
             "status": doc["status"], "bound_source": doc.get("bound_source", ""),
             "time_unit": doc.get("time_unit", "the input file's time unit"),
-            "transfers": doc.get("transfers"),
+            "transfers": doc.get("transfers"), "cycles": doc.get("cycles"),
             "devices": devices, "idle_text": idle_text, "cuts": cuts[:MAX_CUT_ROWS], "cut_count": len(cuts),
             "cuts_truncated": len(cuts) > MAX_CUT_ROWS, "baselines": baselines}
 

@@ -173,7 +173,7 @@ def _bound_source(result: PlacementResult) -> str:
 
 def _json_summary(doc: dict) -> dict:
     keys = ("objective", "value", "lower_bound", "gap", "status", "wall_time_s", "method",
-            "instance", "contiguous", "num_nodes", "time_unit", "transfers")
+            "instance", "contiguous", "num_nodes", "time_unit", "transfers", "cycles")
     out = {k: doc[k] for k in keys if k in doc}
     out["devices"] = [{k: d[k] for k in ("device", "nodes", "load", "memory_bytes")}
                       for d in doc["devices"]]
@@ -226,27 +226,45 @@ def output_reserve_s(num_nodes: int) -> float:
     return OUTPUT_RESERVE_S + OUTPUT_RESERVE_PER_NODE_S * num_nodes
 
 
-def _refuse_cycle_for_latency(problem, spec_path: str) -> None:
-    """The latency objective is the longest path of the placed graph: a graph with a
-    cycle has none (max-load places it, fusing each cycle where parts are contiguous).
-    Refused naming the cycle's nodes by the ids of the input."""
+def input_cycle(problem) -> str | None:
+    """One directed cycle of the input graph, ``"0 -> 1 -> 2 -> 0"`` in the input's node ids
+    (at most six shown), or None when the graph is acyclic."""
     from autopar_opt.placement.condense import is_acyclic
 
     if is_acyclic(problem.num_nodes, problem.edges):
-        return
+        return None
     import networkx as nx
-
-    from autopar_opt.cli import options as opt
-    from autopar_opt.core.errors import SpecProblem
 
     graph = nx.DiGraph()
     graph.add_edges_from(np.asarray(problem.edges, dtype=np.int64).reshape(-1, 2).tolist())
     cycle = [problem.node_ids[u] for u, _ in nx.find_cycle(graph)]
-    shown = " -> ".join(map(str, cycle[:6])) + (" -> ..." if len(cycle) > 6 else "")
+    return " -> ".join(map(str, cycle[:6])) + (" -> ..." if len(cycle) > 6 else "") + f" -> {cycle[0]}"
+
+
+def cycles_note(cycle: str, contiguous: bool) -> str:
+    """What max-load did with a cyclic input graph, for the outputs (QA round 35: a graph
+    with a cycle, often a reversed edge, was placed without a word): a contiguous placement
+    keeps every cycle on one device (``condense``), a non-contiguous one prices its edges
+    like any other."""
+    what = ("a contiguous placement keeps every cycle on one device" if contiguous
+            else "the non-contiguous placement prices its edges like any others")
+    return (f"the input graph has directed cycles, e.g. {cycle}: {what}; if an edge is "
+            "reversed, fix the graph")
+
+
+def _refuse_cycle_for_latency(problem, spec_path: str) -> None:
+    """The latency objective is the longest path of the placed graph: a graph with a
+    cycle has none (max-load places it, fusing each cycle where parts are contiguous).
+    Refused naming the cycle's nodes by the ids of the input."""
+    cycle = input_cycle(problem)
+    if cycle is None:
+        return
+    from autopar_opt.cli import options as opt
+    from autopar_opt.core.errors import SpecProblem
+
     raise opt.OptionError([SpecProblem(spec_path, "edges", None,
                                        "the latency objective needs an acyclic graph (a "
-                                       "cycle has no longest path); this one has the cycle "
-                                       f"{shown} -> {cycle[0]}",
+                                       f"cycle has no longest path); this one has the cycle {cycle}",
                                        "use --objective max-load (it places cycles), or "
                                        "remove the edge that closes the cycle")])
 
@@ -302,6 +320,7 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
                                         else ", or write objective: max-load"))])
     if objective == "latency":
         _refuse_cycle_for_latency(problem, spec_path)
+    cycle = input_cycle(problem) if objective == "max-load" else None
     from autopar_opt.solvers.registry import BACKENDS
     name = (solver or "auto").lower()
     if name not in ("auto", *BACKENDS):
@@ -352,6 +371,8 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
         result = keep_better(result, found)
         doc = placement_document(result, expert, None if budget is None
                                  else budget.deadline - 0.5 * reserve)
+        if cycle is not None:
+            doc["cycles"] = cycles_note(cycle, cont)
         if found is not None:
             optimum = result.value if result.status == "optimal" else None
             doc["searcher"] = searcher.block(found, result.lower_bound, optimum)
@@ -411,6 +432,7 @@ def _text(doc: dict) -> str:
              f"objective:    {doc['objective']} ({'contiguous' if doc['contiguous'] else 'non-contiguous'})",
              f"time unit:    {doc.get('time_unit', FILE_UNIT)} (value, bound, loads, baselines)",
              *([f"transfers:    {doc['transfers']}"] if doc.get("transfers") else []),
+             *([f"cycles:       {doc['cycles']}"] if doc.get("cycles") else []),
              f"value:        {fmt(doc['value'])}",
              f"lower bound:  {fmt(doc['lower_bound'])}",
              f"gap:          {gap}",

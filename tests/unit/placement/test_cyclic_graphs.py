@@ -57,3 +57,20 @@ def test_the_cli_places_it_with_a_searcher_and_refuses_latency(ring):
     code, text = run_cli("place", ring, "--objective", "latency")
     assert code == 2
     assert "needs an acyclic graph" in text and "1 -> 2 -> 3 -> 4 -> 1" in text
+
+
+@pytest.mark.parametrize("flag, rule", [("--contiguous", "keeps every cycle on one device"),
+                                        ("--no-contiguous", "prices its edges like any others")])
+def test_max_load_says_the_input_has_a_cycle(ring, tmp_path, flag, rule):
+    """A cyclic input (often a reversed edge) was placed without a word (QA round 35): the
+    text, the JSON and placement.json name one cycle (the ring's, by hand) and what the
+    variant did with it; an acyclic graph gets no such line."""
+    code, text = run_cli("place", ring, flag, "--time-limit", "20")
+    assert code == 0 and "cycles:" in text and "1 -> 2 -> 3 -> 4 -> 1" in text and rule in text
+    code, out = run_cli("place", ring, flag, "--json", "--time-limit", "20", "--out", tmp_path / "o")
+    assert code == 0 and "1 -> 2 -> 3 -> 4 -> 1" in json.loads(out[out.index("{"):])["cycles"]
+    assert rule in json.loads((tmp_path / "o" / "placement.json").read_text())["cycles"]
+    chain = dict(RING, edges=RING["edges"][:3])
+    (tmp_path / "chain.json").write_text(json.dumps(chain))
+    code, text = run_cli("place", tmp_path / "chain.json", flag, "--time-limit", "20")
+    assert code == 0 and "cycles:" not in text
