@@ -59,12 +59,15 @@ The iteration times below carry {{ no_interval }}.</p>
 {% for o in s.operators %}<tr><td>{{ o.name }}</td><td>{{ o.label }}</td></tr>{% endfor %}</table>{% endfor %}
 {% endif %}
 {% if doc.baselines %}<h2>Baselines (same cost model)</h2>
-<table><tr><th>plan</th><th>s per iteration</th><th>× optimum</th><th>fits memory</th><th>note</th></tr>
-{% for b in doc.baselines %}<tr><td>{{ b.name }}</td><td class="n">{{ '%.6g' % b.metrics.time_s }}</td>
-<td class="n">{{ '%.4f' % b.ratio_to_optimum if b.ratio_to_optimum else '-' }}</td>
+<table><tr><th>plan</th><th>s per iteration</th><th>× {{ 'optimum' if doc.certificate.exact else
+'the plan above (not proven optimal)' }}</th><th>fits memory</th><th>note</th></tr>
+{% for b in doc.baselines %}{% set r = b.ratio_to_plan or b.ratio_to_optimum %}<tr><td>{{ b.name }}</td>
+<td class="n">{{ '%.6g' % b.metrics.time_s }}</td>
+<td class="n">{{ '%.4f' % r if r else '-' }}</td>
 <td>{{ b.metrics.fits_memory | show }}</td><td>{{ b.note | show }}</td></tr>{% endfor %}</table>{% endif %}
 {% if doc.templates %}{% set t = doc.templates %}<h2>Operator space vs Megatron templates</h2>
-<p>Best template plan: {{ '%.6g' % t.template_value }} s on mesh {{ t.template_mesh }}; operator-space optimum
+<p>Best template plan: {{ '%.6g' % t.template_value }} s on mesh {{ t.template_mesh }}; operator-space
+{{ 'optimum' if t.optimum_proven is not false else 'plan (not proven optimal)' }}
 {{ '%.6g' % t.optimum_value }} s on mesh {{ t.optimum_mesh }}:
 {% if t.strictly_better %}<b>{{ '%.2f' % ((t.speedup_over_templates - 1) * 100) }}% faster</b> than the templates.
 {% else %}the templates reach the optimum.{% endif %} {{ t.note }}</p>
