@@ -12,9 +12,14 @@ the axis replicates. Two rule sets enumerate them (:func:`enumerate_configs`):
   dimension or to none (sharding specs ``R``, ``S0``, ``S1``, ``S01`` of each
   dimension);
 * ``pase`` (Elango, IPDPS 2021, Sec. III and ``GetConfigs``): on a 1-D mesh any split
-  factor per dimension, the product dividing ``N`` (PaSE keeps products ``≤ p``; the
-  devices a smaller product leaves over hold replicas here, which costs the same time
-  as leaving them idle).
+  factor per dimension, the product dividing ``N``. PaSE keeps every product ``≤ p``: a
+  product dividing ``N`` is here too (the devices it leaves over hold replicas, which
+  costs the same time as leaving them idle), a product that does not divide ``N`` (3 or
+  6 of 8 devices) is not in this space at all. On PaSE's own eleven tables
+  (``tests/data/peers/pase``) those are 0-28% of the configurations (2,252 of 7,949 on
+  Inception-v3 at p = 16) and PaSE's optimum uses none of them (QA round 35). PaSE's
+  block cutoff (a split leaves blocks of at least 4, or 1 on RNNLM and the Transformer)
+  is not applied; on its four graphs at 8 devices no configuration here falls below it.
 
 Every factor divides its dimension's size and fixed dimensions stay whole. A split
 reduction dimension leaves partial sums, reduced by an all-reduce; with
