@@ -78,6 +78,20 @@ def test_piper_reader_rejects(tmp_path, change, key, rule):
     assert str(path) in text and key in text and rule in text
 
 
+@pytest.mark.parametrize("value", [-1.0, float("nan"), "abc"])
+def test_a_bad_edge_cost_is_the_only_problem_named(tmp_path, value):
+    """BERT-32 with edges[0].communicationCost bad: the edge was dropped before the sync maps
+    were checked, so 16 correct syncTimeBw / syncTimeFw entries were reported as wrong beside
+    the one real problem (QA round 35). Oracle: the unchanged file reads with no problem, so
+    every problem but the cost's is spurious."""
+    data = json.loads((DATA / "piper" / "bert32a100.json").read_text())
+    load_piper(_write(tmp_path, data, "ok.json"))
+    data["edges"][0]["communicationCost"] = value
+    with pytest.raises(SpecError) as info:
+        load_piper(_write(tmp_path, data))
+    assert [p.key for p in info.value.problems] == ["edges[0].communicationCost"]
+
+
 def test_piper_reader_reads_shipped_files():
     for name, nodes, edges in [("bert32a100", 37, 67), ("gnmt", 78, 104), ("resnet", 177, 193)]:
         inst = load_piper(DATA / "piper" / f"{name}.json")
