@@ -114,9 +114,20 @@ class SearcherHook:
                                                f"use {fix}" if fix else "choose another searcher")])
 
     def run_operator(self, spec: Any, err: Console) -> SearcherResult | None:
-        """Run the searcher on an operator-sharding spec's space; None when it cannot run."""
-        if not self._on_this_space(err):
-            return None
+        """Run the searcher on an operator-sharding spec's space; None when it cannot run.
+        A searcher without an operator task (``gdp``) is a refused option (exit 2), before any
+        work (QA round 35: an internal error, exit 70, from inside GDP)."""
+        from autopar_opt.learn.base import OPERATOR_SEARCHERS
+
+        if self.name not in OPERATOR_SEARCHERS:
+            from autopar_opt.cli import options as opt
+            from autopar_opt.core.errors import SpecProblem
+            from autopar_opt.core.files import COMMAND_LINE
+
+            raise opt.OptionError([SpecProblem(
+                COMMAND_LINE, "--searcher", self.name, "does not search the operator-sharding space "
+                "(its policy places layer strategies and graph nodes)",
+                f"use {', '.join(OPERATOR_SEARCHERS[:-1])} or {OPERATOR_SEARCHERS[-1]}")])
         from autopar_opt.learn.op_space import OpSearchSpace
         from autopar_opt.opspace.spec import schedule_of
 

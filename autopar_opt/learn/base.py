@@ -70,6 +70,9 @@ PLACEMENT_ONLY: frozenset[str] = frozenset({"hp"})
 #: the searchers ``autopar place`` runs (dqn searches the layer-strategy and operator
 #: spaces only: ``learn/dqn.py``)
 PLACEMENT_SEARCHERS: tuple[str, ...] = ("random", "anneal", "gdp", "hp")
+#: the searchers that take the operator-sharding space (``learn/op_space.py``); GDP's policy
+#: has no operator task (``gdp_tasks`` knows layer spaces and placements only)
+OPERATOR_SEARCHERS: tuple[str, ...] = ("random", "anneal", "dqn")
 
 INSTALL_HINT = ("the learned searchers need PyTorch (CPU): pip install 'autopar-opt[learn]' "
                 "(or: pip install torch==2.13.0)")

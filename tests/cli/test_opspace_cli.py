@@ -167,6 +167,17 @@ def test_searcher_runs_on_the_same_space_and_is_judged_by_the_optimum(tmp_path):
     assert s["value"] >= s["optimum"] * (1 - 1e-9) and s["ratio_to_optimum"] >= 1 - 1e-9
 
 
+def test_gdp_is_refused_on_the_operator_space(tmp_path):
+    """GDP's policy has no operator task: ``--searcher gdp`` on an operator-sharding spec
+    ended in an internal error (exit 70, AttributeError in learn/gdp.py; QA round 35). It is
+    a refused option now, naming the searchers that do take the space, nothing written."""
+    spec = _spec(tmp_path, ALEX.format(extra=""))
+    code, out = run_cli("solve", spec, "--searcher", "gdp", "--budget-s", "1", "--out", tmp_path / "o")
+    assert code == 2, out
+    assert "--searcher" in out and "operator-sharding space" in out and "dqn" in out, out
+    assert "internal error" not in out and not (tmp_path / "o").exists()
+
+
 def test_shipped_alexnet_example_is_proven_optimal():
     from support.paths import REPO
     code, out = run_cli("solve", REPO / "examples" / "operator_sharding" / "alexnet.yaml", "--json")
