@@ -156,6 +156,12 @@ def _solve(spec, name: str, gap: float | None, searcher, budget, memory, guard) 
     doc = build_document(spec, result, plan, metrics, base, template, name, limit, rel, __version__,
                          pipeline_part, source)
     doc["solver"]["memory_budget"] = memory.describe()
+    if pipeline_part is not None and name == "dp":
+        # QA round 35: plan.json said solver "dp" and the certificate "milp", no word why
+        doc["solver"]["note"] = ("--solver dp: the pipeline search solves every configuration by the "
+                                 "MILP (first MILP backend installed): with several stages or "
+                                 "micro-batches the objective has max terms (bubble, slowest stage) "
+                                 "that the DP's min-sum cannot express")
     doc["certificate"]["methods"] = methods_of(result)
     if found is not None:
         cert = doc["certificate"]
@@ -235,6 +241,8 @@ def _summary(doc: dict) -> None:
         print(f"  certificate: primal {fmt(c['primal'])} s, lower bound {fmt(c['lower_bound'])} s, "
               f"gap {f'{100 * gap:.3g}%' if isinstance(gap, (int, float)) else fmt(gap)} "
               f"({c['method']}, {doc['wall_time_s']:.2f} s)")
+    if doc["solver"].get("note"):
+        print(f"  note: {doc['solver']['note']}")
     for m in c.get("methods", []):
         if m["status"] in ("refused", "no_plan", "interrupted"):
             print(f"  {m['method']}: {m['status']} ({m['message']})")

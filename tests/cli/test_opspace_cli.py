@@ -118,6 +118,29 @@ def test_baselines_are_not_compared_with_an_optimum_that_is_not_proven(tmp_path)
     assert code == 0 and "x the optimum" not in out and "not proven optimal" in out, out
 
 
+def test_solver_dp_on_a_pipeline_says_the_milp_solved_it(tmp_path):
+    """With a pipeline section ``--solver dp`` runs the MILP on every configuration (the
+    certificate's records say "milp"); plan.json said solver "dp" and nothing said why (QA
+    round 35). Now solver.note and the summary say it; the default route has no such note."""
+    text = """problem:
+  format: operator_sharding
+  graph: {model: debug, layers: 2, batch: 4, embeddings: false, seq_len: 64}
+  cluster: {nodes: 1, gpus_per_node: 4, device: A100-80GB}
+  pipeline: {pp: [1, 2], microbatches: [1, 2]}
+"""
+    spec = _spec(tmp_path, text)
+    code, out = run_cli("solve", spec, "--solver", "dp", "--json")
+    assert code == 0, out
+    doc = json.loads(out[out.index("{"):])
+    solved = [m for m in doc["certificate"]["methods"] if m["status"] != "skipped"]
+    assert solved and all(m["method"].startswith("milp") for m in solved)
+    assert "solves every configuration by the MILP" in doc["solver"]["note"]
+    code, out = run_cli("solve", spec, "--solver", "dp")
+    assert code == 0 and "note: --solver dp" in out, out
+    code, out = run_cli("solve", spec, "--json")
+    assert code == 0 and "note" not in json.loads(out[out.index("{"):])["solver"]
+
+
 def test_pipeline_stages_of_a_cnn(tmp_path):
     """The README's AlexNet with a pipeline section: its bound came back as a numpy
     float, the certificate's exact flag a numpy bool, and plan.json could not be written
