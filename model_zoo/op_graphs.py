@@ -223,7 +223,9 @@ def _inception_e(m: _Conv, x, name: str):
 
 
 def inception_v3(batch: int = 32, granularity: str = "op") -> OpGraph:
-    """Inception-v3 forward graph (module docstring)."""
+    """Inception-v3 forward graph (module docstring); ``granularity`` ``op`` or ``layer``."""
+    if granularity not in ("op", "layer"):
+        raise ValueError(f"granularity {granularity!r}: use 'op' or 'layer'")
     g = OpGraph()
     m = _Conv(g, batch, granularity == "op")
     x = (g.add("input", [], out=batch * 3 * 299 * 299 * BYTES), 3, 299, 299)

@@ -198,3 +198,19 @@ def test_a_placement_graph_from_two_sources_is_refused(tmp_path: Path) -> None:
     spec.write_text("placement:\n  graph: {file: chains.json, zoo: inception_v3}\n")
     res = CliRunner().invoke(app, ["place", str(spec)])
     assert res.exit_code == 2 and "names 2 sources (file, zoo)" in res.output, res.output
+
+
+def test_an_unknown_granularity_is_refused_not_read_as_layer(tmp_path: Path) -> None:
+    """QA round 35: ``granularity: bogus`` built Inception-v3's layer graph (121 nodes) without
+    a word, the generator testing ``== "op"``. Refused with the key and the two values; the
+    two values build graphs of different sizes (the oracle that the key matters)."""
+    from autopar_opt.model_zoo.op_graphs import inception_v3
+
+    assert len(inception_v3(granularity="op").names) != len(inception_v3(granularity="layer").names)
+    spec = tmp_path / "p.yaml"
+    spec.write_text("placement:\n  graph: {zoo: inception_v3, granularity: bogus}\n"
+                    "  devices: [{type: A100-80GB, count: 2}]\n")
+    res = CliRunner().invoke(app, ["place", str(spec), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2, res.output
+    assert "placement.graph.granularity" in res.output and "op, layer" in res.output, res.output
+    assert not (tmp_path / "o").exists()

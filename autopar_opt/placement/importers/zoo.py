@@ -112,6 +112,10 @@ def build_op_graph(name: str, devices: list[dict], *, file: str = "<spec>",
     return op_problem(g, devices, name)
 
 
+#: The values a zoo generator's text argument takes (``model_zoo/op_graphs.py``).
+TEXT_CHOICES: dict[str, tuple[str, ...]] = {"granularity": ("op", "layer")}
+
+
 def _param_problems(name: str, params: dict, file: str) -> list:
     """Problems of a zoo generator's arguments, checked before it runs: a known
     argument (with a "did you mean"), of its default's type, sizes positive (``mem_len``
@@ -151,6 +155,11 @@ def _param_problems(name: str, params: dict, file: str) -> list:
                                          f"write e.g. {key}: {default}"))
         elif isinstance(default, str) and not isinstance(val, str):
             probs.append(SpecProblem(file, where, val, "must be text", f"write {key}: {default}"))
+        elif key in TEXT_CHOICES and val not in TEXT_CHOICES[key]:
+            # QA round 35: granularity: bogus built the layer graph without a word (the
+            # generator tests == "op")
+            probs.append(SpecProblem(file, where, val, f"must be one of {', '.join(TEXT_CHOICES[key])}",
+                                     f"write {key}: {default}{did_you_mean(str(val), TEXT_CHOICES[key])}"))
     if not probs:
         probs.extend(_size_problems(name, {**defaults, **params}, file))
     return probs
