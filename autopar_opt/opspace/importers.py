@@ -219,8 +219,14 @@ def onnx_operator_graph(path: str | Path) -> OperatorGraph:
     for inp in model.graph.input:
         if inp.name not in inits and inp.name in shapes:
             b.tensors[inp.name] = (None, shapes[inp.name])
+    used: set[str] = set()
+    renamed = 0
     for i, node in enumerate(model.graph.node):
         name = node.name or f"{node.op_type}_{i}"
+        if name in used:      # ONNX names are for diagnostics only and may repeat (the checker
+            renamed += 1      # accepts it); an operator graph needs unique names (QA round 35)
+            name = _unique(f"{name}_{i}", used)
+        used.add(name)
         out = shapes.get(node.output[0], ())
         acts = [x for x in node.input if x in b.tensors]
         op = node.op_type.lower()
@@ -257,8 +263,18 @@ def onnx_operator_graph(path: str | Path) -> OperatorGraph:
             b.opaque_op(name, node.output[0], acts, out)
         for extra in node.output[1:]:
             b.tensors.setdefault(extra, b.tensors[node.output[0]])
-    b.g.source = f"ONNX {Path(str(path)).name}; {b.opaque} opaque operator(s)"
+    b.g.source = f"ONNX {Path(str(path)).name}; {b.opaque} opaque operator(s)" + (
+        f"; {renamed} repeated node name(s) suffixed with the node's index" if renamed else "")
     return b.g
+
+
+def _unique(name: str, used: set[str]) -> str:
+    """``name``, or ``name_2``, ``name_3``, ... whichever is not in ``used`` yet."""
+    out, k = name, 1
+    while out in used:
+        k += 1
+        out = f"{name}_{k}"
+    return out
 
 
 def graph_from_file(kind: str, ref: str, inputs: list[list[int]] | None, kwargs: dict, base: Path,
