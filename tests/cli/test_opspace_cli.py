@@ -201,8 +201,9 @@ def test_gdp_is_refused_on_the_operator_space(tmp_path):
     assert "internal error" not in out and not (tmp_path / "o").exists()
 
 
-def _mlp_onnx(path, names):
-    """x[8,16] -> MatMul -> Relu -> MatMul -> y[8,16], nodes named ``names``."""
+def _mlp_onnx(path, names, order=(0, 1, 2)):
+    """x[8,16] -> MatMul -> Relu -> MatMul -> y[8,16], nodes named ``names``, listed in
+    ``order``."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -211,7 +212,7 @@ def _mlp_onnx(path, names):
              helper.make_node("Relu", ["h"], ["r"], name=names[1]),
              helper.make_node("MatMul", ["r", "w2"], ["y"], name=names[2])]
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+        [nodes[k] for k in order], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 16])],
         [numpy_helper.from_array(np.zeros((16, 32), np.float32), "w1"),
          numpy_helper.from_array(np.zeros((32, 16), np.float32), "w2")])
@@ -239,6 +240,26 @@ def test_an_onnx_model_with_repeated_node_names_is_solved(tmp_path):
     assert values[1] == pytest.approx(values[0], rel=1e-12)
     assert [o["name"] for o in doc["plan"]["operators"]] == ["mm", "act", "mm_2"]
     assert "1 repeated node name(s)" in doc["spec"]["problem"]["source"]
+
+
+def test_an_onnx_model_out_of_topological_order_is_refused(tmp_path):
+    """The same MLP with its last MatMul listed first: the importer linked a node only to
+    tensors already made, so that MatMul read nothing and the plan was priced at about half
+    the sorted model's time, exit 0 (QA round 35). Oracle: onnx.checker rejects the file too
+    (ONNX requires sorted nodes); the sorted twin solves."""
+    onnx = pytest.importorskip("onnx", reason="the ONNX importer is an optional extra")
+    _mlp_onnx(tmp_path / "unsorted.onnx", ["a", "b", "c"], order=(2, 0, 1))
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(onnx.load(str(tmp_path / "unsorted.onnx")))
+    spec = _spec(tmp_path, """problem:
+  format: operator_sharding
+  graph: {onnx: unsorted.onnx}
+  cluster: {nodes: 1, gpus_per_node: 4, device: A100-80GB}
+""")
+    code, out = run_cli("solve", spec, "--out", tmp_path / "o")
+    assert code == 2, out
+    assert "problem.graph.onnx" in out and "node 0 (c) reads tensor 'r'" in out, out
+    assert "topologically sorted" in out and not (tmp_path / "o").exists()
 
 
 def test_shipped_alexnet_example_is_proven_optimal():
