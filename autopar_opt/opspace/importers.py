@@ -206,10 +206,10 @@ def onnx_operator_graph(path: str | Path) -> OperatorGraph:
     """Read and shape-infer an ONNX file into an operator graph."""
     import onnx
 
-    from autopar_opt.placement.importers.onnx import read_model
+    from autopar_opt.placement.importers.onnx import check_sorted, read_model
 
     model = onnx.shape_inference.infer_shapes(read_model(path))   # within reading.ONNX
-    _check_sorted(model, path)
+    check_sorted(model, path)
     shapes: dict[str, tuple[int, ...]] = {}
     for vi in list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output):
         t = vi.type.tensor_type
@@ -267,29 +267,6 @@ def onnx_operator_graph(path: str | Path) -> OperatorGraph:
     b.g.source = f"ONNX {Path(str(path)).name}; {b.opaque} opaque operator(s)" + (
         f"; {renamed} repeated node name(s) suffixed with the node's index" if renamed else "")
     return b.g
-
-
-def _check_sorted(model: Any, path: str | Path) -> None:
-    """SpecError when a node reads a tensor that the same or a later node produces: ONNX
-    requires topologically sorted nodes, and the builder below links a node only to
-    tensors already made, so such an input was dropped without a word and the operator
-    priced as if it read nothing (QA round 35: a model listed out of order priced at half
-    its sorted twin's time; a cyclic one was solved as a DAG)."""
-    from autopar_opt.core.errors import SpecError, SpecProblem
-
-    made = {out: i for i, node in enumerate(model.graph.node) for out in node.output if out}
-    for i, node in enumerate(model.graph.node):
-        later = [(x, made[x]) for x in node.input if x and made.get(x, -1) >= i]
-        if later:
-            x, j = later[0]
-            producer = model.graph.node[j]
-            what = "itself" if j == i else f"node {j} ({producer.name or producer.op_type})"
-            raise SpecError([SpecProblem(
-                str(path), f"graph.node[{i}]", node.name or node.op_type,
-                f"node {i} ({node.name or node.op_type}) reads tensor {x!r}, which {what} produces: "
-                "ONNX nodes must be topologically sorted (this is a cycle or a node out of order)",
-                "sort the nodes (torch.onnx.export and onnx.save of a valid model write them "
-                "sorted), and remove any cycle")])
 
 
 def _unique(name: str, used: set[str]) -> str:
