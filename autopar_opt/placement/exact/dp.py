@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autopar_opt.core.ideals import DEFAULT_LIMIT, IdealLattice, enumerate_ideals
+from autopar_opt.core.ideals import (DEFAULT_LIMIT, IdealLattice, TooManyIdeals, antichain_width,
+                                     enumerate_ideals)
 from autopar_opt.placement.condense import Condensed
 
 #: Ideals × hyperedges up to which the pricer keeps a dense count matrix (int32).
@@ -181,8 +182,13 @@ def solve_dp(cond: Condensed, *, ideal_limit: int = DEFAULT_LIMIT, max_pairs: in
         raise DPTooLarge(f"{cond.num_units:,} units: too many for the DP over ideals "
                          f"(the lattice is at least that large and the pricing matrix "
                          f"grows with ideals x units); use the decomposition bound")
+    if lattice is None:
+        edges = [tuple(e) for e in cond.prec.tolist()]
+        width = antichain_width(cond.num_units, edges)
+        if width is not None and 2 ** width > ideal_limit:    # proven past the guard, at once
+            raise TooManyIdeals(2 ** width, ideal_limit, 0, cond.num_units, width=width)
     lat = lattice if lattice is not None else enumerate_ideals(
-        cond.num_units, [tuple(e) for e in cond.prec.tolist()], limit=ideal_limit)
+        cond.num_units, edges, limit=ideal_limit)
     m = lat.num_ideals
     if m * m // 2 > max_pairs * 20:
         raise DPTooLarge(f"{m:,} ideals: the DP would scan up to {m * m // 2:,} pairs "
