@@ -62,9 +62,9 @@ class TooManyIdeals(ValueError):
     """The graph has more ideals than the guard allows (message says how to proceed)."""
 
     def __init__(self, reached: int, limit: int, level: int, num_nodes: int,
-                 width: int | None = None):
+                 width: int | None = None, nodes: str = "nodes"):
         self.reached, self.limit = reached, limit
-        why = (f"at least 2^{width} = {2 ** width:,}: {width} of its {num_nodes} nodes are "
+        why = (f"at least 2^{width} = {2 ** width:,}: {width} of its {num_nodes} {nodes} are "
                "pairwise unordered, and every subset of them makes its own ideal"
                if width is not None else
                f"reached {reached:,} after {level} of {num_nodes} levels")

@@ -186,7 +186,8 @@ def solve_dp(cond: Condensed, *, ideal_limit: int = DEFAULT_LIMIT, max_pairs: in
         edges = [tuple(e) for e in cond.prec.tolist()]
         width = antichain_width(cond.num_units, edges)
         if width is not None and 2 ** width > ideal_limit:    # proven past the guard, at once
-            raise TooManyIdeals(2 ** width, ideal_limit, 0, cond.num_units, width=width)
+            raise TooManyIdeals(2 ** width, ideal_limit, 0, cond.num_units, width=width,
+                                nodes="units (nodes after condensing and coarsening)")
     lat = lattice if lattice is not None else enumerate_ideals(
         cond.num_units, edges, limit=ideal_limit)
     m = lat.num_ideals

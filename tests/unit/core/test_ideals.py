@@ -181,5 +181,5 @@ def test_a_wide_graph_is_refused_by_its_width_before_enumerating(tmp_path) -> No
         "nodes": [{"id": i, "supportedOnFpga": 1, "cpuLatency": 1.0, "fpgaLatency": 1.0,
                    "isBackwardNode": 0, "size": 1.0} for i in range(36)],
         "edges": [{"sourceId": u, "destId": v, "cost": 0.0} for u, v in edges]}))
-    with pytest.raises(TooManyIdeals, match=r"at least 2\^18 = 262,144: 18 of its 36 nodes"):
+    with pytest.raises(TooManyIdeals, match=r"at least 2\^18 = 262,144: 18 of its 36 units"):
         solve_dp(condense(load_public(path)))
