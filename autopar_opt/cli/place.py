@@ -269,6 +269,25 @@ def _refuse_cycle_for_latency(problem, spec_path: str) -> None:
                                        "remove the edge that closes the cycle")])
 
 
+def _refuse_dp_out_of_reach(exc: ValueError, solver: str) -> None:
+    """``--solver dp`` on a graph past the DP's guards (too many ideals, pairs or units):
+    solve_placement re-raises the guard's error for a forced DP, which ended in an internal
+    error, exit 70 (QA round 35); it is a refused option (exit 2) naming the guard."""
+    from autopar_opt.core.ideals import TooManyIdeals
+    from autopar_opt.placement.exact.dp import DPTooLarge
+
+    if solver != "dp" or not isinstance(exc, (TooManyIdeals, DPTooLarge)):
+        return
+    from autopar_opt.cli import options as opt
+    from autopar_opt.core.errors import SpecProblem
+    from autopar_opt.core.files import COMMAND_LINE
+
+    rule, _, _ = str(exc).partition(": coarsen the graph")
+    raise opt.OptionError([SpecProblem(COMMAND_LINE, "--solver", solver, rule,
+                                       "use --solver auto (the MILP where the DP is out of "
+                                       "reach) or --solver highs")]) from None
+
+
 def place_command(spec_path: str, solver: str | None, objective: str | None,
                   contiguous: bool | None, time_limit_s: float | None, out_dir: str | None,
                   json_output: bool, expert: str | None, gap: float | None = None,
@@ -363,6 +382,9 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
         except SearchInterrupted:
             result = interrupted_result(problem, objective, cont, guard.signum,
                                         time.perf_counter() - began)
+        except ValueError as exc:
+            _refuse_dp_out_of_reach(exc, name)
+            raise
         guard.defer()                     # a second signal must not cut the outputs short
         if guard.interrupted and "stopped" not in result.details:
             # the search returned what it held when the signal came (a MIP's incumbent)

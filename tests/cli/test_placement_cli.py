@@ -248,3 +248,22 @@ def test_an_onnx_graph_out_of_topological_order_is_refused(tmp_path: Path) -> No
     assert res.exit_code == 2, res.output
     assert "placement.graph.onnx" in res.output and "node 0 (c) reads tensor 'r'" in res.output
     assert not (tmp_path / "o").exists()
+
+
+def test_solver_dp_past_the_dp_guard_is_a_refused_option(tmp_path: Path) -> None:
+    """``--solver dp`` on 18 parallel two-node chains (width 18: at least 2^18 = 262,144
+    ideals, over the 200,000 guard; 3^18 by hand) ended in an internal error, exit 70 (QA
+    round 35: the zoo GNMT graph likewise). Now exit 2 naming --solver and the guard, nothing
+    written; the default route places it (the MILP)."""
+    data = {"maxSizePerFPGA": 1e9, "maxFPGAs": 3, "maxCPUs": 0,
+            "nodes": [{"id": i, "supportedOnFpga": 1, "cpuLatency": 1.0, "fpgaLatency": 1.0 + (7 * i) % 5,
+                       "isBackwardNode": 0, "size": 1.0} for i in range(36)],
+            "edges": [{"sourceId": 2 * i, "destId": 2 * i + 1, "cost": 1.5} for i in range(18)]}
+    path = tmp_path / "wide.json"
+    path.write_text(json.dumps(data))
+    res = CliRunner().invoke(app, ["place", str(path), "--solver", "dp", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2, res.output
+    assert "--solver" in res.output and "2^18 = 262,144" in res.output and "internal" not in res.output
+    assert not (tmp_path / "o" / "placement.json").exists()
+    res = CliRunner().invoke(app, ["place", str(path), "--time-limit", "30"])
+    assert res.exit_code == 0, res.output
