@@ -307,10 +307,12 @@ def _check_stage_counts(pp: list[int], graph: OperatorGraph, file: str) -> None:
     most = max(1, len(layer_starts(graph)))
     bad = [x for x in pp if x > most]
     if bad:
+        unnamed = not any(op.layer for op in graph.ops)     # ONNX / torch.fx: no layer names
         raise SpecError([SpecProblem(
             file, "problem.pipeline.pp", bad,
             f"every value must be at most the graph's {most} layer(s): stages are split at layer "
-            "boundaries", f"use pp values of at most {most}, or a graph with more layers")])
+            "boundaries" + (" (an imported graph names no layers: one stage)" if unnamed else ""),
+            f"use pp values of at most {most}, or a graph with more layers")])
 
 
 def schedule_of(sec: PipelineSection) -> Schedule:

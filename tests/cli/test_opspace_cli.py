@@ -262,6 +262,26 @@ def test_an_onnx_model_out_of_topological_order_is_refused(tmp_path):
     assert "topologically sorted" in out and not (tmp_path / "o").exists()
 
 
+def test_an_imported_graph_asked_for_two_stages_is_told_it_has_no_layers(tmp_path):
+    """An ONNX graph names no layers, so no split at layer boundaries exists: ``pp: [1, 2]``
+    searched pp = 1 only and answered "optimal" without a word about pp = 2 (QA round 35).
+    Oracle: the splitter finds no 2-stage split of the imported graph."""
+    pytest.importorskip("onnx", reason="the ONNX importer is an optional extra")
+    from autopar_opt.opspace.importers import onnx_operator_graph
+    from autopar_opt.opspace.pipeline import layer_splits
+
+    _mlp_onnx(tmp_path / "mlp.onnx", ["a", "b", "c"])
+    assert layer_splits(onnx_operator_graph(tmp_path / "mlp.onnx"), 2) == []
+    spec = _spec(tmp_path, """problem:
+  format: operator_sharding
+  graph: {onnx: mlp.onnx}
+  cluster: {nodes: 1, gpus_per_node: 4, device: A100-80GB}
+  pipeline: {pp: [1, 2], microbatches: [1]}
+""")
+    code, out = run_cli("solve", spec)
+    assert code == 2 and "problem.pipeline.pp" in out and "names no layers" in out, out
+
+
 def test_shipped_alexnet_example_is_proven_optimal():
     from support.paths import REPO
     code, out = run_cli("solve", REPO / "examples" / "operator_sharding" / "alexnet.yaml", "--json")
