@@ -9,6 +9,7 @@ zipped as a whole.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from markupsafe import Markup
 from autopar_opt.reports.capacity_charts import pareto_svg, scaling_svg
 from autopar_opt.reports.render import _environment, write_atomic
 from autopar_opt.reports.document import ReportInputError
-from autopar_opt.reports.formatting import fmt_money, runs_behind, scenario_notes
+from autopar_opt.reports.formatting import fmt_beside, fmt_money, runs_behind, scenario_notes
 
 TEMPLATE = "capacity.html.j2"
 
@@ -36,7 +37,12 @@ def _interval(pair: list, spec) -> str:
 
 
 def _rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """Table rows: display strings only (the template does no arithmetic)."""
+    """Table rows: display strings only (the template does no arithmetic); days and
+    tokens/s are never rounded across the deadline and the throughput target they are
+    judged against (:func:`~autopar_opt.reports.formatting.fmt_beside`)."""
+    planning = doc.get("planning") or {}
+    days = functools.partial(fmt_beside, threshold=planning.get("deadline_days"))
+    rate = functools.partial(fmt_beside, threshold=planning.get("target_tokens_per_s"))
     front = {m["id"] for m in doc["answers"]["pareto_time_cost"]["frontier"]}
     rows = []
     for e in doc["scenarios"]:
@@ -44,12 +50,12 @@ def _rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append({"id": e["id"], "device": e["device"], "gpus": e["gpus"],
                      "batch": e["global_batch_size"], "status": e["status"],
                      "gap": "-" if e["gap"] is None else f"{100 * e['gap']:.2f}%",
-                     "days": _interval(e["time_to_train_days"], ".3g"),
+                     "days": _interval(e["time_to_train_days"], days),
                      "days_measured": (_interval(e["model_error"]["time_to_train_days"], ".3g")
                                        + f" (from {runs_behind(e['model_error'])})"
                                        if e.get("model_error") else "-"),
                      "cost": _interval(e["cost"], fmt_money),
-                     "tokens": _interval(e["throughput_tokens_per_s"], ".3g"),
+                     "tokens": _interval(e["throughput_tokens_per_s"], rate),
                      "meets": e["meets"], "frontier": e["id"] in front,
                      "plan": (f"{plan['shape']}: {plan['configuration']}" if "shape" in plan else
                               f"pp={plan['pp']} c={plan['microbatches']}; {plan['strategies']}"

@@ -152,6 +152,24 @@ def fmt_money(value: float | None) -> str:
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
 
 
+def fmt_beside(value: float, threshold: float | None, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits, or more where fewer would put it on the
+    other side of ``threshold`` (or on it) than it is: an answer decided against a
+    threshold (a deadline, a throughput target) must not be contradicted by the rounding
+    of the figure shown beside it. QA round 35: a time to train of 0.059320 days was shown
+    as "0.0593 - 0.0593" beside the requirement "within 0.0593 days" and the verdict "no";
+    it is now "0.05932". Returned as Python's ``g`` format writes it."""
+    shown = format(value, f".{digits}g")
+    if threshold is None or not math.isfinite(value) or value == threshold:
+        return shown
+    side = value > threshold
+    for more in range(digits + 1, 18):
+        if (float(shown) > threshold) == side and float(shown) != threshold:
+            break
+        shown = format(value, f".{more}g")
+    return shown
+
+
 #: What a model without a sequence (a CNN; ``training.seq_len`` unset) shows for tokens/s:
 #: its "tokens" would be samples (QA round 10: Inception-v3 printed 3244 tokens/s).
 NO_TOKENS = "tokens/s: none (no sequence length)"

@@ -13,6 +13,7 @@ that finished, the others listed as not run (a second signal does not cut them s
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import sqlite3
@@ -34,7 +35,7 @@ from autopar_opt.capacity.store import ResultStore, default_store_path
 from autopar_opt.capacity.sweep import Sweep, load_sweep
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
 from autopar_opt.core.files import write_atomic
-from autopar_opt.reports.formatting import fmt_money, runs_behind, scenario_notes, some_ids
+from autopar_opt.reports.formatting import fmt_beside, fmt_money, runs_behind, scenario_notes, some_ids
 
 #: Some scenario's search raised (e.g. its solver is not installed); the others are stored.
 EXIT_ERRORS = 4
@@ -58,15 +59,24 @@ def cap_workers(workers: int | None, engine: str) -> int | None:
     return cores
 
 
-def _interval(pair: list, fmt) -> str:
-    """``lo - hi``; ``fmt``: a format spec, or a function of one number (money)."""
+def _interval(pair: list, fmt, threshold: float | None = None) -> str:
+    """``lo - hi``; ``fmt``: a format spec, or a function of one number (money). With
+    ``.3g``, both ends at one precision (:func:`~autopar_opt.core.ranges.range_text`:
+    ``59.0 - 61.9``), unless that rounding puts an end on the other side of ``threshold``
+    (the deadline the row is judged against) than it is: then each end as
+    :func:`~autopar_opt.reports.formatting.fmt_beside` writes it."""
     lo, hi = pair
     if lo is None and hi is None:
         return "-"
     if fmt == ".3g" and lo is not None and hi is not None:
         from autopar_opt.core.ranges import range_text
 
-        return range_text(lo, hi, sep=" - ")    # one precision for both ends (59.0 - 61.9)
+        text = range_text(lo, hi, sep=" - ")    # one precision for both ends (59.0 - 61.9)
+        shown = [float(x.replace(",", "")) for x in text.split(" - ")]
+        if threshold is None or all((v > threshold) == (x > threshold) and (v == threshold) ==
+                                    (x == threshold) for v, x in zip(shown, (lo, hi))):
+            return text
+        fmt = functools.partial(fmt_beside, threshold=threshold)
     show = lambda x: "?" if x is None else (fmt(x) if callable(fmt) else format(x, fmt))
     return f"{show(lo)} - {show(hi)}"
 
@@ -75,12 +85,14 @@ def print_summary(doc: dict[str, Any], console: Console) -> None:
     """The sweep as a table and its answers. Statements are printed as text, not Rich
     markup: their ``[... 80% interval ...]`` brackets were swallowed as tags (QA round 9);
     scenario ids fold instead of being cut to an ellipsis, and each row shows the 80%
-    model-error interval of its days."""
+    model-error interval of its days, the days never rounded across the deadline
+    (:func:`~autopar_opt.reports.formatting.fmt_beside`)."""
     from rich.markup import escape
 
     from autopar_opt.core.result import PROOF_GAP
 
     cur = doc["planning"]["prices"]["currency"]
+    deadline = doc["planning"].get("deadline_days")
     table = Table(box=None)
     table.add_column("scenario", overflow="fold")
     for name in ("status", "gap", "days", "80% interval, days", f"cost ({cur})", "meets"):
@@ -93,7 +105,7 @@ def print_summary(doc: dict[str, Any], console: Console) -> None:
         err = model_err.get("time_to_train_days")
         # with the count of comparable runs it stands on (QA round 10: capacity.json only)
         said = f"{_interval(err, '.3g')} ({runs_behind(model_err)})" if err else "-"
-        table.add_row(escape(e["id"]), status, gap, _interval(e["time_to_train_days"], ".3g"),
+        table.add_row(escape(e["id"]), status, gap, _interval(e["time_to_train_days"], ".3g", deadline),
                       said, _interval(e["cost"], fmt_money), e["meets"])
     console.print(table)
     ans = doc["answers"]

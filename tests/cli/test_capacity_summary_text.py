@@ -57,3 +57,23 @@ def test_a_rows_days_are_written_at_one_precision():
     buf = io.StringIO()
     print_summary(_doc(), Console(file=buf, width=200, color_system=None))
     assert "59.0 - 61.9" in buf.getvalue() and "59 - 61.9" not in buf.getvalue()
+
+
+def test_days_are_never_rounded_across_the_deadline():
+    """QA round 35: 0.059320 days, proven to miss a 0.0593-day deadline ("no"), was shown
+    as "0.0593 - 0.0593" beside it. Oracle: each day figure shown, read back, lies on the
+    side of the deadline the verdict says (above it: "no" means the lower end exceeds it);
+    one clearly away from it keeps its 3 significant digits."""
+    import re
+
+    doc = _doc()
+    doc["planning"]["deadline_days"] = 0.0593
+    doc["scenarios"][0].update(time_to_train_days=[0.059319893550015046] * 2, meets="no")
+    doc["scenarios"].append({**doc["scenarios"][0], "id": "B", "meets": "yes",
+                             "time_to_train_days": [0.0295416012, 0.0295416012]})
+    buf = io.StringIO()
+    print_summary(doc, Console(file=buf, width=200, color_system=None))
+    line = next(x for x in buf.getvalue().splitlines() if "H100-SXM-80GB_256gpu_gbs1024  " in x)
+    lo, hi = (float(x) for x in re.search(r"([\d.e+-]+) - ([\d.e+-]+)", line).groups())
+    assert lo > 0.0593 and hi > 0.0593, line
+    assert "0.0295 - 0.0295" in buf.getvalue()
