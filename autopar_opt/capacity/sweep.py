@@ -403,6 +403,36 @@ def is_group_axis_scenario(axes: dict[str, Any]) -> bool:
     return any(is_group_axis(n) for n in axes)
 
 
+def _only_some(p: SpecProblem, failing: list[dict[str, int]], tried: list[dict[str, int]],
+               accepting: int, values: dict[str, list], ids: list[str]) -> SpecProblem:
+    """A problem at a key of the base spec that only some scenarios have, said with them:
+    the axis value every one of them shares and no other scenario has, when there is one,
+    else their ids (QA round 35: "base.training.dtype = 'bf16': device V100-32GB has no bf16
+    peak" refused a sweep over A100 and V100 without naming the axis value, and
+    base.training.memory_reserve_gib named "the device's 79.6475 GiB" of the one device of
+    three it did not fit). ``failing`` and ``tried``: the axis indices of the scenarios with
+    the problem and of every scenario built; ``accepting``: how many scenarios have no
+    problem at all at the key (leaving the others out is then a fix); ``values``: each
+    axis's values as shown."""
+    if len(failing) >= len(tried):
+        return p
+    cause = next(((name, i) for name in failing[0]
+                  for i in {f[name] for f in failing}
+                  if all(f[name] == i for f in failing)
+                  and sum(t[name] == i for t in tried) == len(failing)), None)
+    if cause is not None:
+        name, i = cause
+        where, drop = f"the {len(failing)} scenario(s) with axes.{name}[{i}] = {values[name][i]}", \
+            f"leave {values[name][i]} out of axes.{name}"
+    else:
+        where, drop = (f"{len(failing)} of {len(tried)} scenarios: {', '.join(ids[:5])}"
+                       + (" ..." if len(ids) > 5 else "")), "leave those scenarios' axis values out"
+    if not accepting:           # every other scenario fails at this key too, another way
+        return dataclasses.replace(p, rule=f"{p.rule} (in {where})")
+    return dataclasses.replace(p, rule=f"{p.rule} (in {where}; {accepting} other scenario(s) "
+                                        "accept this value)", fix=f"{p.fix}; or {drop}")
+
+
 class SweepError(SpecError):
     """A sweep file that cannot be used; carries every problem (exit code 2 in the CLI)."""
 
@@ -468,6 +498,8 @@ def load_sweep(path: str | Path) -> Sweep:
                                                  "sweep into several files")])
     scenarios: list[Scenario] = []
     seen: dict[tuple, SpecProblem] = {}
+    tried: list[dict[str, int]] = []          # axis indices of every scenario built
+    failing: dict[tuple, list[tuple[str, dict[str, int]]]] = {}   # problem -> its scenarios
     first_of: dict[str, tuple[str, dict[str, int]]] = {}      # scenario key -> (id, indices)
     fixed = _unswept_groups(sweep.axes.group_nodes, base)
     if not names:          # QA round 9: `axes: {}` ran the base alone without a word
@@ -496,6 +528,7 @@ def load_sweep(path: str | Path) -> Sweep:
                 "name, fleet group names)"))
             continue
         notes: tuple[str, ...] = ()
+        tried.append(index)
         try:
             try:
                 spec = build_spec(data, path)
@@ -508,6 +541,7 @@ def load_sweep(path: str | Path) -> Sweep:
             for p in exc.problems:
                 q = _scenario_problem(p, axes, index, file, sid)
                 seen.setdefault((q.file, q.key, p.rule, q.fix), q)
+                failing.setdefault((q.file, q.key, p.rule, q.fix), []).append((sid, index))
             continue
         if spec.training.seq_len is None:
             notes += (NO_SEQUENCE_NOTE,)
@@ -524,6 +558,16 @@ def load_sweep(path: str | Path) -> Sweep:
     priced = set(sweep.planning.prices.per_gpu_hour) | _sweep_devices(sweep, base)
     built = {d for s in scenarios for d in s.devices}
     problems.extend(_price_problems(sweep, built - priced, file))
+    shown_values = {name: [getattr(v, "name", v) for _i, v in vals]
+                    for name, vals in zip(names, values)}
+    at_key: dict[tuple, set[str]] = {}        # (file, key) -> scenarios with a problem there
+    for k, found in failing.items():
+        at_key.setdefault(k[:2], set()).update(sid for sid, _i in found)
+    for k, q in seen.items():     # a problem at a base key that only some scenarios have
+        if k in failing and not q.key.startswith("axes"):
+            seen[k] = _only_some(q, [i for _s, i in failing[k]], tried,
+                                 len(tried) - len(at_key[k[:2]]), shown_values,
+                                 [sid for sid, _i in failing[k]])
     if seen or problems:
         raise SweepError(problems + list(seen.values())[:MAX_PROBLEMS])
     return Sweep(path, sweep.description, scenarios, sweep.planning, names)
