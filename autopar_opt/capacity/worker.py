@@ -112,7 +112,8 @@ def search_scenario(task: dict[str, Any], limit_s: float | None = None) -> dict[
            "mfu": metrics["mfu"] if metrics else None,
            "interval": metrics.get("interval") if metrics else None,
            "peak_memory_gib": max(metrics["peak_memory_gib"]) if metrics else None,
-           "reason": _reason(doc, result.least_memory_bytes),
+           "reason": _reason(doc, result.least_memory_bytes)
+           or unproven_reason(doc["status"], cert, options, cut),
            # on the peak's scale, as the document's reason states it (search/document.py)
            "least_memory_gib": ((doc.get("infeasibility") or {}).get("least_memory_gib")
                                 if math.isfinite(result.least_memory_bytes) else None),
@@ -149,7 +150,8 @@ def _fleet_row(task: dict[str, Any], spec, options: SearchOptions, start: float)
             "mfu": metrics["mfu"] if metrics else None,
             "interval": metrics.get("interval") if metrics else None,
             "peak_memory_gib": max((p["peak_memory_gib"] for p in placement), default=None),
-            "reason": None if doc["plan"] is not None else
+            "reason": unproven_reason(doc["status"], cert, options, False)
+            if doc["plan"] is not None else
             ("every configuration of every shape is proven infeasible" if cert.infeasible
              else "no plan was found within the time limit"),
             "least_memory_gib": 0.0,
@@ -181,6 +183,36 @@ def restamp(row: dict[str, Any], scenario_id: str, sweep_path: str) -> dict[str,
     else:
         from autopar_opt.reports.render import render_html as render
     return {**row, "id": scenario_id, "document": doc, "report_html": render(doc)}
+
+
+def unproven_reason(status: str, cert, options: SearchOptions, cut: bool) -> str | None:
+    """Why a scenario with a plan is not proven (status ``feasible``), for its row: the gap
+    column alone said "feasible 28.05%" (QA round 35), while its plan.json advised
+    ``autopar solve``'s --time-limit, which in a sweep is the whole sweep's budget. The
+    configurations left open (a bound below the incumbent by more than the requested gap,
+    with no proof of their own: :class:`~autopar_opt.core.bounds.Status`) say whether the
+    time limit ended it; None for any other status."""
+    from autopar_opt.core.bounds import Status
+
+    if status != "feasible" or cert.primal is None:
+        return None
+    cutoff = cert.primal * (1.0 - options.rel_gap)
+    open_ = [r for r in cert.configurations if r.lower_bound < cutoff * (1 - 1e-12)
+             and r.status in (Status.feasible, Status.not_solved, Status.heuristic, Status.error)]
+    words = (f"not proven to the requested gap (solver.rel_gap {options.rel_gap:g}): the best "
+             "plan's time to train and cost may lie anywhere in their intervals (the plan held "
+             "is the upper end); ")
+    if not open_:
+        return words + ("a configuration's plan was found by a method that proves no bound "
+                        "(its plan report names it)")
+    limit = (f"{options.time_limit_s:g} s, what the sweep's --time-limit had left" if cut
+             else f"{options.time_limit_s:g} s (base solver.time_limit_s)")
+    errors = sum(r.status is Status.error for r in open_)
+    return words + (f"the search ended at its time limit of {limit} with {len(open_)} "
+                    "configuration(s) open" + (f" ({errors} of them a solver error)" if errors
+                                               else "")
+                    + ("; give the sweep more --time-limit" if cut else
+                       "; raise base.solver.time_limit_s (or solver.rel_gap) to close it"))
 
 
 def _reason(doc: dict, least_memory_bytes: float) -> str | None:
