@@ -92,7 +92,7 @@ def search_scenario(task: dict[str, Any], limit_s: float | None = None) -> dict[
                             time_limit_s=limit_s if cut else so.time_limit_s, rel_gap=so.rel_gap)
     warm_up(options.solver, options.form)
     if spec.fleet is not None:
-        return _fleet_row(task, spec, options, start)
+        return _fleet_row(task, spec, options, start, cut)
     result = run_search(spec.graph, spec.cluster, spec.training, spec.space, spec.cost_params,
                         options)
     doc = build_document(str(task["path"]), spec.graph, spec.cluster, spec.training, spec.space,
@@ -126,9 +126,14 @@ def search_scenario(task: dict[str, Any], limit_s: float | None = None) -> dict[
     return row
 
 
-def _fleet_row(task: dict[str, Any], spec, options: SearchOptions, start: float) -> dict[str, Any]:
+def _fleet_row(task: dict[str, Any], spec, options: SearchOptions, start: float,
+               cut: bool = False) -> dict[str, Any]:
     """The row of a scenario on a fleet of several groups (issue 34): the fleet search
-    (:mod:`autopar_opt.search.mixed`), its plan.json and its fleet report."""
+    (:mod:`autopar_opt.search.mixed`), its plan.json and its fleet report. ``cut``: the
+    sweep's --time-limit shortened its search, said by ``time_limited`` as for a plain
+    scenario, so that an unproven row is not stored (QA round 35: a fleet scenario cut
+    short was stored as "no plan was found within the time limit" and served to every
+    later run, however much time that one had)."""
     from autopar_opt.reports.fleet import render_fleet_html
     from autopar_opt.search.fleet_document import build_fleet_document
     from autopar_opt.search.mixed import run_fleet_search
@@ -141,24 +146,27 @@ def _fleet_row(task: dict[str, Any], spec, options: SearchOptions, start: float)
                                batch_quantum(spec.training.global_batch_size, DEFAULT_SPLIT_PARTS))
     cert = result.certificate
     metrics, placement = doc["metrics"], doc["placement"]
-    return {"id": task["id"], "key": task["key"], "status": doc["status"],
-            "primal": _finite(cert.primal),
-            "lower_bound": _finite(cert.lower_bound) if cert.lower_bound > 0 else 0.0,
-            "gap": _finite(cert.gap) if cert.primal is not None else None, "exact": cert.exact,
-            "plan": None if doc["plan"] is None else {"shape": doc["shape"],
-                                                      "configuration": doc["best_configuration"]},
-            "mfu": metrics["mfu"] if metrics else None,
-            "interval": metrics.get("interval") if metrics else None,
-            "peak_memory_gib": max((p["peak_memory_gib"] for p in placement), default=None),
-            "reason": unproven_reason(doc["status"], cert, options, False)
-            if doc["plan"] is not None else
-            ("every configuration of every shape is proven infeasible" if cert.infeasible
-             else "no plan was found within the time limit"),
-            "least_memory_gib": 0.0,
-            "capacity_gib": max(g.device.hbm_gib for g in spec.fleet.groups) - spec.training.memory_reserve_gib,
-            "search_wall_s": round(result.wall_time_s, 3),
-            "solve_wall_s": round(time.perf_counter() - start, 3),
-            "document": doc, "report_html": render_fleet_html(doc)}
+    row = {"id": task["id"], "key": task["key"], "status": doc["status"],
+           "primal": _finite(cert.primal),
+           "lower_bound": _finite(cert.lower_bound) if cert.lower_bound > 0 else 0.0,
+           "gap": _finite(cert.gap) if cert.primal is not None else None, "exact": cert.exact,
+           "plan": None if doc["plan"] is None else {"shape": doc["shape"],
+                                                     "configuration": doc["best_configuration"]},
+           "mfu": metrics["mfu"] if metrics else None,
+           "interval": metrics.get("interval") if metrics else None,
+           "peak_memory_gib": max((p["peak_memory_gib"] for p in placement), default=None),
+           "reason": unproven_reason(doc["status"], cert, options, cut)
+           if doc["plan"] is not None else
+           ("every configuration of every shape is proven infeasible" if cert.infeasible
+            else "no plan was found within the time limit"),
+           "least_memory_gib": 0.0,
+           "capacity_gib": max(g.device.hbm_gib for g in spec.fleet.groups) - spec.training.memory_reserve_gib,
+           "search_wall_s": round(result.wall_time_s, 3),
+           "solve_wall_s": round(time.perf_counter() - start, 3),
+           "document": doc, "report_html": render_fleet_html(doc)}
+    if cut:
+        row["time_limited"] = True
+    return row
 
 
 def restamp(row: dict[str, Any], scenario_id: str, sweep_path: str) -> dict[str, Any]:
