@@ -162,6 +162,24 @@ def scenario_key(spec: Spec) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def spec_notices(spec: Spec) -> list[str]:
+    """What ``autopar solve`` says it assumed of this spec (its plan.json ``notices``): the
+    spec's own notices (a sequence past the model's positions, links from the device's
+    defaults, ...) and, on a plain cluster, the pipeline degrees the target's rules and
+    ``search.vp_chunks`` leave out (:func:`~autopar_opt.search.configs.target_dropped`,
+    :func:`~autopar_opt.search.configs.vp_dropped`; as cli/solve.py adds them). A sweep
+    said none of them (QA round 35: tiny.yaml's "training.seq_len 512 exceeds the model's
+    max_position_embeddings 128: priced at 512 as asked" was in the standalone solve's
+    plan.json only)."""
+    from autopar_opt.search.configs import target_dropped, vp_dropped
+
+    out = list(spec.notices)
+    if spec.fleet is None:
+        out += [said for said in (target_dropped(spec.graph, spec.cluster, spec.space),
+                                  vp_dropped(spec.graph, spec.cluster, spec.space)) if said]
+    return out
+
+
 def _label(axis: str, value: Any) -> str:
     """Short, file-name-safe label of one axis value (scenario ids join them)."""
     if is_group_axis(axis):
@@ -545,6 +563,7 @@ def load_sweep(path: str | Path) -> Sweep:
             continue
         if spec.training.seq_len is None:
             notes += (NO_SEQUENCE_NOTE,)
+        notes += tuple(spec_notices(spec))
         shown = {n: getattr(v, "name", v) for n, v in axes.items()}
         key = scenario_key(spec)
         if key in first_of:       # two spellings of one value (megatron_core, megatron-core)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from autopar_opt.capacity.sweep import spec_notices
 from autopar_opt.search import SearchOptions, run_search
 from autopar_opt.search.inner import InnerSolver
 from autopar_opt.search.document import build_document, resolved_path
@@ -98,6 +99,7 @@ def search_scenario(task: dict[str, Any], limit_s: float | None = None) -> dict[
     doc = build_document(str(task["path"]), spec.graph, spec.cluster, spec.training, spec.space,
                          spec.cost_params, options, result, [])
     doc["spec"]["scenario"] = str(task["id"])     # export rebuilds the spec from the sweep
+    doc["notices"] = spec_notices(spec) + doc["notices"]    # as `autopar solve` says them
     cert = result.certificate
     metrics = doc["metrics"]
     plan = doc["plan"]
@@ -144,6 +146,7 @@ def _fleet_row(task: dict[str, Any], spec, options: SearchOptions, start: float,
     doc = build_fleet_document(str(task["path"]), spec.graph, spec.fleet, spec.training, spec.space,
                                spec.cost_params, options, result,
                                batch_quantum(spec.training.global_batch_size, DEFAULT_SPLIT_PARTS))
+    doc["notices"] = spec_notices(spec) + doc["notices"]    # as `autopar solve` says them
     cert = result.certificate
     metrics, placement = doc["metrics"], doc["placement"]
     row = {"id": task["id"], "key": task["key"], "status": doc["status"],
