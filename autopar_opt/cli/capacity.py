@@ -86,7 +86,8 @@ def print_summary(doc: dict[str, Any], console: Console) -> None:
     markup: their ``[... 80% interval ...]`` brackets were swallowed as tags (QA round 9);
     scenario ids fold instead of being cut to an ellipsis, and each row shows the 80%
     model-error interval of its days, the days never rounded across the deadline
-    (:func:`~autopar_opt.reports.formatting.fmt_beside`)."""
+    (:func:`~autopar_opt.reports.formatting.fmt_beside`), and with a throughput target its
+    tokens/s (never rounded across the target)."""
     from rich.markup import escape
 
     from autopar_opt.core.result import PROOF_GAP
@@ -95,7 +96,12 @@ def print_summary(doc: dict[str, Any], console: Console) -> None:
     deadline = doc["planning"].get("deadline_days")
     table = Table(box=None)
     table.add_column("scenario", overflow="fold")
-    for name in ("status", "gap", "days", "80% interval, days", f"cost ({cur})", "meets"):
+    # with a throughput target, the tokens/s it is judged on (QA round 35: "no" for a
+    # scenario within the deadline, the figure that decided it shown nowhere)
+    target = doc["planning"].get("target_tokens_per_s")
+    rate = functools.partial(fmt_beside, threshold=target)
+    for name in ("status", "gap", "days", "80% interval, days", f"cost ({cur})",
+                 *(["tokens/s"] if target is not None else []), "meets"):
         table.add_column(name)
     for e in doc["scenarios"]:
         gap = "-" if e["gap"] is None else f"{100 * e['gap']:.2f}%"
@@ -105,8 +111,10 @@ def print_summary(doc: dict[str, Any], console: Console) -> None:
         err = model_err.get("time_to_train_days")
         # with the count of comparable runs it stands on (QA round 10: capacity.json only)
         said = f"{_interval(err, '.3g')} ({runs_behind(model_err)})" if err else "-"
-        table.add_row(escape(e["id"]), status, gap, _interval(e["time_to_train_days"], ".3g", deadline),
-                      said, _interval(e["cost"], fmt_money), e["meets"])
+        tokens = [_interval(e["throughput_tokens_per_s"], rate)] if target is not None else []
+        table.add_row(escape(e["id"]), status, gap,
+                      _interval(e["time_to_train_days"], ".3g", deadline),
+                      said, _interval(e["cost"], fmt_money), *tokens, e["meets"])
     console.print(table)
     ans = doc["answers"]
 
