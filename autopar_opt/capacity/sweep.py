@@ -38,7 +38,7 @@ from autopar_opt.capacity.fleet_axes import (apply_group_nodes, base_devices, dr
                                              group_axis_problems, group_label, is_group_axis,
                                              scenario_devices)
 from autopar_opt.capacity.schema import PlanningSection, SweepFile
-from autopar_opt.ir.hardware import DEVICE_CATALOG
+from autopar_opt.ir.hardware import DEVICE_CATALOG, default_nvlink_mesh
 from autopar_opt.spec import Spec, SpecError, SpecProblem, build_spec
 from autopar_opt.core.errors import did_you_mean, one_of
 from autopar_opt.spec.doc_kinds import wrong_input
@@ -190,20 +190,50 @@ def _label(axis: str, value: Any) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"
 
 
-def _apply(base: dict[str, Any], axis: str, value: Any) -> None:
-    """Set the spec key(s) of ``axis`` to ``value`` in ``base`` (mutated)."""
+def _partial_node(cluster: dict[str, Any], value: int) -> str:
+    """Make ``cluster`` (a base cluster mapping, mutated) one partial node of ``value`` of
+    its ``gpus_per_node`` GPUs, keeping the node's NVLink wiring; returns the note that says
+    so. Without this the partial node was priced as a node of ``value`` GPUs, whose default
+    wiring may differ (:func:`~autopar_opt.ir.hardware.default_nvlink_mesh`): QA round 35,
+    4 GPUs of an 8-GPU A100 node (NVSwitch) were priced as a 4-GPU HGX board (point to
+    point, a pair on a third of the links: 0.1970 s against 0.1897 s with tp2 pp2 on a
+    hidden-4096 model), and 2 GPUs of a 4-GPU A100 board as a switched pair (all links,
+    where a pair of such a board has a third: ``make_cluster``'s ``board_gpus``, "a 2-GPU
+    run on a 4-GPU HGX board"). A stated wiring is kept as stated; a stated ``mesh`` gets
+    its board size, which a node of 1-2 GPUs needs."""
+    gpn = int(cluster["gpus_per_node"])
+    cluster["nodes"], cluster["gpus_per_node"] = 1, value
+    name = cluster.get("device")
+    device = DEVICE_CATALOG.get(name) if isinstance(name, str) else None
+    topology = cluster.get("intra_node_topology")
+    whole = f"{value} GPUs: one partial node of the base's {gpn}-GPU nodes"
+    if cluster.get("nvlink_board_gpus") is not None or topology == "switch":
+        return whole + ", its stated NVLink wiring kept"
+    if topology == "mesh" or (topology is None and device is not None
+                              and default_nvlink_mesh(device, gpn)):
+        cluster["nvlink_board_gpus"] = gpn
+        return whole + f", priced on their point-to-point NVLink board of {gpn} GPUs"
+    if device is not None and default_nvlink_mesh(device, value):
+        cluster["intra_node_topology"] = "switch"
+        return whole + ", priced on their NVSwitch (not as a point-to-point board of " \
+            f"{value})"
+    return whole
+
+
+def _apply(base: dict[str, Any], axis: str, value: Any) -> str | None:
+    """Set the spec key(s) of ``axis`` to ``value`` in ``base`` (mutated); returns what the
+    scenario's notes must say of it (a partial node: :func:`_partial_node`), else None."""
     if is_group_axis(axis):
         apply_group_nodes(base, axis, value)
-        return
+        return None
     cluster, training = base.setdefault("cluster", {}), base.setdefault("training", {})
     if axis == "device":
         cluster["device"] = value
     elif axis == "gpus":
         gpn = int(cluster.get("gpus_per_node", 8))
         if value < gpn:
-            cluster["nodes"], cluster["gpus_per_node"] = 1, value
-        else:
-            cluster["nodes"] = value // gpn
+            return _partial_node(cluster, value)
+        cluster["nodes"] = value // gpn
     elif axis == "nodes":
         cluster["nodes"] = value
     elif axis == "interconnect":
@@ -213,6 +243,7 @@ def _apply(base: dict[str, Any], axis: str, value: Any) -> None:
                 cluster[tier] = link.model_dump(exclude_none=True)
     else:
         training[axis] = value
+    return None
 
 
 def _axis_problems(sweep: SweepFile, base: dict[str, Any], file: str) -> list[SpecProblem]:
@@ -529,8 +560,8 @@ def load_sweep(path: str | Path) -> Sweep:
         if any((name, i) in bad for name, i in index.items()):
             continue
         data = copy.deepcopy(base)
-        for name, value in axes.items():
-            _apply(data, name, value)
+        applied = tuple(said for name, value in axes.items()
+                        if (said := _apply(data, name, value)) is not None)
         if is_group_axis_scenario(axes) and drop_empty(data):
             continue                             # every group left out: no GPU, no scenario
         sid = "_".join(_label(n, v) for n, v in axes.items()) or "base"
@@ -563,7 +594,7 @@ def load_sweep(path: str | Path) -> Sweep:
             continue
         if spec.training.seq_len is None:
             notes += (NO_SEQUENCE_NOTE,)
-        notes += tuple(spec_notices(spec))
+        notes += applied + tuple(spec_notices(spec))
         shown = {n: getattr(v, "name", v) for n, v in axes.items()}
         key = scenario_key(spec)
         if key in first_of:       # two spellings of one value (megatron_core, megatron-core)
