@@ -48,7 +48,9 @@ def run_sweep(sweep: Sweep, store: ResultStore, engine: str = "local", workers: 
     what it finished (the interrupt propagates after the engine stopped).
     ``deadline`` (``time.time()``): scenarios it does not reach are ``not_run``, and
     one whose search it cut is stored only when still proven (optimal or infeasible):
-    a later run with more time solves the others again.
+    a later run with more time solves the others again. A scenario whose search ended
+    with no plan and nothing proven (``no_plan``: its own time limit came first) is not
+    stored either: nothing was decided, so the next run searches it again.
     ``run``: filled in place when given, so a caller stopped by an interrupt still holds
     the rows that finished (:func:`mark_interrupted`).
     """
@@ -72,6 +74,12 @@ def run_sweep(sweep: Sweep, store: ResultStore, engine: str = "local", workers: 
             run.errors.append(row["id"])
         elif row.get("not_run"):
             run.not_run.append(row["id"])
+        elif row["status"] == "no_plan":
+            # undecided (its time limit came first, under whatever load the machine had):
+            # not a result to serve to later runs (QA round 35: stored, a sweep resumed on
+            # an idle machine answered "no plan" again without searching)
+            row = {**row, "reason": f"{row['reason']} (not stored: the next run of the sweep "
+                                    "searches it again)"}
         elif not row.get("time_limited") or row["status"] in ("optimal", "infeasible"):
             store.put(row["key"], row)
         rows[row["id"]] = row
