@@ -140,14 +140,17 @@ def build_capacity_document(sweep: Sweep, run: SweepRun, engine: str, workers: i
 CSV_COLUMNS = ["id", "device", "gpus", "nodes", "global_batch_size", "seq_len", "status", "primal",
                "lower_bound", "gap", "time_to_train_days_lo", "time_to_train_days_hi", "cost_lo",
                "cost_hi", "throughput_tokens_per_s_lo", "throughput_tokens_per_s_hi", "meets",
-               "mfu", "peak_memory_gib", "pp", "microbatches", "strategies", "reason",
+               "mfu", "peak_memory_gib", "pp", "microbatches", "strategies", "reason", "notes",
                "model_error_days_lo", "model_error_days_hi", "key"]
 
 
 def csv_text(doc: dict[str, Any]) -> str:
     """All scenarios of ``doc`` as CSV (one row each, intervals as lo/hi columns;
     ``model_error_days_*``: the 80% interval of the plan's time to train from
-    comparable published runs, :func:`autopar_opt.capacity.answers.model_error`)."""
+    comparable published runs, :func:`autopar_opt.capacity.answers.model_error`;
+    ``notes``: what the sweep changed or assumed for the scenario, joined by "; ", as the
+    terminal and capacity.html say it: QA round 35, a partial node's wiring, a sequence
+    past the model's positions, the degrees left out, were in no column)."""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
@@ -158,7 +161,7 @@ def csv_text(doc: dict[str, Any]) -> str:
                             ("throughput_tokens_per_s", "throughput_tokens_per_s")):
             row[f"{short}_lo"], row[f"{short}_hi"] = e[name]
         row.update(pp=plan.get("pp"), microbatches=plan.get("microbatches"),
-                   strategies=plan.get("strategies"))
+                   strategies=plan.get("strategies"), notes="; ".join(e.get("notes") or []))
         err = e.get("model_error") or {}
         row["model_error_days_lo"], row["model_error_days_hi"] = \
             err.get("time_to_train_days", (None, None))
