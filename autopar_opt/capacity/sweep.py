@@ -345,6 +345,26 @@ def _unswept_groups(group_nodes: dict[str, list[int]] | None, base: dict[str, An
                  for g in groups if isinstance(g, dict) and g.get("name") not in group_nodes)
 
 
+#: Keys of a base cluster that describe the device's own hardware (its NVLink, memory,
+#: power cap, board): a stated one is priced for every device of the device axis.
+DEVICE_BOUND_KEYS = ("intra_node", "intra_node_topology", "nvlink_board_gpus",
+                     "device_memory_gib", "power_limit_w")
+
+
+def _device_bound_notes(devices: list[str] | None, base: dict[str, Any]) -> tuple[str, ...]:
+    """A note per key of :data:`DEVICE_BOUND_KEYS` the base cluster states while the sweep
+    varies the device: every device gets the stated value, not its own default (QA round 35:
+    a base stating the A100's intra_node of 600 GB/s priced B200 scenarios on it, NVLink 5
+    notwithstanding, without a word; an axis keeps the base's value, which is the rule, but
+    here the value describes one device)."""
+    cluster = base.get("cluster")
+    if not devices or len(devices) < 2 or not isinstance(cluster, dict):
+        return ()
+    return tuple(f"base cluster.{key} = {json.dumps(cluster[key], default=str)} is stated: "
+                 f"every device of axes.device ({', '.join(devices)}) is priced with it, not "
+                 "with its own default" for key in DEVICE_BOUND_KEYS if key in cluster)
+
+
 def _trim_degrees(data: dict[str, Any], problems: list[SpecProblem],
                   batch_axis: bool = False) -> tuple[str, ...]:
     """Leave out of ``data`` (one scenario's spec mapping) the search degrees that do not
@@ -550,7 +570,8 @@ def load_sweep(path: str | Path) -> Sweep:
     tried: list[dict[str, int]] = []          # axis indices of every scenario built
     failing: dict[tuple, list[tuple[str, dict[str, int]]]] = {}   # problem -> its scenarios
     first_of: dict[str, tuple[str, dict[str, int]]] = {}      # scenario key -> (id, indices)
-    fixed = _unswept_groups(sweep.axes.group_nodes, base)
+    fixed = _unswept_groups(sweep.axes.group_nodes, base) \
+        + _device_bound_notes(sweep.axes.device, base)
     if not names:          # QA round 9: `axes: {}` ran the base alone without a word
         fixed += ("axes sweeps nothing: the sweep is the base spec alone (add axes such as "
                   "gpus, device or global_batch_size to compare scenarios)",)
