@@ -19,7 +19,7 @@ from markupsafe import Markup
 from autopar_opt.reports.capacity_charts import pareto_svg, scaling_svg
 from autopar_opt.reports.render import _environment, write_atomic
 from autopar_opt.reports.document import ReportInputError
-from autopar_opt.reports.formatting import fmt_beside, fmt_money, runs_behind, scenario_notes
+from autopar_opt.reports.formatting import fmt_beside, fmt_money, fmt_pct_up, runs_behind, scenario_notes
 
 TEMPLATE = "capacity.html.j2"
 
@@ -49,7 +49,7 @@ def _rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         plan = e["plan"] or {}
         rows.append({"id": e["id"], "device": e["device"], "gpus": e["gpus"],
                      "batch": e["global_batch_size"], "status": e["status"],
-                     "gap": "-" if e["gap"] is None else f"{100 * e['gap']:.2f}%",
+                     "gap": "-" if e["gap"] is None else fmt_pct_up(e["gap"]),
                      "days": _interval(e["time_to_train_days"], days),
                      "days_measured": (_interval(e["model_error"]["time_to_train_days"], ".3g")
                                        + f" (from {runs_behind(e['model_error'])})"

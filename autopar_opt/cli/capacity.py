@@ -35,7 +35,8 @@ from autopar_opt.capacity.store import ResultStore, default_store_path
 from autopar_opt.capacity.sweep import Sweep, load_sweep
 from autopar_opt.core.interrupts import InterruptGuard, exit_code
 from autopar_opt.core.files import write_atomic
-from autopar_opt.reports.formatting import fmt_beside, fmt_money, runs_behind, scenario_notes, some_ids
+from autopar_opt.reports.formatting import (fmt_beside, fmt_money, fmt_pct_up, runs_behind,
+                                            scenario_notes, some_ids)
 
 #: Some scenario's search raised (e.g. its solver is not installed); the others are stored.
 EXIT_ERRORS = 4
@@ -104,7 +105,9 @@ def print_summary(doc: dict[str, Any], console: Console) -> None:
                  *(["tokens/s"] if target is not None else []), "meets"):
         table.add_column(name)
     for e in doc["scenarios"]:
-        gap = "-" if e["gap"] is None else f"{100 * e['gap']:.2f}%"
+        # rounded up: the gap bounds how far the plan may be from the best (QA round 35:
+        # 3e-5 read "0.00%" beside "optimal (within the gap)")
+        gap = "-" if e["gap"] is None else fmt_pct_up(e["gap"])
         status = e["status"] + (" (within the gap)" if e["status"] == "optimal" and e["gap"]
                                 and e["gap"] > PROOF_GAP else "")
         model_err = e.get("model_error") or {}

@@ -102,3 +102,22 @@ def test_with_a_throughput_target_the_table_shows_tokens_per_s():
     print_summary(doc, Console(file=buf, width=300, color_system=None))
     header = next(x for x in buf.getvalue().splitlines() if x.split()[:1] == ["scenario"])
     assert "tokens/s" not in header
+
+
+def test_a_gap_is_never_shown_below_itself():
+    """QA round 35: a gap of 3e-5 (above the 1e-6 that counts as closed) read "0.00%"
+    beside "optimal (within the gap)". Oracle: the gap shown, read back, is at least the
+    gap (a bound stays a bound); a closed gap stays "0.00%"."""
+    import re
+
+    doc = _doc()
+    doc["scenarios"][0]["gap"] = 3e-5
+    doc["scenarios"].append({**doc["scenarios"][0], "id": "B", "gap": 1e-16})
+    buf = io.StringIO()
+    print_summary(doc, Console(file=buf, width=300, color_system=None))
+    lines = buf.getvalue().splitlines()
+    first = next(x for x in lines if "H100-SXM-80GB_256gpu_gbs1024  " in x)
+    assert "(within the gap)" in first
+    assert float(re.search(r"([\d.]+)%", first).group(1)) / 100 >= 3e-5, first
+    second = next(x for x in lines if x.split()[:1] == ["B"])
+    assert "0.00%" in second and "(within the gap)" not in second

@@ -34,3 +34,13 @@ def test_days_and_tokens_are_shown_on_their_thresholds_side():
     tokens = next(c for c in cells if c.startswith("1.957") or c.startswith("1.96"))
     assert all(float(x) > 0.0591 for x in days.split(" – ")), days
     assert all(float(x) < 195710.0 for x in tokens.split(" – ")), tokens
+
+
+def test_a_gap_is_never_shown_below_itself():
+    """A gap of 3e-5 read "0.00%" in the table. Oracle: the cell, read back, >= the gap."""
+    doc = copy.deepcopy(DOC)
+    first = doc["scenarios"][0]
+    first["gap"] = 3e-5
+    cells = _cells(render_capacity_html(doc), first["id"])
+    gap = next(c for c in cells if c.endswith("%"))
+    assert float(gap[:-1]) / 100 >= 3e-5, gap
