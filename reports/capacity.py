@@ -19,7 +19,8 @@ from markupsafe import Markup
 from autopar_opt.reports.capacity_charts import pareto_svg, scaling_svg
 from autopar_opt.reports.render import _environment, write_atomic
 from autopar_opt.reports.document import ReportInputError
-from autopar_opt.reports.formatting import fmt_beside, fmt_money, fmt_pct_up, runs_behind, scenario_notes
+from autopar_opt.reports.formatting import (fmt_beside, fmt_money, fmt_pct_up, runs_behind, scenario_notes,
+                                            some_ids)
 
 TEMPLATE = "capacity.html.j2"
 
@@ -106,6 +107,19 @@ def capacity_problems(doc: dict[str, Any]) -> list[str]:
     return out[:20]
 
 
+def _reasons(doc: dict[str, Any]) -> list[dict[str, str]]:
+    """Why scenarios have no plan, or a plan that is not proven, each reason once with its
+    scenarios, as the terminal says them (QA round 35: the report showed "feasible" and a
+    gap, the reason, e.g. the scenario's time limit, in capacity.json only)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for e in doc["scenarios"]:
+        if e.get("reason"):
+            label = "No plan" if e.get("primal") is None else "Not proven"
+            groups.setdefault((label, e["reason"]), []).append(e["id"])
+    return [{"label": label, "text": text, "ids": some_ids(ids, 12)}
+            for (label, text), ids in groups.items()]
+
+
 def render_capacity_html(doc: dict[str, Any]) -> str:
     """The capacity report as one HTML string; :class:`ReportInputError` naming every key
     of :func:`capacity_problems`."""
@@ -119,11 +133,12 @@ def render_capacity_html(doc: dict[str, Any]) -> str:
     charts = {"pareto": Markup(pareto) if pareto else None,
               "scaling": Markup(scaling) if scaling else None}
     gaps = [e["gap"] for e in doc["scenarios"] if e["gap"] is not None]
-    facts = {"n": len(doc["scenarios"]), "max_gap": f"{100 * max(gaps):.2f}%" if gaps else "-",
+    facts = {"n": len(doc["scenarios"]), "max_gap": fmt_pct_up(max(gaps)) if gaps else "-",
              "no_plan": sum(1 for e in doc["scenarios"] if e["primal"] is None)}
     return _environment().get_template(TEMPLATE).render(doc=doc, rows=_rows(doc), charts=charts,
                                                         facts=facts, currency=cur,
-                                                        notes=scenario_notes(doc))
+                                                        notes=scenario_notes(doc),
+                                                        reasons=_reasons(doc))
 
 
 def write_capacity_report(doc: dict[str, Any], path: str | Path) -> None:

@@ -44,3 +44,21 @@ def test_a_gap_is_never_shown_below_itself():
     cells = _cells(render_capacity_html(doc), first["id"])
     gap = next(c for c in cells if c.endswith("%"))
     assert float(gap[:-1]) / 100 >= 3e-5, gap
+
+
+def test_the_report_says_why_a_scenario_is_not_proven_or_has_no_plan():
+    """The table showed "feasible" and a gap; the reason was in capacity.json only. Oracle:
+    the document's reasons, each said once with its scenarios; the header's largest gap is
+    not rounded below the largest gap."""
+    doc = copy.deepcopy(DOC)
+    first, second, third = doc["scenarios"][:3]
+    why = "not proven to the requested gap (solver.rel_gap 0.001): ... time limit of 4 s"
+    first.update(status="feasible", gap=3e-5, reason=why)
+    second.update(status="feasible", reason=why)
+    third.update(primal=None, status="no_plan", reason="no plan was found within the time limit")
+    html = render_capacity_html(doc)
+    assert html.count(f"Not proven: {first['id']}, {second['id']}: {why}") == 1
+    assert f"No plan: {third['id']}: no plan was found within the time limit" in html
+    largest = max(e["gap"] for e in doc["scenarios"] if e["gap"] is not None)
+    shown = re.search(r"largest gap ([\d.]+)%", html).group(1)
+    assert float(shown) / 100 >= largest
