@@ -480,9 +480,10 @@ def _only_some(p: SpecProblem, failing: list[dict[str, int]], tried: list[dict[s
     peak" refused a sweep over A100 and V100 without naming the axis value, and
     base.training.memory_reserve_gib named "the device's 79.6475 GiB" of the one device of
     three it did not fit). ``failing`` and ``tried``: the axis indices of the scenarios with
-    the problem and of every scenario built; ``accepting``: how many scenarios have no
-    problem at all at the key (leaving the others out is then a fix); ``values``: each
-    axis's values as shown."""
+    the problem and of every scenario built (for a problem at an axis value, of every one
+    built with that value); ``accepting``: how many of ``tried`` have no problem at all at
+    the key (leaving the others out is then a fix); ``values``: each axis's values as
+    shown."""
     if len(failing) >= len(tried):
         return p
     cause = next(((name, i) for name in failing[0]
@@ -499,7 +500,9 @@ def _only_some(p: SpecProblem, failing: list[dict[str, int]], tried: list[dict[s
     if not accepting:           # every other scenario fails at this key too, another way
         return dataclasses.replace(p, rule=f"{p.rule} (in {where})")
     return dataclasses.replace(p, rule=f"{p.rule} (in {where}; {accepting} other scenario(s) "
-                                        "accept this value)", fix=f"{p.fix}; or {drop}")
+                                        "accept this value)",
+                               fix=f"{p.fix}; or {drop} (a sweep is every combination of its "
+                                   "axes' values: split it into files to leave one out)")
 
 
 class SweepError(SpecError):
@@ -567,7 +570,7 @@ def load_sweep(path: str | Path) -> Sweep:
                                                  "sweep into several files")])
     scenarios: list[Scenario] = []
     seen: dict[tuple, SpecProblem] = {}
-    tried: list[dict[str, int]] = []          # axis indices of every scenario built
+    tried: list[tuple[str, dict[str, int]]] = []      # id, axis indices of every scenario built
     failing: dict[tuple, list[tuple[str, dict[str, int]]]] = {}   # problem -> its scenarios
     first_of: dict[str, tuple[str, dict[str, int]]] = {}      # scenario key -> (id, indices)
     fixed = _unswept_groups(sweep.axes.group_nodes, base) \
@@ -598,7 +601,7 @@ def load_sweep(path: str | Path) -> Sweep:
                 "name, fleet group names)"))
             continue
         notes: tuple[str, ...] = ()
-        tried.append(index)
+        tried.append((sid, index))
         try:
             try:
                 spec = build_spec(data, path)
@@ -634,11 +637,18 @@ def load_sweep(path: str | Path) -> Sweep:
     at_key: dict[tuple, set[str]] = {}        # (file, key) -> scenarios with a problem there
     for k, found in failing.items():
         at_key.setdefault(k[:2], set()).update(sid for sid, _i in found)
-    for k, q in seen.items():     # a problem at a base key that only some scenarios have
-        if k in failing and not q.key.startswith("axes"):
-            seen[k] = _only_some(q, [i for _s, i in failing[k]], tried,
-                                 len(tried) - len(at_key[k[:2]]), shown_values,
-                                 [sid for sid, _i in failing[k]])
+    for k, q in seen.items():     # a problem that only some scenarios have: said with them
+        if k not in failing:
+            continue
+        # a problem at an axis value: among the scenarios with that value (QA round 35:
+        # device [A100, H100] x dtype [bf16, fp8] was refused at axes.dtype[1] = 'fp8',
+        # "use one of its dtypes", without saying that fp8 fits the H100 scenarios)
+        at = re.match(r"axes\.(\w+)\[(\d+)\]$", q.key)
+        pool = [(sid, i) for sid, i in tried
+                if at is None or i.get(at.group(1)) == int(at.group(2))]
+        seen[k] = _only_some(q, [i for _s, i in failing[k]], [i for _s, i in pool],
+                             sum(sid not in at_key[k[:2]] for sid, _i in pool), shown_values,
+                             [sid for sid, _i in failing[k]])
     if seen or problems:
         raise SweepError(problems + list(seen.values())[:MAX_PROBLEMS])
     return Sweep(path, sweep.description, scenarios, sweep.planning, names)

@@ -44,7 +44,7 @@ def test_a_device_that_cannot_take_the_base_dtype_is_named(tmp_path):
     assert problem.key == "base.training.dtype"
     assert "with axes.device[1] = V100-32GB" in problem.rule
     assert "2 other scenario(s) accept this value" in problem.rule
-    assert problem.fix.endswith("or leave V100-32GB out of axes.device")
+    assert "; or leave V100-32GB out of axes.device" in problem.fix
 
 
 def test_without_the_device_the_sweep_loads(tmp_path):
@@ -71,3 +71,20 @@ def test_a_key_every_scenario_breaks_is_not_said_to_be_accepted(tmp_path):
     for p in problems:
         assert "accept" not in p.rule and "out of axes" not in p.fix
         assert "(in the 2 scenario(s) with axes.device[" in p.rule
+
+
+def test_an_axis_value_that_fits_some_scenarios_names_the_combination(tmp_path):
+    """device [A100, H100] x dtype [bf16, fp8]: fp8 fits H100, not A100. The refusal at
+    axes.dtype[1] said "use one of its dtypes" only. Oracle: the base with each device and
+    fp8 substituted by hand, built alone."""
+    sweep = copy.deepcopy(SWEEP)
+    sweep["axes"] = {"device": ["A100-80GB", "H100-SXM-80GB"], "dtype": ["bf16", "fp8"]}
+    sweep["planning"]["prices"]["per_gpu_hour"] = {"A100-80GB": 1, "H100-SXM-80GB": 2}
+    fp8 = copy.deepcopy(sweep)
+    fp8["base"]["training"]["dtype"] = "fp8"
+    assert _fails(fp8, "A100-80GB") and not _fails(fp8, "H100-SXM-80GB")
+    problem, _ = only_problem(tmp_path, sweep)
+    assert problem.key == "axes.dtype[1]"
+    assert "(in the 1 scenario(s) with axes.device[0] = A100-80GB; 1 other scenario(s) accept " \
+           "this value)" in problem.rule
+    assert "or leave A100-80GB out of axes.device (a sweep is every combination" in problem.fix
