@@ -204,3 +204,39 @@ def test_exit_with_triton_loaded_prints_no_nanobind_leaks(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "nanobind" not in proc.stderr
+
+
+def test_with_triton_loaded_the_process_ends_without_the_teardown(tmp_path):
+    """A run that loaded PyTorch (Triton) ends once its outputs are written, its atexit
+    handlers have run and stdout is flushed, with the command's exit status, skipping the
+    interpreter's teardown (1.5-2.2 s past --time-limit, QA round 35). Oracles, with a
+    stand-in ``triton`` module: the --json document is whole and equals plan.json, the
+    atexit handler ran, a failing command's status (2, a missing spec) is kept, and a
+    non-daemon thread the teardown would wait for (it writes after 4 s) is not waited for;
+    without the stand-in the same script waits for it."""
+    out = tmp_path / "out"
+    code = ("import atexit, os, sys, threading, time, types\n"
+            "sys.modules['triton'] = types.ModuleType('triton')\n"
+            "if sys.argv[1] == 'wait':\n"
+            "    threading.Thread(target=lambda: (time.sleep(4), os.write(2, b'THREAD-DONE'))).start()\n"
+            "atexit.register(lambda: sys.stdout.write('\\nATEXIT-RAN\\n'))\n"
+            "from autopar_opt.cli.commands import main\n"
+            "sys.argv = ['autopar'] + sys.argv[2:]\n"
+            "main()\n")
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    args = ["solve", str(EXAMPLES / "quickstart.yaml"), "--json", "--time-limit", "20",
+            "--out", str(out)]
+    proc = subprocess.run([sys.executable, "-c", code, "go", *args], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    text, _, tail = proc.stdout.rpartition("\nATEXIT-RAN\n")
+    assert tail == ""
+    assert json.loads(text) == json.loads((out / "plan.json").read_text())
+    missing = ["solve", str(tmp_path / "nope.yaml")]
+    bad = subprocess.run([sys.executable, "-c", code, "wait", *missing], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert bad.returncode == 2 and "THREAD-DONE" not in bad.stderr, bad.stderr
+    plain = code.replace("sys.modules['triton'] = types.ModuleType('triton')\n", "")
+    waited = subprocess.run([sys.executable, "-c", plain, "wait", *missing], capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert waited.returncode == 2 and "THREAD-DONE" in waited.stderr
