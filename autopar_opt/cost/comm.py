@@ -554,7 +554,10 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
     gather, prefetched behind the neighbouring unit's forward
     (:func:`zero2_gather_window`), here once per iteration, or every micro-batch
     with the reduce-scatter in :func:`zero2_microbatch_comm` when gradients are
-    synchronised each micro-batch. The step itself is
+    synchronised each micro-batch; a runtime that sends each rank's partition as its own
+    broadcast (``zero_param_broadcast``, InternEvo) pays those broadcasts instead
+    (:func:`param_broadcast_time`; the all-gather where the stage's parameters are not
+    known or under hybrid sharding). The step itself is
     HBM-bound: ``shard · bytes_per_param / HBM bandwidth``.
     """
     if layer.params <= 0:
@@ -581,9 +584,12 @@ def gradient_sync(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute
                 sg = s.shard_group(group)     # hybrid: the shard group, then the replicas
                 rs = 0.0 if per_microbatch else _zero12_reduction(ctx, s, local, group, stride,
                                                                   g_bytes, msgs)
-                ag = 0.0 if regathers else param_broadcast_time(ctx, sg, stride, local, w_bytes, s.tp) \
-                    if rt.zero_param_broadcast and ctx.stage_params > 0 and not s.hybrid else \
-                    collective(ctx, "all_gather", sg, stride, local * w_bytes, msgs)
+                if regathers:
+                    ag = 0.0
+                elif rt.zero_param_broadcast and ctx.stage_params > 0 and not s.hybrid:
+                    ag = param_broadcast_time(ctx, sg, stride, local, w_bytes, s.tp)
+                else:
+                    ag = collective(ctx, "all_gather", sg, stride, local * w_bytes, msgs)
                 raw += rs + ag
                 comm += exposed(rs, bwd_window) + exposed(ag, fwd_window)
         shard += local / s.zero_divisors(group)[2]
