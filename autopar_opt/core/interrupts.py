@@ -115,6 +115,21 @@ def stop_cleanly_outside_guards() -> None:
         signal.signal(signal.SIGINT, _interrupt_outside_guards)
 
 
+def _install(previous: dict[int, object], handler) -> None:
+    """Install ``handler`` for every stop signal, keeping the handlers it replaces in
+    ``previous`` (only in the main thread: signal handlers cannot be set elsewhere)."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in STOP_SIGNALS:
+            previous[sig] = signal.signal(sig, handler)
+
+
+def _restore(previous: dict[int, object]) -> None:
+    """Put back the handlers :func:`_install` replaced, and forget them."""
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)  # type: ignore[arg-type]
+    previous.clear()
+
+
 class InterruptGuard:
     """Context manager installing the SIGINT/SIGTERM handlers for one command.
 
@@ -156,16 +171,12 @@ class InterruptGuard:
             raise self._raise_as() if self._raise_as else SearchInterrupted(signum)
 
     def __enter__(self) -> "InterruptGuard":
-        if threading.current_thread() is threading.main_thread():
-            for sig in STOP_SIGNALS:
-                self._previous[sig] = signal.signal(sig, self._handle)
+        _install(self._previous, self._handle)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
-        self._previous.clear()
+        _restore(self._previous)
 
 
 class HeldSignals:
@@ -184,13 +195,9 @@ class HeldSignals:
             self.signum = signum
 
     def __enter__(self) -> "HeldSignals":
-        if threading.current_thread() is threading.main_thread():
-            for sig in STOP_SIGNALS:
-                self._previous[sig] = signal.signal(sig, self._hold)
+        _install(self._previous, self._hold)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
-        self._previous.clear()
+        _restore(self._previous)
