@@ -28,6 +28,18 @@ from autopar_opt.core.errors import SpecError, SpecProblem
 #: What a refusal of FILE tells the user to do.
 GIVE_PLAN = "give the plan.json written by `autopar solve --out DIR` (or its hand-edited copy)"
 
+#: Why a fleet plan.json is refused, and what to do instead. Its fix used to be
+#: :data:`GIVE_PLAN`, "give the plan.json written by `autopar solve --out DIR`", which the
+#: refused file is (QA round 36): estimate prices a plan on one cluster only (a spec's plan
+#: cannot name a stage's group, ``spec.build_fleet``), so the fix says where a fleet plan's
+#: figures are and how to price one group's part alone.
+FLEET_RULE = ("is the plan.json of a fleet of several groups; estimate prices a plan on one "
+              "cluster and does not re-price a fleet plan")
+FLEET_FIX = ("its figures as the solve priced them are in the file (metrics; placement: each "
+             "stage's or class's group, time and memory against its group's capacity), drawn "
+             "by `autopar report {file} --out report.html`; to price the part on one group, "
+             "estimate a spec of that group alone (its plain cluster) with the stages it runs")
+
 
 def _refuse(file: str, key: str, value: Any, rule: str, fix: str = GIVE_PLAN) -> SpecError:
     return SpecError([SpecProblem(file, key, value, rule, fix)])
@@ -44,6 +56,8 @@ def read_plan_document(plan_path: str | Path) -> dict[str, Any]:
     reading.refuse_empty_path(plan_path)
     file = str(plan_path)
     doc = reading.read_json(Path(plan_path), reading.DOCUMENT)   # size, nesting, syntax
+    if is_fleet(doc):
+        raise _refuse(file, "fleet", None, FLEET_RULE, FLEET_FIX.format(file=file))
     what = ("a peer problem's plan.json (its plan is a peer's, not a model's layers)"
             if peer_format(doc) else
             "a placement.json (operator-graph nodes on devices, not a training plan)"
@@ -51,9 +65,7 @@ def read_plan_document(plan_path: str | Path) -> dict[str, Any]:
             "an operator-sharding plan.json (operators over a mesh, not layers)"
             if is_operator_sharding(doc) else
             "a capacity.json (a sweep: each scenario's plan.json is under scenarios/ID/)"
-            if is_capacity(doc) else
-            "a fleet plan.json (stages on several groups, which a spec's plan cannot name)"
-            if is_fleet(doc) else None)
+            if is_capacity(doc) else None)
     if what:
         raise _refuse(file, "", None, f"is {what}, not a plan of a model on one cluster")
     if not isinstance(doc, dict) or not isinstance(doc.get("plan"), dict):

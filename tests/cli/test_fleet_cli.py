@@ -338,3 +338,22 @@ def test_a_stage_memory_against_a_reserve_says_usable(tmp_path: Path) -> None:
     assert row["capacity_gib"] == pytest.approx(hbm[row["group"]] - 1.0)
     assert (f"/{row['capacity_gib']:.1f} GiB usable ({hbm[row['group']]:.4g} GiB less the 1 GiB of "
             "training.memory_reserve_gib)") in " ".join(text.split())
+
+
+def test_estimate_of_a_fleet_plan_says_where_its_figures_are_not_to_give_that_file(tmp_path: Path) -> None:
+    """``estimate SPEC --plan`` on the plan.json a fleet solve wrote: refused (exit 2, no
+    traceback) naming the file and the ``fleet`` key, and the fix is not "give the plan.json
+    written by `autopar solve --out DIR`" (QA round 36: that is the refused file) but where the
+    fleet plan's per-group figures are (its placement rows, the report) and how to price one
+    group's part (a spec of that group alone)."""
+    spec = _write(tmp_path, BASE)
+    assert run_cli("solve", spec, "--out", tmp_path / "out", "--quiet")[0] == 0
+    plan = tmp_path / "out" / "plan.json"
+    code, text = run_cli("estimate", spec, "--plan", plan, "--json")
+    assert code == 2 and "Traceback" not in text
+    problem = json.JSONDecoder().raw_decode(text, text.index("{"))[0]["error"]["problems"][0]
+    assert problem["file"] == str(plan) and problem["key"] == "fleet"
+    assert "does not re-price a fleet plan" in problem["rule"]
+    assert "autopar solve --out" not in problem["fix"]
+    assert f"autopar report {plan}" in problem["fix"] and "placement" in problem["fix"]
+    assert "that group alone" in problem["fix"]
