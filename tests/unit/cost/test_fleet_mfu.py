@@ -17,7 +17,7 @@ import yaml
 from autopar_opt.cost.evaluate import evaluate
 from autopar_opt.ir.plan import uniform_plan
 from autopar_opt.ir.strategies import Strategy
-from autopar_opt.reports.formatting import fleet_idle_mfu_note
+from autopar_opt.reports.formatting import fleet_idle_mfu_note, fmt_pct
 from autopar_opt.spec import load_spec
 from support.fleets import TINY_MIX_CLUSTER
 
@@ -40,7 +40,8 @@ def test_a_plan_on_one_group_of_a_fleet_is_measured_against_the_whole_fleet(tmp_
     groups = [{"name": "a100", "num_devices": 2, "peak_tflops": 312.0},
               {"name": "h100", "num_devices": 2, "peak_tflops": 989.0}]
     note = fleet_idle_mfu_note(m_fleet.mfu, groups, [{"group": "h100", "devices": 2}])
-    assert note == (f" (over all 4 GPUs of the fleet; {100 * m_alone.mfu:.1f}% over the 2 the "
-                    "plan uses)")
+    # the debug model's 4.1e-4: written with two significant digits, as the MFU it follows
+    assert note == (f" (over all 4 GPUs of the fleet; {fmt_pct(m_alone.mfu, 1)} over the 2 the "
+                    "plan uses)") and fmt_pct(m_alone.mfu, 1) == f"{100 * m_alone.mfu:.2g}%"
     assert fleet_idle_mfu_note(m_fleet.mfu, groups, [{"group": "h100", "devices": 2},
                                                      {"group": "a100", "devices": 2}]) == ""
