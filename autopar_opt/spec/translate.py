@@ -206,6 +206,19 @@ def _pair_problem(file: str, loc: tuple, kind: str, value: Any) -> SpecProblem |
     return SpecProblem(file, key_path(loc), value, rule, f"{_PAIRS[loc[-2]]}: {fix}")
 
 
+#: A key of another section that users carry over, by (section model, key): what this section
+#: says instead. A fleet group's ``nic_gb_per_s`` (one NIC's rate, ``spec.build_fleet``) is a
+#: plain cluster's ``inter_node`` bandwidth beside ``nics_per_node`` (``spec.build_run``): the
+#: fleet refusals tell a user to write a group alone as its plain cluster, and the copied group
+#: was refused with "did you mean 'nics_per_node'?" alone (QA round 36).
+_OTHER_SECTIONS_KEY = {
+    ("ExplicitClusterSpec", "nic_gb_per_s"):
+        "nic_gb_per_s is a key of a fleet group (cluster.groups[i]); a plain cluster states one "
+        "NIC's rate as inter_node: {{bandwidth_gb_per_s: {value}, latency_us: ...}} (the network's "
+        "latency, e.g. 10) beside nics_per_node",
+}
+
+
 def problem_from_error(root: type[BaseModel], error: dict, file_of: Callable[[str], str]) -> SpecProblem:
     """One pydantic error dict -> one :class:`SpecProblem`."""
     loc = tuple(error["loc"])
@@ -222,6 +235,9 @@ def problem_from_error(root: type[BaseModel], error: dict, file_of: Callable[[st
         known = list(parent.model_fields) if parent else []
         hint = did_you_mean(loc[-1], known)
         fix = f"remove it{hint}" + (f"; known keys: {', '.join(known)}" if known else "")
+        said = _OTHER_SECTIONS_KEY.get((parent.__name__ if parent else "", str(loc[-1])))
+        if said:
+            fix = said.format(value=value) + "; or " + fix
         return SpecProblem(file, key, value, f"unknown key {loc[-1]!r}", fix)
     pair = _pair_problem(file, loc, kind, value)
     if pair is not None:

@@ -1,0 +1,44 @@
+"""A fleet group's ``nic_gb_per_s`` written on a plain cluster (QA round 36).
+
+The fleet refusals (``export``, ``estimate --plan``, ``--runnable-by``) tell the user to
+write a group alone as its plain cluster; the copied group's ``nic_gb_per_s`` was refused
+with "did you mean 'nics_per_node'?" alone. The fix now names the plain cluster's way to say
+it, ``inter_node: {bandwidth_gb_per_s: X}`` beside ``nics_per_node``. Oracle (a second
+route): the plain cluster written as the fix says has the group's inter-node tier, NICs and
+per-GPU share."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from autopar_opt.spec import SpecError, load_spec
+from support.fleets import TINY_MIX_CLUSTER
+
+
+def _spec(tmp_path, cluster: dict, name: str):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump({"model": {"zoo": "debug"}, "cluster": cluster,
+                                    "training": {"global_batch_size": 16}}))
+    return path
+
+
+def test_the_fix_names_the_plain_clusters_key_and_gives_the_groups_network(tmp_path):
+    group = copy.deepcopy(TINY_MIX_CLUSTER["groups"][1])      # h100: 1 NIC of 50 GB/s per node
+    fleet = load_spec(_spec(tmp_path, copy.deepcopy(TINY_MIX_CLUSTER), "fleet.yaml")).fleet
+    with pytest.raises(SpecError) as err:
+        load_spec(_spec(tmp_path, group, "copied.yaml"))
+    problem = err.value.problems[0]
+    assert problem.key == "cluster.nic_gb_per_s" and "unknown key" in problem.rule
+    assert "inter_node: {bandwidth_gb_per_s: 50.0" in problem.fix and "nics_per_node" in problem.fix
+    # the plain cluster the fix describes, with the H100's network latency (10 us, the catalog's)
+    plain = {k: v for k, v in group.items() if k != "nic_gb_per_s"}
+    plain["inter_node"] = {"bandwidth_gb_per_s": 50.0, "latency_us": 10.0}
+    got = load_spec(_spec(tmp_path, plain, "plain.yaml")).cluster
+    want = fleet.groups[1]
+    assert got.nics == want.nics == 1
+    assert got.inter_node.bandwidth_gb_per_s == want.inter_node.bandwidth_gb_per_s == 50.0
+    assert got.inter_node.latency_us == want.inter_node.latency_us
+    assert got.inter_node_per_gpu.bandwidth_gb_per_s == want.inter_node_per_gpu.bandwidth_gb_per_s == 25.0
