@@ -115,3 +115,26 @@ def build_fleet(section: FleetClusterSpec, out: ProblemList) -> Fleet | None:
     if len(out.items) > before or any(g is None for g in groups):
         return None
     return Fleet(section.name, tuple(groups), tuple(links), "spec file")
+
+
+def fleet_dtype_problem(dtype: str, stated: bool, fleet: Fleet, out: ProblemList) -> None:
+    """Record ``training.dtype`` when a group's device has no peak for it, naming each such
+    group and, as the fix, the dtypes every group has or leaving the groups out. A fleet
+    trains in one dtype on every group; the per-device check named the device alone ("device
+    A100-40GB has no fp8 peak; use one of its dtypes"), not which group, nor that FP8 on the
+    H100 group of an A100 + H100 fleet means a spec without the A100s (QA round 36)."""
+    lacking = [(i, g) for i, g in enumerate(fleet.groups) if dtype not in g.device.peak_tflops]
+    if not lacking:
+        return
+    common = [d for d in fleet.groups[0].device.peak_tflops
+              if all(d in g.device.peak_tflops for g in fleet.groups)]
+    which = ", ".join(f"{g.name} (cluster.groups[{i}], {g.device.name})" for i, g in lacking)
+    rule = (f"group {which} has no {dtype} peak" if len(lacking) == 1 else
+            f"groups {which} have no {dtype} peak") + "; a fleet trains in one dtype on every group"
+    if not stated:
+        rule += " (training.dtype not stated: its default is bf16)"
+    names = ", ".join(g.name for _, g in lacking)
+    fix = (f"{'use' if stated else 'state'} a dtype every group has: {', '.join(common)}, or "
+           if common else "") + f"leave {names} out of the fleet (a spec of the other groups)"
+    out.add("training.dtype", dtype, rule, fix)
+

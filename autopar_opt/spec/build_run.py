@@ -146,12 +146,14 @@ def stated_mesh(topology: str | None, board: int | None = None) -> bool | None:
 
 
 def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: Cluster | None,
-                   out: ProblemList) -> Training:
-    """Training settings; ``seq_len`` defaults to the model's own."""
+                   out: ProblemList, check_dtype: bool = True) -> Training:
+    """Training settings; ``seq_len`` defaults to the model's own. ``check_dtype=False``: the
+    caller checks the dtype against the device itself (a fleet of several groups,
+    :func:`autopar_opt.spec.build_fleet.fleet_dtype_problem`, naming the group)."""
     seq_len = section.seq_len if section.seq_len is not None else (graph.seq_len if graph else None)
     if cluster is not None:
         peaks = cluster.device.peak_tflops
-        if section.dtype not in peaks:
+        if check_dtype and section.dtype not in peaks:
             # a default the spec did not write is said to be one
             stated = "dtype" in section.model_fields_set
             out.add("training.dtype", section.dtype,
