@@ -134,7 +134,29 @@ def fleet_dtype_problem(dtype: str, stated: bool, fleet: Fleet, out: ProblemList
     if not stated:
         rule += " (training.dtype not stated: its default is bf16)"
     names = ", ".join(g.name for _, g in lacking)
-    fix = (f"{'use' if stated else 'state'} a dtype every group has: {', '.join(common)}, or "
-           if common else "") + f"leave {names} out of the fleet (a spec of the other groups)"
+    use = f"{'use' if stated else 'state'} a dtype every group has: {', '.join(common)}"
+    leave = (f"leave {names} out of the fleet (a spec of the other groups)"
+             if len(lacking) < len(fleet.groups) else "")
+    fix = "; or ".join(x for x in (use if common else "", leave) if x) or \
+        "give the groups devices that share a training dtype"
     out.add("training.dtype", dtype, rule, fix)
+
+
+def fleet_reserve_problem(reserve_gib: float, fleet: Fleet, out: ProblemList) -> None:
+    """Record ``training.memory_reserve_gib`` when it is not below some group's device memory
+    (it is held on every GPU of every group), naming each such group and, as the fix, the
+    least memory of the groups or leaving them out; the per-device check said "reserve is not
+    below the 40 GiB of device memory" without the group (QA round 36)."""
+    over = [(i, g) for i, g in enumerate(fleet.groups) if reserve_gib >= g.device.hbm_gib]
+    if not over:
+        return
+    which = ", ".join(f"{g.name} (cluster.groups[{i}], {g.device.hbm_gib:.4g} GiB)" for i, g in over)
+    least = min(fleet.groups, key=lambda g: g.device.hbm_gib)
+    names = ", ".join(g.name for _, g in over)
+    out.add("training.memory_reserve_gib", reserve_gib,
+            f"reserve is not below the device memory of group{'s' if len(over) > 1 else ''} {which}; "
+            "the reserve is held on every GPU of every group",
+            f"expected a few GiB, below {least.device.hbm_gib:.4g} GiB ({least.name}'s), e.g. 2"
+            + (f"; or leave {names} out of the fleet (a spec of the other groups)"
+               if len(over) < len(fleet.groups) else ""))
 

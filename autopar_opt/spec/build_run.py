@@ -146,14 +146,14 @@ def stated_mesh(topology: str | None, board: int | None = None) -> bool | None:
 
 
 def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: Cluster | None,
-                   out: ProblemList, check_dtype: bool = True) -> Training:
-    """Training settings; ``seq_len`` defaults to the model's own. ``check_dtype=False``: the
-    caller checks the dtype against the device itself (a fleet of several groups,
-    :func:`autopar_opt.spec.build_fleet.fleet_dtype_problem`, naming the group)."""
+                   out: ProblemList, check_device: bool = True) -> Training:
+    """Training settings; ``seq_len`` defaults to the model's own. ``check_device=False``: the
+    caller checks the dtype and the memory reserve against the device itself (a fleet of
+    several groups, :mod:`autopar_opt.spec.build_fleet`, naming the group)."""
     seq_len = section.seq_len if section.seq_len is not None else (graph.seq_len if graph else None)
     if cluster is not None:
         peaks = cluster.device.peak_tflops
-        if check_dtype and section.dtype not in peaks:
+        if check_device and section.dtype not in peaks:
             # a default the spec did not write is said to be one
             stated = "dtype" in section.model_fields_set
             out.add("training.dtype", section.dtype,
@@ -161,7 +161,7 @@ def build_training(section: TrainingSection, graph: LayerGraph | None, cluster: 
                     + ("" if stated else " (training.dtype not stated: its default is bf16)"),
                     f"{'use' if stated else 'state'} one of its dtypes: {', '.join(peaks)}"
                     + ("" if stated else f", e.g. training: {{dtype: {next(iter(peaks))}}}"))
-        if section.memory_reserve_gib >= cluster.device.hbm_gib:
+        if check_device and section.memory_reserve_gib >= cluster.device.hbm_gib:
             out.add("training.memory_reserve_gib", section.memory_reserve_gib,
                     f"reserve is not below the {cluster.device.hbm_gib:.4g} GiB of device memory",
                     "expected a few GiB, e.g. 2")

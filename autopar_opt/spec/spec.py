@@ -34,7 +34,7 @@ from autopar_opt.core.errors import ProblemList, SpecError
 from autopar_opt.core.reading import refuse_empty_path
 from autopar_opt.spec.loader import INCLUDABLE, read_mapping, resolve_includes
 from autopar_opt.spec.schema import FleetClusterSpec, SpecFile
-from autopar_opt.spec.build_fleet import build_fleet, fleet_dtype_problem
+from autopar_opt.spec.build_fleet import build_fleet, fleet_dtype_problem, fleet_reserve_problem
 from autopar_opt.spec.translate import problems_from_validation
 from autopar_opt.ir.training import Schedule, SearchSpace, Training
 
@@ -169,12 +169,13 @@ def _build_fleet_spec(model: SpecFile, data: dict[str, Any], path: Path, graph: 
     groups = list(fleet.groups) if fleet is not None else []
     first = groups[0] if groups else None
     several_devices = len(groups) > 1
-    training = build_training(model.training, graph, first, out, check_dtype=not several_devices)
+    training = build_training(model.training, graph, first, out, check_device=not several_devices)
     for g in groups[1:]:
-        build_training(model.training, graph, g, out, check_dtype=False)
+        build_training(model.training, graph, g, out, check_device=False)
     if several_devices:
         fleet_dtype_problem(model.training.dtype, "dtype" in model.training.model_fields_set,
                             fleet, out)
+        fleet_reserve_problem(model.training.memory_reserve_gib, fleet, out)
     if graph is not None and fleet is not None and training is not None:
         # the attention core each group's GPU runs decides what it keeps
         rebuild, training = attention_rule.reconcile_fleet(model.model, graph, training, fleet, out)
