@@ -48,11 +48,15 @@ def _group(g: GroupSpec, key: str, out: ProblemList) -> Cluster | None:
     if g.power_limit_w is not None:
         dev = replace(dev, power_limit_w=float(g.power_limit_w))
     inter = _tier(g.inter_node, "inter")
-    nics = None
-    if g.inter_node is not None and (g.nics_per_node is not None or g.nic_gb_per_s is not None):
-        out.add(f"{key}.inter_node", "given", "states the inter-node link twice (inter_node and "
-                "nics_per_node / nic_gb_per_s)", "keep one of the two")
-    elif g.nics_per_node is not None or g.nic_gb_per_s is not None:
+    # inter_node is one NIC's line rate beside nics_per_node, as a plain cluster's
+    # (build_run.build_cluster): only nic_gb_per_s states that rate a second time. A group
+    # copied from a plain cluster with both was refused ("states the inter-node link twice",
+    # fix "keep one"), and keeping inter_node alone gave one NIC per GPU (QA round 36)
+    nics = g.nics_per_node if g.inter_node is not None else None
+    if g.inter_node is not None and g.nic_gb_per_s is not None:
+        out.add(f"{key}.inter_node", "given", "states one NIC's rate twice (inter_node and "
+                "nic_gb_per_s)", "keep one of the two (nics_per_node goes with either)")
+    elif g.inter_node is None and (g.nics_per_node is not None or g.nic_gb_per_s is not None):
         base = DEFAULT_INTER_NODE.get(dev.name, LinkTier("inter", 25.0, 10.0))
         nic = g.nic_gb_per_s if g.nic_gb_per_s is not None else base.bandwidth_gb_per_s
         nics = g.nics_per_node if g.nics_per_node is not None else g.gpus_per_node

@@ -257,7 +257,8 @@ class GroupSpec(Section):
         "Bandwidth of one network card, GB/s (400 Gb/s NDR = 50). Default: the catalog's "
         "per-GPU inter-node link of the device.", 50.0, default=None, gt=0)
     inter_node: Optional[LinkSpec] = documented_field(
-        "Inter-node link per GPU, instead of nics_per_node / nic_gb_per_s.",
+        "Inter-node link: one NIC's line rate per direction, as a plain cluster's (beside "
+        "nics_per_node; default one NIC per GPU), instead of nic_gb_per_s.",
         {"bandwidth_gb_per_s": 50.0, "latency_us": 10.0}, default=None)
     intra_node_topology: Optional[Literal["switch", "mesh"]] = documented_field(
         TOPOLOGY_DOC, "switch", default=None)

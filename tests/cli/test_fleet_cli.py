@@ -131,7 +131,7 @@ def test_spec_mistakes_are_listed_with_their_fix(tmp_path: Path) -> None:
     bad["cluster"]["groups"].append({"name": "v100", "device": "V100-32GB", "nodes": 1,
                                      "gpus_per_node": 2, "inter_node": {"bandwidth_gb_per_s": 5,
                                                                         "latency_us": 10},
-                                     "nics_per_node": 1})
+                                     "nic_gb_per_s": 5})
     bad["cluster"]["links"][0]["between"] = ["a100", "b100"]
     bad["search"]["stage_devices"] = "free"
     bad["search"]["schedules"] = ["1f1b", "interleaved"]
@@ -140,7 +140,7 @@ def test_spec_mistakes_are_listed_with_their_fix(tmp_path: Path) -> None:
     text = str(err.value)
     assert "repeats the name of another group" in text
     assert "names no group of the fleet" in text and "did you mean" in text
-    assert "states the inter-node link twice" in text
+    assert "states one NIC's rate twice (inter_node and nic_gb_per_s)" in text
     assert "no link between these groups" in text and "add {between: [a100, v100]" in text
     assert "free stage sizes are not searched" in text
     # searched as 1F1B without a word before: the fleet's configurations have no vp

@@ -42,3 +42,21 @@ def test_the_fix_names_the_plain_clusters_key_and_gives_the_groups_network(tmp_p
     assert got.inter_node.bandwidth_gb_per_s == want.inter_node.bandwidth_gb_per_s == 50.0
     assert got.inter_node.latency_us == want.inter_node.latency_us
     assert got.inter_node_per_gpu.bandwidth_gb_per_s == want.inter_node_per_gpu.bandwidth_gb_per_s == 25.0
+
+
+def test_a_plain_clusters_nics_and_link_copied_into_a_group_build_the_same_network(tmp_path):
+    """``inter_node`` (one NIC's rate) beside ``nics_per_node`` is a plain cluster's way to
+    state its network; in a group it was refused ("states the inter-node link twice", fix
+    "keep one of the two"), and keeping ``inter_node`` alone gave one NIC per GPU: 8 x 50
+    GB/s instead of 4 x 50 per node of 8, twice the per-GPU share (QA round 36). Oracle: the
+    plain cluster of the same keys; by hand 4 x 50 / 8 = 25 GB/s per GPU of a busy node."""
+    plain = {"name": "h", "device": "H100-SXM-80GB", "nodes": 2, "gpus_per_node": 8,
+             "inter_node": {"bandwidth_gb_per_s": 50.0, "latency_us": 12.0}, "nics_per_node": 4}
+    want = load_spec(_spec(tmp_path, plain, "plain.yaml")).cluster
+    fleet = copy.deepcopy(TINY_MIX_CLUSTER)
+    fleet["groups"][1] = {**plain, "name": "h100"}
+    got = load_spec(_spec(tmp_path, fleet, "fleet.yaml")).fleet.groups[1]
+    assert (got.nics, got.inter_node.bandwidth_gb_per_s, got.inter_node.latency_us) == \
+        (want.nics, want.inter_node.bandwidth_gb_per_s, want.inter_node.latency_us) == (4, 50.0, 12.0)
+    assert got.inter_node_per_gpu.bandwidth_gb_per_s == want.inter_node_per_gpu.bandwidth_gb_per_s == 25.0
+
