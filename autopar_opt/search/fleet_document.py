@@ -164,7 +164,11 @@ def build_fleet_document(spec_path: str, graph: LayerGraph, fleet: Fleet, traini
         plan_dict["stage_groups"] = [fleet.groups[g].name for g in plan.stage_groups or []]
         placement = [{"class": None, "batch": training.global_batch_size, **s}
                      for s in _stages(plan, fleet, metrics)]
-        metrics_dict = {k: v for k, v in metrics.to_dict().items() if k != "stages"}
+        # without the single memory_capacity_gib of a plain cluster (the first stage's group's,
+        # QA round 36: an A100-40GB stage before an H100 one recorded 40 GiB for the H100 stage):
+        # each stage's capacity is its placement row's, as in the replicas shape
+        metrics_dict = {k: v for k, v in metrics.to_dict().items()
+                        if k not in ("stages", "memory_capacity_gib")}
     if metrics_dict is not None:     # either shape: the widest of its groups' intervals
         metrics_dict["interval"] = fleet_interval(graph, fleet, training, plan,
                                                   metrics.iteration_time_s, params).to_dict()

@@ -53,6 +53,11 @@ def test_solve_writes_a_certified_fleet_plan_and_report(tmp_path: Path) -> None:
     h100 = load_spec(spec).fleet.groups[1]
     assert h100.nics == 1 and h100.inter_node_per_gpu.bandwidth_gb_per_s == 25.0
     assert doc["placement"] and {p["group"] for p in doc["placement"]} <= {"a100", "h100"}
+    # no one capacity for stages on groups of different memory: each placement row's own
+    # (QA round 36: a pipeline's metrics gave its first stage's group's to every stage)
+    assert "memory_capacity_gib" not in doc["metrics"]
+    hbm = {g["name"]: g["hbm_gib"] for g in doc["fleet"]["groups"]}
+    assert all(p["capacity_gib"] == pytest.approx(hbm[p["group"]]) for p in doc["placement"])
     assert doc["certificate"]["exact"] and doc["certificate"]["gap"] <= 0.001
     html = (tmp_path / "out" / "report.html").read_text()
     assert "<svg" in html and "a100" in html and "h100" in html and "<script" not in html
