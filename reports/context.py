@@ -27,6 +27,7 @@ from typing import Any
 from autopar_opt.core.result import status_words
 from autopar_opt.ir.training import schedule_text
 from autopar_opt.reports.document import ReportInputError, is_finite, to_float, validate_document
+from autopar_opt.reports.methods import method_rows
 from autopar_opt.reports.formatting import (causal_mfu_note, fmt_gib, fmt_pct, fmt_pct_up,
                                             fmt_rate, fmt_time, fmt_time_range, fmt_value,
                                             has_sequence, NCCL_BUFFERS_WORDS,
@@ -243,7 +244,8 @@ def certificate_section(doc: dict, warnings: list[str]) -> dict:
             "speedup_value": speedup if math.isfinite(speedup) else "inf",
             "exact": bool(cert["exact"]), "configurations": shown, "groups": groups,
             "total": len(rows), "min_bound_count": sum(r["is_min_bound"] for r in rows),
-            "listed_at_most": LISTED_AT_MOST}
+            "listed_at_most": LISTED_AT_MOST,
+            "methods": method_rows(cert.get("methods"), "certificate.methods", fmt_time)}
 
 
 #: Above this many configurations the report's table shows the ones that decide the

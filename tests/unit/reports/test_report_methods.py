@@ -1,0 +1,86 @@
+"""The solve report names what proved the certificate (QA round 36).
+
+plan.json's ``certificate.methods`` says which method found the plan and which proved
+the bound (issue 35); the report showed only ``solver.name`` ("highs HiGHS 1.15.1"),
+also when the exact DP proved everything. Oracle: the document itself, read back out of
+the HTML with the standard library's parser: every record is a row with its method,
+status and bound, and the row whose message says it proved the global lower bound
+carries the certificate's bound.
+"""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+
+import pytest
+
+from autopar_opt.reports.document import ReportInputError
+from autopar_opt.reports.formatting import fmt_time
+from autopar_opt.reports.render import render_html
+from autopar_opt.reports.methods import method_rows
+from support import paths
+from support.cli import run_cli
+
+
+class _Tables(HTMLParser):
+    """Every table's rows as lists of cell texts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[list[list[str]]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][-1].append(" ".join("".join(self._cell).split()))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+@pytest.fixture(scope="module")
+def solved(tmp_path_factory):
+    out = tmp_path_factory.mktemp("solve")
+    code, text = run_cli("solve", paths.REPO / "examples" / "quickstart.yaml", "--out", out,
+                         "--quiet")
+    assert code == 0, text
+    return json.loads((out / "plan.json").read_text())
+
+
+def _methods_table(html: str) -> list[list[str]]:
+    parser = _Tables()
+    parser.feed(html)
+    found = [t for t in parser.tables if t and t[0][:2] == ["method", "status"]]
+    assert len(found) == 1, "the report has no table of the certificate's methods"
+    return found[0][1:]
+
+
+def test_every_method_record_is_a_row_with_its_bound(solved):
+    records = solved["certificate"]["methods"]
+    assert records, "the search wrote no method records"
+    rows = _methods_table(render_html(solved))
+    assert [(r[0], r[1]) for r in rows] == [(m["method"], m["status"]) for m in records]
+    prover = [r for r, m in zip(rows, records) if "proved the global lower bound" in m["message"]]
+    assert prover, records
+    bound = float(solved["certificate"]["lower_bound"])
+    assert all(r[3] == fmt_time(bound) for r in prover)
+    assert all("proved the global lower bound" in r[5] for r in prover)
+
+
+def test_a_bad_record_is_named():
+    with pytest.raises(ReportInputError, match=r"certificate\.methods\[1\]"):
+        method_rows([{"method": "dp", "status": "optimal"}, ["dp"]], "certificate.methods", fmt_time)
+    with pytest.raises(ReportInputError, match=r"certificate\.methods\[0\]\.lower_bound"):
+        method_rows([{"method": "dp", "status": "optimal", "lower_bound": "x"}],
+                    "certificate.methods", fmt_time)
