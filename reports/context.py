@@ -28,8 +28,8 @@ from autopar_opt.core.result import status_words
 from autopar_opt.ir.training import schedule_text
 from autopar_opt.reports.document import ReportInputError, is_finite, to_float, validate_document
 from autopar_opt.reports.methods import method_rows
-from autopar_opt.reports.formatting import (causal_mfu_note, fmt_gib, fmt_pct, fmt_pct_up,
-                                            fmt_rate, fmt_time, fmt_time_range, fmt_value,
+from autopar_opt.reports.formatting import (causal_mfu_note, idle_gpus_mfu_note, fmt_gib, fmt_pct,
+                                            fmt_pct_up, fmt_rate, fmt_time, fmt_time_range, fmt_value,
                                             has_sequence, NCCL_BUFFERS_WORDS,
                                             tight_note, tokens_rate)
 from autopar_opt.reports.runnability import runnability_section
@@ -153,6 +153,7 @@ def answer_section(doc: dict) -> dict | None:
         "mfu": fmt_pct(to_float(m["mfu"], "metrics.mfu"), 1),
         "hfu": fmt_pct(to_float(m.get("hfu"), "metrics.hfu"), 1),
         "mfu_causal": causal_mfu_note(m.get("mfu"), m.get("mfu_causal")).strip(" ()"),
+        "mfu_definition": mfu_definition(doc),
         "bubble": fmt_time(to_float(m.get("bubble_s"), "metrics.bubble_s")),
         "peak_memory": fmt_gib(peak),
         "capacity": fmt_gib(cap),
@@ -170,6 +171,24 @@ def answer_section(doc: dict) -> dict | None:
         "degrees": plan_degree_lines(doc["plan"]),
         "recompute": str(doc["plan"].get("recompute") or ""),
     }
+
+
+def mfu_definition(doc: dict) -> str:
+    """What the MFU card divides by, with the figures of this document (QA round 36: the
+    report printed "MFU 54.3%" with no definition; README and ``cost.evaluate.evaluate``:
+    model FLOPs of one iteration over the iteration time times the datasheet dense peak of
+    the training dtype of every GPU of the cluster, idle ones included), and the plan's
+    own utilisation when it leaves GPUs idle (:func:`idle_gpus_mfu_note`, as the terminal)."""
+    cluster = doc["spec"].get("cluster") or {}
+    peak, n = cluster.get("peak_tflops"), cluster.get("num_devices")
+    dtype = (doc["spec"].get("training") or {}).get("dtype", "the training dtype")
+    of = (f"{peak:g} TFLOP/s (the {cluster.get('device', 'device')}'s datasheet dense {dtype} peak)"
+          f" × {n} GPUs" if isinstance(peak, (int, float)) and isinstance(n, int)
+          else f"the datasheet dense {dtype} peak of every GPU")
+    idle = idle_gpus_mfu_note(doc["metrics"].get("mfu"), doc["plan"].get("stage_devices"), n)
+    return ("MFU = the model's FLOPs of one iteration (forward and backward of every layer, a "
+            "causal attention core counted whole, recomputation not counted) ÷ (iteration time × "
+            f"{of}, every GPU of the cluster); HFU also counts the recomputed FLOPs.{idle}")
 
 
 def _interval(iv: dict | None) -> dict | None:
