@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from markupsafe import Markup
 
 from autopar_opt.reports.capacity_charts import pareto_svg, scaling_svg
+from autopar_opt.reports.svg_inline import inline_svg
 from autopar_opt.reports.render import _environment, write_atomic
 from autopar_opt.reports.document import ReportInputError
 from autopar_opt.reports.formatting import (fmt_beside, fmt_money, fmt_pct_up, runs_behind, scenario_notes,
@@ -130,8 +130,12 @@ def render_capacity_html(doc: dict[str, Any]) -> str:
     frontier = [m["id"] for m in doc["answers"]["pareto_time_cost"]["frontier"]]
     pareto = pareto_svg(doc["scenarios"], frontier, doc["planning"]["deadline_days"], cur)
     scaling = scaling_svg(doc["scenarios"])
-    charts = {"pareto": Markup(pareto) if pareto else None,
-              "scaling": Markup(scaling) if scaling else None}
+    charts = {"pareto": inline_svg(pareto, "pareto-svg", "Time to train against cost, one point per "
+                                   "scenario, with the proven bounds (the table below lists each)")
+              if pareto else None,
+              "scaling": inline_svg(scaling, "scaling-svg", "Throughput against GPU count per device "
+                                    "type and batch size (the table below lists each scenario)")
+              if scaling else None}
     gaps = [e["gap"] for e in doc["scenarios"] if e["gap"] is not None]
     facts = {"n": len(doc["scenarios"]), "max_gap": fmt_pct_up(max(gaps)) if gaps else "-",
              "no_plan": sum(1 for e in doc["scenarios"] if e["primal"] is None)}

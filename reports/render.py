@@ -12,11 +12,10 @@ from __future__ import annotations
 import functools
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, Template, select_autoescape
-from markupsafe import Markup
-
 from autopar_opt.core import files as outputs
 from autopar_opt.reports.charts import memory_svg, timeline_svg
 from autopar_opt.reports.context import build_context
+from autopar_opt.reports.svg_inline import inline_svg
 
 TEMPLATE = "report.html.j2"
 
@@ -41,9 +40,13 @@ def render_charts(context: dict) -> dict:
     """Inline SVG charts (as :class:`Markup`, they are generated, not user text)."""
     charts = {"timeline": None, "memory": None}
     if context["timeline"]:
-        charts["timeline"] = Markup(timeline_svg(context["timeline"]))
+        charts["timeline"] = inline_svg(timeline_svg(context["timeline"]), "timeline",
+                                        "Pipeline timeline of one iteration: each stage's forward and "
+                                        "backward passes per micro-batch (the caption below says how)")
     if context["memory"]:
-        charts["memory"] = Markup(memory_svg(context["memory"]))
+        charts["memory"] = inline_svg(memory_svg(context["memory"]), "memory",
+                                      "Peak memory of one device per stage, part by part, against the "
+                                      "usable capacity (the table below lists every figure)")
     return charts
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from markupsafe import Markup
+from autopar_opt.reports.svg_inline import inline_svg
 
 #: Rows of the trace table (the plot shows the whole trace, thinned to this many points).
 TRACE_ROWS = 12
@@ -74,8 +74,9 @@ def searcher_context(block: dict | None) -> dict | None:
     points = _finite_trace(block.get("trace", []))
     rows = [{"wall": f"{p['wall_s']:.3f}", "samples": p["samples"], "best": _fmt(p["best"])}
             for p in _thin(points, TRACE_ROWS)]
-    svg = Markup(trace_svg(block["trace"], block.get("lower_bound"), block.get("optimum"))) \
-        if points else None
+    svg = inline_svg(trace_svg(block["trace"], block.get("lower_bound"), block.get("optimum")),
+                     "trace", "The searcher's best value so far against wall time, with the proven "
+                     "bound (the table below lists the points)") if points else None
     return {"name": block["name"], "seed": block["seed"], "value_text": _fmt(block.get("value")),
             "plan_text": _plan_text(block.get("plan")),
             "found": block.get("value") is not None,
