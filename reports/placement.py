@@ -12,6 +12,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from autopar_opt import __version__
 from autopar_opt.core.result import bound_above
+from autopar_opt.reports.methods import method_rows
 
 MAX_CUT_ROWS = 200
 #: Devices holding no node that the device table lists one by one; past it one row
@@ -22,6 +23,13 @@ SHOWN_IDLE = 16
 
 def _fmt(x: float | None) -> str:
     return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.6g}"
+
+
+def _bound_fmt(x: float | None) -> str:
+    """A method record's figure: an infinite bound is a proof (∞: infeasible), not a blank."""
+    if x is not None and math.isinf(x):
+        return "∞" if x > 0 else "−∞"
+    return _fmt(x)
 
 
 #: The statuses a placement.json can have (:func:`autopar_opt.placement.solve._status`).
@@ -105,7 +113,9 @@ def build_context(doc: dict) -> dict:
             "time_unit": doc.get("time_unit", "the input file's time unit"),
             "transfers": doc.get("transfers"), "cycles": doc.get("cycles"),
             "devices": devices, "idle_text": idle_text, "cuts": cuts[:MAX_CUT_ROWS], "cut_count": len(cuts),
-            "cuts_truncated": len(cuts) > MAX_CUT_ROWS, "baselines": baselines}
+            "cuts_truncated": len(cuts) > MAX_CUT_ROWS, "baselines": baselines,
+            "methods": method_rows((doc.get("details") or {}).get("methods"), "details.methods",
+                                   _bound_fmt)}
 
 
 def fold_idle(devices: list[dict]) -> tuple[list[dict], str | None]:

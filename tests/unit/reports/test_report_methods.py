@@ -84,3 +84,18 @@ def test_a_bad_record_is_named():
     with pytest.raises(ReportInputError, match=r"certificate\.methods\[0\]\.lower_bound"):
         method_rows([{"method": "dp", "status": "optimal", "lower_bound": "x"}],
                     "certificate.methods", fmt_time)
+
+
+def test_the_placement_report_lists_its_methods(tmp_path):
+    """placement.json's ``details.methods`` (QA round 36: the report named only
+    ``method``); the row that proved the optimum carries the document's bound."""
+    from autopar_opt.reports.placement import render_placement_html
+
+    code, text = run_cli("place", paths.REPO / "examples" / "placement" / "transformer_two_types.yaml",
+                         "--out", tmp_path, "--quiet", "--time-limit", "20")
+    assert code == 0, text
+    doc = json.loads((tmp_path / "placement.json").read_text())
+    records = doc["details"]["methods"]
+    rows = _methods_table(render_placement_html(doc))
+    assert [(r[0], r[1]) for r in rows] == [(m["method"], m["status"]) for m in records]
+    assert f"{doc['lower_bound']:.6g}" in [r[3] for r in rows]
