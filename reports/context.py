@@ -27,6 +27,7 @@ from typing import Any
 from autopar_opt.core.result import status_words
 from autopar_opt.ir.training import schedule_text
 from autopar_opt.reports.document import ReportInputError, is_finite, to_float, validate_document
+from autopar_opt.reports.launch import launch_section
 from autopar_opt.reports.methods import method_rows
 from autopar_opt.reports.formatting import (causal_mfu_note, idle_gpus_mfu_note, fmt_gib, fmt_pct,
                                             fmt_pct_up, fmt_rate, fmt_time, fmt_time_range, fmt_value,
@@ -65,6 +66,7 @@ def build_context(plan_doc: dict, draw_timeline: bool = True) -> dict:
         "spec": spec_section(doc),
         "answer": answer_section(doc),
         "runnability": runnability_section(doc),
+        "launch": launch_section(doc) if doc["plan"] is not None else None,
         "claim": claim_section(doc, cert),
         "certificate": cert,
         "search_space": space_section(doc),
