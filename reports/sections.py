@@ -222,6 +222,7 @@ def memory_section(doc: dict) -> dict | None:
     stages = [{"index": i, "weight_gib": w[i], "activation_gib": a[i],
                "bars": chart_parts(raw[i], w[i], a[i], peak[i], i), "peak_gib": peak[i],
                "peak": fmt_gib(peak[i]), "capacity": fmt_gib(cap[i]),
+               "headroom": headroom_text(peak[i], cap[i]),
                "inflight": raw[i].get("inflight_microbatches"),
                "fits": peak[i] <= cap[i] + 1e-9,
                "tight": peak[i] <= cap[i] + 1e-9 and cap[i] > 0
@@ -232,6 +233,15 @@ def memory_section(doc: dict) -> dict | None:
     return {"stages": stages,
             "capacity_gib": to_float(m["memory_capacity_gib"], "metrics.memory_capacity_gib"),
             "hbm_gib": to_float(doc["spec"]["cluster"]["hbm_gib"], "spec.cluster.hbm_gib")}
+
+
+def headroom_text(peak: float, cap: float) -> str:
+    """``30.15 GiB (38%)``: usable capacity left above a stage's peak, and its share of the
+    capacity (plan.json ``metrics.stages[].headroom_fraction``); ``1.20 GiB over`` when the
+    peak exceeds it (QA round 36: the table showed peak and capacity, not what is left)."""
+    if peak > cap + 1e-9:
+        return f"{fmt_gib(peak - cap)} over"
+    return f"{fmt_gib(cap - peak)} ({fmt_pct((cap - peak) / cap, 0) if cap > 0 else '—'})"
 
 
 #: Critical-path parts of the iteration time (``PlanMetrics.breakdown``).
