@@ -239,7 +239,9 @@ def fmt_gib(value: float | None) -> str:
 
 
 def fmt_value(value: object) -> str:
-    """A search-space or parameter value as text (lists joined, None as ``all``)."""
+    """A search-space or parameter value as text (lists joined, None as ``all``; an empty
+    string inside a mapping as ``not stated``: the target row read "version: , source: ...",
+    QA round 36)."""
     if value is None:
         return "all valid values"
     if isinstance(value, bool):
@@ -247,7 +249,7 @@ def fmt_value(value: object) -> str:
     if isinstance(value, (list, tuple)):
         return ", ".join(fmt_value(v) for v in value) if value else "(none)"
     if isinstance(value, dict):
-        return ", ".join(f"{k}: {fmt_value(v)}" for k, v in value.items())
+        return ", ".join(f"{k}: {fmt_value(v) if v != '' else 'not stated'}" for k, v in value.items())
     return str(value)
 
 
