@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from jinja2 import Environment, StrictUndefined
 
 from autopar_opt.reports.formatting import doc_table_env
+from autopar_opt.reports.methods import method_rows
 
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>autopar-opt: {{ p.format }} {{ p.name }}</title>
@@ -20,15 +22,21 @@ td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}</style></head><bo
 <tr><th>gap</th><td>{{ c.gap | show }}</td></tr><tr><th>exact</th><td>{{ c.exact | show }}</td></tr>
 <tr><th>method</th><td>{{ method_text(c) }}</td></tr>
 <tr><th>wall time</th><td>{{ doc.wall_time_s | show }} s</td></tr></table>
+{% if methods %}<h3>What each method proved</h3>
+<p>certificate.methods, in the order they ran (−∞: no bound proven).</p>
+<table><tr><th>method</th><th>status</th><th>primal</th><th>lower bound</th><th>time</th>
+<th>what it did</th></tr>
+{% for m in methods %}<tr><td>{{ m.method }}</td><td>{{ m.status }}</td><td>{{ m.primal }}</td>
+<td>{{ m.lower_bound }}</td><td>{{ m.time }}</td><td>{{ m.what }}</td></tr>{% endfor %}</table>{% endif %}
 <h2>Problem</h2><table>{% for k, v in p.items() %}
 <tr><th>{{ k | label }}</th><td>{{ v | show }}</td></tr>{% endfor %}</table>
 {% if doc.given_plan %}<h2>Given plan</h2><table>{% for k, v in given_rows(doc.given_plan) %}
 <tr><th>{{ k }}</th><td>{{ v }}</td></tr>{% endfor %}</table>{% endif %}
 {% if doc.plan and doc.plan.stages is defined %}<h2>Stages ({{ doc.plan.devices_used }} devices used,
-TPS {{ doc.plan.tps }})</h2>
+TPS {{ doc.plan.tps | show }})</h2>
 <table><tr><th>#</th><th>d</th><th>t</th><th>y</th><th>TPS</th><th>memory bytes</th><th>nodes (TMPC)</th></tr>
 {% for s in doc.plan.stages %}<tr><td>{{ loop.index0 }}</td><td>{{ s.d }}</td><td>{{ s.t }}</td><td>{{ s.y }}</td>
-<td>{{ s.tps }}</td><td>{{ s.memory_bytes }}</td>
+<td>{{ s.tps | show }}</td><td>{{ s.memory_bytes | show }}</td>
 <td>{% for n, k in zip(s.nodes, s.tmpcs) %}{{ n }} ({{ k }}){% if not loop.last %}, {% endif %}{% endfor %}</td></tr>
 {% endfor %}</table>{% elif doc.plan %}<h2>Configuration per vertex</h2>
 <table><tr><th>id</th><th>name</th><th>config</th><th>split</th></tr>
@@ -91,7 +99,19 @@ def render_peer_report(doc: dict) -> str:
     env = doc_table_env(Environment(autoescape=True, undefined=StrictUndefined))
     env.globals.update(zip=zip, method_text=method_text, given_rows=given_rows,
                        objective_unit=objective_unit)
-    return env.from_string(_TEMPLATE).render(doc=doc, p=doc["spec"]["problem"], c=doc["certificate"])
+    return env.from_string(_TEMPLATE).render(
+        doc=doc, p=doc["spec"]["problem"], c=doc["certificate"],
+        methods=method_rows(doc["certificate"].get("methods"), "certificate.methods", _value))
+
+
+def _value(x: float | None) -> str:
+    """A method record's figure in the objective's unit (6 significant digits, as the
+    certificate above), an infinite bound as ∞ / −∞."""
+    if x is None:
+        return "—"
+    if math.isinf(x):
+        return "∞" if x > 0 else "−∞"
+    return f"{x:.6g}"
 
 
 def write_peer_report(doc: dict, path: Path) -> None:

@@ -99,3 +99,22 @@ def test_the_placement_report_lists_its_methods(tmp_path):
     rows = _methods_table(render_placement_html(doc))
     assert [(r[0], r[1]) for r in rows] == [(m["method"], m["status"]) for m in records]
     assert f"{doc['lower_bound']:.6g}" in [r[3] for r in rows]
+
+
+def test_the_peer_report_lists_its_methods_and_writes_one_precision(tmp_path):
+    """A Piper solve's ``certificate.methods`` are rows (QA round 36), and the stage
+    table's TPS is written as the certificate's primal is (it printed 65.05719078515098
+    beside "primal 65.0572")."""
+    from autopar_opt.reports.peer import render_peer_report
+
+    code, text = run_cli("solve", paths.REPO / "examples" / "peers" / "piper_gnmt_k8.yaml",
+                         "--out", tmp_path, "--quiet", "--time-limit", "20")
+    assert code == 0, text
+    doc = json.loads((tmp_path / "plan.json").read_text())
+    html = render_peer_report(doc)
+    rows = _methods_table(html)
+    records = doc["certificate"]["methods"]
+    assert [(r[0], r[1]) for r in rows] == [(m["method"], m["status"]) for m in records]
+    primal = f"{doc['certificate']['primal']:.6g}"
+    assert f"TPS {primal})" in html
+    assert repr(doc["plan"]["tps"]) not in html or repr(doc["plan"]["tps"]) == primal
