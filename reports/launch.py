@@ -21,9 +21,15 @@ _EXPORTS = {
 def launch_section(doc: dict) -> dict:
     """``{"commands": [{"command", "what"}], "note"}`` for the plan's target (the search
     space's ``target.framework``); a free-space plan gets every exporter and the note that
-    ``export`` refuses what a framework cannot run."""
+    ``export`` refuses what a framework cannot run; a model that is not a chain (a DAG,
+    ``spec.model.is_chain`` false) gets none and the reason."""
     target = (doc.get("search_space") or {}).get("target") or {}
     framework = str(target.get("framework") or "none")
+    if (doc.get("spec") or {}).get("model", {}).get("is_chain") is False:
+        # a DAG: no target can be stated (README), so "solve with a target" would mislead
+        return {"commands": [], "note": "No launch files: this model's layer graph is not a "
+                "chain of layers, which Megatron-LM, torchtitan and DeepSpeed pipeline, so "
+                "autopar export refuses it (the search kept the free per-layer space)."}
     version = str(target.get("version") or "")
     rows = _EXPORTS.get(framework)
     searched = rows is not None

@@ -53,3 +53,18 @@ def test_a_free_space_plan_lists_every_exporter_and_says_they_may_refuse():
     old = launch_section({"search_space": {"target": {"framework": "torchtitan", "version": "0.2"}}})
     assert [c["command"] for c in old["commands"]] == [
         "autopar export plan.json --to torchtitan --out job.toml"]
+
+
+def test_a_dag_gets_no_export_command_and_export_indeed_refuses(tmp_path):
+    """A DAG (Inception v3) has no target to state, so the report lists no command and says
+    why; the second route: ``autopar export`` refuses the plan (exit 2)."""
+    code, text = run_cli("solve", paths.REPO / "examples" / "inception_v3_8gpu.yaml", "--out",
+                         tmp_path, "--quiet", "--time-limit", "20")
+    assert code == 0, text
+    doc = json.loads((tmp_path / "plan.json").read_text())
+    assert doc["spec"]["model"]["is_chain"] is False
+    html = render_html(doc)
+    section = re.search(r'<div id="launch">(.*?)</div>', html, re.S).group(1)
+    assert "autopar export plan.json" not in section and "not a chain" in section
+    code, text = run_cli("export", tmp_path / "plan.json", "--to", "megatron")
+    assert code == 2, text
