@@ -202,7 +202,13 @@ def _export(plan_json: str, target: str, output: str | None, spec_path: str | No
     except ExportError as exc:
         space = doc.get("search_space") if isinstance(doc.get("search_space"), dict) else {}
         tgt = space.get("target") if isinstance(space.get("target"), dict) else {}
-        if fw in (tgt.get("framework"), space.get("runnable_by")):
+        if not spec.graph.is_chain():
+            # a DAG keeps the free space and a stated target is an error (README): "solve again
+            # with target: X" was advice the spec cannot follow, and no other target builds it
+            fix = ("no target builds this model whatever the plan: its layer graph is not a "
+                   "chain (a layer with several inputs or outputs); export writes launch files "
+                   "for chains of layers (decoders, encoders) only")
+        elif fw in (tgt.get("framework"), space.get("runnable_by")):
             # searched for this framework already: what stops it is the model, not the plan
             fix = (f"the plan was searched for {fw} already; follow the reason above, or "
                    "export to another target")
