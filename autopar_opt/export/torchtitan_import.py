@@ -12,6 +12,17 @@ Checked here first, each problem naming the file's key: the model it names
 spec's training, the degrees whole numbers multiplying to the cluster's devices, and the
 stages' module names the model's. torchtitan 0.3's job file is a Python module: reading it
 would mean running it, so it is refused with the way to write a TOML instead.
+
+A key the file leaves out takes torchtitan 0.2's own default (``torchtitan/config/job_config.py``
+at v0.2.2, the dataclasses ``Training``, ``Parallelism``, ``ActivationCheckpoint``), and the
+reading says which (:func:`torchtitan_defaults`): ``activation_checkpoint.mode`` "selective"
+with ``selective_ac_option`` "2" (every second block), ``pipeline_parallel_microbatch_size``
+1, ``training.local_batch_size`` 8, ``data_parallel_shard_degree`` -1 (the devices the other
+degrees leave, ``ParallelDims._validate``) and ``training.global_batch_size`` -1 (local batch
+x dp, ``Trainer.__init__`` in ``torchtitan/train.py``). What the reading cannot resolve
+without running torchtitan is refused: a pipeline without ``module_fqns_per_model_part``
+(torchtitan then splits the layers itself, ``generate_llm_fqn_per_model_part``), a schedule
+other than 1F1B or GPipe, ``mode = "memory_budget"``.
 """
 
 from __future__ import annotations
@@ -30,7 +41,11 @@ DEGREES = ("data_parallel_replicate_degree", "data_parallel_shard_degree",
            "tensor_parallel_degree", "context_parallel_degree", "pipeline_parallel_degree",
            "pipeline_parallel_microbatch_size", "expert_parallel_degree",
            "expert_tensor_parallel_degree")
-#: torchtitan's ``training.mixed_precision_param`` -> the spec's ``training.dtype`` it trains.
+#: torchtitan 0.2's schedule names the reading takes (torch's ``Schedule1F1B``, ``ScheduleGPipe``).
+SCHEDULES = ("1F1B", "GPipe")
+#: ``activation_checkpoint.mode`` values the reading takes ("memory_budget" is refused).
+AC_MODES = ("none", "full", "selective")
+#: torchtitan 0.2's ``training.mixed_precision_param`` -> the spec's ``training.dtype`` it trains.
 PARAM_DTYPES = {"bfloat16": ("bf16", "fp8"), "float16": ("fp16",), "float32": ("fp32",)}
 
 
@@ -60,10 +75,58 @@ def _fqns_problems(parts: Any, graph: LayerGraph) -> list[str]:
     return out
 
 
+def torchtitan_defaults(config: Any, world: int) -> tuple[Any, list[str]]:
+    """``config`` with each key torchtitan 0.2 defaults (and each ``-1`` it resolves) filled
+    in as torchtitan does, and one line per key filled: what the reading assumed. A config
+    that is not a job file, or whose degrees are not whole numbers, comes back unchanged
+    (:func:`torchtitan_problems` names the problem)."""
+    if not isinstance(config, dict) or not all(
+            isinstance(config.get(k, {}), dict)
+            for k in ("parallelism", "training", "activation_checkpoint")) \
+            or "parallelism" not in config:
+        return config, []
+    par, tr = dict(config["parallelism"]), dict(config.get("training", {}))
+    ac = dict(config.get("activation_checkpoint", {}))
+    said = []
+    if "mode" not in ac:
+        ac["mode"] = "selective"
+        said.append('activation_checkpoint.mode is not given: torchtitan 0.2\'s default '
+                    '"selective"')
+    if ac["mode"] == "selective" and "selective_ac_option" not in ac:
+        ac["selective_ac_option"] = "2"
+        said.append('activation_checkpoint.selective_ac_option is not given: torchtitan 0.2\'s '
+                    'default "2" (full checkpointing of every second block of a stage)')
+    if "local_batch_size" not in tr:
+        tr["local_batch_size"] = 8
+        said.append("training.local_batch_size is not given: torchtitan 0.2's default 8")
+    if par.get("pipeline_parallel_degree", 1) != 1 and "pipeline_parallel_microbatch_size" \
+            not in par:
+        par["pipeline_parallel_microbatch_size"] = 1
+        said.append("parallelism.pipeline_parallel_microbatch_size is not given: torchtitan "
+                    "0.2's default 1")
+    others = [par.get(k, 1) for k in ("data_parallel_replicate_degree", "tensor_parallel_degree",
+                                      "context_parallel_degree", "pipeline_parallel_degree")]
+    whole = all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in others)
+    if par.get("data_parallel_shard_degree", -1) == -1 and whole:
+        rest, left = divmod(world, others[0] * others[1] * others[2] * others[3])
+        if rest >= 1 and not left:
+            par["data_parallel_shard_degree"] = rest
+            said.append(f"parallelism.data_parallel_shard_degree is -1 (torchtitan 0.2's "
+                        f"default): the {world} devices / (replicate x tp x cp x pp) = {rest}")
+    local, shard = tr["local_batch_size"], par.get("data_parallel_shard_degree")
+    if tr.get("global_batch_size", -1) == -1 and isinstance(local, int) \
+            and isinstance(shard, int) and shard >= 1 and whole:
+        tr["global_batch_size"] = local * others[0] * shard
+        said.append(f"training.global_batch_size is -1 (torchtitan 0.2's default): "
+                    f"local_batch_size {local} x dp {others[0] * shard} = "
+                    f"{tr['global_batch_size']}")
+    return {**config, "parallelism": par, "training": tr, "activation_checkpoint": ac}, said
+
+
 def torchtitan_problems(config: Any, graph: LayerGraph, cluster: Cluster,
                         training: Training) -> list[str]:
     """Every reason ``config`` (a parsed torchtitan 0.2 TOML) is not a plan of this model
-    and training on this cluster (empty: :func:`plan_from_torchtitan_file` reads it)."""
+    and training on this cluster (empty: :func:`read_torchtitan` reads it)."""
     from autopar_opt.export.torchtitan import flavour
 
     if not isinstance(config, dict) or "parallelism" not in config:
@@ -107,21 +170,47 @@ def torchtitan_problems(config: Any, graph: LayerGraph, cluster: Cluster,
     if tr["global_batch_size"] % (tr["local_batch_size"] * sizes[0] * sizes[1]):
         out.append(f"training.local_batch_size {tr['local_batch_size']} x dp "
                    f"{sizes[0] * sizes[1]} does not divide the global batch")
+    pp = sizes[4]
+    schedule = par.get("pipeline_parallel_schedule", "1F1B")
+    if pp > 1 and schedule not in SCHEDULES:
+        out.append(f"parallelism.pipeline_parallel_schedule = {schedule!r}: the reading takes "
+                   f"{' or '.join(SCHEDULES)} (one stage per rank), the schedules the export "
+                   "writes")
+    mode = config.get("activation_checkpoint", {}).get("mode", "selective")
+    if mode not in AC_MODES:
+        out.append(f"activation_checkpoint.mode = {mode!r}: the reading takes "
+                   f"{', '.join(AC_MODES)}")
+    micro = par.get("pipeline_parallel_microbatch_size", 1)
+    if pp > 1 and tr["local_batch_size"] % micro:
+        out.append(f"training.local_batch_size {tr['local_batch_size']} is not a multiple of "
+                   f"parallelism.pipeline_parallel_microbatch_size {micro} (torchtitan's "
+                   "build_pipeline_schedule refuses it)")
     if "module_fqns_per_model_part" in par:
         out += _fqns_problems(par["module_fqns_per_model_part"], graph)
+        parts = par["module_fqns_per_model_part"]
+        if not out and len(parts) != pp:
+            out.append(f"parallelism.module_fqns_per_model_part has {len(parts)} parts for "
+                       f"pipeline_parallel_degree {pp}: {schedule} runs one stage per rank")
+    elif pp > 1:
+        out.append(f"parallelism.pipeline_parallel_degree {pp} without "
+                   "module_fqns_per_model_part: torchtitan then splits the layers itself "
+                   "(generate_llm_fqn_per_model_part), which the reading does not reproduce; "
+                   "give the stages' modules as module_fqns_per_model_part")
     return out
 
 
-def plan_from_torchtitan_file(config: Any, graph: LayerGraph, cluster: Cluster,
-                              training: Training) -> Plan:
-    """The plan of a torchtitan 0.2 job file; raises :class:`MegatronArgsError` (the
-    importers' error: every problem listed) when it is not one of this case."""
+def read_torchtitan(config: Any, graph: LayerGraph, cluster: Cluster,
+                    training: Training) -> tuple[Plan, list[str]]:
+    """The plan of a torchtitan 0.2 job file and what its reading assumed (the torchtitan
+    defaults it filled in); raises :class:`MegatronArgsError` (the importers' error: every
+    problem listed) when it is not one of this case."""
     from autopar_opt.export.torchtitan import plan_from_torchtitan
 
+    config, said = torchtitan_defaults(config, cluster.num_devices)
     problems = torchtitan_problems(config, graph, cluster, training)
     if problems:
         raise MegatronArgsError("", problems)
     try:
-        return plan_from_torchtitan(config, graph, cluster.num_devices)
+        return plan_from_torchtitan(config, graph, cluster.num_devices), said
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise MegatronArgsError(f"cannot read the job file as a plan ({exc})") from None

@@ -516,7 +516,7 @@ def _framework_file(spec: TorchtitanPlanSpec | DeepspeedPlanSpec, graph: LayerGr
     from autopar_opt.cost.evaluate import PlanError
     from autopar_opt.export.deepspeed_import import read_deepspeed
     from autopar_opt.export.megatron import MegatronArgsError
-    from autopar_opt.export.torchtitan_import import plan_from_torchtitan_file
+    from autopar_opt.export.torchtitan_import import read_torchtitan
     from autopar_opt.ir.pipeline import validate_plan
     from autopar_opt.spec.loader import read_document
 
@@ -533,7 +533,7 @@ def _framework_file(spec: TorchtitanPlanSpec | DeepspeedPlanSpec, graph: LayerGr
     try:
         config = read_document(path)
         if isinstance(spec, TorchtitanPlanSpec):
-            plan, said = plan_from_torchtitan_file(config, graph, cluster, training), []
+            plan, said = read_torchtitan(config, graph, cluster, training)
         else:
             plan, said = read_deepspeed(config, graph, cluster, training)
         validate_plan(plan, graph, cluster, training)
