@@ -13,6 +13,18 @@ only for a plan recomputing every block, is read as that. The plan is then built
 after the rules DeepSpeed enforces (ZeRO-2/3 refused by its ``PipelineEngine``; AutoTP,
 as the export runs it, with one stage only) and the spec's batch and precision are checked,
 each problem naming the file's key.
+
+Settings that change what runs but that the plan has no term for are refused rather than
+priced as if absent (:func:`unpriced_settings`): ZeRO-Offload (``zero_optimization.
+offload_optimizer`` / ``offload_param`` with a ``device`` other than ``"none"``,
+``runtime/zero/offload_config.py``), checkpointed activations moved to the CPU or partitioned
+over the model-parallel ranks (``activation_checkpointing.cpu_checkpointing`` /
+``partition_activations``, ``runtime/activation_checkpointing/config.py``) and DeepSpeed-Ulysses
+(``sequence_parallel_size`` above 1, which also shrinks the batch's data-parallel world,
+``DeepSpeedConfig.__init__``). A key the reading fills in is said: a missing
+``gradient_accumulation_steps`` is DeepSpeed's derived ``train_batch_size / (micro x dp)``
+(``_set_batch_related_parameters``), read as 1; a file that enables neither ``bf16`` nor
+``fp16`` trains in fp32 under DeepSpeed, and is refused for a spec that trains in 16 bits.
 """
 
 from __future__ import annotations
@@ -41,6 +53,34 @@ def _whole(config: dict, path: tuple[str, ...], default: int | None, out: list[s
     return value
 
 
+def unpriced_settings(config: dict) -> list[str]:
+    """Each setting of ``config`` that changes what DeepSpeed runs but that a plan cannot
+    express (empty: none); the rule names the key."""
+    out = []
+    zero = config.get("zero_optimization")
+    for key in ("offload_optimizer", "offload_param"):
+        part = zero.get(key) if isinstance(zero, dict) else None
+        device = part.get("device", "none") if isinstance(part, dict) else "none"
+        if device not in ("none", None):
+            out.append(f"zero_optimization.{key}.device = {device!r}: ZeRO-Offload keeps "
+                       f"{key[8:]} state in {device} memory, which the plan and its price do not "
+                       "model; remove the section (or set device \"none\") to price the file")
+    ac = config.get("activation_checkpointing")
+    for key in ("cpu_checkpointing", "partition_activations"):
+        if isinstance(ac, dict) and ac.get(key):
+            out.append(f"activation_checkpointing.{key} = true: "
+                       + ("the checkpointed activations move to CPU memory"
+                          if key == "cpu_checkpointing" else
+                          "the checkpointed activations are split over the model-parallel ranks")
+                       + ", which the plan does not price; set it false to price the file")
+    sp = config.get("sequence_parallel_size", 1)
+    if sp != 1:
+        out.append(f"sequence_parallel_size = {sp!r}: DeepSpeed-Ulysses sequence parallelism, "
+                   "which the reading does not take (a Ulysses plan, cp_comm_type a2a, exports "
+                   "to megatron); remove it to price the file without it")
+    return out
+
+
 def read_deepspeed(config: Any, graph: LayerGraph, cluster: Cluster,
                    training: Training) -> tuple[Plan, list[str]]:
     """The plan of a DeepSpeed JSON config on this cluster, and what its reading assumed;
@@ -51,7 +91,12 @@ def read_deepspeed(config: Any, graph: LayerGraph, cluster: Cluster,
         raise MegatronArgsError("not a DeepSpeed config: it needs train_micro_batch_size_per_gpu "
                                 "(and train_batch_size), as `autopar export --to deepspeed` "
                                 "writes")
-    out: list[str] = []
+    out: list[str] = unpriced_settings(config)
+    said: list[str] = []
+    if "gradient_accumulation_steps" not in config:
+        said.append("gradient_accumulation_steps is not given: DeepSpeed derives it as "
+                    "train_batch_size / (micro x dp), dp set by the pipeline degree in code; "
+                    "read as 1")
     mbs = _whole(config, ("train_micro_batch_size_per_gpu",), None, out)
     gas = _whole(config, ("gradient_accumulation_steps",), 1, out)
     gbs = _whole(config, ("train_batch_size",), None, out)
@@ -87,6 +132,10 @@ def read_deepspeed(config: Any, graph: LayerGraph, cluster: Cluster,
         if isinstance(part, dict) and part.get("enabled") and training.dtype not in dtypes:
             out.append(f"{key}.enabled trains in {key}, but training.dtype is {training.dtype} "
                        "(the price is the spec's)")
+    if training.dtype != "fp32" and not any(
+            isinstance(config.get(k), dict) and config[k].get("enabled") for k in ("bf16", "fp16")):
+        out.append(f"neither bf16.enabled nor fp16.enabled: DeepSpeed trains in fp32, but "
+                   f"training.dtype is {training.dtype} (add \"bf16\": {{\"enabled\": true}})")
     if out:
         raise MegatronArgsError("", out)
     full = isinstance(config.get("activation_checkpointing"), dict)
@@ -96,7 +145,7 @@ def read_deepspeed(config: Any, graph: LayerGraph, cluster: Cluster,
     ep = config.get("expert_parallel")
     if isinstance(ep, dict) and isinstance(ep.get("autoep_size"), int):
         launch["MoE"] = {"ep_size": ep["autoep_size"]}
-    said = [f"the pipeline degree is set in code (PipelineModule num_stages): read as world "
+    said += [f"the pipeline degree is set in code (PipelineModule num_stages): read as world "
             f"{world} / (autotp_size {tp} x dp {dp}) = {pp}, dp from train_batch_size / "
             "(micro x accumulation) as DeepSpeed asserts it"
             + (", the layers split uniformly (partition_method='uniform')" if pp > 1 else ""),
@@ -104,6 +153,7 @@ def read_deepspeed(config: Any, graph: LayerGraph, cluster: Cluster,
             + ("every transformer block (the file has an activation_checkpointing section)"
                if full else "none (the file has no activation_checkpointing section)")]
     try:
-        return plan_from_deepspeed(config, launch, graph, world), said
+        filled = {**config, "gradient_accumulation_steps": gas}  # the value read, said
+        return plan_from_deepspeed(filled, launch, graph, world), said
     except (ValueError, KeyError, TypeError) as exc:
         raise MegatronArgsError(f"cannot read the config as a plan ({exc})") from None
