@@ -42,7 +42,11 @@ MODEL_VALUES = {
 }
 #: ``model.<key>`` true -> the Megatron-LM switch.
 MODEL_SWITCHES = {"sequence_parallel": "--sequence-parallel",
-                  "moe_grouped_gemm": "--moe-grouped-gemm"}
+                  "moe_grouped_gemm": "--moe-grouped-gemm",
+                  # TransformerConfig's split switches (Bridge's Llama 3 405B recipe sets both)
+                  "account_for_embedding_in_pipeline_split":
+                      "--account-for-embedding-in-pipeline-split",
+                  "account_for_loss_in_pipeline_split": "--account-for-loss-in-pipeline-split"}
 #: ``<section>.<key>`` -> the Megatron-LM flag (value) or switch (``True`` values).
 OTHER_VALUES = {("train", "micro_batch_size"): "--micro-batch-size",
                 ("train", "global_batch_size"): "--global-batch-size",

@@ -863,7 +863,11 @@ def _parser() -> argparse.ArgumentParser:
     for flag in ("--sequence-parallel", "--use-distributed-optimizer", "--use-megatron-fsdp",
                  "--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward",
                  "--recompute-activations", "--fp16", "--bf16",
-                 "--group-query-attention", "--untie-embeddings-and-output-weights"):
+                 "--group-query-attention", "--untie-embeddings-and-output-weights",
+                 # the embedding / loss counted as a layer of the even stage split
+                 # (export.megatron_import._block_counts)
+                 "--account-for-embedding-in-pipeline-split",
+                 "--account-for-loss-in-pipeline-split"):
         p.add_argument(flag, action="store_true")
     for flag in ("--hidden-size", "--num-attention-heads", "--ffn-hidden-size",
                  "--num-query-groups", "--num-experts", "--kv-channels",

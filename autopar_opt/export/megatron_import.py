@@ -33,8 +33,46 @@ def _zero(args: argparse.Namespace) -> int:
     return 1 if args.use_distributed_optimizer else 0
 
 
+def _accounted_counts(args: argparse.Namespace, blocks: int, pp: int) -> list[int] | None:
+    """Blocks per stage under ``--account-for-embedding-in-pipeline-split`` /
+    ``--account-for-loss-in-pipeline-split`` (None: neither is given). Megatron-Core counts
+    the embedding (the loss) as one more layer of the even split and builds one transformer
+    layer fewer on the first (last) stage (``transformer_block.get_num_layers_to_build``);
+    ``validate_args`` asserts the layers so counted divide by pp, and
+    ``TransformerConfig.__post_init__`` refuses the flags beside first/last stage sizes or a
+    layout. Under interleaving only the first (last) model chunk is one layer short, which the
+    plan's even chunks cannot hold: refused."""
+    emb, loss = args.account_for_embedding_in_pipeline_split, args.account_for_loss_in_pipeline_split
+    if not (emb or loss):
+        return None
+    flags = " and ".join(f for f, on in (("--account-for-embedding-in-pipeline-split", emb),
+                                         ("--account-for-loss-in-pipeline-split", loss)) if on)
+    if args.pipeline_model_parallel_layout or args.decoder_first_pipeline_num_layers is not None \
+            or args.decoder_last_pipeline_num_layers is not None:
+        raise MegatronArgsError(f"{flags} with --pipeline-model-parallel-layout or first/last "
+                                "stage sizes: Megatron-Core refuses them together "
+                                "(TransformerConfig.__post_init__); give one way of splitting")
+    if (args.num_virtual_stages_per_pipeline_rank or 1) > 1 \
+            or args.num_layers_per_virtual_pipeline_stage:
+        raise MegatronArgsError(f"{flags} with virtual pipeline stages: the first (last) model "
+                                "chunk is one layer short, which is not read here (the plan's "
+                                "chunks are even); give --pipeline-model-parallel-layout instead")
+    units = blocks + int(emb) + int(loss)
+    if units % pp:
+        raise MegatronArgsError(f"{flags}: the {blocks} transformer layers + {int(emb) + int(loss)}"
+                                f" = {units} do not divide by --pipeline-model-parallel-size {pp} "
+                                "(Megatron-LM validate_args asserts it)")
+    counts = [units // pp] * pp
+    counts[0] -= int(emb)
+    counts[-1] -= int(loss)
+    return counts
+
+
 def _block_counts(args: argparse.Namespace, blocks: int, pp: int) -> list[int]:
     """Transformer blocks per pipeline stage."""
+    accounted = _accounted_counts(args, blocks, pp)
+    if accounted is not None:
+        return accounted
     if args.pipeline_model_parallel_layout:
         stages = expand_layout(args.pipeline_model_parallel_layout)
         if len(stages) != pp:
