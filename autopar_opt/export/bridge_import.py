@@ -117,7 +117,13 @@ def bridge_argv(overrides: Any) -> list[str]:
             argv.append(flag)
     precision = overrides.get("mixed_precision")
     if precision is not None:
-        if precision not in PRECISION:
+        if not isinstance(precision, str):
+            # Bridge also takes a MixedPrecisionConfig's fields as a mapping; its bf16/fp16/fp8
+            # fields and their interplay are not read here: refused, never a traceback
+            problems.append(f"mixed_precision = {precision!r}: not a recipe name (a mapping of "
+                            "MixedPrecisionConfig fields is not read here); give one of "
+                            f"Bridge's recipe names ({', '.join(PRECISION)})")
+        elif precision not in PRECISION:
             problems.append(f"mixed_precision = {precision!r}: not one of Bridge's recipes "
                             f"read here ({', '.join(PRECISION)})")
         else:
