@@ -46,7 +46,8 @@ MODEL_SWITCHES = {"sequence_parallel": "--sequence-parallel",
                   # TransformerConfig's split switches (Bridge's Llama 3 405B recipe sets both)
                   "account_for_embedding_in_pipeline_split":
                       "--account-for-embedding-in-pipeline-split",
-                  "account_for_loss_in_pipeline_split": "--account-for-loss-in-pipeline-split"}
+                  "account_for_loss_in_pipeline_split": "--account-for-loss-in-pipeline-split",
+                  "fine_grained_activation_offloading": "--fine-grained-activation-offloading"}
 #: ``<section>.<key>`` -> the Megatron-LM flag (value) or switch (``True`` values).
 OTHER_VALUES = {("train", "micro_batch_size"): "--micro-batch-size",
                 ("train", "global_batch_size"): "--global-batch-size",
@@ -61,7 +62,8 @@ OTHER_SWITCHES = {("ddp", "use_distributed_optimizer"): "--use-distributed-optim
                   ("ddp", "overlap_param_gather"): "--overlap-param-gather",
                   # CommOverlapConfig (the recipe's comm_overlap section; the export leaves
                   # it to the recipe and says so)
-                  ("comm_overlap", "tp_comm_overlap"): "--tp-comm-overlap"}
+                  ("comm_overlap", "tp_comm_overlap"): "--tp-comm-overlap",
+                  ("optimizer", "optimizer_cpu_offload"): "--optimizer-cpu-offload"}
 #: Bridge's registered mixed-precision recipes (``training/mixed_precision.py``) the export
 #: writes -> Megatron-LM's precision flags (:func:`~autopar_opt.export.megatron.precision_args`).
 PRECISION = {"bf16_mixed": ["--bf16"], "fp16_mixed": ["--fp16"],
@@ -98,6 +100,9 @@ def bridge_argv(overrides: Any) -> list[str]:
     for key, flag in MODEL_SWITCHES.items():
         if model.get(key) is True:
             argv.append(flag)
+    if model.get("cpu_offloading") is True:    # TransformerConfig: the switch and its count
+        argv += ["--cpu-offloading-num-layers",
+                 _scalar("model", "cpu_offloading_num_layers", model.get("cpu_offloading_num_layers", 0))]
     modules = model.get("recompute_modules")
     if isinstance(modules, list) and modules:
         argv += ["--recompute-modules", *map(str, modules)]

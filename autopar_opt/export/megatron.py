@@ -860,6 +860,11 @@ def _parser() -> argparse.ArgumentParser:
     for flag in ("--recompute-num-layers", "--decoder-first-pipeline-num-layers",
                  "--decoder-last-pipeline-num-layers"):
         p.add_argument(flag, type=int, default=None)
+    # offloading: checked against training.activation_offload, or refused where the plan has
+    # no term for it (export.megatron_import.offload_problems)
+    p.add_argument("--cpu-offloading-num-layers", type=int, default=0)
+    for flag in ("--optimizer-cpu-offload", "--fine-grained-activation-offloading"):
+        p.add_argument(flag, action="store_true")
     for flag in ("--sequence-parallel", "--use-distributed-optimizer", "--use-megatron-fsdp",
                  "--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward",
                  "--recompute-activations", "--fp16", "--bf16",

@@ -175,6 +175,38 @@ def uniform_group_problem(args: argparse.Namespace, counts: list[int], vp: int =
             "every stage)")
 
 
+def offload_problems(args: argparse.Namespace, graph: LayerGraph, training: Training) -> list[str]:
+    """Offloading flags the spec's price does not hold (empty: none). Megatron-LM turns
+    activation offloading on with ``--cpu-offloading-num-layers N > 0`` (``validate_args``:
+    ``args.cpu_offloading = True``), the activations of N of the L transformer layers a
+    pipeline rank holds in host memory: ``training.activation_offload`` N / L prices it
+    (:class:`~autopar_opt.ir.training.Training`), so a spec stating another share
+    contradicts the command line. The optimizer offload (``--optimizer-cpu-offload``) and
+    the per-module activation offload (``--fine-grained-activation-offloading``) have no term
+    in the plan: refused rather than priced as absent."""
+    out = []
+    n = args.cpu_offloading_num_layers or 0
+    per_rank = (len(graph) - 2) / (args.pipeline_model_parallel_size or 1)
+    share = n / per_rank if n > 0 and per_rank else 0.0
+    if n <= 0 and training.activation_offload > 0:
+        out.append(f"the command line offloads no activations (no --cpu-offloading-num-layers), "
+                   f"but training.activation_offload is {training.activation_offload:g} (the "
+                   "price is the spec's: set training.activation_offload: 0, or add "
+                   "--cpu-offloading-num-layers N for N of a rank's layers)")
+    elif abs(share - training.activation_offload) > 1e-9:
+        out.append(f"--cpu-offloading-num-layers {n} offloads the activations of {n} of the "
+                   f"{per_rank:g} transformer layers a pipeline rank holds ({share:g}), but "
+                   f"training.activation_offload is {training.activation_offload:g} (the price is "
+                   f"the spec's: set training.activation_offload: {share:g})")
+    for flag, dest in (("--optimizer-cpu-offload", "optimizer_cpu_offload"),
+                       ("--fine-grained-activation-offloading",
+                        "fine_grained_activation_offloading")):
+        if getattr(args, dest):
+            out.append(f"{flag}: the plan and its price have no term for this offloading; drop "
+                       "the flag to price the command line without it")
+    return out
+
+
 #: Precision flags and the training dtype each means (Megatron-LM trains in fp32 without one).
 _DTYPE_FLAGS = (("fp16", "--fp16", ("fp16",)), ("bf16", "--bf16", ("bf16", "fp8")),
                 ("fp8_format", "--fp8-format", ("fp8",)))
@@ -356,7 +388,8 @@ def plan_from_megatron(args: argparse.Namespace, graph: LayerGraph, cluster: Clu
             kinds[-1] is not LayerKind.lm_head or any(k not in BLOCK_KINDS for k in kinds[1:-1]):
         raise MegatronArgsError("reading a Megatron-LM command line needs a chain model: "
                                 "embedding, transformer blocks, head")
-    said = contradictions(args, graph, training) + recompute_problems(args)
+    said = contradictions(args, graph, training) + recompute_problems(args) \
+        + offload_problems(args, graph, training)
     if said:
         raise MegatronArgsError("", said)
     tp, pp, cp = args.tensor_model_parallel_size, args.pipeline_model_parallel_size, \
