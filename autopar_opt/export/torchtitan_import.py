@@ -160,6 +160,20 @@ def torchtitan_problems(config: Any, graph: LayerGraph, cluster: Cluster,
     if training.dtype not in PARAM_DTYPES.get(param, ()):
         out.append(f"training.mixed_precision_param = {param!r} does not train "
                    f"training.dtype {training.dtype} (the price is the spec's)")
+    # FP8 GEMMs come from the model converters (torchtitan 0.2.2's registered names,
+    # components/quantization/float8.py and mx.py): a file with them trains in FP8, one without
+    # in bf16, whatever training.dtype says
+    converters = model.get("converters", [])
+    low = [c for c in converters if isinstance(c, str) and c.startswith("quantize.")] \
+        if isinstance(converters, list) else []
+    if low and training.dtype != "fp8":
+        out.append(f"model.converters {low} train the linear layers in low precision, but "
+                   f"training.dtype is {training.dtype} (the price is the spec's: set "
+                   "training.dtype: fp8, or drop the converters)")
+    elif not low and training.dtype == "fp8":
+        out.append("model.converters has no quantize.linear.float8: the file trains in "
+                   "bfloat16, but training.dtype is fp8 (the price is the spec's: set "
+                   "training.dtype: bf16, or add the float8 converter)")
     if out:
         return out
     sizes = [par.get(k, 1) for k in DEGREES[:5]]
