@@ -87,6 +87,14 @@ def read_deepspeed(config: Any, graph: LayerGraph, cluster: Cluster,
     raises :class:`MegatronArgsError` (every problem listed) when it is not one of this case."""
     from autopar_opt.export.deepspeed import plan_from_deepspeed
 
+    if isinstance(config, dict) and "train_batch_size" in config \
+            and "train_micro_batch_size_per_gpu" not in config:
+        # DeepSpeed derives the micro-batch as train_batch_size / (dp x accumulation)
+        # (_set_batch_related_parameters), dp set by the pipeline degree in code
+        raise MegatronArgsError("train_micro_batch_size_per_gpu is not given: DeepSpeed derives "
+                                "it from train_batch_size and the data-parallel size, which the "
+                                "file does not fix (the pipeline degree is set in code); add "
+                                "train_micro_batch_size_per_gpu to read the file")
     if not isinstance(config, dict) or "train_micro_batch_size_per_gpu" not in config:
         raise MegatronArgsError("not a DeepSpeed config: it needs train_micro_batch_size_per_gpu "
                                 "(and train_batch_size), as `autopar export --to deepspeed` "

@@ -90,3 +90,14 @@ def test_a_missing_accumulation_count_is_said(tmp_path):
     assert any("gradient_accumulation_steps is not given" in n and "read as 1" in n
                for n in doc["notices"]), doc["notices"]
     assert not any("gradient_accumulation_steps is not given" in n for n in first["notices"])
+
+
+def test_a_config_without_its_micro_batch_is_refused_saying_why(tmp_path):
+    config = _config(tmp_path)
+    del config["train_micro_batch_size_per_gpu"]               # DeepSpeedExamples' style
+    (tmp_path / "ds.json").write_text(json.dumps(config))
+    code, doc = _run(tmp_path, "{deepspeed: ds.json}")
+    assert code == 2, doc
+    [problem] = doc["error"]["problems"]
+    assert "train_micro_batch_size_per_gpu is not given: DeepSpeed derives it" in problem["rule"]
+    assert "not a DeepSpeed config" not in problem["rule"]
