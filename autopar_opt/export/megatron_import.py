@@ -198,6 +198,17 @@ def offload_problems(args: argparse.Namespace, graph: LayerGraph, training: Trai
                    f"{per_rank:g} transformer layers a pipeline rank holds ({share:g}), but "
                    f"training.activation_offload is {training.activation_offload:g} (the price is "
                    f"the spec's: set training.activation_offload: {share:g})")
+    # Megatron-Core 0.17.1 TransformerConfig.__post_init__ refuses these beside cpu_offloading
+    blocks, pp = len(graph) - 2, args.pipeline_model_parallel_size or 1
+    recompute = args.recompute_granularity or ("selective" if args.recompute_activations else None)
+    for bad, why in ((n >= blocks, f"CPU offloading can be done only for layers less than {blocks}"),
+                     (pp > 1, "there is no support for pipeline parallelism with CPU offloading "
+                              f"(--pipeline-model-parallel-size {pp})"),
+                     (recompute is not None, "CPU offloading does not work when activation "
+                                             f"recomputation ({recompute}) is enabled")):
+        if n > 0 and bad:
+            out.append(f"--cpu-offloading-num-layers {n}: Megatron-Core refuses it: {why} "
+                       "(TransformerConfig.__post_init__)")
     for flag, dest in (("--optimizer-cpu-offload", "optimizer_cpu_offload"),
                        ("--fine-grained-activation-offloading",
                         "fine_grained_activation_offloading")):

@@ -70,3 +70,21 @@ def test_a_spec_offloading_what_the_command_line_does_not_is_refused(tmp_path):
     code, doc = _estimate(tmp_path, '{megatron_args: "' + ARGS + '"}', share="0.5")
     _refused(code, doc, "plan.megatron_args", "the command line offloads no activations (no "
              "--cpu-offloading-num-layers), but training.activation_offload is 0.5")
+
+
+@pytest.mark.parametrize("flags, words", [
+    ("--cpu-offloading-num-layers 4", "only for layers less than 4"),
+    ("--cpu-offloading-num-layers 1 --recompute-granularity selective",
+     "does not work when activation recomputation (selective) is enabled"),
+])
+def test_offloading_megatron_core_refuses_is_refused(tmp_path, flags, words):
+    code, doc = _estimate(tmp_path, '{megatron_args: "' + ARGS + " " + flags + '"}', share="0.25")
+    _refused(code, doc, "plan.megatron_args", words)
+
+
+def test_offloading_with_a_pipeline_is_refused(tmp_path):
+    plan = ('{megatron_args: "--pipeline-model-parallel-size 2 --micro-batch-size 2 '
+            '--global-batch-size 16 --bf16 --cpu-offloading-num-layers 1"}')
+    code, doc = _estimate(tmp_path, plan, share="0.5")
+    _refused(code, doc, "plan.megatron_args", "no support for pipeline parallelism with CPU "
+             "offloading")
