@@ -359,6 +359,12 @@ class CostModelDoc(_Doc):
                          "(autopar_opt.cost.assumptions).", default_factory=list)
     runtime: dict[str, Any] = _f("The software stack's capabilities (autopar_opt.ir.runtime).",
                                  default_factory=dict)
+    calibration: dict[str, Any] = _f(
+        "Where the parameters come from: 'parameters' (shipped: autopar_opt/cost/calibrated.yaml, "
+        "or given: not the shipped calibration), 'fitted_on' (the shipped fit's date; null for "
+        "given parameters) and 'intervals_generated_on' (the date of the residuals the 80% "
+        "intervals come from, autopar_opt/cost/intervals.yaml); {} in documents written before "
+        "it.", default_factory=dict)
 
 
 class SolverDoc(_Doc):

@@ -177,6 +177,18 @@ def sharing_words(exact: int) -> str:
 
 
 @lru_cache(maxsize=4)
+def residuals_generated_on(path: str | Path = DEFAULT_FILE) -> str:
+    """The date ``benchmarks/calibration/intervals.py`` wrote the residual file (its
+    ``generated_on`` header), read from the file's first lines alone: a plan.json names it
+    beside the calibration's date without loading every run (:func:`load_residuals`)."""
+    with open(path, encoding="utf-8") as head:
+        for _, line in zip(range(20), head):
+            if line.startswith("generated_on:"):
+                return str(yaml.safe_load(line)["generated_on"])
+    return "unknown"
+
+
+@lru_cache(maxsize=4)
 def load_residuals(path: str | Path = DEFAULT_FILE) -> tuple[ResidualRun, ...]:
     """The runs of a residual file (cached per path; libyaml's loader where
     PyYAML has it: the file holds every leave-out fit too, and the commands

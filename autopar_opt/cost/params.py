@@ -275,3 +275,17 @@ def shipped_fit() -> tuple[frozenset[str], str]:
     cost model's assumptions state (:mod:`autopar_opt.cost.assumptions`)."""
     data = _shipped_document()
     return frozenset(data.get("free_parameters") or ()), str(data.get("fitted_on", "unknown"))
+
+
+def calibration_provenance(params: "CostParams") -> dict[str, str | None]:
+    """Where ``params`` come from, as a plan.json states it: the shipped calibration (its fit
+    date, ``autopar_opt/cost/calibrated.yaml`` ``fitted_on``) or parameters given otherwise
+    (no date), and the date of the residuals the 80% intervals come from
+    (:func:`autopar_opt.cost.interval.residuals_generated_on`)."""
+    from autopar_opt.cost.interval import residuals_generated_on
+
+    shipped = params == default_params()
+    return {"parameters": "shipped (autopar_opt/cost/calibrated.yaml)" if shipped
+            else "given (not the shipped calibration)",
+            "fitted_on": shipped_fit()[1] if shipped else None,
+            "intervals_generated_on": residuals_generated_on()}

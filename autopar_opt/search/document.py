@@ -16,7 +16,7 @@ from autopar_opt import __version__
 from autopar_opt.cost.assumptions import cost_assumptions
 from autopar_opt.cost.context import StageContext
 from autopar_opt.cost.interval import metrics_dict
-from autopar_opt.cost.params import CostParams
+from autopar_opt.cost.params import CostParams, calibration_provenance
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster, memory_override
 from autopar_opt.ir.pipeline import plan_stage_devices, stage_offsets
@@ -222,7 +222,8 @@ def build_document(spec_path: str, graph: LayerGraph, cluster: Cluster, training
         "cost_model": {"params": params.to_dict(), "assumptions": COST_MODEL_ASSUMPTIONS,
                        "case": cost_assumptions(graph, cluster, training, params),
                        "runtime": {"name": training.runtime.name,
-                                   **training.runtime.capabilities()}},
+                                   **training.runtime.capabilities()},
+                       "calibration": calibration_provenance(params)},
         "status": result.status(options.rel_gap).value,
         "plan": _plan_dict(result, cluster, graph),
         "metrics": metrics_dict(result.metrics, graph, cluster, training, result.plan,

@@ -19,7 +19,7 @@ from autopar_opt import __version__
 from autopar_opt.cost.compute import causal_mfu
 from autopar_opt.cost.interval import fleet_interval
 from autopar_opt.core.bounds import Status
-from autopar_opt.cost.params import CostParams
+from autopar_opt.cost.params import CostParams, calibration_provenance
 from autopar_opt.cost.replicas import ReplicaMetrics
 from autopar_opt.ir.fleet import Fleet
 from autopar_opt.ir.fleet_pipeline import group_offsets
@@ -199,7 +199,8 @@ def build_fleet_document(spec_path: str, graph: LayerGraph, fleet: Fleet, traini
         "cost_model": {"params": params.to_dict(),
                        "assumptions": COST_MODEL_ASSUMPTIONS + FLEET_ASSUMPTIONS,
                        "case": fleet_case(graph, fleet, training, params),
-                       "runtime": {"name": training.runtime.name, **training.runtime.capabilities()}},
+                       "runtime": {"name": training.runtime.name, **training.runtime.capabilities()},
+                       "calibration": calibration_provenance(params)},
         "status": status,
         "shape": shape,
         "best_configuration": result.best_label,
