@@ -16,7 +16,7 @@ from autopar_opt.export.view import ExportError, PlanView, plan_view
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster, devices_text, memory_override
 from autopar_opt.ir.plan import Plan
-from autopar_opt.ir.training import FP32_DTYPES, Training
+from autopar_opt.ir.training import FP32_DTYPES, Recompute, Training
 
 #: Export targets, in the order the CLI lists them.
 TARGETS = ("megatron", "megatron-bridge", "torchtitan", "deepspeed")
@@ -92,6 +92,11 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
         "the exports do not describe: GPT-2, encoders, vision models): the model's own flags "
         "(layers, hidden size, heads, ...) are not written; add them"]
     notes += training_notes(training, target)
+    offload = 0
+    if target in ("megatron", "megatron-bridge"):
+        offload, why = megatron_offload_layers(view, training)
+        if why:
+            raise ExportError(_NAMES[target], [why])
     if target in ("megatron", "megatron-bridge"):
         from autopar_opt.export.megatron import rope_scaling_note, router_notes
         said = rope_scaling_note(view.arch, bridge=target == "megatron-bridge")
@@ -104,6 +109,8 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
         notes += positions_notice(view.arch, view.seq_len) if view.seq_len else []
 
         args = megatron_args(view)
+        if offload:
+            args += ["--cpu-offloading-num-layers", str(offload)]
         pairs, i = [], 0
         while i < len(args):
             takes = i + 1 < len(args) and not args[i + 1].startswith("--")
@@ -127,7 +134,11 @@ def export_plan(plan: Plan, graph: LayerGraph, cluster: Cluster, training: Train
                                                  bridge_activation, bridge_overrides,
                                                  bridge_vocab_note, overlap_args)
 
-        body = yaml_dump(bridge_overrides(view))
+        overrides = bridge_overrides(view)
+        if offload:        # TransformerConfig: the switch and its count (Bridge reads both)
+            overrides.setdefault("model", {}).update(cpu_offloading=True,
+                                                     cpu_offloading_num_layers=offload)
+        body = yaml_dump(overrides)
         activation = bridge_activation(view.arch)
         said = [BRIDGE_ACTIVATION_NOTE.format(name=activation)] if activation else []
         said += bridge_vocab_note(view)
@@ -169,12 +180,48 @@ FP8_RECIPES = {"megatron": ("delayed scaling", "--fp8-recipe delayed, Megatron-L
                                    "FP8 weight gathers")}
 
 
+def megatron_offload_layers(view: PlanView, training: Training) -> tuple[int, str]:
+    """``(N, "")``: the ``--cpu-offloading-num-layers N`` (Megatron-Bridge
+    ``cpu_offloading_num_layers``) that runs the plan's ``training.activation_offload``
+    ``f``, the activations of ``N = f·L`` of the ``L`` transformer layers a pipeline rank
+    holds (:class:`~autopar_opt.ir.training.Training`; read back by
+    :func:`autopar_opt.export.megatron_import.offload_problems`); ``(0, reason)`` where
+    Megatron cannot run it: ``f·L`` not a whole number of layers, or what Megatron-Core
+    0.17.1 ``TransformerConfig.__post_init__`` refuses beside ``cpu_offloading`` (pipeline
+    parallelism, activation recomputation, ``N >= L``). ``(0, "")`` without offloading.
+    QA round 36: the export wrote no flag and a note, a file that launches without
+    offloading and so with more activation memory than the plan was priced with."""
+    f = training.activation_offload
+    if f <= 0:
+        return 0, ""
+    blocks = sum(len(b) for b in view.block_recompute[:1])     # a rank's transformer layers
+    n = round(f * blocks)
+    recomputes = view.recompute is not Recompute.none or any(
+        r is not Recompute.none for st in view.block_recompute for r in st)
+    if view.pp > 1:
+        why = f"Megatron-Core has no CPU offloading with pipeline parallelism (pp={view.pp})"
+    elif recomputes:
+        why = "Megatron-Core's CPU offloading does not run with activation recomputation"
+    elif blocks == 0 or abs(f * blocks - n) > 1e-9 or n < 1:
+        return 0, (f"training.activation_offload {f:g} is not a whole number of the {blocks} "
+                   "transformer layers a pipeline rank holds (Megatron offloads whole layers: "
+                   "--cpu-offloading-num-layers N offloads N / layers of them); set it to N / "
+                   f"{blocks}")
+    elif n >= blocks:
+        why = "it offloads every layer a rank holds: Megatron-Core offloads fewer than all"
+    else:
+        return n, ""
+    return 0, (f"training.activation_offload {f:g} (--cpu-offloading-num-layers {n}): {why} "
+               "(TransformerConfig.__post_init__); set training.activation_offload: 0")
+
+
 def training_notes(training: Training, target: str) -> list[str]:
     """What the plan was priced with that the exported file does not set (QA round 9):
-    activation offloading, autocast's fp32 weights, and the FP8 recipe a Megatron export
-    chooses."""
+    activation offloading (except on Megatron-LM and Megatron-Bridge, whose files set it:
+    :func:`megatron_offload_layers`), autocast's fp32 weights, and the FP8 recipe a
+    Megatron export chooses."""
     out = []
-    if training.activation_offload > 0:
+    if training.activation_offload > 0 and target not in ("megatron", "megatron-bridge"):
         out.append(f"the plan was priced with training.activation_offload "
                    f"{training.activation_offload:g} (that share of the stored activations in "
                    "host memory, copied out and back behind compute); the file sets no "

@@ -18,7 +18,7 @@ def _export(spec, target, **training):
     return export_plan(spec.plan, spec.graph, spec.cluster, tr, target)
 
 
-@pytest.mark.parametrize("target", ["megatron", "megatron-bridge", "torchtitan", "deepspeed"])
+@pytest.mark.parametrize("target", ["torchtitan", "deepspeed"])
 def test_activation_offload_and_autocast_are_said(tmp_path, target):
     spec = spec_for("llama3_8b_fsdp", tmp_path)
     try:
@@ -30,6 +30,42 @@ def test_activation_offload_and_autocast_are_said(tmp_path, target):
     assert any("training.activation_offload 0.5" in n and "sets no offloading" in n
                for n in notes)
     assert any("training.autocast" in n for n in notes)
+
+
+@pytest.mark.parametrize("target,written", [
+    ("megatron", "--cpu-offloading-num-layers 8"),
+    ("megatron-bridge", "cpu_offloading_num_layers: 8")])
+def test_megatron_files_set_the_offload_the_plan_was_priced_with(tmp_path, target, written):
+    """QA round 36: a plan priced with activation offloading was exported with no flag (a
+    note only), a file launching with more activation memory than priced. One stage of 32
+    layers, no recomputation, activation_offload 0.25: the file offloads 8 layers, and the
+    Megatron-LM file read back under the same spec prices as the plan."""
+    spec = spec_for("llama3_8b_fp8", tmp_path)
+    out = _export(spec, target, activation_offload=0.25)
+    assert written in out.text
+    assert not any("activation_offload" in n for n in out.notes)
+    assert "cpu_offloading: true" in out.text or target == "megatron"
+    with pytest.raises(ExportError, match="not a whole number of the 32 transformer layers"):
+        _export(spec, target, activation_offload=0.3)
+    # Megatron-Core refuses offloading beside recomputation, and with a pipeline
+    with pytest.raises(ExportError, match="does not run with activation recomputation"):
+        _export(spec_for("llama3_8b_fsdp", tmp_path), target, activation_offload=0.25)
+    with pytest.raises(ExportError, match="no CPU offloading with pipeline parallelism"):
+        _export(spec_for("llama3_8b_pp4", tmp_path), target, activation_offload=0.25)
+
+
+def test_the_offloading_megatron_file_reads_back_to_the_same_price(tmp_path):
+    from autopar_opt.cost.evaluate import evaluate
+    from autopar_opt.cost.params import default_params
+    from autopar_opt.export.megatron import parse_megatron_args
+    from autopar_opt.export.megatron_import import plan_from_megatron
+    spec = spec_for("llama3_8b_fp8", tmp_path)
+    tr = replace(spec.training, activation_offload=0.25)
+    text = export_plan(spec.plan, spec.graph, spec.cluster, tr, "megatron").text
+    back = plan_from_megatron(parse_megatron_args(text), spec.graph, spec.cluster, tr)
+    p = default_params()
+    assert evaluate(back, spec.graph, spec.cluster, tr, p).iteration_time_s == pytest.approx(
+        evaluate(spec.plan, spec.graph, spec.cluster, tr, p).iteration_time_s, rel=1e-12)
 
 
 def test_fp16_is_refused_by_torchtitan_and_fp32_by_bridge(tmp_path):
