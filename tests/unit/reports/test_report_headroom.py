@@ -6,24 +6,12 @@ capacity equal to the search's own ``metrics.stages[].headroom_fraction``.
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 
 from autopar_opt.reports.render import render_html
 from autopar_opt.reports.sections import headroom_text
-from support import paths
-from support.cli import run_cli
-
-
-@pytest.fixture(scope="module")
-def solved(tmp_path_factory):
-    out = tmp_path_factory.mktemp("solve")
-    code, text = run_cli("solve", paths.REPO / "examples" / "quickstart.yaml", "--out", out,
-                         "--quiet")
-    assert code == 0, text
-    return json.loads((out / "plan.json").read_text())
 
 
 def test_each_stage_row_states_capacity_minus_peak(solved):

@@ -49,15 +49,6 @@ class _Tables(HTMLParser):
             self._cell.append(data)
 
 
-@pytest.fixture(scope="module")
-def solved(tmp_path_factory):
-    out = tmp_path_factory.mktemp("solve")
-    code, text = run_cli("solve", paths.REPO / "examples" / "quickstart.yaml", "--out", out,
-                         "--quiet")
-    assert code == 0, text
-    return json.loads((out / "plan.json").read_text())
-
-
 def _methods_table(html: str) -> list[list[str]]:
     parser = _Tables()
     parser.feed(html)

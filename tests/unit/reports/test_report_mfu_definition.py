@@ -10,23 +10,11 @@ that F for the quickstart's GPT 1.7B (B 64, s 2048, l 24, h 2304, V 51,200).
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 
 from autopar_opt.reports.render import render_html
-from support import paths
-from support.cli import run_cli
-
-
-@pytest.fixture(scope="module")
-def solved(tmp_path_factory):
-    out = tmp_path_factory.mktemp("solve")
-    code, text = run_cli("solve", paths.REPO / "examples" / "quickstart.yaml", "--out", out,
-                         "--quiet")
-    assert code == 0, text
-    return json.loads((out / "plan.json").read_text())
 
 
 def test_the_stated_mfu_definition_gives_megatrons_model_flops(solved):

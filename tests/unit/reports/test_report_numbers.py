@@ -16,20 +16,6 @@ import pytest
 from autopar_opt.reports.charts import memory_svg
 from autopar_opt.reports.formatting import fmt_time, fmt_time_range
 from autopar_opt.reports.sections import CHART_PARTS, chart_parts, memory_section
-from support import paths
-from support.cli import run_cli
-
-
-@pytest.fixture(scope="module")
-def solved(tmp_path_factory):
-    """A plan.json of a real search whose stages state every memory part (a reserve too)."""
-    import json
-
-    out = tmp_path_factory.mktemp("solve")
-    code, text = run_cli("solve", paths.REPO / "examples" / "quickstart.yaml", "--out", out,
-                         "--quiet")
-    assert code == 0, text
-    return json.loads((out / "plan.json").read_text())
 
 
 def test_memory_bars_add_up_to_the_peak_of_the_card_and_table(solved):

@@ -9,7 +9,6 @@ and ``href="#…"`` must resolve to an id defined inside the same chart.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from html.parser import HTMLParser
@@ -18,8 +17,6 @@ import pytest
 
 from autopar_opt.reports.render import render_html
 from autopar_opt.reports.svg_inline import inline_svg
-from support import paths
-from support.cli import run_cli
 
 
 class _Ids(HTMLParser):
@@ -37,12 +34,8 @@ class _Ids(HTMLParser):
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("solve")
-    code, text = run_cli("solve", paths.REPO / "examples" / "quickstart.yaml", "--out", out,
-                         "--quiet")
-    assert code == 0, text
-    return render_html(json.loads((out / "plan.json").read_text()))
+def report(quickstart_plan_json):
+    return render_html(quickstart_plan_json)
 
 
 def test_ids_are_unique_and_every_reference_resolves_inside_its_chart(report):
