@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from support.cli import run_cli
+from support.cli import first_json, run_cli, write_spec
 
 SPEC = """\
 model: {zoo: MODEL}
@@ -22,14 +22,8 @@ plan: PLAN
 """
 
 
-def _doc(text: str) -> dict:
-    return json.JSONDecoder().raw_decode(text[text.index("{\n"):])[0]
-
-
 def _spec(folder, name, model, plan):
-    path = folder / name
-    path.write_text(SPEC.replace("MODEL", model).replace("PLAN", plan))
-    return path
+    return write_spec(folder, name, SPEC, MODEL=model, PLAN=plan)
 
 
 @pytest.mark.parametrize("model, plan", [
@@ -45,7 +39,7 @@ def _spec(folder, name, model, plan):
 def test_an_exported_bridge_file_prices_as_the_plan_it_was_written_from(tmp_path, model, plan):
     code, text = run_cli("estimate", _spec(tmp_path, "s.yaml", model, plan), "--json")
     assert code == 0, text
-    first = _doc(text)
+    first = first_json(text)
     (tmp_path / "est.json").write_text(json.dumps(first))
     code, text = run_cli("export", tmp_path / "est.json", "--to", "megatron-bridge", "--out",
                          tmp_path / "bridge.yaml")
@@ -53,7 +47,7 @@ def test_an_exported_bridge_file_prices_as_the_plan_it_was_written_from(tmp_path
     back = _spec(tmp_path, "back.yaml", model, "{megatron_bridge: bridge.yaml}")
     code, text = run_cli("estimate", back, "--json")
     assert code == 0, text
-    again = _doc(text)
+    again = first_json(text)
     assert again["plan"] == first["plan"] and again["metrics"] == first["metrics"]
 
 
@@ -61,7 +55,7 @@ def test_an_exported_bridge_file_prices_as_the_plan_it_was_written_from(tmp_path
 def exported(tmp_path):
     spec = _spec(tmp_path, "s.yaml", "debug", "{tp: 2, pp: 2, microbatches: 4}")
     code, text = run_cli("estimate", spec, "--json")
-    (tmp_path / "est.json").write_text(json.dumps(_doc(text)))
+    (tmp_path / "est.json").write_text(json.dumps(first_json(text)))
     code, text = run_cli("export", tmp_path / "est.json", "--to", "megatron-bridge", "--out",
                          tmp_path / "bridge.yaml")
     assert code == 0, text
@@ -82,6 +76,6 @@ def test_a_file_the_spec_contradicts_is_refused_naming_its_key(exported, edit, w
     code, out = run_cli("estimate", _spec(folder, "x.yaml", "debug", "{megatron_bridge: b.yaml}"),
                         "--json")
     assert code == 2, out
-    [problem] = _doc(out)["error"]["problems"]
+    [problem] = first_json(out)["error"]["problems"]
     assert problem["key"] == "plan.megatron_bridge" and problem["value"] == "b.yaml"
     assert words in problem["rule"], problem["rule"]

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from support.cli import run_cli
+from support.cli import first_json, run_cli, write_spec
 
 HEAD = """\
 model: {zoo: MODEL}
@@ -23,20 +23,14 @@ training: {global_batch_size: 16, seq_len: 128, dtype: bf16, runtime: deepspeed}
 """
 
 
-def _doc(text: str) -> dict:
-    return json.JSONDecoder().raw_decode(text[text.index("{\n"):])[0]
-
-
 def _spec(folder, name, plan, model="debug"):
-    path = folder / name
-    path.write_text(HEAD.replace("MODEL", model) + f"plan: {plan}\n")
-    return path
+    return write_spec(folder, name, HEAD + "plan: PLAN\n", MODEL=model, PLAN=plan)
 
 
 def _exported(folder, plan, model="debug") -> dict:
     code, text = run_cli("estimate", _spec(folder, "s.yaml", plan, model), "--json")
     assert code == 0, text
-    first = _doc(text)
+    first = first_json(text)
     (folder / "est.json").write_text(json.dumps(first))
     code, text = run_cli("export", folder / "est.json", "--to", "deepspeed", "--out",
                          folder / "ds.json")
@@ -58,7 +52,7 @@ def test_an_exported_config_prices_as_the_plan_it_was_written_from(tmp_path, mod
     code, text = run_cli("estimate", _spec(tmp_path, "back.yaml", "{deepspeed: ds.json}", model),
                          "--json")
     assert code == 0, text
-    again = _doc(text)
+    again = first_json(text)
     assert again["plan"] == first["plan"] and again["metrics"] == first["metrics"]
     said = " ".join(again["notices"])
     assert f") = {stages}, dp from train_batch_size" in said      # what was derived, said
@@ -81,6 +75,6 @@ def test_a_config_deepspeed_or_the_spec_refuses_is_refused_naming_its_key(tmp_pa
     (tmp_path / "ds.json").write_text(json.dumps(config))
     code, text = run_cli("estimate", _spec(tmp_path, "x.yaml", "{deepspeed: ds.json}"), "--json")
     assert code == 2, text
-    problems = _doc(text)["error"]["problems"]
+    problems = first_json(text)["error"]["problems"]
     assert any(p["key"] == "plan.deepspeed" and p["value"] == "ds.json" and words in p["rule"]
                for p in problems), problems

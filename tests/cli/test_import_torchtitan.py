@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from support.cli import run_cli
+from support.cli import first_json, run_cli, write_spec
 
 HEAD = """\
 model: {zoo: MODEL}
@@ -22,20 +22,14 @@ training: {global_batch_size: 64, seq_len: 2048, dtype: bf16, runtime: torchtita
 """
 
 
-def _doc(text: str) -> dict:
-    return json.JSONDecoder().raw_decode(text[text.index("{\n"):])[0]
-
-
 def _spec(folder, name, plan, model="llama3-8b"):
-    path = folder / name
-    path.write_text(HEAD.replace("MODEL", model) + f"plan: {plan}\n")
-    return path
+    return write_spec(folder, name, HEAD + "plan: PLAN\n", MODEL=model, PLAN=plan)
 
 
 def _exported(folder, plan) -> dict:
     code, text = run_cli("estimate", _spec(folder, "s.yaml", plan), "--json")
     assert code == 0, text
-    first = _doc(text)
+    first = first_json(text)
     (folder / "est.json").write_text(json.dumps(first))
     code, text = run_cli("export", folder / "est.json", "--to", "torchtitan",
                          "--framework-version", "0.2", "--out", folder / "job.toml")
@@ -56,7 +50,7 @@ def test_an_exported_job_file_prices_as_the_plan_it_was_written_from(tmp_path, p
     code, text = run_cli("estimate", _spec(tmp_path, "back.yaml", "{torchtitan: job.toml}"),
                          "--json")
     assert code == 0, text
-    again = _doc(text)
+    again = first_json(text)
     assert again["plan"] == first["plan"] and again["metrics"] == first["metrics"]
 
 
@@ -76,7 +70,7 @@ def test_a_job_file_the_spec_contradicts_is_refused_naming_its_key(tmp_path, edi
     job.write_text(job.read_text().replace(*edit))
     code, text = run_cli("estimate", _spec(tmp_path, "x.yaml", "{torchtitan: job.toml}"), "--json")
     assert code == 2, text
-    problems = _doc(text)["error"]["problems"]
+    problems = first_json(text)["error"]["problems"]
     assert any(p["key"] == "plan.torchtitan" and p["value"] == "job.toml" and words in p["rule"]
                for p in problems), problems
 
@@ -85,6 +79,6 @@ def test_a_torchtitan_0_3_module_is_refused_saying_why(tmp_path):
     (tmp_path / "job.py").write_text("# a torchtitan 0.3 job module\n")
     code, text = run_cli("estimate", _spec(tmp_path, "x.yaml", "{torchtitan: job.py}"), "--json")
     assert code == 2, text
-    [problem] = _doc(text)["error"]["problems"]
+    [problem] = first_json(text)["error"]["problems"]
     assert "reading it would mean running it" in problem["rule"]
     assert "--framework-version 0.2" in problem["fix"]

@@ -16,3 +16,19 @@ def run_cli(*args: str) -> tuple[int, str]:
     assert "Traceback" not in text
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     return result.exit_code, text
+
+
+def first_json(text: str) -> dict:
+    """The first JSON document a command printed (``--json``), whatever follows it."""
+    import json
+
+    return json.JSONDecoder().raw_decode(text[text.index("{\n"):])[0]
+
+
+def write_spec(folder, name: str, template: str, **fill: str):
+    """``template`` with each ``KEY`` replaced by ``fill[KEY]``, written to ``folder/name``."""
+    for key, value in fill.items():
+        template = template.replace(key, value)
+    path = folder / name
+    path.write_text(template)
+    return path
