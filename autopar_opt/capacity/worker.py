@@ -103,11 +103,7 @@ def search_scenario(task: dict[str, Any], limit_s: float | None = None) -> dict[
     cert = result.certificate
     metrics = doc["metrics"]
     plan = doc["plan"]
-    row = {"id": task["id"], "key": task["key"], "status": doc["status"],
-           "primal": _finite(cert.primal), "lower_bound": _finite(cert.lower_bound)
-           if cert.lower_bound > 0 else 0.0,
-           "gap": _finite(cert.gap) if cert.primal is not None else None,
-           "exact": cert.exact,
+    row = {**_row_head(task, doc, cert),
            "plan": None if plan is None else {"pp": plan["pp"], "microbatches": plan["microbatches"],
                                               "schedule": plan["schedule"],
                                               "strategies": _strategy_mix(plan)},
@@ -119,10 +115,26 @@ def search_scenario(task: dict[str, Any], limit_s: float | None = None) -> dict[
            # on the peak's scale, as the document's reason states it (search/document.py)
            "least_memory_gib": ((doc.get("infeasibility") or {}).get("least_memory_gib")
                                 if math.isfinite(result.least_memory_bytes) else None),
-           "capacity_gib": spec.cluster.device.hbm_gib - spec.training.memory_reserve_gib,
-           "search_wall_s": round(result.wall_time_s, 3),
-           "solve_wall_s": round(time.perf_counter() - start, 3),
-           "document": doc, "report_html": render_html(doc)}
+           "capacity_gib": spec.cluster.device.hbm_gib - spec.training.memory_reserve_gib}
+    return _row_tail(row, result, start, doc, render_html(doc), cut)
+
+
+def _row_head(task: dict[str, Any], doc: dict[str, Any], cert) -> dict[str, Any]:
+    """The fields a scenario row starts with, plain or fleet: its id, key, status and
+    certificate (infinite or NaN figures as None: JSON has no such numbers)."""
+    return {"id": task["id"], "key": task["key"], "status": doc["status"],
+            "primal": _finite(cert.primal),
+            "lower_bound": _finite(cert.lower_bound) if cert.lower_bound > 0 else 0.0,
+            "gap": _finite(cert.gap) if cert.primal is not None else None, "exact": cert.exact}
+
+
+def _row_tail(row: dict[str, Any], result, start: float, doc: dict[str, Any], html: str,
+              cut: bool) -> dict[str, Any]:
+    """``row`` finished, plain or fleet: the search's and the whole solve's wall time, the
+    document and its report, and ``time_limited`` where the sweep's --time-limit shortened
+    the search (so that an unproven row is not stored)."""
+    row.update(search_wall_s=round(result.wall_time_s, 3),
+               solve_wall_s=round(time.perf_counter() - start, 3), document=doc, report_html=html)
     if cut:
         row["time_limited"] = True
     return row
@@ -149,10 +161,7 @@ def _fleet_row(task: dict[str, Any], spec, options: SearchOptions, start: float,
     doc["notices"] = spec_notices(spec) + doc["notices"]    # as `autopar solve` says them
     cert = result.certificate
     metrics, placement = doc["metrics"], doc["placement"]
-    row = {"id": task["id"], "key": task["key"], "status": doc["status"],
-           "primal": _finite(cert.primal),
-           "lower_bound": _finite(cert.lower_bound) if cert.lower_bound > 0 else 0.0,
-           "gap": _finite(cert.gap) if cert.primal is not None else None, "exact": cert.exact,
+    row = {**_row_head(task, doc, cert),
            "plan": None if doc["plan"] is None else {"shape": doc["shape"],
                                                      "configuration": doc["best_configuration"]},
            "mfu": metrics["mfu"] if metrics else None,
@@ -163,13 +172,8 @@ def _fleet_row(task: dict[str, Any], spec, options: SearchOptions, start: float,
            ("every configuration of every shape is proven infeasible" if cert.infeasible
             else "no plan was found within the time limit"),
            "least_memory_gib": 0.0,
-           "capacity_gib": max(g.device.hbm_gib for g in spec.fleet.groups) - spec.training.memory_reserve_gib,
-           "search_wall_s": round(result.wall_time_s, 3),
-           "solve_wall_s": round(time.perf_counter() - start, 3),
-           "document": doc, "report_html": render_fleet_html(doc)}
-    if cut:
-        row["time_limited"] = True
-    return row
+           "capacity_gib": max(g.device.hbm_gib for g in spec.fleet.groups) - spec.training.memory_reserve_gib}
+    return _row_tail(row, result, start, doc, render_fleet_html(doc), cut)
 
 
 def restamp(row: dict[str, Any], scenario_id: str, sweep_path: str) -> dict[str, Any]:
