@@ -19,12 +19,8 @@ from support.cli import run_cli
 
 
 @pytest.fixture(scope="module")
-def solved(tmp_path_factory):
-    out = tmp_path_factory.mktemp("solve")
-    code, text = run_cli("solve", paths.REPO / "examples" / "quickstart.yaml", "--out", out,
-                         "--quiet")
-    assert code == 0, text
-    return out
+def solved(quickstart_out):
+    return quickstart_out
 
 
 def test_every_listed_export_command_writes_its_file(solved, tmp_path):

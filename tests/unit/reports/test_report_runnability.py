@@ -21,17 +21,14 @@ import pytest
 from autopar_opt.reports.context import build_context
 from autopar_opt.reports.document import ReportInputError
 from autopar_opt.reports.render import render_html
-from support import paths
 from support.cli import run_cli
 
 
 @pytest.fixture(scope="module")
-def solved(tmp_path_factory):
-    """(plan.json, report.html) of a real search under the runtime's target (megatron)."""
-    out = tmp_path_factory.mktemp("solve")
-    code, text = run_cli("solve", paths.REPO / "examples" / "quickstart.yaml", "--out", out,
-                         "--quiet")
-    assert code == 0, text
+def solved(quickstart_out):
+    """(plan.json, report.html, folder) of a real search under the runtime's target
+    (megatron)."""
+    out = quickstart_out
     return json.loads((out / "plan.json").read_text()), (out / "report.html").read_text(), out
 
 
