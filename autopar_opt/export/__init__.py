@@ -191,28 +191,26 @@ def megatron_offload_layers(view: PlanView, training: Training) -> tuple[int, st
     parallelism, activation recomputation, ``N >= L``). ``(0, "")`` without offloading.
     QA round 36: the export wrote no flag and a note, a file that launches without
     offloading and so with more activation memory than the plan was priced with."""
+    from autopar_opt.export.megatron import cpu_offload_refusals
+
     f = training.activation_offload
     if f <= 0:
         return 0, ""
     blocks = sum(len(b) for b in view.block_recompute[:1])     # a rank's transformer layers
     n = round(f * blocks)
-    recomputes = view.recompute is not Recompute.none or any(
-        r is not Recompute.none for st in view.block_recompute for r in st)
-    if view.pp > 1:
-        why = f"Megatron-Core has no CPU offloading with pipeline parallelism (pp={view.pp})"
-    elif recomputes:
-        why = "Megatron-Core's CPU offloading does not run with activation recomputation"
-    elif blocks == 0 or abs(f * blocks - n) > 1e-9 or n < 1:
+    whole = f"set it to N / {blocks}" if blocks else "set training.activation_offload: 0"
+    recompute = view.recompute.value if view.recompute is not Recompute.none else next(
+        (r.value for st in view.block_recompute for r in st if r is not Recompute.none), None)
+    refused = cpu_offload_refusals(max(n, 1), blocks, view.pp, recompute) if blocks else []
+    if refused:
+        return 0, (f"training.activation_offload {f:g} (--cpu-offloading-num-layers {max(n, 1)}): "
+                   f"Megatron-Core refuses it: {'; '.join(refused)} "
+                   "(TransformerConfig.__post_init__); set training.activation_offload: 0")
+    if blocks == 0 or abs(f * blocks - n) > 1e-9 or n < 1:
         return 0, (f"training.activation_offload {f:g} is not a whole number of the {blocks} "
                    "transformer layers a pipeline rank holds (Megatron offloads whole layers: "
-                   "--cpu-offloading-num-layers N offloads N / layers of them); set it to N / "
-                   f"{blocks}")
-    elif n >= blocks:
-        why = "it offloads every layer a rank holds: Megatron-Core offloads fewer than all"
-    else:
-        return n, ""
-    return 0, (f"training.activation_offload {f:g} (--cpu-offloading-num-layers {n}): {why} "
-               "(TransformerConfig.__post_init__); set training.activation_offload: 0")
+                   f"--cpu-offloading-num-layers N offloads N / layers of them); {whole}")
+    return n, ""
 
 
 def training_notes(training: Training, target: str) -> list[str]:

@@ -899,6 +899,20 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def cpu_offload_refusals(n: int, layers: int, pp: int, recompute: str | None) -> list[str]:
+    """Why Megatron-Core 0.17.1 refuses ``--cpu-offloading-num-layers n`` (``n > 0``) on a
+    model of ``layers`` transformer layers with ``pp`` pipeline stages and ``recompute``
+    (the recomputation's name, or None), as ``TransformerConfig.__post_init__`` says it;
+    empty where it runs. The Megatron export (:func:`autopar_opt.export.megatron_offload_layers`)
+    and import (:func:`autopar_opt.export.megatron_import.offload_problems`) both hold to it."""
+    rules = ((n >= layers, f"CPU offloading can be done only for layers less than {layers}"),
+             (pp > 1, "there is no support for pipeline parallelism with CPU offloading "
+                      f"(--pipeline-model-parallel-size {pp})"),
+             (recompute is not None, "CPU offloading does not work when activation "
+                                     f"recomputation ({recompute}) is enabled"))
+    return [why for bad, why in rules if n > 0 and bad]
+
+
 class MegatronArgsError(ValueError):
     """Arguments that cannot be read (an unparsable value or layout, an unknown flag, a
     flag the model or the spec contradicts); ``problems`` lists each one."""

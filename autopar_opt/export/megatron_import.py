@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from autopar_opt.export.megatron import MegatronArgsError, expand_layout, null_tokenizer_vocab
+from autopar_opt.export.megatron import (MegatronArgsError, cpu_offload_refusals, expand_layout,
+                                        null_tokenizer_vocab)
 from autopar_opt.export.view import BLOCK_KINDS
 from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.ir.hardware import Cluster
@@ -201,14 +202,9 @@ def offload_problems(args: argparse.Namespace, graph: LayerGraph, training: Trai
     # Megatron-Core 0.17.1 TransformerConfig.__post_init__ refuses these beside cpu_offloading
     blocks, pp = len(graph) - 2, args.pipeline_model_parallel_size or 1
     recompute = args.recompute_granularity or ("selective" if args.recompute_activations else None)
-    for bad, why in ((n >= blocks, f"CPU offloading can be done only for layers less than {blocks}"),
-                     (pp > 1, "there is no support for pipeline parallelism with CPU offloading "
-                              f"(--pipeline-model-parallel-size {pp})"),
-                     (recompute is not None, "CPU offloading does not work when activation "
-                                             f"recomputation ({recompute}) is enabled")):
-        if n > 0 and bad:
-            out.append(f"--cpu-offloading-num-layers {n}: Megatron-Core refuses it: {why} "
-                       "(TransformerConfig.__post_init__)")
+    out += [f"--cpu-offloading-num-layers {n}: Megatron-Core refuses it: {why} "
+            "(TransformerConfig.__post_init__)"
+            for why in cpu_offload_refusals(n, blocks, pp, recompute)]
     for flag, dest in (("--optimizer-cpu-offload", "optimizer_cpu_offload"),
                        ("--fine-grained-activation-offloading",
                         "fine_grained_activation_offloading")):
