@@ -315,7 +315,7 @@ class CostTables:
         cluster = self.cluster if self.fleet is None else self.fleet.groups[strategy.group]
         ctx = StageContext(cluster, self.training, self.params, strategy.devices,
                            self.microbatch_samples, tie_tier=self.tie_tier,
-                           stage_params=even_stage_params(self.graph.total_params(), self.pp))
+                           stage_params=self.stage_params)
         mine = dominance_vectors([layer_cost(self.graph.layers[u], strategy, ctx)])[0]
         if self.memory_scale:                           # W, H, X in reference bytes
             mine[2:] *= self.memory_scale[strategy.group]
@@ -337,6 +337,12 @@ class CostTables:
                                 for _, name in DOMINANCE_FIELDS])
 
     @property
+    def stage_params(self) -> float:
+        """The :attr:`~autopar_opt.cost.context.StageContext.stage_params` the build gave
+        its stage contexts (the even split of the model's parameters)."""
+        return even_stage_params(self.graph.total_params(), self.pp)
+
+    @property
     def tie_tier(self):
         """The first-to-last-stage link tied parameters are reduced over (None
         with one stage): the build's :func:`~autopar_opt.ir.pipeline.tie_tier`."""
@@ -351,7 +357,7 @@ class CostTables:
         return StageContext(self.cluster, self.training, self.params,
                             self.devices_per_stage, self.microbatch_samples,
                             tie_tier=self.tie_tier,
-                            stage_params=even_stage_params(self.graph.total_params(), self.pp))
+                            stage_params=self.stage_params)
 
     def peak_gib(self, modelled_bytes: float) -> float:
         """``modelled_bytes`` of one device on the scale of a plan's peak memory (with the
