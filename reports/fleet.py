@@ -18,6 +18,7 @@ from markupsafe import Markup
 
 from autopar_opt import __version__
 from autopar_opt.core.result import above_bound_text, bound_above
+from autopar_opt.reports import print_style
 from autopar_opt.reports.formatting import (NO_TOKENS, alone_words, fleet_idle_mfu_note, fmt_pct,
                                            has_sequence)
 
@@ -216,4 +217,5 @@ def render_fleet_html(doc: dict) -> str:
                       autoescape=select_autoescape(default=True, default_for_string=True,
                                                    enabled_extensions=("html", "j2")),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    print_style.install(env)
     return env.get_template("fleet.html.j2").render(ctx=build_context(doc), svg=Markup(fleet_svg(doc)))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from jinja2 import Environment, StrictUndefined
 
+from autopar_opt.reports import print_style
 from autopar_opt.reports.formatting import doc_table_env
 
 #: Why an operator-sharding time carries no 80% interval, where every `solve` time does: the
@@ -24,7 +25,9 @@ NO_INTERVAL_WORDS = ("no 80% interval: the operator-level cost model (autopar_op
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>autopar-opt: operator sharding {{ p.graph }}</title>
 <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:1em}
-td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}td.n{text-align:right}</style></head><body>
+td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}td.n{text-align:right}
+  {{ print_css() }}
+</style></head><body>
 <h1>Operator sharding: {{ p.graph }} on {{ p.devices }} × {{ p.device }} — {{ doc.status }}</h1>
 <p>Space: every operator's iteration space split over a device mesh ({{ p.split }} rule{% if p.reduce_scatter %},
 reduce-scatter of partial sums allowed{% endif %}); cost model: autopar_opt.cost.operators (GEMMs at the
@@ -82,7 +85,7 @@ The iteration times below carry {{ no_interval }}.</p>
 
 def render_opspace_report(doc: dict) -> str:
     """HTML of an operator-sharding plan.json (autoescaped, strict undefined)."""
-    env = doc_table_env(Environment(autoescape=True, undefined=StrictUndefined))
+    env = print_style.install(doc_table_env(Environment(autoescape=True, undefined=StrictUndefined)))
     return env.from_string(_TEMPLATE).render(doc=doc, p=doc["spec"]["problem"], c=doc["certificate"],
                                              no_interval=NO_INTERVAL_WORDS)
 

@@ -8,12 +8,15 @@ from pathlib import Path
 from jinja2 import Environment, StrictUndefined
 
 from autopar_opt.reports.formatting import doc_table_env
+from autopar_opt.reports import print_style
 from autopar_opt.reports.methods import method_rows
 
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>autopar-opt: {{ p.format }} {{ p.name }}</title>
 <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}
-td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}</style></head><body>
+td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
+  {{ print_css() }}
+</style></head><body>
 <h1>{{ p.format | capitalize }} instance {{ p.name }}: {{ doc.status }}</h1>
 <h2>Certificate</h2>
 <p>Objective: {{ objective_unit(doc) }}.</p>
@@ -96,7 +99,7 @@ def given_plan_line(given: dict) -> str:
 
 def render_peer_report(doc: dict) -> str:
     """HTML of a peer solve document (autoescaped, strict undefined)."""
-    env = doc_table_env(Environment(autoescape=True, undefined=StrictUndefined))
+    env = print_style.install(doc_table_env(Environment(autoescape=True, undefined=StrictUndefined)))
     env.globals.update(zip=zip, method_text=method_text, given_rows=given_rows,
                        objective_unit=objective_unit)
     return env.from_string(_TEMPLATE).render(

@@ -12,6 +12,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from autopar_opt import __version__
 from autopar_opt.core.result import bound_above
+from autopar_opt.reports import print_style
 from autopar_opt.reports.methods import method_rows
 
 MAX_CUT_ROWS = 200
@@ -137,6 +138,7 @@ def render_placement_html(doc: dict) -> str:
                       autoescape=select_autoescape(default=True, default_for_string=True,
                                                    enabled_extensions=("html", "j2")),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    print_style.install(env)
     from autopar_opt.reports.searcher import searcher_context
 
     return env.get_template("placement.html.j2").render(ctx=build_context(doc),

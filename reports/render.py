@@ -13,6 +13,7 @@ import functools
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, Template, select_autoescape
 from autopar_opt.core import files as outputs
+from autopar_opt.reports import print_style
 from autopar_opt.reports.charts import memory_svg, timeline_svg
 from autopar_opt.reports.context import build_context
 from autopar_opt.reports.svg_inline import inline_svg
@@ -33,7 +34,7 @@ def _environment() -> Environment:
                                                    enabled_extensions=("html", "j2")),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                       keep_trailing_newline=True)
-    return env
+    return print_style.install(env)
 
 
 def render_charts(context: dict) -> dict:
