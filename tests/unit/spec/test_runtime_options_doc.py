@@ -96,3 +96,17 @@ def test_first_clause_by_hand():
         "With x: the loss casts the logits to fp32 itself"
     assert first_clause("Optimizer state sharded over the group (= ZeRO-1; a: b). Rest") == \
         "Optimizer state sharded over the group"
+
+
+def test_readme_counts_the_runtime_options_there_are():
+    """README: "`autopar schema` (`training.runtime_options`) lists every key ..., N
+    capabilities and M string options". QA round 36: it said 33 and 6 while the spec accepted
+    37 boolean capabilities and 6 string options. Oracle: the keys a spec may set
+    (``_accepted_keys``), the string ones being those with ``CHOICES``."""
+    text = " ".join((ROOT / "README.md").read_text().split())
+    m = re.search(r"lists every key `runtime_options` takes, (\d+) capabilities and (\d+) string options",
+                  text)
+    assert m, "README no longer states the runtime options' counts"
+    accepted = _accepted_keys()
+    strings = [k for k in accepted if k in CHOICES]
+    assert (int(m.group(1)), int(m.group(2))) == (len(accepted) - len(strings), len(strings))
