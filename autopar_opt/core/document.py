@@ -262,8 +262,13 @@ class MetricsDoc(_Doc):
     memory_capacity_gib: float = _f("Usable memory per device, GiB.")
     peak_memory_gib: list[float] = _f("Peak memory per device of each stage, GiB.",
                                       default_factory=list)
-    breakdown: dict[str, float] = _f("Iteration time by cause (compute_s, tp_comm_s, dp_comm_s, "
-                                     "optimizer_s, fixed_s, pipeline_bubble_s, ...), s.",
+    breakdown: dict[str, float] = _f("Iteration time along its critical path by cause, s, summing "
+                                     "to iteration_time_s: compute_s; the exposed communication per "
+                                     "kind (tp_comm_s, cp_comm_s, zero_comm_s, ep_comm_s, "
+                                     "offload_comm_s, reshard_s, dp_comm_s: the time overlap leaves "
+                                     "on the critical path, with the slowdown hidden NCCL traffic "
+                                     "causes; the hidden time itself is not given); optimizer_s, "
+                                     "fixed_s, pipeline_bubble_s (fill/drain and the stage sends).",
                                      default_factory=dict)
     stages: list[StageMetricsDoc] = _f("Per-stage metrics.")
     interval: Optional[IntervalDoc] = _f("80% interval of iteration_time_s from comparable "
