@@ -19,10 +19,12 @@ reading says which (:func:`torchtitan_defaults`): ``activation_checkpoint.mode``
 with ``selective_ac_option`` "2" (every second block), ``pipeline_parallel_microbatch_size``
 1, ``training.local_batch_size`` 8, ``data_parallel_shard_degree`` -1 (the devices the other
 degrees leave, ``ParallelDims._validate``) and ``training.global_batch_size`` -1 (local batch
-x dp, ``Trainer.__init__`` in ``torchtitan/train.py``). What the reading cannot resolve
-without running torchtitan is refused: a pipeline without ``module_fqns_per_model_part``
-(torchtitan then splits the layers itself, ``generate_llm_fqn_per_model_part``), a schedule
-other than 1F1B or GPipe, ``mode = "memory_budget"``.
+x dp, ``Trainer.__init__`` in ``torchtitan/train.py``); a pipeline without
+``module_fqns_per_model_part`` is split as torchtitan splits it
+(:func:`~autopar_opt.export.torchtitan_split.torchtitan_split`, its
+``generate_llm_fqn_per_model_part``), said with the layers per stage. What the reading
+cannot resolve without running torchtitan is refused: a schedule other than 1F1B or GPipe,
+``mode = "memory_budget"``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from autopar_opt.export.megatron import MegatronArgsError
+from autopar_opt.export.torchtitan_split import torchtitan_split
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
 from autopar_opt.ir.plan import Plan
@@ -75,10 +78,13 @@ def _fqns_problems(parts: Any, graph: LayerGraph) -> list[str]:
     return out
 
 
-def torchtitan_defaults(config: Any, world: int) -> tuple[Any, list[str]]:
+def torchtitan_defaults(config: Any, world: int,
+                        blocks: int | None = None) -> tuple[Any, list[str]]:
     """``config`` with each key torchtitan 0.2 defaults (and each ``-1`` it resolves) filled
-    in as torchtitan does, and one line per key filled: what the reading assumed. A config
-    that is not a job file, or whose degrees are not whole numbers, comes back unchanged
+    in as torchtitan does, and one line per key filled: what the reading assumed. With
+    ``blocks`` (the model's transformer layers), a pipeline without
+    ``module_fqns_per_model_part`` gets torchtitan's own split. A config that is not a job
+    file, or whose degrees are not whole numbers, comes back unchanged
     (:func:`torchtitan_problems` names the problem)."""
     if not isinstance(config, dict) or not all(
             isinstance(config.get(k, {}), dict)
@@ -104,6 +110,15 @@ def torchtitan_defaults(config: Any, world: int) -> tuple[Any, list[str]]:
         par["pipeline_parallel_microbatch_size"] = 1
         said.append("parallelism.pipeline_parallel_microbatch_size is not given: torchtitan "
                     "0.2's default 1")
+    pp = par.get("pipeline_parallel_degree", 1)
+    if blocks is not None and isinstance(pp, int) and not isinstance(pp, bool) and pp > 1 \
+            and "module_fqns_per_model_part" not in par \
+            and par.get("pipeline_parallel_schedule", "1F1B") in SCHEDULES:
+        try:
+            par["module_fqns_per_model_part"], line = torchtitan_split(par, blocks)
+            said.append(line)
+        except ValueError:
+            pass                    # torchtitan_problems says why
     others = [par.get(k, 1) for k in ("data_parallel_replicate_degree", "tensor_parallel_degree",
                                       "context_parallel_degree", "pipeline_parallel_degree")]
     whole = all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in others)
@@ -205,11 +220,12 @@ def torchtitan_problems(config: Any, graph: LayerGraph, cluster: Cluster,
         if not out and len(parts) != pp:
             out.append(f"parallelism.module_fqns_per_model_part has {len(parts)} parts for "
                        f"pipeline_parallel_degree {pp}: {schedule} runs one stage per rank")
-    elif pp > 1:
-        out.append(f"parallelism.pipeline_parallel_degree {pp} without "
-                   "module_fqns_per_model_part: torchtitan then splits the layers itself "
-                   "(generate_llm_fqn_per_model_part), which the reading does not reproduce; "
-                   "give the stages' modules as module_fqns_per_model_part")
+    elif pp > 1 and schedule in SCHEDULES:
+        try:
+            torchtitan_split(par, len(graph) - 2)
+        except ValueError as exc:
+            out.append(f"parallelism.module_fqns_per_model_part is not given and torchtitan's "
+                       f"own split (generate_llm_fqn_per_model_part) refuses the file: {exc}")
     return out
 
 
@@ -220,7 +236,7 @@ def read_torchtitan(config: Any, graph: LayerGraph, cluster: Cluster,
     problem listed) when it is not one of this case."""
     from autopar_opt.export.torchtitan import plan_from_torchtitan
 
-    config, said = torchtitan_defaults(config, cluster.num_devices)
+    config, said = torchtitan_defaults(config, cluster.num_devices, len(graph) - 2)
     problems = torchtitan_problems(config, graph, cluster, training)
     if problems:
         raise MegatronArgsError("", problems)

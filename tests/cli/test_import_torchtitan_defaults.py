@@ -4,11 +4,13 @@ Before, a missing ``[activation_checkpoint]`` table read as no checkpointing (to
 runs ``mode = "selective"``, ``selective_ac_option = "2"``), a missing
 ``pipeline_parallel_microbatch_size`` as the whole local batch (torchtitan's default is 1:
 1 micro-batch instead of 8, priced 25% slower), ``Interleaved1F1B`` as 1F1B, a pipeline
-without ``module_fqns_per_model_part`` failed with an unrelated device-count error, and
-torchtitan's own ``data_parallel_shard_degree = -1`` / unset ``global_batch_size`` (its
-llama3_8b.toml) were refused. Oracle: torchtitan v0.2.2's dataclass defaults
-(``torchtitan/config/job_config.py``) and a second route: the file with each default
-written out explicitly prices the same, and the reading says which default it used."""
+without ``module_fqns_per_model_part`` failed with an unrelated device-count error (then was
+refused; now it takes torchtitan's own split), and torchtitan's own
+``data_parallel_shard_degree = -1`` / unset ``global_batch_size`` (its llama3_8b.toml) were
+refused. Oracle: torchtitan v0.2.2's dataclass defaults (``torchtitan/config/job_config.py``)
+and a second route: the file with each default written out explicitly prices the same, and
+the reading says which default it used; the default split is torchtitan's own function run
+on the same settings."""
 
 from __future__ import annotations
 
@@ -92,8 +94,9 @@ def test_default_checkpointing_is_not_read_as_none(tmp_path):
 @pytest.mark.parametrize("edit, words", [
     (lambda t: t.replace('"GPipe"', '"Interleaved1F1B"'),
      "pipeline_parallel_schedule = 'Interleaved1F1B': the reading takes 1F1B or GPipe"),
-    (lambda t: _drop(t, "module_fqns_per_model_part"),
-     "pipeline_parallel_degree 2 without module_fqns_per_model_part"),
+    (lambda t: _drop(t, "module_fqns_per_model_part").replace(
+        "[parallelism]", "[parallelism]\npipeline_parallel_layers_per_stage = 4"),
+     "pipeline_parallel_layers_per_stage 4 makes ceil((32 layers + 1 + 1) / 4) = 9 stages"),
     (lambda t: t.replace('mode = "none"', 'mode = "memory_budget"'),
      "activation_checkpoint.mode = 'memory_budget'"),
     (lambda t: t.replace("pipeline_parallel_microbatch_size = 1",
@@ -105,3 +108,46 @@ def test_what_the_reading_cannot_resolve_is_refused_naming_the_key(tmp_path, edi
     assert code == 2, doc
     problems = doc["error"]["problems"]
     assert any(p["key"] == "plan.torchtitan" and words in p["rule"] for p in problems), problems
+
+
+def _torchtitan_split(pp: int, extra: dict) -> list[list[int]]:
+    """The transformer layers per stage torchtitan 0.3.0 itself (the pinned release) builds
+    for these settings: ``pipeline_llm``'s two steps, ``_get_pipeline_metadata`` and
+    ``_generate_llm_fqn_per_model_part`` (torchtitan/distributed/pipeline_parallel.py, the
+    rule torchtitan 0.2.2 exports as generate_llm_fqn_per_model_part)."""
+    from types import SimpleNamespace
+
+    configs = pytest.importorskip("torchtitan.config.configs")
+    pipe = pytest.importorskip("torchtitan.distributed.pipeline_parallel")
+    par = configs.ParallelismConfig(pipeline_parallel_degree=pp, **extra)
+    meta = pipe._get_pipeline_metadata(SimpleNamespace(pp=pp), par,
+                                       SimpleNamespace(layers=[None] * 32))   # llama3-8b
+    return [[int(n.split(".")[1]) for n in part if n.startswith("layers.")]
+            for part in pipe._generate_llm_fqn_per_model_part(*meta)]
+
+
+@pytest.mark.parametrize("extra, sizes", [
+    ({}, [8, 9, 8, 7]),     # 32 + 1 + 1 = 34 over 4: 9, 9, 8, 8 less the two weights
+    ({"pipeline_parallel_first_stage_less_layers": 3}, [6, 9, 9, 8]),
+    ({"pipeline_parallel_layers_per_stage": 9,
+      "pipeline_parallel_last_stage_less_layers": 2}, [8, 9, 9, 6]),
+])
+def test_a_pipeline_without_stages_takes_torchtitans_own_split(tmp_path, extra, sizes):
+    code, text = _estimate(tmp_path, "{tp: 1, pp: 4, microbatches: 16, zero: 2, "
+                                     "schedule: 1f1b}")
+    assert code == 0, text
+    (tmp_path / "est.json").write_text(json.dumps(_doc(text)))
+    code, text = run_cli("export", tmp_path / "est.json", "--to", "torchtitan",
+                         "--framework-version", "0.2", "--out", tmp_path / "job.toml")
+    assert code == 0, text
+    toml = _drop((tmp_path / "job.toml").read_text(), "module_fqns_per_model_part")
+    toml = toml.replace("[parallelism]", "[parallelism]\n" + "".join(
+        f"{k} = {v}\n" for k, v in extra.items()))
+    code, doc = _read(tmp_path, toml)
+    assert code == 0, doc
+    got = [[int(name[5:]) for name in st["layers"] if name.startswith("block")]
+           for st in doc["plan"]["stages"]]
+    assert [len(b) for b in got] == sizes
+    assert got == _torchtitan_split(4, extra)
+    assert any("torchtitan 0.2's own split" in n and f"per stage {sizes}" in n
+               for n in doc["notices"]), doc["notices"]
