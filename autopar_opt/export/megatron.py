@@ -891,6 +891,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--attention-backend", default=None)
     p.add_argument("--transformer-impl", default=None)
     p.add_argument("--fp8-format", default=None)
+    # Megatron-Core's Fp8Recipe (enums.py); mxfp8 is checked against the device
+    # (export.megatron_import.precision_reading)
+    p.add_argument("--fp8-recipe", default="delayed",
+                   choices=["tensorwise", "delayed", "mxfp8", "blockwise", "custom"])
     p.add_argument("--recompute-granularity", choices=["full", "selective"], default=None)
     p.add_argument("--recompute-method", choices=["uniform", "block"], default=None)
     p.add_argument("--recompute-modules", nargs="*", default=None)

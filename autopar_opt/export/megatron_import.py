@@ -397,6 +397,8 @@ def plan_from_megatron(args: argparse.Namespace, graph: LayerGraph, cluster: Clu
                                 "embedding, transformer blocks, head")
     said = contradictions(args, graph, training) + recompute_problems(args) \
         + offload_problems(args, graph, training)
+    mx_problems, mx_notes = precision_reading(args, cluster)
+    said += mx_problems
     if said:
         raise MegatronArgsError("", said)
     tp, pp, cp = args.tensor_model_parallel_size, args.pipeline_model_parallel_size, \
@@ -437,7 +439,22 @@ def plan_from_megatron(args: argparse.Namespace, graph: LayerGraph, cluster: Clu
             "DistOpt shard factor')")
     base = Strategy(dp, tp, cp, bool(args.sequence_parallel) and tp > 1, zero,
                     zero_group=dp * cp // instances if instances > 1 else 0)
-    return _assemble(graph, counts, base, args, gbs // (mbs * dp), vp)
+    plan = _assemble(graph, counts, base, args, gbs // (mbs * dp), vp)
+    if mx_notes:
+        plan.notes["precision"] = mx_notes
+    return plan
+
+
+def precision_reading(args: argparse.Namespace, cluster: Cluster) -> tuple[list[str], list[str]]:
+    """``--fp8-format F --fp8-recipe mxfp8`` (Megatron-Core's ``Fp8Recipe.mxfp8``): refused on
+    a device that cannot run MXFP8, priced as per-tensor FP8 and said otherwise
+    (:func:`~autopar_opt.export.mxfp8.mxfp8_reading`); ``(problems, notes)``, both empty
+    for any other recipe (a recipe without ``--fp8-format`` trains no FP8)."""
+    from autopar_opt.export.mxfp8 import mxfp8_reading
+
+    if args.fp8_format and args.fp8_recipe == "mxfp8":
+        return mxfp8_reading("--fp8-recipe mxfp8", [cluster.device])
+    return [], []
 
 
 def _assemble(graph: LayerGraph, counts: list[int], base: Strategy, args: argparse.Namespace,

@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from autopar_opt.export.megatron import MegatronArgsError
+from autopar_opt.export.mxfp8 import mxfp8_reading
 from autopar_opt.export.torchtitan_split import torchtitan_split
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.ir.hardware import Cluster
@@ -138,6 +139,15 @@ def torchtitan_defaults(config: Any, world: int,
     return {**config, "parallelism": par, "training": tr, "activation_checkpoint": ac}, said
 
 
+def mx_converters(config: Any) -> list[str]:
+    """The file's MXFP8 converters (torchtitan 0.2.2's ``quantize.linear.mx`` and
+    ``quantize.grouped_mm.mx``, ``components/quantization/mx.py``)."""
+    model = config.get("model") if isinstance(config, dict) else None
+    converters = model.get("converters", []) if isinstance(model, dict) else []
+    return [c for c in converters if isinstance(c, str) and c.startswith("quantize.")
+            and c.endswith(".mx")] if isinstance(converters, list) else []
+
+
 def torchtitan_problems(config: Any, graph: LayerGraph, cluster: Cluster,
                         training: Training) -> list[str]:
     """Every reason ``config`` (a parsed torchtitan 0.2 TOML) is not a plan of this model
@@ -181,6 +191,9 @@ def torchtitan_problems(config: Any, graph: LayerGraph, cluster: Cluster,
     converters = model.get("converters", [])
     low = [c for c in converters if isinstance(c, str) and c.startswith("quantize.")] \
         if isinstance(converters, list) else []
+    mx = mx_converters(config)
+    if mx and training.dtype == "fp8":
+        out += mxfp8_reading(f"model.converters {mx}", [cluster.device])[0]
     if low and training.dtype != "fp8":
         out.append(f"model.converters {low} train the linear layers in low precision, but "
                    f"training.dtype is {training.dtype} (the price is the spec's: set "
@@ -240,6 +253,9 @@ def read_torchtitan(config: Any, graph: LayerGraph, cluster: Cluster,
     problems = torchtitan_problems(config, graph, cluster, training)
     if problems:
         raise MegatronArgsError("", problems)
+    mx = mx_converters(config)
+    if mx:      # priced as per-tensor FP8, said (refused above on a device that cannot run it)
+        said += mxfp8_reading(f"model.converters {mx}", [cluster.device])[1]
     try:
         return plan_from_torchtitan(config, graph, cluster.num_devices), said
     except (ValueError, KeyError, IndexError, TypeError) as exc:

@@ -463,6 +463,9 @@ def _command_line(argv: str | list[str], graph: LayerGraph, cluster: Cluster,
     try:
         plan = plan_from_megatron(parse_megatron_args(argv), graph, cluster, training)
         validate_plan(plan, graph, cluster, training)
+        # what the reading assumed of its precision (an MXFP8 recipe priced as per-tensor
+        # FP8), in the file's words, for the spec's notices (spec.notices.precision_notes)
+        plan.notes["precision"] = [f"{key}: {words(n)}" for n in plan.notes.get("precision", [])]
         return plan
     except (MegatronArgsError, PlanError) as exc:
         problems = exc.problems if isinstance(exc, MegatronArgsError) else [str(exc)]

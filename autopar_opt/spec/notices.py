@@ -35,6 +35,13 @@ def link_notices(cluster) -> list[str]:
     return out
 
 
+def precision_notes(plan) -> list[str]:
+    """What reading a launch file assumed of its precision (``plan.notes["precision"]``,
+    each naming the file's key: an MXFP8 recipe priced as per-tensor FP8,
+    :mod:`autopar_opt.export.mxfp8`)."""
+    return list(plan.notes.get("precision", [])) if plan is not None else []
+
+
 def command_line_notes(plan_section, training, plan=None, graph=None) -> list[str]:
     """What a Megatron-LM command line (``plan.megatron_args``) runs that the price does
     not (:func:`autopar_opt.export.megatron_import.runtime_flag_notes`), and the batch flags

@@ -25,7 +25,7 @@ from autopar_opt.spec.build_model import build_graph
 from autopar_opt.spec.build_plan import build_plan
 from autopar_opt.cost.params import implausible
 from autopar_opt.spec import attention_rule
-from autopar_opt.spec.notices import command_line_notes, link_notices
+from autopar_opt.spec.notices import command_line_notes, link_notices, precision_notes
 from autopar_opt.spec.build_run import (SolverOptions, build_cluster, build_cost_params, build_space,
                                         build_target, check_room_left,
                                         build_solver, build_training)
@@ -124,7 +124,8 @@ def build_spec(data: dict[str, Any], path: Path, section_files: dict[str, str] |
     return Spec(Path(path), graph, cluster, training, space, solver, cost, plan, data,
                 ([notice] if notice else []) + positions_notice(graph.arch, training.seq_len)
                 + unused_measurements(graph, space, plan) + implausible(cost)
-                + link_notices(cluster) + command_line_notes(model.plan, training, plan, graph))
+                + link_notices(cluster) + command_line_notes(model.plan, training, plan, graph)
+                + precision_notes(plan))
 
 
 def unused_measurements(graph: LayerGraph, space, plan) -> list[str]:

@@ -1,0 +1,94 @@
+"""An imported launch file asking for MXFP8 is refused where the device cannot run it, and
+said to be priced as per-tensor FP8 where it can.
+
+Before, Megatron-LM's ``--fp8-recipe mxfp8`` and torchtitan's ``quantize.linear.mx``
+converter were read as plain FP8 on an H100 (Hopper has no MX tensor-core support) and on
+a B200 alike, exit 0, nothing said. Oracle: Transformer Engine's MXFP8 page (MXFP8 needs
+Blackwell, SM 10.0+) and torchtitan's own assertion in ``MXLinearConverter``
+(``components/quantization/mx.py``); a second route for the price: the same file with a
+per-tensor recipe (``--fp8-recipe tensorwise``, the ``quantize.linear.float8`` converter)
+prices the same, which is what the note says."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from support.cli import first_json, run_cli
+
+CLUSTERS = {"h100": "{zoo: 2x8-h100}", "b200": "{nodes: 2, gpus_per_node: 8, device: B200}"}
+SPEC = """\
+model: {zoo: llama3-8b}
+cluster: CLUSTER
+training: {global_batch_size: 64, seq_len: 2048, dtype: fp8, runtime: RUNTIME}
+plan: PLAN
+"""
+ARGS = ("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --micro-batch-size 2 "
+        "--global-batch-size 64 --bf16 --fp8-format e4m3 --use-distributed-optimizer "
+        "--fp8-recipe ")
+
+
+def _estimate(folder, device, runtime, plan):
+    spec = SPEC.replace("CLUSTER", CLUSTERS[device]).replace("RUNTIME", runtime)
+    (folder / "s.yaml").write_text(spec.replace("PLAN", plan))
+    code, text = run_cli("estimate", folder / "s.yaml", "--json")
+    return code, first_json(text)
+
+
+def _refused(code, doc, key, device):
+    assert code == 2, doc
+    [problem] = doc["error"]["problems"]
+    assert problem["key"] == key
+    assert f"asks for MXFP8, which the {device} (hopper) cannot run" in problem["rule"]
+    assert "Blackwell" in problem["rule"] and "per-tensor FP8 recipe" in problem["rule"]
+
+
+def test_megatron_mxfp8_is_refused_on_hopper(tmp_path):
+    code, doc = _estimate(tmp_path, "h100", "megatron-lm", f'{{megatron_args: "{ARGS}tensorwise"}}')
+    assert code == 0, doc
+    code, doc = _estimate(tmp_path, "h100", "megatron-lm", f'{{megatron_args: "{ARGS}mxfp8"}}')
+    _refused(code, doc, "plan.megatron_args", "H100-SXM-80GB")
+
+
+def test_megatron_mxfp8_on_blackwell_is_priced_as_per_tensor_fp8_and_said(tmp_path):
+    code, tensorwise = _estimate(tmp_path, "b200", "megatron-lm",
+                                 f'{{megatron_args: "{ARGS}tensorwise"}}')
+    assert code == 0, tensorwise
+    code, mx = _estimate(tmp_path, "b200", "megatron-lm", f'{{megatron_args: "{ARGS}mxfp8"}}')
+    assert code == 0, mx
+    assert mx["metrics"] == tensorwise["metrics"]
+    said = [n for n in mx["notices"] if "MXFP8" in n]
+    assert said and said[0].startswith("plan.megatron_args: --fp8-recipe mxfp8: MXFP8")
+    assert "priced as per-tensor FP8" in said[0]
+    assert not any("MXFP8" in n for n in tensorwise["notices"])
+
+
+def _torchtitan_job(folder, device) -> str:
+    code, doc = _estimate(folder, device, "torchtitan",
+                          "{tp: 1, pp: 2, microbatches: 8, zero: 2, schedule: gpipe}")
+    assert code == 0, doc
+    (folder / "est.json").write_text(json.dumps(doc))
+    code, text = run_cli("export", folder / "est.json", "--to", "torchtitan",
+                         "--framework-version", "0.2", "--out", folder / "job.toml")
+    assert code == 0, text
+    toml = (folder / "job.toml").read_text()
+    assert '"quantize.linear.float8"' in toml
+    return toml
+
+
+@pytest.mark.parametrize("device", ["h100", "b200"])
+def test_torchtitan_mx_converter(tmp_path, device):
+    toml = _torchtitan_job(tmp_path, device)
+    code, float8 = _estimate(tmp_path, device, "torchtitan", "{torchtitan: job.toml}")
+    assert code == 0, float8
+    (tmp_path / "job.toml").write_text(toml.replace('"quantize.linear.float8"',
+                                                    '"quantize.linear.mx"'))
+    code, mx = _estimate(tmp_path, device, "torchtitan", "{torchtitan: job.toml}")
+    if device == "h100":
+        _refused(code, mx, "plan.torchtitan", "H100-SXM-80GB")
+        return
+    assert code == 0, mx
+    assert mx["metrics"] == float8["metrics"]
+    assert any(n.startswith("plan.torchtitan: model.converters ['quantize.linear.mx']: MXFP8")
+               and "priced as per-tensor FP8" in n for n in mx["notices"]), mx["notices"]
