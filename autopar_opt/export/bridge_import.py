@@ -8,7 +8,10 @@ parallel_size`` is Megatron-LM's ``--tensor-model-parallel-size``; Bridge's
 setting that decides the price into its Megatron-LM flag and reading that command line
 with the Megatron-LM importer (:mod:`autopar_opt.export.megatron_import`): the same rules,
 the same checks against the spec's model and training, the same notes. The translation is
-the inverse of ``bridge_overrides``, key by key. A key of the sections read that the price
+the inverse of ``bridge_overrides``, key by key; the precision is read as Bridge decides
+it (``mixed_precision`` over the model's fields: :mod:`autopar_opt.export.bridge_precision`),
+and checked whole against the spec's ``training.dtype`` (:func:`bridge_precision_problems`).
+A key of the sections read that the price
 does not depend on (the optimizer's learning rate, the dataset's paths, logging) is not
 read; a value that is not a setting Megatron-Core takes is refused naming the key.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from autopar_opt.export.bridge_precision import precision_flags, stated_dtype
 from autopar_opt.export.megatron import MegatronArgsError
 
 #: ``model.<key>`` -> the Megatron-LM flag taking the same value (bridge_overrides' keys).
@@ -64,11 +68,10 @@ OTHER_SWITCHES = {("ddp", "use_distributed_optimizer"): "--use-distributed-optim
                   # it to the recipe and says so)
                   ("comm_overlap", "tp_comm_overlap"): "--tp-comm-overlap",
                   ("optimizer", "optimizer_cpu_offload"): "--optimizer-cpu-offload"}
-#: Bridge's registered mixed-precision recipes (``training/mixed_precision.py``) the export
-#: writes -> Megatron-LM's precision flags (:func:`~autopar_opt.export.megatron.precision_args`).
-PRECISION = {"bf16_mixed": ["--bf16"], "fp16_mixed": ["--fp16"],
-             "bf16_with_fp8_current_scaling_mixed": ["--bf16", "--fp8-format", "e4m3"],
-             "bf16_with_fp8_delayed_scaling_mixed": ["--bf16", "--fp8-format", "hybrid"]}
+#: Megatron-LM's precision flags -> the Bridge field that set them
+#: (:func:`~autopar_opt.export.bridge_precision.precision_flags`).
+PRECISION_FIELDS = {"--bf16": "bf16", "--fp16": "fp16", "--fp8-format": "fp8",
+                    "--fp8-recipe": "fp8_recipe"}
 
 
 def _scalar(section: str, key: str, value: Any) -> str:
@@ -120,30 +123,45 @@ def bridge_argv(overrides: Any) -> list[str]:
         part = overrides.get(section)
         if isinstance(part, dict) and part.get(key) is True and flag not in argv:
             argv.append(flag)
-    precision = overrides.get("mixed_precision")
-    if precision is not None:
-        if not isinstance(precision, str):
-            # Bridge also takes a MixedPrecisionConfig's fields as a mapping; its bf16/fp16/fp8
-            # fields and their interplay are not read here: refused, never a traceback
-            problems.append(f"mixed_precision = {precision!r}: not a recipe name (a mapping of "
-                            "MixedPrecisionConfig fields is not read here); give one of "
-                            f"Bridge's recipe names ({', '.join(PRECISION)})")
-        elif precision not in PRECISION:
-            problems.append(f"mixed_precision = {precision!r}: not one of Bridge's recipes "
-                            f"read here ({', '.join(PRECISION)})")
-        else:
-            argv += PRECISION[precision]
+    flags, wrong, _ = precision_flags(overrides)
+    argv += flags
+    problems += wrong
     if problems:
         raise MegatronArgsError("", problems)
     return argv
 
 
-def bridge_words(problem: str) -> str:
+def bridge_precision_problems(overrides: Any, dtype: str) -> list[str]:
+    """The file's stated precision against the spec's ``training.dtype`` (a recipe states
+    it whole: ``bf16_mixed`` under an FP8 spec trains without FP8, which the Megatron-LM
+    reading, where an absent flag is no contradiction, would price as FP8)."""
+    stated = stated_dtype(overrides) if isinstance(overrides, dict) else None
+    if stated is None or stated[0] == dtype or {stated[0], dtype} == {"fp32", "tf32"}:
+        return []
+    return [f"{stated[1]} trains in {stated[0]}, but training.dtype is {dtype} (the price is "
+            f"the spec's: set training.dtype: {stated[0]}, or give the file the precision the "
+            "spec trains in)"]
+
+
+def bridge_notes(overrides: Any) -> list[str]:
+    """What reading the file's precision assumed (its recipe's, or the one it is merged into:
+    :func:`~autopar_opt.export.bridge_precision.precision_flags`)."""
+    return precision_flags(overrides)[2] if isinstance(overrides, dict) else []
+
+
+def bridge_words(problem: str, overrides: Any = None) -> str:
     """A problem the Megatron-LM importer found, in the file's terms: each flag named with
-    the Bridge key that set it (``--num-layers 8`` -> ``model.num_layers (--num-layers) 8``)."""
+    the Bridge key that set it (``--num-layers 8`` -> ``model.num_layers (--num-layers) 8``;
+    a precision flag: ``mixed_precision``'s field, or the model's under ``mixed_precision:
+    null``)."""
     import re
 
     keys = {flag: f"model.{key}" for key, flag in {**MODEL_VALUES, **MODEL_SWITCHES}.items()}
+    null = isinstance(overrides, dict) and "mixed_precision" in overrides \
+        and overrides["mixed_precision"] is None
+    recipe = overrides.get("mixed_precision") if isinstance(overrides, dict) else None
+    keys.update({flag: f"model.{field}" if null else f"mixed_precision {recipe}'s {field}"
+                 for flag, field in PRECISION_FIELDS.items()})
     keys.update({flag: f"{section}.{key}" for (section, key), flag in
                  {**OTHER_VALUES, **OTHER_SWITCHES}.items() if flag not in keys})
     return re.sub(r"--[a-z0-9-]+", lambda m: f"{keys[m.group(0)]} ({m.group(0)})"

@@ -483,7 +483,8 @@ def _megatron_bridge(spec: MegatronBridgePlanSpec, graph: LayerGraph, cluster: C
     flags travel in ``plan.notes["argv"]`` for the notes :mod:`autopar_opt.spec.notices`
     writes about them."""
     from autopar_opt.core.errors import SpecError
-    from autopar_opt.export.bridge_import import bridge_argv, bridge_words
+    from autopar_opt.export.bridge_import import (bridge_argv, bridge_notes,
+                                                  bridge_precision_problems, bridge_words)
     from autopar_opt.export.megatron import MegatronArgsError
     from autopar_opt.spec.loader import read_document
 
@@ -492,7 +493,8 @@ def _megatron_bridge(spec: MegatronBridgePlanSpec, graph: LayerGraph, cluster: C
         path = base / path
     key = "plan.megatron_bridge"
     try:
-        argv = bridge_argv(read_document(path))
+        overrides = read_document(path)
+        argv = bridge_argv(overrides)
     except SpecError as exc:
         for p in exc.problems:
             out.add(key, spec.megatron_bridge, p.rule, p.fix)
@@ -501,10 +503,18 @@ def _megatron_bridge(spec: MegatronBridgePlanSpec, graph: LayerGraph, cluster: C
         for problem in exc.problems:
             out.add(key, spec.megatron_bridge, problem, "correct the file's settings")
         return None
+    stated = bridge_precision_problems(overrides, training.dtype)
+    for problem in stated:
+        out.add(key, spec.megatron_bridge, problem, "correct the file's settings")
+    if stated:
+        return None
     plan = _command_line(argv, graph, cluster, training, out, key, spec.megatron_bridge,
-                         "correct the file's settings", bridge_words)
+                         "correct the file's settings",
+                         lambda problem: bridge_words(problem, overrides))
     if plan is not None:
         plan.notes["argv"] = argv
+        # what the reading assumed of the file's precision (spec.notices.precision_notes)
+        plan.notes["precision"] += [f"{key}: {n}" for n in bridge_notes(overrides)]
     return plan
 
 
