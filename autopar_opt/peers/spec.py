@@ -15,6 +15,7 @@ naming the file, the key, the value, the rule and the fix.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
@@ -145,6 +146,17 @@ def _piper_plan(spec: PiperPlanSpec, inst: PiperInstance, out: ProblemList) -> P
     return PiperPlan(stages)
 
 
+def instance_path(spec_path: Path, file: str) -> Path:
+    """The instance ``file`` (relative to the spec's folder, or absolute) as one absolute path
+    without ``..`` or ``.`` parts (symbolic links followed), the name every output shows: the
+    spec's folder joined to the file read ``sub/../../data/x.json`` in the report."""
+    target = spec_path.parent / file
+    try:
+        return target.resolve()
+    except (OSError, RuntimeError):         # a link loop: the joined path, made absolute
+        return Path(os.path.abspath(target))
+
+
 def build_peer_spec(data: dict[str, Any], path: Path) -> PeerSpec:
     """Validate a ``problem:`` spec and load its instance; raises SpecError with every problem."""
     out = ProblemList(str(path))
@@ -160,7 +172,7 @@ def build_peer_spec(data: dict[str, Any], path: Path) -> PeerSpec:
         out.raise_if_any()
         raise
     prob = model.problem
-    target = path.parent / prob.file
+    target = instance_path(path, prob.file)
     what = describe_path(target)
     if what is not None:
         raise SpecError([SpecProblem(str(path), "problem.file", prob.file, f"{target} {what}",
