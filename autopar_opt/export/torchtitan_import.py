@@ -237,8 +237,8 @@ def torchtitan_problems(config: Any, graph: LayerGraph, cluster: Cluster,
         try:
             torchtitan_split(par, len(graph) - 2)
         except ValueError as exc:
-            out.append(f"parallelism.module_fqns_per_model_part is not given and torchtitan's "
-                       f"own split (generate_llm_fqn_per_model_part) refuses the file: {exc}")
+            out.append(f"parallelism.module_fqns_per_model_part is not given, and torchtitan's "
+                       f"own split (generate_llm_fqn_per_model_part) cannot be taken: {exc}")
     return out
 
 
