@@ -78,7 +78,15 @@ def fleet_solve_command(spec, spec_path: str, options: SearchOptions, budget: Bu
         if guard.interrupted:
             doc["status"] = "interrupted"
         code = _emit(doc, out_dir, json_output, quiet)
-        return exit_code(guard.signum) if guard.interrupted else code
+        if not guard.interrupted:
+            return code
+        if quiet or json_output:     # no summary says it (QA round 36: exit 130, silent)
+            from autopar_opt.cli.stopped import search_stopped_line
+
+            print(search_stopped_line(guard.signum, doc["status"],
+                                      Path(out_dir) / "plan.json" if out_dir else None,
+                                      json_output), file=sys.stderr)
+        return exit_code(guard.signum)
 
 
 def _emit(doc: dict, out_dir: str | None, json_output: bool, quiet: bool) -> int:

@@ -412,6 +412,12 @@ def place_command(spec_path: str, solver: str | None, objective: str | None,
 
                 searcher.summary(doc["searcher"], Console())
     if guard.interrupted:
+        if quiet or json_output:     # no summary says it (QA round 36: exit 130, silent)
+            from autopar_opt.cli.stopped import search_stopped_line
+
+            typer.echo(search_stopped_line(guard.signum, doc["status"],
+                                           Path(out_dir) / "placement.json" if out_dir else None,
+                                           json_output, "placement"), err=True)
         return exit_code(guard.signum)
     return EXIT_CODES.get(result.status, 4)
 

@@ -505,21 +505,13 @@ def solve_command(spec_path: str, solver: str | None = None, time_limit_s: float
                      timeline_fits(doc, budget.deadline - _now(), unit_s))
         if guard.interrupted:
             if quiet or json_output:       # no summary said it (QA round 35: exit 130, silent)
-                err.print(_stopped_line(guard.signum, doc["status"], out_dir, json_output),
-                          markup=False, highlight=False)
+                from autopar_opt.cli.stopped import search_stopped_line
+
+                err.print(search_stopped_line(guard.signum, doc["status"],
+                                              Path(out_dir) / "plan.json" if out_dir else None,
+                                              json_output), markup=False, highlight=False)
             return exit_code(guard.signum)
         return code
-
-
-def _stopped_line(signum: int, status: str, out_dir: str | None, json_output: bool) -> str:
-    """The one line a search stopped by ``signum`` prints on stderr where no summary is
-    printed (``--quiet``, ``--json``): the signal, the exit code and where its result is."""
-    import signal
-
-    where = (f"in {Path(out_dir) / 'plan.json'}" if out_dir else
-             "the JSON on stdout" if json_output else "not written (--quiet without --out)")
-    return (f"autopar: stopped by {signal.Signals(signum).name} (exit {exit_code(signum)}); "
-            f"the search's result, status {status}, is {where}")
 
 
 def _fleet_solve(spec, spec_path, solver, time_limit_s, gap, out_dir, json_output, quiet, warm_start,

@@ -70,6 +70,21 @@ def say_stopped(signum: int, as_json: bool) -> None:
             pass
 
 
+def search_stopped_line(signum: int, status: str, result_file: Any, json_output: bool,
+                        command: str = "search") -> str:
+    """The one line a search stopped by ``signum`` prints on stderr where no summary is
+    printed (``--quiet``, ``--json``): the signal, the exit code, the result's status and
+    where the result is (``result_file``: the output folder's plan.json or placement.json,
+    None without ``--out``). ``autopar solve`` on one cluster said it (QA round 35); the
+    fleet solve and ``autopar place`` exited 130/143 with nothing on stderr (QA round 36)."""
+    from autopar_opt.core.interrupts import exit_code
+
+    where = (f"in {result_file}" if result_file is not None else
+             "the JSON on stdout" if json_output else "not written (--quiet without --out)")
+    return (f"autopar: stopped by {signal.Signals(signum).name} (exit {exit_code(signum)}); "
+            f"the {command}'s result, status {status}, is {where}")
+
+
 def mark_said(signum: int) -> None:
     """Record that the command said it was stopped by ``signum`` (:func:`unsaid_sigint`)."""
     _SAID.append(signum)

@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from support.cli import run_cli
+from support.cli import first_json, run_cli
 from support.signals import signalling_stub
 from support.paths import DATA
 
@@ -29,7 +29,7 @@ def test_a_signal_mid_search_still_writes_the_document(sig, tmp_path, monkeypatc
     assert doc["status"] == "no_solution" and doc["lower_bound"] == 0.0
     assert f"interrupted by signal {int(sig)}" in doc["details"]["stopped"]
     assert (out / "report.html").stat().st_size > 0
-    summary = json.loads(text[text.index("{"):])
+    summary = first_json(text)      # stderr (the stopped line) follows it
     assert summary["status"] == "no_solution"
 
 
