@@ -199,10 +199,10 @@ def schema(plan: bool = typer.Option(False, "--plan", help="The JSON Schema of p
         typer.echo(json.dumps(run_file_json_schema(), indent=2, ensure_ascii=False))
         return 0
     if plan or estimate:
-        from autopar_opt.core.document import EstimateDocument, plan_json_schema
+        from autopar_opt.core.document import estimate_json_schema, plan_json_schema
 
         # a plain cluster's plan.json or a fleet's (QA round 9: the fleet form was missing)
-        typer.echo(json.dumps(plan_json_schema() if plan else EstimateDocument.model_json_schema(),
+        typer.echo(json.dumps(plan_json_schema() if plan else estimate_json_schema(),
                               indent=2))
         return 0
     typer.echo(json.dumps(spec_json_schema(), indent=2))
@@ -312,7 +312,7 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
                  None, "--plan", metavar="PLAN_JSON", help="Price this plan instead of the "
                  "spec's: the plan.json of `autopar solve --out DIR` (or estimate --json's), "
                  "possibly edited, re-priced under the spec's cluster, training and cost "
-                 "model."),
+                 "model; a fleet solve's plan.json under its fleet spec."),
              json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> int:
     """Evaluate the spec's plan (or --plan's) under the cost model (no solver)."""
     from autopar_opt.cost.assumptions import cost_assumptions
@@ -325,12 +325,24 @@ def estimate(spec_path: str = typer.Argument(..., metavar="SPEC", help="Spec fil
         spec, repriced = load_spec(spec_path), None
     else:
         from autopar_opt.cli.reprice import load_repriced
+        from autopar_opt.cli.reprice_fleet import estimate_fleet_plan, fleet_plan_document
+
+        fleet_doc = fleet_plan_document(plan_file)
+        if fleet_doc is not None:       # a fleet solve's plan.json: priced on its fleet
+            said, fits = estimate_fleet_plan(spec_path, plan_file, fleet_doc, json_output)
+            typer.echo(json.dumps(said, indent=2) if json_output else "\n".join(said))
+            if not fits:
+                typer.echo("warning: the plan does not fit device memory (a stage's peak is "
+                           "above its group's capacity); try more pipeline stages, ZeRO, or "
+                           "recomputation", err=True)
+            return 0
 
         spec, repriced = load_repriced(spec_path, plan_file)
     if spec.fleet is not None:
         rule = ("a cluster of several groups (cluster.groups) has no hand-written plan to "
                 "estimate (a plan would name every stage's group)")
-        fix = "`autopar solve` prices every plan it searches, or estimate a plan on one group's cluster"
+        fix = ("`autopar solve` prices every plan it searches (estimate --plan prices a fleet "
+               "solve's plan.json), or estimate a plan on one group's cluster")
         refuse(f"{spec_path}: {rule}; {fix}", str(spec_path), rule, fix, key="cluster.groups",
                kind="invalid spec")
     if spec.plan is None:

@@ -671,3 +671,38 @@ def plan_json_schema() -> dict[str, Any]:
                              "(spec.problem), which have their own layouts. Infinite numbers are "
                              "the strings \"inf\" / \"-inf\".")
     return schema
+
+
+class FleetEstimateDocument(_Doc):
+    """``autopar estimate FLEET_SPEC --plan PLAN_JSON --json`` on a fleet solve's plan.json
+    (autopar_opt/cli/reprice_fleet.py): the plan re-priced under the fleet spec, in the
+    keys of the fleet plan.json (``metrics``, ``placement``)."""
+
+    spec: str = _f("The fleet spec the plan was priced under.")
+    shape: Literal["pipeline", "replicas"] = _f("One pipeline over groups, or replica classes.")
+    plan: dict[str, Any] = _f("The plan as the file gives it (group names, classes).")
+    metrics: dict[str, Any] = _f("Its metrics under the spec, the keys of the fleet plan.json's "
+                                 "metrics (iteration time, throughput, MFU, interval, ...).")
+    placement: list[FleetStageDoc] = _f("Each stage on its group: time, memory, capacity.")
+    assumed: list[str] = _f("What the model assumed for this case, per group.",
+                            default_factory=list)
+    notices: list[str] = _f("What the spec's reading decided and said; absent when none.",
+                            default_factory=list)
+    plan_file: str = _f("The fleet plan.json whose plan was priced.")
+    repriced: dict[str, Any] = _f(
+        "recorded_iteration_time_s (the file's own figure), differences (the group and "
+        "training settings the spec changes) and notes (what was said).")
+
+
+def estimate_json_schema() -> dict[str, Any]:
+    """The JSON Schema of ``autopar estimate --json``: a plan on one cluster
+    (:class:`EstimateDocument`) or a fleet solve's plan re-priced under its fleet spec
+    (:class:`FleetEstimateDocument`, with ``shape`` and ``placement``)."""
+    from pydantic import TypeAdapter
+
+    schema = TypeAdapter(Union[EstimateDocument, FleetEstimateDocument]).json_schema()
+    schema["title"] = "autopar estimate --json"
+    schema["description"] = ("A plan on one cluster priced by the cost model (EstimateDocument), "
+                             "or a fleet solve's plan.json re-priced under its fleet spec "
+                             "(FleetEstimateDocument: it has 'shape' and 'placement').")
+    return schema

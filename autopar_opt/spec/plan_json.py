@@ -28,17 +28,13 @@ from autopar_opt.core.errors import SpecError, SpecProblem
 #: What a refusal of FILE tells the user to do.
 GIVE_PLAN = "give the plan.json written by `autopar solve --out DIR` (or its hand-edited copy)"
 
-#: Why a fleet plan.json is refused, and what to do instead. Its fix used to be
-#: :data:`GIVE_PLAN`, "give the plan.json written by `autopar solve --out DIR`", which the
-#: refused file is (QA round 36): estimate prices a plan on one cluster only (a spec's plan
-#: cannot name a stage's group, ``spec.build_fleet``), so the fix says where a fleet plan's
-#: figures are and how to price one group's part alone.
-FLEET_RULE = ("is the plan.json of a fleet of several groups; estimate prices a plan on one "
-              "cluster and does not re-price a fleet plan")
-FLEET_FIX = ("its figures as the solve priced them are in the file (metrics; placement: each "
-             "stage's or class's group, time and memory against its group's capacity), drawn "
-             "by `autopar report {file} --out report.html`; to price the part on one group, "
-             "estimate a spec of that group alone (its plain cluster) with the stages it runs")
+#: Why a fleet plan.json is refused here, and what to do instead: a fleet plan is not a
+#: spec's plan (a spec's plan cannot name a stage's group, ``spec.build_fleet``);
+#: ``autopar estimate FLEET_SPEC --plan FILE`` prices it on its fleet
+#: (:mod:`autopar_opt.cli.reprice_fleet`) before this reader is reached.
+FLEET_RULE = ("is the plan.json of a fleet of several groups, not a plan of one cluster")
+FLEET_FIX = ("price it under the fleet spec it was solved with: `autopar estimate FLEET_SPEC "
+             "--plan {file}`")
 
 
 def _refuse(file: str, key: str, value: Any, rule: str, fix: str = GIVE_PLAN) -> SpecError:
@@ -192,7 +188,8 @@ def load_spec_with_plan(spec_path: str | Path, plan_path: str | Path) -> tuple[A
     if bare.fleet is not None:
         raise _refuse(str(path), "cluster.groups", None, "a cluster of several groups has no "
                       "plan to re-price (a plan would name every stage's group)",
-                      "re-price the plan on one group's cluster")
+                      "re-price the plan on one group's cluster, or give the plan.json a "
+                      "fleet solve of this spec wrote")
     diffs = model_differences(doc, bare.graph)
     if diffs:
         raise _refuse(str(plan_path), "spec.model", None, "the plan was made for another model "

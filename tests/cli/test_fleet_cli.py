@@ -345,20 +345,20 @@ def test_a_stage_memory_against_a_reserve_says_usable(tmp_path: Path) -> None:
             "training.memory_reserve_gib)") in " ".join(text.split())
 
 
-def test_estimate_of_a_fleet_plan_says_where_its_figures_are_not_to_give_that_file(tmp_path: Path) -> None:
-    """``estimate SPEC --plan`` on the plan.json a fleet solve wrote: refused (exit 2, no
-    traceback) naming the file and the ``fleet`` key, and the fix is not "give the plan.json
-    written by `autopar solve --out DIR`" (QA round 36: that is the refused file) but where the
-    fleet plan's per-group figures are (its placement rows, the report) and how to price one
-    group's part (a spec of that group alone)."""
+def test_estimate_of_a_fleet_plan_under_a_one_cluster_spec_names_the_fleet_it_needs(
+        tmp_path: Path) -> None:
+    """``estimate SPEC --plan`` on the plan.json a fleet solve wrote, SPEC a plain cluster:
+    refused (exit 2, no traceback) naming the file, the ``fleet`` key and the groups, the fix
+    the fleet spec (QA round 36: under its fleet spec the plan is re-priced,
+    tests/cli/test_estimate_fleet_plan.py)."""
     spec = _write(tmp_path, BASE)
     assert run_cli("solve", spec, "--out", tmp_path / "out", "--quiet")[0] == 0
     plan = tmp_path / "out" / "plan.json"
-    code, text = run_cli("estimate", spec, "--plan", plan, "--json")
+    plain = _write(tmp_path, {**BASE, "cluster": {"nodes": 1, "gpus_per_node": 2,
+                                                  "device": "A100-80GB"}}, "plain.yaml")
+    code, text = run_cli("estimate", plain, "--plan", plan, "--json")
     assert code == 2 and "Traceback" not in text
     problem = json.JSONDecoder().raw_decode(text, text.index("{"))[0]["error"]["problems"][0]
     assert problem["file"] == str(plan) and problem["key"] == "fleet"
-    assert "does not re-price a fleet plan" in problem["rule"]
-    assert "autopar solve --out" not in problem["fix"]
-    assert f"autopar report {plan}" in problem["fix"] and "placement" in problem["fix"]
-    assert "that group alone" in problem["fix"]
+    assert "fleet of several groups (a100, h100)" in problem["rule"]
+    assert "give the fleet spec it was solved with" in problem["fix"]
