@@ -114,7 +114,8 @@ def _reasons(doc: dict[str, Any]) -> list[dict[str, str]]:
     groups: dict[tuple[str, str], list[str]] = {}
     for e in doc["scenarios"]:
         if e.get("reason"):
-            label = "No plan" if e.get("primal") is None else "Not proven"
+            label = "Invalid" if e.get("status") == "invalid" else \
+                "No plan" if e.get("primal") is None else "Not proven"
             groups.setdefault((label, e["reason"]), []).append(e["id"])
     return [{"label": label, "text": text, "ids": some_ids(ids, 12)}
             for (label, text), ids in groups.items()]

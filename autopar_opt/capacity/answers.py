@@ -96,6 +96,36 @@ def price_scenario(scenario, row: dict[str, Any], planning: PlanningSection) -> 
     return entry
 
 
+def invalid_entry(scenario, planning: PlanningSection) -> dict[str, Any]:
+    """The entry of a combination the spec's rules reject
+    (:class:`~autopar_opt.capacity.sweep.InvalidScenario`): the keys of every entry, status
+    ``invalid``, no plan, no bound, no interval, ``reason`` the rules, ``meets`` "no" (it
+    cannot run). The answers leave it out (:func:`answers`)."""
+    data = scenario.data
+    cluster = data.get("cluster") if isinstance(data.get("cluster"), dict) else {}
+    training = data.get("training") if isinstance(data.get("training"), dict) else {}
+    devices = scenario.devices
+    device = "+".join(sorted(devices)) or str(cluster.get("device"))
+    groups = cluster.get("groups") if isinstance(cluster.get("groups"), list) else [cluster]
+    nodes = sum(g.get("nodes") for g in groups if isinstance(g, dict)
+                and isinstance(g.get("nodes"), int) and not isinstance(g.get("nodes"), bool))
+    hourly = sum(n * planning.prices.per_gpu_hour.get(d, 0.0) for d, n in devices.items())
+    entry = {"id": scenario.id, "device": device, "gpus": sum(devices.values()), "nodes": nodes,
+             "axes": dict(scenario.axes), "global_batch_size": training.get("global_batch_size"),
+             "seq_len": training.get("seq_len"), "status": "invalid", "primal": None,
+             "lower_bound": None, "gap": None, "tokens_per_iteration": None, "steps": None,
+             "time_to_train_days": [None, None], "cost": [None, None],
+             "throughput_tokens_per_s": [None, None],
+             "price_per_gpu_hour": planning.prices.per_gpu_hour.get(device), "plan": None,
+             "mfu": None, "peak_memory_gib": None, "reason": scenario.reason, "key": None,
+             "notes": [], "model_error": None, "meets": "no"}
+    if isinstance(cluster.get("groups"), list) or any(is_group_axis(k) for k in scenario.axes):
+        entry["groups"] = {g["name"]: g.get("nodes") for g in groups
+                           if isinstance(g, dict) and isinstance(g.get("name"), str)}
+        entry["price_per_hour"] = hourly
+    return entry
+
+
 def model_error(row: dict[str, Any], steps: int, hourly: float,
                 currency: str) -> dict[str, Any] | None:
     """The plan held, with the cost model's error bar (``row["interval"]``, the
@@ -327,7 +357,11 @@ def pareto(entries: list[dict]) -> dict[str, Any]:
 
 def answers(entries: list[dict], planning: PlanningSection) -> dict[str, Any]:
     """Every answer of the capacity document (with group axes, also which node count
-    of each group matches each other scenario: :func:`~autopar_opt.capacity.fleet_answers.group_matches`)."""
+    of each group matches each other scenario: :func:`~autopar_opt.capacity.fleet_answers.group_matches`).
+    A combination the spec's rules reject (status ``invalid``) is no candidate: it cannot
+    run, so it is left out of every answer, which says how many were (``invalid``)."""
+    bad = [e["id"] for e in entries if e["status"] == "invalid"]
+    entries = [e for e in entries if e["status"] != "invalid"]
     out = {"requirement": requirement_text(planning),
            "cheapest_meeting_requirement": cheapest(entries, planning),
            "fewest_gpus_per_device": fewest_gpus(entries, planning),
@@ -336,4 +370,9 @@ def answers(entries: list[dict], planning: PlanningSection) -> dict[str, Any]:
         from autopar_opt.capacity.fleet_answers import group_matches
 
         out["group_matches"] = group_matches(entries)
+    if bad:
+        out["invalid"] = {"scenarios": bad, "statement": (
+            f"{len(bad)} combination(s) of the axes' values cannot run (status invalid, the "
+            f"rule in each row's reason) and are left out of these answers: "
+            f"{', '.join(bad[:8])}" + (" ..." if len(bad) > 8 else ""))}
     return out

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from autopar_opt import __version__
-from autopar_opt.capacity.answers import answers, price_scenario
+from autopar_opt.capacity.answers import answers, invalid_entry, price_scenario
 from autopar_opt.capacity.engines import run_engine
 from autopar_opt.capacity.store import ResultStore
 from autopar_opt.capacity.sweep import Sweep
@@ -108,8 +108,13 @@ def mark_interrupted(sweep: Sweep, run: SweepRun, signal_name: str) -> None:
 
 
 def entries_of(sweep: Sweep, rows: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Priced entries of the scenarios that have a row (sweep order)."""
-    return [price_scenario(s, rows[s.id], sweep.planning) for s in sweep.scenarios if s.id in rows]
+    """Priced entries of the scenarios that have a row, and the rows of the combinations
+    the spec's rules reject (status ``invalid``: :func:`invalid_entry`), in the axes' order."""
+    by_id = {s.id: price_scenario(s, rows[s.id], sweep.planning)
+             for s in sweep.scenarios if s.id in rows}
+    by_id.update((s.id, invalid_entry(s, sweep.planning)) for s in sweep.invalid)
+    order = sweep.order or [s.id for s in sweep.scenarios]
+    return [by_id[sid] for sid in order if sid in by_id]
 
 
 def build_capacity_document(sweep: Sweep, run: SweepRun, engine: str, workers: int | None,
@@ -122,7 +127,8 @@ def build_capacity_document(sweep: Sweep, run: SweepRun, engine: str, workers: i
         "tool": {"name": "autopar-opt", "version": __version__},
         "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "sweep": {"path": str(sweep.path), "description": sweep.description,
-                  "axes": sweep.axis_names, "scenarios": len(sweep.scenarios)},
+                  "axes": sweep.axis_names, "scenarios": len(sweep.scenarios) + len(sweep.invalid),
+                  "invalid": len(sweep.invalid)},
         "planning": {"token_budget": p.token_budget, "deadline_days": p.deadline_days,
                      "target_tokens_per_s": p.target_tokens_per_s,
                      "prices": {"currency": p.prices.currency,

@@ -100,6 +100,48 @@ class Scenario:
         return self.spec.training.global_batch_size * self.spec.training.tokens_per_sample
 
 
+#: The status of a scenario the sweep cannot build (:class:`InvalidScenario`).
+INVALID = "invalid"
+
+
+def _whole(x: Any) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
+
+
+@dataclass(frozen=True)
+class InvalidScenario:
+    """A combination of axis values the spec's rules reject while other combinations with
+    the same values run (QA round 36: device [A100, H100] x dtype [bf16, fp8] refused the
+    whole sweep because fp8 has no A100 peak). It is a row of status :data:`INVALID` with
+    the rules that rejected it; nothing is searched or stored for it. A value rejected in
+    every combination still refuses the sweep (:func:`load_sweep`)."""
+
+    id: str
+    axes: dict[str, Any]
+    data: dict[str, Any]
+    #: each rule that rejected it: "axes.dtype[1] = 'fp8': <rule> (at training.dtype); <fix>"
+    reasons: tuple[str, ...]
+
+    @property
+    def devices(self) -> dict[str, int]:
+        """GPUs per device type as the spec mapping states them (a fleet's groups added
+        up; None-valued keys left out: the mapping was not built)."""
+        cluster = self.data.get("cluster") if isinstance(self.data.get("cluster"), dict) else {}
+        groups = cluster.get("groups") if isinstance(cluster.get("groups"), list) else [cluster]
+        out: dict[str, int] = {}
+        for g in groups:
+            if not isinstance(g, dict) or not isinstance(g.get("device"), str):
+                continue
+            n = (_whole(g.get("nodes")) or 1) * (_whole(g.get("gpus_per_node")) or 0)
+            out[g["device"]] = out.get(g["device"], 0) + n
+        return out
+
+    @property
+    def reason(self) -> str:
+        """What its row says (the ``reason`` column)."""
+        return "invalid combination of the axes' values: " + " | ".join(self.reasons)
+
+
 @dataclass(frozen=True)
 class Sweep:
     """A validated sweep file: its scenarios (axis order) and planning inputs."""
@@ -109,6 +151,10 @@ class Sweep:
     scenarios: list[Scenario]
     planning: PlanningSection
     axis_names: list[str]
+    #: combinations the spec's rules reject (rows of status ``invalid``, not searched)
+    invalid: list[InvalidScenario] = dataclasses.field(default_factory=list)
+    #: every scenario id, valid or not, in the axes' order (empty: ``scenarios``' order)
+    order: list[str] = dataclasses.field(default_factory=list)
 
 
 def _jsonable(value: Any) -> Any:
@@ -397,6 +443,12 @@ def _trim_degrees(data: dict[str, Any], problems: list[SpecProblem],
     return tuple(notes)
 
 
+def _shown(value: Any) -> str:
+    """A problem's value as the row's reason writes it (short)."""
+    text = repr(value) if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _scenario_problem(p: SpecProblem, axes: dict[str, Any], index: dict[str, int],
                       file: str, sid: str) -> SpecProblem:
     """Re-address one scenario's spec problem at the axis value (or base key) that caused it."""
@@ -470,6 +522,19 @@ def _read(path: Path) -> tuple[SweepFile | None, dict[str, Any], list[SpecProble
 def is_group_axis_scenario(axes: dict[str, Any]) -> bool:
     """Whether a scenario's axes include a group node count."""
     return any(is_group_axis(n) for n in axes)
+
+
+def _failing_value(failing: list[dict[str, int]], tried: list[dict[str, int]]
+                   ) -> tuple[str, int] | None:
+    """An axis value (name, index) that every failing scenario has and with which every
+    scenario of the sweep fails: that value cannot run in any combination, and the sweep is
+    refused at it (the problem is not a combination's, :class:`InvalidScenario`)."""
+    for name in failing[0] if failing else ():
+        for i in {f[name] for f in failing}:
+            if all(f[name] == i for f in failing) and \
+                    sum(t.get(name) == i for t in tried) == len(failing):
+                return name, i
+    return None
 
 
 def _only_some(p: SpecProblem, failing: list[dict[str, int]], tried: list[dict[str, int]],
@@ -573,6 +638,9 @@ def load_sweep(path: str | Path) -> Sweep:
     tried: list[tuple[str, dict[str, int]]] = []      # id, axis indices of every scenario built
     failing: dict[tuple, list[tuple[str, dict[str, int]]]] = {}   # problem -> its scenarios
     first_of: dict[str, tuple[str, dict[str, int]]] = {}      # scenario key -> (id, indices)
+    rejected: dict[str, list[tuple[tuple, str]]] = {}   # a scenario not built -> its problems
+    rejected_data: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}   # its axes, mapping
+    order: list[str] = []                                # every scenario id built or tried
     fixed = _unswept_groups(sweep.axes.group_nodes, base) \
         + _device_bound_notes(sweep.axes.device, base)
     if not names:          # QA round 9: `axes: {}` ran the base alone without a word
@@ -615,6 +683,11 @@ def load_sweep(path: str | Path) -> Sweep:
                 q = _scenario_problem(p, axes, index, file, sid)
                 seen.setdefault((q.file, q.key, p.rule, q.fix), q)
                 failing.setdefault((q.file, q.key, p.rule, q.fix), []).append((sid, index))
+                rejected.setdefault(sid, []).append(
+                    ((q.file, q.key, p.rule, q.fix), f"{q.key} = {_shown(q.value)}: {p.rule}"
+                     + (f" (at {p.key})" if p.key != q.key else "") + f"; {p.fix}"))
+            order.append(sid)
+            rejected_data[sid] = ({n: getattr(v, "name", v) for n, v in axes.items()}, data)
             continue
         if spec.training.seq_len is None:
             notes += (NO_SEQUENCE_NOTE,)
@@ -626,6 +699,7 @@ def load_sweep(path: str | Path) -> Sweep:
             seen.setdefault((q.file, q.key, "same scenario", q.fix), q)
             continue
         first_of[key] = (sid, index)
+        order.append(sid)
         scenarios.append(Scenario(sid, shown, data, spec, key, notes + fixed))
     # the devices the built scenarios run on: a zoo cluster's or a custom device's too,
     # which the sweep file does not name (QA round 11: priced after every search, KeyError)
@@ -637,6 +711,7 @@ def load_sweep(path: str | Path) -> Sweep:
     at_key: dict[tuple, set[str]] = {}        # (file, key) -> scenarios with a problem there
     for k, found in failing.items():
         at_key.setdefault(k[:2], set()).update(sid for sid, _i in found)
+    partial: set[tuple] = set()   # problems some combinations with the same values do not have
     for k, q in seen.items():     # a problem that only some scenarios have: said with them
         if k not in failing:
             continue
@@ -646,9 +721,15 @@ def load_sweep(path: str | Path) -> Sweep:
         at = re.match(r"axes\.(\w+)\[(\d+)\]$", q.key)
         pool = [(sid, i) for sid, i in tried
                 if at is None or i.get(at.group(1)) == int(at.group(2))]
+        accepting = sum(sid not in at_key[k[:2]] for sid, _i in pool)
+        if accepting and len(failing[k]) < len(pool) and \
+                _failing_value([i for _s, i in failing[k]], [i for _s, i in tried]) is None:
+            partial.add(k)       # other combinations with these values run: rows, not a refusal
         seen[k] = _only_some(q, [i for _s, i in failing[k]], [i for _s, i in pool],
-                             sum(sid not in at_key[k[:2]] for sid, _i in pool), shown_values,
-                             [sid for sid, _i in failing[k]])
-    if seen or problems:
-        raise SweepError(problems + list(seen.values())[:MAX_PROBLEMS])
-    return Sweep(path, sweep.description, scenarios, sweep.planning, names)
+                             accepting, shown_values, [sid for sid, _i in failing[k]])
+    refusing = [q for k, q in seen.items() if k not in partial]
+    if refusing or problems or (seen and not scenarios):   # nothing left to solve: said whole
+        raise SweepError(problems + (refusing or list(seen.values()))[:MAX_PROBLEMS])
+    invalid = [InvalidScenario(sid, *rejected_data[sid], tuple(words for _k, words in rejected[sid]))
+               for sid in order if sid in rejected]
+    return Sweep(path, sweep.description, scenarios, sweep.planning, names, invalid, order)

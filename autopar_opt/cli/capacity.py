@@ -129,6 +129,8 @@ def print_summary(doc: dict[str, Any], console: Console) -> None:
     for device, a in ans["fewest_gpus_per_device"].items():
         say(f"fewest {device}", a["statement"])
     say("Pareto", ans["pareto_time_cost"]["statement"])
+    if ans.get("invalid"):
+        say("invalid", ans["invalid"]["statement"])
     for m in ans.get("group_matches", []):
         say("match", m["statement"])
     run = doc["run"]
@@ -140,7 +142,8 @@ def print_summary(doc: dict[str, Any], console: Console) -> None:
     why: dict[tuple[str, str], list[str]] = {}
     for e in doc["scenarios"]:
         if e.get("reason"):
-            label = "no plan" if e.get("primal") is None else "not proven"
+            label = "invalid" if e["status"] == "invalid" else \
+                "no plan" if e.get("primal") is None else "not proven"
             why.setdefault((label, e["reason"]), []).append(e["id"])
     for (label, reason), ids in why.items():
         console.print(f"[bold]{label}:[/] {escape(some_ids(ids, 6))}: {escape(reason)}",
@@ -170,8 +173,8 @@ def _write_outputs(doc: dict[str, Any], rows: dict, out: Path, written: list[str
         write_atomic(out / rel, text)
 
     for entry in doc["scenarios"]:
-        row = rows[entry["id"]]
-        if row["document"] is None:            # the search raised: nothing to report
+        row = rows.get(entry["id"])            # none: a combination the rules reject
+        if row is None or row["document"] is None:    # or the search raised: nothing to report
             entry["report"] = None
             continue
         put(f"scenarios/{entry['id']}/plan.json", json.dumps(row["document"], indent=2) + "\n")

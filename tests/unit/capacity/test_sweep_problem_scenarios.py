@@ -73,18 +73,23 @@ def test_a_key_every_scenario_breaks_is_not_said_to_be_accepted(tmp_path):
         assert "(in the 2 scenario(s) with axes.device[" in p.rule
 
 
-def test_an_axis_value_that_fits_some_scenarios_names_the_combination(tmp_path):
-    """device [A100, H100] x dtype [bf16, fp8]: fp8 fits H100, not A100. The refusal at
-    axes.dtype[1] said "use one of its dtypes" only. Oracle: the base with each device and
-    fp8 substituted by hand, built alone."""
+def test_an_axis_value_that_fits_some_scenarios_makes_that_combination_an_invalid_row(tmp_path):
+    """device [A100, H100] x dtype [bf16, fp8]: fp8 fits H100, not A100. The whole sweep was
+    refused at axes.dtype[1] (QA round 35, then naming the combination); now the one
+    combination is a row of status invalid (QA round 36,
+    tests/unit/capacity/test_capacity_invalid_rows.py). Oracle: the base with each device
+    and fp8 substituted by hand, built alone."""
     sweep = copy.deepcopy(SWEEP)
     sweep["axes"] = {"device": ["A100-80GB", "H100-SXM-80GB"], "dtype": ["bf16", "fp8"]}
     sweep["planning"]["prices"]["per_gpu_hour"] = {"A100-80GB": 1, "H100-SXM-80GB": 2}
     fp8 = copy.deepcopy(sweep)
     fp8["base"]["training"]["dtype"] = "fp8"
     assert _fails(fp8, "A100-80GB") and not _fails(fp8, "H100-SXM-80GB")
-    problem, _ = only_problem(tmp_path, sweep)
-    assert problem.key == "axes.dtype[1]"
-    assert "(in the 1 scenario(s) with axes.device[0] = A100-80GB; 1 other scenario(s) accept " \
-           "this value)" in problem.rule
-    assert "or leave A100-80GB out of axes.device (a sweep is every combination" in problem.fix
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    loaded = load_sweep(path)
+    assert [s.id for s in loaded.invalid] == ["A100-80GB_fp8"]
+    assert [s.id for s in loaded.scenarios] == ["A100-80GB_bf16", "H100-SXM-80GB_bf16",
+                                                "H100-SXM-80GB_fp8"]
+    (reason,) = loaded.invalid[0].reasons
+    assert reason.startswith("axes.dtype[1] = 'fp8': device A100-80GB has no fp8 peak")
