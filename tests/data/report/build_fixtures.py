@@ -1,7 +1,8 @@
 """Build the report test fixtures (plan.json documents) from the core API.
 
 Run ``.venv/bin/python tests/data/report/build_fixtures.py`` to rewrite
-``plan_feasible.json`` and ``plan_infeasible.json`` next to this file.
+``plan_feasible.json``, ``plan_infeasible.json`` and ``capacity_tiny.json`` (a real sweep:
+:func:`capacity_document`) next to this file.
 
 The feasible document is hand-assembled: a tiny decoder LM (``decoder_lm``),
 a 2-node x 4 A100-40GB cluster (``make_cluster``), ``evaluate()`` of a
@@ -191,11 +192,34 @@ def infeasible_document() -> dict:
     return doc
 
 
+def capacity_document() -> dict:
+    """``capacity_tiny.json``: what ``autopar capacity tests/data/capacity/tiny.yaml
+    --workers 1`` writes (a real sweep of 6 scenarios, a few seconds), run from the
+    repository root with a fresh store; the store's path is written as ``capacity.sqlite``
+    (the run's own is a temporary file). tests/unit/capacity/test_capacity_fixture_current.py
+    fails when the code writes another layout: run this script again then."""
+    import subprocess
+    import sys
+    import tempfile
+
+    root = HERE.parents[2]
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-m", "autopar_opt.cli.commands", "capacity",
+                        "tests/data/capacity/tiny.yaml", "--workers", "1", "--quiet",
+                        "--store", f"{tmp}/capacity.sqlite", "--out", f"{tmp}/out"],
+                       cwd=root, check=True)
+        doc = json.loads(pathlib.Path(tmp, "out", "capacity.json").read_text())
+    doc["run"]["store"] = "capacity.sqlite"
+    return doc
+
+
 def main() -> None:
     for name, doc in (("plan_feasible.json", feasible_document()),
                       ("plan_infeasible.json", infeasible_document())):
         (HERE / name).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
         print("wrote", HERE / name)
+    (HERE / "capacity_tiny.json").write_text(json.dumps(capacity_document(), indent=2) + "\n")
+    print("wrote", HERE / "capacity_tiny.json")
 
 
 if __name__ == "__main__":
