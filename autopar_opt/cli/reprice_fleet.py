@@ -172,6 +172,17 @@ def fleet_differences(doc: dict[str, Any], spec) -> list[str]:
     return out
 
 
+def plan_dict(plan, fleet) -> dict[str, Any]:
+    """``plan`` in the form of a fleet plan.json's ``plan`` on ``fleet`` (the spec's group
+    order: a strategy's ``group`` indexes it; stage groups and classes by name)."""
+    if hasattr(plan, "classes"):
+        return {"classes": [{"groups": [fleet.groups[g].name for g in c.groups], "batch": c.batch,
+                             "plan": c.plan.to_dict()} for c in plan.classes]}
+    out = plan.to_dict()
+    out["stage_groups"] = [fleet.groups[g].name for g in plan.stage_groups or []]
+    return out
+
+
 def _stage_rows(plan, fleet, metrics, klass: int | None, batch: int) -> list[dict[str, Any]]:
     """The placement rows of a pipeline (the keys of the solve's plan.json ``placement``)."""
     from autopar_opt.ir.fleet_pipeline import group_offsets
@@ -252,7 +263,7 @@ def estimate_fleet_plan(spec_path: str, plan_file: str, doc: dict[str, Any],
     """Re-price the fleet plan.json ``doc`` (read from ``plan_file``) under the spec at
     ``spec_path``: the text lines (or the ``--json`` document) and whether every stage fits."""
     from autopar_opt.ir.pipeline import PlanError
-    from autopar_opt.search.fleet_document import fleet_case
+    from autopar_opt.search.fleet_document import fleet_case, fleet_dict
     from autopar_opt.spec import load_spec
     from autopar_opt.spec.plan_json import model_differences
 
@@ -296,8 +307,11 @@ def estimate_fleet_plan(spec_path: str, plan_file: str, doc: dict[str, Any],
     repriced.priced(metrics.iteration_time_s)
     fits = all(r["peak_memory_gib"] <= r["capacity_gib"] for r in rows)
     if json_output:
-        return ({"spec": str(spec_path), "shape": doc.get("shape"), "plan": doc["plan"],
-                 "metrics": out, "placement": rows,
+        # with the fleet it was priced on, so that this document is itself a plan file
+        # estimate --plan reads (as a one-cluster estimate --json is)
+        return ({"spec": str(spec_path), "fleet": fleet_dict(spec.fleet, spec.training.dtype),
+                 "shape": doc.get("shape"), "plan": plan_dict(plan, spec.fleet), "metrics": out,
+                 "placement": rows,
                  "assumed": fleet_case(spec.graph, spec.fleet, spec.training, spec.cost_params),
                  **({"notices": list(spec.notices)} if spec.notices else {}),
                  **repriced.document()}, fits)

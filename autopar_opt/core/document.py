@@ -679,8 +679,12 @@ class FleetEstimateDocument(_Doc):
     keys of the fleet plan.json (``metrics``, ``placement``)."""
 
     spec: str = _f("The fleet spec the plan was priced under.")
+    fleet: FleetDoc = _f("The groups and links it was priced on (this document is itself a "
+                         "plan file `estimate --plan` reads).")
     shape: Literal["pipeline", "replicas"] = _f("One pipeline over groups, or replica classes.")
-    plan: dict[str, Any] = _f("The plan as the file gives it (group names, classes).")
+    plan: dict[str, Any] = _f("The plan priced, as a fleet plan.json's: stages with their "
+                              "groups by name, or replica classes (groups, batch, plan); a "
+                              "strategy's group indexes fleet.groups.")
     metrics: dict[str, Any] = _f("Its metrics under the spec, the keys of the fleet plan.json's "
                                  "metrics (iteration time, throughput, MFU, interval, ...).")
     placement: list[FleetStageDoc] = _f("Each stage on its group: time, memory, capacity.")

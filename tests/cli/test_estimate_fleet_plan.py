@@ -70,6 +70,12 @@ def test_a_fleet_plan_reprices_to_the_solves_figures(tmp_path, shape):
     # the document `autopar schema --estimate` describes, every key declared
     assert document_problems(est, FleetEstimateDocument) == []
     assert not FleetEstimateDocument.model_validate(est).model_extra
+    # its own JSON is a plan file estimate --plan reads, with the same figures
+    again = tmp_path / "estimate.json"
+    again.write_text(json.dumps(est))
+    code, text = run_cli("estimate", spec, "--plan", again, "--json")
+    assert code == 0, text
+    assert first_json(text)["metrics"] == est["metrics"]
     # the text says the same figures
     code, text = run_cli("estimate", spec, "--plan", plan)
     assert code == 0, text
@@ -92,6 +98,12 @@ def test_the_spec_may_list_the_groups_in_another_order(tmp_path):
                                                                rel=1e-12)
     assert [(r["group"], r["peak_memory_gib"]) for r in est["placement"]] == \
         [(r["group"], pytest.approx(r["peak_memory_gib"], rel=1e-12)) for r in doc["placement"]]
+    # its JSON, in the reversed order, priced under the first spec: the same again
+    again = tmp_path / "estimate.json"
+    again.write_text(json.dumps(est))
+    code, text = run_cli("estimate", spec, "--plan", again, "--json")
+    assert code == 0, text
+    assert first_json(text)["placement"] == doc["placement"]
 
 
 def test_another_device_is_said_and_an_edit_it_cannot_run_is_refused(tmp_path):
