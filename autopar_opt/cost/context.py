@@ -141,6 +141,14 @@ class LayerCost:
     working_bytes : transient working set while this layer is being computed
         (:func:`working_set_bytes`): held once per stage, by the layer in
         flight, so a stage's peak adds the largest of its layers' values.
+    <kind>_total_s, <kind>_hidden_s, <kind>_interference_s (kind tp, cp, zero, ep, offload,
+        dp; per micro-batch, dp per iteration like ``dp_exposed_s``): what the kind's
+        ``*_exposed_s`` is made of, stated for plan.json and the report and read by no
+        solver (:mod:`autopar_opt.cost.comm_split`): the kind's whole transfer time, the
+        part of it hidden behind compute, and the compute slowdown its exposed figure
+        carries for that overlap (``comm_interference`` x the NCCL traffic hidden on the
+        compute's SMs; Transformer Engine's SM margin under TP user buffers), so that
+        ``exposed - interference = total - hidden``.
     """
 
     time_s: float
@@ -159,6 +167,24 @@ class LayerCost:
     optimizer_s: float = 0.0
     offload_exposed_s: float = 0.0
     working_bytes: float = 0.0
+    tp_total_s: float = 0.0
+    tp_hidden_s: float = 0.0
+    tp_interference_s: float = 0.0
+    cp_total_s: float = 0.0
+    cp_hidden_s: float = 0.0
+    cp_interference_s: float = 0.0
+    zero_total_s: float = 0.0
+    zero_hidden_s: float = 0.0
+    zero_interference_s: float = 0.0
+    ep_total_s: float = 0.0
+    ep_hidden_s: float = 0.0
+    ep_interference_s: float = 0.0
+    offload_total_s: float = 0.0
+    offload_hidden_s: float = 0.0
+    offload_interference_s: float = 0.0
+    dp_total_s: float = 0.0
+    dp_hidden_s: float = 0.0
+    dp_interference_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from autopar_opt.cost import comm_split
 from autopar_opt.cost.compute import causal_mfu
 from autopar_opt.cost.context import StageContext, even_stage_params
 from autopar_opt.cost.layer_cost import layer_cost, unsharded_held_parts
@@ -54,6 +55,9 @@ class StageMetrics:
     layer in flight: the largest of the stage's layers,
     :func:`~autopar_opt.cost.memory.working_set_bytes`), ``reserve_gib``
     (runtime reserve + allocator fragmentation); ``peak_memory_gib`` is their sum.
+    ``communication``: per kind (:data:`~autopar_opt.cost.comm_split.KINDS`) its
+    ``total_s``, ``hidden_s``, ``exposed_s`` (the field above) and ``interference_s``, per
+    micro-batch (dp per iteration) (:mod:`autopar_opt.cost.comm_split`).
     """
 
     index: int
@@ -82,6 +86,7 @@ class StageMetrics:
     logits_gib: float = 0.0
     reserve_gib: float = 0.0
     working_gib: float = 0.0
+    communication: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def fits(self) -> bool:
@@ -118,6 +123,10 @@ class PlanMetrics:
     #: whole score matrix, as published MFUs do: :func:`~autopar_opt.cost.compute.
     #: uncomputed_attention_share`); equal to ``mfu`` without causal attention
     mfu_causal: float = 0.0
+    #: per kind of communication, per iteration on the breakdown's critical path: total,
+    #: hidden, exposed (= the breakdown's term) and interference seconds
+    #: (:func:`~autopar_opt.cost.comm_split.iteration_communication`)
+    communication: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def peak_memory_gib(self) -> list[float]:
@@ -234,6 +243,7 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster | Fleet, training: 
     keys = ("p", "comp", "comm", "g", "w", "a", "logits", "tp", "cp", "zero", "ep", "off", "reshard",
             "dp", "opt", "wt", "gr", "os", "x")
     acc = {k: [0.0] * pp for k in keys}
+    split = comm_split.new_accumulator(pp)
     flops = hw_flops = 0.0
     groups: dict[tuple, list] = {}   # (stage, cost class, strategy) -> [layer, count]
     for layer, cls in zip(graph.layers, graph.cost_classes):
@@ -252,6 +262,7 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster | Fleet, training: 
                          ("ep", cost.ep_exposed_s), ("off", cost.offload_exposed_s),
                          ("dp", cost.dp_exposed_s), ("opt", cost.optimizer_s)):
             acc[key][i] += n * val
+        comm_split.add_layer(split, i, n, cost)
         acc["logits" if layer.kind is LayerKind.lm_head else "a"][i] += n * cost.act_bytes
         acc["x"][i] = max(acc["x"][i], cost.working_bytes)   # one layer in flight: the max
         held_w, held_g, _ = unsharded_held_parts(held_layer(layer, tie is not None), s, ctx)
@@ -277,6 +288,7 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster | Fleet, training: 
             r = reshard_time(su, sv, nbytes, tier, ctx.link_efficiency(tier))
             for key in ("p", "comm", "reshard"):
                 acc[key][stage_of[u]] += r
+            split["reshard", "total"][stage_of[u]] += r       # never hidden
             continue
         for k in range(stage_of[u], stage_of[v]):   # relayed across every boundary crossed
             if where.fleet is None:
@@ -292,6 +304,9 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster | Fleet, training: 
     p, g = acc["p"], acc["g"]
     t = pipeline_latency(p, o, g, c, plan.schedule, plan.vp_chunks) + params.iteration_overhead_s
     stages = [_stage_metrics(i, plan, acc, o, ctxs[i], pp, c) for i in range(pp)]
+    for i, st in enumerate(stages):
+        st.communication = comm_split.stage_split(
+            split, i, {kind: getattr(st, name) for kind, name in comm_split.STAGE_EXPOSED.items()})
     breakdown = iteration_breakdown(stages, c, t, params.iteration_overhead_s)
     peak_total = where.peak_total
     model_flops = flops * c  # FLOPs of one micro-batch over all devices, times c
@@ -308,6 +323,7 @@ def evaluate(plan: Plan, graph: LayerGraph, cluster: Cluster | Fleet, training: 
         memory_capacity_gib=stages[0].capacity_gib if stages else 0.0,
         breakdown=breakdown,
         mfu_causal=causal_mfu(model_flops / (t * peak_total), graph.layers),
+        communication=comm_split.iteration_communication(stages, c),
     )
 
 
@@ -318,11 +334,12 @@ def iteration_breakdown(stages: list[StageMetrics], microbatches: int, total_s: 
     exposed TP/CP/ZeRO/reshard communication), the slowest stage's
     once-per-iteration exposed gradient reduction and optimizer step, the
     fixed per-iteration cost, and the pipeline fill/drain with the stage
-    sends (the rest: docs/DESIGN.md §3)."""
+    sends (the rest: docs/DESIGN.md §3). Each communication term's total, hidden part and
+    interference: :func:`~autopar_opt.cost.comm_split.iteration_communication` (the same
+    stages)."""
     if not stages:
         return {}
-    b = max(stages, key=lambda st: st.time_s)
-    g = max(stages, key=lambda st: st.sync_s)
+    b, g = comm_split.critical_stages(stages)
     c = microbatches
     out = {"compute_s": c * b.compute_s, "tp_comm_s": c * b.tp_s, "cp_comm_s": c * b.cp_s,
            "zero_comm_s": c * b.zero_s, "ep_comm_s": c * b.ep_s,

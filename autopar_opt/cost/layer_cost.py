@@ -40,7 +40,7 @@ from autopar_opt.cost.comm import (accumulates_unsharded, cp_comm, gradient_sync
                                    tp_comm_time, zero2_microbatch_comm, zero3_bytes, zero3_comm,
                                    zero3_sync)
 from autopar_opt.cost.compute import autocast_weight_time, compute_time, grad_accumulate_time
-from autopar_opt.cost.context import LayerCost, StageContext
+from autopar_opt.cost.context import Compute, LayerCost, StageContext
 from autopar_opt.cost.memory import activation_bytes, working_set_bytes
 from autopar_opt.cost.state import (autocast_saved_cast_bytes, held_layer, weight_bytes,
                                     weight_parts)
@@ -134,9 +134,11 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
     k = ctx.params.comm_interference
     tp_raw = tp_comm_time(layer, s, ctx)
     tp_exp = overlap.tp_exposed(layer, s, ctx, comp, tp_raw)
-    rg_exp, rg_hidden = overlap.regather_cost(layer, s, ctx, comp, sp_regather_time(layer, s, ctx))
-    tp = tp_exp + rg_exp + logits_gather_time(layer, s, ctx) \
-        + k * (overlap.tp_nccl_hidden(s, ctx, tp_raw, tp_exp) + rg_hidden)
+    rg_raw = sp_regather_time(layer, s, ctx)
+    rg_exp, rg_hidden = overlap.regather_cost(layer, s, ctx, comp, rg_raw)
+    logits = logits_gather_time(layer, s, ctx)
+    tp_nccl = overlap.tp_nccl_hidden(s, ctx, tp_raw, tp_exp)
+    tp = tp_exp + rg_exp + logits + k * (tp_nccl + rg_hidden)
     cp_raw, cp_exp, cp_merge = cp_comm(layer, s, ctx, comp)
     cp = cp_exp + cp_merge
     z3_raw, z3 = zero3_comm(layer, s, ctx, comp)
@@ -171,4 +173,27 @@ def layer_cost(layer: Layer, s: Strategy, ctx: StageContext) -> LayerCost:
         dp_exposed_s=dp + k * dp_hidden, optimizer_s=step, offload_exposed_s=off,
         working_bytes=working_set_bytes(declared, s, ctx.microbatch_samples, ctx.training,
                                         tie_active),
+        **_tp_split(layer, s, ctx, comp, (tp_raw, tp_exp, rg_raw, rg_exp, logits),
+                    k * (tp_nccl + rg_hidden)),
+        cp_total_s=cp_raw + cp_merge, cp_hidden_s=cp_raw - cp_exp, cp_interference_s=cp_slow,
+        zero_total_s=z3_raw, zero_hidden_s=z3_raw - z3, zero_interference_s=z3_slow,
+        ep_total_s=ep, offload_total_s=off_raw, offload_hidden_s=off_raw - off,
+        dp_total_s=dp + dp_hidden, dp_hidden_s=dp_hidden, dp_interference_s=k * dp_hidden,
     )
+
+
+def _tp_split(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute, times: tuple,
+              nccl_slow: float) -> dict[str, float]:
+    """The TP figures of :class:`LayerCost` (:mod:`autopar_opt.cost.comm_split`) from the
+    times ``layer_cost`` priced, ``(collectives, their exposed part, SP re-gathers, their
+    exposed part, logits gather)``: the whole is all three; the hidden part what the overlap
+    left unexposed of the first two, without the SM margin Transformer Engine's user buffers
+    add to the exposed parts (:func:`~autopar_opt.cost.overlap.tp_sm_margin`,
+    :func:`~autopar_opt.cost.overlap.regather_parts`: a compute slowdown, not traffic), which
+    is interference with ``nccl_slow`` (``comm_interference`` x the hidden NCCL traffic)."""
+    tp_raw, tp_exp, rg_raw, rg_exp, logits = times
+    tp_margin = overlap.tp_sm_margin(layer, s, ctx, comp, tp_raw)
+    rg_margin = overlap.regather_parts(layer, s, ctx, comp, rg_raw)[1] or 0.0
+    hidden = (tp_raw - (tp_exp - tp_margin)) + (rg_raw - (rg_exp - rg_margin))
+    return {"tp_total_s": tp_raw + rg_raw + logits, "tp_hidden_s": hidden,
+            "tp_interference_s": nccl_slow + tp_margin + rg_margin}

@@ -158,14 +158,56 @@ def regather_cost(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute,
     NCCL traffic on the compute's SMs, returned for ``comm_interference``."""
     if raw <= 0:
         return 0.0, 0.0
+    exposed, margin = regather_parts(layer, s, ctx, comp, raw)
+    if margin is not None:
+        return exposed + margin, 0.0
+    return exposed, raw - exposed
+
+
+def regather_parts(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute,
+                   raw: float) -> tuple[float, float | None]:
+    """(communication left exposed, SM-margin slowdown) of :func:`regather_cost`'s re-gathers:
+    the margin Transformer Engine's bulk overlap adds to the input-gradient GEMMs under user
+    buffers, None where the re-gathers are NCCL kernels on the compute's SMs (whose hidden
+    part, ``raw`` less the exposed one, is charged ``comm_interference`` instead). Kept apart
+    so that the hidden part and the slowdown can be stated (:mod:`autopar_opt.cost.comm_split`)."""
+    if raw <= 0:
+        return 0.0, None
     qkv, _, fc1, _ = (comp.gemm_fwd_s * x for x in _shares(layer))
     windows = (qkv,) if layer.is_moe else (qkv, fc1)
     c = raw / len(windows)
     exposed = sum(bulk_exposed(c, g) for g in windows)
     rt = ctx.training.runtime
     if rt.tp_comm_overlap and rt.tp_overlap == "te_userbuffers" and s.sp:
-        return exposed + te_sm_margin(ctx) * sum(windows), 0.0
-    return exposed, raw - exposed
+        return exposed, te_sm_margin(ctx) * sum(windows)
+    return exposed, None
+
+
+def _passes(layer: Layer, s: Strategy) -> tuple[Recompute, float, bool]:
+    """(effective recompute, passes of the TP collectives, whether the repeated pass is the
+    forward all-gathers alone) of one micro-batch: op-level checkpointing with sequence
+    parallelism repeats the forward all-gathers only (comm.tp_comm_time): half a pass more."""
+    rc = effective_recompute(layer, s.recompute)
+    gathers_only = rc is Recompute.op and s.sp
+    passes = 3 if rc is Recompute.full or (rc is Recompute.op and not s.sp) \
+        else 2.5 if gathers_only else 2
+    return rc, passes, gathers_only
+
+
+def tp_sm_margin(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute, raw: float) -> float:
+    """The part of :func:`tp_exposed` that is not communication: the GEMMs Transformer
+    Engine's user buffers run longer while their kernels hold ``TE_COMM_SMS`` SMs (the
+    ``pipeline`` pairs of every forward pass, the ``bulk`` pairs of the backward), the same
+    terms :func:`tp_exposed` adds; 0 under any other mechanism. It is the slowdown the
+    overlap charges to compute, stated apart from the hidden time
+    (:mod:`autopar_opt.cost.comm_split`)."""
+    rt = ctx.training.runtime
+    if raw <= 0 or _plain_collectives(rt, s) or rt.tp_overlap == "async_tp":
+        return 0.0
+    _, passes, gathers_only = _passes(layer, s)
+    qkv, proj, fc1, fc2 = (comp.gemm_fwd_s * x for x in _shares(layer))
+    margin = te_sm_margin(ctx)
+    return margin * (proj + fc2) * (1 if gathers_only else passes - 1) + margin * (qkv + fc1)
 
 
 def tp_exposed(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute, raw: float) -> float:
@@ -178,12 +220,7 @@ def tp_exposed(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute, raw:
     rt = ctx.training.runtime
     if raw <= 0:
         return raw
-    # op-level checkpointing with sequence parallelism repeats the forward
-    # all-gathers only (comm.tp_comm_time): half a pass more
-    rc = effective_recompute(layer, s.recompute)
-    gathers_only = rc is Recompute.op and s.sp
-    passes = 3 if rc is Recompute.full or (rc is Recompute.op and not s.sp) \
-        else 2.5 if gathers_only else 2
+    rc, passes, gathers_only = _passes(layer, s)
     c = raw / passes / PAIRS                      # one collective
     g = [comp.gemm_fwd_s * x for x in _shares(layer)]   # forward GEMM of each pair
     if _plain_collectives(rt, s):
