@@ -33,6 +33,7 @@ from autopar_opt.reports.formatting import (causal_mfu_note, idle_gpus_mfu_note,
                                             fmt_pct_up, fmt_rate, fmt_time, fmt_time_range, fmt_value,
                                             has_sequence, NCCL_BUFFERS_WORDS,
                                             tight_note, tokens_rate)
+from autopar_opt.reports.communication import communication_section
 from autopar_opt.reports.runnability import runnability_section
 from autopar_opt.reports.sections import (plan_degree_lines, baselines_section, breakdown_section,
                                           infeasibility_section, memory_section,
@@ -79,6 +80,7 @@ def build_context(plan_doc: dict, draw_timeline: bool = True) -> dict:
         "timeline_left_out": timeline_left_out(doc, draw_timeline),
         "memory": memory_section(doc),
         "breakdown": breakdown_section(doc),
+        "communication": communication_section(doc),
         "baselines": baselines_section(doc),
         "solver": solver_section(doc),
         "infeasibility": infeasibility_section(doc),

@@ -215,6 +215,29 @@ class StageMetricsDoc(_Doc):
         "fits, tight (headroom below 5% of capacity) or over.", default="fits")
     headroom_fraction: float = _f("Free memory as a fraction of capacity (negative: over).",
                                   default=0.0)
+    communication: dict[str, dict[str, float]] = _f(
+        "Per kind of communication, the stage's total_s, hidden_s, exposed_s (the field of the "
+        "kind above) and interference_s, as metrics.communication defines them, per micro-batch "
+        "(dp per iteration), s (empty in documents written before it).", default_factory=dict)
+
+
+#: plan.json's words for ``metrics.communication`` (autopar_opt.cost.comm_split).
+COMMUNICATION_TEXT = (
+    "Each kind of communication (tp, cp, zero, ep, offload, reshard, dp) per iteration along "
+    "the critical path metrics.breakdown reads, s: the bottleneck stage's micro-batches for every "
+    "kind but dp, the stage of the largest once-per-iteration time for dp. total_s: the whole "
+    "transfer time of the kind's collectives (the host copies for offload; cp with its "
+    "partial-output merge, never hidden); hidden_s: the part of it overlapped with compute; "
+    "exposed_s: the breakdown's term (tp_comm_s, cp_comm_s, zero_comm_s, ep_comm_s, "
+    "offload_comm_s, reshard_s, dp_comm_s); interference_s: the slowdown of the compute that "
+    "hidden traffic overlaps, which exposed_s carries (comm_interference x the NCCL time hidden "
+    "on the compute's SMs; Transformer Engine's SM margin under TP user buffers), so that "
+    "exposed_s - interference_s = total_s - hidden_s. zero: per micro-batch ZeRO-3/FSDP gathers "
+    "and reduce-scatters and ZeRO-2 reductions; dp: once per iteration, the gradient reduction "
+    "and parameter all-gather, ZeRO-3's once-per-iteration gathers and reduce-scatters, the "
+    "tied-embedding all-reduce. MoE all-to-alls and resharding are never hidden. Pipeline sends "
+    "between stages are not split out: they are inside pipeline_bubble_s. Empty in documents "
+    "written before it.")
 
 
 class IntervalDoc(_Doc):
@@ -267,9 +290,11 @@ class MetricsDoc(_Doc):
                                      "kind (tp_comm_s, cp_comm_s, zero_comm_s, ep_comm_s, "
                                      "offload_comm_s, reshard_s, dp_comm_s: the time overlap leaves "
                                      "on the critical path, with the slowdown hidden NCCL traffic "
-                                     "causes; the hidden time itself is not given); optimizer_s, "
-                                     "fixed_s, pipeline_bubble_s (fill/drain and the stage sends).",
+                                     "causes; each kind's total and hidden time and that slowdown: "
+                                     "metrics.communication); optimizer_s, fixed_s, "
+                                     "pipeline_bubble_s (fill/drain and the stage sends).",
                                      default_factory=dict)
+    communication: dict[str, dict[str, float]] = _f(COMMUNICATION_TEXT, default_factory=dict)
     stages: list[StageMetricsDoc] = _f("Per-stage metrics.")
     interval: Optional[IntervalDoc] = _f("80% interval of iteration_time_s from comparable "
                                          "published runs (null in documents written before it).",
