@@ -13,7 +13,9 @@ torchtitan, DeepSpeed: the tests validate exported launch files with their own c
 DeepSpeed without its CUDA ops), and ``requirements-bridge.lock`` apart, into
 ``.venv/megatron-bridge`` (Megatron-Bridge's configuration code with the megatron-core
 release it needs, which differs from the one above; ~15 s): the tests run Bridge in a
-subprocess with that folder first on ``PYTHONPATH``.
+subprocess with that folder first on ``PYTHONPATH``. The tests run in a process per core, at
+most four (pytest-xdist, :func:`xdist_workers`); extra arguments go to pytest
+(``python3 dev.py test -n 0 tests/unit`` runs one process).
 """
 
 from __future__ import annotations
@@ -79,10 +81,26 @@ def ensure_env(learn: bool = False) -> None:
     STAMP.write_text(want)
 
 
+#: Test processes at most (pytest-xdist): the suite is CPU-bound Python, so a process per
+#: core, but no more than this (each holds PyTorch and the framework imports, ~1 GB).
+MAX_TEST_WORKERS = 4
+
+
+def xdist_workers() -> int:
+    """pytest-xdist processes for the test job: one per core this process may run on, at
+    most :data:`MAX_TEST_WORKERS`; 0 (no worker processes) on a one-core machine."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    n = min(MAX_TEST_WORKERS, cores or 1)
+    return n if n > 1 else 0
+
+
 def main(argv: list[str]) -> int:
     jobs = {
         "demo": [str(BIN / "autopar"), "solve", "examples/quickstart.yaml", "--out", "out/quickstart"],
-        "test": [str(BIN / "python"), "-m", "pytest", "-q"],
+        # --dist loadfile: a file's tests share one process, so a module's cached oracle
+        # (e.g. tests/unit/search/test_runnable.py's brute force) is computed once
+        "test": [str(BIN / "python"), "-m", "pytest", "-q", "-n", str(xdist_workers()),
+                 "--dist", "loadfile"],
     }
     if not argv or argv[0] not in jobs:
         print("usage: python3 dev.py demo|test [extra args]", file=sys.stderr)
