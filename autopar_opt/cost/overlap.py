@@ -197,8 +197,9 @@ def _passes(layer: Layer, s: Strategy) -> tuple[Recompute, float, bool]:
 def tp_sm_margin(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute, raw: float) -> float:
     """The part of :func:`tp_exposed` that is not communication: the GEMMs Transformer
     Engine's user buffers run longer while their kernels hold ``TE_COMM_SMS`` SMs (the
-    ``pipeline`` pairs of every forward pass, the ``bulk`` pairs of the backward), the same
-    terms :func:`tp_exposed` adds; 0 under any other mechanism. It is the slowdown the
+    ``pipeline`` pairs of every forward pass, the ``bulk`` pairs of the backward), which
+    :func:`tp_exposed` adds to the communication it leaves exposed; 0 under any other
+    mechanism. It is the slowdown the
     overlap charges to compute, stated apart from the hidden time
     (:mod:`autopar_opt.cost.comm_split`)."""
     rt = ctx.training.runtime
@@ -236,11 +237,11 @@ def tp_exposed(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute, raw:
     if rt.tp_overlap == "async_tp":
         per_pass = sum(ring_exchange_exposed(c, gi, n) for gi in g)
         return per_pass * 2 + (gathers if gathers_only else per_pass * (passes - 2))
-    margin = te_sm_margin(ctx)
-    fwd = (gathers + pipeline_exposed(c, proj) + pipeline_exposed(c, fc2) + margin * (proj + fc2))
+    fwd = gathers + pipeline_exposed(c, proj) + pipeline_exposed(c, fc2)
     bwd = (ring_exchange_exposed(c, proj, n) + ring_exchange_exposed(c, fc2, n)
-           + bulk_exposed(c, qkv) + bulk_exposed(c, fc1) + margin * (qkv + fc1))
-    return fwd * (passes - 1) + bwd if not gathers_only else fwd + gathers + bwd
+           + bulk_exposed(c, qkv) + bulk_exposed(c, fc1))
+    comm = fwd * (passes - 1) + bwd if not gathers_only else fwd + gathers + bwd
+    return comm + tp_sm_margin(layer, s, ctx, comp, raw)
 
 
 #: Bytes of HBM traffic per output element and ring step of the context-parallel
