@@ -286,6 +286,7 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
             part = val * share          # the part solve's comparison lists apart (QA round 10)
             lines.append(f"    {'of which recomputation':<25} {part:10.4g}  "
                          f"({100 * part / metrics.iteration_time_s:5.1f} %)")
+    lines += communication_lines(metrics.communication)
     usable = usable_note(metrics.memory_capacity_gib, spec.cluster.device.hbm_gib)
     lines.append("memory per device (GiB), by stage"
                  + (f" (capacity {metrics.memory_capacity_gib:.4g}{usable})" if usable else "") + ":")
@@ -303,6 +304,27 @@ def _estimate_text(spec: Any, metrics: Any) -> list[str]:
     lines += [f"  - {line}" for line in cost_assumptions(spec.graph, spec.cluster, spec.training,
                                                              spec.cost_params)]
     return lines
+
+
+#: Names of the kinds of communication (plan.json ``metrics.communication``) on the terminal.
+COMM_NAMES = {"tp": "TP", "cp": "CP", "zero": "ZeRO-2/3", "ep": "MoE all-to-all",
+              "offload": "CPU offload", "reshard": "resharding", "dp": "DP grad sync"}
+
+
+def communication_lines(communication: dict) -> list[str]:
+    """The terminal's table of each kind of communication that moves anything: its transfer
+    time on the breakdown's critical path, the part hidden behind compute, the exposed part
+    (the breakdown's term) and, of that, the interference slowdown overlap charges to
+    compute (:mod:`autopar_opt.cost.comm_split`); none when nothing is communicated."""
+    rows = [(COMM_NAMES.get(kind, kind), f) for kind, f in communication.items()
+            if f and f.get("total_s", 0.0) > 0]
+    if not rows:
+        return []
+    out = [f"communication, critical path (s):  {'total':>9} {'hidden':>9} {'exposed':>9} "
+           f"{'of which interference':>22}"]
+    out += [f"  {name:<32} {f['total_s']:9.4g} {f['hidden_s']:9.4g} {f['exposed_s']:9.4g} "
+            f"{f['interference_s']:22.4g}" for name, f in rows]
+    return out
 
 
 @app.command("estimate")
