@@ -356,7 +356,12 @@ def validate_deepspeed(text: str, world: int, pp: int, num_experts: int = 0) -> 
     _fake_world(world)
     import deepspeed.comm as dist
     if not dist.is_initialized():
-        dist.init_distributed(dist_backend="fake", auto_mpi_discovery=False)
+        # DeepSpeed's CPU backend builds its shared-memory all-reduce kernel
+        # (deepspeed_shm_comm, a C++ op compiled on first use: ~45 s on 2 cores, again
+        # whenever ~/.cache/torch_extensions was built for another Python environment);
+        # no collective runs here, so the backend starts without it, as on a GPU
+        with mock.patch("deepspeed.comm.torch.build_shm_op", return_value=None):
+            dist.init_distributed(dist_backend="fake", auto_mpi_discovery=False)
     from deepspeed.module_inject.auto_ep_config import validate_autoep_config
     from deepspeed.runtime.config import DeepSpeedConfig
 
