@@ -172,66 +172,23 @@ def fleet_differences(doc: dict[str, Any], spec) -> list[str]:
     return out
 
 
-def plan_dict(plan, fleet) -> dict[str, Any]:
-    """``plan`` in the form of a fleet plan.json's ``plan`` on ``fleet`` (the spec's group
-    order: a strategy's ``group`` indexes it; stage groups and classes by name)."""
-    if hasattr(plan, "classes"):
-        return {"classes": [{"groups": [fleet.groups[g].name for g in c.groups], "batch": c.batch,
-                             "plan": c.plan.to_dict()} for c in plan.classes]}
-    out = plan.to_dict()
-    out["stage_groups"] = [fleet.groups[g].name for g in plan.stage_groups or []]
-    return out
-
-
-def _stage_rows(plan, fleet, metrics, klass: int | None, batch: int) -> list[dict[str, Any]]:
-    """The placement rows of a pipeline (the keys of the solve's plan.json ``placement``)."""
-    from autopar_opt.ir.fleet_pipeline import group_offsets
-
-    groups, sizes = plan.stage_groups or [], plan.stage_devices or []
-    rows = []
-    for i, (st, g, d, at) in enumerate(zip(plan.stages, groups, sizes, group_offsets(groups, sizes))):
-        m = metrics.stages[i]
-        rows.append({"class": klass, "batch": batch, "index": i, "group": fleet.groups[g].name,
-                     "devices": d, "first_rank": at, "last_rank": at + d - 1,
-                     "layers": len(st.layers), "first_layer": st.layers[0],
-                     "last_layer": st.layers[-1],
-                     "strategies": sorted({s.label() for s in st.strategies}),
-                     "time_s": m.time_s, "sync_s": m.sync_s,
-                     "peak_memory_gib": m.peak_memory_gib, "capacity_gib": m.capacity_gib})
-    return rows
-
-
 def price_fleet_plan(plan, spec) -> tuple[Any, dict[str, Any], list[dict[str, Any]]]:
     """``(metrics, metrics dict, placement rows)`` of ``plan`` under ``spec``'s fleet, in
-    the keys of the fleet plan.json. Raises :class:`~autopar_opt.ir.pipeline.PlanError`."""
-    from autopar_opt.cost.compute import causal_mfu
+    the keys of the fleet plan.json (the solve's own mapping,
+    :func:`~autopar_opt.search.fleet_document.fleet_metrics_dict` and
+    :func:`~autopar_opt.search.fleet_document.fleet_placement`). Raises
+    :class:`~autopar_opt.ir.pipeline.PlanError`."""
     from autopar_opt.cost.evaluate import evaluate
-    from autopar_opt.cost.interval import fleet_interval
     from autopar_opt.cost.replicas import evaluate_replicas
+    from autopar_opt.search.fleet_document import fleet_metrics_dict, fleet_placement
 
     fleet, training, graph = spec.fleet, spec.training, spec.graph
     if hasattr(plan, "classes"):
         metrics = evaluate_replicas(plan, graph, fleet, training, spec.cost_params)
-        rows = [row for t, (c, m) in enumerate(zip(plan.classes, metrics.classes))
-                for row in _stage_rows(c.plan, fleet, m, t, c.batch)]
-        sync = metrics.sync
-        tier = None if sync is None or sync.tier is None else {
-            "name": sync.tier.name, "bandwidth_gb_per_s": sync.tier.bandwidth_gb_per_s,
-            "latency_us": sync.tier.latency_us}
-        out = {"iteration_time_s": metrics.iteration_time_s, "samples_per_s": metrics.samples_per_s,
-               "tokens_per_s": metrics.tokens_per_s, "mfu": metrics.mfu,
-               "mfu_causal": causal_mfu(metrics.mfu, graph.layers), "sync_s": metrics.sync_s,
-               "feasible": metrics.feasible,
-               "sync": None if sync is None else {"grad_bytes": sync.grad_bytes,
-                                                  "rings": sync.rings, "tier": tier}}
     else:
         metrics = evaluate(plan, graph, fleet, training, spec.cost_params)
-        rows = _stage_rows(plan, fleet, metrics, None, training.global_batch_size)
-        out = {k: v for k, v in metrics.to_dict().items()
-               if k not in ("stages", "memory_capacity_gib")}
-    out["interval"] = fleet_interval(graph, fleet, training, plan, metrics.iteration_time_s,
-                                     spec.cost_params).to_dict()
-    return metrics, out, rows
+    return (metrics, fleet_metrics_dict(plan, metrics, graph, fleet, training, spec.cost_params),
+            fleet_placement(plan, fleet, metrics, training.global_batch_size))
 
 
 def _text(spec, doc: dict[str, Any], metrics: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
@@ -263,7 +220,7 @@ def estimate_fleet_plan(spec_path: str, plan_file: str, doc: dict[str, Any],
     """Re-price the fleet plan.json ``doc`` (read from ``plan_file``) under the spec at
     ``spec_path``: the text lines (or the ``--json`` document) and whether every stage fits."""
     from autopar_opt.ir.pipeline import PlanError
-    from autopar_opt.search.fleet_document import fleet_case, fleet_dict
+    from autopar_opt.search.fleet_document import fleet_case, fleet_dict, fleet_plan_dict
     from autopar_opt.spec import load_spec
     from autopar_opt.spec.plan_json import model_differences
 
@@ -310,7 +267,7 @@ def estimate_fleet_plan(spec_path: str, plan_file: str, doc: dict[str, Any],
         # with the fleet it was priced on, so that this document is itself a plan file
         # estimate --plan reads (as a one-cluster estimate --json is)
         return ({"spec": str(spec_path), "fleet": fleet_dict(spec.fleet, spec.training.dtype),
-                 "shape": doc.get("shape"), "plan": plan_dict(plan, spec.fleet), "metrics": out,
+                 "shape": doc.get("shape"), "plan": fleet_plan_dict(plan, spec.fleet), "metrics": out,
                  "placement": rows,
                  "assumed": fleet_case(spec.graph, spec.fleet, spec.training, spec.cost_params),
                  **({"notices": list(spec.notices)} if spec.notices else {}),

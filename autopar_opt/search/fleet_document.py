@@ -7,7 +7,10 @@ data-parallel classes with their batch shares), ``placement`` (what runs on
 every group: its stages with their layers, or its class), the best value of
 every group alone with its proven bound (``homogeneous``), and every
 configuration row with its groups named. :func:`is_fleet_document` tells it
-from the other documents.
+from the other documents. :func:`fleet_plan_dict`, :func:`fleet_metrics_dict` and
+:func:`fleet_placement` map a priced fleet plan to its ``plan``, ``metrics`` and
+``placement``, for this document and for ``autopar estimate --plan`` re-pricing it
+(:mod:`autopar_opt.cli.reprice_fleet`).
 """
 
 from __future__ import annotations
@@ -88,8 +91,10 @@ def fleet_dict(fleet: Fleet, dtype: str) -> dict:
             "links": [{"between": [link.a, link.b], **_tier(link.tier)} for link in fleet.links]}
 
 
-def _stages(plan: Plan, fleet: Fleet, metrics) -> list[dict]:
-    """Every stage of a pipeline plan: its group, ranks inside the group, layers, time, memory."""
+def stage_rows(plan: Plan, fleet: Fleet, metrics) -> list[dict]:
+    """Every stage of a pipeline plan: its group, ranks inside the group, layers, time, memory
+    (``metrics``: the plan's :class:`~autopar_opt.cost.evaluate.PlanMetrics`, or None for
+    the stages without figures)."""
     groups, sizes = plan.stage_groups or [], plan.stage_devices or []
     offs = group_offsets(groups, sizes)
     out = []
@@ -103,6 +108,66 @@ def _stages(plan: Plan, fleet: Fleet, metrics) -> list[dict]:
                     "sync_s": None if m is None else m.sync_s,
                     "peak_memory_gib": None if m is None else m.peak_memory_gib,
                     "capacity_gib": None if m is None else m.capacity_gib})
+    return out
+
+
+# The plan.json's plan, metrics and placement of a priced fleet plan, written by the solve
+# (build_fleet_document) and by ``autopar estimate --plan`` re-pricing it
+# (cli/reprice_fleet.py): one mapping, so that the two give the same keys and figures.
+
+def fleet_plan_dict(plan: Plan | ReplicaPlan, fleet: Fleet,
+                    metrics: ReplicaMetrics | None = None) -> dict:
+    """``plan`` as a fleet plan.json's ``plan`` on ``fleet`` (its group order: a strategy's
+    ``group`` indexes it; stage groups and classes by name). With ``metrics`` (a replicas
+    plan's), each class also carries its iteration time and its stages (:func:`stage_rows`)."""
+    if isinstance(plan, ReplicaPlan):
+        classes = []
+        for t, c in enumerate(plan.classes):
+            row = {"groups": [fleet.groups[g].name for g in c.groups], "batch": c.batch,
+                   "plan": c.plan.to_dict()}
+            if metrics is not None:
+                m = metrics.classes[t]
+                row.update(iteration_time_s=m.iteration_time_s, stages=stage_rows(c.plan, fleet, m))
+            classes.append(row)
+        return {"classes": classes}
+    out = plan.to_dict()
+    out["stage_groups"] = [fleet.groups[g].name for g in plan.stage_groups or []]
+    return out
+
+
+def fleet_placement(plan: Plan | ReplicaPlan, fleet: Fleet, metrics, batch: int) -> list[dict]:
+    """A fleet plan.json's ``placement``: a row per stage (:func:`stage_rows`) with its
+    replica ``class`` (its index; None in a pipeline) and that class's ``batch`` (``batch``,
+    the global batch, in a pipeline)."""
+    if isinstance(plan, ReplicaPlan):
+        return [{"class": t, "batch": c.batch, **row}
+                for t, (c, m) in enumerate(zip(plan.classes, metrics.classes))
+                for row in stage_rows(c.plan, fleet, m)]
+    return [{"class": None, "batch": batch, **row} for row in stage_rows(plan, fleet, metrics)]
+
+
+def fleet_metrics_dict(plan: Plan | ReplicaPlan, metrics, graph: LayerGraph, fleet: Fleet,
+                       training: Training, params: CostParams) -> dict:
+    """A fleet plan.json's ``metrics`` of ``plan`` priced as ``metrics`` (a
+    :class:`~autopar_opt.cost.replicas.ReplicaMetrics` or a pipeline's
+    :class:`~autopar_opt.cost.evaluate.PlanMetrics`), with the 80% ``interval`` of either
+    shape (the widest of its groups'). A pipeline's has no single ``memory_capacity_gib``
+    (the first stage's group's, QA round 36: an A100-40GB stage before an H100 one recorded
+    40 GiB for the H100 stage) nor ``stages``: each stage's capacity is its placement row's,
+    as in the replicas shape."""
+    if isinstance(metrics, ReplicaMetrics):
+        sync = metrics.sync
+        out = {"iteration_time_s": metrics.iteration_time_s,
+               "samples_per_s": metrics.samples_per_s, "tokens_per_s": metrics.tokens_per_s,
+               "mfu": metrics.mfu, "mfu_causal": causal_mfu(metrics.mfu, graph.layers),
+               "sync_s": metrics.sync_s, "feasible": metrics.feasible,
+               "sync": {"grad_bytes": sync.grad_bytes, "rings": sync.rings,
+                        "tier": _tier(sync.tier)} if sync else None}
+    else:
+        out = {k: v for k, v in metrics.to_dict().items()
+               if k not in ("stages", "memory_capacity_gib")}
+    out["interval"] = fleet_interval(graph, fleet, training, plan, metrics.iteration_time_s,
+                                     params).to_dict()
     return out
 
 
@@ -143,35 +208,10 @@ def build_fleet_document(spec_path: str, graph: LayerGraph, fleet: Fleet, traini
     placement: list[dict] = []
     plan_dict = None
     metrics_dict = None
-    if isinstance(plan, ReplicaPlan) and isinstance(metrics, ReplicaMetrics):
-        plan_dict = {"classes": []}
-        for c, m in zip(plan.classes, metrics.classes):
-            stages = _stages(c.plan, fleet, m)
-            plan_dict["classes"].append({"groups": [fleet.groups[g].name for g in c.groups],
-                                         "batch": c.batch, "plan": c.plan.to_dict(),
-                                         "iteration_time_s": m.iteration_time_s, "stages": stages})
-            placement += [{"class": len(plan_dict["classes"]) - 1, "batch": c.batch, **s}
-                          for s in stages]
-        metrics_dict = {"iteration_time_s": metrics.iteration_time_s,
-                        "samples_per_s": metrics.samples_per_s, "tokens_per_s": metrics.tokens_per_s,
-                        "mfu": metrics.mfu,
-                        "mfu_causal": causal_mfu(metrics.mfu, graph.layers),
-                        "sync_s": metrics.sync_s, "feasible": metrics.feasible,
-                        "sync": {"grad_bytes": metrics.sync.grad_bytes, "rings": metrics.sync.rings,
-                                 "tier": _tier(metrics.sync.tier)} if metrics.sync else None}
-    elif isinstance(plan, Plan):
-        plan_dict = plan.to_dict()
-        plan_dict["stage_groups"] = [fleet.groups[g].name for g in plan.stage_groups or []]
-        placement = [{"class": None, "batch": training.global_batch_size, **s}
-                     for s in _stages(plan, fleet, metrics)]
-        # without the single memory_capacity_gib of a plain cluster (the first stage's group's,
-        # QA round 36: an A100-40GB stage before an H100 one recorded 40 GiB for the H100 stage):
-        # each stage's capacity is its placement row's, as in the replicas shape
-        metrics_dict = {k: v for k, v in metrics.to_dict().items()
-                        if k not in ("stages", "memory_capacity_gib")}
-    if metrics_dict is not None:     # either shape: the widest of its groups' intervals
-        metrics_dict["interval"] = fleet_interval(graph, fleet, training, plan,
-                                                  metrics.iteration_time_s, params).to_dict()
+    if (isinstance(plan, ReplicaPlan) and isinstance(metrics, ReplicaMetrics)) or isinstance(plan, Plan):
+        plan_dict = fleet_plan_dict(plan, fleet, metrics if isinstance(plan, ReplicaPlan) else None)
+        placement = fleet_placement(plan, fleet, metrics, training.global_batch_size)
+        metrics_dict = fleet_metrics_dict(plan, metrics, graph, fleet, training, params)
     cert = result.certificate
     cert_dict = cert.to_dict()
     cert_dict["configurations"] = [_named(row, fleet) for row in cert_dict["configurations"]]
