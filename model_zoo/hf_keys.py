@@ -126,9 +126,13 @@ def misspelt_key(config: TrackedConfig) -> tuple[str, str] | None:
 #: Keys a family's published configs leave to its configuration class's default, which
 #: the build takes (and says: ``hf_config._assumed``) rather than refusing the file the
 #: model's authors publish: Gemma 3's 4B, 12B and 27B configs state no ``vocab_size`` in
-#: their ``text_config`` (Gemma3TextConfig: ``vocab_size=262_208``, transformers
-#: ``models/gemma3/configuration_gemma3.py``). A key absent elsewhere stays an error.
-CLASS_DEFAULTS = {"gemma3_text": {"vocab_size": 262_208}}
+#: their ``text_config``, and the 4B's no ``num_attention_heads`` either: its published
+#: text_config states only hidden_size, intermediate_size, num_hidden_layers,
+#: rope_scaling and sliding_window (Gemma3TextConfig: ``vocab_size=262_208``,
+#: ``num_attention_heads=8``, transformers ``models/gemma3/configuration_gemma3.py``;
+#: the key/value heads and head width default through ``hf_parts``). A key absent
+#: elsewhere stays an error.
+CLASS_DEFAULTS = {"gemma3_text": {"vocab_size": 262_208, "num_attention_heads": 8}}
 
 
 #: Keys counting layers (bounded by ``limits.MAX_LAYERS``) and keys that must be

@@ -181,6 +181,32 @@ def test_gemma_3_published_text_config_takes_the_class_vocabulary_and_says_so():
         build_hf_graph(dict(GEMMA_3_12B_TEXT, model_type="gemma2"), 8192)
 
 
+#: google/gemma-3-4b-it's config.json text_config as published (transformers 4.50.0.dev0):
+#: it states no num_attention_heads either (Gemma3TextConfig's defaults are the 4B's: 8
+#: heads, 4 key/value heads of 256, a 262,208-row table).
+GEMMA_3_4B_TEXT = {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                   "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                   "sliding_window": 1024}
+
+
+def test_gemma_3_4b_published_text_config_takes_the_class_heads_and_says_so():
+    """The 4B's published text_config was refused ("needs key 'num_attention_heads' ...
+    add it from the model's published config.json", which holds none). Oracle: the Gemma 3
+    Technical Report (arXiv 2503.19786) Table 1 gives the 4B 3,209M non-embedding
+    parameters; by hand per block Q, K+V and O 3 x 5,242,880, GeGLU 3x2560x10240, QK-norm
+    2x256, four norms 4x2560: 94,382,592, x34 = 3,209,008,128."""
+    graph = build_hf_graph(GEMMA_3_4B_TEXT, 4096, origin="gemma-3-4b.json")
+    block = 3 * 2560 * 8 * 256 + 3 * 2560 * 10240 + 2 * 256 + 4 * 2560
+    assert block == 94_382_592 and 34 * block == 3_209_008_128
+    assert graph.total_params() == 34 * block + 262_208 * 2560 + 2560
+    assert (graph.arch.heads, graph.arch.kv_heads, graph.arch.head_dim) == (8, 4, 256)
+    (said,) = [a for a in graph.assumed if "num_attention_heads" in a]
+    assert "gemma-3-4b.json states no num_attention_heads" in said and ", 8, was taken" in said
+    stated = build_hf_graph(dict(GEMMA_3_4B_TEXT, num_attention_heads=8), 4096)
+    assert stated.total_params() == graph.total_params()
+    assert not any("num_attention_heads" in a for a in stated.assumed)
+
+
 @pytest.mark.parametrize("name, changes, said, unsaid", [
     ("gemma-2-9b", {}, "Gemma's block (a GeGLU MLP and norms after the attention and the MLP)",
      ()),
