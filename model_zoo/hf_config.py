@@ -228,6 +228,7 @@ def _assumed(config: TrackedConfig, mt: str, origin: str, graph: LayerGraph) -> 
             out.append(f"{Path(origin).name} states {key} = {value!r}, which model_type {mt!r} "
                        f"does not build (transformers' class ignores it or turns it off): "
                        f"built without {what}; {meant}")
+    out += _head_width_said(config, mt, origin, graph)
     mtp = config.get("num_nextn_predict_layers")
     if mt == "deepseek_v3" and mtp:
         out.append(f"num_nextn_predict_layers {mtp}: DeepSeek-V3's multi-token-prediction "
@@ -235,6 +236,24 @@ def _assumed(config: TrackedConfig, mt: str, origin: str, graph: LayerGraph) -> 
                    "outside the published parameter count: arXiv 2412.19437 Sec. 2.2) is not "
                    "built or priced: a run that trains it does that much more work per step")
     return tuple(out)
+
+
+def _head_width_said(config: TrackedConfig, mt: str, origin: str,
+                     graph: LayerGraph) -> list[str]:
+    """The head width a config without ``head_dim`` was built with, where the class's
+    default is not hidden / heads (Gemma's 256, Qwen3's 128): Gemma-3-12B's published
+    text_config (3,840 hidden, 16 heads, no head_dim) builds heads of 256, not 240, and
+    the sentence listing the defaults taken left head_dim out (it names only the keys a
+    reader looked up and did not find; the Gemma reader fills head_dim before)."""
+    arch = graph.arch       # only where a reader looked head_dim up (not T5's d_kv, MLA)
+    if arch is None or "head_dim" not in config.absent or arch.mla or not arch.heads:
+        return []
+    if arch.head_dim * arch.heads == arch.hidden:
+        return []
+    return [f"{Path(origin).name} states no head_dim: the default of transformers' "
+            f"configuration class for model_type {mt!r}, {arch.head_dim}, was taken ("
+            f"{arch.heads} heads of {arch.head_dim} = {arch.heads * arch.head_dim:,} wide, "
+            f"not hidden_size {arch.hidden:,}; state head_dim to be sure)"]
 
 
 def _qwen_window_off(config: TrackedConfig, mt: str, origin: str, window: Any) -> str:

@@ -11,8 +11,8 @@ import json
 from autopar_opt.model_zoo.hf_config import build_hf_graph
 from support.cli import run_cli
 
-#: Gemma-3-12B's published text_config, cut to 2 layers (no vocab_size, tie_word_embeddings
-#: or hidden_activation: Gemma3TextConfig's defaults).
+#: Gemma-3-12B's published text_config, cut to 2 layers (no vocab_size, tie_word_embeddings,
+#: hidden_activation or head_dim: Gemma3TextConfig's defaults).
 CONFIG = {"hidden_size": 3840, "intermediate_size": 15360, "model_type": "gemma3_text",
           "num_attention_heads": 16, "num_hidden_layers": 2, "num_key_value_heads": 8,
           "sliding_window": 1024}
@@ -28,7 +28,7 @@ def test_solve_summary_and_plan_json_say_the_import_assumptions(tmp_path):
     assert code == 0, text
     flat = " ".join(text.split())
     expected = build_hf_graph(CONFIG, 2048, origin="config.json").assumed
-    assert len(expected) == 2
+    assert len(expected) == 3           # vocab_size; tying and activation; head_dim
     for sentence in expected:
         assert f"assumed: {' '.join(sentence.split())}" in flat, (sentence, text)
     doc = json.loads((tmp_path / "out" / "plan.json").read_text())

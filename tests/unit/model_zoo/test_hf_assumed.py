@@ -72,6 +72,32 @@ def test_qwen3_takes_transformers_default_head_width():
     assert block.params >= 2 * 2048 * 4096 + 2 * 2048 * 1024
 
 
+def test_a_class_head_width_other_than_hidden_over_heads_is_said():
+    """A config without head_dim whose class's default is not hidden / heads was built at
+    that default without a word in the assumptions (they named the keys a reader looked up
+    and did not find; the Gemma reader fills head_dim in first): Gemma-3-12B's published
+    text_config (3,840 hidden, 16 heads) builds heads of 256 (Gemma3TextConfig
+    head_dim=256), 4,096 wide; Qwen3Config's head_dim=128 on a 2,048/32 model. Where the
+    default is hidden / heads (Llama) nothing more is said."""
+    gemma = {"hidden_size": 3840, "intermediate_size": 15360, "model_type": "gemma3_text",
+             "num_attention_heads": 16, "num_hidden_layers": 2, "num_key_value_heads": 8,
+             "sliding_window": 1024}
+    (said,) = [a for a in build_hf_graph(gemma, 1024, origin="g12.json").assumed
+               if "head_dim" in a]
+    assert "g12.json states no head_dim" in said and "'gemma3_text', 256, was taken" in said
+    assert "16 heads of 256 = 4,096 wide, not hidden_size 3,840" in said
+    assert not any("head_dim" in a for a in build_hf_graph(dict(gemma, head_dim=256),
+                                                           1024).assumed)
+    qwen = _config("qwen3-8b")
+    qwen.pop("head_dim", None)
+    qwen.update(hidden_size=2048, intermediate_size=6144, num_hidden_layers=2)
+    assert any("'qwen3', 128, was taken" in a
+               for a in build_hf_graph(qwen, 1024, origin="q.json").assumed)
+    llama = _config("llama-3.1-8b")
+    llama.pop("head_dim", None)
+    assert not any("head_dim" in a for a in build_hf_graph(llama, 1024).assumed)
+
+
 def test_deepseek_v3_multi_token_prediction_is_said():
     graph = build_hf_graph(_config("deepseek-v3"), 1024, origin="ds.json")
     assert any(a.startswith("num_nextn_predict_layers 1: DeepSeek-V3's multi-token-prediction")
