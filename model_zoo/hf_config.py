@@ -229,6 +229,7 @@ def _assumed(config: TrackedConfig, mt: str, origin: str, graph: LayerGraph) -> 
                        f"does not build (transformers' class ignores it or turns it off): "
                        f"built without {what}; {meant}")
     out += _head_width_said(config, mt, origin, graph)
+    out += _quantization_said(config, origin)
     mtp = config.get("num_nextn_predict_layers")
     if mt == "deepseek_v3" and mtp:
         out.append(f"num_nextn_predict_layers {mtp}: DeepSeek-V3's multi-token-prediction "
@@ -236,6 +237,22 @@ def _assumed(config: TrackedConfig, mt: str, origin: str, graph: LayerGraph) -> 
                    "outside the published parameter count: arXiv 2412.19437 Sec. 2.2) is not "
                    "built or priced: a run that trains it does that much more work per step")
     return tuple(out)
+
+
+def _quantization_said(config: TrackedConfig, origin: str) -> list[str]:
+    """What a stated ``quantization_config`` does to the build: nothing. It describes how
+    the published checkpoint stores its weights (DeepSeek-V3's FP8 e4m3 in 128x128 blocks,
+    gpt-oss's MXFP4 experts: their published config.json files carry one), not a training
+    precision; the model is priced at the spec's ``training.dtype``. QA round 36: DeepSeek-V3's
+    published config.json was read with it ignored and nothing said."""
+    q = dict.get(config, "quantization_config")
+    if not isinstance(q, dict) or not q:
+        return []
+    how = ", ".join(f"{k} {q[k]}" for k in ("quant_method", "fmt", "weight_block_size")
+                    if k in q) or "its keys unread"
+    return [f"{Path(origin).name} states quantization_config ({how}): the published "
+            "checkpoint's storage format, not read: weights, gradients, optimizer state and "
+            "GEMMs are priced at the spec's training.dtype"]
 
 
 def _head_width_said(config: TrackedConfig, mt: str, origin: str,

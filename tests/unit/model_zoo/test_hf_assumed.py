@@ -98,6 +98,23 @@ def test_a_class_head_width_other_than_hidden_over_heads_is_said():
     assert not any("head_dim" in a for a in build_hf_graph(llama, 1024).assumed)
 
 
+def test_a_checkpoint_quantization_config_is_said_not_read():
+    """DeepSeek-V3's published config.json carries the FP8 storage of its checkpoint
+    (quantization_config: fp8, e4m3, 128x128 blocks; gpt-oss's: mxfp4): it was dropped
+    without a word. The build is the same with or without it (the spec's training.dtype
+    prices it), and that is said."""
+    cfg = _config("deepseek-v3")
+    q = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+         "weight_block_size": [128, 128]}
+    plain = build_hf_graph(cfg, 1024, origin="v3.json")
+    graph = build_hf_graph(dict(cfg, quantization_config=q), 1024, origin="v3.json")
+    assert graph.total_params() == plain.total_params()
+    (said,) = [a for a in graph.assumed if "quantization_config" in a]
+    assert "v3.json states quantization_config (quant_method fp8, fmt e4m3, " \
+           "weight_block_size [128, 128])" in said and "training.dtype" in said
+    assert not any("quantization_config" in a for a in plain.assumed)
+
+
 def test_deepseek_v3_multi_token_prediction_is_said():
     graph = build_hf_graph(_config("deepseek-v3"), 1024, origin="ds.json")
     assert any(a.startswith("num_nextn_predict_layers 1: DeepSeek-V3's multi-token-prediction")
