@@ -99,7 +99,7 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         return _nemotron_arch(config, graph)
     if mt == "mpt":
         return _mpt_arch(config, graph)
-    if mt == "cohere":
+    if mt in ("cohere", "cohere2"):
         return _cohere_arch(config, graph)
     if mt == "phi":
         return _phi_arch(config, graph)
@@ -252,12 +252,14 @@ def _cohere_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
     """:func:`hf_arch` of a Cohere config (the keys and defaults the reader took)."""
     g = config.get
     scale = g("logit_scale")
+    mt = str(g("model_type"))
     return ModelArch(
-        family="cohere", **_llama_like_fields(config, graph),
+        family=mt, **_llama_like_fields(config, graph),
         activation=activation_name(config, "hidden_act", "silu"),
         # attention_bias: Q, K, V and O only (CohereAttention; its MLP has none)
         tied=bool(g("tie_word_embeddings", True)), attn_bias=bool(g("attention_bias", False)),
-        qk_norm=bool(g("use_qk_norm", False)), parallel_block=True,
+        qk_norm=mt == "cohere" and bool(g("use_qk_norm", False)), parallel_block=True,
+        windows=_windows(_blocks(graph)),
         unpriced=(f"logit_scale {scale:g} on the output logits",)
         if isinstance(scale, (int, float)) and scale != 1 else ())
 

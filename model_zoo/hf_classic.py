@@ -203,14 +203,20 @@ def read_cohere(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGrap
     ``attention_bias`` (default false), output tied (default true); ``use_qk_norm``
     (Command R+) adds a LayerNorm weight per head and channel on Q and K (``(heads,
     head_dim)`` and ``(kv_heads, head_dim)``: the full-width count, priced as such).
-    Its ``logit_scale`` is a multiply of the logits, said with the model, not priced."""
+    Its ``logit_scale`` is a multiply of the logits, said with the model, not priced.
+    Cohere2 (Command R7B, Command A; ``Cohere2Config``, ``Cohere2DecoderLayer``): the same
+    parallel block without QK-norm (its configs' ``use_qk_norm: false`` is not read by
+    transformers), a sliding window of ``sliding_window`` keys (default 4096) on every
+    layer but each ``sliding_window_pattern``-th (default 4), or as ``layer_types`` says
+    (:mod:`.hf_windows`); the global layers' lack of RoPE changes no cost."""
     bias = bool(c("attention_bias", False))
-    qk = bool(c("use_qk_norm", False))
+    qk = c.model_type == "cohere" and bool(c("use_qk_norm", False))
     attn = replace(attention_dims(c, qkv_bias=bias, qk_norm=qk), out_bias=bias,
                    qk_norm_full=qk)
     mlp = MlpDims(c("intermediate_size"), gated=True)
-    blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, parallel=1, **opts)
-              for i in range(c("num_hidden_layers"))]
+    blocks = [decoder_block(f"block{i:03d}", s, replace(attn, window=w), mlp=mlp, parallel=1,
+                            **opts)
+              for i, w in enumerate(config_windows(c))]
     return decoder_chain(c, name, s, blocks, True, source, dropout=opts["dropout"])
 
 

@@ -54,7 +54,7 @@ _DENSE: dict[str, Callable[..., LayerGraph]] = {
     "gemma": d.read_gemma, "gemma2": d.read_gemma, "gemma3_text": d.read_gemma,
     "opt": k.read_opt, "bloom": k.read_bloom, "falcon": k.read_falcon, "mpt": k.read_mpt,
     "gpt2": k.read_gpt2, "gpt_neox": k.read_neox, "starcoder2": k.read_starcoder2,
-    "cohere": k.read_cohere, "phi": k.read_phi,
+    "cohere": k.read_cohere, "cohere2": k.read_cohere, "phi": k.read_phi,
     "bert": e.read_bert, "t5": e.read_t5, "vit": e.read_vit,
 }
 _MOE: dict[str, Callable[..., LayerGraph]] = {

@@ -14,10 +14,10 @@ documented keys and defaults):
   otherwise), on the layers ``layer_types`` names or else from
   ``max_window_layers`` (default 28) on: ``layer_types = ["sliding_attention" if
   use_sliding_window and i >= max_window_layers else "full_attention"]``;
-* Gemma 2 and gpt-oss window the even layers and Gemma 3 all but every sixth
-  (``sliding_window_pattern``) unless ``layer_types`` says otherwise
-  (``Gemma2Config``, ``GptOssConfig``, ``Gemma3TextConfig``; window default 4096,
-  gpt-oss 128);
+* Gemma 2 and gpt-oss window the even layers, Gemma 3 all but every sixth and
+  Cohere2 all but every fourth (``sliding_window_pattern``) unless ``layer_types``
+  says otherwise (``Gemma2Config``, ``GptOssConfig``, ``Gemma3TextConfig``,
+  ``Cohere2Config``; window default 4096, gpt-oss 128);
 * the other families have no window.
 
 A window of ``w`` is the ``w`` keys each query sees, itself included
@@ -33,11 +33,15 @@ from typing import Any, Callable
 #: ``sliding_window`` default of each family's configuration class (transformers).
 WINDOW_DEFAULT = {"mistral": 4096, "mixtral": None, "qwen2": 4096, "qwen2_moe": 4096,
                   "qwen3": 4096, "qwen3_moe": 4096, "gemma2": 4096, "gemma3_text": 4096,
-                  "gpt_oss": 128, "phi3": None, "starcoder2": None}
+                  "gpt_oss": 128, "phi3": None, "starcoder2": None, "cohere2": 4096}
 #: Gemma 2 and 3 window every layer but each ``pattern``-th one by default
 #: (``Gemma2Config``: ``"sliding_attention" if bool((i + 1) % 2)``; ``Gemma3TextConfig``:
-#: ``(i + 1) % sliding_window_pattern``, default 6, a key older Hub configs keep).
-PATTERN_DEFAULT = {"gemma2": 2, "gemma3_text": 6, "gpt_oss": 2}
+#: ``(i + 1) % sliding_window_pattern``, default 6, a key older Hub configs keep), as
+#: Cohere2 (Command R7B, Command A) does with its default 4 (``Cohere2Config``,
+#: ``Cohere2Attention``: no window where ``(layer_idx + 1) % sliding_window_pattern == 0``).
+PATTERN_DEFAULT = {"gemma2": 2, "gemma3_text": 6, "gpt_oss": 2, "cohere2": 4}
+#: Families whose configs state the pattern (``sliding_window_pattern``).
+PATTERN_KEYED = ("gemma3_text", "cohere2")
 #: Families that window only the layers from ``max_window_layers`` on, with
 #: ``use_sliding_window`` (default false and 28 in their configuration classes).
 QWEN_RULE = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
@@ -66,7 +70,7 @@ def layer_windows(cfg: Callable[..., Any], model_type: str, layers: int,
         kinds = _layer_types(types, layers, error)
         sliding = [k == "sliding_attention" for k in kinds]
     elif model_type in PATTERN_DEFAULT:
-        every = PATTERN_DEFAULT[model_type] if model_type != "gemma3_text" else \
+        every = PATTERN_DEFAULT[model_type] if model_type not in PATTERN_KEYED else \
             cfg("sliding_window_pattern", PATTERN_DEFAULT[model_type])
         if not isinstance(every, int) or isinstance(every, bool) or every < 1:
             raise error(f"sliding_window_pattern = {every!r} must be a positive integer (every "

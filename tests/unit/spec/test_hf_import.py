@@ -142,7 +142,7 @@ def test_qwen_moe_mlp_only_layers_are_validated(tmp_path, value, rule):
 def test_unknown_model_type_lists_supported():
     # a family without a reason of its own (jamba now says its Mamba layers: below)
     with pytest.raises(HfConfigError, match=r"model_type 'xglm' is not supported; "
-                                            r"supported: bert, bloom, cohere, deepseek_v2, .*vit"):
+                                            r"supported: bert, bloom, cohere, cohere2, deepseek_v2, .*vit"):
         build_hf_graph({"model_type": "xglm"}, 128)
     with pytest.raises(HfConfigError, match=r"model_type 'jamba' is not supported: .*Mamba.*"
                                             r"supported family: bert, bloom, .*vit"):
