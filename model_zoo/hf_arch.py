@@ -19,7 +19,7 @@ from autopar_opt.model_zoo.hf_values import NORM_EPS_KEYS, rope_type
 #: reads in its main path, by ``model_type``.
 LLAMA_LAYOUT = ("llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "mixtral",
                 "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gemma", "gemma2",
-                "gemma3_text", "gpt_oss")
+                "gemma3_text", "gpt_oss", "glm", "glm4")
 
 
 def _blocks(graph: LayerGraph) -> list:
@@ -106,6 +106,7 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     if mt not in LLAMA_LAYOUT:
         return None
     gemma = mt in ("gemma", "gemma2", "gemma3_text")
+    glm = mt in ("glm", "glm4")
     g = config.get
     h, a = int(g("hidden_size")), int(g("num_attention_heads"))
     blocks = _blocks(graph)
@@ -135,10 +136,11 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         vocab=int(g("vocab_size")), max_positions=int(g("max_position_embeddings") or 0),
         gated=True, norm="rmsnorm", tied=bool(g("tie_word_embeddings", gemma)),
         qk_norm=mt in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2"),
-        qkv_bias=mt in ("qwen2", "qwen2_moe"),
+        qkv_bias=mt in ("qwen2", "qwen2_moe") or (glm and bool(g("attention_bias", True))),
         activation=activation_name(config, "hidden_activation", "gelu_pytorch_tanh") if gemma
         else "silu" if mt == "gpt_oss" else activation_name(config, "hidden_act", "silu"),
-        post_norms=gemma and mt != "gemma",
+        post_norms=(gemma and mt != "gemma") or mt == "glm4",
+        rotary_fraction=0.5 if glm else 1.0,    # GlmConfig/Glm4Config partial_rotary_factor
         dropout=dropout_rates(config),
         unpriced=_gemma_unpriced(config) if gemma else _gpt_oss_unpriced(config)
         if mt == "gpt_oss" else _granite_unpriced(config) if mt == "granite" else (),

@@ -1,5 +1,5 @@
 """Readers of the Llama-layout decoders (pre-norm blocks, RoPE, a gated or plain MLP
-without biases by default): Llama, Mistral, Qwen2/3, Phi-3, OLMo 2, Gemma 1-3 and
+without biases by default): Llama, Mistral, Qwen2/3, Phi-3, GLM-4, OLMo 2, Gemma 1-3 and
 Nemotron-4 (Minitron)."""
 
 from __future__ import annotations
@@ -28,6 +28,24 @@ def read_llama(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph
                   model_fuses_gate_up=mt == "phi3")
     blocks = [decoder_block(f"block{i:03d}", s, replace(attn, window=w), mlp=mlp, **opts)
               for i, w in enumerate(config_windows(c))]
+    return decoder_chain(c, name, s, blocks, False, source, dropout=opts["dropout"])
+
+
+def read_glm(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """GLM-4 (``GlmConfig``, model_type glm: glm-4-9b-chat-hf) and GLM-4-0414
+    (``Glm4Config``, model_type glm4: GLM-4-9B/32B-0414): Llama's block with biases on
+    Q, K and V only (``attention_bias``, default true; ``o_proj`` has none), grouped keys
+    (``num_key_value_heads`` default 2), one fused ``gate_up_proj`` SwiGLU, RoPE on
+    interleaved pairs of ``partial_rotary_factor`` of each head (default 0.5; element-wise
+    work, as for every family), untied output (``tie_word_embeddings`` default false).
+    GLM-4-0414 adds a norm after the attention and after the MLP, before each residual add
+    (``post_self_attn_layernorm``, ``post_mlp_layernorm``: Gemma 2's post-norms;
+    ``Glm4DecoderLayer``). QA round 36: both were refused as unknown model_types."""
+    attn = attention_dims(c, qkv_bias=bool(c("attention_bias", True)))
+    mlp = MlpDims(c("intermediate_size"), gated=True, model_fuses_gate_up=True)
+    post = c.model_type == "glm4"
+    blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, post_norms=post, **opts)
+              for i in range(c("num_hidden_layers"))]
     return decoder_chain(c, name, s, blocks, False, source, dropout=opts["dropout"])
 
 
