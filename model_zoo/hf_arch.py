@@ -19,7 +19,7 @@ from autopar_opt.model_zoo.hf_values import NORM_EPS_KEYS, rope_type
 #: reads in its main path, by ``model_type``.
 LLAMA_LAYOUT = ("llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "mixtral",
                 "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gemma", "gemma2",
-                "gemma3_text", "gpt_oss", "glm", "glm4")
+                "gemma3_text", "gpt_oss", "glm", "glm4", "glm4_moe")
 
 
 def _blocks(graph: LayerGraph) -> list:
@@ -106,7 +106,7 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     if mt not in LLAMA_LAYOUT:
         return None
     gemma = mt in ("gemma", "gemma2", "gemma3_text")
-    glm = mt in ("glm", "glm4")
+    glm = mt in ("glm", "glm4", "glm4_moe")
     g = config.get
     h, a = int(g("hidden_size")), int(g("num_attention_heads"))
     blocks = _blocks(graph)
@@ -115,7 +115,8 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     expert_ffn = int(g("moe_intermediate_size")
                      or (g("intermediate_size") if mt in ("mixtral", "gpt_oss") else 0) or 0)
     shared = _qwen2_moe_shared(config) if mt == "qwen2_moe" else \
-        _deepseek_shared(config) * expert_ffn if mt.startswith("deepseek") else 0
+        _deepseek_shared(config) * expert_ffn if mt.startswith("deepseek") or mt == "glm4_moe" \
+        else 0
     # the linear biases hf_decoders builds (LlamaAttention/Qwen3Attention's attention_bias on
     # Q, K, V and O; LlamaMLP's mlp_bias), stated so the line and the exports say them
     # (OLMo 2's and Qwen3-MoE's attention_bias too: hf_decoders.read_olmo2, hf_moe.read_qwen_moe;
@@ -135,8 +136,10 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         ffn_hidden=int(g("intermediate_size") or 0),
         vocab=int(g("vocab_size")), max_positions=int(g("max_position_embeddings") or 0),
         gated=True, norm="rmsnorm", tied=bool(g("tie_word_embeddings", gemma)),
-        qk_norm=mt in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2"),
-        qkv_bias=mt in ("qwen2", "qwen2_moe") or (glm and bool(g("attention_bias", True))),
+        qk_norm=mt in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2")
+        or (mt == "glm4_moe" and bool(g("use_qk_norm", False))),
+        qkv_bias=mt in ("qwen2", "qwen2_moe")
+        or (glm and bool(g("attention_bias", mt != "glm4_moe"))),
         activation=activation_name(config, "hidden_activation", "gelu_pytorch_tanh") if gemma
         else "silu" if mt == "gpt_oss" else activation_name(config, "hidden_act", "silu"),
         post_norms=(gemma and mt != "gemma") or mt == "glm4",

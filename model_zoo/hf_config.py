@@ -61,6 +61,7 @@ _DENSE: dict[str, Callable[..., LayerGraph]] = {
 _MOE: dict[str, Callable[..., LayerGraph]] = {
     "mixtral": m.read_mixtral, "qwen2_moe": m.read_qwen_moe, "qwen3_moe": m.read_qwen_moe,
     "deepseek_v3": m.read_deepseek, "deepseek_v2": m.read_deepseek, "gpt_oss": m.read_gpt_oss,
+    "glm4_moe": m.read_glm4_moe,
 }
 del d, k, m, e
 
@@ -237,6 +238,11 @@ def _assumed(config: TrackedConfig, mt: str, origin: str, graph: LayerGraph) -> 
                    f"module ({mtp} more block(s), projection and output-head pass per step, "
                    "outside the published parameter count: arXiv 2412.19437 Sec. 2.2) is not "
                    "built or priced: a run that trains it does that much more work per step")
+    if mt == "glm4_moe" and mtp:
+        out.append(f"num_nextn_predict_layers {mtp}: GLM-4.5's multi-token-prediction layer(s) "
+                   f"({mtp} more MoE block(s) and output-head pass per step; GLM-4.5 Team 2025, "
+                   "arXiv 2508.06471) are not built or priced: a run that trains them does "
+                   "that much more work per step")
     return tuple(out)
 
 

@@ -1,5 +1,5 @@
 """Readers of the Mixture-of-Experts decoders: Mixtral, Qwen2-MoE, Qwen3-MoE,
-DeepSeek-V2/V3 (multi-latent attention) and gpt-oss, with the router's checks."""
+DeepSeek-V2/V3 (multi-latent attention), gpt-oss and GLM-4.5, with the router's checks."""
 
 from __future__ import annotations
 
@@ -58,9 +58,14 @@ ROUTER_DEFAULTS = {
     "deepseek_v2": {"scoring_func": "softmax", "topk_method": "greedy", "norm_topk_prob": False,
                     "routed_scaling_factor": 1.0, "n_group": None, "topk_group": None},
     "qwen2_moe": {"norm_topk_prob": False}, "qwen3_moe": {"norm_topk_prob": False},
+    # Glm4MoeConfig (GLM-4.5): Glm4MoeTopkRouter is DeepSeek-V3's (sigmoid, expert bias,
+    # group-limited), defaults routed_scaling_factor 1.0, n_group 1, topk_group 1
+    "glm4_moe": {"scoring_func": "sigmoid", "topk_method": "noaux_tc", "norm_topk_prob": True,
+                 "routed_scaling_factor": 1.0, "n_group": 1, "topk_group": 1},
 }
 #: ``topk_method`` values each DeepSeek generation's modelling code implements
-TOPK_METHODS = {"deepseek_v3": ("noaux_tc",), "deepseek_v2": ("greedy", "group_limited_greedy")}
+TOPK_METHODS = {"deepseek_v3": ("noaux_tc",), "deepseek_v2": ("greedy", "group_limited_greedy"),
+                "glm4_moe": ("noaux_tc",)}
 
 
 def moe_router(c: Cfg) -> Router | None:
@@ -230,8 +235,8 @@ def read_gpt_oss(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: d
 #: the configuration classes' defaults (transformers ``DeepseekV3Config``: 1 and 3;
 #: ``DeepseekV2Config``: 2 and 0). QA round 11: 0 and 0 were taken for both, and the build
 #: said "the defaults of transformers' configuration class ... were taken".
-SHARED_EXPERTS_DEFAULT = {"deepseek_v3": 1, "deepseek_v2": 2}
-FIRST_DENSE_DEFAULT = {"deepseek_v3": 3, "deepseek_v2": 0}
+SHARED_EXPERTS_DEFAULT = {"deepseek_v3": 1, "deepseek_v2": 2, "glm4_moe": 1}
+FIRST_DENSE_DEFAULT = {"deepseek_v3": 3, "deepseek_v2": 0, "glm4_moe": 1}
 
 
 def read_deepseek(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dict) -> LayerGraph:
@@ -263,6 +268,37 @@ def read_deepseek(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: 
     freq = _count(c, "moe_layer_freq", 1, 1, layers, "every freq-th layer is an MoE layer")
     sparse = [i >= first_dense and i % freq == 0 for i in range(layers)]
     _some_moe_layer(c, sparse, "first_k_dense_replace and moe_layer_freq")
+    blocks = []
+    for i in range(layers):
+        kind = {"moe": moe} if sparse[i] else {"mlp": MlpDims(c("intermediate_size"))}
+        blocks.append(decoder_block(f"block{i:03d}", s, attn, **kind, **opts))
+    return decoder_chain(c, name, s, blocks, False, source, dropout=opts["dropout"])
+
+
+def read_glm4_moe(c: Cfg, name: str, s: int, opts: dict, source: str,
+                  moe_opts: dict) -> LayerGraph:
+    """GLM-4.5 and GLM-4.5-Air (GLM-4.5 Team 2025, "GLM-4.5: Agentic, Reasoning, and Coding
+    (ARC) Foundation Models", arXiv 2508.06471; ``Glm4MoeConfig``): grouped-query
+    attention (``num_key_value_heads`` default 8) with Q, K, V biases (``attention_bias``),
+    a per-head QK-norm where ``use_qk_norm`` (GLM-4.5; not Air), RoPE on half of each head;
+    the first ``first_k_dense_replace`` layers (default 1) dense, every other layer an MoE
+    of ``n_routed_experts`` experts of ``moe_intermediate_size`` with ``n_shared_experts``
+    shared ones (default 1) and DeepSeek-V3's router (sigmoid scores, expert bias,
+    group-limited; :func:`moe_router`); untied output. The multi-token-prediction layers
+    (``num_nextn_predict_layers``) are not built, and said."""
+    mt = c.model_type
+    attn = attention_dims(c, qkv_bias=bool(c("attention_bias", False)),
+                          qk_norm=bool(c("use_qk_norm", False)))
+    f_e = c("moe_intermediate_size")
+    shared = _count(c, "n_shared_experts", SHARED_EXPERTS_DEFAULT[mt], 0, limits.MAX_SEQ_LEN,
+                    "always-on shared experts")
+    moe = _moe_common(c, moe_opts, "n_routed_experts", expert_ffn=f_e, shared_ffn=shared * f_e,
+                      router_bias=True)
+    layers = c("num_hidden_layers")
+    first_dense = _count(c, "first_k_dense_replace", FIRST_DENSE_DEFAULT[mt], 0, layers,
+                         "the first layers are dense")
+    sparse = [i >= first_dense for i in range(layers)]
+    _some_moe_layer(c, sparse, "first_k_dense_replace")
     blocks = []
     for i in range(layers):
         kind = {"moe": moe} if sparse[i] else {"mlp": MlpDims(c("intermediate_size"))}

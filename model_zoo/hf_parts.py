@@ -46,13 +46,13 @@ def attention_dims(c: Cfg, qkv_bias: bool = False, qk_norm: bool = False) -> Att
 #: ``MistralConfig`` and ``MixtralConfig`` 8, ``GptOssConfig`` 8, ``Starcoder2Config`` 2,
 #: ``GemmaConfig`` 16, ``Gemma2Config`` and ``Gemma3TextConfig`` 4, ``Qwen2Config`` and
 #: ``Qwen3Config`` 32, ``Qwen2MoeConfig`` 16, ``Qwen3MoeConfig`` 4, ``GlmConfig`` and
-#: ``Glm4Config`` 2 (transformers
+#: ``Glm4Config`` 2, ``Glm4MoeConfig`` 8 (transformers
 #: ``configuration_mistral.py`` etc.). A stated null is the heads in every
 #: class ("for backward compatibility"). QA round 11: the heads were taken for these too
 #: (a Mistral-7B config without the key built 4 times its key/value projections) while the
 #: notice said the class's default was.
 KV_HEADS_DEFAULT = {"mistral": 8, "mixtral": 8, "gpt_oss": 8, "starcoder2": 2, "gemma": 16,
-                    "glm": 2, "glm4": 2,
+                    "glm": 2, "glm4": 2, "glm4_moe": 8,
                     "gemma2": 4, "gemma3_text": 4, "qwen2": 32, "qwen3": 32, "qwen2_moe": 16,
                     "qwen3_moe": 4}
 

@@ -574,6 +574,9 @@ MEGATRON_UNWRITTEN = {
     "glm": ("GLM-4's RoPE on interleaved pairs of half of each head: autopar's Megatron "
             "exports do not write --rotary-interleaved (GlmConfig, transformers' GLM "
             "rotate_half on adjacent pairs)"),
+    "glm4_moe": ("GLM-4.5's Q/K/V biases with RoPE on half of each head and its router "
+                 "(sigmoid, expert bias): autopar's Megatron exports do not write GLM-4.5's "
+                 "settings"),
     "gpt_oss": ("gpt-oss's attention sinks, biased experts and clamped SwiGLU: autopar's "
                 "Megatron exports do not write them (Megatron-Core's softmax_type "
                 "'learnable', activation_func_clamp_value; Megatron-Bridge's GPT-OSS "

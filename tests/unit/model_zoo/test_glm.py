@@ -60,3 +60,30 @@ def test_megatron_cannot_state_glms_rope_or_its_post_norms():
                                                                   4096).arch)
     assert "norms after" in megatron_model_problem(build_hf_graph(_cfg("glm-4-9b-0414"),
                                                                   4096).arch)
+
+
+def test_glm_4_5_air_builds_its_published_totals_and_says_its_mtp_layer():
+    """GLM-4.5 Team 2025 (arXiv 2508.06471): GLM-4.5-Air has 106B parameters, 12B active.
+    By hand: attention 2 x 4096 x 96 x 128 + 2 x 4096 x 8 x 128 with (96 + 16) x 128
+    Q/K/V biases; layer 0 a 3 x 4096 x 10944 SwiGLU; 45 MoE layers of 128 routed + 1
+    shared experts of 3 x 4096 x 1408, a 128 x 4096 router and its 128 expert biases;
+    two norms per block; untied 151,552 x 4096 tables and the final norm. The
+    multi-token-prediction layer (num_nextn_predict_layers 1) is not built, and said."""
+    graph = build_hf_graph(_cfg("glm-4.5-air"), 4096)
+    attn = 2 * 4096 * 96 * 128 + 2 * 4096 * 8 * 128 + 112 * 128
+    expert = 3 * 4096 * 1408
+    moe = attn + 129 * expert + 128 * 4096 + 128 + 2 * 4096
+    dense = attn + 3 * 4096 * 10944 + 2 * 4096
+    total = dense + 45 * moe + 2 * 151_552 * 4096 + 4096
+    assert graph.total_params() == total == 106_852_251_264
+    assert abs(total / 106e9 - 1) < 0.01
+    active_no_input = dense + 45 * (moe - 120 * expert) + 151_552 * 4096 + 4096
+    assert 12e9 <= active_no_input < 13e9          # "12B": 12.80B without the input table
+    arch = graph.arch
+    assert (arch.num_experts, arch.top_k, arch.moe_ffn_hidden, arch.shared_ffn) == \
+        (128, 8, 1408, 1408)
+    assert arch.moe_layers == tuple(range(1, 46)) and arch.qkv_bias and not arch.qk_norm
+    assert arch.router.score == "sigmoid" and arch.router.expert_bias
+    assert any("GLM-4.5's multi-token-prediction" in a for a in graph.assumed)
+    qk = build_hf_graph(dict(_cfg("glm-4.5-air"), use_qk_norm=True), 4096)
+    assert qk.total_params() == total + 46 * 2 * 128 and qk.arch.qk_norm
