@@ -19,7 +19,7 @@ from autopar_opt.model_zoo.hf_values import NORM_EPS_KEYS, rope_type
 #: reads in its main path, by ``model_type``.
 LLAMA_LAYOUT = ("llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "mixtral",
                 "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gemma", "gemma2",
-                "gemma3_text", "gpt_oss", "glm", "glm4", "glm4_moe")
+                "gemma3_text", "gpt_oss", "glm", "glm4", "glm4_moe", "internlm2")
 
 
 def _blocks(graph: LayerGraph) -> list:
@@ -121,8 +121,9 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     # Q, K, V and O; LlamaMLP's mlp_bias), stated so the line and the exports say them
     # (OLMo 2's and Qwen3-MoE's attention_bias too: hf_decoders.read_olmo2, hf_moe.read_qwen_moe;
     # QA round 11: their line said "no biases" over a build that had them)
-    attn_bias = mt in ("llama", "qwen3", "granite", "olmo2", "qwen3_moe", "gemma", "gemma2",
-                       "gemma3_text") and bool(g("attention_bias", False))
+    attn_bias = (mt in ("llama", "qwen3", "granite", "olmo2", "qwen3_moe", "gemma", "gemma2",
+                        "gemma3_text") and bool(g("attention_bias", False))) \
+        or (mt == "internlm2" and bool(g("bias", True)))       # InternLM2's wqkv and wo
     mlp_bias = mt in ("llama", "granite") and bool(g("mlp_bias", False))
     mla = None
     if mt.startswith("deepseek"):

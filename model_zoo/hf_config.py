@@ -50,7 +50,7 @@ d, k, m, e = hf_decoders, hf_classic, hf_moe, hf_encoders
 _DENSE: dict[str, Callable[..., LayerGraph]] = {
     "llama": d.read_llama, "mistral": d.read_llama, "qwen2": d.read_llama, "qwen3": d.read_llama,
     "phi3": d.read_llama, "granite": d.read_llama, "olmo2": d.read_olmo2,
-    "glm": d.read_glm, "glm4": d.read_glm,
+    "glm": d.read_glm, "glm4": d.read_glm, "internlm2": d.read_internlm2,
     "nemotron": d.read_nemotron,
     "gemma": d.read_gemma, "gemma2": d.read_gemma, "gemma3_text": d.read_gemma,
     "opt": k.read_opt, "bloom": k.read_bloom, "falcon": k.read_falcon, "mpt": k.read_mpt,

@@ -1,6 +1,6 @@
 """Readers of the Llama-layout decoders (pre-norm blocks, RoPE, a gated or plain MLP
-without biases by default): Llama, Mistral, Qwen2/3, Phi-3, GLM-4, OLMo 2, Gemma 1-3 and
-Nemotron-4 (Minitron)."""
+without biases by default): Llama, Mistral, Qwen2/3, Phi-3, GLM-4, InternLM2, OLMo 2,
+Gemma 1-3 and Nemotron-4 (Minitron)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,22 @@ def read_glm(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
     mlp = MlpDims(c("intermediate_size"), gated=True, model_fuses_gate_up=True)
     post = c.model_type == "glm4"
     blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, post_norms=post, **opts)
+              for i in range(c("num_hidden_layers"))]
+    return decoder_chain(c, name, s, blocks, False, source, dropout=opts["dropout"])
+
+
+def read_internlm2(c: Cfg, name: str, s: int, opts: dict, source: str) -> LayerGraph:
+    """InternLM2 / InternLM2.5 (Cai et al. 2024, "InternLM2 Technical Report", arXiv
+    2403.17297, Sec. 2.2; the ``InternLM2Config`` and ``modeling_internlm2.py`` its model
+    repositories ship, read with trust_remote_code): Llama's block with Q, K and V in one
+    ``wqkv`` GEMM, biases on ``wqkv`` and ``wo`` where ``bias`` (the class's default true;
+    the published configs state false; ``w1``, ``w2``, ``w3`` have none), grouped keys
+    (``num_key_value_heads``, default the heads), untied output (default false). QA round
+    36: refused as an unknown model_type."""
+    bias = bool(c("bias", True))
+    attn = replace(attention_dims(c, qkv_bias=bias), out_bias=bias, model_fuses_qkv=True)
+    mlp = MlpDims(c("intermediate_size"), gated=True)
+    blocks = [decoder_block(f"block{i:03d}", s, attn, mlp=mlp, **opts)
               for i in range(c("num_hidden_layers"))]
     return decoder_chain(c, name, s, blocks, False, source, dropout=opts["dropout"])
 
