@@ -574,6 +574,8 @@ MEGATRON_UNWRITTEN = {
     "glm": ("GLM-4's RoPE on interleaved pairs of half of each head: autopar's Megatron "
             "exports do not write --rotary-interleaved (GlmConfig, transformers' GLM "
             "rotate_half on adjacent pairs)"),
+    "olmoe": ("OLMoE's QK-norm over the whole projections: Megatron-LM's flags cannot state "
+              "it (--qk-layernorm normalises each head)"),
     "glm4_moe": ("GLM-4.5's Q/K/V biases with RoPE on half of each head and its router "
                  "(sigmoid, expert bias): autopar's Megatron exports do not write GLM-4.5's "
                  "settings"),
