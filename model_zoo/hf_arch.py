@@ -19,7 +19,8 @@ from autopar_opt.model_zoo.hf_values import NORM_EPS_KEYS, rope_type
 #: reads in its main path, by ``model_type``.
 LLAMA_LAYOUT = ("llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "mixtral",
                 "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gemma", "gemma2",
-                "gemma3_text", "gpt_oss", "glm", "glm4", "glm4_moe", "internlm2", "olmoe")
+                "gemma3_text", "gpt_oss", "glm", "glm4", "glm4_moe", "internlm2", "olmoe",
+                "granitemoe")
 
 
 def _blocks(graph: LayerGraph) -> list:
@@ -113,7 +114,8 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     moe = tuple(i for i, layer in enumerate(blocks) if layer.is_moe)
     experts = int(g("num_local_experts") or g("num_experts") or g("n_routed_experts") or 0)
     expert_ffn = int(g("moe_intermediate_size")
-                     or (g("intermediate_size") if mt in ("mixtral", "gpt_oss", "olmoe") else 0)
+                     or (g("intermediate_size") if mt in ("mixtral", "gpt_oss", "olmoe",
+                                                           "granitemoe") else 0)
                      or 0)
     shared = _qwen2_moe_shared(config) if mt == "qwen2_moe" else \
         _deepseek_shared(config) * expert_ffn if mt.startswith("deepseek") or mt == "glm4_moe" \
@@ -123,7 +125,8 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     # (OLMo 2's and Qwen3-MoE's attention_bias too: hf_decoders.read_olmo2, hf_moe.read_qwen_moe;
     # QA round 11: their line said "no biases" over a build that had them)
     attn_bias = (mt in ("llama", "qwen3", "granite", "olmo2", "qwen3_moe", "gemma", "gemma2",
-                        "gemma3_text", "olmoe") and bool(g("attention_bias", False))) \
+                        "gemma3_text", "olmoe", "granitemoe")
+                 and bool(g("attention_bias", False))) \
         or (mt == "internlm2" and bool(g("bias", True)))       # InternLM2's wqkv and wo
     mlp_bias = mt in ("llama", "granite") and bool(g("mlp_bias", False))
     mla = None
@@ -148,7 +151,7 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         rotary_fraction=0.5 if glm else 1.0,    # GlmConfig/Glm4Config partial_rotary_factor
         dropout=dropout_rates(config),
         unpriced=_gemma_unpriced(config) if gemma else _gpt_oss_unpriced(config)
-        if mt == "gpt_oss" else _granite_unpriced(config) if mt == "granite"
+        if mt == "gpt_oss" else _granite_unpriced(config) if mt in ("granite", "granitemoe")
         else (f"clip_qkv {g('clip_qkv'):g} on Q, K and V",)
         if mt == "olmoe" and isinstance(g("clip_qkv"), (int, float)) else (),
         biases=(mt == "gpt_oss" and bool(g("attention_bias", True))) or (attn_bias and mlp_bias),

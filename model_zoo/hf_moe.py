@@ -1,6 +1,6 @@
 """Readers of the Mixture-of-Experts decoders: Mixtral, Qwen2-MoE, Qwen3-MoE,
-DeepSeek-V2/V3 (multi-latent attention), gpt-oss, GLM-4.5 and OLMoE, with the router's
-checks."""
+DeepSeek-V2/V3 (multi-latent attention), gpt-oss, GLM-4.5, OLMoE and Granite MoE, with
+the router's checks."""
 
 from __future__ import annotations
 
@@ -230,6 +230,24 @@ def read_olmoe(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dic
     bias = bool(c("attention_bias", False))            # OlmoeAttention: Q, K, V and O
     attn = replace(attention_dims(c, qkv_bias=bias, qk_norm=True), qk_norm_full=True,
                    out_bias=bias)
+    blocks = [decoder_block(f"block{i:03d}", s, attn, moe=moe, **opts)
+              for i in range(c("num_hidden_layers"))]
+    return decoder_chain(c, name, s, blocks, False, source, dropout=opts["dropout"])
+
+
+def read_granitemoe(c: Cfg, name: str, s: int, opts: dict, source: str,
+                    moe_opts: dict) -> LayerGraph:
+    """Granite 3.x MoE (``GraniteMoeConfig``, ``GraniteMoeDecoderLayer``; IBM Granite 3.0
+    language models report): Granite's block (its scalar multipliers said with the model,
+    not priced) with every MLP an MoE of ``num_local_experts`` SwiGLU experts of
+    ``intermediate_size`` (``GraniteMoeParallelExperts``), top ``num_experts_per_tok``,
+    Mixtral's router (``GraniteMoeTopKGating``: softmax of the top-k logits), grouped keys,
+    ``attention_bias`` on Q, K, V and O (default false), output tied only where
+    ``tie_word_embeddings`` says so (default false; the published configs state true).
+    QA round 36: refused as an unknown model_type."""
+    moe = _moe_common(c, moe_opts, "num_local_experts", expert_ffn=c("intermediate_size"))
+    bias = bool(c("attention_bias", False))
+    attn = replace(attention_dims(c, qkv_bias=bias), out_bias=bias)
     blocks = [decoder_block(f"block{i:03d}", s, attn, moe=moe, **opts)
               for i in range(c("num_hidden_layers"))]
     return decoder_chain(c, name, s, blocks, False, source, dropout=opts["dropout"])

@@ -571,6 +571,9 @@ MEGATRON_UNWRITTEN = {
               "(--qk-layernorm normalises each head, the layer norms come first)"),
     "granite": ("Granite's scalar multipliers (embedding_multiplier, residual_multiplier, "
                 "logits_scaling, attention_multiplier): Megatron-LM's flags cannot state them"),
+    "granitemoe": ("Granite's scalar multipliers (embedding_multiplier, residual_multiplier, "
+                   "logits_scaling, attention_multiplier): Megatron-LM's flags cannot state "
+                   "them"),
     "glm": ("GLM-4's RoPE on interleaved pairs of half of each head: autopar's Megatron "
             "exports do not write --rotary-interleaved (GlmConfig, transformers' GLM "
             "rotate_half on adjacent pairs)"),
