@@ -20,7 +20,7 @@ from autopar_opt.model_zoo.hf_values import NORM_EPS_KEYS, rope_type
 LLAMA_LAYOUT = ("llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "mixtral",
                 "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gemma", "gemma2",
                 "gemma3_text", "gpt_oss", "glm", "glm4", "glm4_moe", "internlm2", "olmoe",
-                "granitemoe")
+                "granitemoe", "phimoe")
 
 
 def _blocks(graph: LayerGraph) -> list:
@@ -115,7 +115,7 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     experts = int(g("num_local_experts") or g("num_experts") or g("n_routed_experts") or 0)
     expert_ffn = int(g("moe_intermediate_size")
                      or (g("intermediate_size") if mt in ("mixtral", "gpt_oss", "olmoe",
-                                                           "granitemoe") else 0)
+                                                           "granitemoe", "phimoe") else 0)
                      or 0)
     shared = _qwen2_moe_shared(config) if mt == "qwen2_moe" else \
         _deepseek_shared(config) * expert_ffn if mt.startswith("deepseek") or mt == "glm4_moe" \
@@ -125,7 +125,7 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
     # (OLMo 2's and Qwen3-MoE's attention_bias too: hf_decoders.read_olmo2, hf_moe.read_qwen_moe;
     # QA round 11: their line said "no biases" over a build that had them)
     attn_bias = (mt in ("llama", "qwen3", "granite", "olmo2", "qwen3_moe", "gemma", "gemma2",
-                        "gemma3_text", "olmoe", "granitemoe")
+                        "gemma3_text", "olmoe", "granitemoe", "phimoe")
                  and bool(g("attention_bias", False))) \
         or (mt == "internlm2" and bool(g("bias", True)))       # InternLM2's wqkv and wo
     mlp_bias = mt in ("llama", "granite") and bool(g("mlp_bias", False))
@@ -140,7 +140,8 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
                                         else default_head_dim(mt, h, a) or h // a)),
         ffn_hidden=int(g("intermediate_size") or 0),
         vocab=int(g("vocab_size")), max_positions=int(g("max_position_embeddings") or 0),
-        gated=True, norm="rmsnorm", tied=bool(g("tie_word_embeddings", gemma)),
+        gated=True, norm="layernorm" if mt == "phimoe" else "rmsnorm",
+        tied=bool(g("tie_word_embeddings", gemma)),
         qk_norm=mt in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2", "olmoe")
         or (mt == "glm4_moe" and bool(g("use_qk_norm", False))),
         qkv_bias=mt in ("qwen2", "qwen2_moe")
@@ -152,6 +153,8 @@ def _family_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch | None:
         dropout=dropout_rates(config),
         unpriced=_gemma_unpriced(config) if gemma else _gpt_oss_unpriced(config)
         if mt == "gpt_oss" else _granite_unpriced(config) if mt in ("granite", "granitemoe")
+        else ("SparseMixer routing (priced as a top-k softmax router) and its jitter noise",)
+        if mt == "phimoe"
         else (f"clip_qkv {g('clip_qkv'):g} on Q, K and V",)
         if mt == "olmoe" and isinstance(g("clip_qkv"), (int, float)) else (),
         biases=(mt == "gpt_oss" and bool(g("attention_bias", True))) or (attn_bias and mlp_bias),

@@ -62,6 +62,7 @@ _MOE: dict[str, Callable[..., LayerGraph]] = {
     "mixtral": m.read_mixtral, "qwen2_moe": m.read_qwen_moe, "qwen3_moe": m.read_qwen_moe,
     "deepseek_v3": m.read_deepseek, "deepseek_v2": m.read_deepseek, "gpt_oss": m.read_gpt_oss,
     "glm4_moe": m.read_glm4_moe, "olmoe": m.read_olmoe, "granitemoe": m.read_granitemoe,
+    "phimoe": m.read_phimoe,
 }
 del d, k, m, e
 

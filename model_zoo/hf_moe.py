@@ -1,6 +1,6 @@
 """Readers of the Mixture-of-Experts decoders: Mixtral, Qwen2-MoE, Qwen3-MoE,
-DeepSeek-V2/V3 (multi-latent attention), gpt-oss, GLM-4.5, OLMoE and Granite MoE, with
-the router's checks."""
+DeepSeek-V2/V3 (multi-latent attention), gpt-oss, GLM-4.5, OLMoE, Granite MoE and
+Phi-3.5-MoE, with the router's checks."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from autopar_opt.ir.arch import Router
 from autopar_opt.ir.graph import LayerGraph
 from autopar_opt.model_zoo.blocks import AttentionDims, MlpDims, MoeDims, decoder_block
 from autopar_opt.model_zoo.hf_keys import Cfg, HfConfigError, as_json, integer_fix
-from autopar_opt.model_zoo.hf_parts import attention_dims, config_windows, decoder_chain
+from autopar_opt.model_zoo.hf_parts import (attention_dims, config_windows, decoder_chain,
+                                            with_extra_params)
 from autopar_opt.model_zoo.layer_index import layer_index_problem
 
 def _moe_common(c: Cfg, moe_opts: dict, experts_key: str, **kw: Any) -> MoeDims:
@@ -251,6 +252,28 @@ def read_granitemoe(c: Cfg, name: str, s: int, opts: dict, source: str,
     blocks = [decoder_block(f"block{i:03d}", s, attn, moe=moe, **opts)
               for i in range(c("num_hidden_layers"))]
     return decoder_chain(c, name, s, blocks, False, source, dropout=opts["dropout"])
+
+
+def read_phimoe(c: Cfg, name: str, s: int, opts: dict, source: str,
+                moe_opts: dict) -> LayerGraph:
+    """Phi-3.5-MoE (Abdin et al. 2024, Phi-3 Technical Report, arXiv 2404.14219, Sec. 2;
+    ``PhimoeConfig``, ``PhimoeDecoderLayer``): grouped-query attention with biases on Q,
+    K, V and O where ``attention_bias`` (default false; the published config true),
+    LayerNorms with weight and bias, every MLP an MoE of ``num_local_experts`` SwiGLU
+    experts of ``intermediate_size``, top ``num_experts_per_tok``, Mistral's
+    ``sliding_window`` (default none), an untied output layer with a bias where
+    ``lm_head_bias``. Its SparseMixer router (and the jitter noise) is priced as the
+    plain top-k router it replaces, and said. QA round 36: refused as an unknown
+    model_type."""
+    moe = _moe_common(c, moe_opts, "num_local_experts", expert_ffn=c("intermediate_size"))
+    bias = bool(c("attention_bias", False))
+    attn = replace(attention_dims(c, qkv_bias=bias), out_bias=bias)
+    blocks = [decoder_block(f"block{i:03d}", s, replace(attn, window=w), moe=moe,
+                            layer_norm=True, **opts)
+              for i, w in enumerate(config_windows(c))]
+    graph = decoder_chain(c, name, s, blocks, False, source, layer_norm=True,
+                          dropout=opts["dropout"])
+    return with_extra_params(graph, head=c("vocab_size") if c("lm_head_bias", False) else 0)
 
 
 def read_gpt_oss(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: dict) -> LayerGraph:

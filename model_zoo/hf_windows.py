@@ -7,8 +7,8 @@ documented keys and defaults):
   ``"sliding_attention"``) decides where a config states it: ``transformers``
   builds each layer's mask from it (``masking_utils``);
 * otherwise Mistral (``MistralConfig``: ``sliding_window``, default 4096),
-  Mixtral, Phi-3 and StarCoder2 (``sliding_window``, default null) put the window
-  on every layer;
+  Mixtral, Phi-3, Phi-3.5-MoE and StarCoder2 (``sliding_window``, default null) put
+  the window on every layer;
 * Qwen2, Qwen2-MoE, Qwen3 and Qwen3-MoE have a window only with
   ``use_sliding_window`` true (default false; ``sliding_window`` is set to None
   otherwise), on the layers ``layer_types`` names or else from
@@ -33,7 +33,8 @@ from typing import Any, Callable
 #: ``sliding_window`` default of each family's configuration class (transformers).
 WINDOW_DEFAULT = {"mistral": 4096, "mixtral": None, "qwen2": 4096, "qwen2_moe": 4096,
                   "qwen3": 4096, "qwen3_moe": 4096, "gemma2": 4096, "gemma3_text": 4096,
-                  "gpt_oss": 128, "phi3": None, "starcoder2": None, "cohere2": 4096}
+                  "gpt_oss": 128, "phi3": None, "starcoder2": None, "cohere2": 4096,
+                  "phimoe": None}
 #: Gemma 2 and 3 window every layer but each ``pattern``-th one by default
 #: (``Gemma2Config``: ``"sliding_attention" if bool((i + 1) % 2)``; ``Gemma3TextConfig``:
 #: ``(i + 1) % sliding_window_pattern``, default 6, a key older Hub configs keep), as

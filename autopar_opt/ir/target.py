@@ -579,6 +579,8 @@ MEGATRON_UNWRITTEN = {
             "rotate_half on adjacent pairs)"),
     "olmoe": ("OLMoE's QK-norm over the whole projections: Megatron-LM's flags cannot state "
               "it (--qk-layernorm normalises each head)"),
+    "phimoe": ("Phi-3.5-MoE's SparseMixer router and biased output layer: Megatron-LM's "
+               "flags cannot state them"),
     "glm4_moe": ("GLM-4.5's Q/K/V biases with RoPE on half of each head and its router "
                  "(sigmoid, expert bias): autopar's Megatron exports do not write GLM-4.5's "
                  "settings"),
