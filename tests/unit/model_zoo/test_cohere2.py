@@ -9,7 +9,7 @@ import json
 from autopar_opt.model_zoo.hf_config import build_hf_graph
 from support.paths import REPO
 
-CONFIG = json.loads((REPO / "model_zoo" / "hf" / "command-r7b-12-2024.json").read_text())
+CONFIG = json.loads((REPO / "tests" / "data" / "hf_reconstructed" / "command-r7b-12-2024.json").read_text())
 
 
 def _blocks(graph):

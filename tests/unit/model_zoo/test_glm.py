@@ -11,7 +11,7 @@ from autopar_opt.ir.target import megatron_model_problem
 from autopar_opt.model_zoo.hf_config import build_hf_graph
 from support.paths import REPO
 
-HF = REPO / "model_zoo" / "hf"
+HF = REPO / "tests" / "data" / "hf_reconstructed"
 
 
 def _cfg(name: str) -> dict:

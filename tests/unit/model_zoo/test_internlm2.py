@@ -10,7 +10,7 @@ import json
 from autopar_opt.model_zoo.hf_config import build_hf_graph
 from support.paths import REPO
 
-CONFIG = json.loads((REPO / "model_zoo" / "hf" / "internlm2_5-7b.json").read_text())
+CONFIG = json.loads((REPO / "tests" / "data" / "hf_reconstructed" / "internlm2_5-7b.json").read_text())
 
 
 def test_internlm2_5_7b_builds_its_published_count():

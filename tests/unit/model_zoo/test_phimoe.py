@@ -11,7 +11,7 @@ from autopar_opt.ir.target import megatron_model_problem
 from autopar_opt.model_zoo.hf_config import build_hf_graph
 from support.paths import REPO
 
-CONFIG = json.loads((REPO / "model_zoo" / "hf" / "phi-3.5-moe.json").read_text())
+CONFIG = json.loads((REPO / "tests" / "data" / "hf_reconstructed" / "phi-3.5-moe.json").read_text())
 
 
 def test_phi_3_5_moe_builds_its_published_totals():
