@@ -245,7 +245,10 @@ def test_every_key_estimate_json_writes_is_in_its_schema():
 
     code, text = _cli("schema", "--estimate")
     assert code == 0
-    props = set(json.loads(text)["properties"])
+    schema = json.loads(text)
+    # one cluster's document, beside the fleet's (anyOf, since estimate --plan re-prices fleets)
+    assert {"$ref": "#/$defs/EstimateDocument"} in schema["anyOf"]
+    props = set(schema["$defs"]["EstimateDocument"]["properties"])
     for name in ("free_stages_lm_head", "quickstart"):
         code, text = _cli("estimate", paths.REPO / "examples" / f"{name}.yaml", "--json")
         assert code == 0, text
