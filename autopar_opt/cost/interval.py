@@ -71,6 +71,36 @@ UNLIKE_TRANSFORMERS = ("the model has no transformer or attention layer, while e
                        "a measurement of models like it")
 
 
+#: Device forms the published runs behind the intervals ran on (every record of both record
+#: files, at its rated power: tests/unit/cost/test_interval_device_words.py keeps this true).
+PUBLISHED_FORMS = frozenset(("sxm", "superchip"))
+#: How a form factor is written in a sentence.
+FORM_WORDS = {"pcie": "PCIe", "nvl": "NVL"}
+
+
+def device_unlike(device) -> str:
+    """Why the published runs behind an interval are unlike the priced device ("" when they
+    are not): a PCIe or NVL card, or a power limit below the rated power. Every published run
+    ran on SXM or superchip parts at rated power (:data:`PUBLISHED_FORMS`), so for such a
+    device the interval does not measure how far the model's figures for the form factor
+    (its peaks, PCIe links) and the capped clock (:attr:`~autopar_opt.ir.hardware.DeviceType.
+    clock_factor`) can be trusted; the interval says so instead of leaving it to be assumed
+    (issue 28 audit, QA round 17)."""
+    if device is None:
+        return ""
+    card = bool(device.form) and device.form not in PUBLISHED_FORMS
+    cap = device.power_limit_w
+    capped = cap is not None and bool(device.tdp_w) and cap < device.tdp_w
+    parts = ([f"on a {FORM_WORDS.get(device.form, device.form)} card"] if card else []) \
+        + ([f"under a power limit ({cap:g} W of {device.tdp_w:g} W rated)"] if capped else [])
+    if not parts:
+        return ""
+    what = " and ".join(w for w, on in (("form factor", card), ("capped clock", capped)) if on)
+    return (f"no published run behind it ran {' or '.join(parts)}: all ran on SXM or "
+            f"superchip parts at their rated power, so it does not measure the model's figures "
+            f"for {device.name}'s {what}")
+
+
 @dataclass(frozen=True)
 class ResidualRun:
     """One published run of the residual file."""
@@ -294,8 +324,11 @@ def plan_interval(graph, cluster, training, plan, iteration_time_s: float,
         layer.measured_for(tps[layer.name]) is not None if layer.name in tps else True))
     if measured:
         found = replace(found, measured=(measured, len(graph.layers)))
-    if not any(layer.kind in TRANSFORMER_KINDS for layer in graph.layers):
-        found = replace(found, unlike=UNLIKE_TRANSFORMERS)
+    unlike = [text for text in (
+        "" if any(layer.kind in TRANSFORMER_KINDS for layer in graph.layers)
+        else UNLIKE_TRANSFORMERS, device_unlike(getattr(cluster, "device", None))) if text]
+    if unlike:
+        found = replace(found, unlike="; ".join(unlike))
     if params is not None:
         from autopar_opt.cost.params import default_params
 
