@@ -18,8 +18,8 @@ FIGURES = ("total_s", "hidden_s", "exposed_s", "interference_s")
 
 def communication_section(doc: dict) -> list[dict] | None:
     """One row per kind that moves anything (total or exposed above zero), its four figures
-    formatted; None for a document without ``metrics.communication`` (written before it) or
-    without communication."""
+    formatted; [] for a plan that communicates nothing (the key is there, every figure zero);
+    None for a document without ``metrics.communication`` (written before it)."""
     m = doc.get("metrics")
     comm = (m or {}).get("communication")
     if not comm:
@@ -33,4 +33,4 @@ def communication_section(doc: dict) -> list[dict] | None:
             continue
         rows.append({"kind": KIND_LABELS.get(kind, kind),
                      **{f.removesuffix("_s"): fmt_time(vals[f]) for f in FIGURES}})
-    return rows or None
+    return rows

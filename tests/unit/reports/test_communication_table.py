@@ -65,3 +65,16 @@ def test_the_schema_describes_the_figures():
                  "exposed_s - interference_s = total_s - hidden_s", "pipeline_bubble_s"):
         assert word in text, word
     assert "communication" in plan_json_schema()["$defs"]["StageMetricsDoc"]["properties"]
+
+
+def test_a_plan_that_communicates_nothing_is_not_called_older(solved):
+    # one GPU, or a plan whose every kind moves nothing: metrics.communication is there, all
+    # zero; the report has no table, and must not say the document predates the key
+    for got in solved["metrics"]["communication"].values():
+        for figure in got:
+            got[figure] = 0.0
+    html = render_html(solved)
+    assert _table(html) == []
+    assert "written before metrics.communication" not in " ".join(html.split())
+    solved["metrics"].pop("communication")
+    assert "written before metrics.communication" in " ".join(render_html(solved).split())
