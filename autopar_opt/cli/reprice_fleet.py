@@ -120,6 +120,10 @@ def fleet_plan(doc: dict[str, Any], fleet, file: str):
     plan = doc.get("plan")
     if not isinstance(plan, dict):
         status = doc.get("status")
+        if plan is not None:        # a hand-edited entry, whatever the solve ended
+            kind = {list: "an array", str: "a string", bool: "a boolean"}.get(type(plan), "a number")
+            raise _problem(file, "plan", None, f"is {kind}, not an object (a fleet plan.json's "
+                           "plan: stages with their groups, or replica classes)")
         raise _problem(file, "plan", None, f"has no plan: the fleet solve ended {status!r}"
                        if isinstance(status, str) else "holds no 'plan' object")
     names, index = _group_maps(doc, fleet, file)

@@ -137,3 +137,20 @@ def test_an_interleaved_edit_is_refused_as_the_fleet_search_refuses_it(tmp_path)
     assert code == 2, text
     problem = first_json(text)["error"]["problems"][0]
     assert problem["key"] == "plan.schedule" and "1f1b or gpipe" in problem["fix"]
+
+
+@pytest.mark.parametrize("plan, status, said", [
+    (None, "infeasible", "has no plan: the fleet solve ended 'infeasible'"),
+    ([1], "optimal", "is an array, not an object"),    # not "the fleet solve ended 'optimal'"
+    ("x", None, "is a string, not an object"),
+    (None, None, "holds no 'plan' object")])
+def test_a_plan_that_is_not_an_object_is_not_blamed_on_the_solve(plan, status, said):
+    from autopar_opt.cli.errors import CommandError
+    from autopar_opt.cli.reprice_fleet import fleet_plan
+
+    doc = {"shape": "pipeline", "status": status, "plan": plan}
+    with pytest.raises(CommandError) as caught:
+        fleet_plan(doc, None, "p.json")
+    problem = caught.value.problems[0]
+    assert (problem.file, problem.key) == ("p.json", "plan")
+    assert said in problem.rule, problem.rule
