@@ -216,7 +216,11 @@ def _text(spec, doc: dict[str, Any], metrics: dict[str, Any], rows: list[dict[st
                      f"{r['capacity_gib']:.2f}  {mark}  [{', '.join(r['strategies'])}]")
     if metrics.get("sync_s") is not None and doc.get("shape") == "replicas":
         lines.append(f"cross-group gradient all-reduce: {metrics['sync_s']:.6g} s")
-    return lines
+    # a pipeline's communication per kind, as estimate prints it on one cluster (the replica
+    # classes have no one critical path: their metrics carry none)
+    from autopar_opt.cli.commands import communication_lines
+
+    return lines + communication_lines(metrics.get("communication") or {})
 
 
 def estimate_fleet_plan(spec_path: str, plan_file: str, doc: dict[str, Any],

@@ -154,3 +154,30 @@ def test_a_plan_that_is_not_an_object_is_not_blamed_on_the_solve(plan, status, s
     problem = caught.value.problems[0]
     assert (problem.file, problem.key) == ("p.json", "plan")
     assert said in problem.rule, problem.rule
+
+
+def test_a_fleet_pipeline_prints_its_communication_as_one_cluster_does(tmp_path):
+    """``estimate`` prints each kind of communication that moves anything (57a564c3); the
+    fleet route printed none although its --json metrics carry them. Oracle: the same
+    command's --json ``metrics.communication``."""
+    spec, plan, _doc = _solved(tmp_path, "pipeline")
+    code, text = run_cli("estimate", spec, "--plan", plan)
+    assert code == 0, text
+    code, out = run_cli("estimate", spec, "--plan", plan, "--json")
+    assert code == 0, out
+    comm = first_json(out)["metrics"]["communication"]
+    from autopar_opt.cli.commands import COMM_NAMES
+
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("communication, critical"))
+    rows = {}
+    for line in lines[start + 1:]:
+        if not line.startswith("  "):
+            break
+        *name, total, hidden, exposed, interference = line.split()
+        rows[" ".join(name)] = [float(x) for x in (total, hidden, exposed, interference)]
+    moving = {COMM_NAMES[k]: k for k, f in comm.items() if f["total_s"] > 0}
+    assert set(rows) == set(moving) and {"TP", "DP grad sync"} <= set(rows)
+    for name, kind in moving.items():
+        want = [comm[kind][f] for f in ("total_s", "hidden_s", "exposed_s", "interference_s")]
+        assert rows[name] == pytest.approx(want, rel=5e-4, abs=1e-12), kind
