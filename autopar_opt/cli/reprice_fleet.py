@@ -230,7 +230,7 @@ def estimate_fleet_plan(spec_path: str, plan_file: str, doc: dict[str, Any],
     from autopar_opt.ir.pipeline import PlanError
     from autopar_opt.search.fleet_document import fleet_case, fleet_dict, fleet_plan_dict
     from autopar_opt.spec import load_spec
-    from autopar_opt.spec.plan_json import model_differences
+    from autopar_opt.spec.plan_json import other_model_problem
 
     spec = load_spec(spec_path)
     if spec.fleet is None:
@@ -241,12 +241,9 @@ def estimate_fleet_plan(spec_path: str, plan_file: str, doc: dict[str, Any],
                        "runs on", "give the fleet spec it was solved with (its cluster.groups); "
                        "to price one group's part alone, estimate a spec of that group with the "
                        "stages it runs")
-    diffs = model_differences(doc, spec.graph)
-    if diffs:
-        raise _problem(str(plan_file), "spec.model", None, "the plan was made for another model "
-                       "than the spec's: " + "; ".join(diffs),
-                       f"give the spec of the model the plan was made for, or solve {spec_path} "
-                       "for a plan of its own model")
+    other = other_model_problem(doc, spec.graph, plan_file, spec_path)
+    if other is not None:
+        raise CommandError([other], "invalid plan")
     plan = fleet_plan(doc, spec.fleet, str(plan_file))
     from autopar_opt.ir.training import Schedule
 

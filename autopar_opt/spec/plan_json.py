@@ -133,6 +133,20 @@ def model_differences(doc: dict[str, Any], graph: Any) -> list[str]:
     return diffs
 
 
+def other_model_problem(doc: dict[str, Any], graph: Any, plan_path: str | Path,
+                        spec_path: str | Path) -> SpecProblem | None:
+    """The refusal of a plan file made for another model than the spec's
+    (:func:`model_differences`), naming the plan file; None when the models agree. Said the
+    same by ``estimate --plan`` on one cluster and on a fleet (cli/reprice_fleet.py)."""
+    diffs = model_differences(doc, graph)
+    if not diffs:
+        return None
+    return SpecProblem(str(plan_path), "spec.model", None, "the plan was made for another model "
+                       "than the spec's: " + "; ".join(diffs),
+                       f"give the spec of the model the plan was made for, or solve {spec_path} "
+                       "for a plan of its own model")
+
+
 #: The settings plan.json records that the price depends on, read from the spec now.
 _CASE = (("cluster", "name", lambda s: s.cluster.name),
          ("cluster", "num_devices", lambda s: s.cluster.num_devices),
@@ -190,12 +204,9 @@ def load_spec_with_plan(spec_path: str | Path, plan_path: str | Path) -> tuple[A
                       "plan to re-price (a plan would name every stage's group)",
                       "re-price the plan on one group's cluster, or give the plan.json a "
                       "fleet solve of this spec wrote")
-    diffs = model_differences(doc, bare.graph)
-    if diffs:
-        raise _refuse(str(plan_path), "spec.model", None, "the plan was made for another model "
-                      "than the spec's: " + "; ".join(diffs),
-                      f"give the spec of the model the plan was made for, or solve {path} for "
-                      "a plan of its own model")
+    other = other_model_problem(doc, bare.graph, plan_path, path)
+    if other is not None:
+        raise SpecError([other])
     # every problem of the plan names the plan's file (its keys are the ones it has there)
     out = ProblemList(str(path), {**files, "plan": str(plan_path)})
     had_plan = merged.get("plan") is not None
