@@ -80,11 +80,11 @@ def _group_maps(doc: dict[str, Any], fleet, file: str) -> tuple[list[str], dict[
 
 
 def _pipeline(plan: dict[str, Any], names: list[str], index: dict[str, int], file: str,
-              key: str = "plan", groups_named: bool = True):
+              key: str = "plan"):
     """``plan`` (a fleet plan.json's pipeline entry) as a :class:`~autopar_opt.ir.plan.Plan`
-    on the spec's groups: ``stage_groups`` (names in ``plan``, or the file's indices when
-    not ``groups_named``) and every strategy's ``group`` (the file's index) mapped to the
-    spec's indices."""
+    on the spec's groups: ``stage_groups`` and every strategy's ``group``, each a group's
+    name or the file's index of it (a pipeline's stage groups are written by name, a replica
+    class's by index), mapped to the spec's indices."""
     from autopar_opt.ir.plan import Plan
 
     def spec_index(recorded: Any, where: str) -> int:
@@ -98,7 +98,7 @@ def _pipeline(plan: dict[str, Any], names: list[str], index: dict[str, int], fil
 
     try:
         data = copy.deepcopy(plan)
-        data["stage_groups"] = [spec_index(g if groups_named else int(g), f"{key}.stage_groups[{i}]")
+        data["stage_groups"] = [spec_index(g, f"{key}.stage_groups[{i}]")
                                 for i, g in enumerate(plan["stage_groups"])]
         for i, stage in enumerate(data["stages"]):
             for j, s in enumerate(stage["strategies"]):
@@ -146,8 +146,7 @@ def fleet_plan(doc: dict[str, Any], fleet, file: str):
                                f"cluster.groups ({', '.join(index)})")
             groups.append(index[g])
         out.append(ReplicaClass(tuple(groups), c["batch"],
-                                _pipeline(c["plan"], names, index, file, f"{key}.plan",
-                                          groups_named=False)))
+                                _pipeline(c["plan"], names, index, file, f"{key}.plan")))
     return ReplicaPlan(out)
 
 

@@ -181,3 +181,20 @@ def test_a_fleet_pipeline_prints_its_communication_as_one_cluster_does(tmp_path)
     for name, kind in moving.items():
         want = [comm[kind][f] for f in ("total_s", "hidden_s", "exposed_s", "interference_s")]
         assert rows[name] == pytest.approx(want, rel=5e-4, abs=1e-12), kind
+
+
+def test_a_replica_class_may_name_its_stage_groups(tmp_path):
+    """A replica class's plan records its stage groups by index into fleet.groups, a
+    pipeline's by name; the strategies' group takes either. A class whose stage_groups were
+    written by name was refused ("invalid literal for int()")."""
+    spec, plan, doc = _solved(tmp_path, "replicas")
+    names = [g["name"] for g in doc["fleet"]["groups"]]
+    for c in doc["plan"]["classes"]:
+        c["plan"]["stage_groups"] = [names[g] for g in c["plan"]["stage_groups"]]
+    named = tmp_path / "named.json"
+    named.write_text(json.dumps(doc))
+    code, text = run_cli("estimate", spec, "--plan", named, "--json")
+    assert code == 0, text
+    est = first_json(text)
+    assert est["metrics"]["iteration_time_s"] == doc["metrics"]["iteration_time_s"]
+    assert est["placement"] == doc["placement"]
