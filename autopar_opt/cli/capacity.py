@@ -149,8 +149,11 @@ def print_summary(doc: dict[str, Any], console: Console) -> None:
         console.print(f"[bold]{label}:[/] {escape(some_ids(ids, 6))}: {escape(reason)}",
                       highlight=False)
     n = len(doc["scenarios"])
+    bad = sum(e.get("status") == "invalid" for e in doc["scenarios"])   # rules reject them
     console.print(f"{n} scenario{'' if n == 1 else 's'} ({run['computed']} solved, {run['reused']} "
-                  f"from the store {run['store']}) in {doc['wall_time_s']:.1f} s")
+                  f"from the store {run['store']}"
+                  + (f", {bad} invalid, not searched" if bad else "")
+                  + f") in {doc['wall_time_s']:.1f} s")
 
 
 def _progress_text(sweep: Sweep, rows: dict) -> str:

@@ -14,6 +14,7 @@ import copy
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,18 @@ def test_a_value_no_combination_can_run_still_refuses_the_sweep(tmp_path):
         load_sweep(path)
     (problem,) = exc.value.problems
     assert problem.key == "axes.dtype[1]" and _rule_alone("A100-80GB", "fp8") in problem.rule
+
+
+def test_the_summary_line_counts_every_row(tmp_path):
+    """"N scenarios (a solved, b from the store ...)": the invalid rows are among the N, so
+    the line says how many there are (it read "4 scenarios (3 solved, 0 from the store")."""
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(SWEEP))
+    code, text = run_cli("capacity", path, "--workers", "1", "--store", tmp_path / "s.sqlite")
+    assert code == 0, text
+    flat = " ".join(text.split())
+    found = re.search(r"(\d+) scenarios \((\d+) solved, (\d+) from the store .*?"
+                      r"(?:, (\d+) invalid, not searched)?\) in", flat)
+    assert found, flat[-400:]
+    n, solved, reused, bad = (int(x or 0) for x in found.groups())
+    assert n == 4 and bad == 1 and solved + reused + bad == n
