@@ -233,9 +233,10 @@ def estimate_fleet_plan(spec_path: str, plan_file: str, doc: dict[str, Any],
 
     spec = load_spec(spec_path)
     if spec.fleet is None:
-        groups = [g.get("name") for g in recorded_groups(doc)]
+        groups = [str(g.get("name")) for g in recorded_groups(doc)]
+        named = f" ({', '.join(groups)})" if groups else " (its fleet.groups lists none)"
         raise _problem(str(plan_file), "fleet", None,
-                       f"is the plan.json of a fleet of several groups ({', '.join(map(str, groups))}) "
+                       f"is the plan.json of a fleet of several groups{named} "
                        f"but {spec_path} has one cluster: a fleet plan is priced on the fleet it "
                        "runs on", "give the fleet spec it was solved with (its cluster.groups); "
                        "to price one group's part alone, estimate a spec of that group with the "

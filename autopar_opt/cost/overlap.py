@@ -199,9 +199,8 @@ def tp_sm_margin(layer: Layer, s: Strategy, ctx: StageContext, comp: Compute, ra
     Engine's user buffers run longer while their kernels hold ``TE_COMM_SMS`` SMs (the
     ``pipeline`` pairs of every forward pass, the ``bulk`` pairs of the backward), which
     :func:`tp_exposed` adds to the communication it leaves exposed; 0 under any other
-    mechanism. It is the slowdown the
-    overlap charges to compute, stated apart from the hidden time
-    (:mod:`autopar_opt.cost.comm_split`)."""
+    mechanism. It is the slowdown the overlap charges to compute, stated apart from the
+    hidden time (:mod:`autopar_opt.cost.comm_split`)."""
     rt = ctx.training.runtime
     if raw <= 0 or _plain_collectives(rt, s) or rt.tp_overlap == "async_tp":
         return 0.0

@@ -198,3 +198,19 @@ def test_a_replica_class_may_name_its_stage_groups(tmp_path):
     est = first_json(text)
     assert est["metrics"]["iteration_time_s"] == doc["metrics"]["iteration_time_s"]
     assert est["placement"] == doc["placement"]
+
+
+@pytest.mark.parametrize("groups, said", [
+    ([{"name": "a100"}, {"name": "h100"}], "several groups (a100, h100) but"),
+    ([], "several groups (its fleet.groups lists none) but")])
+def test_a_one_cluster_spec_names_the_fleet_plans_groups(tmp_path, groups, said):
+    """A fleet plan.json given with a one-cluster spec is refused naming the fleet's groups,
+    and, for a file that lists none, saying so rather than printing '()' (QA round 17)."""
+    spec = tmp_path / "one.yaml"
+    spec.write_text(yaml.safe_dump({"model": {"zoo": "gpt-1.7b"}, "cluster": {"zoo": "debug-2x4"},
+                                    "training": {"global_batch_size": 64, "seq_len": 1024}}))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"shape": "pipeline", "fleet": {"groups": groups}, "plan": {}}))
+    code, text = run_cli("estimate", spec, "--plan", plan)
+    assert code != 0 and said in text, text
+    assert "()" not in text
