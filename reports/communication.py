@@ -24,13 +24,32 @@ def communication_section(doc: dict) -> list[dict] | None:
     comm = (m or {}).get("communication")
     if not comm:
         return None
+    return communication_rows(comm, "metrics.communication")
+
+
+def communication_rows(comm: dict, where: str) -> list[dict]:
+    """The rows of one ``communication`` mapping (kind -> figures) found at ``where`` (the
+    key a wrong figure is named by)."""
     rows = []
     for kind in list(KIND_LABELS) + sorted(k for k in comm if k not in KIND_LABELS):
         got = comm.get(kind) or {}
-        vals = {f: to_float(got.get(f, 0.0), f"metrics.communication.{kind}.{f}") or 0.0
-                for f in FIGURES}
+        vals = {f: to_float(got.get(f, 0.0), f"{where}.{kind}.{f}") or 0.0 for f in FIGURES}
         if vals["total_s"] <= 0 and vals["exposed_s"] <= 0:
             continue
         rows.append({"kind": KIND_LABELS.get(kind, kind),
                      **{f.removesuffix("_s"): fmt_time(vals[f]) for f in FIGURES}})
     return rows
+
+
+def fleet_communication(doc: dict) -> list[dict]:
+    """A fleet plan.json's tables: one titled ``pipeline`` from ``metrics.communication``, or
+    one per replica class from ``metrics.classes[].communication`` (each class runs its own
+    pipeline; the cross-group all-reduce is the metrics' ``sync_s``); [] for a document
+    without them (no plan, or written before them)."""
+    m = doc.get("metrics") or {}
+    if m.get("communication"):
+        return [{"title": "pipeline", "rows": communication_rows(m["communication"],
+                                                                 "metrics.communication")}]
+    return [{"title": f"class {c.get('class', t)}",
+             "rows": communication_rows(c["communication"], f"metrics.classes[{t}].communication")}
+            for t, c in enumerate(m.get("classes") or []) if c.get("communication")]

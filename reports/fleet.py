@@ -19,6 +19,7 @@ from markupsafe import Markup
 from autopar_opt import __version__
 from autopar_opt.core.result import above_bound_text, bound_above
 from autopar_opt.reports import print_style
+from autopar_opt.reports.communication import fleet_communication
 from autopar_opt.reports.formatting import (NO_TOKENS, alone_words, fleet_idle_mfu_note, fmt_pct,
                                            has_sequence)
 
@@ -201,6 +202,7 @@ def build_context(doc: dict) -> dict:
                         f"{fleet_idle_mfu_note(m['mfu'], doc['fleet']['groups'], doc['placement'])}",
                         "sync_s": _fmt(m.get("sync_s")),
                         "interval": str((m.get("interval") or {}).get("text") or "")},
+            "communication": fleet_communication(doc),
             "placement": [{**p, "time": _fmt(p["time_s"]), "memory": _fmt(p["peak_memory_gib"]),
                            "capacity": _fmt(p["capacity_gib"]), "strategies": ", ".join(p["strategies"])}
                           for p in doc["placement"]],

@@ -215,10 +215,13 @@ def _text(spec, doc: dict[str, Any], metrics: dict[str, Any], rows: list[dict[st
                      f"{r['capacity_gib']:.2f}  {mark}  [{', '.join(r['strategies'])}]")
     if metrics.get("sync_s") is not None and doc.get("shape") == "replicas":
         lines.append(f"cross-group gradient all-reduce: {metrics['sync_s']:.6g} s")
-    # a pipeline's communication per kind, as estimate prints it on one cluster (the replica
-    # classes have no one critical path: their metrics carry none)
+    # a pipeline's communication per kind, as estimate prints it on one cluster; the replica
+    # classes have no one critical path: each class's own (metrics.classes)
     from autopar_opt.cli.commands import communication_lines
 
+    for c in metrics.get("classes") or []:
+        lines += [f"class {c['class']}: {line}" if line.startswith("communication") else line
+                  for line in communication_lines(c.get("communication") or {})]
     return lines + communication_lines(metrics.get("communication") or {})
 
 

@@ -146,6 +146,16 @@ def fleet_placement(plan: Plan | ReplicaPlan, fleet: Fleet, metrics, batch: int)
     return [{"class": None, "batch": batch, **row} for row in stage_rows(plan, fleet, metrics)]
 
 
+def class_figures(metrics: ReplicaMetrics) -> list[dict]:
+    """Per replica class (in plan order), its iteration time, breakdown and per-kind
+    communication (:mod:`autopar_opt.cost.comm_split`) as the class's own PlanMetrics
+    state them: each class runs its own pipeline, so its ``exposed_s`` per kind is that
+    class's breakdown term; the cross-group gradient all-reduce is ``sync_s``, not a kind."""
+    return [{"class": t, "iteration_time_s": m.iteration_time_s, "breakdown": dict(m.breakdown),
+             "communication": {k: dict(f) for k, f in m.communication.items()}}
+            for t, m in enumerate(metrics.classes)]
+
+
 def fleet_metrics_dict(plan: Plan | ReplicaPlan, metrics, graph: LayerGraph, fleet: Fleet,
                        training: Training, params: CostParams) -> dict:
     """A fleet plan.json's ``metrics`` of ``plan`` priced as ``metrics`` (a
@@ -154,7 +164,9 @@ def fleet_metrics_dict(plan: Plan | ReplicaPlan, metrics, graph: LayerGraph, fle
     shape (the widest of its groups'). A pipeline's has no single ``memory_capacity_gib``
     (the first stage's group's, QA round 36: an A100-40GB stage before an H100 one recorded
     40 GiB for the H100 stage) nor ``stages``: each stage's capacity is its placement row's,
-    as in the replicas shape."""
+    as in the replicas shape. A pipeline's ``communication`` and ``breakdown`` are its
+    PlanMetrics'; the replica classes have no one critical path, so ``classes`` states each
+    class's own (:func:`class_figures`)."""
     if isinstance(metrics, ReplicaMetrics):
         sync = metrics.sync
         out = {"iteration_time_s": metrics.iteration_time_s,
@@ -162,7 +174,8 @@ def fleet_metrics_dict(plan: Plan | ReplicaPlan, metrics, graph: LayerGraph, fle
                "mfu": metrics.mfu, "mfu_causal": causal_mfu(metrics.mfu, graph.layers),
                "sync_s": metrics.sync_s, "feasible": metrics.feasible,
                "sync": {"grad_bytes": sync.grad_bytes, "rings": sync.rings,
-                        "tier": _tier(sync.tier)} if sync else None}
+                        "tier": _tier(sync.tier)} if sync else None,
+               "classes": class_figures(metrics)}
     else:
         out = {k: v for k, v in metrics.to_dict().items()
                if k not in ("stages", "memory_capacity_gib")}

@@ -214,3 +214,41 @@ def test_a_one_cluster_spec_names_the_fleet_plans_groups(tmp_path, groups, said)
     code, text = run_cli("estimate", spec, "--plan", plan)
     assert code != 0 and said in text, text
     assert "()" not in text
+
+
+@pytest.mark.parametrize("shape", ["pipeline", "replicas"])
+def test_a_fleet_plan_states_its_communication_per_kind(tmp_path, shape):
+    """The fleet plan.json and report carried no per-kind communication for the replica
+    classes, and the fleet report showed no table for either shape. Oracle: each kind's
+    exposed_s is the breakdown's own term (the pipeline's ``metrics.breakdown``; per class,
+    the class's PlanMetrics of evaluate_replicas), estimate prints the same, the report
+    shows one table per critical path."""
+    from autopar_opt.cost.comm_split import BREAKDOWN_TERM
+    from autopar_opt.cost.replicas import evaluate_replicas
+    from autopar_opt.reports.fleet import render_fleet_html
+    from autopar_opt.spec import load_spec
+    from autopar_opt.cli.reprice_fleet import fleet_plan
+
+    spec, plan, doc = _solved(tmp_path, shape)
+    m = doc["metrics"]
+    if shape == "pipeline":
+        paths = [(m["communication"], m["breakdown"])]
+    else:
+        loaded = load_spec(spec)
+        priced = evaluate_replicas(fleet_plan(doc, loaded.fleet, str(plan)), loaded.graph,
+                                   loaded.fleet, loaded.training, loaded.cost_params)
+        assert [c["class"] for c in m["classes"]] == list(range(len(priced.classes)))
+        for c, want in zip(m["classes"], priced.classes):
+            assert c["iteration_time_s"] == want.iteration_time_s
+            assert c["breakdown"] == want.breakdown and c["communication"] == want.communication
+        paths = [(c["communication"], c["breakdown"]) for c in m["classes"]]
+    for comm, breakdown in paths:
+        assert set(comm) == set(BREAKDOWN_TERM)
+        for kind, term in BREAKDOWN_TERM.items():
+            assert comm[kind]["exposed_s"] == breakdown[term], kind
+        assert any(f["total_s"] > 0 for f in comm.values())
+    html = render_fleet_html(doc)
+    assert html.count("Communication: hidden and exposed") == len(paths)
+    code, text = run_cli("estimate", spec, "--plan", plan)
+    assert code == 0, text
+    assert sum("communication, critical path" in line for line in text.splitlines()) == len(paths)
