@@ -36,6 +36,7 @@ from autopar_opt.core import limits
 from autopar_opt.ir.graph import LayerGraph, LayerKind
 from autopar_opt.model_zoo import hf_classic, hf_decoders, hf_encoders, hf_moe
 from autopar_opt.model_zoo.hf_arch import hf_arch
+from autopar_opt.model_zoo.hf_lookalikes import lookalike_refusal
 from autopar_opt.model_zoo.hf_other_files import other_file
 from autopar_opt.model_zoo.hf_unmodelled import unmodelled_reason
 from autopar_opt.model_zoo.hf_windows import MAX_WINDOW_LAYERS_DEFAULT, QWEN_RULE
@@ -134,6 +135,9 @@ def _build_hf_graph(config: dict[str, Any], seq_len: int | None, name: str | Non
                                 f"language model (text_config, model_type {inner!r}) autopar "
                                 "reads; its vision or audio tower is not modelled (fix: train "
                                 "the language model: use the text_config object as the config)")
+        lookalike = lookalike_refusal(mt, config)   # a known reader's architecture
+        if lookalike is not None:
+            raise HfConfigError(f"{origin}: {lookalike}")
         why = unmodelled_reason(mt, inner if isinstance(inner, str) else None)
         if why is not None:
             raise HfConfigError(f"{origin}: model_type {mt!r} is not supported: {why} (fix: "
