@@ -11,11 +11,10 @@ prices the same, which is what the note says."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from support.cli import first_json, run_cli
+from support.torchtitan_jobs import JOB_PLAN, export_torchtitan_job
 
 CLUSTERS = {"h100": "{zoo: 2x8-h100}", "b200": "{nodes: 2, gpus_per_node: 8, device: B200}"}
 SPEC = """\
@@ -65,14 +64,9 @@ def test_megatron_mxfp8_on_blackwell_is_priced_as_per_tensor_fp8_and_said(tmp_pa
 
 
 def _torchtitan_job(folder, device) -> str:
-    code, doc = _estimate(folder, device, "torchtitan",
-                          "{tp: 1, pp: 2, microbatches: 8, zero: 2, schedule: gpipe}")
+    code, doc = _estimate(folder, device, "torchtitan", JOB_PLAN)
     assert code == 0, doc
-    (folder / "est.json").write_text(json.dumps(doc))
-    code, text = run_cli("export", folder / "est.json", "--to", "torchtitan",
-                         "--framework-version", "0.2", "--out", folder / "job.toml")
-    assert code == 0, text
-    toml = (folder / "job.toml").read_text()
+    toml = export_torchtitan_job(folder, doc)
     assert '"quantize.linear.float8"' in toml
     return toml
 

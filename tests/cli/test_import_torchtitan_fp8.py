@@ -14,6 +14,7 @@ import json
 import pytest
 
 from support.cli import run_cli
+from support.torchtitan_jobs import JOB_PLAN, export_torchtitan_job
 
 SPEC = """\
 model: {zoo: llama3-8b}
@@ -30,13 +31,9 @@ def _estimate(folder, dtype, plan):
 
 
 def _export(folder, dtype):
-    code, doc = _estimate(folder, dtype, "{tp: 1, pp: 2, microbatches: 8, zero: 2, "
-                                         "schedule: gpipe}")
+    code, doc = _estimate(folder, dtype, JOB_PLAN)
     assert code == 0, doc
-    (folder / "est.json").write_text(json.dumps(doc))
-    code, text = run_cli("export", folder / "est.json", "--to", "torchtitan",
-                         "--framework-version", "0.2", "--out", folder / "job.toml")
-    assert code == 0, text
+    export_torchtitan_job(folder, doc)
     return doc
 
 
