@@ -330,11 +330,8 @@ def read_deepseek(c: Cfg, name: str, s: int, opts: dict, source: str, moe_opts: 
     freq = _count(c, "moe_layer_freq", 1, 1, layers, "every freq-th layer is an MoE layer")
     sparse = [i >= first_dense and i % freq == 0 for i in range(layers)]
     _some_moe_layer(c, sparse, "first_k_dense_replace and moe_layer_freq")
-    blocks = []
-    for i in range(layers):
-        kind = {"moe": moe} if sparse[i] else {"mlp": MlpDims(c("intermediate_size"))}
-        blocks.append(decoder_block(f"block{i:03d}", s, attn, **kind, **opts))
-    return decoder_chain(c, name, s, blocks, False, source, dropout=opts["dropout"])
+    return decoder_chain(c, name, s, _dense_or_moe_blocks(c, s, attn, moe, sparse, opts), False,
+                         source, dropout=opts["dropout"])
 
 
 def read_glm4_moe(c: Cfg, name: str, s: int, opts: dict, source: str,
@@ -361,8 +358,15 @@ def read_glm4_moe(c: Cfg, name: str, s: int, opts: dict, source: str,
                          "the first layers are dense")
     sparse = [i >= first_dense for i in range(layers)]
     _some_moe_layer(c, sparse, "first_k_dense_replace")
+    return decoder_chain(c, name, s, _dense_or_moe_blocks(c, s, attn, moe, sparse, opts), False,
+                         source, dropout=opts["dropout"])
+
+
+def _dense_or_moe_blocks(c: Cfg, s: int, attn, moe, sparse: list[bool], opts: dict) -> list:
+    """The decoder blocks of a stack whose layer ``i`` is an MoE layer where ``sparse[i]``,
+    else a dense MLP of ``intermediate_size`` (DeepSeek's and GLM-4.5's first dense layers)."""
     blocks = []
-    for i in range(layers):
-        kind = {"moe": moe} if sparse[i] else {"mlp": MlpDims(c("intermediate_size"))}
+    for i, is_moe in enumerate(sparse):
+        kind = {"moe": moe} if is_moe else {"mlp": MlpDims(c("intermediate_size"))}
         blocks.append(decoder_block(f"block{i:03d}", s, attn, **kind, **opts))
-    return decoder_chain(c, name, s, blocks, False, source, dropout=opts["dropout"])
+    return blocks

@@ -7,23 +7,11 @@ from __future__ import annotations
 
 import json
 
-from support.cli import run_cli
+from support.cli import communication_table, run_cli
 
 SPEC = "examples/estimate_megatron_gpt3_175b.yaml"
 #: terminal name -> plan.json kind and the breakdown term equal to its exposed time
 ROWS = {"TP": ("tp", "tp_comm_s"), "DP grad sync": ("dp", "dp_comm_s")}
-
-
-def _table(text: str) -> dict[str, list[float]]:
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("communication, critical"))
-    rows = {}
-    for line in lines[start + 1:]:
-        if not line.startswith("  "):
-            break
-        *name, total, hidden, exposed, interference = line.split()
-        rows[" ".join(name)] = [float(x) for x in (total, hidden, exposed, interference)]
-    return rows
 
 
 def test_estimate_prints_the_communication_of_its_json():
@@ -32,7 +20,7 @@ def test_estimate_prints_the_communication_of_its_json():
     code, doc = run_cli("estimate", SPEC, "--json")
     assert code == 0, doc
     metrics = json.loads(doc)["metrics"]
-    table = _table(text)
+    table = communication_table(text)
     # the kinds that move anything, and only those (GPT-3 175B at tp8 pp8 without ZeRO)
     assert set(table) == set(ROWS)
     for name, (kind, term) in ROWS.items():

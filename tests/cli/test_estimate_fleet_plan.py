@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from autopar_opt.core.document import FleetEstimateDocument, document_problems
-from support.cli import first_json, run_cli
+from support.cli import communication_table, first_json, run_cli
 
 
 def _fleet(gpus: int) -> dict:
@@ -168,14 +168,7 @@ def test_a_fleet_pipeline_prints_its_communication_as_one_cluster_does(tmp_path)
     comm = first_json(out)["metrics"]["communication"]
     from autopar_opt.cli.commands import COMM_NAMES
 
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("communication, critical"))
-    rows = {}
-    for line in lines[start + 1:]:
-        if not line.startswith("  "):
-            break
-        *name, total, hidden, exposed, interference = line.split()
-        rows[" ".join(name)] = [float(x) for x in (total, hidden, exposed, interference)]
+    rows = communication_table(text)
     moving = {COMM_NAMES[k]: k for k, f in comm.items() if f["total_s"] > 0}
     assert set(rows) == set(moving) and {"TP", "DP grad sync"} <= set(rows)
     for name, kind in moving.items():

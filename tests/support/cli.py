@@ -32,3 +32,17 @@ def write_spec(folder, name: str, template: str, **fill: str):
     path = folder / name
     path.write_text(template)
     return path
+
+
+def communication_table(text: str) -> dict[str, list[float]]:
+    """``estimate``'s ``communication, critical path`` table: row name -> [total, hidden,
+    exposed, interference] seconds, as printed."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("communication, critical"))
+    rows = {}
+    for line in lines[start + 1:]:
+        if not line.startswith("  "):
+            break
+        *name, total, hidden, exposed, interference = line.split()
+        rows[" ".join(name)] = [float(x) for x in (total, hidden, exposed, interference)]
+    return rows
