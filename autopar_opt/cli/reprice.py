@@ -67,8 +67,20 @@ def load_repriced(spec_path: str, plan_file: str) -> tuple[Any, Repriced]:
         if any(p.file != str(plan_file) for p in exc.problems):
             raise                    # the spec's own problems: "invalid spec"
         raise CommandError(exc.problems, "invalid plan") from None
+    return spec, Repriced(str(plan_file), str(spec_path), recorded_time(doc),
+                          case_differences(doc, spec))
+
+
+def recorded_time(doc: dict[str, Any]) -> float | None:
+    """The iteration time a plan file records (``metrics.iteration_time_s``), or None where
+    it records none usable: absent, not a number, not positive, or not finite (a hand-edited
+    NaN was printed as 'records nan s ..., the same' and as NaN in --json, which no JSON
+    reader takes)."""
+    import math
+
     metrics = doc.get("metrics") if isinstance(doc.get("metrics"), dict) else {}
     recorded = metrics.get("iteration_time_s")
-    if isinstance(recorded, bool) or not isinstance(recorded, (int, float)) or recorded <= 0:
-        recorded = None
-    return spec, Repriced(str(plan_file), str(spec_path), recorded, case_differences(doc, spec))
+    if isinstance(recorded, bool) or not isinstance(recorded, (int, float)) \
+            or not math.isfinite(recorded) or recorded <= 0:
+        return None
+    return recorded

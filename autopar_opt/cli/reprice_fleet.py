@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from autopar_opt.cli.errors import CommandError
-from autopar_opt.cli.reprice import Repriced
+from autopar_opt.cli.reprice import Repriced, recorded_time
 from autopar_opt.core.errors import SpecError, SpecProblem
 
 #: What a refused fleet plan is told to give.
@@ -104,12 +104,33 @@ def _pipeline(plan: dict[str, Any], names: list[str], index: dict[str, int], fil
             for j, s in enumerate(stage["strategies"]):
                 s["group"] = spec_index(s.get("group", 0),
                                         f"{key}.stages[{i}].strategies[{j}].group")
+        malformed = _entry_problems(data, file, key)
+        if malformed:
+            raise CommandError(malformed, "invalid plan")
         return Plan.from_dict(data)
     except CommandError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise _problem(file, key, None, f"is not a fleet plan's pipeline entry ({type(exc).__name__}: "
                        f"{exc})") from None
+
+
+def _entry_problems(data: dict[str, Any], file: str, key: str) -> list[SpecProblem]:
+    """The problems of a pipeline entry (its groups already mapped to indices) against the
+    layout a one-cluster plan's entry is checked with (degrees >= 1, ZeRO 0-3, whole
+    micro-batches, pp = the stages, ...): Plan.from_dict's int() took 1.5 micro-batches as
+    1 and '8' as 8, and nothing refused ZeRO -1 or pp 0 (QA round 36)."""
+    import re
+
+    from autopar_opt.core.document import EstimatePlanDoc, document_problems
+
+    out = []
+    for text in document_problems(data, EstimatePlanDoc)[:8]:
+        found = re.match(r"(missing key )?'([^']*)'", text)
+        where = f"{key}.{found.group(2)}" if found else key
+        rule = text if found is None or found.group(1) else text[found.end():].lstrip(" =:")
+        out.append(SpecProblem(file, where, None, rule or text, GIVE))
+    return out
 
 
 def fleet_plan(doc: dict[str, Any], fleet, file: str):
@@ -264,11 +285,8 @@ def estimate_fleet_plan(spec_path: str, plan_file: str, doc: dict[str, Any],
         raise _problem(str(plan_file), "plan", None, f"cannot run on {spec_path}'s fleet: {exc}"
                        + (f" (the plan was made for another case: {', '.join(case)})" if case else ""),
                        f"{GIVE}; or solve {spec_path} for a plan of its own") from None
-    recorded = (doc.get("metrics") or {}).get("iteration_time_s") \
-        if isinstance(doc.get("metrics"), dict) else None
-    if isinstance(recorded, bool) or not isinstance(recorded, (int, float)) or recorded <= 0:
-        recorded = None
-    repriced = Repriced(str(plan_file), str(spec_path), recorded, fleet_differences(doc, spec))
+    repriced = Repriced(str(plan_file), str(spec_path), recorded_time(doc),
+                        fleet_differences(doc, spec))
     repriced.priced(metrics.iteration_time_s)
     fits = all(r["peak_memory_gib"] <= r["capacity_gib"] for r in rows)
     if json_output:
