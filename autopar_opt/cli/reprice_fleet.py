@@ -47,7 +47,10 @@ def fleet_plan_document(plan_file: str) -> dict[str, Any] | None:
         doc = reading.read_json(Path(plan_file), reading.DOCUMENT)
     except SpecError as exc:
         raise CommandError(exc.problems, "invalid plan") from None
-    return doc if is_fleet(doc) else None
+    # a document with a fleet object is a fleet's (a one-cluster plan.json has none): one
+    # whose shape was deleted is refused by its key, not as a one-cluster plan of a fleet spec
+    return doc if is_fleet(doc) or (isinstance(doc, dict) and isinstance(doc.get("fleet"), dict)) \
+        else None
 
 
 def recorded_groups(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -96,6 +99,14 @@ def _pipeline(plan: dict[str, Any], names: list[str], index: dict[str, int], fil
                            f"fleet.groups ({', '.join(map(str, names))}) that the spec has")
         return index[name]
 
+    for name, what in (("stage_groups", "each stage's group, by name or by the index of the "
+                        "plan.json's fleet.groups"), ("stages", "the stages, each its layers and "
+                                                   "their strategies")):
+        if not isinstance(plan.get(name), list):
+            # iterated as it was, a string named its letters as groups, None a TypeError
+            state = "missing" if name not in plan else "not a list"
+            raise _problem(file, f"{key}.{name}", plan.get(name),
+                           f"is {state}: a fleet plan's pipeline lists {what}")
     try:
         data = copy.deepcopy(plan)
         data["stage_groups"] = [spec_index(g, f"{key}.stage_groups[{i}]")
@@ -147,8 +158,16 @@ def fleet_plan(doc: dict[str, Any], fleet, file: str):
                            "plan: stages with their groups, or replica classes)")
         raise _problem(file, "plan", None, f"has no plan: the fleet solve ended {status!r}"
                        if isinstance(status, str) else "holds no 'plan' object")
+    shape = doc.get("shape")
+    if shape not in ("pipeline", "replicas"):
+        # read as a pipeline whatever it said, a replicas plan was refused as 'not a fleet
+        # plan's pipeline entry (KeyError: 'stage_groups')'
+        raise _problem(file, "shape", shape, "is neither 'pipeline' (one pipeline over the "
+                       "groups: plan.stages and plan.stage_groups) nor 'replicas' (data-"
+                       "parallel replica classes: plan.classes)", "write 'replicas' where "
+                       "the plan holds classes, else 'pipeline' (as the solve wrote it)")
     names, index = _group_maps(doc, fleet, file)
-    if doc.get("shape") != "replicas":
+    if shape != "replicas":
         return _pipeline(plan, names, index, file)
     classes = plan.get("classes")
     if not isinstance(classes, list) or not classes:

@@ -89,3 +89,28 @@ def test_a_recorded_time_that_is_not_finite_is_not_compared(solved, tmp_path, na
     code, text = run_cli("estimate", spec, "--plan", plan)
     assert code == 0, text
     assert "records nan" not in text and "records inf" not in text
+
+
+@pytest.mark.parametrize("edit, key, value, said", [
+    (lambda d: d.pop("shape"), "shape", None, "is neither 'pipeline'"),
+    (lambda d: d.update(shape="zzz"), "shape", "zzz", "is neither 'pipeline'"),
+    (lambda d: d["plan"].update(stage_groups="a100"), "plan.stage_groups", "a100", "is not a list"),
+    (lambda d: d["plan"].update(stage_groups=None), "plan.stage_groups", None, "is not a list"),
+    (lambda d: d["plan"].pop("stages"), "plan.stages", None, "is missing"),
+])
+def test_a_fleet_plans_shape_and_lists_are_named_not_a_python_error(solved, tmp_path, edit, key,
+                                                                     value, said):
+    """Before: a deleted shape was refused as a fleet spec's own problem ('invalid spec',
+    cluster.groups, the plan file unnamed); a wrong one read the plan as a pipeline
+    ('KeyError: stage_groups'); stage_groups 'a100' named its letter 'a' as a group,
+    None a TypeError."""
+    spec, doc = solved["fleet"]
+    doc = copy.deepcopy(doc)
+    edit(doc)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(doc))
+    code, text = run_cli("estimate", spec, "--plan", plan, "--json")
+    assert code == 2, text
+    problem = first_json(text)["error"]["problems"][0]
+    assert (problem["file"], problem["key"], problem["value"]) == (str(plan), key, value), problem
+    assert said in problem["rule"] and "Error" not in problem["rule"], problem
