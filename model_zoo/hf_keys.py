@@ -269,7 +269,8 @@ def activation_name(config: dict[str, Any], key: str, default: str, plain: bool 
 BOOL_KEYS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "bias", "enable_bias",
              "no_bias", "do_layer_norm_before", "multi_query", "new_decoder_architecture",
              "parallel_attn", "use_parallel_residual", "alibi", "use_sliding_window",
-             "use_bidirectional_attention", "use_bias", "use_qk_norm", "qk_layernorm")
+             "use_bidirectional_attention", "use_bias", "use_qk_norm", "qk_layernorm",
+             "lm_head_bias")
 
 
 def _check_kinds(data: dict[str, Any], path: Path) -> None:

@@ -43,3 +43,19 @@ def test_a_stated_window_is_built_on_every_layer():
     assert not any(build_hf_graph(CONFIG, 4096).attention_windows())
     assert build_hf_graph(dict(CONFIG, sliding_window=2048), 4096).attention_windows() == \
         [2048] * 32
+
+
+def test_an_lm_head_bias_that_is_not_a_boolean_is_refused(tmp_path):
+    """Phi-3.5-MoE's lm_head_bias was read by truthiness (QA round 36): "false" (a string)
+    built the 32,064 bias parameters it says are not there, exit 0. It is refused as every
+    other switch is (hf_keys.BOOL_KEYS), naming the file, the key and the value."""
+    from support.cli import run_cli
+
+    path = tmp_path / "config.json"
+    for value, code in ((False, 0), (True, 0), ("false", 2), (1.5, 2)):
+        path.write_text(json.dumps(dict(CONFIG, lm_head_bias=value)))
+        got, text = run_cli("model", path, "--seq-len", "512")
+        assert got == code, text
+        if code:
+            assert f"{path}: lm_head_bias = {str(value)!r} is not true or false" in text, text
+            assert "fix: write true or false" in text, text
