@@ -354,6 +354,12 @@ def fleet_interval(graph, fleet, training, plan, iteration_time_s: float,
     found = [(g, plan_interval(graph, fleet.groups[g], training, p, iteration_time_s,
                                params=params, devices=devices)) for g, p in parts]
     g, widest = max(found, key=lambda gi: gi[1].high / max(gi[1].low, 1e-300))
+    # what makes the published runs unlike the plan, on every group it runs on: the widest
+    # group's words alone left out a PCIe card or a capped group that was not the widest
+    unlike = list(dict.fromkeys(part for _, iv in found if iv.unlike
+                                for part in iv.unlike.split("; ")))
+    if unlike:
+        widest = replace(widest, unlike="; ".join(unlike))
     names = sorted({fleet.groups[k].name for k, _ in found})
     gens = {iv.regime.generation for _, iv in found}
     if len(gens) > 1:
