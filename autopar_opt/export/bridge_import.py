@@ -135,6 +135,16 @@ def bridge_precision_problems(overrides: Any, dtype: str) -> list[str]:
     """The file's stated precision against the spec's ``training.dtype`` (a recipe states
     it whole: ``bf16_mixed`` under an FP8 spec trains without FP8, which the Megatron-LM
     reading, where an absent flag is no contradiction, would price as FP8)."""
+    model = overrides.get("model") if isinstance(overrides, dict) else None
+    if isinstance(model, dict) and "mixed_precision" in overrides \
+            and overrides["mixed_precision"] is None and model.get("bf16") is True \
+            and model.get("fp16") is True:
+        # stated as bf16 (the first of the two), while the flags' check named --fp16: under
+        # bf16 the file was told to train in fp16, under fp16 in bf16 (QA round 36)
+        return ["mixed_precision null with model.bf16 and model.fp16 both true: Megatron-LM "
+                "refuses the pair (validate_args asserts not args.bf16 under --fp16), so no "
+                f"dtype prices it (keep the one training.dtype {dtype} trains in: bf16 for "
+                "bf16 or fp8, fp16 for fp16, and set the other false)"]
     stated = stated_dtype(overrides) if isinstance(overrides, dict) else None
     if stated is None or stated[0] == dtype or {stated[0], dtype} == {"fp32", "tf32"}:
         return []

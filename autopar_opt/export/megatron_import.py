@@ -236,7 +236,17 @@ def contradictions(args: argparse.Namespace, graph: LayerGraph, training: Traini
         out.append(f"--num-layers {args.num_layers} but the model has {len(graph) - 2} "
                    "transformer layers: the command line is another model's (set model: to "
                    "that model, or drop --num-layers)")
+    both = bool(args.bf16 and args.fp16)
+    if both:
+        # each alone contradicts one of the two dtypes: the spec would be told --fp16 under
+        # bf16 and --bf16 under fp16, each fix undoing the other (QA round 36)
+        out.append(f"--bf16 and --fp16 are both given: Megatron-LM refuses the pair ("
+                   f"validate_args asserts not args.bf16 under --fp16), so no dtype prices it "
+                   f"(keep the one training.dtype {training.dtype} trains in: --bf16 for bf16 "
+                   "or fp8, --fp16 for fp16)")
     for dest, flag, dtypes in _DTYPE_FLAGS:
+        if both and dest in ("bf16", "fp16"):
+            continue
         if getattr(args, dest) and training.dtype not in dtypes:
             value = f" {getattr(args, dest)}" if dest == "fp8_format" else ""
             out.append(f"{flag}{value} trains in {dtypes[0]}, but training.dtype is "
