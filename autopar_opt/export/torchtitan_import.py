@@ -139,6 +139,12 @@ def torchtitan_defaults(config: Any, world: int,
     return {**config, "parallelism": par, "training": tr, "activation_checkpoint": ac}, said
 
 
+#: The model converters torchtitan 0.2.2 registers for low precision (register_model_converter
+#: in components/quantization/float8.py and mx.py); another name fails at launch.
+CONVERTERS = ("quantize.linear.float8", "quantize.grouped_mm.float8", "quantize.linear.mx",
+              "quantize.grouped_mm.mx")
+
+
 def mx_converters(config: Any) -> list[str]:
     """The file's MXFP8 converters (torchtitan 0.2.2's ``quantize.linear.mx`` and
     ``quantize.grouped_mm.mx``, ``components/quantization/mx.py``)."""
@@ -191,6 +197,19 @@ def torchtitan_problems(config: Any, graph: LayerGraph, cluster: Cluster,
     converters = model.get("converters", [])
     low = [c for c in converters if isinstance(c, str) and c.startswith("quantize.")] \
         if isinstance(converters, list) else []
+    unknown = [c for c in low if c not in CONVERTERS]
+    if unknown:
+        # ModelConvertersContainer looks each name up in its registry (KeyError at launch);
+        # read as FP8, "quantize.linear.MX" was priced as an FP8 run (QA round 36)
+        out.append(f"model.converters {unknown}: not a converter torchtitan 0.2.2 registers "
+                   f"({', '.join(CONVERTERS)}: components/quantization/float8.py, mx.py), so "
+                   "its launch fails on the name (fix: one of those names)")
+        low = [c for c in low if c in CONVERTERS]
+    grouped = [c for c in low if c.startswith("quantize.grouped_mm.")]
+    if grouped and not any(layer.is_moe for layer in graph.layers):
+        # grouped_mm converts the MoE experts' GEMMs only: on a dense model the linear
+        # layers stay bfloat16 (a dense file with only them was priced as FP8)
+        low = [c for c in low if c not in grouped]
     mx = mx_converters(config)
     if mx and training.dtype == "fp8":
         out += mxfp8_reading(f"model.converters {mx}", [cluster.device])[0]
@@ -201,7 +220,9 @@ def torchtitan_problems(config: Any, graph: LayerGraph, cluster: Cluster,
     elif not low and training.dtype == "fp8":
         out.append("model.converters has no quantize.linear.float8: the file trains in "
                    "bfloat16, but training.dtype is fp8 (the price is the spec's: set "
-                   "training.dtype: bf16, or add the float8 converter)")
+                   "training.dtype: bf16, or add the float8 converter)"
+                   + (f"; {', '.join(grouped)} converts the MoE experts' grouped GEMMs only, "
+                      "and this model has none" if grouped else ""))
     if out:
         return out
     sizes = [par.get(k, 1) for k in DEGREES[:5]]

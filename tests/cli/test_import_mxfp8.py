@@ -86,3 +86,23 @@ def test_torchtitan_mx_converter(tmp_path, device):
     assert mx["metrics"] == float8["metrics"]
     assert any(n.startswith("plan.torchtitan: model.converters ['quantize.linear.mx']: MXFP8")
                and "priced as per-tensor FP8" in n for n in mx["notices"]), mx["notices"]
+
+
+@pytest.mark.parametrize("converters, said", [
+    ('"quantize.linear.MX"', "not a converter torchtitan 0.2.2 registers"),
+    ('"quantize.zzz"', "not a converter torchtitan 0.2.2 registers"),
+    ('"quantize.grouped_mm.mx"', "converts the MoE experts' grouped GEMMs only"),
+    ('"quantize.grouped_mm.float8"', "converts the MoE experts' grouped GEMMs only"),
+])
+def test_a_converter_that_does_not_train_the_linears_in_fp8_is_refused(tmp_path, converters,
+                                                                        said):
+    """QA round 36: any name starting 'quantize.' was read as FP8, so a misspelt converter
+    (which torchtitan's registry does not hold: the launch fails) and, on a dense model
+    (llama3-8b), a grouped-GEMM converter alone (it converts MoE experts only; the linear
+    layers stay bfloat16) were priced as an FP8 run, exit 0."""
+    toml = _torchtitan_job(tmp_path, "b200")
+    (tmp_path / "job.toml").write_text(toml.replace('"quantize.linear.float8"', converters))
+    code, doc = _estimate(tmp_path, "b200", "torchtitan", "{torchtitan: job.toml}")
+    assert code == 2, doc
+    problem = doc["error"]["problems"][0]        # a misspelt one: then 'has no ...float8'
+    assert problem["key"] == "plan.torchtitan" and said in problem["rule"], problem
