@@ -200,10 +200,12 @@ def load_spec_with_plan(spec_path: str | Path, plan_path: str | Path) -> tuple[A
     # the model first: a plan of another model fails the layer checks with less helpful words
     bare = build_spec({k: v for k, v in merged.items() if k != "plan"}, path, files)
     if bare.fleet is not None:
-        raise _refuse(str(path), "cluster.groups", None, "a cluster of several groups has no "
-                      "plan to re-price (a plan would name every stage's group)",
-                      "re-price the plan on one group's cluster, or give the plan.json a "
-                      "fleet solve of this spec wrote")
+        # the plan file named: it is the input that does not fit (QA round 36: the refusal
+        # read as the spec's own problem, the plan.json unnamed)
+        raise _refuse(str(path), "cluster.groups", None, "is a fleet of several groups, but "
+                      f"{plan_path} is the plan.json of one cluster (its stages name no group)",
+                      f"re-price {plan_path} under a spec of one cluster (one group's), or give "
+                      "the plan.json a fleet solve of this spec wrote")
     other = other_model_problem(doc, bare.graph, plan_path, path)
     if other is not None:
         raise SpecError([other])

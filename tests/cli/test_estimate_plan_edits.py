@@ -114,3 +114,18 @@ def test_a_fleet_plans_shape_and_lists_are_named_not_a_python_error(solved, tmp_
     problem = first_json(text)["error"]["problems"][0]
     assert (problem["file"], problem["key"], problem["value"]) == (str(plan), key, value), problem
     assert said in problem["rule"] and "Error" not in problem["rule"], problem
+
+
+def test_a_one_cluster_plan_under_a_fleet_spec_names_the_plan_file(solved, tmp_path):
+    """The refusal read as the fleet spec's own problem ('a cluster of several groups has no
+    plan to re-price'), the plan.json it was given not named (QA round 36)."""
+    spec, _ = solved["fleet"]
+    _, doc = solved["one"]
+    plan = tmp_path / "one_plan.json"
+    plan.write_text(json.dumps(doc))
+    code, text = run_cli("estimate", spec, "--plan", plan, "--json")
+    assert code == 2, text
+    [problem] = first_json(text)["error"]["problems"]
+    assert (problem["file"], problem["key"]) == (str(spec), "cluster.groups"), problem
+    assert f"{plan} is the plan.json of one cluster" in problem["rule"], problem
+    assert f"re-price {plan} under a spec of one cluster" in problem["fix"], problem
