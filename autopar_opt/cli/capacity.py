@@ -150,7 +150,8 @@ def print_summary(doc: dict[str, Any], console: Console) -> None:
                       highlight=False)
     n = len(doc["scenarios"])
     bad = sum(e.get("status") == "invalid" for e in doc["scenarios"])   # rules reject them
-    console.print(f"{n} scenario{'' if n == 1 else 's'} ({run['computed']} solved, {run['reused']} "
+    # "searched", not "solved": a time-limited search may end without a plan (its row says)
+    console.print(f"{n} scenario{'' if n == 1 else 's'} ({run['computed']} searched, {run['reused']} "
                   f"from the store {run['store']}"
                   + (f", {bad} invalid, not searched" if bad else "")
                   + f") in {doc['wall_time_s']:.1f} s")

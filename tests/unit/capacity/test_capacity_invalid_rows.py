@@ -95,14 +95,15 @@ def test_a_value_no_combination_can_run_still_refuses_the_sweep(tmp_path):
 
 
 def test_the_summary_line_counts_every_row(tmp_path):
-    """"N scenarios (a solved, b from the store ...)": the invalid rows are among the N, so
-    the line says how many there are (it read "4 scenarios (3 solved, 0 from the store")."""
+    """"N scenarios (a searched, b from the store ...)": the invalid rows are among the N, so
+    the line says how many there are (it read "4 scenarios (3 solved, 0 from the store"); a
+    search is counted as searched, not solved (a time-limited one may find no plan)."""
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(SWEEP))
     code, text = run_cli("capacity", path, "--workers", "1", "--store", tmp_path / "s.sqlite")
     assert code == 0, text
     flat = " ".join(text.split())
-    found = re.search(r"(\d+) scenarios \((\d+) solved, (\d+) from the store .*?"
+    found = re.search(r"(\d+) scenarios \((\d+) searched, (\d+) from the store .*?"
                       r"(?:, (\d+) invalid, not searched)?\) in", flat)
     assert found, flat[-400:]
     n, solved, reused, bad = (int(x or 0) for x in found.groups())
