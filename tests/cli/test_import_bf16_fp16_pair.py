@@ -9,12 +9,11 @@ assertion; the refusal is the same whatever the spec's dtype."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 
-from support.cli import first_json, run_cli
+from support.cli import export_estimate, first_json, run_cli
 
 SPEC = """\
 model: {zoo: llama3-8b}
@@ -37,11 +36,7 @@ def _bridge_file(folder) -> str:
     model with both 16-bit fields true under mixed_precision: null."""
     code, doc = _estimate(folder, "bf16", "{tp: 2, pp: 2, microbatches: 8, zero: 1}")
     assert code == 0, doc
-    (folder / "est.json").write_text(json.dumps(doc))
-    code, text = run_cli("export", folder / "est.json", "--to", "megatron-bridge", "--out",
-                         folder / "bridge.yaml")
-    assert code == 0, text
-    text = (folder / "bridge.yaml").read_text()
+    text = export_estimate(folder, doc, "megatron-bridge", "bridge.yaml")
     text, n = re.subn(r"(?m)^mixed_precision: .*$", "mixed_precision: null", text)
     assert n == 1 and text.count("model: {") == 1, text
     return text.replace("model: {", "model: {bf16: true, fp16: true, ")

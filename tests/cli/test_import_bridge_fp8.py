@@ -20,7 +20,7 @@ import sys
 import pytest
 
 from support.bridge import BRIDGE_DIR, bridge_missing, validate_bridge
-from support.cli import first_json, run_cli
+from support.cli import export_estimate, first_json, run_cli
 from support.paths import TESTS
 
 CLUSTERS = {"h100": "{zoo: 2x8-h100}", "b200": "{nodes: 2, gpus_per_node: 8, device: B200}"}
@@ -45,11 +45,7 @@ def _estimate(folder, dtype, plan, device="h100"):
 def _exported(folder, device="h100") -> tuple[dict, str]:
     code, doc = _estimate(folder, "fp8", "{tp: 2, pp: 2, microbatches: 8, zero: 1}", device)
     assert code == 0, doc
-    (folder / "est.json").write_text(json.dumps(doc))
-    code, out = run_cli("export", folder / "est.json", "--to", "megatron-bridge", "--out",
-                        folder / "bridge.yaml")
-    assert code == 0, out
-    text = (folder / "bridge.yaml").read_text()
+    text = export_estimate(folder, doc, "megatron-bridge", "bridge.yaml")
     assert RECIPE in text and text.count("model: {") == 1
     return doc, text
 

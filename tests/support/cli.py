@@ -46,3 +46,16 @@ def communication_table(text: str) -> dict[str, list[float]]:
         *name, total, hidden, exposed, interference = line.split()
         rows[" ".join(name)] = [float(x) for x in (total, hidden, exposed, interference)]
     return rows
+
+
+def export_estimate(folder, estimate: dict, to: str, name: str, *options: str) -> str:
+    """``estimate`` (a successful ``estimate --json`` document) written to ``folder/est.json``
+    and exported with ``autopar export --to TO [OPTIONS] --out folder/NAME``; the written
+    file's text. Fails the test if the export does."""
+    import json
+
+    (folder / "est.json").write_text(json.dumps(estimate))
+    code, text = run_cli("export", folder / "est.json", "--to", to, *options,
+                         "--out", folder / name)
+    assert code == 0, text
+    return (folder / name).read_text()

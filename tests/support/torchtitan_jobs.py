@@ -4,10 +4,9 @@ MXFP8 import tests wrote the same estimate-then-export steps each."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from support.cli import run_cli
+from support.cli import export_estimate
 
 #: A plan torchtitan runs as written (no TP, two GPipe stages, ZeRO-2), estimated before
 #: the export.
@@ -18,8 +17,4 @@ def export_torchtitan_job(folder: Path, estimate: dict) -> str:
     """``estimate`` (a successful estimate --json document) written to ``folder/est.json``
     and exported with ``autopar export --to torchtitan --framework-version 0.2`` to
     ``folder/job.toml``; the job file's text. Fails the test if the export does."""
-    (folder / "est.json").write_text(json.dumps(estimate))
-    code, text = run_cli("export", folder / "est.json", "--to", "torchtitan",
-                         "--framework-version", "0.2", "--out", folder / "job.toml")
-    assert code == 0, text
-    return (folder / "job.toml").read_text()
+    return export_estimate(folder, estimate, "torchtitan", "job.toml", "--framework-version", "0.2")

@@ -67,24 +67,14 @@ def test_lattice_matches_brute_force(seed: int, closed: str) -> None:
 def test_difference_is_contiguous_and_chain_parts_partition() -> None:
     n, edges = 8, random_dag(8, 0.35, 3)
     lat = enumerate_ideals(n, edges)
-    succ = {u: {v for (a, v) in edges if a == u} for u in range(n)}
-
-    def reach(u: int) -> set[int]:
-        seen, stack = set(), [u]
-        while stack:
-            for v in succ[stack.pop()]:
-                if v not in seen:
-                    seen.add(v)
-                    stack.append(v)
-        return seen
-
+    reach = _reaches(n, edges)
     for j in range(lat.num_ideals):
         for i in lat.sub_ideals(j):
             s = set(lat.difference(int(i), j).tolist())
             # convex: no path from s through a node outside s back into s
             for u in s:
-                for w in reach(u) - s:
-                    assert not (reach(w) & s)
+                for w in reach[u] - s:
+                    assert not (reach[w] & s)
     chain = [0, lat.index_of(lat.nodes(lat.level_start[3])), lat.full]
     parts = ideal_chain_parts(lat, chain)
     assert sorted(np.concatenate(parts).tolist()) == list(range(n))
