@@ -153,14 +153,35 @@ def _flat(text: str) -> str:
     return re.sub(r"[\s_-]+", "", text.lower())
 
 
+def _dashed(text: str) -> str:
+    """``text`` lower-cased with every run of spaces, underscores and dashes one dash: word
+    boundaries kept, so a negation after a key stays a separate word."""
+    return re.sub(r"[\s_-]+", "-", text.lower())
+
+
+def _negated(fw: str, key: str) -> bool:
+    """Whether the text turns ``key`` off, read with its word boundaries (:func:`_dashed`):
+    ``no``/``without``/``disable(d)`` before it, or ``false``/``off``/``0``/``disabled``/
+    ``not set``/``not passed`` after it ("--overlap-grad-reduce off by default", which the
+    flattened reading took as the flag passed: QA, session 37)."""
+    k = re.escape(_dashed(key).strip("-"))
+    return bool(re.search(
+        rf"(?<![a-z0-9])(no|without|disabled?|disabling)-(the-)?{k}(?![a-z0-9])"
+        rf"|(?<![a-z0-9]){k}-?[=:]?-?(false|off|0|disabled|not-set|not-passed|unset)(?![a-z0-9])",
+        _dashed(fw)))
+
+
 def flag_stated(fw: str, *keys: str) -> bool | None:
     """``True``/``False`` when the framework text sets one of ``keys`` on or
-    off (``--key``, ``key=true``, ``key: false``, ``no key``), else ``None``."""
+    off (``--key``, ``key=true``, ``key: false``, ``no key``, ``key off by
+    default``), else ``None``. The key is found with separators ignored
+    (``tp_comm_overlap`` = ``--tp-comm-overlap``); a negation with word
+    boundaries too (:func:`_negated`)."""
     flat = _flat(fw)
     for key in keys:
         k = _flat(key)
-        if re.search(rf"(no|disable|without)-?{re.escape(k)}|{re.escape(k)}[=:]?(false|off|0)\b",
-                     flat):
+        if _negated(fw, key) or re.search(
+                rf"(no|disable|without)-?{re.escape(k)}|{re.escape(k)}[=:]?(false|off|0)\b", flat):
             return False
         if k in flat:
             return True
@@ -566,7 +587,22 @@ def te_picks_fused_attention(fw: str, rec: RawRecord | None) -> bool:
     dot_product_attention/utils.py``, earlier ``transformer_engine/pytorch/
     attention.py``). So a text naming FlashAttention-2 next to Transformer
     Engine on such a GPU still runs a Hopper-native kernel."""
-    return bool(_TRANSFORMER_ENGINE.search(fw.lower())) and sm90_plus(rec)
+    return names_transformer_engine(fw) and sm90_plus(rec)
+
+
+#: A negation just before a name: "no", "not", "without", "w/o" (with an optional "the"
+#: or "NVIDIA" between).
+_NEGATION_BEFORE = re.compile(r"(?:\bno|\bnot|\bwithout|\bw/o)[\s(]+(?:the\s+)?(?:nvidia\s+)?$")
+
+
+def names_transformer_engine(fw: str) -> bool:
+    """Whether the framework text names Transformer Engine as used: a mention not negated
+    just before it ("no Transformer Engine", "without TE's transformer_engine" name no use
+    of it; the bare search took them as TE and switched a run to cuDNN attention: QA,
+    session 37)."""
+    low = fw.lower()
+    return any(not _NEGATION_BEFORE.search(low[max(0, m.start() - 24):m.start()])
+               for m in _TRANSFORMER_ENGINE.finditer(low))
 
 
 def arch_flash_attention(arch: str, flash: bool, runtime: Runtime, notes: list[str]) -> Runtime:
@@ -632,11 +668,9 @@ def megatron_core(fw: str, notes: list[str], rec: RawRecord | None = None) -> Ru
     Transformer Engine and the record's GPU is sm90+ (``rec``'s
     ``hardware.gpu_type``): TE then picks cuDNN's fused attention
     (:func:`te_picks_fused_attention`)."""
-    flags = {"tp_comm_overlap": "--tp-comm-overlap" in fw or bool(flag_stated(fw, "tp_comm_overlap")),
-             "grad_reduce_overlap": "--overlap-grad-reduce" in fw
-             or bool(flag_stated(fw, "overlap_grad_reduce")),
-             "param_gather_overlap": "--overlap-param-gather" in fw
-             or bool(flag_stated(fw, "overlap_param_gather"))}
+    flags = {"tp_comm_overlap": bool(flag_stated(fw, "tp_comm_overlap")),
+             "grad_reduce_overlap": bool(flag_stated(fw, "overlap_grad_reduce")),
+             "param_gather_overlap": bool(flag_stated(fw, "overlap_param_gather"))}
     if flag_stated(fw, "use-distributed-optimizer", "distributed optimizer") is False:
         flags["distributed_optimizer"] = False
     if _UNFUSED_ATTENTION.search(fw):
@@ -694,9 +728,8 @@ def megatron_lm_is_core(fw: str) -> bool:
     """Megatron-LM text that names a 2023-or-later release, Megatron-Core
     (``mcore``, ``core_r``) or Transformer Engine: its training loop is Megatron-Core."""
     years = [int(y) for y in re.findall(r"\b(20[12]\d)\b", fw)]
-    return (bool(years) and max(years) >= 2023) or any(
-        k in fw for k in ("mcore", "core_r", "core r0", "transformer engine",
-                          "transformer_engine", "--transformer-impl"))
+    return (bool(years) and max(years) >= 2023) or names_transformer_engine(fw) or any(
+        k in fw for k in ("mcore", "core_r", "core r0", "--transformer-impl"))
 
 
 def by_fields(framework: str, rec: RawRecord | None, notes: list[str]) -> Runtime:
