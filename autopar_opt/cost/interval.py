@@ -71,34 +71,61 @@ UNLIKE_TRANSFORMERS = ("the model has no transformer or attention layer, while e
                        "a measurement of models like it")
 
 
-#: Device forms the published runs behind the intervals ran on (every record of both record
-#: files, at its rated power: tests/unit/cost/test_interval_device_words.py keeps this true).
-PUBLISHED_FORMS = frozenset(("sxm", "superchip"))
 #: How a form factor is written in a sentence.
 FORM_WORDS = {"pcie": "PCIe", "nvl": "NVL"}
 
 
-def device_unlike(device) -> str:
+def device_unlike(device, runs: "tuple[ResidualRun, ...] | None" = None) -> str:
     """Why the published runs behind an interval are unlike the priced device ("" when they
-    are not): a PCIe or NVL card, or a power limit below the rated power. Every published run
-    ran on SXM or superchip parts at rated power (:data:`PUBLISHED_FORMS`), so for such a
-    device the interval does not measure how far the model's figures for the form factor
-    (its peaks, PCIe links) and the capped clock (:attr:`~autopar_opt.ir.hardware.DeviceType.
-    clock_factor`) can be trusted; the interval says so instead of leaving it to be assumed
-    (issue 28 audit, QA round 17)."""
+    are not): a form factor none or few of them ran on (a PCIe or NVL card), or a power limit
+    below the rated power. Each run of the residual file (``runs``; None: the shipped file)
+    carries the form of its part and its power limit (``intervals.py`` writes them from the
+    records), so the sentence counts them instead of asserting none exist: for such a device
+    the interval does not measure how far the model's figures for the form factor (its peaks,
+    PCIe links) and the capped clock (:attr:`~autopar_opt.ir.hardware.DeviceType.clock_factor`)
+    can be trusted, and the interval says so instead of leaving it to be assumed (issue 28
+    audit, QA round 17; the first capped run, CARAML's GH200 at 680 W, session 37)."""
     if device is None:
         return ""
-    card = bool(device.form) and device.form not in PUBLISHED_FORMS
     cap = device.power_limit_w
     capped = cap is not None and bool(device.tdp_w) and cap < device.tdp_w
-    parts = ([f"on a {FORM_WORDS.get(device.form, device.form)} card"] if card else []) \
-        + ([f"under a power limit ({cap:g} W of {device.tdp_w:g} W rated)"] if capped else [])
-    if not parts:
+    card = bool(device.form) and device.form not in ("sxm", "superchip")
+    if not (card or capped):
         return ""
-    what = " and ".join(w for w, on in (("form factor", card), ("capped clock", capped)) if on)
-    return (f"no published run behind it ran {' or '.join(parts)}: all ran on SXM or "
-            f"superchip parts at their rated power, so it does not measure the model's figures "
-            f"for {device.name}'s {what}")
+    runs = load_residuals() if runs is None else runs
+    parts, what = [], []
+    if card:
+        same = [r for r in runs if r.form == device.form]
+        form = FORM_WORDS.get(device.form, device.form)
+        parts.append(_few(same, len(runs), f"on a {form} card"))
+        what.append("form factor")
+    if capped:
+        limited = [r for r in runs if r.power_limit_w is not None]
+        parts.append(_few(limited, len(runs), f"under a power limit (this one: {cap:g} W of "
+                                              f"{device.tdp_w:g} W rated)"))
+        what.append("capped clock")
+    return (f"{'; '.join(parts)}: the interval does not measure the model's figures for "
+            f"{device.name}'s {' and '.join(what)}")
+
+
+def _off(residual: float) -> str:
+    """A residual ``log(measured / predicted time)`` in words."""
+    pct = math.exp(residual) - 1
+    return f"measured {abs(pct):.0%} {'slower' if pct > 0 else 'faster'} than predicted"
+
+
+def _few(runs: "list[ResidualRun]", total: int, how: str) -> str:
+    """"no published run behind it ran HOW", or how many of ``total`` did, each named with
+    its part, its limit and how far the model was from it out of sample (its residual of
+    largest magnitude, as time)."""
+    if not runs:
+        return f"no published run behind it ran {how}"
+    named = ", ".join(
+        f"{r.id} ({r.device}" + (f" at {r.power_limit_w:g} W of {r.tdp_w:g} W" if r.power_limit_w
+                                 else "")
+        + f", {_off(r.residual)} out of sample)" for r in runs[:3])
+    more = f" and {len(runs) - 3} more" if len(runs) > 3 else ""
+    return f"only {len(runs)} of the {total} published runs behind it ran {how}: {named}{more}"
 
 
 @dataclass(frozen=True)
@@ -110,6 +137,12 @@ class ResidualRun:
     labels: dict
     residual: float
     residuals: dict
+    #: the run's part (catalog name), its form factor and its stated power limit below the
+    #: rated ``tdp_w`` (None: at rated power); "" / None in a file written before they were
+    device: str = ""
+    form: str = ""
+    power_limit_w: float | None = None
+    tdp_w: float = 0.0
 
     @property
     def low(self) -> float:
@@ -226,8 +259,17 @@ def load_residuals(path: str | Path = DEFAULT_FILE) -> tuple[ResidualRun, ...]:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     doc = yaml.load(Path(path).read_text(), Loader=loader)  # noqa: S506 (a safe loader)
     return tuple(ResidualRun(str(r["id"]), str(r["family"]), dict(r["regime"]),
-                             float(r["residual"]), dict(r.get("residuals") or {}))
+                             float(r["residual"]), dict(r.get("residuals") or {}),
+                             **_device_of(r.get("device") or {}))
                  for r in doc["runs"])
+
+
+def _device_of(d: dict) -> dict:
+    """The device fields of a residual-file run (:class:`ResidualRun`)."""
+    cap = d.get("power_limit_w")
+    return {"device": str(d.get("name") or ""), "form": str(d.get("form") or ""),
+            "power_limit_w": None if cap is None else float(cap),
+            "tdp_w": float(d.get("tdp_w") or 0.0)}
 
 
 def comparable(regime: Regime, runs: tuple[ResidualRun, ...], exclude_family: str | None = None,
