@@ -33,7 +33,10 @@ holdout is a report, not a target):
   its FlashAttention-2 text read as not Hopper-native, its FP8 rows in FP8,
   its A800 row on the catalog A800 (oracle: the text's device), and its
   Megatron-DeepSpeed case run with the FlashAttention-2 kernel its text names
-  on DeepSpeedEngine (``--no-pipeline-parallel``: no PipelineEngine note).
+  on DeepSpeedEngine (``--no-pipeline-parallel``: no PipelineEngine note);
+* FlagPerf's Llama-3 rows build the model Megatron-LM core_v0.6.0 built from
+  its script (oracle: the flags the script passes, Megatron's defaults for the
+  rest, layer parameter counts by hand).
 """
 
 from __future__ import annotations
@@ -204,6 +207,27 @@ def test_new_family_runtimes_follow_the_framework_text():
     assert any("DeepSpeedEngine" in n for n in mds.assumptions)
     assert "flagperf_llama3_8b_a800_1x8_bf16" not in reasons
 
+
+
+def test_flagperf_llama3_rows_build_the_model_megatron_core060_built():
+    """FlagPerf's pretrain_llama3.sh (8B and 70B) passes none of --disable-bias-linear,
+    --position-embedding-type, --untie-embeddings-and-output-weights or the dropout flags, so
+    Megatron-LM core_v0.6.0's defaults built the model (megatron/training/arguments.py at the
+    tag): linear biases, a learned position table of --max-position-embeddings 8192 rows, the
+    output layer tied to the input embedding, dropout 0.1. Oracle: those flags, by hand."""
+    runs, _ = model_records(load_run_file(HOLDOUT))
+    fp = {r.id: r for r in runs if r.id.startswith("flagperf_llama3_")}
+    assert len(fp) == 13
+    for rid, run in fp.items():
+        h, f, kv = (8192, 28672, 1024) if "_70b_" in rid else (4096, 14336, 1024)
+        vocab = 128256
+        embed, block, head = run.graph.layers[0], run.graph.layers[1], run.graph.layers[-1]
+        assert embed.params == (vocab + 8192) * h, rid          # word + learned position table
+        assert head.params < h * vocab, rid                     # tied: no matrix of its own
+        biases = h + 2 * kv + h + 2 * f + h                     # QKV, proj, fc1 (SwiGLU), fc2
+        norms = 4 * h        # two norms; the dense builder prices RMSNorm as LayerNorm (weight, bias)
+        assert block.params == 2 * h * h + 2 * h * kv + 3 * h * f + biases + norms, rid
+        assert run.architecture_assumed == (), rid              # dropout stated, not assumed
 
 def test_llmfoundry_large_scale_rows_run_the_kernel_and_sharding_their_sweep_names():
     """llm-foundry's "Large Scale" table (PR #838): its sweep.py runs 13B and 30B with
