@@ -24,6 +24,7 @@ from autopar_opt.cost.compute import DEFAULT_HEAD_DIM, DEFAULT_SEQ
 from autopar_opt.cost.params import CostParams, default_params, shipped_fit
 from autopar_opt.cost.scores import score_rule
 from autopar_opt.ir.graph import LayerGraph
+from autopar_opt.ir.power_limits import unsourced_minimum_note
 from autopar_opt.ir.hardware import (CUBE_MESH_DEVICES, DEFAULT_INTRA_NODE, Cluster,
                                      default_nvlink_mesh)
 from autopar_opt.ir.training import (OPTIMIZER_STEP_BYTES, OPTIMIZER_WORDS, Training,
@@ -47,6 +48,9 @@ def _device(cluster: Cluster) -> list[str]:
         out.append(f"power limit {dev.power_limit_w:g} W at or above the {dev.tdp_w:g} W "
                    "rating: no effect (the part runs at its rated power; nvidia-smi refuses "
                    "a limit above it)")
+    if dev.power_limit_w and (note := unsourced_minimum_note(dev.name, dev.tdp_w,
+                                                             dev.power_limit_w)):
+        out.append(note)      # the range it was checked against has no minimum (QA round 37)
     if not dev.arch:
         out.append(f"architecture of {dev.name} not known: attention priced as "
                    f"{attention.UNKNOWN_ARCH}, NCCL's tuning constants of the "

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from autopar_opt.ir.power_limits import PowerLimitError, power_limit_problem, unsourced_minimum_note
+
 GIB = 1024**3
 
 #: Memory feasibility allowance in GiB (round-off of sums of per-layer bytes): a plan fits
@@ -310,9 +312,11 @@ def resolve_device(gpu_type: str, memory_gb: float | None = None,
     has it (e.g. an "H100 96GB"), the variant keeps its compute and HBM
     bandwidth and takes the stated capacity, and the notes say so. A stated
     power cap below the variant's rated power lowers its sustained clock
-    (:attr:`DeviceType.clock_factor`); one at or above it changes nothing.
+    (:attr:`DeviceType.clock_factor`); one at the rated power changes nothing.
 
-    Raises ValueError naming the reason when no catalog chip matches.
+    Raises ValueError naming the reason when no catalog chip matches, and
+    :class:`~autopar_opt.ir.power_limits.PowerLimitError` (a ValueError) for a power
+    cap outside the part's range (:mod:`autopar_opt.ir.power_limits`).
     """
     notes: list[str] = []
     t = gpu_type.lower().replace(" ", "").replace("_", "-")
@@ -337,6 +341,11 @@ def resolve_device(gpu_type: str, memory_gb: float | None = None,
         dev = replace(dev, hbm_gib=float(memory_gb) * dev.hbm_gib / dev.nominal_memory_gb,
                       memory_gb=float(memory_gb))
     if power_limit_w is not None:
+        # a limit the board refuses is no machine to price (QA round 37: 1 W was priced)
+        if problem := power_limit_problem(dev.name, dev.tdp_w, power_limit_w):
+            raise PowerLimitError(f"power limit {power_limit_w:g} W is {problem}")
+        if note := unsourced_minimum_note(dev.name, dev.tdp_w, power_limit_w):
+            notes.append(note)
         if dev.tdp_w and power_limit_w < dev.tdp_w:
             dev = replace(dev, power_limit_w=float(power_limit_w))
             notes.append(f"power limit {power_limit_w:g} W below the rated {dev.tdp_w:g} W: "

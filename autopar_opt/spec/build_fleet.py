@@ -20,6 +20,7 @@ from autopar_opt.ir.fleet import Fleet, GroupLink
 from autopar_opt.ir.hardware import (DEFAULT_INTER_NODE, DEVICE_CATALOG, Cluster, DeviceType, LinkTier,
                                      make_cluster)
 from autopar_opt.spec.build_run import stated_mesh, topology_problems
+from autopar_opt.spec.power_limit import apply_power_limit
 from autopar_opt.spec.schema import FleetClusterSpec, GroupSpec, LinkSpec
 
 
@@ -46,7 +47,10 @@ def _group(g: GroupSpec, key: str, out: ProblemList) -> Cluster | None:
     if g.device_memory_gib is not None:        # as a plain cluster's (build_run.build_cluster)
         dev = replace(dev, hbm_gib=float(g.device_memory_gib), memory_gb=float(g.device_memory_gib))
     if g.power_limit_w is not None:
-        dev = replace(dev, power_limit_w=float(g.power_limit_w))
+        capped = apply_power_limit(dev, g.power_limit_w, f"{key}.power_limit_w", out)
+        if capped is None:
+            return None
+        dev = capped
     inter = _tier(g.inter_node, "inter")
     # inter_node is one NIC's line rate beside nics_per_node, as a plain cluster's
     # (build_run.build_cluster): only nic_gb_per_s states that rate a second time. A group

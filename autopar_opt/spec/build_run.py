@@ -19,6 +19,7 @@ from autopar_opt.core.errors import ProblemList, SpecError, SpecProblem, did_you
 from autopar_opt.spec.schema import (CostModelSection, ExplicitClusterSpec, LinkSpec, SearchSection,
                                      SolverSection, TrainingSection, ZooClusterSpec)
 from autopar_opt.spec.cp_rule import cp_refusal
+from autopar_opt.spec.power_limit import apply_power_limit
 from autopar_opt.ir.strategies import divisors, tp_degree_ok
 from autopar_opt.ir.runtime import CAPABILITIES, CHOICES, RUNTIMES, Runtime, runtime_named
 from autopar_opt.ir.target import (TE_RING_WINDOW, TORCHTITAN_VERSIONS, Target,
@@ -84,7 +85,10 @@ def build_cluster(section: ZooClusterSpec | ExplicitClusterSpec, out: ProblemLis
         dev = replace(dev, hbm_gib=float(section.device_memory_gib),
                       memory_gb=float(section.device_memory_gib))
     if section.power_limit_w is not None:
-        dev = replace(dev, power_limit_w=float(section.power_limit_w))
+        capped = apply_power_limit(dev, section.power_limit_w, "cluster.power_limit_w", out)
+        if capped is None:
+            return None
+        dev = capped
     cluster = make_cluster(section.name, section.nodes, section.gpus_per_node, dev,
                            _link(section.intra_node, "intra"), _link(section.inter_node, "inter"),
                            source="spec file", nics_per_node=section.nics_per_node,

@@ -233,7 +233,8 @@ class ExplicitClusterSpec(Section):
         "device keeps its compute and takes this capacity.", 96.0, default=None, gt=0, le=4096)
     power_limit_w: Optional[float] = documented_field(
         "Board power cap per GPU, W (nvidia-smi -pl): below the part's rated power the sustained "
-        "tensor clock falls as (cap / rated)^(1/3).", 500.0, default=None, gt=0, le=10000)
+        "tensor clock falls as (cap / rated)^(1/3). A catalog part's cap must lie in the range its "
+        "board accepts (autopar_opt/ir/power_limits.py, with sources).", 500.0, default=None, gt=0, le=10000)
     intra_node_topology: Optional[Literal["switch", "mesh"]] = documented_field(
         TOPOLOGY_DOC, "mesh", default=None)
     nvlink_board_gpus: Optional[PosInt] = documented_field(BOARD_DOC, 4, default=None, le=16)
@@ -275,7 +276,8 @@ class GroupSpec(Section):
         "Memory per GPU of this group when it differs from the catalog part (e.g. a 94 or 96 "
         "GB Hopper).", 96.0, default=None, gt=0, le=4096)
     power_limit_w: Optional[float] = documented_field(
-        "Board power cap per GPU of this group, W (nvidia-smi -pl).", 500.0, default=None,
+        "Board power cap per GPU of this group, W (nvidia-smi -pl), in the range its part "
+        "accepts (as a plain cluster's).", 500.0, default=None,
         gt=0, le=10000)
 
 

@@ -16,6 +16,7 @@ from autopar_opt.calibration.reading.errors import Unmodelable
 from autopar_opt.calibration.reading.schema import Hardware
 from autopar_opt.ir.hardware import (DEFAULT_INTER_NODE, DEVICE_CATALOG, NVLINK_DOMAIN, DeviceType,
                                      default_nvlink_mesh, resolve_device)
+from autopar_opt.ir.power_limits import PowerLimitError
 from autopar_opt.ir.pipeline import pipeline_rule_broken
 
 #: GPUs per node when a record does not say (DGX A100/H100 design).
@@ -30,7 +31,8 @@ def record_device(gpu_type: str, memory_gb: float | None, notes: list[str],
     applied (:func:`autopar_opt.ir.hardware.resolve_device`: a stated memory is
     never ignored; what it assumed goes to ``notes``). An A100 without a stated
     memory is the 40 GB part (the only DGX A100 model in 2020), said in the
-    notes. Raises :class:`Unmodelable` when no catalog chip matches."""
+    notes. Raises :class:`Unmodelable` when no catalog chip matches, or when the power cap
+    is outside the part's range (:mod:`autopar_opt.ir.power_limits`)."""
     t = gpu_type.lower().replace(" ", "")
     if not t:
         raise Unmodelable("hardware.gpu_type is not stated")
@@ -41,6 +43,9 @@ def record_device(gpu_type: str, memory_gb: float | None, notes: list[str],
         memory_gb = 40.0
     try:
         device, said = resolve_device(gpu_type, memory_gb, power_limit_w)
+    except PowerLimitError as exc:
+        # a cap the board refuses: the record is skipped with the reason, not priced
+        raise Unmodelable(f"hardware.power_limit_w: {exc}") from None
     except ValueError as exc:
         raise Unmodelable(f"hardware.gpu_type {gpu_type!r}: {exc}") from None
     notes.extend(said)

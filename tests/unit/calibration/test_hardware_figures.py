@@ -32,3 +32,11 @@ def test_a_positive_cap_is_priced_and_the_schema_says_positive():
     hw = run_file_json_schema()["$defs"]["Hardware"]["properties"]
     for key in ("power_limit_w", "inter_node_gbps_per_gpu", "gpu_memory_gb"):
         assert hw[key]["anyOf"][0] == {"type": "number", "exclusiveMinimum": 0}, json.dumps(hw[key])
+
+
+def test_a_cap_outside_the_boards_range_skips_the_record_with_the_reason():
+    """QA round 37: a record's cap below the A100 SXM's 100 W minimum was priced; it is now
+    a record the reader skips, naming the key, the range and its source."""
+    with pytest.raises(Unmodelable, match=r"hardware\.power_limit_w: power limit 50 W is outside "
+                                          r"the power limits A100-80GB accepts: 100-400 W"):
+        read_record(tiny_record(hardware__power_limit_w=50))
