@@ -7,8 +7,10 @@ torchtitan (the ``quantize.linear.mx`` / ``quantize.grouped_mm.mx`` converters, 
 MXLinear). It needs the block-scaled tensor cores of Blackwell (SM 10.0+): Transformer
 Engine's MXFP8 page ("native hardware acceleration on Blackwell GPUs (SM 10.0+)",
 https://nvidia.github.io/TransformerEngine/features/low_precision_training/mxfp8/mxfp8.html)
-and torchtitan's own check (``components/quantization/mx.py`` v0.2.2, ``MXLinearConverter``:
-"MXFP8 is only supported on CUDA SM100 or later"); Hopper, Ampere and Volta cannot run it.
+and torchtitan's own check (``components/quantization/mx.py`` v0.2.2: ``MXLinearConverter``
+asserts "MXFP8 is only supported on CUDA SM100 or later", ``MXGroupedMMConverter`` "MXFP8 is
+only supported on SM100 or architectures", both in ``__init__``, whatever the model or the
+training dtype); Hopper, Ampere and Volta cannot run it.
 
 The cost model has no MXFP8 term: its FP8 peak, GEMM efficiency and cast traffic are those
 of per-tensor-scaled FP8 (``autopar_opt/cost/fp8_casts.py``: delayed scaling), so an MXFP8
@@ -33,7 +35,8 @@ def mxfp8_reading(where: str, devices) -> tuple[list[str], list[str]]:
             problems.append(
                 f"{where} asks for MXFP8, which the {dev.name} ({dev.arch}) cannot run: MXFP8 "
                 "needs Blackwell's block-scaled tensor cores (SM 10.0+; Transformer Engine's "
-                "MXFP8 recipe, torchtitan's MXLinear converter refuses earlier GPUs); use a "
+                "MXFP8 recipe; torchtitan's MX converters, linear and grouped_mm alike, "
+                "assert SM100 when built); use a "
                 "per-tensor FP8 recipe (tensorwise or delayed) on this device, or a Blackwell "
                 "device (B200, GB200)")
         elif not dev.arch:

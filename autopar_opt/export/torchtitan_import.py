@@ -211,7 +211,11 @@ def torchtitan_problems(config: Any, graph: LayerGraph, cluster: Cluster,
         # layers stay bfloat16 (a dense file with only them was priced as FP8)
         low = [c for c in low if c not in grouped]
     mx = mx_converters(config)
-    if mx and training.dtype == "fp8":
+    if mx:
+        # whatever training.dtype and the model: torchtitan 0.2.2 builds every listed
+        # converter at launch, and MXLinearConverter / MXGroupedMMConverter assert SM100 in
+        # __init__ (components/quantization/mx.py), so an MX converter on Hopper fails before
+        # any step (QA round 37: quantize.grouped_mm.mx on an H100 in bf16 was taken, exit 0)
         out += mxfp8_reading(f"model.converters {mx}", [cluster.device])[0]
     if low and training.dtype != "fp8":
         out.append(f"model.converters {low} train the linear layers in low precision, but "
@@ -274,9 +278,16 @@ def read_torchtitan(config: Any, graph: LayerGraph, cluster: Cluster,
     problems = torchtitan_problems(config, graph, cluster, training)
     if problems:
         raise MegatronArgsError("", problems)
-    mx = mx_converters(config)
+    moe = any(layer.is_moe for layer in graph.layers)
+    mx = [c for c in mx_converters(config) if moe or not c.startswith("quantize.grouped_mm.")]
     if mx:      # priced as per-tensor FP8, said (refused above on a device that cannot run it)
         said += mxfp8_reading(f"model.converters {mx}", [cluster.device])[1]
+    listed = config.get("model", {}).get("converters", [])
+    idle = [c for c in listed if isinstance(c, str) and c.startswith("quantize.grouped_mm.")] \
+        if isinstance(listed, list) and not moe else []
+    if idle:    # built, and converting nothing: the run is priced without them, said
+        said.append(f"model.converters {idle} convert the MoE experts' grouped GEMMs only, and "
+                    f"{graph.name} has no MoE layer: they change nothing, not priced")
     try:
         return plan_from_torchtitan(config, graph, cluster.num_devices), said
     except (ValueError, KeyError, IndexError, TypeError) as exc:

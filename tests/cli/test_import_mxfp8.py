@@ -106,3 +106,38 @@ def test_a_converter_that_does_not_train_the_linears_in_fp8_is_refused(tmp_path,
     assert code == 2, doc
     problem = doc["error"]["problems"][0]        # a misspelt one: then 'has no ...float8'
     assert problem["key"] == "plan.torchtitan" and said in problem["rule"], problem
+
+
+def _bf16_job(folder, device) -> tuple[str, dict]:
+    """A bf16 torchtitan job of the dense llama3-8b (no converter), and its estimate."""
+    spec = SPEC.replace("CLUSTER", CLUSTERS[device]).replace("RUNTIME", "torchtitan")
+    (folder / "s.yaml").write_text(spec.replace("dtype: fp8", "dtype: bf16").replace("PLAN", JOB_PLAN))
+    code, text = run_cli("estimate", folder / "s.yaml", "--json")
+    assert code == 0, text
+    toml = export_torchtitan_job(folder, first_json(text))
+    assert "converters" not in toml
+    (folder / "s.yaml").write_text((folder / "s.yaml").read_text().replace(JOB_PLAN,
+                                                                           "{torchtitan: job.toml}"))
+    return toml, first_json(text)
+
+
+@pytest.mark.parametrize("device", ["h100", "b200"])
+def test_torchtitan_grouped_mm_mx_in_bf16_is_held_to_the_hardware(tmp_path, device):
+    """QA round 37: ``quantize.grouped_mm.mx`` in a bf16 file of a dense model on an H100 was
+    taken, exit 0, and said to be priced as MXFP8. torchtitan 0.2.2 builds every listed
+    converter at launch and ``MXGroupedMMConverter.__init__`` asserts SM100
+    (``components/quantization/mx.py``), whatever the model and dtype: refused on Hopper. On
+    a B200 it runs and converts nothing (no MoE experts): priced as the bf16 file, said."""
+    toml, plain = _bf16_job(tmp_path, device)
+    (tmp_path / "job.toml").write_text(toml.replace("[model]\n", "[model]\nconverters = "
+                                                    '["quantize.grouped_mm.mx"]\n', 1))
+    code, text = run_cli("estimate", tmp_path / "s.yaml", "--json")
+    doc = first_json(text)
+    if device == "h100":
+        _refused(code, doc, "plan.torchtitan", "H100-SXM-80GB")
+        return
+    assert code == 0, doc
+    assert doc["metrics"] == plain["metrics"]
+    assert not any("priced as per-tensor FP8" in n for n in doc["notices"]), doc["notices"]
+    assert any("['quantize.grouped_mm.mx'] convert the MoE experts' grouped GEMMs only" in n
+               and "change nothing" in n for n in doc["notices"]), doc["notices"]
