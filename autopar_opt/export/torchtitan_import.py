@@ -154,6 +154,29 @@ def mx_converters(config: Any) -> list[str]:
             and c.endswith(".mx")] if isinstance(converters, list) else []
 
 
+def repeated_converters(listed: Any) -> list[str]:
+    """A note per converter name ``model.converters`` lists more than once (QA round 37: taken
+    without a word). torchtitan 0.2.2 does not refuse a repeat: ``ModelConvertersContainer``
+    (``protocols/model_converter.py``) builds one converter per listed name and applies them
+    in order. For ``quantize.linear.float8`` the second pass is a no-op in effect: torchao's
+    ``swap_linear_layers`` converts every ``torch.nn.Linear`` subclass, so each
+    ``Float8Linear`` is swapped for a new one over the same weight (``Float8Linear.from_float``);
+    for another converter what a second application does is not modelled. Priced once."""
+    if not isinstance(listed, list):
+        return []
+    out = []
+    for name in dict.fromkeys(c for c in listed if isinstance(c, str) and listed.count(c) > 1):
+        what = ("the second pass swaps each Float8Linear (a torch.nn.Linear subclass, which "
+                "torchao's swap_linear_layers converts again) for a new one over the same "
+                "weight: the same FP8 GEMMs (a weight wrapped for enable_fsdp_float8_all_gather "
+                "would be wrapped twice: not modelled)" if name == "quantize.linear.float8" else
+                "what a second application does is not modelled")
+        out.append(f"model.converters lists {name!r} {listed.count(name)} times: torchtitan "
+                   "0.2.2 builds and applies each listed name, repeats included "
+                   f"(ModelConvertersContainer); {what}; priced as listed once (list it once)")
+    return out
+
+
 def torchtitan_problems(config: Any, graph: LayerGraph, cluster: Cluster,
                         training: Training) -> list[str]:
     """Every reason ``config`` (a parsed torchtitan 0.2 TOML) is not a plan of this model
@@ -288,6 +311,7 @@ def read_torchtitan(config: Any, graph: LayerGraph, cluster: Cluster,
     if idle:    # built, and converting nothing: the run is priced without them, said
         said.append(f"model.converters {idle} convert the MoE experts' grouped GEMMs only, and "
                     f"{graph.name} has no MoE layer: they change nothing, not priced")
+    said += repeated_converters(listed)
     try:
         return plan_from_torchtitan(config, graph, cluster.num_devices), said
     except (ValueError, KeyError, IndexError, TypeError) as exc:

@@ -56,3 +56,20 @@ def test_a_precision_the_file_does_not_train_is_refused(tmp_path, written, read,
     assert code == 2, doc
     problems = doc["error"]["problems"]
     assert any(p["key"] == "plan.torchtitan" and words in p["rule"] for p in problems), problems
+
+
+def test_a_converter_listed_twice_is_priced_once_and_said(tmp_path):
+    """QA round 37: ``converters = ["quantize.linear.float8", "quantize.linear.float8"]`` was
+    taken without a word. torchtitan 0.2.2 does not refuse it (``ModelConvertersContainer``
+    in ``protocols/model_converter.py`` builds one converter per listed name, no check for
+    repeats), and the second float8 pass re-swaps each Float8Linear over the same weight:
+    the file is the once-listed one's, priced the same, and the repeat is said."""
+    first = _export(tmp_path, "fp8")
+    toml = (tmp_path / "job.toml").read_text()
+    twice = '"quantize.linear.float8", "quantize.linear.float8"'
+    (tmp_path / "job.toml").write_text(toml.replace('"quantize.linear.float8"', twice, 1))
+    code, doc = _estimate(tmp_path, "fp8", "{torchtitan: job.toml}")
+    assert code == 0, doc
+    assert doc["metrics"] == first["metrics"]
+    said = [n for n in doc["notices"] if "lists 'quantize.linear.float8' 2 times" in n]
+    assert said and "ModelConvertersContainer" in said[0] and "list it once" in said[0], doc["notices"]
