@@ -263,11 +263,18 @@ def _mpt_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
         dropout=dropout_rates(config), hf_id=str(g("_name_or_path") or ""))
 
 
+#: ``logit_scale`` where a Cohere config leaves it out: ``CohereConfig`` and ``Cohere2Config``
+#: default it to 0.0625 (transformers ``configuration_cohere.py`` / ``configuration_cohere2.py``).
+COHERE_LOGIT_SCALE = 0.0625
+
+
 def _cohere_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
     """:func:`hf_arch` of a Cohere config (the keys and defaults the reader took)."""
     g = config.get
-    scale = g("logit_scale")
+    stated = "logit_scale" in config      # absent: the class's default multiplies the logits
+    scale = g("logit_scale") if stated else COHERE_LOGIT_SCALE
     mt = str(g("model_type"))
+    klass = "Cohere2Config" if mt == "cohere2" else "CohereConfig"
     return ModelArch(
         family=mt, **_llama_like_fields(config, graph),
         activation=activation_name(config, "hidden_act", "silu"),
@@ -275,7 +282,8 @@ def _cohere_arch(config: dict[str, Any], graph: LayerGraph) -> ModelArch:
         tied=bool(g("tie_word_embeddings", True)), attn_bias=bool(g("attention_bias", False)),
         qk_norm=mt == "cohere" and bool(g("use_qk_norm", False)), parallel_block=True,
         windows=_windows(_blocks(graph)),
-        unpriced=(f"logit_scale {scale:g} on the output logits",)
+        unpriced=(f"logit_scale {scale:g} on the output logits"
+                  + ("" if stated else f" ({klass}'s default)"),)
         if isinstance(scale, (int, float)) and scale != 1 else ())
 
 

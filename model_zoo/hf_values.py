@@ -1,6 +1,7 @@
 """Range checks on a Hugging Face config's real-valued keys, before anything is built:
-the RoPE base and scaling, the rotary share, the normalisation epsilon and Gemma's
-logit soft-capping. A value out of range here would be priced silently, or written
+the RoPE base and scaling, the rotary share, the normalisation epsilon, Gemma's
+logit soft-capping, and the scalars of OLMoE (``clip_qkv``), Granite (its multipliers) and
+Cohere (``logit_scale``). A value out of range here would be priced silently, or written
 into a launch file (``--rotary-base``, ``--rope-scaling-factor``, ``--norm-epsilon``),
 so each is refused naming the key, the value, the rule and the fix."""
 
@@ -75,6 +76,50 @@ def _ranges() -> tuple:
              "head RoPE rotates", "0.5"))
 
 
+#: Granite's scalar multipliers: ``GraniteConfig`` (and ``GraniteMoeConfig``) types each
+#: ``float | int`` with no ``None`` (transformers ``configuration_granite.py``, main at
+#: 008e5743); ``GraniteForCausalLM`` divides the logits by ``logits_scaling``.
+_GRANITE = (("embedding_multiplier", False, lambda v: True, "a number (GraniteConfig types it "
+             "float | int), the embedding output's multiplier", "12.0"),
+            ("residual_multiplier", False, lambda v: True, "a number (GraniteConfig types it "
+             "float | int), each residual branch's multiplier", "0.22"),
+            ("attention_multiplier", False, lambda v: True, "a number (GraniteConfig types it "
+             "float | int), the attention's softmax scale", "0.015625"),
+            ("logits_scaling", False, lambda v: v != 0, "a non-zero number (GraniteForCausalLM "
+             "divides the output logits by it)", "8.0"))
+#: Cohere's ``logit_scale``: ``CohereConfig`` types it ``float | None``, ``Cohere2Config``
+#: ``float`` (``configuration_cohere.py`` / ``configuration_cohere2.py``, main at 008e5743);
+#: ``CohereForCausalLM.forward`` multiplies the logits by it, so null fails there.
+_COHERE = (("logit_scale", False, lambda v: True, "a number (the CausalLM multiplies the output "
+            "logits by it: null fails its forward; Cohere2Config types it float)", "0.0625"),)
+#: The scalar keys a model's configuration class types as a number, by ``model_type``:
+#: (key, whether null is its 'off', the value's rule, its words, an example). OLMoE's
+#: ``clip_qkv`` (``OlmoeConfig``: ``float | None``, "elements of query, key and value ... are
+#: clipped so that their absolute value does not exceed this value", applied as
+#: ``clamp(-clip_qkv, clip_qkv)``): a bound on an absolute value, so positive, or null.
+SCALAR_KEYS = {
+    "olmoe": (("clip_qkv", True, _positive, "a positive number (Q, K and V are clamped to "
+               "[-clip_qkv, clip_qkv]: a bound on their absolute value) or null (no clipping)",
+               "8.0"),),
+    "granite": _GRANITE, "granitemoe": _GRANITE, "cohere": _COHERE, "cohere2": _COHERE}
+
+
+def _scalar_problem(data: dict[str, Any], path: Path | str) -> str | None:
+    """The first key of :data:`SCALAR_KEYS` for ``data``'s model type that is stated and not
+    a value its configuration class takes and its model runs (QA round 37: ``clip_qkv: -1``
+    was said as a clamp to -1, ``embedding_multiplier: "abc"`` and ``logit_scale: null``
+    were dropped without a word), as an error message; an absent key is the class's
+    default."""
+    for key, nullable, ok, words, example in SCALAR_KEYS.get(str(data.get("model_type")), ()):
+        if key not in data or (data[key] is None and nullable):
+            continue
+        value = data[key]
+        if not _number(value) or not ok(value):
+            shown = "null" if value is None else _shown(value)
+            return f"{path}: {key} = {shown} must be {words} (fix: {FIX}, e.g. {example})"
+    return None
+
+
 def value_problems(data: dict[str, Any], path: Path | str) -> str | None:
     """The first out-of-range value of ``data`` as an error message, or None."""
     for keys, ok, words, example in _ranges():
@@ -83,7 +128,7 @@ def value_problems(data: dict[str, Any], path: Path | str) -> str | None:
             if value is not None and (not _number(value) or not ok(value)):
                 return (f"{path}: {key} = {_shown(value)} must be {words} (fix: {FIX}, e.g. "
                         f"{example})")
-    return _rope_scaling_problem(data, path)
+    return _scalar_problem(data, path) or _rope_scaling_problem(data, path)
 
 
 def _rope_scaling_problem(data: dict[str, Any], path: Path | str) -> str | None:
