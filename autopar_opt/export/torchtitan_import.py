@@ -228,6 +228,15 @@ def torchtitan_problems(config: Any, graph: LayerGraph, cluster: Cluster,
                    f"({', '.join(CONVERTERS)}: components/quantization/float8.py, mx.py), so "
                    "its launch fails on the name (fix: one of those names)")
         low = [c for c in low if c in CONVERTERS]
+    kinds = sorted({c.split(".")[-1] for c in low})
+    if len(kinds) > 1:
+        # QuantizationConverter._validate (components/quantization/__init__.py, v0.2.2)
+        # asserts one quantization type across the quantize.* converters: "Cannot combine
+        # model converters with different quantization types" (QA round 37: taken, exit 0)
+        out.append(f"model.converters {low} combine quantization types {' and '.join(kinds)}, "
+                   "which torchtitan 0.2.2 refuses at launch (QuantizationConverter._validate: "
+                   "one type for the linear and grouped_mm converters) (fix: float8 for both, "
+                   "or mx for both)")
     grouped = [c for c in low if c.startswith("quantize.grouped_mm.")]
     if grouped and not any(layer.is_moe for layer in graph.layers):
         # grouped_mm converts the MoE experts' GEMMs only: on a dense model the linear

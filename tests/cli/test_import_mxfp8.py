@@ -141,3 +141,19 @@ def test_torchtitan_grouped_mm_mx_in_bf16_is_held_to_the_hardware(tmp_path, devi
     assert not any("priced as per-tensor FP8" in n for n in doc["notices"]), doc["notices"]
     assert any("['quantize.grouped_mm.mx'] convert the MoE experts' grouped GEMMs only" in n
                and "change nothing" in n for n in doc["notices"]), doc["notices"]
+
+
+@pytest.mark.parametrize("converters", ['"quantize.linear.float8", "quantize.grouped_mm.mx"',
+                                        '"quantize.linear.mx", "quantize.grouped_mm.float8"'])
+def test_torchtitan_converters_of_two_quantization_types_are_refused(tmp_path, converters):
+    """QA round 37: float8 and mx converters together were taken, exit 0. torchtitan 0.2.2's
+    ``QuantizationConverter._validate`` (``components/quantization/__init__.py``) asserts
+    every quantize.* converter has one type ("Cannot combine model converters with different
+    quantization types"), when the first converter is built: the launch fails."""
+    toml = _torchtitan_job(tmp_path, "b200")
+    (tmp_path / "job.toml").write_text(toml.replace('"quantize.linear.float8"', converters))
+    code, doc = _estimate(tmp_path, "b200", "torchtitan", "{torchtitan: job.toml}")
+    assert code == 2, doc
+    rules = [p["rule"] for p in doc["error"]["problems"] if p["key"] == "plan.torchtitan"]
+    assert any("combine quantization types float8 and mx" in r and "float8 for both, or mx "
+               "for both" in r for r in rules), rules
