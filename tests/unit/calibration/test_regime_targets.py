@@ -40,27 +40,26 @@ GROUP_MIN = 5
 
 #: Targets missed today (measured by intervals.py; REGIMES.md): group -> figure.
 MISSED_ACCURACY = {
-    "family:bloom": "median 8.6%, p90 39.4%",
-    "family:dsazure2022": "median 5.2%, p90 143.1%",
-    "family:flagperf": "median 11.9%, p90 24.9%",
+    "family:bloom": "median 8.6%, p90 39.5%",
+    "family:dsazure2022": "median 5.4%, p90 143.2%",
+    "family:flagperf": "median 11.8%, p90 24.7%",
     "family:kempnerforge": "median 15.1%, p90 19.9%",
-    "family:kfcv2026": "median 23.6%, p90 33.2%",
-    "family:llmfoundry": "median 10.1%, p90 20.7%",
-    "family:llmfoundry2024": "median 13.4%, p90 21.4%",
-    "family:moezoo": "median 7.2%, p90 28.9%",
-    "family:xtuner2024": "median 8.5%, p90 29.3%",
-    "fp8:true": "median 21.3%, p90 23.4%",
-    "framework:deepspeed": "median 12.0%, p90 41.0%",
-    "framework:fsdp": "median 10.6%, p90 24.4%",
-    "framework:megatron": "median 10.4%, p90 21.0%",
-    "generation:hopper": "median 12.0%, p90 32.8%",
-    "moe:true": "median 7.5%, p90 42.1%",
-    "sharded_at_scale:true": "median 7.2%, p90 69.1%",
+    "family:kfcv2026": "median 23.5%, p90 33.0%",
+    "family:llmfoundry": "median 10.0%, p90 20.7%",
+    "family:llmfoundry2024": "median 13.3%, p90 21.3%",
+    "family:moezoo": "median 7.5%, p90 29.2%",
+    "family:xtuner2024": "median 8.4%, p90 29.3%",
+    "fp8:true": "median 21.0%, p90 23.1%",
+    "framework:deepspeed": "median 12.1%, p90 41.1%",
+    "framework:fsdp": "median 10.6%, p90 24.5%",
+    "framework:megatron": "median 10.4%, p90 21.3%",
+    "generation:hopper": "median 12.1%, p90 33.0%",
+    "moe:true": "median 7.8%, p90 43.3%",
+    "sharded_at_scale:true": "median 7.3%, p90 69.3%",
 }
 MISSED_COVERAGE = {
     "family:bloom": "67% of 9",
     "family:dsazure2022": "67% of 9",
-    "family:flagperf": "76% of 21",
     "long_context:true": "77% of 13",
     "sharded_at_scale:true": "78% of 18",
 }
@@ -118,7 +117,8 @@ def test_group_meets_the_accuracy_targets(group):
 
 
 def test_leave_one_family_out_over_both_files():
-    """Median <= 10% and p90 <= 25%, both met (7.3% / 24.3%: 26.3% before the vocabulary
+    """Median <= 10% and p90 <= 25%, both met (7.6% / 24.2% with the CARAML GH200 record, 7.3% /
+    24.3% before it; 26.3% before the vocabulary
     layers KempnerForge leaves whole on every tensor-parallel rank, torch pipelining's
     reduce-scatters after the schedule and InternEvo's per-rank parameter broadcasts were
     priced, 27.0% before FSDP2's copies, 27.4%

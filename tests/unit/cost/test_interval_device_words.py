@@ -91,4 +91,4 @@ def test_the_shipped_interval_of_a_capped_part_names_the_capped_run():
                      device=replace(DEVICE_CATALOG["H100-SXM-80GB"], power_limit_w=500.0))
     text = plan_interval(graph, capped, Training(global_batch_size=8, seq_len=128), None,
                          1.0).text()
-    assert "caraml2024_gpt800m_jedi_gh200_4gpu_gbs2048 (GH200 at 680 W of 1000 W" in text, text
+    assert "caraml2024_gpt800m_jedi_gh200_4gpu_gbs2048 (GH200-96GB at 680 W of 1000 W" in text, text
