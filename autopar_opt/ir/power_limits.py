@@ -62,12 +62,9 @@ POWER_LIMIT_RANGES: dict[str, PowerRange] = {
                                 "SXM's rating)"),
     "B200": PowerRange(200.0, 1000.0, "NVIDIA DGX B200 User Guide, 'Managing Power Capping': a "
                        "GPU's Redfish PowerLimitWatts AllowableMin 200, AllowableMax 1000"),
-    "GH200-96GB": PowerRange(450.0, 1000.0, "NVIDIA GH200 Grace Hopper Superchip datasheet: "
-                             "module power 450-1,000 W configurable (CPU + GPU + memory), the "
-                             "power the catalog rates the superchip at"),
-    "GH200-144GB": PowerRange(450.0, 1000.0, "NVIDIA GH200 Grace Hopper Superchip datasheet: "
-                              "module power 450-1,000 W configurable (CPU + GPU + memory), the "
-                              "power the catalog rates the superchip at"),
+    **dict.fromkeys(("GH200-96GB", "GH200-144GB"), PowerRange(
+        450.0, 1000.0, "NVIDIA GH200 Grace Hopper Superchip datasheet: module power 450-1,000 W "
+        "configurable (CPU + GPU + memory), the power the catalog rates the superchip at")),
 }
 
 
