@@ -51,7 +51,7 @@ from pathlib import Path
 import yaml
 
 from autopar_opt.core.ranges import range_text
-from autopar_opt.cost.regime import LABELS, Regime
+from autopar_opt.cost.regime import LABEL_DEFAULTS, LABELS, Regime
 from autopar_opt.ir.graph import LayerKind
 
 #: The shipped residual file.
@@ -272,6 +272,12 @@ def _device_of(d: dict) -> dict:
             "tdp_w": float(d.get("tdp_w") or 0.0)}
 
 
+def _label(run: "ResidualRun", key: str) -> str | None:
+    """A residual run's value of label ``key`` (:data:`~autopar_opt.cost.regime.LABEL_DEFAULTS`
+    where its file predates the label)."""
+    return run.labels.get(key, LABEL_DEFAULTS.get(key))
+
+
 def comparable(regime: Regime, runs: tuple[ResidualRun, ...], exclude_family: str | None = None,
                min_runs: int = MIN_COMPARABLE) -> tuple[list[ResidualRun], tuple[str, ...], int]:
     """(runs matching the kept labels, the kept labels, runs matching every label)."""
@@ -279,7 +285,7 @@ def comparable(regime: Regime, runs: tuple[ResidualRun, ...], exclude_family: st
     pool = [r for r in runs if r.family != exclude_family]
 
     def match(keys) -> list[ResidualRun]:
-        return [r for r in pool if all(r.labels.get(k) == labels[k] for k in keys)]
+        return [r for r in pool if all(_label(r, k) == labels[k] for k in keys)]
 
     kept = list(LABELS)
     exact = len(match(kept))
@@ -335,7 +341,7 @@ def interval_for(regime: Regime, value: float, level: float = LEVEL,
     if wide and exact:
         labels = regime.labels()
         own = [r for r in runs if r.family != exclude_family
-               and all(r.labels.get(k) == labels[k] for k in LABELS)]
+               and all(_label(r, k) == labels[k] for k in LABELS)]
         lo, hi = min(lo, min(r.low for r in own)), max(hi, max(r.high for r in own))
     return Interval(value, value * math.exp(lo), value * math.exp(hi), level, len(pool), exact,
                     kept, regime, wide, len({r.family for r in pool}))

@@ -50,8 +50,17 @@ _GENERATIONS = (("blackwell", re.compile(r"^g?b\d{3}", re.I)),
 #: The regime labels, in the order a search for comparable runs gives them up
 #: when too few runs share all of them (:func:`autopar_opt.cost.interval.comparable`):
 #: the GPU generation first, the risky regimes (FP8, MoE, sharding at scale,
-#: long context) last.
-LABELS = ("generation", "framework", "fp8", "moe", "sharded_at_scale", "long_context")
+#: long context) last, and last of all whether the part ran under a power limit below its
+#: rated power: the capped clock is priced by a formula no uncapped run measures
+#: (:attr:`~autopar_opt.ir.hardware.DeviceType.clock_factor`), so a capped run's error says
+#: nothing of an uncapped plan's and is kept out of its interval as long as any label is
+#: kept (session 37: the first capped run, CARAML's GH200 at 680 W, 62-78% off out of
+#: sample, had widened every Hopper Megatron interval, 4,096 H100's from 66 to 85 days).
+LABELS = ("generation", "framework", "fp8", "moe", "sharded_at_scale", "long_context",
+          "power_limited")
+#: A label's value for a run of a residual file written before the label existed (every
+#: such run ran at its part's rated power).
+LABEL_DEFAULTS = {"power_limited": "false"}
 
 
 def generation(device_name: str) -> str:
@@ -64,7 +73,7 @@ def generation(device_name: str) -> str:
 
 @dataclass(frozen=True)
 class Regime:
-    """The six regime labels of a priced plan (module docstring)."""
+    """The seven regime labels of a priced plan (module docstring)."""
 
     framework: str
     long_context: bool
@@ -72,13 +81,15 @@ class Regime:
     fp8: bool
     moe: bool
     generation: str
+    #: a stated power limit below the part's rated power
+    power_limited: bool = False
 
     def labels(self) -> dict[str, str]:
         """Label -> value as text (the keys of :data:`LABELS`)."""
         return {"framework": self.framework, "long_context": str(self.long_context).lower(),
                 "sharded_at_scale": str(self.sharded_at_scale).lower(),
                 "fp8": str(self.fp8).lower(), "moe": str(self.moe).lower(),
-                "generation": self.generation}
+                "generation": self.generation, "power_limited": str(self.power_limited).lower()}
 
     def describe(self, keys: tuple[str, ...] = LABELS) -> str:
         """Short words for the given labels, e.g. ``megatron, hopper, long context``."""
@@ -87,14 +98,18 @@ class Regime:
             if key not in keys:
                 continue
             value = getattr(self, key)
+            if key == "power_limited" and not value:
+                continue            # rated power is every run's but one: said only when capped
             if isinstance(value, bool):
                 if value:
                     words.append({"long_context": "long context", "fp8": "FP8", "moe": "MoE",
-                                  "sharded_at_scale": "ZeRO-3/FSDP at scale"}[key])
+                                  "sharded_at_scale": "ZeRO-3/FSDP at scale",
+                                  "power_limited": "power-limited"}[key])
                 else:
                     words.append({"long_context": "context < 32k", "fp8": "16-bit",
                                   "moe": "dense",
-                                  "sharded_at_scale": "no ZeRO-3/FSDP at scale"}[key])
+                                  "sharded_at_scale": "no ZeRO-3/FSDP at scale",
+                                  "power_limited": "rated power"}[key])
             else:
                 words.append(value)
         return ", ".join(words)
@@ -120,4 +135,12 @@ def regime_of(graph: LayerGraph, cluster: Cluster, training: Training, plan: Pla
         sharded_at_scale=sharded and (devices or cluster.num_devices) >= SHARDED_AT_SCALE_GPUS,
         fp8=training.dtype == "fp8",
         moe=any(layer.is_moe for layer in graph.layers),
-        generation=generation(cluster.device.name))
+        generation=generation(cluster.device.name),
+        power_limited=power_limited(cluster.device))
+
+
+def power_limited(device) -> bool:
+    """Whether ``device`` states a power limit below its rated power (the capped clock of
+    :attr:`~autopar_opt.ir.hardware.DeviceType.clock_factor` applies)."""
+    cap = getattr(device, "power_limit_w", None)
+    return cap is not None and bool(device.tdp_w) and cap < device.tdp_w

@@ -92,3 +92,37 @@ def test_the_shipped_interval_of_a_capped_part_names_the_capped_run():
     text = plan_interval(graph, capped, Training(global_batch_size=8, seq_len=128), None,
                          1.0).text()
     assert "caraml2024_gpt800m_jedi_gh200_4gpu_gbs2048 (GH200-96GB at 680 W of 1000 W" in text, text
+
+
+def test_a_capped_run_is_kept_out_of_an_uncapped_plans_comparable_runs():
+    """The seventh regime label: a run under a power limit below its part's rating is
+    comparable to an uncapped plan only once every label is given up (a pool of 11 uncapped
+    runs of the query's regime and the capped one: the query's 11, not 12); a capped plan's
+    pool, 1 run, gives up its labels down to all 12. Residual runs of a file written before
+    the label count as uncapped (LABEL_DEFAULTS)."""
+    from autopar_opt.cost.interval import comparable
+    from autopar_opt.cost.regime import LABELS, Regime
+
+    base = Regime("megatron", False, False, False, False, "hopper")
+    old_style = {k: v for k, v in base.labels().items() if k != "power_limited"}
+    uncapped = tuple(ResidualRun(f"u{i}", f"f{i % 4}", dict(old_style), 0.05, {})
+                     for i in range(11))
+    capped = ResidualRun("c", "fc", {**base.labels(), "power_limited": "true"}, 0.6, {})
+    pool, kept, exact = comparable(base, uncapped + (capped,))
+    assert (len(pool), kept, exact) == (11, LABELS, 11)
+    pool, kept, exact = comparable(replace(base, power_limited=True), uncapped + (capped,))
+    assert (len(pool), kept, exact) == (12, (), 1)
+
+
+def test_the_regime_of_a_capped_cluster_is_power_limited():
+    from autopar_opt.cost.regime import regime_of
+
+    graph = build_model("debug", overrides={"num_layers": 2})
+    base = get_cluster("debug-2x4")
+    training = Training(global_batch_size=8, seq_len=128)
+    for limit, limited in ((None, False), (700.0, False), (500.0, True)):
+        cluster = replace(base, device=replace(DEVICE_CATALOG["H100-SXM-80GB"],
+                                               power_limit_w=limit))
+        regime = regime_of(graph, cluster, training, None)
+        assert regime.power_limited is limited
+        assert ("power-limited" in regime.describe()) is limited
