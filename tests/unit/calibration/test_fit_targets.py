@@ -98,9 +98,11 @@ def test_the_shipped_fit_has_no_parameter_at_a_bound():
 
 
 @pytest.mark.xfail(strict=True, reason="missed: iteration_overhead_s within 0.1% of its 0.05 s "
-                   "upper bound in 31 of the 33 leave-one-group-out fits of intervals.yaml (and "
+                   "upper bound in 33 of the 35 leave-one-group-out fits of intervals.yaml (and "
                    "efficiency_half_us, elementwise_passes at theirs in framework:megatron, "
-                   "elementwise_passes in generation:ampere; REGIMES.md's Targets row)")
+                   "elementwise_passes in generation:ampere; REGIMES.md's Targets row; "
+                   "PINNING.md: pinned at their measurements instead, none is at a bound but "
+                   "the accuracy targets fall further)")
 def test_no_leave_one_group_out_fit_has_a_parameter_at_a_bound():
     free = list(SHIPPED["free_parameters"])
     fits = yaml.safe_load(DEFAULT_FILE.read_text())["fits"]
