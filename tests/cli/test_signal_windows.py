@@ -22,14 +22,16 @@ from support import paths
 #: solve_command, which runs inside the lock and before any guard.
 _SCRIPT = """
 import os, signal, sys, time
+SIG, DISPOSITION, WAIT = int(sys.argv[1]), sys.argv[4], float(sys.argv[5])
+# the disposition the command starts with: a terminal's default, or the SIG_IGN that nohup
+# sets and every child inherits (set before the package is imported, as a shell would)
+signal.signal(SIG, signal.SIG_IGN if DISPOSITION == "ignored" else signal.SIG_DFL)
 import autopar_opt.cli.solve as solve
 from autopar_opt.cli import main
 
-SIG = int(sys.argv[1])
-
 def stub(*args, **kwargs):
     os.kill(os.getpid(), SIG)
-    time.sleep(30)
+    time.sleep(WAIT)
     raise SystemExit(99)              # the signal went unanswered
 
 solve.solve_command = stub
@@ -42,12 +44,28 @@ main()
 def test_a_signal_before_the_search_leaves_no_lock_and_says_so(tmp_path, sig):
     out = tmp_path / "new" / "out"
     spec = paths.REPO / "examples" / "quickstart.yaml"
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT, str(int(sig)), str(spec), str(out)],
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, str(int(sig)), str(spec), str(out),
+                           "default", "30"],
                           capture_output=True, text=True, timeout=120, cwd=paths.REPO)
     assert proc.returncode == 128 + int(sig), (proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr
     assert f"stopped by {sig.name}" in proc.stderr
     assert not (tmp_path / "new").exists()     # the folders the run created, lock and all
+
+
+def test_a_hangup_ignored_by_nohup_stays_ignored(tmp_path):
+    """Under ``nohup`` SIGHUP starts ignored, and the command keeps it so (``core/interrupts``
+    installs its handler only over the default disposition): the hang-up is not a stop, the
+    command runs on (here the stub's own exit, 99). Found when the test suite itself ran
+    under nohup (session 37): the test above assumed a terminal's default disposition, which
+    it now sets."""
+    out = tmp_path / "new" / "out"
+    spec = paths.REPO / "examples" / "quickstart.yaml"
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, str(int(signal.SIGHUP)), str(spec),
+                           str(out), "ignored", "0.2"],
+                          capture_output=True, text=True, timeout=120, cwd=paths.REPO)
+    assert proc.returncode == 99, (proc.returncode, proc.stderr[-2000:])
+    assert "stopped by" not in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_a_signal_while_the_search_starts_is_an_exit_code_not_a_traceback(tmp_path, monkeypatch):
