@@ -40,7 +40,7 @@ def _device(cluster: Cluster) -> list[str]:
     out = [f"device {dev.name}" + (f" ({dev.arch}, {dev.form})" if dev.arch and dev.form else "")
            + f": {dev.hbm_gib:.4g} GiB, datasheet peaks"
            + (f" ({dev.source})" if dev.source else "")]
-    if dev.power_limit_w and dev.tdp_w and dev.power_limit_w < dev.tdp_w:
+    if dev.capped:
         out.append(f"power cap {dev.power_limit_w:g} W of {dev.tdp_w:g} W rated: sustained clock "
                    f"and peaks x{dev.clock_factor:.3f} ((P_cap/P_rated)^(1/3), exponent not "
                    "measured: ir.hardware.DeviceType.clock_factor)")

@@ -87,8 +87,7 @@ def device_unlike(device, runs: "tuple[ResidualRun, ...] | None" = None) -> str:
     audit, QA round 17; the first capped run, CARAML's GH200 at 680 W, session 37)."""
     if device is None:
         return ""
-    cap = device.power_limit_w
-    capped = cap is not None and bool(device.tdp_w) and cap < device.tdp_w
+    cap, capped = device.power_limit_w, device.capped
     card = bool(device.form) and device.form not in ("sxm", "superchip")
     if not (card or capped):
         return ""

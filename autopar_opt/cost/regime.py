@@ -108,8 +108,7 @@ class Regime:
                 else:
                     words.append({"long_context": "context < 32k", "fp8": "16-bit",
                                   "moe": "dense",
-                                  "sharded_at_scale": "no ZeRO-3/FSDP at scale",
-                                  "power_limited": "rated power"}[key])
+                                  "sharded_at_scale": "no ZeRO-3/FSDP at scale"}[key])
             else:
                 words.append(value)
         return ", ".join(words)
@@ -136,11 +135,4 @@ def regime_of(graph: LayerGraph, cluster: Cluster, training: Training, plan: Pla
         fp8=training.dtype == "fp8",
         moe=any(layer.is_moe for layer in graph.layers),
         generation=generation(cluster.device.name),
-        power_limited=power_limited(cluster.device))
-
-
-def power_limited(device) -> bool:
-    """Whether ``device`` states a power limit below its rated power (the capped clock of
-    :attr:`~autopar_opt.ir.hardware.DeviceType.clock_factor` applies)."""
-    cap = getattr(device, "power_limit_w", None)
-    return cap is not None and bool(device.tdp_w) and cap < device.tdp_w
+        power_limited=cluster.device.capped)

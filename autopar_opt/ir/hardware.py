@@ -51,6 +51,13 @@ class DeviceType:
         return self.memory_gb or self.hbm_gib
 
     @property
+    def capped(self) -> bool:
+        """Whether a power limit below the rated power is stated: the one test of "capped"
+        (the clock factor, the regime label and an interval's words all read it)."""
+        return self.power_limit_w is not None and bool(self.tdp_w) \
+            and self.power_limit_w < self.tdp_w
+
+    @property
     def clock_factor(self) -> float:
         """Sustained tensor-core clock under :attr:`power_limit_w` over the rated
         one: ``(P_cap / P_rated)^(1/3)`` below the rated power, else 1.
@@ -65,7 +72,7 @@ class DeviceType:
         the plan's assumptions (:func:`autopar_opt.cost.assumptions.cost_assumptions`).
         Applied to the FLOP peaks, not to HBM bandwidth (the memory clock is
         not capped)."""
-        if self.power_limit_w is None or not self.tdp_w or self.power_limit_w >= self.tdp_w:
+        if not self.capped:
             return 1.0
         return (self.power_limit_w / self.tdp_w) ** (1.0 / 3.0)
 

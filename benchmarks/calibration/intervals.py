@@ -497,10 +497,9 @@ def main() -> str:
         res = {g: math.log1p(e[r.id]) for g, e in logo.items() if r.id in e}
         worst = max(res.values(), key=abs)
         d = r.cluster.device
-        capped = d.power_limit_w is not None and d.tdp_w and d.power_limit_w < d.tdp_w
         records.append({"id": r.id, "family": r.family, "regime": regimes[r.id].labels(),
                         "device": {"name": d.name, "form": d.form, "tdp_w": d.tdp_w,
-                                   "power_limit_w": d.power_limit_w if capped else None},
+                                   "power_limit_w": d.power_limit_w if d.capped else None},
                         "residual": round(worst, 6),
                         "residuals": {g: round(v, 6) for g, v in sorted(res.items())}})
     doc = {"generated_on": _dt.date.today().isoformat(),
