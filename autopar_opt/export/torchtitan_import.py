@@ -154,6 +154,16 @@ def mx_converters(config: Any) -> list[str]:
             and c.endswith(".mx")] if isinstance(converters, list) else []
 
 
+def idle_converters(listed: Any, graph: LayerGraph) -> list[str]:
+    """The converters of ``listed`` that convert nothing on ``graph``: the ``quantize.
+    grouped_mm.*`` ones convert the MoE experts' grouped GEMMs only, so on a model without
+    MoE layers the linear layers stay bfloat16 (the one rule the problems and the reading
+    both apply)."""
+    if not isinstance(listed, list) or any(layer.is_moe for layer in graph.layers):
+        return []
+    return [c for c in listed if isinstance(c, str) and c.startswith("quantize.grouped_mm.")]
+
+
 def repeated_converters(listed: Any) -> list[str]:
     """A note per converter name ``model.converters`` lists more than once (QA round 37: taken
     without a word). torchtitan 0.2.2 does not refuse a repeat: ``ModelConvertersContainer``
@@ -237,11 +247,9 @@ def torchtitan_problems(config: Any, graph: LayerGraph, cluster: Cluster,
                    "which torchtitan 0.2.2 refuses at launch (QuantizationConverter._validate: "
                    "one type for the linear and grouped_mm converters) (fix: float8 for both, "
                    "or mx for both)")
-    grouped = [c for c in low if c.startswith("quantize.grouped_mm.")]
-    if grouped and not any(layer.is_moe for layer in graph.layers):
-        # grouped_mm converts the MoE experts' GEMMs only: on a dense model the linear
-        # layers stay bfloat16 (a dense file with only them was priced as FP8)
-        low = [c for c in low if c not in grouped]
+    # a dense file with only grouped_mm converters was priced as FP8
+    idle = idle_converters(low, graph)
+    low = [c for c in low if c not in idle]
     mx = mx_converters(config)
     if mx:
         # whatever training.dtype and the model: torchtitan 0.2.2 builds every listed
@@ -257,8 +265,8 @@ def torchtitan_problems(config: Any, graph: LayerGraph, cluster: Cluster,
         out.append("model.converters has no quantize.linear.float8: the file trains in "
                    "bfloat16, but training.dtype is fp8 (the price is the spec's: set "
                    "training.dtype: bf16, or add the float8 converter)"
-                   + (f"; {', '.join(grouped)} converts the MoE experts' grouped GEMMs only, "
-                      "and this model has none" if grouped else ""))
+                   + (f"; {', '.join(idle)} converts the MoE experts' grouped GEMMs only, "
+                      "and this model has none" if idle else ""))
     if out:
         return out
     sizes = [par.get(k, 1) for k in DEGREES[:5]]
@@ -310,13 +318,11 @@ def read_torchtitan(config: Any, graph: LayerGraph, cluster: Cluster,
     problems = torchtitan_problems(config, graph, cluster, training)
     if problems:
         raise MegatronArgsError("", problems)
-    moe = any(layer.is_moe for layer in graph.layers)
-    mx = [c for c in mx_converters(config) if moe or not c.startswith("quantize.grouped_mm.")]
+    listed = config.get("model", {}).get("converters", [])
+    idle = idle_converters(listed, graph)
+    mx = [c for c in mx_converters(config) if c not in idle]
     if mx:      # priced as per-tensor FP8, said (refused above on a device that cannot run it)
         said += mxfp8_reading(f"model.converters {mx}", [cluster.device])[1]
-    listed = config.get("model", {}).get("converters", [])
-    idle = [c for c in listed if isinstance(c, str) and c.startswith("quantize.grouped_mm.")] \
-        if isinstance(listed, list) and not moe else []
     if idle:    # built, and converting nothing: the run is priced without them, said
         said.append(f"model.converters {idle} convert the MoE experts' grouped GEMMs only, and "
                     f"{graph.name} has no MoE layer: they change nothing, not priced")
